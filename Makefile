@@ -1,0 +1,133 @@
+# iod build. `make` builds build/iod; `make test` runs every test under
+# ASan+UBSan and ends with "N passed, N failed, N skipped".
+#
+# Sources are discovered, not listed: every src/<module>/*.c goes into the
+# binary, every tests/unit/*.c and tests/sim/*.c becomes one test program,
+# every tests/fuzz/fuzz_*.c one libFuzzer target, every bench/bench_*.c one
+# benchmark. A module that needs another system library adds it to PKGS.
+
+CC       ?= gcc
+ifeq ($(origin CC),default)
+CC       := gcc
+endif
+FUZZ_CC  ?= clang
+PREFIX   ?= /usr/local
+BUILD    := build
+
+# Install missing Debian packages before anything reads pkg-config: on a fresh
+# machine the flags below would otherwise be empty. Skipped for targets that
+# compile nothing.
+NODEPS_GOALS := clean format
+ifneq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
+DEPS_OK := $(shell sh scripts/deps.sh >&2 && echo ok)
+ifneq ($(DEPS_OK),ok)
+$(error scripts/deps.sh failed: install the packages it names, then run make again)
+endif
+endif
+
+# pkg-config names of the Debian -dev packages every binary links against.
+PKGS     := libuv raft yaml-0.1 jansson hwloc libmicrohttpd libpcap
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter -Wno-format-truncation
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itests $(WARN) $(PKG_CFLAGS) \
+               -DIOD_VERSION=\"$(VERSION)\" -MMD -MP
+CFLAGS_REL  := $(BASE_CFLAGS) -O2 -g -DNDEBUG_HOT
+CFLAGS_SAN  := $(BASE_CFLAGS) -O1 -g -fno-omit-frame-pointer \
+               -fsanitize=address,undefined -fno-sanitize-recover=undefined
+LDLIBS   := $(PKG_LIBS) -ldl -lpthread -lm
+
+SRC      := $(sort $(wildcard src/*/*.c))
+LIB_SRC  := $(filter-out src/cli/main.c,$(SRC))
+UNIT_SRC := $(sort $(wildcard tests/unit/*.c tests/sim/*.c))
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+BENCH_SRC:= $(sort $(wildcard bench/bench_*.c))
+
+REL_OBJ  := $(LIB_SRC:%.c=$(BUILD)/rel/%.o)
+SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o)
+FUZZ_OBJ := $(LIB_SRC:%.c=$(BUILD)/fuzz/%.o)
+TEST_BIN := $(UNIT_SRC:%.c=$(BUILD)/san/%)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+BENCH_BIN:= $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+.PHONY: all deps test unit fuzz bench lint format run install clean
+all: $(BUILD)/iod
+
+deps:
+	@true
+
+$(BUILD)/iod: $(REL_OBJ) $(BUILD)/rel/src/cli/main.o
+	@echo "  LD      $@"
+	$(Q)$(CC) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/san/iod: $(SAN_OBJ) $(BUILD)/san/src/cli/main.o
+	@echo "  LD san  $@"
+	$(Q)$(CC) -fsanitize=address,undefined -o $@ $^ $(LDLIBS)
+
+Q ?= @
+$(BUILD)/rel/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS_REL) -c -o $@ $<
+
+$(BUILD)/san/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC san  $<"
+	$(Q)$(CC) $(CFLAGS_SAN) -c -o $@ $<
+
+$(TEST_BIN): %: %.o $(BUILD)/san/tests/harness.o $(SAN_OBJ)
+	@echo "  LD san  $@"
+	$(Q)$(CC) -fsanitize=address,undefined -o $@ $^ $(LDLIBS)
+
+# Fuzz targets: the library again, built by clang with coverage for libFuzzer.
+FUZZ_CFLAGS := $(filter-out -MMD -MP,$(BASE_CFLAGS)) -O1 -g \
+               -fsanitize=fuzzer-no-link,address,undefined -Wno-unknown-warning-option
+$(BUILD)/fuzz/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC fuzz $<"
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+$(FUZZ_BIN): $(BUILD)/fuzz/%: $(BUILD)/fuzz/tests/fuzz/%.o $(FUZZ_OBJ)
+	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
+
+$(BENCH_BIN): $(BUILD)/bench/%: bench/%.c $(REL_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_REL) -o $@ $< $(REL_OBJ) $(LDLIBS)
+
+# The whole test run: unit + sim programs, integration scripts, fuzz smoke runs.
+test: deps $(BUILD)/iod $(BUILD)/san/iod $(TEST_BIN)
+	@if command -v $(FUZZ_CC) >/dev/null 2>&1; then $(MAKE) --no-print-directory fuzz-build; fi
+	@sh scripts/run-tests.sh $(BUILD)
+
+unit: deps $(TEST_BIN)
+	@IOD_TEST_ONLY=unit sh scripts/run-tests.sh $(BUILD)
+
+fuzz-build: $(FUZZ_BIN)
+
+bench: deps $(BENCH_BIN) $(BUILD)/iod
+	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
+
+bench-%: deps $(BUILD)/bench/bench_% $(BUILD)/iod
+	@$(BUILD)/bench/bench_$*
+
+lint:
+	@sh scripts/lint.sh
+
+format:
+	@clang-format -i $(SRC) $(wildcard include/iod/*.h src/*/*.h tests/*.c tests/*.h \
+		tests/*/*.c bench/*.c)
+
+run: all
+	@sh scripts/run.sh $(BUILD)/iod
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/iod/examples
+	install -m 755 $(BUILD)/iod $(DESTDIR)$(PREFIX)/bin/iod
+	cp -r examples/. $(DESTDIR)$(PREFIX)/share/iod/examples/
+
+clean:
+	rm -rf $(BUILD)
+
+.SECONDARY:
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,20 @@
+#!/bin/sh
+# lint.sh: the checks `make lint` runs: clang-format (the checked-in
+# .clang-format) and cppcheck. Prints nothing but findings; exits non-zero on any.
+set -u
+cd "$(dirname "$0")/.."
+files=$(git ls-files '*.c' '*.h')
+rc=0
+if ! clang-format --dry-run -Werror $files 2>/tmp/iod-lint-format.txt; then
+	grep -E '^[^ ].*: (error|warning)' /tmp/iod-lint-format.txt | head -40
+	echo "lint: clang-format differences (run \`make format\` to fix)"
+	rc=1
+fi
+if ! cppcheck --quiet --error-exitcode=1 --std=c11 --enable=warning,portability \
+	--inline-suppr --suppress=missingIncludeSystem -Iinclude -Isrc \
+	-D__GNUC__ -DIOD_VERSION='"lint"' src tests bench 2>&1; then
+	echo "lint: cppcheck findings"
+	rc=1
+fi
+[ $rc -eq 0 ] && echo "lint: clean"
+exit $rc

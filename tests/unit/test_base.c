@@ -1,0 +1,312 @@
+/*
+ * test_base.c: unit tests for base/: units, bitmaps, map, rng, allocators,
+ * strings, errors and the manual clock.
+ */
+#include "harness.h"
+#include "iod/base.h"
+
+#include <stdlib.h>
+
+TEST(size_decimal_and_binary)
+{
+	uint64_t v;
+	CHECK_EQ(iod_parse_size("64GB", &v, NULL), 0);
+	CHECK_U64(v, 64000000000ull);
+	CHECK_EQ(iod_parse_size("64GiB", &v, NULL), 0);
+	CHECK_U64(v, 64ull << 30);
+	CHECK_EQ(iod_parse_size("1.5 GB", &v, NULL), 0);
+	CHECK_U64(v, 1500000000ull);
+	CHECK_EQ(iod_parse_size("512", &v, NULL), 0);
+	CHECK_U64(v, 512);
+	CHECK_EQ(iod_parse_size("32Gi", &v, NULL), 0);
+	CHECK_U64(v, 32ull << 30);
+	CHECK_EQ(iod_parse_size("128gb", &v, NULL), 0);
+	CHECK_U64(v, 128000000000ull);
+}
+
+TEST(size_errors)
+{
+	struct iod_err e = {0};
+	uint64_t v;
+	CHECK_EQ(iod_parse_size("-1GB", &v, &e), -ERANGE);
+	CHECK_CONTAINS(e.msg, "negative");
+	CHECK_EQ(iod_parse_size("GB", &v, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "no number");
+	CHECK_EQ(iod_parse_size("", &v, &e), -EINVAL);
+	CHECK_EQ(iod_parse_size("20000000PB", &v, &e), -ERANGE);
+	CHECK_CONTAINS(e.msg, "too large");
+	CHECK_EQ(iod_parse_size("99999999999999999999999", &v, &e), -ERANGE);
+	CHECK_EQ(iod_parse_size("10XB", &v, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "unknown unit");
+	CHECK_EQ(iod_parse_size("0.5B", &v, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "whole");
+}
+
+TEST(bandwidth)
+{
+	uint64_t v;
+	struct iod_err e = {0};
+	CHECK_EQ(iod_parse_bandwidth("100Gbps", &v, NULL), 0);
+	CHECK_U64(v, 100000000000ull);
+	CHECK_EQ(iod_parse_bandwidth("2.5 Tbps", &v, NULL), 0);
+	CHECK_U64(v, 2500000000000ull);
+	CHECK_EQ(iod_parse_bandwidth("10 Mb/s", &v, NULL), 0);
+	CHECK_U64(v, 10000000ull);
+	CHECK_EQ(iod_parse_bandwidth("100", &v, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "no unit");
+}
+
+TEST(duration)
+{
+	uint64_t v;
+	struct iod_err e = {0};
+	CHECK_EQ(iod_parse_duration("5us", &v, NULL), 0);
+	CHECK_U64(v, 5000);
+	CHECK_EQ(iod_parse_duration("5\xc2\xb5s", &v, NULL), 0);
+	CHECK_U64(v, 5000);
+	CHECK_EQ(iod_parse_duration("1.5ms", &v, NULL), 0);
+	CHECK_U64(v, 1500000);
+	CHECK_EQ(iod_parse_duration("2m", &v, NULL), 0);
+	CHECK_U64(v, 120000000000ull);
+	CHECK_EQ(iod_parse_duration("1h", &v, NULL), 0);
+	CHECK_U64(v, 3600000000000ull);
+	CHECK_EQ(iod_parse_duration("30", &v, &e), -EINVAL);
+	CHECK_EQ(iod_parse_duration("0.1ns", &v, &e), -EINVAL);
+	CHECK_EQ(iod_parse_duration("3M", &v, &e), -EINVAL);
+}
+
+TEST(percent)
+{
+	uint32_t bp;
+	struct iod_err e = {0};
+	CHECK_EQ(iod_parse_percent("20%", &bp, NULL), 0);
+	CHECK_EQ(bp, 2000);
+	CHECK_EQ(iod_parse_percent("12.5%", &bp, NULL), 0);
+	CHECK_EQ(bp, 1250);
+	CHECK_EQ(iod_parse_percent("101%", &bp, &e), -ERANGE);
+	CHECK_EQ(iod_parse_percent("20", &bp, &e), -EINVAL);
+	CHECK_EQ(iod_parse_percent("-5%", &bp, &e), -ERANGE);
+	CHECK_EQ(iod_parse_percent("1.234%", &bp, &e), -EINVAL);
+}
+
+TEST(bounds)
+{
+	struct iod_bound b;
+	CHECK_EQ(iod_parse_bound("<5us", IOD_UNIT_DURATION, &b, NULL), 0);
+	CHECK_EQ(b.op, IOD_CMP_LT);
+	CHECK_U64(b.value, 5000);
+	CHECK(iod_bound_holds(&b, 4999));
+	CHECK(!iod_bound_holds(&b, 5000));
+	CHECK_EQ(iod_parse_bound(">= 100Gbps", IOD_UNIT_BANDWIDTH, &b, NULL), 0);
+	CHECK_EQ(b.op, IOD_CMP_GE);
+	CHECK(iod_bound_holds(&b, 100000000000ull));
+	CHECK_EQ(iod_parse_bound("<=1GB", IOD_UNIT_SIZE, &b, NULL), 0);
+	CHECK_EQ(b.op, IOD_CMP_LE);
+	CHECK_EQ(iod_parse_bound(">2ms", IOD_UNIT_DURATION, &b, NULL), 0);
+	CHECK_EQ(b.op, IOD_CMP_GT);
+	CHECK_EQ(iod_parse_bound("64GB", IOD_UNIT_SIZE, &b, NULL), 0);
+	CHECK_EQ(b.op, IOD_CMP_EQ);
+	CHECK(iod_parse_bound("<", IOD_UNIT_DURATION, &b, NULL) < 0);
+}
+
+TEST(format_units)
+{
+	char buf[32];
+	iod_format_size(64000000000ull, buf, sizeof(buf));
+	CHECK_STR(buf, "64 GB");
+	iod_format_bandwidth(100000000000ull, buf, sizeof(buf));
+	CHECK_STR(buf, "100 Gbps");
+	iod_format_duration(1500000, buf, sizeof(buf));
+	CHECK_STR(buf, "1.5 ms");
+	iod_format_size(0, buf, sizeof(buf));
+	CHECK_STR(buf, "0 B");
+}
+
+TEST(bitmap_ops_and_text)
+{
+	struct iod_bitmap a, b;
+	char buf[128];
+	iod_bitmap_zero(&a);
+	iod_bitmap_set_range(&a, 0, 3);
+	iod_bitmap_set(&a, 8);
+	iod_bitmap_set(&a, 10);
+	iod_bitmap_set(&a, 11);
+	iod_bitmap_set(&a, 5000); /* out of range: ignored, not a crash */
+	CHECK_EQ(iod_bitmap_count(&a), 7);
+	CHECK_EQ(iod_bitmap_format(&a, buf, sizeof(buf)), 0);
+	CHECK_STR(buf, "0-3,8,10-11");
+	CHECK_EQ(iod_bitmap_parse(buf, &b, NULL), 0);
+	CHECK(iod_bitmap_equal(&a, &b));
+	CHECK_EQ(iod_bitmap_next(&a, 4), 8);
+	CHECK_EQ(iod_bitmap_next(&a, 12), -1);
+	iod_bitmap_parse("2-9", &b, NULL);
+	iod_bitmap_and(&b, &a);
+	iod_bitmap_format(&b, buf, sizeof(buf));
+	CHECK_STR(buf, "2-3,8");
+	CHECK(iod_bitmap_subset(&b, &a));
+	iod_bitmap_parse("1023", &b, NULL);
+	CHECK(iod_bitmap_test(&b, 1023));
+	struct iod_err e = {0};
+	CHECK(iod_bitmap_parse("1024", &b, &e) < 0);
+	CHECK(iod_bitmap_parse("3-1", &b, &e) < 0);
+	CHECK(iod_bitmap_parse("1,,2", &b, &e) < 0);
+	CHECK(iod_bitmap_parse("x", &b, &e) < 0);
+	CHECK_EQ(iod_bitmap_format(&a, buf, 4), -ENOSPC);
+}
+
+TEST(map_put_get_del_against_model)
+{
+	struct iod_map m;
+	struct iod_rng r;
+	static uint64_t model[4096];
+	CHECK_EQ(iod_map_init(&m, 4, 0), 0);
+	iod_rng_seed(&r, 7);
+	for (int i = 0; i < 200000; i++) {
+		uint64_t k = iod_rng_below(&r, 4096);
+		uint64_t op = iod_rng_below(&r, 3);
+		uint64_t v;
+		if (op == 0) {
+			CHECK_EQ(iod_map_put(&m, k + 1, (uint64_t)i + 1), 0);
+			model[k] = (uint64_t)i + 1;
+		} else if (op == 1) {
+			int rc = iod_map_del(&m, k + 1);
+			CHECK_EQ(rc, model[k] ? 0 : -ENOENT);
+			model[k] = 0;
+		} else {
+			int rc = iod_map_get(&m, k + 1, &v);
+			CHECK_EQ(rc, model[k] ? 0 : -ENOENT);
+			if (!rc)
+				CHECK_U64(v, model[k]);
+		}
+	}
+	uint32_t pos = 0, n = 0;
+	uint64_t k, v;
+	while (iod_map_next(&m, &pos, &k, &v)) {
+		CHECK_U64(model[k - 1], v);
+		n++;
+	}
+	CHECK_EQ(n, m.count);
+	iod_map_destroy(&m);
+}
+
+TEST(map_bounded)
+{
+	struct iod_map m;
+	CHECK_EQ(iod_map_init(&m, 4, 3), 0);
+	CHECK_EQ(iod_map_put(&m, 1, 1), 0);
+	CHECK_EQ(iod_map_put(&m, 2, 1), 0);
+	CHECK_EQ(iod_map_put(&m, 3, 1), 0);
+	CHECK_EQ(iod_map_put(&m, 4, 1), -ENOSPC);
+	CHECK_EQ(iod_map_put(&m, 3, 9), 0); /* replace still works when full */
+	iod_map_destroy(&m);
+}
+
+TEST(rng_deterministic_and_uniform)
+{
+	struct iod_rng a, b, c;
+	iod_rng_seed(&a, 42);
+	iod_rng_seed(&b, 42);
+	iod_rng_seed(&c, 43);
+	int same = 1, differ = 0;
+	for (int i = 0; i < 100; i++) {
+		uint64_t x = iod_rng_next(&a), y = iod_rng_next(&b), z = iod_rng_next(&c);
+		same &= x == y;
+		differ |= x != z;
+	}
+	CHECK(same);
+	CHECK(differ);
+	/* Chi-square-ish: 10 buckets of 100k draws within 2% of the mean. */
+	unsigned hist[10] = {0};
+	for (int i = 0; i < 100000; i++)
+		hist[iod_rng_below(&a, 10)]++;
+	for (int i = 0; i < 10; i++)
+		CHECK_MSG(hist[i] > 9800 && hist[i] < 10200, "bucket %d = %u", i, hist[i]);
+	double sum = 0;
+	for (int i = 0; i < 100000; i++)
+		sum += iod_rng_exp(&a, 3.0);
+	CHECK(sum / 100000 > 2.95 && sum / 100000 < 3.05);
+}
+
+TEST(arena_and_pool)
+{
+	struct iod_arena a;
+	iod_arena_init(&a, 128, 1024);
+	char *s = iod_arena_strdup(&a, "hello");
+	CHECK_STR(s, "hello");
+	CHECK(((uintptr_t)iod_arena_alloc(&a, 3) & 15) == 0);
+	CHECK(iod_arena_alloc(&a, 4096) == NULL); /* past the limit */
+	iod_arena_free(&a);
+
+	struct iod_pool p;
+	CHECK_EQ(iod_pool_init(&p, 24, 3), 0);
+	void *x = iod_pool_get(&p), *y = iod_pool_get(&p), *z = iod_pool_get(&p);
+	CHECK(x && y && z);
+	CHECK(iod_pool_get(&p) == NULL);
+	CHECK_EQ(iod_pool_index(&p, x), 0);
+	CHECK_EQ(iod_pool_in_use(&p), 3);
+	iod_pool_put(&p, y);
+	CHECK(iod_pool_get(&p) == y);
+	iod_pool_destroy(&p);
+}
+
+TEST(strings_and_suggest)
+{
+	static const char *const keys[] = {"replicas", "resources", "placement", "name"};
+	CHECK_STR(iod_suggest("replica", keys, 4), "replicas");
+	CHECK_STR(iod_suggest("resorces", keys, 4), "resources");
+	CHECK(iod_suggest("zzzzzz", keys, 4) == NULL);
+	CHECK_EQ(iod_edit_distance("kitten", "sitting", 10), 3);
+	char buf[4];
+	CHECK_EQ(iod_strlcpy(buf, "abcdef", sizeof(buf)), -ENOSPC);
+	CHECK_STR(buf, "abc");
+	struct iod_buf b;
+	iod_buf_init(&b);
+	for (int i = 0; i < 1000; i++)
+		iod_buf_printf(&b, "%d,", i);
+	CHECK(b.len > 3000);
+	CHECK(b.data[b.len] == 0);
+	iod_buf_free(&b);
+}
+
+TEST(errors_and_clock)
+{
+	struct iod_err e = {0};
+	CHECK_EQ(iod_err_set(&e, -EINVAL, "bad %s", "thing"), -EINVAL);
+	iod_err_wrap(&e, "file.yaml");
+	CHECK_STR(e.msg, "file.yaml: bad thing");
+	CHECK_EQ(iod_err_set(NULL, -ENOENT, "x"), -ENOENT);
+	struct iod_manual_clock mc;
+	iod_manual_clock_init(&mc, 100);
+	CHECK_U64(iod_clock_now(&mc.clock), 100);
+	mc.now_ns += 5;
+	CHECK_U64(iod_clock_now(&mc.clock), 105);
+	const struct iod_clock *mono = iod_clock_monotonic();
+	uint64_t t0 = iod_clock_now(mono), t1 = iod_clock_now(mono);
+	CHECK(t1 >= t0);
+}
+
+TEST(json_helpers)
+{
+#define J "{\"a\": 1, \"b\": \"x\", \"c\": true}"
+	json_t *v;
+	struct iod_err e = {0};
+	CHECK_EQ(iod_json_parse(J, strlen(J), &v, &e), 0);
+	uint64_t a;
+	const char *b;
+	bool c;
+	CHECK_EQ(iod_json_get_u64(v, "a", &a), 0);
+	CHECK_U64(a, 1);
+	CHECK_EQ(iod_json_get_str(v, "b", &b), 0);
+	CHECK_STR(b, "x");
+	CHECK_EQ(iod_json_get_bool(v, "c", &c), 0);
+	CHECK(c);
+	CHECK_EQ(iod_json_get_str(v, "a", &b), -EINVAL);
+	CHECK_EQ(iod_json_get_str(v, "zz", &b), -ENOENT);
+	char *s = iod_json_string(v, true);
+	CHECK_STR(s, "{\"a\":1,\"b\":\"x\",\"c\":true}");
+	free(s);
+	json_decref(v);
+	CHECK(iod_json_parse("{\"a\": ", 6, &v, &e) < 0);
+	CHECK_CONTAINS(e.msg, "invalid JSON");
+	CHECK(iod_json_parse("{\"a\":1,\"a\":2}", 13, &v, &e) < 0);
+}
