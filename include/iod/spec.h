@@ -1,0 +1,170 @@
+/*
+ * spec.h: the declarative spec users write, as validated C structs.
+ *
+ * One YAML file may hold any of: `services:` (the service topology),
+ * `resources:` (a resource request, the seed's unified form), `storage:`
+ * (tiers) and `service_mesh:`. The loader (libyaml) validates everything and
+ * reports every error as "file:line:col: message", up to a bound; a spec is
+ * either fully valid or rejected, never accepted in part. All quantities are
+ * normalized to base units: bytes, bits/s, nanoseconds, basis points.
+ *
+ * Everything a loaded spec points to lives in its arena; iod_spec_free()
+ * releases it all at once. The spec module never reads the clock and does no
+ * I/O besides reading the file it is asked to load.
+ */
+#ifndef IOD_SPEC_H
+#define IOD_SPEC_H
+
+#include "iod/base.h"
+
+/* Compute unit types a resource request can target (X-macro: enum + names). */
+#define IOD_COMPUTE_TYPES(X)                                                   \
+	X(NONE, "none")                                                        \
+	X(TENSOR_CORE, "tensor-core")                                          \
+	X(CUDA_CORE, "cuda-core")                                              \
+	X(FPGA, "fpga")                                                        \
+	X(DPU, "dpu")                                                          \
+	X(CPU, "cpu")
+
+enum iod_compute_type {
+#define X(n, s) IOD_COMPUTE_##n,
+	IOD_COMPUTE_TYPES(X)
+#undef X
+};
+const char *iod_compute_type_name(enum iod_compute_type t);
+int iod_compute_type_parse(const char *s, enum iod_compute_type *out);
+
+/* resources.compute / resources.network, the seed's unified request. */
+struct iod_spec_compute {
+	enum iod_compute_type type; /* NONE when absent */
+	uint32_t count;             /* units of that type */
+	uint64_t mem_bytes;         /* device memory per unit; 0 = any */
+};
+
+struct iod_spec_network {
+	uint64_t bandwidth_bps;      /* 0 = no requirement */
+	struct iod_bound latency_ns; /* op EQ and value 0 = no requirement */
+	bool has_latency;            /* latency was written */
+};
+
+/* What one replica of a service needs. */
+struct iod_spec_resources {
+	uint32_t gpu;                    /* GPUs (tensor-core units) per replica */
+	uint32_t cpu_millis;             /* CPU in thousandths of a core (cpu: 2 = 2000) */
+	uint64_t mem_bytes;              /* host memory */
+	uint64_t gpu_mem_bytes;          /* memory per GPU; 0 = any */
+	struct iod_spec_compute compute; /* the unified form, when written */
+	struct iod_spec_network network; /* NIC bandwidth / latency */
+};
+
+enum iod_service_type { IOD_SERVICE_STATELESS, IOD_SERVICE_STATEFUL };
+enum iod_spread { IOD_SPREAD_DEFAULT, IOD_SPREAD_SPREAD, IOD_SPREAD_PACK };
+enum iod_gpu_link { IOD_GPU_LINK_ANY, IOD_GPU_LINK_NVLINK, IOD_GPU_LINK_PCIE };
+enum iod_numa_policy { IOD_NUMA_ANY, IOD_NUMA_SINGLE };
+enum iod_anti_affinity { IOD_ANTI_NONE, IOD_ANTI_NODE, IOD_ANTI_RACK, IOD_ANTI_ZONE };
+enum iod_restart { IOD_RESTART_ALWAYS, IOD_RESTART_ON_FAILURE, IOD_RESTART_NEVER };
+enum iod_health_kind { IOD_HEALTH_NONE, IOD_HEALTH_EXEC, IOD_HEALTH_TCP, IOD_HEALTH_HTTP };
+enum iod_transport { IOD_TRANSPORT_TCP, IOD_TRANSPORT_SHM, IOD_TRANSPORT_RDMA };
+
+struct iod_spec_placement {
+	enum iod_spread spread;          /* spread | pack */
+	enum iod_anti_affinity anti;     /* keep replicas apart by node/rack/zone */
+	enum iod_gpu_link gpu_link;      /* nvlink | pcie | any */
+	enum iod_numa_policy numa;       /* single | any */
+};
+
+struct iod_spec_health {
+	enum iod_health_kind kind; /* NONE when no check is configured */
+	const char *command;       /* exec: shell command line */
+	uint16_t port;             /* tcp/http */
+	const char *path;          /* http: request path */
+	uint64_t interval_ns;      /* between checks */
+	uint64_t timeout_ns;       /* per check */
+	uint32_t healthy_threshold;   /* consecutive passes to be healthy */
+	uint32_t unhealthy_threshold; /* consecutive failures to be unhealthy */
+};
+
+struct iod_spec_port {
+	const char *name; /* optional */
+	uint16_t port;    /* container/process port */
+	enum { IOD_PROTO_TCP, IOD_PROTO_UDP } proto;
+};
+
+struct iod_spec_env {
+	const char *name;  /* variable name */
+	const char *value; /* value */
+};
+
+struct iod_spec_service {
+	const char *name;               /* unique, DNS-label-like */
+	enum iod_service_type type;     /* stateful | stateless */
+	uint32_t replicas;              /* 0..IOD_SPEC_REPLICAS_MAX */
+	struct iod_spec_resources res;  /* per replica */
+	struct iod_spec_placement placement;
+	bool gang;                      /* all replicas or none */
+	enum iod_restart restart;       /* restart policy */
+	const char *command;            /* program; NULL = none */
+	const char *const *args;        /* args_n arguments */
+	uint32_t args_n;
+	const struct iod_spec_env *env; /* env_n variables */
+	uint32_t env_n;
+	const struct iod_spec_port *ports; /* ports_n ports */
+	uint32_t ports_n;
+	struct iod_spec_health health;
+	const char *const *depends_on;  /* names of services, depends_n of them */
+	uint32_t depends_n;
+	uint32_t line, col;             /* where the service was declared */
+};
+
+/* Storage media, as the seed names them. */
+struct iod_spec_tier {
+	const char *medium;    /* PMem, NVMe, SSD, HDD, ... (normalized case) */
+	uint32_t quota_bp;     /* share in basis points; tiers sum to 10000 */
+};
+
+struct iod_spec {
+	const char *path;                 /* file it was loaded from */
+	struct iod_spec_service *services; /* services_n of them, file order */
+	uint32_t services_n;
+	bool has_resources;               /* a top-level resources: block */
+	struct iod_spec_resources resources;
+	struct iod_spec_tier *tiers;      /* storage.tiers */
+	uint32_t tiers_n;
+	bool has_mesh;                    /* a service_mesh: block */
+	enum iod_transport transport;     /* service_mesh.transport */
+	struct iod_arena arena;           /* owns everything above */
+};
+
+/* One diagnostic: "file:line:col: message". */
+struct iod_spec_diag {
+	uint32_t line, col;              /* 1-based; 0 when not positional */
+	char msg[IOD_ERR_MSG_MAX];       /* what and what to do */
+};
+
+struct iod_spec_diags {
+	struct iod_spec_diag d[IOD_SPEC_ERRORS_MAX]; /* first n errors */
+	uint32_t n;                      /* recorded */
+	uint32_t total;                  /* seen, may exceed n */
+};
+
+/*
+ * Load and validate. On success returns 0 and *out owns a spec. On failure
+ * returns -EINVAL (spec errors, listed in diags) or another negative errno
+ * (file unreadable: the message is in diags->d[0]).
+ */
+int iod_spec_load_file(const char *path, struct iod_spec **out,
+		       struct iod_spec_diags *diags);
+int iod_spec_load_buffer(const char *name, const char *text, size_t len,
+			 struct iod_spec **out, struct iod_spec_diags *diags);
+void iod_spec_free(struct iod_spec *s);
+
+/* Print every diagnostic as "name:line:col: message" lines. */
+void iod_spec_diags_print(const struct iod_spec_diags *d, const char *name, FILE *f);
+
+/* The normalized spec as JSON (base units), for `iod validate -o json` and the API. */
+json_t *iod_spec_to_json(const struct iod_spec *s);
+
+const struct iod_spec_service *iod_spec_find_service(const struct iod_spec *s,
+						     const char *name);
+
+#endif
