@@ -135,6 +135,28 @@ char *iod_state_cmd_lease_renew(uint64_t lease_id, uint64_t now_ms);
 char *iod_state_cmd_lease_revoke(uint64_t lease_id);
 char *iod_state_cmd_lease_expire(uint64_t now_ms);
 
+/* ---- Raft glue ---------------------------------------------------------- */
+
+struct raft_fsm;
+
+/*
+ * The state machine as a canonical-raft FSM (version 2: snapshot memory is
+ * ours, freed in snapshot_finalize). apply never fails the Raft entry: a
+ * rejected command (CAS mismatch, bad input) is a committed no-op whose
+ * iod_state_result travels to the proposer through the apply callback's
+ * result pointer (pointing at *last, valid until the next apply).
+ */
+struct iod_state_fsm_ctx {
+	struct iod_state *state;        /* the machine (not owned) */
+	struct iod_state_result last;   /* result of the latest apply */
+	uint64_t applied;               /* commands applied */
+	uint64_t snapshots;             /* snapshots taken */
+	uint64_t restores;              /* snapshots restored */
+	void (*on_apply)(void *data);   /* called after each apply (watch wake-up), may be NULL */
+	void *on_apply_data;            /* argument of on_apply */
+};
+void iod_state_fsm_init(struct raft_fsm *fsm, struct iod_state_fsm_ctx *ctx);
+
 /* ---- the replicated server (shell: libuv + raft + libmicrohttpd) -------- */
 
 /* One initial member: raft id, Raft address, API address (may be empty). */
@@ -161,11 +183,47 @@ struct iod_server_config {
 	uint32_t lease_check_ms;           /* how often the leader looks for expired leases */
 };
 
+/*
+ * A replicated node: raft (libuv backend) + the state machine. Shell code:
+ * it owns sockets, files and timers on the loop it is given. The HTTP API
+ * (src/api) is built on it.
+ */
+struct iod_node;
+struct uv_loop_s;
+
+/* status 0: committed and applied (res says whether the command succeeded);
+ * -ENOTCONN: this server is not (or no longer) the leader: retry at the
+ * leader; another negative errno: raft failure (shutting down). */
+typedef void (*iod_node_apply_cb)(void *data, int status, const struct iod_state_result *res);
+typedef void (*iod_node_done_cb)(void *data, int status);
+
+int iod_node_start(struct iod_node **out, struct uv_loop_s *loop, const struct iod_server_config *c,
+                   struct iod_err *e);
+/* Propose a command (JSON text). -ENOTCONN not leader, -EBUSY too many in flight. */
+int iod_node_propose(struct iod_node *n, const char *cmd, size_t len, iod_node_apply_cb cb,
+                     void *data);
+bool iod_node_is_leader(struct iod_node *n);
+/* Leader's id (0 = unknown) and the API address to send writes to ("" = unknown). */
+uint64_t iod_node_leader(struct iod_node *n, const char **api_addr);
+const struct iod_state *iod_node_state(struct iod_node *n);
+/* id, state, leader, term, members, commit/applied index, revision. */
+json_t *iod_node_status(struct iod_node *n);
+/* Prometheus text for raft and apply metrics, appended to b. */
+void iod_node_metrics(struct iod_node *n, struct iod_buf *b);
+/* Called (on the loop) after commands were applied: wakes watches. */
+void iod_node_set_on_apply(struct iod_node *n, void (*fn)(void *data), void *data);
+/* Membership (leader only): add as voter (raft_add then raft_assign), remove. */
+int iod_node_member_add(struct iod_node *n, uint64_t id, const char *raft_addr,
+                        const char *api_addr, iod_node_done_cb cb, void *data);
+int iod_node_member_remove(struct iod_node *n, uint64_t id, iod_node_done_cb cb, void *data);
+/* Graceful stop: transfer leadership if leader (raft_transfer), then close.
+ * done runs when everything is closed; iod_node_free after it. */
+void iod_node_stop(struct iod_node *n, void (*done)(void *data), void *data);
+void iod_node_free(struct iod_node *n);
+
 /* Defaults (see docs/control-plane.md "Timeouts"). */
 void iod_server_config_default(struct iod_server_config *c);
 /* Parse "1=127.0.0.1:7001@127.0.0.1:7401,2=..." into c->peers. */
 int iod_server_peers_parse(struct iod_server_config *c, const char *s, struct iod_err *e);
-/* Run until SIGTERM/SIGINT (graceful: leadership transfer, then close). */
-int iod_server_run(const struct iod_server_config *c, struct iod_err *e);
 
 #endif
