@@ -710,7 +710,10 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *ur
 		                 err_json("request body larger than %u bytes (IOD_API_BODY_MAX)",
 		                          IOD_API_BODY_MAX));
 	if (s->stopping)
-		return queue_err(s, conn, 503, err_json("server is shutting down; retry another"));
+		return queue_json(s, conn, 503,
+		                  json_pack("{s:s, s:b, s:s}", "error",
+		                            "server is shutting down; retry another server",
+		                            "not_leader", 1, "leader", ""));
 	return route(q, url, method);
 }
 
