@@ -39,15 +39,15 @@
 enum kind { IOD, ETCD };
 
 struct cluster {
-	enum kind kind;          /* what runs */
-	bool tuned;              /* etcd: heartbeat 10 ms, election 50 ms */
-	char name[32];           /* for output */
-	char dir[256];           /* data root */
-	int peer_port[N];        /* raft / etcd peer ports */
-	int api_port[N];         /* API / etcd client ports */
-	char api[N][32];         /* 127.0.0.1:port */
-	pid_t pid[N];            /* running processes */
-	char servers[128];       /* comma list for the iod client */
+	enum kind kind;    /* what runs */
+	bool tuned;        /* etcd: heartbeat 10 ms, election 50 ms */
+	char name[32];     /* for output */
+	char dir[256];     /* data root */
+	int peer_port[N];  /* raft / etcd peer ports */
+	int api_port[N];   /* API / etcd client ports */
+	char api[N][32];   /* 127.0.0.1:port */
+	pid_t pid[N];      /* running processes */
+	char servers[128]; /* comma list for the iod client */
 };
 
 static char iod_bin[512];
@@ -71,7 +71,8 @@ static int free_port(void)
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t l = sizeof(a);
 	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-	if (!bind(fd, (struct sockaddr *)&a, sizeof(a)) && !getsockname(fd, (struct sockaddr *)&a, &l))
+	if (!bind(fd, (struct sockaddr *)&a, sizeof(a)) &&
+	    !getsockname(fd, (struct sockaddr *)&a, &l))
 		port = ntohs(a.sin_port);
 	close(fd);
 	return port;
@@ -93,9 +94,8 @@ static void start(struct cluster *c, int i)
 	snprintf(log, sizeof(log), "%s/log%d", c->dir, i + 1);
 	p = fork();
 	if (p == 0) {
-		FILE *f = freopen(log, "a", stderr);
-		f = freopen("/dev/null", "w", stdout);
-		(void)f;
+		if (!freopen(log, "a", stderr) || !freopen("/dev/null", "w", stdout))
+			_exit(126);
 		if (c->kind == IOD) {
 			char peers[512];
 			int at = 0;
@@ -104,8 +104,9 @@ static void start(struct cluster *c, int i)
 				at += snprintf(peers + at, sizeof(peers) - (size_t)at,
 				               "%s%d=127.0.0.1:%d@%s", k ? "," : "", k + 1,
 				               c->peer_port[k], c->api[k]);
-			char *argv[24] = {iod_bin, "server", "--id", id, "--data-dir", dd, "--raft",
-			                  peer, "--api", c->api[i], "--peers", peers};
+			char *argv[24] = {iod_bin,      "server",  "--id",    id,
+			                  "--data-dir", dd,        "--raft",  peer,
+			                  "--api",      c->api[i], "--peers", peers};
 			int n = 12;
 			if (election_ms) {
 				argv[n++] = "--election-timeout";
@@ -127,11 +128,17 @@ static void start(struct cluster *c, int i)
 				at += snprintf(cluster + at, sizeof(cluster) - (size_t)at,
 				               "%sm%d=http://127.0.0.1:%d", k ? "," : "", k + 1,
 				               c->peer_port[k]);
-			char *argv[40] = {"etcd", "--name", name, "--data-dir", dd,
-			                  "--listen-client-urls", curl, "--advertise-client-urls", curl,
-			                  "--listen-peer-urls", purl, "--initial-advertise-peer-urls",
-			                  purl, "--initial-cluster", cluster, "--initial-cluster-state",
-			                  "new", "--logger", "zap", "--log-level", "error"};
+			char *argv[40] = {"etcd",  "--name",
+			                  name,    "--data-dir",
+			                  dd,      "--listen-client-urls",
+			                  curl,    "--advertise-client-urls",
+			                  curl,    "--listen-peer-urls",
+			                  purl,    "--initial-advertise-peer-urls",
+			                  purl,    "--initial-cluster",
+			                  cluster, "--initial-cluster-state",
+			                  "new",   "--logger",
+			                  "zap",   "--log-level",
+			                  "error"};
 			int n = 21;
 			if (c->tuned) {
 				argv[n++] = "--heartbeat-interval";
@@ -213,7 +220,8 @@ static int find_leader(struct cluster *c, unsigned timeout_ms)
 			if (c->kind == IOD)
 				st = http(&fd, c->api[i], "GET", "/v1/status", NULL, 500, &j);
 			else
-				st = http(&fd, c->api[i], "POST", "/v3/maintenance/status", "{}", 500, &j);
+				st = http(&fd, c->api[i], "POST", "/v3/maintenance/status", "{}",
+				          500, &j);
 			if (fd >= 0)
 				close(fd);
 			bool leader = false;
@@ -265,7 +273,8 @@ static void wait_healthy(struct cluster *c, int i, int leader)
 			if (fd >= 0)
 				close(fd);
 			const char *h = NULL;
-			bool ok = st == 200 && !iod_json_get_str(j, "health", &h) && !strcmp(h, "true");
+			bool ok =
+			    st == 200 && !iod_json_get_str(j, "health", &h) && !strcmp(h, "true");
 			json_decref(j);
 			if (ok)
 				return;
@@ -276,11 +285,11 @@ static void wait_healthy(struct cluster *c, int i, int leader)
 
 /* A writer: one put of key k, trying members from *cur on until success. */
 struct writer {
-	struct cluster *c;                   /* target */
-	struct iod_api_client cl;            /* iod: follows the leader */
-	int fd[N];                           /* etcd: one connection per member */
-	int cur;                             /* etcd: member to try first */
-	char last[IOD_ADDR_MAX];             /* iod: server that acknowledged the last put */
+	struct cluster *c;        /* target */
+	struct iod_api_client cl; /* iod: follows the leader */
+	int fd[N];                /* etcd: one connection per member */
+	int cur;                  /* etcd: member to try first */
+	char last[IOD_ADDR_MAX];  /* iod: server that acknowledged the last put */
 };
 
 static void writer_init(struct writer *w, struct cluster *c)
@@ -405,7 +414,8 @@ static size_t failover(struct cluster *c, int rounds, int sig, uint64_t *us)
 		waitpid(c->pid[victim], NULL, 0);
 		c->pid[victim] = 0;
 		if (!ok) {
-			fprintf(stderr, "bench: %s: no write committed within 30 s after the kill\n",
+			fprintf(stderr,
+			        "bench: %s: no write committed within 30 s after the kill\n",
 			        c->name);
 			break;
 		}
@@ -426,13 +436,13 @@ static size_t failover(struct cluster *c, int rounds, int sig, uint64_t *us)
 /* ---- throughput ---------------------------------------------------------- */
 
 struct tp_arg {
-	struct cluster *c;     /* target */
-	int id;                /* thread number */
-	int leader;            /* etcd: member to talk to */
-	uint64_t end_us;       /* stop time */
-	uint64_t *lat;         /* latencies, us */
-	size_t n, cap;         /* recorded, capacity */
-	uint64_t errors;       /* failed puts */
+	struct cluster *c; /* target */
+	int id;            /* thread number */
+	int leader;        /* etcd: member to talk to */
+	uint64_t end_us;   /* stop time */
+	uint64_t *lat;     /* latencies, us */
+	size_t n, cap;     /* recorded, capacity */
+	uint64_t errors;   /* failed puts */
 };
 
 static void *tp_thread(void *p)
@@ -471,7 +481,9 @@ static void throughput(struct cluster *c, int clients, int seconds)
 	if (leader < 0)
 		return;
 	for (int i = 0; i < clients; i++) {
-		args[i] = (struct tp_arg){.c = c, .id = i, .leader = leader,
+		args[i] = (struct tp_arg){.c = c,
+		                          .id = i,
+		                          .leader = leader,
 		                          .end_us = now_us() + (uint64_t)seconds * 1000000u,
 		                          .cap = LAT_MAX / (size_t)clients};
 		args[i].lat = calloc(args[i].cap, sizeof(uint64_t));

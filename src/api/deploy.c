@@ -36,12 +36,12 @@ struct svc_req {
 
 /* A node's capacity and what is already used on it. */
 struct node_cap {
-	char name[IOD_NAME_MAX]; /* node name */
-	uint32_t gpus;           /* GPUs on the node */
-	uint32_t cpus;           /* CPU cores (0 = not reported: not checked) */
-	struct iod_bitmap used;  /* GPU indexes in use */
+	char name[IOD_NAME_MAX];  /* node name */
+	uint32_t gpus;            /* GPUs on the node */
+	uint32_t cpus;            /* CPU cores (0 = not reported: not checked) */
+	struct iod_bitmap used;   /* GPU indexes in use */
 	uint32_t cpu_millis_used; /* CPU reserved */
-	uint32_t replicas;       /* replicas placed on it (spread) */
+	uint32_t replicas;        /* replicas placed on it (spread) */
 };
 
 static uint32_t json_count(const json_t *v)
@@ -118,13 +118,14 @@ static int parse_spec(const char *body, size_t len, struct svc_req **out, uint32
 	*n = 0;
 	if (!iod_spec_load_buffer) {
 		size_t i = 0;
-		while (i < len && (body[i] == ' ' || body[i] == '\n' || body[i] == '\t' ||
-		                   body[i] == '\r'))
+		while (i < len &&
+		       (body[i] == ' ' || body[i] == '\n' || body[i] == '\t' || body[i] == '\r'))
 			i++;
 		if (i == len || body[i] != '{')
-			return iod_err_set(e, -EINVAL,
-			                   "this server reads JSON deploy bodies only (the YAML spec "
-			                   "loader is not built in); send {\"services\": [...]}");
+			return iod_err_set(
+			    e, -EINVAL,
+			    "this server reads JSON deploy bodies only (the YAML spec "
+			    "loader is not built in); send {\"services\": [...]}");
 		return parse_json_spec(body, len, out, n, answer, e);
 	}
 	d = calloc(1, sizeof(*d));
@@ -134,9 +135,9 @@ static int parse_spec(const char *body, size_t len, struct svc_req **out, uint32
 	if (rc) {
 		json_t *errs = json_array();
 		for (uint32_t i = 0; i < d->n; i++)
-			json_array_append_new(errs, json_pack("{s:i, s:i, s:s}", "line", d->d[i].line,
-			                                      "col", d->d[i].col, "message",
-			                                      d->d[i].msg));
+			json_array_append_new(errs, json_pack("{s:i, s:i, s:s}", "line",
+			                                      d->d[i].line, "col", d->d[i].col,
+			                                      "message", d->d[i].msg));
 		*answer = json_pack("{s:o, s:i}", "errors", errs, "error_count", d->total);
 		iod_err_set(e, -EINVAL, "spec has %u error%s; first: %u:%u: %s", d->total,
 		            d->total == 1 ? "" : "s", d->n ? d->d[0].line : 0,
@@ -213,7 +214,8 @@ static int load_nodes(const struct iod_state *st, struct node_cap **out, uint32_
 			if (strcmp((*out)[k].name, node))
 				continue;
 			struct iod_bitmap b;
-			if (!iod_json_get_str(v, "gpus", &gpus) && !iod_bitmap_parse(gpus, &b, NULL))
+			if (!iod_json_get_str(v, "gpus", &gpus) &&
+			    !iod_bitmap_parse(gpus, &b, NULL))
 				iod_bitmap_or(&(*out)[k].used, &b);
 			uint64_t m = 0;
 			if (!iod_json_get_u64(v, "cpu_millis", &m))
@@ -256,8 +258,8 @@ int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len
 		if (old)
 			iod_json_get_u64(old, "generation", &gen);
 		json_object_set_new(r->spec, "generation", json_integer((json_int_t)gen + 1));
-		json_array_append_new(svc_arr, json_pack("{s:s, s:O}", "name", r->name, "value",
-		                                         r->spec));
+		json_array_append_new(svc_arr,
+		                      json_pack("{s:s, s:O}", "name", r->name, "value", r->spec));
 		for (uint32_t o = 0; o < r->replicas; o++) {
 			char rname[IOD_NAME_MAX];
 			int best = -1;
@@ -301,18 +303,19 @@ int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len
 			         c->replicas - 1);
 			json_array_append_new(
 			    rep_arr,
-			    json_pack("{s:s, s:{s:s, s:i, s:s, s:s, s:i, s:s, s:i, s:I, s:[s]}}", "name",
-			              rname, "value", "service", r->name, "ordinal", o, "node", c->name,
-			              "gpus", gpus, "cpu_millis", r->cpu_millis, "phase", "pending",
-			              "restarts", 0, "generation", (json_int_t)gen + 1, "reasons", why));
+			    json_pack("{s:s, s:{s:s, s:i, s:s, s:s, s:i, s:s, s:i, s:I, s:[s]}}",
+			              "name", rname, "value", "service", r->name, "ordinal", o,
+			              "node", c->name, "gpus", gpus, "cpu_millis", r->cpu_millis,
+			              "phase", "pending", "restarts", 0, "generation",
+			              (json_int_t)gen + 1, "reasons", why));
 			json_array_append_new(placed, json_pack("{s:s, s:s, s:s}", "replica", rname,
 			                                        "node", c->name, "gpus", gpus));
 		}
 	}
 	a = json_pack("{s:b, s:O, s:O}", "complete", json_array_size(unplaced) == 0, "placements",
 	              placed, "unplaced", unplaced);
-	json_t *c = json_pack("{s:s, s:O, s:O}", "op", "deploy", "services", svc_arr, "replicas",
-	                      rep_arr);
+	json_t *c =
+	    json_pack("{s:s, s:O, s:O}", "op", "deploy", "services", svc_arr, "replicas", rep_arr);
 	*cmd = c ? json_dumps(c, JSON_COMPACT) : NULL;
 	json_decref(c);
 	if (!*cmd || !a) {

@@ -55,10 +55,10 @@ int cmd_explain(int argc, char **argv)
 		return rc;
 	json_t *v = json_object_get(r.json, "value"), *x;
 	if (out == IOD_OUT_JSON) {
-		json_t *j = json_pack("{s:s, s:O, s:O, s:O, s:O}", "replica", argv[optind + 1],
-		                      "service", json_object_get(v, "service"), "node",
-		                      json_object_get(v, "node"), "gpus", json_object_get(v, "gpus"),
-		                      "reasons", json_object_get(v, "reasons"));
+		json_t *j = json_pack(
+		    "{s:s, s:O, s:O, s:O, s:O}", "replica", argv[optind + 1], "service",
+		    json_object_get(v, "service"), "node", json_object_get(v, "node"), "gpus",
+		    json_object_get(v, "gpus"), "reasons", json_object_get(v, "reasons"));
 		iod_json_print(stdout, j ? j : r.json, false);
 		json_decref(j);
 	} else {
@@ -67,10 +67,12 @@ int cmd_explain(int argc, char **argv)
 		iod_json_get_str(v, "service", &svc);
 		iod_json_get_str(v, "node", &node);
 		iod_json_get_str(v, "gpus", &gpus);
-		printf("replica %s of service %s\n  node %s, GPUs %s\nreasons:\n", argv[optind + 1], svc,
-		       node, gpus[0] ? gpus : "none");
+		printf("replica %s of service %s\n  node %s, GPUs %s\nreasons:\n", argv[optind + 1],
+		       svc, node, gpus[0] ? gpus : "none");
 		json_array_foreach(json_object_get(v, "reasons"), i, x)
-		    printf("  - %s\n", json_string_value(x) ? json_string_value(x) : "?");
+		{
+			printf("  - %s\n", json_string_value(x) ? json_string_value(x) : "?");
+		}
 		if (!json_array_size(json_object_get(v, "reasons")))
 			printf("  (no reasons stored with this placement)\n");
 	}

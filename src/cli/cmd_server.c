@@ -94,7 +94,8 @@ int cmd_server(int argc, char **argv)
 			break;
 		case 'd':
 			if (iod_strlcpy(c.data_dir, optarg, sizeof(c.data_dir)))
-				return iod_cli_fail("server", IOD_EXIT_INVALID, "--data-dir too long");
+				return iod_cli_fail("server", IOD_EXIT_INVALID,
+				                    "--data-dir too long");
 			have_dir = true;
 			break;
 		case 'r':
@@ -103,8 +104,8 @@ int cmd_server(int argc, char **argv)
 			char *dst = o == 'r' ? c.raft_addr : o == 'a' ? c.api_addr : c.join_addr;
 			if (!strchr(optarg, ':') || iod_strlcpy(dst, optarg, IOD_ADDR_MAX))
 				return iod_cli_fail("server", IOD_EXIT_INVALID,
-				                    "%s: want HOST:PORT, got \"%s\"", argv[optind - 2],
-				                    optarg);
+				                    "%s: want HOST:PORT, got \"%s\"",
+				                    argv[optind - 2], optarg);
 			break;
 		}
 		case 'p':
@@ -153,20 +154,21 @@ int cmd_server(int argc, char **argv)
 				continue;
 			self = true;
 			if (strcmp(c.peers[i].raft_addr, c.raft_addr))
-				return iod_cli_fail("server", IOD_EXIT_INVALID,
-				                    "--peers gives id %llu the Raft address %s but --raft "
-				                    "is %s",
-				                    (unsigned long long)c.id, c.peers[i].raft_addr,
-				                    c.raft_addr);
+				return iod_cli_fail(
+				    "server", IOD_EXIT_INVALID,
+				    "--peers gives id %llu the Raft address %s but --raft "
+				    "is %s",
+				    (unsigned long long)c.id, c.peers[i].raft_addr, c.raft_addr);
 		}
 		if (!self)
 			return iod_cli_fail("server", IOD_EXIT_INVALID,
 			                    "--peers must include this server (--id %llu)",
 			                    (unsigned long long)c.id);
 		if (c.join_addr[0])
-			return iod_cli_fail("server", IOD_EXIT_INVALID,
-			                    "use --peers to form a new cluster or --join to enter an "
-			                    "existing one, not both");
+			return iod_cli_fail(
+			    "server", IOD_EXIT_INVALID,
+			    "use --peers to form a new cluster or --join to enter an "
+			    "existing one, not both");
 	}
 	if (iod_api_server_run(&c, &e))
 		return iod_cli_fail("server", e.code == -EINVAL ? IOD_EXIT_INVALID : IOD_EXIT_ERROR,

@@ -33,13 +33,13 @@
 #define KILL_EVERY 40
 
 struct cluster {
-	char bin[512];              /* iod binary */
-	char dir[512];              /* temp root */
+	char bin[512]; /* iod binary */
+	char dir[512]; /* temp root */
 	int raft_port[N], api_port[N];
-	char api[N][32];            /* "127.0.0.1:port" */
-	char peers[512];            /* --peers value */
-	pid_t pid[N];               /* 0 = not running */
-	char servers[128];          /* client --server list */
+	char api[N][32];   /* "127.0.0.1:port" */
+	char peers[512];   /* --peers value */
+	pid_t pid[N];      /* 0 = not running */
+	char servers[128]; /* client --server list */
 };
 
 static int free_port(void)
@@ -49,7 +49,8 @@ static int free_port(void)
 	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
 	if (fd < 0)
 		return -1;
-	if (!bind(fd, (struct sockaddr *)&a, sizeof(a)) && !getsockname(fd, (struct sockaddr *)&a, &l))
+	if (!bind(fd, (struct sockaddr *)&a, sizeof(a)) &&
+	    !getsockname(fd, (struct sockaddr *)&a, &l))
 		port = ntohs(a.sin_port);
 	close(fd);
 	return port;
@@ -74,10 +75,10 @@ static int start(struct cluster *c, int i)
 	if (p < 0)
 		return -1;
 	if (p == 0) {
-		FILE *f = freopen(log, "a", stderr);
-		(void)f;
-		execl(c->bin, c->bin, "server", "--id", id, "--data-dir", dd, "--raft", raft, "--api",
-		      c->api[i], "--peers", c->peers, (char *)NULL);
+		if (!freopen(log, "a", stderr))
+			_exit(126);
+		execl(c->bin, c->bin, "server", "--id", id, "--data-dir", dd, "--raft", raft,
+		      "--api", c->api[i], "--peers", c->peers, (char *)NULL);
 		_exit(127);
 	}
 	c->pid[i] = p;
@@ -125,20 +126,35 @@ static void teardown(struct cluster *c)
 			struct iod_api_response r;
 			struct iod_err e;
 			int fd = -1;
-			if (iod_api_http_once(&fd, c->api[i], "GET", "/v1/status", NULL, NULL, 0, 1000, &r, &e) == 0) {
-				fprintf(stderr, "server %d: state %s term %lld applied %lld rev %lld\n", i, json_string_value(json_object_get(r.json, "state")), json_integer_value(json_object_get(r.json, "term")), json_integer_value(json_object_get(r.json, "applied_index")), json_integer_value(json_object_get(r.json, "revision")));
+			if (iod_api_http_once(&fd, c->api[i], "GET", "/v1/status", NULL, NULL, 0,
+			                      1000, &r, &e) == 0) {
+				fprintf(
+				    stderr, "server %d: state %s term %lld applied %lld rev %lld\n",
+				    i, json_string_value(json_object_get(r.json, "state")),
+				    json_integer_value(json_object_get(r.json, "term")),
+				    json_integer_value(json_object_get(r.json, "applied_index")),
+				    json_integer_value(json_object_get(r.json, "revision")));
 				iod_api_response_free(&r);
-			} else fprintf(stderr, "server %d: %s\n", i, e.msg);
-			if (fd >= 0) close(fd);
+			} else
+				fprintf(stderr, "server %d: %s\n", i, e.msg);
+			if (fd >= 0)
+				close(fd);
 			fd = -1;
-			if (iod_api_http_once(&fd, c->api[i], "GET", "/v1/configs", NULL, NULL, 0, 1000, &r, &e) == 0) {
-				json_t *x; size_t xi;
+			if (iod_api_http_once(&fd, c->api[i], "GET", "/v1/configs", NULL, NULL, 0,
+			                      1000, &r, &e) == 0) {
+				json_t *x;
+				size_t xi;
 				fprintf(stderr, "keys:");
-				json_array_foreach(json_object_get(r.json, "items"), xi, x) fprintf(stderr, " %s", json_string_value(json_object_get(x, "name")));
+				json_array_foreach(json_object_get(r.json, "items"), xi, x)
+				{
+					fprintf(stderr, " %s",
+					        json_string_value(json_object_get(x, "name")));
+				}
 				fprintf(stderr, "\n");
 				iod_api_response_free(&r);
 			}
-			if (fd >= 0) close(fd);
+			if (fd >= 0)
+				close(fd);
 		}
 		iod_test_sh("rm -rf /tmp/keep; cp -r %s /tmp/keep; ps -ef > /tmp/keep/ps", c->dir);
 	}
@@ -158,8 +174,8 @@ static int find_leader(struct cluster *c)
 			int fd = -1;
 			if (!c->pid[i])
 				continue;
-			if (iod_api_http_once(&fd, c->api[i], "GET", "/v1/status", NULL, NULL, 0, 1000,
-			                      &r, &e) == 0) {
+			if (iod_api_http_once(&fd, c->api[i], "GET", "/v1/status", NULL, NULL, 0,
+			                      1000, &r, &e) == 0) {
 				const char *st = "";
 				iod_json_get_str(r.json, "state", &st);
 				bool leader = !strcmp(st, "leader");
@@ -241,7 +257,8 @@ static void failover_body(struct cluster *c)
 			char srv[IOD_ADDR_MAX];
 			snprintf(srv, sizeof(srv), "%s", r.server);
 			iod_api_response_free(&r);
-			CHECK_MSG(v == k, "read after acknowledged write k%d at %s saw %d", k, srv, v);
+			CHECK_MSG(v == k, "read after acknowledged write k%d at %s saw %d", k, srv,
+			          v);
 		} else {
 			iod_api_response_free(&r);
 		}
@@ -256,8 +273,8 @@ static void failover_body(struct cluster *c)
 		for (int k = 0; k < WRITES; k++)
 			if (acked[k])
 				CHECK_MSG(get_key_at(c->api[i], k, 5000) == k,
-				          "acknowledged k%d missing on server %d (logs in %s)", k, i + 1,
-				          c->dir);
+				          "acknowledged k%d missing on server %d (logs in %s)", k,
+				          i + 1, c->dir);
 	/* durability: stop everyone (graceful), restart, everything is still there */
 	for (int i = 0; i < N; i++)
 		stop(c, i, SIGTERM);
@@ -404,8 +421,8 @@ static void hardening_body(struct cluster *c)
 	CHECK(send(slow, "PUT /v1/node/x HTTP/1.1\r\nContent-Length: 100\r\n\r\n{", 49,
 	           MSG_NOSIGNAL) > 0);
 	int fd = -1;
-	CHECK_EQ(iod_api_http_once(&fd, c->api[0], "GET", "/v1/status", NULL, NULL, 0, 2000, &r, &e),
-	         0);
+	CHECK_EQ(
+	    iod_api_http_once(&fd, c->api[0], "GET", "/v1/status", NULL, NULL, 0, 2000, &r, &e), 0);
 	CHECK_EQ(r.status, 200);
 	iod_api_response_free(&r);
 	if (fd >= 0)
@@ -415,11 +432,11 @@ static void hardening_body(struct cluster *c)
 	/* garbage bytes: the server answers (or drops) and keeps running */
 	char out[4096];
 	raw_exchange(c->api[0], "\x01\x02garbage\r\n\r\n", 13, out, sizeof(out));
-	raw_exchange(c->api[0], "GET /v1/status HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n", 57,
-	             out, sizeof(out));
+	raw_exchange(c->api[0], "GET /v1/status HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+	             57, out, sizeof(out));
 	fd = -1;
-	CHECK_EQ(iod_api_http_once(&fd, c->api[0], "GET", "/v1/status", NULL, NULL, 0, 2000, &r, &e),
-	         0);
+	CHECK_EQ(
+	    iod_api_http_once(&fd, c->api[0], "GET", "/v1/status", NULL, NULL, 0, 2000, &r, &e), 0);
 	CHECK_EQ(r.status, 200);
 	iod_api_response_free(&r);
 	if (fd >= 0)
