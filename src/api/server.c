@@ -761,9 +761,9 @@ static void mhd_timer_cb(uv_timer_t *t)
 		return;
 	MHD_run(s->mhd);
 	if (MHD_get_timeout(s->mhd, &to) == MHD_YES)
-		uv_timer_start(&s->mhd_timer, mhd_timer_cb, to > 1000 ? 1000 : to, 0);
+		uv_timer_start(&s->mhd_timer, mhd_timer_cb, to > 100 ? 100 : to, 0);
 	else
-		uv_timer_start(&s->mhd_timer, mhd_timer_cb, 1000, 0);
+		uv_timer_start(&s->mhd_timer, mhd_timer_cb, 100, 0);
 }
 
 static void mhd_kick(struct server *s)
