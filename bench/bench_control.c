@@ -570,7 +570,7 @@ int main(int argc, char **argv)
 	if (kills > 1000)
 		kills = 1000;
 	printf("bench_control: 3 members on loopback each; iod election=%s heartbeat=%s "
-	       "(ms; unset = iod defaults 40/4, pre-vote on); kills=%d etcd_kills=%d/%d "
+	       "(ms; unset = iod defaults 30/3, pre-vote on); kills=%d etcd_kills=%d/%d "
 	       "writes %d s at 1/16/64 clients; etcd 3.4 %s; data in %s\n",
 	       election_ms ? election_ms : "default", heartbeat_ms ? heartbeat_ms : "default",
 	       kills, etcd_kills, 2 * etcd_kills, seconds,

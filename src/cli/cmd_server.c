@@ -17,7 +17,7 @@ static void usage(FILE *f)
 	fprintf(f,
 	        "usage: iod server --id N --data-dir DIR --raft HOST:PORT --api HOST:PORT\n"
 	        "                  [--peers ID=RAFT[@API],...] [--join API_HOST:PORT]\n"
-	        "                  [--election-timeout 40ms] [--heartbeat 4ms] [--no-pre-vote]\n"
+	        "                  [--election-timeout 30ms] [--heartbeat 3ms] [--no-pre-vote]\n"
 	        "                  [--snapshot-threshold N] [--snapshot-trailing N]\n\n"
 	        "Run one control-plane member: Raft (canonical raft, libuv) + the cluster\n"
 	        "state machine + the HTTP/JSON API.\n\n"
@@ -31,7 +31,7 @@ static void usage(FILE *f)
 	        "3=127.0.0.1:7303@127.0.0.1:7403\n"
 	        "  iod server --id 1 --data-dir /tmp/iod1 --raft 127.0.0.1:7301 "
 	        "--api 127.0.0.1:7401 --peers $P\n\n"
-	        "Timeouts: election T is randomised in [T, 2T]; defaults (40 ms / 4 ms, pre-vote\n"
+	        "Timeouts: election T is randomised in [T, 2T]; defaults (30 ms / 3 ms, pre-vote\n"
 	        "on) give a leader-loss-to-next-write p99 under 100 ms on loopback/LAN; use\n"
 	        "larger values across slower networks (docs/control-plane.md, \"Timeouts\").\n"
 	        "SIGTERM/SIGINT: a leader transfers leadership first, then the server exits.\n");
