@@ -242,10 +242,12 @@ static bool get_unit(struct spec_ld *ld, const struct snode *n, const char *what
 	struct iod_err e = {0};
 	if (!want_scalar(ld, n, what, kind))
 		return false;
-	if (fn(n->str, out, &e)) {
+	uint64_t v;
+	if (fn(n->str, &v, &e)) {
 		spec_err(ld, n, "%s: %s", what, e.msg);
 		return false;
 	}
+	*out = v;
 	return true;
 }
 
@@ -255,10 +257,12 @@ static bool get_bound(struct spec_ld *ld, const struct snode *n, const char *wha
 	struct iod_err e = {0};
 	if (!want_scalar(ld, n, what, example))
 		return false;
-	if (iod_parse_bound(n->str, kind, b, &e)) {
+	struct iod_bound v;
+	if (iod_parse_bound(n->str, kind, &v, &e)) {
 		spec_err(ld, n, "%s: %s", what, e.msg);
 		return false;
 	}
+	*b = v;
 	return true;
 }
 
@@ -363,15 +367,18 @@ static bool valid_name(const char *s, size_t max)
 
 static bool get_name(struct spec_ld *ld, const struct snode *n, const char *what, const char **out)
 {
-	if (!get_str(ld, n, what, out))
+	const char *name;
+
+	if (!get_str(ld, n, what, &name))
 		return false;
-	if (!valid_name(*out, IOD_SPEC_NAME_LEN_MAX)) {
+	if (!valid_name(name, IOD_SPEC_NAME_LEN_MAX)) {
 		spec_err(ld, n,
 		         "%s \"%.80s\" is not a valid name: use 1 to %d lowercase letters, digits "
 		         "and '-', starting and ending with a letter or digit (e.g. worker-node)",
-		         what, *out, IOD_SPEC_NAME_LEN_MAX);
+		         what, name, IOD_SPEC_NAME_LEN_MAX);
 		return false;
 	}
+	*out = name; /* only a valid name is ever stored */
 	return true;
 }
 
@@ -500,8 +507,11 @@ static bool get_cpu(struct spec_ld *ld, const struct snode *n, const char *what,
 	m_suffix = len > 1 && s[len - 1] == 'm';
 	const char *p = s + (s[0] == '+');
 	const char *start = p;
-	while (isdigit((unsigned char)*p) && whole <= UINT32_MAX)
-		whole = whole * 10 + (uint64_t)(*p++ - '0');
+	while (isdigit((unsigned char)*p)) {
+		if (whole <= UINT32_MAX)
+			whole = whole * 10 + (uint64_t)(*p - '0');
+		p++;
+	}
 	if (!m_suffix && *p == '.' && p > start) {
 		p++;
 		while (isdigit((unsigned char)*p) && fdigits < 4) {
@@ -1228,12 +1238,12 @@ static const char *get_medium(struct spec_ld *ld, const struct snode *n)
 		if (!strcasecmp(n->str, media[j]))
 			return media[j];
 	for (j = 0; j < IOD_ARRAY_LEN(media); j++) {
-		for (c = 0; media[j][c] && c < sizeof(lbuf[j]) - 1; c++)
+		for (c = 0; c < sizeof(lbuf[j]) - 1 && media[j][c]; c++)
 			lbuf[j][c] = (char)tolower((unsigned char)media[j][c]);
 		lbuf[j][c] = 0;
 		lm[j] = lbuf[j];
 	}
-	for (c = 0; n->str[c] && c < sizeof(low) - 1; c++)
+	for (c = 0; c < sizeof(low) - 1 && n->str[c]; c++)
 		low[c] = (char)tolower((unsigned char)n->str[c]);
 	low[c] = 0;
 	const char *sg = iod_suggest(low, lm, IOD_ARRAY_LEN(media));

@@ -1,0 +1,65 @@
+/*
+ * fuzz_spec.c: libFuzzer target for the spec loader (YAML via libyaml, then
+ * the schema walk). Any input must either load, or be rejected with at
+ * least one diagnostic and no spec handed out; never a crash, a leak, a
+ * hang or a diagnostic without text. A loaded spec must also render to JSON
+ * and satisfy the invariants the loader promises (bounds, tier sum).
+ */
+#include "iod/spec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_spec(const struct iod_spec *s)
+{
+	uint32_t sum = 0;
+
+	if (s->services_n > IOD_SPEC_SERVICES_MAX || s->tiers_n > IOD_SPEC_TIERS_MAX)
+		abort();
+	for (uint32_t i = 0; i < s->services_n; i++) {
+		const struct iod_spec_service *v = &s->services[i];
+		if (!v->name || v->replicas > IOD_SPEC_REPLICAS_MAX ||
+		    v->args_n > IOD_SPEC_LIST_MAX)
+			abort();
+		if (iod_spec_find_service(s, v->name) != v) /* names are unique */
+			abort();
+		for (uint32_t d = 0; d < v->depends_n; d++)
+			if (!iod_spec_find_service(s, v->depends_on[d]))
+				abort();
+		if (v->health.timeout_ns > v->health.interval_ns)
+			abort();
+	}
+	for (uint32_t i = 0; i < s->tiers_n; i++)
+		sum += s->tiers[i].quota_bp;
+	if (s->tiers_n && sum != 10000)
+		abort();
+	json_t *j = iod_spec_to_json(s);
+	char *text = iod_json_string(j, true);
+	if (!text)
+		abort();
+	free(text);
+	json_decref(j);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct iod_spec_diags diags;
+	struct iod_spec *s = NULL;
+
+	int rc = iod_spec_load_buffer("fuzz.yaml", (const char *)data, size, &s, &diags);
+	if (rc == 0) {
+		if (!s || diags.total)
+			abort();
+		check_spec(s);
+		iod_spec_free(s);
+		return 0;
+	}
+	if (s || diags.n == 0 || diags.total < diags.n || diags.n > IOD_SPEC_ERRORS_MAX)
+		abort();
+	for (uint32_t i = 0; i < diags.n; i++)
+		if (!diags.d[i].msg[0])
+			abort();
+	return 0;
+}
