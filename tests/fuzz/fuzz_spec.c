@@ -2,8 +2,9 @@
  * fuzz_spec.c: libFuzzer target for the spec loader (YAML via libyaml, then
  * the schema walk). Any input must either load, or be rejected with at
  * least one diagnostic and no spec handed out; never a crash, a leak, a
- * hang or a diagnostic without text. A loaded spec must also render to JSON
- * and satisfy the invariants the loader promises (bounds, tier sum).
+ * hang or a diagnostic without text. A loaded spec must satisfy the
+ * invariants the loader promises (bounds, unique names, tier sum), and its
+ * JSON rendering must load again to the very same JSON.
  */
 #include "iod/spec.h"
 
@@ -35,10 +36,27 @@ static void check_spec(const struct iod_spec *s)
 		sum += s->tiers[i].quota_bp;
 	if (s->tiers_n && sum != 10000)
 		abort();
+	/* the JSON is itself a spec that loads to the same JSON */
 	json_t *j = iod_spec_to_json(s);
-	char *text = iod_json_string(j, true);
+	char *text = iod_json_string(j, false);
 	if (!text)
 		abort();
+	static struct iod_spec_diags d2;
+	struct iod_spec *again = NULL;
+	if (iod_spec_load_buffer("json", text, strlen(text), &again, &d2) != 0) {
+		fprintf(stderr, "JSON did not reload: %u:%u %s\n%s\n", d2.d[0].line, d2.d[0].col,
+		        d2.d[0].msg, text);
+		abort();
+	}
+	json_t *j2 = iod_spec_to_json(again);
+	char *text2 = iod_json_string(j2, false);
+	if (!text2 || strcmp(text, text2)) {
+		fprintf(stderr, "JSON round trip differs:\n%s\n%s\n", text, text2);
+		abort();
+	}
+	free(text2);
+	json_decref(j2);
+	iod_spec_free(again);
 	free(text);
 	json_decref(j);
 }

@@ -170,7 +170,8 @@ TEST(enums_suggest)
 	CHECK_ERR(SVC "    placement: {gpu_link: nvlnk}\n", 4, 27, "did you mean \"nvlink\"?");
 	CHECK_ERR(SVC "    placement: {numa: multi}\n", 4, 23, "use any or single");
 	CHECK_ERR(SVC "    placement: {anti_affinity: host}\n", 4, 32, "node, rack or zone");
-	CHECK_ERR(SVC "    placement: {strategy: default}\n", 4, 27, "use spread or pack");
+	CHECK_ERR(SVC "    placement: {strategy: balanced}\n", 4, 27,
+	          "use default, spread or pack");
 	CHECK_ERR("resources: {compute: {type: gpu}}\n", 1, 29,
 	          "tensor-core, cuda-core, fpga, dpu or cpu");
 	CHECK_ERR("service_mesh: {transport: rdm}\n", 1, 27, "did you mean \"rdma\"?");
@@ -465,4 +466,23 @@ TEST(regress_invalid_name_then_duplicate)
 	          "  - {name: \"b:p\", type: stateless}\n",
 	          3, 12, "is not a valid name");
 	CHECK_EQ(diags.total, 2); /* two bad names, no bogus duplicate */
+}
+
+TEST(base_unit_keys_conflict_and_bounds)
+{
+	CHECK_ERR(SVC "    resources: {mem: 1GB, mem_bytes: 1000000000}\n", 4, 38,
+	          "resources.mem and resources.mem_bytes say the same thing");
+	CHECK_ERR(SVC "    resources: {cpu: 1, cpu_millis: 1000}\n", 4, 37, "say the same thing");
+	CHECK_ERR(SVC "    resources: {cpu_millis: 1024001}\n", 4, 29, "the most is 1024000");
+	CHECK_ERR(SVC "    resources: {mem_bytes: 9223372036854775808}\n", 4, 28,
+	          "the most is 9223372036854775807");
+	CHECK_ERR(SVC "    resources: {mem: 10000PB}\n", 4, 22, "too large (the most is 2^63-1");
+	CHECK_ERR(SVC "    network: {bandwidth: 1Gbps, bandwidth_bps: 1}\n", 4, 48,
+	          "say the same thing");
+	CHECK_ERR(SVC "    health: {tcp: 1, interval: 1s, interval_ns: 1000}\n", 4, 49,
+	          "say the same thing");
+	CHECK_ERR("storage: {tiers: [{medium: HDD, quota: 100%, quota_bp: 10000}]}\n", 1, 56,
+	          "say the same thing");
+	CHECK_ERR("storage: {tiers: [{medium: HDD, quota_bp: 0}]}\n", 1, 43, "above 0");
+	CHECK_ERR(SVC "    command: [\"\"]\n", 4, 15, "empty program");
 }
