@@ -51,7 +51,8 @@ static void check_spec(const struct iod_spec *s)
 	json_t *j2 = iod_spec_to_json(again);
 	char *text2 = iod_json_string(j2, false);
 	if (!text2 || strcmp(text, text2)) {
-		fprintf(stderr, "JSON round trip differs:\n%s\n%s\n", text, text2);
+		fprintf(stderr, "JSON round trip differs:\n%s\n%s\n", text,
+		        text2 ? text2 : "(null)");
 		abort();
 	}
 	free(text2);
