@@ -732,6 +732,9 @@ enum {
 	HC_UNHEALTHY,
 	HC_INTERVAL_NS,
 	HC_TIMEOUT_NS,
+	HC_KIND,
+	HC_PORT,
+	HC_PATH,
 	HC_NKEYS
 };
 static const char *const health_keys[HC_NKEYS] = {"exec",
@@ -742,7 +745,11 @@ static const char *const health_keys[HC_NKEYS] = {"exec",
                                                   "healthy_threshold",
                                                   "unhealthy_threshold",
                                                   "interval_ns",
-                                                  "timeout_ns"};
+                                                  "timeout_ns",
+                                                  "kind",
+                                                  "port",
+                                                  "path"};
+static const char *const health_kind_names[] = {"exec", "tcp", "http"};
 static const char *const probe_keys[] = {"port", "path"};
 
 static void load_probe(struct spec_ld *ld, const struct snode *m, const char *what, bool http,
@@ -770,6 +777,51 @@ static void load_probe(struct spec_ld *ld, const struct snode *m, const char *wh
 	}
 }
 
+/*
+ * The flat form, which -o json prints: kind: exec|tcp|http with exec:,
+ * port: and path: beside it. The nested keys tcp:/http: may not be mixed in.
+ */
+static void load_health_flat(struct spec_ld *ld, const struct snode **v, struct iod_spec_health *h)
+{
+	int k;
+
+	if (v[HC_TCP] || v[HC_HTTP]) {
+		spec_err(ld, v[HC_TCP] ? v[HC_TCP] : v[HC_HTTP],
+		         "health.kind and health.%s say the same thing; write one form",
+		         v[HC_TCP] ? "tcp" : "http");
+		return;
+	}
+	if (!get_enum(ld, v[HC_KIND], "health.kind", health_kind_names, 3, &k))
+		return;
+	h->kind = (enum iod_health_kind)(k + 1);
+	if (h->kind == IOD_HEALTH_EXEC) {
+		if (!v[HC_EXEC])
+			spec_err(ld, v[HC_KIND], "health kind exec needs exec: COMMAND");
+		else
+			get_str(ld, v[HC_EXEC], "health.exec", &h->command);
+		for (int i = HC_PORT; i <= HC_PATH; i++)
+			if (v[i])
+				spec_err(ld, v[i], "health.%s does not apply to kind exec",
+				         health_keys[i]);
+		return;
+	}
+	if (v[HC_EXEC])
+		spec_err(ld, v[HC_EXEC], "health.exec does not apply to kind %s",
+		         health_kind_names[k]);
+	if (!v[HC_PORT])
+		spec_err(ld, v[HC_KIND], "health kind %s needs port:", health_kind_names[k]);
+	else
+		get_port(ld, v[HC_PORT], "health.port", &h->port);
+	if (h->kind == IOD_HEALTH_HTTP) {
+		h->path = "/";
+		if (v[HC_PATH] && get_str(ld, v[HC_PATH], "health.path", &h->path) &&
+		    h->path[0] != '/')
+			spec_err(ld, v[HC_PATH], "health.path \"%s\" must start with '/'", h->path);
+	} else if (v[HC_PATH]) {
+		spec_err(ld, v[HC_PATH], "health.path applies to kind http only");
+	}
+}
+
 static void load_health(struct spec_ld *ld, const struct snode *m, struct iod_spec_health *h)
 {
 	const struct snode *v[IOD_ARRAY_LEN(health_keys)];
@@ -777,26 +829,38 @@ static void load_health(struct spec_ld *ld, const struct snode *m, struct iod_sp
 
 	if (!get_map(ld, m, "health", health_keys, IOD_ARRAY_LEN(health_keys), v, NULL))
 		return;
-	for (int i = HC_EXEC; i <= HC_HTTP; i++)
-		kinds += v[i] != NULL;
-	if (kinds == 0)
-		spec_err(ld, m,
-		         "health needs one check: exec: COMMAND, tcp: PORT or http: {port, "
-		         "path}");
-	else if (kinds > 1)
-		spec_err(ld, m, "health has %d checks; write exactly one of exec, tcp or http",
-		         kinds);
-	if (v[HC_EXEC]) {
-		h->kind = IOD_HEALTH_EXEC;
-		get_str(ld, v[HC_EXEC], "health.exec", &h->command);
-	}
-	if (v[HC_TCP]) {
-		h->kind = IOD_HEALTH_TCP;
-		load_probe(ld, v[HC_TCP], "health.tcp", false, h);
-	}
-	if (v[HC_HTTP]) {
-		h->kind = IOD_HEALTH_HTTP;
-		load_probe(ld, v[HC_HTTP], "health.http", true, h);
+	if (v[HC_KIND]) {
+		load_health_flat(ld, v, h);
+	} else {
+		for (int i = HC_EXEC; i <= HC_HTTP; i++)
+			kinds += v[i] != NULL;
+		if (kinds == 0)
+			spec_err(ld, m,
+			         "health needs one check: exec: COMMAND, tcp: PORT or http: {port, "
+			         "path}");
+		else if (kinds > 1)
+			spec_err(ld, m,
+			         "health has %d checks; write exactly one of exec, tcp or http",
+			         kinds);
+		for (int i = HC_PORT; i <= HC_PATH; i++)
+			if (v[i])
+				spec_err(
+				    ld, v[i],
+				    "health.%s without kind:; write tcp: {port} or http: {port, "
+				    "path} (or kind: tcp|http with port:)",
+				    health_keys[i]);
+		if (v[HC_EXEC]) {
+			h->kind = IOD_HEALTH_EXEC;
+			get_str(ld, v[HC_EXEC], "health.exec", &h->command);
+		}
+		if (v[HC_TCP]) {
+			h->kind = IOD_HEALTH_TCP;
+			load_probe(ld, v[HC_TCP], "health.tcp", false, h);
+		}
+		if (v[HC_HTTP]) {
+			h->kind = IOD_HEALTH_HTTP;
+			load_probe(ld, v[HC_HTTP], "health.http", true, h);
+		}
 	}
 	const struct snode *iv = v[HC_INTERVAL] ? v[HC_INTERVAL] : v[HC_INTERVAL_NS];
 	const struct snode *tv = v[HC_TIMEOUT] ? v[HC_TIMEOUT] : v[HC_TIMEOUT_NS];

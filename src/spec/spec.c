@@ -147,6 +147,7 @@ static const char *const numa_names[] = {"any", "single"};
 static const char *const restart_names[] = {"always", "on-failure", "never"};
 
 static const char *const transport_names[] = {"tcp", "shm", "rdma"};
+static const char *const health_names[] = {"none", "exec", "tcp", "http"};
 
 #define NAME_OF(tab, v) ((unsigned)(v) < IOD_ARRAY_LEN(tab) ? (tab)[v] : "?")
 
@@ -211,24 +212,17 @@ static json_t *strings_json(const char *const *v, uint32_t n)
 	return a;
 }
 
+/* The flat health form (kind + exec|port|path): what the agent reads. */
 static json_t *health_json(const struct iod_spec_health *h)
 {
-	json_t *o = json_object(), *p;
-	switch (h->kind) {
-	case IOD_HEALTH_EXEC: set(o, "exec", json_string(h->command)); break;
-	case IOD_HEALTH_TCP:
-		p = json_object();
-		set(p, "port", u64(h->port));
-		set(o, "tcp", p);
-		break;
-	case IOD_HEALTH_HTTP:
-		p = json_object();
-		set(p, "port", u64(h->port));
-		set(p, "path", json_string(h->path));
-		set(o, "http", p);
-		break;
-	case IOD_HEALTH_NONE: break;
-	}
+	json_t *o = json_object();
+	set(o, "kind", json_string(NAME_OF(health_names, h->kind)));
+	if (h->kind == IOD_HEALTH_EXEC)
+		set(o, "exec", json_string(h->command));
+	if (h->kind == IOD_HEALTH_TCP || h->kind == IOD_HEALTH_HTTP)
+		set(o, "port", u64(h->port));
+	if (h->kind == IOD_HEALTH_HTTP)
+		set(o, "path", json_string(h->path));
 	set(o, "interval_ns", u64(h->interval_ns));
 	set(o, "timeout_ns", u64(h->timeout_ns));
 	set(o, "healthy_threshold", u64(h->healthy_threshold));

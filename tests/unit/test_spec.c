@@ -502,3 +502,30 @@ TEST(command_with_odd_program_round_trips)
 	iod_spec_free(again);
 	iod_spec_free(s);
 }
+
+TEST(health_flat_form)
+{
+	struct iod_spec *s;
+	LOAD_OK("services:\n"
+	        "  - {name: a, type: stateless, health: {kind: http, port: 8080, path: /ok}}\n"
+	        "  - {name: b, type: stateless, health: {kind: tcp, port: 81}}\n"
+	        "  - {name: c, type: stateless, health: {kind: exec, exec: \"true\"}}\n"
+	        "  - {name: d, type: stateless, health: {kind: http, port: 80}}\n",
+	        &s);
+	CHECK_EQ(s->services[0].health.kind, IOD_HEALTH_HTTP);
+	CHECK_EQ(s->services[0].health.port, 8080);
+	CHECK_STR(s->services[0].health.path, "/ok");
+	CHECK_EQ(s->services[1].health.kind, IOD_HEALTH_TCP);
+	CHECK_EQ(s->services[1].health.port, 81);
+	CHECK_EQ(s->services[2].health.kind, IOD_HEALTH_EXEC);
+	CHECK_STR(s->services[2].health.command, "true");
+	CHECK_STR(s->services[3].health.path, "/");
+	/* -o json prints this form, with kind */
+	json_t *j = iod_spec_to_json(s);
+	char *a = iod_json_string(j, true);
+	CHECK_CONTAINS(a, "\"health\":{\"kind\":\"http\",\"port\":8080,\"path\":\"/ok\",");
+	CHECK_CONTAINS(a, "\"health\":{\"kind\":\"exec\",\"exec\":\"true\",");
+	free(a);
+	json_decref(j);
+	iod_spec_free(s);
+}

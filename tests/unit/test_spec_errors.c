@@ -486,3 +486,19 @@ TEST(base_unit_keys_conflict_and_bounds)
 	CHECK_ERR("storage: {tiers: [{medium: HDD, quota_bp: 0}]}\n", 1, 43, "above 0");
 	CHECK_ERR(SVC "    command: [\"\"]\n", 4, 15, "empty program");
 }
+
+TEST(health_flat_form_errors)
+{
+	CHECK_ERR(SVC "    health: {kind: tcp, tcp: 80}\n", 4, 30, "say the same thing");
+	CHECK_ERR(SVC "    health: {kind: grpc, port: 80}\n", 4, 20, "use exec, tcp or http");
+	CHECK_ERR(SVC "    health: {kind: exec}\n", 4, 20, "kind exec needs exec: COMMAND");
+	CHECK_ERR(SVC "    health: {kind: exec, exec: x, port: 1}\n", 4, 41,
+	          "does not apply to kind exec");
+	CHECK_ERR(SVC "    health: {kind: tcp}\n", 4, 20, "kind tcp needs port:");
+	CHECK_ERR(SVC "    health: {kind: tcp, port: 1, path: /x}\n", 4, 40,
+	          "applies to kind http only");
+	CHECK_ERR(SVC "    health: {kind: http, port: 1, exec: x}\n", 4, 41,
+	          "does not apply to kind http");
+	CHECK_ERR(SVC "    health: {kind: http, port: 1, path: x}\n", 4, 41, "must start with '/'");
+	CHECK_ERR(SVC "    health: {tcp: 1, port: 2}\n", 4, 28, "health.port without kind:");
+}
