@@ -24,7 +24,7 @@
 #include "iod/base.h"
 
 struct iod_spec_service;
-struct iod_topo;
+struct iod_topo_node;
 
 /* ---- policies ----------------------------------------------------------- */
 
@@ -125,7 +125,7 @@ void iod_sched_shape_init(struct iod_sched_shape *s, const char *model, uint32_t
 /* Derive islands from nvlink[] (connected components); call after editing links. */
 void iod_sched_shape_finish(struct iod_sched_shape *s);
 /* Reduce a topo/ model. -E2BIG when it exceeds the scheduler's limits. */
-int iod_sched_shape_from_topo(const struct iod_topo *t, struct iod_sched_shape *out,
+int iod_sched_shape_from_topo(const struct iod_topo_node *t, struct iod_sched_shape *out,
                               struct iod_err *e);
 
 /* ---- nodes --------------------------------------------------------------- */
