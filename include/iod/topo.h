@@ -34,6 +34,9 @@
 #include "iod/base.h"
 #include "iod/spec.h"
 
+/* pu_core value of a PU that is not in the node. */
+#define IOD_TOPO_CORE_NONE 0xffff
+
 /* ---- enums ------------------------------------------------------------- */
 
 /* Device kinds (X-macro: enum + names). */
@@ -131,8 +134,8 @@ struct iod_topo_bridge {
 	int16_t package;                /* index into packages, -1 unknown */
 	uint32_t pci_addr;              /* upstream port address (0 for host bridges) */
 	uint16_t pci_domain;            /* host bridge: PCI domain */
-	uint8_t bus_first;              /* host bridge: first secondary bus */
-	uint8_t bus_last;               /* host bridge: last subordinate bus */
+	uint8_t bus_first;              /* host bridge: its bus; switch: its internal bus */
+	uint8_t bus_last;               /* last bus below it (subordinate) */
 };
 
 /* Capacity vector of a compute unit (zeros where it does not apply). */
@@ -192,16 +195,18 @@ struct iod_topo_unit {
 };
 
 struct iod_topo_node {
-	char name[IOD_NAME_MAX];       /* host name or model name ("dgx-h100") */
-	char model[IOD_NAME_MAX];      /* built-in model name, "" when discovered */
-	enum iod_topo_source source;   /* where it came from */
-	bool is_dpu;                   /* the node is itself a DPU (its CPUs are Arm cores
+	char name[IOD_NAME_MAX];           /* host name or model name ("dgx-h100") */
+	char model[IOD_NAME_MAX];          /* built-in model name, "" when discovered */
+	enum iod_topo_source source;       /* where it came from */
+	bool is_dpu;                       /* the node is itself a DPU (its CPUs are Arm cores
 	                                  of a DPU; its CPU units have type dpu) */
-	uint32_t cores;                /* physical cores */
-	uint32_t pus;                  /* hardware threads */
-	uint64_t mem_bytes;            /* host memory, all NUMA nodes */
-	struct iod_bitmap cpuset;      /* every PU */
-	struct iod_bitmap primary_pus; /* the first PU of each core (allocate whole cores) */
+	uint32_t cores;                    /* physical cores */
+	uint32_t pus;                      /* hardware threads */
+	uint64_t mem_bytes;                /* host memory, all NUMA nodes */
+	struct iod_bitmap cpuset;          /* every PU */
+	struct iod_bitmap primary_pus;     /* the first PU of each core (allocate whole cores) */
+	uint16_t pu_core[IOD_BITMAP_BITS]; /* PU os index -> core number (node-wide);
+	                                      IOD_TOPO_CORE_NONE for PUs not in cpuset */
 
 	uint16_t npackages; /* packages used */
 	uint16_t nnuma;     /* NUMA nodes used (>= 1 after finalize) */
@@ -245,15 +250,18 @@ int iod_topo_pci_parse(const char *s, uint32_t *pci_addr);
 /* Zero the node (padding included, so memcmp compares nodes) and name it. */
 void iod_topo_node_init(struct iod_topo_node *n, const char *name);
 /* Each add returns the new index (>= 0) or -ENOSPC past its limit (with e). */
-int iod_topo_add_package(struct iod_topo_node *n, uint32_t os_index, uint32_t cores,
+int iod_topo_add_package(struct iod_topo_node *n, uint32_t os_index,
                          const struct iod_bitmap *cpuset, const char *model, struct iod_err *e);
+/* Say which core a PU belongs to (SMT siblings share a core). PUs never
+ * assigned become cores of their own at finalize. */
+void iod_topo_set_core(struct iod_topo_node *n, unsigned pu, unsigned core);
 int iod_topo_add_numa(struct iod_topo_node *n, uint32_t os_index, int package, uint64_t mem_bytes,
                       const struct iod_bitmap *cpuset, struct iod_err *e);
 int iod_topo_add_cache(struct iod_topo_node *n, unsigned level, uint64_t size_bytes,
                        const struct iod_bitmap *cpuset, struct iod_err *e);
 int iod_topo_add_bridge(struct iod_topo_node *n, enum iod_topo_bridge_kind kind, int parent,
                         int numa, uint32_t pci_addr, struct iod_err *e);
-/* Copy *d in; fields finalize derives (gpu_index, unit, name if "") are reset. */
+/* Copy *d in; fields finalize derives (name, gpu_index, unit) are reset. */
 int iod_topo_add_device(struct iod_topo_node *n, const struct iod_topo_device *d,
                         struct iod_err *e);
 /* Bond `links` NVLinks between devices a and b (adds to what is there). */
@@ -269,6 +277,13 @@ int iod_topo_node_finalize(struct iod_topo_node *n, struct iod_err *e);
 
 /* A device with sensible defaults for its kind (bridge/numa/package -1). */
 void iod_topo_device_init(struct iod_topo_device *d, enum iod_topo_dev_kind kind);
+/*
+ * Compare two nodes on everything but their name, model name and source:
+ * true when the hardware is the same. Otherwise writes the first difference
+ * ("devices[3].mem_bytes: 85899345920 != 0") to why.
+ */
+bool iod_topo_node_same(const struct iod_topo_node *a, const struct iod_topo_node *b, char *why,
+                        size_t why_len);
 
 /* ---- sources ------------------------------------------------------------ */
 
