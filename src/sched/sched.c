@@ -651,11 +651,13 @@ static int32_t nic_pick(const struct node *n, const struct shape *sh, uint32_t s
 	return best;
 }
 
+/* Few replicas of the service on this node, rack, zone: 500/300/200 split,
+ * each part divided by 1 + the replicas already there. */
 static uint32_t spread_term(const struct iod_sched_cluster *c, uint32_t node_id)
 {
 	const struct node *n = &c->nodes[node_id];
-	uint32_t p = 4u * c->cnt_node[node_id] + 2u * c->cnt_rack[n->rack] + c->cnt_zone[n->zone];
-	return IOD_SCHED_TERM_MAX / (1 + p);
+	return 500u / (1u + c->cnt_node[node_id]) + 300u / (1u + c->cnt_rack[n->rack]) +
+	       200u / (1u + c->cnt_zone[n->zone]);
 }
 
 /*
