@@ -269,6 +269,8 @@ struct iod_sched_opts {
 	struct iod_sched_weights weights; /* score weights */
 	bool strict;          /* all services or none (one transaction) */
 	uint32_t explain_top; /* candidates kept per decision, <= IOD_SCHED_EXPLAIN_TOP */
+	bool no_cache;        /* evaluate every node afresh for every replica (tests
+	                         check the per-node cache changes no decision) */
 };
 void iod_sched_opts_default(struct iod_sched_opts *o);
 

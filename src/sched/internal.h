@@ -12,7 +12,9 @@
 struct memo_class {
 	uint32_t mask;      /* the GPU set */
 	uint32_t score;     /* sum of its pair scores */
-	uint16_t waste;     /* free GPUs left in whole islands it breaks */
+	uint16_t waste;     /* free GPUs left in whole islands it breaks, a wholly
+	                       free node counting as an island */
+	uint16_t waste_isl; /* the same, NVLink islands only (for spread requests) */
 	uint8_t numa_mask;  /* NUMA nodes its GPUs sit on */
 	uint8_t span;       /* popcount(numa_mask) */
 	int8_t nic;         /* nearest NIC (PCIe switch, then NUMA), -1 none */
@@ -90,6 +92,9 @@ struct iod_sched_cluster {
 	uint32_t free_n;
 	uint16_t *cnt_node, *cnt_rack, *cnt_zone; /* scratch: one service's replicas per domain */
 	struct iod_arena arena;     /* labels, names */
+	struct cache_ent *cache;    /* nodes_max: per-node evaluation for one service */
+	uint32_t cache_gen;         /* entries with this generation are valid */
+	uint64_t version;           /* bumped on every bind and unbind */
 };
 
 /* Stages a node passes through; a node that fails stops at one. */
@@ -115,6 +120,19 @@ struct cand {
 	int32_t nic;                    /* chosen NIC */
 };
 
+/*
+ * A node's evaluation for the service being placed: valid while the node's
+ * state is unchanged (a bind there invalidates it). The spread term is kept
+ * apart because it changes with every replica placed in the node's rack or
+ * zone; anti-affinity is re-checked from the counts on every use.
+ */
+struct cache_ent {
+	uint32_t gen;      /* == cluster cache_gen: valid */
+	int32_t stage;     /* enum stage reached */
+	struct cand cd;    /* the candidate when stage == ST_OK */
+	int64_t base;      /* cd's total without the spread term */
+};
+
 /* What eval_node learns about a node that fails (for reasons). */
 struct near {
 	uint64_t value;   /* how close: free GPUs, CPUs, bytes, bps */
@@ -131,7 +149,8 @@ void sched_counts_add(struct iod_sched_cluster *c, uint32_t node_id, int delta);
 /* Find the best candidate for r over all nodes except `skip` (UINT32_MAX: none). */
 bool sched_best(struct iod_sched_cluster *c, const struct iod_sched_request *r,
                 const struct iod_sched_weights *w, uint32_t skip, bool keep_islands,
-                uint32_t keep, struct cand *best, struct iod_sched_explain *x);
+                uint32_t keep, bool use_cache, struct cand *best,
+                struct iod_sched_explain *x);
 /* GPUs of a node that sit in wholly free NVLink islands of 2 or more GPUs. */
 uint32_t sched_whole_islands(const struct iod_sched_cluster *c, uint32_t node_id);
 void sched_unbind(struct iod_sched_cluster *c, uint32_t replica_id);

@@ -60,7 +60,7 @@ static bool move_one(struct iod_sched_cluster *c, uint32_t id, uint32_t skip_nod
 	}
 	sched_counts_load(c, saved.service);
 	struct cand best;
-	if (!sched_best(c, &sv->req, &w, skip_node, keep_islands, 0, &best, NULL)) {
+	if (!sched_best(c, &sv->req, &w, skip_node, keep_islands, 0, false, &best, NULL)) {
 		if (block_mask && saved.node == block_node) {
 			/* its own GPUs were blocked with the island: hand them back */
 			c->nodes[block_node].gpu_free |= *blocked & saved.gpu_mask;

@@ -84,9 +84,14 @@ void iod_sched_opts_default(struct iod_sched_opts *o)
 	o->explain_top = IOD_SCHED_EXPLAIN_TOP;
 }
 
+/* SWAR popcount: the build has no -mpopcnt, and libgcc's call showed up as
+ * a fifth of the throughput benchmark. */
 static inline unsigned popc(uint32_t x)
 {
-	return (unsigned)__builtin_popcount(x);
+	x = x - ((x >> 1) & 0x55555555u);
+	x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
+	x = (x + (x >> 4)) & 0x0f0f0f0fu;
+	return (x * 0x01010101u) >> 24;
 }
 
 /* ---- shapes -------------------------------------------------------------- */
@@ -246,19 +251,25 @@ static void search_leaf(struct search *st, uint32_t set, uint32_t score, uint8_t
 		if ((isl & st->whole) == isl && (isl & set))
 			broken |= isl;
 	}
-	uint16_t waste = (uint16_t)popc(broken & ~set);
+	uint16_t waste_isl = (uint16_t)popc(broken & ~set), waste = waste_isl;
+	/* a wholly free node is an island too: an 8-GPU job needs one */
+	uint32_t all = (uint32_t)((1ull << s->gpus_n) - 1);
+	if (st->free_mask == all && set != all)
+		waste = (uint16_t)IOD_MAX(waste, popc(all & ~set));
 	struct memo_entry *m = st->out;
 	for (uint32_t i = 0; i < m->n; i++) {
 		if (m->c[i].numa_mask != numa_mask)
 			continue;
 		if (class_better(score, waste, set, &m->c[i])) {
 			m->c[i].mask = set, m->c[i].score = score, m->c[i].waste = waste;
+			m->c[i].waste_isl = waste_isl;
 		}
 		return;
 	}
 	struct memo_class nc = {.mask = set,
 	                        .score = score,
 	                        .waste = waste,
+	                        .waste_isl = waste_isl,
 	                        .numa_mask = numa_mask,
 	                        .span = (uint8_t)popc(numa_mask)};
 	if (m->n < IOD_SCHED_CLASSES_MAX) {
@@ -272,7 +283,6 @@ static void search_leaf(struct search *st, uint32_t set, uint32_t score, uint8_t
 			worst = i;
 	if (class_better(score, waste, set, &m->c[worst]))
 		m->c[worst] = nc;
-	IOD_UNUSED(s);
 }
 
 static void search_rec(struct search *st, uint32_t from, uint32_t depth, uint32_t set,
@@ -369,12 +379,14 @@ int iod_sched_cluster_new(uint32_t nodes_max, uint32_t replicas_max,
 	c->cnt_node = calloc(nodes_max, sizeof(uint16_t));
 	c->cnt_rack = calloc(2 * (size_t)nodes_max + 2, sizeof(uint16_t));
 	c->cnt_zone = calloc(2 * (size_t)nodes_max + 2, sizeof(uint16_t));
+	c->cache = calloc(nodes_max, sizeof(*c->cache));
+	c->cache_gen = 1;
 	c->services_cap = 64;
 	c->services = calloc(c->services_cap, sizeof(*c->services));
 	c->nodes_max = nodes_max;
 	c->replicas_max = replicas_max;
 	iod_arena_init(&c->arena, 1u << 16, 0);
-	if (!c->shapes || !c->nodes || !c->domains || !c->replicas || !c->free_ids ||
+	if (!c->shapes || !c->nodes || !c->cache || !c->domains || !c->replicas || !c->free_ids ||
 	    !c->cnt_node || !c->cnt_rack || !c->cnt_zone || !c->services ||
 	    iod_map_init(&c->domain_ids, 64, 0) || iod_map_init(&c->service_ids, 64, 0)) {
 		iod_sched_cluster_free(c);
@@ -401,6 +413,7 @@ void iod_sched_cluster_free(struct iod_sched_cluster *c)
 	free(c->cnt_rack);
 	free(c->cnt_zone);
 	free(c->services);
+	free(c->cache);
 	iod_map_destroy(&c->domain_ids);
 	iod_map_destroy(&c->service_ids);
 	iod_arena_free(&c->arena);
@@ -733,6 +746,7 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id, const struct 
 	uint64_t total_mem = mem_in(n, sh, all_numa);
 	int stage_max = ST_NUMA;
 	int64_t best_total = INT64_MIN;
+	uint32_t best_score = 0;
 	uint32_t gpus_used_after = sh->s.gpus_n - popc(n->gpu_free) + k;
 
 	for (uint32_t ci = 0; ci < m->n; ci++) {
@@ -827,9 +841,11 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id, const struct 
 			t[IOD_SCHED_TERM_NUMA] =
 			    (int32_t)((uint64_t)span_f * (cpu_frac + mem_ok + nic_ok) / 3000u);
 		}
+		/* spreading services may break whole nodes, never NVLink islands needlessly */
+		uint32_t waste = (r->spread || r->stateful) ? cl->waste_isl : cl->waste;
 		t[IOD_SCHED_TERM_FRAG] =
 		    k && sh->s.gpus_n
-		        ? (int32_t)(IOD_SCHED_TERM_MAX - IOD_SCHED_TERM_MAX * cl->waste / sh->s.gpus_n)
+		        ? (int32_t)(IOD_SCHED_TERM_MAX - IOD_SCHED_TERM_MAX * waste / sh->s.gpus_n)
 		        : IOD_SCHED_TERM_MAX;
 		t[IOD_SCHED_TERM_SPREAD] = (r->stateful || r->spread) ? (int32_t)spread_term(c, node_id)
 		                                                       : IOD_SCHED_TERM_MAX;
@@ -851,8 +867,12 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id, const struct 
 		int64_t total = 0;
 		for (unsigned i = 0; i < IOD_SCHED_TERMS_N; i++)
 			total += (int64_t)w->w[i] * t[i];
-		if (total > best_total) {
+		/* on one node the set with the best pair score wins (go-gpuallocator);
+		 * the weighted total breaks ties and ranks nodes */
+		if (best_total == INT64_MIN || cl->score > best_score ||
+		    (cl->score == best_score && total > best_total)) {
 			best_total = total;
+			best_score = cl->score;
 			out->pub.node = node_id;
 			out->pub.gpu_mask = cl->mask;
 			out->pub.mem_numa = mem_numa;
@@ -962,6 +982,8 @@ int sched_bind(struct iod_sched_cluster *c, uint32_t svc, uint32_t ordinal, cons
 	}
 	n->replicas++;
 	c->services[svc].live++;
+	c->cache[cd->pub.node].gen = 0;
+	c->version++;
 	*replica_id = id;
 	return 0;
 }
@@ -985,6 +1007,8 @@ void sched_unbind(struct iod_sched_cluster *c, uint32_t id)
 		n->nic_free[rep->nic] += rep->nic_bw_bps;
 	n->replicas--;
 	c->services[rep->service].live--;
+	c->cache[rep->node].gen = 0;
+	c->version++;
 	rep->live = false;
 	c->free_ids[c->free_n++] = id;
 }
@@ -1042,11 +1066,21 @@ static void top_insert(struct iod_sched_explain *x, uint32_t keep, const struct 
 		x->cand_n++;
 }
 
+static bool anti_blocked(const struct iod_sched_cluster *c, uint32_t i,
+                         const struct iod_sched_request *r)
+{
+	const struct node *n = &c->nodes[i];
+	return (r->anti == IOD_SCHED_DOMAIN_NODE && c->cnt_node[i]) ||
+	       (r->anti == IOD_SCHED_DOMAIN_RACK && c->cnt_rack[n->rack]) ||
+	       (r->anti == IOD_SCHED_DOMAIN_ZONE && c->cnt_zone[n->zone]);
+}
+
 bool sched_best(struct iod_sched_cluster *c, const struct iod_sched_request *r,
                 const struct iod_sched_weights *w, uint32_t skip, bool keep_islands,
-                uint32_t keep, struct cand *best, struct iod_sched_explain *x)
+                uint32_t keep, bool use_cache, struct cand *best, struct iod_sched_explain *x)
 {
 	bool found = false;
+	const bool spreads = r->stateful || r->spread;
 	keep = IOD_MIN(keep, (uint32_t)IOD_SCHED_EXPLAIN_TOP);
 	if (x) {
 		x->cand_n = 0;
@@ -1057,15 +1091,33 @@ bool sched_best(struct iod_sched_cluster *c, const struct iod_sched_request *r,
 	for (uint32_t i = 0; i < c->nodes_n; i++) {
 		if (i == skip)
 			continue;
-		/* cheap pre-filter before the full evaluation */
-		if (popc(c->nodes[i].gpu_free) < r->gpus)
+		/* cheap pre-filters before the full evaluation */
+		if (popc(c->nodes[i].gpu_free) < r->gpus || anti_blocked(c, i, r))
 			continue;
 		struct cand cd;
 		struct near nr;
 		if (x)
 			x->evaluated++;
-		if (sched_eval_node(c, i, r, w, &cd, &nr) != ST_OK)
+		if (use_cache) {
+			struct cache_ent *ce = &c->cache[i];
+			if (ce->gen != c->cache_gen) {
+				ce->stage = sched_eval_node(c, i, r, w, &ce->cd, &nr);
+				ce->base = ce->cd.pub.total -
+				           (int64_t)w->w[IOD_SCHED_TERM_SPREAD] *
+				               ce->cd.pub.terms[IOD_SCHED_TERM_SPREAD];
+				ce->gen = c->cache_gen;
+			}
+			if (ce->stage != ST_OK)
+				continue;
+			cd = ce->cd;
+			if (spreads) {
+				int32_t t = (int32_t)spread_term(c, i);
+				cd.pub.terms[IOD_SCHED_TERM_SPREAD] = t;
+				cd.pub.total = ce->base + (int64_t)w->w[IOD_SCHED_TERM_SPREAD] * t;
+			}
+		} else if (sched_eval_node(c, i, r, w, &cd, &nr) != ST_OK) {
 			continue;
+		}
 		if (keep_islands && (cd.pub.gpu_mask & sched_whole_islands(c, i)))
 			continue;
 		if (x) {
@@ -1347,6 +1399,13 @@ int iod_sched_place(struct iod_sched_cluster *c, const struct iod_sched_request 
 			return iod_err_set(e, rc, "service %s: too many services (limit %u)", r->service,
 			                   IOD_SCHED_SERVICES_MAX);
 		sched_counts_load(c, svc);
+		c->cache_gen++; /* a new request: every cached evaluation is stale */
+		if (c->cache_gen == 0)
+			c->cache_gen = 1;
+		/* a replica that failed fails again until the cluster changes */
+		uint64_t fail_version = UINT64_MAX;
+		enum iod_sched_reason fail_reason = IOD_SCHED_REASON_NONE;
+		char fail_why[IOD_SCHED_WHY_MAX] = "";
 		struct iod_sched_service_result *sr = &res->svc[res->svc_n++];
 		memset(sr, 0, sizeof(*sr));
 		iod_strlcpy(sr->service, r->service, sizeof(sr->service));
@@ -1371,8 +1430,9 @@ int iod_sched_place(struct iod_sched_cluster *c, const struct iod_sched_request 
 				continue;
 			}
 			struct cand best;
-			if (sched_best(c, r, &opts->weights, UINT32_MAX, false, keep, &best,
-			               &p->explain)) {
+			if ((opts->no_cache || fail_version != c->version) &&
+			    sched_best(c, r, &opts->weights, UINT32_MAX, false, keep, !opts->no_cache,
+			               &best, &p->explain)) {
 				rc = sched_bind(c, svc, ordinal, &best, &p->replica);
 				if (rc)
 					return iod_err_set(e, rc,
@@ -1391,7 +1451,15 @@ int iod_sched_place(struct iod_sched_cluster *c, const struct iod_sched_request 
 				continue;
 			}
 			p->explain.cand_n = 0;
-			p->reason = diagnose(c, r, &opts->weights, p->why, sizeof(p->why));
+			if (!opts->no_cache && fail_version == c->version) {
+				p->reason = fail_reason;
+				iod_strlcpy(p->why, fail_why, sizeof(p->why));
+			} else {
+				p->reason = diagnose(c, r, &opts->weights, p->why, sizeof(p->why));
+				fail_version = c->version;
+				fail_reason = p->reason;
+				iod_strlcpy(fail_why, p->why, sizeof(fail_why));
+			}
 			res->unplaced_n++;
 			if (sr->reason == IOD_SCHED_REASON_NONE) {
 				sr->reason = p->reason;

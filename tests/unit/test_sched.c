@@ -594,7 +594,7 @@ TEST(strict_deploy_is_one_transaction)
 	iod_sched_cluster_free(c);
 }
 
-static char *run_json(void)
+static char *run_json(bool no_cache)
 {
 	struct iod_sched_shape a, b;
 	shape_dgx(&a);
@@ -611,13 +611,21 @@ static char *run_json(void)
 		struct iod_sched_node_spec ns = {.name = name, .shape = i % 2 ? sb : sa};
 		iod_sched_node_add(c, &ns, &nid, &e);
 	}
-	struct iod_sched_request r[3] = {req("ps", 3, 1), req("w", 8, 2), req("big", 3, 8)};
+	struct iod_sched_request r[5] = {req("ps", 3, 1), req("w", 8, 2), req("big", 3, 8),
+	                                 req("one", 9, 1), req("anti", 4, 1)};
 	r[0].stateful = true;
 	r[1].cpus = 4;
 	r[1].mem_bytes = 1000000000;
 	r[1].gpu_link = IOD_SCHED_LINK_NVLINK;
+	r[3].numa = IOD_SCHED_NUMA_SINGLE;
+	r[3].cpus = 2;
+	r[4].anti = IOD_SCHED_DOMAIN_NODE;
+	r[4].spread = true;
 	struct iod_sched_result res;
-	if (place(c, r, 3, false, &res))
+	struct iod_sched_opts o;
+	iod_sched_opts_default(&o);
+	o.no_cache = no_cache;
+	if (iod_sched_result_init(&res, 256, 8) || iod_sched_place(c, r, 5, &o, &res, &e))
 		return NULL;
 	json_t *j = iod_sched_result_to_json(c, &res);
 	char *s = iod_json_string(j, true);
@@ -637,11 +645,22 @@ static char *run_json(void)
 
 TEST(deterministic_byte_for_byte)
 {
-	char *a = run_json(), *b = run_json();
+	char *a = run_json(false), *b = run_json(false);
 	CHECK(a && b);
 	CHECK_STR(a, b);
 	CHECK_CONTAINS(a, "\"replica\":\"ps-0\"");
 	CHECK_CONTAINS(a, "big-2");
+	free(a);
+	free(b);
+}
+
+TEST(node_cache_changes_no_decision)
+{
+	/* the per-node evaluation cache and failure reuse are pure speed-ups */
+	char *a = run_json(false), *b = run_json(true);
+	CHECK(a && b);
+	CHECK_STR(a, b);
+	CHECK_CONTAINS(a, "\"unplaced\":[{");
 	free(a);
 	free(b);
 }
