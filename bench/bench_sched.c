@@ -61,7 +61,8 @@ static struct iod_sched_cluster *cluster(const struct iod_sched_shape *shapes, u
 		char name[32], rack[32];
 		snprintf(name, sizeof(name), "n%u", i);
 		snprintf(rack, sizeof(rack), "rack%u", i / 16);
-		struct iod_sched_node_spec ns = {.name = name, .shape = ids[i % MODELS_N], .rack = rack};
+		struct iod_sched_node_spec ns = {
+		    .name = name, .shape = ids[i % MODELS_N], .rack = rack};
 		if (iod_sched_node_add(c, &ns, &nid, &e))
 			return NULL;
 	}
@@ -92,7 +93,8 @@ static int bench_throughput(const struct iod_sched_shape *shapes)
 		r->cpus = 4 * r->gpus;
 		r->mem_bytes = 32000000000ull * r->gpus;
 		r->nic_bw_bps = r->gpus >= 4 ? 100000000000ull : 0;
-		r->gpu_link = r->gpus >= 2 && i % 3 == 0 ? IOD_SCHED_LINK_NVLINK : IOD_SCHED_LINK_ANY;
+		r->gpu_link =
+		    r->gpus >= 2 && i % 3 == 0 ? IOD_SCHED_LINK_NVLINK : IOD_SCHED_LINK_ANY;
 		r->stateful = i % 10 == 0;
 		demand += (uint64_t)per * r->gpus;
 	}
@@ -121,8 +123,8 @@ static int bench_throughput(const struct iod_sched_shape *shapes)
 	       (unsigned long long)demand, nodes * 8);
 	printf("BENCH sched.throughput replicas=%u nodes=%u seconds=%.3f per_s=%.0f placed=%u "
 	       "unplaced=%u gpus_used=%llu gpus_total=%u target_s=1\n",
-	       res.n, nodes, dt, res.n / dt, res.placed_n, res.unplaced_n,
-	       (unsigned long long)used, nodes * 8);
+	       res.n, nodes, dt, res.n / dt, res.placed_n, res.unplaced_n, (unsigned long long)used,
+	       nodes * 8);
 	/* a second deploy that fits: the cluster emptied, 1/2-GPU replicas only */
 	iod_sched_result_free(&res);
 	iod_sched_cluster_free(c);
@@ -260,7 +262,8 @@ static int bench_quality_node(const struct iod_sched_shape *shapes)
 			if (!res.p[0].placed)
 				agree_infeasible++;
 			else
-				fprintf(stderr, "bench_sched: instance %u placed but infeasible\n", it);
+				fprintf(stderr, "bench_sched: instance %u placed but infeasible\n",
+				        it);
 		} else {
 			compared++;
 			uint32_t got = 0;
@@ -344,8 +347,8 @@ static int bench_quality_cluster(const struct iod_sched_shape *shapes)
 		o.explain_top = 0;
 		if (weights_arg) {
 			unsigned w[IOD_SCHED_TERMS_N];
-			if (sscanf(weights_arg, "%u,%u,%u,%u,%u,%u", &w[0], &w[1], &w[2], &w[3], &w[4],
-			           &w[5]) == 6)
+			if (sscanf(weights_arg, "%u,%u,%u,%u,%u,%u", &w[0], &w[1], &w[2], &w[3],
+			           &w[4], &w[5]) == 6)
 				for (unsigned i = 0; i < IOD_SCHED_TERMS_N; i++)
 					o.weights.w[i] = w[i];
 		}
@@ -409,12 +412,15 @@ static int bench_quality_cluster(const struct iod_sched_shape *shapes)
 					                  : cands[iod_rng_below(&prng, cn)];
 					uint32_t m = 0, f = free_mask[nd];
 					if (pol == POL_FIRST_FIT) {
-						for (uint32_t g = 0; g < 8 && (uint32_t)__builtin_popcount(m) < k; g++)
+						for (uint32_t g = 0;
+						     g < 8 && (uint32_t)__builtin_popcount(m) < k;
+						     g++)
 							if (f >> g & 1)
 								m |= 1u << g;
 					} else {
 						while ((uint32_t)__builtin_popcount(m) < k) {
-							uint32_t g = (uint32_t)iod_rng_below(&prng, 8);
+							uint32_t g =
+							    (uint32_t)iod_rng_below(&prng, 8);
 							if (f >> g & 1)
 								m |= 1u << g;
 						}
@@ -447,8 +453,9 @@ static int bench_quality_cluster(const struct iod_sched_shape *shapes)
 				}
 			}
 			if ((a + 1) % (arrivals / samples) == 0 && soff < sizeof(series))
-				soff += (size_t)snprintf(series + soff, sizeof(series) - soff, "%s%u",
-				                         soff ? "," : "", stranded(free_mask, nodes));
+				soff +=
+				    (size_t)snprintf(series + soff, sizeof(series) - soff, "%s%u",
+				                     soff ? "," : "", stranded(free_mask, nodes));
 		}
 		printf("BENCH sched.quality_cluster policy=%s arrivals=%u placed=%u "
 		       "placed_8gpu_share=%.3f placeable_8gpu_share=%.3f stranded_gpus_avg=%.1f "

@@ -29,8 +29,8 @@ struct iod_topo_node;
 /* ---- policies ----------------------------------------------------------- */
 
 /* NUMA alignment policies, as Kubernetes' Topology Manager names them. */
-#define IOD_SCHED_NUMA_POLICIES(X)                                                        \
-	X(NONE, "none")               /* no alignment: CPUs and memory from anywhere */ \
+#define IOD_SCHED_NUMA_POLICIES(X)                                                       \
+	X(NONE, "none")               /* no alignment: CPUs and memory from anywhere */  \
 	X(BEST_EFFORT, "best-effort") /* prefer aligned; place anyway */                 \
 	X(RESTRICTED, "restricted")   /* GPUs on the fewest NUMA nodes possible and    \
 	                                 CPUs/memory/NIC from those nodes, or refuse */ \
@@ -69,19 +69,19 @@ const char *iod_sched_domain_name(enum iod_sched_domain d);
  * bandwidth) score the maximum for every candidate, so they never decide.
  */
 #define IOD_SCHED_TERM_MAX 1000
-#define IOD_SCHED_TERMS(X)                                                              \
-	X(GPU, "gpu-set", 3)    /* average pair score of the GPU set / best in cluster */ \
-	X(NUMA, "numa", 2)      /* CPUs, memory, NIC on the GPUs' NUMA nodes; few nodes */ \
-	X(FRAG, "frag", 2)      /* free GPUs left in NVLink islands this breaks */        \
-	X(SPREAD, "spread", 3)  /* stateful/spread: few replicas of the service nearby */ \
-	X(PACK, "pack", 1)      /* pack: fuller nodes first; spread: emptier first */     \
-	X(NIC, "nic", 1)        /* NIC on the GPUs' PCIe switch, NUMA node, elsewhere */
+#define IOD_SCHED_TERMS(X)                                                                \
+	X(GPU, "gpu-set", 3)   /* average pair score of the GPU set / best in cluster */  \
+	X(NUMA, "numa", 2)     /* CPUs, memory, NIC on the GPUs' NUMA nodes; few nodes */ \
+	X(FRAG, "frag", 2)     /* free GPUs left in NVLink islands this breaks */         \
+	X(SPREAD, "spread", 3) /* stateful/spread: few replicas of the service nearby */  \
+	X(PACK, "pack", 1)     /* pack: fuller nodes first; spread: emptier first */      \
+	X(NIC, "nic", 1)       /* NIC on the GPUs' PCIe switch, NUMA node, elsewhere */
 
 enum iod_sched_term {
 #define X(n, s, w) IOD_SCHED_TERM_##n,
 	IOD_SCHED_TERMS(X)
 #undef X
-	IOD_SCHED_TERMS_N
+	    IOD_SCHED_TERMS_N
 };
 const char *iod_sched_term_name(enum iod_sched_term t);
 
@@ -106,14 +106,15 @@ struct iod_sched_nic {
  * share one shape, and the GPU-set search is memoized per shape.
  */
 struct iod_sched_shape {
-	char model[IOD_NAME_MAX];                                             /* model name */
-	uint32_t gpus_n;                                                      /* GPUs */
-	uint32_t numa_n;                                                      /* NUMA nodes */
-	uint32_t nics_n;                                                      /* NICs */
-	uint16_t pair_score[IOD_SCHED_NODE_GPUS_MAX][IOD_SCHED_NODE_GPUS_MAX]; /* go-gpuallocator pair scores */
-	uint32_t nvlink[IOD_SCHED_NODE_GPUS_MAX];   /* bit j: GPU i and j share a direct NVLink */
-	uint32_t island[IOD_SCHED_NODE_GPUS_MAX];   /* GPUs of GPU i's NVLink island (incl. i) */
-	int32_t gpu_numa[IOD_SCHED_NODE_GPUS_MAX];  /* NUMA node of each GPU */
+	char model[IOD_NAME_MAX]; /* model name */
+	uint32_t gpus_n;          /* GPUs */
+	uint32_t numa_n;          /* NUMA nodes */
+	uint32_t nics_n;          /* NICs */
+	uint16_t pair_score[IOD_SCHED_NODE_GPUS_MAX]
+	                   [IOD_SCHED_NODE_GPUS_MAX]; /* go-gpuallocator pair scores */
+	uint32_t nvlink[IOD_SCHED_NODE_GPUS_MAX];     /* bit j: GPU i and j share a direct NVLink */
+	uint32_t island[IOD_SCHED_NODE_GPUS_MAX];     /* GPUs of GPU i's NVLink island (incl. i) */
+	int32_t gpu_numa[IOD_SCHED_NODE_GPUS_MAX];    /* NUMA node of each GPU */
 	struct iod_bitmap numa_cpus[IOD_SCHED_NUMA_MAX]; /* PUs of each NUMA node */
 	uint64_t numa_mem_bytes[IOD_SCHED_NUMA_MAX];     /* memory of each NUMA node */
 	struct iod_sched_nic nics[IOD_SCHED_NICS_MAX];   /* NICs in PCI order */
@@ -136,32 +137,32 @@ struct iod_sched_label {
 };
 
 struct iod_sched_node_spec {
-	const char *name;      /* unique node name */
-	uint32_t shape;        /* from iod_sched_shape_add() */
-	const char *rack;      /* failure domain; NULL = its own rack */
-	const char *zone;      /* failure domain; NULL = zone "default" */
+	const char *name;                     /* unique node name */
+	uint32_t shape;                       /* from iod_sched_shape_add() */
+	const char *rack;                     /* failure domain; NULL = its own rack */
+	const char *zone;                     /* failure domain; NULL = zone "default" */
 	const struct iod_sched_label *labels; /* labels_n of them */
 	uint32_t labels_n;
-	bool cordoned;         /* takes no new replicas */
-	uint32_t gpus_used;    /* GPUs already taken outside the scheduler (mask) */
+	bool cordoned;      /* takes no new replicas */
+	uint32_t gpus_used; /* GPUs already taken outside the scheduler (mask) */
 };
 
 /* ---- requests ------------------------------------------------------------ */
 
 /* What every replica of one service needs, and how they are placed. */
 struct iod_sched_request {
-	char service[IOD_NAME_MAX];  /* service name; replicas are "<service>-<ordinal>" */
-	uint32_t replicas;           /* how many */
-	uint32_t gpus;               /* GPUs per replica, all on one node */
+	char service[IOD_NAME_MAX]; /* service name; replicas are "<service>-<ordinal>" */
+	uint32_t replicas;          /* how many */
+	uint32_t gpus;              /* GPUs per replica, all on one node */
 	enum iod_sched_link gpu_link;
-	uint32_t cpus;               /* exclusive CPUs (PUs) per replica */
-	uint64_t mem_bytes;          /* host memory per replica */
-	uint64_t nic_bw_bps;         /* NIC bandwidth per replica; 0 = none reserved */
-	enum iod_sched_numa numa;    /* Topology Manager policy */
-	bool spread;                 /* spread over nodes instead of packing */
-	bool stateful;               /* spread across failure domains (soft) */
-	enum iod_sched_domain anti;  /* hard: at most one replica per domain */
-	bool gang;                   /* all replicas or none */
+	uint32_t cpus;              /* exclusive CPUs (PUs) per replica */
+	uint64_t mem_bytes;         /* host memory per replica */
+	uint64_t nic_bw_bps;        /* NIC bandwidth per replica; 0 = none reserved */
+	enum iod_sched_numa numa;   /* Topology Manager policy */
+	bool spread;                /* spread over nodes instead of packing */
+	bool stateful;              /* spread across failure domains (soft) */
+	enum iod_sched_domain anti; /* hard: at most one replica per domain */
+	bool gang;                  /* all replicas or none */
 	struct iod_sched_label selector[IOD_SCHED_LABELS_MAX]; /* node must have all */
 	uint32_t selector_n;
 };
@@ -178,83 +179,83 @@ int iod_sched_request_from_spec(const struct iod_spec_service *s, struct iod_sch
 /* ---- results ------------------------------------------------------------- */
 
 /* Why a replica was not placed (X-macro: enum + names). */
-#define IOD_SCHED_REASONS(X)                                                   \
-	X(NONE, "placed")                                                      \
-	X(NO_NODES, "no-nodes")           /* the cluster has no schedulable node */ \
-	X(LABELS, "labels")               /* no node has the selector's labels */ \
-	X(ANTI_AFFINITY, "anti-affinity") /* every domain with room has one */ \
-	X(NODE_TOO_SMALL, "node-too-small") /* no node has that many GPUs at all */ \
-	X(GPUS, "gpus")                   /* not enough free GPUs on one node */ \
-	X(GPU_LINK, "gpu-link")           /* not enough NVLink-joined free GPUs */ \
-	X(NUMA, "numa")                   /* the NUMA policy cannot be met */ \
-	X(CPUS, "cpus")                   /* not enough free CPUs */ \
-	X(MEMORY, "memory")               /* not enough free memory */ \
-	X(NIC, "nic")                     /* not enough free NIC bandwidth */ \
-	X(GANG, "gang")                   /* a sibling could not be placed */ \
-	X(TRANSACTION, "transaction")     /* strict deploy: another service failed */
+#define IOD_SCHED_REASONS(X)                                                          \
+	X(NONE, "placed")                                                             \
+	X(NO_NODES, "no-nodes")             /* the cluster has no schedulable node */ \
+	X(LABELS, "labels")                 /* no node has the selector's labels */   \
+	X(ANTI_AFFINITY, "anti-affinity")   /* every domain with room has one */      \
+	X(NODE_TOO_SMALL, "node-too-small") /* no node has that many GPUs at all */   \
+	X(GPUS, "gpus")                     /* not enough free GPUs on one node */    \
+	X(GPU_LINK, "gpu-link")             /* not enough NVLink-joined free GPUs */  \
+	X(NUMA, "numa")                     /* the NUMA policy cannot be met */       \
+	X(CPUS, "cpus")                     /* not enough free CPUs */                \
+	X(MEMORY, "memory")                 /* not enough free memory */              \
+	X(NIC, "nic")                       /* not enough free NIC bandwidth */       \
+	X(GANG, "gang")                     /* a sibling could not be placed */       \
+	X(TRANSACTION, "transaction")       /* strict deploy: another service failed */
 
 enum iod_sched_reason {
 #define X(n, s) IOD_SCHED_REASON_##n,
 	IOD_SCHED_REASONS(X)
 #undef X
-	IOD_SCHED_REASONS_N
+	    IOD_SCHED_REASONS_N
 };
 const char *iod_sched_reason_name(enum iod_sched_reason r);
 
 /* One scored candidate: a node and the GPU set it would give. */
 struct iod_sched_candidate {
-	uint32_t node;                       /* node id */
-	uint32_t gpu_mask;                   /* GPUs it would take */
-	int32_t mem_numa;                    /* NUMA node for memory; -1 interleaved */
-	int32_t terms[IOD_SCHED_TERMS_N];    /* each term, 0..IOD_SCHED_TERM_MAX */
-	int64_t total;                       /* weighted sum */
+	uint32_t node;                    /* node id */
+	uint32_t gpu_mask;                /* GPUs it would take */
+	int32_t mem_numa;                 /* NUMA node for memory; -1 interleaved */
+	int32_t terms[IOD_SCHED_TERMS_N]; /* each term, 0..IOD_SCHED_TERM_MAX */
+	int64_t total;                    /* weighted sum */
 };
 
 /* The record `iod explain` prints: how the decision was made. */
 struct iod_sched_explain {
-	uint32_t evaluated;                  /* nodes looked at */
-	uint32_t feasible;                   /* nodes that passed every filter */
-	uint32_t cand_n;                     /* top candidates kept, best first */
+	uint32_t evaluated; /* nodes looked at */
+	uint32_t feasible;  /* nodes that passed every filter */
+	uint32_t cand_n;    /* top candidates kept, best first */
 	struct iod_sched_candidate cand[IOD_SCHED_EXPLAIN_TOP];
-	struct iod_sched_weights weights;    /* the weights in force */
+	struct iod_sched_weights weights; /* the weights in force */
 };
 
 struct iod_sched_placement {
-	char name[IOD_NAME_MAX];         /* "<service>-<ordinal>" */
-	uint32_t request;                /* index into svc (= the request's index
+	char name[IOD_NAME_MAX];      /* "<service>-<ordinal>" */
+	uint32_t request;             /* index into svc (= the request's index
 	                                    when the result was fresh) */
-	uint32_t ordinal;                /* 0-based */
-	bool placed;                     /* false: see reason and why */
-	uint32_t replica;                /* cluster replica id (placed only) */
-	uint32_t node;                   /* node id (placed only) */
-	uint32_t gpu_mask;               /* GPU ids on that node */
-	struct iod_bitmap cpus;          /* exclusive PUs */
-	int32_t mem_numa;                /* NUMA node of its memory; -1 interleaved/none */
-	int32_t nic;                     /* NIC index on the node; -1 none */
-	enum iod_sched_reason reason;    /* NONE when placed */
-	char why[IOD_SCHED_WHY_MAX];     /* the precise reason, one line */
+	uint32_t ordinal;             /* 0-based */
+	bool placed;                  /* false: see reason and why */
+	uint32_t replica;             /* cluster replica id (placed only) */
+	uint32_t node;                /* node id (placed only) */
+	uint32_t gpu_mask;            /* GPU ids on that node */
+	struct iod_bitmap cpus;       /* exclusive PUs */
+	int32_t mem_numa;             /* NUMA node of its memory; -1 interleaved/none */
+	int32_t nic;                  /* NIC index on the node; -1 none */
+	enum iod_sched_reason reason; /* NONE when placed */
+	char why[IOD_SCHED_WHY_MAX];  /* the precise reason, one line */
 	struct iod_sched_explain explain;
 };
 
 /* One service's outcome in a deploy. */
 struct iod_sched_service_result {
-	char service[IOD_NAME_MAX]; /* name */
-	uint32_t requested;         /* replicas asked for */
-	uint32_t placed;            /* replicas placed (after gang/transaction rollback) */
+	char service[IOD_NAME_MAX];   /* name */
+	uint32_t requested;           /* replicas asked for */
+	uint32_t placed;              /* replicas placed (after gang/transaction rollback) */
 	enum iod_sched_reason reason; /* first reason a replica was not placed */
 	char why[IOD_SCHED_WHY_MAX];  /* its message */
 };
 
 struct iod_sched_result {
-	struct iod_sched_placement *p;   /* n placements, request order then ordinal */
-	uint32_t n;                      /* used */
-	uint32_t cap;                    /* allocated */
-	uint32_t placed_n;               /* replicas placed */
-	uint32_t unplaced_n;             /* replicas not placed */
+	struct iod_sched_placement *p;        /* n placements, request order then ordinal */
+	uint32_t n;                           /* used */
+	uint32_t cap;                         /* allocated */
+	uint32_t placed_n;                    /* replicas placed */
+	uint32_t unplaced_n;                  /* replicas not placed */
 	struct iod_sched_service_result *svc; /* one per request placed */
-	uint32_t svc_n;                  /* used */
-	uint32_t svc_cap;                /* allocated */
-	bool rolled_back;                /* strict deploy undone */
+	uint32_t svc_n;                       /* used */
+	uint32_t svc_cap;                     /* allocated */
+	bool rolled_back;                     /* strict deploy undone */
 };
 
 /* Room for cap placements and svc_cap services. */
@@ -267,7 +268,7 @@ struct iod_sched_cluster;
 
 struct iod_sched_opts {
 	struct iod_sched_weights weights; /* score weights */
-	bool strict;          /* all services or none (one transaction) */
+	bool strict;                      /* all services or none (one transaction) */
 	uint32_t explain_top; /* candidates kept per decision, <= IOD_SCHED_EXPLAIN_TOP */
 	bool no_cache;        /* evaluate every node afresh for every replica (tests
 	                         check the per-node cache changes no decision) */
@@ -275,12 +276,12 @@ struct iod_sched_opts {
 void iod_sched_opts_default(struct iod_sched_opts *o);
 
 /* Room for nodes_max nodes and replicas_max placed replicas. */
-int iod_sched_cluster_new(uint32_t nodes_max, uint32_t replicas_max,
-                          struct iod_sched_cluster **out, struct iod_err *e);
+int iod_sched_cluster_new(uint32_t nodes_max, uint32_t replicas_max, struct iod_sched_cluster **out,
+                          struct iod_err *e);
 void iod_sched_cluster_free(struct iod_sched_cluster *c);
 /* Register a shape (copied); *id names it for nodes. */
-int iod_sched_shape_add(struct iod_sched_cluster *c, const struct iod_sched_shape *s,
-                        uint32_t *id, struct iod_err *e);
+int iod_sched_shape_add(struct iod_sched_cluster *c, const struct iod_sched_shape *s, uint32_t *id,
+                        struct iod_err *e);
 int iod_sched_node_add(struct iod_sched_cluster *c, const struct iod_sched_node_spec *n,
                        uint32_t *id, struct iod_err *e);
 uint32_t iod_sched_node_count(const struct iod_sched_cluster *c);
@@ -336,9 +337,9 @@ struct iod_sched_move {
 struct iod_sched_plan {
 	struct iod_sched_move moves[IOD_SCHED_MOVES_MAX]; /* n moves, in order */
 	uint32_t n;
-	uint32_t islands_before; /* whole free NVLink islands before the moves */
-	uint32_t islands_after;  /* and after */
-	uint32_t stuck;          /* drain: replicas that have nowhere to go */
+	uint32_t islands_before;     /* whole free NVLink islands before the moves */
+	uint32_t islands_after;      /* and after */
+	uint32_t stuck;              /* drain: replicas that have nowhere to go */
 	char why[IOD_SCHED_WHY_MAX]; /* what the plan achieves or why it is short */
 };
 

@@ -97,8 +97,8 @@ static void print_explain(const struct iod_sched_cluster *c, const struct iod_sc
 	for (uint32_t i = 0; i < p->explain.cand_n; i++) {
 		const struct iod_sched_candidate *cd = &p->explain.cand[i];
 		iod_sched_gpus_format(cd->gpu_mask, gl, sizeof(gl));
-		printf("  %s %-10s total %-6lld", i == 0 ? "*" : " ", iod_sched_node_name(c, cd->node),
-		       (long long)cd->total);
+		printf("  %s %-10s total %-6lld", i == 0 ? "*" : " ",
+		       iod_sched_node_name(c, cd->node), (long long)cd->total);
 		for (unsigned t = 0; t < IOD_SCHED_TERMS_N; t++)
 			printf(" %s=%d", iod_sched_term_name(t), cd->terms[t]);
 		printf("  [%s]\n", gl);
@@ -124,13 +124,14 @@ static int build_cluster(const struct opts *o, struct iod_sched_cluster *c, char
 
 	if (o->have_gpus) {
 		if (o->gpus % o->nodes)
-			return iod_cli_fail("schedule", IOD_EXIT_INVALID,
-			                    "--gpus %u does not divide evenly over --nodes %u; give a "
-			                    "multiple of %u, or --model",
-			                    o->gpus, o->nodes, o->nodes);
+			return iod_cli_fail(
+			    "schedule", IOD_EXIT_INVALID,
+			    "--gpus %u does not divide evenly over --nodes %u; give a "
+			    "multiple of %u, or --model",
+			    o->gpus, o->nodes, o->nodes);
 		if (iod_topo_model_generic(o->gpus / o->nodes, &topo, &e))
-			return iod_cli_fail("schedule", IOD_EXIT_INVALID, "--gpus %u --nodes %u: %s",
-			                    o->gpus, o->nodes, e.msg);
+			return iod_cli_fail("schedule", IOD_EXIT_INVALID,
+			                    "--gpus %u --nodes %u: %s", o->gpus, o->nodes, e.msg);
 		if (iod_sched_shape_from_topo(&topo, &shape, &e) ||
 		    iod_sched_shape_add(c, &shape, &shape_ids[0], &e))
 			return iod_cli_fail("schedule", IOD_EXIT_INVALID, "%s", e.msg);
@@ -144,19 +145,21 @@ static int build_cluster(const struct opts *o, struct iod_sched_cluster *c, char
 		     tok = strtok_r(NULL, ",", &save)) {
 			if (n_models == IOD_ARRAY_LEN(names))
 				return iod_cli_fail("schedule", IOD_EXIT_INVALID,
-				                    "--model: at most %zu models", IOD_ARRAY_LEN(names));
+				                    "--model: at most %zu models",
+				                    IOD_ARRAY_LEN(names));
 			if (iod_topo_model_load(tok, &topo, &e))
-				return iod_cli_fail("schedule", IOD_EXIT_INVALID, "--model %s: %s", tok,
-				                    e.msg);
+				return iod_cli_fail("schedule", IOD_EXIT_INVALID, "--model %s: %s",
+				                    tok, e.msg);
 			if (iod_sched_shape_from_topo(&topo, &shape, &e) ||
 			    iod_sched_shape_add(c, &shape, &shape_ids[n_models], &e))
-				return iod_cli_fail("schedule", IOD_EXIT_INVALID, "--model %s: %s", tok,
-				                    e.msg);
+				return iod_cli_fail("schedule", IOD_EXIT_INVALID, "--model %s: %s",
+				                    tok, e.msg);
 			snprintf(names[n_models], sizeof(names[0]), "%s", tok);
 			n_models++;
 		}
 		if (!n_models)
-			return iod_cli_fail("schedule", IOD_EXIT_INVALID, "--model: no model named");
+			return iod_cli_fail("schedule", IOD_EXIT_INVALID,
+			                    "--model: no model named");
 	}
 	size_t off = 0;
 	for (uint32_t i = 0; i < n_models && off < desc_len; i++)
@@ -181,14 +184,19 @@ static int build_cluster(const struct opts *o, struct iod_sched_cluster *c, char
 
 int cmd_schedule(int argc, char **argv)
 {
-	static const struct option lo[] = {
-	    {"file", required_argument, NULL, 'f'},   {"nodes", required_argument, NULL, 'n'},
-	    {"model", required_argument, NULL, 'm'},  {"gpus", required_argument, NULL, 'g'},
-	    {"output", required_argument, NULL, 'o'}, {"racks", required_argument, NULL, 'r'},
-	    {"zones", required_argument, NULL, 'z'},  {"strict", no_argument, NULL, 's'},
-	    {"explain", no_argument, NULL, 'x'},      {"weights", required_argument, NULL, 'w'},
-	    {"rebalance", required_argument, NULL, 'b'}, {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0}};
+	static const struct option lo[] = {{"file", required_argument, NULL, 'f'},
+	                                   {"nodes", required_argument, NULL, 'n'},
+	                                   {"model", required_argument, NULL, 'm'},
+	                                   {"gpus", required_argument, NULL, 'g'},
+	                                   {"output", required_argument, NULL, 'o'},
+	                                   {"racks", required_argument, NULL, 'r'},
+	                                   {"zones", required_argument, NULL, 'z'},
+	                                   {"strict", no_argument, NULL, 's'},
+	                                   {"explain", no_argument, NULL, 'x'},
+	                                   {"weights", required_argument, NULL, 'w'},
+	                                   {"rebalance", required_argument, NULL, 'b'},
+	                                   {"help", no_argument, NULL, 'h'},
+	                                   {NULL, 0, NULL, 0}};
 	static const char *const formats[] = {"text", "json", NULL};
 	struct opts o = {0};
 	int ch;
@@ -206,15 +214,17 @@ int cmd_schedule(int argc, char **argv)
 		case 's': o.strict = true; break;
 		case 'x': o.explain = true; break;
 		case 'n':
-			if (parse_u32(optarg, &o.nodes) || o.nodes == 0 || o.nodes > IOD_SCHED_NODES_MAX)
+			if (parse_u32(optarg, &o.nodes) || o.nodes == 0 ||
+			    o.nodes > IOD_SCHED_NODES_MAX)
 				return iod_cli_fail("schedule", IOD_EXIT_INVALID,
-				                    "--nodes %s: give a number from 1 to %u", optarg,
-				                    IOD_SCHED_NODES_MAX);
+				                    "--nodes %s: give a number from 1 to %u",
+				                    optarg, IOD_SCHED_NODES_MAX);
 			break;
 		case 'g':
 			if (parse_u32(optarg, &o.gpus))
 				return iod_cli_fail("schedule", IOD_EXIT_INVALID,
-				                    "--gpus %s: give a whole number of GPUs", optarg);
+				                    "--gpus %s: give a whole number of GPUs",
+				                    optarg);
 			o.have_gpus = true;
 			break;
 		case 'r':
@@ -240,7 +250,8 @@ int cmd_schedule(int argc, char **argv)
 			break;
 		case ':':
 			return iod_cli_fail("schedule", IOD_EXIT_INVALID,
-			                    "%s needs a value; run `iod schedule --help`", argv[optind - 1]);
+			                    "%s needs a value; run `iod schedule --help`",
+			                    argv[optind - 1]);
 		default:
 			return iod_cli_fail("schedule", IOD_EXIT_INVALID,
 			                    "unknown option %s; run `iod schedule --help`",
@@ -249,7 +260,8 @@ int cmd_schedule(int argc, char **argv)
 	}
 	if (optind < argc)
 		return iod_cli_fail("schedule", IOD_EXIT_INVALID,
-		                    "unexpected argument %s; run `iod schedule --help`", argv[optind]);
+		                    "unexpected argument %s; run `iod schedule --help`",
+		                    argv[optind]);
 	if (!o.file)
 		return iod_cli_fail("schedule", IOD_EXIT_INVALID,
 		                    "-f FILE is required (the spec to place)");
@@ -311,19 +323,21 @@ int cmd_schedule(int argc, char **argv)
 		goto out;
 	}
 	struct iod_sched_plan plan;
-	bool have_plan = o.rebalance_set &&
-	                 iod_sched_rebalance(c, IOD_SCHED_GOAL_ISLANDS, 0, o.rebalance, false,
-	                                     &plan, &e) == 0;
+	bool have_plan = o.rebalance_set && iod_sched_rebalance(c, IOD_SCHED_GOAL_ISLANDS, 0,
+	                                                        o.rebalance, false, &plan, &e) == 0;
 	if (o.out == IOD_OUT_JSON) {
 		json_t *j = iod_sched_result_to_json(c, &res);
 		json_t *nodes = json_array();
 		for (uint32_t i = 0; i < iod_sched_node_count(c); i++) {
 			json_t *n = json_object();
 			json_object_set_new(n, "name", json_string(iod_sched_node_name(c, i)));
-			json_object_set_new(n, "model", json_string(iod_sched_node_shape(c, i)->model));
-			json_object_set_new(n, "gpus", json_integer(iod_sched_node_shape(c, i)->gpus_n));
-			json_object_set_new(n, "gpus_free",
-			                    json_integer(__builtin_popcount(iod_sched_node_gpus_free(c, i))));
+			json_object_set_new(n, "model",
+			                    json_string(iod_sched_node_shape(c, i)->model));
+			json_object_set_new(n, "gpus",
+			                    json_integer(iod_sched_node_shape(c, i)->gpus_n));
+			json_object_set_new(
+			    n, "gpus_free",
+			    json_integer(__builtin_popcount(iod_sched_node_gpus_free(c, i))));
 			json_array_append_new(nodes, n);
 		}
 		json_object_set_new(j, "nodes", nodes);
@@ -333,8 +347,12 @@ int cmd_schedule(int argc, char **argv)
 			for (uint32_t i = 0; i < plan.n; i++) {
 				json_t *m = json_object();
 				json_object_set_new(m, "replica", json_string(plan.moves[i].name));
-				json_object_set_new(m, "from", json_string(iod_sched_node_name(c, plan.moves[i].from_node)));
-				json_object_set_new(m, "to", json_string(iod_sched_node_name(c, plan.moves[i].to_node)));
+				json_object_set_new(
+				    m, "from",
+				    json_string(iod_sched_node_name(c, plan.moves[i].from_node)));
+				json_object_set_new(
+				    m, "to",
+				    json_string(iod_sched_node_name(c, plan.moves[i].to_node)));
 				json_array_append_new(mv, m);
 			}
 			json_object_set_new(p, "moves", mv);
@@ -347,8 +365,8 @@ int cmd_schedule(int argc, char **argv)
 	} else {
 		struct iod_buf b;
 		iod_buf_init(&b);
-		printf("placing %s onto %u node%s (%s)\n\n", o.file, o.nodes, o.nodes == 1 ? "" : "s",
-		       model_desc);
+		printf("placing %s onto %u node%s (%s)\n\n", o.file, o.nodes,
+		       o.nodes == 1 ? "" : "s", model_desc);
 		iod_sched_result_format(c, &res, &b);
 		fputs(b.data ? b.data : "", stdout);
 		iod_buf_free(&b);

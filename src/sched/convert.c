@@ -21,8 +21,9 @@ int iod_sched_request_from_spec(const struct iod_spec_service *s, struct iod_sch
 		return iod_err_set(e, -EINVAL, "a service without a name");
 	if (iod_strlcpy(out->service, s->name, sizeof(out->service)) != 0 ||
 	    strlen(s->name) >= IOD_NAME_MAX - 8)
-		return iod_err_set(e, -EINVAL, "service %s: name too long for replica names (max %d)",
-		                   s->name, IOD_NAME_MAX - 9);
+		return iod_err_set(e, -EINVAL,
+		                   "service %s: name too long for replica names (max %d)", s->name,
+		                   IOD_NAME_MAX - 9);
 	out->replicas = s->replicas;
 	out->gpus = s->res.gpu;
 	if (!out->gpus && (s->res.compute.type == IOD_COMPUTE_TENSOR_CORE ||
@@ -65,14 +66,16 @@ int iod_sched_shape_from_topo(const struct iod_topo_node *t, struct iod_sched_sh
 {
 	const char *model = t->model[0] ? t->model : t->name;
 	if (t->ngpus > IOD_SCHED_NODE_GPUS_MAX)
-		return iod_err_set(e, -E2BIG, "node model %s: %u GPUs; the scheduler handles %u per node",
+		return iod_err_set(e, -E2BIG,
+		                   "node model %s: %u GPUs; the scheduler handles %u per node",
 		                   model, t->ngpus, IOD_SCHED_NODE_GPUS_MAX);
 	if (t->nnuma > IOD_SCHED_NUMA_MAX)
-		return iod_err_set(e, -E2BIG,
-		                   "node model %s: %u NUMA nodes; the scheduler handles %u per node",
-		                   model, t->nnuma, IOD_SCHED_NUMA_MAX);
+		return iod_err_set(
+		    e, -E2BIG, "node model %s: %u NUMA nodes; the scheduler handles %u per node",
+		    model, t->nnuma, IOD_SCHED_NUMA_MAX);
 	if (t->nnics > IOD_SCHED_NICS_MAX)
-		return iod_err_set(e, -E2BIG, "node model %s: %u NICs; the scheduler handles %u per node",
+		return iod_err_set(e, -E2BIG,
+		                   "node model %s: %u NICs; the scheduler handles %u per node",
 		                   model, t->nnics, IOD_SCHED_NICS_MAX);
 	iod_sched_shape_init(out, model, t->ngpus, IOD_MAX(1u, (unsigned)t->nnuma));
 	for (unsigned g = 0; g < t->ngpus; g++) {

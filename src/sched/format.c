@@ -64,9 +64,10 @@ int iod_sched_result_format(const struct iod_sched_cluster *c, const struct iod_
 	rc |= iod_buf_printf(out, "\n");
 	for (uint32_t i = 0; i < r->svc_n; i++) {
 		const struct iod_sched_service_result *s = &r->svc[i];
-		rc |= iod_buf_printf(out, "  %-22s %u/%u%s%s\n", s->service, s->placed, s->requested,
-		                     s->placed < s->requested ? "  " : "",
-		                     s->placed < s->requested ? iod_sched_reason_name(s->reason) : "");
+		rc |= iod_buf_printf(out, "  %-22s %u/%u%s%s\n", s->service, s->placed,
+		                     s->requested, s->placed < s->requested ? "  " : "",
+		                     s->placed < s->requested ? iod_sched_reason_name(s->reason)
+		                                              : "");
 	}
 	return rc ? -ENOMEM : 0;
 }
@@ -120,21 +121,24 @@ json_t *iod_sched_result_to_json(const struct iod_sched_cluster *c,
 		json_object_set_new(e, "service", json_string(r->svc[p->request].service));
 		json_object_set_new(e, "ordinal", json_integer(p->ordinal));
 		if (p->placed) {
-			json_object_set_new(e, "node", json_string(iod_sched_node_name(c, p->node)));
+			json_object_set_new(e, "node",
+			                    json_string(iod_sched_node_name(c, p->node)));
 			json_object_set_new(e, "gpus", gpus_json(p->gpu_mask));
 			if (iod_bitmap_format(&p->cpus, cl, sizeof(cl)) != 0)
 				cl[0] = 0;
 			json_object_set_new(e, "cpus", json_string(cl));
-			json_object_set_new(e, "mem_numa", p->mem_numa >= 0
-			                                       ? json_integer(p->mem_numa)
-			                                       : json_null());
-			json_object_set_new(e, "nic", p->nic >= 0
-			                                  ? json_string(nic_name(c, p->node, p->nic))
-			                                  : json_null());
-			json_object_set_new(e, "explain", iod_sched_explain_to_json(c, &p->explain));
+			json_object_set_new(e, "mem_numa",
+			                    p->mem_numa >= 0 ? json_integer(p->mem_numa)
+			                                     : json_null());
+			json_object_set_new(e, "nic",
+			                    p->nic >= 0 ? json_string(nic_name(c, p->node, p->nic))
+			                                : json_null());
+			json_object_set_new(e, "explain",
+			                    iod_sched_explain_to_json(c, &p->explain));
 			json_array_append_new(pl, e);
 		} else {
-			json_object_set_new(e, "reason", json_string(iod_sched_reason_name(p->reason)));
+			json_object_set_new(e, "reason",
+			                    json_string(iod_sched_reason_name(p->reason)));
 			json_object_set_new(e, "message", json_string(p->why));
 			json_array_append_new(un, e);
 		}
@@ -146,7 +150,8 @@ json_t *iod_sched_result_to_json(const struct iod_sched_cluster *c,
 		json_object_set_new(e, "requested", json_integer(s->requested));
 		json_object_set_new(e, "placed", json_integer(s->placed));
 		if (s->placed < s->requested) {
-			json_object_set_new(e, "reason", json_string(iod_sched_reason_name(s->reason)));
+			json_object_set_new(e, "reason",
+			                    json_string(iod_sched_reason_name(s->reason)));
 			json_object_set_new(e, "message", json_string(s->why));
 		}
 		json_array_append_new(sv, e);

@@ -46,8 +46,8 @@ static void replica_restore(struct iod_sched_cluster *c, uint32_t id, const stru
 
 /* Move replica id to the best other place; false (and unchanged) if none. */
 static bool move_one(struct iod_sched_cluster *c, uint32_t id, uint32_t skip_node,
-                     bool keep_islands, uint32_t block_node, uint32_t block_mask,
-                     uint32_t *blocked, struct iod_sched_move *mv)
+                     bool keep_islands, uint32_t block_node, uint32_t block_mask, uint32_t *blocked,
+                     struct iod_sched_move *mv)
 {
 	struct replica saved = c->replicas[id];
 	const struct service *sv = &c->services[saved.service];
@@ -247,16 +247,18 @@ int iod_sched_rebalance(struct iod_sched_cluster *c, enum iod_sched_goal goal, u
 	plan->islands_after = iod_sched_islands_free(c, 2);
 	IOD_ASSERT(plan->n <= max_moves);
 	if (goal == IOD_SCHED_GOAL_DRAIN)
-		snprintf(plan->why, sizeof(plan->why),
-		         "drain %s: %u move%s; %u replica%s with nowhere to go; %u left for a later "
-		         "plan (move budget %u)",
-		         c->nodes[drain_node].name, plan->n, plan->n == 1 ? "" : "s", plan->stuck,
-		         plan->stuck == 1 ? "" : "s", left, max_moves);
+		snprintf(
+		    plan->why, sizeof(plan->why),
+		    "drain %s: %u move%s; %u replica%s with nowhere to go; %u left for a later "
+		    "plan (move budget %u)",
+		    c->nodes[drain_node].name, plan->n, plan->n == 1 ? "" : "s", plan->stuck,
+		    plan->stuck == 1 ? "" : "s", left, max_moves);
 	else
-		snprintf(plan->why, sizeof(plan->why),
-		         "free NVLink islands: %u whole before, %u after, with %u move%s (budget %u)",
-		         plan->islands_before, plan->islands_after, plan->n, plan->n == 1 ? "" : "s",
-		         max_moves);
+		snprintf(
+		    plan->why, sizeof(plan->why),
+		    "free NVLink islands: %u whole before, %u after, with %u move%s (budget %u)",
+		    plan->islands_before, plan->islands_after, plan->n, plan->n == 1 ? "" : "s",
+		    max_moves);
 	if (!apply) {
 		memcpy(c->nodes, nodes_save, c->nodes_n * sizeof(*nodes_save));
 		memcpy(c->replicas, reps_save, hw * sizeof(*reps_save));

@@ -116,7 +116,8 @@ void iod_sched_shape_finish(struct iod_sched_shape *s)
 		if (s->island[i])
 			continue;
 		/* flood fill over nvlink[] */
-		uint32_t comp = 1u << i, frontier = 1u << i;
+		const uint32_t self = 1u << i;
+		uint32_t comp = self, frontier = self;
 		while (frontier) {
 			uint32_t g = (uint32_t)__builtin_ctz(frontier);
 			frontier &= frontier - 1;
@@ -148,8 +149,8 @@ static int shape_check(const struct iod_sched_shape *s, struct iod_err *e)
 	return 0;
 }
 
-int iod_sched_shape_add(struct iod_sched_cluster *c, const struct iod_sched_shape *s,
-                        uint32_t *id, struct iod_err *e)
+int iod_sched_shape_add(struct iod_sched_cluster *c, const struct iod_sched_shape *s, uint32_t *id,
+                        struct iod_err *e)
 {
 	int rc = shape_check(s, e);
 	if (rc)
@@ -205,10 +206,10 @@ int iod_sched_shape_add(struct iod_sched_cluster *c, const struct iod_sched_shap
 
 struct search {
 	const struct shape *sh;
-	uint32_t free_mask;          /* GPUs to choose from */
-	uint32_t k;                  /* set size */
-	bool nvlink;                 /* every pair must share a direct NVLink */
-	uint32_t whole;              /* GPUs in wholly free islands */
+	uint32_t free_mask;                     /* GPUs to choose from */
+	uint32_t k;                             /* set size */
+	bool nvlink;                            /* every pair must share a direct NVLink */
+	uint32_t whole;                         /* GPUs in wholly free islands */
 	uint32_t list[IOD_SCHED_NODE_GPUS_MAX]; /* free GPUs in id order */
 	uint32_t list_n;
 	struct memo_entry *out;
@@ -220,9 +221,9 @@ static void nearest_nic(const struct iod_sched_shape *s, uint32_t set, uint8_t n
 	int best = -1, best_aff = -1, best_cnt = -1;
 	for (uint32_t i = 0; i < s->nics_n; i++) {
 		int cnt = (int)popc(s->nics[i].gpu_mask & set);
-		int a = cnt > 0 ? 2
+		int a = cnt > 0                                                        ? 2
 		        : (s->nics[i].numa >= 0 && (numa_mask >> s->nics[i].numa & 1)) ? 1
-		                                                                         : 0;
+		                                                                       : 0;
 		if (a > best_aff || (a == best_aff && cnt > best_cnt)) {
 			best = (int)i, best_aff = a, best_cnt = cnt;
 		}
@@ -359,8 +360,8 @@ static const struct memo_entry *search_get(struct shape *sh, uint32_t free_mask,
 
 /* ---- cluster ------------------------------------------------------------- */
 
-int iod_sched_cluster_new(uint32_t nodes_max, uint32_t replicas_max,
-                          struct iod_sched_cluster **out, struct iod_err *e)
+int iod_sched_cluster_new(uint32_t nodes_max, uint32_t replicas_max, struct iod_sched_cluster **out,
+                          struct iod_err *e)
 {
 	if (nodes_max == 0 || nodes_max > IOD_SCHED_NODES_MAX)
 		return iod_err_set(e, -EINVAL, "nodes: %u (1..%u allowed)", nodes_max,
@@ -492,8 +493,7 @@ const char *iod_sched_node_name(const struct iod_sched_cluster *c, uint32_t node
 	return node < c->nodes_n ? c->nodes[node].name : "?";
 }
 
-const struct iod_sched_shape *iod_sched_node_shape(const struct iod_sched_cluster *c,
-                                                   uint32_t node)
+const struct iod_sched_shape *iod_sched_node_shape(const struct iod_sched_cluster *c, uint32_t node)
 {
 	return node < c->nodes_n ? &c->shapes[c->nodes[node].shape].s : NULL;
 }
@@ -639,8 +639,7 @@ static int32_t nic_pick(const struct node *n, const struct shape *sh, uint32_t s
 {
 	if (sh->s.nics_n == 0)
 		return -1;
-	if (memo_nic >= 0 && n->nic_free[memo_nic] >= bw &&
-	    (!restrict_numa || memo_aff >= 1)) {
+	if (memo_nic >= 0 && n->nic_free[memo_nic] >= bw && (!restrict_numa || memo_aff >= 1)) {
 		*aff = memo_aff;
 		return memo_nic;
 	}
@@ -650,9 +649,9 @@ static int32_t nic_pick(const struct node *n, const struct shape *sh, uint32_t s
 		if (n->nic_free[i] < bw)
 			continue;
 		const struct iod_sched_nic *ni = &sh->s.nics[i];
-		int a = (ni->gpu_mask & set) ? 2
+		int a = (ni->gpu_mask & set)                             ? 2
 		        : (ni->numa >= 0 && (numa_mask >> ni->numa & 1)) ? 1
-		                                                          : 0;
+		                                                         : 0;
 		if (restrict_numa && a == 0)
 			continue;
 		if (a > best_aff || (a == best_aff && n->nic_free[i] > n->nic_free[best])) {
@@ -678,8 +677,9 @@ static uint32_t spread_term(const struct iod_sched_cluster *c, uint32_t node_id)
  * feasible, with *out filled with the best class on this node); on failure
  * *near says how close the node came at that stage.
  */
-int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id, const struct iod_sched_request *r,
-                    const struct iod_sched_weights *w, struct cand *out, struct near *near)
+int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id,
+                    const struct iod_sched_request *r, const struct iod_sched_weights *w,
+                    struct cand *out, struct near *near)
 {
 	struct node *n = &c->nodes[node_id];
 	struct shape *sh = &c->shapes[n->shape];
@@ -731,14 +731,16 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id, const struct 
 	} else {
 		cpu_only.n = 0;
 		for (uint32_t i = 0; i < sh->s.numa_n; i++) {
-			struct memo_class mc = {.numa_mask = (uint8_t)(1u << i), .span = 1, .nic = -1};
+			struct memo_class mc = {
+			    .numa_mask = (uint8_t)(1u << i), .span = 1, .nic = -1};
 			nearest_nic(&sh->s, 0, mc.numa_mask, &mc.nic, &mc.nic_aff);
 			cpu_only.c[cpu_only.n++] = mc;
 		}
 		m = &cpu_only;
 	}
 
-	const bool strict = r->numa == IOD_SCHED_NUMA_RESTRICTED || r->numa == IOD_SCHED_NUMA_SINGLE;
+	const bool strict =
+	    r->numa == IOD_SCHED_NUMA_RESTRICTED || r->numa == IOD_SCHED_NUMA_SINGLE;
 	const uint32_t want_span =
 	    r->numa == IOD_SCHED_NUMA_SINGLE ? 1u : IOD_MAX(1u, (uint32_t)sh->min_span[k]);
 	const uint8_t all_numa = (uint8_t)((1u << sh->s.numa_n) - 1);
@@ -773,7 +775,8 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id, const struct 
 		}
 		uint32_t cpus_have = strict ? cpus_in(n, sh, cl->numa_mask) : total_cpus;
 		if (cpus_have < r->cpus) {
-			if (stage_max < ST_CPUS || (stage_max == ST_CPUS && cpus_have > near->value)) {
+			if (stage_max < ST_CPUS ||
+			    (stage_max == ST_CPUS && cpus_have > near->value)) {
 				near->value = cpus_have;
 				near->where = -1;
 			}
@@ -821,8 +824,8 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id, const struct 
 		int32_t t[IOD_SCHED_TERMS_N];
 		if (k >= 2 && c->pair_max > 0) {
 			uint64_t pairs = (uint64_t)k * (k - 1) / 2;
-			t[IOD_SCHED_TERM_GPU] =
-			    (int32_t)((uint64_t)cl->score * IOD_SCHED_TERM_MAX / (pairs * c->pair_max));
+			t[IOD_SCHED_TERM_GPU] = (int32_t)((uint64_t)cl->score * IOD_SCHED_TERM_MAX /
+			                                  (pairs * c->pair_max));
 		} else {
 			t[IOD_SCHED_TERM_GPU] = IOD_SCHED_TERM_MAX;
 		}
@@ -830,10 +833,11 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id, const struct 
 			t[IOD_SCHED_TERM_NUMA] = IOD_SCHED_TERM_MAX;
 		} else {
 			uint32_t in = cpus_in(n, sh, cl->numa_mask);
-			uint32_t cpu_frac = r->cpus ? IOD_MIN(in, r->cpus) * 1000u / r->cpus : 1000u;
-			uint32_t mem_ok = (mem_numa >= 0 && n->numa_mem_free[mem_numa] >= r->mem_bytes)
-			                      ? 1000u
-			                      : 0u;
+			uint32_t cpu_frac =
+			    r->cpus ? IOD_MIN(in, r->cpus) * 1000u / r->cpus : 1000u;
+			uint32_t mem_ok =
+			    (mem_numa >= 0 && n->numa_mem_free[mem_numa] >= r->mem_bytes) ? 1000u
+			                                                                  : 0u;
 			uint32_t nic_ok = (nic < 0 || aff >= 1) ? 1000u : 0u;
 			uint32_t span_f = cl->span ? sh->min_span[k] * 1000u / cl->span : 1000u;
 			if (k == 0)
@@ -847,8 +851,9 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id, const struct 
 		    k && sh->s.gpus_n
 		        ? (int32_t)(IOD_SCHED_TERM_MAX - IOD_SCHED_TERM_MAX * waste / sh->s.gpus_n)
 		        : IOD_SCHED_TERM_MAX;
-		t[IOD_SCHED_TERM_SPREAD] = (r->stateful || r->spread) ? (int32_t)spread_term(c, node_id)
-		                                                       : IOD_SCHED_TERM_MAX;
+		t[IOD_SCHED_TERM_SPREAD] = (r->stateful || r->spread)
+		                               ? (int32_t)spread_term(c, node_id)
+		                               : IOD_SCHED_TERM_MAX;
 		uint32_t util;
 		if (k > 0)
 			util = gpus_used_after * 1000u / sh->s.gpus_n;
@@ -948,7 +953,8 @@ int sched_bind(struct iod_sched_cluster *c, uint32_t svc, uint32_t ordinal, cons
 		got = take_cpus(n, sh, all, r->cpus, &rep->cpus);
 	else
 		got = take_cpus(n, sh, cd->numa_mask, r->cpus, &rep->cpus);
-	if (got < r->cpus && (r->numa == IOD_SCHED_NUMA_NONE || r->numa == IOD_SCHED_NUMA_BEST_EFFORT))
+	if (got < r->cpus &&
+	    (r->numa == IOD_SCHED_NUMA_NONE || r->numa == IOD_SCHED_NUMA_BEST_EFFORT))
 		got += take_cpus(n, sh, all, r->cpus - got, &rep->cpus);
 	IOD_ASSERT(got == r->cpus);
 
@@ -1076,8 +1082,8 @@ static bool anti_blocked(const struct iod_sched_cluster *c, uint32_t i,
 }
 
 bool sched_best(struct iod_sched_cluster *c, const struct iod_sched_request *r,
-                const struct iod_sched_weights *w, uint32_t skip, bool keep_islands,
-                uint32_t keep, bool use_cache, struct cand *best, struct iod_sched_explain *x)
+                const struct iod_sched_weights *w, uint32_t skip, bool keep_islands, uint32_t keep,
+                bool use_cache, struct cand *best, struct iod_sched_explain *x)
 {
 	bool found = false;
 	const bool spreads = r->stateful || r->spread;
@@ -1102,9 +1108,9 @@ bool sched_best(struct iod_sched_cluster *c, const struct iod_sched_request *r,
 			struct cache_ent *ce = &c->cache[i];
 			if (ce->gen != c->cache_gen) {
 				ce->stage = sched_eval_node(c, i, r, w, &ce->cd, &nr);
-				ce->base = ce->cd.pub.total -
-				           (int64_t)w->w[IOD_SCHED_TERM_SPREAD] *
-				               ce->cd.pub.terms[IOD_SCHED_TERM_SPREAD];
+				ce->base =
+				    ce->cd.pub.total - (int64_t)w->w[IOD_SCHED_TERM_SPREAD] *
+				                           ce->cd.pub.terms[IOD_SCHED_TERM_SPREAD];
 				ce->gen = c->cache_gen;
 			}
 			if (ce->stage != ST_OK)
@@ -1136,8 +1142,8 @@ bool sched_best(struct iod_sched_cluster *c, const struct iod_sched_request *r,
 /* ---- reasons ------------------------------------------------------------- */
 
 static const char *const stage_names[ST_N] = {
-    "cordoned", "labels", "anti-affinity", "too few GPUs in all", "free GPUs", "NVLink",
-    "NUMA policy", "CPUs", "memory", "NIC bandwidth", "ok"};
+    "cordoned",    "labels", "anti-affinity", "too few GPUs in all", "free GPUs", "NVLink",
+    "NUMA policy", "CPUs",   "memory",        "NIC bandwidth",       "ok"};
 
 static void gpus_list(const struct iod_sched_shape *s, uint32_t mask, char *buf, size_t len)
 {
@@ -1156,7 +1162,8 @@ void iod_sched_gpus_format(uint32_t mask, char *buf, size_t len)
 		return;
 	}
 	for (uint32_t m = mask; m; m &= m - 1) {
-		int w = snprintf(buf + off, len - off, "%sGPU%d", off ? ", " : "", __builtin_ctz(m));
+		int w =
+		    snprintf(buf + off, len - off, "%sGPU%d", off ? ", " : "", __builtin_ctz(m));
 		if (w < 0 || (size_t)w >= len - off)
 			break;
 		off += (size_t)w;
@@ -1164,7 +1171,8 @@ void iod_sched_gpus_format(uint32_t mask, char *buf, size_t len)
 }
 
 /* Why no node took the replica: the stage where the last nodes dropped out. */
-static enum iod_sched_reason diagnose(struct iod_sched_cluster *c, const struct iod_sched_request *r,
+static enum iod_sched_reason diagnose(struct iod_sched_cluster *c,
+                                      const struct iod_sched_request *r,
                                       const struct iod_sched_weights *w, char *why, size_t len)
 {
 	uint32_t count[ST_N] = {0};
@@ -1201,33 +1209,37 @@ static enum iod_sched_reason diagnose(struct iod_sched_cluster *c, const struct 
 	case ST_LABELS:
 		off = snprintf(why, len, "no schedulable node has the labels");
 		for (uint32_t i = 0; i < r->selector_n; i++)
-			off += snprintf(why + off, len - (size_t)IOD_MIN((size_t)off, len), " %s=%s",
-			                r->selector[i].key, r->selector[i].value);
+			off += snprintf(why + off, len - (size_t)IOD_MIN((size_t)off, len),
+			                " %s=%s", r->selector[i].key, r->selector[i].value);
 		reason = IOD_SCHED_REASON_LABELS;
 		break;
 	case ST_ANTI:
-		off = snprintf(why, len,
-		               "anti-affinity by %s: every eligible node's %s already runs a replica "
-		               "of %s (%u nodes)",
-		               iod_sched_domain_name(r->anti), iod_sched_domain_name(r->anti),
-		               r->service, count[ST_ANTI]);
+		off =
+		    snprintf(why, len,
+		             "anti-affinity by %s: every eligible node's %s already runs a replica "
+		             "of %s (%u nodes)",
+		             iod_sched_domain_name(r->anti), iod_sched_domain_name(r->anti),
+		             r->service, count[ST_ANTI]);
 		reason = IOD_SCHED_REASON_ANTI_AFFINITY;
 		break;
 	case ST_SMALL:
-		off = snprintf(why, len, "needs %u GPUs on one node; the largest node, %s (%s), has %u",
+		off = snprintf(why, len,
+		               "needs %u GPUs on one node; the largest node, %s (%s), has %u",
 		               r->gpus, bn->name, sh->s.model, sh->s.gpus_n);
 		reason = IOD_SCHED_REASON_NODE_TOO_SMALL;
 		break;
 	case ST_GPUS:
-		off = snprintf(why, len, "needs %u GPUs on one node; best candidate %s has %u free (%s)",
+		off = snprintf(why, len,
+		               "needs %u GPUs on one node; best candidate %s has %u free (%s)",
 		               r->gpus, bn->name, (unsigned)best_near.value, gl);
 		reason = IOD_SCHED_REASON_GPUS;
 		break;
 	case ST_LINK:
-		off = snprintf(why, len,
-		               "needs %u GPUs joined by NVLink on one node; best candidate %s has %u "
-		               "free (%s)",
-		               r->gpus, bn->name, (unsigned)best_near.value, gl);
+		off =
+		    snprintf(why, len,
+		             "needs %u GPUs joined by NVLink on one node; best candidate %s has %u "
+		             "free (%s)",
+		             r->gpus, bn->name, (unsigned)best_near.value, gl);
 		reason = IOD_SCHED_REASON_GPU_LINK;
 		break;
 	case ST_NUMA:
@@ -1235,11 +1247,11 @@ static enum iod_sched_reason diagnose(struct iod_sched_cluster *c, const struct 
 			off = snprintf(why, len, "numa %s cannot be met on any node",
 			               iod_sched_numa_name(r->numa));
 		else if (r->numa == IOD_SCHED_NUMA_SINGLE)
-			off = snprintf(why, len,
-			               "needs %u GPUs on a single NUMA node (numa: single-numa-node); "
-			               "best candidate %s has %u free on NUMA node %d (%s)",
-			               r->gpus, bn->name, (unsigned)best_near.value, best_near.where,
-			               gl);
+			off = snprintf(
+			    why, len,
+			    "needs %u GPUs on a single NUMA node (numa: single-numa-node); "
+			    "best candidate %s has %u free on NUMA node %d (%s)",
+			    r->gpus, bn->name, (unsigned)best_near.value, best_near.where, gl);
 		else
 			off = snprintf(why, len,
 			               "needs %u GPUs on %u NUMA node(s) (numa: restricted); best "
@@ -1250,40 +1262,43 @@ static enum iod_sched_reason diagnose(struct iod_sched_cluster *c, const struct 
 		break;
 	case ST_CPUS:
 		if (r->numa == IOD_SCHED_NUMA_RESTRICTED || r->numa == IOD_SCHED_NUMA_SINGLE)
-			off = snprintf(why, len,
-			               "needs %u CPUs on the NUMA node(s) of its GPUs (numa: %s); best "
-			               "candidate %s has %u free there",
-			               r->cpus, iod_sched_numa_name(r->numa), bn->name,
-			               (unsigned)best_near.value);
+			off = snprintf(
+			    why, len,
+			    "needs %u CPUs on the NUMA node(s) of its GPUs (numa: %s); best "
+			    "candidate %s has %u free there",
+			    r->cpus, iod_sched_numa_name(r->numa), bn->name,
+			    (unsigned)best_near.value);
 		else
-			off = snprintf(why, len, "needs %u CPUs; best candidate %s has %u free", r->cpus,
-			               bn->name, (unsigned)best_near.value);
+			off = snprintf(why, len, "needs %u CPUs; best candidate %s has %u free",
+			               r->cpus, bn->name, (unsigned)best_near.value);
 		reason = IOD_SCHED_REASON_CPUS;
 		break;
 	case ST_MEM:
 		iod_format_size(r->mem_bytes, sz, sizeof(sz));
 		iod_format_size(best_near.value, sz2, sizeof(sz2));
 		if (best_near.where >= 0)
-			off = snprintf(why, len,
-			               "needs %s memory on the NUMA node(s) of its GPUs (numa: %s); best "
-			               "candidate %s has %s free there",
-			               sz, iod_sched_numa_name(r->numa), bn->name, sz2);
+			off = snprintf(
+			    why, len,
+			    "needs %s memory on the NUMA node(s) of its GPUs (numa: %s); best "
+			    "candidate %s has %s free there",
+			    sz, iod_sched_numa_name(r->numa), bn->name, sz2);
 		else
-			off = snprintf(why, len, "needs %s memory; best candidate %s has %s free", sz,
-			               bn->name, sz2);
+			off = snprintf(why, len, "needs %s memory; best candidate %s has %s free",
+			               sz, bn->name, sz2);
 		reason = IOD_SCHED_REASON_MEMORY;
 		break;
 	default:
 		iod_format_bandwidth(r->nic_bw_bps, sz, sizeof(sz));
 		iod_format_bandwidth(best_near.value, sz2, sizeof(sz2));
 		if (sh->s.nics_n == 0)
-			off = snprintf(why, len, "needs %s NIC bandwidth; best candidate %s has no NIC",
-			               sz, bn->name);
-		else
 			off = snprintf(why, len,
-			               "needs %s NIC bandwidth; best candidate %s has %s free on %s", sz,
-			               bn->name, sz2,
-			               best_near.where >= 0 ? sh->s.nics[best_near.where].name : "-");
+			               "needs %s NIC bandwidth; best candidate %s has no NIC", sz,
+			               bn->name);
+		else
+			off = snprintf(
+			    why, len, "needs %s NIC bandwidth; best candidate %s has %s free on %s",
+			    sz, bn->name, sz2,
+			    best_near.where >= 0 ? sh->s.nics[best_near.where].name : "-");
 		reason = IOD_SCHED_REASON_NIC;
 		break;
 	}
@@ -1329,20 +1344,22 @@ static int request_check(const struct iod_sched_request *r, struct iod_err *e)
 		return iod_err_set(e, -EINVAL, "a service needs a name of 1..%d characters",
 		                   IOD_NAME_MAX - 9);
 	if (r->gpus > IOD_SCHED_NODE_GPUS_MAX)
-		return iod_err_set(e, -EINVAL, "service %s: %u GPUs per replica exceed the limit of %u",
+		return iod_err_set(e, -EINVAL,
+		                   "service %s: %u GPUs per replica exceed the limit of %u",
 		                   r->service, r->gpus, IOD_SCHED_NODE_GPUS_MAX);
 	if (r->selector_n > IOD_SCHED_LABELS_MAX)
 		return iod_err_set(e, -EINVAL, "service %s: %u selector labels (at most %u)",
 		                   r->service, r->selector_n, IOD_SCHED_LABELS_MAX);
-	if ((unsigned)r->numa > IOD_SCHED_NUMA_SINGLE || (unsigned)r->anti > IOD_SCHED_DOMAIN_ZONE ||
+	if ((unsigned)r->numa > IOD_SCHED_NUMA_SINGLE ||
+	    (unsigned)r->anti > IOD_SCHED_DOMAIN_ZONE ||
 	    (unsigned)r->gpu_link > IOD_SCHED_LINK_PCIE)
 		return iod_err_set(e, -EINVAL, "service %s: invalid policy value", r->service);
 	return 0;
 }
 
 /* Undo every placement of request index `req` made in this call. */
-static void rollback_request(struct iod_sched_cluster *c, struct iod_sched_result *res, uint32_t req,
-                             enum iod_sched_reason reason, const char *why)
+static void rollback_request(struct iod_sched_cluster *c, struct iod_sched_result *res,
+                             uint32_t req, enum iod_sched_reason reason, const char *why)
 {
 	for (uint32_t i = res->n; i-- > 0;) {
 		struct iod_sched_placement *p = &res->p[i];
@@ -1396,8 +1413,8 @@ int iod_sched_place(struct iod_sched_cluster *c, const struct iod_sched_request 
 		uint32_t svc;
 		int rc = service_get(c, r, &svc);
 		if (rc)
-			return iod_err_set(e, rc, "service %s: too many services (limit %u)", r->service,
-			                   IOD_SCHED_SERVICES_MAX);
+			return iod_err_set(e, rc, "service %s: too many services (limit %u)",
+			                   r->service, IOD_SCHED_SERVICES_MAX);
 		sched_counts_load(c, svc);
 		c->cache_gen++; /* a new request: every cached evaluation is stale */
 		if (c->cache_gen == 0)
@@ -1431,13 +1448,13 @@ int iod_sched_place(struct iod_sched_cluster *c, const struct iod_sched_request 
 			}
 			struct cand best;
 			if ((opts->no_cache || fail_version != c->version) &&
-			    sched_best(c, r, &opts->weights, UINT32_MAX, false, keep, !opts->no_cache,
-			               &best, &p->explain)) {
+			    sched_best(c, r, &opts->weights, UINT32_MAX, false, keep,
+			               !opts->no_cache, &best, &p->explain)) {
 				rc = sched_bind(c, svc, ordinal, &best, &p->replica);
 				if (rc)
-					return iod_err_set(e, rc,
-					                   "the scheduler's replica table is full (%u)",
-					                   c->replicas_max);
+					return iod_err_set(
+					    e, rc, "the scheduler's replica table is full (%u)",
+					    c->replicas_max);
 				const struct replica *rep = &c->replicas[p->replica];
 				p->placed = true;
 				p->node = rep->node;
@@ -1467,9 +1484,10 @@ int iod_sched_place(struct iod_sched_cluster *c, const struct iod_sched_request 
 			}
 			if (r->gang) {
 				gang_failed = true;
-				snprintf(gang_why, sizeof(gang_why),
-				         "gang: all %u replicas or none, and %s cannot be placed: %s",
-				         r->replicas, p->name, p->why);
+				snprintf(
+				    gang_why, sizeof(gang_why),
+				    "gang: all %u replicas or none, and %s cannot be placed: %s",
+				    r->replicas, p->name, p->why);
 			}
 		}
 		if (gang_failed) {
@@ -1486,10 +1504,11 @@ int iod_sched_place(struct iod_sched_cluster *c, const struct iod_sched_request 
 				failed = res->svc[i].service;
 		if (failed) {
 			char why[IOD_SCHED_WHY_MAX];
-			snprintf(why, sizeof(why),
-			         "strict deploy (all services or none): service %s cannot be placed in "
-			         "full",
-			         failed);
+			snprintf(
+			    why, sizeof(why),
+			    "strict deploy (all services or none): service %s cannot be placed in "
+			    "full",
+			    failed);
 			for (uint32_t i = res->svc_n; i-- > first_svc;) {
 				bool had = res->svc[i].placed > 0;
 				rollback_request(c, res, i, IOD_SCHED_REASON_TRANSACTION, why);

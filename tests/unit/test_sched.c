@@ -21,7 +21,8 @@ static void shape_dgx(struct iod_sched_shape *s)
 		for (unsigned j = 0; j < 8; j++) {
 			if (i == j)
 				continue;
-			s->pair_score[i][j] = (uint16_t)(1800 + (s->gpu_numa[i] == s->gpu_numa[j] ? 20 : 10));
+			s->pair_score[i][j] =
+			    (uint16_t)(1800 + (s->gpu_numa[i] == s->gpu_numa[j] ? 20 : 10));
 			s->nvlink[i] |= 1u << j;
 		}
 	}
@@ -283,7 +284,8 @@ TEST(labels_select_nodes)
 	CHECK_EQ(iod_sched_shape_add(c, &s, &sid, &e), 0);
 	struct iod_sched_label l = {"gpu", "h100"};
 	struct iod_sched_node_spec a = {.name = "plain", .shape = sid};
-	struct iod_sched_node_spec b = {.name = "tagged", .shape = sid, .labels = &l, .labels_n = 1};
+	struct iod_sched_node_spec b = {
+	    .name = "tagged", .shape = sid, .labels = &l, .labels_n = 1};
 	CHECK_EQ(iod_sched_node_add(c, &a, &nid, &e), 0);
 	CHECK_EQ(iod_sched_node_add(c, &b, &nid, &e), 0);
 	CHECK_EQ(iod_sched_node_add(c, &b, &nid, &e), -EEXIST);
