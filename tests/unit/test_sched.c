@@ -9,6 +9,7 @@
 #include "harness.h"
 #include "iod/sched.h"
 #include "iod/spec.h"
+#include "iod/topo.h"
 
 #include <stdlib.h>
 
@@ -934,4 +935,36 @@ TEST(names_parse)
 	char buf[64];
 	iod_sched_gpus_format(0x25, buf, sizeof(buf));
 	CHECK_STR(buf, "GPU0, GPU2, GPU5");
+}
+
+TEST(shape_from_topo_models)
+{
+	static struct iod_topo_node t;
+	struct iod_sched_shape s;
+	struct iod_err e = {0};
+	CHECK_EQ(iod_topo_model_load("dgx-h100", &t, &e), 0);
+	CHECK_EQ(iod_sched_shape_from_topo(&t, &s, &e), 0);
+	CHECK_EQ(s.gpus_n, 8);
+	CHECK_EQ(s.numa_n, 2);
+	for (unsigned i = 0; i < 8; i++) {
+		CHECK_EQ(s.island[i], 0xFF);
+		CHECK_EQ(s.nvlink[i], 0xFF & ~(1u << i));
+		for (unsigned j = 0; j < 8; j++)
+			if (i != j)
+				CHECK_EQ(s.pair_score[i][j], iod_topo_gpu_pair_score(&t, i, j));
+	}
+	/* every GPU has a NIC on its PCIe switch */
+	uint32_t covered = 0;
+	for (unsigned k = 0; k < s.nics_n; k++)
+		covered |= s.nics[k].gpu_mask;
+	CHECK_EQ(covered, 0xFF);
+
+	CHECK_EQ(iod_topo_model_generic(4, &t, &e), 0);
+	CHECK_EQ(iod_sched_shape_from_topo(&t, &s, &e), 0);
+	CHECK_EQ(s.gpus_n, 4);
+	CHECK_EQ(s.island[0], 0x3);
+	CHECK_EQ(s.island[3], 0xC);
+	CHECK(s.pair_score[0][1] > s.pair_score[0][2]);
+	CHECK(s.numa_mem_bytes[0] > 0);
+	CHECK(!iod_bitmap_empty(&s.numa_cpus[1]));
 }
