@@ -209,6 +209,11 @@ struct search {
 	uint32_t free_mask;                     /* GPUs to choose from */
 	uint32_t k;                             /* set size */
 	bool nvlink;                            /* every pair must share a direct NVLink */
+	uint32_t span_max;                      /* 0: keep only the best-scoring sets (bound
+	                                           pruning); else sets on <= span_max NUMA
+	                                           nodes, best per NUMA class */
+	uint32_t best;                          /* span_max 0: best score so far */
+	uint32_t pmax;                          /* highest pair score among free GPUs */
 	uint32_t whole;                         /* GPUs in wholly free islands */
 	uint32_t list[IOD_SCHED_NODE_GPUS_MAX]; /* free GPUs in id order */
 	uint32_t list_n;
@@ -258,6 +263,14 @@ static void search_leaf(struct search *st, uint32_t set, uint32_t score, uint8_t
 	if (st->free_mask == all && set != all)
 		waste = (uint16_t)IOD_MAX(waste, popc(all & ~set));
 	struct memo_entry *m = st->out;
+	if (st->span_max == 0) {
+		/* only the best-scoring sets matter: one wins on this node */
+		if (m->n && score < st->best)
+			return;
+		if (!m->n || score > st->best)
+			m->n = 0;
+		st->best = score;
+	}
 	for (uint32_t i = 0; i < m->n; i++) {
 		if (m->c[i].numa_mask != numa_mask)
 			continue;
@@ -294,11 +307,30 @@ static void search_rec(struct search *st, uint32_t from, uint32_t depth, uint32_
 		search_leaf(st, set, score, numa_mask);
 		return;
 	}
+	const uint32_t left = st->k - depth;
+	if (st->span_max == 0 && st->out->n && depth > 0) {
+		/* bound: the chosen pairs, plus each of the `left` GPUs still to come
+		 * adding at most the best any candidate adds to the chosen ones, plus
+		 * the best pair score between every two of them */
+		uint32_t amax = 0;
+		for (uint32_t i = from; i < st->list_n; i++) {
+			uint32_t a = 0;
+			for (uint32_t m = set; m; m &= m - 1)
+				a += s->pair_score[st->list[i]][__builtin_ctz(m)];
+			amax = IOD_MAX(amax, a);
+		}
+		uint64_t ub = (uint64_t)score + (uint64_t)left * amax +
+		              (uint64_t)left * (left - 1) / 2 * st->pmax;
+		if (ub < st->best)
+			return; /* prune: cannot reach the best set found so far */
+	}
 	/* bound: not enough GPUs left to complete the set */
-	for (uint32_t i = from; i + (st->k - depth) <= st->list_n; i++) {
+	for (uint32_t i = from; i + left <= st->list_n; i++) {
 		uint32_t g = st->list[i];
 		if (st->nvlink && (s->nvlink[g] & set) != set)
 			continue; /* prune: g lacks a direct NVLink to a chosen GPU */
+		if (st->span_max && popc((uint32_t)numa_mask | 1u << s->gpu_numa[g]) > st->span_max)
+			continue; /* prune: the set would span too many NUMA nodes */
 		uint32_t add = 0;
 		for (uint32_t m = set; m; m &= m - 1)
 			add += s->pair_score[g][__builtin_ctz(m)];
@@ -308,9 +340,14 @@ static void search_rec(struct search *st, uint32_t from, uint32_t depth, uint32_
 }
 
 static void search_run(const struct shape *sh, uint32_t free_mask, uint32_t k, bool nvlink,
-                       struct memo_entry *out)
+                       uint32_t span_max, struct memo_entry *out)
 {
-	struct search st = {.sh = sh, .free_mask = free_mask, .k = k, .nvlink = nvlink, .out = out};
+	struct search st = {.sh = sh,
+	                    .free_mask = free_mask,
+	                    .k = k,
+	                    .nvlink = nvlink,
+	                    .span_max = span_max,
+	                    .out = out};
 	out->n = 0;
 	for (uint32_t i = 0; i < sh->islands_n; i++)
 		if ((sh->islands[i] & free_mask) == sh->islands[i])
@@ -320,6 +357,9 @@ static void search_run(const struct shape *sh, uint32_t free_mask, uint32_t k, b
 			st.list[st.list_n++] = g;
 	if (k == 0 || k > st.list_n)
 		return;
+	for (uint32_t i = 0; i < st.list_n; i++)
+		for (uint32_t j = 0; j < st.list_n; j++)
+			st.pmax = IOD_MAX(st.pmax, sh->s.pair_score[st.list[i]][st.list[j]]);
 	search_rec(&st, 0, 0, 0, 0, 0);
 	/* classes in a canonical order: by NUMA mask */
 	for (uint32_t i = 1; i < out->n; i++) {
@@ -338,16 +378,19 @@ static void search_run(const struct shape *sh, uint32_t free_mask, uint32_t k, b
 
 /* The memoized search; scratch is used when the memo is full. */
 static const struct memo_entry *search_get(struct shape *sh, uint32_t free_mask, uint32_t k,
-                                           bool nvlink, struct memo_entry *scratch)
+                                           bool nvlink, uint32_t span_max,
+                                           struct memo_entry *scratch)
 {
-	uint64_t key = ((uint64_t)free_mask | (uint64_t)k << 16 | (uint64_t)nvlink << 21) + 1;
+	uint64_t key = ((uint64_t)free_mask | (uint64_t)k << 16 | (uint64_t)nvlink << 21 |
+	                (uint64_t)span_max << 22) +
+	               1;
 	uint64_t v;
 	if (iod_map_get(&sh->memo, key, &v) == 0) {
 		sh->memo_hits++;
 		return (const struct memo_entry *)(uintptr_t)v;
 	}
 	sh->memo_misses++;
-	search_run(sh, free_mask, k, nvlink, scratch);
+	search_run(sh, free_mask, k, nvlink, span_max, scratch);
 	size_t bytes = offsetof(struct memo_entry, c) + scratch->n * sizeof(struct memo_class);
 	struct memo_entry *m = iod_arena_alloc(&sh->arena, bytes);
 	if (!m)
@@ -704,13 +747,21 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id,
 		return ST_GPUS;
 	}
 
-	/* the classes: best GPU set per NUMA-node mask, or NUMA nodes for k = 0 */
+	/* the classes: best GPU sets (per NUMA-node mask under restricted and
+	 * single-numa-node), or the NUMA nodes themselves for k = 0 */
+	const bool strict =
+	    r->numa == IOD_SCHED_NUMA_RESTRICTED || r->numa == IOD_SCHED_NUMA_SINGLE;
+	const uint32_t want_span =
+	    r->numa == IOD_SCHED_NUMA_SINGLE ? 1u : IOD_MAX(1u, (uint32_t)sh->min_span[k]);
+	const uint8_t all_numa = (uint8_t)((1u << sh->s.numa_n) - 1);
+	const bool nvlink = r->gpu_link == IOD_SCHED_LINK_NVLINK;
 	struct memo_entry scratch;
 	const struct memo_entry *m;
 	struct memo_entry cpu_only;
 	if (k > 0) {
-		m = search_get(sh, n->gpu_free, k, r->gpu_link == IOD_SCHED_LINK_NVLINK, &scratch);
-		if (m->n == 0) {
+		m = search_get(sh, n->gpu_free, k, nvlink, strict ? want_span : 0, &scratch);
+		if (m->n == 0 &&
+		    (!strict || search_get(sh, n->gpu_free, k, nvlink, 0, &scratch)->n == 0)) {
 			/* only NVLink can leave no set: report the largest joined one */
 			uint32_t bestset = 0;
 			for (uint32_t g = 0; g < sh->s.gpus_n; g++) {
@@ -728,6 +779,25 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id,
 			near->gpus = bestset;
 			return ST_LINK;
 		}
+		if (m->n == 0) {
+			/* sets exist, none on few enough NUMA nodes: report the most
+			 * free GPUs on one NUMA node */
+			uint32_t bestg = 0;
+			for (uint32_t i = 0; i < sh->s.numa_n; i++) {
+				uint32_t g = 0;
+				for (uint32_t j = 0; j < sh->s.gpus_n; j++)
+					if ((n->gpu_free >> j & 1) &&
+					    sh->s.gpu_numa[j] == (int32_t)i)
+						g |= 1u << j;
+				if (popc(g) > popc(bestg)) {
+					bestg = g;
+					near->where = (int32_t)i;
+				}
+			}
+			near->gpus = bestg;
+			near->value = popc(bestg);
+			return ST_NUMA;
+		}
 	} else {
 		cpu_only.n = 0;
 		for (uint32_t i = 0; i < sh->s.numa_n; i++) {
@@ -739,11 +809,6 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id,
 		m = &cpu_only;
 	}
 
-	const bool strict =
-	    r->numa == IOD_SCHED_NUMA_RESTRICTED || r->numa == IOD_SCHED_NUMA_SINGLE;
-	const uint32_t want_span =
-	    r->numa == IOD_SCHED_NUMA_SINGLE ? 1u : IOD_MAX(1u, (uint32_t)sh->min_span[k]);
-	const uint8_t all_numa = (uint8_t)((1u << sh->s.numa_n) - 1);
 	uint32_t total_cpus = cpus_in(n, sh, all_numa);
 	uint64_t total_mem = mem_in(n, sh, all_numa);
 	int stage_max = ST_NUMA;
@@ -753,26 +818,7 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id,
 
 	for (uint32_t ci = 0; ci < m->n; ci++) {
 		const struct memo_class *cl = &m->c[ci];
-		if (strict && cl->span > want_span) {
-			if (stage_max == ST_NUMA) {
-				/* how close: most free GPUs within want_span NUMA nodes */
-				uint32_t bestg = 0;
-				for (uint32_t i = 0; i < sh->s.numa_n; i++) {
-					uint32_t g = 0;
-					for (uint32_t j = 0; j < sh->s.gpus_n; j++)
-						if ((n->gpu_free >> j & 1) &&
-						    sh->s.gpu_numa[j] == (int32_t)i)
-							g |= 1u << j;
-					if (popc(g) > popc(bestg)) {
-						bestg = g;
-						near->where = (int32_t)i;
-					}
-				}
-				near->gpus = bestg;
-				near->value = popc(bestg);
-			}
-			continue;
-		}
+		IOD_ASSERT_HOT(!strict || cl->span <= want_span);
 		uint32_t cpus_have = strict ? cpus_in(n, sh, cl->numa_mask) : total_cpus;
 		if (cpus_have < r->cpus) {
 			if (stage_max < ST_CPUS ||

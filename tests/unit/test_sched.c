@@ -968,3 +968,84 @@ TEST(shape_from_topo_models)
 	CHECK(s.numa_mem_bytes[0] > 0);
 	CHECK(!iod_bitmap_empty(&s.numa_cpus[1]));
 }
+
+/* Brute force: the best pair-score sum over every feasible k-subset. */
+static bool brute_best(const struct iod_sched_shape *s, uint32_t free_mask, uint32_t k, bool nvlink,
+                       bool single, uint32_t *best)
+{
+	bool any = false;
+	for (uint32_t set = 0; set < (1u << s->gpus_n); set++) {
+		if ((set & ~free_mask) || (uint32_t)__builtin_popcount(set) != k)
+			continue;
+		uint32_t numa = 0, sc = 0;
+		bool ok = true;
+		for (uint32_t i = 0; i < s->gpus_n; i++) {
+			if (!(set >> i & 1))
+				continue;
+			numa |= 1u << s->gpu_numa[i];
+			for (uint32_t j = i + 1; j < s->gpus_n; j++)
+				if (set >> j & 1) {
+					sc += s->pair_score[i][j];
+					ok &= !nvlink || (s->nvlink[i] >> j & 1);
+				}
+		}
+		if (!ok || (single && __builtin_popcount(numa) != 1))
+			continue;
+		if (!any || sc > *best)
+			*best = sc;
+		any = true;
+	}
+	return any;
+}
+
+TEST(gpu_set_matches_brute_force_random)
+{
+	/* the bounded, memoized search against brute force on random shapes */
+	struct iod_rng rng;
+	iod_rng_seed(&rng, 2024);
+	for (unsigned it = 0; it < 300; it++) {
+		struct iod_sched_shape s;
+		uint32_t n = 6 + (uint32_t)iod_rng_below(&rng, 7); /* 6..12 GPUs */
+		iod_sched_shape_init(&s, "rnd", n, 2);
+		for (uint32_t i = 0; i < n; i++)
+			for (uint32_t j = i + 1; j < n; j++) {
+				uint16_t sc = (uint16_t)(10 * (1 + iod_rng_below(&rng, 6)));
+				if (iod_rng_below(&rng, 2)) {
+					sc = (uint16_t)(sc + 100 * (1 + iod_rng_below(&rng, 3)));
+					s.nvlink[i] |= 1u << j;
+					s.nvlink[j] |= 1u << i;
+				}
+				s.pair_score[i][j] = s.pair_score[j][i] = sc;
+			}
+		iod_bitmap_set_range(&s.numa_cpus[0], 0, 7);
+		iod_bitmap_set_range(&s.numa_cpus[1], 8, 15);
+		s.numa_mem_bytes[0] = s.numa_mem_bytes[1] = 1ull << 36;
+		uint32_t taken = (uint32_t)iod_rng_next(&rng) & ((1u << n) - 1) & ~1u;
+		uint32_t free_mask = ((1u << n) - 1) & ~taken;
+		uint32_t k =
+		    1 + (uint32_t)iod_rng_below(&rng, (uint32_t)__builtin_popcount(free_mask));
+		bool nvlink = iod_rng_below(&rng, 2), single = iod_rng_below(&rng, 3) == 0;
+
+		struct iod_sched_cluster *c;
+		struct iod_err e = {0};
+		uint32_t sid, nid;
+		CHECK_EQ(iod_sched_cluster_new(1, 2, &c, &e), 0);
+		CHECK_EQ(iod_sched_shape_add(c, &s, &sid, &e), 0);
+		struct iod_sched_node_spec ns = {.name = "n0", .shape = sid, .gpus_used = taken};
+		CHECK_EQ(iod_sched_node_add(c, &ns, &nid, &e), 0);
+		struct iod_sched_request r = req("q", 1, k);
+		r.gpu_link = nvlink ? IOD_SCHED_LINK_NVLINK : IOD_SCHED_LINK_ANY;
+		r.numa = single ? IOD_SCHED_NUMA_SINGLE : IOD_SCHED_NUMA_BEST_EFFORT;
+		struct iod_sched_result res;
+		CHECK_EQ(place(c, &r, 1, false, &res), 0);
+		uint32_t best = 0;
+		bool feasible = brute_best(&s, free_mask, k, nvlink, single, &best);
+		CHECK_MSG(feasible == res.p[0].placed, "instance %u: feasible %d placed %d (%s)",
+		          it, feasible, res.p[0].placed, res.p[0].why);
+		if (feasible)
+			CHECK_MSG(pair_sum(&s, res.p[0].gpu_mask) == best, "instance %u: %u < %u",
+			          it, pair_sum(&s, res.p[0].gpu_mask), best);
+		iod_sched_result_free(&res);
+		iod_sched_cluster_free(c);
+	}
+}
