@@ -119,7 +119,7 @@ static int text_device(const struct iod_topo_node *n, const struct iod_topo_devi
 	}
 	if (d->kind == IOD_TOPO_DEV_GPU && d->nvlinks)
 		rc |= iod_buf_printf(out, ", %u NVLinks", d->nvlinks);
-	if (d->ports) {
+	if (d->ports && d->port_bps) {
 		iod_format_bandwidth(d->port_bps, bw, sizeof(bw));
 		rc |= iod_buf_printf(out, ", %u x %s", d->ports, bw);
 	}

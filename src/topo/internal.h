@@ -52,6 +52,10 @@ int iod_topo_from_hwloc(hwloc_topology_t t, struct iod_topo_node *n, const char 
 int iod_topo_nvml_enrich(struct iod_topo_node *n, struct iod_err *e);
 
 /* Safe string copy into a fixed field. */
-#define IOD_TOPO_COPY(dst, src) iod_strlcpy((dst), (src) ? (src) : "", sizeof(dst))
+static inline void iod_topo_copy(char *dst, size_t len, const char *src)
+{
+	iod_strlcpy(dst, src ? src : "", len);
+}
+#define IOD_TOPO_COPY(dst, src) iod_topo_copy((dst), sizeof(dst), (src))
 
 #endif

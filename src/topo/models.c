@@ -360,8 +360,10 @@ static int finish(struct mb *m, const char *name)
 		return m->rc;
 	iod_topo_assign_pci(m->n);
 	int rc = iod_topo_node_finalize(m->n, m->e);
-	if (rc)
-		return iod_err_wrap(m->e, "model %s", name), rc;
+	if (rc) {
+		iod_err_wrap(m->e, "model %s", name);
+		return rc;
+	}
 	IOD_TOPO_COPY(m->n->model, name);
 	m->n->source = IOD_TOPO_SRC_MODEL;
 	return 0;
