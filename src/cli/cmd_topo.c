@@ -68,18 +68,19 @@ static int list_models(bool json)
 		struct iod_err e = {0};
 		if (n && !iod_topo_model_load(*names, n, &e))
 			printf("  %-24s %u GPUs, %u NICs/DPUs, %u sockets, %u cores%s\n", *names,
-			       n->ngpus, n->nnics, n->npackages, n->cores, n->is_dpu ? " (a DPU)" : "");
+			       n->ngpus, n->nnics, n->npackages, n->cores,
+			       n->is_dpu ? " (a DPU)" : "");
 		free(n);
 	}
-	printf("  %-24s N GPUs (0..%d): the default node of --gpus TOTAL --nodes N\n",
-	       "generic-N", IOD_TOPO_GENERIC_GPUS_MAX);
+	printf("  %-24s N GPUs (0..%d): the default node of --gpus TOTAL --nodes N\n", "generic-N",
+	       IOD_TOPO_GENERIC_GPUS_MAX);
 	return IOD_EXIT_OK;
 }
 
 int cmd_topo(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"xml", required_argument, NULL, 'x'},   {"model", required_argument, NULL, 'm'},
+	    {"xml", required_argument, NULL, 'x'},    {"model", required_argument, NULL, 'm'},
 	    {"output", required_argument, NULL, 'o'}, {"list-models", no_argument, NULL, 'l'},
 	    {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
 	};
@@ -101,16 +102,16 @@ int cmd_topo(int argc, char **argv)
 		case 'o': out_name = optarg; break;
 		case 'l': list = true; break;
 		case ':':
-			return iod_cli_fail("topo", IOD_EXIT_INVALID, "%s needs a value; see --help",
-			                    argv[optind - 1]);
+			return iod_cli_fail("topo", IOD_EXIT_INVALID,
+			                    "%s needs a value; see --help", argv[optind - 1]);
 		default:
-			return iod_cli_fail("topo", IOD_EXIT_INVALID, "unknown option %s; see --help",
-			                    argv[optind - 1]);
+			return iod_cli_fail("topo", IOD_EXIT_INVALID,
+			                    "unknown option %s; see --help", argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
-		return iod_cli_fail("topo", IOD_EXIT_INVALID, "unexpected argument \"%s\"; see --help",
-		                    argv[optind]);
+		return iod_cli_fail("topo", IOD_EXIT_INVALID,
+		                    "unexpected argument \"%s\"; see --help", argv[optind]);
 	if (!strcmp(out_name, "xml"))
 		as_xml = true;
 	else if (iod_cli_output("topo", out_name, formats, &out))
@@ -160,6 +161,7 @@ int cmd_topo(int argc, char **argv)
 	iod_buf_free(&b);
 	free(n);
 	if (rc)
-		return iod_cli_fail("topo", IOD_EXIT_ERROR, "formatting failed (%s)", strerror(-rc));
+		return iod_cli_fail("topo", IOD_EXIT_ERROR, "formatting failed (%s)",
+		                    strerror(-rc));
 	return IOD_EXIT_OK;
 }

@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* ---- PCI ids -------------------------------------------------------------- */
 
@@ -194,8 +196,8 @@ static void fill_device(struct conv *c, hwloc_obj_t pci, struct iod_topo_device 
 				d->kind = (enum iod_topo_dev_kind)k;
 	}
 	if (!d->model[0])
-		snprintf(d->model, sizeof(d->model), "%s %04x:%04x", d->vendor[0] ? d->vendor : "PCI",
-		         d->pci_vendor, d->pci_device);
+		snprintf(d->model, sizeof(d->model), "%s %04x:%04x",
+		         d->vendor[0] ? d->vendor : "PCI", d->pci_vendor, d->pci_device);
 	(void)c;
 }
 
@@ -217,9 +219,9 @@ static void walk_io(struct conv *c, hwloc_obj_t obj, int bridge, unsigned depth)
 	if (obj->type == HWLOC_OBJ_BRIDGE) {
 		const struct hwloc_bridge_attr_s *b = &obj->attr->bridge;
 		if (b->upstream_type == HWLOC_OBJ_BRIDGE_HOST) {
-			int h = iod_topo_add_bridge(c->n, IOD_TOPO_BRIDGE_HOST, -1, numa_of(c, obj),
-			                            IOD_TOPO_PCI_ADDR(b->downstream.pci.domain, 0, 0, 0),
-			                            c->e);
+			int h = iod_topo_add_bridge(
+			    c->n, IOD_TOPO_BRIDGE_HOST, -1, numa_of(c, obj),
+			    IOD_TOPO_PCI_ADDR(b->downstream.pci.domain, 0, 0, 0), c->e);
 			if (h < 0) {
 				c->rc = h;
 				return;
@@ -233,9 +235,9 @@ static void walk_io(struct conv *c, hwloc_obj_t obj, int bridge, unsigned depth)
 		 * 3 = downstream port, 4 = cascaded switch... */
 		if (bridge >= 0 && depth % 2 == 0) {
 			const struct hwloc_pcidev_attr_s *p = &b->upstream.pci;
-			int s = iod_topo_add_bridge(c->n, IOD_TOPO_BRIDGE_SWITCH, bridge, -1,
-			                            IOD_TOPO_PCI_ADDR(p->domain, p->bus, p->dev, p->func),
-			                            c->e);
+			int s = iod_topo_add_bridge(
+			    c->n, IOD_TOPO_BRIDGE_SWITCH, bridge, -1,
+			    IOD_TOPO_PCI_ADDR(p->domain, p->bus, p->dev, p->func), c->e);
 			if (s < 0) {
 				c->rc = s;
 				return;
@@ -251,7 +253,8 @@ static void walk_io(struct conv *c, hwloc_obj_t obj, int bridge, unsigned depth)
 	if (obj->type != HWLOC_OBJ_PCI_DEVICE)
 		return;
 	const struct hwloc_pcidev_attr_s *a = &obj->attr->pcidev;
-	enum iod_topo_dev_kind kind = iod_topo_pci_classify(a->vendor_id, a->device_id, a->class_id);
+	enum iod_topo_dev_kind kind =
+	    iod_topo_pci_classify(a->vendor_id, a->device_id, a->class_id);
 	const char *forced = info(obj, "iodKind");
 	if (kind == IOD_TOPO_DEV_OTHER && !forced)
 		return;
@@ -369,8 +372,8 @@ static int nvlink_matrix(struct conv *c)
 				if (dev[j] < 0)
 					links_to_switch[dev[i]] += l;
 				else if (i < j)
-					rc = iod_topo_add_nvlink(c->n, (unsigned)dev[i], (unsigned)dev[j],
-					                         l, false, c->e);
+					rc = iod_topo_add_nvlink(c->n, (unsigned)dev[i],
+					                         (unsigned)dev[j], l, false, c->e);
 			}
 			if (total > IOD_TOPO_NVLINKS_MAX * 4)
 				total = IOD_TOPO_NVLINKS_MAX * 4;
@@ -382,8 +385,9 @@ static int nvlink_matrix(struct conv *c)
 			for (unsigned b = a + 1; b < c->n->ndevices && !rc; b++)
 				if (links_to_switch[a] && links_to_switch[b])
 					rc = iod_topo_add_nvlink(
-					    c->n, a, b, IOD_MIN(links_to_switch[a], links_to_switch[b]),
-					    true, c->e);
+					    c->n, a, b,
+					    IOD_MIN(links_to_switch[a], links_to_switch[b]), true,
+					    c->e);
 	}
 	for (unsigned k = 0; k < nr && k < IOD_ARRAY_LEN(dist); k++)
 		hwloc_distances_release(c->t, dist[k]);
@@ -426,15 +430,17 @@ int iod_topo_from_hwloc(hwloc_topology_t t, struct iod_topo_node *n, const char 
 		for (unsigned k = 0; p && k < n->npackages; k++)
 			if (n->packages[k].os_index == p->os_index)
 				pkg = (int)k;
-		int rc = iod_topo_add_numa(n, m->os_index, pkg, m->attr->numanode.local_memory, &set, e);
+		int rc =
+		    iod_topo_add_numa(n, m->os_index, pkg, m->attr->numanode.local_memory, &set, e);
 		if (rc < 0)
 			c.rc = rc;
 	}
 	if (!c.rc && nn <= 0)
-		return iod_err_set(e, -EINVAL,
-		                   "%s: the topology has no NUMA node; an hwloc topology always has at "
-		                   "least one (is this a complete `lstopo --of xml` output?)",
-		                   what);
+		return iod_err_set(
+		    e, -EINVAL,
+		    "%s: the topology has no NUMA node; an hwloc topology always has at "
+		    "least one (is this a complete `lstopo --of xml` output?)",
+		    what);
 	int ncores = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
 	for (int i = 0; i < ncores && !c.rc; i++) {
 		hwloc_obj_t k = hwloc_get_obj_by_type(t, HWLOC_OBJ_CORE, (unsigned)i);
@@ -453,7 +459,8 @@ int iod_topo_from_hwloc(hwloc_topology_t t, struct iod_topo_node *n, const char 
 			break;
 		if (n->ncaches >= IOD_TOPO_CACHES_MAX)
 			break; /* caches are informative: keep the first ones */
-		iod_topo_add_cache(n, llc == HWLOC_OBJ_L3CACHE ? 3 : 2, k->attr->cache.size, &set, e);
+		iod_topo_add_cache(n, llc == HWLOC_OBJ_L3CACHE ? 3 : 2, k->attr->cache.size, &set,
+		                   e);
 	}
 	if (!c.rc)
 		walk(&c, root, 0);
@@ -497,35 +504,149 @@ static int looks_like_xml(const char *buf, size_t len, const char *what, struct 
 	while (i < len && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t'))
 		i++;
 	if (len == 0 || i == len)
-		return iod_err_set(e, -EINVAL, "%s: empty file; expected an hwloc XML topology", what);
+		return iod_err_set(e, -EINVAL, "%s: empty file; expected an hwloc XML topology",
+		                   what);
 	if (buf[i] != '<')
 		return iod_err_set(e, -EINVAL,
 		                   "%s:1:%zu: not XML (starts with '%c'); expected an hwloc XML "
 		                   "topology such as `lstopo --of xml` writes",
 		                   what, i + 1, buf[i]);
 	if (!memmem(buf, len, "<topology", 9))
-		return iod_err_set(e, -EINVAL, "%s: no <topology> element; not an hwloc XML topology",
-		                   what);
+		return iod_err_set(e, -EINVAL,
+		                   "%s: no <topology> element; not an hwloc XML topology", what);
+	if (!memmem(buf, len, "</topology>", 11))
+		return iod_err_set(e, -EINVAL,
+		                   "%s: truncated or malformed: no closing </topology> tag", what);
+	if (!memmem(buf, len, "type=\"NUMANode\"", 15))
+		return iod_err_set(
+		    e, -EINVAL,
+		    "%s: the topology has no NUMA node (no object of type \"NUMANode\"); "
+		    "every machine has at least one: is this a complete `lstopo --of "
+		    "xml` output?",
+		    what);
 	return 0;
+}
+
+/* Load XML in this process: only for documents iod wrote itself. */
+static int load_buffer_here(const char *buf, size_t len, const char *what, struct iod_topo_node *n,
+                            struct iod_err *e)
+{
+	hwloc_topology_t t;
+	if (hwloc_topology_init(&t) < 0)
+		return iod_err_set(e, -ENOMEM, "hwloc_topology_init failed");
+	if (hwloc_topology_set_xmlbuffer(t, buf, (int)len) < 0) {
+		hwloc_topology_destroy(t);
+		return iod_err_set(e, -EINVAL, "%s: hwloc rejected it", what);
+	}
+	return load(t, n, what, IOD_TOPO_SRC_XML, e);
+}
+
+/* What the child hands back through the pipe: plain values, no pointers. */
+struct child_result {
+	int rc;                 /* 0 or -errno */
+	struct iod_err err;     /* the message when rc != 0 */
+	struct iod_topo_node n; /* the node when rc == 0 */
+};
+
+static int write_all(int fd, const void *p, size_t len)
+{
+	const char *c = p;
+	while (len) {
+		ssize_t w = write(fd, c, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		c += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+/*
+ * hwloc's XML importer trusts its input (a document without nodesets makes
+ * hwloc 2.9 dereference NULL), so documents from users are parsed in a
+ * child process; the node comes back through a pipe as a plain value and a
+ * crash becomes an error message.
+ */
+static int load_buffer_isolated(const char *buf, size_t len, const char *what,
+                                struct iod_topo_node *n, struct iod_err *e)
+{
+	int fds[2];
+	if (pipe(fds) < 0)
+		return iod_err_set(e, -errno, "%s: pipe: %s", what, strerror(errno));
+	pid_t pid = fork();
+	if (pid < 0) {
+		int err = errno;
+		close(fds[0]);
+		close(fds[1]);
+		return iod_err_set(e, -err, "%s: fork: %s", what, strerror(err));
+	}
+	if (pid == 0) {
+		struct child_result *r = calloc(1, sizeof(*r));
+		close(fds[0]);
+		if (!r)
+			_exit(3);
+		r->rc = load_buffer_here(buf, len, what, &r->n, &r->err);
+		_exit(write_all(fds[1], r, sizeof(*r)) ? 4 : 0);
+	}
+	close(fds[1]);
+	struct child_result *r = malloc(sizeof(*r));
+	size_t got = 0;
+	while (r && got < sizeof(*r)) {
+		ssize_t k = read(fds[0], (char *)r + got, sizeof(*r) - got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	close(fds[0]);
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	int rc;
+	if (!r)
+		rc = iod_err_set(e, -ENOMEM, "%s: out of memory", what);
+	else if (got != sizeof(*r)) {
+		if (WIFSIGNALED(status))
+			rc = iod_err_set(e, -EINVAL,
+			                 "%s: malformed hwloc XML: the hwloc parser crashed on it "
+			                 "(signal %d); check it with `lstopo --if xml -i %s`",
+			                 what, WTERMSIG(status), what);
+		else
+			rc = iod_err_set(e, -EIO, "%s: the XML reader exited with status %d", what,
+			                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	} else if (r->rc) {
+		rc = r->rc;
+		if (e)
+			*e = r->err;
+	} else {
+		memcpy(n, &r->n, sizeof(*n));
+		rc = 0;
+	}
+	free(r);
+	return rc;
 }
 
 int iod_topo_load_xml_buffer(const char *buf, size_t len, struct iod_topo_node *n,
                              struct iod_err *e)
 {
-	hwloc_topology_t t;
 	if (len > IOD_TOPO_XML_MAX)
-		return iod_err_set(e, -E2BIG, "XML buffer of %zu bytes; at most %u (IOD_TOPO_XML_MAX)",
-		                   len, IOD_TOPO_XML_MAX);
+		return iod_err_set(e, -E2BIG,
+		                   "XML buffer of %zu bytes; at most %u (IOD_TOPO_XML_MAX)", len,
+		                   IOD_TOPO_XML_MAX);
 	int rc = looks_like_xml(buf, len, "XML buffer", e);
 	if (rc)
 		return rc;
-	if (len > INT32_MAX || hwloc_topology_init(&t) < 0)
-		return iod_err_set(e, -ENOMEM, "hwloc_topology_init failed");
-	if (hwloc_topology_set_xmlbuffer(t, buf, (int)len) < 0) {
-		hwloc_topology_destroy(t);
-		return iod_err_set(e, -EINVAL, "XML buffer: hwloc rejected it");
-	}
-	return load(t, n, "XML buffer", IOD_TOPO_SRC_XML, e);
+	return load_buffer_isolated(buf, len, "XML buffer", n, e);
+}
+
+int iod_topo_load_xml_trusted(const char *buf, size_t len, struct iod_topo_node *n,
+                              struct iod_err *e)
+{
+	int rc = looks_like_xml(buf, len, "XML buffer", e);
+	return rc ? rc : load_buffer_here(buf, len, "XML buffer", n, e);
 }
 
 int iod_topo_load_xml_file(const char *path, struct iod_topo_node *n, struct iod_err *e)
@@ -535,23 +656,17 @@ int iod_topo_load_xml_file(const char *path, struct iod_topo_node *n, struct iod
 	int rc = iod_buf_read_file(&b, path, IOD_TOPO_XML_MAX, e);
 	if (rc) {
 		iod_buf_free(&b);
-		return rc == -ENOENT ? iod_err_set(e, -ENOENT,
-		                                   "%s: no such file (give an hwloc XML topology, e.g. "
-		                                   "from `lstopo --of xml`)",
-		                                   path)
-		                     : rc;
+		if (rc == -ENOENT)
+			return iod_err_set(
+			    e, -ENOENT,
+			    "%s: no such file (give an hwloc XML topology, e.g. from "
+			    "`lstopo --of xml`)",
+			    path);
+		return rc;
 	}
 	rc = looks_like_xml(b.data ? b.data : "", b.len, path, e);
-	if (!rc) {
-		hwloc_topology_t t;
-		if (hwloc_topology_init(&t) < 0)
-			rc = iod_err_set(e, -ENOMEM, "hwloc_topology_init failed");
-		else if (hwloc_topology_set_xmlbuffer(t, b.data, (int)b.len) < 0) {
-			hwloc_topology_destroy(t);
-			rc = iod_err_set(e, -EINVAL, "%s: hwloc rejected it", path);
-		} else
-			rc = load(t, n, path, IOD_TOPO_SRC_XML, e);
-	}
+	if (!rc)
+		rc = load_buffer_isolated(b.data, b.len, path, n, e);
 	iod_buf_free(&b);
 	return rc;
 }

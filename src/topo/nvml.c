@@ -28,13 +28,13 @@ typedef struct nvml_dev *nvml_dev; /* nvmlDevice_t: an opaque handle */
 
 /* nvmlPciInfo_t (v3 layout, NVML >= 9) */
 struct nvml_pci_info {
-	char bus_id_legacy[16];   /* "0000:00:00.0" */
-	unsigned int domain;      /* PCI domain */
-	unsigned int bus;         /* bus */
-	unsigned int device;      /* device (slot) */
-	unsigned int pci_device_id; /* device id << 16 | vendor id */
+	char bus_id_legacy[16];        /* "0000:00:00.0" */
+	unsigned int domain;           /* PCI domain */
+	unsigned int bus;              /* bus */
+	unsigned int device;           /* device (slot) */
+	unsigned int pci_device_id;    /* device id << 16 | vendor id */
 	unsigned int pci_subsystem_id; /* subsystem ids */
-	char bus_id[32];          /* "00000000:00:00.0" */
+	char bus_id[32];               /* "00000000:00:00.0" */
 };
 
 /* nvmlMemory_t */
@@ -114,7 +114,8 @@ static int gpu_at(const struct iod_topo_node *n, const struct nvml_pci_info *p)
 {
 	uint32_t want = IOD_TOPO_PCI_ADDR(p->domain & 0xffff, p->bus & 0xff, p->device & 0x1f, 0);
 	for (unsigned i = 0; i < n->ndevices; i++)
-		if (n->devices[i].kind == IOD_TOPO_DEV_GPU && (n->devices[i].pci_addr & ~7u) == want)
+		if (n->devices[i].kind == IOD_TOPO_DEV_GPU &&
+		    (n->devices[i].pci_addr & ~7u) == want)
 			return (int)i;
 	return -1;
 }
@@ -182,7 +183,8 @@ int iod_topo_nvml_enrich(struct iod_topo_node *n, struct iod_err *e)
 			if (state != NVML_FEATURE_ENABLED)
 				continue;
 			active++;
-			if (api.link_version && api.link_version(handle[i], l, &version) == NVML_SUCCESS)
+			if (api.link_version &&
+			    api.link_version(handle[i], l, &version) == NVML_SUCCESS)
 				g->nvlink_bps = (version == 1 ? 20 : 25) * 1000000000ull * 8;
 			if (!api.link_remote_pci ||
 			    api.link_remote_pci(handle[i], l, &peer) != NVML_SUCCESS)
@@ -190,16 +192,17 @@ int iod_topo_nvml_enrich(struct iod_topo_node *n, struct iod_err *e)
 			int p = gpu_at(n, &peer);
 			if (p < 0)
 				to_switch[dev_of[i]]++; /* NVSwitch (or a CPU over NVLink) */
-			else if (p > dev_of[i]) /* each GPU pair is seen from both ends */
-				rc = iod_topo_add_nvlink(n, (unsigned)dev_of[i], (unsigned)p, 1, false, e);
+			else if (p > dev_of[i])         /* each GPU pair is seen from both ends */
+				rc = iod_topo_add_nvlink(n, (unsigned)dev_of[i], (unsigned)p, 1,
+				                         false, e);
 		}
 		g->nvlinks = (uint8_t)active;
 	}
 	for (unsigned a = 0; a < n->ndevices && !rc; a++)
 		for (unsigned b = a + 1; b < n->ndevices && !rc; b++)
 			if (to_switch[a] && to_switch[b])
-				rc = iod_topo_add_nvlink(n, a, b, IOD_MIN(to_switch[a], to_switch[b]), true,
-				                         e);
+				rc = iod_topo_add_nvlink(
+				    n, a, b, IOD_MIN(to_switch[a], to_switch[b]), true, e);
 	/* GPUs on one board (NVML_TOPOLOGY_INTERNAL): go-gpuallocator's SameBoard */
 	for (unsigned i = 0; i < count && api.common_ancestor && !rc; i++)
 		for (unsigned j = i + 1; j < count; j++) {

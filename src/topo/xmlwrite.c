@@ -99,15 +99,17 @@ static void cores(struct xw *w, const struct iod_bitmap *within, unsigned ind)
 		                        "%*s<object type=\"Core\" os_index=\"%u\" cpuset=\"%s\" "
 		                        "complete_cpuset=\"%s\" gp_index=\"%u\">\n",
 		                        (int)ind, "", core, cs, cs, w->gp++);
-		for (int q = iod_bitmap_next(&pus, 0); q >= 0; q = iod_bitmap_next(&pus, (unsigned)q + 1)) {
+		for (int q = iod_bitmap_next(&pus, 0); q >= 0;
+		     q = iod_bitmap_next(&pus, (unsigned)q + 1)) {
 			struct iod_bitmap one;
 			iod_bitmap_zero(&one);
 			iod_bitmap_set(&one, (unsigned)q);
 			set_str(&one, cs, sizeof(cs));
-			w->rc |= iod_buf_printf(w->b,
-			                        "%*s  <object type=\"PU\" os_index=\"%d\" cpuset=\"%s\" "
-			                        "complete_cpuset=\"%s\" gp_index=\"%u\"/>\n",
-			                        (int)ind, "", q, cs, cs, w->gp++);
+			w->rc |=
+			    iod_buf_printf(w->b,
+			                   "%*s  <object type=\"PU\" os_index=\"%d\" cpuset=\"%s\" "
+			                   "complete_cpuset=\"%s\" gp_index=\"%u\"/>\n",
+			                   (int)ind, "", q, cs, cs, w->gp++);
 		}
 		w->rc |= iod_buf_printf(w->b, "%*s</object>\n", (int)ind, "");
 	}
@@ -120,13 +122,13 @@ static void pci_bridge_open(struct xw *w, unsigned ind, uint32_t addr, unsigned 
 {
 	char pci[24];
 	iod_topo_pci_format(addr, pci, sizeof(pci));
-	w->rc |= iod_buf_printf(w->b,
-	                        "%*s<object type=\"Bridge\" gp_index=\"%u\" bridge_type=\"1-1\" "
-	                        "depth=\"%u\" bridge_pci=\"%04x:[%02x-%02x]\" pci_busid=\"%s\" "
-	                        "pci_type=\"0604 [1000:c010] [0000:0000] 00\" "
-	                        "pci_link_speed=\"0.000000\">\n",
-	                        (int)ind, "", w->gp++, depth, addr >> 16, secondary, subordinate,
-	                        pci);
+	w->rc |=
+	    iod_buf_printf(w->b,
+	                   "%*s<object type=\"Bridge\" gp_index=\"%u\" bridge_type=\"1-1\" "
+	                   "depth=\"%u\" bridge_pci=\"%04x:[%02x-%02x]\" pci_busid=\"%s\" "
+	                   "pci_type=\"0604 [1000:c010] [0000:0000] 00\" "
+	                   "pci_link_speed=\"0.000000\">\n",
+	                   (int)ind, "", w->gp++, depth, addr >> 16, secondary, subordinate, pci);
 }
 
 static void device(struct xw *w, unsigned i, unsigned ind)
@@ -178,12 +180,13 @@ static void device(struct xw *w, unsigned i, unsigned ind)
 		w->rc |= iod_buf_printf(w->b, "%*s</object>\n", (int)in, "");
 	} else if (d->os_name[0]) {
 		bool ib = iod_str_has_prefix(d->os_name, "mlx");
-		w->rc |= iod_buf_printf(w->b,
-		                        "%*s<object type=\"OSDev\" gp_index=\"%u\" name=\"", (int)in,
-		                        "", w->gp++);
+		w->rc |= iod_buf_printf(w->b, "%*s<object type=\"OSDev\" gp_index=\"%u\" name=\"",
+		                        (int)in, "", w->gp++);
 		esc(w, d->os_name);
 		w->rc |= iod_buf_printf(w->b, "\" osdev_type=\"%d\"/>\n",
-		                        ib ? 3 : d->kind == IOD_TOPO_DEV_NVME ? 0 : 2);
+		                        ib                             ? 3
+		                        : d->kind == IOD_TOPO_DEV_NVME ? 0
+		                                                       : 2);
 	}
 	w->rc |= iod_buf_printf(w->b, "%*s</object>\n", (int)ind, "");
 }
@@ -199,8 +202,8 @@ static unsigned child_last_bus(const struct iod_topo_node *n, bool is_switch, un
 static void bridge_children(struct xw *w, int parent, unsigned ind, unsigned depth);
 
 /* One port (root or downstream) of `parent`, number k, leading to a child. */
-static void port(struct xw *w, int parent, unsigned k, bool is_switch, unsigned idx,
-                 unsigned ind, unsigned depth)
+static void port(struct xw *w, int parent, unsigned k, bool is_switch, unsigned idx, unsigned ind,
+                 unsigned depth)
 {
 	const struct iod_topo_node *n = w->n;
 	const struct iod_topo_bridge *p = &n->bridges[parent];
@@ -270,11 +273,12 @@ static void objects(struct xw *w)
 		const struct iod_topo_package *pk = &n->packages[p];
 		set_str(&pk->cpuset, cs, sizeof(cs));
 		node_str(n, &pk->cpuset, ns, sizeof(ns));
-		w->rc |= iod_buf_printf(w->b,
-		                        "    <object type=\"Package\" os_index=\"%u\" cpuset=\"%s\" "
-		                        "complete_cpuset=\"%s\" nodeset=\"%s\" complete_nodeset=\"%s\" "
-		                        "gp_index=\"%u\">\n",
-		                        pk->os_index, cs, cs, ns, ns, w->gp++);
+		w->rc |=
+		    iod_buf_printf(w->b,
+		                   "    <object type=\"Package\" os_index=\"%u\" cpuset=\"%s\" "
+		                   "complete_cpuset=\"%s\" nodeset=\"%s\" complete_nodeset=\"%s\" "
+		                   "gp_index=\"%u\">\n",
+		                   pk->os_index, cs, cs, ns, ns, w->gp++);
 		info_s(w, 6, "CPUModel", pk->model);
 		for (unsigned m = 0; m < n->nnuma; m++) {
 			const struct iod_topo_numa *nm = &n->numa[m];
@@ -285,13 +289,14 @@ static void objects(struct xw *w)
 			hwloc_bitmap_set(h, nm->os_index);
 			hwloc_bitmap_snprintf(ns, sizeof(ns), h);
 			hwloc_bitmap_free(h);
-			w->rc |= iod_buf_printf(w->b,
-			                        "      <object type=\"NUMANode\" os_index=\"%u\" "
-			                        "cpuset=\"%s\" complete_cpuset=\"%s\" nodeset=\"%s\" "
-			                        "complete_nodeset=\"%s\" gp_index=\"%u\" "
-			                        "local_memory=\"%llu\"/>\n",
-			                        nm->os_index, cs, cs, ns, ns, w->gp++,
-			                        (unsigned long long)nm->mem_bytes);
+			w->rc |=
+			    iod_buf_printf(w->b,
+			                   "      <object type=\"NUMANode\" os_index=\"%u\" "
+			                   "cpuset=\"%s\" complete_cpuset=\"%s\" nodeset=\"%s\" "
+			                   "complete_nodeset=\"%s\" gp_index=\"%u\" "
+			                   "local_memory=\"%llu\"/>\n",
+			                   nm->os_index, cs, cs, ns, ns, w->gp++,
+			                   (unsigned long long)nm->mem_bytes);
 		}
 		struct iod_bitmap rest = pk->cpuset;
 		for (unsigned c = 0; c < n->ncaches; c++) {
@@ -299,20 +304,22 @@ static void objects(struct xw *w)
 			if (!iod_bitmap_subset(&ca->cpuset, &pk->cpuset))
 				continue;
 			set_str(&ca->cpuset, cs, sizeof(cs));
-			w->rc |= iod_buf_printf(w->b,
-			                        "      <object type=\"L%uCache\" cpuset=\"%s\" "
-			                        "complete_cpuset=\"%s\" gp_index=\"%u\" "
-			                        "cache_size=\"%llu\" depth=\"%u\" cache_linesize=\"64\" "
-			                        "cache_associativity=\"0\" cache_type=\"0\">\n",
-			                        ca->level, cs, cs, w->gp++,
-			                        (unsigned long long)ca->size_bytes, ca->level);
+			w->rc |=
+			    iod_buf_printf(w->b,
+			                   "      <object type=\"L%uCache\" cpuset=\"%s\" "
+			                   "complete_cpuset=\"%s\" gp_index=\"%u\" "
+			                   "cache_size=\"%llu\" depth=\"%u\" cache_linesize=\"64\" "
+			                   "cache_associativity=\"0\" cache_type=\"0\">\n",
+			                   ca->level, cs, cs, w->gp++,
+			                   (unsigned long long)ca->size_bytes, ca->level);
 			cores(w, &ca->cpuset, 8);
 			w->rc |= iod_buf_printf(w->b, "      </object>\n");
 			iod_bitmap_andnot(&rest, &ca->cpuset);
 		}
 		cores(w, &rest, 6);
 		for (unsigned h = 0; h < n->nbridges; h++)
-			if (n->bridges[h].kind == IOD_TOPO_BRIDGE_HOST && n->bridges[h].package == (int)p)
+			if (n->bridges[h].kind == IOD_TOPO_BRIDGE_HOST &&
+			    n->bridges[h].package == (int)p)
 				host_bridge(w, h, 6);
 		w->rc |= iod_buf_printf(w->b, "    </object>\n");
 	}
