@@ -12,8 +12,7 @@
 
 #include <string.h>
 
-enum iod_topo_link_class iod_topo_link_class(const struct iod_topo_node *n, unsigned a,
-                                             unsigned b)
+enum iod_topo_link_class iod_topo_link_class(const struct iod_topo_node *n, unsigned a, unsigned b)
 {
 	IOD_ASSERT_HOT(a < n->ndevices && b < n->ndevices);
 	const struct iod_topo_link *l = &n->link[a][b];
