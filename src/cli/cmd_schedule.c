@@ -22,7 +22,8 @@ static void usage(FILE *f)
 	fprintf(f,
 	        "usage: iod schedule -f FILE --nodes N (--model NAME[,NAME...] | --gpus TOTAL)\n"
 	        "                    [--racks R] [--zones Z] [--strict] [--explain]\n"
-	        "                    [--weights TERM=W,...] [--rebalance MOVES] [-o text|json]\n\n"
+	        "                    [--weights TERM=W,...] [--numa POLICY] [--rebalance MOVES]\n"
+	        "                    [-o text|json]\n\n"
 	        "Place every replica of a spec onto N modelled nodes, as the cluster's\n"
 	        "scheduler would, and print where each replica goes (node, GPUs, CPUs,\n"
 	        "memory NUMA node, NIC) and, for each replica that does not fit, why.\n"
@@ -43,6 +44,9 @@ static void usage(FILE *f)
 	        "      --explain         show each decision's top candidates and terms\n"
 	        "      --weights LIST    score weights, e.g. gpu-set=3,numa=2,frag=2,spread=3,\n"
 	        "                        pack=1,nic=1 (the defaults)\n"
+	        "      --numa POLICY     override every service's NUMA policy: none, best-effort,\n"
+	        "                        restricted or single-numa-node (the spec's numa: any\n"
+	        "                        is best-effort, single is single-numa-node)\n"
 	        "      --rebalance M     afterwards, propose at most M moves that free whole\n"
 	        "                        NVLink islands (not applied)\n"
 	        "  -o, --output FMT      text (default) or json\n"
@@ -108,7 +112,8 @@ static void print_explain(const struct iod_sched_cluster *c, const struct iod_sc
 struct opts {
 	const char *file, *models, *weights;
 	uint32_t nodes, gpus, racks, zones, rebalance;
-	bool have_gpus, strict, explain, rebalance_set;
+	bool have_gpus, strict, explain, rebalance_set, have_numa;
+	enum iod_sched_numa numa;
 	enum iod_output out;
 };
 
@@ -195,6 +200,7 @@ int cmd_schedule(int argc, char **argv)
 	                                   {"explain", no_argument, NULL, 'x'},
 	                                   {"weights", required_argument, NULL, 'w'},
 	                                   {"rebalance", required_argument, NULL, 'b'},
+	                                   {"numa", required_argument, NULL, 'N'},
 	                                   {"help", no_argument, NULL, 'h'},
 	                                   {NULL, 0, NULL, 0}};
 	static const char *const formats[] = {"text", "json", NULL};
@@ -243,6 +249,15 @@ int cmd_schedule(int argc, char **argv)
 				                    "--rebalance %s: give 0..%u moves", optarg,
 				                    IOD_SCHED_MOVES_MAX);
 			o.rebalance_set = true;
+			break;
+		case 'N':
+			if (iod_sched_numa_parse(optarg, &o.numa))
+				return iod_cli_fail(
+				    "schedule", IOD_EXIT_INVALID,
+				    "--numa %s: use none, best-effort, restricted or "
+				    "single-numa-node",
+				    optarg);
+			o.have_numa = true;
 			break;
 		case 'o':
 			if (iod_cli_output("schedule", optarg, formats, &o.out))
@@ -304,6 +319,8 @@ int cmd_schedule(int argc, char **argv)
 			iod_spec_free(spec);
 			return r;
 		}
+		if (o.have_numa)
+			reqs[i].numa = o.numa;
 		total += reqs[i].replicas;
 	}
 	struct iod_sched_cluster *c = NULL;

@@ -1260,12 +1260,18 @@ static enum iod_sched_reason diagnose(struct iod_sched_cluster *c,
 		reason = IOD_SCHED_REASON_LABELS;
 		break;
 	case ST_ANTI:
-		off =
-		    snprintf(why, len,
-		             "anti-affinity by %s: every eligible node's %s already runs a replica "
-		             "of %s (%u nodes)",
-		             iod_sched_domain_name(r->anti), iod_sched_domain_name(r->anti),
-		             r->service, count[ST_ANTI]);
+		if (r->anti == IOD_SCHED_DOMAIN_NODE)
+			off = snprintf(why, len,
+			               "anti-affinity by node: all %u eligible nodes already run a "
+			               "replica of %s",
+			               count[ST_ANTI], r->service);
+		else
+			off =
+			    snprintf(why, len,
+			             "anti-affinity by %s: every eligible node's %s already runs a "
+			             "replica of %s (%u nodes)",
+			             iod_sched_domain_name(r->anti), iod_sched_domain_name(r->anti),
+			             r->service, count[ST_ANTI]);
 		reason = IOD_SCHED_REASON_ANTI_AFFINITY;
 		break;
 	case ST_SMALL:
