@@ -365,6 +365,9 @@ json_t *iod_sched_result_to_json(const struct iod_sched_cluster *c,
 /* One placement's explanation as JSON (what the control plane persists). */
 json_t *iod_sched_explain_to_json(const struct iod_sched_cluster *c,
                                   const struct iod_sched_explain *x);
+/* Print a persisted explanation (the JSON above) as text for `iod explain`:
+ * one line per candidate with every term; -EINVAL if it is not one. */
+int iod_sched_explain_format_json(const json_t *explain, struct iod_buf *out);
 /* A GPU mask as "GPU0, GPU3" (or "none"). */
 void iod_sched_gpus_format(uint32_t mask, char *buf, size_t len);
 

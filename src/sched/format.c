@@ -164,3 +164,54 @@ json_t *iod_sched_result_to_json(const struct iod_sched_cluster *c,
 	json_object_set_new(o, "rolled_back", json_boolean(r->rolled_back));
 	return o;
 }
+
+int iod_sched_explain_format_json(const json_t *x, struct iod_buf *out)
+{
+	const json_t *cands = json_object_get(x, "candidates");
+	const json_t *w = json_object_get(x, "weights");
+	uint64_t evaluated = 0, feasible = 0;
+	int rc = 0;
+	if (!json_is_array(cands) || !json_is_object(w) ||
+	    iod_json_get_u64(x, "evaluated", &evaluated) ||
+	    iod_json_get_u64(x, "feasible", &feasible))
+		return -EINVAL;
+	rc |= iod_buf_printf(out, "%llu nodes scored, %llu feasible; weights",
+	                     (unsigned long long)evaluated, (unsigned long long)feasible);
+	for (unsigned t = 0; t < IOD_SCHED_TERMS_N; t++) {
+		const json_t *v = json_object_get(w, iod_sched_term_name(t));
+		rc |= iod_buf_printf(out, " %s=%lld", iod_sched_term_name(t),
+		                     json_is_integer(v) ? (long long)json_integer_value(v) : 0ll);
+	}
+	rc |= iod_buf_printf(out, "\n");
+	size_t i;
+	const json_t *cd;
+	json_array_foreach(cands, i, cd)
+	{
+		const char *node = "?";
+		const json_t *terms = json_object_get(cd, "terms");
+		const json_t *gpus = json_object_get(cd, "gpus");
+		const json_t *total = json_object_get(cd, "total");
+		if (iod_json_get_str(cd, "node", &node) || !json_is_object(terms) ||
+		    !json_is_array(gpus) || !json_is_integer(total))
+			return -EINVAL;
+		rc |= iod_buf_printf(out, "  %s %-12s total %-6lld", i == 0 ? "*" : " ", node,
+		                     (long long)json_integer_value(total));
+		for (unsigned t = 0; t < IOD_SCHED_TERMS_N; t++) {
+			const json_t *v = json_object_get(terms, iod_sched_term_name(t));
+			rc |= iod_buf_printf(out, " %s=%lld", iod_sched_term_name(t),
+			                     json_is_integer(v) ? (long long)json_integer_value(v)
+			                                        : 0ll);
+		}
+		rc |= iod_buf_printf(out, "  [");
+		size_t j;
+		const json_t *g;
+		json_array_foreach(gpus, j, g)
+		{
+			rc |= iod_buf_printf(out, "%sGPU%lld", j ? ", " : "",
+			                     json_is_integer(g) ? (long long)json_integer_value(g)
+			                                        : -1ll);
+		}
+		rc |= iod_buf_printf(out, "]\n");
+	}
+	return rc ? -ENOMEM : 0;
+}

@@ -539,6 +539,36 @@ TEST(anti_affinity_node_and_rack)
 	iod_sched_cluster_free(c);
 }
 
+TEST(anti_affinity_zone)
+{
+	struct iod_sched_shape s;
+	shape_pairs(&s);
+	struct iod_sched_cluster *c;
+	struct iod_err e = {0};
+	uint32_t sid, nid;
+	CHECK_EQ(iod_sched_cluster_new(8, 32, &c, &e), 0);
+	CHECK_EQ(iod_sched_shape_add(c, &s, &sid, &e), 0);
+	const char *zones[4] = {"za", "za", "za", "zb"};
+	for (unsigned i = 0; i < 4; i++) {
+		char name[8], rack[8];
+		snprintf(name, sizeof(name), "n%u", i);
+		snprintf(rack, sizeof(rack), "r%u", i);
+		struct iod_sched_node_spec ns = {
+		    .name = name, .shape = sid, .rack = rack, .zone = zones[i]};
+		CHECK_EQ(iod_sched_node_add(c, &ns, &nid, &e), 0);
+	}
+	struct iod_sched_request r = req("z", 3, 1);
+	r.anti = IOD_SCHED_DOMAIN_ZONE;
+	struct iod_sched_result res;
+	CHECK_EQ(place(c, &r, 1, false, &res), 0);
+	CHECK_EQ(res.placed_n, 2);
+	CHECK(strcmp(zones[res.p[0].node], zones[res.p[1].node]) != 0);
+	CHECK_EQ(res.p[2].reason, IOD_SCHED_REASON_ANTI_AFFINITY);
+	CHECK_CONTAINS(res.p[2].why, "anti-affinity by zone");
+	iod_sched_result_free(&res);
+	iod_sched_cluster_free(c);
+}
+
 TEST(gang_all_or_none)
 {
 	struct iod_sched_shape s;
@@ -692,6 +722,22 @@ TEST(explain_totals_are_weighted_sums)
 	char *js = iod_json_string(j, true);
 	CHECK_CONTAINS(js, "\"gpu-set\":");
 	CHECK_CONTAINS(js, "\"frag\":");
+	/* the persisted form prints back as text for `iod explain` */
+	json_t *back;
+	struct iod_err e = {0};
+	CHECK_EQ(iod_json_parse(js, strlen(js), &back, &e), 0);
+	struct iod_buf t;
+	iod_buf_init(&t);
+	CHECK_EQ(iod_sched_explain_format_json(back, &t), 0);
+	CHECK_CONTAINS(t.data, "3 nodes scored, 3 feasible; weights gpu-set=3");
+	char line[64];
+	snprintf(line, sizeof(line), "  * %-12s total %-6lld",
+	         iod_sched_node_name(c, x->cand[0].node), (long long)x->cand[0].total);
+	CHECK_CONTAINS(t.data, line);
+	iod_buf_free(&t);
+	CHECK_EQ(iod_sched_explain_format_json(json_object_get(back, "weights"), &t), -EINVAL);
+	iod_buf_free(&t);
+	json_decref(back);
 	free(js);
 	json_decref(j);
 	iod_sched_result_free(&res);
