@@ -123,6 +123,9 @@
 /* Nodes and placed replicas in one scheduler instance. */
 #define IOD_SCHED_NODES_MAX 100000
 #define IOD_SCHED_REPLICAS_MAX (1u << 20)
+/* Replicas one deploy (one iod_sched_place call) may ask for: a result holds
+ * ~0.8 KB per replica (its explanation and reason), so 10^5 is ~80 MB. */
+#define IOD_SCHED_DEPLOY_MAX 100000
 /* Services one scheduler instance tracks (spread, anti-affinity, moves). */
 #define IOD_SCHED_SERVICES_MAX 65536
 

@@ -323,6 +323,13 @@ int cmd_schedule(int argc, char **argv)
 			reqs[i].numa = o.numa;
 		total += reqs[i].replicas;
 	}
+	if (total > IOD_SCHED_DEPLOY_MAX) {
+		free(reqs);
+		iod_spec_free(spec);
+		return iod_cli_fail("schedule", IOD_EXIT_INVALID,
+		                    "%s asks for %llu replicas; one deploy places at most %u",
+		                    o.file, (unsigned long long)total, IOD_SCHED_DEPLOY_MAX);
+	}
 	struct iod_sched_cluster *c = NULL;
 	struct iod_sched_result res = {0};
 	char model_desc[256] = "";

@@ -1450,6 +1450,9 @@ int iod_sched_place(struct iod_sched_cluster *c, const struct iod_sched_request 
 			return rc;
 		total += reqs[i].replicas;
 	}
+	if (total > IOD_SCHED_DEPLOY_MAX)
+		return iod_err_set(e, -E2BIG, "a deploy of %llu replicas exceeds the limit of %u",
+		                   (unsigned long long)total, IOD_SCHED_DEPLOY_MAX);
 	if (total > res->cap - res->n)
 		return iod_err_set(e, -ENOSPC, "result has room for %u placements, deploy has %llu",
 		                   res->cap - res->n, (unsigned long long)total);

@@ -808,6 +808,9 @@ TEST(invalid_requests_and_limits)
 	r = req("x", 5000, 0);
 	CHECK_EQ(place(c, &r, 1, false, &res), -ENOSPC);
 	iod_sched_result_free(&res);
+	r = req("x", IOD_SCHED_DEPLOY_MAX + 1, 0);
+	CHECK_EQ(place(c, &r, 1, false, &res), -E2BIG);
+	iod_sched_result_free(&res);
 	struct iod_err e = {0};
 	struct iod_sched_shape big;
 	iod_sched_shape_init(&big, "big", 16, 1);
