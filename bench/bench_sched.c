@@ -125,7 +125,21 @@ static int bench_throughput(const struct iod_sched_shape *shapes)
 	       "unplaced=%u gpus_used=%llu gpus_total=%u target_s=1\n",
 	       res.n, nodes, dt, res.n / dt, res.placed_n, res.unplaced_n, (unsigned long long)used,
 	       nodes * 8);
-	/* a second deploy that fits: the cluster emptied, 1/2-GPU replicas only */
+	/* the same without the per-node cache and failure reuse (same output) */
+	iod_sched_result_free(&res);
+	iod_sched_cluster_free(c);
+	c = cluster(shapes, nodes, services * per);
+	if (!c || iod_sched_result_init(&res, services * per, services))
+		return -1;
+	o.no_cache = true;
+	t0 = now_s();
+	rc = iod_sched_place(c, reqs, services, &o, &res, &e);
+	dt = now_s() - t0;
+	o.no_cache = false;
+	printf("BENCH sched.throughput_nocache replicas=%u nodes=%u seconds=%.3f per_s=%.0f "
+	       "placed=%u unplaced=%u\n",
+	       res.n, nodes, dt, res.n / dt, res.placed_n, res.unplaced_n);
+	/* a second deploy that fits: the cluster emptied, 1-GPU and CPU-only replicas */
 	iod_sched_result_free(&res);
 	iod_sched_cluster_free(c);
 	c = cluster(shapes, nodes, services * per);
