@@ -303,6 +303,24 @@ int iod_sched_node_cordon(struct iod_sched_cluster *c, uint32_t node, bool cordo
 int iod_sched_place(struct iod_sched_cluster *c, const struct iod_sched_request *reqs, uint32_t n,
                     const struct iod_sched_opts *opts, struct iod_sched_result *res,
                     struct iod_err *e);
+/* A placement that already exists (read back from the cluster state). */
+struct iod_sched_existing {
+	uint32_t ordinal;       /* the replica's ordinal */
+	uint32_t node;          /* node id */
+	uint32_t gpu_mask;      /* its GPUs */
+	struct iod_bitmap cpus; /* its PUs */
+	int32_t mem_numa;       /* its memory's NUMA node; -1 interleaved */
+	int32_t nic;            /* its NIC; -1 none */
+};
+
+/*
+ * Bind an existing placement of service r (so a restarted control plane, or
+ * a rebalancing plan, starts from the current state). The resources must be
+ * free: -EBUSY names what is taken; -ENOENT for an unknown node or NIC.
+ * Later placements of the service continue after the highest ordinal seen.
+ */
+int iod_sched_adopt(struct iod_sched_cluster *c, const struct iod_sched_request *r,
+                    const struct iod_sched_existing *x, uint32_t *replica, struct iod_err *e);
 /* Remove a placed replica and give its resources back. */
 int iod_sched_release(struct iod_sched_cluster *c, uint32_t replica);
 

@@ -938,6 +938,8 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id,
 	return stage_max;
 }
 
+static int request_check(const struct iod_sched_request *r, struct iod_err *e);
+
 /* ---- binding ------------------------------------------------------------- */
 
 static int replica_alloc(struct iod_sched_cluster *c, uint32_t *id)
@@ -1063,6 +1065,89 @@ void sched_unbind(struct iod_sched_cluster *c, uint32_t id)
 	c->version++;
 	rep->live = false;
 	c->free_ids[c->free_n++] = id;
+}
+
+int iod_sched_adopt(struct iod_sched_cluster *c, const struct iod_sched_request *r,
+                    const struct iod_sched_existing *x, uint32_t *replica, struct iod_err *e)
+{
+	int rc = request_check(r, e);
+	if (rc)
+		return rc;
+	if (x->node >= c->nodes_n)
+		return iod_err_set(e, -ENOENT, "%s-%u: no node %u", r->service, x->ordinal,
+		                   x->node);
+	struct node *n = &c->nodes[x->node];
+	const struct shape *sh = &c->shapes[n->shape];
+	char buf[128];
+	if ((x->gpu_mask & n->gpu_free) != x->gpu_mask) {
+		iod_sched_gpus_format(x->gpu_mask & ~n->gpu_free, buf, sizeof(buf));
+		return iod_err_set(e, -EBUSY, "%s-%u: %s on %s not free", r->service, x->ordinal,
+		                   buf, n->name);
+	}
+	if (!iod_bitmap_subset(&x->cpus, &n->cpu_free)) {
+		struct iod_bitmap taken = x->cpus;
+		iod_bitmap_andnot(&taken, &n->cpu_free);
+		iod_bitmap_format(&taken, buf, sizeof(buf));
+		return iod_err_set(e, -EBUSY, "%s-%u: CPUs %s on %s not free", r->service,
+		                   x->ordinal, buf, n->name);
+	}
+	if (x->nic >= (int32_t)sh->s.nics_n || x->mem_numa >= (int32_t)sh->s.numa_n)
+		return iod_err_set(e, -ENOENT, "%s-%u: %s has no NIC %d or NUMA node %d",
+		                   r->service, x->ordinal, n->name, x->nic, x->mem_numa);
+	if (x->nic >= 0 && n->nic_free[x->nic] < r->nic_bw_bps)
+		return iod_err_set(e, -EBUSY, "%s-%u: NIC %s on %s lacks the bandwidth", r->service,
+		                   x->ordinal, sh->s.nics[x->nic].name, n->name);
+	const uint8_t all = (uint8_t)((1u << sh->s.numa_n) - 1);
+	if ((x->mem_numa >= 0 ? n->numa_mem_free[x->mem_numa] : mem_in(n, sh, all)) < r->mem_bytes)
+		return iod_err_set(e, -EBUSY, "%s-%u: not enough free memory on %s", r->service,
+		                   x->ordinal, n->name);
+	uint32_t svc;
+	rc = service_get(c, r, &svc);
+	if (rc)
+		return iod_err_set(e, rc, "service %s: too many services", r->service);
+	uint32_t id;
+	rc = replica_alloc(c, &id);
+	if (rc)
+		return iod_err_set(e, rc, "the scheduler's replica table is full (%u)",
+		                   c->replicas_max);
+	struct replica *rep = &c->replicas[id];
+	memset(rep, 0, sizeof(*rep));
+	rep->live = true;
+	rep->service = svc;
+	rep->ordinal = x->ordinal;
+	rep->node = x->node;
+	rep->gpu_mask = x->gpu_mask;
+	n->gpu_free &= ~x->gpu_mask;
+	rep->cpus = x->cpus;
+	iod_bitmap_andnot(&n->cpu_free, &x->cpus);
+	for (uint32_t i = 0; i < sh->s.numa_n; i++) {
+		struct iod_bitmap mine = x->cpus;
+		iod_bitmap_and(&mine, &sh->s.numa_cpus[i]);
+		n->numa_cpu_free[i] -= iod_bitmap_count(&mine);
+	}
+	uint64_t need = r->mem_bytes;
+	rep->mem_numa = x->mem_numa;
+	for (uint32_t i = 0; i < sh->s.numa_n && need; i++) {
+		uint32_t numa = x->mem_numa >= 0 ? (uint32_t)x->mem_numa : i;
+		uint64_t t = IOD_MIN(need, n->numa_mem_free[numa]);
+		n->numa_mem_free[numa] -= t;
+		rep->mem_take[numa] += t;
+		need -= t;
+	}
+	IOD_ASSERT(need == 0);
+	rep->nic = x->nic;
+	if (x->nic >= 0) {
+		n->nic_free[x->nic] -= r->nic_bw_bps;
+		rep->nic_bw_bps = r->nic_bw_bps;
+	}
+	n->replicas++;
+	c->services[svc].live++;
+	if (c->services[svc].next_ordinal <= x->ordinal)
+		c->services[svc].next_ordinal = x->ordinal + 1;
+	c->cache[x->node].gen = 0;
+	c->version++;
+	*replica = id;
+	return 0;
 }
 
 int iod_sched_release(struct iod_sched_cluster *c, uint32_t replica)

@@ -1098,3 +1098,41 @@ TEST(gpu_set_matches_brute_force_random)
 		iod_sched_cluster_free(c);
 	}
 }
+
+TEST(adopt_existing_placements)
+{
+	struct iod_sched_shape s;
+	shape_dgx(&s);
+	struct iod_sched_cluster *c = mk(&s, 2, NULL);
+	struct iod_sched_request r = req("w", 1, 4);
+	r.cpus = 2;
+	r.mem_bytes = 10000000000ull;
+	r.anti = IOD_SCHED_DOMAIN_NODE;
+	struct iod_sched_existing x = {
+	    .ordinal = 4, .node = 0, .gpu_mask = 0x0F, .mem_numa = 0, .nic = 0};
+	iod_bitmap_set_range(&x.cpus, 0, 1);
+	uint32_t id;
+	struct iod_err e = {0};
+	CHECK_EQ(iod_sched_adopt(c, &r, &x, &id, &e), 0);
+	CHECK_EQ(iod_sched_node_gpus_free(c, 0), 0xF0);
+	/* the same GPUs again are taken */
+	x.ordinal = 5;
+	CHECK_EQ(iod_sched_adopt(c, &r, &x, &id, &e), -EBUSY);
+	CHECK_CONTAINS(e.msg, "GPU0, GPU1, GPU2, GPU3 on n0 not free");
+	x.gpu_mask = 0xF0;
+	CHECK_EQ(iod_sched_adopt(c, &r, &x, &id, &e), -EBUSY);
+	CHECK_CONTAINS(e.msg, "CPUs 0-1 on n0 not free");
+	x.node = 9;
+	CHECK_EQ(iod_sched_adopt(c, &r, &x, &id, &e), -ENOENT);
+	/* new replicas continue the ordinals and respect anti-affinity with it */
+	struct iod_sched_result res;
+	r.replicas = 2;
+	CHECK_EQ(place(c, &r, 1, false, &res), 0);
+	CHECK_STR(res.p[0].name, "w-5");
+	CHECK_EQ(res.p[0].node, 1);
+	CHECK_EQ(res.p[1].reason, IOD_SCHED_REASON_ANTI_AFFINITY);
+	iod_sched_result_free(&res);
+	CHECK_EQ(iod_sched_release(c, id), 0);
+	CHECK_EQ(iod_sched_node_gpus_free(c, 0), 0xFF);
+	iod_sched_cluster_free(c);
+}
