@@ -329,8 +329,10 @@ struct iod_sched_replica_info {
 	char name[IOD_NAME_MAX]; /* "<service>-<ordinal>" */
 	uint32_t node;           /* node id */
 	uint32_t gpu_mask;       /* GPUs */
+	struct iod_bitmap cpus;  /* PUs */
 	int32_t mem_numa;        /* memory NUMA node; -1 interleaved */
 	int32_t nic;             /* NIC index; -1 none */
+	const char *service;     /* its service's name (owned by the cluster) */
 };
 /* 0 and *out for a live replica id, -ENOENT otherwise. */
 int iod_sched_replica_get(const struct iod_sched_cluster *c, uint32_t replica,

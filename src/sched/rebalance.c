@@ -146,7 +146,8 @@ static int plan_islands(struct iod_sched_cluster *c, uint32_t max_moves,
 				cn++;
 			}
 		}
-		qsort(cands, cn, sizeof(*cands), island_cmp);
+		if (cn > 1)
+			qsort(cands, cn, sizeof(*cands), island_cmp);
 		bool progress = false;
 		for (uint32_t ci = 0; ci < cn && !progress; ci++) {
 			const struct island_cand *ic = &cands[ci];

@@ -564,6 +564,8 @@ int iod_sched_replica_get(const struct iod_sched_cluster *c, uint32_t replica,
 	         r->ordinal);
 	out->node = r->node;
 	out->gpu_mask = r->gpu_mask;
+	out->cpus = r->cpus;
+	out->service = c->services[r->service].req.service;
 	out->mem_numa = r->mem_numa;
 	out->nic = r->nic;
 	return 0;
