@@ -18,6 +18,32 @@
 
 /* ---- diagnostics --------------------------------------------------------- */
 
+/*
+ * Messages quote user text cut to a width ("%.60s") and may be cut at the
+ * end, which can split a UTF-8 sequence; consumers put messages into JSON,
+ * which must be valid UTF-8. Replace the bytes of any broken sequence by '?'.
+ */
+static void utf8_repair(char *s)
+{
+	unsigned char *p = (unsigned char *)s;
+
+	while (*p) {
+		size_t n = *p < 0x80             ? 1
+		           : (*p & 0xe0) == 0xc0 ? 2
+		           : (*p & 0xf0) == 0xe0 ? 3
+		           : (*p & 0xf8) == 0xf0 ? 4
+		                                 : 0;
+		size_t i = 1;
+		while (n > 1 && i < n && (p[i] & 0xc0) == 0x80)
+			i++;
+		if (n == 0 || i < n) {
+			*p++ = '?';
+			continue;
+		}
+		p += n;
+	}
+}
+
 static void diag_v(struct spec_ld *ld, uint32_t line, uint32_t col, const char *prefix,
                    const char *fmt, va_list ap)
 {
@@ -34,6 +60,7 @@ static void diag_v(struct spec_ld *ld, uint32_t line, uint32_t col, const char *
 		plen = sizeof(x->msg) - 1;
 	memcpy(x->msg, prefix, plen);
 	vsnprintf(x->msg + plen, sizeof(x->msg) - plen, fmt, ap);
+	utf8_repair(x->msg);
 }
 
 void spec_diag(struct spec_ld *ld, uint32_t line, uint32_t col, const char *fmt, ...)
@@ -777,6 +804,12 @@ static void load_probe(struct spec_ld *ld, const struct snode *m, const char *wh
 	}
 }
 
+static void get_exec(struct spec_ld *ld, const struct snode *n, struct iod_spec_health *h)
+{
+	if (get_str(ld, n, "health.exec", &h->command) && !h->command[strspn(h->command, " \t")])
+		spec_err(ld, n, "health.exec is empty; write a command, e.g. \"test -f /ready\"");
+}
+
 /*
  * The flat form, which -o json prints: kind: exec|tcp|http with exec:,
  * port: and path: beside it. The nested keys tcp:/http: may not be mixed in.
@@ -798,7 +831,7 @@ static void load_health_flat(struct spec_ld *ld, const struct snode **v, struct 
 		if (!v[HC_EXEC])
 			spec_err(ld, v[HC_KIND], "health kind exec needs exec: COMMAND");
 		else
-			get_str(ld, v[HC_EXEC], "health.exec", &h->command);
+			get_exec(ld, v[HC_EXEC], h);
 		for (int i = HC_PORT; i <= HC_PATH; i++)
 			if (v[i])
 				spec_err(ld, v[i], "health.%s does not apply to kind exec",
@@ -851,7 +884,7 @@ static void load_health(struct spec_ld *ld, const struct snode *m, struct iod_sp
 				    health_keys[i]);
 		if (v[HC_EXEC]) {
 			h->kind = IOD_HEALTH_EXEC;
-			get_str(ld, v[HC_EXEC], "health.exec", &h->command);
+			get_exec(ld, v[HC_EXEC], h);
 		}
 		if (v[HC_TCP]) {
 			h->kind = IOD_HEALTH_TCP;

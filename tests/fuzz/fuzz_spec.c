@@ -77,8 +77,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (s || diags.n == 0 || diags.total < diags.n || diags.n > IOD_SPEC_ERRORS_MAX)
 		abort();
-	for (uint32_t i = 0; i < diags.n; i++)
-		if (!diags.d[i].msg[0])
+	for (uint32_t i = 0; i < diags.n; i++) {
+		/* every message has text and is valid UTF-8 (the API sends it as JSON) */
+		json_t *m = json_string(diags.d[i].msg);
+		if (!diags.d[i].msg[0] || !m)
 			abort();
+		json_decref(m);
+	}
 	return 0;
 }

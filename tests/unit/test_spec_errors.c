@@ -502,3 +502,24 @@ TEST(health_flat_form_errors)
 	CHECK_ERR(SVC "    health: {kind: http, port: 1, path: x}\n", 4, 41, "must start with '/'");
 	CHECK_ERR(SVC "    health: {tcp: 1, port: 2}\n", 4, 28, "health.port without kind:");
 }
+
+TEST(messages_stay_valid_utf8)
+{
+	/* a long name of 2-byte characters is cut inside the message */
+	struct iod_buf b;
+	iod_buf_init(&b);
+	iod_buf_printf(&b, "services:\n  - name: x"); /* odd: %.80s cuts a character */
+	for (int i = 0; i < 100; i++)
+		iod_buf_printf(&b, "\xc3\xa9");
+	iod_buf_printf(&b, "\n    type: stateless\n");
+	int rc = load(b.data);
+	iod_buf_free(&b);
+	CHECK_EQ(rc, -EINVAL);
+	for (uint32_t i = 0; i < diags.n; i++) {
+		json_t *m = json_string(diags.d[i].msg);
+		CHECK_MSG(m != NULL, "not UTF-8: %s", diags.d[i].msg);
+		json_decref(m);
+	}
+	CHECK_CONTAINS(diags.d[0].msg, "is not a valid name");
+	CHECK_ERR(SVC "    health: {exec: \" \"}\n", 4, 20, "health.exec is empty");
+}
