@@ -285,6 +285,43 @@ static void walk(struct conv *c, hwloc_obj_t obj, unsigned depth)
 	walk_io_children(c, obj, -1, 0);
 }
 
+/*
+ * A BlueField shows one PCI function per network port; it is one DPU (one
+ * compute unit with its Arm cores), so functions of one device fold into
+ * the first, which counts the ports. Arm cores and memory are not visible
+ * from the host: the common configuration per generation is assumed
+ * (BlueField-1: 16 cores, BlueField-2: 8 cores / 16 GiB, BlueField-3:
+ * 16 cores / 32 GiB) unless the XML says otherwise.
+ */
+static void fold_dpu_functions(struct iod_topo_node *n)
+{
+	for (unsigned i = 0; i < n->ndevices; i++) {
+		struct iod_topo_device *d = &n->devices[i];
+		if (d->kind != IOD_TOPO_DEV_DPU)
+			continue;
+		if (!d->cores)
+			d->cores = d->pci_device == 0xa2d6 ? 8 : 16;
+		if (!d->mem_bytes)
+			d->mem_bytes = (d->pci_device == 0xa2dc ? 32ull : 16ull) << 30;
+		if (!d->ports)
+			d->ports = 1;
+		for (unsigned j = i + 1; j < n->ndevices;) {
+			struct iod_topo_device *x = &n->devices[j];
+			if (x->kind != IOD_TOPO_DEV_DPU ||
+			    (x->pci_addr & ~7u) != (d->pci_addr & ~7u)) {
+				j++;
+				continue;
+			}
+			d->ports = (uint8_t)(d->ports + (x->ports ? x->ports : 1));
+			if (!d->port_bps)
+				d->port_bps = x->port_bps;
+			memmove(x, x + 1, sizeof(*x) * (n->ndevices - j - 1));
+			n->ndevices--;
+			memset(&n->devices[n->ndevices], 0, sizeof(*x));
+		}
+	}
+}
+
 /* Drop bridges with no modelled device below them, renumbering the rest. */
 static void prune_bridges(struct iod_topo_node *n)
 {
@@ -466,6 +503,7 @@ int iod_topo_from_hwloc(hwloc_topology_t t, struct iod_topo_node *n, const char 
 	if (!c.rc)
 		walk(&c, root, 0);
 	if (!c.rc) {
+		fold_dpu_functions(n);
 		prune_bridges(n);
 		c.rc = nvlink_matrix(&c);
 	}
