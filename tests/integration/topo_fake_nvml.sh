@@ -40,6 +40,11 @@ assert g[2].get("board") is None
 assert len(d["nvlink_islands"]) == 1
 PY
 
+# hgx: NVSwitches without a PCI address (peer type SWITCH): still NV18 everywhere
+run hgx -o matrix >"$tmp/m" || { bad "hgx run"; cat "$tmp/err"; }
+if awk -F'\t' '/^GPU[0-7]\t/ { for (i = 2; i <= 9; i++) if ($i != " X " && $i != "NV18") bad = 1 }
+	END { exit bad }' "$tmp/m"; then ok hgx_all_nv18; else bad hgx_all_nv18; cat "$tmp/m"; fi
+
 # pairs: GPU 2k-2k+1 NV4 (each side reports the link: counted once), else PCIe
 run pairs -o matrix >"$tmp/m" || { bad "pairs run"; cat "$tmp/err"; }
 grep -q "^GPU0	 X 	NV4	PHB	PHB	SYS	SYS	SYS	SYS" "$tmp/m" && ok pairs_gpu0_row || { bad pairs_gpu0_row; cat "$tmp/m"; }
