@@ -11,9 +11,10 @@
  * (NVIDIA/AMD display = GPU, network = NIC, Mellanox BlueField = DPU, ...).
  * The `NVLinkBandwidth` distances matrix (hwloc's NVML backend, MB/s,
  * 20000 per NVLink v1 and 25000 per v2-v4) gives NV#; NVSwitch endpoints in
- * it mean all-to-all. This is a shell: it reads files and the system; it
- * never prints (hwloc's own XML warnings are silenced) and reports errors
- * in the caller's iod_err.
+ * it mean all-to-all. This is a shell: it reads files and the system, and
+ * reports errors in the caller's iod_err; it never prints. Users' XML is
+ * parsed by hwloc in a child process (hwloc 2.9 crashes on some malformed
+ * documents); it must never reach hwloc in this process.
  */
 #include "internal.h"
 
@@ -761,9 +762,15 @@ int iod_topo_load_xml_file(const char *path, struct iod_topo_node *n, struct iod
 int iod_topo_discover(struct iod_topo_node *n, struct iod_err *e)
 {
 	hwloc_topology_t t;
+	const char *file = getenv("HWLOC_XMLFILE");
+	if (file && *file) {
+		/* hwloc would read the file itself, in this process: read it the
+		 * safe way instead, then let NVML complete it as on a real host */
+		int rc = iod_topo_load_xml_file(file, n, e);
+		return rc ? rc : iod_topo_nvml_enrich(n, e);
+	}
 	if (hwloc_topology_init(&t) < 0)
 		return iod_err_set(e, -ENOMEM, "hwloc_topology_init failed");
-	/* HWLOC_XMLFILE would make hwloc read a file here: callers handle it */
 	hwloc_topology_set_flags(t, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM);
 	int rc = load(t, n, "this machine", IOD_TOPO_SRC_HOST, e);
 	if (rc)
