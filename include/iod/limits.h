@@ -89,6 +89,9 @@
 /* An hwloc XML file is read whole: a 2-socket server with every PCI device
  * is ~200 KiB; 16 MiB leaves room for huge machines, bounds a bad file. */
 #define IOD_TOPO_XML_MAX (16u << 20)
+/* Seconds hwloc may take to parse a user's XML (in its child process):
+ * a 200 KiB file takes milliseconds; this only stops a parser stuck in a loop. */
+#define IOD_TOPO_XML_PARSE_S_MAX 10
 /* PCI tree depth walked from a device to its host bridge (cycle guard). */
 #define IOD_TOPO_PCI_DEPTH_MAX 16
 /* GPUs per node of the parametric generic-N model. */

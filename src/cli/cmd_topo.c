@@ -16,22 +16,25 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-	        "usage: iod topo [--xml FILE | --model NAME] [-o text|matrix|json|dot|xml]\n"
-	        "       iod topo --list-models [-o json]\n\n"
-	        "Show a node's hardware topology: packages, NUMA nodes, caches, the PCIe tree,\n"
-	        "GPUs, NICs, DPUs, NVLinks, and the compute units the scheduler places on.\n\n"
-	        "  --xml FILE      read an hwloc 2.x XML topology (`lstopo --of xml`); the\n"
-	        "                  NVLinkBandwidth distances matrix gives NVLinks.\n"
-	        "                  $HWLOC_XMLFILE is used when neither --xml nor --model is given\n"
-	        "  --model NAME    a built-in model (see --list-models; generic-N for N GPUs)\n"
-	        "  -o FORMAT       text (default; like lstopo), matrix (`nvidia-smi topo -m`),\n"
-	        "                  json (the whole model), dot (Graphviz: `| dot -Tsvg`),\n"
-	        "                  xml (hwloc XML that --xml reads back)\n"
-	        "  --list-models   the built-in models\n\n"
-	        "Without --xml or --model, discovers this machine with hwloc (and NVML when\n"
-	        "libnvidia-ml.so.1 is present). Exit codes: 0 ok, 1 discovery failed,\n"
-	        "2 invalid input (missing file, bad XML, unknown model). See docs/topology.md.\n");
+	fprintf(
+	    f,
+	    "usage: iod topo [--xml FILE | --model NAME | --host] [-o text|matrix|json|dot|xml]\n"
+	    "       iod topo --list-models [-o json]\n\n"
+	    "Show a node's hardware topology: packages, NUMA nodes, caches, the PCIe tree,\n"
+	    "GPUs, NICs, DPUs, NVLinks, and the compute units the scheduler places on.\n\n"
+	    "  --xml FILE      read an hwloc 2.x XML topology (`lstopo --of xml`); the\n"
+	    "                  NVLinkBandwidth distances matrix gives NVLinks.\n"
+	    "                  $HWLOC_XMLFILE is used when neither --xml nor --model is given\n"
+	    "  --model NAME    a built-in model (see --list-models; generic-N for N GPUs)\n"
+	    "  --host          discover this machine even when $HWLOC_XMLFILE is set (the\n"
+	    "                  file stands for the machine and NVML, when present, completes it)\n"
+	    "  -o FORMAT       text (default; like lstopo), matrix (`nvidia-smi topo -m`),\n"
+	    "                  json (the whole model), dot (Graphviz: `| dot -Tsvg`),\n"
+	    "                  xml (hwloc XML that --xml reads back)\n"
+	    "  --list-models   the built-in models\n\n"
+	    "Without --xml or --model, discovers this machine with hwloc (and NVML when\n"
+	    "libnvidia-ml.so.1 is present). Exit codes: 0 ok, 1 discovery failed,\n"
+	    "2 invalid input (missing file, bad XML, unknown model). See docs/topology.md.\n");
 }
 
 static int list_models(bool json)
@@ -80,13 +83,17 @@ static int list_models(bool json)
 int cmd_topo(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"xml", required_argument, NULL, 'x'},    {"model", required_argument, NULL, 'm'},
-	    {"output", required_argument, NULL, 'o'}, {"list-models", no_argument, NULL, 'l'},
-	    {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+	    {"xml", required_argument, NULL, 'x'},
+	    {"model", required_argument, NULL, 'm'},
+	    {"output", required_argument, NULL, 'o'},
+	    {"list-models", no_argument, NULL, 'l'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"host", no_argument, NULL, 'H'},
+	    {NULL, 0, NULL, 0},
 	};
 	static const char *const formats[] = {"text", "json", "dot", "matrix", NULL};
 	const char *xml = NULL, *model = NULL, *out_name = "text";
-	bool list = false, as_xml = false;
+	bool list = false, as_xml = false, host = false;
 	enum iod_output out = IOD_OUT_TEXT;
 	int c;
 
@@ -101,6 +108,7 @@ int cmd_topo(int argc, char **argv)
 		case 'm': model = optarg; break;
 		case 'o': out_name = optarg; break;
 		case 'l': list = true; break;
+		case 'H': host = true; break;
 		case ':':
 			return iod_cli_fail("topo", IOD_EXIT_INVALID,
 			                    "%s needs a value; see --help", argv[optind - 1]);
@@ -118,8 +126,8 @@ int cmd_topo(int argc, char **argv)
 		return IOD_EXIT_INVALID;
 	if (list)
 		return list_models(out == IOD_OUT_JSON);
-	if (xml && model)
-		return iod_cli_fail("topo", IOD_EXIT_INVALID, "give --xml or --model, not both");
+	if ((xml != NULL) + (model != NULL) + host > 1)
+		return iod_cli_fail("topo", IOD_EXIT_INVALID, "give one of --xml, --model, --host");
 
 	struct iod_topo_node *n = malloc(sizeof(*n));
 	struct iod_err e = {0};
@@ -131,7 +139,7 @@ int cmd_topo(int argc, char **argv)
 		rc = iod_topo_model_load(model, n, &e);
 	else if (xml)
 		rc = iod_topo_load_xml_file(xml, n, &e);
-	else if (env && *env)
+	else if (env && *env && !host)
 		rc = iod_topo_load_xml_file(env, n, &e);
 	else {
 		rc = iod_topo_discover(n, &e);

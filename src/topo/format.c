@@ -342,7 +342,7 @@ int iod_topo_format_dot(const struct iod_topo_node *n, struct iod_buf *out)
 			rc |=
 			    iod_buf_printf(out,
 			                   "  dev%u -- dev%u [label=\"NV%u %s%s\", color=green3, "
-			                   "penwidth=2, constraint=false];\n",
+			                   "penwidth=2];\n",
 			                   a, b, l->nvlinks, bw, l->nvswitch ? " (NVSwitch)" : "");
 		}
 	/* the socket interconnect */

@@ -11,14 +11,16 @@
  * (NVIDIA/AMD display = GPU, network = NIC, Mellanox BlueField = DPU, ...).
  * The `NVLinkBandwidth` distances matrix (hwloc's NVML backend, MB/s,
  * 20000 per NVLink v1 and 25000 per v2-v4) gives NV#; NVSwitch endpoints in
- * it mean all-to-all. This is a shell: it reads files and the system; it
- * never prints (hwloc's own XML warnings are silenced) and reports errors
- * in the caller's iod_err.
+ * it mean all-to-all. This is a shell: it reads files and the system, and
+ * reports errors in the caller's iod_err; it never prints. Users' XML is
+ * parsed by hwloc in a child process (hwloc 2.9 crashes on some malformed
+ * documents); it must never reach hwloc in this process.
  */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -284,6 +286,43 @@ static void walk(struct conv *c, hwloc_obj_t obj, unsigned depth)
 	walk_io_children(c, obj, -1, 0);
 }
 
+/*
+ * A BlueField shows one PCI function per network port; it is one DPU (one
+ * compute unit with its Arm cores), so functions of one device fold into
+ * the first, which counts the ports. Arm cores and memory are not visible
+ * from the host: the common configuration per generation is assumed
+ * (BlueField-1: 16 cores, BlueField-2: 8 cores / 16 GiB, BlueField-3:
+ * 16 cores / 32 GiB) unless the XML says otherwise.
+ */
+static void fold_dpu_functions(struct iod_topo_node *n)
+{
+	for (unsigned i = 0; i < n->ndevices; i++) {
+		struct iod_topo_device *d = &n->devices[i];
+		if (d->kind != IOD_TOPO_DEV_DPU)
+			continue;
+		if (!d->cores)
+			d->cores = d->pci_device == 0xa2d6 ? 8 : 16;
+		if (!d->mem_bytes)
+			d->mem_bytes = (d->pci_device == 0xa2dc ? 32ull : 16ull) << 30;
+		if (!d->ports)
+			d->ports = 1;
+		for (unsigned j = i + 1; j < n->ndevices;) {
+			struct iod_topo_device *x = &n->devices[j];
+			if (x->kind != IOD_TOPO_DEV_DPU ||
+			    (x->pci_addr & ~7u) != (d->pci_addr & ~7u)) {
+				j++;
+				continue;
+			}
+			d->ports = (uint8_t)(d->ports + (x->ports ? x->ports : 1));
+			if (!d->port_bps)
+				d->port_bps = x->port_bps;
+			memmove(x, x + 1, sizeof(*x) * (n->ndevices - j - 1));
+			n->ndevices--;
+			memset(&n->devices[n->ndevices], 0, sizeof(*x));
+		}
+	}
+}
+
 /* Drop bridges with no modelled device below them, renumbering the rest. */
 static void prune_bridges(struct iod_topo_node *n)
 {
@@ -465,6 +504,7 @@ int iod_topo_from_hwloc(hwloc_topology_t t, struct iod_topo_node *n, const char 
 	if (!c.rc)
 		walk(&c, root, 0);
 	if (!c.rc) {
+		fold_dpu_functions(n);
 		prune_bridges(n);
 		c.rc = nvlink_matrix(&c);
 	}
@@ -541,13 +581,6 @@ static int load_buffer_here(const char *buf, size_t len, const char *what, struc
 	return load(t, n, what, IOD_TOPO_SRC_XML, e);
 }
 
-/* What the child hands back through the pipe: plain values, no pointers. */
-struct child_result {
-	int rc;                 /* 0 or -errno */
-	struct iod_err err;     /* the message when rc != 0 */
-	struct iod_topo_node n; /* the node when rc == 0 */
-};
-
 static int write_all(int fd, const void *p, size_t len)
 {
 	const char *c = p;
@@ -563,16 +596,64 @@ static int write_all(int fd, const void *p, size_t len)
 	return 0;
 }
 
+static size_t read_all(int fd, void *p, size_t len)
+{
+	size_t got = 0;
+	while (got < len) {
+		ssize_t k = read(fd, (char *)p + got, len - got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	return got;
+}
+
+/* What the child says before the normalized XML. */
+struct child_header {
+	int32_t rc;     /* 0, or the errno of hwloc's failure (positive) */
+	uint32_t bytes; /* length of the XML that follows */
+};
+
+/* In the child: parse with hwloc, write hwloc's own re-export to fd. */
+static int child_normalize(const char *buf, size_t len, int fd)
+{
+	struct child_header h = {0, 0};
+	hwloc_topology_t t;
+	char *xml = NULL;
+	int xlen = 0;
+
+	if (hwloc_topology_init(&t) < 0)
+		return 3;
+	hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_ALL);
+	errno = 0;
+	if (hwloc_topology_set_xmlbuffer(t, buf, (int)len) < 0 || hwloc_topology_load(t) < 0 ||
+	    hwloc_topology_export_xmlbuffer(t, &xml, &xlen, 0) < 0 || xlen <= 0)
+		h.rc = errno ? errno : EINVAL;
+	else
+		h.bytes = (uint32_t)(xlen - 1); /* without the NUL */
+	int rc = write_all(fd, &h, sizeof(h)) || (h.bytes && write_all(fd, xml, h.bytes)) ? 4 : 0;
+	if (xml)
+		hwloc_free_xmlbuffer(t, xml);
+	hwloc_topology_destroy(t);
+	return rc;
+}
+
 /*
  * hwloc's XML importer trusts its input (a document without nodesets makes
- * hwloc 2.9 dereference NULL), so documents from users are parsed in a
- * child process; the node comes back through a pipe as a plain value and a
- * crash becomes an error message.
+ * hwloc 2.9 dereference NULL), so a document from a user is first parsed by
+ * hwloc in a child process, which hands back hwloc's own re-export of it; a
+ * crash there becomes an error message. The parent then reads that
+ * normalized document (which hwloc wrote itself) and converts it in-process,
+ * so iod's own code always runs where the sanitizers and the fuzzer see it.
  */
 static int load_buffer_isolated(const char *buf, size_t len, const char *what,
                                 struct iod_topo_node *n, struct iod_err *e)
 {
 	int fds[2];
+	if (len > INT32_MAX)
+		return iod_err_set(e, -E2BIG, "%s: too large", what);
 	if (pipe(fds) < 0)
 		return iod_err_set(e, -errno, "%s: pipe: %s", what, strerror(errno));
 	pid_t pid = fork();
@@ -583,49 +664,56 @@ static int load_buffer_isolated(const char *buf, size_t len, const char *what,
 		return iod_err_set(e, -err, "%s: fork: %s", what, strerror(err));
 	}
 	if (pid == 0) {
-		struct child_result *r = calloc(1, sizeof(*r));
+		/* die by the signal, quietly: no sanitizer or fuzzer handlers */
+		struct sigaction dfl;
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		static const int deadly[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGALRM};
+		for (size_t i = 0; i < IOD_ARRAY_LEN(deadly); i++)
+			sigaction(deadly[i], &dfl, NULL);
+		alarm(IOD_TOPO_XML_PARSE_S_MAX); /* hwloc looping on a bad document */
 		close(fds[0]);
-		if (!r)
-			_exit(3);
-		r->rc = load_buffer_here(buf, len, what, &r->n, &r->err);
-		_exit(write_all(fds[1], r, sizeof(*r)) ? 4 : 0);
+		_exit(child_normalize(buf, len, fds[1]));
 	}
 	close(fds[1]);
-	struct child_result *r = malloc(sizeof(*r));
-	size_t got = 0;
-	while (r && got < sizeof(*r)) {
-		ssize_t k = read(fds[0], (char *)r + got, sizeof(*r) - got);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			break;
-		got += (size_t)k;
+	struct child_header h = {0, 0};
+	size_t got = read_all(fds[0], &h, sizeof(h));
+	char *xml = NULL;
+	size_t xml_got = 0;
+	if (got == sizeof(h) && h.rc == 0 && h.bytes > 0 && h.bytes <= 4u * IOD_TOPO_XML_MAX) {
+		xml = malloc(h.bytes);
+		if (xml)
+			xml_got = read_all(fds[0], xml, h.bytes);
 	}
 	close(fds[0]);
 	int status = 0;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	int rc;
-	if (!r)
-		rc = iod_err_set(e, -ENOMEM, "%s: out of memory", what);
-	else if (got != sizeof(*r)) {
+	if (got != sizeof(h)) {
 		if (WIFSIGNALED(status))
-			rc = iod_err_set(e, -EINVAL,
-			                 "%s: malformed hwloc XML: the hwloc parser crashed on it "
-			                 "(signal %d); check it with `lstopo --if xml -i %s`",
-			                 what, WTERMSIG(status), what);
+			rc = iod_err_set(
+			    e, -EINVAL,
+			    "%s: malformed hwloc XML: the hwloc parser %s on it "
+			    "(signal %d); `lstopo -i FILE` shows what hwloc makes of it",
+			    what,
+			    WTERMSIG(status) == SIGALRM ? "ran past the time limit" : "crashed",
+			    WTERMSIG(status));
 		else
 			rc = iod_err_set(e, -EIO, "%s: the XML reader exited with status %d", what,
 			                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-	} else if (r->rc) {
-		rc = r->rc;
-		if (e)
-			*e = r->err;
+	} else if (h.rc) {
+		rc = iod_err_set(e, -EINVAL,
+		                 "%s: hwloc could not load it (%s); is it an hwloc 2.x XML "
+		                 "document (`lstopo --of xml`)?",
+		                 what, strerror(h.rc));
+	} else if (!xml || xml_got != h.bytes) {
+		rc = iod_err_set(e, xml ? -EIO : -ENOMEM, "%s: reading the normalized XML failed",
+		                 what);
 	} else {
-		memcpy(n, &r->n, sizeof(*n));
-		rc = 0;
+		rc = load_buffer_here(xml, h.bytes, what, n, e);
 	}
-	free(r);
+	free(xml);
 	return rc;
 }
 
@@ -674,9 +762,15 @@ int iod_topo_load_xml_file(const char *path, struct iod_topo_node *n, struct iod
 int iod_topo_discover(struct iod_topo_node *n, struct iod_err *e)
 {
 	hwloc_topology_t t;
+	const char *file = getenv("HWLOC_XMLFILE");
+	if (file && *file) {
+		/* hwloc would read the file itself, in this process: read it the
+		 * safe way instead, then let NVML complete it as on a real host */
+		int rc = iod_topo_load_xml_file(file, n, e);
+		return rc ? rc : iod_topo_nvml_enrich(n, e);
+	}
 	if (hwloc_topology_init(&t) < 0)
 		return iod_err_set(e, -ENOMEM, "hwloc_topology_init failed");
-	/* HWLOC_XMLFILE would make hwloc read a file here: callers handle it */
 	hwloc_topology_set_flags(t, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM);
 	int rc = load(t, n, "this machine", IOD_TOPO_SRC_HOST, e);
 	if (rc)

@@ -59,7 +59,13 @@ struct nvml_api {
 	nvml_return (*link_version)(nvml_dev, unsigned int, unsigned int *);
 	nvml_return (*common_ancestor)(nvml_dev, nvml_dev, int *);
 	nvml_return (*compute_capability)(nvml_dev, int *, int *);
+	nvml_return (*link_remote_type)(nvml_dev, unsigned int, int *); /* optional */
 };
+
+/* nvmlIntNvLinkDeviceType_t */
+#define NVML_NVLINK_DEVICE_TYPE_GPU 0
+#define NVML_NVLINK_DEVICE_TYPE_IBMNPU 1
+#define NVML_NVLINK_DEVICE_TYPE_SWITCH 2
 
 #define SYM(field, name) api->field = (__typeof__(api->field))dlsym(api->lib, name)
 
@@ -82,6 +88,7 @@ static bool nvml_open(struct nvml_api *api)
 	SYM(link_version, "nvmlDeviceGetNvLinkVersion");
 	SYM(common_ancestor, "nvmlDeviceGetTopologyCommonAncestor");
 	SYM(compute_capability, "nvmlDeviceGetCudaComputeCapability");
+	SYM(link_remote_type, "nvmlDeviceGetNvLinkRemoteDeviceType");
 	if (!api->init || !api->shutdown || !api->count || !api->by_index || !api->pci_info ||
 	    api->init() != NVML_SUCCESS) {
 		dlclose(api->lib);
@@ -186,13 +193,24 @@ int iod_topo_nvml_enrich(struct iod_topo_node *n, struct iod_err *e)
 			if (api.link_version &&
 			    api.link_version(handle[i], l, &version) == NVML_SUCCESS)
 				g->nvlink_bps = (version == 1 ? 20 : 25) * 1000000000ull * 8;
-			if (!api.link_remote_pci ||
-			    api.link_remote_pci(handle[i], l, &peer) != NVML_SUCCESS)
-				continue;
-			int p = gpu_at(n, &peer);
+			/* Where does the link go? The peer type (newer drivers) says
+			 * GPU, NVSwitch or CPU; a peer whose PCI address we cannot
+			 * get or that is not one of our GPUs is taken for an NVSwitch:
+			 * HGX boards' NVSwitches need not be visible on the host's PCI
+			 * bus, and nvidia-smi still shows NV# between every pair. */
+			int type = -1;
+			if (api.link_remote_type &&
+			    api.link_remote_type(handle[i], l, &type) != NVML_SUCCESS)
+				type = -1;
+			if (type == NVML_NVLINK_DEVICE_TYPE_IBMNPU)
+				continue; /* GPU-to-CPU NVLink (POWER9): not between GPUs */
+			int p = -1;
+			if (type != NVML_NVLINK_DEVICE_TYPE_SWITCH && api.link_remote_pci &&
+			    api.link_remote_pci(handle[i], l, &peer) == NVML_SUCCESS)
+				p = gpu_at(n, &peer);
 			if (p < 0)
-				to_switch[dev_of[i]]++; /* NVSwitch (or a CPU over NVLink) */
-			else if (p > dev_of[i])         /* each GPU pair is seen from both ends */
+				to_switch[dev_of[i]]++;
+			else if (p > dev_of[i]) /* each GPU pair is seen from both ends */
 				rc = iod_topo_add_nvlink(n, (unsigned)dev_of[i], (unsigned)p, 1,
 				                         false, e);
 		}

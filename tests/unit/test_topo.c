@@ -7,6 +7,7 @@
  */
 #include "harness.h"
 #include "iod/topo.h"
+#include "topo/internal.h" /* iod_topo_pci_classify */
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -651,4 +652,38 @@ TEST(discover_this_machine)
 	CHECK_STR(ta.data, tb.data);
 	iod_buf_free(&ta);
 	iod_buf_free(&tb);
+}
+
+TEST(pci_classification_from_plain_hwloc)
+{
+	/* tests/fixtures/pci-classes.xml: a BMC VGA (not a GPU), an H100, a
+	 * virtio NIC, a BlueField-3 with one PCI function per port, an NVMe */
+	static struct iod_topo_node n;
+	struct iod_err e = {0};
+	CHECK_MSG(iod_topo_load_xml_file("tests/fixtures/pci-classes.xml", &n, &e) == 0, "%s",
+	          e.msg);
+	CHECK_STR(n.name, "pci-classes");
+	CHECK_EQ(n.ngpus, 1);
+	CHECK_EQ(n.devices[n.gpu[0]].pci_device, 0x2330);
+	CHECK_EQ(n.nnics, 2);
+	const struct iod_topo_device *dpu = &n.devices[n.nic[1]];
+	CHECK_EQ(dpu->kind, IOD_TOPO_DEV_DPU);
+	CHECK_EQ(dpu->ports, 2); /* two functions, one DPU */
+	CHECK_EQ(dpu->cores, 16);
+	CHECK_STR(dpu->os_name, "mlx5_0");
+	CHECK_STR(n.devices[n.nic[0]].os_name, "eth0");
+	CHECK_EQ(iod_topo_units_count(&n, IOD_COMPUTE_DPU), 1);
+	CHECK_EQ(iod_topo_units_count(&n, IOD_COMPUTE_TENSOR_CORE), 1);
+	unsigned nvme = 0;
+	for (unsigned i = 0; i < n.ndevices; i++)
+		nvme += n.devices[i].kind == IOD_TOPO_DEV_NVME;
+	CHECK_EQ(nvme, 1);
+	CHECK_EQ(n.ndevices, 4); /* the ASPEED VGA is not modelled */
+	CHECK_EQ(iod_topo_link_class(&n, n.gpu[0], n.nic[1]), IOD_TOPO_LINK_PHB);
+	/* the classifier itself */
+	CHECK_EQ(iod_topo_pci_classify(0x1a03, 0x2000, 0x0300), IOD_TOPO_DEV_OTHER);
+	CHECK_EQ(iod_topo_pci_classify(0x10de, 0x22a3, 0x0680), IOD_TOPO_DEV_OTHER); /* NVSwitch */
+	CHECK_EQ(iod_topo_pci_classify(0x15b3, 0x1021, 0x0207), IOD_TOPO_DEV_NIC);
+	CHECK_EQ(iod_topo_pci_classify(0x15b3, 0xa2d6, 0x0200), IOD_TOPO_DEV_DPU);
+	CHECK_EQ(iod_topo_pci_classify(0x10ee, 0x5000, 0x1200), IOD_TOPO_DEV_FPGA);
 }
