@@ -13,6 +13,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Diagnostics in file order (stable: equal positions keep walk order). */
 static void sort_diags(struct iod_spec_diags *d)
@@ -89,7 +90,11 @@ int iod_spec_load_file(const char *path, struct iod_spec **out, struct iod_spec_
 	memset(diags, 0, sizeof(*diags));
 	*out = NULL;
 	iod_buf_init(&b);
-	rc = iod_buf_read_file(&b, path, IOD_SPEC_FILE_MAX, &e);
+	struct stat st;
+	if (strcmp(path, "-") && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		rc = -EISDIR; /* fread on a directory fails with a vague EIO otherwise */
+	else
+		rc = iod_buf_read_file(&b, path, IOD_SPEC_FILE_MAX, &e);
 	if (rc) {
 		diags->n = diags->total = 1;
 		if (rc == -EFBIG)

@@ -529,3 +529,11 @@ TEST(health_flat_form)
 	json_decref(j);
 	iod_spec_free(s);
 }
+
+TEST(load_file_refuses_a_directory)
+{
+	struct iod_spec *s;
+	CHECK_EQ(iod_spec_load_file(iod_test_tmpdir(), &s, &diags), -EISDIR);
+	CHECK(s == NULL);
+	CHECK_CONTAINS(diags.d[0].msg, "Is a directory");
+}
