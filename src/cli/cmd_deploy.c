@@ -108,8 +108,11 @@ int cmd_deploy(int argc, char **argv)
 		}
 		json_array_foreach(unplaced, i, x)
 		{
+			const char *why = json_string_value(json_object_get(x, "why"));
 			printf("%-24s %-16s %s\n", json_string_value(json_object_get(x, "replica")),
-			       "(unplaced)", json_string_value(json_object_get(x, "reason")));
+			       "(unplaced)",
+			       why && why[0] ? why
+			                     : json_string_value(json_object_get(x, "reason")));
 		}
 		printf("deployed %s: %zu replica%s placed, %zu unplaced (revision %lld)\n", file,
 		       json_array_size(placed), json_array_size(placed) == 1 ? "" : "s",

@@ -3,6 +3,7 @@
  * the scheduler's reasons, as stored with the placement.
  */
 #include "ctl.h"
+#include "iod/sched.h"
 
 #include <getopt.h>
 #include <string.h>
@@ -75,6 +76,14 @@ int cmd_explain(int argc, char **argv)
 		}
 		if (!json_array_size(json_object_get(v, "reasons")))
 			printf("  (no reasons stored with this placement)\n");
+		json_t *ex = json_object_get(v, "explain");
+		if (ex) {
+			struct iod_buf b;
+			iod_buf_init(&b);
+			if (iod_sched_explain_format_json(ex, &b) == 0 && b.data)
+				printf("how it was chosen:\n%s", b.data);
+			iod_buf_free(&b);
+		}
 	}
 	iod_api_response_free(&r);
 	return IOD_EXIT_OK;
