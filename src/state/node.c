@@ -614,17 +614,19 @@ int iod_node_start(struct iod_node **out, uv_loop_t *loop, const struct iod_serv
 		if (rv == RAFT_CANTBOOTSTRAP)
 			IOD_INFO("raft", "existing state in %s: resuming", c->data_dir);
 	}
+	/* raft_start may restore a snapshot, which calls back into fsm_applied:
+	 * the handles it uses must exist first */
+	uv_timer_init(loop, &n->tick);
+	n->tick.data = n;
+	uv_idle_init(loop, &n->wake);
+	n->wake.data = n;
 	rv = raft_start(&n->raft);
 	if (rv) {
 		iod_err_set(e, -EIO, "raft start: %s", raft_errmsg(&n->raft));
 		goto fail_started;
 	}
-	uv_timer_init(loop, &n->tick);
-	n->tick.data = n;
 	/* ticks at the heartbeat: a new leader proposes its barrier promptly */
 	uv_timer_start(&n->tick, tick_cb, c->heartbeat_timeout_ms, c->heartbeat_timeout_ms);
-	uv_idle_init(loop, &n->wake);
-	n->wake.data = n;
 	*out = n;
 	return 0;
 

@@ -77,8 +77,11 @@ static int start(struct cluster *c, int i)
 	if (p == 0) {
 		if (!freopen(log, "a", stderr))
 			_exit(126);
+		/* small snapshot thresholds: restarts load snapshots and lagging
+		 * servers get InstallSnapshot, through the real libuv backend */
 		execl(c->bin, c->bin, "server", "--id", id, "--data-dir", dd, "--raft", raft,
-		      "--api", c->api[i], "--peers", c->peers, (char *)NULL);
+		      "--api", c->api[i], "--peers", c->peers, "--snapshot-threshold", "64",
+		      "--snapshot-trailing", "16", (char *)NULL);
 		_exit(127);
 	}
 	c->pid[i] = p;
@@ -229,7 +232,7 @@ static void failover_body(struct cluster *c)
 	struct iod_api_client cl;
 	struct iod_err e;
 	static bool acked[WRITES];
-	int kills = 0, acked_n = 0, dead = -1;
+	int kills = 0, acked_n = 0, dead = -1, unavailable = 0;
 
 	CHECK_EQ(iod_api_client_init(&cl, c->servers, &e), 0);
 	cl.retry_ms = 15000;
@@ -247,8 +250,15 @@ static void failover_body(struct cluster *c)
 			CHECK_EQ(start(c, dead), 0); /* restart from its data dir */
 			dead = -1;
 		}
-		if (put_key(&cl, k, &r) != 0)
-			continue; /* not acknowledged: allowed to be lost */
+		if (put_key(&cl, k, &r) != 0) {
+			/* not acknowledged: allowed to be lost; but a cluster that
+			 * stays unavailable is a failure (a server crashed?) */
+			CHECK_MSG(++unavailable < 3,
+			          "no write committed for 3 x %u ms (logs in %s)", cl.retry_ms,
+			          c->dir);
+			continue;
+		}
+		unavailable = 0;
 		if (r.status == 200) {
 			acked[k] = true;
 			acked_n++;
