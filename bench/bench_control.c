@@ -363,8 +363,8 @@ static bool writer_put(struct writer *w, const char *key, uint32_t deadline_ms)
 		/* an etcd follower holds a put while there is no leader (up to its
 		 * request timeout, seconds); a client retrying every attempt_ms sees
 		 * the new leader as soon as it commits */
-		int st = http(&w->fd[i], w->c->api[i], "POST", "/v3/kv/put", body, w->attempt_ms,
-		              NULL);
+		int st =
+		    http(&w->fd[i], w->c->api[i], "POST", "/v3/kv/put", body, w->attempt_ms, NULL);
 		if (st == 200)
 			return true;
 		w->cur = (w->cur + 1) % N;
@@ -418,8 +418,8 @@ static size_t failover(struct cluster *c, int rounds, int sig, uint64_t *us)
 		bool ok = writer_put(&w, key, 30000);
 		/* a write the victim itself acknowledged before the signal took
 		 * effect does not count: wait for one from the new leader */
-		for (int again = 0; ok && c->kind == IOD && !strcmp(w.last, c->api[leader]) &&
-		                    again < 10000;
+		for (int again = 0;
+		     ok && c->kind == IOD && !strcmp(w.last, c->api[leader]) && again < 10000;
 		     again++)
 			ok = writer_put(&w, key, 30000);
 		uint64_t t1 = now_us();
@@ -536,8 +536,13 @@ static void report_failover(const char *fig, struct cluster *c, uint64_t *us, si
 	res->p50 = pct_ms(us, n, 0.5);
 	res->p99 = pct_ms(us, n, 0.99);
 	res->max = n ? (double)us[n - 1] / 1000.0 : 0;
-	printf("BENCH control.%s_%s n=%zu p50_ms=%.1f p99_ms=%.1f max_ms=%.1f min_ms=%.1f\n", fig,
-	       c->name, n, res->p50, res->p99, res->max, n ? (double)us[0] / 1000.0 : 0);
+	size_t over = 0;
+	for (size_t i = 0; i < n; i++)
+		over += us[i] > 100000;
+	printf("BENCH control.%s_%s n=%zu p50_ms=%.1f p90_ms=%.1f p99_ms=%.1f max_ms=%.1f "
+	       "min_ms=%.1f over_100ms=%zu\n",
+	       fig, c->name, n, res->p50, pct_ms(us, n, 0.9), res->p99, res->max,
+	       n ? (double)us[0] / 1000.0 : 0, over);
 	fflush(stdout);
 }
 
