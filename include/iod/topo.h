@@ -321,6 +321,13 @@ int iod_topo_format_dot(const struct iod_topo_node *n, struct iod_buf *out);
 int iod_topo_format_xml(const struct iod_topo_node *n, struct iod_buf *out);
 /* The whole model as JSON (new reference; NULL on out of memory). */
 json_t *iod_topo_to_json(const struct iod_topo_node *n);
+/*
+ * The node back from iod_topo_to_json()'s JSON (e.g. an agent's registered
+ * topology). The value is untrusted: every field is checked; -EINVAL with
+ * the field's path in e ("devices[3].pci: ..."). Derived fields (link
+ * classes, units, islands) are recomputed, not read.
+ */
+int iod_topo_from_json(const json_t *j, struct iod_topo_node *n, struct iod_err *e);
 
 /* ---- queries (pure, no allocation) -------------------------------------- */
 

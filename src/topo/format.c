@@ -382,6 +382,17 @@ json_t *iod_topo_to_json(const struct iod_topo_node *n)
 	put(o, "mem_bytes", json_integer((json_int_t)n->mem_bytes));
 	put(o, "cpuset", jset(&n->cpuset));
 	put(o, "primary_pus", jset(&n->primary_pus));
+	json_t *cores = json_array();
+	for (int p = iod_bitmap_next(&n->primary_pus, 0); p >= 0;
+	     p = iod_bitmap_next(&n->primary_pus, (unsigned)p + 1)) {
+		struct iod_bitmap pus;
+		iod_bitmap_zero(&pus);
+		for (unsigned i = (unsigned)p; i < IOD_BITMAP_BITS; i++)
+			if (n->pu_core[i] == n->pu_core[p])
+				iod_bitmap_set(&pus, i);
+		json_array_append_new(cores, jset(&pus));
+	}
+	put(o, "core_pus", cores);
 
 	json_t *a = json_array();
 	for (unsigned p = 0; p < n->npackages; p++) {
@@ -451,23 +462,19 @@ json_t *iod_topo_to_json(const struct iod_topo_node *n)
 		put(x, "pcie_gen", json_integer(d->pcie_gen));
 		put(x, "pcie_width", json_integer(d->pcie_width));
 		put(x, "pcie_bps", json_integer((json_int_t)d->pcie_bps));
+		/* one schema for every kind: cores are a GPU's SMs, a DPU's Arm cores */
+		put(x, "cores", json_integer(d->cores));
+		put(x, "nvlinks", json_integer(d->nvlinks));
+		put(x, "nvlink_bps", json_integer((json_int_t)d->nvlink_bps));
+		put(x, "tensor_cores", json_boolean(d->tensor_cores));
+		put(x, "tflops", json_integer(d->tflops));
+		put(x, "ports", json_integer(d->ports));
+		put(x, "port_bps", json_integer((json_int_t)d->port_bps));
+		put(x, "board", json_integer(d->board));
 		if (d->kind == IOD_TOPO_DEV_GPU) {
 			put(x, "gpu_index", json_integer(d->gpu_index));
-			put(x, "sms", json_integer(d->cores));
-			put(x, "nvlinks", json_integer(d->nvlinks));
-			put(x, "nvlink_bps", json_integer((json_int_t)d->nvlink_bps));
-			put(x, "tensor_cores", json_boolean(d->tensor_cores));
-			put(x, "tflops", json_integer(d->tflops));
 			put(x, "nvlink_island", json_integer(n->gpu_island[d->gpu_index]));
 		}
-		if (d->ports) {
-			put(x, "ports", json_integer(d->ports));
-			put(x, "port_bps", json_integer((json_int_t)d->port_bps));
-		}
-		if (d->kind == IOD_TOPO_DEV_DPU)
-			put(x, "arm_cores", json_integer(d->cores));
-		if (d->board >= 0)
-			put(x, "board", json_integer(d->board));
 		json_t *links = json_object();
 		for (unsigned j = 0; j < n->ndevices; j++) {
 			if (j == i)

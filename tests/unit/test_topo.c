@@ -687,3 +687,92 @@ TEST(pci_classification_from_plain_hwloc)
 	CHECK_EQ(iod_topo_pci_classify(0x15b3, 0xa2d6, 0x0200), IOD_TOPO_DEV_DPU);
 	CHECK_EQ(iod_topo_pci_classify(0x10ee, 0x5000, 0x1200), IOD_TOPO_DEV_FPGA);
 }
+
+/* ---- JSON ------------------------------------------------------------------ */
+
+static int json_back(const struct iod_topo_node *n, struct iod_topo_node *back, struct iod_err *e)
+{
+	/* through text, as it travels */
+	json_t *j = iod_topo_to_json(n);
+	char *text = j ? iod_json_string(j, true) : NULL;
+	json_decref(j);
+	json_t *parsed = NULL;
+	int rc = text ? iod_json_parse(text, strlen(text), &parsed, e) : -ENOMEM;
+	free(text);
+	if (!rc)
+		rc = iod_topo_from_json(parsed, back, e);
+	json_decref(parsed);
+	return rc;
+}
+
+TEST(json_round_trip)
+{
+	static struct iod_topo_node back, host;
+	struct iod_err e = {0};
+	char why[256];
+	const char *const *names = iod_topo_model_names();
+	for (; *names; names++) {
+		struct iod_topo_node *n = load(*names);
+		CHECK(n);
+		CHECK_MSG(json_back(n, &back, &e) == 0, "%s: %s", *names, e.msg);
+		CHECK_MSG(iod_topo_node_same(n, &back, why, sizeof(why)), "%s: %s", *names, why);
+		CHECK_EQ(back.source, IOD_TOPO_SRC_MODEL);
+		CHECK_STR(back.model, *names);
+		CHECK(memcmp(back.pu_core, n->pu_core, sizeof(n->pu_core)) == 0);
+	}
+	if (!getenv("HWLOC_XMLFILE")) {
+		CHECK(iod_topo_discover(&host, &e) == 0);
+		CHECK_MSG(json_back(&host, &back, &e) == 0, "this machine: %s", e.msg);
+		CHECK_MSG(iod_topo_node_same(&host, &back, why, sizeof(why)), "this machine: %s",
+		          why);
+	}
+}
+
+static int from_text(const char *text, struct iod_err *e)
+{
+	static struct iod_topo_node n;
+	json_t *j = NULL;
+	int rc = iod_json_parse(text, strlen(text), &j, e);
+	if (!rc)
+		rc = iod_topo_from_json(j, &n, e);
+	json_decref(j);
+	return rc;
+}
+
+TEST(json_bad_input)
+{
+	struct iod_err e = {0};
+	CHECK(from_text("[]", &e) == -EINVAL);
+	CHECK_CONTAINS(e.msg, "expected an object");
+	CHECK(from_text("{\"packages\": [], \"numa\": []}", &e) == -EINVAL);
+	CHECK_CONTAINS(e.msg, "caches");
+	const char *no_numa = "{\"packages\":[{\"os_index\":0,\"cpuset\":\"0\"}],\"numa\":[],"
+	                      "\"caches\":[],\"core_pus\":[],\"bridges\":[],\"devices\":[]}";
+	CHECK(from_text(no_numa, &e) == -EINVAL);
+	CHECK_CONTAINS(e.msg, "no NUMA node");
+	const char *bad_set = "{\"packages\":[{\"os_index\":0,\"cpuset\":\"0-x\"}],\"numa\":[],"
+	                      "\"caches\":[],\"core_pus\":[],\"bridges\":[],\"devices\":[]}";
+	CHECK(from_text(bad_set, &e) == -EINVAL);
+	CHECK_CONTAINS(e.msg, "packages[0].cpuset");
+	const char *bad_dev =
+	    "{\"packages\":[{\"os_index\":0,\"cpuset\":\"0\"}],"
+	    "\"numa\":[{\"os_index\":0,\"package\":0,\"mem_bytes\":1,\"cpuset\":\"0\"}],"
+	    "\"caches\":[],\"core_pus\":[],\"bridges\":[],"
+	    "\"devices\":[{\"kind\":\"gpu\",\"pci\":\"0000:01:00.0\",\"cpuset\":\"0\",\"bridge\":3}"
+	    "]}";
+	CHECK(from_text(bad_dev, &e) == -EINVAL);
+	CHECK_CONTAINS(e.msg, "devices[0].bridge");
+	const char *bad_link =
+	    "{\"packages\":[{\"os_index\":0,\"cpuset\":\"0\"}],"
+	    "\"numa\":[{\"os_index\":0,\"package\":0,\"mem_bytes\":1,\"cpuset\":\"0\"}],"
+	    "\"caches\":[],\"core_pus\":[],\"bridges\":[],"
+	    "\"devices\":[{\"kind\":\"gpu\",\"name\":\"GPU0\",\"pci\":\"0000:01:00.0\","
+	    "\"cpuset\":\"0\",\"links\":{\"GPU9\":{\"nvlinks\":2}}}]}";
+	CHECK(from_text(bad_link, &e) == -EINVAL);
+	CHECK_CONTAINS(e.msg, "GPU9");
+	const char *loop =
+	    "{\"packages\":[],\"numa\":[],\"caches\":[],\"core_pus\":[],"
+	    "\"bridges\":[{\"kind\":\"switch\",\"parent\":0,\"pci\":\"0000:00:00.0\"}],"
+	    "\"devices\":[]}";
+	CHECK(from_text(loop, &e) == -EINVAL);
+}
