@@ -776,3 +776,43 @@ TEST(json_bad_input)
 	    "\"devices\":[]}";
 	CHECK(from_text(loop, &e) == -EINVAL);
 }
+
+TEST(xml_round_trip_two_numa_nodes_per_socket)
+{
+	/* sub-NUMA clustering: one package, one L3, two NUMA nodes, a root
+	 * complex on each; the XML must keep each bridge on its NUMA node */
+	static struct iod_topo_node n, back;
+	struct iod_err e = {0};
+	struct iod_bitmap all = set_of("0-7"), lo = set_of("0-3"), hi = set_of("4-7");
+	char why[256];
+	iod_topo_node_init(&n, "snc2");
+	CHECK(iod_topo_add_package(&n, 0, &all, "SNC CPU", &e) == 0);
+	CHECK(iod_topo_add_numa(&n, 0, 0, 64ull << 30, &lo, &e) == 0);
+	CHECK(iod_topo_add_numa(&n, 1, 0, 64ull << 30, &hi, &e) == 1);
+	CHECK(iod_topo_add_cache(&n, 3, 32ull << 20, &all, &e) == 0);
+	for (int m = 0; m < 2; m++) {
+		int h = iod_topo_add_bridge(&n, IOD_TOPO_BRIDGE_HOST, -1, m, 0, &e);
+		int s = iod_topo_add_bridge(&n, IOD_TOPO_BRIDGE_SWITCH, h, -1, 0, &e);
+		CHECK(h >= 0 && s >= 0);
+		struct iod_topo_device d;
+		iod_topo_device_init(&d, IOD_TOPO_DEV_GPU);
+		d.pci_vendor = 0x10de;
+		d.pci_class = 0x0302;
+		snprintf(d.vendor, sizeof(d.vendor), "NVIDIA");
+		snprintf(d.model, sizeof(d.model), "Test GPU");
+		d.bridge = (int16_t)s;
+		CHECK(iod_topo_add_device(&n, &d, &e) >= 0);
+	}
+	iod_topo_assign_pci(&n);
+	CHECK(iod_topo_node_finalize(&n, &e) == 0);
+	CHECK_EQ(iod_topo_link_class(&n, n.gpu[0], n.gpu[1]), IOD_TOPO_LINK_SYS);
+	struct iod_buf xml;
+	iod_buf_init(&xml);
+	CHECK(iod_topo_format_xml(&n, &xml) == 0);
+	int rc = iod_topo_load_xml_buffer(xml.data, xml.len, &back, &e);
+	iod_buf_free(&xml);
+	CHECK_MSG(rc == 0, "%s", e.msg);
+	CHECK_MSG(iod_topo_node_same(&n, &back, why, sizeof(why)), "%s", why);
+	CHECK_EQ(back.devices[back.gpu[1]].numa, 1);
+	CHECK_EQ(iod_topo_link_class(&back, back.gpu[0], back.gpu[1]), IOD_TOPO_LINK_SYS);
+}
