@@ -332,19 +332,37 @@ int iod_topo_format_dot(const struct iod_topo_node *n, struct iod_buf *out)
 		else
 			rc |= iod_buf_printf(out, "  br%d -- dev%u;\n", d->bridge, i);
 	}
-	/* NVLinks */
-	for (unsigned a = 0; a < n->ndevices; a++)
-		for (unsigned b = a + 1; b < n->ndevices; b++) {
+	/* NVLinks: direct ones pairwise; NVSwitch as one fabric node, each GPU
+	 * joined to it by its switch links (28 pairwise edges say less) */
+	bool fabric = false;
+	for (unsigned a = 0; a < n->ndevices; a++) {
+		unsigned via_switch = 0;
+		for (unsigned b = 0; b < n->ndevices; b++) {
 			const struct iod_topo_link *l = &n->link[a][b];
-			if (!l->nvlinks)
+			if (l->nvlinks && l->nvswitch)
+				via_switch = IOD_MAX(via_switch, l->nvlinks);
+			if (b <= a || !l->nvlinks || l->nvswitch)
 				continue;
 			dot_bw(iod_topo_link_bw_bps(n, a, b), bw, sizeof(bw));
-			rc |=
-			    iod_buf_printf(out,
-			                   "  dev%u -- dev%u [label=\"NV%u %s%s\", color=green3, "
-			                   "penwidth=2];\n",
-			                   a, b, l->nvlinks, bw, l->nvswitch ? " (NVSwitch)" : "");
+			rc |= iod_buf_printf(out,
+			                     "  dev%u -- dev%u [label=\"NV%u %s\", color=green3, "
+			                     "penwidth=2];\n",
+			                     a, b, l->nvlinks, bw);
 		}
+		if (!via_switch)
+			continue;
+		if (!fabric)
+			rc |= iod_buf_printf(out, "  nvswitch [label=\"NVSwitch\", shape=hexagon, "
+			                          "style=filled, fillcolor=palegreen];\n");
+		fabric = true;
+		const struct iod_topo_device *d = &n->devices[a];
+		dot_bw((d->nvlink_bps ? d->nvlink_bps : 25000000000ull * 8) * via_switch, bw,
+		       sizeof(bw));
+		rc |= iod_buf_printf(out,
+		                     "  dev%u -- nvswitch [label=\"NV%u %s\", color=green3, "
+		                     "penwidth=2];\n",
+		                     a, via_switch, bw);
+	}
 	/* the socket interconnect */
 	for (unsigned p = 1; p < n->npackages; p++)
 		rc |= iod_buf_printf(out, "  pkg0 -- pkg%u [label=\"SYS\", style=dashed];\n", p);

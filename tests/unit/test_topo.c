@@ -579,7 +579,11 @@ TEST(text_json_dot)
 	b.len = 0;
 	CHECK(iod_topo_format_dot(n, &b) == 0);
 	CHECK_CONTAINS(b.data, "subgraph cluster_pkg0");
-	CHECK_CONTAINS(b.data, "NV18 450 GB/s (NVSwitch)");
+	CHECK_CONTAINS(b.data, "nvswitch [label=\"NVSwitch\"");
+	CHECK_CONTAINS(b.data, "dev7 -- nvswitch [label=\"NV18 450 GB/s\"");
+	b.len = 0;
+	CHECK(iod_topo_format_dot(load("pcie-4gpu-nvlink-pairs"), &b) == 0);
+	CHECK_CONTAINS(b.data, "dev0 -- dev1 [label=\"NV2 50 GB/s\"");
 	iod_buf_free(&b);
 
 	json_t *j = iod_topo_to_json(n);
