@@ -12,11 +12,13 @@
  * Everything lives in fixed-size arrays bounded by IOD_TOPO_* limits: a node
  * has no pointers, so it can be copied with memcpy, compared with memcmp
  * (iod_topo_node_init zeroes padding) and held by the thousand. Nodes come
- * from four places, all of which end in iod_topo_node_finalize():
+ * from five places, all of which end in iod_topo_node_finalize():
  *   - built-in models (pure data: "dgx-h100", "generic-4", ...);
  *   - an hwloc XML file or buffer (modelled or gathered machines);
  *   - discovery on this machine (hwloc, plus NVML through dlopen when present);
+ *   - the JSON iod_topo_to_json writes (a node's topology in cluster state);
  *   - the builder calls below (tests, the simulator).
+ * GPU sets are read from the bitmap's first word (IOD_TOPO_GPUS_MAX <= 64).
  *
  * Queries (link class, bandwidth, scores, nearest NIC/NUMA, islands) are
  * pure: no allocation, no I/O, O(devices^2) at worst. Loading and discovery
