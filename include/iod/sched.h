@@ -48,7 +48,7 @@ int iod_sched_numa_parse(const char *s, enum iod_sched_numa *out);
 enum iod_sched_link {
 	IOD_SCHED_LINK_ANY,    /* any set; the best-connected one is preferred */
 	IOD_SCHED_LINK_NVLINK, /* every pair of the set joined by a direct NVLink */
-	IOD_SCHED_LINK_PCIE,   /* no NVLink needed (treated as any) */
+	IOD_SCHED_LINK_PCIE,   /* no NVLink needed: GPUs without NVLink preferred */
 };
 
 /* Failure domains, for anti-affinity and spread. */
