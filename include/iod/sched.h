@@ -213,7 +213,7 @@ struct iod_sched_candidate {
 
 /* The record `iod explain` prints: how the decision was made. */
 struct iod_sched_explain {
-	uint32_t evaluated; /* nodes looked at */
+	uint32_t evaluated; /* nodes scored (past the free-GPU and anti-affinity pre-filters) */
 	uint32_t feasible;  /* nodes that passed every filter */
 	uint32_t cand_n;    /* top candidates kept, best first */
 	struct iod_sched_candidate cand[IOD_SCHED_EXPLAIN_TOP];
