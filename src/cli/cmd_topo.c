@@ -19,6 +19,7 @@ static void usage(FILE *f)
 	fprintf(
 	    f,
 	    "usage: iod topo [--xml FILE | --model NAME | --host] [-o text|matrix|json|dot|xml]\n"
+	    "       iod topo [--xml FILE | --model NAME | --host] --gpus SET [-o text|json]\n"
 	    "       iod topo --list-models [-o json]\n\n"
 	    "Show a node's hardware topology: packages, NUMA nodes, caches, the PCIe tree,\n"
 	    "GPUs, NICs, DPUs, NVLinks, and the compute units the scheduler places on.\n\n"
