@@ -48,7 +48,7 @@ int iod_sched_numa_parse(const char *s, enum iod_sched_numa *out);
 enum iod_sched_link {
 	IOD_SCHED_LINK_ANY,    /* any set; the best-connected one is preferred */
 	IOD_SCHED_LINK_NVLINK, /* every pair of the set joined by a direct NVLink */
-	IOD_SCHED_LINK_PCIE,   /* no NVLink needed (treated as any) */
+	IOD_SCHED_LINK_PCIE,   /* no NVLink needed: GPUs without NVLink preferred */
 };
 
 /* Failure domains, for anti-affinity and spread. */
@@ -213,7 +213,7 @@ struct iod_sched_candidate {
 
 /* The record `iod explain` prints: how the decision was made. */
 struct iod_sched_explain {
-	uint32_t evaluated; /* nodes looked at */
+	uint32_t evaluated; /* nodes scored (past the free-GPU and anti-affinity pre-filters) */
 	uint32_t feasible;  /* nodes that passed every filter */
 	uint32_t cand_n;    /* top candidates kept, best first */
 	struct iod_sched_candidate cand[IOD_SCHED_EXPLAIN_TOP];

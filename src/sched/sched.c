@@ -870,7 +870,15 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id,
 
 		/* feasible: score it */
 		int32_t t[IOD_SCHED_TERMS_N];
-		if (k >= 2 && c->pair_max > 0) {
+		if (r->gpu_link == IOD_SCHED_LINK_PCIE && k > 0) {
+			/* no NVLink wanted: prefer GPUs without any, keeping NVLink
+			 * islands for the replicas that need them */
+			uint32_t linked = 0;
+			for (uint32_t m2 = cl->mask; m2; m2 &= m2 - 1)
+				linked += sh->s.nvlink[__builtin_ctz(m2)] != 0;
+			t[IOD_SCHED_TERM_GPU] =
+			    (int32_t)(IOD_SCHED_TERM_MAX - IOD_SCHED_TERM_MAX * linked / k);
+		} else if (k >= 2 && c->pair_max > 0) {
 			uint64_t pairs = (uint64_t)k * (k - 1) / 2;
 			t[IOD_SCHED_TERM_GPU] = (int32_t)((uint64_t)cl->score * IOD_SCHED_TERM_MAX /
 			                                  (pairs * c->pair_max));

@@ -332,19 +332,37 @@ int iod_topo_format_dot(const struct iod_topo_node *n, struct iod_buf *out)
 		else
 			rc |= iod_buf_printf(out, "  br%d -- dev%u;\n", d->bridge, i);
 	}
-	/* NVLinks */
-	for (unsigned a = 0; a < n->ndevices; a++)
-		for (unsigned b = a + 1; b < n->ndevices; b++) {
+	/* NVLinks: direct ones pairwise; NVSwitch as one fabric node, each GPU
+	 * joined to it by its switch links (28 pairwise edges say less) */
+	bool fabric = false;
+	for (unsigned a = 0; a < n->ndevices; a++) {
+		unsigned via_switch = 0;
+		for (unsigned b = 0; b < n->ndevices; b++) {
 			const struct iod_topo_link *l = &n->link[a][b];
-			if (!l->nvlinks)
+			if (l->nvlinks && l->nvswitch)
+				via_switch = IOD_MAX(via_switch, l->nvlinks);
+			if (b <= a || !l->nvlinks || l->nvswitch)
 				continue;
 			dot_bw(iod_topo_link_bw_bps(n, a, b), bw, sizeof(bw));
-			rc |=
-			    iod_buf_printf(out,
-			                   "  dev%u -- dev%u [label=\"NV%u %s%s\", color=green3, "
-			                   "penwidth=2];\n",
-			                   a, b, l->nvlinks, bw, l->nvswitch ? " (NVSwitch)" : "");
+			rc |= iod_buf_printf(out,
+			                     "  dev%u -- dev%u [label=\"NV%u %s\", color=green3, "
+			                     "penwidth=2];\n",
+			                     a, b, l->nvlinks, bw);
 		}
+		if (!via_switch)
+			continue;
+		if (!fabric)
+			rc |= iod_buf_printf(out, "  nvswitch [label=\"NVSwitch\", shape=hexagon, "
+			                          "style=filled, fillcolor=palegreen];\n");
+		fabric = true;
+		const struct iod_topo_device *d = &n->devices[a];
+		dot_bw((d->nvlink_bps ? d->nvlink_bps : 25000000000ull * 8) * via_switch, bw,
+		       sizeof(bw));
+		rc |= iod_buf_printf(out,
+		                     "  dev%u -- nvswitch [label=\"NV%u %s\", color=green3, "
+		                     "penwidth=2];\n",
+		                     a, via_switch, bw);
+	}
 	/* the socket interconnect */
 	for (unsigned p = 1; p < n->npackages; p++)
 		rc |= iod_buf_printf(out, "  pkg0 -- pkg%u [label=\"SYS\", style=dashed];\n", p);
@@ -382,6 +400,17 @@ json_t *iod_topo_to_json(const struct iod_topo_node *n)
 	put(o, "mem_bytes", json_integer((json_int_t)n->mem_bytes));
 	put(o, "cpuset", jset(&n->cpuset));
 	put(o, "primary_pus", jset(&n->primary_pus));
+	json_t *cores = json_array();
+	for (int p = iod_bitmap_next(&n->primary_pus, 0); p >= 0;
+	     p = iod_bitmap_next(&n->primary_pus, (unsigned)p + 1)) {
+		struct iod_bitmap pus;
+		iod_bitmap_zero(&pus);
+		for (unsigned i = (unsigned)p; i < IOD_BITMAP_BITS; i++)
+			if (n->pu_core[i] == n->pu_core[p])
+				iod_bitmap_set(&pus, i);
+		json_array_append_new(cores, jset(&pus));
+	}
+	put(o, "core_pus", cores);
 
 	json_t *a = json_array();
 	for (unsigned p = 0; p < n->npackages; p++) {
@@ -451,23 +480,19 @@ json_t *iod_topo_to_json(const struct iod_topo_node *n)
 		put(x, "pcie_gen", json_integer(d->pcie_gen));
 		put(x, "pcie_width", json_integer(d->pcie_width));
 		put(x, "pcie_bps", json_integer((json_int_t)d->pcie_bps));
+		/* one schema for every kind: cores are a GPU's SMs, a DPU's Arm cores */
+		put(x, "cores", json_integer(d->cores));
+		put(x, "nvlinks", json_integer(d->nvlinks));
+		put(x, "nvlink_bps", json_integer((json_int_t)d->nvlink_bps));
+		put(x, "tensor_cores", json_boolean(d->tensor_cores));
+		put(x, "tflops", json_integer(d->tflops));
+		put(x, "ports", json_integer(d->ports));
+		put(x, "port_bps", json_integer((json_int_t)d->port_bps));
+		put(x, "board", json_integer(d->board));
 		if (d->kind == IOD_TOPO_DEV_GPU) {
 			put(x, "gpu_index", json_integer(d->gpu_index));
-			put(x, "sms", json_integer(d->cores));
-			put(x, "nvlinks", json_integer(d->nvlinks));
-			put(x, "nvlink_bps", json_integer((json_int_t)d->nvlink_bps));
-			put(x, "tensor_cores", json_boolean(d->tensor_cores));
-			put(x, "tflops", json_integer(d->tflops));
 			put(x, "nvlink_island", json_integer(n->gpu_island[d->gpu_index]));
 		}
-		if (d->ports) {
-			put(x, "ports", json_integer(d->ports));
-			put(x, "port_bps", json_integer((json_int_t)d->port_bps));
-		}
-		if (d->kind == IOD_TOPO_DEV_DPU)
-			put(x, "arm_cores", json_integer(d->cores));
-		if (d->board >= 0)
-			put(x, "board", json_integer(d->board));
 		json_t *links = json_object();
 		for (unsigned j = 0; j < n->ndevices; j++) {
 			if (j == i)

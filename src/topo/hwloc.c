@@ -740,6 +740,9 @@ int iod_topo_load_xml_trusted(const char *buf, size_t len, struct iod_topo_node 
 int iod_topo_load_xml_file(const char *path, struct iod_topo_node *n, struct iod_err *e)
 {
 	struct iod_buf b;
+	struct stat st;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return iod_err_set(e, -EISDIR, "%s: is a directory; give an hwloc XML file", path);
 	iod_buf_init(&b);
 	int rc = iod_buf_read_file(&b, path, IOD_TOPO_XML_MAX, e);
 	if (rc) {

@@ -35,8 +35,8 @@ assert g[3]["uuid"].endswith("0003"), g[3]["uuid"]
 assert g[0]["mem_bytes"] == 141 << 30
 assert g[0]["nvlinks"] == 18 and g[0]["nvlink_bps"] == 25 * 8 * 10**9
 assert g[0]["links"]["GPU1"]["nvswitch"] is True
-assert g[0].get("board") is not None and g[0]["board"] == g[1]["board"]
-assert g[2].get("board") is None
+assert g[0]["board"] >= 0 and g[0]["board"] == g[1]["board"]
+assert g[2]["board"] == -1
 assert len(d["nvlink_islands"]) == 1
 PY
 

@@ -1136,3 +1136,37 @@ TEST(adopt_existing_placements)
 	CHECK_EQ(iod_sched_node_gpus_free(c, 0), 0xFF);
 	iod_sched_cluster_free(c);
 }
+
+TEST(pcie_link_leaves_nvlink_nodes_free)
+{
+	/* a replica that needs no NVLink takes the PCIe node, not the DGX */
+	struct iod_sched_shape a, b;
+	shape_dgx(&a);
+	iod_sched_shape_init(&b, "t-pcie", 8, 2);
+	for (unsigned i = 0; i < 8; i++)
+		for (unsigned j = 0; j < 8; j++)
+			if (i != j)
+				b.pair_score[i][j] = i / 2 == j / 2 ? 50 : 20;
+	iod_bitmap_set_range(&b.numa_cpus[0], 0, 15);
+	iod_bitmap_set_range(&b.numa_cpus[1], 16, 31);
+	b.numa_mem_bytes[0] = b.numa_mem_bytes[1] = 1ull << 38;
+	struct iod_sched_cluster *c;
+	struct iod_err e = {0};
+	uint32_t sa, sb, nid;
+	CHECK_EQ(iod_sched_cluster_new(4, 16, &c, &e), 0);
+	CHECK_EQ(iod_sched_shape_add(c, &a, &sa, &e), 0);
+	CHECK_EQ(iod_sched_shape_add(c, &b, &sb, &e), 0);
+	struct iod_sched_node_spec n0 = {.name = "dgx", .shape = sa};
+	struct iod_sched_node_spec n1 = {.name = "pcie", .shape = sb};
+	CHECK_EQ(iod_sched_node_add(c, &n0, &nid, &e), 0);
+	CHECK_EQ(iod_sched_node_add(c, &n1, &nid, &e), 0);
+	struct iod_sched_request r[2] = {req("p", 1, 2), req("any", 1, 2)};
+	r[0].gpu_link = IOD_SCHED_LINK_PCIE;
+	struct iod_sched_result res;
+	CHECK_EQ(place(c, r, 2, false, &res), 0);
+	CHECK_STR(iod_sched_node_name(c, res.p[0].node), "pcie");
+	CHECK_EQ(res.p[0].gpu_mask, 0x3);
+	CHECK_STR(iod_sched_node_name(c, res.p[1].node), "dgx");
+	iod_sched_result_free(&res);
+	iod_sched_cluster_free(c);
+}
