@@ -454,6 +454,62 @@ static void hardening_body(struct cluster *c)
 	iod_api_client_close(&cl);
 }
 
+/* `iod deploy -f examples/service-topology.yaml` on a real cluster: nodes
+ * registered with a model, the CLI deploys, `iod get replicas` shows the
+ * placements, `iod explain` the scheduler's reasons. */
+static void deploy_body(struct cluster *c)
+{
+	struct iod_api_client cl;
+	struct iod_api_response r;
+	struct iod_err e;
+	const char *out = "";
+	char path[64];
+
+	CHECK_EQ(iod_api_client_init(&cl, c->servers, &e), 0);
+	CHECK(find_leader(c) >= 0);
+	for (int i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "/v1/nodes/gpu-%d", i);
+		CHECK_EQ(call(&cl, "PUT", path, "{\"model\": \"dgx-h100\", \"gpus\": 8}", &r), 0);
+		CHECK_EQ(r.status, 200);
+		iod_api_response_free(&r);
+	}
+	iod_api_client_close(&cl);
+	if (access("examples/service-topology.yaml", R_OK))
+		return; /* run from elsewhere than the repository root */
+	out = iod_test_tmpdir();
+	/* 3 parameter servers (1 GPU) + 8 workers (4 GPUs) on 3 x 8 GPUs: the
+	 * workers fit 5 (3 GPUs left by the parameter servers): exit 4, partial */
+	int rc = iod_test_sh("IOD_SERVER=%s %s deploy -f examples/service-topology.yaml "
+	                     ">%s/deploy.out 2>&1",
+	                     c->servers, c->bin, out);
+	CHECK_MSG(rc == 4 || rc == 0, "iod deploy exited %d", rc);
+	CHECK_EQ(iod_test_sh("grep -q 'parameter-server-0 .*gpu-' %s/deploy.out", out), 0);
+	CHECK_EQ(iod_test_sh("IOD_SERVER=%s %s get replicas -o json | grep -q '\"node\": \"gpu-'",
+	                     c->servers, c->bin),
+	         0);
+	CHECK_EQ(iod_test_sh("IOD_SERVER=%s %s explain replica worker-node-0 | grep -q 'feasible'",
+	                     c->servers, c->bin),
+	         0);
+	/* a spec error is exit 2 with file:line:col */
+	CHECK_EQ(
+	    iod_test_sh("printf 'services:\n  - name: x\n    replicas: -1\n' >%s/bad.yaml; "
+	                "IOD_SERVER=%s %s deploy -f %s/bad.yaml 2>%s/bad.out; test $? -eq 2 && "
+	                "grep -q 'bad.yaml:3:' %s/bad.out",
+	                out, c->servers, c->bin, out, out, out),
+	    0);
+	CHECK_EQ(iod_test_sh("IOD_SERVER=%s %s delete service worker-node >/dev/null", c->servers,
+	                     c->bin),
+	         0);
+	CHECK_EQ(
+	    iod_test_sh("IOD_SERVER=%s %s get replicas | grep -q worker-node", c->servers, c->bin),
+	    1);
+}
+
+TEST(deploy_example_topology)
+{
+	with_cluster("deploy", deploy_body);
+}
+
 TEST(api_hardening)
 {
 	with_cluster("hardening", hardening_body);
