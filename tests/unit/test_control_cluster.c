@@ -408,6 +408,20 @@ static void hardening_body(struct cluster *c)
 	CHECK_EQ(r.status, 400);
 	iod_api_response_free(&r);
 
+	/* linearizable read: any server's client call lands on the leader after a
+	 * barrier and sees the write just made */
+	CHECK_EQ(call(&cl, "GET", "/v1/policy/p?consistent=1", NULL, &r), 0);
+	CHECK_EQ(r.status, 200);
+	CHECK_EQ(json_integer_value(json_object_get(json_object_get(r.json, "value"), "v")), 1);
+	iod_api_response_free(&r);
+	CHECK_EQ(call(&cl, "GET", "/v1/policies?consistent=1", NULL, &r), 0);
+	CHECK_EQ(r.status, 200);
+	CHECK_EQ(json_array_size(json_object_get(r.json, "items")), 1);
+	iod_api_response_free(&r);
+	CHECK_EQ(call(&cl, "GET", "/v1/policy/nope?consistent=1", NULL, &r), 0);
+	CHECK_EQ(r.status, 404);
+	iod_api_response_free(&r);
+
 	/* a watch from the future is refused; a watch from now times out empty */
 	CHECK_EQ(call(&cl, "GET", "/v1/nodes?watch=1&rev=999999", NULL, &r), 0);
 	CHECK_EQ(r.status, 400);
