@@ -524,6 +524,86 @@ TEST(deploy_example_topology)
 	with_cluster("deploy", deploy_body);
 }
 
+/* Count voters in a server's /v1/status. */
+static int voters(const char *addr)
+{
+	struct iod_api_response r;
+	struct iod_err e;
+	int fd = -1, n = -1;
+	if (iod_api_http_once(&fd, addr, "GET", "/v1/status", NULL, NULL, 0, 1000, &r, &e) == 0) {
+		n = (int)json_array_size(json_object_get(r.json, "members"));
+		iod_api_response_free(&r);
+	}
+	if (fd >= 0)
+		close(fd);
+	return n;
+}
+
+/* A fourth server joins through any member's API, catches up, and leaves. */
+static void join_body(struct cluster *c)
+{
+	struct iod_api_client cl;
+	struct iod_api_response r;
+	struct iod_err e;
+	char raft[32], api[32], dd[600], log[600];
+	pid_t p;
+
+	CHECK_EQ(iod_api_client_init(&cl, c->servers, &e), 0);
+	CHECK(find_leader(c) >= 0);
+	CHECK_EQ(call(&cl, "PUT", "/v1/config/before-join", "{\"x\": 1}", &r), 0);
+	CHECK_EQ(r.status, 200);
+	iod_api_response_free(&r);
+	snprintf(raft, sizeof(raft), "127.0.0.1:%d", free_port());
+	snprintf(api, sizeof(api), "127.0.0.1:%d", free_port());
+	snprintf(dd, sizeof(dd), "%s/d4", c->dir);
+	snprintf(log, sizeof(log), "%s/log4", c->dir);
+	p = fork();
+	CHECK(p >= 0);
+	if (p == 0) {
+		if (!freopen(log, "a", stderr))
+			_exit(126);
+		execl(c->bin, c->bin, "server", "--id", "4", "--data-dir", dd, "--raft", raft,
+		      "--api", api, "--join", c->api[1], (char *)NULL);
+		_exit(127);
+	}
+	int n = 0;
+	for (int t = 0; t < 250 && (n = voters(c->api[0])) != 4; t++)
+		sleep_ms(20);
+	char path[64];
+	snprintf(path, sizeof(path), "/v1/config/before-join");
+	int v = -1;
+	for (int t = 0; t < 250 && v != 1; t++) {
+		int fd = -1;
+		if (iod_api_http_once(&fd, api, "GET", path, NULL, NULL, 0, 1000, &r, &e) == 0) {
+			if (r.status == 200)
+				v = (int)json_integer_value(
+				    json_object_get(json_object_get(r.json, "value"), "x"));
+			iod_api_response_free(&r);
+		}
+		if (fd >= 0)
+			close(fd);
+		if (v != 1)
+			sleep_ms(20);
+	}
+	int removed = -1;
+	if (n == 4 && v == 1 && call(&cl, "DELETE", "/v1/members/4", NULL, &r) == 0) {
+		removed = r.status;
+		iod_api_response_free(&r);
+	}
+	kill(p, SIGKILL);
+	waitpid(p, NULL, 0);
+	iod_api_client_close(&cl);
+	CHECK_MSG(n == 4, "the joining server did not become a member (%d members)", n);
+	CHECK_MSG(v == 1, "the joined server did not catch up with the log");
+	CHECK_EQ(removed, 200);
+	CHECK_EQ(voters(c->api[0]), 3);
+}
+
+TEST(join_and_leave)
+{
+	with_cluster("join", join_body);
+}
+
 TEST(api_hardening)
 {
 	with_cluster("hardening", hardening_body);
