@@ -354,4 +354,238 @@ void iod_net_mac_swap(uint8_t *frame);
  * (outer and inner) verifies; a zero UDP checksum over IPv4 counts as valid. */
 bool iod_net_csums_ok(const uint8_t *frame, uint32_t len);
 
+/* ---- connection tracking ----------------------------------------------- */
+
+/*
+ * Conntrack (net/ct.c): IPv4 5-tuple + zone sessions in a preallocated table,
+ * both directions indexed, a simplified TCP state machine after netfilter's
+ * nf_conntrack_proto_tcp (no window tracking), UDP and ICMP timeouts, NAT
+ * bindings for the service LB. One table belongs to one core (RSS keeps
+ * both directions of a flow on one core); it is never locked. Time is an
+ * argument. IPv6 traffic is not tracked (lookups return INV|UNTRACKED).
+ */
+
+/* ct_state bits, matched by pipes after a ct pipe (as OVS's ct_state). */
+#define IOD_NET_CT_TRK 0x01 /* went through conntrack */
+#define IOD_NET_CT_NEW 0x02 /* no session yet (first packet) */
+#define IOD_NET_CT_EST 0x04 /* part of a known session */
+#define IOD_NET_CT_REL 0x08 /* related: an ICMP error about a known session */
+#define IOD_NET_CT_RPL 0x10 /* reply direction */
+#define IOD_NET_CT_INV 0x20 /* invalid: not trackable or not a valid transition */
+
+#define IOD_NET_TCP_STATES(X)         \
+	X(NONE, "none")               \
+	X(SYN_SENT, "syn_sent")       \
+	X(SYN_RECV, "syn_recv")       \
+	X(ESTABLISHED, "established") \
+	X(FIN_WAIT, "fin_wait")       \
+	X(CLOSE_WAIT, "close_wait")   \
+	X(LAST_ACK, "last_ack")       \
+	X(TIME_WAIT, "time_wait")     \
+	X(CLOSE, "close")
+
+enum iod_net_tcp_state {
+#define X(n, s) IOD_NET_TCP_##n,
+	IOD_NET_TCP_STATES(X)
+#undef X
+	    IOD_NET_TCP_STATES_N
+};
+const char *iod_net_tcp_state_name(unsigned s);
+
+/* Timeouts in seconds; zero fields take netfilter-like defaults. */
+struct iod_net_ct_timeouts {
+	uint32_t tcp_syn_s;         /* SYN_SENT / SYN_RECV: 120 / 60 */
+	uint32_t tcp_established_s; /* ESTABLISHED: 432000 (5 days) */
+	uint32_t tcp_closing_s;     /* FIN_WAIT, CLOSE_WAIT, LAST_ACK: 120 */
+	uint32_t tcp_time_wait_s;   /* TIME_WAIT: 120 */
+	uint32_t tcp_close_s;       /* CLOSE (after RST): 10 */
+	uint32_t udp_s;             /* UDP, one direction seen: 30 */
+	uint32_t udp_replied_s;     /* UDP, both directions seen: 120 */
+	uint32_t icmp_s;            /* ICMP: 30 */
+};
+
+/* NAT bound to a session: original-direction packets are rewritten to
+ * (ip, port); replies get the original address back. */
+struct iod_net_ct_nat {
+	uint8_t kind;  /* 0 none, IOD_NET_CT_NAT_DST, IOD_NET_CT_NAT_SRC */
+	uint32_t ip;   /* translated address */
+	uint16_t port; /* translated port, 0 = keep */
+};
+#define IOD_NET_CT_NAT_DST 1
+#define IOD_NET_CT_NAT_SRC 2
+
+/* What a lookup learnt about a packet. */
+struct iod_net_ct_result {
+	uint8_t ct_state;  /* IOD_NET_CT_* */
+	uint8_t tcp_state; /* enum iod_net_tcp_state after this packet */
+	uint8_t nat_kind;  /* the session's NAT kind */
+	uint32_t entry;    /* session index; UINT32_MAX when none */
+	uint32_t mark;     /* user mark of the session (the LB's backend) */
+};
+
+/* A session as dumps and tests see it. */
+struct iod_net_ct_info {
+	struct iod_net_tuple orig;  /* original direction */
+	struct iod_net_tuple reply; /* expected reply direction (after NAT) */
+	uint8_t tcp_state;          /* enum iod_net_tcp_state (TCP only) */
+	bool seen_reply;            /* a reply was seen */
+	uint64_t last_ns;           /* last packet */
+	uint64_t expires_ns;        /* when it times out */
+	uint32_t mark;              /* user mark */
+};
+
+struct iod_net_ct;
+
+/* A table for max_sessions sessions, allocated now (never on the packet path). */
+int iod_net_ct_create(struct iod_net_ct **out, uint32_t max_sessions,
+                      const struct iod_net_ct_timeouts *t);
+void iod_net_ct_destroy(struct iod_net_ct *ct);
+/*
+ * Look up the packet's key (tuple with zone) in both directions and advance
+ * the session's state: ct_state has TRK and one of NEW (no session), EST,
+ * REL or INV; RPL for the reply direction. tcp_flags are the packet's.
+ * Never creates a session: that is iod_net_ct_commit, after policy allowed
+ * the first packet. frame/m may be NULL; when given, an ICMP error's
+ * embedded header is used to find the related session.
+ */
+void iod_net_ct_lookup(struct iod_net_ct *ct, const struct iod_net_tuple *key, uint8_t tcp_flags,
+                       const uint8_t *frame, const struct iod_net_meta *m, uint64_t now_ns,
+                       struct iod_net_ct_result *r);
+/*
+ * Create the session for a NEW packet (its tuple is the original direction),
+ * with an optional NAT binding and user mark. -ENOSPC when the table is full,
+ * -EEXIST when it exists, -EINVAL for an untrackable key or a TCP first
+ * packet that is not a SYN.
+ */
+int iod_net_ct_commit(struct iod_net_ct *ct, const struct iod_net_tuple *key, uint8_t tcp_flags,
+                      const struct iod_net_ct_nat *nat, uint32_t mark, uint64_t now_ns,
+                      struct iod_net_ct_result *r);
+/* Apply the session's NAT to a parsed frame for the direction r says. */
+int iod_net_ct_nat_apply(const struct iod_net_ct *ct, const struct iod_net_ct_result *r,
+                         uint8_t *frame, struct iod_net_meta *m);
+/* Remove expired sessions, examining at most max_scan slots from where the
+ * last call stopped (bounded work per call); cb (may be NULL) sees each one.
+ * Returns the number removed. */
+typedef void (*iod_net_ct_expired_fn)(void *ctx, const struct iod_net_ct_info *info);
+uint32_t iod_net_ct_expire(struct iod_net_ct *ct, uint64_t now_ns, uint32_t max_scan,
+                           iod_net_ct_expired_fn cb, void *ctx);
+/* Delete one session (both directions). */
+int iod_net_ct_delete(struct iod_net_ct *ct, uint32_t entry);
+int iod_net_ct_get(const struct iod_net_ct *ct, uint32_t entry, struct iod_net_ct_info *info);
+uint32_t iod_net_ct_count(const struct iod_net_ct *ct);
+uint32_t iod_net_ct_capacity(const struct iod_net_ct *ct);
+/* Bytes the table holds (entries + index): the memory budget's figure. */
+size_t iod_net_ct_mem_bytes(const struct iod_net_ct *ct);
+/* Iterate sessions in slot order: start with *pos = 0; false when done. */
+bool iod_net_ct_next(const struct iod_net_ct *ct, uint32_t *pos, uint32_t *entry);
+
+/* ---- stateful security groups ------------------------------------------ */
+
+/*
+ * A security group: allow rules (CIDR, protocol, destination port range) for
+ * ingress (traffic to the group's members) and egress; anything not allowed
+ * is denied; established and related traffic of an allowed session passes
+ * (the pipeline gets that from conntrack). Evaluation here is the reference
+ * the pipeline's compiled ACL entries are tested against.
+ */
+struct iod_net_sg_rule {
+	uint32_t cidr_ip;   /* remote network (source for ingress, dest for egress) */
+	uint8_t prefix_len; /* 0..32; 0 = any */
+	uint8_t proto;      /* 0 = any, else IOD_NET_PROTO_* */
+	bool egress;        /* false: ingress rule */
+	uint16_t port_min;  /* destination port range (TCP/UDP); 0..65535 = any */
+	uint16_t port_max;  /* inclusive */
+};
+
+struct iod_net_sg {
+	char name[IOD_NAME_MAX];                            /* group name */
+	uint32_t member_ip;                                 /* members' network */
+	uint8_t member_prefix_len;                          /* and its prefix */
+	uint32_t rules_n;                                   /* rules in use */
+	struct iod_net_sg_rule rules[IOD_NET_SG_RULES_MAX]; /* allow rules */
+};
+
+/* Parse "tcp 10.0.0.0/8 80-443", "udp any 53", "icmp 0.0.0.0/0", "any any". */
+int iod_net_sg_rule_parse(const char *s, bool egress, struct iod_net_sg_rule *r, struct iod_err *e);
+int iod_net_sg_add(struct iod_net_sg *sg, const struct iod_net_sg_rule *r);
+/* Verdict for the first packet of a session (the tuple's original direction). */
+bool iod_net_sg_allows(const struct iod_net_sg *sg, const struct iod_net_tuple *t);
+
+/* ---- service load balancer --------------------------------------------- */
+
+/* A backend of a service. */
+struct iod_net_lb_backend {
+	uint32_t ip;     /* backend address */
+	uint16_t port;   /* backend port */
+	bool up;         /* healthy: gets new flows */
+	uint32_t weight; /* Maglev weight, 0 = 1 */
+};
+
+/*
+ * A service: VIP:port (proto) → backends via Maglev. Health-aware: the
+ * Maglev table is built from the backends that are up, so a down backend
+ * gets no new flows; its existing flows keep their conntrack NAT binding
+ * until they close. Rebuilds happen on the control path.
+ */
+struct iod_net_lb_service {
+	char name[IOD_NAME_MAX];                                     /* service name */
+	uint32_t vip;                                                /* virtual IP */
+	uint16_t port;                                               /* virtual port */
+	uint8_t proto;                                               /* TCP or UDP */
+	uint32_t backends_n;                                         /* backends in use */
+	struct iod_net_lb_backend backends[IOD_NET_LB_BACKENDS_MAX]; /* all backends */
+	uint32_t up_index[IOD_NET_LB_BACKENDS_MAX];                  /* maglev slot -> backend */
+	struct iod_maglev maglev; /* over the backends that are up */
+};
+
+int iod_net_lb_service_init(struct iod_net_lb_service *s, const char *name, uint32_t vip,
+                            uint16_t port, uint8_t proto);
+void iod_net_lb_service_free(struct iod_net_lb_service *s);
+int iod_net_lb_backend_add(struct iod_net_lb_service *s, uint32_t ip, uint16_t port,
+                           uint32_t weight);
+/* Mark a backend up or down (health checks); rebuilds the table. */
+int iod_net_lb_backend_set_up(struct iod_net_lb_service *s, uint32_t index, bool up);
+/* Rebuild the Maglev table from the backends that are up (after adds). */
+int iod_net_lb_service_build(struct iod_net_lb_service *s);
+/* The backend index for a new flow's hash; UINT32_MAX when none is up. */
+static inline uint32_t iod_net_lb_pick(const struct iod_net_lb_service *s, uint32_t flow_hash)
+{
+	uint32_t i = iod_maglev_lookup(&s->maglev, iod_hash_u64(flow_hash));
+	return i == UINT32_MAX ? i : s->up_index[i];
+}
+
+/* ---- QoS: token-bucket meters (RFC 2697 srTCM, RFC 2698 trTCM) ---------- */
+
+#define IOD_NET_GREEN 0
+#define IOD_NET_YELLOW 1
+#define IOD_NET_RED 2
+
+/* A meter's configuration: srTCM uses cir/cbs/ebs, trTCM cir/cbs/pir/pbs. */
+struct iod_net_meter_cfg {
+	bool two_rate;    /* false: RFC 2697 srTCM; true: RFC 2698 trTCM */
+	bool color_aware; /* use the packet's pre-colour (else colour-blind) */
+	uint64_t
+	    cir_bytes_per_s; /* committed information rate (RFC 2697: bytes of IP packets per second) */
+	uint64_t cbs_bytes;       /* committed burst size */
+	uint64_t ebs_bytes;       /* excess burst size (srTCM) */
+	uint64_t pir_bytes_per_s; /* peak information rate (trTCM) */
+	uint64_t pbs_bytes;       /* peak burst size (trTCM) */
+};
+
+/* A meter's state: token counts in bytes scaled by 1e9 (no division on the
+ * packet path beyond one per refill). */
+struct iod_net_meter {
+	struct iod_net_meter_cfg cfg; /* configuration */
+	uint64_t tc_nb;               /* committed bucket, bytes * 1e9 */
+	uint64_t te_nb;               /* excess (srTCM) or peak (trTCM) bucket, bytes * 1e9 */
+	uint64_t last_ns;             /* time of the last refill */
+};
+
+/* Buckets start full (both RFCs). */
+void iod_net_meter_init(struct iod_net_meter *mt, const struct iod_net_meter_cfg *cfg,
+                        uint64_t now_ns);
+/* Colour one packet of bytes at now_ns; pre_color counts when colour-aware. */
+uint8_t iod_net_meter_color(struct iod_net_meter *mt, uint32_t bytes, uint8_t pre_color,
+                            uint64_t now_ns);
+
 #endif
