@@ -207,6 +207,7 @@ struct iod_flow_pipeline_cfg {
 	uint32_t services_n;                 /* entries in services */
 	iod_flow_status_fn status_cb;        /* completions and aging */
 	bool emc_off;                        /* disable the exact-match cache (for comparison) */
+	uint32_t emc_slots;                  /* per core, a power of two; 0 = IOD_FLOW_EMC_SLOTS */
 };
 
 int iod_flow_pipeline_create(struct iod_flow_pipeline **out,
@@ -293,5 +294,97 @@ const struct iod_flow_pipe_cfg *iod_flow_pipe_cfg_get(const struct iod_flow_pipe
 /* Iterate live entries of a pipe: *pos = 0 first; false when done. */
 bool iod_flow_entry_next(const struct iod_flow_pipeline *pl, uint32_t pipe, uint32_t *pos,
                          uint32_t *entry, const struct iod_flow_entry_cfg **cfg);
+
+/* ---- the overlay data plane (`iod dp run`) ----------------------------- */
+
+/*
+ * A standalone overlay data plane built from a YAML file: two roles of
+ * port (host side, fabric side), tenant networks (VXLAN VNI + subnet +
+ * gateway with an ARP responder), endpoints (local, or behind a remote
+ * VTEP), stateful security groups, services (VIP:port -> backends by
+ * Maglev) and per-network QoS. iod_flow_dp_build() turns it into pipes:
+ *
+ *   fabric root "decap"  (basic: vni + outer dst) -> decap, meta=net, zone=net
+ *   host root   "host"   (control: ARP for gateways; src subnet -> meta, zone)
+ *   "ct"   (ct)          -> "sg"
+ *   "sg"   (acl)         established/related -> "qos"; new + SG rule -> "svc"
+ *   "svc"  (basic)       VIP:port -> LB (DNAT + commit) -> "qos"; miss -> "commit"
+ *   "commit" (control)   commit -> "qos"
+ *   "qos"  (basic: meta) meter + DSCP -> "route"
+ *   "route" (basic: meta + dst) remote -> encap to its VTEP, fabric port; local -> host port
+ */
+#define IOD_DP_PORT_HOST 0
+#define IOD_DP_PORT_FABRIC 1
+
+struct iod_flow_dp_endpoint {
+	uint32_t ip;      /* overlay (inner) address */
+	uint8_t mac[6];   /* its MAC (inner destination MAC on delivery) */
+	bool local;       /* behind this node's host port */
+	uint32_t vtep_ip; /* remote: its VTEP */
+};
+
+struct iod_flow_dp_network {
+	char name[IOD_NAME_MAX];   /* network name */
+	uint32_t vni;              /* VXLAN VNI */
+	uint32_t subnet;           /* overlay subnet */
+	uint8_t prefix_len;        /* its prefix */
+	uint32_t gateway;          /* gateway address the ARP responder answers; 0 = none */
+	uint8_t gateway_mac[6];    /* gateway MAC */
+	int32_t sg;                /* security group index, -1 = allow all */
+	uint64_t rate_bytes_per_s; /* QoS meter (0 = none) */
+	uint64_t burst_bytes;      /* QoS burst */
+	uint8_t dscp;              /* QoS priority marking (0 = keep) */
+	uint32_t endpoints_n;      /* endpoints */
+	struct iod_flow_dp_endpoint endpoints[IOD_DP_ENDPOINTS_MAX]; /* endpoints */
+};
+
+struct iod_flow_dp_service {
+	int32_t network;              /* network index */
+	struct iod_net_lb_service lb; /* VIP, port, backends */
+};
+
+struct iod_flow_dp_port {
+	char name[IOD_NAME_MAX]; /* port name */
+	char backend[16];        /* mem, pcap, afpacket, dpdk */
+	char iface[64];          /* afpacket: interface; dpdk: vdev args */
+	char pcap_in[256];       /* pcap: file read */
+	char pcap_out[256];      /* pcap: file written */
+};
+
+struct iod_flow_dp_config {
+	uint32_t vtep_ip;                 /* this node's underlay address */
+	uint8_t vtep_mac[6];              /* this node's underlay MAC */
+	uint8_t underlay_gw_mac[6];       /* next hop MAC for encapsulated packets */
+	bool udp_csum;                    /* outer UDP checksums (default on) */
+	struct iod_flow_dp_port ports[2]; /* host, fabric */
+	uint32_t networks_n;              /* networks */
+	struct iod_flow_dp_network networks[IOD_DP_NETWORKS_MAX]; /* networks */
+	uint32_t sgs_n;                                           /* security groups */
+	struct iod_net_sg sgs[IOD_DP_SGS_MAX];                    /* security groups */
+	uint32_t services_n;                                      /* services */
+	struct iod_flow_dp_service services[IOD_DP_SERVICES_MAX]; /* services */
+	uint32_t ct_sessions;                                     /* conntrack capacity per core */
+	uint32_t emc_slots; /* exact-match cache slots per core (0 = default) */
+};
+
+/* Parse the YAML text of a dp config (errors: name:line:col: what). The
+ * config is large: allocate it (calloc) or make it static. */
+int iod_flow_dp_config_parse(const char *text, size_t len, const char *name,
+                             struct iod_flow_dp_config *c, struct iod_err *e);
+int iod_flow_dp_config_load(const char *path, struct iod_flow_dp_config *c, struct iod_err *e);
+void iod_flow_dp_config_free(struct iod_flow_dp_config *c);
+
+/* A built data plane: the pipeline, its conntrack tables and services. */
+struct iod_flow_dp {
+	struct iod_flow_pipeline *pl;                   /* the pipeline */
+	struct iod_net_ct *ct[IOD_FLOW_CORES_MAX];      /* conntrack per core */
+	struct iod_net_lb_service *services;            /* the config's services, by index */
+	uint32_t cores;                                 /* worker cores */
+	int32_t pipe_ct, pipe_sg, pipe_svc, pipe_route; /* pipe ids */
+};
+
+int iod_flow_dp_build(const struct iod_flow_dp_config *c, uint32_t cores, struct iod_flow_dp *dp,
+                      struct iod_err *e);
+void iod_flow_dp_destroy(struct iod_flow_dp *dp);
 
 #endif

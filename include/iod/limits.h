@@ -74,10 +74,20 @@
 #define IOD_FLOW_CORES_MAX 64
 /* Exact-match cache slots per core: 8192 x 128 B = 1 MiB, L2-resident, as OVS's EMC. */
 #define IOD_FLOW_EMC_SLOTS 8192
+/* ... and at most 1 M slots (128 MiB per core) when a deployment asks for more. */
+#define IOD_FLOW_EMC_SLOTS_MAX (1u << 20)
 /* Conntrack sessions per table: 32 M keeps indexes in 32 bits with 2 slots each. */
 #define IOD_NET_CT_SESSIONS_MAX (32u << 20)
 /* Ports of one data plane (dp run): physical + virtual. */
 #define IOD_IO_PORTS_MAX 16
+/* dp config: tenant networks, security groups, services, endpoints per
+ * network: a node's share of an overlay, not a whole cloud's. */
+#define IOD_DP_NETWORKS_MAX 16
+#define IOD_DP_SGS_MAX 16
+#define IOD_DP_SERVICES_MAX 16
+#define IOD_DP_ENDPOINTS_MAX 256
+/* A dp config file is read whole; 1 MiB is far beyond hand-written YAML. */
+#define IOD_DP_CONFIG_FILE_MAX (1u << 20)
 
 /* ---- sim / chaos ------------------------------------------------------- */
 

@@ -198,7 +198,7 @@ struct iod_net_tuple {
 #define IOD_NET_F_IN_L3 0x0010   /* inner IPv4/IPv6 parsed */
 #define IOD_NET_F_IN_L4 0x0020   /* inner TCP/UDP/ICMP parsed */
 #define IOD_NET_F_FRAG 0x0040    /* the L3 packet that holds the key is a fragment */
-#define IOD_NET_F_ARP 0x0080     /* (inner-most) ARP */
+#define IOD_NET_F_ARP 0x0080     /* ARP: key.src/dst = sender/target IPv4, key.dport = op */
 #define IOD_NET_F_IN_VLAN 0x0100 /* inner 802.1Q tag */
 #define IOD_NET_F_TRUNC 0x0200   /* a header was cut short: parsed as far as it went */
 #define IOD_NET_F_L4_OPTS 0x0400 /* IPv4 options or IPv6 extension headers skipped */

@@ -157,8 +157,17 @@ int iod_flow_pipeline_create(struct iod_flow_pipeline **out,
 		return iod_err_set(e, -ENOMEM, "pipeline: out of memory");
 	}
 	memset(pl->cores, 0, sizeof(struct core) * cfg->cores);
+	uint32_t slots = cfg->emc_slots ? cfg->emc_slots : IOD_FLOW_EMC_SLOTS;
+	if (slots & (slots - 1) || slots > IOD_FLOW_EMC_SLOTS_MAX) {
+		free(pl->queue);
+		free(pl->cores);
+		free(pl);
+		return iod_err_set(e, -EINVAL, "pipeline: emc_slots must be a power of two <= %u",
+		                   IOD_FLOW_EMC_SLOTS_MAX);
+	}
+	pl->emc_mask = slots - 1;
 	for (uint32_t c = 0; c < cfg->cores; c++) {
-		pl->cores[c].emc = calloc(IOD_FLOW_EMC_SLOTS, sizeof(struct emc_slot));
+		pl->cores[c].emc = calloc(slots, sizeof(struct emc_slot));
 		if (!pl->cores[c].emc) {
 			iod_flow_pipeline_destroy(pl);
 			return iod_err_set(e, -ENOMEM, "pipeline: out of memory");
@@ -278,7 +287,8 @@ int iod_flow_pipe_create(struct iod_flow_pipeline *pl, const struct iod_flow_pip
 			if (!p->order)
 				goto nomem;
 		}
-		if (cfg->monitor.flags & IOD_FLOW_MON_METER) {
+		/* Meter state for pipes that meter, and for small pipes whose entries may. */
+		if ((cfg->monitor.flags & IOD_FLOW_MON_METER) || max <= 4096) {
 			p->meters = calloc((size_t)cores * max, sizeof(*p->meters));
 			if (!p->meters)
 				goto nomem;
@@ -1082,7 +1092,7 @@ static void process_one(struct iod_flow_pipeline *pl, uint32_t core, struct iod_
 		struct emc_slot tmp, *s = &tmp;
 		uint32_t h = key_hash(&k, (uint32_t)start);
 		if (!pl->cfg.emc_off) {
-			struct emc_slot *e = &cs->emc[h & (IOD_FLOW_EMC_SLOTS - 1)];
+			struct emc_slot *e = &cs->emc[h & pl->emc_mask];
 			if (e->gen == pl->gen && e->hash == h && e->start == start &&
 			    !memcmp(&e->key, &k, sizeof(k))) {
 				cs->emc_hits++;

@@ -75,7 +75,7 @@ struct emc_slot {
 };
 
 struct core {
-	struct emc_slot *emc;  /* IOD_FLOW_EMC_SLOTS */
+	struct emc_slot *emc;  /* emc_mask + 1 slots */
 	uint64_t packets;      /* processed */
 	uint64_t drops;        /* dropped */
 	uint64_t emc_hits;     /* cache hits */
@@ -94,6 +94,7 @@ struct iod_flow_pipeline {
 	uint32_t gen;                          /* bumped on any change: invalidates EMCs */
 	struct core *cores;                    /* cfg.cores */
 	uint32_t aging_pipe;                   /* next pipe aging examines */
+	uint32_t emc_mask;                     /* EMC slots - 1 */
 };
 
 #endif

@@ -172,8 +172,15 @@ static void parse_l2(const uint8_t *f, uint32_t len, uint32_t ofs, struct l2_par
 	r->ethertype = type;
 	if (type == IOD_NET_ETH_P_ARP) {
 		r->flags |= IOD_NET_F_ARP;
-		if (len < ofs + sizeof(struct iod_net_arp))
+		if (len < ofs + sizeof(struct iod_net_arp)) {
 			r->flags |= IOD_NET_F_TRUNC;
+			return;
+		}
+		/* Sender and target protocol addresses, so pipes can match ARP
+		 * for a gateway address; the opcode goes in dport. */
+		r->t.src.v4 = iod_net_be32(f + ofs + 14);
+		r->t.dst.v4 = iod_net_be32(f + ofs + 24);
+		r->t.dport = iod_net_be16(f + ofs + 6);
 		return;
 	}
 	if (type == IOD_NET_ETH_P_IPV4) {

@@ -415,6 +415,7 @@ TEST(encap_decap_sport_override_and_arp)
 	/* ARP for the overlay gateway 192.168.0.1 is answered back out port 0. */
 	struct iod_flow_entry_cfg arp = {0};
 	arp.match.eth_type = IOD_NET_ETH_P_ARP;
+	arp.match.dst.v4 = 0xc0a80001; /* ARP keys carry the target address */
 	arp.actions.flags = IOD_FLOW_ACT_ARP_REPLY;
 	arp.actions.arp_ip = 0xc0a80001;
 	memcpy(arp.actions.src_mac, MAC_B, 6);
