@@ -348,6 +348,11 @@ int iod_net_ttl_dec(uint8_t *frame, const struct iod_net_meta *m);
 /* Swap source and destination MACs (the bench's mac-swap). */
 void iod_net_mac_swap(uint8_t *frame);
 
+/* Compute the (outer) IPv4 header and TCP/UDP checksums from scratch: for
+ * frames a kernel handed over with checksums left to "hardware" (veth
+ * CHECKSUM_PARTIAL seen through AF_PACKET). -EINVAL when not IP TCP/UDP. */
+int iod_net_csum_fill(uint8_t *frame, uint32_t len);
+
 /* ---- verification (tests, dumps) --------------------------------------- */
 
 /* True when every IPv4 header and TCP/UDP checksum present in the frame

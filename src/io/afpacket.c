@@ -128,6 +128,10 @@ static uint32_t afp_rx(struct iod_io_port *p, struct iod_pkt **pkts, uint32_t n,
 			if (k) {
 				memcpy(k->data, (uint8_t *)h + h->tp_mac, len);
 				k->len = len;
+				/* veth and loopback leave checksums to "hardware": finish them
+				 * here, as a NIC would have, before anything forwards them. */
+				if (h->tp_status & TP_STATUS_CSUMNOTREADY)
+					(void)iod_net_csum_fill(k->data, len);
 				p->stats.rx_packets++;
 				p->stats.rx_bytes += len;
 				pkts[got++] = k;

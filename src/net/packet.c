@@ -803,6 +803,43 @@ void iod_net_mac_swap(uint8_t *frame)
 	memcpy(frame + 6, t, 6);
 }
 
+int iod_net_csum_fill(uint8_t *frame, uint32_t len)
+{
+	struct iod_net_meta m;
+	if (iod_net_parse(frame, len, 0, &m) || !(m.flags & IOD_NET_F_L3) ||
+	    (m.flags & (IOD_NET_F_FRAG | IOD_NET_F_TRUNC)))
+		return -EINVAL;
+	uint8_t *l3 = frame + m.l3_ofs, *l4 = frame + m.l4_ofs;
+	uint8_t proto = m.outer.proto;
+	if (m.outer.family == IOD_NET_AF_V4) {
+		struct iod_net_ipv4 *ip = (void *)l3;
+		ip->csum_be = 0;
+		iod_net_put16(&ip->csum_be, iod_net_ipv4_csum(ip));
+	}
+	if (!(m.flags & IOD_NET_F_L4) || (proto != IOD_NET_PROTO_TCP && proto != IOD_NET_PROTO_UDP))
+		return -EINVAL;
+	uint32_t ofs = proto == IOD_NET_PROTO_TCP ? 16 : 6, l4_len;
+	if (m.outer.family == IOD_NET_AF_V4) {
+		const struct iod_net_ipv4 *ip = (const void *)l3;
+		l4_len = iod_net_be16(&ip->len_be) - (ip->ver_ihl & 0x0fu) * 4u;
+		if (m.l4_ofs + l4_len > len)
+			return -EINVAL;
+		l4[ofs] = l4[ofs + 1] = 0;
+		uint16_t c = iod_net_l4_csum_v4(ip, l4, (uint16_t)l4_len);
+		iod_net_put16(l4 + ofs, proto == IOD_NET_PROTO_UDP && !c ? 0xffff : c);
+	} else {
+		const struct iod_net_ipv6 *ip = (const void *)l3;
+		uint32_t end = m.l3_ofs + 40u + iod_net_be16(&ip->plen_be);
+		if (end > len || end < m.l4_ofs)
+			return -EINVAL;
+		l4_len = end - m.l4_ofs;
+		l4[ofs] = l4[ofs + 1] = 0;
+		uint16_t c = iod_net_l4_csum_v6(ip, proto, l4, l4_len);
+		iod_net_put16(l4 + ofs, proto == IOD_NET_PROTO_UDP && !c ? 0xffff : c);
+	}
+	return 0;
+}
+
 /* ---- verification ------------------------------------------------------ */
 
 static bool l3l4_ok(const uint8_t *f, uint32_t len, uint16_t l3, uint16_t l4, uint8_t proto,

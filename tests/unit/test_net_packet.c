@@ -220,6 +220,12 @@ TEST(nat_rewrites_keep_checksums_valid)
 			CHECK_EQ(iod_net_csum_fold(iod_net_csum_add(0, f + 34, (size_t)n - 34)), 0);
 	}
 	int n = build_v4(f, sizeof(f), IOD_NET_PROTO_UDP, 1, 2, 3, 4, 0);
+	/* csum_fill recomputes what a partial-checksum frame lacks. */
+	f[40] = f[41] = 0x12;
+	f[24] ^= 0xff;
+	CHECK(!iod_net_csums_ok(f, (uint32_t)n));
+	CHECK_EQ(iod_net_csum_fill(f, (uint32_t)n), 0);
+	CHECK(iod_net_csums_ok(f, (uint32_t)n));
 	struct iod_net_meta m;
 	iod_net_parse(f, (uint32_t)n, 0, &m);
 	CHECK_EQ(iod_net_ttl_dec(f, &m), 0);
