@@ -31,7 +31,7 @@ static int one(const char *sc, uint32_t flows, uint32_t bytes, double base_mpps,
 		return 1;
 	}
 	printf("BENCH dataplane.%s_%uB_%uflows mpps=%.2f ns_per_pkt=%.1f packets=%llu "
-	       "wire_bytes=%u emc_hit_pct=%.1f",
+	       "wire_bytes=%u cache_hit_pct=%.1f",
 	       sc, bytes, flows, r.mpps, r.ns_per_pkt, (unsigned long long)r.packets, r.wire_bytes,
 	       r.emc_hits + r.emc_misses
 	           ? 100.0 * (double)r.emc_hits / (double)(r.emc_hits + r.emc_misses)

@@ -206,7 +206,7 @@ struct iod_flow_pipeline_cfg {
 	struct iod_net_lb_service *services; /* LB action targets */
 	uint32_t services_n;                 /* entries in services */
 	iod_flow_status_fn status_cb;        /* completions and aging */
-	bool emc_off;                        /* disable the exact-match cache (for comparison) */
+	bool emc_off;                        /* disable both flow caches (tests compare) */
 	uint32_t emc_slots;                  /* per core, a power of two; 0 = IOD_FLOW_EMC_SLOTS */
 };
 
@@ -274,7 +274,8 @@ struct iod_flow_engine_stats {
 	uint64_t packets;      /* processed */
 	uint64_t drops;        /* dropped */
 	uint64_t emc_hits;     /* exact-match cache hits */
-	uint64_t emc_misses;   /* walks */
+	uint64_t mf_hits;      /* megaflow (masked) cache hits */
+	uint64_t emc_misses;   /* full pipe walks (both caches missed) */
 	uint64_t parse_errors; /* frames too short to parse */
 };
 void iod_flow_engine_stats(const struct iod_flow_pipeline *pl, struct iod_flow_engine_stats *st);

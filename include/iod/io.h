@@ -125,8 +125,8 @@ struct iod_io_bench_result {
 	double seconds;       /* measured time */
 	double mpps;          /* packets / seconds / 1e6 */
 	double ns_per_pkt;    /* 1e9 / packets per second */
-	uint64_t emc_hits;    /* engine cache hits during the run */
-	uint64_t emc_misses;  /* engine cache misses during the run */
+	uint64_t emc_hits;    /* engine cache hits (exact + megaflow) during the run */
+	uint64_t emc_misses;  /* full pipe walks during the run */
 };
 
 /*

@@ -277,11 +277,13 @@ out:
 static void print_dump_text(const json_t *j)
 {
 	const json_t *eng = json_object_get(j, "engine");
-	printf("engine: %lld packets, %lld dropped, cache %lld hits / %lld misses\n",
+	printf("engine: %lld packets, %lld dropped, exact-match hits %lld, megaflow hits %lld, "
+	       "pipe walks %lld\n",
 	       json_integer_value(json_object_get(eng, "packets")),
 	       json_integer_value(json_object_get(eng, "drops")),
 	       json_integer_value(json_object_get(eng, "emc_hits")),
-	       json_integer_value(json_object_get(eng, "emc_misses")));
+	       json_integer_value(json_object_get(eng, "megaflow_hits")),
+	       json_integer_value(json_object_get(eng, "walks")));
 	size_t i;
 	json_t *p;
 	json_array_foreach(json_object_get(j, "pipes"), i, p)

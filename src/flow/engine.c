@@ -103,11 +103,38 @@ static inline uint32_t key_hash_masked(const struct iod_flow_key *k,
 
 static inline uint32_t key_hash(const struct iod_flow_key *k, uint32_t start)
 {
-	uint64_t a[8], h = 0xcbf29ce484222325ull ^ start;
+	/* Independent multiplies (they pipeline), then one finaliser. */
+	uint64_t a[8];
 	key_words(k, a);
+	uint64_t h = (a[0] ^ start) * 0x9e3779b97f4a7c15ull + a[1] * 0xc2b2ae3d27d4eb4full +
+	             a[2] * 0x165667b19e3779f9ull + a[3] * 0x27d4eb2f165667c5ull +
+	             a[4] * 0x94d049bb133111ebull + a[5] * 0xbf58476d1ce4e5b9ull +
+	             a[6] * 0xff51afd7ed558ccdull + a[7] * 0xc4ceb9fe1a85ec53ull;
+	h ^= h >> 32;
+	h *= 0xd6e8feb86659fd93ull;
+	return (uint32_t)(h >> 32);
+}
+
+/* k & m into out. */
+static inline void key_and(const struct iod_flow_key *k, const struct iod_flow_key *m,
+                           struct iod_flow_key *out)
+{
+	uint64_t a[8], b[8];
+	key_words(k, a);
+	key_words(m, b);
 	for (int i = 0; i < 8; i++)
-		h = (h ^ a[i]) * 0x100000001b3ull + (h >> 31);
-	return (uint32_t)(h ^ (h >> 32));
+		a[i] &= b[i];
+	memcpy(out, a, 64);
+}
+
+static inline void key_or(struct iod_flow_key *acc, const struct iod_flow_key *m)
+{
+	uint64_t a[8], b[8];
+	key_words(acc, a);
+	key_words(m, b);
+	for (int i = 0; i < 8; i++)
+		a[i] |= b[i];
+	memcpy(acc, a, 64);
 }
 
 static void key_tuple(const struct iod_flow_key *k, struct iod_net_tuple *t)
@@ -168,7 +195,9 @@ int iod_flow_pipeline_create(struct iod_flow_pipeline **out,
 	pl->emc_mask = slots - 1;
 	for (uint32_t c = 0; c < cfg->cores; c++) {
 		pl->cores[c].emc = calloc(slots, sizeof(struct emc_slot));
-		if (!pl->cores[c].emc) {
+		pl->cores[c].mf = calloc(MF_SLOTS, sizeof(struct emc_slot));
+		pl->cores[c].masks = calloc(IOD_FLOW_PIPES_MAX, sizeof(struct mf_masks));
+		if (!pl->cores[c].emc || !pl->cores[c].mf || !pl->cores[c].masks) {
 			iod_flow_pipeline_destroy(pl);
 			return iod_err_set(e, -ENOMEM, "pipeline: out of memory");
 		}
@@ -194,8 +223,11 @@ void iod_flow_pipeline_destroy(struct iod_flow_pipeline *pl)
 	}
 	for (uint32_t i = 0; i < pl->q_n; i++)
 		free(pl->queue[(pl->q_head + i) % IOD_FLOW_QUEUE_MAX].upd);
-	for (uint32_t c = 0; c < pl->cfg.cores; c++)
+	for (uint32_t c = 0; c < pl->cfg.cores; c++) {
 		free(pl->cores[c].emc);
+		free(pl->cores[c].mf);
+		free(pl->cores[c].masks);
+	}
 	free(pl->cores);
 	free(pl->queue);
 	free(pl);
@@ -260,6 +292,13 @@ int iod_flow_pipe_create(struct iod_flow_pipeline *pl, const struct iod_flow_pip
 	memset(p, 0, sizeof(*p));
 	p->cfg = *cfg;
 	p->cfg.entries_max = max;
+	if (cfg->kind == IOD_FLOW_PIPE_BASIC || cfg->kind == IOD_FLOW_PIPE_HASH)
+		p->umask = cfg->mask;
+	if (cfg->kind == IOD_FLOW_PIPE_LPM) {
+		p->umask = cfg->mask;
+		p->umask.dst.v4 = 0xffffffff;
+		p->umask.family = 0xff;
+	}
 	uint32_t cores = pl->cfg.cores;
 	p->hits = calloc(cores, sizeof(uint64_t));
 	p->misses = calloc(cores, sizeof(uint64_t));
@@ -466,8 +505,18 @@ static int lookup_insert(struct pipe *p, uint32_t id)
 		rc = index_insert(p, id);
 	else
 		order_insert(p, id);
-	if (!rc)
+	if (!rc) {
+		const struct iod_flow_entry_cfg *ec = &p->entries[id].cfg;
 		p->entries[id].in_index = 1;
+		if (p->cfg.kind == IOD_FLOW_PIPE_CONTROL || p->cfg.kind == IOD_FLOW_PIPE_ACL) {
+			/* A lookup may consult any entry's fields (conservative; never shrinks). */
+			key_or(&p->umask, &ec->mask);
+			if (ec->sport_min || ec->sport_max)
+				p->umask.sport = 0xffff;
+			if (ec->dport_min || ec->dport_max)
+				p->umask.dport = 0xffff;
+		}
+	}
 	return rc;
 }
 
@@ -802,7 +851,7 @@ static uint32_t pipe_lookup(const struct pipe *p, const struct iod_flow_key *k)
 
 /* How an entry's actions change the key (the walk and the replay agree). */
 static bool key_effects(const struct iod_flow_pipeline *pl, struct iod_flow_key *k,
-                        const struct iod_flow_actions *a)
+                        const struct iod_flow_actions *a, struct iod_flow_key *used)
 {
 	uint32_t f = a->flags;
 	if (f & IOD_FLOW_ACT_DECAP) {
@@ -815,6 +864,12 @@ static bool key_effects(const struct iod_flow_pipeline *pl, struct iod_flow_key 
 		k->zone = a->zone;
 	if (f & IOD_FLOW_ACT_LB) {
 		const struct iod_net_lb_service *s = &pl->cfg.services[a->lb_service];
+		if (used) { /* the pick hashes the whole tuple */
+			used->src.w[0] = used->src.w[1] = used->dst.w[0] = used->dst.w[1] = ~0ull;
+			used->sport = used->dport = 0xffff;
+			used->proto = used->family = 0xff;
+			used->zone = 0xffff;
+		}
 		struct iod_net_tuple t;
 		key_tuple(k, &t);
 		uint32_t b = iod_net_lb_pick(s, iod_net_tuple_hash(&t));
@@ -845,7 +900,7 @@ static bool key_effects(const struct iod_flow_pipeline *pl, struct iod_flow_key 
 
 /* Walk from pipe `start` with key k (modified as actions would); fill slot. */
 static void walk(struct iod_flow_pipeline *pl, uint32_t core, uint32_t start, struct iod_flow_key k,
-                 struct emc_slot *out)
+                 struct emc_slot *out, struct iod_flow_key *used)
 {
 	uint32_t pipe = start;
 	out->hits_n = 0;
@@ -854,6 +909,8 @@ static void walk(struct iod_flow_pipeline *pl, uint32_t core, uint32_t start, st
 	for (int hop = 0; hop < IOD_FLOW_HOPS_MAX; hop++) {
 		struct pipe *p = &pl->pipes[pipe];
 		if (p->cfg.kind == IOD_FLOW_PIPE_CT) {
+			/* Whether this packet was already tracked decides: consulted. */
+			used->ct_state |= IOD_NET_CT_TRK;
 			if (hop == 0 && pipe == start && out->hits_n == 0 && k.ct_state) {
 				/* resuming after this ct pipe ran: follow its fwd */
 				const struct iod_flow_fwd *f = &p->cfg.fwd;
@@ -871,6 +928,7 @@ static void walk(struct iod_flow_pipeline *pl, uint32_t core, uint32_t start, st
 		}
 		uint32_t id = pipe_lookup(p, &k);
 		const struct iod_flow_fwd *f;
+		key_or(used, &p->umask);
 		if (id == UINT32_MAX) {
 			p->misses[core]++;
 			f = &p->cfg.fwd_miss;
@@ -887,7 +945,7 @@ static void walk(struct iod_flow_pipeline *pl, uint32_t core, uint32_t start, st
 				return;
 			}
 			out->hit[out->hits_n++] = pipe << 24 | id;
-			if (!key_effects(pl, &k, &en->act)) {
+			if (!key_effects(pl, &k, &en->act, used)) {
 				out->fwd.type = IOD_FLOW_FWD_DROP;
 				return;
 			}
@@ -1056,7 +1114,7 @@ static bool apply_entry(struct iod_flow_pipeline *pl, uint32_t core, struct pipe
 	}
 	if (f & IOD_FLOW_ACT_MAC_SWAP)
 		iod_net_mac_swap(pkt->data);
-	key_effects(pl, k, a);
+	key_effects(pl, k, a, NULL);
 	return true;
 }
 
@@ -1089,30 +1147,69 @@ static void process_one(struct iod_flow_pipeline *pl, uint32_t core, struct iod_
 		return;
 	iod_flow_key_from_meta(&k, m, pkt->port_in);
 	for (int seg = 0; seg < IOD_FLOW_HOPS_MAX; seg++) {
-		struct emc_slot tmp, *s = &tmp;
-		uint32_t h = key_hash(&k, (uint32_t)start);
-		if (!pl->cfg.emc_off) {
-			struct emc_slot *e = &cs->emc[h & pl->emc_mask];
+		struct emc_slot tmp, *s = NULL;
+		struct mf_masks *mm = &cs->masks[start];
+		struct iod_flow_key mk;
+		if (mm->gen != pl->gen) {
+			mm->gen = pl->gen;
+			mm->n = 0;
+		}
+		/* 1. megaflow: the key masked by what walks from here consulted */
+		for (uint32_t j = 0; !pl->cfg.emc_off && j < mm->n; j++) {
+			key_and(&k, &mm->m[j], &mk);
+			uint32_t mh = key_hash(&mk, (uint32_t)start << 3 | j);
+			struct emc_slot *e = &cs->mf[mh & (MF_SLOTS - 1)];
+			if (e->gen == pl->gen && e->hash == mh && e->start == start && e->mask_id == j &&
+			    !memcmp(&e->key, &mk, sizeof(mk))) {
+				cs->mf_hits++;
+				s = e;
+				break;
+			}
+		}
+		/* 2. exact match */
+		uint32_t h = 0;
+		struct emc_slot *e = NULL;
+		if (!s && !pl->cfg.emc_off) {
+			h = key_hash(&k, (uint32_t)start);
+			e = &cs->emc[h & pl->emc_mask];
 			if (e->gen == pl->gen && e->hash == h && e->start == start &&
 			    !memcmp(&e->key, &k, sizeof(k))) {
 				cs->emc_hits++;
 				s = e;
-			} else {
-				cs->emc_misses++;
-				walk(pl, core, (uint32_t)start, k, e);
-				if (e->hits_n != 0xff) {
+			}
+		}
+		/* 3. walk the pipes, then fill both caches */
+		if (!s) {
+			struct iod_flow_key used;
+			memset(&used, 0, sizeof(used));
+			cs->emc_misses++;
+			walk(pl, core, (uint32_t)start, k, &tmp, &used);
+			s = &tmp;
+			if (tmp.hits_n != 0xff) {
+				if (e) {
+					*e = tmp;
 					e->key = k;
 					e->hash = h;
 					e->start = (uint16_t)start;
 					e->gen = pl->gen;
-				} else {
-					e->gen = 0;
 				}
-				s = e;
+				uint32_t j = pl->cfg.emc_off ? MF_MASKS_MAX : 0;
+				while (j < mm->n && memcmp(&mm->m[j], &used, sizeof(used)))
+					j++;
+				if (j == mm->n && j < MF_MASKS_MAX)
+					mm->m[mm->n++] = used;
+				if (j < mm->n) {
+					key_and(&k, &used, &mk);
+					uint32_t mh = key_hash(&mk, (uint32_t)start << 3 | j);
+					struct emc_slot *me = &cs->mf[mh & (MF_SLOTS - 1)];
+					*me = tmp;
+					me->key = mk;
+					me->hash = mh;
+					me->start = (uint16_t)start;
+					me->mask_id = (uint8_t)j;
+					me->gen = pl->gen;
+				}
 			}
-		} else {
-			cs->emc_misses++;
-			walk(pl, core, (uint32_t)start, k, &tmp);
 		}
 		if (s->hits_n == 0xff)
 			return;
@@ -1169,8 +1266,6 @@ void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt 
 		}
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		if (i + 1 < n)
-			__builtin_prefetch(&cs->emc[0]); /* keep the EMC base hot */
 		if (!meta[i].len) {
 			pkts[i]->verdict = IOD_FLOW_V_DROP;
 			pkts[i]->mirror_port = UINT16_MAX;
@@ -1225,6 +1320,7 @@ void iod_flow_engine_stats(const struct iod_flow_pipeline *pl, struct iod_flow_e
 		st->packets += pl->cores[c].packets;
 		st->drops += pl->cores[c].drops;
 		st->emc_hits += pl->cores[c].emc_hits;
+		st->mf_hits += pl->cores[c].mf_hits;
 		st->emc_misses += pl->cores[c].emc_misses;
 		st->parse_errors += pl->cores[c].parse_errors;
 	}
