@@ -1155,7 +1155,8 @@ static void process_one(struct iod_flow_pipeline *pl, uint32_t core, struct iod_
 			mm->n = 0;
 		}
 		/* 1. megaflow: the key masked by what walks from here consulted */
-		for (uint32_t j = 0; !pl->cfg.emc_off && j < mm->n; j++) {
+		for (uint32_t o = 0; !pl->cfg.emc_off && o < mm->n; o++) {
+			uint32_t j = mm->order[o];
 			key_and(&k, &mm->m[j], &mk);
 			uint32_t mh = key_hash(&mk, (uint32_t)start << 3 | j);
 			struct emc_slot *e = &cs->mf[mh & (MF_SLOTS - 1)];
@@ -1163,6 +1164,10 @@ static void process_one(struct iod_flow_pipeline *pl, uint32_t core, struct iod_
 			    !memcmp(&e->key, &mk, sizeof(mk))) {
 				cs->mf_hits++;
 				s = e;
+				if (++mm->hits[j] > (o ? mm->hits[mm->order[o - 1]] : UINT64_MAX)) {
+					mm->order[o] = mm->order[o - 1]; /* bubble up a busier mask */
+					mm->order[o - 1] = (uint8_t)j;
+				}
 				break;
 			}
 		}
@@ -1196,8 +1201,11 @@ static void process_one(struct iod_flow_pipeline *pl, uint32_t core, struct iod_
 				uint32_t j = pl->cfg.emc_off ? MF_MASKS_MAX : 0;
 				while (j < mm->n && memcmp(&mm->m[j], &used, sizeof(used)))
 					j++;
-				if (j == mm->n && j < MF_MASKS_MAX)
+				if (j == mm->n && j < MF_MASKS_MAX) {
+					mm->hits[j] = 0;
+					mm->order[j] = (uint8_t)j;
 					mm->m[mm->n++] = used;
+				}
 				if (j < mm->n) {
 					key_and(&k, &used, &mk);
 					uint32_t mh = key_hash(&mk, (uint32_t)start << 3 | j);

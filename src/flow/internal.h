@@ -83,6 +83,8 @@ struct mf_masks {
 	uint32_t gen;                         /* pipeline generation; stale = empty */
 	uint32_t n;                           /* masks in use */
 	struct iod_flow_key m[MF_MASKS_MAX];  /* the masks */
+	uint8_t order[MF_MASKS_MAX];          /* probe order: most hit first (as OVS's dpcls) */
+	uint64_t hits[MF_MASKS_MAX];          /* hits per mask */
 };
 
 struct core {
