@@ -143,4 +143,37 @@ int iod_io_bench_run(const char *scenario, uint32_t flows, uint32_t frame_bytes,
 int iod_io_bench_ct(uint32_t sessions, double *bytes_per_session, double *new_per_s,
                     size_t *mem_bytes, struct iod_err *e);
 
+/* ---- DPDK (linked into build/iod and the benchmarks only) -------------- */
+
+/*
+ * These live in src/io/dpdk/, which the Makefile links into build/iod and
+ * bench programs but not into test programs (DPDK's constructors and its
+ * 700 libraries would slow every sanitizer test and drown ASan's leak
+ * report). They are weak here: check a function for NULL before calling.
+ */
+
+/* Initialise DPDK's EAL once: `--no-huge --no-pci --no-shconf -m 256` plus
+ * one `--vdev` per comma-free name in vdevs ("net_null0 net_null1"), or the
+ * whole argument string from IOD_DPDK_EAL when set. */
+int iod_io_dpdk_init(const char *vdevs, struct iod_err *e) __attribute__((weak));
+
+/* The offload state of a pipeline on one DPDK port. */
+struct iod_io_offload;
+/* Translate every live entry (iod_flow_offload_translate), validate each
+ * expressible rule on the port with rte_flow_validate and create those the
+ * port accepts; the rest stay in software with the reason. */
+int iod_io_offload_create(struct iod_io_offload **out, const struct iod_flow_pipeline *pl,
+                          const char *port_name, struct iod_err *e) __attribute__((weak));
+/* iod_flow_offload_state_fn for iod_flow_dump_json (ctx = the offload). */
+int iod_io_offload_state(void *ctx, uint32_t pipe, uint32_t entry, const char **reason)
+    __attribute__((weak));
+/* {port, template_api, rules, offloaded, software, validate_errors} as JSON. */
+json_t *iod_io_offload_summary(const struct iod_io_offload *o) __attribute__((weak));
+void iod_io_offload_destroy(struct iod_io_offload *o) __attribute__((weak));
+
+/* The bare DPDK loop the data plane is compared with: rx a burst on
+ * net_null0, swap MACs, tx on net_null1, for `seconds`. */
+int iod_io_dpdk_bench_macswap(double seconds, double *mpps, struct iod_err *e)
+    __attribute__((weak));
+
 #endif

@@ -1160,12 +1160,13 @@ static void process_one(struct iod_flow_pipeline *pl, uint32_t core, struct iod_
 			key_and(&k, &mm->m[j], &mk);
 			uint32_t mh = key_hash(&mk, (uint32_t)start << 3 | j);
 			struct emc_slot *e = &cs->mf[mh & (MF_SLOTS - 1)];
-			if (e->gen == pl->gen && e->hash == mh && e->start == start && e->mask_id == j &&
-			    !memcmp(&e->key, &mk, sizeof(mk))) {
+			if (e->gen == pl->gen && e->hash == mh && e->start == start &&
+			    e->mask_id == j && !memcmp(&e->key, &mk, sizeof(mk))) {
 				cs->mf_hits++;
 				s = e;
 				if (++mm->hits[j] > (o ? mm->hits[mm->order[o - 1]] : UINT64_MAX)) {
-					mm->order[o] = mm->order[o - 1]; /* bubble up a busier mask */
+					mm->order[o] =
+					    mm->order[o - 1]; /* bubble up a busier mask */
 					mm->order[o - 1] = (uint8_t)j;
 				}
 				break;
