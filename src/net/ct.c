@@ -80,15 +80,16 @@ int iod_net_ct_create(struct iod_net_ct **out, uint32_t max_sessions,
 	ct->slots_mask = (uint32_t)(slots - 1);
 	ct->entries = malloc(sizeof(*ct->entries) * max_sessions);
 	ct->free_stack = malloc(sizeof(uint32_t) * max_sessions);
-	ct->slots = calloc(slots, sizeof(uint64_t));
+	ct->slots = malloc(slots * sizeof(uint64_t));
 	if (!ct->entries || !ct->free_stack || !ct->slots) {
 		iod_net_ct_destroy(ct);
 		return -ENOMEM;
 	}
-	for (uint32_t i = 0; i < max_sessions; i++) {
+	/* Touch everything now (start-up), so no page fault lands on the packet path. */
+	memset(ct->slots, 0, slots * sizeof(uint64_t));
+	memset(ct->entries, 0, sizeof(*ct->entries) * max_sessions);
+	for (uint32_t i = 0; i < max_sessions; i++)
 		ct->free_stack[i] = max_sessions - 1 - i; /* pop 0 first */
-		ct->entries[i].flags = 0;
-	}
 	ct->free_n = max_sessions;
 	if (t)
 		ct->to = *t;
