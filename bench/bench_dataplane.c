@@ -33,8 +33,9 @@ static int one(const char *sc, uint32_t flows, uint32_t bytes, double base_mpps,
 		return 1;
 	}
 	printf("BENCH dataplane.%s_%uB_%uflows mpps=%.2f ns_per_pkt=%.1f packets=%llu "
-	       "wire_bytes=%u cache_hit_pct=%.1f",
+	       "wire_bytes=%u cpu_share=%.2f cache_hit_pct=%.1f",
 	       sc, bytes, flows, r.mpps, r.ns_per_pkt, (unsigned long long)r.packets, r.wire_bytes,
+	       r.cpu_share,
 	       r.emc_hits + r.emc_misses
 	           ? 100.0 * (double)r.emc_hits / (double)(r.emc_hits + r.emc_misses)
 	           : 0.0);
@@ -57,7 +58,8 @@ int main(void)
 	       secs(), ct_sessions);
 	printf("# sizes are tenant (inner) frames without FCS; VXLAN frames on the wire carry "
 	       "50 B more (wire_bytes)\n");
-	printf("# the machine is shared and noisy: compare figures of the same run\n");
+	printf("# the machine is shared and noisy: rates are per CPU-second of the measuring\n"
+	       "# thread (cpu_share = CPU time / wall time it got); compare within one run\n");
 	int rc = 0;
 	if (iod_io_dpdk_bench_macswap) {
 		struct iod_err de = {0};

@@ -122,7 +122,8 @@ struct iod_io_bench_result {
 	uint32_t wire_bytes;  /* size of the frames the port receives */
 	uint64_t packets;     /* measured packets */
 	uint64_t forwarded;   /* of which forwarded */
-	double seconds;       /* measured time */
+	double seconds;       /* CPU time of the measuring thread */
+	double cpu_share;     /* CPU time / wall time: how much of the core the run got */
 	double mpps;          /* packets / seconds / 1e6 */
 	double ns_per_pkt;    /* 1e9 / packets per second */
 	uint64_t emc_hits;    /* engine cache hits (exact + megaflow) during the run */
@@ -172,7 +173,8 @@ json_t *iod_io_offload_summary(const struct iod_io_offload *o) __attribute__((we
 void iod_io_offload_destroy(struct iod_io_offload *o) __attribute__((weak));
 
 /* The bare DPDK loop the data plane is compared with: rx a burst on
- * net_null0, swap MACs, tx on net_null1, for `seconds`. */
+ * net_null0, swap MACs, tx on net_null1, for `seconds` of this thread's CPU
+ * time; the rate is per CPU-second, as the other figures. */
 int iod_io_dpdk_bench_macswap(double seconds, double *mpps, struct iod_err *e)
     __attribute__((weak));
 

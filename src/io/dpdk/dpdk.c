@@ -175,8 +175,10 @@ int iod_io_dpdk_bench_macswap(double seconds, double *mpps, struct iod_err *e)
 	if (rc || (rc = port_start("net_null0", &a, e)) || (rc = port_start("net_null1", &b, e)))
 		return rc;
 	struct rte_mbuf *m[32];
-	uint64_t n = 0, hz = rte_get_tsc_hz(), t0 = rte_get_tsc_cycles();
-	uint64_t end = t0 + (uint64_t)(seconds * (double)hz);
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	uint64_t n = 0, t0 = (uint64_t)ts.tv_sec * IOD_NS_PER_S + (uint64_t)ts.tv_nsec, now = t0;
+	uint64_t end = t0 + (uint64_t)(seconds * 1e9);
 	for (uint64_t it = 0;; it++) {
 		uint16_t k = rte_eth_rx_burst(a, 0, m, 32);
 		for (uint16_t i = 0; i < k; i++) {
@@ -189,9 +191,13 @@ int iod_io_dpdk_bench_macswap(double seconds, double *mpps, struct iod_err *e)
 		for (uint16_t i = s; i < k; i++)
 			rte_pktmbuf_free(m[i]);
 		n += k;
-		if ((it & 255) == 0 && rte_get_tsc_cycles() >= end)
-			break;
+		if ((it & 255) == 0) {
+			clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+			now = (uint64_t)ts.tv_sec * IOD_NS_PER_S + (uint64_t)ts.tv_nsec;
+			if (now >= end)
+				break;
+		}
 	}
-	*mpps = (double)n / ((double)(rte_get_tsc_cycles() - t0) / (double)hz) / 1e6;
+	*mpps = (double)n / ((double)(now - t0) / 1e9) / 1e6;
 	return 0;
 }
