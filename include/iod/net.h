@@ -456,6 +456,14 @@ void iod_net_ct_destroy(struct iod_net_ct *ct);
 void iod_net_ct_lookup(struct iod_net_ct *ct, const struct iod_net_tuple *key, uint8_t tcp_flags,
                        const uint8_t *frame, const struct iod_net_meta *m, uint64_t now_ns,
                        struct iod_net_ct_result *r);
+/* The same with the key's hash (iod_net_tuple_hash) already computed. */
+void iod_net_ct_lookup_hashed(struct iod_net_ct *ct, const struct iod_net_tuple *key, uint32_t hash,
+                              uint8_t tcp_flags, const uint8_t *frame, const struct iod_net_meta *m,
+                              uint64_t now_ns, struct iod_net_ct_result *r);
+/* Burst helpers: prefetch the index slot of a hash, then (once it is in
+ * cache) the session its first matching slot points to. Pure hints. */
+void iod_net_ct_prefetch(const struct iod_net_ct *ct, uint32_t hash);
+void iod_net_ct_prefetch_entry(const struct iod_net_ct *ct, uint32_t hash);
 /*
  * Create the session for a NEW packet (its tuple is the original direction),
  * with an optional NAT binding and user mark. -ENOSPC when the table is full,

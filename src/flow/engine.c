@@ -1133,20 +1133,42 @@ static void finish(struct iod_pkt *pkt, const struct iod_flow_fwd *f, const stru
 	}
 }
 
-static void process_one(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *pkt,
-                        struct iod_net_meta *m, uint64_t now_ns)
-{
-	struct core *cs = &pl->cores[core];
-	struct iod_flow_key k;
-	int32_t start = pkt->port_in < IOD_IO_PORTS_MAX ? pl->root[pkt->port_in] : -1;
+/* Where one packet is in its walk, between burst phases. */
+struct pstate {
+	struct iod_flow_key k;  /* the key as actions left it */
+	struct iod_net_tuple t; /* WAIT_CT: the tuple conntrack looks up */
+	int32_t start;          /* pipe the next segment starts at */
+	uint32_t ct_pipe;       /* WAIT_CT: the ct pipe */
+	uint32_t ct_hash;       /* WAIT_CT: hash of t */
+	uint8_t seg;            /* segments run (bounded) */
+};
 
+#define RUN_DONE 0
+#define RUN_WAIT_CT 1
+
+static void pkt_begin(struct iod_flow_pipeline *pl, struct iod_pkt *pkt,
+                      const struct iod_net_meta *m, struct pstate *st)
+{
+	st->start = pkt->port_in < IOD_IO_PORTS_MAX ? pl->root[pkt->port_in] : -1;
+	st->seg = 0;
 	pkt->verdict = IOD_FLOW_V_DROP;
 	pkt->mirror_port = UINT16_MAX;
 	pkt->ct_state = 0;
+	iod_flow_key_from_meta(&st->k, m, pkt->port_in);
+}
+
+/* Run cached or walked segments until the packet is decided (RUN_DONE) or
+ * waits for conntrack (RUN_WAIT_CT: st->t and st->ct_hash are set). */
+static int pkt_run(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *pkt,
+                   struct iod_net_meta *m, struct pstate *st, uint64_t now_ns)
+{
+	struct core *cs = &pl->cores[core];
+	struct iod_flow_key k = st->k;
+	int32_t start = st->start;
+
 	if (start < 0)
-		return;
-	iod_flow_key_from_meta(&k, m, pkt->port_in);
-	for (int seg = 0; seg < IOD_FLOW_HOPS_MAX; seg++) {
+		return RUN_DONE;
+	for (; st->seg < IOD_FLOW_HOPS_MAX; st->seg++) {
 		struct emc_slot tmp, *s = NULL;
 		struct mf_masks *mm = &cs->masks[start];
 		struct iod_flow_key mk;
@@ -1221,7 +1243,7 @@ static void process_one(struct iod_flow_pipeline *pl, uint32_t core, struct iod_
 			}
 		}
 		if (s->hits_n == 0xff)
-			return;
+			return RUN_DONE;
 		uint8_t n = s->hits_n, end = s->end;
 		struct iod_flow_fwd fwd = s->fwd;
 		uint32_t hit[EMC_HITS_MAX];
@@ -1229,32 +1251,44 @@ static void process_one(struct iod_flow_pipeline *pl, uint32_t core, struct iod_
 		for (uint8_t i = 0; i < n; i++) {
 			struct pipe *p = &pl->pipes[hit[i] >> 24];
 			if (!apply_entry(pl, core, p, hit[i] & 0xffffff, pkt, m, &k, now_ns))
-				return;
+				return RUN_DONE;
 		}
 		if (end == END_FWD) {
 			finish(pkt, &fwd, m);
-			return;
+			return RUN_DONE;
 		}
-		/* A ct pipe: track, apply the session's NAT, continue after it. */
+		/* A ct pipe: hand the tuple back; the burst prefetches, then pkt_ct. */
 		struct pipe *ctp = &pl->pipes[fwd.pipe];
-		struct iod_net_ct *ct = core_ct(pl, core);
-		struct iod_net_tuple t;
-		struct iod_net_ct_result r;
-		key_tuple(&k, &t);
+		key_tuple(&k, &st->t);
 		if (ctp->cfg.ct_zone_from_meta)
-			t.zone = (uint16_t)k.meta;
-		iod_net_ct_lookup(ct, &t, k.tcp_flags, pkt->data, m, now_ns, &r);
-		ctp->hits[core]++;
-		if (r.nat_kind && iod_net_ct_nat_apply(ct, &r, pkt->data, m) == 0) {
-			k.src = m->key.src;
-			k.dst = m->key.dst;
-			k.sport = m->key.sport;
-			k.dport = m->key.dport;
-		}
-		k.ct_state = r.ct_state;
-		pkt->ct_state = r.ct_state;
-		start = (int32_t)fwd.pipe;
+			st->t.zone = (uint16_t)k.meta;
+		st->ct_hash = iod_net_tuple_hash(&st->t);
+		st->ct_pipe = fwd.pipe;
+		st->k = k;
+		st->seg++;
+		return RUN_WAIT_CT;
 	}
+	return RUN_DONE; /* too many segments: dropped */
+}
+
+/* Track the packet, apply the session's NAT, continue after the ct pipe. */
+static void pkt_ct(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *pkt,
+                   struct iod_net_meta *m, struct pstate *st, uint64_t now_ns)
+{
+	struct iod_net_ct *ct = core_ct(pl, core);
+	struct iod_net_ct_result r;
+	iod_net_ct_lookup_hashed(ct, &st->t, st->ct_hash, st->k.tcp_flags, pkt->data, m, now_ns,
+	                         &r);
+	pl->pipes[st->ct_pipe].hits[core]++;
+	if (r.nat_kind && iod_net_ct_nat_apply(ct, &r, pkt->data, m) == 0) {
+		st->k.src = m->key.src;
+		st->k.dst = m->key.dst;
+		st->k.sport = m->key.sport;
+		st->k.dport = m->key.dport;
+	}
+	st->k.ct_state = r.ct_state;
+	pkt->ct_state = r.ct_state;
+	st->start = (int32_t)st->ct_pipe;
 }
 
 void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt **pkts, uint32_t n,
@@ -1274,16 +1308,36 @@ void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt 
 			meta[i].len = 0;
 		}
 	}
+	/* Run every packet up to its first ct pipe; then, while some wait for
+	 * conntrack, prefetch their index slots, then their sessions, then track
+	 * them and run on: the cache misses of a burst overlap. */
+	struct pstate st[IOD_FLOW_BURST_MAX];
+	uint32_t wait[IOD_FLOW_BURST_MAX], nw = 0;
+	struct iod_net_ct *ct = core_ct(pl, core);
 	for (uint32_t i = 0; i < n; i++) {
-		if (!meta[i].len) {
-			pkts[i]->verdict = IOD_FLOW_V_DROP;
-			pkts[i]->mirror_port = UINT16_MAX;
-		} else {
-			process_one(pl, core, pkts[i], &meta[i], now_ns);
+		pkt_begin(pl, pkts[i], &meta[i], &st[i]);
+		if (!meta[i].len)
+			st[i].start = -1;
+		if (pkt_run(pl, core, pkts[i], &meta[i], &st[i], now_ns) == RUN_WAIT_CT)
+			wait[nw++] = i;
+	}
+	for (int round = 0; nw && round < IOD_FLOW_HOPS_MAX; round++) {
+		for (uint32_t w = 0; w < nw; w++)
+			iod_net_ct_prefetch(ct, st[wait[w]].ct_hash);
+		for (uint32_t w = 0; w < nw; w++)
+			iod_net_ct_prefetch_entry(ct, st[wait[w]].ct_hash);
+		uint32_t still = 0;
+		for (uint32_t w = 0; w < nw; w++) {
+			uint32_t i = wait[w];
+			pkt_ct(pl, core, pkts[i], &meta[i], &st[i], now_ns);
+			if (pkt_run(pl, core, pkts[i], &meta[i], &st[i], now_ns) == RUN_WAIT_CT)
+				wait[still++] = i;
 		}
+		nw = still;
+	}
+	for (uint32_t i = 0; i < n; i++)
 		if (pkts[i]->verdict == IOD_FLOW_V_DROP)
 			cs->drops++;
-	}
 	cs->packets += n;
 }
 
