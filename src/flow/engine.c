@@ -1247,7 +1247,8 @@ static int pkt_run(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *
 		uint8_t n = s->hits_n, end = s->end;
 		struct iod_flow_fwd fwd = s->fwd;
 		uint32_t hit[EMC_HITS_MAX];
-		memcpy(hit, s->hit, sizeof(uint32_t) * n);
+		for (uint8_t i = 0; i < n; i++) /* short: a loop beats rep movs */
+			hit[i] = s->hit[i];
 		for (uint8_t i = 0; i < n; i++) {
 			struct pipe *p = &pl->pipes[hit[i] >> 24];
 			if (!apply_entry(pl, core, p, hit[i] & 0xffffff, pkt, m, &k, now_ns))
