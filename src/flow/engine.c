@@ -73,18 +73,20 @@ void iod_flow_key_from_meta(struct iod_flow_key *k, const struct iod_net_meta *m
 	k->tunnelled = tun;
 }
 
-static inline void key_words(const struct iod_flow_key *k, uint64_t w[8])
+/* Keys are read and written as eight 64-bit words in place: no copies
+ * through the stack (they cost store-forwarding stalls on the packet path). */
+typedef uint64_t __attribute__((may_alias, aligned(1))) kword;
+
+static inline const kword *kw(const struct iod_flow_key *k)
 {
-	memcpy(w, k, 64);
+	return (const kword *)(const void *)k;
 }
 
 static inline bool key_match_masked(const struct iod_flow_key *k, const struct iod_flow_key *v,
                                     const struct iod_flow_key *mask)
 {
-	uint64_t a[8], b[8], m[8], d = 0;
-	key_words(k, a);
-	key_words(v, b);
-	key_words(mask, m);
+	const kword *a = kw(k), *b = kw(v), *m = kw(mask);
+	uint64_t d = 0;
 	for (int i = 0; i < 8; i++)
 		d |= (a[i] ^ b[i]) & m[i];
 	return d == 0;
@@ -93,9 +95,8 @@ static inline bool key_match_masked(const struct iod_flow_key *k, const struct i
 static inline uint32_t key_hash_masked(const struct iod_flow_key *k,
                                        const struct iod_flow_key *mask, uint32_t salt)
 {
-	uint64_t a[8], m[8], h = 0x9e3779b97f4a7c15ull ^ salt;
-	key_words(k, a);
-	key_words(mask, m);
+	const kword *a = kw(k), *m = kw(mask);
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ salt;
 	for (int i = 0; i < 8; i++)
 		h = (h ^ (a[i] & m[i])) * 0xff51afd7ed558ccdull + (h >> 29);
 	return (uint32_t)(iod_hash_u64(h) >> 32);
@@ -104,8 +105,7 @@ static inline uint32_t key_hash_masked(const struct iod_flow_key *k,
 static inline uint32_t key_hash(const struct iod_flow_key *k, uint32_t start)
 {
 	/* Independent multiplies (they pipeline), then one finaliser. */
-	uint64_t a[8];
-	key_words(k, a);
+	const kword *a = kw(k);
 	uint64_t h = (a[0] ^ start) * 0x9e3779b97f4a7c15ull + a[1] * 0xc2b2ae3d27d4eb4full +
 	             a[2] * 0x165667b19e3779f9ull + a[3] * 0x27d4eb2f165667c5ull +
 	             a[4] * 0x94d049bb133111ebull + a[5] * 0xbf58476d1ce4e5b9ull +
@@ -119,22 +119,28 @@ static inline uint32_t key_hash(const struct iod_flow_key *k, uint32_t start)
 static inline void key_and(const struct iod_flow_key *k, const struct iod_flow_key *m,
                            struct iod_flow_key *out)
 {
-	uint64_t a[8], b[8];
-	key_words(k, a);
-	key_words(m, b);
+	const kword *a = kw(k), *b = kw(m);
+	kword *o = (kword *)(void *)out;
 	for (int i = 0; i < 8; i++)
-		a[i] &= b[i];
-	memcpy(out, a, 64);
+		o[i] = a[i] & b[i];
 }
 
 static inline void key_or(struct iod_flow_key *acc, const struct iod_flow_key *m)
 {
-	uint64_t a[8], b[8];
-	key_words(acc, a);
-	key_words(m, b);
+	kword *a = (kword *)(void *)acc;
+	const kword *b = kw(m);
 	for (int i = 0; i < 8; i++)
 		a[i] |= b[i];
-	memcpy(acc, a, 64);
+}
+
+/* Exact comparison of two keys. */
+static inline bool key_equal(const struct iod_flow_key *x, const struct iod_flow_key *y)
+{
+	const kword *a = kw(x), *b = kw(y);
+	uint64_t d = 0;
+	for (int i = 0; i < 8; i++)
+		d |= a[i] ^ b[i];
+	return d == 0;
 }
 
 static void key_tuple(const struct iod_flow_key *k, struct iod_net_tuple *t)
@@ -1163,7 +1169,7 @@ static int pkt_run(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *
                    struct iod_net_meta *m, struct pstate *st, uint64_t now_ns)
 {
 	struct core *cs = &pl->cores[core];
-	struct iod_flow_key k = st->k;
+	struct iod_flow_key *k = &st->k; /* in place: no copy */
 	int32_t start = st->start;
 
 	if (start < 0)
@@ -1179,11 +1185,11 @@ static int pkt_run(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *
 		/* 1. megaflow: the key masked by what walks from here consulted */
 		for (uint32_t o = 0; !pl->cfg.emc_off && o < mm->n; o++) {
 			uint32_t j = mm->order[o];
-			key_and(&k, &mm->m[j], &mk);
+			key_and(k, &mm->m[j], &mk);
 			uint32_t mh = key_hash(&mk, (uint32_t)start << 3 | j);
 			struct emc_slot *e = &cs->mf[mh & (MF_SLOTS - 1)];
 			if (e->gen == pl->gen && e->hash == mh && e->start == start &&
-			    e->mask_id == j && !memcmp(&e->key, &mk, sizeof(mk))) {
+			    e->mask_id == j && key_equal(&e->key, &mk)) {
 				cs->mf_hits++;
 				s = e;
 				if (++mm->hits[j] > (o ? mm->hits[mm->order[o - 1]] : UINT64_MAX)) {
@@ -1198,10 +1204,10 @@ static int pkt_run(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *
 		uint32_t h = 0;
 		struct emc_slot *e = NULL;
 		if (!s && !pl->cfg.emc_off) {
-			h = key_hash(&k, (uint32_t)start);
+			h = key_hash(k, (uint32_t)start);
 			e = &cs->emc[h & pl->emc_mask];
 			if (e->gen == pl->gen && e->hash == h && e->start == start &&
-			    !memcmp(&e->key, &k, sizeof(k))) {
+			    key_equal(&e->key, k)) {
 				cs->emc_hits++;
 				s = e;
 			}
@@ -1211,12 +1217,12 @@ static int pkt_run(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *
 			struct iod_flow_key used;
 			memset(&used, 0, sizeof(used));
 			cs->emc_misses++;
-			walk(pl, core, (uint32_t)start, k, &tmp, &used);
+			walk(pl, core, (uint32_t)start, *k, &tmp, &used);
 			s = &tmp;
 			if (tmp.hits_n != 0xff) {
 				if (e) {
 					*e = tmp;
-					e->key = k;
+					e->key = *k;
 					e->hash = h;
 					e->start = (uint16_t)start;
 					e->gen = pl->gen;
@@ -1230,7 +1236,7 @@ static int pkt_run(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *
 					mm->m[mm->n++] = used;
 				}
 				if (j < mm->n) {
-					key_and(&k, &used, &mk);
+					key_and(k, &used, &mk);
 					uint32_t mh = key_hash(&mk, (uint32_t)start << 3 | j);
 					struct emc_slot *me = &cs->mf[mh & (MF_SLOTS - 1)];
 					*me = tmp;
@@ -1251,7 +1257,7 @@ static int pkt_run(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *
 			hit[i] = s->hit[i];
 		for (uint8_t i = 0; i < n; i++) {
 			struct pipe *p = &pl->pipes[hit[i] >> 24];
-			if (!apply_entry(pl, core, p, hit[i] & 0xffffff, pkt, m, &k, now_ns))
+			if (!apply_entry(pl, core, p, hit[i] & 0xffffff, pkt, m, k, now_ns))
 				return RUN_DONE;
 		}
 		if (end == END_FWD) {
@@ -1260,12 +1266,11 @@ static int pkt_run(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *
 		}
 		/* A ct pipe: hand the tuple back; the burst prefetches, then pkt_ct. */
 		struct pipe *ctp = &pl->pipes[fwd.pipe];
-		key_tuple(&k, &st->t);
+		key_tuple(k, &st->t);
 		if (ctp->cfg.ct_zone_from_meta)
-			st->t.zone = (uint16_t)k.meta;
+			st->t.zone = (uint16_t)k->meta;
 		st->ct_hash = iod_net_tuple_hash(&st->t);
 		st->ct_pipe = fwd.pipe;
-		st->k = k;
 		st->seg++;
 		return RUN_WAIT_CT;
 	}
