@@ -323,6 +323,15 @@ int iod_io_bench_ct(uint32_t sessions, double *bytes_per_session, double *new_pe
 	t.dst.v4 = BENCH_VIP;
 	t.dport = 80;
 	for (uint32_t i = 0; i < sessions; i++) {
+		/* New sessions arrive in bursts: prefetch the index slots (both
+		 * directions) a few sessions ahead, as the burst path does. */
+		uint32_t a = i + 8;
+		struct iod_net_tuple ahead = t, back;
+		ahead.src.v4 = 0x0a000000u + (a >> 14);
+		ahead.sport = (uint16_t)(1024 + (a & 16383));
+		iod_net_tuple_reverse(&ahead, &back);
+		iod_net_ct_prefetch(ct, iod_net_tuple_hash(&ahead));
+		iod_net_ct_prefetch(ct, iod_net_tuple_hash(&back));
 		t.src.v4 = 0x0a000000u + (i >> 14);
 		t.sport = (uint16_t)(1024 + (i & 16383));
 		if ((rc = iod_net_ct_commit(ct, &t, 0, NULL, 0, 0, NULL))) {
