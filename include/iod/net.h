@@ -335,6 +335,15 @@ int iod_net_vxlan_set_sport(uint8_t *frame, uint32_t len, uint16_t sport);
 int iod_net_arp_reply(const uint8_t *req, uint32_t len, uint32_t gw_ip, const uint8_t gw_mac[6],
                       uint8_t *out, uint32_t cap);
 
+/*
+ * ND responder (IPv6's ARP, RFC 4861): if req is a Neighbor Solicitation for
+ * gw_ip6, write the Neighbor Advertisement (router, solicited, override; with
+ * the target link-layer address option) to out and return its length (86);
+ * 0 when it is not such a solicitation; -ENOSPC if out is too small.
+ */
+int iod_net_nd_reply(const uint8_t *req, uint32_t len, const uint8_t gw_ip6[16],
+                     const uint8_t gw_mac[6], uint8_t *out, uint32_t cap);
+
 /* ---- header rewrites with incremental checksums ------------------------ */
 
 /* Rewrite the key's IPv4 source/destination address and L4 port of a parsed
