@@ -161,9 +161,9 @@ struct iod_flow_pipe_cfg {
 	enum iod_flow_pipe_kind kind;    /* pipe kind */
 	bool is_root;                    /* root of port .port (first pipe its packets see) */
 	uint16_t port;                   /* root: the port */
-	struct iod_flow_key match;       /* constant values (where mask bits are set) */
-	struct iod_flow_key mask;        /* compared bits (BASIC/HASH: the fields) */
-	uint32_t changeable;             /* bits of `match` fields each entry fills (doc only) */
+	struct iod_flow_key match;       /* pipe-wide constant values, compared under const_mask */
+	struct iod_flow_key const_mask;  /* fields fixed for the whole pipe (a mismatch misses) */
+	struct iod_flow_key mask;        /* fields each entry fills (BASIC/HASH: the key fields) */
 	struct iod_flow_actions actions; /* template: entries' flags OR into these */
 	struct iod_flow_monitor monitor; /* template monitor (entries may add) */
 	struct iod_flow_fwd fwd;         /* on a hit (entries may override) */

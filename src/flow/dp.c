@@ -197,7 +197,8 @@ int iod_flow_dp_build(const struct iod_flow_dp_config *c, uint32_t cores, struct
 	                                  .fwd_miss = drop()};
 	decap.mask.vni = 0xffffff;
 	decap.mask.outer_dst_ip = 0xffffffff;
-	decap.mask.tunnelled = 0xff;
+	decap.match.tunnelled = 1; /* only VXLAN frames: a pipe-wide constant */
+	decap.const_mask.tunnelled = 0xff;
 	decap.actions.flags = IOD_FLOW_ACT_DECAP | IOD_FLOW_ACT_SET_META | IOD_FLOW_ACT_SET_ZONE;
 	decap.monitor.flags = IOD_FLOW_MON_COUNT;
 	struct iod_flow_pipe_cfg host = {.name = "host",
@@ -263,7 +264,6 @@ int iod_flow_dp_build(const struct iod_flow_dp_config *c, uint32_t cores, struct
 		memset(&ec, 0, sizeof(ec));
 		ec.match.vni = net->vni;
 		ec.match.outer_dst_ip = c->vtep_ip;
-		ec.match.tunnelled = 1;
 		ec.actions.flags = IOD_FLOW_ACT_SET_META | IOD_FLOW_ACT_SET_ZONE;
 		ec.actions.meta = n + 1;
 		ec.actions.zone = (uint16_t)(n + 1);

@@ -298,10 +298,11 @@ int iod_flow_pipe_create(struct iod_flow_pipeline *pl, const struct iod_flow_pip
 	memset(p, 0, sizeof(*p));
 	p->cfg = *cfg;
 	p->cfg.entries_max = max;
+	p->umask = cfg->const_mask; /* every lookup consults the constant fields */
 	if (cfg->kind == IOD_FLOW_PIPE_BASIC || cfg->kind == IOD_FLOW_PIPE_HASH)
-		p->umask = cfg->mask;
+		key_or(&p->umask, &cfg->mask);
 	if (cfg->kind == IOD_FLOW_PIPE_LPM) {
-		p->umask = cfg->mask;
+		key_or(&p->umask, &cfg->mask);
 		p->umask.dst.v4 = 0xffffffff;
 		p->umask.family = 0xff;
 	}
@@ -795,7 +796,9 @@ static struct iod_net_ct *core_ct(const struct iod_flow_pipeline *pl, uint32_t c
 static uint32_t pipe_lookup(const struct pipe *p, const struct iod_flow_key *k)
 {
 	const struct iod_flow_pipe_cfg *c = &p->cfg;
-	/* Constant match fields of the pipe first (DOCA: mask bits not changeable). */
+	/* The pipe's constant fields first (DOCA: match values the pipe fixes). */
+	if (!key_match_masked(k, &c->match, &c->const_mask))
+		return UINT32_MAX;
 	switch (c->kind) {
 	case IOD_FLOW_PIPE_BASIC: {
 		uint32_t h = key_hash_masked(k, &c->mask, 0), i = h & p->index_mask;

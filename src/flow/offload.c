@@ -48,11 +48,15 @@ int iod_flow_offload_translate(const struct iod_flow_pipeline *pl, uint32_t pipe
 		break;
 	default: r->unsupported = "ct pipe: connection state is tracked in software"; break;
 	}
-	/* The spec is the entry's value under the mask. */
+	/* The spec is the entry's value under the mask, plus the pipe's constants. */
 	const uint8_t *v = (const uint8_t *)&ec->match, *m = (const uint8_t *)&r->mask;
-	uint8_t *s = (uint8_t *)&r->spec;
-	for (size_t i = 0; i < sizeof(r->spec); i++)
-		s[i] = v[i] & m[i];
+	const uint8_t *pv = (const uint8_t *)&p->cfg.match,
+	              *pm = (const uint8_t *)&p->cfg.const_mask;
+	uint8_t *s = (uint8_t *)&r->spec, *rm = (uint8_t *)&r->mask;
+	for (size_t i = 0; i < sizeof(r->spec); i++) {
+		s[i] = (uint8_t)((v[i] & m[i] & ~pm[i]) | (pv[i] & pm[i]));
+		rm[i] = (uint8_t)(m[i] | pm[i]);
+	}
 
 	/* An ACL range of one port is an exact match. */
 	if (p->cfg.kind == IOD_FLOW_PIPE_ACL && ec->dport_min && ec->dport_min == ec->dport_max) {

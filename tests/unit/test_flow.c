@@ -797,3 +797,32 @@ TEST(offload_translation_marks_what_stays_in_software)
 	CHECK_EQ(iod_flow_offload_translate(pl, 1, 3, &r), -ENOENT);
 	iod_flow_pipeline_destroy(pl);
 }
+
+TEST(pipe_constant_fields_gate_every_entry)
+{
+	struct iod_flow_pipeline *pl = mkpl(2, NULL, NULL, 0);
+	struct iod_err e;
+	struct iod_flow_pipe_cfg pc = {
+	    .name = "tcp_only", .kind = IOD_FLOW_PIPE_BASIC, .is_root = true, .entries_max = 4};
+	pc.match.proto = IOD_NET_PROTO_TCP;
+	pc.const_mask.proto = 0xff;
+	pc.mask.dst.v4 = 0xffffffff;
+	pc.fwd = to_port(1);
+	CHECK_EQ(iod_flow_pipe_create(pl, &pc, &e), 0);
+	struct iod_flow_entry_cfg ec = {0};
+	ec.match.dst.v4 = 2;
+	iod_flow_entry_add(pl, 0, &ec, NULL, NULL);
+	iod_flow_entries_process(pl, 0, 0);
+	struct buf p;
+	mkpkt(&p, 0, 6, 1, 1, 2, 2, 0);
+	run1(pl, &p, 0);
+	CHECK_EQ(p.pkt.verdict, IOD_FLOW_V_PORT);
+	mkpkt(&p, 0, 17, 1, 1, 2, 2, 0);
+	run1(pl, &p, 0);
+	CHECK_EQ(p.pkt.verdict, IOD_FLOW_V_DROP); /* UDP: the pipe's constant says TCP */
+	struct iod_flow_hw_rule r;
+	CHECK_EQ(iod_flow_offload_translate(pl, 0, 0, &r), 0);
+	CHECK_EQ(r.spec.proto, IOD_NET_PROTO_TCP);
+	CHECK_EQ(r.mask.proto, 0xff);
+	iod_flow_pipeline_destroy(pl);
+}
