@@ -119,6 +119,8 @@ double iod_sim_cdf_mean(const struct iod_sim_cdf *c)
 uint64_t iod_sim_cdf_sample(const struct iod_sim_cdf *c, struct iod_rng *r)
 {
 	double u = iod_rng_double(r);
+	if (u < c->p[0]) /* mass at the first point (a CDF need not start at 0) */
+		return c->bytes[0] ? c->bytes[0] : 1;
 	for (uint32_t i = 1; i < c->n; i++) {
 		if (u < c->p[i]) {
 			double span = c->p[i] - c->p[i - 1];
