@@ -215,9 +215,11 @@ int iod_sim_create(struct iod_sim **out, const struct iod_sim_topo *t,
 	s->names = calloc(s->n_nodes, sizeof(*s->names));
 	s->hosts = calloc(s->n_nodes, sizeof(uint32_t));
 	s->flows = calloc(c->flows_max, sizeof(*s->flows));
+	s->arr = calloc(c->flows_max, sizeof(uint32_t));
+	s->arr_sorted = true;
 	s->raws = calloc(IOD_SIM_RAW_MAX, sizeof(*s->raws));
 	s->tevents = calloc(t->n_events ? t->n_events : 1, sizeof(*s->tevents));
-	if (!s->nodes || !s->ports || !s->port_of_link || !s->rev_port || !s->names || !s->hosts || !s->flows ||
+	if (!s->nodes || !s->ports || !s->port_of_link || !s->rev_port || !s->names || !s->hosts || !s->flows || !s->arr ||
 	    !s->raws || !s->tevents) {
 		iod_sim_destroy(s);
 		return iod_err_set(e, -ENOMEM, "out of memory for %u flows", c->flows_max);
@@ -299,7 +301,7 @@ int iod_sim_create(struct iod_sim **out, const struct iod_sim_topo *t,
 		return iod_err_set(e, rc, "cannot allocate %u packets", c->packets_max);
 	}
 	uint64_t evs = c->events_max ? c->events_max
-	                             : 2ull * c->packets_max + 2ull * c->flows_max +
+	                             : 2ull * c->packets_max + 1ull * c->flows_max +
 	                                   IOD_SIM_RAW_MAX + t->n_events + 1024;
 	if (evs > UINT32_MAX - 1)
 		evs = UINT32_MAX - 1;
@@ -330,6 +332,7 @@ void iod_sim_destroy(struct iod_sim *s)
 	free(s->names);
 	free(s->hosts);
 	free(s->flows);
+	free(s->arr);
 	free(s->raws);
 	free(s->tevents);
 	free(s->route_off);
@@ -536,12 +539,52 @@ int iod_sim_raw_add(struct iod_sim *s, uint32_t src, uint32_t dst, uint32_t wire
 	return s->err ? iod_err_set(e, s->err, "%s", s->err_msg) : 0;
 }
 
+static const struct iod_sim *sort_ctx;
+static int cmp_start(const void *a, const void *b)
+{
+	const struct iod_sim_flow_rec *x = &sort_ctx->flows[*(const uint32_t *)a].rec;
+	const struct iod_sim_flow_rec *y = &sort_ctx->flows[*(const uint32_t *)b].rec;
+	if (x->start_ns != y->start_ns)
+		return x->start_ns < y->start_ns ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+void sim_arrival_add(struct iod_sim *s, uint32_t id)
+{
+	IOD_ASSERT(s->arr_n < s->cfg.flows_max);
+	if (s->arr_n > s->arr_pos &&
+	    s->flows[s->arr[s->arr_n - 1]].rec.start_ns > s->flows[id].rec.start_ns)
+		s->arr_sorted = false;
+	s->arr[s->arr_n++] = id;
+}
+
 int iod_sim_run(struct iod_sim *s, uint64_t until_ns, struct iod_err *e)
 {
 	struct iod_sim_event ev;
 	uint64_t next_progress = s->progress_every ? s->events + s->progress_every : UINT64_MAX;
 
-	while (!s->err && s->q.n && s->q.heap[0].t_ns <= until_ns) {
+	for (;;) {
+		if (IOD_UNLIKELY(!s->arr_sorted)) {
+			/* qsort is not stable, but (start, id) is a total order */
+			sort_ctx = s;
+			qsort(s->arr + s->arr_pos, s->arr_n - s->arr_pos, sizeof(uint32_t),
+			      cmp_start);
+			s->arr_sorted = true;
+		}
+		uint64_t t_arr = s->arr_pos < s->arr_n ? s->flows[s->arr[s->arr_pos]].rec.start_ns
+		                                       : UINT64_MAX;
+		uint64_t t_q = s->q.n ? s->q.heap[0].t_ns : UINT64_MAX;
+		if (s->err || (t_arr == UINT64_MAX && t_q == UINT64_MAX) ||
+		    (t_arr > until_ns && t_q > until_ns))
+			break;
+		if (t_arr <= t_q) {
+			/* flow starts fire before other events of the same ns */
+			IOD_ASSERT_HOT(t_arr >= s->now_ns);
+			s->now_ns = t_arr;
+			s->events++;
+			sim_transport_start(s, s->arr[s->arr_pos++]);
+			continue;
+		}
 		iod_sim_queue_pop(&s->q, &ev);
 		IOD_ASSERT_HOT(ev.t_ns >= s->now_ns);
 		s->now_ns = ev.t_ns;

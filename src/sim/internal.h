@@ -119,6 +119,12 @@ struct iod_sim {
 	uint32_t n_tevents;
 	struct sim_flow *flows;      /* flows_max */
 	uint32_t n_flows, flows_done;
+	/* Future flow starts wait in this array sorted by (start, id) rather
+	 * than in the heap, so millions of pre-generated arrivals do not make
+	 * every heap operation deeper; the run loop merges the two. */
+	uint32_t *arr;               /* flow ids, flows_max */
+	uint32_t arr_n, arr_pos;     /* filled, next to start */
+	bool arr_sorted;             /* arr[arr_pos..arr_n) is sorted */
 	struct sim_raw *raws;        /* IOD_SIM_RAW_MAX */
 	uint32_t n_raws;
 	enum iod_sim_hash hash;      /* ECMP hash */
@@ -142,6 +148,7 @@ struct iod_sim {
 void sim_fail(struct iod_sim *s, int code, const char *msg);
 void sim_push(struct iod_sim *s, uint64_t t_ns, uint32_t kind, uint32_t arg, uint64_t data);
 struct sim_pkt *sim_pkt_alloc(struct iod_sim *s);
+void sim_arrival_add(struct iod_sim *s, uint32_t id);
 void sim_forward(struct iod_sim *s, uint32_t node, struct sim_pkt *p);
 uint64_t sim_ser_ns(uint64_t bytes, uint64_t rate_bps);
 

@@ -32,9 +32,15 @@ void iod_sim_queue_destroy(struct iod_sim_queue *q)
 	memset(q, 0, sizeof(*q));
 }
 
+/* One 128-bit comparison instead of two dependent branches. */
+__extension__ typedef unsigned __int128 key128;
+static inline key128 key(const struct iod_sim_event *a)
+{
+	return (key128)a->t_ns << 64 | a->seq;
+}
 static inline bool before(const struct iod_sim_event *a, const struct iod_sim_event *b)
 {
-	return a->t_ns < b->t_ns || (a->t_ns == b->t_ns && a->seq < b->seq);
+	return key(a) < key(b);
 }
 
 int iod_sim_queue_push(struct iod_sim_queue *q, uint64_t t_ns, uint32_t kind, uint32_t arg,
@@ -72,11 +78,24 @@ bool iod_sim_queue_pop(struct iod_sim_queue *q, struct iod_sim_event *out)
 		if (c >= n)
 			break;
 		uint32_t best = c;
-		uint32_t end = c + 4 < n ? c + 4 : n;
-		for (uint32_t k = c + 1; k < end; k++)
-			if (before(&h[k], &h[best]))
-				best = k;
-		if (!before(&h[best], &last))
+		key128 bk = key(&h[c]);
+		if (c + 4 <= n) {
+			/* full family: selects without data-dependent branches */
+			key128 k1 = key(&h[c + 1]), k2 = key(&h[c + 2]), k3 = key(&h[c + 3]);
+			uint32_t b01 = k1 < bk ? c + 1 : c;
+			key128 m01 = k1 < bk ? k1 : bk;
+			uint32_t b23 = k3 < k2 ? c + 3 : c + 2;
+			key128 m23 = k3 < k2 ? k3 : k2;
+			best = m23 < m01 ? b23 : b01;
+			bk = m23 < m01 ? m23 : m01;
+		} else {
+			for (uint32_t k = c + 1; k < n; k++)
+				if (key(&h[k]) < bk) {
+					best = k;
+					bk = key(&h[k]);
+				}
+		}
+		if (!(bk < key(&last)))
 			break;
 		h[i] = h[best];
 		i = best;

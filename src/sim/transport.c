@@ -111,7 +111,10 @@ int iod_sim_flow_add(struct iod_sim *s, uint32_t src, uint32_t dst, uint64_t siz
 	f->alpha = 1.0;
 	f->win_end = (uint32_t)f->cwnd;
 	f->rto_ns = s->cfg.rto_min_ns;
-	sim_push(s, start_ns, EV_FLOW_START, s->n_flows, 0);
+	if (start_ns > s->now_ns || !s->events)
+		sim_arrival_add(s, s->n_flows);
+	else
+		sim_push(s, start_ns, EV_FLOW_START, s->n_flows, 0);
 	if (s->err)
 		return iod_err_set(e, s->err, "%s", s->err_msg);
 	if (id)
