@@ -84,6 +84,8 @@
 #define IOD_SIM_RAW_MAX 1024
 /* Hops of one path (iod_sim_path, ideal FCT): a 3-tier fabric has 6. */
 #define IOD_SIM_PATH_MAX 16
+/* Probes one host's policy may ask for per probe interval. */
+#define IOD_SIM_PROBES_PER_TICK_MAX 64
 /* Loads in one sweep. */
 #define IOD_SIM_SWEEP_MAX 32
 

@@ -171,17 +171,31 @@ struct iod_sim_path_feedback {
 	uint64_t now_ns;                 /* virtual time */
 };
 
+/* A probe a policy asks its host's edge to send (an action, not a call). */
+struct iod_sim_probe {
+	uint32_t dst_host; /* VTEP to probe */
+	uint16_t sport;    /* outer source port: the path to measure */
+};
+
 /*
  * A path policy: pure functions of their inputs and their own state. choose
  * returns the outer UDP source port for one packet; feedback (may be NULL)
- * is told every ACK. They never see the simulator, never read a clock and
- * never draw randomness except from state they seeded themselves.
+ * is told every ACK and every probe reply. probe (may be NULL) is called
+ * every probe_interval_ns for each host and returns the probes to send now
+ * (at most max); the simulator sends each as a small ECN-capable packet that
+ * the destination reflects, and reports the reply through feedback with
+ * kind IOD_SIM_FB_PROBE_REPLY and flow_id UINT32_MAX. Policies never see the
+ * simulator, never read a clock and never draw randomness except from state
+ * they seeded themselves.
  */
 struct iod_sim_path_policy {
 	const char *name; /* "ecmp" */
 	void *state;      /* owned by the policy's creator */
 	uint16_t (*choose)(void *state, const struct iod_sim_path_query *q);
 	void (*feedback)(void *state, const struct iod_sim_path_feedback *fb);
+	uint32_t (*probe)(void *state, uint32_t src_host, uint64_t now_ns,
+	                  struct iod_sim_probe *out, uint32_t max);
+	uint64_t probe_interval_ns; /* 0 = never probe */
 };
 /* Static ECMP: the source port is the inner flow hash (what VXLAN does). */
 extern const struct iod_sim_path_policy iod_sim_path_ecmp;

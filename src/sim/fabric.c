@@ -464,6 +464,28 @@ static void on_arrive(struct iod_sim *s, uint32_t pi, uint32_t idx)
 	case PKT_ACK:
 		sim_transport_ack(s, p);
 		break;
+	case PKT_PROBE: {
+		/* reflect it: same outer source port, CE echoed */
+		struct sim_pkt *r = sim_pkt_alloc(s);
+		if (!r)
+			break;
+		*r = *p;
+		r->type = PKT_PROBE_REPLY;
+		r->src = p->dst;
+		r->dst = p->src;
+		r->data_sport = p->sport;
+		r->flags = (p->flags & PF_CE) ? PF_ECE : 0;
+		sim_forward(s, node, r);
+		break;
+	}
+	case PKT_PROBE_REPLY:
+		if (s->policy->feedback) {
+			struct iod_sim_path_feedback fb = {
+			    IOD_SIM_FB_PROBE_REPLY, p->dst, p->src, UINT32_MAX, p->data_sport,
+			    (p->flags & PF_ECE) != 0, s->now_ns - p->sent_ns, s->now_ns};
+			s->policy->feedback(s->policy->state, &fb);
+		}
+		break;
 	default:
 		break;
 	}
@@ -497,6 +519,40 @@ static void on_link(struct iod_sim *s, uint32_t ti)
 	}
 	if (was_up != up && routes_compute(s))
 		sim_fail(s, -ENOMEM, "out of memory recomputing routes");
+}
+
+static void on_probe_tick(struct iod_sim *s)
+{
+	struct iod_sim_probe pr[IOD_SIM_PROBES_PER_TICK_MAX];
+	/* keep ticking only while there is other work, so runs still end */
+	if (!s->q.n && s->arr_pos >= s->arr_n) {
+		s->probe_ticking = false;
+		return;
+	}
+	sim_push(s, s->now_ns + s->policy->probe_interval_ns, EV_PROBE_TICK, 0, 0);
+	for (uint32_t h = 0; h < s->n_hosts; h++) {
+		uint32_t n = s->policy->probe(s->policy->state, h, s->now_ns, pr,
+		                              IOD_SIM_PROBES_PER_TICK_MAX);
+		IOD_ASSERT(n <= IOD_SIM_PROBES_PER_TICK_MAX);
+		for (uint32_t i = 0; i < n; i++) {
+			if (pr[i].dst_host >= s->n_hosts || pr[i].dst_host == h)
+				continue;
+			struct sim_pkt *p = sim_pkt_alloc(s);
+			if (!p)
+				return;
+			memset(p, 0, sizeof(*p));
+			p->type = PKT_PROBE;
+			p->flow = UINT32_MAX;
+			p->src = h;
+			p->dst = pr[i].dst_host;
+			p->wire_bytes = 64 + IOD_SIM_VXLAN_OVERHEAD_BYTES;
+			p->sent_ns = s->now_ns;
+			p->sport = pr[i].sport;
+			p->flags = PF_ECT;
+			s->probes_sent++;
+			sim_forward(s, s->hosts[h], p);
+		}
+	}
 }
 
 static void on_raw(struct iod_sim *s, uint32_t ri)
@@ -563,6 +619,10 @@ int iod_sim_run(struct iod_sim *s, uint64_t until_ns, struct iod_err *e)
 	struct iod_sim_event ev;
 	uint64_t next_progress = s->progress_every ? s->events + s->progress_every : UINT64_MAX;
 
+	if (s->policy->probe && s->policy->probe_interval_ns && !s->probe_ticking) {
+		s->probe_ticking = true;
+		sim_push(s, s->now_ns + s->policy->probe_interval_ns, EV_PROBE_TICK, 0, 0);
+	}
 	for (;;) {
 		if (IOD_UNLIKELY(!s->arr_sorted)) {
 			/* qsort is not stable, but (start, id) is a total order */
@@ -613,6 +673,9 @@ int iod_sim_run(struct iod_sim *s, uint64_t until_ns, struct iod_err *e)
 			break;
 		case EV_RAW:
 			on_raw(s, ev.arg);
+			break;
+		case EV_PROBE_TICK:
+			on_probe_tick(s);
 			break;
 		default:
 			IOD_ASSERT(!"unknown event");

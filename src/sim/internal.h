@@ -19,9 +19,10 @@ enum sim_ev {
 	EV_RTO,         /* arg = flow: lazy retransmission timer */
 	EV_LINK,        /* arg = topology event */
 	EV_RAW,         /* arg = raw source: emit one packet */
+	EV_PROBE_TICK,  /* ask every host's path policy for probes */
 };
 
-enum { PKT_DATA = 0, PKT_ACK = 1, PKT_RAW = 2 };
+enum { PKT_DATA = 0, PKT_ACK = 1, PKT_RAW = 2, PKT_PROBE = 3, PKT_PROBE_REPLY = 4 };
 enum { PF_ECT = 1, PF_CE = 2, PF_ECE = 4 };
 
 /* One packet in flight; lives in the pool. */
@@ -133,6 +134,8 @@ struct iod_sim {
 	uint64_t now_ns;             /* virtual time */
 	uint64_t events;             /* processed */
 	uint64_t drops_noroute;      /* packets with no route (failures) */
+	uint64_t probes_sent;        /* path probes the policy asked for */
+	bool probe_ticking;          /* an EV_PROBE_TICK is queued */
 	uint64_t ecn_bytes;          /* switch ECN threshold in bytes (0 = off) */
 	uint32_t ecn_pkts;           /* or in packets (0 = off) */
 	iod_sim_flow_done_fn done_fn;

@@ -50,7 +50,7 @@ static uint16_t ecmp_choose(void *state, const struct iod_sim_path_query *q)
 	return iod_sim_edge_sport(q->flow_hash);
 }
 
-const struct iod_sim_path_policy iod_sim_path_ecmp = {"ecmp", NULL, ecmp_choose, NULL};
+const struct iod_sim_path_policy iod_sim_path_ecmp = {"ecmp", NULL, ecmp_choose, NULL, NULL, 0};
 
 /* ---- flows ---------------------------------------------------------------- */
 
