@@ -54,8 +54,8 @@ static void bench_queue(uint32_t pending, uint64_t ops)
 }
 
 struct one {
-	double wall_s;     /* run time */
-	uint64_t events;   /* processed */
+	double wall_s;   /* run time */
+	uint64_t events; /* processed */
 	struct iod_sim_summary sum;
 };
 
@@ -130,8 +130,8 @@ int main(int argc, char **argv)
 			return 1;
 		total += o.wall_s;
 		events += o.events;
-		printf("%5.2f %7u %7u %9.2f %9.2f %9.2f %9.2f %12" PRIu64 " %8.2f %12.0f\n", loads[i],
-		       o.sum.flows, o.sum.done, o.sum.all.slow_avg, o.sum.all.slow_p99,
+		printf("%5.2f %7u %7u %9.2f %9.2f %9.2f %9.2f %12" PRIu64 " %8.2f %12.0f\n",
+		       loads[i], o.sum.flows, o.sum.done, o.sum.all.slow_avg, o.sum.all.slow_p99,
 		       o.sum.small.slow_p99, o.sum.large.slow_avg, o.events, o.wall_s,
 		       (double)o.events / o.wall_s);
 		fflush(stdout);

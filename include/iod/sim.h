@@ -25,11 +25,11 @@
 
 /* One pending event: fired in (t_ns, seq) order. */
 struct iod_sim_event {
-	uint64_t t_ns;  /* virtual time it fires at */
-	uint64_t seq;   /* insertion order: the deterministic tie-break */
-	uint64_t data;  /* payload (a packet index, a generation) */
-	uint32_t kind;  /* what to do; interpreted by the owner */
-	uint32_t arg;   /* payload (a port, a flow, a node) */
+	uint64_t t_ns; /* virtual time it fires at */
+	uint64_t seq;  /* insertion order: the deterministic tie-break */
+	uint64_t data; /* payload (a packet index, a generation) */
+	uint32_t kind; /* what to do; interpreted by the owner */
+	uint32_t arg;  /* payload (a port, a flow, a node) */
 };
 
 /* A bounded 4-ary min-heap of events. */
@@ -52,9 +52,9 @@ bool iod_sim_queue_pop(struct iod_sim_queue *q, struct iod_sim_event *ev);
 
 enum iod_sim_node_kind { IOD_SIM_HOST, IOD_SIM_SWITCH };
 
-#define IOD_SIM_HASHES(X)                                                     \
-	X(CRC32, "crc32") /* CRC-32C over the outer 5-tuple, seed as init */  \
-	X(MIX, "mix")     /* splitmix-style 64-bit mixing: well spread */     \
+#define IOD_SIM_HASHES(X)                                                    \
+	X(CRC32, "crc32") /* CRC-32C over the outer 5-tuple, seed as init */ \
+	X(MIX, "mix")     /* splitmix-style 64-bit mixing: well spread */    \
 	X(XOR, "xor")     /* xor of the fields: cheap and weak, like old ASICs */
 
 enum iod_sim_hash {
@@ -68,7 +68,7 @@ const char *iod_sim_hash_name(enum iod_sim_hash h);
 enum iod_sim_seed_mode { IOD_SIM_SEED_PER_SWITCH, IOD_SIM_SEED_SAME };
 
 struct iod_sim_topo_node {
-	char name[IOD_NAME_MAX];   /* "leaf0", "h12" */
+	char name[IOD_NAME_MAX];     /* "leaf0", "h12" */
 	enum iod_sim_node_kind kind; /* host or switch */
 };
 
@@ -92,14 +92,14 @@ struct iod_sim_topo {
 	struct iod_sim_topo_event *events; /* n_events */
 	uint32_t n_nodes, n_links, n_events;
 	uint32_t cap_nodes, cap_links, cap_events; /* allocated entries */
-	uint64_t buffer_bytes;      /* per switch output queue (drop-tail) */
-	uint64_t host_buffer_bytes; /* per host NIC queue */
-	uint64_t ecn_bytes;         /* mark CE when queue >= this (0 = off) */
-	uint32_t ecn_pkts;          /* or when queue >= this many packets */
-	enum iod_sim_hash hash;     /* ECMP hash function */
-	enum iod_sim_seed_mode seed_mode; /* per-switch or the same seed */
-	uint64_t hash_seed;         /* base seed of the ECMP hashes */
-	char name[IOD_NAME_MAX];    /* "leaf-spine" or the file's name */
+	uint64_t buffer_bytes;                     /* per switch output queue (drop-tail) */
+	uint64_t host_buffer_bytes;                /* per host NIC queue */
+	uint64_t ecn_bytes;                        /* mark CE when queue >= this (0 = off) */
+	uint32_t ecn_pkts;                         /* or when queue >= this many packets */
+	enum iod_sim_hash hash;                    /* ECMP hash function */
+	enum iod_sim_seed_mode seed_mode;          /* per-switch or the same seed */
+	uint64_t hash_seed;                        /* base seed of the ECMP hashes */
+	char name[IOD_NAME_MAX];                   /* "leaf-spine" or the file's name */
 };
 
 void iod_sim_topo_init(struct iod_sim_topo *t);
@@ -109,8 +109,8 @@ int iod_sim_topo_add_node(struct iod_sim_topo *t, const char *name, enum iod_sim
                           uint32_t *idx, struct iod_err *e);
 int iod_sim_topo_add_link(struct iod_sim_topo *t, uint32_t a, uint32_t b, uint64_t rate_bps,
                           uint64_t delay_ns, struct iod_err *e);
-int iod_sim_topo_add_event(struct iod_sim_topo *t, uint64_t at_ns, uint32_t link,
-                           uint64_t rate_bps, struct iod_err *e);
+int iod_sim_topo_add_event(struct iod_sim_topo *t, uint64_t at_ns, uint32_t link, uint64_t rate_bps,
+                           struct iod_err *e);
 int iod_sim_topo_find(const struct iod_sim_topo *t, const char *name, uint32_t *idx);
 /*
  * Built-in topologies by name with parameters:
@@ -122,8 +122,8 @@ int iod_sim_topo_find(const struct iod_sim_topo *t, const char *name, uint32_t *
  */
 int iod_sim_topo_builtin(struct iod_sim_topo *t, const char *spec, struct iod_err *e);
 /* Parse a YAML topology (docs/simulator.md); errors carry file:line:col. */
-int iod_sim_topo_parse_yaml(struct iod_sim_topo *t, const char *text, size_t len,
-                            const char *file, struct iod_err *e);
+int iod_sim_topo_parse_yaml(struct iod_sim_topo *t, const char *text, size_t len, const char *file,
+                            struct iod_err *e);
 /* A built-in name (optionally with :params) or a YAML file path. */
 int iod_sim_topo_load(struct iod_sim_topo *t, const char *name_or_path, struct iod_err *e);
 uint32_t iod_sim_topo_host_count(const struct iod_sim_topo *t);
@@ -205,20 +205,20 @@ extern const struct iod_sim_path_policy iod_sim_path_ecmp;
 enum iod_sim_transport { IOD_SIM_DCTCP, IOD_SIM_NEWRENO };
 
 struct iod_sim_config {
-	uint64_t seed;                   /* seeds every random draw */
-	enum iod_sim_transport transport; /* DCTCP-like or NewReno-like */
-	uint32_t mss_bytes;              /* payload per packet (1400) */
-	uint32_t hdr_bytes;              /* headers per packet incl. VXLAN (104) */
-	uint32_t init_cwnd_pkts;         /* 0 = one path BDP: line-rate start */
-	uint32_t max_cwnd_pkts;          /* 0 = IOD_SIM_CWND_MAX_PKTS */
-	uint64_t rto_min_ns;             /* retransmission timeout floor (1 ms) */
-	uint64_t tsq_bytes;              /* a host stops handing a flow's packets to
+	uint64_t seed;                            /* seeds every random draw */
+	enum iod_sim_transport transport;         /* DCTCP-like or NewReno-like */
+	uint32_t mss_bytes;                       /* payload per packet (1400) */
+	uint32_t hdr_bytes;                       /* headers per packet incl. VXLAN (104) */
+	uint32_t init_cwnd_pkts;                  /* 0 = one path BDP: line-rate start */
+	uint32_t max_cwnd_pkts;                   /* 0 = IOD_SIM_CWND_MAX_PKTS */
+	uint64_t rto_min_ns;                      /* retransmission timeout floor (1 ms) */
+	uint64_t tsq_bytes;                       /* a host stops handing a flow's packets to
 	                                    its NIC above this many queued bytes,
 	                                    like Linux TCP small queues (64 KB) */
-	double dctcp_g;                  /* DCTCP alpha gain (1/16) */
-	uint32_t packets_max;            /* packet pool size */
-	uint32_t events_max;             /* event heap size */
-	uint32_t flows_max;              /* flow table size */
+	double dctcp_g;                           /* DCTCP alpha gain (1/16) */
+	uint32_t packets_max;                     /* packet pool size */
+	uint32_t events_max;                      /* event heap size */
+	uint32_t flows_max;                       /* flow table size */
 	const struct iod_sim_path_policy *policy; /* NULL = ECMP */
 };
 void iod_sim_config_default(struct iod_sim_config *c);
@@ -243,15 +243,15 @@ struct iod_sim_flow_rec {
 
 /* Counters of one output queue (one direction of one link). */
 struct iod_sim_port_stats {
-	uint32_t node, peer;     /* from, to (node indexes) */
-	uint32_t link;           /* topology link index */
-	uint64_t rate_bps;       /* current rate (0 = down) */
+	uint32_t node, peer;        /* from, to (node indexes) */
+	uint32_t link;              /* topology link index */
+	uint64_t rate_bps;          /* current rate (0 = down) */
 	uint64_t tx_pkts, tx_bytes; /* sent on the wire */
-	uint64_t drops;          /* drop-tail and link-down drops */
-	uint64_t ecn_marks;      /* CE marks */
-	uint64_t q_max_bytes;    /* high-water mark */
-	uint64_t wait_ns_sum;    /* queueing delay summed over tx_pkts */
-	uint64_t busy_ns;        /* time spent serialising */
+	uint64_t drops;             /* drop-tail and link-down drops */
+	uint64_t ecn_marks;         /* CE marks */
+	uint64_t q_max_bytes;       /* high-water mark */
+	uint64_t wait_ns_sum;       /* queueing delay summed over tx_pkts */
+	uint64_t busy_ns;           /* time spent serialising */
 };
 
 int iod_sim_create(struct iod_sim **out, const struct iod_sim_topo *t,
@@ -311,8 +311,7 @@ struct iod_sim_cdf {
 };
 /* Text: one "bytes cdf" pair per line ('#' comments); cdf in [0,1] or in
  * percent (when the last value is 100). */
-int iod_sim_cdf_parse(struct iod_sim_cdf *c, const char *text, const char *file,
-                      struct iod_err *e);
+int iod_sim_cdf_parse(struct iod_sim_cdf *c, const char *text, const char *file, struct iod_err *e);
 /* "web-search", "data-mining" (shipped), or a file path. */
 int iod_sim_cdf_load(struct iod_sim_cdf *c, const char *name_or_path, struct iod_err *e);
 double iod_sim_cdf_mean(const struct iod_sim_cdf *c);
@@ -357,25 +356,25 @@ double iod_sim_allreduce_busbw_bps(const struct iod_sim_allreduce *a);
 
 /* FCT statistics of one class of flows. */
 struct iod_sim_fct_stats {
-	uint32_t n;             /* finished flows */
-	double fct_avg_us;      /* average FCT */
-	double fct_p99_us;      /* 99th percentile FCT */
-	double slow_avg;        /* average slowdown (FCT / ideal) */
-	double slow_p99;        /* 99th percentile slowdown */
+	uint32_t n;        /* finished flows */
+	double fct_avg_us; /* average FCT */
+	double fct_p99_us; /* 99th percentile FCT */
+	double slow_avg;   /* average slowdown (FCT / ideal) */
+	double slow_p99;   /* 99th percentile slowdown */
 };
 
 #define IOD_SIM_BUCKETS 5 /* <10KB, 10-100KB, 100KB-1MB, 1-10MB, >=10MB */
 struct iod_sim_summary {
-	uint32_t flows;                  /* flows added */
-	uint32_t done;                   /* flows finished */
-	struct iod_sim_fct_stats all;    /* every finished flow */
-	struct iod_sim_fct_stats small;  /* < 100 KB */
-	struct iod_sim_fct_stats large;  /* > 10 MB */
+	uint32_t flows;                                   /* flows added */
+	uint32_t done;                                    /* flows finished */
+	struct iod_sim_fct_stats all;                     /* every finished flow */
+	struct iod_sim_fct_stats small;                   /* < 100 KB */
+	struct iod_sim_fct_stats large;                   /* > 10 MB */
 	struct iod_sim_fct_stats bucket[IOD_SIM_BUCKETS]; /* by size */
-	uint64_t drops, ecn_marks;       /* summed over all queues */
-	uint64_t retransmits, timeouts;  /* summed over flows */
-	uint64_t events;                 /* events processed */
-	uint64_t sim_ns;                 /* virtual time reached */
+	uint64_t drops, ecn_marks;                        /* summed over all queues */
+	uint64_t retransmits, timeouts;                   /* summed over flows */
+	uint64_t events;                                  /* events processed */
+	uint64_t sim_ns;                                  /* virtual time reached */
 };
 extern const char *const iod_sim_bucket_names[IOD_SIM_BUCKETS];
 int iod_sim_summarize(const struct iod_sim *s, struct iod_sim_summary *sum);

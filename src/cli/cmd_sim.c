@@ -19,9 +19,10 @@
 
 static void usage_sim(FILE *f)
 {
-	fprintf(f, "usage: iod sim fabric [options]       packet-level fabric simulator\n"
-	           "       iod sim --nodes N --gpus G     whole-cluster simulation (not built yet)\n"
-	           "run `iod sim fabric --help` for the fabric simulator's options\n");
+	fprintf(f,
+	        "usage: iod sim fabric [options]       packet-level fabric simulator\n"
+	        "       iod sim --nodes N --gpus G     whole-cluster simulation (not built yet)\n"
+	        "run `iod sim fabric --help` for the fabric simulator's options\n");
 }
 
 static void usage_fabric(FILE *f)
@@ -144,9 +145,8 @@ static int run_one(const struct opts *o, const struct iod_sim_topo *topo,
 	/* Size the flow table to the workload: expected arrivals x 2 + slack. */
 	uint32_t hosts = iod_sim_topo_host_count(topo);
 	double mean = iod_sim_cdf_mean(cdf);
-	double expect = load > 0 ? (double)hosts * 40e9 * load * ((double)o->duration_ns / 1e9) /
-	                               8 / mean
-	                         : 0;
+	double expect =
+	    load > 0 ? (double)hosts * 40e9 * load * ((double)o->duration_ns / 1e9) / 8 / mean : 0;
 	double flows = 2 * expect + 4096 + (o->allreduce ? 2.0 * o->allreduce * o->allreduce : 0);
 	cfg.flows_max = flows > IOD_SIM_FLOWS_DEFAULT ? IOD_SIM_FLOWS_DEFAULT : (uint32_t)flows;
 	if ((rc = iod_sim_create(&s, topo, &cfg, e)))
@@ -230,7 +230,8 @@ static void print_text(const struct opts *o, const struct iod_sim_topo *t, const
 	for (unsigned i = 0; i < IOD_SIM_BUCKETS; i++)
 		print_stats_row(iod_sim_bucket_names[i], &u->bucket[i]);
 	if (o->allreduce)
-		printf("\nall-reduce: %u ranks, %" PRIu64 " bytes: algbw %.2f Gbps, busbw %.2f Gbps\n",
+		printf("\nall-reduce: %u ranks, %" PRIu64
+		       " bytes: algbw %.2f Gbps, busbw %.2f Gbps\n",
 		       o->allreduce, o->ar_size, r->algbw_bps / 1e9, r->busbw_bps / 1e9);
 	if (o->ports) {
 		printf("\n  %-10s %-10s %10s %12s %14s %8s %9s %10s\n", "from", "to", "rate_Gbps",
@@ -308,11 +309,12 @@ static int cmd_fabric(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED()                                                                                 \
-	do {                                                                                   \
-		if (!v)                                                                        \
-			return iod_cli_fail("sim fabric", IOD_EXIT_INVALID, "%s needs a value", a); \
-		i++;                                                                           \
+#define NEED()                                                                                  \
+	do {                                                                                    \
+		if (!v)                                                                         \
+			return iod_cli_fail("sim fabric", IOD_EXIT_INVALID, "%s needs a value", \
+			                    a);                                                 \
+		i++;                                                                            \
 	} while (0)
 		if (!strcmp(a, "--topo")) {
 			NEED();
@@ -323,9 +325,9 @@ static int cmd_fabric(int argc, char **argv)
 		} else if (!strcmp(a, "--load") || !strcmp(a, "--loads")) {
 			NEED();
 			if (parse_loads(v, &o))
-				return iod_cli_fail("sim fabric", IOD_EXIT_INVALID,
-				                    "%s %s: want loads in [0, 1.5] separated by commas", a,
-				                    v);
+				return iod_cli_fail(
+				    "sim fabric", IOD_EXIT_INVALID,
+				    "%s %s: want loads in [0, 1.5] separated by commas", a, v);
 			load_given = true;
 		} else if (!strcmp(a, "--sweep")) {
 			o.n_loads = 9;
@@ -337,13 +339,14 @@ static int cmd_fabric(int argc, char **argv)
 			char *end;
 			o.seed = strtoull(v, &end, 0);
 			if (*end || end == v)
-				return iod_cli_fail("sim fabric", IOD_EXIT_INVALID, "--seed %s: want a number",
-				                    v);
+				return iod_cli_fail("sim fabric", IOD_EXIT_INVALID,
+				                    "--seed %s: want a number", v);
 		} else if (!strcmp(a, "--duration") || !strcmp(a, "--drain")) {
 			NEED();
 			uint64_t ns;
 			if (iod_parse_duration(v, &ns, &e))
-				return iod_cli_fail("sim fabric", IOD_EXIT_INVALID, "%s: %s", a, e.msg);
+				return iod_cli_fail("sim fabric", IOD_EXIT_INVALID, "%s: %s", a,
+				                    e.msg);
 			*(a[2] == 'd' && a[3] == 'u' ? &o.duration_ns : &o.drain_ns) = ns;
 		} else if (!strcmp(a, "--flows")) {
 			NEED();
@@ -354,10 +357,11 @@ static int cmd_fabric(int argc, char **argv)
 			char *end;
 			unsigned long n = strtoul(v, &end, 10);
 			if (*end || end == v || !n || n > UINT32_MAX)
-				return iod_cli_fail("sim fabric", IOD_EXIT_INVALID, "%s %s: want a count",
-				                    a, v);
-			*(a[2] == 'i' ? &o.incast : a[2] == 'a' ? &o.allreduce : &o.packets) =
-			    (uint32_t)n;
+				return iod_cli_fail("sim fabric", IOD_EXIT_INVALID,
+				                    "%s %s: want a count", a, v);
+			*(a[2] == 'i'   ? &o.incast
+			  : a[2] == 'a' ? &o.allreduce
+			                : &o.packets) = (uint32_t)n;
 		} else if (!strcmp(a, "--incast-size") || !strcmp(a, "--size")) {
 			NEED();
 			uint64_t b;
@@ -431,8 +435,9 @@ static int cmd_fabric(int argc, char **argv)
 		if (rc) {
 			iod_sim_topo_free(&topo);
 			json_decref(jarr);
-			return iod_cli_fail("sim fabric", rc == -EINVAL ? IOD_EXIT_INVALID : IOD_EXIT_ERROR,
-			                    "%s", e.msg);
+			return iod_cli_fail("sim fabric",
+			                    rc == -EINVAL ? IOD_EXIT_INVALID : IOD_EXIT_ERROR, "%s",
+			                    e.msg);
 		}
 		const struct iod_sim_summary *u = &res[i].sum;
 		if (u->done < u->flows)
@@ -445,8 +450,9 @@ static int cmd_fabric(int argc, char **argv)
 				iod_sim_destroy(s);
 				iod_sim_topo_free(&topo);
 				json_decref(jarr);
-				return iod_cli_fail("sim fabric", IOD_EXIT_ERROR, "cannot write %s: %s",
-				                    o.csv_file, strerror(errno));
+				return iod_cli_fail("sim fabric", IOD_EXIT_ERROR,
+				                    "cannot write %s: %s", o.csv_file,
+				                    strerror(errno));
 			}
 			fclose(f);
 		}
@@ -454,8 +460,10 @@ static int cmd_fabric(int argc, char **argv)
 			json_t *j = json_pack("{s:f, s:o}", "load", o.loads[i], "summary",
 			                      iod_sim_summary_json(u));
 			if (o.allreduce) {
-				json_object_set_new(j, "allreduce_algbw_bps", json_real(res[i].algbw_bps));
-				json_object_set_new(j, "allreduce_busbw_bps", json_real(res[i].busbw_bps));
+				json_object_set_new(j, "allreduce_algbw_bps",
+				                    json_real(res[i].algbw_bps));
+				json_object_set_new(j, "allreduce_busbw_bps",
+				                    json_real(res[i].busbw_bps));
 			}
 			if (!table)
 				json_object_set_new(j, "flows", iod_sim_flows_json(s));
@@ -467,7 +475,8 @@ static int cmd_fabric(int argc, char **argv)
 			       res[i].wall_s);
 			fflush(stdout);
 		} else if (table) {
-			printf("%.2f,%u,%u,%.4f,%.4f,%.4f,%.4f,%.4f,%.1f,%.1f,%" PRIu64 ",%" PRIu64 "\n",
+			printf("%.2f,%u,%u,%.4f,%.4f,%.4f,%.4f,%.4f,%.1f,%.1f,%" PRIu64 ",%" PRIu64
+			       "\n",
 			       o.loads[i], u->flows, u->done, u->all.slow_avg, u->all.slow_p99,
 			       u->small.slow_avg, u->small.slow_p99, u->large.slow_avg,
 			       u->all.fct_avg_us, u->all.fct_p99_us, u->drops, u->ecn_marks);
@@ -504,9 +513,10 @@ int cmd_sim(int argc, char **argv)
 		return argc < 2 ? IOD_EXIT_INVALID : IOD_EXIT_OK;
 	}
 	if (argv[1][0] == '-')
-		return iod_cli_fail("sim", IOD_EXIT_NOT_BUILT,
-		                    "the whole-cluster simulation (`iod sim --nodes N --gpus G`) is "
-		                    "not built yet; `iod sim fabric` simulates the network");
-	return iod_cli_fail("sim", IOD_EXIT_INVALID, "unknown subcommand \"%s\"; use `iod sim fabric`",
-	                    argv[1]);
+		return iod_cli_fail(
+		    "sim", IOD_EXIT_NOT_BUILT,
+		    "the whole-cluster simulation (`iod sim --nodes N --gpus G`) is "
+		    "not built yet; `iod sim fabric` simulates the network");
+	return iod_cli_fail("sim", IOD_EXIT_INVALID,
+	                    "unknown subcommand \"%s\"; use `iod sim fabric`", argv[1]);
 }

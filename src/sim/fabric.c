@@ -162,8 +162,8 @@ static inline uint32_t route_pick(const struct iod_sim *s, uint32_t node, uint32
 	const uint32_t *c = &s->route_ports[s->route_off[slot]];
 	if (cnt == 1)
 		return c[0];
-	uint32_t h = sim_ecmp_hash(s->hash, s->nodes[node].seed, src, dst, sport,
-	                           IOD_SIM_VXLAN_PORT, 17);
+	uint32_t h =
+	    sim_ecmp_hash(s->hash, s->nodes[node].seed, src, dst, sport, IOD_SIM_VXLAN_PORT, 17);
 	return c[h % cnt];
 }
 
@@ -219,8 +219,8 @@ int iod_sim_create(struct iod_sim **out, const struct iod_sim_topo *t,
 	s->arr_sorted = true;
 	s->raws = calloc(IOD_SIM_RAW_MAX, sizeof(*s->raws));
 	s->tevents = calloc(t->n_events ? t->n_events : 1, sizeof(*s->tevents));
-	if (!s->nodes || !s->ports || !s->port_of_link || !s->rev_port || !s->names || !s->hosts || !s->flows || !s->arr ||
-	    !s->raws || !s->tevents) {
+	if (!s->nodes || !s->ports || !s->port_of_link || !s->rev_port || !s->names || !s->hosts ||
+	    !s->flows || !s->arr || !s->raws || !s->tevents) {
 		iod_sim_destroy(s);
 		return iod_err_set(e, -ENOMEM, "out of memory for %u flows", c->flows_max);
 	}
@@ -264,8 +264,8 @@ int iod_sim_create(struct iod_sim **out, const struct iod_sim_topo *t,
 			pt->head = pt->tail = SIM_NONE;
 			pt->rate_bps = lk->rate_bps;
 			pt->delay_ns = lk->delay_ns;
-			pt->buffer_bytes = nd->kind == IOD_SIM_HOST ? t->host_buffer_bytes
-			                                            : t->buffer_bytes;
+			pt->buffer_bytes =
+			    nd->kind == IOD_SIM_HOST ? t->host_buffer_bytes : t->buffer_bytes;
 			if (k == 0) {
 				s->port_of_link[l] = p;
 			} else {
@@ -458,12 +458,8 @@ static void on_arrive(struct iod_sim *s, uint32_t pi, uint32_t idx)
 		return;
 	}
 	switch (p->type) {
-	case PKT_DATA:
-		sim_transport_data(s, p);
-		break;
-	case PKT_ACK:
-		sim_transport_ack(s, p);
-		break;
+	case PKT_DATA: sim_transport_data(s, p); break;
+	case PKT_ACK: sim_transport_ack(s, p); break;
 	case PKT_PROBE: {
 		/* reflect it: same outer source port, CE echoed */
 		struct sim_pkt *r = sim_pkt_alloc(s);
@@ -480,14 +476,18 @@ static void on_arrive(struct iod_sim *s, uint32_t pi, uint32_t idx)
 	}
 	case PKT_PROBE_REPLY:
 		if (s->policy->feedback) {
-			struct iod_sim_path_feedback fb = {
-			    IOD_SIM_FB_PROBE_REPLY, p->dst, p->src, UINT32_MAX, p->data_sport,
-			    (p->flags & PF_ECE) != 0, s->now_ns - p->sent_ns, s->now_ns};
+			struct iod_sim_path_feedback fb = {IOD_SIM_FB_PROBE_REPLY,
+			                                   p->dst,
+			                                   p->src,
+			                                   UINT32_MAX,
+			                                   p->data_sport,
+			                                   (p->flags & PF_ECE) != 0,
+			                                   s->now_ns - p->sent_ns,
+			                                   s->now_ns};
 			s->policy->feedback(s->policy->state, &fb);
 		}
 		break;
-	default:
-		break;
+	default: break;
 	}
 	pkt_free(s, p);
 }
@@ -580,8 +580,7 @@ int iod_sim_raw_add(struct iod_sim *s, uint32_t src, uint32_t dst, uint32_t wire
 {
 	if (s->n_raws >= IOD_SIM_RAW_MAX)
 		return iod_err_set(e, -ENOSPC, "more than %d raw sources", IOD_SIM_RAW_MAX);
-	if (src >= s->n_hosts || dst >= s->n_hosts || src == dst || !wire_bytes ||
-	    !(rate_pps > 0))
+	if (src >= s->n_hosts || dst >= s->n_hosts || src == dst || !wire_bytes || !(rate_pps > 0))
 		return iod_err_set(e, -EINVAL, "raw source: bad hosts %u->%u or rate", src, dst);
 	struct sim_raw *r = &s->raws[s->n_raws];
 	r->src = src;
@@ -631,8 +630,8 @@ int iod_sim_run(struct iod_sim *s, uint64_t until_ns, struct iod_err *e)
 			      cmp_start);
 			s->arr_sorted = true;
 		}
-		uint64_t t_arr = s->arr_pos < s->arr_n ? s->flows[s->arr[s->arr_pos]].rec.start_ns
-		                                       : UINT64_MAX;
+		uint64_t t_arr =
+		    s->arr_pos < s->arr_n ? s->flows[s->arr[s->arr_pos]].rec.start_ns : UINT64_MAX;
 		uint64_t t_q = s->q.n ? s->q.heap[0].t_ns : UINT64_MAX;
 		if (s->err || (t_arr == UINT64_MAX && t_q == UINT64_MAX) ||
 		    (t_arr > until_ns && t_q > until_ns))
@@ -659,26 +658,13 @@ int iod_sim_run(struct iod_sim *s, uint64_t until_ns, struct iod_err *e)
 				sim_transport_wake(s, pt->node);
 			break;
 		}
-		case EV_ARRIVE:
-			on_arrive(s, ev.arg, (uint32_t)ev.data);
-			break;
-		case EV_FLOW_START:
-			sim_transport_start(s, ev.arg);
-			break;
-		case EV_RTO:
-			sim_transport_rto(s, ev.arg);
-			break;
-		case EV_LINK:
-			on_link(s, ev.arg);
-			break;
-		case EV_RAW:
-			on_raw(s, ev.arg);
-			break;
-		case EV_PROBE_TICK:
-			on_probe_tick(s);
-			break;
-		default:
-			IOD_ASSERT(!"unknown event");
+		case EV_ARRIVE: on_arrive(s, ev.arg, (uint32_t)ev.data); break;
+		case EV_FLOW_START: sim_transport_start(s, ev.arg); break;
+		case EV_RTO: sim_transport_rto(s, ev.arg); break;
+		case EV_LINK: on_link(s, ev.arg); break;
+		case EV_RAW: on_raw(s, ev.arg); break;
+		case EV_PROBE_TICK: on_probe_tick(s); break;
+		default: IOD_ASSERT(!"unknown event");
 		}
 		if (IOD_UNLIKELY(s->events >= next_progress)) {
 			s->progress_fn(s->progress_ctx, s);
@@ -797,8 +783,7 @@ uint64_t iod_sim_wire_bytes(const struct iod_sim *s, uint64_t size_bytes)
  * k finishes hop h at sum_{j<=h} s_j + sum_{j<h} p_j + (k-1) max_{j<=h} s_j;
  * the (shorter) last packet is walked hop by hop; then its ACK returns.
  */
-uint64_t iod_sim_ideal_fct(const struct iod_sim *s, uint32_t src, uint32_t dst,
-                           uint64_t size_bytes)
+uint64_t iod_sim_ideal_fct(const struct iod_sim *s, uint32_t src, uint32_t dst, uint64_t size_bytes)
 {
 	uint32_t fw[IOD_SIM_PATH_MAX], bw[IOD_SIM_PATH_MAX];
 	uint32_t h = path_ports(s, src, dst, fw), hb = path_ports(s, dst, src, bw);

@@ -27,30 +27,30 @@ enum { PF_ECT = 1, PF_CE = 2, PF_ECE = 4 };
 
 /* One packet in flight; lives in the pool. */
 struct sim_pkt {
-	uint32_t next;      /* next in a queue (SIM_NONE = tail) */
-	uint32_t flow;      /* flow id (or raw source) */
-	uint32_t seq;       /* DATA: packet number; ACK: cumulative ack */
-	uint32_t src, dst;  /* host indexes (outer VTEPs) */
+	uint32_t next;       /* next in a queue (SIM_NONE = tail) */
+	uint32_t flow;       /* flow id (or raw source) */
+	uint32_t seq;        /* DATA: packet number; ACK: cumulative ack */
+	uint32_t src, dst;   /* host indexes (outer VTEPs) */
 	uint32_t wire_bytes; /* on the wire, headers included */
-	uint64_t enq_ns;    /* when queued at the current port */
-	uint64_t sent_ns;   /* DATA: when sent; ACK: the echoed data time */
-	uint16_t sport;     /* outer UDP source port */
+	uint64_t enq_ns;     /* when queued at the current port */
+	uint64_t sent_ns;    /* DATA: when sent; ACK: the echoed data time */
+	uint16_t sport;      /* outer UDP source port */
 	uint16_t data_sport; /* ACK: the data packet's source port */
-	uint8_t type;       /* PKT_* */
-	uint8_t flags;      /* PF_* */
+	uint8_t type;        /* PKT_* */
+	uint8_t flags;       /* PF_* */
 };
 
 /* One direction of a link: an output queue and a transmitter. */
 struct sim_port {
-	uint32_t node, peer;   /* from, to */
-	uint32_t link;         /* topology link */
-	uint32_t head, tail;   /* FIFO of packets */
-	uint64_t rate_bps;     /* current; 0 = down */
-	uint64_t delay_ns;     /* propagation */
-	uint64_t q_bytes;      /* queued, not counting the one on the wire */
-	uint32_t q_pkts;       /* queued packets */
-	bool busy;             /* a packet is being serialised */
-	uint64_t buffer_bytes; /* drop-tail limit */
+	uint32_t node, peer;          /* from, to */
+	uint32_t link;                /* topology link */
+	uint32_t head, tail;          /* FIFO of packets */
+	uint64_t rate_bps;            /* current; 0 = down */
+	uint64_t delay_ns;            /* propagation */
+	uint64_t q_bytes;             /* queued, not counting the one on the wire */
+	uint32_t q_pkts;              /* queued packets */
+	bool busy;                    /* a packet is being serialised */
+	uint64_t buffer_bytes;        /* drop-tail limit */
 	struct iod_sim_port_stats st; /* counters */
 };
 
@@ -65,29 +65,29 @@ struct sim_node {
 
 /* Sender and receiver state of one flow (the simulator sees both ends). */
 struct sim_flow {
-	struct iod_sim_flow_rec rec; /* public record */
-	struct iod_sim_tuple tuple;  /* inner 5-tuple */
-	uint64_t hash;               /* inner flow hash */
-	uint64_t hash_rev;           /* inner hash of the reverse (ACK) flow */
-	uint32_t high;               /* highest packet number sent + 1 */
-	uint32_t npkts;              /* packets in the flow */
-	uint32_t last_payload;       /* payload of the last packet */
-	uint32_t snd_una, snd_nxt;   /* first unacked, next to send */
-	uint32_t rcv_nxt;            /* receiver: next expected */
-	uint32_t dupacks;            /* consecutive duplicate ACKs */
-	uint32_t recover;            /* NewReno recovery point */
-	uint32_t win_end;            /* DCTCP: end of the observation window */
-	uint32_t cwr_end;            /* DCTCP: no second cut before this ack */
+	struct iod_sim_flow_rec rec;    /* public record */
+	struct iod_sim_tuple tuple;     /* inner 5-tuple */
+	uint64_t hash;                  /* inner flow hash */
+	uint64_t hash_rev;              /* inner hash of the reverse (ACK) flow */
+	uint32_t high;                  /* highest packet number sent + 1 */
+	uint32_t npkts;                 /* packets in the flow */
+	uint32_t last_payload;          /* payload of the last packet */
+	uint32_t snd_una, snd_nxt;      /* first unacked, next to send */
+	uint32_t rcv_nxt;               /* receiver: next expected */
+	uint32_t dupacks;               /* consecutive duplicate ACKs */
+	uint32_t recover;               /* NewReno recovery point */
+	uint32_t win_end;               /* DCTCP: end of the observation window */
+	uint32_t cwr_end;               /* DCTCP: no second cut before this ack */
 	uint32_t acked_win, marked_win; /* DCTCP: packets acked/marked in window */
-	double cwnd, ssthresh;       /* packets */
-	double alpha;                /* DCTCP congestion estimate */
-	uint64_t rto_ns;             /* current timeout (with backoff) */
-	uint64_t rto_deadline_ns;    /* fire time; 0 = disarmed */
-	bool rto_pending;            /* an EV_RTO is in the queue */
-	bool in_recovery;            /* after fast retransmit */
-	bool started;                /* EV_FLOW_START fired */
-	bool blocked;                /* waiting for room on the host NIC */
-	uint32_t blk_next;           /* next blocked flow of the same host */
+	double cwnd, ssthresh;          /* packets */
+	double alpha;                   /* DCTCP congestion estimate */
+	uint64_t rto_ns;                /* current timeout (with backoff) */
+	uint64_t rto_deadline_ns;       /* fire time; 0 = disarmed */
+	bool rto_pending;               /* an EV_RTO is in the queue */
+	bool in_recovery;               /* after fast retransmit */
+	bool started;                   /* EV_FLOW_START fired */
+	bool blocked;                   /* waiting for room on the host NIC */
+	uint32_t blk_next;              /* next blocked flow of the same host */
 };
 
 struct sim_raw {
@@ -99,15 +99,15 @@ struct sim_raw {
 };
 
 struct iod_sim {
-	struct iod_sim_config cfg;   /* as given, defaults filled */
-	struct iod_sim_queue q;      /* pending events */
-	struct iod_pool pkts;        /* packet pool */
-	struct sim_node *nodes;      /* n_nodes */
-	struct sim_port *ports;      /* n_ports */
-	uint32_t *port_of_link;      /* link -> its a->b port */
-	uint32_t *rev_port;          /* port -> the other direction's port */
+	struct iod_sim_config cfg; /* as given, defaults filled */
+	struct iod_sim_queue q;    /* pending events */
+	struct iod_pool pkts;      /* packet pool */
+	struct sim_node *nodes;    /* n_nodes */
+	struct sim_port *ports;    /* n_ports */
+	uint32_t *port_of_link;    /* link -> its a->b port */
+	uint32_t *rev_port;        /* port -> the other direction's port */
 	uint32_t n_nodes, n_ports, n_links;
-	uint32_t *hosts;             /* host index -> node */
+	uint32_t *hosts; /* host index -> node */
 	uint32_t n_hosts;
 	char (*names)[IOD_NAME_MAX]; /* node names */
 	/* Routing: for node n and destination host d, the candidate ports are
@@ -118,32 +118,32 @@ struct iod_sim {
 	uint32_t route_cap;
 	struct iod_sim_topo_event *tevents; /* link changes */
 	uint32_t n_tevents;
-	struct sim_flow *flows;      /* flows_max */
+	struct sim_flow *flows; /* flows_max */
 	uint32_t n_flows, flows_done;
 	/* Future flow starts wait in this array sorted by (start, id) rather
 	 * than in the heap, so millions of pre-generated arrivals do not make
 	 * every heap operation deeper; the run loop merges the two. */
-	uint32_t *arr;               /* flow ids, flows_max */
-	uint32_t arr_n, arr_pos;     /* filled, next to start */
-	bool arr_sorted;             /* arr[arr_pos..arr_n) is sorted */
-	struct sim_raw *raws;        /* IOD_SIM_RAW_MAX */
+	uint32_t *arr;           /* flow ids, flows_max */
+	uint32_t arr_n, arr_pos; /* filled, next to start */
+	bool arr_sorted;         /* arr[arr_pos..arr_n) is sorted */
+	struct sim_raw *raws;    /* IOD_SIM_RAW_MAX */
 	uint32_t n_raws;
-	enum iod_sim_hash hash;      /* ECMP hash */
+	enum iod_sim_hash hash; /* ECMP hash */
 	const struct iod_sim_path_policy *policy;
-	struct iod_rng rng;          /* flow tuples */
-	uint64_t now_ns;             /* virtual time */
-	uint64_t events;             /* processed */
-	uint64_t drops_noroute;      /* packets with no route (failures) */
-	uint64_t probes_sent;        /* path probes the policy asked for */
-	bool probe_ticking;          /* an EV_PROBE_TICK is queued */
-	uint64_t ecn_bytes;          /* switch ECN threshold in bytes (0 = off) */
-	uint32_t ecn_pkts;           /* or in packets (0 = off) */
+	struct iod_rng rng;     /* flow tuples */
+	uint64_t now_ns;        /* virtual time */
+	uint64_t events;        /* processed */
+	uint64_t drops_noroute; /* packets with no route (failures) */
+	uint64_t probes_sent;   /* path probes the policy asked for */
+	bool probe_ticking;     /* an EV_PROBE_TICK is queued */
+	uint64_t ecn_bytes;     /* switch ECN threshold in bytes (0 = off) */
+	uint32_t ecn_pkts;      /* or in packets (0 = off) */
 	iod_sim_flow_done_fn done_fn;
 	void *done_ctx;
 	iod_sim_progress_fn progress_fn;
 	void *progress_ctx;
 	uint64_t progress_every;
-	int err;                     /* sticky failure inside the event loop */
+	int err; /* sticky failure inside the event loop */
 	char err_msg[IOD_ERR_MSG_MAX];
 };
 

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const iod_sim_bucket_names[IOD_SIM_BUCKETS] = {"<10KB", "10KB-100KB",
-                                                           "100KB-1MB", "1MB-10MB", ">=10MB"};
+const char *const iod_sim_bucket_names[IOD_SIM_BUCKETS] = {"<10KB", "10KB-100KB", "100KB-1MB",
+                                                           "1MB-10MB", ">=10MB"};
 
 static unsigned bucket_of(uint64_t size)
 {
@@ -109,7 +109,8 @@ int iod_sim_write_flows_csv(const struct iod_sim *s, FILE *f)
 	           "timeouts\n");
 	for (uint32_t i = 0; i < s->n_flows; i++) {
 		const struct iod_sim_flow_rec *r = &s->flows[i].rec;
-		fprintf(f, "%u,%s,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.4f,%d,%u,%u\n",
+		fprintf(f,
+		        "%u,%s,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.4f,%d,%u,%u\n",
 		        r->id, s->names[s->hosts[r->src]], s->names[s->hosts[r->dst]],
 		        r->size_bytes, r->start_ns, r->fct_ns, r->ideal_ns,
 		        r->done ? (double)r->fct_ns / (double)r->ideal_ns : 0.0, r->done,
@@ -121,8 +122,8 @@ int iod_sim_write_flows_csv(const struct iod_sim *s, FILE *f)
 static json_t *stats_json(const struct iod_sim_fct_stats *st)
 {
 	return json_pack("{s:i, s:f, s:f, s:f, s:f}", "flows", (json_int_t)st->n, "fct_avg_us",
-	                 st->fct_avg_us, "fct_p99_us", st->fct_p99_us, "slowdown_avg",
-	                 st->slow_avg, "slowdown_p99", st->slow_p99);
+	                 st->fct_avg_us, "fct_p99_us", st->fct_p99_us, "slowdown_avg", st->slow_avg,
+	                 "slowdown_p99", st->slow_p99);
 }
 
 json_t *iod_sim_summary_json(const struct iod_sim_summary *sum)
@@ -151,13 +152,14 @@ json_t *iod_sim_flows_json(const struct iod_sim *s)
 	for (uint32_t i = 0; i < s->n_flows; i++) {
 		const struct iod_sim_flow_rec *r = &s->flows[i].rec;
 		json_array_append_new(
-		    a, json_pack("{s:i, s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:b}", "id", (json_int_t)r->id,
-		                 "src", s->names[s->hosts[r->src]], "dst",
-		                 s->names[s->hosts[r->dst]], "size_bytes", (json_int_t)r->size_bytes,
-		                 "start_ns", (json_int_t)r->start_ns, "fct_ns", (json_int_t)r->fct_ns,
-		                 "ideal_ns", (json_int_t)r->ideal_ns, "slowdown",
-		                 r->done ? (double)r->fct_ns / (double)r->ideal_ns : 0.0, "done",
-		                 r->done));
+		    a,
+		    json_pack("{s:i, s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:b}", "id",
+		              (json_int_t)r->id, "src", s->names[s->hosts[r->src]], "dst",
+		              s->names[s->hosts[r->dst]], "size_bytes", (json_int_t)r->size_bytes,
+		              "start_ns", (json_int_t)r->start_ns, "fct_ns", (json_int_t)r->fct_ns,
+		              "ideal_ns", (json_int_t)r->ideal_ns, "slowdown",
+		              r->done ? (double)r->fct_ns / (double)r->ideal_ns : 0.0, "done",
+		              r->done));
 	}
 	return a;
 }

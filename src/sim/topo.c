@@ -88,7 +88,8 @@ int iod_sim_topo_add_link(struct iod_sim_topo *t, uint32_t a, uint32_t b, uint64
                           uint64_t delay_ns, struct iod_err *e)
 {
 	if (a >= t->n_nodes || b >= t->n_nodes || a == b)
-		return iod_err_set(e, -EINVAL, "link between nodes %u and %u: need two nodes", a, b);
+		return iod_err_set(e, -EINVAL, "link between nodes %u and %u: need two nodes", a,
+		                   b);
 	if (!rate_bps || rate_bps > 10000000000000ull)
 		return iod_err_set(e, -EINVAL, "link %s-%s: rate must be 1 bps..10 Tbps",
 		                   t->nodes[a].name, t->nodes[b].name);
@@ -104,8 +105,8 @@ int iod_sim_topo_add_link(struct iod_sim_topo *t, uint32_t a, uint32_t b, uint64
 	return 0;
 }
 
-int iod_sim_topo_add_event(struct iod_sim_topo *t, uint64_t at_ns, uint32_t link,
-                           uint64_t rate_bps, struct iod_err *e)
+int iod_sim_topo_add_event(struct iod_sim_topo *t, uint64_t at_ns, uint32_t link, uint64_t rate_bps,
+                           struct iod_err *e)
 {
 	if (link >= t->n_links)
 		return iod_err_set(e, -EINVAL, "link event for unknown link %u", link);
@@ -128,8 +129,7 @@ uint32_t iod_sim_topo_host_count(const struct iod_sim_topo *t)
 /* ---- shared option setters ------------------------------------------------ */
 
 /* Apply a switch-wide option; -ENOENT when key is not one. */
-static int topo_option(struct iod_sim_topo *t, const char *key, const char *val,
-                       struct iod_err *e)
+static int topo_option(struct iod_sim_topo *t, const char *key, const char *val, struct iod_err *e)
 {
 	uint64_t v;
 	if (!strcmp(key, "buffer")) {
@@ -188,9 +188,9 @@ static int topo_option(struct iod_sim_topo *t, const char *key, const char *val,
 /* ---- built-in topologies ---------------------------------------------------- */
 
 struct builtin_params {
-	uint64_t leaves, spines, hosts, links, k;        /* counts */
-	uint64_t host_rate, fabric_rate, bottleneck;     /* bps */
-	uint64_t delay_ns;                               /* per link */
+	uint64_t leaves, spines, hosts, links, k;    /* counts */
+	uint64_t host_rate, fabric_rate, bottleneck; /* bps */
+	uint64_t delay_ns;                           /* per link */
 };
 
 static int parse_count(const char *key, const char *val, uint64_t max, uint64_t *out,
@@ -255,8 +255,8 @@ static int build_leaf_spine(struct iod_sim_topo *t, const struct builtin_params 
 	int rc;
 
 	if (H % L)
-		return iod_err_set(e, -EINVAL, "leaf-spine: hosts=%u is not a multiple of leaves=%u",
-		                   H, L);
+		return iod_err_set(e, -EINVAL,
+		                   "leaf-spine: hosts=%u is not a multiple of leaves=%u", H, L);
 	for (uint32_t h = 0; h < H; h++)
 		if ((rc = add_named(t, IOD_SIM_HOST, NULL, e, "h%u", h)))
 			return rc;
@@ -350,8 +350,8 @@ static int build_dumbbell(struct iod_sim_topo *t, const struct builtin_params *b
 
 int iod_sim_topo_builtin(struct iod_sim_topo *t, const char *spec, struct iod_err *e)
 {
-	struct builtin_params bp = {2, 2, 32, 1, 4, 10000000000ull, 40000000000ull,
-	                            10000000000ull, 1000};
+	struct builtin_params bp = {
+	    2, 2, 32, 1, 4, 10000000000ull, 40000000000ull, 10000000000ull, 1000};
 	char buf[512], kind[IOD_NAME_MAX];
 	const char *colon = strchr(spec, ':');
 	size_t klen = colon ? (size_t)(colon - spec) : strlen(spec);
@@ -372,7 +372,8 @@ int iod_sim_topo_builtin(struct iod_sim_topo *t, const char *spec, struct iod_er
 		for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
 			char *eq = strchr(kv, '=');
 			if (!eq)
-				return iod_err_set(e, -EINVAL, "%s: \"%s\" is not key=value", kind, kv);
+				return iod_err_set(e, -EINVAL, "%s: \"%s\" is not key=value", kind,
+				                   kv);
 			*eq = 0;
 			if ((rc = builtin_kv(t, &bp, kv, eq + 1, e)))
 				return iod_err_wrap(e, "topology %s", kind);
@@ -427,8 +428,8 @@ static int ynew(struct ytree *y, enum ynode_kind k, const yaml_mark_t *m, uint32
 		                   IOD_SIM_YAML_NODES_MAX);
 	if (grow((void **)&y->n, &y->cap, y->count + 1, sizeof(*y->n)))
 		return iod_err_set(e, -ENOMEM, "out of memory");
-	y->n[y->count] = (struct ynode){k, NULL, 0, 0, (uint32_t)m->line + 1,
-	                                (uint32_t)m->column + 1};
+	y->n[y->count] =
+	    (struct ynode){k, NULL, 0, 0, (uint32_t)m->line + 1, (uint32_t)m->column + 1};
 	*out = y->count++;
 	return 0;
 }
@@ -479,11 +480,8 @@ static int ytree_parse(struct ytree *y, const char *text, size_t len, struct iod
 			open = leaf = true;
 			break;
 		case YAML_SEQUENCE_END_EVENT:
-		case YAML_MAPPING_END_EVENT:
-			depth--;
-			break;
-		default:
-			break;
+		case YAML_MAPPING_END_EVENT: depth--; break;
+		default: break;
 		}
 		if (!rc && leaf) {
 			if (!depth) {
@@ -501,9 +499,9 @@ static int ytree_parse(struct ytree *y, const char *text, size_t len, struct iod
 			}
 			if (!rc && open) {
 				if (depth >= IOD_SIM_YAML_DEPTH_MAX)
-					rc = iod_err_set(e, -E2BIG, "%s:%u:%u: nested deeper than %d",
-					                 y->file, y->n[id].line, y->n[id].col,
-					                 IOD_SIM_YAML_DEPTH_MAX);
+					rc = iod_err_set(
+					    e, -E2BIG, "%s:%u:%u: nested deeper than %d", y->file,
+					    y->n[id].line, y->n[id].col, IOD_SIM_YAML_DEPTH_MAX);
 				else {
 					stack[depth] = id;
 					last[depth] = 0;
@@ -591,8 +589,8 @@ static int yscalar(const struct ytree *y, uint32_t m, const char *key, const cha
 	return 0;
 }
 
-static int yname(const struct ytree *y, const struct iod_sim_topo *t, uint32_t m,
-                 const char *key, uint32_t *node, struct iod_err *e)
+static int yname(const struct ytree *y, const struct iod_sim_topo *t, uint32_t m, const char *key,
+                 uint32_t *node, struct iod_err *e)
 {
 	const char *s;
 	uint32_t at = m;
@@ -626,8 +624,8 @@ static int yunit(const struct ytree *y, uint32_t m, const char *key, enum iod_un
 
 static int yopts(const struct ytree *y, struct iod_sim_topo *t, uint32_t m, struct iod_err *e)
 {
-	static const char *const keys[] = {"buffer", "host_buffer", "ecn", "ecn_pkts", "hash",
-	                                   "seed", "hash_seed", NULL};
+	static const char *const keys[] = {"buffer", "host_buffer", "ecn",       "ecn_pkts",
+	                                   "hash",   "seed",        "hash_seed", NULL};
 	int rc = ymap_keys(y, m, keys, "switch", e);
 	if (rc)
 		return rc;
@@ -645,8 +643,8 @@ static int yopts(const struct ytree *y, struct iod_sim_topo *t, uint32_t m, stru
 static int ynodes(const struct ytree *y, struct iod_sim_topo *t, uint32_t seq,
                   enum iod_sim_node_kind kind, uint64_t rate, uint64_t delay, struct iod_err *e)
 {
-	static const char *const keys[] = {"name", "prefix", "count", "attach", "rate", "delay",
-	                                   NULL};
+	static const char *const keys[] = {"name", "prefix", "count", "attach",
+	                                   "rate", "delay",  NULL};
 	const char *what = kind == IOD_SIM_HOST ? "hosts" : "switches";
 	struct iod_err sub = {0};
 	int rc;
@@ -704,8 +702,8 @@ static int ylinks(const struct ytree *y, struct iod_sim_topo *t, uint32_t seq, u
 		uint32_t a, b, at = it;
 		uint64_t r = rate, d = delay, n = 1;
 		const char *count;
-		if ((rc = ymap_keys(y, it, keys, "link", e)) || (rc = yname(y, t, it, "a", &a, e)) ||
-		    (rc = yname(y, t, it, "b", &b, e)) ||
+		if ((rc = ymap_keys(y, it, keys, "link", e)) ||
+		    (rc = yname(y, t, it, "a", &a, e)) || (rc = yname(y, t, it, "b", &b, e)) ||
 		    (rc = yunit(y, it, "rate", IOD_UNIT_BANDWIDTH, &r, e)) ||
 		    (rc = yunit(y, it, "delay", IOD_UNIT_DURATION, &d, e)) ||
 		    (rc = yscalar(y, it, "count", &count, &at, e)))
@@ -719,8 +717,7 @@ static int ylinks(const struct ytree *y, struct iod_sim_topo *t, uint32_t seq, u
 	return 0;
 }
 
-static int yevents(const struct ytree *y, struct iod_sim_topo *t, uint32_t seq,
-                   struct iod_err *e)
+static int yevents(const struct ytree *y, struct iod_sim_topo *t, uint32_t seq, struct iod_err *e)
 {
 	static const char *const keys[] = {"at", "a", "b", "index", "down", "up", "rate", NULL};
 	struct iod_err sub = {0};
@@ -732,8 +729,8 @@ static int yevents(const struct ytree *y, struct iod_sim_topo *t, uint32_t seq,
 		uint32_t a, b, at = it;
 		uint64_t when = UINT64_MAX, rate = 0, idx = 0;
 		const char *down, *up, *index;
-		if ((rc = ymap_keys(y, it, keys, "event", e)) || (rc = yname(y, t, it, "a", &a, e)) ||
-		    (rc = yname(y, t, it, "b", &b, e)) ||
+		if ((rc = ymap_keys(y, it, keys, "event", e)) ||
+		    (rc = yname(y, t, it, "a", &a, e)) || (rc = yname(y, t, it, "b", &b, e)) ||
 		    (rc = yunit(y, it, "at", IOD_UNIT_DURATION, &when, e)) ||
 		    (rc = yunit(y, it, "rate", IOD_UNIT_BANDWIDTH, &rate, e)) ||
 		    (rc = yscalar(y, it, "down", &down, NULL, e)) ||
@@ -743,8 +740,9 @@ static int yevents(const struct ytree *y, struct iod_sim_topo *t, uint32_t seq,
 		if (when == UINT64_MAX)
 			return yerr(y, it, e, "event needs at: (a time like 10ms)");
 		if (!!down + !!up + !!rate != 1)
-			return yerr(y, it, e, "event needs exactly one of down: true, up: RATE "
-			                      "(as rate:) or rate: RATE");
+			return yerr(y, it, e,
+			            "event needs exactly one of down: true, up: RATE "
+			            "(as rate:) or rate: RATE");
 		if (down && strcmp(down, "true"))
 			return yerr(y, it, e, "down: must be true");
 		if (up)
@@ -774,8 +772,8 @@ static int yevents(const struct ytree *y, struct iod_sim_topo *t, uint32_t seq,
 	return 0;
 }
 
-int iod_sim_topo_parse_yaml(struct iod_sim_topo *t, const char *text, size_t len,
-                            const char *file, struct iod_err *e)
+int iod_sim_topo_parse_yaml(struct iod_sim_topo *t, const char *text, size_t len, const char *file,
+                            struct iod_err *e)
 {
 	static const char *const keys[] = {"name",  "builtin", "switch", "defaults", "switches",
 	                                   "hosts", "links",   "events", NULL};
@@ -801,7 +799,8 @@ int iod_sim_topo_parse_yaml(struct iod_sim_topo *t, const char *text, size_t len
 		}
 		if (ymap_get(&y, 0, "switches", NULL) || ymap_get(&y, 0, "hosts", NULL) ||
 		    ymap_get(&y, 0, "links", NULL)) {
-			rc = yerr(&y, at, e, "builtin: cannot be combined with switches/hosts/links");
+			rc = yerr(&y, at, e,
+			          "builtin: cannot be combined with switches/hosts/links");
 			goto out;
 		}
 	}

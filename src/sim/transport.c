@@ -58,8 +58,10 @@ int iod_sim_flow_add(struct iod_sim *s, uint32_t src, uint32_t dst, uint64_t siz
                      uint64_t start_ns, uint32_t tag, uint32_t *id, struct iod_err *e)
 {
 	if (src >= s->n_hosts || dst >= s->n_hosts || src == dst)
-		return iod_err_set(e, -EINVAL, "flow from host %u to host %u: need two different "
-		                               "hosts below %u", src, dst, s->n_hosts);
+		return iod_err_set(e, -EINVAL,
+		                   "flow from host %u to host %u: need two different "
+		                   "hosts below %u",
+		                   src, dst, s->n_hosts);
 	if (!size_bytes)
 		return iod_err_set(e, -EINVAL, "flow of 0 bytes");
 	uint64_t npkts = (size_bytes + s->cfg.mss_bytes - 1) / s->cfg.mss_bytes;
@@ -101,8 +103,8 @@ int iod_sim_flow_add(struct iod_sim *s, uint32_t src, uint32_t dst, uint64_t siz
 		 * one full packet and its ACK, plus one: never window-limited on
 		 * an empty network. */
 		uint64_t rtt = iod_sim_ideal_fct(s, src, dst, s->cfg.mss_bytes);
-		uint64_t pkt_ns = sim_ser_ns(s->cfg.mss_bytes + s->cfg.hdr_bytes,
-		                             iod_sim_host_rate_bps(s, src));
+		uint64_t pkt_ns =
+		    sim_ser_ns(s->cfg.mss_bytes + s->cfg.hdr_bytes, iod_sim_host_rate_bps(s, src));
 		f->cwnd = (double)((rtt + pkt_ns - 1) / pkt_ns + 1);
 	}
 	if (f->cwnd > s->cfg.max_cwnd_pkts)
@@ -171,8 +173,10 @@ static void flow_send(struct iod_sim *s, struct sim_flow *f, uint32_t id)
 			return;
 		uint32_t seq = f->snd_nxt;
 		uint32_t payload = seq + 1 == f->npkts ? f->last_payload : s->cfg.mss_bytes;
-		struct iod_sim_path_query q = {f->rec.src, f->rec.dst, id, f->hash, s->now_ns,
-		                               (uint64_t)seq * s->cfg.mss_bytes, false};
+		struct iod_sim_path_query q = {f->rec.src, f->rec.dst,
+		                               id,         f->hash,
+		                               s->now_ns,  (uint64_t)seq * s->cfg.mss_bytes,
+		                               false};
 		memset(p, 0, sizeof(*p));
 		p->type = PKT_DATA;
 		p->flow = id;
@@ -260,8 +264,8 @@ void sim_transport_data(struct iod_sim *s, const struct sim_pkt *d)
 	struct sim_pkt *a = sim_pkt_alloc(s);
 	if (!a)
 		return;
-	struct iod_sim_path_query q = {f->rec.dst, f->rec.src, d->flow, f->hash_rev, s->now_ns,
-	                               0, true};
+	struct iod_sim_path_query q = {f->rec.dst, f->rec.src, d->flow, f->hash_rev,
+	                               s->now_ns,  0,          true};
 	memset(a, 0, sizeof(*a));
 	a->type = PKT_ACK;
 	a->flow = d->flow;
@@ -296,9 +300,9 @@ void sim_transport_ack(struct iod_sim *s, const struct sim_pkt *a)
 	if (f->rec.done)
 		return;
 	if (s->policy->feedback) {
-		struct iod_sim_path_feedback fb = {IOD_SIM_FB_ACK, f->rec.src, f->rec.dst, id,
-		                                   a->data_sport, ece, s->now_ns - a->sent_ns,
-		                                   s->now_ns};
+		struct iod_sim_path_feedback fb = {
+		    IOD_SIM_FB_ACK,         f->rec.src, f->rec.dst, id, a->data_sport, ece,
+		    s->now_ns - a->sent_ns, s->now_ns};
 		s->policy->feedback(s->policy->state, &fb);
 	}
 	if (dctcp) {

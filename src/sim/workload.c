@@ -22,8 +22,7 @@ static const char data_mining_cdf[] = "0 0\n180 .1\n216 .2\n560 .3\n900 .4\n1100
                                       "1870 .6\n3160 .7\n10000 .8\n400000 .9\n"
                                       "3160000 .95\n100000000 .98\n1000000000 1\n";
 
-int iod_sim_cdf_parse(struct iod_sim_cdf *c, const char *text, const char *file,
-                      struct iod_err *e)
+int iod_sim_cdf_parse(struct iod_sim_cdf *c, const char *text, const char *file, struct iod_err *e)
 {
 	const char *p = text;
 	unsigned line = 0;
@@ -51,23 +50,25 @@ int iod_sim_cdf_parse(struct iod_sim_cdf *c, const char *text, const char *file,
 		char *end;
 		double b = strtod(s, &end);
 		if (end == s || !(b >= 0) || b > 1e15)
-			return iod_err_set(e, -EINVAL, "%s:%u: want \"BYTES CDF\", got \"%s\"", c->name,
-			                   line, s);
+			return iod_err_set(e, -EINVAL, "%s:%u: want \"BYTES CDF\", got \"%s\"",
+			                   c->name, line, s);
 		char *s2 = end;
 		double q = strtod(s2, &end);
 		if (end == s2 || !(q >= 0))
-			return iod_err_set(e, -EINVAL, "%s:%u: want \"BYTES CDF\", got \"%s\"", c->name,
-			                   line, s);
+			return iod_err_set(e, -EINVAL, "%s:%u: want \"BYTES CDF\", got \"%s\"",
+			                   c->name, line, s);
 		while (*end == ' ' || *end == '\t' || *end == '\r')
 			end++;
 		if (*end)
-			return iod_err_set(e, -EINVAL, "%s:%u: unexpected \"%s\"", c->name, line, end);
+			return iod_err_set(e, -EINVAL, "%s:%u: unexpected \"%s\"", c->name, line,
+			                   end);
 		if (c->n >= IOD_SIM_CDF_POINTS_MAX)
 			return iod_err_set(e, -E2BIG, "%s:%u: more than %d points", c->name, line,
 			                   IOD_SIM_CDF_POINTS_MAX);
 		if (c->n && ((uint64_t)b < c->bytes[c->n - 1] || q < c->p[c->n - 1]))
-			return iod_err_set(e, -EINVAL, "%s:%u: sizes and CDF values must not decrease",
-			                   c->name, line);
+			return iod_err_set(e, -EINVAL,
+			                   "%s:%u: sizes and CDF values must not decrease", c->name,
+			                   line);
 		c->bytes[c->n] = (uint64_t)b;
 		c->p[c->n] = q;
 		c->n++;
@@ -76,8 +77,9 @@ int iod_sim_cdf_parse(struct iod_sim_cdf *c, const char *text, const char *file,
 		return iod_err_set(e, -EINVAL, "%s: a CDF needs at least two points", c->name);
 	double top = c->p[c->n - 1];
 	if (top != 1.0 && top != 100.0)
-		return iod_err_set(e, -EINVAL, "%s: the last CDF value must be 1 (or 100%%), not %g",
-		                   c->name, top);
+		return iod_err_set(e, -EINVAL,
+		                   "%s: the last CDF value must be 1 (or 100%%), not %g", c->name,
+		                   top);
 	for (uint32_t i = 0; i < c->n; i++)
 		c->p[i] /= top;
 	if (c->bytes[c->n - 1] == 0)
@@ -100,7 +102,8 @@ int iod_sim_cdf_load(struct iod_sim_cdf *c, const char *name_or_path, struct iod
 			const char *base = strrchr(name_or_path, '/');
 			rc = iod_sim_cdf_parse(c, b.data, base ? base + 1 : name_or_path, e);
 		} else {
-			iod_err_wrap(e, "workload \"%s\" is not web-search, data-mining or a CDF file",
+			iod_err_wrap(e,
+			             "workload \"%s\" is not web-search, data-mining or a CDF file",
 			             name_or_path);
 		}
 		iod_buf_free(&b);
@@ -206,8 +209,10 @@ int iod_sim_workload_script(struct iod_sim *s, const char *text, const char *fil
 		if (n <= 0)
 			continue;
 		if (n != 4)
-			return iod_err_set(e, -EINVAL, "%s:%u: want \"AT SRC DST SIZE\" (e.g. \"0ms h0 h5 "
-			                               "100MB\")", file, line);
+			return iod_err_set(e, -EINVAL,
+			                   "%s:%u: want \"AT SRC DST SIZE\" (e.g. \"0ms h0 h5 "
+			                   "100MB\")",
+			                   file, line);
 		uint64_t at_ns, bytes;
 		uint32_t hs, hd;
 		struct iod_err sub = {0};
@@ -268,7 +273,8 @@ static void ar_done(void *ctx, struct iod_sim *s, uint32_t flow_id)
 	uint32_t cand[2] = {rank, to};
 	for (int k = 0; k < 2; k++) {
 		uint32_t r = cand[k];
-		if (!a->send_done[r] || a->recv_cnt[r] <= a->step[r] || a->step[r] >= a->steps_total)
+		if (!a->send_done[r] || a->recv_cnt[r] <= a->step[r] ||
+		    a->step[r] >= a->steps_total)
 			continue;
 		a->send_done[r] = 0;
 		a->step[r]++;
@@ -291,8 +297,10 @@ int iod_sim_allreduce_start(struct iod_sim *s, struct iod_sim_allreduce *a, uint
 		return iod_err_set(e, -EINVAL, "all-reduce among %u ranks needs 2..%u hosts", n,
 		                   s->n_hosts);
 	if (size_bytes < n)
-		return iod_err_set(e, -EINVAL, "all-reduce of %" PRIu64 " bytes among %u ranks: "
-		                               "need at least one byte per rank", size_bytes, n);
+		return iod_err_set(e, -EINVAL,
+		                   "all-reduce of %" PRIu64 " bytes among %u ranks: "
+		                   "need at least one byte per rank",
+		                   size_bytes, n);
 	a->n = n;
 	a->size_bytes = size_bytes;
 	a->steps_total = 2 * (n - 1);
@@ -307,8 +315,8 @@ int iod_sim_allreduce_start(struct iod_sim *s, struct iod_sim_allreduce *a, uint
 	iod_sim_on_flow_done(s, ar_done, a);
 	uint64_t chunk = size_bytes / n;
 	for (uint32_t r = 0; r < n; r++) {
-		int rc = iod_sim_flow_add(s, r, (r + 1) % n, chunk, at_ns, (0u << 16 | r) + 1, NULL,
-		                          e);
+		int rc =
+		    iod_sim_flow_add(s, r, (r + 1) % n, chunk, at_ns, (0u << 16 | r) + 1, NULL, e);
 		if (rc) {
 			iod_sim_allreduce_free(a);
 			return rc;

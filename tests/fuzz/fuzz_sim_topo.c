@@ -28,7 +28,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s[size] = 0;
 	if (iod_sim_topo_parse_yaml(&t, s, size, "fuzz.yaml", &e) == 0) {
 		for (uint32_t i = 0; i < t.n_links; i++)
-			if (t.links[i].a >= t.n_nodes || t.links[i].b >= t.n_nodes || !t.links[i].rate_bps)
+			if (t.links[i].a >= t.n_nodes || t.links[i].b >= t.n_nodes ||
+			    !t.links[i].rate_bps)
 				abort();
 		for (uint32_t i = 0; i < t.n_events; i++)
 			if (t.events[i].link >= t.n_links)

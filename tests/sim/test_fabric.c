@@ -50,8 +50,8 @@ static uint32_t port_between(const struct iod_sim *s, const char *a, const char 
 TEST(md1_mean_wait_matches_theory)
 {
 	/* Poisson packets of 1250 B into a 10 Gbps queue: D = 1 us. */
-	struct iod_sim *s = mk("dumbbell:hosts=2,host_rate=10Gbps,bottleneck=40Gbps",
-	                       IOD_SIM_DCTCP, 1);
+	struct iod_sim *s =
+	    mk("dumbbell:hosts=2,host_rate=10Gbps,bottleneck=40Gbps", IOD_SIM_DCTCP, 1);
 	struct iod_err e = {0};
 	CHECK(s);
 	double rho = 0.7, d_ns = 1000;
@@ -61,8 +61,9 @@ TEST(md1_mean_wait_matches_theory)
 	iod_sim_port_stats(s, port_between(s, "h0", "left"), &st);
 	double w = (double)st.wait_ns_sum / (double)st.tx_pkts;
 	double theory = rho * d_ns / (2 * (1 - rho)); /* Pollaczek-Khinchine, M/D/1 */
-	fprintf(stderr, "  M/D/1 rho=%.2f: %" PRIu64 " packets, mean wait %.1f ns, theory %.1f ns "
-	                "(%.2f%%)\n",
+	fprintf(stderr,
+	        "  M/D/1 rho=%.2f: %" PRIu64 " packets, mean wait %.1f ns, theory %.1f ns "
+	        "(%.2f%%)\n",
 	        rho, st.tx_pkts, w, theory, 100 * (w - theory) / theory);
 	CHECK(st.tx_pkts > 130000);
 	CHECK_MSG(fabs(w - theory) / theory < 0.03, "wait %.1f vs %.1f", w, theory);
@@ -85,8 +86,9 @@ static void one_long_flow(enum iod_sim_transport tr, int *failed)
 	iod_sim_port_stats(s, port_between(s, "left", "right"), &st);
 	double util = (double)st.tx_bytes * 8 / ((double)f->fct_ns / 1e9) / 10e9;
 	double good = (double)f->size_bytes * 8 / ((double)f->fct_ns / 1e9) / 1e9;
-	fprintf(stderr, "  one flow, %s: bottleneck utilisation %.2f%%, goodput %.3f Gbps, "
-	                "FCT %.3f ms (ideal %.3f ms), %" PRIu64 " marks, %" PRIu64 " drops\n",
+	fprintf(stderr,
+	        "  one flow, %s: bottleneck utilisation %.2f%%, goodput %.3f Gbps, "
+	        "FCT %.3f ms (ideal %.3f ms), %" PRIu64 " marks, %" PRIu64 " drops\n",
 	        tr == IOD_SIM_DCTCP ? "dctcp" : "newreno", 100 * util, good, f->fct_ns / 1e6,
 	        f->ideal_ns / 1e6, st.ecn_marks, st.drops);
 	if (!f->done || util < 0.95) {
@@ -107,15 +109,15 @@ TEST(one_long_flow_reaches_line_rate)
 TEST(dctcp_flows_share_fairly)
 {
 	/* 4 senders on the left, 4 receivers on the right, one 10 Gbps link. */
-	struct iod_sim *s = mk("dumbbell:hosts=8,host_rate=10Gbps,bottleneck=10Gbps",
-	                       IOD_SIM_DCTCP, 1);
+	struct iod_sim *s =
+	    mk("dumbbell:hosts=8,host_rate=10Gbps,bottleneck=10Gbps", IOD_SIM_DCTCP, 1);
 	struct iod_err e = {0};
 	uint64_t before[4];
 	CHECK(s);
 	for (uint32_t i = 0; i < 4; i++)
-		CHECK_EQ(iod_sim_flow_add(s, i, 4 + i, 1000000000, i * 100 * IOD_NS_PER_US, 0, NULL,
-		                          &e),
-		         0);
+		CHECK_EQ(
+		    iod_sim_flow_add(s, i, 4 + i, 1000000000, i * 100 * IOD_NS_PER_US, 0, NULL, &e),
+		    0);
 	CHECK_EQ(iod_sim_run(s, 5 * IOD_NS_PER_MS, &e), 0);
 	for (uint32_t i = 0; i < 4; i++)
 		before[i] = iod_sim_flow(s, i)->acked_bytes;
@@ -150,7 +152,9 @@ TEST(ideal_fct_matches_empty_network)
 			CHECK_EQ(iod_sim_run(s, t, &e), 0);
 			const struct iod_sim_flow_rec *f = iod_sim_flow(s, id);
 			CHECK(f->done);
-			fprintf(stderr, "  %8" PRIu64 " B to h%u: FCT %" PRIu64 " ns, ideal %" PRIu64 " ns\n",
+			fprintf(stderr,
+			        "  %8" PRIu64 " B to h%u: FCT %" PRIu64 " ns, ideal %" PRIu64
+			        " ns\n",
 			        sizes[i], dst, f->fct_ns, f->ideal_ns);
 			CHECK_U64(f->fct_ns, f->ideal_ns);
 		}
@@ -169,7 +173,8 @@ TEST(ecmp_spreads_small_flows_evenly)
 	CHECK(s);
 	iod_rng_seed(&r, 9);
 	for (uint32_t i = 0; i < 4000; i++) {
-		uint32_t src = (uint32_t)iod_rng_below(&r, 16), dst = 16 + (uint32_t)iod_rng_below(&r, 16);
+		uint32_t src = (uint32_t)iod_rng_below(&r, 16),
+		         dst = 16 + (uint32_t)iod_rng_below(&r, 16);
 		CHECK_EQ(iod_sim_flow_add(s, src, dst, 10000, i * 500, 0, NULL, &e), 0);
 	}
 	CHECK_EQ(iod_sim_run(s, UINT64_MAX, &e), 0);
@@ -250,8 +255,9 @@ TEST(ecmp_hash_polarisation_appears_with_same_seed)
 {
 	unsigned same = cores_used("fat-tree:k=4,seed=same");
 	unsigned per = cores_used("fat-tree:k=4,seed=per-switch");
-	fprintf(stderr, "  cores used from one edge switch: same seed %u of 4, per-switch %u of 4\n",
-	        same, per);
+	fprintf(stderr,
+	        "  cores used from one edge switch: same seed %u of 4, per-switch %u of 4\n", same,
+	        per);
 	CHECK_EQ(same, 2);
 	CHECK_EQ(per, 4);
 }
@@ -363,10 +369,10 @@ TEST(same_seed_same_bytes_different_seed_differs)
 
 /* A test policy: every packet on one source port; counts what it hears. */
 struct pin_state {
-	uint16_t sport;            /* the port it always picks */
+	uint16_t sport;              /* the port it always picks */
 	uint64_t acks, ecn, replies; /* feedback seen */
-	uint64_t rtt_min_ns;       /* smallest probe RTT */
-	uint32_t probe_calls;      /* probe() invocations */
+	uint64_t rtt_min_ns;         /* smallest probe RTT */
+	uint32_t probe_calls;        /* probe() invocations */
 };
 
 static uint16_t pin_choose(void *st, const struct iod_sim_path_query *q)
@@ -408,8 +414,8 @@ TEST(path_policy_controls_ports_and_hears_feedback)
 	struct iod_sim *s;
 	struct iod_err e = {0};
 	struct pin_state st = {.sport = 51234};
-	struct iod_sim_path_policy pol = {"pin", &st, pin_choose, pin_feedback, pin_probe,
-	                                  100 * IOD_NS_PER_US};
+	struct iod_sim_path_policy pol = {"pin",        &st,       pin_choose,
+	                                  pin_feedback, pin_probe, 100 * IOD_NS_PER_US};
 
 	CHECK_EQ(iod_sim_topo_builtin(&t, "leaf-spine:spines=4", &e), 0);
 	iod_sim_config_default(&c);
@@ -452,8 +458,9 @@ TEST(path_policy_controls_ports_and_hears_feedback)
 	CHECK(st.probe_calls > 0);
 	CHECK(st.replies > 0);
 	CHECK(st.rtt_min_ns >= 8000);
-	fprintf(stderr, "  policy: %" PRIu64 " ACKs, %" PRIu64 " ECN echoes, %" PRIu64
-	                " probe replies, min probe RTT %" PRIu64 " ns\n",
+	fprintf(stderr,
+	        "  policy: %" PRIu64 " ACKs, %" PRIu64 " ECN echoes, %" PRIu64
+	        " probe replies, min probe RTT %" PRIu64 " ns\n",
 	        st.acks, st.ecn, st.replies, st.rtt_min_ns);
 	iod_sim_destroy(s);
 }

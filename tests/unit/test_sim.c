@@ -135,8 +135,9 @@ static void yaml_err(const char *text, const char *want, int *failed)
 TEST(yaml_errors_have_positions)
 {
 	int failed = 0;
-	yaml_err("switches: [s0]\nhostz: [h0]\n", "f.yaml:2:1: topology: unknown key \"hostz\"; "
-	                                          "did you mean \"hosts\"?",
+	yaml_err("switches: [s0]\nhostz: [h0]\n",
+	         "f.yaml:2:1: topology: unknown key \"hostz\"; "
+	         "did you mean \"hosts\"?",
 	         &failed);
 	yaml_err("switches: [s0]\nhosts: [h0]\nlinks:\n  - {a: h0, b: s9}\n",
 	         "f.yaml:4:16: b: no node named \"s9\"", &failed);
