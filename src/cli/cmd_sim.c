@@ -256,10 +256,14 @@ static int plot(const char *file, const struct opts *o, const struct run_result 
 	if (fd < 0)
 		return iod_err_set(e, -errno, "cannot create a temporary file");
 	FILE *f = fdopen(fd, "w");
-	for (unsigned i = 0; i < o->n_loads; i++)
-		fprintf(f, "%.2f %.4f %.4f %.4f %.4f %.4f\n", o->loads[i], r[i].sum.all.slow_avg,
-		        r[i].sum.all.slow_p99, r[i].sum.small.slow_avg, r[i].sum.small.slow_p99,
-		        r[i].sum.large.slow_avg);
+	for (unsigned i = 0; i < o->n_loads; i++) {
+		fprintf(f, "%.2f %.4f %.4f %.4f %.4f ", o->loads[i], r[i].sum.all.slow_avg,
+		        r[i].sum.all.slow_p99, r[i].sum.small.slow_avg, r[i].sum.small.slow_p99);
+		if (r[i].sum.large.n) /* no large flow: a gap, not a 0 on a log scale */
+			fprintf(f, "%.4f\n", r[i].sum.large.slow_avg);
+		else
+			fprintf(f, "NaN\n");
+	}
 	fclose(f);
 	size_t n = strlen(file);
 	bool png = n > 4 && !strcmp(file + n - 4, ".png");
@@ -416,15 +420,16 @@ static int cmd_fabric(int argc, char **argv)
 	struct run_result res[IOD_SIM_SWEEP_MAX];
 	int code = IOD_EXIT_OK;
 	bool table = o.n_loads > 1;
+	double wall_s = 0;
 	json_t *jarr = json_array();
 
 	if (table && o.out == IOD_OUT_TEXT) {
 		printf("fabric %s, workload %s, %s, seed %" PRIu64 ", duration %.3f s, ECMP\n",
 		       topo.name, o.workload, o.transport == IOD_SIM_DCTCP ? "dctcp" : "newreno",
 		       o.seed, (double)o.duration_ns / 1e9);
-		printf("%5s %7s %7s %9s %9s %9s %9s %9s %8s %8s\n", "load", "flows", "done",
+		printf("%5s %7s %7s %9s %9s %9s %9s %9s %8s %11s\n", "load", "flows", "done",
 		       "slow_avg", "slow_p99", "small_avg", "small_p99", "large_avg", "drops",
-		       "wall_s");
+		       "events");
 	} else if (table && o.out == IOD_OUT_CSV) {
 		printf("load,flows,done,slow_avg,slow_p99,small_slow_avg,small_slow_p99,"
 		       "large_slow_avg,fct_avg_us,fct_p99_us,drops,ecn_marks\n");
@@ -469,10 +474,11 @@ static int cmd_fabric(int argc, char **argv)
 				json_object_set_new(j, "flows", iod_sim_flows_json(s));
 			json_array_append_new(jarr, j);
 		} else if (table && o.out == IOD_OUT_TEXT) {
-			printf("%5.2f %7u %7u %9.2f %9.2f %9.2f %9.2f %9.2f %8" PRIu64 " %8.2f\n",
+			printf("%5.2f %7u %7u %9.2f %9.2f %9.2f %9.2f %9.2f %8" PRIu64 " %11" PRIu64
+			       "\n",
 			       o.loads[i], u->flows, u->done, u->all.slow_avg, u->all.slow_p99,
 			       u->small.slow_avg, u->small.slow_p99, u->large.slow_avg, u->drops,
-			       res[i].wall_s);
+			       u->events);
 			fflush(stdout);
 		} else if (table) {
 			printf("%.2f,%u,%u,%.4f,%.4f,%.4f,%.4f,%.4f,%.1f,%.1f,%" PRIu64 ",%" PRIu64
@@ -486,7 +492,11 @@ static int cmd_fabric(int argc, char **argv)
 			print_text(&o, &topo, s, &res[i], o.loads[i]);
 		}
 		iod_sim_destroy(s);
+		wall_s += res[i].wall_s;
 	}
+	/* wall time goes to stderr: stdout stays byte-identical for a seed */
+	if (o.progress)
+		fprintf(stderr, "simulated %u load(s) in %.2f s of wall time\n", o.n_loads, wall_s);
 	if (o.out == IOD_OUT_JSON) {
 		if (table)
 			iod_json_print(stdout, jarr, false);

@@ -29,6 +29,11 @@ bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 	grep -q "^ 0.20 " "$tmp/s.txt" && grep -q "^ 0.60 " "$tmp/s.txt" &&
 	grep -q "<svg" "$tmp/fct.svg" && ok "sweep table and plot" || bad "sweep table and plot"
 
+"$IOD" sim fabric --duration 1ms --loads 0.2,0.4 --quiet >"$tmp/s2.txt" &&
+	"$IOD" sim fabric --duration 1ms --loads 0.2,0.4 --quiet >"$tmp/s3.txt" &&
+	cmp -s "$tmp/s2.txt" "$tmp/s3.txt" && ok "sweep table byte-identical" ||
+	bad "sweep table byte-identical"
+
 cat >"$tmp/t.yaml" <<'Y'
 switches: [s0, s1]
 hosts:
