@@ -340,6 +340,40 @@ void iod_format_size(uint64_t bytes, char *buf, size_t len);
 void iod_format_bandwidth(uint64_t bps, char *buf, size_t len);
 void iod_format_duration(uint64_t ns, char *buf, size_t len);
 
+/* ---- Maglev consistent hashing (Eisenbud et al., NSDI'16) --------------- */
+
+/*
+ * A lookup table of table_size slots (a prime, much larger than the backend
+ * count: 65537 by default) filled so that each backend owns ~table_size/n
+ * slots, in proportion to its weight, and removing one of n backends remaps
+ * about 1/n of keys. Used by the data plane's service LB and by the mesh.
+ * Build on the control path; lookups are one modulo and one load.
+ */
+struct iod_maglev {
+	uint32_t *table;     /* table_size entries: index into the backend list */
+	uint32_t table_size; /* a prime */
+	uint32_t backends_n; /* backends the table was built from; 0 = empty */
+};
+
+#define IOD_MAGLEV_DEFAULT_SIZE 65537u
+
+/*
+ * Build from backend keys (stable identities, e.g. a hash of "ip:port") and
+ * optional weights (NULL = all equal; a weight of 0 takes no slot). Rebuild
+ * with the new list when backends change. -EINVAL for a non-prime size or
+ * more backends than slots, -ENOMEM.
+ */
+int iod_maglev_build(struct iod_maglev *mg, uint32_t table_size, const uint64_t *keys,
+		     const uint32_t *weights, uint32_t n);
+void iod_maglev_free(struct iod_maglev *mg);
+/* The backend index for a flow hash; UINT32_MAX when the table is empty. */
+static inline uint32_t iod_maglev_lookup(const struct iod_maglev *mg, uint64_t hash)
+{
+	if (!mg->backends_n)
+		return UINT32_MAX;
+	return mg->table[hash % mg->table_size];
+}
+
 /* ---- JSON helpers over jansson ----------------------------------------- */
 
 #include <jansson.h>

@@ -310,3 +310,62 @@ TEST(json_helpers)
 	CHECK_CONTAINS(e.msg, "invalid JSON");
 	CHECK(iod_json_parse("{\"a\":1,\"a\":2}", 13, &v, &e) < 0);
 }
+
+static void maglev_keys(uint64_t *keys, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		keys[i] = iod_hash_u64(1000 + i);
+}
+
+TEST(maglev_balance_and_disruption)
+{
+	enum { N = 10, FLOWS = 200000 };
+	uint64_t keys[N];
+	struct iod_maglev a = {0}, b = {0};
+	maglev_keys(keys, N);
+	CHECK_EQ(iod_maglev_build(&a, 65537, keys, NULL, N), 0);
+	unsigned count[N] = {0};
+	for (uint32_t s = 0; s < a.table_size; s++)
+		count[a.table[s]]++;
+	for (int i = 0; i < N; i++) /* each owns 1/N of slots within 1% */
+		CHECK_MSG(count[i] > 6488 && count[i] < 6620, "backend %d owns %u", i, count[i]);
+	/* Remove backend 3: flows on other backends mostly stay. */
+	uint64_t keys2[N - 1];
+	for (int i = 0, j = 0; i < N; i++)
+		if (i != 3)
+			keys2[j++] = keys[i];
+	CHECK_EQ(iod_maglev_build(&b, 65537, keys2, NULL, N - 1), 0);
+	unsigned moved = 0, was_on_3 = 0;
+	for (uint64_t f = 0; f < FLOWS; f++) {
+		uint64_t h = iod_hash_u64(f * 7919 + 1);
+		uint32_t x = iod_maglev_lookup(&a, h), y = iod_maglev_lookup(&b, h);
+		uint64_t kx = keys[x], ky = keys2[y];
+		if (x == 3)
+			was_on_3++;
+		else if (kx != ky)
+			moved++;
+	}
+	/* Flows of the removed backend must move (~1/N); others move rarely. */
+	CHECK(was_on_3 > FLOWS / N * 9 / 10 && was_on_3 < FLOWS / N * 11 / 10);
+	CHECK_MSG(moved < FLOWS / 50, "moved %u of %u", moved, FLOWS);
+	iod_maglev_free(&a);
+	iod_maglev_free(&b);
+}
+
+TEST(maglev_weights_and_errors)
+{
+	uint64_t keys[3];
+	uint32_t w[3] = {1, 2, 0};
+	struct iod_maglev mg = {0};
+	maglev_keys(keys, 3);
+	CHECK_EQ(iod_maglev_build(&mg, 10007, keys, w, 3), 0);
+	unsigned c[3] = {0};
+	for (uint32_t s = 0; s < mg.table_size; s++)
+		c[mg.table[s]]++;
+	CHECK_EQ(c[2], 0);
+	CHECK_MSG(c[1] > c[0] * 19 / 10 && c[1] < c[0] * 21 / 10, "%u vs %u", c[1], c[0]);
+	CHECK_EQ(iod_maglev_build(&mg, 10000, keys, NULL, 3), -EINVAL); /* not prime */
+	CHECK_EQ(iod_maglev_build(&mg, 7, keys, NULL, 0), 0);
+	CHECK_EQ(iod_maglev_lookup(&mg, 5), UINT32_MAX);
+	iod_maglev_free(&mg);
+}
