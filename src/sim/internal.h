@@ -162,6 +162,13 @@ void sim_transport_data(struct iod_sim *s, const struct sim_pkt *p);
 void sim_transport_ack(struct iod_sim *s, const struct sim_pkt *p);
 void sim_transport_wake(struct iod_sim *s, uint32_t node);
 
+/* transport.c: one flow through iod's real VXLAN encap and parser. */
+int sim_edge_encap_check(const struct iod_sim_tuple *t, uint32_t vtep_src, uint32_t vtep_dst,
+                         uint64_t *hash, uint16_t *sport);
+/* Flows per run checked through the real encap (the rest reuse the same
+ * functions without building frames: the per-packet path stays cheap). */
+#define IOD_SIM_EDGE_CHECKS 4096
+
 uint32_t sim_ecmp_hash(enum iod_sim_hash h, uint64_t seed, uint32_t src, uint32_t dst,
                        uint16_t sport, uint16_t dport, uint8_t proto);
 

@@ -18,6 +18,7 @@
  * clock or allocates: time is s->now_ns, packets come from the pool.
  */
 #include "internal.h"
+#include "iod/net.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -25,23 +26,92 @@
 
 /* ---- the VXLAN edge ------------------------------------------------------ */
 
+/* The edge is iod's data plane (include/iod/net.h): the same flow hash and
+ * the same outer source port as `iod dp` puts on the wire. */
+_Static_assert(IOD_SIM_VXLAN_OVERHEAD_BYTES == IOD_NET_VXLAN_OVERHEAD,
+               "the simulator charges what the real encap adds");
+_Static_assert(IOD_SIM_VXLAN_SPORT_MIN == IOD_NET_VXLAN_SPORT_MIN &&
+                   IOD_SIM_VXLAN_SPORT_MAX == IOD_NET_VXLAN_SPORT_MAX,
+               "same source-port range as the real encap");
+
 uint64_t iod_sim_edge_flow_hash(const struct iod_sim_tuple *t)
 {
-	unsigned char b[13];
-	memcpy(b, &t->src_ip, 4);
-	memcpy(b + 4, &t->dst_ip, 4);
-	memcpy(b + 8, &t->sport, 2);
-	memcpy(b + 10, &t->dport, 2);
-	b[12] = t->proto;
-	return iod_hash_bytes(b, sizeof(b), 0);
+	struct iod_net_tuple k;
+	memset(&k, 0, sizeof(k));
+	k.src.v4 = t->src_ip;
+	k.dst.v4 = t->dst_ip;
+	k.sport = t->sport;
+	k.dport = t->dport;
+	k.proto = t->proto;
+	k.family = IOD_NET_AF_V4;
+	return iod_net_tuple_hash(&k);
 }
 
 uint16_t iod_sim_edge_sport(uint64_t flow_hash)
 {
-	/* Linux udp_flow_src_port(): scale a 32-bit hash into the range. */
-	uint32_t range = IOD_SIM_VXLAN_SPORT_MAX - IOD_SIM_VXLAN_SPORT_MIN + 1;
-	uint32_t h = (uint32_t)(flow_hash ^ (flow_hash >> 32));
-	return (uint16_t)(IOD_SIM_VXLAN_SPORT_MIN + (((uint64_t)h * range) >> 32));
+	return iod_net_vxlan_sport((uint32_t)flow_hash, 0, 0);
+}
+
+static void put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+static void put32(uint8_t *p, uint32_t v)
+{
+	put16(p, (uint16_t)(v >> 16));
+	put16(p + 2, (uint16_t)v);
+}
+
+/*
+ * Run the real edge once per flow: write the flow's first inner frame
+ * (Ethernet/IPv4/TCP), encapsulate it with iod_net_vxlan_encap_copy as a
+ * host's data plane would, parse the result with iod_net_parse, and take
+ * the inner flow hash and outer source port from what is on the wire.
+ * Returns 0 and fills *hash and *sport, or a negative errno.
+ */
+int sim_edge_encap_check(const struct iod_sim_tuple *t, uint32_t vtep_src, uint32_t vtep_dst,
+                         uint64_t *hash, uint16_t *sport)
+{
+	uint8_t inner[54], out[128];
+	struct iod_net_meta m;
+	memset(inner, 0, sizeof(inner));
+	inner[0] = 0x02; /* locally administered MACs derived from the addresses */
+	put32(inner + 2, t->dst_ip);
+	inner[6] = 0x02;
+	put32(inner + 8, t->src_ip);
+	put16(inner + 12, 0x0800);
+	uint8_t *ip = inner + 14, *tcp = inner + 34;
+	ip[0] = 0x45;
+	ip[1] = 0x02; /* ECT(0) */
+	put16(ip + 2, 40);
+	put16(ip + 6, 0x4000);
+	ip[8] = 64;
+	ip[9] = t->proto;
+	put32(ip + 12, t->src_ip);
+	put32(ip + 16, t->dst_ip);
+	put16(tcp, t->sport);
+	put16(tcp + 2, t->dport);
+	tcp[12] = 5 << 4;
+	tcp[13] = 0x02; /* SYN */
+	put16(tcp + 14, 65535);
+	if (iod_net_parse(inner, sizeof(inner), 0, &m) || !(m.flags & IOD_NET_F_L4))
+		return -EINVAL;
+	struct iod_net_vxlan_tunnel tun;
+	memset(&tun, 0, sizeof(tun));
+	tun.outer_src_ip = 0x0a800000u | vtep_src; /* underlay 10.128.0.0/9 */
+	tun.outer_dst_ip = 0x0a800000u | vtep_dst;
+	tun.vni = 1;
+	int n = iod_net_vxlan_encap_copy(out, sizeof(out), inner, sizeof(inner), &tun, m.hash, 0);
+	if (n < 0)
+		return n;
+	uint32_t inner_hash = m.hash;
+	if (iod_net_parse(out, (uint32_t)(sizeof(inner) + IOD_NET_VXLAN_OVERHEAD), 0, &m) ||
+	    !(m.flags & IOD_NET_F_VXLAN) || m.hash != inner_hash)
+		return -EINVAL;
+	*hash = inner_hash;
+	*sport = m.outer.sport;
+	return 0;
 }
 
 static uint16_t ecmp_choose(void *state, const struct iod_sim_path_query *q)
@@ -91,6 +161,16 @@ int iod_sim_flow_add(struct iod_sim *s, uint32_t src, uint32_t dst, uint64_t siz
 	f->tuple.dport = (uint16_t)(1024 + iod_rng_below(&s->rng, 64511));
 	f->tuple.proto = 6;
 	f->hash = iod_sim_edge_flow_hash(&f->tuple);
+	if (s->n_flows < IOD_SIM_EDGE_CHECKS) {
+		/* the first flows go through the real encap: the hash and port
+		 * the simulator uses are the ones on the wire */
+		uint64_t wire_hash;
+		uint16_t wire_sport;
+		int rc = sim_edge_encap_check(&f->tuple, src, dst, &wire_hash, &wire_sport);
+		if (rc)
+			return iod_err_set(e, rc, "VXLAN encap of flow %u failed", s->n_flows);
+		IOD_ASSERT(wire_hash == f->hash && wire_sport == iod_sim_edge_sport(f->hash));
+	}
 	struct iod_sim_tuple rev = {f->tuple.dst_ip, f->tuple.src_ip, f->tuple.dport,
 	                            f->tuple.sport, 6};
 	f->hash_rev = iod_sim_edge_flow_hash(&rev);

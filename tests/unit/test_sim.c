@@ -232,3 +232,24 @@ TEST(packet_pool_exhaustion_is_an_error)
 	iod_sim_destroy(s);
 	iod_sim_topo_free(&t);
 }
+
+#include "sim/internal.h"
+
+TEST(edge_is_the_data_planes_vxlan_encap)
+{
+	/* the hash and port the simulator uses are those of a frame built,
+	 * encapsulated and parsed by iod's data plane (src/net) */
+	struct iod_rng r;
+	iod_rng_seed(&r, 5);
+	for (int i = 0; i < 200; i++) {
+		struct iod_sim_tuple t = {0x0a000000u | (uint32_t)iod_rng_below(&r, 1000),
+		                          0x0a000000u | (uint32_t)iod_rng_below(&r, 1000),
+		                          (uint16_t)(1024 + iod_rng_below(&r, 60000)),
+		                          (uint16_t)(1024 + iod_rng_below(&r, 60000)), 6};
+		uint64_t h;
+		uint16_t sp;
+		CHECK_EQ(sim_edge_encap_check(&t, 1, 2, &h, &sp), 0);
+		CHECK_U64(h, iod_sim_edge_flow_hash(&t));
+		CHECK_EQ(sp, iod_sim_edge_sport(h));
+	}
+}
