@@ -1,8 +1,9 @@
 /*
  * bench_sim.c: the fabric simulator's speed.
  *
- *   1. the event queue alone (hold model: pop the earliest event, push one
- *      a random exponential time later) with 1 K, 1 M and 4 M pending events;
+ *   1. the event queues alone (4-ary heap and radix heap; hold model: pop the
+ *      earliest event, push one 1..4096 ns later) with 1 K, 1 M and 4 M
+ *      pending events;
  *   2. the whole simulator's events per second on the benchmark fabric;
  *   3. the wall time of a web-search sweep, loads 10-90 %, on a 2-leaf x
  *      2-spine, 32-host, 10/40 Gbps leaf-spine for 0.1 s of simulated time.
@@ -25,13 +26,13 @@ static double now_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-static void bench_queue(uint32_t pending, uint64_t ops)
+static void bench_queue(enum iod_sim_queue_kind kind, uint32_t pending, uint64_t ops)
 {
 	struct iod_sim_queue q;
 	struct iod_sim_event ev;
 	struct iod_rng r;
 
-	if (iod_sim_queue_init(&q, pending + 1)) {
+	if (iod_sim_queue_init_kind(&q, pending + 1, kind)) {
 		fprintf(stderr, "cannot allocate %u events\n", pending);
 		exit(1);
 	}
@@ -47,9 +48,10 @@ static void bench_queue(uint32_t pending, uint64_t ops)
 		iod_sim_queue_push(&q, ev.t_ns + 1 + (iod_rng_next(&r) & 4095), 0, ev.arg, 0);
 	}
 	double dt = now_s() - t0;
-	printf("BENCH sim.queue pending=%u ops=%" PRIu64 " events_per_s=%.0f ns_per_event=%.1f "
-	       "check=%" PRIu64 "\n",
-	       pending, ops, (double)ops / dt, dt * 1e9 / (double)ops, sum % 7);
+	printf("BENCH sim.queue kind=%s pending=%u ops=%" PRIu64
+	       " events_per_s=%.0f ns_per_event=%.1f check=%" PRIu64 "\n",
+	       kind == IOD_SIM_QUEUE_HEAP ? "heap4" : "radix", pending, ops, (double)ops / dt,
+	       dt * 1e9 / (double)ops, sum % 7);
 	iod_sim_queue_destroy(&q);
 }
 
@@ -112,9 +114,12 @@ int main(int argc, char **argv)
 	       "1 us links, DCTCP, ECMP; web-search; %.3f s simulated per load\n",
 	       quick ? "quick" : "full", (double)dur / 1e9);
 	printf("note: one core of a shared, noisy 2-core machine\n");
-	bench_queue(1000, quick ? 5000000 : 20000000);
-	bench_queue(1000000, quick ? 3000000 : 10000000);
-	bench_queue(4000000, quick ? 3000000 : 10000000);
+	for (int k = 0; k < 2; k++) {
+		enum iod_sim_queue_kind kind = k ? IOD_SIM_QUEUE_RADIX : IOD_SIM_QUEUE_HEAP;
+		bench_queue(kind, 1000, quick ? 5000000 : 20000000);
+		bench_queue(kind, 1000000, quick ? 3000000 : 10000000);
+		bench_queue(kind, 4000000, quick ? 3000000 : 10000000);
+	}
 
 	if (iod_sim_topo_builtin(&t, "leaf-spine", &e) || iod_sim_cdf_load(&c, "web-search", &e)) {
 		fprintf(stderr, "%s\n", e.msg);

@@ -305,7 +305,7 @@ int iod_sim_create(struct iod_sim **out, const struct iod_sim_topo *t,
 	                                   IOD_SIM_RAW_MAX + t->n_events + 1024;
 	if (evs > UINT32_MAX - 1)
 		evs = UINT32_MAX - 1;
-	rc = iod_sim_queue_init(&s->q, (uint32_t)evs);
+	rc = iod_sim_queue_init_kind(&s->q, (uint32_t)evs, IOD_SIM_QUEUE_HEAP);
 	if (rc) {
 		iod_sim_destroy(s);
 		return iod_err_set(e, rc, "cannot allocate %" PRIu64 " events", evs);
@@ -353,8 +353,11 @@ void sim_fail(struct iod_sim *s, int code, const char *msg)
 
 void sim_push(struct iod_sim *s, uint64_t t_ns, uint32_t kind, uint32_t arg, uint64_t data)
 {
-	if (IOD_UNLIKELY(iod_sim_queue_push(&s->q, t_ns, kind, arg, data)))
-		sim_fail(s, -ENOSPC, "event queue full; raise events_max");
+	int rc = iod_sim_queue_push(&s->q, t_ns, kind, arg, data);
+	if (IOD_UNLIKELY(rc))
+		sim_fail(s, rc,
+		         rc == -ENOSPC ? "event queue full; raise events_max"
+		                       : "event scheduled in the past (a bug)");
 }
 
 struct sim_pkt *sim_pkt_alloc(struct iod_sim *s)
@@ -632,7 +635,7 @@ int iod_sim_run(struct iod_sim *s, uint64_t until_ns, struct iod_err *e)
 		}
 		uint64_t t_arr =
 		    s->arr_pos < s->arr_n ? s->flows[s->arr[s->arr_pos]].rec.start_ns : UINT64_MAX;
-		uint64_t t_q = s->q.n ? s->q.heap[0].t_ns : UINT64_MAX;
+		uint64_t t_q = iod_sim_queue_peek(&s->q);
 		if (s->err || (t_arr == UINT64_MAX && t_q == UINT64_MAX) ||
 		    (t_arr > until_ns && t_q > until_ns))
 			break;

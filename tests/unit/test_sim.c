@@ -9,39 +9,102 @@
 #include <math.h>
 #include <stdlib.h>
 
-TEST(queue_orders_by_time_then_insertion)
+static void queue_order(enum iod_sim_queue_kind kind, int *failed)
 {
 	struct iod_sim_queue q;
 	struct iod_sim_event ev;
 	struct iod_rng r;
+	uint32_t id = 0, n = 0;
+	uint64_t last_t = 0, last_seq = 0, sum_pushed = 0, sum_popped = 0;
 
-	CHECK_EQ(iod_sim_queue_init(&q, 5000), 0);
+	if (iod_sim_queue_init_kind(&q, 5000, kind)) {
+		*failed = 1;
+		return;
+	}
 	iod_rng_seed(&r, 7);
-	for (uint32_t i = 0; i < 4000; i++)
-		CHECK_EQ(iod_sim_queue_push(&q, iod_rng_below(&r, 50), 0, i, 0), 0);
-	uint64_t last_t = 0;
-	uint32_t last_arg = 0, n = 0;
+	/* interleave pushes (never before the last pop) and pops */
+	for (int round = 0; round < 200; round++) {
+		for (int k = 0; k < 20; k++) {
+			uint64_t t = last_t + iod_rng_below(&r, round % 3 ? 50 : 1u << 20);
+			if (iod_sim_queue_push(&q, t, 0, id, t)) {
+				*failed = 1;
+				return;
+			}
+			sum_pushed += id++;
+		}
+		for (int k = 0; k < 15 && iod_sim_queue_pop(&q, &ev); k++) {
+			/* (time, push order) never goes backwards */
+			if (ev.t_ns < last_t || (n && ev.t_ns == last_t && ev.seq < last_seq) ||
+			    ev.data != ev.t_ns)
+				*failed = 1;
+			last_t = ev.t_ns;
+			last_seq = ev.seq;
+			sum_popped += ev.arg;
+			n++;
+		}
+	}
 	while (iod_sim_queue_pop(&q, &ev)) {
-		CHECK(ev.t_ns >= last_t);
-		/* same time: fired in the order pushed */
-		if (n && ev.t_ns == last_t)
-			CHECK(ev.arg > last_arg);
+		if (ev.t_ns < last_t || (ev.t_ns == last_t && ev.seq < last_seq))
+			*failed = 1;
 		last_t = ev.t_ns;
-		last_arg = ev.arg;
+		last_seq = ev.seq;
+		sum_popped += ev.arg;
 		n++;
 	}
-	CHECK_EQ(n, 4000);
+	if (n != 4000 || sum_pushed != sum_popped || q.n)
+		*failed = 1;
 	iod_sim_queue_destroy(&q);
+}
+
+TEST(queue_orders_by_time_then_insertion)
+{
+	int failed = 0;
+	queue_order(IOD_SIM_QUEUE_HEAP, &failed);
+	CHECK(!failed);
+	queue_order(IOD_SIM_QUEUE_RADIX, &failed);
+	CHECK(!failed);
+}
+
+TEST(queue_kinds_pop_identically)
+{
+	struct iod_sim_queue a, b;
+	struct iod_sim_event ea, eb;
+	struct iod_rng r;
+	CHECK_EQ(iod_sim_queue_init_kind(&a, 3000, IOD_SIM_QUEUE_HEAP), 0);
+	CHECK_EQ(iod_sim_queue_init_kind(&b, 3000, IOD_SIM_QUEUE_RADIX), 0);
+	iod_rng_seed(&r, 11);
+	uint64_t now = 0;
+	for (int i = 0; i < 20000; i++) {
+		if (a.n < 2000 && (iod_rng_below(&r, 3) || !a.n)) {
+			uint64_t t = now + iod_rng_below(&r, 8);
+			CHECK_EQ(iod_sim_queue_push(&a, t, 0, (uint32_t)i, 0), 0);
+			CHECK_EQ(iod_sim_queue_push(&b, t, 0, (uint32_t)i, 0), 0);
+		} else {
+			CHECK_U64(iod_sim_queue_peek(&a), iod_sim_queue_peek(&b));
+			CHECK(iod_sim_queue_pop(&a, &ea) && iod_sim_queue_pop(&b, &eb));
+			CHECK_U64(ea.t_ns, eb.t_ns);
+			CHECK_EQ(ea.arg, eb.arg);
+			now = ea.t_ns;
+		}
+	}
+	/* the radix heap refuses the past */
+	CHECK_EQ(iod_sim_queue_push(&b, now ? now - 1 : 0, 0, 0, 0), now ? -EINVAL : 0);
+	iod_sim_queue_destroy(&a);
+	iod_sim_queue_destroy(&b);
 }
 
 TEST(queue_full_is_enospc)
 {
 	struct iod_sim_queue q;
-	CHECK_EQ(iod_sim_queue_init(&q, 3), 0);
-	for (int i = 0; i < 3; i++)
-		CHECK_EQ(iod_sim_queue_push(&q, 10, 0, 0, 0), 0);
-	CHECK_EQ(iod_sim_queue_push(&q, 1, 0, 0, 0), -ENOSPC);
-	iod_sim_queue_destroy(&q);
+	for (int k = 0; k < 2; k++) {
+		CHECK_EQ(
+		    iod_sim_queue_init_kind(&q, 3, k ? IOD_SIM_QUEUE_RADIX : IOD_SIM_QUEUE_HEAP),
+		    0);
+		for (int i = 0; i < 3; i++)
+			CHECK_EQ(iod_sim_queue_push(&q, 10, 0, 0, 0), 0);
+		CHECK_EQ(iod_sim_queue_push(&q, 11, 0, 0, 0), -ENOSPC);
+		iod_sim_queue_destroy(&q);
+	}
 }
 
 TEST(builtin_leaf_spine_shape)
