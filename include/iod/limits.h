@@ -219,4 +219,38 @@
 
 /* ---- sim / chaos ------------------------------------------------------- */
 
+/* Nodes of a simulated fabric: a k=16 fat-tree has 1024 hosts + 320
+ * switches; 65536 bounds the routing table (nodes x hosts entries). */
+#define IOD_SIM_NODES_MAX 65536
+/* Links: a k=16 fat-tree has 3072; parallel links count one each. */
+#define IOD_SIM_LINKS_MAX 262144
+/* Timed link changes (failures, degradations) per topology. */
+#define IOD_SIM_TOPO_EVENTS_MAX 4096
+/* Routing entries (switch ports x hosts): 64 Mi x 4 B = 256 MiB at most. */
+#define IOD_SIM_ROUTES_MAX (64u << 20)
+/* Flow-size CDF points: published CDFs have 10-30. */
+#define IOD_SIM_CDF_POINTS_MAX 256
+/* A topology or CDF file is read whole: 1 MiB is thousands of links. */
+#define IOD_SIM_FILE_MAX (1u << 20)
+/* YAML nodes in one topology file (bounds the parser's tree). */
+#define IOD_SIM_YAML_NODES_MAX 200000
+/* YAML nesting depth: the format is at most 4 deep. */
+#define IOD_SIM_YAML_DEPTH_MAX 16
+/* Congestion window ceiling in packets: 65536 x 1.5 KB = 96 MB in flight,
+ * far above any data-center BDP. */
+#define IOD_SIM_CWND_MAX_PKTS 65536
+/* Default packet pool: 2 Mi packets x 64 B = 128 MiB. */
+#define IOD_SIM_PACKETS_DEFAULT (2u << 20)
+/* Default flow table: 4 Mi flows x ~128 B = 512 MiB worst case; sized to
+ * the workload in practice. */
+#define IOD_SIM_FLOWS_DEFAULT (4u << 20)
+/* Unresponsive packet sources (queue-theory checks). */
+#define IOD_SIM_RAW_MAX 1024
+/* Hops of one path (iod_sim_path, ideal FCT): a 3-tier fabric has 6. */
+#define IOD_SIM_PATH_MAX 16
+/* Probes one host's policy may ask for per probe interval. */
+#define IOD_SIM_PROBES_PER_TICK_MAX 64
+/* Loads in one sweep. */
+#define IOD_SIM_SWEEP_MAX 32
+
 #endif
