@@ -121,6 +121,7 @@ struct iod_agent_rec_config {
 	uint64_t backoff_reset_ns;     /* a run this long resets the delay to base */
 	uint64_t stop_grace_ns;        /* SIGTERM to SIGKILL */
 	uint32_t liveness_failures;    /* failures in a row past "unhealthy" that restart */
+	uint64_t startup_grace_ns;     /* before a first passed check, failures only wait */
 };
 void iod_agent_rec_config_default(struct iod_agent_rec_config *c);
 
@@ -179,6 +180,7 @@ struct iod_agent_slot {
 	bool probe_in_flight;                 /* PROBE issued, no result yet */
 	uint32_t ok_streak;                   /* consecutive passed checks */
 	uint32_t fail_streak;                 /* consecutive failed checks */
+	bool passed_once;                     /* a check passed since the process started */
 	uint64_t phase_since_ns;              /* when phase was entered */
 };
 

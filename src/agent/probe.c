@@ -128,6 +128,9 @@ static int check_exec(const struct iod_agent_health *h, uint64_t deadline_ns, ch
 		return -errno;
 	}
 	if (pid == 0) {
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
 		int devnull = open("/dev/null", O_RDWR);
 		if (devnull >= 0) {
 			dup2(devnull, 0);

@@ -61,6 +61,7 @@ void iod_agent_rec_config_default(struct iod_agent_rec_config *c)
 	c->backoff_reset_ns = 10 * IOD_NS_PER_S;
 	c->stop_grace_ns = 5 * IOD_NS_PER_S;
 	c->liveness_failures = 3;
+	c->startup_grace_ns = 30 * IOD_NS_PER_S;
 }
 
 int iod_agent_rec_new(const struct iod_agent_rec_config *c, uint32_t capacity,
@@ -253,6 +254,7 @@ int iod_agent_rec_on_started(struct iod_agent_rec *r, const char *name, uint64_t
 	s->ever_started = true;
 	s->started_ns = now_ns;
 	s->ok_streak = s->fail_streak = 0;
+	s->passed_once = false;
 	s->probe_in_flight = false;
 	if (has_check(s)) {
 		s->probe_at_ns = now_ns; /* first check at once: fast readiness */
@@ -352,6 +354,7 @@ int iod_agent_rec_on_probe(struct iod_agent_rec *r, const char *name, bool ok, c
 	uint32_t down = h->unhealthy_threshold ? h->unhealthy_threshold : 1;
 	s->probe_at_ns = now_ns + h->interval_ns;
 	if (ok) {
+		s->passed_once = true;
 		s->fail_streak = 0;
 		s->ok_streak++;
 		if (s->ok_streak >= up && s->phase != IOD_AGENT_HEALTHY) {
@@ -362,6 +365,13 @@ int iod_agent_rec_on_probe(struct iod_agent_rec *r, const char *name, bool ok, c
 	}
 	s->ok_streak = 0;
 	s->fail_streak++;
+	/* Start-up: until its first pass (or the grace runs out) a slow starter
+	 * is neither unhealthy nor restarted, like a Kubernetes startup probe. */
+	if (!s->passed_once && now_ns - s->started_ns < r->cfg.startup_grace_ns) {
+		set_phase(s, IOD_AGENT_RUNNING, now_ns, "waiting for a passed check: %s",
+		          detail ? detail : "failed");
+		return 0;
+	}
 	/* A replica never healthy yet stays "running" until its threshold; a
 	 * healthy one turns unhealthy after `down` failures in a row. */
 	if (s->fail_streak >= down && s->phase != IOD_AGENT_UNHEALTHY) {

@@ -340,7 +340,7 @@ static void sandbox_init(struct init_args *a)
 	struct iod_err e = {0};
 	char go, logpath[IOD_AGENT_PATH_MAX + 8];
 	int pfd[2], sfd, status = 0;
-	sigset_t mask, old;
+	sigset_t mask;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL); /* the agent died: so do we */
 	if (read(a->sync_rd, &go, 1) != 1)
@@ -362,7 +362,7 @@ static void sandbox_init(struct init_args *a)
 	int fwd[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD};
 	for (unsigned i = 0; i < IOD_ARRAY_LEN(fwd); i++)
 		sigaddset(&mask, fwd[i]);
-	sigprocmask(SIG_BLOCK, &mask, &old);
+	sigprocmask(SIG_SETMASK, &mask, NULL);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0 || pipe2(pfd, O_CLOEXEC)) {
 		log_line(&log, "error: signalfd/pipe: %s", strerror(errno));
@@ -370,7 +370,13 @@ static void sandbox_init(struct init_args *a)
 	}
 	pid_t child = fork();
 	if (child == 0) {
-		sigprocmask(SIG_SETMASK, &old, NULL);
+		/* a clean slate: nothing blocked or ignored that the agent had */
+		sigset_t none;
+		sigemptyset(&none);
+		for (int sig = 1; sig < 32; sig++)
+			if (sig != SIGKILL && sig != SIGSTOP)
+				signal(sig, SIG_DFL);
+		sigprocmask(SIG_SETMASK, &none, NULL);
 		setsid();
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		int devnull = open("/dev/null", O_RDONLY);

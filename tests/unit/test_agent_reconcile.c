@@ -38,6 +38,7 @@ static struct iod_agent_rec *rec_new(void)
 	c.backoff_reset_ns = 10000 * MS;
 	c.stop_grace_ns = 1000 * MS;
 	c.liveness_failures = 2;
+	c.startup_grace_ns = 0;
 	if (iod_agent_rec_new(&c, 4, &r))
 		return NULL;
 	return r;
@@ -160,6 +161,39 @@ TEST(liveness_failure_restarts)
 	step(r, t * MS, &s);
 	CHECK_EQ(count(&s, IOD_AGENT_ACT_START), 1);
 	CHECK_EQ(report(&s)->restarts, 1);
+	iod_agent_rec_free(r);
+}
+
+TEST(startup_grace_waits_for_first_pass)
+{
+	struct iod_agent_rec *r = rec_new();
+	struct iod_agent_replica w = mk("slow-0", IOD_HEALTH_TCP);
+	struct stepped s;
+	CHECK(r);
+	/* rec_new() has no grace: make one of 100 ms for this test */
+	struct iod_agent_rec_config c;
+	iod_agent_rec_config_default(&c);
+	c.startup_grace_ns = 100 * MS;
+	c.liveness_failures = 1;
+	iod_agent_rec_free(r);
+	CHECK_EQ(iod_agent_rec_new(&c, 2, &r), 0);
+	iod_agent_rec_set_desired(r, &w, 1, 0, NULL);
+	step(r, 0, &s);
+	iod_agent_rec_on_started(r, "slow-0", 0);
+	for (uint64_t t = 0; t < 100; t += 10) {
+		step(r, t * MS, &s);
+		CHECK_EQ(count(&s, IOD_AGENT_ACT_STOP), 0);
+		iod_agent_rec_on_probe(r, "slow-0", false, "refused", t * MS);
+	}
+	step(r, 100 * MS, &s);
+	CHECK_EQ(count(&s, IOD_AGENT_ACT_STOP), 0);
+	const struct iod_agent_slot *sl = iod_agent_rec_slot(r, 0);
+	CHECK_EQ(sl->phase, IOD_AGENT_RUNNING);
+	CHECK_CONTAINS(sl->reason, "waiting for a passed check");
+	/* past the grace, failures count: unhealthy, then a liveness restart */
+	iod_agent_rec_on_probe(r, "slow-0", false, "refused", 100 * MS);
+	step(r, 110 * MS, &s);
+	CHECK_EQ(count(&s, IOD_AGENT_ACT_STOP), 1);
 	iod_agent_rec_free(r);
 }
 

@@ -1,0 +1,125 @@
+/*
+ * cmd_agent.c: `iod agent`: run a node agent in the foreground.
+ *
+ * Today its desired state comes from a manifest file (--manifest), re-read
+ * when it changes or on SIGHUP: a standalone node, like kubelet's static
+ * pods. The control plane's watch feeds the same reconciler when it lands.
+ * Thin shell: parses options, runs iod_agent_run().
+ */
+#include "cli.h"
+#include "iod/agent.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: iod agent [--name NODE] [--data-dir DIR] [--manifest FILE]\n"
+	        "                 [--no-sandbox] [--backoff DUR] [--backoff-max DUR]\n"
+	        "                 [--stop-grace DUR] [--log-max SIZE] [--log-files N]\n"
+	        "                 [--run-for DUR]\n\n"
+	        "Run this node's replicas, each in its own sandbox (PID, mount, UTS and IPC\n"
+	        "namespaces, cgroup cpu/memory limits, CPU affinity, NUMA policy, GPUs),\n"
+	        "restart them with exponential backoff, run their health checks, and\n"
+	        "publish every phase change as an event.\n\n"
+	        "  --name NODE        node name (default: the host name)\n"
+	        "  --data-dir DIR     replicas' logs and data, events.jsonl, status.json\n"
+	        "                     (default ~/.local/share/iod)\n"
+	        "  --manifest FILE    desired replicas as JSON {\"replicas\": [...]}\n"
+	        "                     (docs/runtime.md); re-read when it changes\n"
+	        "  --no-sandbox       plain child processes (no namespaces)\n"
+	        "  --backoff DUR      first restart delay (default 100ms), doubling up to\n"
+	        "  --backoff-max DUR  (default 10s)\n"
+	        "  --stop-grace DUR   SIGTERM to SIGKILL (default 5s)\n"
+	        "  --log-max SIZE     rotate a replica's log past SIZE (default 10MiB)\n"
+	        "  --log-files N      rotated logs kept per replica (default 3)\n"
+	        "  --run-for DUR      stop after DUR (tests, demos)\n\n"
+	        "Stops every replica on SIGTERM/SIGINT. See `iod logs`, `iod events`.\n");
+}
+
+static int dur(const char *opt, const char *v, uint64_t *ns)
+{
+	struct iod_err e = {0};
+	if (iod_parse_duration(v, ns, &e))
+		return iod_cli_fail("agent", IOD_EXIT_INVALID, "%s %s: %s", opt, v, e.msg);
+	return 0;
+}
+
+int cmd_agent(int argc, char **argv)
+{
+	struct iod_agent_config c;
+	struct iod_err e = {0};
+	static const struct option opts[] = {
+	    {"name", required_argument, 0, 'n'},       {"data-dir", required_argument, 0, 'd'},
+	    {"manifest", required_argument, 0, 'm'},   {"no-sandbox", no_argument, 0, 'S'},
+	    {"backoff", required_argument, 0, 'b'},    {"backoff-max", required_argument, 0, 'B'},
+	    {"stop-grace", required_argument, 0, 'g'}, {"log-max", required_argument, 0, 'l'},
+	    {"log-files", required_argument, 0, 'L'},  {"run-for", required_argument, 0, 'r'},
+	    {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+	int o, rc;
+
+	if (iod_cli_wants_help(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
+	iod_agent_config_default(&c);
+	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'n':
+			if (iod_strlcpy(c.name, optarg, sizeof(c.name)) || !optarg[0])
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--name must be 1..%d characters", IOD_NAME_MAX - 1);
+			break;
+		case 'd':
+			if (iod_strlcpy(c.data_dir, optarg, sizeof(c.data_dir)))
+				return iod_cli_fail("agent", IOD_EXIT_INVALID, "--data-dir too long");
+			break;
+		case 'm':
+			if (iod_strlcpy(c.manifest, optarg, sizeof(c.manifest)))
+				return iod_cli_fail("agent", IOD_EXIT_INVALID, "--manifest too long");
+			break;
+		case 'S': c.use_namespaces = false; break;
+		case 'b':
+			if ((rc = dur("--backoff", optarg, &c.rec.backoff_base_ns)))
+				return rc;
+			break;
+		case 'B':
+			if ((rc = dur("--backoff-max", optarg, &c.rec.backoff_max_ns)))
+				return rc;
+			break;
+		case 'g':
+			if ((rc = dur("--stop-grace", optarg, &c.rec.stop_grace_ns)))
+				return rc;
+			break;
+		case 'r':
+			if ((rc = dur("--run-for", optarg, &c.run_for_ns)))
+				return rc;
+			break;
+		case 'l':
+			if (iod_parse_size(optarg, &c.log_max_bytes, &e) || !c.log_max_bytes)
+				return iod_cli_fail("agent", IOD_EXIT_INVALID, "--log-max %s: %s", optarg,
+				                    e.msg[0] ? e.msg : "must be > 0");
+			break;
+		case 'L': {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (*end || v > 99)
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--log-files must be 0..99, not %s", optarg);
+			c.log_files = (uint32_t)v;
+			break;
+		}
+		default: usage(stderr); return IOD_EXIT_INVALID;
+		}
+	}
+	if (optind < argc)
+		return iod_cli_fail("agent", IOD_EXIT_INVALID, "unexpected argument %s", argv[optind]);
+	if (c.rec.backoff_max_ns < c.rec.backoff_base_ns || !c.rec.backoff_base_ns)
+		return iod_cli_fail("agent", IOD_EXIT_INVALID,
+		                    "--backoff must be > 0 and not above --backoff-max");
+	if (iod_agent_run(&c, &e))
+		return iod_cli_fail("agent", IOD_EXIT_ERROR, "%s", e.msg);
+	return 0;
+}
