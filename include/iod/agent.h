@@ -113,6 +113,34 @@ int iod_agent_manifest_parse(const char *text, size_t len, struct iod_agent_repl
                              uint32_t max, uint32_t *n, struct iod_err *e);
 json_t *iod_agent_replica_to_json(const struct iod_agent_replica *r);
 
+/* ---- from cluster state (pure) ------------------------------------------ */
+
+/* The port a replica listens on ($IOD_PORT), derived from its name. */
+uint16_t iod_agent_replica_port(const char *name);
+
+/*
+ * The replicas placed on node, from the control plane's lists (each
+ * {"rev","items":[{"name","value":{...}}]}): program and limits from the
+ * Service spec, placement (gpus, cpus, numa) from the Replica, identity and
+ * the addresses of peers (IOD_PEERS) and dependencies (IOD_DEP_<SERVICE>) in
+ * the environment. Replicas of a deleted service are skipped. -E2BIG past max.
+ */
+int iod_agent_desired_from_state(const char *node, const json_t *nodes, const json_t *services,
+                                 const json_t *replicas, struct iod_agent_replica *out,
+                                 uint32_t max, uint32_t *n, struct iod_err *e);
+
+/*
+ * Rescheduling a lost node's replicas (pure). A replica whose node is not in
+ * nodes (its lease expired) is orphaned: a stateless one moves at once, a
+ * stateful one once it has been lost for stateful_grace_ms (its "lost_ms" is
+ * recorded first). Targets: live nodes with enough free GPUs, fewest
+ * replicas first, then name order. Returns a JSON array of writes
+ * [{"name","prev_rev","value"}] (compare-and-swap puts of Replica objects)
+ * and, in *unplaced, [{"replica","reason"}] for what fits nowhere.
+ */
+json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, const json_t *services,
+                               uint64_t now_ms, uint64_t stateful_grace_ms, json_t **unplaced);
+
 /* ---- the reconciler (pure) --------------------------------------------- */
 
 struct iod_agent_rec_config {
@@ -315,6 +343,15 @@ struct iod_agent_config {
 	uint32_t log_files;                   /* rotated files kept */
 	bool use_namespaces;                  /* sandbox replicas (default true) */
 	uint64_t run_for_ns;                  /* 0 = until SIGTERM/SIGINT; tests bound it */
+	/* control plane (when servers is set, instead of a manifest) */
+	char servers[IOD_AGENT_PATH_MAX];     /* API addresses "host:port,..." */
+	char addr[IOD_ADDR_MAX];              /* this node's address for endpoints */
+	uint64_t lease_ttl_ms;                /* node lease; lost when not renewed in time */
+	uint64_t stateful_grace_ms;           /* lost node: wait this long to move stateful */
+	uint32_t gpus;                        /* GPUs this node offers */
+	uint32_t cpus;                        /* CPUs this node offers */
+	char model[IOD_NAME_MAX];             /* hardware model name ("host" = discovered) */
+	json_t *topology;                     /* optional topology document to register */
 };
 void iod_agent_config_default(struct iod_agent_config *c);
 

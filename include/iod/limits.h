@@ -135,6 +135,11 @@
 #define IOD_AGENT_HTTP_READ_MAX 1024
 /* The demo parameter server's vector: 1 Mi floats = 4 MiB per shard max. */
 #define IOD_DEMO_PARAMS_MAX (1u << 20)
+/* Replica ports are derived from replica names in [BASE, BASE + RANGE):
+ * above the ports common services use, below the Linux ephemeral range
+ * (32768+) that outgoing connections draw from. */
+#define IOD_AGENT_PORT_BASE 20000u
+#define IOD_AGENT_PORT_RANGE 12000u
 /* Parameter servers one demo worker talks to. */
 #define IOD_DEMO_SERVERS_MAX 16
 

@@ -11,13 +11,14 @@
  * timers come from the reconciler's next deadline. It decides nothing: the
  * reconciler does. Probes run inline, each bounded by its timeout.
  */
-#include "iod/agent.h"
+#include "internal.h"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -38,6 +39,8 @@ struct agent {
 	struct timespec manifest_mtime;       /* of the last manifest read */
 	off_t manifest_size;                  /* of the last manifest read */
 	bool stopping;                        /* SIGTERM seen: stop everything */
+	struct iod_agent_cluster *cluster;    /* control plane link, or NULL (manifest) */
+	int wake_fd;                          /* eventfd: the cluster has news */
 };
 
 static uint64_t now_ns(void)
@@ -56,6 +59,10 @@ void iod_agent_config_default(struct iod_agent_config *c)
 	c->log_max_bytes = 10u << 20;
 	c->log_files = 3;
 	c->use_namespaces = true;
+	c->lease_ttl_ms = 2000;
+	c->stateful_grace_ms = 30000;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	c->cpus = n > 0 ? (uint32_t)n : 1;
 }
 
 int iod_agent_events_path(const char *data_dir, char *buf, size_t len)
@@ -175,6 +182,31 @@ static int load_manifest(struct agent *a, bool force)
 	return 0;
 }
 
+/* New desired state from the control plane; on re-registration report all. */
+static bool take_cluster(struct agent *a)
+{
+	uint32_t n = 0;
+	bool resync = false;
+	struct iod_err e = {0};
+	bool fresh = iod_agent_cluster_take(a->cluster, a->desired, &n, &resync);
+	if (fresh && iod_agent_rec_set_desired(a->rec, a->desired, n, now_ns(), &e))
+		IOD_ERROR("agent", "desired state: %s", e.msg);
+	if (resync)
+		for (uint32_t i = 0; i < iod_agent_rec_capacity(a->rec); i++) {
+			const struct iod_agent_slot *s = iod_agent_rec_slot(a->rec, i);
+			struct iod_agent_action act = {.kind = IOD_AGENT_ACT_REPORT, .slot = i};
+			if (!s || !s->desired)
+				continue;
+			memcpy(act.name, s->want.name, sizeof(act.name));
+			act.phase = s->phase;
+			act.ready = s->ready;
+			act.restarts = s->restarts;
+			memcpy(act.reason, s->reason, sizeof(act.reason));
+			iod_agent_cluster_report(a->cluster, &act, s->want.service, s->want.port);
+		}
+	return fresh;
+}
+
 static void do_action(struct agent *a, const struct iod_agent_action *act)
 {
 	const struct iod_agent_slot *s = iod_agent_rec_slot(a->rec, act->slot);
@@ -220,6 +252,8 @@ static void do_action(struct agent *a, const struct iod_agent_action *act)
 		IOD_INFO("agent", "%s: %s%s (%s)", act->name, iod_agent_phase_name(act->phase),
 		         act->ready ? ", ready" : "", act->reason);
 		publish(a, "replica", ev);
+		if (a->cluster && s && !act->removed)
+			iod_agent_cluster_report(a->cluster, act, s->want.service, s->want.port);
 		break;
 	}
 	}
@@ -266,6 +300,7 @@ static int agent_init(struct agent *a, const struct iod_agent_config *c, struct 
 
 	memset(a, 0, sizeof(*a));
 	a->cfg = c;
+	a->wake_fd = -1;
 	if (mkdir(c->data_dir, 0755) && errno != EEXIST)
 		return iod_err_set(e, -errno, "data dir %s: %s (create it or pass --data-dir)",
 		                   c->data_dir, strerror(errno));
@@ -332,9 +367,17 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 	json_object_set_new(ev, "reason",
 	                    json_string(a->caps.warning[0] ? a->caps.warning : "sandbox complete"));
 	publish(a, "agent-started", ev);
-	IOD_INFO("agent", "node %s: data in %s, manifest %s", c->name, c->data_dir,
-	         c->manifest[0] ? c->manifest : "(none)");
+	IOD_INFO("agent", "node %s: data in %s, %s %s", c->name, c->data_dir,
+	         c->servers[0] ? "control plane" : "manifest",
+	         c->servers[0] ? c->servers : c->manifest[0] ? c->manifest : "(none)");
 	load_manifest(a, true);
+	if (c->servers[0]) {
+		a->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (a->wake_fd < 0 || (rc = iod_agent_cluster_start(&a->cluster, c, a->wake_fd, e))) {
+			rc = a->wake_fd < 0 ? iod_err_set(e, -errno, "eventfd: %s", strerror(errno)) : rc;
+			goto out;
+		}
+	}
 
 	uint64_t start = now_ns(), stop_by = 0, next_manifest = start + MANIFEST_POLL_NS;
 	for (;;) {
@@ -360,6 +403,8 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 			next_manifest = t + MANIFEST_POLL_NS;
 			continue;
 		}
+		if (!a->stopping && a->cluster && take_cluster(a))
+			continue;
 		if (a->stopping && !stop_by) {
 			IOD_INFO("agent", "stopping every replica");
 			iod_agent_rec_set_desired(a->rec, NULL, 0, t, NULL);
@@ -370,8 +415,12 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 		if (a->stopping)
 			wake = IOD_MIN(wake, stop_by);
 		int timeout_ms = wake <= t ? 0 : (int)IOD_MIN((wake - t + 999999) / 1000000, 1000);
-		struct pollfd pf = {.fd = sfd, .events = POLLIN};
-		if (poll(&pf, 1, timeout_ms) > 0) {
+		struct pollfd pfs[2] = {{.fd = sfd, .events = POLLIN},
+		                        {.fd = a->wake_fd, .events = POLLIN}};
+		if (poll(pfs, a->wake_fd >= 0 ? 2 : 1, timeout_ms) > 0) {
+			uint64_t cnt;
+			if (pfs[1].revents)
+				(void)!read(a->wake_fd, &cnt, sizeof(cnt));
 			struct signalfd_siginfo si;
 			while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 				if (si.ssi_signo == SIGCHLD)
@@ -383,12 +432,17 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 			}
 		}
 	}
+	iod_agent_cluster_stop(a->cluster); /* flushes the last reports */
+	a->cluster = NULL;
 	ev = json_object();
 	json_object_set_new(ev, "reason", json_string("stopped"));
 	publish(a, "agent-stopped", ev);
 	write_status(a);
 	rc = 0;
 out:
+	iod_agent_cluster_stop(a->cluster);
+	if (a->wake_fd >= 0)
+		close(a->wake_fd);
 	if (sfd >= 0)
 		close(sfd);
 	sigprocmask(SIG_SETMASK, &old, NULL);

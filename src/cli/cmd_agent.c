@@ -19,7 +19,10 @@ static void usage(FILE *f)
 	        "usage: iod agent [--name NODE] [--data-dir DIR] [--manifest FILE]\n"
 	        "                 [--no-sandbox] [--backoff DUR] [--backoff-max DUR]\n"
 	        "                 [--stop-grace DUR] [--log-max SIZE] [--log-files N]\n"
-	        "                 [--run-for DUR]\n\n"
+	        "                 [--run-for DUR]\n"
+	        "       iod agent --server HOST:PORT[,...] [--name NODE] [--gpus N] [--cpus N]\n"
+	        "                 [--model NAME] [--addr IP] [--lease-ttl DUR]\n"
+	        "                 [--stateful-grace DUR] [...]\n\n"
 	        "Run this node's replicas, each in its own sandbox (PID, mount, UTS and IPC\n"
 	        "namespaces, cgroup cpu/memory limits, CPU affinity, NUMA policy, GPUs),\n"
 	        "restart them with exponential backoff, run their health checks, and\n"
@@ -35,7 +38,17 @@ static void usage(FILE *f)
 	        "  --stop-grace DUR   SIGTERM to SIGKILL (default 5s)\n"
 	        "  --log-max SIZE     rotate a replica's log past SIZE (default 10MiB)\n"
 	        "  --log-files N      rotated logs kept per replica (default 3)\n"
-	        "  --run-for DUR      stop after DUR (tests, demos)\n\n"
+	        "  --run-for DUR      stop after DUR (tests, demos)\n"
+	        "  --server ADDRS     follow the control plane (instead of --manifest):\n"
+	        "                     register this node under a lease, run the replicas\n"
+	        "                     placed on it, report phases and endpoints\n"
+	        "  --gpus N           GPUs this node offers (simulated hardware; default 0)\n"
+	        "  --cpus N           CPUs it offers (default: this machine's)\n"
+	        "  --model NAME       hardware model name to register (simulation)\n"
+	        "  --addr IP          address replicas are reached at (default 127.0.0.1)\n"
+	        "  --lease-ttl DUR    node lease (default 2s): lost when not renewed in time\n"
+	        "  --stateful-grace DUR  after a node is lost, wait this long before moving\n"
+	        "                     its stateful replicas (default 30s)\n\n"
 	        "Stops every replica on SIGTERM/SIGINT. See `iod logs`, `iod events`.\n");
 }
 
@@ -57,7 +70,13 @@ int cmd_agent(int argc, char **argv)
 	    {"backoff", required_argument, 0, 'b'},    {"backoff-max", required_argument, 0, 'B'},
 	    {"stop-grace", required_argument, 0, 'g'}, {"log-max", required_argument, 0, 'l'},
 	    {"log-files", required_argument, 0, 'L'},  {"run-for", required_argument, 0, 'r'},
+	    {"server", required_argument, 0, 's'},     {"gpus", required_argument, 0, 'G'},
+	    {"cpus", required_argument, 0, 'C'},       {"model", required_argument, 0, 'M'},
+	    {"addr", required_argument, 0, 'A'},       {"lease-ttl", required_argument, 0, 'T'},
+	    {"stateful-grace", required_argument, 0, 'R'},
 	    {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+	uint64_t ns;
+	char *end;
 	int o, rc;
 
 	if (iod_cli_wants_help(argc, argv)) {
@@ -103,7 +122,6 @@ int cmd_agent(int argc, char **argv)
 				                    e.msg[0] ? e.msg : "must be > 0");
 			break;
 		case 'L': {
-			char *end;
 			unsigned long v = strtoul(optarg, &end, 10);
 			if (*end || v > 99)
 				return iod_cli_fail("agent", IOD_EXIT_INVALID,
@@ -111,6 +129,33 @@ int cmd_agent(int argc, char **argv)
 			c.log_files = (uint32_t)v;
 			break;
 		}
+		case 's':
+			if (iod_strlcpy(c.servers, optarg, sizeof(c.servers)))
+				return iod_cli_fail("agent", IOD_EXIT_INVALID, "--server too long");
+			break;
+		case 'G':
+		case 'C': {
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (*end || !optarg[0] || v > IOD_BITMAP_BITS)
+				return iod_cli_fail("agent", IOD_EXIT_INVALID, "--%s must be 0..%d, not %s",
+				                    o == 'G' ? "gpus" : "cpus", IOD_BITMAP_BITS, optarg);
+			*(o == 'G' ? &c.gpus : &c.cpus) = (uint32_t)v;
+			break;
+		}
+		case 'M': snprintf(c.model, sizeof(c.model), "%s", optarg); break;
+		case 'A': snprintf(c.addr, sizeof(c.addr), "%s", optarg); break;
+		case 'T':
+			if ((rc = dur("--lease-ttl", optarg, &ns)))
+				return rc;
+			c.lease_ttl_ms = ns / IOD_NS_PER_MS;
+			if (c.lease_ttl_ms < 10)
+				return iod_cli_fail("agent", IOD_EXIT_INVALID, "--lease-ttl must be >= 10ms");
+			break;
+		case 'R':
+			if ((rc = dur("--stateful-grace", optarg, &ns)))
+				return rc;
+			c.stateful_grace_ms = ns / IOD_NS_PER_MS;
+			break;
 		default: usage(stderr); return IOD_EXIT_INVALID;
 		}
 	}
@@ -119,6 +164,10 @@ int cmd_agent(int argc, char **argv)
 	if (c.rec.backoff_max_ns < c.rec.backoff_base_ns || !c.rec.backoff_base_ns)
 		return iod_cli_fail("agent", IOD_EXIT_INVALID,
 		                    "--backoff must be > 0 and not above --backoff-max");
+	if (c.servers[0] && c.manifest[0])
+		return iod_cli_fail("agent", IOD_EXIT_INVALID,
+		                    "--server and --manifest are exclusive: the desired state comes "
+		                    "from one of them");
 	if (iod_agent_run(&c, &e))
 		return iod_cli_fail("agent", IOD_EXIT_ERROR, "%s", e.msg);
 	return 0;
