@@ -61,6 +61,39 @@
 
 /* ---- topo -------------------------------------------------------------- */
 
+/* CPU packages per node: 8-socket servers are the largest common machines. */
+#define IOD_TOPO_PACKAGES_MAX 8
+/* NUMA nodes: 2 sockets x SNC4/NPS4 = 8, plus CXL and GPU-memory nodes
+ * (Grace Hopper exposes HBM as NUMA nodes); 32 leaves room. */
+#define IOD_TOPO_NUMA_MAX 32
+/* Last-level caches: AMD EPYC has one L3 per CCD, up to 16 per socket. */
+#define IOD_TOPO_CACHES_MAX 32
+/* Host bridges + PCIe switches: a DGX has ~12 root complexes and ~8 switches;
+ * 64 covers large PCIe expansion boxes. */
+#define IOD_TOPO_BRIDGES_MAX 64
+/* Devices we model (GPU, NIC, DPU, FPGA, NVMe): 8 GPUs + 10 NICs + 16 NVMe
+ * fit with room. The link matrix is DEVICES^2 x 4 bytes (16 KiB), which is
+ * what bounds it: a node must stay small enough to hold 1,000 of them. */
+#define IOD_TOPO_DEVICES_MAX 64
+/* GPUs per node: 8-16 in today's servers; 32 covers 20-GPU PCIe chassis. */
+#define IOD_TOPO_GPUS_MAX 32
+/* Compute units: one per device plus one CPU unit per NUMA node. */
+#define IOD_TOPO_UNITS_MAX (IOD_TOPO_DEVICES_MAX + IOD_TOPO_NUMA_MAX)
+/* NVLinks per GPU: NVLink 4/5 (H100, B200) have 18; NVML's link loop bound. */
+#define IOD_TOPO_NVLINKS_MAX 18
+/* Model, vendor, UUID strings: "GPU-" + 36-char UUID fits; longer names are
+ * truncated (they are labels, not keys). */
+#define IOD_TOPO_STR_MAX 48
+/* Device labels "GPU12", "NIC10" and OS names "mlx5_10". */
+#define IOD_TOPO_LABEL_MAX 24
+/* An hwloc XML file is read whole: a 2-socket server with every PCI device
+ * is ~200 KiB; 16 MiB leaves room for huge machines, bounds a bad file. */
+#define IOD_TOPO_XML_MAX (16u << 20)
+/* PCI tree depth walked from a device to its host bridge (cycle guard). */
+#define IOD_TOPO_PCI_DEPTH_MAX 16
+/* GPUs per node of the parametric generic-N model. */
+#define IOD_TOPO_GENERIC_GPUS_MAX 16
+
 /* ---- sched ------------------------------------------------------------- */
 
 /* ---- state / raft / api ------------------------------------------------ */
