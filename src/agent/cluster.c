@@ -305,6 +305,23 @@ static json_t *list(struct iod_api_client *cl, const char *kind)
 	return j;
 }
 
+/* One of our replicas marked lost while we run it (we were away): report again. */
+static bool marked_lost(const json_t *replicas, const char *me)
+{
+	size_t i;
+	json_t *x;
+	json_array_foreach(json_object_get(replicas, "items"), i, x)
+	{
+		const json_t *v = json_object_get(x, "value");
+		const char *node = "", *phase = "";
+		iod_json_get_str(v, "node", &node);
+		iod_json_get_str(v, "phase", &phase);
+		if (!strcmp(node, me) && !strcmp(phase, "lost"))
+			return true;
+	}
+	return false;
+}
+
 static bool first_live_node(const json_t *nodes, const char *me)
 {
 	const char *first = NULL;
@@ -380,12 +397,15 @@ static void *watcher_main(void *arg)
 		if (stop)
 			break;
 		if (relist) {
-			json_t *nodes = list(&cl, "nodes"), *svcs = list(&cl, "services"),
-			       *reps = list(&cl, "replicas");
+			/* replicas first, nodes last: a node list at least as new as the
+			 * replica list never shows a live node as gone */
+			json_t *reps = list(&cl, "replicas"), *svcs = list(&cl, "services"),
+			       *nodes = list(&cl, "nodes");
 			uint32_t n = 0;
 			if (nodes && svcs && reps) {
-				uint64_t r1 = 0;
+				uint64_t r1 = 0, rn = 0;
 				iod_json_get_u64(reps, "rev", &r1);
+				iod_json_get_u64(nodes, "rev", &rn);
 				rev = IOD_MAX(rev, r1);
 				if (iod_agent_desired_from_state(c->cfg->name, nodes, svcs, reps, buf,
 				                                 IOD_AGENT_REPLICAS_MAX, &n, &e))
@@ -394,9 +414,10 @@ static void *watcher_main(void *arg)
 				memcpy(c->desired, buf, n * sizeof(*buf));
 				c->desired_n = n;
 				c->desired_new = true;
+				c->resync |= marked_lost(reps, c->cfg->name);
 				pthread_mutex_unlock(&c->mu);
 				wake_agent(c);
-				if (first_live_node(nodes, c->cfg->name))
+				if (rn >= r1 && first_live_node(nodes, c->cfg->name))
 					reschedule(c, &cl, nodes, svcs, reps);
 				relist = false;
 			} else {

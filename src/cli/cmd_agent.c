@@ -8,6 +8,7 @@
  */
 #include "cli.h"
 #include "iod/agent.h"
+#include "iod/topo.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -42,9 +43,11 @@ static void usage(FILE *f)
 	        "  --server ADDRS     follow the control plane (instead of --manifest):\n"
 	        "                     register this node under a lease, run the replicas\n"
 	        "                     placed on it, report phases and endpoints\n"
-	        "  --gpus N           GPUs this node offers (simulated hardware; default 0)\n"
+	        "  --gpus N           simulate a generic node with N GPUs (generic-N model)\n"
 	        "  --cpus N           CPUs it offers (default: this machine's)\n"
-	        "  --model NAME       hardware model name to register (simulation)\n"
+	        "  --model NAME       simulate a built-in hardware model (`iod topo --list-models`)\n"
+	        "  --xml FILE         simulate the machine of an hwloc XML file\n"
+	        "                     (default: discover this machine with hwloc)\n"
 	        "  --addr IP          address replicas are reached at (default 127.0.0.1)\n"
 	        "  --lease-ttl DUR    node lease (default 2s): lost when not renewed in time\n"
 	        "  --stateful-grace DUR  after a node is lost, wait this long before moving\n"
@@ -57,6 +60,41 @@ static int dur(const char *opt, const char *v, uint64_t *ns)
 	struct iod_err e = {0};
 	if (iod_parse_duration(v, ns, &e))
 		return iod_cli_fail("agent", IOD_EXIT_INVALID, "%s %s: %s", opt, v, e.msg);
+	return 0;
+}
+
+/* The hardware this node registers: a model, an XML file, generic-N, or this machine. */
+static int topology(struct iod_agent_config *c, const char *xml, bool gpus_set)
+{
+	struct iod_topo_node *n = calloc(1, sizeof(*n));
+	struct iod_err e = {0};
+	int rc;
+	if (!n)
+		return iod_cli_fail("agent", IOD_EXIT_ERROR, "out of memory");
+	if (c->model[0])
+		rc = iod_topo_model_load(c->model, n, &e);
+	else if (xml)
+		rc = iod_topo_load_xml_file(xml, n, &e);
+	else if (gpus_set)
+		rc = iod_topo_model_generic(c->gpus, n, &e);
+	else
+		rc = iod_topo_discover(n, &e);
+	if (rc && (c->model[0] || xml || gpus_set)) {
+		free(n);
+		return iod_cli_fail("agent", IOD_EXIT_INVALID, "%s", e.msg);
+	}
+	if (rc) {
+		IOD_WARN("agent", "topology discovery failed (%s): registering %u CPUs, no GPUs",
+		         e.msg, c->cpus);
+	} else {
+		c->gpus = iod_topo_gpu_count(n);
+		c->cpus = n->pus ? n->pus : c->cpus;
+		if (!c->model[0])
+			snprintf(c->model, sizeof(c->model), "%s",
+			         n->model[0] ? n->model : (xml ? "xml" : "host"));
+		c->topology = iod_topo_to_json(n);
+	}
+	free(n);
 	return 0;
 }
 
@@ -73,10 +111,12 @@ int cmd_agent(int argc, char **argv)
 	    {"server", required_argument, 0, 's'},     {"gpus", required_argument, 0, 'G'},
 	    {"cpus", required_argument, 0, 'C'},       {"model", required_argument, 0, 'M'},
 	    {"addr", required_argument, 0, 'A'},       {"lease-ttl", required_argument, 0, 'T'},
-	    {"stateful-grace", required_argument, 0, 'R'},
+	    {"stateful-grace", required_argument, 0, 'R'}, {"xml", required_argument, 0, 'X'},
 	    {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
 	uint64_t ns;
 	char *end;
+	const char *xml = NULL;
+	bool gpus_set = false;
 	int o, rc;
 
 	if (iod_cli_wants_help(argc, argv)) {
@@ -140,9 +180,11 @@ int cmd_agent(int argc, char **argv)
 				return iod_cli_fail("agent", IOD_EXIT_INVALID, "--%s must be 0..%d, not %s",
 				                    o == 'G' ? "gpus" : "cpus", IOD_BITMAP_BITS, optarg);
 			*(o == 'G' ? &c.gpus : &c.cpus) = (uint32_t)v;
+			gpus_set |= o == 'G';
 			break;
 		}
 		case 'M': snprintf(c.model, sizeof(c.model), "%s", optarg); break;
+		case 'X': xml = optarg; break;
 		case 'A': snprintf(c.addr, sizeof(c.addr), "%s", optarg); break;
 		case 'T':
 			if ((rc = dur("--lease-ttl", optarg, &ns)))
@@ -168,7 +210,12 @@ int cmd_agent(int argc, char **argv)
 		return iod_cli_fail("agent", IOD_EXIT_INVALID,
 		                    "--server and --manifest are exclusive: the desired state comes "
 		                    "from one of them");
-	if (iod_agent_run(&c, &e))
-		return iod_cli_fail("agent", IOD_EXIT_ERROR, "%s", e.msg);
-	return 0;
+	if ((c.model[0] != 0) + (xml != NULL) + gpus_set > 1)
+		return iod_cli_fail("agent", IOD_EXIT_INVALID,
+		                    "--model, --xml and --gpus are exclusive: each names the hardware");
+	if (c.servers[0] && (rc = topology(&c, xml, gpus_set)))
+		return rc;
+	rc = iod_agent_run(&c, &e) ? iod_cli_fail("agent", IOD_EXIT_ERROR, "%s", e.msg) : 0;
+	json_decref(c.topology);
+	return rc;
 }
