@@ -399,6 +399,7 @@ int iod_api_request(struct iod_api_client *c, const char *method, const char *pa
 	uint64_t deadline = mono_ms() + c->retry_ms;
 	bool any_answer = false;
 	uint32_t tried_in_round = 0;
+	char last_err[IOD_ERR_MSG_MAX] = "unreachable";
 	int rc = -EHOSTUNREACH;
 
 	c->attempts = 0;
@@ -426,7 +427,7 @@ int iod_api_request(struct iod_api_client *c, const char *method, const char *pa
 			}
 			iod_api_response_free(r);
 		} else {
-			iod_err_set(e, rc, "%s", e1.msg);
+			snprintf(last_err, sizeof(last_err), "%s", e1.msg);
 		}
 		use_server(c, (c->cur + 1) % c->servers_n);
 		if (++tried_in_round >= c->servers_n) {
@@ -445,6 +446,6 @@ int iod_api_request(struct iod_api_client *c, const char *method, const char *pa
 		                   "the cluster has no leader right now (tried %u times over %u ms): "
 		                   "a majority of servers must be up",
 		                   c->attempts, c->retry_ms);
-	return iod_err_set(e, -EHOSTUNREACH, "no server answered (%s): %s", c->servers[0],
-	                   e->msg[0] ? e->msg : "unreachable");
+	return iod_err_set(e, -EHOSTUNREACH, "no server answered within %u ms; last error: %s",
+	                   c->retry_ms, last_err);
 }
