@@ -200,9 +200,12 @@ static void write_report(struct iod_agent_cluster *c, struct iod_api_client *cl,
 		break;
 	}
 	/* the endpoint: where the replica answers and whether it should get traffic */
-	json_t *ep = json_pack("{s:s, s:s, s:s, s:s, s:i, s:b, s:s}", "replica", a->name, "service",
-	                       rp->service, "node", c->cfg->name, "addr", c->addr, "port",
-	                       (int)rp->port, "healthy", a->ready, "phase",
+	char address[IOD_ADDR_MAX + 8];
+	snprintf(address, sizeof(address), "%s:%u", c->addr, rp->port);
+	json_t *ep = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:b, s:s, s:s}", "replica", a->name,
+	                       "service", rp->service, "node", c->cfg->name, "address", address,
+	                       "addr", c->addr, "port", (int)rp->port, "healthy", a->ready,
+	                       "health", a->ready ? "healthy" : "unhealthy", "phase",
 	                       iod_agent_phase_name(a->phase));
 	snprintf(path, sizeof(path), "/v1/endpoints/%s", a->name);
 	if (request(cl, "PUT", path, ep, &r, &e))

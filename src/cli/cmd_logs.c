@@ -7,6 +7,7 @@
 #include "iod/agent.h"
 
 #include <fcntl.h>
+#include <glob.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -20,8 +21,33 @@ static void usage(FILE *f)
 	           "Print a replica's output (stdout and stderr).\n"
 	           "  -f, --follow      keep printing new output (Ctrl-C to stop)\n"
 	           "  --all             include rotated files (oldest first)\n"
-	           "  --data-dir DIR    the agent's data dir (default ~/.local/share/iod;\n"
-	           "                    IOD_DATA_DIR overrides the default)\n");
+	           "  --data-dir DIR    the agent's data dir (default ~/.local/share/iod, then\n"
+	           "                    the nodes of `iod up`; IOD_DATA_DIR overrides it)\n");
+}
+
+void iod_up_state_dir(char *buf, size_t len);
+
+/* A replica of `iod up` lives under <state>/node-N/replicas/NAME: the newest
+ * log wins (a replica that moved has an older one on its previous node). */
+static bool find_in_cluster(const char *name, char *path, size_t len)
+{
+	char state[IOD_AGENT_PATH_MAX], pat[IOD_AGENT_PATH_MAX + 128];
+	glob_t g;
+	time_t best = 0;
+	bool found = false;
+	iod_up_state_dir(state, sizeof(state));
+	snprintf(pat, sizeof(pat), "%s/node-*/replicas/%s/log", state, name);
+	if (glob(pat, 0, NULL, &g))
+		return false;
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		struct stat st;
+		if (!stat(g.gl_pathv[i], &st) && (!found || st.st_mtime >= best)) {
+			best = st.st_mtime;
+			found = !iod_strlcpy(path, g.gl_pathv[i], len);
+		}
+	}
+	globfree(&g);
+	return found;
 }
 
 static volatile sig_atomic_t stop;
@@ -67,7 +93,8 @@ int cmd_logs(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	if (env && env[0])
+	bool dir_given = env && env[0];
+	if (dir_given)
 		snprintf(dir, sizeof(dir), "%s", env);
 	else
 		snprintf(dir, sizeof(dir), "%s/.local/share/iod", home ? home : "/tmp");
@@ -75,7 +102,10 @@ int cmd_logs(int argc, char **argv)
 		switch (o) {
 		case 'f': follow = true; break;
 		case 'a': all = true; break;
-		case 'd': snprintf(dir, sizeof(dir), "%s", optarg); break;
+		case 'd':
+			snprintf(dir, sizeof(dir), "%s", optarg);
+			dir_given = true;
+			break;
 		default: usage(stderr); return IOD_EXIT_INVALID;
 		}
 	}
@@ -87,11 +117,12 @@ int cmd_logs(int argc, char **argv)
 	if (iod_agent_replica_path(dir, name, "log", path, sizeof(path)))
 		return iod_cli_fail("logs", IOD_EXIT_INVALID, "path too long");
 	struct stat st;
-	if (stat(path, &st))
+	if (stat(path, &st) && (dir_given || !find_in_cluster(name, path, sizeof(path)) ||
+	                        stat(path, &st)))
 		return iod_cli_fail("logs", IOD_EXIT_INVALID,
-		                    "no logs for replica \"%s\" in %s (is --data-dir the agent's? "
+		                    "no logs for replica \"%s\" in %s%s (is --data-dir the agent's? "
 		                    "list replicas with `iod get replicas`)",
-		                    name, dir);
+		                    name, dir, dir_given ? "" : " or the `iod up` cluster");
 	if (all)
 		for (int i = 99; i >= 1; i--) {
 			snprintf(rot, sizeof(rot), "%s.%d", path, i);
