@@ -495,6 +495,8 @@ static void build_vec(const struct iod_agent_exec_config *c, const struct iod_ag
 	env_add(v, &n, "IOD_REPLICA=%s", r->name);
 	env_add(v, &n, "IOD_ORDINAL=%u", r->ordinal);
 	env_add(v, &n, "IOD_NODE=%s", c->node);
+	if (c->self_exe[0])
+		env_add(v, &n, "IOD_BIN=%s", c->self_exe); /* `iod` for shell commands */
 	if (r->port)
 		env_add(v, &n, "IOD_PORT=%u", r->port);
 	if (r->stateful)

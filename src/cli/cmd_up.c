@@ -30,6 +30,7 @@ static void usage(FILE *f)
 	fprintf(f,
 	        "usage: iod up --nodes N [--gpus-per-node G | --model NAME] [--state-dir DIR]\n"
 	        "              [--api-port P] [--raft-port P] [--lease-ttl DUR] [--no-sandbox]\n"
+	        "              [--election-timeout DUR] [--heartbeat DUR]\n"
 	        "              [-o text|json]\n\n"
 	        "Start a local cluster: 3 control-plane servers and N node agents as processes\n"
 	        "on this machine (loopback), each agent with simulated hardware. Returns when\n"
@@ -43,7 +44,10 @@ static void usage(FILE *f)
 	        "  --raft-port P        first Raft port (default 7300)\n"
 	        "  --lease-ttl DUR      node lease (default 1s): a node is lost this long after\n"
 	        "                       its agent stops renewing\n"
-	        "  --no-sandbox         run replicas as plain processes\n\n"
+	        "  --no-sandbox         run replicas as plain processes\n"
+	        "  --election-timeout DUR, --heartbeat DUR\n"
+	        "                       Raft timing of the servers (`iod server --help`);\n"
+	        "                       raise them on a loaded machine\n\n"
 	        "Then: iod deploy -f examples/service-topology.yaml; iod get replicas;\n"
 	        "      iod logs REPLICA; iod events; iod down\n",
 	        UP_NODES_MAX);
@@ -142,7 +146,9 @@ int cmd_up(int argc, char **argv)
 	    {"api-port", required_argument, 0, 'a'},  {"raft-port", required_argument, 0, 'r'},
 	    {"lease-ttl", required_argument, 0, 'l'}, {"no-sandbox", no_argument, 0, 'S'},
 	    {"output", required_argument, 0, 'o'},    {"help", no_argument, 0, 'h'},
-	    {0, 0, 0, 0}};
+	    {"election-timeout", required_argument, 0, 'E'},
+	    {"heartbeat", required_argument, 0, 'H'}, {0, 0, 0, 0}};
+	char election[32] = "", heartbeat[32] = "";
 	static const char *const outs[] = {"text", "json", NULL};
 	char dir[IOD_AGENT_PATH_MAX], exe[IOD_AGENT_PATH_MAX], path[IOD_AGENT_PATH_MAX + 64];
 	char peers[512] = "", apis[256] = "", model[IOD_NAME_MAX] = "", lease[32] = "1s";
@@ -177,6 +183,8 @@ int cmd_up(int argc, char **argv)
 			break;
 		}
 		case 'S': sandbox = false; break;
+		case 'E': snprintf(election, sizeof(election), "%s", optarg); break;
+		case 'H': snprintf(heartbeat, sizeof(heartbeat), "%s", optarg); break;
 		case 'o':
 			if (iod_cli_output("up", optarg, outs, &out))
 				return IOD_EXIT_INVALID;
@@ -248,8 +256,18 @@ int cmd_up(int argc, char **argv)
 		snprintf(api, sizeof(api), "127.0.0.1:%ld", api_port + i);
 		snprintf(log, sizeof(log), "%s/server-%d.log", dir, i + 1);
 		snprintf(path, sizeof(path), "%s/server-%d.pid", dir, i + 1);
-		char *av[] = {exe,  "server", "--id",    id,   "--data-dir", data, "--raft",
-		              raft, "--api",  api,       "--peers", peers, NULL};
+		char *av[16] = {exe,  "server", "--id",    id,   "--data-dir", data, "--raft",
+		                raft, "--api",  api,       "--peers", peers, NULL};
+		int k = 12;
+		if (election[0]) {
+			av[k++] = "--election-timeout";
+			av[k++] = election;
+		}
+		if (heartbeat[0]) {
+			av[k++] = "--heartbeat";
+			av[k++] = heartbeat;
+		}
+		av[k] = NULL;
 		if (spawn(exe, av, log, path) < 0)
 			return iod_cli_fail("up", IOD_EXIT_ERROR, "fork: %s", strerror(errno));
 	}
