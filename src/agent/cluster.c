@@ -151,6 +151,29 @@ static void renew(struct iod_agent_cluster *c, struct iod_api_client *cl)
 
 /* ---- reports (writer) --------------------------------------------------------- */
 
+/* The endpoint: where the replica answers and whether it should get traffic.
+ * Written before the Replica: it is what load balancers act on. */
+static void write_endpoint(struct iod_agent_cluster *c, struct iod_api_client *cl,
+                           const struct report *rp)
+{
+	struct iod_api_response r = {0};
+	struct iod_err e = {0};
+	char path[IOD_NAME_MAX + 64];
+	const struct iod_agent_action *a = &rp->act;
+	char address[IOD_ADDR_MAX + 8];
+	snprintf(address, sizeof(address), "%s:%u", c->addr, rp->port);
+	json_t *ep = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:b, s:s, s:s}", "replica", a->name,
+	                       "service", rp->service, "node", c->cfg->name, "address", address,
+	                       "addr", c->addr, "port", (int)rp->port, "healthy", a->ready,
+	                       "health", a->ready ? "healthy" : "unhealthy", "phase",
+	                       iod_agent_phase_name(a->phase));
+	snprintf(path, sizeof(path), "/v1/endpoints/%s", a->name);
+	if (request(cl, "PUT", path, ep, &r, &e))
+		IOD_WARN("agent", "%s: endpoint: %s", a->name, e.msg);
+	iod_api_response_free(&r);
+	json_decref(ep);
+}
+
 static void write_report(struct iod_agent_cluster *c, struct iod_api_client *cl,
                          const struct report *rp)
 {
@@ -175,6 +198,8 @@ static void write_report(struct iod_agent_cluster *c, struct iod_api_client *cl,
 			iod_api_response_free(&r);
 			return;
 		}
+		if (attempt == 0)
+			write_endpoint(c, cl, rp);
 		json_t *nv = json_deep_copy(v);
 		iod_api_response_free(&r);
 		json_object_set_new(nv, "phase", json_string(iod_agent_phase_name(a->phase)));
@@ -199,19 +224,6 @@ static void write_report(struct iod_agent_cluster *c, struct iod_api_client *cl,
 			continue; /* changed under us: read again */
 		break;
 	}
-	/* the endpoint: where the replica answers and whether it should get traffic */
-	char address[IOD_ADDR_MAX + 8];
-	snprintf(address, sizeof(address), "%s:%u", c->addr, rp->port);
-	json_t *ep = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:b, s:s, s:s}", "replica", a->name,
-	                       "service", rp->service, "node", c->cfg->name, "address", address,
-	                       "addr", c->addr, "port", (int)rp->port, "healthy", a->ready,
-	                       "health", a->ready ? "healthy" : "unhealthy", "phase",
-	                       iod_agent_phase_name(a->phase));
-	snprintf(path, sizeof(path), "/v1/endpoints/%s", a->name);
-	if (request(cl, "PUT", path, ep, &r, &e))
-		IOD_WARN("agent", "%s: endpoint: %s", a->name, e.msg);
-	iod_api_response_free(&r);
-	json_decref(ep);
 }
 
 static void *writer_main(void *arg)
