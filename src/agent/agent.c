@@ -432,6 +432,7 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 			}
 		}
 	}
+	IOD_INFO("agent", "node %s: every replica stopped; leaving", c->name);
 	iod_agent_cluster_stop(a->cluster); /* flushes the last reports */
 	a->cluster = NULL;
 	ev = json_object();

@@ -1,11 +1,14 @@
 /*
- * cmd_events.c: `iod events [-f] [-o json]`: the event stream (replica
- * phases, health, agent start/stop) with revisions, read from an agent's
- * data dir; -f follows new events. Thin shell: reads the JSON lines the
- * agent writes and prints them as text or as they are.
+ * cmd_events.c: `iod events [-f] [-o json]`: the event stream with
+ * revisions. From the control plane (the default): every change of the
+ * cluster state through the watch API: nodes registered and lost, services
+ * deployed, replicas placed, rescheduled, and their phases, endpoints turning
+ * healthy or unhealthy. From an agent's data dir (--data-dir): that node's
+ * own log of replica phases. -f follows. Thin shell: reads and prints.
  */
 #include "cli.h"
 #include "iod/agent.h"
+#include "iod/api.h"
 
 #include <getopt.h>
 #include <signal.h>
@@ -17,15 +20,18 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: iod events [-f] [-o text|json] [--since REV] [--data-dir DIR]...\n\n"
-	           "Print the event stream: every replica phase change (with its reason,\n"
-	           "readiness and restarts), health change and agent start/stop, each with\n"
-	           "a revision.\n"
+	fprintf(f, "usage: iod events [-f] [-o text|json] [--since REV] [--server ADDRS]\n"
+	           "       iod events [-f] [-o text|json] [--since REV] --data-dir DIR...\n\n"
+	           "Print the event stream, each event with its revision: from the control plane\n"
+	           "every change of the cluster (node registered or lost, service deployed,\n"
+	           "replica placed, rescheduled, its phase and health, endpoint healthy or\n"
+	           "not); from an agent's data dir, that node's replica phases.\n"
 	           "  -f, --follow      keep printing new events (Ctrl-C to stop)\n"
 	           "  -o json           one JSON object per line\n"
 	           "  --since REV       only events after revision REV\n"
-	           "  --data-dir DIR    an agent's data dir; repeat for several agents\n"
-	           "                    (default ~/.local/share/iod or $IOD_DATA_DIR)\n");
+	           "  --server ADDRS    API addresses (default $IOD_SERVER or 127.0.0.1:7400)\n"
+	           "  --data-dir DIR    read an agent's local events instead; repeat for\n"
+	           "                    several agents ($IOD_DATA_DIR sets one)\n");
 }
 
 static volatile sig_atomic_t stop;
@@ -92,12 +98,126 @@ static void drain(const char *path, long *off, enum iod_output out, uint64_t sin
 	fflush(stdout);
 }
 
+static const char *sget(const json_t *o, const char *k)
+{
+	const char *v = "";
+	iod_json_get_str(o, k, &v);
+	return v;
+}
+
+/* One state change as a line: what happened to which object. */
+static void print_change(const json_t *x)
+{
+	const json_t *v = json_object_get(x, "value");
+	const char *kind = sget(x, "kind"), *name = sget(x, "name"), *type = sget(x, "type");
+	uint64_t rev = 0, u = 0;
+	bool b = false;
+	char what[64] = "", detail[IOD_ERR_MSG_MAX] = "";
+	iod_json_get_u64(x, "rev", &rev);
+	if (!strcmp(type, "delete")) {
+		snprintf(what, sizeof(what), "%s", !strcmp(kind, "node") ? "gone (lost or left)"
+		                                                         : "deleted");
+	} else if (!strcmp(kind, "node")) {
+		iod_json_get_u64(v, "gpus", &u);
+		snprintf(what, sizeof(what), "registered");
+		snprintf(detail, sizeof(detail), "%llu GPUs, %s", (unsigned long long)u,
+		         sget(v, "model"));
+	} else if (!strcmp(kind, "replica")) {
+		snprintf(what, sizeof(what), "%s", sget(v, "phase"));
+		iod_json_get_bool(v, "ready", &b);
+		const char *reason = sget(v, "reason");
+		const json_t *rs = json_object_get(v, "reasons");
+		if (!reason[0] && json_is_array(rs))
+			reason = json_string_value(json_array_get(rs, 0));
+		snprintf(detail, sizeof(detail), "node %s gpus %s%s%s%s", sget(v, "node"),
+		         sget(v, "gpus")[0] ? sget(v, "gpus") : "-", b ? " ready" : "",
+		         reason && reason[0] ? ": " : "", reason ? reason : "");
+	} else if (!strcmp(kind, "endpoint")) {
+		iod_json_get_bool(v, "healthy", &b);
+		snprintf(what, sizeof(what), "%s", b ? "healthy" : "unhealthy");
+		snprintf(detail, sizeof(detail), "%s on %s (%s)", sget(v, "address"), sget(v, "node"),
+		         sget(v, "phase"));
+	} else if (!strcmp(kind, "service")) {
+		iod_json_get_u64(v, "generation", &u);
+		snprintf(what, sizeof(what), "deployed");
+		snprintf(detail, sizeof(detail), "generation %llu", (unsigned long long)u);
+	} else {
+		snprintf(what, sizeof(what), "changed");
+	}
+	printf("%-7llu %-9s %-24s %-12s %s\n", (unsigned long long)rev, kind, name, what, detail);
+}
+
+/* The cluster's event stream through the watch API. */
+static int cluster_events(const char *servers, enum iod_output out, bool follow, uint64_t since)
+{
+	struct iod_api_client cl;
+	struct iod_err e = {0};
+	uint64_t rev = since;
+	char path[96];
+	if (iod_api_client_init(&cl, servers, &e))
+		return iod_cli_fail("events", IOD_EXIT_INVALID, "%s", e.msg);
+	cl.timeout_ms = 40000;
+	cl.retry_ms = 3000;
+	if (out == IOD_OUT_TEXT)
+		printf("%-7s %-9s %-24s %-12s %s\n", "REV", "KIND", "NAME", "EVENT", "DETAIL");
+	signal(SIGINT, on_sig);
+	signal(SIGTERM, on_sig);
+	while (!stop) {
+		struct iod_api_response r = {0};
+		snprintf(path, sizeof(path), "/v1/watch?rev=%llu&timeout_ms=%d",
+		         (unsigned long long)rev, follow ? 30000 : 0);
+		if (iod_api_request(&cl, "GET", path, NULL, NULL, 0, &r, &e)) {
+			iod_api_client_close(&cl);
+			return iod_cli_fail("events", IOD_EXIT_UNAVAILABLE,
+			                    "%s (start a cluster with `iod up` or `iod dev`, or read "
+			                    "an agent's events with --data-dir)",
+			                    e.msg);
+		}
+		uint64_t floor = 0;
+		if (r.status == 410 && !iod_json_get_u64(r.json, "compacted_rev", &floor) &&
+		    floor > rev) {
+			/* older history is compacted: start from what is kept */
+			if (out == IOD_OUT_TEXT)
+				printf("# events up to revision %llu are compacted\n",
+				       (unsigned long long)floor);
+			rev = floor;
+			iod_api_response_free(&r);
+			continue;
+		}
+		if (r.status != 200) {
+			int rc = iod_cli_fail("events", IOD_EXIT_ERROR, "watch: %s",
+			                      iod_api_error_text(&r));
+			iod_api_response_free(&r);
+			iod_api_client_close(&cl);
+			return rc;
+		}
+		size_t i;
+		json_t *x;
+		json_array_foreach(json_object_get(r.json, "events"), i, x)
+		{
+			if (out == IOD_OUT_JSON)
+				iod_json_print(stdout, x, true);
+			else
+				print_change(x);
+		}
+		fflush(stdout);
+		iod_json_get_u64(r.json, "rev", &rev);
+		iod_api_response_free(&r);
+		if (!follow)
+			break;
+	}
+	iod_api_client_close(&cl);
+	return 0;
+}
+
 int cmd_events(int argc, char **argv)
 {
 	static const struct option opts[] = {
 	    {"follow", no_argument, 0, 'f'},         {"output", required_argument, 0, 'o'},
 	    {"since", required_argument, 0, 's'},    {"data-dir", required_argument, 0, 'd'},
-	    {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+	    {"server", required_argument, 0, 'S'},   {"help", no_argument, 0, 'h'},
+	    {0, 0, 0, 0}};
+	const char *servers = NULL;
 	static const char *const outs[] = {"text", "json", NULL};
 	char paths[16][IOD_AGENT_PATH_MAX];
 	long offs[16] = {0};
@@ -105,7 +225,7 @@ int cmd_events(int argc, char **argv)
 	enum iod_output out = IOD_OUT_TEXT;
 	bool follow = false;
 	uint64_t since = 0;
-	const char *home = getenv("HOME"), *env = getenv("IOD_DATA_DIR");
+	const char *env = getenv("IOD_DATA_DIR");
 	int o;
 
 	if (iod_cli_wants_help(argc, argv)) {
@@ -120,6 +240,7 @@ int cmd_events(int argc, char **argv)
 				return IOD_EXIT_INVALID;
 			break;
 		case 's': since = strtoull(optarg, NULL, 10); break;
+		case 'S': servers = optarg; break;
 		case 'd':
 			if (n >= IOD_ARRAY_LEN(paths))
 				return iod_cli_fail("events", IOD_EXIT_INVALID, "at most %zu --data-dir",
@@ -132,13 +253,10 @@ int cmd_events(int argc, char **argv)
 	if (optind < argc)
 		return iod_cli_fail("events", IOD_EXIT_INVALID, "unexpected argument %s",
 		                    argv[optind]);
-	if (!n) {
-		char d[IOD_AGENT_PATH_MAX];
-		snprintf(d, sizeof(d), "%s", env && env[0] ? env : "");
-		if (!d[0])
-			snprintf(d, sizeof(d), "%s/.local/share/iod", home ? home : "/tmp");
-		iod_agent_events_path(d, paths[n++], sizeof(paths[0]));
-	}
+	if (!n && !(env && env[0]))
+		return cluster_events(servers, out, follow, since);
+	if (!n)
+		iod_agent_events_path(env, paths[n++], sizeof(paths[0]));
 	struct stat st;
 	for (unsigned i = 0; i < n; i++)
 		if (stat(paths[i], &st))
