@@ -43,8 +43,9 @@ static void report(const char *name, uint64_t *us, unsigned n, double target_ms)
 	qsort(us, n, sizeof(*us), cmp_u64);
 	double p50 = (double)us[n / 2] / 1000.0, p99 = (double)us[(n * 99) / 100] / 1000.0;
 	double mx = (double)us[n - 1] / 1000.0;
-	printf("BENCH runtime.%s runs=%u p50_ms=%.1f p99_ms=%.1f max_ms=%.1f target_ms=%.0f met=%s\n",
-	       name, n, p50, p99, mx, target_ms, p99 < target_ms ? "yes" : "no");
+	printf(
+	    "BENCH runtime.%s runs=%u p50_ms=%.1f p99_ms=%.1f max_ms=%.1f target_ms=%.0f met=%s\n",
+	    name, n, p50, p99, mx, target_ms, p99 < target_ms ? "yes" : "no");
 	fflush(stdout);
 }
 
@@ -75,7 +76,8 @@ static int post(const char *method, const char *path, const char *body)
 static int up(const char *args)
 {
 	char cmd[1024];
-	snprintf(cmd, sizeof(cmd), "IOD_STATE_DIR=%s %s up %s >/dev/null", state_dir, iod_bin, args);
+	snprintf(cmd, sizeof(cmd), "IOD_STATE_DIR=%s %s up %s >/dev/null", state_dir, iod_bin,
+	         args);
 	return system(cmd);
 }
 

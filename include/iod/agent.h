@@ -34,14 +34,14 @@
  * health is not known yet (or it has no check); failed replicas that the
  * restart policy restarts go back to pending after their backoff.
  */
-#define IOD_AGENT_PHASES(X)        \
-	X(PENDING, "pending")      \
-	X(STARTING, "starting")    \
-	X(RUNNING, "running")      \
-	X(HEALTHY, "healthy")      \
-	X(UNHEALTHY, "unhealthy")  \
-	X(STOPPING, "stopping")    \
-	X(EXITED, "exited")        \
+#define IOD_AGENT_PHASES(X)       \
+	X(PENDING, "pending")     \
+	X(STARTING, "starting")   \
+	X(RUNNING, "running")     \
+	X(HEALTHY, "healthy")     \
+	X(UNHEALTHY, "unhealthy") \
+	X(STOPPING, "stopping")   \
+	X(EXITED, "exited")       \
 	X(FAILED, "failed")
 
 enum iod_agent_phase {
@@ -57,14 +57,14 @@ int iod_agent_phase_parse(const char *s, enum iod_agent_phase *out);
 
 /* A health check with its own storage (the spec's strings are borrowed). */
 struct iod_agent_health {
-	enum iod_health_kind kind;            /* NONE = no check */
-	char command[IOD_AGENT_CMD_MAX];      /* exec: run with /bin/sh -c */
-	uint16_t port;                        /* tcp/http: 0 = the replica's port */
-	char path[IOD_AGENT_PATH_MAX];        /* http: request path, "/" default */
-	uint64_t interval_ns;                 /* between checks */
-	uint64_t timeout_ns;                  /* one check */
-	uint32_t healthy_threshold;           /* passes in a row to be healthy */
-	uint32_t unhealthy_threshold;         /* failures in a row to be unhealthy */
+	enum iod_health_kind kind;       /* NONE = no check */
+	char command[IOD_AGENT_CMD_MAX]; /* exec: run with /bin/sh -c */
+	uint16_t port;                   /* tcp/http: 0 = the replica's port */
+	char path[IOD_AGENT_PATH_MAX];   /* http: request path, "/" default */
+	uint64_t interval_ns;            /* between checks */
+	uint64_t timeout_ns;             /* one check */
+	uint32_t healthy_threshold;      /* passes in a row to be healthy */
+	uint32_t unhealthy_threshold;    /* failures in a row to be unhealthy */
 };
 
 /*
@@ -72,23 +72,23 @@ struct iod_agent_health {
  * limits, health. Fixed-size so that the agent allocates its table once.
  */
 struct iod_agent_replica {
-	char name[IOD_NAME_MAX];              /* "<service>-<ordinal>", stable */
-	char service[IOD_NAME_MAX];           /* its service */
-	uint32_t ordinal;                     /* 0-based index in the service */
-	uint64_t generation;                  /* a change recreates the process */
-	bool stateful;                        /* keeps a data directory across restarts */
-	enum iod_restart restart;             /* always | on-failure | never */
+	char name[IOD_NAME_MAX];                 /* "<service>-<ordinal>", stable */
+	char service[IOD_NAME_MAX];              /* its service */
+	uint32_t ordinal;                        /* 0-based index in the service */
+	uint64_t generation;                     /* a change recreates the process */
+	bool stateful;                           /* keeps a data directory across restarts */
+	enum iod_restart restart;                /* always | on-failure | never */
 	char argv_buf[IOD_AGENT_ARGV_BYTES_MAX]; /* argc NUL-terminated strings: program, args */
-	uint32_t argc;                        /* strings in argv_buf; 0 = nothing to run */
+	uint32_t argc;                           /* strings in argv_buf; 0 = nothing to run */
 	char env_buf[IOD_AGENT_ENV_BYTES_MAX];   /* envc "NAME=value" NUL-terminated strings */
-	uint32_t envc;                        /* strings in env_buf */
-	struct iod_bitmap cpus;               /* placed CPU set; empty = any */
-	struct iod_bitmap gpus;               /* placed GPU indexes; empty = none */
-	int32_t numa_node;                    /* bind memory here; -1 = no policy */
-	uint32_t cpu_millis;                  /* CPU limit in 1/1000 core; 0 = none */
-	uint64_t mem_bytes;                   /* memory limit; 0 = none */
-	uint16_t port;                        /* the replica's port on this node; 0 = none */
-	struct iod_agent_health health;       /* readiness + liveness check */
+	uint32_t envc;                           /* strings in env_buf */
+	struct iod_bitmap cpus;                  /* placed CPU set; empty = any */
+	struct iod_bitmap gpus;                  /* placed GPU indexes; empty = none */
+	int32_t numa_node;                       /* bind memory here; -1 = no policy */
+	uint32_t cpu_millis;                     /* CPU limit in 1/1000 core; 0 = none */
+	uint64_t mem_bytes;                      /* memory limit; 0 = none */
+	uint16_t port;                           /* the replica's port on this node; 0 = none */
+	struct iod_agent_health health;          /* readiness + liveness check */
 };
 
 /* Append one argument / one NAME=value; -E2BIG when the buffer is full. */
@@ -107,8 +107,7 @@ const char *iod_agent_strv_at(const char *buf, size_t buf_len, uint32_t n, uint3
  * Fills up to max replicas; -E2BIG past max, -EINVAL with the object and
  * field named in e.
  */
-int iod_agent_replica_from_json(const json_t *obj, struct iod_agent_replica *r,
-                                struct iod_err *e);
+int iod_agent_replica_from_json(const json_t *obj, struct iod_agent_replica *r, struct iod_err *e);
 int iod_agent_manifest_parse(const char *text, size_t len, struct iod_agent_replica *out,
                              uint32_t max, uint32_t *n, struct iod_err *e);
 json_t *iod_agent_replica_to_json(const struct iod_agent_replica *r);
@@ -144,20 +143,20 @@ json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, cons
 /* ---- the reconciler (pure) --------------------------------------------- */
 
 struct iod_agent_rec_config {
-	uint64_t backoff_base_ns;      /* first restart delay after a failure */
-	uint64_t backoff_max_ns;       /* cap of the doubling delay */
-	uint64_t backoff_reset_ns;     /* a run this long resets the delay to base */
-	uint64_t stop_grace_ns;        /* SIGTERM to SIGKILL */
-	uint32_t liveness_failures;    /* failures in a row past "unhealthy" that restart */
-	uint64_t startup_grace_ns;     /* before a first passed check, failures only wait */
+	uint64_t backoff_base_ns;   /* first restart delay after a failure */
+	uint64_t backoff_max_ns;    /* cap of the doubling delay */
+	uint64_t backoff_reset_ns;  /* a run this long resets the delay to base */
+	uint64_t stop_grace_ns;     /* SIGTERM to SIGKILL */
+	uint32_t liveness_failures; /* failures in a row past "unhealthy" that restart */
+	uint64_t startup_grace_ns;  /* before a first passed check, failures only wait */
 };
 void iod_agent_rec_config_default(struct iod_agent_rec_config *c);
 
-#define IOD_AGENT_ACTIONS(X)     \
-	X(START, "start")        \
-	X(STOP, "stop")          \
-	X(KILL, "kill")          \
-	X(PROBE, "probe")        \
+#define IOD_AGENT_ACTIONS(X) \
+	X(START, "start")    \
+	X(STOP, "stop")      \
+	X(KILL, "kill")      \
+	X(PROBE, "probe")    \
 	X(REPORT, "report")
 
 enum iod_agent_action_kind {
@@ -174,42 +173,42 @@ const char *iod_agent_action_name(enum iod_agent_action_kind k);
  * replica is gone from this node, drop its status).
  */
 struct iod_agent_action {
-	enum iod_agent_action_kind kind;      /* what */
-	uint32_t slot;                        /* iod_agent_rec_slot() index */
-	char name[IOD_NAME_MAX];              /* replica name */
-	enum iod_agent_phase phase;           /* REPORT: the phase now */
-	bool ready;                           /* REPORT: endpoint should receive traffic */
-	bool removed;                         /* REPORT: replica no longer on this node */
-	uint32_t restarts;                    /* REPORT: restarts so far */
-	char reason[IOD_AGENT_REASON_MAX];    /* REPORT: why this phase */
+	enum iod_agent_action_kind kind;   /* what */
+	uint32_t slot;                     /* iod_agent_rec_slot() index */
+	char name[IOD_NAME_MAX];           /* replica name */
+	enum iod_agent_phase phase;        /* REPORT: the phase now */
+	bool ready;                        /* REPORT: endpoint should receive traffic */
+	bool removed;                      /* REPORT: replica no longer on this node */
+	uint32_t restarts;                 /* REPORT: restarts so far */
+	char reason[IOD_AGENT_REASON_MAX]; /* REPORT: why this phase */
 };
 
 /* The reconciler's record of one replica (read-only for shells). */
 struct iod_agent_slot {
-	bool used;                            /* slot holds a replica */
-	bool desired;                         /* still placed on this node */
-	struct iod_agent_replica want;        /* what runs (or will run next) */
-	bool recreate;                        /* want changed: stop, then start anew */
-	enum iod_agent_phase phase;           /* where it is */
-	char reason[IOD_AGENT_REASON_MAX];    /* why */
-	bool alive;                           /* a process exists for it */
-	bool ready;                           /* endpoint should receive traffic */
-	bool dirty;                           /* phase/ready changed since the last REPORT */
-	bool restart_after_stop;              /* a liveness/recreate stop: start again */
-	bool term_sent;                       /* SIGTERM already asked for */
-	bool kill_sent;                       /* SIGKILL already asked for */
-	bool ever_started;                    /* a process ran for it at least once */
-	uint32_t restarts;                    /* starts after the first */
-	uint64_t backoff_ns;                  /* next restart delay */
-	uint64_t start_at_ns;                 /* pending: start no earlier than this */
-	uint64_t started_ns;                  /* when the process last started */
-	uint64_t stop_deadline_ns;            /* stopping: SIGKILL after this */
-	uint64_t probe_at_ns;                 /* next health check */
-	bool probe_in_flight;                 /* PROBE issued, no result yet */
-	uint32_t ok_streak;                   /* consecutive passed checks */
-	uint32_t fail_streak;                 /* consecutive failed checks */
-	bool passed_once;                     /* a check passed since the process started */
-	uint64_t phase_since_ns;              /* when phase was entered */
+	bool used;                         /* slot holds a replica */
+	bool desired;                      /* still placed on this node */
+	struct iod_agent_replica want;     /* what runs (or will run next) */
+	bool recreate;                     /* want changed: stop, then start anew */
+	enum iod_agent_phase phase;        /* where it is */
+	char reason[IOD_AGENT_REASON_MAX]; /* why */
+	bool alive;                        /* a process exists for it */
+	bool ready;                        /* endpoint should receive traffic */
+	bool dirty;                        /* phase/ready changed since the last REPORT */
+	bool restart_after_stop;           /* a liveness/recreate stop: start again */
+	bool term_sent;                    /* SIGTERM already asked for */
+	bool kill_sent;                    /* SIGKILL already asked for */
+	bool ever_started;                 /* a process ran for it at least once */
+	uint32_t restarts;                 /* starts after the first */
+	uint64_t backoff_ns;               /* next restart delay */
+	uint64_t start_at_ns;              /* pending: start no earlier than this */
+	uint64_t started_ns;               /* when the process last started */
+	uint64_t stop_deadline_ns;         /* stopping: SIGKILL after this */
+	uint64_t probe_at_ns;              /* next health check */
+	bool probe_in_flight;              /* PROBE issued, no result yet */
+	uint32_t ok_streak;                /* consecutive passed checks */
+	uint32_t fail_streak;              /* consecutive failed checks */
+	bool passed_once;                  /* a check passed since the process started */
+	uint64_t phase_since_ns;           /* when phase was entered */
 };
 
 struct iod_agent_rec;
@@ -232,10 +231,10 @@ int iod_agent_rec_on_started(struct iod_agent_rec *r, const char *name, uint64_t
 int iod_agent_rec_on_start_failed(struct iod_agent_rec *r, const char *name, const char *why,
                                   uint64_t now_ns);
 /* exit_code >= 0 for a normal exit, or signal > 0 when killed by one. */
-int iod_agent_rec_on_exited(struct iod_agent_rec *r, const char *name, int exit_code,
-                            int signal, uint64_t now_ns);
-int iod_agent_rec_on_probe(struct iod_agent_rec *r, const char *name, bool ok,
-                           const char *detail, uint64_t now_ns);
+int iod_agent_rec_on_exited(struct iod_agent_rec *r, const char *name, int exit_code, int signal,
+                            uint64_t now_ns);
+int iod_agent_rec_on_probe(struct iod_agent_rec *r, const char *name, bool ok, const char *detail,
+                           uint64_t now_ns);
 
 /*
  * Decide: fill up to max actions (slot order, deterministic), set *n and
@@ -256,10 +255,10 @@ int iod_agent_rec_find(const struct iod_agent_rec *r, const char *name);
 /* What the sandbox could set up on this machine (probed once). */
 struct iod_agent_caps {
 	bool ns_pid, ns_mount, ns_uts, ns_ipc, ns_net; /* namespaces we may create */
-	int cgroup_version;                   /* 2, 1, or 0 = no writable cgroups */
-	char cgroup_mem[IOD_AGENT_PATH_MAX];  /* v1 memory hierarchy or v2 root */
-	char cgroup_cpu[IOD_AGENT_PATH_MAX];  /* v1 cpu hierarchy or v2 root */
-	char warning[IOD_ERR_MSG_MAX];        /* what is missing, for the log */
+	int cgroup_version;                            /* 2, 1, or 0 = no writable cgroups */
+	char cgroup_mem[IOD_AGENT_PATH_MAX];           /* v1 memory hierarchy or v2 root */
+	char cgroup_cpu[IOD_AGENT_PATH_MAX];           /* v1 cpu hierarchy or v2 root */
+	char warning[IOD_ERR_MSG_MAX];                 /* what is missing, for the log */
 };
 void iod_agent_caps_probe(struct iod_agent_caps *caps);
 
@@ -277,10 +276,10 @@ struct iod_agent_exec_config {
 
 /* A running sandbox, as the shell tracks it. */
 struct iod_agent_proc {
-	pid_t pid;                            /* the sandbox's init (shim) in our namespace */
-	char cgroup_mem[IOD_AGENT_PATH_MAX];  /* created cgroup dirs, "" if none */
+	pid_t pid;                           /* the sandbox's init (shim) in our namespace */
+	char cgroup_mem[IOD_AGENT_PATH_MAX]; /* created cgroup dirs, "" if none */
 	char cgroup_cpu[IOD_AGENT_PATH_MAX];
-	char sandbox_warn[IOD_ERR_MSG_MAX];   /* what could not be applied */
+	char sandbox_warn[IOD_ERR_MSG_MAX]; /* what could not be applied */
 };
 
 /*
@@ -310,11 +309,11 @@ int iod_agent_sandbox_apply_mempolicy(int32_t numa_node, struct iod_err *e);
 /* ---- rotating log files ------------------------------------------------- */
 
 struct iod_agent_log {
-	int fd;                               /* current file, -1 when closed */
-	char path[IOD_AGENT_PATH_MAX];        /* current file */
-	uint64_t size_bytes;                  /* written to the current file */
-	uint64_t max_bytes;                   /* rotate past this */
-	uint32_t files;                       /* rotated files kept */
+	int fd;                        /* current file, -1 when closed */
+	char path[IOD_AGENT_PATH_MAX]; /* current file */
+	uint64_t size_bytes;           /* written to the current file */
+	uint64_t max_bytes;            /* rotate past this */
+	uint32_t files;                /* rotated files kept */
 };
 int iod_agent_log_open(struct iod_agent_log *l, const char *path, uint64_t max_bytes,
                        uint32_t files, struct iod_err *e);
@@ -335,23 +334,23 @@ int iod_agent_probe_run(const struct iod_agent_health *h, const char *host, uint
 /* ---- the agent (shell) --------------------------------------------------- */
 
 struct iod_agent_config {
-	char name[IOD_NAME_MAX];              /* node name */
-	char data_dir[IOD_AGENT_PATH_MAX];    /* run dir: replicas/, events.jsonl, status.json */
-	char manifest[IOD_AGENT_PATH_MAX];    /* desired replicas file, re-read on change */
-	struct iod_agent_rec_config rec;      /* reconciler tuning */
-	uint64_t log_max_bytes;               /* per replica log file */
-	uint32_t log_files;                   /* rotated files kept */
-	bool use_namespaces;                  /* sandbox replicas (default true) */
-	uint64_t run_for_ns;                  /* 0 = until SIGTERM/SIGINT; tests bound it */
+	char name[IOD_NAME_MAX];           /* node name */
+	char data_dir[IOD_AGENT_PATH_MAX]; /* run dir: replicas/, events.jsonl, status.json */
+	char manifest[IOD_AGENT_PATH_MAX]; /* desired replicas file, re-read on change */
+	struct iod_agent_rec_config rec;   /* reconciler tuning */
+	uint64_t log_max_bytes;            /* per replica log file */
+	uint32_t log_files;                /* rotated files kept */
+	bool use_namespaces;               /* sandbox replicas (default true) */
+	uint64_t run_for_ns;               /* 0 = until SIGTERM/SIGINT; tests bound it */
 	/* control plane (when servers is set, instead of a manifest) */
-	char servers[IOD_AGENT_PATH_MAX];     /* API addresses "host:port,..." */
-	char addr[IOD_ADDR_MAX];              /* this node's address for endpoints */
-	uint64_t lease_ttl_ms;                /* node lease; lost when not renewed in time */
-	uint64_t stateful_grace_ms;           /* lost node: wait this long to move stateful */
-	uint32_t gpus;                        /* GPUs this node offers */
-	uint32_t cpus;                        /* CPUs this node offers */
-	char model[IOD_NAME_MAX];             /* hardware model name ("host" = discovered) */
-	json_t *topology;                     /* optional topology document to register */
+	char servers[IOD_AGENT_PATH_MAX]; /* API addresses "host:port,..." */
+	char addr[IOD_ADDR_MAX];          /* this node's address for endpoints */
+	uint64_t lease_ttl_ms;            /* node lease; lost when not renewed in time */
+	uint64_t stateful_grace_ms;       /* lost node: wait this long to move stateful */
+	uint32_t gpus;                    /* GPUs this node offers */
+	uint32_t cpus;                    /* CPUs this node offers */
+	char model[IOD_NAME_MAX];         /* hardware model name ("host" = discovered) */
+	json_t *topology;                 /* optional topology document to register */
 };
 void iod_agent_config_default(struct iod_agent_config *c);
 

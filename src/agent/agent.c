@@ -28,19 +28,19 @@
 #define MANIFEST_POLL_NS (100 * IOD_NS_PER_MS)
 
 struct agent {
-	const struct iod_agent_config *cfg;   /* settings */
-	struct iod_agent_exec_config exec;    /* executor settings */
-	struct iod_agent_caps caps;           /* what the sandbox may use */
-	struct iod_agent_rec *rec;            /* the pure core */
-	struct iod_agent_proc *procs;         /* per reconciler slot */
-	struct iod_agent_replica *desired;    /* manifest buffer */
-	struct iod_agent_log events;          /* events.jsonl */
-	uint64_t rev;                         /* last event revision */
-	struct timespec manifest_mtime;       /* of the last manifest read */
-	off_t manifest_size;                  /* of the last manifest read */
-	bool stopping;                        /* SIGTERM seen: stop everything */
-	struct iod_agent_cluster *cluster;    /* control plane link, or NULL (manifest) */
-	int wake_fd;                          /* eventfd: the cluster has news */
+	const struct iod_agent_config *cfg; /* settings */
+	struct iod_agent_exec_config exec;  /* executor settings */
+	struct iod_agent_caps caps;         /* what the sandbox may use */
+	struct iod_agent_rec *rec;          /* the pure core */
+	struct iod_agent_proc *procs;       /* per reconciler slot */
+	struct iod_agent_replica *desired;  /* manifest buffer */
+	struct iod_agent_log events;        /* events.jsonl */
+	uint64_t rev;                       /* last event revision */
+	struct timespec manifest_mtime;     /* of the last manifest read */
+	off_t manifest_size;                /* of the last manifest read */
+	bool stopping;                      /* SIGTERM seen: stop everything */
+	struct iod_agent_cluster *cluster;  /* control plane link, or NULL (manifest) */
+	int wake_fd;                        /* eventfd: the cluster has news */
 };
 
 static uint64_t now_ns(void)
@@ -95,7 +95,8 @@ static void publish(struct agent *a, const char *type, json_t *ev)
 {
 	json_t *o = json_object();
 	json_object_set_new(o, "rev", json_integer((json_int_t)++a->rev));
-	json_object_set_new(o, "time_ms", json_integer((json_int_t)(iod_time_unix_ns() / IOD_NS_PER_MS)));
+	json_object_set_new(o, "time_ms",
+	                    json_integer((json_int_t)(iod_time_unix_ns() / IOD_NS_PER_MS)));
 	json_object_set_new(o, "type", json_string(type));
 	json_object_set_new(o, "node", json_string(a->cfg->name));
 	json_object_update(o, ev);
@@ -226,16 +227,12 @@ static void do_action(struct agent *a, const struct iod_agent_action *act)
 			iod_agent_rec_on_started(a->rec, act->name, now_ns());
 		}
 		break;
-	case IOD_AGENT_ACT_STOP:
-		iod_agent_exec_signal(p, SIGTERM);
-		break;
-	case IOD_AGENT_ACT_KILL:
-		iod_agent_exec_signal(p, SIGKILL);
-		break;
+	case IOD_AGENT_ACT_STOP: iod_agent_exec_signal(p, SIGTERM); break;
+	case IOD_AGENT_ACT_KILL: iod_agent_exec_signal(p, SIGKILL); break;
 	case IOD_AGENT_ACT_PROBE: {
 		uint16_t port = s->want.health.port ? s->want.health.port : s->want.port;
-		int rc = iod_agent_probe_run(&s->want.health, "127.0.0.1", port, detail,
-		                             sizeof(detail));
+		int rc =
+		    iod_agent_probe_run(&s->want.health, "127.0.0.1", port, detail, sizeof(detail));
 		iod_agent_rec_on_probe(a->rec, act->name, rc == 0, detail, now_ns());
 		break;
 	}
@@ -369,12 +366,16 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 	publish(a, "agent-started", ev);
 	IOD_INFO("agent", "node %s: data in %s, %s %s", c->name, c->data_dir,
 	         c->servers[0] ? "control plane" : "manifest",
-	         c->servers[0] ? c->servers : c->manifest[0] ? c->manifest : "(none)");
+	         c->servers[0]    ? c->servers
+	         : c->manifest[0] ? c->manifest
+	                          : "(none)");
 	load_manifest(a, true);
 	if (c->servers[0]) {
 		a->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (a->wake_fd < 0 || (rc = iod_agent_cluster_start(&a->cluster, c, a->wake_fd, e))) {
-			rc = a->wake_fd < 0 ? iod_err_set(e, -errno, "eventfd: %s", strerror(errno)) : rc;
+		if (a->wake_fd < 0 ||
+		    (rc = iod_agent_cluster_start(&a->cluster, c, a->wake_fd, e))) {
+			rc = a->wake_fd < 0 ? iod_err_set(e, -errno, "eventfd: %s", strerror(errno))
+			                    : rc;
 			goto out;
 		}
 	}

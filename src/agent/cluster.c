@@ -28,29 +28,29 @@
 #include <unistd.h>
 
 struct report {
-	bool used;                        /* slot holds a pending report */
-	struct iod_agent_action act;      /* what to publish */
-	char service[IOD_NAME_MAX];       /* replica's service */
-	uint16_t port;                    /* replica's port */
+	bool used;                   /* slot holds a pending report */
+	struct iod_agent_action act; /* what to publish */
+	char service[IOD_NAME_MAX];  /* replica's service */
+	uint16_t port;               /* replica's port */
 };
 
 struct iod_agent_cluster {
 	const struct iod_agent_config *cfg; /* settings (outlive us) */
-	int wake_fd;                      /* eventfd the agent loop polls */
-	pthread_t watcher, writer;        /* the two threads */
+	int wake_fd;                        /* eventfd the agent loop polls */
+	pthread_t watcher, writer;          /* the two threads */
 	bool watcher_started, writer_started;
-	pthread_mutex_t mu;               /* guards everything below */
-	pthread_cond_t cv;                /* writer: reports or stop */
-	bool stop;                        /* threads exit */
+	pthread_mutex_t mu; /* guards everything below */
+	pthread_cond_t cv;  /* writer: reports or stop */
+	bool stop;          /* threads exit */
 	/* mailbox to the agent loop */
 	struct iod_agent_replica *desired; /* IOD_AGENT_REPLICAS_MAX */
 	uint32_t desired_n;
-	bool desired_new;                 /* not yet taken */
-	bool resync;                      /* registered (again): report everything */
+	bool desired_new; /* not yet taken */
+	bool resync;      /* registered (again): report everything */
 	/* from the agent loop */
-	struct report *reports;           /* IOD_AGENT_REPLICAS_MAX, coalesced by name */
-	uint64_t lease_id;                /* current lease, 0 = not registered */
-	char addr[IOD_ADDR_MAX];          /* this node's address for endpoints */
+	struct report *reports;  /* IOD_AGENT_REPLICAS_MAX, coalesced by name */
+	uint64_t lease_id;       /* current lease, 0 = not registered */
+	char addr[IOD_ADDR_MAX]; /* this node's address for endpoints */
 };
 
 static uint64_t mono_ms(void)
@@ -96,8 +96,7 @@ static int register_node(struct iod_agent_cluster *c, struct iod_api_client *cl)
 	json_t *node = json_pack("{s:s, s:i, s:i, s:s, s:i, s:I}", "addr", c->addr, "gpus",
 	                         (int)cfg->gpus, "cpus", (int)cfg->cpus, "model",
 	                         cfg->model[0] ? cfg->model : "host", "agent_pid", (int)getpid(),
-	                         "registered_ms",
-	                         (json_int_t)(iod_time_unix_ns() / IOD_NS_PER_MS));
+	                         "registered_ms", (json_int_t)(iod_time_unix_ns() / IOD_NS_PER_MS));
 	if (cfg->topology)
 		json_object_set(node, "topology", cfg->topology);
 	snprintf(path, sizeof(path), "/v1/nodes/%s?lease=%llu", cfg->name, (unsigned long long)id);
@@ -136,8 +135,9 @@ static void renew(struct iod_agent_cluster *c, struct iod_api_client *cl)
 	snprintf(path, sizeof(path), "/v1/leases/%llu", (unsigned long long)id);
 	int rc = request(cl, "PUT", path, NULL, &r, &e);
 	if (!rc && r.status == 404) {
-		IOD_WARN("agent", "node %s: lease %llu expired (this node was declared lost): "
-		                  "registering again",
+		IOD_WARN("agent",
+		         "node %s: lease %llu expired (this node was declared lost): "
+		         "registering again",
 		         c->cfg->name, (unsigned long long)id);
 		pthread_mutex_lock(&c->mu);
 		c->lease_id = 0;
@@ -162,11 +162,11 @@ static void write_endpoint(struct iod_agent_cluster *c, struct iod_api_client *c
 	const struct iod_agent_action *a = &rp->act;
 	char address[IOD_ADDR_MAX + 8];
 	snprintf(address, sizeof(address), "%s:%u", c->addr, rp->port);
-	json_t *ep = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:b, s:s, s:s}", "replica", a->name,
-	                       "service", rp->service, "node", c->cfg->name, "address", address,
-	                       "addr", c->addr, "port", (int)rp->port, "healthy", a->ready,
-	                       "health", a->ready ? "healthy" : "unhealthy", "phase",
-	                       iod_agent_phase_name(a->phase));
+	json_t *ep =
+	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:b, s:s, s:s}", "replica", a->name,
+	              "service", rp->service, "node", c->cfg->name, "address", address, "addr",
+	              c->addr, "port", (int)rp->port, "healthy", a->ready, "health",
+	              a->ready ? "healthy" : "unhealthy", "phase", iod_agent_phase_name(a->phase));
 	snprintf(path, sizeof(path), "/v1/endpoints/%s", a->name);
 	if (request(cl, "PUT", path, ep, &r, &e))
 		IOD_WARN("agent", "%s: endpoint: %s", a->name, e.msg);
@@ -355,9 +355,9 @@ static void reschedule(struct iod_agent_cluster *c, struct iod_api_client *cl, c
                        const json_t *services, const json_t *replicas)
 {
 	json_t *unplaced = NULL;
-	json_t *w = iod_agent_resched_plan(nodes, replicas, services,
-	                                   iod_time_unix_ns() / IOD_NS_PER_MS,
-	                                   c->cfg->stateful_grace_ms, &unplaced);
+	json_t *w =
+	    iod_agent_resched_plan(nodes, replicas, services, iod_time_unix_ns() / IOD_NS_PER_MS,
+	                           c->cfg->stateful_grace_ms, &unplaced);
 	size_t i;
 	json_t *x;
 	json_array_foreach(w, i, x)
@@ -371,7 +371,8 @@ static void reschedule(struct iod_agent_cluster *c, struct iod_api_client *cl, c
 		iod_json_get_u64(x, "prev_rev", &prev);
 		snprintf(path, sizeof(path), "/v1/replicas/%s?prev_rev=%llu", name,
 		         (unsigned long long)prev);
-		if (!request(cl, "PUT", path, json_object_get(x, "value"), &r, &e) && r.status == 200) {
+		if (!request(cl, "PUT", path, json_object_get(x, "value"), &r, &e) &&
+		    r.status == 200) {
 			const char *reason = "";
 			iod_json_get_str(json_object_get(x, "value"), "reason", &reason);
 			IOD_INFO("agent", "%s: %s", name, reason);
@@ -422,8 +423,9 @@ static void *watcher_main(void *arg)
 				iod_json_get_u64(reps, "rev", &r1);
 				iod_json_get_u64(nodes, "rev", &rn);
 				rev = IOD_MAX(rev, r1);
-				if (iod_agent_desired_from_state(c->cfg->name, nodes, svcs, reps, buf,
-				                                 IOD_AGENT_REPLICAS_MAX, &n, &e))
+				if (iod_agent_desired_from_state(c->cfg->name, nodes, svcs, reps,
+				                                 buf, IOD_AGENT_REPLICAS_MAX, &n,
+				                                 &e))
 					IOD_WARN("agent", "desired state: %s", e.msg);
 				pthread_mutex_lock(&c->mu);
 				memcpy(c->desired, buf, n * sizeof(*buf));
@@ -513,8 +515,8 @@ int iod_agent_cluster_start(struct iod_agent_cluster **out, const struct iod_age
 	return 0;
 }
 
-bool iod_agent_cluster_take(struct iod_agent_cluster *c, struct iod_agent_replica *out,
-                            uint32_t *n, bool *resync)
+bool iod_agent_cluster_take(struct iod_agent_cluster *c, struct iod_agent_replica *out, uint32_t *n,
+                            bool *resync)
 {
 	bool fresh;
 	pthread_mutex_lock(&c->mu);

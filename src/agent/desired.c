@@ -134,8 +134,7 @@ static int one(const char *node, const json_t *nodes, const json_t *services,
 		             : !strcmp(s, "on-failure") ? IOD_RESTART_ON_FAILURE
 		                                        : IOD_RESTART_ALWAYS;
 	/* program: command then args */
-	if (!iod_json_get_str(spec, "command", &s) && s[0] &&
-	    iod_agent_replica_add_arg(r, s))
+	if (!iod_json_get_str(spec, "command", &s) && s[0] && iod_agent_replica_add_arg(r, s))
 		return iod_err_set(e, -E2BIG, "replica %s: command too long", name);
 	size_t i;
 	json_t *a;
@@ -175,7 +174,8 @@ static int one(const char *node, const json_t *nodes, const json_t *services,
 		return iod_err_set(e, -E2BIG, "replica %s: environment too large", name);
 	if (addresses(nodes, replicas, svc, peers, sizeof(peers)) ||
 	    iod_agent_replica_add_env(r, "IOD_PEERS", peers))
-		return iod_err_set(e, -E2BIG, "replica %s: too many peers for the environment", name);
+		return iod_err_set(e, -E2BIG, "replica %s: too many peers for the environment",
+		                   name);
 	json_array_foreach(json_object_get(spec, "depends_on"), i, a)
 	{
 		char var[IOD_NAME_MAX + 16];
@@ -205,8 +205,8 @@ int iod_agent_desired_from_state(const char *node, const json_t *nodes, const js
 		    strcmp(on, node))
 			continue;
 		if (*n >= max)
-			return iod_err_set(e, -E2BIG, "more than %u replicas placed on node %s", max,
-			                   node);
+			return iod_err_set(e, -E2BIG, "more than %u replicas placed on node %s",
+			                   max, node);
 		int rc = one(node, nodes, services, replicas, name, v, &out[*n], e);
 		if (rc == -ENOENT)
 			continue; /* service deleted: its replicas go too */

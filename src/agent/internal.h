@@ -16,8 +16,8 @@ int iod_agent_cluster_start(struct iod_agent_cluster **out, const struct iod_age
                             int wake_fd, struct iod_err *e);
 /* New desired replicas since the last call? (copied into out, *n set).
  * *resync: the node (re-)registered: report every replica again. */
-bool iod_agent_cluster_take(struct iod_agent_cluster *c, struct iod_agent_replica *out,
-                            uint32_t *n, bool *resync);
+bool iod_agent_cluster_take(struct iod_agent_cluster *c, struct iod_agent_replica *out, uint32_t *n,
+                            bool *resync);
 /* Queue a phase report (coalesced per replica; never blocks on the network). */
 void iod_agent_cluster_report(struct iod_agent_cluster *c, const struct iod_agent_action *a,
                               const char *service, uint16_t port);

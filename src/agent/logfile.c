@@ -23,7 +23,8 @@ int iod_agent_log_open(struct iod_agent_log *l, const char *path, uint64_t max_b
 	memset(l, 0, sizeof(*l));
 	l->fd = -1;
 	if (!max_bytes || files > 99)
-		return iod_err_set(e, -EINVAL, "log %s: max_bytes must be > 0 and files <= 99", path);
+		return iod_err_set(e, -EINVAL, "log %s: max_bytes must be > 0 and files <= 99",
+		                   path);
 	if (iod_strlcpy(l->path, path, sizeof(l->path)))
 		return iod_err_set(e, -ENAMETOOLONG, "log path too long: %s", path);
 	l->max_bytes = max_bytes;

@@ -177,10 +177,8 @@ int iod_agent_probe_run(const struct iod_agent_health *h, const char *host, uint
 
 	detail[0] = 0;
 	switch (h->kind) {
-	case IOD_HEALTH_NONE:
-		return 0;
-	case IOD_HEALTH_EXEC:
-		return check_exec(h, deadline, detail, len);
+	case IOD_HEALTH_NONE: return 0;
+	case IOD_HEALTH_EXEC: return check_exec(h, deadline, detail, len);
 	case IOD_HEALTH_TCP:
 		if (!port) {
 			snprintf(detail, len, "tcp check without a port");

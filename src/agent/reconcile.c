@@ -258,8 +258,9 @@ int iod_agent_rec_on_started(struct iod_agent_rec *r, const char *name, uint64_t
 	s->probe_in_flight = false;
 	if (has_check(s)) {
 		s->probe_at_ns = now_ns; /* first check at once: fast readiness */
-		set_phase(s, IOD_AGENT_RUNNING, now_ns, "process started; waiting for %u passed "
-		                                        "checks",
+		set_phase(s, IOD_AGENT_RUNNING, now_ns,
+		          "process started; waiting for %u passed "
+		          "checks",
 		          s->want.health.healthy_threshold ? s->want.health.healthy_threshold : 1);
 		set_ready(s, false);
 	} else {
@@ -275,8 +276,8 @@ static void after_end(struct iod_agent_rec *r, struct iod_agent_slot *s, bool fa
 {
 	char delay[32];
 	enum iod_restart pol = s->want.restart;
-	bool restart = s->desired &&
-	               (pol == IOD_RESTART_ALWAYS || (pol == IOD_RESTART_ON_FAILURE && failed));
+	bool restart =
+	    s->desired && (pol == IOD_RESTART_ALWAYS || (pol == IOD_RESTART_ON_FAILURE && failed));
 
 	set_ready(s, false);
 	if (!restart) {
@@ -328,7 +329,8 @@ int iod_agent_rec_on_exited(struct iod_agent_rec *r, const char *name, int exit_
 			 * (liveness restarts count against the backoff). */
 			s->restart_after_stop = false;
 			s->start_at_ns = now_ns;
-			set_phase(s, IOD_AGENT_PENDING, now_ns, "stopped (%s); starting again", what);
+			set_phase(s, IOD_AGENT_PENDING, now_ns, "stopped (%s); starting again",
+			          what);
 		} else {
 			set_phase(s, IOD_AGENT_EXITED, now_ns, "stopped (%s)", what);
 			s->start_at_ns = UINT64_MAX;
@@ -381,8 +383,8 @@ int iod_agent_rec_on_probe(struct iod_agent_rec *r, const char *name, bool ok, c
 	}
 	if (s->fail_streak >= down + r->cfg.liveness_failures && r->cfg.liveness_failures) {
 		char why[IOD_AGENT_REASON_MAX];
-		snprintf(why, sizeof(why), "liveness: %u checks failed in a row: %s", s->fail_streak,
-		         detail ? detail : "failed");
+		snprintf(why, sizeof(why), "liveness: %u checks failed in a row: %s",
+		         s->fail_streak, detail ? detail : "failed");
 		s->restart_after_stop = true;
 		begin_stop(r, s, now_ns, why);
 	}

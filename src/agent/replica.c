@@ -37,8 +37,7 @@ int iod_agent_replica_add_arg(struct iod_agent_replica *r, const char *arg)
 
 int iod_agent_replica_add_env(struct iod_agent_replica *r, const char *name, const char *value)
 {
-	return strv_add(r->env_buf, sizeof(r->env_buf), &r->envc, IOD_AGENT_ENVS_MAX, name,
-	                value);
+	return strv_add(r->env_buf, sizeof(r->env_buf), &r->envc, IOD_AGENT_ENVS_MAX, name, value);
 }
 
 const char *iod_agent_strv_at(const char *buf, size_t buf_len, uint32_t n, uint32_t i)
@@ -57,16 +56,16 @@ const char *iod_agent_strv_at(const char *buf, size_t buf_len, uint32_t n, uint3
 static const char *const restart_names[] = {"always", "on-failure", "never"};
 static const char *const health_names[] = {"none", "exec", "tcp", "http"};
 
-static int get_u64(const json_t *o, const char *key, uint64_t *v, uint64_t max,
-                   const char *name, struct iod_err *e)
+static int get_u64(const json_t *o, const char *key, uint64_t *v, uint64_t max, const char *name,
+                   struct iod_err *e)
 {
 	int rc = iod_json_get_u64(o, key, v);
 	if (rc == -ENOENT)
 		return 0;
 	if (rc || *v > max)
 		return iod_err_set(e, -EINVAL,
-		                   "replica \"%s\": field \"%s\" must be an integer in 0..%llu", name,
-		                   key, (unsigned long long)max);
+		                   "replica \"%s\": field \"%s\" must be an integer in 0..%llu",
+		                   name, key, (unsigned long long)max);
 	return 0;
 }
 
@@ -81,8 +80,9 @@ static int get_str(const json_t *o, const char *key, char *dst, size_t len, cons
 		return iod_err_set(e, -EINVAL, "replica \"%s\": field \"%s\" must be a string",
 		                   name, key);
 	if (iod_strlcpy(dst, s, len))
-		return iod_err_set(e, -E2BIG, "replica \"%s\": field \"%s\" is longer than %zu bytes",
-		                   name, key, len - 1);
+		return iod_err_set(e, -E2BIG,
+		                   "replica \"%s\": field \"%s\" is longer than %zu bytes", name,
+		                   key, len - 1);
 	return 0;
 }
 
@@ -111,8 +111,8 @@ static int get_set(const json_t *o, const char *key, struct iod_bitmap *b, const
 	if (rc == -ENOENT)
 		return 0;
 	if (rc)
-		return iod_err_set(e, -EINVAL, "replica \"%s\": \"%s\" must be a list like \"0-3,8\"",
-		                   name, key);
+		return iod_err_set(
+		    e, -EINVAL, "replica \"%s\": \"%s\" must be a list like \"0-3,8\"", name, key);
 	if (iod_bitmap_parse(s, b, e))
 		return iod_err_wrap(e, "replica \"%s\": \"%s\"", name, key);
 	return 0;
@@ -126,7 +126,8 @@ static int health_from_json(const json_t *h, struct iod_agent_health *out, const
 	int rc;
 
 	if (!json_is_object(h))
-		return iod_err_set(e, -EINVAL, "replica \"%s\": \"health\" must be an object", name);
+		return iod_err_set(e, -EINVAL, "replica \"%s\": \"health\" must be an object",
+		                   name);
 	if ((rc = get_enum(h, "kind", health_names, 4, &kind, name, e)))
 		return rc;
 	out->kind = (enum iod_health_kind)kind;
@@ -157,8 +158,8 @@ static int health_from_json(const json_t *h, struct iod_agent_health *out, const
 		return iod_err_set(e, -EINVAL, "replica \"%s\": health interval_ms must be > 0",
 		                   name);
 	if (out->kind == IOD_HEALTH_EXEC && !out->command[0])
-		return iod_err_set(e, -EINVAL, "replica \"%s\": an exec health check needs \"command\"",
-		                   name);
+		return iod_err_set(e, -EINVAL,
+		                   "replica \"%s\": an exec health check needs \"command\"", name);
 	if (out->kind == IOD_HEALTH_HTTP && !out->path[0])
 		memcpy(out->path, "/", 2);
 	return 0;
@@ -192,7 +193,8 @@ int iod_agent_replica_from_json(const json_t *o, struct iod_agent_replica *r, st
 	if (!iod_json_get_str(o, "type", &type)) {
 		if (strcmp(type, "stateful") && strcmp(type, "stateless"))
 			return iod_err_set(e, -EINVAL,
-			                   "replica \"%s\": \"type\" must be stateful or stateless", name);
+			                   "replica \"%s\": \"type\" must be stateful or stateless",
+			                   name);
 		r->stateful = !strcmp(type, "stateful");
 	}
 	u = IOD_RESTART_ALWAYS;
@@ -203,20 +205,23 @@ int iod_agent_replica_from_json(const json_t *o, struct iod_agent_replica *r, st
 	json_t *cmd = json_object_get(o, "command");
 	if (cmd) {
 		if (!json_is_array(cmd))
-			return iod_err_set(e, -EINVAL,
-			                   "replica \"%s\": \"command\" must be an array of strings", name);
+			return iod_err_set(
+			    e, -EINVAL, "replica \"%s\": \"command\" must be an array of strings",
+			    name);
 		size_t i;
 		json_t *a;
 		json_array_foreach(cmd, i, a)
 		{
 			if (!json_is_string(a))
 				return iod_err_set(e, -EINVAL,
-				                   "replica \"%s\": command[%zu] must be a string", name, i);
+				                   "replica \"%s\": command[%zu] must be a string",
+				                   name, i);
 			if (iod_agent_replica_add_arg(r, json_string_value(a)))
-				return iod_err_set(e, -E2BIG,
-				                   "replica \"%s\": command has more than %u arguments "
-				                   "or %u bytes",
-				                   name, IOD_AGENT_ARGS_MAX, IOD_AGENT_ARGV_BYTES_MAX);
+				return iod_err_set(
+				    e, -E2BIG,
+				    "replica \"%s\": command has more than %u arguments "
+				    "or %u bytes",
+				    name, IOD_AGENT_ARGS_MAX, IOD_AGENT_ARGV_BYTES_MAX);
 		}
 	}
 	json_t *env = json_object_get(o, "env");
@@ -224,19 +229,22 @@ int iod_agent_replica_from_json(const json_t *o, struct iod_agent_replica *r, st
 		const char *k;
 		json_t *val;
 		if (!json_is_object(env))
-			return iod_err_set(e, -EINVAL, "replica \"%s\": \"env\" must be an object", name);
+			return iod_err_set(e, -EINVAL, "replica \"%s\": \"env\" must be an object",
+			                   name);
 		json_object_foreach(env, k, val)
 		{
 			if (!json_is_string(val) || !k[0] || strchr(k, '='))
-				return iod_err_set(e, -EINVAL,
-				                   "replica \"%s\": env \"%s\" must be a string with a "
-				                   "name without '='",
-				                   name, k);
+				return iod_err_set(
+				    e, -EINVAL,
+				    "replica \"%s\": env \"%s\" must be a string with a "
+				    "name without '='",
+				    name, k);
 			if (iod_agent_replica_add_env(r, k, json_string_value(val)))
-				return iod_err_set(e, -E2BIG,
-				                   "replica \"%s\": env has more than %u variables or %u "
-				                   "bytes",
-				                   name, IOD_AGENT_ENVS_MAX, IOD_AGENT_ENV_BYTES_MAX);
+				return iod_err_set(
+				    e, -E2BIG,
+				    "replica \"%s\": env has more than %u variables or %u "
+				    "bytes",
+				    name, IOD_AGENT_ENVS_MAX, IOD_AGENT_ENV_BYTES_MAX);
 		}
 	}
 	if ((rc = get_set(o, "cpus", &r->cpus, name, e)) ||
@@ -247,7 +255,8 @@ int iod_agent_replica_from_json(const json_t *o, struct iod_agent_replica *r, st
 		if (!json_is_integer(numa) || json_integer_value(numa) < -1 ||
 		    json_integer_value(numa) > 1023)
 			return iod_err_set(e, -EINVAL,
-			                   "replica \"%s\": \"numa\" must be a node number or -1", name);
+			                   "replica \"%s\": \"numa\" must be a node number or -1",
+			                   name);
 		r->numa_node = (int32_t)json_integer_value(numa);
 	}
 	v = 0;
@@ -285,7 +294,8 @@ int iod_agent_manifest_parse(const char *text, size_t len, struct iod_agent_repl
 	}
 	if (json_array_size(list) > max) {
 		json_decref(root);
-		return iod_err_set(e, -E2BIG, "manifest lists %zu replicas; this agent runs at most %u",
+		return iod_err_set(e, -E2BIG,
+		                   "manifest lists %zu replicas; this agent runs at most %u",
 		                   json_array_size(list), max);
 	}
 	size_t i;
@@ -299,8 +309,9 @@ int iod_agent_manifest_parse(const char *text, size_t len, struct iod_agent_repl
 		for (size_t j = 0; j < i; j++)
 			if (!strcmp(out[j].name, out[i].name)) {
 				json_decref(root);
-				return iod_err_set(e, -EINVAL, "replicas[%zu]: name \"%s\" is used twice",
-				                   i, out[i].name);
+				return iod_err_set(e, -EINVAL,
+				                   "replicas[%zu]: name \"%s\" is used twice", i,
+				                   out[i].name);
 			}
 		(*n)++;
 	}
@@ -316,8 +327,8 @@ json_t *iod_agent_replica_to_json(const struct iod_agent_replica *r)
 	iod_bitmap_format(&r->cpus, cpus, sizeof(cpus));
 	iod_bitmap_format(&r->gpus, gpus, sizeof(gpus));
 	for (uint32_t i = 0; i < r->argc; i++)
-		json_array_append_new(
-		    cmd, json_string(iod_agent_strv_at(r->argv_buf, sizeof(r->argv_buf), r->argc, i)));
+		json_array_append_new(cmd, json_string(iod_agent_strv_at(
+		                               r->argv_buf, sizeof(r->argv_buf), r->argc, i)));
 	for (uint32_t i = 0; i < r->envc; i++) {
 		const char *kv = iod_agent_strv_at(r->env_buf, sizeof(r->env_buf), r->envc, i);
 		const char *eq = kv ? strchr(kv, '=') : NULL;
@@ -350,11 +361,14 @@ json_t *iod_agent_replica_to_json(const struct iod_agent_replica *r)
 			json_object_set_new(h, "port", json_integer(r->health.port));
 		if (r->health.path[0])
 			json_object_set_new(h, "path", json_string(r->health.path));
-		json_object_set_new(h, "interval_ms",
-		                    json_integer((json_int_t)(r->health.interval_ns / IOD_NS_PER_MS)));
-		json_object_set_new(h, "timeout_ms",
-		                    json_integer((json_int_t)(r->health.timeout_ns / IOD_NS_PER_MS)));
-		json_object_set_new(h, "healthy_threshold", json_integer(r->health.healthy_threshold));
+		json_object_set_new(
+		    h, "interval_ms",
+		    json_integer((json_int_t)(r->health.interval_ns / IOD_NS_PER_MS)));
+		json_object_set_new(
+		    h, "timeout_ms",
+		    json_integer((json_int_t)(r->health.timeout_ns / IOD_NS_PER_MS)));
+		json_object_set_new(h, "healthy_threshold",
+		                    json_integer(r->health.healthy_threshold));
 		json_object_set_new(h, "unhealthy_threshold",
 		                    json_integer(r->health.unhealthy_threshold));
 		json_object_set_new(o, "health", h);

@@ -21,10 +21,10 @@
 #include <string.h>
 
 struct target {
-	const char *name;        /* node name */
-	uint32_t gpus;           /* GPUs it has */
-	struct iod_bitmap used;  /* GPUs taken by replicas */
-	uint32_t replicas;       /* replicas on it */
+	const char *name;       /* node name */
+	uint32_t gpus;          /* GPUs it has */
+	struct iod_bitmap used; /* GPUs taken by replicas */
+	uint32_t replicas;      /* replicas on it */
 };
 
 static uint32_t count_of(const json_t *v)
@@ -89,7 +89,8 @@ json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, cons
 			if (!t[k].name || strcmp(t[k].name, node))
 				continue;
 			t[k].replicas++;
-			if (!iod_json_get_str(v, "gpus", &gpus) && !iod_bitmap_parse(gpus, &b, NULL))
+			if (!iod_json_get_str(v, "gpus", &gpus) &&
+			    !iod_bitmap_parse(gpus, &b, NULL))
 				iod_bitmap_or(&t[k].used, &b);
 		}
 	}
@@ -117,11 +118,13 @@ json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, cons
 			json_object_set_new(nv, "lost_ms", json_integer((json_int_t)now_ms));
 			json_object_set_new(nv, "phase", json_string("lost"));
 			json_object_set_new(nv, "ready", json_false());
-			json_object_set_new(nv, "reason",
-			                    json_string("node lost; stateful: waiting for it to come "
-			                                "back before moving (its data is there)"));
-			json_array_append_new(writes, json_pack("{s:s, s:I, s:o}", "name", name,
-			                                        "prev_rev", (json_int_t)rev, "value", nv));
+			json_object_set_new(
+			    nv, "reason",
+			    json_string("node lost; stateful: waiting for it to come "
+			                "back before moving (its data is there)"));
+			json_array_append_new(writes,
+			                      json_pack("{s:s, s:I, s:o}", "name", name, "prev_rev",
+			                                (json_int_t)rev, "value", nv));
 			continue;
 		}
 		if (stateful && now_ms < lost_ms + stateful_grace_ms)
@@ -129,9 +132,9 @@ json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, cons
 		int k = pick_target(t, (uint32_t)nn, iod_bitmap_count(&b));
 		if (k < 0) {
 			json_array_append_new(
-			    *unplaced, json_pack("{s:s, s:s}", "replica", name, "reason",
-			                         nn ? "no live node has enough free GPUs"
-			                            : "no live nodes"));
+			    *unplaced,
+			    json_pack("{s:s, s:s}", "replica", name, "reason",
+			              nn ? "no live node has enough free GPUs" : "no live nodes"));
 			continue;
 		}
 		struct iod_bitmap set;
@@ -147,7 +150,8 @@ json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, cons
 		t[k].replicas++;
 		iod_bitmap_format(&set, gl, sizeof(gl));
 		snprintf(why, sizeof(why), "rescheduled from lost node %s to %s (%s)",
-		         node ? node : "?", t[k].name, stateful ? "stateful, grace passed" : "stateless");
+		         node ? node : "?", t[k].name,
+		         stateful ? "stateful, grace passed" : "stateless");
 		json_t *nv = json_deep_copy(v);
 		json_object_set_new(nv, "node", json_string(t[k].name));
 		json_object_set_new(nv, "gpus", json_string(gl));

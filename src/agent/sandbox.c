@@ -138,7 +138,7 @@ void iod_agent_caps_probe(struct iod_agent_caps *c)
 		snprintf(c->cgroup_mem, sizeof(c->cgroup_mem), "/sys/fs/cgroup/memory");
 		snprintf(c->cgroup_cpu, sizeof(c->cgroup_cpu), "%s",
 		         dir_writable("/sys/fs/cgroup/cpu") ? "/sys/fs/cgroup/cpu"
-		                                             : "/sys/fs/cgroup/cpu,cpuacct");
+		                                            : "/sys/fs/cgroup/cpu,cpuacct");
 	} else {
 		snprintf(c->warning, sizeof(c->warning),
 		         "no writable cgroup hierarchy with memory and cpu controllers (neither "
@@ -484,7 +484,8 @@ static void build_vec(const struct iod_agent_exec_config *c, const struct iod_ag
 	const char *path = getenv("PATH");
 
 	for (uint32_t i = 0; i < r->argc && i < IOD_AGENT_ARGS_MAX; i++)
-		v->argv[i] = (char *)iod_agent_strv_at(r->argv_buf, sizeof(r->argv_buf), r->argc, i);
+		v->argv[i] =
+		    (char *)iod_agent_strv_at(r->argv_buf, sizeof(r->argv_buf), r->argc, i);
 	v->argv[r->argc] = NULL;
 	if (v->argv[0] && !strcmp(v->argv[0], "iod") && c->self_exe[0])
 		v->argv[0] = (char *)c->self_exe;
@@ -513,7 +514,8 @@ static void build_vec(const struct iod_agent_exec_config *c, const struct iod_ag
 	/* the replica's own env last: it may override (not identity: listed first
 	 * wins for getenv, so identity stays authoritative) */
 	for (uint32_t i = 0; i < r->envc && n + 1 < IOD_ARRAY_LEN(v->envp); i++)
-		v->envp[n++] = (char *)iod_agent_strv_at(r->env_buf, sizeof(r->env_buf), r->envc, i);
+		v->envp[n++] =
+		    (char *)iod_agent_strv_at(r->env_buf, sizeof(r->env_buf), r->envc, i);
 	v->envp[n] = NULL;
 }
 
@@ -572,7 +574,8 @@ int iod_agent_exec_start(const struct iod_agent_exec_config *c, const struct iod
 	pid_t pid = fork_into(flags, a);
 	if (pid < 0 && flags) {
 		snprintf(p->sandbox_warn, sizeof(p->sandbox_warn),
-		         "clone with namespaces failed (%s): running without them", strerror(errno));
+		         "clone with namespaces failed (%s): running without them",
+		         strerror(errno));
 		a->flags = 0;
 		pid = fork_into(0, a);
 	}

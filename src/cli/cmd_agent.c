@@ -16,43 +16,44 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-	        "usage: iod agent [--name NODE] [--data-dir DIR] [--manifest FILE]\n"
-	        "                 [--no-sandbox] [--backoff DUR] [--backoff-max DUR]\n"
-	        "                 [--stop-grace DUR] [--log-max SIZE] [--log-files N]\n"
-	        "                 [--run-for DUR]\n"
-	        "       iod agent --server HOST:PORT[,...] [--name NODE] [--gpus N] [--cpus N]\n"
-	        "                 [--model NAME] [--addr IP] [--lease-ttl DUR]\n"
-	        "                 [--stateful-grace DUR] [...]\n\n"
-	        "Run this node's replicas, each in its own sandbox (PID, mount, UTS and IPC\n"
-	        "namespaces, cgroup cpu/memory limits, CPU affinity, NUMA policy, GPUs),\n"
-	        "restart them with exponential backoff, run their health checks, and\n"
-	        "publish every phase change as an event.\n\n"
-	        "  --name NODE        node name (default: the host name)\n"
-	        "  --data-dir DIR     replicas' logs and data, events.jsonl, status.json\n"
-	        "                     (default ~/.local/share/iod)\n"
-	        "  --manifest FILE    desired replicas as JSON {\"replicas\": [...]}\n"
-	        "                     (docs/runtime.md); re-read when it changes\n"
-	        "  --no-sandbox       plain child processes (no namespaces)\n"
-	        "  --backoff DUR      first restart delay (default 100ms), doubling up to\n"
-	        "  --backoff-max DUR  (default 10s)\n"
-	        "  --stop-grace DUR   SIGTERM to SIGKILL (default 5s)\n"
-	        "  --log-max SIZE     rotate a replica's log past SIZE (default 10MiB)\n"
-	        "  --log-files N      rotated logs kept per replica (default 3)\n"
-	        "  --run-for DUR      stop after DUR (tests, demos)\n"
-	        "  --server ADDRS     follow the control plane (instead of --manifest):\n"
-	        "                     register this node under a lease, run the replicas\n"
-	        "                     placed on it, report phases and endpoints\n"
-	        "  --gpus N           simulate a generic node with N GPUs (generic-N model)\n"
-	        "  --cpus N           CPUs it offers (default: this machine's)\n"
-	        "  --model NAME       simulate a built-in hardware model (`iod topo --list-models`)\n"
-	        "  --xml FILE         simulate the machine of an hwloc XML file\n"
-	        "                     (default: discover this machine with hwloc)\n"
-	        "  --addr IP          address replicas are reached at (default 127.0.0.1)\n"
-	        "  --lease-ttl DUR    node lease (default 2s): lost when not renewed in time\n"
-	        "  --stateful-grace DUR  after a node is lost, wait this long before moving\n"
-	        "                     its stateful replicas (default 30s)\n\n"
-	        "Stops every replica on SIGTERM/SIGINT. See `iod logs`, `iod events`.\n");
+	fprintf(
+	    f,
+	    "usage: iod agent [--name NODE] [--data-dir DIR] [--manifest FILE]\n"
+	    "                 [--no-sandbox] [--backoff DUR] [--backoff-max DUR]\n"
+	    "                 [--stop-grace DUR] [--log-max SIZE] [--log-files N]\n"
+	    "                 [--run-for DUR]\n"
+	    "       iod agent --server HOST:PORT[,...] [--name NODE] [--gpus N] [--cpus N]\n"
+	    "                 [--model NAME] [--addr IP] [--lease-ttl DUR]\n"
+	    "                 [--stateful-grace DUR] [...]\n\n"
+	    "Run this node's replicas, each in its own sandbox (PID, mount, UTS and IPC\n"
+	    "namespaces, cgroup cpu/memory limits, CPU affinity, NUMA policy, GPUs),\n"
+	    "restart them with exponential backoff, run their health checks, and\n"
+	    "publish every phase change as an event.\n\n"
+	    "  --name NODE        node name (default: the host name)\n"
+	    "  --data-dir DIR     replicas' logs and data, events.jsonl, status.json\n"
+	    "                     (default ~/.local/share/iod)\n"
+	    "  --manifest FILE    desired replicas as JSON {\"replicas\": [...]}\n"
+	    "                     (docs/runtime.md); re-read when it changes\n"
+	    "  --no-sandbox       plain child processes (no namespaces)\n"
+	    "  --backoff DUR      first restart delay (default 100ms), doubling up to\n"
+	    "  --backoff-max DUR  (default 10s)\n"
+	    "  --stop-grace DUR   SIGTERM to SIGKILL (default 5s)\n"
+	    "  --log-max SIZE     rotate a replica's log past SIZE (default 10MiB)\n"
+	    "  --log-files N      rotated logs kept per replica (default 3)\n"
+	    "  --run-for DUR      stop after DUR (tests, demos)\n"
+	    "  --server ADDRS     follow the control plane (instead of --manifest):\n"
+	    "                     register this node under a lease, run the replicas\n"
+	    "                     placed on it, report phases and endpoints\n"
+	    "  --gpus N           simulate a generic node with N GPUs (generic-N model)\n"
+	    "  --cpus N           CPUs it offers (default: this machine's)\n"
+	    "  --model NAME       simulate a built-in hardware model (`iod topo --list-models`)\n"
+	    "  --xml FILE         simulate the machine of an hwloc XML file\n"
+	    "                     (default: discover this machine with hwloc)\n"
+	    "  --addr IP          address replicas are reached at (default 127.0.0.1)\n"
+	    "  --lease-ttl DUR    node lease (default 2s): lost when not renewed in time\n"
+	    "  --stateful-grace DUR  after a node is lost, wait this long before moving\n"
+	    "                     its stateful replicas (default 30s)\n\n"
+	    "Stops every replica on SIGTERM/SIGINT. See `iod logs`, `iod events`.\n");
 }
 
 static int dur(const char *opt, const char *v, uint64_t *ns)
@@ -102,17 +103,26 @@ int cmd_agent(int argc, char **argv)
 {
 	struct iod_agent_config c;
 	struct iod_err e = {0};
-	static const struct option opts[] = {
-	    {"name", required_argument, 0, 'n'},       {"data-dir", required_argument, 0, 'd'},
-	    {"manifest", required_argument, 0, 'm'},   {"no-sandbox", no_argument, 0, 'S'},
-	    {"backoff", required_argument, 0, 'b'},    {"backoff-max", required_argument, 0, 'B'},
-	    {"stop-grace", required_argument, 0, 'g'}, {"log-max", required_argument, 0, 'l'},
-	    {"log-files", required_argument, 0, 'L'},  {"run-for", required_argument, 0, 'r'},
-	    {"server", required_argument, 0, 's'},     {"gpus", required_argument, 0, 'G'},
-	    {"cpus", required_argument, 0, 'C'},       {"model", required_argument, 0, 'M'},
-	    {"addr", required_argument, 0, 'A'},       {"lease-ttl", required_argument, 0, 'T'},
-	    {"stateful-grace", required_argument, 0, 'R'}, {"xml", required_argument, 0, 'X'},
-	    {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+	static const struct option opts[] = {{"name", required_argument, 0, 'n'},
+	                                     {"data-dir", required_argument, 0, 'd'},
+	                                     {"manifest", required_argument, 0, 'm'},
+	                                     {"no-sandbox", no_argument, 0, 'S'},
+	                                     {"backoff", required_argument, 0, 'b'},
+	                                     {"backoff-max", required_argument, 0, 'B'},
+	                                     {"stop-grace", required_argument, 0, 'g'},
+	                                     {"log-max", required_argument, 0, 'l'},
+	                                     {"log-files", required_argument, 0, 'L'},
+	                                     {"run-for", required_argument, 0, 'r'},
+	                                     {"server", required_argument, 0, 's'},
+	                                     {"gpus", required_argument, 0, 'G'},
+	                                     {"cpus", required_argument, 0, 'C'},
+	                                     {"model", required_argument, 0, 'M'},
+	                                     {"addr", required_argument, 0, 'A'},
+	                                     {"lease-ttl", required_argument, 0, 'T'},
+	                                     {"stateful-grace", required_argument, 0, 'R'},
+	                                     {"xml", required_argument, 0, 'X'},
+	                                     {"help", no_argument, 0, 'h'},
+	                                     {0, 0, 0, 0}};
 	uint64_t ns;
 	char *end;
 	const char *xml = NULL;
@@ -129,15 +139,18 @@ int cmd_agent(int argc, char **argv)
 		case 'n':
 			if (iod_strlcpy(c.name, optarg, sizeof(c.name)) || !optarg[0])
 				return iod_cli_fail("agent", IOD_EXIT_INVALID,
-				                    "--name must be 1..%d characters", IOD_NAME_MAX - 1);
+				                    "--name must be 1..%d characters",
+				                    IOD_NAME_MAX - 1);
 			break;
 		case 'd':
 			if (iod_strlcpy(c.data_dir, optarg, sizeof(c.data_dir)))
-				return iod_cli_fail("agent", IOD_EXIT_INVALID, "--data-dir too long");
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--data-dir too long");
 			break;
 		case 'm':
 			if (iod_strlcpy(c.manifest, optarg, sizeof(c.manifest)))
-				return iod_cli_fail("agent", IOD_EXIT_INVALID, "--manifest too long");
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--manifest too long");
 			break;
 		case 'S': c.use_namespaces = false; break;
 		case 'b':
@@ -158,8 +171,8 @@ int cmd_agent(int argc, char **argv)
 			break;
 		case 'l':
 			if (iod_parse_size(optarg, &c.log_max_bytes, &e) || !c.log_max_bytes)
-				return iod_cli_fail("agent", IOD_EXIT_INVALID, "--log-max %s: %s", optarg,
-				                    e.msg[0] ? e.msg : "must be > 0");
+				return iod_cli_fail("agent", IOD_EXIT_INVALID, "--log-max %s: %s",
+				                    optarg, e.msg[0] ? e.msg : "must be > 0");
 			break;
 		case 'L': {
 			unsigned long v = strtoul(optarg, &end, 10);
@@ -177,8 +190,9 @@ int cmd_agent(int argc, char **argv)
 		case 'C': {
 			unsigned long v = strtoul(optarg, &end, 10);
 			if (*end || !optarg[0] || v > IOD_BITMAP_BITS)
-				return iod_cli_fail("agent", IOD_EXIT_INVALID, "--%s must be 0..%d, not %s",
-				                    o == 'G' ? "gpus" : "cpus", IOD_BITMAP_BITS, optarg);
+				return iod_cli_fail(
+				    "agent", IOD_EXIT_INVALID, "--%s must be 0..%d, not %s",
+				    o == 'G' ? "gpus" : "cpus", IOD_BITMAP_BITS, optarg);
 			*(o == 'G' ? &c.gpus : &c.cpus) = (uint32_t)v;
 			gpus_set |= o == 'G';
 			break;
@@ -191,7 +205,8 @@ int cmd_agent(int argc, char **argv)
 				return rc;
 			c.lease_ttl_ms = ns / IOD_NS_PER_MS;
 			if (c.lease_ttl_ms < 10)
-				return iod_cli_fail("agent", IOD_EXIT_INVALID, "--lease-ttl must be >= 10ms");
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--lease-ttl must be >= 10ms");
 			break;
 		case 'R':
 			if ((rc = dur("--stateful-grace", optarg, &ns)))
@@ -202,17 +217,20 @@ int cmd_agent(int argc, char **argv)
 		}
 	}
 	if (optind < argc)
-		return iod_cli_fail("agent", IOD_EXIT_INVALID, "unexpected argument %s", argv[optind]);
+		return iod_cli_fail("agent", IOD_EXIT_INVALID, "unexpected argument %s",
+		                    argv[optind]);
 	if (c.rec.backoff_max_ns < c.rec.backoff_base_ns || !c.rec.backoff_base_ns)
 		return iod_cli_fail("agent", IOD_EXIT_INVALID,
 		                    "--backoff must be > 0 and not above --backoff-max");
 	if (c.servers[0] && c.manifest[0])
-		return iod_cli_fail("agent", IOD_EXIT_INVALID,
-		                    "--server and --manifest are exclusive: the desired state comes "
-		                    "from one of them");
+		return iod_cli_fail(
+		    "agent", IOD_EXIT_INVALID,
+		    "--server and --manifest are exclusive: the desired state comes "
+		    "from one of them");
 	if ((c.model[0] != 0) + (xml != NULL) + gpus_set > 1)
-		return iod_cli_fail("agent", IOD_EXIT_INVALID,
-		                    "--model, --xml and --gpus are exclusive: each names the hardware");
+		return iod_cli_fail(
+		    "agent", IOD_EXIT_INVALID,
+		    "--model, --xml and --gpus are exclusive: each names the hardware");
 	if (c.servers[0] && (rc = topology(&c, xml, gpus_set)))
 		return rc;
 	rc = iod_agent_run(&c, &e) ? iod_cli_fail("agent", IOD_EXIT_ERROR, "%s", e.msg) : 0;

@@ -99,8 +99,9 @@ static void *http_thread(void *arg)
 		int len;
 		if (!strncmp(req, "GET /metrics", 12)) {
 			char body[128];
-			int bl = snprintf(body, sizeof(body), "iod_demo_steps_total{role=\"%s\"} %llu\n",
-			                  role_name, (unsigned long long)atomic_load(&steps_done));
+			int bl =
+			    snprintf(body, sizeof(body), "iod_demo_steps_total{role=\"%s\"} %llu\n",
+			             role_name, (unsigned long long)atomic_load(&steps_done));
 			len = snprintf(resp, sizeof(resp),
 			               "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n"
 			               "Content-Length: %d\r\n\r\n%s",
@@ -135,7 +136,7 @@ static int start_http(uint16_t port)
 /* ---- parameter server --------------------------------------------------------- */
 
 struct ps_client {
-	int fd;          /* -1 = free */
+	int fd; /* -1 = free */
 };
 
 static int ps_serve_one(int fd, float *params, float *grad, uint32_t n, float lr)
@@ -173,11 +174,15 @@ static int run_ps(uint16_t port, uint32_t n)
 	int lfd = listen_on(port);
 	uint64_t last = mono_ns(), last_steps = 0;
 
-	if (!params || !grad)
-		return iod_cli_fail("demo-worker", IOD_EXIT_ERROR, "out of memory");
-	if (lfd < 0)
-		return iod_cli_fail("demo-worker", IOD_EXIT_ERROR, "listen on port %u: %s", port,
-		                    strerror(-lfd));
+	if (!params || !grad || lfd < 0) {
+		free(params);
+		free(grad);
+		if (lfd >= 0)
+			close(lfd);
+		return lfd < 0 ? iod_cli_fail("demo-worker", IOD_EXIT_ERROR,
+		                              "listen on port %u: %s", port, strerror(-lfd))
+		               : iod_cli_fail("demo-worker", IOD_EXIT_ERROR, "out of memory");
+	}
 	for (uint32_t i = 0; i < n; i++)
 		params[i] = 1.0f;
 	for (int i = 0; i < DEMO_CLIENTS_MAX; i++)
@@ -215,9 +220,11 @@ static int run_ps(uint16_t port, uint32_t n)
 		if (t - last >= IOD_NS_PER_S) {
 			uint64_t s = atomic_load(&steps_done);
 			if (s != last_steps)
-				printf("parameter-server: %llu updates, %.1f updates/s, param[0]=%.4f\n",
+				printf("parameter-server: %llu updates, %.1f updates/s, "
+				       "param[0]=%.4f\n",
 				       (unsigned long long)s,
-				       (double)(s - last_steps) * 1e9 / (double)(t - last), params[0]);
+				       (double)(s - last_steps) * 1e9 / (double)(t - last),
+				       params[0]);
 			fflush(stdout);
 			last = t;
 			last_steps = s;
@@ -237,10 +244,10 @@ static int run_ps(uint16_t port, uint32_t n)
 /* ---- worker ---------------------------------------------------------------------- */
 
 struct ps_conn {
-	char addr[64];   /* host:port */
-	int fd;          /* -1 = not connected */
-	uint32_t n;      /* shard size it reported */
-	float *shard;    /* pulled parameters */
+	char addr[64]; /* host:port */
+	int fd;        /* -1 = not connected */
+	uint32_t n;    /* shard size it reported */
+	float *shard;  /* pulled parameters */
 };
 
 static int connect_to(const char *addr)
@@ -250,7 +257,8 @@ static int connect_to(const char *addr)
 	if (!colon || (size_t)(colon - addr) >= sizeof(host))
 		return -EINVAL;
 	snprintf(host, sizeof(host), "%.*s", (int)(colon - addr), addr);
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+	                         .sin_port = htons((uint16_t)atoi(colon + 1))};
 	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
 		return -EINVAL;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
@@ -357,7 +365,8 @@ static int run_worker(const char *servers, uint64_t compute_ns, uint64_t steps_m
 			if (ps[i].n > grad_n) {
 				float *g = realloc(grad, ps[i].n * sizeof(float));
 				if (!g)
-					return iod_cli_fail("demo-worker", IOD_EXIT_ERROR, "out of memory");
+					return iod_cli_fail("demo-worker", IOD_EXIT_ERROR,
+					                    "out of memory");
 				grad = g;
 				grad_n = ps[i].n;
 			}
@@ -369,7 +378,8 @@ static int run_worker(const char *servers, uint64_t compute_ns, uint64_t steps_m
 		}
 		comm_ns += t1 - t0;
 		if (rc) {
-			printf("worker: lost a parameter server (%s): reconnecting\n", strerror(-rc));
+			printf("worker: lost a parameter server (%s): reconnecting\n",
+			       strerror(-rc));
 			fflush(stdout);
 			continue;
 		}
@@ -379,8 +389,10 @@ static int run_worker(const char *servers, uint64_t compute_ns, uint64_t steps_m
 			uint64_t s = atomic_load(&steps_done);
 			printf("worker: step %llu, %.1f steps/s, communication %.2f ms/step, "
 			       "param[0]=%.4f\n",
-			       (unsigned long long)s, (double)(s - last_steps) * 1e9 / (double)(t - last),
-			       (double)comm_ns / 1e6 / (double)(s - last_steps ? s - last_steps : 1),
+			       (unsigned long long)s,
+			       (double)(s - last_steps) * 1e9 / (double)(t - last),
+			       (double)comm_ns / 1e6 /
+			           (double)(s - last_steps ? s - last_steps : 1),
 			       ps[0].shard ? ps[0].shard[0] : 0.0);
 			fflush(stdout);
 			last = t;
@@ -404,7 +416,8 @@ static const char *dep_env(const char *service, char *name, size_t len)
 	snprintf(name, len, "IOD_DEP_");
 	size_t l = strlen(name);
 	for (const char *p = service; *p && l + 1 < len; p++)
-		name[l++] = (*p == '-' || *p == '.') ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+		name[l++] =
+		    (*p == '-' || *p == '.') ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
 	name[l] = 0;
 	return getenv(name);
 }
@@ -430,12 +443,16 @@ static void usage(FILE *f)
 
 int cmd_demo_worker(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"role", required_argument, 0, 'r'},       {"port", required_argument, 0, 'p'},
-	    {"params", required_argument, 0, 'n'},     {"servers", required_argument, 0, 's'},
-	    {"ps-service", required_argument, 0, 'S'}, {"compute-ms", required_argument, 0, 'c'},
-	    {"steps", required_argument, 0, 'k'},      {"http-port", required_argument, 0, 'H'},
-	    {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+	static const struct option opts[] = {{"role", required_argument, 0, 'r'},
+	                                     {"port", required_argument, 0, 'p'},
+	                                     {"params", required_argument, 0, 'n'},
+	                                     {"servers", required_argument, 0, 's'},
+	                                     {"ps-service", required_argument, 0, 'S'},
+	                                     {"compute-ms", required_argument, 0, 'c'},
+	                                     {"steps", required_argument, 0, 'k'},
+	                                     {"http-port", required_argument, 0, 'H'},
+	                                     {"help", no_argument, 0, 'h'},
+	                                     {0, 0, 0, 0}};
 	const char *role = NULL, *servers = NULL, *ps_service = "parameter-server";
 	const char *env_port = getenv("IOD_PORT");
 	long port = env_port ? atol(env_port) : 0, http_port = -1, params = 65536, cms = 10;

@@ -84,7 +84,10 @@ int cmd_dev(int argc, char **argv)
 		case 'g': gpus = atol(optarg); break;
 		case 'm': snprintf(ac->model, sizeof(ac->model), "%s", optarg); break;
 		case 'S': ac->use_namespaces = false; break;
-		default: usage(stderr); rc = IOD_EXIT_INVALID; goto out;
+		default:
+			usage(stderr);
+			rc = IOD_EXIT_INVALID;
+			goto out;
 		}
 	}
 	if (optind < argc) {
@@ -108,7 +111,8 @@ int cmd_dev(int argc, char **argv)
 		ac->cpus = tn->pus ? tn->pus : ac->cpus;
 		ac->topology = iod_topo_to_json(tn);
 		if (!ac->model[0])
-			snprintf(ac->model, sizeof(ac->model), "%s", gpus >= 0 ? tn->model : "host");
+			snprintf(ac->model, sizeof(ac->model), "%s",
+			         gpus >= 0 ? tn->model : "host");
 	}
 	/* the server: its own Raft port next to the API's */
 	const char *colon = strrchr(api, ':');

@@ -99,14 +99,15 @@ int cmd_down(int argc, char **argv)
 		case 'd': snprintf(dir, sizeof(dir), "%s", optarg); break;
 		case 'g':
 			if (iod_parse_duration(optarg, &grace, &e))
-				return iod_cli_fail("down", IOD_EXIT_INVALID, "--grace %s: %s", optarg,
-				                    e.msg);
+				return iod_cli_fail("down", IOD_EXIT_INVALID, "--grace %s: %s",
+				                    optarg, e.msg);
 			break;
 		default: usage(stderr); return IOD_EXIT_INVALID;
 		}
 	}
 	if (optind < argc)
-		return iod_cli_fail("down", IOD_EXIT_INVALID, "unexpected argument %s", argv[optind]);
+		return iod_cli_fail("down", IOD_EXIT_INVALID, "unexpected argument %s",
+		                    argv[optind]);
 	unsigned agents = stop_group(dir, "node-", grace);
 	unsigned servers = stop_group(dir, "server-", grace);
 	if (!agents && !servers) {

@@ -115,8 +115,8 @@ static void print_change(const json_t *x)
 	char what[64] = "", detail[IOD_ERR_MSG_MAX] = "";
 	iod_json_get_u64(x, "rev", &rev);
 	if (!strcmp(type, "delete")) {
-		snprintf(what, sizeof(what), "%s", !strcmp(kind, "node") ? "gone (lost or left)"
-		                                                         : "deleted");
+		snprintf(what, sizeof(what), "%s",
+		         !strcmp(kind, "node") ? "gone (lost or left)" : "deleted");
 	} else if (!strcmp(kind, "node")) {
 		iod_json_get_u64(v, "gpus", &u);
 		snprintf(what, sizeof(what), "registered");
@@ -135,8 +135,8 @@ static void print_change(const json_t *x)
 	} else if (!strcmp(kind, "endpoint")) {
 		iod_json_get_bool(v, "healthy", &b);
 		snprintf(what, sizeof(what), "%s", b ? "healthy" : "unhealthy");
-		snprintf(detail, sizeof(detail), "%s on %s (%s)", sget(v, "address"), sget(v, "node"),
-		         sget(v, "phase"));
+		snprintf(detail, sizeof(detail), "%s on %s (%s)", sget(v, "address"),
+		         sget(v, "node"), sget(v, "phase"));
 	} else if (!strcmp(kind, "service")) {
 		iod_json_get_u64(v, "generation", &u);
 		snprintf(what, sizeof(what), "deployed");
@@ -168,10 +168,11 @@ static int cluster_events(const char *servers, enum iod_output out, bool follow,
 		         (unsigned long long)rev, follow ? 30000 : 0);
 		if (iod_api_request(&cl, "GET", path, NULL, NULL, 0, &r, &e)) {
 			iod_api_client_close(&cl);
-			return iod_cli_fail("events", IOD_EXIT_UNAVAILABLE,
-			                    "%s (start a cluster with `iod up` or `iod dev`, or read "
-			                    "an agent's events with --data-dir)",
-			                    e.msg);
+			return iod_cli_fail(
+			    "events", IOD_EXIT_UNAVAILABLE,
+			    "%s (start a cluster with `iod up` or `iod dev`, or read "
+			    "an agent's events with --data-dir)",
+			    e.msg);
 		}
 		uint64_t floor = 0;
 		if (r.status == 410 && !iod_json_get_u64(r.json, "compacted_rev", &floor) &&
@@ -212,11 +213,13 @@ static int cluster_events(const char *servers, enum iod_output out, bool follow,
 
 int cmd_events(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"follow", no_argument, 0, 'f'},         {"output", required_argument, 0, 'o'},
-	    {"since", required_argument, 0, 's'},    {"data-dir", required_argument, 0, 'd'},
-	    {"server", required_argument, 0, 'S'},   {"help", no_argument, 0, 'h'},
-	    {0, 0, 0, 0}};
+	static const struct option opts[] = {{"follow", no_argument, 0, 'f'},
+	                                     {"output", required_argument, 0, 'o'},
+	                                     {"since", required_argument, 0, 's'},
+	                                     {"data-dir", required_argument, 0, 'd'},
+	                                     {"server", required_argument, 0, 'S'},
+	                                     {"help", no_argument, 0, 'h'},
+	                                     {0, 0, 0, 0}};
 	const char *servers = NULL;
 	static const char *const outs[] = {"text", "json", NULL};
 	char paths[16][IOD_AGENT_PATH_MAX];
@@ -243,8 +246,8 @@ int cmd_events(int argc, char **argv)
 		case 'S': servers = optarg; break;
 		case 'd':
 			if (n >= IOD_ARRAY_LEN(paths))
-				return iod_cli_fail("events", IOD_EXIT_INVALID, "at most %zu --data-dir",
-				                    IOD_ARRAY_LEN(paths));
+				return iod_cli_fail("events", IOD_EXIT_INVALID,
+				                    "at most %zu --data-dir", IOD_ARRAY_LEN(paths));
 			iod_agent_events_path(optarg, paths[n++], sizeof(paths[0]));
 			break;
 		default: usage(stderr); return IOD_EXIT_INVALID;
@@ -260,12 +263,12 @@ int cmd_events(int argc, char **argv)
 	struct stat st;
 	for (unsigned i = 0; i < n; i++)
 		if (stat(paths[i], &st))
-			return iod_cli_fail("events", IOD_EXIT_INVALID,
-			                    "no events at %s (has an agent run with this --data-dir?)",
-			                    paths[i]);
+			return iod_cli_fail(
+			    "events", IOD_EXIT_INVALID,
+			    "no events at %s (has an agent run with this --data-dir?)", paths[i]);
 	if (out == IOD_OUT_TEXT)
-		printf("%-6s %-12s %-10s %-14s %-18s %-10s %-5s %s\n", "REV", "TIME", "NODE", "TYPE",
-		       "REPLICA", "PHASE", "READY", "REASON");
+		printf("%-6s %-12s %-10s %-14s %-18s %-10s %-5s %s\n", "REV", "TIME", "NODE",
+		       "TYPE", "REPLICA", "PHASE", "READY", "REASON");
 	for (unsigned i = 0; i < n; i++)
 		drain(paths[i], &offs[i], out, since);
 	if (!follow)

@@ -117,12 +117,13 @@ int cmd_logs(int argc, char **argv)
 	if (iod_agent_replica_path(dir, name, "log", path, sizeof(path)))
 		return iod_cli_fail("logs", IOD_EXIT_INVALID, "path too long");
 	struct stat st;
-	if (stat(path, &st) && (dir_given || !find_in_cluster(name, path, sizeof(path)) ||
-	                        stat(path, &st)))
-		return iod_cli_fail("logs", IOD_EXIT_INVALID,
-		                    "no logs for replica \"%s\" in %s%s (is --data-dir the agent's? "
-		                    "list replicas with `iod get replicas`)",
-		                    name, dir, dir_given ? "" : " or the `iod up` cluster");
+	if (stat(path, &st) &&
+	    (dir_given || !find_in_cluster(name, path, sizeof(path)) || stat(path, &st)))
+		return iod_cli_fail(
+		    "logs", IOD_EXIT_INVALID,
+		    "no logs for replica \"%s\" in %s%s (is --data-dir the agent's? "
+		    "list replicas with `iod get replicas`)",
+		    name, dir, dir_given ? "" : " or the `iod up` cluster");
 	if (all)
 		for (int i = 99; i >= 1; i--) {
 			snprintf(rot, sizeof(rot), "%s.%d", path, i);

@@ -27,30 +27,31 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-	        "usage: iod up --nodes N [--gpus-per-node G | --model NAME] [--state-dir DIR]\n"
-	        "              [--api-port P] [--raft-port P] [--lease-ttl DUR] [--no-sandbox]\n"
-	        "              [--election-timeout DUR] [--heartbeat DUR]\n"
-	        "              [-o text|json]\n\n"
-	        "Start a local cluster: 3 control-plane servers and N node agents as processes\n"
-	        "on this machine (loopback), each agent with simulated hardware. Returns when\n"
-	        "a leader is elected and every node has registered.\n\n"
-	        "  --nodes N            node agents (1..%d, default 4)\n"
-	        "  --gpus-per-node G    each node is the generic-G model (default 4)\n"
-	        "  --model NAME         each node is this built-in model (`iod topo --list-models`)\n"
-	        "  --state-dir DIR      pid files, logs, data (default ~/.local/share/iod/cluster,\n"
-	        "                       or $IOD_STATE_DIR); wiped at each `iod up`\n"
-	        "  --api-port P         first API port (default 7400: servers on P..P+2)\n"
-	        "  --raft-port P        first Raft port (default 7300)\n"
-	        "  --lease-ttl DUR      node lease (default 1s): a node is lost this long after\n"
-	        "                       its agent stops renewing\n"
-	        "  --no-sandbox         run replicas as plain processes\n"
-	        "  --election-timeout DUR, --heartbeat DUR\n"
-	        "                       Raft timing of the servers (`iod server --help`);\n"
-	        "                       raise them on a loaded machine\n\n"
-	        "Then: iod deploy -f examples/service-topology.yaml; iod get replicas;\n"
-	        "      iod logs REPLICA; iod events; iod down\n",
-	        UP_NODES_MAX);
+	fprintf(
+	    f,
+	    "usage: iod up --nodes N [--gpus-per-node G | --model NAME] [--state-dir DIR]\n"
+	    "              [--api-port P] [--raft-port P] [--lease-ttl DUR] [--no-sandbox]\n"
+	    "              [--election-timeout DUR] [--heartbeat DUR]\n"
+	    "              [-o text|json]\n\n"
+	    "Start a local cluster: 3 control-plane servers and N node agents as processes\n"
+	    "on this machine (loopback), each agent with simulated hardware. Returns when\n"
+	    "a leader is elected and every node has registered.\n\n"
+	    "  --nodes N            node agents (1..%d, default 4)\n"
+	    "  --gpus-per-node G    each node is the generic-G model (default 4)\n"
+	    "  --model NAME         each node is this built-in model (`iod topo --list-models`)\n"
+	    "  --state-dir DIR      pid files, logs, data (default ~/.local/share/iod/cluster,\n"
+	    "                       or $IOD_STATE_DIR); wiped at each `iod up`\n"
+	    "  --api-port P         first API port (default 7400: servers on P..P+2)\n"
+	    "  --raft-port P        first Raft port (default 7300)\n"
+	    "  --lease-ttl DUR      node lease (default 1s): a node is lost this long after\n"
+	    "                       its agent stops renewing\n"
+	    "  --no-sandbox         run replicas as plain processes\n"
+	    "  --election-timeout DUR, --heartbeat DUR\n"
+	    "                       Raft timing of the servers (`iod server --help`);\n"
+	    "                       raise them on a loaded machine\n\n"
+	    "Then: iod deploy -f examples/service-topology.yaml; iod get replicas;\n"
+	    "      iod logs REPLICA; iod events; iod down\n",
+	    UP_NODES_MAX);
 }
 
 void iod_up_state_dir(char *buf, size_t len);
@@ -140,14 +141,19 @@ static size_t nodes_registered(struct iod_api_client *cl)
 
 int cmd_up(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"nodes", required_argument, 0, 'n'},     {"gpus-per-node", required_argument, 0, 'g'},
-	    {"model", required_argument, 0, 'm'},     {"state-dir", required_argument, 0, 'd'},
-	    {"api-port", required_argument, 0, 'a'},  {"raft-port", required_argument, 0, 'r'},
-	    {"lease-ttl", required_argument, 0, 'l'}, {"no-sandbox", no_argument, 0, 'S'},
-	    {"output", required_argument, 0, 'o'},    {"help", no_argument, 0, 'h'},
-	    {"election-timeout", required_argument, 0, 'E'},
-	    {"heartbeat", required_argument, 0, 'H'}, {0, 0, 0, 0}};
+	static const struct option opts[] = {{"nodes", required_argument, 0, 'n'},
+	                                     {"gpus-per-node", required_argument, 0, 'g'},
+	                                     {"model", required_argument, 0, 'm'},
+	                                     {"state-dir", required_argument, 0, 'd'},
+	                                     {"api-port", required_argument, 0, 'a'},
+	                                     {"raft-port", required_argument, 0, 'r'},
+	                                     {"lease-ttl", required_argument, 0, 'l'},
+	                                     {"no-sandbox", no_argument, 0, 'S'},
+	                                     {"output", required_argument, 0, 'o'},
+	                                     {"help", no_argument, 0, 'h'},
+	                                     {"election-timeout", required_argument, 0, 'E'},
+	                                     {"heartbeat", required_argument, 0, 'H'},
+	                                     {0, 0, 0, 0}};
 	char election[32] = "", heartbeat[32] = "";
 	static const char *const outs[] = {"text", "json", NULL};
 	char dir[IOD_AGENT_PATH_MAX], exe[IOD_AGENT_PATH_MAX], path[IOD_AGENT_PATH_MAX + 64];
@@ -177,8 +183,8 @@ int cmd_up(int argc, char **argv)
 		case 'l': {
 			uint64_t ns;
 			if (iod_parse_duration(optarg, &ns, &e) || ns < 10 * IOD_NS_PER_MS)
-				return iod_cli_fail("up", IOD_EXIT_INVALID, "--lease-ttl %s: %s", optarg,
-				                    e.msg[0] ? e.msg : "must be >= 10ms");
+				return iod_cli_fail("up", IOD_EXIT_INVALID, "--lease-ttl %s: %s",
+				                    optarg, e.msg[0] ? e.msg : "must be >= 10ms");
 			snprintf(lease, sizeof(lease), "%s", optarg);
 			break;
 		}
@@ -197,8 +203,9 @@ int cmd_up(int argc, char **argv)
 	if (nodes < 1 || nodes > UP_NODES_MAX)
 		return iod_cli_fail("up", IOD_EXIT_INVALID, "--nodes must be 1..%d", UP_NODES_MAX);
 	if (model[0] && gpus_set)
-		return iod_cli_fail("up", IOD_EXIT_INVALID,
-		                    "--gpus-per-node and --model are exclusive: a model has its GPUs");
+		return iod_cli_fail(
+		    "up", IOD_EXIT_INVALID,
+		    "--gpus-per-node and --model are exclusive: a model has its GPUs");
 	if (api_port < 1 || api_port > 65533 || raft_port < 1 || raft_port > 65533)
 		return iod_cli_fail("up", IOD_EXIT_INVALID, "ports must leave room for 3 servers");
 	if (model[0]) {
@@ -224,10 +231,11 @@ int cmd_up(int argc, char **argv)
 		else
 			snprintf(path, sizeof(path), "%s/node-%d.pid", dir, i - UP_SERVERS);
 		if (alive_pidfile(path))
-			return iod_cli_fail("up", IOD_EXIT_INVALID,
-			                    "a cluster is already running from %s (see %s): run `iod "
-			                    "down` first",
-			                    dir, path);
+			return iod_cli_fail(
+			    "up", IOD_EXIT_INVALID,
+			    "a cluster is already running from %s (see %s): run `iod "
+			    "down` first",
+			    dir, path);
 	}
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (n <= 0)
@@ -242,22 +250,24 @@ int cmd_up(int argc, char **argv)
 	uint64_t t0 = mono_ms();
 	for (int i = 0; i < UP_SERVERS; i++) {
 		size_t l = strlen(peers), la = strlen(apis);
-		snprintf(peers + l, sizeof(peers) - l, "%s%d=127.0.0.1:%ld@127.0.0.1:%ld", i ? "," : "",
-		         i + 1, raft_port + i, api_port + i);
-		snprintf(apis + la, sizeof(apis) - la, "%s127.0.0.1:%ld", i ? "," : "", api_port + i);
+		snprintf(peers + l, sizeof(peers) - l, "%s%d=127.0.0.1:%ld@127.0.0.1:%ld",
+		         i ? "," : "", i + 1, raft_port + i, api_port + i);
+		snprintf(apis + la, sizeof(apis) - la, "%s127.0.0.1:%ld", i ? "," : "",
+		         api_port + i);
 	}
 	if (out == IOD_OUT_TEXT)
 		printf("starting %d control-plane servers (APIs %s)\n", UP_SERVERS, apis);
 	for (int i = 0; i < UP_SERVERS; i++) {
-		char id[8], data[IOD_AGENT_PATH_MAX + 16], raft[32], api[32], log[IOD_AGENT_PATH_MAX + 16];
+		char id[8], data[IOD_AGENT_PATH_MAX + 16], raft[32], api[32],
+		    log[IOD_AGENT_PATH_MAX + 16];
 		snprintf(id, sizeof(id), "%d", i + 1);
 		snprintf(data, sizeof(data), "%s/server-%d", dir, i + 1);
 		snprintf(raft, sizeof(raft), "127.0.0.1:%ld", raft_port + i);
 		snprintf(api, sizeof(api), "127.0.0.1:%ld", api_port + i);
 		snprintf(log, sizeof(log), "%s/server-%d.log", dir, i + 1);
 		snprintf(path, sizeof(path), "%s/server-%d.pid", dir, i + 1);
-		char *av[16] = {exe,  "server", "--id",    id,   "--data-dir", data, "--raft",
-		                raft, "--api",  api,       "--peers", peers, NULL};
+		char *av[16] = {exe,  "server", "--id", id,        "--data-dir", data, "--raft",
+		                raft, "--api",  api,    "--peers", peers,        NULL};
 		int k = 12;
 		if (election[0]) {
 			av[k++] = "--election-timeout";
@@ -321,19 +331,20 @@ int cmd_up(int argc, char **argv)
 	while ((reg = nodes_registered(&cl)) < (size_t)nodes) {
 		if (mono_ms() - t0 > 30000) {
 			iod_api_client_close(&cl);
-			return iod_cli_fail("up", IOD_EXIT_PARTIAL,
-			                    "%zu of %ld nodes registered after 30 s: see %s/node-*.log",
-			                    reg, nodes, dir);
+			return iod_cli_fail(
+			    "up", IOD_EXIT_PARTIAL,
+			    "%zu of %ld nodes registered after 30 s: see %s/node-*.log", reg, nodes,
+			    dir);
 		}
 		usleep(20000);
 	}
 	iod_api_client_close(&cl);
 	uint64_t t1 = mono_ms();
 	if (out == IOD_OUT_JSON) {
-		json_t *j = json_pack("{s:s, s:i, s:i, s:s, s:s, s:I, s:I}", "servers", apis, "nodes",
-		                      (int)nodes, "gpus_per_node", (int)gpus, "model", model,
-		                      "state_dir", dir, "leader_ms", (json_int_t)(t_leader - t0),
-		                      "ready_ms", (json_int_t)(t1 - t0));
+		json_t *j = json_pack(
+		    "{s:s, s:i, s:i, s:s, s:s, s:I, s:I}", "servers", apis, "nodes", (int)nodes,
+		    "gpus_per_node", (int)gpus, "model", model, "state_dir", dir, "leader_ms",
+		    (json_int_t)(t_leader - t0), "ready_ms", (json_int_t)(t1 - t0));
 		iod_json_print(stdout, j, false);
 		json_decref(j);
 		return 0;
