@@ -231,8 +231,9 @@ static void do_action(struct agent *a, const struct iod_agent_action *act)
 	case IOD_AGENT_ACT_KILL: iod_agent_exec_signal(p, SIGKILL); break;
 	case IOD_AGENT_ACT_PROBE: {
 		uint16_t port = s->want.health.port ? s->want.health.port : s->want.port;
-		int rc =
-		    iod_agent_probe_run(&s->want.health, "127.0.0.1", port, detail, sizeof(detail));
+		/* the node's address: on a local cluster each node has its own */
+		const char *host = a->cfg->addr[0] ? a->cfg->addr : "127.0.0.1";
+		int rc = iod_agent_probe_run(&s->want.health, host, port, detail, sizeof(detail));
 		iod_agent_rec_on_probe(a->rec, act->name, rc == 0, detail, now_ns());
 		break;
 	}

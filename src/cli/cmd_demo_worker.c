@@ -50,11 +50,21 @@ static uint64_t mono_ns(void)
 	return iod_clock_now(iod_clock_monotonic());
 }
 
+/* Listen on the replica's own address ($IOD_ADDR's host) when the agent gave
+ * one: on a local cluster each node has its own loopback address, so a
+ * replica and its stale copy on a lost node never fight over a port. */
 static int listen_on(uint16_t port)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+	const char *addr = getenv("IOD_ADDR");
+	char host[64] = "";
 	sa.sin_addr.s_addr = htonl(INADDR_ANY);
+	if (addr && strchr(addr, ':') && (size_t)(strrchr(addr, ':') - addr) < sizeof(host)) {
+		snprintf(host, sizeof(host), "%.*s", (int)(strrchr(addr, ':') - addr), addr);
+		if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+			sa.sin_addr.s_addr = htonl(INADDR_ANY);
+	}
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));

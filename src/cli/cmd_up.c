@@ -302,6 +302,10 @@ int cmd_up(int argc, char **argv)
 		       (unsigned long long)(t_leader - t0), nodes, model);
 	for (long i = 1; i <= nodes; i++) {
 		char name[32], data[IOD_AGENT_PATH_MAX + 16], log[IOD_AGENT_PATH_MAX + 16], gs[16];
+		char addr[32];
+		/* each node its own loopback address (all of 127/8 is loopback on
+		 * Linux): replicas of different nodes never share a port */
+		snprintf(addr, sizeof(addr), "127.0.%ld.%ld", 1 + i / 250, 1 + i % 250);
 		snprintf(name, sizeof(name), "node-%ld", i);
 		snprintf(data, sizeof(data), "%s/node-%ld", dir, i);
 		snprintf(log, sizeof(log), "%s/node-%ld.log", dir, i);
@@ -319,6 +323,8 @@ int cmd_up(int argc, char **argv)
 		av[k++] = data;
 		av[k++] = "--lease-ttl";
 		av[k++] = lease;
+		av[k++] = "--addr";
+		av[k++] = addr;
 		av[k++] = gpus_set || !strncmp(model, "generic-", 8) ? "--gpus" : "--model";
 		av[k++] = gpus_set || !strncmp(model, "generic-", 8) ? gs : model;
 		if (!sandbox)

@@ -18,7 +18,7 @@ command -v python3 >/dev/null || { echo "skip: python3 needed to read JSON"; exi
 T=$(mktemp -d)
 T0=$(date +%s)
 export IOD_STATE_DIR="$T/cluster"
-BASE=$((20000 + ($$ % 400) * 20))
+BASE=$((12000 + ($$ % 400) * 20))
 API="127.0.0.1:$((BASE + 10))"
 export IOD_SERVER="$API,127.0.0.1:$((BASE + 11)),127.0.0.1:$((BASE + 12))"
 cleanup() {
