@@ -13,7 +13,8 @@ cleanup() {
 	"$IOD" down || true
 	rm -rf "$IOD_STATE_DIR"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap "exit 1" INT TERM
 
 echo "\$ iod up --nodes 4 --gpus-per-node 4"
 "$IOD" up --nodes 4 --gpus-per-node 4

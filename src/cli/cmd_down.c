@@ -36,6 +36,30 @@ static int read_pid(const char *path)
 	return pid;
 }
 
+/*
+ * Is pid still the process `iod up` started? A pid file outlives its process
+ * and the pid may have been reused by anything: only a process whose command
+ * line names this state dir (its --data-dir is under it) is ours to signal.
+ */
+bool iod_up_pid_is_ours(int pid, const char *dir);
+bool iod_up_pid_is_ours(int pid, const char *dir)
+{
+	char path[64], buf[4096];
+	if (pid <= 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	for (size_t i = 0; i < n; i++)
+		if (!buf[i])
+			buf[i] = ' ';
+	buf[n] = 0;
+	return strstr(buf, dir) != NULL;
+}
+
 /* Signal every process named by DIR/<prefix>*.pid; wait; kill stragglers. */
 static unsigned stop_group(const char *dir, const char *prefix, uint64_t grace_ns)
 {
@@ -53,6 +77,8 @@ static unsigned stop_group(const char *dir, const char *prefix, uint64_t grace_n
 			continue;
 		snprintf(files[n], sizeof(files[n]), "%s/%s", dir, de->d_name);
 		pids[n] = read_pid(files[n]);
+		if (!iod_up_pid_is_ours(pids[n], dir))
+			pids[n] = 0; /* gone, or the pid now belongs to someone else */
 		if (pids[n] > 0 && kill(pids[n], SIGTERM) == 0)
 			stopped++;
 		n++;
@@ -62,13 +88,13 @@ static unsigned stop_group(const char *dir, const char *prefix, uint64_t grace_n
 	for (;;) {
 		bool any = false;
 		for (unsigned i = 0; i < n; i++)
-			any |= pids[i] > 0 && kill(pids[i], 0) == 0;
+			any |= pids[i] > 0 && iod_up_pid_is_ours(pids[i], dir);
 		if (!any || iod_clock_now(iod_clock_monotonic()) >= end)
 			break;
 		usleep(20000);
 	}
 	for (unsigned i = 0; i < n; i++) {
-		if (pids[i] > 0 && kill(pids[i], 0) == 0) {
+		if (pids[i] > 0 && iod_up_pid_is_ours(pids[i], dir)) {
 			fprintf(stderr, "iod down: %s (pid %d) did not stop in time: killing it\n",
 			        files[i], pids[i]);
 			kill(pids[i], SIGKILL);

@@ -91,7 +91,9 @@ static pid_t spawn(const char *exe, char *const argv[], const char *log, const c
 	return pid;
 }
 
-static bool alive_pidfile(const char *path)
+bool iod_up_pid_is_ours(int pid, const char *dir);
+
+static bool alive_pidfile(const char *path, const char *dir)
 {
 	FILE *f = fopen(path, "r");
 	int pid = 0;
@@ -100,7 +102,7 @@ static bool alive_pidfile(const char *path)
 	if (fscanf(f, "%d", &pid) != 1)
 		pid = 0;
 	fclose(f);
-	return pid > 0 && kill(pid, 0) == 0;
+	return iod_up_pid_is_ours(pid, dir);
 }
 
 static uint64_t mono_ms(void)
@@ -230,7 +232,7 @@ int cmd_up(int argc, char **argv)
 			snprintf(path, sizeof(path), "%s/server-%d.pid", dir, i);
 		else
 			snprintf(path, sizeof(path), "%s/node-%d.pid", dir, i - UP_SERVERS);
-		if (alive_pidfile(path))
+		if (alive_pidfile(path, dir))
 			return iod_cli_fail(
 			    "up", IOD_EXIT_INVALID,
 			    "a cluster is already running from %s (see %s): run `iod "

@@ -25,7 +25,8 @@ cleanup() {
 	"$IOD" down --grace 5s >/dev/null 2>&1
 	rm -rf "$T"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap "exit 1" INT TERM
 
 ok() { echo "ok   $1 (t=$(($(date +%s) - T0))s)"; echo "RESULT 1 0 0"; }
 bad() {
