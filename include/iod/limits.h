@@ -89,12 +89,48 @@
 /* An hwloc XML file is read whole: a 2-socket server with every PCI device
  * is ~200 KiB; 16 MiB leaves room for huge machines, bounds a bad file. */
 #define IOD_TOPO_XML_MAX (16u << 20)
+/* Seconds hwloc may take to parse a user's XML (in its child process):
+ * a 200 KiB file takes milliseconds; this only stops a parser stuck in a loop. */
+#define IOD_TOPO_XML_PARSE_S_MAX 10
 /* PCI tree depth walked from a device to its host bridge (cycle guard). */
 #define IOD_TOPO_PCI_DEPTH_MAX 16
 /* GPUs per node of the parametric generic-N model. */
 #define IOD_TOPO_GENERIC_GPUS_MAX 16
 
 /* ---- sched ------------------------------------------------------------- */
+
+/* GPUs per node: 16 covers every HGX/DGX board (8) and 16-GPU systems; GPU
+ * sets are 32-bit masks and the exact set search stays affordable
+ * (C(16,8) = 12,870 sets, memoized). */
+#define IOD_SCHED_NODE_GPUS_MAX 16
+/* NUMA nodes per node: 2 sockets x NPS4 on AMD. */
+#define IOD_SCHED_NUMA_MAX 8
+/* NICs per node: DGX H100 has 8 ConnectX-7 + 2 BlueField ports + mgmt. */
+#define IOD_SCHED_NICS_MAX 16
+/* Labels per node and selector terms per request. */
+#define IOD_SCHED_LABELS_MAX 8
+/* Candidates kept per decision for `iod explain`: enough to see the runner-up. */
+#define IOD_SCHED_EXPLAIN_TOP 3
+/* One reason line: a node name, a GPU list and counts fit easily. */
+#define IOD_SCHED_WHY_MAX 320
+/* Moves per rebalancing plan: disruption is bounded by design. */
+#define IOD_SCHED_MOVES_MAX 64
+/* Distinct node models in one cluster. */
+#define IOD_SCHED_SHAPES_MAX 64
+/* Memoized GPU-set searches per shape: (free mask, k, link) keys; 2^18
+ * covers every key of an 8-GPU shape many times and bounds 16-GPU ones. */
+#define IOD_SCHED_MEMO_MAX (1u << 18)
+/* NUMA classes kept per memoized search (best set per NUMA-node mask):
+ * 8 GPUs over 2-4 NUMA nodes give at most 15. */
+#define IOD_SCHED_CLASSES_MAX 32
+/* Nodes and placed replicas in one scheduler instance. */
+#define IOD_SCHED_NODES_MAX 100000
+#define IOD_SCHED_REPLICAS_MAX (1u << 20)
+/* Replicas one deploy (one iod_sched_place call) may ask for: a result holds
+ * ~0.8 KB per replica (its explanation and reason), so 10^5 is ~80 MB. */
+#define IOD_SCHED_DEPLOY_MAX 100000
+/* Services one scheduler instance tracks (spread, anti-affinity, moves). */
+#define IOD_SCHED_SERVICES_MAX 65536
 
 /* ---- state / raft / api ------------------------------------------------ */
 

@@ -8,6 +8,7 @@
  * either fully valid or rejected, never accepted in part. All quantities are
  * normalized to base units: bytes, bits/s, nanoseconds, basis points.
  *
+ * The language (every key, default and unit) is documented in docs/spec.md.
  * Everything a loaded spec points to lives in its arena; iod_spec_free()
  * releases it all at once. The spec module never reads the clock and does no
  * I/O besides reading the file it is asked to load.
@@ -43,7 +44,7 @@ struct iod_spec_compute {
 
 struct iod_spec_network {
 	uint64_t bandwidth_bps;      /* 0 = no requirement */
-	struct iod_bound latency_ns; /* op EQ and value 0 = no requirement */
+	struct iod_bound latency_ns; /* LT or LE (a bare "5us" is LE); valid if has_latency */
 	bool has_latency;            /* latency was written */
 };
 
@@ -67,14 +68,16 @@ enum iod_health_kind { IOD_HEALTH_NONE, IOD_HEALTH_EXEC, IOD_HEALTH_TCP, IOD_HEA
 enum iod_transport { IOD_TRANSPORT_TCP, IOD_TRANSPORT_SHM, IOD_TRANSPORT_RDMA };
 
 struct iod_spec_placement {
-	enum iod_spread spread;      /* spread | pack */
+	enum iod_spread spread;      /* spread | pack; DEFAULT = the scheduler chooses */
 	enum iod_anti_affinity anti; /* keep replicas apart by node/rack/zone */
 	enum iod_gpu_link gpu_link;  /* nvlink | pcie | any */
 	enum iod_numa_policy numa;   /* single | any */
 };
 
 struct iod_spec_health {
-	enum iod_health_kind kind;    /* NONE when no check is configured */
+	enum iod_health_kind kind; /* NONE when no check is configured */
+	/* Timing defaults (also when kind is NONE): interval 10 s, timeout
+	 * min(1 s, interval), healthy 1, unhealthy 3; see docs/spec.md. */
 	const char *command;          /* exec: shell command line */
 	uint16_t port;                /* tcp/http */
 	const char *path;             /* http: request path */
@@ -98,11 +101,11 @@ struct iod_spec_env {
 struct iod_spec_service {
 	const char *name;              /* unique, DNS-label-like */
 	enum iod_service_type type;    /* stateful | stateless */
-	uint32_t replicas;             /* 0..IOD_SPEC_REPLICAS_MAX */
+	uint32_t replicas;             /* 0..IOD_SPEC_REPLICAS_MAX; default 1 */
 	struct iod_spec_resources res; /* per replica */
 	struct iod_spec_placement placement;
 	bool gang;                /* all replicas or none */
-	enum iod_restart restart; /* restart policy */
+	enum iod_restart restart; /* restart policy; default always */
 	const char *command;      /* program; NULL = none */
 	const char *const *args;  /* args_n arguments */
 	uint32_t args_n;
@@ -118,7 +121,7 @@ struct iod_spec_service {
 
 /* Storage media, as the seed names them. */
 struct iod_spec_tier {
-	const char *medium; /* PMem, NVMe, SSD, HDD, ... (normalized case) */
+	const char *medium; /* DRAM, PMem, NVMe, SSD, HDD or object (this spelling) */
 	uint32_t quota_bp;  /* share in basis points; tiers sum to 10000 */
 };
 

@@ -12,11 +12,13 @@
  * Everything lives in fixed-size arrays bounded by IOD_TOPO_* limits: a node
  * has no pointers, so it can be copied with memcpy, compared with memcmp
  * (iod_topo_node_init zeroes padding) and held by the thousand. Nodes come
- * from four places, all of which end in iod_topo_node_finalize():
+ * from five places, all of which end in iod_topo_node_finalize():
  *   - built-in models (pure data: "dgx-h100", "generic-4", ...);
  *   - an hwloc XML file or buffer (modelled or gathered machines);
  *   - discovery on this machine (hwloc, plus NVML through dlopen when present);
+ *   - the JSON iod_topo_to_json writes (a node's topology in cluster state);
  *   - the builder calls below (tests, the simulator).
+ * GPU sets are read from the bitmap's first word (IOD_TOPO_GPUS_MAX <= 64).
  *
  * Queries (link class, bandwidth, scores, nearest NIC/NUMA, islands) are
  * pure: no allocation, no I/O, O(devices^2) at worst. Loading and discovery
@@ -321,6 +323,13 @@ int iod_topo_format_dot(const struct iod_topo_node *n, struct iod_buf *out);
 int iod_topo_format_xml(const struct iod_topo_node *n, struct iod_buf *out);
 /* The whole model as JSON (new reference; NULL on out of memory). */
 json_t *iod_topo_to_json(const struct iod_topo_node *n);
+/*
+ * The node back from iod_topo_to_json()'s JSON (e.g. an agent's registered
+ * topology). The value is untrusted: every field is checked; -EINVAL with
+ * the field's path in e ("devices[3].pci: ..."). Derived fields (link
+ * classes, units, islands) are recomputed, not read.
+ */
+int iod_topo_from_json(const json_t *j, struct iod_topo_node *n, struct iod_err *e);
 
 /* ---- queries (pure, no allocation) -------------------------------------- */
 

@@ -36,6 +36,28 @@ static const char *const numa_names[] = {"any", "single"};
 static const char *const restart_names[] = {"always", "on-failure", "never"};
 static const char *const transport_names[] = {"tcp", "shm", "rdma"};
 
+/* Sizes as users write them: decimal when exact, else binary when exact,
+ * else decimal with the exact byte count. */
+static void fmt_size(uint64_t bytes, char *buf, size_t len)
+{
+	static const char *const bin[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+	char dec[48];
+
+	iod_format_size(bytes, dec, sizeof(dec));
+	if (!strchr(dec, '.')) {
+		snprintf(buf, len, "%s", dec);
+		return;
+	}
+	for (int i = 4; i >= 0; i--) {
+		uint64_t unit = 1ull << (10 * (i + 1));
+		if (bytes >= unit && bytes % unit == 0) {
+			snprintf(buf, len, "%llu %s", (unsigned long long)(bytes / unit), bin[i]);
+			return;
+		}
+	}
+	snprintf(buf, len, "%s (%llu bytes)", dec, (unsigned long long)bytes);
+}
+
 static void print_network(const char *indent, const struct iod_spec_network *n)
 {
 	char b[64];
@@ -55,20 +77,29 @@ static void print_network(const char *indent, const struct iod_spec_network *n)
 	printf("\n");
 }
 
-static void print_resources(const char *indent, const struct iod_spec_resources *r)
+static void print_resources(const char *indent, const char *label,
+                            const struct iod_spec_resources *r)
 {
 	char b[64];
 
-	printf("%sper replica: %u GPU", indent, (unsigned)r->gpu);
+	printf("%s%s: %u GPU%s", indent, label, (unsigned)r->gpu, r->gpu == 1 ? "" : "s");
 	if (r->gpu_mem_bytes) {
-		iod_format_size(r->gpu_mem_bytes, b, sizeof(b));
+		fmt_size(r->gpu_mem_bytes, b, sizeof(b));
 		printf(" (%s each)", b);
 	}
-	if (r->cpu_millis)
-		printf(", %u.%03u CPU", (unsigned)(r->cpu_millis / 1000),
-		       (unsigned)(r->cpu_millis % 1000));
+	if (r->cpu_millis) {
+		char c[24];
+		snprintf(c, sizeof(c), "%u.%03u", (unsigned)(r->cpu_millis / 1000),
+		         (unsigned)(r->cpu_millis % 1000));
+		size_t n = strlen(c);
+		while (c[n - 1] == '0')
+			c[--n] = 0;
+		if (c[n - 1] == '.')
+			c[--n] = 0;
+		printf(", %s CPU%s", c, r->cpu_millis == 1000 ? "" : "s");
+	}
 	if (r->mem_bytes) {
-		iod_format_size(r->mem_bytes, b, sizeof(b));
+		fmt_size(r->mem_bytes, b, sizeof(b));
 		printf(", %s memory", b);
 	}
 	printf("\n");
@@ -76,7 +107,7 @@ static void print_resources(const char *indent, const struct iod_spec_resources 
 		printf("%scompute: %u x %s", indent, (unsigned)r->compute.count,
 		       iod_compute_type_name(r->compute.type));
 		if (r->compute.mem_bytes) {
-			iod_format_size(r->compute.mem_bytes, b, sizeof(b));
+			fmt_size(r->compute.mem_bytes, b, sizeof(b));
 			printf(", %s each", b);
 		}
 		printf("\n");
@@ -90,7 +121,7 @@ static void print_service(const struct iod_spec_service *s)
 
 	printf("\nservice %s (%s), %u replica%s%s\n", s->name, type_names[s->type],
 	       (unsigned)s->replicas, s->replicas == 1 ? "" : "s", s->gang ? ", gang" : "");
-	print_resources("  ", &s->res);
+	print_resources("  ", "per replica", &s->res);
 	printf("  placement: strategy %s, anti-affinity %s, gpu_link %s, numa %s\n",
 	       spread_names[s->placement.spread], anti_names[s->placement.anti],
 	       link_names[s->placement.gpu_link], numa_names[s->placement.numa]);
@@ -150,7 +181,7 @@ static void print_text(const char *name, const struct iod_spec *s)
 		print_service(&s->services[i]);
 	if (s->has_resources) {
 		printf("\nresources:\n");
-		print_resources("  ", &s->resources);
+		print_resources("  ", "request", &s->resources);
 	}
 	if (s->tiers_n) {
 		printf("\nstorage tiers:\n");

@@ -18,6 +18,32 @@
 
 /* ---- diagnostics --------------------------------------------------------- */
 
+/*
+ * Messages quote user text cut to a width ("%.60s") and may be cut at the
+ * end, which can split a UTF-8 sequence; consumers put messages into JSON,
+ * which must be valid UTF-8. Replace the bytes of any broken sequence by '?'.
+ */
+static void utf8_repair(char *s)
+{
+	unsigned char *p = (unsigned char *)s;
+
+	while (*p) {
+		size_t n = *p < 0x80             ? 1
+		           : (*p & 0xe0) == 0xc0 ? 2
+		           : (*p & 0xf0) == 0xe0 ? 3
+		           : (*p & 0xf8) == 0xf0 ? 4
+		                                 : 0;
+		size_t i = 1;
+		while (n > 1 && i < n && (p[i] & 0xc0) == 0x80)
+			i++;
+		if (n == 0 || i < n) {
+			*p++ = '?';
+			continue;
+		}
+		p += n;
+	}
+}
+
 static void diag_v(struct spec_ld *ld, uint32_t line, uint32_t col, const char *prefix,
                    const char *fmt, va_list ap)
 {
@@ -34,6 +60,7 @@ static void diag_v(struct spec_ld *ld, uint32_t line, uint32_t col, const char *
 		plen = sizeof(x->msg) - 1;
 	memcpy(x->msg, prefix, plen);
 	vsnprintf(x->msg + plen, sizeof(x->msg) - plen, fmt, ap);
+	utf8_repair(x->msg);
 }
 
 void spec_diag(struct spec_ld *ld, uint32_t line, uint32_t col, const char *fmt, ...)
@@ -242,11 +269,38 @@ static bool get_unit(struct spec_ld *ld, const struct snode *n, const char *what
 	struct iod_err e = {0};
 	if (!want_scalar(ld, n, what, kind))
 		return false;
-	if (fn(n->str, out, &e)) {
+	uint64_t v;
+	if (fn(n->str, &v, &e)) {
 		spec_err(ld, n, "%s: %s", what, e.msg);
 		return false;
 	}
+	if (v > (uint64_t)INT64_MAX) {
+		spec_err(ld, n, "%s %s is too large (the most is 2^63-1 base units)", what, n->str);
+		return false;
+	}
+	*out = v;
 	return true;
+}
+
+/*
+ * A quantity written with units (mem: 32GB) or, as `iod validate -o json`
+ * prints it, in base units under the suffixed key (mem_bytes: 32000000000).
+ * Writing both is an error. False when neither is written or on error.
+ */
+static bool get_qty(struct spec_ld *ld, const struct snode *human, const struct snode *base,
+                    const char *what, const char *base_what, unit_parse_fn fn, const char *kind,
+                    uint64_t *out)
+{
+	if (human && base) {
+		spec_err(ld, base, "%s and %s say the same thing; write one of them", what,
+		         base_what);
+		return false;
+	}
+	if (human)
+		return get_unit(ld, human, what, fn, kind, out);
+	if (base)
+		return get_uint(ld, base, base_what, (uint64_t)INT64_MAX, "2^63-1", out);
+	return false;
 }
 
 static bool get_bound(struct spec_ld *ld, const struct snode *n, const char *what,
@@ -255,10 +309,12 @@ static bool get_bound(struct spec_ld *ld, const struct snode *n, const char *wha
 	struct iod_err e = {0};
 	if (!want_scalar(ld, n, what, example))
 		return false;
-	if (iod_parse_bound(n->str, kind, b, &e)) {
+	struct iod_bound v;
+	if (iod_parse_bound(n->str, kind, &v, &e)) {
 		spec_err(ld, n, "%s: %s", what, e.msg);
 		return false;
 	}
+	*b = v;
 	return true;
 }
 
@@ -363,15 +419,18 @@ static bool valid_name(const char *s, size_t max)
 
 static bool get_name(struct spec_ld *ld, const struct snode *n, const char *what, const char **out)
 {
-	if (!get_str(ld, n, what, out))
+	const char *name;
+
+	if (!get_str(ld, n, what, &name))
 		return false;
-	if (!valid_name(*out, IOD_SPEC_NAME_LEN_MAX)) {
+	if (!valid_name(name, IOD_SPEC_NAME_LEN_MAX)) {
 		spec_err(ld, n,
 		         "%s \"%.80s\" is not a valid name: use 1 to %d lowercase letters, digits "
 		         "and '-', starting and ending with a letter or digit (e.g. worker-node)",
-		         what, *out, IOD_SPEC_NAME_LEN_MAX);
+		         what, name, IOD_SPEC_NAME_LEN_MAX);
 		return false;
 	}
+	*out = name; /* only a valid name is ever stored */
 	return true;
 }
 
@@ -402,8 +461,8 @@ int iod_compute_type_parse(const char *s, enum iod_compute_type *out)
 
 /* ---- resources ----------------------------------------------------------- */
 
-enum { COMPUTE_TYPE, COMPUTE_COUNT, COMPUTE_MEMORY };
-static const char *const compute_keys[] = {"type", "count", "memory"};
+enum { COMPUTE_TYPE, COMPUTE_COUNT, COMPUTE_MEMORY, COMPUTE_MEMORY_BYTES };
+static const char *const compute_keys[] = {"type", "count", "memory", "memory_bytes"};
 
 static void load_compute(struct spec_ld *ld, const struct snode *m, const char *what,
                          struct iod_spec_compute *c)
@@ -429,15 +488,13 @@ static void load_compute(struct spec_ld *ld, const struct snode *m, const char *
 		get_u32(ld, v[COMPUTE_COUNT], p, IOD_SPEC_UNITS_MAX, "IOD_SPEC_UNITS_MAX",
 		        &c->count);
 	}
-	if (v[COMPUTE_MEMORY]) {
-		snprintf(p, sizeof(p), "%s.memory", what);
-		get_unit(ld, v[COMPUTE_MEMORY], p, iod_parse_size, "a size like 64GB",
-		         &c->mem_bytes);
-	}
+	snprintf(p, sizeof(p), "%s.memory", what);
+	get_qty(ld, v[COMPUTE_MEMORY], v[COMPUTE_MEMORY_BYTES], p, "memory_bytes", iod_parse_size,
+	        "a size like 64GB", &c->mem_bytes);
 }
 
-enum { NET_BANDWIDTH, NET_LATENCY };
-static const char *const network_keys[] = {"bandwidth", "latency"};
+enum { NET_BANDWIDTH, NET_LATENCY, NET_BANDWIDTH_BPS };
+static const char *const network_keys[] = {"bandwidth", "latency", "bandwidth_bps"};
 
 static void load_network(struct spec_ld *ld, const struct snode *m, const char *what,
                          struct iod_spec_network *nw)
@@ -447,7 +504,15 @@ static void load_network(struct spec_ld *ld, const struct snode *m, const char *
 
 	if (!get_map(ld, m, what, network_keys, IOD_ARRAY_LEN(network_keys), v, NULL))
 		return;
-	if (v[NET_BANDWIDTH]) {
+	if (v[NET_BANDWIDTH] && v[NET_BANDWIDTH_BPS]) {
+		spec_err(ld, v[NET_BANDWIDTH_BPS],
+		         "%s.bandwidth and bandwidth_bps say the same thing; write one of them",
+		         what);
+	} else if (v[NET_BANDWIDTH_BPS]) {
+		snprintf(p, sizeof(p), "%s.bandwidth_bps", what);
+		get_uint(ld, v[NET_BANDWIDTH_BPS], p, (uint64_t)INT64_MAX, "2^63-1",
+		         &nw->bandwidth_bps);
+	} else if (v[NET_BANDWIDTH]) {
 		struct iod_bound b;
 		snprintf(p, sizeof(p), "%s.bandwidth", what);
 		if (get_bound(ld, v[NET_BANDWIDTH], p, IOD_UNIT_BANDWIDTH,
@@ -500,8 +565,11 @@ static bool get_cpu(struct spec_ld *ld, const struct snode *n, const char *what,
 	m_suffix = len > 1 && s[len - 1] == 'm';
 	const char *p = s + (s[0] == '+');
 	const char *start = p;
-	while (isdigit((unsigned char)*p) && whole <= UINT32_MAX)
-		whole = whole * 10 + (uint64_t)(*p++ - '0');
+	while (isdigit((unsigned char)*p)) {
+		if (whole <= UINT32_MAX)
+			whole = whole * 10 + (uint64_t)(*p - '0');
+		p++;
+	}
 	if (!m_suffix && *p == '.' && p > start) {
 		p++;
 		while (isdigit((unsigned char)*p) && fdigits < 4) {
@@ -535,8 +603,21 @@ static bool get_cpu(struct spec_ld *ld, const struct snode *n, const char *what,
 	return true;
 }
 
-enum { RES_GPU, RES_CPU, RES_MEM, RES_GPU_MEM, RES_COMPUTE, RES_NETWORK };
-static const char *const res_keys[] = {"gpu", "cpu", "mem", "gpu_mem", "compute", "network"};
+enum {
+	RES_GPU,
+	RES_CPU,
+	RES_MEM,
+	RES_GPU_MEM,
+	RES_COMPUTE,
+	RES_NETWORK,
+	RES_CPU_MILLIS,
+	RES_MEM_BYTES,
+	RES_GPU_MEM_BYTES,
+	RES_NKEYS
+};
+static const char *const res_keys[RES_NKEYS] = {"gpu",        "cpu",       "mem",
+                                                "gpu_mem",    "compute",   "network",
+                                                "cpu_millis", "mem_bytes", "gpu_mem_bytes"};
 /* The top-level resources: block is the seed's unified request only. */
 static const char *const top_res_keys[] = {"compute", "network"};
 
@@ -567,14 +648,19 @@ static void load_resources(struct spec_ld *ld, const struct snode *m, bool top,
 	if (v[RES_GPU])
 		get_u32(ld, v[RES_GPU], "resources.gpu", IOD_SPEC_UNITS_MAX, "IOD_SPEC_UNITS_MAX",
 		        &r->gpu);
-	if (v[RES_CPU] && get_cpu(ld, v[RES_CPU], "resources.cpu", &r->cpu_millis))
+	if (v[RES_CPU] && v[RES_CPU_MILLIS])
+		spec_err(ld, v[RES_CPU_MILLIS],
+		         "resources.cpu and cpu_millis say the same thing; write one of them");
+	else if (v[RES_CPU] && get_cpu(ld, v[RES_CPU], "resources.cpu", &r->cpu_millis))
 		*cpu_set = true;
-	if (v[RES_MEM])
-		get_unit(ld, v[RES_MEM], "resources.mem", iod_parse_size, "a size like 32GB",
-		         &r->mem_bytes);
-	if (v[RES_GPU_MEM])
-		get_unit(ld, v[RES_GPU_MEM], "resources.gpu_mem", iod_parse_size,
-		         "a size like 80GB", &r->gpu_mem_bytes);
+	else if (v[RES_CPU_MILLIS] &&
+	         get_u32(ld, v[RES_CPU_MILLIS], "resources.cpu_millis", IOD_SPEC_UNITS_MAX * 1000,
+	                 "IOD_SPEC_UNITS_MAX cores", &r->cpu_millis))
+		*cpu_set = true;
+	get_qty(ld, v[RES_MEM], v[RES_MEM_BYTES], "resources.mem", "resources.mem_bytes",
+	        iod_parse_size, "a size like 32GB", &r->mem_bytes);
+	get_qty(ld, v[RES_GPU_MEM], v[RES_GPU_MEM_BYTES], "resources.gpu_mem",
+	        "resources.gpu_mem_bytes", iod_parse_size, "a size like 80GB", &r->gpu_mem_bytes);
 	if (v[RES_NETWORK]) {
 		load_network(ld, v[RES_NETWORK], "resources.network", &r->network);
 		*net_set = true;
@@ -591,15 +677,17 @@ static void load_resources(struct spec_ld *ld, const struct snode *m, bool top,
 			         (unsigned)r->gpu, (unsigned)c->count);
 		r->gpu = c->count;
 		if (c->mem_bytes) {
-			if (v[RES_GPU_MEM] && r->gpu_mem_bytes != c->mem_bytes)
-				spec_err(ld, v[RES_GPU_MEM],
+			const struct snode *gm =
+			    v[RES_GPU_MEM] ? v[RES_GPU_MEM] : v[RES_GPU_MEM_BYTES];
+			if (gm && r->gpu_mem_bytes != c->mem_bytes)
+				spec_err(ld, gm,
 				         "resources.gpu_mem and resources.compute.memory disagree; "
 				         "write one of them");
 			r->gpu_mem_bytes = c->mem_bytes;
 		}
 	} else if (c->type == IOD_COMPUTE_CPU) {
-		if (v[RES_CPU] && r->cpu_millis != c->count * 1000u)
-			spec_err(ld, v[RES_CPU],
+		if ((v[RES_CPU] || v[RES_CPU_MILLIS]) && r->cpu_millis != c->count * 1000u)
+			spec_err(ld, v[RES_CPU] ? v[RES_CPU] : v[RES_CPU_MILLIS],
 			         "resources.cpu and resources.compute.count (%u cores) disagree; "
 			         "write one of them",
 			         (unsigned)c->count);
@@ -633,10 +721,10 @@ static void load_placement(struct spec_ld *ld, const struct snode *m, struct iod
 
 	if (!get_map(ld, m, "placement", placement_keys, IOD_ARRAY_LEN(placement_keys), v, NULL))
 		return;
-	/* "default" is not something to write: offer spread or pack only */
-	if (v[PL_STRATEGY] &&
-	    get_enum(ld, v[PL_STRATEGY], "placement.strategy", strategy_names + 1, 2, &x))
-		pl->spread = (enum iod_spread)(x + 1);
+	/* "default" (the scheduler chooses) is what -o json prints when unset */
+	if (v[PL_STRATEGY] && get_enum(ld, v[PL_STRATEGY], "placement.strategy", strategy_names,
+	                               IOD_ARRAY_LEN(strategy_names), &x))
+		pl->spread = (enum iod_spread)x;
 	if (v[PL_ANTI] && get_enum(ld, v[PL_ANTI], "placement.anti_affinity", anti_names,
 	                           IOD_ARRAY_LEN(anti_names), &x))
 		pl->anti = (enum iod_anti_affinity)x;
@@ -661,9 +749,34 @@ static bool get_port(struct spec_ld *ld, const struct snode *n, const char *what
 	return true;
 }
 
-enum { HC_EXEC, HC_TCP, HC_HTTP, HC_INTERVAL, HC_TIMEOUT, HC_HEALTHY, HC_UNHEALTHY };
-static const char *const health_keys[] = {
-    "exec", "tcp", "http", "interval", "timeout", "healthy_threshold", "unhealthy_threshold"};
+enum {
+	HC_EXEC,
+	HC_TCP,
+	HC_HTTP,
+	HC_INTERVAL,
+	HC_TIMEOUT,
+	HC_HEALTHY,
+	HC_UNHEALTHY,
+	HC_INTERVAL_NS,
+	HC_TIMEOUT_NS,
+	HC_KIND,
+	HC_PORT,
+	HC_PATH,
+	HC_NKEYS
+};
+static const char *const health_keys[HC_NKEYS] = {"exec",
+                                                  "tcp",
+                                                  "http",
+                                                  "interval",
+                                                  "timeout",
+                                                  "healthy_threshold",
+                                                  "unhealthy_threshold",
+                                                  "interval_ns",
+                                                  "timeout_ns",
+                                                  "kind",
+                                                  "port",
+                                                  "path"};
+static const char *const health_kind_names[] = {"exec", "tcp", "http"};
 static const char *const probe_keys[] = {"port", "path"};
 
 static void load_probe(struct spec_ld *ld, const struct snode *m, const char *what, bool http,
@@ -691,6 +804,57 @@ static void load_probe(struct spec_ld *ld, const struct snode *m, const char *wh
 	}
 }
 
+static void get_exec(struct spec_ld *ld, const struct snode *n, struct iod_spec_health *h)
+{
+	if (get_str(ld, n, "health.exec", &h->command) && !h->command[strspn(h->command, " \t")])
+		spec_err(ld, n, "health.exec is empty; write a command, e.g. \"test -f /ready\"");
+}
+
+/*
+ * The flat form, which -o json prints: kind: exec|tcp|http with exec:,
+ * port: and path: beside it. The nested keys tcp:/http: may not be mixed in.
+ */
+static void load_health_flat(struct spec_ld *ld, const struct snode **v, struct iod_spec_health *h)
+{
+	int k;
+
+	if (v[HC_TCP] || v[HC_HTTP]) {
+		spec_err(ld, v[HC_TCP] ? v[HC_TCP] : v[HC_HTTP],
+		         "health.kind and health.%s say the same thing; write one form",
+		         v[HC_TCP] ? "tcp" : "http");
+		return;
+	}
+	if (!get_enum(ld, v[HC_KIND], "health.kind", health_kind_names, 3, &k))
+		return;
+	h->kind = (enum iod_health_kind)(k + 1);
+	if (h->kind == IOD_HEALTH_EXEC) {
+		if (!v[HC_EXEC])
+			spec_err(ld, v[HC_KIND], "health kind exec needs exec: COMMAND");
+		else
+			get_exec(ld, v[HC_EXEC], h);
+		for (int i = HC_PORT; i <= HC_PATH; i++)
+			if (v[i])
+				spec_err(ld, v[i], "health.%s does not apply to kind exec",
+				         health_keys[i]);
+		return;
+	}
+	if (v[HC_EXEC])
+		spec_err(ld, v[HC_EXEC], "health.exec does not apply to kind %s",
+		         health_kind_names[k]);
+	if (!v[HC_PORT])
+		spec_err(ld, v[HC_KIND], "health kind %s needs port:", health_kind_names[k]);
+	else
+		get_port(ld, v[HC_PORT], "health.port", &h->port);
+	if (h->kind == IOD_HEALTH_HTTP) {
+		h->path = "/";
+		if (v[HC_PATH] && get_str(ld, v[HC_PATH], "health.path", &h->path) &&
+		    h->path[0] != '/')
+			spec_err(ld, v[HC_PATH], "health.path \"%s\" must start with '/'", h->path);
+	} else if (v[HC_PATH]) {
+		spec_err(ld, v[HC_PATH], "health.path applies to kind http only");
+	}
+}
+
 static void load_health(struct spec_ld *ld, const struct snode *m, struct iod_spec_health *h)
 {
 	const struct snode *v[IOD_ARRAY_LEN(health_keys)];
@@ -698,45 +862,64 @@ static void load_health(struct spec_ld *ld, const struct snode *m, struct iod_sp
 
 	if (!get_map(ld, m, "health", health_keys, IOD_ARRAY_LEN(health_keys), v, NULL))
 		return;
-	for (int i = HC_EXEC; i <= HC_HTTP; i++)
-		kinds += v[i] != NULL;
-	if (kinds == 0)
-		spec_err(ld, m,
-		         "health needs one check: exec: COMMAND, tcp: PORT or http: {port, "
-		         "path}");
-	else if (kinds > 1)
-		spec_err(ld, m, "health has %d checks; write exactly one of exec, tcp or http",
-		         kinds);
-	if (v[HC_EXEC]) {
-		h->kind = IOD_HEALTH_EXEC;
-		get_str(ld, v[HC_EXEC], "health.exec", &h->command);
+	if (v[HC_KIND]) {
+		load_health_flat(ld, v, h);
+	} else {
+		for (int i = HC_EXEC; i <= HC_HTTP; i++)
+			kinds += v[i] != NULL;
+		if (kinds == 0)
+			spec_err(ld, m,
+			         "health needs one check: exec: COMMAND, tcp: PORT or http: {port, "
+			         "path}");
+		else if (kinds > 1)
+			spec_err(ld, m,
+			         "health has %d checks; write exactly one of exec, tcp or http",
+			         kinds);
+		for (int i = HC_PORT; i <= HC_PATH; i++)
+			if (v[i])
+				spec_err(
+				    ld, v[i],
+				    "health.%s without kind:; write tcp: {port} or http: {port, "
+				    "path} (or kind: tcp|http with port:)",
+				    health_keys[i]);
+		if (v[HC_EXEC]) {
+			h->kind = IOD_HEALTH_EXEC;
+			get_exec(ld, v[HC_EXEC], h);
+		}
+		if (v[HC_TCP]) {
+			h->kind = IOD_HEALTH_TCP;
+			load_probe(ld, v[HC_TCP], "health.tcp", false, h);
+		}
+		if (v[HC_HTTP]) {
+			h->kind = IOD_HEALTH_HTTP;
+			load_probe(ld, v[HC_HTTP], "health.http", true, h);
+		}
 	}
-	if (v[HC_TCP]) {
-		h->kind = IOD_HEALTH_TCP;
-		load_probe(ld, v[HC_TCP], "health.tcp", false, h);
-	}
-	if (v[HC_HTTP]) {
-		h->kind = IOD_HEALTH_HTTP;
-		load_probe(ld, v[HC_HTTP], "health.http", true, h);
-	}
-	if (v[HC_INTERVAL] && get_unit(ld, v[HC_INTERVAL], "health.interval", iod_parse_duration,
-	                               "a duration like 10s", &h->interval_ns)) {
-		if (h->interval_ns < IOD_SPEC_HEALTH_INTERVAL_MIN_NS ||
-		    h->interval_ns > IOD_SPEC_HEALTH_INTERVAL_MAX_NS)
-			spec_err(ld, v[HC_INTERVAL],
-			         "health.interval %s is outside 1ms..1h "
-			         "(IOD_SPEC_HEALTH_INTERVAL_MIN_NS/MAX_NS)",
-			         v[HC_INTERVAL]->str);
-	}
-	if (v[HC_TIMEOUT] && get_unit(ld, v[HC_TIMEOUT], "health.timeout", iod_parse_duration,
-	                              "a duration like 1s", &h->timeout_ns)) {
+	const struct snode *iv = v[HC_INTERVAL] ? v[HC_INTERVAL] : v[HC_INTERVAL_NS];
+	const struct snode *tv = v[HC_TIMEOUT] ? v[HC_TIMEOUT] : v[HC_TIMEOUT_NS];
+	bool iv_ok =
+	    get_qty(ld, v[HC_INTERVAL], v[HC_INTERVAL_NS], "health.interval", "health.interval_ns",
+	            iod_parse_duration, "a duration like 10s", &h->interval_ns);
+	if (iv_ok && (h->interval_ns < IOD_SPEC_HEALTH_INTERVAL_MIN_NS ||
+	              h->interval_ns > IOD_SPEC_HEALTH_INTERVAL_MAX_NS))
+		spec_err(ld, iv,
+		         "health.interval %s is outside 1ms..1h "
+		         "(IOD_SPEC_HEALTH_INTERVAL_MIN_NS/MAX_NS)",
+		         iv->str);
+	if (!tv) {
+		/* the default timeout never outlasts a shorter interval */
+		if (h->timeout_ns > h->interval_ns)
+			h->timeout_ns = h->interval_ns;
+	} else if (get_qty(ld, v[HC_TIMEOUT], v[HC_TIMEOUT_NS], "health.timeout",
+	                   "health.timeout_ns", iod_parse_duration, "a duration like 1s",
+	                   &h->timeout_ns)) {
 		if (h->timeout_ns == 0)
-			spec_err(ld, v[HC_TIMEOUT], "health.timeout must be above 0");
+			spec_err(ld, tv, "health.timeout must be above 0");
 		else if (h->timeout_ns > h->interval_ns)
-			spec_err(ld, v[HC_TIMEOUT],
+			spec_err(ld, tv,
 			         "health.timeout %s is longer than health.interval; a check must "
 			         "end before the next one starts",
-			         v[HC_TIMEOUT]->str);
+			         tv->str);
 	}
 	if (v[HC_HEALTHY] &&
 	    get_u32(ld, v[HC_HEALTHY], "health.healthy_threshold", IOD_SPEC_THRESHOLD_MAX,
@@ -905,6 +1088,10 @@ static void load_command(struct spec_ld *ld, const struct snode *n, struct iod_s
 			spec_err(ld, n, "command is an empty list; name a program");
 			return;
 		}
+		if (!words[0][0]) {
+			spec_err(ld, n->first, "command names an empty program");
+			return;
+		}
 	} else {
 		const char *str;
 		if (!get_str(ld, n, "command", &str))
@@ -1044,7 +1231,7 @@ static void load_service(struct spec_ld *ld, const struct snode *m, uint32_t ind
 			s->args_n = pre_n + args_n;
 		}
 	}
-	if (v[SV_ARGS] && !v[SV_COMMAND])
+	if (v[SV_ARGS] && args_n && !v[SV_COMMAND])
 		spec_err(ld, k[SV_ARGS], "args without a command; add command: PROGRAM");
 	if (v[SV_ENV])
 		load_env(ld, v[SV_ENV], s);
@@ -1228,12 +1415,12 @@ static const char *get_medium(struct spec_ld *ld, const struct snode *n)
 		if (!strcasecmp(n->str, media[j]))
 			return media[j];
 	for (j = 0; j < IOD_ARRAY_LEN(media); j++) {
-		for (c = 0; media[j][c] && c < sizeof(lbuf[j]) - 1; c++)
+		for (c = 0; c < sizeof(lbuf[j]) - 1 && media[j][c]; c++)
 			lbuf[j][c] = (char)tolower((unsigned char)media[j][c]);
 		lbuf[j][c] = 0;
 		lm[j] = lbuf[j];
 	}
-	for (c = 0; n->str[c] && c < sizeof(low) - 1; c++)
+	for (c = 0; c < sizeof(low) - 1 && n->str[c]; c++)
 		low[c] = (char)tolower((unsigned char)n->str[c]);
 	low[c] = 0;
 	const char *sg = iod_suggest(low, lm, IOD_ARRAY_LEN(media));
@@ -1254,7 +1441,7 @@ static const char *get_medium(struct spec_ld *ld, const struct snode *n)
 static void load_storage(struct spec_ld *ld, const struct snode *m)
 {
 	static const char *const storage_keys[] = {"tiers"};
-	static const char *const tier_keys[] = {"medium", "quota"};
+	static const char *const tier_keys[] = {"medium", "quota", "quota_bp"};
 	const struct snode *v[1];
 	struct iod_spec *sp = ld->spec;
 	uint32_t sum = 0, i = 0;
@@ -1277,10 +1464,10 @@ static void load_storage(struct spec_ld *ld, const struct snode *m)
 	if (!sp->tiers)
 		return;
 	for (const struct snode *it = v[0]->first; it; it = it->next) {
-		const struct snode *t[2];
+		const struct snode *t[3];
 		struct iod_spec_tier *tier = &sp->tiers[i++];
 		struct iod_err e = {0};
-		if (!get_map(ld, it, "storage tier", tier_keys, 2, t, NULL)) {
+		if (!get_map(ld, it, "storage tier", tier_keys, 3, t, NULL)) {
 			all = false;
 			continue;
 		}
@@ -1293,7 +1480,21 @@ static void load_storage(struct spec_ld *ld, const struct snode *m)
 					spec_err(ld, t[0], "storage medium %s is listed twice",
 					         tier->medium);
 		}
-		if (!t[1]) {
+		if (t[1] && t[2]) {
+			spec_err(ld, t[2],
+			         "quota and quota_bp say the same thing; write one of them");
+			all = false;
+		} else if (t[2]) {
+			if (!get_u32(ld, t[2], "storage tier quota_bp", 10000,
+			             "100% in basis points", &tier->quota_bp)) {
+				all = false;
+			} else if (tier->quota_bp == 0) {
+				spec_err(ld, t[2], "storage tier quota_bp must be above 0");
+				all = false;
+			} else {
+				sum += tier->quota_bp;
+			}
+		} else if (!t[1]) {
 			spec_err(ld, it, "storage tier needs a quota (e.g. quota: 20%%)");
 			all = false;
 		} else if (!want_scalar(ld, t[1], "storage tier quota", "a percentage like 20%")) {

@@ -13,6 +13,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Diagnostics in file order (stable: equal positions keep walk order). */
 static void sort_diags(struct iod_spec_diags *d)
@@ -89,7 +90,11 @@ int iod_spec_load_file(const char *path, struct iod_spec **out, struct iod_spec_
 	memset(diags, 0, sizeof(*diags));
 	*out = NULL;
 	iod_buf_init(&b);
-	rc = iod_buf_read_file(&b, path, IOD_SPEC_FILE_MAX, &e);
+	struct stat st;
+	if (strcmp(path, "-") && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		rc = -EISDIR; /* fread on a directory fails with a vague EIO otherwise */
+	else
+		rc = iod_buf_read_file(&b, path, IOD_SPEC_FILE_MAX, &e);
 	if (rc) {
 		diags->n = diags->total = 1;
 		if (rc == -EFBIG)
@@ -145,8 +150,9 @@ static const char *const anti_names[] = {"none", "node", "rack", "zone"};
 static const char *const gpu_link_names[] = {"any", "nvlink", "pcie"};
 static const char *const numa_names[] = {"any", "single"};
 static const char *const restart_names[] = {"always", "on-failure", "never"};
-static const char *const health_names[] = {"none", "exec", "tcp", "http"};
+
 static const char *const transport_names[] = {"tcp", "shm", "rdma"};
+static const char *const health_names[] = {"none", "exec", "tcp", "http"};
 
 #define NAME_OF(tab, v) ((unsigned)(v) < IOD_ARRAY_LEN(tab) ? (tab)[v] : "?")
 
@@ -161,6 +167,13 @@ static json_t *u64(uint64_t v)
 	return json_integer((json_int_t)v);
 }
 
+/*
+ * The JSON mirrors the spec language with every quantity in base units
+ * under a suffixed key (mem_bytes, bandwidth_bps, interval_ns, quota_bp),
+ * every default written out, and absent optional parts left out. So the
+ * output of `iod validate -o json` is itself a spec that loads to the same
+ * thing (JSON is YAML), which tests/unit/test_spec.c checks.
+ */
 static json_t *network_json(const struct iod_spec_network *n)
 {
 	json_t *o = json_object();
@@ -170,11 +183,16 @@ static json_t *network_json(const struct iod_spec_network *n)
 		snprintf(b, sizeof(b), "%s%lluns", iod_cmp_name(n->latency_ns.op),
 		         (unsigned long long)n->latency_ns.value);
 		set(o, "latency", json_string(b));
-		set(o, "latency_ns", u64(n->latency_ns.value));
-		set(o, "latency_op", json_string(iod_cmp_name(n->latency_ns.op)));
-	} else {
-		set(o, "latency", json_null());
 	}
+	return o;
+}
+
+static json_t *compute_json(const struct iod_spec_compute *c)
+{
+	json_t *o = json_object();
+	set(o, "type", json_string(iod_compute_type_name(c->type)));
+	set(o, "count", u64(c->count));
+	set(o, "memory_bytes", u64(c->mem_bytes));
 	return o;
 }
 
@@ -185,15 +203,8 @@ static json_t *resources_json(const struct iod_spec_resources *r)
 	set(o, "cpu_millis", u64(r->cpu_millis));
 	set(o, "mem_bytes", u64(r->mem_bytes));
 	set(o, "gpu_mem_bytes", u64(r->gpu_mem_bytes));
-	if (r->compute.type != IOD_COMPUTE_NONE) {
-		json_t *c = json_object();
-		set(c, "type", json_string(iod_compute_type_name(r->compute.type)));
-		set(c, "count", u64(r->compute.count));
-		set(c, "mem_bytes", u64(r->compute.mem_bytes));
-		set(o, "compute", c);
-	} else {
-		set(o, "compute", json_null());
-	}
+	if (r->compute.type != IOD_COMPUTE_NONE)
+		set(o, "compute", compute_json(&r->compute));
 	set(o, "network", network_json(&r->network));
 	return o;
 }
@@ -206,6 +217,7 @@ static json_t *strings_json(const char *const *v, uint32_t n)
 	return a;
 }
 
+/* The flat health form (kind + exec|port|path): what the agent reads. */
 static json_t *health_json(const struct iod_spec_health *h)
 {
 	json_t *o = json_object();
@@ -231,40 +243,59 @@ static json_t *service_json(const struct iod_spec_service *s)
 	set(o, "type", json_string(NAME_OF(service_type_names, s->type)));
 	set(o, "replicas", u64(s->replicas));
 	set(o, "resources", resources_json(&s->res));
-	set(pl, "strategy", json_string(NAME_OF(spread_names, s->placement.spread)));
-	set(pl, "anti_affinity", json_string(NAME_OF(anti_names, s->placement.anti)));
-	set(pl, "gpu_link", json_string(NAME_OF(gpu_link_names, s->placement.gpu_link)));
-	set(pl, "numa", json_string(NAME_OF(numa_names, s->placement.numa)));
-	set(o, "placement", pl);
-	set(o, "gang", json_boolean(s->gang));
-	set(o, "restart", json_string(NAME_OF(restart_names, s->restart)));
-	set(o, "command", s->command ? json_string(s->command) : json_null());
+	if (s->command && (s->command[strcspn(s->command, " \t\n\"'\\`$")] || !s->command[0])) {
+		/* a program name the string form would split or refuse: list form */
+		json_t *c = json_array();
+		json_array_append_new(c, json_string(s->command));
+		set(o, "command", c);
+	} else if (s->command) {
+		set(o, "command", json_string(s->command));
+	}
 	set(o, "args", strings_json(s->args, s->args_n));
 	for (uint32_t i = 0; i < s->env_n; i++)
 		set(env, s->env[i].name, json_string(s->env[i].value));
 	set(o, "env", env);
 	for (uint32_t i = 0; i < s->ports_n; i++) {
 		json_t *p = json_object();
-		set(p, "name", s->ports[i].name ? json_string(s->ports[i].name) : json_null());
+		if (s->ports[i].name)
+			set(p, "name", json_string(s->ports[i].name));
 		set(p, "port", u64(s->ports[i].port));
 		set(p, "protocol", json_string(s->ports[i].proto == IOD_PROTO_UDP ? "udp" : "tcp"));
 		json_array_append_new(ports, p);
 	}
 	set(o, "ports", ports);
-	set(o, "health", health_json(&s->health));
+	if (s->health.kind != IOD_HEALTH_NONE)
+		set(o, "health", health_json(&s->health));
 	set(o, "depends_on", strings_json(s->depends_on, s->depends_n));
+	set(pl, "strategy", json_string(NAME_OF(spread_names, s->placement.spread)));
+	set(pl, "anti_affinity", json_string(NAME_OF(anti_names, s->placement.anti)));
+	set(pl, "gpu_link", json_string(NAME_OF(gpu_link_names, s->placement.gpu_link)));
+	set(pl, "numa", json_string(NAME_OF(numa_names, s->placement.numa)));
+	set(o, "placement", pl);
+	set(o, "restart", json_string(NAME_OF(restart_names, s->restart)));
+	set(o, "gang", json_boolean(s->gang));
 	return o;
 }
 
 json_t *iod_spec_to_json(const struct iod_spec *s)
 {
-	json_t *o = json_object(), *svcs = json_array();
+	json_t *o = json_object();
 
 	IOD_ASSERT(s);
-	for (uint32_t i = 0; i < s->services_n; i++)
-		json_array_append_new(svcs, service_json(&s->services[i]));
-	set(o, "services", svcs);
-	set(o, "resources", s->has_resources ? resources_json(&s->resources) : json_null());
+	if (s->services_n) {
+		json_t *svcs = json_array();
+		for (uint32_t i = 0; i < s->services_n; i++)
+			json_array_append_new(svcs, service_json(&s->services[i]));
+		set(o, "services", svcs);
+	}
+	if (s->has_resources) {
+		/* the top-level block is the unified form: compute and network only */
+		json_t *r = json_object();
+		if (s->resources.compute.type != IOD_COMPUTE_NONE)
+			set(r, "compute", compute_json(&s->resources.compute));
+		set(r, "network", network_json(&s->resources.network));
+		set(o, "resources", r);
+	}
 	if (s->tiers_n) {
 		json_t *st = json_object(), *tiers = json_array();
 		for (uint32_t i = 0; i < s->tiers_n; i++) {
@@ -275,15 +306,11 @@ json_t *iod_spec_to_json(const struct iod_spec *s)
 		}
 		set(st, "tiers", tiers);
 		set(o, "storage", st);
-	} else {
-		set(o, "storage", json_null());
 	}
 	if (s->has_mesh) {
 		json_t *m = json_object();
 		set(m, "transport", json_string(NAME_OF(transport_names, s->transport)));
 		set(o, "service_mesh", m);
-	} else {
-		set(o, "service_mesh", json_null());
 	}
 	return o;
 }

@@ -54,7 +54,8 @@ int iod_topo_format_matrix(const struct iod_topo_node *n, struct iod_buf *out)
 		if (d->kind == IOD_TOPO_DEV_GPU) {
 			iod_bitmap_format(&d->cpuset, cpus, sizeof(cpus));
 			if (d->numa >= 0)
-				rc |= iod_buf_printf(out, "\t%s\t%u", cpus, n->numa[d->numa].os_index);
+				rc |= iod_buf_printf(out, "\t%s\t%u", cpus,
+				                     n->numa[d->numa].os_index);
 			else
 				rc |= iod_buf_printf(out, "\t%s\tN/A", cpus);
 		}
@@ -132,8 +133,7 @@ static int text_device(const struct iod_topo_node *n, const struct iod_topo_devi
 	return rc | iod_buf_printf(out, "\n");
 }
 
-static int text_bridge(const struct iod_topo_node *n, int b, struct iod_buf *out,
-                       unsigned indent)
+static int text_bridge(const struct iod_topo_node *n, int b, struct iod_buf *out, unsigned indent)
 {
 	const struct iod_topo_bridge *br = &n->bridges[b];
 	char pci[24];
@@ -163,7 +163,8 @@ int iod_topo_format_text(const struct iod_topo_node *n, struct iod_buf *out)
 	int rc;
 
 	fmt_size(n->mem_bytes, mem, sizeof(mem));
-	rc = iod_buf_printf(out, "Machine %s%s%s: %u packages, %u cores, %u PUs, %u NUMA nodes, %s%s\n",
+	rc = iod_buf_printf(out,
+	                    "Machine %s%s%s: %u packages, %u cores, %u PUs, %u NUMA nodes, %s%s\n",
 	                    n->name, n->model[0] && strcmp(n->model, n->name) ? " model " : "",
 	                    n->model[0] && strcmp(n->model, n->name) ? n->model : "", n->npackages,
 	                    n->cores, n->pus, n->nnuma, mem, n->is_dpu ? " (a DPU)" : "");
@@ -178,18 +179,20 @@ int iod_topo_format_text(const struct iod_topo_node *n, struct iod_buf *out)
 				continue;
 			fmt_size(n->numa[m].mem_bytes, mem, sizeof(mem));
 			iod_bitmap_format(&n->numa[m].cpuset, cpus, sizeof(cpus));
-			rc |= iod_buf_printf(out, "    NUMANode N#%u %s, PUs %s\n", n->numa[m].os_index,
-			                     mem, cpus);
+			rc |= iod_buf_printf(out, "    NUMANode N#%u %s, PUs %s\n",
+			                     n->numa[m].os_index, mem, cpus);
 		}
 		for (unsigned c = 0; c < n->ncaches; c++) {
 			if (!iod_bitmap_subset(&n->caches[c].cpuset, &pk->cpuset))
 				continue;
 			fmt_size(n->caches[c].size_bytes, mem, sizeof(mem));
 			iod_bitmap_format(&n->caches[c].cpuset, cpus, sizeof(cpus));
-			rc |= iod_buf_printf(out, "    L%u %s, PUs %s\n", n->caches[c].level, mem, cpus);
+			rc |= iod_buf_printf(out, "    L%u %s, PUs %s\n", n->caches[c].level, mem,
+			                     cpus);
 		}
 		for (unsigned b = 0; b < n->nbridges; b++)
-			if (n->bridges[b].kind == IOD_TOPO_BRIDGE_HOST && n->bridges[b].package == (int)p)
+			if (n->bridges[b].kind == IOD_TOPO_BRIDGE_HOST &&
+			    n->bridges[b].package == (int)p)
 				rc |= text_bridge(n, (int)b, out, 4);
 	}
 	for (unsigned m = 0; m < n->nnuma; m++) {
@@ -265,15 +268,17 @@ static int dot_bridge(const struct iod_topo_node *n, int b, struct iod_buf *out,
 		const struct iod_topo_device *d = &n->devices[i];
 		if (d->bridge != b)
 			continue;
-		rc |= iod_buf_printf(out, "%*s  dev%u [label=\"%s\\n%s\", shape=box%s];\n",
-		                     (int)depth * 2, "", i, d->name, d->model,
-		                     d->kind == IOD_TOPO_DEV_GPU ? ", style=filled, fillcolor=palegreen"
-		                     : d->kind == IOD_TOPO_DEV_DPU ? ", style=filled, fillcolor=lightblue"
-		                                                   : "");
+		rc |= iod_buf_printf(
+		    out, "%*s  dev%u [label=\"%s\\n%s\", shape=box%s];\n", (int)depth * 2, "", i,
+		    d->name, d->model,
+		    d->kind == IOD_TOPO_DEV_GPU   ? ", style=filled, fillcolor=palegreen"
+		    : d->kind == IOD_TOPO_DEV_DPU ? ", style=filled, fillcolor=lightblue"
+		                                  : "");
 	}
 	if (depth < IOD_TOPO_PCI_DEPTH_MAX)
 		for (unsigned s = 0; s < n->nbridges; s++)
-			if (n->bridges[s].kind == IOD_TOPO_BRIDGE_SWITCH && n->bridges[s].parent == b)
+			if (n->bridges[s].kind == IOD_TOPO_BRIDGE_SWITCH &&
+			    n->bridges[s].parent == b)
 				rc |= dot_bridge(n, (int)s, out, depth + 1);
 	return rc | iod_buf_printf(out, "%*s}\n", (int)depth * 2, "");
 }
@@ -295,7 +300,8 @@ int iod_topo_format_dot(const struct iod_topo_node *n, struct iod_buf *out)
 		                     "    pkg%u [label=\"%s\\n%u cores, PUs %s\", shape=box];\n",
 		                     p, pk->os_index, p, pk->model, pk->cores, cpus);
 		for (unsigned b = 0; b < n->nbridges; b++)
-			if (n->bridges[b].kind == IOD_TOPO_BRIDGE_HOST && n->bridges[b].package == (int)p)
+			if (n->bridges[b].kind == IOD_TOPO_BRIDGE_HOST &&
+			    n->bridges[b].package == (int)p)
 				rc |= dot_bridge(n, (int)b, out, 2);
 		rc |= iod_buf_printf(out, "  }\n");
 	}
@@ -310,7 +316,8 @@ int iod_topo_format_dot(const struct iod_topo_node *n, struct iod_buf *out)
 	for (unsigned b = 0; b < n->nbridges; b++) {
 		const struct iod_topo_bridge *br = &n->bridges[b];
 		if (br->kind == IOD_TOPO_BRIDGE_SWITCH)
-			rc |= iod_buf_printf(out, "  br%d -- br%u [label=\"PCIe\"];\n", br->parent, b);
+			rc |= iod_buf_printf(out, "  br%d -- br%u [label=\"PCIe\"];\n", br->parent,
+			                     b);
 		else if (br->package >= 0)
 			rc |= iod_buf_printf(out, "  pkg%d -- br%u;\n", br->package, b);
 	}
@@ -325,18 +332,37 @@ int iod_topo_format_dot(const struct iod_topo_node *n, struct iod_buf *out)
 		else
 			rc |= iod_buf_printf(out, "  br%d -- dev%u;\n", d->bridge, i);
 	}
-	/* NVLinks */
-	for (unsigned a = 0; a < n->ndevices; a++)
-		for (unsigned b = a + 1; b < n->ndevices; b++) {
+	/* NVLinks: direct ones pairwise; NVSwitch as one fabric node, each GPU
+	 * joined to it by its switch links (28 pairwise edges say less) */
+	bool fabric = false;
+	for (unsigned a = 0; a < n->ndevices; a++) {
+		unsigned via_switch = 0;
+		for (unsigned b = 0; b < n->ndevices; b++) {
 			const struct iod_topo_link *l = &n->link[a][b];
-			if (!l->nvlinks)
+			if (l->nvlinks && l->nvswitch)
+				via_switch = IOD_MAX(via_switch, l->nvlinks);
+			if (b <= a || !l->nvlinks || l->nvswitch)
 				continue;
 			dot_bw(iod_topo_link_bw_bps(n, a, b), bw, sizeof(bw));
 			rc |= iod_buf_printf(out,
-			                     "  dev%u -- dev%u [label=\"NV%u %s%s\", color=green3, "
-			                     "penwidth=2, constraint=false];\n",
-			                     a, b, l->nvlinks, bw, l->nvswitch ? " (NVSwitch)" : "");
+			                     "  dev%u -- dev%u [label=\"NV%u %s\", color=green3, "
+			                     "penwidth=2];\n",
+			                     a, b, l->nvlinks, bw);
 		}
+		if (!via_switch)
+			continue;
+		if (!fabric)
+			rc |= iod_buf_printf(out, "  nvswitch [label=\"NVSwitch\", shape=hexagon, "
+			                          "style=filled, fillcolor=palegreen];\n");
+		fabric = true;
+		const struct iod_topo_device *d = &n->devices[a];
+		dot_bw((d->nvlink_bps ? d->nvlink_bps : 25000000000ull * 8) * via_switch, bw,
+		       sizeof(bw));
+		rc |= iod_buf_printf(out,
+		                     "  dev%u -- nvswitch [label=\"NV%u %s\", color=green3, "
+		                     "penwidth=2];\n",
+		                     a, via_switch, bw);
+	}
 	/* the socket interconnect */
 	for (unsigned p = 1; p < n->npackages; p++)
 		rc |= iod_buf_printf(out, "  pkg0 -- pkg%u [label=\"SYS\", style=dashed];\n", p);
@@ -374,6 +400,17 @@ json_t *iod_topo_to_json(const struct iod_topo_node *n)
 	put(o, "mem_bytes", json_integer((json_int_t)n->mem_bytes));
 	put(o, "cpuset", jset(&n->cpuset));
 	put(o, "primary_pus", jset(&n->primary_pus));
+	json_t *cores = json_array();
+	for (int p = iod_bitmap_next(&n->primary_pus, 0); p >= 0;
+	     p = iod_bitmap_next(&n->primary_pus, (unsigned)p + 1)) {
+		struct iod_bitmap pus;
+		iod_bitmap_zero(&pus);
+		for (unsigned i = (unsigned)p; i < IOD_BITMAP_BITS; i++)
+			if (n->pu_core[i] == n->pu_core[p])
+				iod_bitmap_set(&pus, i);
+		json_array_append_new(cores, jset(&pus));
+	}
+	put(o, "core_pus", cores);
 
 	json_t *a = json_array();
 	for (unsigned p = 0; p < n->npackages; p++) {
@@ -436,29 +473,26 @@ json_t *iod_topo_to_json(const struct iod_topo_node *n)
 		snprintf(cell, sizeof(cell), "%04x", d->pci_class);
 		put(x, "pci_class", json_string(cell));
 		put(x, "bridge", json_integer(d->bridge));
-		put(x, "numa", json_integer(d->numa >= 0 ? (json_int_t)n->numa[d->numa].os_index : -1));
+		put(x, "numa",
+		    json_integer(d->numa >= 0 ? (json_int_t)n->numa[d->numa].os_index : -1));
 		put(x, "cpuset", jset(&d->cpuset));
 		put(x, "mem_bytes", json_integer((json_int_t)d->mem_bytes));
 		put(x, "pcie_gen", json_integer(d->pcie_gen));
 		put(x, "pcie_width", json_integer(d->pcie_width));
 		put(x, "pcie_bps", json_integer((json_int_t)d->pcie_bps));
+		/* one schema for every kind: cores are a GPU's SMs, a DPU's Arm cores */
+		put(x, "cores", json_integer(d->cores));
+		put(x, "nvlinks", json_integer(d->nvlinks));
+		put(x, "nvlink_bps", json_integer((json_int_t)d->nvlink_bps));
+		put(x, "tensor_cores", json_boolean(d->tensor_cores));
+		put(x, "tflops", json_integer(d->tflops));
+		put(x, "ports", json_integer(d->ports));
+		put(x, "port_bps", json_integer((json_int_t)d->port_bps));
+		put(x, "board", json_integer(d->board));
 		if (d->kind == IOD_TOPO_DEV_GPU) {
 			put(x, "gpu_index", json_integer(d->gpu_index));
-			put(x, "sms", json_integer(d->cores));
-			put(x, "nvlinks", json_integer(d->nvlinks));
-			put(x, "nvlink_bps", json_integer((json_int_t)d->nvlink_bps));
-			put(x, "tensor_cores", json_boolean(d->tensor_cores));
-			put(x, "tflops", json_integer(d->tflops));
 			put(x, "nvlink_island", json_integer(n->gpu_island[d->gpu_index]));
 		}
-		if (d->ports) {
-			put(x, "ports", json_integer(d->ports));
-			put(x, "port_bps", json_integer((json_int_t)d->port_bps));
-		}
-		if (d->kind == IOD_TOPO_DEV_DPU)
-			put(x, "arm_cores", json_integer(d->cores));
-		if (d->board >= 0)
-			put(x, "board", json_integer(d->board));
 		json_t *links = json_object();
 		for (unsigned j = 0; j < n->ndevices; j++) {
 			if (j == i)
@@ -471,7 +505,8 @@ json_t *iod_topo_to_json(const struct iod_topo_node *n)
 			if (n->link[i][j].nvswitch)
 				put(l, "nvswitch", json_true());
 			put(l, "bw_bps", json_integer((json_int_t)iod_topo_link_bw_bps(n, i, j)));
-			put(l, "latency_ns", json_integer((json_int_t)iod_topo_link_latency_ns(n, i, j)));
+			put(l, "latency_ns",
+			    json_integer((json_int_t)iod_topo_link_latency_ns(n, i, j)));
 			json_object_set_new(links, n->devices[j].name, l);
 		}
 		put(x, "links", links);
@@ -483,8 +518,10 @@ json_t *iod_topo_to_json(const struct iod_topo_node *n)
 		const struct iod_topo_unit *un = &n->units[u];
 		json_t *x = json_object();
 		put(x, "type", json_string(compute_name(un->type)));
-		put(x, "device", json_string(un->device >= 0 ? n->devices[un->device].name : "CPU"));
-		put(x, "numa", json_integer(un->numa >= 0 ? (json_int_t)n->numa[un->numa].os_index : -1));
+		put(x, "device",
+		    json_string(un->device >= 0 ? n->devices[un->device].name : "CPU"));
+		put(x, "numa",
+		    json_integer(un->numa >= 0 ? (json_int_t)n->numa[un->numa].os_index : -1));
 		json_t *cap = json_object();
 		put(cap, "count", json_integer(un->cap.count));
 		put(cap, "cores", json_integer(un->cap.cores));

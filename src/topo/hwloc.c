@@ -11,15 +11,19 @@
  * (NVIDIA/AMD display = GPU, network = NIC, Mellanox BlueField = DPU, ...).
  * The `NVLinkBandwidth` distances matrix (hwloc's NVML backend, MB/s,
  * 20000 per NVLink v1 and 25000 per v2-v4) gives NV#; NVSwitch endpoints in
- * it mean all-to-all. This is a shell: it reads files and the system; it
- * never prints (hwloc's own XML warnings are silenced) and reports errors
- * in the caller's iod_err.
+ * it mean all-to-all. This is a shell: it reads files and the system, and
+ * reports errors in the caller's iod_err; it never prints. Users' XML is
+ * parsed by hwloc in a child process (hwloc 2.9 crashes on some malformed
+ * documents); it must never reach hwloc in this process.
  */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* ---- PCI ids -------------------------------------------------------------- */
 
@@ -194,8 +198,8 @@ static void fill_device(struct conv *c, hwloc_obj_t pci, struct iod_topo_device 
 				d->kind = (enum iod_topo_dev_kind)k;
 	}
 	if (!d->model[0])
-		snprintf(d->model, sizeof(d->model), "%s %04x:%04x", d->vendor[0] ? d->vendor : "PCI",
-		         d->pci_vendor, d->pci_device);
+		snprintf(d->model, sizeof(d->model), "%s %04x:%04x",
+		         d->vendor[0] ? d->vendor : "PCI", d->pci_vendor, d->pci_device);
 	(void)c;
 }
 
@@ -217,9 +221,9 @@ static void walk_io(struct conv *c, hwloc_obj_t obj, int bridge, unsigned depth)
 	if (obj->type == HWLOC_OBJ_BRIDGE) {
 		const struct hwloc_bridge_attr_s *b = &obj->attr->bridge;
 		if (b->upstream_type == HWLOC_OBJ_BRIDGE_HOST) {
-			int h = iod_topo_add_bridge(c->n, IOD_TOPO_BRIDGE_HOST, -1, numa_of(c, obj),
-			                            IOD_TOPO_PCI_ADDR(b->downstream.pci.domain, 0, 0, 0),
-			                            c->e);
+			int h = iod_topo_add_bridge(
+			    c->n, IOD_TOPO_BRIDGE_HOST, -1, numa_of(c, obj),
+			    IOD_TOPO_PCI_ADDR(b->downstream.pci.domain, 0, 0, 0), c->e);
 			if (h < 0) {
 				c->rc = h;
 				return;
@@ -233,9 +237,9 @@ static void walk_io(struct conv *c, hwloc_obj_t obj, int bridge, unsigned depth)
 		 * 3 = downstream port, 4 = cascaded switch... */
 		if (bridge >= 0 && depth % 2 == 0) {
 			const struct hwloc_pcidev_attr_s *p = &b->upstream.pci;
-			int s = iod_topo_add_bridge(c->n, IOD_TOPO_BRIDGE_SWITCH, bridge, -1,
-			                            IOD_TOPO_PCI_ADDR(p->domain, p->bus, p->dev, p->func),
-			                            c->e);
+			int s = iod_topo_add_bridge(
+			    c->n, IOD_TOPO_BRIDGE_SWITCH, bridge, -1,
+			    IOD_TOPO_PCI_ADDR(p->domain, p->bus, p->dev, p->func), c->e);
 			if (s < 0) {
 				c->rc = s;
 				return;
@@ -251,7 +255,8 @@ static void walk_io(struct conv *c, hwloc_obj_t obj, int bridge, unsigned depth)
 	if (obj->type != HWLOC_OBJ_PCI_DEVICE)
 		return;
 	const struct hwloc_pcidev_attr_s *a = &obj->attr->pcidev;
-	enum iod_topo_dev_kind kind = iod_topo_pci_classify(a->vendor_id, a->device_id, a->class_id);
+	enum iod_topo_dev_kind kind =
+	    iod_topo_pci_classify(a->vendor_id, a->device_id, a->class_id);
 	const char *forced = info(obj, "iodKind");
 	if (kind == IOD_TOPO_DEV_OTHER && !forced)
 		return;
@@ -279,6 +284,43 @@ static void walk(struct conv *c, hwloc_obj_t obj, unsigned depth)
 	for (hwloc_obj_t k = obj->first_child; k && !c->rc; k = k->next_sibling)
 		walk(c, k, depth + 1);
 	walk_io_children(c, obj, -1, 0);
+}
+
+/*
+ * A BlueField shows one PCI function per network port; it is one DPU (one
+ * compute unit with its Arm cores), so functions of one device fold into
+ * the first, which counts the ports. Arm cores and memory are not visible
+ * from the host: the common configuration per generation is assumed
+ * (BlueField-1: 16 cores, BlueField-2: 8 cores / 16 GiB, BlueField-3:
+ * 16 cores / 32 GiB) unless the XML says otherwise.
+ */
+static void fold_dpu_functions(struct iod_topo_node *n)
+{
+	for (unsigned i = 0; i < n->ndevices; i++) {
+		struct iod_topo_device *d = &n->devices[i];
+		if (d->kind != IOD_TOPO_DEV_DPU)
+			continue;
+		if (!d->cores)
+			d->cores = d->pci_device == 0xa2d6 ? 8 : 16;
+		if (!d->mem_bytes)
+			d->mem_bytes = (d->pci_device == 0xa2dc ? 32ull : 16ull) << 30;
+		if (!d->ports)
+			d->ports = 1;
+		for (unsigned j = i + 1; j < n->ndevices;) {
+			struct iod_topo_device *x = &n->devices[j];
+			if (x->kind != IOD_TOPO_DEV_DPU ||
+			    (x->pci_addr & ~7u) != (d->pci_addr & ~7u)) {
+				j++;
+				continue;
+			}
+			d->ports = (uint8_t)(d->ports + (x->ports ? x->ports : 1));
+			if (!d->port_bps)
+				d->port_bps = x->port_bps;
+			memmove(x, x + 1, sizeof(*x) * (n->ndevices - j - 1));
+			n->ndevices--;
+			memset(&n->devices[n->ndevices], 0, sizeof(*x));
+		}
+	}
 }
 
 /* Drop bridges with no modelled device below them, renumbering the rest. */
@@ -369,8 +411,8 @@ static int nvlink_matrix(struct conv *c)
 				if (dev[j] < 0)
 					links_to_switch[dev[i]] += l;
 				else if (i < j)
-					rc = iod_topo_add_nvlink(c->n, (unsigned)dev[i], (unsigned)dev[j],
-					                         l, false, c->e);
+					rc = iod_topo_add_nvlink(c->n, (unsigned)dev[i],
+					                         (unsigned)dev[j], l, false, c->e);
 			}
 			if (total > IOD_TOPO_NVLINKS_MAX * 4)
 				total = IOD_TOPO_NVLINKS_MAX * 4;
@@ -382,8 +424,9 @@ static int nvlink_matrix(struct conv *c)
 			for (unsigned b = a + 1; b < c->n->ndevices && !rc; b++)
 				if (links_to_switch[a] && links_to_switch[b])
 					rc = iod_topo_add_nvlink(
-					    c->n, a, b, IOD_MIN(links_to_switch[a], links_to_switch[b]),
-					    true, c->e);
+					    c->n, a, b,
+					    IOD_MIN(links_to_switch[a], links_to_switch[b]), true,
+					    c->e);
 	}
 	for (unsigned k = 0; k < nr && k < IOD_ARRAY_LEN(dist); k++)
 		hwloc_distances_release(c->t, dist[k]);
@@ -426,15 +469,17 @@ int iod_topo_from_hwloc(hwloc_topology_t t, struct iod_topo_node *n, const char 
 		for (unsigned k = 0; p && k < n->npackages; k++)
 			if (n->packages[k].os_index == p->os_index)
 				pkg = (int)k;
-		int rc = iod_topo_add_numa(n, m->os_index, pkg, m->attr->numanode.local_memory, &set, e);
+		int rc =
+		    iod_topo_add_numa(n, m->os_index, pkg, m->attr->numanode.local_memory, &set, e);
 		if (rc < 0)
 			c.rc = rc;
 	}
 	if (!c.rc && nn <= 0)
-		return iod_err_set(e, -EINVAL,
-		                   "%s: the topology has no NUMA node; an hwloc topology always has at "
-		                   "least one (is this a complete `lstopo --of xml` output?)",
-		                   what);
+		return iod_err_set(
+		    e, -EINVAL,
+		    "%s: the topology has no NUMA node; an hwloc topology always has at "
+		    "least one (is this a complete `lstopo --of xml` output?)",
+		    what);
 	int ncores = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
 	for (int i = 0; i < ncores && !c.rc; i++) {
 		hwloc_obj_t k = hwloc_get_obj_by_type(t, HWLOC_OBJ_CORE, (unsigned)i);
@@ -453,11 +498,13 @@ int iod_topo_from_hwloc(hwloc_topology_t t, struct iod_topo_node *n, const char 
 			break;
 		if (n->ncaches >= IOD_TOPO_CACHES_MAX)
 			break; /* caches are informative: keep the first ones */
-		iod_topo_add_cache(n, llc == HWLOC_OBJ_L3CACHE ? 3 : 2, k->attr->cache.size, &set, e);
+		iod_topo_add_cache(n, llc == HWLOC_OBJ_L3CACHE ? 3 : 2, k->attr->cache.size, &set,
+		                   e);
 	}
 	if (!c.rc)
 		walk(&c, root, 0);
 	if (!c.rc) {
+		fold_dpu_functions(n);
 		prune_bridges(n);
 		c.rc = nvlink_matrix(&c);
 	}
@@ -497,61 +544,220 @@ static int looks_like_xml(const char *buf, size_t len, const char *what, struct 
 	while (i < len && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t'))
 		i++;
 	if (len == 0 || i == len)
-		return iod_err_set(e, -EINVAL, "%s: empty file; expected an hwloc XML topology", what);
+		return iod_err_set(e, -EINVAL, "%s: empty file; expected an hwloc XML topology",
+		                   what);
 	if (buf[i] != '<')
 		return iod_err_set(e, -EINVAL,
 		                   "%s:1:%zu: not XML (starts with '%c'); expected an hwloc XML "
 		                   "topology such as `lstopo --of xml` writes",
 		                   what, i + 1, buf[i]);
 	if (!memmem(buf, len, "<topology", 9))
-		return iod_err_set(e, -EINVAL, "%s: no <topology> element; not an hwloc XML topology",
-		                   what);
+		return iod_err_set(e, -EINVAL,
+		                   "%s: no <topology> element; not an hwloc XML topology", what);
+	if (!memmem(buf, len, "</topology>", 11))
+		return iod_err_set(e, -EINVAL,
+		                   "%s: truncated or malformed: no closing </topology> tag", what);
+	if (!memmem(buf, len, "type=\"NUMANode\"", 15))
+		return iod_err_set(
+		    e, -EINVAL,
+		    "%s: the topology has no NUMA node (no object of type \"NUMANode\"); "
+		    "every machine has at least one: is this a complete `lstopo --of "
+		    "xml` output?",
+		    what);
 	return 0;
+}
+
+/* Load XML in this process: only for documents iod wrote itself. */
+static int load_buffer_here(const char *buf, size_t len, const char *what, struct iod_topo_node *n,
+                            struct iod_err *e)
+{
+	hwloc_topology_t t;
+	if (hwloc_topology_init(&t) < 0)
+		return iod_err_set(e, -ENOMEM, "hwloc_topology_init failed");
+	if (hwloc_topology_set_xmlbuffer(t, buf, (int)len) < 0) {
+		hwloc_topology_destroy(t);
+		return iod_err_set(e, -EINVAL, "%s: hwloc rejected it", what);
+	}
+	return load(t, n, what, IOD_TOPO_SRC_XML, e);
+}
+
+static int write_all(int fd, const void *p, size_t len)
+{
+	const char *c = p;
+	while (len) {
+		ssize_t w = write(fd, c, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		c += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+static size_t read_all(int fd, void *p, size_t len)
+{
+	size_t got = 0;
+	while (got < len) {
+		ssize_t k = read(fd, (char *)p + got, len - got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	return got;
+}
+
+/* What the child says before the normalized XML. */
+struct child_header {
+	int32_t rc;     /* 0, or the errno of hwloc's failure (positive) */
+	uint32_t bytes; /* length of the XML that follows */
+};
+
+/* In the child: parse with hwloc, write hwloc's own re-export to fd. */
+static int child_normalize(const char *buf, size_t len, int fd)
+{
+	struct child_header h = {0, 0};
+	hwloc_topology_t t;
+	char *xml = NULL;
+	int xlen = 0;
+
+	if (hwloc_topology_init(&t) < 0)
+		return 3;
+	hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_ALL);
+	errno = 0;
+	if (hwloc_topology_set_xmlbuffer(t, buf, (int)len) < 0 || hwloc_topology_load(t) < 0 ||
+	    hwloc_topology_export_xmlbuffer(t, &xml, &xlen, 0) < 0 || xlen <= 0)
+		h.rc = errno ? errno : EINVAL;
+	else
+		h.bytes = (uint32_t)(xlen - 1); /* without the NUL */
+	int rc = write_all(fd, &h, sizeof(h)) || (h.bytes && write_all(fd, xml, h.bytes)) ? 4 : 0;
+	if (xml)
+		hwloc_free_xmlbuffer(t, xml);
+	hwloc_topology_destroy(t);
+	return rc;
+}
+
+/*
+ * hwloc's XML importer trusts its input (a document without nodesets makes
+ * hwloc 2.9 dereference NULL), so a document from a user is first parsed by
+ * hwloc in a child process, which hands back hwloc's own re-export of it; a
+ * crash there becomes an error message. The parent then reads that
+ * normalized document (which hwloc wrote itself) and converts it in-process,
+ * so iod's own code always runs where the sanitizers and the fuzzer see it.
+ */
+static int load_buffer_isolated(const char *buf, size_t len, const char *what,
+                                struct iod_topo_node *n, struct iod_err *e)
+{
+	int fds[2];
+	if (len > INT32_MAX)
+		return iod_err_set(e, -E2BIG, "%s: too large", what);
+	if (pipe(fds) < 0)
+		return iod_err_set(e, -errno, "%s: pipe: %s", what, strerror(errno));
+	pid_t pid = fork();
+	if (pid < 0) {
+		int err = errno;
+		close(fds[0]);
+		close(fds[1]);
+		return iod_err_set(e, -err, "%s: fork: %s", what, strerror(err));
+	}
+	if (pid == 0) {
+		/* die by the signal, quietly: no sanitizer or fuzzer handlers */
+		struct sigaction dfl;
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		static const int deadly[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGALRM};
+		for (size_t i = 0; i < IOD_ARRAY_LEN(deadly); i++)
+			sigaction(deadly[i], &dfl, NULL);
+		alarm(IOD_TOPO_XML_PARSE_S_MAX); /* hwloc looping on a bad document */
+		close(fds[0]);
+		_exit(child_normalize(buf, len, fds[1]));
+	}
+	close(fds[1]);
+	struct child_header h = {0, 0};
+	size_t got = read_all(fds[0], &h, sizeof(h));
+	char *xml = NULL;
+	size_t xml_got = 0;
+	if (got == sizeof(h) && h.rc == 0 && h.bytes > 0 && h.bytes <= 4u * IOD_TOPO_XML_MAX) {
+		xml = malloc(h.bytes);
+		if (xml)
+			xml_got = read_all(fds[0], xml, h.bytes);
+	}
+	close(fds[0]);
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	int rc;
+	if (got != sizeof(h)) {
+		if (WIFSIGNALED(status))
+			rc = iod_err_set(
+			    e, -EINVAL,
+			    "%s: malformed hwloc XML: the hwloc parser %s on it "
+			    "(signal %d); `lstopo -i FILE` shows what hwloc makes of it",
+			    what,
+			    WTERMSIG(status) == SIGALRM ? "ran past the time limit" : "crashed",
+			    WTERMSIG(status));
+		else
+			rc = iod_err_set(e, -EIO, "%s: the XML reader exited with status %d", what,
+			                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	} else if (h.rc) {
+		rc = iod_err_set(e, -EINVAL,
+		                 "%s: hwloc could not load it (%s); is it an hwloc 2.x XML "
+		                 "document (`lstopo --of xml`)?",
+		                 what, strerror(h.rc));
+	} else if (!xml || xml_got != h.bytes) {
+		rc = iod_err_set(e, xml ? -EIO : -ENOMEM, "%s: reading the normalized XML failed",
+		                 what);
+	} else {
+		rc = load_buffer_here(xml, h.bytes, what, n, e);
+	}
+	free(xml);
+	return rc;
 }
 
 int iod_topo_load_xml_buffer(const char *buf, size_t len, struct iod_topo_node *n,
                              struct iod_err *e)
 {
-	hwloc_topology_t t;
 	if (len > IOD_TOPO_XML_MAX)
-		return iod_err_set(e, -E2BIG, "XML buffer of %zu bytes; at most %u (IOD_TOPO_XML_MAX)",
-		                   len, IOD_TOPO_XML_MAX);
+		return iod_err_set(e, -E2BIG,
+		                   "XML buffer of %zu bytes; at most %u (IOD_TOPO_XML_MAX)", len,
+		                   IOD_TOPO_XML_MAX);
 	int rc = looks_like_xml(buf, len, "XML buffer", e);
 	if (rc)
 		return rc;
-	if (len > INT32_MAX || hwloc_topology_init(&t) < 0)
-		return iod_err_set(e, -ENOMEM, "hwloc_topology_init failed");
-	if (hwloc_topology_set_xmlbuffer(t, buf, (int)len) < 0) {
-		hwloc_topology_destroy(t);
-		return iod_err_set(e, -EINVAL, "XML buffer: hwloc rejected it");
-	}
-	return load(t, n, "XML buffer", IOD_TOPO_SRC_XML, e);
+	return load_buffer_isolated(buf, len, "XML buffer", n, e);
+}
+
+int iod_topo_load_xml_trusted(const char *buf, size_t len, struct iod_topo_node *n,
+                              struct iod_err *e)
+{
+	int rc = looks_like_xml(buf, len, "XML buffer", e);
+	return rc ? rc : load_buffer_here(buf, len, "XML buffer", n, e);
 }
 
 int iod_topo_load_xml_file(const char *path, struct iod_topo_node *n, struct iod_err *e)
 {
 	struct iod_buf b;
+	struct stat st;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return iod_err_set(e, -EISDIR, "%s: is a directory; give an hwloc XML file", path);
 	iod_buf_init(&b);
 	int rc = iod_buf_read_file(&b, path, IOD_TOPO_XML_MAX, e);
 	if (rc) {
 		iod_buf_free(&b);
-		return rc == -ENOENT ? iod_err_set(e, -ENOENT,
-		                                   "%s: no such file (give an hwloc XML topology, e.g. "
-		                                   "from `lstopo --of xml`)",
-		                                   path)
-		                     : rc;
+		if (rc == -ENOENT)
+			return iod_err_set(
+			    e, -ENOENT,
+			    "%s: no such file (give an hwloc XML topology, e.g. from "
+			    "`lstopo --of xml`)",
+			    path);
+		return rc;
 	}
 	rc = looks_like_xml(b.data ? b.data : "", b.len, path, e);
-	if (!rc) {
-		hwloc_topology_t t;
-		if (hwloc_topology_init(&t) < 0)
-			rc = iod_err_set(e, -ENOMEM, "hwloc_topology_init failed");
-		else if (hwloc_topology_set_xmlbuffer(t, b.data, (int)b.len) < 0) {
-			hwloc_topology_destroy(t);
-			rc = iod_err_set(e, -EINVAL, "%s: hwloc rejected it", path);
-		} else
-			rc = load(t, n, path, IOD_TOPO_SRC_XML, e);
-	}
+	if (!rc)
+		rc = load_buffer_isolated(b.data, b.len, path, n, e);
 	iod_buf_free(&b);
 	return rc;
 }
@@ -559,9 +765,15 @@ int iod_topo_load_xml_file(const char *path, struct iod_topo_node *n, struct iod
 int iod_topo_discover(struct iod_topo_node *n, struct iod_err *e)
 {
 	hwloc_topology_t t;
+	const char *file = getenv("HWLOC_XMLFILE");
+	if (file && *file) {
+		/* hwloc would read the file itself, in this process: read it the
+		 * safe way instead, then let NVML complete it as on a real host */
+		int rc = iod_topo_load_xml_file(file, n, e);
+		return rc ? rc : iod_topo_nvml_enrich(n, e);
+	}
 	if (hwloc_topology_init(&t) < 0)
 		return iod_err_set(e, -ENOMEM, "hwloc_topology_init failed");
-	/* HWLOC_XMLFILE would make hwloc read a file here: callers handle it */
 	hwloc_topology_set_flags(t, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM);
 	int rc = load(t, n, "this machine", IOD_TOPO_SRC_HOST, e);
 	if (rc)

@@ -47,6 +47,10 @@ const char *iod_topo_pci_vendor_name(uint16_t vendor);
 int iod_topo_from_hwloc(hwloc_topology_t t, struct iod_topo_node *n, const char *what,
                         struct iod_err *e);
 
+/* Load XML iod wrote itself in this process (no fork): the writer's check. */
+int iod_topo_load_xml_trusted(const char *buf, size_t len, struct iod_topo_node *n,
+                              struct iod_err *e);
+
 /* NVML (dlopen'ed): enrich GPUs of a discovered node with UUID, memory and
  * NVLinks. Returns 0 also when NVML is absent (nothing done), or -errno. */
 int iod_topo_nvml_enrich(struct iod_topo_node *n, struct iod_err *e);

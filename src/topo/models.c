@@ -68,13 +68,15 @@ static void sockets(struct mb *m, unsigned nsock, unsigned cores_per, unsigned s
 
 static int host(struct mb *m, int numa)
 {
-	return m->rc ? -1 : keep(m, iod_topo_add_bridge(m->n, IOD_TOPO_BRIDGE_HOST, -1, numa, 0, m->e));
+	return m->rc ? -1
+	             : keep(m, iod_topo_add_bridge(m->n, IOD_TOPO_BRIDGE_HOST, -1, numa, 0, m->e));
 }
 
 static int pswitch(struct mb *m, int parent)
 {
 	return m->rc ? -1
-	             : keep(m, iod_topo_add_bridge(m->n, IOD_TOPO_BRIDGE_SWITCH, parent, -1, 0, m->e));
+	             : keep(m,
+	                    iod_topo_add_bridge(m->n, IOD_TOPO_BRIDGE_SWITCH, parent, -1, 0, m->e));
 }
 
 static int add(struct mb *m, struct iod_topo_device *d, int bridge)
@@ -325,7 +327,11 @@ static void generic(struct mb *m, unsigned gpus)
 			int a = gpu(m, A100_PCIE, sw);
 			int b = k + 1 < mine ? gpu(m, A100_PCIE, sw) : -1;
 			nic(m, CX6_DX, sw);
-			nvlink(m, a, b, 12, false);
+			if (b >= 0)
+				nvlink(m, a, b, 12, false);
+			else if (a >= 0)
+				m->n->devices[a].nvlinks = 0, /* no partner, no bridge */
+				    m->n->devices[a].nvlink_bps = 0;
 		}
 	}
 }
@@ -333,15 +339,13 @@ static void generic(struct mb *m, unsigned gpus)
 /* ---- the table ------------------------------------------------------------ */
 
 struct model {
-	const char *name;          /* as typed after --model */
+	const char *name;           /* as typed after --model */
 	void (*build)(struct mb *); /* the layout */
 };
 
 static const struct model models[] = {
-    {"dgx-h100", dgx_h100},
-    {"hgx-a100-8", hgx_a100_8},
-    {"pcie-8gpu", pcie_8gpu},
-    {"pcie-4gpu-nvlink-pairs", pcie_4gpu_nvlink_pairs},
+    {"dgx-h100", dgx_h100},   {"hgx-a100-8", hgx_a100_8},
+    {"pcie-8gpu", pcie_8gpu}, {"pcie-4gpu-nvlink-pairs", pcie_4gpu_nvlink_pairs},
     {"bf3-dpu", bf3_dpu},
 };
 
@@ -373,9 +377,9 @@ int iod_topo_model_generic(unsigned gpus, struct iod_topo_node *n, struct iod_er
 {
 	char name[32];
 	if (gpus > IOD_TOPO_GENERIC_GPUS_MAX)
-		return iod_err_set(e, -EINVAL,
-		                   "generic model: %u GPUs per node; at most %d (use several nodes)",
-		                   gpus, IOD_TOPO_GENERIC_GPUS_MAX);
+		return iod_err_set(
+		    e, -EINVAL, "generic model: %u GPUs per node; at most %d (use several nodes)",
+		    gpus, IOD_TOPO_GENERIC_GPUS_MAX);
 	snprintf(name, sizeof(name), "generic-%u", gpus);
 	iod_topo_node_init(n, name);
 	struct mb m = {n, e, 0, 0};
@@ -398,12 +402,13 @@ int iod_topo_model_load(const char *name, struct iod_topo_node *n, struct iod_er
 			continue;
 		iod_topo_node_init(n, name);
 		struct mb m = {n, e, 0, 0};
-			models[i].build(&m);
+		models[i].build(&m);
 		return finish(&m, name);
 	}
 	const char *s = iod_suggest(name, names, IOD_ARRAY_LEN(names) - 1);
 	if (s)
-		return iod_err_set(e, -ENOENT, "unknown model \"%s\"; did you mean \"%s\"?", name, s);
+		return iod_err_set(e, -ENOENT, "unknown model \"%s\"; did you mean \"%s\"?", name,
+		                   s);
 	return iod_err_set(e, -ENOENT,
 	                   "unknown model \"%s\"; models: dgx-h100, hgx-a100-8, pcie-8gpu, "
 	                   "pcie-4gpu-nvlink-pairs, bf3-dpu, generic-N (N = 0..%d); "

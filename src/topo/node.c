@@ -40,13 +40,29 @@ void iod_topo_pci_format(uint32_t a, char *buf, size_t len)
 	snprintf(buf, len, "%04x:%02x:%02x.%x", a >> 16, (a >> 8) & 0xff, (a >> 3) & 0x1f, a & 7);
 }
 
+/* Parse up to max_digits hex digits ending at `stop`; advance *p past it. */
+static int hex_field(const char **p, unsigned max_digits, char stop, unsigned *out)
+{
+	unsigned v = 0, k = 0;
+	const char *s = *p;
+	for (; k < max_digits &&
+	       ((*s >= '0' && *s <= '9') || ((*s | 0x20) >= 'a' && (*s | 0x20) <= 'f'));
+	     s++, k++)
+		v = v * 16 + (unsigned)(*s <= '9' ? *s - '0' : (*s | 0x20) - 'a' + 10);
+	if (k == 0 || *s != stop)
+		return -EINVAL;
+	*p = s + (stop ? 1 : 0);
+	*out = v;
+	return 0;
+}
+
 int iod_topo_pci_parse(const char *s, uint32_t *out)
 {
 	unsigned dom, bus, dev, fn;
-	int used = 0;
-
-	if (!s || sscanf(s, "%x:%x:%x.%x%n", &dom, &bus, &dev, &fn, &used) != 4 ||
-	    s[used] != '\0' || dom > 0xffff || bus > 0xff || dev > 0x1f || fn > 7)
+	/* "dddd:bb:dd.f"; NVML writes the domain with 8 digits */
+	if (!s || hex_field(&s, 8, ':', &dom) || hex_field(&s, 2, ':', &bus) ||
+	    hex_field(&s, 2, '.', &dev) || hex_field(&s, 1, '\0', &fn) || dom > 0xffff ||
+	    dev > 0x1f || fn > 7)
 		return -EINVAL;
 	*out = IOD_TOPO_PCI_ADDR(dom, bus, dev, fn);
 	return 0;
@@ -111,8 +127,8 @@ void iod_topo_set_core(struct iod_topo_node *n, unsigned pu, unsigned core)
 		n->pu_core[pu] = (uint16_t)core;
 }
 
-int iod_topo_add_numa(struct iod_topo_node *n, uint32_t os_index, int package,
-                      uint64_t mem_bytes, const struct iod_bitmap *cpuset, struct iod_err *e)
+int iod_topo_add_numa(struct iod_topo_node *n, uint32_t os_index, int package, uint64_t mem_bytes,
+                      const struct iod_bitmap *cpuset, struct iod_err *e)
 {
 	if (n->nnuma >= IOD_TOPO_NUMA_MAX)
 		return iod_err_set(e, -ENOSPC, "more than %d NUMA nodes (IOD_TOPO_NUMA_MAX)",
@@ -129,7 +145,8 @@ int iod_topo_add_cache(struct iod_topo_node *n, unsigned level, uint64_t size_by
                        const struct iod_bitmap *cpuset, struct iod_err *e)
 {
 	if (n->ncaches >= IOD_TOPO_CACHES_MAX)
-		return iod_err_set(e, -ENOSPC, "more than %d last-level caches (IOD_TOPO_CACHES_MAX)",
+		return iod_err_set(e, -ENOSPC,
+		                   "more than %d last-level caches (IOD_TOPO_CACHES_MAX)",
 		                   IOD_TOPO_CACHES_MAX);
 	struct iod_topo_cache *c = &n->caches[n->ncaches];
 	c->level = (uint8_t)level;
@@ -142,9 +159,9 @@ int iod_topo_add_bridge(struct iod_topo_node *n, enum iod_topo_bridge_kind kind,
                         int numa, uint32_t pci_addr, struct iod_err *e)
 {
 	if (n->nbridges >= IOD_TOPO_BRIDGES_MAX)
-		return iod_err_set(e, -ENOSPC,
-		                   "more than %d PCI host bridges and switches (IOD_TOPO_BRIDGES_MAX)",
-		                   IOD_TOPO_BRIDGES_MAX);
+		return iod_err_set(
+		    e, -ENOSPC, "more than %d PCI host bridges and switches (IOD_TOPO_BRIDGES_MAX)",
+		    IOD_TOPO_BRIDGES_MAX);
 	if (kind == IOD_TOPO_BRIDGE_SWITCH && (parent < 0 || parent >= n->nbridges))
 		return iod_err_set(e, -EINVAL, "PCIe switch %u has no parent bridge", n->nbridges);
 	struct iod_topo_bridge *b = &n->bridges[n->nbridges];
@@ -158,8 +175,7 @@ int iod_topo_add_bridge(struct iod_topo_node *n, enum iod_topo_bridge_kind kind,
 	return n->nbridges++;
 }
 
-int iod_topo_add_device(struct iod_topo_node *n, const struct iod_topo_device *d,
-                        struct iod_err *e)
+int iod_topo_add_device(struct iod_topo_node *n, const struct iod_topo_device *d, struct iod_err *e)
 {
 	if (n->ndevices >= IOD_TOPO_DEVICES_MAX)
 		return iod_err_set(e, -ENOSPC, "more than %d devices (IOD_TOPO_DEVICES_MAX)",
@@ -242,8 +258,8 @@ static void sort_devices(struct iod_topo_node *n)
 	for (unsigned i = 1; i < nd; i++) {
 		uint8_t x = order[i];
 		unsigned j = i;
-		while (j > 0 && dev_before(&n->devices[x], x, &n->devices[order[j - 1]],
-		                           order[j - 1])) {
+		while (j > 0 &&
+		       dev_before(&n->devices[x], x, &n->devices[order[j - 1]], order[j - 1])) {
 			order[j] = order[j - 1];
 			j--;
 		}
@@ -465,8 +481,8 @@ static int units(struct iod_topo_node *n, struct iod_err *e)
 		cap.count = iod_bitmap_count(&x);
 		cap.cores = cap.count;
 		cap.mem_bytes = n->numa[m].mem_bytes;
-		int u = add_unit(n, n->is_dpu ? IOD_COMPUTE_DPU : IOD_COMPUTE_CPU, -1, (int)m, &cap,
-		                 e);
+		int u =
+		    add_unit(n, n->is_dpu ? IOD_COMPUTE_DPU : IOD_COMPUTE_CPU, -1, (int)m, &cap, e);
 		if (u < 0)
 			return u;
 	}
@@ -485,8 +501,9 @@ int iod_topo_node_finalize(struct iod_topo_node *n, struct iod_err *e)
 			                   n->numa[m].os_index, n->numa[m].package, n->npackages);
 	cores_and_cpus(n);
 	if (n->pus == 0)
-		return iod_err_set(e, -EINVAL, "the topology has no CPU (no PU in any package or "
-		                               "NUMA node)");
+		return iod_err_set(e, -EINVAL,
+		                   "the topology has no CPU (no PU in any package or "
+		                   "NUMA node)");
 	int rc = validate_tree(n, e);
 	if (rc)
 		return rc;
@@ -500,11 +517,11 @@ int iod_topo_node_finalize(struct iod_topo_node *n, struct iod_err *e)
 		int r = kind_rank(d->kind);
 		snprintf(d->name, sizeof(d->name), "%s%u", prefix[r], count[r]++);
 		if (d->bridge >= (int)n->nbridges)
-			return iod_err_set(e, -EINVAL, "device %s is under bridge %d of %u", d->name,
-			                   d->bridge, n->nbridges);
+			return iod_err_set(e, -EINVAL, "device %s is under bridge %d of %u",
+			                   d->name, d->bridge, n->nbridges);
 		if (d->numa >= (int)n->nnuma)
-			return iod_err_set(e, -EINVAL, "device %s is on NUMA node %d of %u", d->name,
-			                   d->numa, n->nnuma);
+			return iod_err_set(e, -EINVAL, "device %s is on NUMA node %d of %u",
+			                   d->name, d->numa, n->nnuma);
 		if (d->numa < 0 && d->bridge >= 0)
 			d->numa = n->bridges[d->bridge].numa;
 		if (d->numa < 0 && n->nnuma == 1)
@@ -541,12 +558,12 @@ int iod_topo_node_finalize(struct iod_topo_node *n, struct iod_err *e)
 
 /* ---- comparison ------------------------------------------------------------ */
 
-#define SAME_FIELD(fmt, path, x, y)                                                   \
-	do {                                                                          \
-		if ((x) != (y)) {                                                     \
-			snprintf(why, why_len, "%s: " fmt " != " fmt, path, x, y);    \
-			return false;                                                 \
-		}                                                                     \
+#define SAME_FIELD(fmt, path, x, y)                                                \
+	do {                                                                       \
+		if ((x) != (y)) {                                                  \
+			snprintf(why, why_len, "%s: " fmt " != " fmt, path, x, y); \
+			return false;                                              \
+		}                                                                  \
 	} while (0)
 
 static bool same_str(const char *path, const char *x, const char *y, char *why, size_t why_len)
@@ -657,7 +674,8 @@ bool iod_topo_node_same(const struct iod_topo_node *a, const struct iod_topo_nod
 	}
 	for (unsigned i = 0; i < a->ndevices; i++)
 		for (unsigned j = 0; j < a->ndevices; j++) {
-			snprintf(p, sizeof(p), "link[%s][%s]", a->devices[i].name, a->devices[j].name);
+			snprintf(p, sizeof(p), "link[%s][%s]", a->devices[i].name,
+			         a->devices[j].name);
 			SAME_FIELD("%u", p, a->link[i][j].pcie, b->link[i][j].pcie);
 			SAME_FIELD("%u", p, a->link[i][j].nvlinks, b->link[i][j].nvlinks);
 			SAME_FIELD("%u", p, a->link[i][j].nvswitch, b->link[i][j].nvswitch);

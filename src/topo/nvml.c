@@ -28,13 +28,13 @@ typedef struct nvml_dev *nvml_dev; /* nvmlDevice_t: an opaque handle */
 
 /* nvmlPciInfo_t (v3 layout, NVML >= 9) */
 struct nvml_pci_info {
-	char bus_id_legacy[16];   /* "0000:00:00.0" */
-	unsigned int domain;      /* PCI domain */
-	unsigned int bus;         /* bus */
-	unsigned int device;      /* device (slot) */
-	unsigned int pci_device_id; /* device id << 16 | vendor id */
+	char bus_id_legacy[16];        /* "0000:00:00.0" */
+	unsigned int domain;           /* PCI domain */
+	unsigned int bus;              /* bus */
+	unsigned int device;           /* device (slot) */
+	unsigned int pci_device_id;    /* device id << 16 | vendor id */
 	unsigned int pci_subsystem_id; /* subsystem ids */
-	char bus_id[32];          /* "00000000:00:00.0" */
+	char bus_id[32];               /* "00000000:00:00.0" */
 };
 
 /* nvmlMemory_t */
@@ -59,7 +59,13 @@ struct nvml_api {
 	nvml_return (*link_version)(nvml_dev, unsigned int, unsigned int *);
 	nvml_return (*common_ancestor)(nvml_dev, nvml_dev, int *);
 	nvml_return (*compute_capability)(nvml_dev, int *, int *);
+	nvml_return (*link_remote_type)(nvml_dev, unsigned int, int *); /* optional */
 };
+
+/* nvmlIntNvLinkDeviceType_t */
+#define NVML_NVLINK_DEVICE_TYPE_GPU 0
+#define NVML_NVLINK_DEVICE_TYPE_IBMNPU 1
+#define NVML_NVLINK_DEVICE_TYPE_SWITCH 2
 
 #define SYM(field, name) api->field = (__typeof__(api->field))dlsym(api->lib, name)
 
@@ -82,6 +88,7 @@ static bool nvml_open(struct nvml_api *api)
 	SYM(link_version, "nvmlDeviceGetNvLinkVersion");
 	SYM(common_ancestor, "nvmlDeviceGetTopologyCommonAncestor");
 	SYM(compute_capability, "nvmlDeviceGetCudaComputeCapability");
+	SYM(link_remote_type, "nvmlDeviceGetNvLinkRemoteDeviceType");
 	if (!api->init || !api->shutdown || !api->count || !api->by_index || !api->pci_info ||
 	    api->init() != NVML_SUCCESS) {
 		dlclose(api->lib);
@@ -114,7 +121,8 @@ static int gpu_at(const struct iod_topo_node *n, const struct nvml_pci_info *p)
 {
 	uint32_t want = IOD_TOPO_PCI_ADDR(p->domain & 0xffff, p->bus & 0xff, p->device & 0x1f, 0);
 	for (unsigned i = 0; i < n->ndevices; i++)
-		if (n->devices[i].kind == IOD_TOPO_DEV_GPU && (n->devices[i].pci_addr & ~7u) == want)
+		if (n->devices[i].kind == IOD_TOPO_DEV_GPU &&
+		    (n->devices[i].pci_addr & ~7u) == want)
 			return (int)i;
 	return -1;
 }
@@ -182,24 +190,37 @@ int iod_topo_nvml_enrich(struct iod_topo_node *n, struct iod_err *e)
 			if (state != NVML_FEATURE_ENABLED)
 				continue;
 			active++;
-			if (api.link_version && api.link_version(handle[i], l, &version) == NVML_SUCCESS)
+			if (api.link_version &&
+			    api.link_version(handle[i], l, &version) == NVML_SUCCESS)
 				g->nvlink_bps = (version == 1 ? 20 : 25) * 1000000000ull * 8;
-			if (!api.link_remote_pci ||
-			    api.link_remote_pci(handle[i], l, &peer) != NVML_SUCCESS)
-				continue;
-			int p = gpu_at(n, &peer);
+			/* Where does the link go? The peer type (newer drivers) says
+			 * GPU, NVSwitch or CPU; a peer whose PCI address we cannot
+			 * get or that is not one of our GPUs is taken for an NVSwitch:
+			 * HGX boards' NVSwitches need not be visible on the host's PCI
+			 * bus, and nvidia-smi still shows NV# between every pair. */
+			int type = -1;
+			if (api.link_remote_type &&
+			    api.link_remote_type(handle[i], l, &type) != NVML_SUCCESS)
+				type = -1;
+			if (type == NVML_NVLINK_DEVICE_TYPE_IBMNPU)
+				continue; /* GPU-to-CPU NVLink (POWER9): not between GPUs */
+			int p = -1;
+			if (type != NVML_NVLINK_DEVICE_TYPE_SWITCH && api.link_remote_pci &&
+			    api.link_remote_pci(handle[i], l, &peer) == NVML_SUCCESS)
+				p = gpu_at(n, &peer);
 			if (p < 0)
-				to_switch[dev_of[i]]++; /* NVSwitch (or a CPU over NVLink) */
+				to_switch[dev_of[i]]++;
 			else if (p > dev_of[i]) /* each GPU pair is seen from both ends */
-				rc = iod_topo_add_nvlink(n, (unsigned)dev_of[i], (unsigned)p, 1, false, e);
+				rc = iod_topo_add_nvlink(n, (unsigned)dev_of[i], (unsigned)p, 1,
+				                         false, e);
 		}
 		g->nvlinks = (uint8_t)active;
 	}
 	for (unsigned a = 0; a < n->ndevices && !rc; a++)
 		for (unsigned b = a + 1; b < n->ndevices && !rc; b++)
 			if (to_switch[a] && to_switch[b])
-				rc = iod_topo_add_nvlink(n, a, b, IOD_MIN(to_switch[a], to_switch[b]), true,
-				                         e);
+				rc = iod_topo_add_nvlink(
+				    n, a, b, IOD_MIN(to_switch[a], to_switch[b]), true, e);
 	/* GPUs on one board (NVML_TOPOLOGY_INTERNAL): go-gpuallocator's SameBoard */
 	for (unsigned i = 0; i < count && api.common_ancestor && !rc; i++)
 		for (unsigned j = i + 1; j < count; j++) {

@@ -12,8 +12,16 @@
 
 #include <string.h>
 
-enum iod_topo_link_class iod_topo_link_class(const struct iod_topo_node *n, unsigned a,
-                                             unsigned b)
+/* GPU sets fit in the first word of a bitmap: GPU indexes are < 32. */
+_Static_assert(IOD_TOPO_GPUS_MAX <= 64, "GPU sets are read from one bitmap word");
+
+static inline uint64_t gpu_mask(const struct iod_topo_node *n, const struct iod_bitmap *gpus)
+{
+	uint64_t all = n->ngpus >= 64 ? ~0ull : (1ull << n->ngpus) - 1;
+	return gpus->w[0] & all;
+}
+
+enum iod_topo_link_class iod_topo_link_class(const struct iod_topo_node *n, unsigned a, unsigned b)
 {
 	IOD_ASSERT_HOT(a < n->ndevices && b < n->ndevices);
 	const struct iod_topo_link *l = &n->link[a][b];
@@ -101,11 +109,11 @@ unsigned iod_topo_gpu_pair_score(const struct iod_topo_node *n, unsigned g1, uns
 uint64_t iod_topo_gpu_set_score(const struct iod_topo_node *n, const struct iod_bitmap *gpus)
 {
 	uint64_t sum = 0;
-	for (int g = iod_bitmap_next(gpus, 0); g >= 0 && g < (int)n->ngpus;
-	     g = iod_bitmap_next(gpus, (unsigned)g + 1))
-		for (int h = iod_bitmap_next(gpus, (unsigned)g + 1); h >= 0 && h < (int)n->ngpus;
-		     h = iod_bitmap_next(gpus, (unsigned)h + 1))
-			sum += iod_topo_gpu_pair_score(n, (unsigned)g, (unsigned)h);
+	for (uint64_t m = gpu_mask(n, gpus); m; m &= m - 1) {
+		unsigned g = (unsigned)__builtin_ctzll(m);
+		for (uint64_t r = m & (m - 1); r; r &= r - 1)
+			sum += iod_topo_gpu_pair_score(n, g, (unsigned)__builtin_ctzll(r));
+	}
 	return sum;
 }
 
@@ -117,9 +125,8 @@ int iod_topo_nearest_nic(const struct iod_topo_node *n, const struct iod_bitmap 
 
 	for (unsigned k = 0; k < n->nnics; k++) {
 		unsigned nic = (unsigned)n->nic[k], worst = 0, sum = 0, members = 0;
-		for (int g = iod_bitmap_next(gpus, 0); g >= 0 && g < (int)n->ngpus;
-		     g = iod_bitmap_next(gpus, (unsigned)g + 1)) {
-			unsigned c = n->link[nic][n->gpu[g]].pcie;
+		for (uint64_t m = gpu_mask(n, gpus); m; m &= m - 1) {
+			unsigned c = n->link[nic][n->gpu[__builtin_ctzll(m)]].pcie;
 			worst = IOD_MAX(worst, c);
 			sum += c;
 			members++;

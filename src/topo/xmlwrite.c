@@ -83,7 +83,7 @@ static void info_u(struct xw *w, unsigned ind, const char *name, uint64_t v)
 static void cores(struct xw *w, const struct iod_bitmap *within, unsigned ind)
 {
 	const struct iod_topo_node *n = w->n;
-	char cs[512];
+	char cs[512], ns[128];
 	for (int p = iod_bitmap_next(&n->primary_pus, 0); p >= 0;
 	     p = iod_bitmap_next(&n->primary_pus, (unsigned)p + 1)) {
 		if (!iod_bitmap_test(within, (unsigned)p))
@@ -95,19 +95,26 @@ static void cores(struct xw *w, const struct iod_bitmap *within, unsigned ind)
 			if (n->pu_core[i] == core)
 				iod_bitmap_set(&pus, i);
 		set_str(&pus, cs, sizeof(cs));
-		w->rc |= iod_buf_printf(w->b,
-		                        "%*s<object type=\"Core\" os_index=\"%u\" cpuset=\"%s\" "
-		                        "complete_cpuset=\"%s\" gp_index=\"%u\">\n",
-		                        (int)ind, "", core, cs, cs, w->gp++);
-		for (int q = iod_bitmap_next(&pus, 0); q >= 0; q = iod_bitmap_next(&pus, (unsigned)q + 1)) {
+		node_str(n, &pus, ns, sizeof(ns));
+		w->rc |=
+		    iod_buf_printf(w->b,
+		                   "%*s<object type=\"Core\" os_index=\"%u\" cpuset=\"%s\" "
+		                   "complete_cpuset=\"%s\" nodeset=\"%s\" complete_nodeset=\"%s\" "
+		                   "gp_index=\"%u\">\n",
+		                   (int)ind, "", core, cs, cs, ns, ns, w->gp++);
+		for (int q = iod_bitmap_next(&pus, 0); q >= 0;
+		     q = iod_bitmap_next(&pus, (unsigned)q + 1)) {
 			struct iod_bitmap one;
 			iod_bitmap_zero(&one);
 			iod_bitmap_set(&one, (unsigned)q);
 			set_str(&one, cs, sizeof(cs));
-			w->rc |= iod_buf_printf(w->b,
-			                        "%*s  <object type=\"PU\" os_index=\"%d\" cpuset=\"%s\" "
-			                        "complete_cpuset=\"%s\" gp_index=\"%u\"/>\n",
-			                        (int)ind, "", q, cs, cs, w->gp++);
+			node_str(n, &one, ns, sizeof(ns));
+			w->rc |= iod_buf_printf(
+			    w->b,
+			    "%*s  <object type=\"PU\" os_index=\"%d\" cpuset=\"%s\" "
+			    "complete_cpuset=\"%s\" nodeset=\"%s\" complete_nodeset=\"%s\" "
+			    "gp_index=\"%u\"/>\n",
+			    (int)ind, "", q, cs, cs, ns, ns, w->gp++);
 		}
 		w->rc |= iod_buf_printf(w->b, "%*s</object>\n", (int)ind, "");
 	}
@@ -120,13 +127,13 @@ static void pci_bridge_open(struct xw *w, unsigned ind, uint32_t addr, unsigned 
 {
 	char pci[24];
 	iod_topo_pci_format(addr, pci, sizeof(pci));
-	w->rc |= iod_buf_printf(w->b,
-	                        "%*s<object type=\"Bridge\" gp_index=\"%u\" bridge_type=\"1-1\" "
-	                        "depth=\"%u\" bridge_pci=\"%04x:[%02x-%02x]\" pci_busid=\"%s\" "
-	                        "pci_type=\"0604 [1000:c010] [0000:0000] 00\" "
-	                        "pci_link_speed=\"0.000000\">\n",
-	                        (int)ind, "", w->gp++, depth, addr >> 16, secondary, subordinate,
-	                        pci);
+	w->rc |=
+	    iod_buf_printf(w->b,
+	                   "%*s<object type=\"Bridge\" gp_index=\"%u\" bridge_type=\"1-1\" "
+	                   "depth=\"%u\" bridge_pci=\"%04x:[%02x-%02x]\" pci_busid=\"%s\" "
+	                   "pci_type=\"0604 [1000:c010] [0000:0000] 00\" "
+	                   "pci_link_speed=\"0.000000\">\n",
+	                   (int)ind, "", w->gp++, depth, addr >> 16, secondary, subordinate, pci);
 }
 
 static void device(struct xw *w, unsigned i, unsigned ind)
@@ -178,12 +185,13 @@ static void device(struct xw *w, unsigned i, unsigned ind)
 		w->rc |= iod_buf_printf(w->b, "%*s</object>\n", (int)in, "");
 	} else if (d->os_name[0]) {
 		bool ib = iod_str_has_prefix(d->os_name, "mlx");
-		w->rc |= iod_buf_printf(w->b,
-		                        "%*s<object type=\"OSDev\" gp_index=\"%u\" name=\"", (int)in,
-		                        "", w->gp++);
+		w->rc |= iod_buf_printf(w->b, "%*s<object type=\"OSDev\" gp_index=\"%u\" name=\"",
+		                        (int)in, "", w->gp++);
 		esc(w, d->os_name);
 		w->rc |= iod_buf_printf(w->b, "\" osdev_type=\"%d\"/>\n",
-		                        ib ? 3 : d->kind == IOD_TOPO_DEV_NVME ? 0 : 2);
+		                        ib                             ? 3
+		                        : d->kind == IOD_TOPO_DEV_NVME ? 0
+		                                                       : 2);
 	}
 	w->rc |= iod_buf_printf(w->b, "%*s</object>\n", (int)ind, "");
 }
@@ -199,8 +207,8 @@ static unsigned child_last_bus(const struct iod_topo_node *n, bool is_switch, un
 static void bridge_children(struct xw *w, int parent, unsigned ind, unsigned depth);
 
 /* One port (root or downstream) of `parent`, number k, leading to a child. */
-static void port(struct xw *w, int parent, unsigned k, bool is_switch, unsigned idx,
-                 unsigned ind, unsigned depth)
+static void port(struct xw *w, int parent, unsigned k, bool is_switch, unsigned idx, unsigned ind,
+                 unsigned depth)
 {
 	const struct iod_topo_node *n = w->n;
 	const struct iod_topo_bridge *p = &n->bridges[parent];
@@ -243,6 +251,97 @@ static void host_bridge(struct xw *w, unsigned h, unsigned ind)
 	w->rc |= iod_buf_printf(w->b, "%*s</object>\n", (int)ind, "");
 }
 
+/* ---- CPUs: caches and per-NUMA groups nested by their cpusets ------------ */
+
+/* A normal object to place in the CPU tree: a cache, or a Group holding
+ * one NUMA node (packages with several NUMA nodes: SNC, NPS). */
+struct item {
+	bool group;                      /* Group of NUMA node idx, else cache idx */
+	unsigned idx;                    /* index into caches or numa */
+	const struct iod_bitmap *cpuset; /* its PUs */
+	bool done;                       /* written */
+};
+
+static void numa_node(struct xw *w, unsigned m, unsigned ind)
+{
+	const struct iod_topo_numa *nm = &w->n->numa[m];
+	char cs[512], ns[128];
+	set_str(&nm->cpuset, cs, sizeof(cs));
+	hwloc_bitmap_t h = hwloc_bitmap_alloc();
+	hwloc_bitmap_set(h, nm->os_index);
+	hwloc_bitmap_snprintf(ns, sizeof(ns), h);
+	hwloc_bitmap_free(h);
+	w->rc |= iod_buf_printf(w->b,
+	                        "%*s<object type=\"NUMANode\" os_index=\"%u\" cpuset=\"%s\" "
+	                        "complete_cpuset=\"%s\" nodeset=\"%s\" complete_nodeset=\"%s\" "
+	                        "gp_index=\"%u\" local_memory=\"%llu\"/>\n",
+	                        (int)ind, "", nm->os_index, cs, cs, ns, ns, w->gp++,
+	                        (unsigned long long)nm->mem_bytes);
+}
+
+/* a lies inside b (a cache holds a group of the same PUs) */
+static bool inside(const struct item *a, const struct item *b)
+{
+	if (!iod_bitmap_subset(a->cpuset, b->cpuset))
+		return false;
+	return !iod_bitmap_equal(a->cpuset, b->cpuset) || (a->group && !b->group);
+}
+
+/* Write the items directly inside `parent` (-1: the package), then the
+ * cores of the scope no item covers. */
+static void scope(struct xw *w, const struct iod_bitmap *cpus, struct item *items, unsigned k,
+                  int parent, unsigned ind)
+{
+	struct iod_bitmap rest = *cpus;
+	char cs[512], ns[128];
+	if (ind > 64)
+		return;
+	for (unsigned i = 0; i < k; i++) {
+		struct item *it = &items[i];
+		if (it->done || (int)i == parent || (parent >= 0 && !inside(it, &items[parent])))
+			continue;
+		bool top = true; /* no other pending item between parent and it */
+		for (unsigned j = 0; j < k && top; j++)
+			if (j != i && (int)j != parent && !items[j].done && inside(it, &items[j]) &&
+			    (parent < 0 || inside(&items[j], &items[parent])))
+				top = false;
+		if (!top)
+			continue;
+		it->done = true;
+		set_str(it->cpuset, cs, sizeof(cs));
+		node_str(w->n, it->cpuset, ns, sizeof(ns));
+		if (it->group) {
+			w->rc |= iod_buf_printf(
+			    w->b,
+			    "%*s<object type=\"Group\" cpuset=\"%s\" complete_cpuset=\"%s\" "
+			    "nodeset=\"%s\" complete_nodeset=\"%s\" gp_index=\"%u\" "
+			    "kind=\"1000\">\n",
+			    (int)ind, "", cs, cs, ns, ns, w->gp++);
+			numa_node(w, it->idx, ind + 2);
+		} else {
+			const struct iod_topo_cache *ca = &w->n->caches[it->idx];
+			w->rc |= iod_buf_printf(
+			    w->b,
+			    "%*s<object type=\"L%uCache\" cpuset=\"%s\" "
+			    "complete_cpuset=\"%s\" nodeset=\"%s\" complete_nodeset=\"%s\" "
+			    "gp_index=\"%u\" "
+			    "cache_size=\"%llu\" depth=\"%u\" cache_linesize=\"64\" "
+			    "cache_associativity=\"0\" cache_type=\"0\">\n",
+			    (int)ind, "", ca->level, cs, cs, ns, ns, w->gp++,
+			    (unsigned long long)ca->size_bytes, ca->level);
+		}
+		scope(w, it->cpuset, items, k, (int)i, ind + 2);
+		if (it->group)
+			for (unsigned h = 0; h < w->n->nbridges; h++)
+				if (w->n->bridges[h].kind == IOD_TOPO_BRIDGE_HOST &&
+				    w->n->bridges[h].numa == (int)it->idx)
+					host_bridge(w, h, ind + 2);
+		w->rc |= iod_buf_printf(w->b, "%*s</object>\n", (int)ind, "");
+		iod_bitmap_andnot(&rest, it->cpuset);
+	}
+	cores(w, &rest, ind);
+}
+
 /* ---- the document ---------------------------------------------------------- */
 
 static void objects(struct xw *w)
@@ -270,50 +369,34 @@ static void objects(struct xw *w)
 		const struct iod_topo_package *pk = &n->packages[p];
 		set_str(&pk->cpuset, cs, sizeof(cs));
 		node_str(n, &pk->cpuset, ns, sizeof(ns));
-		w->rc |= iod_buf_printf(w->b,
-		                        "    <object type=\"Package\" os_index=\"%u\" cpuset=\"%s\" "
-		                        "complete_cpuset=\"%s\" nodeset=\"%s\" complete_nodeset=\"%s\" "
-		                        "gp_index=\"%u\">\n",
-		                        pk->os_index, cs, cs, ns, ns, w->gp++);
+		w->rc |=
+		    iod_buf_printf(w->b,
+		                   "    <object type=\"Package\" os_index=\"%u\" cpuset=\"%s\" "
+		                   "complete_cpuset=\"%s\" nodeset=\"%s\" complete_nodeset=\"%s\" "
+		                   "gp_index=\"%u\">\n",
+		                   pk->os_index, cs, cs, ns, ns, w->gp++);
 		info_s(w, 6, "CPUModel", pk->model);
-		for (unsigned m = 0; m < n->nnuma; m++) {
-			const struct iod_topo_numa *nm = &n->numa[m];
-			if (nm->package != (int)p)
-				continue;
-			set_str(&nm->cpuset, cs, sizeof(cs));
-			hwloc_bitmap_t h = hwloc_bitmap_alloc();
-			hwloc_bitmap_set(h, nm->os_index);
-			hwloc_bitmap_snprintf(ns, sizeof(ns), h);
-			hwloc_bitmap_free(h);
-			w->rc |= iod_buf_printf(w->b,
-			                        "      <object type=\"NUMANode\" os_index=\"%u\" "
-			                        "cpuset=\"%s\" complete_cpuset=\"%s\" nodeset=\"%s\" "
-			                        "complete_nodeset=\"%s\" gp_index=\"%u\" "
-			                        "local_memory=\"%llu\"/>\n",
-			                        nm->os_index, cs, cs, ns, ns, w->gp++,
-			                        (unsigned long long)nm->mem_bytes);
-		}
-		struct iod_bitmap rest = pk->cpuset;
-		for (unsigned c = 0; c < n->ncaches; c++) {
-			const struct iod_topo_cache *ca = &n->caches[c];
-			if (!iod_bitmap_subset(&ca->cpuset, &pk->cpuset))
-				continue;
-			set_str(&ca->cpuset, cs, sizeof(cs));
-			w->rc |= iod_buf_printf(w->b,
-			                        "      <object type=\"L%uCache\" cpuset=\"%s\" "
-			                        "complete_cpuset=\"%s\" gp_index=\"%u\" "
-			                        "cache_size=\"%llu\" depth=\"%u\" cache_linesize=\"64\" "
-			                        "cache_associativity=\"0\" cache_type=\"0\">\n",
-			                        ca->level, cs, cs, w->gp++,
-			                        (unsigned long long)ca->size_bytes, ca->level);
-			cores(w, &ca->cpuset, 8);
-			w->rc |= iod_buf_printf(w->b, "      </object>\n");
-			iod_bitmap_andnot(&rest, &ca->cpuset);
-		}
-		cores(w, &rest, 6);
-		for (unsigned h = 0; h < n->nbridges; h++)
-			if (n->bridges[h].kind == IOD_TOPO_BRIDGE_HOST && n->bridges[h].package == (int)p)
-				host_bridge(w, h, 6);
+		struct item items[IOD_TOPO_CACHES_MAX + IOD_TOPO_NUMA_MAX];
+		unsigned nitems = 0, numas = 0;
+		for (unsigned m = 0; m < n->nnuma; m++)
+			numas += n->numa[m].package == (int)p;
+		for (unsigned c = 0; c < n->ncaches; c++)
+			if (iod_bitmap_subset(&n->caches[c].cpuset, &pk->cpuset))
+				items[nitems++] =
+				    (struct item){false, c, &n->caches[c].cpuset, false};
+		for (unsigned m = 0; numas > 1 && m < n->nnuma; m++)
+			if (n->numa[m].package == (int)p)
+				items[nitems++] = (struct item){true, m, &n->numa[m].cpuset, false};
+		if (numas <= 1) /* one NUMA node: it and the bridges hang off the package */
+			for (unsigned m = 0; m < n->nnuma; m++)
+				if (n->numa[m].package == (int)p)
+					numa_node(w, m, 6);
+		scope(w, &pk->cpuset, items, nitems, -1, 6);
+		if (numas <= 1)
+			for (unsigned h = 0; h < n->nbridges; h++)
+				if (n->bridges[h].kind == IOD_TOPO_BRIDGE_HOST &&
+				    n->bridges[h].package == (int)p)
+					host_bridge(w, h, 6);
 		w->rc |= iod_buf_printf(w->b, "    </object>\n");
 	}
 	for (unsigned h = 0; h < n->nbridges; h++)
