@@ -149,7 +149,9 @@ static int one(const char *node, const json_t *nodes, const json_t *services,
 		return iod_err_wrap(e, "replica %s: gpus", name);
 	if (!iod_json_get_str(v, "cpus", &s) && iod_bitmap_parse(s, &r->cpus, e))
 		return iod_err_wrap(e, "replica %s: cpus", name);
-	json_t *numa = json_object_get(v, "numa");
+	json_t *numa = json_object_get(v, "mem_numa"); /* the scheduler's name for it */
+	if (!numa)
+		numa = json_object_get(v, "numa");
 	if (json_is_integer(numa) && json_integer_value(numa) >= 0 &&
 	    json_integer_value(numa) < 1024)
 		r->numa_node = (int32_t)json_integer_value(numa);
