@@ -21,24 +21,24 @@
 
 /* A response: status code and the body (NUL-terminated), parsed as JSON when it is. */
 struct iod_api_response {
-	int status;                   /* HTTP status, 0 when none was received */
-	char *body;                   /* malloc'd, NUL-terminated; NULL when empty */
-	size_t len;                   /* body bytes */
-	json_t *json;                 /* body as JSON, or NULL */
-	char server[IOD_ADDR_MAX];    /* the server that answered */
+	int status;                /* HTTP status, 0 when none was received */
+	char *body;                /* malloc'd, NUL-terminated; NULL when empty */
+	size_t len;                /* body bytes */
+	json_t *json;              /* body as JSON, or NULL */
+	char server[IOD_ADDR_MAX]; /* the server that answered */
 };
 
 /* A cluster client: the servers it knows and the connection it keeps. */
 struct iod_api_client {
 	char servers[IOD_STATE_PEERS_MAX + 1][IOD_ADDR_MAX]; /* known API addresses */
-	uint32_t servers_n;           /* entries in servers */
-	uint32_t cur;                 /* server the connection goes to */
-	int fd;                       /* kept-alive connection, -1 when none */
-	char fd_addr[IOD_ADDR_MAX];   /* address fd is connected to */
-	uint32_t timeout_ms;          /* per attempt (connect + request + answer) */
-	uint32_t retry_ms;            /* total time to keep trying other servers */
-	uint32_t retry_sleep_ms;      /* pause between rounds over all servers */
-	uint32_t attempts;            /* attempts made by the last request (for tests) */
+	uint32_t servers_n;                                  /* entries in servers */
+	uint32_t cur;                                        /* server the connection goes to */
+	int fd;                     /* kept-alive connection, -1 when none */
+	char fd_addr[IOD_ADDR_MAX]; /* address fd is connected to */
+	uint32_t timeout_ms;        /* per attempt (connect + request + answer) */
+	uint32_t retry_ms;          /* total time to keep trying other servers */
+	uint32_t retry_sleep_ms;    /* pause between rounds over all servers */
+	uint32_t attempts;          /* attempts made by the last request (for tests) */
 };
 
 /*

@@ -24,12 +24,12 @@
 #include "iod/base.h"
 
 /* Object kinds: enum, singular name (in URLs and keys), plural (lists). */
-#define IOD_STATE_KINDS(X)                     \
-	X(NODE, "node", "nodes")               \
-	X(SERVICE, "service", "services")      \
-	X(REPLICA, "replica", "replicas")      \
-	X(ENDPOINT, "endpoint", "endpoints")   \
-	X(POLICY, "policy", "policies")        \
+#define IOD_STATE_KINDS(X)                   \
+	X(NODE, "node", "nodes")             \
+	X(SERVICE, "service", "services")    \
+	X(REPLICA, "replica", "replicas")    \
+	X(ENDPOINT, "endpoint", "endpoints") \
+	X(POLICY, "policy", "policies")      \
 	X(CONFIG, "config", "configs")
 
 enum iod_state_kind {
@@ -147,13 +147,13 @@ struct raft_fsm;
  * result pointer (pointing at *last, valid until the next apply).
  */
 struct iod_state_fsm_ctx {
-	struct iod_state *state;        /* the machine (not owned) */
-	struct iod_state_result last;   /* result of the latest apply */
-	uint64_t applied;               /* commands applied */
-	uint64_t snapshots;             /* snapshots taken */
-	uint64_t restores;              /* snapshots restored */
-	void (*on_apply)(void *data);   /* called after each apply (watch wake-up), may be NULL */
-	void *on_apply_data;            /* argument of on_apply */
+	struct iod_state *state;      /* the machine (not owned) */
+	struct iod_state_result last; /* result of the latest apply */
+	uint64_t applied;             /* commands applied */
+	uint64_t snapshots;           /* snapshots taken */
+	uint64_t restores;            /* snapshots restored */
+	void (*on_apply)(void *data); /* called after each apply (watch wake-up), may be NULL */
+	void *on_apply_data;          /* argument of on_apply */
 };
 void iod_state_fsm_init(struct raft_fsm *fsm, struct iod_state_fsm_ctx *ctx);
 
@@ -161,26 +161,26 @@ void iod_state_fsm_init(struct raft_fsm *fsm, struct iod_state_fsm_ctx *ctx);
 
 /* One initial member: raft id, Raft address, API address (may be empty). */
 struct iod_server_peer {
-	uint64_t id;                      /* raft server id, > 0 */
-	char raft_addr[IOD_ADDR_MAX];     /* host:port of its Raft transport */
-	char api_addr[IOD_ADDR_MAX];      /* host:port of its HTTP API, "" if unknown */
+	uint64_t id;                  /* raft server id, > 0 */
+	char raft_addr[IOD_ADDR_MAX]; /* host:port of its Raft transport */
+	char api_addr[IOD_ADDR_MAX];  /* host:port of its HTTP API, "" if unknown */
 };
 
 /* Everything `iod server` is configured with. */
 struct iod_server_config {
-	uint64_t id;                       /* this server's raft id */
-	char data_dir[IOD_PATH_MAX];       /* raft log + snapshots; created if missing */
-	char raft_addr[IOD_ADDR_MAX];      /* host:port to bind for Raft */
-	char api_addr[IOD_ADDR_MAX];       /* host:port to bind for the HTTP API */
-	char join_addr[IOD_ADDR_MAX];      /* API address of a member to join, "" = none */
+	uint64_t id;                  /* this server's raft id */
+	char data_dir[IOD_PATH_MAX];  /* raft log + snapshots; created if missing */
+	char raft_addr[IOD_ADDR_MAX]; /* host:port to bind for Raft */
+	char api_addr[IOD_ADDR_MAX];  /* host:port to bind for the HTTP API */
+	char join_addr[IOD_ADDR_MAX]; /* API address of a member to join, "" = none */
 	struct iod_server_peer peers[IOD_STATE_PEERS_MAX]; /* initial members (bootstrap) */
-	uint32_t peers_n;                  /* 0 = single-member bootstrap or join */
-	uint32_t election_timeout_ms;      /* raft election timeout T (randomised in [T, 2T]) */
-	uint32_t heartbeat_timeout_ms;     /* raft heartbeat interval */
-	uint32_t snapshot_threshold;       /* entries between snapshots */
-	uint32_t snapshot_trailing;        /* entries kept after a snapshot */
-	bool pre_vote;                     /* raft pre-vote (Raft thesis 9.6) */
-	uint32_t lease_check_ms;           /* how often the leader looks for expired leases */
+	uint32_t peers_n;                                  /* 0 = single-member bootstrap or join */
+	uint32_t election_timeout_ms;  /* raft election timeout T (randomised in [T, 2T]) */
+	uint32_t heartbeat_timeout_ms; /* raft heartbeat interval */
+	uint32_t snapshot_threshold;   /* entries between snapshots */
+	uint32_t snapshot_trailing;    /* entries kept after a snapshot */
+	bool pre_vote;                 /* raft pre-vote (Raft thesis 9.6) */
+	uint32_t lease_check_ms;       /* how often the leader looks for expired leases */
 };
 
 /*

@@ -442,10 +442,11 @@ int iod_api_request(struct iod_api_client *c, const char *method, const char *pa
 			break;
 	}
 	if (any_answer)
-		return iod_err_set(e, -ENOTCONN,
-		                   "the cluster has no leader right now (tried %u times over %u ms): "
-		                   "a majority of servers must be up",
-		                   c->attempts, c->retry_ms);
+		return iod_err_set(
+		    e, -ENOTCONN,
+		    "the cluster has no leader right now (tried %u times over %u ms): "
+		    "a majority of servers must be up",
+		    c->attempts, c->retry_ms);
 	return iod_err_set(e, -EHOSTUNREACH, "no server answered within %u ms; last error: %s",
 	                   c->retry_ms, last_err);
 }

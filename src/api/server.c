@@ -35,40 +35,40 @@ struct server;
 
 /* One HTTP request (MHD's per-connection context). */
 struct req {
-	struct server *srv;           /* owner */
-	struct MHD_Connection *conn;  /* MHD connection */
-	struct iod_buf body;          /* request body, bounded by IOD_API_BODY_MAX */
-	bool too_big;                 /* body exceeded the limit: answer 413 */
-	bool suspended;               /* waiting for raft or a watch */
-	bool ready;                   /* answer prepared, to be queued on resume */
-	int status;                   /* prepared answer's code */
-	json_t *answer;               /* prepared answer (owned) */
-	json_t *extra;                /* deploy: the plan to merge into the answer */
+	struct server *srv;          /* owner */
+	struct MHD_Connection *conn; /* MHD connection */
+	struct iod_buf body;         /* request body, bounded by IOD_API_BODY_MAX */
+	bool too_big;                /* body exceeded the limit: answer 413 */
+	bool suspended;              /* waiting for raft or a watch */
+	bool ready;                  /* answer prepared, to be queued on resume */
+	int status;                  /* prepared answer's code */
+	json_t *answer;              /* prepared answer (owned) */
+	json_t *extra;               /* deploy: the plan to merge into the answer */
 	/* watch */
-	bool watching;                /* on the watch list */
-	bool watch_all;               /* all kinds */
-	enum iod_state_kind kind;     /* watched kind */
-	uint64_t after_rev;           /* changes after this revision */
-	uint64_t deadline_ms;         /* answer empty at this time */
-	struct req *wprev, *wnext;    /* watch list links */
-	const char *op;               /* what a write did, for its answer */
-	char name[IOD_NAME_MAX];      /* object of a write */
+	bool watching;             /* on the watch list */
+	bool watch_all;            /* all kinds */
+	enum iod_state_kind kind;  /* watched kind */
+	uint64_t after_rev;        /* changes after this revision */
+	uint64_t deadline_ms;      /* answer empty at this time */
+	struct req *wprev, *wnext; /* watch list links */
+	const char *op;            /* what a write did, for its answer */
+	char name[IOD_NAME_MAX];   /* object of a write */
 };
 
 struct server {
-	struct iod_server_config cfg; /* as started */
-	uv_loop_t loop;               /* the one loop */
-	struct iod_node *node;        /* raft + state */
-	struct MHD_Daemon *mhd;       /* HTTP daemon */
-	uv_poll_t mhd_poll;           /* MHD's epoll fd */
-	uv_timer_t mhd_timer;         /* MHD's timeouts and kicks */
-	uv_timer_t watch_timer;       /* watch timeouts */
-	uv_signal_t sigterm, sigint;  /* graceful stop */
-	struct req *watchers;         /* suspended watches */
-	uint32_t watchers_n;          /* on the list */
-	bool stopping;                /* stop in progress */
+	struct iod_server_config cfg;    /* as started */
+	uv_loop_t loop;                  /* the one loop */
+	struct iod_node *node;           /* raft + state */
+	struct MHD_Daemon *mhd;          /* HTTP daemon */
+	uv_poll_t mhd_poll;              /* MHD's epoll fd */
+	uv_timer_t mhd_timer;            /* MHD's timeouts and kicks */
+	uv_timer_t watch_timer;          /* watch timeouts */
+	uv_signal_t sigterm, sigint;     /* graceful stop */
+	struct req *watchers;            /* suspended watches */
+	uint32_t watchers_n;             /* on the list */
+	bool stopping;                   /* stop in progress */
 	uint64_t requests[STATUS_CODES]; /* answers by status code */
-	uint64_t watch_answers;       /* watches answered */
+	uint64_t watch_answers;          /* watches answered */
 };
 
 static uint64_t mono_ms(void)
@@ -219,7 +219,8 @@ static MHD_RESULT propose(struct req *q, char *cmd)
 		                 err_json("overloaded: %d writes in flight; retry shortly",
 		                          IOD_API_PENDING_MAX));
 	if (rc)
-		return queue_err(s, q->conn, code_for(rc), err_json("proposing: %s", strerror(-rc)));
+		return queue_err(s, q->conn, code_for(rc),
+		                 err_json("proposing: %s", strerror(-rc)));
 	q->suspended = true;
 	MHD_suspend_connection(q->conn);
 	return MHD_YES;
@@ -292,7 +293,8 @@ static MHD_RESULT do_delete(struct req *q, enum iod_state_kind k, const char *na
 	char *cmd;
 
 	if (bad)
-		return queue_err(s, q->conn, 400, err_json("prev_rev must be a non-negative integer"));
+		return queue_err(s, q->conn, 400,
+		                 err_json("prev_rev must be a non-negative integer"));
 	if (k == IOD_STATE_SERVICE && !has_prev) {
 		/* deleting a service removes its replicas and endpoints with it */
 		json_t *j = json_pack("{s:s, s:s}", "op", "undeploy", "service", name);
@@ -330,7 +332,8 @@ static MHD_RESULT do_lease(struct req *q, const char *method, const char *id_tex
 	if (id_text) {
 		id = strtoull(id_text, &end, 10);
 		if (!id || *end)
-			return queue_err(s, q->conn, 400, err_json("lease id must be a positive integer"));
+			return queue_err(s, q->conn, 400,
+			                 err_json("lease id must be a positive integer"));
 	}
 	if (!strcmp(method, "POST") && !id_text) {
 		json_t *err = NULL, *j = body_json(q, &err);
@@ -339,8 +342,9 @@ static MHD_RESULT do_lease(struct req *q, const char *method, const char *id_tex
 		int rc = iod_json_get_u64(j, "ttl_ms", &ttl);
 		json_decref(j);
 		if (rc || ttl == 0 || ttl > 24ull * 3600 * 1000)
-			return queue_err(s, q->conn, 400,
-			                 err_json("a lease body is {\"ttl_ms\": N} with 0 < N <= 1 day"));
+			return queue_err(
+			    s, q->conn, 400,
+			    err_json("a lease body is {\"ttl_ms\": N} with 0 < N <= 1 day"));
 		return propose(q, iod_state_cmd_lease_grant(ttl, now_ms));
 	}
 	if (!strcmp(method, "PUT") && id_text)
@@ -360,7 +364,8 @@ static MHD_RESULT do_deploy(struct req *q)
 	int rc;
 
 	if (!q->body.len)
-		return queue_err(s, q->conn, 400, err_json("deploy needs a spec (YAML or JSON) body"));
+		return queue_err(s, q->conn, 400,
+		                 err_json("deploy needs a spec (YAML or JSON) body"));
 	if (!iod_node_is_leader(s->node))
 		return queue_json(s, q->conn, 503, not_leader_json(s));
 	rc = iod_api_deploy_plan(iod_node_state(s->node), q->body.data, q->body.len, &cmd, &answer,
@@ -384,7 +389,8 @@ static void member_done(void *data, int status)
 	if (status == -ENOTCONN)
 		finish(q, 503, not_leader_json(q->srv));
 	else if (status)
-		finish(q, code_for(status), err_json("membership change failed: %s", strerror(-status)));
+		finish(q, code_for(status),
+		       err_json("membership change failed: %s", strerror(-status)));
 	else
 		finish(q, 200, iod_node_status(q->srv->node));
 }
@@ -395,8 +401,9 @@ static MHD_RESULT do_members(struct req *q, const char *method, const char *id_t
 	int rc;
 
 	if (!strcmp(method, "GET"))
-		return queue_json(s, q->conn, 200,
-		                  json_incref(json_object_get(iod_node_status(s->node), "members")));
+		return queue_json(
+		    s, q->conn, 200,
+		    json_incref(json_object_get(iod_node_status(s->node), "members")));
 	if (!iod_node_is_leader(s->node))
 		return queue_json(s, q->conn, 503, not_leader_json(s));
 	if (!strcmp(method, "POST") && !id_text) {
@@ -405,12 +412,13 @@ static MHD_RESULT do_members(struct req *q, const char *method, const char *id_t
 		const char *raft_addr = NULL, *api = "";
 		if (!j)
 			return queue_err(s, q->conn, 400, err);
-		if (iod_json_get_u64(j, "id", &id) || !id || iod_json_get_str(j, "raft", &raft_addr) ||
-		    !strchr(raft_addr, ':')) {
+		if (iod_json_get_u64(j, "id", &id) || !id ||
+		    iod_json_get_str(j, "raft", &raft_addr) || !strchr(raft_addr, ':')) {
 			json_decref(j);
-			return queue_err(s, q->conn, 400,
-			                 err_json("a member is {\"id\": N, \"raft\": \"HOST:PORT\", "
-			                          "\"api\": \"HOST:PORT\"}"));
+			return queue_err(
+			    s, q->conn, 400,
+			    err_json("a member is {\"id\": N, \"raft\": \"HOST:PORT\", "
+			             "\"api\": \"HOST:PORT\"}"));
 		}
 		iod_json_get_str(j, "api", &api);
 		rc = iod_node_member_add(s->node, id, raft_addr, api, member_done, q);
@@ -419,11 +427,13 @@ static MHD_RESULT do_members(struct req *q, const char *method, const char *id_t
 		char *end = NULL;
 		uint64_t id = strtoull(id_text, &end, 10);
 		if (!id || *end)
-			return queue_err(s, q->conn, 400, err_json("member id must be a positive integer"));
+			return queue_err(s, q->conn, 400,
+			                 err_json("member id must be a positive integer"));
 		rc = iod_node_member_remove(s->node, id, member_done, q);
 	} else {
-		return queue_err(s, q->conn, 405,
-		                 err_json("members: GET or POST /v1/members, DELETE /v1/members/ID"));
+		return queue_err(
+		    s, q->conn, 405,
+		    err_json("members: GET or POST /v1/members, DELETE /v1/members/ID"));
 	}
 	if (rc == -ENOTCONN)
 		return queue_json(s, q->conn, 503, not_leader_json(s));
@@ -515,8 +525,9 @@ static MHD_RESULT do_watch(struct req *q, enum iod_state_kind k, bool all)
 	query_u64(q->conn, "rev", &rev, &bad);
 	query_u64(q->conn, "timeout_ms", &timeout_ms, &bad);
 	if (bad)
-		return queue_err(s, q->conn, 400,
-		                 err_json("watch: rev and timeout_ms must be non-negative integers"));
+		return queue_err(
+		    s, q->conn, 400,
+		    err_json("watch: rev and timeout_ms must be non-negative integers"));
 	if (timeout_ms > IOD_API_WATCH_TIMEOUT_MS_MAX)
 		timeout_ms = IOD_API_WATCH_TIMEOUT_MS_MAX;
 	if (s->watchers_n >= IOD_API_CONNECTIONS_MAX)
@@ -578,19 +589,22 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 		struct iod_buf b;
 		iod_buf_init(&b);
 		iod_node_metrics(s->node, &b);
-		iod_buf_printf(&b, "# HELP iod_api_requests_total API answers by HTTP status code.\n"
-		                   "# TYPE iod_api_requests_total counter\n");
+		iod_buf_printf(&b,
+		               "# HELP iod_api_requests_total API answers by HTTP status code.\n"
+		               "# TYPE iod_api_requests_total counter\n");
 		s->requests[200]++; /* count this answer too */
 		for (int i = 100; i < STATUS_CODES; i++)
 			if (s->requests[i])
 				iod_buf_printf(&b, "iod_api_requests_total{code=\"%d\"} %llu\n", i,
 				               (unsigned long long)s->requests[i]);
-		iod_buf_printf(&b,
-		               "# HELP iod_api_watches Watches waiting.\n# TYPE iod_api_watches gauge\n"
-		               "iod_api_watches %u\n",
-		               s->watchers_n);
+		iod_buf_printf(
+		    &b,
+		    "# HELP iod_api_watches Watches waiting.\n# TYPE iod_api_watches gauge\n"
+		    "iod_api_watches %u\n",
+		    s->watchers_n);
 		s->requests[200]--;
-		return queue_text(s, c, 200, "text/plain; version=0.0.4", b.data ? b.data : strdup(""));
+		return queue_text(s, c, 200, "text/plain; version=0.0.4",
+		                  b.data ? b.data : strdup(""));
 	}
 	if (iod_strlcpy(path, url, sizeof(path)) || strncmp(path, "/v1/", 4))
 		return queue_err(s, c, 404,
@@ -607,7 +621,8 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 		return queue_err(s, c, 404, err_json("GET /v1/status, /v1/<kind>[/<name>]"));
 	if (!strcmp(seg[0], "status") && nseg == 1) {
 		if (!is_get)
-			return queue_err(s, c, 405, err_json("status is read-only: GET /v1/status"));
+			return queue_err(s, c, 405,
+			                 err_json("status is read-only: GET /v1/status"));
 		json_t *st = iod_node_status(s->node);
 		json_object_set_new(st, "api", json_string(s->cfg.api_addr));
 		json_object_set_new(st, "watches", json_integer(s->watchers_n));
@@ -615,7 +630,8 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 	}
 	if (!strcmp(seg[0], "deploy") && nseg == 1) {
 		if (strcmp(method, "POST"))
-			return queue_err(s, c, 405, err_json("deploy: POST /v1/deploy with a spec body"));
+			return queue_err(s, c, 405,
+			                 err_json("deploy: POST /v1/deploy with a spec body"));
 		return do_deploy(q);
 	}
 	if (!strcmp(seg[0], "txn") && nseg == 1) {
@@ -636,26 +652,27 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 	if (nseg == 1) {
 		if (!is_get)
 			return queue_err(s, c, 405,
-			                 err_json("%s: GET lists; PUT/DELETE need /v1/%s/NAME", seg[0],
-			                          iod_state_kind_name(k)));
+			                 err_json("%s: GET lists; PUT/DELETE need /v1/%s/NAME",
+			                          seg[0], iod_state_kind_name(k)));
 		const char *w = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "watch");
 		if (w && (!strcmp(w, "1") || !strcmp(w, "true")))
 			return do_watch(q, k, false);
 		json_t *l = iod_state_list(iod_node_state(s->node), k);
-		return l ? queue_json(s, c, 200, l) : queue_err(s, c, 500, err_json("out of memory"));
+		return l ? queue_json(s, c, 200, l)
+		         : queue_err(s, c, 500, err_json("out of memory"));
 	}
 	if (nseg != 2)
 		return queue_err(s, c, 404, err_json("path %.100s: want /v1/<kind>/<name>", url));
 	if (!iod_state_name_valid(seg[1]))
 		return queue_err(s, c, 400,
-		                 err_json("invalid name \"%.64s\": 1-%d of A-Z a-z 0-9 . _ -", seg[1],
-		                          IOD_NAME_MAX - 1));
+		                 err_json("invalid name \"%.64s\": 1-%d of A-Z a-z 0-9 . _ -",
+		                          seg[1], IOD_NAME_MAX - 1));
 	iod_strlcpy(q->name, seg[1], sizeof(q->name));
 	if (is_get) {
 		json_t *o = iod_state_get(iod_node_state(s->node), k, seg[1]);
 		if (!o)
-			return queue_err(s, c, 404,
-			                 err_json("%s/%s not found", iod_state_kind_name(k), seg[1]));
+			return queue_err(
+			    s, c, 404, err_json("%s/%s not found", iod_state_kind_name(k), seg[1]));
 		return queue_json(s, c, 200, o);
 	}
 	if (!strcmp(method, "PUT"))
@@ -681,8 +698,8 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *ur
 		q->conn = conn;
 		iod_buf_init(&q->body);
 		*con_cls = q;
-		const char *cl =
-		    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+		                                             MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl && strtoull(cl, NULL, 10) > IOD_API_BODY_MAX)
 			q->too_big = true;
 		return MHD_YES;
@@ -710,7 +727,10 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *ur
 		                 err_json("request body larger than %u bytes (IOD_API_BODY_MAX)",
 		                          IOD_API_BODY_MAX));
 	if (s->stopping)
-		return queue_err(s, conn, 503, err_json("server is shutting down; retry another"));
+		return queue_json(s, conn, 503,
+		                  json_pack("{s:s, s:b, s:s}", "error",
+		                            "server is shutting down; retry another server",
+		                            "not_leader", 1, "leader", ""));
 	return route(q, url, method);
 }
 
@@ -741,9 +761,9 @@ static void mhd_timer_cb(uv_timer_t *t)
 		return;
 	MHD_run(s->mhd);
 	if (MHD_get_timeout(s->mhd, &to) == MHD_YES)
-		uv_timer_start(&s->mhd_timer, mhd_timer_cb, to > 1000 ? 1000 : to, 0);
+		uv_timer_start(&s->mhd_timer, mhd_timer_cb, to > 100 ? 100 : to, 0);
 	else
-		uv_timer_start(&s->mhd_timer, mhd_timer_cb, 1000, 0);
+		uv_timer_start(&s->mhd_timer, mhd_timer_cb, 100, 0);
 }
 
 static void mhd_kick(struct server *s)
@@ -799,10 +819,10 @@ static int mhd_start(struct server *s, struct iod_err *e)
 
 /* The join request is a blocking client call: it runs on libuv's thread pool. */
 struct join_work {
-	uv_work_t w;                      /* libuv work request */
-	struct iod_server_config cfg;     /* copy: who we are, where to join */
-	int rc;                           /* result */
-	char msg[IOD_ERR_MSG_MAX];        /* error text */
+	uv_work_t w;                  /* libuv work request */
+	struct iod_server_config cfg; /* copy: who we are, where to join */
+	int rc;                       /* result */
+	char msg[IOD_ERR_MSG_MAX];    /* error text */
 };
 
 static void join_run(uv_work_t *w)

@@ -15,7 +15,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: iod delete service|node|replica|endpoint|policy|config NAME\n"
 	           "                  [--prev-rev R] [-o text|json] [--server ADDR]\n\n"
 	           "Delete an object. A service is deleted with its replicas and endpoints.\n"
-	           "  --prev-rev R   only if the object is still at revision R (compare-and-swap)\n" IOD_CTL_SERVER_HELP);
+	           "  --prev-rev R   only if the object is still at revision R "
+	           "(compare-and-swap)\n" IOD_CTL_SERVER_HELP);
 }
 
 int cmd_delete(int argc, char **argv)
@@ -51,11 +52,14 @@ int cmd_delete(int argc, char **argv)
 		return IOD_EXIT_INVALID;
 	}
 	if (iod_state_kind_parse(argv[optind], &k))
-		return iod_cli_fail("delete", IOD_EXIT_INVALID, "unknown kind \"%s\"", argv[optind]);
+		return iod_cli_fail("delete", IOD_EXIT_INVALID, "unknown kind \"%s\"",
+		                    argv[optind]);
 	if (!iod_state_name_valid(argv[optind + 1]))
-		return iod_cli_fail("delete", IOD_EXIT_INVALID, "invalid name \"%s\"", argv[optind + 1]);
+		return iod_cli_fail("delete", IOD_EXIT_INVALID, "invalid name \"%s\"",
+		                    argv[optind + 1]);
 	if (prev && strspn(prev, "0123456789") != strlen(prev))
-		return iod_cli_fail("delete", IOD_EXIT_INVALID, "--prev-rev wants a revision number");
+		return iod_cli_fail("delete", IOD_EXIT_INVALID,
+		                    "--prev-rev wants a revision number");
 	snprintf(path, sizeof(path), "/v1/%s/%s%s%s", iod_state_kind_name(k), argv[optind + 1],
 	         prev ? "?prev_rev=" : "", prev ? prev : "");
 	if ((rc = iod_ctl_client("delete", server, &c)))
@@ -67,7 +71,8 @@ int cmd_delete(int argc, char **argv)
 	if (out == IOD_OUT_JSON)
 		iod_json_print(stdout, r.json, false);
 	else
-		printf("deleted %s %s%s (revision %lld)\n", iod_state_kind_name(k), argv[optind + 1],
+		printf("deleted %s %s%s (revision %lld)\n", iod_state_kind_name(k),
+		       argv[optind + 1],
 		       k == IOD_STATE_SERVICE ? " with its replicas and endpoints" : "",
 		       (long long)json_integer_value(json_object_get(r.json, "rev")));
 	iod_api_response_free(&r);

@@ -75,18 +75,21 @@ int cmd_deploy(int argc, char **argv)
 		json_t *x;
 		size_t i;
 		json_array_foreach(json_object_get(r.json, "errors"), i, x)
-		    fprintf(stderr, "%s:%lld:%lld: %s\n", file,
-		            (long long)json_integer_value(json_object_get(x, "line")),
-		            (long long)json_integer_value(json_object_get(x, "col")),
-		            json_string_value(json_object_get(x, "message")));
+		{
+			fprintf(stderr, "%s:%lld:%lld: %s\n", file,
+			        (long long)json_integer_value(json_object_get(x, "line")),
+			        (long long)json_integer_value(json_object_get(x, "col")),
+			        json_string_value(json_object_get(x, "message")));
+		}
 		iod_api_response_free(&r);
 		return IOD_EXIT_INVALID;
 	}
 	if (r.status != 200 && r.status != 422) {
-		rc = r.status == 503 ? IOD_EXIT_UNAVAILABLE
-		                     : r.status >= 400 && r.status < 500 ? IOD_EXIT_INVALID
-		                                                          : IOD_EXIT_ERROR;
-		iod_cli_fail("deploy", rc, "%s: %s (HTTP %d)", file, iod_api_error_text(&r), r.status);
+		rc = r.status == 503                     ? IOD_EXIT_UNAVAILABLE
+		     : r.status >= 400 && r.status < 500 ? IOD_EXIT_INVALID
+		                                         : IOD_EXIT_ERROR;
+		iod_cli_fail("deploy", rc, "%s: %s (HTTP %d)", file, iod_api_error_text(&r),
+		             r.status);
 		iod_api_response_free(&r);
 		return rc;
 	}
@@ -98,12 +101,19 @@ int cmd_deploy(int argc, char **argv)
 	} else {
 		printf("%-24s %-16s %s\n", "REPLICA", "NODE", "GPUS");
 		json_array_foreach(placed, i, x)
-		    printf("%-24s %-16s %s\n", json_string_value(json_object_get(x, "replica")),
-		           json_string_value(json_object_get(x, "node")),
-		           json_string_value(json_object_get(x, "gpus")));
+		{
+			printf("%-24s %-16s %s\n", json_string_value(json_object_get(x, "replica")),
+			       json_string_value(json_object_get(x, "node")),
+			       json_string_value(json_object_get(x, "gpus")));
+		}
 		json_array_foreach(unplaced, i, x)
-		    printf("%-24s %-16s %s\n", json_string_value(json_object_get(x, "replica")),
-		           "(unplaced)", json_string_value(json_object_get(x, "reason")));
+		{
+			const char *why = json_string_value(json_object_get(x, "why"));
+			printf("%-24s %-16s %s\n", json_string_value(json_object_get(x, "replica")),
+			       "(unplaced)",
+			       why && why[0] ? why
+			                     : json_string_value(json_object_get(x, "reason")));
+		}
 		printf("deployed %s: %zu replica%s placed, %zu unplaced (revision %lld)\n", file,
 		       json_array_size(placed), json_array_size(placed) == 1 ? "" : "s",
 		       json_array_size(unplaced),

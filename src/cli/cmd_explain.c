@@ -3,6 +3,7 @@
  * the scheduler's reasons, as stored with the placement.
  */
 #include "ctl.h"
+#include "iod/sched.h"
 
 #include <getopt.h>
 #include <string.h>
@@ -55,10 +56,10 @@ int cmd_explain(int argc, char **argv)
 		return rc;
 	json_t *v = json_object_get(r.json, "value"), *x;
 	if (out == IOD_OUT_JSON) {
-		json_t *j = json_pack("{s:s, s:O, s:O, s:O, s:O}", "replica", argv[optind + 1],
-		                      "service", json_object_get(v, "service"), "node",
-		                      json_object_get(v, "node"), "gpus", json_object_get(v, "gpus"),
-		                      "reasons", json_object_get(v, "reasons"));
+		json_t *j = json_pack(
+		    "{s:s, s:O, s:O, s:O, s:O}", "replica", argv[optind + 1], "service",
+		    json_object_get(v, "service"), "node", json_object_get(v, "node"), "gpus",
+		    json_object_get(v, "gpus"), "reasons", json_object_get(v, "reasons"));
 		iod_json_print(stdout, j ? j : r.json, false);
 		json_decref(j);
 	} else {
@@ -67,12 +68,22 @@ int cmd_explain(int argc, char **argv)
 		iod_json_get_str(v, "service", &svc);
 		iod_json_get_str(v, "node", &node);
 		iod_json_get_str(v, "gpus", &gpus);
-		printf("replica %s of service %s\n  node %s, GPUs %s\nreasons:\n", argv[optind + 1], svc,
-		       node, gpus[0] ? gpus : "none");
+		printf("replica %s of service %s\n  node %s, GPUs %s\nreasons:\n", argv[optind + 1],
+		       svc, node, gpus[0] ? gpus : "none");
 		json_array_foreach(json_object_get(v, "reasons"), i, x)
-		    printf("  - %s\n", json_string_value(x) ? json_string_value(x) : "?");
+		{
+			printf("  - %s\n", json_string_value(x) ? json_string_value(x) : "?");
+		}
 		if (!json_array_size(json_object_get(v, "reasons")))
 			printf("  (no reasons stored with this placement)\n");
+		json_t *ex = json_object_get(v, "explain");
+		if (ex) {
+			struct iod_buf b;
+			iod_buf_init(&b);
+			if (iod_sched_explain_format_json(ex, &b) == 0 && b.data)
+				printf("how it was chosen:\n%s", b.data);
+			iod_buf_free(&b);
+		}
 	}
 	iod_api_response_free(&r);
 	return IOD_EXIT_OK;

@@ -16,7 +16,8 @@ static void usage(FILE *f)
 	           "               [-o text|json] [--watch] [--server ADDR]\n\n"
 	           "List cluster objects (or show one by NAME).\n"
 	           "  -o json      the API's JSON (objects with kind, name, rev, value)\n"
-	           "  --watch      after listing, print every change as it happens (Ctrl-C ends)\n" IOD_CTL_SERVER_HELP);
+	           "  --watch      after listing, print every change as it happens (Ctrl-C "
+	           "ends)\n" IOD_CTL_SERVER_HELP);
 }
 
 static const char *str(const json_t *v, const char *key)
@@ -57,8 +58,8 @@ static void print_row(enum iod_state_kind k, const json_t *o)
 		       str(v, "generation"), rev);
 		break;
 	case IOD_STATE_REPLICA:
-		printf("%-24s %-16s %-16s %-8s %-9s %-8s\n", name, str(v, "service"), str(v, "node"),
-		       str(v, "gpus"), str(v, "phase"), str(v, "restarts"));
+		printf("%-24s %-16s %-16s %-8s %-9s %-8s\n", name, str(v, "service"),
+		       str(v, "node"), str(v, "gpus"), str(v, "phase"), str(v, "restarts"));
 		break;
 	case IOD_STATE_ENDPOINT:
 		printf("%-24s %-16s %-22s %-8s %lld\n", name, str(v, "service"), str(v, "address"),
@@ -76,16 +77,20 @@ static void print_row(enum iod_state_kind k, const json_t *o)
 static void print_header(enum iod_state_kind k)
 {
 	switch (k) {
-	case IOD_STATE_NODE: printf("%-24s %-6s %-6s %-8s %s\n", "NAME", "GPUS", "CPUS", "LEASE", "REV"); break;
+	case IOD_STATE_NODE:
+		printf("%-24s %-6s %-6s %-8s %s\n", "NAME", "GPUS", "CPUS", "LEASE", "REV");
+		break;
 	case IOD_STATE_SERVICE:
-		printf("%-24s %-9s %-6s %-11s %s\n", "NAME", "REPLICAS", "GPU", "GENERATION", "REV");
+		printf("%-24s %-9s %-6s %-11s %s\n", "NAME", "REPLICAS", "GPU", "GENERATION",
+		       "REV");
 		break;
 	case IOD_STATE_REPLICA:
-		printf("%-24s %-16s %-16s %-8s %-9s %-8s\n", "NAME", "SERVICE", "NODE", "GPUS", "PHASE",
-		       "RESTARTS");
+		printf("%-24s %-16s %-16s %-8s %-9s %-8s\n", "NAME", "SERVICE", "NODE", "GPUS",
+		       "PHASE", "RESTARTS");
 		break;
 	case IOD_STATE_ENDPOINT:
-		printf("%-24s %-16s %-22s %-8s %s\n", "NAME", "SERVICE", "ADDRESS", "HEALTH", "REV");
+		printf("%-24s %-16s %-22s %-8s %s\n", "NAME", "SERVICE", "ADDRESS", "HEALTH",
+		       "REV");
 		break;
 	default: printf("%-24s %-8s %s\n", "NAME", "REV", "VALUE"); break;
 	}
@@ -111,8 +116,8 @@ static int watch_loop(struct iod_api_client *c, enum iod_state_kind k, uint64_t 
 			} else if (!strcmp(str(x, "type"), "delete")) {
 				printf("DELETED %s (rev %s)\n", str(x, "name"), str(x, "rev"));
 			} else {
-				json_t *o = json_pack("{s:s, s:O, s:O}", "name", str(x, "name"), "rev",
-				                      json_object_get(x, "rev"), "value",
+				json_t *o = json_pack("{s:s, s:O, s:O}", "name", str(x, "name"),
+				                      "rev", json_object_get(x, "rev"), "value",
 				                      json_object_get(x, "value"));
 				print_row(k, o);
 				json_decref(o);
@@ -158,11 +163,14 @@ int cmd_get(int argc, char **argv)
 		return IOD_EXIT_INVALID;
 	}
 	if (iod_state_kind_parse(argv[optind], &k)) {
-		const char *names[] = {"nodes", "services", "replicas", "endpoints", "policies", "configs"};
+		const char *names[] = {"nodes",     "services", "replicas",
+		                       "endpoints", "policies", "configs"};
 		const char *s = iod_suggest(argv[optind], names, IOD_ARRAY_LEN(names));
-		return iod_cli_fail("get", IOD_EXIT_INVALID, "unknown kind \"%s\"%s%s%s; kinds: nodes, "
+		return iod_cli_fail("get", IOD_EXIT_INVALID,
+		                    "unknown kind \"%s\"%s%s%s; kinds: nodes, "
 		                    "services, replicas, endpoints, policies, configs",
-		                    argv[optind], s ? " (did you mean " : "", s ? s : "", s ? "?)" : "");
+		                    argv[optind], s ? " (did you mean " : "", s ? s : "",
+		                    s ? "?)" : "");
 	}
 	const char *name = optind + 1 < argc ? argv[optind + 1] : NULL;
 	if (name && !iod_state_name_valid(name))
@@ -187,7 +195,10 @@ int cmd_get(int argc, char **argv)
 		} else {
 			json_t *x;
 			size_t i;
-			json_array_foreach(json_object_get(r.json, "items"), i, x) print_row(k, x);
+			json_array_foreach(json_object_get(r.json, "items"), i, x)
+			{
+				print_row(k, x);
+			}
 			if (!json_array_size(json_object_get(r.json, "items")))
 				fprintf(stderr, "(no %s)\n", iod_state_kind_plural(k));
 		}

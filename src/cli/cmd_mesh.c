@@ -10,9 +10,11 @@ int cmd_deploy(int argc, char **argv);
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: iod mesh deploy -f FILE [options]\n\n"
-	           "Service-mesh commands.\n"
-	           "  deploy   deploy a service topology (same as `iod deploy`; see iod deploy --help)\n");
+	fprintf(
+	    f,
+	    "usage: iod mesh deploy -f FILE [options]\n\n"
+	    "Service-mesh commands.\n"
+	    "  deploy   deploy a service topology (same as `iod deploy`; see iod deploy --help)\n");
 }
 
 int cmd_mesh(int argc, char **argv)

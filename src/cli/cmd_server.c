@@ -17,7 +17,7 @@ static void usage(FILE *f)
 	fprintf(f,
 	        "usage: iod server --id N --data-dir DIR --raft HOST:PORT --api HOST:PORT\n"
 	        "                  [--peers ID=RAFT[@API],...] [--join API_HOST:PORT]\n"
-	        "                  [--election-timeout 40ms] [--heartbeat 4ms] [--no-pre-vote]\n"
+	        "                  [--election-timeout 30ms] [--heartbeat 3ms] [--no-pre-vote]\n"
 	        "                  [--snapshot-threshold N] [--snapshot-trailing N]\n\n"
 	        "Run one control-plane member: Raft (canonical raft, libuv) + the cluster\n"
 	        "state machine + the HTTP/JSON API.\n\n"
@@ -31,7 +31,7 @@ static void usage(FILE *f)
 	        "3=127.0.0.1:7303@127.0.0.1:7403\n"
 	        "  iod server --id 1 --data-dir /tmp/iod1 --raft 127.0.0.1:7301 "
 	        "--api 127.0.0.1:7401 --peers $P\n\n"
-	        "Timeouts: election T is randomised in [T, 2T]; defaults (40 ms / 4 ms, pre-vote\n"
+	        "Timeouts: election T is randomised in [T, 2T]; defaults (30 ms / 3 ms, pre-vote\n"
 	        "on) give a leader-loss-to-next-write p99 under 100 ms on loopback/LAN; use\n"
 	        "larger values across slower networks (docs/control-plane.md, \"Timeouts\").\n"
 	        "SIGTERM/SIGINT: a leader transfers leadership first, then the server exits.\n");
@@ -94,7 +94,8 @@ int cmd_server(int argc, char **argv)
 			break;
 		case 'd':
 			if (iod_strlcpy(c.data_dir, optarg, sizeof(c.data_dir)))
-				return iod_cli_fail("server", IOD_EXIT_INVALID, "--data-dir too long");
+				return iod_cli_fail("server", IOD_EXIT_INVALID,
+				                    "--data-dir too long");
 			have_dir = true;
 			break;
 		case 'r':
@@ -103,8 +104,8 @@ int cmd_server(int argc, char **argv)
 			char *dst = o == 'r' ? c.raft_addr : o == 'a' ? c.api_addr : c.join_addr;
 			if (!strchr(optarg, ':') || iod_strlcpy(dst, optarg, IOD_ADDR_MAX))
 				return iod_cli_fail("server", IOD_EXIT_INVALID,
-				                    "%s: want HOST:PORT, got \"%s\"", argv[optind - 2],
-				                    optarg);
+				                    "%s: want HOST:PORT, got \"%s\"",
+				                    argv[optind - 2], optarg);
 			break;
 		}
 		case 'p':
@@ -153,20 +154,21 @@ int cmd_server(int argc, char **argv)
 				continue;
 			self = true;
 			if (strcmp(c.peers[i].raft_addr, c.raft_addr))
-				return iod_cli_fail("server", IOD_EXIT_INVALID,
-				                    "--peers gives id %llu the Raft address %s but --raft "
-				                    "is %s",
-				                    (unsigned long long)c.id, c.peers[i].raft_addr,
-				                    c.raft_addr);
+				return iod_cli_fail(
+				    "server", IOD_EXIT_INVALID,
+				    "--peers gives id %llu the Raft address %s but --raft "
+				    "is %s",
+				    (unsigned long long)c.id, c.peers[i].raft_addr, c.raft_addr);
 		}
 		if (!self)
 			return iod_cli_fail("server", IOD_EXIT_INVALID,
 			                    "--peers must include this server (--id %llu)",
 			                    (unsigned long long)c.id);
 		if (c.join_addr[0])
-			return iod_cli_fail("server", IOD_EXIT_INVALID,
-			                    "use --peers to form a new cluster or --join to enter an "
-			                    "existing one, not both");
+			return iod_cli_fail(
+			    "server", IOD_EXIT_INVALID,
+			    "use --peers to form a new cluster or --join to enter an "
+			    "existing one, not both");
 	}
 	if (iod_api_server_run(&c, &e))
 		return iod_cli_fail("server", e.code == -EINVAL ? IOD_EXIT_INVALID : IOD_EXIT_ERROR,

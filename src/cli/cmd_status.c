@@ -58,9 +58,10 @@ int cmd_status(int argc, char **argv)
 		printf("server     %lld (%s) at %s\n",
 		       (long long)json_integer_value(json_object_get(j, "id")), st, r.server);
 		printf("leader     %lld%s%s%s\n",
-		       (long long)json_integer_value(json_object_get(j, "leader")), lapi[0] ? " (" : "",
-		       lapi, lapi[0] ? ")" : "");
-		printf("term       %lld\n", (long long)json_integer_value(json_object_get(j, "term")));
+		       (long long)json_integer_value(json_object_get(j, "leader")),
+		       lapi[0] ? " (" : "", lapi, lapi[0] ? ")" : "");
+		printf("term       %lld\n",
+		       (long long)json_integer_value(json_object_get(j, "term")));
 		printf("commit     %lld   applied %lld   last %lld\n",
 		       (long long)json_integer_value(json_object_get(j, "commit_index")),
 		       (long long)json_integer_value(json_object_get(j, "applied_index")),

@@ -23,10 +23,11 @@ int iod_ctl_call(const char *cmd, struct iod_api_client *c, const char *method, 
 	int rc = iod_api_request(c, method, path, ctype, body, len, r, &e);
 
 	if (rc)
-		return iod_cli_fail(cmd, IOD_EXIT_UNAVAILABLE,
-		                    "%s\n  (is `iod server` running? pick the cluster with --server or "
-		                    "IOD_SERVER)",
-		                    e.msg);
+		return iod_cli_fail(
+		    cmd, IOD_EXIT_UNAVAILABLE,
+		    "%s\n  (is `iod server` running? pick the cluster with --server or "
+		    "IOD_SERVER)",
+		    e.msg);
 	if (r->status >= 200 && r->status < 300)
 		return IOD_EXIT_OK;
 	int code = IOD_EXIT_ERROR;

@@ -21,7 +21,7 @@ int iod_ctl_call(const char *cmd, struct iod_api_client *c, const char *method, 
                  const char *ctype, const void *body, size_t len, struct iod_api_response *r);
 
 /* The common option text for --server. */
-#define IOD_CTL_SERVER_HELP                                                          \
+#define IOD_CTL_SERVER_HELP                                                                \
 	"  --server ADDR[,ADDR...]  API address(es) of the cluster (default $IOD_SERVER, " \
 	"else " IOD_API_DEFAULT_SERVER ")\n"
 

@@ -16,8 +16,17 @@
 static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 {
 	struct iod_state_fsm_ctx *c = fsm->data;
+	const char *p = buf->base;
+	size_t len = buf->len;
 
-	iod_state_apply(c->state, buf->base, buf->len, &c->last);
+	/* Commands are padded with NULs to a multiple of 8 bytes (raft's libuv
+	 * backend reloads unaligned entries wrongly; see node.c). A command is
+	 * JSON text, which has no NUL bytes: trailing NULs are padding. */
+	while (len && p[len - 1] == 0)
+		len--;
+	iod_state_apply(c->state, p, len, &c->last);
+	if (c->last.code)
+		IOD_DEBUG("state", "command rejected: %s", c->last.msg);
 	c->applied++;
 	*result = &c->last;
 	if (c->on_apply)

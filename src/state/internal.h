@@ -22,11 +22,11 @@ enum { IOD_STATE_EV_PUT = 1, IOD_STATE_EV_DELETE = 2 };
 
 /* One change, for watches. */
 struct iod_state_event {
-	uint64_t rev;                /* revision that made it */
-	uint8_t type;                /* IOD_STATE_EV_PUT / _DELETE */
-	enum iod_state_kind kind;    /* object kind */
-	char name[IOD_NAME_MAX];     /* object name */
-	json_t *value;               /* put: the new value (reference); delete: NULL */
+	uint64_t rev;             /* revision that made it */
+	uint8_t type;             /* IOD_STATE_EV_PUT / _DELETE */
+	enum iod_state_kind kind; /* object kind */
+	char name[IOD_NAME_MAX];  /* object name */
+	json_t *value;            /* put: the new value (reference); delete: NULL */
 };
 
 /* A lease: objects attached to it are deleted when it expires. */
@@ -37,18 +37,18 @@ struct iod_state_lease {
 };
 
 struct iod_state {
-	struct iod_state_obj **buckets;   /* chained hash table, power-of-two size */
-	uint32_t buckets_n;               /* buckets */
+	struct iod_state_obj **buckets;       /* chained hash table, power-of-two size */
+	uint32_t buckets_n;                   /* buckets */
 	uint32_t count[IOD_STATE_KIND_COUNT]; /* objects per kind */
-	uint32_t total;                   /* objects in all */
-	uint64_t rev;                     /* cluster revision */
-	uint64_t next_lease;              /* id the next grant gets */
-	struct iod_state_lease *leases;   /* IOD_STATE_LEASES_MAX slots, sorted by id */
-	uint32_t leases_n;                /* leases in use */
-	struct iod_state_event *hist;     /* ring of IOD_STATE_HISTORY_MAX events */
-	uint32_t hist_head;               /* oldest event */
-	uint32_t hist_n;                  /* events in the ring */
-	uint64_t hist_floor;              /* watches must start at or after this revision */
+	uint32_t total;                       /* objects in all */
+	uint64_t rev;                         /* cluster revision */
+	uint64_t next_lease;                  /* id the next grant gets */
+	struct iod_state_lease *leases;       /* IOD_STATE_LEASES_MAX slots, sorted by id */
+	uint32_t leases_n;                    /* leases in use */
+	struct iod_state_event *hist;         /* ring of IOD_STATE_HISTORY_MAX events */
+	uint32_t hist_head;                   /* oldest event */
+	uint32_t hist_n;                      /* events in the ring */
+	uint64_t hist_floor;                  /* watches must start at or after this revision */
 };
 
 struct iod_state_obj *iod_state_find(const struct iod_state *s, enum iod_state_kind k,

@@ -115,8 +115,8 @@ static int load_body(struct iod_state *t, json_t *b, struct iod_err *e)
 	json_array_foreach(leases, i, x)
 	{
 		json_int_t id = 0, ttl = 0, dl = 0;
-		if (json_unpack(x, "[III]", &id, &ttl, &dl) || id <= 0 ||
-		    (uint64_t)id >= next || (i && t->leases[i - 1].id >= (uint64_t)id))
+		if (json_unpack(x, "[III]", &id, &ttl, &dl) || id <= 0 || (uint64_t)id >= next ||
+		    (i && t->leases[i - 1].id >= (uint64_t)id))
 			return iod_err_set(e, -EINVAL, "snapshot lease %zu is malformed", i);
 		t->leases[i] = (struct iod_state_lease){(uint64_t)id, (uint64_t)ttl, (uint64_t)dl};
 		t->leases_n++;
@@ -154,7 +154,8 @@ static int load_body(struct iod_state *t, json_t *b, struct iod_err *e)
 			if (!b2) {
 				json_decref(o->value);
 				free(o);
-				return iod_err_set(e, -ENOMEM, "out of memory restoring a snapshot");
+				return iod_err_set(e, -ENOMEM,
+				                   "out of memory restoring a snapshot");
 			}
 			for (uint32_t bi = 0; bi < t->buckets_n; bi++) {
 				struct iod_state_obj *p = t->buckets[bi], *nx;
@@ -194,7 +195,8 @@ int iod_state_restore(struct iod_state *s, const void *buf, size_t len, struct i
 	n = get_u64(p + 16);
 	sum = get_u64(p + 24);
 	if (ver != SNAP_VERSION)
-		return iod_err_set(e, -EINVAL, "snapshot format %llu is not supported (this iod reads %u)",
+		return iod_err_set(e, -EINVAL,
+		                   "snapshot format %llu is not supported (this iod reads %u)",
 		                   (unsigned long long)ver, SNAP_VERSION);
 	if (n != len - SNAP_HEADER_BYTES)
 		return iod_err_set(e, -EINVAL, "snapshot length %llu does not match %zu bytes",

@@ -56,8 +56,8 @@ bool iod_state_name_valid(const char *name)
 		return false;
 	for (const char *p = name; *p; p++, n++) {
 		char c = *p;
-		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		          c == '-' || c == '_' || c == '.';
+		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		          (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
 		if (!ok || n + 1 >= IOD_NAME_MAX)
 			return false;
 	}
@@ -122,8 +122,8 @@ static void obj_free(struct iod_state_obj *o)
 
 /* ---- history ------------------------------------------------------------ */
 
-static void history_push(struct iod_state *s, uint8_t type, enum iod_state_kind k,
-                         const char *name, json_t *value)
+static void history_push(struct iod_state *s, uint8_t type, enum iod_state_kind k, const char *name,
+                         json_t *value)
 {
 	struct iod_state_event *ev;
 
@@ -328,8 +328,9 @@ static int parse_op(const struct iod_state *s, json_t *j, bool is_put, struct op
 	memset(op, 0, sizeof(*op));
 	op->is_put = is_put;
 	if (iod_json_get_str(j, "kind", &kind) || iod_state_kind_parse(kind, &op->k))
-		return fail(r, -EINVAL, "command needs \"kind\": one of node, service, replica, "
-		                        "endpoint, policy, config");
+		return fail(r, -EINVAL,
+		            "command needs \"kind\": one of node, service, replica, "
+		            "endpoint, policy, config");
 	if (iod_json_get_str(j, "name", &op->name) || !iod_state_name_valid(op->name))
 		return fail(r, -EINVAL,
 		            "command needs a valid \"name\" (1-%d of A-Z a-z 0-9 . _ -)",
@@ -399,7 +400,8 @@ static int cmd_single(struct iod_state *s, json_t *j, bool is_put, struct iod_st
 	if ((rc = check_op(s, &op, r)))
 		return rc;
 	if (is_put && !iod_state_find(s, op.k, op.name) && s->total >= IOD_STATE_OBJECTS_MAX)
-		return fail(r, -ENOSPC, "the state holds %d objects, its limit", IOD_STATE_OBJECTS_MAX);
+		return fail(r, -ENOSPC, "the state holds %d objects, its limit",
+		            IOD_STATE_OBJECTS_MAX);
 	rc = exec_op(s, &op);
 	if (rc < 0)
 		return fail(r, rc, "out of memory");
@@ -426,7 +428,8 @@ static int cmd_txn(struct iod_state *s, json_t *j, struct iod_state_result *r)
 	for (size_t i = 0; i < n && !rc; i++) {
 		json_t *o = json_array_get(ops, i);
 		const char *name = NULL;
-		if (iod_json_get_str(o, "op", &name) || (strcmp(name, "put") && strcmp(name, "delete")))
+		if (iod_json_get_str(o, "op", &name) ||
+		    (strcmp(name, "put") && strcmp(name, "delete")))
 			rc = fail(r, -EINVAL, "txn op %zu: \"op\" must be put or delete", i);
 		else if (!(rc = parse_op(s, o, !strcmp(name, "put"), &v[i], r)))
 			rc = check_op(s, &v[i], r);
@@ -465,7 +468,8 @@ static int cmd_deploy(struct iod_state *s, json_t *j, struct iod_state_result *r
 	int rc = 0;
 
 	if (!json_is_array(svcs) || ns == 0 || (reps && !json_is_array(reps)))
-		return fail(r, -EINVAL, "deploy needs \"services\" (non-empty) and \"replicas\" arrays");
+		return fail(r, -EINVAL,
+		            "deploy needs \"services\" (non-empty) and \"replicas\" arrays");
 	if (ns + nr > IOD_STATE_TXN_OPS_MAX)
 		return fail(r, -ENOSPC, "deploy has %zu objects; the limit is %d", ns + nr,
 		            IOD_STATE_TXN_OPS_MAX);
@@ -474,8 +478,9 @@ static int cmd_deploy(struct iod_state *s, json_t *j, struct iod_state_result *r
 		const char *name = NULL, *svc = NULL;
 		if (iod_json_get_str(o, "name", &name) || !iod_state_name_valid(name) ||
 		    !json_is_object(json_object_get(o, "value")))
-			return fail(r, -EINVAL, "deploy %s %zu needs a valid \"name\" and an object "
-			                        "\"value\"",
+			return fail(r, -EINVAL,
+			            "deploy %s %zu needs a valid \"name\" and an object "
+			            "\"value\"",
 			            i < ns ? "service" : "replica", i < ns ? i : i - ns);
 		if (i >= ns && iod_json_get_str(json_object_get(o, "value"), "service", &svc))
 			return fail(r, -EINVAL, "deploy replica %s: value needs \"service\"", name);
@@ -570,7 +575,8 @@ static int lease_insert(struct iod_state *s, uint64_t id, uint64_t ttl_ms, uint6
 		s->leases[i] = s->leases[i - 1];
 		i--;
 	}
-	s->leases[i] = (struct iod_state_lease){.id = id, .ttl_ms = ttl_ms, .deadline_ms = deadline_ms};
+	s->leases[i] =
+	    (struct iod_state_lease){.id = id, .ttl_ms = ttl_ms, .deadline_ms = deadline_ms};
 	s->leases_n++;
 	return 0;
 }
@@ -766,7 +772,8 @@ int iod_state_watch(const struct iod_state *s, enum iod_state_kind k, bool all_k
 		return iod_err_set(e, -ESTALE,
 		                   "revision %llu compacted: history starts after revision %llu; "
 		                   "list again and watch from the list's revision",
-		                   (unsigned long long)after_rev, (unsigned long long)s->hist_floor);
+		                   (unsigned long long)after_rev,
+		                   (unsigned long long)s->hist_floor);
 	if (after_rev > s->rev)
 		return iod_err_set(e, -EINVAL, "revision %llu is in the future (current is %llu)",
 		                   (unsigned long long)after_rev, (unsigned long long)s->rev);
@@ -774,7 +781,8 @@ int iod_state_watch(const struct iod_state *s, enum iod_state_kind k, bool all_k
 	if (!a)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < s->hist_n && json_array_size(a) < max; i++) {
-		const struct iod_state_event *ev = &s->hist[(s->hist_head + i) % IOD_STATE_HISTORY_MAX];
+		const struct iod_state_event *ev =
+		    &s->hist[(s->hist_head + i) % IOD_STATE_HISTORY_MAX];
 		if (ev->rev <= after_rev || (!all_kinds && ev->kind != k))
 			continue;
 		json_t *o = json_pack("{s:I, s:s, s:s, s:s}", "rev", (json_int_t)ev->rev, "type",
@@ -841,5 +849,6 @@ char *iod_state_cmd_lease_revoke(uint64_t lease_id)
 
 char *iod_state_cmd_lease_expire(uint64_t now_ms)
 {
-	return dump_new(json_pack("{s:s, s:I}", "op", "lease_expire", "now_ms", (json_int_t)now_ms));
+	return dump_new(
+	    json_pack("{s:s, s:I}", "op", "lease_expire", "now_ms", (json_int_t)now_ms));
 }

@@ -35,11 +35,11 @@ struct sim;
 
 /* A wrapped FSM: records what each server applied at which log index. */
 struct sim_fsm {
-	struct raft_fsm fsm;            /* what raft calls */
-	struct raft_fsm inner;          /* iod_state_fsm */
-	struct iod_state_fsm_ctx ctx;   /* its context */
-	struct sim *sim;                /* owner */
-	unsigned i;                     /* server index */
+	struct raft_fsm fsm;          /* what raft calls */
+	struct raft_fsm inner;        /* iod_state_fsm */
+	struct iod_state_fsm_ctx ctx; /* its context */
+	struct sim *sim;              /* owner */
+	unsigned i;                   /* server index */
 };
 
 struct sim {
@@ -50,9 +50,9 @@ struct sim {
 	struct iod_map term_leader;           /* term -> leader id */
 	char acked[MAX_ACKED][32];            /* names of acknowledged writes */
 	unsigned acked_n;
-	unsigned proposed;                    /* writes proposed */
-	unsigned in_flight;                   /* proposals awaiting their callback */
-	char failure[512];                    /* first invariant violation */
+	unsigned proposed;  /* writes proposed */
+	unsigned in_flight; /* proposals awaiting their callback */
+	char failure[512];  /* first invariant violation */
 };
 
 struct sim_req {
@@ -199,8 +199,8 @@ static const char *run_seed(uint64_t seed, struct sim *s)
 		w->i = i;
 		if (raft_fixture_grow(&s->f, &w->fsm))
 			return "fixture grow failed";
-		raft_fixture_set_randomized_election_timeout(&s->f, i,
-		                                             1000 + (unsigned)iod_rng_below(&rng, 1000));
+		raft_fixture_set_randomized_election_timeout(
+		    &s->f, i, 1000 + (unsigned)iod_rng_below(&rng, 1000));
 		raft_fixture_set_network_latency(&s->f, i, 1 + (unsigned)iod_rng_below(&rng, 30));
 		raft_fixture_set_disk_latency(&s->f, i, 1 + (unsigned)iod_rng_below(&rng, 20));
 		struct raft *r = raft_fixture_get(&s->f, i);
@@ -218,7 +218,8 @@ static const char *run_seed(uint64_t seed, struct sim *s)
 
 	for (unsigned step = 0; step < steps && !s->failure[0]; step++) {
 		uint64_t dice = iod_rng_below(&rng, 1000);
-		unsigned a = (unsigned)iod_rng_below(&rng, s->n), b = (unsigned)iod_rng_below(&rng, s->n);
+		unsigned a = (unsigned)iod_rng_below(&rng, s->n),
+		         b = (unsigned)iod_rng_below(&rng, s->n);
 		int l = leader_index(s);
 		if (dice < 300 && l >= 0 && s->proposed < MAX_ACKED && s->in_flight < 64)
 			propose(s, (unsigned)l);
@@ -261,9 +262,9 @@ static const char *run_seed(uint64_t seed, struct sim *s)
 		if (l < 0)
 			continue;
 		propose(s, (unsigned)l);
-		raft_fixture_step_until_applied(&s->f, (unsigned)l,
-		                                raft_last_index(raft_fixture_get(&s->f, (unsigned)l)),
-		                                20000);
+		raft_fixture_step_until_applied(
+		    &s->f, (unsigned)l, raft_last_index(raft_fixture_get(&s->f, (unsigned)l)),
+		    20000);
 		check_step(s);
 		if (s->acked_n > before)
 			break;
@@ -298,13 +299,15 @@ static const char *run_seed(uint64_t seed, struct sim *s)
 		if (raft_last_applied(raft_fixture_get(&s->f, i)) < last)
 			continue;
 		if (iod_state_digest(st) != d0) {
-			snprintf(s->failure, sizeof(s->failure), "server %u's state digest differs", i);
+			snprintf(s->failure, sizeof(s->failure), "server %u's state digest differs",
+			         i);
 			return s->failure;
 		}
 		for (unsigned k = 0; k < s->acked_n; k++)
 			if (!iod_state_value(st, IOD_STATE_CONFIG, s->acked[k])) {
 				snprintf(s->failure, sizeof(s->failure),
-				         "acknowledged write %s missing on server %u", s->acked[k], i);
+				         "acknowledged write %s missing on server %u", s->acked[k],
+				         i);
 				return s->failure;
 			}
 	}

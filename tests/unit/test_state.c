@@ -81,15 +81,17 @@ TEST(bad_commands_change_nothing)
 	CHECK_EQ(apply_text(s, "{", &r), -EINVAL);
 	CHECK_EQ(apply_text(s, "{\"op\":\"frob\"}", &r), -EINVAL);
 	CHECK_CONTAINS(r.msg, "frob");
-	CHECK_EQ(apply_text(s, "{\"op\":\"put\",\"kind\":\"pods\",\"name\":\"a\",\"value\":{}}", &r),
-	         -EINVAL);
-	CHECK_EQ(apply_text(s, "{\"op\":\"put\",\"kind\":\"node\",\"name\":\"a/b\",\"value\":{}}",
-	                    &r),
-	         -EINVAL);
+	CHECK_EQ(
+	    apply_text(s, "{\"op\":\"put\",\"kind\":\"pods\",\"name\":\"a\",\"value\":{}}", &r),
+	    -EINVAL);
+	CHECK_EQ(
+	    apply_text(s, "{\"op\":\"put\",\"kind\":\"node\",\"name\":\"a/b\",\"value\":{}}", &r),
+	    -EINVAL);
 	CHECK_EQ(apply_text(s, "{\"op\":\"put\",\"kind\":\"node\",\"name\":\"a\",\"value\":3}", &r),
 	         -EINVAL);
-	CHECK_EQ(apply_text(s, "{\"op\":\"put\",\"kind\":\"node\",\"name\":\"a\",\"value\":{},"
-	                       "\"lease\":99}",
+	CHECK_EQ(apply_text(s,
+	                    "{\"op\":\"put\",\"kind\":\"node\",\"name\":\"a\",\"value\":{},"
+	                    "\"lease\":99}",
 	                    &r),
 	         -ENOENT);
 	CHECK_U64(iod_state_rev(s), 0);
@@ -104,12 +106,13 @@ TEST(txn_is_all_or_nothing)
 	CHECK_EQ(iod_state_new(&s), 0);
 	CHECK_EQ(put(s, IOD_STATE_POLICY, "p", "{}", -1, &r), 0);
 	/* second op's condition fails: the first put must not happen */
-	CHECK_EQ(apply_text(s,
-	                    "{\"op\":\"txn\",\"ops\":[{\"op\":\"put\",\"kind\":\"node\",\"name\":"
-	                    "\"x\",\"value\":{}},{\"op\":\"put\",\"kind\":\"policy\",\"name\":\"p\","
-	                    "\"value\":{},\"prev_rev\":7}]}",
-	                    &r),
-	         -ECANCELED);
+	CHECK_EQ(
+	    apply_text(s,
+	               "{\"op\":\"txn\",\"ops\":[{\"op\":\"put\",\"kind\":\"node\",\"name\":"
+	               "\"x\",\"value\":{}},{\"op\":\"put\",\"kind\":\"policy\",\"name\":\"p\","
+	               "\"value\":{},\"prev_rev\":7}]}",
+	               &r),
+	    -ECANCELED);
 	CHECK(iod_state_get(s, IOD_STATE_NODE, "x") == NULL);
 	CHECK_U64(iod_state_rev(s), 1);
 	CHECK_EQ(apply_text(s,
@@ -285,7 +288,8 @@ TEST(deterministic_apply)
 	for (int i = 0; i < 2000; i++) {
 		char name[16], *cmd;
 		snprintf(name, sizeof(name), "o%d", (int)iod_rng_below(&rng, 50));
-		enum iod_state_kind k = (enum iod_state_kind)iod_rng_below(&rng, IOD_STATE_KIND_COUNT);
+		enum iod_state_kind k =
+		    (enum iod_state_kind)iod_rng_below(&rng, IOD_STATE_KIND_COUNT);
 		if (iod_rng_below(&rng, 3) == 0) {
 			cmd = iod_state_cmd_delete(k, name, -1);
 		} else {

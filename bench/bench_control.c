@@ -1,0 +1,631 @@
+/*
+ * bench_control.c: control-plane benchmarks: failover, leadership transfer
+ * and write throughput of `iod server`, with etcd side by side.
+ *
+ * Everything runs as real processes on loopback: three `iod server`
+ * members (and three etcd 3.4 members, defaults and tuned), driven by the
+ * same blocking HTTP client (src/api/client.c) and the same pattern:
+ *   failover  kill -9 the leader; time from the kill to the next write the
+ *             client sees committed; restart the victim and let it catch up;
+ *             repeat. p50/p99/max.
+ *   transfer  SIGTERM the leader (iod transfers leadership first); time to
+ *             the next committed write.
+ *   writes    C concurrent clients (threads) put small values at the leader
+ *             for S seconds: ops/s and latency p50/p99.
+ * etcd is driven through its JSON gateway (POST /v3/kv/put). It prints
+ * "BENCH control.<figure> key=value..." lines and the ratios.
+ *
+ * Knobs (environment): IOD_BENCH_KILLS (50), IOD_BENCH_ETCD_KILLS (10 default
+ * timeouts, 20 tuned), IOD_BENCH_SECONDS (3), IOD_BENCH_ELECTION_MS and
+ * IOD_BENCH_HEARTBEAT_MS (iod's timeouts; unset = iod's defaults),
+ * IOD_BENCH_ETCD=0 (skip etcd), IOD_BENCH_ONLY=failover|writes.
+ */
+#include "iod/api.h"
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define N 3
+#define LAT_MAX 400000
+
+enum kind { IOD, ETCD };
+
+struct cluster {
+	enum kind kind;    /* what runs */
+	bool tuned;        /* etcd: heartbeat 10 ms, election 50 ms */
+	char name[32];     /* for output */
+	char dir[256];     /* data root */
+	int peer_port[N];  /* raft / etcd peer ports */
+	int api_port[N];   /* API / etcd client ports */
+	char api[N][32];   /* 127.0.0.1:port */
+	pid_t pid[N];      /* running processes */
+	char servers[128]; /* comma list for the iod client */
+};
+
+static char iod_bin[512];
+static const char *election_ms, *heartbeat_ms;
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+static int free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t l = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+	if (!bind(fd, (struct sockaddr *)&a, sizeof(a)) &&
+	    !getsockname(fd, (struct sockaddr *)&a, &l))
+		port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+static int env_int(const char *name, int def)
+{
+	const char *v = getenv(name);
+	return v && *v ? atoi(v) : def;
+}
+
+static void start(struct cluster *c, int i)
+{
+	char id[8], dd[300], peer[48], log[300];
+	pid_t p;
+
+	snprintf(id, sizeof(id), "%d", i + 1);
+	snprintf(dd, sizeof(dd), "%s/d%d", c->dir, i + 1);
+	snprintf(log, sizeof(log), "%s/log%d", c->dir, i + 1);
+	p = fork();
+	if (p == 0) {
+		if (!freopen(log, "a", stderr) || !freopen("/dev/null", "w", stdout))
+			_exit(126);
+		if (c->kind == IOD) {
+			char peers[512];
+			int at = 0;
+			snprintf(peer, sizeof(peer), "127.0.0.1:%d", c->peer_port[i]);
+			for (int k = 0; k < N; k++)
+				at += snprintf(peers + at, sizeof(peers) - (size_t)at,
+				               "%s%d=127.0.0.1:%d@%s", k ? "," : "", k + 1,
+				               c->peer_port[k], c->api[k]);
+			char *argv[24] = {iod_bin,      "server",  "--id",    id,
+			                  "--data-dir", dd,        "--raft",  peer,
+			                  "--api",      c->api[i], "--peers", peers};
+			int n = 12;
+			if (election_ms) {
+				argv[n++] = "--election-timeout";
+				argv[n++] = (char *)election_ms;
+			}
+			if (heartbeat_ms) {
+				argv[n++] = "--heartbeat";
+				argv[n++] = (char *)heartbeat_ms;
+			}
+			argv[n] = NULL;
+			execv(iod_bin, argv);
+		} else {
+			char name[16], curl[64], purl[64], cluster[512];
+			int at = 0;
+			snprintf(name, sizeof(name), "m%d", i + 1);
+			snprintf(curl, sizeof(curl), "http://%s", c->api[i]);
+			snprintf(purl, sizeof(purl), "http://127.0.0.1:%d", c->peer_port[i]);
+			for (int k = 0; k < N; k++)
+				at += snprintf(cluster + at, sizeof(cluster) - (size_t)at,
+				               "%sm%d=http://127.0.0.1:%d", k ? "," : "", k + 1,
+				               c->peer_port[k]);
+			char *argv[40] = {"etcd",  "--name",
+			                  name,    "--data-dir",
+			                  dd,      "--listen-client-urls",
+			                  curl,    "--advertise-client-urls",
+			                  curl,    "--listen-peer-urls",
+			                  purl,    "--initial-advertise-peer-urls",
+			                  purl,    "--initial-cluster",
+			                  cluster, "--initial-cluster-state",
+			                  "new",   "--logger",
+			                  "zap",   "--log-level",
+			                  "error"};
+			int n = 21;
+			if (c->tuned) {
+				argv[n++] = "--heartbeat-interval";
+				argv[n++] = "10";
+				argv[n++] = "--election-timeout";
+				argv[n++] = "50";
+			}
+			argv[n] = NULL;
+			execvp("etcd", argv);
+		}
+		_exit(127);
+	}
+	c->pid[i] = p;
+}
+
+static void stop(struct cluster *c, int i, int sig)
+{
+	if (c->pid[i] <= 0)
+		return;
+	kill(c->pid[i], sig);
+	waitpid(c->pid[i], NULL, 0);
+	c->pid[i] = 0;
+}
+
+static void cluster_init(struct cluster *c, enum kind k, bool tuned, const char *root)
+{
+	memset(c, 0, sizeof(*c));
+	c->kind = k;
+	c->tuned = tuned;
+	snprintf(c->name, sizeof(c->name), "%s%s", k == IOD ? "iod" : "etcd",
+	         k == ETCD ? (tuned ? "_tuned" : "_default") : "");
+	snprintf(c->dir, sizeof(c->dir), "%s/%s", root, c->name);
+	mkdir(c->dir, 0700);
+	for (int i = 0; i < N; i++) {
+		c->peer_port[i] = free_port();
+		c->api_port[i] = free_port();
+		snprintf(c->api[i], sizeof(c->api[i]), "127.0.0.1:%d", c->api_port[i]);
+	}
+	snprintf(c->servers, sizeof(c->servers), "%s,%s,%s", c->api[0], c->api[1], c->api[2]);
+	for (int i = 0; i < N; i++)
+		start(c, i);
+}
+
+static void cluster_stop(struct cluster *c)
+{
+	for (int i = 0; i < N; i++)
+		stop(c, i, SIGKILL);
+}
+
+/* One HTTP exchange on a fresh or kept connection; status or -1. */
+static int http(int *fd, const char *addr, const char *method, const char *path, const char *body,
+                uint32_t timeout_ms, json_t **out)
+{
+	struct iod_api_response r;
+	struct iod_err e;
+	int st;
+	if (iod_api_http_once(fd, addr, method, path, "application/json", body,
+	                      body ? strlen(body) : 0, timeout_ms, &r, &e))
+		return -1;
+	st = r.status;
+	if (out) {
+		*out = r.json;
+		r.json = NULL;
+	}
+	iod_api_response_free(&r);
+	return st;
+}
+
+/* Index of the current leader, or -1 after timeout_ms. */
+static int find_leader(struct cluster *c, unsigned timeout_ms)
+{
+	uint64_t end = now_us() + timeout_ms * 1000ull;
+	while (now_us() < end) {
+		for (int i = 0; i < N; i++) {
+			json_t *j = NULL;
+			int fd = -1, st;
+			if (c->pid[i] <= 0)
+				continue;
+			if (c->kind == IOD)
+				st = http(&fd, c->api[i], "GET", "/v1/status", NULL, 500, &j);
+			else
+				st = http(&fd, c->api[i], "POST", "/v3/maintenance/status", "{}",
+				          500, &j);
+			if (fd >= 0)
+				close(fd);
+			bool leader = false;
+			if (st == 200 && c->kind == IOD) {
+				const char *s = "";
+				iod_json_get_str(j, "state", &s);
+				leader = !strcmp(s, "leader") &&
+				         json_is_true(json_object_get(j, "leader_ready"));
+			} else if (st == 200) {
+				const char *me = NULL, *ld = NULL;
+				iod_json_get_str(json_object_get(j, "header"), "member_id", &me);
+				iod_json_get_str(j, "leader", &ld);
+				leader = me && ld && !strcmp(me, ld);
+			}
+			json_decref(j);
+			if (leader)
+				return i;
+		}
+		sleep_ms(5);
+	}
+	return -1;
+}
+
+/* Wait until member i answers and (iod) has caught up with the leader. */
+static void wait_healthy(struct cluster *c, int i, int leader)
+{
+	uint64_t end = now_us() + 20000000ull;
+	while (now_us() < end) {
+		json_t *j = NULL, *lj = NULL;
+		int fd = -1, st;
+		if (c->kind == IOD) {
+			st = http(&fd, c->api[i], "GET", "/v1/status", NULL, 500, &j);
+			if (fd >= 0)
+				close(fd);
+			fd = -1;
+			int lst = http(&fd, c->api[leader], "GET", "/v1/status", NULL, 500, &lj);
+			if (fd >= 0)
+				close(fd);
+			bool ok = st == 200 && lst == 200 &&
+			          json_integer_value(json_object_get(j, "applied_index")) >=
+			              json_integer_value(json_object_get(lj, "commit_index")) &&
+			          json_integer_value(json_object_get(j, "leader")) > 0;
+			json_decref(j);
+			json_decref(lj);
+			if (ok)
+				return;
+		} else {
+			st = http(&fd, c->api[i], "GET", "/health", NULL, 500, &j);
+			if (fd >= 0)
+				close(fd);
+			const char *h = NULL;
+			bool ok =
+			    st == 200 && !iod_json_get_str(j, "health", &h) && !strcmp(h, "true");
+			json_decref(j);
+			if (ok)
+				return;
+		}
+		sleep_ms(10);
+	}
+}
+
+/* A writer: one put of key k, trying members from *cur on until success. */
+struct writer {
+	struct cluster *c;        /* target */
+	struct iod_api_client cl; /* iod: follows the leader */
+	int fd[N];                /* etcd: one connection per member */
+	int cur;                  /* etcd: member to try first */
+	char last[IOD_ADDR_MAX];  /* iod: server that acknowledged the last put */
+	uint32_t attempt_ms;      /* etcd: per-attempt timeout */
+};
+
+static void writer_init(struct writer *w, struct cluster *c)
+{
+	struct iod_err e;
+	memset(w, 0, sizeof(*w));
+	w->c = c;
+	for (int i = 0; i < N; i++)
+		w->fd[i] = -1;
+	iod_api_client_init(&w->cl, c->servers, &e);
+	w->cl.retry_ms = 30000;
+	w->cl.timeout_ms = 5000;
+	w->cl.retry_sleep_ms = 1;
+	w->attempt_ms = 5000;
+}
+
+static void writer_close(struct writer *w)
+{
+	iod_api_client_close(&w->cl);
+	for (int i = 0; i < N; i++)
+		if (w->fd[i] >= 0)
+			close(w->fd[i]);
+}
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static void base64(const char *in, char *out)
+{
+	size_t n = strlen(in), o = 0;
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)(unsigned char)in[i] << 16;
+		if (i + 1 < n)
+			v |= (uint32_t)(unsigned char)in[i + 1] << 8;
+		if (i + 2 < n)
+			v |= (uint32_t)(unsigned char)in[i + 2];
+		out[o++] = b64[(v >> 18) & 63];
+		out[o++] = b64[(v >> 12) & 63];
+		out[o++] = i + 1 < n ? b64[(v >> 6) & 63] : '=';
+		out[o++] = i + 2 < n ? b64[v & 63] : '=';
+	}
+	out[o] = 0;
+}
+
+/* Put key k; returns true when committed (retries across members until deadline). */
+static bool writer_put(struct writer *w, const char *key, uint32_t deadline_ms)
+{
+	char body[256];
+	if (w->c->kind == IOD) {
+		struct iod_api_response r;
+		struct iod_err e;
+		char path[96];
+		snprintf(path, sizeof(path), "/v1/config/%s", key);
+		snprintf(body, sizeof(body), "{\"v\":\"%s\"}", key);
+		w->cl.retry_ms = deadline_ms;
+		if (iod_api_request(&w->cl, "PUT", path, "application/json", body, strlen(body), &r,
+		                    &e))
+			return false;
+		bool ok = r.status == 200;
+		snprintf(w->last, sizeof(w->last), "%s", r.server);
+		iod_api_response_free(&r);
+		return ok;
+	}
+	char k64[128], v64[128];
+	base64(key, k64);
+	base64("value", v64);
+	snprintf(body, sizeof(body), "{\"key\":\"%s\",\"value\":\"%s\"}", k64, v64);
+	uint64_t end = now_us() + deadline_ms * 1000ull;
+	while (now_us() < end) {
+		int i = w->cur;
+		/* an etcd follower holds a put while there is no leader (up to its
+		 * request timeout, seconds); a client retrying every attempt_ms sees
+		 * the new leader as soon as it commits */
+		int st =
+		    http(&w->fd[i], w->c->api[i], "POST", "/v3/kv/put", body, w->attempt_ms, NULL);
+		if (st == 200)
+			return true;
+		w->cur = (w->cur + 1) % N;
+		if (w->cur == 0)
+			sleep_ms(1);
+	}
+	return false;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double pct_ms(uint64_t *v, size_t n, double p)
+{
+	if (!n)
+		return 0;
+	size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+	return (double)v[i] / 1000.0;
+}
+
+/* Kill (or SIGTERM) the leader `rounds` times; fill us[] with kill -> next write. */
+static size_t failover(struct cluster *c, int rounds, int sig, uint64_t *us)
+{
+	struct writer w;
+	size_t n = 0;
+	char key[64];
+	int leader = find_leader(c, 20000);
+
+	writer_init(&w, c);
+	if (leader >= 0 && c->kind == ETCD)
+		w.cur = leader;
+	for (int r = 0; r < rounds && leader >= 0; r++) {
+		snprintf(key, sizeof(key), "warm%d", r);
+		if (!writer_put(&w, key, 10000)) /* connection warm, cluster healthy */
+			break;
+		/* kill the server that just acknowledged a write: the leader now */
+		if (c->kind == IOD) {
+			for (int i = 0; i < N; i++)
+				if (!strcmp(w.last, c->api[i]))
+					leader = i;
+		} else if ((leader = find_leader(c, 20000)) < 0) {
+			break;
+		}
+		uint64_t t0 = now_us();
+		w.attempt_ms = 100;
+		kill(c->pid[leader], sig);
+		snprintf(key, sizeof(key), "after%d", r);
+		bool ok = writer_put(&w, key, 30000);
+		/* a write the victim itself acknowledged before the signal took
+		 * effect does not count: wait for one from the new leader */
+		for (int again = 0;
+		     ok && c->kind == IOD && !strcmp(w.last, c->api[leader]) && again < 10000;
+		     again++)
+			ok = writer_put(&w, key, 30000);
+		uint64_t t1 = now_us();
+		w.attempt_ms = 5000;
+		int victim = leader;
+		waitpid(c->pid[victim], NULL, 0);
+		c->pid[victim] = 0;
+		if (!ok) {
+			fprintf(stderr,
+			        "bench: %s: no write committed within 30 s after the kill\n",
+			        c->name);
+			break;
+		}
+		us[n++] = t1 - t0;
+		start(c, victim);
+		leader = find_leader(c, 20000);
+		if (leader < 0)
+			break;
+		wait_healthy(c, victim, leader);
+		if (c->kind == ETCD)
+			w.cur = leader;
+	}
+	writer_close(&w);
+	qsort(us, n, sizeof(*us), cmp_u64);
+	return n;
+}
+
+/* ---- throughput ---------------------------------------------------------- */
+
+struct tp_arg {
+	struct cluster *c; /* target */
+	int id;            /* thread number */
+	int leader;        /* etcd: member to talk to */
+	uint64_t end_us;   /* stop time */
+	uint64_t *lat;     /* latencies, us */
+	size_t n, cap;     /* recorded, capacity */
+	uint64_t errors;   /* failed puts */
+};
+
+static void *tp_thread(void *p)
+{
+	struct tp_arg *a = p;
+	struct writer w;
+	char key[64];
+	uint64_t seq = 0;
+
+	writer_init(&w, a->c);
+	w.cur = a->leader;
+	while (now_us() < a->end_us) {
+		snprintf(key, sizeof(key), "t%d-%llu", a->id, (unsigned long long)(seq++ % 1000));
+		uint64_t t0 = now_us();
+		bool ok = writer_put(&w, key, 5000);
+		uint64_t t1 = now_us();
+		if (!ok) {
+			a->errors++;
+			continue;
+		}
+		if (a->n < a->cap)
+			a->lat[a->n++] = t1 - t0;
+	}
+	writer_close(&w);
+	return NULL;
+}
+
+static void throughput(struct cluster *c, int clients, int seconds)
+{
+	pthread_t th[64];
+	struct tp_arg args[64];
+	int leader = find_leader(c, 20000);
+	size_t total = 0, at = 0;
+	uint64_t errors = 0;
+
+	if (leader < 0)
+		return;
+	for (int i = 0; i < clients; i++) {
+		args[i] = (struct tp_arg){.c = c,
+		                          .id = i,
+		                          .leader = leader,
+		                          .end_us = now_us() + (uint64_t)seconds * 1000000u,
+		                          .cap = LAT_MAX / (size_t)clients};
+		args[i].lat = calloc(args[i].cap, sizeof(uint64_t));
+		pthread_create(&th[i], NULL, tp_thread, &args[i]);
+	}
+	for (int i = 0; i < clients; i++) {
+		pthread_join(th[i], NULL);
+		total += args[i].n;
+		errors += args[i].errors;
+	}
+	uint64_t *all = calloc(total + 1, sizeof(uint64_t));
+	for (int i = 0; i < clients; i++) {
+		memcpy(all + at, args[i].lat, args[i].n * sizeof(uint64_t));
+		at += args[i].n;
+		free(args[i].lat);
+	}
+	qsort(all, total, sizeof(*all), cmp_u64);
+	printf("BENCH control.writes_%s clients=%d seconds=%d ops=%zu ops_per_s=%.0f p50_ms=%.2f "
+	       "p99_ms=%.2f errors=%llu\n",
+	       c->name, clients, seconds, total, (double)total / seconds, pct_ms(all, total, 0.5),
+	       pct_ms(all, total, 0.99), (unsigned long long)errors);
+	fflush(stdout);
+	free(all);
+}
+
+struct result {
+	double p50, p99, max; /* failover ms */
+	size_t n;             /* rounds measured */
+	double ops1, ops16, ops64;
+};
+
+static void report_failover(const char *fig, struct cluster *c, uint64_t *us, size_t n,
+                            struct result *res)
+{
+	res->n = n;
+	res->p50 = pct_ms(us, n, 0.5);
+	res->p99 = pct_ms(us, n, 0.99);
+	res->max = n ? (double)us[n - 1] / 1000.0 : 0;
+	size_t over = 0;
+	for (size_t i = 0; i < n; i++)
+		over += us[i] > 100000;
+	printf("BENCH control.%s_%s n=%zu p50_ms=%.1f p90_ms=%.1f p99_ms=%.1f max_ms=%.1f "
+	       "min_ms=%.1f over_100ms=%zu\n",
+	       fig, c->name, n, res->p50, pct_ms(us, n, 0.9), res->p99, res->max,
+	       n ? (double)us[0] / 1000.0 : 0, over);
+	fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+	char root[] = "/tmp/iod-bench-control-XXXXXX";
+	int kills = env_int("IOD_BENCH_KILLS", 50), seconds = env_int("IOD_BENCH_SECONDS", 3);
+	int etcd_kills = env_int("IOD_BENCH_ETCD_KILLS", 10);
+	const char *only = getenv("IOD_BENCH_ONLY");
+	bool with_etcd = env_int("IOD_BENCH_ETCD", 1) && access("/usr/bin/etcd", X_OK) == 0;
+	static uint64_t us[1000];
+	struct result iod = {0}, ed = {0}, et = {0};
+	struct cluster c;
+	const int conc[] = {1, 16, 64};
+
+	(void)argc;
+	signal(SIGPIPE, SIG_IGN);
+	election_ms = getenv("IOD_BENCH_ELECTION_MS");
+	heartbeat_ms = getenv("IOD_BENCH_HEARTBEAT_MS");
+	snprintf(iod_bin, sizeof(iod_bin), "%s", argv[0]);
+	char *slash = strrchr(iod_bin, '/');
+	if (slash)
+		snprintf(slash, sizeof(iod_bin) - (size_t)(slash - iod_bin), "/../iod");
+	if (access(iod_bin, X_OK)) {
+		fprintf(stderr, "bench_control: %s not found; run make first\n", iod_bin);
+		return 1;
+	}
+	if (!mkdtemp(root))
+		return 1;
+	if (kills > 1000)
+		kills = 1000;
+	printf("bench_control: 3 members on loopback each; iod election=%s heartbeat=%s "
+	       "(ms; unset = iod defaults 30/3, pre-vote on); kills=%d etcd_kills=%d/%d "
+	       "writes %d s at 1/16/64 clients; etcd 3.4 %s; data in %s\n",
+	       election_ms ? election_ms : "default", heartbeat_ms ? heartbeat_ms : "default",
+	       kills, etcd_kills, 2 * etcd_kills, seconds,
+	       with_etcd ? "defaults (100/1000 ms) and tuned (10/50 ms)" : "skipped", root);
+	printf("bench_control: machine: %ld cores, shared and noisy: numbers vary run to run\n",
+	       sysconf(_SC_NPROCESSORS_ONLN));
+	fflush(stdout);
+
+	cluster_init(&c, IOD, false, root);
+	if (!only || !strcmp(only, "failover")) {
+		size_t n = failover(&c, kills, SIGKILL, us);
+		report_failover("failover", &c, us, n, &iod);
+		n = failover(&c, 10, SIGTERM, us);
+		struct result tr;
+		report_failover("transfer", &c, us, n, &tr);
+	}
+	if (!only || !strcmp(only, "writes"))
+		for (int i = 0; i < 3; i++)
+			throughput(&c, conc[i], seconds);
+	cluster_stop(&c);
+
+	for (int t = 0; with_etcd && t < 2; t++) {
+		struct result *res = t ? &et : &ed;
+		cluster_init(&c, ETCD, t == 1, root);
+		if (find_leader(&c, 30000) < 0) {
+			fprintf(stderr, "bench: etcd cluster did not elect a leader (logs in %s)\n",
+			        c.dir);
+			cluster_stop(&c);
+			continue;
+		}
+		if (!only || !strcmp(only, "failover")) {
+			size_t n = failover(&c, t ? 2 * etcd_kills : etcd_kills, SIGKILL, us);
+			report_failover("failover", &c, us, n, res);
+		}
+		if (!only || !strcmp(only, "writes"))
+			for (int i = 0; i < 3; i++)
+				throughput(&c, conc[i], seconds);
+		cluster_stop(&c);
+	}
+	if (iod.n)
+		printf("BENCH control.failover_target p99_ms=%.1f target_ms=100 met=%s\n", iod.p99,
+		       iod.p99 < 100 ? "yes" : "no");
+	if (iod.n && ed.n && et.n)
+		printf("BENCH control.failover_ratio etcd_default_p50_over_iod=%.1f "
+		       "etcd_tuned_p50_over_iod=%.1f etcd_default_p99_over_iod=%.1f "
+		       "etcd_tuned_p99_over_iod=%.1f\n",
+		       ed.p50 / iod.p50, et.p50 / iod.p50, ed.p99 / iod.p99, et.p99 / iod.p99);
+	char cmd[400];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	if (!getenv("IOD_BENCH_KEEP") && system(cmd) != 0)
+		fprintf(stderr, "bench: could not remove %s\n", root);
+	return 0;
+}

@@ -1,0 +1,460 @@
+/*
+ * test_control_cluster.c: integration test of the real control plane: three
+ * `iod server` processes on loopback, driven through the API client.
+ *
+ * - failover: a writer puts keys while the leader is killed with SIGKILL and
+ *   restarted from its data dir, again and again; every acknowledged write
+ *   must be readable afterwards on every server, and a read right after a
+ *   write (from the server that acknowledged it) must see it;
+ * - durability: all servers stopped and restarted: acknowledged writes are
+ *   still there (recovered from disk);
+ * - hardening: bad JSON, unknown kinds, oversized bodies, stale revisions,
+ *   a compacted-or-future watch revision, a slow client holding a half-sent
+ *   request, garbage bytes: clear 4xx JSON errors and the server keeps
+ *   serving.
+ *
+ * It runs the release binary ($IOD_BUILD/iod, else build/iod) and skips when
+ * it is missing. Timing is never asserted (the machine is shared): only
+ * outcomes are.
+ */
+#include "harness.h"
+#include "iod/api.h"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define N 3
+#define WRITES 300
+#define KILL_EVERY 40
+
+struct cluster {
+	char bin[512]; /* iod binary */
+	char dir[512]; /* temp root */
+	int raft_port[N], api_port[N];
+	char api[N][32];   /* "127.0.0.1:port" */
+	char peers[512];   /* --peers value */
+	pid_t pid[N];      /* 0 = not running */
+	char servers[128]; /* client --server list */
+};
+
+static int free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t l = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+	if (fd < 0)
+		return -1;
+	if (!bind(fd, (struct sockaddr *)&a, sizeof(a)) &&
+	    !getsockname(fd, (struct sockaddr *)&a, &l))
+		port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+static int start(struct cluster *c, int i)
+{
+	char id[8], dd[600], raft[32], log[600];
+	pid_t p;
+
+	snprintf(id, sizeof(id), "%d", i + 1);
+	snprintf(dd, sizeof(dd), "%s/d%d", c->dir, i + 1);
+	snprintf(raft, sizeof(raft), "127.0.0.1:%d", c->raft_port[i]);
+	snprintf(log, sizeof(log), "%s/log%d", c->dir, i + 1);
+	p = fork();
+	if (p < 0)
+		return -1;
+	if (p == 0) {
+		if (!freopen(log, "a", stderr))
+			_exit(126);
+		/* small snapshot thresholds: restarts load snapshots and lagging
+		 * servers get InstallSnapshot, through the real libuv backend */
+		execl(c->bin, c->bin, "server", "--id", id, "--data-dir", dd, "--raft", raft,
+		      "--api", c->api[i], "--peers", c->peers, "--snapshot-threshold", "64",
+		      "--snapshot-trailing", "16", (char *)NULL);
+		_exit(127);
+	}
+	c->pid[i] = p;
+	return 0;
+}
+
+static void stop(struct cluster *c, int i, int sig)
+{
+	if (!c->pid[i])
+		return;
+	kill(c->pid[i], sig);
+	waitpid(c->pid[i], NULL, 0);
+	c->pid[i] = 0;
+}
+
+static int setup(struct cluster *c, const char *name)
+{
+	const char *b = getenv("IOD_BUILD");
+	memset(c, 0, sizeof(*c));
+	snprintf(c->bin, sizeof(c->bin), "%s/iod", b ? b : "build");
+	if (access(c->bin, X_OK))
+		return -ENOENT;
+	snprintf(c->dir, sizeof(c->dir), "%s/%s", iod_test_tmpdir(), name);
+	if (iod_test_sh("mkdir -p %s", c->dir))
+		return -EIO;
+	int at = 0;
+	for (int i = 0; i < N; i++) {
+		c->raft_port[i] = free_port();
+		c->api_port[i] = free_port();
+		snprintf(c->api[i], sizeof(c->api[i]), "127.0.0.1:%d", c->api_port[i]);
+		at += snprintf(c->peers + at, sizeof(c->peers) - (size_t)at, "%s%d=127.0.0.1:%d@%s",
+		               i ? "," : "", i + 1, c->raft_port[i], c->api[i]);
+	}
+	snprintf(c->servers, sizeof(c->servers), "%s,%s,%s", c->api[0], c->api[1], c->api[2]);
+	for (int i = 0; i < N; i++)
+		if (start(c, i))
+			return -errno;
+	return 0;
+}
+
+static void teardown(struct cluster *c)
+{
+	if (iod_test_failed() && getenv("IOD_TEST_KEEP")) {
+		for (int i = 0; i < N; i++) {
+			struct iod_api_response r;
+			struct iod_err e;
+			int fd = -1;
+			if (iod_api_http_once(&fd, c->api[i], "GET", "/v1/status", NULL, NULL, 0,
+			                      1000, &r, &e) == 0) {
+				fprintf(
+				    stderr, "server %d: state %s term %lld applied %lld rev %lld\n",
+				    i, json_string_value(json_object_get(r.json, "state")),
+				    json_integer_value(json_object_get(r.json, "term")),
+				    json_integer_value(json_object_get(r.json, "applied_index")),
+				    json_integer_value(json_object_get(r.json, "revision")));
+				iod_api_response_free(&r);
+			} else
+				fprintf(stderr, "server %d: %s\n", i, e.msg);
+			if (fd >= 0)
+				close(fd);
+			fd = -1;
+			if (iod_api_http_once(&fd, c->api[i], "GET", "/v1/configs", NULL, NULL, 0,
+			                      1000, &r, &e) == 0) {
+				json_t *x;
+				size_t xi;
+				fprintf(stderr, "keys:");
+				json_array_foreach(json_object_get(r.json, "items"), xi, x)
+				{
+					fprintf(stderr, " %s",
+					        json_string_value(json_object_get(x, "name")));
+				}
+				fprintf(stderr, "\n");
+				iod_api_response_free(&r);
+			}
+			if (fd >= 0)
+				close(fd);
+		}
+		iod_test_sh("rm -rf /tmp/keep; cp -r %s /tmp/keep; ps -ef > /tmp/keep/ps", c->dir);
+	}
+	for (int i = 0; i < N; i++)
+		stop(c, i, SIGKILL);
+	if (iod_test_failed())
+		iod_test_sh("tail -n 15 %s/log* >&2", c->dir);
+}
+
+/* Index of the leader per server 0's (or anyone's) status, or -1. */
+static int find_leader(struct cluster *c)
+{
+	for (int tries = 0; tries < 200; tries++) {
+		for (int i = 0; i < N; i++) {
+			struct iod_api_response r;
+			struct iod_err e;
+			int fd = -1;
+			if (!c->pid[i])
+				continue;
+			if (iod_api_http_once(&fd, c->api[i], "GET", "/v1/status", NULL, NULL, 0,
+			                      1000, &r, &e) == 0) {
+				const char *st = "";
+				iod_json_get_str(r.json, "state", &st);
+				bool leader = !strcmp(st, "leader");
+				iod_api_response_free(&r);
+				if (fd >= 0)
+					close(fd);
+				if (leader)
+					return i;
+			}
+		}
+		sleep_ms(20);
+	}
+	return -1;
+}
+
+static int put_key(struct iod_api_client *cl, int k, struct iod_api_response *r)
+{
+	char path[64], body[64];
+	struct iod_err e;
+	snprintf(path, sizeof(path), "/v1/config/k%d", k);
+	snprintf(body, sizeof(body), "{\"i\":%d}", k);
+	return iod_api_request(cl, "PUT", path, "application/json", body, strlen(body), r, &e);
+}
+
+/* GET key k from one server (retrying while it catches up); its value or -1. */
+static int get_key_at(const char *addr, int k, unsigned wait_ms)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/v1/config/k%d", k);
+	for (unsigned t = 0; t <= wait_ms; t += 20) {
+		struct iod_api_response r;
+		struct iod_err e;
+		int fd = -1, v = -1;
+		if (iod_api_http_once(&fd, addr, "GET", path, NULL, NULL, 0, 2000, &r, &e) == 0) {
+			if (r.status == 200)
+				v = (int)json_integer_value(
+				    json_object_get(json_object_get(r.json, "value"), "i"));
+			iod_api_response_free(&r);
+		}
+		if (fd >= 0)
+			close(fd);
+		if (v >= 0)
+			return v;
+		sleep_ms(20);
+	}
+	return -1;
+}
+
+static void failover_body(struct cluster *c)
+{
+	struct iod_api_client cl;
+	struct iod_err e;
+	static bool acked[WRITES];
+	int kills = 0, acked_n = 0, dead = -1, unavailable = 0;
+
+	CHECK_EQ(iod_api_client_init(&cl, c->servers, &e), 0);
+	cl.retry_ms = 15000;
+	cl.timeout_ms = 2000;
+	CHECK_MSG(find_leader(c) >= 0, "no leader elected (logs in %s)", c->dir);
+	for (int k = 0; k < WRITES; k++) {
+		struct iod_api_response r;
+		if (k % KILL_EVERY == KILL_EVERY / 2 && dead < 0) {
+			dead = find_leader(c);
+			if (dead >= 0) {
+				stop(c, dead, SIGKILL);
+				kills++;
+			}
+		} else if (k % KILL_EVERY == KILL_EVERY - 1 && dead >= 0) {
+			CHECK_EQ(start(c, dead), 0); /* restart from its data dir */
+			dead = -1;
+		}
+		if (put_key(&cl, k, &r) != 0) {
+			/* not acknowledged: allowed to be lost; but a cluster that
+			 * stays unavailable is a failure (a server crashed?) */
+			CHECK_MSG(++unavailable < 3,
+			          "no write committed for 3 x %u ms (logs in %s)", cl.retry_ms,
+			          c->dir);
+			continue;
+		}
+		unavailable = 0;
+		if (r.status == 200) {
+			acked[k] = true;
+			acked_n++;
+			/* read-your-write at the server that acknowledged it */
+			int v = get_key_at(r.server, k, 0);
+			char srv[IOD_ADDR_MAX];
+			snprintf(srv, sizeof(srv), "%s", r.server);
+			iod_api_response_free(&r);
+			CHECK_MSG(v == k, "read after acknowledged write k%d at %s saw %d", k, srv,
+			          v);
+		} else {
+			iod_api_response_free(&r);
+		}
+	}
+	iod_api_client_close(&cl);
+	if (dead >= 0)
+		CHECK_EQ(start(c, dead), 0);
+	CHECK_MSG(kills >= 5, "only %d leader kills happened", kills);
+	CHECK_MSG(acked_n > WRITES / 2, "only %d of %d writes acknowledged", acked_n, WRITES);
+	/* every acknowledged write is on every server once they catch up */
+	for (int i = 0; i < N; i++)
+		for (int k = 0; k < WRITES; k++)
+			if (acked[k])
+				CHECK_MSG(get_key_at(c->api[i], k, 5000) == k,
+				          "acknowledged k%d missing on server %d (logs in %s)", k,
+				          i + 1, c->dir);
+	/* durability: stop everyone (graceful), restart, everything is still there */
+	for (int i = 0; i < N; i++)
+		stop(c, i, SIGTERM);
+	for (int i = 0; i < N; i++)
+		CHECK_EQ(start(c, i), 0);
+	CHECK(find_leader(c) >= 0);
+	for (int k = 0; k < WRITES; k++)
+		if (acked[k])
+			CHECK_MSG(get_key_at(c->api[k % N], k, 5000) == k,
+			          "k%d lost across a full restart", k);
+}
+
+static void with_cluster(const char *name, void (*body)(struct cluster *))
+{
+	static struct cluster c;
+	int rc = setup(&c, name);
+	if (rc == -ENOENT) {
+		iod_test_skip("build/iod is not built (run make first)");
+		return;
+	}
+	if (rc == 0)
+		body(&c);
+	else
+		iod_test_fail(__FILE__, __LINE__, "starting servers: %s", strerror(-rc));
+	teardown(&c);
+}
+
+TEST(failover_loses_no_acknowledged_write)
+{
+	with_cluster("failover", failover_body);
+}
+
+static int raw_exchange(const char *addr_port, const char *req, size_t len, char *out, size_t cap)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0), n = 0;
+	a.sin_port = htons((uint16_t)atoi(strrchr(addr_port, ':') + 1));
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a))) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	struct timeval tv = {5, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (send(fd, req, len, MSG_NOSIGNAL) < 0) {
+		close(fd);
+		return -1;
+	}
+	shutdown(fd, SHUT_WR);
+	for (;;) {
+		ssize_t r = recv(fd, out + n, cap - 1 - (size_t)n, 0);
+		if (r <= 0)
+			break;
+		n += (int)r;
+		if ((size_t)n >= cap - 1)
+			break;
+	}
+	out[n] = 0;
+	close(fd);
+	return n;
+}
+
+static int call(struct iod_api_client *cl, const char *method, const char *path, const char *body,
+                struct iod_api_response *r)
+{
+	struct iod_err e;
+	return iod_api_request(cl, method, path, "application/json", body, body ? strlen(body) : 0,
+	                       r, &e);
+}
+
+static void hardening_body(struct cluster *c)
+{
+	struct iod_api_client cl;
+	struct iod_api_response r;
+	struct iod_err e;
+
+	CHECK_EQ(iod_api_client_init(&cl, c->servers, &e), 0);
+	CHECK(find_leader(c) >= 0);
+
+	CHECK_EQ(call(&cl, "PUT", "/v1/node/a", "{\"gpus\":", &r), 0);
+	CHECK_EQ(r.status, 400);
+	CHECK_CONTAINS(iod_api_error_text(&r), "invalid JSON");
+	iod_api_response_free(&r);
+
+	CHECK_EQ(call(&cl, "PUT", "/v1/node/a", "[1,2]", &r), 0);
+	CHECK_EQ(r.status, 400);
+	iod_api_response_free(&r);
+
+	CHECK_EQ(call(&cl, "GET", "/v1/pods", NULL, &r), 0);
+	CHECK_EQ(r.status, 404);
+	CHECK_CONTAINS(iod_api_error_text(&r), "unknown kind");
+	iod_api_response_free(&r);
+
+	CHECK_EQ(call(&cl, "PUT", "/v1/node/bad%2Fname", "{}", &r), 0);
+	CHECK(r.status == 400 || r.status == 404);
+	iod_api_response_free(&r);
+
+	/* oversized body: 413 before it is buffered */
+	size_t big = IOD_API_BODY_MAX + 1024;
+	char *huge = malloc(big + 1);
+	CHECK(huge);
+	memset(huge, ' ', big);
+	huge[0] = '{';
+	huge[big - 1] = '}';
+	huge[big] = 0;
+	int rc = iod_api_request(&cl, "PUT", "/v1/node/big", "application/json", huge, big, &r, &e);
+	free(huge);
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(r.status, 413);
+	iod_api_response_free(&r);
+
+	/* stale revision: compare-and-swap conflict */
+	CHECK_EQ(call(&cl, "PUT", "/v1/policy/p?prev_rev=0", "{\"v\":1}", &r), 0);
+	CHECK_EQ(r.status, 200);
+	iod_api_response_free(&r);
+	CHECK_EQ(call(&cl, "PUT", "/v1/policy/p?prev_rev=0", "{\"v\":2}", &r), 0);
+	CHECK_EQ(r.status, 409);
+	CHECK(json_integer_value(json_object_get(r.json, "cur_rev")) > 0);
+	iod_api_response_free(&r);
+	CHECK_EQ(call(&cl, "PUT", "/v1/policy/p?prev_rev=abc", "{}", &r), 0);
+	CHECK_EQ(r.status, 400);
+	iod_api_response_free(&r);
+
+	/* a watch from the future is refused; a watch from now times out empty */
+	CHECK_EQ(call(&cl, "GET", "/v1/nodes?watch=1&rev=999999", NULL, &r), 0);
+	CHECK_EQ(r.status, 400);
+	iod_api_response_free(&r);
+	CHECK_EQ(call(&cl, "GET", "/v1/nodes?watch=1&timeout_ms=50", NULL, &r), 0);
+	CHECK_EQ(r.status, 200);
+	CHECK_EQ(json_array_size(json_object_get(r.json, "events")), 0);
+	iod_api_response_free(&r);
+
+	/* deploy with a broken spec */
+	CHECK_EQ(call(&cl, "POST", "/v1/deploy", "{\"services\": 3}", &r), 0);
+	CHECK_EQ(r.status, 400);
+	iod_api_response_free(&r);
+
+	/* slow client: a half-sent request held open does not block others */
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	a.sin_port = htons((uint16_t)c->api_port[0]);
+	int slow = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(slow >= 0);
+	CHECK_EQ(connect(slow, (struct sockaddr *)&a, sizeof(a)), 0);
+	CHECK(send(slow, "PUT /v1/node/x HTTP/1.1\r\nContent-Length: 100\r\n\r\n{", 49,
+	           MSG_NOSIGNAL) > 0);
+	int fd = -1;
+	CHECK_EQ(
+	    iod_api_http_once(&fd, c->api[0], "GET", "/v1/status", NULL, NULL, 0, 2000, &r, &e), 0);
+	CHECK_EQ(r.status, 200);
+	iod_api_response_free(&r);
+	if (fd >= 0)
+		close(fd);
+	close(slow);
+
+	/* garbage bytes: the server answers (or drops) and keeps running */
+	char out[4096];
+	raw_exchange(c->api[0], "\x01\x02garbage\r\n\r\n", 13, out, sizeof(out));
+	raw_exchange(c->api[0], "GET /v1/status HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+	             57, out, sizeof(out));
+	fd = -1;
+	CHECK_EQ(
+	    iod_api_http_once(&fd, c->api[0], "GET", "/v1/status", NULL, NULL, 0, 2000, &r, &e), 0);
+	CHECK_EQ(r.status, 200);
+	iod_api_response_free(&r);
+	if (fd >= 0)
+		close(fd);
+	iod_api_client_close(&cl);
+}
+
+TEST(api_hardening)
+{
+	with_cluster("hardening", hardening_body);
+}
