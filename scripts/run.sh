@@ -32,7 +32,7 @@ while [ $i -lt 100 ]; do
 	sleep 0.1
 	i=$((i + 1))
 done
-sleep 1 # let the workers report a first steps/s
+sleep 2 # let the workers report a first steps/s
 echo
 echo "\$ iod get replicas"
 "$IOD" get replicas
