@@ -295,6 +295,9 @@ int iod_agent_exec_start(const struct iod_agent_exec_config *c, const struct iod
 int iod_agent_exec_signal(const struct iod_agent_proc *p, int sig);
 /* Remove the replica's cgroups once it has exited. */
 void iod_agent_exec_cleanup(struct iod_agent_proc *p);
+/* Remove the empty replica cgroups under prefix (leftovers of a crash), then
+ * the prefix itself when empty. Cgroups with processes stay. */
+void iod_agent_cgroup_sweep(const struct iod_agent_caps *caps, const char *prefix);
 /* Paths of a replica's files: "log" (current log), "data", "dir". */
 int iod_agent_replica_path(const char *run_dir, const char *name, const char *what, char *buf,
                            size_t len);

@@ -321,6 +321,7 @@ static int agent_init(struct agent *a, const struct iod_agent_config *c, struct 
 	a->exec.log_files = c->log_files;
 	a->exec.use_namespaces = c->use_namespaces;
 	a->exec.caps = &a->caps;
+	iod_agent_cgroup_sweep(&a->caps, a->exec.cgroup_prefix); /* a previous run's leftovers */
 	iod_agent_events_path(c->data_dir, path, sizeof(path));
 	a->rev = last_rev(path);
 	if ((rc = iod_agent_log_open(&a->events, path, EVENTS_MAX_BYTES, 1, e)))
@@ -330,6 +331,16 @@ static int agent_init(struct agent *a, const struct iod_agent_config *c, struct 
 
 static void agent_free(struct agent *a)
 {
+	/* a dead replica's memory cgroup can stay busy for a moment after its
+	 * last process is reaped: retry for up to a second */
+	char dir[IOD_AGENT_PATH_MAX * 2];
+	snprintf(dir, sizeof(dir), "%s/%s", a->caps.cgroup_mem, a->exec.cgroup_prefix);
+	for (int i = 0; a->exec.cgroup_prefix[0] && a->caps.cgroup_version && i < 50; i++) {
+		iod_agent_cgroup_sweep(&a->caps, a->exec.cgroup_prefix);
+		if (access(dir, F_OK))
+			break;
+		usleep(20000);
+	}
 	iod_agent_log_close(&a->events);
 	iod_agent_rec_free(a->rec);
 	free(a->procs);
@@ -395,7 +406,7 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 			write_status(a);
 		if (n)
 			continue; /* actions produced observations: decide again */
-		if (a->stopping && (!any_alive(a) || now_ns() > stop_by))
+		if (a->stopping && stop_by && (!any_alive(a) || now_ns() > stop_by))
 			break;
 		uint64_t t = now_ns();
 		if (!a->stopping && c->run_for_ns && t - start >= c->run_for_ns) {

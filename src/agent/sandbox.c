@@ -18,6 +18,7 @@
  */
 #include "iod/agent.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -255,6 +256,38 @@ void iod_agent_exec_cleanup(struct iod_agent_proc *p)
 		usleep(1000);
 	}
 	p->cgroup_mem[0] = p->cgroup_cpu[0] = 0;
+}
+
+void iod_agent_cgroup_sweep(const struct iod_agent_caps *caps, const char *prefix)
+{
+	const char *roots[2];
+	char dir[IOD_AGENT_PATH_MAX * 2], sub[IOD_AGENT_PATH_MAX * 3];
+	if (!caps || !caps->cgroup_version)
+		return;
+	roots[0] = caps->cgroup_mem;
+	roots[1] = strcmp(caps->cgroup_cpu, caps->cgroup_mem) ? caps->cgroup_cpu : NULL;
+	for (int i = 0; i < 2; i++) {
+		if (!roots[i])
+			continue;
+		snprintf(dir, sizeof(dir), "%s/%s", roots[i], prefix);
+		DIR *d = opendir(dir);
+		struct dirent *de;
+		while (d && (de = readdir(d))) {
+			if (de->d_type != DT_DIR || de->d_name[0] == '.')
+				continue;
+			snprintf(sub, sizeof(sub), "%s/%s", dir, de->d_name);
+			rmdir(sub); /* fails, and stays, while a process is in it */
+		}
+		if (d)
+			closedir(d);
+		/* the prefix and its parents, as far as they are empty */
+		while (strlen(dir) > strlen(roots[i]) && rmdir(dir) == 0) {
+			char *sl = strrchr(dir, '/');
+			if (!sl)
+				break;
+			*sl = 0;
+		}
+	}
 }
 
 /* ---- placement inside the sandbox ------------------------------------------------ */
