@@ -216,6 +216,42 @@
 
 /* ---- flow / net / io --------------------------------------------------- */
 
+/* Rules per security group: AWS allows 60 inbound + 60 outbound by default;
+ * 128 keeps the compiled ACL small enough for a linear, cache-resident scan. */
+#define IOD_NET_SG_RULES_MAX 128
+/* Backends per service: Maglev needs table size >> backends (65537 / 256 gives
+ * each backend ~256 slots, under 1% imbalance). */
+#define IOD_NET_LB_BACKENDS_MAX 256
+/* Packets per burst: DPDK's and OVS's customary 32 amortises per-call costs
+ * while a burst's metadata stays in L1. */
+#define IOD_FLOW_BURST_MAX 32
+/* Pipes per pipeline: DOCA-AR uses 4; the overlay pipeline ~8; room for tenants. */
+#define IOD_FLOW_PIPES_MAX 64
+/* Pipes one packet may traverse: bounds the walk (and catches fwd loops). */
+#define IOD_FLOW_HOPS_MAX 16
+/* Entries per pipe are set at pipe creation, up to this (16 M). */
+#define IOD_FLOW_PIPE_ENTRIES_MAX (16u << 20)
+/* Queued entry operations before entries_process must run. */
+#define IOD_FLOW_QUEUE_MAX 65536
+/* Worker cores one pipeline serves (per-core caches and counters). */
+#define IOD_FLOW_CORES_MAX 64
+/* Exact-match cache slots per core: 8192 x 128 B = 1 MiB, L2-resident, as OVS's EMC. */
+#define IOD_FLOW_EMC_SLOTS 8192
+/* ... and at most 1 M slots (128 MiB per core) when a deployment asks for more. */
+#define IOD_FLOW_EMC_SLOTS_MAX (1u << 20)
+/* Conntrack sessions per table: 32 M keeps indexes in 32 bits with 2 slots each. */
+#define IOD_NET_CT_SESSIONS_MAX (32u << 20)
+/* Ports of one data plane (dp run): physical + virtual. */
+#define IOD_IO_PORTS_MAX 16
+/* dp config: tenant networks, security groups, services, endpoints per
+ * network: a node's share of an overlay, not a whole cloud's. */
+#define IOD_DP_NETWORKS_MAX 16
+#define IOD_DP_SGS_MAX 16
+#define IOD_DP_SERVICES_MAX 16
+#define IOD_DP_ENDPOINTS_MAX 256
+/* A dp config file is read whole; 1 MiB is far beyond hand-written YAML. */
+#define IOD_DP_CONFIG_FILE_MAX (1u << 20)
+
 /* ---- sim / chaos ------------------------------------------------------- */
 
 #endif
