@@ -434,6 +434,9 @@ static size_t failover(struct cluster *c, int rounds, int sig, uint64_t *us)
 			break;
 		}
 		us[n++] = t1 - t0;
+		if (getenv("IOD_BENCH_VERBOSE"))
+			fprintf(stderr, "round %d: %.1f ms, %u client attempts, new leader %s\n", r,
+			        (double)(t1 - t0) / 1000.0, w.cl.attempts, w.last);
 		start(c, victim);
 		leader = find_leader(c, 20000);
 		if (leader < 0)

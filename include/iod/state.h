@@ -203,6 +203,10 @@ int iod_node_start(struct iod_node **out, struct uv_loop_s *loop, const struct i
 int iod_node_propose(struct iod_node *n, const char *cmd, size_t len, iod_node_apply_cb cb,
                      void *data);
 bool iod_node_is_leader(struct iod_node *n);
+/* Linearizable read fence (leader only): cb(data, 0) once a barrier entry of
+ * the current term is applied, so the state reflects every write committed
+ * before the call. -ENOTCONN when not the leader. */
+int iod_node_read_fence(struct iod_node *n, iod_node_done_cb cb, void *data);
 /* Leader's id (0 = unknown) and the API address to send writes to ("" = unknown). */
 uint64_t iod_node_leader(struct iod_node *n, const char **api_addr);
 const struct iod_state *iod_node_state(struct iod_node *n);

@@ -52,6 +52,7 @@ struct req {
 	uint64_t deadline_ms;      /* answer empty at this time */
 	struct req *wprev, *wnext; /* watch list links */
 	const char *op;            /* what a write did, for its answer */
+	bool fence_list;           /* consistent read: a list (else one object) */
 	char name[IOD_NAME_MAX];   /* object of a write */
 };
 
@@ -554,6 +555,56 @@ static MHD_RESULT do_watch(struct req *q, enum iod_state_kind k, bool all)
 	return MHD_YES;
 }
 
+/* ---- linearizable reads ------------------------------------------------- */
+
+static void fence_done(void *data, int status)
+{
+	struct req *q = data;
+	const struct iod_state *st = iod_node_state(q->srv->node);
+	json_t *o;
+
+	if (status == -ENOTCONN) {
+		finish(q, 503, not_leader_json(q->srv));
+		return;
+	}
+	if (status) {
+		finish(q, 503, err_json("read fence failed: %s; retry", strerror(-status)));
+		return;
+	}
+	if (q->fence_list) {
+		o = iod_state_list(st, q->kind);
+		finish(q, o ? 200 : 500, o ? o : err_json("out of memory"));
+		return;
+	}
+	o = iod_state_get(st, q->kind, q->name);
+	if (o)
+		finish(q, 200, o);
+	else
+		finish(q, 404, err_json("%s/%s not found", iod_state_kind_name(q->kind), q->name));
+}
+
+/* ?consistent=1: answer after a barrier, from the leader only. */
+static bool wants_fence(struct MHD_Connection *c)
+{
+	const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "consistent");
+	return v && (!strcmp(v, "1") || !strcmp(v, "true"));
+}
+
+static MHD_RESULT fenced_read(struct req *q, enum iod_state_kind k, bool list)
+{
+	struct server *s = q->srv;
+	q->kind = k;
+	q->fence_list = list;
+	int rc = iod_node_read_fence(s->node, fence_done, q);
+	if (rc == -ENOTCONN)
+		return queue_json(s, q->conn, 503, not_leader_json(s));
+	if (rc)
+		return queue_err(s, q->conn, 503, err_json("read fence: %s", strerror(-rc)));
+	q->suspended = true;
+	MHD_suspend_connection(q->conn);
+	return MHD_YES;
+}
+
 /* ---- routing ------------------------------------------------------------ */
 
 static MHD_RESULT unknown_kind(struct server *s, struct MHD_Connection *c, const char *kind)
@@ -657,6 +708,8 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 		const char *w = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "watch");
 		if (w && (!strcmp(w, "1") || !strcmp(w, "true")))
 			return do_watch(q, k, false);
+		if (wants_fence(c))
+			return fenced_read(q, k, true);
 		json_t *l = iod_state_list(iod_node_state(s->node), k);
 		return l ? queue_json(s, c, 200, l)
 		         : queue_err(s, c, 500, err_json("out of memory"));
@@ -668,6 +721,8 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 		                 err_json("invalid name \"%.64s\": 1-%d of A-Z a-z 0-9 . _ -",
 		                          seg[1], IOD_NAME_MAX - 1));
 	iod_strlcpy(q->name, seg[1], sizeof(q->name));
+	if (is_get && wants_fence(c))
+		return fenced_read(q, k, false);
 	if (is_get) {
 		json_t *o = iod_state_get(iod_node_state(s->node), k, seg[1]);
 		if (!o)

@@ -50,7 +50,8 @@ static void print_row(enum iod_state_kind k, const json_t *o)
 
 	switch (k) {
 	case IOD_STATE_NODE:
-		printf("%-24s %-6s %-6s %-8s %lld\n", name, str(v, "gpus"), str(v, "cpus"),
+		printf("%-24s %-12s %-6s %-6s %-16s %-8s %lld\n", name, str(v, "model"),
+		       str(v, "gpus"), str(v, "cpus"), str(v, "addr"),
 		       json_integer_value(json_object_get(o, "lease")) ? "yes" : "-", rev);
 		break;
 	case IOD_STATE_SERVICE:
@@ -78,7 +79,8 @@ static void print_header(enum iod_state_kind k)
 {
 	switch (k) {
 	case IOD_STATE_NODE:
-		printf("%-24s %-6s %-6s %-8s %s\n", "NAME", "GPUS", "CPUS", "LEASE", "REV");
+		printf("%-24s %-12s %-6s %-6s %-16s %-8s %s\n", "NAME", "MODEL", "GPUS", "CPUS",
+		       "ADDR", "LEASE", "REV");
 		break;
 	case IOD_STATE_SERVICE:
 		printf("%-24s %-9s %-6s %-11s %s\n", "NAME", "REPLICAS", "GPU", "GENERATION",

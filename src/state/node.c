@@ -200,6 +200,42 @@ int iod_node_propose(struct iod_node *n, const char *cmd, size_t len, iod_node_a
 	return 0;
 }
 
+struct fence {
+	struct raft_barrier req; /* raft's request */
+	iod_node_done_cb cb;     /* caller's completion */
+	void *data;              /* its argument */
+};
+
+static void fence_cb(struct raft_barrier *req, int status)
+{
+	struct fence *f = req->data;
+	f->cb(f->data, status ? map_raft_status(status) : 0);
+	free(f);
+}
+
+int iod_node_read_fence(struct iod_node *n, iod_node_done_cb cb, void *data)
+{
+	struct fence *f;
+	int rv;
+
+	if (n->stopping)
+		return -ESHUTDOWN;
+	if (raft_state(&n->raft) != RAFT_LEADER)
+		return -ENOTCONN;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->req.data = f;
+	f->cb = cb;
+	f->data = data;
+	rv = raft_barrier(&n->raft, &f->req, fence_cb);
+	if (rv) {
+		free(f);
+		return map_raft_status(rv);
+	}
+	return 0;
+}
+
 bool iod_node_is_leader(struct iod_node *n)
 {
 	return raft_state(&n->raft) == RAFT_LEADER;

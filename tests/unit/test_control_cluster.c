@@ -408,6 +408,20 @@ static void hardening_body(struct cluster *c)
 	CHECK_EQ(r.status, 400);
 	iod_api_response_free(&r);
 
+	/* linearizable read: any server's client call lands on the leader after a
+	 * barrier and sees the write just made */
+	CHECK_EQ(call(&cl, "GET", "/v1/policy/p?consistent=1", NULL, &r), 0);
+	CHECK_EQ(r.status, 200);
+	CHECK_EQ(json_integer_value(json_object_get(json_object_get(r.json, "value"), "v")), 1);
+	iod_api_response_free(&r);
+	CHECK_EQ(call(&cl, "GET", "/v1/policies?consistent=1", NULL, &r), 0);
+	CHECK_EQ(r.status, 200);
+	CHECK_EQ(json_array_size(json_object_get(r.json, "items")), 1);
+	iod_api_response_free(&r);
+	CHECK_EQ(call(&cl, "GET", "/v1/policy/nope?consistent=1", NULL, &r), 0);
+	CHECK_EQ(r.status, 404);
+	iod_api_response_free(&r);
+
 	/* a watch from the future is refused; a watch from now times out empty */
 	CHECK_EQ(call(&cl, "GET", "/v1/nodes?watch=1&rev=999999", NULL, &r), 0);
 	CHECK_EQ(r.status, 400);
@@ -452,6 +466,142 @@ static void hardening_body(struct cluster *c)
 	if (fd >= 0)
 		close(fd);
 	iod_api_client_close(&cl);
+}
+
+/* `iod deploy -f examples/service-topology.yaml` on a real cluster: nodes
+ * registered with a model, the CLI deploys, `iod get replicas` shows the
+ * placements, `iod explain` the scheduler's reasons. */
+static void deploy_body(struct cluster *c)
+{
+	struct iod_api_client cl;
+	struct iod_api_response r;
+	struct iod_err e;
+	const char *out = "";
+	char path[64];
+
+	CHECK_EQ(iod_api_client_init(&cl, c->servers, &e), 0);
+	CHECK(find_leader(c) >= 0);
+	for (int i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "/v1/nodes/gpu-%d", i);
+		CHECK_EQ(call(&cl, "PUT", path, "{\"model\": \"dgx-h100\", \"gpus\": 8}", &r), 0);
+		CHECK_EQ(r.status, 200);
+		iod_api_response_free(&r);
+	}
+	iod_api_client_close(&cl);
+	if (access("examples/service-topology.yaml", R_OK))
+		return; /* run from elsewhere than the repository root */
+	out = iod_test_tmpdir();
+	/* 3 parameter servers (1 GPU) + 8 workers (4 GPUs) on 3 x 8 GPUs: the
+	 * workers fit 5 (3 GPUs left by the parameter servers): exit 4, partial */
+	int rc = iod_test_sh("IOD_SERVER=%s %s deploy -f examples/service-topology.yaml "
+	                     ">%s/deploy.out 2>&1",
+	                     c->servers, c->bin, out);
+	CHECK_MSG(rc == 4 || rc == 0, "iod deploy exited %d", rc);
+	CHECK_EQ(iod_test_sh("grep -q 'parameter-server-0 .*gpu-' %s/deploy.out", out), 0);
+	CHECK_EQ(iod_test_sh("IOD_SERVER=%s %s get replicas -o json | grep -q '\"node\": \"gpu-'",
+	                     c->servers, c->bin),
+	         0);
+	CHECK_EQ(iod_test_sh("IOD_SERVER=%s %s explain replica worker-node-0 | grep -q 'feasible'",
+	                     c->servers, c->bin),
+	         0);
+	/* a spec error is exit 2 with file:line:col */
+	CHECK_EQ(
+	    iod_test_sh("printf 'services:\n  - name: x\n    replicas: -1\n' >%s/bad.yaml; "
+	                "IOD_SERVER=%s %s deploy -f %s/bad.yaml 2>%s/bad.out; test $? -eq 2 && "
+	                "grep -q 'bad.yaml:3:' %s/bad.out",
+	                out, c->servers, c->bin, out, out, out),
+	    0);
+	CHECK_EQ(iod_test_sh("IOD_SERVER=%s %s delete service worker-node >/dev/null", c->servers,
+	                     c->bin),
+	         0);
+	CHECK_EQ(
+	    iod_test_sh("IOD_SERVER=%s %s get replicas | grep -q worker-node", c->servers, c->bin),
+	    1);
+}
+
+TEST(deploy_example_topology)
+{
+	with_cluster("deploy", deploy_body);
+}
+
+/* Count voters in a server's /v1/status. */
+static int voters(const char *addr)
+{
+	struct iod_api_response r;
+	struct iod_err e;
+	int fd = -1, n = -1;
+	if (iod_api_http_once(&fd, addr, "GET", "/v1/status", NULL, NULL, 0, 1000, &r, &e) == 0) {
+		n = (int)json_array_size(json_object_get(r.json, "members"));
+		iod_api_response_free(&r);
+	}
+	if (fd >= 0)
+		close(fd);
+	return n;
+}
+
+/* A fourth server joins through any member's API, catches up, and leaves. */
+static void join_body(struct cluster *c)
+{
+	struct iod_api_client cl;
+	struct iod_api_response r;
+	struct iod_err e;
+	char raft[32], api[32], dd[600], log[600];
+	pid_t p;
+
+	CHECK_EQ(iod_api_client_init(&cl, c->servers, &e), 0);
+	CHECK(find_leader(c) >= 0);
+	CHECK_EQ(call(&cl, "PUT", "/v1/config/before-join", "{\"x\": 1}", &r), 0);
+	CHECK_EQ(r.status, 200);
+	iod_api_response_free(&r);
+	snprintf(raft, sizeof(raft), "127.0.0.1:%d", free_port());
+	snprintf(api, sizeof(api), "127.0.0.1:%d", free_port());
+	snprintf(dd, sizeof(dd), "%s/d4", c->dir);
+	snprintf(log, sizeof(log), "%s/log4", c->dir);
+	p = fork();
+	CHECK(p >= 0);
+	if (p == 0) {
+		if (!freopen(log, "a", stderr))
+			_exit(126);
+		execl(c->bin, c->bin, "server", "--id", "4", "--data-dir", dd, "--raft", raft,
+		      "--api", api, "--join", c->api[1], (char *)NULL);
+		_exit(127);
+	}
+	int n = 0;
+	for (int t = 0; t < 250 && (n = voters(c->api[0])) != 4; t++)
+		sleep_ms(20);
+	char path[64];
+	snprintf(path, sizeof(path), "/v1/config/before-join");
+	int v = -1;
+	for (int t = 0; t < 250 && v != 1; t++) {
+		int fd = -1;
+		if (iod_api_http_once(&fd, api, "GET", path, NULL, NULL, 0, 1000, &r, &e) == 0) {
+			if (r.status == 200)
+				v = (int)json_integer_value(
+				    json_object_get(json_object_get(r.json, "value"), "x"));
+			iod_api_response_free(&r);
+		}
+		if (fd >= 0)
+			close(fd);
+		if (v != 1)
+			sleep_ms(20);
+	}
+	int removed = -1;
+	if (n == 4 && v == 1 && call(&cl, "DELETE", "/v1/members/4", NULL, &r) == 0) {
+		removed = r.status;
+		iod_api_response_free(&r);
+	}
+	kill(p, SIGKILL);
+	waitpid(p, NULL, 0);
+	iod_api_client_close(&cl);
+	CHECK_MSG(n == 4, "the joining server did not become a member (%d members)", n);
+	CHECK_MSG(v == 1, "the joined server did not catch up with the log");
+	CHECK_EQ(removed, 200);
+	CHECK_EQ(voters(c->api[0]), 3);
+}
+
+TEST(join_and_leave)
+{
+	with_cluster("join", join_body);
 }
 
 TEST(api_hardening)
