@@ -177,6 +177,41 @@
 
 /* ---- agent ------------------------------------------------------------- */
 
+/* Replicas one agent tracks at once (running + stopping): a node with 8
+ * GPUs and a few hundred CPU-only sidecars fits with room. */
+#define IOD_AGENT_REPLICAS_MAX 512
+/* One health-check command line or program path. */
+#define IOD_AGENT_CMD_MAX 512
+/* A path (run dir, cgroup dir, HTTP check path): below PATH_MAX (4096)
+ * on purpose, replica paths are short. */
+#define IOD_AGENT_PATH_MAX 512
+/* Program and arguments of one replica, NUL-separated: a long command line
+ * is ~1 KiB; 4 KiB leaves room. */
+#define IOD_AGENT_ARGV_BYTES_MAX 4096
+/* Environment of one replica (identity, peers, dependencies, user env):
+ * 64 peers x ~24 bytes plus user variables. */
+#define IOD_AGENT_ENV_BYTES_MAX 8192
+/* Arguments / variables counted out of those buffers. */
+#define IOD_AGENT_ARGS_MAX 64
+#define IOD_AGENT_ENVS_MAX 128
+/* A phase reason ("exit status 1; restarting in 400 ms"). */
+#define IOD_AGENT_REASON_MAX 160
+/* Actions the agent takes per reconciler step before looping again. */
+#define IOD_AGENT_ACTIONS_MAX 64
+/* A manifest of desired replicas (JSON). */
+#define IOD_AGENT_MANIFEST_MAX (4u << 20)
+/* Bytes read from an HTTP health answer: the status line is all we need. */
+#define IOD_AGENT_HTTP_READ_MAX 1024
+/* The demo parameter server's vector: 1 Mi floats = 4 MiB per shard max. */
+#define IOD_DEMO_PARAMS_MAX (1u << 20)
+/* Replica ports are derived from replica names in [BASE, BASE + RANGE):
+ * above the ports common services use, below the Linux ephemeral range
+ * (32768+) that outgoing connections draw from. */
+#define IOD_AGENT_PORT_BASE 20000u
+#define IOD_AGENT_PORT_RANGE 12000u
+/* Parameter servers one demo worker talks to. */
+#define IOD_DEMO_SERVERS_MAX 16
+
 /* ---- mesh -------------------------------------------------------------- */
 
 /* ---- flow / net / io --------------------------------------------------- */
