@@ -134,6 +134,9 @@ char *iod_state_cmd_lease_grant(uint64_t ttl_ms, uint64_t now_ms);
 char *iod_state_cmd_lease_renew(uint64_t lease_id, uint64_t now_ms);
 char *iod_state_cmd_lease_revoke(uint64_t lease_id);
 char *iod_state_cmd_lease_expire(uint64_t now_ms);
+/* Extend every lease to at least now + its TTL: a new leader proposes it
+ * before it expires anything, so a leaderless gap does not expire leases. */
+char *iod_state_cmd_lease_refresh(uint64_t now_ms);
 
 /* ---- Raft glue ---------------------------------------------------------- */
 

@@ -56,6 +56,9 @@ struct iod_node {
 	void *on_apply_data;                /* its argument */
 	uint32_t pending;                   /* proposals in flight */
 	bool expire_in_flight;              /* one lease_expire at a time */
+	bool refresh_in_flight;             /* the new leader's lease_refresh */
+	uint64_t refresh_term;              /* term whose lease_refresh applied */
+	uint64_t refresh_propose_term;      /* term it was proposed in */
 	bool member_in_flight;              /* one member record at a time */
 	bool stopping;                      /* stop requested */
 	struct raft_transfer transfer;      /* graceful leadership transfer */
@@ -383,6 +386,15 @@ static void expire_cb(void *data, int status, const struct iod_state_result *res
 	n->expire_in_flight = false;
 }
 
+static void refresh_cb(void *data, int status, const struct iod_state_result *res)
+{
+	struct iod_node *n = data;
+	(void)res;
+	n->refresh_in_flight = false;
+	if (status == 0)
+		n->refresh_term = n->refresh_propose_term;
+}
+
 static void member_cb(void *data, int status, const struct iod_state_result *res)
 {
 	struct iod_node *n = data;
@@ -461,6 +473,17 @@ static void tick_cb(uv_timer_t *t)
 		record_member(n);
 	uint64_t due = iod_state_lease_next_deadline_ms(n->state);
 	uint64_t now_ms = iod_time_unix_ns() / IOD_NS_PER_MS;
+	if (n->refresh_term != n->raft.current_term) {
+		/* New in this term: refresh every lease before expiring any. */
+		if (!n->refresh_in_flight && n->ready_term == n->raft.current_term) {
+			char *cmd = iod_state_cmd_lease_refresh(now_ms);
+			n->refresh_propose_term = n->raft.current_term;
+			if (cmd && !iod_node_propose(n, cmd, strlen(cmd), refresh_cb, n))
+				n->refresh_in_flight = true;
+			free(cmd);
+		}
+		return;
+	}
 	if (due && now_ms >= due && !n->expire_in_flight) {
 		char *cmd = iod_state_cmd_lease_expire(now_ms);
 		if (cmd && !iod_node_propose(n, cmd, strlen(cmd), expire_cb, n))

@@ -640,6 +640,21 @@ static int cmd_lease(struct iod_state *s, const char *op, json_t *j, struct iod_
 		r->changed++;
 		return 0;
 	}
+	if (!strcmp(op, "lease_refresh")) {
+		/* A new leader's first duty (as etcd's lessor does on promotion):
+		 * every lease lives at least one TTL from now, so leases that could
+		 * not be renewed while there was no leader are not expired for it. */
+		if (iod_json_get_u64(j, "now_ms", &now))
+			return fail(r, -EINVAL, "lease_refresh needs \"now_ms\"");
+		for (uint32_t i = 0; i < s->leases_n; i++) {
+			uint64_t d = now + s->leases[i].ttl_ms;
+			if (d > s->leases[i].deadline_ms) {
+				s->leases[i].deadline_ms = d;
+				r->changed = 1;
+			}
+		}
+		return 0;
+	}
 	/* lease_expire: every lease whose deadline is at or before now_ms. */
 	if (iod_json_get_u64(j, "now_ms", &now))
 		return fail(r, -EINVAL, "lease_expire needs \"now_ms\"");
@@ -680,7 +695,8 @@ int iod_state_apply(struct iod_state *s, const void *cmd, size_t len, struct iod
 		rc = cmd_undeploy(s, j, r);
 	} else if (iod_str_has_prefix(op, "lease_") &&
 	           (!strcmp(op, "lease_grant") || !strcmp(op, "lease_renew") ||
-	            !strcmp(op, "lease_revoke") || !strcmp(op, "lease_expire"))) {
+	            !strcmp(op, "lease_revoke") || !strcmp(op, "lease_expire") ||
+	            !strcmp(op, "lease_refresh"))) {
 		rc = cmd_lease(s, op, j, r);
 	} else {
 		rc = fail(r, -EINVAL, "unknown command op \"%s\"", op);
@@ -845,6 +861,12 @@ char *iod_state_cmd_lease_renew(uint64_t lease_id, uint64_t now_ms)
 char *iod_state_cmd_lease_revoke(uint64_t lease_id)
 {
 	return dump_new(json_pack("{s:s, s:I}", "op", "lease_revoke", "id", (json_int_t)lease_id));
+}
+
+char *iod_state_cmd_lease_refresh(uint64_t now_ms)
+{
+	return dump_new(
+	    json_pack("{s:s, s:I}", "op", "lease_refresh", "now_ms", (json_int_t)now_ms));
 }
 
 char *iod_state_cmd_lease_expire(uint64_t now_ms)

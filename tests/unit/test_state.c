@@ -201,6 +201,33 @@ TEST(leases_expire_objects)
 	iod_state_free(s);
 }
 
+TEST(lease_refresh_survives_a_leaderless_gap)
+{
+	struct iod_state *s;
+	struct iod_state_result r;
+	CHECK_EQ(iod_state_new(&s), 0);
+	/* A 200 ms lease renewed last at t=1000; no leader from 1100 to 2000. */
+	CHECK_EQ(apply_owned(s, iod_state_cmd_lease_grant(200, 1000), &r), 0);
+	uint64_t l = r.lease_id;
+	json_t *v = json_object();
+	CHECK_EQ(apply_owned(s, iod_state_cmd_put(IOD_STATE_NODE, "a", v, l, -1), &r), 0);
+	json_decref(v);
+	/* The new leader refreshes first: the lease lives until 2200. */
+	CHECK_EQ(apply_owned(s, iod_state_cmd_lease_refresh(2000), &r), 0);
+	CHECK(r.changed);
+	CHECK_U64(iod_state_lease_next_deadline_ms(s), 2200);
+	CHECK_EQ(apply_owned(s, iod_state_cmd_lease_expire(2100), &r), 0);
+	CHECK(iod_state_value(s, IOD_STATE_NODE, "a"));
+	/* A refresh never shortens a lease. */
+	CHECK_EQ(apply_owned(s, iod_state_cmd_lease_renew(l, 3000), &r), 0);
+	CHECK_EQ(apply_owned(s, iod_state_cmd_lease_refresh(2500), &r), 0);
+	CHECK_U64(iod_state_lease_next_deadline_ms(s), 3200);
+	/* Without renewals the lease still expires after its TTL. */
+	CHECK_EQ(apply_owned(s, iod_state_cmd_lease_expire(3200), &r), 0);
+	CHECK(!iod_state_value(s, IOD_STATE_NODE, "a"));
+	iod_state_free(s);
+}
+
 TEST(watch_and_compaction)
 {
 	struct iod_state *s;
