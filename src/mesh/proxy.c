@@ -614,7 +614,7 @@ void iod_mesh_proxy_stop(struct iod_mesh_proxy *p)
 	X(requests, "iod_mesh_requests_total", "counter",                                      \
 	  "HTTP requests (http services) or connections (tcp services) handled.")              \
 	X(errors, "iod_mesh_errors_total", "counter",                                          \
-	  "Requests answered 5xx (including by the proxy) or flows that failed.")              \
+	  "Requests answered 5xx (incl. by the proxy), rejected as malformed or too large, or failed flows.")              \
 	X(retries, "iod_mesh_retries_total", "counter", "Upstream attempts after the first.")  \
 	X(cx_active, "iod_mesh_downstream_connections_active", "gauge",                        \
 	  "Client connections open.")                                                          \

@@ -343,7 +343,7 @@ static void up_send(struct worker *w, struct conn *u)
 	u->state = U_WAIT_HEAD;
 	u->len = 0;
 	u->last_io_ns = w->now_ns;
-	iod_mesh_conn_watch(w, u, EPOLLIN);
+	iod_mesh_conn_watch(w, u, EPOLLIN | EPOLLRDHUP);
 }
 
 static void start_send(struct worker *w, struct conn *u)
@@ -399,8 +399,7 @@ static void forward(struct worker *w, struct conn *c, struct conn *u, uint32_t n
 		return;
 	}
 	u->len = 0;
-	iod_mesh_conn_watch(w, c, 0);
-	iod_mesh_conn_watch(w, u, EPOLLIN);
+	iod_mesh_conn_watch(w, u, EPOLLIN | EPOLLRDHUP);
 }
 
 static void on_head(struct worker *w, struct conn *c, struct conn *u)
@@ -638,7 +637,8 @@ static void try_request(struct worker *w, struct conn *c)
 	c->req_start_ns = w->now_ns;
 	c->state = H_UPSTREAM;
 	STAT_INC(s->st.requests);
-	iod_mesh_conn_watch(w, c, 0);
+	/* The client stays registered for EPOLLIN: re-arming per request would
+	 * cost two epoll_ctl calls; pipelined bytes defer it (client_event). */
 	if (iod_mesh_breaker_acquire(&s->breaker, &s->brk, IOD_MESH_BRK_REQUESTS)) {
 		STAT_INC(s->st.overflow);
 		respond(w, c, 503, false);
@@ -661,8 +661,8 @@ static void client_event(struct worker *w, struct conn *c, uint32_t ev)
 				complete(w, c);
 			} else {
 				u->len = 0;
-				iod_mesh_conn_watch(w, c, 0);
-				iod_mesh_conn_watch(w, u, EPOLLIN);
+				iod_mesh_conn_watch(w, c, EPOLLIN);
+				iod_mesh_conn_watch(w, u, EPOLLIN | EPOLLRDHUP);
 			}
 		} else {
 			next_request(w, c);
@@ -670,9 +670,12 @@ static void client_event(struct worker *w, struct conn *c, uint32_t ev)
 		return;
 	}
 	if (c->state != H_READ) {
-		/* Not reading while a request is in flight; only a hang-up matters. */
+		/* Not reading while a request is in flight: a hang-up ends it;
+		 * pipelined bytes wait (stop polling until the response is done). */
 		if (ev & (EPOLLERR | EPOLLHUP))
 			client_close(w, c);
+		else
+			iod_mesh_conn_watch(w, c, 0);
 		return;
 	}
 	ssize_t n = read(c->fd, c->buf + c->len, IOD_MESH_HTTP_BUF - c->len);

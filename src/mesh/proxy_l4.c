@@ -322,7 +322,13 @@ void iod_mesh_l4_event(struct worker *w, struct conn *x, uint32_t ev)
 	if (!u)
 		return;
 	uint64_t before = c->d[0].total + c->d[1].total + c->d[0].bytes + c->d[1].bytes;
-	if ((rc = pump(c, 0)) == 0)
+	/* Pump only the directions this event concerns: readable -> the one
+	 * from x, writable -> the one to x; errors -> both. */
+	bool all = ev & (EPOLLERR | EPOLLHUP);
+	bool from_c = x == c;
+	if (all || ((ev & EPOLLIN) && from_c) || ((ev & EPOLLOUT) && !from_c))
+		rc = pump(c, 0);
+	if (!rc && (all || ((ev & EPOLLIN) && !from_c) || ((ev & EPOLLOUT) && from_c)))
 		rc = pump(c, 1);
 	if (rc) {
 		finish(w, c, rc);
