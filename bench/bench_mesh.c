@@ -30,8 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LAT_CONNS 16      /* connections of the fixed-rate client */
-#define LAT_MAX 200000    /* requests recorded at most */
+#define LAT_CONNS 16   /* connections of the fixed-rate client */
+#define LAT_MAX 200000 /* requests recorded at most */
 
 static char tmpdir[256];
 static pid_t children[8];
@@ -84,9 +84,8 @@ static void cleanup(void)
 
 static int tcp_connect(uint32_t ip, uint16_t port)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET,
-	                         .sin_port = htons(port),
-	                         .sin_addr.s_addr = htonl(ip)};
+	struct sockaddr_in sa = {
+	    .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(ip)};
 	int one = 1;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -105,7 +104,8 @@ static bool wait_ready(uint32_t ip, uint16_t port)
 	for (int i = 0; i < 100; i++) {
 		int fd = tcp_connect(ip, port);
 		if (fd >= 0) {
-			const char *req = "GET /1k HTTP/1.1\r\nhost: b\r\nconnection: close\r\n\r\n";
+			const char *req =
+			    "GET /1k HTTP/1.1\r\nhost: b\r\nconnection: close\r\n\r\n";
 			char buf[2048];
 			ssize_t n = 0;
 			if (send(fd, req, strlen(req), MSG_NOSIGNAL) > 0)
@@ -142,10 +142,10 @@ static double wrk_rps(const char *addr, uint32_t seconds, uint32_t conns)
 /* ---- fixed rate: an open-loop latency client ---------------------------- */
 
 struct lconn {
-	int fd;               /* keep-alive connection */
-	bool busy;            /* a request is in flight */
-	uint64_t sched_ns;    /* when its request was scheduled */
-	char buf[4096];       /* response bytes */
+	int fd;            /* keep-alive connection */
+	bool busy;         /* a request is in flight */
+	uint64_t sched_ns; /* when its request was scheduled */
+	char buf[4096];    /* response bytes */
 	size_t len;
 };
 
@@ -254,9 +254,9 @@ struct target {
 	const char *name; /* as printed */
 	uint32_t ip;      /* where clients connect */
 	uint16_t port;
-	double rps;       /* saturation */
-	struct lat lat;   /* fixed rate */
-	bool ok;          /* reachable */
+	double rps;     /* saturation */
+	struct lat lat; /* fixed rate */
+	bool ok;        /* reachable */
 };
 
 static void write_file(const char *path, const char *text)
@@ -290,11 +290,14 @@ int main(void)
 	}
 	atexit(cleanup);
 	if (access(iod, X_OK)) {
-		fprintf(stderr, "bench_mesh: %s not found (run from the repository root, or set IOD_BIN)\n", iod);
+		fprintf(stderr,
+		        "bench_mesh: %s not found (run from the repository root, or set IOD_BIN)\n",
+		        iod);
 		return 1;
 	}
 	if (system("command -v wrk >/dev/null && command -v haproxy >/dev/null")) {
-		fprintf(stderr, "bench_mesh: needs wrk and haproxy (scripts/deps.sh installs them)\n");
+		fprintf(stderr,
+		        "bench_mesh: needs wrk and haproxy (scripts/deps.sh installs them)\n");
 		return 1;
 	}
 	printf("bench_mesh: loopback, 1 KB responses from %s, proxy threads=%u, wrk -t1 -c%u -d%us,"
@@ -314,13 +317,14 @@ int main(void)
 		mkdir(path, 0755);
 		snprintf(path, sizeof(path), "%s/www/1k", tmpdir);
 		write_file(path, body);
-		snprintf(text, sizeof(text),
-		         "worker_processes 1;\ndaemon off;\npid %s/nginx.pid;\nerror_log %s/nginx.err;\n"
-		         "events { worker_connections 4096; }\n"
-		         "http { access_log off; keepalive_requests 10000000; keepalive_timeout 300s;\n"
-		         "  client_body_temp_path %s/cb;\n"
-		         "  server { listen 127.0.0.1:%u; location / { root %s/www; } } }\n",
-		         tmpdir, tmpdir, tmpdir, be_port, tmpdir);
+		snprintf(
+		    text, sizeof(text),
+		    "worker_processes 1;\ndaemon off;\npid %s/nginx.pid;\nerror_log %s/nginx.err;\n"
+		    "events { worker_connections 4096; }\n"
+		    "http { access_log off; keepalive_requests 10000000; keepalive_timeout 300s;\n"
+		    "  client_body_temp_path %s/cb;\n"
+		    "  server { listen 127.0.0.1:%u; location / { root %s/www; } } }\n",
+		    tmpdir, tmpdir, tmpdir, be_port, tmpdir);
 		snprintf(path, sizeof(path), "%s/nginx.conf", tmpdir);
 		write_file(path, text);
 		char conf[600], pre[300], log[300];
@@ -333,7 +337,8 @@ int main(void)
 		char listen[64], log[300];
 		snprintf(listen, sizeof(listen), "127.0.0.1:%u", be_port);
 		snprintf(log, sizeof(log), "%s/backend.log", tmpdir);
-		char *argv[] = {(char *)iod, "proxy", "backend", "--listen", listen, "--size", "1024", NULL};
+		char *argv[] = {(char *)iod, "proxy",  "backend", "--listen",
+		                listen,      "--size", "1024",    NULL};
 		spawn(argv, log);
 	}
 	if (!wait_ready(lo, be_port)) {
@@ -343,7 +348,8 @@ int main(void)
 
 	/* iod proxy: one TCP and one HTTP service onto the backend. */
 	snprintf(text, sizeof(text),
-	         "{\"services\":[{\"name\":\"bench-l4\",\"vip\":\"127.89.0.1\",\"port\":%u,\"mode\":\"tcp\","
+	         "{\"services\":[{\"name\":\"bench-l4\",\"vip\":\"127.89.0.1\",\"port\":%u,"
+	         "\"mode\":\"tcp\","
 	         "\"endpoints\":[{\"addr\":\"127.0.0.1:%u\"}]},"
 	         "{\"name\":\"bench-l7\",\"vip\":\"127.89.0.1\",\"port\":%u,\"mode\":\"http\","
 	         "\"endpoints\":[{\"addr\":\"127.0.0.1:%u\"}]}]}\n",
@@ -355,8 +361,8 @@ int main(void)
 		snprintf(cfg, sizeof(cfg), "%s/mesh.json", tmpdir);
 		snprintf(w, sizeof(w), "%u", threads);
 		snprintf(log, sizeof(log), "%s/iod.log", tmpdir);
-		char *argv[] = {(char *)iod, "--log-level", "warn", "proxy", "run", "--config", cfg,
-		                "--workers", w, "--admin", "off", NULL};
+		char *argv[] = {(char *)iod, "--log-level", "warn", "proxy",   "run", "--config",
+		                cfg,         "--workers",   w,      "--admin", "off", NULL};
 		spawn(argv, log);
 	}
 	/* HAProxy with the same threads, TCP and HTTP frontends. */
@@ -393,7 +399,8 @@ int main(void)
 	for (size_t i = 0; i < n; i++) {
 		t[i].ok = wait_ready(t[i].ip, t[i].port);
 		if (!t[i].ok)
-			fprintf(stderr, "bench_mesh: %s is not answering (logs in %s)\n", t[i].name, tmpdir);
+			fprintf(stderr, "bench_mesh: %s is not answering (logs in %s)\n", t[i].name,
+			        tmpdir);
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (!t[i].ok)
@@ -408,15 +415,17 @@ int main(void)
 		if (!t[i].ok)
 			continue;
 		if (fixed_rate(t[i].ip, t[i].port, rate, secs, &t[i].lat)) {
-			fprintf(stderr, "bench_mesh: fixed-rate run against %s failed\n", t[i].name);
+			fprintf(stderr, "bench_mesh: fixed-rate run against %s failed\n",
+			        t[i].name);
 			continue;
 		}
 		double added = t[i].lat.p99_us - t[0].lat.p99_us;
-		printf("BENCH mesh.latency target=%s rate=%u n=%u errors=%u p50_us=%.1f p99_us=%.1f "
-		       "p999_us=%.1f max_us=%.1f added_p50_us=%.1f added_p99_us=%.1f\n",
-		       t[i].name, rate, t[i].lat.n, t[i].lat.errors, t[i].lat.p50_us, t[i].lat.p99_us,
-		       t[i].lat.p999_us, t[i].lat.max_us, t[i].lat.p50_us - t[0].lat.p50_us,
-		       i ? added : 0.0);
+		printf(
+		    "BENCH mesh.latency target=%s rate=%u n=%u errors=%u p50_us=%.1f p99_us=%.1f "
+		    "p999_us=%.1f max_us=%.1f added_p50_us=%.1f added_p99_us=%.1f\n",
+		    t[i].name, rate, t[i].lat.n, t[i].lat.errors, t[i].lat.p50_us, t[i].lat.p99_us,
+		    t[i].lat.p999_us, t[i].lat.max_us, t[i].lat.p50_us - t[0].lat.p50_us,
+		    i ? added : 0.0);
 		fflush(stdout);
 	}
 	/* Ratios against HAProxy in the same mode. */
@@ -428,7 +437,8 @@ int main(void)
 		if (!a->ok || !b->ok || !b->rps)
 			continue;
 		printf("BENCH mesh.vs_haproxy target=%s vs=%s rps_ratio=%.2f p99_added_us=%.1f "
-		       "haproxy_p99_added_us=%.1f target_added_p99_lt_100us=%s throughput_ge_haproxy=%s\n",
+		       "haproxy_p99_added_us=%.1f target_added_p99_lt_100us=%s "
+		       "throughput_ge_haproxy=%s\n",
 		       a->name, b->name, a->rps / b->rps, a->lat.p99_us - t[0].lat.p99_us,
 		       b->lat.p99_us - t[0].lat.p99_us,
 		       a->lat.p99_us - t[0].lat.p99_us < 100 ? "met" : "missed",

@@ -19,11 +19,11 @@
 /* ---- registry view ----------------------------------------------------- */
 
 /* Load-balancing policies: enum, config name. */
-#define IOD_MESH_LB_POLICIES(X)               \
-	X(ROUND_ROBIN, "round_robin")         \
-	X(WEIGHTED, "weighted")               \
-	X(LEAST_REQUEST, "least_request")     \
-	X(RING_HASH, "ring_hash")             \
+#define IOD_MESH_LB_POLICIES(X)           \
+	X(ROUND_ROBIN, "round_robin")     \
+	X(WEIGHTED, "weighted")           \
+	X(LEAST_REQUEST, "least_request") \
+	X(RING_HASH, "ring_hash")         \
 	X(MAGLEV, "maglev")
 
 enum iod_mesh_lb {
@@ -102,8 +102,8 @@ struct iod_mesh_service {
 
 /* What a proxy routes by: every service it serves, sorted by name. */
 struct iod_mesh_registry {
-	char node[IOD_NAME_MAX]; /* the node this proxy runs on (locality) */
-	char rack[IOD_NAME_MAX]; /* its rack */
+	char node[IOD_NAME_MAX];       /* the node this proxy runs on (locality) */
+	char rack[IOD_NAME_MAX];       /* its rack */
 	struct iod_mesh_service *svcs; /* svcs_n services (heap, svcs_cap slots) */
 	uint32_t svcs_n;
 	uint32_t svcs_cap;
@@ -174,8 +174,8 @@ struct iod_mesh_host_state {
 
 struct iod_mesh_outlier {
 	struct iod_mesh_host_state hosts[IOD_MESH_ENDPOINTS_MAX]; /* one per endpoint */
-	uint32_t n;       /* endpoints tracked */
-	uint32_t ejected; /* hosts currently ejected */
+	uint32_t n;                                               /* endpoints tracked */
+	uint32_t ejected;                                         /* hosts currently ejected */
 };
 
 enum iod_mesh_result {
@@ -206,18 +206,18 @@ static inline bool iod_mesh_outlier_ejected(const struct iod_mesh_outlier *o, ui
  * control path; pick() does not allocate.
  */
 struct iod_mesh_ring_point {
-	uint64_t hash;  /* position on the ring */
-	uint32_t host;  /* endpoint index */
+	uint64_t hash; /* position on the ring */
+	uint32_t host; /* endpoint index */
 };
 
 struct iod_mesh_lb_state {
 	enum iod_mesh_lb policy;
-	uint32_t n;                            /* endpoints */
-	uint32_t rr_next;                      /* round robin cursor */
+	uint32_t n;                                  /* endpoints */
+	uint32_t rr_next;                            /* round robin cursor */
 	int64_t wrr_current[IOD_MESH_ENDPOINTS_MAX]; /* smooth weighted RR (nginx) */
-	struct iod_mesh_ring_point *ring;      /* ring_n points sorted by hash */
+	struct iod_mesh_ring_point *ring;            /* ring_n points sorted by hash */
 	uint32_t ring_n;
-	struct iod_maglev maglev;              /* maglev table */
+	struct iod_maglev maglev; /* maglev table */
 };
 
 int iod_mesh_lb_build(struct iod_mesh_lb_state *lb, const struct iod_mesh_service *s);
@@ -234,8 +234,8 @@ void iod_mesh_lb_free(struct iod_mesh_lb_state *lb);
  */
 int iod_mesh_lb_pick(struct iod_mesh_lb_state *lb, const struct iod_mesh_service *s,
                      const struct iod_mesh_outlier *o, const char *local_node,
-                     const char *local_rack, uint64_t hash, uint32_t exclude,
-                     struct iod_rng *rng, bool *panic);
+                     const char *local_rack, uint64_t hash, uint32_t exclude, struct iod_rng *rng,
+                     bool *panic);
 
 /* ---- circuit breakers, retries, timeouts (pure) ------------------------ */
 
@@ -317,8 +317,12 @@ int iod_mesh_http_parse(const char *buf, size_t len, bool response, struct iod_m
 
 /* Body framing of a message: how to find its end. */
 struct iod_mesh_http_body {
-	enum { IOD_MESH_BODY_NONE, IOD_MESH_BODY_LENGTH, IOD_MESH_BODY_CHUNKED,
-	       IOD_MESH_BODY_CLOSE } kind;
+	enum {
+		IOD_MESH_BODY_NONE,
+		IOD_MESH_BODY_LENGTH,
+		IOD_MESH_BODY_CHUNKED,
+		IOD_MESH_BODY_CLOSE
+	} kind;
 	uint64_t remaining; /* LENGTH: bytes left; CHUNKED: bytes left in this chunk */
 	uint8_t state;      /* chunked decoder state */
 	uint32_t line_n;    /* chunk-size line bytes seen (bounded) */
@@ -355,22 +359,22 @@ void iod_mesh_hex(const uint8_t *b, size_t n, char *out); /* 2n chars + NUL */
 enum iod_mesh_span_kind { IOD_MESH_SPAN_HTTP, IOD_MESH_SPAN_FLOW };
 
 struct iod_mesh_span {
-	uint64_t seq;             /* position in the node's stream (set by the ring) */
+	uint64_t seq;                 /* position in the node's stream (set by the ring) */
 	enum iod_mesh_span_kind kind; /* HTTP request or L4 flow */
-	uint8_t trace_id[16];     /* HTTP: trace id */
-	uint8_t span_id[8];       /* this hop's span (the proxy's client span) */
-	uint8_t parent_id[8];     /* the caller's span; zero = root */
-	char service[IOD_NAME_MAX]; /* upstream service */
-	char peer[32];            /* endpoint "ip:port" that served it ("" = none) */
-	char client[32];          /* downstream "ip:port" */
-	char method[8];           /* HTTP method ("" for flows) */
-	char path[64];            /* HTTP target, truncated */
-	uint64_t start_unix_ns;   /* wall-clock start */
-	uint64_t end_unix_ns;     /* wall-clock end */
-	uint64_t bytes_in;        /* client -> upstream */
-	uint64_t bytes_out;       /* upstream -> client */
-	uint16_t status;          /* HTTP status (0 = none); flows: 0 ok, else errno */
-	uint8_t attempts;         /* upstream attempts (1 + retries) */
+	uint8_t trace_id[16];         /* HTTP: trace id */
+	uint8_t span_id[8];           /* this hop's span (the proxy's client span) */
+	uint8_t parent_id[8];         /* the caller's span; zero = root */
+	char service[IOD_NAME_MAX];   /* upstream service */
+	char peer[32];                /* endpoint "ip:port" that served it ("" = none) */
+	char client[32];              /* downstream "ip:port" */
+	char method[8];               /* HTTP method ("" for flows) */
+	char path[64];                /* HTTP target, truncated */
+	uint64_t start_unix_ns;       /* wall-clock start */
+	uint64_t end_unix_ns;         /* wall-clock end */
+	uint64_t bytes_in;            /* client -> upstream */
+	uint64_t bytes_out;           /* upstream -> client */
+	uint16_t status;              /* HTTP status (0 = none); flows: 0 ok, else errno */
+	uint8_t attempts;             /* upstream attempts (1 + retries) */
 };
 
 /*
@@ -410,11 +414,11 @@ int iod_mesh_dns_answer(const uint8_t *q, size_t qlen, uint8_t *out, size_t cap,
 struct iod_mesh_proxy;
 
 struct iod_mesh_proxy_opts {
-	uint32_t workers;         /* epoll threads (0 = 1) */
-	const char *admin_addr;   /* "127.0.0.1:15000"; NULL = no admin endpoint */
-	const char *dns_addr;     /* "127.0.0.1:15053"; NULL = no DNS responder */
-	uint64_t seed;            /* rng seed (ids, jitter, P2C) */
-	bool no_splice;           /* L4: copy through user space instead of splice */
+	uint32_t workers;       /* epoll threads (0 = 1) */
+	const char *admin_addr; /* "127.0.0.1:15000"; NULL = no admin endpoint */
+	const char *dns_addr;   /* "127.0.0.1:15053"; NULL = no DNS responder */
+	uint64_t seed;          /* rng seed (ids, jitter, P2C) */
+	bool no_splice;         /* L4: copy through user space instead of splice */
 };
 
 /* Start the proxy's threads with the source's first view. */

@@ -37,26 +37,27 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-	        "usage: iod proxy run --config FILE [--workers N] [--admin ADDR] [--dns ADDR]\n"
-	        "                     [--seed N] [--no-splice]\n"
-	        "       iod proxy check --config FILE [-o text|json]\n"
-	        "       iod proxy env --config FILE\n"
-	        "       iod proxy backend --listen ADDR [--name NAME] [--size BYTES]\n"
-	        "                     [--call http://HOST:PORT/PATH] [--status CODE]\n\n"
-	        "The node's service-mesh proxy in standalone mode (docs/mesh.md).\n"
-	        "  run      serve every service of FILE on its loopback VIP (127.x.y.z:port),\n"
-	        "           balancing over its endpoints; FILE is re-read when it changes.\n"
-	        "           --workers N   epoll threads (default: 2)\n"
-	        "           --admin ADDR  admin endpoint: /metrics /spans /v1/traces /registry\n"
-	        "                         (default 127.0.0.1:15000; \"off\" to disable)\n"
-	        "           --dns ADDR    answer <service>.iod A queries (UDP), e.g. 127.0.0.1:15053\n"
-	        "           --no-splice   L4: copy through user space instead of splice(2)\n"
-	        "  check    validate FILE and print each service's address and endpoints\n"
-	        "  env      print IOD_SVC_<NAME>_ADDR=vip:port for every service (for workloads)\n"
-	        "  backend  a small HTTP/1.1 server: answers every request with BYTES bytes\n"
-	        "           (default 1024) naming itself; --call makes it call another\n"
-	        "           service first, passing the traceparent on; --status sets the code\n");
+	fprintf(
+	    f,
+	    "usage: iod proxy run --config FILE [--workers N] [--admin ADDR] [--dns ADDR]\n"
+	    "                     [--seed N] [--no-splice]\n"
+	    "       iod proxy check --config FILE [-o text|json]\n"
+	    "       iod proxy env --config FILE\n"
+	    "       iod proxy backend --listen ADDR [--name NAME] [--size BYTES]\n"
+	    "                     [--call http://HOST:PORT/PATH] [--status CODE]\n\n"
+	    "The node's service-mesh proxy in standalone mode (docs/mesh.md).\n"
+	    "  run      serve every service of FILE on its loopback VIP (127.x.y.z:port),\n"
+	    "           balancing over its endpoints; FILE is re-read when it changes.\n"
+	    "           --workers N   epoll threads (default: 2)\n"
+	    "           --admin ADDR  admin endpoint: /metrics /spans /v1/traces /registry\n"
+	    "                         (default 127.0.0.1:15000; \"off\" to disable)\n"
+	    "           --dns ADDR    answer <service>.iod A queries (UDP), e.g. 127.0.0.1:15053\n"
+	    "           --no-splice   L4: copy through user space instead of splice(2)\n"
+	    "  check    validate FILE and print each service's address and endpoints\n"
+	    "  env      print IOD_SVC_<NAME>_ADDR=vip:port for every service (for workloads)\n"
+	    "  backend  a small HTTP/1.1 server: answers every request with BYTES bytes\n"
+	    "           (default 1024) naming itself; --call makes it call another\n"
+	    "           service first, passing the traceparent on; --status sets the code\n");
 }
 
 static int load(const char *path, struct iod_mesh_registry *r)
@@ -90,32 +91,36 @@ static int do_check(const char *path, bool json, bool env_only)
 			const struct iod_mesh_service *s = &r.svcs[i];
 			json_t *eps = json_array();
 			for (uint32_t j = 0; j < s->eps_n; j++) {
-				iod_mesh_addr_format(s->eps[j].ip4, s->eps[j].port, addr, sizeof(addr));
-				json_array_append_new(eps, json_pack("{s:s, s:s, s:s, s:i, s:b}", "addr",
-				                                     addr, "node", s->eps[j].node, "rack",
-				                                     s->eps[j].rack, "weight",
-				                                     (json_int_t)s->eps[j].weight,
-				                                     "healthy", s->eps[j].healthy));
+				iod_mesh_addr_format(s->eps[j].ip4, s->eps[j].port, addr,
+				                     sizeof(addr));
+				json_array_append_new(
+				    eps, json_pack("{s:s, s:s, s:s, s:i, s:b}", "addr", addr,
+				                   "node", s->eps[j].node, "rack", s->eps[j].rack,
+				                   "weight", (json_int_t)s->eps[j].weight,
+				                   "healthy", s->eps[j].healthy));
 			}
 			iod_mesh_addr_format(s->vip4, s->port, vip, sizeof(vip));
 			iod_mesh_env_name(s->name, env, sizeof(env));
-			json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "name",
-			                                     s->name, "address", vip, "env", env,
-			                                     "mode", s->mode == IOD_MESH_MODE_TCP ? "tcp" : "http",
-			                                     "lb", iod_mesh_lb_name(s->lb),
-			                                     "endpoints", eps));
+			json_array_append_new(
+			    arr, json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "name", s->name,
+			                   "address", vip, "env", env, "mode",
+			                   s->mode == IOD_MESH_MODE_TCP ? "tcp" : "http", "lb",
+			                   iod_mesh_lb_name(s->lb), "endpoints", eps));
 		}
 		iod_json_print(stdout, arr, false);
 		json_decref(arr);
 	} else {
-		printf("%-20s %-22s %-5s %-14s %s\n", "SERVICE", "ADDRESS", "MODE", "LB", "ENDPOINTS");
+		printf("%-20s %-22s %-5s %-14s %s\n", "SERVICE", "ADDRESS", "MODE", "LB",
+		       "ENDPOINTS");
 		for (uint32_t i = 0; i < r.svcs_n; i++) {
 			const struct iod_mesh_service *s = &r.svcs[i];
 			iod_mesh_addr_format(s->vip4, s->port, vip, sizeof(vip));
 			printf("%-20s %-22s %-5s %-14s", s->name, vip,
-			       s->mode == IOD_MESH_MODE_TCP ? "tcp" : "http", iod_mesh_lb_name(s->lb));
+			       s->mode == IOD_MESH_MODE_TCP ? "tcp" : "http",
+			       iod_mesh_lb_name(s->lb));
 			for (uint32_t j = 0; j < s->eps_n; j++) {
-				iod_mesh_addr_format(s->eps[j].ip4, s->eps[j].port, addr, sizeof(addr));
+				iod_mesh_addr_format(s->eps[j].ip4, s->eps[j].port, addr,
+				                     sizeof(addr));
 				printf(" %s%s", addr, s->eps[j].healthy ? "" : "(unhealthy)");
 			}
 			printf("%s\n", s->eps_n ? "" : " (none)");
@@ -236,7 +241,8 @@ static void *backend_conn(void *arg)
 		}
 		char tp[64] = "", hdrs[256] = "";
 		if (m.traceparent >= 0 && m.hdr[m.traceparent].value_len < sizeof(tp)) {
-			memcpy(tp, buf + m.hdr[m.traceparent].value_off, m.hdr[m.traceparent].value_len);
+			memcpy(tp, buf + m.hdr[m.traceparent].value_off,
+			       m.hdr[m.traceparent].value_len);
 			tp[m.hdr[m.traceparent].value_len] = 0;
 		}
 		int status = be.status;
@@ -247,11 +253,12 @@ static void *backend_conn(void *arg)
 				status = 502;
 		}
 		char head[512];
-		int hn = snprintf(head, sizeof(head),
-		                  "HTTP/1.1 %d %s\r\ncontent-length: %zu\r\nx-backend: %s\r\n"
-		                  "x-traceparent-seen: %s\r\n%s%s\r\n",
-		                  status, status < 400 ? "OK" : "Error", be.size, be.name,
-		                  tp[0] ? tp : "-", hdrs, m.keep_alive ? "" : "connection: close\r\n");
+		int hn =
+		    snprintf(head, sizeof(head),
+		             "HTTP/1.1 %d %s\r\ncontent-length: %zu\r\nx-backend: %s\r\n"
+		             "x-traceparent-seen: %s\r\n%s%s\r\n",
+		             status, status < 400 ? "OK" : "Error", be.size, be.name,
+		             tp[0] ? tp : "-", hdrs, m.keep_alive ? "" : "connection: close\r\n");
 		struct iovec iov[2] = {{head, (size_t)hn}, {body, be.size}};
 		struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
 		if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)((size_t)hn + be.size))
@@ -292,9 +299,8 @@ static int do_backend(const char *listen_addr, const char *call)
 			                    "--call %s: expected http://IPv4:port/path", call);
 		iod_strlcpy(be.call_path, slash ? slash : "/", sizeof(be.call_path));
 	}
-	struct sockaddr_in sa = {.sin_family = AF_INET,
-	                         .sin_port = htons(port),
-	                         .sin_addr.s_addr = htonl(ip)};
+	struct sockaddr_in sa = {
+	    .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(ip)};
 	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 1024))
@@ -322,20 +328,14 @@ static int do_backend(const char *listen_addr, const char *call)
 
 int cmd_proxy(int argc, char **argv)
 {
-	static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
-	                                     {"workers", required_argument, NULL, 'w'},
-	                                     {"admin", required_argument, NULL, 'a'},
-	                                     {"dns", required_argument, NULL, 'd'},
-	                                     {"seed", required_argument, NULL, 's'},
-	                                     {"no-splice", no_argument, NULL, 'S'},
-	                                     {"listen", required_argument, NULL, 'l'},
-	                                     {"name", required_argument, NULL, 'n'},
-	                                     {"size", required_argument, NULL, 'z'},
-	                                     {"call", required_argument, NULL, 'C'},
-	                                     {"status", required_argument, NULL, 't'},
-	                                     {"output", required_argument, NULL, 'o'},
-	                                     {"help", no_argument, NULL, 'h'},
-	                                     {NULL, 0, NULL, 0}};
+	static const struct option opts[] = {
+	    {"config", required_argument, NULL, 'c'}, {"workers", required_argument, NULL, 'w'},
+	    {"admin", required_argument, NULL, 'a'},  {"dns", required_argument, NULL, 'd'},
+	    {"seed", required_argument, NULL, 's'},   {"no-splice", no_argument, NULL, 'S'},
+	    {"listen", required_argument, NULL, 'l'}, {"name", required_argument, NULL, 'n'},
+	    {"size", required_argument, NULL, 'z'},   {"call", required_argument, NULL, 'C'},
+	    {"status", required_argument, NULL, 't'}, {"output", required_argument, NULL, 'o'},
+	    {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
 	struct iod_mesh_proxy_opts o = {.workers = 2, .admin_addr = "127.0.0.1:15000"};
 	const char *config = NULL, *listen_addr = NULL, *call = NULL;
 	static const char *const outs[] = {"text", "json", NULL};
@@ -373,7 +373,8 @@ int cmd_proxy(int argc, char **argv)
 			struct iod_err e = {0};
 			if (iod_parse_size(optarg, &v, &e) || v > (64u << 20))
 				return iod_cli_fail("proxy", IOD_EXIT_INVALID,
-				                    "--size %s: expected a size up to 64MiB", optarg);
+				                    "--size %s: expected a size up to 64MiB",
+				                    optarg);
 			be.size = (size_t)v;
 			break;
 		}
@@ -409,8 +410,9 @@ int cmd_proxy(int argc, char **argv)
 		                    s ? " (did you mean \"" : "", s ? s : "", s ? "\"?)" : "");
 	}
 	if (!config)
-		return iod_cli_fail("proxy", IOD_EXIT_INVALID,
-		                    "--config FILE is required (services -> endpoints, docs/mesh.md)");
+		return iod_cli_fail(
+		    "proxy", IOD_EXIT_INVALID,
+		    "--config FILE is required (services -> endpoints, docs/mesh.md)");
 	if (!strcmp(sub, "run"))
 		return do_run(config, &o);
 	return do_check(config, out == IOD_OUT_JSON, !strcmp(sub, "env"));

@@ -60,9 +60,8 @@ static int http_get(const char *addr, const char *path, char **body, size_t *ble
 
 	if (iod_mesh_addr_parse(addr, &ip, &port, true))
 		return -EINVAL;
-	struct sockaddr_in sa = {.sin_family = AF_INET,
-	                         .sin_port = htons(port),
-	                         .sin_addr.s_addr = htonl(ip)};
+	struct sockaddr_in sa = {
+	    .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(ip)};
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
@@ -71,8 +70,8 @@ static int http_get(const char *addr, const char *path, char **body, size_t *ble
 		close(fd);
 		return rc;
 	}
-	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nhost: %s\r\nconnection: close\r\n\r\n",
-	                 path, addr);
+	int n = snprintf(req, sizeof(req),
+	                 "GET %s HTTP/1.1\r\nhost: %s\r\nconnection: close\r\n\r\n", path, addr);
 	if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
 		close(fd);
 		return -EIO;
@@ -80,7 +79,11 @@ static int http_get(const char *addr, const char *path, char **body, size_t *ble
 	size_t cap = 65536, len = 0;
 	char *buf = malloc(cap + 1);
 	struct pollfd pf = {.fd = fd, .events = POLLIN};
-	while (buf) {
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	for (;;) {
 		if (len == cap) {
 			if (cap >= TRACE_REPLY_MAX)
 				break;
@@ -98,8 +101,6 @@ static int http_get(const char *addr, const char *path, char **body, size_t *ble
 		len += (size_t)r;
 	}
 	close(fd);
-	if (!buf)
-		return -ENOMEM;
 	buf[len] = 0;
 	if (iod_mesh_http_parse(buf, len, true, &m)) {
 		free(buf);
@@ -156,11 +157,10 @@ static void print_text(json_t *span)
 	       "attempts=%s\n",
 	       ts, (unsigned)((s_ns / IOD_NS_PER_MS) % 1000),
 	       json_string_value(json_object_get(span, "traceId")),
-	       json_string_value(json_object_get(span, "spanId")),
-	       parent && *parent ? parent : "-", attr(span, "client.address"),
-	       attr(span, "iod.service"), *attr(span, "server.address") ? attr(span, "server.address") : "none",
-	       what, dur, attr(span, "iod.bytes_in"), attr(span, "iod.bytes_out"),
-	       attr(span, "iod.attempts"));
+	       json_string_value(json_object_get(span, "spanId")), parent && *parent ? parent : "-",
+	       attr(span, "client.address"), attr(span, "iod.service"),
+	       *attr(span, "server.address") ? attr(span, "server.address") : "none", what, dur,
+	       attr(span, "iod.bytes_in"), attr(span, "iod.bytes_out"), attr(span, "iod.attempts"));
 }
 
 int cmd_trace(int argc, char **argv)
@@ -192,7 +192,8 @@ int cmd_trace(int argc, char **argv)
 		case 'i': {
 			struct iod_err e = {0};
 			if (iod_parse_duration(optarg, &interval_ns, &e) || !interval_ns)
-				return iod_cli_fail("trace", IOD_EXIT_INVALID, "--interval %s: %s", optarg,
+				return iod_cli_fail("trace", IOD_EXIT_INVALID, "--interval %s: %s",
+				                    optarg,
 				                    e.msg[0] ? e.msg : "must be more than 0");
 			break;
 		}
@@ -206,9 +207,9 @@ int cmd_trace(int argc, char **argv)
 	for (const char *p = service; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
 		      (*p >= '0' && *p <= '9') || *p == '-' || *p == '_'))
-			return iod_cli_fail("trace", IOD_EXIT_INVALID,
-			                    "-s %s: a service name has letters, digits, '-' and '_'",
-			                    service);
+			return iod_cli_fail(
+			    "trace", IOD_EXIT_INVALID,
+			    "-s %s: a service name has letters, digits, '-' and '_'", service);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
@@ -218,22 +219,23 @@ int cmd_trace(int argc, char **argv)
 		snprintf(path, sizeof(path), "/spans?service=%s&after=%s", service, cursor);
 		int st = http_get(admin, path, &body, &blen);
 		if (st < 0)
-			return iod_cli_fail("trace", IOD_EXIT_UNAVAILABLE,
-			                    "no mesh proxy admin endpoint at %s (%s): start one with "
-			                    "`iod proxy run --config FILE` or pass --admin ADDR",
-			                    admin, strerror(-st));
+			return iod_cli_fail(
+			    "trace", IOD_EXIT_UNAVAILABLE,
+			    "no mesh proxy admin endpoint at %s (%s): start one with "
+			    "`iod proxy run --config FILE` or pass --admin ADDR",
+			    admin, strerror(-st));
 		if (st != 200) {
 			free(body);
-			return iod_cli_fail("trace", IOD_EXIT_ERROR, "%s%s answered HTTP %d", admin, path,
-			                    st);
+			return iod_cli_fail("trace", IOD_EXIT_ERROR, "%s%s answered HTTP %d", admin,
+			                    path, st);
 		}
 		json_t *doc = NULL;
 		struct iod_err e = {0};
 		int rc = iod_json_parse(body, blen, &doc, &e);
 		free(body);
 		if (rc)
-			return iod_cli_fail("trace", IOD_EXIT_ERROR, "bad answer from %s: %s", admin,
-			                    e.msg);
+			return iod_cli_fail("trace", IOD_EXIT_ERROR, "bad answer from %s: %s",
+			                    admin, e.msg);
 		iod_strlcpy(cursor, json_string_value(json_object_get(doc, "cursor")) ?: "",
 		            sizeof(cursor));
 		json_t *span;

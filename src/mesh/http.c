@@ -215,8 +215,18 @@ int iod_mesh_http_parse(const char *buf, size_t len, bool response, struct iod_m
 	return 0;
 }
 
-enum { CH_SIZE, CH_EXT, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF, CH_TR_START, CH_TR_LINE,
-       CH_TR_LF, CH_END_LF };
+enum {
+	CH_SIZE,
+	CH_EXT,
+	CH_SIZE_LF,
+	CH_DATA,
+	CH_DATA_CR,
+	CH_DATA_LF,
+	CH_TR_START,
+	CH_TR_LINE,
+	CH_TR_LF,
+	CH_END_LF
+};
 
 /* Longest chunk-size line or trailer line we accept. */
 #define CHUNK_LINE_MAX 4096
@@ -255,26 +265,21 @@ static int hexval(char c)
 	return -1;
 }
 
-int64_t iod_mesh_http_body_feed(struct iod_mesh_http_body *b, const char *p, size_t len,
-                                bool *done)
+int64_t iod_mesh_http_body_feed(struct iod_mesh_http_body *b, const char *p, size_t len, bool *done)
 {
 	size_t i = 0;
 
 	*done = false;
 	switch (b->kind) {
-	case IOD_MESH_BODY_NONE:
-		*done = true;
-		return 0;
-	case IOD_MESH_BODY_CLOSE:
-		return (int64_t)len;
+	case IOD_MESH_BODY_NONE: *done = true; return 0;
+	case IOD_MESH_BODY_CLOSE: return (int64_t)len;
 	case IOD_MESH_BODY_LENGTH: {
 		uint64_t take = IOD_MIN((uint64_t)len, b->remaining);
 		b->remaining -= take;
 		*done = b->remaining == 0;
 		return (int64_t)take;
 	}
-	case IOD_MESH_BODY_CHUNKED:
-		break;
+	case IOD_MESH_BODY_CHUNKED: break;
 	}
 	while (i < len) {
 		char c = p[i];
@@ -356,8 +361,7 @@ int64_t iod_mesh_http_body_feed(struct iod_mesh_http_body *b, const char *p, siz
 				return -EBADMSG;
 			*done = true;
 			return (int64_t)(i + 1);
-		default:
-			return -EBADMSG;
+		default: return -EBADMSG;
 		}
 		i++;
 	}

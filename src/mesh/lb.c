@@ -187,8 +187,8 @@ static uint32_t pick_maglev(const struct iod_mesh_lb_state *lb, const struct can
 
 int iod_mesh_lb_pick(struct iod_mesh_lb_state *lb, const struct iod_mesh_service *s,
                      const struct iod_mesh_outlier *o, const char *local_node,
-                     const char *local_rack, uint64_t hash, uint32_t exclude,
-                     struct iod_rng *rng, bool *panic)
+                     const char *local_rack, uint64_t hash, uint32_t exclude, struct iod_rng *rng,
+                     bool *panic)
 {
 	struct cand c;
 	uint32_t usable = 0;
@@ -222,16 +222,11 @@ int iod_mesh_lb_pick(struct iod_mesh_lb_state *lb, const struct iod_mesh_service
 		apply_locality(&c, s, local_node, local_rack);
 	IOD_ASSERT_HOT(c.n > 0);
 	switch (lb->policy) {
-	case IOD_MESH_LB_ROUND_ROBIN:
-		return (int)c.idx[lb->rr_next++ % c.n];
-	case IOD_MESH_LB_WEIGHTED:
-		return (int)pick_weighted(lb, s, &c);
-	case IOD_MESH_LB_LEAST_REQUEST:
-		return (int)pick_p2c(s, o, &c, rng);
-	case IOD_MESH_LB_RING_HASH:
-		return (int)pick_ring(lb, &c, hash);
-	case IOD_MESH_LB_MAGLEV:
-		return (int)pick_maglev(lb, &c, hash);
+	case IOD_MESH_LB_ROUND_ROBIN: return (int)c.idx[lb->rr_next++ % c.n];
+	case IOD_MESH_LB_WEIGHTED: return (int)pick_weighted(lb, s, &c);
+	case IOD_MESH_LB_LEAST_REQUEST: return (int)pick_p2c(s, o, &c, rng);
+	case IOD_MESH_LB_RING_HASH: return (int)pick_ring(lb, &c, hash);
+	case IOD_MESH_LB_MAGLEV: return (int)pick_maglev(lb, &c, hash);
 	}
 	return (int)c.idx[0];
 }

@@ -55,8 +55,7 @@ bool iod_mesh_retry_allowed(struct iod_mesh_breaker *b, const struct iod_mesh_br
 	if (attempt == 0 || attempt > rc->max_per_request)
 		return false;
 	if (rc->budget_bp) {
-		uint64_t budget =
-		    (uint64_t)b->open[IOD_MESH_BRK_REQUESTS] * rc->budget_bp / 10000u;
+		uint64_t budget = (uint64_t)b->open[IOD_MESH_BRK_REQUESTS] * rc->budget_bp / 10000u;
 		budget = IOD_MAX(budget, (uint64_t)rc->min_concurrency);
 		if (b->open[IOD_MESH_BRK_RETRIES] >= budget) {
 			b->trips[IOD_MESH_BRK_RETRIES]++;

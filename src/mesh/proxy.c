@@ -34,8 +34,7 @@
 #define ACCEPT_BURST 64
 
 const double iod_mesh_latency_le[IOD_MESH_LATENCY_BUCKETS] = {
-    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-    0.01,    0.025,  0.05,    0.1,    0.25,  1,      5};
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5};
 
 static uint64_t mono_ns(void)
 {
@@ -119,9 +118,8 @@ int iod_mesh_conn_watch(struct worker *w, struct conn *c, uint32_t events)
 
 int iod_mesh_connect(uint32_t ip4, uint16_t port)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET,
-	                         .sin_port = htons(port),
-	                         .sin_addr.s_addr = htonl(ip4)};
+	struct sockaddr_in sa = {
+	    .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(ip4)};
 	int one = 1;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -145,11 +143,12 @@ void iod_mesh_ep_done(struct worker *w, struct wsvc *s, struct conn *c, enum iod
 		STAT_INC(es->errors);
 	if (iod_mesh_outlier_report(&s->outlier, &s->svc.outlier, c->ep, r, w->now_ns)) {
 		STAT_INC(es->ejections);
-		IOD_WARN("mesh", "service %s: ejected endpoint %s for %llu ms (%s)", s->svc.name,
-		         s->svc.eps[c->ep].id,
-		         (unsigned long long)((s->outlier.hosts[c->ep].ejected_until_ns - w->now_ns) /
-		                              IOD_NS_PER_MS),
-		         r == IOD_MESH_CONNECT_FAIL ? "connect failures" : "5xx/resets");
+		IOD_WARN(
+		    "mesh", "service %s: ejected endpoint %s for %llu ms (%s)", s->svc.name,
+		    s->svc.eps[c->ep].id,
+		    (unsigned long long)((s->outlier.hosts[c->ep].ejected_until_ns - w->now_ns) /
+		                         IOD_NS_PER_MS),
+		    r == IOD_MESH_CONNECT_FAIL ? "connect failures" : "5xx/resets");
 	}
 }
 
@@ -231,7 +230,8 @@ static void remap_endpoints(struct wsvc *s, const struct iod_mesh_service *nv)
 			if (strcmp(nv->eps[i].id, s->svc.eps[j].id))
 				continue;
 			o.hosts[i] = s->outlier.hosts[j];
-			o.hosts[i].active_requests = 0; /* requests in flight are not counted back */
+			o.hosts[i].active_requests =
+			    0; /* requests in flight are not counted back */
 			if (o.hosts[i].ejected_until_ns)
 				o.ejected++;
 			st[i] = s->eps[j];
@@ -340,7 +340,8 @@ static int assign_slots(struct iod_mesh_proxy *p, struct iod_err *e)
 				break;
 			}
 		if (p->view_slot[i] < 0)
-			return iod_err_set(e, -ENOSPC, "more than %d services", IOD_MESH_SERVICES_MAX);
+			return iod_err_set(e, -ENOSPC, "more than %d services",
+			                   IOD_MESH_SERVICES_MAX);
 		iod_strlcpy(p->slot_name[p->view_slot[i]], p->view.svcs[i].name, IOD_NAME_MAX);
 	}
 	/* Slots of services that left are freed (their counters go with them). */
@@ -408,7 +409,8 @@ static void tick(struct worker *w)
 	}
 	for (uint32_t s = 0; s < IOD_MESH_SERVICES_MAX; s++)
 		if (w->svcs[s].active)
-			iod_mesh_outlier_tick(&w->svcs[s].outlier, &w->svcs[s].svc.outlier, w->now_ns);
+			iod_mesh_outlier_tick(&w->svcs[s].outlier, &w->svcs[s].svc.outlier,
+			                      w->now_ns);
 	/* Timers: bounded by the connection pool; a connection's handler may
 	 * free it and its peer, so find the next one first. */
 	struct conn *c = w->used;
@@ -565,7 +567,8 @@ int iod_mesh_proxy_start(struct iod_mesh_proxy **out, const struct iod_mesh_prox
 	if ((rc = iod_mesh_admin_start(p, e)))
 		goto fail;
 	for (uint32_t i = 0; i < p->workers_n; i++) {
-		if ((rc = -pthread_create(&p->workers[i].thread, NULL, worker_main, &p->workers[i]))) {
+		if ((rc = -pthread_create(&p->workers[i].thread, NULL, worker_main,
+		                          &p->workers[i]))) {
 			iod_err_set(e, rc, "starting worker %u: %s", i, strerror(-rc));
 			__atomic_store_n(&p->stop, true, __ATOMIC_RELEASE);
 			for (uint32_t k = 0; k < i; k++)
@@ -610,28 +613,31 @@ void iod_mesh_proxy_stop(struct iod_mesh_proxy *p)
 
 /* ---- metrics ----------------------------------------------------------- */
 
-#define SVC_COUNTERS(X)                                                                        \
-	X(requests, "iod_mesh_requests_total", "counter",                                      \
-	  "HTTP requests (http services) or connections (tcp services) handled.")              \
-	X(errors, "iod_mesh_errors_total", "counter",                                          \
-	  "Requests answered 5xx (incl. by the proxy), rejected as malformed or too large, or failed flows.")              \
-	X(retries, "iod_mesh_retries_total", "counter", "Upstream attempts after the first.")  \
-	X(cx_active, "iod_mesh_downstream_connections_active", "gauge",                        \
-	  "Client connections open.")                                                          \
-	X(cx_total, "iod_mesh_downstream_connections_total", "counter",                        \
-	  "Client connections accepted.")                                                      \
-	X(bytes_in, "iod_mesh_sent_bytes_total", "counter", "Bytes sent to upstreams.")        \
+#define SVC_COUNTERS(X)                                                                            \
+	X(requests, "iod_mesh_requests_total", "counter",                                          \
+	  "HTTP requests (http services) or connections (tcp services) handled.")                  \
+	X(errors, "iod_mesh_errors_total", "counter",                                              \
+	  "Requests answered 5xx (incl. by the proxy), rejected as malformed or too large, or "    \
+	  "failed flows.")                                                                         \
+	X(retries, "iod_mesh_retries_total", "counter", "Upstream attempts after the first.")      \
+	X(cx_active, "iod_mesh_downstream_connections_active", "gauge",                            \
+	  "Client connections open.")                                                              \
+	X(cx_total, "iod_mesh_downstream_connections_total", "counter",                            \
+	  "Client connections accepted.")                                                          \
+	X(bytes_in, "iod_mesh_sent_bytes_total", "counter", "Bytes sent to upstreams.")            \
 	X(bytes_out, "iod_mesh_received_bytes_total", "counter", "Bytes received from upstreams.") \
-	X(overflow, "iod_mesh_overflow_total", "counter", "Requests refused by a circuit breaker.") \
-	X(panic, "iod_mesh_lb_panic_total", "counter",                                         \
+	X(overflow, "iod_mesh_overflow_total", "counter",                                          \
+	  "Requests refused by a circuit breaker.")                                                \
+	X(panic, "iod_mesh_lb_panic_total", "counter",                                             \
 	  "Picks made in panic mode (too few usable endpoints: all used).")
 
 #define EP_COUNTERS(X)                                                                          \
-	X(requests, "iod_mesh_endpoint_requests_total", "counter", "Requests or flows an endpoint served.") \
+	X(requests, "iod_mesh_endpoint_requests_total", "counter",                              \
+	  "Requests or flows an endpoint served.")                                              \
 	X(errors, "iod_mesh_endpoint_errors_total", "counter",                                  \
 	  "5xx, resets and connect failures of an endpoint.")                                   \
 	X(active, "iod_mesh_endpoint_active_requests", "gauge", "Requests or flows in flight.") \
-	X(ejections, "iod_mesh_endpoint_ejections_total", "counter",                           \
+	X(ejections, "iod_mesh_endpoint_ejections_total", "counter",                            \
 	  "Times outlier detection ejected the endpoint.")
 
 int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b)
@@ -641,14 +647,14 @@ int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b)
 
 	pthread_mutex_lock(&p->mu);
 	const struct iod_mesh_registry *v = &p->view;
-#define X(fld, mname, mtype, mhelp)                                                    \
-	iod_prom_header(b, mname, mtype, mhelp);                                         \
-	for (uint32_t i = 0; i < v->svcs_n; i++) {                                    \
-		uint64_t sum = 0;                                                     \
-		for (uint32_t k = 0; k < p->workers_n; k++)                           \
-			sum += STAT_GET(p->workers[k].svcs[p->view_slot[i]].st.fld); \
-		iod_prom_labels(l, sizeof(l), "service", v->svcs[i].name, NULL);      \
-		rc |= iod_prom_u64(b, mname, l, sum);                                  \
+#define X(fld, mname, mtype, mhelp)                                                            \
+	iod_prom_header(b, mname, mtype, mhelp);                                               \
+	for (uint32_t i = 0; i < v->svcs_n; i++) {                                             \
+		uint64_t sum = 0;                                                              \
+		for (uint32_t k = 0; k < p->workers_n; k++)                                    \
+			sum += STAT_GET(p->workers[k].svcs[p->view_slot[i]].st.fld);           \
+		iod_prom_labels(l, sizeof(l), "service", v->svcs[i].name, (const char *)NULL); \
+		rc |= iod_prom_u64(b, mname, l, sum);                                          \
 	}
 	SVC_COUNTERS(X)
 #undef X
@@ -662,7 +668,7 @@ int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b)
 				counts[j] += STAT_GET(st->lat[j]);
 			sum_ns += STAT_GET(st->lat_sum_ns);
 		}
-		iod_prom_labels(l, sizeof(l), "service", v->svcs[i].name, NULL);
+		iod_prom_labels(l, sizeof(l), "service", v->svcs[i].name, (const char *)NULL);
 		rc |= iod_prom_histogram(b, "iod_mesh_request_duration_seconds", l,
 		                         iod_mesh_latency_le, counts, IOD_MESH_LATENCY_BUCKETS,
 		                         (double)sum_ns / 1e9);
@@ -673,24 +679,25 @@ int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b)
 		for (int r = 0; r < IOD_MESH_BRK_KINDS; r++) {
 			uint64_t sum = 0;
 			for (uint32_t k = 0; k < p->workers_n; k++)
-				sum += STAT_GET(p->workers[k].svcs[p->view_slot[i]].breaker.trips[r]);
+				sum +=
+				    STAT_GET(p->workers[k].svcs[p->view_slot[i]].breaker.trips[r]);
 			iod_prom_labels(l, sizeof(l), "service", v->svcs[i].name, "resource",
-			                iod_mesh_breaker_name((enum iod_mesh_breaker_kind)r), NULL);
+			                iod_mesh_breaker_name((enum iod_mesh_breaker_kind)r),
+			                (const char *)NULL);
 			rc |= iod_prom_u64(b, "iod_mesh_breaker_trips_total", l, sum);
 		}
-#define X(fld, mname, mtype, mhelp)                                                         \
-	iod_prom_header(b, mname, mtype, mhelp);                                              \
-	for (uint32_t i = 0; i < v->svcs_n; i++)                                           \
-		for (uint32_t j = 0; j < v->svcs[i].eps_n; j++) {                          \
-			uint64_t sum = 0;                                                  \
-			for (uint32_t k = 0; k < p->workers_n; k++)                        \
-				sum += STAT_GET(                                           \
-				    p->workers[k].svcs[p->view_slot[i]].eps[j].fld);     \
-			iod_mesh_addr_format(v->svcs[i].eps[j].ip4, v->svcs[i].eps[j].port, \
-			                     addr, sizeof(addr));                          \
-			iod_prom_labels(l, sizeof(l), "service", v->svcs[i].name, "endpoint", \
-			                addr, "node", v->svcs[i].eps[j].node, NULL);       \
-			rc |= iod_prom_u64(b, mname, l, sum);                               \
+#define X(fld, mname, mtype, mhelp)                                                                \
+	iod_prom_header(b, mname, mtype, mhelp);                                                   \
+	for (uint32_t i = 0; i < v->svcs_n; i++)                                                   \
+		for (uint32_t j = 0; j < v->svcs[i].eps_n; j++) {                                  \
+			uint64_t sum = 0;                                                          \
+			for (uint32_t k = 0; k < p->workers_n; k++)                                \
+				sum += STAT_GET(p->workers[k].svcs[p->view_slot[i]].eps[j].fld);   \
+			iod_mesh_addr_format(v->svcs[i].eps[j].ip4, v->svcs[i].eps[j].port, addr,  \
+			                     sizeof(addr));                                        \
+			iod_prom_labels(l, sizeof(l), "service", v->svcs[i].name, "endpoint",      \
+			                addr, "node", v->svcs[i].eps[j].node, (const char *)NULL); \
+			rc |= iod_prom_u64(b, mname, l, sum);                                      \
 		}
 	EP_COUNTERS(X)
 #undef X
@@ -708,7 +715,7 @@ int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b)
 			iod_mesh_addr_format(v->svcs[i].eps[j].ip4, v->svcs[i].eps[j].port, addr,
 			                     sizeof(addr));
 			iod_prom_labels(l, sizeof(l), "service", v->svcs[i].name, "endpoint", addr,
-			                "node", v->svcs[i].eps[j].node, NULL);
+			                "node", v->svcs[i].eps[j].node, (const char *)NULL);
 			rc |= iod_prom_u64(b, "iod_mesh_endpoint_ejected", l, n);
 		}
 	pthread_mutex_unlock(&p->mu);

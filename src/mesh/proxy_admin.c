@@ -37,9 +37,8 @@ static int bind_addr(const char *addr, int type, struct iod_err *e)
 
 	if (iod_mesh_addr_parse(addr, &ip, &port, true))
 		return iod_err_set(e, -EINVAL, "%s: expected IPv4:port", addr);
-	struct sockaddr_in sa = {.sin_family = AF_INET,
-	                         .sin_port = htons(port),
-	                         .sin_addr.s_addr = htonl(ip)};
+	struct sockaddr_in sa = {
+	    .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(ip)};
 	int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return iod_err_set(e, -errno, "%s: %s", addr, strerror(errno));
@@ -100,7 +99,8 @@ static uint32_t collect(struct iod_mesh_proxy *p, const char *service, const cha
 			if (cp)
 				cp++;
 		}
-		uint32_t got = iod_mesh_span_ring_read(p->workers[k].spans, after, tmp, SPANS_PER_REPLY);
+		uint32_t got =
+		    iod_mesh_span_ring_read(p->workers[k].spans, after, tmp, SPANS_PER_REPLY);
 		uint64_t last = after;
 		for (uint32_t i = 0; i < got; i++) {
 			last = tmp[i].seq;
@@ -136,18 +136,20 @@ static json_t *registry_json(struct iod_mesh_proxy *p)
 			}
 			iod_mesh_addr_format(s->eps[j].ip4, s->eps[j].port, addr, sizeof(addr));
 			json_array_append_new(
-			    eps, json_pack("{s:s, s:s, s:s, s:s, s:i, s:b, s:i}", "id", s->eps[j].id,
-			                   "addr", addr, "node", s->eps[j].node, "rack", s->eps[j].rack,
-			                   "weight", (json_int_t)s->eps[j].weight, "healthy",
-			                   s->eps[j].healthy, "ejected_by_workers", (json_int_t)ejected));
+			    eps, json_pack(
+			             "{s:s, s:s, s:s, s:s, s:i, s:b, s:i}", "id", s->eps[j].id,
+			             "addr", addr, "node", s->eps[j].node, "rack", s->eps[j].rack,
+			             "weight", (json_int_t)s->eps[j].weight, "healthy",
+			             s->eps[j].healthy, "ejected_by_workers", (json_int_t)ejected));
 		}
 		char vip[32], env[IOD_NAME_MAX + 16];
 		iod_mesh_addr_format(s->vip4, s->port, vip, sizeof(vip));
 		iod_mesh_env_name(s->name, env, sizeof(env));
-		json_array_append_new(svcs, json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "name", s->name,
-		                                      "address", vip, "env", env, "mode",
-		                                      s->mode == IOD_MESH_MODE_TCP ? "tcp" : "http",
-		                                      "lb", iod_mesh_lb_name(s->lb), "endpoints", eps));
+		json_array_append_new(svcs,
+		                      json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "name", s->name,
+		                                "address", vip, "env", env, "mode",
+		                                s->mode == IOD_MESH_MODE_TCP ? "tcp" : "http", "lb",
+		                                iod_mesh_lb_name(s->lb), "endpoints", eps));
 	}
 	json_t *r = json_pack("{s:s, s:s, s:i, s:o}", "node", p->view.node, "rack", p->view.rack,
 	                      "workers", (json_int_t)p->workers_n, "services", svcs);
@@ -161,8 +163,11 @@ static void reply(int fd, int code, const char *ctype, const char *body, size_t 
 	int n = snprintf(head, sizeof(head),
 	                 "HTTP/1.1 %d %s\r\ncontent-type: %s\r\ncontent-length: %zu\r\n"
 	                 "connection: close\r\n\r\n",
-	                 code, code == 200 ? "OK" : code == 404 ? "Not Found" : "Bad Request", ctype,
-	                 len);
+	                 code,
+	                 code == 200   ? "OK"
+	                 : code == 404 ? "Not Found"
+	                               : "Bad Request",
+	                 ctype, len);
 	if (send(fd, head, (size_t)n, MSG_NOSIGNAL) < 0)
 		return;
 	size_t off = 0;
@@ -237,7 +242,8 @@ static void serve(struct iod_mesh_proxy *p, int fd)
 	} else if (pl == 8 && !strncmp(target, "/healthz", pl)) {
 		reply(fd, 200, "text/plain", "ok\n", 3);
 	} else {
-		const char *msg = "not found: try /metrics, /spans, /v1/traces, /registry, /healthz\n";
+		const char *msg =
+		    "not found: try /metrics, /spans, /v1/traces, /registry, /healthz\n";
 		reply(fd, 404, "text/plain", msg, strlen(msg));
 	}
 }

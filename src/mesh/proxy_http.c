@@ -152,8 +152,8 @@ static void next_request(struct worker *w, struct conn *c)
 		try_request(w, c);
 }
 
-#define ERR_RESP(code, text, body)                                                            \
-	"HTTP/1.1 " code " " text "\r\ncontent-type: text/plain\r\nx-iod-mesh: " body            \
+#define ERR_RESP(code, text, body)                                                    \
+	"HTTP/1.1 " code " " text "\r\ncontent-type: text/plain\r\nx-iod-mesh: " body \
 	"\r\ncontent-length: %zu\r\n%s\r\n" body "\n"
 
 /* Answer the request ourselves (no upstream could), then go on or close. */
@@ -164,8 +164,12 @@ static void respond(struct worker *w, struct conn *c, uint16_t code, bool close_
 
 	switch (code) {
 	case 400: fmt = ERR_RESP("400", "Bad Request", "malformed request"); break;
-	case 413: fmt = ERR_RESP("413", "Content Too Large", "request larger than the proxy buffer"); break;
-	case 431: fmt = ERR_RESP("431", "Request Header Fields Too Large", "request head too large"); break;
+	case 413:
+		fmt = ERR_RESP("413", "Content Too Large", "request larger than the proxy buffer");
+		break;
+	case 431:
+		fmt = ERR_RESP("431", "Request Header Fields Too Large", "request head too large");
+		break;
 	case 502: fmt = ERR_RESP("502", "Bad Gateway", "upstream reset or bad response"); break;
 	case 504: fmt = ERR_RESP("504", "Gateway Timeout", "upstream timed out"); break;
 	case 503:
@@ -176,7 +180,8 @@ static void respond(struct worker *w, struct conn *c, uint16_t code, bool close_
 	size_t blen = (size_t)(strchr(b, '\r') - b) + 1;
 	if (close_after)
 		c->keep_alive = false;
-	int n = snprintf(resp, sizeof(resp), fmt, blen, c->keep_alive ? "" : "connection: close\r\n");
+	int n =
+	    snprintf(resp, sizeof(resp), fmt, blen, c->keep_alive ? "" : "connection: close\r\n");
 	if (c->state == H_UPSTREAM) {
 		c->span.bytes_out += (uint64_t)n;
 		span_finish(w, c, code);
@@ -209,9 +214,9 @@ static void attempt_cleanup(struct worker *w, struct conn *c, enum fail f)
 	brk_release(s, c, &c->holds_pending, IOD_MESH_BRK_PENDING);
 	if (f != F_STALE)
 		iod_mesh_ep_done(w, s, c,
-		                 f == F_CONNECT ? IOD_MESH_CONNECT_FAIL
+		                 f == F_CONNECT   ? IOD_MESH_CONNECT_FAIL
 		                 : f == F_BADRESP ? IOD_MESH_HTTP_5XX
-		                                 : IOD_MESH_RESET);
+		                                  : IOD_MESH_RESET);
 	release_ep(s, c);
 }
 
@@ -256,8 +261,8 @@ static void dispatch(struct worker *w, struct conn *c, uint32_t exclude)
 		respond(w, c, 503, false); /* the service left the view */
 		return;
 	}
-	int ep = iod_mesh_lb_pick(&s->lb, &s->svc, &s->outlier, w->node, w->rack,
-	                          c->affinity, exclude, &w->rng, &panic);
+	int ep = iod_mesh_lb_pick(&s->lb, &s->svc, &s->outlier, w->node, w->rack, c->affinity,
+	                          exclude, &w->rng, &panic);
 	if (ep < 0) {
 		respond(w, c, 503, false);
 		return;
@@ -443,8 +448,8 @@ static void on_head(struct worker *w, struct conn *c, struct conn *u)
 	iod_mesh_http_body_init(&u->body, &m, u->buf, c->method, c->method_len);
 	u->resp_keep_alive = m.keep_alive;
 	bool done = false;
-	int64_t used = iod_mesh_http_body_feed(&u->body, u->buf + m.head_len,
-	                                       u->len - m.head_len, &done);
+	int64_t used =
+	    iod_mesh_http_body_feed(&u->body, u->buf + m.head_len, u->len - m.head_len, &done);
 	if (used < 0) {
 		attempt_failed(w, c, F_BADRESP);
 		return;
@@ -516,15 +521,10 @@ static void up_event(struct worker *w, struct conn *u, uint32_t ev)
 		start_send(w, u);
 		return;
 	}
-	case U_SENDING:
-		up_send(w, u);
-		return;
+	case U_SENDING: up_send(w, u); return;
 	case U_WAIT_HEAD:
-	case U_BODY:
-		up_read(w, u);
-		return;
-	case U_DONE:
-		return; /* waiting for the client to take the last bytes */
+	case U_BODY: up_read(w, u); return;
+	case U_DONE: return; /* waiting for the client to take the last bytes */
 	}
 }
 
@@ -570,7 +570,8 @@ static void try_request(struct worker *w, struct conn *c)
 		const struct iod_mesh_http_header *h = &m.hdr[m.traceparent];
 		tp_start = h->name_off;
 		tp_end = h->value_off + h->value_len;
-		while (tp_end + 1 < m.head_len && !(c->buf[tp_end] == '\r' && c->buf[tp_end + 1] == '\n'))
+		while (tp_end + 1 < m.head_len &&
+		       !(c->buf[tp_end] == '\r' && c->buf[tp_end + 1] == '\n'))
 			tp_end++;
 		tp_end += 2;
 		if (!iod_mesh_traceparent_parse(c->buf + h->value_off, h->value_len, &tp)) {

@@ -142,8 +142,8 @@ static void l4_connect(struct worker *w, struct conn *c, uint32_t exclude)
 		finish(w, c, -EHOSTUNREACH); /* the service left the view */
 		return;
 	}
-	int ep = iod_mesh_lb_pick(&s->lb, &s->svc, &s->outlier, w->node, w->rack,
-	                          c->affinity, exclude, &w->rng, &panic);
+	int ep = iod_mesh_lb_pick(&s->lb, &s->svc, &s->outlier, w->node, w->rack, c->affinity,
+	                          exclude, &w->rng, &panic);
 	if (ep < 0) {
 		finish(w, c, ep);
 		return;
@@ -249,7 +249,8 @@ static int pump(struct conn *c, int k)
 		ssize_t n;
 		if (!d->eof && d->bytes < dir_cap(d) && !c->pipe_full[k]) {
 			if (d->pipe_r >= 0)
-				n = splice(from->fd, NULL, d->pipe_w, NULL, dir_cap(d) - d->bytes, fl);
+				n = splice(from->fd, NULL, d->pipe_w, NULL, dir_cap(d) - d->bytes,
+				           fl);
 			else if (d->off + d->bytes < IOD_MESH_HTTP_BUF)
 				n = read(from->fd, buf + d->off + d->bytes,
 				         IOD_MESH_HTTP_BUF - d->off - d->bytes);
@@ -299,10 +300,11 @@ static int pump(struct conn *c, int k)
 void iod_mesh_l4_event(struct worker *w, struct conn *x, uint32_t ev)
 {
 	struct conn *c = x->kind == CK_L4_CLIENT ? x : x->peer;
-	struct conn *u = c->peer;
 	int rc = 0;
 
-	IOD_ASSERT_HOT(c && c->kind == CK_L4_CLIENT);
+	IOD_ASSERT(c != NULL); /* an upstream always has its client */
+	IOD_ASSERT_HOT(c->kind == CK_L4_CLIENT);
+	struct conn *u = c->peer;
 	if (u && u->connect_start_ns) {
 		if (x != u) {
 			/* client bytes wait until the upstream is connected */

@@ -122,8 +122,7 @@ int iod_mesh_registry_add(struct iod_mesh_registry *r, const struct iod_mesh_ser
 	return 0;
 }
 
-struct iod_mesh_service *iod_mesh_registry_find(const struct iod_mesh_registry *r,
-                                                const char *name)
+struct iod_mesh_service *iod_mesh_registry_find(const struct iod_mesh_registry *r, const char *name)
 {
 	uint32_t lo = 0, hi = r->svcs_n;
 	while (lo < hi) {
@@ -242,8 +241,8 @@ static int get_dur(const json_t *o, const char *key, uint64_t *ns, const char *s
 	if (!v)
 		return 0;
 	if (!json_is_string(v))
-		return iod_err_set(e, -EINVAL, "service %s: %s must be a duration string like \"2s\"",
-		                   svc, key);
+		return iod_err_set(
+		    e, -EINVAL, "service %s: %s must be a duration string like \"2s\"", svc, key);
 	struct iod_err de = {0};
 	if (iod_parse_duration(json_string_value(v), ns, &de))
 		return iod_err_set(e, -EINVAL, "service %s: %s: %s", svc, key, de.msg);
@@ -335,9 +334,8 @@ static int parse_service(const json_t *j, struct iod_mesh_service *s, uint32_t i
 		return iod_err_set(e, -EINVAL, "%s: must be an object", what);
 	v = json_object_get(j, "name");
 	if (!json_is_string(v) || !name_ok(json_string_value(v)))
-		return iod_err_set(e, -EINVAL,
-		                   "%s: name must be 1-%d letters, digits, '-' or '_'", what,
-		                   IOD_NAME_MAX - 1);
+		return iod_err_set(e, -EINVAL, "%s: name must be 1-%d letters, digits, '-' or '_'",
+		                   what, IOD_NAME_MAX - 1);
 	iod_strlcpy(s->name, json_string_value(v), sizeof(s->name));
 	v = json_object_get(j, "port");
 	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 65535)
@@ -346,11 +344,12 @@ static int parse_service(const json_t *j, struct iod_mesh_service *s, uint32_t i
 	v = json_object_get(j, "vip");
 	if (v) {
 		uint16_t p;
-		if (!json_is_string(v) || iod_mesh_addr_parse(json_string_value(v), &s->vip4, &p, false) ||
-		    p || (s->vip4 >> 24) != 127)
-			return iod_err_set(e, -EINVAL,
-			                   "service %s: vip must be a 127.x.y.z address without port",
-			                   s->name);
+		if (!json_is_string(v) ||
+		    iod_mesh_addr_parse(json_string_value(v), &s->vip4, &p, false) || p ||
+		    (s->vip4 >> 24) != 127)
+			return iod_err_set(
+			    e, -EINVAL, "service %s: vip must be a 127.x.y.z address without port",
+			    s->name);
 	}
 	v = json_object_get(j, "mode");
 	if (v) {
@@ -360,8 +359,8 @@ static int parse_service(const json_t *j, struct iod_mesh_service *s, uint32_t i
 		else if (!strcmp(m, "http"))
 			s->mode = IOD_MESH_MODE_HTTP;
 		else
-			return iod_err_set(e, -EINVAL, "service %s: mode must be \"tcp\" or \"http\"",
-			                   s->name);
+			return iod_err_set(e, -EINVAL,
+			                   "service %s: mode must be \"tcp\" or \"http\"", s->name);
 	}
 	v = json_object_get(j, "lb");
 	if (v && (!json_is_string(v) || iod_mesh_lb_parse(json_string_value(v), &s->lb)))
@@ -380,8 +379,8 @@ static int parse_service(const json_t *j, struct iod_mesh_service *s, uint32_t i
 	if (o) {
 		struct iod_mesh_outlier_cfg *c = &s->outlier;
 		if ((rc = get_u32(o, "consecutive_5xx", &c->consecutive_5xx, 1000, s->name, e)) ||
-		    (rc = get_u32(o, "consecutive_connect_failure", &c->consecutive_connect_fail, 1000,
-		                  s->name, e)) ||
+		    (rc = get_u32(o, "consecutive_connect_failure", &c->consecutive_connect_fail,
+		                  1000, s->name, e)) ||
 		    (rc = get_dur(o, "interval", &c->interval_ns, s->name, e)) ||
 		    (rc = get_dur(o, "base_ejection_time", &c->base_ejection_ns, s->name, e)) ||
 		    (rc = get_dur(o, "max_ejection_time", &c->max_ejection_ns, s->name, e)) ||
@@ -392,7 +391,8 @@ static int parse_service(const json_t *j, struct iod_mesh_service *s, uint32_t i
 	o = json_object_get(j, "breaker");
 	if (o) {
 		struct iod_mesh_breaker_cfg *c = &s->breaker;
-		if ((rc = get_u32(o, "max_connections", &c->max_connections, 1u << 24, s->name, e)) ||
+		if ((rc = get_u32(o, "max_connections", &c->max_connections, 1u << 24, s->name,
+		                  e)) ||
 		    (rc = get_u32(o, "max_pending", &c->max_pending, 1u << 24, s->name, e)) ||
 		    (rc = get_u32(o, "max_requests", &c->max_requests, 1u << 24, s->name, e)) ||
 		    (rc = get_u32(o, "max_retries", &c->max_retries, 1u << 24, s->name, e)))
@@ -404,7 +404,8 @@ static int parse_service(const json_t *j, struct iod_mesh_service *s, uint32_t i
 		if ((rc = get_u32(o, "max_per_request", &c->max_per_request, IOD_MESH_RETRIES_MAX,
 		                  s->name, e)) ||
 		    (rc = get_pct(o, "budget_percent", &c->budget_bp, s->name, e)) ||
-		    (rc = get_u32(o, "min_concurrency", &c->min_concurrency, 1u << 20, s->name, e)) ||
+		    (rc = get_u32(o, "min_concurrency", &c->min_concurrency, 1u << 20, s->name,
+		                  e)) ||
 		    (rc = get_dur(o, "backoff_base", &c->backoff_base_ns, s->name, e)) ||
 		    (rc = get_dur(o, "backoff_max", &c->backoff_max_ns, s->name, e)))
 			return rc;
@@ -466,7 +467,8 @@ int iod_mesh_config_parse(const char *text, size_t len, struct iod_mesh_registry
 	/* Explicit VIPs may collide with each other or with assigned ones. */
 	for (uint32_t i = 0; i < r->svcs_n; i++)
 		for (uint32_t j = i + 1; j < r->svcs_n; j++)
-			if (r->svcs[i].vip4 == r->svcs[j].vip4 && r->svcs[i].port == r->svcs[j].port) {
+			if (r->svcs[i].vip4 == r->svcs[j].vip4 &&
+			    r->svcs[i].port == r->svcs[j].port) {
 				rc = iod_err_set(e, -EINVAL,
 				                 "services %s and %s have the same vip and port",
 				                 r->svcs[i].name, r->svcs[j].name);

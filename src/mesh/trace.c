@@ -57,8 +57,8 @@ uint32_t iod_mesh_span_ring_read(const struct iod_mesh_span_ring *r, uint64_t af
 
 static void attr_str(json_t *attrs, const char *key, const char *v)
 {
-	json_array_append_new(attrs, json_pack("{s:s, s:{s:s}}", "key", key, "value", "stringValue",
-	                                       v));
+	json_array_append_new(attrs,
+	                      json_pack("{s:s, s:{s:s}}", "key", key, "value", "stringValue", v));
 }
 
 static void attr_int(json_t *attrs, const char *key, uint64_t v)
@@ -66,7 +66,8 @@ static void attr_int(json_t *attrs, const char *key, uint64_t v)
 	char s[24];
 	snprintf(s, sizeof(s), "%" PRIu64, v);
 	/* OTLP/JSON encodes 64-bit integers as strings. */
-	json_array_append_new(attrs, json_pack("{s:s, s:{s:s}}", "key", key, "value", "intValue", s));
+	json_array_append_new(attrs,
+	                      json_pack("{s:s, s:{s:s}}", "key", key, "value", "intValue", s));
 }
 
 static bool all_zero(const uint8_t *b, size_t n)

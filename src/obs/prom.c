@@ -79,7 +79,10 @@ int iod_prom_labels(char *buf, size_t len, ...)
 		}
 		o += (size_t)w;
 		for (const char *p = v ? v : ""; *p && !rc; p++) {
-			const char *esc = *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" : *p == '\n' ? "\\n" : NULL;
+			const char *esc = *p == '\\'   ? "\\\\"
+			                  : *p == '"'  ? "\\\""
+			                  : *p == '\n' ? "\\n"
+			                               : NULL;
 			size_t n = esc ? 2 : 1;
 			if (o + n + 1 >= len) {
 				rc = -ENOSPC;

@@ -138,8 +138,8 @@ static void hash_policy(enum iod_mesh_lb pol, double tol)
 	iod_rng_seed(&rng, 3);
 	int first[200];
 	for (int k = 0; k < 200; k++)
-		first[k] = iod_mesh_lb_pick(&lb, s, &o, "", "", iod_hash_u64((uint64_t)k), UINT32_MAX,
-		                            &rng, &panic);
+		first[k] = iod_mesh_lb_pick(&lb, s, &o, "", "", iod_hash_u64((uint64_t)k),
+		                            UINT32_MAX, &rng, &panic);
 	for (int k = 0; k < 200; k++)
 		CHECK_EQ(iod_mesh_lb_pick(&lb, s, &o, "", "", iod_hash_u64((uint64_t)k), UINT32_MAX,
 		                          &rng, &panic),
@@ -320,8 +320,8 @@ TEST(outlier_max_ejection_cap)
 TEST(breaker_limits_and_trips)
 {
 	struct iod_mesh_breaker b = {0};
-	struct iod_mesh_breaker_cfg c = {.max_connections = 2, .max_pending = 1,
-	                                 .max_requests = 3, .max_retries = 1};
+	struct iod_mesh_breaker_cfg c = {
+	    .max_connections = 2, .max_pending = 1, .max_requests = 3, .max_retries = 1};
 	CHECK_EQ(iod_mesh_breaker_acquire(&b, &c, IOD_MESH_BRK_CONNECTIONS), 0);
 	CHECK_EQ(iod_mesh_breaker_acquire(&b, &c, IOD_MESH_BRK_CONNECTIONS), 0);
 	CHECK_EQ(iod_mesh_breaker_acquire(&b, &c, IOD_MESH_BRK_CONNECTIONS), -EBUSY);
@@ -339,10 +339,12 @@ TEST(breaker_limits_and_trips)
 TEST(retry_budget_and_count)
 {
 	struct iod_mesh_breaker b = {0};
-	struct iod_mesh_breaker_cfg bc = {.max_connections = 1000, .max_pending = 1000,
-	                                  .max_requests = 1000, .max_retries = 1000};
-	struct iod_mesh_retry_cfg rc = {.max_per_request = 2, .budget_bp = 2000,
-	                                .min_concurrency = 3};
+	struct iod_mesh_breaker_cfg bc = {.max_connections = 1000,
+	                                  .max_pending = 1000,
+	                                  .max_requests = 1000,
+	                                  .max_retries = 1000};
+	struct iod_mesh_retry_cfg rc = {
+	    .max_per_request = 2, .budget_bp = 2000, .min_concurrency = 3};
 	CHECK(!iod_mesh_retry_allowed(&b, &bc, &rc, 3)); /* past max_per_request */
 	CHECK(!iod_mesh_retry_allowed(&b, &bc, &rc, 0));
 	/* 100 requests in flight, 20% budget = 20 retries in flight. */
@@ -446,13 +448,14 @@ TEST(config_parse_and_errors)
 {
 	struct iod_mesh_registry r;
 	struct iod_err e = {0};
-	const char *ok = "{\"node\":\"n1\",\"rack\":\"r1\",\"services\":[{\"name\":\"web\",\"port\":80,"
-	                 "\"mode\":\"http\",\"lb\":\"maglev\",\"outlier\":{\"consecutive_5xx\":3,"
-	                 "\"base_ejection_time\":\"2s\",\"max_ejection_percent\":\"50%\"},"
-	                 "\"retry\":{\"max_per_request\":3,\"backoff_base\":\"1ms\"},"
-	                 "\"endpoints\":[{\"addr\":\"127.0.0.1:8080\",\"node\":\"n1\"},"
-	                 "{\"addr\":\"127.0.0.2:8080\",\"weight\":3,\"healthy\":false}]},"
-	                 "{\"name\":\"db\",\"port\":5432,\"mode\":\"tcp\",\"vip\":\"127.1.2.3\"}]}";
+	const char *ok =
+	    "{\"node\":\"n1\",\"rack\":\"r1\",\"services\":[{\"name\":\"web\",\"port\":80,"
+	    "\"mode\":\"http\",\"lb\":\"maglev\",\"outlier\":{\"consecutive_5xx\":3,"
+	    "\"base_ejection_time\":\"2s\",\"max_ejection_percent\":\"50%\"},"
+	    "\"retry\":{\"max_per_request\":3,\"backoff_base\":\"1ms\"},"
+	    "\"endpoints\":[{\"addr\":\"127.0.0.1:8080\",\"node\":\"n1\"},"
+	    "{\"addr\":\"127.0.0.2:8080\",\"weight\":3,\"healthy\":false}]},"
+	    "{\"name\":\"db\",\"port\":5432,\"mode\":\"tcp\",\"vip\":\"127.1.2.3\"}]}";
 	CHECK_EQ(iod_mesh_registry_init(&r, 0), 0);
 	CHECK_EQ(iod_mesh_config_parse(ok, strlen(ok), &r, &e), 0);
 	CHECK_EQ(r.svcs_n, 2);

@@ -99,8 +99,9 @@ TEST(http_response_and_body_framing)
 	CHECK_EQ(b.kind, IOD_MESH_BODY_CLOSE);
 	CHECK(!m.keep_alive);
 	/* Chunked, fed one byte at a time, ends exactly after the trailers. */
-	const char *c = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-	                "5;ext=1\r\nhello\r\n1A\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nX-T: 1\r\n\r\nZZ";
+	const char *c =
+	    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+	    "5;ext=1\r\nhello\r\n1A\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nX-T: 1\r\n\r\nZZ";
 	CHECK_EQ(parse(c, true, &m), 0);
 	iod_mesh_http_body_init(&b, &m, c, "GET", 3);
 	const char *p = c + m.head_len;
@@ -137,10 +138,10 @@ TEST(traceparent_parse_format)
 	iod_mesh_traceparent_format(&tp, out);
 	CHECK_STR(out, v);
 	const char *bad[] = {
-	    "00-00000000000000000000000000000000-b7ad6b7169203331-01", /* zero trace id */
-	    "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01", /* zero span id */
-	    "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01", /* upper case */
-	    "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", /* version ff */
+	    "00-00000000000000000000000000000000-b7ad6b7169203331-01",   /* zero trace id */
+	    "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",   /* zero span id */
+	    "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",   /* upper case */
+	    "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",   /* version ff */
 	    "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-x", /* v00 + extra */
 	    "00-0af7651916cd43dd8448eb211c80319c-b7ad6b716920333-01",
 	    "00_0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
@@ -201,10 +202,10 @@ TEST(dns_answers_service_vips)
 	int len = iod_mesh_dns_answer(q, n, a, sizeof(a), dns_lookup, NULL);
 	CHECK_EQ(len, (int)n + 16);
 	CHECK(a[0] == 0x12 && a[1] == 0x34);
-	CHECK(a[2] & 0x80);       /* response */
-	CHECK(a[2] & 0x04);       /* authoritative */
-	CHECK_EQ(a[3] & 0xf, 0);  /* NOERROR */
-	CHECK_EQ(a[7], 1);        /* one answer */
+	CHECK(a[2] & 0x80);      /* response */
+	CHECK(a[2] & 0x04);      /* authoritative */
+	CHECK_EQ(a[3] & 0xf, 0); /* NOERROR */
+	CHECK_EQ(a[7], 1);       /* one answer */
 	CHECK(a[len - 4] == 127 && a[len - 3] == 77 && a[len - 2] == 1 && a[len - 1] == 2);
 	n = dns_query(q, "nope.iod", 1);
 	len = iod_mesh_dns_answer(q, n, a, sizeof(a), dns_lookup, NULL);
@@ -233,11 +234,11 @@ TEST(prom_text_format)
 	char l[128];
 	iod_buf_init(&b);
 	CHECK_EQ(iod_prom_labels(l, sizeof(l), "service", "we\"b\\x\ny", "endpoint", "1.2.3.4:5",
-	                         NULL),
+	                         (const char *)NULL),
 	         0);
 	CHECK_STR(l, "service=\"we\\\"b\\\\x\\ny\",endpoint=\"1.2.3.4:5\"");
-	CHECK_EQ(iod_prom_labels(l, 10, "service", "a-long-value", NULL), -ENOSPC);
-	CHECK_EQ(iod_prom_labels(l, sizeof(l), "bad-name", "x", NULL), -EINVAL);
+	CHECK_EQ(iod_prom_labels(l, 10, "service", "a-long-value", (const char *)NULL), -ENOSPC);
+	CHECK_EQ(iod_prom_labels(l, sizeof(l), "bad-name", "x", (const char *)NULL), -EINVAL);
 	CHECK_EQ(iod_prom_header(&b, "iod_mesh_requests_total", "counter", "Requests.\nSecond"), 0);
 	CHECK_EQ(iod_prom_u64(&b, "iod_mesh_requests_total", "service=\"web\"", 42), 0);
 	double le[] = {0.001, 0.01};
@@ -294,6 +295,7 @@ TEST(span_ring_bounded_and_otlp)
 	CHECK_CONTAINS(txt, "\"parentSpanId\":\"\"");
 	CHECK_CONTAINS(txt, "\"status\":{\"code\":2}");
 	CHECK_CONTAINS(txt, "\"resourceSpans\"");
-	CHECK_CONTAINS(txt, "{\"key\":\"http.response.status_code\",\"value\":{\"intValue\":\"503\"}}");
+	CHECK_CONTAINS(txt,
+	               "{\"key\":\"http.response.status_code\",\"value\":{\"intValue\":\"503\"}}");
 	free(txt);
 }
