@@ -160,6 +160,28 @@ struct iod_mesh_file_source {
 };
 void iod_mesh_file_source_init(struct iod_mesh_file_source *fs, const char *path);
 
+/* VIP port of a service whose spec declares no port. */
+#define IOD_MESH_API_DEFAULT_PORT 7000
+/*
+ * A source that follows the control plane (GET /v1/services, /v1/endpoints,
+ * /v1/nodes on `server`): one mesh service per Service, endpoints from the
+ * agents' Endpoint reports (address, node, healthy). A first port named
+ * "http" or "http-*" makes a service L7, else L4 (docs/mesh.md).
+ */
+struct iod_mesh_api_source {
+	struct iod_mesh_source src; /* hand &as->src to the proxy */
+	char server[64];            /* API address "host:port" */
+	char node[IOD_NAME_MAX];    /* the node this proxy runs on */
+	uint64_t rev;               /* cluster revision last read */
+	uint64_t hash;              /* hash of the last view built */
+	uint64_t version;           /* raised on each change */
+};
+void iod_mesh_api_source_init(struct iod_mesh_api_source *s, const char *server, const char *node);
+/* A blocking GET (connection: close); *body malloc'd, NUL-terminated.
+ * Returns the HTTP status or a negative errno. */
+int iod_mesh_http_get(const char *addr, const char *path, uint32_t timeout_ms, char **body,
+                      size_t *blen);
+
 /* ---- outlier detection (pure) ------------------------------------------ */
 
 struct iod_mesh_host_state {

@@ -130,17 +130,27 @@ static int do_check(const char *path, bool json, bool env_only)
 	return 0;
 }
 
-static int do_run(const char *path, struct iod_mesh_proxy_opts *o)
+static int do_run(const char *path, const char *server, const char *node,
+                  struct iod_mesh_proxy_opts *o)
 {
 	static struct iod_mesh_file_source fs;
+	static struct iod_mesh_api_source as;
+	struct iod_mesh_source *src;
 	struct iod_mesh_proxy *p;
 	struct iod_err e = {0};
 
-	iod_mesh_file_source_init(&fs, path);
+	if (server) {
+		iod_mesh_api_source_init(&as, server, node);
+		src = &as.src;
+		path = server;
+	} else {
+		iod_mesh_file_source_init(&fs, path);
+		src = &fs.src;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	if (iod_mesh_proxy_start(&p, o, &fs.src, &e))
+	if (iod_mesh_proxy_start(&p, o, src, &e))
 		return iod_cli_fail("proxy", e.code == -EINVAL ? IOD_EXIT_INVALID : IOD_EXIT_ERROR,
 		                    "%s", e.msg);
 	IOD_INFO("mesh", "proxy up: %u workers, config %s%s%s%s%s", o->workers, path,
@@ -151,7 +161,7 @@ static int do_run(const char *path, struct iod_mesh_proxy_opts *o)
 		memset(&e, 0, sizeof(e));
 		int rc = iod_mesh_proxy_refresh(p, &e);
 		if (rc == 0)
-			IOD_INFO("mesh", "config %s reloaded", path);
+			IOD_INFO("mesh", "view from %s changed", path);
 		else if (rc != -EAGAIN)
 			IOD_WARN("mesh", "keeping the previous view: %s", e.msg);
 	}
@@ -337,7 +347,7 @@ int cmd_proxy(int argc, char **argv)
 	    {"status", required_argument, NULL, 't'}, {"output", required_argument, NULL, 'o'},
 	    {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
 	struct iod_mesh_proxy_opts o = {.workers = 2, .admin_addr = "127.0.0.1:15000"};
-	const char *config = NULL, *listen_addr = NULL, *call = NULL;
+	const char *config = NULL, *listen_addr = NULL, *call = NULL, *server = NULL, *node = NULL;
 	static const char *const outs[] = {"text", "json", NULL};
 	enum iod_output out = IOD_OUT_TEXT;
 	int c;
@@ -379,6 +389,8 @@ int cmd_proxy(int argc, char **argv)
 			break;
 		}
 		case 'C': call = optarg; break;
+		case 'R': server = optarg; break;
+		case 'N': node = optarg; break;
 		case 't':
 			be.status = atoi(optarg);
 			if (be.status < 200 || be.status > 599)
@@ -409,11 +421,14 @@ int cmd_proxy(int argc, char **argv)
 		                    "unknown subcommand \"%s\"%s%s%s; run `iod proxy --help`", sub,
 		                    s ? " (did you mean \"" : "", s ? s : "", s ? "\"?)" : "");
 	}
+	if (!strcmp(sub, "run") && server && !config)
+		return do_run(NULL, server, node, &o);
 	if (!config)
 		return iod_cli_fail(
 		    "proxy", IOD_EXIT_INVALID,
-		    "--config FILE is required (services -> endpoints, docs/mesh.md)");
+		    "--config FILE is required (services -> endpoints, docs/mesh.md)%s",
+		    strcmp(sub, "run") ? "" : "; or --server ADDR for the control plane");
 	if (!strcmp(sub, "run"))
-		return do_run(config, &o);
+		return do_run(config, NULL, node, &o);
 	return do_check(config, out == IOD_OUT_JSON, !strcmp(sub, "env"));
 }

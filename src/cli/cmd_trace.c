@@ -24,9 +24,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Largest /spans answer we read (512 spans of ~1 KB of JSON). */
-#define TRACE_REPLY_MAX (4u << 20)
-
 static volatile sig_atomic_t stop_flag;
 
 static void on_signal(int sig)
@@ -48,68 +45,6 @@ static void usage(FILE *f)
 	           "  --admin ADDR        the proxy's admin endpoint (default 127.0.0.1:15000)\n"
 	           "  --interval DUR      poll period when following (default 200ms)\n\n"
 	           "Exit codes: 0 ok, 2 bad usage, 5 no proxy at ADDR.\n");
-}
-
-/* GET path from addr; body is malloc'd. Returns the HTTP status or -errno. */
-static int http_get(const char *addr, const char *path, char **body, size_t *blen)
-{
-	static struct iod_mesh_http_msg m;
-	uint32_t ip;
-	uint16_t port;
-	char req[1024];
-
-	if (iod_mesh_addr_parse(addr, &ip, &port, true))
-		return -EINVAL;
-	struct sockaddr_in sa = {
-	    .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(ip)};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		int rc = -errno;
-		close(fd);
-		return rc;
-	}
-	int n = snprintf(req, sizeof(req),
-	                 "GET %s HTTP/1.1\r\nhost: %s\r\nconnection: close\r\n\r\n", path, addr);
-	if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
-		close(fd);
-		return -EIO;
-	}
-	size_t cap = 65536, len = 0;
-	char *buf = malloc(cap + 1);
-	struct pollfd pf = {.fd = fd, .events = POLLIN};
-	if (!buf) {
-		close(fd);
-		return -ENOMEM;
-	}
-	for (;;) {
-		if (len == cap) {
-			if (cap >= TRACE_REPLY_MAX)
-				break;
-			cap *= 2;
-			char *nb = realloc(buf, cap + 1);
-			if (!nb)
-				break;
-			buf = nb;
-		}
-		if (poll(&pf, 1, 5000) <= 0)
-			break;
-		ssize_t r = recv(fd, buf + len, cap - len, 0);
-		if (r <= 0)
-			break;
-		len += (size_t)r;
-	}
-	close(fd);
-	buf[len] = 0;
-	if (iod_mesh_http_parse(buf, len, true, &m)) {
-		free(buf);
-		return -EBADMSG;
-	}
-	*blen = len - m.head_len;
-	memmove(buf, buf + m.head_len, *blen + 1);
-	*body = buf;
-	return m.status;
 }
 
 static const char *attr(json_t *span, const char *key)
@@ -217,7 +152,7 @@ int cmd_trace(int argc, char **argv)
 		char *body = NULL;
 		size_t blen = 0;
 		snprintf(path, sizeof(path), "/spans?service=%s&after=%s", service, cursor);
-		int st = http_get(admin, path, &body, &blen);
+		int st = iod_mesh_http_get(admin, path, 5000, &body, &blen);
 		if (st < 0)
 			return iod_cli_fail(
 			    "trace", IOD_EXIT_UNAVAILABLE,
