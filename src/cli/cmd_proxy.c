@@ -39,8 +39,8 @@ static void usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "usage: iod proxy run --config FILE [--workers N] [--admin ADDR] [--dns ADDR]\n"
-	    "                     [--seed N] [--no-splice]\n"
+	    "usage: iod proxy run (--config FILE | --server ADDR [--node NAME]) [--workers N]\n"
+	    "                     [--admin ADDR] [--dns ADDR] [--seed N] [--no-splice]\n"
 	    "       iod proxy check --config FILE [-o text|json]\n"
 	    "       iod proxy env --config FILE\n"
 	    "       iod proxy backend --listen ADDR [--name NAME] [--size BYTES]\n"
@@ -48,6 +48,8 @@ static void usage(FILE *f)
 	    "The node's service-mesh proxy in standalone mode (docs/mesh.md).\n"
 	    "  run      serve every service of FILE on its loopback VIP (127.x.y.z:port),\n"
 	    "           balancing over its endpoints; FILE is re-read when it changes.\n"
+	    "           --server ADDR follows the control plane instead (its services and\n"
+	    "           the endpoints agents report); --node NAME is this node (locality)\n"
 	    "           --workers N   epoll threads (default: 2)\n"
 	    "           --admin ADDR  admin endpoint: /metrics /spans /v1/traces /registry\n"
 	    "                         (default 127.0.0.1:15000; \"off\" to disable)\n"
@@ -345,6 +347,7 @@ int cmd_proxy(int argc, char **argv)
 	    {"listen", required_argument, NULL, 'l'}, {"name", required_argument, NULL, 'n'},
 	    {"size", required_argument, NULL, 'z'},   {"call", required_argument, NULL, 'C'},
 	    {"status", required_argument, NULL, 't'}, {"output", required_argument, NULL, 'o'},
+	    {"server", required_argument, NULL, 'R'}, {"node", required_argument, NULL, 'N'},
 	    {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
 	struct iod_mesh_proxy_opts o = {.workers = 2, .admin_addr = "127.0.0.1:15000"};
 	const char *config = NULL, *listen_addr = NULL, *call = NULL, *server = NULL, *node = NULL;
