@@ -244,24 +244,26 @@ static int pump(struct conn *c, int k)
 	char *buf = k == 0 ? c->buf : c->peer->buf;
 	const unsigned fl = SPLICE_F_MOVE | SPLICE_F_NONBLOCK;
 
+	/* A short read means the socket is drained for now: level-triggered
+	 * epoll reports it again when more arrives, so only a full read loops.
+	 * That saves the EAGAIN round trip on small messages. */
 	for (int turns = 0; turns < 64; turns++) {
-		bool progress = false;
+		bool again = false;
 		ssize_t n;
 		if (!d->eof && d->bytes < dir_cap(d) && !c->pipe_full[k]) {
+			size_t want = d->pipe_r >= 0 ? dir_cap(d) - d->bytes
+			                             : IOD_MESH_HTTP_BUF - d->off - d->bytes;
 			if (d->pipe_r >= 0)
-				n = splice(from->fd, NULL, d->pipe_w, NULL, dir_cap(d) - d->bytes,
-				           fl);
-			else if (d->off + d->bytes < IOD_MESH_HTTP_BUF)
-				n = read(from->fd, buf + d->off + d->bytes,
-				         IOD_MESH_HTTP_BUF - d->off - d->bytes);
+				n = splice(from->fd, NULL, d->pipe_w, NULL, want, fl);
+			else if (want)
+				n = read(from->fd, buf + d->off + d->bytes, want);
 			else
 				n = -1, errno = EAGAIN;
 			if (n > 0) {
 				d->bytes += (uint32_t)n;
-				progress = true;
+				again = (size_t)n == want;
 			} else if (n == 0) {
 				d->eof = true;
-				progress = true;
 			} else if (errno == EAGAIN) {
 				/* A pipe can fill with fewer bytes than its size (partial
 				 * pages): stop asking until it drains. */
@@ -281,13 +283,16 @@ static int pump(struct conn *c, int k)
 				d->total += (uint64_t)n;
 				if (d->pipe_r < 0)
 					d->off = d->bytes ? d->off + (uint32_t)n : 0;
+				if (c->pipe_full[k])
+					again = true; /* room again: read what waits */
 				c->pipe_full[k] = false;
-				progress = true;
 			} else if (n < 0 && errno != EAGAIN) {
 				return -errno;
 			}
+			if (d->bytes)
+				again = false; /* the destination is full: wait for EPOLLOUT */
 		}
-		if (!progress)
+		if (!again)
 			break;
 	}
 	if (d->eof && !d->bytes && !d->shut) {
