@@ -364,7 +364,7 @@ struct iod_maglev {
  * more backends than slots, -ENOMEM.
  */
 int iod_maglev_build(struct iod_maglev *mg, uint32_t table_size, const uint64_t *keys,
-		     const uint32_t *weights, uint32_t n);
+                     const uint32_t *weights, uint32_t n);
 void iod_maglev_free(struct iod_maglev *mg);
 /* The backend index for a flow hash; UINT32_MAX when the table is empty. */
 static inline uint32_t iod_maglev_lookup(const struct iod_maglev *mg, uint64_t hash)
