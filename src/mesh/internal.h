@@ -163,10 +163,11 @@ struct worker {
 };
 
 struct iod_mesh_proxy {
-	struct iod_mesh_proxy_opts opts;                     /* as started */
-	struct iod_mesh_source *src;                         /* where the view comes from */
-	pthread_mutex_t mu;                                  /* guards view, slot_* */
-	struct iod_mesh_registry view;                       /* the current view */
+	struct iod_mesh_proxy_opts opts; /* as started */
+	struct iod_mesh_source *src;     /* where the view comes from */
+	pthread_mutex_t mu;              /* guards view, slot_* */
+	struct iod_mesh_registry view;   /* the current view */
+	struct iod_mesh_registry next;   /* the source fills it; swapped with view */
 	char slot_name[IOD_MESH_SERVICES_MAX][IOD_NAME_MAX]; /* slot -> service ("" = free) */
 	int32_t view_slot[IOD_MESH_SERVICES_MAX];            /* view index -> slot */
 	uint64_t version;                                    /* view version (atomic) */

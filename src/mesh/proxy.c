@@ -353,18 +353,17 @@ static int assign_slots(struct iod_mesh_proxy *p, struct iod_err *e)
 
 int iod_mesh_proxy_refresh(struct iod_mesh_proxy *p, struct iod_err *e)
 {
-	static struct iod_mesh_registry next;
 	int rc;
 
-	if (!next.svcs && (rc = iod_mesh_registry_init(&next, 0)))
+	if (!p->next.svcs && (rc = iod_mesh_registry_init(&p->next, 0)))
 		return rc;
-	rc = p->src->poll(p->src->ctx, p->view.version, &next, e);
+	rc = p->src->poll(p->src->ctx, p->view.version, &p->next, e);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&p->mu);
 	struct iod_mesh_registry tmp = p->view;
-	p->view = next;
-	next = tmp;
+	p->view = p->next;
+	p->next = tmp;
 	rc = assign_slots(p, e);
 	__atomic_add_fetch(&p->version, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&p->mu);
@@ -607,6 +606,7 @@ void iod_mesh_proxy_stop(struct iod_mesh_proxy *p)
 		worker_free(&p->workers[i]);
 	free(p->workers);
 	iod_mesh_registry_free(&p->view);
+	iod_mesh_registry_free(&p->next);
 	pthread_mutex_destroy(&p->mu);
 	free(p);
 }
