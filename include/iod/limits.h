@@ -134,7 +134,83 @@
 
 /* ---- state / raft / api ------------------------------------------------ */
 
+/* Objects in the cluster state: 10,000 replicas + endpoints on 1,000 nodes
+ * (the scheduler's scale) is ~21,000; ten times that leaves room for
+ * services, policies and config without letting a runaway client fill RAM. */
+#define IOD_STATE_OBJECTS_MAX 200000
+/* One command (a Raft log entry): a deploy of 10,000 replicas at ~400 B of
+ * JSON each is ~4 MB; 8 MiB bounds what one apply parses. */
+#define IOD_STATE_CMD_MAX (8u << 20)
+/* Changes kept for watches. A watcher that falls further behind re-lists
+ * (like etcd's compaction). 16,384 events cover a full deploy at scale
+ * plus the churn of a few seconds. */
+#define IOD_STATE_HISTORY_MAX 16384
+/* Leases: one per node agent plus a few per service (1,000 nodes x 8). */
+#define IOD_STATE_LEASES_MAX 8192
+/* Operations in one transaction: a deploy of IOD_SPEC_REPLICAS_MAX replicas
+ * for a few services plus the deletions it implies. */
+#define IOD_STATE_TXN_OPS_MAX 40000
+/* Initial members named with --peers: Raft clusters are 3, 5 or 7. */
+#define IOD_STATE_PEERS_MAX 9
+/* host:port (or [v6]:port) of a server: 64 covers dotted IPv6 + port. */
+#define IOD_ADDR_MAX 64
+/* A data directory path. */
+#define IOD_PATH_MAX 512
+/* HTTP request body: a spec file is at most IOD_SPEC_FILE_MAX (4 MiB); one
+ * object value far less. Larger bodies get 413 before they are buffered. */
+#define IOD_API_BODY_MAX (4u << 20)
+/* Concurrent HTTP connections per server; beyond this MHD refuses new ones
+ * (clients retry another server). */
+#define IOD_API_CONNECTIONS_MAX 1024
+/* A connection idle this long (a slow or stuck client) is closed, so slow
+ * clients cannot hold connections forever. Long-poll watches are suspended,
+ * not idle, and have their own timeout. */
+#define IOD_API_CONN_TIMEOUT_S 30
+/* Longest and default long-poll of a watch before it answers "no change". */
+#define IOD_API_WATCH_TIMEOUT_MS_MAX 60000
+#define IOD_API_WATCH_TIMEOUT_MS_DEFAULT 30000
+/* Events one watch answer carries; the client asks again from the last. */
+#define IOD_API_WATCH_EVENTS_MAX 1024
+/* Writes in flight (proposed to Raft, not yet committed): back-pressure,
+ * answered 503 "overloaded" beyond it. */
+#define IOD_API_PENDING_MAX 4096
+
 /* ---- agent ------------------------------------------------------------- */
+
+/* Replicas one agent tracks at once (running + stopping): a node with 8
+ * GPUs and a few hundred CPU-only sidecars fits with room. */
+#define IOD_AGENT_REPLICAS_MAX 512
+/* One health-check command line or program path. */
+#define IOD_AGENT_CMD_MAX 512
+/* A path (run dir, cgroup dir, HTTP check path): below PATH_MAX (4096)
+ * on purpose, replica paths are short. */
+#define IOD_AGENT_PATH_MAX 512
+/* Program and arguments of one replica, NUL-separated: a long command line
+ * is ~1 KiB; 4 KiB leaves room. */
+#define IOD_AGENT_ARGV_BYTES_MAX 4096
+/* Environment of one replica (identity, peers, dependencies, user env):
+ * 64 peers x ~24 bytes plus user variables. */
+#define IOD_AGENT_ENV_BYTES_MAX 8192
+/* Arguments / variables counted out of those buffers. */
+#define IOD_AGENT_ARGS_MAX 64
+#define IOD_AGENT_ENVS_MAX 128
+/* A phase reason ("exit status 1; restarting in 400 ms"). */
+#define IOD_AGENT_REASON_MAX 160
+/* Actions the agent takes per reconciler step before looping again. */
+#define IOD_AGENT_ACTIONS_MAX 64
+/* A manifest of desired replicas (JSON). */
+#define IOD_AGENT_MANIFEST_MAX (4u << 20)
+/* Bytes read from an HTTP health answer: the status line is all we need. */
+#define IOD_AGENT_HTTP_READ_MAX 1024
+/* The demo parameter server's vector: 1 Mi floats = 4 MiB per shard max. */
+#define IOD_DEMO_PARAMS_MAX (1u << 20)
+/* Replica ports are derived from replica names in [BASE, BASE + RANGE):
+ * above the ports common services use, below the Linux ephemeral range
+ * (32768+) that outgoing connections draw from. */
+#define IOD_AGENT_PORT_BASE 20000u
+#define IOD_AGENT_PORT_RANGE 12000u
+/* Parameter servers one demo worker talks to. */
+#define IOD_DEMO_SERVERS_MAX 16
 
 /* ---- mesh -------------------------------------------------------------- */
 

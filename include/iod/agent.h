@@ -1,0 +1,363 @@
+/*
+ * agent.h: the node agent: what runs each replica placed on this node, keeps
+ * it running and says how it is doing.
+ *
+ * Three parts, in the house shape (pure core, thin shells):
+ *   - the reconciler (pure): desired replicas against the processes that
+ *     run, fed observations (started, exited, probe passed/failed) and the
+ *     time, answers actions (start, stop, kill, probe, report). It never
+ *     forks, reads the clock or touches a file.
+ *   - the executor (shell): a replica is a child process in its own sandbox
+ *     (PID, mount, UTS and IPC namespaces where permitted, cgroup limits,
+ *     CPU affinity, NUMA memory policy, GPU visibility, identity and peers
+ *     in the environment, rotating log files, a data directory for stateful
+ *     replicas); health probes (exec, TCP connect, HTTP GET).
+ *   - the agent loop (shell): feeds the reconciler from a desired-state
+ *     source, runs its actions, publishes phases as revisioned events.
+ *
+ * Nothing here talks to the control plane directly: a source of desired
+ * replicas and a sink of reports are the seams (docs/runtime.md).
+ */
+#ifndef IOD_AGENT_H
+#define IOD_AGENT_H
+
+#include "iod/base.h"
+#include "iod/spec.h"
+
+#include <sys/types.h>
+
+/* ---- phases ------------------------------------------------------------ */
+
+/*
+ * A replica's life: pending -> starting -> running -> healthy | unhealthy
+ * -> stopping -> exited | failed. "running" means the process is up and its
+ * health is not known yet (or it has no check); failed replicas that the
+ * restart policy restarts go back to pending after their backoff.
+ */
+#define IOD_AGENT_PHASES(X)       \
+	X(PENDING, "pending")     \
+	X(STARTING, "starting")   \
+	X(RUNNING, "running")     \
+	X(HEALTHY, "healthy")     \
+	X(UNHEALTHY, "unhealthy") \
+	X(STOPPING, "stopping")   \
+	X(EXITED, "exited")       \
+	X(FAILED, "failed")
+
+enum iod_agent_phase {
+#define X(n, s) IOD_AGENT_##n,
+	IOD_AGENT_PHASES(X)
+#undef X
+	    IOD_AGENT_PHASE_COUNT
+};
+const char *iod_agent_phase_name(enum iod_agent_phase p);
+int iod_agent_phase_parse(const char *s, enum iod_agent_phase *out);
+
+/* ---- one replica as this node must run it ------------------------------ */
+
+/* A health check with its own storage (the spec's strings are borrowed). */
+struct iod_agent_health {
+	enum iod_health_kind kind;       /* NONE = no check */
+	char command[IOD_AGENT_CMD_MAX]; /* exec: run with /bin/sh -c */
+	uint16_t port;                   /* tcp/http: 0 = the replica's port */
+	char path[IOD_AGENT_PATH_MAX];   /* http: request path, "/" default */
+	uint64_t interval_ns;            /* between checks */
+	uint64_t timeout_ns;             /* one check */
+	uint32_t healthy_threshold;      /* passes in a row to be healthy */
+	uint32_t unhealthy_threshold;    /* failures in a row to be unhealthy */
+};
+
+/*
+ * What the node must run for one replica: identity, program, placement,
+ * limits, health. Fixed-size so that the agent allocates its table once.
+ */
+struct iod_agent_replica {
+	char name[IOD_NAME_MAX];                 /* "<service>-<ordinal>", stable */
+	char service[IOD_NAME_MAX];              /* its service */
+	uint32_t ordinal;                        /* 0-based index in the service */
+	uint64_t generation;                     /* a change recreates the process */
+	bool stateful;                           /* keeps a data directory across restarts */
+	enum iod_restart restart;                /* always | on-failure | never */
+	char argv_buf[IOD_AGENT_ARGV_BYTES_MAX]; /* argc NUL-terminated strings: program, args */
+	uint32_t argc;                           /* strings in argv_buf; 0 = nothing to run */
+	char env_buf[IOD_AGENT_ENV_BYTES_MAX];   /* envc "NAME=value" NUL-terminated strings */
+	uint32_t envc;                           /* strings in env_buf */
+	struct iod_bitmap cpus;                  /* placed CPU set; empty = any */
+	struct iod_bitmap gpus;                  /* placed GPU indexes; empty = none */
+	int32_t numa_node;                       /* bind memory here; -1 = no policy */
+	uint32_t cpu_millis;                     /* CPU limit in 1/1000 core; 0 = none */
+	uint64_t mem_bytes;                      /* memory limit; 0 = none */
+	uint16_t port;                           /* the replica's port on this node; 0 = none */
+	struct iod_agent_health health;          /* readiness + liveness check */
+};
+
+/* Append one argument / one NAME=value; -E2BIG when the buffer is full. */
+int iod_agent_replica_add_arg(struct iod_agent_replica *r, const char *arg);
+int iod_agent_replica_add_env(struct iod_agent_replica *r, const char *name, const char *value);
+/* The i-th string of a buffer of NUL-terminated strings (NULL past the end). */
+const char *iod_agent_strv_at(const char *buf, size_t buf_len, uint32_t n, uint32_t i);
+
+/*
+ * Desired replicas as JSON (the node's manifest, or the control plane's
+ * Replica objects): {"replicas":[{"name","service","ordinal","generation",
+ * "type":"stateful|stateless","restart","command":[...],"env":{...},
+ * "cpus":"0-3","gpus":"0,1","numa":0,"cpu_millis","mem_bytes","port",
+ * "health":{"kind":"tcp|http|exec","port","path","command","interval_ms",
+ * "timeout_ms","healthy_threshold","unhealthy_threshold"}}]}.
+ * Fills up to max replicas; -E2BIG past max, -EINVAL with the object and
+ * field named in e.
+ */
+int iod_agent_replica_from_json(const json_t *obj, struct iod_agent_replica *r, struct iod_err *e);
+int iod_agent_manifest_parse(const char *text, size_t len, struct iod_agent_replica *out,
+                             uint32_t max, uint32_t *n, struct iod_err *e);
+json_t *iod_agent_replica_to_json(const struct iod_agent_replica *r);
+
+/* ---- from cluster state (pure) ------------------------------------------ */
+
+/* The port a replica listens on ($IOD_PORT), derived from its name. */
+uint16_t iod_agent_replica_port(const char *name);
+
+/*
+ * The replicas placed on node, from the control plane's lists (each
+ * {"rev","items":[{"name","value":{...}}]}): program and limits from the
+ * Service spec, placement (gpus, cpus, numa) from the Replica, identity and
+ * the addresses of peers (IOD_PEERS) and dependencies (IOD_DEP_<SERVICE>) in
+ * the environment. Replicas of a deleted service are skipped. -E2BIG past max.
+ */
+int iod_agent_desired_from_state(const char *node, const json_t *nodes, const json_t *services,
+                                 const json_t *replicas, struct iod_agent_replica *out,
+                                 uint32_t max, uint32_t *n, struct iod_err *e);
+
+/*
+ * Rescheduling a lost node's replicas (pure). A replica whose node is not in
+ * nodes (its lease expired) is orphaned: a stateless one moves at once, a
+ * stateful one once it has been lost for stateful_grace_ms (its "lost_ms" is
+ * recorded first). Targets: live nodes with enough free GPUs, fewest
+ * replicas first, then name order. Returns a JSON array of writes
+ * [{"name","prev_rev","value"}] (compare-and-swap puts of Replica objects)
+ * and, in *unplaced, [{"replica","reason"}] for what fits nowhere.
+ */
+json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, const json_t *services,
+                               uint64_t now_ms, uint64_t stateful_grace_ms, json_t **unplaced);
+
+/* ---- the reconciler (pure) --------------------------------------------- */
+
+struct iod_agent_rec_config {
+	uint64_t backoff_base_ns;   /* first restart delay after a failure */
+	uint64_t backoff_max_ns;    /* cap of the doubling delay */
+	uint64_t backoff_reset_ns;  /* a run this long resets the delay to base */
+	uint64_t stop_grace_ns;     /* SIGTERM to SIGKILL */
+	uint32_t liveness_failures; /* failures in a row past "unhealthy" that restart */
+	uint64_t startup_grace_ns;  /* before a first passed check, failures only wait */
+};
+void iod_agent_rec_config_default(struct iod_agent_rec_config *c);
+
+#define IOD_AGENT_ACTIONS(X) \
+	X(START, "start")    \
+	X(STOP, "stop")      \
+	X(KILL, "kill")      \
+	X(PROBE, "probe")    \
+	X(REPORT, "report")
+
+enum iod_agent_action_kind {
+#define X(n, s) IOD_AGENT_ACT_##n,
+	IOD_AGENT_ACTIONS(X)
+#undef X
+};
+const char *iod_agent_action_name(enum iod_agent_action_kind k);
+
+/*
+ * One thing for the shell to do. START: run slot's `want` (stateful or not);
+ * STOP: SIGTERM; KILL: SIGKILL; PROBE: run the health check and call
+ * iod_agent_rec_on_probe; REPORT: publish phase/reason/ready (removed: the
+ * replica is gone from this node, drop its status).
+ */
+struct iod_agent_action {
+	enum iod_agent_action_kind kind;   /* what */
+	uint32_t slot;                     /* iod_agent_rec_slot() index */
+	char name[IOD_NAME_MAX];           /* replica name */
+	enum iod_agent_phase phase;        /* REPORT: the phase now */
+	bool ready;                        /* REPORT: endpoint should receive traffic */
+	bool removed;                      /* REPORT: replica no longer on this node */
+	uint32_t restarts;                 /* REPORT: restarts so far */
+	char reason[IOD_AGENT_REASON_MAX]; /* REPORT: why this phase */
+};
+
+/* The reconciler's record of one replica (read-only for shells). */
+struct iod_agent_slot {
+	bool used;                         /* slot holds a replica */
+	bool desired;                      /* still placed on this node */
+	struct iod_agent_replica want;     /* what runs (or will run next) */
+	bool recreate;                     /* want changed: stop, then start anew */
+	enum iod_agent_phase phase;        /* where it is */
+	char reason[IOD_AGENT_REASON_MAX]; /* why */
+	bool alive;                        /* a process exists for it */
+	bool ready;                        /* endpoint should receive traffic */
+	bool dirty;                        /* phase/ready changed since the last REPORT */
+	bool restart_after_stop;           /* a liveness/recreate stop: start again */
+	bool term_sent;                    /* SIGTERM already asked for */
+	bool kill_sent;                    /* SIGKILL already asked for */
+	bool ever_started;                 /* a process ran for it at least once */
+	uint32_t restarts;                 /* starts after the first */
+	uint64_t backoff_ns;               /* next restart delay */
+	uint64_t start_at_ns;              /* pending: start no earlier than this */
+	uint64_t started_ns;               /* when the process last started */
+	uint64_t stop_deadline_ns;         /* stopping: SIGKILL after this */
+	uint64_t probe_at_ns;              /* next health check */
+	bool probe_in_flight;              /* PROBE issued, no result yet */
+	uint32_t ok_streak;                /* consecutive passed checks */
+	uint32_t fail_streak;              /* consecutive failed checks */
+	bool passed_once;                  /* a check passed since the process started */
+	uint64_t phase_since_ns;           /* when phase was entered */
+};
+
+struct iod_agent_rec;
+
+int iod_agent_rec_new(const struct iod_agent_rec_config *c, uint32_t capacity,
+                      struct iod_agent_rec **out);
+void iod_agent_rec_free(struct iod_agent_rec *r);
+
+/*
+ * Replace the desired set (n replicas, unique names). New ones become
+ * pending; a changed generation recreates; missing ones are stopped and then
+ * forgotten. -ENOSPC (nothing changed) when more replicas than capacity
+ * would be tracked at once; -EINVAL on a duplicate name.
+ */
+int iod_agent_rec_set_desired(struct iod_agent_rec *r, const struct iod_agent_replica *want,
+                              uint32_t n, uint64_t now_ns, struct iod_err *e);
+
+/* Observations from the shell. -ENOENT for an unknown replica. */
+int iod_agent_rec_on_started(struct iod_agent_rec *r, const char *name, uint64_t now_ns);
+int iod_agent_rec_on_start_failed(struct iod_agent_rec *r, const char *name, const char *why,
+                                  uint64_t now_ns);
+/* exit_code >= 0 for a normal exit, or signal > 0 when killed by one. */
+int iod_agent_rec_on_exited(struct iod_agent_rec *r, const char *name, int exit_code, int signal,
+                            uint64_t now_ns);
+int iod_agent_rec_on_probe(struct iod_agent_rec *r, const char *name, bool ok, const char *detail,
+                           uint64_t now_ns);
+
+/*
+ * Decide: fill up to max actions (slot order, deterministic), set *n and
+ * *next_ns (the earliest time step must run again; UINT64_MAX = only on a
+ * new observation). When more than max actions are due, the rest come on
+ * the next call and *next_ns = now_ns.
+ */
+void iod_agent_rec_step(struct iod_agent_rec *r, uint64_t now_ns, struct iod_agent_action *acts,
+                        uint32_t max, uint32_t *n, uint64_t *next_ns);
+
+uint32_t iod_agent_rec_capacity(const struct iod_agent_rec *r);
+const struct iod_agent_slot *iod_agent_rec_slot(const struct iod_agent_rec *r, uint32_t i);
+/* The slot index of a replica, or -ENOENT. */
+int iod_agent_rec_find(const struct iod_agent_rec *r, const char *name);
+
+/* ---- the executor (shell) ---------------------------------------------- */
+
+/* What the sandbox could set up on this machine (probed once). */
+struct iod_agent_caps {
+	bool ns_pid, ns_mount, ns_uts, ns_ipc, ns_net; /* namespaces we may create */
+	int cgroup_version;                            /* 2, 1, or 0 = no writable cgroups */
+	char cgroup_mem[IOD_AGENT_PATH_MAX];           /* v1 memory hierarchy or v2 root */
+	char cgroup_cpu[IOD_AGENT_PATH_MAX];           /* v1 cpu hierarchy or v2 root */
+	char warning[IOD_ERR_MSG_MAX];                 /* what is missing, for the log */
+};
+void iod_agent_caps_probe(struct iod_agent_caps *caps);
+
+/* Executor settings shared by every replica of an agent. */
+struct iod_agent_exec_config {
+	char node[IOD_NAME_MAX];              /* node name, for IOD_NODE */
+	char run_dir[IOD_AGENT_PATH_MAX];     /* logs and data: <run_dir>/replicas/<name>/ */
+	char self_exe[IOD_AGENT_PATH_MAX];    /* the iod binary: program "iod" runs it */
+	char cgroup_prefix[IOD_NAME_MAX * 2]; /* e.g. "iod/node-1": under each hierarchy */
+	uint64_t log_max_bytes;               /* rotate the log file past this size */
+	uint32_t log_files;                   /* rotated files kept (log.1 .. log.N) */
+	bool use_namespaces;                  /* false: plain child process */
+	const struct iod_agent_caps *caps;    /* what is permitted */
+};
+
+/* A running sandbox, as the shell tracks it. */
+struct iod_agent_proc {
+	pid_t pid;                           /* the sandbox's init (shim) in our namespace */
+	char cgroup_mem[IOD_AGENT_PATH_MAX]; /* created cgroup dirs, "" if none */
+	char cgroup_cpu[IOD_AGENT_PATH_MAX];
+	char sandbox_warn[IOD_ERR_MSG_MAX]; /* what could not be applied */
+};
+
+/*
+ * Start one replica: creates <run_dir>/replicas/<name>/ (log files, and data/
+ * for stateful replicas, kept across restarts), the cgroup, then the sandbox.
+ * The sandbox's init forwards signals to the workload, writes its output to
+ * rotating log files and exits with its status. Returns 0 with p->pid set,
+ * or a negative errno with what failed in e.
+ */
+int iod_agent_exec_start(const struct iod_agent_exec_config *c, const struct iod_agent_replica *r,
+                         struct iod_agent_proc *p, struct iod_err *e);
+/* Signal the sandbox (SIGTERM: graceful, SIGKILL: now). */
+int iod_agent_exec_signal(const struct iod_agent_proc *p, int sig);
+/* Remove the replica's cgroups once it has exited. */
+void iod_agent_exec_cleanup(struct iod_agent_proc *p);
+/* Paths of a replica's files: "log" (current log), "data", "dir". */
+int iod_agent_replica_path(const char *run_dir, const char *name, const char *what, char *buf,
+                           size_t len);
+
+/*
+ * The in-sandbox init, run in the child after clone: applies limits,
+ * affinity and policy, then runs the workload. Exposed for tests.
+ */
+int iod_agent_sandbox_apply_affinity(const struct iod_agent_replica *r, struct iod_err *e);
+int iod_agent_sandbox_apply_mempolicy(int32_t numa_node, struct iod_err *e);
+
+/* ---- rotating log files ------------------------------------------------- */
+
+struct iod_agent_log {
+	int fd;                        /* current file, -1 when closed */
+	char path[IOD_AGENT_PATH_MAX]; /* current file */
+	uint64_t size_bytes;           /* written to the current file */
+	uint64_t max_bytes;            /* rotate past this */
+	uint32_t files;                /* rotated files kept */
+};
+int iod_agent_log_open(struct iod_agent_log *l, const char *path, uint64_t max_bytes,
+                       uint32_t files, struct iod_err *e);
+/* Append; rotates first when the write would pass max_bytes. */
+int iod_agent_log_write(struct iod_agent_log *l, const void *data, size_t len);
+void iod_agent_log_close(struct iod_agent_log *l);
+
+/* ---- health probes (shell) ---------------------------------------------- */
+
+/*
+ * Run one check against host:port now, bounded by h->timeout_ns. 0 = pass;
+ * a negative errno = fail, with what happened in detail (also on a pass).
+ * exec runs `/bin/sh -c command` in the agent's environment.
+ */
+int iod_agent_probe_run(const struct iod_agent_health *h, const char *host, uint16_t port,
+                        char *detail, size_t detail_len);
+
+/* ---- the agent (shell) --------------------------------------------------- */
+
+struct iod_agent_config {
+	char name[IOD_NAME_MAX];           /* node name */
+	char data_dir[IOD_AGENT_PATH_MAX]; /* run dir: replicas/, events.jsonl, status.json */
+	char manifest[IOD_AGENT_PATH_MAX]; /* desired replicas file, re-read on change */
+	struct iod_agent_rec_config rec;   /* reconciler tuning */
+	uint64_t log_max_bytes;            /* per replica log file */
+	uint32_t log_files;                /* rotated files kept */
+	bool use_namespaces;               /* sandbox replicas (default true) */
+	uint64_t run_for_ns;               /* 0 = until SIGTERM/SIGINT; tests bound it */
+	/* control plane (when servers is set, instead of a manifest) */
+	char servers[IOD_AGENT_PATH_MAX]; /* API addresses "host:port,..." */
+	char addr[IOD_ADDR_MAX];          /* this node's address for endpoints */
+	uint64_t lease_ttl_ms;            /* node lease; lost when not renewed in time */
+	uint64_t stateful_grace_ms;       /* lost node: wait this long to move stateful */
+	uint32_t gpus;                    /* GPUs this node offers */
+	uint32_t cpus;                    /* CPUs this node offers */
+	char model[IOD_NAME_MAX];         /* hardware model name ("host" = discovered) */
+	json_t *topology;                 /* optional topology document to register */
+};
+void iod_agent_config_default(struct iod_agent_config *c);
+
+/* Run the agent until SIGTERM/SIGINT (stops every replica first). */
+int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e);
+
+/* Follow/read helpers for `iod logs` and `iod events` on a local data dir. */
+int iod_agent_events_path(const char *data_dir, char *buf, size_t len);
+
+#endif

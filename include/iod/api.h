@@ -1,0 +1,88 @@
+/*
+ * api.h: the control plane's HTTP/JSON API: the server (`iod server`) and a
+ * small blocking client every command and the node agent can reuse.
+ *
+ * The client speaks HTTP/1.1 over plain TCP sockets with keep-alive, one
+ * request at a time, bounded by a timeout. It knows a list of servers
+ * (--server, IOD_SERVER, or 127.0.0.1:7400) and follows the cluster:
+ * a server that is not the leader answers 503 with the leader's address and
+ * the client retries there; a server that does not answer is skipped; it
+ * gives up after retry_ms. Reads are served by whichever server answers.
+ * The API itself is documented in docs/control-plane.md.
+ */
+#ifndef IOD_API_H
+#define IOD_API_H
+
+#include "iod/base.h"
+#include "iod/state.h"
+
+/* Default API address when neither --server nor IOD_SERVER is given. */
+#define IOD_API_DEFAULT_SERVER "127.0.0.1:7400"
+
+/* A response: status code and the body (NUL-terminated), parsed as JSON when it is. */
+struct iod_api_response {
+	int status;                   /* HTTP status, 0 when none was received */
+	char *body;                   /* malloc'd, NUL-terminated; NULL when empty */
+	size_t len;                   /* body bytes */
+	json_t *json;                 /* body as JSON, or NULL */
+	char server[IOD_ADDR_MAX];    /* the server that answered */
+};
+
+/* A cluster client: the servers it knows and the connection it keeps. */
+struct iod_api_client {
+	char servers[IOD_STATE_PEERS_MAX + 1][IOD_ADDR_MAX]; /* known API addresses */
+	uint32_t servers_n;           /* entries in servers */
+	uint32_t cur;                 /* server the connection goes to */
+	int fd;                       /* kept-alive connection, -1 when none */
+	char fd_addr[IOD_ADDR_MAX];   /* address fd is connected to */
+	uint32_t timeout_ms;          /* per attempt (connect + request + answer) */
+	uint32_t retry_ms;            /* total time to keep trying other servers */
+	uint32_t retry_sleep_ms;      /* pause between rounds over all servers */
+	uint32_t attempts;            /* attempts made by the last request (for tests) */
+};
+
+/*
+ * servers: "host:port[,host:port...]"; NULL = $IOD_SERVER, else
+ * IOD_API_DEFAULT_SERVER. Defaults: timeout 5 s, retry 10 s.
+ */
+int iod_api_client_init(struct iod_api_client *c, const char *servers, struct iod_err *e);
+void iod_api_client_close(struct iod_api_client *c);
+
+/*
+ * One request, following the leader. Returns 0 when a server answered with
+ * anything but "not the leader"/"no leader" (r->status says what; 4xx and
+ * 5xx are answers too), -EHOSTUNREACH when no server answered within
+ * retry_ms, -ENOTCONN when servers answered but none was the leader.
+ */
+int iod_api_request(struct iod_api_client *c, const char *method, const char *path,
+                    const char *content_type, const void *body, size_t len,
+                    struct iod_api_response *r, struct iod_err *e);
+void iod_api_response_free(struct iod_api_response *r);
+
+/*
+ * One request to one address on an existing (or new, when *fd < 0)
+ * connection, no retries. Returns 0 or a negative errno (-ECONNREFUSED,
+ * -ETIMEDOUT, -EPROTO...). On error *fd is closed and set to -1.
+ */
+int iod_api_http_once(int *fd, const char *addr, const char *method, const char *path,
+                      const char *content_type, const void *body, size_t len, uint32_t timeout_ms,
+                      struct iod_api_response *r, struct iod_err *e);
+
+/* The error message of an API error body ({"error": "..."}), or the status line. */
+const char *iod_api_error_text(const struct iod_api_response *r);
+
+/* ---- server ------------------------------------------------------------- */
+
+/* Run `iod server` until SIGTERM/SIGINT: raft node + HTTP API on one loop. */
+int iod_api_server_run(const struct iod_server_config *c, struct iod_err *e);
+
+/*
+ * The deploy adapter: turn a deploy request body (YAML or JSON spec) into a
+ * "deploy" state command using the nodes in st, and a JSON answer listing
+ * placements and what could not be placed. Returns 0 (*cmd malloc'd; may be
+ * NULL when nothing can be placed), -EINVAL (spec errors in *answer).
+ */
+int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len, char **cmd,
+                        json_t **answer, struct iod_err *e);
+
+#endif

@@ -1,0 +1,229 @@
+/*
+ * state.h: the cluster state machine (pure) and the replicated control plane
+ * around it (Raft glue, server).
+ *
+ * The state is a set of JSON documents keyed by kind/name: Node, Service,
+ * Replica, Endpoint, Policy, Config (docs/control-plane.md lists their
+ * fields). Every change is a command, a small JSON document that Raft
+ * replicates; iod_state_apply() applies one command deterministically: the
+ * same sequence of commands gives the same state, revision for revision, on
+ * every server. The state machine never reads the clock (lease expiry is a
+ * command carrying the time the leader chose), never does I/O and never
+ * allocates without a bound (limits in limits.h, section state).
+ *
+ * Revisions: the cluster has one revision counter, raised by one for every
+ * command that changes something (like etcd). Each object remembers the
+ * revision that created it and the one that last changed it; compare-and-swap
+ * compares against the latter. A bounded history of changes serves watches;
+ * a watch from a revision older than the history answers -ESTALE ("revision
+ * compacted").
+ */
+#ifndef IOD_STATE_H
+#define IOD_STATE_H
+
+#include "iod/base.h"
+
+/* Object kinds: enum, singular name (in URLs and keys), plural (lists). */
+#define IOD_STATE_KINDS(X)                     \
+	X(NODE, "node", "nodes")               \
+	X(SERVICE, "service", "services")      \
+	X(REPLICA, "replica", "replicas")      \
+	X(ENDPOINT, "endpoint", "endpoints")   \
+	X(POLICY, "policy", "policies")        \
+	X(CONFIG, "config", "configs")
+
+enum iod_state_kind {
+#define X(n, s, p) IOD_STATE_##n,
+	IOD_STATE_KINDS(X)
+#undef X
+	    IOD_STATE_KIND_COUNT
+};
+
+const char *iod_state_kind_name(enum iod_state_kind k);
+const char *iod_state_kind_plural(enum iod_state_kind k);
+/* Accepts singular or plural ("node", "nodes"); -EINVAL otherwise. */
+int iod_state_kind_parse(const char *s, enum iod_state_kind *out);
+/* Object names: 1..IOD_NAME_MAX-1 of [A-Za-z0-9._-], not starting with '.'. */
+bool iod_state_name_valid(const char *name);
+
+struct iod_state;
+
+/*
+ * The outcome of one command. code is 0 or a negative errno:
+ *   -ENOENT     delete/cas/renew of something that does not exist
+ *   -ECANCELED  compare-and-swap failed (cur_rev says what is there now)
+ *   -EINVAL     malformed command (msg says what)
+ *   -ENOSPC     a limit was reached (objects, leases, value size)
+ * A failed command changes nothing and does not raise the revision.
+ */
+struct iod_state_result {
+	int code;                  /* 0 or negative errno */
+	uint64_t rev;              /* cluster revision after the command */
+	uint64_t cur_rev;          /* on -ECANCELED: the object's mod revision (0 = absent) */
+	uint64_t lease_id;         /* lease_grant: the new lease's id */
+	uint32_t changed;          /* objects put or deleted by this command */
+	char msg[IOD_ERR_MSG_MAX]; /* human text when code != 0 */
+};
+
+int iod_state_new(struct iod_state **out);
+void iod_state_free(struct iod_state *s);
+
+/*
+ * Apply one command (JSON text, see "Commands" in docs/control-plane.md).
+ * Always fills res; returns res->code. Deterministic: depends only on the
+ * state and the bytes of cmd.
+ */
+int iod_state_apply(struct iod_state *s, const void *cmd, size_t len, struct iod_state_result *res);
+
+/* The cluster revision: the revision of the last change. */
+uint64_t iod_state_rev(const struct iod_state *s);
+/* Objects of a kind, and in total. */
+uint32_t iod_state_count(const struct iod_state *s, enum iod_state_kind k);
+uint32_t iod_state_total(const struct iod_state *s);
+
+/*
+ * One object as {"kind","name","rev","create_rev","lease","value"} (a new
+ * reference the caller releases), or NULL when absent.
+ */
+json_t *iod_state_get(const struct iod_state *s, enum iod_state_kind k, const char *name);
+/* The borrowed value of an object, or NULL. Valid until the next apply. */
+const json_t *iod_state_value(const struct iod_state *s, enum iod_state_kind k, const char *name);
+/* All objects of a kind, sorted by name: {"rev": R, "items": [...]}. */
+json_t *iod_state_list(const struct iod_state *s, enum iod_state_kind k);
+
+/*
+ * Changes after revision after_rev, oldest first, at most max of them, for one
+ * kind (or all kinds when all_kinds): a JSON array of
+ * {"rev","type":"put"|"delete","kind","name","value"}. *events may be an
+ * empty array (nothing newer yet: the caller waits). -ESTALE when after_rev
+ * is older than the history kept (message in e: re-list, then watch from the
+ * list's revision). -EINVAL when after_rev is in the future.
+ */
+int iod_state_watch(const struct iod_state *s, enum iod_state_kind k, bool all_kinds,
+                    uint64_t after_rev, uint32_t max, json_t **events, struct iod_err *e);
+/* Oldest revision a watch can start after (changes after it are all kept). */
+uint64_t iod_state_history_floor(const struct iod_state *s);
+
+/* Earliest lease deadline (Unix ms) or 0 when there is no lease: the leader
+ * proposes lease_expire when its clock passes it. */
+uint64_t iod_state_lease_next_deadline_ms(const struct iod_state *s);
+uint32_t iod_state_lease_count(const struct iod_state *s);
+
+/*
+ * Snapshots: "IODSNAP" magic, format version, length and a 64-bit checksum
+ * over the body, then the body (JSON: revision, leases, objects). snapshot
+ * returns a malloc'd buffer the caller frees. restore replaces the whole state
+ * (history restarts at the snapshot's revision); on any error (-EINVAL: bad
+ * magic, version, length or checksum) the state is left unchanged.
+ */
+int iod_state_snapshot(const struct iod_state *s, void **buf, size_t *len);
+int iod_state_restore(struct iod_state *s, const void *buf, size_t len, struct iod_err *e);
+/* A 64-bit digest of the whole state (objects, leases, revision): equal on
+ * servers that applied the same commands. For tests and `iod status`. */
+uint64_t iod_state_digest(const struct iod_state *s);
+
+/*
+ * Command builders: return a malloc'd JSON text (caller frees) or NULL on
+ * out-of-memory. prev_rev < 0 means "no condition"; 0 means "must not
+ * exist"; > 0 means "must be at this mod revision" (compare-and-swap).
+ */
+char *iod_state_cmd_put(enum iod_state_kind k, const char *name, const json_t *value,
+                        uint64_t lease_id, int64_t prev_rev);
+char *iod_state_cmd_delete(enum iod_state_kind k, const char *name, int64_t prev_rev);
+char *iod_state_cmd_lease_grant(uint64_t ttl_ms, uint64_t now_ms);
+char *iod_state_cmd_lease_renew(uint64_t lease_id, uint64_t now_ms);
+char *iod_state_cmd_lease_revoke(uint64_t lease_id);
+char *iod_state_cmd_lease_expire(uint64_t now_ms);
+
+/* ---- Raft glue ---------------------------------------------------------- */
+
+struct raft_fsm;
+
+/*
+ * The state machine as a canonical-raft FSM (version 2: snapshot memory is
+ * ours, freed in snapshot_finalize). apply never fails the Raft entry: a
+ * rejected command (CAS mismatch, bad input) is a committed no-op whose
+ * iod_state_result travels to the proposer through the apply callback's
+ * result pointer (pointing at *last, valid until the next apply).
+ */
+struct iod_state_fsm_ctx {
+	struct iod_state *state;        /* the machine (not owned) */
+	struct iod_state_result last;   /* result of the latest apply */
+	uint64_t applied;               /* commands applied */
+	uint64_t snapshots;             /* snapshots taken */
+	uint64_t restores;              /* snapshots restored */
+	void (*on_apply)(void *data);   /* called after each apply (watch wake-up), may be NULL */
+	void *on_apply_data;            /* argument of on_apply */
+};
+void iod_state_fsm_init(struct raft_fsm *fsm, struct iod_state_fsm_ctx *ctx);
+
+/* ---- the replicated server (shell: libuv + raft + libmicrohttpd) -------- */
+
+/* One initial member: raft id, Raft address, API address (may be empty). */
+struct iod_server_peer {
+	uint64_t id;                      /* raft server id, > 0 */
+	char raft_addr[IOD_ADDR_MAX];     /* host:port of its Raft transport */
+	char api_addr[IOD_ADDR_MAX];      /* host:port of its HTTP API, "" if unknown */
+};
+
+/* Everything `iod server` is configured with. */
+struct iod_server_config {
+	uint64_t id;                       /* this server's raft id */
+	char data_dir[IOD_PATH_MAX];       /* raft log + snapshots; created if missing */
+	char raft_addr[IOD_ADDR_MAX];      /* host:port to bind for Raft */
+	char api_addr[IOD_ADDR_MAX];       /* host:port to bind for the HTTP API */
+	char join_addr[IOD_ADDR_MAX];      /* API address of a member to join, "" = none */
+	struct iod_server_peer peers[IOD_STATE_PEERS_MAX]; /* initial members (bootstrap) */
+	uint32_t peers_n;                  /* 0 = single-member bootstrap or join */
+	uint32_t election_timeout_ms;      /* raft election timeout T (randomised in [T, 2T]) */
+	uint32_t heartbeat_timeout_ms;     /* raft heartbeat interval */
+	uint32_t snapshot_threshold;       /* entries between snapshots */
+	uint32_t snapshot_trailing;        /* entries kept after a snapshot */
+	bool pre_vote;                     /* raft pre-vote (Raft thesis 9.6) */
+	uint32_t lease_check_ms;           /* how often the leader looks for expired leases */
+};
+
+/*
+ * A replicated node: raft (libuv backend) + the state machine. Shell code:
+ * it owns sockets, files and timers on the loop it is given. The HTTP API
+ * (src/api) is built on it.
+ */
+struct iod_node;
+struct uv_loop_s;
+
+/* status 0: committed and applied (res says whether the command succeeded);
+ * -ENOTCONN: this server is not (or no longer) the leader: retry at the
+ * leader; another negative errno: raft failure (shutting down). */
+typedef void (*iod_node_apply_cb)(void *data, int status, const struct iod_state_result *res);
+typedef void (*iod_node_done_cb)(void *data, int status);
+
+int iod_node_start(struct iod_node **out, struct uv_loop_s *loop, const struct iod_server_config *c,
+                   struct iod_err *e);
+/* Propose a command (JSON text). -ENOTCONN not leader, -EBUSY too many in flight. */
+int iod_node_propose(struct iod_node *n, const char *cmd, size_t len, iod_node_apply_cb cb,
+                     void *data);
+bool iod_node_is_leader(struct iod_node *n);
+/* Leader's id (0 = unknown) and the API address to send writes to ("" = unknown). */
+uint64_t iod_node_leader(struct iod_node *n, const char **api_addr);
+const struct iod_state *iod_node_state(struct iod_node *n);
+/* id, state, leader, term, members, commit/applied index, revision. */
+json_t *iod_node_status(struct iod_node *n);
+/* Prometheus text for raft and apply metrics, appended to b. */
+void iod_node_metrics(struct iod_node *n, struct iod_buf *b);
+/* Called (on the loop) after commands were applied: wakes watches. */
+void iod_node_set_on_apply(struct iod_node *n, void (*fn)(void *data), void *data);
+/* Membership (leader only): add as voter (raft_add then raft_assign), remove. */
+int iod_node_member_add(struct iod_node *n, uint64_t id, const char *raft_addr,
+                        const char *api_addr, iod_node_done_cb cb, void *data);
+int iod_node_member_remove(struct iod_node *n, uint64_t id, iod_node_done_cb cb, void *data);
+/* Graceful stop: transfer leadership if leader (raft_transfer), then close.
+ * done runs when everything is closed; iod_node_free after it. */
+void iod_node_stop(struct iod_node *n, void (*done)(void *data), void *data);
+void iod_node_free(struct iod_node *n);
+
+/* Defaults (see docs/control-plane.md "Timeouts"). */
+void iod_server_config_default(struct iod_server_config *c);
+/* Parse "1=127.0.0.1:7001@127.0.0.1:7401,2=..." into c->peers. */
+int iod_server_peers_parse(struct iod_server_config *c, const char *s, struct iod_err *e);
+
+#endif

@@ -1,0 +1,455 @@
+/*
+ * agent.c: the node agent's loop (shell). It reads the node's desired
+ * replicas from a source (today: a manifest file it re-reads when it
+ * changes; the control plane's watch plugs in at the same seam), hands them
+ * to the reconciler, runs the actions it answers (start a sandbox, signal
+ * it, probe it) and publishes every phase change as a revisioned event
+ * (<data_dir>/events.jsonl, bounded and rotated) and the node's current
+ * status (<data_dir>/status.json, replaced atomically).
+ *
+ * One thread, one poll(): SIGCHLD/SIGTERM/SIGHUP arrive through a signalfd,
+ * timers come from the reconciler's next deadline. It decides nothing: the
+ * reconciler does. Probes run inline, each bounded by its timeout.
+ */
+#include "internal.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define EVENTS_MAX_BYTES (8u << 20) /* events.jsonl rotates past this (1 old file kept) */
+#define MANIFEST_POLL_NS (100 * IOD_NS_PER_MS)
+
+struct agent {
+	const struct iod_agent_config *cfg; /* settings */
+	struct iod_agent_exec_config exec;  /* executor settings */
+	struct iod_agent_caps caps;         /* what the sandbox may use */
+	struct iod_agent_rec *rec;          /* the pure core */
+	struct iod_agent_proc *procs;       /* per reconciler slot */
+	struct iod_agent_replica *desired;  /* manifest buffer */
+	struct iod_agent_log events;        /* events.jsonl */
+	uint64_t rev;                       /* last event revision */
+	struct timespec manifest_mtime;     /* of the last manifest read */
+	off_t manifest_size;                /* of the last manifest read */
+	bool stopping;                      /* SIGTERM seen: stop everything */
+	struct iod_agent_cluster *cluster;  /* control plane link, or NULL (manifest) */
+	int wake_fd;                        /* eventfd: the cluster has news */
+};
+
+static uint64_t now_ns(void)
+{
+	return iod_clock_now(iod_clock_monotonic());
+}
+
+void iod_agent_config_default(struct iod_agent_config *c)
+{
+	const char *home = getenv("HOME");
+	memset(c, 0, sizeof(*c));
+	if (gethostname(c->name, sizeof(c->name) - 1))
+		snprintf(c->name, sizeof(c->name), "node");
+	snprintf(c->data_dir, sizeof(c->data_dir), "%s/.local/share/iod", home ? home : "/tmp");
+	iod_agent_rec_config_default(&c->rec);
+	c->log_max_bytes = 10u << 20;
+	c->log_files = 3;
+	c->use_namespaces = true;
+	c->lease_ttl_ms = 2000;
+	c->stateful_grace_ms = 30000;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	c->cpus = n > 0 ? (uint32_t)n : 1;
+}
+
+int iod_agent_events_path(const char *data_dir, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s/events.jsonl", data_dir);
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* The last revision in the events file, so revisions keep rising across restarts. */
+static uint64_t last_rev(const char *path)
+{
+	struct iod_buf b;
+	uint64_t rev = 0;
+	iod_buf_init(&b);
+	if (iod_buf_read_file(&b, path, EVENTS_MAX_BYTES * 2, NULL) == 0 && b.len) {
+		char *p = b.data + b.len - 1;
+		while (p > b.data && *p == '\n')
+			p--;
+		while (p > b.data && p[-1] != '\n')
+			p--;
+		const char *r = strstr(p, "\"rev\":");
+		if (r)
+			rev = strtoull(r + 6, NULL, 10);
+	}
+	iod_buf_free(&b);
+	return rev;
+}
+
+static void publish(struct agent *a, const char *type, json_t *ev)
+{
+	json_t *o = json_object();
+	json_object_set_new(o, "rev", json_integer((json_int_t)++a->rev));
+	json_object_set_new(o, "time_ms",
+	                    json_integer((json_int_t)(iod_time_unix_ns() / IOD_NS_PER_MS)));
+	json_object_set_new(o, "type", json_string(type));
+	json_object_set_new(o, "node", json_string(a->cfg->name));
+	json_object_update(o, ev);
+	char *s = iod_json_string(o, true);
+	if (s) {
+		size_t l = strlen(s);
+		s[l] = '\n'; /* replaces the NUL: write l + 1 bytes, no terminator needed */
+		iod_agent_log_write(&a->events, s, l + 1);
+		free(s);
+	}
+	json_decref(o);
+	json_decref(ev);
+}
+
+static void write_status(struct agent *a)
+{
+	char path[IOD_AGENT_PATH_MAX + 16], tmp[IOD_AGENT_PATH_MAX + 16];
+	json_t *o = json_object(), *list = json_array();
+	for (uint32_t i = 0; i < iod_agent_rec_capacity(a->rec); i++) {
+		const struct iod_agent_slot *s = iod_agent_rec_slot(a->rec, i);
+		if (!s)
+			continue;
+		json_t *r = iod_agent_replica_to_json(&s->want);
+		json_object_set_new(r, "phase", json_string(iod_agent_phase_name(s->phase)));
+		json_object_set_new(r, "ready", json_boolean(s->ready));
+		json_object_set_new(r, "reason", json_string(s->reason));
+		json_object_set_new(r, "restarts", json_integer(s->restarts));
+		json_object_set_new(r, "pid", json_integer(s->alive ? a->procs[i].pid : 0));
+		json_object_del(r, "env");
+		json_array_append_new(list, r);
+	}
+	json_object_set_new(o, "node", json_string(a->cfg->name));
+	json_object_set_new(o, "rev", json_integer((json_int_t)a->rev));
+	json_object_set_new(o, "replicas", list);
+	snprintf(path, sizeof(path), "%s/status.json", a->cfg->data_dir);
+	snprintf(tmp, sizeof(tmp), "%s/.status.json.tmp", a->cfg->data_dir);
+	FILE *f = fopen(tmp, "w");
+	if (f) {
+		iod_json_print(f, o, false);
+		if (fclose(f) == 0)
+			rename(tmp, path);
+	}
+	json_decref(o);
+}
+
+static int load_manifest(struct agent *a, bool force)
+{
+	struct stat st;
+	struct iod_buf b;
+	struct iod_err e = {0};
+	uint32_t n = 0;
+	int rc;
+
+	if (!a->cfg->manifest[0])
+		return 0;
+	if (stat(a->cfg->manifest, &st)) {
+		if (force)
+			IOD_WARN("agent", "manifest %s: %s (running nothing until it appears)",
+			         a->cfg->manifest, strerror(errno));
+		return 0;
+	}
+	if (!force && st.st_mtim.tv_sec == a->manifest_mtime.tv_sec &&
+	    st.st_mtim.tv_nsec == a->manifest_mtime.tv_nsec && st.st_size == a->manifest_size)
+		return 0;
+	a->manifest_mtime = st.st_mtim;
+	a->manifest_size = st.st_size;
+	iod_buf_init(&b);
+	rc = iod_buf_read_file(&b, a->cfg->manifest, IOD_AGENT_MANIFEST_MAX, &e);
+	if (!rc)
+		rc = iod_agent_manifest_parse(b.data, b.len, a->desired, IOD_AGENT_REPLICAS_MAX, &n,
+		                              &e);
+	iod_buf_free(&b);
+	if (!rc)
+		rc = iod_agent_rec_set_desired(a->rec, a->desired, n, now_ns(), &e);
+	if (rc) {
+		IOD_ERROR("agent", "manifest %s: %s (keeping the previous desired state)",
+		          a->cfg->manifest, e.msg);
+		json_t *ev = json_object();
+		json_object_set_new(ev, "reason", json_string(e.msg));
+		publish(a, "manifest-error", ev);
+		return rc;
+	}
+	IOD_INFO("agent", "manifest %s: %u replicas for this node", a->cfg->manifest, n);
+	return 0;
+}
+
+/* New desired state from the control plane; on re-registration report all. */
+static bool take_cluster(struct agent *a)
+{
+	uint32_t n = 0;
+	bool resync = false;
+	struct iod_err e = {0};
+	bool fresh = iod_agent_cluster_take(a->cluster, a->desired, &n, &resync);
+	if (fresh && iod_agent_rec_set_desired(a->rec, a->desired, n, now_ns(), &e))
+		IOD_ERROR("agent", "desired state: %s", e.msg);
+	if (resync)
+		for (uint32_t i = 0; i < iod_agent_rec_capacity(a->rec); i++) {
+			const struct iod_agent_slot *s = iod_agent_rec_slot(a->rec, i);
+			struct iod_agent_action act = {.kind = IOD_AGENT_ACT_REPORT, .slot = i};
+			if (!s || !s->desired)
+				continue;
+			memcpy(act.name, s->want.name, sizeof(act.name));
+			act.phase = s->phase;
+			act.ready = s->ready;
+			act.restarts = s->restarts;
+			memcpy(act.reason, s->reason, sizeof(act.reason));
+			iod_agent_cluster_report(a->cluster, &act, s->want.service, s->want.port);
+		}
+	return fresh;
+}
+
+static void do_action(struct agent *a, const struct iod_agent_action *act)
+{
+	const struct iod_agent_slot *s = iod_agent_rec_slot(a->rec, act->slot);
+	struct iod_agent_proc *p = &a->procs[act->slot];
+	struct iod_err e = {0};
+	char detail[256];
+
+	switch (act->kind) {
+	case IOD_AGENT_ACT_START:
+		if (iod_agent_exec_start(&a->exec, &s->want, p, &e)) {
+			IOD_WARN("agent", "%s: start failed: %s", act->name, e.msg);
+			iod_agent_rec_on_start_failed(a->rec, act->name, e.msg, now_ns());
+		} else {
+			if (p->sandbox_warn[0])
+				IOD_WARN("agent", "%s: %s", act->name, p->sandbox_warn);
+			IOD_DEBUG("agent", "%s: started pid %d", act->name, (int)p->pid);
+			iod_agent_rec_on_started(a->rec, act->name, now_ns());
+		}
+		break;
+	case IOD_AGENT_ACT_STOP: iod_agent_exec_signal(p, SIGTERM); break;
+	case IOD_AGENT_ACT_KILL: iod_agent_exec_signal(p, SIGKILL); break;
+	case IOD_AGENT_ACT_PROBE: {
+		uint16_t port = s->want.health.port ? s->want.health.port : s->want.port;
+		/* the node's address: on a local cluster each node has its own */
+		const char *host = a->cfg->addr[0] ? a->cfg->addr : "127.0.0.1";
+		int rc = iod_agent_probe_run(&s->want.health, host, port, detail, sizeof(detail));
+		iod_agent_rec_on_probe(a->rec, act->name, rc == 0, detail, now_ns());
+		break;
+	}
+	case IOD_AGENT_ACT_REPORT: {
+		json_t *ev = json_object();
+		json_object_set_new(ev, "replica", json_string(act->name));
+		json_object_set_new(ev, "service", json_string(s ? s->want.service : ""));
+		json_object_set_new(ev, "phase", json_string(iod_agent_phase_name(act->phase)));
+		json_object_set_new(ev, "ready", json_boolean(act->ready));
+		json_object_set_new(ev, "restarts", json_integer(act->restarts));
+		json_object_set_new(ev, "reason", json_string(act->reason));
+		if (act->removed)
+			json_object_set_new(ev, "removed", json_true());
+		IOD_INFO("agent", "%s: %s%s (%s)", act->name, iod_agent_phase_name(act->phase),
+		         act->ready ? ", ready" : "", act->reason);
+		publish(a, "replica", ev);
+		if (a->cluster && s && !act->removed)
+			iod_agent_cluster_report(a->cluster, act, s->want.service, s->want.port);
+		break;
+	}
+	}
+}
+
+static void reap(struct agent *a)
+{
+	int st;
+	pid_t pid;
+	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+		for (uint32_t i = 0; i < iod_agent_rec_capacity(a->rec); i++) {
+			const struct iod_agent_slot *s = iod_agent_rec_slot(a->rec, i);
+			if (!s || !s->alive || a->procs[i].pid != pid)
+				continue;
+			/* the init reports a killed workload as 128 + signal */
+			int code = WIFEXITED(st) ? WEXITSTATUS(st) : 0;
+			int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+			if (!sig && code > 128 && code < 128 + 65) {
+				sig = code - 128;
+				code = 0;
+			}
+			a->procs[i].pid = 0;
+			iod_agent_exec_cleanup(&a->procs[i]);
+			iod_agent_rec_on_exited(a->rec, s->want.name, code, sig, now_ns());
+			break;
+		}
+	}
+}
+
+static bool any_alive(const struct agent *a)
+{
+	for (uint32_t i = 0; i < iod_agent_rec_capacity(a->rec); i++) {
+		const struct iod_agent_slot *s = iod_agent_rec_slot(a->rec, i);
+		if (s && s->alive)
+			return true;
+	}
+	return false;
+}
+
+static int agent_init(struct agent *a, const struct iod_agent_config *c, struct iod_err *e)
+{
+	char path[IOD_AGENT_PATH_MAX];
+	int rc;
+
+	memset(a, 0, sizeof(*a));
+	a->cfg = c;
+	a->wake_fd = -1;
+	if (mkdir(c->data_dir, 0755) && errno != EEXIST)
+		return iod_err_set(e, -errno, "data dir %s: %s (create it or pass --data-dir)",
+		                   c->data_dir, strerror(errno));
+	if ((rc = iod_agent_rec_new(&c->rec, IOD_AGENT_REPLICAS_MAX, &a->rec)))
+		return iod_err_set(e, rc, "reconciler: invalid settings (backoff, capacity)");
+	a->procs = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*a->procs));
+	a->desired = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*a->desired));
+	if (!a->procs || !a->desired)
+		return iod_err_set(e, -ENOMEM, "out of memory for %u replicas",
+		                   IOD_AGENT_REPLICAS_MAX);
+	iod_agent_caps_probe(&a->caps);
+	if (a->caps.warning[0])
+		IOD_WARN("agent", "sandbox: %s", a->caps.warning);
+	snprintf(a->exec.node, sizeof(a->exec.node), "%s", c->name);
+	snprintf(a->exec.run_dir, sizeof(a->exec.run_dir), "%s", c->data_dir);
+	snprintf(a->exec.cgroup_prefix, sizeof(a->exec.cgroup_prefix), "iod/%s", c->name);
+	ssize_t n = readlink("/proc/self/exe", a->exec.self_exe, sizeof(a->exec.self_exe) - 1);
+	a->exec.self_exe[n > 0 ? n : 0] = 0;
+	a->exec.log_max_bytes = c->log_max_bytes;
+	a->exec.log_files = c->log_files;
+	a->exec.use_namespaces = c->use_namespaces;
+	a->exec.caps = &a->caps;
+	iod_agent_events_path(c->data_dir, path, sizeof(path));
+	a->rev = last_rev(path);
+	if ((rc = iod_agent_log_open(&a->events, path, EVENTS_MAX_BYTES, 1, e)))
+		return rc;
+	return 0;
+}
+
+static void agent_free(struct agent *a)
+{
+	iod_agent_log_close(&a->events);
+	iod_agent_rec_free(a->rec);
+	free(a->procs);
+	free(a->desired);
+}
+
+int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
+{
+	struct agent *a = calloc(1, sizeof(*a));
+	struct iod_agent_action acts[IOD_AGENT_ACTIONS_MAX];
+	sigset_t mask, old;
+	int sfd, rc;
+
+	if (!a)
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	if ((rc = agent_init(a, c, e))) {
+		agent_free(a);
+		free(a);
+		return rc;
+	}
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, &old);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0) {
+		rc = iod_err_set(e, -errno, "signalfd: %s", strerror(errno));
+		goto out;
+	}
+	json_t *ev = json_object();
+	json_object_set_new(ev, "reason",
+	                    json_string(a->caps.warning[0] ? a->caps.warning : "sandbox complete"));
+	publish(a, "agent-started", ev);
+	IOD_INFO("agent", "node %s: data in %s, %s %s", c->name, c->data_dir,
+	         c->servers[0] ? "control plane" : "manifest",
+	         c->servers[0]    ? c->servers
+	         : c->manifest[0] ? c->manifest
+	                          : "(none)");
+	load_manifest(a, true);
+	if (c->servers[0]) {
+		a->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (a->wake_fd < 0 ||
+		    (rc = iod_agent_cluster_start(&a->cluster, c, a->wake_fd, e))) {
+			rc = a->wake_fd < 0 ? iod_err_set(e, -errno, "eventfd: %s", strerror(errno))
+			                    : rc;
+			goto out;
+		}
+	}
+
+	uint64_t start = now_ns(), stop_by = 0, next_manifest = start + MANIFEST_POLL_NS;
+	for (;;) {
+		uint32_t n = 0;
+		uint64_t next;
+		bool reported = false;
+		iod_agent_rec_step(a->rec, now_ns(), acts, IOD_AGENT_ACTIONS_MAX, &n, &next);
+		for (uint32_t i = 0; i < n; i++) {
+			do_action(a, &acts[i]);
+			reported |= acts[i].kind == IOD_AGENT_ACT_REPORT;
+		}
+		if (reported)
+			write_status(a);
+		if (n)
+			continue; /* actions produced observations: decide again */
+		if (a->stopping && (!any_alive(a) || now_ns() > stop_by))
+			break;
+		uint64_t t = now_ns();
+		if (!a->stopping && c->run_for_ns && t - start >= c->run_for_ns) {
+			a->stopping = true;
+		} else if (!a->stopping && t >= next_manifest) {
+			load_manifest(a, false);
+			next_manifest = t + MANIFEST_POLL_NS;
+			continue;
+		}
+		if (!a->stopping && a->cluster && take_cluster(a))
+			continue;
+		if (a->stopping && !stop_by) {
+			IOD_INFO("agent", "stopping every replica");
+			iod_agent_rec_set_desired(a->rec, NULL, 0, t, NULL);
+			stop_by = t + c->rec.stop_grace_ns + IOD_NS_PER_S;
+			continue;
+		}
+		uint64_t wake = IOD_MIN(next, next_manifest);
+		if (a->stopping)
+			wake = IOD_MIN(wake, stop_by);
+		int timeout_ms = wake <= t ? 0 : (int)IOD_MIN((wake - t + 999999) / 1000000, 1000);
+		struct pollfd pfs[2] = {{.fd = sfd, .events = POLLIN},
+		                        {.fd = a->wake_fd, .events = POLLIN}};
+		if (poll(pfs, a->wake_fd >= 0 ? 2 : 1, timeout_ms) > 0) {
+			uint64_t cnt;
+			if (pfs[1].revents)
+				(void)!read(a->wake_fd, &cnt, sizeof(cnt));
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+				if (si.ssi_signo == SIGCHLD)
+					reap(a);
+				else if (si.ssi_signo == SIGHUP)
+					load_manifest(a, true);
+				else
+					a->stopping = true;
+			}
+		}
+	}
+	IOD_INFO("agent", "node %s: every replica stopped; leaving", c->name);
+	iod_agent_cluster_stop(a->cluster); /* flushes the last reports */
+	a->cluster = NULL;
+	ev = json_object();
+	json_object_set_new(ev, "reason", json_string("stopped"));
+	publish(a, "agent-stopped", ev);
+	write_status(a);
+	rc = 0;
+out:
+	iod_agent_cluster_stop(a->cluster);
+	if (a->wake_fd >= 0)
+		close(a->wake_fd);
+	if (sfd >= 0)
+		close(sfd);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	agent_free(a);
+	free(a);
+	return rc;
+}

@@ -1,0 +1,577 @@
+/*
+ * cluster.c: the agent's link to the control plane (shell).
+ *
+ * Two threads, each with its own blocking API client, so that neither a
+ * long-poll nor a slow write ever stalls the agent loop:
+ *   - the watcher long-polls /v1/watch; after every change it lists nodes,
+ *     services and replicas, computes this node's desired replicas
+ *     (desired.c) and hands them to the agent loop (mailbox + eventfd). If
+ *     this node is the first live node by name it is also the rescheduler:
+ *     it applies reschedule.c's plan with compare-and-swap puts.
+ *   - the writer registers the node (a lease of lease_ttl_ms and a Node
+ *     object bound to it), renews the lease every third of its TTL (a lease
+ *     that expired means this node was declared lost: register again), and
+ *     writes what the agent loop reports: the Replica's phase, readiness,
+ *     reason and restarts, and its Endpoint (address, healthy).
+ * Reports are coalesced per replica (the latest wins), so the queue is
+ * bounded by the replica limit. A replica that is no longer placed on this
+ * node is never written: a node that comes back does not overwrite the
+ * replica's new home.
+ */
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+struct report {
+	bool used;                   /* slot holds a pending report */
+	struct iod_agent_action act; /* what to publish */
+	char service[IOD_NAME_MAX];  /* replica's service */
+	uint16_t port;               /* replica's port */
+};
+
+struct iod_agent_cluster {
+	const struct iod_agent_config *cfg; /* settings (outlive us) */
+	int wake_fd;                        /* eventfd the agent loop polls */
+	pthread_t watcher, writer;          /* the two threads */
+	bool watcher_started, writer_started;
+	pthread_mutex_t mu; /* guards everything below */
+	pthread_cond_t cv;  /* writer: reports or stop */
+	bool stop;          /* threads exit */
+	/* mailbox to the agent loop */
+	struct iod_agent_replica *desired; /* IOD_AGENT_REPLICAS_MAX */
+	uint32_t desired_n;
+	bool desired_new; /* not yet taken */
+	bool resync;      /* registered (again): report everything */
+	/* from the agent loop */
+	struct report *reports;  /* IOD_AGENT_REPLICAS_MAX, coalesced by name */
+	uint64_t lease_id;       /* current lease, 0 = not registered */
+	char addr[IOD_ADDR_MAX]; /* this node's address for endpoints */
+};
+
+static uint64_t mono_ms(void)
+{
+	return iod_clock_now(iod_clock_monotonic()) / IOD_NS_PER_MS;
+}
+
+static void wake_agent(struct iod_agent_cluster *c)
+{
+	uint64_t one = 1;
+	(void)!write(c->wake_fd, &one, sizeof(one));
+}
+
+static int request(struct iod_api_client *cl, const char *method, const char *path,
+                   const json_t *body, struct iod_api_response *r, struct iod_err *e)
+{
+	char *text = body ? iod_json_string(body, true) : NULL;
+	int rc = iod_api_request(cl, method, path, text ? "application/json" : NULL, text,
+	                         text ? strlen(text) : 0, r, e);
+	free(text);
+	return rc;
+}
+
+/* ---- registration and lease (writer) -------------------------------------------- */
+
+static int register_node(struct iod_agent_cluster *c, struct iod_api_client *cl)
+{
+	const struct iod_agent_config *cfg = c->cfg;
+	struct iod_api_response r = {0};
+	struct iod_err e = {0};
+	char path[IOD_NAME_MAX + 32];
+	uint64_t id = 0;
+	json_t *b = json_pack("{s:I}", "ttl_ms", (json_int_t)cfg->lease_ttl_ms);
+	int rc = request(cl, "POST", "/v1/leases", b, &r, &e);
+	json_decref(b);
+	if (rc || r.status != 200 || iod_json_get_u64(r.json, "lease", &id)) {
+		IOD_WARN("agent", "registering node %s: lease: %s", cfg->name,
+		         rc ? e.msg : iod_api_error_text(&r));
+		iod_api_response_free(&r);
+		return rc ? rc : -EIO;
+	}
+	iod_api_response_free(&r);
+	json_t *node = json_pack("{s:s, s:i, s:i, s:s, s:i, s:I}", "addr", c->addr, "gpus",
+	                         (int)cfg->gpus, "cpus", (int)cfg->cpus, "model",
+	                         cfg->model[0] ? cfg->model : "host", "agent_pid", (int)getpid(),
+	                         "registered_ms", (json_int_t)(iod_time_unix_ns() / IOD_NS_PER_MS));
+	if (cfg->topology)
+		json_object_set(node, "topology", cfg->topology);
+	snprintf(path, sizeof(path), "/v1/nodes/%s?lease=%llu", cfg->name, (unsigned long long)id);
+	rc = request(cl, "PUT", path, node, &r, &e);
+	json_decref(node);
+	if (rc || r.status != 200) {
+		IOD_WARN("agent", "registering node %s: %s", cfg->name,
+		         rc ? e.msg : iod_api_error_text(&r));
+		iod_api_response_free(&r);
+		return rc ? rc : -EIO;
+	}
+	iod_api_response_free(&r);
+	pthread_mutex_lock(&c->mu);
+	c->lease_id = id;
+	c->resync = true;
+	pthread_mutex_unlock(&c->mu);
+	wake_agent(c);
+	IOD_INFO("agent", "node %s registered (lease %llu, ttl %llu ms, %u GPUs)", cfg->name,
+	         (unsigned long long)id, (unsigned long long)cfg->lease_ttl_ms, cfg->gpus);
+	return 0;
+}
+
+static void renew(struct iod_agent_cluster *c, struct iod_api_client *cl)
+{
+	struct iod_api_response r = {0};
+	struct iod_err e = {0};
+	char path[64];
+	uint64_t id;
+	pthread_mutex_lock(&c->mu);
+	id = c->lease_id;
+	pthread_mutex_unlock(&c->mu);
+	if (!id) {
+		register_node(c, cl);
+		return;
+	}
+	snprintf(path, sizeof(path), "/v1/leases/%llu", (unsigned long long)id);
+	int rc = request(cl, "PUT", path, NULL, &r, &e);
+	if (!rc && r.status == 404) {
+		IOD_WARN("agent",
+		         "node %s: lease %llu expired (this node was declared lost): "
+		         "registering again",
+		         c->cfg->name, (unsigned long long)id);
+		pthread_mutex_lock(&c->mu);
+		c->lease_id = 0;
+		pthread_mutex_unlock(&c->mu);
+		register_node(c, cl);
+	} else if (rc) {
+		IOD_WARN("agent", "node %s: renewing lease: %s", c->cfg->name, e.msg);
+	}
+	iod_api_response_free(&r);
+}
+
+/* ---- reports (writer) --------------------------------------------------------- */
+
+/* The endpoint: where the replica answers and whether it should get traffic.
+ * Written before the Replica: it is what load balancers act on. */
+static void write_endpoint(struct iod_agent_cluster *c, struct iod_api_client *cl,
+                           const struct report *rp)
+{
+	struct iod_api_response r = {0};
+	struct iod_err e = {0};
+	char path[IOD_NAME_MAX + 64];
+	const struct iod_agent_action *a = &rp->act;
+	char address[IOD_ADDR_MAX + 8];
+	snprintf(address, sizeof(address), "%s:%u", c->addr, rp->port);
+	json_t *ep =
+	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:b, s:s, s:s}", "replica", a->name,
+	              "service", rp->service, "node", c->cfg->name, "address", address, "addr",
+	              c->addr, "port", (int)rp->port, "healthy", a->ready, "health",
+	              a->ready ? "healthy" : "unhealthy", "phase", iod_agent_phase_name(a->phase));
+	snprintf(path, sizeof(path), "/v1/endpoints/%s", a->name);
+	if (request(cl, "PUT", path, ep, &r, &e))
+		IOD_WARN("agent", "%s: endpoint: %s", a->name, e.msg);
+	iod_api_response_free(&r);
+	json_decref(ep);
+}
+
+static void write_report(struct iod_agent_cluster *c, struct iod_api_client *cl,
+                         const struct report *rp)
+{
+	struct iod_api_response r = {0};
+	struct iod_err e = {0};
+	char path[IOD_NAME_MAX + 64];
+	const struct iod_agent_action *a = &rp->act;
+
+	for (int attempt = 0; attempt < 3; attempt++) {
+		/* the replica as it is now: skip it when it is not ours any more */
+		snprintf(path, sizeof(path), "/v1/replicas/%s", a->name);
+		if (request(cl, "GET", path, NULL, &r, &e) || r.status != 200) {
+			iod_api_response_free(&r);
+			return; /* deleted (undeployed) or unreachable: nothing to update */
+		}
+		const json_t *v = json_object_get(r.json, "value");
+		const char *node = "";
+		uint64_t rev = 0;
+		iod_json_get_str(v, "node", &node);
+		iod_json_get_u64(r.json, "rev", &rev);
+		if (strcmp(node, c->cfg->name)) {
+			iod_api_response_free(&r);
+			return;
+		}
+		if (attempt == 0)
+			write_endpoint(c, cl, rp);
+		json_t *nv = json_deep_copy(v);
+		iod_api_response_free(&r);
+		json_object_set_new(nv, "phase", json_string(iod_agent_phase_name(a->phase)));
+		json_object_set_new(nv, "ready", json_boolean(a->ready));
+		json_object_set_new(nv, "reason", json_string(a->reason));
+		json_object_set_new(nv, "restarts", json_integer(a->restarts));
+		json_object_set_new(nv, "port", json_integer(rp->port));
+		json_object_set_new(nv, "updated_ms",
+		                    json_integer((json_int_t)(iod_time_unix_ns() / IOD_NS_PER_MS)));
+		json_object_del(nv, "lost_ms");
+		snprintf(path, sizeof(path), "/v1/replicas/%s?prev_rev=%llu", a->name,
+		         (unsigned long long)rev);
+		int rc = request(cl, "PUT", path, nv, &r, &e);
+		json_decref(nv);
+		int status = r.status;
+		iod_api_response_free(&r);
+		if (rc) {
+			IOD_WARN("agent", "%s: reporting phase: %s", a->name, e.msg);
+			return;
+		}
+		if (status == 409)
+			continue; /* changed under us: read again */
+		break;
+	}
+}
+
+static void *writer_main(void *arg)
+{
+	struct iod_agent_cluster *c = arg;
+	struct iod_api_client cl;
+	struct iod_err e = {0};
+	struct report *batch = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*batch));
+	uint64_t period = IOD_MAX(c->cfg->lease_ttl_ms / 3, 1), next_renew = 0;
+
+	if (!batch || iod_api_client_init(&cl, c->cfg->servers, &e)) {
+		IOD_ERROR("agent", "control plane client: %s", e.msg);
+		free(batch);
+		return NULL;
+	}
+	cl.timeout_ms = (uint32_t)IOD_MAX(period, 100);
+	cl.retry_ms = (uint32_t)IOD_MAX(period, 200);
+	while (register_node(c, &cl)) {
+		pthread_mutex_lock(&c->mu);
+		bool stop = c->stop;
+		pthread_mutex_unlock(&c->mu);
+		if (stop)
+			goto out;
+		usleep(200000);
+	}
+	next_renew = mono_ms() + period;
+	for (;;) {
+		uint32_t n = 0;
+		pthread_mutex_lock(&c->mu);
+		while (!c->stop) {
+			bool any = false;
+			for (uint32_t i = 0; i < IOD_AGENT_REPLICAS_MAX && !any; i++)
+				any = c->reports[i].used;
+			if (any || mono_ms() >= next_renew)
+				break;
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			uint64_t wait = next_renew - mono_ms();
+			ts.tv_sec += (time_t)(wait / 1000);
+			ts.tv_nsec += (long)(wait % 1000) * 1000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+		}
+		bool stop = c->stop;
+		for (uint32_t i = 0; i < IOD_AGENT_REPLICAS_MAX; i++)
+			if (c->reports[i].used) {
+				batch[n++] = c->reports[i];
+				c->reports[i].used = false;
+			}
+		pthread_mutex_unlock(&c->mu);
+		for (uint32_t i = 0; i < n; i++)
+			write_report(c, &cl, &batch[i]);
+		if (stop) {
+			/* leave cleanly: the node goes, its replicas are rescheduled */
+			struct iod_api_response r = {0};
+			char path[64];
+			pthread_mutex_lock(&c->mu);
+			uint64_t id = c->lease_id;
+			pthread_mutex_unlock(&c->mu);
+			snprintf(path, sizeof(path), "/v1/leases/%llu", (unsigned long long)id);
+			if (id && request(&cl, "DELETE", path, NULL, &r, &e))
+				IOD_WARN("agent", "revoking lease: %s", e.msg);
+			iod_api_response_free(&r);
+			break;
+		}
+		if (mono_ms() >= next_renew) {
+			renew(c, &cl);
+			next_renew = mono_ms() + period;
+		}
+	}
+out:
+	iod_api_client_close(&cl);
+	free(batch);
+	return NULL;
+}
+
+/* ---- watch, desired state, rescheduling (watcher) ----------------------------------- */
+
+static json_t *list(struct iod_api_client *cl, const char *kind)
+{
+	struct iod_api_response r = {0};
+	struct iod_err e = {0};
+	char path[64];
+	snprintf(path, sizeof(path), "/v1/%s", kind);
+	if (iod_api_request(cl, "GET", path, NULL, NULL, 0, &r, &e) || r.status != 200 || !r.json) {
+		iod_api_response_free(&r);
+		return NULL;
+	}
+	json_t *j = json_incref(r.json);
+	iod_api_response_free(&r);
+	return j;
+}
+
+/* One of our replicas marked lost while we run it (we were away): report again. */
+static bool marked_lost(const json_t *replicas, const char *me)
+{
+	size_t i;
+	json_t *x;
+	json_array_foreach(json_object_get(replicas, "items"), i, x)
+	{
+		const json_t *v = json_object_get(x, "value");
+		const char *node = "", *phase = "";
+		iod_json_get_str(v, "node", &node);
+		iod_json_get_str(v, "phase", &phase);
+		if (!strcmp(node, me) && !strcmp(phase, "lost"))
+			return true;
+	}
+	return false;
+}
+
+static bool first_live_node(const json_t *nodes, const char *me)
+{
+	const char *first = NULL;
+	size_t i;
+	json_t *x;
+	json_array_foreach(json_object_get(nodes, "items"), i, x)
+	{
+		const char *n;
+		if (!iod_json_get_str(x, "name", &n) && (!first || strcmp(n, first) < 0))
+			first = n;
+	}
+	return first && !strcmp(first, me);
+}
+
+static void reschedule(struct iod_agent_cluster *c, struct iod_api_client *cl, const json_t *nodes,
+                       const json_t *services, const json_t *replicas)
+{
+	json_t *unplaced = NULL;
+	json_t *w =
+	    iod_agent_resched_plan(nodes, replicas, services, iod_time_unix_ns() / IOD_NS_PER_MS,
+	                           c->cfg->stateful_grace_ms, &unplaced);
+	size_t i;
+	json_t *x;
+	json_array_foreach(w, i, x)
+	{
+		struct iod_api_response r = {0};
+		struct iod_err e = {0};
+		const char *name;
+		uint64_t prev;
+		char path[IOD_NAME_MAX + 64];
+		iod_json_get_str(x, "name", &name);
+		iod_json_get_u64(x, "prev_rev", &prev);
+		snprintf(path, sizeof(path), "/v1/replicas/%s?prev_rev=%llu", name,
+		         (unsigned long long)prev);
+		if (!request(cl, "PUT", path, json_object_get(x, "value"), &r, &e) &&
+		    r.status == 200) {
+			const char *reason = "";
+			iod_json_get_str(json_object_get(x, "value"), "reason", &reason);
+			IOD_INFO("agent", "%s: %s", name, reason);
+		}
+		iod_api_response_free(&r);
+	}
+	json_array_foreach(unplaced, i, x)
+	{
+		const char *name = "", *why = "";
+		iod_json_get_str(x, "replica", &name);
+		iod_json_get_str(x, "reason", &why);
+		IOD_DEBUG("agent", "%s: cannot reschedule: %s", name, why);
+	}
+	json_decref(w);
+	json_decref(unplaced);
+}
+
+static void *watcher_main(void *arg)
+{
+	struct iod_agent_cluster *c = arg;
+	struct iod_api_client cl;
+	struct iod_err e = {0};
+	struct iod_agent_replica *buf = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*buf));
+	uint64_t rev = 0;
+	bool relist = true;
+
+	if (!buf || iod_api_client_init(&cl, c->cfg->servers, &e)) {
+		IOD_ERROR("agent", "control plane client: %s", e.msg);
+		free(buf);
+		return NULL;
+	}
+	cl.timeout_ms = 3000;
+	cl.retry_ms = 1000;
+	for (;;) {
+		pthread_mutex_lock(&c->mu);
+		bool stop = c->stop;
+		pthread_mutex_unlock(&c->mu);
+		if (stop)
+			break;
+		if (relist) {
+			/* replicas first, nodes last: a node list at least as new as the
+			 * replica list never shows a live node as gone */
+			json_t *reps = list(&cl, "replicas"), *svcs = list(&cl, "services"),
+			       *nodes = list(&cl, "nodes");
+			uint32_t n = 0;
+			if (nodes && svcs && reps) {
+				uint64_t r1 = 0, rn = 0;
+				iod_json_get_u64(reps, "rev", &r1);
+				iod_json_get_u64(nodes, "rev", &rn);
+				rev = IOD_MAX(rev, r1);
+				if (iod_agent_desired_from_state(c->cfg->name, nodes, svcs, reps,
+				                                 buf, IOD_AGENT_REPLICAS_MAX, &n,
+				                                 &e))
+					IOD_WARN("agent", "desired state: %s", e.msg);
+				pthread_mutex_lock(&c->mu);
+				memcpy(c->desired, buf, n * sizeof(*buf));
+				c->desired_n = n;
+				c->desired_new = true;
+				c->resync |= marked_lost(reps, c->cfg->name);
+				pthread_mutex_unlock(&c->mu);
+				wake_agent(c);
+				if (rn >= r1 && first_live_node(nodes, c->cfg->name))
+					reschedule(c, &cl, nodes, svcs, reps);
+				relist = false;
+			} else {
+				usleep(100000);
+			}
+			json_decref(nodes);
+			json_decref(svcs);
+			json_decref(reps);
+			if (relist)
+				continue;
+		}
+		/* long-poll for anything newer; a timeout re-lists too (stateful grace) */
+		struct iod_api_response r = {0};
+		char path[96];
+		snprintf(path, sizeof(path), "/v1/watch?rev=%llu&timeout_ms=1000",
+		         (unsigned long long)rev);
+		if (iod_api_request(&cl, "GET", path, NULL, NULL, 0, &r, &e) || !r.json) {
+			iod_api_response_free(&r);
+			usleep(100000);
+			relist = true;
+			continue;
+		}
+		uint64_t next = 0;
+		if (r.status == 200 && !iod_json_get_u64(r.json, "rev", &next)) {
+			json_t *ev = json_object_get(r.json, "events");
+			bool relevant = false;
+			size_t i;
+			json_t *x;
+			json_array_foreach(ev, i, x)
+			{
+				const char *k = "";
+				iod_json_get_str(x, "kind", &k);
+				/* our own endpoint writes change nothing we decide on */
+				relevant |= strcmp(k, "endpoint") != 0;
+			}
+			relist = relevant || json_array_size(ev) == 0;
+			rev = next;
+		} else {
+			relist = true; /* compacted (410) or an error: list again */
+			rev = 0;
+		}
+		iod_api_response_free(&r);
+	}
+	iod_api_client_close(&cl);
+	free(buf);
+	return NULL;
+}
+
+/* ---- the agent loop's side ------------------------------------------------------ */
+
+int iod_agent_cluster_start(struct iod_agent_cluster **out, const struct iod_agent_config *cfg,
+                            int wake_fd, struct iod_err *e)
+{
+	struct iod_agent_cluster *c = calloc(1, sizeof(*c));
+	if (!c)
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	c->cfg = cfg;
+	c->wake_fd = wake_fd;
+	snprintf(c->addr, sizeof(c->addr), "%s", cfg->addr[0] ? cfg->addr : "127.0.0.1");
+	c->desired = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*c->desired));
+	c->reports = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*c->reports));
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	if (!c->desired || !c->reports) {
+		iod_agent_cluster_stop(c);
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	}
+	/* threads must not take the agent's signals (signalfd in the agent loop) */
+	if (pthread_create(&c->writer, NULL, writer_main, c) == 0)
+		c->writer_started = true;
+	if (pthread_create(&c->watcher, NULL, watcher_main, c) == 0)
+		c->watcher_started = true;
+	if (!c->writer_started || !c->watcher_started) {
+		iod_agent_cluster_stop(c);
+		return iod_err_set(e, -EAGAIN, "cannot start the control-plane threads");
+	}
+	*out = c;
+	return 0;
+}
+
+bool iod_agent_cluster_take(struct iod_agent_cluster *c, struct iod_agent_replica *out, uint32_t *n,
+                            bool *resync)
+{
+	bool fresh;
+	pthread_mutex_lock(&c->mu);
+	fresh = c->desired_new;
+	if (fresh) {
+		memcpy(out, c->desired, c->desired_n * sizeof(*out));
+		*n = c->desired_n;
+		c->desired_new = false;
+	}
+	*resync = c->resync;
+	c->resync = false;
+	pthread_mutex_unlock(&c->mu);
+	return fresh;
+}
+
+void iod_agent_cluster_report(struct iod_agent_cluster *c, const struct iod_agent_action *a,
+                              const char *service, uint16_t port)
+{
+	int free_i = -1, at = -1;
+	pthread_mutex_lock(&c->mu);
+	for (int i = 0; i < IOD_AGENT_REPLICAS_MAX; i++) {
+		if (c->reports[i].used && !strcmp(c->reports[i].act.name, a->name)) {
+			at = i;
+			break;
+		}
+		if (!c->reports[i].used && free_i < 0)
+			free_i = i;
+	}
+	if (at < 0)
+		at = free_i;
+	if (at >= 0) { /* at < 0 cannot happen: one slot per replica at most */
+		c->reports[at].used = true;
+		c->reports[at].act = *a;
+		c->reports[at].port = port;
+		snprintf(c->reports[at].service, sizeof(c->reports[at].service), "%s", service);
+	}
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+void iod_agent_cluster_stop(struct iod_agent_cluster *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->stop = true;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	if (c->writer_started)
+		pthread_join(c->writer, NULL);
+	if (c->watcher_started)
+		pthread_join(c->watcher, NULL);
+	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->cv);
+	free(c->desired);
+	free(c->reports);
+	free(c);
+}

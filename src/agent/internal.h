@@ -1,0 +1,27 @@
+/*
+ * internal.h: what the agent's files share and nobody else needs: the link
+ * to the control plane (cluster.c) as the agent loop (agent.c) drives it.
+ */
+#ifndef IOD_AGENT_INTERNAL_H
+#define IOD_AGENT_INTERNAL_H
+
+#include "iod/agent.h"
+#include "iod/api.h"
+
+struct iod_agent_cluster;
+
+/* Register the node and start following the cluster; wake_fd (an eventfd)
+ * is written whenever new desired state is ready. */
+int iod_agent_cluster_start(struct iod_agent_cluster **out, const struct iod_agent_config *cfg,
+                            int wake_fd, struct iod_err *e);
+/* New desired replicas since the last call? (copied into out, *n set).
+ * *resync: the node (re-)registered: report every replica again. */
+bool iod_agent_cluster_take(struct iod_agent_cluster *c, struct iod_agent_replica *out, uint32_t *n,
+                            bool *resync);
+/* Queue a phase report (coalesced per replica; never blocks on the network). */
+void iod_agent_cluster_report(struct iod_agent_cluster *c, const struct iod_agent_action *a,
+                              const char *service, uint16_t port);
+/* Flush pending reports, revoke the lease, stop the threads. */
+void iod_agent_cluster_stop(struct iod_agent_cluster *c);
+
+#endif

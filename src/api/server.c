@@ -1,0 +1,935 @@
+/*
+ * server.c: `iod server`: the HTTP/JSON API (libmicrohttpd) in front of a
+ * replicated node (raft + state machine), all on one libuv loop.
+ *
+ * MHD runs in its external-loop epoll mode: its epoll descriptor is watched
+ * by a uv_poll handle and MHD_run is called from the loop, so request
+ * handlers, raft callbacks and the state machine share one thread and need no
+ * locks (raft's libuv backend is single-threaded too). A write is proposed to
+ * raft and its connection suspended (MHD suspend/resume) until the entry is
+ * committed and applied; a watch is suspended until the state passes its
+ * revision or its timeout. Every error answer is a JSON body
+ * {"error": "..."} with a 4xx/5xx code; a bad request never stops the server.
+ *
+ * It must never block the loop (no synchronous network calls here) and never
+ * answer a write before it is committed.
+ */
+#include "iod/api.h"
+
+#include <microhttpd.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#if MHD_VERSION < 0x00097002
+typedef int MHD_RESULT;
+#else
+typedef enum MHD_Result MHD_RESULT;
+#endif
+
+#define STATUS_CODES 600
+
+struct server;
+
+/* One HTTP request (MHD's per-connection context). */
+struct req {
+	struct server *srv;           /* owner */
+	struct MHD_Connection *conn;  /* MHD connection */
+	struct iod_buf body;          /* request body, bounded by IOD_API_BODY_MAX */
+	bool too_big;                 /* body exceeded the limit: answer 413 */
+	bool suspended;               /* waiting for raft or a watch */
+	bool ready;                   /* answer prepared, to be queued on resume */
+	int status;                   /* prepared answer's code */
+	json_t *answer;               /* prepared answer (owned) */
+	json_t *extra;                /* deploy: the plan to merge into the answer */
+	/* watch */
+	bool watching;                /* on the watch list */
+	bool watch_all;               /* all kinds */
+	enum iod_state_kind kind;     /* watched kind */
+	uint64_t after_rev;           /* changes after this revision */
+	uint64_t deadline_ms;         /* answer empty at this time */
+	struct req *wprev, *wnext;    /* watch list links */
+	const char *op;               /* what a write did, for its answer */
+	char name[IOD_NAME_MAX];      /* object of a write */
+};
+
+struct server {
+	struct iod_server_config cfg; /* as started */
+	uv_loop_t loop;               /* the one loop */
+	struct iod_node *node;        /* raft + state */
+	struct MHD_Daemon *mhd;       /* HTTP daemon */
+	uv_poll_t mhd_poll;           /* MHD's epoll fd */
+	uv_timer_t mhd_timer;         /* MHD's timeouts and kicks */
+	uv_timer_t watch_timer;       /* watch timeouts */
+	uv_signal_t sigterm, sigint;  /* graceful stop */
+	struct req *watchers;         /* suspended watches */
+	uint32_t watchers_n;          /* on the list */
+	bool stopping;                /* stop in progress */
+	uint64_t requests[STATUS_CODES]; /* answers by status code */
+	uint64_t watch_answers;       /* watches answered */
+};
+
+static uint64_t mono_ms(void)
+{
+	return iod_clock_now(iod_clock_monotonic()) / IOD_NS_PER_MS;
+}
+
+static void mhd_kick(struct server *s);
+
+/* ---- answers ------------------------------------------------------------ */
+
+static MHD_RESULT queue_text(struct server *s, struct MHD_Connection *c, int status,
+                             const char *ctype, char *text)
+{
+	struct MHD_Response *r =
+	    MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	MHD_RESULT rc;
+
+	if (!r) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+	rc = MHD_queue_response(c, (unsigned)status, r);
+	MHD_destroy_response(r);
+	if (status > 0 && status < STATUS_CODES)
+		s->requests[status]++;
+	return rc;
+}
+
+static MHD_RESULT queue_json(struct server *s, struct MHD_Connection *c, int status, json_t *j)
+{
+	char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+	json_decref(j);
+	if (!text)
+		return MHD_NO;
+	size_t n = strlen(text);
+	char *t2 = realloc(text, n + 2);
+	if (t2) {
+		t2[n] = '\n';
+		t2[n + 1] = 0;
+		text = t2;
+	}
+	return queue_text(s, c, status, "application/json", text);
+}
+
+static json_t *err_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static json_t *err_json(const char *fmt, ...)
+{
+	char msg[IOD_ERR_MSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return json_pack("{s:s}", "error", msg);
+}
+
+static MHD_RESULT queue_err(struct server *s, struct MHD_Connection *c, int status, json_t *j)
+{
+	return queue_json(s, c, status, j);
+}
+
+static int code_for(int err)
+{
+	switch (err) {
+	case 0: return 200;
+	case -EINVAL: return 400;
+	case -ENOENT: return 404;
+	case -ECANCELED: return 409;
+	case -E2BIG: return 413;
+	case -ENOSPC: return 507;
+	case -ENOTCONN:
+	case -EBUSY:
+	case -ESHUTDOWN: return 503;
+	default: return 500;
+	}
+}
+
+static json_t *not_leader_json(struct server *s)
+{
+	const char *api = "";
+	uint64_t id = iod_node_leader(s->node, &api);
+	return json_pack("{s:s, s:b, s:I, s:s}", "error",
+	                 id ? "this server is not the leader; send writes to \"leader\""
+	                    : "no leader elected right now; retry shortly",
+	                 "not_leader", 1, "leader_id", (json_int_t)id, "leader", api);
+}
+
+/* Prepare an answer for a suspended request and resume it. */
+static void finish(struct req *q, int status, json_t *answer)
+{
+	q->status = status;
+	json_decref(q->answer);
+	q->answer = answer;
+	q->ready = true;
+	if (q->suspended) {
+		q->suspended = false;
+		MHD_resume_connection(q->conn);
+		mhd_kick(q->srv);
+	}
+}
+
+/* ---- writes ------------------------------------------------------------- */
+
+static void write_done(void *data, int status, const struct iod_state_result *res)
+{
+	struct req *q = data;
+	struct server *s = q->srv;
+	json_t *a;
+
+	if (status == -ENOTCONN) {
+		finish(q, 503, not_leader_json(s));
+		return;
+	}
+	if (status) {
+		finish(q, code_for(status), err_json("%s", res->msg));
+		return;
+	}
+	if (res->code) {
+		a = json_pack("{s:s, s:I}", "error", res->msg, "rev", (json_int_t)res->rev);
+		if (res->code == -ECANCELED)
+			json_object_set_new(a, "cur_rev", json_integer((json_int_t)res->cur_rev));
+		finish(q, code_for(res->code), a);
+		return;
+	}
+	a = q->extra ? json_incref(q->extra) : json_object();
+	json_object_set_new(a, "rev", json_integer((json_int_t)res->rev));
+	json_object_set_new(a, "changed", json_integer(res->changed));
+	if (res->lease_id)
+		json_object_set_new(a, "lease", json_integer((json_int_t)res->lease_id));
+	finish(q, 200, a);
+}
+
+/* Propose cmd (owned) for q; answers now on refusal, else suspends q. */
+static MHD_RESULT propose(struct req *q, char *cmd)
+{
+	struct server *s = q->srv;
+	int rc;
+
+	if (!cmd)
+		return queue_err(s, q->conn, 500, err_json("out of memory"));
+	rc = iod_node_propose(s->node, cmd, strlen(cmd), write_done, q);
+	free(cmd);
+	if (rc == -ENOTCONN)
+		return queue_json(s, q->conn, 503, not_leader_json(s));
+	if (rc == -EBUSY)
+		return queue_err(s, q->conn, 503,
+		                 err_json("overloaded: %d writes in flight; retry shortly",
+		                          IOD_API_PENDING_MAX));
+	if (rc)
+		return queue_err(s, q->conn, code_for(rc), err_json("proposing: %s", strerror(-rc)));
+	q->suspended = true;
+	MHD_suspend_connection(q->conn);
+	return MHD_YES;
+}
+
+static bool query_u64(struct MHD_Connection *c, const char *key, uint64_t *out, bool *bad)
+{
+	const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, key);
+	char *end = NULL;
+	if (!v)
+		return false;
+	unsigned long long x = strtoull(v, &end, 10);
+	if (!v[0] || *end || v[0] == '-') {
+		*bad = true;
+		return false;
+	}
+	*out = x;
+	return true;
+}
+
+static json_t *body_json(struct req *q, json_t **err)
+{
+	struct iod_err e = {0};
+	json_t *j = NULL;
+	if (!q->body.len) {
+		*err = err_json("request body is empty; send a JSON object");
+		return NULL;
+	}
+	if (iod_json_parse(q->body.data, q->body.len, &j, &e)) {
+		*err = err_json("%s", e.msg);
+		return NULL;
+	}
+	return j;
+}
+
+static MHD_RESULT do_put(struct req *q, enum iod_state_kind k, const char *name)
+{
+	struct server *s = q->srv;
+	uint64_t prev = 0, lease = 0;
+	bool bad = false, has_prev;
+	json_t *err = NULL, *v;
+
+	has_prev = query_u64(q->conn, "prev_rev", &prev, &bad);
+	query_u64(q->conn, "lease", &lease, &bad);
+	if (bad)
+		return queue_err(s, q->conn, 400,
+		                 err_json("prev_rev and lease must be non-negative integers"));
+	if (!(v = body_json(q, &err)))
+		return queue_err(s, q->conn, 400, err);
+	if (!json_is_object(v)) {
+		json_decref(v);
+		return queue_err(s, q->conn, 400,
+		                 err_json("%s/%s: the body must be a JSON object",
+		                          iod_state_kind_name(k), name));
+	}
+	if (!iod_node_is_leader(s->node)) {
+		json_decref(v);
+		return queue_json(s, q->conn, 503, not_leader_json(s));
+	}
+	char *cmd = iod_state_cmd_put(k, name, v, lease, has_prev ? (int64_t)prev : -1);
+	json_decref(v);
+	return propose(q, cmd);
+}
+
+static MHD_RESULT do_delete(struct req *q, enum iod_state_kind k, const char *name)
+{
+	struct server *s = q->srv;
+	uint64_t prev = 0;
+	bool bad = false, has_prev = query_u64(q->conn, "prev_rev", &prev, &bad);
+	char *cmd;
+
+	if (bad)
+		return queue_err(s, q->conn, 400, err_json("prev_rev must be a non-negative integer"));
+	if (k == IOD_STATE_SERVICE && !has_prev) {
+		/* deleting a service removes its replicas and endpoints with it */
+		json_t *j = json_pack("{s:s, s:s}", "op", "undeploy", "service", name);
+		cmd = j ? json_dumps(j, JSON_COMPACT) : NULL;
+		json_decref(j);
+	} else {
+		cmd = iod_state_cmd_delete(k, name, has_prev ? (int64_t)prev : -1);
+	}
+	return propose(q, cmd);
+}
+
+static MHD_RESULT do_txn(struct req *q)
+{
+	json_t *err = NULL, *j = body_json(q, &err);
+	if (!j)
+		return queue_err(q->srv, q->conn, 400, err);
+	if (!json_is_array(json_object_get(j, "ops"))) {
+		json_decref(j);
+		return queue_err(q->srv, q->conn, 400,
+		                 err_json("a txn body is {\"ops\": [{\"op\": \"put\"|\"delete\", "
+		                          "\"kind\", \"name\", \"value\", \"prev_rev\"}...]}"));
+	}
+	json_object_set_new(j, "op", json_string("txn"));
+	char *cmd = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	return propose(q, cmd);
+}
+
+static MHD_RESULT do_lease(struct req *q, const char *method, const char *id_text)
+{
+	struct server *s = q->srv;
+	uint64_t now_ms = iod_time_unix_ns() / IOD_NS_PER_MS, id = 0, ttl = 0;
+	char *end = NULL;
+
+	if (id_text) {
+		id = strtoull(id_text, &end, 10);
+		if (!id || *end)
+			return queue_err(s, q->conn, 400, err_json("lease id must be a positive integer"));
+	}
+	if (!strcmp(method, "POST") && !id_text) {
+		json_t *err = NULL, *j = body_json(q, &err);
+		if (!j)
+			return queue_err(s, q->conn, 400, err);
+		int rc = iod_json_get_u64(j, "ttl_ms", &ttl);
+		json_decref(j);
+		if (rc || ttl == 0 || ttl > 24ull * 3600 * 1000)
+			return queue_err(s, q->conn, 400,
+			                 err_json("a lease body is {\"ttl_ms\": N} with 0 < N <= 1 day"));
+		return propose(q, iod_state_cmd_lease_grant(ttl, now_ms));
+	}
+	if (!strcmp(method, "PUT") && id_text)
+		return propose(q, iod_state_cmd_lease_renew(id, now_ms));
+	if (!strcmp(method, "DELETE") && id_text)
+		return propose(q, iod_state_cmd_lease_revoke(id));
+	return queue_err(s, q->conn, 405,
+	                 err_json("leases: POST /v1/leases, PUT or DELETE /v1/leases/ID"));
+}
+
+static MHD_RESULT do_deploy(struct req *q)
+{
+	struct server *s = q->srv;
+	struct iod_err e = {0};
+	char *cmd = NULL;
+	json_t *answer = NULL;
+	int rc;
+
+	if (!q->body.len)
+		return queue_err(s, q->conn, 400, err_json("deploy needs a spec (YAML or JSON) body"));
+	if (!iod_node_is_leader(s->node))
+		return queue_json(s, q->conn, 503, not_leader_json(s));
+	rc = iod_api_deploy_plan(iod_node_state(s->node), q->body.data, q->body.len, &cmd, &answer,
+	                         &e);
+	if (rc) {
+		json_t *j = answer ? answer : json_object();
+		json_object_set_new(j, "error", json_string(e.msg));
+		return queue_json(s, q->conn, code_for(rc), j);
+	}
+	if (!cmd) /* nothing placeable: answer with the reasons, nothing stored */
+		return queue_json(s, q->conn, 422, answer);
+	q->extra = answer;
+	return propose(q, cmd);
+}
+
+/* ---- members ------------------------------------------------------------ */
+
+static void member_done(void *data, int status)
+{
+	struct req *q = data;
+	if (status == -ENOTCONN)
+		finish(q, 503, not_leader_json(q->srv));
+	else if (status)
+		finish(q, code_for(status), err_json("membership change failed: %s", strerror(-status)));
+	else
+		finish(q, 200, iod_node_status(q->srv->node));
+}
+
+static MHD_RESULT do_members(struct req *q, const char *method, const char *id_text)
+{
+	struct server *s = q->srv;
+	int rc;
+
+	if (!strcmp(method, "GET"))
+		return queue_json(s, q->conn, 200,
+		                  json_incref(json_object_get(iod_node_status(s->node), "members")));
+	if (!iod_node_is_leader(s->node))
+		return queue_json(s, q->conn, 503, not_leader_json(s));
+	if (!strcmp(method, "POST") && !id_text) {
+		json_t *err = NULL, *j = body_json(q, &err);
+		uint64_t id = 0;
+		const char *raft_addr = NULL, *api = "";
+		if (!j)
+			return queue_err(s, q->conn, 400, err);
+		if (iod_json_get_u64(j, "id", &id) || !id || iod_json_get_str(j, "raft", &raft_addr) ||
+		    !strchr(raft_addr, ':')) {
+			json_decref(j);
+			return queue_err(s, q->conn, 400,
+			                 err_json("a member is {\"id\": N, \"raft\": \"HOST:PORT\", "
+			                          "\"api\": \"HOST:PORT\"}"));
+		}
+		iod_json_get_str(j, "api", &api);
+		rc = iod_node_member_add(s->node, id, raft_addr, api, member_done, q);
+		json_decref(j);
+	} else if (!strcmp(method, "DELETE") && id_text) {
+		char *end = NULL;
+		uint64_t id = strtoull(id_text, &end, 10);
+		if (!id || *end)
+			return queue_err(s, q->conn, 400, err_json("member id must be a positive integer"));
+		rc = iod_node_member_remove(s->node, id, member_done, q);
+	} else {
+		return queue_err(s, q->conn, 405,
+		                 err_json("members: GET or POST /v1/members, DELETE /v1/members/ID"));
+	}
+	if (rc == -ENOTCONN)
+		return queue_json(s, q->conn, 503, not_leader_json(s));
+	if (rc)
+		return queue_err(s, q->conn, rc == -EEXIST ? 409 : code_for(rc),
+		                 err_json("membership change refused: %s", strerror(-rc)));
+	q->suspended = true;
+	MHD_suspend_connection(q->conn);
+	return MHD_YES;
+}
+
+/* ---- watches ------------------------------------------------------------ */
+
+static void watch_unlink(struct req *q)
+{
+	struct server *s = q->srv;
+	if (!q->watching)
+		return;
+	if (q->wprev)
+		q->wprev->wnext = q->wnext;
+	else
+		s->watchers = q->wnext;
+	if (q->wnext)
+		q->wnext->wprev = q->wprev;
+	q->wprev = q->wnext = NULL;
+	q->watching = false;
+	s->watchers_n--;
+}
+
+/* Answer q if it has something (or its time is up); returns true if answered. */
+static bool watch_try(struct req *q, bool timed_out)
+{
+	const struct iod_state *st = iod_node_state(q->srv->node);
+	struct iod_err e = {0};
+	json_t *ev = NULL;
+	int rc = iod_state_watch(st, q->kind, q->watch_all, q->after_rev, IOD_API_WATCH_EVENTS_MAX,
+	                         &ev, &e);
+
+	if (rc) {
+		json_t *a = json_pack("{s:s, s:I, s:I}", "error", e.msg, "rev",
+		                      (json_int_t)iod_state_rev(st), "compacted_rev",
+		                      (json_int_t)iod_state_history_floor(st));
+		watch_unlink(q);
+		finish(q, rc == -ESTALE ? 410 : 400, a);
+		return true;
+	}
+	if (json_array_size(ev) == 0 && !timed_out) {
+		json_decref(ev);
+		return false;
+	}
+	/* rev: where the next watch starts (last event's, or now when none) */
+	uint64_t next = iod_state_rev(st);
+	if (json_array_size(ev) == IOD_API_WATCH_EVENTS_MAX)
+		next = (uint64_t)json_integer_value(
+		    json_object_get(json_array_get(ev, json_array_size(ev) - 1), "rev"));
+	watch_unlink(q);
+	q->srv->watch_answers++;
+	finish(q, 200, json_pack("{s:I, s:o}", "rev", (json_int_t)next, "events", ev));
+	return true;
+}
+
+static void watchers_wake(void *data)
+{
+	struct server *s = data;
+	for (struct req *q = s->watchers, *next; q; q = next) {
+		next = q->wnext;
+		watch_try(q, false);
+	}
+}
+
+static void watch_timer_cb(uv_timer_t *t)
+{
+	struct server *s = t->data;
+	uint64_t now = mono_ms();
+	for (struct req *q = s->watchers, *next; q; q = next) {
+		next = q->wnext;
+		if (now >= q->deadline_ms)
+			watch_try(q, true);
+	}
+}
+
+static MHD_RESULT do_watch(struct req *q, enum iod_state_kind k, bool all)
+{
+	struct server *s = q->srv;
+	const struct iod_state *st = iod_node_state(s->node);
+	uint64_t rev = iod_state_rev(st), timeout_ms = IOD_API_WATCH_TIMEOUT_MS_DEFAULT;
+	bool bad = false;
+
+	query_u64(q->conn, "rev", &rev, &bad);
+	query_u64(q->conn, "timeout_ms", &timeout_ms, &bad);
+	if (bad)
+		return queue_err(s, q->conn, 400,
+		                 err_json("watch: rev and timeout_ms must be non-negative integers"));
+	if (timeout_ms > IOD_API_WATCH_TIMEOUT_MS_MAX)
+		timeout_ms = IOD_API_WATCH_TIMEOUT_MS_MAX;
+	if (s->watchers_n >= IOD_API_CONNECTIONS_MAX)
+		return queue_err(s, q->conn, 503, err_json("too many watches; retry later"));
+	q->kind = k;
+	q->watch_all = all;
+	q->after_rev = rev;
+	q->deadline_ms = mono_ms() + timeout_ms;
+	q->watching = true;
+	q->wnext = s->watchers;
+	if (s->watchers)
+		s->watchers->wprev = q;
+	s->watchers = q;
+	s->watchers_n++;
+	if (watch_try(q, timeout_ms == 0)) {
+		/* answered at once: queue it without suspending */
+		q->ready = false;
+		json_t *a = q->answer;
+		q->answer = NULL;
+		return queue_json(s, q->conn, q->status, a);
+	}
+	q->suspended = true;
+	MHD_suspend_connection(q->conn);
+	return MHD_YES;
+}
+
+/* ---- routing ------------------------------------------------------------ */
+
+static MHD_RESULT unknown_kind(struct server *s, struct MHD_Connection *c, const char *kind)
+{
+	const char *names[2 * IOD_STATE_KIND_COUNT + 8];
+	size_t n = 0;
+	for (unsigned i = 0; i < IOD_STATE_KIND_COUNT; i++) {
+		names[n++] = iod_state_kind_name((enum iod_state_kind)i);
+		names[n++] = iod_state_kind_plural((enum iod_state_kind)i);
+	}
+	names[n++] = "status";
+	names[n++] = "deploy";
+	names[n++] = "leases";
+	names[n++] = "members";
+	names[n++] = "txn";
+	const char *sug = iod_suggest(kind, names, n);
+	return queue_err(s, c, 404,
+	                 err_json("unknown kind \"%s\"%s%s%s; kinds: nodes, services, replicas, "
+	                          "endpoints, policies, configs",
+	                          kind, sug ? " (did you mean \"" : "", sug ? sug : "",
+	                          sug ? "\"?)" : ""));
+}
+
+static MHD_RESULT route(struct req *q, const char *url, const char *method)
+{
+	struct server *s = q->srv;
+	struct MHD_Connection *c = q->conn;
+	char path[256], *seg[4] = {0};
+	int nseg = 0;
+	bool is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+
+	if (!strcmp(url, "/metrics")) {
+		struct iod_buf b;
+		iod_buf_init(&b);
+		iod_node_metrics(s->node, &b);
+		iod_buf_printf(&b, "# HELP iod_api_requests_total API answers by HTTP status code.\n"
+		                   "# TYPE iod_api_requests_total counter\n");
+		s->requests[200]++; /* count this answer too */
+		for (int i = 100; i < STATUS_CODES; i++)
+			if (s->requests[i])
+				iod_buf_printf(&b, "iod_api_requests_total{code=\"%d\"} %llu\n", i,
+				               (unsigned long long)s->requests[i]);
+		iod_buf_printf(&b,
+		               "# HELP iod_api_watches Watches waiting.\n# TYPE iod_api_watches gauge\n"
+		               "iod_api_watches %u\n",
+		               s->watchers_n);
+		s->requests[200]--;
+		return queue_text(s, c, 200, "text/plain; version=0.0.4", b.data ? b.data : strdup(""));
+	}
+	if (iod_strlcpy(path, url, sizeof(path)) || strncmp(path, "/v1/", 4))
+		return queue_err(s, c, 404,
+		                 err_json("no such path %.100s; the API lives under /v1/ (see "
+		                          "docs/control-plane.md)",
+		                          url));
+	for (char *p = path + 4, *save = NULL, *t = strtok_r(p, "/", &save); t;
+	     t = strtok_r(NULL, "/", &save)) {
+		if (nseg == 3)
+			return queue_err(s, c, 404, err_json("path %.100s is too deep", url));
+		seg[nseg++] = t;
+	}
+	if (nseg == 0)
+		return queue_err(s, c, 404, err_json("GET /v1/status, /v1/<kind>[/<name>]"));
+	if (!strcmp(seg[0], "status") && nseg == 1) {
+		if (!is_get)
+			return queue_err(s, c, 405, err_json("status is read-only: GET /v1/status"));
+		json_t *st = iod_node_status(s->node);
+		json_object_set_new(st, "api", json_string(s->cfg.api_addr));
+		json_object_set_new(st, "watches", json_integer(s->watchers_n));
+		return queue_json(s, c, 200, st);
+	}
+	if (!strcmp(seg[0], "deploy") && nseg == 1) {
+		if (strcmp(method, "POST"))
+			return queue_err(s, c, 405, err_json("deploy: POST /v1/deploy with a spec body"));
+		return do_deploy(q);
+	}
+	if (!strcmp(seg[0], "txn") && nseg == 1) {
+		if (strcmp(method, "POST"))
+			return queue_err(s, c, 405, err_json("txn: POST /v1/txn"));
+		return do_txn(q);
+	}
+	if (!strcmp(seg[0], "leases") && nseg <= 2)
+		return do_lease(q, method, nseg == 2 ? seg[1] : NULL);
+	if (!strcmp(seg[0], "members") && nseg <= 2)
+		return do_members(q, method, nseg == 2 ? seg[1] : NULL);
+	if (!strcmp(seg[0], "watch") && nseg == 1 && is_get)
+		return do_watch(q, IOD_STATE_NODE, true);
+
+	enum iod_state_kind k;
+	if (iod_state_kind_parse(seg[0], &k))
+		return unknown_kind(s, c, seg[0]);
+	if (nseg == 1) {
+		if (!is_get)
+			return queue_err(s, c, 405,
+			                 err_json("%s: GET lists; PUT/DELETE need /v1/%s/NAME", seg[0],
+			                          iod_state_kind_name(k)));
+		const char *w = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "watch");
+		if (w && (!strcmp(w, "1") || !strcmp(w, "true")))
+			return do_watch(q, k, false);
+		json_t *l = iod_state_list(iod_node_state(s->node), k);
+		return l ? queue_json(s, c, 200, l) : queue_err(s, c, 500, err_json("out of memory"));
+	}
+	if (nseg != 2)
+		return queue_err(s, c, 404, err_json("path %.100s: want /v1/<kind>/<name>", url));
+	if (!iod_state_name_valid(seg[1]))
+		return queue_err(s, c, 400,
+		                 err_json("invalid name \"%.64s\": 1-%d of A-Z a-z 0-9 . _ -", seg[1],
+		                          IOD_NAME_MAX - 1));
+	iod_strlcpy(q->name, seg[1], sizeof(q->name));
+	if (is_get) {
+		json_t *o = iod_state_get(iod_node_state(s->node), k, seg[1]);
+		if (!o)
+			return queue_err(s, c, 404,
+			                 err_json("%s/%s not found", iod_state_kind_name(k), seg[1]));
+		return queue_json(s, c, 200, o);
+	}
+	if (!strcmp(method, "PUT"))
+		return do_put(q, k, seg[1]);
+	if (!strcmp(method, "DELETE"))
+		return do_delete(q, k, seg[1]);
+	return queue_err(s, c, 405, err_json("method %s not allowed on %s", method, url));
+}
+
+static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *url,
+                          const char *method, const char *version, const char *upload,
+                          size_t *upload_size, void **con_cls)
+{
+	struct server *s = cls;
+	struct req *q = *con_cls;
+	(void)version;
+
+	if (!q) {
+		q = calloc(1, sizeof(*q));
+		if (!q)
+			return MHD_NO;
+		q->srv = s;
+		q->conn = conn;
+		iod_buf_init(&q->body);
+		*con_cls = q;
+		const char *cl =
+		    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (cl && strtoull(cl, NULL, 10) > IOD_API_BODY_MAX)
+			q->too_big = true;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		if (!q->too_big && q->body.len + *upload_size <= IOD_API_BODY_MAX) {
+			if (iod_buf_append(&q->body, upload, *upload_size))
+				q->too_big = true;
+		} else {
+			q->too_big = true;
+		}
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (q->ready) {
+		json_t *a = q->answer;
+		q->answer = NULL;
+		q->ready = false;
+		return queue_json(s, conn, q->status, a);
+	}
+	if (q->suspended)
+		return MHD_YES;
+	if (q->too_big)
+		return queue_err(s, conn, 413,
+		                 err_json("request body larger than %u bytes (IOD_API_BODY_MAX)",
+		                          IOD_API_BODY_MAX));
+	if (s->stopping)
+		return queue_err(s, conn, 503, err_json("server is shutting down; retry another"));
+	return route(q, url, method);
+}
+
+static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+	struct req *q = *con_cls;
+	(void)cls;
+	(void)conn;
+	(void)toe;
+	if (!q)
+		return;
+	watch_unlink(q);
+	iod_buf_free(&q->body);
+	json_decref(q->answer);
+	json_decref(q->extra);
+	free(q);
+	*con_cls = NULL;
+}
+
+/* ---- MHD on the uv loop -------------------------------------------------- */
+
+static void mhd_timer_cb(uv_timer_t *t)
+{
+	struct server *s = t->data;
+	MHD_UNSIGNED_LONG_LONG to = 0;
+	if (!s->mhd)
+		return;
+	MHD_run(s->mhd);
+	if (MHD_get_timeout(s->mhd, &to) == MHD_YES)
+		uv_timer_start(&s->mhd_timer, mhd_timer_cb, to > 1000 ? 1000 : to, 0);
+	else
+		uv_timer_start(&s->mhd_timer, mhd_timer_cb, 1000, 0);
+}
+
+static void mhd_kick(struct server *s)
+{
+	uv_timer_start(&s->mhd_timer, mhd_timer_cb, 0, 0);
+}
+
+static void mhd_poll_cb(uv_poll_t *h, int status, int events)
+{
+	struct server *s = h->data;
+	(void)status;
+	(void)events;
+	mhd_timer_cb(&s->mhd_timer);
+}
+
+static int mhd_start(struct server *s, struct iod_err *e)
+{
+	char host[IOD_ADDR_MAX], port[16];
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+	const char *colon = strrchr(s->cfg.api_addr, ':');
+	int rc;
+
+	if (!colon || (size_t)(colon - s->cfg.api_addr) >= sizeof(host) || strlen(colon) > 15)
+		return iod_err_set(e, -EINVAL, "--api %s: want HOST:PORT", s->cfg.api_addr);
+	memcpy(host, s->cfg.api_addr, (size_t)(colon - s->cfg.api_addr));
+	host[colon - s->cfg.api_addr] = 0;
+	strcpy(port, colon + 1);
+	if ((rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai)))
+		return iod_err_set(e, -EINVAL, "--api %s: %s", s->cfg.api_addr, gai_strerror(rc));
+	s->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+	                              (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+	                          0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+	                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)IOD_API_CONNECTIONS_MAX,
+	                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IOD_API_CONN_TIMEOUT_S,
+	                          MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+	                          MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+	freeaddrinfo(ai);
+	if (!s->mhd)
+		return iod_err_set(e, -EADDRINUSE,
+		                   "cannot serve the API on %s (address in use or not local?)",
+		                   s->cfg.api_addr);
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+	if (!info)
+		return iod_err_set(e, -EIO, "libmicrohttpd has no epoll support");
+	uv_poll_init(&s->loop, &s->mhd_poll, info->epoll_fd);
+	s->mhd_poll.data = s;
+	uv_poll_start(&s->mhd_poll, UV_READABLE, mhd_poll_cb);
+	mhd_kick(s);
+	return 0;
+}
+
+/* ---- joining an existing cluster ----------------------------------------- */
+
+/* The join request is a blocking client call: it runs on libuv's thread pool. */
+struct join_work {
+	uv_work_t w;                      /* libuv work request */
+	struct iod_server_config cfg;     /* copy: who we are, where to join */
+	int rc;                           /* result */
+	char msg[IOD_ERR_MSG_MAX];        /* error text */
+};
+
+static void join_run(uv_work_t *w)
+{
+	struct join_work *j = w->data;
+	struct iod_api_client c;
+	struct iod_api_response r;
+	struct iod_err e = {0};
+	char body[3 * IOD_ADDR_MAX];
+
+	if ((j->rc = iod_api_client_init(&c, j->cfg.join_addr, &e))) {
+		snprintf(j->msg, sizeof(j->msg), "%s", e.msg);
+		return;
+	}
+	c.retry_ms = 30000;
+	snprintf(body, sizeof(body), "{\"id\":%llu,\"raft\":\"%s\",\"api\":\"%s\"}",
+	         (unsigned long long)j->cfg.id, j->cfg.raft_addr, j->cfg.api_addr);
+	j->rc = iod_api_request(&c, "POST", "/v1/members", "application/json", body, strlen(body),
+	                        &r, &e);
+	if (j->rc)
+		snprintf(j->msg, sizeof(j->msg), "%s", e.msg);
+	else if (r.status != 200 && r.status != 409) {
+		j->rc = -EIO;
+		snprintf(j->msg, sizeof(j->msg), "HTTP %d: %s", r.status, iod_api_error_text(&r));
+	}
+	if (!j->rc)
+		iod_api_response_free(&r);
+	iod_api_client_close(&c);
+}
+
+static void join_done(uv_work_t *w, int status)
+{
+	struct join_work *j = w->data;
+	(void)status;
+	if (j->rc)
+		IOD_ERROR("server", "joining through %s failed: %s", j->cfg.join_addr, j->msg);
+	else
+		IOD_INFO("server", "joined the cluster through %s as voter %llu", j->cfg.join_addr,
+		         (unsigned long long)j->cfg.id);
+	free(j);
+}
+
+/* ---- life cycle --------------------------------------------------------- */
+
+static void closed_noop(uv_handle_t *h)
+{
+	(void)h;
+}
+
+static void node_stopped(void *data)
+{
+	struct server *s = data;
+	/* answer what is left, let MHD flush, then stop it */
+	for (struct req *q = s->watchers, *next; q; q = next) {
+		next = q->wnext;
+		watch_unlink(q);
+		finish(q, 503, err_json("server is shutting down; watch another server"));
+	}
+	for (int i = 0; i < 3 && s->mhd; i++)
+		MHD_run(s->mhd);
+	uv_poll_stop(&s->mhd_poll);
+	uv_close((uv_handle_t *)&s->mhd_poll, closed_noop);
+	MHD_stop_daemon(s->mhd);
+	s->mhd = NULL;
+	uv_close((uv_handle_t *)&s->mhd_timer, closed_noop);
+	uv_close((uv_handle_t *)&s->watch_timer, closed_noop);
+	uv_close((uv_handle_t *)&s->sigterm, closed_noop);
+	uv_close((uv_handle_t *)&s->sigint, closed_noop);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+	struct server *s = h->data;
+	if (s->stopping)
+		return;
+	IOD_INFO("server", "signal %d: stopping (leadership transfer if leader)", signum);
+	s->stopping = true;
+	iod_node_stop(s->node, node_stopped, s);
+}
+
+int iod_api_server_run(const struct iod_server_config *c, struct iod_err *e)
+{
+	struct server *s = calloc(1, sizeof(*s));
+	int rc;
+
+	if (!s)
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	s->cfg = *c;
+	/* a peer or client that vanishes must cost an EPIPE, not the process */
+	signal(SIGPIPE, SIG_IGN);
+	uv_loop_init(&s->loop);
+	uv_timer_init(&s->loop, &s->mhd_timer);
+	s->mhd_timer.data = s;
+	uv_timer_init(&s->loop, &s->watch_timer);
+	s->watch_timer.data = s;
+	uv_signal_init(&s->loop, &s->sigterm);
+	uv_signal_init(&s->loop, &s->sigint);
+	s->sigterm.data = s->sigint.data = s;
+
+	rc = iod_node_start(&s->node, &s->loop, c, e);
+	if (rc)
+		goto fail;
+	iod_node_set_on_apply(s->node, watchers_wake, s);
+	rc = mhd_start(s, e);
+	if (rc)
+		goto fail;
+	uv_timer_start(&s->watch_timer, watch_timer_cb, 50, 50);
+	uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+	uv_signal_start(&s->sigint, on_signal, SIGINT);
+	if (c->join_addr[0]) {
+		struct join_work *j = calloc(1, sizeof(*j));
+		if (j) {
+			j->w.data = j;
+			j->cfg = *c;
+			uv_queue_work(&s->loop, &j->w, join_run, join_done);
+		}
+	}
+	IOD_INFO("server", "id %llu: raft %s, API http://%s/v1/status, data %s",
+	         (unsigned long long)c->id, c->raft_addr, c->api_addr, c->data_dir);
+	uv_run(&s->loop, UV_RUN_DEFAULT);
+	uv_loop_close(&s->loop);
+	iod_node_free(s->node);
+	free(s);
+	return 0;
+fail:
+	/* raft may hold the loop's handles: leave without tearing down (we exit) */
+	if (s->mhd)
+		MHD_stop_daemon(s->mhd);
+	return rc;
+}

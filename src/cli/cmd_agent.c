@@ -1,0 +1,239 @@
+/*
+ * cmd_agent.c: `iod agent`: run a node agent in the foreground.
+ *
+ * Today its desired state comes from a manifest file (--manifest), re-read
+ * when it changes or on SIGHUP: a standalone node, like kubelet's static
+ * pods. The control plane's watch feeds the same reconciler when it lands.
+ * Thin shell: parses options, runs iod_agent_run().
+ */
+#include "cli.h"
+#include "iod/agent.h"
+#include "iod/topo.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "usage: iod agent [--name NODE] [--data-dir DIR] [--manifest FILE]\n"
+	    "                 [--no-sandbox] [--backoff DUR] [--backoff-max DUR]\n"
+	    "                 [--stop-grace DUR] [--log-max SIZE] [--log-files N]\n"
+	    "                 [--run-for DUR]\n"
+	    "       iod agent --server HOST:PORT[,...] [--name NODE] [--gpus N] [--cpus N]\n"
+	    "                 [--model NAME] [--addr IP] [--lease-ttl DUR]\n"
+	    "                 [--stateful-grace DUR] [...]\n\n"
+	    "Run this node's replicas, each in its own sandbox (PID, mount, UTS and IPC\n"
+	    "namespaces, cgroup cpu/memory limits, CPU affinity, NUMA policy, GPUs),\n"
+	    "restart them with exponential backoff, run their health checks, and\n"
+	    "publish every phase change as an event.\n\n"
+	    "  --name NODE        node name (default: the host name)\n"
+	    "  --data-dir DIR     replicas' logs and data, events.jsonl, status.json\n"
+	    "                     (default ~/.local/share/iod)\n"
+	    "  --manifest FILE    desired replicas as JSON {\"replicas\": [...]}\n"
+	    "                     (docs/runtime.md); re-read when it changes\n"
+	    "  --no-sandbox       plain child processes (no namespaces)\n"
+	    "  --backoff DUR      first restart delay (default 100ms), doubling up to\n"
+	    "  --backoff-max DUR  (default 10s)\n"
+	    "  --stop-grace DUR   SIGTERM to SIGKILL (default 5s)\n"
+	    "  --log-max SIZE     rotate a replica's log past SIZE (default 10MiB)\n"
+	    "  --log-files N      rotated logs kept per replica (default 3)\n"
+	    "  --run-for DUR      stop after DUR (tests, demos)\n"
+	    "  --server ADDRS     follow the control plane (instead of --manifest):\n"
+	    "                     register this node under a lease, run the replicas\n"
+	    "                     placed on it, report phases and endpoints\n"
+	    "  --gpus N           simulate a generic node with N GPUs (generic-N model)\n"
+	    "  --cpus N           CPUs it offers (default: this machine's)\n"
+	    "  --model NAME       simulate a built-in hardware model (`iod topo --list-models`)\n"
+	    "  --xml FILE         simulate the machine of an hwloc XML file\n"
+	    "                     (default: discover this machine with hwloc)\n"
+	    "  --addr IP          address replicas are reached at (default 127.0.0.1)\n"
+	    "  --lease-ttl DUR    node lease (default 2s): lost when not renewed in time\n"
+	    "  --stateful-grace DUR  after a node is lost, wait this long before moving\n"
+	    "                     its stateful replicas (default 30s)\n\n"
+	    "Stops every replica on SIGTERM/SIGINT. See `iod logs`, `iod events`.\n");
+}
+
+static int dur(const char *opt, const char *v, uint64_t *ns)
+{
+	struct iod_err e = {0};
+	if (iod_parse_duration(v, ns, &e))
+		return iod_cli_fail("agent", IOD_EXIT_INVALID, "%s %s: %s", opt, v, e.msg);
+	return 0;
+}
+
+/* The hardware this node registers: a model, an XML file, generic-N, or this machine. */
+static int topology(struct iod_agent_config *c, const char *xml, bool gpus_set)
+{
+	struct iod_topo_node *n = calloc(1, sizeof(*n));
+	struct iod_err e = {0};
+	int rc;
+	if (!n)
+		return iod_cli_fail("agent", IOD_EXIT_ERROR, "out of memory");
+	if (c->model[0])
+		rc = iod_topo_model_load(c->model, n, &e);
+	else if (xml)
+		rc = iod_topo_load_xml_file(xml, n, &e);
+	else if (gpus_set)
+		rc = iod_topo_model_generic(c->gpus, n, &e);
+	else
+		rc = iod_topo_discover(n, &e);
+	if (rc && (c->model[0] || xml || gpus_set)) {
+		free(n);
+		return iod_cli_fail("agent", IOD_EXIT_INVALID, "%s", e.msg);
+	}
+	if (rc) {
+		IOD_WARN("agent", "topology discovery failed (%s): registering %u CPUs, no GPUs",
+		         e.msg, c->cpus);
+	} else {
+		c->gpus = iod_topo_gpu_count(n);
+		c->cpus = n->pus ? n->pus : c->cpus;
+		if (!c->model[0])
+			snprintf(c->model, sizeof(c->model), "%s",
+			         n->model[0] ? n->model : (xml ? "xml" : "host"));
+		c->topology = iod_topo_to_json(n);
+	}
+	free(n);
+	return 0;
+}
+
+int cmd_agent(int argc, char **argv)
+{
+	struct iod_agent_config c;
+	struct iod_err e = {0};
+	static const struct option opts[] = {{"name", required_argument, 0, 'n'},
+	                                     {"data-dir", required_argument, 0, 'd'},
+	                                     {"manifest", required_argument, 0, 'm'},
+	                                     {"no-sandbox", no_argument, 0, 'S'},
+	                                     {"backoff", required_argument, 0, 'b'},
+	                                     {"backoff-max", required_argument, 0, 'B'},
+	                                     {"stop-grace", required_argument, 0, 'g'},
+	                                     {"log-max", required_argument, 0, 'l'},
+	                                     {"log-files", required_argument, 0, 'L'},
+	                                     {"run-for", required_argument, 0, 'r'},
+	                                     {"server", required_argument, 0, 's'},
+	                                     {"gpus", required_argument, 0, 'G'},
+	                                     {"cpus", required_argument, 0, 'C'},
+	                                     {"model", required_argument, 0, 'M'},
+	                                     {"addr", required_argument, 0, 'A'},
+	                                     {"lease-ttl", required_argument, 0, 'T'},
+	                                     {"stateful-grace", required_argument, 0, 'R'},
+	                                     {"xml", required_argument, 0, 'X'},
+	                                     {"help", no_argument, 0, 'h'},
+	                                     {0, 0, 0, 0}};
+	uint64_t ns;
+	char *end;
+	const char *xml = NULL;
+	bool gpus_set = false;
+	int o, rc;
+
+	if (iod_cli_wants_help(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
+	iod_agent_config_default(&c);
+	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'n':
+			if (iod_strlcpy(c.name, optarg, sizeof(c.name)) || !optarg[0])
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--name must be 1..%d characters",
+				                    IOD_NAME_MAX - 1);
+			break;
+		case 'd':
+			if (iod_strlcpy(c.data_dir, optarg, sizeof(c.data_dir)))
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--data-dir too long");
+			break;
+		case 'm':
+			if (iod_strlcpy(c.manifest, optarg, sizeof(c.manifest)))
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--manifest too long");
+			break;
+		case 'S': c.use_namespaces = false; break;
+		case 'b':
+			if ((rc = dur("--backoff", optarg, &c.rec.backoff_base_ns)))
+				return rc;
+			break;
+		case 'B':
+			if ((rc = dur("--backoff-max", optarg, &c.rec.backoff_max_ns)))
+				return rc;
+			break;
+		case 'g':
+			if ((rc = dur("--stop-grace", optarg, &c.rec.stop_grace_ns)))
+				return rc;
+			break;
+		case 'r':
+			if ((rc = dur("--run-for", optarg, &c.run_for_ns)))
+				return rc;
+			break;
+		case 'l':
+			if (iod_parse_size(optarg, &c.log_max_bytes, &e) || !c.log_max_bytes)
+				return iod_cli_fail("agent", IOD_EXIT_INVALID, "--log-max %s: %s",
+				                    optarg, e.msg[0] ? e.msg : "must be > 0");
+			break;
+		case 'L': {
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (*end || v > 99)
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--log-files must be 0..99, not %s", optarg);
+			c.log_files = (uint32_t)v;
+			break;
+		}
+		case 's':
+			if (iod_strlcpy(c.servers, optarg, sizeof(c.servers)))
+				return iod_cli_fail("agent", IOD_EXIT_INVALID, "--server too long");
+			break;
+		case 'G':
+		case 'C': {
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (*end || !optarg[0] || v > IOD_BITMAP_BITS)
+				return iod_cli_fail(
+				    "agent", IOD_EXIT_INVALID, "--%s must be 0..%d, not %s",
+				    o == 'G' ? "gpus" : "cpus", IOD_BITMAP_BITS, optarg);
+			*(o == 'G' ? &c.gpus : &c.cpus) = (uint32_t)v;
+			gpus_set |= o == 'G';
+			break;
+		}
+		case 'M': snprintf(c.model, sizeof(c.model), "%s", optarg); break;
+		case 'X': xml = optarg; break;
+		case 'A': snprintf(c.addr, sizeof(c.addr), "%s", optarg); break;
+		case 'T':
+			if ((rc = dur("--lease-ttl", optarg, &ns)))
+				return rc;
+			c.lease_ttl_ms = ns / IOD_NS_PER_MS;
+			if (c.lease_ttl_ms < 10)
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--lease-ttl must be >= 10ms");
+			break;
+		case 'R':
+			if ((rc = dur("--stateful-grace", optarg, &ns)))
+				return rc;
+			c.stateful_grace_ms = ns / IOD_NS_PER_MS;
+			break;
+		default: usage(stderr); return IOD_EXIT_INVALID;
+		}
+	}
+	if (optind < argc)
+		return iod_cli_fail("agent", IOD_EXIT_INVALID, "unexpected argument %s",
+		                    argv[optind]);
+	if (c.rec.backoff_max_ns < c.rec.backoff_base_ns || !c.rec.backoff_base_ns)
+		return iod_cli_fail("agent", IOD_EXIT_INVALID,
+		                    "--backoff must be > 0 and not above --backoff-max");
+	if (c.servers[0] && c.manifest[0])
+		return iod_cli_fail(
+		    "agent", IOD_EXIT_INVALID,
+		    "--server and --manifest are exclusive: the desired state comes "
+		    "from one of them");
+	if ((c.model[0] != 0) + (xml != NULL) + gpus_set > 1)
+		return iod_cli_fail(
+		    "agent", IOD_EXIT_INVALID,
+		    "--model, --xml and --gpus are exclusive: each names the hardware");
+	if (c.servers[0] && (rc = topology(&c, xml, gpus_set)))
+		return rc;
+	rc = iod_agent_run(&c, &e) ? iod_cli_fail("agent", IOD_EXIT_ERROR, "%s", e.msg) : 0;
+	json_decref(c.topology);
+	return rc;
+}

@@ -1,0 +1,525 @@
+/*
+ * cmd_demo_worker.c: `iod demo-worker`: the built-in demo training workload,
+ * so the example topology runs out of the box.
+ *
+ * --role parameter-server holds one shard of a parameter vector and serves
+ * PULL (send the shard) and PUSH (apply a gradient) over TCP. --role worker
+ * finds the parameter servers through its environment (IOD_DEP_<SERVICE>,
+ * set by the agent from the service's depends_on), and per step pulls every
+ * shard, runs a synthetic compute phase (multiply-adds over the parameters
+ * for --compute-ms), pushes a gradient and reports steps/s. Both roles
+ * answer GET /healthz (and /metrics) on --http-port for health checks.
+ *
+ * Wire format (loopback demo, host byte order for floats): a request is a
+ * 4-byte op "PULL" or "PUSH" and a u32 count (network order); PULL answers
+ * u32 count + count floats; PUSH carries count floats and answers u32 step.
+ * Counts are bounded by IOD_DEMO_PARAMS_MAX. Never trusts the peer: every
+ * count is checked before any buffer is touched.
+ */
+#include "cli.h"
+#include "iod/agent.h"
+
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define DEMO_CLIENTS_MAX 64 /* connections one parameter server serves */
+
+static volatile sig_atomic_t stop_flag;
+static atomic_ullong steps_done; /* for /metrics */
+static const char *role_name = "";
+
+static void on_stop(int s)
+{
+	(void)s;
+	stop_flag = 1;
+}
+
+static uint64_t mono_ns(void)
+{
+	return iod_clock_now(iod_clock_monotonic());
+}
+
+/* Listen on the replica's own address ($IOD_ADDR's host) when the agent gave
+ * one: on a local cluster each node has its own loopback address, so a
+ * replica and its stale copy on a lost node never fight over a port. */
+static int listen_on(uint16_t port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+	const char *addr = getenv("IOD_ADDR");
+	char host[64] = "";
+	sa.sin_addr.s_addr = htonl(INADDR_ANY);
+	if (addr && strchr(addr, ':') && (size_t)(strrchr(addr, ':') - addr) < sizeof(host)) {
+		snprintf(host, sizeof(host), "%.*s", (int)(strrchr(addr, ':') - addr), addr);
+		if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+			sa.sin_addr.s_addr = htonl(INADDR_ANY);
+	}
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 64)) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+static int io_all(int fd, void *buf, size_t len, bool wr)
+{
+	char *p = buf;
+	while (len) {
+		ssize_t n = wr ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
+		if (n < 0 && errno == EINTR) {
+			if (stop_flag)
+				return -EINTR;
+			continue;
+		}
+		if (n <= 0)
+			return n == 0 ? -ECONNRESET : -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* ---- /healthz and /metrics --------------------------------------------------- */
+
+static void *http_thread(void *arg)
+{
+	int lfd = (int)(intptr_t)arg;
+	char req[1024], resp[512];
+	for (;;) {
+		int c = accept(lfd, NULL, NULL);
+		if (c < 0)
+			continue;
+		ssize_t n = recv(c, req, sizeof(req) - 1, 0);
+		req[n > 0 ? n : 0] = 0;
+		int len;
+		if (!strncmp(req, "GET /metrics", 12)) {
+			char body[128];
+			int bl =
+			    snprintf(body, sizeof(body), "iod_demo_steps_total{role=\"%s\"} %llu\n",
+			             role_name, (unsigned long long)atomic_load(&steps_done));
+			len = snprintf(resp, sizeof(resp),
+			               "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n"
+			               "Content-Length: %d\r\n\r\n%s",
+			               bl, body);
+		} else if (!strncmp(req, "GET /healthz", 12) || !strncmp(req, "GET / ", 6)) {
+			len = snprintf(resp, sizeof(resp),
+			               "HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+		} else {
+			len = snprintf(resp, sizeof(resp),
+			               "HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+		}
+		(void)!send(c, resp, (size_t)len, MSG_NOSIGNAL);
+		close(c);
+	}
+	return NULL;
+}
+
+static int start_http(uint16_t port)
+{
+	pthread_t t;
+	int fd;
+	if (!port)
+		return 0;
+	if ((fd = listen_on(port)) < 0)
+		return fd;
+	if (pthread_create(&t, NULL, http_thread, (void *)(intptr_t)fd))
+		return -EAGAIN;
+	pthread_detach(t);
+	return 0;
+}
+
+/* ---- parameter server --------------------------------------------------------- */
+
+struct ps_client {
+	int fd; /* -1 = free */
+};
+
+static int ps_serve_one(int fd, float *params, float *grad, uint32_t n, float lr)
+{
+	char op[4];
+	uint32_t cnt;
+	int rc;
+	if ((rc = io_all(fd, op, 4, false)) || (rc = io_all(fd, &cnt, 4, false)))
+		return rc;
+	cnt = ntohl(cnt);
+	if (!memcmp(op, "PULL", 4)) {
+		uint32_t be = htonl(n);
+		if ((rc = io_all(fd, &be, 4, true)) ||
+		    (rc = io_all(fd, params, n * sizeof(float), true)))
+			return rc;
+		return 0;
+	}
+	if (!memcmp(op, "PUSH", 4)) {
+		if (cnt != n)
+			return -EPROTO; /* a gradient must match the shard */
+		if ((rc = io_all(fd, grad, n * sizeof(float), false)))
+			return rc;
+		for (uint32_t i = 0; i < n; i++)
+			params[i] -= lr * grad[i];
+		uint32_t step = htonl((uint32_t)atomic_fetch_add(&steps_done, 1) + 1);
+		return io_all(fd, &step, 4, true);
+	}
+	return -EPROTO;
+}
+
+static int run_ps(uint16_t port, uint32_t n)
+{
+	struct ps_client cl[DEMO_CLIENTS_MAX];
+	float *params = calloc(n, sizeof(float)), *grad = calloc(n, sizeof(float));
+	int lfd = listen_on(port);
+	uint64_t last = mono_ns(), last_steps = 0;
+
+	if (!params || !grad || lfd < 0) {
+		free(params);
+		free(grad);
+		if (lfd >= 0)
+			close(lfd);
+		return lfd < 0 ? iod_cli_fail("demo-worker", IOD_EXIT_ERROR,
+		                              "listen on port %u: %s", port, strerror(-lfd))
+		               : iod_cli_fail("demo-worker", IOD_EXIT_ERROR, "out of memory");
+	}
+	for (uint32_t i = 0; i < n; i++)
+		params[i] = 1.0f;
+	for (int i = 0; i < DEMO_CLIENTS_MAX; i++)
+		cl[i].fd = -1;
+	printf("parameter-server %s: serving %u parameters on port %u\n",
+	       getenv("IOD_REPLICA") ? getenv("IOD_REPLICA") : "", n, port);
+	fflush(stdout);
+	while (!stop_flag) {
+		struct pollfd pf[DEMO_CLIENTS_MAX + 1];
+		pf[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
+		for (int i = 0; i < DEMO_CLIENTS_MAX; i++)
+			pf[i + 1] = (struct pollfd){.fd = cl[i].fd, .events = POLLIN};
+		int rc = poll(pf, DEMO_CLIENTS_MAX + 1, 1000);
+		if (rc > 0 && (pf[0].revents & POLLIN)) {
+			int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+			int slot = -1;
+			for (int i = 0; c >= 0 && i < DEMO_CLIENTS_MAX && slot < 0; i++)
+				if (cl[i].fd < 0)
+					slot = i;
+			if (c >= 0 && slot < 0)
+				close(c); /* full: the worker retries */
+			else if (c >= 0) {
+				int one = 1;
+				setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+				cl[slot].fd = c;
+			}
+		}
+		for (int i = 0; rc > 0 && i < DEMO_CLIENTS_MAX; i++)
+			if (cl[i].fd >= 0 && pf[i + 1].revents &&
+			    ps_serve_one(cl[i].fd, params, grad, n, 0.01f)) {
+				close(cl[i].fd);
+				cl[i].fd = -1;
+			}
+		uint64_t t = mono_ns();
+		if (t - last >= IOD_NS_PER_S) {
+			uint64_t s = atomic_load(&steps_done);
+			if (s != last_steps)
+				printf("parameter-server: %llu updates, %.1f updates/s, "
+				       "param[0]=%.4f\n",
+				       (unsigned long long)s,
+				       (double)(s - last_steps) * 1e9 / (double)(t - last),
+				       params[0]);
+			fflush(stdout);
+			last = t;
+			last_steps = s;
+		}
+	}
+	for (int i = 0; i < DEMO_CLIENTS_MAX; i++)
+		if (cl[i].fd >= 0)
+			close(cl[i].fd);
+	close(lfd);
+	free(params);
+	free(grad);
+	printf("parameter-server: stopped after %llu updates\n",
+	       (unsigned long long)atomic_load(&steps_done));
+	return 0;
+}
+
+/* ---- worker ---------------------------------------------------------------------- */
+
+struct ps_conn {
+	char addr[64]; /* host:port */
+	int fd;        /* -1 = not connected */
+	uint32_t n;    /* shard size it reported */
+	float *shard;  /* pulled parameters */
+};
+
+static int connect_to(const char *addr)
+{
+	char host[64];
+	const char *colon = strrchr(addr, ':');
+	if (!colon || (size_t)(colon - addr) >= sizeof(host))
+		return -EINVAL;
+	snprintf(host, sizeof(host), "%.*s", (int)(colon - addr), addr);
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+	                         .sin_port = htons((uint16_t)atoi(colon + 1))};
+	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+		return -EINVAL;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+static int pull(struct ps_conn *c)
+{
+	uint32_t hdr[2], n;
+	int rc;
+	memcpy(hdr, "PULL", 4);
+	hdr[1] = 0;
+	if ((rc = io_all(c->fd, hdr, 8, true)) || (rc = io_all(c->fd, &n, 4, false)))
+		return rc;
+	n = ntohl(n);
+	if (!n || n > IOD_DEMO_PARAMS_MAX)
+		return -EPROTO;
+	if (n != c->n) {
+		float *s = realloc(c->shard, n * sizeof(float));
+		if (!s)
+			return -ENOMEM;
+		c->shard = s;
+		c->n = n;
+	}
+	return io_all(c->fd, c->shard, n * sizeof(float), false);
+}
+
+static int push(struct ps_conn *c, const float *grad)
+{
+	uint32_t hdr[2], step;
+	int rc;
+	memcpy(hdr, "PUSH", 4);
+	hdr[1] = htonl(c->n);
+	if ((rc = io_all(c->fd, hdr, 8, true)) ||
+	    (rc = io_all(c->fd, (void *)(uintptr_t)grad, c->n * sizeof(float), true)) ||
+	    (rc = io_all(c->fd, &step, 4, false)))
+		return rc;
+	return 0;
+}
+
+/* Synthetic compute: multiply-adds over the shard until compute_ns has passed. */
+static float compute(const float *p, float *grad, uint32_t n, uint64_t compute_ns)
+{
+	uint64_t end = mono_ns() + compute_ns;
+	float acc = 0;
+	do {
+		for (uint32_t i = 0; i < n; i++) {
+			grad[i] = 0.5f * (p[i] - 0.25f); /* d/dp of (p - 0.25)^2 / 4 */
+			acc += grad[i] * p[i];
+		}
+	} while (mono_ns() < end);
+	return acc;
+}
+
+static int run_worker(const char *servers, uint64_t compute_ns, uint64_t steps_max)
+{
+	struct ps_conn ps[IOD_DEMO_SERVERS_MAX];
+	unsigned n = 0;
+	char list[1024];
+	float *grad = NULL;
+	uint32_t grad_n = 0;
+
+	snprintf(list, sizeof(list), "%s", servers);
+	for (char *t = strtok(list, ","); t && n < IOD_DEMO_SERVERS_MAX; t = strtok(NULL, ",")) {
+		memset(&ps[n], 0, sizeof(ps[n]));
+		snprintf(ps[n].addr, sizeof(ps[n].addr), "%s", t);
+		ps[n].fd = -1;
+		n++;
+	}
+	if (!n)
+		return iod_cli_fail("demo-worker", IOD_EXIT_INVALID, "no parameter servers");
+	printf("worker %s: %u parameter servers (%s), compute %llu ms per step\n",
+	       getenv("IOD_REPLICA") ? getenv("IOD_REPLICA") : "", n, servers,
+	       (unsigned long long)(compute_ns / IOD_NS_PER_MS));
+	fflush(stdout);
+	uint64_t last = mono_ns(), last_steps = 0, comm_ns = 0;
+	while (!stop_flag && (!steps_max || atomic_load(&steps_done) < steps_max)) {
+		bool ok = true;
+		for (unsigned i = 0; i < n && ok; i++) {
+			if (ps[i].fd < 0 && (ps[i].fd = connect_to(ps[i].addr)) < 0) {
+				ok = false;
+				break;
+			}
+		}
+		if (!ok) { /* a server is not up (yet): wait and retry */
+			usleep(50000);
+			continue;
+		}
+		uint64_t t0 = mono_ns();
+		int rc = 0;
+		for (unsigned i = 0; i < n && !rc; i++)
+			if ((rc = pull(&ps[i])))
+				ps[i].fd = (close(ps[i].fd), -1);
+		uint64_t t1 = mono_ns();
+		for (unsigned i = 0; i < n && !rc; i++) {
+			if (ps[i].n > grad_n) {
+				float *g = realloc(grad, ps[i].n * sizeof(float));
+				if (!g)
+					return iod_cli_fail("demo-worker", IOD_EXIT_ERROR,
+					                    "out of memory");
+				grad = g;
+				grad_n = ps[i].n;
+			}
+			compute(ps[i].shard, grad, ps[i].n, compute_ns / n);
+			uint64_t t2 = mono_ns();
+			if ((rc = push(&ps[i], grad)))
+				ps[i].fd = (close(ps[i].fd), -1);
+			comm_ns += mono_ns() - t2;
+		}
+		comm_ns += t1 - t0;
+		if (rc) {
+			printf("worker: lost a parameter server (%s): reconnecting\n",
+			       strerror(-rc));
+			fflush(stdout);
+			continue;
+		}
+		atomic_fetch_add(&steps_done, 1);
+		uint64_t t = mono_ns();
+		if (t - last >= IOD_NS_PER_S) {
+			uint64_t s = atomic_load(&steps_done);
+			printf("worker: step %llu, %.1f steps/s, communication %.2f ms/step, "
+			       "param[0]=%.4f\n",
+			       (unsigned long long)s,
+			       (double)(s - last_steps) * 1e9 / (double)(t - last),
+			       (double)comm_ns / 1e6 /
+			           (double)(s - last_steps ? s - last_steps : 1),
+			       ps[0].shard ? ps[0].shard[0] : 0.0);
+			fflush(stdout);
+			last = t;
+			last_steps = s;
+			comm_ns = 0;
+		}
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (ps[i].fd >= 0)
+			close(ps[i].fd);
+		free(ps[i].shard);
+	}
+	free(grad);
+	printf("worker: stopped after %llu steps\n", (unsigned long long)atomic_load(&steps_done));
+	return 0;
+}
+
+/* IOD_DEP_<SERVICE>: service name upper-cased, '-' and '.' as '_'. */
+static const char *dep_env(const char *service, char *name, size_t len)
+{
+	snprintf(name, len, "IOD_DEP_");
+	size_t l = strlen(name);
+	for (const char *p = service; *p && l + 1 < len; p++)
+		name[l++] =
+		    (*p == '-' || *p == '.') ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+	name[l] = 0;
+	return getenv(name);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: iod demo-worker --role parameter-server|worker [options]\n\n"
+	        "The built-in demo training workload (what examples/service-topology.yaml runs).\n"
+	        "  --role R            parameter-server: hold a shard, serve pulls and pushes;\n"
+	        "                      worker: pull, compute, push, report steps/s\n"
+	        "  --port P            parameter-server: TCP port (default $IOD_PORT)\n"
+	        "  --params N          parameter-server: shard size in floats (default 65536)\n"
+	        "  --servers A,B       worker: parameter servers host:port (default from\n"
+	        "                      $IOD_DEP_<PS_SERVICE>, set by the agent)\n"
+	        "  --ps-service NAME   worker: the parameter servers' service\n"
+	        "                      (default parameter-server)\n"
+	        "  --compute-ms MS     worker: synthetic compute per step (default 10)\n"
+	        "  --steps N           worker: stop after N steps (default: run until SIGTERM)\n"
+	        "  --http-port P       serve GET /healthz and /metrics here (worker default\n"
+	        "                      $IOD_PORT; parameter-server default none)\n");
+}
+
+int cmd_demo_worker(int argc, char **argv)
+{
+	static const struct option opts[] = {{"role", required_argument, 0, 'r'},
+	                                     {"port", required_argument, 0, 'p'},
+	                                     {"params", required_argument, 0, 'n'},
+	                                     {"servers", required_argument, 0, 's'},
+	                                     {"ps-service", required_argument, 0, 'S'},
+	                                     {"compute-ms", required_argument, 0, 'c'},
+	                                     {"steps", required_argument, 0, 'k'},
+	                                     {"http-port", required_argument, 0, 'H'},
+	                                     {"help", no_argument, 0, 'h'},
+	                                     {0, 0, 0, 0}};
+	const char *role = NULL, *servers = NULL, *ps_service = "parameter-server";
+	const char *env_port = getenv("IOD_PORT");
+	long port = env_port ? atol(env_port) : 0, http_port = -1, params = 65536, cms = 10;
+	unsigned long long steps = 0;
+	int o;
+
+	if (iod_cli_wants_help(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
+	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'r': role = optarg; break;
+		case 'p': port = atol(optarg); break;
+		case 'n': params = atol(optarg); break;
+		case 's': servers = optarg; break;
+		case 'S': ps_service = optarg; break;
+		case 'c': cms = atol(optarg); break;
+		case 'k': steps = strtoull(optarg, NULL, 10); break;
+		case 'H': http_port = atol(optarg); break;
+		default: usage(stderr); return IOD_EXIT_INVALID;
+		}
+	}
+	if (!role || (strcmp(role, "parameter-server") && strcmp(role, "worker")))
+		return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
+		                    "--role must be parameter-server or worker");
+	if (port < 0 || port > 65535 || http_port > 65535 || cms < 0 || cms > 60000)
+		return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
+		                    "ports must be 0..65535 and --compute-ms 0..60000");
+	if (params < 1 || params > (long)IOD_DEMO_PARAMS_MAX)
+		return iod_cli_fail("demo-worker", IOD_EXIT_INVALID, "--params must be 1..%u",
+		                    IOD_DEMO_PARAMS_MAX);
+	role_name = role;
+	struct sigaction sa = {.sa_handler = on_stop};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if (!strcmp(role, "parameter-server")) {
+		if (!port)
+			return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
+			                    "parameter-server needs --port or $IOD_PORT");
+		if (http_port > 0 && start_http((uint16_t)http_port))
+			return iod_cli_fail("demo-worker", IOD_EXIT_ERROR, "http port %ld busy",
+			                    http_port);
+		return run_ps((uint16_t)port, (uint32_t)params);
+	}
+	char name[128];
+	if (!servers)
+		servers = dep_env(ps_service, name, sizeof(name));
+	if (!servers || !servers[0])
+		return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
+		                    "no parameter servers: pass --servers host:port,... or run it "
+		                    "under the agent with depends_on: [%s] (sets %s)",
+		                    ps_service, name);
+	if (http_port < 0)
+		http_port = port;
+	if (http_port > 0 && start_http((uint16_t)http_port))
+		return iod_cli_fail("demo-worker", IOD_EXIT_ERROR, "http port %ld busy", http_port);
+	return run_worker(servers, (uint64_t)cms * IOD_NS_PER_MS, steps);
+}

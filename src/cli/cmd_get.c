@@ -1,0 +1,201 @@
+/*
+ * cmd_get.c: `iod get KIND [NAME]`: list or show cluster objects.
+ *
+ * A thin client of GET /v1/<kind>[/<name>]: prints a table per kind, or the
+ * API's JSON with -o json. --watch follows changes (long-poll watch).
+ */
+#include "ctl.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: iod get nodes|services|replicas|endpoints|policies|configs [NAME]\n"
+	           "               [-o text|json] [--watch] [--server ADDR]\n\n"
+	           "List cluster objects (or show one by NAME).\n"
+	           "  -o json      the API's JSON (objects with kind, name, rev, value)\n"
+	           "  --watch      after listing, print every change as it happens (Ctrl-C ends)\n" IOD_CTL_SERVER_HELP);
+}
+
+static const char *str(const json_t *v, const char *key)
+{
+	const char *s = NULL;
+	json_t *x = json_object_get(v, key);
+	if (json_is_string(x))
+		return json_string_value(x)[0] ? json_string_value(x) : "-";
+	if (json_is_integer(x)) {
+		static char buf[4][32];
+		static int at;
+		at = (at + 1) % 4;
+		snprintf(buf[at], sizeof(buf[at]), "%lld", (long long)json_integer_value(x));
+		return buf[at];
+	}
+	if (json_is_array(x)) {
+		static char buf[32];
+		snprintf(buf, sizeof(buf), "%zu", json_array_size(x));
+		return buf;
+	}
+	(void)s;
+	return "-";
+}
+
+static void print_row(enum iod_state_kind k, const json_t *o)
+{
+	const json_t *v = json_object_get(o, "value");
+	const char *name = str(o, "name");
+	long long rev = (long long)json_integer_value(json_object_get(o, "rev"));
+
+	switch (k) {
+	case IOD_STATE_NODE:
+		printf("%-24s %-6s %-6s %-8s %lld\n", name, str(v, "gpus"), str(v, "cpus"),
+		       json_integer_value(json_object_get(o, "lease")) ? "yes" : "-", rev);
+		break;
+	case IOD_STATE_SERVICE:
+		printf("%-24s %-9s %-6s %-11s %lld\n", name, str(v, "replicas"), str(v, "gpu"),
+		       str(v, "generation"), rev);
+		break;
+	case IOD_STATE_REPLICA:
+		printf("%-24s %-16s %-16s %-8s %-9s %-8s\n", name, str(v, "service"), str(v, "node"),
+		       str(v, "gpus"), str(v, "phase"), str(v, "restarts"));
+		break;
+	case IOD_STATE_ENDPOINT:
+		printf("%-24s %-16s %-22s %-8s %lld\n", name, str(v, "service"), str(v, "address"),
+		       str(v, "health"), rev);
+		break;
+	default: {
+		char *t = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		printf("%-24s %-8lld %.80s%s\n", name, rev, t ? t : "",
+		       t && strlen(t) > 80 ? "..." : "");
+		free(t);
+	}
+	}
+}
+
+static void print_header(enum iod_state_kind k)
+{
+	switch (k) {
+	case IOD_STATE_NODE: printf("%-24s %-6s %-6s %-8s %s\n", "NAME", "GPUS", "CPUS", "LEASE", "REV"); break;
+	case IOD_STATE_SERVICE:
+		printf("%-24s %-9s %-6s %-11s %s\n", "NAME", "REPLICAS", "GPU", "GENERATION", "REV");
+		break;
+	case IOD_STATE_REPLICA:
+		printf("%-24s %-16s %-16s %-8s %-9s %-8s\n", "NAME", "SERVICE", "NODE", "GPUS", "PHASE",
+		       "RESTARTS");
+		break;
+	case IOD_STATE_ENDPOINT:
+		printf("%-24s %-16s %-22s %-8s %s\n", "NAME", "SERVICE", "ADDRESS", "HEALTH", "REV");
+		break;
+	default: printf("%-24s %-8s %s\n", "NAME", "REV", "VALUE"); break;
+	}
+}
+
+static int watch_loop(struct iod_api_client *c, enum iod_state_kind k, uint64_t rev, bool json)
+{
+	char path[128];
+	for (;;) {
+		struct iod_api_response r;
+		snprintf(path, sizeof(path), "/v1/%s?watch=1&rev=%llu&timeout_ms=30000",
+		         iod_state_kind_plural(k), (unsigned long long)rev);
+		c->timeout_ms = 40000;
+		int rc = iod_ctl_call("get", c, "GET", path, NULL, NULL, 0, &r);
+		if (rc)
+			return rc;
+		json_t *ev = json_object_get(r.json, "events"), *x;
+		size_t i;
+		json_array_foreach(ev, i, x)
+		{
+			if (json) {
+				iod_json_print(stdout, x, true);
+			} else if (!strcmp(str(x, "type"), "delete")) {
+				printf("DELETED %s (rev %s)\n", str(x, "name"), str(x, "rev"));
+			} else {
+				json_t *o = json_pack("{s:s, s:O, s:O}", "name", str(x, "name"), "rev",
+				                      json_object_get(x, "rev"), "value",
+				                      json_object_get(x, "value"));
+				print_row(k, o);
+				json_decref(o);
+			}
+		}
+		fflush(stdout);
+		rev = (uint64_t)json_integer_value(json_object_get(r.json, "rev"));
+		iod_api_response_free(&r);
+	}
+}
+
+int cmd_get(int argc, char **argv)
+{
+	static const struct option opts[] = {{"output", required_argument, NULL, 'o'},
+	                                     {"server", required_argument, NULL, 's'},
+	                                     {"watch", no_argument, NULL, 'w'},
+	                                     {"help", no_argument, NULL, 'h'},
+	                                     {NULL, 0, NULL, 0}};
+	static const char *const outs[] = {"text", "json", "wide", NULL};
+	enum iod_output out = IOD_OUT_TEXT;
+	const char *server = NULL;
+	bool watch = false;
+	struct iod_api_client c;
+	struct iod_api_response r;
+	enum iod_state_kind k;
+	char path[160];
+	int o, rc;
+
+	while ((o = getopt_long(argc, argv, "o:s:wh", opts, NULL)) != -1) {
+		switch (o) {
+		case 'o':
+			if (iod_cli_output("get", optarg, outs, &out))
+				return IOD_EXIT_INVALID;
+			break;
+		case 's': server = optarg; break;
+		case 'w': watch = true; break;
+		case 'h': usage(stdout); return IOD_EXIT_OK;
+		default: usage(stderr); return IOD_EXIT_INVALID;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return IOD_EXIT_INVALID;
+	}
+	if (iod_state_kind_parse(argv[optind], &k)) {
+		const char *names[] = {"nodes", "services", "replicas", "endpoints", "policies", "configs"};
+		const char *s = iod_suggest(argv[optind], names, IOD_ARRAY_LEN(names));
+		return iod_cli_fail("get", IOD_EXIT_INVALID, "unknown kind \"%s\"%s%s%s; kinds: nodes, "
+		                    "services, replicas, endpoints, policies, configs",
+		                    argv[optind], s ? " (did you mean " : "", s ? s : "", s ? "?)" : "");
+	}
+	const char *name = optind + 1 < argc ? argv[optind + 1] : NULL;
+	if (name && !iod_state_name_valid(name))
+		return iod_cli_fail("get", IOD_EXIT_INVALID, "invalid name \"%s\"", name);
+	if ((rc = iod_ctl_client("get", server, &c)))
+		return rc;
+	if (name)
+		snprintf(path, sizeof(path), "/v1/%s/%s", iod_state_kind_name(k), name);
+	else
+		snprintf(path, sizeof(path), "/v1/%s", iod_state_kind_plural(k));
+	rc = iod_ctl_call("get", &c, "GET", path, NULL, NULL, 0, &r);
+	if (rc) {
+		iod_api_client_close(&c);
+		return rc;
+	}
+	if (out == IOD_OUT_JSON) {
+		iod_json_print(stdout, r.json, false);
+	} else {
+		print_header(k);
+		if (name) {
+			print_row(k, r.json);
+		} else {
+			json_t *x;
+			size_t i;
+			json_array_foreach(json_object_get(r.json, "items"), i, x) print_row(k, x);
+			if (!json_array_size(json_object_get(r.json, "items")))
+				fprintf(stderr, "(no %s)\n", iod_state_kind_plural(k));
+		}
+	}
+	uint64_t rev = (uint64_t)json_integer_value(json_object_get(r.json, "rev"));
+	iod_api_response_free(&r);
+	if (watch && !name)
+		rc = watch_loop(&c, k, rev, out == IOD_OUT_JSON);
+	iod_api_client_close(&c);
+	return rc;
+}

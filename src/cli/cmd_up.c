@@ -1,0 +1,365 @@
+/*
+ * cmd_up.c: `iod up --nodes N`: a local cluster on this machine: 3 control
+ * plane servers (Raft on loopback, APIs on 127.0.0.1:7400-7402 so every
+ * client's default finds them) and N node agents with simulated hardware,
+ * each a detached process with its log and pid file under the state dir.
+ * It returns when a leader is elected and every node has registered, ready
+ * for `iod deploy`. `iod down` stops them all.
+ *
+ * Thin shell: spawns processes and polls the API; it decides nothing.
+ */
+#include "cli.h"
+#include "iod/agent.h"
+#include "iod/api.h"
+#include "iod/topo.h"
+
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define UP_SERVERS 3
+#define UP_NODES_MAX 64 /* local agents: each is a process with its replicas */
+
+static void usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "usage: iod up --nodes N [--gpus-per-node G | --model NAME] [--state-dir DIR]\n"
+	    "              [--api-port P] [--raft-port P] [--lease-ttl DUR] [--no-sandbox]\n"
+	    "              [--election-timeout DUR] [--heartbeat DUR]\n"
+	    "              [-o text|json]\n\n"
+	    "Start a local cluster: 3 control-plane servers and N node agents as processes\n"
+	    "on this machine (loopback), each agent with simulated hardware. Returns when\n"
+	    "a leader is elected and every node has registered.\n\n"
+	    "  --nodes N            node agents (1..%d, default 4)\n"
+	    "  --gpus-per-node G    each node is the generic-G model (default 4)\n"
+	    "  --model NAME         each node is this built-in model (`iod topo --list-models`)\n"
+	    "  --state-dir DIR      pid files, logs, data (default ~/.local/share/iod/cluster,\n"
+	    "                       or $IOD_STATE_DIR); wiped at each `iod up`\n"
+	    "  --api-port P         first API port (default 7400: servers on P..P+2)\n"
+	    "  --raft-port P        first Raft port (default 7300)\n"
+	    "  --lease-ttl DUR      node lease (default 1s): a node is lost this long after\n"
+	    "                       its agent stops renewing\n"
+	    "  --no-sandbox         run replicas as plain processes\n"
+	    "  --election-timeout DUR, --heartbeat DUR\n"
+	    "                       Raft timing of the servers (`iod server --help`);\n"
+	    "                       raise them on a loaded machine\n\n"
+	    "Then: iod deploy -f examples/service-topology.yaml; iod get replicas;\n"
+	    "      iod logs REPLICA; iod events; iod down\n",
+	    UP_NODES_MAX);
+}
+
+void iod_up_state_dir(char *buf, size_t len);
+void iod_up_state_dir(char *buf, size_t len)
+{
+	const char *env = getenv("IOD_STATE_DIR"), *home = getenv("HOME");
+	if (env && env[0])
+		snprintf(buf, len, "%s", env);
+	else
+		snprintf(buf, len, "%s/.local/share/iod/cluster", home ? home : "/tmp");
+}
+
+static pid_t spawn(const char *exe, char *const argv[], const char *log, const char *pidfile)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		setsid(); /* detached: survives the shell, not killed by its Ctrl-C */
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		if (nul >= 0)
+			dup2(nul, 0);
+		execv(exe, argv);
+		_exit(127);
+	}
+	if (pid > 0) {
+		FILE *f = fopen(pidfile, "w");
+		if (f) {
+			fprintf(f, "%d\n", (int)pid);
+			fclose(f);
+		}
+	}
+	return pid;
+}
+
+static bool alive_pidfile(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	int pid = 0;
+	if (!f)
+		return false;
+	if (fscanf(f, "%d", &pid) != 1)
+		pid = 0;
+	fclose(f);
+	return pid > 0 && kill(pid, 0) == 0;
+}
+
+static uint64_t mono_ms(void)
+{
+	return iod_clock_now(iod_clock_monotonic()) / IOD_NS_PER_MS;
+}
+
+/* A write that needs a leader: grant and revoke a short lease. */
+static bool leader_ready(struct iod_api_client *cl)
+{
+	struct iod_api_response r = {0};
+	struct iod_err e = {0};
+	uint64_t id = 0;
+	const char *body = "{\"ttl_ms\": 1000}";
+	bool ok = !iod_api_request(cl, "POST", "/v1/leases", "application/json", body, strlen(body),
+	                           &r, &e) &&
+	          r.status == 200 && !iod_json_get_u64(r.json, "lease", &id);
+	iod_api_response_free(&r);
+	if (ok) {
+		char path[64];
+		snprintf(path, sizeof(path), "/v1/leases/%llu", (unsigned long long)id);
+		iod_api_request(cl, "DELETE", path, NULL, NULL, 0, &r, &e);
+		iod_api_response_free(&r);
+	}
+	return ok;
+}
+
+static size_t nodes_registered(struct iod_api_client *cl)
+{
+	struct iod_api_response r = {0};
+	struct iod_err e = {0};
+	size_t n = 0;
+	if (!iod_api_request(cl, "GET", "/v1/nodes", NULL, NULL, 0, &r, &e) && r.status == 200)
+		n = json_array_size(json_object_get(r.json, "items"));
+	iod_api_response_free(&r);
+	return n;
+}
+
+int cmd_up(int argc, char **argv)
+{
+	static const struct option opts[] = {{"nodes", required_argument, 0, 'n'},
+	                                     {"gpus-per-node", required_argument, 0, 'g'},
+	                                     {"model", required_argument, 0, 'm'},
+	                                     {"state-dir", required_argument, 0, 'd'},
+	                                     {"api-port", required_argument, 0, 'a'},
+	                                     {"raft-port", required_argument, 0, 'r'},
+	                                     {"lease-ttl", required_argument, 0, 'l'},
+	                                     {"no-sandbox", no_argument, 0, 'S'},
+	                                     {"output", required_argument, 0, 'o'},
+	                                     {"help", no_argument, 0, 'h'},
+	                                     {"election-timeout", required_argument, 0, 'E'},
+	                                     {"heartbeat", required_argument, 0, 'H'},
+	                                     {0, 0, 0, 0}};
+	char election[32] = "", heartbeat[32] = "";
+	static const char *const outs[] = {"text", "json", NULL};
+	char dir[IOD_AGENT_PATH_MAX], exe[IOD_AGENT_PATH_MAX], path[IOD_AGENT_PATH_MAX + 64];
+	char peers[512] = "", apis[256] = "", model[IOD_NAME_MAX] = "", lease[32] = "1s";
+	long nodes = 4, gpus = 4, api_port = 7400, raft_port = 7300;
+	bool gpus_set = false, sandbox = true;
+	enum iod_output out = IOD_OUT_TEXT;
+	struct iod_err e = {0};
+	int o;
+
+	if (iod_cli_wants_help(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
+	iod_up_state_dir(dir, sizeof(dir));
+	while ((o = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'n': nodes = atol(optarg); break;
+		case 'g':
+			gpus = atol(optarg);
+			gpus_set = true;
+			break;
+		case 'm': snprintf(model, sizeof(model), "%s", optarg); break;
+		case 'd': snprintf(dir, sizeof(dir), "%s", optarg); break;
+		case 'a': api_port = atol(optarg); break;
+		case 'r': raft_port = atol(optarg); break;
+		case 'l': {
+			uint64_t ns;
+			if (iod_parse_duration(optarg, &ns, &e) || ns < 10 * IOD_NS_PER_MS)
+				return iod_cli_fail("up", IOD_EXIT_INVALID, "--lease-ttl %s: %s",
+				                    optarg, e.msg[0] ? e.msg : "must be >= 10ms");
+			snprintf(lease, sizeof(lease), "%s", optarg);
+			break;
+		}
+		case 'S': sandbox = false; break;
+		case 'E': snprintf(election, sizeof(election), "%s", optarg); break;
+		case 'H': snprintf(heartbeat, sizeof(heartbeat), "%s", optarg); break;
+		case 'o':
+			if (iod_cli_output("up", optarg, outs, &out))
+				return IOD_EXIT_INVALID;
+			break;
+		default: usage(stderr); return IOD_EXIT_INVALID;
+		}
+	}
+	if (optind < argc)
+		return iod_cli_fail("up", IOD_EXIT_INVALID, "unexpected argument %s", argv[optind]);
+	if (nodes < 1 || nodes > UP_NODES_MAX)
+		return iod_cli_fail("up", IOD_EXIT_INVALID, "--nodes must be 1..%d", UP_NODES_MAX);
+	if (model[0] && gpus_set)
+		return iod_cli_fail(
+		    "up", IOD_EXIT_INVALID,
+		    "--gpus-per-node and --model are exclusive: a model has its GPUs");
+	if (api_port < 1 || api_port > 65533 || raft_port < 1 || raft_port > 65533)
+		return iod_cli_fail("up", IOD_EXIT_INVALID, "ports must leave room for 3 servers");
+	if (model[0]) {
+		struct iod_topo_node *tn = calloc(1, sizeof(*tn));
+		int rc = tn ? iod_topo_model_load(model, tn, &e) : -ENOMEM;
+		if (tn)
+			gpus = iod_topo_gpu_count(tn);
+		free(tn);
+		if (rc)
+			return iod_cli_fail("up", IOD_EXIT_INVALID, "--model: %s", e.msg);
+	} else {
+		snprintf(model, sizeof(model), "generic-%ld", gpus);
+		struct iod_topo_node *tn = calloc(1, sizeof(*tn));
+		int rc = tn ? iod_topo_model_generic((unsigned)gpus, tn, &e) : -ENOMEM;
+		free(tn);
+		if (gpus < 0 || rc)
+			return iod_cli_fail("up", IOD_EXIT_INVALID, "--gpus-per-node: %s", e.msg);
+	}
+	/* one cluster per state dir */
+	for (int i = 1; i <= UP_SERVERS + UP_NODES_MAX; i++) {
+		if (i <= UP_SERVERS)
+			snprintf(path, sizeof(path), "%s/server-%d.pid", dir, i);
+		else
+			snprintf(path, sizeof(path), "%s/node-%d.pid", dir, i - UP_SERVERS);
+		if (alive_pidfile(path))
+			return iod_cli_fail(
+			    "up", IOD_EXIT_INVALID,
+			    "a cluster is already running from %s (see %s): run `iod "
+			    "down` first",
+			    dir, path);
+	}
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return iod_cli_fail("up", IOD_EXIT_ERROR, "cannot find my own binary");
+	exe[n] = 0;
+	char cmd[IOD_AGENT_PATH_MAX + 32];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'/server-* '%s'/node-* && mkdir -p '%s'", dir, dir,
+	         dir);
+	if (system(cmd) != 0)
+		return iod_cli_fail("up", IOD_EXIT_ERROR, "cannot prepare state dir %s", dir);
+
+	uint64_t t0 = mono_ms();
+	for (int i = 0; i < UP_SERVERS; i++) {
+		size_t l = strlen(peers), la = strlen(apis);
+		snprintf(peers + l, sizeof(peers) - l, "%s%d=127.0.0.1:%ld@127.0.0.1:%ld",
+		         i ? "," : "", i + 1, raft_port + i, api_port + i);
+		snprintf(apis + la, sizeof(apis) - la, "%s127.0.0.1:%ld", i ? "," : "",
+		         api_port + i);
+	}
+	if (out == IOD_OUT_TEXT)
+		printf("starting %d control-plane servers (APIs %s)\n", UP_SERVERS, apis);
+	for (int i = 0; i < UP_SERVERS; i++) {
+		char id[8], data[IOD_AGENT_PATH_MAX + 16], raft[32], api[32],
+		    log[IOD_AGENT_PATH_MAX + 16];
+		snprintf(id, sizeof(id), "%d", i + 1);
+		snprintf(data, sizeof(data), "%s/server-%d", dir, i + 1);
+		snprintf(raft, sizeof(raft), "127.0.0.1:%ld", raft_port + i);
+		snprintf(api, sizeof(api), "127.0.0.1:%ld", api_port + i);
+		snprintf(log, sizeof(log), "%s/server-%d.log", dir, i + 1);
+		snprintf(path, sizeof(path), "%s/server-%d.pid", dir, i + 1);
+		char *av[16] = {exe,  "server", "--id", id,        "--data-dir", data, "--raft",
+		                raft, "--api",  api,    "--peers", peers,        NULL};
+		int k = 12;
+		if (election[0]) {
+			av[k++] = "--election-timeout";
+			av[k++] = election;
+		}
+		if (heartbeat[0]) {
+			av[k++] = "--heartbeat";
+			av[k++] = heartbeat;
+		}
+		av[k] = NULL;
+		if (spawn(exe, av, log, path) < 0)
+			return iod_cli_fail("up", IOD_EXIT_ERROR, "fork: %s", strerror(errno));
+	}
+	struct iod_api_client cl;
+	if (iod_api_client_init(&cl, apis, &e))
+		return iod_cli_fail("up", IOD_EXIT_ERROR, "%s", e.msg);
+	cl.timeout_ms = 500;
+	cl.retry_ms = 200;
+	while (!leader_ready(&cl)) {
+		if (mono_ms() - t0 > 15000) {
+			iod_api_client_close(&cl);
+			return iod_cli_fail("up", IOD_EXIT_UNAVAILABLE,
+			                    "no leader after 15 s: see %s/server-*.log; `iod down` "
+			                    "cleans up",
+			                    dir);
+		}
+		usleep(20000);
+	}
+	uint64_t t_leader = mono_ms();
+	if (out == IOD_OUT_TEXT)
+		printf("leader elected in %llu ms; starting %ld node agents (%s each)\n",
+		       (unsigned long long)(t_leader - t0), nodes, model);
+	for (long i = 1; i <= nodes; i++) {
+		char name[32], data[IOD_AGENT_PATH_MAX + 16], log[IOD_AGENT_PATH_MAX + 16], gs[16];
+		char addr[32];
+		/* each node its own loopback address (all of 127/8 is loopback on
+		 * Linux): replicas of different nodes never share a port */
+		snprintf(addr, sizeof(addr), "127.0.%ld.%ld", 1 + i / 250, 1 + i % 250);
+		snprintf(name, sizeof(name), "node-%ld", i);
+		snprintf(data, sizeof(data), "%s/node-%ld", dir, i);
+		snprintf(log, sizeof(log), "%s/node-%ld.log", dir, i);
+		snprintf(path, sizeof(path), "%s/node-%ld.pid", dir, i);
+		snprintf(gs, sizeof(gs), "%ld", gpus);
+		char *av[20];
+		int k = 0;
+		av[k++] = exe;
+		av[k++] = "agent";
+		av[k++] = "--server";
+		av[k++] = apis;
+		av[k++] = "--name";
+		av[k++] = name;
+		av[k++] = "--data-dir";
+		av[k++] = data;
+		av[k++] = "--lease-ttl";
+		av[k++] = lease;
+		av[k++] = "--addr";
+		av[k++] = addr;
+		av[k++] = gpus_set || !strncmp(model, "generic-", 8) ? "--gpus" : "--model";
+		av[k++] = gpus_set || !strncmp(model, "generic-", 8) ? gs : model;
+		if (!sandbox)
+			av[k++] = "--no-sandbox";
+		av[k] = NULL;
+		if (spawn(exe, av, log, path) < 0)
+			return iod_cli_fail("up", IOD_EXIT_ERROR, "fork: %s", strerror(errno));
+	}
+	size_t reg = 0;
+	while ((reg = nodes_registered(&cl)) < (size_t)nodes) {
+		if (mono_ms() - t0 > 30000) {
+			iod_api_client_close(&cl);
+			return iod_cli_fail(
+			    "up", IOD_EXIT_PARTIAL,
+			    "%zu of %ld nodes registered after 30 s: see %s/node-*.log", reg, nodes,
+			    dir);
+		}
+		usleep(20000);
+	}
+	iod_api_client_close(&cl);
+	uint64_t t1 = mono_ms();
+	if (out == IOD_OUT_JSON) {
+		json_t *j = json_pack(
+		    "{s:s, s:i, s:i, s:s, s:s, s:I, s:I}", "servers", apis, "nodes", (int)nodes,
+		    "gpus_per_node", (int)gpus, "model", model, "state_dir", dir, "leader_ms",
+		    (json_int_t)(t_leader - t0), "ready_ms", (json_int_t)(t1 - t0));
+		iod_json_print(stdout, j, false);
+		json_decref(j);
+		return 0;
+	}
+	printf("cluster up in %llu ms: %d servers, %ld nodes x %ld GPUs (%s)\n"
+	       "  API      %s (IOD_SERVER; the default 127.0.0.1:7400 is one of them)\n"
+	       "  state    %s (server-N.log, node-N.log, node-N/replicas/*/log)\n"
+	       "next: iod deploy -f examples/service-topology.yaml && iod get replicas; "
+	       "iod down\n",
+	       (unsigned long long)(t1 - t0), UP_SERVERS, nodes, gpus, model, apis, dir);
+	return 0;
+}

@@ -1,0 +1,345 @@
+/*
+ * test_agent_sandbox.c: the executor for real: a replica in its own PID, UTS
+ * and mount namespaces, in cgroups with its limits, pinned to its CPU, with
+ * its identity and GPUs in the environment, output in rotating logs, a data
+ * directory that survives restarts; and the three health checks. Parts that
+ * need root or cgroups skip with the reason when they cannot run.
+ */
+#include "harness.h"
+#include "iod/agent.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static struct iod_agent_caps caps;
+static bool caps_done;
+
+static void setup(struct iod_agent_exec_config *c, const char *sub)
+{
+	if (!caps_done) {
+		iod_agent_caps_probe(&caps);
+		caps_done = true;
+	}
+	memset(c, 0, sizeof(*c));
+	snprintf(c->node, sizeof(c->node), "node-t");
+	snprintf(c->run_dir, sizeof(c->run_dir), "%s/%s", iod_test_tmpdir(), sub);
+	snprintf(c->cgroup_prefix, sizeof(c->cgroup_prefix), "iod-test/%d", (int)getpid());
+	c->log_max_bytes = 1 << 20;
+	c->log_files = 2;
+	c->use_namespaces = true;
+	c->caps = &caps;
+}
+
+static struct iod_agent_replica shell(const char *name, const char *script)
+{
+	struct iod_agent_replica r;
+	memset(&r, 0, sizeof(r));
+	snprintf(r.name, sizeof(r.name), "%s", name);
+	snprintf(r.service, sizeof(r.service), "svc");
+	r.ordinal = 3;
+	r.numa_node = -1;
+	iod_agent_replica_add_arg(&r, "/bin/sh");
+	iod_agent_replica_add_arg(&r, "-c");
+	iod_agent_replica_add_arg(&r, script);
+	return r;
+}
+
+static int wait_exit(pid_t pid)
+{
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void read_log(const struct iod_agent_exec_config *c, const char *name, struct iod_buf *b)
+{
+	char path[IOD_AGENT_PATH_MAX];
+	iod_agent_replica_path(c->run_dir, name, "log", path, sizeof(path));
+	iod_buf_init(b);
+	iod_buf_read_file(b, path, 1 << 20, NULL);
+}
+
+TEST(runs_in_namespaces_with_identity)
+{
+	struct iod_agent_exec_config c;
+	struct iod_agent_proc p;
+	struct iod_err e = {0};
+	struct iod_buf b;
+	setup(&c, "ns");
+	if (!caps.ns_pid || !caps.ns_uts || !caps.ns_mount)
+		SKIP("pid/uts/mount namespaces not permitted here (needs root)");
+	struct iod_agent_replica r =
+	    shell("web-3", "echo pid=$$; echo host=$(hostname); echo id=$IOD_SERVICE/$IOD_REPLICA/"
+	                   "$IOD_ORDINAL/$IOD_NODE; echo gpus=$CUDA_VISIBLE_DEVICES/"
+	                   "$NVIDIA_VISIBLE_DEVICES; echo peer=$PEER; echo procs=$(ls /proc | "
+	                   "grep -c '^[0-9]')");
+	iod_bitmap_set(&r.gpus, 1);
+	iod_bitmap_set(&r.gpus, 2);
+	iod_agent_replica_add_env(&r, "PEER", "127.0.0.1:9000");
+	CHECK_MSG(iod_agent_exec_start(&c, &r, &p, &e) == 0, "%s", e.msg);
+	CHECK_EQ(wait_exit(p.pid), 0);
+	iod_agent_exec_cleanup(&p);
+	read_log(&c, "web-3", &b);
+	/* PID 1 is the sandbox's init; the workload is its first child. */
+	CHECK_CONTAINS(b.data, "pid=2\n");
+	CHECK_CONTAINS(b.data, "host=web-3\n");
+	CHECK_CONTAINS(b.data, "id=svc/web-3/3/node-t\n");
+	CHECK_CONTAINS(b.data, "gpus=1-2/1-2\n");
+	CHECK_CONTAINS(b.data, "peer=127.0.0.1:9000\n");
+	/* a private /proc shows only the sandbox's processes (init, sh, ls, grep) */
+	const char *pr = strstr(b.data, "procs=");
+	CHECK(pr && atoi(pr + 6) <= 5);
+	iod_buf_free(&b);
+}
+
+TEST(exit_status_and_signals_pass_through)
+{
+	struct iod_agent_exec_config c;
+	struct iod_agent_proc p;
+	struct iod_err e = {0};
+	setup(&c, "exit");
+	struct iod_agent_replica r = shell("ex-0", "exit 7");
+	CHECK_MSG(iod_agent_exec_start(&c, &r, &p, &e) == 0, "%s", e.msg);
+	CHECK_EQ(wait_exit(p.pid), 7);
+	iod_agent_exec_cleanup(&p);
+	/* SIGTERM is forwarded to the workload even though init is PID 1. */
+	r = shell("ex-1", "trap 'exit 42' TERM; echo ready; while :; do sleep 0.01; done");
+	CHECK_MSG(iod_agent_exec_start(&c, &r, &p, &e) == 0, "%s", e.msg);
+	struct iod_buf b;
+	for (int i = 0; i < 500; i++) {
+		read_log(&c, "ex-1", &b);
+		bool ready = b.data && strstr(b.data, "ready");
+		iod_buf_free(&b);
+		if (ready)
+			break;
+		usleep(10000);
+	}
+	CHECK_EQ(iod_agent_exec_signal(&p, SIGTERM), 0);
+	CHECK_EQ(wait_exit(p.pid), 42);
+	iod_agent_exec_cleanup(&p);
+	/* A workload that cannot start says why in its log and exits 127. */
+	r = shell("ex-2", "");
+	memset(r.argv_buf, 0, sizeof(r.argv_buf));
+	r.argc = 0;
+	iod_agent_replica_add_arg(&r, "/nonexistent/prog");
+	CHECK_MSG(iod_agent_exec_start(&c, &r, &p, &e) == 0, "%s", e.msg);
+	CHECK_EQ(wait_exit(p.pid), 127);
+	iod_agent_exec_cleanup(&p);
+	read_log(&c, "ex-2", &b);
+	CHECK_CONTAINS(b.data, "cannot run /nonexistent/prog");
+	iod_buf_free(&b);
+}
+
+TEST(cpu_affinity_follows_placement)
+{
+	struct iod_agent_exec_config c;
+	struct iod_agent_proc p;
+	struct iod_err e = {0};
+	struct iod_buf b;
+	setup(&c, "aff");
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		SKIP("one CPU: affinity cannot be told apart");
+	struct iod_agent_replica r = shell("aff-0", "grep Cpus_allowed_list /proc/self/status; "
+	                                            "grep Mems_allowed_list /proc/self/status");
+	iod_bitmap_set(&r.cpus, 1);
+	r.numa_node = 0;
+	CHECK_MSG(iod_agent_exec_start(&c, &r, &p, &e) == 0, "%s", e.msg);
+	CHECK_EQ(wait_exit(p.pid), 0);
+	iod_agent_exec_cleanup(&p);
+	read_log(&c, "aff-0", &b);
+	CHECK_CONTAINS(b.data, "Cpus_allowed_list:\t1\n");
+	CHECK(!strstr(b.data, "warning"));
+	iod_buf_free(&b);
+	/* A CPU set of a simulated node that this machine lacks: a warning, no failure. */
+	r = shell("aff-1", "true");
+	iod_bitmap_set(&r.cpus, 1000);
+	r.numa_node = 900;
+	CHECK_MSG(iod_agent_exec_start(&c, &r, &p, &e) == 0, "%s", e.msg);
+	CHECK_EQ(wait_exit(p.pid), 0);
+	iod_agent_exec_cleanup(&p);
+	read_log(&c, "aff-1", &b);
+	CHECK_CONTAINS(b.data, "not on this machine");
+	iod_buf_free(&b);
+}
+
+TEST(cgroup_limits_applied)
+{
+	struct iod_agent_exec_config c;
+	struct iod_agent_proc p;
+	struct iod_err e = {0};
+	struct iod_buf b;
+	char path[IOD_AGENT_PATH_MAX + 64];
+	setup(&c, "cg");
+	if (!caps.cgroup_version)
+		SKIP("no writable cgroup hierarchy (needs root and cgroups mounted)");
+	struct iod_agent_replica r = shell("cg-0", "cat /proc/self/cgroup; sleep 5");
+	r.mem_bytes = 64ull << 20;
+	r.cpu_millis = 500;
+	CHECK_MSG(iod_agent_exec_start(&c, &r, &p, &e) == 0, "%s", e.msg);
+	CHECK(p.cgroup_mem[0]);
+	if (caps.cgroup_version == 1) {
+		snprintf(path, sizeof(path), "%s/memory.limit_in_bytes", p.cgroup_mem);
+		iod_buf_init(&b);
+		CHECK_EQ(iod_buf_read_file(&b, path, 4096, NULL), 0);
+		CHECK_EQ(strtoull(b.data, NULL, 10), 64ull << 20);
+		iod_buf_free(&b);
+		snprintf(path, sizeof(path), "%s/cpu.cfs_quota_us", p.cgroup_cpu);
+		iod_buf_init(&b);
+		CHECK_EQ(iod_buf_read_file(&b, path, 4096, NULL), 0);
+		CHECK_EQ(atoi(b.data), 50000);
+		iod_buf_free(&b);
+	} else {
+		snprintf(path, sizeof(path), "%s/memory.max", p.cgroup_mem);
+		iod_buf_init(&b);
+		CHECK_EQ(iod_buf_read_file(&b, path, 4096, NULL), 0);
+		CHECK_EQ(strtoull(b.data, NULL, 10), 64ull << 20);
+		iod_buf_free(&b);
+	}
+	/* the init and everything it forks are in the cgroup */
+	snprintf(path, sizeof(path), "%s/cgroup.procs", p.cgroup_mem);
+	iod_buf_init(&b);
+	CHECK_EQ(iod_buf_read_file(&b, path, 4096, NULL), 0);
+	char pid[32];
+	snprintf(pid, sizeof(pid), "%d\n", (int)p.pid);
+	CHECK_CONTAINS(b.data, pid);
+	iod_buf_free(&b);
+	iod_agent_exec_signal(&p, SIGKILL);
+	CHECK_EQ(wait_exit(p.pid), 128 + SIGKILL);
+	char dir[IOD_AGENT_PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", p.cgroup_mem);
+	iod_agent_exec_cleanup(&p);
+	struct stat st;
+	CHECK(stat(dir, &st) != 0); /* removed after exit */
+}
+
+/* Leave no test cgroups behind (replica cgroups go with their replicas). */
+__attribute__((destructor)) static void remove_test_cgroups(void)
+{
+	char d[IOD_AGENT_PATH_MAX + 64];
+	const char *roots[] = {caps.cgroup_mem, caps.cgroup_cpu};
+	for (unsigned i = 0; caps_done && caps.cgroup_version && i < 2; i++) {
+		snprintf(d, sizeof(d), "%s/iod-test/%d", roots[i], (int)getpid());
+		rmdir(d);
+		snprintf(d, sizeof(d), "%s/iod-test", roots[i]);
+		rmdir(d);
+	}
+}
+
+TEST(stateful_data_survives_restart)
+{
+	struct iod_agent_exec_config c;
+	struct iod_agent_proc p;
+	struct iod_err e = {0};
+	struct iod_buf b;
+	setup(&c, "state");
+	struct iod_agent_replica r =
+	    shell("db-0", "n=$(cat $IOD_DATA_DIR/count 2>/dev/null || echo 0); n=$((n+1)); "
+	                  "echo $n > $IOD_DATA_DIR/count; echo run=$n; pwd");
+	r.stateful = true;
+	for (int i = 0; i < 3; i++) {
+		CHECK_MSG(iod_agent_exec_start(&c, &r, &p, &e) == 0, "%s", e.msg);
+		CHECK_EQ(wait_exit(p.pid), 0);
+		iod_agent_exec_cleanup(&p);
+	}
+	read_log(&c, "db-0", &b);
+	CHECK_CONTAINS(b.data, "run=1\n");
+	CHECK_CONTAINS(b.data, "run=3\n");
+	CHECK_CONTAINS(b.data, "/replicas/db-0/data\n");
+	iod_buf_free(&b);
+}
+
+TEST(log_rotation_bounds_size)
+{
+	struct iod_agent_log l;
+	struct iod_err e = {0};
+	char path[IOD_AGENT_PATH_MAX], line[100];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/rot.log", iod_test_tmpdir());
+	CHECK_EQ(iod_agent_log_open(&l, path, 1000, 2, &e), 0);
+	memset(line, 'x', sizeof(line));
+	line[99] = '\n';
+	for (int i = 0; i < 100; i++)
+		CHECK_EQ(iod_agent_log_write(&l, line, sizeof(line)), 0);
+	iod_agent_log_close(&l);
+	CHECK(stat(path, &st) == 0 && st.st_size <= 1000);
+	char p1[IOD_AGENT_PATH_MAX + 4];
+	snprintf(p1, sizeof(p1), "%s.2", path);
+	CHECK(stat(p1, &st) == 0 && st.st_size == 1000);
+	snprintf(p1, sizeof(p1), "%s.3", path);
+	CHECK(stat(p1, &st) != 0); /* only 2 rotated files kept */
+	CHECK_EQ(iod_agent_log_open(&l, path, 0, 2, &e), -EINVAL);
+}
+
+/* A one-shot server on loopback: answers `reply` to one connection. */
+static pid_t serve(uint16_t *port, const char *reply)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sa);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 4) ||
+	    getsockname(fd, (struct sockaddr *)&sa, &sl))
+		return -1;
+	*port = ntohs(sa.sin_port);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int c = accept(fd, NULL, NULL);
+		char buf[512];
+		if (c >= 0 && reply) {
+			ssize_t n = read(c, buf, sizeof(buf));
+			(void)n;
+			n = write(c, reply, strlen(reply));
+		}
+		_exit(0);
+	}
+	close(fd);
+	return pid;
+}
+
+TEST(probes_tcp_http_exec)
+{
+	struct iod_agent_health h = {.timeout_ns = 500 * IOD_NS_PER_MS};
+	char d[256];
+	uint16_t port;
+	pid_t srv;
+
+	h.kind = IOD_HEALTH_TCP;
+	srv = serve(&port, NULL);
+	CHECK(srv > 0);
+	CHECK_EQ(iod_agent_probe_run(&h, "127.0.0.1", port, d, sizeof(d)), 0);
+	wait_exit(srv);
+	CHECK(iod_agent_probe_run(&h, "127.0.0.1", port, d, sizeof(d)) < 0);
+	CHECK_CONTAINS(d, "refused");
+
+	h.kind = IOD_HEALTH_HTTP;
+	snprintf(h.path, sizeof(h.path), "/healthz");
+	srv = serve(&port, "HTTP/1.0 200 OK\r\n\r\nok");
+	CHECK_EQ(iod_agent_probe_run(&h, "127.0.0.1", port, d, sizeof(d)), 0);
+	wait_exit(srv);
+	srv = serve(&port, "HTTP/1.1 503 Service Unavailable\r\n\r\n");
+	CHECK(iod_agent_probe_run(&h, "127.0.0.1", port, d, sizeof(d)) < 0);
+	CHECK_CONTAINS(d, "503");
+	wait_exit(srv);
+	srv = serve(&port, "garbage\n");
+	CHECK(iod_agent_probe_run(&h, "127.0.0.1", port, d, sizeof(d)) < 0);
+	CHECK_CONTAINS(d, "status line");
+	wait_exit(srv);
+
+	h.kind = IOD_HEALTH_EXEC;
+	snprintf(h.command, sizeof(h.command), "true");
+	CHECK_EQ(iod_agent_probe_run(&h, NULL, 0, d, sizeof(d)), 0);
+	snprintf(h.command, sizeof(h.command), "exit 3");
+	CHECK(iod_agent_probe_run(&h, NULL, 0, d, sizeof(d)) < 0);
+	CHECK_CONTAINS(d, "exit status 3");
+	snprintf(h.command, sizeof(h.command), "sleep 5");
+	h.timeout_ns = 50 * IOD_NS_PER_MS;
+	CHECK_EQ(iod_agent_probe_run(&h, NULL, 0, d, sizeof(d)), -ETIMEDOUT);
+}

@@ -1,0 +1,173 @@
+/*
+ * test_agent_state.c: the agent's pure functions over cluster state: which
+ * replicas a node runs and with what environment (desired.c), and how a
+ * lost node's replicas are rescheduled (reschedule.c).
+ */
+#include "harness.h"
+#include "iod/agent.h"
+
+#include <stdlib.h>
+
+static json_t *parse(const char *text)
+{
+	json_t *j = NULL;
+	iod_json_parse(text, strlen(text), &j, NULL);
+	return j;
+}
+
+#define NODES                                                                                \
+	"{\"rev\":9,\"items\":[{\"name\":\"n1\",\"rev\":2,\"value\":{\"addr\":\"10.0.0.1\"," \
+	"\"gpus\":2}},{\"name\":\"n2\",\"rev\":3,\"value\":{\"addr\":\"10.0.0.2\",\"gpus\":2}}]}"
+#define SERVICES                                                                                   \
+	"{\"rev\":9,\"items\":[{\"name\":\"ps\",\"value\":{\"type\":\"stateful\",\"command\":"     \
+	"\"iod\",\"args\":[\"demo-worker\",\"--role\",\"parameter-server\"],\"env\":{\"A\":\"1\"}" \
+	","                                                                                        \
+	"\"restart\":\"on-failure\",\"resources\":{\"mem_bytes\":1000},\"health\":{\"kind\":"      \
+	"\"tcp\",\"port\":9,\"interval_ns\":10000000,\"unhealthy_threshold\":2}}},"                \
+	"{\"name\":\"w\",\"value\":{\"type\":\"stateless\",\"command\":\"iod\",\"depends_on\":"    \
+	"[\"ps\"]}}]}"
+
+TEST(desired_for_one_node_with_peers_and_dependencies)
+{
+	json_t *nodes = parse(NODES), *svcs = parse(SERVICES);
+	json_t *reps =
+	    parse("{\"rev\":9,\"items\":["
+	          "{\"name\":\"ps-0\",\"rev\":5,\"value\":{\"service\":\"ps\",\"ordinal\":0,"
+	          "\"node\":\"n1\",\"gpus\":\"1\",\"generation\":3}},"
+	          "{\"name\":\"ps-1\",\"rev\":6,\"value\":{\"service\":\"ps\",\"ordinal\":1,"
+	          "\"node\":\"n2\",\"gpus\":\"0\"}},"
+	          "{\"name\":\"w-0\",\"rev\":7,\"value\":{\"service\":\"w\",\"ordinal\":0,"
+	          "\"node\":\"n1\",\"gpus\":\"0\"}},"
+	          "{\"name\":\"x-0\",\"rev\":8,\"value\":{\"service\":\"gone\","
+	          "\"node\":\"n1\"}}]}");
+	struct iod_agent_replica *r = calloc(4, sizeof(*r));
+	uint32_t n = 0;
+	struct iod_err e = {0};
+	char want[128];
+	CHECK(nodes && svcs && reps && r);
+	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, r, 4, &n, &e), 0);
+	CHECK_EQ(n, 2); /* ps-0 and w-0; x-0's service is gone; ps-1 is on n2 */
+	CHECK_STR(r[0].name, "ps-0");
+	CHECK(r[0].stateful);
+	CHECK_EQ(r[0].restart, IOD_RESTART_ON_FAILURE);
+	CHECK_U64(r[0].generation, 3);
+	CHECK_EQ(r[0].argc, 4);
+	CHECK_STR(iod_agent_strv_at(r[0].argv_buf, sizeof(r[0].argv_buf), 4, 3),
+	          "parameter-server");
+	CHECK(iod_bitmap_test(&r[0].gpus, 1) && iod_bitmap_count(&r[0].gpus) == 1);
+	CHECK_U64(r[0].mem_bytes, 1000);
+	CHECK_EQ(r[0].health.kind, IOD_HEALTH_TCP);
+	CHECK_U64(r[0].health.interval_ns, 10000000);
+	CHECK_EQ(r[0].health.unhealthy_threshold, 2);
+	CHECK_EQ(r[0].port, iod_agent_replica_port("ps-0"));
+	CHECK(r[0].port >= IOD_AGENT_PORT_BASE &&
+	      r[0].port < IOD_AGENT_PORT_BASE + IOD_AGENT_PORT_RANGE);
+	/* environment: the spec's, its address, peers in name order */
+	CHECK_STR(iod_agent_strv_at(r[0].env_buf, sizeof(r[0].env_buf), r[0].envc, 0), "A=1");
+	snprintf(want, sizeof(want), "IOD_PEERS=10.0.0.1:%u,10.0.0.2:%u",
+	         iod_agent_replica_port("ps-0"), iod_agent_replica_port("ps-1"));
+	CHECK_STR(iod_agent_strv_at(r[0].env_buf, sizeof(r[0].env_buf), r[0].envc, 2), want);
+	/* the worker finds the parameter servers */
+	snprintf(want, sizeof(want), "IOD_DEP_PS=10.0.0.1:%u,10.0.0.2:%u",
+	         iod_agent_replica_port("ps-0"), iod_agent_replica_port("ps-1"));
+	CHECK_STR(iod_agent_strv_at(r[1].env_buf, sizeof(r[1].env_buf), r[1].envc, r[1].envc - 1),
+	          want);
+	CHECK(!r[1].stateful);
+	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, r, 1, &n, &e), -E2BIG);
+	free(r);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+}
+
+static const json_t *write_for(const json_t *w, const char *name)
+{
+	size_t i;
+	json_t *x;
+	json_array_foreach(w, i, x)
+	{
+		const char *n;
+		if (!iod_json_get_str(x, "name", &n) && !strcmp(n, name))
+			return x;
+	}
+	return NULL;
+}
+
+TEST(lost_node_stateless_moves_now_stateful_after_grace)
+{
+	/* n3 is gone: w-0 (stateless, 1 GPU) and ps-2 (stateful) were on it */
+	json_t *nodes = parse(NODES), *svcs = parse(SERVICES), *unplaced = NULL;
+	json_t *reps = parse("{\"rev\":9,\"items\":["
+	                     "{\"name\":\"ps-0\",\"rev\":5,\"value\":{\"service\":\"ps\","
+	                     "\"node\":\"n1\",\"gpus\":\"0-1\"}},"
+	                     "{\"name\":\"ps-2\",\"rev\":6,\"value\":{\"service\":\"ps\","
+	                     "\"node\":\"n3\",\"gpus\":\"0\"}},"
+	                     "{\"name\":\"w-0\",\"rev\":7,\"value\":{\"service\":\"w\","
+	                     "\"node\":\"n3\",\"gpus\":\"0\",\"cpus\":\"4-7\"}}]}");
+	CHECK(nodes && svcs && reps);
+	json_t *w = iod_agent_resched_plan(nodes, reps, svcs, 1000, 500, &unplaced);
+	CHECK_EQ(json_array_size(w), 2);
+	CHECK_EQ(json_array_size(unplaced), 0);
+	/* stateless: to n2 (n1's GPUs are all taken), lowest free GPU, CAS on its rev */
+	const json_t *mw = write_for(w, "w-0"), *v = json_object_get(mw, "value");
+	uint64_t prev = 0;
+	CHECK(mw);
+	iod_json_get_u64(mw, "prev_rev", &prev);
+	CHECK_U64(prev, 7);
+	const char *s = "";
+	iod_json_get_str(v, "node", &s);
+	CHECK_STR(s, "n2");
+	iod_json_get_str(v, "gpus", &s);
+	CHECK_STR(s, "0");
+	iod_json_get_str(v, "moved_from", &s);
+	CHECK_STR(s, "n3");
+	CHECK(!json_object_get(v, "cpus")); /* the old node's CPUs mean nothing on n2 */
+	/* stateful: first only marked lost, with the time */
+	const json_t *ms = write_for(w, "ps-2");
+	uint64_t lost = 0;
+	CHECK(ms);
+	iod_json_get_str(json_object_get(ms, "value"), "node", &s);
+	CHECK_STR(s, "n3");
+	iod_json_get_u64(json_object_get(ms, "value"), "lost_ms", &lost);
+	CHECK_U64(lost, 1000);
+	json_decref(w);
+	json_decref(unplaced);
+
+	/* within the grace nothing happens to it; after the grace it moves */
+	json_object_set_new(
+	    json_object_get(json_array_get(json_object_get(reps, "items"), 1), "value"), "lost_ms",
+	    json_integer(1000));
+	w = iod_agent_resched_plan(nodes, reps, svcs, 1400, 500, &unplaced);
+	CHECK(!write_for(w, "ps-2"));
+	json_decref(w);
+	json_decref(unplaced);
+	w = iod_agent_resched_plan(nodes, reps, svcs, 1500, 500, &unplaced);
+	ms = write_for(w, "ps-2");
+	CHECK(ms);
+	iod_json_get_str(json_object_get(ms, "value"), "node", &s);
+	CHECK_STR(s, "n2");
+	CHECK(!json_object_get(json_object_get(ms, "value"), "lost_ms"));
+	json_decref(w);
+	json_decref(unplaced);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+}
+
+TEST(lost_replica_that_fits_nowhere_is_reported)
+{
+	json_t *nodes = parse("{\"rev\":1,\"items\":[{\"name\":\"n1\",\"value\":{\"gpus\":1}}]}");
+	json_t *svcs = parse(SERVICES), *unplaced = NULL;
+	json_t *reps = parse("{\"rev\":9,\"items\":[{\"name\":\"w-0\",\"rev\":7,\"value\":"
+	                     "{\"service\":\"w\",\"node\":\"n9\",\"gpus\":\"0-3\"}}]}");
+	json_t *w = iod_agent_resched_plan(nodes, reps, svcs, 0, 0, &unplaced);
+	CHECK_EQ(json_array_size(w), 0);
+	CHECK_EQ(json_array_size(unplaced), 1);
+	CHECK_CONTAINS(json_string_value(json_object_get(json_array_get(unplaced, 0), "reason")),
+	               "enough free GPUs");
+	json_decref(w);
+	json_decref(unplaced);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+}
