@@ -106,13 +106,15 @@ int iod_mesh_conn_watch(struct worker *w, struct conn *c, uint32_t events)
 	struct epoll_event ev = {.events = events, .data.ptr = c};
 	int op = EPOLL_CTL_MOD;
 
-	if (c->events == events && c->events & 0x80000000u)
+	/* The high bit of c->events means "registered": skip the syscall when
+	 * the interest set does not change (the common case per request). */
+	if ((c->events & 0x80000000u) && (c->events & ~0x80000000u) == events)
 		return 0;
 	if (!(c->events & 0x80000000u))
 		op = EPOLL_CTL_ADD;
 	if (epoll_ctl(w->epfd, op, c->fd, &ev))
 		return -errno;
-	c->events = events | 0x80000000u; /* high bit: registered */
+	c->events = events | 0x80000000u;
 	return 0;
 }
 
