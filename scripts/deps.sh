@@ -13,7 +13,7 @@ libjansson-dev libhwloc-dev hwloc libpcap-dev libmicrohttpd-dev libdpdk-dev \
 libxdp-dev libbpf-dev clang libclang-rt-14-dev"
 # Tools the tests and benchmarks drive (independent dissector, peers, plots).
 TEST_PKGS="tshark python3 graphviz gnuplot-nox iproute2 nftables etcd-server etcd-client \
-haproxy wrk cppcheck clang-format"
+haproxy wrk nginx-light cppcheck clang-format"
 
 missing=""
 for p in $BUILD_PKGS $TEST_PKGS; do

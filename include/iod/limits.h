@@ -214,6 +214,40 @@
 
 /* ---- mesh -------------------------------------------------------------- */
 
+/* Services one node's proxy serves: each gets a loopback VIP and a listener
+ * per worker; 256 matches IOD_SPEC_SERVICES_MAX. */
+#define IOD_MESH_SERVICES_MAX 256
+/* Endpoints per service: replicas of one service seen by one proxy. Tables
+ * per endpoint (pools, counters) are sized by it. */
+#define IOD_MESH_ENDPOINTS_MAX 256
+/* Ring-hash points per unit of weight: Envoy's default minimum ring is 1024
+ * entries; 64 points per endpoint keeps the spread within a few percent. */
+#define IOD_MESH_RING_POINTS 64
+/* Ring entries in total: endpoints x points x max weight share, bounded. */
+#define IOD_MESH_RING_MAX 16384
+/* Worker threads of one proxy: one per core of a large node is plenty. */
+#define IOD_MESH_WORKERS_MAX 64
+/* Connections (client + upstream) per worker, allocated at start-up. */
+#define IOD_MESH_CONNS_MAX 4096
+/* One HTTP message head or a whole buffered request: requests must fit to
+ * be retryable; larger ones get 413 (docs/mesh.md). */
+#define IOD_MESH_HTTP_BUF 16384
+/* Header lines per HTTP message: nginx's default large_client_header is
+ * 4 x 8k; 100 headers is what Go and Node.js accept. */
+#define IOD_MESH_HTTP_HEADERS_MAX 100
+/* Idle keep-alive connections kept per endpoint per worker. */
+#define IOD_MESH_POOL_IDLE_MAX 64
+/* Spans and flow records kept per worker ring (a power of two). */
+#define IOD_MESH_SPANS_MAX 4096
+/* Retries one request may make (Envoy's circuit breaker default is 3). */
+#define IOD_MESH_RETRIES_MAX 8
+/* Latency histogram buckets (Prometheus `le` bounds). */
+#define IOD_MESH_LATENCY_BUCKETS 14
+/* A DNS query is one UDP datagram; 512 bytes is RFC 1035's classic limit. */
+#define IOD_MESH_DNS_MSG_MAX 512
+/* The proxy config file is read whole. */
+#define IOD_MESH_CONFIG_MAX (1u << 20)
+
 /* ---- flow / net / io --------------------------------------------------- */
 
 /* Rules per security group: AWS allows 60 inbound + 60 outbound by default;

@@ -37,6 +37,7 @@
 	X(config, "get and set cluster configuration")                              \
 	X(dp, "run or inspect the data plane")                                      \
 	X(mesh, "service-mesh commands (`iod mesh deploy -f FILE`)")                \
+	X(proxy, "the node's mesh proxy, standalone (--config FILE)")               \
 	X(demo_worker, "the built-in demo training workload")
 
 #define X(name, summary) int cmd_##name(int argc, char **argv) __attribute__((weak));

@@ -1,0 +1,455 @@
+/*
+ * mesh.h: iod's service mesh: the registry view a node's proxy routes by,
+ * load-balancing policies, outlier detection, circuit breakers, retries,
+ * HTTP/1.1 and W3C trace-context parsing, spans, the DNS responder's codec,
+ * and the per-node proxy that drives them all.
+ *
+ * Everything above "proxy" is a pure core: no clock, no I/O, no rand();
+ * the caller passes now_ns and a struct iod_rng. The proxy is the shell:
+ * epoll workers with SO_REUSEPORT listeners on a loopback VIP per service,
+ * L4 (splice) or L7 (HTTP/1.1) forwarding, an admin HTTP endpoint serving
+ * /metrics (Prometheus text) and /spans. docs/mesh.md describes semantics and
+ * where they differ from Envoy's.
+ */
+#ifndef IOD_MESH_H
+#define IOD_MESH_H
+
+#include "iod/base.h"
+
+/* ---- registry view ----------------------------------------------------- */
+
+/* Load-balancing policies: enum, config name. */
+#define IOD_MESH_LB_POLICIES(X)           \
+	X(ROUND_ROBIN, "round_robin")     \
+	X(WEIGHTED, "weighted")           \
+	X(LEAST_REQUEST, "least_request") \
+	X(RING_HASH, "ring_hash")         \
+	X(MAGLEV, "maglev")
+
+enum iod_mesh_lb {
+#define X(n, s) IOD_MESH_LB_##n,
+	IOD_MESH_LB_POLICIES(X)
+#undef X
+};
+const char *iod_mesh_lb_name(enum iod_mesh_lb lb);
+int iod_mesh_lb_parse(const char *s, enum iod_mesh_lb *out);
+
+/* How the proxy handles a service's traffic. */
+enum iod_mesh_mode {
+	IOD_MESH_MODE_TCP, /* L4: bytes spliced both ways, per-connection balancing */
+	IOD_MESH_MODE_HTTP /* L7: HTTP/1.1, per-request balancing, retries, traces */
+};
+
+struct iod_mesh_endpoint {
+	char id[IOD_NAME_MAX];   /* stable identity: replica name or "ip:port" */
+	uint32_t ip4;            /* IPv4 address, host byte order */
+	uint16_t port;           /* TCP port */
+	char node[IOD_NAME_MAX]; /* node that runs it ("" = unknown) */
+	char rack[IOD_NAME_MAX]; /* rack of that node ("" = unknown) */
+	uint32_t weight;         /* relative share for weighted/hash policies; >= 1 */
+	bool healthy;            /* the agent's health check passes */
+};
+
+/* Outlier detection settings (Envoy's names; see docs/mesh.md). */
+struct iod_mesh_outlier_cfg {
+	uint32_t consecutive_5xx;          /* 5xx or connect failures in a row to eject; 0 = off */
+	uint32_t consecutive_connect_fail; /* connect failures in a row to eject; 0 = off */
+	uint64_t interval_ns;              /* how often ejection multipliers decay */
+	uint64_t base_ejection_ns;         /* ejection time = base x times ejected */
+	uint64_t max_ejection_ns;          /* ... capped here */
+	uint32_t max_ejection_bp;          /* share of hosts ejectable, basis points; >= 1 host */
+	uint32_t panic_bp;                 /* below this share of usable hosts, use all */
+};
+
+/* Circuit-breaker limits per upstream service (Envoy's thresholds). */
+struct iod_mesh_breaker_cfg {
+	uint32_t max_connections; /* upstream connections open */
+	uint32_t max_pending;     /* requests waiting for a connection */
+	uint32_t max_requests;    /* requests in flight */
+	uint32_t max_retries;     /* retries in flight */
+};
+
+/* Retry policy. */
+struct iod_mesh_retry_cfg {
+	uint32_t max_per_request; /* attempts after the first */
+	uint32_t budget_bp;       /* retries in flight <= this share of requests in flight */
+	uint32_t min_concurrency; /* ... but always allow this many */
+	uint64_t backoff_base_ns; /* full-jitter backoff: uniform [0, base x 2^n) */
+	uint64_t backoff_max_ns;  /* ... capped here */
+};
+
+/* Timeouts (0 = none). */
+struct iod_mesh_timeouts {
+	uint64_t connect_ns; /* TCP connect to an upstream */
+	uint64_t request_ns; /* request sent to response complete, per attempt */
+	uint64_t idle_ns;    /* no bytes either way on a connection */
+};
+
+struct iod_mesh_service {
+	char name[IOD_NAME_MAX]; /* DNS-label-like service name */
+	uint32_t vip4;           /* stable virtual IPv4 (127.x.y.z), host order */
+	uint16_t port;           /* port the VIP listens on */
+	enum iod_mesh_mode mode; /* tcp or http */
+	enum iod_mesh_lb lb;     /* balancing policy */
+	bool locality;           /* prefer same node, then same rack, then any */
+	struct iod_mesh_outlier_cfg outlier;
+	struct iod_mesh_breaker_cfg breaker;
+	struct iod_mesh_retry_cfg retry;
+	struct iod_mesh_timeouts timeout;
+	struct iod_mesh_endpoint eps[IOD_MESH_ENDPOINTS_MAX]; /* eps_n endpoints */
+	uint32_t eps_n;
+};
+
+/* What a proxy routes by: every service it serves, sorted by name. */
+struct iod_mesh_registry {
+	char node[IOD_NAME_MAX];       /* the node this proxy runs on (locality) */
+	char rack[IOD_NAME_MAX];       /* its rack */
+	struct iod_mesh_service *svcs; /* svcs_n services (heap, svcs_cap slots) */
+	uint32_t svcs_n;
+	uint32_t svcs_cap;
+	uint64_t version; /* raised by the source on every change */
+};
+
+/* Defaults: Envoy's outlier/breaker/retry defaults (REFERENCES.md). */
+void iod_mesh_service_defaults(struct iod_mesh_service *s);
+int iod_mesh_registry_init(struct iod_mesh_registry *r, uint32_t cap);
+void iod_mesh_registry_free(struct iod_mesh_registry *r);
+/* Add a service (copied); keeps name order; -EEXIST, -ENOSPC, -EINVAL. */
+int iod_mesh_registry_add(struct iod_mesh_registry *r, const struct iod_mesh_service *s,
+                          struct iod_err *e);
+struct iod_mesh_service *iod_mesh_registry_find(const struct iod_mesh_registry *r,
+                                                const char *name);
+/* Give every service without a VIP a stable one (hash of its name, probing
+ * past collisions in name order). */
+void iod_mesh_registry_assign_vips(struct iod_mesh_registry *r);
+/* The preferred VIP of a name: 127.77.x.y, never .0 or .255 last octet. */
+uint32_t iod_mesh_vip_for(const char *name);
+/* "IOD_SVC_<NAME>_ADDR" for a service name (upper case, '-' and '.' -> '_'). */
+int iod_mesh_env_name(const char *service, char *buf, size_t len);
+/* Parse "a.b.c.d:port" / "a.b.c.d". */
+int iod_mesh_addr_parse(const char *s, uint32_t *ip4, uint16_t *port, bool port_required);
+void iod_mesh_addr_format(uint32_t ip4, uint16_t port, char *buf, size_t len);
+
+/*
+ * The static config (JSON, docs/mesh.md): {"node","rack","services":[{"name",
+ * "vip","port","mode","lb","locality","endpoints":[{"addr","node","rack",
+ * "weight","healthy"}], "outlier":{...}, "breaker":{...}, "retry":{...},
+ * "timeouts":{...}}]}. Errors name the service and field.
+ */
+int iod_mesh_config_parse(const char *text, size_t len, struct iod_mesh_registry *r,
+                          struct iod_err *e);
+int iod_mesh_config_load(const char *path, struct iod_mesh_registry *r, struct iod_err *e);
+
+/*
+ * The seam between the proxy and whatever knows the endpoints: a static
+ * file now, the control plane's watch later. poll() fills *out with the
+ * current view and returns 0 when it changed since `have_version`, -EAGAIN
+ * when it did not, or another negative errno (e says why).
+ */
+struct iod_mesh_source {
+	int (*poll)(void *ctx, uint64_t have_version, struct iod_mesh_registry *out,
+	            struct iod_err *e);
+	void *ctx; /* the source's state */
+};
+/* A source that re-reads a config file when its mtime changes. */
+struct iod_mesh_file_source {
+	struct iod_mesh_source src; /* hand &fs->src to the proxy */
+	char path[512];             /* config file */
+	int64_t mtime_ns;           /* last loaded modification time */
+	uint64_t version;           /* raised on each successful reload */
+};
+void iod_mesh_file_source_init(struct iod_mesh_file_source *fs, const char *path);
+
+/* VIP port of a service whose spec declares no port. */
+#define IOD_MESH_API_DEFAULT_PORT 7000
+/*
+ * A source that follows the control plane (GET /v1/services, /v1/endpoints,
+ * /v1/nodes on `server`): one mesh service per Service, endpoints from the
+ * agents' Endpoint reports (address, node, healthy). A first port named
+ * "http" or "http-*" makes a service L7, else L4 (docs/mesh.md).
+ */
+struct iod_mesh_api_source {
+	struct iod_mesh_source src; /* hand &as->src to the proxy */
+	char server[64];            /* API address "host:port" */
+	char node[IOD_NAME_MAX];    /* the node this proxy runs on */
+	uint64_t rev;               /* cluster revision last read */
+	uint64_t hash;              /* hash of the last view built */
+	uint64_t version;           /* raised on each change */
+};
+void iod_mesh_api_source_init(struct iod_mesh_api_source *s, const char *server, const char *node);
+/* A blocking GET (connection: close); *body malloc'd, NUL-terminated.
+ * Returns the HTTP status or a negative errno. */
+int iod_mesh_http_get(const char *addr, const char *path, uint32_t timeout_ms, char **body,
+                      size_t *blen);
+
+/* ---- outlier detection (pure) ------------------------------------------ */
+
+struct iod_mesh_host_state {
+	uint32_t consecutive_5xx;     /* 5xx or connect failures since the last success */
+	uint32_t consecutive_connect; /* connect failures since the last success */
+	uint32_t ejections;           /* multiplier: times ejected, decays when healthy */
+	uint64_t ejected_until_ns;    /* 0 = not ejected */
+	uint64_t last_decay_ns;       /* when the multiplier last decayed */
+	uint32_t active_requests;     /* in flight (least-request) */
+	uint64_t ejections_total;     /* counter for metrics */
+};
+
+struct iod_mesh_outlier {
+	struct iod_mesh_host_state hosts[IOD_MESH_ENDPOINTS_MAX]; /* one per endpoint */
+	uint32_t n;                                               /* endpoints tracked */
+	uint32_t ejected;                                         /* hosts currently ejected */
+};
+
+enum iod_mesh_result {
+	IOD_MESH_OK,           /* a response below 500 */
+	IOD_MESH_HTTP_5XX,     /* the upstream answered 5xx */
+	IOD_MESH_CONNECT_FAIL, /* connect refused, reset or timed out */
+	IOD_MESH_RESET         /* connection lost mid-request: counts like a 5xx */
+};
+
+void iod_mesh_outlier_init(struct iod_mesh_outlier *o, uint32_t n);
+/* Record a result; returns true when this result ejected the host. */
+bool iod_mesh_outlier_report(struct iod_mesh_outlier *o, const struct iod_mesh_outlier_cfg *c,
+                             uint32_t host, enum iod_mesh_result r, uint64_t now_ns);
+/* Return hosts whose ejection time passed; decay multipliers. Returns the
+ * number of hosts un-ejected. Call at least every interval. */
+uint32_t iod_mesh_outlier_tick(struct iod_mesh_outlier *o, const struct iod_mesh_outlier_cfg *c,
+                               uint64_t now_ns);
+static inline bool iod_mesh_outlier_ejected(const struct iod_mesh_outlier *o, uint32_t host)
+{
+	return o->hosts[host].ejected_until_ns != 0;
+}
+
+/* ---- load balancing (pure) --------------------------------------------- */
+
+/*
+ * Per-service picker state, owned by one worker. Built from the service's
+ * endpoint list; rebuilt when it changes. Hash tables are built here, on the
+ * control path; pick() does not allocate.
+ */
+struct iod_mesh_ring_point {
+	uint64_t hash; /* position on the ring */
+	uint32_t host; /* endpoint index */
+};
+
+struct iod_mesh_lb_state {
+	enum iod_mesh_lb policy;
+	uint32_t n;                                  /* endpoints */
+	uint32_t rr_next;                            /* round robin cursor */
+	int64_t wrr_current[IOD_MESH_ENDPOINTS_MAX]; /* smooth weighted RR (nginx) */
+	struct iod_mesh_ring_point *ring;            /* ring_n points sorted by hash */
+	uint32_t ring_n;
+	struct iod_maglev maglev; /* maglev table */
+};
+
+int iod_mesh_lb_build(struct iod_mesh_lb_state *lb, const struct iod_mesh_service *s);
+void iod_mesh_lb_free(struct iod_mesh_lb_state *lb);
+
+/*
+ * Choose an endpoint for a request (hash = the request's affinity key for
+ * the hash policies, e.g. the client address). Applies, in order: health
+ * and ejection (with Envoy's panic threshold: below panic_bp usable hosts,
+ * all hosts are candidates), locality (same node, then same rack, then any),
+ * the policy; `exclude` (a host to avoid, e.g. the one a retry just failed
+ * on; UINT32_MAX = none). Returns the endpoint index or -EHOSTUNREACH when
+ * the service has no endpoints. *panic is set when panic mode was used.
+ */
+int iod_mesh_lb_pick(struct iod_mesh_lb_state *lb, const struct iod_mesh_service *s,
+                     const struct iod_mesh_outlier *o, const char *local_node,
+                     const char *local_rack, uint64_t hash, uint32_t exclude, struct iod_rng *rng,
+                     bool *panic);
+
+/* ---- circuit breakers, retries, timeouts (pure) ------------------------ */
+
+enum iod_mesh_breaker_kind {
+	IOD_MESH_BRK_CONNECTIONS,
+	IOD_MESH_BRK_PENDING,
+	IOD_MESH_BRK_REQUESTS,
+	IOD_MESH_BRK_RETRIES,
+	IOD_MESH_BRK_KINDS
+};
+const char *iod_mesh_breaker_name(enum iod_mesh_breaker_kind k);
+
+struct iod_mesh_breaker {
+	uint32_t open[IOD_MESH_BRK_KINDS];  /* resources in use */
+	uint64_t trips[IOD_MESH_BRK_KINDS]; /* acquisitions refused (metrics) */
+};
+
+/* Take one unit of a resource: 0, or -EBUSY (a trip) at the limit. */
+int iod_mesh_breaker_acquire(struct iod_mesh_breaker *b, const struct iod_mesh_breaker_cfg *c,
+                             enum iod_mesh_breaker_kind k);
+void iod_mesh_breaker_release(struct iod_mesh_breaker *b, enum iod_mesh_breaker_kind k);
+
+/*
+ * May attempt `attempt` (1 = first retry) go ahead? Checks the per-request
+ * count, the budget (retries in flight vs requests in flight, never fewer
+ * than min_concurrency) and the retries breaker. On true the caller holds a
+ * retries unit and releases it when the retry finishes.
+ */
+bool iod_mesh_retry_allowed(struct iod_mesh_breaker *b, const struct iod_mesh_breaker_cfg *bc,
+                            const struct iod_mesh_retry_cfg *rc, uint32_t attempt);
+/* Full-jitter backoff before retry `attempt` (1-based). */
+uint64_t iod_mesh_retry_backoff_ns(const struct iod_mesh_retry_cfg *rc, uint32_t attempt,
+                                   struct iod_rng *rng);
+/* Is a method safe to retry after the request may have reached the server? */
+bool iod_mesh_http_idempotent(const char *method, size_t len);
+
+enum iod_mesh_timer { IOD_MESH_T_NONE, IOD_MESH_T_CONNECT, IOD_MESH_T_REQUEST, IOD_MESH_T_IDLE };
+/*
+ * Which timeout (if any) has fired for a connection: connecting since
+ * connect_start_ns (0 = connected), a request in flight since
+ * request_start_ns (0 = none), last byte at last_io_ns.
+ */
+enum iod_mesh_timer iod_mesh_timeout_check(const struct iod_mesh_timeouts *t,
+                                           uint64_t connect_start_ns, uint64_t request_start_ns,
+                                           uint64_t last_io_ns, uint64_t now_ns);
+
+/* ---- HTTP/1.1 message heads (pure) ------------------------------------- */
+
+struct iod_mesh_http_header {
+	uint16_t name_off, name_len;   /* offsets into the buffer */
+	uint16_t value_off, value_len; /* value without surrounding blanks */
+};
+
+/* A parsed request or response head. Offsets point into the caller's buffer. */
+struct iod_mesh_http_msg {
+	bool is_response;
+	uint16_t method_off, method_len; /* request: method */
+	uint16_t target_off, target_len; /* request: request-target */
+	uint16_t status;                 /* response: status code */
+	uint8_t minor;                   /* HTTP/1.minor */
+	uint32_t head_len;               /* bytes up to and including the blank line */
+	bool chunked;                    /* Transfer-Encoding: chunked */
+	bool has_length;                 /* Content-Length present */
+	uint64_t content_length;         /* its value */
+	bool keep_alive;                 /* connection persists after this message */
+	int traceparent;                 /* header index or -1 */
+	struct iod_mesh_http_header hdr[IOD_MESH_HTTP_HEADERS_MAX]; /* hdr_n headers */
+	uint32_t hdr_n;
+};
+
+/*
+ * Parse a message head from buf[0..len). Returns 0 when complete (msg
+ * filled), -EAGAIN when more bytes are needed, -EBADMSG when malformed,
+ * -E2BIG when the head exceeds the buffer or the header limit. Rejects
+ * conflicting Content-Length values, Content-Length with chunked, bare CR,
+ * obs-fold and whitespace before the colon (request smuggling defences).
+ */
+int iod_mesh_http_parse(const char *buf, size_t len, bool response, struct iod_mesh_http_msg *msg);
+
+/* Body framing of a message: how to find its end. */
+struct iod_mesh_http_body {
+	enum {
+		IOD_MESH_BODY_NONE,
+		IOD_MESH_BODY_LENGTH,
+		IOD_MESH_BODY_CHUNKED,
+		IOD_MESH_BODY_CLOSE
+	} kind;
+	uint64_t remaining; /* LENGTH: bytes left; CHUNKED: bytes left in this chunk */
+	uint8_t state;      /* chunked decoder state */
+	uint32_t line_n;    /* chunk-size line bytes seen (bounded) */
+};
+/* Framing after a head (request_method for responses: HEAD has no body). */
+void iod_mesh_http_body_init(struct iod_mesh_http_body *b, const struct iod_mesh_http_msg *m,
+                             const char *buf, const char *request_method, size_t method_len);
+/*
+ * Consume body bytes: returns how many of len belong to this message (<= len),
+ * sets *done when its end was reached; -EBADMSG on bad chunk framing. Bytes
+ * are passed through unchanged (the proxy forwards chunked bodies as is).
+ */
+int64_t iod_mesh_http_body_feed(struct iod_mesh_http_body *b, const char *p, size_t len,
+                                bool *done);
+
+/* ---- W3C trace context (pure) ------------------------------------------ */
+
+struct iod_mesh_traceparent {
+	uint8_t trace_id[16]; /* never all zero */
+	uint8_t span_id[8];   /* the caller's span (parent-id), never all zero */
+	uint8_t flags;        /* bit 0: sampled */
+};
+/* Parse "00-<32 hex>-<16 hex>-<2 hex>" (version 00 exactly 55 chars; higher
+ * versions may carry more after a '-'). -EINVAL when invalid. */
+int iod_mesh_traceparent_parse(const char *s, size_t len, struct iod_mesh_traceparent *tp);
+/* Writes 55 characters and a NUL (buf >= 56). */
+void iod_mesh_traceparent_format(const struct iod_mesh_traceparent *tp, char *buf);
+/* New random ids (never all zero). */
+void iod_mesh_trace_ids_new(struct iod_rng *rng, uint8_t *id, size_t len);
+void iod_mesh_hex(const uint8_t *b, size_t n, char *out); /* 2n chars + NUL */
+
+/* ---- spans and flow records -------------------------------------------- */
+
+enum iod_mesh_span_kind { IOD_MESH_SPAN_HTTP, IOD_MESH_SPAN_FLOW };
+
+struct iod_mesh_span {
+	uint64_t seq;                 /* position in the node's stream (set by the ring) */
+	enum iod_mesh_span_kind kind; /* HTTP request or L4 flow */
+	uint8_t trace_id[16];         /* HTTP: trace id */
+	uint8_t span_id[8];           /* this hop's span (the proxy's client span) */
+	uint8_t parent_id[8];         /* the caller's span; zero = root */
+	char service[IOD_NAME_MAX];   /* upstream service */
+	char peer[32];                /* endpoint "ip:port" that served it ("" = none) */
+	char client[32];              /* downstream "ip:port" */
+	char method[8];               /* HTTP method ("" for flows) */
+	char path[64];                /* HTTP target, truncated */
+	uint64_t start_unix_ns;       /* wall-clock start */
+	uint64_t end_unix_ns;         /* wall-clock end */
+	uint64_t bytes_in;            /* client -> upstream */
+	uint64_t bytes_out;           /* upstream -> client */
+	uint16_t status;              /* HTTP status (0 = none); flows: 0 ok, else errno */
+	uint8_t attempts;             /* upstream attempts (1 + retries) */
+};
+
+/*
+ * A bounded ring with one writer (a worker) and any number of readers (the
+ * admin thread): a seqlock per slot, no locks for the writer. Readers copy
+ * spans newer than a sequence number; overwritten spans are skipped.
+ */
+struct iod_mesh_span_ring {
+	struct iod_mesh_span slots[IOD_MESH_SPANS_MAX]; /* spans */
+	uint64_t slot_seq[IOD_MESH_SPANS_MAX];          /* seqlock: odd = being written */
+	uint64_t next;                                  /* next sequence number (1-based) */
+};
+void iod_mesh_span_ring_init(struct iod_mesh_span_ring *r);
+void iod_mesh_span_ring_push(struct iod_mesh_span_ring *r, const struct iod_mesh_span *s);
+/* Copy up to max spans with seq > after into out; returns the count. */
+uint32_t iod_mesh_span_ring_read(const struct iod_mesh_span_ring *r, uint64_t after,
+                                 struct iod_mesh_span *out, uint32_t max);
+/* One span as an OTLP/JSON span object (traceId, spanId, ... attributes). */
+json_t *iod_mesh_span_otlp(const struct iod_mesh_span *s);
+/* An OTLP/JSON export document {"resourceSpans":[...]} of n spans. */
+json_t *iod_mesh_spans_otlp(const struct iod_mesh_span *s, uint32_t n, const char *node);
+
+/* ---- DNS responder codec (pure) ---------------------------------------- */
+
+/*
+ * Answer one DNS query for "<service>.iod" A records. lookup() maps a
+ * service name to a VIP (0 = unknown -> NXDOMAIN). Writes the response into
+ * out (cap bytes) and returns its length, or a negative errno when the query
+ * is not worth answering (not a query, malformed header: drop it).
+ */
+typedef uint32_t (*iod_mesh_dns_lookup_fn)(void *ctx, const char *service);
+int iod_mesh_dns_answer(const uint8_t *q, size_t qlen, uint8_t *out, size_t cap,
+                        iod_mesh_dns_lookup_fn lookup, void *ctx);
+
+/* ---- the proxy (shell) ------------------------------------------------- */
+
+struct iod_mesh_proxy;
+
+struct iod_mesh_proxy_opts {
+	uint32_t workers;       /* epoll threads (0 = 1) */
+	const char *admin_addr; /* "127.0.0.1:15000"; NULL = no admin endpoint */
+	const char *dns_addr;   /* "127.0.0.1:15053"; NULL = no DNS responder */
+	uint64_t seed;          /* rng seed (ids, jitter, P2C) */
+	bool no_splice;         /* L4: copy through user space instead of splice */
+};
+
+/* Start the proxy's threads with the source's first view. */
+int iod_mesh_proxy_start(struct iod_mesh_proxy **out, const struct iod_mesh_proxy_opts *o,
+                         struct iod_mesh_source *src, struct iod_err *e);
+/* Poll the source and apply a changed view (call periodically). */
+int iod_mesh_proxy_refresh(struct iod_mesh_proxy *p, struct iod_err *e);
+void iod_mesh_proxy_stop(struct iod_mesh_proxy *p);
+/* Prometheus text of every service and endpoint (appends to b). */
+int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b);
+
+#endif

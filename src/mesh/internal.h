@@ -1,0 +1,210 @@
+/*
+ * internal.h: the proxy shell's private types, shared by proxy.c (workers,
+ * listeners, view updates, timers), proxy_l4.c (TCP splice), proxy_http.c
+ * (HTTP/1.1) and proxy_admin.c (admin HTTP endpoint, DNS responder).
+ *
+ * Ownership: each worker thread owns its epoll set, connections, buffers,
+ * per-service state (LB, outlier, breaker) and metrics; nothing of a worker
+ * is written by another thread. The admin thread only reads counters (relaxed
+ * atomic loads) and span rings (seqlocks). The shared view of services is
+ * guarded by a mutex taken only on the control path (view changes, admin).
+ */
+#ifndef IOD_MESH_INTERNAL_H
+#define IOD_MESH_INTERNAL_H
+
+#include "iod/mesh.h"
+
+#include <pthread.h>
+
+/* Single-writer counters read by the admin thread: a plain add on x86, but
+ * race-free in C11 terms. */
+#define STAT_ADD(x, v) \
+	__atomic_store_n(&(x), __atomic_load_n(&(x), __ATOMIC_RELAXED) + (v), __ATOMIC_RELAXED)
+#define STAT_INC(x) STAT_ADD(x, 1)
+#define STAT_GET(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
+/* epoll user data starts with a tag saying what it is. */
+enum tag { TAG_LISTENER = 1, TAG_CONN, TAG_WAKE };
+
+/* Latency histogram bounds in seconds (Prometheus `le`). */
+extern const double iod_mesh_latency_le[IOD_MESH_LATENCY_BUCKETS];
+
+/* Per-endpoint counters (one worker's share). */
+struct ep_stats {
+	uint64_t requests;  /* HTTP requests answered / L4 connections made */
+	uint64_t errors;    /* 5xx, resets, connect failures */
+	uint64_t active;    /* requests or flows in flight (gauge) */
+	uint64_t ejections; /* times outlier detection ejected it */
+};
+
+/* Per-service counters (one worker's share). */
+struct svc_stats {
+	uint64_t requests;  /* requests (HTTP) or connections (L4) accepted */
+	uint64_t errors;    /* answered 5xx (incl. proxy-made) or flow errors */
+	uint64_t retries;   /* upstream attempts after the first */
+	uint64_t cx_active; /* downstream connections open (gauge) */
+	uint64_t cx_total;  /* downstream connections accepted */
+	uint64_t bytes_in;  /* client -> upstream */
+	uint64_t bytes_out; /* upstream -> client */
+	uint64_t overflow;  /* requests refused by a breaker */
+	uint64_t lat[IOD_MESH_LATENCY_BUCKETS + 1]; /* latency histogram counts */
+	uint64_t lat_sum_ns;                        /* latency sum */
+	uint64_t panic;                             /* picks made in panic mode */
+};
+
+struct conn;
+
+/* One service as one worker sees it. */
+struct wsvc {
+	bool active;                                 /* present in the current view */
+	uint32_t gen;                                /* raised when endpoints change */
+	uint32_t life;                               /* raised when (re)activated: breaker reset */
+	struct iod_mesh_service svc;                 /* copy of the view's service */
+	struct iod_mesh_lb_state lb;                 /* picker */
+	struct iod_mesh_outlier outlier;             /* per-endpoint passive health */
+	struct iod_mesh_breaker breaker;             /* in-use counts and trips */
+	struct iod_mesh_breaker_cfg brk;             /* this worker's share of the limits */
+	struct conn *idle[IOD_MESH_ENDPOINTS_MAX];   /* keep-alive pool per endpoint */
+	uint32_t idle_n[IOD_MESH_ENDPOINTS_MAX];     /* its length */
+	struct ep_stats eps[IOD_MESH_ENDPOINTS_MAX]; /* per-endpoint counters */
+	struct svc_stats st;                         /* per-service counters */
+	struct listener *lst;                        /* this worker's listening socket */
+};
+
+struct listener {
+	uint8_t tag;   /* TAG_LISTENER */
+	int fd;        /* bound to vip:port with SO_REUSEPORT */
+	uint32_t slot; /* service slot */
+};
+
+enum conn_kind { CK_L4_CLIENT, CK_L4_UP, CK_HTTP_CLIENT, CK_HTTP_UP };
+
+/* One direction of an L4 flow. */
+struct l4dir {
+	int pipe_r, pipe_w; /* splice pipe (or -1: copy via buf) */
+	uint32_t bytes;     /* bytes buffered (pipe or buf) */
+	uint32_t off;       /* buf: first unsent byte */
+	bool eof;           /* source finished */
+	bool shut;          /* destination write side shut */
+	uint64_t total;     /* bytes moved */
+};
+
+struct conn {
+	uint8_t tag;                        /* TAG_CONN */
+	uint8_t kind;                       /* enum conn_kind */
+	uint8_t state;                      /* per kind (see proxy_l4.c, proxy_http.c) */
+	bool in_use;                        /* allocated */
+	int fd;                             /* socket or -1 */
+	uint32_t events;                    /* current epoll interest */
+	uint32_t index;                     /* slot in the worker's array */
+	struct conn *peer;                  /* the other side (client <-> upstream) */
+	struct conn *next_used, *prev_used; /* worker's in-use list (timers) */
+	struct conn *next_idle;             /* keep-alive pool link */
+	uint32_t slot;                      /* service slot */
+	uint32_t svc_gen;                   /* wsvc gen when ep was chosen */
+	uint32_t life;                      /* wsvc life when breaker units were taken */
+	uint32_t ep;                        /* endpoint index (UINT32_MAX = none) */
+	uint32_t ep_ip4;                    /* endpoint address (copied: the view may change) */
+	uint16_t ep_port;
+	uint64_t affinity;              /* hash of the client address (hash policies) */
+	uint8_t attempts;               /* upstream attempts so far (1 + retries) */
+	bool pipe_full[2];              /* L4 splice: pipe k took no more bytes */
+	bool holds_retry;               /* holds a retries breaker unit */
+	bool holds_request;             /* holds a requests breaker unit */
+	bool holds_pending;             /* holds a pending breaker unit */
+	bool holds_cx;                  /* holds a connections breaker unit (upstream conns) */
+	bool ep_active;                 /* counted in the endpoint's active requests */
+	bool reused;                    /* upstream: taken from the keep-alive pool */
+	uint64_t connect_start_ns;      /* upstream connect in progress since */
+	uint64_t req_start_ns;          /* request (or flow) started */
+	uint64_t last_io_ns;            /* last byte either way */
+	uint64_t retry_at_ns;           /* backoff timer (0 = none) */
+	char *buf;                      /* IOD_MESH_HTTP_BUF bytes from the worker's pool */
+	uint32_t len;                   /* bytes in buf */
+	uint32_t req_len;               /* client: bytes of the current request in buf */
+	const char *out;                /* bytes being written to fd */
+	uint32_t out_len;               /* ... how many */
+	bool close_after;               /* client: close once out is flushed */
+	bool keep_alive;                /* client: request wants keep-alive */
+	bool idem;                      /* client: request is idempotent */
+	bool resp_started;              /* client: response head forwarded */
+	uint8_t method_len;             /* client: request method length */
+	char method[8];                 /* client: request method (for HEAD and spans) */
+	struct iod_mesh_http_body body; /* upstream: response body framing */
+	bool resp_keep_alive;           /* upstream: response allows reuse */
+	uint16_t status;                /* upstream: response status */
+	struct iod_mesh_span span;      /* client: the span being built */
+	struct l4dir d[2];              /* L4 client: [0] client->up, [1] up->client */
+	char client_addr[32];           /* client "ip:port" */
+};
+
+struct worker {
+	struct iod_mesh_proxy *p;         /* owner */
+	uint32_t id;                      /* 0.. */
+	pthread_t thread;                 /* the thread */
+	int epfd;                         /* its epoll set */
+	int wakefd;                       /* eventfd: stop or view change */
+	uint8_t wake_tag;                 /* TAG_WAKE (epoll data points here) */
+	struct iod_rng rng;               /* ids, jitter, P2C */
+	uint64_t now_ns;                  /* monotonic time cached per loop turn */
+	uint64_t last_tick_ns;            /* last timer scan */
+	uint64_t view_version;            /* version of the view applied */
+	char node[IOD_NAME_MAX];          /* this node (locality), copied from the view */
+	char rack[IOD_NAME_MAX];          /* its rack */
+	struct wsvc *svcs;                /* IOD_MESH_SERVICES_MAX slots */
+	struct conn *conns;               /* IOD_MESH_CONNS_MAX connections */
+	char *bufs;                       /* IOD_MESH_CONNS_MAX x IOD_MESH_HTTP_BUF */
+	uint32_t *free_conns;             /* stack of free connection indexes */
+	uint32_t free_n;                  /* its depth */
+	struct conn *used;                /* in-use list head */
+	char *scratch;                    /* IOD_MESH_HTTP_BUF: request rewriting */
+	struct iod_mesh_span_ring *spans; /* spans and flows of this worker */
+	uint64_t cx_refused;              /* accepts dropped: no free connection */
+};
+
+struct iod_mesh_proxy {
+	struct iod_mesh_proxy_opts opts; /* as started */
+	struct iod_mesh_source *src;     /* where the view comes from */
+	pthread_mutex_t mu;              /* guards view, slot_* */
+	struct iod_mesh_registry view;   /* the current view */
+	struct iod_mesh_registry next;   /* the source fills it; swapped with view */
+	char slot_name[IOD_MESH_SERVICES_MAX][IOD_NAME_MAX]; /* slot -> service ("" = free) */
+	int32_t view_slot[IOD_MESH_SERVICES_MAX];            /* view index -> slot */
+	uint64_t version;                                    /* view version (atomic) */
+	struct worker *workers;                              /* opts.workers of them */
+	uint32_t workers_n;
+	bool stop;              /* atomic: threads exit */
+	int64_t unix_offset_ns; /* unix time - monotonic time */
+	int admin_fd;           /* admin listener or -1 */
+	pthread_t admin_thread;
+	int dns_fd; /* DNS socket or -1 */
+	pthread_t dns_thread;
+};
+
+/* proxy.c */
+struct conn *iod_mesh_conn_get(struct worker *w, enum conn_kind kind, int fd);
+void iod_mesh_conn_put(struct worker *w, struct conn *c);
+int iod_mesh_conn_watch(struct worker *w, struct conn *c, uint32_t events);
+int iod_mesh_connect(uint32_t ip4, uint16_t port);
+void iod_mesh_ep_done(struct worker *w, struct wsvc *s, struct conn *c, enum iod_mesh_result r);
+void iod_mesh_latency_observe(struct svc_stats *st, uint64_t ns);
+static inline uint64_t iod_mesh_unix_ns(const struct worker *w)
+{
+	return (uint64_t)((int64_t)w->now_ns + w->p->unix_offset_ns);
+}
+
+/* proxy_l4.c */
+void iod_mesh_l4_accept(struct worker *w, struct wsvc *s, int fd, const char *client);
+void iod_mesh_l4_event(struct worker *w, struct conn *c, uint32_t ev);
+void iod_mesh_l4_timer(struct worker *w, struct conn *c);
+
+/* proxy_http.c */
+void iod_mesh_http_accept(struct worker *w, struct wsvc *s, int fd, const char *client);
+void iod_mesh_http_event(struct worker *w, struct conn *c, uint32_t ev);
+void iod_mesh_http_timer(struct worker *w, struct conn *c);
+
+/* proxy_admin.c */
+int iod_mesh_admin_start(struct iod_mesh_proxy *p, struct iod_err *e);
+void iod_mesh_admin_stop(struct iod_mesh_proxy *p);
+
+#endif

@@ -1,0 +1,725 @@
+/*
+ * proxy.c: the per-node mesh proxy's skeleton: worker threads (one epoll
+ * set each, SO_REUSEPORT listeners on every service's loopback VIP), the
+ * connection pool allocated at start-up, view updates from an
+ * iod_mesh_source, timers (timeouts, retry backoff, outlier un-ejection)
+ * and Prometheus metrics. L4 and HTTP forwarding live in proxy_l4.c and
+ * proxy_http.c; the admin endpoint and DNS responder in proxy_admin.c.
+ *
+ * This is a shell: it does I/O and reads the clock, and hands every
+ * decision (which endpoint, eject or not, retry or not) to the pure cores.
+ * It never allocates per request: connections and buffers come from
+ * per-worker pools sized by IOD_MESH_CONNS_MAX.
+ */
+#include "internal.h"
+
+#include "iod/obs.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Timer scan period: timeouts and backoff have this resolution. */
+#define TICK_NS (5 * IOD_NS_PER_MS)
+/* Events handled per epoll_wait: a burst, as in OVS/DPDK. */
+#define EVENTS_BURST 64
+/* Accepts per listener event, so one busy service cannot starve others. */
+#define ACCEPT_BURST 64
+
+const double iod_mesh_latency_le[IOD_MESH_LATENCY_BUCKETS] = {
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * IOD_NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+void iod_mesh_latency_observe(struct svc_stats *st, uint64_t ns)
+{
+	double s = (double)ns / 1e9;
+	uint32_t i = 0;
+	while (i < IOD_MESH_LATENCY_BUCKETS && s > iod_mesh_latency_le[i])
+		i++;
+	STAT_INC(st->lat[i]);
+	STAT_ADD(st->lat_sum_ns, ns);
+}
+
+/* ---- connections ------------------------------------------------------- */
+
+struct conn *iod_mesh_conn_get(struct worker *w, enum conn_kind kind, int fd)
+{
+	if (!w->free_n)
+		return NULL;
+	uint32_t i = w->free_conns[--w->free_n];
+	struct conn *c = &w->conns[i];
+	struct l4dir keep[2] = {c->d[0], c->d[1]}; /* pipes survive reuse */
+
+	IOD_ASSERT_HOT(!c->in_use);
+	memset(c, 0, sizeof(*c));
+	c->tag = TAG_CONN;
+	c->kind = (uint8_t)kind;
+	c->in_use = true;
+	c->fd = fd;
+	c->index = i;
+	c->ep = UINT32_MAX;
+	c->buf = w->bufs + (size_t)i * IOD_MESH_HTTP_BUF;
+	for (int k = 0; k < 2; k++) {
+		c->d[k].pipe_r = keep[k].pipe_r;
+		c->d[k].pipe_w = keep[k].pipe_w;
+	}
+	c->last_io_ns = w->now_ns;
+	c->next_used = w->used;
+	if (w->used)
+		w->used->prev_used = c;
+	w->used = c;
+	return c;
+}
+
+void iod_mesh_conn_put(struct worker *w, struct conn *c)
+{
+	IOD_ASSERT_HOT(c->in_use);
+	if (c->fd >= 0)
+		close(c->fd); /* also leaves the epoll set */
+	c->fd = -1;
+	c->in_use = false;
+	if (c->prev_used)
+		c->prev_used->next_used = c->next_used;
+	else
+		w->used = c->next_used;
+	if (c->next_used)
+		c->next_used->prev_used = c->prev_used;
+	w->free_conns[w->free_n++] = c->index;
+	IOD_ASSERT_HOT(w->free_n <= IOD_MESH_CONNS_MAX);
+}
+
+int iod_mesh_conn_watch(struct worker *w, struct conn *c, uint32_t events)
+{
+	struct epoll_event ev = {.events = events, .data.ptr = c};
+	int op = EPOLL_CTL_MOD;
+
+	/* The high bit of c->events means "registered": skip the syscall when
+	 * the interest set does not change (the common case per request). */
+	if ((c->events & 0x80000000u) && (c->events & ~0x80000000u) == events)
+		return 0;
+	if (!(c->events & 0x80000000u))
+		op = EPOLL_CTL_ADD;
+	if (epoll_ctl(w->epfd, op, c->fd, &ev))
+		return -errno;
+	c->events = events | 0x80000000u;
+	return 0;
+}
+
+int iod_mesh_connect(uint32_t ip4, uint16_t port)
+{
+	struct sockaddr_in sa = {
+	    .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(ip4)};
+	int one = 1;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) && errno != EINPROGRESS) {
+		int rc = -errno;
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+void iod_mesh_ep_done(struct worker *w, struct wsvc *s, struct conn *c, enum iod_mesh_result r)
+{
+	if (c->ep == UINT32_MAX || c->svc_gen != s->gen || !s->active)
+		return; /* the endpoint list changed meanwhile: its state was remapped */
+	struct ep_stats *es = &s->eps[c->ep];
+	STAT_INC(es->requests);
+	if (r != IOD_MESH_OK)
+		STAT_INC(es->errors);
+	if (iod_mesh_outlier_report(&s->outlier, &s->svc.outlier, c->ep, r, w->now_ns)) {
+		STAT_INC(es->ejections);
+		IOD_WARN(
+		    "mesh", "service %s: ejected endpoint %s for %llu ms (%s)", s->svc.name,
+		    s->svc.eps[c->ep].id,
+		    (unsigned long long)((s->outlier.hosts[c->ep].ejected_until_ns - w->now_ns) /
+		                         IOD_NS_PER_MS),
+		    r == IOD_MESH_CONNECT_FAIL ? "connect failures" : "5xx/resets");
+	}
+}
+
+/* ---- listeners and the view -------------------------------------------- */
+
+static int listener_open(struct worker *w, struct wsvc *s, uint32_t slot, struct iod_err *e)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+	                         .sin_port = htons(s->svc.port),
+	                         .sin_addr.s_addr = htonl(s->svc.vip4)};
+	int one = 1;
+	char addr[32];
+	struct listener *l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	iod_mesh_addr_format(s->svc.vip4, s->svc.port, addr, sizeof(addr));
+	l->tag = TAG_LISTENER;
+	l->slot = slot;
+	l->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (l->fd < 0)
+		goto fail;
+	setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	setsockopt(l->fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	if (bind(l->fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(l->fd, 4096))
+		goto fail;
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
+	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, l->fd, &ev))
+		goto fail;
+	s->lst = l;
+	return 0;
+fail:;
+	int rc = -errno;
+	iod_err_set(e, rc, "service %s: cannot listen on %s: %s (is another proxy running?)",
+	            s->svc.name, addr, strerror(errno));
+	if (l->fd >= 0)
+		close(l->fd);
+	free(l);
+	return rc;
+}
+
+static void listener_close(struct wsvc *s)
+{
+	if (!s->lst)
+		return;
+	close(s->lst->fd);
+	free(s->lst);
+	s->lst = NULL;
+}
+
+static void pool_drain(struct worker *w, struct wsvc *s)
+{
+	for (uint32_t i = 0; i < IOD_MESH_ENDPOINTS_MAX; i++) {
+		while (s->idle[i]) {
+			struct conn *u = s->idle[i];
+			s->idle[i] = u->next_idle;
+			if (u->holds_cx && u->life == s->life)
+				iod_mesh_breaker_release(&s->breaker, IOD_MESH_BRK_CONNECTIONS);
+			iod_mesh_conn_put(w, u);
+		}
+		s->idle_n[i] = 0;
+	}
+}
+
+static uint32_t share(uint32_t limit, uint32_t n)
+{
+	return limit ? (limit + n - 1) / n : 0;
+}
+
+/* Carry per-endpoint state across a change of the endpoint list, by id. */
+static void remap_endpoints(struct wsvc *s, const struct iod_mesh_service *nv)
+{
+	static __thread struct iod_mesh_outlier o;
+	static __thread struct ep_stats st[IOD_MESH_ENDPOINTS_MAX];
+
+	iod_mesh_outlier_init(&o, nv->eps_n);
+	memset(st, 0, sizeof(st));
+	for (uint32_t i = 0; i < nv->eps_n; i++) {
+		for (uint32_t j = 0; j < s->svc.eps_n; j++) {
+			if (strcmp(nv->eps[i].id, s->svc.eps[j].id))
+				continue;
+			o.hosts[i] = s->outlier.hosts[j];
+			o.hosts[i].active_requests =
+			    0; /* requests in flight are not counted back */
+			if (o.hosts[i].ejected_until_ns)
+				o.ejected++;
+			st[i] = s->eps[j];
+			st[i].active = 0;
+			break;
+		}
+	}
+	s->outlier = o;
+	memcpy(s->eps, st, sizeof(st));
+}
+
+static int svc_apply(struct worker *w, uint32_t slot, const struct iod_mesh_service *nv,
+                     struct iod_err *e)
+{
+	struct wsvc *s = &w->svcs[slot];
+	bool fresh = !s->active;
+	int rc;
+
+	if (!fresh && !memcmp(&s->svc, nv, sizeof(*nv)))
+		return 0;
+	bool relisten = fresh || s->svc.vip4 != nv->vip4 || s->svc.port != nv->port;
+	bool eps_changed = fresh || s->svc.eps_n != nv->eps_n ||
+	                   memcmp(s->svc.eps, nv->eps, sizeof(nv->eps[0]) * nv->eps_n);
+	if (fresh) {
+		memset(&s->outlier, 0, sizeof(s->outlier));
+		memset(&s->breaker, 0, sizeof(s->breaker));
+		memset(&s->eps, 0, sizeof(s->eps));
+		memset(&s->st, 0, sizeof(s->st));
+		iod_mesh_outlier_init(&s->outlier, nv->eps_n);
+		s->life++;
+	} else if (eps_changed) {
+		remap_endpoints(s, nv);
+	}
+	if (eps_changed) {
+		pool_drain(w, s);
+		s->gen++;
+	}
+	if (relisten)
+		listener_close(s);
+	s->svc = *nv;
+	s->brk.max_connections = share(nv->breaker.max_connections, w->p->workers_n);
+	s->brk.max_pending = share(nv->breaker.max_pending, w->p->workers_n);
+	s->brk.max_requests = share(nv->breaker.max_requests, w->p->workers_n);
+	s->brk.max_retries = share(nv->breaker.max_retries, w->p->workers_n);
+	if ((rc = iod_mesh_lb_build(&s->lb, &s->svc)))
+		return iod_err_set(e, rc, "service %s: building the %s balancer: %s", nv->name,
+		                   iod_mesh_lb_name(nv->lb), strerror(-rc));
+	s->active = true;
+	if (relisten)
+		return listener_open(w, s, slot, e);
+	return 0;
+}
+
+static void svc_remove(struct worker *w, struct wsvc *s)
+{
+	listener_close(s);
+	pool_drain(w, s);
+	iod_mesh_lb_free(&s->lb);
+	s->active = false;
+	s->gen++;
+}
+
+/* Bring a worker's services in line with the proxy's view (control path). */
+static int worker_apply_view(struct worker *w, struct iod_err *e)
+{
+	struct iod_mesh_proxy *p = w->p;
+	bool present[IOD_MESH_SERVICES_MAX] = {false};
+	int rc = 0;
+
+	pthread_mutex_lock(&p->mu);
+	for (uint32_t i = 0; i < p->view.svcs_n && !rc; i++) {
+		uint32_t slot = (uint32_t)p->view_slot[i];
+		present[slot] = true;
+		rc = svc_apply(w, slot, &p->view.svcs[i], e);
+	}
+	w->view_version = __atomic_load_n(&p->version, __ATOMIC_ACQUIRE);
+	memcpy(w->node, p->view.node, sizeof(w->node));
+	memcpy(w->rack, p->view.rack, sizeof(w->rack));
+	pthread_mutex_unlock(&p->mu);
+	for (uint32_t s = 0; s < IOD_MESH_SERVICES_MAX; s++)
+		if (w->svcs[s].active && !present[s])
+			svc_remove(w, &w->svcs[s]);
+	return rc;
+}
+
+/* Give each service of a new view a stable slot (by name). Under p->mu. */
+static int assign_slots(struct iod_mesh_proxy *p, struct iod_err *e)
+{
+	bool used[IOD_MESH_SERVICES_MAX] = {false};
+	for (uint32_t i = 0; i < p->view.svcs_n; i++) {
+		p->view_slot[i] = -1;
+		for (uint32_t s = 0; s < IOD_MESH_SERVICES_MAX; s++)
+			if (!strcmp(p->slot_name[s], p->view.svcs[i].name)) {
+				p->view_slot[i] = (int32_t)s;
+				used[s] = true;
+				break;
+			}
+	}
+	for (uint32_t i = 0; i < p->view.svcs_n; i++) {
+		if (p->view_slot[i] >= 0)
+			continue;
+		for (uint32_t s = 0; s < IOD_MESH_SERVICES_MAX; s++)
+			if (!used[s] && !p->slot_name[s][0]) {
+				p->view_slot[i] = (int32_t)s;
+				used[s] = true;
+				break;
+			}
+		if (p->view_slot[i] < 0)
+			return iod_err_set(e, -ENOSPC, "more than %d services",
+			                   IOD_MESH_SERVICES_MAX);
+		iod_strlcpy(p->slot_name[p->view_slot[i]], p->view.svcs[i].name, IOD_NAME_MAX);
+	}
+	/* Slots of services that left are freed (their counters go with them). */
+	for (uint32_t s = 0; s < IOD_MESH_SERVICES_MAX; s++)
+		if (!used[s])
+			p->slot_name[s][0] = 0;
+	return 0;
+}
+
+int iod_mesh_proxy_refresh(struct iod_mesh_proxy *p, struct iod_err *e)
+{
+	int rc;
+
+	if (!p->next.svcs && (rc = iod_mesh_registry_init(&p->next, 0)))
+		return rc;
+	rc = p->src->poll(p->src->ctx, p->view.version, &p->next, e);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&p->mu);
+	struct iod_mesh_registry tmp = p->view;
+	p->view = p->next;
+	p->next = tmp;
+	rc = assign_slots(p, e);
+	__atomic_add_fetch(&p->version, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&p->mu);
+	for (uint32_t i = 0; i < p->workers_n; i++) {
+		uint64_t one = 1;
+		if (write(p->workers[i].wakefd, &one, sizeof(one)) < 0)
+			IOD_WARN("mesh", "waking worker %u: %s", i, strerror(errno));
+	}
+	return rc;
+}
+
+/* ---- the worker loop --------------------------------------------------- */
+
+static void on_accept(struct worker *w, struct listener *l)
+{
+	struct wsvc *s = &w->svcs[l->slot];
+	for (int k = 0; k < ACCEPT_BURST; k++) {
+		struct sockaddr_in sa;
+		socklen_t sl = sizeof(sa);
+		int one = 1;
+		int fd = accept4(l->fd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		char client[32];
+		iod_mesh_addr_format(ntohl(sa.sin_addr.s_addr), ntohs(sa.sin_port), client,
+		                     sizeof(client));
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		STAT_INC(s->st.cx_total);
+		if (s->svc.mode == IOD_MESH_MODE_TCP)
+			iod_mesh_l4_accept(w, s, fd, client);
+		else
+			iod_mesh_http_accept(w, s, fd, client);
+	}
+}
+
+static void tick(struct worker *w)
+{
+	if (__atomic_load_n(&w->p->version, __ATOMIC_ACQUIRE) != w->view_version) {
+		struct iod_err e = {0};
+		if (worker_apply_view(w, &e))
+			IOD_ERROR("mesh", "worker %u: applying the new view: %s", w->id, e.msg);
+	}
+	for (uint32_t s = 0; s < IOD_MESH_SERVICES_MAX; s++)
+		if (w->svcs[s].active)
+			iod_mesh_outlier_tick(&w->svcs[s].outlier, &w->svcs[s].svc.outlier,
+			                      w->now_ns);
+	/* Timers: bounded by the connection pool; a connection's handler may
+	 * free it and its peer, so find the next one first. */
+	struct conn *c = w->used;
+	while (c) {
+		struct conn *next = c->next_used;
+		if (c->kind == CK_L4_CLIENT)
+			iod_mesh_l4_timer(w, c);
+		else if (c->kind == CK_HTTP_CLIENT || c->kind == CK_HTTP_UP)
+			iod_mesh_http_timer(w, c);
+		/* the handler may have freed next (a peer): restart from the head */
+		if (next && !next->in_use)
+			next = w->used;
+		c = next;
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct epoll_event evs[EVENTS_BURST];
+
+	while (!__atomic_load_n(&w->p->stop, __ATOMIC_ACQUIRE)) {
+		int n = epoll_wait(w->epfd, evs, EVENTS_BURST, (int)(TICK_NS / IOD_NS_PER_MS));
+		w->now_ns = mono_ns();
+		for (int i = 0; i < n; i++) {
+			uint8_t tag = *(uint8_t *)evs[i].data.ptr;
+			if (tag == TAG_LISTENER) {
+				on_accept(w, evs[i].data.ptr);
+			} else if (tag == TAG_WAKE) {
+				uint64_t v;
+				if (read(w->wakefd, &v, sizeof(v)) < 0)
+					continue;
+				w->last_tick_ns = 0; /* apply the view now */
+			} else {
+				struct conn *c = evs[i].data.ptr;
+				if (!c->in_use)
+					continue; /* freed earlier in this burst */
+				if (c->kind == CK_L4_CLIENT || c->kind == CK_L4_UP)
+					iod_mesh_l4_event(w, c, evs[i].events);
+				else
+					iod_mesh_http_event(w, c, evs[i].events);
+			}
+		}
+		if (w->now_ns - w->last_tick_ns >= TICK_NS) {
+			w->last_tick_ns = w->now_ns;
+			tick(w);
+		}
+	}
+	return NULL;
+}
+
+static void worker_free(struct worker *w)
+{
+	if (w->svcs) {
+		for (uint32_t s = 0; s < IOD_MESH_SERVICES_MAX; s++)
+			if (w->svcs[s].active)
+				svc_remove(w, &w->svcs[s]);
+	}
+	if (w->conns) {
+		while (w->used)
+			iod_mesh_conn_put(w, w->used);
+		for (uint32_t i = 0; i < IOD_MESH_CONNS_MAX; i++)
+			for (int k = 0; k < 2; k++) {
+				if (w->conns[i].d[k].pipe_r >= 0)
+					close(w->conns[i].d[k].pipe_r);
+				if (w->conns[i].d[k].pipe_w >= 0)
+					close(w->conns[i].d[k].pipe_w);
+			}
+	}
+	if (w->epfd >= 0)
+		close(w->epfd);
+	if (w->wakefd >= 0)
+		close(w->wakefd);
+	free(w->svcs);
+	free(w->conns);
+	free(w->bufs);
+	free(w->free_conns);
+	free(w->scratch);
+	free(w->spans);
+}
+
+static int worker_init(struct iod_mesh_proxy *p, struct worker *w, uint32_t id, struct iod_rng *rng,
+                       struct iod_err *e)
+{
+	w->p = p;
+	w->id = id;
+	w->epfd = epoll_create1(EPOLL_CLOEXEC);
+	w->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	w->wake_tag = TAG_WAKE;
+	iod_rng_fork(rng, &w->rng);
+	w->svcs = calloc(IOD_MESH_SERVICES_MAX, sizeof(*w->svcs));
+	w->conns = calloc(IOD_MESH_CONNS_MAX, sizeof(*w->conns));
+	w->bufs = malloc((size_t)IOD_MESH_CONNS_MAX * IOD_MESH_HTTP_BUF);
+	w->free_conns = malloc(IOD_MESH_CONNS_MAX * sizeof(*w->free_conns));
+	w->scratch = malloc(IOD_MESH_HTTP_BUF);
+	w->spans = malloc(sizeof(*w->spans));
+	if (w->epfd < 0 || w->wakefd < 0)
+		return iod_err_set(e, -errno, "worker %u: %s", id, strerror(errno));
+	if (!w->svcs || !w->conns || !w->bufs || !w->free_conns || !w->scratch || !w->spans)
+		return iod_err_set(e, -ENOMEM, "worker %u: out of memory", id);
+	iod_mesh_span_ring_init(w->spans);
+	for (uint32_t i = 0; i < IOD_MESH_CONNS_MAX; i++) {
+		w->conns[i].fd = -1;
+		w->conns[i].d[0].pipe_r = w->conns[i].d[0].pipe_w = -1;
+		w->conns[i].d[1].pipe_r = w->conns[i].d[1].pipe_w = -1;
+		w->free_conns[i] = IOD_MESH_CONNS_MAX - 1 - i;
+	}
+	w->free_n = IOD_MESH_CONNS_MAX;
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &w->wake_tag};
+	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wakefd, &ev))
+		return iod_err_set(e, -errno, "worker %u: %s", id, strerror(errno));
+	w->now_ns = mono_ns();
+	return worker_apply_view(w, e);
+}
+
+int iod_mesh_proxy_start(struct iod_mesh_proxy **out, const struct iod_mesh_proxy_opts *o,
+                         struct iod_mesh_source *src, struct iod_err *e)
+{
+	struct iod_mesh_proxy *p = calloc(1, sizeof(*p));
+	struct iod_rng rng;
+	int rc;
+
+	if (!p)
+		return -ENOMEM;
+	p->opts = *o;
+	p->src = src;
+	p->admin_fd = p->dns_fd = -1;
+	p->workers_n = o->workers ? o->workers : 1;
+	if (p->workers_n > IOD_MESH_WORKERS_MAX) {
+		free(p);
+		return iod_err_set(e, -EINVAL, "at most %d workers", IOD_MESH_WORKERS_MAX);
+	}
+	pthread_mutex_init(&p->mu, NULL);
+	p->unix_offset_ns = (int64_t)iod_time_unix_ns() - (int64_t)mono_ns();
+	if ((rc = iod_mesh_registry_init(&p->view, 0)))
+		goto fail;
+	rc = src->poll(src->ctx, 0, &p->view, e);
+	if (rc == -EAGAIN)
+		rc = iod_err_set(e, -EINVAL, "the registry source has no view yet");
+	if (rc || (rc = assign_slots(p, e)))
+		goto fail;
+	p->version = 1;
+	p->workers = calloc(p->workers_n, sizeof(*p->workers));
+	if (!p->workers) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (uint32_t i = 0; i < p->workers_n; i++)
+		p->workers[i].epfd = p->workers[i].wakefd = -1;
+	iod_rng_seed(&rng, o->seed);
+	for (uint32_t i = 0; i < p->workers_n; i++)
+		if ((rc = worker_init(p, &p->workers[i], i, &rng, e)))
+			goto fail;
+	if ((rc = iod_mesh_admin_start(p, e)))
+		goto fail;
+	for (uint32_t i = 0; i < p->workers_n; i++) {
+		if ((rc = -pthread_create(&p->workers[i].thread, NULL, worker_main,
+		                          &p->workers[i]))) {
+			iod_err_set(e, rc, "starting worker %u: %s", i, strerror(-rc));
+			__atomic_store_n(&p->stop, true, __ATOMIC_RELEASE);
+			for (uint32_t k = 0; k < i; k++)
+				pthread_join(p->workers[k].thread, NULL);
+			p->workers_n = i; /* only joined threads are torn down below */
+			iod_mesh_admin_stop(p);
+			goto fail;
+		}
+	}
+	*out = p;
+	return 0;
+fail:
+	if (p->workers)
+		for (uint32_t i = 0; i < p->workers_n; i++)
+			worker_free(&p->workers[i]);
+	free(p->workers);
+	iod_mesh_registry_free(&p->view);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+	return rc;
+}
+
+void iod_mesh_proxy_stop(struct iod_mesh_proxy *p)
+{
+	if (!p)
+		return;
+	__atomic_store_n(&p->stop, true, __ATOMIC_RELEASE);
+	iod_mesh_admin_stop(p);
+	for (uint32_t i = 0; i < p->workers_n; i++) {
+		uint64_t one = 1;
+		if (write(p->workers[i].wakefd, &one, sizeof(one)) < 0)
+			IOD_WARN("mesh", "waking worker %u: %s", i, strerror(errno));
+		pthread_join(p->workers[i].thread, NULL);
+	}
+	for (uint32_t i = 0; i < p->workers_n; i++)
+		worker_free(&p->workers[i]);
+	free(p->workers);
+	iod_mesh_registry_free(&p->view);
+	iod_mesh_registry_free(&p->next);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}
+
+/* ---- metrics ----------------------------------------------------------- */
+
+#define SVC_COUNTERS(X)                                                                            \
+	X(requests, "iod_mesh_requests_total", "counter",                                          \
+	  "HTTP requests (http services) or connections (tcp services) handled.")                  \
+	X(errors, "iod_mesh_errors_total", "counter",                                              \
+	  "Requests answered 5xx (incl. by the proxy), rejected as malformed or too large, or "    \
+	  "failed flows.")                                                                         \
+	X(retries, "iod_mesh_retries_total", "counter", "Upstream attempts after the first.")      \
+	X(cx_active, "iod_mesh_downstream_connections_active", "gauge",                            \
+	  "Client connections open.")                                                              \
+	X(cx_total, "iod_mesh_downstream_connections_total", "counter",                            \
+	  "Client connections accepted.")                                                          \
+	X(bytes_in, "iod_mesh_sent_bytes_total", "counter", "Bytes sent to upstreams.")            \
+	X(bytes_out, "iod_mesh_received_bytes_total", "counter", "Bytes received from upstreams.") \
+	X(overflow, "iod_mesh_overflow_total", "counter",                                          \
+	  "Requests refused by a circuit breaker.")                                                \
+	X(panic, "iod_mesh_lb_panic_total", "counter",                                             \
+	  "Picks made in panic mode (too few usable endpoints: all used).")
+
+#define EP_COUNTERS(X)                                                                          \
+	X(requests, "iod_mesh_endpoint_requests_total", "counter",                              \
+	  "Requests or flows an endpoint served.")                                              \
+	X(errors, "iod_mesh_endpoint_errors_total", "counter",                                  \
+	  "5xx, resets and connect failures of an endpoint.")                                   \
+	X(active, "iod_mesh_endpoint_active_requests", "gauge", "Requests or flows in flight.") \
+	X(ejections, "iod_mesh_endpoint_ejections_total", "counter",                            \
+	  "Times outlier detection ejected the endpoint.")
+
+int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b)
+{
+	char l[256], addr[32];
+	int rc = 0;
+
+	pthread_mutex_lock(&p->mu);
+	const struct iod_mesh_registry *v = &p->view;
+#define X(fld, mname, mtype, mhelp)                                                            \
+	iod_prom_header(b, mname, mtype, mhelp);                                               \
+	for (uint32_t i = 0; i < v->svcs_n; i++) {                                             \
+		uint64_t sum = 0;                                                              \
+		for (uint32_t k = 0; k < p->workers_n; k++)                                    \
+			sum += STAT_GET(p->workers[k].svcs[p->view_slot[i]].st.fld);           \
+		iod_prom_labels(l, sizeof(l), "service", v->svcs[i].name, (const char *)NULL); \
+		rc |= iod_prom_u64(b, mname, l, sum);                                          \
+	}
+	SVC_COUNTERS(X)
+#undef X
+	iod_prom_header(b, "iod_mesh_request_duration_seconds", "histogram",
+	                "Time from the request (or connection) to the last response byte.");
+	for (uint32_t i = 0; i < v->svcs_n; i++) {
+		uint64_t counts[IOD_MESH_LATENCY_BUCKETS + 1] = {0}, sum_ns = 0;
+		for (uint32_t k = 0; k < p->workers_n; k++) {
+			const struct svc_stats *st = &p->workers[k].svcs[p->view_slot[i]].st;
+			for (uint32_t j = 0; j <= IOD_MESH_LATENCY_BUCKETS; j++)
+				counts[j] += STAT_GET(st->lat[j]);
+			sum_ns += STAT_GET(st->lat_sum_ns);
+		}
+		iod_prom_labels(l, sizeof(l), "service", v->svcs[i].name, (const char *)NULL);
+		rc |= iod_prom_histogram(b, "iod_mesh_request_duration_seconds", l,
+		                         iod_mesh_latency_le, counts, IOD_MESH_LATENCY_BUCKETS,
+		                         (double)sum_ns / 1e9);
+	}
+	iod_prom_header(b, "iod_mesh_breaker_trips_total", "counter",
+	                "Acquisitions refused by a circuit breaker, by resource.");
+	for (uint32_t i = 0; i < v->svcs_n; i++)
+		for (int r = 0; r < IOD_MESH_BRK_KINDS; r++) {
+			uint64_t sum = 0;
+			for (uint32_t k = 0; k < p->workers_n; k++)
+				sum +=
+				    STAT_GET(p->workers[k].svcs[p->view_slot[i]].breaker.trips[r]);
+			iod_prom_labels(l, sizeof(l), "service", v->svcs[i].name, "resource",
+			                iod_mesh_breaker_name((enum iod_mesh_breaker_kind)r),
+			                (const char *)NULL);
+			rc |= iod_prom_u64(b, "iod_mesh_breaker_trips_total", l, sum);
+		}
+#define X(fld, mname, mtype, mhelp)                                                                \
+	iod_prom_header(b, mname, mtype, mhelp);                                                   \
+	for (uint32_t i = 0; i < v->svcs_n; i++)                                                   \
+		for (uint32_t j = 0; j < v->svcs[i].eps_n; j++) {                                  \
+			uint64_t sum = 0;                                                          \
+			for (uint32_t k = 0; k < p->workers_n; k++)                                \
+				sum += STAT_GET(p->workers[k].svcs[p->view_slot[i]].eps[j].fld);   \
+			iod_mesh_addr_format(v->svcs[i].eps[j].ip4, v->svcs[i].eps[j].port, addr,  \
+			                     sizeof(addr));                                        \
+			iod_prom_labels(l, sizeof(l), "service", v->svcs[i].name, "endpoint",      \
+			                addr, "node", v->svcs[i].eps[j].node, (const char *)NULL); \
+			rc |= iod_prom_u64(b, mname, l, sum);                                      \
+		}
+	EP_COUNTERS(X)
+#undef X
+	iod_prom_header(b, "iod_mesh_endpoint_ejected", "gauge",
+	                "Workers that currently eject the endpoint (0 = in service).");
+	for (uint32_t i = 0; i < v->svcs_n; i++)
+		for (uint32_t j = 0; j < v->svcs[i].eps_n; j++) {
+			uint64_t n = 0;
+			for (uint32_t k = 0; k < p->workers_n; k++) {
+				const struct wsvc *s = &p->workers[k].svcs[p->view_slot[i]];
+				n += j < s->outlier.n &&
+				     __atomic_load_n(&s->outlier.hosts[j].ejected_until_ns,
+				                     __ATOMIC_RELAXED) != 0;
+			}
+			iod_mesh_addr_format(v->svcs[i].eps[j].ip4, v->svcs[i].eps[j].port, addr,
+			                     sizeof(addr));
+			iod_prom_labels(l, sizeof(l), "service", v->svcs[i].name, "endpoint", addr,
+			                "node", v->svcs[i].eps[j].node, (const char *)NULL);
+			rc |= iod_prom_u64(b, "iod_mesh_endpoint_ejected", l, n);
+		}
+	pthread_mutex_unlock(&p->mu);
+	return rc ? -ENOMEM : 0;
+}

@@ -1,0 +1,758 @@
+/*
+ * proxy_http.c: L7 forwarding for HTTP/1.1 services: each request is
+ * balanced on its own, sent over a keep-alive connection from a per-worker,
+ * per-endpoint pool, retried on another endpoint when the attempt fails and
+ * retrying is safe (connect failures always; 5xx, resets and timeouts for
+ * idempotent methods, after jittered backoff, within the retry budget), and
+ * traced: the proxy adds or continues a W3C `traceparent` and records a span.
+ *
+ * A request (head and body) must fit in one buffer (IOD_MESH_HTTP_BUF) so it
+ * can be resent; responses stream through in buffer-sized pieces with
+ * backpressure. Never allocates: buffers belong to connection slots.
+ */
+#include "internal.h"
+
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+enum { H_READ, H_UPSTREAM, H_RESP, H_CLOSING };
+enum { U_CONNECTING, U_SENDING, U_WAIT_HEAD, U_BODY, U_DONE, U_IDLE };
+
+/* Why an attempt failed (what the client gets if it is not retried). */
+enum fail { F_CONNECT, F_RESET, F_TIMEOUT, F_BADRESP, F_STALE };
+
+static struct wsvc *svc_of(struct worker *w, struct conn *c)
+{
+	return &w->svcs[c->slot];
+}
+
+static void brk_release(struct wsvc *s, struct conn *c, bool *held, enum iod_mesh_breaker_kind k)
+{
+	if (*held && c->life == s->life && s->active)
+		iod_mesh_breaker_release(&s->breaker, k);
+	*held = false;
+}
+
+static void release_ep(struct wsvc *s, struct conn *c)
+{
+	if (!c->ep_active)
+		return;
+	c->ep_active = false;
+	if (c->svc_gen == s->gen && s->active && c->ep < s->outlier.n) {
+		IOD_ASSERT_HOT(s->outlier.hosts[c->ep].active_requests > 0);
+		s->outlier.hosts[c->ep].active_requests--;
+		STAT_ADD(s->eps[c->ep].active, (uint64_t)-1);
+	}
+}
+
+/* Close an upstream connection that will not be reused. */
+static void up_close(struct worker *w, struct conn *u)
+{
+	struct wsvc *s = svc_of(w, u);
+	brk_release(s, u, &u->holds_cx, IOD_MESH_BRK_CONNECTIONS);
+	if (u->peer)
+		u->peer->peer = NULL;
+	iod_mesh_conn_put(w, u);
+}
+
+static void pool_unlink(struct wsvc *s, struct conn *u)
+{
+	struct conn **pp = &s->idle[u->ep];
+	for (uint32_t k = 0; *pp && k <= IOD_MESH_POOL_IDLE_MAX; k++, pp = &(*pp)->next_idle) {
+		if (*pp == u) {
+			*pp = u->next_idle;
+			s->idle_n[u->ep]--;
+			return;
+		}
+	}
+}
+
+static void span_finish(struct worker *w, struct conn *c, uint16_t status)
+{
+	struct wsvc *s = svc_of(w, c);
+	struct iod_mesh_span *sp = &c->span;
+
+	sp->status = status;
+	sp->attempts = c->attempts;
+	sp->end_unix_ns = iod_mesh_unix_ns(w);
+	if (c->ep != UINT32_MAX)
+		iod_mesh_addr_format(c->ep_ip4, c->ep_port, sp->peer, sizeof(sp->peer));
+	iod_mesh_span_ring_push(w->spans, sp);
+	STAT_ADD(s->st.bytes_in, sp->bytes_in);
+	STAT_ADD(s->st.bytes_out, sp->bytes_out);
+	if (status >= 500 || status == 0)
+		STAT_INC(s->st.errors);
+	iod_mesh_latency_observe(&s->st, w->now_ns - c->req_start_ns);
+}
+
+/* The request is over (answered or abandoned): give back what it held. */
+static void request_end(struct worker *w, struct conn *c)
+{
+	struct wsvc *s = svc_of(w, c);
+	brk_release(s, c, &c->holds_request, IOD_MESH_BRK_REQUESTS);
+	brk_release(s, c, &c->holds_retry, IOD_MESH_BRK_RETRIES);
+	brk_release(s, c, &c->holds_pending, IOD_MESH_BRK_PENDING);
+	release_ep(s, c);
+	c->retry_at_ns = 0;
+}
+
+static void client_close(struct worker *w, struct conn *c)
+{
+	struct wsvc *s = svc_of(w, c);
+	if (c->peer)
+		up_close(w, c->peer);
+	if (c->state == H_UPSTREAM || c->state == H_RESP)
+		span_finish(w, c, 0); /* abandoned: the client sees no status */
+	request_end(w, c);
+	STAT_ADD(s->st.cx_active, (uint64_t)-1);
+	iod_mesh_conn_put(w, c);
+}
+
+static void try_request(struct worker *w, struct conn *c);
+
+/* Write c->out; true when all of it went. */
+static bool client_flush(struct worker *w, struct conn *c)
+{
+	while (c->out_len) {
+		ssize_t n = send(c->fd, c->out, c->out_len, MSG_NOSIGNAL);
+		if (n > 0) {
+			c->out += n;
+			c->out_len -= (uint32_t)n;
+			c->last_io_ns = w->now_ns;
+		} else if (n < 0 && errno == EAGAIN) {
+			iod_mesh_conn_watch(w, c, EPOLLOUT);
+			if (c->peer)
+				iod_mesh_conn_watch(w, c->peer, 0);
+			return false;
+		} else {
+			client_close(w, c);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Drop the finished request from the buffer; read the next one. */
+static void next_request(struct worker *w, struct conn *c)
+{
+	if (!c->keep_alive) {
+		client_close(w, c);
+		return;
+	}
+	uint32_t left = c->len - c->req_len;
+	memmove(c->buf, c->buf + c->req_len, left);
+	c->len = left;
+	c->req_len = 0;
+	c->state = H_READ;
+	c->ep = UINT32_MAX;
+	iod_mesh_conn_watch(w, c, EPOLLIN);
+	if (c->len)
+		try_request(w, c);
+}
+
+#define ERR_RESP(code, text, body)                                                    \
+	"HTTP/1.1 " code " " text "\r\ncontent-type: text/plain\r\nx-iod-mesh: " body \
+	"\r\ncontent-length: %zu\r\n%s\r\n" body "\n"
+
+/* Answer the request ourselves (no upstream could), then go on or close. */
+static void respond(struct worker *w, struct conn *c, uint16_t code, bool close_after)
+{
+	const char *fmt;
+	static __thread char resp[512];
+
+	switch (code) {
+	case 400: fmt = ERR_RESP("400", "Bad Request", "malformed request"); break;
+	case 413:
+		fmt = ERR_RESP("413", "Content Too Large", "request larger than the proxy buffer");
+		break;
+	case 431:
+		fmt = ERR_RESP("431", "Request Header Fields Too Large", "request head too large");
+		break;
+	case 502: fmt = ERR_RESP("502", "Bad Gateway", "upstream reset or bad response"); break;
+	case 504: fmt = ERR_RESP("504", "Gateway Timeout", "upstream timed out"); break;
+	case 503:
+	default: fmt = ERR_RESP("503", "Service Unavailable", "no healthy upstream"); break;
+	}
+	/* body length = the x-iod-mesh text + newline: find it from the format */
+	const char *b = strstr(fmt, "x-iod-mesh: ") + 12;
+	size_t blen = (size_t)(strchr(b, '\r') - b) + 1;
+	if (close_after)
+		c->keep_alive = false;
+	int n =
+	    snprintf(resp, sizeof(resp), fmt, blen, c->keep_alive ? "" : "connection: close\r\n");
+	if (c->state == H_UPSTREAM) {
+		c->span.bytes_out += (uint64_t)n;
+		span_finish(w, c, code);
+	} else {
+		STAT_INC(svc_of(w, c)->st.errors);
+	}
+	request_end(w, c);
+	if (c->req_len == 0)
+		c->req_len = c->len; /* unparsable: drop everything read */
+	c->state = c->keep_alive ? H_READ : H_CLOSING;
+	c->out = resp;
+	c->out_len = (uint32_t)n;
+	if (!client_flush(w, c))
+		return;
+	next_request(w, c);
+}
+
+static void dispatch(struct worker *w, struct conn *c, uint32_t exclude);
+static void start_send(struct worker *w, struct conn *u);
+
+/* End a failed attempt: close its connection, tell outlier detection. */
+static void attempt_cleanup(struct worker *w, struct conn *c, enum fail f)
+{
+	struct wsvc *s = svc_of(w, c);
+	struct conn *u = c->peer;
+
+	if (u)
+		up_close(w, u);
+	c->peer = NULL;
+	brk_release(s, c, &c->holds_pending, IOD_MESH_BRK_PENDING);
+	if (f != F_STALE)
+		iod_mesh_ep_done(w, s, c,
+		                 f == F_CONNECT   ? IOD_MESH_CONNECT_FAIL
+		                 : f == F_BADRESP ? IOD_MESH_HTTP_5XX
+		                                  : IOD_MESH_RESET);
+	release_ep(s, c);
+}
+
+/* Retry (the caller holds a retries unit): at once when nothing reached a
+ * server, else after full-jitter backoff. */
+static void schedule_retry(struct worker *w, struct conn *c, enum fail f)
+{
+	struct wsvc *s = svc_of(w, c);
+	STAT_INC(s->st.retries);
+	if (f == F_CONNECT || f == F_STALE) {
+		dispatch(w, c, c->ep);
+		return;
+	}
+	uint64_t d = iod_mesh_retry_backoff_ns(&s->svc.retry, c->attempts, &w->rng);
+	c->retry_at_ns = w->now_ns + IOD_MAX(d, 1u);
+}
+
+/* An attempt failed: retry when safe and allowed, else answer with an error.
+ * Safe: a connect failure, a reused connection that died before any response
+ * byte (the server closed it while idle), or an idempotent method. */
+static void attempt_failed(struct worker *w, struct conn *c, enum fail f)
+{
+	struct wsvc *s = svc_of(w, c);
+
+	attempt_cleanup(w, c, f);
+	brk_release(s, c, &c->holds_retry, IOD_MESH_BRK_RETRIES);
+	bool safe = f == F_CONNECT || f == F_STALE || c->idem;
+	if (s->active && safe &&
+	    iod_mesh_retry_allowed(&s->breaker, &s->brk, &s->svc.retry, c->attempts)) {
+		c->holds_retry = true;
+		schedule_retry(w, c, f);
+		return;
+	}
+	respond(w, c, f == F_CONNECT || f == F_STALE ? 503 : f == F_TIMEOUT ? 504 : 502, false);
+}
+
+static void dispatch(struct worker *w, struct conn *c, uint32_t exclude)
+{
+	struct wsvc *s = svc_of(w, c);
+	bool panic;
+	if (!s->active) {
+		respond(w, c, 503, false); /* the service left the view */
+		return;
+	}
+	int ep = iod_mesh_lb_pick(&s->lb, &s->svc, &s->outlier, w->node, w->rack, c->affinity,
+	                          exclude, &w->rng, &panic);
+	if (ep < 0) {
+		respond(w, c, 503, false);
+		return;
+	}
+	if (panic)
+		STAT_INC(s->st.panic);
+	c->ep = (uint32_t)ep;
+	c->svc_gen = s->gen;
+	c->ep_ip4 = s->svc.eps[ep].ip4;
+	c->ep_port = s->svc.eps[ep].port;
+	c->attempts++;
+	c->ep_active = true;
+	s->outlier.hosts[ep].active_requests++;
+	STAT_INC(s->eps[ep].active);
+
+	struct conn *u = s->idle[ep];
+	if (u) {
+		s->idle[ep] = u->next_idle;
+		s->idle_n[ep]--;
+		u->next_idle = NULL;
+		u->reused = true;
+		u->peer = c;
+		c->peer = u;
+		start_send(w, u);
+		return;
+	}
+	if (iod_mesh_breaker_acquire(&s->breaker, &s->brk, IOD_MESH_BRK_CONNECTIONS)) {
+		STAT_INC(s->st.overflow);
+		respond(w, c, 503, false);
+		return;
+	}
+	if (iod_mesh_breaker_acquire(&s->breaker, &s->brk, IOD_MESH_BRK_PENDING)) {
+		iod_mesh_breaker_release(&s->breaker, IOD_MESH_BRK_CONNECTIONS);
+		STAT_INC(s->st.overflow);
+		respond(w, c, 503, false);
+		return;
+	}
+	c->holds_pending = true;
+	int fd = iod_mesh_connect(c->ep_ip4, c->ep_port);
+	if (fd < 0) {
+		iod_mesh_breaker_release(&s->breaker, IOD_MESH_BRK_CONNECTIONS);
+		attempt_failed(w, c, F_CONNECT);
+		return;
+	}
+	u = iod_mesh_conn_get(w, CK_HTTP_UP, fd);
+	if (!u) {
+		close(fd);
+		iod_mesh_breaker_release(&s->breaker, IOD_MESH_BRK_CONNECTIONS);
+		release_ep(s, c);
+		respond(w, c, 503, false);
+		return;
+	}
+	u->holds_cx = true;
+	u->life = s->life;
+	u->slot = c->slot;
+	u->ep = c->ep;
+	u->svc_gen = s->gen;
+	u->peer = c;
+	c->peer = u;
+	u->state = U_CONNECTING;
+	u->connect_start_ns = w->now_ns;
+	u->req_start_ns = w->now_ns;
+	if (iod_mesh_conn_watch(w, u, EPOLLOUT))
+		attempt_failed(w, c, F_CONNECT);
+}
+
+static void up_send(struct worker *w, struct conn *u)
+{
+	struct conn *c = u->peer;
+	while (u->out_len) {
+		ssize_t n = send(u->fd, u->out, u->out_len, MSG_NOSIGNAL);
+		if (n > 0) {
+			u->out += n;
+			u->out_len -= (uint32_t)n;
+		} else if (n < 0 && errno == EAGAIN) {
+			iod_mesh_conn_watch(w, u, EPOLLOUT);
+			return;
+		} else {
+			attempt_failed(w, c, u->reused ? F_STALE : F_RESET);
+			return;
+		}
+	}
+	u->state = U_WAIT_HEAD;
+	u->len = 0;
+	u->last_io_ns = w->now_ns;
+	iod_mesh_conn_watch(w, u, EPOLLIN | EPOLLRDHUP);
+}
+
+static void start_send(struct worker *w, struct conn *u)
+{
+	struct conn *c = u->peer;
+	u->state = U_SENDING;
+	u->out = c->buf;
+	u->out_len = c->req_len;
+	u->req_start_ns = w->now_ns;
+	u->connect_start_ns = 0;
+	up_send(w, u);
+}
+
+/* The response is complete on the client side: pool or close, go on. */
+static void complete(struct worker *w, struct conn *c)
+{
+	struct wsvc *s = svc_of(w, c);
+	struct conn *u = c->peer;
+
+	iod_mesh_ep_done(w, s, c, u->status >= 500 ? IOD_MESH_HTTP_5XX : IOD_MESH_OK);
+	span_finish(w, c, u->status);
+	if (u->body.kind == IOD_MESH_BODY_CLOSE)
+		c->keep_alive = false; /* the client, too, reads this body to EOF */
+	c->peer = NULL;
+	u->peer = NULL;
+	if (u->resp_keep_alive && u->body.kind != IOD_MESH_BODY_CLOSE && c->svc_gen == s->gen &&
+	    u->life == s->life && s->active && s->idle_n[u->ep] < IOD_MESH_POOL_IDLE_MAX) {
+		u->state = U_IDLE;
+		u->next_idle = s->idle[u->ep];
+		s->idle[u->ep] = u;
+		s->idle_n[u->ep]++;
+		u->last_io_ns = w->now_ns;
+		iod_mesh_conn_watch(w, u, EPOLLIN | EPOLLRDHUP);
+	} else {
+		up_close(w, u);
+	}
+	request_end(w, c);
+	next_request(w, c);
+}
+
+/* Forward u->buf[0..n) to the client; on success continue the body. */
+static void forward(struct worker *w, struct conn *c, struct conn *u, uint32_t n, bool done)
+{
+	c->out = u->buf;
+	c->out_len = n;
+	c->span.bytes_out += n;
+	if (done)
+		u->state = U_DONE;
+	if (!client_flush(w, c))
+		return;
+	if (done) {
+		complete(w, c);
+		return;
+	}
+	u->len = 0;
+	iod_mesh_conn_watch(w, u, EPOLLIN | EPOLLRDHUP);
+}
+
+static void on_head(struct worker *w, struct conn *c, struct conn *u)
+{
+	static __thread struct iod_mesh_http_msg m;
+	struct wsvc *s = svc_of(w, c);
+
+	for (;;) {
+		int rc = iod_mesh_http_parse(u->buf, u->len, true, &m);
+		if (rc == -EAGAIN) {
+			if (u->len >= IOD_MESH_HTTP_BUF)
+				attempt_failed(w, c, F_BADRESP);
+			return;
+		}
+		if (rc) {
+			attempt_failed(w, c, F_BADRESP);
+			return;
+		}
+		if (m.status >= 200 || m.status == 101)
+			break;
+		/* Interim 1xx: drop it and look for the final response. */
+		memmove(u->buf, u->buf + m.head_len, u->len - m.head_len);
+		u->len -= m.head_len;
+	}
+	if (m.status == 101) {
+		attempt_failed(w, c, F_BADRESP); /* upgrades are not proxied */
+		return;
+	}
+	u->status = m.status;
+	if (m.status >= 500 && c->idem) {
+		/* Retry a 5xx before the client sees it, if the budget allows;
+		 * otherwise the client gets the upstream's own answer. */
+		brk_release(s, c, &c->holds_retry, IOD_MESH_BRK_RETRIES);
+		if (iod_mesh_retry_allowed(&s->breaker, &s->brk, &s->svc.retry, c->attempts)) {
+			c->holds_retry = true;
+			attempt_cleanup(w, c, F_BADRESP);
+			schedule_retry(w, c, F_BADRESP);
+			return;
+		}
+	}
+	iod_mesh_http_body_init(&u->body, &m, u->buf, c->method, c->method_len);
+	u->resp_keep_alive = m.keep_alive;
+	bool done = false;
+	int64_t used =
+	    iod_mesh_http_body_feed(&u->body, u->buf + m.head_len, u->len - m.head_len, &done);
+	if (used < 0) {
+		attempt_failed(w, c, F_BADRESP);
+		return;
+	}
+	if (done && m.head_len + (uint32_t)used < u->len)
+		u->resp_keep_alive = false; /* bytes after the response: do not reuse */
+	c->state = H_RESP;
+	c->resp_started = true;
+	u->state = U_BODY;
+	forward(w, c, u, m.head_len + (uint32_t)used, done);
+}
+
+static void up_read(struct worker *w, struct conn *u)
+{
+	struct conn *c = u->peer;
+	ssize_t n = read(u->fd, u->buf + u->len, IOD_MESH_HTTP_BUF - u->len);
+
+	if (n < 0 && errno == EAGAIN)
+		return;
+	if (n <= 0) {
+		if (u->state == U_WAIT_HEAD) {
+			attempt_failed(w, c, u->reused && u->len == 0 ? F_STALE : F_RESET);
+		} else if (u->body.kind == IOD_MESH_BODY_CLOSE && n == 0) {
+			u->resp_keep_alive = false;
+			forward(w, c, u, 0, true);
+		} else {
+			/* Cut off mid-body: the client cannot be answered cleanly. */
+			iod_mesh_ep_done(w, svc_of(w, c), c, IOD_MESH_RESET);
+			client_close(w, c);
+		}
+		return;
+	}
+	u->len += (uint32_t)n;
+	u->last_io_ns = w->now_ns;
+	if (u->state == U_WAIT_HEAD) {
+		on_head(w, c, u);
+		return;
+	}
+	bool done = false;
+	int64_t used = iod_mesh_http_body_feed(&u->body, u->buf, u->len, &done);
+	if (used < 0) {
+		iod_mesh_ep_done(w, svc_of(w, c), c, IOD_MESH_RESET);
+		client_close(w, c);
+		return;
+	}
+	if (done && (uint32_t)used < u->len)
+		u->resp_keep_alive = false;
+	forward(w, c, u, (uint32_t)used, done);
+}
+
+static void up_event(struct worker *w, struct conn *u, uint32_t ev)
+{
+	struct wsvc *s = svc_of(w, u);
+	switch (u->state) {
+	case U_IDLE:
+		/* The server closed (or sent bytes nobody asked for): drop it. */
+		pool_unlink(s, u);
+		up_close(w, u);
+		return;
+	case U_CONNECTING: {
+		int err = 0;
+		socklen_t l = sizeof(err);
+		getsockopt(u->fd, SOL_SOCKET, SO_ERROR, &err, &l);
+		if (err || (ev & (EPOLLERR | EPOLLHUP))) {
+			attempt_failed(w, u->peer, F_CONNECT);
+			return;
+		}
+		brk_release(s, u->peer, &u->peer->holds_pending, IOD_MESH_BRK_PENDING);
+		start_send(w, u);
+		return;
+	}
+	case U_SENDING: up_send(w, u); return;
+	case U_WAIT_HEAD:
+	case U_BODY: up_read(w, u); return;
+	case U_DONE: return; /* waiting for the client to take the last bytes */
+	}
+}
+
+/* Read and parse a request; send it on when it is whole. */
+static void try_request(struct worker *w, struct conn *c)
+{
+	static __thread struct iod_mesh_http_msg m;
+	struct wsvc *s = svc_of(w, c);
+	struct iod_mesh_http_body b;
+	struct iod_mesh_traceparent tp;
+	bool done = false;
+
+	int rc = iod_mesh_http_parse(c->buf, c->len, false, &m);
+	if (rc == -EAGAIN) {
+		if (c->len >= IOD_MESH_HTTP_BUF)
+			respond(w, c, 431, true);
+		return;
+	}
+	if (rc) {
+		respond(w, c, rc == -E2BIG ? 431 : 400, true);
+		return;
+	}
+	iod_mesh_http_body_init(&b, &m, c->buf, NULL, 0);
+	int64_t used = iod_mesh_http_body_feed(&b, c->buf + m.head_len, c->len - m.head_len, &done);
+	if (used < 0) {
+		respond(w, c, 400, true);
+		return;
+	}
+	if (!done) {
+		if (c->len >= IOD_MESH_HTTP_BUF)
+			respond(w, c, 413, true);
+		return;
+	}
+	uint32_t req_len = m.head_len + (uint32_t)used;
+
+	/* Trace context: continue the caller's trace or start one. */
+	struct iod_mesh_span *sp = &c->span;
+	memset(sp, 0, sizeof(*sp));
+	sp->kind = IOD_MESH_SPAN_HTTP;
+	uint8_t flags = 1;
+	uint32_t tp_start = 0, tp_end = 0;
+	if (m.traceparent >= 0) {
+		const struct iod_mesh_http_header *h = &m.hdr[m.traceparent];
+		tp_start = h->name_off;
+		tp_end = h->value_off + h->value_len;
+		while (tp_end + 1 < m.head_len &&
+		       !(c->buf[tp_end] == '\r' && c->buf[tp_end + 1] == '\n'))
+			tp_end++;
+		tp_end += 2;
+		if (!iod_mesh_traceparent_parse(c->buf + h->value_off, h->value_len, &tp)) {
+			memcpy(sp->trace_id, tp.trace_id, 16);
+			memcpy(sp->parent_id, tp.span_id, 8);
+			flags = tp.flags;
+		}
+	}
+	if (sp->trace_id[0] == 0 && !memcmp(sp->trace_id, sp->trace_id + 1, 15))
+		iod_mesh_trace_ids_new(&w->rng, sp->trace_id, 16);
+	iod_mesh_trace_ids_new(&w->rng, sp->span_id, 8);
+	memcpy(tp.trace_id, sp->trace_id, 16);
+	memcpy(tp.span_id, sp->span_id, 8);
+	tp.flags = flags;
+
+	/* Rewrite: head without the old traceparent + ours + body + rest. */
+	char *o = w->scratch;
+	uint32_t head_end = m.head_len - 2; /* before the blank line */
+	uint32_t rest = c->len - req_len;
+	uint32_t cut = tp_end - tp_start;
+	uint32_t total = head_end - cut + 13 + 55 + 2 + 2 + (uint32_t)used + rest;
+	if (total > IOD_MESH_HTTP_BUF) {
+		respond(w, c, 431, true);
+		return;
+	}
+	uint32_t k = 0;
+	if (cut) {
+		memcpy(o, c->buf, tp_start);
+		memcpy(o + tp_start, c->buf + tp_end, head_end - tp_end);
+		k = head_end - cut;
+	} else {
+		memcpy(o, c->buf, head_end);
+		k = head_end;
+	}
+	memcpy(o + k, "traceparent: ", 13);
+	k += 13;
+	char tpv[56];
+	iod_mesh_traceparent_format(&tp, tpv);
+	memcpy(o + k, tpv, 55);
+	k += 55;
+	memcpy(o + k, "\r\n\r\n", 4);
+	k += 4;
+	memcpy(o + k, c->buf + m.head_len, (size_t)used + rest);
+	IOD_ASSERT_HOT(k + used + rest == total);
+	memcpy(c->buf, o, total);
+	c->req_len = k + (uint32_t)used;
+	c->len = total;
+
+	c->method_len = (uint8_t)IOD_MIN(m.method_len, sizeof(c->method) - 1);
+	memcpy(c->method, c->buf + m.method_off, c->method_len);
+	c->method[c->method_len] = 0;
+	memcpy(sp->method, c->method, c->method_len + 1);
+	size_t pl = IOD_MIN((size_t)m.target_len, sizeof(sp->path) - 1);
+	memcpy(sp->path, c->buf + m.target_off, pl);
+	sp->path[pl] = 0;
+	iod_strlcpy(sp->service, s->svc.name, sizeof(sp->service));
+	iod_strlcpy(sp->client, c->client_addr, sizeof(sp->client));
+	sp->start_unix_ns = iod_mesh_unix_ns(w);
+	sp->bytes_in = c->req_len;
+	c->idem = iod_mesh_http_idempotent(c->method, c->method_len);
+	c->keep_alive = m.keep_alive;
+	c->resp_started = false;
+	c->attempts = 0;
+	c->req_start_ns = w->now_ns;
+	c->state = H_UPSTREAM;
+	STAT_INC(s->st.requests);
+	/* The client stays registered for EPOLLIN: re-arming per request would
+	 * cost two epoll_ctl calls; pipelined bytes defer it (client_event). */
+	if (iod_mesh_breaker_acquire(&s->breaker, &s->brk, IOD_MESH_BRK_REQUESTS)) {
+		STAT_INC(s->st.overflow);
+		respond(w, c, 503, false);
+		return;
+	}
+	c->holds_request = true;
+	dispatch(w, c, UINT32_MAX);
+}
+
+static void client_event(struct worker *w, struct conn *c, uint32_t ev)
+{
+	if (c->out_len) {
+		if (!client_flush(w, c))
+			return;
+		if (c->state == H_CLOSING) {
+			client_close(w, c);
+		} else if (c->state == H_RESP) {
+			struct conn *u = c->peer;
+			if (u->state == U_DONE) {
+				complete(w, c);
+			} else {
+				u->len = 0;
+				iod_mesh_conn_watch(w, c, EPOLLIN);
+				iod_mesh_conn_watch(w, u, EPOLLIN | EPOLLRDHUP);
+			}
+		} else {
+			next_request(w, c);
+		}
+		return;
+	}
+	if (c->state != H_READ) {
+		/* Not reading while a request is in flight: a hang-up ends it;
+		 * pipelined bytes wait (stop polling until the response is done). */
+		if (ev & (EPOLLERR | EPOLLHUP))
+			client_close(w, c);
+		else
+			iod_mesh_conn_watch(w, c, 0);
+		return;
+	}
+	ssize_t n = read(c->fd, c->buf + c->len, IOD_MESH_HTTP_BUF - c->len);
+	if (n < 0 && errno == EAGAIN)
+		return;
+	if (n <= 0) {
+		client_close(w, c);
+		return;
+	}
+	c->len += (uint32_t)n;
+	c->last_io_ns = w->now_ns;
+	try_request(w, c);
+}
+
+void iod_mesh_http_accept(struct worker *w, struct wsvc *s, int fd, const char *client)
+{
+	struct conn *c = iod_mesh_conn_get(w, CK_HTTP_CLIENT, fd);
+	if (!c) {
+		w->cx_refused++;
+		close(fd);
+		return;
+	}
+	c->slot = (uint32_t)(s - w->svcs);
+	c->life = s->life;
+	c->state = H_READ;
+	iod_strlcpy(c->client_addr, client, sizeof(c->client_addr));
+	const char *colon = strrchr(client, ':');
+	c->affinity = iod_hash_bytes(client, colon ? (size_t)(colon - client) : strlen(client), 0);
+	STAT_INC(s->st.cx_active);
+	if (iod_mesh_conn_watch(w, c, EPOLLIN))
+		client_close(w, c);
+}
+
+void iod_mesh_http_event(struct worker *w, struct conn *c, uint32_t ev)
+{
+	if (c->kind == CK_HTTP_CLIENT)
+		client_event(w, c, ev);
+	else
+		up_event(w, c, ev);
+}
+
+void iod_mesh_http_timer(struct worker *w, struct conn *c)
+{
+	struct wsvc *s = svc_of(w, c);
+	const struct iod_mesh_timeouts *t = &s->svc.timeout;
+
+	if (c->kind == CK_HTTP_UP) {
+		if (c->state == U_IDLE) {
+			if (iod_mesh_timeout_check(t, 0, 0, c->last_io_ns, w->now_ns) ==
+			    IOD_MESH_T_IDLE) {
+				pool_unlink(s, c);
+				up_close(w, c);
+			}
+			return;
+		}
+		if (c->state == U_DONE || !c->peer)
+			return;
+		enum iod_mesh_timer k =
+		    iod_mesh_timeout_check(t, c->state == U_CONNECTING ? c->connect_start_ns : 0,
+		                           c->req_start_ns, 0, w->now_ns);
+		if (k == IOD_MESH_T_CONNECT)
+			attempt_failed(w, c->peer, F_CONNECT);
+		else if (k == IOD_MESH_T_REQUEST && c->state != U_BODY)
+			attempt_failed(w, c->peer, F_TIMEOUT);
+		else if (k == IOD_MESH_T_REQUEST) {
+			iod_mesh_ep_done(w, s, c->peer, IOD_MESH_RESET);
+			client_close(w, c->peer);
+		}
+		return;
+	}
+	if (c->retry_at_ns && w->now_ns >= c->retry_at_ns) {
+		c->retry_at_ns = 0;
+		dispatch(w, c, c->ep);
+		return;
+	}
+	if (c->state == H_READ && c->len == 0 &&
+	    iod_mesh_timeout_check(t, 0, 0, c->last_io_ns, w->now_ns) == IOD_MESH_T_IDLE)
+		client_close(w, c);
+}

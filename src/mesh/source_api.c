@@ -1,0 +1,231 @@
+/*
+ * source_api.c: a registry source backed by the control plane: services and
+ * endpoints come from the cluster API (GET /v1/services, /v1/endpoints;
+ * docs/control-plane.md), so a node's proxy follows replicas as the agents
+ * report them (address, node, health).
+ *
+ * Mapping: one mesh service per Service object. Its VIP port is the spec's
+ * first port (default IOD_MESH_API_DEFAULT_PORT); a first port named "http"
+ * or "http-*" makes it an L7 service (Istio's port-naming rule), anything
+ * else L4. Endpoints are the Endpoint objects of that service ("address",
+ * "node", "healthy"); racks come from Node objects' "rack" label when set.
+ *
+ * A shell piece: blocking HTTP GETs with a timeout, called from the proxy's
+ * control thread (never from a worker). Each poll asks for the cluster
+ * revision first and rebuilds only when it moved and the result differs.
+ */
+#include "iod/mesh.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Largest API answer read (10,000 endpoints of ~300 bytes). */
+#define API_REPLY_MAX (8u << 20)
+
+int iod_mesh_http_get(const char *addr, const char *path, uint32_t timeout_ms, char **body,
+                      size_t *blen)
+{
+	static __thread struct iod_mesh_http_msg m;
+	uint32_t ip;
+	uint16_t port;
+	char req[1024];
+
+	*body = NULL;
+	if (iod_mesh_addr_parse(addr, &ip, &port, true))
+		return -EINVAL;
+	struct sockaddr_in sa = {
+	    .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(ip)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		int rc = -errno;
+		close(fd);
+		return rc;
+	}
+	int n = snprintf(req, sizeof(req),
+	                 "GET %s HTTP/1.1\r\nhost: %s\r\nconnection: close\r\n\r\n", path, addr);
+	if (n >= (int)sizeof(req) || send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
+		close(fd);
+		return -EIO;
+	}
+	size_t cap = 65536, len = 0;
+	char *buf = malloc(cap + 1);
+	struct pollfd pf = {.fd = fd, .events = POLLIN};
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	for (;;) {
+		if (len == cap) {
+			if (cap >= API_REPLY_MAX)
+				break;
+			cap *= 2;
+			char *nb = realloc(buf, cap + 1);
+			if (!nb)
+				break;
+			buf = nb;
+		}
+		if (poll(&pf, 1, (int)timeout_ms) <= 0)
+			break;
+		ssize_t r = recv(fd, buf + len, cap - len, 0);
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	buf[len] = 0;
+	if (iod_mesh_http_parse(buf, len, true, &m)) {
+		free(buf);
+		return -EBADMSG;
+	}
+	*blen = len - m.head_len;
+	memmove(buf, buf + m.head_len, *blen + 1);
+	*body = buf;
+	return m.status;
+}
+
+static int get_json(struct iod_mesh_api_source *s, const char *path, json_t **out,
+                    struct iod_err *e)
+{
+	char *body = NULL;
+	size_t len = 0;
+	int st = iod_mesh_http_get(s->server, path, 2000, &body, &len);
+	if (st < 0)
+		return iod_err_set(e, st, "control plane at %s: GET %s: %s", s->server, path,
+		                   strerror(-st));
+	if (st != 200) {
+		free(body);
+		return iod_err_set(e, -EIO, "control plane at %s: GET %s answered %d", s->server,
+		                   path, st);
+	}
+	int rc = iod_json_parse(body, len, out, e);
+	free(body);
+	return rc;
+}
+
+static void service_from_json(struct iod_mesh_service *svc, const char *name, const json_t *v)
+{
+	iod_mesh_service_defaults(svc);
+	iod_strlcpy(svc->name, name, sizeof(svc->name));
+	svc->mode = IOD_MESH_MODE_TCP;
+	svc->port = IOD_MESH_API_DEFAULT_PORT;
+	const json_t *p0 = json_array_get(json_object_get(v, "ports"), 0);
+	const json_t *pp = json_object_get(p0, "port");
+	if (json_is_integer(p0))
+		pp = p0;
+	if (json_is_integer(pp) && json_integer_value(pp) > 0 && json_integer_value(pp) < 65536)
+		svc->port = (uint16_t)json_integer_value(pp);
+	const char *pn = json_string_value(json_object_get(p0, "name"));
+	if (pn && (!strcmp(pn, "http") || iod_str_has_prefix(pn, "http-")))
+		svc->mode = IOD_MESH_MODE_HTTP;
+}
+
+static int build(struct iod_mesh_api_source *s, json_t *svcs, json_t *eps, json_t *nodes,
+                 struct iod_mesh_registry *out, struct iod_err *e)
+{
+	static struct iod_mesh_service svc;
+	const json_t *it;
+	size_t i;
+
+	out->svcs_n = 0;
+	iod_strlcpy(out->node, s->node, sizeof(out->node));
+	out->rack[0] = 0;
+	json_array_foreach(json_object_get(svcs, "items"), i, it)
+	{
+		const char *name = json_string_value(json_object_get(it, "name"));
+		if (!name)
+			continue;
+		service_from_json(&svc, name, json_object_get(it, "value"));
+		const json_t *ep;
+		size_t k;
+		json_array_foreach(json_object_get(eps, "items"), k, ep)
+		{
+			const json_t *v = json_object_get(ep, "value");
+			const char *sn = json_string_value(json_object_get(v, "service"));
+			const char *addr = json_string_value(json_object_get(v, "address"));
+			if (!sn || strcmp(sn, name) || !addr || svc.eps_n >= IOD_MESH_ENDPOINTS_MAX)
+				continue;
+			struct iod_mesh_endpoint *x = &svc.eps[svc.eps_n];
+			memset(x, 0, sizeof(*x));
+			if (iod_mesh_addr_parse(addr, &x->ip4, &x->port, true))
+				continue;
+			const char *rep = json_string_value(json_object_get(ep, "name"));
+			iod_strlcpy(x->id, rep ? rep : addr, sizeof(x->id));
+			const char *node = json_string_value(json_object_get(v, "node"));
+			iod_strlcpy(x->node, node ? node : "", sizeof(x->node));
+			x->weight = 1;
+			x->healthy = json_is_true(json_object_get(v, "healthy"));
+			const json_t *nd;
+			size_t q;
+			json_array_foreach(json_object_get(nodes, "items"), q, nd)
+			{
+				const char *nn = json_string_value(json_object_get(nd, "name"));
+				const json_t *nv = json_object_get(nd, "value");
+				const char *rack = json_string_value(json_object_get(nv, "rack"));
+				if (!rack)
+					rack = json_string_value(
+					    json_object_get(json_object_get(nv, "labels"), "rack"));
+				if (nn && node && !strcmp(nn, node) && rack)
+					iod_strlcpy(x->rack, rack, sizeof(x->rack));
+				if (nn && !strcmp(nn, s->node) && rack)
+					iod_strlcpy(out->rack, rack, sizeof(out->rack));
+			}
+			svc.eps_n++;
+		}
+		int rc = iod_mesh_registry_add(out, &svc, e);
+		if (rc)
+			return rc;
+	}
+	iod_mesh_registry_assign_vips(out);
+	return 0;
+}
+
+static int api_poll(void *ctx, uint64_t have, struct iod_mesh_registry *out, struct iod_err *e)
+{
+	struct iod_mesh_api_source *s = ctx;
+	json_t *svcs = NULL, *eps = NULL, *nodes = NULL;
+	uint64_t rev = 0;
+	int rc;
+
+	if ((rc = get_json(s, "/v1/services", &svcs, e)))
+		return rc;
+	iod_json_get_u64(svcs, "rev", &rev);
+	if (rev && rev == s->rev && have == s->version) {
+		json_decref(svcs);
+		return -EAGAIN;
+	}
+	if ((rc = get_json(s, "/v1/endpoints", &eps, e)) ||
+	    (rc = get_json(s, "/v1/nodes", &nodes, e)))
+		goto out;
+	if ((rc = build(s, svcs, eps, nodes, out, e)))
+		goto out;
+	uint64_t h = iod_hash_bytes(out->svcs, sizeof(out->svcs[0]) * out->svcs_n, out->svcs_n);
+	h ^= iod_hash_str(out->rack);
+	s->rev = rev;
+	if (h == s->hash && have == s->version) {
+		rc = -EAGAIN; /* the cluster moved, our view did not */
+		goto out;
+	}
+	s->hash = h;
+	out->version = ++s->version;
+out:
+	json_decref(svcs);
+	json_decref(eps);
+	json_decref(nodes);
+	return rc;
+}
+
+void iod_mesh_api_source_init(struct iod_mesh_api_source *s, const char *server, const char *node)
+{
+	memset(s, 0, sizeof(*s));
+	iod_strlcpy(s->server, server, sizeof(s->server));
+	iod_strlcpy(s->node, node ? node : "", sizeof(s->node));
+	s->src.poll = api_poll;
+	s->src.ctx = s;
+}

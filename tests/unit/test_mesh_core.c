@@ -1,0 +1,502 @@
+/*
+ * test_mesh_core.c: the mesh's pure cores: LB policies (distribution within
+ * tolerance, locality, panic), outlier detection timing (Envoy semantics),
+ * circuit breakers, retry budget and backoff, timeouts, registry and config.
+ */
+#include "harness.h"
+#include "iod/mesh.h"
+
+#include <stdlib.h>
+
+static struct iod_mesh_service *svc_new(uint32_t n, enum iod_mesh_lb lb)
+{
+	struct iod_mesh_service *s = malloc(sizeof(*s));
+	iod_mesh_service_defaults(s);
+	snprintf(s->name, sizeof(s->name), "web");
+	s->port = 80;
+	s->lb = lb;
+	s->locality = false;
+	s->eps_n = n;
+	for (uint32_t i = 0; i < n; i++) {
+		struct iod_mesh_endpoint *ep = &s->eps[i];
+		snprintf(ep->id, sizeof(ep->id), "web-%u", i);
+		ep->ip4 = 0x7f000001;
+		ep->port = (uint16_t)(8000 + i);
+		ep->weight = 1;
+		ep->healthy = true;
+		snprintf(ep->node, sizeof(ep->node), "n%u", i % 3);
+		snprintf(ep->rack, sizeof(ep->rack), "r%u", (i % 3) / 2);
+	}
+	return s;
+}
+
+/* Pick `count` times with keys i (hash policies) and count per host. */
+static void run_picks(struct iod_mesh_service *s, struct iod_mesh_lb_state *lb,
+                      struct iod_mesh_outlier *o, uint32_t count, uint32_t *hits, bool hashed)
+{
+	struct iod_rng rng;
+	bool panic;
+	iod_rng_seed(&rng, 42);
+	for (uint32_t i = 0; i < count; i++) {
+		int h = iod_mesh_lb_pick(lb, s, o, "", "", hashed ? iod_hash_u64(i) : 0, UINT32_MAX,
+		                         &rng, &panic);
+		if (h >= 0)
+			hits[h]++;
+	}
+}
+
+TEST(lb_round_robin_exact)
+{
+	struct iod_mesh_service *s = svc_new(4, IOD_MESH_LB_ROUND_ROBIN);
+	struct iod_mesh_lb_state lb = {0};
+	struct iod_mesh_outlier o;
+	uint32_t hits[4] = {0};
+	iod_mesh_outlier_init(&o, 4);
+	CHECK_EQ(iod_mesh_lb_build(&lb, s), 0);
+	run_picks(s, &lb, &o, 4000, hits, false);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(hits[i], 1000);
+	iod_mesh_lb_free(&lb);
+	free(s);
+}
+
+TEST(lb_weighted_proportional_and_smooth)
+{
+	struct iod_mesh_service *s = svc_new(3, IOD_MESH_LB_WEIGHTED);
+	struct iod_mesh_lb_state lb = {0};
+	struct iod_mesh_outlier o;
+	uint32_t hits[3] = {0};
+	struct iod_rng rng;
+	bool panic;
+	s->eps[0].weight = 5;
+	s->eps[1].weight = 1;
+	s->eps[2].weight = 1;
+	iod_mesh_outlier_init(&o, 3);
+	CHECK_EQ(iod_mesh_lb_build(&lb, s), 0);
+	run_picks(s, &lb, &o, 7000, hits, false);
+	CHECK_EQ(hits[0], 5000);
+	CHECK_EQ(hits[1], 1000);
+	CHECK_EQ(hits[2], 1000);
+	/* Smooth: the heavy host never takes all 5 of its turns in a row
+	 * (nginx's cycle is a a b a c a a, so runs are at most 4 across cycles). */
+	iod_rng_seed(&rng, 1);
+	int run = 0, max_run = 0;
+	for (int i = 0; i < 70; i++) {
+		int h = iod_mesh_lb_pick(&lb, s, &o, "", "", 0, UINT32_MAX, &rng, &panic);
+		run = h == 0 ? run + 1 : 0;
+		max_run = run > max_run ? run : max_run;
+	}
+	CHECK(max_run <= 4);
+	iod_mesh_lb_free(&lb);
+	free(s);
+}
+
+TEST(lb_least_request_p2c_prefers_idle)
+{
+	struct iod_mesh_service *s = svc_new(4, IOD_MESH_LB_LEAST_REQUEST);
+	struct iod_mesh_lb_state lb = {0};
+	struct iod_mesh_outlier o;
+	uint32_t hits[4] = {0};
+	iod_mesh_outlier_init(&o, 4);
+	CHECK_EQ(iod_mesh_lb_build(&lb, s), 0);
+	/* Uniform load: roughly even (each 25% +- 3%). */
+	run_picks(s, &lb, &o, 40000, hits, false);
+	for (int i = 0; i < 4; i++)
+		CHECK_MSG(hits[i] > 8800 && hits[i] < 11200, "host %d got %u", i, hits[i]);
+	/* Host 0 has many requests in flight: P2C only picks it when both
+	 * choices are host 0, which cannot happen (distinct choices). */
+	memset(hits, 0, sizeof(hits));
+	o.hosts[0].active_requests = 50;
+	run_picks(s, &lb, &o, 10000, hits, false);
+	CHECK_EQ(hits[0], 0);
+	/* A busy-but-not-hopeless host still gets some: 2 requests vs 0 others. */
+	memset(hits, 0, sizeof(hits));
+	o.hosts[0].active_requests = 0;
+	o.hosts[1].active_requests = 1;
+	run_picks(s, &lb, &o, 12000, hits, false);
+	CHECK(hits[1] == 0);
+	CHECK(hits[0] > 3000 && hits[2] > 3000 && hits[3] > 3000);
+	iod_mesh_lb_free(&lb);
+	free(s);
+}
+
+static void hash_policy(enum iod_mesh_lb pol, double tol)
+{
+	struct iod_mesh_service *s = svc_new(5, pol);
+	struct iod_mesh_lb_state lb = {0};
+	struct iod_mesh_outlier o;
+	uint32_t hits[5] = {0};
+	struct iod_rng rng;
+	bool panic;
+	iod_mesh_outlier_init(&o, 5);
+	CHECK_EQ(iod_mesh_lb_build(&lb, s), 0);
+	run_picks(s, &lb, &o, 50000, hits, true);
+	for (int i = 0; i < 5; i++)
+		CHECK_MSG(hits[i] > 10000 * (1 - tol) && hits[i] < 10000 * (1 + tol),
+		          "%s host %d got %u of 50000", iod_mesh_lb_name(pol), i, hits[i]);
+	/* Affinity: the same key always lands on the same host. */
+	iod_rng_seed(&rng, 3);
+	int first[200];
+	for (int k = 0; k < 200; k++)
+		first[k] = iod_mesh_lb_pick(&lb, s, &o, "", "", iod_hash_u64((uint64_t)k),
+		                            UINT32_MAX, &rng, &panic);
+	for (int k = 0; k < 200; k++)
+		CHECK_EQ(iod_mesh_lb_pick(&lb, s, &o, "", "", iod_hash_u64((uint64_t)k), UINT32_MAX,
+		                          &rng, &panic),
+		         first[k]);
+	/* Minimal disruption: eject host 2: only its keys move. */
+	o.hosts[2].ejected_until_ns = 1;
+	o.ejected = 1;
+	int moved = 0;
+	for (int k = 0; k < 200; k++) {
+		int h = iod_mesh_lb_pick(&lb, s, &o, "", "", iod_hash_u64((uint64_t)k), UINT32_MAX,
+		                         &rng, &panic);
+		CHECK(h != 2);
+		if (first[k] != 2)
+			CHECK_EQ(h, first[k]);
+		else
+			moved++;
+	}
+	CHECK(moved > 0);
+	iod_mesh_lb_free(&lb);
+	free(s);
+}
+
+TEST(lb_ring_hash_distribution_and_affinity)
+{
+	hash_policy(IOD_MESH_LB_RING_HASH, 0.35);
+}
+
+TEST(lb_maglev_distribution_and_affinity)
+{
+	hash_policy(IOD_MESH_LB_MAGLEV, 0.05);
+}
+
+TEST(lb_locality_node_then_rack_then_any)
+{
+	/* eps: 0 n0 r0, 1 n1 r0, 2 n2 r1, 3 n0 r0, 4 n1 r0, 5 n2 r1 */
+	struct iod_mesh_service *s = svc_new(6, IOD_MESH_LB_ROUND_ROBIN);
+	struct iod_mesh_lb_state lb = {0};
+	struct iod_mesh_outlier o;
+	struct iod_rng rng;
+	bool panic;
+	s->locality = true;
+	iod_mesh_outlier_init(&o, 6);
+	iod_rng_seed(&rng, 9);
+	CHECK_EQ(iod_mesh_lb_build(&lb, s), 0);
+	for (int i = 0; i < 20; i++) {
+		int h = iod_mesh_lb_pick(&lb, s, &o, "n2", "r1", 0, UINT32_MAX, &rng, &panic);
+		CHECK(h == 2 || h == 5);
+	}
+	/* Both local replicas down: same rack has none left -> wait, rack r1
+	 * is only n2; so any host. */
+	s->eps[2].healthy = false;
+	s->eps[5].healthy = false;
+	uint32_t seen = 0;
+	for (int i = 0; i < 20; i++) {
+		int h = iod_mesh_lb_pick(&lb, s, &o, "n2", "r1", 0, UINT32_MAX, &rng, &panic);
+		CHECK(h != 2 && h != 5);
+		seen |= 1u << h;
+	}
+	CHECK_EQ(seen, 0x1b);
+	/* Node n9 unknown, rack r0: only r0 hosts. */
+	for (int i = 0; i < 20; i++) {
+		int h = iod_mesh_lb_pick(&lb, s, &o, "n9", "r0", 0, UINT32_MAX, &rng, &panic);
+		CHECK(h == 0 || h == 1 || h == 3 || h == 4);
+	}
+	iod_mesh_lb_free(&lb);
+	free(s);
+}
+
+TEST(lb_panic_threshold_uses_all_hosts)
+{
+	struct iod_mesh_service *s = svc_new(4, IOD_MESH_LB_ROUND_ROBIN);
+	struct iod_mesh_lb_state lb = {0};
+	struct iod_mesh_outlier o;
+	struct iod_rng rng;
+	bool panic;
+	iod_mesh_outlier_init(&o, 4);
+	iod_rng_seed(&rng, 9);
+	CHECK_EQ(iod_mesh_lb_build(&lb, s), 0);
+	/* 2 of 4 usable = 50%: not below the 50% threshold: only healthy. */
+	s->eps[0].healthy = false;
+	s->eps[1].healthy = false;
+	for (int i = 0; i < 8; i++) {
+		int h = iod_mesh_lb_pick(&lb, s, &o, "", "", 0, UINT32_MAX, &rng, &panic);
+		CHECK(!panic && (h == 2 || h == 3));
+	}
+	/* 1 of 4 = 25% < 50%: panic, all four hosts take traffic. */
+	s->eps[2].healthy = false;
+	uint32_t seen = 0;
+	for (int i = 0; i < 8; i++) {
+		int h = iod_mesh_lb_pick(&lb, s, &o, "", "", 0, UINT32_MAX, &rng, &panic);
+		CHECK(panic);
+		seen |= 1u << h;
+	}
+	CHECK_EQ(seen, 0xf);
+	/* Exclude: a retry avoids the host that just failed when it can. */
+	s->eps[0].healthy = s->eps[1].healthy = s->eps[2].healthy = true;
+	for (int i = 0; i < 8; i++)
+		CHECK(iod_mesh_lb_pick(&lb, s, &o, "", "", 0, 1, &rng, &panic) != 1);
+	/* No endpoints at all. */
+	s->eps_n = 0;
+	CHECK_EQ(iod_mesh_lb_build(&lb, s), 0);
+	iod_mesh_outlier_init(&o, 0);
+	CHECK_EQ(iod_mesh_lb_pick(&lb, s, &o, "", "", 0, UINT32_MAX, &rng, &panic), -EHOSTUNREACH);
+	iod_mesh_lb_free(&lb);
+	free(s);
+}
+
+TEST(outlier_ejection_timing_envoy)
+{
+	struct iod_mesh_outlier o;
+	struct iod_mesh_outlier_cfg c = {.consecutive_5xx = 5,
+	                                 .consecutive_connect_fail = 3,
+	                                 .interval_ns = 10 * IOD_NS_PER_S,
+	                                 .base_ejection_ns = 30 * IOD_NS_PER_S,
+	                                 .max_ejection_ns = 300 * IOD_NS_PER_S,
+	                                 .max_ejection_bp = 1000,
+	                                 .panic_bp = 5000};
+	uint64_t t = 1000;
+	iod_mesh_outlier_init(&o, 10);
+	/* 4 5xx, then a success resets the streak. */
+	for (int i = 0; i < 4; i++)
+		CHECK(!iod_mesh_outlier_report(&o, &c, 0, IOD_MESH_HTTP_5XX, t));
+	CHECK(!iod_mesh_outlier_report(&o, &c, 0, IOD_MESH_OK, t));
+	for (int i = 0; i < 4; i++)
+		CHECK(!iod_mesh_outlier_report(&o, &c, 0, IOD_MESH_HTTP_5XX, t));
+	CHECK(iod_mesh_outlier_report(&o, &c, 0, IOD_MESH_HTTP_5XX, t)); /* the 5th */
+	CHECK(iod_mesh_outlier_ejected(&o, 0));
+	/* First ejection: 30 s. Not back at 29.9 s, back at 30 s. */
+	CHECK_EQ(iod_mesh_outlier_tick(&o, &c, t + 29900 * IOD_NS_PER_MS), 0);
+	CHECK(iod_mesh_outlier_ejected(&o, 0));
+	CHECK_EQ(iod_mesh_outlier_tick(&o, &c, t + 30 * IOD_NS_PER_S), 1);
+	CHECK(!iod_mesh_outlier_ejected(&o, 0));
+	/* Second ejection soon after: 2 x 30 s = 60 s. */
+	t += 31 * IOD_NS_PER_S;
+	for (int i = 0; i < 3; i++)
+		iod_mesh_outlier_report(&o, &c, 0, IOD_MESH_CONNECT_FAIL, t);
+	CHECK(iod_mesh_outlier_ejected(&o, 0));
+	CHECK_U64(o.hosts[0].ejected_until_ns, t + 60 * IOD_NS_PER_S);
+	iod_mesh_outlier_tick(&o, &c, t + 60 * IOD_NS_PER_S);
+	CHECK(!iod_mesh_outlier_ejected(&o, 0));
+	/* Max ejection 10% of 10 hosts = 1: a second bad host stays in. */
+	t += 61 * IOD_NS_PER_S;
+	for (int i = 0; i < 5; i++)
+		iod_mesh_outlier_report(&o, &c, 1, IOD_MESH_HTTP_5XX, t);
+	CHECK(iod_mesh_outlier_ejected(&o, 1));
+	for (int i = 0; i < 5; i++)
+		CHECK(!iod_mesh_outlier_report(&o, &c, 2, IOD_MESH_HTTP_5XX, t));
+	CHECK(!iod_mesh_outlier_ejected(&o, 2));
+	CHECK_EQ(o.ejected, 1);
+	/* Host 0's multiplier (2) decays one per healthy interval. */
+	CHECK_EQ(o.hosts[0].ejections, 2);
+	uint64_t t0 = t;
+	iod_mesh_outlier_tick(&o, &c, t0 + 10 * IOD_NS_PER_S);
+	iod_mesh_outlier_tick(&o, &c, t0 + 20 * IOD_NS_PER_S);
+	CHECK_EQ(o.hosts[0].ejections, 0);
+	/* ... so its next ejection is base time again, and the cap holds. */
+	CHECK_EQ(o.hosts[0].ejections_total, 2);
+}
+
+TEST(outlier_max_ejection_cap)
+{
+	struct iod_mesh_outlier o;
+	struct iod_mesh_outlier_cfg c = {.consecutive_5xx = 1,
+	                                 .base_ejection_ns = 100 * IOD_NS_PER_S,
+	                                 .max_ejection_ns = 250 * IOD_NS_PER_S,
+	                                 .max_ejection_bp = 10000};
+	uint64_t t = 1;
+	iod_mesh_outlier_init(&o, 2);
+	for (int k = 1; k <= 5; k++) {
+		CHECK(iod_mesh_outlier_report(&o, &c, 0, IOD_MESH_RESET, t));
+		uint64_t want = IOD_MIN((uint64_t)k * 100, 250) * IOD_NS_PER_S;
+		CHECK_U64(o.hosts[0].ejected_until_ns - t, want);
+		t = o.hosts[0].ejected_until_ns;
+		iod_mesh_outlier_tick(&o, &c, t);
+	}
+}
+
+TEST(breaker_limits_and_trips)
+{
+	struct iod_mesh_breaker b = {0};
+	struct iod_mesh_breaker_cfg c = {
+	    .max_connections = 2, .max_pending = 1, .max_requests = 3, .max_retries = 1};
+	CHECK_EQ(iod_mesh_breaker_acquire(&b, &c, IOD_MESH_BRK_CONNECTIONS), 0);
+	CHECK_EQ(iod_mesh_breaker_acquire(&b, &c, IOD_MESH_BRK_CONNECTIONS), 0);
+	CHECK_EQ(iod_mesh_breaker_acquire(&b, &c, IOD_MESH_BRK_CONNECTIONS), -EBUSY);
+	CHECK_U64(b.trips[IOD_MESH_BRK_CONNECTIONS], 1);
+	iod_mesh_breaker_release(&b, IOD_MESH_BRK_CONNECTIONS);
+	CHECK_EQ(iod_mesh_breaker_acquire(&b, &c, IOD_MESH_BRK_CONNECTIONS), 0);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(iod_mesh_breaker_acquire(&b, &c, IOD_MESH_BRK_REQUESTS), 0);
+	CHECK_EQ(iod_mesh_breaker_acquire(&b, &c, IOD_MESH_BRK_REQUESTS), -EBUSY);
+	CHECK_EQ(iod_mesh_breaker_acquire(&b, &c, IOD_MESH_BRK_PENDING), 0);
+	CHECK_EQ(iod_mesh_breaker_acquire(&b, &c, IOD_MESH_BRK_PENDING), -EBUSY);
+	CHECK_STR(iod_mesh_breaker_name(IOD_MESH_BRK_PENDING), "pending");
+}
+
+TEST(retry_budget_and_count)
+{
+	struct iod_mesh_breaker b = {0};
+	struct iod_mesh_breaker_cfg bc = {.max_connections = 1000,
+	                                  .max_pending = 1000,
+	                                  .max_requests = 1000,
+	                                  .max_retries = 1000};
+	struct iod_mesh_retry_cfg rc = {
+	    .max_per_request = 2, .budget_bp = 2000, .min_concurrency = 3};
+	CHECK(!iod_mesh_retry_allowed(&b, &bc, &rc, 3)); /* past max_per_request */
+	CHECK(!iod_mesh_retry_allowed(&b, &bc, &rc, 0));
+	/* 100 requests in flight, 20% budget = 20 retries in flight. */
+	b.open[IOD_MESH_BRK_REQUESTS] = 100;
+	int ok = 0;
+	for (int i = 0; i < 50; i++)
+		ok += iod_mesh_retry_allowed(&b, &bc, &rc, 1);
+	CHECK_EQ(ok, 20);
+	CHECK_U64(b.trips[IOD_MESH_BRK_RETRIES], 30);
+	/* Few requests: the minimum concurrency (3) still allows retries. */
+	memset(&b, 0, sizeof(b));
+	b.open[IOD_MESH_BRK_REQUESTS] = 2;
+	ok = 0;
+	for (int i = 0; i < 10; i++)
+		ok += iod_mesh_retry_allowed(&b, &bc, &rc, 1);
+	CHECK_EQ(ok, 3);
+	/* The retries breaker limits too. */
+	memset(&b, 0, sizeof(b));
+	bc.max_retries = 1;
+	b.open[IOD_MESH_BRK_REQUESTS] = 100;
+	CHECK(iod_mesh_retry_allowed(&b, &bc, &rc, 1));
+	CHECK(!iod_mesh_retry_allowed(&b, &bc, &rc, 1));
+	iod_mesh_breaker_release(&b, IOD_MESH_BRK_RETRIES);
+	CHECK(iod_mesh_retry_allowed(&b, &bc, &rc, 2));
+}
+
+TEST(retry_backoff_full_jitter)
+{
+	struct iod_mesh_retry_cfg rc = {.backoff_base_ns = 25 * IOD_NS_PER_MS,
+	                                .backoff_max_ns = 250 * IOD_NS_PER_MS};
+	struct iod_rng rng;
+	iod_rng_seed(&rng, 5);
+	for (uint32_t a = 1; a <= 6; a++) {
+		uint64_t cap = IOD_MIN(rc.backoff_base_ns << (a - 1), rc.backoff_max_ns);
+		uint64_t lo = UINT64_MAX, hi = 0;
+		for (int i = 0; i < 2000; i++) {
+			uint64_t d = iod_mesh_retry_backoff_ns(&rc, a, &rng);
+			CHECK(d < cap);
+			lo = IOD_MIN(lo, d);
+			hi = IOD_MAX(hi, d);
+		}
+		CHECK(lo < cap / 10 && hi > cap - cap / 10); /* spread over the range */
+	}
+	/* Deterministic for a seed. */
+	struct iod_rng r1, r2;
+	iod_rng_seed(&r1, 77);
+	iod_rng_seed(&r2, 77);
+	CHECK_U64(iod_mesh_retry_backoff_ns(&rc, 2, &r1), iod_mesh_retry_backoff_ns(&rc, 2, &r2));
+	CHECK(iod_mesh_http_idempotent("GET", 3));
+	CHECK(iod_mesh_http_idempotent("PUT", 3));
+	CHECK(!iod_mesh_http_idempotent("POST", 4));
+	CHECK(!iod_mesh_http_idempotent("PATCH", 5));
+}
+
+TEST(timeouts)
+{
+	struct iod_mesh_timeouts t = {.connect_ns = 100, .request_ns = 1000, .idle_ns = 5000};
+	CHECK_EQ(iod_mesh_timeout_check(&t, 10, 0, 10, 109), IOD_MESH_T_NONE);
+	CHECK_EQ(iod_mesh_timeout_check(&t, 10, 0, 10, 110), IOD_MESH_T_CONNECT);
+	CHECK_EQ(iod_mesh_timeout_check(&t, 0, 50, 900, 1049), IOD_MESH_T_NONE);
+	CHECK_EQ(iod_mesh_timeout_check(&t, 0, 50, 900, 1050), IOD_MESH_T_REQUEST);
+	CHECK_EQ(iod_mesh_timeout_check(&t, 0, 0, 900, 5899), IOD_MESH_T_NONE);
+	CHECK_EQ(iod_mesh_timeout_check(&t, 0, 0, 900, 5900), IOD_MESH_T_IDLE);
+	t.idle_ns = 0;
+	CHECK_EQ(iod_mesh_timeout_check(&t, 0, 0, 900, 1u << 30), IOD_MESH_T_NONE);
+}
+
+TEST(registry_vips_env_and_order)
+{
+	struct iod_mesh_registry r;
+	struct iod_mesh_service *s = svc_new(0, IOD_MESH_LB_ROUND_ROBIN);
+	struct iod_err e = {0};
+	char env[64];
+	CHECK_EQ(iod_mesh_registry_init(&r, 4), 0);
+	const char *names[] = {"param-server", "worker", "api", "db"};
+	for (int i = 0; i < 4; i++) {
+		snprintf(s->name, sizeof(s->name), "%s", names[i]);
+		CHECK_EQ(iod_mesh_registry_add(&r, s, &e), 0);
+	}
+	CHECK_EQ(iod_mesh_registry_add(&r, s, &e), -ENOSPC);
+	CHECK_STR(r.svcs[0].name, "api");
+	CHECK_STR(r.svcs[3].name, "worker");
+	iod_mesh_registry_assign_vips(&r);
+	for (int i = 0; i < 4; i++) {
+		CHECK_EQ(r.svcs[i].vip4 >> 24, 127);
+		CHECK((r.svcs[i].vip4 & 255) != 0 && (r.svcs[i].vip4 & 255) != 255);
+		for (int j = 0; j < i; j++)
+			CHECK(r.svcs[i].vip4 != r.svcs[j].vip4);
+	}
+	/* Stable: a name's VIP does not depend on the others. */
+	CHECK_U64(iod_mesh_registry_find(&r, "worker")->vip4, iod_mesh_vip_for("worker"));
+	CHECK(iod_mesh_registry_find(&r, "nope") == NULL);
+	CHECK_EQ(iod_mesh_env_name("param-server", env, sizeof(env)), 0);
+	CHECK_STR(env, "IOD_SVC_PARAM_SERVER_ADDR");
+	CHECK_EQ(iod_mesh_env_name("x", env, 8), -ENOSPC);
+	iod_mesh_registry_free(&r);
+	free(s);
+}
+
+TEST(config_parse_and_errors)
+{
+	struct iod_mesh_registry r;
+	struct iod_err e = {0};
+	const char *ok =
+	    "{\"node\":\"n1\",\"rack\":\"r1\",\"services\":[{\"name\":\"web\",\"port\":80,"
+	    "\"mode\":\"http\",\"lb\":\"maglev\",\"outlier\":{\"consecutive_5xx\":3,"
+	    "\"base_ejection_time\":\"2s\",\"max_ejection_percent\":\"50%\"},"
+	    "\"retry\":{\"max_per_request\":3,\"backoff_base\":\"1ms\"},"
+	    "\"endpoints\":[{\"addr\":\"127.0.0.1:8080\",\"node\":\"n1\"},"
+	    "{\"addr\":\"127.0.0.2:8080\",\"weight\":3,\"healthy\":false}]},"
+	    "{\"name\":\"db\",\"port\":5432,\"mode\":\"tcp\",\"vip\":\"127.1.2.3\"}]}";
+	CHECK_EQ(iod_mesh_registry_init(&r, 0), 0);
+	CHECK_EQ(iod_mesh_config_parse(ok, strlen(ok), &r, &e), 0);
+	CHECK_EQ(r.svcs_n, 2);
+	CHECK_STR(r.node, "n1");
+	struct iod_mesh_service *w = iod_mesh_registry_find(&r, "web");
+	CHECK(w && w->lb == IOD_MESH_LB_MAGLEV && w->eps_n == 2);
+	CHECK_EQ(w->outlier.consecutive_5xx, 3);
+	CHECK_U64(w->outlier.base_ejection_ns, 2 * IOD_NS_PER_S);
+	CHECK_EQ(w->outlier.max_ejection_bp, 5000);
+	CHECK_EQ(w->outlier.panic_bp, 5000); /* default kept */
+	CHECK_U64(w->retry.backoff_base_ns, IOD_NS_PER_MS);
+	CHECK_EQ(w->eps[1].weight, 3);
+	CHECK(!w->eps[1].healthy);
+	CHECK_EQ(w->eps[0].ip4, 0x7f000001);
+	CHECK_STR(w->eps[0].id, "127.0.0.1:8080");
+	CHECK_U64(iod_mesh_registry_find(&r, "db")->vip4, 0x7f010203);
+	CHECK_EQ(iod_mesh_registry_find(&r, "db")->mode, IOD_MESH_MODE_TCP);
+
+	struct {
+		const char *text, *want;
+	} bad[] = {
+	    {"[]", "JSON object"},
+	    {"{\"services\":[{\"name\":\"a b\",\"port\":1}]}", "services[0]: name"},
+	    {"{\"services\":[{\"name\":\"a\",\"port\":0}]}", "service a: port"},
+	    {"{\"services\":[{\"name\":\"a\",\"port\":1,\"lb\":\"fastest\"}]}", "lb must be"},
+	    {"{\"services\":[{\"name\":\"a\",\"port\":1,\"endpoints\":[{\"addr\":\"x\"}]}]}",
+	     "service a endpoint 0: addr"},
+	    {"{\"services\":[{\"name\":\"a\",\"port\":1,\"vip\":\"10.0.0.1\"}]}", "127.x.y.z"},
+	    {"{\"services\":[{\"name\":\"a\",\"port\":1,\"outlier\":{\"interval\":5}}]}",
+	     "interval must be a duration"},
+	    {"{\"services\":[{\"name\":\"a\",\"port\":1},{\"name\":\"a\",\"port\":2}]}",
+	     "defined twice"},
+	    {"{\"services\":[{\"name\":\"a\",\"port\":1,\"vip\":\"127.0.0.9\"},"
+	     "{\"name\":\"b\",\"port\":1,\"vip\":\"127.0.0.9\"}]}",
+	     "same vip"},
+	};
+	for (size_t i = 0; i < IOD_ARRAY_LEN(bad); i++) {
+		memset(&e, 0, sizeof(e));
+		CHECK_MSG(iod_mesh_config_parse(bad[i].text, strlen(bad[i].text), &r, &e) < 0,
+		          "accepted %s", bad[i].text);
+		CHECK_CONTAINS(e.msg, bad[i].want);
+	}
+	iod_mesh_registry_free(&r);
+}

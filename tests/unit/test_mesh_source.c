@@ -1,0 +1,158 @@
+/*
+ * test_mesh_source.c: the registry sources: the config file source reloads
+ * on change, and the control-plane source turns the API's Service, Endpoint
+ * and Node objects into a mesh view (served here by a fake API on loopback).
+ */
+#include "harness.h"
+#include "iod/mesh.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+struct fake_api {
+	int fd;                /* listening socket */
+	uint16_t port;         /* its port */
+	int answers;           /* requests to serve before exiting */
+	const char *endpoints; /* body of /v1/endpoints */
+	int rev;               /* cluster revision in list answers */
+};
+
+static const char *services_body =
+    "{\"rev\":%d,\"items\":["
+    "{\"kind\":\"service\",\"name\":\"param-server\",\"value\":"
+    "{\"name\":\"param-server\",\"ports\":[{\"name\":\"http\",\"port\":9000}]}},"
+    "{\"kind\":\"service\",\"name\":\"store\",\"value\":{\"name\":\"store\"}}]}";
+static const char *nodes_body =
+    "{\"rev\":%d,\"items\":[{\"kind\":\"node\",\"name\":\"n1\",\"value\":"
+    "{\"rack\":\"r7\"}},{\"kind\":\"node\",\"name\":\"n2\",\"value\":"
+    "{\"labels\":{\"rack\":\"r8\"}}}]}";
+
+static void *fake_main(void *arg)
+{
+	struct fake_api *f = arg;
+	for (int i = 0; i < f->answers; i++) {
+		char req[2048], body[4096], resp[5000];
+		int c = accept(f->fd, NULL, NULL);
+		if (c < 0)
+			break;
+		ssize_t n = recv(c, req, sizeof(req) - 1, 0);
+		req[n > 0 ? n : 0] = 0;
+		if (strstr(req, "GET /v1/services "))
+			snprintf(body, sizeof(body), services_body, f->rev);
+		else if (strstr(req, "GET /v1/endpoints "))
+			snprintf(body, sizeof(body), f->endpoints, f->rev);
+		else if (strstr(req, "GET /v1/nodes "))
+			snprintf(body, sizeof(body), nodes_body, f->rev);
+		else
+			snprintf(body, sizeof(body), "{}");
+		int m = snprintf(
+		    resp, sizeof(resp),
+		    "HTTP/1.1 200 OK\r\ncontent-length: %zu\r\nconnection: close\r\n\r\n%s",
+		    strlen(body), body);
+		if (send(c, resp, (size_t)m, MSG_NOSIGNAL) < 0)
+			i = f->answers;
+		close(c);
+	}
+	return NULL;
+}
+
+static int fake_start(struct fake_api *f, pthread_t *t)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
+	socklen_t l = sizeof(sa);
+	f->fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (f->fd < 0 || bind(f->fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(f->fd, 8) ||
+	    getsockname(f->fd, (struct sockaddr *)&sa, &l))
+		return -1;
+	f->port = ntohs(sa.sin_port);
+	/* accept() gives up after 5 s so a broken test cannot hang the run */
+	struct timeval tv = {.tv_sec = 5};
+	setsockopt(f->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return pthread_create(t, NULL, fake_main, f);
+}
+
+TEST(api_source_builds_view_from_control_plane)
+{
+	struct fake_api f = {.answers = 7, .rev = 5}; /* 3 + 1 + 3 requests below */
+	struct iod_mesh_api_source as;
+	struct iod_mesh_registry r;
+	struct iod_err e = {0};
+	pthread_t t;
+	char addr[32];
+
+	f.endpoints =
+	    "{\"rev\":%d,\"items\":["
+	    "{\"kind\":\"endpoint\",\"name\":\"param-server-0\",\"value\":{\"service\":"
+	    "\"param-server\",\"node\":\"n1\",\"address\":\"127.0.0.1:31001\",\"healthy\":true}},"
+	    "{\"kind\":\"endpoint\",\"name\":\"param-server-1\",\"value\":{\"service\":"
+	    "\"param-server\",\"node\":\"n2\",\"address\":\"127.0.0.1:31002\",\"healthy\":false}},"
+	    "{\"kind\":\"endpoint\",\"name\":\"store-0\",\"value\":{\"service\":\"store\","
+	    "\"node\":\"n2\",\"address\":\"127.0.0.1:31003\",\"healthy\":true}}]}";
+	if (fake_start(&f, &t))
+		SKIP("cannot listen on loopback");
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", f.port);
+	iod_mesh_api_source_init(&as, addr, "n1");
+	CHECK_EQ(iod_mesh_registry_init(&r, 0), 0);
+	int rc = as.src.poll(as.src.ctx, 0, &r, &e);
+	CHECK_MSG(rc == 0, "poll: %d %s", rc, e.msg);
+	CHECK_EQ(r.svcs_n, 2);
+	CHECK_STR(r.node, "n1");
+	CHECK_STR(r.rack, "r7");
+	const struct iod_mesh_service *ps = iod_mesh_registry_find(&r, "param-server");
+	CHECK(ps && ps->mode == IOD_MESH_MODE_HTTP && ps->port == 9000 && ps->eps_n == 2);
+	CHECK_STR(ps->eps[0].id, "param-server-0");
+	CHECK_STR(ps->eps[1].rack, "r8");
+	CHECK(ps->eps[0].healthy && !ps->eps[1].healthy);
+	CHECK_EQ(ps->eps[1].port, 31002);
+	CHECK_U64(ps->vip4, iod_mesh_vip_for("param-server"));
+	const struct iod_mesh_service *st = iod_mesh_registry_find(&r, "store");
+	CHECK(st && st->mode == IOD_MESH_MODE_TCP && st->port == IOD_MESH_API_DEFAULT_PORT);
+	/* Same revision: nothing new (one request). */
+	CHECK_EQ(as.src.poll(as.src.ctx, r.version, &r, &e), -EAGAIN);
+	/* The revision moves but the view is the same: still nothing new. */
+	f.rev = 6;
+	CHECK_EQ(as.src.poll(as.src.ctx, r.version, &r, &e), -EAGAIN);
+	pthread_join(t, NULL);
+	close(f.fd);
+	/* No server: an error that names the address. */
+	rc = as.src.poll(as.src.ctx, r.version, &r, &e);
+	CHECK(rc < 0 && rc != -EAGAIN);
+	CHECK_CONTAINS(e.msg, addr);
+	iod_mesh_registry_free(&r);
+}
+
+TEST(file_source_reloads_on_change)
+{
+	char path[512];
+	struct iod_mesh_file_source fs;
+	struct iod_mesh_registry r;
+	struct iod_err e = {0};
+	snprintf(path, sizeof(path), "%s/mesh.json", iod_test_tmpdir());
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL);
+	fputs("{\"services\":[{\"name\":\"a\",\"port\":1}]}", f);
+	fclose(f);
+	iod_mesh_file_source_init(&fs, path);
+	CHECK_EQ(iod_mesh_registry_init(&r, 0), 0);
+	CHECK_EQ(fs.src.poll(fs.src.ctx, 0, &r, &e), 0);
+	CHECK_EQ(r.svcs_n, 1);
+	uint64_t v = r.version;
+	CHECK_EQ(fs.src.poll(fs.src.ctx, v, &r, &e), -EAGAIN);
+	/* A new mtime with different content is picked up. */
+	CHECK_EQ(iod_test_sh("sleep 0.02; printf '%s' '{\"services\":[{\"name\":\"a\",\"port\":1},"
+	                     "{\"name\":\"b\",\"port\":2}]}' > %s && touch -d '+1 second' %s",
+	                     "%s", path, path),
+	         0);
+	CHECK_EQ(fs.src.poll(fs.src.ctx, v, &r, &e), 0);
+	CHECK_EQ(r.svcs_n, 2);
+	/* A broken file is an error naming the file; the caller keeps its view. */
+	CHECK_EQ(iod_test_sh("printf '{' > %s && touch -d '+2 seconds' %s", path, path), 0);
+	CHECK(fs.src.poll(fs.src.ctx, r.version, &r, &e) < 0);
+	CHECK_CONTAINS(e.msg, "mesh.json");
+	iod_mesh_registry_free(&r);
+}
