@@ -53,6 +53,20 @@
 
 /* ---- flow / net / io --------------------------------------------------- */
 
+/* ---- net/ar (adaptive routing) ---------------------------------------- */
+
+/* Paths kept per destination: Clove uses k = 4; 16 leaves room for wide
+ * fabrics without making per-packet path scans long. */
+#define IOD_AR_PATHS_MAX 16
+/* Candidate ports probed while discovering paths (4 x k at k = 16). */
+#define IOD_AR_DISCOVERY_MAX 64
+/* Recently failed ports remembered per destination so their flows move. */
+#define IOD_AR_DEAD_PORTS_MAX 8
+/* Flow slots examined for aging per tick: bounds the work of one call. */
+#define IOD_AR_AGE_SCAN 1024
+/* Ports remembered per sending edge for ECN relay (Clove's receiver). */
+#define IOD_AR_RX_PORTS_MAX 16
+
 /* ---- sim / chaos ------------------------------------------------------- */
 
 #endif
