@@ -40,6 +40,24 @@
 #define IOD_SPEC_LIST_MAX 64
 /* Storage tiers: PMem, NVMe, SSD, HDD, object store... */
 #define IOD_SPEC_TIERS_MAX 8
+/* YAML nodes per file: a hand-written spec of 256 services has ~50k; the
+ * bound keeps a hostile 4 MiB file of tiny flow items from taking ~100 MB. */
+#define IOD_SPEC_NODES_MAX 200000
+/* Longest service name: 57 characters plus "-9999" (the largest replica
+ * ordinal) and a NUL still fit a replica name in IOD_NAME_MAX. */
+#define IOD_SPEC_NAME_LEN_MAX 57
+/* Longest string value (command line, env value, health command, path). */
+#define IOD_SPEC_STRING_MAX 4096
+/* GPUs (and compute units, CPU cores) per replica: a replica's GPU and CPU
+ * sets are iod_bitmaps of IOD_BITMAP_BITS. */
+#define IOD_SPEC_UNITS_MAX IOD_BITMAP_BITS
+/* Health check thresholds: beyond 100 consecutive results a check is not
+ * a threshold but a way of never deciding. */
+#define IOD_SPEC_THRESHOLD_MAX 100
+/* Health interval bounds: faster than 1 ms turns checks into load; slower
+ * than an hour means failures go unnoticed. */
+#define IOD_SPEC_HEALTH_INTERVAL_MIN_NS 1000000ull
+#define IOD_SPEC_HEALTH_INTERVAL_MAX_NS 3600000000000ull
 
 /* ---- topo -------------------------------------------------------------- */
 

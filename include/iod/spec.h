@@ -8,6 +8,7 @@
  * either fully valid or rejected, never accepted in part. All quantities are
  * normalized to base units: bytes, bits/s, nanoseconds, basis points.
  *
+ * The language (every key, default and unit) is documented in docs/spec.md.
  * Everything a loaded spec points to lives in its arena; iod_spec_free()
  * releases it all at once. The spec module never reads the clock and does no
  * I/O besides reading the file it is asked to load.
@@ -18,12 +19,12 @@
 #include "iod/base.h"
 
 /* Compute unit types a resource request can target (X-macro: enum + names). */
-#define IOD_COMPUTE_TYPES(X)                                                   \
-	X(NONE, "none")                                                        \
-	X(TENSOR_CORE, "tensor-core")                                          \
-	X(CUDA_CORE, "cuda-core")                                              \
-	X(FPGA, "fpga")                                                        \
-	X(DPU, "dpu")                                                          \
+#define IOD_COMPUTE_TYPES(X)          \
+	X(NONE, "none")               \
+	X(TENSOR_CORE, "tensor-core") \
+	X(CUDA_CORE, "cuda-core")     \
+	X(FPGA, "fpga")               \
+	X(DPU, "dpu")                 \
 	X(CPU, "cpu")
 
 enum iod_compute_type {
@@ -43,7 +44,7 @@ struct iod_spec_compute {
 
 struct iod_spec_network {
 	uint64_t bandwidth_bps;      /* 0 = no requirement */
-	struct iod_bound latency_ns; /* op EQ and value 0 = no requirement */
+	struct iod_bound latency_ns; /* LT or LE (a bare "5us" is LE); valid if has_latency */
 	bool has_latency;            /* latency was written */
 };
 
@@ -67,19 +68,21 @@ enum iod_health_kind { IOD_HEALTH_NONE, IOD_HEALTH_EXEC, IOD_HEALTH_TCP, IOD_HEA
 enum iod_transport { IOD_TRANSPORT_TCP, IOD_TRANSPORT_SHM, IOD_TRANSPORT_RDMA };
 
 struct iod_spec_placement {
-	enum iod_spread spread;          /* spread | pack */
-	enum iod_anti_affinity anti;     /* keep replicas apart by node/rack/zone */
-	enum iod_gpu_link gpu_link;      /* nvlink | pcie | any */
-	enum iod_numa_policy numa;       /* single | any */
+	enum iod_spread spread;      /* spread | pack; DEFAULT = the scheduler chooses */
+	enum iod_anti_affinity anti; /* keep replicas apart by node/rack/zone */
+	enum iod_gpu_link gpu_link;  /* nvlink | pcie | any */
+	enum iod_numa_policy numa;   /* single | any */
 };
 
 struct iod_spec_health {
 	enum iod_health_kind kind; /* NONE when no check is configured */
-	const char *command;       /* exec: shell command line */
-	uint16_t port;             /* tcp/http */
-	const char *path;          /* http: request path */
-	uint64_t interval_ns;      /* between checks */
-	uint64_t timeout_ns;       /* per check */
+	/* Timing defaults (also when kind is NONE): interval 10 s, timeout
+	 * min(1 s, interval), healthy 1, unhealthy 3; see docs/spec.md. */
+	const char *command;          /* exec: shell command line */
+	uint16_t port;                /* tcp/http */
+	const char *path;             /* http: request path */
+	uint64_t interval_ns;         /* between checks */
+	uint64_t timeout_ns;          /* per check */
 	uint32_t healthy_threshold;   /* consecutive passes to be healthy */
 	uint32_t unhealthy_threshold; /* consecutive failures to be unhealthy */
 };
@@ -96,55 +99,55 @@ struct iod_spec_env {
 };
 
 struct iod_spec_service {
-	const char *name;               /* unique, DNS-label-like */
-	enum iod_service_type type;     /* stateful | stateless */
-	uint32_t replicas;              /* 0..IOD_SPEC_REPLICAS_MAX */
-	struct iod_spec_resources res;  /* per replica */
+	const char *name;              /* unique, DNS-label-like */
+	enum iod_service_type type;    /* stateful | stateless */
+	uint32_t replicas;             /* 0..IOD_SPEC_REPLICAS_MAX; default 1 */
+	struct iod_spec_resources res; /* per replica */
 	struct iod_spec_placement placement;
-	bool gang;                      /* all replicas or none */
-	enum iod_restart restart;       /* restart policy */
-	const char *command;            /* program; NULL = none */
-	const char *const *args;        /* args_n arguments */
+	bool gang;                /* all replicas or none */
+	enum iod_restart restart; /* restart policy; default always */
+	const char *command;      /* program; NULL = none */
+	const char *const *args;  /* args_n arguments */
 	uint32_t args_n;
 	const struct iod_spec_env *env; /* env_n variables */
 	uint32_t env_n;
 	const struct iod_spec_port *ports; /* ports_n ports */
 	uint32_t ports_n;
 	struct iod_spec_health health;
-	const char *const *depends_on;  /* names of services, depends_n of them */
+	const char *const *depends_on; /* names of services, depends_n of them */
 	uint32_t depends_n;
-	uint32_t line, col;             /* where the service was declared */
+	uint32_t line, col; /* where the service was declared */
 };
 
 /* Storage media, as the seed names them. */
 struct iod_spec_tier {
-	const char *medium;    /* PMem, NVMe, SSD, HDD, ... (normalized case) */
-	uint32_t quota_bp;     /* share in basis points; tiers sum to 10000 */
+	const char *medium; /* DRAM, PMem, NVMe, SSD, HDD or object (this spelling) */
+	uint32_t quota_bp;  /* share in basis points; tiers sum to 10000 */
 };
 
 struct iod_spec {
-	const char *path;                 /* file it was loaded from */
+	const char *path;                  /* file it was loaded from */
 	struct iod_spec_service *services; /* services_n of them, file order */
 	uint32_t services_n;
-	bool has_resources;               /* a top-level resources: block */
+	bool has_resources; /* a top-level resources: block */
 	struct iod_spec_resources resources;
-	struct iod_spec_tier *tiers;      /* storage.tiers */
+	struct iod_spec_tier *tiers; /* storage.tiers */
 	uint32_t tiers_n;
-	bool has_mesh;                    /* a service_mesh: block */
-	enum iod_transport transport;     /* service_mesh.transport */
-	struct iod_arena arena;           /* owns everything above */
+	bool has_mesh;                /* a service_mesh: block */
+	enum iod_transport transport; /* service_mesh.transport */
+	struct iod_arena arena;       /* owns everything above */
 };
 
 /* One diagnostic: "file:line:col: message". */
 struct iod_spec_diag {
-	uint32_t line, col;              /* 1-based; 0 when not positional */
-	char msg[IOD_ERR_MSG_MAX];       /* what and what to do */
+	uint32_t line, col;        /* 1-based; 0 when not positional */
+	char msg[IOD_ERR_MSG_MAX]; /* what and what to do */
 };
 
 struct iod_spec_diags {
 	struct iod_spec_diag d[IOD_SPEC_ERRORS_MAX]; /* first n errors */
-	uint32_t n;                      /* recorded */
-	uint32_t total;                  /* seen, may exceed n */
+	uint32_t n;                                  /* recorded */
+	uint32_t total;                              /* seen, may exceed n */
 };
 
 /*
@@ -152,10 +155,9 @@ struct iod_spec_diags {
  * returns -EINVAL (spec errors, listed in diags) or another negative errno
  * (file unreadable: the message is in diags->d[0]).
  */
-int iod_spec_load_file(const char *path, struct iod_spec **out,
-		       struct iod_spec_diags *diags);
-int iod_spec_load_buffer(const char *name, const char *text, size_t len,
-			 struct iod_spec **out, struct iod_spec_diags *diags);
+int iod_spec_load_file(const char *path, struct iod_spec **out, struct iod_spec_diags *diags);
+int iod_spec_load_buffer(const char *name, const char *text, size_t len, struct iod_spec **out,
+                         struct iod_spec_diags *diags);
 void iod_spec_free(struct iod_spec *s);
 
 /* Print every diagnostic as "name:line:col: message" lines. */
@@ -164,7 +166,6 @@ void iod_spec_diags_print(const struct iod_spec_diags *d, const char *name, FILE
 /* The normalized spec as JSON (base units), for `iod validate -o json` and the API. */
 json_t *iod_spec_to_json(const struct iod_spec *s);
 
-const struct iod_spec_service *iod_spec_find_service(const struct iod_spec *s,
-						     const char *name);
+const struct iod_spec_service *iod_spec_find_service(const struct iod_spec *s, const char *name);
 
 #endif

@@ -1,0 +1,316 @@
+/*
+ * spec.c: the spec module's public face: load a file or a buffer, free a
+ * spec, print diagnostics, find a service, and render the normalized spec
+ * as JSON.
+ *
+ * Loading is all-or-nothing: on any diagnostic the partly filled spec is
+ * freed and the caller gets only the diagnostics. The JSON rendering is
+ * deterministic (file order, fixed key order), so it can be compared and
+ * hashed. Reading the named file is the only I/O this module does; it never
+ * prints except in iod_spec_diags_print, to the stream it is given.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Diagnostics in file order (stable: equal positions keep walk order). */
+static void sort_diags(struct iod_spec_diags *d)
+{
+	for (uint32_t i = 1; i < d->n; i++) {
+		struct iod_spec_diag x = d->d[i];
+		uint32_t j = i;
+		while (j > 0 && (d->d[j - 1].line > x.line ||
+		                 (d->d[j - 1].line == x.line && d->d[j - 1].col > x.col))) {
+			d->d[j] = d->d[j - 1];
+			j--;
+		}
+		d->d[j] = x;
+	}
+}
+
+static int load(const char *name, const char *text, size_t len, struct iod_spec **out,
+                struct iod_spec_diags *diags)
+{
+	struct spec_ld ld;
+	struct snode *root = NULL;
+	struct iod_spec *s;
+	int rc;
+
+	IOD_ASSERT(out && diags);
+	*out = NULL;
+	memset(&ld, 0, sizeof(ld));
+	ld.name = name;
+	ld.diags = diags;
+	if (len > IOD_SPEC_FILE_MAX) {
+		spec_diag(&ld, 0, 0, "the spec is %zu bytes; the most is %u (IOD_SPEC_FILE_MAX)",
+		          len, (unsigned)IOD_SPEC_FILE_MAX);
+		return -EFBIG;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		spec_diag(&ld, 0, 0, "out of memory");
+		return -ENOMEM;
+	}
+	/* the spec keeps at most a few times the file's size */
+	iod_arena_init(&s->arena, 16 * 1024, 0);
+	iod_arena_init(&ld.tree, 64 * 1024, 0);
+	s->path = iod_arena_strdup(&s->arena, name);
+	ld.spec = s;
+	rc = spec_yaml_parse(&ld, text, len, &root);
+	if (rc == 0)
+		rc = spec_build(&ld, root);
+	iod_arena_free(&ld.tree);
+	sort_diags(diags);
+	if (rc == 0 && diags->total)
+		rc = -EINVAL; /* never accept a spec that drew a diagnostic */
+	if (rc) {
+		iod_spec_free(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+int iod_spec_load_buffer(const char *name, const char *text, size_t len, struct iod_spec **out,
+                         struct iod_spec_diags *diags)
+{
+	memset(diags, 0, sizeof(*diags));
+	return load(name ? name : "<buffer>", text, len, out, diags);
+}
+
+int iod_spec_load_file(const char *path, struct iod_spec **out, struct iod_spec_diags *diags)
+{
+	struct iod_buf b;
+	struct iod_err e = {0};
+	const char *name = strcmp(path, "-") ? path : "<stdin>";
+	int rc;
+
+	memset(diags, 0, sizeof(*diags));
+	*out = NULL;
+	iod_buf_init(&b);
+	struct stat st;
+	if (strcmp(path, "-") && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		rc = -EISDIR; /* fread on a directory fails with a vague EIO otherwise */
+	else
+		rc = iod_buf_read_file(&b, path, IOD_SPEC_FILE_MAX, &e);
+	if (rc) {
+		diags->n = diags->total = 1;
+		if (rc == -EFBIG)
+			snprintf(diags->d[0].msg, sizeof(diags->d[0].msg),
+			         "the file is larger than %u bytes (IOD_SPEC_FILE_MAX)",
+			         (unsigned)IOD_SPEC_FILE_MAX);
+		else
+			snprintf(diags->d[0].msg, sizeof(diags->d[0].msg),
+			         "cannot read the spec: %s", strerror(-rc));
+		iod_buf_free(&b);
+		return rc;
+	}
+	rc = load(name, b.data, b.len, out, diags);
+	iod_buf_free(&b);
+	return rc;
+}
+
+void iod_spec_free(struct iod_spec *s)
+{
+	if (!s)
+		return;
+	iod_arena_free(&s->arena);
+	free(s);
+}
+
+void iod_spec_diags_print(const struct iod_spec_diags *d, const char *name, FILE *f)
+{
+	for (uint32_t i = 0; i < d->n; i++) {
+		if (d->d[i].line)
+			fprintf(f, "%s:%u:%u: %s\n", name, (unsigned)d->d[i].line,
+			        (unsigned)d->d[i].col, d->d[i].msg);
+		else
+			fprintf(f, "%s: %s\n", name, d->d[i].msg);
+	}
+	if (d->total > d->n)
+		fprintf(f, "%s: %u more errors not shown (the first %u are above)\n", name,
+		        (unsigned)(d->total - d->n), (unsigned)d->n);
+}
+
+const struct iod_spec_service *iod_spec_find_service(const struct iod_spec *s, const char *name)
+{
+	for (uint32_t i = 0; s && name && i < s->services_n; i++)
+		if (!strcmp(s->services[i].name, name))
+			return &s->services[i];
+	return NULL;
+}
+
+/* ---- JSON ---------------------------------------------------------------- */
+
+static const char *const service_type_names[] = {"stateless", "stateful"};
+static const char *const spread_names[] = {"default", "spread", "pack"};
+static const char *const anti_names[] = {"none", "node", "rack", "zone"};
+static const char *const gpu_link_names[] = {"any", "nvlink", "pcie"};
+static const char *const numa_names[] = {"any", "single"};
+static const char *const restart_names[] = {"always", "on-failure", "never"};
+
+static const char *const transport_names[] = {"tcp", "shm", "rdma"};
+static const char *const health_names[] = {"none", "exec", "tcp", "http"};
+
+#define NAME_OF(tab, v) ((unsigned)(v) < IOD_ARRAY_LEN(tab) ? (tab)[v] : "?")
+
+static void set(json_t *o, const char *k, json_t *v)
+{
+	json_object_set_new(o, k, v);
+}
+
+static json_t *u64(uint64_t v)
+{
+	/* jansson integers are signed 64-bit; spec quantities stay far below */
+	return json_integer((json_int_t)v);
+}
+
+/*
+ * The JSON mirrors the spec language with every quantity in base units
+ * under a suffixed key (mem_bytes, bandwidth_bps, interval_ns, quota_bp),
+ * every default written out, and absent optional parts left out. So the
+ * output of `iod validate -o json` is itself a spec that loads to the same
+ * thing (JSON is YAML), which tests/unit/test_spec.c checks.
+ */
+static json_t *network_json(const struct iod_spec_network *n)
+{
+	json_t *o = json_object();
+	set(o, "bandwidth_bps", u64(n->bandwidth_bps));
+	if (n->has_latency) {
+		char b[48];
+		snprintf(b, sizeof(b), "%s%lluns", iod_cmp_name(n->latency_ns.op),
+		         (unsigned long long)n->latency_ns.value);
+		set(o, "latency", json_string(b));
+	}
+	return o;
+}
+
+static json_t *compute_json(const struct iod_spec_compute *c)
+{
+	json_t *o = json_object();
+	set(o, "type", json_string(iod_compute_type_name(c->type)));
+	set(o, "count", u64(c->count));
+	set(o, "memory_bytes", u64(c->mem_bytes));
+	return o;
+}
+
+static json_t *resources_json(const struct iod_spec_resources *r)
+{
+	json_t *o = json_object();
+	set(o, "gpu", u64(r->gpu));
+	set(o, "cpu_millis", u64(r->cpu_millis));
+	set(o, "mem_bytes", u64(r->mem_bytes));
+	set(o, "gpu_mem_bytes", u64(r->gpu_mem_bytes));
+	if (r->compute.type != IOD_COMPUTE_NONE)
+		set(o, "compute", compute_json(&r->compute));
+	set(o, "network", network_json(&r->network));
+	return o;
+}
+
+static json_t *strings_json(const char *const *v, uint32_t n)
+{
+	json_t *a = json_array();
+	for (uint32_t i = 0; i < n; i++)
+		json_array_append_new(a, json_string(v[i]));
+	return a;
+}
+
+/* The flat health form (kind + exec|port|path): what the agent reads. */
+static json_t *health_json(const struct iod_spec_health *h)
+{
+	json_t *o = json_object();
+	set(o, "kind", json_string(NAME_OF(health_names, h->kind)));
+	if (h->kind == IOD_HEALTH_EXEC)
+		set(o, "exec", json_string(h->command));
+	if (h->kind == IOD_HEALTH_TCP || h->kind == IOD_HEALTH_HTTP)
+		set(o, "port", u64(h->port));
+	if (h->kind == IOD_HEALTH_HTTP)
+		set(o, "path", json_string(h->path));
+	set(o, "interval_ns", u64(h->interval_ns));
+	set(o, "timeout_ns", u64(h->timeout_ns));
+	set(o, "healthy_threshold", u64(h->healthy_threshold));
+	set(o, "unhealthy_threshold", u64(h->unhealthy_threshold));
+	return o;
+}
+
+static json_t *service_json(const struct iod_spec_service *s)
+{
+	json_t *o = json_object(), *pl = json_object(), *env = json_object(), *ports = json_array();
+
+	set(o, "name", json_string(s->name));
+	set(o, "type", json_string(NAME_OF(service_type_names, s->type)));
+	set(o, "replicas", u64(s->replicas));
+	set(o, "resources", resources_json(&s->res));
+	if (s->command && (s->command[strcspn(s->command, " \t\n\"'\\`$")] || !s->command[0])) {
+		/* a program name the string form would split or refuse: list form */
+		json_t *c = json_array();
+		json_array_append_new(c, json_string(s->command));
+		set(o, "command", c);
+	} else if (s->command) {
+		set(o, "command", json_string(s->command));
+	}
+	set(o, "args", strings_json(s->args, s->args_n));
+	for (uint32_t i = 0; i < s->env_n; i++)
+		set(env, s->env[i].name, json_string(s->env[i].value));
+	set(o, "env", env);
+	for (uint32_t i = 0; i < s->ports_n; i++) {
+		json_t *p = json_object();
+		if (s->ports[i].name)
+			set(p, "name", json_string(s->ports[i].name));
+		set(p, "port", u64(s->ports[i].port));
+		set(p, "protocol", json_string(s->ports[i].proto == IOD_PROTO_UDP ? "udp" : "tcp"));
+		json_array_append_new(ports, p);
+	}
+	set(o, "ports", ports);
+	if (s->health.kind != IOD_HEALTH_NONE)
+		set(o, "health", health_json(&s->health));
+	set(o, "depends_on", strings_json(s->depends_on, s->depends_n));
+	set(pl, "strategy", json_string(NAME_OF(spread_names, s->placement.spread)));
+	set(pl, "anti_affinity", json_string(NAME_OF(anti_names, s->placement.anti)));
+	set(pl, "gpu_link", json_string(NAME_OF(gpu_link_names, s->placement.gpu_link)));
+	set(pl, "numa", json_string(NAME_OF(numa_names, s->placement.numa)));
+	set(o, "placement", pl);
+	set(o, "restart", json_string(NAME_OF(restart_names, s->restart)));
+	set(o, "gang", json_boolean(s->gang));
+	return o;
+}
+
+json_t *iod_spec_to_json(const struct iod_spec *s)
+{
+	json_t *o = json_object();
+
+	IOD_ASSERT(s);
+	if (s->services_n) {
+		json_t *svcs = json_array();
+		for (uint32_t i = 0; i < s->services_n; i++)
+			json_array_append_new(svcs, service_json(&s->services[i]));
+		set(o, "services", svcs);
+	}
+	if (s->has_resources) {
+		/* the top-level block is the unified form: compute and network only */
+		json_t *r = json_object();
+		if (s->resources.compute.type != IOD_COMPUTE_NONE)
+			set(r, "compute", compute_json(&s->resources.compute));
+		set(r, "network", network_json(&s->resources.network));
+		set(o, "resources", r);
+	}
+	if (s->tiers_n) {
+		json_t *st = json_object(), *tiers = json_array();
+		for (uint32_t i = 0; i < s->tiers_n; i++) {
+			json_t *t = json_object();
+			set(t, "medium", json_string(s->tiers[i].medium));
+			set(t, "quota_bp", u64(s->tiers[i].quota_bp));
+			json_array_append_new(tiers, t);
+		}
+		set(st, "tiers", tiers);
+		set(o, "storage", st);
+	}
+	if (s->has_mesh) {
+		json_t *m = json_object();
+		set(m, "transport", json_string(NAME_OF(transport_names, s->transport)));
+		set(o, "service_mesh", m);
+	}
+	return o;
+}
