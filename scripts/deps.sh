@@ -12,7 +12,7 @@ BUILD_PKGS="build-essential pkg-config libuv1-dev libraft-dev libyaml-dev \
 libjansson-dev libhwloc-dev hwloc libpcap-dev libmicrohttpd-dev libdpdk-dev \
 libxdp-dev libbpf-dev clang libclang-rt-14-dev"
 # Tools the tests and benchmarks drive (independent dissector, peers, plots).
-TEST_PKGS="tshark graphviz gnuplot-nox iproute2 nftables etcd-server etcd-client \
+TEST_PKGS="tshark python3 graphviz gnuplot-nox iproute2 nftables etcd-server etcd-client \
 haproxy wrk cppcheck clang-format"
 
 missing=""

@@ -71,6 +71,42 @@
 
 /* ---- flow / net / io --------------------------------------------------- */
 
+/* Rules per security group: AWS allows 60 inbound + 60 outbound by default;
+ * 128 keeps the compiled ACL small enough for a linear, cache-resident scan. */
+#define IOD_NET_SG_RULES_MAX 128
+/* Backends per service: Maglev needs table size >> backends (65537 / 256 gives
+ * each backend ~256 slots, under 1% imbalance). */
+#define IOD_NET_LB_BACKENDS_MAX 256
+/* Packets per burst: DPDK's and OVS's customary 32 amortises per-call costs
+ * while a burst's metadata stays in L1. */
+#define IOD_FLOW_BURST_MAX 32
+/* Pipes per pipeline: DOCA-AR uses 4; the overlay pipeline ~8; room for tenants. */
+#define IOD_FLOW_PIPES_MAX 64
+/* Pipes one packet may traverse: bounds the walk (and catches fwd loops). */
+#define IOD_FLOW_HOPS_MAX 16
+/* Entries per pipe are set at pipe creation, up to this (16 M). */
+#define IOD_FLOW_PIPE_ENTRIES_MAX (16u << 20)
+/* Queued entry operations before entries_process must run. */
+#define IOD_FLOW_QUEUE_MAX 65536
+/* Worker cores one pipeline serves (per-core caches and counters). */
+#define IOD_FLOW_CORES_MAX 64
+/* Exact-match cache slots per core: 8192 x 128 B = 1 MiB, L2-resident, as OVS's EMC. */
+#define IOD_FLOW_EMC_SLOTS 8192
+/* ... and at most 1 M slots (128 MiB per core) when a deployment asks for more. */
+#define IOD_FLOW_EMC_SLOTS_MAX (1u << 20)
+/* Conntrack sessions per table: 32 M keeps indexes in 32 bits with 2 slots each. */
+#define IOD_NET_CT_SESSIONS_MAX (32u << 20)
+/* Ports of one data plane (dp run): physical + virtual. */
+#define IOD_IO_PORTS_MAX 16
+/* dp config: tenant networks, security groups, services, endpoints per
+ * network: a node's share of an overlay, not a whole cloud's. */
+#define IOD_DP_NETWORKS_MAX 16
+#define IOD_DP_SGS_MAX 16
+#define IOD_DP_SERVICES_MAX 16
+#define IOD_DP_ENDPOINTS_MAX 256
+/* A dp config file is read whole; 1 MiB is far beyond hand-written YAML. */
+#define IOD_DP_CONFIG_FILE_MAX (1u << 20)
+
 /* ---- net/ar (adaptive routing) ---------------------------------------- */
 
 /* Paths kept per destination: Clove uses k = 4; 16 leaves room for wide
@@ -86,5 +122,39 @@
 #define IOD_AR_RX_PORTS_MAX 16
 
 /* ---- sim / chaos ------------------------------------------------------- */
+
+/* Nodes of a simulated fabric: a k=16 fat-tree has 1024 hosts + 320
+ * switches; 65536 bounds the routing table (nodes x hosts entries). */
+#define IOD_SIM_NODES_MAX 65536
+/* Links: a k=16 fat-tree has 3072; parallel links count one each. */
+#define IOD_SIM_LINKS_MAX 262144
+/* Timed link changes (failures, degradations) per topology. */
+#define IOD_SIM_TOPO_EVENTS_MAX 4096
+/* Routing entries (switch ports x hosts): 64 Mi x 4 B = 256 MiB at most. */
+#define IOD_SIM_ROUTES_MAX (64u << 20)
+/* Flow-size CDF points: published CDFs have 10-30. */
+#define IOD_SIM_CDF_POINTS_MAX 256
+/* A topology or CDF file is read whole: 1 MiB is thousands of links. */
+#define IOD_SIM_FILE_MAX (1u << 20)
+/* YAML nodes in one topology file (bounds the parser's tree). */
+#define IOD_SIM_YAML_NODES_MAX 200000
+/* YAML nesting depth: the format is at most 4 deep. */
+#define IOD_SIM_YAML_DEPTH_MAX 16
+/* Congestion window ceiling in packets: 65536 x 1.5 KB = 96 MB in flight,
+ * far above any data-center BDP. */
+#define IOD_SIM_CWND_MAX_PKTS 65536
+/* Default packet pool: 2 Mi packets x 64 B = 128 MiB. */
+#define IOD_SIM_PACKETS_DEFAULT (2u << 20)
+/* Default flow table: 4 Mi flows x ~128 B = 512 MiB worst case; sized to
+ * the workload in practice. */
+#define IOD_SIM_FLOWS_DEFAULT (4u << 20)
+/* Unresponsive packet sources (queue-theory checks). */
+#define IOD_SIM_RAW_MAX 1024
+/* Hops of one path (iod_sim_path, ideal FCT): a 3-tier fabric has 6. */
+#define IOD_SIM_PATH_MAX 16
+/* Probes one host's policy may ask for per probe interval. */
+#define IOD_SIM_PROBES_PER_TICK_MAX 64
+/* Loads in one sweep. */
+#define IOD_SIM_SWEEP_MAX 32
 
 #endif

@@ -1,0 +1,84 @@
+/*
+ * bench_dataplane.c: data-plane benchmarks (make bench-dataplane): one core,
+ * mem ports, 64 B and 1500 B tenant frames: a bare mac-swap loop (the upper
+ * bound of the I/O path), L2 forward through the engine, VXLAN encap, VXLAN
+ * decap, and the full overlay pipeline (decap + security group + conntrack
+ * + service LB + encap) with 1 K, 100 K and 1 M flows; then conntrack with
+ * 10 M sessions (bytes per session, new sessions per second).
+ *
+ * Prints its parameters, then one `BENCH dataplane.<figure> key=value...`
+ * line per figure. IOD_BENCH_SECONDS (default 1) sets the time per figure;
+ * IOD_BENCH_CT_SESSIONS (default 10000000) the conntrack scale.
+ */
+#include "iod/io.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static double secs(void)
+{
+	const char *s = getenv("IOD_BENCH_SECONDS");
+	double v = s ? atof(s) : 1.0;
+	return v > 0 ? v : 1.0;
+}
+
+static int one(const char *sc, uint32_t flows, uint32_t bytes, double base_mpps, double *mpps)
+{
+	struct iod_io_bench_result r;
+	struct iod_err e = {0};
+	if (iod_io_bench_run(sc, flows, bytes, secs(), &r, &e)) {
+		fprintf(stderr, "bench_dataplane: %s\n", e.msg);
+		return 1;
+	}
+	printf("BENCH dataplane.%s_%uB_%uflows mpps=%.2f ns_per_pkt=%.1f packets=%llu "
+	       "wire_bytes=%u emc_hit_pct=%.1f",
+	       sc, bytes, flows, r.mpps, r.ns_per_pkt, (unsigned long long)r.packets, r.wire_bytes,
+	       r.emc_hits + r.emc_misses
+	           ? 100.0 * (double)r.emc_hits / (double)(r.emc_hits + r.emc_misses)
+	           : 0.0);
+	if (base_mpps > 0)
+		printf(" ratio_vs_macswap=%.3f", r.mpps / base_mpps);
+	printf("\n");
+	fflush(stdout);
+	if (mpps)
+		*mpps = r.mpps;
+	return 0;
+}
+
+int main(void)
+{
+	const char *cs = getenv("IOD_BENCH_CT_SESSIONS");
+	uint32_t ct_sessions = cs ? (uint32_t)strtoul(cs, NULL, 10) : 10000000u;
+	printf("# bench_dataplane: one core, mem ports, %.1f s per figure, conntrack %u sessions\n",
+	       secs(), ct_sessions);
+	printf("# sizes are tenant (inner) frames without FCS; VXLAN frames on the wire carry "
+	       "50 B more (wire_bytes)\n");
+	printf("# the machine is shared and noisy: compare figures of the same run\n");
+	int rc = 0;
+	static const uint32_t sizes[] = {64, 1500};
+	for (unsigned s = 0; s < 2; s++) {
+		uint32_t b = sizes[s] == 64 ? 60 : sizes[s];
+		double base = 0;
+		rc |= one("macswap", 1, b, 0, &base);
+		rc |= one("l2fwd", 1, b, base, NULL);
+		rc |= one("encap", 1000, b, base, NULL);
+		rc |= one("decap", 1000, b, base, NULL);
+		static const uint32_t flows[] = {1000, 100000, 1000000};
+		for (unsigned f = 0; f < 3; f++) {
+			if (sizes[s] == 1500 && flows[f] != 100000)
+				continue; /* 1500 B: the target case only, keeps the run short */
+			rc |= one("full", flows[f], b, base, NULL);
+		}
+	}
+	double bps, nps;
+	size_t mem;
+	struct iod_err e = {0};
+	if (iod_io_bench_ct(ct_sessions, &bps, &nps, &mem, &e)) {
+		fprintf(stderr, "bench_dataplane: %s\n", e.msg);
+		return 1;
+	}
+	printf("BENCH dataplane.conntrack sessions=%u mem_bytes=%zu bytes_per_session=%.1f "
+	       "new_sessions_per_s=%.0f budget_bytes=%llu\n",
+	       ct_sessions, mem, bps, nps, 2ull << 30);
+	return rc;
+}

@@ -1,0 +1,146 @@
+/*
+ * io.h: packet I/O backends of iod's data plane behind one vtable: mem (for
+ * tests and benchmarks), pcap (files through libpcap), afpacket (Linux
+ * TPACKET_V3 rx ring) and dpdk (when built with DPDK; see docs/dataplane.md).
+ *
+ * Why: the flow engine is pure; a shell moves bursts of packets between
+ * ports and the engine. Backends hand out packet buffers from a pool
+ * allocated at open, so the packet path never allocates; a buffer goes back
+ * to its pool when transmitted or freed.
+ *
+ * Backends do I/O (that is their job) but never decide anything about
+ * packets; they never block longer than the timeout a caller gives.
+ */
+#ifndef IOD_IO_H
+#define IOD_IO_H
+
+#include "iod/flow.h"
+
+/* Headroom in front of every received frame: VXLAN encap needs 50 bytes;
+ * 128 leaves room for two levels and keeps frames cache-line aligned. */
+#define IOD_IO_HEADROOM 128
+/* Largest frame a buffer holds (jumbo frames are out of scope for now). */
+#define IOD_IO_FRAME_MAX 2048
+
+/* A packet buffer: the packet descriptor and its memory. */
+struct iod_io_buf {
+	struct iod_pkt pkt;                              /* pkt.io points to the pool */
+	uint8_t mem[IOD_IO_HEADROOM + IOD_IO_FRAME_MAX]; /* headroom + frame */
+};
+
+/* Fixed pool of buffers (allocated at open; get/put never allocate). */
+struct iod_io_pool {
+	struct iod_io_buf *bufs; /* count buffers */
+	uint32_t *free_stack;    /* free indexes */
+	uint32_t free_n;         /* on the stack */
+	uint32_t count;          /* buffers */
+};
+
+int iod_io_pool_init(struct iod_io_pool *p, uint32_t count);
+void iod_io_pool_destroy(struct iod_io_pool *p);
+/* A reset buffer (data at the headroom, len 0) or NULL when exhausted. */
+struct iod_pkt *iod_io_pool_get(struct iod_io_pool *p);
+/* Return a packet to the pool it came from. */
+void iod_io_pkt_free(struct iod_pkt *pkt);
+
+struct iod_io_port;
+
+/* Per-port counters. */
+struct iod_io_stats {
+	uint64_t rx_packets; /* received */
+	uint64_t rx_bytes;   /* received bytes */
+	uint64_t tx_packets; /* sent */
+	uint64_t tx_bytes;   /* sent bytes */
+	uint64_t tx_errors;  /* could not be sent (dropped) */
+	uint64_t rx_nobuf;   /* received but no buffer: dropped */
+};
+
+/* What opening a port needs. Backends use the fields they know. */
+struct iod_io_port_cfg {
+	const char *backend;  /* "mem", "pcap", "afpacket", "dpdk" */
+	const char *name;     /* for messages */
+	const char *iface;    /* afpacket: interface name */
+	const char *pcap_in;  /* pcap: file to read (NULL = tx only) */
+	const char *pcap_out; /* pcap: file to write (NULL = rx only) */
+	uint32_t pool_bufs;   /* buffers (0 = 4096) */
+	uint32_t mem_capture; /* mem: transmitted frames kept for inspection (0 = none) */
+};
+
+/* The vtable a backend implements. */
+struct iod_io_ops {
+	const char *name; /* backend name */
+	int (*open)(struct iod_io_port *p, const struct iod_io_port_cfg *cfg, struct iod_err *e);
+	/* Up to n packets; waits at most timeout_ms (0 = poll). */
+	uint32_t (*rx_burst)(struct iod_io_port *p, struct iod_pkt **pkts, uint32_t n,
+	                     int timeout_ms);
+	/* Sends and frees every packet (counting failures as tx_errors). */
+	uint32_t (*tx_burst)(struct iod_io_port *p, struct iod_pkt **pkts, uint32_t n);
+	void (*close)(struct iod_io_port *p);
+};
+
+struct iod_io_port {
+	const struct iod_io_ops *ops; /* backend */
+	char name[IOD_NAME_MAX];      /* port name */
+	struct iod_io_pool pool;      /* rx buffers */
+	struct iod_io_stats stats;    /* counters */
+	void *priv;                   /* backend state */
+	bool eof;                     /* rx has no more packets (pcap file ended) */
+};
+
+/* Open a port with the named backend; -ENOENT for an unknown backend,
+ * -ENOTSUP for one not built in. */
+int iod_io_port_open(struct iod_io_port *p, const struct iod_io_port_cfg *cfg, struct iod_err *e);
+void iod_io_port_close(struct iod_io_port *p);
+static inline uint32_t iod_io_rx(struct iod_io_port *p, struct iod_pkt **pkts, uint32_t n,
+                                 int timeout_ms)
+{
+	return p->ops->rx_burst(p, pkts, n, timeout_ms);
+}
+static inline uint32_t iod_io_tx(struct iod_io_port *p, struct iod_pkt **pkts, uint32_t n)
+{
+	return p->ops->tx_burst(p, pkts, n);
+}
+
+/* mem backend: frames to receive, replayed in order (loop = forever). */
+int iod_io_mem_load(struct iod_io_port *p, const uint8_t *const *frames, const uint32_t *lens,
+                    uint32_t n, bool loop);
+/* mem backend: the i-th captured transmitted frame (oldest first). */
+int iod_io_mem_captured(const struct iod_io_port *p, uint32_t i, const uint8_t **frame,
+                        uint32_t *len);
+uint32_t iod_io_mem_captured_n(const struct iod_io_port *p);
+
+/* The backends compiled into this binary ("mem pcap afpacket"). */
+const char *iod_io_backends(void);
+
+/* ---- benchmarks (shared by `iod dp bench` and bench/bench_dataplane.c) --- */
+
+/* One measured figure. */
+struct iod_io_bench_result {
+	char scenario[32];    /* l2fwd, encap, decap, full, macswap */
+	uint32_t flows;       /* distinct 5-tuples */
+	uint32_t frame_bytes; /* tenant (inner) frame size */
+	uint32_t wire_bytes;  /* size of the frames the port receives */
+	uint64_t packets;     /* measured packets */
+	uint64_t forwarded;   /* of which forwarded */
+	double seconds;       /* measured time */
+	double mpps;          /* packets / seconds / 1e6 */
+	double ns_per_pkt;    /* 1e9 / packets per second */
+	uint64_t emc_hits;    /* engine cache hits during the run */
+	uint64_t emc_misses;  /* engine cache misses during the run */
+};
+
+/*
+ * Run one scenario on one core over mem ports for about `seconds`
+ * (after a warm-up pass over every flow). full: decap + SG + conntrack +
+ * LB + encap through the overlay pipeline of iod_flow_dp_build(). Reads the
+ * clock: a shell, not a core.
+ */
+int iod_io_bench_run(const char *scenario, uint32_t flows, uint32_t frame_bytes, double seconds,
+                     struct iod_io_bench_result *r, struct iod_err *e);
+
+/* Conntrack at scale: insert `sessions` sessions into one table; report
+ * bytes per session and new sessions per second. */
+int iod_io_bench_ct(uint32_t sessions, double *bytes_per_session, double *new_per_s,
+                    size_t *mem_bytes, struct iod_err *e);
+
+#endif

@@ -1,0 +1,596 @@
+/*
+ * net.h: packet formats, parse-once metadata, checksums, the VXLAN overlay,
+ * connection tracking, stateful security groups, the service load balancer
+ * and QoS of iod's data plane.
+ *
+ * Why: every data-plane component (the flow engine, the fabric simulator's
+ * host edges, adaptive routing, the tests' golden packets) needs the same
+ * wire formats and the same overlay rules; they live here once.
+ *
+ * The packet functions in the first half are pure and allocation-free: they
+ * read and write caller-owned buffers, never the clock, never the heap, and
+ * they never read past the length they are given (the parser is fuzzed).
+ * Multi-byte header fields are in network byte order in the wire structs;
+ * every function argument and metadata field is in host byte order unless
+ * its name ends in _be.
+ */
+#ifndef IOD_NET_H
+#define IOD_NET_H
+
+#include "iod/base.h"
+
+/* ---- wire formats ------------------------------------------------------ */
+
+#define IOD_NET_ETH_P_IPV4 0x0800
+#define IOD_NET_ETH_P_ARP 0x0806
+#define IOD_NET_ETH_P_VLAN 0x8100
+#define IOD_NET_ETH_P_QINQ 0x88a8
+#define IOD_NET_ETH_P_IPV6 0x86dd
+
+#define IOD_NET_PROTO_ICMP 1
+#define IOD_NET_PROTO_TCP 6
+#define IOD_NET_PROTO_UDP 17
+#define IOD_NET_PROTO_ICMPV6 58
+
+/* IANA-assigned VXLAN port (RFC 7348 section 5). */
+#define IOD_NET_VXLAN_PORT 4789
+/* Outer source ports: RFC 7348 recommends the dynamic range 49152-65535. */
+#define IOD_NET_VXLAN_SPORT_MIN 49152
+#define IOD_NET_VXLAN_SPORT_MAX 65535
+/* Bytes VXLAN-over-IPv4 adds: outer Ethernet 14 + IPv4 20 + UDP 8 + VXLAN 8. */
+#define IOD_NET_VXLAN_OVERHEAD 50
+
+#define IOD_NET_TCP_FIN 0x01
+#define IOD_NET_TCP_SYN 0x02
+#define IOD_NET_TCP_RST 0x04
+#define IOD_NET_TCP_PSH 0x08
+#define IOD_NET_TCP_ACK 0x10
+
+struct iod_net_eth {
+	uint8_t dst[6];   /* destination MAC */
+	uint8_t src[6];   /* source MAC */
+	uint16_t type_be; /* EtherType, network order */
+} __attribute__((packed));
+
+struct iod_net_vlan {
+	uint16_t tci_be;  /* PCP(3) DEI(1) VID(12), network order */
+	uint16_t type_be; /* EtherType that follows */
+} __attribute__((packed));
+
+struct iod_net_arp {
+	uint16_t htype_be; /* 1 = Ethernet */
+	uint16_t ptype_be; /* 0x0800 = IPv4 */
+	uint8_t hlen;      /* 6 */
+	uint8_t plen;      /* 4 */
+	uint16_t op_be;    /* 1 request, 2 reply */
+	uint8_t sha[6];    /* sender MAC */
+	uint8_t spa[4];    /* sender IPv4, network order bytes */
+	uint8_t tha[6];    /* target MAC */
+	uint8_t tpa[4];    /* target IPv4 */
+} __attribute__((packed));
+
+struct iod_net_ipv4 {
+	uint8_t ver_ihl;  /* version 4 << 4 | header length in 32-bit words */
+	uint8_t tos;      /* DSCP << 2 | ECN */
+	uint16_t len_be;  /* total length including this header */
+	uint16_t id_be;   /* identification */
+	uint16_t frag_be; /* flags(3) fragment offset(13) */
+	uint8_t ttl;      /* time to live */
+	uint8_t proto;    /* IOD_NET_PROTO_* */
+	uint16_t csum_be; /* header checksum */
+	uint32_t src_be;  /* source address */
+	uint32_t dst_be;  /* destination address */
+} __attribute__((packed));
+
+struct iod_net_ipv6 {
+	uint32_t vtc_flow_be; /* version 6 << 28 | traffic class << 20 | flow label */
+	uint16_t plen_be;     /* payload length (after this header) */
+	uint8_t next;         /* next header */
+	uint8_t hop_limit;    /* hop limit */
+	uint8_t src[16];      /* source address */
+	uint8_t dst[16];      /* destination address */
+} __attribute__((packed));
+
+struct iod_net_udp {
+	uint16_t sport_be; /* source port */
+	uint16_t dport_be; /* destination port */
+	uint16_t len_be;   /* header + payload */
+	uint16_t csum_be;  /* 0 = none (IPv4 only) */
+} __attribute__((packed));
+
+struct iod_net_tcp {
+	uint16_t sport_be; /* source port */
+	uint16_t dport_be; /* destination port */
+	uint32_t seq_be;   /* sequence number */
+	uint32_t ack_be;   /* acknowledgement number */
+	uint8_t off;       /* data offset << 4 */
+	uint8_t flags;     /* IOD_NET_TCP_* */
+	uint16_t win_be;   /* window */
+	uint16_t csum_be;  /* checksum over the pseudo header */
+	uint16_t urg_be;   /* urgent pointer */
+} __attribute__((packed));
+
+struct iod_net_icmp {
+	uint8_t type;     /* 8 echo request, 0 echo reply, 3 unreachable... */
+	uint8_t code;     /* per type */
+	uint16_t csum_be; /* over the ICMP message */
+	uint16_t id_be;   /* echo identifier (the "port" conntrack uses) */
+	uint16_t seq_be;  /* echo sequence */
+} __attribute__((packed));
+
+struct iod_net_vxlan {
+	uint8_t flags;       /* 0x08: the VNI is valid (RFC 7348) */
+	uint8_t rsvd1[3];    /* reserved, zero */
+	uint32_t vni_rsv_be; /* VNI << 8 | reserved byte */
+} __attribute__((packed));
+
+static inline uint16_t iod_net_be16(const void *p)
+{
+	const uint8_t *b = p;
+	return (uint16_t)(b[0] << 8 | b[1]);
+}
+static inline uint32_t iod_net_be32(const void *p)
+{
+	const uint8_t *b = p;
+	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+static inline void iod_net_put16(void *p, uint16_t v)
+{
+	uint8_t *b = p;
+	b[0] = (uint8_t)(v >> 8);
+	b[1] = (uint8_t)v;
+}
+static inline void iod_net_put32(void *p, uint32_t v)
+{
+	uint8_t *b = p;
+	b[0] = (uint8_t)(v >> 24);
+	b[1] = (uint8_t)(v >> 16);
+	b[2] = (uint8_t)(v >> 8);
+	b[3] = (uint8_t)v;
+}
+
+/* ---- checksums (RFC 1071, incremental RFC 1624) ------------------------ */
+
+/* Add bytes to a 32-bit one's-complement accumulator (odd lengths padded). */
+uint32_t iod_net_csum_add(uint32_t sum, const void *data, size_t len);
+/* Fold to 16 bits and complement: the value to store (host order). */
+uint16_t iod_net_csum_fold(uint32_t sum);
+/* IPv4 header checksum of hdr (ihl words), as stored (host order). */
+uint16_t iod_net_ipv4_csum(const struct iod_net_ipv4 *ip);
+/* TCP/UDP/ICMPv6 checksum with the IPv4 / IPv6 pseudo header; l4 is the
+ * whole segment with its checksum field zeroed or included as-is (the
+ * verifier passes it as-is and expects 0). */
+uint16_t iod_net_l4_csum_v4(const struct iod_net_ipv4 *ip, const void *l4, uint16_t l4_len);
+uint16_t iod_net_l4_csum_v6(const struct iod_net_ipv6 *ip, uint8_t proto, const void *l4,
+                            uint32_t l4_len);
+/* RFC 1624 eqn. 3: a stored checksum after one 16-bit / 32-bit field changed. */
+uint16_t iod_net_csum_update16(uint16_t csum, uint16_t old_v, uint16_t new_v);
+uint16_t iod_net_csum_update32(uint16_t csum, uint32_t old_v, uint32_t new_v);
+
+/* ---- parse-once metadata ----------------------------------------------- */
+
+#define IOD_NET_AF_NONE 0
+#define IOD_NET_AF_V4 4
+#define IOD_NET_AF_V6 6
+
+/* A 5-tuple; IPv4 addresses are in v4 (host order), the rest of the union zero. */
+union iod_net_addr {
+	uint32_t v4;    /* IPv4, host order */
+	uint8_t v6[16]; /* IPv6, network order bytes */
+	uint64_t w[2];  /* for hashing and comparing */
+};
+
+struct iod_net_tuple {
+	union iod_net_addr src; /* source address */
+	union iod_net_addr dst; /* destination address */
+	uint16_t sport;         /* source port; ICMP echo id */
+	uint16_t dport;         /* destination port; ICMP type << 8 | code */
+	uint8_t proto;          /* IOD_NET_PROTO_*; 0 when there is no L3 */
+	uint8_t family;         /* IOD_NET_AF_* */
+	uint16_t zone;          /* conntrack zone (tenant); 0 from the parser */
+};
+
+/* Flags of struct iod_net_meta. */
+#define IOD_NET_F_VLAN 0x0001    /* outer 802.1Q tag present */
+#define IOD_NET_F_L3 0x0002      /* outer IPv4 or IPv6 parsed */
+#define IOD_NET_F_L4 0x0004      /* outer TCP/UDP/ICMP parsed */
+#define IOD_NET_F_VXLAN 0x0008   /* outer UDP to the VXLAN port with a valid header */
+#define IOD_NET_F_IN_L3 0x0010   /* inner IPv4/IPv6 parsed */
+#define IOD_NET_F_IN_L4 0x0020   /* inner TCP/UDP/ICMP parsed */
+#define IOD_NET_F_FRAG 0x0040    /* the L3 packet that holds the key is a fragment */
+#define IOD_NET_F_ARP 0x0080     /* ARP: key.src/dst = sender/target IPv4, key.dport = op */
+#define IOD_NET_F_IN_VLAN 0x0100 /* inner 802.1Q tag */
+#define IOD_NET_F_TRUNC 0x0200   /* a header was cut short: parsed as far as it went */
+#define IOD_NET_F_L4_OPTS 0x0400 /* IPv4 options or IPv6 extension headers skipped */
+
+/*
+ * What one parse of a frame learns. The first cache line holds what the
+ * fast path touches: offsets, flags, the flow hash and the key tuple.
+ * Offsets are from the start of the frame; 0 where absent (except l2_ofs).
+ */
+struct iod_net_meta {
+	uint32_t hash;              /* flow hash of key (the inner tuple when tunnelled) */
+	uint32_t vni;               /* VXLAN network identifier when IOD_NET_F_VXLAN */
+	uint16_t flags;             /* IOD_NET_F_* */
+	uint16_t len;               /* frame length parsed */
+	uint16_t l3_ofs;            /* outer L3 */
+	uint16_t l4_ofs;            /* outer L4 */
+	uint16_t tun_ofs;           /* VXLAN header */
+	uint16_t in_l2_ofs;         /* inner Ethernet */
+	uint16_t in_l3_ofs;         /* inner L3 */
+	uint16_t in_l4_ofs;         /* inner L4 */
+	uint16_t ethertype;         /* outer EtherType after VLAN tags */
+	uint16_t in_ethertype;      /* inner EtherType after VLAN tags */
+	uint16_t vlan_tci;          /* outer VLAN TCI when IOD_NET_F_VLAN */
+	uint8_t tcp_flags;          /* of the key's TCP header, else 0 */
+	uint8_t ip_tos;             /* of the key's IP header (DSCP << 2 | ECN) */
+	struct iod_net_tuple key;   /* inner tuple when tunnelled, else outer */
+	struct iod_net_tuple outer; /* outer tuple (same as key when not tunnelled) */
+};
+
+/*
+ * Parse a frame once: outer Ethernet [VLAN] IPv4|IPv6 TCP|UDP|ICMP, and when
+ * the outer UDP destination port is vxlan_port (0 = 4789), VXLAN and the inner
+ * Ethernet [VLAN] IP L4. Never reads past len. Returns 0; -EINVAL when not
+ * even an Ethernet header fits (m is then zeroed). A short or malformed header
+ * stops the parse with IOD_NET_F_TRUNC and what was learnt so far.
+ */
+int iod_net_parse(const uint8_t *frame, uint32_t len, uint16_t vxlan_port, struct iod_net_meta *m);
+
+/* The flow hash of a tuple (zone included): stable across runs and builds. */
+uint32_t iod_net_tuple_hash(const struct iod_net_tuple *t);
+/* The same tuple with source and destination swapped (reply direction). */
+void iod_net_tuple_reverse(const struct iod_net_tuple *t, struct iod_net_tuple *out);
+bool iod_net_tuple_equal(const struct iod_net_tuple *a, const struct iod_net_tuple *b);
+/* "tcp 10.0.0.1:1234 -> 10.0.0.2:80 zone 3" into buf. */
+void iod_net_tuple_format(const struct iod_net_tuple *t, char *buf, size_t len);
+
+/* Text forms of addresses: "10.0.0.1" and "10.0.0.0/24"; -EINVAL otherwise. */
+int iod_net_ipv4_parse(const char *s, uint32_t *ip);
+int iod_net_cidr_parse(const char *s, uint32_t *ip, uint8_t *prefix_len);
+void iod_net_ipv4_format(uint32_t ip, char *buf, size_t len);
+int iod_net_mac_parse(const char *s, uint8_t mac[6]);
+void iod_net_mac_format(const uint8_t mac[6], char *buf, size_t len);
+
+/* ---- builders ---------------------------------------------------------- */
+
+/* A whole test or probe frame: Ethernet [VLAN] IPv4|IPv6 TCP|UDP|ICMP payload. */
+struct iod_net_pkt_spec {
+	uint8_t dst_mac[6];     /* Ethernet destination */
+	uint8_t src_mac[6];     /* Ethernet source */
+	uint16_t vlan_id;       /* 0 = untagged */
+	struct iod_net_tuple t; /* addresses, ports, proto, family (v4 or v6) */
+	uint8_t tcp_flags;      /* for TCP; 0 means SYN */
+	uint32_t tcp_seq;       /* for TCP */
+	uint32_t tcp_ack;       /* for TCP */
+	uint8_t ttl;            /* 0 means 64 */
+	uint8_t tos;            /* DSCP << 2 | ECN */
+	uint16_t payload_bytes; /* payload length after L4 */
+	const uint8_t *payload; /* NULL = a deterministic filler pattern */
+	uint16_t frame_bytes;   /* if nonzero, pad the payload so the frame has this length */
+};
+
+/* Build the frame into out (cap bytes) with valid checksums; returns its
+ * length, -ENOSPC when it does not fit, -EINVAL for a bad spec. */
+int iod_net_pkt_build(const struct iod_net_pkt_spec *s, uint8_t *out, uint32_t cap);
+
+/* An Ethernet broadcast (request, op 1) or unicast (reply, op 2) ARP frame;
+ * returns its length (42) or -ENOSPC. */
+int iod_net_build_arp(uint8_t *out, uint32_t cap, uint16_t op, const uint8_t sha[6], uint32_t spa,
+                      const uint8_t tha[6], uint32_t tpa);
+
+/* ---- VXLAN overlay ----------------------------------------------------- */
+
+/* One tunnel endpoint pair and what the outer headers carry. */
+struct iod_net_vxlan_tunnel {
+	uint8_t outer_dst_mac[6]; /* next hop (underlay) MAC */
+	uint8_t outer_src_mac[6]; /* this VTEP's MAC */
+	uint32_t outer_src_ip;    /* this VTEP's IPv4 */
+	uint32_t outer_dst_ip;    /* the remote VTEP's IPv4 */
+	uint32_t vni;             /* 24-bit VNI (tenant network) */
+	uint16_t src_port;        /* outer UDP source port; 0 = from the inner flow hash */
+	uint16_t dst_port;        /* 0 = 4789 */
+	uint16_t sport_min;       /* range for hashed source ports; 0 = 49152 */
+	uint16_t sport_max;       /* 0 = 65535 */
+	uint8_t ttl;              /* 0 = 64 */
+	uint8_t tos;              /* outer DSCP << 2 | ECN */
+	bool udp_csum;            /* compute the outer UDP checksum (else 0, RFC 7348) */
+};
+
+/* The outer source port for an inner flow hash: Linux's vxlan_src_port()
+ * spirit (hash folded into [min, max]); min/max 0 mean 49152/65535. */
+uint16_t iod_net_vxlan_sport(uint32_t inner_hash, uint16_t sport_min, uint16_t sport_max);
+
+/*
+ * Encapsulate in place: the inner frame starts at *frame (len bytes) and
+ * there are at least headroom bytes writable before it. On success *frame
+ * moves back by IOD_NET_VXLAN_OVERHEAD and *len grows by as much. src_port
+ * (nonzero) overrides both t->src_port and the hash (adaptive routing's per
+ * flow choice); inner_hash is the inner flow hash (iod_net_meta.hash).
+ * -ENOSPC without headroom, -EMSGSIZE when the result exceeds 65535 bytes.
+ */
+int iod_net_vxlan_encap(uint8_t **frame, uint32_t *len, uint32_t headroom,
+                        const struct iod_net_vxlan_tunnel *t, uint32_t inner_hash,
+                        uint16_t src_port);
+/* The same, copying: writes outer headers + the inner frame to out (cap). */
+int iod_net_vxlan_encap_copy(uint8_t *out, uint32_t cap, const uint8_t *inner, uint32_t len,
+                             const struct iod_net_vxlan_tunnel *t, uint32_t inner_hash,
+                             uint16_t src_port);
+/*
+ * Decapsulate in place: checks outer Ethernet [VLAN] IPv4|IPv6 / UDP to
+ * vxlan_port (0 = 4789) / VXLAN with the I flag; on success *frame and *len
+ * describe the inner frame and *vni is set. -EINVAL when it is not VXLAN.
+ */
+int iod_net_vxlan_decap(uint8_t **frame, uint32_t *len, uint16_t vxlan_port, uint32_t *vni);
+
+/* Rewrite the outer UDP source port of a VXLAN frame already encapsulated
+ * (adaptive routing re-steers a flowlet); fixes the UDP checksum if set. */
+int iod_net_vxlan_set_sport(uint8_t *frame, uint32_t len, uint16_t sport);
+
+/*
+ * ARP responder for overlay gateways: if req is an ARP request for
+ * gw_ip, write the reply (from gw_mac) to out and return its length; 0 when
+ * the frame is not such a request; -ENOSPC if out is too small.
+ */
+int iod_net_arp_reply(const uint8_t *req, uint32_t len, uint32_t gw_ip, const uint8_t gw_mac[6],
+                      uint8_t *out, uint32_t cap);
+
+/* ---- header rewrites with incremental checksums ------------------------ */
+
+/* Rewrite the key's IPv4 source/destination address and L4 port of a parsed
+ * frame (the inner headers when tunnelled), patching the IPv4 and TCP/UDP
+ * checksums incrementally (RFC 1624). port 0 leaves the port. -EINVAL when
+ * the key is not IPv4 TCP/UDP/ICMP. Updates m->key. */
+int iod_net_nat_dst(uint8_t *frame, struct iod_net_meta *m, uint32_t ip, uint16_t port);
+int iod_net_nat_src(uint8_t *frame, struct iod_net_meta *m, uint32_t ip, uint16_t port);
+/* Decrement the (outer) IPv4 TTL with an incremental checksum; -EINVAL at 0. */
+int iod_net_ttl_dec(uint8_t *frame, const struct iod_net_meta *m);
+/* Swap source and destination MACs (the bench's mac-swap). */
+void iod_net_mac_swap(uint8_t *frame);
+
+/* Compute the (outer) IPv4 header and TCP/UDP checksums from scratch: for
+ * frames a kernel handed over with checksums left to "hardware" (veth
+ * CHECKSUM_PARTIAL seen through AF_PACKET). -EINVAL when not IP TCP/UDP. */
+int iod_net_csum_fill(uint8_t *frame, uint32_t len);
+
+/* ---- verification (tests, dumps) --------------------------------------- */
+
+/* True when every IPv4 header and TCP/UDP checksum present in the frame
+ * (outer and inner) verifies; a zero UDP checksum over IPv4 counts as valid. */
+bool iod_net_csums_ok(const uint8_t *frame, uint32_t len);
+
+/* ---- connection tracking ----------------------------------------------- */
+
+/*
+ * Conntrack (net/ct.c): IPv4 5-tuple + zone sessions in a preallocated table,
+ * both directions indexed, a simplified TCP state machine after netfilter's
+ * nf_conntrack_proto_tcp (no window tracking), UDP and ICMP timeouts, NAT
+ * bindings for the service LB. One table belongs to one core (RSS keeps
+ * both directions of a flow on one core); it is never locked. Time is an
+ * argument. IPv6 traffic is not tracked (lookups return INV|UNTRACKED).
+ */
+
+/* ct_state bits, matched by pipes after a ct pipe (as OVS's ct_state). */
+#define IOD_NET_CT_TRK 0x01 /* went through conntrack */
+#define IOD_NET_CT_NEW 0x02 /* no session yet (first packet) */
+#define IOD_NET_CT_EST 0x04 /* part of a known session */
+#define IOD_NET_CT_REL 0x08 /* related: an ICMP error about a known session */
+#define IOD_NET_CT_RPL 0x10 /* reply direction */
+#define IOD_NET_CT_INV 0x20 /* invalid: not trackable or not a valid transition */
+
+#define IOD_NET_TCP_STATES(X)         \
+	X(NONE, "none")               \
+	X(SYN_SENT, "syn_sent")       \
+	X(SYN_RECV, "syn_recv")       \
+	X(ESTABLISHED, "established") \
+	X(FIN_WAIT, "fin_wait")       \
+	X(CLOSE_WAIT, "close_wait")   \
+	X(LAST_ACK, "last_ack")       \
+	X(TIME_WAIT, "time_wait")     \
+	X(CLOSE, "close")
+
+enum iod_net_tcp_state {
+#define X(n, s) IOD_NET_TCP_##n,
+	IOD_NET_TCP_STATES(X)
+#undef X
+	    IOD_NET_TCP_STATES_N
+};
+const char *iod_net_tcp_state_name(unsigned s);
+
+/* Timeouts in seconds; zero fields take netfilter-like defaults. */
+struct iod_net_ct_timeouts {
+	uint32_t tcp_syn_s;         /* SYN_SENT / SYN_RECV: 120 / 60 */
+	uint32_t tcp_established_s; /* ESTABLISHED: 432000 (5 days) */
+	uint32_t tcp_closing_s;     /* FIN_WAIT, CLOSE_WAIT, LAST_ACK: 120 */
+	uint32_t tcp_time_wait_s;   /* TIME_WAIT: 120 */
+	uint32_t tcp_close_s;       /* CLOSE (after RST): 10 */
+	uint32_t udp_s;             /* UDP, one direction seen: 30 */
+	uint32_t udp_replied_s;     /* UDP, both directions seen: 120 */
+	uint32_t icmp_s;            /* ICMP: 30 */
+};
+
+/* NAT bound to a session: original-direction packets are rewritten to
+ * (ip, port); replies get the original address back. */
+struct iod_net_ct_nat {
+	uint8_t kind;  /* 0 none, IOD_NET_CT_NAT_DST, IOD_NET_CT_NAT_SRC */
+	uint32_t ip;   /* translated address */
+	uint16_t port; /* translated port, 0 = keep */
+};
+#define IOD_NET_CT_NAT_DST 1
+#define IOD_NET_CT_NAT_SRC 2
+
+/* What a lookup learnt about a packet. */
+struct iod_net_ct_result {
+	uint8_t ct_state;  /* IOD_NET_CT_* */
+	uint8_t tcp_state; /* enum iod_net_tcp_state after this packet */
+	uint8_t nat_kind;  /* the session's NAT kind */
+	uint32_t entry;    /* session index; UINT32_MAX when none */
+	uint32_t mark;     /* user mark of the session (the LB's backend) */
+};
+
+/* A session as dumps and tests see it. */
+struct iod_net_ct_info {
+	struct iod_net_tuple orig;  /* original direction */
+	struct iod_net_tuple reply; /* expected reply direction (after NAT) */
+	uint8_t tcp_state;          /* enum iod_net_tcp_state (TCP only) */
+	bool seen_reply;            /* a reply was seen */
+	uint64_t last_ns;           /* last packet */
+	uint64_t expires_ns;        /* when it times out */
+	uint32_t mark;              /* user mark */
+};
+
+struct iod_net_ct;
+
+/* A table for max_sessions sessions, allocated now (never on the packet path). */
+int iod_net_ct_create(struct iod_net_ct **out, uint32_t max_sessions,
+                      const struct iod_net_ct_timeouts *t);
+void iod_net_ct_destroy(struct iod_net_ct *ct);
+/*
+ * Look up the packet's key (tuple with zone) in both directions and advance
+ * the session's state: ct_state has TRK and one of NEW (no session), EST,
+ * REL or INV; RPL for the reply direction. tcp_flags are the packet's.
+ * Never creates a session: that is iod_net_ct_commit, after policy allowed
+ * the first packet. frame/m may be NULL; when given, an ICMP error's
+ * embedded header is used to find the related session.
+ */
+void iod_net_ct_lookup(struct iod_net_ct *ct, const struct iod_net_tuple *key, uint8_t tcp_flags,
+                       const uint8_t *frame, const struct iod_net_meta *m, uint64_t now_ns,
+                       struct iod_net_ct_result *r);
+/*
+ * Create the session for a NEW packet (its tuple is the original direction),
+ * with an optional NAT binding and user mark. -ENOSPC when the table is full,
+ * -EEXIST when it exists, -EINVAL for an untrackable key or a TCP first
+ * packet that is not a SYN.
+ */
+int iod_net_ct_commit(struct iod_net_ct *ct, const struct iod_net_tuple *key, uint8_t tcp_flags,
+                      const struct iod_net_ct_nat *nat, uint32_t mark, uint64_t now_ns,
+                      struct iod_net_ct_result *r);
+/* Apply the session's NAT to a parsed frame for the direction r says. */
+int iod_net_ct_nat_apply(const struct iod_net_ct *ct, const struct iod_net_ct_result *r,
+                         uint8_t *frame, struct iod_net_meta *m);
+/* Remove expired sessions, examining at most max_scan slots from where the
+ * last call stopped (bounded work per call); cb (may be NULL) sees each one.
+ * Returns the number removed. */
+typedef void (*iod_net_ct_expired_fn)(void *ctx, const struct iod_net_ct_info *info);
+uint32_t iod_net_ct_expire(struct iod_net_ct *ct, uint64_t now_ns, uint32_t max_scan,
+                           iod_net_ct_expired_fn cb, void *ctx);
+/* Delete one session (both directions). */
+int iod_net_ct_delete(struct iod_net_ct *ct, uint32_t entry);
+int iod_net_ct_get(const struct iod_net_ct *ct, uint32_t entry, struct iod_net_ct_info *info);
+uint32_t iod_net_ct_count(const struct iod_net_ct *ct);
+uint32_t iod_net_ct_capacity(const struct iod_net_ct *ct);
+/* Bytes the table holds (entries + index): the memory budget's figure. */
+size_t iod_net_ct_mem_bytes(const struct iod_net_ct *ct);
+/* Iterate sessions in slot order: start with *pos = 0; false when done. */
+bool iod_net_ct_next(const struct iod_net_ct *ct, uint32_t *pos, uint32_t *entry);
+
+/* ---- stateful security groups ------------------------------------------ */
+
+/*
+ * A security group: allow rules (CIDR, protocol, destination port range) for
+ * ingress (traffic to the group's members) and egress; anything not allowed
+ * is denied; established and related traffic of an allowed session passes
+ * (the pipeline gets that from conntrack). Evaluation here is the reference
+ * the pipeline's compiled ACL entries are tested against.
+ */
+struct iod_net_sg_rule {
+	uint32_t cidr_ip;   /* remote network (source for ingress, dest for egress) */
+	uint8_t prefix_len; /* 0..32; 0 = any */
+	uint8_t proto;      /* 0 = any, else IOD_NET_PROTO_* */
+	bool egress;        /* false: ingress rule */
+	uint16_t port_min;  /* destination port range (TCP/UDP); 0..65535 = any */
+	uint16_t port_max;  /* inclusive */
+};
+
+struct iod_net_sg {
+	char name[IOD_NAME_MAX];                            /* group name */
+	uint32_t member_ip;                                 /* members' network */
+	uint8_t member_prefix_len;                          /* and its prefix */
+	uint32_t rules_n;                                   /* rules in use */
+	struct iod_net_sg_rule rules[IOD_NET_SG_RULES_MAX]; /* allow rules */
+};
+
+/* Parse "tcp 10.0.0.0/8 80-443", "udp any 53", "icmp 0.0.0.0/0", "any any". */
+int iod_net_sg_rule_parse(const char *s, bool egress, struct iod_net_sg_rule *r, struct iod_err *e);
+int iod_net_sg_add(struct iod_net_sg *sg, const struct iod_net_sg_rule *r);
+/* Verdict for the first packet of a session (the tuple's original direction). */
+bool iod_net_sg_allows(const struct iod_net_sg *sg, const struct iod_net_tuple *t);
+
+/* ---- service load balancer --------------------------------------------- */
+
+/* A backend of a service. */
+struct iod_net_lb_backend {
+	uint32_t ip;     /* backend address */
+	uint16_t port;   /* backend port */
+	bool up;         /* healthy: gets new flows */
+	uint32_t weight; /* Maglev weight, 0 = 1 */
+};
+
+/*
+ * A service: VIP:port (proto) → backends via Maglev. Health-aware: the
+ * Maglev table is built from the backends that are up, so a down backend
+ * gets no new flows; its existing flows keep their conntrack NAT binding
+ * until they close. Rebuilds happen on the control path.
+ */
+struct iod_net_lb_service {
+	char name[IOD_NAME_MAX];                                     /* service name */
+	uint32_t vip;                                                /* virtual IP */
+	uint16_t port;                                               /* virtual port */
+	uint8_t proto;                                               /* TCP or UDP */
+	uint32_t backends_n;                                         /* backends in use */
+	struct iod_net_lb_backend backends[IOD_NET_LB_BACKENDS_MAX]; /* all backends */
+	uint32_t up_index[IOD_NET_LB_BACKENDS_MAX];                  /* maglev slot -> backend */
+	struct iod_maglev maglev; /* over the backends that are up */
+};
+
+int iod_net_lb_service_init(struct iod_net_lb_service *s, const char *name, uint32_t vip,
+                            uint16_t port, uint8_t proto);
+void iod_net_lb_service_free(struct iod_net_lb_service *s);
+int iod_net_lb_backend_add(struct iod_net_lb_service *s, uint32_t ip, uint16_t port,
+                           uint32_t weight);
+/* Mark a backend up or down (health checks); rebuilds the table. */
+int iod_net_lb_backend_set_up(struct iod_net_lb_service *s, uint32_t index, bool up);
+/* Rebuild the Maglev table from the backends that are up (after adds). */
+int iod_net_lb_service_build(struct iod_net_lb_service *s);
+/* The backend index for a new flow's hash; UINT32_MAX when none is up. */
+static inline uint32_t iod_net_lb_pick(const struct iod_net_lb_service *s, uint32_t flow_hash)
+{
+	uint32_t i = iod_maglev_lookup(&s->maglev, iod_hash_u64(flow_hash));
+	return i == UINT32_MAX ? i : s->up_index[i];
+}
+
+/* ---- QoS: token-bucket meters (RFC 2697 srTCM, RFC 2698 trTCM) ---------- */
+
+#define IOD_NET_GREEN 0
+#define IOD_NET_YELLOW 1
+#define IOD_NET_RED 2
+
+/* A meter's configuration: srTCM uses cir/cbs/ebs, trTCM cir/cbs/pir/pbs. */
+struct iod_net_meter_cfg {
+	bool two_rate;    /* false: RFC 2697 srTCM; true: RFC 2698 trTCM */
+	bool color_aware; /* use the packet's pre-colour (else colour-blind) */
+	uint64_t
+	    cir_bytes_per_s; /* committed information rate (RFC 2697: bytes of IP packets per second) */
+	uint64_t cbs_bytes;       /* committed burst size */
+	uint64_t ebs_bytes;       /* excess burst size (srTCM) */
+	uint64_t pir_bytes_per_s; /* peak information rate (trTCM) */
+	uint64_t pbs_bytes;       /* peak burst size (trTCM) */
+};
+
+/* A meter's state: token counts in bytes scaled by 1e9 (no division on the
+ * packet path beyond one per refill). */
+struct iod_net_meter {
+	struct iod_net_meter_cfg cfg; /* configuration */
+	uint64_t tc_nb;               /* committed bucket, bytes * 1e9 */
+	uint64_t te_nb;               /* excess (srTCM) or peak (trTCM) bucket, bytes * 1e9 */
+	uint64_t last_ns;             /* time of the last refill */
+};
+
+/* Buckets start full (both RFCs). */
+void iod_net_meter_init(struct iod_net_meter *mt, const struct iod_net_meter_cfg *cfg,
+                        uint64_t now_ns);
+/* Colour one packet of bytes at now_ns; pre_color counts when colour-aware. */
+uint8_t iod_net_meter_color(struct iod_net_meter *mt, uint32_t bytes, uint8_t pre_color,
+                            uint64_t now_ns);
+
+#endif

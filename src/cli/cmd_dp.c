@@ -1,0 +1,481 @@
+/*
+ * cmd_dp.c: `iod dp`: run a standalone overlay data plane from a YAML file
+ * (`iod dp run --config FILE`), show its pipeline with per-entry counters
+ * (`iod dp dump`), and benchmark it (`iod dp bench`).
+ *
+ * A thin shell: it opens ports, moves bursts between them and the flow
+ * engine, runs the engine's control work (entry queue, aging, conntrack
+ * expiry) between bursts, and writes the pipeline's state for `dp dump`.
+ * It decides nothing about packets itself.
+ */
+#include "cli.h"
+#include "iod/io.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+	IOD_UNUSED(sig);
+	stop_flag = 1;
+}
+
+static void usage_dp(FILE *f)
+{
+	fprintf(f, "usage: iod dp <subcommand> [options]\n\n"
+	           "  run   --config FILE   run the overlay data plane described by FILE\n"
+	           "  dump  [--state FILE]  show the running pipeline with per-entry counters\n"
+	           "  dump  --config FILE   show the pipeline FILE builds (no traffic)\n"
+	           "  bench [options]       measure the pipeline on one core (mem ports)\n\n"
+	           "Run `iod dp <subcommand> --help` for options; docs/dataplane.md has the\n"
+	           "config format.\n");
+}
+
+static void usage_run(FILE *f)
+{
+	fprintf(f, "usage: iod dp run --config FILE [--state FILE] [--duration DUR]\n"
+	           "                  [--count N] [-o text|json]\n\n"
+	           "  --config FILE    YAML: vtep, ports (host, fabric), networks,\n"
+	           "                   security_groups, services (docs/dataplane.md)\n"
+	           "  --state FILE     where the pipeline's state is written every second and\n"
+	           "                   at exit, for `iod dp dump` (default /tmp/iod-dp.json)\n"
+	           "  --duration DUR   stop after DUR (e.g. 30s); default: until SIGINT/SIGTERM\n"
+	           "                   or until every pcap/mem input is exhausted\n"
+	           "  --count N        stop after N packets received\n"
+	           "  -o json          print the final summary as JSON\n");
+}
+
+static uint64_t mono_ns(void)
+{
+	return iod_clock_now(iod_clock_monotonic());
+}
+
+static int write_state(const struct iod_flow_dp *dp, const struct iod_io_port *ports,
+                       const char *path)
+{
+	json_t *j = iod_flow_dump_json(dp->pl, NULL, NULL);
+	json_t *pj = json_array();
+	for (int i = 0; i < 2; i++) {
+		json_t *o = json_object();
+		json_object_set_new(o, "name", json_string(ports[i].name));
+		json_object_set_new(o, "backend", json_string(ports[i].ops->name));
+		json_object_set_new(o, "rx_packets",
+		                    json_integer((json_int_t)ports[i].stats.rx_packets));
+		json_object_set_new(o, "tx_packets",
+		                    json_integer((json_int_t)ports[i].stats.tx_packets));
+		json_object_set_new(o, "tx_errors",
+		                    json_integer((json_int_t)ports[i].stats.tx_errors));
+		json_object_set_new(o, "rx_nobuf",
+		                    json_integer((json_int_t)ports[i].stats.rx_nobuf));
+		json_array_append_new(pj, o);
+	}
+	json_object_set_new(j, "ports", pj);
+	uint32_t sessions = 0;
+	for (uint32_t c = 0; c < dp->cores; c++)
+		sessions += iod_net_ct_count(dp->ct[c]);
+	json_object_set_new(j, "conntrack_sessions", json_integer(sessions));
+	char tmp[512];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	int rc = json_dump_file(j, tmp, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+	json_decref(j);
+	if (rc || rename(tmp, path))
+		return -EIO;
+	return 0;
+}
+
+/* Transmit a burst's packets by verdict; mirrors are copied. */
+static void dispatch(struct iod_io_port *ports, struct iod_pkt **pkts, uint32_t n, uint64_t *rss)
+{
+	struct iod_pkt *out[2][IOD_FLOW_BURST_MAX * 2];
+	uint32_t k[2] = {0, 0};
+	for (uint32_t i = 0; i < n; i++) {
+		struct iod_pkt *p = pkts[i];
+		if (p->mirror_port < 2 && p->verdict != IOD_FLOW_V_DROP) {
+			struct iod_pkt *c = iod_io_pool_get(p->io);
+			if (c && p->len <= IOD_IO_FRAME_MAX) {
+				memcpy(c->data, p->data, p->len);
+				c->len = p->len;
+				out[p->mirror_port][k[p->mirror_port]++] = c;
+			} else if (c) {
+				iod_io_pkt_free(c);
+			}
+		}
+		if (p->verdict == IOD_FLOW_V_PORT && p->port_out < 2) {
+			out[p->port_out][k[p->port_out]++] = p;
+		} else {
+			if (p->verdict == IOD_FLOW_V_RSS)
+				(*rss)++; /* no local stack queues in a standalone dp */
+			iod_io_pkt_free(p);
+		}
+	}
+	for (int port = 0; port < 2; port++)
+		if (k[port])
+			iod_io_tx(&ports[port], out[port], k[port]);
+}
+
+static int dp_run(int argc, char **argv)
+{
+	static const struct option opts[] = {{"config", required_argument, 0, 'c'},
+	                                     {"state", required_argument, 0, 's'},
+	                                     {"duration", required_argument, 0, 'd'},
+	                                     {"count", required_argument, 0, 'n'},
+	                                     {"output", required_argument, 0, 'o'},
+	                                     {"help", no_argument, 0, 'h'},
+	                                     {0, 0, 0, 0}};
+	const char *config = NULL, *state = "/tmp/iod-dp.json", *outs = "text";
+	uint64_t duration_ns = 0, count = 0;
+	struct iod_err e = {0};
+	int c;
+	while ((c = getopt_long(argc, argv, "c:s:d:n:o:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c': config = optarg; break;
+		case 's': state = optarg; break;
+		case 'd':
+			if (iod_parse_duration(optarg, &duration_ns, &e))
+				return iod_cli_fail("dp run", IOD_EXIT_INVALID, "--duration: %s",
+				                    e.msg);
+			break;
+		case 'n': count = strtoull(optarg, NULL, 10); break;
+		case 'o': outs = optarg; break;
+		case 'h': usage_run(stdout); return 0;
+		default: usage_run(stderr); return IOD_EXIT_INVALID;
+		}
+	}
+	static const char *const allowed[] = {"text", "json", NULL};
+	enum iod_output out;
+	if (iod_cli_output("dp run", outs, allowed, &out))
+		return IOD_EXIT_INVALID;
+	if (!config)
+		return iod_cli_fail("dp run", IOD_EXIT_INVALID,
+		                    "--config FILE is required (see `iod dp run --help`)");
+	struct iod_flow_dp_config *cfg = calloc(1, sizeof(*cfg));
+	if (!cfg)
+		return iod_cli_fail("dp run", IOD_EXIT_ERROR, "out of memory");
+	if (iod_flow_dp_config_load(config, cfg, &e)) {
+		free(cfg);
+		return iod_cli_fail("dp run", IOD_EXIT_INVALID, "%s", e.msg);
+	}
+	for (int i = 0; i < 2; i++)
+		if (!cfg->ports[i].backend[0]) {
+			iod_flow_dp_config_free(cfg);
+			free(cfg);
+			return iod_cli_fail("dp run", IOD_EXIT_INVALID,
+			                    "%s: ports.%s is missing (give its backend)", config,
+			                    i ? "fabric" : "host");
+		}
+	struct iod_flow_dp dp;
+	if (iod_flow_dp_build(cfg, 1, &dp, &e)) {
+		iod_flow_dp_config_free(cfg);
+		free(cfg);
+		return iod_cli_fail("dp run", IOD_EXIT_INVALID, "%s: %s", config, e.msg);
+	}
+	struct iod_io_port ports[2];
+	memset(ports, 0, sizeof(ports));
+	int rc = 0;
+	for (int i = 0; i < 2 && !rc; i++) {
+		const struct iod_flow_dp_port *p = &cfg->ports[i];
+		struct iod_io_port_cfg pc = {.backend = p->backend,
+		                             .name = p->name,
+		                             .iface = p->iface,
+		                             .pcap_in = p->pcap_in,
+		                             .pcap_out = p->pcap_out};
+		if (iod_io_port_open(&ports[i], &pc, &e))
+			rc = iod_cli_fail("dp run", IOD_EXIT_ERROR, "%s", e.msg);
+	}
+	if (rc)
+		goto out;
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	IOD_INFO("dp", "running %s: host=%s(%s) fabric=%s(%s), %u networks, %u services", config,
+	         ports[0].ops->name, cfg->ports[0].iface, ports[1].ops->name, cfg->ports[1].iface,
+	         cfg->networks_n, cfg->services_n);
+	uint64_t start = mono_ns(), last_state = start, rx_total = 0, rss = 0;
+	bool live = strcmp(cfg->ports[0].backend, "mem") && strcmp(cfg->ports[0].backend, "pcap");
+	live =
+	    live || (strcmp(cfg->ports[1].backend, "mem") && strcmp(cfg->ports[1].backend, "pcap"));
+	while (!stop_flag) {
+		uint64_t now = mono_ns();
+		uint32_t got = 0;
+		for (int i = 0; i < 2; i++) {
+			struct iod_pkt *pkts[IOD_FLOW_BURST_MAX];
+			uint32_t n = iod_io_rx(&ports[i], pkts, IOD_FLOW_BURST_MAX, 0);
+			for (uint32_t k = 0; k < n; k++)
+				pkts[k]->port_in = (uint16_t)i;
+			if (n) {
+				iod_flow_burst(dp.pl, 0, pkts, n, now);
+				dispatch(ports, pkts, n, &rss);
+			}
+			got += n;
+		}
+		rx_total += got;
+		iod_flow_entries_process(dp.pl, 64, now);
+		iod_flow_aging_process(dp.pl, now, 256);
+		iod_net_ct_expire(dp.ct[0], now, 1024, NULL, NULL);
+		if (now - last_state >= IOD_NS_PER_S) {
+			write_state(&dp, ports, state);
+			last_state = now;
+		}
+		if ((duration_ns && now - start >= duration_ns) || (count && rx_total >= count))
+			break;
+		if (!live && ports[0].eof && ports[1].eof)
+			break;
+		if (!got) {
+			/* idle: wait for traffic on a live port (bounded) */
+			struct iod_pkt *p[1];
+			uint32_t n =
+			    live ? iod_io_rx(
+			               &ports[strcmp(cfg->ports[0].backend, "afpacket") ? 1 : 0], p,
+			               1, 5)
+			         : 0;
+			if (n) {
+				p[0]->port_in = strcmp(cfg->ports[0].backend, "afpacket") ? 1 : 0;
+				iod_flow_burst(dp.pl, 0, p, 1, mono_ns());
+				dispatch(ports, p, 1, &rss);
+				rx_total++;
+			}
+		}
+	}
+	if (write_state(&dp, ports, state))
+		IOD_WARN("dp", "cannot write state file %s", state);
+	struct iod_flow_engine_stats es;
+	iod_flow_engine_stats(dp.pl, &es);
+	if (out == IOD_OUT_JSON) {
+		json_t *j = json_object();
+		json_object_set_new(j, "packets", json_integer((json_int_t)es.packets));
+		json_object_set_new(j, "drops", json_integer((json_int_t)es.drops));
+		json_object_set_new(j, "host_tx",
+		                    json_integer((json_int_t)ports[0].stats.tx_packets));
+		json_object_set_new(j, "fabric_tx",
+		                    json_integer((json_int_t)ports[1].stats.tx_packets));
+		json_object_set_new(j, "sessions", json_integer(iod_net_ct_count(dp.ct[0])));
+		json_object_set_new(j, "state", json_string(state));
+		iod_json_print(stdout, j, false);
+		json_decref(j);
+	} else {
+		printf("dp: %llu packets, %llu dropped, host tx %llu, fabric tx %llu, %u sessions; "
+		       "state in %s\n",
+		       (unsigned long long)es.packets, (unsigned long long)es.drops,
+		       (unsigned long long)ports[0].stats.tx_packets,
+		       (unsigned long long)ports[1].stats.tx_packets, iod_net_ct_count(dp.ct[0]),
+		       state);
+	}
+out:
+	for (int i = 0; i < 2; i++)
+		if (ports[i].ops)
+			iod_io_port_close(&ports[i]);
+	iod_flow_dp_destroy(&dp);
+	iod_flow_dp_config_free(cfg);
+	free(cfg);
+	return rc;
+}
+
+static void print_dump_text(const json_t *j)
+{
+	const json_t *eng = json_object_get(j, "engine");
+	printf("engine: %lld packets, %lld dropped, cache %lld hits / %lld misses\n",
+	       json_integer_value(json_object_get(eng, "packets")),
+	       json_integer_value(json_object_get(eng, "drops")),
+	       json_integer_value(json_object_get(eng, "emc_hits")),
+	       json_integer_value(json_object_get(eng, "emc_misses")));
+	size_t i;
+	json_t *p;
+	json_array_foreach(json_object_get(j, "pipes"), i, p)
+	{
+		const json_t *fwd = json_object_get(p, "fwd"),
+		             *miss = json_object_get(p, "fwd_miss");
+		printf(
+		    "\npipe %-8s %-7s hits %-10lld misses %-10lld fwd %s%s%s miss %s%s%s\n",
+		    json_string_value(json_object_get(p, "name")),
+		    json_string_value(json_object_get(p, "kind")),
+		    json_integer_value(json_object_get(p, "hits")),
+		    json_integer_value(json_object_get(p, "misses")),
+		    json_string_value(json_object_get(fwd, "type")),
+		    json_object_get(fwd, "pipe") ? ":" : "",
+		    json_object_get(fwd, "pipe") ? json_string_value(json_object_get(fwd, "pipe"))
+		                                 : "",
+		    json_string_value(json_object_get(miss, "type")),
+		    json_object_get(miss, "pipe") ? ":" : "",
+		    json_object_get(miss, "pipe") ? json_string_value(json_object_get(miss, "pipe"))
+		                                  : "");
+		size_t k;
+		json_t *en;
+		json_array_foreach(json_object_get(p, "entries"), k, en)
+		{
+			char *m = json_dumps(json_object_get(en, "match"), JSON_COMPACT);
+			char *a = json_dumps(json_object_get(en, "actions"), JSON_COMPACT);
+			const json_t *off = json_object_get(en, "offloaded");
+			printf("  #%-4lld %-48s %-28s pkts %-10lld bytes %-12lld%s\n",
+			       json_integer_value(json_object_get(en, "id")), m ? m : "",
+			       a ? a : "", json_integer_value(json_object_get(en, "packets")),
+			       json_integer_value(json_object_get(en, "bytes")),
+			       off ? (json_is_true(off) ? " offloaded" : " software") : "");
+			free(m);
+			free(a);
+		}
+	}
+	const json_t *ports = json_object_get(j, "ports");
+	json_array_foreach(ports, i, p)
+	{
+		printf("%sport %s (%s): rx %lld tx %lld tx_errors %lld\n", i ? "" : "\n",
+		       json_string_value(json_object_get(p, "name")),
+		       json_string_value(json_object_get(p, "backend")),
+		       json_integer_value(json_object_get(p, "rx_packets")),
+		       json_integer_value(json_object_get(p, "tx_packets")),
+		       json_integer_value(json_object_get(p, "tx_errors")));
+	}
+	if (json_object_get(j, "conntrack_sessions"))
+		printf("conntrack: %lld sessions\n",
+		       json_integer_value(json_object_get(j, "conntrack_sessions")));
+}
+
+static int dp_dump(int argc, char **argv)
+{
+	static const struct option opts[] = {{"state", required_argument, 0, 's'},
+	                                     {"config", required_argument, 0, 'c'},
+	                                     {"output", required_argument, 0, 'o'},
+	                                     {"help", no_argument, 0, 'h'},
+	                                     {0, 0, 0, 0}};
+	const char *state = "/tmp/iod-dp.json", *config = NULL, *outs = "text";
+	int c;
+	while ((c = getopt_long(argc, argv, "s:c:o:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': state = optarg; break;
+		case 'c': config = optarg; break;
+		case 'o': outs = optarg; break;
+		case 'h':
+			printf(
+			    "usage: iod dp dump [--state FILE | --config FILE] [-o text|json]\n\n"
+			    "  --state FILE   read what a running `iod dp run` wrote (default\n"
+			    "                 /tmp/iod-dp.json; it is rewritten every second)\n"
+			    "  --config FILE  build the pipeline of FILE and show it, without "
+			    "traffic\n");
+			return 0;
+		default: return IOD_EXIT_INVALID;
+		}
+	}
+	static const char *const allowed[] = {"text", "json", NULL};
+	enum iod_output out;
+	if (iod_cli_output("dp dump", outs, allowed, &out))
+		return IOD_EXIT_INVALID;
+	json_t *j = NULL;
+	struct iod_err e = {0};
+	if (config) {
+		struct iod_flow_dp_config *cfg = calloc(1, sizeof(*cfg));
+		struct iod_flow_dp dp;
+		if (!cfg)
+			return IOD_EXIT_ERROR;
+		if (iod_flow_dp_config_load(config, cfg, &e) ||
+		    iod_flow_dp_build(cfg, 1, &dp, &e)) {
+			iod_flow_dp_config_free(cfg);
+			free(cfg);
+			return iod_cli_fail("dp dump", IOD_EXIT_INVALID, "%s", e.msg);
+		}
+		j = iod_flow_dump_json(dp.pl, NULL, NULL);
+		iod_flow_dp_destroy(&dp);
+		iod_flow_dp_config_free(cfg);
+		free(cfg);
+	} else {
+		json_error_t je;
+		j = json_load_file(state, 0, &je);
+		if (!j)
+			return iod_cli_fail(
+			    "dp dump", IOD_EXIT_UNAVAILABLE,
+			    "cannot read %s (%s): is `iod dp run` running? give --state "
+			    "FILE or --config FILE",
+			    state, je.text);
+	}
+	if (out == IOD_OUT_JSON)
+		iod_json_print(stdout, j, false);
+	else
+		print_dump_text(j);
+	json_decref(j);
+	return 0;
+}
+
+static int dp_bench(int argc, char **argv)
+{
+	static const struct option opts[] = {{"scenario", required_argument, 0, 's'},
+	                                     {"flows", required_argument, 0, 'f'},
+	                                     {"size", required_argument, 0, 'b'},
+	                                     {"seconds", required_argument, 0, 't'},
+	                                     {"output", required_argument, 0, 'o'},
+	                                     {"help", no_argument, 0, 'h'},
+	                                     {0, 0, 0, 0}};
+	const char *sc = "full", *outs = "text";
+	uint32_t flows = 100000, size = 60;
+	double seconds = 2;
+	int c;
+	while ((c = getopt_long(argc, argv, "s:f:b:t:o:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's': sc = optarg; break;
+		case 'f': flows = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'b': size = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 't': seconds = atof(optarg); break;
+		case 'o': outs = optarg; break;
+		case 'h':
+			printf("usage: iod dp bench [--scenario full|encap|decap|l2fwd|macswap]\n"
+			       "                    [--flows N] [--size BYTES] [--seconds S] [-o "
+			       "json]\n\n"
+			       "One core, mem ports. full = decap + security group + conntrack +\n"
+			       "service LB + encap. Defaults: full, 100000 flows, 60 B tenant "
+			       "frames, 2 s.\n"
+			       "Also prints the bare mac-swap loop of the same run and the ratio.\n"
+			       "`make bench-dataplane` runs every figure.\n");
+			return 0;
+		default: return IOD_EXIT_INVALID;
+		}
+	}
+	static const char *const allowed[] = {"text", "json", NULL};
+	enum iod_output out;
+	if (iod_cli_output("dp bench", outs, allowed, &out))
+		return IOD_EXIT_INVALID;
+	struct iod_io_bench_result base, r;
+	struct iod_err e = {0};
+	if (iod_io_bench_run("macswap", 1, size, seconds / 2, &base, &e) ||
+	    iod_io_bench_run(sc, flows, size, seconds, &r, &e))
+		return iod_cli_fail("dp bench", IOD_EXIT_INVALID, "%s", e.msg);
+	if (out == IOD_OUT_JSON) {
+		json_t *j = json_object();
+		json_object_set_new(j, "scenario", json_string(r.scenario));
+		json_object_set_new(j, "flows", json_integer(r.flows));
+		json_object_set_new(j, "frame_bytes", json_integer(r.frame_bytes));
+		json_object_set_new(j, "wire_bytes", json_integer(r.wire_bytes));
+		json_object_set_new(j, "mpps", json_real(r.mpps));
+		json_object_set_new(j, "ns_per_pkt", json_real(r.ns_per_pkt));
+		json_object_set_new(j, "macswap_mpps", json_real(base.mpps));
+		json_object_set_new(j, "ratio_vs_macswap", json_real(r.mpps / base.mpps));
+		iod_json_print(stdout, j, false);
+		json_decref(j);
+	} else {
+		printf("%s: %u flows, %u B frames (%u B on the wire): %.2f Mpps, %.1f ns/packet; "
+		       "bare mac-swap loop %.2f Mpps (ratio %.3f)\n",
+		       r.scenario, r.flows, r.frame_bytes, r.wire_bytes, r.mpps, r.ns_per_pkt,
+		       base.mpps, r.mpps / base.mpps);
+	}
+	return 0;
+}
+
+int cmd_dp(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage_dp(argc < 2 ? stderr : stdout);
+		return argc < 2 ? IOD_EXIT_INVALID : 0;
+	}
+	const char *sub = argv[1];
+	if (!strcmp(sub, "run"))
+		return dp_run(argc - 1, argv + 1);
+	if (!strcmp(sub, "dump"))
+		return dp_dump(argc - 1, argv + 1);
+	if (!strcmp(sub, "bench"))
+		return dp_bench(argc - 1, argv + 1);
+	static const char *const subs[] = {"run", "dump", "bench"};
+	const char *s = iod_suggest(sub, subs, 3);
+	return iod_cli_fail("dp", IOD_EXIT_INVALID,
+	                    "unknown subcommand \"%s\"%s%s%s; run `iod dp --help`", sub,
+	                    s ? "; did you mean \"" : "", s ? s : "", s ? "\"?" : "");
+}

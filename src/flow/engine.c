@@ -1,0 +1,1231 @@
+/*
+ * engine.c: iod's match/action engine: pipes and their lookup structures,
+ * the entry queue, aging, and the packet path (iod_flow_burst).
+ *
+ * The packet path parses each frame once, builds a 64-byte key, and looks the
+ * (start pipe, key) pair up in the core's exact-match cache; on a miss it
+ * walks the pipes (without side effects, tracking how actions change the key)
+ * and caches the list of entries hit. Then the same replay applies the
+ * entries' actions and monitors to the packet. A ct pipe ends a cached
+ * segment (conntrack state is per packet); the walk resumes after it with
+ * ct_state in the key, as OVS recirculates after ct().
+ *
+ * The packet path never allocates, never locks and never reads the clock;
+ * entry changes happen only in iod_flow_entries_process(), never during a
+ * burst.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kind_names[] = {
+#define X(n, s) s,
+    IOD_FLOW_PIPE_KINDS(X)
+#undef X
+};
+
+const char *iod_flow_pipe_kind_name(unsigned k)
+{
+	return k < IOD_FLOW_PIPE_KINDS_N ? kind_names[k] : "?";
+}
+
+int iod_flow_pipe_kind_parse(const char *s, enum iod_flow_pipe_kind *k)
+{
+	for (unsigned i = 0; i < IOD_FLOW_PIPE_KINDS_N; i++)
+		if (!strcmp(s, kind_names[i])) {
+			*k = (enum iod_flow_pipe_kind)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+const char *iod_flow_op_name(unsigned op)
+{
+	switch (op) {
+	case IOD_FLOW_OP_ADD: return "add";
+	case IOD_FLOW_OP_UPDATE: return "update";
+	case IOD_FLOW_OP_REMOVE: return "remove";
+	case IOD_FLOW_OP_AGED: return "aged";
+	default: return "?";
+	}
+}
+
+/* ---- keys -------------------------------------------------------------- */
+
+void iod_flow_key_from_meta(struct iod_flow_key *k, const struct iod_net_meta *m, uint16_t port_in)
+{
+	bool tun = m->flags & IOD_NET_F_VXLAN;
+	memset(k, 0, sizeof(*k));
+	k->in_port = port_in;
+	k->vni = tun ? m->vni : 0;
+	k->eth_type = tun ? m->in_ethertype : m->ethertype;
+	k->proto = m->key.proto;
+	k->tcp_flags = m->tcp_flags;
+	k->src = m->key.src;
+	k->dst = m->key.dst;
+	k->sport = m->key.sport;
+	k->dport = m->key.dport;
+	k->outer_dst_ip = tun && m->outer.family == IOD_NET_AF_V4 ? m->outer.dst.v4 : 0;
+	k->family = m->key.family;
+	k->vlan = m->vlan_tci & 0x0fff;
+	k->dscp = m->ip_tos >> 2;
+	k->tunnelled = tun;
+}
+
+static inline void key_words(const struct iod_flow_key *k, uint64_t w[8])
+{
+	memcpy(w, k, 64);
+}
+
+static inline bool key_match_masked(const struct iod_flow_key *k, const struct iod_flow_key *v,
+                                    const struct iod_flow_key *mask)
+{
+	uint64_t a[8], b[8], m[8], d = 0;
+	key_words(k, a);
+	key_words(v, b);
+	key_words(mask, m);
+	for (int i = 0; i < 8; i++)
+		d |= (a[i] ^ b[i]) & m[i];
+	return d == 0;
+}
+
+static inline uint32_t key_hash_masked(const struct iod_flow_key *k,
+                                       const struct iod_flow_key *mask, uint32_t salt)
+{
+	uint64_t a[8], m[8], h = 0x9e3779b97f4a7c15ull ^ salt;
+	key_words(k, a);
+	key_words(mask, m);
+	for (int i = 0; i < 8; i++)
+		h = (h ^ (a[i] & m[i])) * 0xff51afd7ed558ccdull + (h >> 29);
+	return (uint32_t)(iod_hash_u64(h) >> 32);
+}
+
+static inline uint32_t key_hash(const struct iod_flow_key *k, uint32_t start)
+{
+	uint64_t a[8], h = 0xcbf29ce484222325ull ^ start;
+	key_words(k, a);
+	for (int i = 0; i < 8; i++)
+		h = (h ^ a[i]) * 0x100000001b3ull + (h >> 31);
+	return (uint32_t)(h ^ (h >> 32));
+}
+
+static void key_tuple(const struct iod_flow_key *k, struct iod_net_tuple *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->src = k->src;
+	t->dst = k->dst;
+	t->sport = k->sport;
+	t->dport = k->dport;
+	t->proto = k->proto;
+	t->family = k->family;
+	t->zone = k->zone;
+}
+
+/* An LPM mask: destination IPv4 prefix of length plen (plus the pipe's mask). */
+static void lpm_mask(const struct pipe *p, uint8_t plen, struct iod_flow_key *mask)
+{
+	*mask = p->cfg.mask;
+	mask->dst.w[0] = mask->dst.w[1] = 0;
+	mask->dst.v4 = plen ? ~0u << (32 - plen) : 0;
+}
+
+/* ---- pipeline and pipes ------------------------------------------------ */
+
+int iod_flow_pipeline_create(struct iod_flow_pipeline **out,
+                             const struct iod_flow_pipeline_cfg *cfg, struct iod_err *e)
+{
+	if (!cfg->cores || cfg->cores > IOD_FLOW_CORES_MAX)
+		return iod_err_set(e, -EINVAL, "pipeline: cores must be 1..%d, not %u",
+		                   IOD_FLOW_CORES_MAX, cfg->cores);
+	if (!cfg->ports || cfg->ports > IOD_IO_PORTS_MAX)
+		return iod_err_set(e, -EINVAL, "pipeline: ports must be 1..%d, not %u",
+		                   IOD_IO_PORTS_MAX, cfg->ports);
+	struct iod_flow_pipeline *pl = calloc(1, sizeof(*pl));
+	if (!pl)
+		return iod_err_set(e, -ENOMEM, "pipeline: out of memory");
+	pl->cfg = *cfg;
+	pl->gen = 1;
+	for (int i = 0; i < IOD_IO_PORTS_MAX; i++)
+		pl->root[i] = -1;
+	pl->queue = calloc(IOD_FLOW_QUEUE_MAX, sizeof(*pl->queue));
+	pl->cores = aligned_alloc(64, sizeof(struct core) * cfg->cores);
+	if (!pl->queue || !pl->cores) {
+		free(pl->queue);
+		free(pl->cores);
+		free(pl);
+		return iod_err_set(e, -ENOMEM, "pipeline: out of memory");
+	}
+	memset(pl->cores, 0, sizeof(struct core) * cfg->cores);
+	uint32_t slots = cfg->emc_slots ? cfg->emc_slots : IOD_FLOW_EMC_SLOTS;
+	if (slots & (slots - 1) || slots > IOD_FLOW_EMC_SLOTS_MAX) {
+		free(pl->queue);
+		free(pl->cores);
+		free(pl);
+		return iod_err_set(e, -EINVAL, "pipeline: emc_slots must be a power of two <= %u",
+		                   IOD_FLOW_EMC_SLOTS_MAX);
+	}
+	pl->emc_mask = slots - 1;
+	for (uint32_t c = 0; c < cfg->cores; c++) {
+		pl->cores[c].emc = calloc(slots, sizeof(struct emc_slot));
+		if (!pl->cores[c].emc) {
+			iod_flow_pipeline_destroy(pl);
+			return iod_err_set(e, -ENOMEM, "pipeline: out of memory");
+		}
+	}
+	*out = pl;
+	return 0;
+}
+
+void iod_flow_pipeline_destroy(struct iod_flow_pipeline *pl)
+{
+	if (!pl)
+		return;
+	for (uint32_t i = 0; i < pl->pipes_n; i++) {
+		struct pipe *p = &pl->pipes[i];
+		free(p->entries);
+		free(p->free_stack);
+		free(p->index);
+		free(p->order);
+		free(p->stats);
+		free(p->meters);
+		free(p->hits);
+		free(p->misses);
+	}
+	for (uint32_t i = 0; i < pl->q_n; i++)
+		free(pl->queue[(pl->q_head + i) % IOD_FLOW_QUEUE_MAX].upd);
+	for (uint32_t c = 0; c < pl->cfg.cores; c++)
+		free(pl->cores[c].emc);
+	free(pl->cores);
+	free(pl->queue);
+	free(pl);
+}
+
+void iod_flow_pipeline_invalidate(struct iod_flow_pipeline *pl)
+{
+	pl->gen++;
+}
+
+static int check_fwd(const struct iod_flow_pipeline *pl, const struct iod_flow_fwd *f,
+                     const char *what, const char *name, struct iod_err *e)
+{
+	if (f->type == IOD_FLOW_FWD_PORT && f->port >= pl->cfg.ports)
+		return iod_err_set(e, -EINVAL, "pipe %s: %s to port %u, but there are %u ports",
+		                   name, what, f->port, pl->cfg.ports);
+	if (f->type == IOD_FLOW_FWD_PIPE && f->pipe >= IOD_FLOW_PIPES_MAX)
+		return iod_err_set(e, -EINVAL, "pipe %s: %s to pipe %u out of range", name, what,
+		                   f->pipe);
+	if (f->type == IOD_FLOW_FWD_RSS && !f->rss_queues)
+		return iod_err_set(e, -EINVAL, "pipe %s: %s RSS needs at least one queue", name,
+		                   what);
+	if (f->type > IOD_FLOW_FWD_RSS)
+		return iod_err_set(e, -EINVAL, "pipe %s: %s has an unknown type %u", name, what,
+		                   f->type);
+	return 0;
+}
+
+int iod_flow_pipe_create(struct iod_flow_pipeline *pl, const struct iod_flow_pipe_cfg *cfg,
+                         struct iod_err *e)
+{
+	int rc;
+	if (pl->pipes_n >= IOD_FLOW_PIPES_MAX)
+		return iod_err_set(e, -ENOSPC, "pipe %s: the pipeline already has %d pipes",
+		                   cfg->name, IOD_FLOW_PIPES_MAX);
+	if ((unsigned)cfg->kind >= IOD_FLOW_PIPE_KINDS_N)
+		return iod_err_set(e, -EINVAL, "pipe %s: unknown kind %d", cfg->name, cfg->kind);
+	if (iod_flow_pipe_find(pl, cfg->name) >= 0)
+		return iod_err_set(e, -EEXIST, "pipe %s: a pipe of that name exists", cfg->name);
+	uint32_t max = cfg->kind == IOD_FLOW_PIPE_CT ? 0 : cfg->entries_max;
+	if (cfg->kind != IOD_FLOW_PIPE_CT && (!max || max > IOD_FLOW_PIPE_ENTRIES_MAX))
+		return iod_err_set(e, -EINVAL, "pipe %s: entries_max must be 1..%u, not %u",
+		                   cfg->name, IOD_FLOW_PIPE_ENTRIES_MAX, max);
+	if (cfg->is_root && cfg->port >= pl->cfg.ports)
+		return iod_err_set(e, -EINVAL, "pipe %s: root of port %u, but there are %u ports",
+		                   cfg->name, cfg->port, pl->cfg.ports);
+	if (cfg->is_root && pl->root[cfg->port] >= 0)
+		return iod_err_set(e, -EEXIST, "pipe %s: port %u already has root pipe %s",
+		                   cfg->name, cfg->port, pl->pipes[pl->root[cfg->port]].cfg.name);
+	if (cfg->kind == IOD_FLOW_PIPE_CT && !pl->cfg.ct && !pl->cfg.ct_per_core)
+		return iod_err_set(e, -EINVAL, "pipe %s: a ct pipe needs a conntrack table",
+		                   cfg->name);
+	if ((rc = check_fwd(pl, &cfg->fwd, "fwd", cfg->name, e)) ||
+	    (rc = check_fwd(pl, &cfg->fwd_miss, "fwd_miss", cfg->name, e)))
+		return rc;
+	if ((cfg->actions.flags & IOD_FLOW_ACT_LB) && cfg->actions.lb_service >= pl->cfg.services_n)
+		return iod_err_set(e, -EINVAL, "pipe %s: lb service %u does not exist", cfg->name,
+		                   cfg->actions.lb_service);
+
+	uint32_t id = pl->pipes_n;
+	struct pipe *p = &pl->pipes[id];
+	memset(p, 0, sizeof(*p));
+	p->cfg = *cfg;
+	p->cfg.entries_max = max;
+	uint32_t cores = pl->cfg.cores;
+	p->hits = calloc(cores, sizeof(uint64_t));
+	p->misses = calloc(cores, sizeof(uint64_t));
+	if (!p->hits || !p->misses)
+		goto nomem;
+	if (max) {
+		p->entries = calloc(max, sizeof(*p->entries));
+		p->free_stack = malloc(sizeof(uint32_t) * max);
+		p->stats = calloc((size_t)cores * max, sizeof(*p->stats));
+		if (!p->entries || !p->free_stack || !p->stats)
+			goto nomem;
+		for (uint32_t i = 0; i < max; i++)
+			p->free_stack[i] = max - 1 - i;
+		p->free_n = max;
+		if (cfg->kind == IOD_FLOW_PIPE_BASIC || cfg->kind == IOD_FLOW_PIPE_LPM) {
+			uint64_t slots = 16;
+			while (slots < (uint64_t)max * 2)
+				slots <<= 1;
+			p->index = calloc(slots, sizeof(uint64_t));
+			p->index_mask = (uint32_t)(slots - 1);
+			if (!p->index)
+				goto nomem;
+		} else {
+			p->order = malloc(sizeof(uint32_t) * max);
+			if (!p->order)
+				goto nomem;
+		}
+		/* Meter state for pipes that meter, and for small pipes whose entries may. */
+		if ((cfg->monitor.flags & IOD_FLOW_MON_METER) || max <= 4096) {
+			p->meters = calloc((size_t)cores * max, sizeof(*p->meters));
+			if (!p->meters)
+				goto nomem;
+		}
+	}
+	pl->pipes_n++;
+	if (cfg->is_root)
+		pl->root[cfg->port] = (int32_t)id;
+	pl->gen++;
+	return (int)id;
+nomem:
+	free(p->hits);
+	free(p->misses);
+	free(p->entries);
+	free(p->free_stack);
+	free(p->stats);
+	free(p->index);
+	free(p->order);
+	free(p->meters);
+	memset(p, 0, sizeof(*p));
+	return iod_err_set(e, -ENOMEM, "pipe %s: out of memory for %u entries", cfg->name, max);
+}
+
+int iod_flow_pipe_set_fwd(struct iod_flow_pipeline *pl, uint32_t pipe,
+                          const struct iod_flow_fwd *fwd, const struct iod_flow_fwd *fwd_miss)
+{
+	if (pipe >= pl->pipes_n)
+		return -ENOENT;
+	struct pipe *p = &pl->pipes[pipe];
+	if ((fwd && check_fwd(pl, fwd, "fwd", p->cfg.name, NULL)) ||
+	    (fwd_miss && check_fwd(pl, fwd_miss, "fwd_miss", p->cfg.name, NULL)))
+		return -EINVAL;
+	if (fwd)
+		p->cfg.fwd = *fwd;
+	if (fwd_miss)
+		p->cfg.fwd_miss = *fwd_miss;
+	/* Entries that inherit the pipe's fwd follow it. */
+	for (uint32_t i = 0; fwd && i < p->cfg.entries_max; i++)
+		if (p->entries[i].state != ENTRY_FREE &&
+		    p->entries[i].cfg.fwd.type == IOD_FLOW_FWD_NONE)
+			p->entries[i].fwd = *fwd;
+	pl->gen++;
+	return 0;
+}
+
+int iod_flow_pipe_find(const struct iod_flow_pipeline *pl, const char *name)
+{
+	for (uint32_t i = 0; i < pl->pipes_n; i++)
+		if (!strcmp(pl->pipes[i].cfg.name, name))
+			return (int)i;
+	return -ENOENT;
+}
+
+uint32_t iod_flow_pipes_n(const struct iod_flow_pipeline *pl)
+{
+	return pl->pipes_n;
+}
+
+const struct iod_flow_pipe_cfg *iod_flow_pipe_cfg_get(const struct iod_flow_pipeline *pl,
+                                                      uint32_t pipe)
+{
+	return pipe < pl->pipes_n ? &pl->pipes[pipe].cfg : NULL;
+}
+
+bool iod_flow_entry_next(const struct iod_flow_pipeline *pl, uint32_t pipe, uint32_t *pos,
+                         uint32_t *entry, const struct iod_flow_entry_cfg **cfg)
+{
+	if (pipe >= pl->pipes_n)
+		return false;
+	const struct pipe *p = &pl->pipes[pipe];
+	while (*pos < p->cfg.entries_max) {
+		uint32_t i = (*pos)++;
+		if (p->entries[i].state == ENTRY_LIVE) {
+			*entry = i;
+			if (cfg)
+				*cfg = &p->entries[i].cfg;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* ---- lookup structures (control path) ---------------------------------- */
+
+static uint32_t entry_index_hash(const struct pipe *p, const struct entry *en)
+{
+	if (p->cfg.kind == IOD_FLOW_PIPE_LPM) {
+		struct iod_flow_key mask;
+		lpm_mask(p, en->cfg.prefix_len, &mask);
+		return key_hash_masked(&en->cfg.match, &mask, en->cfg.prefix_len);
+	}
+	return key_hash_masked(&en->cfg.match, &p->cfg.mask, 0);
+}
+
+static bool index_same_key(const struct pipe *p, const struct entry *a, const struct entry *b)
+{
+	struct iod_flow_key mask;
+	if (p->cfg.kind == IOD_FLOW_PIPE_LPM) {
+		if (a->cfg.prefix_len != b->cfg.prefix_len)
+			return false;
+		lpm_mask(p, a->cfg.prefix_len, &mask);
+	} else {
+		mask = p->cfg.mask;
+	}
+	return key_match_masked(&a->cfg.match, &b->cfg.match, &mask);
+}
+
+static int index_insert(struct pipe *p, uint32_t id)
+{
+	struct entry *en = &p->entries[id];
+	uint32_t h = entry_index_hash(p, en), i = h & p->index_mask;
+	while (p->index[i]) {
+		const struct entry *o = &p->entries[(uint32_t)p->index[i] - 1];
+		if ((uint32_t)(p->index[i] >> 32) == h && index_same_key(p, o, en))
+			return -EEXIST;
+		i = (i + 1) & p->index_mask;
+	}
+	p->index[i] = (uint64_t)h << 32 | (id + 1);
+	if (p->cfg.kind == IOD_FLOW_PIPE_LPM)
+		p->lpm_lens[en->cfg.prefix_len]++;
+	return 0;
+}
+
+static void index_remove(struct pipe *p, uint32_t id)
+{
+	struct entry *en = &p->entries[id];
+	uint32_t h = entry_index_hash(p, en), mask = p->index_mask, i = h & mask;
+	while ((uint32_t)p->index[i] != id + 1) {
+		IOD_ASSERT(p->index[i] != 0);
+		i = (i + 1) & mask;
+	}
+	uint32_t hole = i;
+	for (uint32_t j = (i + 1) & mask; p->index[j]; j = (j + 1) & mask) {
+		uint32_t home = (uint32_t)(p->index[j] >> 32) & mask;
+		bool in_range = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+		if (!in_range) {
+			p->index[hole] = p->index[j];
+			hole = j;
+		}
+	}
+	p->index[hole] = 0;
+	if (p->cfg.kind == IOD_FLOW_PIPE_LPM)
+		p->lpm_lens[en->cfg.prefix_len]--;
+}
+
+static void order_insert(struct pipe *p, uint32_t id)
+{
+	uint32_t pos = p->order_n;
+	if (p->cfg.kind != IOD_FLOW_PIPE_HASH) {
+		uint32_t prio = p->entries[id].cfg.priority;
+		/* Stable: equal priorities keep insertion order. */
+		while (pos > 0 && p->entries[p->order[pos - 1]].cfg.priority > prio)
+			pos--;
+		memmove(p->order + pos + 1, p->order + pos, (p->order_n - pos) * sizeof(uint32_t));
+	}
+	p->order[pos] = id;
+	p->order_n++;
+}
+
+static void order_remove(struct pipe *p, uint32_t id)
+{
+	for (uint32_t i = 0; i < p->order_n; i++)
+		if (p->order[i] == id) {
+			memmove(p->order + i, p->order + i + 1,
+			        (p->order_n - i - 1) * sizeof(uint32_t));
+			p->order_n--;
+			return;
+		}
+}
+
+static int lookup_insert(struct pipe *p, uint32_t id)
+{
+	int rc = 0;
+	if (p->index)
+		rc = index_insert(p, id);
+	else
+		order_insert(p, id);
+	if (!rc)
+		p->entries[id].in_index = 1;
+	return rc;
+}
+
+static void lookup_remove(struct pipe *p, uint32_t id)
+{
+	if (!p->entries[id].in_index)
+		return;
+	if (p->index)
+		index_remove(p, id);
+	else
+		order_remove(p, id);
+	p->entries[id].in_index = 0;
+}
+
+/* ---- entries ----------------------------------------------------------- */
+
+static int entry_check(const struct iod_flow_pipeline *pl, const struct pipe *p,
+                       const struct iod_flow_entry_cfg *c)
+{
+	if (c->fwd.type != IOD_FLOW_FWD_NONE && check_fwd(pl, &c->fwd, "fwd", p->cfg.name, NULL))
+		return -EINVAL;
+	if (p->cfg.kind == IOD_FLOW_PIPE_LPM && c->prefix_len > 32)
+		return -EINVAL;
+	if ((c->monitor.flags & IOD_FLOW_MON_METER) && !p->meters)
+		return -EINVAL; /* meters are declared by the pipe's monitor template */
+	uint32_t acts = c->actions.flags | p->cfg.actions.flags;
+	if ((acts & IOD_FLOW_ACT_LB) && ((c->actions.flags & IOD_FLOW_ACT_LB
+	                                      ? c->actions.lb_service
+	                                      : p->cfg.actions.lb_service) >= pl->cfg.services_n))
+		return -EINVAL;
+	if ((acts & (IOD_FLOW_ACT_LB | IOD_FLOW_ACT_CT_COMMIT)) && !pl->cfg.ct &&
+	    !pl->cfg.ct_per_core)
+		return -EINVAL;
+	return 0;
+}
+
+/* Effective actions: the pipe's template, with the entry's values for the
+ * flags the entry sets. */
+static void entry_derive(struct iod_flow_pipeline *pl, struct pipe *p, uint32_t id, uint64_t now_ns)
+{
+	struct entry *en = &p->entries[id];
+	const struct iod_flow_actions *pa = &p->cfg.actions, *ea = &en->cfg.actions;
+	struct iod_flow_actions a = *pa;
+	uint32_t ef = ea->flags;
+	a.flags |= ef;
+	if (ef & IOD_FLOW_ACT_SET_META)
+		a.meta = ea->meta;
+	if (ef & IOD_FLOW_ACT_SET_ZONE)
+		a.zone = ea->zone;
+	if (ef & (IOD_FLOW_ACT_NAT_DST | IOD_FLOW_ACT_NAT_SRC)) {
+		a.nat_ip = ea->nat_ip;
+		a.nat_port = ea->nat_port;
+	}
+	if (ef & (IOD_FLOW_ACT_SET_MAC | IOD_FLOW_ACT_ARP_REPLY)) {
+		memcpy(a.dst_mac, ea->dst_mac, 6);
+		memcpy(a.src_mac, ea->src_mac, 6);
+	}
+	if (ef & IOD_FLOW_ACT_SET_DSCP)
+		a.dscp = ea->dscp;
+	if (ef & IOD_FLOW_ACT_ARP_REPLY)
+		a.arp_ip = ea->arp_ip;
+	if (ef & IOD_FLOW_ACT_LB)
+		a.lb_service = ea->lb_service;
+	if (ef & (IOD_FLOW_ACT_ENCAP | IOD_FLOW_ACT_SET_SPORT))
+		a.encap = ea->encap;
+	en->act = a;
+	en->fwd = en->cfg.fwd.type != IOD_FLOW_FWD_NONE ? en->cfg.fwd : p->cfg.fwd;
+	en->mon = p->cfg.monitor.flags | en->cfg.monitor.flags;
+	en->aging_s = en->cfg.monitor.flags & IOD_FLOW_MON_AGING ? en->cfg.monitor.aging_s
+	                                                         : p->cfg.monitor.aging_s;
+	en->added_ns = now_ns;
+	uint32_t max = p->cfg.entries_max;
+	for (uint32_t c = 0; c < pl->cfg.cores; c++) {
+		memset(&p->stats[(size_t)c * max + id], 0, sizeof(struct estats));
+		if (p->meters && (en->mon & IOD_FLOW_MON_METER)) {
+			struct iod_net_meter_cfg mc = en->cfg.monitor.flags & IOD_FLOW_MON_METER
+			                                  ? en->cfg.monitor.meter
+			                                  : p->cfg.monitor.meter;
+			/* Each core polices its share of the rate. */
+			mc.cir_bytes_per_s /= pl->cfg.cores;
+			mc.pir_bytes_per_s /= pl->cfg.cores;
+			iod_net_meter_init(&p->meters[(size_t)c * max + id], &mc, now_ns);
+		}
+	}
+}
+
+static int enqueue(struct iod_flow_pipeline *pl, uint8_t op, uint32_t pipe, uint32_t entry,
+                   void *user_ctx, struct iod_flow_entry_cfg *upd)
+{
+	if (pl->q_n >= IOD_FLOW_QUEUE_MAX)
+		return -ENOSPC;
+	struct op *o = &pl->queue[(pl->q_head + pl->q_n) % IOD_FLOW_QUEUE_MAX];
+	o->op = op;
+	o->pipe = pipe;
+	o->entry = entry;
+	o->user_ctx = user_ctx;
+	o->upd = upd;
+	pl->q_n++;
+	return 0;
+}
+
+int iod_flow_entry_add(struct iod_flow_pipeline *pl, uint32_t pipe,
+                       const struct iod_flow_entry_cfg *cfg, void *user_ctx, uint32_t *entry)
+{
+	if (pipe >= pl->pipes_n || pl->pipes[pipe].cfg.kind == IOD_FLOW_PIPE_CT)
+		return -EINVAL;
+	struct pipe *p = &pl->pipes[pipe];
+	int rc = entry_check(pl, p, cfg);
+	if (rc)
+		return rc;
+	if (!p->free_n || pl->q_n >= IOD_FLOW_QUEUE_MAX)
+		return -ENOSPC;
+	uint32_t id = p->free_stack[--p->free_n];
+	struct entry *en = &p->entries[id];
+	memset(en, 0, sizeof(*en));
+	en->cfg = *cfg;
+	en->state = ENTRY_PENDING;
+	en->user_ctx = user_ctx;
+	rc = enqueue(pl, IOD_FLOW_OP_ADD, pipe, id, user_ctx, NULL);
+	IOD_ASSERT(rc == 0);
+	if (entry)
+		*entry = id;
+	return 0;
+}
+
+int iod_flow_entry_update(struct iod_flow_pipeline *pl, uint32_t pipe, uint32_t entry,
+                          const struct iod_flow_entry_cfg *cfg, void *user_ctx)
+{
+	if (pipe >= pl->pipes_n || entry >= pl->pipes[pipe].cfg.entries_max ||
+	    pl->pipes[pipe].entries[entry].state == ENTRY_FREE)
+		return -EINVAL;
+	int rc = entry_check(pl, &pl->pipes[pipe], cfg);
+	if (rc)
+		return rc;
+	struct iod_flow_entry_cfg *c = malloc(sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	*c = *cfg;
+	rc = enqueue(pl, IOD_FLOW_OP_UPDATE, pipe, entry, user_ctx, c);
+	if (rc)
+		free(c);
+	return rc;
+}
+
+int iod_flow_entry_remove(struct iod_flow_pipeline *pl, uint32_t pipe, uint32_t entry,
+                          void *user_ctx)
+{
+	if (pipe >= pl->pipes_n || entry >= pl->pipes[pipe].cfg.entries_max ||
+	    pl->pipes[pipe].entries[entry].state == ENTRY_FREE)
+		return -EINVAL;
+	return enqueue(pl, IOD_FLOW_OP_REMOVE, pipe, entry, user_ctx, NULL);
+}
+
+static void entry_free(struct pipe *p, uint32_t id)
+{
+	p->entries[id].state = ENTRY_FREE;
+	p->free_stack[p->free_n++] = id;
+}
+
+static void report(struct iod_flow_pipeline *pl, void *ctx, uint32_t pipe, uint32_t entry,
+                   enum iod_flow_op op, int status)
+{
+	if (pl->cfg.status_cb)
+		pl->cfg.status_cb(ctx, pipe, entry, op, status);
+}
+
+uint32_t iod_flow_entries_process(struct iod_flow_pipeline *pl, uint32_t max, uint64_t now_ns)
+{
+	uint32_t done = 0;
+	while (pl->q_n && (!max || done < max)) {
+		struct op o = pl->queue[pl->q_head];
+		pl->q_head = (pl->q_head + 1) % IOD_FLOW_QUEUE_MAX;
+		pl->q_n--;
+		done++;
+		struct pipe *p = &pl->pipes[o.pipe];
+		struct entry *en = &p->entries[o.entry];
+		int rc = 0;
+		switch (o.op) {
+		case IOD_FLOW_OP_ADD:
+			if (en->state != ENTRY_PENDING) {
+				rc = -ENOENT; /* removed before it was added */
+				break;
+			}
+			entry_derive(pl, p, o.entry, now_ns);
+			rc = lookup_insert(p, o.entry);
+			if (rc) {
+				entry_free(p, o.entry);
+				break;
+			}
+			en->state = ENTRY_LIVE;
+			p->live_n++;
+			break;
+		case IOD_FLOW_OP_UPDATE:
+			if (en->state != ENTRY_LIVE) {
+				rc = -ENOENT;
+				break;
+			}
+			{
+				struct iod_flow_entry_cfg old = en->cfg;
+				lookup_remove(p, o.entry);
+				en->cfg = *o.upd;
+				entry_derive(pl, p, o.entry, now_ns);
+				rc = lookup_insert(p, o.entry);
+				if (rc) { /* the new key clashes: keep the old entry */
+					en->cfg = old;
+					entry_derive(pl, p, o.entry, now_ns);
+					IOD_ASSERT(lookup_insert(p, o.entry) == 0);
+				}
+			}
+			break;
+		case IOD_FLOW_OP_REMOVE:
+			if (en->state == ENTRY_FREE) {
+				rc = -ENOENT;
+				break;
+			}
+			if (en->state == ENTRY_LIVE) {
+				lookup_remove(p, o.entry);
+				p->live_n--;
+			}
+			entry_free(p, o.entry);
+			break;
+		default: rc = -EINVAL; break;
+		}
+		free(o.upd);
+		pl->gen++;
+		report(pl, o.user_ctx, o.pipe, o.entry, (enum iod_flow_op)o.op, rc);
+	}
+	return done;
+}
+
+uint32_t iod_flow_aging_process(struct iod_flow_pipeline *pl, uint64_t now_ns, uint32_t max)
+{
+	uint32_t aged = 0, examined = 0;
+	for (uint32_t n = 0; n < pl->pipes_n && examined < max; n++) {
+		uint32_t pi = (pl->aging_pipe + n) % pl->pipes_n;
+		struct pipe *p = &pl->pipes[pi];
+		uint32_t emax = p->cfg.entries_max;
+		for (uint32_t k = 0; k < emax && examined < max; k++, examined++) {
+			uint32_t id = p->aging_cursor;
+			p->aging_cursor = id + 1 >= emax ? 0 : id + 1;
+			struct entry *en = &p->entries[id];
+			if (en->state != ENTRY_LIVE || !(en->mon & IOD_FLOW_MON_AGING))
+				continue;
+			uint64_t last = en->added_ns;
+			for (uint32_t c = 0; c < pl->cfg.cores; c++)
+				last = IOD_MAX(last, p->stats[(size_t)c * emax + id].last_ns);
+			if (now_ns < last + (uint64_t)en->aging_s * IOD_NS_PER_S)
+				continue;
+			lookup_remove(p, id);
+			p->live_n--;
+			void *ctx = en->user_ctx;
+			entry_free(p, id);
+			pl->gen++;
+			aged++;
+			report(pl, ctx, pi, id, IOD_FLOW_OP_AGED, 0);
+		}
+		pl->aging_pipe = (pi + 1) % pl->pipes_n;
+	}
+	return aged;
+}
+
+/* ---- the walk ---------------------------------------------------------- */
+
+static struct iod_net_ct *core_ct(const struct iod_flow_pipeline *pl, uint32_t core)
+{
+	return pl->cfg.ct_per_core ? pl->cfg.ct_per_core[core] : pl->cfg.ct;
+}
+
+/* Find the matching entry of pipe p for key k; UINT32_MAX on a miss. */
+static uint32_t pipe_lookup(const struct pipe *p, const struct iod_flow_key *k)
+{
+	const struct iod_flow_pipe_cfg *c = &p->cfg;
+	/* Constant match fields of the pipe first (DOCA: mask bits not changeable). */
+	switch (c->kind) {
+	case IOD_FLOW_PIPE_BASIC: {
+		uint32_t h = key_hash_masked(k, &c->mask, 0), i = h & p->index_mask;
+		for (uint64_t s; (s = p->index[i]); i = (i + 1) & p->index_mask) {
+			if ((uint32_t)(s >> 32) != h)
+				continue;
+			const struct entry *en = &p->entries[(uint32_t)s - 1];
+			if (key_match_masked(k, &en->cfg.match, &c->mask))
+				return (uint32_t)s - 1;
+		}
+		return UINT32_MAX;
+	}
+	case IOD_FLOW_PIPE_LPM: {
+		if (k->family != IOD_NET_AF_V4)
+			return UINT32_MAX;
+		for (int plen = 32; plen >= 0; plen--) {
+			if (!p->lpm_lens[plen])
+				continue;
+			struct iod_flow_key mask;
+			lpm_mask(p, (uint8_t)plen, &mask);
+			uint32_t h = key_hash_masked(k, &mask, (uint32_t)plen),
+			         i = h & p->index_mask;
+			for (uint64_t s; (s = p->index[i]); i = (i + 1) & p->index_mask) {
+				if ((uint32_t)(s >> 32) != h)
+					continue;
+				const struct entry *en = &p->entries[(uint32_t)s - 1];
+				if (en->cfg.prefix_len == plen &&
+				    key_match_masked(k, &en->cfg.match, &mask))
+					return (uint32_t)s - 1;
+			}
+		}
+		return UINT32_MAX;
+	}
+	case IOD_FLOW_PIPE_CONTROL:
+	case IOD_FLOW_PIPE_ACL:
+		for (uint32_t i = 0; i < p->order_n; i++) {
+			const struct entry *en = &p->entries[p->order[i]];
+			const struct iod_flow_entry_cfg *ec = &en->cfg;
+			if (!key_match_masked(k, &ec->match, &ec->mask))
+				continue;
+			if (c->kind == IOD_FLOW_PIPE_ACL) {
+				if ((ec->sport_min || ec->sport_max) &&
+				    (k->sport < ec->sport_min || k->sport > ec->sport_max))
+					continue;
+				if ((ec->dport_min || ec->dport_max) &&
+				    (k->dport < ec->dport_min || k->dport > ec->dport_max))
+					continue;
+			}
+			return p->order[i];
+		}
+		return UINT32_MAX;
+	case IOD_FLOW_PIPE_HASH:
+		if (!p->order_n)
+			return UINT32_MAX;
+		return p->order[key_hash_masked(k, &c->mask, 0x4a5) % p->order_n];
+	default: return UINT32_MAX;
+	}
+}
+
+/* How an entry's actions change the key (the walk and the replay agree). */
+static bool key_effects(const struct iod_flow_pipeline *pl, struct iod_flow_key *k,
+                        const struct iod_flow_actions *a)
+{
+	uint32_t f = a->flags;
+	if (f & IOD_FLOW_ACT_DECAP) {
+		k->tunnelled = 0;
+		k->outer_dst_ip = 0;
+	}
+	if (f & IOD_FLOW_ACT_SET_META)
+		k->meta = a->meta;
+	if (f & IOD_FLOW_ACT_SET_ZONE)
+		k->zone = a->zone;
+	if (f & IOD_FLOW_ACT_LB) {
+		const struct iod_net_lb_service *s = &pl->cfg.services[a->lb_service];
+		struct iod_net_tuple t;
+		key_tuple(k, &t);
+		uint32_t b = iod_net_lb_pick(s, iod_net_tuple_hash(&t));
+		if (b == UINT32_MAX)
+			return false;
+		k->dst.v4 = s->backends[b].ip;
+		k->dport = s->backends[b].port;
+	}
+	if (f & IOD_FLOW_ACT_NAT_DST) {
+		k->dst.v4 = a->nat_ip;
+		if (a->nat_port)
+			k->dport = a->nat_port;
+	}
+	if (f & IOD_FLOW_ACT_NAT_SRC) {
+		k->src.v4 = a->nat_ip;
+		if (a->nat_port)
+			k->sport = a->nat_port;
+	}
+	if (f & IOD_FLOW_ACT_ENCAP)
+		k->tunnelled = 1;
+	if (f & IOD_FLOW_ACT_SET_DSCP)
+		k->dscp = a->dscp;
+	return true;
+}
+
+#define END_FWD 0
+#define END_CT 1
+
+/* Walk from pipe `start` with key k (modified as actions would); fill slot. */
+static void walk(struct iod_flow_pipeline *pl, uint32_t core, uint32_t start, struct iod_flow_key k,
+                 struct emc_slot *out)
+{
+	uint32_t pipe = start;
+	out->hits_n = 0;
+	out->end = END_FWD;
+	out->fwd.type = IOD_FLOW_FWD_DROP;
+	for (int hop = 0; hop < IOD_FLOW_HOPS_MAX; hop++) {
+		struct pipe *p = &pl->pipes[pipe];
+		if (p->cfg.kind == IOD_FLOW_PIPE_CT) {
+			if (hop == 0 && pipe == start && out->hits_n == 0 && k.ct_state) {
+				/* resuming after this ct pipe ran: follow its fwd */
+				const struct iod_flow_fwd *f = &p->cfg.fwd;
+				if (f->type != IOD_FLOW_FWD_PIPE) {
+					out->fwd = *f;
+					return;
+				}
+				pipe = f->pipe;
+				continue;
+			}
+			out->end = END_CT;
+			out->fwd.type = IOD_FLOW_FWD_PIPE;
+			out->fwd.pipe = pipe;
+			return;
+		}
+		uint32_t id = pipe_lookup(p, &k);
+		const struct iod_flow_fwd *f;
+		if (id == UINT32_MAX) {
+			p->misses[core]++;
+			f = &p->cfg.fwd_miss;
+			if (f->type == IOD_FLOW_FWD_NONE) {
+				out->fwd.type = IOD_FLOW_FWD_DROP;
+				return;
+			}
+		} else {
+			p->hits[core]++;
+			const struct entry *en = &p->entries[id];
+			if (out->hits_n == EMC_HITS_MAX) {
+				out->hits_n = 0xff; /* too long to cache or replay: drop */
+				out->fwd.type = IOD_FLOW_FWD_DROP;
+				return;
+			}
+			out->hit[out->hits_n++] = pipe << 24 | id;
+			if (!key_effects(pl, &k, &en->act)) {
+				out->fwd.type = IOD_FLOW_FWD_DROP;
+				return;
+			}
+			f = &en->fwd;
+		}
+		if (f->type != IOD_FLOW_FWD_PIPE) {
+			out->fwd = *f;
+			if (f->type == IOD_FLOW_FWD_NONE)
+				out->fwd.type = IOD_FLOW_FWD_DROP;
+			return;
+		}
+		if (f->pipe >= pl->pipes_n) {
+			out->fwd.type = IOD_FLOW_FWD_DROP;
+			return;
+		}
+		pipe = f->pipe;
+	}
+	out->hits_n = 0xff; /* a forwarding loop: drop */
+	out->fwd.type = IOD_FLOW_FWD_DROP;
+}
+
+/* ---- the replay: actions and monitors on the packet -------------------- */
+
+/* After decap: the inner headers become the only ones. */
+static void meta_decap(struct iod_net_meta *m)
+{
+	uint16_t d = m->in_l2_ofs;
+	m->flags = (uint16_t)((m->flags &
+	                       ~(IOD_NET_F_VXLAN | IOD_NET_F_L3 | IOD_NET_F_L4 | IOD_NET_F_IN_L3 |
+	                         IOD_NET_F_IN_L4 | IOD_NET_F_VLAN | IOD_NET_F_IN_VLAN)) |
+	                      ((m->flags & IOD_NET_F_IN_L3) ? IOD_NET_F_L3 : 0) |
+	                      ((m->flags & IOD_NET_F_IN_L4) ? IOD_NET_F_L4 : 0) |
+	                      ((m->flags & IOD_NET_F_IN_VLAN) ? IOD_NET_F_VLAN : 0));
+	m->l3_ofs = m->in_l3_ofs ? (uint16_t)(m->in_l3_ofs - d) : 0;
+	m->l4_ofs = m->in_l4_ofs ? (uint16_t)(m->in_l4_ofs - d) : 0;
+	m->ethertype = m->in_ethertype;
+	m->outer = m->key;
+	m->tun_ofs = m->in_l2_ofs = m->in_l3_ofs = m->in_l4_ofs = 0;
+	m->len = (uint16_t)(m->len - d);
+}
+
+/* After encap: what was the packet is now the inner frame. */
+static void meta_encap(struct iod_net_meta *m, const struct iod_net_vxlan_tunnel *t)
+{
+	uint16_t d = IOD_NET_VXLAN_OVERHEAD;
+	m->in_l2_ofs = d;
+	m->in_l3_ofs = m->l3_ofs ? (uint16_t)(m->l3_ofs + d) : 0;
+	m->in_l4_ofs = m->l4_ofs ? (uint16_t)(m->l4_ofs + d) : 0;
+	m->in_ethertype = m->ethertype;
+	m->flags = (uint16_t)((m->flags & ~(IOD_NET_F_L3 | IOD_NET_F_L4 | IOD_NET_F_VLAN)) |
+	                      IOD_NET_F_VXLAN | IOD_NET_F_L3 | IOD_NET_F_L4 |
+	                      ((m->flags & IOD_NET_F_L3) ? IOD_NET_F_IN_L3 : 0) |
+	                      ((m->flags & IOD_NET_F_L4) ? IOD_NET_F_IN_L4 : 0) |
+	                      ((m->flags & IOD_NET_F_VLAN) ? IOD_NET_F_IN_VLAN : 0));
+	m->l3_ofs = 14;
+	m->l4_ofs = 34;
+	m->tun_ofs = 42;
+	m->ethertype = IOD_NET_ETH_P_IPV4;
+	m->vni = t->vni;
+	m->len = (uint16_t)(m->len + d);
+	m->outer.family = IOD_NET_AF_V4;
+	m->outer.proto = IOD_NET_PROTO_UDP;
+}
+
+static void set_dscp(uint8_t *f, const struct iod_net_meta *m, uint8_t dscp)
+{
+	bool tun = m->flags & IOD_NET_F_VXLAN;
+	uint16_t l3 = tun ? m->in_l3_ofs : m->l3_ofs;
+	if (!l3 || m->key.family != IOD_NET_AF_V4)
+		return;
+	uint8_t *ip = f + l3;
+	uint16_t old = iod_net_be16(ip);
+	ip[1] = (uint8_t)(dscp << 2 | (ip[1] & 3));
+	iod_net_put16(ip + 10, iod_net_csum_update16(iod_net_be16(ip + 10), old, iod_net_be16(ip)));
+}
+
+/* Apply one entry's monitors and actions. false = the packet is dropped. */
+static bool apply_entry(struct iod_flow_pipeline *pl, uint32_t core, struct pipe *p, uint32_t id,
+                        struct iod_pkt *pkt, struct iod_net_meta *m, struct iod_flow_key *k,
+                        uint64_t now_ns)
+{
+	struct entry *en = &p->entries[id];
+	struct estats *st = &p->stats[(size_t)core * p->cfg.entries_max + id];
+	const struct iod_flow_actions *a = &en->act;
+	uint32_t mon = en->mon;
+
+	st->packets++;
+	st->bytes += pkt->len;
+	st->last_ns = now_ns;
+	if (mon & IOD_FLOW_MON_METER) {
+		struct iod_net_meter *mt = &p->meters[(size_t)core * p->cfg.entries_max + id];
+		uint8_t c = iod_net_meter_color(mt, pkt->len, pkt->color, now_ns);
+		st->color[c]++;
+		pkt->color = c;
+		if (c == IOD_NET_RED &&
+		    !(en->cfg.monitor.meter_pass_red || p->cfg.monitor.meter_pass_red))
+			return false;
+	}
+	if (mon & IOD_FLOW_MON_MIRROR)
+		pkt->mirror_port = en->cfg.monitor.flags & IOD_FLOW_MON_MIRROR
+		                       ? en->cfg.monitor.mirror_port
+		                       : p->cfg.monitor.mirror_port;
+	uint32_t f = a->flags;
+	if (!f)
+		return true;
+	if (f & IOD_FLOW_ACT_DECAP) {
+		if (!(m->flags & IOD_NET_F_VXLAN))
+			return false;
+		pkt->data += m->in_l2_ofs;
+		pkt->len -= m->in_l2_ofs;
+		pkt->headroom += m->in_l2_ofs;
+		meta_decap(m);
+	}
+	if (f & IOD_FLOW_ACT_ARP_REPLY) {
+		uint8_t rep[64];
+		int n =
+		    iod_net_arp_reply(pkt->data, pkt->len, a->arp_ip, a->src_mac, rep, sizeof(rep));
+		if (n <= 0)
+			return false;
+		memcpy(pkt->data, rep, (size_t)n);
+		pkt->len = (uint32_t)n;
+	}
+	if (f & (IOD_FLOW_ACT_CT_COMMIT | IOD_FLOW_ACT_LB)) {
+		struct iod_net_tuple t;
+		struct iod_net_ct_nat nat = {0};
+		uint32_t mark = 0;
+		key_tuple(k, &t);
+		if (f & IOD_FLOW_ACT_LB) {
+			const struct iod_net_lb_service *s = &pl->cfg.services[a->lb_service];
+			uint32_t b = iod_net_lb_pick(s, iod_net_tuple_hash(&t));
+			if (b == UINT32_MAX)
+				return false;
+			nat.kind = IOD_NET_CT_NAT_DST;
+			nat.ip = s->backends[b].ip;
+			nat.port = s->backends[b].port;
+			mark = b + 1;
+		}
+		int rc = iod_net_ct_commit(core_ct(pl, core), &t, k->tcp_flags, &nat, mark, now_ns,
+		                           NULL);
+		if (rc && rc != -EEXIST)
+			return false; /* table full or not trackable: fail closed */
+		if (nat.kind && iod_net_nat_dst(pkt->data, m, nat.ip, nat.port))
+			return false;
+	}
+	if ((f & IOD_FLOW_ACT_NAT_DST) && iod_net_nat_dst(pkt->data, m, a->nat_ip, a->nat_port))
+		return false;
+	if ((f & IOD_FLOW_ACT_NAT_SRC) && iod_net_nat_src(pkt->data, m, a->nat_ip, a->nat_port))
+		return false;
+	if (f & IOD_FLOW_ACT_SET_DSCP)
+		set_dscp(pkt->data, m, a->dscp);
+	if ((f & IOD_FLOW_ACT_DEC_TTL) && iod_net_ttl_dec(pkt->data, m))
+		return false;
+	if (f & IOD_FLOW_ACT_ENCAP) {
+		uint16_t sport = (f & IOD_FLOW_ACT_SET_SPORT) ? a->encap.src_port : 0;
+		if (iod_net_vxlan_encap(&pkt->data, &pkt->len, pkt->headroom, &a->encap, m->hash,
+		                        sport))
+			return false;
+		pkt->headroom -= IOD_NET_VXLAN_OVERHEAD;
+		meta_encap(m, &a->encap);
+	} else if ((f & IOD_FLOW_ACT_SET_SPORT) && (m->flags & IOD_NET_F_VXLAN)) {
+		iod_net_vxlan_set_sport(pkt->data, pkt->len, a->encap.src_port);
+	}
+	if (f & IOD_FLOW_ACT_SET_MAC) {
+		memcpy(pkt->data, a->dst_mac, 6);
+		memcpy(pkt->data + 6, a->src_mac, 6);
+	}
+	if (f & IOD_FLOW_ACT_MAC_SWAP)
+		iod_net_mac_swap(pkt->data);
+	key_effects(pl, k, a);
+	return true;
+}
+
+static void finish(struct iod_pkt *pkt, const struct iod_flow_fwd *f, const struct iod_net_meta *m)
+{
+	switch (f->type) {
+	case IOD_FLOW_FWD_PORT:
+		pkt->verdict = IOD_FLOW_V_PORT;
+		pkt->port_out = f->port;
+		break;
+	case IOD_FLOW_FWD_RSS:
+		pkt->verdict = IOD_FLOW_V_RSS;
+		pkt->queue = (uint16_t)(m->hash % f->rss_queues);
+		break;
+	default: pkt->verdict = IOD_FLOW_V_DROP; break;
+	}
+}
+
+static void process_one(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *pkt,
+                        struct iod_net_meta *m, uint64_t now_ns)
+{
+	struct core *cs = &pl->cores[core];
+	struct iod_flow_key k;
+	int32_t start = pkt->port_in < IOD_IO_PORTS_MAX ? pl->root[pkt->port_in] : -1;
+
+	pkt->verdict = IOD_FLOW_V_DROP;
+	pkt->mirror_port = UINT16_MAX;
+	pkt->ct_state = 0;
+	if (start < 0)
+		return;
+	iod_flow_key_from_meta(&k, m, pkt->port_in);
+	for (int seg = 0; seg < IOD_FLOW_HOPS_MAX; seg++) {
+		struct emc_slot tmp, *s = &tmp;
+		uint32_t h = key_hash(&k, (uint32_t)start);
+		if (!pl->cfg.emc_off) {
+			struct emc_slot *e = &cs->emc[h & pl->emc_mask];
+			if (e->gen == pl->gen && e->hash == h && e->start == start &&
+			    !memcmp(&e->key, &k, sizeof(k))) {
+				cs->emc_hits++;
+				s = e;
+			} else {
+				cs->emc_misses++;
+				walk(pl, core, (uint32_t)start, k, e);
+				if (e->hits_n != 0xff) {
+					e->key = k;
+					e->hash = h;
+					e->start = (uint16_t)start;
+					e->gen = pl->gen;
+				} else {
+					e->gen = 0;
+				}
+				s = e;
+			}
+		} else {
+			cs->emc_misses++;
+			walk(pl, core, (uint32_t)start, k, &tmp);
+		}
+		if (s->hits_n == 0xff)
+			return;
+		uint8_t n = s->hits_n, end = s->end;
+		struct iod_flow_fwd fwd = s->fwd;
+		uint32_t hit[EMC_HITS_MAX];
+		memcpy(hit, s->hit, sizeof(uint32_t) * n);
+		for (uint8_t i = 0; i < n; i++) {
+			struct pipe *p = &pl->pipes[hit[i] >> 24];
+			if (!apply_entry(pl, core, p, hit[i] & 0xffffff, pkt, m, &k, now_ns))
+				return;
+		}
+		if (end == END_FWD) {
+			finish(pkt, &fwd, m);
+			return;
+		}
+		/* A ct pipe: track, apply the session's NAT, continue after it. */
+		struct pipe *ctp = &pl->pipes[fwd.pipe];
+		struct iod_net_ct *ct = core_ct(pl, core);
+		struct iod_net_tuple t;
+		struct iod_net_ct_result r;
+		key_tuple(&k, &t);
+		if (ctp->cfg.ct_zone_from_meta)
+			t.zone = (uint16_t)k.meta;
+		iod_net_ct_lookup(ct, &t, k.tcp_flags, pkt->data, m, now_ns, &r);
+		ctp->hits[core]++;
+		if (r.nat_kind && iod_net_ct_nat_apply(ct, &r, pkt->data, m) == 0) {
+			k.src = m->key.src;
+			k.dst = m->key.dst;
+			k.sport = m->key.sport;
+			k.dport = m->key.dport;
+		}
+		k.ct_state = r.ct_state;
+		pkt->ct_state = r.ct_state;
+		start = (int32_t)fwd.pipe;
+	}
+}
+
+void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt **pkts, uint32_t n,
+                    uint64_t now_ns)
+{
+	struct iod_net_meta meta[IOD_FLOW_BURST_MAX];
+	struct core *cs = &pl->cores[core];
+
+	IOD_ASSERT_HOT(core < pl->cfg.cores);
+	IOD_ASSERT_HOT(n <= IOD_FLOW_BURST_MAX);
+	/* Parse the whole burst first, prefetching the next frames. */
+	for (uint32_t i = 0; i < n; i++) {
+		if (i + 2 < n)
+			__builtin_prefetch(pkts[i + 2]->data);
+		if (iod_net_parse(pkts[i]->data, pkts[i]->len, pl->cfg.vxlan_port, &meta[i])) {
+			cs->parse_errors++;
+			meta[i].len = 0;
+		}
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (i + 1 < n)
+			__builtin_prefetch(&cs->emc[0]); /* keep the EMC base hot */
+		if (!meta[i].len) {
+			pkts[i]->verdict = IOD_FLOW_V_DROP;
+			pkts[i]->mirror_port = UINT16_MAX;
+		} else {
+			process_one(pl, core, pkts[i], &meta[i], now_ns);
+		}
+		if (pkts[i]->verdict == IOD_FLOW_V_DROP)
+			cs->drops++;
+	}
+	cs->packets += n;
+}
+
+/* ---- reading back ------------------------------------------------------ */
+
+int iod_flow_entry_stats(const struct iod_flow_pipeline *pl, uint32_t pipe, uint32_t entry,
+                         struct iod_flow_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (pipe >= pl->pipes_n || entry >= pl->pipes[pipe].cfg.entries_max)
+		return -ENOENT;
+	const struct pipe *p = &pl->pipes[pipe];
+	if (p->entries[entry].state == ENTRY_FREE)
+		return -ENOENT;
+	for (uint32_t c = 0; c < pl->cfg.cores; c++) {
+		const struct estats *s = &p->stats[(size_t)c * p->cfg.entries_max + entry];
+		st->packets += s->packets;
+		st->bytes += s->bytes;
+		st->green += s->color[IOD_NET_GREEN];
+		st->yellow += s->color[IOD_NET_YELLOW];
+		st->red += s->color[IOD_NET_RED];
+	}
+	return 0;
+}
+
+int iod_flow_pipe_stats(const struct iod_flow_pipeline *pl, uint32_t pipe, uint64_t *hits,
+                        uint64_t *misses)
+{
+	if (pipe >= pl->pipes_n)
+		return -ENOENT;
+	*hits = *misses = 0;
+	for (uint32_t c = 0; c < pl->cfg.cores; c++) {
+		*hits += pl->pipes[pipe].hits[c];
+		*misses += pl->pipes[pipe].misses[c];
+	}
+	return 0;
+}
+
+void iod_flow_engine_stats(const struct iod_flow_pipeline *pl, struct iod_flow_engine_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	for (uint32_t c = 0; c < pl->cfg.cores; c++) {
+		st->packets += pl->cores[c].packets;
+		st->drops += pl->cores[c].drops;
+		st->emc_hits += pl->cores[c].emc_hits;
+		st->emc_misses += pl->cores[c].emc_misses;
+		st->parse_errors += pl->cores[c].parse_errors;
+	}
+}

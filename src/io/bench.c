@@ -1,0 +1,328 @@
+/*
+ * bench.c: the data-plane benchmark scenarios shared by `iod dp bench` and
+ * bench/bench_dataplane.c: frames for N flows, a pipeline per scenario, and
+ * a one-core loop rx (mem) -> iod_flow_burst -> tx (mem), timed.
+ *
+ * The mem port replays frames by rewriting their first 128 bytes into a
+ * pool buffer (the payload behind them is the same for every flow and is
+ * never modified), as a NIC's DMA would deliver them without CPU copies.
+ * This file reads the clock: it is a shell, never called by a core.
+ */
+#include "iod/io.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * IOD_NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+static const uint8_t VTEP_MAC[6] = {0x02, 0, 0, 0, 0xaa, 0x01};
+static const uint8_t PEER_MAC[6] = {0x02, 0, 0, 0, 0xaa, 0x02};
+
+#define BENCH_VTEP 0x0a0a0001u /* 10.10.0.1 */
+#define BENCH_PEER 0x0a0a0002u /* 10.10.0.2 */
+#define BENCH_VIP 0xc0a80064u  /* 192.168.0.100 */
+#define BENCH_BACKENDS 4u
+#define BENCH_VNI 100u
+
+/* The inner frame of flow i: client 192.168.16.0/20.. -> dst:dport, UDP. */
+static int inner_frame(uint32_t i, uint32_t dst, uint16_t dport, uint32_t bytes, uint8_t *out,
+                       uint32_t cap)
+{
+	struct iod_net_pkt_spec s = {0};
+	memcpy(s.dst_mac, VTEP_MAC, 6);
+	memcpy(s.src_mac, PEER_MAC, 6);
+	s.t.family = IOD_NET_AF_V4;
+	s.t.proto = IOD_NET_PROTO_UDP;
+	s.t.src.v4 = 0xc0a80000u + 0x1000u + (i >> 14); /* 192.168.16.0 + i/16384 */
+	s.t.sport = (uint16_t)(1024 + (i & 16383));
+	s.t.dst.v4 = dst;
+	s.t.dport = dport;
+	s.frame_bytes = (uint16_t)bytes;
+	return iod_net_pkt_build(&s, out, cap);
+}
+
+static const struct iod_net_vxlan_tunnel *bench_tunnel(void)
+{
+	static struct iod_net_vxlan_tunnel t;
+	memcpy(t.outer_dst_mac, VTEP_MAC, 6);
+	memcpy(t.outer_src_mac, PEER_MAC, 6);
+	t.outer_src_ip = BENCH_PEER;
+	t.outer_dst_ip = BENCH_VTEP;
+	t.vni = BENCH_VNI;
+	t.udp_csum = false;
+	return &t;
+}
+
+/* The overlay config of the full scenario. */
+static struct iod_flow_dp_config *full_config(uint32_t flows)
+{
+	struct iod_flow_dp_config *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->vtep_ip = BENCH_VTEP;
+	memcpy(c->vtep_mac, VTEP_MAC, 6);
+	memcpy(c->underlay_gw_mac, PEER_MAC, 6);
+	c->udp_csum = false;
+	c->ct_sessions = flows * 2 + 1024;
+	uint32_t slots = 8192;
+	while (slots < flows * 2 && slots < IOD_FLOW_EMC_SLOTS_MAX)
+		slots <<= 1;
+	c->emc_slots = slots;
+	c->networks_n = 1;
+	struct iod_flow_dp_network *n = &c->networks[0];
+	snprintf(n->name, sizeof(n->name), "blue");
+	n->vni = BENCH_VNI;
+	n->subnet = 0xc0a80000u;
+	n->prefix_len = 16;
+	n->gateway = 0xc0a80001u;
+	n->sg = 0;
+	c->sgs_n = 1;
+	struct iod_net_sg_rule r;
+	snprintf(c->sgs[0].name, sizeof(c->sgs[0].name), "web");
+	iod_net_sg_rule_parse("tcp 0.0.0.0/0 22", false, &r, NULL);
+	iod_net_sg_add(&c->sgs[0], &r);
+	iod_net_sg_rule_parse("udp 192.168.0.0/16 80", false, &r, NULL);
+	iod_net_sg_add(&c->sgs[0], &r);
+	c->services_n = 1;
+	c->services[0].network = 0;
+	iod_net_lb_service_init(&c->services[0].lb, "api", BENCH_VIP, 80, IOD_NET_PROTO_UDP);
+	for (uint32_t b = 0; b < BENCH_BACKENDS; b++) {
+		iod_net_lb_backend_add(&c->services[0].lb, 0xc0a80100u + b + 1, 8080, 1);
+		struct iod_flow_dp_endpoint *ep = &n->endpoints[n->endpoints_n++];
+		ep->ip = 0xc0a80100u + b + 1;
+		ep->vtep_ip = BENCH_PEER + 1 + b;
+	}
+	return c;
+}
+
+/* Build the pipeline of a simple scenario. */
+static int simple_pipeline(const char *sc, struct iod_flow_pipeline **pl, struct iod_err *e)
+{
+	struct iod_flow_pipeline_cfg pc = {.cores = 1, .ports = 2};
+	int rc = iod_flow_pipeline_create(pl, &pc, e);
+	if (rc)
+		return rc;
+	struct iod_flow_pipe_cfg p = {
+	    .kind = IOD_FLOW_PIPE_BASIC, .is_root = true, .port = 0, .entries_max = 16};
+	p.fwd = (struct iod_flow_fwd){.type = IOD_FLOW_FWD_PORT, .port = 1};
+	p.fwd_miss = (struct iod_flow_fwd){.type = IOD_FLOW_FWD_DROP};
+	p.monitor.flags = IOD_FLOW_MON_COUNT;
+	struct iod_flow_entry_cfg ec = {0};
+	if (!strcmp(sc, "l2fwd")) {
+		snprintf(p.name, sizeof(p.name), "l2fwd");
+		p.mask.in_port = 0xffffffff;
+		p.actions.flags = IOD_FLOW_ACT_MAC_SWAP;
+	} else if (!strcmp(sc, "encap")) {
+		snprintf(p.name, sizeof(p.name), "encap");
+		p.mask.dst.v4 = 0xffffffff;
+		ec.match.dst.v4 = BENCH_VIP;
+		ec.actions.flags = IOD_FLOW_ACT_ENCAP;
+		ec.actions.encap = *bench_tunnel();
+	} else {
+		snprintf(p.name, sizeof(p.name), "decap");
+		p.mask.vni = 0xffffff;
+		p.mask.outer_dst_ip = 0xffffffff;
+		ec.match.vni = BENCH_VNI;
+		ec.match.outer_dst_ip = BENCH_VTEP;
+		ec.actions.flags = IOD_FLOW_ACT_DECAP;
+	}
+	if ((rc = iod_flow_pipe_create(*pl, &p, e)) < 0)
+		return rc;
+	if ((rc = iod_flow_entry_add(*pl, 0, &ec, NULL, NULL)))
+		return iod_err_set(e, rc, "bench: entry");
+	iod_flow_entries_process(*pl, 0, 0);
+	return 0;
+}
+
+int iod_io_bench_run(const char *scenario, uint32_t flows, uint32_t frame_bytes, double seconds,
+                     struct iod_io_bench_result *r, struct iod_err *e)
+{
+	bool full = !strcmp(scenario, "full"), macswap = !strcmp(scenario, "macswap");
+	bool tunnelled_in = full || !strcmp(scenario, "decap");
+	struct iod_flow_pipeline *pl = NULL;
+	struct iod_flow_dp dp = {0};
+	struct iod_flow_dp_config *cfg = NULL;
+	struct iod_io_port rx = {0}, tx = {0};
+	uint8_t **frames = NULL;
+	uint32_t *lens = NULL;
+	int rc = 0;
+
+	memset(r, 0, sizeof(*r));
+	snprintf(r->scenario, sizeof(r->scenario), "%s", scenario);
+	if (strcmp(scenario, "l2fwd") && strcmp(scenario, "encap") && strcmp(scenario, "decap") &&
+	    !full && !macswap)
+		return iod_err_set(e, -EINVAL,
+		                   "unknown scenario \"%s\": l2fwd, encap, decap, full or macswap",
+		                   scenario);
+	if (!flows || flows > (1u << 24) || frame_bytes < 60 || frame_bytes > 1500)
+		return iod_err_set(e, -EINVAL, "flows must be 1..16M and the frame 60..1500 bytes");
+	r->flows = flows;
+	r->frame_bytes = frame_bytes;
+	r->wire_bytes = frame_bytes + (tunnelled_in ? IOD_NET_VXLAN_OVERHEAD : 0);
+
+	frames = calloc(flows, sizeof(uint8_t *));
+	lens = calloc(flows, sizeof(uint32_t));
+	if (!frames || !lens) {
+		rc = iod_err_set(e, -ENOMEM, "bench: out of memory for %u flows", flows);
+		goto out;
+	}
+	for (uint32_t i = 0; i < flows; i++) {
+		uint8_t buf[IOD_IO_FRAME_MAX];
+		int n = inner_frame(i, BENCH_VIP, 80, frame_bytes, buf + 64, sizeof(buf) - 64);
+		if (n < 0) {
+			rc = iod_err_set(e, n, "bench: cannot build frames");
+			goto out;
+		}
+		uint8_t *f = buf + 64;
+		uint32_t len = (uint32_t)n;
+		if (tunnelled_in) {
+			struct iod_net_meta m;
+			iod_net_parse(f, len, 0, &m);
+			iod_net_vxlan_encap(&f, &len, 64, bench_tunnel(), m.hash, 0);
+		}
+		frames[i] = malloc(len);
+		if (!frames[i]) {
+			rc = iod_err_set(e, -ENOMEM, "bench: out of memory");
+			goto out;
+		}
+		memcpy(frames[i], f, len);
+		lens[i] = len;
+	}
+	struct iod_io_port_cfg rc_cfg = {.backend = "mem", .name = "rx", .pool_bufs = 1024};
+	struct iod_io_port_cfg tc_cfg = {.backend = "mem", .name = "tx", .pool_bufs = 16};
+	if ((rc = iod_io_port_open(&rx, &rc_cfg, e)) || (rc = iod_io_port_open(&tx, &tc_cfg, e)))
+		goto out;
+	if ((rc = iod_io_mem_load(&rx, (const uint8_t *const *)frames, lens, flows, true))) {
+		iod_err_set(e, rc, "bench: cannot load frames");
+		goto out;
+	}
+	uint16_t in_port = 0;
+	if (full) {
+		cfg = full_config(flows);
+		if (!cfg) {
+			rc = iod_err_set(e, -ENOMEM, "bench: out of memory");
+			goto out;
+		}
+		if ((rc = iod_flow_dp_build(cfg, 1, &dp, e)))
+			goto out;
+		pl = dp.pl;
+		in_port = IOD_DP_PORT_FABRIC;
+	} else if (!macswap) {
+		if ((rc = simple_pipeline(scenario, &pl, e)))
+			goto out;
+	}
+
+	struct iod_pkt *pkts[IOD_FLOW_BURST_MAX], *out[IOD_FLOW_BURST_MAX];
+	uint64_t now = mono_ns(), start = 0, end = 0, packets = 0, fwd = 0;
+	struct iod_flow_engine_stats s0 = {0}, s1 = {0};
+	/* Warm-up: one pass over every flow (commits the sessions), then measure. */
+	uint64_t warm = flows, measuring = 0;
+	for (uint64_t iter = 0;; iter++) {
+		uint32_t n = iod_io_rx(&rx, pkts, IOD_FLOW_BURST_MAX, 0), k = 0;
+		for (uint32_t i = 0; i < n; i++)
+			pkts[i]->port_in = in_port;
+		if (macswap) {
+			for (uint32_t i = 0; i < n; i++) {
+				iod_net_mac_swap(pkts[i]->data);
+				out[k++] = pkts[i];
+			}
+		} else {
+			iod_flow_burst(pl, 0, pkts, n, now);
+			for (uint32_t i = 0; i < n; i++) {
+				if (pkts[i]->verdict == IOD_FLOW_V_PORT)
+					out[k++] = pkts[i];
+				else
+					iod_io_pkt_free(pkts[i]);
+			}
+		}
+		iod_io_tx(&tx, out, k);
+		if (measuring) {
+			packets += n;
+			fwd += k;
+		} else if (warm > n) {
+			warm -= n;
+		} else {
+			measuring = 1;
+			if (pl)
+				iod_flow_engine_stats(pl, &s0);
+			start = mono_ns();
+		}
+		if ((iter & 63) == 0) {
+			now = mono_ns();
+			if (measuring && now - start >= (uint64_t)(seconds * 1e9)) {
+				end = now;
+				break;
+			}
+		}
+	}
+	if (pl)
+		iod_flow_engine_stats(pl, &s1);
+	r->packets = packets;
+	r->forwarded = fwd;
+	r->seconds = (double)(end - start) / 1e9;
+	r->mpps = (double)packets / r->seconds / 1e6;
+	r->ns_per_pkt = packets ? (double)(end - start) / (double)packets : 0;
+	r->emc_hits = s1.emc_hits - s0.emc_hits;
+	r->emc_misses = s1.emc_misses - s0.emc_misses;
+	if (fwd < packets * 99 / 100)
+		rc = iod_err_set(
+		    e, -EPROTO,
+		    "bench %s: only %llu of %llu packets were forwarded: the scenario's "
+		    "pipeline is wrong",
+		    scenario, (unsigned long long)fwd, (unsigned long long)packets);
+out:
+	if (full)
+		iod_flow_dp_destroy(&dp);
+	else if (pl)
+		iod_flow_pipeline_destroy(pl);
+	if (cfg) {
+		iod_flow_dp_config_free(cfg);
+		free(cfg);
+	}
+	if (rx.ops)
+		iod_io_port_close(&rx);
+	if (tx.ops)
+		iod_io_port_close(&tx);
+	for (uint32_t i = 0; frames && i < flows; i++)
+		free(frames[i]);
+	free(frames);
+	free(lens);
+	return rc;
+}
+
+int iod_io_bench_ct(uint32_t sessions, double *bytes_per_session, double *new_per_s,
+                    size_t *mem_bytes, struct iod_err *e)
+{
+	struct iod_net_ct *ct;
+	int rc = iod_net_ct_create(&ct, sessions, NULL);
+	if (rc)
+		return iod_err_set(e, rc, "conntrack for %u sessions: %s", sessions, strerror(-rc));
+	/* Touch the memory first so page faults are not counted as inserts. */
+	uint64_t t0 = mono_ns();
+	struct iod_net_tuple t = {0};
+	t.family = IOD_NET_AF_V4;
+	t.proto = IOD_NET_PROTO_UDP;
+	t.dst.v4 = BENCH_VIP;
+	t.dport = 80;
+	for (uint32_t i = 0; i < sessions; i++) {
+		t.src.v4 = 0x0a000000u + (i >> 14);
+		t.sport = (uint16_t)(1024 + (i & 16383));
+		if ((rc = iod_net_ct_commit(ct, &t, 0, NULL, 0, 0, NULL))) {
+			iod_net_ct_destroy(ct);
+			return iod_err_set(e, rc, "conntrack insert %u failed: %s", i,
+			                   strerror(-rc));
+		}
+	}
+	uint64_t t1 = mono_ns();
+	*mem_bytes = iod_net_ct_mem_bytes(ct);
+	*bytes_per_session = (double)*mem_bytes / sessions;
+	*new_per_s = (double)sessions / ((double)(t1 - t0) / 1e9);
+	iod_net_ct_destroy(ct);
+	return 0;
+}

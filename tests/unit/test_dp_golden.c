@@ -1,0 +1,254 @@
+/*
+ * test_dp_golden.c: golden packets through `iod dp run`, checked by an
+ * independent dissector. Input pcaps (built here) -> `iod dp run` with pcap
+ * ports -> output pcaps decoded by tshark with checksum validation on, and
+ * compared field by field: VNI, outer and inner addresses and ports, IP /
+ * UDP / TCP checksum status, ARP replies. Also the dp config's errors.
+ */
+#include "harness.h"
+#include "iod/flow.h"
+
+#include <pcap/pcap.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static const char *iod_bin(void)
+{
+	static char path[512];
+	const char *b = getenv("IOD_BUILD");
+	snprintf(path, sizeof(path), "%s/iod", b ? b : "build");
+	return access(path, X_OK) == 0 ? path : NULL;
+}
+
+static void write_pcap(const char *path, uint8_t frames[][256], const uint32_t *lens, int n)
+{
+	pcap_t *d = pcap_open_dead(DLT_EN10MB, 65535);
+	pcap_dumper_t *w = pcap_dump_open(d, path);
+	for (int i = 0; i < n; i++) {
+		struct pcap_pkthdr h = {0};
+		h.ts.tv_usec = i;
+		h.caplen = h.len = lens[i];
+		pcap_dump((u_char *)w, &h, frames[i]);
+	}
+	pcap_dump_close(w);
+	pcap_close(d);
+}
+
+static uint32_t tcp_frame(uint8_t *out, uint32_t src, uint16_t sport, uint32_t dst, uint16_t dport,
+                          uint8_t proto)
+{
+	struct iod_net_pkt_spec s = {0};
+	static const uint8_t a[6] = {2, 0, 0, 0, 0, 2}, g[6] = {2, 0, 0, 0, 0, 1};
+	memcpy(s.src_mac, a, 6);
+	memcpy(s.dst_mac, g, 6);
+	s.t.family = IOD_NET_AF_V4;
+	s.t.proto = proto;
+	s.t.src.v4 = src;
+	s.t.dst.v4 = dst;
+	s.t.sport = sport;
+	s.t.dport = dport;
+	s.payload_bytes = 12;
+	return (uint32_t)iod_net_pkt_build(&s, out, 256);
+}
+
+static uint32_t vxlan_in(uint8_t *out, uint32_t inner_src, uint16_t sport, uint32_t inner_dst,
+                         uint16_t dport, uint8_t proto)
+{
+	uint8_t tmp[256];
+	uint32_t n = tcp_frame(tmp, inner_src, sport, inner_dst, dport, proto);
+	struct iod_net_vxlan_tunnel t = {0};
+	t.outer_src_ip = 0x0a0a0002; /* remote VTEP */
+	t.outer_dst_ip = 0x0a0a0001; /* ours */
+	t.vni = 100;
+	t.udp_csum = true;
+	return (uint32_t)iod_net_vxlan_encap_copy(out, 256, tmp, n, &t, 1234, 0);
+}
+
+static const char CONFIG[] =
+    "vtep: 10.10.0.1\n"
+    "vtep_mac: 02:00:00:00:aa:01\n"
+    "underlay_gw_mac: 02:00:00:00:aa:fe\n"
+    "ports:\n"
+    "  host: {backend: pcap, pcap_in: %s/host_in.pcap, pcap_out: %s/host_out.pcap}\n"
+    "  fabric: {backend: pcap, pcap_in: %s/fab_in.pcap, pcap_out: %s/fab_out.pcap}\n"
+    "security_groups:\n"
+    "  - name: web\n"
+    "    ingress: [\"tcp any 22\", \"udp 192.168.0.0/16 53\"]\n"
+    "networks:\n"
+    "  - name: blue\n"
+    "    vni: 100\n"
+    "    subnet: 192.168.0.0/16\n"
+    "    gateway: 192.168.0.1\n"
+    "    gateway_mac: 02:00:00:00:00:01\n"
+    "    security_group: web\n"
+    "    endpoints:\n"
+    "      - {ip: 192.168.0.2, vtep: 10.10.0.2}\n"
+    "      - {ip: 192.168.0.3, mac: 02:00:00:00:00:03, local: true}\n"
+    "      - {ip: 192.168.0.4, vtep: 10.10.0.3}\n"
+    "services:\n"
+    "  - {name: dns, network: blue, vip: 192.168.0.100, port: 53, proto: udp,\n"
+    "     backends: [\"192.168.0.3:8053\", \"192.168.0.4:8053\"]}\n";
+
+/* Run tshark on a file; fields separated by ',' and occurrences by '|'. */
+static int tshark(const char *pcap, const char *out)
+{
+	return iod_test_sh("tshark -r %s -o ip.check_checksum:TRUE -o udp.check_checksum:TRUE "
+	                   "-o tcp.check_checksum:TRUE -T fields -E occurrence=a -E aggregator='|' "
+	                   "-E separator=, -e vxlan.vni -e ip.src -e ip.dst -e udp.srcport "
+	                   "-e udp.dstport -e tcp.srcport -e tcp.dstport -e ip.checksum.status "
+	                   "-e udp.checksum.status -e tcp.checksum.status -e arp.opcode "
+	                   "-e arp.src.proto_ipv4 -e arp.src.hw_mac > %s 2>/dev/null",
+	                   pcap, out);
+}
+
+static char *slurp(const char *path)
+{
+	struct iod_buf b;
+	iod_buf_init(&b);
+	if (iod_buf_read_file(&b, path, 1 << 20, NULL)) {
+		iod_buf_free(&b);
+		return NULL;
+	}
+	return b.data;
+}
+
+TEST(golden_packets_decoded_by_tshark)
+{
+	const char *iod = iod_bin();
+	if (!iod)
+		SKIP("build/iod not built (run through make test)");
+	if (iod_test_sh("command -v tshark >/dev/null 2>&1") != 0)
+		SKIP("tshark is not installed (scripts/deps.sh installs it)");
+	const char *d = iod_test_tmpdir();
+	char path[512], cfg[4096];
+	static uint8_t fab[8][256], host[8][256];
+	uint32_t fl[8], hl[8];
+	int nf = 0, nh = 0;
+	/* fabric: allowed ssh to the local endpoint; denied telnet; DNS to the VIP */
+	fl[nf] = vxlan_in(fab[nf], 0xc0a80002, 40000, 0xc0a80003, 22, IOD_NET_PROTO_TCP);
+	nf++;
+	fl[nf] = vxlan_in(fab[nf], 0xc0a80002, 40001, 0xc0a80003, 23, IOD_NET_PROTO_TCP);
+	nf++;
+	for (int i = 0; i < 4; i++) {
+		fl[nf] = vxlan_in(fab[nf], 0xc0a80002, (uint16_t)(5000 + i), 0xc0a80064, 53,
+		                  IOD_NET_PROTO_UDP);
+		nf++;
+	}
+	/* host: the local endpoint opens ssh to the remote one; ARP for the gateway */
+	hl[nh] = tcp_frame(host[nh], 0xc0a80003, 33000, 0xc0a80002, 22, IOD_NET_PROTO_TCP);
+	nh++;
+	static const uint8_t m3[6] = {2, 0, 0, 0, 0, 3}, z[6] = {0};
+	hl[nh] = (uint32_t)iod_net_build_arp(host[nh], 256, 1, m3, 0xc0a80003, z, 0xc0a80001);
+	nh++;
+	snprintf(path, sizeof(path), "%s/fab_in.pcap", d);
+	write_pcap(path, fab, fl, nf);
+	snprintf(path, sizeof(path), "%s/host_in.pcap", d);
+	write_pcap(path, host, hl, nh);
+	snprintf(cfg, sizeof(cfg), CONFIG, d, d, d, d);
+	snprintf(path, sizeof(path), "%s/dp.yaml", d);
+	FILE *f = fopen(path, "w");
+	CHECK(f);
+	fputs(cfg, f);
+	fclose(f);
+	CHECK_EQ(iod_test_sh("%s dp run --config %s/dp.yaml --state %s/state.json -o json "
+	                     "> %s/run.json 2>%s/run.err",
+	                     iod, d, d, d, d),
+	         0);
+	char p1[512], p2[512];
+	snprintf(p1, sizeof(p1), "%s/host_out.pcap", d);
+	snprintf(p2, sizeof(p2), "%s/host.txt", d);
+	CHECK_EQ(tshark(p1, p2), 0);
+	char *h = slurp(p2);
+	snprintf(p1, sizeof(p1), "%s/fab_out.pcap", d);
+	snprintf(p2, sizeof(p2), "%s/fab.txt", d);
+	CHECK_EQ(tshark(p1, p2), 0);
+	char *fb = slurp(p2);
+	CHECK(h && fb);
+	/* host out: the decapsulated ssh SYN (valid checksums, no VXLAN) ... */
+	CHECK_CONTAINS(h, ",192.168.0.2,192.168.0.3,,,40000,22,1,,1,,,\n");
+	/* ... the ARP reply for the gateway, from the gateway's MAC ... */
+	CHECK_CONTAINS(h, "2,192.168.0.1,02:00:00:00:00:01");
+	/* ... never the denied telnet SYN. */
+	CHECK(!strstr(h, ",23,"));
+	CHECK(!strstr(fb, ",23,"));
+	/* fabric out: the host's ssh SYN encapsulated in VNI 100 from our VTEP to 10.10.0.2,
+	 * outer UDP source port from the inner hash (>= 49152), all checksums good. */
+	const char *line = strstr(fb, "100,10.10.0.1|192.168.0.3,10.10.0.2|192.168.0.2,");
+	CHECK_MSG(line, "no encapsulated ssh SYN in:\n%s", fb);
+	unsigned sport = 0;
+	CHECK_EQ(
+	    sscanf(line + strlen("100,10.10.0.1|192.168.0.3,10.10.0.2|192.168.0.2,"), "%u", &sport),
+	    1);
+	CHECK(sport >= 49152);
+	CHECK_CONTAINS(line, ",4789,33000,22,1|1,1,1,");
+	/* DNS to the VIP: every query DNATed to a backend's 8053, local ones decapsulated to the
+	 * host, remote ones encapsulated to 10.10.0.3; four in all. */
+	int to_local = 0, to_remote = 0;
+	for (const char *s = h; (s = strstr(s, ",192.168.0.2,192.168.0.3,")); s++)
+		if (strstr(s, "\n") > strstr(s, ",8053,") && strstr(s, ",8053,"))
+			to_local++;
+	for (const char *s = fb; (s = strstr(s, "10.10.0.1|192.168.0.2,10.10.0.3|192.168.0.4,"));
+	     s++)
+		to_remote++;
+	CHECK_MSG(to_local + to_remote == 4, "local %d remote %d\nhost:\n%s\nfabric:\n%s", to_local,
+	          to_remote, h, fb);
+	CHECK(!strstr(h, "192.168.0.100"));
+	/* Remote DNAT: the inner UDP checksum is still valid (status 1|1 in the fabric file). */
+	if (to_remote)
+		CHECK_CONTAINS(strstr(fb, "10.10.0.3|192.168.0.4"), ",1|1,1|1,");
+	/* dp dump reads the state the run left. */
+	CHECK_EQ(iod_test_sh("%s dp dump --state %s/state.json > %s/dump.txt", iod, d, d), 0);
+	snprintf(p2, sizeof(p2), "%s/dump.txt", d);
+	char *dump = slurp(p2);
+	CHECK_CONTAINS(dump, "pipe sg");
+	CHECK_CONTAINS(dump, "conntrack:");
+	if (getenv("IOD_TEST_SHOW"))
+		fprintf(stderr, "host:\n%s\nfabric:\n%s\n%s", h, fb, dump);
+	free(dump);
+	free(h);
+	free(fb);
+}
+
+TEST(dp_config_errors_name_file_line_col)
+{
+	struct iod_flow_dp_config *c = calloc(1, sizeof(*c));
+	struct iod_err e = {0};
+	CHECK(c);
+	const char *bad1 = "vtep: 10.10.0.1\nnetworks:\n  - name: blue\n    vni: 100\n"
+	                   "    subnet: 192.168.0.0/16\n    security_group: nope\n";
+	CHECK_EQ(iod_flow_dp_config_parse(bad1, strlen(bad1), "x.yaml", c, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "x.yaml:6:21");
+	CHECK_CONTAINS(e.msg, "security group \"nope\"");
+	const char *bad2 = "vtep: 10.10.0.1\nnetwork: []\n";
+	CHECK_EQ(iod_flow_dp_config_parse(bad2, strlen(bad2), "y.yaml", c, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "y.yaml:2:10");
+	CHECK_CONTAINS(e.msg, "did you mean \"networks\"");
+	const char *bad3 = "vtep: 10.10.0.300\n";
+	CHECK_EQ(iod_flow_dp_config_parse(bad3, strlen(bad3), "z.yaml", c, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "IPv4");
+	const char *bad4 = "vtep: 1.2.3.4\nports: {host: {backend: xdp}}\n";
+	CHECK_EQ(iod_flow_dp_config_parse(bad4, strlen(bad4), "w.yaml", c, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "mem, pcap, afpacket or dpdk");
+	const char *bad5 = "vtep: [\n";
+	CHECK_EQ(iod_flow_dp_config_parse(bad5, strlen(bad5), "v.yaml", c, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "YAML syntax");
+	const char *ok =
+	    "vtep: 1.2.3.4\nsecurity_groups:\n  - {name: g, ingress: [\"tcp any 1-2\"]}\n"
+	    "networks:\n  - {name: n, vni: 5, subnet: 10.0.0.0/8, security_group: g,\n"
+	    "     rate: 1Gbps, burst: 64KiB, dscp: 46,\n"
+	    "     endpoints: [{ip: 10.0.0.2, local: true}]}\n"
+	    "services:\n  - {name: s, network: n, vip: 10.0.0.9, port: 80,\n"
+	    "     backends: [\"10.0.0.2:8080\"]}\n";
+	CHECK_EQ(iod_flow_dp_config_parse(ok, strlen(ok), "ok.yaml", c, &e), 0);
+	CHECK_EQ(c->networks_n, 1);
+	CHECK_EQ(c->networks[0].sg, 0);
+	CHECK_U64(c->networks[0].rate_bytes_per_s, 125000000);
+	CHECK_U64(c->networks[0].burst_bytes, 65536);
+	CHECK_EQ(c->services[0].lb.backends_n, 1);
+	CHECK_EQ(c->sgs[0].rules[0].port_max, 2);
+	struct iod_flow_dp dp;
+	CHECK_EQ(iod_flow_dp_build(c, 1, &dp, &e), 0);
+	iod_flow_dp_destroy(&dp);
+	iod_flow_dp_config_free(c);
+	free(c);
+}
