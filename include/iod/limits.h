@@ -120,6 +120,11 @@
 #define IOD_AR_AGE_SCAN 1024
 /* Ports remembered per sending edge for ECN relay (Clove's receiver). */
 #define IOD_AR_RX_PORTS_MAX 16
+/* Simulator edge: probes waiting for the next tick, and probes in flight
+ * per host (replies are matched by destination, port and send time). A
+ * tick drains 64; 1024 covers 250 new minrtt flows starting at once. */
+#define IOD_AR_SIM_PENDING_MAX 1024
+#define IOD_AR_SIM_INFLIGHT_MAX 1024
 
 /* ---- sim / chaos ------------------------------------------------------- */
 
