@@ -15,7 +15,7 @@
  *              all-reduce, one spine-leaf link degraded to 10 Gbps: bus
  *              bandwidth per policy as a fraction of the ideal (the NIC).
  *
- * usage: bench_ar [--full] [--newreno] [--only doca|clove_asym|clove_sym|allreduce]
+ * usage: bench_ar [--full] [--newreno] [--gap-us N] [--load PCT] [--dur-ms N] [--only doca|clove_asym|clove_sym|allreduce]
  *   default: 10 seeds (doca), loads 10,30,50,70,90 with 1 seed and 20 ms of
  *   arrivals (clove), 16 MB all-reduce. --full: 30 seeds, loads 10..90 step
  *   10 with 3 seeds and 50 ms, 64 MB. Prints one `BENCH ar.<case> ...` line
@@ -51,6 +51,12 @@ struct run {
 };
 
 static enum iod_sim_transport g_transport = IOD_SIM_DCTCP;
+static uint64_t g_gap_ns;  /* flowlet gap; 0 = the core's default */
+static const int *g_loads; /* --load N: one load only */
+static int g_load_one;
+static uint64_t g_dur_ns; /* --dur-ms: arrival window of the Clove cases */
+
+static bool g_scatter; /* minrtt probes pseudo-random ports (run_open) */
 
 static void run_open(struct run *r, const struct iod_sim_topo *t, enum iod_ar_policy p,
                      uint64_t seed)
@@ -64,8 +70,13 @@ static void run_open(struct run *r, const struct iod_sim_topo *t, enum iod_ar_po
 	ac.sport_max = IOD_SIM_VXLAN_SPORT_MAX;
 	ac.flows_max = 4096;
 	ac.dests_max = 64;
-	ac.probe_interval_ns = 200 * IOD_NS_PER_US; /* HULA's period */
+	ac.probe_interval_ns = 500 * IOD_NS_PER_US; /* per (host, dest, path): HULA's
+	                                               200 us per ToR pair would be
+	                                               20 Gbps of probes here */
 	ac.seed = seed;
+	if (g_gap_ns)
+		ac.flowlet_gap_ns = g_gap_ns;
+	ac.minrtt_scatter = g_scatter;
 	if (iod_sim_ar_create(&ac, iod_sim_topo_host_count(t), 0, 0, &r->ar, &r->pol, &e))
 		die(&e, "adaptive routing");
 	iod_sim_config_default(&sc);
@@ -139,9 +150,14 @@ static double doca_one(const struct iod_sim_topo *t, enum iod_ar_policy p, uint3
 	double pps = 0.4 * 25e9 / (1500 * 8);
 	if (iod_sim_raw_add(r.s, 2, 3, 1500, pps, 0, 2 * IOD_NS_PER_S, &e))
 		die(&e, "elephant");
-	/* the flows start together at 1 ms, once the elephant's queue settled */
+	/* the flows start together at 1 ms, once the elephant's queue settled,
+	 * each within 20 us (a script starting them; a few RTTs here) */
+	struct iod_rng jr;
+	iod_rng_seed(&jr, seed * 104729);
 	for (uint32_t i = 0; i < nflows; i++)
-		if (iod_sim_flow_add(r.s, 0, 1, 5000000, IOD_NS_PER_MS, i, NULL, &e))
+		if (iod_sim_flow_add(r.s, 0, 1, 5000000,
+		                     IOD_NS_PER_MS + iod_rng_below(&jr, 20 * IOD_NS_PER_US), i,
+		                     NULL, &e))
 			die(&e, "flow");
 	/* run until every flow finished (the elephant ends at 2 s anyway) */
 	for (uint64_t until = 10 * IOD_NS_PER_MS;
@@ -169,18 +185,22 @@ static void bench_doca(bool full)
 
 	doca_topo(&t);
 	for (int c = 0; c < 2; c++) {
-		double sum[2] = {0, 0};
+		double sum[3] = {0, 0, 0};
 		double t0 = wall_now();
 		for (uint32_t sd = 1; sd <= seeds; sd++) {
 			sum[0] += doca_one(&t, IOD_AR_ECMP, counts[c], sd);
 			sum[1] += doca_one(&t, IOD_AR_MINRTT, counts[c], sd);
+			g_scatter = true;
+			sum[2] += doca_one(&t, IOD_AR_MINRTT, counts[c], sd);
+			g_scatter = false;
 		}
-		double ecmp = sum[0] / seeds, mr = sum[1] / seeds;
-		printf("BENCH ar.doca flows=%u seeds=%u ecmp_max_fct_ms=%.2f minrtt_max_fct_ms=%.2f "
-		       "ratio=%.2f published_ecmp_ms=%.0f published_minrtt_ms=%.0f "
-		       "published_ratio=%.2f\n",
-		       counts[c], seeds, ecmp, mr, ecmp / mr, pub_ecmp[c], pub_minrtt[c],
-		       pub_ecmp[c] / pub_minrtt[c]);
+		double ecmp = sum[0] / seeds, mr = sum[1] / seeds, ms = sum[2] / seeds;
+		printf(
+		    "BENCH ar.doca flows=%u seeds=%u ecmp_max_fct_ms=%.2f minrtt_max_fct_ms=%.2f "
+		    "ratio=%.2f minrtt_scatter_max_fct_ms=%.2f ratio_scatter=%.2f "
+		    "published_ecmp_ms=%.0f published_minrtt_ms=%.0f published_ratio=%.2f\n",
+		    counts[c], seeds, ecmp, mr, ecmp / mr, ms, ecmp / ms, pub_ecmp[c],
+		    pub_minrtt[c], pub_ecmp[c] / pub_minrtt[c]);
 		fflush(stdout);
 		fprintf(stderr, "  (doca %u flows: %.1f s wall)\n", counts[c], wall_now() - t0);
 	}
@@ -223,10 +243,13 @@ static void clove_one(const struct iod_sim_topo *t, enum iod_ar_policy p, double
 	double mean_gap_ns = iod_sim_cdf_mean(cdf) * 8 / (10e9 * load) * 1e9;
 
 	run_open(&r, t, p, seed);
+	/* Clove's edges know their peers: paths are discovered before traffic,
+	 * which starts at 1 ms */
+	iod_sim_ar_prepare_all(r.ar, 0);
 	iod_rng_seed(&rng, seed * 7919 + (uint64_t)(load * 100));
 	for (uint32_t h = 0; h < 32; h++) {
-		double at = iod_rng_exp(&rng, mean_gap_ns);
-		while (at < (double)dur_ns) {
+		double at = (double)IOD_NS_PER_MS + iod_rng_exp(&rng, mean_gap_ns);
+		while (at < (double)(dur_ns + IOD_NS_PER_MS)) {
 			uint32_t dst = (h < 16 ? 16 : 0) + (uint32_t)iod_rng_below(&rng, 16);
 			uint64_t size = iod_sim_cdf_sample(cdf, &rng);
 			if (iod_sim_flow_add(r.s, h, dst, size ? size : 1, (uint64_t)at, 0, NULL,
@@ -252,10 +275,15 @@ static void bench_clove(bool full, bool asym)
 	static const int loads_quick[] = {10, 30, 50, 70, 90};
 	static const int loads_full[] = {10, 20, 30, 40, 50, 60, 70, 80, 90};
 	static const int loads_sym[] = {80};
-	const int *loads = asym ? (full ? loads_full : loads_quick) : (full ? loads_full : loads_sym);
+	const int *loads =
+	    asym ? (full ? loads_full : loads_quick) : (full ? loads_full : loads_sym);
 	int nloads = asym ? (full ? 9 : 5) : (full ? 9 : 1);
+	if (g_loads) {
+		loads = g_loads;
+		nloads = 1;
+	}
 	uint32_t seeds = full ? 3 : 1;
-	uint64_t dur = (full ? 50 : 20) * IOD_NS_PER_MS;
+	uint64_t dur = g_dur_ns ? g_dur_ns : (full ? 50 : 20) * IOD_NS_PER_MS;
 	struct iod_sim_topo t;
 	struct iod_sim_cdf cdf;
 	struct iod_err e = {0};
@@ -281,9 +309,9 @@ static void bench_clove(bool full, bool asym)
 		for (int pi = 0; pi < 4; pi++)
 			printf("BENCH ar.%s load=%d policy=%s seeds=%u flows=%u done=%u "
 			       "fct_avg_us=%.1f fct_norm=%.3f small_norm=%.3f large_norm=%.3f\n",
-			       asym ? "clove_asym" : "clove_sym", loads[li], iod_ar_policy_name(pols[pi]),
-			       seeds, flows[pi], done[pi], avg[pi], avg[pi] / avg[0],
-			       small[0] > 0 ? small[pi] / small[0] : 0,
+			       asym ? "clove_asym" : "clove_sym", loads[li],
+			       iod_ar_policy_name(pols[pi]), seeds, flows[pi], done[pi], avg[pi],
+			       avg[pi] / avg[0], small[0] > 0 ? small[pi] / small[0] : 0,
 			       large[0] > 0 ? large[pi] / large[0] : 0);
 		fflush(stdout);
 		fprintf(stderr, "  (%s load %d: %.1f s wall)\n", asym ? "asym" : "sym", loads[li],
@@ -369,12 +397,20 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--full")) {
 			full = true;
+		} else if (!strcmp(argv[i], "--gap-us") && i + 1 < argc) {
+			g_gap_ns = strtoull(argv[++i], NULL, 10) * IOD_NS_PER_US;
+		} else if (!strcmp(argv[i], "--load") && i + 1 < argc) {
+			g_load_one = atoi(argv[++i]);
+			g_loads = &g_load_one;
+		} else if (!strcmp(argv[i], "--dur-ms") && i + 1 < argc) {
+			g_dur_ns = strtoull(argv[++i], NULL, 10) * IOD_NS_PER_MS;
 		} else if (!strcmp(argv[i], "--newreno")) {
 			g_transport = IOD_SIM_NEWRENO;
 		} else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
 			only = argv[++i];
 		} else {
-			fprintf(stderr, "usage: bench_ar [--full] [--newreno] "
+			fprintf(stderr, "usage: bench_ar [--full] [--newreno] [--gap-us N] [--load "
+			                "PCT] [--dur-ms N] "
 			                "[--only doca|clove_asym|clove_sym|allreduce]\n");
 			return 2;
 		}

@@ -59,6 +59,9 @@ struct iod_ar_config {
 	uint32_t flows_max;          /* flow table capacity */
 	uint32_t dests_max;          /* remote edges tracked */
 	uint64_t seed;               /* for flowlet's random choice */
+	bool minrtt_scatter;         /* minrtt: probe the hash port and k-1 pseudo-random
+	                                ports instead of DOCA-AR's sport+1..k-1 (a CRC
+	                                ECMP hash can map consecutive ports to few paths) */
 };
 
 /* Defaults: k 4, 50 ms probe timeout, 10 s aging (DOCA-AR), 100 us flowlet gap. */
@@ -132,6 +135,11 @@ const struct iod_ar_stats *iod_ar_stats(const struct iod_ar *ar);
  */
 uint16_t iod_ar_select(struct iod_ar *ar, uint32_t dst, uint64_t flow_hash, uint64_t now_ns,
                        struct iod_ar_out *out);
+
+/* A remote edge known in advance (a peer VTEP in the config): clove-ecn
+ * and probe-util discover its paths now, so its first flows need not start
+ * on the hash port. A no-op for the other policies and for known dests. */
+void iod_ar_dest_prepare(struct iod_ar *ar, uint32_t dst, uint64_t now_ns, struct iod_ar_out *out);
 
 /* A reflected probe came back. */
 void iod_ar_on_probe_reply(struct iod_ar *ar, const struct iod_ar_probe_reply *r, uint64_t now_ns);

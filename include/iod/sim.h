@@ -253,6 +253,7 @@ extern const struct iod_sim_path_policy iod_sim_path_ecmp;
  */
 struct iod_ar_config;
 struct iod_ar_stats;
+struct iod_ar;
 struct iod_sim_ar;
 /* tick_ns 0 = 2 us; rx_interval_ns 0 = 5 us. Fills *policy to pass in
  * iod_sim_config.policy; it stays valid until iod_sim_ar_destroy. */
@@ -262,6 +263,11 @@ int iod_sim_ar_create(const struct iod_ar_config *cfg, uint32_t hosts, uint64_t 
 void iod_sim_ar_destroy(struct iod_sim_ar *a);
 /* Counters summed over every host's edge. */
 void iod_sim_ar_stats(const struct iod_sim_ar *a, struct iod_ar_stats *sum);
+/* Every host learns every other host as a remote edge (iod_ar_dest_prepare):
+ * discovery probes leave at the first tick at or after now_ns. */
+void iod_sim_ar_prepare_all(struct iod_sim_ar *a, uint64_t now_ns);
+/* Host h's sender core, for inspection (iod_ar_paths, iod_ar_stats). */
+const struct iod_ar *iod_sim_ar_edge(const struct iod_sim_ar *a, uint32_t h);
 /* Probes the edges could not queue (a bounded ring per host). */
 uint64_t iod_sim_ar_probes_dropped(const struct iod_sim_ar *a);
 

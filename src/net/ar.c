@@ -53,6 +53,8 @@ struct ar_dest {
 	struct ar_cand cands[IOD_AR_DISCOVERY_MAX]; /* discovery replies */
 	uint32_t cands_n;                           /* how many */
 	bool discovering;                           /* discovery probes out */
+	uint32_t discover_n;                        /* candidates probed this round */
+	uint64_t rounds;                            /* discovery rounds: fresh ports each */
 	bool discovered_once;                       /* discover_sent_ns is valid */
 	uint64_t discover_sent_ns;                  /* when the last round left */
 	uint16_t dead[IOD_AR_DEAD_PORTS_MAX];       /* recently failed ports */
@@ -316,17 +318,39 @@ static void emit(struct iod_ar *ar, struct iod_ar_out *out, uint32_t dst, uint16
 	ar->stats.probes_sent++;
 }
 
+/* A pseudo-random port of the range, a function of (key, i) only. */
+static uint16_t scatter_port(const struct iod_ar *ar, uint64_t key, uint32_t i)
+{
+	return (uint16_t)(ar->cfg.sport_min +
+	                  iod_hash_u64(key ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull)) % ar->range);
+}
+
 static void discover(struct iod_ar *ar, struct ar_dest *d, uint64_t now_ns, struct iod_ar_out *out)
 {
-	/* Candidates spread over the range so their hashes differ. */
-	uint32_t step = ar->range / ar->cfg.discovery_ports;
+	/*
+	 * Candidates are pseudo-random ports, fresh each round. Evenly spaced
+	 * or consecutive ports are a trap: ECMP hashes are often CRCs, which
+	 * are linear, and ports differing only in a few bits can all land on
+	 * the same one or two paths (the simulator's CRC-32C does exactly that).
+	 */
+	uint16_t ports[IOD_AR_DISCOVERY_MAX];
+	uint32_t n = 0;
+	uint64_t key = iod_hash_u64(((uint64_t)d->dst << 32) ^ d->rounds++);
+	for (uint32_t i = 0; n < ar->cfg.discovery_ports && i < 4 * IOD_AR_DISCOVERY_MAX; i++) {
+		uint16_t p = scatter_port(ar, key, i);
+		bool dup = false;
+		for (uint32_t j = 0; j < n && !dup; j++)
+			dup = ports[j] == p;
+		if (!dup)
+			ports[n++] = p;
+	}
 	d->discovering = true;
 	d->discovered_once = true;
 	d->discover_sent_ns = now_ns;
+	d->discover_n = n;
 	d->cands_n = 0;
-	for (uint32_t i = 0; i < ar->cfg.discovery_ports; i++)
-		emit(ar, out, d->dst, port_plus(ar, ar->cfg.sport_min, i * (step ? step : 1)),
-		     IOD_AR_PROBE_DISCOVER, 0, now_ns);
+	for (uint32_t i = 0; i < n; i++)
+		emit(ar, out, d->dst, ports[i], IOD_AR_PROBE_DISCOVER, 0, now_ns);
 }
 
 /*
@@ -502,7 +526,10 @@ static void minrtt_probe(struct iod_ar *ar, struct ar_flow *f, uint64_t now_ns,
 	f->probe_sent_ns = now_ns;
 	f->sport = base; /* packets keep flowing on the hash port meanwhile */
 	for (uint32_t i = 0; i < ar->cfg.paths; i++)
-		emit(ar, out, f->dst, port_plus(ar, base, i), IOD_AR_PROBE_FLOW, f->hash, now_ns);
+		emit(ar, out, f->dst,
+		     i && ar->cfg.minrtt_scatter ? scatter_port(ar, f->hash, i)
+		                                 : port_plus(ar, base, i),
+		     IOD_AR_PROBE_FLOW, f->hash, now_ns);
 }
 
 uint16_t iod_ar_select(struct iod_ar *ar, uint32_t dst, uint64_t flow_hash, uint64_t now_ns,
@@ -546,14 +573,10 @@ uint16_t iod_ar_select(struct iod_ar *ar, uint32_t dst, uint64_t flow_hash, uint
 		break;
 	case IOD_AR_CLOVE_ECN:
 	case IOD_AR_PROBE_UTIL:
-		if (d && d->paths_n && !path_find(d, f->sport)) {
-			/* Its path failed or was replaced: move it now. */
-			if (moved)
-				ar->stats.flows_moved++;
-			f->sport = new_flowlet(ar, d, flow_hash, now_ns, out);
-			break;
-		}
-		/* fall through */
+		/* A flow whose port is not (or no longer) among the paths, e.g.
+		 * it started on the hash port before discovery ended, moves at
+		 * its next flowlet boundary: moving it mid-burst would reorder
+		 * its packets. Only a failed path moves it at once. */
 	case IOD_AR_FLOWLET:
 		if (moved)
 			ar->stats.flows_moved++;
@@ -564,6 +587,16 @@ uint16_t iod_ar_select(struct iod_ar *ar, uint32_t dst, uint64_t flow_hash, uint
 	}
 	f->last_ns = now_ns;
 	return f->sport;
+}
+
+void iod_ar_dest_prepare(struct iod_ar *ar, uint32_t dst, uint64_t now_ns, struct iod_ar_out *out)
+{
+	if (ar->cfg.policy == IOD_AR_ECMP)
+		return;
+	struct ar_dest *d = dest_get(ar, dst);
+	if (d && !d->paths_n && !d->discovering &&
+	    (ar->cfg.policy == IOD_AR_CLOVE_ECN || ar->cfg.policy == IOD_AR_PROBE_UTIL))
+		discover(ar, d, now_ns, out);
 }
 
 void iod_ar_on_probe_reply(struct iod_ar *ar, const struct iod_ar_probe_reply *r, uint64_t now_ns)
@@ -614,7 +647,7 @@ void iod_ar_on_probe_reply(struct iod_ar *ar, const struct iod_ar_probe_reply *r
 		d->cands[d->cands_n++] =
 		    (struct ar_cand){r->sport, r->path_id, r->path_links, now_ns - r->sent_ns};
 		ar->stats.probe_replies++;
-		if (d->cands_n == ar->cfg.discovery_ports)
+		if (d->cands_n == d->discover_n)
 			discovery_finish(ar, d, now_ns);
 		return;
 	case IOD_AR_PROBE_PATH:

@@ -31,21 +31,21 @@ struct inflight {
 };
 
 struct edge {
-	struct iod_ar *ar;                                 /* the sender's core */
-	struct iod_ar_rx *rx;                              /* the receiver's ECN relay */
+	struct iod_ar *ar;                                   /* the sender's core */
+	struct iod_ar_rx *rx;                                /* the receiver's ECN relay */
 	struct iod_ar_probe pending[IOD_AR_SIM_PENDING_MAX]; /* ring: to send at the next tick */
-	uint32_t pend_head, pend_n;                        /* ring position, count */
-	struct inflight fly[IOD_AR_SIM_INFLIGHT_MAX];      /* ring: sent, in time order */
-	uint32_t fly_next;                                 /* next slot to write */
-	uint64_t next_tick_ns;                             /* when the core's tick is due */
+	uint32_t pend_head, pend_n;                          /* ring position, count */
+	struct inflight fly[IOD_AR_SIM_INFLIGHT_MAX];        /* ring: sent, in time order */
+	uint32_t fly_next;                                   /* next slot to write */
+	uint64_t next_tick_ns;                               /* when the core's tick is due */
 };
 
 struct iod_sim_ar {
-	struct edge *edges;     /* one per host */
-	uint32_t hosts;         /* how many */
-	uint64_t core_tick_ns;  /* iod_ar_tick period: half the probe interval */
-	uint64_t dropped;       /* probes that found the pending ring full */
-	struct iod_ar_out out;  /* scratch for one core call (single-threaded) */
+	struct edge *edges;    /* one per host */
+	uint32_t hosts;        /* how many */
+	uint64_t core_tick_ns; /* iod_ar_tick period: half the probe interval */
+	uint64_t dropped;      /* probes that found the pending ring full */
+	struct iod_ar_out out; /* scratch for one core call (single-threaded) */
 };
 
 static void take(struct iod_sim_ar *a, struct edge *ed)
@@ -80,8 +80,8 @@ static void on_reply(struct iod_sim_ar *a, const struct iod_sim_path_feedback *f
 	uint64_t tick_ns = fb->now_ns - fb->rtt_ns;
 	/* Newest first; the ring is in send order, so stop once older. */
 	for (uint32_t k = 1; k <= IOD_AR_SIM_INFLIGHT_MAX; k++) {
-		struct inflight *f =
-		    &ed->fly[(ed->fly_next + IOD_AR_SIM_INFLIGHT_MAX - k) % IOD_AR_SIM_INFLIGHT_MAX];
+		struct inflight *f = &ed->fly[(ed->fly_next + IOD_AR_SIM_INFLIGHT_MAX - k) %
+		                              IOD_AR_SIM_INFLIGHT_MAX];
 		if (!f->used && !f->tick_ns)
 			break;
 		if (f->tick_ns < tick_ns)
@@ -99,8 +99,8 @@ static void on_reply(struct iod_sim_ar *a, const struct iod_sim_path_feedback *f
 		    .path_id = fb->path_id,
 		    .path_links = fb->path_links,
 		    /* the fabric reports queueing delay; the core only orders it */
-		    .load_ppm = fb->path_queue_ns > UINT32_MAX ? UINT32_MAX
-		                                               : (uint32_t)fb->path_queue_ns};
+		    .load_ppm =
+		        fb->path_queue_ns > UINT32_MAX ? UINT32_MAX : (uint32_t)fb->path_queue_ns};
 		iod_ar_on_probe_reply(ed->ar, &r, fb->now_ns);
 		return;
 	}
@@ -173,9 +173,9 @@ int iod_sim_ar_create(const struct iod_ar_config *cfg, uint32_t hosts, uint64_t 
 		struct iod_ar_config c = *cfg;
 		c.seed = iod_hash_u64(cfg->seed ^ ((uint64_t)h + 1)); /* own stream per edge */
 		rc = iod_ar_create(&c, &a->edges[h].ar, e);
-		if (!rc && (rc = iod_ar_rx_create(hosts, rx_interval_ns ? rx_interval_ns
-		                                                       : 5 * IOD_NS_PER_US,
-		                                  &a->edges[h].rx)))
+		if (!rc && (rc = iod_ar_rx_create(
+		                hosts, rx_interval_ns ? rx_interval_ns : 5 * IOD_NS_PER_US,
+		                &a->edges[h].rx)))
 			iod_err_set(e, rc, "adaptive routing: out of memory for the ECN relay");
 		if (rc) {
 			a->hosts = h + 1;
@@ -189,7 +189,8 @@ int iod_sim_ar_create(const struct iod_ar_config *cfg, uint32_t hosts, uint64_t 
 	    .choose = ar_choose,
 	    .feedback = ar_feedback,
 	    .probe = cfg->policy == IOD_AR_ECMP ? NULL : ar_probe,
-	    .probe_interval_ns = cfg->policy == IOD_AR_ECMP ? 0 : (tick_ns ? tick_ns : 2 * IOD_NS_PER_US)};
+	    .probe_interval_ns =
+	        cfg->policy == IOD_AR_ECMP ? 0 : (tick_ns ? tick_ns : 2 * IOD_NS_PER_US)};
 	*out = a;
 	return 0;
 }
@@ -224,6 +225,23 @@ void iod_sim_ar_stats(const struct iod_sim_ar *a, struct iod_ar_stats *sum)
 		sum->ecn_events += s->ecn_events;
 		sum->ecn_to_inner += s->ecn_to_inner;
 	}
+}
+
+void iod_sim_ar_prepare_all(struct iod_sim_ar *a, uint64_t now_ns)
+{
+	for (uint32_t h = 0; h < a->hosts; h++)
+		for (uint32_t d = 0; d < a->hosts; d++) {
+			if (d == h)
+				continue;
+			iod_ar_dest_prepare(a->edges[h].ar, d, now_ns, &a->out);
+			take(a, &a->edges[h]);
+		}
+}
+
+const struct iod_ar *iod_sim_ar_edge(const struct iod_sim_ar *a, uint32_t h)
+{
+	IOD_ASSERT(h < a->hosts);
+	return a->edges[h].ar;
 }
 
 uint64_t iod_sim_ar_probes_dropped(const struct iod_sim_ar *a)
