@@ -467,11 +467,13 @@ static uint16_t choose_wrr(struct ar_dest *d)
 {
 	int64_t total = 0;
 	struct ar_path *best = NULL;
+	IOD_ASSERT(d->paths_n > 0);
+	best = &d->paths[0];
 	for (uint32_t i = 0; i < d->paths_n; i++) {
 		struct ar_path *p = &d->paths[i];
 		p->wrr_current += p->weight;
 		total += p->weight;
-		if (!best || p->wrr_current > best->wrr_current)
+		if (p->wrr_current > best->wrr_current)
 			best = p;
 	}
 	best->wrr_current -= total;
@@ -480,11 +482,12 @@ static uint16_t choose_wrr(struct ar_dest *d)
 
 static uint16_t choose_least_loaded(const struct ar_dest *d, uint64_t flow_hash)
 {
-	const struct ar_path *best = NULL;
-	uint32_t ties = 0;
-	for (uint32_t i = 0; i < d->paths_n; i++) {
+	IOD_ASSERT(d->paths_n > 0);
+	const struct ar_path *best = &d->paths[0];
+	uint32_t ties = 1;
+	for (uint32_t i = 1; i < d->paths_n; i++) {
 		const struct ar_path *p = &d->paths[i];
-		if (!best || p->load_ppm < best->load_ppm) {
+		if (p->load_ppm < best->load_ppm) {
 			best = p;
 			ties = 1;
 		} else if (p->load_ppm == best->load_ppm) {

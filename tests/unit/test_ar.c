@@ -315,6 +315,76 @@ TEST(failed_path_dropped_within_three_intervals_and_flows_move)
 	iod_ar_destroy(ar);
 }
 
+TEST(minrtt_pinned_path_failure_reprobes_the_flow)
+{
+	struct iod_ar *ar = make(IOD_AR_MINRTT, NULL);
+	struct iod_ar_out out = {0};
+	uint16_t hash_port = iod_ar_select(ar, 2, 0x5151, 0, &out);
+	CHECK_EQ(out.probes_n, 4);
+	struct iod_ar_probe_reply r = reply_to(&out.probes[2], 7);
+	iod_ar_on_probe_reply(ar, &r, 20 * US);
+	uint16_t pinned = out.probes[2].sport;
+	CHECK_EQ(iod_ar_flow_port(ar, 2, 0x5151), pinned);
+	/* The pinned path stops answering its liveness probes. */
+	uint64_t now = 0;
+	for (int step = 1; step <= 5; step++) {
+		now = (uint64_t)step * MS;
+		out.probes_n = 0;
+		iod_ar_tick(ar, now, &out);
+	}
+	CHECK_EQ(iod_ar_stats(ar)->paths_failed, 1);
+	/* Its next packet leaves the dead port, goes on the hash port and
+	 * races k ports again. */
+	out.probes_n = 0;
+	uint16_t p = iod_ar_select(ar, 2, 0x5151, now + 1, &out);
+	CHECK(p != pinned);
+	CHECK_EQ(p, hash_port);
+	CHECK_EQ(out.probes_n, 4);
+	CHECK_EQ(out.probes[0].kind, IOD_AR_PROBE_FLOW);
+	CHECK(iod_ar_stats(ar)->flows_moved >= 1);
+	/* A fresh reply pins it again. */
+	r = reply_to(&out.probes[1], 8);
+	iod_ar_on_probe_reply(ar, &r, now + 1 + 20 * US);
+	CHECK_EQ(iod_ar_flow_port(ar, 2, 0x5151), out.probes[1].sport);
+	iod_ar_destroy(ar);
+}
+
+TEST(probe_util_drops_a_silent_path_and_never_picks_it)
+{
+	struct iod_ar *ar = make(IOD_AR_PROBE_UTIL, NULL);
+	struct iod_ar_out out = {0};
+	struct iod_ar_path_info pi[16];
+	iod_ar_select(ar, 4, 1, 0, &out);
+	answer_discovery(ar, &out, 0);
+	CHECK_EQ(iod_ar_paths(ar, 4, pi, 16, 0), 4);
+	/* The least-loaded path (load 0) goes silent; the others answer. */
+	uint16_t silent = pi[0].sport;
+	uint32_t n = 4;
+	uint64_t now = 0, dropped_at = 0;
+	for (int step = 1; step <= 8; step++) {
+		now = (uint64_t)step * MS;
+		out.probes_n = 0;
+		iod_ar_tick(ar, now, &out);
+		for (uint32_t i = 0; i < out.probes_n; i++) {
+			if (out.probes[i].kind != IOD_AR_PROBE_PATH ||
+			    out.probes[i].sport == silent)
+				continue;
+			struct iod_ar_probe_reply r = reply_to(&out.probes[i], 0);
+			r.load_ppm = 500000;
+			iod_ar_on_probe_reply(ar, &r, now + 10 * US);
+		}
+		n = iod_ar_paths(ar, 4, pi, 16, now);
+		if (n == 3 && !dropped_at)
+			dropped_at = now;
+	}
+	CHECK_EQ(n, 3);
+	CHECK_MSG(dropped_at && dropped_at <= 4 * MS, "dropped at %llu ns",
+	          (unsigned long long)dropped_at);
+	for (uint64_t f = 0; f < 50; f++)
+		CHECK(iod_ar_select(ar, 4, 7000 + f, now + 1, NULL) != silent);
+	iod_ar_destroy(ar);
+}
+
 static void idle_1s(struct iod_ar_config *c)
 {
 	c->flow_idle_ns = 1 * IOD_NS_PER_S;
