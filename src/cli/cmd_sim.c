@@ -145,8 +145,16 @@ static int run_one(const struct opts *o, const struct iod_sim_topo *topo,
 	/* Size the flow table to the workload: expected arrivals x 2 + slack. */
 	uint32_t hosts = iod_sim_topo_host_count(topo);
 	double mean = iod_sim_cdf_mean(cdf);
+	double host_bps = 0; /* the fastest host NIC bounds every host's arrivals */
+	for (uint32_t l = 0; l < topo->n_links; l++) {
+		const struct iod_sim_topo_link *lk = &topo->links[l];
+		if (topo->nodes[lk->a].kind == IOD_SIM_HOST ||
+		    topo->nodes[lk->b].kind == IOD_SIM_HOST)
+			host_bps = IOD_MAX(host_bps, (double)lk->rate_bps);
+	}
 	double expect =
-	    load > 0 ? (double)hosts * 40e9 * load * ((double)o->duration_ns / 1e9) / 8 / mean : 0;
+	    load > 0 ? (double)hosts * host_bps * load * ((double)o->duration_ns / 1e9) / 8 / mean
+	             : 0;
 	double flows = 2 * expect + 4096 + (o->allreduce ? 2.0 * o->allreduce * o->allreduce : 0);
 	cfg.flows_max = flows > IOD_SIM_FLOWS_DEFAULT ? IOD_SIM_FLOWS_DEFAULT : (uint32_t)flows;
 	if ((rc = iod_sim_create(&s, topo, &cfg, e)))
