@@ -93,7 +93,9 @@ struct iod_ar_probe_reply {
 	uint64_t sent_ns;    /* as sent */
 	uint64_t path_id;    /* identity of the path taken (0 = unknown) */
 	uint64_t path_links; /* a 64-bit signature of the links used (bit per link hash) */
-	uint32_t load_ppm;   /* probe-util: the path's max link utilisation, ppm */
+	uint32_t load_ppm;   /* probe-util: the path's max link utilisation, ppm, or
+	                        any load where lower is better (the simulator
+	                        reports the largest queueing delay in ns) */
 };
 
 #define IOD_AR_OUT_PROBES_MAX 64
