@@ -192,4 +192,42 @@ void iod_ar_rx_on_packet(struct iod_ar_rx *rx, uint32_t src, uint16_t sport, boo
 bool iod_ar_rx_feedback(struct iod_ar_rx *rx, uint32_t src, uint64_t now_ns, uint16_t *sport,
                         bool *ce);
 
+/* ---- probes on the wire (src/net/ar_probe.c) -------------------------------- */
+
+/*
+ * A probe is an IPv4/UDP frame with the outer addresses of the overlay
+ * (VTEP to VTEP), the probed source port, and a distinct UDP destination
+ * port (DOCA-AR did the same), so the remote edge can reflect it in one
+ * match and the fabric hashes it like the flow's VXLAN packets on that port.
+ * Payload (big-endian): magic "IOAR", version 1, flags (bit 0: reply), kind,
+ * 0, flow hash (8), send time (8), 8 bytes reserved (zero).
+ */
+#define IOD_AR_PROBE_UDP_PORT 48879 /* 0xBEEF, below Linux's VXLAN port range */
+#define IOD_AR_PROBE_FRAME_BYTES (14 + 20 + 8 + 32)
+
+/* Outer headers of the probes from this edge to one remote edge. */
+struct iod_ar_wire {
+	uint8_t src_mac[6]; /* this VTEP's MAC */
+	uint8_t dst_mac[6]; /* next hop's MAC */
+	uint32_t src_ip;    /* this VTEP (host order) */
+	uint32_t dst_ip;    /* the remote VTEP (host order) */
+	uint16_t dport;     /* 0 = IOD_AR_PROBE_UDP_PORT */
+	uint8_t tos;        /* outer DSCP/ECN, as the flow's VXLAN packets */
+};
+
+/* Write probe p as a frame into buf; its length, or -ENOSPC. */
+int iod_ar_probe_frame_build(uint8_t *buf, uint32_t cap, const struct iod_ar_wire *w,
+                             const struct iod_ar_probe *p);
+/*
+ * Parse a frame: -EINVAL unless it is a well-formed probe to dport (0 =
+ * default). *reply tells request from reply; for a reply, out is ready for
+ * iod_ar_on_probe_reply (dst = the reflecting edge's address).
+ */
+int iod_ar_probe_frame_parse(const uint8_t *frame, uint32_t len, uint16_t dport, bool *reply,
+                             struct iod_ar_probe_reply *out);
+/* The remote edge's reflection, in place: a request becomes the reply
+ * (MACs and IPs swapped, the reply flag set, ports kept). -EINVAL unless
+ * frame is a probe request to dport. */
+int iod_ar_probe_frame_reflect(uint8_t *frame, uint32_t len, uint16_t dport);
+
 #endif

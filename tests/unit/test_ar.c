@@ -7,6 +7,8 @@
 #include "harness.h"
 #include "iod/ar.h"
 
+#include <string.h>
+
 #define MS IOD_NS_PER_MS
 #define US IOD_NS_PER_US
 
@@ -458,4 +460,87 @@ TEST(config_errors_are_explained)
 	CHECK_EQ(p, IOD_AR_CLOVE_ECN);
 	CHECK_STR(iod_ar_policy_name(IOD_AR_PROBE_UTIL), "probe-util");
 	CHECK_EQ(iod_ar_policy_parse("conga", &p), -EINVAL);
+}
+
+/* ---- probes on the wire ------------------------------------------------- */
+
+static const struct iod_ar_wire wire = {.src_mac = {2, 0, 0, 0, 0, 1},
+                                        .dst_mac = {2, 0, 0, 0, 0, 2},
+                                        .src_ip = 0x0a000001,
+                                        .dst_ip = 0x0a000002,
+                                        .tos = 2};
+
+TEST(probe_frame_round_trip_and_reflection)
+{
+	uint8_t f[128];
+	struct iod_ar_probe p = {.dst = 0x0a000002,
+	                         .sport = 51234,
+	                         .kind = IOD_AR_PROBE_FLOW,
+	                         .flow_hash = 0x1122334455667788ull,
+	                         .sent_ns = 123456789};
+	int n = iod_ar_probe_frame_build(f, sizeof(f), &wire, &p);
+	CHECK_EQ(n, IOD_AR_PROBE_FRAME_BYTES);
+	/* the fabric sees UDP from the probed source port to the probe port */
+	CHECK_EQ(f[12], 0x08);
+	CHECK_EQ(f[23], 17);
+	CHECK_EQ((f[34] << 8) | f[35], 51234);
+	CHECK_EQ((f[36] << 8) | f[37], IOD_AR_PROBE_UDP_PORT);
+	bool reply = true;
+	struct iod_ar_probe_reply r;
+	CHECK_EQ(iod_ar_probe_frame_parse(f, (uint32_t)n, 0, &reply, &r), 0);
+	CHECK(!reply);
+	CHECK_EQ(r.dst, 0x0a000001); /* a request comes from the prober */
+	/* the remote edge reflects it in place; a reply is not reflected again */
+	CHECK_EQ(iod_ar_probe_frame_reflect(f, (uint32_t)n, 0), 0);
+	CHECK_EQ(iod_ar_probe_frame_reflect(f, (uint32_t)n, 0), -EINVAL);
+	CHECK_EQ(iod_ar_probe_frame_parse(f, (uint32_t)n, 0, &reply, &r), 0);
+	CHECK(reply);
+	CHECK_EQ(r.dst, 0x0a000002); /* the reply names the reflecting edge */
+	CHECK_EQ(r.sport, 51234);
+	CHECK_EQ(r.kind, IOD_AR_PROBE_FLOW);
+	CHECK_U64(r.flow_hash, 0x1122334455667788ull);
+	CHECK_U64(r.sent_ns, 123456789);
+	CHECK_EQ(f[0], 2);
+	CHECK_EQ(f[5], 1); /* MACs swapped: back to the prober */
+	/* and it drives the core like any reply */
+	struct iod_ar *ar = make(IOD_AR_MINRTT, NULL);
+	struct iod_ar_out out = {0};
+	iod_ar_select(ar, 0x0a000002, 0x99, 1000, &out);
+	CHECK_EQ(iod_ar_probe_frame_build(f, sizeof(f), &wire, &out.probes[3]),
+	         IOD_AR_PROBE_FRAME_BYTES);
+	CHECK_EQ(iod_ar_probe_frame_reflect(f, IOD_AR_PROBE_FRAME_BYTES, 0), 0);
+	CHECK_EQ(iod_ar_probe_frame_parse(f, IOD_AR_PROBE_FRAME_BYTES, 0, &reply, &r), 0);
+	iod_ar_on_probe_reply(ar, &r, 1000 + 20 * US);
+	CHECK_EQ(iod_ar_flow_port(ar, 0x0a000002, 0x99), out.probes[3].sport);
+	iod_ar_destroy(ar);
+}
+
+TEST(probe_frame_rejects_what_is_not_a_probe)
+{
+	uint8_t f[128];
+	bool reply;
+	struct iod_ar_probe_reply r;
+	struct iod_ar_probe p = {.sport = 50000, .kind = IOD_AR_PROBE_PATH};
+	CHECK_EQ(iod_ar_probe_frame_build(f, 40, &wire, &p), -ENOSPC);
+	int n = iod_ar_probe_frame_build(f, sizeof(f), &wire, &p);
+	CHECK_EQ(n, IOD_AR_PROBE_FRAME_BYTES);
+	/* truncated at every length */
+	for (int len = 0; len < n; len++)
+		CHECK_EQ(iod_ar_probe_frame_parse(f, (uint32_t)len, 0, &reply, &r), -EINVAL);
+	/* another destination port */
+	CHECK_EQ(iod_ar_probe_frame_parse(f, (uint32_t)n, 4789, &reply, &r), -EINVAL);
+	/* a bad magic, version or kind */
+	uint8_t g[128];
+	for (int off = 42; off < 42 + 7; off++) {
+		if (off == 47)
+			continue; /* the flags byte */
+		memcpy(g, f, (size_t)n);
+		g[off] ^= 0x80;
+		CHECK_EQ(iod_ar_probe_frame_parse(g, (uint32_t)n, 0, &reply, &r), -EINVAL);
+		CHECK_EQ(iod_ar_probe_frame_reflect(g, (uint32_t)n, 0), -EINVAL);
+	}
+	/* not IPv4/UDP */
+	memcpy(g, f, (size_t)n);
+	g[23] = 6;
+	CHECK_EQ(iod_ar_probe_frame_parse(g, (uint32_t)n, 0, &reply, &r), -EINVAL);
 }
