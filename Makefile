@@ -30,6 +30,13 @@ PKGS     := libuv raft yaml-0.1 jansson hwloc libmicrohttpd libpcap
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
+# DPDK objects (src/io/dpdk/*.c) link into build/iod and the benchmarks
+# only: linking DPDK's ~700 libraries and their constructors into every
+# sanitizer test program would slow `make test` and flood ASan's reports.
+# Without libdpdk the variables are empty and iod builds without it.
+DPDK_LIBS  := $(shell pkg-config --libs libdpdk 2>/dev/null)
+DPDK_CFLAGS:= $(if $(DPDK_LIBS),$(shell pkg-config --cflags libdpdk) -DALLOW_EXPERIMENTAL_API)
+
 VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter -Wno-format-truncation
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itests $(WARN) $(PKG_CFLAGS) \
@@ -46,6 +53,7 @@ FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 BENCH_SRC:= $(sort $(wildcard bench/bench_*.c))
 
 REL_OBJ  := $(LIB_SRC:%.c=$(BUILD)/rel/%.o)
+DPDK_OBJ := $(if $(DPDK_LIBS),$(patsubst %.c,$(BUILD)/dpdk/%.o,$(sort $(wildcard src/io/dpdk/*.c))))
 SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o)
 FUZZ_OBJ := $(LIB_SRC:%.c=$(BUILD)/fuzz/%.o)
 TEST_BIN := $(UNIT_SRC:%.c=$(BUILD)/san/%)
@@ -58,9 +66,9 @@ all: $(BUILD)/iod
 deps:
 	@true
 
-$(BUILD)/iod: $(REL_OBJ) $(BUILD)/rel/src/cli/main.o
+$(BUILD)/iod: $(REL_OBJ) $(DPDK_OBJ) $(BUILD)/rel/src/cli/main.o
 	@echo "  LD      $@"
-	$(Q)$(CC) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) -o $@ $^ $(LDLIBS) $(DPDK_LIBS)
 
 $(BUILD)/san/iod: $(SAN_OBJ) $(BUILD)/san/src/cli/main.o
 	@echo "  LD san  $@"
@@ -71,6 +79,11 @@ $(BUILD)/rel/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CFLAGS_REL) -c -o $@ $<
+
+$(BUILD)/dpdk/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC dpdk $<"
+	$(Q)$(CC) $(filter-out -std=c11,$(CFLAGS_REL)) -std=gnu11 $(DPDK_CFLAGS) -c -o $@ $<
 
 $(BUILD)/san/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -91,9 +104,9 @@ $(BUILD)/fuzz/%.o: %.c
 $(FUZZ_BIN): $(BUILD)/fuzz/%: $(BUILD)/fuzz/tests/fuzz/%.o $(FUZZ_OBJ)
 	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
 
-$(BENCH_BIN): $(BUILD)/bench/%: bench/%.c $(REL_OBJ)
+$(BENCH_BIN): $(BUILD)/bench/%: bench/%.c $(REL_OBJ) $(DPDK_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_REL) -o $@ $< $(REL_OBJ) $(LDLIBS)
+	$(CC) $(CFLAGS_REL) -o $@ $< $(REL_OBJ) $(DPDK_OBJ) $(LDLIBS) $(DPDK_LIBS)
 
 # The whole test run: unit + sim programs, integration scripts, fuzz smoke runs.
 test: deps $(BUILD)/iod $(BUILD)/san/iod $(TEST_BIN)

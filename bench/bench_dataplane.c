@@ -22,6 +22,8 @@ static double secs(void)
 	return v > 0 ? v : 1.0;
 }
 
+static double dpdk_mpps; /* the bare DPDK loop of this run, 0 = none */
+
 static int one(const char *sc, uint32_t flows, uint32_t bytes, double base_mpps, double *mpps)
 {
 	struct iod_io_bench_result r;
@@ -31,13 +33,16 @@ static int one(const char *sc, uint32_t flows, uint32_t bytes, double base_mpps,
 		return 1;
 	}
 	printf("BENCH dataplane.%s_%uB_%uflows mpps=%.2f ns_per_pkt=%.1f packets=%llu "
-	       "wire_bytes=%u emc_hit_pct=%.1f",
+	       "wire_bytes=%u cpu_share=%.2f cache_hit_pct=%.1f",
 	       sc, bytes, flows, r.mpps, r.ns_per_pkt, (unsigned long long)r.packets, r.wire_bytes,
+	       r.cpu_share,
 	       r.emc_hits + r.emc_misses
 	           ? 100.0 * (double)r.emc_hits / (double)(r.emc_hits + r.emc_misses)
 	           : 0.0);
 	if (base_mpps > 0)
 		printf(" ratio_vs_macswap=%.3f", r.mpps / base_mpps);
+	if (dpdk_mpps > 0 && strcmp(sc, "macswap"))
+		printf(" ratio_vs_dpdk_macswap=%.3f", r.mpps / dpdk_mpps);
 	printf("\n");
 	fflush(stdout);
 	if (mpps)
@@ -53,8 +58,20 @@ int main(void)
 	       secs(), ct_sessions);
 	printf("# sizes are tenant (inner) frames without FCS; VXLAN frames on the wire carry "
 	       "50 B more (wire_bytes)\n");
-	printf("# the machine is shared and noisy: compare figures of the same run\n");
+	printf("# the machine is shared and noisy: rates are per CPU-second of the measuring\n"
+	       "# thread (cpu_share = CPU time / wall time it got); compare within one run\n");
 	int rc = 0;
+	if (iod_io_dpdk_bench_macswap) {
+		struct iod_err de = {0};
+		if (iod_io_dpdk_bench_macswap(secs(), &dpdk_mpps, &de))
+			fprintf(stderr, "bench_dataplane: DPDK: %s\n", de.msg);
+		else
+			printf("BENCH dataplane.dpdk_macswap_net_null mpps=%.2f ns_per_pkt=%.1f "
+			       "note=bare_dpdk_loop_net_null0_to_net_null1\n",
+			       dpdk_mpps, 1000.0 / dpdk_mpps);
+	} else {
+		printf("# DPDK not linked: no dpdk_macswap figure\n");
+	}
 	static const uint32_t sizes[] = {64, 1500};
 	for (unsigned s = 0; s < 2; s++) {
 		uint32_t b = sizes[s] == 64 ? 60 : sizes[s];

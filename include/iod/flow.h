@@ -161,9 +161,9 @@ struct iod_flow_pipe_cfg {
 	enum iod_flow_pipe_kind kind;    /* pipe kind */
 	bool is_root;                    /* root of port .port (first pipe its packets see) */
 	uint16_t port;                   /* root: the port */
-	struct iod_flow_key match;       /* constant values (where mask bits are set) */
-	struct iod_flow_key mask;        /* compared bits (BASIC/HASH: the fields) */
-	uint32_t changeable;             /* bits of `match` fields each entry fills (doc only) */
+	struct iod_flow_key match;       /* pipe-wide constant values, compared under const_mask */
+	struct iod_flow_key const_mask;  /* fields fixed for the whole pipe (a mismatch misses) */
+	struct iod_flow_key mask;        /* fields each entry fills (BASIC/HASH: the key fields) */
 	struct iod_flow_actions actions; /* template: entries' flags OR into these */
 	struct iod_flow_monitor monitor; /* template monitor (entries may add) */
 	struct iod_flow_fwd fwd;         /* on a hit (entries may override) */
@@ -206,7 +206,7 @@ struct iod_flow_pipeline_cfg {
 	struct iod_net_lb_service *services; /* LB action targets */
 	uint32_t services_n;                 /* entries in services */
 	iod_flow_status_fn status_cb;        /* completions and aging */
-	bool emc_off;                        /* disable the exact-match cache (for comparison) */
+	bool emc_off;                        /* disable both flow caches (tests compare) */
 	uint32_t emc_slots;                  /* per core, a power of two; 0 = IOD_FLOW_EMC_SLOTS */
 };
 
@@ -274,7 +274,8 @@ struct iod_flow_engine_stats {
 	uint64_t packets;      /* processed */
 	uint64_t drops;        /* dropped */
 	uint64_t emc_hits;     /* exact-match cache hits */
-	uint64_t emc_misses;   /* walks */
+	uint64_t mf_hits;      /* megaflow (masked) cache hits */
+	uint64_t emc_misses;   /* full pipe walks (both caches missed) */
 	uint64_t parse_errors; /* frames too short to parse */
 };
 void iod_flow_engine_stats(const struct iod_flow_pipeline *pl, struct iod_flow_engine_stats *st);
@@ -386,5 +387,66 @@ struct iod_flow_dp {
 int iod_flow_dp_build(const struct iod_flow_dp_config *c, uint32_t cores, struct iod_flow_dp *dp,
                       struct iod_err *e);
 void iod_flow_dp_destroy(struct iod_flow_dp *dp);
+
+/* ---- offload: pipes and entries as NIC rules (rte_flow shape) ----------- */
+
+/*
+ * The translator turns an entry into a hardware-neutral description of an
+ * rte_flow rule: attributes (group, priority), pattern items with spec and
+ * mask, actions. The DPDK layer (src/io/dpdk/offload.c) builds rte_flow
+ * structures from it and asks the port (rte_flow_validate); what cannot be
+ * expressed at all (ct pipes, LB, ARP replies, port ranges) is marked here
+ * with the reason and stays in software. Pure: no DPDK, no I/O.
+ */
+#define IOD_FLOW_HW_ETH 0x0001     /* outer Ethernet */
+#define IOD_FLOW_HW_IPV4 0x0002    /* outer IPv4 */
+#define IOD_FLOW_HW_UDP 0x0004     /* outer UDP */
+#define IOD_FLOW_HW_TCP 0x0008     /* outer TCP */
+#define IOD_FLOW_HW_VXLAN 0x0010   /* VXLAN */
+#define IOD_FLOW_HW_IN_ETH 0x0020  /* inner Ethernet */
+#define IOD_FLOW_HW_IN_IPV4 0x0040 /* inner IPv4 */
+#define IOD_FLOW_HW_IN_UDP 0x0080  /* inner UDP */
+#define IOD_FLOW_HW_IN_TCP 0x0100  /* inner TCP */
+#define IOD_FLOW_HW_META 0x0200    /* metadata register */
+#define IOD_FLOW_HW_ARP 0x0400     /* ARP */
+
+#define IOD_FLOW_HW_A_DROP 0x00001     /* drop */
+#define IOD_FLOW_HW_A_JUMP 0x00002     /* jump to group */
+#define IOD_FLOW_HW_A_PORT 0x00004     /* to a port */
+#define IOD_FLOW_HW_A_RSS 0x00008      /* RSS over queues */
+#define IOD_FLOW_HW_A_DECAP 0x00010    /* VXLAN decap */
+#define IOD_FLOW_HW_A_ENCAP 0x00020    /* VXLAN encap */
+#define IOD_FLOW_HW_A_SET_META 0x00040 /* set metadata */
+#define IOD_FLOW_HW_A_SET_DST 0x00080  /* set IPv4 dst (+ TP dst) */
+#define IOD_FLOW_HW_A_SET_SRC 0x00100  /* set IPv4 src (+ TP src) */
+#define IOD_FLOW_HW_A_DEC_TTL 0x00200  /* decrement TTL */
+#define IOD_FLOW_HW_A_SET_MAC 0x00400  /* set MAC dst/src */
+#define IOD_FLOW_HW_A_MAC_SWAP 0x00800 /* swap MACs */
+#define IOD_FLOW_HW_A_SET_DSCP 0x01000 /* set IPv4 DSCP */
+#define IOD_FLOW_HW_A_COUNT 0x02000    /* counter */
+#define IOD_FLOW_HW_A_METER 0x04000    /* meter */
+#define IOD_FLOW_HW_A_AGE 0x08000      /* aging */
+#define IOD_FLOW_HW_A_MIRROR 0x10000   /* sample ratio 1 to a port */
+#define IOD_FLOW_HW_A_SET_TAG 0x20000  /* set tag (ct zone) */
+
+struct iod_flow_hw_rule {
+	uint32_t group;              /* 0 for a root pipe, else pipe id + 1 */
+	uint32_t priority;           /* CONTROL/ACL priority, else 0 */
+	uint16_t port;               /* the port the rule is for (root pipes) */
+	uint32_t items;              /* IOD_FLOW_HW_* present in the pattern */
+	struct iod_flow_key spec;    /* values of the matched fields */
+	struct iod_flow_key mask;    /* which bits */
+	uint32_t actions;            /* IOD_FLOW_HW_A_* */
+	struct iod_flow_actions act; /* action values (encap, NAT, MACs, meta) */
+	struct iod_flow_fwd fwd;     /* terminal forward */
+	uint32_t jump_group;         /* JUMP: target group */
+	uint32_t aging_s;            /* AGE */
+	uint16_t mirror_port;        /* MIRROR */
+	const char *unsupported;     /* NULL, or why rte_flow cannot express it */
+};
+
+/* Translate one live entry; -ENOENT if it is not live. */
+int iod_flow_offload_translate(const struct iod_flow_pipeline *pl, uint32_t pipe, uint32_t entry,
+                               struct iod_flow_hw_rule *r);
 
 #endif

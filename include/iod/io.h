@@ -122,11 +122,12 @@ struct iod_io_bench_result {
 	uint32_t wire_bytes;  /* size of the frames the port receives */
 	uint64_t packets;     /* measured packets */
 	uint64_t forwarded;   /* of which forwarded */
-	double seconds;       /* measured time */
+	double seconds;       /* CPU time of the measuring thread */
+	double cpu_share;     /* CPU time / wall time: how much of the core the run got */
 	double mpps;          /* packets / seconds / 1e6 */
 	double ns_per_pkt;    /* 1e9 / packets per second */
-	uint64_t emc_hits;    /* engine cache hits during the run */
-	uint64_t emc_misses;  /* engine cache misses during the run */
+	uint64_t emc_hits;    /* engine cache hits (exact + megaflow) during the run */
+	uint64_t emc_misses;  /* full pipe walks during the run */
 };
 
 /*
@@ -142,5 +143,39 @@ int iod_io_bench_run(const char *scenario, uint32_t flows, uint32_t frame_bytes,
  * bytes per session and new sessions per second. */
 int iod_io_bench_ct(uint32_t sessions, double *bytes_per_session, double *new_per_s,
                     size_t *mem_bytes, struct iod_err *e);
+
+/* ---- DPDK (linked into build/iod and the benchmarks only) -------------- */
+
+/*
+ * These live in src/io/dpdk/, which the Makefile links into build/iod and
+ * bench programs but not into test programs (DPDK's constructors and its
+ * 700 libraries would slow every sanitizer test and drown ASan's leak
+ * report). They are weak here: check a function for NULL before calling.
+ */
+
+/* Initialise DPDK's EAL once: `--no-huge --no-pci --no-shconf -m 256` plus
+ * one `--vdev` per comma-free name in vdevs ("net_null0 net_null1"), or the
+ * whole argument string from IOD_DPDK_EAL when set. */
+int iod_io_dpdk_init(const char *vdevs, struct iod_err *e) __attribute__((weak));
+
+/* The offload state of a pipeline on one DPDK port. */
+struct iod_io_offload;
+/* Translate every live entry (iod_flow_offload_translate), validate each
+ * expressible rule on the port with rte_flow_validate and create those the
+ * port accepts; the rest stay in software with the reason. */
+int iod_io_offload_create(struct iod_io_offload **out, const struct iod_flow_pipeline *pl,
+                          const char *port_name, struct iod_err *e) __attribute__((weak));
+/* iod_flow_offload_state_fn for iod_flow_dump_json (ctx = the offload). */
+int iod_io_offload_state(void *ctx, uint32_t pipe, uint32_t entry, const char **reason)
+    __attribute__((weak));
+/* {port, template_api, rules, offloaded, software, validate_errors} as JSON. */
+json_t *iod_io_offload_summary(const struct iod_io_offload *o) __attribute__((weak));
+void iod_io_offload_destroy(struct iod_io_offload *o) __attribute__((weak));
+
+/* The bare DPDK loop the data plane is compared with: rx a burst on
+ * net_null0, swap MACs, tx on net_null1, for `seconds` of this thread's CPU
+ * time; the rate is per CPU-second, as the other figures. */
+int iod_io_dpdk_bench_macswap(double seconds, double *mpps, struct iod_err *e)
+    __attribute__((weak));
 
 #endif

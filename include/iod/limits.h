@@ -61,7 +61,76 @@
 
 /* ---- topo -------------------------------------------------------------- */
 
+/* CPU packages per node: 8-socket servers are the largest common machines. */
+#define IOD_TOPO_PACKAGES_MAX 8
+/* NUMA nodes: 2 sockets x SNC4/NPS4 = 8, plus CXL and GPU-memory nodes
+ * (Grace Hopper exposes HBM as NUMA nodes); 32 leaves room. */
+#define IOD_TOPO_NUMA_MAX 32
+/* Last-level caches: AMD EPYC has one L3 per CCD, up to 16 per socket. */
+#define IOD_TOPO_CACHES_MAX 32
+/* Host bridges + PCIe switches: a DGX has ~12 root complexes and ~8 switches;
+ * 64 covers large PCIe expansion boxes. */
+#define IOD_TOPO_BRIDGES_MAX 64
+/* Devices we model (GPU, NIC, DPU, FPGA, NVMe): 8 GPUs + 10 NICs + 16 NVMe
+ * fit with room. The link matrix is DEVICES^2 x 4 bytes (16 KiB), which is
+ * what bounds it: a node must stay small enough to hold 1,000 of them. */
+#define IOD_TOPO_DEVICES_MAX 64
+/* GPUs per node: 8-16 in today's servers; 32 covers 20-GPU PCIe chassis. */
+#define IOD_TOPO_GPUS_MAX 32
+/* Compute units: one per device plus one CPU unit per NUMA node. */
+#define IOD_TOPO_UNITS_MAX (IOD_TOPO_DEVICES_MAX + IOD_TOPO_NUMA_MAX)
+/* NVLinks per GPU: NVLink 4/5 (H100, B200) have 18; NVML's link loop bound. */
+#define IOD_TOPO_NVLINKS_MAX 18
+/* Model, vendor, UUID strings: "GPU-" + 36-char UUID fits; longer names are
+ * truncated (they are labels, not keys). */
+#define IOD_TOPO_STR_MAX 48
+/* Device labels "GPU12", "NIC10" and OS names "mlx5_10". */
+#define IOD_TOPO_LABEL_MAX 24
+/* An hwloc XML file is read whole: a 2-socket server with every PCI device
+ * is ~200 KiB; 16 MiB leaves room for huge machines, bounds a bad file. */
+#define IOD_TOPO_XML_MAX (16u << 20)
+/* Seconds hwloc may take to parse a user's XML (in its child process):
+ * a 200 KiB file takes milliseconds; this only stops a parser stuck in a loop. */
+#define IOD_TOPO_XML_PARSE_S_MAX 10
+/* PCI tree depth walked from a device to its host bridge (cycle guard). */
+#define IOD_TOPO_PCI_DEPTH_MAX 16
+/* GPUs per node of the parametric generic-N model. */
+#define IOD_TOPO_GENERIC_GPUS_MAX 16
+
 /* ---- sched ------------------------------------------------------------- */
+
+/* GPUs per node: 16 covers every HGX/DGX board (8) and 16-GPU systems; GPU
+ * sets are 32-bit masks and the exact set search stays affordable
+ * (C(16,8) = 12,870 sets, memoized). */
+#define IOD_SCHED_NODE_GPUS_MAX 16
+/* NUMA nodes per node: 2 sockets x NPS4 on AMD. */
+#define IOD_SCHED_NUMA_MAX 8
+/* NICs per node: DGX H100 has 8 ConnectX-7 + 2 BlueField ports + mgmt. */
+#define IOD_SCHED_NICS_MAX 16
+/* Labels per node and selector terms per request. */
+#define IOD_SCHED_LABELS_MAX 8
+/* Candidates kept per decision for `iod explain`: enough to see the runner-up. */
+#define IOD_SCHED_EXPLAIN_TOP 3
+/* One reason line: a node name, a GPU list and counts fit easily. */
+#define IOD_SCHED_WHY_MAX 320
+/* Moves per rebalancing plan: disruption is bounded by design. */
+#define IOD_SCHED_MOVES_MAX 64
+/* Distinct node models in one cluster. */
+#define IOD_SCHED_SHAPES_MAX 64
+/* Memoized GPU-set searches per shape: (free mask, k, link) keys; 2^18
+ * covers every key of an 8-GPU shape many times and bounds 16-GPU ones. */
+#define IOD_SCHED_MEMO_MAX (1u << 18)
+/* NUMA classes kept per memoized search (best set per NUMA-node mask):
+ * 8 GPUs over 2-4 NUMA nodes give at most 15. */
+#define IOD_SCHED_CLASSES_MAX 32
+/* Nodes and placed replicas in one scheduler instance. */
+#define IOD_SCHED_NODES_MAX 100000
+#define IOD_SCHED_REPLICAS_MAX (1u << 20)
+/* Replicas one deploy (one iod_sched_place call) may ask for: a result holds
+ * ~0.8 KB per replica (its explanation and reason), so 10^5 is ~80 MB. */
+#define IOD_SCHED_DEPLOY_MAX 100000
+/* Services one scheduler instance tracks (spread, anti-affinity, moves). */
+#define IOD_SCHED_SERVICES_MAX 65536
 
 /* ---- state / raft / api ------------------------------------------------ */
 

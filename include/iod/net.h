@@ -335,6 +335,15 @@ int iod_net_vxlan_set_sport(uint8_t *frame, uint32_t len, uint16_t sport);
 int iod_net_arp_reply(const uint8_t *req, uint32_t len, uint32_t gw_ip, const uint8_t gw_mac[6],
                       uint8_t *out, uint32_t cap);
 
+/*
+ * ND responder (IPv6's ARP, RFC 4861): if req is a Neighbor Solicitation for
+ * gw_ip6, write the Neighbor Advertisement (router, solicited, override; with
+ * the target link-layer address option) to out and return its length (86);
+ * 0 when it is not such a solicitation; -ENOSPC if out is too small.
+ */
+int iod_net_nd_reply(const uint8_t *req, uint32_t len, const uint8_t gw_ip6[16],
+                     const uint8_t gw_mac[6], uint8_t *out, uint32_t cap);
+
 /* ---- header rewrites with incremental checksums ------------------------ */
 
 /* Rewrite the key's IPv4 source/destination address and L4 port of a parsed
@@ -456,6 +465,14 @@ void iod_net_ct_destroy(struct iod_net_ct *ct);
 void iod_net_ct_lookup(struct iod_net_ct *ct, const struct iod_net_tuple *key, uint8_t tcp_flags,
                        const uint8_t *frame, const struct iod_net_meta *m, uint64_t now_ns,
                        struct iod_net_ct_result *r);
+/* The same with the key's hash (iod_net_tuple_hash) already computed. */
+void iod_net_ct_lookup_hashed(struct iod_net_ct *ct, const struct iod_net_tuple *key, uint32_t hash,
+                              uint8_t tcp_flags, const uint8_t *frame, const struct iod_net_meta *m,
+                              uint64_t now_ns, struct iod_net_ct_result *r);
+/* Burst helpers: prefetch the index slot of a hash, then (once it is in
+ * cache) the session its first matching slot points to. Pure hints. */
+void iod_net_ct_prefetch(const struct iod_net_ct *ct, uint32_t hash);
+void iod_net_ct_prefetch_entry(const struct iod_net_ct *ct, uint32_t hash);
 /*
  * Create the session for a NEW packet (its tuple is the original direction),
  * with an optional NAT binding and user mark. -ENOSPC when the table is full,

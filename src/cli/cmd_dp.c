@@ -277,11 +277,13 @@ out:
 static void print_dump_text(const json_t *j)
 {
 	const json_t *eng = json_object_get(j, "engine");
-	printf("engine: %lld packets, %lld dropped, cache %lld hits / %lld misses\n",
+	printf("engine: %lld packets, %lld dropped, exact-match hits %lld, megaflow hits %lld, "
+	       "pipe walks %lld\n",
 	       json_integer_value(json_object_get(eng, "packets")),
 	       json_integer_value(json_object_get(eng, "drops")),
 	       json_integer_value(json_object_get(eng, "emc_hits")),
-	       json_integer_value(json_object_get(eng, "emc_misses")));
+	       json_integer_value(json_object_get(eng, "megaflow_hits")),
+	       json_integer_value(json_object_get(eng, "walks")));
 	size_t i;
 	json_t *p;
 	json_array_foreach(json_object_get(j, "pipes"), i, p)
@@ -313,7 +315,10 @@ static void print_dump_text(const json_t *j)
 			       json_integer_value(json_object_get(en, "id")), m ? m : "",
 			       a ? a : "", json_integer_value(json_object_get(en, "packets")),
 			       json_integer_value(json_object_get(en, "bytes")),
-			       off ? (json_is_true(off) ? " offloaded" : " software") : "");
+			       off ? (json_is_true(off) ? " OFFLOADED" : " software") : "");
+			if (off)
+				printf("        %s\n",
+				       json_string_value(json_object_get(en, "offload_note")));
 			free(m);
 			free(a);
 		}
@@ -328,6 +333,16 @@ static void print_dump_text(const json_t *j)
 		       json_integer_value(json_object_get(p, "tx_packets")),
 		       json_integer_value(json_object_get(p, "tx_errors")));
 	}
+	const json_t *of = json_object_get(j, "offload");
+	if (of)
+		printf("\noffload to %s: %lld rules, %lld offloaded, %lld in software "
+		       "(%lld rejected by rte_flow_validate); template API: %s\n",
+		       json_string_value(json_object_get(of, "port")),
+		       json_integer_value(json_object_get(of, "rules")),
+		       json_integer_value(json_object_get(of, "offloaded")),
+		       json_integer_value(json_object_get(of, "software")),
+		       json_integer_value(json_object_get(of, "validate_errors")),
+		       json_string_value(json_object_get(of, "template_api")));
 	if (json_object_get(j, "conntrack_sessions"))
 		printf("conntrack: %lld sessions\n",
 		       json_integer_value(json_object_get(j, "conntrack_sessions")));
@@ -335,25 +350,34 @@ static void print_dump_text(const json_t *j)
 
 static int dp_dump(int argc, char **argv)
 {
-	static const struct option opts[] = {{"state", required_argument, 0, 's'},
-	                                     {"config", required_argument, 0, 'c'},
-	                                     {"output", required_argument, 0, 'o'},
-	                                     {"help", no_argument, 0, 'h'},
-	                                     {0, 0, 0, 0}};
-	const char *state = "/tmp/iod-dp.json", *config = NULL, *outs = "text";
+	static const struct option opts[] = {
+	    {"state", required_argument, 0, 's'},   {"config", required_argument, 0, 'c'},
+	    {"offload", required_argument, 0, 'f'}, {"output", required_argument, 0, 'o'},
+	    {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+	const char *state = "/tmp/iod-dp.json", *config = NULL, *outs = "text", *offload = NULL;
 	int c;
-	while ((c = getopt_long(argc, argv, "s:c:o:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:c:f:o:h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'f': offload = optarg; break;
 		case 's': state = optarg; break;
 		case 'c': config = optarg; break;
 		case 'o': outs = optarg; break;
 		case 'h':
 			printf(
-			    "usage: iod dp dump [--state FILE | --config FILE] [-o text|json]\n\n"
-			    "  --state FILE   read what a running `iod dp run` wrote (default\n"
-			    "                 /tmp/iod-dp.json; it is rewritten every second)\n"
-			    "  --config FILE  build the pipeline of FILE and show it, without "
-			    "traffic\n");
+			    "usage: iod dp dump [--state FILE | --config FILE [--offload PORT]]\n"
+			    "                   [-o text|json]\n\n"
+			    "  --state FILE    read what a running `iod dp run` wrote (default\n"
+			    "                  /tmp/iod-dp.json; it is rewritten every second)\n"
+			    "  --config FILE   build the pipeline of FILE and show it, without "
+			    "traffic\n"
+			    "  --offload PORT  translate every entry to rte_flow, validate it on "
+			    "the\n"
+			    "                  DPDK port PORT (e.g. net_null0, created with "
+			    "--no-huge\n"
+			    "                  --no-pci; IOD_DPDK_EAL overrides the EAL arguments) "
+			    "and\n"
+			    "                  show which entries are offloaded and why others are "
+			    "not\n");
 			return 0;
 		default: return IOD_EXIT_INVALID;
 		}
@@ -375,7 +399,28 @@ static int dp_dump(int argc, char **argv)
 			free(cfg);
 			return iod_cli_fail("dp dump", IOD_EXIT_INVALID, "%s", e.msg);
 		}
-		j = iod_flow_dump_json(dp.pl, NULL, NULL);
+		if (offload) {
+			struct iod_io_offload *o = NULL;
+			if (!iod_io_offload_create) {
+				iod_flow_dp_destroy(&dp);
+				iod_flow_dp_config_free(cfg);
+				free(cfg);
+				return iod_cli_fail("dp dump", IOD_EXIT_NOT_BUILT,
+				                    "--offload: this iod was built without DPDK "
+				                    "(install libdpdk-dev and rebuild)");
+			}
+			if (iod_io_offload_create(&o, dp.pl, offload, &e)) {
+				iod_flow_dp_destroy(&dp);
+				iod_flow_dp_config_free(cfg);
+				free(cfg);
+				return iod_cli_fail("dp dump", IOD_EXIT_ERROR, "%s", e.msg);
+			}
+			j = iod_flow_dump_json(dp.pl, iod_io_offload_state, o);
+			json_object_set_new(j, "offload", iod_io_offload_summary(o));
+			iod_io_offload_destroy(o);
+		} else {
+			j = iod_flow_dump_json(dp.pl, NULL, NULL);
+		}
 		iod_flow_dp_destroy(&dp);
 		iod_flow_dp_config_free(cfg);
 		free(cfg);

@@ -54,7 +54,14 @@ static int add(struct iod_flow_dp *dp, int32_t p, const struct iod_flow_entry_cf
 	return 0;
 }
 
-/* Security-group rules of network n become "sg" entries (new sessions only). */
+/*
+ * Security-group rules of network n become "sg" entries (new sessions only).
+ * Ingress rules check sessions that arrive from the fabric (their destination
+ * is behind this node); egress rules check sessions that leave a local
+ * endpoint through the host port. A group without egress rules allows all
+ * egress (the usual cloud default). Sessions between two endpoints of the same
+ * node are checked against egress only.
+ */
 static int add_sg(struct iod_flow_dp *dp, const struct iod_flow_dp_config *c, uint32_t n,
                   int32_t next, uint32_t *prio, struct iod_err *e)
 {
@@ -70,13 +77,21 @@ static int add_sg(struct iod_flow_dp *dp, const struct iod_flow_dp_config *c, ui
 		return add(dp, dp->pipe_sg, &ec, e);
 	}
 	const struct iod_net_sg *sg = &c->sgs[net->sg];
+	bool any_egress = false;
+	ec.mask.in_port = 0xffffffff;
 	for (uint32_t i = 0; i < sg->rules_n; i++) {
 		const struct iod_net_sg_rule *r = &sg->rules[i];
-		if (r->egress)
-			continue; /* the pipeline enforces ingress; see docs/dataplane.md */
+		uint32_t mask = r->prefix_len ? ~0u << (32 - r->prefix_len) : 0;
 		struct iod_flow_entry_cfg re = ec;
-		re.match.src.v4 = r->cidr_ip;
-		re.mask.src.v4 = r->prefix_len ? ~0u << (32 - r->prefix_len) : 0;
+		any_egress |= r->egress;
+		re.match.in_port = r->egress ? IOD_DP_PORT_HOST : IOD_DP_PORT_FABRIC;
+		if (r->egress) { /* the remote side is the destination */
+			re.match.dst.v4 = r->cidr_ip;
+			re.mask.dst.v4 = mask;
+		} else {
+			re.match.src.v4 = r->cidr_ip;
+			re.mask.src.v4 = mask;
+		}
 		if (r->proto) {
 			re.match.proto = r->proto;
 			re.mask.proto = 0xff;
@@ -91,6 +106,11 @@ static int add_sg(struct iod_flow_dp *dp, const struct iod_flow_dp_config *c, ui
 		int rc = add(dp, dp->pipe_sg, &re, e);
 		if (rc)
 			return rc;
+	}
+	if (!any_egress) {
+		ec.match.in_port = IOD_DP_PORT_HOST;
+		ec.priority = (*prio)++;
+		return add(dp, dp->pipe_sg, &ec, e);
 	}
 	return 0;
 }
@@ -166,7 +186,7 @@ int iod_flow_dp_build(const struct iod_flow_dp_config *c, uint32_t cores, struct
 	struct iod_flow_pipe_cfg sg = {.name = "sg",
 	                               .kind = IOD_FLOW_PIPE_ACL,
 	                               .entries_max =
-	                                   2 + c->networks_n * (IOD_NET_SG_RULES_MAX + 1),
+	                                   2 + c->networks_n * (IOD_NET_SG_RULES_MAX + 2),
 	                               .fwd_miss = drop()};
 	struct iod_flow_pipe_cfg ctp = {.name = "ct", .kind = IOD_FLOW_PIPE_CT};
 	struct iod_flow_pipe_cfg decap = {.name = "decap",
@@ -177,7 +197,8 @@ int iod_flow_dp_build(const struct iod_flow_dp_config *c, uint32_t cores, struct
 	                                  .fwd_miss = drop()};
 	decap.mask.vni = 0xffffff;
 	decap.mask.outer_dst_ip = 0xffffffff;
-	decap.mask.tunnelled = 0xff;
+	decap.match.tunnelled = 1; /* only VXLAN frames: a pipe-wide constant */
+	decap.const_mask.tunnelled = 0xff;
 	decap.actions.flags = IOD_FLOW_ACT_DECAP | IOD_FLOW_ACT_SET_META | IOD_FLOW_ACT_SET_ZONE;
 	decap.monitor.flags = IOD_FLOW_MON_COUNT;
 	struct iod_flow_pipe_cfg host = {.name = "host",
@@ -243,7 +264,6 @@ int iod_flow_dp_build(const struct iod_flow_dp_config *c, uint32_t cores, struct
 		memset(&ec, 0, sizeof(ec));
 		ec.match.vni = net->vni;
 		ec.match.outer_dst_ip = c->vtep_ip;
-		ec.match.tunnelled = 1;
 		ec.actions.flags = IOD_FLOW_ACT_SET_META | IOD_FLOW_ACT_SET_ZONE;
 		ec.actions.meta = n + 1;
 		ec.actions.zone = (uint16_t)(n + 1);

@@ -73,18 +73,20 @@ void iod_flow_key_from_meta(struct iod_flow_key *k, const struct iod_net_meta *m
 	k->tunnelled = tun;
 }
 
-static inline void key_words(const struct iod_flow_key *k, uint64_t w[8])
+/* Keys are read and written as eight 64-bit words in place: no copies
+ * through the stack (they cost store-forwarding stalls on the packet path). */
+typedef uint64_t __attribute__((may_alias, aligned(1))) kword;
+
+static inline const kword *kw(const struct iod_flow_key *k)
 {
-	memcpy(w, k, 64);
+	return (const kword *)(const void *)k;
 }
 
 static inline bool key_match_masked(const struct iod_flow_key *k, const struct iod_flow_key *v,
                                     const struct iod_flow_key *mask)
 {
-	uint64_t a[8], b[8], m[8], d = 0;
-	key_words(k, a);
-	key_words(v, b);
-	key_words(mask, m);
+	const kword *a = kw(k), *b = kw(v), *m = kw(mask);
+	uint64_t d = 0;
 	for (int i = 0; i < 8; i++)
 		d |= (a[i] ^ b[i]) & m[i];
 	return d == 0;
@@ -93,9 +95,8 @@ static inline bool key_match_masked(const struct iod_flow_key *k, const struct i
 static inline uint32_t key_hash_masked(const struct iod_flow_key *k,
                                        const struct iod_flow_key *mask, uint32_t salt)
 {
-	uint64_t a[8], m[8], h = 0x9e3779b97f4a7c15ull ^ salt;
-	key_words(k, a);
-	key_words(mask, m);
+	const kword *a = kw(k), *m = kw(mask);
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ salt;
 	for (int i = 0; i < 8; i++)
 		h = (h ^ (a[i] & m[i])) * 0xff51afd7ed558ccdull + (h >> 29);
 	return (uint32_t)(iod_hash_u64(h) >> 32);
@@ -103,11 +104,43 @@ static inline uint32_t key_hash_masked(const struct iod_flow_key *k,
 
 static inline uint32_t key_hash(const struct iod_flow_key *k, uint32_t start)
 {
-	uint64_t a[8], h = 0xcbf29ce484222325ull ^ start;
-	key_words(k, a);
+	/* Independent multiplies (they pipeline), then one finaliser. */
+	const kword *a = kw(k);
+	uint64_t h = (a[0] ^ start) * 0x9e3779b97f4a7c15ull + a[1] * 0xc2b2ae3d27d4eb4full +
+	             a[2] * 0x165667b19e3779f9ull + a[3] * 0x27d4eb2f165667c5ull +
+	             a[4] * 0x94d049bb133111ebull + a[5] * 0xbf58476d1ce4e5b9ull +
+	             a[6] * 0xff51afd7ed558ccdull + a[7] * 0xc4ceb9fe1a85ec53ull;
+	h ^= h >> 32;
+	h *= 0xd6e8feb86659fd93ull;
+	return (uint32_t)(h >> 32);
+}
+
+/* k & m into out. */
+static inline void key_and(const struct iod_flow_key *k, const struct iod_flow_key *m,
+                           struct iod_flow_key *out)
+{
+	const kword *a = kw(k), *b = kw(m);
+	kword *o = (kword *)(void *)out;
 	for (int i = 0; i < 8; i++)
-		h = (h ^ a[i]) * 0x100000001b3ull + (h >> 31);
-	return (uint32_t)(h ^ (h >> 32));
+		o[i] = a[i] & b[i];
+}
+
+static inline void key_or(struct iod_flow_key *acc, const struct iod_flow_key *m)
+{
+	kword *a = (kword *)(void *)acc;
+	const kword *b = kw(m);
+	for (int i = 0; i < 8; i++)
+		a[i] |= b[i];
+}
+
+/* Exact comparison of two keys. */
+static inline bool key_equal(const struct iod_flow_key *x, const struct iod_flow_key *y)
+{
+	const kword *a = kw(x), *b = kw(y);
+	uint64_t d = 0;
+	for (int i = 0; i < 8; i++)
+		d |= a[i] ^ b[i];
+	return d == 0;
 }
 
 static void key_tuple(const struct iod_flow_key *k, struct iod_net_tuple *t)
@@ -168,7 +201,9 @@ int iod_flow_pipeline_create(struct iod_flow_pipeline **out,
 	pl->emc_mask = slots - 1;
 	for (uint32_t c = 0; c < cfg->cores; c++) {
 		pl->cores[c].emc = calloc(slots, sizeof(struct emc_slot));
-		if (!pl->cores[c].emc) {
+		pl->cores[c].mf = calloc(MF_SLOTS, sizeof(struct emc_slot));
+		pl->cores[c].masks = calloc(IOD_FLOW_PIPES_MAX, sizeof(struct mf_masks));
+		if (!pl->cores[c].emc || !pl->cores[c].mf || !pl->cores[c].masks) {
 			iod_flow_pipeline_destroy(pl);
 			return iod_err_set(e, -ENOMEM, "pipeline: out of memory");
 		}
@@ -194,8 +229,11 @@ void iod_flow_pipeline_destroy(struct iod_flow_pipeline *pl)
 	}
 	for (uint32_t i = 0; i < pl->q_n; i++)
 		free(pl->queue[(pl->q_head + i) % IOD_FLOW_QUEUE_MAX].upd);
-	for (uint32_t c = 0; c < pl->cfg.cores; c++)
+	for (uint32_t c = 0; c < pl->cfg.cores; c++) {
 		free(pl->cores[c].emc);
+		free(pl->cores[c].mf);
+		free(pl->cores[c].masks);
+	}
 	free(pl->cores);
 	free(pl->queue);
 	free(pl);
@@ -260,6 +298,14 @@ int iod_flow_pipe_create(struct iod_flow_pipeline *pl, const struct iod_flow_pip
 	memset(p, 0, sizeof(*p));
 	p->cfg = *cfg;
 	p->cfg.entries_max = max;
+	p->umask = cfg->const_mask; /* every lookup consults the constant fields */
+	if (cfg->kind == IOD_FLOW_PIPE_BASIC || cfg->kind == IOD_FLOW_PIPE_HASH)
+		key_or(&p->umask, &cfg->mask);
+	if (cfg->kind == IOD_FLOW_PIPE_LPM) {
+		key_or(&p->umask, &cfg->mask);
+		p->umask.dst.v4 = 0xffffffff;
+		p->umask.family = 0xff;
+	}
 	uint32_t cores = pl->cfg.cores;
 	p->hits = calloc(cores, sizeof(uint64_t));
 	p->misses = calloc(cores, sizeof(uint64_t));
@@ -466,8 +512,18 @@ static int lookup_insert(struct pipe *p, uint32_t id)
 		rc = index_insert(p, id);
 	else
 		order_insert(p, id);
-	if (!rc)
+	if (!rc) {
+		const struct iod_flow_entry_cfg *ec = &p->entries[id].cfg;
 		p->entries[id].in_index = 1;
+		if (p->cfg.kind == IOD_FLOW_PIPE_CONTROL || p->cfg.kind == IOD_FLOW_PIPE_ACL) {
+			/* A lookup may consult any entry's fields (conservative; never shrinks). */
+			key_or(&p->umask, &ec->mask);
+			if (ec->sport_min || ec->sport_max)
+				p->umask.sport = 0xffff;
+			if (ec->dport_min || ec->dport_max)
+				p->umask.dport = 0xffff;
+		}
+	}
 	return rc;
 }
 
@@ -740,7 +796,9 @@ static struct iod_net_ct *core_ct(const struct iod_flow_pipeline *pl, uint32_t c
 static uint32_t pipe_lookup(const struct pipe *p, const struct iod_flow_key *k)
 {
 	const struct iod_flow_pipe_cfg *c = &p->cfg;
-	/* Constant match fields of the pipe first (DOCA: mask bits not changeable). */
+	/* The pipe's constant fields first (DOCA: match values the pipe fixes). */
+	if (!key_match_masked(k, &c->match, &c->const_mask))
+		return UINT32_MAX;
 	switch (c->kind) {
 	case IOD_FLOW_PIPE_BASIC: {
 		uint32_t h = key_hash_masked(k, &c->mask, 0), i = h & p->index_mask;
@@ -802,7 +860,7 @@ static uint32_t pipe_lookup(const struct pipe *p, const struct iod_flow_key *k)
 
 /* How an entry's actions change the key (the walk and the replay agree). */
 static bool key_effects(const struct iod_flow_pipeline *pl, struct iod_flow_key *k,
-                        const struct iod_flow_actions *a)
+                        const struct iod_flow_actions *a, struct iod_flow_key *used)
 {
 	uint32_t f = a->flags;
 	if (f & IOD_FLOW_ACT_DECAP) {
@@ -815,6 +873,12 @@ static bool key_effects(const struct iod_flow_pipeline *pl, struct iod_flow_key 
 		k->zone = a->zone;
 	if (f & IOD_FLOW_ACT_LB) {
 		const struct iod_net_lb_service *s = &pl->cfg.services[a->lb_service];
+		if (used) { /* the pick hashes the whole tuple */
+			used->src.w[0] = used->src.w[1] = used->dst.w[0] = used->dst.w[1] = ~0ull;
+			used->sport = used->dport = 0xffff;
+			used->proto = used->family = 0xff;
+			used->zone = 0xffff;
+		}
 		struct iod_net_tuple t;
 		key_tuple(k, &t);
 		uint32_t b = iod_net_lb_pick(s, iod_net_tuple_hash(&t));
@@ -845,7 +909,7 @@ static bool key_effects(const struct iod_flow_pipeline *pl, struct iod_flow_key 
 
 /* Walk from pipe `start` with key k (modified as actions would); fill slot. */
 static void walk(struct iod_flow_pipeline *pl, uint32_t core, uint32_t start, struct iod_flow_key k,
-                 struct emc_slot *out)
+                 struct emc_slot *out, struct iod_flow_key *used)
 {
 	uint32_t pipe = start;
 	out->hits_n = 0;
@@ -854,6 +918,8 @@ static void walk(struct iod_flow_pipeline *pl, uint32_t core, uint32_t start, st
 	for (int hop = 0; hop < IOD_FLOW_HOPS_MAX; hop++) {
 		struct pipe *p = &pl->pipes[pipe];
 		if (p->cfg.kind == IOD_FLOW_PIPE_CT) {
+			/* Whether this packet was already tracked decides: consulted. */
+			used->ct_state |= IOD_NET_CT_TRK;
 			if (hop == 0 && pipe == start && out->hits_n == 0 && k.ct_state) {
 				/* resuming after this ct pipe ran: follow its fwd */
 				const struct iod_flow_fwd *f = &p->cfg.fwd;
@@ -871,6 +937,7 @@ static void walk(struct iod_flow_pipeline *pl, uint32_t core, uint32_t start, st
 		}
 		uint32_t id = pipe_lookup(p, &k);
 		const struct iod_flow_fwd *f;
+		key_or(used, &p->umask);
 		if (id == UINT32_MAX) {
 			p->misses[core]++;
 			f = &p->cfg.fwd_miss;
@@ -887,7 +954,7 @@ static void walk(struct iod_flow_pipeline *pl, uint32_t core, uint32_t start, st
 				return;
 			}
 			out->hit[out->hits_n++] = pipe << 24 | id;
-			if (!key_effects(pl, &k, &en->act)) {
+			if (!key_effects(pl, &k, &en->act, used)) {
 				out->fwd.type = IOD_FLOW_FWD_DROP;
 				return;
 			}
@@ -1056,7 +1123,7 @@ static bool apply_entry(struct iod_flow_pipeline *pl, uint32_t core, struct pipe
 	}
 	if (f & IOD_FLOW_ACT_MAC_SWAP)
 		iod_net_mac_swap(pkt->data);
-	key_effects(pl, k, a);
+	key_effects(pl, k, a, NULL);
 	return true;
 }
 
@@ -1075,80 +1142,162 @@ static void finish(struct iod_pkt *pkt, const struct iod_flow_fwd *f, const stru
 	}
 }
 
-static void process_one(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *pkt,
-                        struct iod_net_meta *m, uint64_t now_ns)
-{
-	struct core *cs = &pl->cores[core];
-	struct iod_flow_key k;
-	int32_t start = pkt->port_in < IOD_IO_PORTS_MAX ? pl->root[pkt->port_in] : -1;
+/* Where one packet is in its walk, between burst phases. */
+struct pstate {
+	struct iod_flow_key k;  /* the key as actions left it */
+	struct iod_net_tuple t; /* WAIT_CT: the tuple conntrack looks up */
+	int32_t start;          /* pipe the next segment starts at */
+	uint32_t ct_pipe;       /* WAIT_CT: the ct pipe */
+	uint32_t ct_hash;       /* WAIT_CT: hash of t */
+	uint8_t seg;            /* segments run (bounded) */
+};
 
+#define RUN_DONE 0
+#define RUN_WAIT_CT 1
+
+static void pkt_begin(struct iod_flow_pipeline *pl, struct iod_pkt *pkt,
+                      const struct iod_net_meta *m, struct pstate *st)
+{
+	st->start = pkt->port_in < IOD_IO_PORTS_MAX ? pl->root[pkt->port_in] : -1;
+	st->seg = 0;
 	pkt->verdict = IOD_FLOW_V_DROP;
 	pkt->mirror_port = UINT16_MAX;
 	pkt->ct_state = 0;
+	iod_flow_key_from_meta(&st->k, m, pkt->port_in);
+}
+
+/* Run cached or walked segments until the packet is decided (RUN_DONE) or
+ * waits for conntrack (RUN_WAIT_CT: st->t and st->ct_hash are set). */
+static int pkt_run(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *pkt,
+                   struct iod_net_meta *m, struct pstate *st, uint64_t now_ns)
+{
+	struct core *cs = &pl->cores[core];
+	struct iod_flow_key *k = &st->k; /* in place: no copy */
+	int32_t start = st->start;
+
 	if (start < 0)
-		return;
-	iod_flow_key_from_meta(&k, m, pkt->port_in);
-	for (int seg = 0; seg < IOD_FLOW_HOPS_MAX; seg++) {
-		struct emc_slot tmp, *s = &tmp;
-		uint32_t h = key_hash(&k, (uint32_t)start);
-		if (!pl->cfg.emc_off) {
-			struct emc_slot *e = &cs->emc[h & pl->emc_mask];
+		return RUN_DONE;
+	for (; st->seg < IOD_FLOW_HOPS_MAX; st->seg++) {
+		struct emc_slot tmp, *s = NULL;
+		struct mf_masks *mm = &cs->masks[start];
+		struct iod_flow_key mk;
+		if (mm->gen != pl->gen) {
+			mm->gen = pl->gen;
+			mm->n = 0;
+		}
+		/* 1. megaflow: the key masked by what walks from here consulted */
+		for (uint32_t o = 0; !pl->cfg.emc_off && o < mm->n; o++) {
+			uint32_t j = mm->order[o];
+			key_and(k, &mm->m[j], &mk);
+			uint32_t mh = key_hash(&mk, (uint32_t)start << 3 | j);
+			struct emc_slot *e = &cs->mf[mh & (MF_SLOTS - 1)];
+			if (e->gen == pl->gen && e->hash == mh && e->start == start &&
+			    e->mask_id == j && key_equal(&e->key, &mk)) {
+				cs->mf_hits++;
+				s = e;
+				if (++mm->hits[j] > (o ? mm->hits[mm->order[o - 1]] : UINT64_MAX)) {
+					mm->order[o] =
+					    mm->order[o - 1]; /* bubble up a busier mask */
+					mm->order[o - 1] = (uint8_t)j;
+				}
+				break;
+			}
+		}
+		/* 2. exact match */
+		uint32_t h = 0;
+		struct emc_slot *e = NULL;
+		if (!s && !pl->cfg.emc_off) {
+			h = key_hash(k, (uint32_t)start);
+			e = &cs->emc[h & pl->emc_mask];
 			if (e->gen == pl->gen && e->hash == h && e->start == start &&
-			    !memcmp(&e->key, &k, sizeof(k))) {
+			    key_equal(&e->key, k)) {
 				cs->emc_hits++;
 				s = e;
-			} else {
-				cs->emc_misses++;
-				walk(pl, core, (uint32_t)start, k, e);
-				if (e->hits_n != 0xff) {
-					e->key = k;
+			}
+		}
+		/* 3. walk the pipes, then fill both caches */
+		if (!s) {
+			struct iod_flow_key used;
+			memset(&used, 0, sizeof(used));
+			cs->emc_misses++;
+			walk(pl, core, (uint32_t)start, *k, &tmp, &used);
+			s = &tmp;
+			if (tmp.hits_n != 0xff) {
+				if (e) {
+					*e = tmp;
+					e->key = *k;
 					e->hash = h;
 					e->start = (uint16_t)start;
 					e->gen = pl->gen;
-				} else {
-					e->gen = 0;
 				}
-				s = e;
+				uint32_t j = pl->cfg.emc_off ? MF_MASKS_MAX : 0;
+				while (j < mm->n && memcmp(&mm->m[j], &used, sizeof(used)))
+					j++;
+				if (j == mm->n && j < MF_MASKS_MAX) {
+					mm->hits[j] = 0;
+					mm->order[j] = (uint8_t)j;
+					mm->m[mm->n++] = used;
+				}
+				if (j < mm->n) {
+					key_and(k, &used, &mk);
+					uint32_t mh = key_hash(&mk, (uint32_t)start << 3 | j);
+					struct emc_slot *me = &cs->mf[mh & (MF_SLOTS - 1)];
+					*me = tmp;
+					me->key = mk;
+					me->hash = mh;
+					me->start = (uint16_t)start;
+					me->mask_id = (uint8_t)j;
+					me->gen = pl->gen;
+				}
 			}
-		} else {
-			cs->emc_misses++;
-			walk(pl, core, (uint32_t)start, k, &tmp);
 		}
 		if (s->hits_n == 0xff)
-			return;
+			return RUN_DONE;
 		uint8_t n = s->hits_n, end = s->end;
 		struct iod_flow_fwd fwd = s->fwd;
 		uint32_t hit[EMC_HITS_MAX];
-		memcpy(hit, s->hit, sizeof(uint32_t) * n);
+		for (uint8_t i = 0; i < n; i++) /* short: a loop beats rep movs */
+			hit[i] = s->hit[i];
 		for (uint8_t i = 0; i < n; i++) {
 			struct pipe *p = &pl->pipes[hit[i] >> 24];
-			if (!apply_entry(pl, core, p, hit[i] & 0xffffff, pkt, m, &k, now_ns))
-				return;
+			if (!apply_entry(pl, core, p, hit[i] & 0xffffff, pkt, m, k, now_ns))
+				return RUN_DONE;
 		}
 		if (end == END_FWD) {
 			finish(pkt, &fwd, m);
-			return;
+			return RUN_DONE;
 		}
-		/* A ct pipe: track, apply the session's NAT, continue after it. */
+		/* A ct pipe: hand the tuple back; the burst prefetches, then pkt_ct. */
 		struct pipe *ctp = &pl->pipes[fwd.pipe];
-		struct iod_net_ct *ct = core_ct(pl, core);
-		struct iod_net_tuple t;
-		struct iod_net_ct_result r;
-		key_tuple(&k, &t);
+		key_tuple(k, &st->t);
 		if (ctp->cfg.ct_zone_from_meta)
-			t.zone = (uint16_t)k.meta;
-		iod_net_ct_lookup(ct, &t, k.tcp_flags, pkt->data, m, now_ns, &r);
-		ctp->hits[core]++;
-		if (r.nat_kind && iod_net_ct_nat_apply(ct, &r, pkt->data, m) == 0) {
-			k.src = m->key.src;
-			k.dst = m->key.dst;
-			k.sport = m->key.sport;
-			k.dport = m->key.dport;
-		}
-		k.ct_state = r.ct_state;
-		pkt->ct_state = r.ct_state;
-		start = (int32_t)fwd.pipe;
+			st->t.zone = (uint16_t)k->meta;
+		st->ct_hash = iod_net_tuple_hash(&st->t);
+		st->ct_pipe = fwd.pipe;
+		st->seg++;
+		return RUN_WAIT_CT;
 	}
+	return RUN_DONE; /* too many segments: dropped */
+}
+
+/* Track the packet, apply the session's NAT, continue after the ct pipe. */
+static void pkt_ct(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *pkt,
+                   struct iod_net_meta *m, struct pstate *st, uint64_t now_ns)
+{
+	struct iod_net_ct *ct = core_ct(pl, core);
+	struct iod_net_ct_result r;
+	iod_net_ct_lookup_hashed(ct, &st->t, st->ct_hash, st->k.tcp_flags, pkt->data, m, now_ns,
+	                         &r);
+	pl->pipes[st->ct_pipe].hits[core]++;
+	if (r.nat_kind && iod_net_ct_nat_apply(ct, &r, pkt->data, m) == 0) {
+		st->k.src = m->key.src;
+		st->k.dst = m->key.dst;
+		st->k.sport = m->key.sport;
+		st->k.dport = m->key.dport;
+	}
+	st->k.ct_state = r.ct_state;
+	pkt->ct_state = r.ct_state;
+	st->start = (int32_t)st->ct_pipe;
 }
 
 void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt **pkts, uint32_t n,
@@ -1168,18 +1317,36 @@ void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt 
 			meta[i].len = 0;
 		}
 	}
+	/* Run every packet up to its first ct pipe; then, while some wait for
+	 * conntrack, prefetch their index slots, then their sessions, then track
+	 * them and run on: the cache misses of a burst overlap. */
+	struct pstate st[IOD_FLOW_BURST_MAX];
+	uint32_t wait[IOD_FLOW_BURST_MAX], nw = 0;
+	struct iod_net_ct *ct = core_ct(pl, core);
 	for (uint32_t i = 0; i < n; i++) {
-		if (i + 1 < n)
-			__builtin_prefetch(&cs->emc[0]); /* keep the EMC base hot */
-		if (!meta[i].len) {
-			pkts[i]->verdict = IOD_FLOW_V_DROP;
-			pkts[i]->mirror_port = UINT16_MAX;
-		} else {
-			process_one(pl, core, pkts[i], &meta[i], now_ns);
+		pkt_begin(pl, pkts[i], &meta[i], &st[i]);
+		if (!meta[i].len)
+			st[i].start = -1;
+		if (pkt_run(pl, core, pkts[i], &meta[i], &st[i], now_ns) == RUN_WAIT_CT)
+			wait[nw++] = i;
+	}
+	for (int round = 0; nw && round < IOD_FLOW_HOPS_MAX; round++) {
+		for (uint32_t w = 0; w < nw; w++)
+			iod_net_ct_prefetch(ct, st[wait[w]].ct_hash);
+		for (uint32_t w = 0; w < nw; w++)
+			iod_net_ct_prefetch_entry(ct, st[wait[w]].ct_hash);
+		uint32_t still = 0;
+		for (uint32_t w = 0; w < nw; w++) {
+			uint32_t i = wait[w];
+			pkt_ct(pl, core, pkts[i], &meta[i], &st[i], now_ns);
+			if (pkt_run(pl, core, pkts[i], &meta[i], &st[i], now_ns) == RUN_WAIT_CT)
+				wait[still++] = i;
 		}
+		nw = still;
+	}
+	for (uint32_t i = 0; i < n; i++)
 		if (pkts[i]->verdict == IOD_FLOW_V_DROP)
 			cs->drops++;
-	}
 	cs->packets += n;
 }
 
@@ -1225,6 +1392,7 @@ void iod_flow_engine_stats(const struct iod_flow_pipeline *pl, struct iod_flow_e
 		st->packets += pl->cores[c].packets;
 		st->drops += pl->cores[c].drops;
 		st->emc_hits += pl->cores[c].emc_hits;
+		st->mf_hits += pl->cores[c].mf_hits;
 		st->emc_misses += pl->cores[c].emc_misses;
 		st->parse_errors += pl->cores[c].parse_errors;
 	}

@@ -50,6 +50,7 @@ struct pipe {
 	uint64_t *hits;               /* per core */
 	uint64_t *misses;             /* per core */
 	uint32_t aging_cursor;        /* next entry aging examines */
+	struct iod_flow_key umask;    /* fields a lookup in this pipe consults */
 };
 
 /* A queued entry operation. */
@@ -70,17 +71,32 @@ struct emc_slot {
 	uint16_t start;             /* starting pipe */
 	uint8_t hits_n;             /* entries hit */
 	uint8_t end;                /* END_FWD or END_CT */
+	uint8_t mask_id;            /* megaflow: index of its mask in the start pipe's list */
 	uint32_t hit[EMC_HITS_MAX]; /* pipe << 24 | entry */
 	struct iod_flow_fwd fwd;    /* END_FWD: the terminal forward; END_CT: .pipe = the ct pipe */
 };
 
+/* Megaflow masks of one start pipe: the fields walks from it consulted. */
+#define MF_MASKS_MAX 8
+#define MF_SLOTS 16384
+struct mf_masks {
+	uint32_t gen;                        /* pipeline generation; stale = empty */
+	uint32_t n;                          /* masks in use */
+	struct iod_flow_key m[MF_MASKS_MAX]; /* the masks */
+	uint8_t order[MF_MASKS_MAX];         /* probe order: most hit first (as OVS's dpcls) */
+	uint64_t hits[MF_MASKS_MAX];         /* hits per mask */
+};
+
 struct core {
-	struct emc_slot *emc;  /* emc_mask + 1 slots */
-	uint64_t packets;      /* processed */
-	uint64_t drops;        /* dropped */
-	uint64_t emc_hits;     /* cache hits */
-	uint64_t emc_misses;   /* walks */
-	uint64_t parse_errors; /* unparseable */
+	struct emc_slot *emc;   /* emc_mask + 1 slots */
+	uint64_t packets;       /* processed */
+	uint64_t drops;         /* dropped */
+	uint64_t emc_hits;      /* cache hits */
+	uint64_t mf_hits;       /* megaflow hits */
+	struct emc_slot *mf;    /* megaflow cache: MF_SLOTS, keys masked */
+	struct mf_masks *masks; /* per start pipe: IOD_FLOW_PIPES_MAX */
+	uint64_t emc_misses;    /* walks */
+	uint64_t parse_errors;  /* unparseable */
 } __attribute__((aligned(64)));
 
 struct iod_flow_pipeline {

@@ -80,15 +80,16 @@ int iod_net_ct_create(struct iod_net_ct **out, uint32_t max_sessions,
 	ct->slots_mask = (uint32_t)(slots - 1);
 	ct->entries = malloc(sizeof(*ct->entries) * max_sessions);
 	ct->free_stack = malloc(sizeof(uint32_t) * max_sessions);
-	ct->slots = calloc(slots, sizeof(uint64_t));
+	ct->slots = malloc(slots * sizeof(uint64_t));
 	if (!ct->entries || !ct->free_stack || !ct->slots) {
 		iod_net_ct_destroy(ct);
 		return -ENOMEM;
 	}
-	for (uint32_t i = 0; i < max_sessions; i++) {
+	/* Touch everything now (start-up), so no page fault lands on the packet path. */
+	memset(ct->slots, 0, slots * sizeof(uint64_t));
+	memset(ct->entries, 0, sizeof(*ct->entries) * max_sessions);
+	for (uint32_t i = 0; i < max_sessions; i++)
 		ct->free_stack[i] = max_sessions - 1 - i; /* pop 0 first */
-		ct->entries[i].flags = 0;
-	}
 	ct->free_n = max_sessions;
 	if (t)
 		ct->to = *t;
@@ -338,9 +339,35 @@ static bool icmp_related(struct iod_net_ct *ct, const struct iod_net_tuple *key,
 	return true;
 }
 
+void iod_net_ct_prefetch(const struct iod_net_ct *ct, uint32_t hash)
+{
+	__builtin_prefetch(&ct->slots[hash & ct->slots_mask]);
+}
+
+void iod_net_ct_prefetch_entry(const struct iod_net_ct *ct, uint32_t hash)
+{
+	uint32_t i = hash & ct->slots_mask;
+	for (int n = 0; n < 4; n++, i = (i + 1) & ct->slots_mask) {
+		uint64_t s = ct->slots[i];
+		if (!s)
+			return;
+		if ((uint32_t)(s >> 32) == hash) {
+			__builtin_prefetch(&ct->entries[((uint32_t)s >> 1) - 1]);
+			return;
+		}
+	}
+}
+
 void iod_net_ct_lookup(struct iod_net_ct *ct, const struct iod_net_tuple *key, uint8_t tcp_flags,
                        const uint8_t *frame, const struct iod_net_meta *m, uint64_t now_ns,
                        struct iod_net_ct_result *r)
+{
+	iod_net_ct_lookup_hashed(ct, key, iod_net_tuple_hash(key), tcp_flags, frame, m, now_ns, r);
+}
+
+void iod_net_ct_lookup_hashed(struct iod_net_ct *ct, const struct iod_net_tuple *key, uint32_t h,
+                              uint8_t tcp_flags, const uint8_t *frame, const struct iod_net_meta *m,
+                              uint64_t now_ns, struct iod_net_ct_result *r)
 {
 	r->ct_state = IOD_NET_CT_TRK;
 	r->tcp_state = IOD_NET_TCP_NONE;
@@ -351,7 +378,6 @@ void iod_net_ct_lookup(struct iod_net_ct *ct, const struct iod_net_tuple *key, u
 		r->ct_state |= IOD_NET_CT_INV;
 		return;
 	}
-	uint32_t h = iod_net_tuple_hash(key);
 	uint64_t s = find(ct, key, h);
 	if (s) {
 		uint32_t v = (uint32_t)s, idx = (v >> 1) - 1;

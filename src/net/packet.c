@@ -592,6 +592,48 @@ int iod_net_arp_reply(const uint8_t *req, uint32_t len, uint32_t gw_ip, const ui
 	return iod_net_build_arp(out, cap, 2, gw_mac, gw_ip, sha, iod_net_be32(a->spa));
 }
 
+int iod_net_nd_reply(const uint8_t *req, uint32_t len, const uint8_t gw_ip6[16],
+                     const uint8_t gw_mac[6], uint8_t *out, uint32_t cap)
+{
+	/* Ethernet 14 + IPv6 40 + NS 24 (type, code, csum, reserved, target). */
+	if (len < 78 || iod_net_be16(req + 12) != IOD_NET_ETH_P_IPV6)
+		return 0;
+	const uint8_t *ip = req + 14, *ns = ip + 40;
+	if ((ip[0] >> 4) != 6 || ip[6] != IOD_NET_PROTO_ICMPV6 || ip[7] != 255 || ns[0] != 135 ||
+	    ns[1] != 0 || memcmp(ns + 8, gw_ip6, 16))
+		return 0;
+	if (iod_net_be16(ip + 4) < 24 || 54u + iod_net_be16(ip + 4) > len)
+		return 0;
+	if (cap < 86)
+		return -ENOSPC;
+	static const uint8_t all_nodes[16] = {0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+	static const uint8_t unspec[16] = {0};
+	bool dad = !memcmp(ip + 8, unspec, 16); /* duplicate address detection */
+	uint8_t src_mac[6], src_ip[16];
+	memcpy(src_mac, req + 6, 6);
+	memcpy(src_ip, ip + 8, 16);
+	memcpy(out, dad ? (const uint8_t[6]){0x33, 0x33, 0, 0, 0, 1} : src_mac, 6);
+	memcpy(out + 6, gw_mac, 6);
+	iod_net_put16(out + 12, IOD_NET_ETH_P_IPV6);
+	struct iod_net_ipv6 *o6 = (void *)(out + 14);
+	iod_net_put32(&o6->vtc_flow_be, 6u << 28);
+	iod_net_put16(&o6->plen_be, 32);
+	o6->next = IOD_NET_PROTO_ICMPV6;
+	o6->hop_limit = 255;
+	memcpy(o6->src, gw_ip6, 16);
+	memcpy(o6->dst, dad ? all_nodes : src_ip, 16);
+	uint8_t *na = out + 54;
+	memset(na, 0, 32);
+	na[0] = 136;
+	na[4] = dad ? 0xa0 : 0xe0; /* router | solicited (not for DAD) | override */
+	memcpy(na + 8, gw_ip6, 16);
+	na[24] = 2; /* target link-layer address */
+	na[25] = 1; /* 8 bytes */
+	memcpy(na + 26, gw_mac, 6);
+	iod_net_put16(na + 2, iod_net_l4_csum_v6(o6, IOD_NET_PROTO_ICMPV6, na, 32));
+	return 86;
+}
+
 /* ---- VXLAN ------------------------------------------------------------- */
 
 uint16_t iod_net_vxlan_sport(uint32_t inner_hash, uint16_t sport_min, uint16_t sport_max)

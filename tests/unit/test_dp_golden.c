@@ -252,3 +252,55 @@ TEST(dp_config_errors_name_file_line_col)
 	iod_flow_dp_config_free(c);
 	free(c);
 }
+
+/* Run one frame through a built dp (port 0 host, 1 fabric); the verdict. */
+static int dp_verdict(struct iod_flow_dp *dp, uint16_t port, const uint8_t *frame, uint32_t len,
+                      uint16_t *port_out)
+{
+	static uint8_t mem[128 + 512];
+	struct iod_pkt p = {0}, *pp = &p;
+	memcpy(mem + 128, frame, len);
+	p.data = mem + 128;
+	p.len = len;
+	p.headroom = 128;
+	p.port_in = port;
+	iod_flow_burst(dp->pl, 0, &pp, 1, 1000);
+	*port_out = p.port_out;
+	return p.verdict;
+}
+
+TEST(sg_ingress_from_fabric_egress_from_host)
+{
+	const char *y =
+	    "vtep: 10.10.0.1\n"
+	    "security_groups:\n"
+	    "  - {name: g, ingress: [\"tcp any 22\"], egress: [\"tcp 192.168.0.0/16 443\"]}\n"
+	    "networks:\n"
+	    "  - {name: n, vni: 100, subnet: 192.168.0.0/16, security_group: g,\n"
+	    "     endpoints: [{ip: 192.168.0.2, vtep: 10.10.0.2},\n"
+	    "                 {ip: 192.168.0.3, mac: 02:00:00:00:00:03, local: true}]}\n";
+	struct iod_flow_dp_config *c = calloc(1, sizeof(*c));
+	struct iod_flow_dp dp;
+	struct iod_err e = {0};
+	CHECK(c);
+	CHECK_EQ(iod_flow_dp_config_parse(y, strlen(y), "t.yaml", c, &e), 0);
+	c->ct_sessions = 64;
+	CHECK_EQ(iod_flow_dp_build(c, 1, &dp, &e), 0);
+	uint8_t f[256];
+	uint16_t out = 0;
+	/* from the local endpoint (host port): egress rules */
+	uint32_t n = tcp_frame(f, 0xc0a80003, 1000, 0xc0a80002, 443, IOD_NET_PROTO_TCP);
+	CHECK_EQ(dp_verdict(&dp, IOD_DP_PORT_HOST, f, n, &out), IOD_FLOW_V_PORT);
+	CHECK_EQ(out, IOD_DP_PORT_FABRIC);
+	n = tcp_frame(f, 0xc0a80003, 1001, 0xc0a80002, 80, IOD_NET_PROTO_TCP);
+	CHECK_EQ(dp_verdict(&dp, IOD_DP_PORT_HOST, f, n, &out), IOD_FLOW_V_DROP);
+	/* from the fabric to the local endpoint: ingress rules */
+	n = vxlan_in(f, 0xc0a80002, 2000, 0xc0a80003, 22, IOD_NET_PROTO_TCP);
+	CHECK_EQ(dp_verdict(&dp, IOD_DP_PORT_FABRIC, f, n, &out), IOD_FLOW_V_PORT);
+	CHECK_EQ(out, IOD_DP_PORT_HOST);
+	n = vxlan_in(f, 0xc0a80002, 2001, 0xc0a80003, 443, IOD_NET_PROTO_TCP);
+	CHECK_EQ(dp_verdict(&dp, IOD_DP_PORT_FABRIC, f, n, &out), IOD_FLOW_V_DROP);
+	iod_flow_dp_destroy(&dp);
+	iod_flow_dp_config_free(c);
+	free(c);
+}

@@ -721,7 +721,7 @@ TEST(emc_agrees_with_uncached_walk)
 	}
 	struct iod_flow_engine_stats sa;
 	iod_flow_engine_stats(a.pl, &sa);
-	CHECK(sa.emc_hits > 1000);
+	CHECK(sa.emc_hits + sa.mf_hits > 1000);
 	CHECK_EQ(iod_net_ct_count(a.ct), iod_net_ct_count(b.ct));
 	overlay_free(&a);
 	overlay_free(&b);
@@ -744,4 +744,85 @@ TEST(dump_json_lists_entries_with_counters)
 	free(s);
 	json_decref(j);
 	overlay_free(&o);
+}
+
+TEST(offload_translation_marks_what_stays_in_software)
+{
+	struct iod_flow_pipeline *pl = mkpl(2, NULL, NULL, 0);
+	struct iod_err e;
+	struct iod_flow_pipe_cfg dec = {.name = "decap",
+	                                .kind = IOD_FLOW_PIPE_BASIC,
+	                                .is_root = true,
+	                                .port = 1,
+	                                .entries_max = 4};
+	dec.mask.vni = 0xffffff;
+	dec.mask.outer_dst_ip = 0xffffffff;
+	dec.actions.flags = IOD_FLOW_ACT_DECAP;
+	dec.monitor.flags = IOD_FLOW_MON_COUNT;
+	dec.fwd = to_port(0);
+	struct iod_flow_pipe_cfg acl = {
+	    .name = "acl", .kind = IOD_FLOW_PIPE_ACL, .is_root = true, .port = 0, .entries_max = 4};
+	CHECK_EQ(iod_flow_pipe_create(pl, &dec, &e), 0);
+	CHECK_EQ(iod_flow_pipe_create(pl, &acl, &e), 1);
+	struct iod_flow_entry_cfg de = {0};
+	de.match.vni = 100;
+	de.match.outer_dst_ip = 0x0a0a0001;
+	uint32_t d_id, a_id, r_id;
+	iod_flow_entry_add(pl, 0, &de, NULL, &d_id);
+	struct iod_flow_entry_cfg ae = {0};
+	ae.match.proto = 6;
+	ae.mask.proto = 0xff;
+	ae.dport_min = ae.dport_max = 443;
+	ae.fwd = drop();
+	iod_flow_entry_add(pl, 1, &ae, NULL, &a_id);
+	ae.dport_min = 80;
+	iod_flow_entry_add(pl, 1, &ae, NULL, &r_id);
+	iod_flow_entries_process(pl, 0, 0);
+	struct iod_flow_hw_rule r;
+	CHECK_EQ(iod_flow_offload_translate(pl, 0, d_id, &r), 0);
+	CHECK(!r.unsupported);
+	CHECK_EQ(r.group, 0);
+	CHECK(r.items & IOD_FLOW_HW_VXLAN);
+	CHECK_EQ(r.spec.vni, 100);
+	CHECK_U64(r.spec.outer_dst_ip, 0x0a0a0001);
+	CHECK_EQ(r.actions, IOD_FLOW_HW_A_DECAP | IOD_FLOW_HW_A_COUNT | IOD_FLOW_HW_A_PORT);
+	CHECK_EQ(iod_flow_offload_translate(pl, 1, a_id, &r), 0);
+	CHECK(!r.unsupported);
+	CHECK(r.items & IOD_FLOW_HW_TCP);
+	CHECK_EQ(r.spec.dport, 443);
+	CHECK_EQ(r.mask.dport, 0xffff);
+	CHECK(r.actions & IOD_FLOW_HW_A_DROP);
+	CHECK_EQ(iod_flow_offload_translate(pl, 1, r_id, &r), 0);
+	CHECK_CONTAINS(r.unsupported, "port range");
+	CHECK_EQ(iod_flow_offload_translate(pl, 1, 3, &r), -ENOENT);
+	iod_flow_pipeline_destroy(pl);
+}
+
+TEST(pipe_constant_fields_gate_every_entry)
+{
+	struct iod_flow_pipeline *pl = mkpl(2, NULL, NULL, 0);
+	struct iod_err e;
+	struct iod_flow_pipe_cfg pc = {
+	    .name = "tcp_only", .kind = IOD_FLOW_PIPE_BASIC, .is_root = true, .entries_max = 4};
+	pc.match.proto = IOD_NET_PROTO_TCP;
+	pc.const_mask.proto = 0xff;
+	pc.mask.dst.v4 = 0xffffffff;
+	pc.fwd = to_port(1);
+	CHECK_EQ(iod_flow_pipe_create(pl, &pc, &e), 0);
+	struct iod_flow_entry_cfg ec = {0};
+	ec.match.dst.v4 = 2;
+	iod_flow_entry_add(pl, 0, &ec, NULL, NULL);
+	iod_flow_entries_process(pl, 0, 0);
+	struct buf p;
+	mkpkt(&p, 0, 6, 1, 1, 2, 2, 0);
+	run1(pl, &p, 0);
+	CHECK_EQ(p.pkt.verdict, IOD_FLOW_V_PORT);
+	mkpkt(&p, 0, 17, 1, 1, 2, 2, 0);
+	run1(pl, &p, 0);
+	CHECK_EQ(p.pkt.verdict, IOD_FLOW_V_DROP); /* UDP: the pipe's constant says TCP */
+	struct iod_flow_hw_rule r;
+	CHECK_EQ(iod_flow_offload_translate(pl, 0, 0, &r), 0);
+	CHECK_EQ(r.spec.proto, IOD_NET_PROTO_TCP);
+	CHECK_EQ(r.mask.proto, 0xff);
+	iod_flow_pipeline_destroy(pl);
 }

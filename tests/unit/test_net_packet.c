@@ -263,3 +263,38 @@ TEST(address_text)
 	iod_net_tuple_format(&t, b, sizeof(b));
 	CHECK_STR(b, "tcp 10.0.0.1:1 -> 10.0.0.2:2 zone 0");
 }
+
+TEST(nd_responder)
+{
+	uint8_t gw[16] = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+	uint8_t host[16] = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5};
+	uint8_t req[128] = {0}, rep[128];
+	memcpy(req, (uint8_t[6]){0x33, 0x33, 0xff, 0, 0, 1}, 6);
+	memcpy(req + 6, MAC_A, 6);
+	iod_net_put16(req + 12, IOD_NET_ETH_P_IPV6);
+	struct iod_net_ipv6 *ip = (void *)(req + 14);
+	iod_net_put32(&ip->vtc_flow_be, 6u << 28);
+	iod_net_put16(&ip->plen_be, 24);
+	ip->next = IOD_NET_PROTO_ICMPV6;
+	ip->hop_limit = 255;
+	memcpy(ip->src, host, 16);
+	memcpy(ip->dst, (uint8_t[16]){0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 1}, 16);
+	uint8_t *ns = req + 54;
+	ns[0] = 135;
+	memcpy(ns + 8, gw, 16);
+	iod_net_put16(ns + 2, iod_net_l4_csum_v6(ip, IOD_NET_PROTO_ICMPV6, ns, 24));
+	CHECK(iod_net_csums_ok(req, 78));
+	CHECK_EQ(iod_net_nd_reply(req, 78, host, MAC_B, rep, sizeof(rep)), 0); /* not for us */
+	CHECK_EQ(iod_net_nd_reply(req, 78, gw, MAC_B, rep, 10), -ENOSPC);
+	CHECK_EQ(iod_net_nd_reply(req, 78, gw, MAC_B, rep, sizeof(rep)), 86);
+	CHECK(memcmp(rep, MAC_A, 6) == 0);
+	CHECK(memcmp(rep + 6, MAC_B, 6) == 0);
+	CHECK_EQ(rep[54], 136);
+	CHECK(memcmp(rep + 14 + 8, gw, 16) == 0);
+	CHECK(memcmp(rep + 14 + 24, host, 16) == 0);
+	CHECK(memcmp(rep + 54 + 26, MAC_B, 6) == 0);
+	CHECK(iod_net_csums_ok(rep, 86));
+	struct iod_net_meta m;
+	CHECK_EQ(iod_net_parse(rep, 86, 0, &m), 0);
+	CHECK_EQ(m.key.proto, IOD_NET_PROTO_ICMPV6);
+}
