@@ -286,6 +286,25 @@
 /* A dp config file is read whole; 1 MiB is far beyond hand-written YAML. */
 #define IOD_DP_CONFIG_FILE_MAX (1u << 20)
 
+/* ---- net/ar (adaptive routing) ---------------------------------------- */
+
+/* Paths kept per destination: Clove uses k = 4; 16 leaves room for wide
+ * fabrics without making per-packet path scans long. */
+#define IOD_AR_PATHS_MAX 16
+/* Candidate ports probed while discovering paths (4 x k at k = 16). */
+#define IOD_AR_DISCOVERY_MAX 64
+/* Recently failed ports remembered per destination so their flows move. */
+#define IOD_AR_DEAD_PORTS_MAX 8
+/* Flow slots examined for aging per tick: bounds the work of one call. */
+#define IOD_AR_AGE_SCAN 1024
+/* Ports remembered per sending edge for ECN relay (Clove's receiver). */
+#define IOD_AR_RX_PORTS_MAX 16
+/* Simulator edge: probes waiting for the next tick, and probes in flight
+ * per host (replies are matched by destination, port and send time). A
+ * tick drains 64; 1024 covers 250 new minrtt flows starting at once. */
+#define IOD_AR_SIM_PENDING_MAX 1024
+#define IOD_AR_SIM_INFLIGHT_MAX 1024
+
 /* ---- sim / chaos ------------------------------------------------------- */
 
 /* Nodes of a simulated fabric: a k=16 fat-tree has 1024 hosts + 320

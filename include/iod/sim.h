@@ -203,6 +203,11 @@ struct iod_sim_path_feedback {
 	bool ecn;                        /* CE was echoed for that packet */
 	uint64_t rtt_ns;                 /* data sent to ACK received */
 	uint64_t now_ns;                 /* virtual time */
+	/* PROBE_REPLY only (0 otherwise): what the fabric tells about the
+	 * forward path, as traceroute or INT would. */
+	uint64_t path_id;       /* hash of the links the probe's port maps to */
+	uint64_t path_links;    /* bit (link id mod 64) set per link on that path */
+	uint64_t path_queue_ns; /* largest queueing delay the probe met going out */
 };
 
 /* A probe a policy asks its host's edge to send (an action, not a call). */
@@ -218,7 +223,8 @@ struct iod_sim_probe {
  * every probe_interval_ns for each host and returns the probes to send now
  * (at most max); the simulator sends each as a small ECN-capable packet that
  * the destination reflects, and reports the reply through feedback with
- * kind IOD_SIM_FB_PROBE_REPLY and flow_id UINT32_MAX. Policies never see the
+ * kind IOD_SIM_FB_PROBE_REPLY and flow_id UINT32_MAX, with the path's
+ * identity (links crossed) and its largest queueing delay. Policies never see the
  * simulator, never read a clock and never draw randomness except from state
  * they seeded themselves.
  */
@@ -233,6 +239,37 @@ struct iod_sim_path_policy {
 };
 /* Static ECMP: the source port is the inner flow hash (what VXLAN does). */
 extern const struct iod_sim_path_policy iod_sim_path_ecmp;
+
+/* ---- adaptive routing at the host edges (src/sim/ar_policy.c) ----------- */
+
+/*
+ * Runs net/ar (include/iod/ar.h) as the simulator's path policy: one iod_ar
+ * per sending host, one iod_ar_rx per receiving host. Probes the core asks
+ * for are sent at the next edge tick (tick_ns) and their replies, with the
+ * path identity and queueing delay the fabric reports, go back to the core;
+ * the receiver relays ECN per source port at most once per rx_interval_ns
+ * (half an RTT) on reverse traffic, which the sender's core then hears.
+ * ACKs take the ECMP hash port.
+ */
+struct iod_ar_config;
+struct iod_ar_stats;
+struct iod_ar;
+struct iod_sim_ar;
+/* tick_ns 0 = 2 us; rx_interval_ns 0 = 5 us. Fills *policy to pass in
+ * iod_sim_config.policy; it stays valid until iod_sim_ar_destroy. */
+int iod_sim_ar_create(const struct iod_ar_config *cfg, uint32_t hosts, uint64_t tick_ns,
+                      uint64_t rx_interval_ns, struct iod_sim_ar **out,
+                      struct iod_sim_path_policy *policy, struct iod_err *e);
+void iod_sim_ar_destroy(struct iod_sim_ar *a);
+/* Counters summed over every host's edge. */
+void iod_sim_ar_stats(const struct iod_sim_ar *a, struct iod_ar_stats *sum);
+/* Every host learns every other host as a remote edge (iod_ar_dest_prepare):
+ * discovery probes leave at the first tick at or after now_ns. */
+void iod_sim_ar_prepare_all(struct iod_sim_ar *a, uint64_t now_ns);
+/* Host h's sender core, for inspection (iod_ar_paths, iod_ar_stats). */
+const struct iod_ar *iod_sim_ar_edge(const struct iod_sim_ar *a, uint32_t h);
+/* Probes the edges could not queue (a bounded ring per host). */
+uint64_t iod_sim_ar_probes_dropped(const struct iod_sim_ar *a);
 
 /* ---- the simulator ------------------------------------------------------ */
 

@@ -442,7 +442,33 @@ void sim_forward(struct iod_sim *s, uint32_t node, struct sim_pkt *p)
 		pkt_free(s, p);
 		return;
 	}
+	if (IOD_UNLIKELY(p->type == PKT_PROBE)) {
+		/* INT-like: a probe keeps the largest queueing delay it meets
+		 * (in seq, which probes do not use otherwise). */
+		const struct sim_port *pt = &s->ports[pi];
+		uint64_t q_ns = pt->rate_bps ? pt->q_bytes * 8 * IOD_NS_PER_S / pt->rate_bps : 0;
+		if (q_ns > p->seq)
+			p->seq = q_ns > UINT32_MAX ? UINT32_MAX : (uint32_t)q_ns;
+	}
 	port_enqueue(s, pi, p);
+}
+
+/* The links a packet from src to dst on sport crosses now, as a hash and a
+ * 64-bit link signature: the path identity a probe reply reports. */
+static void probe_path(const struct iod_sim *s, uint32_t src, uint32_t dst, uint16_t sport,
+                       uint64_t *id, uint64_t *links)
+{
+	uint32_t node = s->hosts[src];
+	*id = 0;
+	*links = 0;
+	for (uint32_t hop = 0; hop < IOD_SIM_PATH_MAX && node != s->hosts[dst]; hop++) {
+		uint32_t pi = route_pick(s, node, dst, src, sport);
+		if (pi == SIM_NONE)
+			break;
+		*id = iod_hash_u64(*id ^ ((uint64_t)s->ports[pi].link + 1));
+		*links |= 1ull << (iod_hash_u64(s->ports[pi].link) % 64);
+		node = s->ports[pi].peer;
+	}
 }
 
 static void on_arrive(struct iod_sim *s, uint32_t pi, uint32_t idx)
@@ -486,7 +512,11 @@ static void on_arrive(struct iod_sim *s, uint32_t pi, uint32_t idx)
 			                                   p->data_sport,
 			                                   (p->flags & PF_ECE) != 0,
 			                                   s->now_ns - p->sent_ns,
-			                                   s->now_ns};
+			                                   s->now_ns,
+			                                   0,
+			                                   0,
+			                                   p->seq};
+			probe_path(s, p->dst, p->src, p->data_sport, &fb.path_id, &fb.path_links);
 			s->policy->feedback(s->policy->state, &fb);
 		}
 		break;

@@ -380,9 +380,17 @@ void sim_transport_ack(struct iod_sim *s, const struct sim_pkt *a)
 	if (f->rec.done)
 		return;
 	if (s->policy->feedback) {
-		struct iod_sim_path_feedback fb = {
-		    IOD_SIM_FB_ACK,         f->rec.src, f->rec.dst, id, a->data_sport, ece,
-		    s->now_ns - a->sent_ns, s->now_ns};
+		struct iod_sim_path_feedback fb = {IOD_SIM_FB_ACK,
+		                                   f->rec.src,
+		                                   f->rec.dst,
+		                                   id,
+		                                   a->data_sport,
+		                                   ece,
+		                                   s->now_ns - a->sent_ns,
+		                                   s->now_ns,
+		                                   0,
+		                                   0,
+		                                   0};
 		s->policy->feedback(s->policy->state, &fb);
 	}
 	if (dctcp) {

@@ -1,0 +1,434 @@
+/*
+ * bench_ar.c: adaptive routing (net/ar) reproduced in the fabric simulator.
+ *
+ *   1. doca:   DOCA-AR. Two edges (h0 -> h1, 100 Gbps NICs), 4 equal 25 Gbps
+ *              paths (2 leaves x 4 spines), an unresponsive elephant at 40 %
+ *              of one path (h2 -> h3, on whichever path its port hashes to);
+ *              10 and 50 flows of 5 MB start together; max FCT averaged over
+ *              seeds for ecmp and minrtt.
+ *   2. clove_asym: 2 leaves x 2 spines, 2 x 40 Gbps per leaf-spine pair,
+ *              16 x 10 Gbps hosts per leaf, one spine-leaf 40G link down;
+ *              web-search flows between the leaves at 10-90 % of the NICs;
+ *              average FCT normalised to ECMP per policy, < 100 KB, > 10 MB.
+ *   3. clove_sym: the same with every link up.
+ *   4. allreduce: 16 hosts alternating between two leaves in a ring
+ *              all-reduce, one spine-leaf link degraded to 10 Gbps: bus
+ *              bandwidth per policy as a fraction of the ideal (the NIC).
+ *
+ * usage: bench_ar [--full] [--newreno] [--gap-us N] [--load PCT] [--dur-ms N] [--only doca|clove_asym|clove_sym|allreduce]
+ *   default: 10 seeds (doca), loads 30,50,70,90 (asym) and 80 (sym) with 1
+ *   seed and 50 ms of arrivals (clove), 16 MB all-reduce. --full: 30 seeds,
+ *   loads 10..90 step 10 with 3 seeds and 100 ms, 64 MB, 3 seeds (hours on
+ *   2 cores). --only, --load, --dur-ms, --gap-us, --newreno narrow or vary a
+ *   run. Prints one `BENCH ar.<case> ...` line
+ *   per figure. The simulator is deterministic: the same flags print the same
+ *   numbers; only wall_s (to stderr) varies.
+ */
+#include "iod/ar.h"
+#include "iod/sim.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double wall_now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void die(const struct iod_err *e, const char *what)
+{
+	fprintf(stderr, "bench_ar: %s: %s\n", what, e->msg);
+	exit(1);
+}
+
+/* A sim with policy p, ready for flows; the caller runs and destroys it. */
+struct run {
+	struct iod_sim *s;
+	struct iod_sim_ar *ar;
+	struct iod_sim_path_policy pol;
+};
+
+static enum iod_sim_transport g_transport = IOD_SIM_DCTCP;
+static uint64_t g_gap_ns;  /* flowlet gap; 0 = the core's default */
+static const int *g_loads; /* --load N: one load only */
+static int g_load_one;
+static uint64_t g_dur_ns; /* --dur-ms: arrival window of the Clove cases */
+
+static bool g_scatter; /* minrtt probes pseudo-random ports (run_open) */
+
+static void run_open(struct run *r, const struct iod_sim_topo *t, enum iod_ar_policy p,
+                     uint64_t seed)
+{
+	struct iod_err e = {0};
+	struct iod_ar_config ac;
+	struct iod_sim_config sc;
+
+	iod_ar_config_default(&ac, p);
+	ac.sport_min = IOD_SIM_VXLAN_SPORT_MIN;
+	ac.sport_max = IOD_SIM_VXLAN_SPORT_MAX;
+	ac.flows_max = 4096;
+	ac.dests_max = 64;
+	ac.probe_interval_ns = 500 * IOD_NS_PER_US; /* per (host, dest, path): HULA's
+	                                               200 us per ToR pair would be
+	                                               20 Gbps of probes here */
+	ac.seed = seed;
+	if (g_gap_ns)
+		ac.flowlet_gap_ns = g_gap_ns;
+	ac.minrtt_scatter = g_scatter;
+	if (iod_sim_ar_create(&ac, iod_sim_topo_host_count(t), 0, 0, &r->ar, &r->pol, &e))
+		die(&e, "adaptive routing");
+	iod_sim_config_default(&sc);
+	sc.seed = seed;
+	sc.transport = g_transport;
+	sc.packets_max = 1u << 20;
+	sc.flows_max = 1u << 16;
+	sc.policy = &r->pol;
+	if (iod_sim_create(&r->s, t, &sc, &e))
+		die(&e, "simulator");
+}
+
+static void run_close(struct run *r)
+{
+	iod_sim_destroy(r->s);
+	iod_sim_ar_destroy(r->ar);
+}
+
+static void add_node(struct iod_sim_topo *t, const char *name, enum iod_sim_node_kind k,
+                     uint32_t *idx)
+{
+	struct iod_err e = {0};
+	if (iod_sim_topo_add_node(t, name, k, idx, &e))
+		die(&e, "topology");
+}
+
+static uint32_t add_link(struct iod_sim_topo *t, uint32_t a, uint32_t b, uint64_t bps)
+{
+	struct iod_err e = {0};
+	if (iod_sim_topo_add_link(t, a, b, bps, IOD_NS_PER_US, &e))
+		die(&e, "topology");
+	return t->n_links - 1;
+}
+
+/* ---- 1. DOCA-AR ----------------------------------------------------------- */
+
+static void doca_topo(struct iod_sim_topo *t)
+{
+	uint32_t h[4], l[2], sp[4];
+	char n[32];
+	iod_sim_topo_init(t);
+	for (int i = 0; i < 4; i++) {
+		snprintf(n, sizeof(n), "h%d", i);
+		add_node(t, n, IOD_SIM_HOST, &h[i]);
+	}
+	add_node(t, "leaf0", IOD_SIM_SWITCH, &l[0]);
+	add_node(t, "leaf1", IOD_SIM_SWITCH, &l[1]);
+	for (int i = 0; i < 4; i++) {
+		snprintf(n, sizeof(n), "spine%d", i);
+		add_node(t, n, IOD_SIM_SWITCH, &sp[i]);
+	}
+	/* h0, h2 on leaf0; h1, h3 on leaf1 */
+	for (int i = 0; i < 4; i++)
+		add_link(t, h[i], l[i % 2], 100000000000ull);
+	for (int i = 0; i < 4; i++) {
+		add_link(t, l[0], sp[i], 25000000000ull);
+		add_link(t, sp[i], l[1], 25000000000ull);
+	}
+	t->buffer_bytes = 1000000;
+	t->ecn_pkts = 65;
+	snprintf(t->name, sizeof(t->name), "doca-ar");
+}
+
+static double doca_one(const struct iod_sim_topo *t, enum iod_ar_policy p, uint32_t nflows,
+                       uint64_t seed)
+{
+	struct iod_err e = {0};
+	struct run r;
+	run_open(&r, t, p, seed);
+	/* the elephant: 40 % of a 25 Gbps path in 1500-byte packets, for 2 s */
+	double pps = 0.4 * 25e9 / (1500 * 8);
+	if (iod_sim_raw_add(r.s, 2, 3, 1500, pps, 0, 2 * IOD_NS_PER_S, &e))
+		die(&e, "elephant");
+	/* the flows start together at 1 ms, once the elephant's queue settled,
+	 * each within 20 us (a script starting them; a few RTTs here) */
+	struct iod_rng jr;
+	iod_rng_seed(&jr, seed * 104729);
+	for (uint32_t i = 0; i < nflows; i++)
+		if (iod_sim_flow_add(r.s, 0, 1, 5000000,
+		                     IOD_NS_PER_MS + iod_rng_below(&jr, 20 * IOD_NS_PER_US), i,
+		                     NULL, &e))
+			die(&e, "flow");
+	/* run until every flow finished (the elephant ends at 2 s anyway) */
+	for (uint64_t until = 10 * IOD_NS_PER_MS;
+	     iod_sim_flows_done(r.s) < nflows && until <= 2 * IOD_NS_PER_S;
+	     until += 10 * IOD_NS_PER_MS)
+		if (iod_sim_run(r.s, until, &e))
+			die(&e, "run");
+	double max_ms = 0;
+	for (uint32_t i = 0; i < nflows; i++) {
+		const struct iod_sim_flow_rec *f = iod_sim_flow(r.s, i);
+		double ms = f->done ? (double)f->fct_ns / 1e6 : 2000.0;
+		if (ms > max_ms)
+			max_ms = ms;
+	}
+	run_close(&r);
+	return max_ms;
+}
+
+static void bench_doca(bool full)
+{
+	struct iod_sim_topo t;
+	uint32_t seeds = full ? 30 : 10;
+	static const uint32_t counts[2] = {10, 50};
+	static const double pub_ecmp[2] = {921, 1857}, pub_minrtt[2] = {34, 335};
+
+	doca_topo(&t);
+	for (int c = 0; c < 2; c++) {
+		double sum[3] = {0, 0, 0};
+		double t0 = wall_now();
+		for (uint32_t sd = 1; sd <= seeds; sd++) {
+			sum[0] += doca_one(&t, IOD_AR_ECMP, counts[c], sd);
+			sum[1] += doca_one(&t, IOD_AR_MINRTT, counts[c], sd);
+			g_scatter = true;
+			sum[2] += doca_one(&t, IOD_AR_MINRTT, counts[c], sd);
+			g_scatter = false;
+		}
+		double ecmp = sum[0] / seeds, mr = sum[1] / seeds, ms = sum[2] / seeds;
+		printf(
+		    "BENCH ar.doca flows=%u seeds=%u ecmp_max_fct_ms=%.2f minrtt_max_fct_ms=%.2f "
+		    "ratio=%.2f minrtt_scatter_max_fct_ms=%.2f ratio_scatter=%.2f "
+		    "published_ecmp_ms=%.0f published_minrtt_ms=%.0f published_ratio=%.2f\n",
+		    counts[c], seeds, ecmp, mr, ecmp / mr, ms, ecmp / ms, pub_ecmp[c],
+		    pub_minrtt[c], pub_ecmp[c] / pub_minrtt[c]);
+		fflush(stdout);
+		fprintf(stderr, "  (doca %u flows: %.1f s wall)\n", counts[c], wall_now() - t0);
+	}
+	iod_sim_topo_free(&t);
+}
+
+/* ---- 2, 3. Clove ------------------------------------------------------------ */
+
+static void clove_topo(struct iod_sim_topo *t, bool asym)
+{
+	struct iod_err e = {0};
+	iod_sim_topo_init(t);
+	if (iod_sim_topo_builtin(t,
+	                         "leaf-spine:leaves=2,spines=2,hosts=32,host_rate=10Gbps,"
+	                         "fabric_rate=40Gbps,links=2",
+	                         &e))
+		die(&e, "topology");
+	if (asym) {
+		/* links: 32 host links, then leaf l, spine s, copy k; fail spine0-leaf1 #0 */
+		uint32_t link = 32 + (1 * 2 + 0) * 2 + 0;
+		if (iod_sim_topo_add_event(t, 0, link, 0, &e))
+			die(&e, "topology");
+	}
+}
+
+struct clove_res {
+	struct iod_sim_summary sum; /* FCTs */
+	uint32_t flows, done;       /* added, finished */
+};
+
+/* Poisson web-search arrivals from every host to a random host on the other
+ * leaf at load x the NIC rate, for dur_ns; then drain. */
+static void clove_one(const struct iod_sim_topo *t, enum iod_ar_policy p, double load,
+                      uint64_t dur_ns, uint64_t seed, const struct iod_sim_cdf *cdf,
+                      struct clove_res *out)
+{
+	struct iod_err e = {0};
+	struct iod_rng rng;
+	struct run r;
+	double mean_gap_ns = iod_sim_cdf_mean(cdf) * 8 / (10e9 * load) * 1e9;
+
+	run_open(&r, t, p, seed);
+	/* Clove's edges know their peers: paths are discovered before traffic,
+	 * which starts at 1 ms */
+	iod_sim_ar_prepare_all(r.ar, 0);
+	iod_rng_seed(&rng, seed * 7919 + (uint64_t)(load * 100));
+	for (uint32_t h = 0; h < 32; h++) {
+		double at = (double)IOD_NS_PER_MS + iod_rng_exp(&rng, mean_gap_ns);
+		while (at < (double)(dur_ns + IOD_NS_PER_MS)) {
+			uint32_t dst = (h < 16 ? 16 : 0) + (uint32_t)iod_rng_below(&rng, 16);
+			uint64_t size = iod_sim_cdf_sample(cdf, &rng);
+			if (iod_sim_flow_add(r.s, h, dst, size ? size : 1, (uint64_t)at, 0, NULL,
+			                     &e))
+				die(&e, "flow");
+			at += iod_rng_exp(&rng, mean_gap_ns);
+		}
+	}
+	/* drain: up to 20 x the arrival window */
+	if (iod_sim_run(r.s, 20 * dur_ns, &e))
+		die(&e, "run");
+	if (iod_sim_summarize(r.s, &out->sum))
+		die(&e, "summary");
+	out->flows = iod_sim_flow_count(r.s);
+	out->done = iod_sim_flows_done(r.s);
+	run_close(&r);
+}
+
+static void bench_clove(bool full, bool asym)
+{
+	static const enum iod_ar_policy pols[4] = {IOD_AR_ECMP, IOD_AR_FLOWLET, IOD_AR_CLOVE_ECN,
+	                                           IOD_AR_PROBE_UTIL};
+	static const int loads_quick[] = {30, 50, 70, 90};
+	static const int loads_full[] = {10, 20, 30, 40, 50, 60, 70, 80, 90};
+	static const int loads_sym[] = {80};
+	const int *loads =
+	    asym ? (full ? loads_full : loads_quick) : (full ? loads_full : loads_sym);
+	int nloads = asym ? (full ? 9 : 4) : (full ? 9 : 1);
+	if (g_loads) {
+		loads = g_loads;
+		nloads = 1;
+	}
+	uint32_t seeds = full ? 3 : 1;
+	uint64_t dur = g_dur_ns ? g_dur_ns : (full ? 100 : 50) * IOD_NS_PER_MS;
+	struct iod_sim_topo t;
+	struct iod_sim_cdf cdf;
+	struct iod_err e = {0};
+
+	if (iod_sim_cdf_load(&cdf, "web-search", &e))
+		die(&e, "web-search");
+	clove_topo(&t, asym);
+	for (int li = 0; li < nloads; li++) {
+		double avg[4] = {0}, small[4] = {0}, large[4] = {0};
+		uint32_t flows[4] = {0}, done[4] = {0};
+		double t0 = wall_now();
+		for (int pi = 0; pi < 4; pi++) {
+			for (uint32_t sd = 1; sd <= seeds; sd++) {
+				struct clove_res cr;
+				clove_one(&t, pols[pi], loads[li] / 100.0, dur, sd, &cdf, &cr);
+				avg[pi] += cr.sum.all.fct_avg_us / seeds;
+				small[pi] += cr.sum.small.fct_avg_us / seeds;
+				large[pi] += cr.sum.large.fct_avg_us / seeds;
+				flows[pi] += cr.flows;
+				done[pi] += cr.done;
+			}
+		}
+		for (int pi = 0; pi < 4; pi++)
+			printf("BENCH ar.%s load=%d policy=%s seeds=%u flows=%u done=%u "
+			       "fct_avg_us=%.1f fct_norm=%.3f small_norm=%.3f large_norm=%.3f\n",
+			       asym ? "clove_asym" : "clove_sym", loads[li],
+			       iod_ar_policy_name(pols[pi]), seeds, flows[pi], done[pi], avg[pi],
+			       avg[pi] / avg[0], small[0] > 0 ? small[pi] / small[0] : 0,
+			       large[0] > 0 ? large[pi] / large[0] : 0);
+		fflush(stdout);
+		fprintf(stderr, "  (%s load %d: %.1f s wall)\n", asym ? "asym" : "sym", loads[li],
+		        wall_now() - t0);
+	}
+	iod_sim_topo_free(&t);
+}
+
+/* ---- 4. all-reduce ---------------------------------------------------------- */
+
+static void ring_topo(struct iod_sim_topo *t)
+{
+	uint32_t h[16], l[2], sp[2];
+	char n[32];
+	struct iod_err e = {0};
+	iod_sim_topo_init(t);
+	for (int i = 0; i < 16; i++) {
+		snprintf(n, sizeof(n), "h%d", i);
+		add_node(t, n, IOD_SIM_HOST, &h[i]);
+	}
+	add_node(t, "leaf0", IOD_SIM_SWITCH, &l[0]);
+	add_node(t, "leaf1", IOD_SIM_SWITCH, &l[1]);
+	add_node(t, "spine0", IOD_SIM_SWITCH, &sp[0]);
+	add_node(t, "spine1", IOD_SIM_SWITCH, &sp[1]);
+	/* ranks alternate leaves: every ring neighbour is across the fabric */
+	for (int i = 0; i < 16; i++)
+		add_link(t, h[i], l[i % 2], 10000000000ull);
+	uint32_t degraded = 0;
+	for (int s = 0; s < 2; s++)
+		for (int li = 0; li < 2; li++)
+			for (int k = 0; k < 2; k++) {
+				uint32_t id = add_link(t, l[li], sp[s], 40000000000ull);
+				if (s == 0 && li == 1 && k == 0)
+					degraded = id;
+			}
+	t->buffer_bytes = 1000000;
+	t->ecn_pkts = 65;
+	if (iod_sim_topo_add_event(t, 0, degraded, 10000000000ull, &e))
+		die(&e, "topology");
+}
+
+static void bench_allreduce(bool full)
+{
+	static const enum iod_ar_policy pols[5] = {IOD_AR_ECMP, IOD_AR_MINRTT, IOD_AR_FLOWLET,
+	                                           IOD_AR_CLOVE_ECN, IOD_AR_PROBE_UTIL};
+	uint64_t size = (full ? 64 : 16) * 1000000ull;
+	uint32_t seeds = full ? 3 : 1;
+	struct iod_sim_topo t;
+	struct iod_err e = {0};
+	/* ideal: every rank at its NIC's payload rate */
+	struct iod_sim_config sc;
+	iod_sim_config_default(&sc);
+	double ideal_bps = 10e9 * sc.mss_bytes / (sc.mss_bytes + sc.hdr_bytes);
+
+	ring_topo(&t);
+	for (int pi = 0; pi < 5; pi++) {
+		double bus = 0;
+		for (uint32_t sd = 1; sd <= seeds; sd++) {
+			struct iod_sim_allreduce a;
+			struct run r;
+			run_open(&r, &t, pols[pi], sd);
+			if (iod_sim_allreduce_start(r.s, &a, 16, size, 0, &e))
+				die(&e, "all-reduce");
+			if (iod_sim_run(r.s, 10 * IOD_NS_PER_S, &e))
+				die(&e, "run");
+			bus += a.end_ns ? iod_sim_allreduce_busbw_bps(&a) / seeds : 0;
+			iod_sim_allreduce_free(&a);
+			run_close(&r);
+		}
+		printf("BENCH ar.allreduce policy=%s ranks=16 size_bytes=%" PRIu64
+		       " seeds=%u busbw_gbps=%.2f ideal_gbps=%.2f frac_ideal=%.3f\n",
+		       iod_ar_policy_name(pols[pi]), size, seeds, bus / 1e9, ideal_bps / 1e9,
+		       bus / ideal_bps);
+		fflush(stdout);
+	}
+	iod_sim_topo_free(&t);
+}
+
+int main(int argc, char **argv)
+{
+	bool full = false;
+	const char *only = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--full")) {
+			full = true;
+		} else if (!strcmp(argv[i], "--gap-us") && i + 1 < argc) {
+			g_gap_ns = strtoull(argv[++i], NULL, 10) * IOD_NS_PER_US;
+		} else if (!strcmp(argv[i], "--load") && i + 1 < argc) {
+			g_load_one = atoi(argv[++i]);
+			g_loads = &g_load_one;
+		} else if (!strcmp(argv[i], "--dur-ms") && i + 1 < argc) {
+			g_dur_ns = strtoull(argv[++i], NULL, 10) * IOD_NS_PER_MS;
+		} else if (!strcmp(argv[i], "--newreno")) {
+			g_transport = IOD_SIM_NEWRENO;
+		} else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+			only = argv[++i];
+		} else {
+			fprintf(stderr, "usage: bench_ar [--full] [--newreno] [--gap-us N] [--load "
+			                "PCT] [--dur-ms N] "
+			                "[--only doca|clove_asym|clove_sym|allreduce]\n");
+			return 2;
+		}
+	}
+	printf("bench_ar: %s scale (deterministic; shared, noisy 2-core machine: wall times "
+	       "vary)\n",
+	       full ? "published (--full)" : "quick");
+	double t0 = wall_now();
+	if (!only || !strcmp(only, "doca"))
+		bench_doca(full);
+	if (!only || !strcmp(only, "clove_asym"))
+		bench_clove(full, true);
+	if (!only || !strcmp(only, "clove_sym"))
+		bench_clove(full, false);
+	if (!only || !strcmp(only, "allreduce"))
+		bench_allreduce(full);
+	fprintf(stderr, "bench_ar: %.1f s wall\n", wall_now() - t0);
+	return 0;
+}
