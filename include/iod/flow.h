@@ -18,6 +18,7 @@
 #ifndef IOD_FLOW_H
 #define IOD_FLOW_H
 
+#include "iod/ar.h"
 #include "iod/net.h"
 
 /* ---- packets ----------------------------------------------------------- */
@@ -335,6 +336,8 @@ struct iod_flow_dp_network {
 	uint64_t rate_bytes_per_s; /* QoS meter (0 = none) */
 	uint64_t burst_bytes;      /* QoS burst */
 	uint8_t dscp;              /* QoS priority marking (0 = keep) */
+	bool ar_enabled;           /* adaptive_routing given: outer sport from net/ar */
+	struct iod_ar_config ar;   /* its policy and parameters */
 	uint32_t endpoints_n;      /* endpoints */
 	struct iod_flow_dp_endpoint endpoints[IOD_DP_ENDPOINTS_MAX]; /* endpoints */
 };
@@ -387,6 +390,37 @@ struct iod_flow_dp {
 int iod_flow_dp_build(const struct iod_flow_dp_config *c, uint32_t cores, struct iod_flow_dp *dp,
                       struct iod_err *e);
 void iod_flow_dp_destroy(struct iod_flow_dp *dp);
+
+/*
+ * Adaptive routing in the data plane (src/flow/dp_ar.c): one net/ar core per
+ * network with `adaptive_routing`. The shell calls, per loop turn:
+ *   iod_flow_dp_ar_rx()    on each frame from the fabric port, before the
+ *                          pipeline: probe requests are reflected in place
+ *                          (verdict PORT to the fabric), replies go to the
+ *                          core (verdict DROP); true = it was a probe;
+ *   iod_flow_dp_ar_steer() after the pipeline: encapsulated packets leaving
+ *                          on the fabric port get the outer source port the
+ *                          core selects for their network (iod_ar_select +
+ *                          iod_net_vxlan_set_sport);
+ *   iod_flow_dp_ar_tick()  periodic work with the loop's clock;
+ *   iod_flow_dp_ar_probe_frame() until 0: the probes the core asked for.
+ * Allocates only in create; nothing here reads a clock or does I/O.
+ */
+struct iod_flow_dp_ar;
+/* *out = NULL (and 0) when no network asks for adaptive routing. */
+int iod_flow_dp_ar_create(const struct iod_flow_dp_config *c, struct iod_flow_dp_ar **out,
+                          struct iod_err *e);
+void iod_flow_dp_ar_destroy(struct iod_flow_dp_ar *a);
+bool iod_flow_dp_ar_rx(struct iod_flow_dp_ar *a, struct iod_pkt *p, uint64_t now_ns);
+void iod_flow_dp_ar_steer(struct iod_flow_dp_ar *a, struct iod_pkt **pkts, uint32_t n,
+                          uint64_t now_ns);
+void iod_flow_dp_ar_tick(struct iod_flow_dp_ar *a, uint64_t now_ns);
+/* Write the next pending probe frame into buf; its length, 0 when none. */
+uint32_t iod_flow_dp_ar_probe_frame(struct iod_flow_dp_ar *a, uint8_t *buf, uint32_t cap);
+/* Per network: policy, counters, paths per remote VTEP (iod dp dump). */
+json_t *iod_flow_dp_ar_json(const struct iod_flow_dp_ar *a, uint64_t now_ns);
+/* The AR core of network n (NULL when it has none): for tests. */
+struct iod_ar *iod_flow_dp_ar_core(struct iod_flow_dp_ar *a, uint32_t n);
 
 /* ---- offload: pipes and entries as NIC rules (rte_flow shape) ----------- */
 

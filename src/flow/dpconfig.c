@@ -253,13 +253,103 @@ static int parse_endpoint(struct ctx *x, const yaml_node_t *n, struct iod_flow_d
 	return 0;
 }
 
+static int get_dur(struct ctx *x, const yaml_node_t *v, const char *key, uint64_t *ns)
+{
+	const char *s = scalar(v);
+	struct iod_err ue = {0};
+	if (!s || iod_parse_duration(s, ns, &ue) || *ns == 0)
+		return fail(x, v, "%s must be a positive duration like 10ms, not \"%s\"", key,
+		            s ? s : "(not a string)");
+	return 0;
+}
+
+/* adaptive_routing: {policy, paths, sport_min, sport_max, probe_interval,
+ * probe_timeout, flow_idle, flowlet_gap, scatter}: net/ar's config. */
+static int parse_ar(struct ctx *x, const yaml_node_t *n, struct iod_flow_dp_network *net)
+{
+	static const char *const keys[] = {"policy",    "paths",          "sport_min",
+	                                   "sport_max", "probe_interval", "probe_timeout",
+	                                   "flow_idle", "flowlet_gap",    "scatter"};
+	int rc;
+	if ((rc = need_map(x, n, "adaptive_routing")))
+		return rc;
+	const yaml_node_t *pn = NULL;
+	const char *k;
+	yaml_node_t *v;
+	MAP_EACH(x, n, k, v)
+	{
+		if (k && !strcmp(k, "policy"))
+			pn = v;
+	}
+	enum iod_ar_policy pol;
+	const char *ps = scalar(pn);
+	if (!pn)
+		return fail(x, n,
+		            "adaptive_routing needs a policy (ecmp, minrtt, flowlet, "
+		            "clove-ecn or probe-util)");
+	if (!ps || iod_ar_policy_parse(ps, &pol))
+		return fail(x, pn,
+		            "policy must be ecmp, minrtt, flowlet, clove-ecn or probe-util, not "
+		            "\"%s\"",
+		            ps ? ps : "(not a string)");
+	struct iod_ar_config *a = &net->ar;
+	iod_ar_config_default(a, pol);
+	a->probe_interval_ns = 20 * IOD_NS_PER_MS; /* a software loop idles in 5 ms waits */
+	MAP_EACH(x, n, k, v)
+	{
+		uint64_t u = 0;
+		if (k && !strcmp(k, "policy")) {
+			rc = 0;
+		} else if (k && !strcmp(k, "paths")) {
+			rc = get_u64(x, v, k, IOD_AR_PATHS_MAX, &u);
+			if (!rc && u == 0)
+				rc = fail(x, v, "paths must be 1..%d", IOD_AR_PATHS_MAX);
+			a->paths = (uint32_t)u;
+		} else if (k && !strcmp(k, "sport_min")) {
+			rc = get_u64(x, v, k, 65535, &u);
+			a->sport_min = (uint16_t)u;
+		} else if (k && !strcmp(k, "sport_max")) {
+			rc = get_u64(x, v, k, 65535, &u);
+			a->sport_max = (uint16_t)u;
+		} else if (k && !strcmp(k, "probe_interval")) {
+			rc = get_dur(x, v, k, &a->probe_interval_ns);
+		} else if (k && !strcmp(k, "probe_timeout")) {
+			rc = get_dur(x, v, k, &a->probe_timeout_ns);
+		} else if (k && !strcmp(k, "flow_idle")) {
+			rc = get_dur(x, v, k, &a->flow_idle_ns);
+		} else if (k && !strcmp(k, "flowlet_gap")) {
+			rc = get_dur(x, v, k, &a->flowlet_gap_ns);
+		} else if (k && !strcmp(k, "scatter")) {
+			rc = get_bool(x, v, k, &a->minrtt_scatter);
+		} else {
+			rc = unknown(x, v, k, "adaptive_routing", keys, IOD_ARRAY_LEN(keys));
+		}
+		if (rc)
+			return rc;
+	}
+	if (a->sport_min == 0 || a->sport_max < a->sport_min)
+		return fail(x, n,
+		            "adaptive_routing: sport_min..sport_max must be a non-empty range "
+		            "of ports 1..65535 (got %u..%u)",
+		            a->sport_min, a->sport_max);
+	if ((uint32_t)(a->sport_max - a->sport_min) + 1 < a->paths)
+		return fail(x, n,
+		            "adaptive_routing: the port range %u..%u is smaller than paths %u",
+		            a->sport_min, a->sport_max, a->paths);
+	a->discovery_ports = 4 * a->paths < 16 ? 16 : 4 * a->paths;
+	if (a->discovery_ports > IOD_AR_DISCOVERY_MAX)
+		a->discovery_ports = IOD_AR_DISCOVERY_MAX;
+	net->ar_enabled = true;
+	return 0;
+}
+
 static int parse_networks(struct ctx *x, const yaml_node_t *n, struct iod_flow_dp_config *c,
                           const char *sg_names[IOD_DP_NETWORKS_MAX],
                           const yaml_node_t *sg_nodes[IOD_DP_NETWORKS_MAX])
 {
 	static const char *const keys[] = {
-	    "name",           "vni",  "subnet", "gateway", "gateway_mac",
-	    "security_group", "rate", "burst",  "dscp",    "endpoints"};
+	    "name", "vni",   "subnet", "gateway",   "gateway_mac",     "security_group",
+	    "rate", "burst", "dscp",   "endpoints", "adaptive_routing"};
 	int rc;
 	if ((rc = need_seq(x, n, "networks")))
 		return rc;
@@ -317,6 +407,8 @@ static int parse_networks(struct ctx *x, const yaml_node_t *n, struct iod_flow_d
 			} else if (k && !strcmp(k, "dscp")) {
 				rc = get_u64(x, v, k, 63, &u);
 				net->dscp = (uint8_t)u;
+			} else if (k && !strcmp(k, "adaptive_routing")) {
+				rc = parse_ar(x, v, net);
 			} else if (k && !strcmp(k, "endpoints")) {
 				if ((rc = need_seq(x, v, k)))
 					return rc;
