@@ -56,7 +56,7 @@ int iod_ar_probe_frame_build(uint8_t *buf, uint32_t cap, const struct iod_ar_wir
 	ip.proto = IOD_NET_PROTO_UDP;
 	ip.src_be = htonl(w->src_ip);
 	ip.dst_be = htonl(w->dst_ip);
-	ip.csum_be = iod_net_ipv4_csum(&ip);
+	iod_net_put16(&ip.csum_be, iod_net_ipv4_csum(&ip)); /* host-order sum, stored big-endian */
 	udp.sport_be = htons(p->sport);
 	udp.dport_be = htons(w->dport ? w->dport : IOD_AR_PROBE_UDP_PORT);
 	udp.len_be = htons(sizeof(udp) + PAYLOAD_BYTES);

@@ -190,6 +190,10 @@ TEST(dp_ar_minrtt_probes_reflect_and_pin)
 		CHECK_EQ(iod_net_parse(probes[i], lens[i], 0, &m), 0);
 		CHECK_EQ(m.outer.dport, IOD_AR_PROBE_UDP_PORT);
 		CHECK_EQ(m.outer.dst.v4, 0x0a0a0002);
+		/* routers drop a bad IPv4 header checksum */
+		struct iod_net_ipv4 ip;
+		memcpy(&ip, probes[i] + 14, sizeof(ip));
+		CHECK_EQ(iod_net_ipv4_csum(&ip), ntohs(ip.csum_be));
 		ports[i] = m.outer.sport;
 		for (uint32_t k = 0; k < i; k++)
 			CHECK(ports[k] != ports[i]);
