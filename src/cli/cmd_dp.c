@@ -40,8 +40,9 @@ static void usage_run(FILE *f)
 {
 	fprintf(f, "usage: iod dp run --config FILE [--state FILE] [--duration DUR]\n"
 	           "                  [--count N] [-o text|json]\n\n"
-	           "  --config FILE    YAML: vtep, ports (host, fabric), networks,\n"
-	           "                   security_groups, services (docs/dataplane.md)\n"
+	           "  --config FILE    YAML: vtep, ports (host, fabric), networks (with\n"
+	           "                   adaptive_routing), security_groups, services\n"
+	           "                   (docs/dataplane.md, docs/adaptive-routing.md)\n"
 	           "  --state FILE     where the pipeline's state is written every second and\n"
 	           "                   at exit, for `iod dp dump` (default /tmp/iod-dp.json)\n"
 	           "  --duration DUR   stop after DUR (e.g. 30s); default: until SIGINT/SIGTERM\n"
@@ -410,6 +411,39 @@ static void print_dump_text(const json_t *j)
 		       json_integer_value(json_object_get(of, "software")),
 		       json_integer_value(json_object_get(of, "validate_errors")),
 		       json_string_value(json_object_get(of, "template_api")));
+	const json_t *ar = json_object_get(j, "adaptive_routing");
+	json_array_foreach(json_object_get(ar, "networks"), i, p)
+	{
+		const json_t *st = json_object_get(p, "stats");
+		printf(
+		    "\nadaptive routing vni %lld: %s; flows new %lld pinned %lld moved %lld aged "
+		    "%lld; probes sent %lld replies %lld late %lld; paths failed %lld\n",
+		    json_integer_value(json_object_get(p, "vni")),
+		    json_string_value(json_object_get(p, "policy")),
+		    json_integer_value(json_object_get(st, "flows_new")),
+		    json_integer_value(json_object_get(st, "flows_pinned")),
+		    json_integer_value(json_object_get(st, "flows_moved")),
+		    json_integer_value(json_object_get(st, "flows_aged")),
+		    json_integer_value(json_object_get(st, "probes_sent")),
+		    json_integer_value(json_object_get(st, "probe_replies")),
+		    json_integer_value(json_object_get(st, "probe_late")),
+		    json_integer_value(json_object_get(st, "paths_failed")));
+		size_t k;
+		json_t *d;
+		json_array_foreach(json_object_get(p, "destinations"), k, d)
+		{
+			printf("  to %s:", json_string_value(json_object_get(d, "vtep")));
+			size_t q;
+			json_t *pa;
+			json_array_foreach(json_object_get(d, "paths"), q, pa)
+			    printf(" %lld%s", json_integer_value(json_object_get(pa, "sport")),
+			           json_is_true(json_object_get(pa, "alive")) ? "" : "(dead)");
+			printf("\n");
+		}
+	}
+	if (ar)
+		printf("probes reflected for remote edges: %lld\n",
+		       json_integer_value(json_object_get(ar, "probes_reflected")));
 	if (json_object_get(j, "conntrack_sessions"))
 		printf("conntrack: %lld sessions\n",
 		       json_integer_value(json_object_get(j, "conntrack_sessions")));

@@ -194,6 +194,7 @@ run_policy() { # policy -> $DIR/$1.flows: "port mbps spine"
 	ip netns exec "$HA" "$PY" "$DIR/cli.py" "$FLOWS" 2 >"$DIR/$pol.tput"
 	sleep 1.2 # one more state write
 	"$IOD" dp dump --state "$DIR/dp1.json" -o json >"$DIR/$pol.dump1.json" 2>&1
+	"$IOD" dp dump --state "$DIR/dp1.json" 2>&1 | grep -A1 "^adaptive routing"
 	"$IOD" dp dump --state "$DIR/dp2.json" -o json >"$DIR/$pol.dump2.json" 2>&1
 	kill $d1 $d2 $c1 $c2 2>/dev/null
 	wait $d1 $d2 $c1 $c2 2>/dev/null
