@@ -436,8 +436,10 @@ static void print_dump_text(const json_t *j)
 			size_t q;
 			json_t *pa;
 			json_array_foreach(json_object_get(d, "paths"), q, pa)
-			    printf(" %lld%s", json_integer_value(json_object_get(pa, "sport")),
-			           json_is_true(json_object_get(pa, "alive")) ? "" : "(dead)");
+			{
+				printf(" %lld%s", json_integer_value(json_object_get(pa, "sport")),
+				       json_is_true(json_object_get(pa, "alive")) ? "" : "(dead)");
+			}
 			printf("\n");
 		}
 	}
