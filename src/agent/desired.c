@@ -149,6 +149,10 @@ static int one(const char *node, const json_t *nodes, const json_t *services,
 		return iod_err_wrap(e, "replica %s: gpus", name);
 	if (!iod_json_get_str(v, "cpus", &s) && iod_bitmap_parse(s, &r->cpus, e))
 		return iod_err_wrap(e, "replica %s: cpus", name);
+	/* no exclusive CPUs: run on the shared NUMA-local ones the scheduler named */
+	if (iod_bitmap_empty(&r->cpus) && !iod_json_get_str(v, "cpu_affinity", &s) &&
+	    iod_bitmap_parse(s, &r->cpus, e))
+		return iod_err_wrap(e, "replica %s: cpu_affinity", name);
 	json_t *numa = json_object_get(v, "mem_numa"); /* the scheduler's name for it */
 	if (!numa)
 		numa = json_object_get(v, "numa");
