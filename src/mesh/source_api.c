@@ -253,7 +253,7 @@ static int api_poll(void *ctx, uint64_t have, struct iod_mesh_registry *out, str
 	uint64_t h = iod_hash_bytes(out->svcs, sizeof(out->svcs[0]) * out->svcs_n, out->svcs_n);
 	h ^= iod_hash_str(out->rack);
 	s->rev = rev;
-	if (h == s->hash && have == s->version) {
+	if (h == s->hash && have == s->version && s->version) { /* the first view always counts */
 		rc = -EAGAIN; /* the cluster moved, our view did not */
 		goto out;
 	}
