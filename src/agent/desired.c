@@ -129,9 +129,8 @@ static int svc_env(struct iod_agent_replica *r, const struct iod_mesh_svc_addr *
 }
 
 static int one(const char *node, const json_t *nodes, const json_t *services,
-               const json_t *replicas, const struct iod_mesh_svc_addr *addrs,
-               uint32_t addrs_n, const char *name, const json_t *v,
-               struct iod_agent_replica *r, struct iod_err *e)
+               const json_t *replicas, const struct iod_mesh_svc_addr *addrs, uint32_t addrs_n,
+               const char *name, const json_t *v, struct iod_agent_replica *r, struct iod_err *e)
 {
 	const char *svc = NULL, *s;
 	uint64_t u;

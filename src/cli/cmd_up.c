@@ -372,11 +372,11 @@ int cmd_up(int argc, char **argv)
 	iod_api_client_close(&cl);
 	uint64_t t1 = mono_ms();
 	if (out == IOD_OUT_JSON) {
-		json_t *j = json_pack(
-		    "{s:s, s:i, s:i, s:s, s:s, s:I, s:I, s:s?}", "servers", apis, "nodes", (int)nodes,
-		    "gpus_per_node", (int)gpus, "model", model, "state_dir", dir, "leader_ms",
-		    (json_int_t)(t_leader - t0), "ready_ms", (json_int_t)(t1 - t0), "mesh_admin",
-		    mesh ? mesh_admin : NULL);
+		json_t *j =
+		    json_pack("{s:s, s:i, s:i, s:s, s:s, s:I, s:I, s:s?}", "servers", apis, "nodes",
+		              (int)nodes, "gpus_per_node", (int)gpus, "model", model, "state_dir",
+		              dir, "leader_ms", (json_int_t)(t_leader - t0), "ready_ms",
+		              (json_int_t)(t1 - t0), "mesh_admin", mesh ? mesh_admin : NULL);
 		iod_json_print(stdout, j, false);
 		json_decref(j);
 		return 0;

@@ -190,13 +190,13 @@ TEST(lost_replica_that_fits_nowhere_is_reported)
 TEST(desired_env_has_mesh_addresses)
 {
 	json_t *nodes = parse(NODES);
-	json_t *svcs = parse(
-	    "{\"rev\":3,\"items\":["
-	    "{\"name\":\"other\",\"value\":{\"command\":\"true\"}},"
-	    "{\"name\":\"parameter-server\",\"value\":{\"command\":\"true\",\"ports\":"
-	    "[{\"name\":\"http\",\"port\":8080}]}},"
-	    "{\"name\":\"w\",\"value\":{\"command\":\"true\",\"depends_on\":"
-	    "[\"parameter-server\"]}}]}");
+	json_t *svcs =
+	    parse("{\"rev\":3,\"items\":["
+	          "{\"name\":\"other\",\"value\":{\"command\":\"true\"}},"
+	          "{\"name\":\"parameter-server\",\"value\":{\"command\":\"true\",\"ports\":"
+	          "[{\"name\":\"http\",\"port\":8080}]}},"
+	          "{\"name\":\"w\",\"value\":{\"command\":\"true\",\"depends_on\":"
+	          "[\"parameter-server\"]}}]}");
 	json_t *reps = parse("{\"rev\":3,\"items\":["
 	                     "{\"name\":\"parameter-server-0\",\"value\":{\"service\":"
 	                     "\"parameter-server\",\"node\":\"n1\"}},"
