@@ -145,8 +145,8 @@ static inline void key_or(struct iod_flow_key *acc, const struct iod_flow_key *m
 static inline bool key_equal(const struct iod_flow_key *x, const struct iod_flow_key *y)
 {
 	const kword *a = kw(x), *b = kw(y);
-	uint64_t d = (a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]) |
-	             (a[4] ^ b[4]) | (a[5] ^ b[5]) | (a[6] ^ b[6]) | (a[7] ^ b[7]);
+	uint64_t d = (a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]) | (a[4] ^ b[4]) |
+	             (a[5] ^ b[5]) | (a[6] ^ b[6]) | (a[7] ^ b[7]);
 	return d == 0;
 }
 

@@ -799,8 +799,8 @@ static int nat(uint8_t *f, struct iod_net_meta *m, uint32_t ip, uint16_t port, b
 	uint32_t old_ip = iod_net_be32(a);
 	/* The address change as one ones'-complement delta (RFC 1624: ~m + m'
 	 * per word), applied to the IP header and the L4 pseudo header alike. */
-	uint32_t ip_delta = (uint32_t)(uint16_t)~(old_ip >> 16) + (uint16_t)~old_ip + (ip >> 16) +
-	                    (ip & 0xffffu);
+	uint32_t ip_delta =
+	    (uint32_t)(uint16_t) ~(old_ip >> 16) + (uint16_t)~old_ip + (ip >> 16) + (ip & 0xffffu);
 	iod_net_put32(a, ip);
 	iod_net_put16(f + l3 + 10, csum_apply(iod_net_be16(f + l3 + 10), ip_delta));
 	if (dst)
