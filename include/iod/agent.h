@@ -354,6 +354,10 @@ struct iod_agent_config {
 	uint32_t cpus;                    /* CPUs this node offers */
 	char model[IOD_NAME_MAX];         /* hardware model name ("host" = discovered) */
 	json_t *topology;                 /* optional topology document to register */
+	/* the node's mesh proxy (with servers only; docs/mesh.md) */
+	bool mesh;                     /* host it (default true) */
+	char mesh_admin[IOD_ADDR_MAX]; /* its admin endpoint; "" = none */
+	uint32_t mesh_workers;         /* its epoll threads (0 = 1) */
 };
 void iod_agent_config_default(struct iod_agent_config *c);
 

@@ -124,6 +124,10 @@ struct iod_mesh_service *iod_mesh_registry_find(const struct iod_mesh_registry *
 void iod_mesh_registry_assign_vips(struct iod_mesh_registry *r);
 /* The preferred VIP of a name: 127.77.x.y, never .0 or .255 last octet. */
 uint32_t iod_mesh_vip_for(const char *name);
+/* The VIPs iod_mesh_registry_assign_vips gives n services sorted by name
+ * (names[i] on ports[i]), none with an explicit VIP: vips[i] out. Pure. */
+void iod_mesh_vips_assign(const char *const *names, const uint16_t *ports, uint32_t n,
+                          uint32_t *vips);
 /* "IOD_SVC_<NAME>_ADDR" for a service name (upper case, '-' and '.' -> '_'). */
 int iod_mesh_env_name(const char *service, char *buf, size_t len);
 /* Parse "a.b.c.d:port" / "a.b.c.d". */
@@ -177,6 +181,20 @@ struct iod_mesh_api_source {
 	uint64_t version;           /* raised on each change */
 };
 void iod_mesh_api_source_init(struct iod_mesh_api_source *s, const char *server, const char *node);
+/* Where a service is reached through the mesh. */
+struct iod_mesh_svc_addr {
+	char name[IOD_NAME_MAX]; /* service name */
+	uint32_t vip4;           /* its VIP, host order */
+	uint16_t port;           /* its VIP port */
+};
+/*
+ * The VIP:port the control-plane source gives every Service of a
+ * /v1/services list ({"items":[{"name","value"}]}), in name order: what
+ * IOD_SVC_<NAME>_ADDR holds for replicas. Pure (no I/O). -E2BIG past max
+ * or IOD_MESH_SERVICES_MAX services.
+ */
+int iod_mesh_api_addrs(const json_t *services, struct iod_mesh_svc_addr *out, uint32_t max,
+                       uint32_t *n);
 /* A blocking GET (connection: close); *body malloc'd, NUL-terminated.
  * Returns the HTTP status or a negative errno. */
 int iod_mesh_http_get(const char *addr, const char *path, uint32_t timeout_ms, char **body,

@@ -221,19 +221,22 @@ struct iod_sched_explain {
 };
 
 struct iod_sched_placement {
-	char name[IOD_NAME_MAX];      /* "<service>-<ordinal>" */
-	uint32_t request;             /* index into svc (= the request's index
+	char name[IOD_NAME_MAX];        /* "<service>-<ordinal>" */
+	uint32_t request;               /* index into svc (= the request's index
 	                                    when the result was fresh) */
-	uint32_t ordinal;             /* 0-based */
-	bool placed;                  /* false: see reason and why */
-	uint32_t replica;             /* cluster replica id (placed only) */
-	uint32_t node;                /* node id (placed only) */
-	uint32_t gpu_mask;            /* GPU ids on that node */
-	struct iod_bitmap cpus;       /* exclusive PUs */
-	int32_t mem_numa;             /* NUMA node of its memory; -1 interleaved/none */
-	int32_t nic;                  /* NIC index on the node; -1 none */
-	enum iod_sched_reason reason; /* NONE when placed */
-	char why[IOD_SCHED_WHY_MAX];  /* the precise reason, one line */
+	uint32_t ordinal;               /* 0-based */
+	bool placed;                    /* false: see reason and why */
+	uint32_t replica;               /* cluster replica id (placed only) */
+	uint32_t node;                  /* node id (placed only) */
+	uint32_t gpu_mask;              /* GPU ids on that node */
+	struct iod_bitmap cpus;         /* exclusive PUs */
+	struct iod_bitmap cpu_affinity; /* where it runs: cpus when it has exclusive
+	                                   PUs, else the (shared) PUs of the NUMA
+	                                   nodes of its GPUs and memory */
+	int32_t mem_numa;               /* NUMA node of its memory; -1 interleaved/none */
+	int32_t nic;                    /* NIC index on the node; -1 none */
+	enum iod_sched_reason reason;   /* NONE when placed */
+	char why[IOD_SCHED_WHY_MAX];    /* the precise reason, one line */
 	struct iod_sched_explain explain;
 };
 

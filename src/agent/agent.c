@@ -9,7 +9,9 @@
  *
  * One thread, one poll(): SIGCHLD/SIGTERM/SIGHUP arrive through a signalfd,
  * timers come from the reconciler's next deadline. It decides nothing: the
- * reconciler does. Probes run inline, each bounded by its timeout.
+ * reconciler does. Probes run inline, each bounded by its timeout. With a
+ * control plane, the cluster link (cluster.c) and the node's mesh proxy
+ * (meshhost.c) run on their own threads.
  */
 #include "internal.h"
 
@@ -41,6 +43,7 @@ struct agent {
 	bool stopping;                      /* SIGTERM seen: stop everything */
 	struct iod_agent_cluster *cluster;  /* control plane link, or NULL (manifest) */
 	int wake_fd;                        /* eventfd: the cluster has news */
+	struct iod_agent_mesh *mesh;        /* hosted mesh proxy, or NULL */
 };
 
 static uint64_t now_ns(void)
@@ -61,6 +64,9 @@ void iod_agent_config_default(struct iod_agent_config *c)
 	c->use_namespaces = true;
 	c->lease_ttl_ms = 2000;
 	c->stateful_grace_ms = 30000;
+	c->mesh = true;
+	snprintf(c->mesh_admin, sizeof(c->mesh_admin), "127.0.0.1:15000");
+	c->mesh_workers = 1;
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	c->cpus = n > 0 ? (uint32_t)n : 1;
 }
@@ -390,6 +396,8 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 			                    : rc;
 			goto out;
 		}
+		if (c->mesh && (rc = iod_agent_mesh_start(&a->mesh, c, a->cluster, e)))
+			goto out;
 	}
 
 	uint64_t start = now_ns(), stop_by = 0, next_manifest = start + MANIFEST_POLL_NS;
@@ -446,6 +454,8 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 		}
 	}
 	IOD_INFO("agent", "node %s: every replica stopped; leaving", c->name);
+	iod_agent_mesh_stop(a->mesh);
+	a->mesh = NULL;
 	iod_agent_cluster_stop(a->cluster); /* flushes the last reports */
 	a->cluster = NULL;
 	ev = json_object();
@@ -454,6 +464,7 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 	write_status(a);
 	rc = 0;
 out:
+	iod_agent_mesh_stop(a->mesh); /* before the cluster it reads */
 	iod_agent_cluster_stop(a->cluster);
 	if (a->wake_fd >= 0)
 		close(a->wake_fd);

@@ -557,6 +557,14 @@ void iod_agent_cluster_report(struct iod_agent_cluster *c, const struct iod_agen
 	pthread_mutex_unlock(&c->mu);
 }
 
+bool iod_agent_cluster_registered(struct iod_agent_cluster *c)
+{
+	pthread_mutex_lock(&c->mu);
+	bool r = c->lease_id != 0;
+	pthread_mutex_unlock(&c->mu);
+	return r;
+}
+
 void iod_agent_cluster_stop(struct iod_agent_cluster *c)
 {
 	if (!c)

@@ -10,8 +10,14 @@
  * that anyone can compute where a replica is without waiting for its
  * Endpoint: a worker starting at the same moment as its parameter servers
  * already knows where they will be.
+ *
+ * Discovery through the mesh: IOD_SVC_<NAME>_ADDR for the replica's own
+ * service and each dependency is the VIP:port the node's mesh proxy serves
+ * it on (iod_mesh_api_addrs: the same computation the proxy's control-plane
+ * source makes), so a workload dials a name and the proxy balances.
  */
 #include "iod/agent.h"
+#include "iod/mesh.h"
 
 #include <string.h>
 
@@ -106,9 +112,25 @@ static void dep_var(const char *service, char *buf, size_t len)
 	buf[l] = 0;
 }
 
+/* IOD_SVC_<SERVICE>_ADDR=vip:port of service (absent when not in addrs). */
+static int svc_env(struct iod_agent_replica *r, const struct iod_mesh_svc_addr *addrs,
+                   uint32_t addrs_n, const char *service)
+{
+	char var[IOD_NAME_MAX + 16], val[IOD_ADDR_MAX];
+	for (uint32_t i = 0; i < addrs_n; i++) {
+		if (strcmp(addrs[i].name, service))
+			continue;
+		if (iod_mesh_env_name(service, var, sizeof(var)))
+			return -E2BIG;
+		iod_mesh_addr_format(addrs[i].vip4, addrs[i].port, val, sizeof(val));
+		return iod_agent_replica_add_env(r, var, val);
+	}
+	return 0;
+}
+
 static int one(const char *node, const json_t *nodes, const json_t *services,
-               const json_t *replicas, const char *name, const json_t *v,
-               struct iod_agent_replica *r, struct iod_err *e)
+               const json_t *replicas, const struct iod_mesh_svc_addr *addrs, uint32_t addrs_n,
+               const char *name, const json_t *v, struct iod_agent_replica *r, struct iod_err *e)
 {
 	const char *svc = NULL, *s;
 	uint64_t u;
@@ -149,6 +171,10 @@ static int one(const char *node, const json_t *nodes, const json_t *services,
 		return iod_err_wrap(e, "replica %s: gpus", name);
 	if (!iod_json_get_str(v, "cpus", &s) && iod_bitmap_parse(s, &r->cpus, e))
 		return iod_err_wrap(e, "replica %s: cpus", name);
+	/* no exclusive CPUs: run on the shared NUMA-local ones the scheduler named */
+	if (iod_bitmap_empty(&r->cpus) && !iod_json_get_str(v, "cpu_affinity", &s) &&
+	    iod_bitmap_parse(s, &r->cpus, e))
+		return iod_err_wrap(e, "replica %s: cpu_affinity", name);
 	json_t *numa = json_object_get(v, "mem_numa"); /* the scheduler's name for it */
 	if (!numa)
 		numa = json_object_get(v, "numa");
@@ -178,6 +204,8 @@ static int one(const char *node, const json_t *nodes, const json_t *services,
 	    iod_agent_replica_add_env(r, "IOD_PEERS", peers))
 		return iod_err_set(e, -E2BIG, "replica %s: too many peers for the environment",
 		                   name);
+	if (svc_env(r, addrs, addrs_n, svc))
+		return iod_err_set(e, -E2BIG, "replica %s: environment too large", name);
 	json_array_foreach(json_object_get(spec, "depends_on"), i, a)
 	{
 		char var[IOD_NAME_MAX + 16];
@@ -188,6 +216,10 @@ static int one(const char *node, const json_t *nodes, const json_t *services,
 		    iod_agent_replica_add_env(r, var, peers))
 			return iod_err_set(e, -E2BIG, "replica %s: dependency %s too large", name,
 			                   json_string_value(a));
+		if (strcmp(json_string_value(a), svc) &&
+		    svc_env(r, addrs, addrs_n, json_string_value(a)))
+			return iod_err_set(e, -E2BIG, "replica %s: dependency %s too large", name,
+			                   json_string_value(a));
 	}
 	return 0;
 }
@@ -196,9 +228,14 @@ int iod_agent_desired_from_state(const char *node, const json_t *nodes, const js
                                  const json_t *replicas, struct iod_agent_replica *out,
                                  uint32_t max, uint32_t *n, struct iod_err *e)
 {
+	struct iod_mesh_svc_addr addrs[IOD_MESH_SERVICES_MAX];
+	uint32_t addrs_n = 0;
 	size_t i;
 	json_t *x;
 	*n = 0;
+	/* past IOD_MESH_SERVICES_MAX services the proxy serves none: no IOD_SVC_* */
+	if (iod_mesh_api_addrs(services, addrs, IOD_MESH_SERVICES_MAX, &addrs_n))
+		addrs_n = 0;
 	json_array_foreach(json_object_get(replicas, "items"), i, x)
 	{
 		const json_t *v = json_object_get(x, "value");
@@ -209,7 +246,7 @@ int iod_agent_desired_from_state(const char *node, const json_t *nodes, const js
 		if (*n >= max)
 			return iod_err_set(e, -E2BIG, "more than %u replicas placed on node %s",
 			                   max, node);
-		int rc = one(node, nodes, services, replicas, name, v, &out[*n], e);
+		int rc = one(node, nodes, services, replicas, addrs, addrs_n, name, v, &out[*n], e);
 		if (rc == -ENOENT)
 			continue; /* service deleted: its replicas go too */
 		if (rc)

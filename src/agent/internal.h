@@ -1,6 +1,7 @@
 /*
  * internal.h: what the agent's files share and nobody else needs: the link
- * to the control plane (cluster.c) as the agent loop (agent.c) drives it.
+ * to the control plane (cluster.c) and the hosted mesh proxy (meshhost.c)
+ * as the agent loop (agent.c) drives them.
  */
 #ifndef IOD_AGENT_INTERNAL_H
 #define IOD_AGENT_INTERNAL_H
@@ -23,5 +24,14 @@ void iod_agent_cluster_report(struct iod_agent_cluster *c, const struct iod_agen
                               const char *service, uint16_t port);
 /* Flush pending reports, revoke the lease, stop the threads. */
 void iod_agent_cluster_stop(struct iod_agent_cluster *c);
+/* Has the node registered (it holds a lease now)? */
+bool iod_agent_cluster_registered(struct iod_agent_cluster *c);
+
+/* The node's mesh proxy (meshhost.c): started once the node registers,
+ * following the control plane; stop closes its listeners and joins it. */
+struct iod_agent_mesh;
+int iod_agent_mesh_start(struct iod_agent_mesh **out, const struct iod_agent_config *cfg,
+                         struct iod_agent_cluster *cluster, struct iod_err *e);
+void iod_agent_mesh_stop(struct iod_agent_mesh *m);
 
 #endif

@@ -156,6 +156,7 @@ json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, cons
 		json_object_set_new(nv, "node", json_string(t[k].name));
 		json_object_set_new(nv, "gpus", json_string(gl));
 		json_object_del(nv, "cpus"); /* the old node's CPU set means nothing here */
+		json_object_del(nv, "cpu_affinity");
 		json_object_del(nv, "numa");
 		json_object_del(nv, "mem_numa");
 		json_object_del(nv, "nic");

@@ -252,9 +252,10 @@ int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len
 			                        iod_sched_reason_name(p->reason), "why", p->why));
 			continue;
 		}
-		char gpus[128] = "", cpus[512] = "";
+		char gpus[128] = "", cpus[512] = "", affinity[512] = "";
 		mask_format(p->gpu_mask, gpus, sizeof(gpus));
 		iod_bitmap_format(&p->cpus, cpus, sizeof(cpus));
+		iod_bitmap_format(&p->cpu_affinity, affinity, sizeof(affinity));
 		const char *node = iod_sched_node_name(cl, p->node);
 		char why[IOD_SCHED_WHY_MAX + 128];
 		if (p->why[0])
@@ -275,6 +276,8 @@ int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len
 		              "mem_bytes", (json_int_t)reqs[p->request].mem_bytes, "cpu_millis",
 		              (int)(reqs[p->request].cpus * 1000), "phase", "pending", "restarts",
 		              0, "generation", (json_int_t)gen + 1, "reasons", why);
+		if (v)
+			json_object_set_new(v, "cpu_affinity", json_string(affinity));
 		if (v && explain)
 			json_object_set_new(v, "explain", explain);
 		else

@@ -8,6 +8,7 @@
  */
 #include "cli.h"
 #include "iod/agent.h"
+#include "iod/mesh.h"
 #include "iod/topo.h"
 
 #include <getopt.h>
@@ -24,7 +25,8 @@ static void usage(FILE *f)
 	    "                 [--run-for DUR]\n"
 	    "       iod agent --server HOST:PORT[,...] [--name NODE] [--gpus N] [--cpus N]\n"
 	    "                 [--model NAME] [--addr IP] [--lease-ttl DUR]\n"
-	    "                 [--stateful-grace DUR] [...]\n\n"
+	    "                 [--stateful-grace DUR] [--no-mesh] [--mesh-admin ADDR|off]\n"
+	    "                 [--mesh-workers N] [...]\n\n"
 	    "Run this node's replicas, each in its own sandbox (PID, mount, UTS and IPC\n"
 	    "namespaces, cgroup cpu/memory limits, CPU affinity, NUMA policy, GPUs),\n"
 	    "restart them with exponential backoff, run their health checks, and\n"
@@ -52,7 +54,13 @@ static void usage(FILE *f)
 	    "  --addr IP          address replicas are reached at (default 127.0.0.1)\n"
 	    "  --lease-ttl DUR    node lease (default 2s): lost when not renewed in time\n"
 	    "  --stateful-grace DUR  after a node is lost, wait this long before moving\n"
-	    "                     its stateful replicas (default 30s)\n\n"
+	    "                     its stateful replicas (default 30s)\n"
+	    "  --mesh, --no-mesh  host this node's service-mesh proxy (default on with\n"
+	    "                     --server): every service on its loopback VIP, which\n"
+	    "                     replicas find in IOD_SVC_<NAME>_ADDR (docs/mesh.md)\n"
+	    "  --mesh-admin ADDR  the proxy's /metrics /spans /registry endpoint\n"
+	    "                     (default 127.0.0.1:15000; off = none)\n"
+	    "  --mesh-workers N   the proxy's threads (default 1)\n\n"
 	    "Stops every replica on SIGTERM/SIGINT. See `iod logs`, `iod events`.\n");
 }
 
@@ -121,6 +129,10 @@ int cmd_agent(int argc, char **argv)
 	                                     {"lease-ttl", required_argument, 0, 'T'},
 	                                     {"stateful-grace", required_argument, 0, 'R'},
 	                                     {"xml", required_argument, 0, 'X'},
+	                                     {"mesh", no_argument, 0, 'Y'},
+	                                     {"no-mesh", no_argument, 0, 'N'},
+	                                     {"mesh-admin", required_argument, 0, 'P'},
+	                                     {"mesh-workers", required_argument, 0, 'W'},
 	                                     {"help", no_argument, 0, 'h'},
 	                                     {0, 0, 0, 0}};
 	uint64_t ns;
@@ -213,6 +225,30 @@ int cmd_agent(int argc, char **argv)
 				return rc;
 			c.stateful_grace_ms = ns / IOD_NS_PER_MS;
 			break;
+		case 'Y': c.mesh = true; break;
+		case 'N': c.mesh = false; break;
+		case 'P': {
+			uint32_t ip;
+			uint16_t port;
+			if (!strcmp(optarg, "off")) {
+				c.mesh_admin[0] = 0;
+				break;
+			}
+			if (iod_mesh_addr_parse(optarg, &ip, &port, true) ||
+			    iod_strlcpy(c.mesh_admin, optarg, sizeof(c.mesh_admin)))
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--mesh-admin %s: want IP:PORT or off", optarg);
+			break;
+		}
+		case 'W': {
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (*end || !optarg[0] || !v || v > IOD_MESH_WORKERS_MAX)
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--mesh-workers must be 1..%d, not %s",
+				                    IOD_MESH_WORKERS_MAX, optarg);
+			c.mesh_workers = (uint32_t)v;
+			break;
+		}
 		default: usage(stderr); return IOD_EXIT_INVALID;
 		}
 	}

@@ -7,7 +7,10 @@
  * finds the parameter servers through its environment (IOD_DEP_<SERVICE>,
  * set by the agent from the service's depends_on), and per step pulls every
  * shard, runs a synthetic compute phase (multiply-adds over the parameters
- * for --compute-ms), pushes a gradient and reports steps/s. Both roles
+ * for --compute-ms), pushes a gradient and reports steps/s. With --via-mesh
+ * it dials the service by name instead: IOD_SVC_<SERVICE>_ADDR, the VIP the
+ * node's mesh proxy balances (one connection, one shard; IOD_DEP_ when the
+ * variable is absent). Both roles
  * answer GET /healthz (and /metrics) on --http-port for health checks.
  *
  * Wire format (loopback demo, host byte order for floats): a request is a
@@ -18,6 +21,7 @@
  */
 #include "cli.h"
 #include "iod/agent.h"
+#include "iod/mesh.h"
 
 #include <arpa/inet.h>
 #include <getopt.h>
@@ -443,6 +447,8 @@ static void usage(FILE *f)
 	        "  --params N          parameter-server: shard size in floats (default 65536)\n"
 	        "  --servers A,B       worker: parameter servers host:port (default from\n"
 	        "                      $IOD_DEP_<PS_SERVICE>, set by the agent)\n"
+	        "  --via-mesh          worker: dial $IOD_SVC_<PS_SERVICE>_ADDR, the service's\n"
+	        "                      mesh VIP, when set (else the list above)\n"
 	        "  --ps-service NAME   worker: the parameter servers' service\n"
 	        "                      (default parameter-server)\n"
 	        "  --compute-ms MS     worker: synthetic compute per step (default 10)\n"
@@ -461,12 +467,14 @@ int cmd_demo_worker(int argc, char **argv)
 	                                     {"compute-ms", required_argument, 0, 'c'},
 	                                     {"steps", required_argument, 0, 'k'},
 	                                     {"http-port", required_argument, 0, 'H'},
+	                                     {"via-mesh", no_argument, 0, 'V'},
 	                                     {"help", no_argument, 0, 'h'},
 	                                     {0, 0, 0, 0}};
 	const char *role = NULL, *servers = NULL, *ps_service = "parameter-server";
 	const char *env_port = getenv("IOD_PORT");
 	long port = env_port ? atol(env_port) : 0, http_port = -1, params = 65536, cms = 10;
 	unsigned long long steps = 0;
+	bool via_mesh = false;
 	int o;
 
 	if (iod_cli_wants_help(argc, argv)) {
@@ -483,6 +491,7 @@ int cmd_demo_worker(int argc, char **argv)
 		case 'c': cms = atol(optarg); break;
 		case 'k': steps = strtoull(optarg, NULL, 10); break;
 		case 'H': http_port = atol(optarg); break;
+		case 'V': via_mesh = true; break;
 		default: usage(stderr); return IOD_EXIT_INVALID;
 		}
 	}
@@ -510,6 +519,9 @@ int cmd_demo_worker(int argc, char **argv)
 		return run_ps((uint16_t)port, (uint32_t)params);
 	}
 	char name[128];
+	if (!servers && via_mesh && !iod_mesh_env_name(ps_service, name, sizeof(name)) &&
+	    getenv(name) && getenv(name)[0])
+		servers = getenv(name);
 	if (!servers)
 		servers = dep_env(ps_service, name, sizeof(name));
 	if (!servers || !servers[0])

@@ -42,8 +42,22 @@ static const char *str(const json_t *v, const char *key)
 	return "-";
 }
 
+/* Exclusive CPUs, else the shared NUMA-local set marked "(shared)". */
+static const char *replica_cpus(const json_t *v, char *buf, size_t len)
+{
+	const char *c = NULL;
+	if (!iod_json_get_str(v, "cpus", &c) && c[0])
+		return c;
+	if (!iod_json_get_str(v, "cpu_affinity", &c) && c[0]) {
+		snprintf(buf, len, "%s(shared)", c);
+		return buf;
+	}
+	return "-";
+}
+
 static void print_row(enum iod_state_kind k, const json_t *o)
 {
+	char cpus[128];
 	const json_t *v = json_object_get(o, "value");
 	const char *name = str(o, "name");
 	long long rev = (long long)json_integer_value(json_object_get(o, "rev"));
@@ -59,8 +73,9 @@ static void print_row(enum iod_state_kind k, const json_t *o)
 		       str(v, "generation"), rev);
 		break;
 	case IOD_STATE_REPLICA:
-		printf("%-24s %-16s %-16s %-8s %-9s %-8s\n", name, str(v, "service"),
-		       str(v, "node"), str(v, "gpus"), str(v, "phase"), str(v, "restarts"));
+		printf("%-24s %-16s %-16s %-8s %-20s %-9s %-8s\n", name, str(v, "service"),
+		       str(v, "node"), str(v, "gpus"), replica_cpus(v, cpus, sizeof(cpus)),
+		       str(v, "phase"), str(v, "restarts"));
 		break;
 	case IOD_STATE_ENDPOINT:
 		printf("%-24s %-16s %-22s %-8s %lld\n", name, str(v, "service"), str(v, "address"),
@@ -87,8 +102,8 @@ static void print_header(enum iod_state_kind k)
 		       "REV");
 		break;
 	case IOD_STATE_REPLICA:
-		printf("%-24s %-16s %-16s %-8s %-9s %-8s\n", "NAME", "SERVICE", "NODE", "GPUS",
-		       "PHASE", "RESTARTS");
+		printf("%-24s %-16s %-16s %-8s %-20s %-9s %-8s\n", "NAME", "SERVICE", "NODE",
+		       "GPUS", "CPUS", "PHASE", "RESTARTS");
 		break;
 	case IOD_STATE_ENDPOINT:
 		printf("%-24s %-16s %-22s %-8s %s\n", "NAME", "SERVICE", "ADDRESS", "HEALTH",

@@ -31,7 +31,7 @@ static void usage(FILE *f)
 	    f,
 	    "usage: iod up --nodes N [--gpus-per-node G | --model NAME] [--state-dir DIR]\n"
 	    "              [--api-port P] [--raft-port P] [--lease-ttl DUR] [--no-sandbox]\n"
-	    "              [--election-timeout DUR] [--heartbeat DUR]\n"
+	    "              [--election-timeout DUR] [--heartbeat DUR] [--mesh-port P | --no-mesh]\n"
 	    "              [-o text|json]\n\n"
 	    "Start a local cluster: 3 control-plane servers and N node agents as processes\n"
 	    "on this machine (loopback), each agent with simulated hardware. Returns when\n"
@@ -48,7 +48,11 @@ static void usage(FILE *f)
 	    "  --no-sandbox         run replicas as plain processes\n"
 	    "  --election-timeout DUR, --heartbeat DUR\n"
 	    "                       Raft timing of the servers (`iod server --help`);\n"
-	    "                       raise them on a loaded machine\n\n"
+	    "                       raise them on a loaded machine\n"
+	    "  --mesh-port P        admin port of the mesh proxy (default 15000): node-1's\n"
+	    "                       agent hosts it and serves every service's VIP for all\n"
+	    "                       local nodes (they share loopback; docs/mesh.md)\n"
+	    "  --no-mesh            no agent hosts a mesh proxy\n\n"
 	    "Then: iod deploy -f examples/service-topology.yaml; iod get replicas;\n"
 	    "      iod logs REPLICA; iod events; iod down\n",
 	    UP_NODES_MAX);
@@ -155,13 +159,16 @@ int cmd_up(int argc, char **argv)
 	                                     {"help", no_argument, 0, 'h'},
 	                                     {"election-timeout", required_argument, 0, 'E'},
 	                                     {"heartbeat", required_argument, 0, 'H'},
+	                                     {"mesh-port", required_argument, 0, 'P'},
+	                                     {"no-mesh", no_argument, 0, 'N'},
 	                                     {0, 0, 0, 0}};
 	char election[32] = "", heartbeat[32] = "";
 	static const char *const outs[] = {"text", "json", NULL};
 	char dir[IOD_AGENT_PATH_MAX], exe[IOD_AGENT_PATH_MAX], path[IOD_AGENT_PATH_MAX + 64];
 	char peers[512] = "", apis[256] = "", model[IOD_NAME_MAX] = "", lease[32] = "1s";
-	long nodes = 4, gpus = 4, api_port = 7400, raft_port = 7300;
-	bool gpus_set = false, sandbox = true;
+	long nodes = 4, gpus = 4, api_port = 7400, raft_port = 7300, mesh_port = 15000;
+	bool gpus_set = false, sandbox = true, mesh = true;
+	char mesh_admin[32];
 	enum iod_output out = IOD_OUT_TEXT;
 	struct iod_err e = {0};
 	int o;
@@ -191,6 +198,13 @@ int cmd_up(int argc, char **argv)
 			break;
 		}
 		case 'S': sandbox = false; break;
+		case 'N': mesh = false; break;
+		case 'P':
+			mesh_port = atol(optarg);
+			if (mesh_port < 1 || mesh_port > 65535)
+				return iod_cli_fail("up", IOD_EXIT_INVALID,
+				                    "--mesh-port must be 1..65535, not %s", optarg);
+			break;
 		case 'E': snprintf(election, sizeof(election), "%s", optarg); break;
 		case 'H': snprintf(heartbeat, sizeof(heartbeat), "%s", optarg); break;
 		case 'o':
@@ -331,6 +345,15 @@ int cmd_up(int argc, char **argv)
 		av[k++] = gpus_set || !strncmp(model, "generic-", 8) ? gs : model;
 		if (!sandbox)
 			av[k++] = "--no-sandbox";
+		/* VIPs are per service and every local node shares loopback: one
+		 * proxy (node-1's) serves them all; the others host none */
+		snprintf(mesh_admin, sizeof(mesh_admin), "127.0.0.1:%ld", mesh_port);
+		if (mesh && i == 1) {
+			av[k++] = "--mesh-admin";
+			av[k++] = mesh_admin;
+		} else {
+			av[k++] = "--no-mesh";
+		}
 		av[k] = NULL;
 		if (spawn(exe, av, log, path) < 0)
 			return iod_cli_fail("up", IOD_EXIT_ERROR, "fork: %s", strerror(errno));
@@ -349,10 +372,11 @@ int cmd_up(int argc, char **argv)
 	iod_api_client_close(&cl);
 	uint64_t t1 = mono_ms();
 	if (out == IOD_OUT_JSON) {
-		json_t *j = json_pack(
-		    "{s:s, s:i, s:i, s:s, s:s, s:I, s:I}", "servers", apis, "nodes", (int)nodes,
-		    "gpus_per_node", (int)gpus, "model", model, "state_dir", dir, "leader_ms",
-		    (json_int_t)(t_leader - t0), "ready_ms", (json_int_t)(t1 - t0));
+		json_t *j =
+		    json_pack("{s:s, s:i, s:i, s:s, s:s, s:I, s:I, s:s?}", "servers", apis, "nodes",
+		              (int)nodes, "gpus_per_node", (int)gpus, "model", model, "state_dir",
+		              dir, "leader_ms", (json_int_t)(t_leader - t0), "ready_ms",
+		              (json_int_t)(t1 - t0), "mesh_admin", mesh ? mesh_admin : NULL);
 		iod_json_print(stdout, j, false);
 		json_decref(j);
 		return 0;
@@ -360,8 +384,10 @@ int cmd_up(int argc, char **argv)
 	printf("cluster up in %llu ms: %d servers, %ld nodes x %ld GPUs (%s)\n"
 	       "  API      %s (IOD_SERVER; the default 127.0.0.1:7400 is one of them)\n"
 	       "  state    %s (server-N.log, node-N.log, node-N/replicas/*/log)\n"
+	       "  mesh     %s%s (node-1's proxy: /registry /metrics /spans)\n"
 	       "next: iod deploy -f examples/service-topology.yaml && iod get replicas; "
 	       "iod down\n",
-	       (unsigned long long)(t1 - t0), UP_SERVERS, nodes, gpus, model, apis, dir);
+	       (unsigned long long)(t1 - t0), UP_SERVERS, nodes, gpus, model, apis, dir,
+	       mesh ? "http://" : "off", mesh ? mesh_admin : "");
 	return 0;
 }

@@ -172,6 +172,26 @@ void iod_mesh_registry_assign_vips(struct iod_mesh_registry *r)
 	}
 }
 
+void iod_mesh_vips_assign(const char *const *names, const uint16_t *ports, uint32_t n,
+                          uint32_t *vips)
+{
+	/* The same probe as iod_mesh_registry_assign_vips over services in
+	 * name order, none with an explicit VIP: each takes the first probe
+	 * that no earlier one holds on the same port. */
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t h = iod_hash_str(names[i]);
+		vips[i] = 0;
+		for (uint32_t probe = 0; probe <= n && !vips[i]; probe++) {
+			uint32_t v = vip_from_hash(h + probe);
+			bool taken = false;
+			for (uint32_t j = 0; j < i && !taken; j++)
+				taken = vips[j] == v && ports[j] == ports[i];
+			if (!taken)
+				vips[i] = v;
+		}
+	}
+}
+
 int iod_mesh_env_name(const char *service, char *buf, size_t len)
 {
 	size_t o = 0;

@@ -109,21 +109,66 @@ static int get_json(struct iod_mesh_api_source *s, const char *path, json_t **ou
 	return rc;
 }
 
-static void service_from_json(struct iod_mesh_service *svc, const char *name, const json_t *v)
+/* The VIP port of a Service spec: its first port, else the default. */
+static uint16_t spec_port(const json_t *v)
 {
-	iod_mesh_service_defaults(svc);
-	iod_strlcpy(svc->name, name, sizeof(svc->name));
-	svc->mode = IOD_MESH_MODE_TCP;
-	svc->port = IOD_MESH_API_DEFAULT_PORT;
 	const json_t *p0 = json_array_get(json_object_get(v, "ports"), 0);
 	const json_t *pp = json_object_get(p0, "port");
 	if (json_is_integer(p0))
 		pp = p0;
 	if (json_is_integer(pp) && json_integer_value(pp) > 0 && json_integer_value(pp) < 65536)
-		svc->port = (uint16_t)json_integer_value(pp);
+		return (uint16_t)json_integer_value(pp);
+	return IOD_MESH_API_DEFAULT_PORT;
+}
+
+static void service_from_json(struct iod_mesh_service *svc, const char *name, const json_t *v)
+{
+	iod_mesh_service_defaults(svc);
+	iod_strlcpy(svc->name, name, sizeof(svc->name));
+	svc->mode = IOD_MESH_MODE_TCP;
+	svc->port = spec_port(v);
+	const json_t *p0 = json_array_get(json_object_get(v, "ports"), 0);
 	const char *pn = json_string_value(json_object_get(p0, "name"));
 	if (pn && (!strcmp(pn, "http") || iod_str_has_prefix(pn, "http-")))
 		svc->mode = IOD_MESH_MODE_HTTP;
+}
+
+static int addr_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct iod_mesh_svc_addr *)a)->name,
+	              ((const struct iod_mesh_svc_addr *)b)->name);
+}
+
+int iod_mesh_api_addrs(const json_t *services, struct iod_mesh_svc_addr *out, uint32_t max,
+                       uint32_t *n)
+{
+	const char *names[IOD_MESH_SERVICES_MAX];
+	uint16_t ports[IOD_MESH_SERVICES_MAX];
+	uint32_t vips[IOD_MESH_SERVICES_MAX];
+	const json_t *it;
+	size_t i;
+
+	*n = 0;
+	json_array_foreach(json_object_get(services, "items"), i, it)
+	{
+		const char *name = json_string_value(json_object_get(it, "name"));
+		if (!name || strlen(name) >= IOD_NAME_MAX)
+			continue; /* iod_mesh_registry_add refuses it too */
+		if (*n >= max || *n >= IOD_MESH_SERVICES_MAX)
+			return -E2BIG;
+		iod_strlcpy(out[*n].name, name, sizeof(out[*n].name));
+		out[*n].port = spec_port(json_object_get(it, "value"));
+		(*n)++;
+	}
+	qsort(out, *n, sizeof(*out), addr_cmp); /* the registry's order */
+	for (uint32_t k = 0; k < *n; k++) {
+		names[k] = out[k].name;
+		ports[k] = out[k].port;
+	}
+	iod_mesh_vips_assign(names, ports, *n, vips);
+	for (uint32_t k = 0; k < *n; k++)
+		out[k].vip4 = vips[k];
+	return 0;
 }
 
 static int build(struct iod_mesh_api_source *s, json_t *svcs, json_t *eps, json_t *nodes,
@@ -208,7 +253,7 @@ static int api_poll(void *ctx, uint64_t have, struct iod_mesh_registry *out, str
 	uint64_t h = iod_hash_bytes(out->svcs, sizeof(out->svcs[0]) * out->svcs_n, out->svcs_n);
 	h ^= iod_hash_str(out->rack);
 	s->rev = rev;
-	if (h == s->hash && have == s->version) {
+	if (h == s->hash && have == s->version && s->version) { /* the first view always counts */
 		rc = -EAGAIN; /* the cluster moved, our view did not */
 		goto out;
 	}

@@ -40,6 +40,12 @@ int iod_sched_result_format(const struct iod_sched_cluster *c, const struct iod_
 			if (!p->gpu_mask)
 				snprintf(gl, sizeof(gl), "-");
 			cpus_text(&p->cpus, cl, sizeof(cl));
+			if (iod_bitmap_empty(&p->cpus) && !iod_bitmap_empty(&p->cpu_affinity)) {
+				/* no exclusive PUs: it shares its GPUs' NUMA-local ones */
+				char aff[200];
+				cpus_text(&p->cpu_affinity, aff, sizeof(aff));
+				snprintf(cl, sizeof(cl), "%s shared", aff);
+			}
 			if (p->mem_numa >= 0)
 				snprintf(mn, sizeof(mn), "numa%d", p->mem_numa);
 			else
@@ -127,6 +133,9 @@ json_t *iod_sched_result_to_json(const struct iod_sched_cluster *c,
 			if (iod_bitmap_format(&p->cpus, cl, sizeof(cl)) != 0)
 				cl[0] = 0;
 			json_object_set_new(e, "cpus", json_string(cl));
+			if (iod_bitmap_format(&p->cpu_affinity, cl, sizeof(cl)) != 0)
+				cl[0] = 0;
+			json_object_set_new(e, "cpu_affinity", json_string(cl));
 			json_object_set_new(e, "mem_numa",
 			                    p->mem_numa >= 0 ? json_integer(p->mem_numa)
 			                                     : json_null());

@@ -985,6 +985,33 @@ static uint32_t take_cpus(struct node *n, const struct shape *sh, uint8_t mask, 
 	return taken;
 }
 
+/*
+ * The CPUs a replica should run on. A replica with exclusive PUs runs there;
+ * one that asked for no CPUs shares the PUs of the NUMA nodes its GPUs and
+ * memory sit on (NUMA-local, not reserved), so a GPU job without a cpu
+ * request still does not cross the socket interconnect.
+ */
+static void placement_affinity(const struct iod_sched_cluster *c, const struct replica *rep,
+                               struct iod_bitmap *out)
+{
+	const struct shape *sh = &c->shapes[c->nodes[rep->node].shape];
+	uint32_t mask = 0;
+
+	if (!iod_bitmap_empty(&rep->cpus)) {
+		*out = rep->cpus;
+		return;
+	}
+	iod_bitmap_zero(out);
+	for (uint32_t g = 0; g < sh->s.gpus_n; g++)
+		if (rep->gpu_mask >> g & 1)
+			mask |= 1u << sh->s.gpu_numa[g];
+	if (rep->mem_numa >= 0)
+		mask |= 1u << rep->mem_numa;
+	for (uint32_t i = 0; i < sh->s.numa_n; i++)
+		if (mask >> i & 1)
+			iod_bitmap_or(out, &sh->s.numa_cpus[i]);
+}
+
 int sched_bind(struct iod_sched_cluster *c, uint32_t svc, uint32_t ordinal, const struct cand *cd,
                uint32_t *replica_id)
 {
@@ -1610,6 +1637,7 @@ int iod_sched_place(struct iod_sched_cluster *c, const struct iod_sched_request 
 				p->node = rep->node;
 				p->gpu_mask = rep->gpu_mask;
 				p->cpus = rep->cpus;
+				placement_affinity(c, rep, &p->cpu_affinity);
 				p->mem_numa = rep->mem_numa;
 				p->nic = rep->nic;
 				sched_counts_add(c, rep->node, 1);

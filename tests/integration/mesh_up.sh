@@ -1,7 +1,9 @@
 #!/bin/sh
-# mesh_up.sh BUILD: the mesh on a real local cluster (`iod up`): the proxy
-# follows the control plane (`iod proxy run --server`), gives the deployed
-# parameter-server a VIP, and a client reaches a replica through it by name.
+# mesh_up.sh BUILD: the mesh on a real local cluster (`iod up`). First the
+# proxy node-1's agent hosts: replicas get IOD_SVC_<NAME>_ADDR, a call to that
+# address reaches a parameter server, and a worker started with --via-mesh
+# trains through it. Then a standalone proxy (`iod proxy run --server`)
+# follows the control plane too, and a client reaches a replica by its VIP.
 # Skips (77) when this build has no `iod up` (the agent's branch not merged).
 set -u
 B=${1:-build}
@@ -32,17 +34,106 @@ for try in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
 done
 [ "$base" -gt 0 ] || { echo "no free block of ports"; exit 77; }
 API="127.0.0.1:$((base + 10))"; ADMIN="127.0.0.1:$((base + 90))"
+AGENT_ADMIN="127.0.0.1:$((base + 80))"
 
 if ! "$IOD" up --nodes 2 --api-port $((base + 10)) --raft-port $((base + 20)) \
-	--state-dir "$T/state" >"$T/up.log" 2>&1; then
+	--mesh-port $((base + 80)) --state-dir "$T/state" >"$T/up.log" 2>&1; then
 	echo "iod up failed"; cat "$T/up.log"; exit 1
 fi
 cat >"$T/spec.json" <<JSON
 {"services": [{"name": "parameter-server", "type": "stateful", "resources": {"gpu": 1},
-  "replicas": 2, "command": "iod demo-worker --role parameter-server"}]}
+  "replicas": 2, "command": "iod demo-worker --role parameter-server"},
+ {"name": "trainer", "type": "stateless", "replicas": 1, "depends_on": ["parameter-server"],
+  "command": "iod demo-worker --role worker --via-mesh --compute-ms 1"}]}
 JSON
 "$IOD" deploy -f "$T/spec.json" --server "$API" >"$T/deploy.log" 2>&1 ||
 	{ echo "deploy failed"; cat "$T/deploy.log"; exit 1; }
+pass=0 fail=0
+
+# The VIP of a healthy parameter-server in the view of the proxy at $1.
+healthy_vip() {
+	curl -s "http://$1/registry" 2>/dev/null | python3 -c '
+import json, sys
+try:
+    r = json.load(sys.stdin)
+except Exception:
+    sys.exit(0)
+for s in r["services"]:
+    if s["name"] == "parameter-server" and any(e["healthy"] for e in s["endpoints"]):
+        print(s["address"])'
+}
+
+# Demo PULLs to $1 (host:port); prints how many of 4 were answered.
+pulls() {
+	python3 - "$1" <<'PY'
+import socket, struct, sys
+host, port = sys.argv[1].rsplit(":", 1)
+n = 0
+for _ in range(4):
+    try:
+        s = socket.create_connection((host, int(port)), timeout=3)
+        s.sendall(b"PULL" + struct.pack(">I", 4))
+        if len(s.recv(64)) >= 4:
+            n += 1
+        s.close()
+    except OSError:
+        pass
+print(n)
+PY
+}
+
+# -- the proxy node-1's agent hosts (no other proxy runs yet) --
+AVIP=""
+i=0
+while [ $i -lt 100 ]; do
+	AVIP=$(healthy_vip "$AGENT_ADMIN")
+	[ -n "$AVIP" ] && break
+	i=$((i + 1)); sleep 0.1
+done
+if [ -n "$AVIP" ]; then echo "ok   up_agent_proxy ($AVIP)"; pass=$((pass + 1)); else
+	echo "FAIL up_agent_proxy: node-1's agent serves no healthy parameter-server"
+	grep -i mesh "$T/state/node-1.log"; fail=$((fail + 1)); fi
+
+# The replica's environment (the sandbox's process or its child) names the VIP.
+ENVADDR=""
+pid=$(python3 -c '
+import json, sys
+for r in json.load(open(sys.argv[1]))["replicas"]:
+    if r["name"] == "parameter-server-0" and r["pid"]:
+        print(r["pid"])' "$T/state/node-1/status.json" 2>/dev/null)
+for p in $pid $(pgrep -P "${pid:-0}" 2>/dev/null); do
+	v=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^IOD_SVC_PARAMETER_SERVER_ADDR=//p')
+	[ -n "$v" ] && ENVADDR=$v
+done
+if [ -n "$ENVADDR" ] && [ "$ENVADDR" = "$AVIP" ]; then
+	echo "ok   up_replica_env (IOD_SVC_PARAMETER_SERVER_ADDR=$ENVADDR)"; pass=$((pass + 1))
+else
+	echo "FAIL up_replica_env: IOD_SVC_PARAMETER_SERVER_ADDR=\"$ENVADDR\", proxy serves \"$AVIP\" (pid ${pid:-none})"
+	fail=$((fail + 1))
+fi
+
+# A call to that address from the node reaches a parameter server.
+if [ -n "$ENVADDR" ] && [ "$(pulls "$ENVADDR")" = 4 ]; then
+	echo "ok   up_call_by_env"; pass=$((pass + 1))
+else
+	echo "FAIL up_call_by_env: PULLs to \"$ENVADDR\" not all answered"; fail=$((fail + 1))
+fi
+
+# The worker (--via-mesh) trains through the VIP.
+i=0
+while [ $i -lt 100 ]; do
+	grep -q "worker: step" "$T"/state/node-*/replicas/trainer-0/log 2>/dev/null && break
+	i=$((i + 1)); sleep 0.1
+done
+if grep -q "1 parameter servers ($AVIP)" "$T"/state/node-*/replicas/trainer-0/log 2>/dev/null &&
+	grep -q "worker: step" "$T"/state/node-*/replicas/trainer-0/log; then
+	echo "ok   up_worker_via_mesh"; pass=$((pass + 1))
+else
+	echo "FAIL up_worker_via_mesh: trainer-0 did not train through $AVIP"
+	cat "$T"/state/node-*/replicas/trainer-0/log 2>/dev/null | tail -5; fail=$((fail + 1))
+fi
+
+# -- a standalone proxy following the control plane --
 
 "$IOD" proxy run --server "$API" --node node-0 --admin "$ADMIN" >"$T/proxy.log" 2>&1 &
 PROXY_PID=$!
@@ -51,40 +142,20 @@ PROXY_PID=$!
 VIP=""
 i=0
 while [ $i -lt 100 ]; do
-	VIP=$(curl -s "http://$ADMIN/registry" 2>/dev/null | python3 -c '
-import json, sys
-try:
-    r = json.load(sys.stdin)
-except Exception:
-    sys.exit(0)
-for s in r["services"]:
-    if s["name"] == "parameter-server" and any(e["healthy"] for e in s["endpoints"]):
-        print(s["address"])')
+	VIP=$(healthy_vip "$ADMIN")
 	[ -n "$VIP" ] && break
 	i=$((i + 1)); sleep 0.1
 done
-pass=0 fail=0
 if [ -z "$VIP" ]; then
 	echo "FAIL up_registry: no healthy parameter-server endpoint in the proxy's view"
 	cat "$T/proxy.log"; curl -s "http://$API/v1/endpoints"
-	echo "RESULT 0 1 0"; exit 0
+	echo "RESULT $pass $((fail + 1)) 0"; exit 0
 fi
 echo "ok   up_registry ($VIP)"; pass=$((pass + 1))
 
-# A demo PULL through the VIP must reach a parameter server and get bytes back.
-got=$(python3 - "$VIP" <<'PY'
-import socket, struct, sys
-host, port = sys.argv[1].rsplit(":", 1)
-n = 0
-for _ in range(4):
-    s = socket.create_connection((host, int(port)), timeout=3)
-    s.sendall(b"PULL" + struct.pack(">I", 4))
-    if len(s.recv(64)) >= 4:
-        n += 1
-    s.close()
-print(n)
-PY
-)
+# A demo PULL through the VIP must reach a parameter server and get bytes back
+# (this proxy and node-1's share the VIP through SO_REUSEPORT).
+got=$(pulls "$VIP")
 if [ "$got" = 4 ]; then echo "ok   up_call_by_vip"; pass=$((pass + 1)); else
 	echo "FAIL up_call_by_vip: $got of 4 answered"; fail=$((fail + 1)); fi
 echo "RESULT $pass $fail 0"

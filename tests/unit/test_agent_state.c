@@ -5,6 +5,7 @@
  */
 #include "harness.h"
 #include "iod/agent.h"
+#include "iod/mesh.h"
 
 #include <stdlib.h>
 
@@ -13,6 +14,18 @@ static json_t *parse(const char *text)
 	json_t *j = NULL;
 	iod_json_parse(text, strlen(text), &j, NULL);
 	return j;
+}
+
+/* The value of variable var in r's environment, or NULL. */
+static const char *env_of(const struct iod_agent_replica *r, const char *var)
+{
+	size_t l = strlen(var);
+	for (uint32_t i = 0; i < r->envc; i++) {
+		const char *kv = iod_agent_strv_at(r->env_buf, sizeof(r->env_buf), r->envc, i);
+		if (kv && !strncmp(kv, var, l) && kv[l] == '=')
+			return kv + l + 1;
+	}
+	return NULL;
 }
 
 #define NODES                                                                                \
@@ -68,10 +81,10 @@ TEST(desired_for_one_node_with_peers_and_dependencies)
 	         iod_agent_replica_port("ps-0"), iod_agent_replica_port("ps-1"));
 	CHECK_STR(iod_agent_strv_at(r[0].env_buf, sizeof(r[0].env_buf), r[0].envc, 2), want);
 	/* the worker finds the parameter servers */
-	snprintf(want, sizeof(want), "IOD_DEP_PS=10.0.0.1:%u,10.0.0.2:%u",
-	         iod_agent_replica_port("ps-0"), iod_agent_replica_port("ps-1"));
-	CHECK_STR(iod_agent_strv_at(r[1].env_buf, sizeof(r[1].env_buf), r[1].envc, r[1].envc - 1),
-	          want);
+	snprintf(want, sizeof(want), "10.0.0.1:%u,10.0.0.2:%u", iod_agent_replica_port("ps-0"),
+	         iod_agent_replica_port("ps-1"));
+	CHECK(env_of(&r[1], "IOD_DEP_PS"));
+	CHECK_STR(env_of(&r[1], "IOD_DEP_PS") ? env_of(&r[1], "IOD_DEP_PS") : "", want);
 	CHECK(!r[1].stateful);
 	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, r, 1, &n, &e), -E2BIG);
 	free(r);
@@ -167,6 +180,57 @@ TEST(lost_replica_that_fits_nowhere_is_reported)
 	               "enough free GPUs");
 	json_decref(w);
 	json_decref(unplaced);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+}
+
+/* IOD_SVC_<NAME>_ADDR: the mesh VIP:port of the replica's own service and
+ * of each dependency (the proxy's computation), not of unrelated services. */
+TEST(desired_env_has_mesh_addresses)
+{
+	json_t *nodes = parse(NODES);
+	json_t *svcs =
+	    parse("{\"rev\":3,\"items\":["
+	          "{\"name\":\"other\",\"value\":{\"command\":\"true\"}},"
+	          "{\"name\":\"parameter-server\",\"value\":{\"command\":\"true\",\"ports\":"
+	          "[{\"name\":\"http\",\"port\":8080}]}},"
+	          "{\"name\":\"w\",\"value\":{\"command\":\"true\",\"depends_on\":"
+	          "[\"parameter-server\"]}}]}");
+	json_t *reps = parse("{\"rev\":3,\"items\":["
+	                     "{\"name\":\"parameter-server-0\",\"value\":{\"service\":"
+	                     "\"parameter-server\",\"node\":\"n1\"}},"
+	                     "{\"name\":\"w-0\",\"value\":{\"service\":\"w\",\"node\":\"n1\"}}]}");
+	struct iod_agent_replica *r = calloc(2, sizeof(*r));
+	struct iod_mesh_svc_addr a[3];
+	uint32_t n = 0, an = 0;
+	struct iod_err e = {0};
+	char ps[32], w[32];
+	CHECK(nodes && svcs && reps && r);
+	CHECK_EQ(iod_mesh_api_addrs(svcs, a, 3, &an), 0);
+	CHECK_EQ(an, 3);
+	CHECK_STR(a[1].name, "parameter-server");
+	iod_mesh_addr_format(a[1].vip4, a[1].port, ps, sizeof(ps));
+	iod_mesh_addr_format(a[2].vip4, a[2].port, w, sizeof(w));
+	CHECK_EQ(a[1].port, 8080);
+	CHECK_EQ(a[2].port, IOD_MESH_API_DEFAULT_PORT);
+	CHECK_U64(a[1].vip4 >> 16, (127u << 8) | 77u); /* 127.77.x.y */
+	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, r, 2, &n, &e), 0);
+	CHECK_EQ(n, 2);
+	CHECK_STR(r[0].name, "parameter-server-0");
+	CHECK_STR(env_of(&r[0], "IOD_SVC_PARAMETER_SERVER_ADDR")
+	              ? env_of(&r[0], "IOD_SVC_PARAMETER_SERVER_ADDR")
+	              : "",
+	          ps);
+	CHECK(!env_of(&r[0], "IOD_SVC_W_ADDR"));
+	CHECK(!env_of(&r[0], "IOD_SVC_OTHER_ADDR"));
+	CHECK_STR(env_of(&r[1], "IOD_SVC_W_ADDR") ? env_of(&r[1], "IOD_SVC_W_ADDR") : "", w);
+	CHECK_STR(env_of(&r[1], "IOD_SVC_PARAMETER_SERVER_ADDR")
+	              ? env_of(&r[1], "IOD_SVC_PARAMETER_SERVER_ADDR")
+	              : "",
+	          ps);
+	CHECK(!env_of(&r[1], "IOD_SVC_OTHER_ADDR"));
+	free(r);
 	json_decref(nodes);
 	json_decref(svcs);
 	json_decref(reps);

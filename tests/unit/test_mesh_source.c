@@ -112,6 +112,22 @@ TEST(api_source_builds_view_from_control_plane)
 	CHECK_U64(ps->vip4, iod_mesh_vip_for("param-server"));
 	const struct iod_mesh_service *st = iod_mesh_registry_find(&r, "store");
 	CHECK(st && st->mode == IOD_MESH_MODE_TCP && st->port == IOD_MESH_API_DEFAULT_PORT);
+	/* What agents put in IOD_SVC_<NAME>_ADDR is what this view serves. */
+	json_t *sj = NULL;
+	char sb[1024];
+	struct iod_mesh_svc_addr sa[4];
+	uint32_t sn = 0;
+	snprintf(sb, sizeof(sb), services_body, 5);
+	CHECK_EQ(iod_json_parse(sb, strlen(sb), &sj, &e), 0);
+	CHECK_EQ(iod_mesh_api_addrs(sj, sa, 4, &sn), 0);
+	CHECK_EQ(sn, 2);
+	for (uint32_t i = 0; i < sn && i < r.svcs_n; i++) {
+		CHECK_STR(sa[i].name, r.svcs[i].name);
+		CHECK_U64(sa[i].vip4, r.svcs[i].vip4);
+		CHECK_EQ(sa[i].port, r.svcs[i].port);
+	}
+	CHECK_EQ(iod_mesh_api_addrs(sj, sa, 1, &sn), -E2BIG);
+	json_decref(sj);
 	/* Same revision: nothing new (one request). */
 	CHECK_EQ(as.src.poll(as.src.ctx, r.version, &r, &e), -EAGAIN);
 	/* The revision moves but the view is the same: still nothing new. */
@@ -154,5 +170,55 @@ TEST(file_source_reloads_on_change)
 	CHECK_EQ(iod_test_sh("printf '{' > %s && touch -d '+2 seconds' %s", path, path), 0);
 	CHECK(fs.src.poll(fs.src.ctx, r.version, &r, &e) < 0);
 	CHECK_CONTAINS(e.msg, "mesh.json");
+	iod_mesh_registry_free(&r);
+}
+
+/* Names whose preferred VIPs collide get the same distinct VIPs from
+ * iod_mesh_vips_assign (what agents compute) as from the registry (what the
+ * proxy binds). */
+TEST(vips_assign_matches_registry_on_collisions)
+{
+	static char names[4096][16];
+	const char *pair[2] = {NULL, NULL};
+	for (uint32_t i = 0; i < 4096 && !pair[1]; i++) {
+		snprintf(names[i], sizeof(names[i]), "svc-%u", i);
+		for (uint32_t j = 0; j < i && !pair[1]; j++)
+			if (iod_mesh_vip_for(names[j]) == iod_mesh_vip_for(names[i])) {
+				pair[0] = names[j];
+				pair[1] = names[i];
+			}
+	}
+	if (!pair[1])
+		SKIP("no colliding pair among 4096 names");
+	if (strcmp(pair[0], pair[1]) > 0) {
+		const char *t = pair[0];
+		pair[0] = pair[1];
+		pair[1] = t;
+	}
+	const char *names3[3] = {pair[0], pair[1], "zz-other"};
+	uint16_t ports[3] = {7000, 7000, 7000};
+	uint32_t vips[3];
+	iod_mesh_vips_assign(names3, ports, 3, vips);
+	CHECK(vips[0] != vips[1]);
+	CHECK_U64(vips[0], iod_mesh_vip_for(pair[0]));
+	struct iod_mesh_registry r;
+	struct iod_mesh_service s;
+	struct iod_err e = {0};
+	CHECK_EQ(iod_mesh_registry_init(&r, 0), 0);
+	for (int i = 0; i < 3; i++) {
+		iod_mesh_service_defaults(&s);
+		snprintf(s.name, sizeof(s.name), "%s", names3[i]);
+		s.port = 7000;
+		s.vip4 = 0;
+		s.eps_n = 0;
+		CHECK_EQ(iod_mesh_registry_add(&r, &s, &e), 0);
+	}
+	iod_mesh_registry_assign_vips(&r);
+	for (int i = 0; i < 3; i++)
+		CHECK_U64(iod_mesh_registry_find(&r, names3[i])->vip4, vips[i]);
+	/* different ports: the same VIP is fine */
+	ports[1] = 7001;
+	iod_mesh_vips_assign(names3, ports, 3, vips);
+	CHECK_U64(vips[0], vips[1]);
 	iod_mesh_registry_free(&r);
 }

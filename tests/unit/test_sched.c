@@ -328,6 +328,29 @@ TEST(numa_single_node_policy)
 	iod_sched_cluster_free(c);
 }
 
+TEST(cpu_affinity_is_numa_local_without_a_cpu_request)
+{
+	struct iod_sched_shape s;
+	shape_dgx(&s);
+	struct iod_sched_cluster *c = mk(&s, 1, NULL);
+	/* Two 4-GPU replicas, no CPU request: each runs on its GPUs' NUMA
+	 * node's PUs (shared), and nothing is reserved. */
+	struct iod_sched_request r[2] = {req("a", 1, 4), req("b", 1, 4)};
+	r[0].numa = r[1].numa = IOD_SCHED_NUMA_SINGLE;
+	r[1].cpus = 2;
+	struct iod_sched_result res;
+	CHECK_EQ(place(c, r, 2, false, &res), 0);
+	CHECK(res.p[0].placed && res.p[1].placed);
+	CHECK(iod_bitmap_empty(&res.p[0].cpus));
+	int numa = res.p[0].gpu_mask == 0x0F ? 0 : 1;
+	CHECK(iod_bitmap_equal(&res.p[0].cpu_affinity, &s.numa_cpus[numa]));
+	/* With exclusive PUs the affinity is exactly those. */
+	CHECK_EQ(iod_bitmap_count(&res.p[1].cpus), 2);
+	CHECK(iod_bitmap_equal(&res.p[1].cpu_affinity, &res.p[1].cpus));
+	iod_sched_result_free(&res);
+	iod_sched_cluster_free(c);
+}
+
 TEST(numa_restricted_vs_best_effort)
 {
 	struct iod_sched_shape s;
