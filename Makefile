@@ -95,7 +95,7 @@ $(TEST_BIN): %: %.o $(BUILD)/san/tests/harness.o $(SAN_OBJ)
 	$(Q)$(CC) -fsanitize=address,undefined -o $@ $^ $(LDLIBS)
 
 # Fuzz targets: the library again, built by clang with coverage for libFuzzer.
-FUZZ_CFLAGS := $(filter-out -MMD -MP,$(BASE_CFLAGS)) -O1 -g \
+FUZZ_CFLAGS := $(BASE_CFLAGS) -O1 -g \
                -fsanitize=fuzzer-no-link,address,undefined -Wno-unknown-warning-option
 $(BUILD)/fuzz/%.o: %.c
 	@mkdir -p $(dir $@)
