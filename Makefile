@@ -118,6 +118,11 @@ unit: deps $(TEST_BIN)
 
 fuzz-build: $(FUZZ_BIN)
 
+# A longer fuzz campaign with random seeds: make fuzz [FUZZ_SECONDS=300]
+FUZZ_SECONDS ?= 120
+fuzz: deps fuzz-build
+	@IOD_TEST_ONLY=fuzz IOD_FUZZ_SEED=0 IOD_FUZZ_SECONDS=$(FUZZ_SECONDS) sh scripts/run-tests.sh $(BUILD)
+
 bench: deps $(BENCH_BIN) $(BUILD)/iod
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
 

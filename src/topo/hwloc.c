@@ -130,7 +130,8 @@ static void fill_device(struct conv *c, hwloc_obj_t pci, struct iod_topo_device 
 	d->pci_device = a->device_id;
 	d->pci_class = a->class_id;
 	d->pci_addr = IOD_TOPO_PCI_ADDR(a->domain, a->bus, a->dev, a->func);
-	if (a->linkspeed > 0)
+	/* linkspeed is GB/s from the XML: garbage (inf, 1e30) must not overflow the cast */
+	if (a->linkspeed > 0 && a->linkspeed < 1e6)
 		d->pcie_bps = (uint64_t)((double)a->linkspeed * 8e9);
 	IOD_TOPO_COPY(d->vendor, iod_topo_pci_vendor_name(a->vendor_id));
 	s = info(pci, "PCIVendor");
