@@ -442,7 +442,7 @@ TEST(example_service_topology_is_the_seed)
 	iod_spec_free(s);
 
 	CHECK_EQ(iod_spec_load_file("examples/full-topology.yaml", &s, &diags), 0);
-	CHECK_EQ(s->services_n, 3);
+	CHECK_EQ(s->services_n, 4);
 	CHECK(s->has_resources && s->has_mesh && s->tiers_n == 3);
 	iod_spec_free(s);
 }
