@@ -195,15 +195,21 @@ bool iod_ar_rx_feedback(struct iod_ar_rx *rx, uint32_t src, uint64_t now_ns, uin
 /* ---- probes on the wire (src/net/ar_probe.c) -------------------------------- */
 
 /*
- * A probe is an IPv4/UDP frame with the outer addresses of the overlay
- * (VTEP to VTEP), the probed source port, and a distinct UDP destination
- * port (DOCA-AR did the same), so the remote edge can reflect it in one
- * match and the fabric hashes it like the flow's VXLAN packets on that port.
- * Payload (big-endian): magic "IOAR", version 1, flags (bit 0: reply), kind,
- * 0, flow hash (8), send time (8), 8 bytes reserved (zero).
+ * A probe is a VXLAN packet: IPv4/UDP with the outer addresses of the
+ * overlay (VTEP to VTEP), the probed source port and the VXLAN destination
+ * port, so a fabric hashing any part of the 5-tuple (Linux
+ * fib_multipath_hash_policy=1 included) sends it exactly where the flow's
+ * data with that source port goes. Its VXLAN header (I flag) carries the
+ * reserved VNI IOD_AR_PROBE_VNI, which no network may use: the receiving
+ * edge reflects it in one match, and a VTEP that knows nothing of probes
+ * drops it as an unknown VNI. DOCA-AR sent probes to a distinct UDP port
+ * instead; that only works on fabrics that leave the destination port out
+ * of the hash. The VXLAN payload (big-endian, not an Ethernet frame): magic
+ * "IOAR", version 1, flags (bit 0: reply), kind, 0, flow hash (8), send
+ * time (8), 8 bytes reserved (zero).
  */
-#define IOD_AR_PROBE_UDP_PORT 48879 /* 0xBEEF, below Linux's VXLAN port range */
-#define IOD_AR_PROBE_FRAME_BYTES (14 + 20 + 8 + 32)
+#define IOD_AR_PROBE_VNI 0xffffffu /* the top VNI: reserved for probes */
+#define IOD_AR_PROBE_FRAME_BYTES (14 + 20 + 8 + 8 + 32)
 
 /* Outer headers of the probes from this edge to one remote edge. */
 struct iod_ar_wire {
@@ -211,7 +217,7 @@ struct iod_ar_wire {
 	uint8_t dst_mac[6]; /* next hop's MAC */
 	uint32_t src_ip;    /* this VTEP (host order) */
 	uint32_t dst_ip;    /* the remote VTEP (host order) */
-	uint16_t dport;     /* 0 = IOD_AR_PROBE_UDP_PORT */
+	uint16_t dport;     /* the VXLAN port; 0 = 4789 */
 	uint8_t tos;        /* outer DSCP/ECN, as the flow's VXLAN packets */
 };
 
@@ -219,8 +225,8 @@ struct iod_ar_wire {
 int iod_ar_probe_frame_build(uint8_t *buf, uint32_t cap, const struct iod_ar_wire *w,
                              const struct iod_ar_probe *p);
 /*
- * Parse a frame: -EINVAL unless it is a well-formed probe to dport (0 =
- * default). *reply tells request from reply; for a reply, out is ready for
+ * Parse a frame: -EINVAL unless it is a well-formed probe to the VXLAN port
+ * dport (0 = 4789). *reply tells request from reply; for a reply, out is ready for
  * iod_ar_on_probe_reply (dst = the reflecting edge's address).
  */
 int iod_ar_probe_frame_parse(const uint8_t *frame, uint32_t len, uint16_t dport, bool *reply,

@@ -6,6 +6,7 @@
  */
 #include "harness.h"
 #include "iod/ar.h"
+#include "iod/net.h"
 
 #include <string.h>
 
@@ -480,11 +481,14 @@ TEST(probe_frame_round_trip_and_reflection)
 	                         .sent_ns = 123456789};
 	int n = iod_ar_probe_frame_build(f, sizeof(f), &wire, &p);
 	CHECK_EQ(n, IOD_AR_PROBE_FRAME_BYTES);
-	/* the fabric sees UDP from the probed source port to the probe port */
+	/* the fabric sees VXLAN from the probed source port, like the flow's
+	 * data, for the reserved probe VNI */
 	CHECK_EQ(f[12], 0x08);
 	CHECK_EQ(f[23], 17);
 	CHECK_EQ((f[34] << 8) | f[35], 51234);
-	CHECK_EQ((f[36] << 8) | f[37], IOD_AR_PROBE_UDP_PORT);
+	CHECK_EQ((f[36] << 8) | f[37], IOD_NET_VXLAN_PORT);
+	CHECK_EQ(f[42], 0x08); /* VXLAN I flag */
+	CHECK_EQ((uint32_t)(f[46] << 16 | f[47] << 8 | f[48]), IOD_AR_PROBE_VNI);
 	bool reply = true;
 	struct iod_ar_probe_reply r;
 	CHECK_EQ(iod_ar_probe_frame_parse(f, (uint32_t)n, 0, &reply, &r), 0);
@@ -527,15 +531,16 @@ TEST(probe_frame_rejects_what_is_not_a_probe)
 	/* truncated at every length */
 	for (int len = 0; len < n; len++)
 		CHECK_EQ(iod_ar_probe_frame_parse(f, (uint32_t)len, 0, &reply, &r), -EINVAL);
-	/* another destination port */
-	CHECK_EQ(iod_ar_probe_frame_parse(f, (uint32_t)n, 4789, &reply, &r), -EINVAL);
-	/* a bad magic, version or kind */
+	/* another VXLAN port */
+	CHECK_EQ(iod_ar_probe_frame_parse(f, (uint32_t)n, 4790, &reply, &r), -EINVAL);
+	CHECK_EQ(iod_ar_probe_frame_parse(f, (uint32_t)n, 4789, &reply, &r), 0);
+	/* a bad VXLAN flag or VNI (a network's data), magic, version or kind */
 	uint8_t g[128];
-	for (int off = 42; off < 42 + 7; off++) {
-		if (off == 47)
-			continue; /* the flags byte */
+	static const int bad[] = {42, 46, 47, 48, 50, 51, 52, 53, 54, 56};
+	for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++) {
+		int off = bad[b];
 		memcpy(g, f, (size_t)n);
-		g[off] ^= 0x80;
+		g[off] ^= 0x88; /* clears the I flag at 42 */
 		CHECK_EQ(iod_ar_probe_frame_parse(g, (uint32_t)n, 0, &reply, &r), -EINVAL);
 		CHECK_EQ(iod_ar_probe_frame_reflect(g, (uint32_t)n, 0), -EINVAL);
 	}
