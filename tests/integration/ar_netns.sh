@@ -129,7 +129,7 @@ networks:
     subnet: 192.168.0.0/24
     gateway: 192.168.0.1
     gateway_mac: 02:00:00:00:00:01
-    adaptive_routing: {policy: $9, paths: 4, scatter: true, probe_timeout: 200ms, probe_interval: ${AR_PROBE_INTERVAL:-200ms}}
+    adaptive_routing: {policy: $9, paths: 4, scatter: true, probe_timeout: 200ms, probe_interval: ${AR_PROBE_INTERVAL:-20ms}}
     endpoints:
       - $7
       - $8
