@@ -64,6 +64,9 @@ struct iod_ar_config {
 	uint32_t probes_inflight_max; /* probes per destination sent and not yet answered
 	                                 (nor older than 1-2 probe timeouts); beyond it a
 	                                 new minrtt flow takes the hash port unprobed */
+	uint64_t minrtt_tie_ns;       /* minrtt: replies within this of the first are ties;
+	                                the path this edge pinned fewest flows to lately
+	                                wins (0 = DOCA-AR: the first reply wins) */
 	bool minrtt_scatter;          /* minrtt: probe the hash port and k-1 pseudo-random
 	                                ports instead of DOCA-AR's sport+1..k-1 (a CRC
 	                                ECMP hash can map consecutive ports to few paths) */

@@ -302,6 +302,9 @@
 /* Upper bound of probes_inflight_max per destination (256 by default):
  * 64K probes of 82 bytes in flight is ~5 MB on the wire, far beyond need. */
 #define IOD_AR_INFLIGHT_MAX 65536
+/* Recent minrtt pins remembered per destination to break ties (the tie
+ * window): enough for 64 flows starting together; older pins age out. */
+#define IOD_AR_RECENT_PINS 64
 /* Flow slots examined for aging per tick: bounds the work of one call. */
 #define IOD_AR_AGE_SCAN 1024
 /* Ports remembered per sending edge for ECN relay (Clove's receiver). */

@@ -26,6 +26,14 @@ struct ar_flow {
 	uint64_t last_ns;       /* last packet: flowlet gaps and aging */
 	uint64_t since_ns;      /* when it took sport: a path failing later moves it */
 	uint64_t probe_sent_ns; /* minrtt: when this flow's probes left */
+	/* minrtt with a tie window: the best reply so far, pinned when the
+	 * window after the first reply closes (or all k replied) */
+	uint64_t first_reply_ns; /* first reply's arrival; 0 = none yet */
+	uint64_t tie_path_id;    /* the candidate's path identity (0 = unknown) */
+	uint16_t tie_sport;      /* the candidate's port */
+	uint16_t tie_replies;    /* replies seen within the window */
+	uint32_t tie_pins;       /* recent pins to the candidate's path */
+	uint32_t tie_slot;       /* its entry in the destination's recent pins */
 };
 
 struct ar_path {
@@ -53,6 +61,11 @@ struct ar_dead {
 	uint64_t failed_ns; /* when it failed: flows on it since before then move */
 };
 
+struct ar_pin {
+	uint64_t key;   /* path identity, or 1 << 16 | port when unknown; 0 = empty */
+	uint64_t at_ns; /* when a flow was pinned to it */
+};
+
 struct ar_dest {
 	uint32_t dst;                               /* remote edge */
 	struct ar_path paths[IOD_AR_PATHS_MAX];     /* known live paths */
@@ -66,6 +79,8 @@ struct ar_dest {
 	uint64_t discover_sent_ns;                  /* when the last round left */
 	struct ar_dead dead[IOD_AR_DEAD_PORTS_MAX]; /* recently failed ports */
 	uint32_t dead_next;                         /* ring position */
+	struct ar_pin recent[IOD_AR_RECENT_PINS];   /* minrtt: the last pins (tie window) */
+	uint32_t recent_next;                       /* ring position */
 	uint64_t epoch;                             /* inflight accounting: now / probe_timeout */
 	uint32_t inflight[2];                       /* probes unanswered, sent in epoch (i & 1) */
 };
@@ -122,6 +137,7 @@ void iod_ar_config_default(struct iod_ar_config *c, enum iod_ar_policy p)
 	c->flows_max = 65536;
 	c->dests_max = 1024;
 	c->probes_inflight_max = 256; /* 64 new minrtt flows (k = 4) at once */
+	c->minrtt_tie_ns = 0;         /* DOCA-AR: the first reply wins */
 	c->seed = 1;
 }
 
@@ -591,6 +607,64 @@ static uint16_t new_flowlet(struct iod_ar *ar, struct ar_dest *d, uint64_t flow_
 	}
 }
 
+/* ---- minrtt: pinning ------------------------------------------------------ */
+
+static uint64_t pin_key(uint64_t path_id, uint16_t sport)
+{
+	return path_id ? path_id : (1ull << 16 | sport);
+}
+
+/* Flows this edge pinned (or is about to pin: a candidate in a tie window)
+ * to that path within the last probe timeout. */
+static uint32_t recent_pins(const struct iod_ar *ar, const struct ar_dest *d, uint64_t key,
+                            uint64_t now_ns)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < IOD_AR_RECENT_PINS; i++)
+		n += d->recent[i].key == key &&
+		     d->recent[i].at_ns + ar->cfg.probe_timeout_ns > now_ns;
+	return n;
+}
+
+static uint32_t recent_add(struct ar_dest *d, uint64_t key, uint64_t now_ns)
+{
+	uint32_t slot = d->recent_next;
+	d->recent[slot] = (struct ar_pin){key, now_ns};
+	d->recent_next = (slot + 1) % IOD_AR_RECENT_PINS;
+	return slot;
+}
+
+static void pin(struct iod_ar *ar, struct ar_dest *d, struct ar_flow *f, uint16_t sport,
+                uint64_t path_id, uint64_t now_ns)
+{
+	f->sport = sport;
+	f->since_ns = now_ns;
+	f->state = FLOW_PINNED;
+	ar->stats.flows_pinned++;
+	if (!ar->cfg.minrtt_tie_ns)
+		recent_add(d, pin_key(path_id, sport), now_ns); /* a tie candidate is in already */
+	/* Track the winning port so its liveness is probed. */
+	struct ar_path *p = path_find(d, sport);
+	if (!p && d->paths_n < IOD_AR_PATHS_MAX) {
+		p = &d->paths[d->paths_n++];
+		memset(p, 0, sizeof(*p));
+		p->sport = sport;
+		p->last_probe_ns = now_ns;
+	}
+	if (p) {
+		p->path_id = path_id;
+		p->last_reply_ns = now_ns;
+		p->misses = 0;
+	}
+}
+
+/* The tie window after the first reply has closed: pin the candidate. */
+static bool tie_due(const struct iod_ar *ar, const struct ar_flow *f, uint64_t now_ns)
+{
+	return f->state == FLOW_PROBING && f->first_reply_ns &&
+	       now_ns - f->first_reply_ns > ar->cfg.minrtt_tie_ns;
+}
+
 static void minrtt_probe(struct iod_ar *ar, struct ar_dest *d, struct ar_flow *f, uint64_t now_ns,
                          struct iod_ar_out *out)
 {
@@ -598,6 +672,8 @@ static void minrtt_probe(struct iod_ar *ar, struct ar_dest *d, struct ar_flow *f
 	f->sport = base; /* packets keep flowing on the hash port meanwhile */
 	f->since_ns = now_ns;
 	f->probe_sent_ns = now_ns;
+	f->first_reply_ns = 0;
+	f->tie_replies = 0;
 	if (!d || !probe_budget(ar, d, ar->cfg.paths, IOD_AR_PROBE_FLOW, now_ns)) {
 		/* Too many probes unanswered: this flow takes the hash port
 		 * (ECMP) rather than add to a storm. */
@@ -647,6 +723,8 @@ uint16_t iod_ar_select(struct iod_ar *ar, uint32_t dst, uint64_t flow_hash, uint
 		if (moved) {
 			ar->stats.flows_moved++;
 			minrtt_probe(ar, d, f, now_ns, out);
+		} else if (d && tie_due(ar, f, now_ns)) {
+			pin(ar, d, f, f->tie_sport, f->tie_path_id, now_ns);
 		} else if (f->state == FLOW_PROBING &&
 		           now_ns - f->probe_sent_ns > ar->cfg.probe_timeout_ns) {
 			f->state = FLOW_PINNED; /* no reply in time: stay on the hash port */
@@ -695,30 +773,50 @@ void iod_ar_on_probe_reply(struct iod_ar *ar, const struct iod_ar_probe_reply *r
 	switch (r->kind) {
 	case IOD_AR_PROBE_FLOW: {
 		struct ar_flow *f = flow_find(ar, r->dst, r->flow_hash);
+		if (f && tie_due(ar, f, now_ns))
+			pin(ar, d, f, f->tie_sport, f->tie_path_id, now_ns); /* window closed */
 		if (!f || f->state != FLOW_PROBING || f->probe_sent_ns != r->sent_ns ||
-		    now_ns - r->sent_ns > ar->cfg.probe_timeout_ns) {
+		    (!f->first_reply_ns && now_ns - r->sent_ns > ar->cfg.probe_timeout_ns)) {
 			ar->stats.probe_late++;
 			return;
 		}
-		/* The first reply wins (DOCA-AR). */
-		f->sport = r->sport;
-		f->since_ns = now_ns;
-		f->state = FLOW_PINNED;
-		ar->stats.flows_pinned++;
 		ar->stats.probe_replies++;
-		/* Track the winning port so its liveness is probed. */
-		p = path_find(d, r->sport);
-		if (!p && d->paths_n < IOD_AR_PATHS_MAX) {
-			p = &d->paths[d->paths_n++];
-			memset(p, 0, sizeof(*p));
-			p->sport = r->sport;
-			p->last_probe_ns = now_ns;
+		if (!ar->cfg.minrtt_tie_ns) {
+			/* The first reply wins (DOCA-AR). */
+			pin(ar, d, f, r->sport, r->path_id, now_ns);
+			return;
 		}
-		if (p) {
-			p->path_id = r->path_id;
-			p->last_reply_ns = now_ns;
-			p->misses = 0;
+		/*
+		 * Tie window: flows that start together all see the same queues,
+		 * so the first reply sends them all down one path (herding).
+		 * Replies within minrtt_tie_ns of the first are as good as the
+		 * first; of those, the path this edge pinned the fewest flows to
+		 * lately wins (the earliest on a tie). Nothing waits for it:
+		 * packets keep the hash port until the pin.
+		 */
+		uint64_t key = pin_key(r->path_id, r->sport);
+		uint32_t pins = recent_pins(ar, d, key, now_ns);
+		bool take = true;
+		if (!f->first_reply_ns) {
+			/* the candidate counts as a pin at once, so flows
+			 * whose windows overlap see each other */
+			f->first_reply_ns = now_ns;
+			f->tie_slot = recent_add(d, key, now_ns);
+		} else if (pins < f->tie_pins) {
+			struct ar_pin *rp = &d->recent[f->tie_slot];
+			if (rp->at_ns == f->first_reply_ns &&
+			    rp->key == pin_key(f->tie_path_id, f->tie_sport))
+				rp->key = key; /* still ours: move it */
+		} else {
+			take = false;
 		}
+		if (take) {
+			f->tie_sport = r->sport;
+			f->tie_path_id = r->path_id;
+			f->tie_pins = pins;
+		}
+		if (++f->tie_replies >= ar->cfg.paths)
+			pin(ar, d, f, f->tie_sport, f->tie_path_id, now_ns);
 		return;
 	}
 	case IOD_AR_PROBE_DISCOVER:

@@ -493,6 +493,57 @@ TEST(probes_in_flight_per_destination_are_bounded)
 	iod_ar_destroy(ar);
 }
 
+static void tie_10us(struct iod_ar_config *c)
+{
+	c->minrtt_tie_ns = 10 * US;
+}
+
+TEST(minrtt_tie_window_spreads_flows_that_start_together)
+{
+	/* Two paths answer within 10 us of each other (ids 1 and 2), a third
+	 * 50 us later (id 3, the congested one). Without a tie window every
+	 * flow pins to path 1; with it, flows alternate between 1 and 2 and
+	 * never take 3. */
+	for (int tie = 0; tie < 2; tie++) {
+		struct iod_ar *ar = make(IOD_AR_MINRTT, tie ? tie_10us : NULL);
+		unsigned on[4] = {0};
+		for (uint64_t f = 1; f <= 8; f++) {
+			struct iod_ar_out out = {0};
+			uint64_t t0 = f * 1000;
+			iod_ar_select(ar, 2, f, t0, &out);
+			CHECK_EQ(out.probes_n, 4);
+			static const uint64_t id[4] = {1, 2, 3, 3}, rtt_us[4] = {20, 25, 70, 80};
+			uint16_t port_of_id[4] = {0};
+			for (int i = 0; i < 4; i++) {
+				struct iod_ar_probe_reply r = reply_to(&out.probes[i], id[i]);
+				port_of_id[id[i]] = out.probes[i].sport;
+				iod_ar_on_probe_reply(ar, &r, t0 + rtt_us[i] * US);
+			}
+			/* all k replied: pinned without waiting for a packet */
+			uint16_t p = iod_ar_flow_port(ar, 2, f);
+			for (int k = 1; k <= 3; k++)
+				on[k] += p == port_of_id[k];
+		}
+		CHECK_EQ(on[3], 0u);
+		unsigned want1 = tie ? 4u : 8u, want2 = tie ? 4u : 0u;
+		CHECK_EQ(on[1], want1);
+		CHECK_EQ(on[2], want2);
+		CHECK_U64(iod_ar_stats(ar)->flows_pinned, 8);
+		iod_ar_destroy(ar);
+	}
+	/* The window closes on the next packet when not every probe returns;
+	 * packets use the hash port meanwhile. */
+	struct iod_ar *ar = make(IOD_AR_MINRTT, tie_10us);
+	struct iod_ar_out out = {0};
+	uint16_t hp = iod_ar_select(ar, 2, 77, 0, &out);
+	struct iod_ar_probe_reply r = reply_to(&out.probes[1], 5);
+	iod_ar_on_probe_reply(ar, &r, 20 * US);
+	CHECK_EQ(iod_ar_select(ar, 2, 77, 25 * US, &out), hp);
+	CHECK_EQ(iod_ar_select(ar, 2, 77, 31 * US, &out), out.probes[1].sport);
+	CHECK_U64(iod_ar_stats(ar)->flows_pinned, 1);
+	iod_ar_destroy(ar);
+}
+
 TEST(probe_util_drops_a_silent_path_and_never_picks_it)
 {
 	struct iod_ar *ar = make(IOD_AR_PROBE_UTIL, NULL);
