@@ -6,6 +6,11 @@
  *              of one path (h2 -> h3, on whichever path its port hashes to);
  *              10 and 50 flows of 5 MB start together; max FCT averaged over
  *              seeds for ecmp and minrtt.
+ *   1b. doca_testbed: the same race as the testbed likely ran it: 4 x 100
+ *              Gbps paths (REFERENCES: 100 GbE), a 40 Gbps UDP elephant
+ *              sending line-rate bursts (1 ms period; --tb-burst-us 0 for
+ *              Poisson), NewReno without ECN, 300 KB drop-tail queues,
+ *              200 ms minimum RTO, initial window 10; 10 and 50 flows.
  *   2. clove_asym: 2 leaves x 2 spines, 2 x 40 Gbps per leaf-spine pair,
  *              16 x 10 Gbps hosts per leaf, one spine-leaf 40G link down;
  *              web-search flows between the leaves at 10-90 % of the NICs;
@@ -15,7 +20,7 @@
  *              all-reduce, one spine-leaf link degraded to 10 Gbps: bus
  *              bandwidth per policy as a fraction of the ideal (the NIC).
  *
- * usage: bench_ar [--full] [--newreno] [--gap-us N] [--load PCT] [--dur-ms N] [--tb-buffer-kb N] [--tb-path-gbps N] [--tb-burst-us N] [--tie-us N] [--only doca|doca_testbed|clove_asym|clove_sym|allreduce]
+ * usage: bench_ar [--full] [--newreno] [--gap-us N] [--load PCT] [--dur-ms N] [--tb-buffer-kb N] [--tb-path-gbps N] [--tb-burst-us N] [--tb-seeds N] [--tb-flows N] [--tb-iw N] [--tie-us N] [--only doca|doca_testbed|clove_asym|clove_sym|allreduce]
  *   default: 10 seeds (doca), loads 30,50,70,90 (asym) and 80 (sym) with 1
  *   seed and 50 ms of arrivals (clove), 16 MB all-reduce. --full: 30 seeds,
  *   loads 10..90 step 10 with 3 seeds and 100 ms, 64 MB, 3 seeds (hours on
@@ -218,24 +223,36 @@ static void bench_doca(bool full)
 
 	doca_topo(&t, 25000000000ull, 1000000, 65);
 	for (int c = 0; c < 2; c++) {
-		double sum[3] = {0, 0, 0};
+		double sum[4] = {0, 0, 0, 0};
+		uint32_t tie_wins = 0; /* seeds where the tie window beat plain minrtt */
 		double t0 = wall_now();
 		const double el = 0.4 * 25e9;
 		const uint64_t hz = 2 * IOD_NS_PER_S;
 		for (uint32_t sd = 1; sd <= seeds; sd++) {
 			sum[0] += doca_one(&t, IOD_AR_ECMP, counts[c], sd, el, hz).max_ms;
-			sum[1] += doca_one(&t, IOD_AR_MINRTT, counts[c], sd, el, hz).max_ms;
+			double last_minrtt =
+			    doca_one(&t, IOD_AR_MINRTT, counts[c], sd, el, hz).max_ms;
+			sum[1] += last_minrtt;
 			g_scatter = true;
 			sum[2] += doca_one(&t, IOD_AR_MINRTT, counts[c], sd, el, hz).max_ms;
 			g_scatter = false;
+			g_tie_ns = g_tie_window_ns;
+			double tie = doca_one(&t, IOD_AR_MINRTT, counts[c], sd, el, hz).max_ms;
+			g_tie_ns = 0;
+			sum[3] += tie;
+			tie_wins += tie < last_minrtt;
 		}
-		double ecmp = sum[0] / seeds, mr = sum[1] / seeds, ms = sum[2] / seeds;
+		double ecmp = sum[0] / seeds, mr = sum[1] / seeds, ms = sum[2] / seeds,
+		       mt = sum[3] / seeds;
 		printf(
 		    "BENCH ar.doca flows=%u seeds=%u ecmp_max_fct_ms=%.2f minrtt_max_fct_ms=%.2f "
 		    "ratio=%.2f minrtt_scatter_max_fct_ms=%.2f ratio_scatter=%.2f "
+		    "minrtt_tie_max_fct_ms=%.2f ratio_tie=%.2f tie_window_us=%.1f "
+		    "tie_better_seeds=%u/%u "
 		    "published_ecmp_ms=%.0f published_minrtt_ms=%.0f published_ratio=%.2f\n",
-		    counts[c], seeds, ecmp, mr, ecmp / mr, ms, ecmp / ms, pub_ecmp[c],
-		    pub_minrtt[c], pub_ecmp[c] / pub_minrtt[c]);
+		    counts[c], seeds, ecmp, mr, ecmp / mr, ms, ecmp / ms, mt, ecmp / mt,
+		    (double)g_tie_window_ns / 1e3, tie_wins, seeds, pub_ecmp[c], pub_minrtt[c],
+		    pub_ecmp[c] / pub_minrtt[c]);
 		fflush(stdout);
 		fprintf(stderr, "  (doca %u flows: %.1f s wall)\n", counts[c], wall_now() - t0);
 	}
@@ -255,75 +272,72 @@ static void bench_doca(bool full)
  */
 static uint64_t g_tb_buffer = 300000;          /* --tb-buffer-kb: 200 x 1500 B per queue */
 static uint64_t g_tb_path_gbps = 100;          /* --tb-path-gbps */
-static uint64_t g_tb_burst_ns = IOD_NS_PER_MS; /* --tb-burst-us: iperf3's 1 ms pacing timer */
+static uint64_t g_tb_burst_ns = IOD_NS_PER_MS; /* --tb-burst-us: iperf3's 1 ms pacing timer;
+                                                  0 = a Poisson elephant */
+static uint32_t g_tb_seeds;                    /* --tb-seeds: 0 = 10 (30 with --full) */
+static uint32_t g_tb_iw = 10;                  /* --tb-iw: initial window (Linux: 10 packets) */
+static uint32_t g_tb_flows;                    /* --tb-flows: 10 or 50 only; 0 = both */
 
 static void bench_doca_testbed(bool full)
 {
-	uint32_t seeds = full ? 30 : 10;
+	uint32_t seeds = g_tb_seeds ? g_tb_seeds : full ? 30 : 10;
 	static const uint32_t counts[2] = {10, 50};
 	static const double pub_ecmp[2] = {921, 1857}, pub_minrtt[2] = {34, 335};
-	/* elephant shapes: Poisson (as in 1.), then line-rate bursts */
-	const uint64_t shape[2] = {0, g_tb_burst_ns};
 	const uint64_t path_bps = g_tb_path_gbps * 1000000000ull;
 	const double elephant_bps = 0.4 * (double)path_bps;
+	const uint64_t hz = 5 * IOD_NS_PER_S; /* horizon: an unfinished flow counts 5 s */
 	enum iod_sim_transport tr = g_transport;
+	struct iod_sim_topo t;
+
 	g_transport = IOD_SIM_NEWRENO;
 	g_rto_min_ns = 200 * IOD_NS_PER_MS;
-	g_init_cwnd = 10;
-	struct iod_sim_topo t;
+	g_init_cwnd = g_tb_iw;
+	g_burst_ns = g_tb_burst_ns;
 	doca_topo(&t, path_bps, g_tb_buffer, 0);
 	t.ecn_bytes = 0;
-	for (int fb = 0; fb < 2; fb++) {
-		g_burst_ns = shape[fb];
-		{
-			for (int c = 0; c < 2; c++) {
-				struct doca_res sum[4] = {{0}};
-				double t0 = wall_now();
-				const uint64_t hz = 5 * IOD_NS_PER_S;
-				for (uint32_t sd = 1; sd <= seeds; sd++) {
-					for (int v = 0; v < 4; v++) {
-						g_scatter = v == 2;
-						g_tie_ns = v == 3 ? g_tie_window_ns : 0;
-						struct doca_res r1 =
-						    doca_one(&t, v ? IOD_AR_MINRTT : IOD_AR_ECMP,
-						             counts[c], sd, elephant_bps, hz);
-						sum[v].max_ms += r1.max_ms;
-						sum[v].timeouts += r1.timeouts;
-						sum[v].drops += r1.drops;
-					}
-					g_scatter = false;
-					g_tie_ns = 0;
-				}
-				printf(
-				    "BENCH ar.doca_testbed path_gbps=%.0f elephant_gbps=%.0f "
-				    "burst_us=%.0f "
-				    "flows=%u "
-				    "seeds=%u buffer_kb=%.0f ecmp_max_fct_ms=%.2f "
-				    "minrtt_max_fct_ms=%.2f "
-				    "ratio=%.2f minrtt_scatter_max_fct_ms=%.2f ratio_scatter=%.2f "
-				    "minrtt_tie_max_fct_ms=%.2f ratio_tie=%.2f tie_window_us=%.1f "
-				    "timeouts_per_run=%.1f/%.1f/%.1f/%.1f "
-				    "drops_per_run=%.0f/%.0f/%.0f/%.0f "
-				    "published_ecmp_ms=%.0f published_minrtt_ms=%.0f "
-				    "published_ratio=%.2f\n",
-				    (double)path_bps / 1e9, elephant_bps / 1e9,
-				    (double)g_burst_ns / 1e3, counts[c], seeds,
-				    (double)g_tb_buffer / 1e3, sum[0].max_ms / seeds,
-				    sum[1].max_ms / seeds, sum[0].max_ms / sum[1].max_ms,
-				    sum[2].max_ms / seeds, sum[0].max_ms / sum[2].max_ms,
-				    sum[3].max_ms / seeds, sum[0].max_ms / sum[3].max_ms,
-				    (double)g_tie_window_ns / 1e3, (double)sum[0].timeouts / seeds,
-				    (double)sum[1].timeouts / seeds,
-				    (double)sum[2].timeouts / seeds,
-				    (double)sum[3].timeouts / seeds, (double)sum[0].drops / seeds,
-				    (double)sum[1].drops / seeds, (double)sum[2].drops / seeds,
-				    (double)sum[3].drops / seeds, pub_ecmp[c], pub_minrtt[c],
-				    pub_ecmp[c] / pub_minrtt[c]);
-				fflush(stdout);
-				fprintf(stderr, "  (doca_testbed %.0fG %u flows: %.1f s wall)\n",
-				        (double)path_bps / 1e9, counts[c], wall_now() - t0);
+	for (int c = 0; c < 2; c++) {
+		if (g_tb_flows && counts[c] != g_tb_flows)
+			continue;
+		struct doca_res sum[4] = {{0}};
+		uint32_t tie_wins = 0; /* seeds where the tie window beat plain minrtt */
+		double t0 = wall_now();
+		for (uint32_t sd = 1; sd <= seeds; sd++) {
+			double run_ms[4] = {0};
+			for (int v = 0; v < 4; v++) { /* ecmp, minrtt, scatter, tie window */
+				g_scatter = v == 2;
+				g_tie_ns = v == 3 ? g_tie_window_ns : 0;
+				struct doca_res r1 = doca_one(&t, v ? IOD_AR_MINRTT : IOD_AR_ECMP,
+				                              counts[c], sd, elephant_bps, hz);
+				sum[v].max_ms += r1.max_ms;
+				sum[v].timeouts += r1.timeouts;
+				sum[v].drops += r1.drops;
+				run_ms[v] = r1.max_ms;
 			}
+			tie_wins += run_ms[3] < run_ms[1];
 		}
+		g_scatter = false;
+		g_tie_ns = 0;
+		printf(
+		    "BENCH ar.doca_testbed path_gbps=%.0f elephant_gbps=%.0f burst_us=%.0f "
+		    "flows=%u seeds=%u buffer_kb=%.0f ecmp_max_fct_ms=%.2f minrtt_max_fct_ms=%.2f "
+		    "ratio=%.2f minrtt_scatter_max_fct_ms=%.2f ratio_scatter=%.2f "
+		    "minrtt_tie_max_fct_ms=%.2f ratio_tie=%.2f tie_window_us=%.1f "
+		    "tie_better_seeds=%u/%u timeouts_per_run=%.1f/%.1f/%.1f/%.1f "
+		    "drops_per_run=%.0f/%.0f/%.0f/%.0f "
+		    "published_ecmp_ms=%.0f published_minrtt_ms=%.0f published_ratio=%.2f\n",
+		    (double)path_bps / 1e9, elephant_bps / 1e9, (double)g_burst_ns / 1e3, counts[c],
+		    seeds, (double)g_tb_buffer / 1e3, sum[0].max_ms / seeds, sum[1].max_ms / seeds,
+		    sum[0].max_ms / sum[1].max_ms, sum[2].max_ms / seeds,
+		    sum[0].max_ms / sum[2].max_ms, sum[3].max_ms / seeds,
+		    sum[0].max_ms / sum[3].max_ms, (double)g_tie_window_ns / 1e3, tie_wins, seeds,
+		    (double)sum[0].timeouts / seeds, (double)sum[1].timeouts / seeds,
+		    (double)sum[2].timeouts / seeds, (double)sum[3].timeouts / seeds,
+		    (double)sum[0].drops / seeds, (double)sum[1].drops / seeds,
+		    (double)sum[2].drops / seeds, (double)sum[3].drops / seeds, pub_ecmp[c],
+		    pub_minrtt[c], pub_ecmp[c] / pub_minrtt[c]);
+		fflush(stdout);
+		fprintf(stderr, "  (doca_testbed %.0fG %u flows: %.1f s wall)\n",
+		        (double)path_bps / 1e9, counts[c], wall_now() - t0);
 	}
 	iod_sim_topo_free(&t);
 	g_burst_ns = 0;
@@ -537,6 +551,12 @@ int main(int argc, char **argv)
 			g_tb_path_gbps = strtoull(argv[++i], NULL, 10);
 		} else if (!strcmp(argv[i], "--tb-burst-us") && i + 1 < argc) {
 			g_tb_burst_ns = strtoull(argv[++i], NULL, 10) * IOD_NS_PER_US;
+		} else if (!strcmp(argv[i], "--tb-seeds") && i + 1 < argc) {
+			g_tb_seeds = (uint32_t)strtoul(argv[++i], NULL, 10);
+		} else if (!strcmp(argv[i], "--tb-iw") && i + 1 < argc) {
+			g_tb_iw = (uint32_t)strtoul(argv[++i], NULL, 10);
+		} else if (!strcmp(argv[i], "--tb-flows") && i + 1 < argc) {
+			g_tb_flows = (uint32_t)strtoul(argv[++i], NULL, 10);
 		} else if (!strcmp(argv[i], "--tie-us") && i + 1 < argc) {
 			g_tie_window_ns = strtoull(argv[++i], NULL, 10) * IOD_NS_PER_US;
 		} else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
