@@ -79,7 +79,7 @@ TEST(raw_burst_source_sends_only_in_its_on_periods)
 	struct iod_err e = {0};
 	CHECK(s);
 	CHECK_EQ(iod_sim_raw_add(s, 0, 1, 1250, 1e6, 0, IOD_NS_PER_MS, &e), 0);
-	CHECK_EQ(iod_sim_raw_burst(s, 1, 40000, 100000, &e), -EINVAL); /* no such source */
+	CHECK_EQ(iod_sim_raw_burst(s, 1, 40000, 100000, &e), -EINVAL);  /* no such source */
 	CHECK_EQ(iod_sim_raw_burst(s, 0, 200000, 100000, &e), -EINVAL); /* on > period */
 	CHECK_EQ(iod_sim_raw_burst(s, 0, 40000, 100000, &e), 0);
 	CHECK_EQ(iod_sim_run(s, 50 * IOD_NS_PER_US, &e), 0);
