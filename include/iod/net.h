@@ -236,6 +236,12 @@ struct iod_net_meta {
  * stops the parse with IOD_NET_F_TRUNC and what was learnt so far.
  */
 int iod_net_parse(const uint8_t *frame, uint32_t len, uint16_t vxlan_port, struct iod_net_meta *m);
+/* The general parser alone (iod_net_parse takes Ethernet/IPv4/TCP|UDP, plain
+ * or in VXLAN, in one lean pass and gives the same result): for tests. */
+int iod_net_parse_general(const uint8_t *frame, uint32_t len, uint16_t vxlan_port,
+                          struct iod_net_meta *m);
+/* Field by field (not padding): two parses agree. */
+bool iod_net_meta_equal(const struct iod_net_meta *a, const struct iod_net_meta *b);
 
 /* The flow hash of a tuple (zone included): stable across runs and builds. */
 uint32_t iod_net_tuple_hash(const struct iod_net_tuple *t);
@@ -312,6 +318,23 @@ uint16_t iod_net_vxlan_sport(uint32_t inner_hash, uint16_t sport_min, uint16_t s
 int iod_net_vxlan_encap(uint8_t **frame, uint32_t *len, uint32_t headroom,
                         const struct iod_net_vxlan_tunnel *t, uint32_t inner_hash,
                         uint16_t src_port);
+/*
+ * A tunnel's outer headers, precomputed once (when the rule is made): per
+ * packet only the IPv4 total length, its checksum (one addition to the sum
+ * kept here), the UDP source port and length change. The bytes written are
+ * those iod_net_vxlan_encap writes.
+ */
+struct iod_net_vxlan_tmpl {
+	uint8_t hdr[IOD_NET_VXLAN_OVERHEAD]; /* outer Ethernet/IPv4/UDP/VXLAN, lengths 0 */
+	uint16_t pad;                        /* zero */
+	uint32_t ip_sum;                     /* sum of the IPv4 header's words but the length */
+};
+void iod_net_vxlan_tmpl_init(struct iod_net_vxlan_tmpl *tp, const struct iod_net_vxlan_tunnel *t);
+/* iod_net_vxlan_encap from a template made for the same tunnel t. */
+int iod_net_vxlan_encap_tmpl(uint8_t **frame, uint32_t *len, uint32_t headroom,
+                             const struct iod_net_vxlan_tmpl *tp,
+                             const struct iod_net_vxlan_tunnel *t, uint32_t inner_hash,
+                             uint16_t src_port);
 /* The same, copying: writes outer headers + the inner frame to out (cap). */
 int iod_net_vxlan_encap_copy(uint8_t *out, uint32_t cap, const uint8_t *inner, uint32_t len,
                              const struct iod_net_vxlan_tunnel *t, uint32_t inner_hash,
@@ -435,6 +458,7 @@ struct iod_net_ct_result {
 	uint8_t nat_kind;  /* the session's NAT kind */
 	uint32_t entry;    /* session index; UINT32_MAX when none */
 	uint32_t mark;     /* user mark of the session (the LB's backend) */
+	uint32_t gen;      /* the session's commit generation (0 when none) */
 };
 
 /* A session as dumps and tests see it. */
@@ -482,6 +506,22 @@ void iod_net_ct_prefetch_entry(const struct iod_net_ct *ct, uint32_t hash);
 int iod_net_ct_commit(struct iod_net_ct *ct, const struct iod_net_tuple *key, uint8_t tcp_flags,
                       const struct iod_net_ct_nat *nat, uint32_t mark, uint64_t now_ns,
                       struct iod_net_ct_result *r);
+/*
+ * The established-flow fast path (a cache that remembered a packet's
+ * session): is session `entry` still the one committed with generation gen,
+ * and not timed out at now_ns? Then iod_net_ct_touch() advances it exactly
+ * as iod_net_ct_lookup() would for a packet found in direction dir (0
+ * original, 1 reply), without hashing or probing the index.
+ */
+bool iod_net_ct_session_valid(const struct iod_net_ct *ct, uint32_t entry, uint32_t gen,
+                              uint64_t now_ns);
+void iod_net_ct_touch(struct iod_net_ct *ct, uint32_t entry, int dir, uint8_t tcp_flags,
+                      uint64_t now_ns, struct iod_net_ct_result *r);
+void iod_net_ct_prefetch_session(const struct iod_net_ct *ct, uint32_t entry);
+/* The rewrite iod_net_ct_nat_apply would do for r: 1 with *dst (true: the
+ * destination, else the source), *ip and *port (0 = keep); 0 when none. */
+int iod_net_ct_nat_target(const struct iod_net_ct *ct, const struct iod_net_ct_result *r, bool *dst,
+                          uint32_t *ip, uint16_t *port);
 /* Apply the session's NAT to a parsed frame for the direction r says. */
 int iod_net_ct_nat_apply(const struct iod_net_ct *ct, const struct iod_net_ct_result *r,
                          uint8_t *frame, struct iod_net_meta *m);

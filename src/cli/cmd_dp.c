@@ -345,10 +345,11 @@ out:
 static void print_dump_text(const json_t *j)
 {
 	const json_t *eng = json_object_get(j, "engine");
-	printf("engine: %lld packets, %lld dropped, exact-match hits %lld, megaflow hits %lld, "
-	       "pipe walks %lld\n",
+	printf("engine: %lld packets, %lld dropped, fast-path hits %lld, exact-match hits %lld, "
+	       "megaflow hits %lld, pipe walks %lld\n",
 	       json_integer_value(json_object_get(eng, "packets")),
 	       json_integer_value(json_object_get(eng, "drops")),
+	       json_integer_value(json_object_get(eng, "fast_path_hits")),
 	       json_integer_value(json_object_get(eng, "emc_hits")),
 	       json_integer_value(json_object_get(eng, "megaflow_hits")),
 	       json_integer_value(json_object_get(eng, "walks")));
