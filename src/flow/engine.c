@@ -206,17 +206,15 @@ int iod_flow_pipeline_create(struct iod_flow_pipeline **out,
 		                   IOD_FLOW_EMC_SLOTS_MAX);
 	}
 	pl->emc_mask = slots - 1;
+	pl->fp_mask = slots * FP_SLOTS_PER_EMC - 1;
 	for (uint32_t c = 0; c < cfg->cores; c++) {
-		pl->cores[c].emc = calloc(slots, sizeof(struct emc_slot));
+		pl->cores[c].emc = iod_net_table_alloc((size_t)slots * sizeof(struct emc_slot));
 		pl->cores[c].mf = calloc(MF_SLOTS, sizeof(struct emc_slot));
 		pl->cores[c].masks = calloc(IOD_FLOW_PIPES_MAX, sizeof(struct mf_masks));
-		/* Two ways per set: at least two slots even for a one-slot EMC. */
-		size_t fps = slots < 2 ? 2 : slots;
-		pl->cores[c].fp = aligned_alloc(64, sizeof(struct fp_slot) * fps);
+		size_t fps = (size_t)slots * FP_SLOTS_PER_EMC;
+		pl->cores[c].fp = iod_net_table_alloc(sizeof(struct fp_slot) * fps);
 		pl->cores[c].progs = calloc(FP_PROGS, sizeof(struct fp_prog));
 		pl->cores[c].prog_index = calloc(2 * FP_PROGS, sizeof(uint16_t));
-		if (pl->cores[c].fp)
-			memset(pl->cores[c].fp, 0, sizeof(struct fp_slot) * fps);
 		if (!pl->cores[c].emc || !pl->cores[c].mf || !pl->cores[c].masks ||
 		    !pl->cores[c].fp || !pl->cores[c].progs || !pl->cores[c].prog_index) {
 			iod_flow_pipeline_destroy(pl);
@@ -1184,14 +1182,35 @@ struct pstate {
 	uint32_t fp_ct_entry;         /* fp_run: the session (the slot may be refilled) */
 	uint32_t fp_ct_gen;           /* fp_run: its commit generation */
 	uint8_t fp_ct_dir;            /* fp_run: its direction */
-	uint32_t fp_hash;             /* hash of the starting key */
-	struct iod_flow_key k0;       /* the starting key (to fill) */
+	uint32_t fp_hash;             /* hash of the packed starting key */
+	uint64_t ck[4];               /* the packed starting key */
 };
 
 #define RUN_DONE 0
 #define RUN_WAIT_CT 1
 
 /* ---- the compiled fast path -------------------------------------------- */
+
+/* Pack a starting key into four words, losslessly: false when it does not
+ * fit (IPv6 addresses, metadata already set, a port or VNI out of range). */
+static inline bool fp_pack(const struct iod_flow_key *k, uint64_t ck[4])
+{
+	if ((k->src.w[0] >> 32) | k->src.w[1] | (k->dst.w[0] >> 32) | k->dst.w[1] | k->meta |
+	    k->zone | k->ct_state | (k->in_port >> 16) | (k->vni >> 24))
+		return false;
+	ck[0] = (uint64_t)k->in_port | (uint64_t)k->vni << 16 | (uint64_t)k->eth_type << 40 |
+	        (uint64_t)k->proto << 56;
+	ck[1] = (uint64_t)k->src.v4 | (uint64_t)k->dst.v4 << 32;
+	ck[2] = (uint64_t)k->sport | (uint64_t)k->dport << 16 | (uint64_t)k->outer_dst_ip << 32;
+	ck[3] = (uint64_t)k->tcp_flags | (uint64_t)k->family << 8 | (uint64_t)k->vlan << 16 |
+	        (uint64_t)k->dscp << 32 | (uint64_t)k->tunnelled << 40;
+	return true;
+}
+
+static inline bool fp_same(const uint64_t *a, const uint64_t *b)
+{
+	return ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3])) == 0;
+}
 
 static void fp_emit(struct fp_prog *pr, uint32_t *n, struct fp_op o)
 {
@@ -1324,7 +1343,7 @@ static void fp_fill(struct iod_flow_pipeline *pl, uint32_t core, const struct ps
 		cs->prog_index[i] = (uint16_t)(id + 1);
 	}
 	struct fp_slot *sl = st->fp;
-	sl->key = st->k0;
+	memcpy(sl->ck, st->ck, sizeof(sl->ck));
 	sl->hash = st->fp_hash;
 	sl->prog = (uint16_t)id;
 	sl->ct_entry = st->ctr.entry;
@@ -1618,12 +1637,15 @@ void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt 
 		pkt_begin(pl, pkts[i], &meta[i], &st[i]);
 		if (!meta[i].len)
 			st[i].start = -1;
-		if (fp_on && st[i].start >= 0) {
-			uint32_t h = key_hash(&st[i].k, (uint32_t)st[i].start);
+		if (fp_on && st[i].start >= 0 && fp_pack(&st[i].k, st[i].ck)) {
+			const uint64_t *c = st[i].ck;
+			uint64_t x = c[0] * 0x9e3779b97f4a7c15ull + c[1] * 0xc2b2ae3d27d4eb4full +
+			             c[2] * 0x165667b19e3779f9ull + c[3] * 0x27d4eb2f165667c5ull;
+			uint32_t h = (uint32_t)((x ^ x >> 32) * 0xd6e8feb86659fd93ull >> 32);
 			st[i].fp_hash = h;
-			st[i].fp = &cs->fp[h & pl->emc_mask & ~1u]; /* 2-way: a pair of slots */
+			st[i].fp = &cs->fp[h & pl->fp_mask & ~1u]; /* 2-way: one 128-byte set */
 			__builtin_prefetch(st[i].fp);
-			__builtin_prefetch((const char *)st[i].fp + 128);
+			__builtin_prefetch(st[i].fp + 1);
 		}
 	}
 	/* Compiled flows: prefetch their sessions. What a hit needs is copied
@@ -1633,9 +1655,9 @@ void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt 
 		if (!sl)
 			continue;
 		uint32_t h = st[i].fp_hash;
-		if (sl->gen != pl->gen || sl->hash != h || !key_equal(&sl->key, &st[i].k)) {
+		if (sl->gen != pl->gen || sl->hash != h || !fp_same(sl->ck, st[i].ck)) {
 			struct fp_slot *s2 = sl + 1;
-			if (s2->gen != pl->gen || s2->hash != h || !key_equal(&s2->key, &st[i].k)) {
+			if (s2->gen != pl->gen || s2->hash != h || !fp_same(s2->ck, st[i].ck)) {
 				/* A miss: fill the stale way, else the one the hash picks. */
 				if (sl->gen == pl->gen && (s2->gen != pl->gen || (h >> 31)))
 					st[i].fp = s2;
@@ -1672,8 +1694,6 @@ void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt 
 				finish(pkts[i], &pr->fwd, &meta[i]);
 			continue;
 		}
-		if (st[i].fp)
-			st[i].k0 = st[i].k;
 		if (pkt_run(pl, core, pkts[i], &meta[i], &st[i], now_ns) == RUN_WAIT_CT)
 			wait[nw++] = i;
 	}

@@ -18,6 +18,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define F_USED 0x01
 #define F_SEEN_REPLY 0x02
@@ -67,6 +68,20 @@ const char *iod_net_tcp_state_name(unsigned s)
 	return s < IOD_NET_TCP_STATES_N ? tcp_names[s] : "?";
 }
 
+void *iod_net_table_alloc(size_t bytes)
+{
+	const size_t huge = 2u << 20;
+	size_t align = bytes < 2 * huge ? 64 : huge;
+	size_t sz = ((bytes ? bytes : 1) + align - 1) & ~(align - 1);
+	void *p = aligned_alloc(align, sz);
+	if (!p)
+		return NULL;
+	if (align == huge)
+		(void)madvise(p, sz, MADV_HUGEPAGE); /* a hint: without THP, 4 KiB pages */
+	memset(p, 0, sz);                            /* touched now, not on the packet path */
+	return p;
+}
+
 int iod_net_ct_create(struct iod_net_ct **out, uint32_t max_sessions,
                       const struct iod_net_ct_timeouts *t)
 {
@@ -81,16 +96,14 @@ int iod_net_ct_create(struct iod_net_ct **out, uint32_t max_sessions,
 	ct->max = max_sessions;
 	ct->gen_next = 1;
 	ct->slots_mask = (uint32_t)(slots - 1);
-	ct->entries = malloc(sizeof(*ct->entries) * max_sessions);
+	ct->entries = iod_net_table_alloc(sizeof(*ct->entries) * max_sessions);
 	ct->free_stack = malloc(sizeof(uint32_t) * max_sessions);
-	ct->slots = malloc(slots * sizeof(uint64_t));
+	ct->slots = iod_net_table_alloc(slots * sizeof(uint64_t));
 	if (!ct->entries || !ct->free_stack || !ct->slots) {
 		iod_net_ct_destroy(ct);
 		return -ENOMEM;
 	}
 	/* Touch everything now (start-up), so no page fault lands on the packet path. */
-	memset(ct->slots, 0, slots * sizeof(uint64_t));
-	memset(ct->entries, 0, sizeof(*ct->entries) * max_sessions);
 	for (uint32_t i = 0; i < max_sessions; i++)
 		ct->free_stack[i] = max_sessions - 1 - i; /* pop 0 first */
 	ct->free_n = max_sessions;
