@@ -1191,6 +1191,28 @@ struct pstate {
 
 /* ---- the compiled fast path -------------------------------------------- */
 
+/* Pack the starting key iod_flow_key_from_meta() would build from m into
+ * four words, losslessly, without building it: false when it does not fit
+ * (IPv6 addresses, a VNI out of range). Must agree with fp_pack(). */
+static inline bool fp_pack_meta(const struct iod_net_meta *m, uint16_t port_in, uint64_t ck[4])
+{
+	const struct iod_net_tuple *t = &m->key;
+	bool tun = m->flags & IOD_NET_F_VXLAN;
+	uint32_t vni = tun ? m->vni : 0;
+	if ((t->src.w[0] >> 32) | t->src.w[1] | (t->dst.w[0] >> 32) | t->dst.w[1] | (vni >> 24))
+		return false;
+	uint32_t eth_type = tun ? m->in_ethertype : m->ethertype;
+	uint32_t outer_dst = tun && m->outer.family == IOD_NET_AF_V4 ? m->outer.dst.v4 : 0;
+	ck[0] = (uint64_t)port_in | (uint64_t)vni << 16 | (uint64_t)eth_type << 40 |
+	        (uint64_t)t->proto << 56;
+	ck[1] = (uint64_t)t->src.v4 | (uint64_t)t->dst.v4 << 32;
+	ck[2] = (uint64_t)t->sport | (uint64_t)t->dport << 16 | (uint64_t)outer_dst << 32;
+	ck[3] = (uint64_t)m->tcp_flags | (uint64_t)t->family << 8 |
+	        (uint64_t)(m->vlan_tci & 0x0fff) << 16 | (uint64_t)(m->ip_tos >> 2) << 32 |
+	        (uint64_t)tun << 40;
+	return true;
+}
+
 /* Pack a starting key into four words, losslessly: false when it does not
  * fit (IPv6 addresses, metadata already set, a port or VNI out of range). */
 static inline bool fp_pack(const struct iod_flow_key *k, uint64_t ck[4])
@@ -1354,7 +1376,8 @@ static void fp_fill(struct iod_flow_pipeline *pl, uint32_t core, const struct ps
 
 /* Run ops [from, to) of a program on a packet: what the replay of its
  * entries would do. false = the packet is dropped. */
-static bool fp_exec(struct iod_flow_pipeline *pl, uint32_t core, const struct pstate *ps,
+static inline __attribute__((always_inline)) bool
+fp_exec(struct iod_flow_pipeline *pl, uint32_t core, const struct pstate *ps,
                     uint32_t from, uint32_t to, struct iod_pkt *pkt, struct iod_net_meta *m,
                     uint64_t now_ns)
 {
@@ -1458,7 +1481,21 @@ static void pkt_begin(struct iod_flow_pipeline *pl, struct iod_pkt *pkt,
 	st->tr_ct = 0xff;
 	st->fp_run = 0;
 	st->fp = NULL;
+	(void)m; /* the key is built when the slow path needs it (pkt_key) */
+}
+
+static inline bool fp_pack_agrees(const struct pstate *st)
+{
+	uint64_t ck[4];
+	return fp_pack(&st->k, ck) && fp_same(ck, st->ck);
+}
+
+/* The 64-byte key, for the slow path only (a compiled flow never needs it). */
+static void pkt_key(const struct iod_pkt *pkt, const struct iod_net_meta *m, struct pstate *st)
+{
 	iod_flow_key_from_meta(&st->k, m, pkt->port_in);
+	/* The packed key was made from the metadata: it must be this key's. */
+	IOD_ASSERT_HOT(!st->fp || fp_pack_agrees(st));
 }
 
 /* Run cached or walked segments until the packet is decided (RUN_DONE) or
@@ -1637,7 +1674,7 @@ void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt 
 		pkt_begin(pl, pkts[i], &meta[i], &st[i]);
 		if (!meta[i].len)
 			st[i].start = -1;
-		if (fp_on && st[i].start >= 0 && fp_pack(&st[i].k, st[i].ck)) {
+		if (fp_on && st[i].start >= 0 && fp_pack_meta(&meta[i], pkts[i]->port_in, st[i].ck)) {
 			const uint64_t *c = st[i].ck;
 			uint64_t x = c[0] * 0x9e3779b97f4a7c15ull + c[1] * 0xc2b2ae3d27d4eb4full +
 			             c[2] * 0x165667b19e3779f9ull + c[3] * 0x27d4eb2f165667c5ull;
@@ -1694,6 +1731,7 @@ void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt 
 				finish(pkts[i], &pr->fwd, &meta[i]);
 			continue;
 		}
+		pkt_key(pkts[i], &meta[i], &st[i]);
 		if (pkt_run(pl, core, pkts[i], &meta[i], &st[i], now_ns) == RUN_WAIT_CT)
 			wait[nw++] = i;
 	}
