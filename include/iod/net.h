@@ -236,6 +236,11 @@ struct iod_net_meta {
  * stops the parse with IOD_NET_F_TRUNC and what was learnt so far.
  */
 int iod_net_parse(const uint8_t *frame, uint32_t len, uint16_t vxlan_port, struct iod_net_meta *m);
+/* As iod_net_parse, but m->hash is left 0: for a caller that knows the
+ * flow's hash already (a cache) or computes iod_net_tuple_hash(&m->key)
+ * only when it needs it. */
+int iod_net_parse_nohash(const uint8_t *frame, uint32_t len, uint16_t vxlan_port,
+                         struct iod_net_meta *m);
 /* The general parser alone (iod_net_parse takes Ethernet/IPv4/TCP|UDP, plain
  * or in VXLAN, in one lean pass and gives the same result): for tests. */
 int iod_net_parse_general(const uint8_t *frame, uint32_t len, uint16_t vxlan_port,

@@ -1243,7 +1243,7 @@ static void fp_emit(struct fp_prog *pr, uint32_t *n, struct fp_op o)
  * exists) and point its flow slot at it. Silently gives up on anything it
  * cannot replay exactly: commits, LB picks, ARP replies, a full table. */
 static void fp_fill(struct iod_flow_pipeline *pl, uint32_t core, const struct pstate *st,
-                    const struct iod_flow_fwd *fwd)
+                    const struct iod_flow_fwd *fwd, uint32_t tuple_hash)
 {
 	struct core *cs = &pl->cores[core];
 	struct fp_prog pr;
@@ -1371,15 +1371,15 @@ static void fp_fill(struct iod_flow_pipeline *pl, uint32_t core, const struct ps
 	sl->ct_entry = st->ctr.entry;
 	sl->ct_gen = st->ctr.gen;
 	sl->ct_dir = (st->ctr.ct_state & IOD_NET_CT_RPL) ? 1 : 0;
+	sl->tuple_hash = tuple_hash;
 	sl->gen = pl->gen;
 }
 
 /* Run ops [from, to) of a program on a packet: what the replay of its
  * entries would do. false = the packet is dropped. */
 static inline __attribute__((always_inline)) bool
-fp_exec(struct iod_flow_pipeline *pl, uint32_t core, const struct pstate *ps,
-                    uint32_t from, uint32_t to, struct iod_pkt *pkt, struct iod_net_meta *m,
-                    uint64_t now_ns)
+fp_exec(struct iod_flow_pipeline *pl, uint32_t core, const struct pstate *ps, uint32_t from,
+        uint32_t to, struct iod_pkt *pkt, struct iod_net_meta *m, uint64_t now_ns)
 {
 	const struct fp_prog *pr = ps->prog;
 	for (uint32_t i = from; i < to; i++) {
@@ -1605,7 +1605,7 @@ static int pkt_run(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *
 		if (end == END_FWD) {
 			finish(pkt, &fwd, m);
 			if (st->tr_ok && st->fp)
-				fp_fill(pl, core, st, &fwd);
+				fp_fill(pl, core, st, &fwd, m->hash);
 			return RUN_DONE;
 		}
 		/* A ct pipe: hand the tuple back; the burst prefetches, then pkt_ct. */
@@ -1660,7 +1660,9 @@ void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt 
 	for (uint32_t i = 0; i < n; i++) {
 		if (i + 2 < n)
 			__builtin_prefetch(pkts[i + 2]->data);
-		if (iod_net_parse(pkts[i]->data, pkts[i]->len, pl->cfg.vxlan_port, &meta[i])) {
+		/* The flow hash waits: a compiled flow has it in its slot. */
+		if (iod_net_parse_nohash(pkts[i]->data, pkts[i]->len, pl->cfg.vxlan_port,
+		                         &meta[i])) {
 			cs->parse_errors++;
 			meta[i].len = 0;
 		}
@@ -1674,7 +1676,8 @@ void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt 
 		pkt_begin(pl, pkts[i], &meta[i], &st[i]);
 		if (!meta[i].len)
 			st[i].start = -1;
-		if (fp_on && st[i].start >= 0 && fp_pack_meta(&meta[i], pkts[i]->port_in, st[i].ck)) {
+		if (fp_on && st[i].start >= 0 &&
+		    fp_pack_meta(&meta[i], pkts[i]->port_in, st[i].ck)) {
 			const uint64_t *c = st[i].ck;
 			uint64_t x = c[0] * 0x9e3779b97f4a7c15ull + c[1] * 0xc2b2ae3d27d4eb4full +
 			             c[2] * 0x165667b19e3779f9ull + c[3] * 0x27d4eb2f165667c5ull;
@@ -1706,6 +1709,7 @@ void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt 
 		if (pr->ct_at < pr->n)
 			iod_net_ct_prefetch_session(ct, sl->ct_entry);
 		st[i].fp_run = 1;
+		meta[i].hash = sl->tuple_hash;
 		st[i].prog = pr;
 		st[i].fp_ct_entry = sl->ct_entry;
 		st[i].fp_ct_gen = sl->ct_gen;
@@ -1731,6 +1735,8 @@ void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt 
 				finish(pkts[i], &pr->fwd, &meta[i]);
 			continue;
 		}
+		if (meta[i].len)
+			meta[i].hash = iod_net_tuple_hash(&meta[i].key);
 		pkt_key(pkts[i], &meta[i], &st[i]);
 		if (pkt_run(pl, core, pkts[i], &meta[i], &st[i], now_ns) == RUN_WAIT_CT)
 			wait[nw++] = i;

@@ -149,14 +149,16 @@ struct fp_prog {
  * packet packed into four words without losing a bit (an IPv6 key is not
  * compiled: it takes the caches and the walk). */
 struct fp_slot {
-	uint64_t ck[4];    /* the starting key, packed (fp_pack) */
-	uint32_t gen;      /* pipeline generation when compiled; 0 = empty */
-	uint32_t hash;     /* of ck */
-	uint32_t ct_entry; /* conntrack session (when the program has FP_CT) */
-	uint32_t ct_gen;   /* its commit generation */
-	uint16_t prog;     /* index into the core's programs */
-	uint8_t ct_dir;    /* 1 = reply direction */
-	uint8_t pad[13];   /* to one cache line */
+	uint64_t ck[4];      /* the starting key, packed (fp_pack) */
+	uint32_t gen;        /* pipeline generation when compiled; 0 = empty */
+	uint32_t hash;       /* of ck */
+	uint32_t ct_entry;   /* conntrack session (when the program has FP_CT) */
+	uint32_t ct_gen;     /* its commit generation */
+	uint16_t prog;       /* index into the core's programs */
+	uint8_t ct_dir;      /* 1 = reply direction */
+	uint8_t pad1;        /* zero */
+	uint32_t tuple_hash; /* the flow hash of the key's tuple (iod_net_meta.hash) */
+	uint8_t pad[8];      /* to one cache line */
 } __attribute__((aligned(64)));
 _Static_assert(sizeof(struct fp_slot) == 64, "a flow slot is one cache line");
 

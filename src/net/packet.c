@@ -308,7 +308,8 @@ static inline uint32_t fast_ipv4(const uint8_t *f, uint32_t ofs, uint32_t end, u
  * and the same inside VXLAN. Gives exactly what the general parser gives
  * (tests/fuzz compare them); false = not such a frame.
  */
-static bool parse_fast(const uint8_t *f, uint32_t len, uint16_t vxlan_port, struct iod_net_meta *m)
+static inline __attribute__((always_inline)) bool
+parse_fast(const uint8_t *f, uint32_t len, uint16_t vxlan_port, struct iod_net_meta *m, bool hash)
 {
 	uint32_t end, in_end, l4, il4;
 	if (len < 14 || iod_net_be16(f + 12) != IOD_NET_ETH_P_IPV4 ||
@@ -353,16 +354,27 @@ static bool parse_fast(const uint8_t *f, uint32_t len, uint16_t vxlan_port, stru
 		m->ip_tos = f[15];
 		m->key = m->outer;
 	}
-	m->hash = iod_net_tuple_hash(&m->key);
+	m->hash = hash ? iod_net_tuple_hash(&m->key) : 0;
 	return true;
 }
 
 int iod_net_parse(const uint8_t *frame, uint32_t len, uint16_t vxlan_port, struct iod_net_meta *m)
 {
 	if (len <= 0xffff &&
-	    parse_fast(frame, len, vxlan_port ? vxlan_port : IOD_NET_VXLAN_PORT, m))
+	    parse_fast(frame, len, vxlan_port ? vxlan_port : IOD_NET_VXLAN_PORT, m, true))
 		return 0;
 	return iod_net_parse_general(frame, len, vxlan_port, m);
+}
+
+int iod_net_parse_nohash(const uint8_t *frame, uint32_t len, uint16_t vxlan_port,
+                         struct iod_net_meta *m)
+{
+	if (len <= 0xffff &&
+	    parse_fast(frame, len, vxlan_port ? vxlan_port : IOD_NET_VXLAN_PORT, m, false))
+		return 0;
+	int rc = iod_net_parse_general(frame, len, vxlan_port, m);
+	m->hash = 0;
+	return rc;
 }
 
 int iod_net_parse_general(const uint8_t *frame, uint32_t len, uint16_t vxlan_port,

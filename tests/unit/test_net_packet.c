@@ -268,6 +268,11 @@ TEST(lean_parse_matches_general_parser)
 			CHECK_EQ(ra, rb);
 			if (ra == 0) {
 				CHECK(iod_net_meta_equal(&a, &b));
+				struct iod_net_meta c;
+				CHECK_EQ(iod_net_parse_nohash(f, l, 0, &c), 0);
+				CHECK_U64(c.hash, 0);
+				c.hash = a.hash;
+				CHECK(iod_net_meta_equal(&a, &c));
 				fast_shapes += (b.flags & (IOD_NET_F_TRUNC | IOD_NET_F_VLAN)) == 0;
 			}
 			if (corrupt)
