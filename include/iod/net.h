@@ -380,6 +380,11 @@ int iod_net_nd_reply(const uint8_t *req, uint32_t len, const uint8_t gw_ip6[16],
  * the key is not IPv4 TCP/UDP/ICMP. Updates m->key. */
 int iod_net_nat_dst(uint8_t *frame, struct iod_net_meta *m, uint32_t ip, uint16_t port);
 int iod_net_nat_src(uint8_t *frame, struct iod_net_meta *m, uint32_t ip, uint16_t port);
+/* The same rewrite for a frame the caller knows holds IPv4 and a whole TCP
+ * (udp false) or UDP header for the key: the same bytes without the checks
+ * (a compiled flow knows its protocol; it checks the L4 flag per packet). */
+void iod_net_nat_tcpudp4(uint8_t *frame, struct iod_net_meta *m, bool udp, bool dst, uint32_t ip,
+                         uint16_t port);
 /* Decrement the (outer) IPv4 TTL with an incremental checksum; -EINVAL at 0. */
 int iod_net_ttl_dec(uint8_t *frame, const struct iod_net_meta *m);
 /* Swap source and destination MACs (the bench's mac-swap). */

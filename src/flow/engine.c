@@ -1259,10 +1259,19 @@ static void fp_fill(struct iod_flow_pipeline *pl, uint32_t core, const struct ps
 			pr.ct_at = (uint8_t)n;
 			fp_emit(&pr, &n,
 			        (struct fp_op){.code = FP_CT, .port = (uint16_t)st->ct_pipe_tr});
-			if (iod_net_ct_nat_target(core_ct(pl, core), &st->ctr, &dst, &ip, &port))
+			if (iod_net_ct_nat_target(core_ct(pl, core), &st->ctr, &dst, &ip, &port)) {
+				/* arg: bit 0 destination, bit 1 IPv4 TCP, bit 2 IPv4 UDP (lean) */
+				uint8_t arg = dst ? 1 : 0;
+				if (st->k.family == IOD_NET_AF_V4 &&
+				    st->k.proto == IOD_NET_PROTO_TCP)
+					arg |= 2;
+				if (st->k.family == IOD_NET_AF_V4 &&
+				    st->k.proto == IOD_NET_PROTO_UDP)
+					arg |= 4;
 				fp_emit(&pr, &n,
 				        (struct fp_op){
-				            .code = FP_CT_NAT, .arg = dst, .ip = ip, .port = port});
+				            .code = FP_CT_NAT, .arg = arg, .ip = ip, .port = port});
+			}
 		}
 		if (t == st->tr_n)
 			break;
@@ -1429,12 +1438,18 @@ fp_exec(struct iod_flow_pipeline *pl, uint32_t core, const struct pstate *ps, ui
 			pkt->ct_state = r.ct_state;
 			break;
 		}
-		case FP_CT_NAT: /* as pkt_ct: a NAT that does not apply leaves the packet */
-			if (o->arg)
+		case FP_CT_NAT: { /* as pkt_ct: a NAT that does not apply leaves the packet */
+			bool tun = m->flags & IOD_NET_F_VXLAN;
+			bool l4 = m->flags & (tun ? IOD_NET_F_IN_L4 : IOD_NET_F_L4);
+			if ((o->arg & 6) && l4 && (tun ? m->in_l3_ofs : m->l3_ofs))
+				iod_net_nat_tcpudp4(pkt->data, m, o->arg & 4, o->arg & 1, o->ip,
+				                    o->port);
+			else if (o->arg & 1)
 				(void)iod_net_nat_dst(pkt->data, m, o->ip, o->port);
 			else
 				(void)iod_net_nat_src(pkt->data, m, o->ip, o->port);
 			break;
+		}
 		case FP_DSCP: set_dscp(pkt->data, m, o->arg); break;
 		case FP_TTL:
 			if (iod_net_ttl_dec(pkt->data, m))

@@ -965,14 +965,10 @@ static inline uint16_t csum_apply(uint16_t csum, uint32_t delta)
 	return (uint16_t)~s;
 }
 
-static int nat(uint8_t *f, struct iod_net_meta *m, uint32_t ip, uint16_t port, bool dst)
+/* The address rewrite and the IPv4 header checksum; the delta for L4. */
+static inline uint32_t nat_ip(uint8_t *f, struct iod_net_meta *m, uint16_t l3, uint32_t ip,
+                              bool dst)
 {
-	bool tun = m->flags & IOD_NET_F_VXLAN;
-	uint16_t l3 = tun ? m->in_l3_ofs : m->l3_ofs, l4 = tun ? m->in_l4_ofs : m->l4_ofs;
-	bool has_l4 = m->flags & (tun ? IOD_NET_F_IN_L4 : IOD_NET_F_L4);
-
-	if (m->key.family != IOD_NET_AF_V4 || !l3)
-		return -EINVAL;
 	uint8_t *a = f + l3 + (dst ? 16 : 12);
 	uint32_t old_ip = iod_net_be32(a);
 	/* The address change as one ones'-complement delta (RFC 1624: ~m + m'
@@ -985,34 +981,75 @@ static int nat(uint8_t *f, struct iod_net_meta *m, uint32_t ip, uint16_t port, b
 		m->key.dst.v4 = ip;
 	else
 		m->key.src.v4 = ip;
+	return ip_delta;
+}
+
+/* The L4 part for TCP or UDP (ICMP is nat()'s). */
+static inline void nat_tcpudp(uint8_t *p, struct iod_net_meta *m, bool udp, uint32_t ip_delta,
+                              uint16_t port, bool dst)
+{
+	uint16_t csum_ofs = udp ? 6 : 16;
+	uint16_t c = iod_net_be16(p + csum_ofs);
+	bool udp0 = udp && c == 0;
+	c = csum_apply(c, ip_delta); /* pseudo header */
+	if (port) {
+		uint8_t *pp = p + (dst ? 2 : 0);
+		uint16_t old_port = iod_net_be16(pp);
+		iod_net_put16(pp, port);
+		if (dst)
+			m->key.dport = port;
+		else
+			m->key.sport = port;
+		c = iod_net_csum_update16(c, old_port, port);
+	}
+	if (!udp0)
+		iod_net_put16(p + csum_ofs, udp && c == 0 ? 0xffff : c);
+}
+
+static int nat(uint8_t *f, struct iod_net_meta *m, uint32_t ip, uint16_t port, bool dst)
+{
+	bool tun = m->flags & IOD_NET_F_VXLAN;
+	uint16_t l3 = tun ? m->in_l3_ofs : m->l3_ofs, l4 = tun ? m->in_l4_ofs : m->l4_ofs;
+	bool has_l4 = m->flags & (tun ? IOD_NET_F_IN_L4 : IOD_NET_F_L4);
+
+	if (m->key.family != IOD_NET_AF_V4 || !l3)
+		return -EINVAL;
+	uint32_t ip_delta = nat_ip(f, m, l3, ip, dst);
 	if (!has_l4)
 		return 0;
 	uint8_t proto = m->key.proto;
 	uint8_t *p = f + l4;
-	uint16_t csum_ofs = proto == IOD_NET_PROTO_TCP ? 16 : proto == IOD_NET_PROTO_UDP ? 6 : 2;
-	uint16_t c = iod_net_be16(p + csum_ofs);
-	bool udp0 = proto == IOD_NET_PROTO_UDP && c == 0;
+	if (proto == IOD_NET_PROTO_TCP || proto == IOD_NET_PROTO_UDP) {
+		nat_tcpudp(p, m, proto == IOD_NET_PROTO_UDP, ip_delta, port, dst);
+		return 0;
+	}
+	/* ICMP (no pseudo header; the echo id is both "ports"), ICMPv6 in IPv4 */
+	uint16_t c = iod_net_be16(p + 2);
 	if (proto != IOD_NET_PROTO_ICMP)
-		c = csum_apply(c, ip_delta); /* pseudo header */
+		c = csum_apply(c, ip_delta);
 	if (port) {
 		uint8_t *pp = proto == IOD_NET_PROTO_ICMP ? p + 4 : p + (dst ? 2 : 0);
 		uint16_t old_port = iod_net_be16(pp);
-		if (proto == IOD_NET_PROTO_ICMP) {
-			/* The echo id is both "ports". */
-			iod_net_put16(pp, port);
+		iod_net_put16(pp, port);
+		if (proto == IOD_NET_PROTO_ICMP)
 			m->key.sport = m->key.dport = port;
-		} else {
-			iod_net_put16(pp, port);
-			if (dst)
-				m->key.dport = port;
-			else
-				m->key.sport = port;
-		}
+		else if (dst)
+			m->key.dport = port;
+		else
+			m->key.sport = port;
 		c = iod_net_csum_update16(c, old_port, port);
 	}
-	if (!udp0)
-		iod_net_put16(p + csum_ofs, proto == IOD_NET_PROTO_UDP && c == 0 ? 0xffff : c);
+	iod_net_put16(p + 2, c);
 	return 0;
+}
+
+void iod_net_nat_tcpudp4(uint8_t *frame, struct iod_net_meta *m, bool udp, bool dst, uint32_t ip,
+                         uint16_t port)
+{
+	bool tun = m->flags & IOD_NET_F_VXLAN;
+	uint16_t l3 = tun ? m->in_l3_ofs : m->l3_ofs, l4 = tun ? m->in_l4_ofs : m->l4_ofs;
+	uint32_t ip_delta = nat_ip(frame, m, l3, ip, dst);
+	nat_tcpudp(frame + l4, m, udp, ip_delta, port, dst);
 }
 
 int iod_net_nat_dst(uint8_t *frame, struct iod_net_meta *m, uint32_t ip, uint16_t port)
