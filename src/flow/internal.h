@@ -131,11 +131,10 @@ struct fp_op {
 	struct iod_net_meter *mt;                 /* MON: the meter (this core), or NULL */
 };
 
-#define FP_OPS_MAX 24
-/* Flow slots per EMC slot: 2-way sets at a load of 1/8 per slot keep set
- * overflows (flows that thrash back to the slow path) under ~0.1 %. */
-#define FP_SLOTS_PER_EMC 4
-#define FP_PROGS 1024
+/* Short names for the limits (include/iod/limits.h says why). */
+#define FP_OPS_MAX IOD_FLOW_FP_OPS_MAX
+#define FP_SLOTS_PER_EMC IOD_FLOW_FP_SLOTS_PER_EMC
+#define FP_PROGS IOD_FLOW_FP_PROGS
 struct fp_prog {
 	uint32_t hash;                /* of the ops (dedup) */
 	uint8_t n;                    /* ops */
