@@ -331,15 +331,50 @@ int iod_net_vxlan_encap(uint8_t **frame, uint32_t *len, uint32_t headroom,
  */
 struct iod_net_vxlan_tmpl {
 	uint8_t hdr[IOD_NET_VXLAN_OVERHEAD]; /* outer Ethernet/IPv4/UDP/VXLAN, lengths 0 */
-	uint16_t pad;                        /* zero */
+	uint8_t udp_csum;                    /* compute the outer UDP checksum */
+	uint8_t pad;                         /* zero */
 	uint32_t ip_sum;                     /* sum of the IPv4 header's words but the length */
+	uint16_t sport_fixed;                /* the tunnel's fixed source port, 0 = hashed */
+	uint16_t sport_lo;                   /* hashed: lowest port */
+	uint32_t sport_range;                /* hashed: ports in the range */
 };
+_Static_assert(sizeof(struct iod_net_vxlan_tmpl) == 64, "a template is one cache line");
 void iod_net_vxlan_tmpl_init(struct iod_net_vxlan_tmpl *tp, const struct iod_net_vxlan_tunnel *t);
-/* iod_net_vxlan_encap from a template made for the same tunnel t. */
-int iod_net_vxlan_encap_tmpl(uint8_t **frame, uint32_t *len, uint32_t headroom,
-                             const struct iod_net_vxlan_tmpl *tp,
-                             const struct iod_net_vxlan_tunnel *t, uint32_t inner_hash,
-                             uint16_t src_port);
+/* The outer UDP checksum of a frame whose outer headers start at o. */
+void iod_net_vxlan_outer_udp_csum(uint8_t *o, uint32_t inner_len);
+/* iod_net_vxlan_encap from a template (inline: the per-packet encap). */
+static inline int iod_net_vxlan_encap_tmpl(uint8_t **frame, uint32_t *len, uint32_t headroom,
+                                           const struct iod_net_vxlan_tmpl *tp, uint32_t inner_hash,
+                                           uint16_t src_port)
+{
+	if (headroom < IOD_NET_VXLAN_OVERHEAD)
+		return -ENOSPC;
+	if (*len + IOD_NET_VXLAN_OVERHEAD > 0xffff)
+		return -EMSGSIZE;
+	uint8_t *o = *frame - IOD_NET_VXLAN_OVERHEAD;
+	uint32_t inner_len = *len;
+	__builtin_memcpy(o, tp->hdr, IOD_NET_VXLAN_OVERHEAD);
+	uint16_t tot = (uint16_t)(inner_len + 36);
+	/* The generic writer's sum with the length added: the same checksum. */
+	uint32_t s = tp->ip_sum + tot;
+	s = (s & 0xffffu) + (s >> 16);
+	s = (s & 0xffffu) + (s >> 16);
+	iod_net_put16(o + 16, tot);
+	iod_net_put16(o + 24, (uint16_t)~s);
+	uint16_t sport =
+	    src_port ? src_port
+	    : tp->sport_fixed
+	        ? tp->sport_fixed
+	        : (uint16_t)(tp->sport_lo +
+	                     (uint32_t)(((uint64_t)inner_hash * tp->sport_range) >> 32));
+	iod_net_put16(o + 34, sport);
+	iod_net_put16(o + 38, (uint16_t)(inner_len + 16));
+	if (tp->udp_csum)
+		iod_net_vxlan_outer_udp_csum(o, inner_len);
+	*frame = o;
+	*len += IOD_NET_VXLAN_OVERHEAD;
+	return 0;
+}
 /* The same, copying: writes outer headers + the inner frame to out (cap). */
 int iod_net_vxlan_encap_copy(uint8_t *out, uint32_t cap, const uint8_t *inner, uint32_t len,
                              const struct iod_net_vxlan_tunnel *t, uint32_t inner_hash,

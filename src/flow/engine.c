@@ -1015,7 +1015,7 @@ static void meta_decap(struct iod_net_meta *m)
 }
 
 /* After encap: what was the packet is now the inner frame. */
-static void meta_encap(struct iod_net_meta *m, const struct iod_net_vxlan_tunnel *t)
+static void meta_encap(struct iod_net_meta *m, uint32_t vni)
 {
 	uint16_t d = IOD_NET_VXLAN_OVERHEAD;
 	m->in_l2_ofs = d;
@@ -1031,7 +1031,7 @@ static void meta_encap(struct iod_net_meta *m, const struct iod_net_vxlan_tunnel
 	m->l4_ofs = 34;
 	m->tun_ofs = 42;
 	m->ethertype = IOD_NET_ETH_P_IPV4;
-	m->vni = t->vni;
+	m->vni = vni;
 	m->len = (uint16_t)(m->len + d);
 	m->outer.family = IOD_NET_AF_V4;
 	m->outer.proto = IOD_NET_PROTO_UDP;
@@ -1128,10 +1128,10 @@ static bool apply_entry(struct iod_flow_pipeline *pl, uint32_t core, struct pipe
 	if (f & IOD_FLOW_ACT_ENCAP) {
 		uint16_t sport = (f & IOD_FLOW_ACT_SET_SPORT) ? a->encap.src_port : 0;
 		if (iod_net_vxlan_encap_tmpl(&pkt->data, &pkt->len, pkt->headroom, &en->encap_tmpl,
-		                             &a->encap, m->hash, sport))
+		                             m->hash, sport))
 			return false;
 		pkt->headroom -= IOD_NET_VXLAN_OVERHEAD;
-		meta_encap(m, &a->encap);
+		meta_encap(m, a->encap.vni);
 	} else if ((f & IOD_FLOW_ACT_SET_SPORT) && (m->flags & IOD_NET_F_VXLAN)) {
 		iod_net_vxlan_set_sport(pkt->data, pkt->len, a->encap.src_port);
 	}
@@ -1319,7 +1319,13 @@ static void fp_fill(struct iod_flow_pipeline *pl, uint32_t core, const struct ps
 		if (f & IOD_FLOW_ACT_DEC_TTL)
 			fp_emit(&pr, &n, (struct fp_op){.code = FP_TTL});
 		if (f & IOD_FLOW_ACT_ENCAP)
-			fp_emit(&pr, &n, (struct fp_op){.code = FP_ENCAP, .arg = 1, .u.en = en});
+			fp_emit(&pr, &n,
+			        (struct fp_op){
+			            .code = FP_ENCAP,
+			            .arg = 1,
+			            .ip = a->encap.vni,
+			            .port = (f & IOD_FLOW_ACT_SET_SPORT) ? a->encap.src_port : 0,
+			            .u.tmpl = &en->encap_tmpl});
 		else if (f & IOD_FLOW_ACT_SET_SPORT)
 			fp_emit(&pr, &n,
 			        (struct fp_op){.code = FP_SPORT, .port = a->encap.src_port});
@@ -1455,19 +1461,14 @@ fp_exec(struct iod_flow_pipeline *pl, uint32_t core, const struct pstate *ps, ui
 			if (iod_net_ttl_dec(pkt->data, m))
 				return false;
 			break;
-		case FP_ENCAP: {
-			const struct iod_flow_actions *a = &o->u.en->act;
-			uint16_t sport =
-			    (a->flags & IOD_FLOW_ACT_SET_SPORT) ? a->encap.src_port : 0;
+		case FP_ENCAP:
 			if (iod_net_vxlan_encap_tmpl(&pkt->data, &pkt->len, pkt->headroom,
-			                             &o->u.en->encap_tmpl, &a->encap, m->hash,
-			                             sport))
+			                             o->u.tmpl, m->hash, o->port))
 				return false;
 			pkt->headroom -= IOD_NET_VXLAN_OVERHEAD;
 			if (o->arg) /* a later op reads the metadata */
-				meta_encap(m, &a->encap);
+				meta_encap(m, o->ip);
 			break;
-		}
 		case FP_SPORT:
 			if (m->flags & IOD_NET_F_VXLAN)
 				iod_net_vxlan_set_sport(pkt->data, pkt->len, o->port);

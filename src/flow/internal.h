@@ -108,7 +108,7 @@ enum fp_code {
 	FP_CT_NAT,    /* the session's NAT: ip, port, arg 1 = destination (failure ignored) */
 	FP_DSCP,      /* arg: DSCP */
 	FP_TTL,       /* decrement TTL (drop at 0) */
-	FP_ENCAP,     /* en: the entry (encap, SET_SPORT, template); arg 1: keep meta */
+	FP_ENCAP,     /* tmpl; port: SET_SPORT's port or 0; ip: VNI; arg 1: update meta */
 	FP_SPORT,     /* port: outer source port of an encapsulated frame */
 	FP_SET_MAC,   /* a: the entry's actions (MACs) */
 	FP_MAC_SWAP,  /* swap MACs */
@@ -126,9 +126,9 @@ struct fp_op {
 	union {
 		struct estats *st;                /* COUNT, MON: the entry's counters (this core) */
 		const struct iod_flow_actions *a; /* SET_MAC: the entry's actions */
-		const struct entry *en;           /* ENCAP: the entry (actions, template) */
-	} u;                                      /* per code */
-	struct iod_net_meter *mt;                 /* MON: the meter (this core), or NULL */
+		const struct iod_net_vxlan_tmpl *tmpl; /* ENCAP: the entry's outer headers */
+	} u;                                           /* per code */
+	struct iod_net_meter *mt;                      /* MON: the meter (this core), or NULL */
 };
 
 /* Short names for the limits (include/iod/limits.h says why). */

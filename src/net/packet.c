@@ -845,38 +845,20 @@ void iod_net_vxlan_tmpl_init(struct iod_net_vxlan_tmpl *tp, const struct iod_net
 	tp->ip_sum = (uint32_t)(0x45u << 8 | t->tos) + 0x4000u +
 	             (uint32_t)(ttl << 8 | IOD_NET_PROTO_UDP) + (src >> 16) + (src & 0xffffu) +
 	             (dst >> 16) + (dst & 0xffffu);
+	tp->udp_csum = t->udp_csum;
+	tp->sport_fixed = t->src_port;
+	/* iod_net_vxlan_sport()'s range, precomputed. */
+	uint32_t lo = t->sport_min ? t->sport_min : IOD_NET_VXLAN_SPORT_MIN;
+	uint32_t hi = t->sport_max ? t->sport_max : IOD_NET_VXLAN_SPORT_MAX;
+	if (hi < lo)
+		hi = lo;
+	tp->sport_lo = (uint16_t)lo;
+	tp->sport_range = hi - lo + 1;
 }
 
-int iod_net_vxlan_encap_tmpl(uint8_t **frame, uint32_t *len, uint32_t headroom,
-                             const struct iod_net_vxlan_tmpl *tp,
-                             const struct iod_net_vxlan_tunnel *t, uint32_t inner_hash,
-                             uint16_t src_port)
+void iod_net_vxlan_outer_udp_csum(uint8_t *o, uint32_t inner_len)
 {
-	if (headroom < IOD_NET_VXLAN_OVERHEAD)
-		return -ENOSPC;
-	if (*len + IOD_NET_VXLAN_OVERHEAD > 0xffff)
-		return -EMSGSIZE;
-	uint8_t *o = *frame - IOD_NET_VXLAN_OVERHEAD;
-	uint32_t inner_len = *len;
-	memcpy(o, tp->hdr, IOD_NET_VXLAN_OVERHEAD);
-	uint16_t tot = (uint16_t)(inner_len + 36);
-	/* put_ipv4's sum with the length added: the same checksum. */
-	uint32_t s = tp->ip_sum + tot;
-	s = (s & 0xffffu) + (s >> 16);
-	s = (s & 0xffffu) + (s >> 16);
-	iod_net_put16(o + 16, tot);
-	iod_net_put16(o + 24, (uint16_t)~s);
-	uint16_t sport = src_port ? src_port
-	                 : t->src_port
-	                     ? t->src_port
-	                     : iod_net_vxlan_sport(inner_hash, t->sport_min, t->sport_max);
-	iod_net_put16(o + 34, sport);
-	iod_net_put16(o + 38, (uint16_t)(inner_len + 16));
-	if (t->udp_csum)
-		outer_udp_csum(o, inner_len);
-	*frame = o;
-	*len += IOD_NET_VXLAN_OVERHEAD;
-	return 0;
+	outer_udp_csum(o, inner_len);
 }
 
 int iod_net_vxlan_encap_copy(uint8_t *out, uint32_t cap, const uint8_t *inner, uint32_t len,

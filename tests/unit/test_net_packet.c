@@ -199,7 +199,7 @@ TEST(vxlan_template_encap_matches_generic)
 		uint8_t *fa = a + 64, *fb = b + 64;
 		uint32_t la = len, lb = len;
 		CHECK_EQ(iod_net_vxlan_encap(&fa, &la, 64, &t, hash, over), 0);
-		CHECK_EQ(iod_net_vxlan_encap_tmpl(&fb, &lb, 64, &tp, &t, hash, over), 0);
+		CHECK_EQ(iod_net_vxlan_encap_tmpl(&fb, &lb, 64, &tp, hash, over), 0);
 		CHECK_EQ(la, lb);
 		CHECK(fa == a + 14 && fb == b + 14);
 		CHECK(memcmp(a, b, 64 + len) == 0);
@@ -209,9 +209,9 @@ TEST(vxlan_template_encap_matches_generic)
 	iod_net_vxlan_tmpl_init(&tp, &t);
 	uint8_t *f = a + 64;
 	uint32_t len = 100;
-	CHECK_EQ(iod_net_vxlan_encap_tmpl(&f, &len, 49, &tp, &t, 0, 0), -ENOSPC);
+	CHECK_EQ(iod_net_vxlan_encap_tmpl(&f, &len, 49, &tp, 0, 0), -ENOSPC);
 	len = 0xffff - 49;
-	CHECK_EQ(iod_net_vxlan_encap_tmpl(&f, &len, 64, &tp, &t, 0, 0), -EMSGSIZE);
+	CHECK_EQ(iod_net_vxlan_encap_tmpl(&f, &len, 64, &tp, 0, 0), -EMSGSIZE);
 }
 
 /* The lean parse of common frames equals the general parser, on built
