@@ -996,8 +996,9 @@ static void walk(struct iod_flow_pipeline *pl, uint32_t core, uint32_t start, st
 
 /* ---- the replay: actions and monitors on the packet -------------------- */
 
-/* After decap: the inner headers become the only ones. */
-static void meta_decap(struct iod_net_meta *m)
+/* After decap: the inner headers become the only ones. outer: also copy the
+ * key tuple to outer (only a later TTL decrement reads it). */
+static inline void meta_decap_ex(struct iod_net_meta *m, bool outer)
 {
 	uint16_t d = m->in_l2_ofs;
 	m->flags = (uint16_t)((m->flags &
@@ -1009,9 +1010,15 @@ static void meta_decap(struct iod_net_meta *m)
 	m->l3_ofs = m->in_l3_ofs ? (uint16_t)(m->in_l3_ofs - d) : 0;
 	m->l4_ofs = m->in_l4_ofs ? (uint16_t)(m->in_l4_ofs - d) : 0;
 	m->ethertype = m->in_ethertype;
-	m->outer = m->key;
+	if (outer)
+		m->outer = m->key;
 	m->tun_ofs = m->in_l2_ofs = m->in_l3_ofs = m->in_l4_ofs = 0;
 	m->len = (uint16_t)(m->len - d);
+}
+
+static void meta_decap(struct iod_net_meta *m)
+{
+	meta_decap_ex(m, true);
 }
 
 /* After encap: what was the packet is now the inner frame. */
@@ -1254,24 +1261,26 @@ static void fp_fill(struct iod_flow_pipeline *pl, uint32_t core, const struct ps
 			bool dst = false;
 			uint32_t ip = 0;
 			uint16_t port = 0;
-			if (n + 2 > FP_OPS_MAX)
+			if (n + 1 > FP_OPS_MAX)
 				return;
 			pr.ct_at = (uint8_t)n;
-			fp_emit(&pr, &n,
-			        (struct fp_op){.code = FP_CT, .port = (uint16_t)st->ct_pipe_tr});
+			/* The conntrack step and the session's NAT in one op. arg: bit 0
+			 * NAT the destination, bit 1 IPv4 TCP, bit 2 IPv4 UDP (lean
+			 * rewrite), bit 3 a NAT at all. */
+			struct fp_op o = {.code = FP_CT,
+			                  .u.hits = &pl->pipes[st->ct_pipe_tr].hits[core]};
 			if (iod_net_ct_nat_target(core_ct(pl, core), &st->ctr, &dst, &ip, &port)) {
-				/* arg: bit 0 destination, bit 1 IPv4 TCP, bit 2 IPv4 UDP (lean) */
-				uint8_t arg = dst ? 1 : 0;
+				o.arg = (uint8_t)(8 | (dst ? 1 : 0));
 				if (st->k.family == IOD_NET_AF_V4 &&
 				    st->k.proto == IOD_NET_PROTO_TCP)
-					arg |= 2;
+					o.arg |= 2;
 				if (st->k.family == IOD_NET_AF_V4 &&
 				    st->k.proto == IOD_NET_PROTO_UDP)
-					arg |= 4;
-				fp_emit(&pr, &n,
-				        (struct fp_op){
-				            .code = FP_CT_NAT, .arg = arg, .ip = ip, .port = port});
+					o.arg |= 4;
+				o.ip = ip;
+				o.port = port;
 			}
+			fp_emit(&pr, &n, o);
 		}
 		if (t == st->tr_n)
 			break;
@@ -1305,7 +1314,7 @@ static void fp_fill(struct iod_flow_pipeline *pl, uint32_t core, const struct ps
 		}
 		/* The actions, in apply_entry's order. */
 		if (f & IOD_FLOW_ACT_DECAP)
-			fp_emit(&pr, &n, (struct fp_op){.code = FP_DECAP});
+			fp_emit(&pr, &n, (struct fp_op){.code = FP_DECAP, .arg = 1});
 		if (f & IOD_FLOW_ACT_NAT_DST)
 			fp_emit(&pr, &n,
 			        (struct fp_op){
@@ -1333,6 +1342,14 @@ static void fp_fill(struct iod_flow_pipeline *pl, uint32_t core, const struct ps
 			fp_emit(&pr, &n, (struct fp_op){.code = FP_SET_MAC, .u.a = a});
 		if (f & IOD_FLOW_ACT_MAC_SWAP)
 			fp_emit(&pr, &n, (struct fp_op){.code = FP_MAC_SWAP});
+	}
+	/* A decap's copy of the tuple to the outer one matters only to a later
+	 * TTL decrement (the one op that reads the outer tuple). */
+	for (uint32_t i = 0, ttl = 0; i < n; i++) {
+		uint32_t r = n - 1 - i;
+		ttl |= pr.ops[r].code == FP_TTL;
+		if (pr.ops[r].code == FP_DECAP)
+			pr.ops[r].arg = (uint8_t)ttl;
 	}
 	/* An encap's metadata update matters only to a later op that reads it. */
 	for (uint32_t i = n; i-- > 0;) {
@@ -1426,7 +1443,7 @@ fp_exec(struct iod_flow_pipeline *pl, uint32_t core, const struct pstate *ps, ui
 			pkt->data += m->in_l2_ofs;
 			pkt->len -= m->in_l2_ofs;
 			pkt->headroom += m->in_l2_ofs;
-			meta_decap(m);
+			meta_decap_ex(m, o->arg);
 			break;
 		case FP_NAT_DST:
 			if (iod_net_nat_dst(pkt->data, m, o->ip, o->port))
@@ -1440,11 +1457,11 @@ fp_exec(struct iod_flow_pipeline *pl, uint32_t core, const struct pstate *ps, ui
 			struct iod_net_ct_result r;
 			iod_net_ct_touch(core_ct(pl, core), ps->fp_ct_entry, ps->fp_ct_dir,
 			                 m->tcp_flags, now_ns, &r);
-			pl->pipes[o->port].hits[core]++;
+			(*o->u.hits)++;
 			pkt->ct_state = r.ct_state;
-			break;
-		}
-		case FP_CT_NAT: { /* as pkt_ct: a NAT that does not apply leaves the packet */
+			if (!(o->arg & 8))
+				break;
+			/* As pkt_ct: a NAT that does not apply leaves the packet. */
 			bool tun = m->flags & IOD_NET_F_VXLAN;
 			bool l4 = m->flags & (tun ? IOD_NET_F_IN_L4 : IOD_NET_F_L4);
 			if ((o->arg & 6) && l4 && (tun ? m->in_l3_ofs : m->l3_ofs))

@@ -104,8 +104,8 @@ enum fp_code {
 	FP_DECAP,     /* strip VXLAN */
 	FP_NAT_DST,   /* entry NAT: ip, port (failure drops) */
 	FP_NAT_SRC,   /* entry NAT: ip, port (failure drops) */
-	FP_CT,        /* conntrack: touch the slot's session; port: the ct pipe */
-	FP_CT_NAT,    /* the session's NAT: ip, port, arg 1 = destination (failure ignored) */
+	FP_CT,        /* conntrack: touch the session, count the ct pipe (hits); then the
+	               * session's NAT (arg bit 3): ip, port, arg bit 0 = destination */
 	FP_DSCP,      /* arg: DSCP */
 	FP_TTL,       /* decrement TTL (drop at 0) */
 	FP_ENCAP,     /* tmpl; port: SET_SPORT's port or 0; ip: VNI; arg 1: update meta */
@@ -125,6 +125,7 @@ struct fp_op {
 	uint32_t ip;   /* per code */
 	union {
 		struct estats *st;                /* COUNT, MON: the entry's counters (this core) */
+		uint64_t *hits;                   /* CT: the ct pipe's hits (this core) */
 		const struct iod_flow_actions *a; /* SET_MAC: the entry's actions */
 		const struct iod_net_vxlan_tmpl *tmpl; /* ENCAP: the entry's outer headers */
 	} u;                                           /* per code */
