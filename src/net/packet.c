@@ -292,8 +292,10 @@ static inline uint32_t fast_ipv4(const uint8_t *f, uint32_t ofs, uint32_t end, u
 		if (room < 8)
 			return 0;
 	} else if (proto == IOD_NET_PROTO_TCP) {
+		if (room < 20) /* before reading the data offset inside it */
+			return 0;
 		uint32_t doff = f[l4 + 12] >> 4;
-		if (room < 20 || doff < 5 || doff * 4 > room)
+		if (doff < 5 || doff * 4 > room)
 			return 0;
 	} else {
 		return 0;
