@@ -33,12 +33,13 @@ static int one(const char *sc, uint32_t flows, uint32_t bytes, double base_mpps,
 		return 1;
 	}
 	printf("BENCH dataplane.%s_%uB_%uflows mpps=%.2f ns_per_pkt=%.1f packets=%llu "
-	       "wire_bytes=%u cpu_share=%.2f cache_hit_pct=%.1f",
+	       "wire_bytes=%u cpu_share=%.2f cache_hit_pct=%.1f fast_path_pct=%.1f",
 	       sc, bytes, flows, r.mpps, r.ns_per_pkt, (unsigned long long)r.packets, r.wire_bytes,
 	       r.cpu_share,
 	       r.emc_hits + r.emc_misses
 	           ? 100.0 * (double)r.emc_hits / (double)(r.emc_hits + r.emc_misses)
-	           : 0.0);
+	           : 0.0,
+	       r.packets ? 100.0 * (double)r.fp_hits / (double)r.packets : 0.0);
 	if (base_mpps > 0)
 		printf(" ratio_vs_macswap=%.3f", r.mpps / base_mpps);
 	if (dpdk_mpps > 0 && strcmp(sc, "macswap"))

@@ -207,7 +207,7 @@ struct iod_flow_pipeline_cfg {
 	struct iod_net_lb_service *services; /* LB action targets */
 	uint32_t services_n;                 /* entries in services */
 	iod_flow_status_fn status_cb;        /* completions and aging */
-	bool emc_off;                        /* disable both flow caches (tests compare) */
+	bool emc_off;                        /* no flow caches, no fast path (tests compare) */
 	uint32_t emc_slots;                  /* per core, a power of two; 0 = IOD_FLOW_EMC_SLOTS */
 };
 
@@ -274,6 +274,7 @@ int iod_flow_pipe_stats(const struct iod_flow_pipeline *pl, uint32_t pipe, uint6
 struct iod_flow_engine_stats {
 	uint64_t packets;      /* processed */
 	uint64_t drops;        /* dropped */
+	uint64_t fp_hits;      /* compiled fast-path hits (the whole verdict in one lookup) */
 	uint64_t emc_hits;     /* exact-match cache hits */
 	uint64_t mf_hits;      /* megaflow (masked) cache hits */
 	uint64_t emc_misses;   /* full pipe walks (both caches missed) */
@@ -369,6 +370,7 @@ struct iod_flow_dp_config {
 	struct iod_flow_dp_service services[IOD_DP_SERVICES_MAX]; /* services */
 	uint32_t ct_sessions;                                     /* conntrack capacity per core */
 	uint32_t emc_slots; /* exact-match cache slots per core (0 = default) */
+	bool caches_off;    /* no flow caches or fast path (tests' reference walk) */
 };
 
 /* Parse the YAML text of a dp config (errors: name:line:col: what). The

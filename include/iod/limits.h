@@ -276,6 +276,17 @@
 #define IOD_FLOW_EMC_SLOTS 8192
 /* ... and at most 1 M slots (128 MiB per core) when a deployment asks for more. */
 #define IOD_FLOW_EMC_SLOTS_MAX (1u << 20)
+/* Compiled fast path: flow slots per EMC slot (2-way sets at a load of 1/8
+ * keep set overflows, flows thrashing back to the slow path, near 0.1 %);
+ * 64 B each, so 2 MiB per core at the default EMC size. */
+#define IOD_FLOW_FP_SLOTS_PER_EMC 4
+/* Distinct compiled programs per core and pipeline generation: flows share
+ * them (the overlay compiles one per backend and route); when full, new
+ * flows take the slow path until the next generation. 1024 x ~600 B. */
+#define IOD_FLOW_FP_PROGS 1024
+/* Ops per program: the overlay needs ~9; a trace that would need more is
+ * not compiled. */
+#define IOD_FLOW_FP_OPS_MAX 24
 /* Conntrack sessions per table: 32 M keeps indexes in 32 bits with 2 slots each. */
 #define IOD_NET_CT_SESSIONS_MAX (32u << 20)
 /* Ports of one data plane (dp run): physical + virtual. */

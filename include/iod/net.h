@@ -236,6 +236,17 @@ struct iod_net_meta {
  * stops the parse with IOD_NET_F_TRUNC and what was learnt so far.
  */
 int iod_net_parse(const uint8_t *frame, uint32_t len, uint16_t vxlan_port, struct iod_net_meta *m);
+/* As iod_net_parse, but m->hash is left 0: for a caller that knows the
+ * flow's hash already (a cache) or computes iod_net_tuple_hash(&m->key)
+ * only when it needs it. */
+int iod_net_parse_nohash(const uint8_t *frame, uint32_t len, uint16_t vxlan_port,
+                         struct iod_net_meta *m);
+/* The general parser alone (iod_net_parse takes Ethernet/IPv4/TCP|UDP, plain
+ * or in VXLAN, in one lean pass and gives the same result): for tests. */
+int iod_net_parse_general(const uint8_t *frame, uint32_t len, uint16_t vxlan_port,
+                          struct iod_net_meta *m);
+/* Field by field (not padding): two parses agree. */
+bool iod_net_meta_equal(const struct iod_net_meta *a, const struct iod_net_meta *b);
 
 /* The flow hash of a tuple (zone included): stable across runs and builds. */
 uint32_t iod_net_tuple_hash(const struct iod_net_tuple *t);
@@ -312,6 +323,58 @@ uint16_t iod_net_vxlan_sport(uint32_t inner_hash, uint16_t sport_min, uint16_t s
 int iod_net_vxlan_encap(uint8_t **frame, uint32_t *len, uint32_t headroom,
                         const struct iod_net_vxlan_tunnel *t, uint32_t inner_hash,
                         uint16_t src_port);
+/*
+ * A tunnel's outer headers, precomputed once (when the rule is made): per
+ * packet only the IPv4 total length, its checksum (one addition to the sum
+ * kept here), the UDP source port and length change. The bytes written are
+ * those iod_net_vxlan_encap writes.
+ */
+struct iod_net_vxlan_tmpl {
+	uint8_t hdr[IOD_NET_VXLAN_OVERHEAD]; /* outer Ethernet/IPv4/UDP/VXLAN, lengths 0 */
+	uint8_t udp_csum;                    /* compute the outer UDP checksum */
+	uint8_t pad;                         /* zero */
+	uint32_t ip_sum;                     /* sum of the IPv4 header's words but the length */
+	uint16_t sport_fixed;                /* the tunnel's fixed source port, 0 = hashed */
+	uint16_t sport_lo;                   /* hashed: lowest port */
+	uint32_t sport_range;                /* hashed: ports in the range */
+};
+_Static_assert(sizeof(struct iod_net_vxlan_tmpl) == 64, "a template is one cache line");
+void iod_net_vxlan_tmpl_init(struct iod_net_vxlan_tmpl *tp, const struct iod_net_vxlan_tunnel *t);
+/* The outer UDP checksum of a frame whose outer headers start at o. */
+void iod_net_vxlan_outer_udp_csum(uint8_t *o, uint32_t inner_len);
+/* iod_net_vxlan_encap from a template (inline: the per-packet encap). */
+static inline int iod_net_vxlan_encap_tmpl(uint8_t **frame, uint32_t *len, uint32_t headroom,
+                                           const struct iod_net_vxlan_tmpl *tp, uint32_t inner_hash,
+                                           uint16_t src_port)
+{
+	if (headroom < IOD_NET_VXLAN_OVERHEAD)
+		return -ENOSPC;
+	if (*len + IOD_NET_VXLAN_OVERHEAD > 0xffff)
+		return -EMSGSIZE;
+	uint8_t *o = *frame - IOD_NET_VXLAN_OVERHEAD;
+	uint32_t inner_len = *len;
+	__builtin_memcpy(o, tp->hdr, IOD_NET_VXLAN_OVERHEAD);
+	uint16_t tot = (uint16_t)(inner_len + 36);
+	/* The generic writer's sum with the length added: the same checksum. */
+	uint32_t s = tp->ip_sum + tot;
+	s = (s & 0xffffu) + (s >> 16);
+	s = (s & 0xffffu) + (s >> 16);
+	iod_net_put16(o + 16, tot);
+	iod_net_put16(o + 24, (uint16_t)~s);
+	uint16_t sport =
+	    src_port ? src_port
+	    : tp->sport_fixed
+	        ? tp->sport_fixed
+	        : (uint16_t)(tp->sport_lo +
+	                     (uint32_t)(((uint64_t)inner_hash * tp->sport_range) >> 32));
+	iod_net_put16(o + 34, sport);
+	iod_net_put16(o + 38, (uint16_t)(inner_len + 16));
+	if (tp->udp_csum)
+		iod_net_vxlan_outer_udp_csum(o, inner_len);
+	*frame = o;
+	*len += IOD_NET_VXLAN_OVERHEAD;
+	return 0;
+}
 /* The same, copying: writes outer headers + the inner frame to out (cap). */
 int iod_net_vxlan_encap_copy(uint8_t *out, uint32_t cap, const uint8_t *inner, uint32_t len,
                              const struct iod_net_vxlan_tunnel *t, uint32_t inner_hash,
@@ -352,6 +415,11 @@ int iod_net_nd_reply(const uint8_t *req, uint32_t len, const uint8_t gw_ip6[16],
  * the key is not IPv4 TCP/UDP/ICMP. Updates m->key. */
 int iod_net_nat_dst(uint8_t *frame, struct iod_net_meta *m, uint32_t ip, uint16_t port);
 int iod_net_nat_src(uint8_t *frame, struct iod_net_meta *m, uint32_t ip, uint16_t port);
+/* The same rewrite for a frame the caller knows holds IPv4 and a whole TCP
+ * (udp false) or UDP header for the key: the same bytes without the checks
+ * (a compiled flow knows its protocol; it checks the L4 flag per packet). */
+void iod_net_nat_tcpudp4(uint8_t *frame, struct iod_net_meta *m, bool udp, bool dst, uint32_t ip,
+                         uint16_t port);
 /* Decrement the (outer) IPv4 TTL with an incremental checksum; -EINVAL at 0. */
 int iod_net_ttl_dec(uint8_t *frame, const struct iod_net_meta *m);
 /* Swap source and destination MACs (the bench's mac-swap). */
@@ -367,6 +435,14 @@ int iod_net_csum_fill(uint8_t *frame, uint32_t len);
 /* True when every IPv4 header and TCP/UDP checksum present in the frame
  * (outer and inner) verifies; a zero UDP checksum over IPv4 counts as valid. */
 bool iod_net_csums_ok(const uint8_t *frame, uint32_t len);
+
+/* ---- tables ------------------------------------------------------------ */
+
+/* A zeroed table for the packet path, allocated and touched at start-up
+ * (no page faults later); from 4 MiB up it is 2 MiB-aligned and advised as
+ * transparent huge pages (fewer TLB misses on random lookups). free() it.
+ * NULL when out of memory. */
+void *iod_net_table_alloc(size_t bytes);
 
 /* ---- connection tracking ----------------------------------------------- */
 
@@ -435,6 +511,7 @@ struct iod_net_ct_result {
 	uint8_t nat_kind;  /* the session's NAT kind */
 	uint32_t entry;    /* session index; UINT32_MAX when none */
 	uint32_t mark;     /* user mark of the session (the LB's backend) */
+	uint32_t gen;      /* the session's commit generation (0 when none) */
 };
 
 /* A session as dumps and tests see it. */
@@ -482,6 +559,22 @@ void iod_net_ct_prefetch_entry(const struct iod_net_ct *ct, uint32_t hash);
 int iod_net_ct_commit(struct iod_net_ct *ct, const struct iod_net_tuple *key, uint8_t tcp_flags,
                       const struct iod_net_ct_nat *nat, uint32_t mark, uint64_t now_ns,
                       struct iod_net_ct_result *r);
+/*
+ * The established-flow fast path (a cache that remembered a packet's
+ * session): is session `entry` still the one committed with generation gen,
+ * and not timed out at now_ns? Then iod_net_ct_touch() advances it exactly
+ * as iod_net_ct_lookup() would for a packet found in direction dir (0
+ * original, 1 reply), without hashing or probing the index.
+ */
+bool iod_net_ct_session_valid(const struct iod_net_ct *ct, uint32_t entry, uint32_t gen,
+                              uint64_t now_ns);
+void iod_net_ct_touch(struct iod_net_ct *ct, uint32_t entry, int dir, uint8_t tcp_flags,
+                      uint64_t now_ns, struct iod_net_ct_result *r);
+void iod_net_ct_prefetch_session(const struct iod_net_ct *ct, uint32_t entry);
+/* The rewrite iod_net_ct_nat_apply would do for r: 1 with *dst (true: the
+ * destination, else the source), *ip and *port (0 = keep); 0 when none. */
+int iod_net_ct_nat_target(const struct iod_net_ct *ct, const struct iod_net_ct_result *r, bool *dst,
+                          uint32_t *ip, uint16_t *port);
 /* Apply the session's NAT to a parsed frame for the direction r says. */
 int iod_net_ct_nat_apply(const struct iod_net_ct *ct, const struct iod_net_ct_result *r,
                          uint8_t *frame, struct iod_net_meta *m);

@@ -153,7 +153,8 @@ int iod_flow_dp_build(const struct iod_flow_dp_config *c, uint32_t cores, struct
 	                                   .ct_per_core = dp->ct,
 	                                   .services = dp->services,
 	                                   .services_n = c->services_n,
-	                                   .emc_slots = c->emc_slots};
+	                                   .emc_slots = c->emc_slots,
+	                                   .emc_off = c->caches_off};
 	if ((rc = iod_flow_pipeline_create(&dp->pl, &pc, e))) {
 		iod_flow_dp_destroy(dp);
 		return rc;

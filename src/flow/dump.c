@@ -94,6 +94,7 @@ json_t *iod_flow_dump_json(const struct iod_flow_pipeline *pl, iod_flow_offload_
 	json_t *eng = json_object();
 	json_object_set_new(eng, "packets", json_integer((json_int_t)es.packets));
 	json_object_set_new(eng, "drops", json_integer((json_int_t)es.drops));
+	json_object_set_new(eng, "fast_path_hits", json_integer((json_int_t)es.fp_hits));
 	json_object_set_new(eng, "emc_hits", json_integer((json_int_t)es.emc_hits));
 	json_object_set_new(eng, "megaflow_hits", json_integer((json_int_t)es.mf_hits));
 	json_object_set_new(eng, "walks", json_integer((json_int_t)es.emc_misses));

@@ -206,11 +206,17 @@ int iod_flow_pipeline_create(struct iod_flow_pipeline **out,
 		                   IOD_FLOW_EMC_SLOTS_MAX);
 	}
 	pl->emc_mask = slots - 1;
+	pl->fp_mask = slots * FP_SLOTS_PER_EMC - 1;
 	for (uint32_t c = 0; c < cfg->cores; c++) {
-		pl->cores[c].emc = calloc(slots, sizeof(struct emc_slot));
+		pl->cores[c].emc = iod_net_table_alloc((size_t)slots * sizeof(struct emc_slot));
 		pl->cores[c].mf = calloc(MF_SLOTS, sizeof(struct emc_slot));
 		pl->cores[c].masks = calloc(IOD_FLOW_PIPES_MAX, sizeof(struct mf_masks));
-		if (!pl->cores[c].emc || !pl->cores[c].mf || !pl->cores[c].masks) {
+		size_t fps = (size_t)slots * FP_SLOTS_PER_EMC;
+		pl->cores[c].fp = iod_net_table_alloc(sizeof(struct fp_slot) * fps);
+		pl->cores[c].progs = calloc(FP_PROGS, sizeof(struct fp_prog));
+		pl->cores[c].prog_index = calloc(2 * FP_PROGS, sizeof(uint16_t));
+		if (!pl->cores[c].emc || !pl->cores[c].mf || !pl->cores[c].masks ||
+		    !pl->cores[c].fp || !pl->cores[c].progs || !pl->cores[c].prog_index) {
 			iod_flow_pipeline_destroy(pl);
 			return iod_err_set(e, -ENOMEM, "pipeline: out of memory");
 		}
@@ -240,6 +246,9 @@ void iod_flow_pipeline_destroy(struct iod_flow_pipeline *pl)
 		free(pl->cores[c].emc);
 		free(pl->cores[c].mf);
 		free(pl->cores[c].masks);
+		free(pl->cores[c].fp);
+		free(pl->cores[c].progs);
+		free(pl->cores[c].prog_index);
 	}
 	free(pl->cores);
 	free(pl->queue);
@@ -597,6 +606,8 @@ static void entry_derive(struct iod_flow_pipeline *pl, struct pipe *p, uint32_t 
 	if (ef & (IOD_FLOW_ACT_ENCAP | IOD_FLOW_ACT_SET_SPORT))
 		a.encap = ea->encap;
 	en->act = a;
+	if (a.flags & IOD_FLOW_ACT_ENCAP)
+		iod_net_vxlan_tmpl_init(&en->encap_tmpl, &a.encap);
 	en->fwd = en->cfg.fwd.type != IOD_FLOW_FWD_NONE ? en->cfg.fwd : p->cfg.fwd;
 	en->mon = p->cfg.monitor.flags | en->cfg.monitor.flags;
 	en->aging_s = en->cfg.monitor.flags & IOD_FLOW_MON_AGING ? en->cfg.monitor.aging_s
@@ -985,8 +996,9 @@ static void walk(struct iod_flow_pipeline *pl, uint32_t core, uint32_t start, st
 
 /* ---- the replay: actions and monitors on the packet -------------------- */
 
-/* After decap: the inner headers become the only ones. */
-static void meta_decap(struct iod_net_meta *m)
+/* After decap: the inner headers become the only ones. outer: also copy the
+ * key tuple to outer (only a later TTL decrement reads it). */
+static inline void meta_decap_ex(struct iod_net_meta *m, bool outer)
 {
 	uint16_t d = m->in_l2_ofs;
 	m->flags = (uint16_t)((m->flags &
@@ -998,13 +1010,19 @@ static void meta_decap(struct iod_net_meta *m)
 	m->l3_ofs = m->in_l3_ofs ? (uint16_t)(m->in_l3_ofs - d) : 0;
 	m->l4_ofs = m->in_l4_ofs ? (uint16_t)(m->in_l4_ofs - d) : 0;
 	m->ethertype = m->in_ethertype;
-	m->outer = m->key;
+	if (outer)
+		m->outer = m->key;
 	m->tun_ofs = m->in_l2_ofs = m->in_l3_ofs = m->in_l4_ofs = 0;
 	m->len = (uint16_t)(m->len - d);
 }
 
+static void meta_decap(struct iod_net_meta *m)
+{
+	meta_decap_ex(m, true);
+}
+
 /* After encap: what was the packet is now the inner frame. */
-static void meta_encap(struct iod_net_meta *m, const struct iod_net_vxlan_tunnel *t)
+static void meta_encap(struct iod_net_meta *m, uint32_t vni)
 {
 	uint16_t d = IOD_NET_VXLAN_OVERHEAD;
 	m->in_l2_ofs = d;
@@ -1020,7 +1038,7 @@ static void meta_encap(struct iod_net_meta *m, const struct iod_net_vxlan_tunnel
 	m->l4_ofs = 34;
 	m->tun_ofs = 42;
 	m->ethertype = IOD_NET_ETH_P_IPV4;
-	m->vni = t->vni;
+	m->vni = vni;
 	m->len = (uint16_t)(m->len + d);
 	m->outer.family = IOD_NET_AF_V4;
 	m->outer.proto = IOD_NET_PROTO_UDP;
@@ -1116,11 +1134,11 @@ static bool apply_entry(struct iod_flow_pipeline *pl, uint32_t core, struct pipe
 		return false;
 	if (f & IOD_FLOW_ACT_ENCAP) {
 		uint16_t sport = (f & IOD_FLOW_ACT_SET_SPORT) ? a->encap.src_port : 0;
-		if (iod_net_vxlan_encap(&pkt->data, &pkt->len, pkt->headroom, &a->encap, m->hash,
-		                        sport))
+		if (iod_net_vxlan_encap_tmpl(&pkt->data, &pkt->len, pkt->headroom, &en->encap_tmpl,
+		                             m->hash, sport))
 			return false;
 		pkt->headroom -= IOD_NET_VXLAN_OVERHEAD;
-		meta_encap(m, &a->encap);
+		meta_encap(m, a->encap.vni);
 	} else if ((f & IOD_FLOW_ACT_SET_SPORT) && (m->flags & IOD_NET_F_VXLAN)) {
 		iod_net_vxlan_set_sport(pkt->data, pkt->len, a->encap.src_port);
 	}
@@ -1157,10 +1175,331 @@ struct pstate {
 	uint32_t ct_pipe;       /* WAIT_CT: the ct pipe */
 	uint32_t ct_hash;       /* WAIT_CT: hash of t */
 	uint8_t seg;            /* segments run (bounded) */
+	/* The trace the fast path compiles: entries hit in order and the
+	 * conntrack step, kept while the packet stays compilable. */
+	uint8_t tr_ok;                /* 1 while the trace can be compiled */
+	uint8_t tr_n;                 /* entries in tr */
+	uint8_t tr_ct;                /* entries hit before the ct step; 0xff = none */
+	uint8_t fp_run;               /* 1 = runs a compiled program (fp) */
+	uint32_t tr[FP_OPS_MAX];      /* pipe << 24 | entry */
+	struct iod_net_ct_result ctr; /* the ct step's result */
+	uint32_t ct_pipe_tr;          /* the ct step's pipe */
+	struct fp_slot *fp;           /* the flow slot (hit, or to fill) */
+	const struct fp_prog *prog;   /* fp_run: the program (stable for the burst) */
+	uint32_t fp_ct_entry;         /* fp_run: the session (the slot may be refilled) */
+	uint32_t fp_ct_gen;           /* fp_run: its commit generation */
+	uint8_t fp_ct_dir;            /* fp_run: its direction */
+	uint32_t fp_hash;             /* hash of the packed starting key */
+	uint64_t ck[4];               /* the packed starting key */
 };
 
 #define RUN_DONE 0
 #define RUN_WAIT_CT 1
+
+/* ---- the compiled fast path -------------------------------------------- */
+
+/* Pack the starting key iod_flow_key_from_meta() would build from m into
+ * four words, losslessly, without building it: false when it does not fit
+ * (IPv6 addresses, a VNI out of range). Must agree with fp_pack(). */
+static inline bool fp_pack_meta(const struct iod_net_meta *m, uint16_t port_in, uint64_t ck[4])
+{
+	const struct iod_net_tuple *t = &m->key;
+	bool tun = m->flags & IOD_NET_F_VXLAN;
+	uint32_t vni = tun ? m->vni : 0;
+	if ((t->src.w[0] >> 32) | t->src.w[1] | (t->dst.w[0] >> 32) | t->dst.w[1] | (vni >> 24))
+		return false;
+	uint32_t eth_type = tun ? m->in_ethertype : m->ethertype;
+	uint32_t outer_dst = tun && m->outer.family == IOD_NET_AF_V4 ? m->outer.dst.v4 : 0;
+	ck[0] = (uint64_t)port_in | (uint64_t)vni << 16 | (uint64_t)eth_type << 40 |
+	        (uint64_t)t->proto << 56;
+	ck[1] = (uint64_t)t->src.v4 | (uint64_t)t->dst.v4 << 32;
+	ck[2] = (uint64_t)t->sport | (uint64_t)t->dport << 16 | (uint64_t)outer_dst << 32;
+	ck[3] = (uint64_t)m->tcp_flags | (uint64_t)t->family << 8 |
+	        (uint64_t)(m->vlan_tci & 0x0fff) << 16 | (uint64_t)(m->ip_tos >> 2) << 32 |
+	        (uint64_t)tun << 40;
+	return true;
+}
+
+/* Pack a starting key into four words, losslessly: false when it does not
+ * fit (IPv6 addresses, metadata already set, a port or VNI out of range). */
+static inline bool fp_pack(const struct iod_flow_key *k, uint64_t ck[4])
+{
+	if ((k->src.w[0] >> 32) | k->src.w[1] | (k->dst.w[0] >> 32) | k->dst.w[1] | k->meta |
+	    k->zone | k->ct_state | (k->in_port >> 16) | (k->vni >> 24))
+		return false;
+	ck[0] = (uint64_t)k->in_port | (uint64_t)k->vni << 16 | (uint64_t)k->eth_type << 40 |
+	        (uint64_t)k->proto << 56;
+	ck[1] = (uint64_t)k->src.v4 | (uint64_t)k->dst.v4 << 32;
+	ck[2] = (uint64_t)k->sport | (uint64_t)k->dport << 16 | (uint64_t)k->outer_dst_ip << 32;
+	ck[3] = (uint64_t)k->tcp_flags | (uint64_t)k->family << 8 | (uint64_t)k->vlan << 16 |
+	        (uint64_t)k->dscp << 32 | (uint64_t)k->tunnelled << 40;
+	return true;
+}
+
+static inline bool fp_same(const uint64_t *a, const uint64_t *b)
+{
+	return ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3])) == 0;
+}
+
+static void fp_emit(struct fp_prog *pr, uint32_t *n, struct fp_op o)
+{
+	pr->ops[(*n)++] = o;
+}
+
+/* Compile the packet's trace into a program (shared when an identical one
+ * exists) and point its flow slot at it. Silently gives up on anything it
+ * cannot replay exactly: commits, LB picks, ARP replies, a full table. */
+static void fp_fill(struct iod_flow_pipeline *pl, uint32_t core, const struct pstate *st,
+                    const struct iod_flow_fwd *fwd, uint32_t tuple_hash)
+{
+	struct core *cs = &pl->cores[core];
+	struct fp_prog pr;
+	uint32_t n = 0;
+	memset(&pr, 0, sizeof(pr));
+	for (uint32_t t = 0; t <= st->tr_n; t++) {
+		if (t == st->tr_ct) {
+			bool dst = false;
+			uint32_t ip = 0;
+			uint16_t port = 0;
+			if (n + 1 > FP_OPS_MAX)
+				return;
+			pr.ct_at = (uint8_t)n;
+			/* The conntrack step and the session's NAT in one op. arg: bit 0
+			 * NAT the destination, bit 1 IPv4 TCP, bit 2 IPv4 UDP (lean
+			 * rewrite), bit 3 a NAT at all. */
+			struct fp_op o = {.code = FP_CT,
+			                  .u.hits = &pl->pipes[st->ct_pipe_tr].hits[core]};
+			if (iod_net_ct_nat_target(core_ct(pl, core), &st->ctr, &dst, &ip, &port)) {
+				o.arg = (uint8_t)(8 | (dst ? 1 : 0));
+				if (st->k.family == IOD_NET_AF_V4 &&
+				    st->k.proto == IOD_NET_PROTO_TCP)
+					o.arg |= 2;
+				if (st->k.family == IOD_NET_AF_V4 &&
+				    st->k.proto == IOD_NET_PROTO_UDP)
+					o.arg |= 4;
+				o.ip = ip;
+				o.port = port;
+			}
+			fp_emit(&pr, &n, o);
+		}
+		if (t == st->tr_n)
+			break;
+		uint32_t id = st->tr[t] & 0xffffff;
+		struct pipe *p = &pl->pipes[st->tr[t] >> 24];
+		const struct entry *en = &p->entries[id];
+		const struct iod_flow_actions *a = &en->act;
+		uint32_t f = a->flags;
+		size_t si = (size_t)core * p->cfg.entries_max + id;
+		if (f & (IOD_FLOW_ACT_CT_COMMIT | IOD_FLOW_ACT_LB | IOD_FLOW_ACT_ARP_REPLY))
+			return;
+		if (n + 10 > FP_OPS_MAX)
+			return;
+		if (en->mon & (IOD_FLOW_MON_METER | IOD_FLOW_MON_MIRROR)) {
+			struct fp_op o = {.code = FP_MON, .u.st = &p->stats[si]};
+			if (en->mon & IOD_FLOW_MON_METER) {
+				o.arg |= FP_MON_METER;
+				o.mt = &p->meters[si];
+				if (en->cfg.monitor.meter_pass_red || p->cfg.monitor.meter_pass_red)
+					o.arg |= FP_MON_PASS_RED;
+			}
+			if (en->mon & IOD_FLOW_MON_MIRROR) {
+				o.arg |= FP_MON_MIRROR;
+				o.port = en->cfg.monitor.flags & IOD_FLOW_MON_MIRROR
+				             ? en->cfg.monitor.mirror_port
+				             : p->cfg.monitor.mirror_port;
+			}
+			fp_emit(&pr, &n, o);
+		} else {
+			fp_emit(&pr, &n, (struct fp_op){.code = FP_COUNT, .u.st = &p->stats[si]});
+		}
+		/* The actions, in apply_entry's order. */
+		if (f & IOD_FLOW_ACT_DECAP)
+			fp_emit(&pr, &n, (struct fp_op){.code = FP_DECAP, .arg = 1});
+		if (f & IOD_FLOW_ACT_NAT_DST)
+			fp_emit(&pr, &n,
+			        (struct fp_op){
+			            .code = FP_NAT_DST, .ip = a->nat_ip, .port = a->nat_port});
+		if (f & IOD_FLOW_ACT_NAT_SRC)
+			fp_emit(&pr, &n,
+			        (struct fp_op){
+			            .code = FP_NAT_SRC, .ip = a->nat_ip, .port = a->nat_port});
+		if (f & IOD_FLOW_ACT_SET_DSCP)
+			fp_emit(&pr, &n, (struct fp_op){.code = FP_DSCP, .arg = a->dscp});
+		if (f & IOD_FLOW_ACT_DEC_TTL)
+			fp_emit(&pr, &n, (struct fp_op){.code = FP_TTL});
+		if (f & IOD_FLOW_ACT_ENCAP)
+			fp_emit(&pr, &n,
+			        (struct fp_op){
+			            .code = FP_ENCAP,
+			            .arg = 1,
+			            .ip = a->encap.vni,
+			            .port = (f & IOD_FLOW_ACT_SET_SPORT) ? a->encap.src_port : 0,
+			            .u.tmpl = &en->encap_tmpl});
+		else if (f & IOD_FLOW_ACT_SET_SPORT)
+			fp_emit(&pr, &n,
+			        (struct fp_op){.code = FP_SPORT, .port = a->encap.src_port});
+		if (f & IOD_FLOW_ACT_SET_MAC)
+			fp_emit(&pr, &n, (struct fp_op){.code = FP_SET_MAC, .u.a = a});
+		if (f & IOD_FLOW_ACT_MAC_SWAP)
+			fp_emit(&pr, &n, (struct fp_op){.code = FP_MAC_SWAP});
+	}
+	/* A decap's copy of the tuple to the outer one matters only to a later
+	 * TTL decrement (the one op that reads the outer tuple). */
+	for (uint32_t i = 0, ttl = 0; i < n; i++) {
+		uint32_t r = n - 1 - i;
+		ttl |= pr.ops[r].code == FP_TTL;
+		if (pr.ops[r].code == FP_DECAP)
+			pr.ops[r].arg = (uint8_t)ttl;
+	}
+	/* An encap's metadata update matters only to a later op that reads it. */
+	for (uint32_t i = n; i-- > 0;) {
+		uint8_t c = pr.ops[i].code;
+		if (c == FP_ENCAP) {
+			pr.ops[i].arg = 0;
+			continue;
+		}
+		if (c != FP_COUNT && c != FP_SET_MAC && c != FP_MAC_SWAP)
+			break;
+	}
+	if (st->tr_ct == 0xff)
+		pr.ct_at = (uint8_t)n;
+	pr.n = (uint8_t)n;
+	pr.fwd.type = fwd->type;
+	pr.fwd.port = fwd->port;
+	pr.fwd.rss_queues = fwd->rss_queues;
+	pr.fwd.pipe = fwd->pipe;
+
+	/* Share an identical program (this generation's table). */
+	if (cs->progs_gen != pl->gen) {
+		cs->progs_gen = pl->gen;
+		cs->progs_n = 0;
+		memset(cs->prog_index, 0, 2 * FP_PROGS * sizeof(uint16_t));
+	}
+	size_t sz = offsetof(struct fp_prog, ops) + n * sizeof(struct fp_op);
+	const uint64_t *w = (const uint64_t *)(const void *)&pr;
+	uint64_t h = 0x9e3779b97f4a7c15ull;
+	for (size_t i = 0; i < sz / 8; i++)
+		h = (h ^ w[i]) * 0xff51afd7ed558ccdull + (h >> 29);
+	pr.hash = (uint32_t)(iod_hash_u64(h) >> 32);
+	uint32_t mask = 2 * FP_PROGS - 1, i = pr.hash & mask, id = UINT32_MAX;
+	for (; cs->prog_index[i]; i = (i + 1) & mask) {
+		const struct fp_prog *q = &cs->progs[cs->prog_index[i] - 1];
+		if (q->hash == pr.hash && q->n == pr.n && !memcmp(q, &pr, sz)) {
+			id = cs->prog_index[i] - 1u;
+			break;
+		}
+	}
+	if (id == UINT32_MAX) {
+		if (cs->progs_n >= FP_PROGS)
+			return; /* full until the next generation: the slow path still works */
+		id = cs->progs_n++;
+		memcpy(&cs->progs[id], &pr, sz);
+		cs->prog_index[i] = (uint16_t)(id + 1);
+	}
+	struct fp_slot *sl = st->fp;
+	memcpy(sl->ck, st->ck, sizeof(sl->ck));
+	sl->hash = st->fp_hash;
+	sl->prog = (uint16_t)id;
+	sl->ct_entry = st->ctr.entry;
+	sl->ct_gen = st->ctr.gen;
+	sl->ct_dir = (st->ctr.ct_state & IOD_NET_CT_RPL) ? 1 : 0;
+	sl->tuple_hash = tuple_hash;
+	sl->gen = pl->gen;
+}
+
+/* Run ops [from, to) of a program on a packet: what the replay of its
+ * entries would do. false = the packet is dropped. */
+static inline __attribute__((always_inline)) bool
+fp_exec(struct iod_flow_pipeline *pl, uint32_t core, const struct pstate *ps, uint32_t from,
+        uint32_t to, struct iod_pkt *pkt, struct iod_net_meta *m, uint64_t now_ns)
+{
+	const struct fp_prog *pr = ps->prog;
+	for (uint32_t i = from; i < to; i++) {
+		const struct fp_op *o = &pr->ops[i];
+		switch (o->code) {
+		case FP_COUNT:
+			o->u.st->packets++;
+			o->u.st->bytes += pkt->len;
+			o->u.st->last_ns = now_ns;
+			break;
+		case FP_MON:
+			o->u.st->packets++;
+			o->u.st->bytes += pkt->len;
+			o->u.st->last_ns = now_ns;
+			if (o->arg & FP_MON_METER) {
+				uint8_t c =
+				    iod_net_meter_color(o->mt, pkt->len, pkt->color, now_ns);
+				o->u.st->color[c]++;
+				pkt->color = c;
+				if (c == IOD_NET_RED && !(o->arg & FP_MON_PASS_RED))
+					return false;
+			}
+			if (o->arg & FP_MON_MIRROR)
+				pkt->mirror_port = o->port;
+			break;
+		case FP_DECAP:
+			if (!(m->flags & IOD_NET_F_VXLAN))
+				return false;
+			pkt->data += m->in_l2_ofs;
+			pkt->len -= m->in_l2_ofs;
+			pkt->headroom += m->in_l2_ofs;
+			meta_decap_ex(m, o->arg);
+			break;
+		case FP_NAT_DST:
+			if (iod_net_nat_dst(pkt->data, m, o->ip, o->port))
+				return false;
+			break;
+		case FP_NAT_SRC:
+			if (iod_net_nat_src(pkt->data, m, o->ip, o->port))
+				return false;
+			break;
+		case FP_CT: {
+			struct iod_net_ct_result r;
+			iod_net_ct_touch(core_ct(pl, core), ps->fp_ct_entry, ps->fp_ct_dir,
+			                 m->tcp_flags, now_ns, &r);
+			(*o->u.hits)++;
+			pkt->ct_state = r.ct_state;
+			if (!(o->arg & 8))
+				break;
+			/* As pkt_ct: a NAT that does not apply leaves the packet. */
+			bool tun = m->flags & IOD_NET_F_VXLAN;
+			bool l4 = m->flags & (tun ? IOD_NET_F_IN_L4 : IOD_NET_F_L4);
+			if ((o->arg & 6) && l4 && (tun ? m->in_l3_ofs : m->l3_ofs))
+				iod_net_nat_tcpudp4(pkt->data, m, o->arg & 4, o->arg & 1, o->ip,
+				                    o->port);
+			else if (o->arg & 1)
+				(void)iod_net_nat_dst(pkt->data, m, o->ip, o->port);
+			else
+				(void)iod_net_nat_src(pkt->data, m, o->ip, o->port);
+			break;
+		}
+		case FP_DSCP: set_dscp(pkt->data, m, o->arg); break;
+		case FP_TTL:
+			if (iod_net_ttl_dec(pkt->data, m))
+				return false;
+			break;
+		case FP_ENCAP:
+			if (iod_net_vxlan_encap_tmpl(&pkt->data, &pkt->len, pkt->headroom,
+			                             o->u.tmpl, m->hash, o->port))
+				return false;
+			pkt->headroom -= IOD_NET_VXLAN_OVERHEAD;
+			if (o->arg) /* a later op reads the metadata */
+				meta_encap(m, o->ip);
+			break;
+		case FP_SPORT:
+			if (m->flags & IOD_NET_F_VXLAN)
+				iod_net_vxlan_set_sport(pkt->data, pkt->len, o->port);
+			break;
+		case FP_SET_MAC:
+			memcpy(pkt->data, o->u.a->dst_mac, 6);
+			memcpy(pkt->data + 6, o->u.a->src_mac, 6);
+			break;
+		case FP_MAC_SWAP: iod_net_mac_swap(pkt->data); break;
+		default: return false;
+		}
+	}
+	return true;
+}
 
 static void pkt_begin(struct iod_flow_pipeline *pl, struct iod_pkt *pkt,
                       const struct iod_net_meta *m, struct pstate *st)
@@ -1170,7 +1509,26 @@ static void pkt_begin(struct iod_flow_pipeline *pl, struct iod_pkt *pkt,
 	pkt->verdict = IOD_FLOW_V_DROP;
 	pkt->mirror_port = UINT16_MAX;
 	pkt->ct_state = 0;
+	st->tr_ok = 1;
+	st->tr_n = 0;
+	st->tr_ct = 0xff;
+	st->fp_run = 0;
+	st->fp = NULL;
+	(void)m; /* the key is built when the slow path needs it (pkt_key) */
+}
+
+static inline bool fp_pack_agrees(const struct pstate *st)
+{
+	uint64_t ck[4];
+	return fp_pack(&st->k, ck) && fp_same(ck, st->ck);
+}
+
+/* The 64-byte key, for the slow path only (a compiled flow never needs it). */
+static void pkt_key(const struct iod_pkt *pkt, const struct iod_net_meta *m, struct pstate *st)
+{
 	iod_flow_key_from_meta(&st->k, m, pkt->port_in);
+	/* The packed key was made from the metadata: it must be this key's. */
+	IOD_ASSERT_HOT(!st->fp || fp_pack_agrees(st));
 }
 
 /* Run cached or walked segments until the packet is decided (RUN_DONE) or
@@ -1265,6 +1623,13 @@ static int pkt_run(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *
 		uint32_t hit[EMC_HITS_MAX];
 		for (uint8_t i = 0; i < n; i++) /* short: a loop beats rep movs */
 			hit[i] = s->hit[i];
+		if (st->tr_ok) {
+			if (st->tr_n + n > FP_OPS_MAX)
+				st->tr_ok = 0;
+			else
+				for (uint8_t i = 0; i < n; i++)
+					st->tr[st->tr_n++] = hit[i];
+		}
 		for (uint8_t i = 0; i < n; i++) {
 			struct pipe *p = &pl->pipes[hit[i] >> 24];
 			if (!apply_entry(pl, core, p, hit[i] & 0xffffff, pkt, m, k, now_ns))
@@ -1272,6 +1637,8 @@ static int pkt_run(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *
 		}
 		if (end == END_FWD) {
 			finish(pkt, &fwd, m);
+			if (st->tr_ok && st->fp)
+				fp_fill(pl, core, st, &fwd, m->hash);
 			return RUN_DONE;
 		}
 		/* A ct pipe: hand the tuple back; the burst prefetches, then pkt_ct. */
@@ -1305,6 +1672,13 @@ static void pkt_ct(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *
 	st->k.ct_state = r.ct_state;
 	pkt->ct_state = r.ct_state;
 	st->start = (int32_t)st->ct_pipe;
+	/* Only an established session's own packets compile (not NEW, REL, INV). */
+	if (st->tr_ct != 0xff || r.entry == UINT32_MAX ||
+	    (r.ct_state & (IOD_NET_CT_EST | IOD_NET_CT_REL | IOD_NET_CT_INV)) != IOD_NET_CT_EST)
+		st->tr_ok = 0;
+	st->tr_ct = st->tr_n;
+	st->ctr = r;
+	st->ct_pipe_tr = st->ct_pipe;
 }
 
 void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt **pkts, uint32_t n,
@@ -1319,32 +1693,104 @@ void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt 
 	for (uint32_t i = 0; i < n; i++) {
 		if (i + 2 < n)
 			__builtin_prefetch(pkts[i + 2]->data);
-		if (iod_net_parse(pkts[i]->data, pkts[i]->len, pl->cfg.vxlan_port, &meta[i])) {
+		/* The flow hash waits: a compiled flow has it in its slot. */
+		if (iod_net_parse_nohash(pkts[i]->data, pkts[i]->len, pl->cfg.vxlan_port,
+		                         &meta[i])) {
 			cs->parse_errors++;
 			meta[i].len = 0;
 		}
 	}
-	/* Run every packet up to its first ct pipe; then, while some wait for
-	 * conntrack, prefetch their index slots, then their sessions, then track
-	 * them and run on: the cache misses of a burst overlap. */
 	struct pstate st[IOD_FLOW_BURST_MAX];
 	uint32_t wait[IOD_FLOW_BURST_MAX], nw = 0;
 	struct iod_net_ct *ct = core_ct(pl, core);
+	bool fp_on = !pl->cfg.emc_off;
+	/* Keys, and their flow slots (prefetched). */
 	for (uint32_t i = 0; i < n; i++) {
 		pkt_begin(pl, pkts[i], &meta[i], &st[i]);
 		if (!meta[i].len)
 			st[i].start = -1;
+		if (fp_on && st[i].start >= 0 &&
+		    fp_pack_meta(&meta[i], pkts[i]->port_in, st[i].ck)) {
+			const uint64_t *c = st[i].ck;
+			uint64_t x = c[0] * 0x9e3779b97f4a7c15ull + c[1] * 0xc2b2ae3d27d4eb4full +
+			             c[2] * 0x165667b19e3779f9ull + c[3] * 0x27d4eb2f165667c5ull;
+			uint32_t h = (uint32_t)((x ^ x >> 32) * 0xd6e8feb86659fd93ull >> 32);
+			st[i].fp_hash = h;
+			st[i].fp = &cs->fp[h & pl->fp_mask & ~1u]; /* 2-way: one 128-byte set */
+			__builtin_prefetch(st[i].fp);
+			__builtin_prefetch(st[i].fp + 1);
+		}
+	}
+	/* Compiled flows: prefetch their sessions. What a hit needs is copied
+	 * out: a slow packet may refill its slot before it resumes. */
+	for (uint32_t i = 0; i < n; i++) {
+		struct fp_slot *sl = st[i].fp;
+		if (!sl)
+			continue;
+		uint32_t h = st[i].fp_hash;
+		if (sl->gen != pl->gen || sl->hash != h || !fp_same(sl->ck, st[i].ck)) {
+			struct fp_slot *s2 = sl + 1;
+			if (s2->gen != pl->gen || s2->hash != h || !fp_same(s2->ck, st[i].ck)) {
+				/* A miss: fill the stale way, else the one the hash picks. */
+				if (sl->gen == pl->gen && (s2->gen != pl->gen || (h >> 31)))
+					st[i].fp = s2;
+				continue;
+			}
+			st[i].fp = sl = s2;
+		}
+		const struct fp_prog *pr = &cs->progs[sl->prog];
+		if (pr->ct_at < pr->n)
+			iod_net_ct_prefetch_session(ct, sl->ct_entry);
+		st[i].fp_run = 1;
+		meta[i].hash = sl->tuple_hash;
+		st[i].prog = pr;
+		st[i].fp_ct_entry = sl->ct_entry;
+		st[i].fp_ct_gen = sl->ct_gen;
+		st[i].fp_ct_dir = sl->ct_dir;
+	}
+	/* Run every packet up to its first ct pipe (a compiled one up to its
+	 * conntrack op); then, while some wait for conntrack, prefetch their
+	 * index slots, then their sessions, then track them and run on: the
+	 * cache misses of a burst overlap. Packets keep their order at every
+	 * step (meters, conntrack state). */
+	for (uint32_t i = 0; i < n; i++) {
+		if (st[i].fp_run && st[i].prog->ct_at < st[i].prog->n &&
+		    !iod_net_ct_session_valid(ct, st[i].fp_ct_entry, st[i].fp_ct_gen, now_ns))
+			st[i].fp_run = 0; /* gone, replaced or timed out: the slow path decides */
+		if (st[i].fp_run) {
+			const struct fp_prog *pr = st[i].prog;
+			cs->fp_hits++;
+			if (!fp_exec(pl, core, &st[i], 0, pr->ct_at, pkts[i], &meta[i], now_ns))
+				continue;
+			if (pr->ct_at < pr->n)
+				wait[nw++] = i;
+			else
+				finish(pkts[i], &pr->fwd, &meta[i]);
+			continue;
+		}
+		if (meta[i].len)
+			meta[i].hash = iod_net_tuple_hash(&meta[i].key);
+		pkt_key(pkts[i], &meta[i], &st[i]);
 		if (pkt_run(pl, core, pkts[i], &meta[i], &st[i], now_ns) == RUN_WAIT_CT)
 			wait[nw++] = i;
 	}
 	for (int round = 0; nw && round < IOD_FLOW_HOPS_MAX; round++) {
 		for (uint32_t w = 0; w < nw; w++)
-			iod_net_ct_prefetch(ct, st[wait[w]].ct_hash);
+			if (!st[wait[w]].fp_run)
+				iod_net_ct_prefetch(ct, st[wait[w]].ct_hash);
 		for (uint32_t w = 0; w < nw; w++)
-			iod_net_ct_prefetch_entry(ct, st[wait[w]].ct_hash);
+			if (!st[wait[w]].fp_run)
+				iod_net_ct_prefetch_entry(ct, st[wait[w]].ct_hash);
 		uint32_t still = 0;
 		for (uint32_t w = 0; w < nw; w++) {
 			uint32_t i = wait[w];
+			if (st[i].fp_run) {
+				const struct fp_prog *pr = st[i].prog;
+				if (fp_exec(pl, core, &st[i], pr->ct_at, pr->n, pkts[i], &meta[i],
+				            now_ns))
+					finish(pkts[i], &pr->fwd, &meta[i]);
+				continue;
+			}
 			pkt_ct(pl, core, pkts[i], &meta[i], &st[i], now_ns);
 			if (pkt_run(pl, core, pkts[i], &meta[i], &st[i], now_ns) == RUN_WAIT_CT)
 				wait[still++] = i;
@@ -1398,6 +1844,7 @@ void iod_flow_engine_stats(const struct iod_flow_pipeline *pl, struct iod_flow_e
 	for (uint32_t c = 0; c < pl->cfg.cores; c++) {
 		st->packets += pl->cores[c].packets;
 		st->drops += pl->cores[c].drops;
+		st->fp_hits += pl->cores[c].fp_hits;
 		st->emc_hits += pl->cores[c].emc_hits;
 		st->mf_hits += pl->cores[c].mf_hits;
 		st->emc_misses += pl->cores[c].emc_misses;

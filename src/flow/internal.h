@@ -13,15 +13,16 @@ enum entry_state { ENTRY_FREE = 0, ENTRY_PENDING, ENTRY_LIVE };
 
 /* One entry of a pipe: its configuration and what the engine derived. */
 struct entry {
-	struct iod_flow_entry_cfg cfg; /* as given (add/update) */
-	struct iod_flow_actions act;   /* effective: pipe template | entry */
-	struct iod_flow_fwd fwd;       /* effective: entry's, else the pipe's */
-	uint32_t mon;                  /* effective monitor flags */
-	uint32_t aging_s;              /* effective aging time */
-	uint8_t state;                 /* enum entry_state */
-	uint8_t in_index;              /* 1 while the lookup structure holds it */
-	uint64_t added_ns;             /* when it went live (aging baseline) */
-	void *user_ctx;                /* given at add */
+	struct iod_flow_entry_cfg cfg;        /* as given (add/update) */
+	struct iod_flow_actions act;          /* effective: pipe template | entry */
+	struct iod_flow_fwd fwd;              /* effective: entry's, else the pipe's */
+	uint32_t mon;                         /* effective monitor flags */
+	struct iod_net_vxlan_tmpl encap_tmpl; /* ENCAP: the outer headers, precomputed */
+	uint32_t aging_s;                     /* effective aging time */
+	uint8_t state;                        /* enum entry_state */
+	uint8_t in_index;                     /* 1 while the lookup structure holds it */
+	uint64_t added_ns;                    /* when it went live (aging baseline) */
+	void *user_ctx;                       /* given at add */
 };
 
 /* Per-core, per-entry counters and monitor state. */
@@ -87,8 +88,88 @@ struct mf_masks {
 	uint64_t hits[MF_MASKS_MAX];         /* hits per mask */
 };
 
+/*
+ * The compiled fast path. A flow's first fully traced packet (every entry it
+ * hit, in order, and at most one conntrack step that found an established
+ * session) is compiled into a program: one op per thing the replay would do
+ * (an entry's counter or monitors, its actions, the conntrack step and the
+ * session's NAT). Programs are shared by flows that compile alike (same
+ * entries, same NAT target) and live per core for one pipeline generation.
+ * A flow slot, keyed by the packet's exact starting key, names its program
+ * and its conntrack session (entry + commit generation + direction).
+ */
+enum fp_code {
+	FP_COUNT = 1, /* st: packets, bytes, last_ns */
+	FP_MON,       /* st, mt; arg: FP_MON_* bits; port: mirror port */
+	FP_DECAP,     /* strip VXLAN */
+	FP_NAT_DST,   /* entry NAT: ip, port (failure drops) */
+	FP_NAT_SRC,   /* entry NAT: ip, port (failure drops) */
+	FP_CT,        /* conntrack: touch the session, count the ct pipe (hits); then the
+	               * session's NAT (arg bit 3): ip, port, arg bit 0 = destination */
+	FP_DSCP,      /* arg: DSCP */
+	FP_TTL,       /* decrement TTL (drop at 0) */
+	FP_ENCAP,     /* tmpl; port: SET_SPORT's port or 0; ip: VNI; arg 1: update meta */
+	FP_SPORT,     /* port: outer source port of an encapsulated frame */
+	FP_SET_MAC,   /* a: the entry's actions (MACs) */
+	FP_MAC_SWAP,  /* swap MACs */
+};
+
+#define FP_MON_METER 0x01    /* meter the packet */
+#define FP_MON_PASS_RED 0x02 /* red is marked, not dropped */
+#define FP_MON_MIRROR 0x04   /* set the mirror port */
+
+struct fp_op {
+	uint8_t code;  /* enum fp_code */
+	uint8_t arg;   /* per code */
+	uint16_t port; /* per code */
+	uint32_t ip;   /* per code */
+	union {
+		struct estats *st;                /* COUNT, MON: the entry's counters (this core) */
+		uint64_t *hits;                   /* CT: the ct pipe's hits (this core) */
+		const struct iod_flow_actions *a; /* SET_MAC: the entry's actions */
+		const struct iod_net_vxlan_tmpl *tmpl; /* ENCAP: the entry's outer headers */
+	} u;                                           /* per code */
+	struct iod_net_meter *mt;                      /* MON: the meter (this core), or NULL */
+};
+
+/* Short names for the limits (include/iod/limits.h says why). */
+#define FP_OPS_MAX IOD_FLOW_FP_OPS_MAX
+#define FP_SLOTS_PER_EMC IOD_FLOW_FP_SLOTS_PER_EMC
+#define FP_PROGS IOD_FLOW_FP_PROGS
+struct fp_prog {
+	uint32_t hash;                /* of the ops (dedup) */
+	uint8_t n;                    /* ops */
+	uint8_t ct_at;                /* index of the FP_CT op, n when none */
+	uint16_t pad;                 /* zero */
+	struct iod_flow_fwd fwd;      /* the terminal forward */
+	struct fp_op ops[FP_OPS_MAX]; /* in replay order */
+};
+
+/* A flow slot: one cache line. The starting key of an IPv4 (or non-IP)
+ * packet packed into four words without losing a bit (an IPv6 key is not
+ * compiled: it takes the caches and the walk). */
+struct fp_slot {
+	uint64_t ck[4];      /* the starting key, packed (fp_pack) */
+	uint32_t gen;        /* pipeline generation when compiled; 0 = empty */
+	uint32_t hash;       /* of ck */
+	uint32_t ct_entry;   /* conntrack session (when the program has FP_CT) */
+	uint32_t ct_gen;     /* its commit generation */
+	uint16_t prog;       /* index into the core's programs */
+	uint8_t ct_dir;      /* 1 = reply direction */
+	uint8_t pad1;        /* zero */
+	uint32_t tuple_hash; /* the flow hash of the key's tuple (iod_net_meta.hash) */
+	uint8_t pad[8];      /* to one cache line */
+} __attribute__((aligned(64)));
+_Static_assert(sizeof(struct fp_slot) == 64, "a flow slot is one cache line");
+
 struct core {
 	struct emc_slot *emc;   /* emc_mask + 1 slots */
+	struct fp_slot *fp;     /* compiled flows: emc_mask + 1 slots, 2-way sets */
+	struct fp_prog *progs;  /* FP_PROGS programs of generation progs_gen */
+	uint16_t *prog_index;   /* 2 * FP_PROGS: program id + 1 by hash (dedup) */
+	uint32_t progs_n;       /* programs in use */
+	uint32_t progs_gen;     /* pipeline generation of the programs */
+	uint64_t fp_hits;       /* compiled fast-path hits */
 	uint64_t packets;       /* processed */
 	uint64_t drops;         /* dropped */
 	uint64_t emc_hits;      /* cache hits */
@@ -111,6 +192,7 @@ struct iod_flow_pipeline {
 	struct core *cores;                    /* cfg.cores */
 	uint32_t aging_pipe;                   /* next pipe aging examines */
 	uint32_t emc_mask;                     /* EMC slots - 1 */
+	uint32_t fp_mask;                      /* flow slots - 1 (FP_SLOTS_PER_EMC per EMC slot) */
 };
 
 #endif

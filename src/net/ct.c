@@ -18,6 +18,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define F_USED 0x01
 #define F_SEEN_REPLY 0x02
@@ -38,6 +39,7 @@ struct ct_entry {
 	uint8_t flags;     /* F_* */
 	uint8_t nat_kind;  /* 0, IOD_NET_CT_NAT_DST, IOD_NET_CT_NAT_SRC */
 	uint32_t mark;     /* user mark */
+	uint32_t gen;      /* commit generation: tells a reused slot from its old session */
 	uint64_t last_ns;  /* last packet */
 };
 _Static_assert(sizeof(struct ct_entry) == 40, "compact entries");
@@ -51,6 +53,7 @@ struct iod_net_ct {
 	uint32_t slots_mask;           /* slots - 1 */
 	uint32_t count;                /* live sessions */
 	uint32_t expire_cursor;        /* next entry iod_net_ct_expire examines */
+	uint32_t gen_next;             /* generation of the next commit (never 0) */
 	struct iod_net_ct_timeouts to; /* timeouts, defaults filled */
 };
 
@@ -65,6 +68,20 @@ const char *iod_net_tcp_state_name(unsigned s)
 	return s < IOD_NET_TCP_STATES_N ? tcp_names[s] : "?";
 }
 
+void *iod_net_table_alloc(size_t bytes)
+{
+	const size_t huge = 2u << 20;
+	size_t align = bytes < 2 * huge ? 64 : huge;
+	size_t sz = ((bytes ? bytes : 1) + align - 1) & ~(align - 1);
+	void *p = aligned_alloc(align, sz);
+	if (!p)
+		return NULL;
+	if (align == huge)
+		(void)madvise(p, sz, MADV_HUGEPAGE); /* a hint: without THP, 4 KiB pages */
+	memset(p, 0, sz);                            /* touched now, not on the packet path */
+	return p;
+}
+
 int iod_net_ct_create(struct iod_net_ct **out, uint32_t max_sessions,
                       const struct iod_net_ct_timeouts *t)
 {
@@ -77,17 +94,16 @@ int iod_net_ct_create(struct iod_net_ct **out, uint32_t max_sessions,
 	while (slots < want)
 		slots <<= 1;
 	ct->max = max_sessions;
+	ct->gen_next = 1;
 	ct->slots_mask = (uint32_t)(slots - 1);
-	ct->entries = malloc(sizeof(*ct->entries) * max_sessions);
+	ct->entries = iod_net_table_alloc(sizeof(*ct->entries) * max_sessions);
 	ct->free_stack = malloc(sizeof(uint32_t) * max_sessions);
-	ct->slots = malloc(slots * sizeof(uint64_t));
+	ct->slots = iod_net_table_alloc(slots * sizeof(uint64_t));
 	if (!ct->entries || !ct->free_stack || !ct->slots) {
 		iod_net_ct_destroy(ct);
 		return -ENOMEM;
 	}
 	/* Touch everything now (start-up), so no page fault lands on the packet path. */
-	memset(ct->slots, 0, slots * sizeof(uint64_t));
-	memset(ct->entries, 0, sizeof(*ct->entries) * max_sessions);
 	for (uint32_t i = 0; i < max_sessions; i++)
 		ct->free_stack[i] = max_sessions - 1 - i; /* pop 0 first */
 	ct->free_n = max_sessions;
@@ -358,6 +374,64 @@ void iod_net_ct_prefetch_entry(const struct iod_net_ct *ct, uint32_t hash)
 	}
 }
 
+/* A packet of a live session in direction dir: state, timestamps, result. */
+static inline void advance(struct ct_entry *e, uint32_t idx, int dir, uint8_t tcp_flags,
+                           uint64_t now_ns, struct iod_net_ct_result *r)
+{
+	if (e->proto == IOD_NET_PROTO_TCP)
+		tcp_advance(e, dir, tcp_flags);
+	if (dir)
+		e->flags |= F_SEEN_REPLY;
+	e->last_ns = now_ns;
+	r->ct_state = IOD_NET_CT_TRK | IOD_NET_CT_EST | (dir ? IOD_NET_CT_RPL : 0);
+	r->tcp_state = e->tcp_state;
+	r->nat_kind = e->nat_kind;
+	r->entry = idx;
+	r->mark = e->mark;
+	r->gen = e->gen;
+}
+
+bool iod_net_ct_session_valid(const struct iod_net_ct *ct, uint32_t entry, uint32_t gen,
+                              uint64_t now_ns)
+{
+	if (entry >= ct->max)
+		return false;
+	const struct ct_entry *e = &ct->entries[entry];
+	return (e->flags & F_USED) && e->gen == gen && now_ns <= e->last_ns + timeout_ns(ct, e);
+}
+
+void iod_net_ct_touch(struct iod_net_ct *ct, uint32_t entry, int dir, uint8_t tcp_flags,
+                      uint64_t now_ns, struct iod_net_ct_result *r)
+{
+	IOD_ASSERT_HOT(entry < ct->max && (ct->entries[entry].flags & F_USED));
+	advance(&ct->entries[entry], entry, dir, tcp_flags, now_ns, r);
+}
+
+void iod_net_ct_prefetch_session(const struct iod_net_ct *ct, uint32_t entry)
+{
+	if (entry < ct->max)
+		__builtin_prefetch(&ct->entries[entry]);
+}
+
+int iod_net_ct_nat_target(const struct iod_net_ct *ct, const struct iod_net_ct_result *r, bool *dst,
+                          uint32_t *ip, uint16_t *port)
+{
+	if (r->entry == UINT32_MAX || !r->nat_kind || (r->ct_state & IOD_NET_CT_REL))
+		return 0;
+	const struct ct_entry *e = &ct->entries[r->entry];
+	bool reply = r->ct_state & IOD_NET_CT_RPL;
+	if (e->nat_kind == IOD_NET_CT_NAT_DST) {
+		*dst = !reply;
+		*ip = reply ? e->dst : e->nat_ip;
+		*port = reply ? (e->nat_port ? e->dport : 0) : e->nat_port;
+	} else {
+		*dst = reply;
+		*ip = reply ? e->src : e->nat_ip;
+		*port = reply ? (e->nat_port ? e->sport : 0) : e->nat_port;
+	}
+	return 1;
+}
+
 void iod_net_ct_lookup(struct iod_net_ct *ct, const struct iod_net_tuple *key, uint8_t tcp_flags,
                        const uint8_t *frame, const struct iod_net_meta *m, uint64_t now_ns,
                        struct iod_net_ct_result *r)
@@ -374,6 +448,7 @@ void iod_net_ct_lookup_hashed(struct iod_net_ct *ct, const struct iod_net_tuple 
 	r->nat_kind = 0;
 	r->entry = UINT32_MAX;
 	r->mark = 0;
+	r->gen = 0;
 	if (key->family != IOD_NET_AF_V4) {
 		r->ct_state |= IOD_NET_CT_INV;
 		return;
@@ -387,16 +462,7 @@ void iod_net_ct_lookup_hashed(struct iod_net_ct *ct, const struct iod_net_tuple 
 			iod_net_ct_delete(ct, idx); /* stale: as if never seen */
 			s = 0;
 		} else {
-			if (e->proto == IOD_NET_PROTO_TCP)
-				tcp_advance(e, dir, tcp_flags);
-			if (dir)
-				e->flags |= F_SEEN_REPLY;
-			e->last_ns = now_ns;
-			r->ct_state |= IOD_NET_CT_EST | (dir ? IOD_NET_CT_RPL : 0);
-			r->tcp_state = e->tcp_state;
-			r->nat_kind = e->nat_kind;
-			r->entry = idx;
-			r->mark = e->mark;
+			advance(e, idx, dir, tcp_flags, now_ns, r);
 			return;
 		}
 	}
@@ -434,6 +500,9 @@ int iod_net_ct_commit(struct iod_net_ct *ct, const struct iod_net_tuple *key, ui
 	e->zone = key->zone;
 	e->flags = F_USED;
 	e->mark = mark;
+	e->gen = ct->gen_next++;
+	if (!ct->gen_next)
+		ct->gen_next = 1;
 	e->last_ns = now_ns;
 	e->tcp_state = key->proto == IOD_NET_PROTO_TCP ? IOD_NET_TCP_SYN_SENT : IOD_NET_TCP_NONE;
 	if (nat && nat->kind) {
@@ -459,6 +528,7 @@ int iod_net_ct_commit(struct iod_net_ct *ct, const struct iod_net_tuple *key, ui
 		r->nat_kind = e->nat_kind;
 		r->entry = idx;
 		r->mark = mark;
+		r->gen = e->gen;
 	}
 	return 0;
 }

@@ -262,7 +262,125 @@ static void parse_l2(const uint8_t *f, uint32_t len, uint32_t ofs, struct l2_par
 	}
 }
 
+/* An IPv4 tuple written whole (every byte of the union and the zone). */
+static inline void tuple_v4(struct iod_net_tuple *t, uint8_t proto, uint32_t src, uint32_t dst,
+                            uint16_t sport, uint16_t dport)
+{
+	t->src.w[0] = t->src.w[1] = t->dst.w[0] = t->dst.w[1] = 0;
+	t->src.v4 = src;
+	t->dst.v4 = dst;
+	t->sport = sport;
+	t->dport = dport;
+	t->proto = proto;
+	t->family = IOD_NET_AF_V4;
+	t->zone = 0;
+}
+
+/* IPv4 without options, not a fragment, whole in [ofs, end), carrying TCP or
+ * UDP whose header fits: the L4 offset and the IP datagram's end; 0 when
+ * the header is anything else (the general parser takes it). */
+static inline uint32_t fast_ipv4(const uint8_t *f, uint32_t ofs, uint32_t end, uint32_t *l4_end)
+{
+	if (end < ofs + 20 || f[ofs] != 0x45)
+		return 0;
+	uint32_t tot = iod_net_be16(f + ofs + 2);
+	if (tot < 20 || end < ofs + tot || (iod_net_be16(f + ofs + 6) & 0x3fff))
+		return 0;
+	uint8_t proto = f[ofs + 9];
+	uint32_t room = tot - 20, l4 = ofs + 20;
+	if (proto == IOD_NET_PROTO_UDP) {
+		if (room < 8)
+			return 0;
+	} else if (proto == IOD_NET_PROTO_TCP) {
+		if (room < 20) /* before reading the data offset inside it */
+			return 0;
+		uint32_t doff = f[l4 + 12] >> 4;
+		if (doff < 5 || doff * 4 > room)
+			return 0;
+	} else {
+		return 0;
+	}
+	*l4_end = ofs + tot;
+	return l4;
+}
+
+/*
+ * The common shapes in one pass, every metadata field written once (no
+ * zeroing first): Ethernet / IPv4 (no options, not fragmented) / TCP|UDP,
+ * and the same inside VXLAN. Gives exactly what the general parser gives
+ * (tests/fuzz compare them); false = not such a frame.
+ */
+static inline __attribute__((always_inline)) bool
+parse_fast(const uint8_t *f, uint32_t len, uint16_t vxlan_port, struct iod_net_meta *m, bool hash)
+{
+	uint32_t end, in_end, l4, il4;
+	if (len < 14 || iod_net_be16(f + 12) != IOD_NET_ETH_P_IPV4 ||
+	    !(l4 = fast_ipv4(f, 14, len, &end)))
+		return false;
+	uint8_t proto = f[23];
+	uint16_t sport = iod_net_be16(f + l4), dport = iod_net_be16(f + l4 + 2);
+	m->len = (uint16_t)len;
+	m->l3_ofs = 14;
+	m->l4_ofs = (uint16_t)l4;
+	m->ethertype = IOD_NET_ETH_P_IPV4;
+	m->vlan_tci = 0;
+	tuple_v4(&m->outer, proto, iod_net_be32(f + 26), iod_net_be32(f + 30), sport, dport);
+	if (proto == IOD_NET_PROTO_UDP && dport == vxlan_port && end >= l4 + 16 &&
+	    (f[l4 + 8] & 0x08)) {
+		uint32_t in = l4 + 16;
+		if (end < in + 14 || iod_net_be16(f + in + 12) != IOD_NET_ETH_P_IPV4 ||
+		    !(il4 = fast_ipv4(f, in + 14, end, &in_end)))
+			return false;
+		uint32_t ip = in + 14;
+		uint8_t ip_proto = f[ip + 9];
+		m->flags = IOD_NET_F_L3 | IOD_NET_F_L4 | IOD_NET_F_VXLAN | IOD_NET_F_IN_L3 |
+		           IOD_NET_F_IN_L4;
+		m->vni = iod_net_be32(f + l4 + 12) >> 8;
+		m->tun_ofs = (uint16_t)(l4 + 8);
+		m->in_l2_ofs = (uint16_t)in;
+		m->in_l3_ofs = (uint16_t)ip;
+		m->in_l4_ofs = (uint16_t)il4;
+		m->in_ethertype = IOD_NET_ETH_P_IPV4;
+		m->tcp_flags = ip_proto == IOD_NET_PROTO_TCP ? f[il4 + 13] : 0;
+		m->ip_tos = f[ip + 1];
+		tuple_v4(&m->key, ip_proto, iod_net_be32(f + ip + 12), iod_net_be32(f + ip + 16),
+		         iod_net_be16(f + il4), iod_net_be16(f + il4 + 2));
+	} else {
+		if (proto == IOD_NET_PROTO_UDP && dport == vxlan_port && end < l4 + 16)
+			return false; /* a cut VXLAN header: the general parser flags it */
+		m->flags = IOD_NET_F_L3 | IOD_NET_F_L4;
+		m->vni = 0;
+		m->tun_ofs = m->in_l2_ofs = m->in_l3_ofs = m->in_l4_ofs = 0;
+		m->in_ethertype = 0;
+		m->tcp_flags = proto == IOD_NET_PROTO_TCP ? f[l4 + 13] : 0;
+		m->ip_tos = f[15];
+		m->key = m->outer;
+	}
+	m->hash = hash ? iod_net_tuple_hash(&m->key) : 0;
+	return true;
+}
+
 int iod_net_parse(const uint8_t *frame, uint32_t len, uint16_t vxlan_port, struct iod_net_meta *m)
+{
+	if (len <= 0xffff &&
+	    parse_fast(frame, len, vxlan_port ? vxlan_port : IOD_NET_VXLAN_PORT, m, true))
+		return 0;
+	return iod_net_parse_general(frame, len, vxlan_port, m);
+}
+
+int iod_net_parse_nohash(const uint8_t *frame, uint32_t len, uint16_t vxlan_port,
+                         struct iod_net_meta *m)
+{
+	if (len <= 0xffff &&
+	    parse_fast(frame, len, vxlan_port ? vxlan_port : IOD_NET_VXLAN_PORT, m, false))
+		return 0;
+	int rc = iod_net_parse_general(frame, len, vxlan_port, m);
+	m->hash = 0;
+	return rc;
+}
+
+int iod_net_parse_general(const uint8_t *frame, uint32_t len, uint16_t vxlan_port,
+                          struct iod_net_meta *m)
 {
 	struct l2_parse o, in;
 
@@ -315,6 +433,18 @@ int iod_net_parse(const uint8_t *frame, uint32_t len, uint16_t vxlan_port, struc
 	}
 	m->hash = iod_net_tuple_hash(&m->key);
 	return 0;
+}
+
+bool iod_net_meta_equal(const struct iod_net_meta *a, const struct iod_net_meta *b)
+{
+	return a->hash == b->hash && a->vni == b->vni && a->flags == b->flags && a->len == b->len &&
+	       a->l3_ofs == b->l3_ofs && a->l4_ofs == b->l4_ofs && a->tun_ofs == b->tun_ofs &&
+	       a->in_l2_ofs == b->in_l2_ofs && a->in_l3_ofs == b->in_l3_ofs &&
+	       a->in_l4_ofs == b->in_l4_ofs && a->ethertype == b->ethertype &&
+	       a->in_ethertype == b->in_ethertype && a->vlan_tci == b->vlan_tci &&
+	       a->tcp_flags == b->tcp_flags && a->ip_tos == b->ip_tos &&
+	       !memcmp(&a->key, &b->key, sizeof(a->key)) &&
+	       !memcmp(&a->outer, &b->outer, sizeof(a->outer));
 }
 
 /* ---- tuples ------------------------------------------------------------ */
@@ -701,6 +831,38 @@ int iod_net_vxlan_encap(uint8_t **frame, uint32_t *len, uint32_t headroom,
 	return 0;
 }
 
+void iod_net_vxlan_tmpl_init(struct iod_net_vxlan_tmpl *tp, const struct iod_net_vxlan_tunnel *t)
+{
+	memset(tp, 0, sizeof(*tp));
+	/* The generic writer with inner length 0, a fixed source port of 0. */
+	struct iod_net_vxlan_tunnel z = *t;
+	z.src_port = 0;
+	write_outer(tp->hdr, 0, &z, 0, 1);
+	iod_net_put16(tp->hdr + 34, 0);
+	iod_net_put16(tp->hdr + 16, 0);
+	iod_net_put16(tp->hdr + 24, 0);
+	iod_net_put16(tp->hdr + 38, 0);
+	uint32_t src = t->outer_src_ip, dst = t->outer_dst_ip;
+	uint8_t ttl = t->ttl ? t->ttl : 64;
+	tp->ip_sum = (uint32_t)(0x45u << 8 | t->tos) + 0x4000u +
+	             (uint32_t)(ttl << 8 | IOD_NET_PROTO_UDP) + (src >> 16) + (src & 0xffffu) +
+	             (dst >> 16) + (dst & 0xffffu);
+	tp->udp_csum = t->udp_csum;
+	tp->sport_fixed = t->src_port;
+	/* iod_net_vxlan_sport()'s range, precomputed. */
+	uint32_t lo = t->sport_min ? t->sport_min : IOD_NET_VXLAN_SPORT_MIN;
+	uint32_t hi = t->sport_max ? t->sport_max : IOD_NET_VXLAN_SPORT_MAX;
+	if (hi < lo)
+		hi = lo;
+	tp->sport_lo = (uint16_t)lo;
+	tp->sport_range = hi - lo + 1;
+}
+
+void iod_net_vxlan_outer_udp_csum(uint8_t *o, uint32_t inner_len)
+{
+	outer_udp_csum(o, inner_len);
+}
+
 int iod_net_vxlan_encap_copy(uint8_t *out, uint32_t cap, const uint8_t *inner, uint32_t len,
                              const struct iod_net_vxlan_tunnel *t, uint32_t inner_hash,
                              uint16_t src_port)
@@ -787,14 +949,10 @@ static inline uint16_t csum_apply(uint16_t csum, uint32_t delta)
 	return (uint16_t)~s;
 }
 
-static int nat(uint8_t *f, struct iod_net_meta *m, uint32_t ip, uint16_t port, bool dst)
+/* The address rewrite and the IPv4 header checksum; the delta for L4. */
+static inline uint32_t nat_ip(uint8_t *f, struct iod_net_meta *m, uint16_t l3, uint32_t ip,
+                              bool dst)
 {
-	bool tun = m->flags & IOD_NET_F_VXLAN;
-	uint16_t l3 = tun ? m->in_l3_ofs : m->l3_ofs, l4 = tun ? m->in_l4_ofs : m->l4_ofs;
-	bool has_l4 = m->flags & (tun ? IOD_NET_F_IN_L4 : IOD_NET_F_L4);
-
-	if (m->key.family != IOD_NET_AF_V4 || !l3)
-		return -EINVAL;
 	uint8_t *a = f + l3 + (dst ? 16 : 12);
 	uint32_t old_ip = iod_net_be32(a);
 	/* The address change as one ones'-complement delta (RFC 1624: ~m + m'
@@ -807,34 +965,75 @@ static int nat(uint8_t *f, struct iod_net_meta *m, uint32_t ip, uint16_t port, b
 		m->key.dst.v4 = ip;
 	else
 		m->key.src.v4 = ip;
+	return ip_delta;
+}
+
+/* The L4 part for TCP or UDP (ICMP is nat()'s). */
+static inline void nat_tcpudp(uint8_t *p, struct iod_net_meta *m, bool udp, uint32_t ip_delta,
+                              uint16_t port, bool dst)
+{
+	uint16_t csum_ofs = udp ? 6 : 16;
+	uint16_t c = iod_net_be16(p + csum_ofs);
+	bool udp0 = udp && c == 0;
+	c = csum_apply(c, ip_delta); /* pseudo header */
+	if (port) {
+		uint8_t *pp = p + (dst ? 2 : 0);
+		uint16_t old_port = iod_net_be16(pp);
+		iod_net_put16(pp, port);
+		if (dst)
+			m->key.dport = port;
+		else
+			m->key.sport = port;
+		c = iod_net_csum_update16(c, old_port, port);
+	}
+	if (!udp0)
+		iod_net_put16(p + csum_ofs, udp && c == 0 ? 0xffff : c);
+}
+
+static int nat(uint8_t *f, struct iod_net_meta *m, uint32_t ip, uint16_t port, bool dst)
+{
+	bool tun = m->flags & IOD_NET_F_VXLAN;
+	uint16_t l3 = tun ? m->in_l3_ofs : m->l3_ofs, l4 = tun ? m->in_l4_ofs : m->l4_ofs;
+	bool has_l4 = m->flags & (tun ? IOD_NET_F_IN_L4 : IOD_NET_F_L4);
+
+	if (m->key.family != IOD_NET_AF_V4 || !l3)
+		return -EINVAL;
+	uint32_t ip_delta = nat_ip(f, m, l3, ip, dst);
 	if (!has_l4)
 		return 0;
 	uint8_t proto = m->key.proto;
 	uint8_t *p = f + l4;
-	uint16_t csum_ofs = proto == IOD_NET_PROTO_TCP ? 16 : proto == IOD_NET_PROTO_UDP ? 6 : 2;
-	uint16_t c = iod_net_be16(p + csum_ofs);
-	bool udp0 = proto == IOD_NET_PROTO_UDP && c == 0;
+	if (proto == IOD_NET_PROTO_TCP || proto == IOD_NET_PROTO_UDP) {
+		nat_tcpudp(p, m, proto == IOD_NET_PROTO_UDP, ip_delta, port, dst);
+		return 0;
+	}
+	/* ICMP (no pseudo header; the echo id is both "ports"), ICMPv6 in IPv4 */
+	uint16_t c = iod_net_be16(p + 2);
 	if (proto != IOD_NET_PROTO_ICMP)
-		c = csum_apply(c, ip_delta); /* pseudo header */
+		c = csum_apply(c, ip_delta);
 	if (port) {
 		uint8_t *pp = proto == IOD_NET_PROTO_ICMP ? p + 4 : p + (dst ? 2 : 0);
 		uint16_t old_port = iod_net_be16(pp);
-		if (proto == IOD_NET_PROTO_ICMP) {
-			/* The echo id is both "ports". */
-			iod_net_put16(pp, port);
+		iod_net_put16(pp, port);
+		if (proto == IOD_NET_PROTO_ICMP)
 			m->key.sport = m->key.dport = port;
-		} else {
-			iod_net_put16(pp, port);
-			if (dst)
-				m->key.dport = port;
-			else
-				m->key.sport = port;
-		}
+		else if (dst)
+			m->key.dport = port;
+		else
+			m->key.sport = port;
 		c = iod_net_csum_update16(c, old_port, port);
 	}
-	if (!udp0)
-		iod_net_put16(p + csum_ofs, proto == IOD_NET_PROTO_UDP && c == 0 ? 0xffff : c);
+	iod_net_put16(p + 2, c);
 	return 0;
+}
+
+void iod_net_nat_tcpudp4(uint8_t *frame, struct iod_net_meta *m, bool udp, bool dst, uint32_t ip,
+                         uint16_t port)
+{
+	bool tun = m->flags & IOD_NET_F_VXLAN;
+	uint16_t l3 = tun ? m->in_l3_ofs : m->l3_ofs, l4 = tun ? m->in_l4_ofs : m->l4_ofs;
+	uint32_t ip_delta = nat_ip(frame, m, l3, ip, dst);
+	nat_tcpudp(frame + l4, m, udp, ip_delta, port, dst);
 }
 
 int iod_net_nat_dst(uint8_t *frame, struct iod_net_meta *m, uint32_t ip, uint16_t port)

@@ -1,7 +1,8 @@
 /*
  * fuzz_packet.c: libFuzzer target for the packet parser and the functions
  * that read untrusted frames (VXLAN decap, ARP responder, checksum checks).
- * They must never read past the length they are given, whatever the bytes.
+ * They must never read past the length they are given, whatever the bytes,
+ * and the lean parse of common frames must agree with the general parser.
  */
 #include "iod/net.h"
 
@@ -21,6 +22,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!f)
 		return 0;
 	memcpy(f, data, size);
+	/* Both ports: the default and one the input may carry. */
+	uint16_t ports[2] = {0, size >= 2 ? (uint16_t)(data[0] << 8 | data[1]) : 0};
+	for (int i = 0; i < 2; i++) {
+		struct iod_net_meta g;
+		int rf = iod_net_parse(f, (uint32_t)size, ports[i], &m);
+		int rg = iod_net_parse_general(f, (uint32_t)size, ports[i], &g);
+		if (rf != rg || (rf == 0 && !iod_net_meta_equal(&m, &g)))
+			abort(); /* the lean parse disagrees with the general one */
+	}
 	if (iod_net_parse(f, (uint32_t)size, 0, &m) == 0) {
 		if (m.flags & IOD_NET_F_L3)
 			(void)iod_net_csums_ok(f, (uint32_t)size);

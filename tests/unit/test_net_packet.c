@@ -164,6 +164,124 @@ TEST(vxlan_encap_decap_roundtrip)
 	CHECK_EQ(iod_net_vxlan_decap(&fr, &len, 0, &vni), -EINVAL);
 }
 
+/* Encap from a precomputed template writes exactly what the generic encap
+ * writes: random tunnels (TTL, TOS, ports, checksums on/off), lengths,
+ * hashes and overrides. */
+TEST(vxlan_template_encap_matches_generic)
+{
+	struct iod_rng rng;
+	iod_rng_seed(&rng, 3);
+	static uint8_t a[2048], b[2048];
+	for (int i = 0; i < 2000; i++) {
+		struct iod_net_vxlan_tunnel t = {0};
+		for (int k = 0; k < 6; k++) {
+			t.outer_dst_mac[k] = (uint8_t)iod_rng_next(&rng);
+			t.outer_src_mac[k] = (uint8_t)iod_rng_next(&rng);
+		}
+		t.outer_src_ip = (uint32_t)iod_rng_next(&rng);
+		t.outer_dst_ip = (uint32_t)iod_rng_next(&rng);
+		t.vni = (uint32_t)iod_rng_below(&rng, 1u << 24);
+		t.src_port = iod_rng_below(&rng, 4) ? 0 : (uint16_t)iod_rng_next(&rng);
+		t.dst_port = iod_rng_below(&rng, 2) ? 0 : (uint16_t)iod_rng_next(&rng);
+		t.sport_min =
+		    iod_rng_below(&rng, 2) ? 0 : (uint16_t)(1000 + iod_rng_below(&rng, 1000));
+		t.sport_max = t.sport_min ? (uint16_t)(t.sport_min + iod_rng_below(&rng, 5000)) : 0;
+		t.ttl = (uint8_t)iod_rng_next(&rng);
+		t.tos = (uint8_t)iod_rng_next(&rng);
+		t.udp_csum = iod_rng_below(&rng, 2);
+		uint32_t len = 14 + (uint32_t)iod_rng_below(&rng, 1500),
+		         hash = (uint32_t)iod_rng_next(&rng);
+		uint16_t over = iod_rng_below(&rng, 3) ? 0 : (uint16_t)iod_rng_next(&rng);
+		for (uint32_t k = 0; k < len; k++)
+			a[64 + k] = b[64 + k] = (uint8_t)iod_rng_next(&rng);
+		struct iod_net_vxlan_tmpl tp;
+		iod_net_vxlan_tmpl_init(&tp, &t);
+		uint8_t *fa = a + 64, *fb = b + 64;
+		uint32_t la = len, lb = len;
+		CHECK_EQ(iod_net_vxlan_encap(&fa, &la, 64, &t, hash, over), 0);
+		CHECK_EQ(iod_net_vxlan_encap_tmpl(&fb, &lb, 64, &tp, hash, over), 0);
+		CHECK_EQ(la, lb);
+		CHECK(fa == a + 14 && fb == b + 14);
+		CHECK(memcmp(a, b, 64 + len) == 0);
+	}
+	struct iod_net_vxlan_tunnel t = {0};
+	struct iod_net_vxlan_tmpl tp;
+	iod_net_vxlan_tmpl_init(&tp, &t);
+	uint8_t *f = a + 64;
+	uint32_t len = 100;
+	CHECK_EQ(iod_net_vxlan_encap_tmpl(&f, &len, 49, &tp, 0, 0), -ENOSPC);
+	len = 0xffff - 49;
+	CHECK_EQ(iod_net_vxlan_encap_tmpl(&f, &len, 64, &tp, 0, 0), -EMSGSIZE);
+}
+
+/* The lean parse of common frames equals the general parser, on built
+ * frames (plain and in VXLAN, TCP/UDP/ICMP, v4/v6, VLAN) and on every
+ * truncation and single-byte corruption of them. */
+TEST(lean_parse_matches_general_parser)
+{
+	struct iod_rng rng;
+	iod_rng_seed(&rng, 5);
+	static uint8_t buf[2048];
+	int fast_shapes = 0;
+	for (int i = 0; i < 400; i++) {
+		struct iod_net_pkt_spec s = {0};
+		memcpy(s.dst_mac, MAC_B, 6);
+		memcpy(s.src_mac, MAC_A, 6);
+		static const uint8_t protos[] = {IOD_NET_PROTO_TCP, IOD_NET_PROTO_UDP,
+		                                 IOD_NET_PROTO_ICMP};
+		s.t.proto = protos[iod_rng_below(&rng, 3)];
+		s.t.family = iod_rng_below(&rng, 5) ? IOD_NET_AF_V4 : IOD_NET_AF_V6;
+		s.t.src.v4 = (uint32_t)iod_rng_next(&rng);
+		s.t.dst.v4 = (uint32_t)iod_rng_next(&rng);
+		if (s.t.family == IOD_NET_AF_V6)
+			s.t.proto = IOD_NET_PROTO_UDP;
+		s.t.sport = (uint16_t)iod_rng_next(&rng);
+		s.t.dport = (uint16_t)iod_rng_next(&rng);
+		s.tcp_flags = (uint8_t)iod_rng_next(&rng);
+		s.tos = (uint8_t)iod_rng_next(&rng);
+		s.vlan_id = iod_rng_below(&rng, 6) ? 0 : 7;
+		s.payload_bytes = (uint16_t)iod_rng_below(&rng, 100);
+		uint8_t *f = buf + 64;
+		int n = iod_net_pkt_build(&s, f, sizeof(buf) - 64);
+		CHECK(n > 0);
+		uint32_t len = (uint32_t)n;
+		if (iod_rng_below(&rng, 2)) {
+			struct iod_net_vxlan_tunnel t = {0};
+			t.outer_src_ip = 1;
+			t.outer_dst_ip = 2;
+			t.vni = 9;
+			t.udp_csum = iod_rng_below(&rng, 2);
+			iod_net_vxlan_encap(&f, &len, 64, &t, 1, 0);
+		}
+		for (uint32_t cut = 0; cut <= len; cut++) {
+			struct iod_net_meta a, b;
+			uint8_t keep = 0;
+			uint32_t at = cut < len ? cut : 0;
+			bool corrupt = cut < len && iod_rng_below(&rng, 2);
+			if (corrupt) { /* flip a byte instead of cutting */
+				keep = f[at];
+				f[at] ^= (uint8_t)(1u << iod_rng_below(&rng, 8));
+			}
+			uint32_t l = corrupt ? len : cut;
+			int ra = iod_net_parse(f, l, 0, &a),
+			    rb = iod_net_parse_general(f, l, 0, &b);
+			CHECK_EQ(ra, rb);
+			if (ra == 0) {
+				CHECK(iod_net_meta_equal(&a, &b));
+				struct iod_net_meta c;
+				CHECK_EQ(iod_net_parse_nohash(f, l, 0, &c), 0);
+				CHECK_U64(c.hash, 0);
+				c.hash = a.hash;
+				CHECK(iod_net_meta_equal(&a, &c));
+				fast_shapes += (b.flags & (IOD_NET_F_TRUNC | IOD_NET_F_VLAN)) == 0;
+			}
+			if (corrupt)
+				f[at] = keep;
+		}
+	}
+	CHECK(fast_shapes > 1000);
+}
+
 TEST(vxlan_sport_spread_and_range)
 {
 	unsigned hits[16] = {0};
