@@ -12,12 +12,19 @@
  *     from each request's scheduled send time (no coordinated omission),
  *     bounded in count and time.
  * Method (to make the added-p99 target judgeable on a shared machine):
- *   - CPU pinning (sched_setaffinity, as taskset does): the load generator
- *     (this process, and wrk, which inherits it) on IOD_BENCH_CPU_CLIENT
- *     (default 0), the proxy under test (iod or HAProxy) on
- *     IOD_BENCH_CPU_PROXY (default 1), the backend on IOD_BENCH_CPU_BACKEND
- *     (default: 2 when there are 3+ CPUs, else the client's CPU), so the
- *     proxy never competes with the load generator for its core;
+ *   - for the fixed-rate phase only: CPU pinning (sched_setaffinity, as
+ *     taskset does) of the load generator (this process) on
+ *     IOD_BENCH_CPU_CLIENT (default 0), the proxies (iod, HAProxy: every
+ *     thread) on IOD_BENCH_CPU_PROXY (default 1), the backend (nginx master
+ *     and workers) on IOD_BENCH_CPU_BACKEND (default: 2 when there are 3+
+ *     CPUs, else the proxy's CPU: with the backend beside a real-time
+ *     client on one CPU, requests stalled for seconds in trial runs), and,
+ *     when allowed (root), SCHED_FIFO priority 10 for all of them
+ *     (IOD_BENCH_RT=0 turns it off), so other tenants' CFS tasks cannot
+ *     delay a request; at 1000 requests/s they use a few percent of a CPU,
+ *     and the kernel's RT throttling bounds them anyway. The saturation phase stays unpinned and CFS: pinned on an
+ *     oversubscribed machine, a saturated proxy cannot move off a busy CPU,
+ *     and real-time saturation would starve the other tenants;
  *   - latency rounds (IOD_BENCH_LAT_ROUNDS, default 5) interleave direct and
  *     proxied runs, so a burst of outside load hits every target alike; per
  *     round the added p99 is paired with that round's direct p99; reported:
@@ -35,6 +42,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <sched.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -55,17 +63,72 @@ static char tmpdir[256];
 static pid_t children[8];
 static int children_n;
 static int cpu_client = -1, cpu_proxy = -1, cpu_backend = -1; /* pinning (-1 = none) */
+static pid_t pid_backend, pid_iod, pid_haproxy;               /* spawned processes */
 
-/* Pin the calling process (and what it execs or forks later) to one CPU. */
-static void pin(int cpu)
+static long ncpu_online = 1;
+static bool rt_ok = true; /* SCHED_FIFO was granted (false after a refusal) */
+
+/* Affinity (cpu, or every CPU when -1) and policy (SCHED_FIFO 10 or normal)
+ * of one thread. */
+static void tune_task(pid_t tid, int cpu, bool rt)
 {
 	cpu_set_t set;
-	if (cpu < 0)
-		return;
 	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	if (sched_setaffinity(0, sizeof(set), &set))
-		fprintf(stderr, "bench_mesh: cannot pin to CPU %d: %s\n", cpu, strerror(errno));
+	for (long c = 0; c < ncpu_online && c < CPU_SETSIZE; c++)
+		if (cpu < 0 || c == cpu)
+			CPU_SET((int)c, &set);
+	if (sched_setaffinity(tid, sizeof(set), &set))
+		fprintf(stderr, "bench_mesh: cannot pin %d to CPU %d: %s\n", (int)tid, cpu,
+		        strerror(errno));
+	struct sched_param sp = {.sched_priority = rt ? 10 : 0};
+	if ((rt || rt_ok) && sched_setscheduler(tid, rt ? SCHED_FIFO : SCHED_OTHER, &sp) && rt) {
+		fprintf(stderr, "bench_mesh: SCHED_FIFO refused (%s): measuring without it\n",
+		        strerror(errno));
+		rt_ok = false;
+	}
+}
+
+/* Every thread of a process. */
+static void tune_proc(pid_t pid, int cpu, bool rt)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	struct dirent *de;
+	if (!d)
+		return;
+	while ((de = readdir(d)))
+		if (de->d_name[0] >= '1' && de->d_name[0] <= '9')
+			tune_task((pid_t)atoi(de->d_name), cpu, rt);
+	closedir(d);
+}
+
+/* A spawned process and its children (nginx's workers). */
+static void tune_tree(pid_t root, int cpu, bool rt)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	tune_proc(root, cpu, rt);
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char path[64], stat[512];
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		size_t n = fread(stat, 1, sizeof(stat) - 1, f);
+		fclose(f);
+		stat[n] = 0;
+		const char *rp = strrchr(stat, ')'); /* comm may hold spaces */
+		int ppid = 0;
+		char st;
+		if (rp && sscanf(rp + 1, " %c %d", &st, &ppid) == 2 && ppid == root)
+			tune_proc((pid_t)atoi(de->d_name), cpu, rt);
+	}
+	closedir(d);
 }
 
 static void loadavg(double *one)
@@ -92,11 +155,10 @@ static uint32_t env_u32(const char *name, uint32_t def)
 	return v && *v ? (uint32_t)strtoul(v, NULL, 10) : def;
 }
 
-static pid_t spawn(char *const argv[], const char *log, int cpu)
+static pid_t spawn(char *const argv[], const char *log)
 {
 	pid_t pid = fork();
 	if (pid == 0) {
-		pin(cpu);
 		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		if (fd >= 0) {
 			dup2(fd, 1);
@@ -241,8 +303,13 @@ static int fixed_rate(uint32_t ip, uint16_t port, uint32_t rate, uint32_t second
 		c[i].fd = tcp_connect(ip, port);
 		c[i].busy = false;
 		c[i].len = 0;
-		if (c[i].fd < 0)
+		if (c[i].fd < 0) {
+			fprintf(stderr, "bench_mesh: connect: %s\n", strerror(errno));
+			for (int k = 0; k < i; k++)
+				close(c[k].fd);
+			close(ep);
 			return -1;
+		}
 		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
 		epoll_ctl(ep, EPOLL_CTL_ADD, c[i].fd, &ev);
 	}
@@ -280,7 +347,13 @@ static int fixed_rate(uint32_t ip, uint16_t port, uint32_t rate, uint32_t second
 			struct lconn *x = &c[evs[e].data.u32];
 			ssize_t r = recv(x->fd, x->buf + x->len, sizeof(x->buf) - x->len, 0);
 			if (r <= 0) {
-				errors++;
+				fprintf(stderr,
+				        "bench_mesh: connection %u %s after %u answers (%u sent)\n",
+				        evs[e].data.u32, r ? strerror(errno) : "closed by the peer",
+				        done, sent);
+				for (int k = 0; k < LAT_CONNS; k++)
+					close(c[k].fd);
+				close(ep);
 				return -1;
 			}
 			x->len += (size_t)r;
@@ -375,10 +448,11 @@ int main(void)
 	bool have_nginx = access("/usr/sbin/nginx", X_OK) == 0;
 
 	signal(SIGPIPE, SIG_IGN);
+	ncpu_online = ncpu;
 	if (!getenv("IOD_BENCH_NO_PIN") && ncpu >= 2) {
 		cpu_client = (int)env_u32("IOD_BENCH_CPU_CLIENT", 0);
 		cpu_proxy = (int)env_u32("IOD_BENCH_CPU_PROXY", 1);
-		cpu_backend = (int)env_u32("IOD_BENCH_CPU_BACKEND", ncpu >= 3 ? 2 : 0);
+		cpu_backend = (int)env_u32("IOD_BENCH_CPU_BACKEND", ncpu >= 3 ? 2 : cpu_proxy);
 	}
 	loadavg(&load_before);
 	snprintf(tmpdir, sizeof(tmpdir), "/tmp/iod-bench-mesh.%d", (int)getpid());
@@ -398,12 +472,13 @@ int main(void)
 		        "bench_mesh: needs wrk and haproxy (scripts/deps.sh installs them)\n");
 		return 1;
 	}
-	printf("bench_mesh: loopback, 1 KB responses from %s, proxy threads=%u, wrk -t1 -c%u -d%us"
-	       " (%u interleaved rounds), fixed rate %u req/s for %us over %d keep-alive "
-	       "connections (%u interleaved rounds); %ld CPUs, shared; pinning: client cpu %d, "
-	       "proxy cpu %d, backend cpu %d (-1 = not pinned); load average %.2f\n",
-	       have_nginx ? "nginx" : "iod proxy backend", threads, conns, secs, rounds, rate, secs,
-	       LAT_CONNS, lat_rounds, ncpu, cpu_client, cpu_proxy, cpu_backend, load_before);
+	printf(
+	    "bench_mesh: loopback, 1 KB responses from %s, proxy threads=%u, wrk -t1 -c%u -d%us"
+	    " (%u interleaved rounds), fixed rate %u req/s for %us over %d keep-alive "
+	    "connections (%u interleaved rounds); %ld CPUs, shared; fixed-rate pinning: client cpu "
+	    "%d, proxy cpu %d, backend cpu %d (-1 = not pinned); load average %.2f\n",
+	    have_nginx ? "nginx" : "iod proxy backend", threads, conns, secs, rounds, rate, secs,
+	    LAT_CONNS, lat_rounds, ncpu, cpu_client, cpu_proxy, cpu_backend, load_before);
 	fflush(stdout);
 
 	/* Backend. */
@@ -431,14 +506,14 @@ int main(void)
 		snprintf(pre, sizeof(pre), "%s", tmpdir);
 		snprintf(log, sizeof(log), "%s/nginx.out", tmpdir);
 		char *argv[] = {"/usr/sbin/nginx", "-p", pre, "-e", log, "-c", conf, NULL};
-		spawn(argv, log, cpu_backend);
+		pid_backend = spawn(argv, log);
 	} else {
 		char listen[64], log[300];
 		snprintf(listen, sizeof(listen), "127.0.0.1:%u", be_port);
 		snprintf(log, sizeof(log), "%s/backend.log", tmpdir);
 		char *argv[] = {(char *)iod, "proxy",  "backend", "--listen",
 		                listen,      "--size", "1024",    NULL};
-		spawn(argv, log, cpu_backend);
+		pid_backend = spawn(argv, log);
 	}
 	if (!wait_ready(lo, be_port)) {
 		char cmd[600];
@@ -467,7 +542,7 @@ int main(void)
 		snprintf(log, sizeof(log), "%s/iod.log", tmpdir);
 		char *argv[] = {(char *)iod, "--log-level", "warn", "proxy",   "run", "--config",
 		                cfg,         "--workers",   w,      "--admin", "off", NULL};
-		spawn(argv, log, cpu_proxy);
+		pid_iod = spawn(argv, log);
 	}
 	/* HAProxy with the same threads, TCP and HTTP frontends. */
 	snprintf(text, sizeof(text),
@@ -486,7 +561,7 @@ int main(void)
 		snprintf(cfg, sizeof(cfg), "%s/haproxy.cfg", tmpdir);
 		snprintf(log, sizeof(log), "%s/haproxy.log", tmpdir);
 		char *argv[] = {"haproxy", "-db", "-f", cfg, NULL};
-		spawn(argv, log, cpu_proxy);
+		pid_haproxy = spawn(argv, log);
 	}
 
 	struct target t[5];
@@ -506,8 +581,6 @@ int main(void)
 			fprintf(stderr, "bench_mesh: %s is not answering (logs in %s)\n", t[i].name,
 			        tmpdir);
 	}
-	/* The load generator (this process; wrk inherits it) gets its own CPU. */
-	pin(cpu_client);
 	/* Rounds interleave the targets so a burst of load from other tenants
 	 * hits all of them. */
 	for (uint32_t r = 0; r < rounds; r++)
@@ -526,7 +599,14 @@ int main(void)
 			    t[i].name, t[i].rps, median(t[i].rps_r, rounds), threads, conns, secs,
 			    rounds);
 	fflush(stdout);
-	/* Latency: direct first in every round, each proxy paired with it. */
+	/* Latency: pinned and real-time (see the top), direct first in every
+	 * round, each proxy paired with it. */
+	bool rt = !getenv("IOD_BENCH_RT") || strcmp(getenv("IOD_BENCH_RT"), "0");
+	tune_task(0, cpu_client, rt);
+	tune_tree(pid_backend, cpu_backend, rt);
+	tune_tree(pid_iod, cpu_proxy, rt);
+	tune_tree(pid_haproxy, cpu_proxy, rt);
+	rt = rt && rt_ok;
 	for (uint32_t r = 0; r < lat_rounds; r++) {
 		struct lat base_l = {0};
 		for (size_t i = 0; i < n; i++) {
@@ -547,6 +627,10 @@ int main(void)
 			t[i].lat_n++;
 		}
 	}
+	tune_task(0, -1, false);
+	tune_tree(pid_backend, -1, false);
+	tune_tree(pid_iod, -1, false);
+	tune_tree(pid_haproxy, -1, false);
 	loadavg(&load_after);
 	double p99_med[5] = {0}, added_med[5] = {0}, p50_med[5] = {0};
 	double base_spread = 0;
@@ -582,8 +666,10 @@ int main(void)
 			       t[0].lat_r[r].p999_us, t[0].lat_r[r].max_us);
 		printf(" p99_spread_us=%.1f\n", base_spread);
 	}
-	printf("BENCH mesh.load loadavg_before=%.2f loadavg_after=%.2f cpus=%ld\n", load_before,
-	       load_after, ncpu);
+	printf("BENCH mesh.load loadavg_before=%.2f loadavg_after=%.2f cpus=%ld "
+	       "latency_pinning=client:%d,proxy:%d,backend:%d latency_sched_fifo=%s\n",
+	       load_before, load_after, ncpu, cpu_client, cpu_proxy, cpu_backend,
+	       rt ? "yes" : "no");
 	fflush(stdout);
 	/* Ratios against HAProxy in the same mode. */
 	const struct {
