@@ -32,9 +32,10 @@
  *     p99, and the direct baseline's own distribution (per-round p99 min /
  *     median / max, p50, p90, p99.9) next to it;
  *   - the load average (/proc/loadavg) before and after the run;
- *   - the verdict: within_noise when the baseline's own round-to-round p99
- *     spread is 100 us or more and the median added p99 lies inside it (not
- *     judgeable), else met (median added p99 < 100 us) or missed.
+ *   - the verdict from the quartiles of the paired added p99 over rounds:
+ *     met when the upper quartile is under 100 us (at least 3 rounds in 4
+ *     under the target), missed when the lower quartile is at or over it,
+ *     within_noise otherwise (not judgeable from this run).
  * Prints BENCH lines and ratios against HAProxy. Everything stays on
  * loopback and is torn down at the end. Runs about three minutes.
  */
@@ -434,7 +435,7 @@ int main(void)
 	uint32_t secs = env_u32("IOD_BENCH_SECONDS", 3);
 	uint32_t rounds = IOD_MIN(IOD_MAX(env_u32("IOD_BENCH_ROUNDS", 3), 1u), LAT_ROUNDS_MAX);
 	uint32_t lat_rounds =
-	    IOD_MIN(IOD_MAX(env_u32("IOD_BENCH_LAT_ROUNDS", 5), 1u), LAT_ROUNDS_MAX);
+	    IOD_MIN(IOD_MAX(env_u32("IOD_BENCH_LAT_ROUNDS", 11), 1u), LAT_ROUNDS_MAX);
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	double load_before, load_after;
 	uint32_t rate = env_u32("IOD_BENCH_RATE", 1000);
@@ -633,6 +634,8 @@ int main(void)
 	tune_tree(pid_haproxy, -1, false);
 	loadavg(&load_after);
 	double p99_med[5] = {0}, added_med[5] = {0}, p50_med[5] = {0};
+	double added_q1[5] = {0}, added_q3[5] = {0};
+	uint32_t under[5] = {0};
 	double base_spread = 0;
 	for (size_t i = 0; i < n; i++) {
 		double v[LAT_ROUNDS_MAX], w[LAT_ROUNDS_MAX];
@@ -648,14 +651,23 @@ int main(void)
 		p99_med[i] = median(v, t[i].lat_n);
 		p50_med[i] = median(w, t[i].lat_n);
 		added_med[i] = median(t[i].added_p99_r, t[i].lat_n);
+		double a[LAT_ROUNDS_MAX];
+		memcpy(a, t[i].added_p99_r, t[i].lat_n * sizeof(a[0]));
+		qsort(a, t[i].lat_n, sizeof(a[0]), cmp_dbl);
+		added_q1[i] = a[(t[i].lat_n - 1) / 4];
+		added_q3[i] = a[(3 * (t[i].lat_n - 1) + 3) / 4];
+		for (uint32_t r = 0; r < t[i].lat_n; r++)
+			under[i] += t[i].added_p99_r[r] < 100;
 		qsort(v, t[i].lat_n, sizeof(v[0]), cmp_dbl);
 		if (i == 0)
 			base_spread = v[t[i].lat_n - 1] - v[0];
 		printf("BENCH mesh.latency target=%s rate=%u rounds=%u n=%u errors=%u "
 		       "p50_us_median=%.1f p99_us_median=%.1f p99_us_min=%.1f p99_us_max=%.1f "
-		       "added_p50_us=%.1f added_p99_us_median=%.1f\n",
+		       "added_p50_us=%.1f added_p99_us_median=%.1f added_p99_us_q1=%.1f "
+		       "added_p99_us_q3=%.1f rounds_added_p99_lt_100us=%u/%u\n",
 		       t[i].name, rate, t[i].lat_n, cnt, errors, p50_med[i], p99_med[i], v[0],
-		       v[t[i].lat_n - 1], p50_med[i] - p50_med[0], added_med[i]);
+		       v[t[i].lat_n - 1], p50_med[i] - p50_med[0], added_med[i], added_q1[i],
+		       added_q3[i], under[i], t[i].lat_n);
 	}
 	if (t[0].lat_n) {
 		/* The baseline's own distribution, round by round. */
@@ -680,13 +692,9 @@ int main(void)
 		struct target *a = &t[ai], *b = &t[bi];
 		if (!a->ok || !b->ok || !b->rps)
 			continue;
-		/* Judgeable only when the baseline itself is steadier than the
-		 * 100 us target, or the added p99 stands out of its spread. */
-		bool noisy = base_spread >= 100 &&
-		             (added_med[ai] < 0 ? -added_med[ai] : added_med[ai]) <= base_spread;
-		const char *verdict = noisy                 ? "within_noise"
-		                      : added_med[ai] < 100 ? "met"
-		                                            : "missed";
+		const char *verdict = added_q3[ai] < 100    ? "met"
+		                      : added_q1[ai] >= 100 ? "missed"
+		                                            : "within_noise";
 		printf("BENCH mesh.vs_haproxy target=%s vs=%s rps_ratio=%.2f rps_ratio_median=%.2f "
 		       "p99_added_us_median=%.1f haproxy_p99_added_us_median=%.1f "
 		       "baseline_p99_spread_us=%.1f target_added_p99_lt_100us=%s "
