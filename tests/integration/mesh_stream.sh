@@ -181,10 +181,11 @@ done
 [ -z "$r" ] && ok retry_streamed || bad retry_streamed "failed:$r"
 
 if command -v python3 >/dev/null; then
-	python3 - $((base + 7)) >"$T/early.log" 2>&1 <<'PY' &
+	python3 - $((base + 7)) "$T/early.ready" >"$T/early.log" 2>&1 <<'PY' &
 import socket, sys
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8)
+open(sys.argv[2], "w").close()
 c, _ = s.accept()
 data = b""
 while b"\r\n\r\n" not in data:
@@ -201,7 +202,8 @@ c.close()
 PY
 	EP=$!
 	PIDS="$PIDS $EP"
-	sleep 0.3
+	i=0
+	while [ ! -e "$T/early.ready" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 	code=$(curl -s -o "$T/early" -w '%{http_code}' -H 'Expect:' -T "$T/m64" "http://$VIP.7:8000/e")
 	[ "$code" = 413 ] && [ "$(cat "$T/early")" = nope ] && ok early_answer ||
 		bad early_answer "code=$code body=$(head -c 40 "$T/early")"
