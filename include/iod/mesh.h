@@ -153,6 +153,13 @@ int iod_mesh_config_load(const char *path, struct iod_mesh_registry *r, struct i
 struct iod_mesh_source {
 	int (*poll)(void *ctx, uint64_t have_version, struct iod_mesh_registry *out,
 	            struct iod_err *e);
+	/*
+	 * Optional (NULL: poll on a period): block up to timeout_ms until the
+	 * source knows of a change worth a poll(). 0 = poll now, -ETIMEDOUT =
+	 * nothing changed, -EINTR = *stop became non-zero, another negative
+	 * errno = failure (e says why; poll on a period meanwhile).
+	 */
+	int (*wait)(void *ctx, uint32_t timeout_ms, const volatile int *stop, struct iod_err *e);
 	void *ctx; /* the source's state */
 };
 /* A source that re-reads a config file when its mtime changes. */
@@ -177,6 +184,7 @@ struct iod_mesh_api_source {
 	char server[64];            /* API address "host:port" */
 	char node[IOD_NAME_MAX];    /* the node this proxy runs on */
 	uint64_t rev;               /* cluster revision last read */
+	uint64_t watch_rev;         /* wait() watches for changes after this revision */
 	uint64_t hash;              /* hash of the last view built */
 	uint64_t version;           /* raised on each change */
 };
@@ -341,6 +349,7 @@ struct iod_mesh_http_msg {
 	bool has_length;                 /* Content-Length present */
 	uint64_t content_length;         /* its value */
 	bool keep_alive;                 /* connection persists after this message */
+	bool expect_continue;            /* request: Expect: 100-continue */
 	int traceparent;                 /* header index or -1 */
 	struct iod_mesh_http_header hdr[IOD_MESH_HTTP_HEADERS_MAX]; /* hdr_n headers */
 	uint32_t hdr_n;
@@ -377,6 +386,13 @@ void iod_mesh_http_body_init(struct iod_mesh_http_body *b, const struct iod_mesh
  */
 int64_t iod_mesh_http_body_feed(struct iod_mesh_http_body *b, const char *p, size_t len,
                                 bool *done);
+/* The payload bytes of a body, as they are found (chunk data without the
+ * chunked framing; all bytes of a length- or close-framed body). */
+typedef void (*iod_mesh_http_data_fn)(void *ctx, const char *p, size_t n);
+/* iod_mesh_http_body_feed that also hands each payload run to data (may be
+ * NULL): the decoder a receiver (iod's test backend, the fuzz target) uses. */
+int64_t iod_mesh_http_body_decode(struct iod_mesh_http_body *b, const char *p, size_t len,
+                                  bool *done, iod_mesh_http_data_fn data, void *ctx);
 
 /* ---- W3C trace context (pure) ------------------------------------------ */
 
@@ -466,6 +482,14 @@ int iod_mesh_proxy_start(struct iod_mesh_proxy **out, const struct iod_mesh_prox
                          struct iod_mesh_source *src, struct iod_err *e);
 /* Poll the source and apply a changed view (call periodically). */
 int iod_mesh_proxy_refresh(struct iod_mesh_proxy *p, struct iod_err *e);
+/*
+ * Block until the next refresh is due: with a source that pushes (wait),
+ * until it reports a change or resync_ms pass (the periodic resync); else
+ * poll_ms. Returns early once *stop is set. 0, or the source's failure
+ * (after a poll_ms pause, so a caller that just refreshes again polls).
+ */
+int iod_mesh_proxy_wait(struct iod_mesh_proxy *p, uint32_t poll_ms, uint32_t resync_ms,
+                        const volatile int *stop, struct iod_err *e);
 void iod_mesh_proxy_stop(struct iod_mesh_proxy *p);
 /* Prometheus text of every service and endpoint (appends to b). */
 int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b);

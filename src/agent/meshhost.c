@@ -5,7 +5,11 @@
  * One thread: it waits until the node has registered, starts the proxy
  * (iod_mesh_proxy_start with the control-plane source, so the proxy serves
  * every Service on its loopback VIP and follows Endpoint reports), then
- * refreshes the proxy's view every MESH_REFRESH_MS. When the API server it
+ * refreshes the proxy's view whenever the control plane's watch reports a
+ * Service, Endpoint or Node change (a push: an endpoint marked unhealthy
+ * leaves the proxy's rotation within milliseconds), and every
+ * MESH_RESYNC_MS regardless; while the watch fails it polls every
+ * MESH_REFRESH_MS. When the API server it
  * reads from fails it moves to the next one of cfg->servers. Stopping joins
  * the thread and stops the proxy (listeners closed, workers joined).
  *
@@ -21,7 +25,8 @@
 #include <string.h>
 #include <time.h>
 
-#define MESH_REFRESH_MS 200 /* view refresh period: endpoints move within this */
+#define MESH_REFRESH_MS 200 /* poll period when the control plane's watch fails */
+#define MESH_RESYNC_MS 5000 /* full re-read even without pushes (lost-watch fallback) */
 #define MESH_RETRY_MS 500   /* between failed proxy starts (API not answering) */
 
 struct iod_agent_mesh {
@@ -35,6 +40,7 @@ struct iod_agent_mesh {
 	pthread_mutex_t mu;                 /* guards stop */
 	pthread_cond_t cv;                  /* signals stop */
 	bool stop;                          /* thread exits */
+	int stop_flag;                      /* the same, read without mu (atomic) */
 };
 
 /* The i-th address of "a,b,c" (wrapping) into buf. */
@@ -114,7 +120,13 @@ static void *mesh_main(void *arg)
 	}
 	IOD_INFO("agent", "node %s: mesh proxy up (view from %s%s%s)", cfg->name, m->src.server,
 	         o.admin_addr ? ", admin http://" : "", o.admin_addr ? o.admin_addr : "");
-	while (!wait_stop(m, MESH_REFRESH_MS)) {
+	for (;;) {
+		memset(&e, 0, sizeof(e));
+		if (iod_mesh_proxy_wait(m->proxy, MESH_REFRESH_MS, MESH_RESYNC_MS, &m->stop_flag,
+		                        &e))
+			IOD_DEBUG("agent", "mesh: watch: %s (polling)", e.msg);
+		if (__atomic_load_n(&m->stop_flag, __ATOMIC_RELAXED))
+			break;
 		memset(&e, 0, sizeof(e));
 		int rc = iod_mesh_proxy_refresh(m->proxy, &e);
 		if (rc && rc != -EAGAIN) {
@@ -156,6 +168,7 @@ void iod_agent_mesh_stop(struct iod_agent_mesh *m)
 {
 	if (!m)
 		return;
+	__atomic_store_n(&m->stop_flag, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&m->mu);
 	m->stop = true;
 	pthread_cond_signal(&m->cv);

@@ -20,6 +20,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -41,15 +43,19 @@ static void usage(FILE *f)
 	    f,
 	    "usage: iod proxy run (--config FILE | --server ADDR [--node NAME]) [--workers N]\n"
 	    "                     [--admin ADDR] [--dns ADDR] [--seed N] [--no-splice]\n"
+	    "                     [--no-watch]\n"
 	    "       iod proxy check --config FILE [-o text|json]\n"
 	    "       iod proxy env --config FILE\n"
 	    "       iod proxy backend --listen ADDR [--name NAME] [--size BYTES]\n"
-	    "                     [--call http://HOST:PORT/PATH] [--status CODE]\n\n"
+	    "                     [--call http://HOST:PORT/PATH] [--status CODE]\n"
+	    "                     [--file PATH] [--chunked] [--sink PATH] [--read-rate BYTES]\n\n"
 	    "The node's service-mesh proxy in standalone mode (docs/mesh.md).\n"
 	    "  run      serve every service of FILE on its loopback VIP (127.x.y.z:port),\n"
 	    "           balancing over its endpoints; FILE is re-read when it changes.\n"
 	    "           --server ADDR follows the control plane instead (its services and\n"
-	    "           the endpoints agents report); --node NAME is this node (locality)\n"
+	    "           the endpoints agents report); --node NAME is this node (locality).\n"
+	    "           Changes arrive by the API's watch (pushes) with a full re-read\n"
+	    "           every 5 s; --no-watch polls every 200 ms instead\n"
 	    "           --workers N   epoll threads (default: 2)\n"
 	    "           --admin ADDR  admin endpoint: /metrics /spans /v1/traces /registry\n"
 	    "                         (default 127.0.0.1:15000; \"off\" to disable)\n"
@@ -59,7 +65,13 @@ static void usage(FILE *f)
 	    "  env      print IOD_SVC_<NAME>_ADDR=vip:port for every service (for workloads)\n"
 	    "  backend  a small HTTP/1.1 server: answers every request with BYTES bytes\n"
 	    "           (default 1024) naming itself; --call makes it call another\n"
-	    "           service first, passing the traceparent on; --status sets the code\n");
+	    "           service first, passing the traceparent on; --status sets the code.\n"
+	    "           Request bodies of any size are read (Content-Length or chunked);\n"
+	    "           answers carry x-body-bytes: N (payload bytes received)\n"
+	    "           --file PATH       answer with PATH's contents instead\n"
+	    "           --chunked         answer with Transfer-Encoding: chunked\n"
+	    "           --sink PATH       write each request's decoded body to PATH\n"
+	    "           --read-rate BYTES read request bodies at most BYTES per second\n");
 }
 
 static int load(const char *path, struct iod_mesh_registry *r)
@@ -132,8 +144,11 @@ static int do_check(const char *path, bool json, bool env_only)
 	return 0;
 }
 
+/* With --server: full re-read every this long even without pushes. */
+#define RUN_RESYNC_MS 5000
+
 static int do_run(const char *path, const char *server, const char *node,
-                  struct iod_mesh_proxy_opts *o)
+                  struct iod_mesh_proxy_opts *o, bool no_watch)
 {
 	static struct iod_mesh_file_source fs;
 	static struct iod_mesh_api_source as;
@@ -143,6 +158,8 @@ static int do_run(const char *path, const char *server, const char *node,
 
 	if (server) {
 		iod_mesh_api_source_init(&as, server, node);
+		if (no_watch)
+			as.src.wait = NULL; /* poll every 200 ms (the behaviour before the watch) */
 		src = &as.src;
 		path = server;
 	} else {
@@ -159,7 +176,12 @@ static int do_run(const char *path, const char *server, const char *node,
 	         o->admin_addr ? ", admin http://" : "", o->admin_addr ? o->admin_addr : "",
 	         o->dns_addr ? ", dns " : "", o->dns_addr ? o->dns_addr : "");
 	while (!stop_flag) {
-		usleep(200 * 1000);
+		memset(&e, 0, sizeof(e));
+		if (iod_mesh_proxy_wait(p, 200, RUN_RESYNC_MS, (const volatile int *)&stop_flag,
+		                        &e))
+			IOD_WARN("mesh", "watch failed, polling: %s", e.msg);
+		if (stop_flag)
+			break;
 		memset(&e, 0, sizeof(e));
 		int rc = iod_mesh_proxy_refresh(p, &e);
 		if (rc == 0)
@@ -181,6 +203,10 @@ struct backend {
 	uint32_t call_ip;        /* --call target (0 = none) */
 	uint16_t call_port;
 	char call_path[256];
+	char file[512];    /* --file: answer with this file's contents */
+	char sink[512];    /* --sink: write each request's decoded body here */
+	bool chunked;      /* --chunked: answer with chunked transfer encoding */
+	uint64_t read_bps; /* --read-rate: read request bodies this slowly (0 = no limit) */
 };
 
 static struct backend be;
@@ -216,14 +242,95 @@ static int call_next(const char *traceparent)
 	return len > 12 ? atoi(resp + 9) : -1;
 }
 
+/* Where a request's decoded body goes: counted, and written to --sink. */
+struct sink {
+	int fd;         /* --sink file or -1 */
+	uint64_t bytes; /* payload bytes seen */
+	bool failed;    /* a write to the sink failed */
+};
+
+static void sink_data(void *ctx, const char *p, size_t n)
+{
+	struct sink *k = ctx;
+	k->bytes += n;
+	while (k->fd >= 0 && n && !k->failed) {
+		ssize_t w = write(k->fd, p, n);
+		if (w <= 0) {
+			k->failed = true;
+			break;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+/* recv that honours --read-rate (a slow reader, for backpressure tests). */
+static ssize_t be_recv(int fd, char *buf, size_t cap)
+{
+	if (be.read_bps) {
+		size_t slice = (size_t)IOD_MAX(be.read_bps / 50, 1024u); /* 20 ms of data */
+		cap = IOD_MIN(cap, slice);
+	}
+	ssize_t n = recv(fd, buf, cap, 0);
+	if (n > 0 && be.read_bps)
+		usleep((useconds_t)((uint64_t)n * 1000000u / be.read_bps));
+	return n;
+}
+
+static bool send_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+		if (w <= 0)
+			return false;
+		p += w;
+		n -= (size_t)w;
+	}
+	return true;
+}
+
+/* Send one piece of a response body, as a chunk when --chunked. */
+static bool send_piece(int fd, const char *p, size_t n)
+{
+	char line[32];
+	if (!be.chunked)
+		return send_all(fd, p, n);
+	int l = snprintf(line, sizeof(line), "%zx\r\n", n);
+	return send_all(fd, line, (size_t)l) && send_all(fd, p, n) && send_all(fd, "\r\n", 2);
+}
+
+/* The response body: --file's contents, else the BYTES-byte answer. */
+static bool send_body(int fd, const char *body, int file_fd, uint64_t size, char *tmp,
+                      size_t tmp_len)
+{
+	uint64_t off = 0;
+	while (off < size) {
+		const char *p = body + off;
+		size_t n = (size_t)IOD_MIN((uint64_t)65536, size - off);
+		if (file_fd >= 0) {
+			n = IOD_MIN(n, tmp_len);
+			ssize_t r = pread(file_fd, tmp, n, (off_t)off);
+			if (r <= 0)
+				return false;
+			n = (size_t)r;
+			p = tmp;
+		}
+		if (!send_piece(fd, p, n))
+			return false;
+		off += n;
+	}
+	return !be.chunked || send_all(fd, "0\r\n\r\n", 5);
+}
+
 static void *backend_conn(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
 	static __thread struct iod_mesh_http_msg m;
 	char *buf = malloc(IOD_MESH_HTTP_BUF), *body = malloc(be.size + 1);
+	char *tmp = malloc(65536);
 	size_t len = 0;
 
-	if (!buf || !body)
+	if (!buf || !body || !tmp)
 		goto out;
 	memset(body, 'x', be.size);
 	memcpy(body, be.name, IOD_MIN(strlen(be.name), be.size));
@@ -242,21 +349,45 @@ static void *backend_conn(void *arg)
 		}
 		if (rc)
 			break;
-		size_t need = m.head_len + (m.has_length ? m.content_length : 0);
-		if (need > IOD_MESH_HTTP_BUF)
-			break;
-		while (len < need) {
-			ssize_t n = recv(fd, buf + len, need - len, 0);
-			if (n <= 0)
-				goto out;
-			len += (size_t)n;
-		}
+		/* What the answer needs from the head: the buffer is reused for the body. */
 		char tp[64] = "", hdrs[256] = "";
+		bool keep_alive = m.keep_alive;
 		if (m.traceparent >= 0 && m.hdr[m.traceparent].value_len < sizeof(tp)) {
 			memcpy(tp, buf + m.hdr[m.traceparent].value_off,
 			       m.hdr[m.traceparent].value_len);
 			tp[m.hdr[m.traceparent].value_len] = 0;
 		}
+		/* The body, of any size: decoded through the buffer. */
+		struct iod_mesh_http_body b;
+		struct sink sk = {.fd = -1};
+		bool done = false;
+		iod_mesh_http_body_init(&b, &m, buf, NULL, 0);
+		done = b.kind == IOD_MESH_BODY_NONE;
+		if (m.expect_continue && b.kind != IOD_MESH_BODY_NONE &&
+		    !send_all(fd, "HTTP/1.1 100 Continue\r\n\r\n", 25))
+			break;
+		if (be.sink[0] && b.kind != IOD_MESH_BODY_NONE)
+			sk.fd = open(be.sink, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		size_t pos = m.head_len;
+		while (!done) {
+			if (pos < len) {
+				int64_t used = iod_mesh_http_body_decode(&b, buf + pos, len - pos,
+				                                         &done, sink_data, &sk);
+				if (used < 0)
+					break;
+				pos += (size_t)used;
+				continue;
+			}
+			pos = len = 0;
+			ssize_t n = be_recv(fd, buf, IOD_MESH_HTTP_BUF);
+			if (n <= 0)
+				break;
+			len = (size_t)n;
+		}
+		if (sk.fd >= 0)
+			close(sk.fd);
+		if (!done)
+			break;
 		int status = be.status;
 		if (be.call_ip) {
 			int st = call_next(tp[0] ? tp : NULL);
@@ -264,25 +395,55 @@ static void *backend_conn(void *arg)
 			if (st != 200 && status < 500)
 				status = 502;
 		}
-		char head[512];
-		int hn =
-		    snprintf(head, sizeof(head),
-		             "HTTP/1.1 %d %s\r\ncontent-length: %zu\r\nx-backend: %s\r\n"
-		             "x-traceparent-seen: %s\r\n%s%s\r\n",
-		             status, status < 400 ? "OK" : "Error", be.size, be.name,
-		             tp[0] ? tp : "-", hdrs, m.keep_alive ? "" : "connection: close\r\n");
-		struct iovec iov[2] = {{head, (size_t)hn}, {body, be.size}};
-		struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
-		if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)((size_t)hn + be.size))
+		int file_fd = -1;
+		uint64_t size = be.size;
+		if (be.file[0]) {
+			struct stat st;
+			file_fd = open(be.file, O_RDONLY | O_CLOEXEC);
+			if (file_fd < 0 || fstat(file_fd, &st)) {
+				if (file_fd >= 0)
+					close(file_fd);
+				break;
+			}
+			size = (uint64_t)st.st_size;
+		}
+		char head[640], framing[64];
+		if (be.chunked)
+			snprintf(framing, sizeof(framing), "transfer-encoding: chunked\r\n");
+		else
+			snprintf(framing, sizeof(framing), "content-length: %llu\r\n",
+			         (unsigned long long)size);
+		int hn = snprintf(head, sizeof(head),
+		                  "HTTP/1.1 %d %s\r\n%sx-backend: %s\r\n"
+		                  "x-traceparent-seen: %s\r\nx-body-bytes: %llu\r\n%s%s\r\n",
+		                  status, status < 400 ? "OK" : "Error", framing, be.name,
+		                  tp[0] ? tp : "-", (unsigned long long)sk.bytes, hdrs,
+		                  keep_alive ? "" : "connection: close\r\n");
+		bool sent;
+		if (file_fd < 0 && !be.chunked) {
+			struct iovec iov[2] = {{head, (size_t)hn}, {body, be.size}};
+			struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+			ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+			sent =
+			    w == (ssize_t)((size_t)hn + be.size) ||
+			    (w >= hn && send_all(fd, body + (w - hn), be.size - (size_t)(w - hn)));
+		} else {
+			sent = send_all(fd, head, (size_t)hn) &&
+			       send_body(fd, body, file_fd, size, tmp, 65536);
+		}
+		if (file_fd >= 0)
+			close(file_fd);
+		if (!sent)
 			break;
-		memmove(buf, buf + need, len - need);
-		len -= need;
-		if (!m.keep_alive)
+		memmove(buf, buf + pos, len - pos);
+		len -= pos;
+		if (!keep_alive)
 			break;
 	}
 out:
 	free(buf);
 	free(body);
+	free(tmp);
 	close(fd);
 	return NULL;
 }
@@ -340,19 +501,32 @@ static int do_backend(const char *listen_addr, const char *call)
 
 int cmd_proxy(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"config", required_argument, NULL, 'c'}, {"workers", required_argument, NULL, 'w'},
-	    {"admin", required_argument, NULL, 'a'},  {"dns", required_argument, NULL, 'd'},
-	    {"seed", required_argument, NULL, 's'},   {"no-splice", no_argument, NULL, 'S'},
-	    {"listen", required_argument, NULL, 'l'}, {"name", required_argument, NULL, 'n'},
-	    {"size", required_argument, NULL, 'z'},   {"call", required_argument, NULL, 'C'},
-	    {"status", required_argument, NULL, 't'}, {"output", required_argument, NULL, 'o'},
-	    {"server", required_argument, NULL, 'R'}, {"node", required_argument, NULL, 'N'},
-	    {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+	static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+	                                     {"workers", required_argument, NULL, 'w'},
+	                                     {"admin", required_argument, NULL, 'a'},
+	                                     {"dns", required_argument, NULL, 'd'},
+	                                     {"seed", required_argument, NULL, 's'},
+	                                     {"no-splice", no_argument, NULL, 'S'},
+	                                     {"listen", required_argument, NULL, 'l'},
+	                                     {"name", required_argument, NULL, 'n'},
+	                                     {"size", required_argument, NULL, 'z'},
+	                                     {"call", required_argument, NULL, 'C'},
+	                                     {"status", required_argument, NULL, 't'},
+	                                     {"output", required_argument, NULL, 'o'},
+	                                     {"server", required_argument, NULL, 'R'},
+	                                     {"node", required_argument, NULL, 'N'},
+	                                     {"file", required_argument, NULL, 'F'},
+	                                     {"sink", required_argument, NULL, 'K'},
+	                                     {"chunked", no_argument, NULL, 'H'},
+	                                     {"read-rate", required_argument, NULL, 'r'},
+	                                     {"no-watch", no_argument, NULL, 'W'},
+	                                     {"help", no_argument, NULL, 'h'},
+	                                     {NULL, 0, NULL, 0}};
 	struct iod_mesh_proxy_opts o = {.workers = 2, .admin_addr = "127.0.0.1:15000"};
 	const char *config = NULL, *listen_addr = NULL, *call = NULL, *server = NULL, *node = NULL;
 	static const char *const outs[] = {"text", "json", NULL};
 	enum iod_output out = IOD_OUT_TEXT;
+	bool no_watch = false;
 	int c;
 
 	if (argc < 2 || iod_cli_wants_help(argc, argv)) {
@@ -392,6 +566,19 @@ int cmd_proxy(int argc, char **argv)
 			break;
 		}
 		case 'C': call = optarg; break;
+		case 'F': iod_strlcpy(be.file, optarg, sizeof(be.file)); break;
+		case 'K': iod_strlcpy(be.sink, optarg, sizeof(be.sink)); break;
+		case 'H': be.chunked = true; break;
+		case 'W': no_watch = true; break;
+		case 'r': {
+			struct iod_err e = {0};
+			if (iod_parse_size(optarg, &be.read_bps, &e) || !be.read_bps)
+				return iod_cli_fail("proxy", IOD_EXIT_INVALID,
+				                    "--read-rate %s: expected bytes per second, "
+				                    "e.g. 8MiB",
+				                    optarg);
+			break;
+		}
 		case 'R': server = optarg; break;
 		case 'N': node = optarg; break;
 		case 't':
@@ -425,13 +612,13 @@ int cmd_proxy(int argc, char **argv)
 		                    s ? " (did you mean \"" : "", s ? s : "", s ? "\"?)" : "");
 	}
 	if (!strcmp(sub, "run") && server && !config)
-		return do_run(NULL, server, node, &o);
+		return do_run(NULL, server, node, &o, no_watch);
 	if (!config)
 		return iod_cli_fail(
 		    "proxy", IOD_EXIT_INVALID,
 		    "--config FILE is required (services -> endpoints, docs/mesh.md)%s",
 		    strcmp(sub, "run") ? "" : "; or --server ADDR for the control plane");
 	if (!strcmp(sub, "run"))
-		return do_run(config, NULL, node, &o);
+		return do_run(config, NULL, node, &o, no_watch);
 	return do_check(config, out == IOD_OUT_JSON, !strcmp(sub, "env"));
 }

@@ -143,6 +143,9 @@ static int header(const char *b, struct iod_mesh_http_msg *m, bool *close, bool 
 			*ka = true;
 	} else if (ieq(n, h->name_len, "traceparent")) {
 		m->traceparent = (int)(m->hdr_n - 1);
+	} else if (ieq(n, h->name_len, "expect")) {
+		if (ieq(v, h->value_len, "100-continue"))
+			m->expect_continue = true;
 	}
 	return 0;
 }
@@ -267,16 +270,27 @@ static int hexval(char c)
 
 int64_t iod_mesh_http_body_feed(struct iod_mesh_http_body *b, const char *p, size_t len, bool *done)
 {
+	return iod_mesh_http_body_decode(b, p, len, done, NULL, NULL);
+}
+
+int64_t iod_mesh_http_body_decode(struct iod_mesh_http_body *b, const char *p, size_t len,
+                                  bool *done, iod_mesh_http_data_fn data, void *ctx)
+{
 	size_t i = 0;
 
 	*done = false;
 	switch (b->kind) {
 	case IOD_MESH_BODY_NONE: *done = true; return 0;
-	case IOD_MESH_BODY_CLOSE: return (int64_t)len;
+	case IOD_MESH_BODY_CLOSE:
+		if (data && len)
+			data(ctx, p, len);
+		return (int64_t)len;
 	case IOD_MESH_BODY_LENGTH: {
 		uint64_t take = IOD_MIN((uint64_t)len, b->remaining);
 		b->remaining -= take;
 		*done = b->remaining == 0;
+		if (data && take)
+			data(ctx, p, (size_t)take);
 		return (int64_t)take;
 	}
 	case IOD_MESH_BODY_CHUNKED: break;
@@ -318,6 +332,8 @@ int64_t iod_mesh_http_body_feed(struct iod_mesh_http_body *b, const char *p, siz
 			break;
 		case CH_DATA: {
 			uint64_t take = IOD_MIN((uint64_t)(len - i), b->remaining);
+			if (data && take)
+				data(ctx, p + i, (size_t)take);
 			b->remaining -= take;
 			i += (size_t)take;
 			if (!b->remaining)

@@ -377,6 +377,35 @@ int iod_mesh_proxy_refresh(struct iod_mesh_proxy *p, struct iod_err *e)
 	return rc;
 }
 
+/* Sleep ms in short slices; true when *stop became set. */
+static bool nap(uint32_t ms, const volatile int *stop)
+{
+	while (ms) {
+		if (stop && __atomic_load_n(stop, __ATOMIC_RELAXED))
+			return true;
+		uint32_t d = IOD_MIN(ms, 50u);
+		struct timespec ts = {0, (long)d * 1000000L};
+		nanosleep(&ts, NULL);
+		ms -= d;
+	}
+	return stop && __atomic_load_n(stop, __ATOMIC_RELAXED);
+}
+
+int iod_mesh_proxy_wait(struct iod_mesh_proxy *p, uint32_t poll_ms, uint32_t resync_ms,
+                        const volatile int *stop, struct iod_err *e)
+{
+	if (!p->src->wait) {
+		nap(poll_ms, stop);
+		return 0;
+	}
+	int rc = p->src->wait(p->src->ctx, resync_ms, stop, e);
+	if (rc == -ETIMEDOUT || rc == -EINTR)
+		return 0; /* resync due, or stopping */
+	if (rc)
+		nap(poll_ms, stop); /* the watch failed: fall back to polling */
+	return rc;
+}
+
 /* ---- the worker loop --------------------------------------------------- */
 
 static void on_accept(struct worker *w, struct listener *l)

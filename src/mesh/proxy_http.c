@@ -6,9 +6,13 @@
  * idempotent methods, after jittered backoff, within the retry budget), and
  * traced: the proxy adds or continues a W3C `traceparent` and records a span.
  *
- * A request (head and body) must fit in one buffer (IOD_MESH_HTTP_BUF) so it
- * can be resent; responses stream through in buffer-sized pieces with
- * backpressure. Never allocates: buffers belong to connection slots.
+ * Bodies of any size stream both ways through the two connections' fixed
+ * buffers (IOD_MESH_HTTP_BUF each) with backpressure: a side is read only
+ * while the buffer it fills has room, so a slow reader stops the writer
+ * instead of growing memory. A request is forwarded as soon as its head is
+ * in; while all of it still sits in the client's buffer it can be resent
+ * (retries), once the body outgrew the buffer it cannot. Only the head is
+ * limited (431). Never allocates: buffers belong to connection slots.
  */
 #include "internal.h"
 
@@ -18,7 +22,11 @@
 #include <unistd.h>
 
 enum { H_READ, H_UPSTREAM, H_RESP, H_CLOSING };
-enum { U_CONNECTING, U_SENDING, U_WAIT_HEAD, U_BODY, U_DONE, U_IDLE };
+enum { U_CONNECTING, U_WAIT_HEAD, U_BODY, U_DONE, U_IDLE };
+
+/* Longest request head read: the rest of the buffer is room for the
+ * traceparent the proxy writes into the head (13 + 55 + 2 bytes). */
+#define HEAD_MAX (IOD_MESH_HTTP_BUF - 128)
 
 /* Why an attempt failed (what the client gets if it is not retried). */
 enum fail { F_CONNECT, F_RESET, F_TIMEOUT, F_BADRESP, F_STALE };
@@ -26,6 +34,33 @@ enum fail { F_CONNECT, F_RESET, F_TIMEOUT, F_BADRESP, F_STALE };
 static struct wsvc *svc_of(struct worker *w, struct conn *c)
 {
 	return &w->svcs[c->slot];
+}
+
+/* Does the client side still stream request body bytes into its buffer? */
+static bool body_wanted(const struct conn *c)
+{
+	return (c->state == H_UPSTREAM || c->state == H_RESP) && !c->req_done &&
+	       c->len < IOD_MESH_HTTP_BUF;
+}
+
+/* Client interest while a request body streams: read while the buffer has
+ * room (backpressure otherwise), write while a response piece is pending. */
+static void client_rearm(struct worker *w, struct conn *c)
+{
+	iod_mesh_conn_watch(w, c, (c->out_len ? EPOLLOUT : 0) | (body_wanted(c) ? EPOLLIN : 0));
+}
+
+/* Upstream interest: read the response unless the client has not taken the
+ * last piece yet (it lives in u->buf), write while request bytes wait. */
+static void up_rearm(struct worker *w, struct conn *u)
+{
+	const struct conn *c = u->peer;
+	uint32_t ev = 0;
+	if ((u->state == U_WAIT_HEAD || u->state == U_BODY) && !(c && c->out_len))
+		ev |= EPOLLIN | EPOLLRDHUP;
+	if (c && !u->send_done && u->state != U_CONNECTING && c->sent < c->req_len)
+		ev |= EPOLLOUT;
+	iod_mesh_conn_watch(w, u, ev);
 }
 
 static void brk_release(struct wsvc *s, struct conn *c, bool *held, enum iod_mesh_breaker_kind k)
@@ -122,9 +157,9 @@ static bool client_flush(struct worker *w, struct conn *c)
 			c->out_len -= (uint32_t)n;
 			c->last_io_ns = w->now_ns;
 		} else if (n < 0 && errno == EAGAIN) {
-			iod_mesh_conn_watch(w, c, EPOLLOUT);
+			iod_mesh_conn_watch(w, c, EPOLLOUT | (body_wanted(c) ? EPOLLIN : 0));
 			if (c->peer)
-				iod_mesh_conn_watch(w, c->peer, 0);
+				up_rearm(w, c->peer);
 			return false;
 		} else {
 			client_close(w, c);
@@ -145,6 +180,9 @@ static void next_request(struct worker *w, struct conn *c)
 	memmove(c->buf, c->buf + c->req_len, left);
 	c->len = left;
 	c->req_len = 0;
+	c->sent = 0;
+	c->committed = false;
+	c->req_done = false;
 	c->state = H_READ;
 	c->ep = UINT32_MAX;
 	iod_mesh_conn_watch(w, c, EPOLLIN);
@@ -164,9 +202,6 @@ static void respond(struct worker *w, struct conn *c, uint16_t code, bool close_
 
 	switch (code) {
 	case 400: fmt = ERR_RESP("400", "Bad Request", "malformed request"); break;
-	case 413:
-		fmt = ERR_RESP("413", "Content Too Large", "request larger than the proxy buffer");
-		break;
 	case 431:
 		fmt = ERR_RESP("431", "Request Header Fields Too Large", "request head too large");
 		break;
@@ -178,8 +213,8 @@ static void respond(struct worker *w, struct conn *c, uint16_t code, bool close_
 	/* body length = the x-iod-mesh text + newline: find it from the format */
 	const char *b = strstr(fmt, "x-iod-mesh: ") + 12;
 	size_t blen = (size_t)(strchr(b, '\r') - b) + 1;
-	if (close_after)
-		c->keep_alive = false;
+	if (close_after || !c->req_done)
+		c->keep_alive = false; /* unread body bytes would be taken for a request */
 	int n =
 	    snprintf(resp, sizeof(resp), fmt, blen, c->keep_alive ? "" : "connection: close\r\n");
 	if (c->state == H_UPSTREAM) {
@@ -243,7 +278,7 @@ static void attempt_failed(struct worker *w, struct conn *c, enum fail f)
 
 	attempt_cleanup(w, c, f);
 	brk_release(s, c, &c->holds_retry, IOD_MESH_BRK_RETRIES);
-	bool safe = f == F_CONNECT || f == F_STALE || c->idem;
+	bool safe = (f == F_CONNECT || f == F_STALE || c->idem) && !c->committed;
 	if (s->active && safe &&
 	    iod_mesh_retry_allowed(&s->breaker, &s->brk, &s->svc.retry, c->attempts)) {
 		c->holds_retry = true;
@@ -329,36 +364,52 @@ static void dispatch(struct worker *w, struct conn *c, uint32_t exclude)
 		attempt_failed(w, c, F_CONNECT);
 }
 
-static void up_send(struct worker *w, struct conn *u)
+/* Send what the client's buffer holds of the request; false when the
+ * attempt failed (u is gone). The response may arrive meanwhile (a server
+ * may answer before the body ends), so u reads while it sends. */
+static bool up_send(struct worker *w, struct conn *u)
 {
 	struct conn *c = u->peer;
-	while (u->out_len) {
-		ssize_t n = send(u->fd, u->out, u->out_len, MSG_NOSIGNAL);
+	while (c->sent < c->req_len) {
+		ssize_t n = send(u->fd, c->buf + c->sent, c->req_len - c->sent, MSG_NOSIGNAL);
 		if (n > 0) {
-			u->out += n;
-			u->out_len -= (uint32_t)n;
+			c->sent += (uint32_t)n;
+			u->last_io_ns = w->now_ns;
 		} else if (n < 0 && errno == EAGAIN) {
-			iod_mesh_conn_watch(w, u, EPOLLOUT);
-			return;
+			up_rearm(w, u);
+			return true;
 		} else {
-			attempt_failed(w, c, u->reused ? F_STALE : F_RESET);
-			return;
+			attempt_failed(w, c, u->reused && u->len == 0 ? F_STALE : F_RESET);
+			return false;
 		}
 	}
-	u->state = U_WAIT_HEAD;
-	u->len = 0;
-	u->last_io_ns = w->now_ns;
-	iod_mesh_conn_watch(w, u, EPOLLIN | EPOLLRDHUP);
+	if (!c->req_done) {
+		/* All of the buffer went out and more body is to come. Once the
+		 * body outgrew the buffer, sent bytes are dropped and the request
+		 * can no longer be resent. */
+		IOD_ASSERT_HOT(c->len == c->req_len);
+		if (c->sent == c->len && (c->committed || c->len == IOD_MESH_HTTP_BUF)) {
+			c->len = c->req_len = c->sent = 0;
+			c->committed = true;
+		}
+		client_rearm(w, c);
+	} else {
+		u->send_done = true;
+	}
+	up_rearm(w, u);
+	return true;
 }
 
 static void start_send(struct worker *w, struct conn *u)
 {
 	struct conn *c = u->peer;
-	u->state = U_SENDING;
-	u->out = c->buf;
-	u->out_len = c->req_len;
+	u->state = U_WAIT_HEAD;
+	u->send_done = false;
+	u->len = 0;
+	c->sent = 0;
 	u->req_start_ns = w->now_ns;
 	u->connect_start_ns = 0;
+	u->last_io_ns = w->now_ns;
 	up_send(w, u);
 }
 
@@ -372,10 +423,13 @@ static void complete(struct worker *w, struct conn *c)
 	span_finish(w, c, u->status);
 	if (u->body.kind == IOD_MESH_BODY_CLOSE)
 		c->keep_alive = false; /* the client, too, reads this body to EOF */
+	if (!u->send_done)
+		c->keep_alive = false; /* answered before the body ended: rest unread */
 	c->peer = NULL;
 	u->peer = NULL;
-	if (u->resp_keep_alive && u->body.kind != IOD_MESH_BODY_CLOSE && c->svc_gen == s->gen &&
-	    u->life == s->life && s->active && s->idle_n[u->ep] < IOD_MESH_POOL_IDLE_MAX) {
+	if (u->resp_keep_alive && u->send_done && u->body.kind != IOD_MESH_BODY_CLOSE &&
+	    c->svc_gen == s->gen && u->life == s->life && s->active &&
+	    s->idle_n[u->ep] < IOD_MESH_POOL_IDLE_MAX) {
 		u->state = U_IDLE;
 		u->next_idle = s->idle[u->ep];
 		s->idle[u->ep] = u;
@@ -404,7 +458,7 @@ static void forward(struct worker *w, struct conn *c, struct conn *u, uint32_t n
 		return;
 	}
 	u->len = 0;
-	iod_mesh_conn_watch(w, u, EPOLLIN | EPOLLRDHUP);
+	up_rearm(w, u);
 }
 
 static void on_head(struct worker *w, struct conn *c, struct conn *u)
@@ -438,7 +492,8 @@ static void on_head(struct worker *w, struct conn *c, struct conn *u)
 		/* Retry a 5xx before the client sees it, if the budget allows;
 		 * otherwise the client gets the upstream's own answer. */
 		brk_release(s, c, &c->holds_retry, IOD_MESH_BRK_RETRIES);
-		if (iod_mesh_retry_allowed(&s->breaker, &s->brk, &s->svc.retry, c->attempts)) {
+		if (!c->committed &&
+		    iod_mesh_retry_allowed(&s->breaker, &s->brk, &s->svc.retry, c->attempts)) {
 			c->holds_retry = true;
 			attempt_cleanup(w, c, F_BADRESP);
 			schedule_retry(w, c, F_BADRESP);
@@ -521,9 +576,15 @@ static void up_event(struct worker *w, struct conn *u, uint32_t ev)
 		start_send(w, u);
 		return;
 	}
-	case U_SENDING: up_send(w, u); return;
 	case U_WAIT_HEAD:
-	case U_BODY: up_read(w, u); return;
+	case U_BODY:
+		if ((ev & EPOLLOUT) && u->peer && !u->send_done && !up_send(w, u))
+			return;
+		/* read unless the client still holds the last piece of u->buf */
+		if ((ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && u->peer &&
+		    !u->peer->out_len)
+			up_read(w, u);
+		return;
 	case U_DONE: return; /* waiting for the client to take the last bytes */
 	}
 }
@@ -533,13 +594,12 @@ static void try_request(struct worker *w, struct conn *c)
 {
 	static __thread struct iod_mesh_http_msg m;
 	struct wsvc *s = svc_of(w, c);
-	struct iod_mesh_http_body b;
 	struct iod_mesh_traceparent tp;
 	bool done = false;
 
 	int rc = iod_mesh_http_parse(c->buf, c->len, false, &m);
 	if (rc == -EAGAIN) {
-		if (c->len >= IOD_MESH_HTTP_BUF)
+		if (c->len >= HEAD_MAX)
 			respond(w, c, 431, true);
 		return;
 	}
@@ -547,17 +607,16 @@ static void try_request(struct worker *w, struct conn *c)
 		respond(w, c, rc == -E2BIG ? 431 : 400, true);
 		return;
 	}
-	iod_mesh_http_body_init(&b, &m, c->buf, NULL, 0);
-	int64_t used = iod_mesh_http_body_feed(&b, c->buf + m.head_len, c->len - m.head_len, &done);
+	iod_mesh_http_body_init(&c->req_body, &m, c->buf, NULL, 0);
+	int64_t used =
+	    iod_mesh_http_body_feed(&c->req_body, c->buf + m.head_len, c->len - m.head_len, &done);
 	if (used < 0) {
 		respond(w, c, 400, true);
 		return;
 	}
-	if (!done) {
-		if (c->len >= IOD_MESH_HTTP_BUF)
-			respond(w, c, 413, true);
-		return;
-	}
+	/* A body not yet complete is streamed: the head goes out now. */
+	c->req_done = done;
+	c->committed = false;
 	uint32_t req_len = m.head_len + (uint32_t)used;
 
 	/* Trace context: continue the caller's trace or start one. */
@@ -646,7 +705,56 @@ static void try_request(struct worker *w, struct conn *c)
 		return;
 	}
 	c->holds_request = true;
+	if (!done && m.expect_continue && m.minor == 1) {
+		/* Let the client send its body now (as nginx does) rather than
+		 * after its own wait: the proxy streams it either way. */
+		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+		if (send(c->fd, cont, sizeof(cont) - 1, MSG_NOSIGNAL) !=
+		    (ssize_t)sizeof(cont) - 1) {
+			client_close(w, c);
+			return;
+		}
+	}
 	dispatch(w, c, UINT32_MAX);
+	if (!done && c->in_use && c->kind == CK_HTTP_CLIENT && c->state == H_UPSTREAM)
+		client_rearm(w, c);
+}
+
+/* Read more of a streaming request body (room permitting) and pass it on. */
+static void body_read(struct worker *w, struct conn *c)
+{
+	size_t room = IOD_MESH_HTTP_BUF - c->len;
+	bool done = false;
+
+	if (!body_wanted(c)) {
+		client_rearm(w, c);
+		return;
+	}
+	if (c->req_body.kind == IOD_MESH_BODY_LENGTH)
+		room = (size_t)IOD_MIN((uint64_t)room, c->req_body.remaining);
+	ssize_t n = read(c->fd, c->buf + c->len, room);
+	if (n < 0 && errno == EAGAIN)
+		return;
+	if (n <= 0) {
+		client_close(w, c); /* the client gave up mid-body */
+		return;
+	}
+	int64_t used = iod_mesh_http_body_feed(&c->req_body, c->buf + c->len, (size_t)n, &done);
+	if (used < 0) {
+		client_close(w, c); /* bad chunked framing mid-stream: cut both */
+		return;
+	}
+	c->len += (uint32_t)n;
+	c->req_len += (uint32_t)used;
+	c->span.bytes_in += (uint64_t)used;
+	c->req_done = done;
+	c->last_io_ns = w->now_ns;
+	struct conn *u = c->peer;
+	if (u && (u->state == U_WAIT_HEAD || u->state == U_BODY) && !u->send_done) {
+		if (!up_send(w, u))
+			return;
+	}
+	client_rearm(w, c);
 }
 
 static void client_event(struct worker *w, struct conn *c, uint32_t ev)
@@ -662,12 +770,22 @@ static void client_event(struct worker *w, struct conn *c, uint32_t ev)
 				complete(w, c);
 			} else {
 				u->len = 0;
-				iod_mesh_conn_watch(w, c, EPOLLIN);
-				iod_mesh_conn_watch(w, u, EPOLLIN | EPOLLRDHUP);
+				if (c->req_done)
+					iod_mesh_conn_watch(w, c, EPOLLIN);
+				else
+					client_rearm(w, c);
+				up_rearm(w, u);
 			}
 		} else {
 			next_request(w, c);
 		}
+		return;
+	}
+	if ((c->state == H_UPSTREAM || c->state == H_RESP) && !c->req_done) {
+		if (ev & (EPOLLERR | EPOLLHUP))
+			client_close(w, c);
+		else
+			body_read(w, c);
 		return;
 	}
 	if (c->state != H_READ) {
@@ -679,7 +797,11 @@ static void client_event(struct worker *w, struct conn *c, uint32_t ev)
 			iod_mesh_conn_watch(w, c, 0);
 		return;
 	}
-	ssize_t n = read(c->fd, c->buf + c->len, IOD_MESH_HTTP_BUF - c->len);
+	if (c->len >= HEAD_MAX) {
+		try_request(w, c); /* answers 431 */
+		return;
+	}
+	ssize_t n = read(c->fd, c->buf + c->len, HEAD_MAX - c->len);
 	if (n < 0 && errno == EAGAIN)
 		return;
 	if (n <= 0) {

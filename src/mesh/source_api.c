@@ -13,6 +13,9 @@
  * A shell piece: blocking HTTP GETs with a timeout, called from the proxy's
  * control thread (never from a worker). Each poll asks for the cluster
  * revision first and rebuilds only when it moved and the result differs.
+ * wait() long-polls the API's watch from the revision the view was built
+ * at, so a changed Endpoint (health) or Service reaches the proxy as a
+ * push; callers still poll now and then as a fallback.
  */
 #include "iod/mesh.h"
 
@@ -22,13 +25,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Largest API answer read (10,000 endpoints of ~300 bytes). */
 #define API_REPLY_MAX (8u << 20)
 
-int iod_mesh_http_get(const char *addr, const char *path, uint32_t timeout_ms, char **body,
-                      size_t *blen)
+/* Slice of a long wait between looks at the stop flag. */
+#define STOP_SLICE_MS 50
+
+/* A blocking GET that gives up after timeout_ms of silence, or soon after
+ * *stop becomes non-zero (-EINTR). */
+static int http_get(const char *addr, const char *path, uint32_t timeout_ms,
+                    const volatile int *stop, char **body, size_t *blen)
 {
 	static __thread struct iod_mesh_http_msg m;
 	uint32_t ip;
@@ -71,7 +80,21 @@ int iod_mesh_http_get(const char *addr, const char *path, uint32_t timeout_ms, c
 				break;
 			buf = nb;
 		}
-		if (poll(&pf, 1, (int)timeout_ms) <= 0)
+		uint32_t waited = 0;
+		int pr = 0;
+		while (waited < timeout_ms) {
+			uint32_t slice =
+			    stop ? IOD_MIN(timeout_ms - waited, STOP_SLICE_MS) : timeout_ms;
+			if ((pr = poll(&pf, 1, (int)slice)) != 0)
+				break;
+			waited += slice;
+			if (stop && __atomic_load_n(stop, __ATOMIC_RELAXED)) {
+				close(fd);
+				free(buf);
+				return -EINTR;
+			}
+		}
+		if (pr <= 0)
 			break;
 		ssize_t r = recv(fd, buf + len, cap - len, 0);
 		if (r <= 0)
@@ -88,6 +111,12 @@ int iod_mesh_http_get(const char *addr, const char *path, uint32_t timeout_ms, c
 	memmove(buf, buf + m.head_len, *blen + 1);
 	*body = buf;
 	return m.status;
+}
+
+int iod_mesh_http_get(const char *addr, const char *path, uint32_t timeout_ms, char **body,
+                      size_t *blen)
+{
+	return http_get(addr, path, timeout_ms, NULL, body, blen);
 }
 
 static int get_json(struct iod_mesh_api_source *s, const char *path, json_t **out,
@@ -241,6 +270,8 @@ static int api_poll(void *ctx, uint64_t have, struct iod_mesh_registry *out, str
 	if ((rc = get_json(s, "/v1/services", &svcs, e)))
 		return rc;
 	iod_json_get_u64(svcs, "rev", &rev);
+	if (rev > s->watch_rev)
+		s->watch_rev = rev; /* later changes come from the watch */
 	if (rev && rev == s->rev && have == s->version) {
 		json_decref(svcs);
 		return -EAGAIN;
@@ -258,6 +289,7 @@ static int api_poll(void *ctx, uint64_t have, struct iod_mesh_registry *out, str
 		goto out;
 	}
 	s->hash = h;
+	s->watch_rev = rev;
 	out->version = ++s->version;
 out:
 	json_decref(svcs);
@@ -266,11 +298,81 @@ out:
 	return rc;
 }
 
+/* Kinds whose changes can move the view. */
+static bool relevant(const char *kind)
+{
+	return kind &&
+	       (!strcmp(kind, "service") || !strcmp(kind, "endpoint") || !strcmp(kind, "node"));
+}
+
+/*
+ * Long-poll GET /v1/watch from the revision the view was built at, for up
+ * to timeout_ms; events of other kinds (replicas, leases...) move the
+ * revision on and the watch goes on. 0: a relevant change (refresh now);
+ * -ETIMEDOUT: none within timeout_ms; -EINTR: stopped.
+ */
+static int api_wait(void *ctx, uint32_t timeout_ms, const volatile int *stop, struct iod_err *e)
+{
+	struct iod_mesh_api_source *s = ctx;
+	uint64_t waited = 0;
+
+	if (!s->watch_rev)
+		return 0; /* no view yet: list first */
+	while (waited < timeout_ms) {
+		char path[128], *body = NULL;
+		size_t len = 0;
+		uint32_t t = (uint32_t)(timeout_ms - waited);
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		snprintf(path, sizeof(path), "/v1/watch?rev=%llu&timeout_ms=%u",
+		         (unsigned long long)s->watch_rev, t);
+		/* the server answers by t; allow it a second more */
+		int st = http_get(s->server, path, t + 1000, stop, &body, &len);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		waited += (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000u +
+		          (uint64_t)((t1.tv_nsec - t0.tv_nsec) / 1000000);
+		if (st == -EINTR)
+			return -EINTR;
+		if (st < 0)
+			return iod_err_set(e, st, "control plane at %s: watch: %s", s->server,
+			                   strerror(-st));
+		if (st == 410) { /* history compacted past our revision: list again */
+			free(body);
+			s->watch_rev = 0;
+			return 0;
+		}
+		if (st != 200) {
+			free(body);
+			return iod_err_set(e, -EIO, "control plane at %s: watch answered %d",
+			                   s->server, st);
+		}
+		json_t *j = NULL;
+		int rc = iod_json_parse(body, len, &j, e);
+		free(body);
+		if (rc)
+			return rc;
+		uint64_t next = 0;
+		bool hit = false;
+		const json_t *ev;
+		size_t i;
+		json_array_foreach(json_object_get(j, "events"), i, ev) hit |=
+		    relevant(json_string_value(json_object_get(ev, "kind")));
+		iod_json_get_u64(j, "rev", &next);
+		json_decref(j);
+		if (next > s->watch_rev)
+			s->watch_rev = next;
+		if (hit)
+			return 0;
+	}
+	return -ETIMEDOUT;
+}
+
 void iod_mesh_api_source_init(struct iod_mesh_api_source *s, const char *server, const char *node)
 {
 	memset(s, 0, sizeof(*s));
 	iod_strlcpy(s->server, server, sizeof(s->server));
 	iod_strlcpy(s->node, node ? node : "", sizeof(s->node));
 	s->src.poll = api_poll;
+	s->src.wait = api_wait;
 	s->src.ctx = s;
 }

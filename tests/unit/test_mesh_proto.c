@@ -126,6 +126,71 @@ TEST(http_response_and_body_framing)
 	}
 }
 
+struct collect {
+	char buf[256]; /* decoded payload */
+	size_t n;      /* its length */
+	uint32_t runs; /* data() calls */
+};
+
+static void collect_data(void *ctx, const char *p, size_t n)
+{
+	struct collect *k = ctx;
+	if (k->n + n <= sizeof(k->buf))
+		memcpy(k->buf + k->n, p, n);
+	k->n += n;
+	k->runs++;
+}
+
+TEST(http_body_decode_payload)
+{
+	static struct iod_mesh_http_msg m;
+	struct iod_mesh_http_body b;
+	bool done = false;
+	/* A chunked request with an extension and a trailer, split at every
+	 * offset: the payload is the chunks' data, whatever the split. */
+	const char *r = "POST /up HTTP/1.1\r\nTransfer-Encoding: chunked\r\n"
+	                "Expect: 100-continue\r\n\r\n"
+	                "5;a=b\r\nhello\r\n7\r\n, world\r\n0\r\nX-Sum: 1\r\n\r\nGET";
+	CHECK_EQ(parse(r, false, &m), 0);
+	CHECK(m.expect_continue);
+	CHECK(m.chunked);
+	const char *p = r + m.head_len;
+	size_t total = strlen(p);
+	for (size_t cut = 0; cut <= total; cut++) {
+		struct collect k = {{0}, 0, 0};
+		iod_mesh_http_body_init(&b, &m, r, NULL, 0);
+		int64_t a = iod_mesh_http_body_decode(&b, p, cut, &done, collect_data, &k);
+		CHECK(a >= 0);
+		int64_t c = 0;
+		if (!done)
+			c = iod_mesh_http_body_decode(&b, p + a, total - (size_t)a, &done,
+			                              collect_data, &k);
+		CHECK(done);
+		CHECK_EQ((size_t)(a + c), total - 3); /* "GET" is the next request */
+		CHECK_EQ(k.n, 12u);
+		CHECK(!memcmp(k.buf, "hello, world", 12));
+	}
+	/* Content-Length: the payload is the first N bytes, in one run. */
+	const char *l = "PUT /x HTTP/1.1\r\nContent-Length: 4\r\n\r\nabcdef";
+	CHECK_EQ(parse(l, false, &m), 0);
+	CHECK(!m.expect_continue);
+	struct collect k = {{0}, 0, 0};
+	iod_mesh_http_body_init(&b, &m, l, NULL, 0);
+	CHECK_EQ(iod_mesh_http_body_decode(&b, l + m.head_len, 6, &done, collect_data, &k), 4);
+	CHECK(done);
+	CHECK_EQ(k.n, 4u);
+	CHECK_EQ(k.runs, 1u);
+	/* Expect values other than 100-continue are not taken for it. */
+	CHECK_EQ(parse("PUT / HTTP/1.1\r\nExpect: 200-ok\r\nContent-Length: 1\r\n\r\n", false, &m),
+	         0);
+	CHECK(!m.expect_continue);
+	/* A length far beyond any buffer is fine: bodies stream. */
+	CHECK_EQ(parse("PUT / HTTP/1.1\r\nContent-Length: 68719476736\r\n\r\n", false, &m), 0);
+	iod_mesh_http_body_init(&b, &m, NULL, NULL, 0);
+	CHECK_EQ(b.kind, IOD_MESH_BODY_LENGTH);
+	CHECK_U64(b.remaining, 68719476736ull);
+}
+
 TEST(traceparent_parse_format)
 {
 	struct iod_mesh_traceparent tp;

@@ -20,6 +20,10 @@ struct fake_api {
 	int answers;           /* requests to serve before exiting */
 	const char *endpoints; /* body of /v1/endpoints */
 	int rev;               /* cluster revision in list answers */
+	const char *watch[4];  /* bodies of successive /v1/watch answers */
+	int watch_status[4];   /* their status codes (0 = 200) */
+	int watch_n;           /* watch answers given */
+	char watch_req[4][96]; /* the request line of each watch */
 };
 
 static const char *services_body =
@@ -42,7 +46,15 @@ static void *fake_main(void *arg)
 			break;
 		ssize_t n = recv(c, req, sizeof(req) - 1, 0);
 		req[n > 0 ? n : 0] = 0;
-		if (strstr(req, "GET /v1/services "))
+		int status = 200;
+		if (strstr(req, "GET /v1/watch?") && f->watch_n < 4) {
+			int k = f->watch_n++;
+			snprintf(f->watch_req[k], sizeof(f->watch_req[k]), "%.*s",
+			         (int)strcspn(req, "\r"), req);
+			snprintf(body, sizeof(body), "%s", f->watch[k] ? f->watch[k] : "{}");
+			if (f->watch_status[k])
+				status = f->watch_status[k];
+		} else if (strstr(req, "GET /v1/services "))
 			snprintf(body, sizeof(body), services_body, f->rev);
 		else if (strstr(req, "GET /v1/endpoints "))
 			snprintf(body, sizeof(body), f->endpoints, f->rev);
@@ -50,10 +62,10 @@ static void *fake_main(void *arg)
 			snprintf(body, sizeof(body), nodes_body, f->rev);
 		else
 			snprintf(body, sizeof(body), "{}");
-		int m = snprintf(
-		    resp, sizeof(resp),
-		    "HTTP/1.1 200 OK\r\ncontent-length: %zu\r\nconnection: close\r\n\r\n%s",
-		    strlen(body), body);
+		int m =
+		    snprintf(resp, sizeof(resp),
+		             "HTTP/1.1 %d X\r\ncontent-length: %zu\r\nconnection: close\r\n\r\n%s",
+		             status, strlen(body), body);
 		if (send(c, resp, (size_t)m, MSG_NOSIGNAL) < 0)
 			i = f->answers;
 		close(c);
@@ -221,4 +233,59 @@ TEST(vips_assign_matches_registry_on_collisions)
 	iod_mesh_vips_assign(names3, ports, 3, vips);
 	CHECK_U64(vips[0], vips[1]);
 	iod_mesh_registry_free(&r);
+}
+
+TEST(api_source_watch_pushes_relevant_changes)
+{
+	struct fake_api f = {.answers = 3, .rev = 5};
+	struct iod_mesh_api_source as;
+	struct iod_err e = {0};
+	pthread_t t;
+	char addr[32];
+	int stop = 0;
+
+	/* a replica change moves the revision on; an endpoint change is news */
+	f.watch[0] = "{\"rev\":7,\"events\":[{\"rev\":7,\"type\":\"put\",\"kind\":\"replica\","
+	             "\"name\":\"x-0\",\"value\":{}}]}";
+	f.watch[1] = "{\"rev\":8,\"events\":[{\"rev\":8,\"type\":\"put\",\"kind\":\"endpoint\","
+	             "\"name\":\"x-0\",\"value\":{\"healthy\":false}}]}";
+	f.watch[2] = "{\"error\":\"revision 8 compacted\",\"rev\":900,\"compacted_rev\":100}";
+	f.watch_status[2] = 410;
+	if (fake_start(&f, &t))
+		SKIP("cannot listen on loopback");
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", f.port);
+	iod_mesh_api_source_init(&as, addr, "n1");
+	CHECK(as.src.wait != NULL);
+	/* no view yet: list first, without asking the server */
+	CHECK_EQ(as.src.wait(as.src.ctx, 1000, &stop, &e), 0);
+	CHECK_EQ(f.watch_n, 0);
+	as.watch_rev = 5; /* as a poll at revision 5 leaves it */
+	CHECK_EQ(as.src.wait(as.src.ctx, 5000, &stop, &e), 0);
+	CHECK_EQ(f.watch_n, 2);
+	CHECK_CONTAINS(f.watch_req[0], "GET /v1/watch?rev=5&");
+	CHECK_CONTAINS(f.watch_req[1], "GET /v1/watch?rev=7&");
+	CHECK_U64(as.watch_rev, 8);
+	/* history compacted past our revision: poll (list) again */
+	CHECK_EQ(as.src.wait(as.src.ctx, 5000, &stop, &e), 0);
+	CHECK_CONTAINS(f.watch_req[2], "GET /v1/watch?rev=8&");
+	CHECK_U64(as.watch_rev, 0);
+	pthread_join(t, NULL);
+	close(f.fd);
+	/* the server gone: an error naming it, so the caller falls back to polling */
+	as.watch_rev = 8;
+	int rc = as.src.wait(as.src.ctx, 200, &stop, &e);
+	CHECK(rc < 0 && rc != -ETIMEDOUT);
+	CHECK_CONTAINS(e.msg, addr);
+	/* a server that never answers: a stop request ends the wait (-EINTR),
+	 * not the 60 s watch timeout */
+	struct fake_api mute = {0};
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
+	socklen_t l = sizeof(sa);
+	mute.fd = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(mute.fd >= 0 && !bind(mute.fd, (struct sockaddr *)&sa, sizeof(sa)) &&
+	      !listen(mute.fd, 8) && !getsockname(mute.fd, (struct sockaddr *)&sa, &l));
+	snprintf(as.server, sizeof(as.server), "127.0.0.1:%u", ntohs(sa.sin_port));
+	stop = 1;
+	CHECK_EQ(as.src.wait(as.src.ctx, 60000, &stop, &e), -EINTR);
+	close(mute.fd);
 }
