@@ -625,6 +625,28 @@ static void throughput(struct cluster *c, int clients, int seconds)
 		free(args[i].lat);
 	}
 	qsort(all, total, sizeof(*all), cmp_u64);
+	if (c->kind == IOD && getenv("IOD_BENCH_VERBOSE")) {
+		/* where the leader's time went: group commit, disk, loop lag */
+		struct iod_api_response r;
+		struct iod_err e;
+		int fd = -1;
+		if (!iod_api_http_once(&fd, c->api[leader], "GET", "/metrics", NULL, NULL, 0, 2000,
+		                       &r, &e)) {
+			for (char *l = r.body, *save = NULL, *t = strtok_r(l, "\n", &save); t;
+			     t = strtok_r(NULL, "\n", &save))
+				if (t[0] != '#' &&
+				    (strstr(t, "entries_proposed") || strstr(t, "entry_commands") ||
+				     strstr(t, "disk_append") || strstr(t, "loop_lag") ||
+				     strstr(t, "meta_write") || strstr(t, "snapshot") ||
+				     strstr(t, "raft_term") || strstr(t, "unstuck") ||
+				     strstr(t, "apply_latency_seconds_sum") ||
+				     strstr(t, "apply_latency_seconds_count")))
+					fprintf(stderr, "  leader %s\n", t);
+			iod_api_response_free(&r);
+		}
+		if (fd >= 0)
+			close(fd);
+	}
 	printf("BENCH control.writes_%s clients=%d seconds=%d ops=%zu ops_per_s=%.0f p50_ms=%.2f "
 	       "p99_ms=%.2f errors=%llu\n",
 	       c->name, clients, seconds, total, (double)total / seconds, pct_ms(all, total, 0.5),
