@@ -542,7 +542,7 @@ static size_t failover(struct cluster *c, int rounds, int sig, uint64_t *us)
 		if (getenv("IOD_BENCH_VERBOSE"))
 			fprintf(stderr, "round %d: %.1f ms, %u client attempts, new leader %s\n", r,
 			        (double)(t1 - t0) / 1000.0, w.cl.attempts, w.last);
-		if (c->kind == IOD && sig == SIGKILL)
+		if (c->kind == IOD)
 			breakdown(c, victim, w.last, kill_unix, done_unix, r);
 		start(c, victim);
 		leader = find_leader(c, 20000);
@@ -724,6 +724,7 @@ int main(int argc, char **argv)
 		n = failover(&c, 10, SIGTERM, us);
 		struct result tr;
 		report_failover("transfer", &c, us, n, &tr);
+		report_breakdown("transfer", &c);
 	}
 	if (!only || !strcmp(only, "writes"))
 		for (int i = 0; i < 3; i++)

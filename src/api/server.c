@@ -75,6 +75,7 @@ struct server {
 	uint64_t held_total;             /* requests ever held */
 	uint32_t watchers_n;             /* on the list */
 	bool stopping;                   /* stop in progress */
+	bool node_closed;                /* raft is closed: nothing more to wait for */
 	uint64_t requests[STATUS_CODES]; /* answers by status code */
 	uint64_t watch_answers;          /* watches answered */
 };
@@ -190,27 +191,34 @@ static void held_unlink(struct req *q)
  * moment it exists instead of polling (or following a dead leader's
  * address) through the election.
  */
-static MHD_RESULT not_leader(struct req *q)
+/* Suspend q on the held list unless its wait is over; true when held. */
+static bool hold(struct req *q)
 {
 	struct server *s = q->srv;
 	uint64_t now = mono_ms();
 
-	if (!s->stopping && !iod_node_leader_fresh(s->node)) {
-		if (!q->hold_deadline_ms)
-			q->hold_deadline_ms = now + IOD_API_LEADER_WAIT_MS;
-		if (now < q->hold_deadline_ms) {
-			q->holding = true;
-			q->hnext = s->held;
-			if (s->held)
-				s->held->hprev = q;
-			s->held = q;
-			s->held_n++;
-			s->held_total++;
-			q->suspended = true;
-			MHD_suspend_connection(q->conn);
-			return MHD_YES;
-		}
-	}
+	if (!q->hold_deadline_ms)
+		q->hold_deadline_ms = now + IOD_API_LEADER_WAIT_MS;
+	if (now >= q->hold_deadline_ms)
+		return false;
+	q->holding = true;
+	q->hnext = s->held;
+	if (s->held)
+		s->held->hprev = q;
+	s->held = q;
+	s->held_n++;
+	s->held_total++;
+	q->suspended = true;
+	MHD_suspend_connection(q->conn);
+	return true;
+}
+
+static MHD_RESULT not_leader(struct req *q)
+{
+	struct server *s = q->srv;
+
+	if (!s->stopping && !iod_node_leader_fresh(s->node) && hold(q))
+		return MHD_YES;
 	return queue_json(s, q->conn, 503, not_leader_json(s));
 }
 
@@ -869,11 +877,21 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *ur
 		return queue_err(s, conn, 413,
 		                 err_json("request body larger than %u bytes (IOD_API_BODY_MAX)",
 		                          IOD_API_BODY_MAX));
-	if (s->stopping)
+	if (s->stopping) {
+		/* a leader handing over: name the new leader once it is known;
+		 * until then (or until raft is closed) hold, so that clients do
+		 * not poll the followers, which still name this server */
+		const char *api = "";
+		uint64_t id = s->node_closed ? 0 : iod_node_leader(s->node, &api);
+		if (id && id != s->cfg.id && api[0])
+			return queue_json(s, conn, 503, not_leader_json(s));
+		if (!s->node_closed && hold(q))
+			return MHD_YES;
 		return queue_json(s, conn, 503,
 		                  json_pack("{s:s, s:b, s:s}", "error",
 		                            "server is shutting down; retry another server",
 		                            "not_leader", 1, "leader", ""));
+	}
 	return route(q, url, method);
 }
 
@@ -1019,6 +1037,7 @@ static void closed_noop(uv_handle_t *h)
 static void node_stopped(void *data)
 {
 	struct server *s = data;
+	s->node_closed = true;
 	/* answer what is left, let MHD flush, then stop it */
 	for (struct req *q = s->watchers, *next; q; q = next) {
 		next = q->wnext;

@@ -514,9 +514,13 @@ static void deploy_body(struct cluster *c)
 	CHECK_EQ(iod_test_sh("IOD_SERVER=%s %s delete service worker-node >/dev/null", c->servers,
 	                     c->bin),
 	         0);
-	CHECK_EQ(
-	    iod_test_sh("IOD_SERVER=%s %s get replicas | grep -q worker-node", c->servers, c->bin),
-	    1);
+	/* reads are served by any member from its applied state (a follower
+	 * learns the commit at the next heartbeat): poll, bounded, until the
+	 * answering member has applied the delete */
+	CHECK_EQ(iod_test_sh("for i in $(seq 60); do IOD_SERVER=%s %s get replicas | "
+	                     "grep -q worker-node || exit 1; sleep 0.05; done; exit 0",
+	                     c->servers, c->bin),
+	         1);
 }
 
 TEST(deploy_example_topology)
