@@ -155,6 +155,10 @@
  * the per-entry result array and one entry's apply time. The bytes are
  * bounded by IOD_STATE_CMD_MAX too. */
 #define IOD_STATE_BATCH_MAX 256
+/* A membership change that finds another in flight (raft takes one at a
+ * time) is retried at every heartbeat for this long: a join's add+assign
+ * commits in milliseconds, so a removal right after a join waits, not fails. */
+#define IOD_STATE_CHANGE_WAIT_MS 2000
 /* Initial members named with --peers: Raft clusters are 3, 5 or 7. */
 #define IOD_STATE_PEERS_MAX 9
 /* host:port (or [v6]:port) of a server: 64 covers dotted IPv6 + port. */

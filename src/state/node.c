@@ -51,12 +51,15 @@ struct timed_append {
 };
 
 struct change {
-	struct raft_change req; /* raft's request */
-	struct iod_node *node;  /* owner */
-	uint64_t id;            /* server being added/removed */
-	bool assign_next;       /* add done: now assign voter */
-	iod_node_done_cb cb;    /* caller's completion */
-	void *data;             /* caller's argument */
+	struct raft_change req;       /* raft's request */
+	struct iod_node *node;        /* owner */
+	uint64_t id;                  /* server being added/removed */
+	bool assign_next;             /* add done: now assign voter */
+	bool remove;                  /* a removal (else an addition) */
+	char raft_addr[IOD_ADDR_MAX]; /* addition: the server's Raft address */
+	uint64_t deadline_ns;         /* parked: give up retrying after this */
+	iod_node_done_cb cb;          /* caller's completion */
+	void *data;                   /* caller's argument */
 };
 
 struct iod_node {
@@ -129,7 +132,8 @@ struct iod_node {
 	bool was_fresh;                                /* leader known and heard from */
 	bool in_election;                              /* vote requests sent, no leader yet */
 	uint64_t handover_id;                          /* leader this one handed over to */
-	uint64_t votes_unstuck;                        /* vote requests let past a silent leader */
+	struct change *change_wait; /* a membership change waiting for the previous one */
+	uint64_t votes_unstuck;     /* vote requests let past a silent leader */
 	int (*io_set_term)(struct raft_io *, raft_term); /* raft_uv's */
 	int (*io_set_vote)(struct raft_io *, raft_id);   /* raft_uv's */
 	uint64_t meta_writes;                            /* term/vote writes (synchronous) */
@@ -607,6 +611,7 @@ void iod_node_metrics(struct iod_node *n, struct iod_buf *b)
 }
 
 static void leader_barrier(struct iod_node *n);
+static void change_retry(struct iod_node *n);
 
 /* ---- instrumentation: raft's I/O vtable, wrapped ----------------------- */
 
@@ -967,6 +972,7 @@ static void tick_cb(uv_timer_t *t)
 	}
 	n->last_tick_ns = t_ns;
 	after_raft(n);
+	change_retry(n);
 	if (n->stopping || raft_state(&n->raft) != RAFT_LEADER)
 		return;
 	leader_barrier(n);
@@ -1016,6 +1022,72 @@ static void change_cb(struct raft_change *req, int status)
 	free(c);
 }
 
+/* raft's refusal of a membership change as an errno. */
+static int change_errno(const struct change *c, int rv)
+{
+	if (c->remove && rv == RAFT_BADID)
+		return -ENOENT;
+	if (!c->remove && (rv == RAFT_DUPLICATEID || rv == RAFT_DUPLICATEADDRESS))
+		return -EEXIST;
+	if (rv == RAFT_CANTCHANGE)
+		return -EBUSY;
+	return map_raft_status(rv);
+}
+
+static int change_submit(struct iod_node *n, struct change *c)
+{
+	return c->remove ? raft_remove(&n->raft, &c->req, c->id, change_cb)
+	                 : raft_add(&n->raft, &c->req, c->id, c->raft_addr, change_cb);
+}
+
+/*
+ * raft takes one membership change at a time (RAFT_CANTCHANGE while the
+ * previous one is uncommitted, e.g. a removal right after a join): such a
+ * change is parked (one slot) and retried at every tick for up to
+ * IOD_STATE_CHANGE_WAIT_MS before it is refused.
+ */
+static void change_retry(struct iod_node *n)
+{
+	struct change *c = n->change_wait;
+	int rv;
+
+	if (!c)
+		return;
+	if (n->stopping || raft_state(&n->raft) != RAFT_LEADER) {
+		n->change_wait = NULL;
+		if (c->cb)
+			c->cb(c->data, n->stopping ? -ESHUTDOWN : -ENOTCONN);
+		free(c);
+		return;
+	}
+	rv = change_submit(n, c);
+	if (rv == RAFT_CANTCHANGE && now_ns() < c->deadline_ns)
+		return;
+	n->change_wait = NULL;
+	if (rv) {
+		if (c->cb)
+			c->cb(c->data, change_errno(c, rv));
+		free(c);
+	}
+}
+
+/* Submit c now, or park it when another change is in flight. 0 or -errno. */
+static int change_start(struct iod_node *n, struct change *c)
+{
+	int rv = change_submit(n, c);
+	if (rv == RAFT_CANTCHANGE && !n->change_wait) {
+		c->deadline_ns = now_ns() + (uint64_t)IOD_STATE_CHANGE_WAIT_MS * IOD_NS_PER_MS;
+		n->change_wait = c;
+		return 0;
+	}
+	if (rv) {
+		int err = change_errno(c, rv);
+		free(c);
+		return err;
+	}
+	return 0;
+}
+
 int iod_node_member_add(struct iod_node *n, uint64_t id, const char *raft_addr,
                         const char *api_addr, iod_node_done_cb cb, void *data)
 {
@@ -1033,12 +1105,12 @@ int iod_node_member_add(struct iod_node *n, uint64_t id, const char *raft_addr,
 	c->assign_next = true;
 	c->cb = cb;
 	c->data = data;
-	rv = raft_add(&n->raft, &c->req, id, raft_addr, change_cb);
-	if (rv) {
+	if (iod_strlcpy(c->raft_addr, raft_addr, sizeof(c->raft_addr))) {
 		free(c);
-		return rv == RAFT_DUPLICATEID || rv == RAFT_DUPLICATEADDRESS ? -EEXIST
-		                                                             : map_raft_status(rv);
+		return -EINVAL;
 	}
+	if ((rv = change_start(n, c)))
+		return rv;
 	/* record its API address too, so clients can be pointed at it */
 	if (api_addr && api_addr[0]) {
 		char key[IOD_NAME_MAX];
@@ -1057,7 +1129,6 @@ int iod_node_member_add(struct iod_node *n, uint64_t id, const char *raft_addr,
 int iod_node_member_remove(struct iod_node *n, uint64_t id, iod_node_done_cb cb, void *data)
 {
 	struct change *c;
-	int rv;
 
 	if (!iod_node_is_leader(n))
 		return -ENOTCONN;
@@ -1067,14 +1138,10 @@ int iod_node_member_remove(struct iod_node *n, uint64_t id, iod_node_done_cb cb,
 	c->req.data = c;
 	c->node = n;
 	c->id = id;
+	c->remove = true;
 	c->cb = cb;
 	c->data = data;
-	rv = raft_remove(&n->raft, &c->req, id, change_cb);
-	if (rv) {
-		free(c);
-		return rv == RAFT_BADID ? -ENOENT : map_raft_status(rv);
-	}
-	return 0;
+	return change_start(n, c);
 }
 
 /* ---- start / stop ------------------------------------------------------- */
@@ -1267,6 +1334,7 @@ void iod_node_stop(struct iod_node *n, void (*done)(void *), void *data)
 	n->stop_data = data;
 	uv_timer_stop(&n->tick);
 	queue_fail(n, -ESHUTDOWN);
+	change_retry(n); /* stopping: a parked change is refused */
 	if (raft_state(&n->raft) == RAFT_LEADER && n->raft.configuration.n > 1) {
 		n->transfer.data = n;
 		n->transfer_t0_ns = now_ns();
