@@ -18,7 +18,13 @@
  * Knobs (environment): IOD_BENCH_KILLS (50), IOD_BENCH_ETCD_KILLS (10 default
  * timeouts, 20 tuned), IOD_BENCH_SECONDS (3), IOD_BENCH_ELECTION_MS and
  * IOD_BENCH_HEARTBEAT_MS (iod's timeouts; unset = iod's defaults),
- * IOD_BENCH_ETCD=0 (skip etcd), IOD_BENCH_ONLY=failover|writes.
+ * IOD_BENCH_ETCD=0 (skip etcd), IOD_BENCH_ONLY=failover|writes,
+ * IOD_BENCH_VERBOSE=1 (per-round times and breakdowns, the leader's metrics
+ * after each write run), IOD_BENCH_KEEP=1 (keep data dirs and logs).
+ * After each iod failover and transfer round the survivors' /v1/status
+ * timelines are read and the time from the kill to the next write is split
+ * into phases (control.failover_breakdown_iod: detection, vote rounds,
+ * barrier, first commit, client).
  */
 #include "iod/api.h"
 
