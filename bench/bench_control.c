@@ -19,6 +19,7 @@
  * timeouts, 20 tuned), IOD_BENCH_SECONDS (3), IOD_BENCH_ELECTION_MS and
  * IOD_BENCH_HEARTBEAT_MS (iod's timeouts; unset = iod's defaults),
  * IOD_BENCH_ETCD=0 (skip etcd), IOD_BENCH_ONLY=failover|writes,
+ * IOD_BENCH_FAST_VOTES=1 (iod servers run with --fast-votes),
  * IOD_BENCH_VERBOSE=1 (per-round times and breakdowns, the leader's metrics
  * after each write run), IOD_BENCH_KEEP=1 (keep data dirs and logs).
  * After each iod failover and transfer round the survivors' /v1/status
@@ -122,6 +123,8 @@ static void start(struct cluster *c, int i)
 				argv[n++] = "--heartbeat";
 				argv[n++] = (char *)heartbeat_ms;
 			}
+			if (env_int("IOD_BENCH_FAST_VOTES", 0))
+				argv[n++] = "--fast-votes";
 			argv[n] = NULL;
 			execv(iod_bin, argv);
 		} else {
@@ -635,23 +638,28 @@ static void throughput(struct cluster *c, int clients, int seconds)
 		/* where the leader's time went: group commit, disk, loop lag */
 		struct iod_api_response r;
 		struct iod_err e;
-		int fd = -1;
-		if (!iod_api_http_once(&fd, c->api[leader], "GET", "/metrics", NULL, NULL, 0, 2000,
-		                       &r, &e)) {
-			for (char *l = r.body, *save = NULL, *t = strtok_r(l, "\n", &save); t;
-			     t = strtok_r(NULL, "\n", &save))
-				if (t[0] != '#' &&
-				    (strstr(t, "entries_proposed") || strstr(t, "entry_commands") ||
-				     strstr(t, "disk_append") || strstr(t, "loop_lag") ||
-				     strstr(t, "meta_write") || strstr(t, "snapshot") ||
-				     strstr(t, "raft_term") || strstr(t, "unstuck") ||
-				     strstr(t, "apply_latency_seconds_sum") ||
-				     strstr(t, "apply_latency_seconds_count")))
-					fprintf(stderr, "  leader %s\n", t);
-			iod_api_response_free(&r);
+		for (int m = 0; m < N; m++) {
+			int fd = -1;
+			if (!iod_api_http_once(&fd, c->api[m], "GET", "/metrics", NULL, NULL, 0,
+			                       2000, &r, &e)) {
+				for (char *l = r.body, *save = NULL, *t = strtok_r(l, "\n", &save);
+				     t; t = strtok_r(NULL, "\n", &save))
+					if (t[0] != '#' &&
+					    (strstr(t, "entries_proposed") ||
+					     strstr(t, "entry_commands") ||
+					     strstr(t, "disk_append") || strstr(t, "loop_lag") ||
+					     strstr(t, "meta_write") || strstr(t, "snapshot") ||
+					     strstr(t, "raft_term") || strstr(t, "unstuck") ||
+					     strstr(t, "apply_latency_seconds_sum") ||
+					     strstr(t, "apply_latency_seconds_count")))
+						fprintf(stderr, "  %s %d: %s\n",
+						        m == leader ? "leader" : "member", m + 1,
+						        t);
+				iod_api_response_free(&r);
+			}
+			if (fd >= 0)
+				close(fd);
 		}
-		if (fd >= 0)
-			close(fd);
 	}
 	printf("BENCH control.writes_%s clients=%d seconds=%d ops=%zu ops_per_s=%.0f p50_ms=%.2f "
 	       "p99_ms=%.2f errors=%llu\n",

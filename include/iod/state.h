@@ -205,7 +205,8 @@ struct iod_server_config {
 	uint32_t snapshot_threshold;   /* entries between snapshots */
 	uint32_t snapshot_trailing;    /* entries kept after a snapshot */
 	bool pre_vote;                 /* raft pre-vote (Raft thesis 9.6) */
-	uint32_t lease_check_ms;       /* how often the leader looks for expired leases */
+	bool fast_votes; /* grant votes past a leader silent for T (node.c; off by default) */
+	uint32_t lease_check_ms; /* how often the leader looks for expired leases */
 };
 
 /*
