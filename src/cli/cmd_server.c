@@ -36,8 +36,9 @@ static void usage(FILE *f)
 	        "on) give a leader-loss-to-next-write p99 under 100 ms on loopback/LAN; use\n"
 	        "larger values across slower networks (docs/control-plane.md, \"Timeouts\").\n"
 	        "--fast-votes: grant votes once the leader was silent for an election timeout\n"
-	        "  (not only when this server's own timer fires): cuts the failover tail, but\n"
-	        "  makes elections during load stalls more likely (off by default).\n"
+	        "  (not only when this server's own timer fires): the election no longer waits\n"
+	        "  for the later of two timers, but a leader stall just over the timeout may\n"
+	        "  then cost an election (off by default).\n"
 	        "SIGTERM/SIGINT: a leader transfers leadership first, then the server exits.\n");
 }
 
