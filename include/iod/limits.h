@@ -107,6 +107,9 @@
 #define IOD_SCHED_NUMA_MAX 8
 /* NICs per node: DGX H100 has 8 ConnectX-7 + 2 BlueField ports + mgmt. */
 #define IOD_SCHED_NICS_MAX 16
+/* Accelerator units (DPUs, FPGAs) per node: a mask in a uint32_t; real
+ * servers carry 1-2 DPUs and at most a few FPGA cards. */
+#define IOD_SCHED_ACCS_MAX 16
 /* Labels per node and selector terms per request. */
 #define IOD_SCHED_LABELS_MAX 8
 /* Candidates kept per decision for `iod explain`: enough to see the runner-up. */
@@ -310,6 +313,16 @@
 #define IOD_AR_DISCOVERY_MAX 64
 /* Recently failed ports remembered per destination so their flows move. */
 #define IOD_AR_DEAD_PORTS_MAX 8
+/* Consecutive liveness probes unanswered (one per probe interval) before a
+ * path is dropped: the issue's "within 3 probe intervals"; one or two lost
+ * probes on a lossy path do not move its flows. */
+#define IOD_AR_MISSES_MAX 3
+/* Upper bound of probes_inflight_max per destination (256 by default):
+ * 64K probes of 82 bytes in flight is ~5 MB on the wire, far beyond need. */
+#define IOD_AR_INFLIGHT_MAX 65536
+/* Recent minrtt pins remembered per destination to break ties (the tie
+ * window): enough for 64 flows starting together; older pins age out. */
+#define IOD_AR_RECENT_PINS 64
 /* Flow slots examined for aging per tick: bounds the work of one call. */
 #define IOD_AR_AGE_SCAN 1024
 /* Ports remembered per sending edge for ECN relay (Clove's receiver). */
