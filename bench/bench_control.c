@@ -18,7 +18,14 @@
  * Knobs (environment): IOD_BENCH_KILLS (50), IOD_BENCH_ETCD_KILLS (10 default
  * timeouts, 20 tuned), IOD_BENCH_SECONDS (3), IOD_BENCH_ELECTION_MS and
  * IOD_BENCH_HEARTBEAT_MS (iod's timeouts; unset = iod's defaults),
- * IOD_BENCH_ETCD=0 (skip etcd), IOD_BENCH_ONLY=failover|writes.
+ * IOD_BENCH_ETCD=0 (skip etcd), IOD_BENCH_ONLY=failover|writes,
+ * IOD_BENCH_FAST_VOTES=1 (iod servers run with --fast-votes),
+ * IOD_BENCH_VERBOSE=1 (per-round times and breakdowns, the leader's metrics
+ * after each write run), IOD_BENCH_KEEP=1 (keep data dirs and logs).
+ * After each iod failover and transfer round the survivors' /v1/status
+ * timelines are read and the time from the kill to the next write is split
+ * into phases (control.failover_breakdown_iod: detection, vote rounds,
+ * barrier, first commit, client).
  */
 #include "iod/api.h"
 
@@ -116,6 +123,8 @@ static void start(struct cluster *c, int i)
 				argv[n++] = "--heartbeat";
 				argv[n++] = (char *)heartbeat_ms;
 			}
+			if (env_int("IOD_BENCH_FAST_VOTES", 0))
+				argv[n++] = "--fast-votes";
 			argv[n] = NULL;
 			execv(iod_bin, argv);
 		} else {
@@ -388,6 +397,111 @@ static double pct_ms(uint64_t *v, size_t n, double p)
 	return (double)v[i] / 1000.0;
 }
 
+static uint64_t unix_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Where one failover's time went, us (from the servers' timelines). */
+enum phase {
+	PH_DETECT,  /* kill -> first pre-vote sent by any survivor */
+	PH_SECOND,  /* first pre-vote -> the winner's first pre-vote */
+	PH_PREVOTE, /* winner's pre-vote -> its vote request */
+	PH_VOTE,    /* vote request -> leader */
+	PH_BARRIER, /* leader -> its barrier applied */
+	PH_FIRST,   /* leader -> first client write committed */
+	PH_CLIENT,  /* first client write committed -> client has the answer */
+	PH_REFRESH, /* leader -> lease_refresh applied */
+	PH_COUNT
+};
+static const char *phase_name[PH_COUNT] = {"detect",  "second_timer", "prevote", "vote",
+                                           "barrier", "first_commit", "client",  "lease_refresh"};
+static uint64_t phase_us[PH_COUNT][1000];
+static size_t phase_n;
+
+static uint64_t tl_get(json_t *st, const char *k)
+{
+	return (uint64_t)json_integer_value(json_object_get(json_object_get(st, "timeline"), k));
+}
+
+static int64_t since(uint64_t a, uint64_t b)
+{
+	return a && b ? (int64_t)b - (int64_t)a : -1;
+}
+
+/* After a failover round: read the survivors' timelines and file the phases. */
+static void breakdown(struct cluster *c, int victim, const char *leader_api, uint64_t kill_unix,
+                      uint64_t done_unix, int round)
+{
+	json_t *lead = NULL;
+	uint64_t first_prevote = 0;
+	for (int i = 0; i < N; i++) {
+		json_t *j = NULL;
+		int fd = -1;
+		if (i == victim || c->pid[i] <= 0)
+			continue;
+		int st = http(&fd, c->api[i], "GET", "/v1/status", NULL, 1000, &j);
+		if (fd >= 0)
+			close(fd);
+		if (st != 200) {
+			json_decref(j);
+			continue;
+		}
+		uint64_t pv = tl_get(j, "prevote_us");
+		if (pv && pv >= kill_unix && (!first_prevote || pv < first_prevote))
+			first_prevote = pv;
+		if (!strcmp(c->api[i], leader_api) && !lead)
+			lead = j;
+		else
+			json_decref(j);
+	}
+	if (!lead || phase_n >= 1000) {
+		json_decref(lead);
+		return;
+	}
+	uint64_t pv = tl_get(lead, "prevote_us"), v = tl_get(lead, "vote_us"),
+	         l = tl_get(lead, "leader_us"), rd = tl_get(lead, "ready_us"),
+	         fw = tl_get(lead, "first_write_us"), rf = tl_get(lead, "refresh_us");
+	int64_t ph[PH_COUNT] = {since(kill_unix, first_prevote),
+	                        since(first_prevote, pv),
+	                        since(pv ? pv : v, v),
+	                        since(v, l),
+	                        since(l, rd),
+	                        since(l, fw),
+	                        since(fw, done_unix),
+	                        since(l, rf)};
+	for (int k = 0; k < PH_COUNT; k++)
+		phase_us[k][phase_n] = ph[k] < 0 ? 0 : (uint64_t)ph[k];
+	phase_n++;
+	if (getenv("IOD_BENCH_VERBOSE")) {
+		fprintf(stderr, "  round %d breakdown ms:", round);
+		for (int k = 0; k < PH_COUNT; k++)
+			fprintf(stderr, " %s=%.1f", phase_name[k], (double)ph[k] / 1000.0);
+		fprintf(stderr, " (leader's last heartbeat %.1f ms before the kill)\n",
+		        (double)since(tl_get(lead, "last_leader_msg_us"), kill_unix) / 1000.0);
+	}
+	json_decref(lead);
+}
+
+static int cmp_u64(const void *a, const void *b);
+static double pct_ms(uint64_t *v, size_t n, double p);
+
+static void report_breakdown(const char *fig, struct cluster *c)
+{
+	printf("BENCH control.%s_breakdown_%s n=%zu", fig, c->name, phase_n);
+	for (int k = 0; k < PH_COUNT; k++) {
+		qsort(phase_us[k], phase_n, sizeof(uint64_t), cmp_u64);
+		printf(" %s_p50_ms=%.1f %s_p99_ms=%.1f", phase_name[k],
+		       pct_ms(phase_us[k], phase_n, 0.5), phase_name[k],
+		       pct_ms(phase_us[k], phase_n, 0.99));
+	}
+	printf("\n");
+	fflush(stdout);
+	phase_n = 0;
+}
+
 /* Kill (or SIGTERM) the leader `rounds` times; fill us[] with kill -> next write. */
 static size_t failover(struct cluster *c, int rounds, int sig, uint64_t *us)
 {
@@ -411,7 +525,7 @@ static size_t failover(struct cluster *c, int rounds, int sig, uint64_t *us)
 		} else if ((leader = find_leader(c, 20000)) < 0) {
 			break;
 		}
-		uint64_t t0 = now_us();
+		uint64_t t0 = now_us(), kill_unix = unix_us();
 		w.attempt_ms = 100;
 		kill(c->pid[leader], sig);
 		snprintf(key, sizeof(key), "after%d", r);
@@ -422,7 +536,7 @@ static size_t failover(struct cluster *c, int rounds, int sig, uint64_t *us)
 		     ok && c->kind == IOD && !strcmp(w.last, c->api[leader]) && again < 10000;
 		     again++)
 			ok = writer_put(&w, key, 30000);
-		uint64_t t1 = now_us();
+		uint64_t t1 = now_us(), done_unix = unix_us();
 		w.attempt_ms = 5000;
 		int victim = leader;
 		waitpid(c->pid[victim], NULL, 0);
@@ -437,6 +551,8 @@ static size_t failover(struct cluster *c, int rounds, int sig, uint64_t *us)
 		if (getenv("IOD_BENCH_VERBOSE"))
 			fprintf(stderr, "round %d: %.1f ms, %u client attempts, new leader %s\n", r,
 			        (double)(t1 - t0) / 1000.0, w.cl.attempts, w.last);
+		if (c->kind == IOD)
+			breakdown(c, victim, w.last, kill_unix, done_unix, r);
 		start(c, victim);
 		leader = find_leader(c, 20000);
 		if (leader < 0)
@@ -518,6 +634,33 @@ static void throughput(struct cluster *c, int clients, int seconds)
 		free(args[i].lat);
 	}
 	qsort(all, total, sizeof(*all), cmp_u64);
+	if (c->kind == IOD && getenv("IOD_BENCH_VERBOSE")) {
+		/* where the leader's time went: group commit, disk, loop lag */
+		struct iod_api_response r;
+		struct iod_err e;
+		for (int m = 0; m < N; m++) {
+			int fd = -1;
+			if (!iod_api_http_once(&fd, c->api[m], "GET", "/metrics", NULL, NULL, 0,
+			                       2000, &r, &e)) {
+				for (char *l = r.body, *save = NULL, *t = strtok_r(l, "\n", &save);
+				     t; t = strtok_r(NULL, "\n", &save))
+					if (t[0] != '#' &&
+					    (strstr(t, "entries_proposed") ||
+					     strstr(t, "entry_commands") ||
+					     strstr(t, "disk_append") || strstr(t, "loop_lag") ||
+					     strstr(t, "meta_write") || strstr(t, "snapshot") ||
+					     strstr(t, "raft_term") || strstr(t, "unstuck") ||
+					     strstr(t, "apply_latency_seconds_sum") ||
+					     strstr(t, "apply_latency_seconds_count")))
+						fprintf(stderr, "  %s %d: %s\n",
+						        m == leader ? "leader" : "member", m + 1,
+						        t);
+				iod_api_response_free(&r);
+			}
+			if (fd >= 0)
+				close(fd);
+		}
+	}
 	printf("BENCH control.writes_%s clients=%d seconds=%d ops=%zu ops_per_s=%.0f p50_ms=%.2f "
 	       "p99_ms=%.2f errors=%llu\n",
 	       c->name, clients, seconds, total, (double)total / seconds, pct_ms(all, total, 0.5),
@@ -591,9 +734,11 @@ int main(int argc, char **argv)
 	if (!only || !strcmp(only, "failover")) {
 		size_t n = failover(&c, kills, SIGKILL, us);
 		report_failover("failover", &c, us, n, &iod);
+		report_breakdown("failover", &c);
 		n = failover(&c, 10, SIGTERM, us);
 		struct result tr;
 		report_failover("transfer", &c, us, n, &tr);
+		report_breakdown("transfer", &c);
 	}
 	if (!only || !strcmp(only, "writes"))
 		for (int i = 0; i < 3; i++)

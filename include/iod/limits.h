@@ -153,6 +153,15 @@
 /* Operations in one transaction: a deploy of IOD_SPEC_REPLICAS_MAX replicas
  * for a few services plus the deletions it implies. */
 #define IOD_STATE_TXN_OPS_MAX 40000
+/* Commands the leader packs into one Raft entry (group commit): at 64
+ * concurrent clients a loop iteration collects up to 64 writes; 256 bounds
+ * the per-entry result array and one entry's apply time. The bytes are
+ * bounded by IOD_STATE_CMD_MAX too. */
+#define IOD_STATE_BATCH_MAX 256
+/* A membership change that finds another in flight (raft takes one at a
+ * time) is retried at every heartbeat for this long: a join's add+assign
+ * commits in milliseconds, so a removal right after a join waits, not fails. */
+#define IOD_STATE_CHANGE_WAIT_MS 2000
 /* Initial members named with --peers: Raft clusters are 3, 5 or 7. */
 #define IOD_STATE_PEERS_MAX 9
 /* host:port (or [v6]:port) of a server: 64 covers dotted IPv6 + port. */
@@ -177,6 +186,12 @@
 /* Writes in flight (proposed to Raft, not yet committed): back-pressure,
  * answered 503 "overloaded" beyond it. */
 #define IOD_API_PENDING_MAX 4096
+/* A request that needs the leader, sent to a server that knows none (an
+ * election is running), waits this long for one before answering 503: an
+ * election takes 30-100 ms with the default timeouts and several hundred on
+ * a loaded machine; a client of a partitioned minority server moves on after
+ * it. */
+#define IOD_API_LEADER_WAIT_MS 500
 
 /* ---- agent ------------------------------------------------------------- */
 

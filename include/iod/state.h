@@ -75,6 +75,23 @@ void iod_state_free(struct iod_state *s);
  */
 int iod_state_apply(struct iod_state *s, const void *cmd, size_t len, struct iod_state_result *res);
 
+/*
+ * Group commit: several commands in one Raft entry (src/state/batch.c).
+ * encode writes "\x01BT1", a u32 count and count x (u32 length, command)
+ * into out (cap bytes; iod_state_batch_size() says how many are needed):
+ * -EINVAL for 0 or more than IOD_STATE_BATCH_MAX commands or an empty one,
+ * -E2BIG when cap is too small. apply_batch validates the whole frame first
+ * (a malformed one changes nothing: -EINVAL, one error result), then applies
+ * the commands in order exactly as separate entries: one result each in
+ * res[0..*n). Trailing NUL padding is accepted.
+ */
+bool iod_state_batch_is(const void *buf, size_t len);
+size_t iod_state_batch_size(uint32_t n, size_t cmd_bytes);
+int iod_state_batch_encode(void *out, size_t cap, const char *const cmds[], const size_t lens[],
+                           uint32_t n, size_t *len);
+int iod_state_apply_batch(struct iod_state *s, const void *buf, size_t len,
+                          struct iod_state_result *res, uint32_t res_max, uint32_t *n);
+
 /* The cluster revision: the revision of the last change. */
 uint64_t iod_state_rev(const struct iod_state *s);
 /* Objects of a kind, and in total. */
@@ -147,11 +164,16 @@ struct raft_fsm;
  * ours, freed in snapshot_finalize). apply never fails the Raft entry: a
  * rejected command (CAS mismatch, bad input) is a committed no-op whose
  * iod_state_result travels to the proposer through the apply callback's
- * result pointer (pointing at *last, valid until the next apply).
+ * result pointer (pointing at *last, valid until the next apply; for a batch
+ * entry at batch[0], with batch_n results).
  */
 struct iod_state_fsm_ctx {
 	struct iod_state *state;      /* the machine (not owned) */
 	struct iod_state_result last; /* result of the latest apply */
+	/* a batch entry's results, one per command (the apply callback's result
+	 * points at batch[0]; batch_n of them are valid until the next apply) */
+	struct iod_state_result batch[IOD_STATE_BATCH_MAX];
+	uint32_t batch_n;             /* results in batch[] */
 	uint64_t applied;             /* commands applied */
 	uint64_t snapshots;           /* snapshots taken */
 	uint64_t restores;            /* snapshots restored */
@@ -183,7 +205,8 @@ struct iod_server_config {
 	uint32_t snapshot_threshold;   /* entries between snapshots */
 	uint32_t snapshot_trailing;    /* entries kept after a snapshot */
 	bool pre_vote;                 /* raft pre-vote (Raft thesis 9.6) */
-	uint32_t lease_check_ms;       /* how often the leader looks for expired leases */
+	bool fast_votes; /* grant votes past a leader silent for T (node.c; off by default) */
+	uint32_t lease_check_ms; /* how often the leader looks for expired leases */
 };
 
 /*
@@ -217,6 +240,12 @@ const struct iod_state *iod_node_state(struct iod_node *n);
 json_t *iod_node_status(struct iod_node *n);
 /* Prometheus text for raft and apply metrics, appended to b. */
 void iod_node_metrics(struct iod_node *n, struct iod_buf *b);
+/* The leader is this server, or a follower knows it and heard from it within
+ * two heartbeats: a redirect to it is worth following. */
+bool iod_node_leader_fresh(struct iod_node *n);
+/* Called (on the loop) when the leader changes or a follower hears from it
+ * again: the server answers the requests it held while there was none. */
+void iod_node_set_on_leader(struct iod_node *n, void (*fn)(void *data), void *data);
 /* Called (on the loop) after commands were applied: wakes watches. */
 void iod_node_set_on_apply(struct iod_node *n, void (*fn)(void *data), void *data);
 /* Membership (leader only): add as voter (raft_add then raft_assign), remove. */

@@ -401,6 +401,10 @@ int iod_api_request(struct iod_api_client *c, const char *method, const char *pa
 	uint32_t tried_in_round = 0;
 	char last_err[IOD_ERR_MSG_MAX] = "unreachable";
 	int rc = -EHOSTUNREACH;
+	/* servers that failed to answer during this request (a killed leader
+	 * refuses connections at once): a follower that still names one as
+	 * leader (it has not noticed yet) is not followed back to it */
+	bool down[IOD_ARRAY_LEN(c->servers)] = {0};
 
 	c->attempts = 0;
 	for (;;) {
@@ -418,7 +422,8 @@ int iod_api_request(struct iod_api_client *c, const char *method, const char *pa
 			if (hint[0]) {
 				add_server(c, hint, strlen(hint));
 				for (uint32_t i = 0; i < c->servers_n; i++)
-					if (!strcmp(c->servers[i], hint) && i != c->cur) {
+					if (!strcmp(c->servers[i], hint) && i != c->cur &&
+					    !down[i]) {
 						use_server(c, i);
 						tried_in_round = 0;
 						iod_api_response_free(r);
@@ -428,10 +433,12 @@ int iod_api_request(struct iod_api_client *c, const char *method, const char *pa
 			iod_api_response_free(r);
 		} else {
 			snprintf(last_err, sizeof(last_err), "%s", e1.msg);
+			down[c->cur] = true;
 		}
 		use_server(c, (c->cur + 1) % c->servers_n);
 		if (++tried_in_round >= c->servers_n) {
 			tried_in_round = 0;
+			memset(down, 0, sizeof(down)); /* a new round: anyone may be back */
 			if (mono_ms() + c->retry_sleep_ms >= deadline)
 				break;
 			struct timespec ts = {0, (long)c->retry_sleep_ms * 1000000L};

@@ -53,6 +53,10 @@ struct req {
 	struct req *wprev, *wnext; /* watch list links */
 	const char *op;            /* what a write did, for its answer */
 	bool fence_list;           /* consistent read: a list (else one object) */
+	/* held while no leader is known (answered when one is, or at the deadline) */
+	bool holding;              /* on the held list */
+	uint64_t hold_deadline_ms; /* answer "no leader" after this (0 = never held) */
+	struct req *hprev, *hnext; /* held list links */
 	char name[IOD_NAME_MAX];   /* object of a write */
 };
 
@@ -66,8 +70,12 @@ struct server {
 	uv_timer_t watch_timer;          /* watch timeouts */
 	uv_signal_t sigterm, sigint;     /* graceful stop */
 	struct req *watchers;            /* suspended watches */
+	struct req *held;                /* requests waiting for a leader */
+	uint32_t held_n;                 /* on that list */
+	uint64_t held_total;             /* requests ever held */
 	uint32_t watchers_n;             /* on the list */
 	bool stopping;                   /* stop in progress */
+	bool node_closed;                /* raft is closed: nothing more to wait for */
 	uint64_t requests[STATUS_CODES]; /* answers by status code */
 	uint64_t watch_answers;          /* watches answered */
 };
@@ -158,6 +166,81 @@ static json_t *not_leader_json(struct server *s)
 	                 "not_leader", 1, "leader_id", (json_int_t)id, "leader", api);
 }
 
+static void held_unlink(struct req *q)
+{
+	struct server *s = q->srv;
+	if (!q->holding)
+		return;
+	if (q->hprev)
+		q->hprev->hnext = q->hnext;
+	else
+		s->held = q->hnext;
+	if (q->hnext)
+		q->hnext->hprev = q->hprev;
+	q->hprev = q->hnext = NULL;
+	q->holding = false;
+	s->held_n--;
+}
+
+/*
+ * This server cannot take the request (not the leader). When it knows a
+ * leader it has heard from lately, answer 503 with that leader's address;
+ * when there is none (an election is running, or the leader went silent),
+ * hold the request for up to IOD_API_LEADER_WAIT_MS and run it again as
+ * soon as a leader is known: the client is pointed at the new leader the
+ * moment it exists instead of polling (or following a dead leader's
+ * address) through the election.
+ */
+/* Suspend q on the held list unless its wait is over; true when held. */
+static bool hold(struct req *q)
+{
+	struct server *s = q->srv;
+	uint64_t now = mono_ms();
+
+	if (!q->hold_deadline_ms)
+		q->hold_deadline_ms = now + IOD_API_LEADER_WAIT_MS;
+	if (now >= q->hold_deadline_ms)
+		return false;
+	q->holding = true;
+	q->hnext = s->held;
+	if (s->held)
+		s->held->hprev = q;
+	s->held = q;
+	s->held_n++;
+	s->held_total++;
+	q->suspended = true;
+	MHD_suspend_connection(q->conn);
+	return true;
+}
+
+static MHD_RESULT not_leader(struct req *q)
+{
+	struct server *s = q->srv;
+
+	if (!s->stopping && !iod_node_leader_fresh(s->node) && hold(q))
+		return MHD_YES;
+	return queue_json(s, q->conn, 503, not_leader_json(s));
+}
+
+/* Resume a held request without an answer: the handler routes it again. */
+static void held_rerun(struct req *q)
+{
+	held_unlink(q);
+	if (q->suspended) {
+		q->suspended = false;
+		MHD_resume_connection(q->conn);
+		mhd_kick(q->srv);
+	}
+}
+
+/* The node knows a leader again (or a new one): rerun what was held. */
+static void leader_known(void *data)
+{
+	struct server *s = data;
+	while (s->held)
+		held_rerun(s->held);
+}
+
 /* Prepare an answer for a suspended request and resume it. */
 static void finish(struct req *q, int status, json_t *answer)
 {
@@ -214,7 +297,7 @@ static MHD_RESULT propose(struct req *q, char *cmd)
 	rc = iod_node_propose(s->node, cmd, strlen(cmd), write_done, q);
 	free(cmd);
 	if (rc == -ENOTCONN)
-		return queue_json(s, q->conn, 503, not_leader_json(s));
+		return not_leader(q);
 	if (rc == -EBUSY)
 		return queue_err(s, q->conn, 503,
 		                 err_json("overloaded: %d writes in flight; retry shortly",
@@ -222,6 +305,13 @@ static MHD_RESULT propose(struct req *q, char *cmd)
 	if (rc)
 		return queue_err(s, q->conn, code_for(rc),
 		                 err_json("proposing: %s", strerror(-rc)));
+	if (q->ready) {
+		/* answered already (a batch that could not be proposed) */
+		json_t *a = q->answer;
+		q->answer = NULL;
+		q->ready = false;
+		return queue_json(s, q->conn, q->status, a);
+	}
 	q->suspended = true;
 	MHD_suspend_connection(q->conn);
 	return MHD_YES;
@@ -279,7 +369,7 @@ static MHD_RESULT do_put(struct req *q, enum iod_state_kind k, const char *name)
 	}
 	if (!iod_node_is_leader(s->node)) {
 		json_decref(v);
-		return queue_json(s, q->conn, 503, not_leader_json(s));
+		return not_leader(q);
 	}
 	char *cmd = iod_state_cmd_put(k, name, v, lease, has_prev ? (int64_t)prev : -1);
 	json_decref(v);
@@ -368,7 +458,7 @@ static MHD_RESULT do_deploy(struct req *q)
 		return queue_err(s, q->conn, 400,
 		                 err_json("deploy needs a spec (YAML or JSON) body"));
 	if (!iod_node_is_leader(s->node))
-		return queue_json(s, q->conn, 503, not_leader_json(s));
+		return not_leader(q);
 	rc = iod_api_deploy_plan(iod_node_state(s->node), q->body.data, q->body.len, &cmd, &answer,
 	                         &e);
 	if (rc) {
@@ -406,7 +496,7 @@ static MHD_RESULT do_members(struct req *q, const char *method, const char *id_t
 		    s, q->conn, 200,
 		    json_incref(json_object_get(iod_node_status(s->node), "members")));
 	if (!iod_node_is_leader(s->node))
-		return queue_json(s, q->conn, 503, not_leader_json(s));
+		return not_leader(q);
 	if (!strcmp(method, "POST") && !id_text) {
 		json_t *err = NULL, *j = body_json(q, &err);
 		uint64_t id = 0;
@@ -514,6 +604,11 @@ static void watch_timer_cb(uv_timer_t *t)
 		if (now >= q->deadline_ms)
 			watch_try(q, true);
 	}
+	for (struct req *q = s->held, *next; q; q = next) {
+		next = q->hnext;
+		if (now >= q->hold_deadline_ms)
+			held_rerun(q);
+	}
 }
 
 static MHD_RESULT do_watch(struct req *q, enum iod_state_kind k, bool all)
@@ -597,7 +692,7 @@ static MHD_RESULT fenced_read(struct req *q, enum iod_state_kind k, bool list)
 	q->fence_list = list;
 	int rc = iod_node_read_fence(s->node, fence_done, q);
 	if (rc == -ENOTCONN)
-		return queue_json(s, q->conn, 503, not_leader_json(s));
+		return not_leader(q);
 	if (rc)
 		return queue_err(s, q->conn, 503, err_json("read fence: %s", strerror(-rc)));
 	q->suspended = true;
@@ -677,6 +772,7 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 		json_t *st = iod_node_status(s->node);
 		json_object_set_new(st, "api", json_string(s->cfg.api_addr));
 		json_object_set_new(st, "watches", json_integer(s->watchers_n));
+		json_object_set_new(st, "held", json_integer(s->held_n));
 		return queue_json(s, c, 200, st);
 	}
 	if (!strcmp(seg[0], "deploy") && nseg == 1) {
@@ -781,11 +877,21 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *ur
 		return queue_err(s, conn, 413,
 		                 err_json("request body larger than %u bytes (IOD_API_BODY_MAX)",
 		                          IOD_API_BODY_MAX));
-	if (s->stopping)
+	if (s->stopping) {
+		/* a leader handing over: name the new leader once it is known;
+		 * until then (or until raft is closed) hold, so that clients do
+		 * not poll the followers, which still name this server */
+		const char *api = "";
+		uint64_t id = s->node_closed ? 0 : iod_node_leader(s->node, &api);
+		if (id && id != s->cfg.id && api[0])
+			return queue_json(s, conn, 503, not_leader_json(s));
+		if (!s->node_closed && hold(q))
+			return MHD_YES;
 		return queue_json(s, conn, 503,
 		                  json_pack("{s:s, s:b, s:s}", "error",
 		                            "server is shutting down; retry another server",
 		                            "not_leader", 1, "leader", ""));
+	}
 	return route(q, url, method);
 }
 
@@ -799,6 +905,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (!q)
 		return;
 	watch_unlink(q);
+	held_unlink(q);
 	iod_buf_free(&q->body);
 	json_decref(q->answer);
 	json_decref(q->extra);
@@ -930,12 +1037,15 @@ static void closed_noop(uv_handle_t *h)
 static void node_stopped(void *data)
 {
 	struct server *s = data;
+	s->node_closed = true;
 	/* answer what is left, let MHD flush, then stop it */
 	for (struct req *q = s->watchers, *next; q; q = next) {
 		next = q->wnext;
 		watch_unlink(q);
 		finish(q, 503, err_json("server is shutting down; watch another server"));
 	}
+	while (s->held)
+		held_rerun(s->held); /* s->stopping: answered "shutting down" */
 	for (int i = 0; i < 3 && s->mhd; i++)
 		MHD_run(s->mhd);
 	uv_poll_stop(&s->mhd_poll);
@@ -981,6 +1091,7 @@ int iod_api_server_run(const struct iod_server_config *c, struct iod_err *e)
 	if (rc)
 		goto fail;
 	iod_node_set_on_apply(s->node, watchers_wake, s);
+	iod_node_set_on_leader(s->node, leader_known, s);
 	rc = mhd_start(s, e);
 	if (rc)
 		goto fail;

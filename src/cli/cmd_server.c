@@ -18,6 +18,7 @@ static void usage(FILE *f)
 	        "usage: iod server --id N --data-dir DIR --raft HOST:PORT --api HOST:PORT\n"
 	        "                  [--peers ID=RAFT[@API],...] [--join API_HOST:PORT]\n"
 	        "                  [--election-timeout 30ms] [--heartbeat 3ms] [--no-pre-vote]\n"
+	        "                  [--fast-votes]\n"
 	        "                  [--snapshot-threshold N] [--snapshot-trailing N]\n\n"
 	        "Run one control-plane member: Raft (canonical raft, libuv) + the cluster\n"
 	        "state machine + the HTTP/JSON API.\n\n"
@@ -34,6 +35,10 @@ static void usage(FILE *f)
 	        "Timeouts: election T is randomised in [T, 2T]; defaults (30 ms / 3 ms, pre-vote\n"
 	        "on) give a leader-loss-to-next-write p99 under 100 ms on loopback/LAN; use\n"
 	        "larger values across slower networks (docs/control-plane.md, \"Timeouts\").\n"
+	        "--fast-votes: grant votes once the leader was silent for an election timeout\n"
+	        "  (not only when this server's own timer fires): the election no longer waits\n"
+	        "  for the later of two timers, but a leader stall just over the timeout may\n"
+	        "  then cost an election (off by default).\n"
 	        "SIGTERM/SIGINT: a leader transfers leadership first, then the server exits.\n");
 }
 
@@ -72,6 +77,7 @@ int cmd_server(int argc, char **argv)
 	    {"election-timeout", required_argument, NULL, 'E'},
 	    {"heartbeat", required_argument, NULL, 'H'},
 	    {"no-pre-vote", no_argument, NULL, 'V'},
+	    {"fast-votes", no_argument, NULL, 'F'},
 	    {"snapshot-threshold", required_argument, NULL, 'S'},
 	    {"snapshot-trailing", required_argument, NULL, 'T'},
 	    {"help", no_argument, NULL, 'h'},
@@ -121,6 +127,7 @@ int cmd_server(int argc, char **argv)
 				return IOD_EXIT_INVALID;
 			break;
 		case 'V': c.pre_vote = false; break;
+		case 'F': c.fast_votes = true; break;
 		case 'S':
 		case 'T': {
 			unsigned long v = strtoul(optarg, &end, 10);

@@ -22,6 +22,15 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
 	/* Commands are padded with NULs to a multiple of 8 bytes (raft's libuv
 	 * backend reloads unaligned entries wrongly; see node.c). A command is
 	 * JSON text, which has no NUL bytes: trailing NULs are padding. */
+	if (iod_state_batch_is(p, len)) {
+		/* group commit: the commands in order, one result each */
+		iod_state_apply_batch(c->state, p, len, c->batch, IOD_STATE_BATCH_MAX, &c->batch_n);
+		c->applied += c->batch_n;
+		*result = c->batch;
+		if (c->on_apply)
+			c->on_apply(c->on_apply_data);
+		return 0;
+	}
 	while (len && p[len - 1] == 0)
 		len--;
 	iod_state_apply(c->state, p, len, &c->last);

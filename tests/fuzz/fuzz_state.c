@@ -1,6 +1,7 @@
 /*
  * fuzz_state.c: libFuzzer target for the state machine's parsers: a command
- * (what the API and Raft hand to iod_state_apply), a snapshot
+ * (what the API and Raft hand to iod_state_apply), a group-commit batch
+ * frame (iod_state_apply_batch), a snapshot
  * (iod_state_restore) and a deploy body (iod_api_deploy_plan). None may
  * crash, leak or change the state on a rejected input.
  */
@@ -27,6 +28,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t before = iod_state_rev(s);
 	if (iod_state_apply(s, data, size, &r) != 0 && iod_state_rev(s) != before)
 		abort(); /* a rejected command must not change the revision */
+
+	/* a group-commit batch frame (src/state/batch.c): all or nothing */
+	struct iod_state_result br[8];
+	uint32_t bn = 0;
+	before = iod_state_rev(s);
+	if (iod_state_apply_batch(s, data, size, br, 8, &bn) != 0 && iod_state_rev(s) != before)
+		abort(); /* a malformed batch must not change anything */
 
 	struct iod_state *t = NULL;
 	if (iod_state_new(&t) == 0) {

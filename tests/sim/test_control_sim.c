@@ -60,7 +60,8 @@ struct sim {
 struct sim_req {
 	struct raft_apply req; /* raft request */
 	struct sim *sim;       /* owner */
-	char name[32];         /* key written */
+	unsigned k;            /* commands in the entry (k > 1: a group-commit batch) */
+	char name[3][32];      /* keys written */
 };
 
 static int sim_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
@@ -106,8 +107,10 @@ static void apply_cb(struct raft_apply *req, int status, void *result)
 	struct sim *s = q->sim;
 	const struct iod_state_result *res = result;
 	s->in_flight--;
-	if (status == 0 && res && res->code == 0 && s->acked_n < MAX_ACKED)
-		snprintf(s->acked[s->acked_n++], sizeof(s->acked[0]), "%s", q->name);
+	/* a batch's result pointer is the first of k results, one per command */
+	for (unsigned i = 0; i < q->k; i++)
+		if (status == 0 && res && res[i].code == 0 && s->acked_n < MAX_ACKED)
+			snprintf(s->acked[s->acked_n++], sizeof(s->acked[0]), "%s", q->name[i]);
 	free(q);
 }
 
@@ -116,19 +119,36 @@ static void propose(struct sim *s, unsigned leader)
 	struct raft *r = raft_fixture_get(&s->f, leader);
 	struct sim_req *q = calloc(1, sizeof(*q));
 	struct raft_buffer buf;
-	json_t *v;
-	char *cmd;
+	char *cmds[3];
+	size_t lens[3], total = 0;
 
 	if (!q)
 		return;
-	snprintf(q->name, sizeof(q->name), "w%u", s->proposed);
-	v = json_pack("{s:i}", "seq", s->proposed);
-	cmd = iod_state_cmd_put(IOD_STATE_CONFIG, q->name, v, 0, -1);
-	json_decref(v);
-	buf.len = strlen(cmd);
-	buf.base = raft_malloc(buf.len);
-	memcpy(buf.base, cmd, buf.len);
-	free(cmd);
+	/* every other entry is a group-commit batch of 3 puts, as the leader
+	 * builds under concurrent writes (src/state/batch.c) */
+	q->k = s->proposed % 2 ? 3 : 1;
+	for (unsigned i = 0; i < q->k; i++) {
+		snprintf(q->name[i], sizeof(q->name[i]), "w%u.%u", s->proposed, i);
+		json_t *v = json_pack("{s:i, s:i}", "seq", s->proposed, "i", i);
+		cmds[i] = iod_state_cmd_put(IOD_STATE_CONFIG, q->name[i], v, 0, -1);
+		json_decref(v);
+		lens[i] = strlen(cmds[i]);
+		total += lens[i];
+	}
+	if (q->k == 1) {
+		buf.len = lens[0];
+		buf.base = raft_malloc(buf.len);
+		memcpy(buf.base, cmds[0], buf.len);
+	} else {
+		buf.len = iod_state_batch_size(q->k, total);
+		buf.base = raft_malloc(buf.len);
+		if (iod_state_batch_encode(buf.base, buf.len, (const char *const *)cmds, lens, q->k,
+		                           &buf.len) &&
+		    !s->failure[0])
+			snprintf(s->failure, sizeof(s->failure), "batch encoding failed");
+	}
+	for (unsigned i = 0; i < q->k; i++)
+		free(cmds[i]);
 	q->req.data = q;
 	q->sim = s;
 	if (raft_apply(r, &q->req, &buf, 1, apply_cb) != 0) {

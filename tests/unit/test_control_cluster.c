@@ -514,9 +514,13 @@ static void deploy_body(struct cluster *c)
 	CHECK_EQ(iod_test_sh("IOD_SERVER=%s %s delete service worker-node >/dev/null", c->servers,
 	                     c->bin),
 	         0);
-	CHECK_EQ(
-	    iod_test_sh("IOD_SERVER=%s %s get replicas | grep -q worker-node", c->servers, c->bin),
-	    1);
+	/* reads are served by any member from its applied state (a follower
+	 * learns the commit at the next heartbeat): poll, bounded, until the
+	 * answering member has applied the delete */
+	CHECK_EQ(iod_test_sh("for i in $(seq 60); do IOD_SERVER=%s %s get replicas | "
+	                     "grep -q worker-node || exit 1; sleep 0.05; done; exit 0",
+	                     c->servers, c->bin),
+	         1);
 }
 
 TEST(deploy_example_topology)
@@ -607,4 +611,63 @@ TEST(join_and_leave)
 TEST(api_hardening)
 {
 	with_cluster("hardening", hardening_body);
+}
+
+/*
+ * A follower that knows no live leader holds a write (instead of naming a
+ * dead leader or answering "no leader" at once) for IOD_API_LEADER_WAIT_MS,
+ * then answers 503 not_leader; once a majority is back the cluster takes
+ * writes again.
+ */
+static void hold_body(struct cluster *c)
+{
+	struct iod_api_client cl;
+	struct iod_api_response r;
+	struct iod_err e;
+	int leader, f = -1, g = -1, fd = -1;
+
+	CHECK_EQ(iod_api_client_init(&cl, c->servers, &e), 0);
+	CHECK((leader = find_leader(c)) >= 0);
+	CHECK_EQ(call(&cl, "PUT", "/v1/config/before-hold", "{\"x\": 1}", &r), 0);
+	CHECK_EQ(r.status, 200);
+	iod_api_response_free(&r);
+	iod_api_client_close(&cl);
+	for (int i = 0; i < N; i++)
+		if (i != leader && f < 0)
+			f = i;
+		else if (i != leader)
+			g = i;
+	stop(c, leader, SIGKILL);
+	stop(c, g, SIGKILL); /* f alone: no majority, no leader */
+	sleep_ms(100);
+
+	uint64_t t0 = iod_clock_now(iod_clock_monotonic());
+	CHECK_EQ(iod_api_http_once(&fd, c->api[f], "PUT", "/v1/config/held", "application/json",
+	                           "{\"x\": 2}", 8, 10000, &r, &e),
+	         0);
+	uint64_t ms = (iod_clock_now(iod_clock_monotonic()) - t0) / IOD_NS_PER_MS;
+	if (fd >= 0)
+		close(fd);
+	fd = -1;
+	CHECK_EQ(r.status, 503);
+	CHECK(json_is_true(json_object_get(r.json, "not_leader")));
+	iod_api_response_free(&r);
+	/* held until the deadline: never answered before it (a lower bound
+	 * cannot flake on a slow machine) */
+	CHECK_MSG(ms >= IOD_API_LEADER_WAIT_MS - 60, "answered after %llu ms, want >= %d",
+	          (unsigned long long)ms, IOD_API_LEADER_WAIT_MS - 60);
+
+	/* a majority again: writes succeed through either server */
+	CHECK_EQ(start(c, g), 0);
+	CHECK_EQ(iod_api_client_init(&cl, c->servers, &e), 0);
+	cl.retry_ms = 20000;
+	CHECK_EQ(call(&cl, "PUT", "/v1/config/after-hold", "{\"x\": 3}", &r), 0);
+	CHECK_EQ(r.status, 200);
+	iod_api_response_free(&r);
+	iod_api_client_close(&cl);
+}
+
+TEST(follower_holds_writes_while_leaderless)
+{
+	with_cluster("hold", hold_body);
 }

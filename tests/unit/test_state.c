@@ -333,3 +333,64 @@ TEST(deterministic_apply)
 	iod_state_free(a);
 	iod_state_free(b);
 }
+
+/* Group commit: a batch applies its commands in order, one revision and one
+ * result each, exactly like separate entries; a malformed frame changes
+ * nothing. */
+TEST(batch_apply_matches_separate_commands)
+{
+	struct iod_state *a = NULL, *b = NULL;
+	struct iod_state_result r, res[IOD_STATE_BATCH_MAX];
+	char *cmds[3];
+	size_t lens[3], total = 0, len = 0;
+	uint32_t n = 0;
+	uint8_t buf[4096];
+
+	CHECK_EQ(iod_state_new(&a), 0);
+	CHECK_EQ(iod_state_new(&b), 0);
+	json_t *v = json_pack("{s:i}", "x", 1);
+	cmds[0] = iod_state_cmd_put(IOD_STATE_CONFIG, "k1", v, 0, -1);
+	cmds[1] = iod_state_cmd_put(IOD_STATE_CONFIG, "k1", v, 0, 0); /* CAS: must not exist */
+	cmds[2] = iod_state_cmd_put(IOD_STATE_NODE, "n1", v, 0, -1);
+	json_decref(v);
+	for (int i = 0; i < 3; i++) {
+		lens[i] = strlen(cmds[i]);
+		total += lens[i];
+		iod_state_apply(a, cmds[i], lens[i], &r);
+	}
+	CHECK_EQ(iod_state_batch_size(3, total), 4 + 4 + 12 + total);
+	CHECK_EQ(iod_state_batch_encode(buf, sizeof(buf), (const char *const *)cmds, lens, 3, &len),
+	         0);
+	CHECK(iod_state_batch_is(buf, len));
+	CHECK(!iod_state_batch_is(cmds[0], lens[0]));
+	/* padding to 8 bytes (raft's log) is accepted */
+	memset(buf + len, 0, 8);
+	CHECK_EQ(iod_state_apply_batch(b, buf, len + 5, res, IOD_STATE_BATCH_MAX, &n), 0);
+	CHECK_EQ(n, 3);
+	CHECK_EQ(res[0].code, 0);
+	CHECK_EQ(res[0].rev, 1);
+	CHECK_EQ(res[1].code, -ECANCELED);
+	CHECK_EQ(res[2].code, 0);
+	CHECK_EQ(res[2].rev, 2);
+	CHECK_U64(iod_state_digest(a), iod_state_digest(b));
+
+	/* malformed frames: nothing applied, one error result */
+	uint64_t before = iod_state_rev(b);
+	buf[8] = 0xff; /* first length far past the end */
+	CHECK_EQ(iod_state_apply_batch(b, buf, len, res, IOD_STATE_BATCH_MAX, &n), -EINVAL);
+	CHECK_EQ(n, 1);
+	CHECK_EQ(res[0].code, -EINVAL);
+	CHECK_U64(iod_state_rev(b), before);
+	CHECK_EQ(iod_state_apply_batch(b, buf, 6, res, IOD_STATE_BATCH_MAX, &n), -EINVAL);
+	/* limits: empty batches, empty commands, too small a buffer */
+	CHECK_EQ(iod_state_batch_encode(buf, sizeof(buf), (const char *const *)cmds, lens, 0, &len),
+	         -EINVAL);
+	CHECK_EQ(iod_state_batch_encode(buf, 16, (const char *const *)cmds, lens, 3, &len), -E2BIG);
+	size_t zero[1] = {0};
+	CHECK_EQ(iod_state_batch_encode(buf, sizeof(buf), (const char *const *)cmds, zero, 1, &len),
+	         -EINVAL);
+	for (int i = 0; i < 3; i++)
+		free(cmds[i]);
+	iod_state_free(a);
+	iod_state_free(b);
+}
