@@ -161,6 +161,7 @@ json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, cons
 		json_object_del(nv, "mem_numa");
 		json_object_del(nv, "nic");
 		json_object_del(nv, "lost_ms");
+		json_object_del(nv, "addr"); /* the old node's netns address */
 		json_object_set_new(nv, "phase", json_string("pending"));
 		json_object_set_new(nv, "ready", json_false());
 		json_object_set_new(nv, "reason", json_string(why));

@@ -235,3 +235,33 @@ TEST(desired_env_has_mesh_addresses)
 	json_decref(svcs);
 	json_decref(reps);
 }
+
+/* A replica in its own netns reports its address: peers and dependants
+ * reach it there, not at its node's address. */
+TEST(desired_peers_use_a_replicas_own_netns_address)
+{
+	json_t *nodes = parse(NODES), *svcs = parse(SERVICES);
+	json_t *reps =
+	    parse("{\"rev\":9,\"items\":["
+	          "{\"name\":\"ps-0\",\"rev\":5,\"value\":{\"service\":\"ps\",\"ordinal\":0,"
+	          "\"node\":\"n1\",\"gpus\":\"\",\"addr\":\"10.213.0.2\"}},"
+	          "{\"name\":\"ps-1\",\"rev\":6,\"value\":{\"service\":\"ps\",\"ordinal\":1,"
+	          "\"node\":\"n2\",\"gpus\":\"\"}},"
+	          "{\"name\":\"w-0\",\"rev\":7,\"value\":{\"service\":\"w\",\"ordinal\":0,"
+	          "\"node\":\"n2\",\"gpus\":\"\"}}]}");
+	struct iod_agent_replica *r = calloc(4, sizeof(*r));
+	uint32_t n = 0;
+	struct iod_err e = {0};
+	char want[128];
+	CHECK(nodes && svcs && reps && r);
+	CHECK_EQ(iod_agent_desired_from_state("n2", nodes, svcs, reps, r, 4, &n, &e), 0);
+	CHECK_EQ(n, 2);
+	CHECK_STR(r[1].name, "w-0");
+	snprintf(want, sizeof(want), "10.213.0.2:%u,10.0.0.2:%u", iod_agent_replica_port("ps-0"),
+	         iod_agent_replica_port("ps-1"));
+	CHECK_STR(env_of(&r[1], "IOD_DEP_PS") ? env_of(&r[1], "IOD_DEP_PS") : "", want);
+	free(r);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+}
