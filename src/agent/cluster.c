@@ -388,10 +388,11 @@ static void reschedule(struct iod_agent_cluster *c, struct iod_api_client *cl, c
 	}
 	json_array_foreach(unplaced, i, x)
 	{
-		const char *name = "", *why = "";
+		const char *name = "", *reason = "", *why = "";
 		iod_json_get_str(x, "replica", &name);
-		iod_json_get_str(x, "reason", &why);
-		IOD_DEBUG("agent", "%s: cannot reschedule: %s", name, why);
+		iod_json_get_str(x, "reason", &reason);
+		iod_json_get_str(x, "why", &why);
+		IOD_DEBUG("agent", "%s: cannot reschedule (%s): %s", name, reason, why);
 	}
 	json_decref(w);
 	json_decref(unplaced);
