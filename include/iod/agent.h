@@ -178,6 +178,16 @@ int iod_agent_ipam_find(const struct iod_agent_ipam *m, const char *name, uint32
 uint32_t iod_agent_ipam_used(const struct iod_agent_ipam *m);
 /* Dotted quad of a host-order address. */
 void iod_agent_ipv4_format(uint32_t addr, char *buf, size_t len);
+/*
+ * Rewrite r's IOD_ADDR, IOD_PEERS and IOD_DEP_* entries: a "node_addr:port"
+ * that is the port of a replica holding an address in m (this node's
+ * replicas, iod_agent_replica_port) becomes "<its address>:port", so a
+ * replica reaches its node's peers in their network namespaces even before
+ * their addresses reach the control plane. Others stay as they are.
+ * -E2BIG (r unchanged) when the result would not fit.
+ */
+int iod_agent_env_localize(struct iod_agent_replica *r, const char *node_addr,
+                           const struct iod_agent_ipam *m);
 
 /* ---- the reconciler (pure) --------------------------------------------- */
 

@@ -50,7 +50,10 @@ struct agent {
 	struct iod_agent_prober *prober;    /* health checks in flight */
 	struct iod_agent_netns *netns;      /* per-replica networks, or NULL (node's) */
 	struct iod_agent_net *nets;         /* per reconciler slot: its network */
+	struct iod_agent_replica start_buf; /* a replica as started (env localized) */
 };
+
+static void assign_addresses(struct agent *a);
 
 static uint64_t now_ns(void)
 {
@@ -185,6 +188,8 @@ static int load_manifest(struct agent *a, bool force)
 	iod_buf_free(&b);
 	if (!rc)
 		rc = iod_agent_rec_set_desired(a->rec, a->desired, n, now_ns(), &e);
+	if (!rc)
+		assign_addresses(a);
 	if (rc) {
 		IOD_ERROR("agent", "manifest %s: %s (keeping the previous desired state)",
 		          a->cfg->manifest, e.msg);
@@ -197,6 +202,30 @@ static int load_manifest(struct agent *a, bool force)
 	return 0;
 }
 
+/*
+ * With per-replica networks: an address for every replica placed here as
+ * soon as it is desired, so that the node's replicas starting together
+ * already find each other there (iod_agent_env_localize) and the first
+ * report carries it.
+ */
+static void assign_addresses(struct agent *a)
+{
+	struct iod_err e = {0};
+	if (!a->netns)
+		return;
+	for (uint32_t i = 0; i < iod_agent_rec_capacity(a->rec); i++) {
+		const struct iod_agent_slot *s = iod_agent_rec_slot(a->rec, i);
+		uint32_t addr;
+		if (!s || !s->desired || a->nets[i].addr[0])
+			continue;
+		if (iod_agent_ipam_alloc(&a->netns->ipam, s->want.name, &addr, NULL, &e)) {
+			IOD_WARN("agent", "%s", e.msg); /* its start fails with this, too */
+			continue;
+		}
+		iod_agent_ipv4_format(addr, a->nets[i].addr, sizeof(a->nets[i].addr));
+	}
+}
+
 /* New desired state from the control plane; on re-registration report all. */
 static bool take_cluster(struct agent *a)
 {
@@ -206,6 +235,8 @@ static bool take_cluster(struct agent *a)
 	bool fresh = iod_agent_cluster_take(a->cluster, a->desired, &n, &resync);
 	if (fresh && iod_agent_rec_set_desired(a->rec, a->desired, n, now_ns(), &e))
 		IOD_ERROR("agent", "desired state: %s", e.msg);
+	if (fresh)
+		assign_addresses(a);
 	if (resync)
 		for (uint32_t i = 0; i < iod_agent_rec_capacity(a->rec); i++) {
 			const struct iod_agent_slot *s = iod_agent_rec_slot(a->rec, i);
@@ -234,9 +265,17 @@ static void do_action(struct agent *a, const struct iod_agent_action *act)
 	case IOD_AGENT_ACT_START: {
 		struct iod_agent_net *net = &a->nets[act->slot];
 		int rc = a->netns ? iod_agent_netns_get(a->netns, act->name, net, &e) : 0;
+		const struct iod_agent_replica *r = &s->want;
+		if (!rc && a->netns) {
+			/* this node's peers at their own addresses */
+			a->start_buf = s->want;
+			if (iod_agent_env_localize(&a->start_buf,
+			                           a->cfg->addr[0] ? a->cfg->addr : "127.0.0.1",
+			                           &a->netns->ipam) == 0)
+				r = &a->start_buf;
+		}
 		if (!rc)
-			rc = iod_agent_exec_start_net(&a->exec, &s->want, a->netns ? net : NULL, p,
-			                              &e);
+			rc = iod_agent_exec_start_net(&a->exec, r, a->netns ? net : NULL, p, &e);
 		if (net->netns_fd >= 0) { /* the sandbox holds it now (or failed) */
 			close(net->netns_fd);
 			net->netns_fd = -1;

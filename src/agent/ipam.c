@@ -118,3 +118,80 @@ uint32_t iod_agent_ipam_used(const struct iod_agent_ipam *m)
 		n += m->owner[i][0] != 0;
 	return n;
 }
+
+/* One "host:port[,host:port...]" value with this node's replicas' host
+ * replaced by their own addresses; -E2BIG when out is too small. */
+static int localize_list(const char *val, const char *node_addr, const struct iod_agent_ipam *m,
+                         char *out, size_t len)
+{
+	size_t used = 0;
+	const char *p = val;
+	out[0] = 0;
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t l = end ? (size_t)(end - p) : strlen(p);
+		const char *colon = memchr(p, ':', l);
+		char host[64] = "";
+		if (colon && (size_t)(colon - p) < sizeof(host) &&
+		    (size_t)(colon - p) == strlen(node_addr) &&
+		    !strncmp(p, node_addr, strlen(node_addr))) {
+			unsigned long port = strtoul(colon + 1, NULL, 10);
+			for (uint32_t i = 0; i < m->hosts; i++)
+				if (m->owner[i][0] && iod_agent_replica_port(m->owner[i]) == port) {
+					iod_agent_ipv4_format(m->net + 2 + i, host, sizeof(host));
+					break;
+				}
+		}
+		int n = host[0] ? snprintf(out + used, len - used, "%s%s:%lu", used ? "," : "",
+		                           host, strtoul(colon + 1, NULL, 10))
+		                : snprintf(out + used, len - used, "%s%.*s", used ? "," : "",
+		                           (int)l, p);
+		if (n < 0 || (size_t)n >= len - used)
+			return -E2BIG;
+		used += (size_t)n;
+		p += l + (end ? 1 : 0);
+	}
+	return 0;
+}
+
+int iod_agent_env_localize(struct iod_agent_replica *r, const char *node_addr,
+                           const struct iod_agent_ipam *m)
+{
+	char *buf = calloc(1, sizeof(r->env_buf)), val[IOD_AGENT_ENV_BYTES_MAX];
+	size_t used = 0;
+	int rc = 0;
+	if (!buf)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < r->envc && !rc; i++) {
+		const char *kv = iod_agent_strv_at(r->env_buf, sizeof(r->env_buf), r->envc, i);
+		const char *eq = kv ? strchr(kv, '=') : NULL;
+		size_t kl = eq ? (size_t)(eq - kv) : 0;
+		bool addrs = eq && ((kl == 9 && !strncmp(kv, "IOD_PEERS", 9)) ||
+		                    (kl == 8 && !strncmp(kv, "IOD_ADDR", 8)) ||
+		                    (kl > 8 && !strncmp(kv, "IOD_DEP_", 8)));
+		if (!kv) {
+			rc = -EINVAL;
+			break;
+		}
+		if (addrs && localize_list(eq + 1, node_addr, m, val, sizeof(val)) == 0) {
+			int n = snprintf(buf + used, sizeof(r->env_buf) - used, "%.*s=%s", (int)kl,
+			                 kv, val);
+			if (n < 0 || (size_t)n >= sizeof(r->env_buf) - used)
+				rc = -E2BIG;
+			else
+				used += (size_t)n + 1;
+		} else {
+			size_t l = strlen(kv);
+			if (l + 1 > sizeof(r->env_buf) - used)
+				rc = -E2BIG;
+			else {
+				memcpy(buf + used, kv, l + 1);
+				used += l + 1;
+			}
+		}
+	}
+	if (!rc)
+		memcpy(r->env_buf, buf, sizeof(r->env_buf));
+	free(buf);
+	return rc;
+}

@@ -177,3 +177,51 @@ TEST(prober_a_hung_check_does_not_delay_the_others)
 	iod_agent_prober_free(p);
 	close(lfd);
 }
+
+/* The value of var in r's environment, or "". */
+static const char *env_of(const struct iod_agent_replica *r, const char *var)
+{
+	size_t l = strlen(var);
+	for (uint32_t i = 0; i < r->envc; i++) {
+		const char *kv = iod_agent_strv_at(r->env_buf, sizeof(r->env_buf), r->envc, i);
+		if (kv && !strncmp(kv, var, l) && kv[l] == '=')
+			return kv + l + 1;
+	}
+	return "";
+}
+
+/* This node's replicas are reached at their own addresses: their node
+ * address in IOD_ADDR / IOD_PEERS / IOD_DEP_* becomes the netns one; other
+ * nodes' entries and unrelated variables stay as they are. */
+TEST(env_localize_points_at_this_nodes_replica_addresses)
+{
+	struct iod_agent_ipam *m = calloc(1, sizeof(*m));
+	struct iod_agent_replica *r = calloc(1, sizeof(*r));
+	struct iod_err e = {0};
+	char v[256];
+	CHECK(m && r);
+	CHECK_EQ(iod_agent_ipam_init(m, "10.213.0.0/24", &e), 0);
+	CHECK_EQ(iod_agent_ipam_alloc(m, "ps-0", NULL, NULL, &e), 0); /* .2 */
+	CHECK_EQ(iod_agent_ipam_alloc(m, "w-0", NULL, NULL, &e), 0);  /* .3 */
+	unsigned p0 = iod_agent_replica_port("ps-0"), p1 = iod_agent_replica_port("ps-1"),
+	         pw = iod_agent_replica_port("w-0");
+	snprintf(r->name, sizeof(r->name), "w-0");
+	snprintf(v, sizeof(v), "127.0.0.1:%u", pw);
+	iod_agent_replica_add_env(r, "IOD_ADDR", v);
+	snprintf(v, sizeof(v), "127.0.0.1:%u,10.0.0.9:%u", p0, p1);
+	iod_agent_replica_add_env(r, "IOD_DEP_PS", v);
+	iod_agent_replica_add_env(r, "OTHER", v);
+	snprintf(v, sizeof(v), "127.0.0.1:%u", pw);
+	iod_agent_replica_add_env(r, "IOD_PEERS", v);
+	CHECK_EQ(iod_agent_env_localize(r, "127.0.0.1", m), 0);
+	CHECK_EQ(r->envc, 4);
+	snprintf(v, sizeof(v), "10.213.0.3:%u", pw);
+	CHECK_STR(env_of(r, "IOD_ADDR"), v);
+	CHECK_STR(env_of(r, "IOD_PEERS"), v);
+	snprintf(v, sizeof(v), "10.213.0.2:%u,10.0.0.9:%u", p0, p1);
+	CHECK_STR(env_of(r, "IOD_DEP_PS"), v);
+	snprintf(v, sizeof(v), "127.0.0.1:%u,10.0.0.9:%u", p0, p1);
+	CHECK_STR(env_of(r, "OTHER"), v);
+	free(m);
+	free(r);
+}
