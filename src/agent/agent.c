@@ -304,7 +304,7 @@ static void do_action(struct agent *a, const struct iod_agent_action *act)
 		                                              : "127.0.0.1";
 		if (iod_agent_prober_submit(a->prober, act->slot, act->name, s->started_ns,
 		                            &s->want.health, host, port)) {
-			snprintf(detail, sizeof(detail), "health-check queue full (%u queued)",
+			snprintf(detail, sizeof(detail), "health-check queue full (%d queued)",
 			         IOD_AGENT_REPLICAS_MAX);
 			iod_agent_rec_on_probe(a->rec, act->name, false, detail, now_ns());
 		}
