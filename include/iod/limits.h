@@ -107,6 +107,9 @@
 #define IOD_SCHED_NUMA_MAX 8
 /* NICs per node: DGX H100 has 8 ConnectX-7 + 2 BlueField ports + mgmt. */
 #define IOD_SCHED_NICS_MAX 16
+/* Accelerator units (DPUs, FPGAs) per node: a mask in a uint32_t; real
+ * servers carry 1-2 DPUs and at most a few FPGA cards. */
+#define IOD_SCHED_ACCS_MAX 16
 /* Labels per node and selector terms per request. */
 #define IOD_SCHED_LABELS_MAX 8
 /* Candidates kept per decision for `iod explain`: enough to see the runner-up. */

@@ -100,6 +100,23 @@ struct iod_sched_nic {
 	uint64_t bw_bps;         /* line rate */
 };
 
+/* Accelerator units other than GPUs that a replica can be given whole. */
+enum iod_sched_acc_type {
+	IOD_SCHED_ACC_NONE, /* no accelerator requested */
+	IOD_SCHED_ACC_DPU,  /* a DPU (BlueField): its Arm cores and DRAM */
+	IOD_SCHED_ACC_FPGA, /* an FPGA card */
+};
+const char *iod_sched_acc_type_name(enum iod_sched_acc_type t);
+
+struct iod_sched_acc {
+	char name[IOD_NAME_MAX];      /* "NIC8" / "FPGA0" as topo labels it */
+	char os_name[IOD_NAME_MAX];   /* "mlx5_8"; "" unknown */
+	char pci[16];                 /* "0000:1d:00.0" */
+	enum iod_sched_acc_type type; /* DPU or FPGA */
+	int32_t numa;                 /* NUMA node; -1 unknown */
+	uint64_t mem_bytes;           /* device memory; 0 unknown */
+};
+
 /*
  * A node model reduced to what placement needs. Built from a topo/ model by
  * iod_sched_shape_from_topo(), or by hand (tests). Nodes of the same model
@@ -118,6 +135,9 @@ struct iod_sched_shape {
 	struct iod_bitmap numa_cpus[IOD_SCHED_NUMA_MAX]; /* PUs of each NUMA node */
 	uint64_t numa_mem_bytes[IOD_SCHED_NUMA_MAX];     /* memory of each NUMA node */
 	struct iod_sched_nic nics[IOD_SCHED_NICS_MAX];   /* NICs in PCI order */
+	uint64_t gpu_mem_bytes[IOD_SCHED_NODE_GPUS_MAX]; /* memory of each GPU; 0 unknown */
+	uint32_t accs_n;                                 /* accelerators */
+	struct iod_sched_acc accs[IOD_SCHED_ACCS_MAX];   /* DPUs and FPGAs in PCI order */
 };
 
 /* A shape with gpus_n GPUs, no links, numa_n NUMA nodes and nothing else. */
@@ -145,6 +165,7 @@ struct iod_sched_node_spec {
 	uint32_t labels_n;
 	bool cordoned;      /* takes no new replicas */
 	uint32_t gpus_used; /* GPUs already taken outside the scheduler (mask) */
+	uint32_t accs_used; /* accelerators already taken (mask over shape accs) */
 };
 
 /* ---- requests ------------------------------------------------------------ */
@@ -154,21 +175,26 @@ struct iod_sched_request {
 	char service[IOD_NAME_MAX]; /* service name; replicas are "<service>-<ordinal>" */
 	uint32_t replicas;          /* how many */
 	uint32_t gpus;              /* GPUs per replica, all on one node */
+	uint64_t gpu_mem_bytes;     /* memory each of its GPUs must have; 0 = any */
 	enum iod_sched_link gpu_link;
-	uint32_t cpus;              /* exclusive CPUs (PUs) per replica */
-	uint64_t mem_bytes;         /* host memory per replica */
-	uint64_t nic_bw_bps;        /* NIC bandwidth per replica; 0 = none reserved */
-	enum iod_sched_numa numa;   /* Topology Manager policy */
-	bool spread;                /* spread over nodes instead of packing */
-	bool stateful;              /* spread across failure domains (soft) */
-	enum iod_sched_domain anti; /* hard: at most one replica per domain */
-	bool gang;                  /* all replicas or none */
+	enum iod_sched_acc_type acc_type; /* accelerators wanted besides GPUs */
+	uint32_t accs;                    /* how many, whole, on the same node */
+	uint64_t acc_mem_bytes;           /* memory each must have; 0 = any */
+	uint32_t cpus;                    /* exclusive CPUs (PUs) per replica */
+	uint64_t mem_bytes;               /* host memory per replica */
+	uint64_t nic_bw_bps;              /* NIC bandwidth per replica; 0 = none reserved */
+	enum iod_sched_numa numa;         /* Topology Manager policy */
+	bool spread;                      /* spread over nodes instead of packing */
+	bool stateful;                    /* spread across failure domains (soft) */
+	enum iod_sched_domain anti;       /* hard: at most one replica per domain */
+	bool gang;                        /* all replicas or none */
 	struct iod_sched_label selector[IOD_SCHED_LABELS_MAX]; /* node must have all */
 	uint32_t selector_n;
 };
 
 /*
- * From a spec service: gpu (or compute.count of tensor-/cuda-cores), cpu
+ * From a spec service: gpu (or compute.count of tensor-/cuda-cores) and
+ * gpu_mem (or compute.memory), compute.count of dpu/fpga units, cpu
  * rounded up to whole CPUs, mem, network.bandwidth; placement.numa single ->
  * single-numa-node, any -> best-effort; spread; anti-affinity; gang;
  * stateful from type.
@@ -179,19 +205,21 @@ int iod_sched_request_from_spec(const struct iod_spec_service *s, struct iod_sch
 /* ---- results ------------------------------------------------------------- */
 
 /* Why a replica was not placed (X-macro: enum + names). */
-#define IOD_SCHED_REASONS(X)                                                          \
-	X(NONE, "placed")                                                             \
-	X(NO_NODES, "no-nodes")             /* the cluster has no schedulable node */ \
-	X(LABELS, "labels")                 /* no node has the selector's labels */   \
-	X(ANTI_AFFINITY, "anti-affinity")   /* every domain with room has one */      \
-	X(NODE_TOO_SMALL, "node-too-small") /* no node has that many GPUs at all */   \
-	X(GPUS, "gpus")                     /* not enough free GPUs on one node */    \
-	X(GPU_LINK, "gpu-link")             /* not enough NVLink-joined free GPUs */  \
-	X(NUMA, "numa")                     /* the NUMA policy cannot be met */       \
-	X(CPUS, "cpus")                     /* not enough free CPUs */                \
-	X(MEMORY, "memory")                 /* not enough free memory */              \
-	X(NIC, "nic")                       /* not enough free NIC bandwidth */       \
-	X(GANG, "gang")                     /* a sibling could not be placed */       \
+#define IOD_SCHED_REASONS(X)                                                           \
+	X(NONE, "placed")                                                              \
+	X(NO_NODES, "no-nodes")             /* the cluster has no schedulable node */  \
+	X(LABELS, "labels")                 /* no node has the selector's labels */    \
+	X(ANTI_AFFINITY, "anti-affinity")   /* every domain with room has one */       \
+	X(NODE_TOO_SMALL, "node-too-small") /* no node has that many GPUs at all */    \
+	X(GPUS, "gpus")                     /* not enough free GPUs on one node */     \
+	X(GPU_MEMORY, "gpu-memory")         /* not enough free GPUs with the memory */ \
+	X(GPU_LINK, "gpu-link")             /* not enough NVLink-joined free GPUs */   \
+	X(NUMA, "numa")                     /* the NUMA policy cannot be met */        \
+	X(CPUS, "cpus")                     /* not enough free CPUs */                 \
+	X(MEMORY, "memory")                 /* not enough free memory */               \
+	X(NIC, "nic")                       /* not enough free NIC bandwidth */        \
+	X(ACCELERATORS, "accelerators")     /* not enough free DPUs/FPGAs */           \
+	X(GANG, "gang")                     /* a sibling could not be placed */        \
 	X(TRANSACTION, "transaction")       /* strict deploy: another service failed */
 
 enum iod_sched_reason {
@@ -206,6 +234,7 @@ const char *iod_sched_reason_name(enum iod_sched_reason r);
 struct iod_sched_candidate {
 	uint32_t node;                    /* node id */
 	uint32_t gpu_mask;                /* GPUs it would take */
+	uint32_t acc_mask;                /* accelerators it would take */
 	int32_t mem_numa;                 /* NUMA node for memory; -1 interleaved */
 	int32_t terms[IOD_SCHED_TERMS_N]; /* each term, 0..IOD_SCHED_TERM_MAX */
 	int64_t total;                    /* weighted sum */
@@ -229,6 +258,7 @@ struct iod_sched_placement {
 	uint32_t replica;               /* cluster replica id (placed only) */
 	uint32_t node;                  /* node id (placed only) */
 	uint32_t gpu_mask;              /* GPU ids on that node */
+	uint32_t acc_mask;              /* accelerators (indexes into the shape's accs) */
 	struct iod_bitmap cpus;         /* exclusive PUs */
 	struct iod_bitmap cpu_affinity; /* where it runs: cpus when it has exclusive
 	                                   PUs, else the (shared) PUs of the NUMA
@@ -311,6 +341,7 @@ struct iod_sched_existing {
 	uint32_t ordinal;       /* the replica's ordinal */
 	uint32_t node;          /* node id */
 	uint32_t gpu_mask;      /* its GPUs */
+	uint32_t acc_mask;      /* its accelerators */
 	struct iod_bitmap cpus; /* its PUs */
 	int32_t mem_numa;       /* its memory's NUMA node; -1 interleaved */
 	int32_t nic;            /* its NIC; -1 none */
@@ -332,6 +363,7 @@ struct iod_sched_replica_info {
 	char name[IOD_NAME_MAX]; /* "<service>-<ordinal>" */
 	uint32_t node;           /* node id */
 	uint32_t gpu_mask;       /* GPUs */
+	uint32_t acc_mask;       /* accelerators */
 	struct iod_bitmap cpus;  /* PUs */
 	int32_t mem_numa;        /* memory NUMA node; -1 interleaved */
 	int32_t nic;             /* NIC index; -1 none */

@@ -194,6 +194,29 @@ static int one(const char *node, const json_t *nodes, const json_t *services,
 		r->mem_bytes = u;
 	r->port = iod_agent_replica_port(name);
 	health_from_spec(json_object_get(spec, "health"), &r->health);
+	/* accelerators the scheduler gave it whole (DPUs, FPGAs): their PCI
+	 * addresses, and device names per type, as a device plugin would */
+	char pci[256] = "", dpus[256] = "", fpgas[256] = "";
+	json_t *ad;
+	json_array_foreach(json_object_get(v, "accelerator_devices"), i, ad)
+	{
+		const char *ap = NULL, *an = NULL, *at = NULL, *ao = NULL;
+		iod_json_get_str(ad, "pci", &ap);
+		iod_json_get_str(ad, "name", &an);
+		iod_json_get_str(ad, "type", &at);
+		iod_json_get_str(ad, "os_name", &ao);
+		char *list = at && !strcmp(at, "dpu") ? dpus : fpgas;
+		if (ap)
+			snprintf(pci + strlen(pci), sizeof(pci) - strlen(pci), "%s%s",
+			         pci[0] ? "," : "", ap);
+		if (an)
+			snprintf(list + strlen(list), 256 - strlen(list), "%s%s",
+			         list[0] ? "," : "", ao && ao[0] ? ao : an);
+	}
+	if ((pci[0] && iod_agent_replica_add_env(r, "IOD_ACCELERATORS", pci)) ||
+	    (dpus[0] && iod_agent_replica_add_env(r, "IOD_DPUS", dpus)) ||
+	    (fpgas[0] && iod_agent_replica_add_env(r, "IOD_FPGAS", fpgas)))
+		return iod_err_set(e, -E2BIG, "replica %s: environment too large", name);
 	/* environment: the spec's, then peers and dependencies */
 	const char *k;
 	json_t *ev;

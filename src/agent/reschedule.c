@@ -9,7 +9,7 @@
  *
  * The targets come from the topology-aware scheduler (sched/), with the
  * rules of a deploy (src/api/deploy.c): the live nodes' shapes from their
- * hardware models, every replica on a live node adopted (its GPUs, CPUs,
+ * hardware models, every replica on a live node adopted (its GPUs, accelerators, CPUs,
  * memory and NIC are taken, and anti-affinity and spread see it), each
  * service's request from its stored spec. The replacement gets a GPU set,
  * CPU set, NUMA node and NIC chosen exactly as a deploy would, with the
@@ -328,6 +328,9 @@ json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, cons
 		iod_json_get_str(v, "gpus", &s);
 		ex.node = node_ids[k];
 		ex.gpu_mask = mask_of(s);
+		s = NULL;
+		iod_json_get_str(v, "accelerators", &s);
+		ex.acc_mask = mask_of(s);
 		iod_bitmap_zero(&ex.cpus);
 		if (!iod_json_get_str(v, "cpus", &s))
 			iod_bitmap_parse(s, &ex.cpus, NULL);
@@ -397,6 +400,26 @@ json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, cons
 		json_object_set_new(nv, "cpu_affinity", json_string(affinity));
 		json_object_set_new(nv, "mem_numa", json_integer(p->mem_numa));
 		json_object_set_new(nv, "nic", json_integer(p->nic));
+		/* whole DPUs/FPGAs on the new node, as the deploy records them */
+		json_object_del(nv, "accelerators");
+		json_object_del(nv, "accelerator_devices");
+		if (p->acc_mask) {
+			char accs[128];
+			const struct iod_sched_shape *sh = iod_sched_node_shape(cl, p->node);
+			json_t *devs = json_array();
+			mask_format(p->acc_mask, accs, sizeof(accs));
+			json_object_set_new(nv, "accelerators", json_string(accs));
+			for (uint32_t a = 0; a < sh->accs_n; a++)
+				if (p->acc_mask >> a & 1)
+					json_array_append_new(
+					    devs,
+					    json_pack("{s:s, s:s, s:s, s:s}", "name",
+					              sh->accs[a].name, "os_name",
+					              sh->accs[a].os_name, "pci", sh->accs[a].pci,
+					              "type",
+					              iod_sched_acc_type_name(sh->accs[a].type)));
+			json_object_set_new(nv, "accelerator_devices", devs);
+		}
 		json_object_del(nv, "numa");
 		json_object_del(nv, "lost_ms");
 		json_object_del(nv, "addr"); /* the old node's netns address */

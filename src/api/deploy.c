@@ -71,8 +71,10 @@ static bool deployed(const struct iod_spec *spec, const char *svc)
 	return svc && iod_spec_find_service(spec, svc) != NULL;
 }
 
-/* GPUs on node that replicas of services outside this deploy hold. */
-static uint32_t gpus_used(const json_t *replicas, const char *node, const struct iod_spec *spec)
+/* GPUs (field "gpus") or accelerators ("accelerators") on node that
+ * replicas of services outside this deploy hold. */
+static uint32_t used_mask(const json_t *replicas, const char *node, const struct iod_spec *spec,
+                          const char *field)
 {
 	uint32_t mask = 0;
 	for (size_t i = 0; i < json_array_size(replicas); i++) {
@@ -82,7 +84,7 @@ static uint32_t gpus_used(const json_t *replicas, const char *node, const struct
 		if (iod_json_get_str(v, "node", &n) || strcmp(n, node))
 			continue;
 		iod_json_get_str(v, "service", &svc);
-		if (deployed(spec, svc) || iod_json_get_str(v, "gpus", &g) ||
+		if (deployed(spec, svc) || iod_json_get_str(v, field, &g) ||
 		    iod_bitmap_parse(g, &b, NULL))
 			continue;
 		for (unsigned k = 0; k < 32; k++)
@@ -155,7 +157,9 @@ static int build_cluster(const struct iod_state *st, const struct iod_spec *spec
 		    .rack = rack,
 		    .zone = zone,
 		    .cordoned = cordoned,
-		    .gpus_used = gpus_used(json_object_get(reps, "items"), name, spec)};
+		    .gpus_used = used_mask(json_object_get(reps, "items"), name, spec, "gpus"),
+		    .accs_used =
+		        used_mask(json_object_get(reps, "items"), name, spec, "accelerators")};
 		uint32_t id;
 		rc = iod_sched_node_add(*out, &ns, &id, e);
 	}
@@ -278,6 +282,23 @@ int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len
 		              0, "generation", (json_int_t)gen + 1, "reasons", why);
 		if (v)
 			json_object_set_new(v, "cpu_affinity", json_string(affinity));
+		if (v && p->acc_mask) {
+			char accs[128];
+			const struct iod_sched_shape *sh = iod_sched_node_shape(cl, p->node);
+			json_t *devs = json_array();
+			mask_format(p->acc_mask, accs, sizeof(accs));
+			json_object_set_new(v, "accelerators", json_string(accs));
+			for (uint32_t a = 0; a < sh->accs_n; a++)
+				if (p->acc_mask >> a & 1)
+					json_array_append_new(
+					    devs,
+					    json_pack("{s:s, s:s, s:s, s:s}", "name",
+					              sh->accs[a].name, "os_name",
+					              sh->accs[a].os_name, "pci", sh->accs[a].pci,
+					              "type",
+					              iod_sched_acc_type_name(sh->accs[a].type)));
+			json_object_set_new(v, "accelerator_devices", devs);
+		}
 		if (v && explain)
 			json_object_set_new(v, "explain", explain);
 		else

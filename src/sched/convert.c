@@ -33,6 +33,23 @@ int iod_sched_request_from_spec(const struct iod_spec_service *s, struct iod_sch
 		return iod_err_set(e, -EINVAL,
 		                   "service %s: %u GPUs per replica; a node has at most %u",
 		                   s->name, out->gpus, IOD_SCHED_NODE_GPUS_MAX);
+	out->gpu_mem_bytes = s->res.gpu_mem_bytes;
+	if (!out->gpu_mem_bytes && (s->res.compute.type == IOD_COMPUTE_TENSOR_CORE ||
+	                            s->res.compute.type == IOD_COMPUTE_CUDA_CORE))
+		out->gpu_mem_bytes = s->res.compute.mem_bytes;
+	if (s->res.compute.type == IOD_COMPUTE_DPU || s->res.compute.type == IOD_COMPUTE_FPGA) {
+		out->acc_type =
+		    s->res.compute.type == IOD_COMPUTE_DPU ? IOD_SCHED_ACC_DPU : IOD_SCHED_ACC_FPGA;
+		out->accs = s->res.compute.count;
+		out->acc_mem_bytes = s->res.compute.mem_bytes;
+		if (out->accs > IOD_SCHED_ACCS_MAX)
+			return iod_err_set(
+			    e, -EINVAL, "service %s: %u %ss per replica; a node has at most %u",
+			    s->name, out->accs, iod_sched_acc_type_name(out->acc_type),
+			    IOD_SCHED_ACCS_MAX);
+		if (!out->accs)
+			out->acc_type = IOD_SCHED_ACC_NONE;
+	}
 	out->cpus = (s->res.cpu_millis + 999) / 1000;
 	out->mem_bytes = s->res.mem_bytes;
 	out->nic_bw_bps = s->res.network.bandwidth_bps;
@@ -106,6 +123,27 @@ int iod_sched_shape_from_topo(const struct iod_topo_node *t, struct iod_sched_sh
 			if (cls <= IOD_TOPO_LINK_PXB)
 				ni->gpu_mask |= 1u << g;
 		}
+	}
+	for (unsigned g = 0; g < t->ngpus; g++)
+		out->gpu_mem_bytes[g] = t->devices[t->gpu[g]].mem_bytes;
+	/* DPUs and FPGAs: every such device, in the canonical (PCI) order */
+	for (unsigned i = 0; i < t->ndevices; i++) {
+		const struct iod_topo_device *d = &t->devices[i];
+		if (d->kind != IOD_TOPO_DEV_DPU && d->kind != IOD_TOPO_DEV_FPGA)
+			continue;
+		if (out->accs_n == IOD_SCHED_ACCS_MAX)
+			return iod_err_set(e, -E2BIG,
+			                   "node model %s: more than %u DPUs and FPGAs; the "
+			                   "scheduler handles %u per node",
+			                   model, IOD_SCHED_ACCS_MAX, IOD_SCHED_ACCS_MAX);
+		struct iod_sched_acc *a = &out->accs[out->accs_n++];
+		iod_strlcpy(a->name, d->name, sizeof(a->name));
+		iod_strlcpy(a->os_name, d->os_name, sizeof(a->os_name));
+		snprintf(a->pci, sizeof(a->pci), "%04x:%02x:%02x.%x", d->pci_addr >> 16,
+		         d->pci_addr >> 8 & 0xff, d->pci_addr >> 3 & 0x1f, d->pci_addr & 7);
+		a->type = d->kind == IOD_TOPO_DEV_DPU ? IOD_SCHED_ACC_DPU : IOD_SCHED_ACC_FPGA;
+		a->numa = d->numa >= 0 && (unsigned)d->numa < out->numa_n ? d->numa : -1;
+		a->mem_bytes = d->mem_bytes;
 	}
 	iod_sched_shape_finish(out);
 	return 0;

@@ -24,10 +24,41 @@ static const char *nic_name(const struct iod_sched_cluster *c, uint32_t node, in
 	return c->shapes[c->nodes[node].shape].s.nics[nic].name;
 }
 
+/* "NIC8 (dpu, mlx5_8), FPGA0 (fpga)" for a placement's accelerators. */
+static void accs_text(const struct iod_sched_cluster *c, uint32_t node, uint32_t mask, char *buf,
+                      size_t len)
+{
+	const struct iod_sched_shape *sh = &c->shapes[c->nodes[node].shape].s;
+	size_t off = 0;
+	buf[0] = 0;
+	for (uint32_t m = mask; m && off < len; m &= m - 1) {
+		const struct iod_sched_acc *a = &sh->accs[__builtin_ctz(m)];
+		int w = snprintf(buf + off, len - off, "%s%s (%s%s%s)", off ? ", " : "", a->name,
+		                 iod_sched_acc_type_name(a->type), a->os_name[0] ? ", " : "",
+		                 a->os_name);
+		if (w < 0)
+			break;
+		off += (size_t)w;
+	}
+}
+
+static json_t *accs_json(const struct iod_sched_cluster *c, uint32_t node, uint32_t mask)
+{
+	const struct iod_sched_shape *sh = &c->shapes[c->nodes[node].shape].s;
+	json_t *a = json_array();
+	for (uint32_t m = mask; m; m &= m - 1) {
+		const struct iod_sched_acc *x = &sh->accs[__builtin_ctz(m)];
+		json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:s}", "name", x->name, "type",
+		                                   iod_sched_acc_type_name(x->type), "os_name",
+		                                   x->os_name, "pci", x->pci));
+	}
+	return a;
+}
+
 int iod_sched_result_format(const struct iod_sched_cluster *c, const struct iod_sched_result *r,
                             struct iod_buf *out)
 {
-	char gl[128], cl[256], mn[16];
+	char gl[128], cl[256], mn[16], al[160];
 	int rc = 0;
 	if (r->placed_n) {
 		rc |= iod_buf_printf(out, "%-24s %-16s %-28s %-16s %-5s %s\n", "REPLICA", "NODE",
@@ -50,9 +81,10 @@ int iod_sched_result_format(const struct iod_sched_cluster *c, const struct iod_
 				snprintf(mn, sizeof(mn), "numa%d", p->mem_numa);
 			else
 				snprintf(mn, sizeof(mn), "any");
-			rc |= iod_buf_printf(out, "%-24s %-16s %-28s %-16s %-5s %s\n", p->name,
+			accs_text(c, p->node, p->acc_mask, al, sizeof(al));
+			rc |= iod_buf_printf(out, "%-24s %-16s %-28s %-16s %-5s %s%s%s\n", p->name,
 			                     iod_sched_node_name(c, p->node), gl, cl, mn,
-			                     nic_name(c, p->node, p->nic));
+			                     nic_name(c, p->node, p->nic), al[0] ? "  + " : "", al);
 		}
 	}
 	if (r->unplaced_n) {
@@ -130,6 +162,9 @@ json_t *iod_sched_result_to_json(const struct iod_sched_cluster *c,
 			json_object_set_new(e, "node",
 			                    json_string(iod_sched_node_name(c, p->node)));
 			json_object_set_new(e, "gpus", gpus_json(p->gpu_mask));
+			if (p->acc_mask)
+				json_object_set_new(e, "accelerators",
+				                    accs_json(c, p->node, p->acc_mask));
 			if (iod_bitmap_format(&p->cpus, cl, sizeof(cl)) != 0)
 				cl[0] = 0;
 			json_object_set_new(e, "cpus", json_string(cl));

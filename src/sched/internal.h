@@ -51,6 +51,7 @@ struct node {
 	uint32_t numa_cpu_free[IOD_SCHED_NUMA_MAX]; /* free PUs per NUMA node */
 	uint64_t numa_mem_free[IOD_SCHED_NUMA_MAX]; /* free memory per NUMA node */
 	uint64_t nic_free[IOD_SCHED_NICS_MAX];      /* free NIC bandwidth */
+	uint32_t acc_free;                          /* free accelerators (mask) */
 	uint32_t replicas;                          /* replicas bound here */
 };
 
@@ -66,6 +67,7 @@ struct replica {
 	uint32_t ordinal;                      /* 0-based */
 	uint32_t node;                         /* where */
 	uint32_t gpu_mask;                     /* GPUs */
+	uint32_t acc_mask;                     /* accelerators */
 	struct iod_bitmap cpus;                /* PUs */
 	uint64_t mem_take[IOD_SCHED_NUMA_MAX]; /* memory taken per NUMA node */
 	int32_t mem_numa;                      /* reported NUMA node; -1 interleaved */
@@ -104,11 +106,13 @@ enum stage {
 	ST_ANTI,
 	ST_SMALL,
 	ST_GPUS,
+	ST_GPU_MEM,
 	ST_LINK,
 	ST_NUMA,
 	ST_CPUS,
 	ST_MEM,
 	ST_NIC,
+	ST_ACC,
 	ST_OK,
 	ST_N
 };

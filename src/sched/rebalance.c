@@ -29,6 +29,8 @@ static void replica_restore(struct iod_sched_cluster *c, uint32_t id, const stru
 	const struct shape *sh = &c->shapes[n->shape];
 	IOD_ASSERT((n->gpu_free & saved->gpu_mask) == saved->gpu_mask);
 	n->gpu_free &= ~saved->gpu_mask;
+	IOD_ASSERT((n->acc_free & saved->acc_mask) == saved->acc_mask);
+	n->acc_free &= ~saved->acc_mask;
 	for (uint32_t i = 0; i < sh->s.numa_n; i++) {
 		struct iod_bitmap mine = saved->cpus;
 		iod_bitmap_and(&mine, &sh->s.numa_cpus[i]);

@@ -63,6 +63,15 @@ const char *iod_sched_reason_name(enum iod_sched_reason r)
 	return (unsigned)r < IOD_ARRAY_LEN(reason_names) ? reason_names[r] : "?";
 }
 
+const char *iod_sched_acc_type_name(enum iod_sched_acc_type t)
+{
+	switch (t) {
+	case IOD_SCHED_ACC_DPU: return "dpu";
+	case IOD_SCHED_ACC_FPGA: return "fpga";
+	default: return "none";
+	}
+}
+
 const char *iod_sched_domain_name(enum iod_sched_domain d)
 {
 	static const char *const n[] = {"none", "node", "rack", "zone"};
@@ -146,6 +155,16 @@ static int shape_check(const struct iod_sched_shape *s, struct iod_err *e)
 		if (s->gpu_numa[i] < 0 || (uint32_t)s->gpu_numa[i] >= s->numa_n)
 			return iod_err_set(e, -EINVAL, "shape %s: GPU%u on NUMA node %d of %u",
 			                   s->model, i, s->gpu_numa[i], s->numa_n);
+	if (s->accs_n > IOD_SCHED_ACCS_MAX)
+		return iod_err_set(e, -E2BIG,
+		                   "shape %s: %u accelerators exceed the limit of %u per node",
+		                   s->model, s->accs_n, IOD_SCHED_ACCS_MAX);
+	for (uint32_t i = 0; i < s->accs_n; i++)
+		if (s->accs[i].type == IOD_SCHED_ACC_NONE || s->accs[i].numa >= (int32_t)s->numa_n)
+			return iod_err_set(
+			    e, -EINVAL, "shape %s: accelerator %s is %s on NUMA node %d", s->model,
+			    s->accs[i].name, iod_sched_acc_type_name(s->accs[i].type),
+			    s->accs[i].numa);
 	return 0;
 }
 
@@ -522,6 +541,7 @@ int iod_sched_node_add(struct iod_sched_cluster *c, const struct iod_sched_node_
 	}
 	for (uint32_t i = 0; i < sh->s.nics_n; i++)
 		nd->nic_free[i] = sh->s.nics[i].bw_bps;
+	nd->acc_free = (uint32_t)((1ull << sh->s.accs_n) - 1) & ~n->accs_used;
 	*id = c->nodes_n++;
 	return 0;
 }
@@ -564,6 +584,7 @@ int iod_sched_replica_get(const struct iod_sched_cluster *c, uint32_t replica,
 	         r->ordinal);
 	out->node = r->node;
 	out->gpu_mask = r->gpu_mask;
+	out->acc_mask = r->acc_mask;
 	out->cpus = r->cpus;
 	out->service = c->services[r->service].req.service;
 	out->mem_numa = r->mem_numa;
@@ -672,6 +693,55 @@ static uint64_t mem_in(const struct node *n, const struct shape *sh, uint8_t mas
 	return sum;
 }
 
+/* GPUs of a shape with at least mem bytes each (all when mem is 0). */
+static uint32_t gpus_with_mem(const struct shape *sh, uint64_t mem)
+{
+	uint32_t m = 0;
+	if (!mem)
+		return (uint32_t)((1ull << sh->s.gpus_n) - 1);
+	for (uint32_t g = 0; g < sh->s.gpus_n; g++)
+		if (sh->s.gpu_mem_bytes[g] >= mem)
+			m |= 1u << g;
+	return m;
+}
+
+/* Free accelerators of a node that serve request r (type and memory). */
+static uint32_t accs_usable(const struct node *n, const struct shape *sh,
+                            const struct iod_sched_request *r)
+{
+	uint32_t m = 0;
+	for (uint32_t i = 0; i < sh->s.accs_n; i++)
+		if ((n->acc_free >> i & 1) && sh->s.accs[i].type == r->acc_type &&
+		    (!r->acc_mem_bytes || sh->s.accs[i].mem_bytes >= r->acc_mem_bytes))
+			m |= 1u << i;
+	return m;
+}
+
+/*
+ * Choose r->accs accelerators from `usable` for a class on numa_mask: those
+ * on its NUMA nodes first (then unknown NUMA), lowest index first; under a
+ * strict policy only those. Returns the mask, 0 when too few.
+ */
+static uint32_t accs_pick(const struct shape *sh, uint32_t usable, uint8_t numa_mask, bool strict,
+                          uint32_t want)
+{
+	uint32_t got = 0, n = 0;
+	for (int pass = 0; pass < 3 && n < want; pass++) {
+		for (uint32_t i = 0; i < sh->s.accs_n && n < want; i++) {
+			if (!(usable >> i & 1) || (got >> i & 1))
+				continue;
+			int32_t numa = sh->s.accs[i].numa;
+			bool local = numa >= 0 && (numa_mask >> numa & 1);
+			if ((pass == 0 && !local) || (pass == 1 && numa >= 0) ||
+			    (pass == 2 && (strict || local)))
+				continue;
+			got |= 1u << i;
+			n++;
+		}
+	}
+	return n == want ? got : 0;
+}
+
 /*
  * Choose the NIC for a class: the memoized nearest one when it has the
  * bandwidth, else the best other with the bandwidth (within allowed NUMA
@@ -748,6 +818,14 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id,
 		near->gpus = n->gpu_free;
 		return ST_GPUS;
 	}
+	/* the GPUs this request may take: free, with the memory it asks for */
+	const uint32_t gfree = n->gpu_free & gpus_with_mem(sh, k ? r->gpu_mem_bytes : 0);
+	if (popc(gfree) < k) {
+		near->value = popc(gfree);
+		near->gpus = gfree;
+		return ST_GPU_MEM;
+	}
+	const uint32_t ausable = r->accs ? accs_usable(n, sh, r) : 0;
 
 	/* the classes: best GPU sets (per NUMA-node mask under restricted and
 	 * single-numa-node), or the NUMA nodes themselves for k = 0 */
@@ -761,17 +839,17 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id,
 	const struct memo_entry *m;
 	struct memo_entry cpu_only;
 	if (k > 0) {
-		m = search_get(sh, n->gpu_free, k, nvlink, strict ? want_span : 0, &scratch);
+		m = search_get(sh, gfree, k, nvlink, strict ? want_span : 0, &scratch);
 		if (m->n == 0 &&
-		    (!strict || search_get(sh, n->gpu_free, k, nvlink, 0, &scratch)->n == 0)) {
+		    (!strict || search_get(sh, gfree, k, nvlink, 0, &scratch)->n == 0)) {
 			/* only NVLink can leave no set: report the largest joined one */
 			uint32_t bestset = 0;
 			for (uint32_t g = 0; g < sh->s.gpus_n; g++) {
-				if (!(n->gpu_free >> g & 1))
+				if (!(gfree >> g & 1))
 					continue;
 				uint32_t set = 1u << g;
 				for (uint32_t h = 0; h < sh->s.gpus_n; h++)
-					if ((n->gpu_free >> h & 1) && !(set >> h & 1) &&
+					if ((gfree >> h & 1) && !(set >> h & 1) &&
 					    (sh->s.nvlink[h] & set) == set)
 						set |= 1u << h;
 				if (popc(set) > popc(bestset))
@@ -788,8 +866,7 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id,
 			for (uint32_t i = 0; i < sh->s.numa_n; i++) {
 				uint32_t g = 0;
 				for (uint32_t j = 0; j < sh->s.gpus_n; j++)
-					if ((n->gpu_free >> j & 1) &&
-					    sh->s.gpu_numa[j] == (int32_t)i)
+					if ((gfree >> j & 1) && sh->s.gpu_numa[j] == (int32_t)i)
 						g |= 1u << j;
 				if (popc(g) > popc(bestg)) {
 					bestg = g;
@@ -866,6 +943,18 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id,
 				continue;
 			}
 		}
+		uint32_t accs = 0;
+		if (r->accs) {
+			accs = accs_pick(sh, ausable, cl->numa_mask, strict, r->accs);
+			if (!accs) {
+				if (stage_max < ST_ACC) {
+					near->value = popc(ausable);
+					near->gpus = ausable;
+				}
+				stage_max = IOD_MAX(stage_max, ST_ACC);
+				continue;
+			}
+		}
 		stage_max = ST_OK;
 
 		/* feasible: score it */
@@ -936,6 +1025,7 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id,
 			best_score = cl->score;
 			out->pub.node = node_id;
 			out->pub.gpu_mask = cl->mask;
+			out->pub.acc_mask = accs;
 			out->pub.mem_numa = mem_numa;
 			memcpy(out->pub.terms, t, sizeof(t));
 			out->pub.total = total;
@@ -1031,6 +1121,9 @@ int sched_bind(struct iod_sched_cluster *c, uint32_t svc, uint32_t ordinal, cons
 	IOD_ASSERT((n->gpu_free & cd->pub.gpu_mask) == cd->pub.gpu_mask);
 	rep->gpu_mask = cd->pub.gpu_mask;
 	n->gpu_free &= ~cd->pub.gpu_mask;
+	IOD_ASSERT((n->acc_free & cd->pub.acc_mask) == cd->pub.acc_mask);
+	rep->acc_mask = cd->pub.acc_mask;
+	n->acc_free &= ~cd->pub.acc_mask;
 
 	const uint8_t all = (uint8_t)((1u << sh->s.numa_n) - 1);
 	uint32_t got = 0;
@@ -1087,6 +1180,8 @@ void sched_unbind(struct iod_sched_cluster *c, uint32_t id)
 	const struct shape *sh = &c->shapes[n->shape];
 	IOD_ASSERT((n->gpu_free & rep->gpu_mask) == 0);
 	n->gpu_free |= rep->gpu_mask;
+	IOD_ASSERT((n->acc_free & rep->acc_mask) == 0);
+	n->acc_free |= rep->acc_mask;
 	for (uint32_t i = 0; i < sh->s.numa_n; i++) {
 		struct iod_bitmap mine = rep->cpus;
 		iod_bitmap_and(&mine, &sh->s.numa_cpus[i]);
@@ -1120,6 +1215,13 @@ int iod_sched_adopt(struct iod_sched_cluster *c, const struct iod_sched_request 
 		iod_sched_gpus_format(x->gpu_mask & ~n->gpu_free, buf, sizeof(buf));
 		return iod_err_set(e, -EBUSY, "%s-%u: %s on %s not free", r->service, x->ordinal,
 		                   buf, n->name);
+	}
+	if ((x->acc_mask & n->acc_free) != x->acc_mask) {
+		uint32_t bad = x->acc_mask & ~n->acc_free;
+		uint32_t i = (uint32_t)__builtin_ctz(bad);
+		return iod_err_set(e, i < sh->s.accs_n ? -EBUSY : -ENOENT,
+		                   "%s-%u: accelerator %u on %s %s", r->service, x->ordinal, i,
+		                   n->name, i < sh->s.accs_n ? "not free" : "does not exist");
 	}
 	if (!iod_bitmap_subset(&x->cpus, &n->cpu_free)) {
 		struct iod_bitmap taken = x->cpus;
@@ -1155,6 +1257,8 @@ int iod_sched_adopt(struct iod_sched_cluster *c, const struct iod_sched_request 
 	rep->node = x->node;
 	rep->gpu_mask = x->gpu_mask;
 	n->gpu_free &= ~x->gpu_mask;
+	rep->acc_mask = x->acc_mask;
+	n->acc_free &= ~x->acc_mask;
 	rep->cpus = x->cpus;
 	iod_bitmap_andnot(&n->cpu_free, &x->cpus);
 	for (uint32_t i = 0; i < sh->s.numa_n; i++) {
@@ -1266,7 +1370,8 @@ bool sched_best(struct iod_sched_cluster *c, const struct iod_sched_request *r,
 		if (i == skip)
 			continue;
 		/* cheap pre-filters before the full evaluation */
-		if (popc(c->nodes[i].gpu_free) < r->gpus || anti_blocked(c, i, r))
+		if (popc(c->nodes[i].gpu_free) < r->gpus || popc(c->nodes[i].acc_free) < r->accs ||
+		    anti_blocked(c, i, r))
 			continue;
 		struct cand cd;
 		struct near nr;
@@ -1310,8 +1415,10 @@ bool sched_best(struct iod_sched_cluster *c, const struct iod_sched_request *r,
 /* ---- reasons ------------------------------------------------------------- */
 
 static const char *const stage_names[ST_N] = {
-    "cordoned",    "labels", "anti-affinity", "too few GPUs in all", "free GPUs", "NVLink",
-    "NUMA policy", "CPUs",   "memory",        "NIC bandwidth",       "ok"};
+    "cordoned",  "labels",     "anti-affinity", "too few GPUs in all",
+    "free GPUs", "GPU memory", "NVLink",        "NUMA policy",
+    "CPUs",      "memory",     "NIC bandwidth", "accelerators",
+    "ok"};
 
 static void gpus_list(const struct iod_sched_shape *s, uint32_t mask, char *buf, size_t len)
 {
@@ -1408,6 +1515,24 @@ static enum iod_sched_reason diagnose(struct iod_sched_cluster *c,
 		               r->gpus, bn->name, (unsigned)best_near.value, gl);
 		reason = IOD_SCHED_REASON_GPUS;
 		break;
+	case ST_GPU_MEM:
+		iod_format_size(r->gpu_mem_bytes, sz, sizeof(sz));
+		{
+			uint64_t most = 0;
+			for (uint32_t g = 0; g < sh->s.gpus_n; g++)
+				if ((bn->gpu_free >> g & 1) && sh->s.gpu_mem_bytes[g] > most)
+					most = sh->s.gpu_mem_bytes[g];
+			iod_format_size(most, sz2, sizeof(sz2));
+			off = snprintf(
+			    why, len,
+			    "needs %u GPUs with %s memory each on one node; best candidate "
+			    "%s has %u such free (%s)%s%s",
+			    r->gpus, sz, bn->name, (unsigned)best_near.value, gl,
+			    best_near.value ? "" : "; its free GPUs have at most ",
+			    best_near.value ? "" : sz2);
+		}
+		reason = IOD_SCHED_REASON_GPU_MEMORY;
+		break;
 	case ST_LINK:
 		off =
 		    snprintf(why, len,
@@ -1461,6 +1586,45 @@ static enum iod_sched_reason diagnose(struct iod_sched_cluster *c,
 			               sz, bn->name, sz2);
 		reason = IOD_SCHED_REASON_MEMORY;
 		break;
+	case ST_ACC: {
+		char al[128] = "none";
+		size_t ao = 0;
+		for (uint32_t m = (uint32_t)best_near.gpus; m && ao < sizeof(al); m &= m - 1) {
+			int wr = snprintf(al + ao, sizeof(al) - ao, "%s%s", ao ? ", " : "",
+			                  sh->s.accs[__builtin_ctz(m)].name);
+			if (wr < 0)
+				break;
+			ao += (size_t)wr;
+		}
+		sz[0] = 0;
+		if (r->acc_mem_bytes) {
+			char m[24];
+			iod_format_size(r->acc_mem_bytes, m, sizeof(m));
+			snprintf(sz, sizeof(sz), " with %s", m);
+		}
+		const char *tn = r->acc_type == IOD_SCHED_ACC_DPU ? "DPU" : "FPGA";
+		uint32_t have = 0;
+		for (uint32_t i = 0; i < sh->s.accs_n; i++)
+			have += sh->s.accs[i].type == r->acc_type;
+		if (have == 0)
+			off = snprintf(
+			    why, len,
+			    "needs %u %s%s%s; no node has one (best candidate %s, %s, has "
+			    "none)",
+			    r->accs, tn, r->accs == 1 ? "" : "s", sz, bn->name, sh->s.model);
+		else
+			off = snprintf(why, len,
+			               "needs %u %s%s%s; best candidate %s has %u of its %u free "
+			               "that qualify (%s)",
+			               r->accs, tn, r->accs == 1 ? "" : "s", sz, bn->name,
+			               (unsigned)best_near.value, have, al);
+		if (r->numa == IOD_SCHED_NUMA_RESTRICTED || r->numa == IOD_SCHED_NUMA_SINGLE)
+			off += snprintf(why + off, len - (size_t)IOD_MIN((size_t)off, len),
+			                " on the NUMA node(s) of its GPUs (numa: %s)",
+			                iod_sched_numa_name(r->numa));
+		reason = IOD_SCHED_REASON_ACCELERATORS;
+		break;
+	}
 	default:
 		iod_format_bandwidth(r->nic_bw_bps, sz, sizeof(sz));
 		iod_format_bandwidth(best_near.value, sz2, sizeof(sz2));
@@ -1524,6 +1688,11 @@ static int request_check(const struct iod_sched_request *r, struct iod_err *e)
 	if (r->selector_n > IOD_SCHED_LABELS_MAX)
 		return iod_err_set(e, -EINVAL, "service %s: %u selector labels (at most %u)",
 		                   r->service, r->selector_n, IOD_SCHED_LABELS_MAX);
+	if (r->accs > IOD_SCHED_ACCS_MAX || (r->accs && r->acc_type == IOD_SCHED_ACC_NONE) ||
+	    (unsigned)r->acc_type > IOD_SCHED_ACC_FPGA)
+		return iod_err_set(e, -EINVAL,
+		                   "service %s: %u accelerators of type %u (at most %u, of a type)",
+		                   r->service, r->accs, (unsigned)r->acc_type, IOD_SCHED_ACCS_MAX);
 	if ((unsigned)r->numa > IOD_SCHED_NUMA_SINGLE ||
 	    (unsigned)r->anti > IOD_SCHED_DOMAIN_ZONE ||
 	    (unsigned)r->gpu_link > IOD_SCHED_LINK_PCIE)
@@ -1636,6 +1805,7 @@ int iod_sched_place(struct iod_sched_cluster *c, const struct iod_sched_request 
 				p->placed = true;
 				p->node = rep->node;
 				p->gpu_mask = rep->gpu_mask;
+				p->acc_mask = rep->acc_mask;
 				p->cpus = rep->cpus;
 				placement_affinity(c, rep, &p->cpu_affinity);
 				p->mem_numa = rep->mem_numa;

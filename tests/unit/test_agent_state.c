@@ -390,3 +390,32 @@ TEST(desired_peers_use_a_replicas_own_netns_address)
 	json_decref(svcs);
 	json_decref(reps);
 }
+
+/* Accelerators the scheduler gave a replica reach it as device lists. */
+TEST(desired_env_has_accelerators)
+{
+	json_t *nodes = parse(NODES);
+	json_t *svcs = parse("{\"rev\":3,\"items\":[{\"name\":\"off\",\"value\":{\"command\":"
+	                     "\"true\"}}]}");
+	json_t *reps = parse(
+	    "{\"rev\":3,\"items\":[{\"name\":\"off-0\",\"value\":{\"service\":\"off\","
+	    "\"node\":\"n1\",\"accelerators\":\"0-1\",\"accelerator_devices\":["
+	    "{\"name\":\"NIC8\",\"os_name\":\"mlx5_8\",\"pci\":\"0000:1d:00.0\",\"type\":\"dpu\"},"
+	    "{\"name\":\"FPGA0\",\"os_name\":\"\",\"pci\":\"0000:3b:00.0\",\"type\":\"fpga\"}]}},"
+	    "{\"name\":\"off-1\",\"value\":{\"service\":\"off\",\"node\":\"n1\"}}]}");
+	struct iod_agent_replica *r = calloc(2, sizeof(*r));
+	uint32_t n = 0;
+	struct iod_err e = {0};
+	CHECK(nodes && svcs && reps && r);
+	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, r, 2, &n, &e), 0);
+	CHECK_EQ(n, 2);
+	CHECK_STR(env_of(&r[0], "IOD_ACCELERATORS") ? env_of(&r[0], "IOD_ACCELERATORS") : "",
+	          "0000:1d:00.0,0000:3b:00.0");
+	CHECK_STR(env_of(&r[0], "IOD_DPUS") ? env_of(&r[0], "IOD_DPUS") : "", "mlx5_8");
+	CHECK_STR(env_of(&r[0], "IOD_FPGAS") ? env_of(&r[0], "IOD_FPGAS") : "", "FPGA0");
+	CHECK(env_of(&r[1], "IOD_ACCELERATORS") == NULL);
+	free(r);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+}

@@ -2,8 +2,10 @@
  * test_sched_invariants.c: seeded random sequences of deploys, releases and
  * rebalancing plans on a mixed cluster built from topo/ models, with the
  * scheduler's invariants checked after every step:
- *   - no GPU or CPU is held by two replicas, and a node's free GPUs are
- *     exactly the ones no replica holds;
+ *   - no GPU, CPU or accelerator is held by two replicas, and a node's free
+ *     GPUs are exactly the ones no replica holds;
+ *   - every GPU has the memory its replica asked for, every replica has the
+ *     accelerators it asked for;
  *   - anti-affinity is never broken (by deploys or by moves);
  *   - single-numa-node replicas have GPUs, CPUs and memory on one NUMA node;
  *     restricted replicas span the fewest NUMA nodes and take CPUs there;
@@ -52,12 +54,17 @@ static void make_request(unsigned svc, struct iod_sched_request *r)
 	r->spread = svc % 7 == 4;
 	r->gang = svc % 6 == 5;
 	r->gpu_link = svc % 4 == 2 ? IOD_SCHED_LINK_NVLINK : IOD_SCHED_LINK_ANY;
+	r->gpu_mem_bytes = svc % 11 == 7 ? 60000000000ull : 0; /* not the 48 GiB L40S */
+	if (svc % 8 == 6) {
+		r->acc_type = IOD_SCHED_ACC_DPU; /* dgx-h100 has one */
+		r->accs = 1;
+	}
 }
 
 static int check_all(struct iod_sched_cluster *c, const struct iod_sched_request *reqs,
                      unsigned nreqs, char *why, size_t len)
 {
-	uint32_t held[NODES] = {0};
+	uint32_t held[NODES] = {0}, held_acc[NODES] = {0};
 	struct iod_bitmap cpus[NODES];
 	unsigned per_node[NODES][16] = {{0}}, per_rack[NODES][16] = {{0}};
 	for (unsigned i = 0; i < NODES; i++)
@@ -71,6 +78,12 @@ static int check_all(struct iod_sched_cluster *c, const struct iod_sched_request
 			return -1;
 		}
 		held[ri.node] |= ri.gpu_mask;
+		if (held_acc[ri.node] & ri.acc_mask) {
+			snprintf(why, len, "%s: accelerators held twice on node %u", ri.name,
+			         ri.node);
+			return -1;
+		}
+		held_acc[ri.node] |= ri.acc_mask;
 		struct iod_bitmap both = cpus[ri.node];
 		iod_bitmap_and(&both, &ri.cpus);
 		if (!iod_bitmap_empty(&both)) {
@@ -95,6 +108,22 @@ static int check_all(struct iod_sched_cluster *c, const struct iod_sched_request
 			return -1;
 		}
 		const struct iod_sched_shape *s = iod_sched_node_shape(c, ri.node);
+		if ((unsigned)__builtin_popcount(ri.acc_mask) != r->accs) {
+			snprintf(why, len, "%s: %d accelerators for %u asked", ri.name,
+			         __builtin_popcount(ri.acc_mask), r->accs);
+			return -1;
+		}
+		for (uint32_t a = 0; a < s->accs_n; a++)
+			if ((ri.acc_mask >> a & 1) && s->accs[a].type != r->acc_type) {
+				snprintf(why, len, "%s: accelerator of the wrong type", ri.name);
+				return -1;
+			}
+		for (uint32_t g = 0; g < s->gpus_n; g++)
+			if ((ri.gpu_mask >> g & 1) && s->gpu_mem_bytes[g] < r->gpu_mem_bytes) {
+				snprintf(why, len, "%s: GPU%u has less memory than asked", ri.name,
+				         g);
+				return -1;
+			}
 		uint32_t numa = 0;
 		for (uint32_t g = 0; g < s->gpus_n; g++)
 			if (ri.gpu_mask >> g & 1)
