@@ -9,12 +9,12 @@
  *
  * The targets come from the topology-aware scheduler (sched/), with the
  * rules of a deploy (src/api/deploy.c): the live nodes' shapes from their
- * hardware models, every replica on a live node adopted (its GPUs, accelerators, CPUs,
- * memory and NIC are taken, and anti-affinity and spread see it), each
- * service's request from its stored spec. The replacement gets a GPU set,
- * CPU set, NUMA node and NIC chosen exactly as a deploy would, with the
- * scheduler's explanation; what fits nowhere is reported with the
- * scheduler's reason (and written once into the replica, so `iod get
+ * hardware models, every replica on a live node adopted (its GPUs,
+ * accelerators, CPUs, memory and NIC are taken, and anti-affinity and
+ * spread see it), each service's request from its stored spec. The
+ * replacement gets a GPU set, accelerators, CPU set, NUMA node and NIC
+ * chosen exactly as a deploy would, with the scheduler's explanation;
+ * what fits nowhere is reported with the scheduler's reason (and written once into the replica, so `iod get
  * replicas` shows it). Each move is a compare-and-swap put of the Replica
  * object, so two planners (or a planner racing a deploy) never both win.
  * When the node comes back, its agent sees the replicas are no longer its
