@@ -14,9 +14,10 @@
  * spread see it), each service's request from its stored spec. The
  * replacement gets a GPU set, accelerators, CPU set, NUMA node and NIC
  * chosen exactly as a deploy would, with the scheduler's explanation;
- * what fits nowhere is reported with the scheduler's reason (and written once into the replica, so `iod get
- * replicas` shows it). Each move is a compare-and-swap put of the Replica
- * object, so two planners (or a planner racing a deploy) never both win.
+ * what fits nowhere is reported with the scheduler's reason (and written
+ * once into the replica, so `iod get replicas` shows it). Each move is a
+ * compare-and-swap put of the Replica object, so two planners (or a
+ * planner racing a deploy) never both win.
  * When the node comes back, its agent sees the replicas are no longer its
  * own and stops them.
  *
