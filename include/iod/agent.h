@@ -8,10 +8,12 @@
  *     time, answers actions (start, stop, kill, probe, report). It never
  *     forks, reads the clock or touches a file.
  *   - the executor (shell): a replica is a child process in its own sandbox
- *     (PID, mount, UTS and IPC namespaces where permitted, cgroup limits,
+ *     (PID, mount, UTS and IPC namespaces where permitted, a network
+ *     namespace with a veth pair when root and configured, cgroup limits,
  *     CPU affinity, NUMA memory policy, GPU visibility, identity and peers
  *     in the environment, rotating log files, a data directory for stateful
- *     replicas); health probes (exec, TCP connect, HTTP GET).
+ *     replicas); health probes (exec, TCP connect, HTTP GET) on a bounded
+ *     thread pool.
  *   - the agent loop (shell): feeds the reconciler from a desired-state
  *     source, runs its actions, publishes phases as revisioned events.
  *
