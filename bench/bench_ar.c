@@ -6,6 +6,11 @@
  *              of one path (h2 -> h3, on whichever path its port hashes to);
  *              10 and 50 flows of 5 MB start together; max FCT averaged over
  *              seeds for ecmp and minrtt.
+ *   1b. doca_testbed: the same race as the testbed likely ran it: 4 x 100
+ *              Gbps paths (REFERENCES: 100 GbE), a 40 Gbps UDP elephant
+ *              sending line-rate bursts (1 ms period; --tb-burst-us 0 for
+ *              Poisson), NewReno without ECN, 300 KB drop-tail queues,
+ *              200 ms minimum RTO, initial window 10; 10 and 50 flows.
  *   2. clove_asym: 2 leaves x 2 spines, 2 x 40 Gbps per leaf-spine pair,
  *              16 x 10 Gbps hosts per leaf, one spine-leaf 40G link down;
  *              web-search flows between the leaves at 10-90 % of the NICs;
@@ -15,7 +20,7 @@
  *              all-reduce, one spine-leaf link degraded to 10 Gbps: bus
  *              bandwidth per policy as a fraction of the ideal (the NIC).
  *
- * usage: bench_ar [--full] [--newreno] [--gap-us N] [--load PCT] [--dur-ms N] [--only doca|clove_asym|clove_sym|allreduce]
+ * usage: bench_ar [--full] [--newreno] [--gap-us N] [--load PCT] [--dur-ms N] [--tb-buffer-kb N] [--tb-path-gbps N] [--tb-burst-us N] [--tb-seeds N] [--tb-flows N] [--tb-iw N] [--tie-us N] [--only doca|doca_testbed|clove_asym|clove_sym|allreduce]
  *   default: 10 seeds (doca), loads 30,50,70,90 (asym) and 80 (sym) with 1
  *   seed and 50 ms of arrivals (clove), 16 MB all-reduce. --full: 30 seeds,
  *   loads 10..90 step 10 with 3 seeds and 100 ms, 64 MB, 3 seeds (hours on
@@ -58,7 +63,11 @@ static const int *g_loads; /* --load N: one load only */
 static int g_load_one;
 static uint64_t g_dur_ns; /* --dur-ms: arrival window of the Clove cases */
 
-static bool g_scatter; /* minrtt probes pseudo-random ports (run_open) */
+static bool g_scatter;        /* minrtt probes pseudo-random ports (run_open) */
+static uint64_t g_rto_min_ns; /* 0 = the simulator's default (1 ms) */
+static uint32_t g_init_cwnd;  /* 0 = one BDP (line-rate start) */
+static uint64_t g_tie_ns;     /* minrtt tie window (0 = the first reply wins) */
+static uint64_t g_tie_window_ns = 5 * IOD_NS_PER_US; /* --tie-us: for the minrtt_tie runs */
 
 static void run_open(struct run *r, const struct iod_sim_topo *t, enum iod_ar_policy p,
                      uint64_t seed)
@@ -79,11 +88,14 @@ static void run_open(struct run *r, const struct iod_sim_topo *t, enum iod_ar_po
 	if (g_gap_ns)
 		ac.flowlet_gap_ns = g_gap_ns;
 	ac.minrtt_scatter = g_scatter;
+	ac.minrtt_tie_ns = g_tie_ns;
 	if (iod_sim_ar_create(&ac, iod_sim_topo_host_count(t), 0, 0, &r->ar, &r->pol, &e))
 		die(&e, "adaptive routing");
 	iod_sim_config_default(&sc);
 	sc.seed = seed;
 	sc.transport = g_transport;
+	sc.rto_min_ns = g_rto_min_ns;
+	sc.init_cwnd_pkts = g_init_cwnd;
 	sc.packets_max = 1u << 20;
 	sc.flows_max = 1u << 16;
 	sc.policy = &r->pol;
@@ -115,7 +127,9 @@ static uint32_t add_link(struct iod_sim_topo *t, uint32_t a, uint32_t b, uint64_
 
 /* ---- 1. DOCA-AR ----------------------------------------------------------- */
 
-static void doca_topo(struct iod_sim_topo *t)
+/* DOCA-AR's fabric: 100 Gbps NICs, 4 paths of path_bps, drop-tail queues of
+ * buffer bytes, ECN marking at ecn_pkts (0 = off). */
+static void doca_topo(struct iod_sim_topo *t, uint64_t path_bps, uint64_t buffer, uint32_t ecn_pkts)
 {
 	uint32_t h[4], l[2], sp[4];
 	char n[32];
@@ -134,24 +148,44 @@ static void doca_topo(struct iod_sim_topo *t)
 	for (int i = 0; i < 4; i++)
 		add_link(t, h[i], l[i % 2], 100000000000ull);
 	for (int i = 0; i < 4; i++) {
-		add_link(t, l[0], sp[i], 25000000000ull);
-		add_link(t, sp[i], l[1], 25000000000ull);
+		add_link(t, l[0], sp[i], path_bps);
+		add_link(t, sp[i], l[1], path_bps);
 	}
-	t->buffer_bytes = 1000000;
-	t->ecn_pkts = 65;
+	t->buffer_bytes = buffer;
+	t->ecn_pkts = ecn_pkts;
 	snprintf(t->name, sizeof(t->name), "doca-ar");
 }
 
-static double doca_one(const struct iod_sim_topo *t, enum iod_ar_policy p, uint32_t nflows,
-                       uint64_t seed)
+struct doca_res {
+	double max_ms;     /* the slowest flow's FCT */
+	uint32_t timeouts; /* RTO expiries over all flows */
+	uint64_t drops;    /* packets dropped in the fabric */
+};
+
+static uint64_t
+    g_burst_ns; /* elephant: 0 = Poisson, else on/off at the NIC's rate with this period */
+
+static struct doca_res doca_one(const struct iod_sim_topo *t, enum iod_ar_policy p, uint32_t nflows,
+                                uint64_t seed, double elephant_bps, uint64_t horizon_ns)
 {
 	struct iod_err e = {0};
 	struct run r;
+	struct doca_res res = {0};
 	run_open(&r, t, p, seed);
-	/* the elephant: 40 % of a 25 Gbps path in 1500-byte packets, for 2 s */
-	double pps = 0.4 * 25e9 / (1500 * 8);
-	if (iod_sim_raw_add(r.s, 2, 3, 1500, pps, 0, 2 * IOD_NS_PER_S, &e))
+	/* the unresponsive elephant in 1500-byte packets, for the horizon */
+	double pps = elephant_bps / (1500 * 8);
+	if (g_burst_ns) {
+		/* line-rate bursts (100 GbE NIC) for the duty cycle of the rate */
+		const double nic_bps = 100e9;
+		pps = nic_bps / (1500 * 8);
+		if (iod_sim_raw_add(r.s, 2, 3, 1500, pps, 0, horizon_ns, &e) ||
+		    iod_sim_raw_burst(r.s, 0,
+		                      (uint64_t)((double)g_burst_ns * elephant_bps / nic_bps),
+		                      g_burst_ns, &e))
+			die(&e, "elephant");
+	} else if (iod_sim_raw_add(r.s, 2, 3, 1500, pps, 0, horizon_ns, &e)) {
 		die(&e, "elephant");
+	}
 	/* the flows start together at 1 ms, once the elephant's queue settled,
 	 * each within 20 us (a script starting them; a few RTTs here) */
 	struct iod_rng jr;
@@ -161,21 +195,23 @@ static double doca_one(const struct iod_sim_topo *t, enum iod_ar_policy p, uint3
 		                     IOD_NS_PER_MS + iod_rng_below(&jr, 20 * IOD_NS_PER_US), i,
 		                     NULL, &e))
 			die(&e, "flow");
-	/* run until every flow finished (the elephant ends at 2 s anyway) */
+	/* run until every flow finished (the elephant ends at the horizon) */
 	for (uint64_t until = 10 * IOD_NS_PER_MS;
-	     iod_sim_flows_done(r.s) < nflows && until <= 2 * IOD_NS_PER_S;
-	     until += 10 * IOD_NS_PER_MS)
+	     iod_sim_flows_done(r.s) < nflows && until <= horizon_ns; until += 10 * IOD_NS_PER_MS)
 		if (iod_sim_run(r.s, until, &e))
 			die(&e, "run");
-	double max_ms = 0;
 	for (uint32_t i = 0; i < nflows; i++) {
 		const struct iod_sim_flow_rec *f = iod_sim_flow(r.s, i);
-		double ms = f->done ? (double)f->fct_ns / 1e6 : 2000.0;
-		if (ms > max_ms)
-			max_ms = ms;
+		double ms = f->done ? (double)f->fct_ns / 1e6 : (double)horizon_ns / 1e6;
+		if (ms > res.max_ms)
+			res.max_ms = ms;
+		res.timeouts += f->timeouts;
 	}
+	struct iod_sim_summary sum;
+	if (iod_sim_summarize(r.s, &sum) == 0)
+		res.drops = sum.drops;
 	run_close(&r);
-	return max_ms;
+	return res;
 }
 
 static void bench_doca(bool full)
@@ -185,28 +221,129 @@ static void bench_doca(bool full)
 	static const uint32_t counts[2] = {10, 50};
 	static const double pub_ecmp[2] = {921, 1857}, pub_minrtt[2] = {34, 335};
 
-	doca_topo(&t);
+	doca_topo(&t, 25000000000ull, 1000000, 65);
 	for (int c = 0; c < 2; c++) {
-		double sum[3] = {0, 0, 0};
+		double sum[4] = {0, 0, 0, 0};
+		uint32_t tie_wins = 0; /* seeds where the tie window beat plain minrtt */
 		double t0 = wall_now();
+		const double el = 0.4 * 25e9;
+		const uint64_t hz = 2 * IOD_NS_PER_S;
 		for (uint32_t sd = 1; sd <= seeds; sd++) {
-			sum[0] += doca_one(&t, IOD_AR_ECMP, counts[c], sd);
-			sum[1] += doca_one(&t, IOD_AR_MINRTT, counts[c], sd);
+			sum[0] += doca_one(&t, IOD_AR_ECMP, counts[c], sd, el, hz).max_ms;
+			double last_minrtt =
+			    doca_one(&t, IOD_AR_MINRTT, counts[c], sd, el, hz).max_ms;
+			sum[1] += last_minrtt;
 			g_scatter = true;
-			sum[2] += doca_one(&t, IOD_AR_MINRTT, counts[c], sd);
+			sum[2] += doca_one(&t, IOD_AR_MINRTT, counts[c], sd, el, hz).max_ms;
 			g_scatter = false;
+			g_tie_ns = g_tie_window_ns;
+			double tie = doca_one(&t, IOD_AR_MINRTT, counts[c], sd, el, hz).max_ms;
+			g_tie_ns = 0;
+			sum[3] += tie;
+			tie_wins += tie < last_minrtt;
 		}
-		double ecmp = sum[0] / seeds, mr = sum[1] / seeds, ms = sum[2] / seeds;
+		double ecmp = sum[0] / seeds, mr = sum[1] / seeds, ms = sum[2] / seeds,
+		       mt = sum[3] / seeds;
 		printf(
 		    "BENCH ar.doca flows=%u seeds=%u ecmp_max_fct_ms=%.2f minrtt_max_fct_ms=%.2f "
 		    "ratio=%.2f minrtt_scatter_max_fct_ms=%.2f ratio_scatter=%.2f "
+		    "minrtt_tie_max_fct_ms=%.2f ratio_tie=%.2f tie_window_us=%.1f "
+		    "tie_better_seeds=%u/%u "
 		    "published_ecmp_ms=%.0f published_minrtt_ms=%.0f published_ratio=%.2f\n",
-		    counts[c], seeds, ecmp, mr, ecmp / mr, ms, ecmp / ms, pub_ecmp[c],
-		    pub_minrtt[c], pub_ecmp[c] / pub_minrtt[c]);
+		    counts[c], seeds, ecmp, mr, ecmp / mr, ms, ecmp / ms, mt, ecmp / mt,
+		    (double)g_tie_window_ns / 1e3, tie_wins, seeds, pub_ecmp[c], pub_minrtt[c],
+		    pub_ecmp[c] / pub_minrtt[c]);
 		fflush(stdout);
 		fprintf(stderr, "  (doca %u flows: %.1f s wall)\n", counts[c], wall_now() - t0);
 	}
 	iod_sim_topo_free(&t);
+}
+
+/*
+ * 1b. DOCA-AR, testbed-like. What the published ECMP tail (921 ms for 10 x
+ * 5 MB over 100 GbE, ~4 ms ideal) points at: TCP flows sharing a path with
+ * an unresponsive 40 Gb/s UDP elephant lose packets and wait for Linux's
+ * 200 ms minimum RTO. So: loss-based TCP (NewReno), no ECN, shallow
+ * drop-tail queues, a 200 ms RTO floor, Linux's initial window of 10
+ * packets; 100 GbE hosts. Two fabrics: 4 x 100 Gbps paths with the 40 Gbps
+ * elephant (REFERENCES: 100 GbE, a 40 Gb/s elephant on one path; the issue:
+ * 40 % of one path), and the old 4 x 25 Gbps paths with a 10 Gbps elephant
+ * (also 40 %), where the paths together, not each, match the NIC.
+ */
+static uint64_t g_tb_buffer = 300000;          /* --tb-buffer-kb: 200 x 1500 B per queue */
+static uint64_t g_tb_path_gbps = 100;          /* --tb-path-gbps */
+static uint64_t g_tb_burst_ns = IOD_NS_PER_MS; /* --tb-burst-us: iperf3's 1 ms pacing timer;
+                                                  0 = a Poisson elephant */
+static uint32_t g_tb_seeds;                    /* --tb-seeds: 0 = 10 (30 with --full) */
+static uint32_t g_tb_iw = 10;                  /* --tb-iw: initial window (Linux: 10 packets) */
+static uint32_t g_tb_flows;                    /* --tb-flows: 10 or 50 only; 0 = both */
+
+static void bench_doca_testbed(bool full)
+{
+	uint32_t seeds = g_tb_seeds ? g_tb_seeds : full ? 30 : 10;
+	static const uint32_t counts[2] = {10, 50};
+	static const double pub_ecmp[2] = {921, 1857}, pub_minrtt[2] = {34, 335};
+	const uint64_t path_bps = g_tb_path_gbps * 1000000000ull;
+	const double elephant_bps = 0.4 * (double)path_bps;
+	const uint64_t hz = 5 * IOD_NS_PER_S; /* horizon: an unfinished flow counts 5 s */
+	enum iod_sim_transport tr = g_transport;
+	struct iod_sim_topo t;
+
+	g_transport = IOD_SIM_NEWRENO;
+	g_rto_min_ns = 200 * IOD_NS_PER_MS;
+	g_init_cwnd = g_tb_iw;
+	g_burst_ns = g_tb_burst_ns;
+	doca_topo(&t, path_bps, g_tb_buffer, 0);
+	t.ecn_bytes = 0;
+	for (int c = 0; c < 2; c++) {
+		if (g_tb_flows && counts[c] != g_tb_flows)
+			continue;
+		struct doca_res sum[4] = {{0}};
+		uint32_t tie_wins = 0; /* seeds where the tie window beat plain minrtt */
+		double t0 = wall_now();
+		for (uint32_t sd = 1; sd <= seeds; sd++) {
+			double run_ms[4] = {0};
+			for (int v = 0; v < 4; v++) { /* ecmp, minrtt, scatter, tie window */
+				g_scatter = v == 2;
+				g_tie_ns = v == 3 ? g_tie_window_ns : 0;
+				struct doca_res r1 = doca_one(&t, v ? IOD_AR_MINRTT : IOD_AR_ECMP,
+				                              counts[c], sd, elephant_bps, hz);
+				sum[v].max_ms += r1.max_ms;
+				sum[v].timeouts += r1.timeouts;
+				sum[v].drops += r1.drops;
+				run_ms[v] = r1.max_ms;
+			}
+			tie_wins += run_ms[3] < run_ms[1];
+		}
+		g_scatter = false;
+		g_tie_ns = 0;
+		printf(
+		    "BENCH ar.doca_testbed path_gbps=%.0f elephant_gbps=%.0f burst_us=%.0f "
+		    "flows=%u seeds=%u buffer_kb=%.0f ecmp_max_fct_ms=%.2f minrtt_max_fct_ms=%.2f "
+		    "ratio=%.2f minrtt_scatter_max_fct_ms=%.2f ratio_scatter=%.2f "
+		    "minrtt_tie_max_fct_ms=%.2f ratio_tie=%.2f tie_window_us=%.1f "
+		    "tie_better_seeds=%u/%u timeouts_per_run=%.1f/%.1f/%.1f/%.1f "
+		    "drops_per_run=%.0f/%.0f/%.0f/%.0f "
+		    "published_ecmp_ms=%.0f published_minrtt_ms=%.0f published_ratio=%.2f\n",
+		    (double)path_bps / 1e9, elephant_bps / 1e9, (double)g_burst_ns / 1e3, counts[c],
+		    seeds, (double)g_tb_buffer / 1e3, sum[0].max_ms / seeds, sum[1].max_ms / seeds,
+		    sum[0].max_ms / sum[1].max_ms, sum[2].max_ms / seeds,
+		    sum[0].max_ms / sum[2].max_ms, sum[3].max_ms / seeds,
+		    sum[0].max_ms / sum[3].max_ms, (double)g_tie_window_ns / 1e3, tie_wins, seeds,
+		    (double)sum[0].timeouts / seeds, (double)sum[1].timeouts / seeds,
+		    (double)sum[2].timeouts / seeds, (double)sum[3].timeouts / seeds,
+		    (double)sum[0].drops / seeds, (double)sum[1].drops / seeds,
+		    (double)sum[2].drops / seeds, (double)sum[3].drops / seeds, pub_ecmp[c],
+		    pub_minrtt[c], pub_ecmp[c] / pub_minrtt[c]);
+		fflush(stdout);
+		fprintf(stderr, "  (doca_testbed %.0fG %u flows: %.1f s wall)\n",
+		        (double)path_bps / 1e9, counts[c], wall_now() - t0);
+	}
+	iod_sim_topo_free(&t);
+	g_burst_ns = 0;
+	g_transport = tr;
+	g_rto_min_ns = 0;
+	g_init_cwnd = 0;
 }
 
 /* ---- 2, 3. Clove ------------------------------------------------------------ */
@@ -408,12 +545,28 @@ int main(int argc, char **argv)
 			g_dur_ns = strtoull(argv[++i], NULL, 10) * IOD_NS_PER_MS;
 		} else if (!strcmp(argv[i], "--newreno")) {
 			g_transport = IOD_SIM_NEWRENO;
+		} else if (!strcmp(argv[i], "--tb-buffer-kb") && i + 1 < argc) {
+			g_tb_buffer = strtoull(argv[++i], NULL, 10) * 1000;
+		} else if (!strcmp(argv[i], "--tb-path-gbps") && i + 1 < argc) {
+			g_tb_path_gbps = strtoull(argv[++i], NULL, 10);
+		} else if (!strcmp(argv[i], "--tb-burst-us") && i + 1 < argc) {
+			g_tb_burst_ns = strtoull(argv[++i], NULL, 10) * IOD_NS_PER_US;
+		} else if (!strcmp(argv[i], "--tb-seeds") && i + 1 < argc) {
+			g_tb_seeds = (uint32_t)strtoul(argv[++i], NULL, 10);
+		} else if (!strcmp(argv[i], "--tb-iw") && i + 1 < argc) {
+			g_tb_iw = (uint32_t)strtoul(argv[++i], NULL, 10);
+		} else if (!strcmp(argv[i], "--tb-flows") && i + 1 < argc) {
+			g_tb_flows = (uint32_t)strtoul(argv[++i], NULL, 10);
+		} else if (!strcmp(argv[i], "--tie-us") && i + 1 < argc) {
+			g_tie_window_ns = strtoull(argv[++i], NULL, 10) * IOD_NS_PER_US;
 		} else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
 			only = argv[++i];
 		} else {
-			fprintf(stderr, "usage: bench_ar [--full] [--newreno] [--gap-us N] [--load "
-			                "PCT] [--dur-ms N] "
-			                "[--only doca|clove_asym|clove_sym|allreduce]\n");
+			fprintf(stderr,
+			        "usage: bench_ar [--full] [--newreno] [--gap-us N] [--load "
+			        "PCT] [--dur-ms N] "
+			        "[--tb-buffer-kb N] [--tb-path-gbps N] [--tb-burst-us N] [--tie-us "
+			        "N] [--only doca|doca_testbed|clove_asym|clove_sym|allreduce]\n");
 			return 2;
 		}
 	}
@@ -423,6 +576,8 @@ int main(int argc, char **argv)
 	double t0 = wall_now();
 	if (!only || !strcmp(only, "doca"))
 		bench_doca(full);
+	if (!only || !strcmp(only, "doca_testbed"))
+		bench_doca_testbed(full);
 	if (!only || !strcmp(only, "clove_asym"))
 		bench_clove(full, true);
 	if (!only || !strcmp(only, "clove_sym"))

@@ -18,8 +18,10 @@
  *   probe-util HULA / Clove-INT: periodic probes carry the path's utilisation
  *              and each new flowlet takes the least-loaded path.
  *
- * Every policy that probes drops a path whose probes stop returning within
- * 3 probe intervals and moves its flows. The core never reads a clock, never
+ * Every policy that probes drops a path whose liveness probes go unanswered
+ * 3 intervals in a row (one lost probe never drops a path) and moves its
+ * flows; probes in flight per destination are bounded, so a lossy or slow
+ * path cannot set off a probe storm. The core never reads a clock, never
  * sends a packet and never allocates after iod_ar_init: the caller passes the
  * time and carries out the probes it returns in struct iod_ar_out.
  */
@@ -46,20 +48,26 @@ const char *iod_ar_policy_name(enum iod_ar_policy p);
 int iod_ar_policy_parse(const char *s, enum iod_ar_policy *out);
 
 struct iod_ar_config {
-	enum iod_ar_policy policy;   /* which policy this edge runs */
-	uint16_t sport_min;          /* outer UDP source port range, inclusive */
-	uint16_t sport_max;          /* (Linux VXLAN: the ephemeral range) */
-	uint32_t paths;              /* k: probes per flow / paths per destination */
-	uint32_t discovery_ports;    /* candidate ports probed to find k paths */
-	uint64_t probe_timeout_ns;   /* minrtt: replies later than this are ignored */
-	uint64_t flow_idle_ns;       /* a flow entry idle this long is aged out */
-	uint64_t flowlet_gap_ns;     /* a gap this long starts a new flowlet */
-	uint64_t probe_interval_ns;  /* periodic path probes (liveness, utilisation) */
-	uint64_t congestion_hold_ns; /* a path stays "congested" this long after ECN */
-	uint32_t flows_max;          /* flow table capacity */
-	uint32_t dests_max;          /* remote edges tracked */
-	uint64_t seed;               /* for flowlet's random choice */
-	bool minrtt_scatter;         /* minrtt: probe the hash port and k-1 pseudo-random
+	enum iod_ar_policy policy;    /* which policy this edge runs */
+	uint16_t sport_min;           /* outer UDP source port range, inclusive */
+	uint16_t sport_max;           /* (Linux VXLAN: the ephemeral range) */
+	uint32_t paths;               /* k: probes per flow / paths per destination */
+	uint32_t discovery_ports;     /* candidate ports probed to find k paths */
+	uint64_t probe_timeout_ns;    /* minrtt: replies later than this are ignored */
+	uint64_t flow_idle_ns;        /* a flow entry idle this long is aged out */
+	uint64_t flowlet_gap_ns;      /* a gap this long starts a new flowlet */
+	uint64_t probe_interval_ns;   /* periodic path probes (liveness, utilisation) */
+	uint64_t congestion_hold_ns;  /* a path stays "congested" this long after ECN */
+	uint32_t flows_max;           /* flow table capacity */
+	uint32_t dests_max;           /* remote edges tracked */
+	uint64_t seed;                /* for flowlet's random choice */
+	uint32_t probes_inflight_max; /* probes per destination sent and not yet answered
+	                                 (nor older than 1-2 probe timeouts); beyond it a
+	                                 new minrtt flow takes the hash port unprobed */
+	uint64_t minrtt_tie_ns;       /* minrtt: replies within this of the first are ties;
+	                                the path this edge pinned fewest flows to lately
+	                                wins (0 = DOCA-AR: the first reply wins) */
+	bool minrtt_scatter;          /* minrtt: probe the hash port and k-1 pseudo-random
 	                                ports instead of DOCA-AR's sport+1..k-1 (a CRC
 	                                ECMP hash can map consecutive ports to few paths) */
 };
@@ -108,18 +116,20 @@ struct iod_ar_out {
 
 /* Counters an edge exposes (iod dp dump, the simulator's report). */
 struct iod_ar_stats {
-	uint64_t flows_new;        /* flows first seen */
-	uint64_t flows_pinned;     /* minrtt: flows pinned by a probe reply */
-	uint64_t flows_aged;       /* flow entries aged out */
-	uint64_t flows_table_full; /* packets sent on the hash port: table full */
-	uint64_t flowlets;         /* new flowlets started */
-	uint64_t probes_sent;      /* probes handed to the caller */
-	uint64_t probe_replies;    /* replies accepted */
-	uint64_t probe_late;       /* replies after the timeout or for unknown flows */
-	uint64_t paths_failed;     /* paths dropped for lack of replies */
-	uint64_t flows_moved;      /* flows moved off a failed path */
-	uint64_t ecn_events;       /* ECN feedback received for a path */
-	uint64_t ecn_to_inner;     /* ECN passed to the inner flow: all paths congested */
+	uint64_t flows_new;         /* flows first seen */
+	uint64_t flows_pinned;      /* minrtt: flows pinned by a probe reply */
+	uint64_t flows_aged;        /* flow entries aged out */
+	uint64_t flows_table_full;  /* packets sent on the hash port: table full */
+	uint64_t flowlets;          /* new flowlets started */
+	uint64_t probes_sent;       /* probes handed to the caller */
+	uint64_t probe_replies;     /* replies accepted */
+	uint64_t probe_late;        /* replies after the timeout or for unknown flows */
+	uint64_t paths_failed;      /* paths dropped for lack of replies */
+	uint64_t probe_misses;      /* liveness probes unanswered within an interval */
+	uint64_t probes_suppressed; /* probes not sent: too many in flight to a destination */
+	uint64_t flows_moved;       /* flows moved off a failed path */
+	uint64_t ecn_events;        /* ECN feedback received for a path */
+	uint64_t ecn_to_inner;      /* ECN passed to the inner flow: all paths congested */
 };
 
 struct iod_ar; /* opaque: flow table and per-destination path sets */
@@ -164,7 +174,9 @@ struct iod_ar_path_info {
 	uint64_t path_id;  /* as reported by probes */
 	uint32_t weight;   /* clove-ecn weight (sum over paths = IOD_AR_WEIGHT_TOTAL) */
 	uint32_t load_ppm; /* last reported utilisation */
-	bool alive;        /* replies keep coming */
+	bool alive;        /* its last liveness probe was answered */
+	uint32_t misses;   /* consecutive liveness probes unanswered (drop at
+	                      IOD_AR_MISSES_MAX) */
 	bool congested;    /* ECN seen within congestion_hold_ns */
 };
 #define IOD_AR_WEIGHT_TOTAL 1000000u
@@ -195,15 +207,21 @@ bool iod_ar_rx_feedback(struct iod_ar_rx *rx, uint32_t src, uint64_t now_ns, uin
 /* ---- probes on the wire (src/net/ar_probe.c) -------------------------------- */
 
 /*
- * A probe is an IPv4/UDP frame with the outer addresses of the overlay
- * (VTEP to VTEP), the probed source port, and a distinct UDP destination
- * port (DOCA-AR did the same), so the remote edge can reflect it in one
- * match and the fabric hashes it like the flow's VXLAN packets on that port.
- * Payload (big-endian): magic "IOAR", version 1, flags (bit 0: reply), kind,
- * 0, flow hash (8), send time (8), 8 bytes reserved (zero).
+ * A probe is a VXLAN packet: IPv4/UDP with the outer addresses of the
+ * overlay (VTEP to VTEP), the probed source port and the VXLAN destination
+ * port, so a fabric hashing any part of the 5-tuple (Linux
+ * fib_multipath_hash_policy=1 included) sends it exactly where the flow's
+ * data with that source port goes. Its VXLAN header (I flag) carries the
+ * reserved VNI IOD_AR_PROBE_VNI, which no network may use: the receiving
+ * edge reflects it in one match, and a VTEP that knows nothing of probes
+ * drops it as an unknown VNI. DOCA-AR sent probes to a distinct UDP port
+ * instead; that only works on fabrics that leave the destination port out
+ * of the hash. The VXLAN payload (big-endian, not an Ethernet frame): magic
+ * "IOAR", version 1, flags (bit 0: reply), kind, 0, flow hash (8), send
+ * time (8), 8 bytes reserved (zero).
  */
-#define IOD_AR_PROBE_UDP_PORT 48879 /* 0xBEEF, below Linux's VXLAN port range */
-#define IOD_AR_PROBE_FRAME_BYTES (14 + 20 + 8 + 32)
+#define IOD_AR_PROBE_VNI 0xffffffu /* the top VNI: reserved for probes */
+#define IOD_AR_PROBE_FRAME_BYTES (14 + 20 + 8 + 8 + 32)
 
 /* Outer headers of the probes from this edge to one remote edge. */
 struct iod_ar_wire {
@@ -211,7 +229,7 @@ struct iod_ar_wire {
 	uint8_t dst_mac[6]; /* next hop's MAC */
 	uint32_t src_ip;    /* this VTEP (host order) */
 	uint32_t dst_ip;    /* the remote VTEP (host order) */
-	uint16_t dport;     /* 0 = IOD_AR_PROBE_UDP_PORT */
+	uint16_t dport;     /* the VXLAN port; 0 = 4789 */
 	uint8_t tos;        /* outer DSCP/ECN, as the flow's VXLAN packets */
 };
 
@@ -219,8 +237,8 @@ struct iod_ar_wire {
 int iod_ar_probe_frame_build(uint8_t *buf, uint32_t cap, const struct iod_ar_wire *w,
                              const struct iod_ar_probe *p);
 /*
- * Parse a frame: -EINVAL unless it is a well-formed probe to dport (0 =
- * default). *reply tells request from reply; for a reply, out is ready for
+ * Parse a frame: -EINVAL unless it is a well-formed probe to the VXLAN port
+ * dport (0 = 4789). *reply tells request from reply; for a reply, out is ready for
  * iod_ar_on_probe_reply (dst = the reflecting edge's address).
  */
 int iod_ar_probe_frame_parse(const uint8_t *frame, uint32_t len, uint16_t dport, bool *reply,

@@ -305,6 +305,16 @@
 #define IOD_AR_DISCOVERY_MAX 64
 /* Recently failed ports remembered per destination so their flows move. */
 #define IOD_AR_DEAD_PORTS_MAX 8
+/* Consecutive liveness probes unanswered (one per probe interval) before a
+ * path is dropped: the issue's "within 3 probe intervals"; one or two lost
+ * probes on a lossy path do not move its flows. */
+#define IOD_AR_MISSES_MAX 3
+/* Upper bound of probes_inflight_max per destination (256 by default):
+ * 64K probes of 82 bytes in flight is ~5 MB on the wire, far beyond need. */
+#define IOD_AR_INFLIGHT_MAX 65536
+/* Recent minrtt pins remembered per destination to break ties (the tie
+ * window): enough for 64 flows starting together; older pins age out. */
+#define IOD_AR_RECENT_PINS 64
 /* Flow slots examined for aging per tick: bounds the work of one call. */
 #define IOD_AR_AGE_SCAN 1024
 /* Ports remembered per sending edge for ECN relay (Clove's receiver). */

@@ -196,7 +196,8 @@ struct iod_sched_request {
  * From a spec service: gpu (or compute.count of tensor-/cuda-cores) and
  * gpu_mem (or compute.memory), compute.count of dpu/fpga units, cpu
  * rounded up to whole CPUs, mem, network.bandwidth; placement.numa single ->
- * single-numa-node, any -> best-effort; spread; anti-affinity; gang;
+ * single-numa-node, any -> best-effort, none, restricted; spread;
+ * anti-affinity; gang;
  * stateful from type.
  */
 int iod_sched_request_from_spec(const struct iod_spec_service *s, struct iod_sched_request *out,

@@ -336,6 +336,13 @@ int iod_sim_flow_add(struct iod_sim *s, uint32_t src, uint32_t dst, uint64_t siz
 int iod_sim_raw_add(struct iod_sim *s, uint32_t src, uint32_t dst, uint32_t wire_bytes,
                     double rate_pps, uint64_t start_ns, uint64_t stop_ns, struct iod_err *e);
 
+/* Make raw source raw (the n-th added, from 0) an on/off source: during
+ * the first on_ns of every period_ns from its start it sends at its rate
+ * with even gaps (a UDP sender pacing by timer sends its period's bytes as
+ * one line-rate burst), nothing the rest of the period. */
+int iod_sim_raw_burst(struct iod_sim *s, uint32_t raw, uint64_t on_ns, uint64_t period_ns,
+                      struct iod_err *e);
+
 typedef void (*iod_sim_flow_done_fn)(void *ctx, struct iod_sim *s, uint32_t flow_id);
 void iod_sim_on_flow_done(struct iod_sim *s, iod_sim_flow_done_fn fn, void *ctx);
 typedef void (*iod_sim_progress_fn)(void *ctx, const struct iod_sim *s);

@@ -61,7 +61,9 @@ struct iod_spec_resources {
 enum iod_service_type { IOD_SERVICE_STATELESS, IOD_SERVICE_STATEFUL };
 enum iod_spread { IOD_SPREAD_DEFAULT, IOD_SPREAD_SPREAD, IOD_SPREAD_PACK };
 enum iod_gpu_link { IOD_GPU_LINK_ANY, IOD_GPU_LINK_NVLINK, IOD_GPU_LINK_PCIE };
-enum iod_numa_policy { IOD_NUMA_ANY, IOD_NUMA_SINGLE };
+/* NUMA alignment (Kubernetes Topology Manager's policies): any = best-effort,
+ * single = single-numa-node. */
+enum iod_numa_policy { IOD_NUMA_ANY, IOD_NUMA_SINGLE, IOD_NUMA_NONE, IOD_NUMA_RESTRICTED };
 enum iod_anti_affinity { IOD_ANTI_NONE, IOD_ANTI_NODE, IOD_ANTI_RACK, IOD_ANTI_ZONE };
 enum iod_restart { IOD_RESTART_ALWAYS, IOD_RESTART_ON_FAILURE, IOD_RESTART_NEVER };
 enum iod_health_kind { IOD_HEALTH_NONE, IOD_HEALTH_EXEC, IOD_HEALTH_TCP, IOD_HEALTH_HTTP };
@@ -71,7 +73,7 @@ struct iod_spec_placement {
 	enum iod_spread spread;      /* spread | pack; DEFAULT = the scheduler chooses */
 	enum iod_anti_affinity anti; /* keep replicas apart by node/rack/zone */
 	enum iod_gpu_link gpu_link;  /* nvlink | pcie | any */
-	enum iod_numa_policy numa;   /* single | any */
+	enum iod_numa_policy numa;   /* any | single | none | restricted */
 };
 
 struct iod_spec_health {

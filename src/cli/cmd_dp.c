@@ -417,7 +417,8 @@ static void print_dump_text(const json_t *j)
 		const json_t *st = json_object_get(p, "stats");
 		printf(
 		    "\nadaptive routing vni %lld: %s; flows new %lld pinned %lld moved %lld aged "
-		    "%lld; probes sent %lld replies %lld late %lld; paths failed %lld\n",
+		    "%lld; probes sent %lld replies %lld late %lld missed %lld suppressed %lld; "
+		    "paths failed %lld\n",
 		    json_integer_value(json_object_get(p, "vni")),
 		    json_string_value(json_object_get(p, "policy")),
 		    json_integer_value(json_object_get(st, "flows_new")),
@@ -427,6 +428,8 @@ static void print_dump_text(const json_t *j)
 		    json_integer_value(json_object_get(st, "probes_sent")),
 		    json_integer_value(json_object_get(st, "probe_replies")),
 		    json_integer_value(json_object_get(st, "probe_late")),
+		    json_integer_value(json_object_get(st, "probe_misses")),
+		    json_integer_value(json_object_get(st, "probes_suppressed")),
 		    json_integer_value(json_object_get(st, "paths_failed")));
 		size_t k;
 		json_t *d;

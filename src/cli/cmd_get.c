@@ -55,9 +55,28 @@ static const char *replica_cpus(const json_t *v, char *buf, size_t len)
 	return "-";
 }
 
+/* The accelerators given to a replica ("mlx5_8,FPGA0"), "-" when none. */
+static const char *replica_accs(const json_t *v, char *buf, size_t len)
+{
+	size_t i, off = 0;
+	const json_t *d;
+	buf[0] = 0;
+	json_array_foreach(json_object_get(v, "accelerator_devices"), i, d)
+	{
+		const char *n = str(d, "os_name");
+		if (!strcmp(n, "-"))
+			n = str(d, "name");
+		int w = snprintf(buf + off, len - off, "%s%s", off ? "," : "", n);
+		if (w < 0 || (size_t)w >= len - off)
+			break;
+		off += (size_t)w;
+	}
+	return buf[0] ? buf : "-";
+}
+
 static void print_row(enum iod_state_kind k, const json_t *o)
 {
-	char cpus[128];
+	char cpus[128], accs[128];
 	const json_t *v = json_object_get(o, "value");
 	const char *name = str(o, "name");
 	long long rev = (long long)json_integer_value(json_object_get(o, "rev"));
@@ -73,9 +92,9 @@ static void print_row(enum iod_state_kind k, const json_t *o)
 		       str(v, "generation"), rev);
 		break;
 	case IOD_STATE_REPLICA:
-		printf("%-24s %-16s %-16s %-8s %-20s %-9s %-8s\n", name, str(v, "service"),
+		printf("%-24s %-16s %-16s %-8s %-20s %-9s %-8s %s\n", name, str(v, "service"),
 		       str(v, "node"), str(v, "gpus"), replica_cpus(v, cpus, sizeof(cpus)),
-		       str(v, "phase"), str(v, "restarts"));
+		       str(v, "phase"), str(v, "restarts"), replica_accs(v, accs, sizeof(accs)));
 		break;
 	case IOD_STATE_ENDPOINT:
 		printf("%-24s %-16s %-22s %-8s %lld\n", name, str(v, "service"), str(v, "address"),
@@ -102,8 +121,8 @@ static void print_header(enum iod_state_kind k)
 		       "REV");
 		break;
 	case IOD_STATE_REPLICA:
-		printf("%-24s %-16s %-16s %-8s %-20s %-9s %-8s\n", "NAME", "SERVICE", "NODE",
-		       "GPUS", "CPUS", "PHASE", "RESTARTS");
+		printf("%-24s %-16s %-16s %-8s %-20s %-9s %-8s %s\n", "NAME", "SERVICE", "NODE",
+		       "GPUS", "CPUS", "PHASE", "RESTARTS", "ACCEL");
 		break;
 	case IOD_STATE_ENDPOINT:
 		printf("%-24s %-16s %-22s %-8s %s\n", "NAME", "SERVICE", "ADDRESS", "HEALTH",

@@ -32,7 +32,7 @@ static const char *const type_names[] = {"stateless", "stateful"};
 static const char *const spread_names[] = {"default", "spread", "pack"};
 static const char *const anti_names[] = {"none", "node", "rack", "zone"};
 static const char *const link_names[] = {"any", "nvlink", "pcie"};
-static const char *const numa_names[] = {"any", "single"};
+static const char *const numa_names[] = {"any", "single", "none", "restricted"};
 static const char *const restart_names[] = {"always", "on-failure", "never"};
 static const char *const transport_names[] = {"tcp", "shm", "rdma"};
 

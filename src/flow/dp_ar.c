@@ -205,6 +205,8 @@ json_t *iod_flow_dp_ar_json(const struct iod_flow_dp_ar *a, uint64_t now_ns)
 		S(probe_replies);
 		S(probe_late);
 		S(paths_failed);
+		S(probe_misses);
+		S(probes_suppressed);
 		S(flows_moved);
 		S(ecn_events);
 #undef S
@@ -224,6 +226,7 @@ json_t *iod_flow_dp_ar_json(const struct iod_flow_dp_ar *a, uint64_t now_ns)
 				json_object_set_new(pj, "weight", json_integer(pi[q].weight));
 				json_object_set_new(pj, "load_ppm", json_integer(pi[q].load_ppm));
 				json_object_set_new(pj, "alive", json_boolean(pi[q].alive));
+				json_object_set_new(pj, "misses", json_integer(pi[q].misses));
 				json_object_set_new(pj, "congested", json_boolean(pi[q].congested));
 				json_array_append_new(pa, pj);
 			}

@@ -374,6 +374,11 @@ static int parse_networks(struct ctx *x, const yaml_node_t *n, struct iod_flow_d
 				rc = get_str(x, v, k, net->name, sizeof(net->name));
 			} else if (k && !strcmp(k, "vni")) {
 				rc = get_u64(x, v, k, 0xffffff, &u);
+				if (!rc && u == IOD_AR_PROBE_VNI)
+					rc = fail(x, v,
+					          "vni %u is reserved for adaptive-routing probes; "
+					          "use 0..%u",
+					          IOD_AR_PROBE_VNI, IOD_AR_PROBE_VNI - 1);
 				net->vni = (uint32_t)u;
 				has_vni = true;
 			} else if (k && !strcmp(k, "subnet")) {

@@ -24,7 +24,16 @@ struct ar_flow {
 	uint16_t sport;         /* port in use */
 	uint8_t state;          /* enum flow_state */
 	uint64_t last_ns;       /* last packet: flowlet gaps and aging */
+	uint64_t since_ns;      /* when it took sport: a path failing later moves it */
 	uint64_t probe_sent_ns; /* minrtt: when this flow's probes left */
+	/* minrtt with a tie window: the best reply so far, pinned when the
+	 * window after the first reply closes (or all k replied) */
+	uint64_t first_reply_ns; /* first reply's arrival; 0 = none yet */
+	uint64_t tie_path_id;    /* the candidate's path identity (0 = unknown) */
+	uint16_t tie_sport;      /* the candidate's port */
+	uint16_t tie_replies;    /* replies seen within the window */
+	uint32_t tie_pins;       /* recent pins to the candidate's path */
+	uint32_t tie_slot;       /* its entry in the destination's recent pins */
 };
 
 struct ar_path {
@@ -36,6 +45,7 @@ struct ar_path {
 	uint32_t load_ppm;           /* probe-util: reported utilisation */
 	uint64_t last_reply_ns;      /* last probe reply */
 	uint64_t last_probe_ns;      /* last probe sent */
+	uint32_t misses;             /* consecutive probes unanswered within an interval */
 	uint64_t congested_until_ns; /* ECN seen: congested until then */
 };
 
@@ -44,6 +54,16 @@ struct ar_cand {
 	uint64_t path_id; /* path it took */
 	uint64_t links;   /* links it used */
 	uint64_t rtt_ns;  /* probe round trip */
+};
+
+struct ar_dead {
+	uint16_t sport;     /* port of a failed path; 0 = empty */
+	uint64_t failed_ns; /* when it failed: flows on it since before then move */
+};
+
+struct ar_pin {
+	uint64_t key;   /* path identity, or 1 << 16 | port when unknown; 0 = empty */
+	uint64_t at_ns; /* when a flow was pinned to it */
 };
 
 struct ar_dest {
@@ -57,8 +77,12 @@ struct ar_dest {
 	uint64_t rounds;                            /* discovery rounds: fresh ports each */
 	bool discovered_once;                       /* discover_sent_ns is valid */
 	uint64_t discover_sent_ns;                  /* when the last round left */
-	uint16_t dead[IOD_AR_DEAD_PORTS_MAX];       /* recently failed ports */
+	struct ar_dead dead[IOD_AR_DEAD_PORTS_MAX]; /* recently failed ports */
 	uint32_t dead_next;                         /* ring position */
+	struct ar_pin recent[IOD_AR_RECENT_PINS];   /* minrtt: the last pins (tie window) */
+	uint32_t recent_next;                       /* ring position */
+	uint64_t epoch;                             /* inflight accounting: now / probe_timeout */
+	uint32_t inflight[2];                       /* probes unanswered, sent in epoch (i & 1) */
 };
 
 struct iod_ar {
@@ -112,6 +136,8 @@ void iod_ar_config_default(struct iod_ar_config *c, enum iod_ar_policy p)
 	c->congestion_hold_ns = 200 * IOD_NS_PER_US;
 	c->flows_max = 65536;
 	c->dests_max = 1024;
+	c->probes_inflight_max = 256; /* 64 new minrtt flows (k = 4) at once */
+	c->minrtt_tie_ns = 0;         /* DOCA-AR: the first reply wins */
 	c->seed = 1;
 }
 
@@ -142,6 +168,15 @@ int iod_ar_create(const struct iod_ar_config *cfg, struct iod_ar **out, struct i
 	if (!cfg->flows_max || !cfg->dests_max || cfg->flows_max > (1u << 28))
 		return iod_err_set(e, -EINVAL,
 		                   "adaptive routing: flows_max and dests_max must be > 0");
+	if (cfg->probes_inflight_max < cfg->paths ||
+	    cfg->probes_inflight_max < cfg->discovery_ports ||
+	    cfg->probes_inflight_max > IOD_AR_INFLIGHT_MAX)
+		return iod_err_set(e, -EINVAL,
+		                   "adaptive routing: probes_inflight_max must be %u..%d, not %u "
+		                   "(at least one flow's or one discovery round's probes)",
+		                   cfg->paths > cfg->discovery_ports ? cfg->paths
+		                                                     : cfg->discovery_ports,
+		                   IOD_AR_INFLIGHT_MAX, cfg->probes_inflight_max);
 	if (!cfg->probe_interval_ns || !cfg->probe_timeout_ns)
 		return iod_err_set(e, -EINVAL,
 		                   "adaptive routing: probe interval and timeout must be > 0");
@@ -228,10 +263,13 @@ static struct ar_path *path_find(struct ar_dest *d, uint16_t sport)
 	return NULL;
 }
 
-static bool port_dead(const struct ar_dest *d, uint16_t sport)
+/* Did the path of sport fail after the flow took it (at since_ns)? A flow
+ * moves once per failure: a port that failed before the flow chose it (it
+ * may be the flow's hash port, or alive again) does not move it again. */
+static bool port_dead(const struct ar_dest *d, uint16_t sport, uint64_t since_ns)
 {
 	for (uint32_t i = 0; i < IOD_AR_DEAD_PORTS_MAX; i++)
-		if (d->dead[i] == sport)
+		if (d->dead[i].sport == sport && d->dead[i].failed_ns >= since_ns)
 			return true;
 	return false;
 }
@@ -270,7 +308,7 @@ static void path_remove(struct iod_ar *ar, struct ar_dest *d, uint32_t i, uint64
 {
 	struct ar_path dead = d->paths[i];
 
-	d->dead[d->dead_next] = dead.sport;
+	d->dead[d->dead_next] = (struct ar_dead){dead.sport, now_ns};
 	d->dead_next = (d->dead_next + 1) % IOD_AR_DEAD_PORTS_MAX;
 	memmove(&d->paths[i], &d->paths[i + 1], sizeof(d->paths[0]) * (d->paths_n - i - 1));
 	d->paths_n--;
@@ -301,7 +339,51 @@ static void normalise_weights(struct ar_dest *d)
 
 /* ---- probes --------------------------------------------------------------- */
 
-static void emit(struct iod_ar *ar, struct iod_ar_out *out, uint32_t dst, uint16_t sport,
+/*
+ * Probes in flight per destination: those sent in this epoch and the last
+ * (an epoch is one probe timeout long) that no reply has come back for.
+ * Older ones count as lost. Two counters, no per-probe state: a probe's
+ * epoch is its send time over the timeout, which its reply echoes.
+ */
+static void inflight_roll(const struct iod_ar *ar, struct ar_dest *d, uint64_t now_ns)
+{
+	uint64_t e = now_ns / ar->cfg.probe_timeout_ns;
+	if (e == d->epoch)
+		return;
+	if (e == d->epoch + 1) {
+		d->inflight[e & 1] = 0; /* the older of the two epochs has expired */
+	} else {
+		d->inflight[0] = 0;
+		d->inflight[1] = 0;
+	}
+	d->epoch = e;
+}
+
+/* May n more probes of this kind go to d now? Liveness probes of known
+ * paths may exceed the bound by a path set, so a burst of new flows cannot
+ * starve them and make live paths look dead. */
+static bool probe_budget(struct iod_ar *ar, struct ar_dest *d, uint32_t n,
+                         enum iod_ar_probe_kind kind, uint64_t now_ns)
+{
+	uint32_t max =
+	    ar->cfg.probes_inflight_max + (kind == IOD_AR_PROBE_PATH ? IOD_AR_PATHS_MAX : 0);
+	inflight_roll(ar, d, now_ns);
+	if (d->inflight[0] + d->inflight[1] + n <= max)
+		return true;
+	ar->stats.probes_suppressed += n;
+	return false;
+}
+
+static void inflight_answered(struct iod_ar *ar, struct ar_dest *d, uint64_t sent_ns,
+                              uint64_t now_ns)
+{
+	uint64_t e = sent_ns / ar->cfg.probe_timeout_ns;
+	inflight_roll(ar, d, now_ns);
+	if ((e == d->epoch || e + 1 == d->epoch) && d->inflight[e & 1])
+		d->inflight[e & 1]--;
+}
+
+static void emit(struct iod_ar *ar, struct iod_ar_out *out, struct ar_dest *d, uint16_t sport,
                  enum iod_ar_probe_kind kind, uint64_t flow_hash, uint64_t now_ns)
 {
 	if (!out)
@@ -310,7 +392,9 @@ static void emit(struct iod_ar *ar, struct iod_ar_out *out, uint32_t dst, uint16
 		out->probes_dropped++;
 		return;
 	}
-	out->probes[out->probes_n++] = (struct iod_ar_probe){.dst = dst,
+	inflight_roll(ar, d, now_ns);
+	d->inflight[d->epoch & 1]++;
+	out->probes[out->probes_n++] = (struct iod_ar_probe){.dst = d->dst,
 	                                                     .sport = sport,
 	                                                     .kind = (uint8_t)kind,
 	                                                     .flow_hash = flow_hash,
@@ -335,6 +419,8 @@ static void discover(struct iod_ar *ar, struct ar_dest *d, uint64_t now_ns, stru
 	 */
 	uint16_t ports[IOD_AR_DISCOVERY_MAX];
 	uint32_t n = 0;
+	if (!probe_budget(ar, d, ar->cfg.discovery_ports, IOD_AR_PROBE_DISCOVER, now_ns))
+		return; /* retried at the next new flow or tick */
 	uint64_t key = iod_hash_u64(((uint64_t)d->dst << 32) ^ d->rounds++);
 	for (uint32_t i = 0; n < ar->cfg.discovery_ports && i < 4 * IOD_AR_DISCOVERY_MAX; i++) {
 		uint16_t p = scatter_port(ar, key, i);
@@ -350,7 +436,7 @@ static void discover(struct iod_ar *ar, struct ar_dest *d, uint64_t now_ns, stru
 	d->discover_n = n;
 	d->cands_n = 0;
 	for (uint32_t i = 0; i < n; i++)
-		emit(ar, out, d->dst, ports[i], IOD_AR_PROBE_DISCOVER, 0, now_ns);
+		emit(ar, out, d, ports[i], IOD_AR_PROBE_DISCOVER, 0, now_ns);
 }
 
 /*
@@ -521,15 +607,82 @@ static uint16_t new_flowlet(struct iod_ar *ar, struct ar_dest *d, uint64_t flow_
 	}
 }
 
-static void minrtt_probe(struct iod_ar *ar, struct ar_flow *f, uint64_t now_ns,
+/* ---- minrtt: pinning ------------------------------------------------------ */
+
+static uint64_t pin_key(uint64_t path_id, uint16_t sport)
+{
+	return path_id ? path_id : (1ull << 16 | sport);
+}
+
+/* Flows this edge pinned (or is about to pin: a candidate in a tie window)
+ * to that path within the last probe timeout. */
+static uint32_t recent_pins(const struct iod_ar *ar, const struct ar_dest *d, uint64_t key,
+                            uint64_t now_ns)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < IOD_AR_RECENT_PINS; i++)
+		n += d->recent[i].key == key &&
+		     d->recent[i].at_ns + ar->cfg.probe_timeout_ns > now_ns;
+	return n;
+}
+
+static uint32_t recent_add(struct ar_dest *d, uint64_t key, uint64_t now_ns)
+{
+	uint32_t slot = d->recent_next;
+	d->recent[slot] = (struct ar_pin){key, now_ns};
+	d->recent_next = (slot + 1) % IOD_AR_RECENT_PINS;
+	return slot;
+}
+
+static void pin(struct iod_ar *ar, struct ar_dest *d, struct ar_flow *f, uint16_t sport,
+                uint64_t path_id, uint64_t now_ns)
+{
+	f->sport = sport;
+	f->since_ns = now_ns;
+	f->state = FLOW_PINNED;
+	ar->stats.flows_pinned++;
+	if (!ar->cfg.minrtt_tie_ns)
+		recent_add(d, pin_key(path_id, sport), now_ns); /* a tie candidate is in already */
+	/* Track the winning port so its liveness is probed. */
+	struct ar_path *p = path_find(d, sport);
+	if (!p && d->paths_n < IOD_AR_PATHS_MAX) {
+		p = &d->paths[d->paths_n++];
+		memset(p, 0, sizeof(*p));
+		p->sport = sport;
+		p->last_probe_ns = now_ns;
+	}
+	if (p) {
+		p->path_id = path_id;
+		p->last_reply_ns = now_ns;
+		p->misses = 0;
+	}
+}
+
+/* The tie window after the first reply has closed: pin the candidate. */
+static bool tie_due(const struct iod_ar *ar, const struct ar_flow *f, uint64_t now_ns)
+{
+	return f->state == FLOW_PROBING && f->first_reply_ns &&
+	       now_ns - f->first_reply_ns > ar->cfg.minrtt_tie_ns;
+}
+
+static void minrtt_probe(struct iod_ar *ar, struct ar_dest *d, struct ar_flow *f, uint64_t now_ns,
                          struct iod_ar_out *out)
 {
 	uint16_t base = hash_port(ar, f->hash);
-	f->state = FLOW_PROBING;
-	f->probe_sent_ns = now_ns;
 	f->sport = base; /* packets keep flowing on the hash port meanwhile */
+	f->since_ns = now_ns;
+	f->probe_sent_ns = now_ns;
+	f->first_reply_ns = 0;
+	f->tie_replies = 0;
+	if (!d || !probe_budget(ar, d, ar->cfg.paths, IOD_AR_PROBE_FLOW, now_ns)) {
+		/* Too many probes unanswered: this flow takes the hash port
+		 * (ECMP) rather than add to a storm. */
+		f->state = FLOW_PINNED;
+		return;
+	}
+	f->state = FLOW_PROBING;
 	for (uint32_t i = 0; i < ar->cfg.paths; i++)
-		emit(ar, out, f->dst,
+		emit(ar, out, d,
 		     i && ar->cfg.minrtt_scatter ? scatter_port(ar, f->hash, i)
 		                                 : port_plus(ar, base, i),
 		     IOD_AR_PROBE_FLOW, f->hash, now_ns);
@@ -555,20 +708,23 @@ uint16_t iod_ar_select(struct iod_ar *ar, uint32_t dst, uint64_t flow_hash, uint
 		}
 		ar->stats.flows_new++;
 		if (ar->cfg.policy == IOD_AR_MINRTT) {
-			minrtt_probe(ar, f, now_ns, out);
+			minrtt_probe(ar, d, f, now_ns, out);
 		} else {
 			f->state = FLOW_ACTIVE;
 			f->sport = new_flowlet(ar, d, flow_hash, now_ns, out);
+			f->since_ns = now_ns;
 		}
 		f->last_ns = now_ns;
 		return f->sport;
 	}
-	bool moved = d && port_dead(d, f->sport);
+	bool moved = d && port_dead(d, f->sport, f->since_ns);
 	switch (ar->cfg.policy) {
 	case IOD_AR_MINRTT:
 		if (moved) {
 			ar->stats.flows_moved++;
-			minrtt_probe(ar, f, now_ns, out);
+			minrtt_probe(ar, d, f, now_ns, out);
+		} else if (d && tie_due(ar, f, now_ns)) {
+			pin(ar, d, f, f->tie_sport, f->tie_path_id, now_ns);
 		} else if (f->state == FLOW_PROBING &&
 		           now_ns - f->probe_sent_ns > ar->cfg.probe_timeout_ns) {
 			f->state = FLOW_PINNED; /* no reply in time: stay on the hash port */
@@ -583,8 +739,10 @@ uint16_t iod_ar_select(struct iod_ar *ar, uint32_t dst, uint64_t flow_hash, uint
 	case IOD_AR_FLOWLET:
 		if (moved)
 			ar->stats.flows_moved++;
-		if (moved || now_ns - f->last_ns > ar->cfg.flowlet_gap_ns)
+		if (moved || now_ns - f->last_ns > ar->cfg.flowlet_gap_ns) {
 			f->sport = new_flowlet(ar, d, flow_hash, now_ns, out);
+			f->since_ns = now_ns;
+		}
 		break;
 	default: break;
 	}
@@ -611,31 +769,54 @@ void iod_ar_on_probe_reply(struct iod_ar *ar, const struct iod_ar_probe_reply *r
 		ar->stats.probe_late++;
 		return;
 	}
+	inflight_answered(ar, d, r->sent_ns, now_ns);
 	switch (r->kind) {
 	case IOD_AR_PROBE_FLOW: {
 		struct ar_flow *f = flow_find(ar, r->dst, r->flow_hash);
+		if (f && tie_due(ar, f, now_ns))
+			pin(ar, d, f, f->tie_sport, f->tie_path_id, now_ns); /* window closed */
 		if (!f || f->state != FLOW_PROBING || f->probe_sent_ns != r->sent_ns ||
-		    now_ns - r->sent_ns > ar->cfg.probe_timeout_ns) {
+		    (!f->first_reply_ns && now_ns - r->sent_ns > ar->cfg.probe_timeout_ns)) {
 			ar->stats.probe_late++;
 			return;
 		}
-		/* The first reply wins (DOCA-AR). */
-		f->sport = r->sport;
-		f->state = FLOW_PINNED;
-		ar->stats.flows_pinned++;
 		ar->stats.probe_replies++;
-		/* Track the winning port so its liveness is probed. */
-		p = path_find(d, r->sport);
-		if (!p && d->paths_n < IOD_AR_PATHS_MAX) {
-			p = &d->paths[d->paths_n++];
-			memset(p, 0, sizeof(*p));
-			p->sport = r->sport;
-			p->last_probe_ns = now_ns;
+		if (!ar->cfg.minrtt_tie_ns) {
+			/* The first reply wins (DOCA-AR). */
+			pin(ar, d, f, r->sport, r->path_id, now_ns);
+			return;
 		}
-		if (p) {
-			p->path_id = r->path_id;
-			p->last_reply_ns = now_ns;
+		/*
+		 * Tie window: flows that start together all see the same queues,
+		 * so the first reply sends them all down one path (herding).
+		 * Replies within minrtt_tie_ns of the first are as good as the
+		 * first; of those, the path this edge pinned the fewest flows to
+		 * lately wins (the earliest on a tie). Nothing waits for it:
+		 * packets keep the hash port until the pin.
+		 */
+		uint64_t key = pin_key(r->path_id, r->sport);
+		uint32_t pins = recent_pins(ar, d, key, now_ns);
+		bool take = true;
+		if (!f->first_reply_ns) {
+			/* the candidate counts as a pin at once, so flows
+			 * whose windows overlap see each other */
+			f->first_reply_ns = now_ns;
+			f->tie_slot = recent_add(d, key, now_ns);
+		} else if (pins < f->tie_pins) {
+			struct ar_pin *rp = &d->recent[f->tie_slot];
+			if (rp->at_ns == f->first_reply_ns &&
+			    rp->key == pin_key(f->tie_path_id, f->tie_sport))
+				rp->key = key; /* still ours: move it */
+		} else {
+			take = false;
 		}
+		if (take) {
+			f->tie_sport = r->sport;
+			f->tie_path_id = r->path_id;
+			f->tie_pins = pins;
+		}
+		if (++f->tie_replies >= ar->cfg.paths)
+			pin(ar, d, f, f->tie_sport, f->tie_path_id, now_ns);
 		return;
 	}
 	case IOD_AR_PROBE_DISCOVER:
@@ -660,6 +841,7 @@ void iod_ar_on_probe_reply(struct iod_ar *ar, const struct iod_ar_probe_reply *r
 			return;
 		}
 		p->last_reply_ns = now_ns;
+		p->misses = 0;
 		p->load_ppm = r->load_ppm;
 		if (r->path_id)
 			p->path_id = r->path_id;
@@ -710,19 +892,32 @@ void iod_ar_tick(struct iod_ar *ar, uint64_t now_ns, struct iod_ar_out *out)
 		struct ar_dest *d = &ar->dests[di];
 		if (d->discovering && now_ns - d->discover_sent_ns > c->probe_timeout_ns)
 			discovery_finish(ar, d, now_ns);
-		/* Liveness: a path whose probes went unanswered for 3 intervals. */
+		/*
+		 * Liveness, one probe per path per interval. When the next
+		 * probe is due, a previous one with no reply since it left
+		 * counts as a miss; any reply clears the count. IOD_AR_MISSES_MAX
+		 * misses in a row drop the path: one lost probe never does,
+		 * and a path that went silent goes within that many intervals.
+		 * A reply slower than an interval still clears the count
+		 * before the next-but-one probe, so a slow path is not a dead one.
+		 */
 		for (uint32_t i = 0; i < d->paths_n;) {
 			struct ar_path *p = &d->paths[i];
-			if (p->last_probe_ns > p->last_reply_ns &&
-			    now_ns - p->last_reply_ns > 3 * c->probe_interval_ns) {
-				path_remove(ar, d, i, now_ns);
+			if (now_ns - p->last_probe_ns < c->probe_interval_ns ||
+			    (out && out->probes_n >= IOD_AR_OUT_PROBES_MAX) ||
+			    !probe_budget(ar, d, 1, IOD_AR_PROBE_PATH, now_ns)) {
+				i++;
 				continue;
 			}
-			if (now_ns - p->last_probe_ns >= c->probe_interval_ns &&
-			    (!out || out->probes_n < IOD_AR_OUT_PROBES_MAX)) {
-				p->last_probe_ns = now_ns;
-				emit(ar, out, d->dst, p->sport, IOD_AR_PROBE_PATH, 0, now_ns);
+			if (p->last_probe_ns > p->last_reply_ns) {
+				ar->stats.probe_misses++;
+				if (++p->misses >= IOD_AR_MISSES_MAX) {
+					path_remove(ar, d, i, now_ns);
+					continue;
+				}
 			}
+			p->last_probe_ns = now_ns;
+			emit(ar, out, d, p->sport, IOD_AR_PROBE_PATH, 0, now_ns);
 			i++;
 		}
 		/* Too few paths (failures): look for replacements now and then. */
@@ -759,7 +954,8 @@ uint32_t iod_ar_paths(const struct iod_ar *ar, uint32_t dst, struct iod_ar_path_
 		                                     .path_id = p->path_id,
 		                                     .weight = p->weight,
 		                                     .load_ppm = p->load_ppm,
-		                                     .alive = true,
+		                                     .alive = p->misses == 0,
+		                                     .misses = p->misses,
 		                                     .congested = congested(ar, p, now_ns)};
 	}
 	return n;

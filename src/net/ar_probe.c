@@ -4,6 +4,10 @@
  * The data plane's edges race and watch paths with these frames (include/
  * iod/ar.h): the sender builds a request per probe the core asks for, the
  * remote edge reflects it in place, and the reply goes back to the core.
+ * A probe is a VXLAN packet (UDP to the VXLAN port, the flow's outer
+ * addresses, the probed source port) for the reserved IOD_AR_PROBE_VNI, so
+ * any fabric hash, the full 5-tuple included, sends it the way the flow's
+ * data with that source port goes.
  * Parsing is strict and bounded (every length checked before it is read);
  * tests/fuzz/fuzz_ar_probe.c throws arbitrary bytes at it. It never
  * allocates, never reads a clock, never sends anything.
@@ -19,6 +23,7 @@
 #define PROBE_REPLY 1
 #define PAYLOAD_BYTES 32
 #define ETH_IPV4 0x0800
+#define VXLAN_FLAG_I 0x08 /* RFC 7348: the VNI is valid */
 
 static void put_u64(uint8_t *b, uint64_t v)
 {
@@ -40,7 +45,8 @@ int iod_ar_probe_frame_build(uint8_t *buf, uint32_t cap, const struct iod_ar_wir
 	struct iod_net_eth eth;
 	struct iod_net_ipv4 ip;
 	struct iod_net_udp udp;
-	uint8_t *pl = buf + sizeof(eth) + sizeof(ip) + sizeof(udp);
+	struct iod_net_vxlan vx;
+	uint8_t *pl = buf + sizeof(eth) + sizeof(ip) + sizeof(udp) + sizeof(vx);
 	uint32_t magic = htonl(PROBE_MAGIC);
 
 	if (cap < IOD_AR_PROBE_FRAME_BYTES)
@@ -51,19 +57,23 @@ int iod_ar_probe_frame_build(uint8_t *buf, uint32_t cap, const struct iod_ar_wir
 	memset(&ip, 0, sizeof(ip));
 	ip.ver_ihl = 0x45;
 	ip.tos = w->tos;
-	ip.len_be = htons(sizeof(ip) + sizeof(udp) + PAYLOAD_BYTES);
+	ip.len_be = htons(sizeof(ip) + sizeof(udp) + sizeof(vx) + PAYLOAD_BYTES);
 	ip.ttl = 64;
 	ip.proto = IOD_NET_PROTO_UDP;
 	ip.src_be = htonl(w->src_ip);
 	ip.dst_be = htonl(w->dst_ip);
 	iod_net_put16(&ip.csum_be, iod_net_ipv4_csum(&ip)); /* host-order sum, stored big-endian */
 	udp.sport_be = htons(p->sport);
-	udp.dport_be = htons(w->dport ? w->dport : IOD_AR_PROBE_UDP_PORT);
-	udp.len_be = htons(sizeof(udp) + PAYLOAD_BYTES);
-	udp.csum_be = 0; /* optional over IPv4; reflection stays a swap */
+	udp.dport_be = htons(w->dport ? w->dport : IOD_NET_VXLAN_PORT);
+	udp.len_be = htons(sizeof(udp) + sizeof(vx) + PAYLOAD_BYTES);
+	udp.csum_be = 0; /* zero, as VXLAN over IPv4 usually is; reflection stays a swap */
+	memset(&vx, 0, sizeof(vx));
+	vx.flags = VXLAN_FLAG_I;
+	vx.vni_rsv_be = htonl((uint32_t)IOD_AR_PROBE_VNI << 8);
 	memcpy(buf, &eth, sizeof(eth));
 	memcpy(buf + sizeof(eth), &ip, sizeof(ip));
 	memcpy(buf + sizeof(eth) + sizeof(ip), &udp, sizeof(udp));
+	memcpy(buf + sizeof(eth) + sizeof(ip) + sizeof(udp), &vx, sizeof(vx));
 	memset(pl, 0, PAYLOAD_BYTES);
 	memcpy(pl, &magic, 4);
 	pl[4] = PROBE_VERSION;
@@ -81,7 +91,9 @@ static int locate(const uint8_t *f, uint32_t len, uint16_t dport, uint32_t *ip_o
 	struct iod_net_eth eth;
 	struct iod_net_ipv4 ip;
 	struct iod_net_udp udp;
+	struct iod_net_vxlan vx;
 	uint32_t magic;
+	const uint32_t tail = (uint32_t)(sizeof(udp) + sizeof(vx)) + PAYLOAD_BYTES;
 
 	if (len < sizeof(eth) + sizeof(ip))
 		return -EINVAL;
@@ -94,20 +106,22 @@ static int locate(const uint8_t *f, uint32_t len, uint16_t dport, uint32_t *ip_o
 	    (ntohs(ip.frag_be) & 0x3fff))
 		return -EINVAL;
 	uint32_t udp_off = (uint32_t)sizeof(eth) + ihl;
-	if (len < udp_off + sizeof(udp) + PAYLOAD_BYTES ||
-	    ntohs(ip.len_be) < ihl + sizeof(udp) + PAYLOAD_BYTES ||
+	if (len < udp_off + tail || ntohs(ip.len_be) < ihl + tail ||
 	    sizeof(eth) + ntohs(ip.len_be) > len)
 		return -EINVAL;
 	memcpy(&udp, f + udp_off, sizeof(udp));
-	if (ntohs(udp.dport_be) != (dport ? dport : IOD_AR_PROBE_UDP_PORT) ||
-	    ntohs(udp.len_be) < sizeof(udp) + PAYLOAD_BYTES)
+	if (ntohs(udp.dport_be) != (dport ? dport : IOD_NET_VXLAN_PORT) || ntohs(udp.len_be) < tail)
 		return -EINVAL;
-	const uint8_t *pl = f + udp_off + sizeof(udp);
+	/* VXLAN with the I flag and the probe VNI: no network uses it */
+	memcpy(&vx, f + udp_off + sizeof(udp), sizeof(vx));
+	if (!(vx.flags & VXLAN_FLAG_I) || (ntohl(vx.vni_rsv_be) >> 8) != IOD_AR_PROBE_VNI)
+		return -EINVAL;
+	const uint8_t *pl = f + udp_off + sizeof(udp) + sizeof(vx);
 	memcpy(&magic, pl, 4);
 	if (ntohl(magic) != PROBE_MAGIC || pl[4] != PROBE_VERSION || pl[6] > IOD_AR_PROBE_PATH)
 		return -EINVAL;
 	*ip_off = sizeof(eth);
-	*pl_off = udp_off + (uint32_t)sizeof(udp);
+	*pl_off = udp_off + (uint32_t)(sizeof(udp) + sizeof(vx));
 	return 0;
 }
 
@@ -121,7 +135,7 @@ int iod_ar_probe_frame_parse(const uint8_t *frame, uint32_t len, uint16_t dport,
 	if (locate(frame, len, dport, &ip_off, &pl_off))
 		return -EINVAL;
 	memcpy(&ip, frame + ip_off, sizeof(ip));
-	memcpy(&udp, frame + pl_off - sizeof(udp), sizeof(udp));
+	memcpy(&udp, frame + pl_off - sizeof(struct iod_net_vxlan) - sizeof(udp), sizeof(udp));
 	const uint8_t *pl = frame + pl_off;
 	*reply = (pl[5] & PROBE_REPLY) != 0;
 	memset(out, 0, sizeof(*out));

@@ -53,8 +53,12 @@ int iod_sched_request_from_spec(const struct iod_spec_service *s, struct iod_sch
 	out->cpus = (s->res.cpu_millis + 999) / 1000;
 	out->mem_bytes = s->res.mem_bytes;
 	out->nic_bw_bps = s->res.network.bandwidth_bps;
-	out->numa = s->placement.numa == IOD_NUMA_SINGLE ? IOD_SCHED_NUMA_SINGLE
-	                                                 : IOD_SCHED_NUMA_BEST_EFFORT;
+	switch (s->placement.numa) {
+	case IOD_NUMA_SINGLE: out->numa = IOD_SCHED_NUMA_SINGLE; break;
+	case IOD_NUMA_NONE: out->numa = IOD_SCHED_NUMA_NONE; break;
+	case IOD_NUMA_RESTRICTED: out->numa = IOD_SCHED_NUMA_RESTRICTED; break;
+	default: out->numa = IOD_SCHED_NUMA_BEST_EFFORT; break;
+	}
 	switch (s->placement.gpu_link) {
 	case IOD_GPU_LINK_NVLINK: out->gpu_link = IOD_SCHED_LINK_NVLINK; break;
 	case IOD_GPU_LINK_PCIE: out->gpu_link = IOD_SCHED_LINK_PCIE; break;

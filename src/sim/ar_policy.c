@@ -221,6 +221,8 @@ void iod_sim_ar_stats(const struct iod_sim_ar *a, struct iod_ar_stats *sum)
 		sum->probe_replies += s->probe_replies;
 		sum->probe_late += s->probe_late;
 		sum->paths_failed += s->paths_failed;
+		sum->probe_misses += s->probe_misses;
+		sum->probes_suppressed += s->probes_suppressed;
 		sum->flows_moved += s->flows_moved;
 		sum->ecn_events += s->ecn_events;
 		sum->ecn_to_inner += s->ecn_to_inner;

@@ -604,8 +604,28 @@ static void on_raw(struct iod_sim *s, uint32_t ri)
 	p->wire_bytes = r->wire_bytes;
 	p->sport = iod_sim_edge_sport(iod_hash_u64(ri + 1));
 	sim_forward(s, s->hosts[r->src], p);
+	if (r->period_ns) {
+		uint64_t next =
+		    s->now_ns + (uint64_t)(r->mean_gap_ns + 0.5) + (r->mean_gap_ns < 0.5);
+		uint64_t phase = (next - r->start_ns) % r->period_ns;
+		if (phase >= r->on_ns)
+			next += r->period_ns - phase; /* off: wait for the next burst */
+		sim_push(s, next, EV_RAW, ri, 0);
+		return;
+	}
 	uint64_t gap = (uint64_t)(iod_rng_exp(&r->rng, r->mean_gap_ns) + 0.5);
 	sim_push(s, s->now_ns + gap, EV_RAW, ri, 0);
+}
+
+int iod_sim_raw_burst(struct iod_sim *s, uint32_t raw, uint64_t on_ns, uint64_t period_ns,
+                      struct iod_err *e)
+{
+	if (raw >= s->n_raws || !on_ns || on_ns > period_ns)
+		return iod_err_set(e, -EINVAL, "raw source %u: bad burst %llu ns of %llu ns", raw,
+		                   (unsigned long long)on_ns, (unsigned long long)period_ns);
+	s->raws[raw].on_ns = on_ns;
+	s->raws[raw].period_ns = period_ns;
+	return 0;
 }
 
 int iod_sim_raw_add(struct iod_sim *s, uint32_t src, uint32_t dst, uint32_t wire_bytes,
@@ -621,6 +641,9 @@ int iod_sim_raw_add(struct iod_sim *s, uint32_t src, uint32_t dst, uint32_t wire
 	r->wire_bytes = wire_bytes;
 	r->mean_gap_ns = 1e9 / rate_pps;
 	r->stop_ns = stop_ns;
+	r->start_ns = start_ns;
+	r->on_ns = 0;
+	r->period_ns = 0;
 	iod_rng_fork(&s->rng, &r->rng);
 	sim_push(s, start_ns, EV_RAW, s->n_raws, 0);
 	s->n_raws++;

@@ -96,6 +96,9 @@ struct sim_raw {
 	double mean_gap_ns;  /* 1 / rate */
 	uint64_t stop_ns;    /* no packet at or after */
 	struct iod_rng rng;  /* its own stream */
+	uint64_t start_ns;   /* first packet (burst phase origin) */
+	uint64_t on_ns;      /* bursts: sending this long per period, evenly spaced */
+	uint64_t period_ns;  /* 0 = Poisson all along */
 };
 
 struct iod_sim {

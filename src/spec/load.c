@@ -712,7 +712,9 @@ static const char *const placement_keys[] = {"strategy", "anti_affinity", "gpu_l
 static const char *const strategy_names[] = {"default", "spread", "pack"};
 static const char *const anti_names[] = {"none", "node", "rack", "zone"};
 static const char *const gpu_link_names[] = {"any", "nvlink", "pcie"};
-static const char *const numa_names[] = {"any", "single"};
+/* Kubernetes' names are accepted too: best-effort = any, single-numa-node = single */
+static const char *const numa_names[] = {"any",        "single",      "none",
+                                         "restricted", "best-effort", "single-numa-node"};
 
 static void load_placement(struct spec_ld *ld, const struct snode *m, struct iod_spec_placement *pl)
 {
@@ -733,7 +735,9 @@ static void load_placement(struct spec_ld *ld, const struct snode *m, struct iod
 		pl->gpu_link = (enum iod_gpu_link)x;
 	if (v[PL_NUMA] &&
 	    get_enum(ld, v[PL_NUMA], "placement.numa", numa_names, IOD_ARRAY_LEN(numa_names), &x))
-		pl->numa = (enum iod_numa_policy)x;
+		pl->numa = x == 4   ? IOD_NUMA_ANY
+		           : x == 5 ? IOD_NUMA_SINGLE
+		                    : (enum iod_numa_policy)x;
 }
 
 static bool get_port(struct spec_ld *ld, const struct snode *n, const char *what, uint16_t *port)

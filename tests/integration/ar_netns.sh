@@ -42,18 +42,15 @@ trap cleanup EXIT INT TERM
 
 if ! ip netns add "$HA" 2>/dev/null; then echo "skip: cannot create network namespaces"; exit 77; fi
 for n in $HB $L1 $L2 $S1 $S2; do ip netns add "$n" || exit 1; done
-# ECMP hashes addresses, protocol and the UDP source port (policy 3, fields
-# 0x17), not the destination port: probes go to UDP 48879 and must hash like
-# the VXLAN packets (UDP 4789) with the same source port, as on fabrics that
-# hash VXLAN by source port. (Policy 1, the full 5-tuple, sends a probe and
-# its flow's data on independent paths; the kernel needs 5.12+ for 3.)
+# ECMP hashes the full L4 5-tuple (policy 1), as the issue asks. Probes are
+# VXLAN packets to UDP 4789 from the probed source port (a reserved VNI marks
+# them), so each hashes exactly like the flow's data on that port.
 for n in $NSS; do
 	ip -n "$n" link set lo up
 	ip netns exec "$n" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 \
 		net.ipv4.conf.default.rp_filter=0
-	if ! ip netns exec "$n" sysctl -qw net.ipv4.fib_multipath_hash_policy=3 \
-		net.ipv4.fib_multipath_hash_fields=0x0017 2>/dev/null; then
-		echo "skip: ECMP hash policy 3 (custom fields) not supported by this kernel"; exit 77
+	if ! ip netns exec "$n" sysctl -qw net.ipv4.fib_multipath_hash_policy=1 2>/dev/null; then
+		echo "skip: ECMP hash policy 1 (L4) not supported by this kernel"; exit 77
 	fi
 done
 # Endpoints: root-side veth ends are the dp's host ports.
@@ -132,7 +129,7 @@ networks:
     subnet: 192.168.0.0/24
     gateway: 192.168.0.1
     gateway_mac: 02:00:00:00:00:01
-    adaptive_routing: {policy: $9, paths: 4, scatter: true, probe_timeout: 200ms, probe_interval: ${AR_PROBE_INTERVAL:-200ms}}
+    adaptive_routing: {policy: $9, paths: 4, scatter: true, probe_timeout: 200ms, probe_interval: ${AR_PROBE_INTERVAL:-20ms}}
     endpoints:
       - $7
       - $8

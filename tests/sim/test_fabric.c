@@ -70,6 +70,29 @@ TEST(md1_mean_wait_matches_theory)
 	iod_sim_destroy(s);
 }
 
+TEST(raw_burst_source_sends_only_in_its_on_periods)
+{
+	/* 10 Gbps of 1250 B packets (1 us apart) on for 40 us of every 100 us,
+	 * for 1 ms: 10 bursts of 40 packets; the queue sees them back to back. */
+	struct iod_sim *s =
+	    mk("dumbbell:hosts=2,host_rate=10Gbps,bottleneck=40Gbps", IOD_SIM_DCTCP, 1);
+	struct iod_err e = {0};
+	CHECK(s);
+	CHECK_EQ(iod_sim_raw_add(s, 0, 1, 1250, 1e6, 0, IOD_NS_PER_MS, &e), 0);
+	CHECK_EQ(iod_sim_raw_burst(s, 1, 40000, 100000, &e), -EINVAL);  /* no such source */
+	CHECK_EQ(iod_sim_raw_burst(s, 0, 200000, 100000, &e), -EINVAL); /* on > period */
+	CHECK_EQ(iod_sim_raw_burst(s, 0, 40000, 100000, &e), 0);
+	CHECK_EQ(iod_sim_run(s, 50 * IOD_NS_PER_US, &e), 0);
+	struct iod_sim_port_stats st;
+	uint32_t port = port_between(s, "h0", "left");
+	iod_sim_port_stats(s, port, &st);
+	CHECK_EQ(st.tx_pkts, 40u); /* the first burst, and nothing in its off time */
+	CHECK_EQ(iod_sim_run(s, UINT64_MAX, &e), 0);
+	iod_sim_port_stats(s, port, &st);
+	CHECK_EQ(st.tx_pkts, 400u);
+	iod_sim_destroy(s);
+}
+
 static void one_long_flow(enum iod_sim_transport tr, int *failed)
 {
 	/* 40 Gbps hosts, a 10 Gbps bottleneck between the two switches. */

@@ -6,6 +6,7 @@
  */
 #include "harness.h"
 #include "iod/ar.h"
+#include "iod/net.h"
 
 #include <string.h>
 
@@ -351,6 +352,198 @@ TEST(minrtt_pinned_path_failure_reprobes_the_flow)
 	iod_ar_destroy(ar);
 }
 
+/* One liveness round at now: answer every path probe except those whose
+ * port lose() says are lost. */
+static void liveness_round(struct iod_ar *ar, uint64_t now, uint16_t port, bool lose)
+{
+	struct iod_ar_out out = {0};
+	iod_ar_tick(ar, now, &out);
+	for (uint32_t i = 0; i < out.probes_n; i++) {
+		if (out.probes[i].kind != IOD_AR_PROBE_PATH ||
+		    (lose && out.probes[i].sport == port))
+			continue;
+		struct iod_ar_probe_reply r = reply_to(&out.probes[i], 0);
+		iod_ar_on_probe_reply(ar, &r, now + 10 * US);
+	}
+}
+
+TEST(one_or_two_lost_probes_keep_the_path)
+{
+	struct iod_ar_path_info pi[16];
+	struct iod_ar *ar = clove_ready(pi);
+	uint16_t lossy = pi[1].sport;
+	/* rounds 1..12 (1 ms apart): lose round 3's probe, then rounds 6 and 7,
+	 * then 10 and 11: never three in a row */
+	for (int step = 1; step <= 12; step++) {
+		bool lose = step == 3 || step == 6 || step == 7 || step == 10 || step == 11;
+		liveness_round(ar, (uint64_t)step * MS, lossy, lose);
+		CHECK_EQ(iod_ar_paths(ar, 3, pi, 16, (uint64_t)step * MS), 4);
+	}
+	CHECK_U64(iod_ar_stats(ar)->paths_failed, 0);
+	CHECK_U64(iod_ar_stats(ar)->probe_misses, 5);
+	/* the count is visible (dump) and a reply clears it */
+	liveness_round(ar, 13 * MS, lossy, true);
+	liveness_round(ar, 14 * MS, lossy, true);
+	uint32_t n = iod_ar_paths(ar, 3, pi, 16, 14 * MS);
+	for (uint32_t i = 0; i < n; i++)
+		CHECK_EQ(pi[i].misses, pi[i].sport == lossy ? 1u : 0u);
+	liveness_round(ar, 15 * MS, lossy, false);
+	n = iod_ar_paths(ar, 3, pi, 16, 15 * MS);
+	CHECK_EQ(n, 4);
+	for (uint32_t i = 0; i < n; i++)
+		CHECK_EQ(pi[i].misses, 0);
+	iod_ar_destroy(ar);
+}
+
+TEST(three_misses_in_a_row_drop_the_path_and_its_flows_move_once)
+{
+	struct iod_ar *ar = make(IOD_AR_MINRTT, NULL);
+	struct iod_ar_out out = {0};
+	/* 8 flows, all pinned to the port of their third probe */
+	uint64_t h0 = 0x7000;
+	uint16_t pinned[8];
+	for (uint64_t f = 0; f < 8; f++) {
+		out.probes_n = 0;
+		iod_ar_select(ar, 2, h0 + f, 0, &out);
+		struct iod_ar_probe_reply r = reply_to(&out.probes[2], 7);
+		iod_ar_on_probe_reply(ar, &r, 20 * US);
+		pinned[f] = out.probes[2].sport;
+	}
+	uint16_t victim = pinned[0];
+	/* the victim's path loses every probe from round 2 on: misses at
+	 * rounds 3 and 4 keep it, the third in a row (round 5) drops it */
+	for (int step = 1; step <= 5; step++) {
+		liveness_round(ar, (uint64_t)step * MS, victim, step >= 2);
+		CHECK_EQ(iod_ar_stats(ar)->paths_failed, step < 5 ? 0u : 1u);
+	}
+	/* Its flow moves once: its next packet re-races k ports; 100 more
+	 * packets before any reply do not re-probe (that was a probe storm:
+	 * a moved flow sat on its hash port, which might itself be the dead
+	 * one, and re-probed on every packet). */
+	uint64_t sent = iod_ar_stats(ar)->probes_sent;
+	out.probes_n = 0;
+	for (int k = 0; k < 100; k++)
+		CHECK(iod_ar_select(ar, 2, h0, 5 * MS + 1 + (uint64_t)k, &out) != victim ||
+		      victim == iod_ar_select(ar, 2, h0 + 99, 0, NULL));
+	CHECK_U64(iod_ar_stats(ar)->flows_moved, 1);
+	CHECK_U64(iod_ar_stats(ar)->probes_sent, sent + 4);
+	/* the reply pins it to a live port; even if that is the port that
+	 * failed before (alive again), it is not moved again */
+	struct iod_ar_probe_reply r = reply_to(&out.probes[0], 9);
+	r.sport = victim;
+	iod_ar_on_probe_reply(ar, &r, 5 * MS + 200);
+	for (int k = 0; k < 10; k++)
+		CHECK_EQ(iod_ar_select(ar, 2, h0, 6 * MS + (uint64_t)k, &out), victim);
+	CHECK_U64(iod_ar_stats(ar)->flows_moved, 1);
+	iod_ar_destroy(ar);
+}
+
+static void inflight_16(struct iod_ar_config *c)
+{
+	c->probes_inflight_max = 16; /* 4 flows of k = 4 */
+	c->discovery_ports = 16;
+}
+
+TEST(probes_in_flight_per_destination_are_bounded)
+{
+	struct iod_ar *ar = make(IOD_AR_MINRTT, inflight_16);
+	struct iod_ar_out out = {0};
+	/* 20 new flows at once to one destination, no reply: only 4 race */
+	for (uint64_t f = 1; f <= 20; f++) {
+		uint16_t p = iod_ar_select(ar, 5, f, 1000 + f, &out);
+		if (f > 4) /* the others take the hash port (ECMP), unprobed */
+			CHECK_EQ(p, iod_ar_flow_port(ar, 5, f));
+	}
+	CHECK_EQ(out.probes_n, 16);
+	CHECK_U64(iod_ar_stats(ar)->probes_suppressed, 16 * 4);
+	/* another destination has its own budget */
+	iod_ar_select(ar, 6, 77, 2000, &out);
+	CHECK_EQ(out.probes_n, 20);
+	/* an answer frees a slot's worth: one reply, still not room for 4 */
+	struct iod_ar_probe_reply r = reply_to(&out.probes[0], 1);
+	iod_ar_on_probe_reply(ar, &r, 3000);
+	iod_ar_select(ar, 5, 100, 4000, &out);
+	CHECK_EQ(out.probes_n, 20);
+	/* four replies: room for one more flow's race */
+	for (int i = 1; i < 4; i++) {
+		r = reply_to(&out.probes[i], 1);
+		iod_ar_on_probe_reply(ar, &r, 5000);
+	}
+	iod_ar_select(ar, 5, 101, 6000, &out);
+	CHECK_EQ(out.probes_n, 24);
+	/* unanswered probes count as lost after one or two timeouts (50 ms):
+	 * the budget comes back, so a lossy path slows probing, never stops it */
+	iod_ar_select(ar, 5, 102, 60 * MS, &out);
+	CHECK_EQ(out.probes_n, 24);
+	iod_ar_select(ar, 5, 103, 101 * MS, &out);
+	CHECK_EQ(out.probes_n, 28);
+	/* Rate: a new flow every millisecond for a second (4000 probes/s
+	 * asked for), every probe lost: at most the budget per two 50 ms
+	 * epochs goes out (<= 16 * 21 in 20 epochs), and probing goes on. */
+	struct iod_ar *b = make(IOD_AR_MINRTT, inflight_16);
+	for (uint64_t t = 0, h = 1; t < 1000 * MS; t += MS) {
+		struct iod_ar_out o = {0};
+		iod_ar_select(b, 9, h++, t, &o);
+		iod_ar_tick(b, t, &o);
+	}
+	CHECK_MSG(iod_ar_stats(b)->probes_sent <= 16 * 21, "%llu probes in 1 s",
+	          (unsigned long long)iod_ar_stats(b)->probes_sent);
+	CHECK(iod_ar_stats(b)->probes_sent >= 16 * 10);
+	iod_ar_destroy(b);
+	iod_ar_destroy(ar);
+}
+
+static void tie_10us(struct iod_ar_config *c)
+{
+	c->minrtt_tie_ns = 10 * US;
+}
+
+TEST(minrtt_tie_window_spreads_flows_that_start_together)
+{
+	/* Two paths answer within 10 us of each other (ids 1 and 2), a third
+	 * 50 us later (id 3, the congested one). Without a tie window every
+	 * flow pins to path 1; with it, flows alternate between 1 and 2 and
+	 * never take 3. */
+	for (int tie = 0; tie < 2; tie++) {
+		struct iod_ar *ar = make(IOD_AR_MINRTT, tie ? tie_10us : NULL);
+		unsigned on[4] = {0};
+		for (uint64_t f = 1; f <= 8; f++) {
+			struct iod_ar_out out = {0};
+			uint64_t t0 = f * 1000;
+			iod_ar_select(ar, 2, f, t0, &out);
+			CHECK_EQ(out.probes_n, 4);
+			static const uint64_t id[4] = {1, 2, 3, 3}, rtt_us[4] = {20, 25, 70, 80};
+			uint16_t port_of_id[4] = {0};
+			for (int i = 0; i < 4; i++) {
+				struct iod_ar_probe_reply r = reply_to(&out.probes[i], id[i]);
+				port_of_id[id[i]] = out.probes[i].sport;
+				iod_ar_on_probe_reply(ar, &r, t0 + rtt_us[i] * US);
+			}
+			/* all k replied: pinned without waiting for a packet */
+			uint16_t p = iod_ar_flow_port(ar, 2, f);
+			for (int k = 1; k <= 3; k++)
+				on[k] += p == port_of_id[k];
+		}
+		CHECK_EQ(on[3], 0u);
+		unsigned want1 = tie ? 4u : 8u, want2 = tie ? 4u : 0u;
+		CHECK_EQ(on[1], want1);
+		CHECK_EQ(on[2], want2);
+		CHECK_U64(iod_ar_stats(ar)->flows_pinned, 8);
+		iod_ar_destroy(ar);
+	}
+	/* The window closes on the next packet when not every probe returns;
+	 * packets use the hash port meanwhile. */
+	struct iod_ar *ar = make(IOD_AR_MINRTT, tie_10us);
+	struct iod_ar_out out = {0};
+	uint16_t hp = iod_ar_select(ar, 2, 77, 0, &out);
+	struct iod_ar_probe_reply r = reply_to(&out.probes[1], 5);
+	iod_ar_on_probe_reply(ar, &r, 20 * US);
+	CHECK_EQ(iod_ar_select(ar, 2, 77, 25 * US, &out), hp);
+	CHECK_EQ(iod_ar_select(ar, 2, 77, 31 * US, &out), out.probes[1].sport);
+	CHECK_U64(iod_ar_stats(ar)->flows_pinned, 1);
+	iod_ar_destroy(ar);
+}
+
 TEST(probe_util_drops_a_silent_path_and_never_picks_it)
 {
 	struct iod_ar *ar = make(IOD_AR_PROBE_UTIL, NULL);
@@ -480,11 +673,14 @@ TEST(probe_frame_round_trip_and_reflection)
 	                         .sent_ns = 123456789};
 	int n = iod_ar_probe_frame_build(f, sizeof(f), &wire, &p);
 	CHECK_EQ(n, IOD_AR_PROBE_FRAME_BYTES);
-	/* the fabric sees UDP from the probed source port to the probe port */
+	/* the fabric sees VXLAN from the probed source port, like the flow's
+	 * data, for the reserved probe VNI */
 	CHECK_EQ(f[12], 0x08);
 	CHECK_EQ(f[23], 17);
 	CHECK_EQ((f[34] << 8) | f[35], 51234);
-	CHECK_EQ((f[36] << 8) | f[37], IOD_AR_PROBE_UDP_PORT);
+	CHECK_EQ((f[36] << 8) | f[37], IOD_NET_VXLAN_PORT);
+	CHECK_EQ(f[42], 0x08); /* VXLAN I flag */
+	CHECK_EQ((uint32_t)(f[46] << 16 | f[47] << 8 | f[48]), IOD_AR_PROBE_VNI);
 	bool reply = true;
 	struct iod_ar_probe_reply r;
 	CHECK_EQ(iod_ar_probe_frame_parse(f, (uint32_t)n, 0, &reply, &r), 0);
@@ -527,15 +723,16 @@ TEST(probe_frame_rejects_what_is_not_a_probe)
 	/* truncated at every length */
 	for (int len = 0; len < n; len++)
 		CHECK_EQ(iod_ar_probe_frame_parse(f, (uint32_t)len, 0, &reply, &r), -EINVAL);
-	/* another destination port */
-	CHECK_EQ(iod_ar_probe_frame_parse(f, (uint32_t)n, 4789, &reply, &r), -EINVAL);
-	/* a bad magic, version or kind */
+	/* another VXLAN port */
+	CHECK_EQ(iod_ar_probe_frame_parse(f, (uint32_t)n, 4790, &reply, &r), -EINVAL);
+	CHECK_EQ(iod_ar_probe_frame_parse(f, (uint32_t)n, 4789, &reply, &r), 0);
+	/* a bad VXLAN flag or VNI (a network's data), magic, version or kind */
 	uint8_t g[128];
-	for (int off = 42; off < 42 + 7; off++) {
-		if (off == 47)
-			continue; /* the flags byte */
+	static const int bad[] = {42, 46, 47, 48, 50, 51, 52, 53, 54, 56};
+	for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++) {
+		int off = bad[b];
 		memcpy(g, f, (size_t)n);
-		g[off] ^= 0x80;
+		g[off] ^= 0x88; /* clears the I flag at 42 */
 		CHECK_EQ(iod_ar_probe_frame_parse(g, (uint32_t)n, 0, &reply, &r), -EINVAL);
 		CHECK_EQ(iod_ar_probe_frame_reflect(g, (uint32_t)n, 0), -EINVAL);
 	}

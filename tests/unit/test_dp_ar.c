@@ -110,6 +110,14 @@ TEST(dp_ar_config_and_errors)
 	CHECK_EQ(iod_flow_dp_ar_create(c, &ar, &e), 0);
 	CHECK(ar == NULL);
 	iod_flow_dp_config_free(c);
+	/* the probe VNI is no network's */
+	memset(c, 0, sizeof(*c));
+	const char *rsv =
+	    "vtep: 1.2.3.4\nnetworks:\n  - {name: n, vni: 16777215, subnet: 10.0.0.0/8}\n";
+	CHECK_EQ(iod_flow_dp_config_parse(rsv, strlen(rsv), "r.yaml", c, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "reserved for adaptive-routing probes");
+	CHECK_CONTAINS(e.msg, "r.yaml:3:");
+	iod_flow_dp_config_free(c);
 
 	static const struct {
 		const char *ar;   /* the adaptive_routing value */
@@ -188,7 +196,8 @@ TEST(dp_ar_minrtt_probes_reflect_and_pin)
 	for (uint32_t i = 0; i < np; i++) {
 		struct iod_net_meta m;
 		CHECK_EQ(iod_net_parse(probes[i], lens[i], 0, &m), 0);
-		CHECK_EQ(m.outer.dport, IOD_AR_PROBE_UDP_PORT);
+		CHECK_EQ(m.outer.dport, IOD_NET_VXLAN_PORT); /* hashes like the data */
+		CHECK_EQ(m.vni, IOD_AR_PROBE_VNI);
 		CHECK_EQ(m.outer.dst.v4, 0x0a0a0002);
 		/* routers drop a bad IPv4 header checksum */
 		struct iod_net_ipv4 ip;

@@ -989,6 +989,12 @@ TEST(request_from_spec)
 	CHECK_EQ(iod_sched_request_from_spec(&sv, &r, &e), 0);
 	CHECK_EQ(r.gpus, 8);
 	CHECK_EQ(r.numa, IOD_SCHED_NUMA_BEST_EFFORT);
+	sv.placement.numa = IOD_NUMA_RESTRICTED;
+	CHECK_EQ(iod_sched_request_from_spec(&sv, &r, &e), 0);
+	CHECK_EQ(r.numa, IOD_SCHED_NUMA_RESTRICTED);
+	sv.placement.numa = IOD_NUMA_NONE;
+	CHECK_EQ(iod_sched_request_from_spec(&sv, &r, &e), 0);
+	CHECK_EQ(r.numa, IOD_SCHED_NUMA_NONE);
 	sv.res.compute.count = 32;
 	CHECK_EQ(iod_sched_request_from_spec(&sv, &r, &e), -EINVAL);
 	CHECK_CONTAINS(e.msg, "32 GPUs per replica");

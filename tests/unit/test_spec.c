@@ -442,7 +442,7 @@ TEST(example_service_topology_is_the_seed)
 	iod_spec_free(s);
 
 	CHECK_EQ(iod_spec_load_file("examples/full-topology.yaml", &s, &diags), 0);
-	CHECK_EQ(s->services_n, 3);
+	CHECK_EQ(s->services_n, 4);
 	CHECK(s->has_resources && s->has_mesh && s->tiers_n == 3);
 	iod_spec_free(s);
 }
@@ -536,4 +536,42 @@ TEST(load_file_refuses_a_directory)
 	CHECK_EQ(iod_spec_load_file(iod_test_tmpdir(), &s, &diags), -EISDIR);
 	CHECK(s == NULL);
 	CHECK_CONTAINS(diags.d[0].msg, "Is a directory");
+}
+
+/* placement.numa takes all four Topology Manager policies, under our short
+ * names and Kubernetes' long ones, and prints the short names back. */
+TEST(numa_policies_and_kubernetes_names)
+{
+	static const struct {
+		const char *in;
+		enum iod_numa_policy want;
+		const char *out;
+	} cases[] = {{"any", IOD_NUMA_ANY, "any"},
+	             {"best-effort", IOD_NUMA_ANY, "any"},
+	             {"single", IOD_NUMA_SINGLE, "single"},
+	             {"single-numa-node", IOD_NUMA_SINGLE, "single"},
+	             {"restricted", IOD_NUMA_RESTRICTED, "restricted"},
+	             {"none", IOD_NUMA_NONE, "none"}};
+	for (unsigned i = 0; i < IOD_ARRAY_LEN(cases); i++) {
+		char text[256], want[64];
+		struct iod_spec *s;
+		snprintf(text, sizeof(text),
+		         "services:\n  - {name: a, type: stateless, placement: {numa: %s}}\n",
+		         cases[i].in);
+		LOAD_OK(text, &s);
+		if (!s)
+			continue;
+		CHECK_EQ(s->services[0].placement.numa, cases[i].want);
+		json_t *j = iod_spec_to_json(s);
+		char *a = iod_json_string(j, true);
+		snprintf(want, sizeof(want), "\"numa\":\"%s\"", cases[i].out);
+		CHECK_CONTAINS(a, want);
+		free(a);
+		json_decref(j);
+		iod_spec_free(s);
+	}
+	struct iod_spec *s = NULL;
+	CHECK(load("services:\n  - {name: a, type: stateless, placement: {numa: nope}}\n", &s) !=
+	      0);
+	CHECK_CONTAINS(dump(), "placement.numa \"nope\" is not valid");
 }

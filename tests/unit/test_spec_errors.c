@@ -168,7 +168,8 @@ TEST(enums_suggest)
 	CHECK_ERR("services:\n  - {name: a, type: statefull}\n", 2, 21,
 	          "did you mean \"stateful\"?");
 	CHECK_ERR(SVC "    placement: {gpu_link: nvlnk}\n", 4, 27, "did you mean \"nvlink\"?");
-	CHECK_ERR(SVC "    placement: {numa: multi}\n", 4, 23, "use any or single");
+	CHECK_ERR(SVC "    placement: {numa: multi}\n", 4, 23,
+	          "use any, single, none, restricted, best-effort or single-numa-node");
 	CHECK_ERR(SVC "    placement: {anti_affinity: host}\n", 4, 32, "node, rack or zone");
 	CHECK_ERR(SVC "    placement: {strategy: balanced}\n", 4, 27,
 	          "use default, spread or pack");
