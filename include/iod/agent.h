@@ -8,10 +8,12 @@
  *     time, answers actions (start, stop, kill, probe, report). It never
  *     forks, reads the clock or touches a file.
  *   - the executor (shell): a replica is a child process in its own sandbox
- *     (PID, mount, UTS and IPC namespaces where permitted, cgroup limits,
+ *     (PID, mount, UTS and IPC namespaces where permitted, a network
+ *     namespace with a veth pair when root and configured, cgroup limits,
  *     CPU affinity, NUMA memory policy, GPU visibility, identity and peers
  *     in the environment, rotating log files, a data directory for stateful
- *     replicas); health probes (exec, TCP connect, HTTP GET).
+ *     replicas); health probes (exec, TCP connect, HTTP GET) on a bounded
+ *     thread pool.
  *   - the agent loop (shell): feeds the reconciler from a desired-state
  *     source, runs its actions, publishes phases as revisioned events.
  *
@@ -132,13 +134,62 @@ int iod_agent_desired_from_state(const char *node, const json_t *nodes, const js
  * Rescheduling a lost node's replicas (pure). A replica whose node is not in
  * nodes (its lease expired) is orphaned: a stateless one moves at once, a
  * stateful one once it has been lost for stateful_grace_ms (its "lost_ms" is
- * recorded first). Targets: live nodes with enough free GPUs, fewest
- * replicas first, then name order. Returns a JSON array of writes
- * [{"name","prev_rev","value"}] (compare-and-swap puts of Replica objects)
- * and, in *unplaced, [{"replica","reason"}] for what fits nowhere.
+ * recorded first). Targets come from the topology-aware scheduler (sched/)
+ * with a deploy's rules: live nodes' shapes from their models, every replica
+ * on a live node adopted, each service's request from its stored spec; the
+ * move gets the scheduler's node, GPUs, CPUs, NUMA node, NIC and
+ * explanation. Returns a JSON array of writes [{"name","prev_rev","value"}]
+ * (compare-and-swap puts of Replica objects) and, in *unplaced,
+ * [{"replica","reason","why"}] (the scheduler's reason name and message)
+ * for what fits nowhere; such a replica is also written once as pending
+ * with that reason.
  */
 json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, const json_t *services,
                                uint64_t now_ms, uint64_t stateful_grace_ms, json_t **unplaced);
+
+/* ---- replica addresses on the node's subnet (pure) --------------------- */
+
+/*
+ * The address allocator for per-replica network namespaces. The node's
+ * subnet (an IPv4 CIDR, /16 to /29) gives its first host address to the
+ * gateway (the node's bridge) and the rest to replicas, lowest free first,
+ * so the same sequence of allocations always gives the same addresses. An
+ * address belongs to a replica name until released: a replica that restarts
+ * keeps its address. Pure: no I/O.
+ */
+struct iod_agent_ipam {
+	uint32_t net;                                 /* network address, host order */
+	uint32_t prefix;                              /* prefix length */
+	uint32_t hosts;                               /* replica addresses (<= IPAM_MAX) */
+	char owner[IOD_AGENT_IPAM_MAX][IOD_NAME_MAX]; /* host index -> replica; "" = free */
+};
+/* -EINVAL (with what is wrong) for a malformed CIDR or a prefix outside /16../29. */
+int iod_agent_ipam_init(struct iod_agent_ipam *m, const char *cidr, struct iod_err *e);
+/* The gateway (bridge) address, host order. */
+uint32_t iod_agent_ipam_gateway(const struct iod_agent_ipam *m);
+/* The address of name (its own if it has one, else the lowest free one) and
+ * its host index; -ENOSPC when the subnet is exhausted (e says which). */
+int iod_agent_ipam_alloc(struct iod_agent_ipam *m, const char *name, uint32_t *addr,
+                         uint32_t *index, struct iod_err *e);
+/* Give name's address back; -ENOENT when it has none. */
+int iod_agent_ipam_release(struct iod_agent_ipam *m, const char *name);
+/* name's address without allocating; -ENOENT when it has none. */
+int iod_agent_ipam_find(const struct iod_agent_ipam *m, const char *name, uint32_t *addr,
+                        uint32_t *index);
+/* Addresses in use. */
+uint32_t iod_agent_ipam_used(const struct iod_agent_ipam *m);
+/* Dotted quad of a host-order address. */
+void iod_agent_ipv4_format(uint32_t addr, char *buf, size_t len);
+/*
+ * Rewrite r's IOD_ADDR, IOD_PEERS and IOD_DEP_* entries: a "node_addr:port"
+ * that is the port of a replica holding an address in m (this node's
+ * replicas, iod_agent_replica_port) becomes "<its address>:port", so a
+ * replica reaches its node's peers in their network namespaces even before
+ * their addresses reach the control plane. Others stay as they are.
+ * -E2BIG (r unchanged) when the result would not fit.
+ */
+int iod_agent_env_localize(struct iod_agent_replica *r, const char *node_addr,
+                           const struct iod_agent_ipam *m);
 
 /* ---- the reconciler (pure) --------------------------------------------- */
 
@@ -291,6 +342,16 @@ struct iod_agent_proc {
  */
 int iod_agent_exec_start(const struct iod_agent_exec_config *c, const struct iod_agent_replica *r,
                          struct iod_agent_proc *p, struct iod_err *e);
+/* A replica's own network (per-replica netns, netns.c): the sandbox's init
+ * joins netns_fd before the workload starts; addr is its address. */
+struct iod_agent_net {
+	int netns_fd;            /* open /run/netns/<name>; -1 = the node's network */
+	char addr[IOD_ADDR_MAX]; /* its veth address ("10.213.0.2"), IOD_ADDR's host */
+};
+/* iod_agent_exec_start in the network net (NULL: the node's network). */
+int iod_agent_exec_start_net(const struct iod_agent_exec_config *c,
+                             const struct iod_agent_replica *r, const struct iod_agent_net *net,
+                             struct iod_agent_proc *p, struct iod_err *e);
 /* Signal the sandbox (SIGTERM: graceful, SIGKILL: now). */
 int iod_agent_exec_signal(const struct iod_agent_proc *p, int sig);
 /* Remove the replica's cgroups once it has exited. */
@@ -334,6 +395,70 @@ void iod_agent_log_close(struct iod_agent_log *l);
 int iod_agent_probe_run(const struct iod_agent_health *h, const char *host, uint16_t port,
                         char *detail, size_t detail_len);
 
+/* ---- per-replica network namespaces (shell, netns.c) -------------------- */
+
+/*
+ * With a subnet configured (and root), each replica gets a network
+ * namespace "iod-<nodehash>-<replica>" with a veth pair: "eth0" inside with
+ * its address from the node's subnet and a default route via the gateway,
+ * the host end enslaved to the node's bridge "iodb<nodehash>", which holds
+ * the gateway address. The agent, its probes and the other replicas of the
+ * node reach the replica at its address. Nothing is routed beyond the
+ * subnet (no forwarding or NAT is switched on). Cleanup deletes the netns
+ * (which deletes the veth pair) when the replica exits, and the bridge when
+ * the agent stops; a start sweeps what a crashed agent left.
+ */
+struct iod_agent_netns {
+	char node[IOD_NAME_MAX];    /* node name */
+	uint32_t tag;               /* hash of the node name: names its links and netns */
+	char bridge[16];            /* "iodb<tag>" */
+	struct iod_agent_ipam ipam; /* the subnet's addresses */
+	bool up;                    /* bridge created */
+};
+/* Sweep leftovers of this node, create the bridge with the gateway address.
+ * -EPERM when not permitted (not root), with what to do in e. */
+int iod_agent_netns_open(struct iod_agent_netns *n, const char *node, const char *cidr,
+                         struct iod_err *e);
+/* Create replica name's netns and veth pair, address and routes; returns the
+ * netns in net (fd to close with iod_agent_netns_put). */
+int iod_agent_netns_get(struct iod_agent_netns *n, const char *name, struct iod_agent_net *net,
+                        struct iod_err *e);
+/* Close net's fd and delete the replica's netns (and with it its veth). */
+void iod_agent_netns_put(struct iod_agent_netns *n, const char *name, struct iod_agent_net *net);
+/* Delete every netns, veth and the bridge of this node. */
+void iod_agent_netns_close(struct iod_agent_netns *n);
+/* The netns name of replica name ("iod-<tag>-<name>"). */
+int iod_agent_netns_name(const struct iod_agent_netns *n, const char *name, char *buf, size_t len);
+
+/* ---- concurrent health checks (shell, prober in probe.c) ------------------ */
+
+/*
+ * A fixed pool of IOD_AGENT_PROBE_WORKERS threads runs health checks, so a
+ * check that hangs until its timeout delays no other replica's verdict.
+ * Submit never blocks (the queue holds one check per replica); results come
+ * back through iod_agent_prober_take, and fd() becomes readable when one is
+ * ready.
+ */
+struct iod_agent_prober;
+struct iod_agent_probe_result {
+	uint32_t slot;           /* as submitted */
+	char name[IOD_NAME_MAX]; /* replica */
+	uint64_t generation;     /* as submitted: a stale result is dropped */
+	bool ok;                 /* passed */
+	char detail[256];        /* what happened */
+};
+int iod_agent_prober_new(uint32_t workers, struct iod_agent_prober **out, struct iod_err *e);
+/* Queue one check; -ENOSPC when IOD_AGENT_REPLICAS_MAX checks are queued. */
+int iod_agent_prober_submit(struct iod_agent_prober *p, uint32_t slot, const char *name,
+                            uint64_t generation, const struct iod_agent_health *h, const char *host,
+                            uint16_t port);
+/* Next finished check (0), or -EAGAIN when none is. */
+int iod_agent_prober_take(struct iod_agent_prober *p, struct iod_agent_probe_result *out);
+/* An eventfd, readable when results are waiting (read it to clear). */
+int iod_agent_prober_fd(const struct iod_agent_prober *p);
+/* Stop the workers (waits for checks in flight, each bounded by its timeout). */
+void iod_agent_prober_free(struct iod_agent_prober *p);
+
 /* ---- the agent (shell) --------------------------------------------------- */
 
 struct iod_agent_config {
@@ -358,6 +483,9 @@ struct iod_agent_config {
 	bool mesh;                     /* host it (default true) */
 	char mesh_admin[IOD_ADDR_MAX]; /* its admin endpoint; "" = none */
 	uint32_t mesh_workers;         /* its epoll threads (0 = 1) */
+	/* per-replica network namespaces (root only; docs/runtime.md) */
+	char netns_subnet
+	    [IOD_ADDR_MAX]; /* node subnet CIDR; "" = replicas share the node's network */
 };
 void iod_agent_config_default(struct iod_agent_config *c);
 

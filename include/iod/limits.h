@@ -229,6 +229,13 @@
 #define IOD_AGENT_PORT_RANGE 12000u
 /* Parameter servers one demo worker talks to. */
 #define IOD_DEMO_SERVERS_MAX 16
+/* Replica addresses one node's subnet hands out (per-replica network
+ * namespaces): one per replica the agent can track. A /23 or larger is
+ * used only up to this many hosts. */
+#define IOD_AGENT_IPAM_MAX IOD_AGENT_REPLICAS_MAX
+/* Health checks in flight at once (one thread each): a hung check holds
+ * one for at most its timeout; the others keep giving verdicts. */
+#define IOD_AGENT_PROBE_WORKERS 8
 
 /* ---- mesh -------------------------------------------------------------- */
 

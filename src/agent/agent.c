@@ -9,9 +9,12 @@
  *
  * One thread, one poll(): SIGCHLD/SIGTERM/SIGHUP arrive through a signalfd,
  * timers come from the reconciler's next deadline. It decides nothing: the
- * reconciler does. Probes run inline, each bounded by its timeout. With a
- * control plane, the cluster link (cluster.c) and the node's mesh proxy
- * (meshhost.c) run on their own threads.
+ * reconciler does. Health checks run on the prober's thread pool (probe.c),
+ * so a hung check never delays another replica's verdict; their results
+ * come back through an eventfd. With a subnet configured, each replica gets
+ * its own network namespace and address (netns.c). With a control plane,
+ * the cluster link (cluster.c) and the node's mesh proxy (meshhost.c) run
+ * on their own threads.
  */
 #include "internal.h"
 
@@ -44,7 +47,13 @@ struct agent {
 	struct iod_agent_cluster *cluster;  /* control plane link, or NULL (manifest) */
 	int wake_fd;                        /* eventfd: the cluster has news */
 	struct iod_agent_mesh *mesh;        /* hosted mesh proxy, or NULL */
+	struct iod_agent_prober *prober;    /* health checks in flight */
+	struct iod_agent_netns *netns;      /* per-replica networks, or NULL (node's) */
+	struct iod_agent_net *nets;         /* per reconciler slot: its network */
+	struct iod_agent_replica start_buf; /* a replica as started (env localized) */
 };
+
+static void assign_addresses(struct agent *a);
 
 static uint64_t now_ns(void)
 {
@@ -131,6 +140,8 @@ static void write_status(struct agent *a)
 		json_object_set_new(r, "reason", json_string(s->reason));
 		json_object_set_new(r, "restarts", json_integer(s->restarts));
 		json_object_set_new(r, "pid", json_integer(s->alive ? a->procs[i].pid : 0));
+		if (a->nets[i].addr[0])
+			json_object_set_new(r, "addr", json_string(a->nets[i].addr));
 		json_object_del(r, "env");
 		json_array_append_new(list, r);
 	}
@@ -177,6 +188,8 @@ static int load_manifest(struct agent *a, bool force)
 	iod_buf_free(&b);
 	if (!rc)
 		rc = iod_agent_rec_set_desired(a->rec, a->desired, n, now_ns(), &e);
+	if (!rc)
+		assign_addresses(a);
 	if (rc) {
 		IOD_ERROR("agent", "manifest %s: %s (keeping the previous desired state)",
 		          a->cfg->manifest, e.msg);
@@ -189,6 +202,30 @@ static int load_manifest(struct agent *a, bool force)
 	return 0;
 }
 
+/*
+ * With per-replica networks: an address for every replica placed here as
+ * soon as it is desired, so that the node's replicas starting together
+ * already find each other there (iod_agent_env_localize) and the first
+ * report carries it.
+ */
+static void assign_addresses(struct agent *a)
+{
+	struct iod_err e = {0};
+	if (!a->netns)
+		return;
+	for (uint32_t i = 0; i < iod_agent_rec_capacity(a->rec); i++) {
+		const struct iod_agent_slot *s = iod_agent_rec_slot(a->rec, i);
+		uint32_t addr;
+		if (!s || !s->desired || a->nets[i].addr[0])
+			continue;
+		if (iod_agent_ipam_alloc(&a->netns->ipam, s->want.name, &addr, NULL, &e)) {
+			IOD_WARN("agent", "%s", e.msg); /* its start fails with this, too */
+			continue;
+		}
+		iod_agent_ipv4_format(addr, a->nets[i].addr, sizeof(a->nets[i].addr));
+	}
+}
+
 /* New desired state from the control plane; on re-registration report all. */
 static bool take_cluster(struct agent *a)
 {
@@ -198,6 +235,8 @@ static bool take_cluster(struct agent *a)
 	bool fresh = iod_agent_cluster_take(a->cluster, a->desired, &n, &resync);
 	if (fresh && iod_agent_rec_set_desired(a->rec, a->desired, n, now_ns(), &e))
 		IOD_ERROR("agent", "desired state: %s", e.msg);
+	if (fresh)
+		assign_addresses(a);
 	if (resync)
 		for (uint32_t i = 0; i < iod_agent_rec_capacity(a->rec); i++) {
 			const struct iod_agent_slot *s = iod_agent_rec_slot(a->rec, i);
@@ -209,7 +248,8 @@ static bool take_cluster(struct agent *a)
 			act.ready = s->ready;
 			act.restarts = s->restarts;
 			memcpy(act.reason, s->reason, sizeof(act.reason));
-			iod_agent_cluster_report(a->cluster, &act, s->want.service, s->want.port);
+			iod_agent_cluster_report(a->cluster, &act, s->want.service, s->want.port,
+			                         a->nets[i].addr);
 		}
 	return fresh;
 }
@@ -222,8 +262,27 @@ static void do_action(struct agent *a, const struct iod_agent_action *act)
 	char detail[256];
 
 	switch (act->kind) {
-	case IOD_AGENT_ACT_START:
-		if (iod_agent_exec_start(&a->exec, &s->want, p, &e)) {
+	case IOD_AGENT_ACT_START: {
+		struct iod_agent_net *net = &a->nets[act->slot];
+		int rc = a->netns ? iod_agent_netns_get(a->netns, act->name, net, &e) : 0;
+		const struct iod_agent_replica *r = &s->want;
+		if (!rc && a->netns) {
+			/* this node's peers at their own addresses */
+			a->start_buf = s->want;
+			if (iod_agent_env_localize(&a->start_buf,
+			                           a->cfg->addr[0] ? a->cfg->addr : "127.0.0.1",
+			                           &a->netns->ipam) == 0)
+				r = &a->start_buf;
+		}
+		if (!rc)
+			rc = iod_agent_exec_start_net(&a->exec, r, a->netns ? net : NULL, p, &e);
+		if (net->netns_fd >= 0) { /* the sandbox holds it now (or failed) */
+			close(net->netns_fd);
+			net->netns_fd = -1;
+		}
+		if (rc) {
+			if (a->netns)
+				iod_agent_netns_put(a->netns, act->name, net);
 			IOD_WARN("agent", "%s: start failed: %s", act->name, e.msg);
 			iod_agent_rec_on_start_failed(a->rec, act->name, e.msg, now_ns());
 		} else {
@@ -233,14 +292,22 @@ static void do_action(struct agent *a, const struct iod_agent_action *act)
 			iod_agent_rec_on_started(a->rec, act->name, now_ns());
 		}
 		break;
+	}
 	case IOD_AGENT_ACT_STOP: iod_agent_exec_signal(p, SIGTERM); break;
 	case IOD_AGENT_ACT_KILL: iod_agent_exec_signal(p, SIGKILL); break;
 	case IOD_AGENT_ACT_PROBE: {
 		uint16_t port = s->want.health.port ? s->want.health.port : s->want.port;
-		/* the node's address: on a local cluster each node has its own */
-		const char *host = a->cfg->addr[0] ? a->cfg->addr : "127.0.0.1";
-		int rc = iod_agent_probe_run(&s->want.health, host, port, detail, sizeof(detail));
-		iod_agent_rec_on_probe(a->rec, act->name, rc == 0, detail, now_ns());
+		/* the replica's own address in its netns; else the node's (on a
+		 * local cluster each node has its own) */
+		const char *host = a->nets[act->slot].addr[0] ? a->nets[act->slot].addr
+		                   : a->cfg->addr[0]          ? a->cfg->addr
+		                                              : "127.0.0.1";
+		if (iod_agent_prober_submit(a->prober, act->slot, act->name, s->started_ns,
+		                            &s->want.health, host, port)) {
+			snprintf(detail, sizeof(detail), "health-check queue full (%d queued)",
+			         IOD_AGENT_REPLICAS_MAX);
+			iod_agent_rec_on_probe(a->rec, act->name, false, detail, now_ns());
+		}
 		break;
 	}
 	case IOD_AGENT_ACT_REPORT: {
@@ -257,21 +324,30 @@ static void do_action(struct agent *a, const struct iod_agent_action *act)
 		         act->ready ? ", ready" : "", act->reason);
 		publish(a, "replica", ev);
 		if (a->cluster && s && !act->removed)
-			iod_agent_cluster_report(a->cluster, act, s->want.service, s->want.port);
+			iod_agent_cluster_report(a->cluster, act, s->want.service, s->want.port,
+			                         a->nets[act->slot].addr);
+		if (act->removed && a->netns) {
+			/* gone from this node: its address goes back to the subnet */
+			iod_agent_netns_put(a->netns, act->name, &a->nets[act->slot]);
+			iod_agent_ipam_release(&a->netns->ipam, act->name);
+			a->nets[act->slot].addr[0] = 0;
+		}
 		break;
 	}
 	}
 }
 
+/* Only our sandboxes: exec health checks and `ip` runs are waited for by
+ * whoever started them (waitpid(-1) here would steal their status). */
 static void reap(struct agent *a)
 {
 	int st;
-	pid_t pid;
-	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
-		for (uint32_t i = 0; i < iod_agent_rec_capacity(a->rec); i++) {
-			const struct iod_agent_slot *s = iod_agent_rec_slot(a->rec, i);
-			if (!s || !s->alive || a->procs[i].pid != pid)
-				continue;
+	for (uint32_t i = 0; i < iod_agent_rec_capacity(a->rec); i++) {
+		const struct iod_agent_slot *s = iod_agent_rec_slot(a->rec, i);
+		if (!s || !s->alive || a->procs[i].pid <= 0 ||
+		    waitpid(a->procs[i].pid, &st, WNOHANG) != a->procs[i].pid)
+			continue;
+		{
 			/* the init reports a killed workload as 128 + signal */
 			int code = WIFEXITED(st) ? WEXITSTATUS(st) : 0;
 			int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
@@ -281,9 +357,24 @@ static void reap(struct agent *a)
 			}
 			a->procs[i].pid = 0;
 			iod_agent_exec_cleanup(&a->procs[i]);
+			if (a->netns) /* its netns and veth go; its address stays its own */
+				iod_agent_netns_put(a->netns, s->want.name, &a->nets[i]);
 			iod_agent_rec_on_exited(a->rec, s->want.name, code, sig, now_ns());
-			break;
 		}
+	}
+}
+
+/* Finished health checks to the reconciler; a result for a process that
+ * has since exited or restarted is dropped. */
+static void take_probes(struct agent *a)
+{
+	struct iod_agent_probe_result r;
+	while (iod_agent_prober_take(a->prober, &r) == 0) {
+		const struct iod_agent_slot *s = iod_agent_rec_slot(a->rec, r.slot);
+		if (!s || !s->alive || strcmp(s->want.name, r.name) ||
+		    s->started_ns != r.generation)
+			continue;
+		iod_agent_rec_on_probe(a->rec, r.name, r.ok, r.detail, now_ns());
 	}
 }
 
@@ -312,7 +403,8 @@ static int agent_init(struct agent *a, const struct iod_agent_config *c, struct 
 		return iod_err_set(e, rc, "reconciler: invalid settings (backoff, capacity)");
 	a->procs = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*a->procs));
 	a->desired = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*a->desired));
-	if (!a->procs || !a->desired)
+	a->nets = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*a->nets));
+	if (!a->procs || !a->desired || !a->nets)
 		return iod_err_set(e, -ENOMEM, "out of memory for %u replicas",
 		                   IOD_AGENT_REPLICAS_MAX);
 	iod_agent_caps_probe(&a->caps);
@@ -328,6 +420,34 @@ static int agent_init(struct agent *a, const struct iod_agent_config *c, struct 
 	a->exec.use_namespaces = c->use_namespaces;
 	a->exec.caps = &a->caps;
 	iod_agent_cgroup_sweep(&a->caps, a->exec.cgroup_prefix); /* a previous run's leftovers */
+	for (uint32_t i = 0; i < IOD_AGENT_REPLICAS_MAX; i++)
+		a->nets[i].netns_fd = -1;
+	if (c->netns_subnet[0]) {
+		a->netns = calloc(1, sizeof(*a->netns));
+		if (!a->netns)
+			return iod_err_set(e, -ENOMEM, "out of memory");
+		rc = a->caps.ns_net ? iod_agent_netns_open(a->netns, c->name, c->netns_subnet, e)
+		                    : iod_err_set(e, -EPERM,
+		                                  "network namespaces not permitted here: replicas "
+		                                  "share the node's network instead");
+		if (rc == -EPERM) {
+			IOD_WARN("agent", "%s", e->msg);
+			e->msg[0] = 0;
+			free(a->netns);
+			a->netns = NULL;
+		} else if (rc) {
+			free(a->netns);
+			a->netns = NULL;
+			return rc;
+		} else {
+			char gw[20];
+			iod_agent_ipv4_format(iod_agent_ipam_gateway(&a->netns->ipam), gw,
+			                      sizeof(gw));
+			IOD_INFO("agent",
+			         "per-replica network namespaces on %s (bridge %s, gateway %s)",
+			         c->netns_subnet, a->netns->bridge, gw);
+		}
+	}
 	iod_agent_events_path(c->data_dir, path, sizeof(path));
 	a->rev = last_rev(path);
 	if ((rc = iod_agent_log_open(&a->events, path, EVENTS_MAX_BYTES, 1, e)))
@@ -347,6 +467,10 @@ static void agent_free(struct agent *a)
 			break;
 		usleep(20000);
 	}
+	if (a->netns)
+		iod_agent_netns_close(a->netns); /* every veth, netns, then the bridge */
+	free(a->netns);
+	free(a->nets);
 	iod_agent_log_close(&a->events);
 	iod_agent_rec_free(a->rec);
 	free(a->procs);
@@ -378,6 +502,10 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 		rc = iod_err_set(e, -errno, "signalfd: %s", strerror(errno));
 		goto out;
 	}
+	/* after blocking the signals: its threads inherit the mask, so SIGCHLD
+	 * and SIGTERM still reach only the signalfd */
+	if ((rc = iod_agent_prober_new(IOD_AGENT_PROBE_WORKERS, &a->prober, e)))
+		goto out;
 	json_t *ev = json_object();
 	json_object_set_new(ev, "reason",
 	                    json_string(a->caps.warning[0] ? a->caps.warning : "sandbox complete"));
@@ -436,12 +564,18 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 		if (a->stopping)
 			wake = IOD_MIN(wake, stop_by);
 		int timeout_ms = wake <= t ? 0 : (int)IOD_MIN((wake - t + 999999) / 1000000, 1000);
-		struct pollfd pfs[2] = {{.fd = sfd, .events = POLLIN},
+		struct pollfd pfs[3] = {{.fd = sfd, .events = POLLIN},
+		                        {.fd = iod_agent_prober_fd(a->prober), .events = POLLIN},
 		                        {.fd = a->wake_fd, .events = POLLIN}};
-		if (poll(pfs, a->wake_fd >= 0 ? 2 : 1, timeout_ms) > 0) {
+		if (poll(pfs, a->wake_fd >= 0 ? 3 : 2, timeout_ms) > 0) {
 			uint64_t cnt;
-			if (pfs[1].revents)
+			if (a->wake_fd >= 0 && pfs[2].revents)
 				(void)!read(a->wake_fd, &cnt, sizeof(cnt));
+			if (pfs[1].revents) {
+				/* clear first, then drain: a result after this wakes us */
+				(void)!read(pfs[1].fd, &cnt, sizeof(cnt));
+				take_probes(a);
+			}
 			struct signalfd_siginfo si;
 			while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 				if (si.ssi_signo == SIGCHLD)
@@ -464,6 +598,8 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 	write_status(a);
 	rc = 0;
 out:
+	iod_agent_prober_free(a->prober); /* checks in flight end at their timeouts */
+	a->prober = NULL;
 	iod_agent_mesh_stop(a->mesh); /* before the cluster it reads */
 	iod_agent_cluster_stop(a->cluster);
 	if (a->wake_fd >= 0)

@@ -32,6 +32,7 @@ struct report {
 	struct iod_agent_action act; /* what to publish */
 	char service[IOD_NAME_MAX];  /* replica's service */
 	uint16_t port;               /* replica's port */
+	char addr[IOD_ADDR_MAX];     /* its own address (netns), "" = the node's */
 };
 
 struct iod_agent_cluster {
@@ -161,11 +162,13 @@ static void write_endpoint(struct iod_agent_cluster *c, struct iod_api_client *c
 	char path[IOD_NAME_MAX + 64];
 	const struct iod_agent_action *a = &rp->act;
 	char address[IOD_ADDR_MAX + 8];
-	snprintf(address, sizeof(address), "%s:%u", c->addr, rp->port);
+	/* a replica in its own netns answers at its own address */
+	const char *host = rp->addr[0] ? rp->addr : c->addr;
+	snprintf(address, sizeof(address), "%s:%u", host, rp->port);
 	json_t *ep =
 	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:b, s:s, s:s}", "replica", a->name,
 	              "service", rp->service, "node", c->cfg->name, "address", address, "addr",
-	              c->addr, "port", (int)rp->port, "healthy", a->ready, "health",
+	              host, "port", (int)rp->port, "healthy", a->ready, "health",
 	              a->ready ? "healthy" : "unhealthy", "phase", iod_agent_phase_name(a->phase));
 	snprintf(path, sizeof(path), "/v1/endpoints/%s", a->name);
 	if (request(cl, "PUT", path, ep, &r, &e))
@@ -207,6 +210,10 @@ static void write_report(struct iod_agent_cluster *c, struct iod_api_client *cl,
 		json_object_set_new(nv, "reason", json_string(a->reason));
 		json_object_set_new(nv, "restarts", json_integer(a->restarts));
 		json_object_set_new(nv, "port", json_integer(rp->port));
+		if (rp->addr[0]) /* peers' IOD_PEERS / IOD_DEP_* (desired.c) */
+			json_object_set_new(nv, "addr", json_string(rp->addr));
+		else
+			json_object_del(nv, "addr");
 		json_object_set_new(nv, "updated_ms",
 		                    json_integer((json_int_t)(iod_time_unix_ns() / IOD_NS_PER_MS)));
 		json_object_del(nv, "lost_ms");
@@ -381,10 +388,11 @@ static void reschedule(struct iod_agent_cluster *c, struct iod_api_client *cl, c
 	}
 	json_array_foreach(unplaced, i, x)
 	{
-		const char *name = "", *why = "";
+		const char *name = "", *reason = "", *why = "";
 		iod_json_get_str(x, "replica", &name);
-		iod_json_get_str(x, "reason", &why);
-		IOD_DEBUG("agent", "%s: cannot reschedule: %s", name, why);
+		iod_json_get_str(x, "reason", &reason);
+		iod_json_get_str(x, "why", &why);
+		IOD_DEBUG("agent", "%s: cannot reschedule (%s): %s", name, reason, why);
 	}
 	json_decref(w);
 	json_decref(unplaced);
@@ -533,7 +541,7 @@ bool iod_agent_cluster_take(struct iod_agent_cluster *c, struct iod_agent_replic
 }
 
 void iod_agent_cluster_report(struct iod_agent_cluster *c, const struct iod_agent_action *a,
-                              const char *service, uint16_t port)
+                              const char *service, uint16_t port, const char *addr)
 {
 	int free_i = -1, at = -1;
 	pthread_mutex_lock(&c->mu);
@@ -551,6 +559,7 @@ void iod_agent_cluster_report(struct iod_agent_cluster *c, const struct iod_agen
 		c->reports[at].used = true;
 		c->reports[at].act = *a;
 		c->reports[at].port = port;
+		snprintf(c->reports[at].addr, sizeof(c->reports[at].addr), "%s", addr ? addr : "");
 		snprintf(c->reports[at].service, sizeof(c->reports[at].service), "%s", service);
 	}
 	pthread_cond_signal(&c->cv);

@@ -9,7 +9,9 @@
  * 127.0.0.1) and a port derived from its name (iod_agent_replica_port), so
  * that anyone can compute where a replica is without waiting for its
  * Endpoint: a worker starting at the same moment as its parameter servers
- * already knows where they will be.
+ * already knows where they will be. A replica in its own network namespace
+ * has its own address, which its agent reports in the Replica ("addr"):
+ * peers' addresses use it once it is there.
  *
  * Discovery through the mesh: IOD_SVC_<NAME>_ADDR for the replica's own
  * service and each dependency is the VIP:port the node's mesh proxy serves
@@ -63,8 +65,12 @@ static int addresses(const json_t *nodes, const json_t *replicas, const char *se
 		    strcmp(svc, service))
 			continue;
 		iod_json_get_str(v, "node", &node);
-		int n = snprintf(buf + used, len - used, "%s%s:%u", used ? "," : "",
-		                 node_addr(nodes, node), iod_agent_replica_port(name));
+		/* a replica in its own netns reports its own address */
+		const char *host = NULL;
+		if (iod_json_get_str(v, "addr", &host) || !host[0])
+			host = node_addr(nodes, node);
+		int n = snprintf(buf + used, len - used, "%s%s:%u", used ? "," : "", host,
+		                 iod_agent_replica_port(name));
 		if (n < 0 || (size_t)n >= len - used)
 			return -E2BIG;
 		used += (size_t)n;

@@ -6,6 +6,12 @@
  * check is killed at its deadline). Shell code: sockets and processes; the
  * reconciler decides what a pass or a failure means. Only the status line of
  * an HTTP answer is read (IOD_AGENT_HTTP_READ_MAX bytes at most).
+ *
+ * The prober runs checks on a fixed pool of IOD_AGENT_PROBE_WORKERS threads
+ * with a bounded queue, so a check that hangs until its timeout holds one
+ * thread and delays no other replica's verdict. Results come back through a
+ * ring and an eventfd the agent loop polls; the agent loop alone feeds them
+ * to the reconciler. No allocation after start-up.
  */
 #include "iod/agent.h"
 
@@ -13,9 +19,11 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -197,4 +205,160 @@ int iod_agent_probe_run(const struct iod_agent_health *h, const char *host, uint
 		return check_http(h, host, port, deadline, detail, len);
 	}
 	return -EINVAL;
+}
+
+/* ---- the prober: checks on a fixed pool of threads ------------------------------ */
+
+struct probe_job {
+	uint32_t slot;             /* caller's index */
+	char name[IOD_NAME_MAX];   /* replica */
+	uint64_t generation;       /* caller's staleness token */
+	struct iod_agent_health h; /* the check */
+	char host[IOD_ADDR_MAX];   /* where */
+	uint16_t port;             /* where */
+};
+
+#define PROBE_QUEUE_CAP IOD_AGENT_REPLICAS_MAX
+#define PROBE_RESULTS_CAP (IOD_AGENT_REPLICAS_MAX + IOD_AGENT_PROBE_WORKERS)
+
+struct iod_agent_prober {
+	pthread_t th[IOD_AGENT_PROBE_WORKERS]; /* workers */
+	uint32_t nth;                          /* started */
+	pthread_mutex_t mu;                    /* guards the rings and stop */
+	pthread_cond_t cv;                     /* workers: a job or stop */
+	bool stop;                             /* workers leave */
+	struct probe_job *jobs;                /* ring of PROBE_QUEUE_CAP */
+	uint32_t jobs_head, jobs_n;
+	struct iod_agent_probe_result *res; /* ring of PROBE_RESULTS_CAP */
+	uint32_t res_head, res_n;
+	uint64_t dropped; /* results lost to a full ring */
+	int efd;          /* readable: results waiting */
+};
+
+static void *prober_main(void *arg)
+{
+	struct iod_agent_prober *p = arg;
+	struct probe_job job;
+	for (;;) {
+		pthread_mutex_lock(&p->mu);
+		while (!p->stop && !p->jobs_n)
+			pthread_cond_wait(&p->cv, &p->mu);
+		if (p->stop) {
+			pthread_mutex_unlock(&p->mu);
+			return NULL;
+		}
+		job = p->jobs[p->jobs_head];
+		p->jobs_head = (p->jobs_head + 1) % PROBE_QUEUE_CAP;
+		p->jobs_n--;
+		pthread_mutex_unlock(&p->mu);
+
+		struct iod_agent_probe_result r = {.slot = job.slot, .generation = job.generation};
+		memcpy(r.name, job.name, sizeof(r.name));
+		r.ok = iod_agent_probe_run(&job.h, job.host, job.port, r.detail,
+		                           sizeof(r.detail)) == 0;
+
+		pthread_mutex_lock(&p->mu);
+		if (p->res_n < PROBE_RESULTS_CAP) {
+			p->res[(p->res_head + p->res_n) % PROBE_RESULTS_CAP] = r;
+			p->res_n++;
+		} else {
+			p->dropped++;
+		}
+		pthread_mutex_unlock(&p->mu);
+		uint64_t one = 1;
+		(void)!write(p->efd, &one, sizeof(one));
+	}
+}
+
+int iod_agent_prober_new(uint32_t workers, struct iod_agent_prober **out, struct iod_err *e)
+{
+	struct iod_agent_prober *p = calloc(1, sizeof(*p));
+	*out = NULL;
+	if (!p)
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	p->jobs = calloc(PROBE_QUEUE_CAP, sizeof(*p->jobs));
+	p->res = calloc(PROBE_RESULTS_CAP, sizeof(*p->res));
+	p->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!p->jobs || !p->res || p->efd < 0) {
+		int rc = p->efd < 0 ? -errno : -ENOMEM;
+		free(p->jobs);
+		free(p->res);
+		if (p->efd >= 0)
+			close(p->efd);
+		free(p);
+		return iod_err_set(e, rc, "health-check pool: %s", strerror(-rc));
+	}
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	workers = IOD_MAX(1u, IOD_MIN(workers, (uint32_t)IOD_AGENT_PROBE_WORKERS));
+	for (uint32_t i = 0; i < workers; i++) {
+		if (pthread_create(&p->th[i], NULL, prober_main, p))
+			break;
+		p->nth++;
+	}
+	if (!p->nth) {
+		iod_agent_prober_free(p);
+		return iod_err_set(e, -EAGAIN, "health-check pool: no thread could start");
+	}
+	*out = p;
+	return 0;
+}
+
+int iod_agent_prober_submit(struct iod_agent_prober *p, uint32_t slot, const char *name,
+                            uint64_t generation, const struct iod_agent_health *h, const char *host,
+                            uint16_t port)
+{
+	pthread_mutex_lock(&p->mu);
+	if (p->jobs_n == PROBE_QUEUE_CAP) {
+		pthread_mutex_unlock(&p->mu);
+		return -ENOSPC;
+	}
+	struct probe_job *j = &p->jobs[(p->jobs_head + p->jobs_n) % PROBE_QUEUE_CAP];
+	j->slot = slot;
+	iod_strlcpy(j->name, name, sizeof(j->name));
+	j->generation = generation;
+	j->h = *h;
+	iod_strlcpy(j->host, host, sizeof(j->host));
+	j->port = port;
+	p->jobs_n++;
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	return 0;
+}
+
+int iod_agent_prober_take(struct iod_agent_prober *p, struct iod_agent_probe_result *out)
+{
+	int rc = -EAGAIN;
+	pthread_mutex_lock(&p->mu);
+	if (p->res_n) {
+		*out = p->res[p->res_head];
+		p->res_head = (p->res_head + 1) % PROBE_RESULTS_CAP;
+		p->res_n--;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&p->mu);
+	return rc;
+}
+
+int iod_agent_prober_fd(const struct iod_agent_prober *p)
+{
+	return p->efd;
+}
+
+void iod_agent_prober_free(struct iod_agent_prober *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stop = true;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	for (uint32_t i = 0; i < p->nth; i++)
+		pthread_join(p->th[i], NULL);
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv);
+	close(p->efd);
+	free(p->jobs);
+	free(p->res);
+	free(p);
 }

@@ -5,26 +5,43 @@
  * object, and its replicas are left pointing at a node that is gone. This
  * core finds them and plans their move: stateless replicas at once,
  * stateful ones after a grace period (their data directory is on the lost
- * node; a node that comes back quickly keeps them). Targets are live nodes
- * with enough free GPUs, the fewest replicas first, then name order; the
- * GPUs are the lowest free indexes. Each move is a compare-and-swap put of
- * the Replica object, so two planners (or a planner racing a deploy) can
- * never both win. When the node comes back, its agent sees the replicas are
- * no longer its own and stops them.
+ * node; a node that comes back quickly keeps them).
  *
- * Pure: JSON in, JSON out; deterministic; no I/O or clock. The seam for the
- * topology-aware scheduler: replace pick_target() by a call into sched/.
+ * The targets come from the topology-aware scheduler (sched/), with the
+ * rules of a deploy (src/api/deploy.c): the live nodes' shapes from their
+ * hardware models, every replica on a live node adopted (its GPUs,
+ * accelerators, CPUs, memory and NIC are taken, and anti-affinity and
+ * spread see it), each service's request from its stored spec. The
+ * replacement gets a GPU set, accelerators, CPU set, NUMA node and NIC
+ * chosen exactly as a deploy would, with the scheduler's explanation;
+ * what fits nowhere is reported with the scheduler's reason (and written
+ * once into the replica, so `iod get replicas` shows it). Each move is a
+ * compare-and-swap put of the Replica object, so two planners (or a
+ * planner racing a deploy) never both win.
+ * When the node comes back, its agent sees the replicas are no longer its
+ * own and stops them.
+ *
+ * Pure: JSON in, JSON out; deterministic; no I/O or clock.
  */
 #include "iod/agent.h"
+#include "iod/sched.h"
+#include "iod/spec.h"
+#include "iod/topo.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-struct target {
-	const char *name;       /* node name */
-	uint32_t gpus;          /* GPUs it has */
-	struct iod_bitmap used; /* GPUs taken by replicas */
-	uint32_t replicas;      /* replicas on it */
+/* Distinct node models handled at once (shapes are registered once each). */
+#define RESCHED_MODELS_MAX 64
+
+/* A replica whose node is gone and that moves now. */
+struct orphan {
+	const char *name;    /* replica name */
+	const json_t *value; /* its Replica value */
+	uint64_t rev;        /* for the compare-and-swap */
+	const char *from;    /* the lost node */
+	bool stateful;       /* waited for its grace */
+	uint32_t svc;        /* index into the requests */
 };
 
 static uint32_t count_of(const json_t *v)
@@ -49,68 +66,203 @@ static const json_t *find_item(const json_t *list, const char *name)
 	return NULL;
 }
 
-static int pick_target(struct target *t, uint32_t n, uint32_t gpus)
+static uint32_t mask_of(const char *list)
 {
-	int best = -1;
-	for (uint32_t k = 0; k < n; k++) {
-		if (t[k].gpus - iod_bitmap_count(&t[k].used) < gpus)
-			continue;
-		if (best < 0 || t[k].replicas < t[best].replicas)
-			best = (int)k;
+	struct iod_bitmap b;
+	uint32_t m = 0;
+	if (!list || iod_bitmap_parse(list, &b, NULL))
+		return 0;
+	for (unsigned k = 0; k < 32; k++)
+		if (iod_bitmap_test(&b, k))
+			m |= 1u << k;
+	return m;
+}
+
+static void mask_format(uint32_t mask, char *buf, size_t len)
+{
+	struct iod_bitmap b;
+	iod_bitmap_zero(&b);
+	for (unsigned k = 0; k < 32; k++)
+		if (mask & (1u << k))
+			iod_bitmap_set(&b, k);
+	iod_bitmap_format(&b, buf, len);
+}
+
+/*
+ * The scheduler's request for a service, from its stored spec (what the
+ * deploy stored: the normalized spec JSON plus "generation" and "gpu").
+ * A service whose spec does not load (hand-written state) falls back to
+ * the GPU count of the replica being moved, so it can still go somewhere.
+ */
+static void request_of(const json_t *svc_value, const char *name, uint32_t fallback_gpus,
+                       struct iod_sched_request *out)
+{
+	json_t *v = json_deep_copy(svc_value);
+	struct iod_spec *spec = NULL;
+	struct iod_spec_diags *d = calloc(1, sizeof(*d));
+	const char *type = "";
+	bool done = false;
+
+	if (v && d) {
+		/* the deploy's additions, and dependencies (they do not change
+		 * placement, and would need the other services to validate) */
+		json_object_del(v, "generation");
+		json_object_del(v, "gpu");
+		json_object_del(v, "depends_on");
+		json_t *doc = json_pack("{s:[O]}", "services", v);
+		char *text = doc ? iod_json_string(doc, false) : NULL;
+		if (text && !iod_spec_load_buffer(name, text, strlen(text), &spec, d) &&
+		    spec->services_n == 1 &&
+		    !iod_sched_request_from_spec(&spec->services[0], out, NULL))
+			done = true;
+		free(text);
+		json_decref(doc);
 	}
-	return best;
+	if (!done) {
+		memset(out, 0, sizeof(*out));
+		iod_strlcpy(out->service, name, sizeof(out->service));
+		out->gpus = fallback_gpus;
+		out->numa = IOD_SCHED_NUMA_BEST_EFFORT;
+		iod_json_get_str(svc_value, "type", &type);
+		out->stateful = !strcmp(type, "stateful");
+	}
+	iod_spec_free(spec);
+	free(d);
+	json_decref(v);
+}
+
+/* The scheduler's cluster from the live Node objects (as the deploy builds it). */
+static struct iod_sched_cluster *build_cluster(const json_t *nodes, uint32_t replicas_max,
+                                               uint32_t *node_ids)
+{
+	const json_t *items = json_object_get(nodes, "items");
+	char models[RESCHED_MODELS_MAX][IOD_NAME_MAX];
+	uint32_t shape_ids[RESCHED_MODELS_MAX], models_n = 0;
+	struct iod_topo_node *topo = calloc(1, sizeof(*topo));
+	struct iod_sched_shape *shape = calloc(1, sizeof(*shape));
+	struct iod_sched_cluster *c = NULL;
+
+	if (!topo || !shape ||
+	    iod_sched_cluster_new((uint32_t)json_array_size(items) + 1, replicas_max + 1, &c, NULL))
+		goto out;
+	for (size_t i = 0; i < json_array_size(items); i++) {
+		const json_t *x = json_array_get(items, i), *v = json_object_get(x, "value");
+		const char *name = NULL, *model = NULL, *rack = NULL, *zone = NULL;
+		char generic[IOD_NAME_MAX];
+		uint32_t m;
+
+		node_ids[i] = UINT32_MAX;
+		if (iod_json_get_str(x, "name", &name))
+			continue;
+		if (iod_json_get_str(v, "model", &model) || !model[0]) {
+			snprintf(generic, sizeof(generic), "generic-%u",
+			         count_of(json_object_get(v, "gpus")));
+			model = generic;
+		}
+		for (m = 0; m < models_n; m++)
+			if (!strcmp(models[m], model))
+				break;
+		if (m == models_n) {
+			/* an unknown model is that node's problem: it gets nothing */
+			if (models_n == RESCHED_MODELS_MAX ||
+			    iod_topo_model_load(model, topo, NULL) ||
+			    iod_sched_shape_from_topo(topo, shape, NULL) ||
+			    iod_sched_shape_add(c, shape, &shape_ids[m], NULL))
+				continue;
+			iod_strlcpy(models[m], model, sizeof(models[m]));
+			models_n++;
+		}
+		iod_json_get_str(v, "rack", &rack);
+		iod_json_get_str(v, "zone", &zone);
+		struct iod_sched_node_spec ns = {
+		    .name = name,
+		    .shape = shape_ids[m],
+		    .rack = rack,
+		    .zone = zone,
+		    .cordoned = json_is_true(json_object_get(v, "cordoned")),
+		};
+		iod_sched_node_add(c, &ns, &node_ids[i], NULL);
+	}
+out:
+	free(topo);
+	free(shape);
+	return c;
+}
+
+/* The index of a live node by name, or -1. */
+static int node_index(const json_t *nodes, const char *name)
+{
+	size_t i;
+	json_t *x;
+	json_array_foreach(json_object_get(nodes, "items"), i, x)
+	{
+		const char *n;
+		if (name && !iod_json_get_str(x, "name", &n) && !strcmp(n, name))
+			return (int)i;
+	}
+	return -1;
+}
+
+static json_t *cas_put(const char *name, uint64_t rev, json_t *value)
+{
+	return json_pack("{s:s, s:I, s:o}", "name", name, "prev_rev", (json_int_t)rev, "value",
+	                 value);
+}
+
+/* A replica that fits nowhere: said once in the replica itself (a second
+ * identical write would only wake every watcher again). */
+static void cannot_place(const struct orphan *o, const char *reason, const char *why,
+                         json_t *writes, json_t *unplaced)
+{
+	char text[IOD_AGENT_REASON_MAX + IOD_SCHED_WHY_MAX];
+	const char *old = "";
+	json_array_append_new(unplaced, json_pack("{s:s, s:s, s:s}", "replica", o->name, "reason",
+	                                          reason, "why", why));
+	snprintf(text, sizeof(text), "node %s lost; cannot reschedule (%s): %s",
+	         o->from ? o->from : "?", reason, why);
+	iod_json_get_str(o->value, "reason", &old);
+	if (!strcmp(old, text))
+		return;
+	json_t *nv = json_deep_copy(o->value);
+	json_object_set_new(nv, "phase", json_string("pending"));
+	json_object_set_new(nv, "ready", json_false());
+	json_object_set_new(nv, "reason", json_string(text));
+	json_array_append_new(writes, cas_put(o->name, o->rev, nv));
 }
 
 json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, const json_t *services,
                                uint64_t now_ms, uint64_t stateful_grace_ms, json_t **unplaced)
 {
-	const json_t *items = json_object_get(nodes, "items");
-	size_t nn = json_array_size(items), i;
-	struct target *t = calloc(nn + 1, sizeof(*t));
+	const json_t *items = json_object_get(replicas, "items");
+	size_t nr = json_array_size(items), nn = json_array_size(json_object_get(nodes, "items"));
+	struct orphan *orph = calloc(nr + 1, sizeof(*orph));
+	struct iod_sched_request *reqs = calloc(nr + 1, sizeof(*reqs));
+	uint32_t *node_ids = calloc(nn + 1, sizeof(*node_ids));
 	json_t *writes = json_array(), *x;
+	struct iod_sched_cluster *cl = NULL;
+	struct iod_sched_result res;
+	uint32_t on = 0, rn = 0;
+	size_t i;
 
+	memset(&res, 0, sizeof(res));
 	*unplaced = json_array();
-	if (!t)
-		return writes;
+	if (!orph || !reqs || !node_ids)
+		goto out;
+
+	/* 1. the orphans that move now, and the requests of their services */
 	json_array_foreach(items, i, x)
 	{
-		iod_json_get_str(x, "name", &t[i].name);
-		t[i].gpus = count_of(json_object_get(json_object_get(x, "value"), "gpus"));
-	}
-	/* what live nodes already carry */
-	json_array_foreach(json_object_get(replicas, "items"), i, x)
-	{
 		const json_t *v = json_object_get(x, "value");
-		const char *node, *gpus;
-		struct iod_bitmap b;
-		if (iod_json_get_str(v, "node", &node))
-			continue;
-		for (size_t k = 0; k < nn; k++) {
-			if (!t[k].name || strcmp(t[k].name, node))
-				continue;
-			t[k].replicas++;
-			if (!iod_json_get_str(v, "gpus", &gpus) &&
-			    !iod_bitmap_parse(gpus, &b, NULL))
-				iod_bitmap_or(&t[k].used, &b);
-		}
-	}
-	json_array_foreach(json_object_get(replicas, "items"), i, x)
-	{
-		const json_t *v = json_object_get(x, "value");
-		const char *name, *node = NULL, *gpus = "", *svc = "", *type = "stateless";
+		const char *name, *node = NULL, *svc = "", *type = "stateless", *gpus = "";
 		uint64_t rev = 0, lost_ms = 0;
-		struct iod_bitmap b;
 		if (iod_json_get_str(x, "name", &name) || iod_json_get_u64(x, "rev", &rev))
 			continue;
 		iod_json_get_str(v, "node", &node);
-		if (node && find_item(nodes, node))
+		if (node_index(nodes, node) >= 0)
 			continue; /* its node is alive */
-		iod_json_get_str(v, "gpus", &gpus);
 		iod_json_get_str(v, "service", &svc);
-		const json_t *sx = find_item(services, svc);
-		iod_json_get_str(json_object_get(sx, "value"), "type", &type);
-		iod_bitmap_zero(&b);
-		iod_bitmap_parse(gpus, &b, NULL);
+		const json_t *sv = json_object_get(find_item(services, svc), "value");
+		iod_json_get_str(sv, "type", &type);
 		bool stateful = !strcmp(type, "stateful");
 		if (stateful && iod_json_get_u64(v, "lost_ms", &lost_ms)) {
 			/* first sighting: record when it was lost, move it later */
@@ -122,52 +274,172 @@ json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, cons
 			    nv, "reason",
 			    json_string("node lost; stateful: waiting for it to come "
 			                "back before moving (its data is there)"));
-			json_array_append_new(writes,
-			                      json_pack("{s:s, s:I, s:o}", "name", name, "prev_rev",
-			                                (json_int_t)rev, "value", nv));
+			json_array_append_new(writes, cas_put(name, rev, nv));
 			continue;
 		}
 		if (stateful && now_ms < lost_ms + stateful_grace_ms)
 			continue;
-		int k = pick_target(t, (uint32_t)nn, iod_bitmap_count(&b));
-		if (k < 0) {
-			json_array_append_new(
-			    *unplaced,
-			    json_pack("{s:s, s:s}", "replica", name, "reason",
-			              nn ? "no live node has enough free GPUs" : "no live nodes"));
+		struct orphan *o = &orph[on++];
+		o->name = name;
+		o->value = v;
+		o->rev = rev;
+		o->from = node;
+		o->stateful = stateful;
+		for (o->svc = 0; o->svc < rn && strcmp(reqs[o->svc].service, svc); o->svc++)
+			;
+		if (o->svc == rn) {
+			iod_json_get_str(v, "gpus", &gpus);
+			request_of(sv, svc, (uint32_t)__builtin_popcount(mask_of(gpus)), &reqs[rn]);
+			if (strcmp(reqs[rn].service, svc)) /* a spec renaming it: keep ours */
+				iod_strlcpy(reqs[rn].service, svc, sizeof(reqs[rn].service));
+			reqs[rn].replicas = 0; /* its orphans, counted below */
+			rn++;
+		}
+		reqs[o->svc].replicas++;
+	}
+	if (!on)
+		goto out;
+	if (!nn) {
+		for (uint32_t k = 0; k < on; k++)
+			cannot_place(&orph[k], iod_sched_reason_name(IOD_SCHED_REASON_NO_NODES),
+			             "no live nodes", writes, *unplaced);
+		goto out;
+	}
+
+	/* 2. the live cluster: nodes, and every replica on them adopted */
+	cl = build_cluster(nodes, (uint32_t)nr + on, node_ids);
+	if (!cl || iod_sched_result_init(&res, on + 1, rn + 1)) {
+		for (uint32_t k = 0; k < on; k++)
+			cannot_place(&orph[k], "internal", "out of memory planning the move",
+			             writes, *unplaced);
+		goto out;
+	}
+	json_array_foreach(items, i, x)
+	{
+		const json_t *v = json_object_get(x, "value");
+		const char *node = NULL, *svc = "", *s = NULL;
+		struct iod_sched_request r;
+		struct iod_sched_existing ex = {.mem_numa = -1, .nic = -1};
+		uint64_t u;
+		iod_json_get_str(v, "node", &node);
+		int k = node_index(nodes, node);
+		if (k < 0 || node_ids[k] == UINT32_MAX)
+			continue;
+		iod_json_get_str(v, "service", &svc);
+		iod_json_get_str(v, "gpus", &s);
+		ex.node = node_ids[k];
+		ex.gpu_mask = mask_of(s);
+		s = NULL;
+		iod_json_get_str(v, "accelerators", &s);
+		ex.acc_mask = mask_of(s);
+		iod_bitmap_zero(&ex.cpus);
+		if (!iod_json_get_str(v, "cpus", &s))
+			iod_bitmap_parse(s, &ex.cpus, NULL);
+		if (!iod_json_get_u64(v, "ordinal", &u))
+			ex.ordinal = (uint32_t)u;
+		json_t *mn = json_object_get(v, "mem_numa"), *nic = json_object_get(v, "nic");
+		if (json_is_integer(mn))
+			ex.mem_numa = (int32_t)json_integer_value(mn);
+		if (json_is_integer(nic))
+			ex.nic = (int32_t)json_integer_value(nic);
+		uint32_t j;
+		for (j = 0; j < rn && strcmp(reqs[j].service, svc); j++)
+			;
+		if (j < rn) {
+			r = reqs[j];
+		} else {
+			request_of(json_object_get(find_item(services, svc), "value"), svc,
+			           (uint32_t)__builtin_popcount(ex.gpu_mask), &r);
+			iod_strlcpy(r.service, svc, sizeof(r.service));
+		}
+		uint32_t id;
+		/* a replica the state over-commits stays unaccounted (it runs anyway) */
+		iod_sched_adopt(cl, &r, &ex, &id, NULL);
+	}
+
+	/* 3. place the orphans as a deploy would */
+	struct iod_sched_opts opts;
+	struct iod_err e = {0};
+	iod_sched_opts_default(&opts);
+	if (iod_sched_place(cl, reqs, rn, &opts, &res, &e)) {
+		for (uint32_t k = 0; k < on; k++)
+			cannot_place(&orph[k], "invalid", e.msg, writes, *unplaced);
+		goto out;
+	}
+	/* the k-th placement of a request goes to its service's k-th orphan
+	 * (both in name order) */
+	uint32_t *next = calloc(rn + 1, sizeof(*next));
+	for (uint32_t k = 0; next && k < res.n; k++) {
+		const struct iod_sched_placement *p = &res.p[k];
+		uint32_t want = next[p->request]++, seen = 0, oi;
+		for (oi = 0; oi < on; oi++)
+			if (orph[oi].svc == p->request && seen++ == want)
+				break;
+		if (oi == on)
+			continue;
+		const struct orphan *o = &orph[oi];
+		if (!p->placed) {
+			cannot_place(o, iod_sched_reason_name(p->reason), p->why, writes,
+			             *unplaced);
 			continue;
 		}
-		struct iod_bitmap set;
-		uint32_t want = iod_bitmap_count(&b);
-		char gl[256], why[IOD_ERR_MSG_MAX];
-		iod_bitmap_zero(&set);
-		for (uint32_t g = 0, got = 0; g < t[k].gpus && got < want; g++)
-			if (!iod_bitmap_test(&t[k].used, g)) {
-				iod_bitmap_set(&set, g);
-				got++;
-			}
-		iod_bitmap_or(&t[k].used, &set);
-		t[k].replicas++;
-		iod_bitmap_format(&set, gl, sizeof(gl));
-		snprintf(why, sizeof(why), "rescheduled from lost node %s to %s (%s)",
-		         node ? node : "?", t[k].name,
-		         stateful ? "stateful, grace passed" : "stateless");
-		json_t *nv = json_deep_copy(v);
-		json_object_set_new(nv, "node", json_string(t[k].name));
-		json_object_set_new(nv, "gpus", json_string(gl));
-		json_object_del(nv, "cpus"); /* the old node's CPU set means nothing here */
-		json_object_del(nv, "cpu_affinity");
+		char gpus[128] = "", cpus[512] = "", affinity[512] = "",
+		     why[IOD_SCHED_WHY_MAX + 256];
+		const char *to = iod_sched_node_name(cl, p->node);
+		mask_format(p->gpu_mask, gpus, sizeof(gpus));
+		iod_bitmap_format(&p->cpus, cpus, sizeof(cpus));
+		iod_bitmap_format(&p->cpu_affinity, affinity, sizeof(affinity));
+		snprintf(why, sizeof(why), "rescheduled from lost node %s to %s (%s), GPUs %s: %s",
+		         o->from ? o->from : "?", to,
+		         o->stateful ? "stateful, grace passed" : "stateless",
+		         gpus[0] ? gpus : "none",
+		         p->why[0] ? p->why : "the highest score of the feasible nodes");
+		json_t *nv = json_deep_copy(o->value);
+		json_object_set_new(nv, "node", json_string(to));
+		json_object_set_new(nv, "gpus", json_string(gpus));
+		json_object_set_new(nv, "cpus", json_string(cpus));
+		json_object_set_new(nv, "cpu_affinity", json_string(affinity));
+		json_object_set_new(nv, "mem_numa", json_integer(p->mem_numa));
+		json_object_set_new(nv, "nic", json_integer(p->nic));
+		/* whole DPUs/FPGAs on the new node, as the deploy records them */
+		json_object_del(nv, "accelerators");
+		json_object_del(nv, "accelerator_devices");
+		if (p->acc_mask) {
+			char accs[128];
+			const struct iod_sched_shape *sh = iod_sched_node_shape(cl, p->node);
+			json_t *devs = json_array();
+			mask_format(p->acc_mask, accs, sizeof(accs));
+			json_object_set_new(nv, "accelerators", json_string(accs));
+			for (uint32_t a = 0; a < sh->accs_n; a++)
+				if (p->acc_mask >> a & 1)
+					json_array_append_new(
+					    devs,
+					    json_pack("{s:s, s:s, s:s, s:s}", "name",
+					              sh->accs[a].name, "os_name",
+					              sh->accs[a].os_name, "pci", sh->accs[a].pci,
+					              "type",
+					              iod_sched_acc_type_name(sh->accs[a].type)));
+			json_object_set_new(nv, "accelerator_devices", devs);
+		}
 		json_object_del(nv, "numa");
-		json_object_del(nv, "mem_numa");
-		json_object_del(nv, "nic");
 		json_object_del(nv, "lost_ms");
+		json_object_del(nv, "addr"); /* the old node's netns address */
+		json_t *explain = iod_sched_explain_to_json(cl, &p->explain);
+		if (explain)
+			json_object_set_new(nv, "explain", explain);
 		json_object_set_new(nv, "phase", json_string("pending"));
 		json_object_set_new(nv, "ready", json_false());
 		json_object_set_new(nv, "reason", json_string(why));
-		json_object_set_new(nv, "moved_from", json_string(node ? node : ""));
-		json_array_append_new(writes, json_pack("{s:s, s:I, s:o}", "name", name, "prev_rev",
-		                                        (json_int_t)rev, "value", nv));
+		json_object_set_new(nv, "reasons", json_pack("[s]", why));
+		json_object_set_new(nv, "moved_from", json_string(o->from ? o->from : ""));
+		json_array_append_new(writes, cas_put(o->name, o->rev, nv));
 	}
-	free(t);
+	free(next);
+out:
+	iod_sched_result_free(&res);
+	iod_sched_cluster_free(cl);
+	free(orph);
+	free(reqs);
+	free(node_ids);
 	return writes;
 }

@@ -344,6 +344,7 @@ struct init_args {
 	const struct iod_agent_replica *r;     /* what to run */
 	int sync_rd;                           /* agent writes 1 byte when cgroups are set */
 	int flags;                             /* namespaces actually created */
+	int netns_fd;                          /* join this network namespace; -1 = none */
 	char *const *argv;                     /* program and arguments */
 	char *const *envp;                     /* full environment */
 	char dir[IOD_AGENT_PATH_MAX];          /* replica dir */
@@ -382,6 +383,16 @@ static void sandbox_init(struct init_args *a)
 	snprintf(logpath, sizeof(logpath), "%s/log", a->dir);
 	if (iod_agent_log_open(&log, logpath, a->c->log_max_bytes, a->c->log_files, &e))
 		_exit(126);
+	/* the replica's own network (made by the agent, netns.c), before the
+	 * workload runs: it never sees the node's */
+	if (a->netns_fd >= 0) {
+		if (setns(a->netns_fd, CLONE_NEWNET)) {
+			log_line(&log, "error: joining the replica's network namespace: %s",
+			         strerror(errno));
+			_exit(126);
+		}
+		close(a->netns_fd);
+	}
 	if (a->flags & CLONE_NEWUTS)
 		sethostname(a->r->name, strlen(a->r->name));
 	if (a->flags & CLONE_NEWNS) {
@@ -510,7 +521,7 @@ static void env_add(struct exec_vec *v, unsigned *n, const char *fmt, ...)
 }
 
 static void build_vec(const struct iod_agent_exec_config *c, const struct iod_agent_replica *r,
-                      const char *data_dir, struct exec_vec *v)
+                      const struct iod_agent_net *net, const char *data_dir, struct exec_vec *v)
 {
 	unsigned n = 0;
 	char set[256];
@@ -533,6 +544,10 @@ static void build_vec(const struct iod_agent_exec_config *c, const struct iod_ag
 		env_add(v, &n, "IOD_BIN=%s", c->self_exe); /* `iod` for shell commands */
 	if (r->port)
 		env_add(v, &n, "IOD_PORT=%u", r->port);
+	/* its own address (before the replica's env, where the node's address
+	 * may be: the first one wins for getenv) */
+	if (net && net->addr[0])
+		env_add(v, &n, "IOD_ADDR=%s:%u", net->addr, r->port);
 	if (r->stateful)
 		env_add(v, &n, "IOD_DATA_DIR=%s", data_dir);
 	iod_bitmap_format(&r->gpus, set, sizeof(set));
@@ -554,6 +569,13 @@ static void build_vec(const struct iod_agent_exec_config *c, const struct iod_ag
 
 int iod_agent_exec_start(const struct iod_agent_exec_config *c, const struct iod_agent_replica *r,
                          struct iod_agent_proc *p, struct iod_err *e)
+{
+	return iod_agent_exec_start_net(c, r, NULL, p, e);
+}
+
+int iod_agent_exec_start_net(const struct iod_agent_exec_config *c,
+                             const struct iod_agent_replica *r, const struct iod_agent_net *net,
+                             struct iod_agent_proc *p, struct iod_err *e)
 {
 	struct init_args *a;
 	struct exec_vec *v;
@@ -585,7 +607,8 @@ int iod_agent_exec_start(const struct iod_agent_exec_config *c, const struct iod
 		iod_agent_exec_cleanup(p);
 		goto out;
 	}
-	build_vec(c, r, a->cwd, v);
+	build_vec(c, r, net, a->cwd, v);
+	a->netns_fd = net ? net->netns_fd : -1;
 	a->c = c;
 	a->r = r;
 	a->argv = v->argv;

@@ -22,7 +22,7 @@ static void usage(FILE *f)
 	    "usage: iod agent [--name NODE] [--data-dir DIR] [--manifest FILE]\n"
 	    "                 [--no-sandbox] [--backoff DUR] [--backoff-max DUR]\n"
 	    "                 [--stop-grace DUR] [--log-max SIZE] [--log-files N]\n"
-	    "                 [--run-for DUR]\n"
+	    "                 [--run-for DUR] [--netns-subnet CIDR]\n"
 	    "       iod agent --server HOST:PORT[,...] [--name NODE] [--gpus N] [--cpus N]\n"
 	    "                 [--model NAME] [--addr IP] [--lease-ttl DUR]\n"
 	    "                 [--stateful-grace DUR] [--no-mesh] [--mesh-admin ADDR|off]\n"
@@ -43,6 +43,11 @@ static void usage(FILE *f)
 	    "  --log-max SIZE     rotate a replica's log past SIZE (default 10MiB)\n"
 	    "  --log-files N      rotated logs kept per replica (default 3)\n"
 	    "  --run-for DUR      stop after DUR (tests, demos)\n"
+	    "  --netns-subnet CIDR  give each replica its own network namespace with a\n"
+	    "                     veth pair and an address from CIDR (e.g. 10.213.0.0/24;\n"
+	    "                     the first host address is the node's bridge, the\n"
+	    "                     gateway); root only, else replicas share the node's\n"
+	    "                     network (the default) with a warning\n"
 	    "  --server ADDRS     follow the control plane (instead of --manifest):\n"
 	    "                     register this node under a lease, run the replicas\n"
 	    "                     placed on it, report phases and endpoints\n"
@@ -133,6 +138,7 @@ int cmd_agent(int argc, char **argv)
 	                                     {"no-mesh", no_argument, 0, 'N'},
 	                                     {"mesh-admin", required_argument, 0, 'P'},
 	                                     {"mesh-workers", required_argument, 0, 'W'},
+	                                     {"netns-subnet", required_argument, 0, 'U'},
 	                                     {"help", no_argument, 0, 'h'},
 	                                     {0, 0, 0, 0}};
 	uint64_t ns;
@@ -212,6 +218,16 @@ int cmd_agent(int argc, char **argv)
 		case 'M': snprintf(c.model, sizeof(c.model), "%s", optarg); break;
 		case 'X': xml = optarg; break;
 		case 'A': snprintf(c.addr, sizeof(c.addr), "%s", optarg); break;
+		case 'U': {
+			struct iod_agent_ipam *m = calloc(1, sizeof(*m));
+			int bad = !m || iod_agent_ipam_init(m, optarg, &e);
+			free(m);
+			if (bad)
+				return iod_cli_fail("agent", IOD_EXIT_INVALID, "--netns-subnet: %s",
+				                    e.msg[0] ? e.msg : "out of memory");
+			snprintf(c.netns_subnet, sizeof(c.netns_subnet), "%s", optarg);
+			break;
+		}
 		case 'T':
 			if ((rc = dur("--lease-ttl", optarg, &ns)))
 				return rc;

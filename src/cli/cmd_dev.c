@@ -23,7 +23,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: iod dev [--data-dir DIR] [--api HOST:PORT] [--name NODE]\n"
-	           "               [--gpus N | --model NAME] [--no-sandbox]\n\n"
+	           "               [--gpus N | --model NAME] [--no-sandbox]\n"
+	           "               [--netns-subnet CIDR]\n\n"
 	           "Run a control-plane server and a node agent in one process: a one-node\n"
 	           "cluster for development. Then, in another shell: iod deploy -f FILE;\n"
 	           "iod get replicas; iod logs REPLICA; iod events.\n\n"
@@ -33,7 +34,9 @@ static void usage(FILE *f)
 	           "  --name NODE      node name (default: the host name)\n"
 	           "  --gpus N         simulate a generic node with N GPUs\n"
 	           "  --model NAME     simulate a built-in model (default: discover this machine)\n"
-	           "  --no-sandbox     run replicas as plain processes\n");
+	           "  --no-sandbox     run replicas as plain processes\n"
+	           "  --netns-subnet CIDR  each replica in its own network namespace with an\n"
+	           "                   address from CIDR (root only; see `iod agent --help`)\n");
 }
 
 struct server_run {
@@ -53,11 +56,15 @@ static void *server_main(void *arg)
 
 int cmd_dev(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"data-dir", required_argument, 0, 'd'}, {"api", required_argument, 0, 'a'},
-	    {"name", required_argument, 0, 'n'},     {"gpus", required_argument, 0, 'g'},
-	    {"model", required_argument, 0, 'm'},    {"no-sandbox", no_argument, 0, 'S'},
-	    {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+	static const struct option opts[] = {{"data-dir", required_argument, 0, 'd'},
+	                                     {"api", required_argument, 0, 'a'},
+	                                     {"name", required_argument, 0, 'n'},
+	                                     {"gpus", required_argument, 0, 'g'},
+	                                     {"model", required_argument, 0, 'm'},
+	                                     {"no-sandbox", no_argument, 0, 'S'},
+	                                     {"netns-subnet", required_argument, 0, 'U'},
+	                                     {"help", no_argument, 0, 'h'},
+	                                     {0, 0, 0, 0}};
 	struct server_run *srv = calloc(1, sizeof(*srv));
 	struct iod_agent_config *ac = calloc(1, sizeof(*ac));
 	struct iod_topo_node *tn = calloc(1, sizeof(*tn));
@@ -84,6 +91,18 @@ int cmd_dev(int argc, char **argv)
 		case 'g': gpus = atol(optarg); break;
 		case 'm': snprintf(ac->model, sizeof(ac->model), "%s", optarg); break;
 		case 'S': ac->use_namespaces = false; break;
+		case 'U': {
+			struct iod_agent_ipam *m = calloc(1, sizeof(*m));
+			int bad = !m || iod_agent_ipam_init(m, optarg, &e);
+			free(m);
+			if (bad) {
+				rc = iod_cli_fail("dev", IOD_EXIT_INVALID, "--netns-subnet: %s",
+				                  e.msg[0] ? e.msg : "out of memory");
+				goto out;
+			}
+			snprintf(ac->netns_subnet, sizeof(ac->netns_subnet), "%s", optarg);
+			break;
+		}
 		default:
 			usage(stderr);
 			rc = IOD_EXIT_INVALID;

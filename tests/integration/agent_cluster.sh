@@ -5,7 +5,8 @@
 #   2. a killed replica is restarted and its endpoint is healthy again;
 #   3. a stateful replica's data directory survives its restart;
 #   4. a stopped (SIGSTOP) agent's node is declared lost and its stateless
-#      replica runs elsewhere; the node, resumed, stops its stale copy;
+#      replica runs elsewhere, placed by the scheduler (reason, explanation);
+#      the node, resumed, stops its stale copy;
 #   5. `iod down` leaves nothing running.
 # Prints one RESULT line per check. Skips when the binary is missing.
 set -u
@@ -127,10 +128,18 @@ fi
 node=$(field web-1 node)
 apid=$(cat "$IOD_STATE_DIR/$node.pid" 2>/dev/null)
 moved() { n2=$(field web-1 node); [ -n "$n2" ] && [ "$n2" != "$node" ] && is_phase web-1 healthy; }
-if [ -n "$apid" ] && kill -STOP "$apid" && wait_for 20 moved; then
+# placed by the topology-aware scheduler, as a deploy: its reason and the
+# scheduler's explanation (`iod explain replica`) name the new node
+explained() {
+	field web-1 reasons | grep -q "rescheduled from lost node $node to $(field web-1 node)" &&
+		"$IOD" explain replica web-1 2>/dev/null | grep -q "$(field web-1 node)"
+}
+if [ -n "$apid" ] && kill -STOP "$apid" && wait_for 20 moved && explained; then
 	ok "lost_node_replica_runs_elsewhere ($node -> $(field web-1 node))"
 else
 	bad "lost_node_replica_runs_elsewhere (web-1 on $(field web-1 node), phase $(field web-1 phase))"
+	field web-1 reasons
+	"$IOD" explain replica web-1
 fi
 kill -CONT "$apid" 2>/dev/null
 # the node comes back: it must stop its stale copy of web-1

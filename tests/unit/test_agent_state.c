@@ -1,11 +1,13 @@
 /*
  * test_agent_state.c: the agent's pure functions over cluster state: which
  * replicas a node runs and with what environment (desired.c), and how a
- * lost node's replicas are rescheduled (reschedule.c).
+ * lost node's replicas are rescheduled by the topology-aware scheduler
+ * (reschedule.c).
  */
 #include "harness.h"
 #include "iod/agent.h"
 #include "iod/mesh.h"
+#include "iod/spec.h"
 
 #include <stdlib.h>
 
@@ -134,7 +136,11 @@ TEST(lost_node_stateless_moves_now_stateful_after_grace)
 	CHECK_STR(s, "0");
 	iod_json_get_str(v, "moved_from", &s);
 	CHECK_STR(s, "n3");
-	CHECK(!json_object_get(v, "cpus")); /* the old node's CPUs mean nothing on n2 */
+	/* the old node's CPU set is replaced by the scheduler's on n2 */
+	CHECK(json_is_string(json_object_get(v, "cpus")));
+	CHECK(strcmp(json_string_value(json_object_get(v, "cpus")), "4-7") != 0);
+	iod_json_get_str(v, "reason", &s);
+	CHECK_CONTAINS(s, "rescheduled from lost node n3 to n2 (stateless)");
 	/* stateful: first only marked lost, with the time */
 	const json_t *ms = write_for(w, "ps-2");
 	uint64_t lost = 0;
@@ -174,10 +180,129 @@ TEST(lost_replica_that_fits_nowhere_is_reported)
 	json_t *reps = parse("{\"rev\":9,\"items\":[{\"name\":\"w-0\",\"rev\":7,\"value\":"
 	                     "{\"service\":\"w\",\"node\":\"n9\",\"gpus\":\"0-3\"}}]}");
 	json_t *w = iod_agent_resched_plan(nodes, reps, svcs, 0, 0, &unplaced);
+	CHECK_EQ(json_array_size(unplaced), 1);
+	const json_t *u = json_array_get(unplaced, 0);
+	/* the scheduler's reason and message */
+	CHECK_STR(json_string_value(json_object_get(u, "reason")), "node-too-small");
+	CHECK(json_string_length(json_object_get(u, "why")) > 0);
+	/* said once in the replica: pending, not ready, why */
+	CHECK_EQ(json_array_size(w), 1);
+	const json_t *v = json_object_get(write_for(w, "w-0"), "value");
+	const char *s = "";
+	iod_json_get_str(v, "reason", &s);
+	CHECK_CONTAINS(s, "node n9 lost; cannot reschedule (node-too-small)");
+	iod_json_get_str(v, "node", &s);
+	CHECK_STR(s, "n9");
+	CHECK(json_is_false(json_object_get(v, "ready")));
+	/* once written, the same verdict is not written again */
+	json_object_set(json_object_get(json_array_get(json_object_get(reps, "items"), 0), "value"),
+	                "reason", json_object_get(v, "reason"));
+	json_decref(w);
+	json_decref(unplaced);
+	w = iod_agent_resched_plan(nodes, reps, svcs, 0, 0, &unplaced);
 	CHECK_EQ(json_array_size(w), 0);
 	CHECK_EQ(json_array_size(unplaced), 1);
-	CHECK_CONTAINS(json_string_value(json_object_get(json_array_get(unplaced, 0), "reason")),
-	               "enough free GPUs");
+	json_decref(w);
+	json_decref(unplaced);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+}
+
+/* Services as the deploy stores them: the normalized spec, plus generation. */
+static json_t *services_from_spec(const char *text)
+{
+	struct iod_spec *spec = NULL;
+	struct iod_spec_diags *d = calloc(1, sizeof(*d));
+	json_t *items = json_array();
+	if (iod_spec_load_buffer("t", text, strlen(text), &spec, d) == 0) {
+		json_t *sj = iod_spec_to_json(spec);
+		size_t i;
+		json_t *x;
+		json_array_foreach(json_object_get(sj, "services"), i, x)
+		{
+			json_t *v = json_deep_copy(x);
+			json_object_set_new(v, "generation", json_integer(1));
+			json_array_append_new(
+			    items,
+			    json_pack("{s:s, s:o}", "name",
+			              json_string_value(json_object_get(x, "name")), "value", v));
+		}
+		json_decref(sj);
+		iod_spec_free(spec);
+	}
+	free(d);
+	return json_pack("{s:i, s:o}", "rev", 1, "items", items);
+}
+
+/*
+ * The topology-aware scheduler places the lost node's replicas, as a deploy
+ * would: pcie-4gpu-nvlink-pairs nodes have NVLink pairs 0-1 and 2-3; n1 and
+ * n2 each hold a replica on one GPU of their first pair (GPU 1 and 0). A
+ * lost 2-GPU replica that needs NVLink gets a whole pair (2-3), never the
+ * lowest free indexes (0,2 on n1: no NVLink); a lost 4-GPU NVLink replica
+ * fits nowhere (each node has 3 GPUs free), with the scheduler's reason
+ * ("gpus") and message.
+ */
+TEST(lost_node_replicas_get_the_schedulers_gpu_sets_and_reasons)
+{
+	json_t *svcs = services_from_spec(
+	    "{\"services\":["
+	    "{\"name\":\"x\",\"type\":\"stateless\",\"replicas\":2,\"resources\":{\"gpu\":1},"
+	    "\"command\":\"iod\"},"
+	    "{\"name\":\"train\",\"type\":\"stateless\",\"replicas\":1,\"resources\":{\"gpu\":2},"
+	    "\"command\":\"iod\",\"placement\":{\"gpu_link\":\"nvlink\"}},"
+	    "{\"name\":\"big\",\"type\":\"stateless\",\"replicas\":1,\"resources\":{\"gpu\":4},"
+	    "\"command\":\"iod\",\"placement\":{\"gpu_link\":\"nvlink\"}}]}");
+	json_t *nodes = parse("{\"rev\":1,\"items\":["
+	                      "{\"name\":\"n1\",\"value\":{\"model\":\"pcie-4gpu-nvlink-pairs\","
+	                      "\"gpus\":4}},"
+	                      "{\"name\":\"n2\",\"value\":{\"model\":\"pcie-4gpu-nvlink-pairs\","
+	                      "\"gpus\":4}}]}");
+	json_t *reps =
+	    parse("{\"rev\":9,\"items\":["
+	          "{\"name\":\"big-0\",\"rev\":4,\"value\":{\"service\":\"big\","
+	          "\"ordinal\":0,\"node\":\"n3\",\"gpus\":\"0-3\"}},"
+	          "{\"name\":\"train-0\",\"rev\":5,\"value\":{\"service\":\"train\","
+	          "\"ordinal\":0,\"node\":\"n3\",\"gpus\":\"0-1\",\"addr\":\"10.1.0.2\"}},"
+	          "{\"name\":\"x-0\",\"rev\":6,\"value\":{\"service\":\"x\","
+	          "\"ordinal\":0,\"node\":\"n1\",\"gpus\":\"1\"}},"
+	          "{\"name\":\"x-1\",\"rev\":7,\"value\":{\"service\":\"x\","
+	          "\"ordinal\":1,\"node\":\"n2\",\"gpus\":\"0\"}}]}");
+	json_t *unplaced = NULL;
+	CHECK(svcs && nodes && reps);
+	CHECK_EQ(json_array_size(json_object_get(svcs, "items")), 3);
+	json_t *w = iod_agent_resched_plan(nodes, reps, svcs, 0, 0, &unplaced);
+	const json_t *mt = write_for(w, "train-0"), *v = json_object_get(mt, "value");
+	const char *s = "";
+	uint64_t prev = 0;
+	CHECK(mt);
+	iod_json_get_u64(mt, "prev_rev", &prev);
+	CHECK_U64(prev, 5);
+	iod_json_get_str(v, "gpus", &s);
+	CHECK_STR(s, "2-3"); /* a whole NVLink pair */
+	iod_json_get_str(v, "node", &s);
+	CHECK(!strcmp(s, "n1") || !strcmp(s, "n2"));
+	/* placed with the scheduler's CPUs/NUMA and explanation, like a deploy */
+	CHECK(json_is_string(json_object_get(v, "cpu_affinity")) &&
+	      json_string_length(json_object_get(v, "cpu_affinity")) > 0);
+	CHECK(json_is_integer(json_object_get(v, "mem_numa")));
+	CHECK(json_is_object(json_object_get(v, "explain")));
+	CHECK(!json_object_get(v, "addr")); /* the lost node's netns address is gone */
+	iod_json_get_str(v, "reason", &s);
+	CHECK_CONTAINS(s, "rescheduled from lost node n3 to");
+	CHECK_CONTAINS(s, "GPUs 2-3");
+	/* the 4-GPU NVLink replica: no node has four free GPUs */
+	CHECK_EQ(json_array_size(unplaced), 1);
+	const json_t *u = json_array_get(unplaced, 0);
+	CHECK_STR(json_string_value(json_object_get(u, "replica")), "big-0");
+	CHECK_STR(json_string_value(json_object_get(u, "reason")), "gpus");
+	CHECK_CONTAINS(json_string_value(json_object_get(u, "why")), "GPU");
+	iod_json_get_str(json_object_get(write_for(w, "big-0"), "value"), "reason", &s);
+	CHECK_CONTAINS(s, "node n3 lost; cannot reschedule (gpus)");
+	/* nothing else moves: x-0 and x-1 live */
+	CHECK(!write_for(w, "x-0") && !write_for(w, "x-1"));
+	CHECK_EQ(json_array_size(w), 2);
 	json_decref(w);
 	json_decref(unplaced);
 	json_decref(nodes);
@@ -230,6 +355,36 @@ TEST(desired_env_has_mesh_addresses)
 	              : "",
 	          ps);
 	CHECK(!env_of(&r[1], "IOD_SVC_OTHER_ADDR"));
+	free(r);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+}
+
+/* A replica in its own netns reports its address: peers and dependants
+ * reach it there, not at its node's address. */
+TEST(desired_peers_use_a_replicas_own_netns_address)
+{
+	json_t *nodes = parse(NODES), *svcs = parse(SERVICES);
+	json_t *reps =
+	    parse("{\"rev\":9,\"items\":["
+	          "{\"name\":\"ps-0\",\"rev\":5,\"value\":{\"service\":\"ps\",\"ordinal\":0,"
+	          "\"node\":\"n1\",\"gpus\":\"\",\"addr\":\"10.213.0.2\"}},"
+	          "{\"name\":\"ps-1\",\"rev\":6,\"value\":{\"service\":\"ps\",\"ordinal\":1,"
+	          "\"node\":\"n2\",\"gpus\":\"\"}},"
+	          "{\"name\":\"w-0\",\"rev\":7,\"value\":{\"service\":\"w\",\"ordinal\":0,"
+	          "\"node\":\"n2\",\"gpus\":\"\"}}]}");
+	struct iod_agent_replica *r = calloc(4, sizeof(*r));
+	uint32_t n = 0;
+	struct iod_err e = {0};
+	char want[128];
+	CHECK(nodes && svcs && reps && r);
+	CHECK_EQ(iod_agent_desired_from_state("n2", nodes, svcs, reps, r, 4, &n, &e), 0);
+	CHECK_EQ(n, 2);
+	CHECK_STR(r[1].name, "w-0");
+	snprintf(want, sizeof(want), "10.213.0.2:%u,10.0.0.2:%u", iod_agent_replica_port("ps-0"),
+	         iod_agent_replica_port("ps-1"));
+	CHECK_STR(env_of(&r[1], "IOD_DEP_PS") ? env_of(&r[1], "IOD_DEP_PS") : "", want);
 	free(r);
 	json_decref(nodes);
 	json_decref(svcs);

@@ -1,0 +1,272 @@
+/*
+ * netns.c: per-replica network namespaces with a veth pair (shell).
+ *
+ * When the agent is given a node subnet (and runs as root), each replica
+ * gets its own network namespace "iod-<tag>-<replica>" (tag: a hash of the
+ * node name, so two agents on one host never touch each other's), created
+ * before the sandbox starts; the sandbox's init joins it. A veth pair
+ * connects it to the node: "eth0" inside holds the replica's address (from
+ * ipam.c, lowest free first) with a default route via the gateway, and the
+ * host end "iv<tag>-<index>" is enslaved to the node's bridge "iodb<tag>",
+ * which holds the gateway address. The agent, its health checks and the
+ * node's other replicas reach a replica at its address; nothing is routed
+ * beyond the subnet (the agent switches on no forwarding or NAT: those are
+ * host-wide settings).
+ *
+ * The links and namespaces are made with iproute2 (`ip -batch`), run
+ * directly (no shell), two runs per replica. Cleanup: the replica's veth and
+ * netns go when it exits, the bridge when the agent stops, and a starting
+ * agent first sweeps what a crashed one of the same node left. It decides
+ * nothing about when: the agent loop does.
+ */
+#include "iod/agent.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NETNS_DIR "/run/netns"
+
+/*
+ * Run `ip ARGS...` with text on its stdin (batch mode) and wait for it.
+ * Its first line of stderr goes into err on failure.
+ */
+static int run_ip(const char *const *args, const char *input, char *err, size_t errlen)
+{
+	int in[2], ep[2];
+	char *argv[16];
+	unsigned n = 0;
+
+	argv[n++] = (char *)"ip";
+	for (; args[n - 1] && n < IOD_ARRAY_LEN(argv) - 1; n++)
+		argv[n] = (char *)args[n - 1];
+	argv[n] = NULL;
+	if (pipe2(in, O_CLOEXEC))
+		return -errno;
+	if (pipe2(ep, O_CLOEXEC)) {
+		close(in[0]);
+		close(in[1]);
+		return -errno;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		dup2(in[0], 0);
+		int devnull = open("/dev/null", O_WRONLY);
+		if (devnull >= 0)
+			dup2(devnull, 1);
+		dup2(ep[1], 2);
+		execvp("ip", argv);
+		dprintf(2, "cannot run ip (iproute2): %s\n", strerror(errno));
+		_exit(127);
+	}
+	close(in[0]);
+	close(ep[1]);
+	if (pid < 0) {
+		close(in[1]);
+		close(ep[0]);
+		return -errno;
+	}
+	if (input)
+		(void)!write(in[1], input, strlen(input)); /* small: fits the pipe */
+	close(in[1]);
+	char buf[512];
+	size_t got = 0;
+	for (;;) {
+		ssize_t r = read(ep[0], buf + got, sizeof(buf) - 1 - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+		if (got == sizeof(buf) - 1)
+			got = 0; /* keep reading; only the start matters and it is gone */
+	}
+	close(ep[0]);
+	buf[got] = 0;
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 0;
+	char *nl = strchr(buf, '\n');
+	if (nl)
+		*nl = 0;
+	snprintf(err, errlen, "%s", buf[0] ? buf : "ip failed");
+	return -EIO;
+}
+
+int iod_agent_netns_name(const struct iod_agent_netns *n, const char *name, char *buf, size_t len)
+{
+	int k = snprintf(buf, len, "iod-%08x-%s", n->tag, name);
+	return k < 0 || (size_t)k >= len ? -ENAMETOOLONG : 0;
+}
+
+static void veth_name(const struct iod_agent_netns *n, uint32_t index, char *buf, size_t len)
+{
+	snprintf(buf, len, "iv%06x-%u", n->tag & 0xffffff, index);
+}
+
+/* Delete every netns of this node (their veth pairs go with them). */
+static void sweep(struct iod_agent_netns *n)
+{
+	char prefix[32], err[256];
+	snprintf(prefix, sizeof(prefix), "iod-%08x-", n->tag);
+	DIR *d = opendir(NETNS_DIR);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		if (strncmp(de->d_name, prefix, strlen(prefix)))
+			continue;
+		const char *args[] = {"netns", "del", de->d_name, NULL};
+		run_ip(args, NULL, err, sizeof(err));
+	}
+	if (d)
+		closedir(d);
+}
+
+int iod_agent_netns_open(struct iod_agent_netns *n, const char *node, const char *cidr,
+                         struct iod_err *e)
+{
+	char gw[20], batch[256], err[256];
+	int rc;
+
+	memset(n, 0, sizeof(*n));
+	if ((rc = iod_agent_ipam_init(&n->ipam, cidr, e)))
+		return rc;
+	if (geteuid() != 0)
+		return iod_err_set(
+		    e, -EPERM,
+		    "per-replica network namespaces need root (the agent runs as uid "
+		    "%u): replicas share the node's network instead",
+		    (unsigned)geteuid());
+	iod_strlcpy(n->node, node, sizeof(n->node));
+	n->tag = (uint32_t)iod_hash_str(node);
+	snprintf(n->bridge, sizeof(n->bridge), "iodb%08x", n->tag);
+	sweep(n);
+	const char *del[] = {"link", "del", n->bridge, NULL};
+	run_ip(del, NULL, err, sizeof(err)); /* a crashed agent's bridge, if any */
+	iod_agent_ipv4_format(iod_agent_ipam_gateway(&n->ipam), gw, sizeof(gw));
+	snprintf(batch, sizeof(batch),
+	         "link add %s type bridge\naddr add %s/%u dev %s\nlink set %s up\n", n->bridge, gw,
+	         n->ipam.prefix, n->bridge, n->bridge);
+	const char *args[] = {"-batch", "-", NULL};
+	if ((rc = run_ip(args, batch, err, sizeof(err)))) {
+		run_ip(del, NULL, err + 128, sizeof(err) - 128);
+		return iod_err_set(e, rc, "bridge %s with %s/%u: %s", n->bridge, gw, n->ipam.prefix,
+		                   err);
+	}
+	n->up = true;
+	return 0;
+}
+
+int iod_agent_netns_get(struct iod_agent_netns *n, const char *name, struct iod_agent_net *net,
+                        struct iod_err *e)
+{
+	char ns[IOD_NAME_MAX + 16], veth[16], gw[20], path[IOD_NAME_MAX + 32];
+	char batch[512], err[256];
+	uint32_t addr, index;
+	int rc;
+
+	net->netns_fd = -1;
+	net->addr[0] = 0;
+	if (!n->up)
+		return iod_err_set(e, -ENODEV, "replica %s: the node's bridge is not up", name);
+	if ((rc = iod_agent_netns_name(n, name, ns, sizeof(ns))))
+		return iod_err_set(e, rc, "replica %s: name too long for a netns", name);
+	if ((rc = iod_agent_ipam_alloc(&n->ipam, name, &addr, &index, e)))
+		return rc;
+	veth_name(n, index, veth, sizeof(veth));
+	iod_agent_ipv4_format(addr, net->addr, sizeof(net->addr));
+	iod_agent_ipv4_format(iod_agent_ipam_gateway(&n->ipam), gw, sizeof(gw));
+	snprintf(path, sizeof(path), "%s/%s", NETNS_DIR, ns);
+	if (access(path, F_OK) == 0) { /* the last run's, not cleaned up */
+		const char *del[] = {"netns", "del", ns, NULL};
+		run_ip(del, NULL, err, sizeof(err));
+	}
+	/* eth0's MAC follows from its address: a replica that restarts in a
+	 * fresh netns keeps both, so the node's and its peers' ARP entries stay
+	 * right (a new MAC would leave them stale for tens of seconds) */
+	snprintf(batch, sizeof(batch),
+	         "netns add %s\nlink add %s type veth peer name eth0 address "
+	         "02:1d:%02x:%02x:%02x:%02x netns %s\n"
+	         "link set %s master %s\nlink set %s up\n",
+	         ns, veth, addr >> 24, (addr >> 16) & 255, (addr >> 8) & 255, addr & 255, ns, veth,
+	         n->bridge, veth);
+	const char *host[] = {"-batch", "-", NULL};
+	if ((rc = run_ip(host, batch, err, sizeof(err)))) {
+		iod_err_set(e, rc, "replica %s: netns %s, veth %s: %s", name, ns, veth, err);
+		goto fail;
+	}
+	snprintf(batch, sizeof(batch),
+	         "link set lo up\naddr add %s/%u dev eth0\nlink set eth0 up\n"
+	         "route add default via %s\n",
+	         net->addr, n->ipam.prefix, gw);
+	const char *inside[] = {"-n", ns, "-batch", "-", NULL};
+	if ((rc = run_ip(inside, batch, err, sizeof(err)))) {
+		iod_err_set(e, rc, "replica %s: address %s/%u in netns %s: %s", name, net->addr,
+		            n->ipam.prefix, ns, err);
+		goto fail;
+	}
+	net->netns_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (net->netns_fd < 0) {
+		rc = iod_err_set(e, -errno, "replica %s: %s: %s", name, path, strerror(errno));
+		goto fail;
+	}
+	return 0;
+fail:
+	iod_agent_netns_put(n, name, net);
+	return rc;
+}
+
+void iod_agent_netns_put(struct iod_agent_netns *n, const char *name, struct iod_agent_net *net)
+{
+	char ns[IOD_NAME_MAX + 16], veth[16], path[IOD_NAME_MAX + 32], batch[256] = "", err[256];
+	uint32_t index;
+
+	if (net && net->netns_fd >= 0) {
+		close(net->netns_fd);
+		net->netns_fd = -1;
+	}
+	if (!n->up || iod_agent_netns_name(n, name, ns, sizeof(ns)))
+		return;
+	/* the host end first: the kernel destroys a netns (and the veth in it)
+	 * asynchronously, and nothing should be left to see after we return */
+	size_t l = 0;
+	if (!iod_agent_ipam_find(&n->ipam, name, NULL, &index)) {
+		veth_name(n, index, veth, sizeof(veth));
+		l = (size_t)snprintf(batch, sizeof(batch), "link del %s\n", veth);
+	}
+	snprintf(path, sizeof(path), "%s/%s", NETNS_DIR, ns);
+	if (access(path, F_OK) == 0)
+		snprintf(batch + l, sizeof(batch) - l, "netns del %s\n", ns);
+	if (batch[0]) {
+		const char *args[] = {"-force", "-batch", "-", NULL};
+		run_ip(args, batch, err, sizeof(err));
+	}
+}
+
+void iod_agent_netns_close(struct iod_agent_netns *n)
+{
+	char err[256];
+	if (!n->up)
+		return;
+	for (uint32_t i = 0; i < n->ipam.hosts; i++)
+		if (n->ipam.owner[i][0]) {
+			char name[IOD_NAME_MAX];
+			memcpy(name, n->ipam.owner[i], sizeof(name));
+			iod_agent_netns_put(n, name, NULL);
+			iod_agent_ipam_release(&n->ipam, name);
+		}
+	sweep(n);
+	const char *del[] = {"link", "del", n->bridge, NULL};
+	run_ip(del, NULL, err, sizeof(err));
+	n->up = false;
+}

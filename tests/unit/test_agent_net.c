@@ -1,0 +1,227 @@
+/*
+ * test_agent_net.c: the replica-address allocator for per-replica network
+ * namespaces (ipam.c: allocate, keep, release, reuse, exhaustion, bad
+ * subnets) and the concurrent health checks (the prober in probe.c): a
+ * check that hangs until its timeout does not hold back another replica's
+ * verdict. The netns and veth plumbing itself runs as root in
+ * tests/integration/agent_netns.sh.
+ */
+#include "harness.h"
+#include "iod/agent.h"
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static uint32_t ip(const char *s)
+{
+	struct in_addr a;
+	inet_pton(AF_INET, s, &a);
+	return ntohl(a.s_addr);
+}
+
+TEST(ipam_allocates_lowest_free_keeps_and_reuses)
+{
+	struct iod_agent_ipam *m = calloc(1, sizeof(*m));
+	struct iod_err e = {0};
+	uint32_t a, i;
+	char buf[20];
+	CHECK(m);
+	CHECK_EQ(iod_agent_ipam_init(m, "10.213.4.0/24", &e), 0);
+	CHECK_EQ(m->hosts, 253); /* minus network, gateway, broadcast */
+	CHECK_U64(iod_agent_ipam_gateway(m), ip("10.213.4.1"));
+	CHECK_EQ(iod_agent_ipam_alloc(m, "ps-0", &a, &i, &e), 0);
+	CHECK_U64(a, ip("10.213.4.2"));
+	CHECK_EQ(i, 0);
+	CHECK_EQ(iod_agent_ipam_alloc(m, "ps-1", &a, &i, &e), 0);
+	CHECK_U64(a, ip("10.213.4.3"));
+	CHECK_EQ(iod_agent_ipam_alloc(m, "w-0", &a, &i, &e), 0);
+	CHECK_U64(a, ip("10.213.4.4"));
+	/* the same name keeps its address (a restart) */
+	CHECK_EQ(iod_agent_ipam_alloc(m, "ps-1", &a, &i, &e), 0);
+	CHECK_U64(a, ip("10.213.4.3"));
+	CHECK_EQ(iod_agent_ipam_used(m), 3);
+	/* released: the lowest free is handed out next */
+	CHECK_EQ(iod_agent_ipam_release(m, "ps-0"), 0);
+	CHECK_EQ(iod_agent_ipam_release(m, "ps-0"), -ENOENT);
+	CHECK_EQ(iod_agent_ipam_find(m, "ps-0", &a, NULL), -ENOENT);
+	CHECK_EQ(iod_agent_ipam_alloc(m, "w-1", &a, &i, &e), 0);
+	CHECK_U64(a, ip("10.213.4.2"));
+	CHECK_EQ(iod_agent_ipam_find(m, "w-0", &a, &i), 0);
+	CHECK_U64(a, ip("10.213.4.4"));
+	CHECK_EQ(i, 2);
+	iod_agent_ipv4_format(a, buf, sizeof(buf));
+	CHECK_STR(buf, "10.213.4.4");
+	CHECK_EQ(iod_agent_ipam_alloc(m, "", &a, &i, &e), -EINVAL);
+	free(m);
+}
+
+TEST(ipam_exhaustion_is_a_clear_error)
+{
+	struct iod_agent_ipam *m = calloc(1, sizeof(*m));
+	struct iod_err e = {0};
+	uint32_t a;
+	char name[16];
+	CHECK(m);
+	CHECK_EQ(iod_agent_ipam_init(m, "192.168.7.8/29", &e), 0);
+	CHECK_EQ(m->hosts, 5);
+	for (int k = 0; k < 5; k++) {
+		snprintf(name, sizeof(name), "r-%d", k);
+		CHECK_EQ(iod_agent_ipam_alloc(m, name, &a, NULL, &e), 0);
+		CHECK_U64(a, ip("192.168.7.10") + (uint32_t)k);
+	}
+	CHECK_EQ(iod_agent_ipam_alloc(m, "r-5", &a, NULL, &e), -ENOSPC);
+	CHECK_CONTAINS(e.msg, "r-5");
+	CHECK_CONTAINS(e.msg, "192.168.7.8/29 is full");
+	CHECK_CONTAINS(e.msg, "--netns-subnet");
+	/* an owner still gets its own; a release makes room */
+	CHECK_EQ(iod_agent_ipam_alloc(m, "r-2", &a, NULL, &e), 0);
+	CHECK_EQ(iod_agent_ipam_release(m, "r-3"), 0);
+	CHECK_EQ(iod_agent_ipam_alloc(m, "r-5", &a, NULL, &e), 0);
+	CHECK_U64(a, ip("192.168.7.13"));
+	/* a /16 is used up to the agent's replica limit, and says so when full */
+	CHECK_EQ(iod_agent_ipam_init(m, "10.9.0.0/16", &e), 0);
+	CHECK_EQ(m->hosts, IOD_AGENT_IPAM_MAX);
+	for (int k = 0; k < IOD_AGENT_IPAM_MAX; k++) {
+		snprintf(name, sizeof(name), "x-%d", k);
+		CHECK_EQ(iod_agent_ipam_alloc(m, name, &a, NULL, &e), 0);
+	}
+	CHECK_EQ(iod_agent_ipam_alloc(m, "y-0", &a, NULL, &e), -ENOSPC);
+	free(m);
+}
+
+TEST(ipam_rejects_bad_subnets)
+{
+	struct iod_agent_ipam *m = calloc(1, sizeof(*m));
+	struct iod_err e = {0};
+	CHECK(m);
+	CHECK_EQ(iod_agent_ipam_init(m, "10.213.0.0", &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "CIDR");
+	CHECK_EQ(iod_agent_ipam_init(m, "10.213.0/24", &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "not an IPv4 address");
+	CHECK_EQ(iod_agent_ipam_init(m, "10.213.0.0/30", &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "/16 to /29");
+	CHECK_EQ(iod_agent_ipam_init(m, "10.0.0.0/8", &e), -EINVAL);
+	CHECK_EQ(iod_agent_ipam_init(m, "10.213.0.0/24x", &e), -EINVAL);
+	CHECK_EQ(iod_agent_ipam_init(m, "10.213.0.5/24", &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "10.213.0.0/24");
+	free(m);
+}
+
+/* The next result, waiting on the prober's fd for up to 30 s. */
+static int next_result(struct iod_agent_prober *p, struct iod_agent_probe_result *r)
+{
+	for (int i = 0; i < 300; i++) {
+		if (iod_agent_prober_take(p, r) == 0)
+			return 0;
+		struct pollfd pf = {.fd = iod_agent_prober_fd(p), .events = POLLIN};
+		if (poll(&pf, 1, 100) > 0) {
+			uint64_t c;
+			(void)!read(pf.fd, &c, sizeof(c));
+		}
+	}
+	return -ETIMEDOUT;
+}
+
+TEST(prober_a_hung_check_does_not_delay_the_others)
+{
+	struct iod_agent_prober *p = NULL;
+	struct iod_err e = {0};
+	struct iod_agent_probe_result r;
+	struct iod_agent_health hung = {.kind = IOD_HEALTH_EXEC, .timeout_ns = 3 * IOD_NS_PER_S};
+	struct iod_agent_health quick = {.kind = IOD_HEALTH_EXEC, .timeout_ns = 3 * IOD_NS_PER_S};
+	struct iod_agent_health tcp = {.kind = IOD_HEALTH_TCP, .timeout_ns = IOD_NS_PER_S};
+	snprintf(hung.command, sizeof(hung.command), "sleep 30");
+	snprintf(quick.command, sizeof(quick.command), "true");
+
+	/* a listener that accepts: the TCP check passes */
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sa);
+	CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	      listen(lfd, 8) == 0);
+	CHECK(getsockname(lfd, (struct sockaddr *)&sa, &sl) == 0);
+
+	CHECK_EQ(iod_agent_prober_new(4, &p, &e), 0);
+	/* the hung one first: run serially, it would hold the others for 3 s */
+	CHECK_EQ(iod_agent_prober_submit(p, 0, "slow-0", 11, &hung, "127.0.0.1", 0), 0);
+	CHECK_EQ(iod_agent_prober_submit(p, 1, "fast-0", 12, &quick, "127.0.0.1", 0), 0);
+	CHECK_EQ(iod_agent_prober_submit(p, 2, "fast-1", 13, &tcp, "127.0.0.1", ntohs(sa.sin_port)),
+	         0);
+	/* both quick verdicts come before the hung one's (order, not timing) */
+	bool seen[2] = {false, false};
+	for (int k = 0; k < 2; k++) {
+		CHECK_EQ(next_result(p, &r), 0);
+		CHECK_MSG(strcmp(r.name, "slow-0") != 0, "the hung check's verdict came first: %s",
+		          r.detail);
+		CHECK(r.ok);
+		if (!strcmp(r.name, "fast-0")) {
+			CHECK_EQ(r.slot, 1);
+			CHECK_U64(r.generation, 12);
+			seen[0] = true;
+		} else if (!strcmp(r.name, "fast-1")) {
+			CHECK_EQ(r.slot, 2);
+			CHECK_STR(r.detail, "tcp connect ok");
+			seen[1] = true;
+		}
+	}
+	CHECK(seen[0] && seen[1]);
+	/* the hung one ends at its timeout, as a failure that says so */
+	CHECK_EQ(next_result(p, &r), 0);
+	CHECK_STR(r.name, "slow-0");
+	CHECK(!r.ok);
+	CHECK_CONTAINS(r.detail, "timed out");
+	CHECK_EQ(iod_agent_prober_take(p, &r), -EAGAIN);
+	iod_agent_prober_free(p);
+	close(lfd);
+}
+
+/* The value of var in r's environment, or "". */
+static const char *env_of(const struct iod_agent_replica *r, const char *var)
+{
+	size_t l = strlen(var);
+	for (uint32_t i = 0; i < r->envc; i++) {
+		const char *kv = iod_agent_strv_at(r->env_buf, sizeof(r->env_buf), r->envc, i);
+		if (kv && !strncmp(kv, var, l) && kv[l] == '=')
+			return kv + l + 1;
+	}
+	return "";
+}
+
+/* This node's replicas are reached at their own addresses: their node
+ * address in IOD_ADDR / IOD_PEERS / IOD_DEP_* becomes the netns one; other
+ * nodes' entries and unrelated variables stay as they are. */
+TEST(env_localize_points_at_this_nodes_replica_addresses)
+{
+	struct iod_agent_ipam *m = calloc(1, sizeof(*m));
+	struct iod_agent_replica *r = calloc(1, sizeof(*r));
+	struct iod_err e = {0};
+	char v[256];
+	CHECK(m && r);
+	CHECK_EQ(iod_agent_ipam_init(m, "10.213.0.0/24", &e), 0);
+	CHECK_EQ(iod_agent_ipam_alloc(m, "ps-0", NULL, NULL, &e), 0); /* .2 */
+	CHECK_EQ(iod_agent_ipam_alloc(m, "w-0", NULL, NULL, &e), 0);  /* .3 */
+	unsigned p0 = iod_agent_replica_port("ps-0"), p1 = iod_agent_replica_port("ps-1"),
+	         pw = iod_agent_replica_port("w-0");
+	snprintf(r->name, sizeof(r->name), "w-0");
+	snprintf(v, sizeof(v), "127.0.0.1:%u", pw);
+	iod_agent_replica_add_env(r, "IOD_ADDR", v);
+	snprintf(v, sizeof(v), "127.0.0.1:%u,10.0.0.9:%u", p0, p1);
+	iod_agent_replica_add_env(r, "IOD_DEP_PS", v);
+	iod_agent_replica_add_env(r, "OTHER", v);
+	snprintf(v, sizeof(v), "127.0.0.1:%u", pw);
+	iod_agent_replica_add_env(r, "IOD_PEERS", v);
+	CHECK_EQ(iod_agent_env_localize(r, "127.0.0.1", m), 0);
+	CHECK_EQ(r->envc, 4);
+	snprintf(v, sizeof(v), "10.213.0.3:%u", pw);
+	CHECK_STR(env_of(r, "IOD_ADDR"), v);
+	CHECK_STR(env_of(r, "IOD_PEERS"), v);
+	snprintf(v, sizeof(v), "10.213.0.2:%u,10.0.0.9:%u", p0, p1);
+	CHECK_STR(env_of(r, "IOD_DEP_PS"), v);
+	snprintf(v, sizeof(v), "127.0.0.1:%u,10.0.0.9:%u", p0, p1);
+	CHECK_STR(env_of(r, "OTHER"), v);
+	free(m);
+	free(r);
+}
