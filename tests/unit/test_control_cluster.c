@@ -42,18 +42,41 @@ struct cluster {
 	char servers[128]; /* client --server list */
 };
 
+/*
+ * A port to give a server: below the kernel's ephemeral range, so that no
+ * outgoing connection (the test's own clients, raft's peers) can be handed
+ * the port between this check and the server's bind, which with bind(0)
+ * ports happened about once in a hundred runs ("address in use").
+ */
 static int free_port(void)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t l = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-	if (fd < 0)
-		return -1;
-	if (!bind(fd, (struct sockaddr *)&a, sizeof(a)) &&
-	    !getsockname(fd, (struct sockaddr *)&a, &l))
-		port = ntohs(a.sin_port);
-	close(fd);
-	return port;
+	static unsigned next;
+	unsigned lo = 32768, hi = 60999;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+	if (f) {
+		if (fscanf(f, "%u %u", &lo, &hi) != 2)
+			lo = 32768;
+		fclose(f);
+	}
+	const unsigned base = 10000, span = lo > base + 1000 ? lo - base : 1000;
+	if (!next)
+		next = (unsigned)getpid() * 7919u;
+	for (unsigned tries = 0; tries < 1000; tries++) {
+		int port = (int)(base + (next++ * 37u) % span);
+		struct sockaddr_in a = {.sin_family = AF_INET,
+		                        .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+		                        .sin_port = htons((uint16_t)port)};
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (fd < 0)
+			return -1;
+		int one = 1;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		int ok = !bind(fd, (struct sockaddr *)&a, sizeof(a));
+		close(fd);
+		if (ok)
+			return port;
+	}
+	return -1;
 }
 
 static void sleep_ms(unsigned ms)
