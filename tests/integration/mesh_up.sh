@@ -119,18 +119,24 @@ else
 	echo "FAIL up_call_by_env: PULLs to \"$ENVADDR\" not all answered"; fail=$((fail + 1))
 fi
 
-# The worker (--via-mesh) trains through the VIP.
+# The worker (--via-mesh) trains through the VIP. Up to 30 s: in about one
+# run in five here the worker's first line came more than 10 s after the
+# deploy on a loaded machine (not understood yet; the wait is printed).
 i=0
-while [ $i -lt 100 ]; do
+while [ $i -lt 300 ]; do
 	grep -q "worker: step" "$T"/state/node-*/replicas/trainer-0/log 2>/dev/null && break
 	i=$((i + 1)); sleep 0.1
 done
 if grep -q "1 parameter servers ($AVIP)" "$T"/state/node-*/replicas/trainer-0/log 2>/dev/null &&
 	grep -q "worker: step" "$T"/state/node-*/replicas/trainer-0/log; then
-	echo "ok   up_worker_via_mesh"; pass=$((pass + 1))
+	echo "ok   up_worker_via_mesh (first step seen after $((i / 10)).$((i % 10)) s of waiting)"
+	pass=$((pass + 1))
 else
-	echo "FAIL up_worker_via_mesh: trainer-0 did not train through $AVIP"
-	cat "$T"/state/node-*/replicas/trainer-0/log 2>/dev/null | tail -5; fail=$((fail + 1))
+	echo "FAIL up_worker_via_mesh: trainer-0 did not train through $AVIP in 30 s ($(date -u +%T.%N))"
+	cat "$T"/state/node-*/replicas/trainer-0/log 2>/dev/null | tail -5
+	"$IOD" get replicas --server "$API" 2>&1 | sed 's/^/  /'
+	grep -h "trainer-0" "$T"/state/node-*.log 2>/dev/null | tail -8 | sed 's/^/  /'
+	fail=$((fail + 1))
 fi
 
 # -- a standalone proxy following the control plane --
