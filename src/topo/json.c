@@ -111,6 +111,28 @@ static int numa_index(const struct iod_topo_node *n, json_int_t os)
 	return -1;
 }
 
+/* 1..max hex digits and nothing else (sscanf's %x takes signs and stops at junk). */
+static bool hex_exact(const char *s, size_t len, unsigned max, unsigned *out)
+{
+	unsigned v = 0;
+	if (len == 0 || len > max)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		int c = (unsigned char)s[i], d;
+		if (c >= '0' && c <= '9')
+			d = c - '0';
+		else if (c >= 'a' && c <= 'f')
+			d = c - 'a' + 10;
+		else if (c >= 'A' && c <= 'F')
+			d = c - 'A' + 10;
+		else
+			return false;
+		v = v << 4 | (unsigned)d;
+	}
+	*out = v;
+	return true;
+}
+
 static void device(struct rd *r, struct iod_topo_node *n, const json_t *o)
 {
 	struct iod_topo_device d;
@@ -132,11 +154,13 @@ static void device(struct rd *r, struct iod_topo_node *n, const json_t *o)
 		fail(r, "pci", "expected a PCI address dddd:bb:dd.f");
 	unsigned ven = 0, dev = 0, cls = 0;
 	const char *id = str(r, o, "pci_id", false);
-	if (*id && sscanf(id, "%4x:%4x", &ven, &dev) != 2)
+	const char *colon = strchr(id, ':');
+	if (*id && (!colon || !hex_exact(id, (size_t)(colon - id), 4, &ven) ||
+	            !hex_exact(colon + 1, strlen(colon + 1), 4, &dev)))
 		fail(r, "pci_id", "expected vvvv:dddd");
 	const char *c = str(r, o, "pci_class", false);
-	if (*c && sscanf(c, "%6x", &cls) != 1)
-		fail(r, "pci_class", "expected hex");
+	if (*c && !hex_exact(c, strlen(c), 6, &cls))
+		fail(r, "pci_class", "expected 1 to 6 hex digits");
 	d.pci_vendor = (uint16_t)ven;
 	d.pci_device = (uint16_t)dev;
 	d.pci_class = cls;

@@ -781,6 +781,26 @@ TEST(json_bad_input)
 	    "\"cpuset\":\"0\",\"links\":{\"GPU9\":{\"nvlinks\":2}}}]}";
 	CHECK(from_text(bad_link, &e) == -EINVAL);
 	CHECK_CONTAINS(e.msg, "GPU9");
+	/* PCI ids and classes are plain hex: no sign, no trailing junk (fuzzing
+	 * found "-302r" read as 0xfffffcfe, which did not write back the same) */
+	static const char *const bad_hex[][2] = {
+	    {"pci_class", "-302"}, {"pci_class", "0302r"}, {"pci_class", "1234567"},
+	    {"pci_id", "10de:-1"}, {"pci_id", "10de20b5"}, {"pci_id", "10de:20b5x"}};
+	for (unsigned i = 0; i < IOD_ARRAY_LEN(bad_hex); i++) {
+		char text[512], want[64];
+		snprintf(
+		    text, sizeof(text),
+		    "{\"packages\":[{\"os_index\":0,\"cpuset\":\"0\"}],"
+		    "\"numa\":[{\"os_index\":0,\"package\":0,\"mem_bytes\":1,\"cpuset\":\"0\"}],"
+		    "\"caches\":[],\"core_pus\":[],\"bridges\":[],"
+		    "\"devices\":[{\"kind\":\"gpu\",\"name\":\"GPU0\",\"pci\":\"0000:01:00.0\","
+		    "\"cpuset\":\"0\",\"%s\":\"%s\"}]}",
+		    bad_hex[i][0], bad_hex[i][1]);
+		snprintf(want, sizeof(want), "devices[0].%s", bad_hex[i][0]);
+		CHECK_MSG(from_text(text, &e) == -EINVAL, "%s=%s accepted", bad_hex[i][0],
+		          bad_hex[i][1]);
+		CHECK_CONTAINS(e.msg, want);
+	}
 	const char *loop =
 	    "{\"packages\":[],\"numa\":[],\"caches\":[],\"core_pus\":[],"
 	    "\"bridges\":[{\"kind\":\"switch\",\"parent\":0,\"pci\":\"0000:00:00.0\"}],"
