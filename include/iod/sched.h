@@ -424,6 +424,15 @@ json_t *iod_sched_explain_to_json(const struct iod_sched_cluster *c,
 /* Print a persisted explanation (the JSON above) as text for `iod explain`:
  * one line per candidate with every term; -EINVAL if it is not one. */
 int iod_sched_explain_format_json(const json_t *explain, struct iod_buf *out);
+/* A node's accelerators in mask as a JSON array of {name, type, os_name, pci}. */
+json_t *iod_sched_accs_to_json(const struct iod_sched_cluster *c, uint32_t node, uint32_t mask);
+/* Record a placement's accelerators on a Replica object: "accelerators" (the
+ * indexes as a list, "0-1") and "accelerator_devices" (the array above); both
+ * removed when mask is 0. The one shape deploy and rescheduling store. */
+void iod_sched_accs_to_replica(const struct iod_sched_cluster *c, uint32_t node, uint32_t mask,
+                               json_t *replica);
+/* A mask as an index list ("0-3,6"), as Replica objects store GPUs. */
+void iod_sched_mask_format(uint32_t mask, char *buf, size_t len);
 /* A GPU mask as "GPU0, GPU3" (or "none"). */
 void iod_sched_gpus_format(uint32_t mask, char *buf, size_t len);
 

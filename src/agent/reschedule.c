@@ -78,16 +78,6 @@ static uint32_t mask_of(const char *list)
 	return m;
 }
 
-static void mask_format(uint32_t mask, char *buf, size_t len)
-{
-	struct iod_bitmap b;
-	iod_bitmap_zero(&b);
-	for (unsigned k = 0; k < 32; k++)
-		if (mask & (1u << k))
-			iod_bitmap_set(&b, k);
-	iod_bitmap_format(&b, buf, len);
-}
-
 /*
  * The scheduler's request for a service, from its stored spec (what the
  * deploy stored: the normalized spec JSON plus "generation" and "gpu").
@@ -386,7 +376,7 @@ json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, cons
 		char gpus[128] = "", cpus[512] = "", affinity[512] = "",
 		     why[IOD_SCHED_WHY_MAX + 256];
 		const char *to = iod_sched_node_name(cl, p->node);
-		mask_format(p->gpu_mask, gpus, sizeof(gpus));
+		iod_sched_mask_format(p->gpu_mask, gpus, sizeof(gpus));
 		iod_bitmap_format(&p->cpus, cpus, sizeof(cpus));
 		iod_bitmap_format(&p->cpu_affinity, affinity, sizeof(affinity));
 		snprintf(why, sizeof(why), "rescheduled from lost node %s to %s (%s), GPUs %s: %s",
@@ -402,25 +392,7 @@ json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, cons
 		json_object_set_new(nv, "mem_numa", json_integer(p->mem_numa));
 		json_object_set_new(nv, "nic", json_integer(p->nic));
 		/* whole DPUs/FPGAs on the new node, as the deploy records them */
-		json_object_del(nv, "accelerators");
-		json_object_del(nv, "accelerator_devices");
-		if (p->acc_mask) {
-			char accs[128];
-			const struct iod_sched_shape *sh = iod_sched_node_shape(cl, p->node);
-			json_t *devs = json_array();
-			mask_format(p->acc_mask, accs, sizeof(accs));
-			json_object_set_new(nv, "accelerators", json_string(accs));
-			for (uint32_t a = 0; a < sh->accs_n; a++)
-				if (p->acc_mask >> a & 1)
-					json_array_append_new(
-					    devs,
-					    json_pack("{s:s, s:s, s:s, s:s}", "name",
-					              sh->accs[a].name, "os_name",
-					              sh->accs[a].os_name, "pci", sh->accs[a].pci,
-					              "type",
-					              iod_sched_acc_type_name(sh->accs[a].type)));
-			json_object_set_new(nv, "accelerator_devices", devs);
-		}
+		iod_sched_accs_to_replica(cl, p->node, p->acc_mask, nv);
 		json_object_del(nv, "numa");
 		json_object_del(nv, "lost_ms");
 		json_object_del(nv, "addr"); /* the old node's netns address */

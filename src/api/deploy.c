@@ -175,16 +175,6 @@ out:
 	return rc;
 }
 
-static void mask_format(uint32_t mask, char *buf, size_t len)
-{
-	struct iod_bitmap b;
-	iod_bitmap_zero(&b);
-	for (unsigned k = 0; k < 32; k++)
-		if (mask & (1u << k))
-			iod_bitmap_set(&b, k);
-	iod_bitmap_format(&b, buf, len);
-}
-
 int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len, char **cmd,
                         json_t **answer, struct iod_err *e)
 {
@@ -257,7 +247,7 @@ int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len
 			continue;
 		}
 		char gpus[128] = "", cpus[512] = "", affinity[512] = "";
-		mask_format(p->gpu_mask, gpus, sizeof(gpus));
+		iod_sched_mask_format(p->gpu_mask, gpus, sizeof(gpus));
 		iod_bitmap_format(&p->cpus, cpus, sizeof(cpus));
 		iod_bitmap_format(&p->cpu_affinity, affinity, sizeof(affinity));
 		const char *node = iod_sched_node_name(cl, p->node);
@@ -282,23 +272,8 @@ int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len
 		              0, "generation", (json_int_t)gen + 1, "reasons", why);
 		if (v)
 			json_object_set_new(v, "cpu_affinity", json_string(affinity));
-		if (v && p->acc_mask) {
-			char accs[128];
-			const struct iod_sched_shape *sh = iod_sched_node_shape(cl, p->node);
-			json_t *devs = json_array();
-			mask_format(p->acc_mask, accs, sizeof(accs));
-			json_object_set_new(v, "accelerators", json_string(accs));
-			for (uint32_t a = 0; a < sh->accs_n; a++)
-				if (p->acc_mask >> a & 1)
-					json_array_append_new(
-					    devs,
-					    json_pack("{s:s, s:s, s:s, s:s}", "name",
-					              sh->accs[a].name, "os_name",
-					              sh->accs[a].os_name, "pci", sh->accs[a].pci,
-					              "type",
-					              iod_sched_acc_type_name(sh->accs[a].type)));
-			json_object_set_new(v, "accelerator_devices", devs);
-		}
+		if (v)
+			iod_sched_accs_to_replica(cl, p->node, p->acc_mask, v);
 		if (v && explain)
 			json_object_set_new(v, "explain", explain);
 		else

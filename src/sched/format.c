@@ -42,7 +42,7 @@ static void accs_text(const struct iod_sched_cluster *c, uint32_t node, uint32_t
 	}
 }
 
-static json_t *accs_json(const struct iod_sched_cluster *c, uint32_t node, uint32_t mask)
+json_t *iod_sched_accs_to_json(const struct iod_sched_cluster *c, uint32_t node, uint32_t mask)
 {
 	const struct iod_sched_shape *sh = &c->shapes[c->nodes[node].shape].s;
 	json_t *a = json_array();
@@ -53,6 +53,29 @@ static json_t *accs_json(const struct iod_sched_cluster *c, uint32_t node, uint3
 		                                   x->os_name, "pci", x->pci));
 	}
 	return a;
+}
+
+void iod_sched_mask_format(uint32_t mask, char *buf, size_t len)
+{
+	struct iod_bitmap b;
+	iod_bitmap_zero(&b);
+	for (unsigned k = 0; k < 32; k++)
+		if (mask & (1u << k))
+			iod_bitmap_set(&b, k);
+	iod_bitmap_format(&b, buf, len);
+}
+
+void iod_sched_accs_to_replica(const struct iod_sched_cluster *c, uint32_t node, uint32_t mask,
+                               json_t *replica)
+{
+	char list[128];
+	json_object_del(replica, "accelerators");
+	json_object_del(replica, "accelerator_devices");
+	if (!mask)
+		return;
+	iod_sched_mask_format(mask, list, sizeof(list));
+	json_object_set_new(replica, "accelerators", json_string(list));
+	json_object_set_new(replica, "accelerator_devices", iod_sched_accs_to_json(c, node, mask));
 }
 
 int iod_sched_result_format(const struct iod_sched_cluster *c, const struct iod_sched_result *r,
@@ -163,8 +186,9 @@ json_t *iod_sched_result_to_json(const struct iod_sched_cluster *c,
 			                    json_string(iod_sched_node_name(c, p->node)));
 			json_object_set_new(e, "gpus", gpus_json(p->gpu_mask));
 			if (p->acc_mask)
-				json_object_set_new(e, "accelerators",
-				                    accs_json(c, p->node, p->acc_mask));
+				json_object_set_new(
+				    e, "accelerators",
+				    iod_sched_accs_to_json(c, p->node, p->acc_mask));
 			if (iod_bitmap_format(&p->cpus, cl, sizeof(cl)) != 0)
 				cl[0] = 0;
 			json_object_set_new(e, "cpus", json_string(cl));
