@@ -431,8 +431,10 @@ json_t *iod_sched_accs_to_json(const struct iod_sched_cluster *c, uint32_t node,
  * removed when mask is 0. The one shape deploy and rescheduling store. */
 void iod_sched_accs_to_replica(const struct iod_sched_cluster *c, uint32_t node, uint32_t mask,
                                json_t *replica);
-/* A mask as an index list ("0-3,6"), as Replica objects store GPUs. */
+/* A mask as an index list ("0-3,6"), as Replica objects store GPUs, and
+ * back (indexes 32 and up ignored; 0 for NULL or a list that does not parse). */
 void iod_sched_mask_format(uint32_t mask, char *buf, size_t len);
+uint32_t iod_sched_mask_parse(const char *list);
 /* A GPU mask as "GPU0, GPU3" (or "none"). */
 void iod_sched_gpus_format(uint32_t mask, char *buf, size_t len);
 

@@ -66,18 +66,6 @@ static const json_t *find_item(const json_t *list, const char *name)
 	return NULL;
 }
 
-static uint32_t mask_of(const char *list)
-{
-	struct iod_bitmap b;
-	uint32_t m = 0;
-	if (!list || iod_bitmap_parse(list, &b, NULL))
-		return 0;
-	for (unsigned k = 0; k < 32; k++)
-		if (iod_bitmap_test(&b, k))
-			m |= 1u << k;
-	return m;
-}
-
 /*
  * The scheduler's request for a service, from its stored spec (what the
  * deploy stored: the normalized spec JSON plus "generation" and "gpu").
@@ -279,7 +267,9 @@ json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, cons
 			;
 		if (o->svc == rn) {
 			iod_json_get_str(v, "gpus", &gpus);
-			request_of(sv, svc, (uint32_t)__builtin_popcount(mask_of(gpus)), &reqs[rn]);
+			request_of(sv, svc,
+			           (uint32_t)__builtin_popcount(iod_sched_mask_parse(gpus)),
+			           &reqs[rn]);
 			if (strcmp(reqs[rn].service, svc)) /* a spec renaming it: keep ours */
 				iod_strlcpy(reqs[rn].service, svc, sizeof(reqs[rn].service));
 			reqs[rn].replicas = 0; /* its orphans, counted below */
@@ -318,10 +308,10 @@ json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, cons
 		iod_json_get_str(v, "service", &svc);
 		iod_json_get_str(v, "gpus", &s);
 		ex.node = node_ids[k];
-		ex.gpu_mask = mask_of(s);
+		ex.gpu_mask = iod_sched_mask_parse(s);
 		s = NULL;
 		iod_json_get_str(v, "accelerators", &s);
-		ex.acc_mask = mask_of(s);
+		ex.acc_mask = iod_sched_mask_parse(s);
 		iod_bitmap_zero(&ex.cpus);
 		if (!iod_json_get_str(v, "cpus", &s))
 			iod_bitmap_parse(s, &ex.cpus, NULL);

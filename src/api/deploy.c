@@ -80,16 +80,11 @@ static uint32_t used_mask(const json_t *replicas, const char *node, const struct
 	for (size_t i = 0; i < json_array_size(replicas); i++) {
 		const json_t *v = json_object_get(json_array_get(replicas, i), "value");
 		const char *n = NULL, *svc = NULL, *g = NULL;
-		struct iod_bitmap b;
 		if (iod_json_get_str(v, "node", &n) || strcmp(n, node))
 			continue;
 		iod_json_get_str(v, "service", &svc);
-		if (deployed(spec, svc) || iod_json_get_str(v, field, &g) ||
-		    iod_bitmap_parse(g, &b, NULL))
-			continue;
-		for (unsigned k = 0; k < 32; k++)
-			if (iod_bitmap_test(&b, k))
-				mask |= 1u << k;
+		if (!deployed(spec, svc) && !iod_json_get_str(v, field, &g))
+			mask |= iod_sched_mask_parse(g);
 	}
 	return mask;
 }

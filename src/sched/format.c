@@ -65,6 +65,18 @@ void iod_sched_mask_format(uint32_t mask, char *buf, size_t len)
 	iod_bitmap_format(&b, buf, len);
 }
 
+uint32_t iod_sched_mask_parse(const char *list)
+{
+	struct iod_bitmap b;
+	uint32_t m = 0;
+	if (!list || iod_bitmap_parse(list, &b, NULL))
+		return 0;
+	for (unsigned k = 0; k < 32; k++)
+		if (iod_bitmap_test(&b, k))
+			m |= 1u << k;
+	return m;
+}
+
 void iod_sched_accs_to_replica(const struct iod_sched_cluster *c, uint32_t node, uint32_t mask,
                                json_t *replica)
 {
