@@ -8,8 +8,8 @@
  * node; a node that comes back quickly keeps them).
  *
  * The targets come from the topology-aware scheduler (sched/), with the
- * rules of a deploy (src/api/deploy.c): the live nodes' shapes from their
- * hardware models, every replica on a live node adopted (its GPUs,
+ * rules of a deploy (src/api/deploy.c): the live nodes' shapes from the
+ * topology each registered (src/ctrl/), every replica on a live node adopted (its GPUs,
  * accelerators, CPUs, memory and NIC are taken, and anti-affinity and
  * spread see it), each service's request from its stored spec. The
  * replacement gets a GPU set, accelerators, CPU set, NUMA node and NIC
@@ -24,15 +24,13 @@
  * Pure: JSON in, JSON out; deterministic; no I/O or clock.
  */
 #include "iod/agent.h"
+#include "iod/ctrl.h"
 #include "iod/sched.h"
 #include "iod/spec.h"
 #include "iod/topo.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* Distinct node models handled at once (shapes are registered once each). */
-#define RESCHED_MODELS_MAX 64
 
 /* A replica whose node is gone and that moves now. */
 struct orphan {
@@ -43,15 +41,6 @@ struct orphan {
 	bool stateful;       /* waited for its grace */
 	uint32_t svc;        /* index into the requests */
 };
-
-static uint32_t count_of(const json_t *v)
-{
-	if (json_is_integer(v) && json_integer_value(v) > 0)
-		return (uint32_t)IOD_MIN(json_integer_value(v), IOD_BITMAP_BITS);
-	if (json_is_array(v))
-		return (uint32_t)IOD_MIN(json_array_size(v), IOD_BITMAP_BITS);
-	return 0;
-}
 
 static const json_t *find_item(const json_t *list, const char *name)
 {
@@ -109,61 +98,15 @@ static void request_of(const json_t *svc_value, const char *name, uint32_t fallb
 	json_decref(v);
 }
 
-/* The scheduler's cluster from the live Node objects (as the deploy builds it). */
+/* The scheduler's cluster from the live Node objects, each from the
+ * topology it registered: the deploy's conversion (src/ctrl/). */
 static struct iod_sched_cluster *build_cluster(const json_t *nodes, uint32_t replicas_max,
                                                uint32_t *node_ids)
 {
-	const json_t *items = json_object_get(nodes, "items");
-	char models[RESCHED_MODELS_MAX][IOD_NAME_MAX];
-	uint32_t shape_ids[RESCHED_MODELS_MAX], models_n = 0;
-	struct iod_topo_node *topo = calloc(1, sizeof(*topo));
-	struct iod_sched_shape *shape = calloc(1, sizeof(*shape));
+	struct iod_ctrl_cluster_opts o = {.replicas_max = replicas_max};
 	struct iod_sched_cluster *c = NULL;
-
-	if (!topo || !shape ||
-	    iod_sched_cluster_new((uint32_t)json_array_size(items) + 1, replicas_max + 1, &c, NULL))
-		goto out;
-	for (size_t i = 0; i < json_array_size(items); i++) {
-		const json_t *x = json_array_get(items, i), *v = json_object_get(x, "value");
-		const char *name = NULL, *model = NULL, *rack = NULL, *zone = NULL;
-		char generic[IOD_NAME_MAX];
-		uint32_t m;
-
-		node_ids[i] = UINT32_MAX;
-		if (iod_json_get_str(x, "name", &name))
-			continue;
-		if (iod_json_get_str(v, "model", &model) || !model[0]) {
-			snprintf(generic, sizeof(generic), "generic-%u",
-			         count_of(json_object_get(v, "gpus")));
-			model = generic;
-		}
-		for (m = 0; m < models_n; m++)
-			if (!strcmp(models[m], model))
-				break;
-		if (m == models_n) {
-			/* an unknown model is that node's problem: it gets nothing */
-			if (models_n == RESCHED_MODELS_MAX ||
-			    iod_topo_model_load(model, topo, NULL) ||
-			    iod_sched_shape_from_topo(topo, shape, NULL) ||
-			    iod_sched_shape_add(c, shape, &shape_ids[m], NULL))
-				continue;
-			iod_strlcpy(models[m], model, sizeof(models[m]));
-			models_n++;
-		}
-		iod_json_get_str(v, "rack", &rack);
-		iod_json_get_str(v, "zone", &zone);
-		struct iod_sched_node_spec ns = {
-		    .name = name,
-		    .shape = shape_ids[m],
-		    .rack = rack,
-		    .zone = zone,
-		    .cordoned = json_is_true(json_object_get(v, "cordoned")),
-		};
-		iod_sched_node_add(c, &ns, &node_ids[i], NULL);
-	}
-out:
-	free(topo);
-	free(shape);
+	if (iod_ctrl_cluster_build(nodes, &o, &c, node_ids, NULL))
+		return NULL;
 	return c;
 }
 

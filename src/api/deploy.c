@@ -4,9 +4,11 @@
  *
  * POST /v1/deploy hands its body here. The spec is validated by spec/ (YAML
  * or JSON, every error with line:col). The nodes come from the Node objects
- * in the state: a node's "model" names its topology (a topo/ built-in model
- * such as dgx-h100 or generic-8), else "generic-<gpus>" is assumed. GPUs
- * that replicas of other services hold are marked used. The topology-aware
+ * in the state, each scheduled from the topology it registered (src/ctrl/:
+ * real discovery, an hwloc XML or a built-in model; a node that registered
+ * none falls back to its model name, then to generic-<gpus>). GPUs that
+ * replicas of other services hold are marked used. Nodes that cannot be
+ * scheduled are listed in the answer with their reason. The topology-aware
  * scheduler (sched/) places every replica; each placement stores its node,
  * GPU and CPU sets, the scheduler's one-line reason and its explanation
  * (top candidates with every score term), which `iod explain replica NAME`
@@ -16,24 +18,13 @@
  * builds a command; it never proposes, never does I/O, never reads a clock.
  */
 #include "iod/api.h"
+#include "iod/ctrl.h"
 #include "iod/sched.h"
 #include "iod/spec.h"
 #include "iod/topo.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* Distinct node models in one deploy (shapes are registered once each). */
-#define DEPLOY_MODELS_MAX 64
-
-static uint32_t json_count(const json_t *v)
-{
-	if (json_is_integer(v) && json_integer_value(v) > 0)
-		return (uint32_t)IOD_MIN(json_integer_value(v), IOD_BITMAP_BITS);
-	if (json_is_array(v))
-		return (uint32_t)IOD_MIN(json_array_size(v), IOD_BITMAP_BITS);
-	return 0;
-}
 
 static int load_spec(const char *body, size_t len, struct iod_spec **spec, json_t **answer,
                      struct iod_err *e)
@@ -89,84 +80,45 @@ static uint32_t used_mask(const json_t *replicas, const char *node, const struct
 	return mask;
 }
 
-/* Build the scheduler's cluster from the Node objects. */
+/* Build the scheduler's cluster from the Node objects (src/ctrl/): each
+ * node from the topology it registered; GPUs and accelerators that other
+ * services' replicas hold are taken. Nodes that cannot be scheduled go to
+ * skipped with their reason. */
 static int build_cluster(const struct iod_state *st, const struct iod_spec *spec,
-                         uint32_t replicas_max, struct iod_sched_cluster **out, struct iod_err *e)
+                         uint32_t replicas_max, struct iod_sched_cluster **out,
+                         json_t *skipped, struct iod_err *e)
 {
 	json_t *nodes = iod_state_list(st, IOD_STATE_NODE);
 	json_t *reps = iod_state_list(st, IOD_STATE_REPLICA);
-	json_t *items = json_object_get(nodes, "items");
-	char models[DEPLOY_MODELS_MAX][IOD_NAME_MAX];
-	uint32_t shape_ids[DEPLOY_MODELS_MAX], models_n = 0;
-	struct iod_topo_node *topo = calloc(1, sizeof(*topo));
-	struct iod_sched_shape *shape = calloc(1, sizeof(*shape));
+	const json_t *items = json_object_get(nodes, "items");
+	size_t n = json_array_size(items);
+	uint32_t *gpus = calloc(n + 1, sizeof(*gpus)), *accs = calloc(n + 1, sizeof(*accs));
 	int rc;
 
-	if (!nodes || !reps || !topo || !shape) {
+	*out = NULL;
+	if (!nodes || !reps || !gpus || !accs) {
 		rc = iod_err_set(e, -ENOMEM, "out of memory");
 		goto out;
 	}
-	rc = iod_sched_cluster_new((uint32_t)json_array_size(items) + 1, replicas_max + 1, out, e);
-	if (rc)
-		goto out;
-	for (size_t i = 0; i < json_array_size(items) && !rc; i++) {
-		const json_t *x = json_array_get(items, i), *v = json_object_get(x, "value");
-		const char *name = NULL, *model = NULL, *rack = NULL, *zone = NULL;
-		char generic[IOD_NAME_MAX];
-		uint32_t m;
-
-		iod_json_get_str(x, "name", &name);
-		if (iod_json_get_str(v, "model", &model) || !model[0]) {
-			snprintf(generic, sizeof(generic), "generic-%u",
-			         json_count(json_object_get(v, "gpus")));
-			model = generic;
-		}
-		for (m = 0; m < models_n; m++)
-			if (!strcmp(models[m], model))
-				break;
-		if (m == models_n) {
-			struct iod_err te = {0};
-			if (models_n == DEPLOY_MODELS_MAX) {
-				rc = iod_err_set(e, -E2BIG,
-				                 "more than %d node models in the cluster",
-				                 DEPLOY_MODELS_MAX);
-				break;
-			}
-			if (iod_topo_model_load(model, topo, &te) ||
-			    iod_sched_shape_from_topo(topo, shape, &te)) {
-				/* an unknown model is that node's problem, not the deploy's:
-				 * skip the node (it gets no replicas) */
-				continue;
-			}
-			if ((rc = iod_sched_shape_add(*out, shape, &shape_ids[m], e)))
-				break;
-			iod_strlcpy(models[m], model, sizeof(models[m]));
-			models_n++;
-		}
-		iod_json_get_str(v, "rack", &rack);
-		iod_json_get_str(v, "zone", &zone);
-		bool cordoned = json_is_true(json_object_get(v, "cordoned"));
-		struct iod_sched_node_spec ns = {
-		    .name = name,
-		    .shape = shape_ids[m],
-		    .rack = rack,
-		    .zone = zone,
-		    .cordoned = cordoned,
-		    .gpus_used = used_mask(json_object_get(reps, "items"), name, spec, "gpus"),
-		    .accs_used =
-		        used_mask(json_object_get(reps, "items"), name, spec, "accelerators")};
-		uint32_t id;
-		rc = iod_sched_node_add(*out, &ns, &id, e);
+	for (size_t i = 0; i < n; i++) {
+		const char *name = NULL;
+		if (iod_json_get_str(json_array_get(items, i), "name", &name))
+			continue;
+		gpus[i] = used_mask(json_object_get(reps, "items"), name, spec, "gpus");
+		accs[i] = used_mask(json_object_get(reps, "items"), name, spec, "accelerators");
 	}
+	struct iod_ctrl_cluster_opts o = {
+	    .replicas_max = replicas_max,
+	    .gpus_used = gpus,
+	    .accs_used = accs,
+	    .skipped = skipped,
+	};
+	rc = iod_ctrl_cluster_build(nodes, &o, out, NULL, e);
 out:
-	free(topo);
-	free(shape);
+	free(gpus);
+	free(accs);
 	json_decref(nodes);
 	json_decref(reps);
-	if (rc && *out) {
-		iod_sched_cluster_free(*out);
-		*out = NULL;
-	}
 	return rc;
 }
 
@@ -179,6 +131,7 @@ int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len
 	struct iod_sched_result res;
 	struct iod_sched_opts opts;
 	json_t *sj = NULL, *svc_arr = NULL, *rep_arr = NULL, *placed = NULL, *unplaced = NULL;
+	json_t *skipped = NULL;
 	uint64_t total = 0;
 	int rc;
 
@@ -187,6 +140,7 @@ int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len
 	memset(&res, 0, sizeof(res));
 	if ((rc = load_spec(body, len, &spec, answer, e)))
 		return rc;
+	skipped = json_array();
 	reqs = calloc(spec->services_n, sizeof(*reqs));
 	if (!reqs) {
 		rc = iod_err_set(e, -ENOMEM, "out of memory");
@@ -202,7 +156,7 @@ int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len
 		                 (unsigned long long)total, IOD_STATE_TXN_OPS_MAX / 2);
 		goto out;
 	}
-	if ((rc = build_cluster(st, spec, (uint32_t)total, &cl, e)))
+	if ((rc = build_cluster(st, spec, (uint32_t)total, &cl, skipped, e)))
 		goto out;
 	if ((rc = iod_sched_result_init(&res, (uint32_t)total + 1, spec->services_n)))
 		goto out;
@@ -236,9 +190,20 @@ int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len
 		if (old)
 			iod_json_get_u64(old, "generation", &gen);
 		if (!p->placed) {
+			char why[IOD_SCHED_WHY_MAX + 256];
+			const json_t *sk = json_array_get(skipped, 0);
+			const char *skn = "", *skr = "";
+			iod_json_get_str(sk, "node", &skn);
+			iod_json_get_str(sk, "reason", &skr);
+			if (p->reason == IOD_SCHED_REASON_NO_NODES && sk)
+				snprintf(why, sizeof(why), "%s (%zu node%s skipped; %s: %s)", p->why,
+				         json_array_size(skipped),
+				         json_array_size(skipped) == 1 ? "" : "s", skn, skr);
+			else
+				snprintf(why, sizeof(why), "%s", p->why);
 			json_array_append_new(
 			    unplaced, json_pack("{s:s, s:s, s:s}", "replica", p->name, "reason",
-			                        iod_sched_reason_name(p->reason), "why", p->why));
+			                        iod_sched_reason_name(p->reason), "why", why));
 			continue;
 		}
 		char gpus[128] = "", cpus[512] = "", affinity[512] = "";
@@ -278,8 +243,8 @@ int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len
 		json_array_append_new(placed, json_pack("{s:s, s:s, s:s, s:s}", "replica", p->name,
 		                                        "node", node, "gpus", gpus, "cpus", cpus));
 	}
-	*answer = json_pack("{s:b, s:O, s:O}", "complete", json_array_size(unplaced) == 0,
-	                    "placements", placed, "unplaced", unplaced);
+	*answer = json_pack("{s:b, s:O, s:O, s:O}", "complete", json_array_size(unplaced) == 0,
+	                    "placements", placed, "unplaced", unplaced, "skipped_nodes", skipped);
 	json_t *c =
 	    json_pack("{s:s, s:O, s:O}", "op", "deploy", "services", svc_arr, "replicas", rep_arr);
 	*cmd = c ? json_dumps(c, JSON_COMPACT) : NULL;
@@ -297,6 +262,7 @@ out:
 	json_decref(rep_arr);
 	json_decref(placed);
 	json_decref(unplaced);
+	json_decref(skipped);
 	iod_sched_result_free(&res);
 	iod_sched_cluster_free(cl);
 	free(reqs);
