@@ -120,6 +120,9 @@
 #define IOD_SCHED_MOVES_MAX 64
 /* Distinct node models in one cluster. */
 #define IOD_SCHED_SHAPES_MAX 64
+/* Registered topologies one cluster build remembers, to convert each kind of
+ * machine once (src/ctrl/cluster.c); more kinds are converted per node. */
+#define IOD_CTRL_TOPOS_SEEN_MAX 256
 /* Memoized GPU-set searches per shape: (free mask, k, link) keys; 2^18
  * covers every key of an 8-GPU shape many times and bounds 16-GPU ones. */
 #define IOD_SCHED_MEMO_MAX (1u << 18)

@@ -86,11 +86,90 @@ int iod_ctrl_node_shape(const json_t *node_value, struct iod_sched_shape *out, s
 	return 0;
 }
 
+/* Two registered topologies describe the same machine: equal in every
+ * member but the host's name. */
+static bool topo_same(const json_t *a, const json_t *b)
+{
+	const char *k;
+	const json_t *va;
+	if (a == b)
+		return true;
+	if (!json_is_object(a) || !json_is_object(b) || json_object_size(a) != json_object_size(b))
+		return false;
+	json_object_foreach((json_t *)a, k, va)
+	{
+		if (!strcmp(k, "name"))
+			continue;
+		if (!json_equal(va, json_object_get(b, k)))
+			return false;
+	}
+	return true;
+}
+
 static void skip(const struct iod_ctrl_cluster_opts *o, const char *node, const char *why)
 {
 	if (o->skipped)
 		json_array_append_new(o->skipped,
 		                      json_pack("{s:s, s:s}", "node", node ? node : "?", "reason", why));
+}
+
+/* One cluster build: the shapes registered so far and the topologies seen. */
+struct build {
+	struct iod_sched_cluster *c;   /* being built */
+	struct iod_sched_shape *shapes; /* shapes_n registered, in order */
+	uint32_t ids[IOD_SCHED_SHAPES_MAX]; /* the scheduler's id of each */
+	uint32_t shapes_n;
+	struct iod_sched_shape cur; /* scratch: the node being converted */
+	struct {
+		const json_t *topo; /* a registered topology already converted */
+		const char *model;  /* its node's model name */
+		uint32_t shape;     /* index into shapes */
+	} seen[IOD_CTRL_TOPOS_SEEN_MAX];
+	uint32_t seen_n;
+};
+
+/*
+ * The scheduler's shape id for node value v. A machine seen before is not
+ * converted again: converting a registered topology costs ~0.3 ms (a DGX),
+ * comparing it with one seen ~0.02 ms. -E2BIG when there are too many
+ * distinct shapes (fatal); any other error means skip this node (se says why).
+ */
+static int shape_id(struct build *b, const json_t *v, uint32_t *id, struct iod_err *se)
+{
+	const json_t *topo = json_object_get(v, "topology");
+	const char *model = "";
+	uint32_t m;
+	int rc;
+
+	iod_json_get_str(v, "model", &model);
+	for (m = 0; topo && m < b->seen_n; m++)
+		if (!strcmp(b->seen[m].model, model) && topo_same(b->seen[m].topo, topo)) {
+			*id = b->ids[b->seen[m].shape];
+			return 0;
+		}
+	if ((rc = iod_ctrl_node_shape(v, &b->cur, se)))
+		return rc == -E2BIG ? -EINVAL : rc; /* that node's problem only */
+	for (m = 0; m < b->shapes_n; m++)
+		if (!memcmp(&b->shapes[m], &b->cur, sizeof(b->cur)))
+			break;
+	if (m == b->shapes_n) {
+		if (b->shapes_n == IOD_SCHED_SHAPES_MAX)
+			return iod_err_set(se, -E2BIG,
+			                   "the nodes have more than %d distinct hardware shapes "
+			                   "(IOD_SCHED_SHAPES_MAX)",
+			                   IOD_SCHED_SHAPES_MAX);
+		if ((rc = iod_sched_shape_add(b->c, &b->cur, &b->ids[m], se)))
+			return rc == -E2BIG ? -EINVAL : rc;
+		b->shapes[m] = b->cur;
+		b->shapes_n++;
+	}
+	if (topo && b->seen_n < IOD_CTRL_TOPOS_SEEN_MAX) {
+		b->seen[b->seen_n].topo = topo;
+		b->seen[b->seen_n].model = model;
+		b->seen[b->seen_n++].shape = m;
+	}
+	*id = b->ids[m];
+	return 0;
 }
 
 int iod_ctrl_cluster_build(const json_t *nodes, const struct iod_ctrl_cluster_opts *opts,
@@ -99,63 +178,47 @@ int iod_ctrl_cluster_build(const json_t *nodes, const struct iod_ctrl_cluster_op
 {
 	const json_t *items = json_object_get(nodes, "items");
 	size_t n = json_array_size(items);
-	struct iod_sched_shape *shapes = calloc(IOD_SCHED_SHAPES_MAX, sizeof(*shapes));
-	struct iod_sched_shape *cur = calloc(1, sizeof(*cur));
-	uint32_t shape_ids[IOD_SCHED_SHAPES_MAX], shapes_n = 0;
+	struct build *b = calloc(1, sizeof(*b));
 	int rc;
 
 	IOD_ASSERT(opts != NULL && out != NULL);
 	*out = NULL;
-	if (!shapes || !cur) {
+	if (!b || !(b->shapes = calloc(IOD_SCHED_SHAPES_MAX, sizeof(*b->shapes)))) {
 		rc = iod_err_set(e, -ENOMEM, "out of memory");
 		goto done;
 	}
-	rc = iod_sched_cluster_new((uint32_t)n + 1, opts->replicas_max + 1, out, e);
+	rc = iod_sched_cluster_new((uint32_t)n + 1, opts->replicas_max + 1, &b->c, e);
 	for (size_t i = 0; i < n && !rc; i++) {
 		const json_t *x = json_array_get(items, i), *v = json_object_get(x, "value");
 		const char *name = NULL, *rack = NULL, *zone = NULL;
 		struct iod_err se = {0};
-		uint32_t m;
+		uint32_t shape = 0, id = 0;
 
 		if (node_ids)
 			node_ids[i] = UINT32_MAX;
 		if (iod_json_get_str(x, "name", &name))
 			continue;
-		if (iod_ctrl_node_shape(v, cur, &se)) {
+		if ((rc = shape_id(b, v, &shape, &se))) {
+			if (rc == -E2BIG) {
+				iod_err_set(e, rc, "%s", se.msg);
+				break;
+			}
+			rc = 0;
 			skip(opts, name, se.msg);
 			continue;
-		}
-		for (m = 0; m < shapes_n; m++)
-			if (!memcmp(&shapes[m], cur, sizeof(*cur)))
-				break;
-		if (m == shapes_n) {
-			if (shapes_n == IOD_SCHED_SHAPES_MAX) {
-				rc = iod_err_set(e, -E2BIG,
-				                 "the nodes have more than %d distinct hardware shapes "
-				                 "(IOD_SCHED_SHAPES_MAX)",
-				                 IOD_SCHED_SHAPES_MAX);
-				break;
-			}
-			if (iod_sched_shape_add(*out, cur, &shape_ids[m], &se)) {
-				skip(opts, name, se.msg);
-				continue;
-			}
-			shapes[m] = *cur;
-			shapes_n++;
 		}
 		iod_json_get_str(v, "rack", &rack);
 		iod_json_get_str(v, "zone", &zone);
 		struct iod_sched_node_spec ns = {
 		    .name = name,
-		    .shape = shape_ids[m],
+		    .shape = shape,
 		    .rack = rack,
 		    .zone = zone,
 		    .cordoned = json_is_true(json_object_get(v, "cordoned")),
 		    .gpus_used = opts->gpus_used ? opts->gpus_used[i] : 0,
 		    .accs_used = opts->accs_used ? opts->accs_used[i] : 0,
 		};
-		uint32_t id;
-		if (iod_sched_node_add(*out, &ns, &id, &se)) {
+		if (iod_sched_node_add(b->c, &ns, &id, &se)) {
 			skip(opts, name, se.msg);
 			continue;
 		}
@@ -163,11 +226,12 @@ int iod_ctrl_cluster_build(const json_t *nodes, const struct iod_ctrl_cluster_op
 			node_ids[i] = id;
 	}
 done:
-	free(shapes);
-	free(cur);
-	if (rc && *out) {
-		iod_sched_cluster_free(*out);
-		*out = NULL;
-	}
+	if (b && rc)
+		iod_sched_cluster_free(b->c);
+	else if (b)
+		*out = b->c;
+	if (b)
+		free(b->shapes);
+	free(b);
 	return rc;
 }
