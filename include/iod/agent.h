@@ -91,6 +91,8 @@ struct iod_agent_replica {
 	uint64_t mem_bytes;                      /* memory limit; 0 = none */
 	uint16_t port;                           /* the replica's port on this node; 0 = none */
 	struct iod_agent_health health;          /* readiness + liveness check */
+	char fail[IOD_AGENT_REASON_MAX];         /* why it cannot be built ("" = it can):
+	                                            marked failed, never started */
 };
 
 /* Append one argument / one NAME=value; -E2BIG when the buffer is full. */
@@ -107,7 +109,9 @@ const char *iod_agent_strv_at(const char *buf, size_t buf_len, uint32_t n, uint3
  * "health":{"kind":"tcp|http|exec","port","path","command","interval_ms",
  * "timeout_ms","healthy_threshold","unhealthy_threshold"}}]}.
  * Fills up to max replicas; -E2BIG past max, -EINVAL with the object and
- * field named in e.
+ * field named in e. In a manifest, a replica that has a name but is
+ * otherwise invalid comes back with its reason in `fail` (it fails alone);
+ * only one without a usable name, or a name used twice, rejects the file.
  */
 int iod_agent_replica_from_json(const json_t *obj, struct iod_agent_replica *r, struct iod_err *e);
 int iod_agent_manifest_parse(const char *text, size_t len, struct iod_agent_replica *out,
@@ -124,7 +128,11 @@ uint16_t iod_agent_replica_port(const char *name);
  * {"rev","items":[{"name","value":{...}}]}): program and limits from the
  * Service spec, placement (gpus, cpus, numa) from the Replica, identity and
  * the addresses of peers (IOD_PEERS) and dependencies (IOD_DEP_<SERVICE>) in
- * the environment. Replicas of a deleted service are skipped. -E2BIG past max.
+ * the environment. Each Service is re-validated by the spec loader first.
+ * A replica that cannot be built is returned with its reason in `fail`
+ * (and nothing to run); the others are unaffected. Replicas of a deleted
+ * service are skipped. Past max: the first max are filled and -E2BIG says
+ * how many more there were.
  */
 int iod_agent_desired_from_state(const char *node, const json_t *nodes, const json_t *services,
                                  const json_t *replicas, struct iod_agent_replica *out,
@@ -271,8 +279,11 @@ void iod_agent_rec_free(struct iod_agent_rec *r);
 /*
  * Replace the desired set (n replicas, unique names). New ones become
  * pending; a changed generation recreates; missing ones are stopped and then
- * forgotten. -ENOSPC (nothing changed) when more replicas than capacity
- * would be tracked at once; -EINVAL on a duplicate name.
+ * forgotten. A replica with `fail` set is marked failed with that reason and
+ * never started (a running one is stopped first). New replicas beyond the
+ * free slots (old ones still stopping) are left out: -ENOSPC, everything
+ * else applied; call again once slots free. -EINVAL (nothing changed) on a
+ * duplicate name.
  */
 int iod_agent_rec_set_desired(struct iod_agent_rec *r, const struct iod_agent_replica *want,
                               uint32_t n, uint64_t now_ns, struct iod_err *e);
@@ -394,6 +405,13 @@ void iod_agent_log_close(struct iod_agent_log *l);
  */
 int iod_agent_probe_run(const struct iod_agent_health *h, const char *host, uint16_t port,
                         char *detail, size_t detail_len);
+/*
+ * Wait for child pid, the leader of its own process group, until
+ * deadline_ns (monotonic); then SIGKILL the whole group and reap the leader
+ * (-ETIMEDOUT). After a normal end the rest of the group is killed too: a
+ * check's processes never outlive it. *status gets waitpid's status.
+ */
+int iod_agent_wait_group(pid_t pid, uint64_t deadline_ns, int *status);
 
 /* ---- per-replica network namespaces (shell, netns.c) -------------------- */
 

@@ -135,6 +135,8 @@
 /* Replicas one deploy (one iod_sched_place call) may ask for: a result holds
  * ~0.8 KB per replica (its explanation and reason), so 10^5 is ~80 MB. */
 #define IOD_SCHED_DEPLOY_MAX 100000
+/* Replicas bound to one node: what its agent can run at once. */
+#define IOD_SCHED_NODE_REPLICAS_MAX IOD_AGENT_REPLICAS_MAX
 /* Services one scheduler instance tracks (spread, anti-affinity, moves). */
 #define IOD_SCHED_SERVICES_MAX 65536
 
@@ -199,24 +201,42 @@
 /* ---- agent ------------------------------------------------------------- */
 
 /* Replicas one agent tracks at once (running + stopping): a node with 8
- * GPUs and a few hundred CPU-only sidecars fits with room. */
+ * GPUs and a few hundred CPU-only sidecars fits with room. The scheduler
+ * places at most this many on one node (IOD_SCHED_NODE_REPLICAS_MAX). */
 #define IOD_AGENT_REPLICAS_MAX 512
-/* One health-check command line or program path. */
+/* One health-check command line or program path; the spec refuses a longer
+ * health.exec (the agent never truncates one). */
 #define IOD_AGENT_CMD_MAX 512
 /* A path (run dir, cgroup dir, HTTP check path): below PATH_MAX (4096)
  * on purpose, replica paths are short. */
 #define IOD_AGENT_PATH_MAX 512
-/* Program and arguments of one replica, NUL-separated: a long command line
- * is ~1 KiB; 4 KiB leaves room. */
-#define IOD_AGENT_ARGV_BYTES_MAX 4096
-/* Environment of one replica (identity, peers, dependencies, user env):
- * 64 peers x ~24 bytes plus user variables. */
-#define IOD_AGENT_ENV_BYTES_MAX 8192
-/* Arguments / variables counted out of those buffers. */
-#define IOD_AGENT_ARGS_MAX 64
-#define IOD_AGENT_ENVS_MAX 128
-/* A phase reason ("exit status 1; restarting in 400 ms"). */
-#define IOD_AGENT_REASON_MAX 160
+/* Program and arguments of one replica, NUL-separated: a Java command line
+ * with a long classpath is a few KiB; 16 KiB leaves room. Checked when a
+ * spec is validated, so a deploy never places what an agent cannot run. */
+#define IOD_AGENT_ARGV_BYTES_MAX 16384
+/* Environment of one replica as the agent builds it (the spec's env, its
+ * address, IOD_PEERS and IOD_DEP_<SERVICE> lists, mesh addresses): 32 KiB
+ * holds the peer list of a ~1,400-replica service. Identity variables
+ * (IOD_SERVICE, IOD_NODE, ...) are added outside it. The spec loader checks
+ * each service's worst case against it (iod_spec_service_env_check). */
+#define IOD_AGENT_ENV_BYTES_MAX 32768
+/* What one "host:port," entry of IOD_PEERS / IOD_DEP_* takes at most for an
+ * IPv4 node address ("255.255.255.255:65535,"); longer node addresses are
+ * counted at their length when a deploy checks the environment. */
+#define IOD_AGENT_PEER_ENTRY_BYTES 22
+/* Room the environment check keeps for the agent's own variables besides
+ * the peer lists: IOD_ADDR, IOD_PEERS=, the IOD_SVC_* and IOD_DEP_* names,
+ * and the accelerator lists (IOD_ACCELERATORS, IOD_DPUS, IOD_FPGAS, at most
+ * 256 bytes each). */
+#define IOD_AGENT_ENV_RESERVED_BYTES 1024
+/* Arguments / variables counted out of those buffers: the spec allows
+ * IOD_SPEC_LIST_MAX arguments after the program, IOD_SPEC_LIST_MAX env
+ * variables and IOD_SPEC_LIST_MAX dependencies (two variables each). */
+#define IOD_AGENT_ARGS_MAX 65
+#define IOD_AGENT_ENVS_MAX 256
+/* A phase reason ("exit status 1; restarting in 400 ms", or why a replica
+ * cannot be built, which quotes a limit or a spec error). */
+#define IOD_AGENT_REASON_MAX 320
 /* Actions the agent takes per reconciler step before looping again. */
 #define IOD_AGENT_ACTIONS_MAX 64
 /* A manifest of desired replicas (JSON). */

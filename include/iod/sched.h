@@ -221,7 +221,8 @@ int iod_sched_request_from_spec(const struct iod_spec_service *s, struct iod_sch
 	X(NIC, "nic")                       /* not enough free NIC bandwidth */        \
 	X(ACCELERATORS, "accelerators")     /* not enough free DPUs/FPGAs */           \
 	X(GANG, "gang")                     /* a sibling could not be placed */        \
-	X(TRANSACTION, "transaction")       /* strict deploy: another service failed */
+	X(TRANSACTION, "transaction")       /* strict deploy: another service failed */ \
+	X(NODE_FULL, "node-full")           /* every node runs as many as its agent can */
 
 enum iod_sched_reason {
 #define X(n, s) IOD_SCHED_REASON_##n,

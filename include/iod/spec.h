@@ -162,6 +162,30 @@ int iod_spec_load_buffer(const char *name, const char *text, size_t len, struct 
                          struct iod_spec_diags *diags);
 void iod_spec_free(struct iod_spec *s);
 
+/*
+ * Validate one stored Service object (its normalized JSON as the control
+ * plane keeps it: iod_spec_to_json's form plus the keys the control plane
+ * adds, "generation" and "gpu", which are ignored). The object's name is
+ * the service's name. Every rule of the language applies except that
+ * depends_on names are not resolved (the other services are stored apart).
+ * The node agent runs every Service it is asked to run through this, so a
+ * raw object write cannot smuggle past validation what /v1/deploy refuses.
+ */
+int iod_spec_load_service(const char *name, const json_t *value, struct iod_spec **out,
+                          struct iod_spec_diags *diags);
+
+/*
+ * The agent's environment limit for service i of s: its env, its own peer
+ * list and each dependency's (replicas x "host:port,"), the mesh addresses
+ * and IOD_AGENT_ENV_RESERVED_BYTES must fit IOD_AGENT_ENV_BYTES_MAX.
+ * host_len_max: the longest node address (at least 15, IPv4). A dependency
+ * outside s is counted with replicas_of(name, ctx) when given, else as 0.
+ * 0, or -E2BIG with the sizes and the limit named in why.
+ */
+int iod_spec_service_env_check(const struct iod_spec *s, uint32_t i, uint32_t host_len_max,
+                               uint32_t (*replicas_of)(const char *service, void *ctx),
+                               void *ctx, char *why, size_t len);
+
 /* Print every diagnostic as "name:line:col: message" lines. */
 void iod_spec_diags_print(const struct iod_spec_diags *d, const char *name, FILE *f);
 

@@ -38,7 +38,9 @@ struct agent {
 	struct iod_agent_caps caps;         /* what the sandbox may use */
 	struct iod_agent_rec *rec;          /* the pure core */
 	struct iod_agent_proc *procs;       /* per reconciler slot */
-	struct iod_agent_replica *desired;  /* manifest buffer */
+	struct iod_agent_replica *desired;  /* the latest desired set (manifest or cluster) */
+	uint32_t desired_n;                 /* replicas in desired */
+	bool desired_retry;                 /* some did not fit yet: offer them again */
 	struct iod_agent_log events;        /* events.jsonl */
 	uint64_t rev;                       /* last event revision */
 	struct timespec manifest_mtime;     /* of the last manifest read */
@@ -55,9 +57,24 @@ struct agent {
 
 static void assign_addresses(struct agent *a);
 
+
 static uint64_t now_ns(void)
 {
 	return iod_clock_now(iod_clock_monotonic());
+}
+
+/*
+ * Hand the desired set to the reconciler. When some new replicas find no
+ * free slot yet (old ones still stopping), the rest is applied and they are
+ * offered again after each step, so that they start as soon as room frees.
+ */
+static int offer_desired(struct agent *a, struct iod_err *e)
+{
+	int rc = iod_agent_rec_set_desired(a->rec, a->desired, a->desired_n, now_ns(), e);
+	if (rc == -ENOSPC && !a->desired_retry)
+		IOD_WARN("agent", "%s", e->msg);
+	a->desired_retry = rc == -ENOSPC;
+	return rc == -ENOSPC ? 0 : rc;
 }
 
 void iod_agent_config_default(struct iod_agent_config *c)
@@ -186,8 +203,12 @@ static int load_manifest(struct agent *a, bool force)
 		rc = iod_agent_manifest_parse(b.data, b.len, a->desired, IOD_AGENT_REPLICAS_MAX, &n,
 		                              &e);
 	iod_buf_free(&b);
-	if (!rc)
-		rc = iod_agent_rec_set_desired(a->rec, a->desired, n, now_ns(), &e);
+	if (!rc) {
+		a->desired_n = n;
+		rc = offer_desired(a, &e);
+	} else {
+		a->desired_retry = false; /* the buffer no longer holds what was offered */
+	}
 	if (!rc)
 		assign_addresses(a);
 	if (rc) {
@@ -233,7 +254,9 @@ static bool take_cluster(struct agent *a)
 	bool resync = false;
 	struct iod_err e = {0};
 	bool fresh = iod_agent_cluster_take(a->cluster, a->desired, &n, &resync);
-	if (fresh && iod_agent_rec_set_desired(a->rec, a->desired, n, now_ns(), &e))
+	if (fresh)
+		a->desired_n = n;
+	if (fresh && offer_desired(a, &e))
 		IOD_ERROR("agent", "desired state: %s", e.msg);
 	if (fresh)
 		assign_addresses(a);
@@ -554,8 +577,17 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 		}
 		if (!a->stopping && a->cluster && take_cluster(a))
 			continue;
+		if (!a->stopping && a->desired_retry) {
+			struct iod_err oe = {0};
+			offer_desired(a, &oe);
+			if (!a->desired_retry) {
+				assign_addresses(a);
+				continue;
+			}
+		}
 		if (a->stopping && !stop_by) {
 			IOD_INFO("agent", "stopping every replica");
+			a->desired_retry = false;
 			iod_agent_rec_set_desired(a->rec, NULL, 0, t, NULL);
 			stop_by = t + c->rec.stop_grace_ns + IOD_NS_PER_S;
 			continue;

@@ -17,10 +17,20 @@
  * service and each dependency is the VIP:port the node's mesh proxy serves
  * it on (iod_mesh_api_addrs: the same computation the proxy's control-plane
  * source makes), so a workload dials a name and the proxy balances.
+ *
+ * Trust boundary: every Service is re-validated here by the spec loader
+ * (iod_spec_load_service), and the replica is built from the validated
+ * spec, never from the raw object: a Service written straight into the
+ * state cannot run what /v1/deploy would refuse. Failures are per replica:
+ * a replica that cannot be built (its service does not validate, a bad
+ * placement value, a list that does not fit the environment) comes out
+ * with its reason in `fail` and runs nothing; every other replica of the
+ * node is built as usual.
  */
 #include "iod/agent.h"
 #include "iod/mesh.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 uint16_t iod_agent_replica_port(const char *name)
@@ -78,33 +88,22 @@ static int addresses(const json_t *nodes, const json_t *replicas, const char *se
 	return 0;
 }
 
-static void health_from_spec(const json_t *h, struct iod_agent_health *out)
+/* The check as the validated spec has it (the spec bounds every string
+ * to the agent's buffers, so nothing is truncated here). */
+static void health_from_spec(const struct iod_spec_health *h, struct iod_agent_health *out)
 {
-	const char *kind = "none", *s;
-	uint64_t v;
 	memset(out, 0, sizeof(*out));
-	iod_json_get_str(h, "kind", &kind);
-	if (!strcmp(kind, "exec"))
-		out->kind = IOD_HEALTH_EXEC;
-	else if (!strcmp(kind, "tcp"))
-		out->kind = IOD_HEALTH_TCP;
-	else if (!strcmp(kind, "http"))
-		out->kind = IOD_HEALTH_HTTP;
-	else
+	if (h->kind == IOD_HEALTH_NONE)
 		return;
-	if (!iod_json_get_str(h, "exec", &s) || !iod_json_get_str(h, "command", &s))
-		iod_strlcpy(out->command, s, sizeof(out->command));
-	if (!iod_json_get_str(h, "path", &s))
-		iod_strlcpy(out->path, s, sizeof(out->path));
-	if (!out->path[0])
-		memcpy(out->path, "/", 2);
+	out->kind = h->kind;
+	if (h->command)
+		iod_strlcpy(out->command, h->command, sizeof(out->command));
+	iod_strlcpy(out->path, h->path ? h->path : "/", sizeof(out->path));
 	/* the check's port is the replica's port: the process listens on $IOD_PORT */
-	out->interval_ns = iod_json_get_u64(h, "interval_ns", &v) ? IOD_NS_PER_S : v;
-	out->timeout_ns = iod_json_get_u64(h, "timeout_ns", &v) ? IOD_NS_PER_S : v;
-	out->healthy_threshold = iod_json_get_u64(h, "healthy_threshold", &v) ? 1 : (uint32_t)v;
-	out->unhealthy_threshold = iod_json_get_u64(h, "unhealthy_threshold", &v) ? 3 : (uint32_t)v;
-	if (!out->interval_ns)
-		out->interval_ns = IOD_NS_PER_S;
+	out->interval_ns = h->interval_ns ? h->interval_ns : IOD_NS_PER_S;
+	out->timeout_ns = h->timeout_ns;
+	out->healthy_threshold = h->healthy_threshold;
+	out->unhealthy_threshold = h->unhealthy_threshold;
 }
 
 /* IOD_DEP_<SERVICE>: upper case, '-' and '.' become '_'. */
@@ -134,66 +133,68 @@ static int svc_env(struct iod_agent_replica *r, const struct iod_mesh_svc_addr *
 	return 0;
 }
 
-static int one(const char *node, const json_t *nodes, const json_t *services,
-               const json_t *replicas, const struct iod_mesh_svc_addr *addrs, uint32_t addrs_n,
-               const char *name, const json_t *v, struct iod_agent_replica *r, struct iod_err *e)
+/* A placement set ("0-3,8") that must be a string when present. */
+static int placement_set(const json_t *v, const char *key, struct iod_bitmap *b, const char *name,
+                         struct iod_err *e)
 {
-	const char *svc = NULL, *s;
-	uint64_t u;
-	char peers[IOD_AGENT_ENV_BYTES_MAX / 2];
+	const json_t *x = json_object_get(v, key);
+	iod_bitmap_zero(b);
+	if (!x || json_is_null(x))
+		return 0;
+	if (!json_is_string(x))
+		return iod_err_set(e, -EINVAL, "replica %s: \"%s\" must be a list like \"0-3\"",
+		                   name, key);
+	if (iod_bitmap_parse(json_string_value(x), b, e))
+		return iod_err_wrap(e, "replica %s: %s", name, key);
+	return 0;
+}
 
-	memset(r, 0, sizeof(*r));
-	r->numa_node = -1;
-	if (iod_strlcpy(r->name, name, sizeof(r->name)) || iod_json_get_str(v, "service", &svc))
-		return iod_err_set(e, -EINVAL, "replica %s: no service", name);
-	iod_strlcpy(r->service, svc, sizeof(r->service));
-	const json_t *spec = find_item(services, svc);
-	if (!spec)
-		return iod_err_set(e, -ENOENT, "replica %s: service %s not found", name, svc);
-	if (!iod_json_get_u64(v, "ordinal", &u))
-		r->ordinal = (uint32_t)u;
-	if (!iod_json_get_u64(v, "generation", &u))
-		r->generation = u;
-	if (!iod_json_get_str(spec, "type", &s))
-		r->stateful = !strcmp(s, "stateful");
-	r->restart = IOD_RESTART_ALWAYS;
-	if (!iod_json_get_str(spec, "restart", &s))
-		r->restart = !strcmp(s, "never")        ? IOD_RESTART_NEVER
-		             : !strcmp(s, "on-failure") ? IOD_RESTART_ON_FAILURE
-		                                        : IOD_RESTART_ALWAYS;
-	/* program: command then args */
-	if (!iod_json_get_str(spec, "command", &s) && s[0] && iod_agent_replica_add_arg(r, s))
-		return iod_err_set(e, -E2BIG, "replica %s: command too long", name);
+/*
+ * Build one replica from its Replica object v and its service's validated
+ * spec sv. Any problem is the replica's own: it goes into e and the caller
+ * marks this replica failed, leaving every other replica alone.
+ */
+static int build(const char *node, const json_t *nodes, const json_t *replicas,
+                 const struct iod_mesh_svc_addr *addrs, uint32_t addrs_n,
+                 const struct iod_spec_service *sv, const json_t *v, struct iod_agent_replica *r,
+                 struct iod_err *e)
+{
+	const char *name = r->name;
+	char peers[IOD_AGENT_ENV_BYTES_MAX / 2];
 	size_t i;
-	json_t *a;
-	json_array_foreach(json_object_get(spec, "args"), i, a)
-	{
-		if (json_is_string(a) && iod_agent_replica_add_arg(r, json_string_value(a)))
-			return iod_err_set(e, -E2BIG, "replica %s: more than %u arguments", name,
-			                   IOD_AGENT_ARGS_MAX);
-	}
+
+	r->stateful = sv->type == IOD_SERVICE_STATEFUL;
+	r->restart = sv->restart;
+	if (!sv->command)
+		return iod_err_set(e, -EINVAL, "service %s has no command to run", sv->name);
+	/* program: command then args (the spec bounds both to the agent's buffer) */
+	if (iod_agent_replica_add_arg(r, sv->command))
+		return iod_err_set(e, -E2BIG, "replica %s: command longer than %d bytes "
+		                              "(IOD_AGENT_ARGV_BYTES_MAX)",
+		                   name, IOD_AGENT_ARGV_BYTES_MAX);
+	for (uint32_t k = 0; k < sv->args_n; k++)
+		if (iod_agent_replica_add_arg(r, sv->args[k]))
+			return iod_err_set(e, -E2BIG,
+			                   "replica %s: command and args over %d arguments or %d "
+			                   "bytes (IOD_AGENT_ARGS_MAX, IOD_AGENT_ARGV_BYTES_MAX)",
+			                   name, IOD_AGENT_ARGS_MAX, IOD_AGENT_ARGV_BYTES_MAX);
 	/* placement: GPUs, and CPUs / NUMA node when the scheduler chose them */
-	if (!iod_json_get_str(v, "gpus", &s) && iod_bitmap_parse(s, &r->gpus, e))
-		return iod_err_wrap(e, "replica %s: gpus", name);
-	if (!iod_json_get_str(v, "cpus", &s) && iod_bitmap_parse(s, &r->cpus, e))
-		return iod_err_wrap(e, "replica %s: cpus", name);
+	if (placement_set(v, "gpus", &r->gpus, name, e) ||
+	    placement_set(v, "cpus", &r->cpus, name, e))
+		return -EINVAL;
 	/* no exclusive CPUs: run on the shared NUMA-local ones the scheduler named */
-	if (iod_bitmap_empty(&r->cpus) && !iod_json_get_str(v, "cpu_affinity", &s) &&
-	    iod_bitmap_parse(s, &r->cpus, e))
-		return iod_err_wrap(e, "replica %s: cpu_affinity", name);
+	if (iod_bitmap_empty(&r->cpus) && placement_set(v, "cpu_affinity", &r->cpus, name, e))
+		return -EINVAL;
 	json_t *numa = json_object_get(v, "mem_numa"); /* the scheduler's name for it */
 	if (!numa)
 		numa = json_object_get(v, "numa");
 	if (json_is_integer(numa) && json_integer_value(numa) >= 0 &&
 	    json_integer_value(numa) < 1024)
 		r->numa_node = (int32_t)json_integer_value(numa);
-	const json_t *res = json_object_get(spec, "resources");
-	if (!iod_json_get_u64(res, "cpu_millis", &u))
-		r->cpu_millis = (uint32_t)IOD_MIN(u, 1000000u);
-	if (!iod_json_get_u64(res, "mem_bytes", &u))
-		r->mem_bytes = u;
+	r->cpu_millis = IOD_MIN(sv->res.cpu_millis, 1000000u);
+	r->mem_bytes = sv->res.mem_bytes;
 	r->port = iod_agent_replica_port(name);
-	health_from_spec(json_object_get(spec, "health"), &r->health);
+	health_from_spec(&sv->health, &r->health);
 	/* accelerators the scheduler gave it whole (DPUs, FPGAs): their PCI
 	 * addresses, and device names per type, as a device plugin would */
 	char pci[256] = "", dpus[256] = "", fpgas[256] = "";
@@ -216,41 +217,74 @@ static int one(const char *node, const json_t *nodes, const json_t *services,
 	if ((pci[0] && iod_agent_replica_add_env(r, "IOD_ACCELERATORS", pci)) ||
 	    (dpus[0] && iod_agent_replica_add_env(r, "IOD_DPUS", dpus)) ||
 	    (fpgas[0] && iod_agent_replica_add_env(r, "IOD_FPGAS", fpgas)))
-		return iod_err_set(e, -E2BIG, "replica %s: environment too large", name);
+		return iod_err_set(e, -E2BIG, "replica %s: environment over %d bytes "
+		                              "(IOD_AGENT_ENV_BYTES_MAX)",
+		                   name, IOD_AGENT_ENV_BYTES_MAX);
 	/* environment: the spec's, then peers and dependencies */
-	const char *k;
-	json_t *ev;
-	json_object_foreach(json_object_get(spec, "env"), k, ev)
-	{
-		if (json_is_string(ev) && iod_agent_replica_add_env(r, k, json_string_value(ev)))
-			return iod_err_set(e, -E2BIG, "replica %s: environment too large", name);
-	}
-	char addr[IOD_ADDR_MAX];
+	for (uint32_t k = 0; k < sv->env_n; k++)
+		if (iod_agent_replica_add_env(r, sv->env[k].name, sv->env[k].value))
+			return iod_err_set(e, -E2BIG,
+			                   "replica %s: environment over %d bytes "
+			                   "(IOD_AGENT_ENV_BYTES_MAX)",
+			                   name, IOD_AGENT_ENV_BYTES_MAX);
+	char addr[IOD_ADDR_MAX + 8];
 	snprintf(addr, sizeof(addr), "%s:%u", node_addr(nodes, node), r->port);
 	if (iod_agent_replica_add_env(r, "IOD_ADDR", addr))
-		return iod_err_set(e, -E2BIG, "replica %s: environment too large", name);
-	if (addresses(nodes, replicas, svc, peers, sizeof(peers)) ||
+		return iod_err_set(e, -E2BIG, "replica %s: environment over %d bytes "
+		                              "(IOD_AGENT_ENV_BYTES_MAX)",
+		                   name, IOD_AGENT_ENV_BYTES_MAX);
+	if (addresses(nodes, replicas, sv->name, peers, sizeof(peers)) ||
 	    iod_agent_replica_add_env(r, "IOD_PEERS", peers))
-		return iod_err_set(e, -E2BIG, "replica %s: too many peers for the environment",
-		                   name);
-	if (svc_env(r, addrs, addrs_n, svc))
-		return iod_err_set(e, -E2BIG, "replica %s: environment too large", name);
-	json_array_foreach(json_object_get(spec, "depends_on"), i, a)
-	{
+		return iod_err_set(e, -E2BIG,
+		                   "replica %s: IOD_PEERS does not fit the environment (%d bytes, "
+		                   "IOD_AGENT_ENV_BYTES_MAX): too many replicas of %s",
+		                   name, IOD_AGENT_ENV_BYTES_MAX, sv->name);
+	if (svc_env(r, addrs, addrs_n, sv->name))
+		return iod_err_set(e, -E2BIG, "replica %s: environment over %d bytes "
+		                              "(IOD_AGENT_ENV_BYTES_MAX)",
+		                   name, IOD_AGENT_ENV_BYTES_MAX);
+	for (uint32_t d = 0; d < sv->depends_n; d++) {
 		char var[IOD_NAME_MAX + 16];
-		if (!json_is_string(a))
-			continue;
-		dep_var(json_string_value(a), var, sizeof(var));
-		if (addresses(nodes, replicas, json_string_value(a), peers, sizeof(peers)) ||
-		    iod_agent_replica_add_env(r, var, peers))
-			return iod_err_set(e, -E2BIG, "replica %s: dependency %s too large", name,
-			                   json_string_value(a));
-		if (strcmp(json_string_value(a), svc) &&
-		    svc_env(r, addrs, addrs_n, json_string_value(a)))
-			return iod_err_set(e, -E2BIG, "replica %s: dependency %s too large", name,
-			                   json_string_value(a));
+		const char *dep = sv->depends_on[d];
+		dep_var(dep, var, sizeof(var));
+		if (addresses(nodes, replicas, dep, peers, sizeof(peers)) ||
+		    iod_agent_replica_add_env(r, var, peers) ||
+		    (strcmp(dep, sv->name) && svc_env(r, addrs, addrs_n, dep)))
+			return iod_err_set(e, -E2BIG,
+			                   "replica %s: %s (dependency %s) does not fit the "
+			                   "environment (%d bytes, IOD_AGENT_ENV_BYTES_MAX)",
+			                   name, var, dep, IOD_AGENT_ENV_BYTES_MAX);
 	}
 	return 0;
+}
+
+/* A service's verdict, validated once per call. */
+struct svc_seen {
+	bool done;                     /* validated */
+	struct iod_spec *spec;         /* the loaded spec (one service), or NULL */
+	char why[IOD_AGENT_REASON_MAX]; /* why it does not validate */
+};
+
+static const struct iod_spec_service *service_spec(const json_t *services, size_t idx,
+                                                   struct svc_seen *seen)
+{
+	const json_t *item = json_array_get(json_object_get(services, "items"), idx);
+	if (!seen->done) {
+		struct iod_spec_diags *d = calloc(1, sizeof(*d));
+		const char *name = "?";
+		seen->done = true;
+		iod_json_get_str(item, "name", &name);
+		if (!d) {
+			snprintf(seen->why, sizeof(seen->why), "out of memory");
+			return NULL;
+		}
+		if (iod_spec_load_service(name, json_object_get(item, "value"), &seen->spec, d))
+			snprintf(seen->why, sizeof(seen->why),
+			         "service %s does not validate (%u error%s): %s", name, d->total,
+			         d->total == 1 ? "" : "s", d->n ? d->d[0].msg : "?");
+		free(d);
+	}
+	return seen->spec ? &seen->spec->services[0] : NULL;
 }
 
 int iod_agent_desired_from_state(const char *node, const json_t *nodes, const json_t *services,
@@ -258,29 +292,79 @@ int iod_agent_desired_from_state(const char *node, const json_t *nodes, const js
                                  uint32_t max, uint32_t *n, struct iod_err *e)
 {
 	struct iod_mesh_svc_addr addrs[IOD_MESH_SERVICES_MAX];
-	uint32_t addrs_n = 0;
+	const json_t *svc_items = json_object_get(services, "items");
+	uint32_t addrs_n = 0, over = 0;
+	struct svc_seen *seen = calloc(json_array_size(svc_items) + 1, sizeof(*seen));
 	size_t i;
 	json_t *x;
 	*n = 0;
+	if (!seen)
+		return iod_err_set(e, -ENOMEM, "out of memory");
 	/* past IOD_MESH_SERVICES_MAX services the proxy serves none: no IOD_SVC_* */
 	if (iod_mesh_api_addrs(services, addrs, IOD_MESH_SERVICES_MAX, &addrs_n))
 		addrs_n = 0;
 	json_array_foreach(json_object_get(replicas, "items"), i, x)
 	{
 		const json_t *v = json_object_get(x, "value");
-		const char *name, *on;
+		const char *name, *on, *svc = NULL;
 		if (iod_json_get_str(x, "name", &name) || iod_json_get_str(v, "node", &on) ||
 		    strcmp(on, node))
 			continue;
-		if (*n >= max)
-			return iod_err_set(e, -E2BIG, "more than %u replicas placed on node %s",
-			                   max, node);
-		int rc = one(node, nodes, services, replicas, addrs, addrs_n, name, v, &out[*n], e);
-		if (rc == -ENOENT)
+		if (!name[0] || strlen(name) >= IOD_NAME_MAX)
+			continue; /* not a name this agent can track or report */
+		if (*n >= max) {
+			over++; /* the first max (name order) run; the rest are reported */
+			continue;
+		}
+		struct iod_agent_replica *r = &out[*n];
+		memset(r, 0, sizeof(*r));
+		r->numa_node = -1;
+		memcpy(r->name, name, strlen(name) + 1);
+		uint64_t u;
+		if (!iod_json_get_u64(v, "ordinal", &u) && u <= IOD_SPEC_REPLICAS_MAX)
+			r->ordinal = (uint32_t)u;
+		if (!iod_json_get_u64(v, "generation", &u))
+			r->generation = u;
+		if (iod_json_get_str(v, "service", &svc) || !svc[0] ||
+		    iod_strlcpy(r->service, svc, sizeof(r->service))) {
+			snprintf(r->fail, sizeof(r->fail), "replica %s names no service it can run",
+			         name);
+			(*n)++;
+			continue;
+		}
+		size_t j;
+		json_t *it;
+		bool found = false;
+		json_array_foreach(svc_items, j, it)
+		{
+			const char *sn;
+			if (!iod_json_get_str(it, "name", &sn) && !strcmp(sn, svc)) {
+				found = true;
+				break;
+			}
+		}
+		if (!found)
 			continue; /* service deleted: its replicas go too */
-		if (rc)
-			return rc;
+		const struct iod_spec_service *sv = service_spec(services, j, &seen[j]);
+		struct iod_err be = {0};
+		if (!sv)
+			snprintf(r->fail, sizeof(r->fail), "%s", seen[j].why);
+		else if (build(node, nodes, replicas, addrs, addrs_n, sv, v, r, &be))
+			snprintf(r->fail, sizeof(r->fail), "%s", be.msg);
+		if (r->fail[0]) {
+			/* nothing of what could not be built may run */
+			r->argc = 0;
+			r->envc = 0;
+		}
 		(*n)++;
 	}
+	for (size_t k = 0; k < json_array_size(svc_items); k++)
+		iod_spec_free(seen[k].spec);
+	free(seen);
+	if (over)
+		return iod_err_set(e, -E2BIG,
+		                   "%u more replicas placed on node %s than its agent runs (%u, "
+		                   "IOD_AGENT_REPLICAS_MAX): the first %u by name run",
+		                   over, node, max, max);
 	return 0;
 }

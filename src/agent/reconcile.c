@@ -161,10 +161,41 @@ static void begin_stop(struct iod_agent_rec *r, struct iod_agent_slot *s, uint64
 	s->probe_in_flight = false;
 }
 
+/* A replica the agent cannot build: failed with its reason, never started. */
+static void mark_unbuildable(struct iod_agent_slot *s, uint64_t now_ns)
+{
+	IOD_ASSERT(s->want.fail[0] && !s->alive);
+	set_phase(s, IOD_AGENT_FAILED, now_ns, "%s", s->want.fail);
+	set_ready(s, false);
+	s->start_at_ns = UINT64_MAX;
+}
+
+/* A slot takes want (a new generation, or its buildability changed). */
+static void take_want(struct iod_agent_rec *r, struct iod_agent_slot *s,
+                      const struct iod_agent_replica *want, uint64_t now_ns)
+{
+	bool was_generation = s->want.generation != want->generation;
+	s->want = *want;
+	if (s->alive) {
+		s->restart_after_stop = !want->fail[0];
+		begin_stop(r, s, now_ns,
+		           want->fail[0]      ? "cannot run the new state: stopping"
+		           : was_generation ? "new generation: recreating"
+		                            : "can run again: recreating");
+	} else if (want->fail[0]) {
+		mark_unbuildable(s, now_ns);
+	} else {
+		s->start_at_ns = now_ns;
+		s->backoff_ns = r->cfg.backoff_base_ns;
+		set_phase(s, IOD_AGENT_PENDING, now_ns, "%s",
+		          was_generation ? "new generation" : "can run again");
+	}
+}
+
 int iod_agent_rec_set_desired(struct iod_agent_rec *r, const struct iod_agent_replica *want,
                               uint32_t n, uint64_t now_ns, struct iod_err *e)
 {
-	uint32_t free_n = 0, fresh = 0;
+	uint32_t refused = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
 		if (!want[i].name[0])
@@ -173,16 +204,7 @@ int iod_agent_rec_set_desired(struct iod_agent_rec *r, const struct iod_agent_re
 			if (!strcmp(want[i].name, want[j].name))
 				return iod_err_set(e, -EINVAL, "replica \"%s\" is listed twice",
 				                   want[i].name);
-		if (iod_agent_rec_find(r, want[i].name) < 0)
-			fresh++;
 	}
-	for (uint32_t i = 0; i < r->capacity; i++)
-		free_n += !r->slots[i].used;
-	if (fresh > free_n)
-		return iod_err_set(e, -ENOSPC,
-		                   "%u new replicas but room for %u more on this node (limit %u, "
-		                   "IOD_AGENT_REPLICAS_MAX)",
-		                   fresh, free_n, r->capacity);
 
 	/* Replicas no longer wanted: stop (alive) or forget (not alive). */
 	for (uint32_t i = 0; i < r->capacity; i++) {
@@ -201,25 +223,25 @@ int iod_agent_rec_set_desired(struct iod_agent_rec *r, const struct iod_agent_re
 		else
 			set_phase(s, IOD_AGENT_EXITED, now_ns, "removed from this node");
 	}
-	/* Wanted replicas: update in place, recreate on a new generation, or add. */
+	/* Wanted replicas: update in place, recreate on a new generation, or add
+	 * while there is room; the rest wait for a later call (one replica too
+	 * many never holds back the others). */
 	for (uint32_t j = 0; j < n; j++) {
 		int k = iod_agent_rec_find(r, want[j].name);
 		if (k >= 0) {
 			struct iod_agent_slot *s = &r->slots[k];
-			if (s->want.generation != want[j].generation) {
-				s->want = want[j];
-				if (s->alive) {
-					s->restart_after_stop = true;
-					begin_stop(r, s, now_ns, "new generation: recreating");
-				} else {
-					s->start_at_ns = now_ns;
-					s->backoff_ns = r->cfg.backoff_base_ns;
-					set_phase(s, IOD_AGENT_PENDING, now_ns, "new generation");
-				}
+			bool fail_was = s->want.fail[0] != 0, fail_now = want[j].fail[0] != 0;
+			if (s->want.generation != want[j].generation || fail_was != fail_now)
+				take_want(r, s, &want[j], now_ns);
+			else if (fail_now && strcmp(s->want.fail, want[j].fail)) {
+				s->want = want[j]; /* still failing, for another reason */
+				if (!s->alive)
+					mark_unbuildable(s, now_ns);
 			}
 			continue;
 		}
-		for (uint32_t i = 0; i < r->capacity; i++) {
+		bool placed = false;
+		for (uint32_t i = 0; i < r->capacity && !placed; i++) {
 			struct iod_agent_slot *s = &r->slots[i];
 			if (s->used)
 				continue;
@@ -233,9 +255,17 @@ int iod_agent_rec_set_desired(struct iod_agent_rec *r, const struct iod_agent_re
 			s->phase_since_ns = now_ns;
 			snprintf(s->reason, sizeof(s->reason), "placed on this node");
 			s->dirty = true;
-			break;
+			if (want[j].fail[0])
+				mark_unbuildable(s, now_ns);
+			placed = true;
 		}
+		refused += !placed;
 	}
+	if (refused)
+		return iod_err_set(e, -ENOSPC,
+		                   "%u new replicas wait for room: this node tracks at most %u "
+		                   "(IOD_AGENT_REPLICAS_MAX) and the rest are still stopping",
+		                   refused, r->capacity);
 	return 0;
 }
 
@@ -331,6 +361,9 @@ int iod_agent_rec_on_exited(struct iod_agent_rec *r, const char *name, int exit_
 			s->start_at_ns = now_ns;
 			set_phase(s, IOD_AGENT_PENDING, now_ns, "stopped (%s); starting again",
 			          what);
+		} else if (s->desired && s->want.fail[0]) {
+			set_ready(s, false);
+			mark_unbuildable(s, now_ns); /* stopped because it cannot run */
 		} else {
 			set_phase(s, IOD_AGENT_EXITED, now_ns, "stopped (%s)", what);
 			s->start_at_ns = UINT64_MAX;

@@ -302,9 +302,22 @@ int iod_agent_manifest_parse(const char *text, size_t len, struct iod_agent_repl
 	json_t *o;
 	json_array_foreach(list, i, o)
 	{
-		if ((rc = iod_agent_replica_from_json(o, &out[i], e))) {
-			json_decref(root);
-			return iod_err_wrap(e, "replicas[%zu]", i);
+		struct iod_err re = {0};
+		if ((rc = iod_agent_replica_from_json(o, &out[i], &re))) {
+			/* one bad replica fails alone when it can be named */
+			const char *nm = NULL, *sv = NULL;
+			struct iod_agent_replica *r = &out[i];
+			if (iod_json_get_str(o, "name", &nm) || !nm[0] || strlen(nm) >= IOD_NAME_MAX) {
+				json_decref(root);
+				return iod_err_set(e, rc, "replicas[%zu]: %s", i, re.msg);
+			}
+			memset(r, 0, sizeof(*r));
+			r->numa_node = -1;
+			memcpy(r->name, nm, strlen(nm) + 1);
+			if (iod_json_get_str(o, "service", &sv) ||
+			    iod_strlcpy(r->service, sv, sizeof(r->service)))
+				memcpy(r->service, r->name, sizeof(r->service));
+			snprintf(r->fail, sizeof(r->fail), "%s", re.msg);
 		}
 		for (size_t j = 0; j < i; j++)
 			if (!strcmp(out[j].name, out[i].name)) {

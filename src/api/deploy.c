@@ -57,6 +57,45 @@ static int load_spec(const char *body, size_t len, struct iod_spec **spec, json_
 	return 0;
 }
 
+/* Replicas of a service deployed earlier (a dependency outside this spec). */
+static uint32_t stored_replicas(const char *service, void *ctx)
+{
+	const json_t *v = iod_state_value(ctx, IOD_STATE_SERVICE, service);
+	uint64_t n = 0;
+	if (v && !iod_json_get_u64(v, "replicas", &n) && n <= IOD_SPEC_REPLICAS_MAX)
+		return (uint32_t)n;
+	return 0;
+}
+
+/*
+ * The limits the node agents enforce, checked before anything is placed:
+ * the spec loader checked them for IPv4 node addresses and the services in
+ * the spec; here the real node addresses and the services deployed earlier
+ * count too. A replica that no agent could build is never reported placed.
+ */
+static int agent_limits(const struct iod_state *st, const struct iod_spec *spec, struct iod_err *e)
+{
+	json_t *nodes = iod_state_list(st, IOD_STATE_NODE);
+	uint32_t host_len = 15;
+	size_t i;
+	json_t *x;
+	json_array_foreach(json_object_get(nodes, "items"), i, x)
+	{
+		const char *a = NULL;
+		if (!iod_json_get_str(json_object_get(x, "value"), "addr", &a))
+			host_len = IOD_MAX(host_len, (uint32_t)strlen(a));
+	}
+	json_decref(nodes);
+	for (uint32_t k = 0; k < spec->services_n; k++) {
+		char why[IOD_ERR_MSG_MAX - IOD_NAME_MAX - 16];
+		if (iod_spec_service_env_check(spec, k, host_len, stored_replicas, (void *)st, why,
+		                               sizeof(why)))
+			return iod_err_set(e, -EINVAL, "service \"%s\": %s", spec->services[k].name,
+			                   why);
+	}
+	return 0;
+}
+
 static bool deployed(const struct iod_spec *spec, const char *svc)
 {
 	return svc && iod_spec_find_service(spec, svc) != NULL;
@@ -140,6 +179,10 @@ int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len
 	memset(&res, 0, sizeof(res));
 	if ((rc = load_spec(body, len, &spec, answer, e)))
 		return rc;
+	if ((rc = agent_limits(st, spec, e))) {
+		iod_spec_free(spec);
+		return rc;
+	}
 	skipped = json_array();
 	reqs = calloc(spec->services_n, sizeof(*reqs));
 	if (!reqs) {

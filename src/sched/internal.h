@@ -102,6 +102,7 @@ struct iod_sched_cluster {
 /* Stages a node passes through; a node that fails stops at one. */
 enum stage {
 	ST_CORDONED,
+	ST_FULL,
 	ST_LABELS,
 	ST_ANTI,
 	ST_SMALL,

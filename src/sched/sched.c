@@ -803,6 +803,10 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id,
 
 	if (n->cordoned)
 		return ST_CORDONED;
+	if (n->replicas >= IOD_SCHED_NODE_REPLICAS_MAX) {
+		near->value = n->replicas;
+		return ST_FULL; /* its agent runs no more (IOD_AGENT_REPLICAS_MAX) */
+	}
 	if (r->selector_n && !labels_match(n, r))
 		return ST_LABELS;
 	if ((r->anti == IOD_SCHED_DOMAIN_NODE && c->cnt_node[node_id]) ||
@@ -1415,7 +1419,7 @@ bool sched_best(struct iod_sched_cluster *c, const struct iod_sched_request *r,
 /* ---- reasons ------------------------------------------------------------- */
 
 static const char *const stage_names[ST_N] = {
-    "cordoned",  "labels",     "anti-affinity", "too few GPUs in all",
+    "cordoned",  "full",       "labels",     "anti-affinity", "too few GPUs in all",
     "free GPUs", "GPU memory", "NVLink",        "NUMA policy",
     "CPUs",      "memory",     "NIC bandwidth", "accelerators",
     "ok"};
@@ -1480,6 +1484,13 @@ static enum iod_sched_reason diagnose(struct iod_sched_cluster *c,
 	case ST_CORDONED:
 		off = snprintf(why, len, "all %u nodes are cordoned", c->nodes_n);
 		reason = IOD_SCHED_REASON_NO_NODES;
+		break;
+	case ST_FULL:
+		off = snprintf(why, len,
+		               "every schedulable node already holds %u replicas, the most its "
+		               "agent runs (IOD_SCHED_NODE_REPLICAS_MAX)",
+		               (unsigned)IOD_SCHED_NODE_REPLICAS_MAX);
+		reason = IOD_SCHED_REASON_NODE_FULL;
 		break;
 	case ST_LABELS:
 		off = snprintf(why, len, "no schedulable node has the labels");

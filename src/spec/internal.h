@@ -35,6 +35,7 @@ struct spec_ld {
 	uint32_t nodes;               /* nodes built, bounded by IOD_SPEC_NODES_MAX */
 	struct iod_spec *spec;        /* being filled; its arena owns the results */
 	char obj[IOD_NAME_MAX + 32];  /* "service \"x\": " prefix for messages */
+	bool standalone;              /* one stored service: depends_on is not resolved */
 };
 
 /* Record a diagnostic at (line, col); counts past IOD_SPEC_ERRORS_MAX. */

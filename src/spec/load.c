@@ -783,6 +783,15 @@ static const char *const health_keys[HC_NKEYS] = {"exec",
 static const char *const health_kind_names[] = {"exec", "tcp", "http"};
 static const char *const probe_keys[] = {"port", "path"};
 
+/* An HTTP check path as the agent holds it. */
+static void check_path_len(struct spec_ld *ld, const struct snode *n, const char *what,
+                           const char *path)
+{
+	if (path && strlen(path) >= IOD_AGENT_PATH_MAX)
+		spec_err(ld, n, "%s is %zu bytes long; the most is %d (IOD_AGENT_PATH_MAX)", what,
+		         strlen(path), IOD_AGENT_PATH_MAX - 1);
+}
+
 static void load_probe(struct spec_ld *ld, const struct snode *m, const char *what, bool http,
                        struct iod_spec_health *h)
 {
@@ -804,14 +813,24 @@ static void load_probe(struct spec_ld *ld, const struct snode *m, const char *wh
 	if (http) {
 		h->path = "/";
 		if (v[1] && get_str(ld, v[1], "health.http.path", &h->path) && h->path[0] != '/')
-			spec_err(ld, v[1], "health.http.path \"%s\" must start with '/'", h->path);
+			spec_err(ld, v[1], "health.http.path \"%.60s\" must start with '/'",
+			         h->path);
+		if (v[1])
+			check_path_len(ld, v[1], "health.http.path", h->path);
 	}
 }
 
 static void get_exec(struct spec_ld *ld, const struct snode *n, struct iod_spec_health *h)
 {
-	if (get_str(ld, n, "health.exec", &h->command) && !h->command[strspn(h->command, " \t")])
+	if (!get_str(ld, n, "health.exec", &h->command))
+		return;
+	if (!h->command[strspn(h->command, " \t")])
 		spec_err(ld, n, "health.exec is empty; write a command, e.g. \"test -f /ready\"");
+	else if (strlen(h->command) >= IOD_AGENT_CMD_MAX)
+		spec_err(ld, n,
+		         "health.exec is %zu bytes long; the agent runs at most %d "
+		         "(IOD_AGENT_CMD_MAX): put the check in a script and run that",
+		         strlen(h->command), IOD_AGENT_CMD_MAX - 1);
 }
 
 /*
@@ -853,7 +872,10 @@ static void load_health_flat(struct spec_ld *ld, const struct snode **v, struct 
 		h->path = "/";
 		if (v[HC_PATH] && get_str(ld, v[HC_PATH], "health.path", &h->path) &&
 		    h->path[0] != '/')
-			spec_err(ld, v[HC_PATH], "health.path \"%s\" must start with '/'", h->path);
+			spec_err(ld, v[HC_PATH], "health.path \"%.60s\" must start with '/'",
+			         h->path);
+		if (v[HC_PATH])
+			check_path_len(ld, v[HC_PATH], "health.path", h->path);
 	} else if (v[HC_PATH]) {
 		spec_err(ld, v[HC_PATH], "health.path applies to kind http only");
 	}
@@ -1237,6 +1259,19 @@ static void load_service(struct spec_ld *ld, const struct snode *m, uint32_t ind
 	}
 	if (v[SV_ARGS] && args_n && !v[SV_COMMAND])
 		spec_err(ld, k[SV_ARGS], "args without a command; add command: PROGRAM");
+	if (s->command) {
+		/* the agent holds the program and its arguments in a fixed buffer:
+		 * refuse here what no agent could run (issue: a deploy reported
+		 * "placed" for replicas that never started) */
+		size_t bytes = strlen(s->command) + 1;
+		for (uint32_t i = 0; i < s->args_n; i++)
+			bytes += strlen(s->args[i]) + 1;
+		if (bytes > IOD_AGENT_ARGV_BYTES_MAX)
+			spec_err(ld, v[SV_ARGS] ? v[SV_ARGS] : v[SV_COMMAND],
+			         "command and args take %zu bytes; an agent runs at most %d "
+			         "(IOD_AGENT_ARGV_BYTES_MAX)",
+			         bytes, IOD_AGENT_ARGV_BYTES_MAX);
+	}
 	if (v[SV_ENV])
 		load_env(ld, v[SV_ENV], s);
 	if (v[SV_PORTS])
@@ -1350,6 +1385,8 @@ static void check_services(struct spec_ld *ld, struct svc_aux *aux)
 			}
 		}
 	}
+	if (ld->standalone)
+		return; /* one stored service: its dependencies live elsewhere */
 	for (uint32_t i = 0; i < sp->services_n; i++) {
 		const struct iod_spec_service *s = &sp->services[i];
 		for (uint32_t d = 0; d < s->depends_n; d++) {
@@ -1374,6 +1411,15 @@ static void check_services(struct spec_ld *ld, struct svc_aux *aux)
 	for (uint32_t i = 0; i < sp->services_n; i++)
 		if (aux[i].color == 0)
 			dfs(ld, aux, i, path, 0);
+	/* the environment each replica gets must fit its agent's buffer */
+	for (uint32_t i = 0; i < sp->services_n; i++) {
+		char why[IOD_ERR_MSG_MAX - IOD_NAME_MAX - 40];
+		if (iod_spec_service_env_check(sp, i, 15, NULL, NULL, why, sizeof(why))) {
+			snprintf(ld->obj, sizeof(ld->obj), "service \"%s\": ", sp->services[i].name);
+			spec_err(ld, aux[i].name ? aux[i].name : aux[i].node, "%s", why);
+		}
+	}
+	ld->obj[0] = 0;
 }
 
 static void load_services(struct spec_ld *ld, const struct snode *seq)

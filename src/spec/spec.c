@@ -30,8 +30,8 @@ static void sort_diags(struct iod_spec_diags *d)
 	}
 }
 
-static int load(const char *name, const char *text, size_t len, struct iod_spec **out,
-                struct iod_spec_diags *diags)
+static int load(const char *name, const char *text, size_t len, bool standalone,
+                struct iod_spec **out, struct iod_spec_diags *diags)
 {
 	struct spec_ld ld;
 	struct snode *root = NULL;
@@ -43,6 +43,7 @@ static int load(const char *name, const char *text, size_t len, struct iod_spec 
 	memset(&ld, 0, sizeof(ld));
 	ld.name = name;
 	ld.diags = diags;
+	ld.standalone = standalone;
 	if (len > IOD_SPEC_FILE_MAX) {
 		spec_diag(&ld, 0, 0, "the spec is %zu bytes; the most is %u (IOD_SPEC_FILE_MAX)",
 		          len, (unsigned)IOD_SPEC_FILE_MAX);
@@ -77,7 +78,94 @@ int iod_spec_load_buffer(const char *name, const char *text, size_t len, struct 
                          struct iod_spec_diags *diags)
 {
 	memset(diags, 0, sizeof(*diags));
-	return load(name ? name : "<buffer>", text, len, out, diags);
+	return load(name ? name : "<buffer>", text, len, false, out, diags);
+}
+
+/* Keys the control plane adds to a stored Service value (api/deploy.c):
+ * not part of the spec language, ignored when the agent re-validates. */
+static const char *const state_keys[] = {"generation", "gpu"};
+
+int iod_spec_load_service(const char *name, const json_t *value, struct iod_spec **out,
+                          struct iod_spec_diags *diags)
+{
+	json_t *v, *doc;
+	char *text;
+	int rc;
+
+	memset(diags, 0, sizeof(*diags));
+	*out = NULL;
+	if (!json_is_object(value)) {
+		diags->n = diags->total = 1;
+		snprintf(diags->d[0].msg, sizeof(diags->d[0].msg),
+		         "service \"%.64s\": the stored value is not an object", name ? name : "?");
+		return -EINVAL;
+	}
+	v = json_deep_copy(value);
+	for (unsigned i = 0; v && i < IOD_ARRAY_LEN(state_keys); i++)
+		json_object_del(v, state_keys[i]);
+	/* the object's name is the service's name, whatever the value says */
+	if (v && name)
+		json_object_set_new(v, "name", json_string(name));
+	doc = v ? json_pack("{s:[o]}", "services", v) : NULL;
+	text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+	json_decref(doc);
+	if (!text) {
+		diags->n = diags->total = 1;
+		snprintf(diags->d[0].msg, sizeof(diags->d[0].msg), "out of memory");
+		return -ENOMEM;
+	}
+	rc = load(name ? name : "<service>", text, strlen(text), true, out, diags);
+	free(text);
+	return rc;
+}
+
+/* Bytes one peer list of n replicas takes: "host:port," per replica. */
+static uint64_t peers_bytes(uint64_t n, uint32_t host_len)
+{
+	return n * ((uint64_t)host_len + 7); /* ':' + 5 digits + ',' + host */
+}
+
+int iod_spec_service_env_check(const struct iod_spec *sp, uint32_t i, uint32_t host_len_max,
+                               uint32_t (*replicas_of)(const char *service, void *ctx),
+                               void *ctx, char *why, size_t len)
+{
+	const struct iod_spec_service *s;
+	uint64_t user = 0, lists, total;
+	uint32_t biggest_n = 0;
+	const char *biggest = NULL;
+
+	IOD_ASSERT(sp && i < sp->services_n);
+	s = &sp->services[i];
+	if (!s->command)
+		return 0; /* nothing runs: no environment is built */
+	host_len_max = IOD_MAX(host_len_max, 15u);
+	for (uint32_t k = 0; k < s->env_n; k++)
+		user += strlen(s->env[k].name) + strlen(s->env[k].value) + 2;
+	lists = peers_bytes(s->replicas, host_len_max);
+	biggest = s->name;
+	biggest_n = s->replicas;
+	for (uint32_t d = 0; d < s->depends_n; d++) {
+		const struct iod_spec_service *dep = iod_spec_find_service(sp, s->depends_on[d]);
+		uint32_t n = dep ? dep->replicas : replicas_of ? replicas_of(s->depends_on[d], ctx) : 0;
+		/* IOD_DEP_<NAME>= and IOD_SVC_<NAME>_ADDR=vip:port besides the list */
+		lists += peers_bytes(n, host_len_max) + 2 * (IOD_NAME_MAX + 32);
+		if (n > biggest_n) {
+			biggest_n = n;
+			biggest = s->depends_on[d];
+		}
+	}
+	total = user + lists + IOD_AGENT_ENV_RESERVED_BYTES;
+	if (total <= IOD_AGENT_ENV_BYTES_MAX)
+		return 0;
+	if (why)
+		snprintf(why, len,
+		         "each replica's environment would take up to %llu bytes (env %llu, "
+		         "peer lists %llu: IOD_PEERS and IOD_DEP_* name every replica, the "
+		         "longest is %s with %u); an agent holds %d (IOD_AGENT_ENV_BYTES_MAX): "
+		         "use fewer replicas or reach them through the mesh",
+		         (unsigned long long)total, (unsigned long long)user,
+		         (unsigned long long)lists, biggest, biggest_n, IOD_AGENT_ENV_BYTES_MAX);
+	return -E2BIG;
 }
 
 int iod_spec_load_file(const char *path, struct iod_spec **out, struct iod_spec_diags *diags)
@@ -107,7 +195,7 @@ int iod_spec_load_file(const char *path, struct iod_spec **out, struct iod_spec_
 		iod_buf_free(&b);
 		return rc;
 	}
-	rc = load(name, b.data, b.len, out, diags);
+	rc = load(name, b.data, b.len, false, out, diags);
 	iod_buf_free(&b);
 	return rc;
 }

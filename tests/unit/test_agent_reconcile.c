@@ -316,18 +316,77 @@ TEST(capacity_and_duplicates_are_errors)
 	struct iod_agent_rec *r = rec_new();
 	struct iod_agent_replica w[5];
 	struct iod_err e = {0};
+	struct stepped s;
 	CHECK(r);
 	for (int i = 0; i < 5; i++) {
 		char n[16];
 		snprintf(n, sizeof(n), "a-%d", i);
 		w[i] = mk(n, IOD_HEALTH_NONE);
 	}
+	/* one replica too many never holds back the others: four are taken,
+	 * the fifth waits for a free slot */
 	CHECK_EQ(iod_agent_rec_set_desired(r, w, 5, 0, &e), -ENOSPC);
-	CHECK_CONTAINS(e.msg, "room for 4");
-	CHECK_EQ(iod_agent_rec_find(r, "a-0"), -ENOENT); /* nothing changed */
-	w[1] = w[0];
-	CHECK_EQ(iod_agent_rec_set_desired(r, w, 2, 0, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "1 new replicas wait for room");
+	CHECK(iod_agent_rec_find(r, "a-0") >= 0);
+	CHECK(iod_agent_rec_find(r, "a-3") >= 0);
+	CHECK_EQ(iod_agent_rec_find(r, "a-4"), -ENOENT);
+	step(r, 0, &s);
+	CHECK_EQ(count(&s, IOD_AGENT_ACT_START), 4);
+	/* a-0 leaves; once its slot is free, offering the set again takes a-4 */
+	CHECK_EQ(iod_agent_rec_set_desired(r, w + 1, 4, MS, &e), -ENOSPC);
+	iod_agent_rec_on_start_failed(r, "a-0", "gone", MS);
+	step(r, 2 * MS, &s);
+	CHECK_EQ(iod_agent_rec_find(r, "a-0"), -ENOENT);
+	CHECK_EQ(iod_agent_rec_set_desired(r, w + 1, 4, 2 * MS, &e), 0);
+	CHECK(iod_agent_rec_find(r, "a-4") >= 0);
+	w[2] = w[1];
+	CHECK_EQ(iod_agent_rec_set_desired(r, w + 1, 2, 3 * MS, &e), -EINVAL);
 	CHECK_CONTAINS(e.msg, "twice");
+	iod_agent_rec_free(r);
+}
+
+TEST(unbuildable_replica_fails_alone_and_never_starts)
+{
+	struct iod_agent_rec *r = rec_new();
+	struct iod_agent_replica w[2] = {mk("a-0", IOD_HEALTH_NONE), mk("b-0", IOD_HEALTH_NONE)};
+	struct stepped s;
+	CHECK(r);
+	snprintf(w[0].fail, sizeof(w[0].fail), "replica a-0: gpus: bad set \"x\"");
+	w[0].argc = 0;
+	CHECK_EQ(iod_agent_rec_set_desired(r, w, 2, 0, NULL), 0);
+	for (uint64_t t = 0; t < 5000 * MS; t += 100 * MS) {
+		step(r, t, &s);
+		for (uint32_t i = 0; i < s.n; i++) {
+			CHECK_MSG(!(s.a[i].kind == IOD_AGENT_ACT_START && !strcmp(s.a[i].name, "a-0")),
+			          "an unbuildable replica was started");
+			if (s.a[i].kind == IOD_AGENT_ACT_START)
+				iod_agent_rec_on_started(r, s.a[i].name, t);
+		}
+	}
+	const struct iod_agent_slot *a = iod_agent_rec_slot(r, (uint32_t)iod_agent_rec_find(r, "a-0"));
+	const struct iod_agent_slot *b = iod_agent_rec_slot(r, (uint32_t)iod_agent_rec_find(r, "b-0"));
+	CHECK(a && b);
+	CHECK_EQ(a->phase, IOD_AGENT_FAILED);
+	CHECK_CONTAINS(a->reason, "gpus: bad set");
+	CHECK_EQ(a->restarts, 0);
+	CHECK_EQ(b->phase, IOD_AGENT_RUNNING);
+	CHECK_EQ(b->restarts, 0);
+	/* b-0's service turns unbuildable while it runs: stopped, then failed
+	 * with the reason, and not started again */
+	snprintf(w[1].fail, sizeof(w[1].fail), "service b does not validate");
+	CHECK_EQ(iod_agent_rec_set_desired(r, w, 2, 6000 * MS, NULL), 0);
+	step(r, 6000 * MS, &s);
+	CHECK_EQ(count(&s, IOD_AGENT_ACT_STOP), 1);
+	iod_agent_rec_on_exited(r, "b-0", 0, 15, 6001 * MS);
+	step(r, 6002 * MS, &s);
+	CHECK_EQ(count(&s, IOD_AGENT_ACT_START), 0);
+	CHECK_EQ(b->phase, IOD_AGENT_FAILED);
+	CHECK_CONTAINS(b->reason, "does not validate");
+	/* fixed again: it starts */
+	w[1].fail[0] = 0;
+	CHECK_EQ(iod_agent_rec_set_desired(r, w, 2, 7000 * MS, NULL), 0);
+	step(r, 7000 * MS, &s);
+	CHECK_EQ(count(&s, IOD_AGENT_ACT_START), 1);
 	iod_agent_rec_free(r);
 }
 
@@ -392,20 +451,41 @@ TEST(manifest_errors_name_the_field)
 	uint32_t n;
 	struct iod_err e = {0};
 	CHECK(r);
+	/* what rejects the whole file: it cannot be read, or a replica cannot
+	 * be told apart from the others */
 	const char *bad[] = {
 	    "[]",
 	    "{\"replicas\":[{\"service\":\"x\"}]}",
-	    "{\"replicas\":[{\"name\":\"a\",\"restart\":\"sometimes\"}]}",
-	    "{\"replicas\":[{\"name\":\"a\",\"cpus\":\"3-1\"}]}",
-	    "{\"replicas\":[{\"name\":\"a\",\"health\":{\"kind\":\"exec\"}}]}",
 	    "{\"replicas\":[{\"name\":\"a\"},{\"name\":\"a\"}]}",
 	    "{\"replicas\":[{\"name\":\"a\"},{\"name\":\"b\"},{\"name\":\"c\"}]}",
 	};
-	const char *want[] = {"replicas", "name", "restart", "cpus", "command", "twice", "at most"};
+	const char *want[] = {"replicas", "name", "twice", "at most"};
 	for (unsigned i = 0; i < IOD_ARRAY_LEN(bad); i++) {
 		int rc = iod_agent_manifest_parse(bad[i], strlen(bad[i]), r, 2, &n, &e);
 		CHECK_MSG(rc < 0, "case %u accepted", i);
 		CHECK_CONTAINS(e.msg, want[i]);
+	}
+	/* a named replica with a bad field fails alone, with the field named;
+	 * the good one beside it is read as usual */
+	const char *one[] = {
+	    "{\"name\":\"a\",\"restart\":\"sometimes\"}",
+	    "{\"name\":\"a\",\"cpus\":\"3-1\"}",
+	    "{\"name\":\"a\",\"gpus\":7}",
+	    "{\"name\":\"a\",\"health\":{\"kind\":\"exec\"}}",
+	};
+	const char *field[] = {"restart", "cpus", "gpus", "command"};
+	for (unsigned i = 0; i < IOD_ARRAY_LEN(one); i++) {
+		char text[512];
+		snprintf(text, sizeof(text),
+		         "{\"replicas\":[%s,{\"name\":\"b\",\"command\":[\"true\"]}]}", one[i]);
+		CHECK_EQ(iod_agent_manifest_parse(text, strlen(text), r, 2, &n, &e), 0);
+		CHECK_EQ(n, 2);
+		CHECK_STR(r[0].name, "a");
+		CHECK_CONTAINS(r[0].fail, field[i]);
+		CHECK_EQ(r[0].argc, 0);
+		CHECK_STR(r[1].name, "b");
+		CHECK_STR(r[1].fail, "");
+		CHECK_EQ(r[1].argc, 1);
 	}
 	free(r);
 }

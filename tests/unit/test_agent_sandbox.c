@@ -9,6 +9,7 @@
 #include "iod/agent.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -342,4 +343,51 @@ TEST(probes_tcp_http_exec)
 	snprintf(h.command, sizeof(h.command), "sleep 5");
 	h.timeout_ns = 50 * IOD_NS_PER_MS;
 	CHECK_EQ(iod_agent_probe_run(&h, NULL, 0, d, sizeof(d)), -ETIMEDOUT);
+}
+
+/* Processes whose command line is exactly argv0 arg1 (from /proc). */
+static int count_procs(const char *argv0, const char *arg1)
+{
+	int n = 0;
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		char path[300], buf[256];
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+		int fd = open(path, O_RDONLY);
+		if (fd < 0)
+			continue;
+		ssize_t r = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (r <= 0)
+			continue;
+		buf[r] = 0;
+		size_t l0 = strlen(buf);
+		if (!strcmp(buf, argv0) && (size_t)r > l0 + 1 && !strcmp(buf + l0 + 1, arg1))
+			n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* A timed-out exec check is killed with everything it started: its whole
+ * process group (before: only the shell died, 4 -> 17 orphans in 5 s). */
+TEST(exec_check_leaves_no_process_behind)
+{
+	struct iod_agent_health h = {.kind = IOD_HEALTH_EXEC, .timeout_ns = 50 * IOD_NS_PER_MS};
+	char d[256];
+	snprintf(h.command, sizeof(h.command), "sleep 37.25 & sleep 37.25 | cat; wait");
+	for (int i = 0; i < 5; i++)
+		CHECK_EQ(iod_agent_probe_run(&h, NULL, 0, d, sizeof(d)), -ETIMEDOUT);
+	usleep(20000); /* SIGKILL is delivered at once; give /proc a moment */
+	CHECK_EQ(count_procs("sleep", "37.25"), 0);
+	/* a check that passes but leaves a child behind: the child goes too */
+	snprintf(h.command, sizeof(h.command), "sleep 37.5 & exit 0");
+	h.timeout_ns = 2000 * IOD_NS_PER_MS;
+	CHECK_EQ(iod_agent_probe_run(&h, NULL, 0, d, sizeof(d)), 0);
+	usleep(20000);
+	CHECK_EQ(count_procs("sleep", "37.5"), 0);
 }

@@ -317,11 +317,11 @@ TEST(desired_env_has_mesh_addresses)
 	json_t *nodes = parse(NODES);
 	json_t *svcs =
 	    parse("{\"rev\":3,\"items\":["
-	          "{\"name\":\"other\",\"value\":{\"command\":\"true\"}},"
-	          "{\"name\":\"parameter-server\",\"value\":{\"command\":\"true\",\"ports\":"
-	          "[{\"name\":\"http\",\"port\":8080}]}},"
-	          "{\"name\":\"w\",\"value\":{\"command\":\"true\",\"depends_on\":"
-	          "[\"parameter-server\"]}}]}");
+	          "{\"name\":\"other\",\"value\":{\"type\":\"stateless\",\"command\":\"true\"}},"
+	          "{\"name\":\"parameter-server\",\"value\":{\"type\":\"stateless\","
+	          "\"command\":\"true\",\"ports\":[{\"name\":\"http\",\"port\":8080}]}},"
+	          "{\"name\":\"w\",\"value\":{\"type\":\"stateless\",\"command\":\"true\","
+	          "\"depends_on\":[\"parameter-server\"]}}]}");
 	json_t *reps = parse("{\"rev\":3,\"items\":["
 	                     "{\"name\":\"parameter-server-0\",\"value\":{\"service\":"
 	                     "\"parameter-server\",\"node\":\"n1\"}},"
@@ -395,8 +395,8 @@ TEST(desired_peers_use_a_replicas_own_netns_address)
 TEST(desired_env_has_accelerators)
 {
 	json_t *nodes = parse(NODES);
-	json_t *svcs = parse("{\"rev\":3,\"items\":[{\"name\":\"off\",\"value\":{\"command\":"
-	                     "\"true\"}}]}");
+	json_t *svcs = parse("{\"rev\":3,\"items\":[{\"name\":\"off\",\"value\":{\"type\":"
+	                     "\"stateless\",\"command\":\"true\"}}]}");
 	json_t *reps = parse(
 	    "{\"rev\":3,\"items\":[{\"name\":\"off-0\",\"value\":{\"service\":\"off\","
 	    "\"node\":\"n1\",\"accelerators\":\"0-1\",\"accelerator_devices\":["
@@ -415,6 +415,84 @@ TEST(desired_env_has_accelerators)
 	CHECK_STR(env_of(&r[0], "IOD_FPGAS") ? env_of(&r[0], "IOD_FPGAS") : "", "FPGA0");
 	CHECK(env_of(&r[1], "IOD_ACCELERATORS") == NULL);
 	free(r);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+}
+
+/* One replica the agent cannot build fails alone, with its reason; every
+ * other replica of the node, also those that sort after it, is built as
+ * usual (the agent used to stop at the first bad one: "520 placed", 0
+ * started, unrelated replicas stopped). */
+TEST(desired_bad_replicas_fail_alone)
+{
+	json_t *nodes = parse(NODES);
+	char *svcs_text = NULL, *reps_text = NULL;
+	struct iod_buf sb, rb;
+	iod_buf_init(&sb);
+	iod_buf_init(&rb);
+	/* a: a good service; argv: args over IOD_AGENT_ARGV_BYTES_MAX (a raw
+	 * write: deploy refuses it); many: more peers than the environment
+	 * holds; smuggled: a key the spec language does not have */
+	iod_buf_printf(&sb, "{\"rev\":3,\"items\":["
+	                     "{\"name\":\"z\",\"value\":{\"type\":\"stateless\",\"command\":"
+	                     "\"sleep\",\"args\":[\"60\"]}},"
+	                     "{\"name\":\"argv\",\"value\":{\"type\":\"stateless\","
+	                     "\"command\":\"true\",\"args\":[");
+	for (int i = 0; i < 8; i++)
+		iod_buf_printf(&sb, "%s\"%04000d\"", i ? "," : "", i);
+	iod_buf_printf(&sb, "]}},{\"name\":\"many\",\"value\":{\"type\":\"stateless\","
+	                     "\"command\":\"true\"}},"
+	                     "{\"name\":\"smuggled\",\"value\":{\"type\":\"stateless\","
+	                     "\"command\":\"true\",\"privileged\":true}}]}");
+	iod_buf_printf(&rb, "{\"rev\":3,\"items\":["
+	                     "{\"name\":\"argv-0\",\"value\":{\"service\":\"argv\",\"node\":\"n1\"}},"
+	                     "{\"name\":\"bad-gpus-0\",\"value\":{\"service\":\"z\",\"node\":\"n1\","
+	                     "\"gpus\":\"0-x\"}},"
+	                     "{\"name\":\"int-gpus-0\",\"value\":{\"service\":\"z\",\"node\":\"n1\","
+	                     "\"gpus\":3}},");
+	for (int i = 0; i < 1600; i++)
+		iod_buf_printf(&rb, "{\"name\":\"many-%d\",\"value\":{\"service\":\"many\","
+		                     "\"node\":\"%s\"}},",
+		                i, i == 0 ? "n1" : "n2");
+	iod_buf_printf(&rb, "{\"name\":\"smuggled-0\",\"value\":{\"service\":\"smuggled\","
+	                     "\"node\":\"n1\"}},"
+	                     "{\"name\":\"z-0\",\"value\":{\"service\":\"z\",\"node\":\"n1\","
+	                     "\"gpus\":\"1\"}}]}");
+	svcs_text = sb.data;
+	reps_text = rb.data;
+	json_t *svcs = parse(svcs_text), *reps = parse(reps_text);
+	struct iod_agent_replica *r = calloc(8, sizeof(*r));
+	uint32_t n = 0;
+	struct iod_err e = {0};
+	CHECK(nodes && svcs && reps && r);
+	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, r, 8, &n, &e), 0);
+	CHECK_EQ(n, 6);
+	CHECK_STR(r[0].name, "argv-0");
+	CHECK_CONTAINS(r[0].fail, "IOD_AGENT_ARGV_BYTES_MAX");
+	CHECK_STR(r[1].name, "bad-gpus-0");
+	CHECK_CONTAINS(r[1].fail, "gpus");
+	CHECK_STR(r[2].name, "int-gpus-0");
+	CHECK_CONTAINS(r[2].fail, "gpus");
+	CHECK_STR(r[3].name, "many-0");
+	CHECK_CONTAINS(r[3].fail, "IOD_PEERS does not fit");
+	CHECK_STR(r[4].name, "smuggled-0");
+	CHECK_CONTAINS(r[4].fail, "does not validate");
+	CHECK_CONTAINS(r[4].fail, "privileged");
+	for (int i = 0; i < 5; i++)
+		CHECK_MSG(r[i].argc == 0 && r[i].envc == 0, "%s has something to run", r[i].name);
+	/* the good replica, sorting after all of them, is built as usual */
+	CHECK_STR(r[5].name, "z-0");
+	CHECK_STR(r[5].fail, "");
+	CHECK_EQ(r[5].argc, 2);
+	CHECK(iod_bitmap_test(&r[5].gpus, 1));
+	/* more replicas than the agent tracks: the first by name are filled */
+	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, r, 2, &n, &e), -E2BIG);
+	CHECK_EQ(n, 2);
+	CHECK_CONTAINS(e.msg, "IOD_AGENT_REPLICAS_MAX");
+	free(r);
+	iod_buf_free(&sb);
+	iod_buf_free(&rb);
 	json_decref(nodes);
 	json_decref(svcs);
 	json_decref(reps);

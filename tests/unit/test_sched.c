@@ -234,6 +234,34 @@ TEST(reason_node_too_small_and_no_nodes)
 	iod_sched_cluster_free(c);
 }
 
+/* A node takes no more replicas than its agent runs: the rest go to
+ * another node, and with none left the reason names the limit. */
+TEST(reason_node_full)
+{
+	struct iod_sched_shape s;
+	shape_pairs(&s);
+	struct iod_sched_cluster *c = mk(&s, 2, NULL);
+	struct iod_sched_request r = req("many", IOD_SCHED_NODE_REPLICAS_MAX * 2 + 3, 0);
+	struct iod_sched_result res;
+	uint32_t on[2] = {0, 0};
+	CHECK(c);
+	CHECK_EQ(place(c, &r, 1, false, &res), 0);
+	CHECK_EQ(res.placed_n, IOD_SCHED_NODE_REPLICAS_MAX * 2);
+	CHECK_EQ(res.unplaced_n, 3);
+	for (uint32_t i = 0; i < res.n; i++)
+		if (res.p[i].placed)
+			on[res.p[i].node]++;
+	CHECK_EQ(on[0], IOD_SCHED_NODE_REPLICAS_MAX);
+	CHECK_EQ(on[1], IOD_SCHED_NODE_REPLICAS_MAX);
+	const struct iod_sched_placement *last = &res.p[res.n - 1];
+	CHECK(!last->placed);
+	CHECK_EQ(last->reason, IOD_SCHED_REASON_NODE_FULL);
+	CHECK_CONTAINS(last->why, "IOD_SCHED_NODE_REPLICAS_MAX");
+	CHECK_STR(iod_sched_reason_name(last->reason), "node-full");
+	iod_sched_result_free(&res);
+	iod_sched_cluster_free(c);
+}
+
 TEST(reason_cpus_memory_nic_labels)
 {
 	struct iod_sched_shape s;

@@ -524,3 +524,39 @@ TEST(messages_stay_valid_utf8)
 	CHECK_CONTAINS(diags.d[0].msg, "is not a valid name");
 	CHECK_ERR(SVC "    health: {exec: \" \"}\n", 4, 20, "health.exec is empty");
 }
+
+/* The limits a node agent enforces are checked when the spec is validated,
+ * each error naming its limit, so a deploy never reports "placed" for a
+ * replica no agent can build. */
+TEST(agent_limits_are_spec_errors)
+{
+	struct iod_buf b;
+	/* argv over IOD_AGENT_ARGV_BYTES_MAX: 8 args of 4000 bytes */
+	iod_buf_init(&b);
+	iod_buf_printf(&b, SVC "    command: true\n    args: [");
+	for (int i = 0; i < 8; i++)
+		iod_buf_printf(&b, "%s%04000d", i ? ", " : "", i);
+	iod_buf_printf(&b, "]\n");
+	CHECK_ERR(b.data, 5, 11, "IOD_AGENT_ARGV_BYTES_MAX");
+	iod_buf_free(&b);
+	/* a health command longer than the agent runs */
+	iod_buf_init(&b);
+	iod_buf_printf(&b, SVC "    command: true\n    health: {exec: \"");
+	for (int i = 0; i < 600; i++)
+		iod_buf_printf(&b, "x");
+	iod_buf_printf(&b, "\"}\n");
+	CHECK_ERR(b.data, 5, 20, "IOD_AGENT_CMD_MAX");
+	iod_buf_free(&b);
+	/* 2000 replicas: IOD_PEERS of each would not fit the environment */
+	CHECK_ERR(SVC "    replicas: 2000\n    command: true\n", 2, 11, "IOD_AGENT_ENV_BYTES_MAX");
+	CHECK_ERR(SVC "    replicas: 2000\n    command: true\n", 2, 11, "IOD_PEERS");
+	/* ... nor of a service that depends on them */
+	CHECK_ERR("services:\n  - name: ps\n    type: stateless\n    replicas: 800\n"
+	          "    command: true\n"
+	          "  - name: qs\n    type: stateless\n    replicas: 700\n    command: true\n"
+	          "  - name: u\n    type: stateless\n    command: true\n    depends_on: [qs, ps]\n",
+	          10, 11, "the longest is ps with 800");
+	/* without a command nothing runs: no environment, no limit */
+	CHECK_EQ(load(SVC "    replicas: 10000\n"), 0);
+	CHECK_EQ(load(SVC "    replicas: 1000\n    command: true\n"), 0);
+}
