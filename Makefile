@@ -26,7 +26,7 @@ endif
 endif
 
 # pkg-config names of the Debian -dev packages every binary links against.
-PKGS     := libuv raft yaml-0.1 jansson hwloc libmicrohttpd libpcap
+PKGS     := libuv raft yaml-0.1 jansson hwloc libmicrohttpd libpcap libseccomp libcap-ng
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -60,7 +60,7 @@ TEST_BIN := $(UNIT_SRC:%.c=$(BUILD)/san/%)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 BENCH_BIN:= $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test unit fuzz bench lint format run install clean
+.PHONY: all deps test unit fuzz bench bench-security lint format run install clean
 all: $(BUILD)/iod
 
 deps:
@@ -128,6 +128,12 @@ bench: deps $(BENCH_BIN) $(BUILD)/iod
 
 bench-%: deps $(BUILD)/bench/bench_% $(BUILD)/iod
 	@$(BUILD)/bench/bench_$*
+
+# The security figures in one run: the sandbox's (bench_sandbox.c: sec.syscall,
+# sec.sandbox_start) and, where it exists, the control plane's (bench_security.c).
+SEC_BENCH := $(BUILD)/bench/bench_sandbox $(if $(wildcard bench/bench_security.c),$(BUILD)/bench/bench_security)
+bench-security: deps $(BUILD)/iod $(SEC_BENCH)
+	@for b in $(SEC_BENCH); do $$b || exit 1; done
 
 lint:
 	@sh scripts/lint.sh

@@ -70,6 +70,22 @@ struct iod_agent_health {
 };
 
 /*
+ * The sandbox a replica asks for (the spec's sandbox: block; docs/security.md
+ * says what each part guarantees). Everything not asked for is the default:
+ * a uid of its own, no capabilities, no_new_privs, the default seccomp
+ * allowlist, its own root, PID, mount, UTS, IPC and cgroup namespaces.
+ */
+struct iod_agent_sandbox {
+	enum iod_spec_user user;       /* dynamic | id | root */
+	uint32_t uid, gid;             /* ID: as written; DYNAMIC: set by the agent at start */
+	uint64_t caps;                 /* capabilities kept (bit = CAP number) */
+	enum iod_spec_seccomp seccomp; /* default | profile | unconfined */
+	uint32_t seccomp_id;           /* PROFILE: its filter in the agent's store */
+	enum iod_spec_netmode network; /* auto | node | private | none */
+	bool best_effort;              /* run without a hardening this node lacks */
+};
+
+/*
  * What the node must run for one replica: identity, program, placement,
  * limits, health. Fixed-size so that the agent allocates its table once.
  */
@@ -91,6 +107,7 @@ struct iod_agent_replica {
 	uint64_t mem_bytes;                      /* memory limit; 0 = none */
 	uint16_t port;                           /* the replica's port on this node; 0 = none */
 	struct iod_agent_health health;          /* readiness + liveness check */
+	struct iod_agent_sandbox sandbox;        /* how it is confined */
 	char fail[IOD_AGENT_REASON_MAX];         /* why it cannot be built ("" = it can):
 	                                            marked failed, never started */
 };
@@ -134,9 +151,19 @@ uint16_t iod_agent_replica_port(const char *name);
  * service are skipped. Past max: the first max are filled and -E2BIG says
  * how many more there were.
  */
+struct iod_agent_profile_sink {
+	/* compile profile (canonical JSON) for caps; 0 with *id, or why */
+	int (*add)(void *ctx, const char *profile, uint64_t caps, uint32_t *id, char *why,
+	           size_t why_len);
+	void *ctx;
+};
+/* profiles: where services' own seccomp profiles go (NULL: such a replica
+ * fails with the reason). */
 int iod_agent_desired_from_state(const char *node, const json_t *nodes, const json_t *services,
-                                 const json_t *replicas, struct iod_agent_replica *out,
-                                 uint32_t max, uint32_t *n, struct iod_err *e);
+                                 const json_t *replicas,
+                                 const struct iod_agent_profile_sink *profiles,
+                                 struct iod_agent_replica *out, uint32_t max, uint32_t *n,
+                                 struct iod_err *e);
 
 /*
  * Rescheduling a lost node's replicas (pure). A replica whose node is not in
@@ -317,23 +344,101 @@ int iod_agent_rec_find(const struct iod_agent_rec *r, const char *name);
 /* What the sandbox could set up on this machine (probed once). */
 struct iod_agent_caps {
 	bool ns_pid, ns_mount, ns_uts, ns_ipc, ns_net; /* namespaces we may create */
-	int cgroup_version;                            /* 2, 1, or 0 = no writable cgroups */
-	char cgroup_mem[IOD_AGENT_PATH_MAX];           /* v1 memory hierarchy or v2 root */
-	char cgroup_cpu[IOD_AGENT_PATH_MAX];           /* v1 cpu hierarchy or v2 root */
-	char warning[IOD_ERR_MSG_MAX];                 /* what is missing, for the log */
+	bool ns_cgroup;                                /* cgroup namespaces */
+	bool ns_user;                        /* user namespaces (the kernel allows them) */
+	bool root;                           /* the agent is root: uids, mounts */
+	bool seccomp;                        /* seccomp filters (and no_new_privs) */
+	bool rootfs;                         /* a root of its own (pivot_root) */
+	int cgroup_version;                  /* 2, 1, or 0 = no writable cgroups */
+	char cgroup_mem[IOD_AGENT_PATH_MAX]; /* v1 memory hierarchy or v2 root */
+	char cgroup_cpu[IOD_AGENT_PATH_MAX]; /* v1 cpu hierarchy or v2 root */
+	char warning[IOD_ERR_MSG_MAX];       /* what is missing, for the log */
 };
 void iod_agent_caps_probe(struct iod_agent_caps *caps);
 
+/* ---- seccomp filters (seccomp.c) ------------------------------------------ */
+
+struct sock_fprog;
+/*
+ * Compile the default allowlist (widened by the syscalls that granted caps
+ * are about) or a parsed OCI/Docker profile into a BPF program whose
+ * instructions the caller frees (out->filter).
+ */
+int iod_agent_seccomp_default(uint64_t caps, struct sock_fprog *out, struct iod_err *e);
+int iod_agent_seccomp_profile(const struct iod_seccomp_profile *p, uint64_t caps,
+                              struct sock_fprog *out, struct iod_err *e);
+/*
+ * The agent's filters, each compiled once: entry 0 is the default filter
+ * without capabilities (built by _new). add (profile NULL: the default one)
+ * returns the entry for (profile, caps), compiling it the first time;
+ * -ENOSPC past IOD_AGENT_SECCOMP_PROFILES_MAX. Entries never change once
+ * added: get may be called from any thread without a lock.
+ */
+struct iod_agent_seccomp_store;
+int iod_agent_seccomp_store_new(struct iod_agent_seccomp_store **out, struct iod_err *e);
+int iod_agent_seccomp_store_add(struct iod_agent_seccomp_store *s, const char *profile, size_t len,
+                                uint64_t caps, uint32_t *id, struct iod_err *e);
+const struct sock_fprog *iod_agent_seccomp_get(const struct iod_agent_seccomp_store *s,
+                                               uint32_t id);
+void iod_agent_seccomp_store_free(struct iod_agent_seccomp_store *s);
+
+/*
+ * Where a running replica's processes live and what they may do: what a
+ * health check needs to run "inside" it (setns into its namespaces, its
+ * cgroup, its uid, capabilities and filter). Filled by the executor.
+ */
+struct iod_agent_jail {
+	pid_t init;                          /* the sandbox's init (host pid); 0 = none */
+	int ns;                              /* CLONE_NEW* namespaces it was given */
+	uint32_t uid, gid;                   /* the workload's ids (host view) */
+	uint64_t caps;                       /* capabilities it keeps */
+	bool userns;                         /* the workload is in a user namespace of its own */
+	const struct sock_fprog *seccomp;    /* its filter; NULL = none */
+	char cgroup_mem[IOD_AGENT_PATH_MAX]; /* its cgroups ("" = none) */
+	char cgroup_cpu[IOD_AGENT_PATH_MAX];
+};
+
+/*
+ * In the calling (single-threaded, forked) process: become what j says:
+ * supplementary groups dropped, gid and uid set, bounding, effective,
+ * permitted, inheritable and ambient capabilities cut to j->caps
+ * (libcap-ng), a user namespace mapping only its own uid when j->userns
+ * (userns_fd >= 0: join that one, the workload's, instead of creating one),
+ * no_new_privs, then the seccomp filter. Never returns to a more
+ * privileged state. 0, or a negative errno with what failed in err.
+ */
+int iod_agent_jail_enter(const struct iod_agent_jail *j, int userns_fd, char *err, size_t len);
+
+/*
+ * A replica's own root (rootfs.c), built by its sandbox's init (root, in the
+ * replica's new mount and PID namespaces) on the empty directory root, and
+ * entered with pivot_root: read-only host /usr, /bin, /lib..., a few /etc
+ * files, fresh /proc (masked) and /sys (read-only), a small /dev, a private
+ * /tmp, the data directory read-write. err says what failed.
+ */
+struct iod_agent_rootfs {
+	const char *root;              /* an empty directory (host path) */
+	const char *data;              /* bound read-write at the same path; NULL = none */
+	const char *self_exe;          /* the iod binary, read-only at its path; NULL = none */
+	const struct iod_bitmap *gpus; /* /dev/nvidia<i> for these; NULL = none */
+	const char *hostname;          /* the replica's name (/etc/hosts, /etc/passwd) */
+	const char *home;              /* its HOME, for /etc/passwd */
+	uint32_t uid, gid;             /* its ids, for /etc/passwd and /etc/group */
+};
+int iod_agent_rootfs_enter(const struct iod_agent_rootfs *rf, char *err, size_t len);
+
 /* Executor settings shared by every replica of an agent. */
 struct iod_agent_exec_config {
-	char node[IOD_NAME_MAX];              /* node name, for IOD_NODE */
-	char run_dir[IOD_AGENT_PATH_MAX];     /* logs and data: <run_dir>/replicas/<name>/ */
-	char self_exe[IOD_AGENT_PATH_MAX];    /* the iod binary: program "iod" runs it */
-	char cgroup_prefix[IOD_NAME_MAX * 2]; /* e.g. "iod/node-1": under each hierarchy */
-	uint64_t log_max_bytes;               /* rotate the log file past this size */
-	uint32_t log_files;                   /* rotated files kept (log.1 .. log.N) */
-	bool use_namespaces;                  /* false: plain child process */
-	const struct iod_agent_caps *caps;    /* what is permitted */
+	char node[IOD_NAME_MAX];                 /* node name, for IOD_NODE */
+	char run_dir[IOD_AGENT_PATH_MAX];        /* logs and data: <run_dir>/replicas/<name>/ */
+	char self_exe[IOD_AGENT_PATH_MAX];       /* the iod binary: program "iod" runs it */
+	char cgroup_prefix[IOD_NAME_MAX * 2];    /* e.g. "iod/node-1": under each hierarchy */
+	uint64_t log_max_bytes;                  /* rotate the log file past this size */
+	uint32_t log_files;                      /* rotated files kept (log.1 .. log.N) */
+	bool use_namespaces;                     /* false: plain child process */
+	const struct iod_agent_caps *caps;       /* what is permitted */
+	struct iod_agent_seccomp_store *seccomp; /* filters; NULL = default built per start */
+	uint32_t uid_base;                       /* dynamic uids: base + hash of the name */
 };
 
 /* A running sandbox, as the shell tracks it. */
@@ -341,7 +446,8 @@ struct iod_agent_proc {
 	pid_t pid;                           /* the sandbox's init (shim) in our namespace */
 	char cgroup_mem[IOD_AGENT_PATH_MAX]; /* created cgroup dirs, "" if none */
 	char cgroup_cpu[IOD_AGENT_PATH_MAX];
-	char sandbox_warn[IOD_ERR_MSG_MAX]; /* what could not be applied */
+	char sandbox_warn[IOD_ERR_MSG_MAX]; /* what could not be applied (best effort) */
+	struct iod_agent_jail jail;         /* for health checks run inside it */
 };
 
 /*
@@ -363,6 +469,9 @@ struct iod_agent_net {
 int iod_agent_exec_start_net(const struct iod_agent_exec_config *c,
                              const struct iod_agent_replica *r, const struct iod_agent_net *net,
                              struct iod_agent_proc *p, struct iod_err *e);
+/* A dynamic uid: base + 1 + (hash(name) + probe) mod (IOD_AGENT_UID_BLOCK - 2);
+ * the agent probes on when two of its replicas would share one. */
+uint32_t iod_agent_uid_of(uint32_t base, const char *name, uint32_t probe);
 /* Signal the sandbox (SIGTERM: graceful, SIGKILL: now). */
 int iod_agent_exec_signal(const struct iod_agent_proc *p, int sig);
 /* Remove the replica's cgroups once it has exited. */
@@ -385,6 +494,7 @@ int iod_agent_sandbox_apply_mempolicy(int32_t numa_node, struct iod_err *e);
 
 struct iod_agent_log {
 	int fd;                        /* current file, -1 when closed */
+	int dirfd;                     /* path is relative to it (AT_FDCWD: plain path) */
 	char path[IOD_AGENT_PATH_MAX]; /* current file */
 	uint64_t size_bytes;           /* written to the current file */
 	uint64_t max_bytes;            /* rotate past this */
@@ -392,6 +502,9 @@ struct iod_agent_log {
 };
 int iod_agent_log_open(struct iod_agent_log *l, const char *path, uint64_t max_bytes,
                        uint32_t files, struct iod_err *e);
+/* The same, path relative to the directory dirfd (the caller keeps it open). */
+int iod_agent_log_open_at(struct iod_agent_log *l, int dirfd, const char *path, uint64_t max_bytes,
+                          uint32_t files, struct iod_err *e);
 /* Append; rotates first when the write would pass max_bytes. */
 int iod_agent_log_write(struct iod_agent_log *l, const void *data, size_t len);
 void iod_agent_log_close(struct iod_agent_log *l);
@@ -405,6 +518,11 @@ void iod_agent_log_close(struct iod_agent_log *l);
  */
 int iod_agent_probe_run(const struct iod_agent_health *h, const char *host, uint16_t port,
                         char *detail, size_t detail_len);
+/* The same; an exec check runs inside the sandbox j describes (j NULL or
+ * j->init 0: on the host, as the agent): its cgroups, its namespaces, its
+ * uid, capabilities, no_new_privs and seccomp filter. */
+int iod_agent_probe_run_in(const struct iod_agent_health *h, const struct iod_agent_jail *j,
+                           const char *host, uint16_t port, char *detail, size_t detail_len);
 /*
  * Wait for child pid, the leader of its own process group, until
  * deadline_ns (monotonic); then SIGKILL the whole group and reap the leader
@@ -466,10 +584,11 @@ struct iod_agent_probe_result {
 	char detail[256];        /* what happened */
 };
 int iod_agent_prober_new(uint32_t workers, struct iod_agent_prober **out, struct iod_err *e);
-/* Queue one check; -ENOSPC when IOD_AGENT_REPLICAS_MAX checks are queued. */
+/* Queue one check (jail: the replica's sandbox, copied; NULL = none);
+ * -ENOSPC when IOD_AGENT_REPLICAS_MAX checks are queued. */
 int iod_agent_prober_submit(struct iod_agent_prober *p, uint32_t slot, const char *name,
                             uint64_t generation, const struct iod_agent_health *h, const char *host,
-                            uint16_t port);
+                            uint16_t port, const struct iod_agent_jail *jail);
 /* Next finished check (0), or -EAGAIN when none is. */
 int iod_agent_prober_take(struct iod_agent_prober *p, struct iod_agent_probe_result *out);
 /* An eventfd, readable when results are waiting (read it to clear). */

@@ -85,4 +85,15 @@ int iod_api_server_run(const struct iod_server_config *c, struct iod_err *e);
 int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len, char **cmd,
                         json_t **answer, struct iod_err *e);
 
+/*
+ * The privilege seam for the API's roles: a spec whose services ask for
+ * more than the default sandbox gives (user: root, capabilities, seccomp:
+ * unconfined; iod_spec_service_privileged) needs a caller who may grant it.
+ * 0 when nothing is asked or may_grant; else -EACCES naming the first such
+ * service and what it asks for. The role check (admin only) calls this with
+ * the caller's role, on /v1/deploy and on Service writes.
+ */
+struct iod_spec;
+int iod_api_spec_privileges(const struct iod_spec *spec, bool may_grant, struct iod_err *e);
+
 #endif

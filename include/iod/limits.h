@@ -59,6 +59,17 @@
 #define IOD_SPEC_HEALTH_INTERVAL_MIN_NS 1000000ull
 #define IOD_SPEC_HEALTH_INTERVAL_MAX_NS 3600000000000ull
 
+/* Seccomp profiles (sandbox.seccomp, OCI / Docker JSON): Docker's default
+ * profile is ~20 KiB with ~60 rules naming ~450 syscalls over every
+ * architecture; these bounds hold several times that. */
+#define IOD_SECCOMP_PROFILE_BYTES_MAX (256 * 1024)
+#define IOD_SECCOMP_RULES_MAX 1024
+#define IOD_SECCOMP_NAMES_MAX 4096
+/* A syscall name ("sched_rr_get_interval_time64" is 28 bytes). */
+#define IOD_SECCOMP_NAME_MAX 64
+/* Comparisons per rule: a syscall has six arguments. */
+#define IOD_SECCOMP_ARGS_MAX 6
+
 /* ---- topo -------------------------------------------------------------- */
 
 /* CPU packages per node: 8-socket servers are the largest common machines. */
@@ -256,6 +267,21 @@
  * namespaces): one per replica the agent can track. A /23 or larger is
  * used only up to this many hosts. */
 #define IOD_AGENT_IPAM_MAX IOD_AGENT_REPLICAS_MAX
+/* Distinct seccomp filters one agent compiles and keeps (the default one
+ * per set of granted capabilities, each service profile): a node runs a
+ * few kinds of services; a new kind beyond this fails alone until the agent
+ * restarts. */
+#define IOD_AGENT_SECCOMP_PROFILES_MAX 64
+/* Dynamic replica uids: each agent takes a block of IOD_AGENT_UID_BLOCK
+ * uids from IOD_AGENT_UID_BASE on (0x70000000: above systemd's container
+ * ranges, below 2^31, where 16-bit and signed-uid bugs live), chosen by a
+ * hash of its node name and held with a lock file so that agents sharing a
+ * host (`iod up`) never share a uid. 256 blocks of 65536. */
+#define IOD_AGENT_UID_BASE 0x70000000u
+#define IOD_AGENT_UID_BLOCK 65536u
+#define IOD_AGENT_UID_BLOCKS 256u
+/* The private /tmp of a replica (a tmpfs, charged to its memory cgroup). */
+#define IOD_AGENT_TMP_BYTES (256u << 20)
 /* Health checks in flight at once (one thread each): a hung check holds
  * one for at most its timeout; the others keep giving verdicts. */
 #define IOD_AGENT_PROBE_WORKERS 8

@@ -100,6 +100,158 @@ struct iod_spec_env {
 	const char *value; /* value */
 };
 
+/* ---- the sandbox of a service's replicas (sandbox:) ---------------------- */
+
+/* Linux capabilities by number (CAP_CHOWN = 0 .. CAP_CHECKPOINT_RESTORE = 40). */
+#define IOD_CAPS_N 41
+/* "SYS_ADMIN" for 21 (no CAP_ prefix); NULL past the end. */
+const char *iod_cap_name(unsigned cap);
+/* "NET_BIND_SERVICE", "CAP_NET_BIND_SERVICE", any case; -EINVAL if unknown. */
+int iod_cap_parse(const char *s, unsigned *cap);
+
+enum iod_spec_user {
+	IOD_SPEC_USER_DYNAMIC, /* a uid of its own, chosen by the node's agent (default) */
+	IOD_SPEC_USER_ID,      /* uid (and gid) as written */
+	IOD_SPEC_USER_ROOT,    /* uid 0: only when asked for (a privilege) */
+};
+enum iod_spec_seccomp {
+	IOD_SPEC_SECCOMP_DEFAULT,    /* iod's allowlist, in the spirit of Docker's default */
+	IOD_SPEC_SECCOMP_PROFILE,    /* the service's own OCI / Docker JSON profile */
+	IOD_SPEC_SECCOMP_UNCONFINED, /* no filter (a privilege) */
+};
+enum iod_spec_netmode {
+	IOD_SPEC_NET_AUTO,    /* its own network namespace where the node gives replicas one */
+	IOD_SPEC_NET_NODE,    /* the node's network */
+	IOD_SPEC_NET_PRIVATE, /* its own namespace with an address on the node's subnet */
+	IOD_SPEC_NET_NONE,    /* its own namespace with loopback only */
+};
+
+struct iod_spec_sandbox {
+	bool set;                      /* a sandbox: block was written */
+	enum iod_spec_user user;       /* whose uid the replicas run as */
+	uint32_t uid, gid;             /* IOD_SPEC_USER_ID */
+	uint64_t caps;                 /* capabilities kept (bit = CAP number); 0 = none */
+	enum iod_spec_seccomp seccomp; /* which filter */
+	const char *seccomp_profile;   /* PROFILE: canonical JSON text (validated) */
+	enum iod_spec_netmode network; /* which network */
+	bool best_effort;              /* run without a hardening the node lacks (warned) */
+};
+
+/*
+ * Whether a service asks for more than the default sandbox gives: root,
+ * capabilities, no seccomp filter. The API's role check (only an admin may
+ * deploy such a service) reads this; why says what (for the 403).
+ */
+struct iod_spec_service;
+bool iod_spec_service_privileged(const struct iod_spec_service *s, char *why, size_t len);
+
+/* ---- seccomp profiles (OCI runtime spec linux.seccomp, Docker's format) -- */
+
+#define IOD_SECCOMP_ACTIONS(X)                   \
+	X(KILL_THREAD, "SCMP_ACT_KILL")          \
+	X(KILL_PROCESS, "SCMP_ACT_KILL_PROCESS") \
+	X(TRAP, "SCMP_ACT_TRAP")                 \
+	X(ERRNO, "SCMP_ACT_ERRNO")               \
+	X(TRACE, "SCMP_ACT_TRACE")               \
+	X(ALLOW, "SCMP_ACT_ALLOW")               \
+	X(LOG, "SCMP_ACT_LOG")
+enum iod_seccomp_action {
+#define X(n, s) IOD_SECCOMP_##n,
+	IOD_SECCOMP_ACTIONS(X)
+#undef X
+};
+#define IOD_SECCOMP_OPS(X)   \
+	X(NE, "SCMP_CMP_NE") \
+	X(LT, "SCMP_CMP_LT") \
+	X(LE, "SCMP_CMP_LE") \
+	X(EQ, "SCMP_CMP_EQ") \
+	X(GE, "SCMP_CMP_GE") \
+	X(GT, "SCMP_CMP_GT") \
+	X(MASKED_EQ, "SCMP_CMP_MASKED_EQ")
+enum iod_seccomp_op {
+#define X(n, s) IOD_SECCOMP_OP_##n,
+	IOD_SECCOMP_OPS(X)
+#undef X
+};
+#define IOD_SECCOMP_ARCHES(X)                   \
+	X(X86, "SCMP_ARCH_X86")                 \
+	X(X86_64, "SCMP_ARCH_X86_64")           \
+	X(X32, "SCMP_ARCH_X32")                 \
+	X(ARM, "SCMP_ARCH_ARM")                 \
+	X(MIPS, "SCMP_ARCH_MIPS")               \
+	X(MIPS64, "SCMP_ARCH_MIPS64")           \
+	X(MIPS64N32, "SCMP_ARCH_MIPS64N32")     \
+	X(MIPSEL, "SCMP_ARCH_MIPSEL")           \
+	X(MIPSEL64, "SCMP_ARCH_MIPSEL64")       \
+	X(MIPSEL64N32, "SCMP_ARCH_MIPSEL64N32") \
+	X(PPC, "SCMP_ARCH_PPC")                 \
+	X(PPC64, "SCMP_ARCH_PPC64")             \
+	X(PPC64LE, "SCMP_ARCH_PPC64LE")         \
+	X(S390, "SCMP_ARCH_S390")               \
+	X(S390X, "SCMP_ARCH_S390X")             \
+	X(PARISC, "SCMP_ARCH_PARISC")           \
+	X(PARISC64, "SCMP_ARCH_PARISC64")       \
+	X(RISCV64, "SCMP_ARCH_RISCV64")         \
+	X(LOONGARCH64, "SCMP_ARCH_LOONGARCH64") \
+	X(M68K, "SCMP_ARCH_M68K")               \
+	X(SH, "SCMP_ARCH_SH")                   \
+	X(SHEB, "SCMP_ARCH_SHEB")
+enum iod_seccomp_arch {
+#define X(n, s) IOD_SECCOMP_ARCH_##n,
+	IOD_SECCOMP_ARCHES(X)
+#undef X
+	    IOD_SECCOMP_ARCHES_N
+};
+const char *iod_seccomp_action_name(enum iod_seccomp_action a);
+const char *iod_seccomp_op_name(enum iod_seccomp_op o);
+const char *iod_seccomp_arch_name(enum iod_seccomp_arch a);
+
+/* One argument comparison: args[index] op value (MASKED_EQ: & value == valueTwo). */
+struct iod_seccomp_arg {
+	uint32_t index;         /* 0..5 */
+	uint64_t value;         /* operand (the mask for MASKED_EQ) */
+	uint64_t value_two;     /* MASKED_EQ: the value after masking */
+	enum iod_seccomp_op op; /* comparison */
+};
+
+/* Docker's includes/excludes: a rule applies when the replica has all caps,
+ * the node's architecture is in arches, and its kernel is at least min. */
+struct iod_seccomp_cond {
+	uint64_t caps;       /* capabilities (bits); 0 = no condition */
+	uint32_t arches;     /* 1 << enum iod_seccomp_arch; 0 = any */
+	uint32_t min_kernel; /* major << 16 | minor; 0 = any */
+};
+
+struct iod_seccomp_rule {
+	uint32_t names, names_n;        /* profile->names[names .. names + names_n) */
+	enum iod_seccomp_action action; /* what the filter does for them */
+	uint32_t errno_ret;             /* ERRNO / TRACE value */
+	bool has_errno;                 /* errnoRet was written */
+	struct iod_seccomp_arg args[IOD_SECCOMP_ARGS_MAX]; /* all must hold */
+	uint32_t args_n;                                   /* used */
+	struct iod_seccomp_cond includes;                  /* when it applies */
+	struct iod_seccomp_cond excludes;                  /* when it does not */
+};
+
+struct iod_seccomp_profile {
+	enum iod_seccomp_action default_action; /* for syscalls no rule names */
+	uint32_t default_errno;                 /* defaultErrnoRet (EPERM when absent) */
+	uint32_t arches;                        /* architectures (+ archMap), 0 = native */
+	bool log;                               /* SECCOMP_FILTER_FLAG_LOG */
+	struct iod_seccomp_rule *rules;         /* rules_n, in profile order */
+	uint32_t rules_n;
+	const char **names; /* syscall names of all rules, names_n */
+	uint32_t names_n;
+	struct iod_arena arena; /* owns everything above */
+};
+
+/* Parse a profile (text or tree); -EINVAL / -E2BIG with what and where in e. */
+int iod_seccomp_profile_parse(const char *text, size_t len, struct iod_seccomp_profile **out,
+                              struct iod_err *e);
+int iod_seccomp_profile_from_json(const json_t *root, struct iod_seccomp_profile **out,
+                                  struct iod_err *e);
+void iod_seccomp_profile_free(struct iod_seccomp_profile *p);
+
 struct iod_spec_service {
 	const char *name;              /* unique, DNS-label-like */
 	enum iod_service_type type;    /* stateful | stateless */
@@ -118,7 +270,8 @@ struct iod_spec_service {
 	struct iod_spec_health health;
 	const char *const *depends_on; /* names of services, depends_n of them */
 	uint32_t depends_n;
-	uint32_t line, col; /* where the service was declared */
+	struct iod_spec_sandbox sandbox; /* user, capabilities, seccomp, network */
+	uint32_t line, col;              /* where the service was declared */
 };
 
 /* Storage media, as the seed names them. */
@@ -183,8 +336,8 @@ int iod_spec_load_service(const char *name, const json_t *value, struct iod_spec
  * 0, or -E2BIG with the sizes and the limit named in why.
  */
 int iod_spec_service_env_check(const struct iod_spec *s, uint32_t i, uint32_t host_len_max,
-                               uint32_t (*replicas_of)(const char *service, void *ctx),
-                               void *ctx, char *why, size_t len);
+                               uint32_t (*replicas_of)(const char *service, void *ctx), void *ctx,
+                               char *why, size_t len);
 
 /* Print every diagnostic as "name:line:col: message" lines. */
 void iod_spec_diags_print(const struct iod_spec_diags *d, const char *name, FILE *f);

@@ -20,6 +20,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/file.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,30 +34,39 @@
 #define MANIFEST_POLL_NS (100 * IOD_NS_PER_MS)
 
 struct agent {
-	const struct iod_agent_config *cfg; /* settings */
-	struct iod_agent_exec_config exec;  /* executor settings */
-	struct iod_agent_caps caps;         /* what the sandbox may use */
-	struct iod_agent_rec *rec;          /* the pure core */
-	struct iod_agent_proc *procs;       /* per reconciler slot */
-	struct iod_agent_replica *desired;  /* the latest desired set (manifest or cluster) */
-	uint32_t desired_n;                 /* replicas in desired */
-	bool desired_retry;                 /* some did not fit yet: offer them again */
-	struct iod_agent_log events;        /* events.jsonl */
-	uint64_t rev;                       /* last event revision */
-	struct timespec manifest_mtime;     /* of the last manifest read */
-	off_t manifest_size;                /* of the last manifest read */
-	bool stopping;                      /* SIGTERM seen: stop everything */
-	struct iod_agent_cluster *cluster;  /* control plane link, or NULL (manifest) */
-	int wake_fd;                        /* eventfd: the cluster has news */
-	struct iod_agent_mesh *mesh;        /* hosted mesh proxy, or NULL */
-	struct iod_agent_prober *prober;    /* health checks in flight */
-	struct iod_agent_netns *netns;      /* per-replica networks, or NULL (node's) */
-	struct iod_agent_net *nets;         /* per reconciler slot: its network */
-	struct iod_agent_replica start_buf; /* a replica as started (env localized) */
+	const struct iod_agent_config *cfg;      /* settings */
+	struct iod_agent_exec_config exec;       /* executor settings */
+	struct iod_agent_caps caps;              /* what the sandbox may use */
+	struct iod_agent_rec *rec;               /* the pure core */
+	struct iod_agent_proc *procs;            /* per reconciler slot */
+	struct iod_agent_replica *desired;       /* the latest desired set (manifest or cluster) */
+	uint32_t desired_n;                      /* replicas in desired */
+	bool desired_retry;                      /* some did not fit yet: offer them again */
+	struct iod_agent_log events;             /* events.jsonl */
+	uint64_t rev;                            /* last event revision */
+	struct timespec manifest_mtime;          /* of the last manifest read */
+	off_t manifest_size;                     /* of the last manifest read */
+	bool stopping;                           /* SIGTERM seen: stop everything */
+	struct iod_agent_cluster *cluster;       /* control plane link, or NULL (manifest) */
+	int wake_fd;                             /* eventfd: the cluster has news */
+	struct iod_agent_mesh *mesh;             /* hosted mesh proxy, or NULL */
+	struct iod_agent_prober *prober;         /* health checks in flight */
+	struct iod_agent_netns *netns;           /* per-replica networks, or NULL (node's) */
+	struct iod_agent_net *nets;              /* per reconciler slot: its network */
+	struct iod_agent_replica start_buf;      /* a replica as started (env localized, uid) */
+	struct iod_agent_seccomp_store *seccomp; /* compiled filters, shared with checks */
+	uint32_t *uids;  /* per reconciler slot: its dynamic uid, 0 = none */
+	int uid_lock_fd; /* holds this agent's block of uids */
 };
 
 static void assign_addresses(struct agent *a);
 
+/* Whether a replica gets the node's per-replica network (netns.c). */
+static bool wants_netns(const struct agent *a, const struct iod_agent_replica *r)
+{
+	return a->netns && (r->sandbox.network == IOD_SPEC_NET_AUTO ||
+	                    r->sandbox.network == IOD_SPEC_NET_PRIVATE);
+}
 
 static uint64_t now_ns(void)
 {
@@ -237,7 +247,7 @@ static void assign_addresses(struct agent *a)
 	for (uint32_t i = 0; i < iod_agent_rec_capacity(a->rec); i++) {
 		const struct iod_agent_slot *s = iod_agent_rec_slot(a->rec, i);
 		uint32_t addr;
-		if (!s || !s->desired || a->nets[i].addr[0])
+		if (!s || !s->desired || a->nets[i].addr[0] || !wants_netns(a, &s->want))
 			continue;
 		if (iod_agent_ipam_alloc(&a->netns->ipam, s->want.name, &addr, NULL, &e)) {
 			IOD_WARN("agent", "%s", e.msg); /* its start fails with this, too */
@@ -277,6 +287,54 @@ static bool take_cluster(struct agent *a)
 	return fresh;
 }
 
+/*
+ * This agent's block of dynamic uids: the one a hash of its node name
+ * names, or the next free one, held by a lock on /run/iod/uid-block-N.lock
+ * for as long as the agent runs, so that agents sharing a host never hand
+ * out the same uid. Root only (nobody else can switch uids).
+ */
+static void take_uid_block(struct agent *a)
+{
+	char path[64];
+	a->uid_lock_fd = -1;
+	if (!a->caps.root)
+		return;
+	if (mkdir("/run/iod", 0755) && errno != EEXIST)
+		IOD_WARN("agent", "/run/iod: %s (uid blocks are not locked)", strerror(errno));
+	uint32_t first = (uint32_t)(iod_hash_str(a->cfg->name) % IOD_AGENT_UID_BLOCKS);
+	for (uint32_t i = 0; i < IOD_AGENT_UID_BLOCKS; i++) {
+		uint32_t b = (first + i) % IOD_AGENT_UID_BLOCKS;
+		snprintf(path, sizeof(path), "/run/iod/uid-block-%u.lock", b);
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			a->uid_lock_fd = fd;
+			a->exec.uid_base = IOD_AGENT_UID_BASE + b * IOD_AGENT_UID_BLOCK;
+			return;
+		}
+		if (fd >= 0)
+			close(fd);
+		if (fd < 0)
+			break; /* cannot lock at all: use the hashed block */
+	}
+	a->exec.uid_base = IOD_AGENT_UID_BASE + first * IOD_AGENT_UID_BLOCK;
+	IOD_WARN("agent", "no free uid block under /run/iod: using block %u unlocked", first);
+}
+
+/* A replica's dynamic uid: derived from its name (stable across restarts,
+ * so its data stays its own), probing on while another replica of this
+ * agent holds it. */
+static uint32_t replica_uid(struct agent *a, uint32_t slot, const char *name)
+{
+	for (uint32_t probe = 0;; probe++) {
+		uint32_t uid = iod_agent_uid_of(a->exec.uid_base, name, probe);
+		bool taken = false;
+		for (uint32_t i = 0; i < iod_agent_rec_capacity(a->rec) && !taken; i++)
+			taken = i != slot && a->uids[i] == uid && iod_agent_rec_slot(a->rec, i);
+		if (!taken)
+			return a->uids[slot] = uid;
+	}
+}
+
 static void do_action(struct agent *a, const struct iod_agent_action *act)
 {
 	const struct iod_agent_slot *s = iod_agent_rec_slot(a->rec, act->slot);
@@ -287,24 +345,23 @@ static void do_action(struct agent *a, const struct iod_agent_action *act)
 	switch (act->kind) {
 	case IOD_AGENT_ACT_START: {
 		struct iod_agent_net *net = &a->nets[act->slot];
-		int rc = a->netns ? iod_agent_netns_get(a->netns, act->name, net, &e) : 0;
-		const struct iod_agent_replica *r = &s->want;
-		if (!rc && a->netns) {
-			/* this node's peers at their own addresses */
-			a->start_buf = s->want;
-			if (iod_agent_env_localize(&a->start_buf,
-			                           a->cfg->addr[0] ? a->cfg->addr : "127.0.0.1",
-			                           &a->netns->ipam) == 0)
-				r = &a->start_buf;
-		}
+		const bool own_net = wants_netns(a, &s->want);
+		int rc = own_net ? iod_agent_netns_get(a->netns, act->name, net, &e) : 0;
+		struct iod_agent_replica *r = &a->start_buf;
+		*r = s->want;
+		if (!rc && own_net) /* this node's peers at their own addresses */
+			iod_agent_env_localize(r, a->cfg->addr[0] ? a->cfg->addr : "127.0.0.1",
+			                       &a->netns->ipam);
+		if (r->sandbox.user == IOD_SPEC_USER_DYNAMIC && a->caps.root)
+			r->sandbox.uid = r->sandbox.gid = replica_uid(a, act->slot, r->name);
 		if (!rc)
-			rc = iod_agent_exec_start_net(&a->exec, r, a->netns ? net : NULL, p, &e);
+			rc = iod_agent_exec_start_net(&a->exec, r, own_net ? net : NULL, p, &e);
 		if (net->netns_fd >= 0) { /* the sandbox holds it now (or failed) */
 			close(net->netns_fd);
 			net->netns_fd = -1;
 		}
 		if (rc) {
-			if (a->netns)
+			if (own_net)
 				iod_agent_netns_put(a->netns, act->name, net);
 			IOD_WARN("agent", "%s: start failed: %s", act->name, e.msg);
 			iod_agent_rec_on_start_failed(a->rec, act->name, e.msg, now_ns());
@@ -326,7 +383,7 @@ static void do_action(struct agent *a, const struct iod_agent_action *act)
 		                   : a->cfg->addr[0]          ? a->cfg->addr
 		                                              : "127.0.0.1";
 		if (iod_agent_prober_submit(a->prober, act->slot, act->name, s->started_ns,
-		                            &s->want.health, host, port)) {
+		                            &s->want.health, host, port, &p->jail)) {
 			snprintf(detail, sizeof(detail), "health-check queue full (%d queued)",
 			         IOD_AGENT_REPLICAS_MAX);
 			iod_agent_rec_on_probe(a->rec, act->name, false, detail, now_ns());
@@ -427,7 +484,9 @@ static int agent_init(struct agent *a, const struct iod_agent_config *c, struct 
 	a->procs = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*a->procs));
 	a->desired = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*a->desired));
 	a->nets = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*a->nets));
-	if (!a->procs || !a->desired || !a->nets)
+	a->uids = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*a->uids));
+	a->uid_lock_fd = -1;
+	if (!a->procs || !a->desired || !a->nets || !a->uids)
 		return iod_err_set(e, -ENOMEM, "out of memory for %u replicas",
 		                   IOD_AGENT_REPLICAS_MAX);
 	iod_agent_caps_probe(&a->caps);
@@ -442,6 +501,15 @@ static int agent_init(struct agent *a, const struct iod_agent_config *c, struct 
 	a->exec.log_files = c->log_files;
 	a->exec.use_namespaces = c->use_namespaces;
 	a->exec.caps = &a->caps;
+	if (!c->use_namespaces)
+		IOD_WARN("agent",
+		         "sandbox off (--no-sandbox): replicas run as plain processes of the "
+		         "agent, with its uid and privileges");
+	/* the filters, compiled once: every sandbox and check loads them */
+	if (a->caps.seccomp && (rc = iod_agent_seccomp_store_new(&a->seccomp, e)))
+		return rc;
+	a->exec.seccomp = a->seccomp;
+	take_uid_block(a);
 	iod_agent_cgroup_sweep(&a->caps, a->exec.cgroup_prefix); /* a previous run's leftovers */
 	for (uint32_t i = 0; i < IOD_AGENT_REPLICAS_MAX; i++)
 		a->nets[i].netns_fd = -1;
@@ -494,6 +562,10 @@ static void agent_free(struct agent *a)
 		iod_agent_netns_close(a->netns); /* every veth, netns, then the bridge */
 	free(a->netns);
 	free(a->nets);
+	free(a->uids);
+	if (a->uid_lock_fd >= 0)
+		close(a->uid_lock_fd);
+	iod_agent_seccomp_store_free(a->seccomp);
 	iod_agent_log_close(&a->events);
 	iod_agent_rec_free(a->rec);
 	free(a->procs);
@@ -542,7 +614,7 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 	if (c->servers[0]) {
 		a->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (a->wake_fd < 0 ||
-		    (rc = iod_agent_cluster_start(&a->cluster, c, a->wake_fd, e))) {
+		    (rc = iod_agent_cluster_start(&a->cluster, c, a->wake_fd, a->seccomp, e))) {
 			rc = a->wake_fd < 0 ? iod_err_set(e, -errno, "eventfd: %s", strerror(errno))
 			                    : rc;
 			goto out;

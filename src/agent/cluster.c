@@ -49,10 +49,27 @@ struct iod_agent_cluster {
 	bool desired_new; /* not yet taken */
 	bool resync;      /* registered (again): report everything */
 	/* from the agent loop */
-	struct report *reports;  /* IOD_AGENT_REPLICAS_MAX, coalesced by name */
-	uint64_t lease_id;       /* current lease, 0 = not registered */
-	char addr[IOD_ADDR_MAX]; /* this node's address for endpoints */
+	struct report *reports;                  /* IOD_AGENT_REPLICAS_MAX, coalesced by name */
+	uint64_t lease_id;                       /* current lease, 0 = not registered */
+	char addr[IOD_ADDR_MAX];                 /* this node's address for endpoints */
+	struct iod_agent_seccomp_store *seccomp; /* services' own filters go here */
 };
+
+/* desired.c hands services' own seccomp profiles here (watcher thread). */
+static int add_profile(void *ctx, const char *profile, uint64_t caps, uint32_t *id, char *why,
+                       size_t len)
+{
+	struct iod_agent_cluster *c = ctx;
+	struct iod_err e = {0};
+	if (!c->seccomp) {
+		snprintf(why, len, "this agent compiles no seccomp filters");
+		return -ENOTSUP;
+	}
+	int rc = iod_agent_seccomp_store_add(c->seccomp, profile, strlen(profile), caps, id, &e);
+	if (rc)
+		snprintf(why, len, "%s", e.msg);
+	return rc;
+}
 
 static uint64_t mono_ms(void)
 {
@@ -431,9 +448,10 @@ static void *watcher_main(void *arg)
 				iod_json_get_u64(reps, "rev", &r1);
 				iod_json_get_u64(nodes, "rev", &rn);
 				rev = IOD_MAX(rev, r1);
+				struct iod_agent_profile_sink sink = {add_profile, c};
 				if (iod_agent_desired_from_state(c->cfg->name, nodes, svcs, reps,
-				                                 buf, IOD_AGENT_REPLICAS_MAX, &n,
-				                                 &e))
+				                                 &sink, buf, IOD_AGENT_REPLICAS_MAX,
+				                                 &n, &e))
 					IOD_WARN("agent", "desired state: %s", e.msg);
 				pthread_mutex_lock(&c->mu);
 				memcpy(c->desired, buf, n * sizeof(*buf));
@@ -494,12 +512,13 @@ static void *watcher_main(void *arg)
 /* ---- the agent loop's side ------------------------------------------------------ */
 
 int iod_agent_cluster_start(struct iod_agent_cluster **out, const struct iod_agent_config *cfg,
-                            int wake_fd, struct iod_err *e)
+                            int wake_fd, struct iod_agent_seccomp_store *seccomp, struct iod_err *e)
 {
 	struct iod_agent_cluster *c = calloc(1, sizeof(*c));
 	if (!c)
 		return iod_err_set(e, -ENOMEM, "out of memory");
 	c->cfg = cfg;
+	c->seccomp = seccomp;
 	c->wake_fd = wake_fd;
 	snprintf(c->addr, sizeof(c->addr), "%s", cfg->addr[0] ? cfg->addr : "127.0.0.1");
 	c->desired = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*c->desired));

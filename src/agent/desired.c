@@ -169,8 +169,9 @@ static int build(const char *node, const json_t *nodes, const json_t *replicas,
 		return iod_err_set(e, -EINVAL, "service %s has no command to run", sv->name);
 	/* program: command then args (the spec bounds both to the agent's buffer) */
 	if (iod_agent_replica_add_arg(r, sv->command))
-		return iod_err_set(e, -E2BIG, "replica %s: command longer than %d bytes "
-		                              "(IOD_AGENT_ARGV_BYTES_MAX)",
+		return iod_err_set(e, -E2BIG,
+		                   "replica %s: command longer than %d bytes "
+		                   "(IOD_AGENT_ARGV_BYTES_MAX)",
 		                   name, IOD_AGENT_ARGV_BYTES_MAX);
 	for (uint32_t k = 0; k < sv->args_n; k++)
 		if (iod_agent_replica_add_arg(r, sv->args[k]))
@@ -217,8 +218,9 @@ static int build(const char *node, const json_t *nodes, const json_t *replicas,
 	if ((pci[0] && iod_agent_replica_add_env(r, "IOD_ACCELERATORS", pci)) ||
 	    (dpus[0] && iod_agent_replica_add_env(r, "IOD_DPUS", dpus)) ||
 	    (fpgas[0] && iod_agent_replica_add_env(r, "IOD_FPGAS", fpgas)))
-		return iod_err_set(e, -E2BIG, "replica %s: environment over %d bytes "
-		                              "(IOD_AGENT_ENV_BYTES_MAX)",
+		return iod_err_set(e, -E2BIG,
+		                   "replica %s: environment over %d bytes "
+		                   "(IOD_AGENT_ENV_BYTES_MAX)",
 		                   name, IOD_AGENT_ENV_BYTES_MAX);
 	/* environment: the spec's, then peers and dependencies */
 	for (uint32_t k = 0; k < sv->env_n; k++)
@@ -230,8 +232,9 @@ static int build(const char *node, const json_t *nodes, const json_t *replicas,
 	char addr[IOD_ADDR_MAX + 8];
 	snprintf(addr, sizeof(addr), "%s:%u", node_addr(nodes, node), r->port);
 	if (iod_agent_replica_add_env(r, "IOD_ADDR", addr))
-		return iod_err_set(e, -E2BIG, "replica %s: environment over %d bytes "
-		                              "(IOD_AGENT_ENV_BYTES_MAX)",
+		return iod_err_set(e, -E2BIG,
+		                   "replica %s: environment over %d bytes "
+		                   "(IOD_AGENT_ENV_BYTES_MAX)",
 		                   name, IOD_AGENT_ENV_BYTES_MAX);
 	if (addresses(nodes, replicas, sv->name, peers, sizeof(peers)) ||
 	    iod_agent_replica_add_env(r, "IOD_PEERS", peers))
@@ -240,8 +243,9 @@ static int build(const char *node, const json_t *nodes, const json_t *replicas,
 		                   "IOD_AGENT_ENV_BYTES_MAX): too many replicas of %s",
 		                   name, IOD_AGENT_ENV_BYTES_MAX, sv->name);
 	if (svc_env(r, addrs, addrs_n, sv->name))
-		return iod_err_set(e, -E2BIG, "replica %s: environment over %d bytes "
-		                              "(IOD_AGENT_ENV_BYTES_MAX)",
+		return iod_err_set(e, -E2BIG,
+		                   "replica %s: environment over %d bytes "
+		                   "(IOD_AGENT_ENV_BYTES_MAX)",
 		                   name, IOD_AGENT_ENV_BYTES_MAX);
 	for (uint32_t d = 0; d < sv->depends_n; d++) {
 		char var[IOD_NAME_MAX + 16];
@@ -258,10 +262,36 @@ static int build(const char *node, const json_t *nodes, const json_t *replicas,
 	return 0;
 }
 
+/* The sandbox the spec asks for; a service's own seccomp profile goes to
+ * the agent's filter store (a shell), which gives back its id. */
+static int sandbox_of(const struct iod_spec_service *sv, const struct iod_agent_profile_sink *sink,
+                      struct iod_agent_replica *r, struct iod_err *e)
+{
+	const struct iod_spec_sandbox *sb = &sv->sandbox;
+	struct iod_agent_sandbox *out = &r->sandbox;
+	memset(out, 0, sizeof(*out));
+	out->user = sb->user;
+	out->uid = sb->uid;
+	out->gid = sb->gid;
+	out->caps = sb->caps;
+	out->seccomp = sb->seccomp;
+	out->network = sb->network;
+	out->best_effort = sb->best_effort;
+	if (sb->seccomp != IOD_SPEC_SECCOMP_PROFILE)
+		return 0;
+	char why[IOD_AGENT_REASON_MAX - 64];
+	if (!sink || !sink->add)
+		return iod_err_set(e, -ENOTSUP, "replica %s: this agent takes no seccomp profiles",
+		                   r->name);
+	if (sink->add(sink->ctx, sb->seccomp_profile, sb->caps, &out->seccomp_id, why, sizeof(why)))
+		return iod_err_set(e, -EINVAL, "replica %s: seccomp profile: %s", r->name, why);
+	return 0;
+}
+
 /* A service's verdict, validated once per call. */
 struct svc_seen {
-	bool done;                     /* validated */
-	struct iod_spec *spec;         /* the loaded spec (one service), or NULL */
+	bool done;                      /* validated */
+	struct iod_spec *spec;          /* the loaded spec (one service), or NULL */
 	char why[IOD_AGENT_REASON_MAX]; /* why it does not validate */
 };
 
@@ -288,8 +318,10 @@ static const struct iod_spec_service *service_spec(const json_t *services, size_
 }
 
 int iod_agent_desired_from_state(const char *node, const json_t *nodes, const json_t *services,
-                                 const json_t *replicas, struct iod_agent_replica *out,
-                                 uint32_t max, uint32_t *n, struct iod_err *e)
+                                 const json_t *replicas,
+                                 const struct iod_agent_profile_sink *profiles,
+                                 struct iod_agent_replica *out, uint32_t max, uint32_t *n,
+                                 struct iod_err *e)
 {
 	struct iod_mesh_svc_addr addrs[IOD_MESH_SERVICES_MAX];
 	const json_t *svc_items = json_object_get(services, "items");
@@ -349,7 +381,8 @@ int iod_agent_desired_from_state(const char *node, const json_t *nodes, const js
 		struct iod_err be = {0};
 		if (!sv)
 			snprintf(r->fail, sizeof(r->fail), "%s", seen[j].why);
-		else if (build(node, nodes, replicas, addrs, addrs_n, sv, v, r, &be))
+		else if (build(node, nodes, replicas, addrs, addrs_n, sv, v, r, &be) ||
+		         sandbox_of(sv, profiles, r, &be))
 			snprintf(r->fail, sizeof(r->fail), "%s", be.msg);
 		if (r->fail[0]) {
 			/* nothing of what could not be built may run */

@@ -6,6 +6,11 @@
  * oldest dropped), so a chatty replica can never fill the disk: its output
  * costs at most (files + 1) x max_bytes. Shell code: it writes files, and it
  * never blocks on anything but the local file system.
+ *
+ * A log may be opened relative to a directory fd (iod_agent_log_open_at):
+ * the sandbox's init opens its replica directory before it moves into the
+ * replica's own root, and keeps rotating there through that fd, though the
+ * path no longer exists in its view.
  */
 #include "iod/agent.h"
 
@@ -18,10 +23,17 @@
 int iod_agent_log_open(struct iod_agent_log *l, const char *path, uint64_t max_bytes,
                        uint32_t files, struct iod_err *e)
 {
+	return iod_agent_log_open_at(l, AT_FDCWD, path, max_bytes, files, e);
+}
+
+int iod_agent_log_open_at(struct iod_agent_log *l, int dirfd, const char *path, uint64_t max_bytes,
+                          uint32_t files, struct iod_err *e)
+{
 	struct stat st;
 
 	memset(l, 0, sizeof(*l));
 	l->fd = -1;
+	l->dirfd = dirfd;
 	if (!max_bytes || files > 99)
 		return iod_err_set(e, -EINVAL, "log %s: max_bytes must be > 0 and files <= 99",
 		                   path);
@@ -29,7 +41,7 @@ int iod_agent_log_open(struct iod_agent_log *l, const char *path, uint64_t max_b
 		return iod_err_set(e, -ENAMETOOLONG, "log path too long: %s", path);
 	l->max_bytes = max_bytes;
 	l->files = files;
-	l->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	l->fd = openat(dirfd, path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (l->fd < 0)
 		return iod_err_set(e, -errno, "log %s: %s", path, strerror(errno));
 	l->size_bytes = fstat(l->fd, &st) == 0 ? (uint64_t)st.st_size : 0;
@@ -46,13 +58,14 @@ static int rotate(struct iod_agent_log *l)
 		for (uint32_t i = l->files; i > 1; i--) {
 			snprintf(from, sizeof(from), "%s.%u", l->path, i - 1);
 			snprintf(to, sizeof(to), "%s.%u", l->path, i);
-			rename(from, to); /* a missing older file is fine */
+			renameat(l->dirfd, from, l->dirfd, to); /* a missing older file is fine */
 		}
 		snprintf(to, sizeof(to), "%s.1", l->path);
-		if (rename(l->path, to) && errno != ENOENT)
+		if (renameat(l->dirfd, l->path, l->dirfd, to) && errno != ENOENT)
 			return -errno;
 	}
-	l->fd = open(l->path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+	l->fd = openat(l->dirfd, l->path,
+	               O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (l->fd < 0)
 		return -errno;
 	l->size_bytes = 0;

@@ -3,7 +3,12 @@
  * must exit 0), TCP connect, and HTTP GET (a 2xx or 3xx status line).
  *
  * Every check is bounded by its timeout (non-blocking connect + poll; an exec
- * check is killed at its deadline). Shell code: sockets and processes; the
+ * check is killed at its deadline, with its whole process group). An exec
+ * check of a sandboxed replica runs inside the replica's sandbox: in its
+ * cgroups, its namespaces (setns: PID, mount, network, UTS, IPC, cgroup,
+ * and its user namespace), as its uid with its capabilities, no_new_privs
+ * and seccomp filter, so a check sees and can touch only what the replica
+ * can. Shell code: sockets and processes; the
  * reconciler decides what a pass or a failure means. Only the status line of
  * an HTTP answer is read (IOD_AGENT_HTTP_READ_MAX bytes at most).
  *
@@ -23,7 +28,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -134,8 +141,112 @@ static int check_http(const struct iod_agent_health *h, const char *host, uint16
  * check's processes live only as long as the check (an earlier version
  * killed only the shell: 4 -> 17 orphaned `sleep`s in 5 s of timeouts).
  */
-static int check_exec(const struct iod_agent_health *h, uint64_t deadline_ns, char *detail,
-                      size_t len)
+/* Join cgroup.procs of dir (the replica's cgroup, host view). */
+static int join_cgroup(const char *dir)
+{
+	char file[IOD_AGENT_PATH_MAX + 16], pid[16];
+	if (!dir[0])
+		return 0;
+	snprintf(file, sizeof(file), "%s/cgroup.procs", dir);
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	int fd = open(file, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t w = write(fd, pid, strlen(pid));
+	int rc = w == (ssize_t)strlen(pid) ? 0 : -errno;
+	close(fd);
+	return rc;
+}
+
+/* The first child of the replica's init: the workload (whose user
+ * namespace a check joins). */
+static pid_t workload_pid(pid_t init)
+{
+	char path[64], buf[32];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)init, (int)init);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	return (pid_t)atoi(buf);
+}
+
+/*
+ * In the forked check process: into the replica's sandbox, then a child in
+ * its PID namespace runs the command as the replica; this process waits
+ * and exits with the command's status. It is the leader of the check's
+ * process group, so the caller's kill(-pid) reaches the command (now a
+ * process of the replica's PID namespace) and all it started.
+ */
+static void enter_and_run(const struct iod_agent_health *h, const struct iod_agent_jail *j)
+{
+	static const struct {
+		int flag;
+		const char *name;
+	} order[] = {{CLONE_NEWCGROUP, "cgroup"}, {CLONE_NEWIPC, "ipc"}, {CLONE_NEWUTS, "uts"},
+	             {CLONE_NEWNET, "net"},       {CLONE_NEWPID, "pid"}, {CLONE_NEWNS, "mnt"}};
+	int fds[IOD_ARRAY_LEN(order)], userns = -1;
+	char path[64], err[IOD_ERR_MSG_MAX];
+
+	/* open everything first: after setns(mnt), /proc is the replica's */
+	for (unsigned i = 0; i < IOD_ARRAY_LEN(order); i++) {
+		fds[i] = -1;
+		if (!(j->ns & order[i].flag))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)j->init, order[i].name);
+		if ((fds[i] = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			_exit(125); /* the replica is gone */
+	}
+	if (j->userns) {
+		pid_t w = workload_pid(j->init);
+		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)w);
+		if (w <= 0 || (userns = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			_exit(125);
+	}
+	if (join_cgroup(j->cgroup_mem) ||
+	    (strcmp(j->cgroup_cpu, j->cgroup_mem) && join_cgroup(j->cgroup_cpu)))
+		_exit(125);
+	for (unsigned i = 0; i < IOD_ARRAY_LEN(order); i++)
+		if (fds[i] >= 0 && setns(fds[i], order[i].flag))
+			_exit(125);
+	pid_t pid = fork(); /* the PID namespace applies to children */
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_RDWR);
+		if (devnull >= 0) {
+			dup2(devnull, 0);
+			dup2(devnull, 1);
+			dup2(devnull, 2);
+		}
+		if (chdir("/"))
+			_exit(125);
+		if (iod_agent_jail_enter(j, userns, err, sizeof(err)))
+			_exit(126);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		execl("/bin/sh", "sh", "-c", h->command, (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0)
+		_exit(125);
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			_exit(125);
+	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
+/*
+ * exec: `/bin/sh -c command` as the leader of its own process group, so
+ * that everything the check starts (a pipeline, a background child) can be
+ * killed together: at the timeout, and also after the shell ends, since a
+ * check's processes live only as long as the check (an earlier version
+ * killed only the shell: 4 -> 17 orphaned `sleep`s in 5 s of timeouts).
+ * With a jail, it runs inside the replica's sandbox (enter_and_run).
+ */
+static int check_exec(const struct iod_agent_health *h, const struct iod_agent_jail *j,
+                      uint64_t deadline_ns, char *detail, size_t len)
 {
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -147,6 +258,8 @@ static int check_exec(const struct iod_agent_health *h, uint64_t deadline_ns, ch
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		setpgid(0, 0);
+		if (j && j->init > 0)
+			enter_and_run(h, j);
 		int devnull = open("/dev/null", O_RDWR);
 		if (devnull >= 0) {
 			dup2(devnull, 0);
@@ -169,6 +282,11 @@ static int check_exec(const struct iod_agent_health *h, uint64_t deadline_ns, ch
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
 		snprintf(detail, len, "exec ok");
 		return 0;
+	}
+	if (j && j->init > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 125) {
+		snprintf(detail, len, "exec `%s`: could not enter the replica's sandbox",
+		         h->command);
+		return -ESRCH;
 	}
 	snprintf(detail, len, "exec `%s`: %s %d", h->command,
 	         WIFEXITED(st) ? "exit status" : "signal",
@@ -207,6 +325,12 @@ int iod_agent_wait_group(pid_t pid, uint64_t deadline_ns, int *status)
 int iod_agent_probe_run(const struct iod_agent_health *h, const char *host, uint16_t port,
                         char *detail, size_t len)
 {
+	return iod_agent_probe_run_in(h, NULL, host, port, detail, len);
+}
+
+int iod_agent_probe_run_in(const struct iod_agent_health *h, const struct iod_agent_jail *j,
+                           const char *host, uint16_t port, char *detail, size_t len)
+{
 	uint64_t timeout = h->timeout_ns ? h->timeout_ns : IOD_NS_PER_S;
 	uint64_t deadline = mono_ns() + timeout;
 	int fd, rc;
@@ -214,7 +338,7 @@ int iod_agent_probe_run(const struct iod_agent_health *h, const char *host, uint
 	detail[0] = 0;
 	switch (h->kind) {
 	case IOD_HEALTH_NONE: return 0;
-	case IOD_HEALTH_EXEC: return check_exec(h, deadline, detail, len);
+	case IOD_HEALTH_EXEC: return check_exec(h, j, deadline, detail, len);
 	case IOD_HEALTH_TCP:
 		if (!port) {
 			snprintf(detail, len, "tcp check without a port");
@@ -238,12 +362,13 @@ int iod_agent_probe_run(const struct iod_agent_health *h, const char *host, uint
 /* ---- the prober: checks on a fixed pool of threads ------------------------------ */
 
 struct probe_job {
-	uint32_t slot;             /* caller's index */
-	char name[IOD_NAME_MAX];   /* replica */
-	uint64_t generation;       /* caller's staleness token */
-	struct iod_agent_health h; /* the check */
-	char host[IOD_ADDR_MAX];   /* where */
-	uint16_t port;             /* where */
+	uint32_t slot;              /* caller's index */
+	char name[IOD_NAME_MAX];    /* replica */
+	uint64_t generation;        /* caller's staleness token */
+	struct iod_agent_health h;  /* the check */
+	char host[IOD_ADDR_MAX];    /* where */
+	uint16_t port;              /* where */
+	struct iod_agent_jail jail; /* exec: the replica's sandbox (init 0: none) */
 };
 
 #define PROBE_QUEUE_CAP IOD_AGENT_REPLICAS_MAX
@@ -282,8 +407,8 @@ static void *prober_main(void *arg)
 
 		struct iod_agent_probe_result r = {.slot = job.slot, .generation = job.generation};
 		memcpy(r.name, job.name, sizeof(r.name));
-		r.ok = iod_agent_probe_run(&job.h, job.host, job.port, r.detail,
-		                           sizeof(r.detail)) == 0;
+		r.ok = iod_agent_probe_run_in(&job.h, &job.jail, job.host, job.port, r.detail,
+		                              sizeof(r.detail)) == 0;
 
 		pthread_mutex_lock(&p->mu);
 		if (p->res_n < PROBE_RESULTS_CAP) {
@@ -334,7 +459,7 @@ int iod_agent_prober_new(uint32_t workers, struct iod_agent_prober **out, struct
 
 int iod_agent_prober_submit(struct iod_agent_prober *p, uint32_t slot, const char *name,
                             uint64_t generation, const struct iod_agent_health *h, const char *host,
-                            uint16_t port)
+                            uint16_t port, const struct iod_agent_jail *jail)
 {
 	pthread_mutex_lock(&p->mu);
 	if (p->jobs_n == PROBE_QUEUE_CAP) {
@@ -348,6 +473,10 @@ int iod_agent_prober_submit(struct iod_agent_prober *p, uint32_t slot, const cha
 	j->h = *h;
 	iod_strlcpy(j->host, host, sizeof(j->host));
 	j->port = port;
+	if (jail)
+		j->jail = *jail;
+	else
+		memset(&j->jail, 0, sizeof(j->jail));
 	p->jobs_n++;
 	pthread_cond_signal(&p->cv);
 	pthread_mutex_unlock(&p->mu);

@@ -179,7 +179,7 @@ static void take_want(struct iod_agent_rec *r, struct iod_agent_slot *s,
 	if (s->alive) {
 		s->restart_after_stop = !want->fail[0];
 		begin_stop(r, s, now_ns,
-		           want->fail[0]      ? "cannot run the new state: stopping"
+		           want->fail[0]    ? "cannot run the new state: stopping"
 		           : was_generation ? "new generation: recreating"
 		                            : "can run again: recreating");
 	} else if (want->fail[0]) {

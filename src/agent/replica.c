@@ -165,6 +165,93 @@ static int health_from_json(const json_t *h, struct iod_agent_health *out, const
 	return 0;
 }
 
+static const char *const netmode_names[] = {"auto", "node", "private", "none"};
+
+/* "sandbox": {"user", "capabilities", "seccomp", "network", "best_effort"}:
+ * the spec's sandbox block (a service's own profile only through a spec). */
+static int sandbox_from_json(const json_t *o, struct iod_agent_sandbox *sb, const char *name,
+                             struct iod_err *e)
+{
+	const char *s;
+	unsigned u;
+	int rc;
+	if (!json_is_object(o))
+		return iod_err_set(e, -EINVAL, "replica \"%s\": \"sandbox\" must be an object",
+		                   name);
+	const char *k;
+	json_t *v;
+	json_object_foreach((json_t *)o, k, v)
+	{
+		if (strcmp(k, "user") && strcmp(k, "capabilities") && strcmp(k, "seccomp") &&
+		    strcmp(k, "network") && strcmp(k, "best_effort"))
+			return iod_err_set(e, -EINVAL,
+			                   "replica \"%s\": unknown sandbox key \"%.40s\" (user, "
+			                   "capabilities, seccomp, network, best_effort)",
+			                   name, k);
+	}
+	if (!iod_json_get_str(o, "user", &s)) {
+		unsigned long long uid = 0, gid = 0;
+		char tail = 0;
+		int got = sscanf(s, "%llu:%llu%c", &uid, &gid, &tail);
+		if (!strcmp(s, "dynamic"))
+			sb->user = IOD_SPEC_USER_DYNAMIC;
+		else if (!strcmp(s, "root"))
+			sb->user = IOD_SPEC_USER_ROOT;
+		else if ((got == 1 || got == 2) && s[0] >= '0' && s[0] <= '9' && uid < UINT32_MAX &&
+		         gid < UINT32_MAX && !strchr(s, '-') && !strchr(s, ' ')) {
+			sb->user = uid ? IOD_SPEC_USER_ID : IOD_SPEC_USER_ROOT;
+			sb->uid = (uint32_t)uid;
+			sb->gid = (uint32_t)(got == 2 ? gid : uid);
+		} else {
+			return iod_err_set(
+			    e, -EINVAL,
+			    "replica \"%s\": sandbox.user must be dynamic, root, a uid "
+			    "or \"uid:gid\"",
+			    name);
+		}
+	} else if (json_object_get(o, "user")) {
+		return iod_err_set(e, -EINVAL, "replica \"%s\": sandbox.user must be a string",
+		                   name);
+	}
+	const json_t *caps = json_object_get(o, "capabilities");
+	if (caps) {
+		size_t i;
+		json_t *c;
+		if (!json_is_array(caps))
+			return iod_err_set(e, -EINVAL,
+			                   "replica \"%s\": sandbox.capabilities must be a list",
+			                   name);
+		json_array_foreach(caps, i, c)
+		{
+			unsigned cap;
+			if (!json_is_string(c) || iod_cap_parse(json_string_value(c), &cap))
+				return iod_err_set(
+				    e, -EINVAL,
+				    "replica \"%s\": sandbox.capabilities[%zu] is not a "
+				    "capability name",
+				    name, i);
+			sb->caps |= 1ull << cap;
+		}
+	}
+	if (!iod_json_get_str(o, "seccomp", &s) && !strcmp(s, "unconfined"))
+		sb->seccomp = IOD_SPEC_SECCOMP_UNCONFINED;
+	else if (json_object_get(o, "seccomp") &&
+	         (iod_json_get_str(o, "seccomp", &s) || strcmp(s, "default")))
+		return iod_err_set(e, -EINVAL,
+		                   "replica \"%s\": sandbox.seccomp must be default or unconfined "
+		                   "(a profile of its own comes through a spec)",
+		                   name);
+	u = IOD_SPEC_NET_AUTO;
+	if ((rc = get_enum(o, "network", netmode_names, 4, &u, name, e)))
+		return rc;
+	sb->network = (enum iod_spec_netmode)u;
+	if (json_object_get(o, "best_effort") &&
+	    iod_json_get_bool(o, "best_effort", &sb->best_effort))
+		return iod_err_set(
+		    e, -EINVAL, "replica \"%s\": sandbox.best_effort must be true or false", name);
+	return 0;
+}
+
 int iod_agent_replica_from_json(const json_t *o, struct iod_agent_replica *r, struct iod_err *e)
 {
 	const char *name = "?";
@@ -272,6 +359,9 @@ int iod_agent_replica_from_json(const json_t *o, struct iod_agent_replica *r, st
 	json_t *h = json_object_get(o, "health");
 	if (h && !json_is_null(h) && (rc = health_from_json(h, &r->health, name, e)))
 		return rc;
+	json_t *sb = json_object_get(o, "sandbox");
+	if (sb && !json_is_null(sb) && (rc = sandbox_from_json(sb, &r->sandbox, name, e)))
+		return rc;
 	return 0;
 }
 
@@ -307,7 +397,8 @@ int iod_agent_manifest_parse(const char *text, size_t len, struct iod_agent_repl
 			/* one bad replica fails alone when it can be named */
 			const char *nm = NULL, *sv = NULL;
 			struct iod_agent_replica *r = &out[i];
-			if (iod_json_get_str(o, "name", &nm) || !nm[0] || strlen(nm) >= IOD_NAME_MAX) {
+			if (iod_json_get_str(o, "name", &nm) || !nm[0] ||
+			    strlen(nm) >= IOD_NAME_MAX) {
 				json_decref(root);
 				return iod_err_set(e, rc, "replicas[%zu]: %s", i, re.msg);
 			}
@@ -365,6 +456,30 @@ json_t *iod_agent_replica_to_json(const struct iod_agent_replica *r)
 	json_object_set_new(o, "cpu_millis", json_integer(r->cpu_millis));
 	json_object_set_new(o, "mem_bytes", json_integer((json_int_t)r->mem_bytes));
 	json_object_set_new(o, "port", json_integer(r->port));
+	{
+		const struct iod_agent_sandbox *sb = &r->sandbox;
+		json_t *b = json_object(), *caps = json_array();
+		char user[32];
+		if (sb->user == IOD_SPEC_USER_ROOT)
+			snprintf(user, sizeof(user), "root");
+		else if (sb->user == IOD_SPEC_USER_ID)
+			snprintf(user, sizeof(user), "%u:%u", sb->uid, sb->gid);
+		else
+			snprintf(user, sizeof(user), "dynamic");
+		for (unsigned c = 0; c < IOD_CAPS_N; c++)
+			if (sb->caps & (1ull << c))
+				json_array_append_new(caps, json_string(iod_cap_name(c)));
+		json_object_set_new(b, "user", json_string(user));
+		json_object_set_new(b, "capabilities", caps);
+		json_object_set_new(
+		    b, "seccomp",
+		    json_string(sb->seccomp == IOD_SPEC_SECCOMP_UNCONFINED ? "unconfined"
+		                : sb->seccomp == IOD_SPEC_SECCOMP_PROFILE  ? "profile"
+		                                                           : "default"));
+		json_object_set_new(b, "network", json_string(netmode_names[sb->network % 4]));
+		json_object_set_new(b, "best_effort", json_boolean(sb->best_effort));
+		json_object_set_new(o, "sandbox", b);
+	}
 	if (r->health.kind != IOD_HEALTH_NONE) {
 		json_t *h = json_object();
 		json_object_set_new(h, "kind", json_string(health_names[r->health.kind]));

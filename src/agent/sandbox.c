@@ -1,17 +1,32 @@
 /*
- * sandbox.c: the executor: runs one replica as a child process in its own
- * sandbox, without docker or crun (they do not run on hybrid-cgroup hosts).
+ * sandbox.c: the executor: runs one replica as a child process in a
+ * sandbox of its own, without docker or crun (they do not run on
+ * hybrid-cgroup hosts), which is meant to be a boundary (docs/security.md).
  *
- * The agent clone()s an init for the replica in new PID, mount, UTS and IPC
- * namespaces (each dropped, with a warning, where the kernel refuses it).
- * Before letting it go on, the agent puts it in the replica's cgroups
- * (v2 when its controllers are available, else the v1 memory and cpu
- * hierarchies; a warning when neither is writable) so that everything it
- * forks is limited. The init (PID 1 of the namespace) sets the hostname to
- * the replica name, mounts a private /proc, forks the workload with CPU
- * affinity, NUMA memory policy, GPU visibility and identity in the
- * environment, forwards signals to it, writes its output to rotating log
- * files and exits with its status (128 + signal when it was killed).
+ * The agent forks a helper, which clone()s the replica's init into new
+ * PID, mount, UTS and IPC namespaces (and a network namespace for
+ * network: none) as a child of the agent (CLONE_PARENT), so that nothing
+ * after the agent's own fork runs in a copy of a multi-threaded process.
+ * Before letting the init go on, the agent puts it in the replica's
+ * cgroups (v2 when its controllers are available, else the v1 memory and
+ * cpu hierarchies) so that everything it forks is limited. The init (PID 1
+ * of the namespace, root):
+ *   - joins the replica's network namespace (netns.c) when it has one, or
+ *     brings up loopback in its own (network: none);
+ *   - unshares a cgroup namespace (the replica sees its own cgroup as the
+ *     root: it cannot name, let alone raise, its limits);
+ *   - sets the hostname to the replica's name;
+ *   - builds the replica's root and pivot_roots into it (rootfs.c);
+ *   - closes every descriptor it inherited from the agent;
+ *   - forks the workload, which takes CPU affinity, NUMA policy, GPU
+ *     visibility and identity, then its uid, capabilities, user namespace,
+ *     no_new_privs and seccomp filter (jail.c), and execs the program;
+ *   - forwards signals to it, writes its output to rotating log files
+ *     (through a descriptor of the replica directory opened before
+ *     pivot_root) and exits with its status (128 + signal when killed).
+ * A hardening the node cannot give (no root, no cgroup namespaces, no
+ * seccomp...) fails the start with what is missing, unless the replica's
+ * spec says best_effort: then it runs without it and the warning says so.
  *
  * Shell code: it forks, mounts, writes cgroup files. It decides nothing about
  * when to start or stop: the reconciler does.
@@ -20,14 +35,22 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <net/if.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -79,17 +102,44 @@ static int write_file(const char *path, const char *text)
 
 /* ---- capabilities ----------------------------------------------------------- */
 
-static bool ns_allowed(int flag)
+/* Can a child do this? (probed in a throwaway fork, whose changes die with it) */
+static bool child_can(int (*fn)(int), int arg)
 {
 	pid_t pid = fork();
 	if (pid == 0)
-		_exit(unshare(flag) == 0 ? 0 : 1);
+		_exit(fn(arg) == 0 ? 0 : 1);
 	if (pid < 0)
 		return false;
 	int st;
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static int try_unshare(int flag)
+{
+	return unshare(flag);
+}
+
+/* A user namespace as a replica makes it: after dropping to an ordinary uid. */
+static int try_userns(int unused)
+{
+	IOD_UNUSED(unused);
+	if (geteuid() == 0 && (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
+	                       setresuid(65534, 65534, 65534)))
+		return -1;
+	return unshare(CLONE_NEWUSER);
+}
+
+/* A seccomp filter (allow everything) loads after no_new_privs. */
+static int try_seccomp(int unused)
+{
+	struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	struct sock_fprog prog = {.len = 1, .filter = &allow};
+	IOD_UNUSED(unused);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -1;
+	return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
 }
 
 static bool dir_writable(const char *path)
@@ -115,14 +165,34 @@ static bool file_has_word(const char *path, const char *word)
 	return false;
 }
 
+static void warn_add(struct iod_agent_caps *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void warn_add(struct iod_agent_caps *c, const char *fmt, ...)
+{
+	size_t l = strlen(c->warning);
+	va_list ap;
+	if (l + 3 >= sizeof(c->warning))
+		return;
+	if (l)
+		l += (size_t)snprintf(c->warning + l, sizeof(c->warning) - l, "; ");
+	va_start(ap, fmt);
+	vsnprintf(c->warning + l, sizeof(c->warning) - l, fmt, ap);
+	va_end(ap);
+}
+
 void iod_agent_caps_probe(struct iod_agent_caps *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->ns_pid = ns_allowed(CLONE_NEWPID);
-	c->ns_mount = ns_allowed(CLONE_NEWNS);
-	c->ns_uts = ns_allowed(CLONE_NEWUTS);
-	c->ns_ipc = ns_allowed(CLONE_NEWIPC);
-	c->ns_net = ns_allowed(CLONE_NEWNET);
+	c->root = geteuid() == 0;
+	c->ns_pid = child_can(try_unshare, CLONE_NEWPID);
+	c->ns_mount = child_can(try_unshare, CLONE_NEWNS);
+	c->ns_uts = child_can(try_unshare, CLONE_NEWUTS);
+	c->ns_ipc = child_can(try_unshare, CLONE_NEWIPC);
+	c->ns_net = child_can(try_unshare, CLONE_NEWNET);
+	c->ns_cgroup = child_can(try_unshare, CLONE_NEWCGROUP);
+	c->ns_user = child_can(try_userns, 0);
+	c->seccomp = child_can(try_seccomp, 0);
+	c->rootfs = c->root && c->ns_mount && c->ns_pid;
 
 	/* cgroup v2: a pure v2 mount with the memory and cpu controllers. */
 	if (file_has_word("/sys/fs/cgroup/cgroup.controllers", "memory") &&
@@ -141,20 +211,27 @@ void iod_agent_caps_probe(struct iod_agent_caps *c)
 		         dir_writable("/sys/fs/cgroup/cpu") ? "/sys/fs/cgroup/cpu"
 		                                            : "/sys/fs/cgroup/cpu,cpuacct");
 	} else {
-		snprintf(c->warning, sizeof(c->warning),
+		warn_add(c,
 		         "no writable cgroup hierarchy with memory and cpu controllers (neither "
 		         "cgroup v2 at /sys/fs/cgroup nor v1 at /sys/fs/cgroup/{memory,cpu}): "
 		         "replicas run WITHOUT cpu and memory limits; run the agent as root on a "
 		         "host with cgroups mounted");
 	}
-	if (!c->ns_pid || !c->ns_mount || !c->ns_uts || !c->ns_ipc) {
-		size_t l = strlen(c->warning);
-		snprintf(c->warning + l, sizeof(c->warning) - l,
-		         "%snamespaces not permitted:%s%s%s%s (replicas share them with the agent; "
-		         "run as root for full isolation)",
-		         l ? "; " : "", c->ns_pid ? "" : " pid", c->ns_mount ? "" : " mount",
-		         c->ns_uts ? "" : " uts", c->ns_ipc ? "" : " ipc");
-	}
+	if (!c->ns_pid || !c->ns_mount || !c->ns_uts || !c->ns_ipc)
+		warn_add(c, "namespaces not permitted:%s%s%s%s", c->ns_pid ? "" : " pid",
+		         c->ns_mount ? "" : " mount", c->ns_uts ? "" : " uts",
+		         c->ns_ipc ? "" : " ipc");
+	if (!c->root)
+		warn_add(c, "not root: replicas cannot get uids or roots of their own");
+	if (!c->ns_cgroup)
+		warn_add(c, "no cgroup namespaces");
+	if (!c->seccomp)
+		warn_add(c, "no seccomp filters");
+	if (!c->ns_user)
+		warn_add(c, "no user namespaces for ordinary uids (replicas run without one)");
+	if (c->warning[0])
+		warn_add(c, "replicas that need what is missing refuse to start unless their spec "
+		            "says sandbox.best_effort");
 }
 
 /* ---- cgroups ------------------------------------------------------------------ */
@@ -345,10 +422,15 @@ struct init_args {
 	int sync_rd;                           /* agent writes 1 byte when cgroups are set */
 	int flags;                             /* namespaces actually created */
 	int netns_fd;                          /* join this network namespace; -1 = none */
+	bool cgroupns;                         /* unshare a cgroup namespace */
+	bool rootfs;                           /* build and enter its own root */
+	struct iod_agent_jail jail;            /* what the workload becomes */
 	char *const *argv;                     /* program and arguments */
 	char *const *envp;                     /* full environment */
 	char dir[IOD_AGENT_PATH_MAX];          /* replica dir */
-	char cwd[IOD_AGENT_PATH_MAX];          /* data dir (stateful) or replica dir */
+	char root[IOD_AGENT_PATH_MAX + 8];     /* its root's mount point */
+	char data[IOD_AGENT_PATH_MAX];         /* data dir (stateful) or "" */
+	char cwd[IOD_AGENT_PATH_MAX];          /* data dir (stateful) or /tmp */
 };
 
 static void log_line(struct iod_agent_log *l, const char *fmt, ...)
@@ -367,21 +449,62 @@ static void log_line(struct iod_agent_log *l, const char *fmt, ...)
 	iod_agent_log_write(l, buf, (size_t)n);
 }
 
+/* Loopback up in a network namespace of its own (network: none). */
+static int loopback_up(void)
+{
+	struct ifreq ifr;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	memset(&ifr, 0, sizeof(ifr));
+	memcpy(ifr.ifr_name, "lo", 3);
+	int rc = ioctl(fd, SIOCGIFFLAGS, &ifr);
+	if (rc == 0) {
+		ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+		rc = ioctl(fd, SIOCSIFFLAGS, &ifr);
+	}
+	rc = rc ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
+/* Close every descriptor but 0-2 and keep[] (sorted): nothing of the
+ * agent's (sockets, files, eventfds) may reach the workload. */
+static void close_others(const int *keep, unsigned n)
+{
+	unsigned from = 3;
+	for (unsigned i = 0; i < n; i++) {
+		if (keep[i] < (int)from)
+			continue;
+		if ((unsigned)keep[i] > from)
+			syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0);
+		from = (unsigned)keep[i] + 1;
+	}
+	syscall(SYS_close_range, from, ~0u, 0);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	return *(const int *)a - *(const int *)b;
+}
+
 static void sandbox_init(struct init_args *a) __attribute__((noreturn));
 static void sandbox_init(struct init_args *a)
 {
 	struct iod_agent_log log;
 	struct iod_err e = {0};
-	char go, logpath[IOD_AGENT_PATH_MAX + 8];
-	int pfd[2], sfd, status = 0;
+	char go, why[IOD_ERR_MSG_MAX];
+	int pfd[2], sfd, status = 0, dirfd;
 	sigset_t mask;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL); /* the agent died: so do we */
 	if (read(a->sync_rd, &go, 1) != 1)
 		_exit(126);
 	close(a->sync_rd);
-	snprintf(logpath, sizeof(logpath), "%s/log", a->dir);
-	if (iod_agent_log_open(&log, logpath, a->c->log_max_bytes, a->c->log_files, &e))
+	/* the log goes on through this descriptor after pivot_root */
+	dirfd = open(a->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0 ||
+	    iod_agent_log_open_at(&log, dirfd, "log", a->c->log_max_bytes, a->c->log_files, &e))
 		_exit(126);
 	/* the replica's own network (made by the agent, netns.c), before the
 	 * workload runs: it never sees the node's */
@@ -389,13 +512,39 @@ static void sandbox_init(struct init_args *a)
 		if (setns(a->netns_fd, CLONE_NEWNET)) {
 			log_line(&log, "error: joining the replica's network namespace: %s",
 			         strerror(errno));
-			_exit(126);
+			_exit(125);
 		}
 		close(a->netns_fd);
+	} else if (a->flags & CLONE_NEWNET) {
+		int rc = loopback_up();
+		if (rc) {
+			log_line(&log, "error: bringing up loopback: %s", strerror(-rc));
+			_exit(125);
+		}
+	}
+	/* its cgroup (set by the agent before "go") becomes its cgroup root */
+	if (a->cgroupns && unshare(CLONE_NEWCGROUP)) {
+		log_line(&log, "error: cgroup namespace: %s", strerror(errno));
+		_exit(125);
 	}
 	if (a->flags & CLONE_NEWUTS)
 		sethostname(a->r->name, strlen(a->r->name));
-	if (a->flags & CLONE_NEWNS) {
+	if (a->rootfs) {
+		struct iod_agent_rootfs rf = {
+		    .root = a->root,
+		    .data = a->data[0] ? a->data : NULL,
+		    .self_exe = a->c->self_exe,
+		    .gpus = &a->r->gpus,
+		    .hostname = a->r->name,
+		    .home = a->cwd,
+		    .uid = a->jail.uid,
+		    .gid = a->jail.gid,
+		};
+		if (iod_agent_rootfs_enter(&rf, why, sizeof(why))) {
+			log_line(&log, "error: %s", why);
+			_exit(125);
+		}
+	} else if (a->flags & CLONE_NEWNS) {
 		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
 			log_line(&log, "warning: private mounts: %s", strerror(errno));
 		else if ((a->flags & CLONE_NEWPID) &&
@@ -412,6 +561,15 @@ static void sandbox_init(struct init_args *a)
 		log_line(&log, "error: signalfd/pipe: %s", strerror(errno));
 		_exit(126);
 	}
+	int keep[] = {log.fd, dirfd, sfd, pfd[0], pfd[1]};
+	qsort(keep, IOD_ARRAY_LEN(keep), sizeof(keep[0]), cmp_int);
+	close_others(keep, IOD_ARRAY_LEN(keep));
+	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (devnull >= 0) { /* the agent's stdio stays out too */
+		dup2(devnull, 0);
+		dup2(devnull, 1);
+		dup2(devnull, 2);
+	}
 	pid_t child = fork();
 	if (child == 0) {
 		/* a clean slate: nothing blocked or ignored that the agent had */
@@ -422,18 +580,20 @@ static void sandbox_init(struct init_args *a)
 				signal(sig, SIG_DFL);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		setsid();
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		int devnull = open("/dev/null", O_RDONLY);
-		if (devnull >= 0)
-			dup2(devnull, 0);
 		dup2(pfd[1], 1);
 		dup2(pfd[1], 2);
 		if (iod_agent_sandbox_apply_affinity(a->r, &e))
 			dprintf(2, "iod-sandbox: warning: %s\n", e.msg);
 		if (iod_agent_sandbox_apply_mempolicy(a->r->numa_node, &e))
 			dprintf(2, "iod-sandbox: warning: %s\n", e.msg);
-		if (chdir(a->cwd))
+		if (chdir(a->cwd) && chdir("/"))
 			dprintf(2, "iod-sandbox: warning: chdir %s: %s\n", a->cwd, strerror(errno));
+		if (a->c->use_namespaces && iod_agent_jail_enter(&a->jail, -1, why, sizeof(why))) {
+			dprintf(2, "iod-sandbox: error: %s\n", why);
+			_exit(126);
+		}
+		/* a credential change cleared it: the init died, so do we */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		execvpe(a->argv[0], a->argv, a->envp);
 		dprintf(2, "iod-sandbox: cannot run %s: %s\n", a->argv[0], strerror(errno));
 		_exit(127);
@@ -487,16 +647,47 @@ static void sandbox_init(struct init_args *a)
 /* ---- start ------------------------------------------------------------------------ */
 
 /*
- * clone() with fork semantics (no new stack: the child runs on a copy of
- * ours, as after fork), into the namespaces in flags; the child becomes the
- * sandbox's init and never returns.
+ * The init as a child of the agent, in the namespaces of flags, made by a
+ * helper the agent forks: the helper is single-threaded, so the init (a raw
+ * clone of it, with no new stack: it runs on a copy of the helper's, as
+ * after fork) can use malloc and stdio safely, which a raw clone of the
+ * multi-threaded agent could not. CLONE_PARENT makes the init the agent's
+ * child; the helper reports its pid and exits.
  */
-static pid_t fork_into(int flags, struct init_args *a)
+static pid_t spawn_init(int flags, struct init_args *a, int *err)
 {
-	long pid = syscall(SYS_clone, (unsigned long)flags | SIGCHLD, NULL, NULL, NULL, NULL);
-	if (pid == 0)
-		sandbox_init(a);
-	return (pid_t)pid;
+	int rep[2];
+	pid_t init = -1;
+	*err = 0;
+	if (pipe2(rep, O_CLOEXEC))
+		return *err = errno, -1;
+	pid_t helper = fork();
+	if (helper == 0) {
+		close(rep[0]);
+		long pid = syscall(SYS_clone, (unsigned long)flags | CLONE_PARENT | SIGCHLD, NULL,
+		                   NULL, NULL, NULL);
+		if (pid == 0)
+			sandbox_init(a);
+		int out[2] = {(int)pid, pid < 0 ? errno : 0};
+		(void)!write(rep[1], out, sizeof(out));
+		_exit(0);
+	}
+	close(rep[1]);
+	if (helper < 0) {
+		*err = errno;
+		close(rep[0]);
+		return -1;
+	}
+	int got[2] = {-1, EIO};
+	if (read(rep[0], got, sizeof(got)) != (ssize_t)sizeof(got))
+		got[0] = -1;
+	close(rep[0]);
+	while (waitpid(helper, NULL, 0) < 0 && errno == EINTR)
+		;
+	init = got[0];
+	if (init < 0)
+		*err = got[1] ? got[1] : EIO;
+	return init;
 }
 
 /* argv/envp arrays built from the replica, plus identity and placement. */
@@ -521,7 +712,8 @@ static void env_add(struct exec_vec *v, unsigned *n, const char *fmt, ...)
 }
 
 static void build_vec(const struct iod_agent_exec_config *c, const struct iod_agent_replica *r,
-                      const struct iod_agent_net *net, const char *data_dir, struct exec_vec *v)
+                      const struct iod_agent_net *net, const char *home, const char *data,
+                      struct exec_vec *v)
 {
 	unsigned n = 0;
 	char set[256];
@@ -535,7 +727,7 @@ static void build_vec(const struct iod_agent_exec_config *c, const struct iod_ag
 		v->argv[0] = (char *)c->self_exe;
 
 	env_add(v, &n, "PATH=%s", path ? path : "/usr/local/bin:/usr/bin:/bin");
-	env_add(v, &n, "HOME=%s", data_dir);
+	env_add(v, &n, "HOME=%s", home);
 	env_add(v, &n, "IOD_SERVICE=%s", r->service);
 	env_add(v, &n, "IOD_REPLICA=%s", r->name);
 	env_add(v, &n, "IOD_ORDINAL=%u", r->ordinal);
@@ -549,7 +741,7 @@ static void build_vec(const struct iod_agent_exec_config *c, const struct iod_ag
 	if (net && net->addr[0])
 		env_add(v, &n, "IOD_ADDR=%s:%u", net->addr, r->port);
 	if (r->stateful)
-		env_add(v, &n, "IOD_DATA_DIR=%s", data_dir);
+		env_add(v, &n, "IOD_DATA_DIR=%s", data);
 	iod_bitmap_format(&r->gpus, set, sizeof(set));
 	/* always set: an empty value hides every GPU from CUDA */
 	env_add(v, &n, "CUDA_VISIBLE_DEVICES=%s", set);
@@ -567,6 +759,84 @@ static void build_vec(const struct iod_agent_exec_config *c, const struct iod_ag
 	v->envp[n] = NULL;
 }
 
+/* The filters of an executor built without a store (tests): one process-wide. */
+static struct iod_agent_seccomp_store *fallback_store(struct iod_err *e)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static struct iod_agent_seccomp_store *s;
+	pthread_mutex_lock(&mu);
+	if (!s)
+		iod_agent_seccomp_store_new(&s, e);
+	pthread_mutex_unlock(&mu);
+	return s;
+}
+
+uint32_t iod_agent_uid_of(uint32_t base, const char *name, uint32_t probe)
+{
+	/* 1 .. IOD_AGENT_UID_BLOCK - 2 inside the block: the block's first and
+	 * last ids are never handed out */
+	uint64_t h = iod_hash_str(name) + probe;
+	return base + 1 + (uint32_t)(h % (IOD_AGENT_UID_BLOCK - 2));
+}
+
+/* Stateful data belongs to the replica's uid (it may have changed). */
+static uint32_t chown_uid, chown_gid;
+static int chown_one(const char *path, const struct stat *st, int type, struct FTW *f)
+{
+	IOD_UNUSED(type);
+	IOD_UNUSED(f);
+	if (st->st_uid != chown_uid || st->st_gid != chown_gid)
+		lchown(path, chown_uid, chown_gid);
+	return 0;
+}
+
+static int own_data(const char *data, uint32_t uid, uint32_t gid, struct iod_err *e)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	struct stat st;
+	if (stat(data, &st))
+		return iod_err_set(e, -errno, "%s: %s", data, strerror(errno));
+	chmod(data, 0700);
+	if (st.st_uid == uid && st.st_gid == gid)
+		return 0;
+	pthread_mutex_lock(&mu); /* nftw's callback has no context argument */
+	chown_uid = uid;
+	chown_gid = gid;
+	int rc = nftw(data, chown_one, 16, FTW_PHYS | FTW_MOUNT);
+	pthread_mutex_unlock(&mu);
+	return rc ? iod_err_set(e, -EIO, "giving %s to uid %u: %s", data, uid, strerror(errno)) : 0;
+}
+
+/*
+ * What this replica asks for that the node cannot give, as a list for the
+ * refusal (or the warning, with best_effort). Empty: everything is there.
+ */
+static void missing(const struct iod_agent_caps *k, const struct iod_agent_replica *r,
+                    const struct iod_agent_net *net, char *buf, size_t len)
+{
+	const struct iod_agent_sandbox *sb = &r->sandbox;
+	size_t off = 0;
+	buf[0] = 0;
+#define MISS(cond, what)                                                                           \
+	do {                                                                                       \
+		if ((cond) && off < len)                                                           \
+			off +=                                                                     \
+			    (size_t)snprintf(buf + off, len - off, "%s%s", off ? ", " : "", what); \
+	} while (0)
+	MISS(!k->ns_pid || !k->ns_mount || !k->ns_uts || !k->ns_ipc,
+	     "PID/mount/UTS/IPC namespaces");
+	MISS(!k->ns_cgroup, "a cgroup namespace");
+	MISS(!k->rootfs, "a root of its own (the agent must be root)");
+	MISS(!k->root && sb->user != IOD_SPEC_USER_ROOT,
+	     "a uid of its own (the agent must be root)");
+	MISS(!k->root && sb->user == IOD_SPEC_USER_ROOT, "root (the agent is not root)");
+	MISS(!k->seccomp && sb->seccomp != IOD_SPEC_SECCOMP_UNCONFINED, "seccomp filters");
+	MISS(sb->network == IOD_SPEC_NET_PRIVATE && (!net || net->netns_fd < 0),
+	     "a network namespace on the node's subnet (start the agent with --netns-subnet)");
+	MISS(sb->network == IOD_SPEC_NET_NONE && !k->ns_net, "a network namespace");
+#undef MISS
+}
+
 int iod_agent_exec_start(const struct iod_agent_exec_config *c, const struct iod_agent_replica *r,
                          struct iod_agent_proc *p, struct iod_err *e)
 {
@@ -577,14 +847,30 @@ int iod_agent_exec_start_net(const struct iod_agent_exec_config *c,
                              const struct iod_agent_replica *r, const struct iod_agent_net *net,
                              struct iod_agent_proc *p, struct iod_err *e)
 {
+	static const struct iod_agent_caps none = {0};
+	const struct iod_agent_caps *k = c->caps ? c->caps : &none;
+	const struct iod_agent_sandbox *sb = &r->sandbox;
 	struct init_args *a;
 	struct exec_vec *v;
-	char data[IOD_AGENT_PATH_MAX];
-	int sync[2], rc;
+	char data[IOD_AGENT_PATH_MAX], lack[IOD_ERR_MSG_MAX / 2];
+	int sync[2], rc = 0;
 
 	memset(p, 0, sizeof(*p));
 	if (!r->argc)
 		return iod_err_set(e, -EINVAL, "replica %s has no command to run", r->name);
+	const bool jailed = c->use_namespaces;
+	if (jailed) {
+		missing(k, r, net, lack, sizeof(lack));
+		if (lack[0] && !sb->best_effort)
+			return iod_err_set(
+			    e, -EPERM,
+			    "sandbox: this node cannot give it %s; it does not start "
+			    "(sandbox.best_effort: true runs it without)",
+			    lack);
+		if (lack[0])
+			snprintf(p->sandbox_warn, sizeof(p->sandbox_warn),
+			         "sandbox (best effort): running without %s", lack);
+	}
 	a = calloc(1, sizeof(*a));
 	v = calloc(1, sizeof(*v));
 	if (!a || !v) {
@@ -601,13 +887,62 @@ int iod_agent_exec_start_net(const struct iod_agent_exec_config *c,
 		rc = iod_err_set(e, rc, "creating %s: %s", a->dir, strerror(-rc));
 		goto out;
 	}
-	snprintf(a->cwd, sizeof(a->cwd), "%s", r->stateful ? data : a->dir);
+	/* who it runs as: its own uid by default; root only when asked */
+	struct iod_agent_jail *j = &a->jail;
+	if (!k->root) {
+		j->uid = (uint32_t)geteuid();
+		j->gid = (uint32_t)getegid();
+	} else if (sb->user == IOD_SPEC_USER_ROOT) {
+		j->uid = j->gid = 0;
+	} else if (sb->user == IOD_SPEC_USER_ID || sb->uid) {
+		j->uid = sb->uid;
+		j->gid = sb->gid ? sb->gid : sb->uid;
+	} else {
+		j->uid = j->gid =
+		    iod_agent_uid_of(c->uid_base ? c->uid_base : IOD_AGENT_UID_BASE, r->name, 0);
+	}
+	j->caps = sb->caps;
+	/* a user namespace of its own where the kernel allows it; not for root
+	 * or listed capabilities, which must count on the node's namespaces */
+	j->userns = jailed && k->ns_user && k->root && j->uid != 0 && !sb->caps;
+	if (jailed && k->seccomp && sb->seccomp != IOD_SPEC_SECCOMP_UNCONFINED) {
+		struct iod_agent_seccomp_store *st = c->seccomp ? c->seccomp : fallback_store(e);
+		uint32_t id = 0;
+		if (!st) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		if (sb->seccomp == IOD_SPEC_SECCOMP_PROFILE)
+			id = sb->seccomp_id;
+		else if ((rc = iod_agent_seccomp_store_add(st, NULL, 0, sb->caps, &id, e)))
+			goto out;
+		j->seccomp = iod_agent_seccomp_get(st, id);
+		if (!j->seccomp) {
+			rc = iod_err_set(
+			    e, -ENOENT, "replica %s: its seccomp profile is not compiled", r->name);
+			goto out;
+		}
+	}
+	if (r->stateful && jailed && k->root && (rc = own_data(data, j->uid, j->gid, e)))
+		goto out;
+	snprintf(a->data, sizeof(a->data), "%s", r->stateful ? data : "");
+	a->rootfs = jailed && k->rootfs;
+	a->cgroupns = jailed && k->ns_cgroup && k->root;
+	/* stateless: a private /tmp inside its root; without one, its directory */
+	snprintf(a->cwd, sizeof(a->cwd), "%s", r->stateful ? data : a->rootfs ? "/tmp" : a->dir);
+	if (a->rootfs) {
+		snprintf(a->root, sizeof(a->root), "%s/root", a->dir);
+		if ((rc = mkdir_p(a->root))) {
+			rc = iod_err_set(e, rc, "creating %s: %s", a->root, strerror(-rc));
+			goto out;
+		}
+	}
 	if ((rc = cgroup_make(c, r, p, e))) {
 		/* limits that cannot be applied are a failed start, not a silent skip */
 		iod_agent_exec_cleanup(p);
 		goto out;
 	}
-	build_vec(c, r, net, a->cwd, v);
+	build_vec(c, r, net, a->cwd, data, v);
 	a->netns_fd = net ? net->netns_fd : -1;
 	a->c = c;
 	a->r = r;
@@ -619,25 +954,21 @@ int iod_agent_exec_start_net(const struct iod_agent_exec_config *c,
 	}
 	a->sync_rd = sync[0];
 	int flags = 0;
-	if (c->use_namespaces && c->caps) {
-		flags |= c->caps->ns_pid ? CLONE_NEWPID : 0;
-		flags |= c->caps->ns_mount ? CLONE_NEWNS : 0;
-		flags |= c->caps->ns_uts ? CLONE_NEWUTS : 0;
-		flags |= c->caps->ns_ipc ? CLONE_NEWIPC : 0;
+	if (jailed) {
+		flags |= k->ns_pid ? CLONE_NEWPID : 0;
+		flags |= k->ns_mount ? CLONE_NEWNS : 0;
+		flags |= k->ns_uts ? CLONE_NEWUTS : 0;
+		flags |= k->ns_ipc ? CLONE_NEWIPC : 0;
+		if (sb->network == IOD_SPEC_NET_NONE && k->ns_net && a->netns_fd < 0)
+			flags |= CLONE_NEWNET;
 	}
 	a->flags = flags;
 	fflush(NULL);
-	pid_t pid = fork_into(flags, a);
-	if (pid < 0 && flags) {
-		snprintf(p->sandbox_warn, sizeof(p->sandbox_warn),
-		         "clone with namespaces failed (%s): running without them",
-		         strerror(errno));
-		a->flags = 0;
-		pid = fork_into(0, a);
-	}
+	int err;
+	pid_t pid = spawn_init(flags, a, &err);
 	close(sync[0]);
 	if (pid < 0) {
-		rc = iod_err_set(e, -errno, "clone: %s", strerror(errno));
+		rc = iod_err_set(e, -err, "clone: %s", strerror(err));
 		close(sync[1]);
 		iod_agent_exec_cleanup(p);
 		goto out;
@@ -652,6 +983,15 @@ int iod_agent_exec_start_net(const struct iod_agent_exec_config *c,
 		iod_agent_exec_cleanup(p);
 		goto out;
 	}
+	/* what a health check needs to run inside it */
+	p->jail = *j;
+	p->jail.init = pid;
+	p->jail.ns =
+	    flags | (a->cgroupns ? CLONE_NEWCGROUP : 0) | (a->netns_fd >= 0 ? CLONE_NEWNET : 0);
+	snprintf(p->jail.cgroup_mem, sizeof(p->jail.cgroup_mem), "%s", p->cgroup_mem);
+	snprintf(p->jail.cgroup_cpu, sizeof(p->jail.cgroup_cpu), "%s", p->cgroup_cpu);
+	if (!jailed)
+		memset(&p->jail, 0, sizeof(p->jail));
 	/* go: the init reads its copy of a/v (copy-on-write) */
 	if (write(sync[1], "g", 1) != 1) {
 		rc = iod_err_set(e, -errno, "starting %s: %s", r->name, strerror(errno));

@@ -1153,6 +1153,205 @@ static void load_command(struct spec_ld *ld, const struct snode *n, struct iod_s
 	*pre_n = wn - 1;
 }
 
+/* ---- sandbox ------------------------------------------------------------- */
+
+/* A YAML subtree as JSON (a seccomp profile written inline): plain numbers
+ * become integers, plain true/false/null what they say, everything else a
+ * string. Depth is already bounded by the tree (IOD_SPEC_DEPTH_MAX). */
+static json_t *tree_json(const struct snode *n)
+{
+	if (n->kind == SNODE_MAP) {
+		json_t *o = json_object();
+		for (const struct snode *k = n->first; o && k && k->next; k = k->next->next) {
+			json_t *v = tree_json(k->next);
+			if (!v || k->kind != SNODE_SCALAR || json_object_get(o, k->str) ||
+			    json_object_set_new(o, k->str, v)) {
+				json_decref(v);
+				json_decref(o);
+				return NULL;
+			}
+		}
+		return o;
+	}
+	if (n->kind == SNODE_SEQ) {
+		json_t *a = json_array();
+		for (const struct snode *it = n->first; a && it; it = it->next) {
+			json_t *v = tree_json(it);
+			if (!v || json_array_append_new(a, v)) {
+				json_decref(a);
+				return NULL;
+			}
+		}
+		return a;
+	}
+	if (n->plain) {
+		if (is_null(n))
+			return json_null();
+		if (!strcmp(n->str, "true"))
+			return json_true();
+		if (!strcmp(n->str, "false"))
+			return json_false();
+		const char *p = n->str + (n->str[0] == '-');
+		if (is_digits(p) && strlen(p) <= 18)
+			return json_integer(strtoll(n->str, NULL, 10));
+	}
+	return json_string(n->str);
+}
+
+static void load_seccomp(struct spec_ld *ld, const struct snode *n, struct iod_spec_sandbox *sb)
+{
+	struct iod_seccomp_profile *p = NULL;
+	struct iod_err e = {0};
+	json_t *j = NULL;
+
+	if (n->kind == SNODE_SCALAR && !is_null(n) && n->str[0] != '{') {
+		static const char *const modes[] = {"default", "unconfined"};
+		int x;
+		if (get_enum(ld, n, "sandbox.seccomp", modes, 2, &x))
+			sb->seccomp = x ? IOD_SPEC_SECCOMP_UNCONFINED : IOD_SPEC_SECCOMP_DEFAULT;
+		return;
+	}
+	/* a profile: written inline as a mapping, or as JSON text */
+	if (n->kind == SNODE_MAP) {
+		j = tree_json(n);
+	} else if (n->kind == SNODE_SCALAR && !is_null(n)) {
+		if (n->len > IOD_SECCOMP_PROFILE_BYTES_MAX) {
+			spec_err(ld, n,
+			         "sandbox.seccomp profile is %zu bytes; the most is %d "
+			         "(IOD_SECCOMP_PROFILE_BYTES_MAX)",
+			         n->len, IOD_SECCOMP_PROFILE_BYTES_MAX);
+			return;
+		}
+		if (iod_json_parse(n->str, n->len, &j, &e)) {
+			spec_err(ld, n, "sandbox.seccomp profile: %s", e.msg);
+			return;
+		}
+	}
+	if (!j) {
+		spec_err(ld, n,
+		         "sandbox.seccomp must be default, unconfined or an OCI/Docker seccomp "
+		         "profile (a mapping with defaultAction and syscalls)");
+		return;
+	}
+	if (iod_seccomp_profile_from_json(j, &p, &e)) {
+		spec_err(ld, n, "sandbox.seccomp profile: %s", e.msg);
+		json_decref(j);
+		return;
+	}
+	iod_seccomp_profile_free(p);
+	char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(j);
+	if (text && strlen(text) > IOD_SECCOMP_PROFILE_BYTES_MAX)
+		spec_err(ld, n,
+		         "sandbox.seccomp profile is %zu bytes as JSON; the most is %d "
+		         "(IOD_SECCOMP_PROFILE_BYTES_MAX)",
+		         strlen(text), IOD_SECCOMP_PROFILE_BYTES_MAX);
+	else if (text)
+		sb->seccomp_profile = iod_arena_strdup(&ld->spec->arena, text);
+	free(text);
+	if (!sb->seccomp_profile)
+		return;
+	sb->seccomp = IOD_SPEC_SECCOMP_PROFILE;
+}
+
+/* A uid or gid: 1..10 digits below 4294967295 ((uid_t)-1 means "no id"). */
+static bool parse_id(const char *p, size_t len, uint32_t *out)
+{
+	char buf[12];
+	if (len == 0 || len > 10)
+		return false;
+	memcpy(buf, p, len);
+	buf[len] = 0;
+	if (!is_digits(buf))
+		return false;
+	unsigned long long v = strtoull(buf, NULL, 10);
+	if (v >= UINT32_MAX)
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
+/* user: dynamic | root | UID | "UID:GID" */
+static void load_user(struct spec_ld *ld, const struct snode *n, struct iod_spec_sandbox *sb)
+{
+	if (!want_scalar(ld, n, "sandbox.user", "dynamic, root, a uid or \"uid:gid\""))
+		return;
+	if (!strcmp(n->str, "dynamic")) {
+		sb->user = IOD_SPEC_USER_DYNAMIC;
+		return;
+	}
+	if (!strcmp(n->str, "root")) {
+		sb->user = IOD_SPEC_USER_ROOT;
+		return;
+	}
+	const char *colon = strchr(n->str, ':');
+	size_t ulen = colon ? (size_t)(colon - n->str) : n->len;
+	uint32_t uid = 0, gid = 0;
+	if (!parse_id(n->str, ulen, &uid) ||
+	    (colon && !parse_id(colon + 1, strlen(colon + 1), &gid))) {
+		spec_err(ld, n,
+		         "sandbox.user \"%.40s\" is not valid; write dynamic, root, a uid (1000) "
+		         "or \"uid:gid\" (\"1000:1000\"), ids below 4294967295",
+		         n->str);
+		return;
+	}
+	if (uid == 0) {
+		sb->user = IOD_SPEC_USER_ROOT; /* uid 0 is root, whatever the gid */
+		return;
+	}
+	sb->user = IOD_SPEC_USER_ID;
+	sb->uid = uid;
+	sb->gid = colon ? gid : uid;
+}
+
+enum { SB_USER, SB_CAPS, SB_SECCOMP, SB_NETWORK, SB_BEST_EFFORT, SB_NKEYS };
+static const char *const sandbox_keys[SB_NKEYS] = {"user", "capabilities", "seccomp", "network",
+                                                   "best_effort"};
+static const char *const netmode_names[] = {"auto", "node", "private", "none"};
+
+static void load_sandbox(struct spec_ld *ld, const struct snode *m, struct iod_spec_sandbox *sb)
+{
+	const struct snode *v[SB_NKEYS];
+	int x;
+
+	if (!get_map(ld, m, "sandbox", sandbox_keys, SB_NKEYS, v, NULL))
+		return;
+	sb->set = true;
+	if (v[SB_USER])
+		load_user(ld, v[SB_USER], sb);
+	if (v[SB_CAPS] && want_seq(ld, v[SB_CAPS], "sandbox.capabilities", "[NET_BIND_SERVICE]",
+	                           IOD_CAPS_N, "the number of Linux capabilities")) {
+		for (const struct snode *it = v[SB_CAPS]->first; it; it = it->next) {
+			unsigned cap;
+			if (!want_scalar(ld, it, "sandbox.capabilities entry", "a capability name"))
+				continue;
+			if (!strcasecmp(it->str, "ALL")) {
+				sb->caps |= (1ull << IOD_CAPS_N) - 1;
+				continue;
+			}
+			if (iod_cap_parse(it->str, &cap)) {
+				spec_err(
+				    ld, it,
+				    "sandbox.capabilities: \"%.40s\" is not a Linux capability "
+				    "(e.g. NET_BIND_SERVICE, SYS_PTRACE; see capabilities(7))",
+				    it->str);
+				continue;
+			}
+			if (sb->caps & (1ull << cap))
+				spec_err(ld, it, "sandbox.capabilities lists %s twice",
+				         iod_cap_name(cap));
+			sb->caps |= 1ull << cap;
+		}
+	}
+	if (v[SB_SECCOMP])
+		load_seccomp(ld, v[SB_SECCOMP], sb);
+	if (v[SB_NETWORK] && get_enum(ld, v[SB_NETWORK], "sandbox.network", netmode_names,
+	                              IOD_ARRAY_LEN(netmode_names), &x))
+		sb->network = (enum iod_spec_netmode)x;
+	if (v[SB_BEST_EFFORT])
+		get_bool(ld, v[SB_BEST_EFFORT], "sandbox.best_effort", &sb->best_effort);
+}
+
 enum {
 	SV_NAME,
 	SV_TYPE,
@@ -1169,11 +1368,12 @@ enum {
 	SV_PLACEMENT,
 	SV_RESTART,
 	SV_GANG,
+	SV_SANDBOX,
 	SV_NKEYS
 };
 static const char *const service_keys[SV_NKEYS] = {
     "name", "type",  "replicas", "resources",  "cpu",       "network", "command", "args",
-    "env",  "ports", "health",   "depends_on", "placement", "restart", "gang"};
+    "env",  "ports", "health",   "depends_on", "placement", "restart", "gang",    "sandbox"};
 static const char *const service_type_names[] = {"stateless", "stateful"};
 static const char *const restart_names[] = {"always", "on-failure", "never"};
 
@@ -1308,6 +1508,8 @@ static void load_service(struct spec_ld *ld, const struct snode *m, uint32_t ind
 		s->restart = (enum iod_restart)x;
 	if (v[SV_GANG])
 		get_bool(ld, v[SV_GANG], "gang", &s->gang);
+	if (v[SV_SANDBOX])
+		load_sandbox(ld, v[SV_SANDBOX], &s->sandbox);
 }
 
 /* ---- cross-service checks ------------------------------------------------ */
@@ -1415,7 +1617,8 @@ static void check_services(struct spec_ld *ld, struct svc_aux *aux)
 	for (uint32_t i = 0; i < sp->services_n; i++) {
 		char why[IOD_ERR_MSG_MAX - IOD_NAME_MAX - 40];
 		if (iod_spec_service_env_check(sp, i, 15, NULL, NULL, why, sizeof(why))) {
-			snprintf(ld->obj, sizeof(ld->obj), "service \"%s\": ", sp->services[i].name);
+			snprintf(ld->obj, sizeof(ld->obj),
+			         "service \"%s\": ", sp->services[i].name);
 			spec_err(ld, aux[i].name ? aux[i].name : aux[i].node, "%s", why);
 		}
 	}

@@ -126,8 +126,8 @@ static uint64_t peers_bytes(uint64_t n, uint32_t host_len)
 }
 
 int iod_spec_service_env_check(const struct iod_spec *sp, uint32_t i, uint32_t host_len_max,
-                               uint32_t (*replicas_of)(const char *service, void *ctx),
-                               void *ctx, char *why, size_t len)
+                               uint32_t (*replicas_of)(const char *service, void *ctx), void *ctx,
+                               char *why, size_t len)
 {
 	const struct iod_spec_service *s;
 	uint64_t user = 0, lists, total;
@@ -146,7 +146,9 @@ int iod_spec_service_env_check(const struct iod_spec *sp, uint32_t i, uint32_t h
 	biggest_n = s->replicas;
 	for (uint32_t d = 0; d < s->depends_n; d++) {
 		const struct iod_spec_service *dep = iod_spec_find_service(sp, s->depends_on[d]);
-		uint32_t n = dep ? dep->replicas : replicas_of ? replicas_of(s->depends_on[d], ctx) : 0;
+		uint32_t n = dep           ? dep->replicas
+		             : replicas_of ? replicas_of(s->depends_on[d], ctx)
+		                           : 0;
 		/* IOD_DEP_<NAME>= and IOD_SVC_<NAME>_ADDR=vip:port besides the list */
 		lists += peers_bytes(n, host_len_max) + 2 * (IOD_NAME_MAX + 32);
 		if (n > biggest_n) {
@@ -323,6 +325,56 @@ static json_t *health_json(const struct iod_spec_health *h)
 	return o;
 }
 
+static const char *const netmode_names[] = {"auto", "node", "private", "none"};
+
+/* sandbox: written out whole (every default) when the spec had the block. */
+static json_t *sandbox_json(const struct iod_spec_sandbox *sb)
+{
+	json_t *o = json_object(), *caps = json_array();
+	char user[32];
+	if (sb->user == IOD_SPEC_USER_ROOT)
+		snprintf(user, sizeof(user), "root");
+	else if (sb->user == IOD_SPEC_USER_ID)
+		snprintf(user, sizeof(user), "%u:%u", sb->uid, sb->gid);
+	else
+		snprintf(user, sizeof(user), "dynamic");
+	set(o, "user", json_string(user));
+	for (unsigned c = 0; c < IOD_CAPS_N; c++)
+		if (sb->caps & (1ull << c))
+			json_array_append_new(caps, json_string(iod_cap_name(c)));
+	set(o, "capabilities", caps);
+	if (sb->seccomp == IOD_SPEC_SECCOMP_PROFILE && sb->seccomp_profile) {
+		json_t *p = json_loads(sb->seccomp_profile, 0, NULL);
+		set(o, "seccomp", p ? p : json_string("default"));
+	} else {
+		set(o, "seccomp",
+		    json_string(sb->seccomp == IOD_SPEC_SECCOMP_UNCONFINED ? "unconfined"
+		                                                           : "default"));
+	}
+	set(o, "network", json_string(NAME_OF(netmode_names, sb->network)));
+	set(o, "best_effort", json_boolean(sb->best_effort));
+	return o;
+}
+
+bool iod_spec_service_privileged(const struct iod_spec_service *s, char *why, size_t len)
+{
+	const struct iod_spec_sandbox *sb = &s->sandbox;
+	char caps[256] = "";
+	size_t off = 0;
+	for (unsigned c = 0; c < IOD_CAPS_N && off < sizeof(caps); c++)
+		if (sb->caps & (1ull << c))
+			off += (size_t)snprintf(caps + off, sizeof(caps) - off, "%s%s",
+			                        off ? "," : "", iod_cap_name(c));
+	bool root = sb->user == IOD_SPEC_USER_ROOT,
+	     unconf = sb->seccomp == IOD_SPEC_SECCOMP_UNCONFINED;
+	if (why && len)
+		snprintf(why, len, "%s%s%s%s%s%s", root ? "runs as root" : "",
+		         root && (caps[0] || unconf) ? ", " : "",
+		         caps[0] ? "keeps capabilities " : "", caps, caps[0] && unconf ? ", " : "",
+		         unconf ? "runs without seccomp" : "");
+	return root || sb->caps || unconf;
+}
+
 static json_t *service_json(const struct iod_spec_service *s)
 {
 	json_t *o = json_object(), *pl = json_object(), *env = json_object(), *ports = json_array();
@@ -362,6 +414,8 @@ static json_t *service_json(const struct iod_spec_service *s)
 	set(o, "placement", pl);
 	set(o, "restart", json_string(NAME_OF(restart_names, s->restart)));
 	set(o, "gang", json_boolean(s->gang));
+	if (s->sandbox.set)
+		set(o, "sandbox", sandbox_json(&s->sandbox));
 	return o;
 }
 

@@ -146,9 +146,10 @@ TEST(prober_a_hung_check_does_not_delay_the_others)
 
 	CHECK_EQ(iod_agent_prober_new(4, &p, &e), 0);
 	/* the hung one first: run serially, it would hold the others for 3 s */
-	CHECK_EQ(iod_agent_prober_submit(p, 0, "slow-0", 11, &hung, "127.0.0.1", 0), 0);
-	CHECK_EQ(iod_agent_prober_submit(p, 1, "fast-0", 12, &quick, "127.0.0.1", 0), 0);
-	CHECK_EQ(iod_agent_prober_submit(p, 2, "fast-1", 13, &tcp, "127.0.0.1", ntohs(sa.sin_port)),
+	CHECK_EQ(iod_agent_prober_submit(p, 0, "slow-0", 11, &hung, "127.0.0.1", 0, NULL), 0);
+	CHECK_EQ(iod_agent_prober_submit(p, 1, "fast-0", 12, &quick, "127.0.0.1", 0, NULL), 0);
+	CHECK_EQ(iod_agent_prober_submit(p, 2, "fast-1", 13, &tcp, "127.0.0.1", ntohs(sa.sin_port),
+	                                 NULL),
 	         0);
 	/* both quick verdicts come before the hung one's (order, not timing) */
 	bool seen[2] = {false, false};

@@ -391,3 +391,168 @@ TEST(exec_check_leaves_no_process_behind)
 	usleep(20000);
 	CHECK_EQ(count_procs("sleep", "37.5"), 0);
 }
+
+/* The workload's pid (the first child of its sandbox's init), or 0. */
+static pid_t workload_of(pid_t init)
+{
+	char path[64], buf[64];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)init, (int)init);
+	for (int i = 0; i < 200; i++) {
+		int fd = open(path, O_RDONLY);
+		ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		if (n > 0) {
+			buf[n] = 0;
+			return (pid_t)atoi(buf);
+		}
+		usleep(5000);
+	}
+	return 0;
+}
+
+static void wait_log(const struct iod_agent_exec_config *c, const char *name, const char *what)
+{
+	struct iod_buf b;
+	for (int i = 0; i < 1000; i++) {
+		read_log(c, name, &b);
+		bool done = b.data && strstr(b.data, what);
+		iod_buf_free(&b);
+		if (done)
+			return;
+		usleep(10000);
+	}
+}
+
+/*
+ * The sandbox is a boundary (issue 16): inside, a probe script finds an
+ * ordinary uid, no capabilities (effective and bounding), no_new_privs and
+ * seccomp filter mode; unmounting /proc, mounting, writing cgroup files,
+ * writing outside the data directory, tracing or signalling another
+ * replica and loading a kernel module all fail.
+ */
+TEST(sandbox_probe_finds_a_boundary)
+{
+	struct iod_agent_exec_config c;
+	struct iod_agent_proc p, q;
+	struct iod_err e = {0};
+	struct iod_buf b;
+	char script[4096];
+	setup(&c, "probe");
+	if (!caps.rootfs || !caps.seccomp || !caps.ns_cgroup)
+		SKIP("needs root, mount/PID/cgroup namespaces and seccomp (the sandbox would "
+		     "refuse)");
+	/* the other replica: a sleeper whose host pid the probe knows */
+	struct iod_agent_replica other = shell("other-0", "echo up; exec sleep 30");
+	CHECK_MSG(iod_agent_exec_start(&c, &other, &q, &e) == 0, "%s", e.msg);
+	wait_log(&c, "other-0", "up");
+	pid_t victim = workload_of(q.pid);
+	CHECK(victim > 0);
+	snprintf(script, sizeof(script),
+	         "echo uid=$(id -u)\n"
+	         "grep -E '^(CapEff|CapBnd|CapPrm|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status\n"
+	         "umount /proc 2>/dev/null && echo BAD_umount_proc\n"
+	         "mount -t tmpfs none /tmp 2>/dev/null && echo BAD_mount\n"
+	         "grep memory /proc/self/cgroup\n"
+	         "for f in /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes "
+	         "  /sys/fs/cgroup/memory/iod-test/%d/probe-0/memory.limit_in_bytes; do\n"
+	         "  echo -1 > $f 2>/dev/null && echo BAD_cgroup_write $f; done\n"
+	         "for d in / /usr /etc /bin /var %s %s/replicas/other-0; do\n"
+	         "  touch $d/iod-probe-x 2>/dev/null && echo BAD_write $d; done\n"
+	         "touch $IOD_DATA_DIR/ok && echo data_write=ok\n"
+	         "touch /tmp/ok && echo tmp_write=ok\n"
+	         "kill -0 %d 2>/dev/null && echo BAD_kill\n"
+	         "python3 -c 'import ctypes, os; l = ctypes.CDLL(None, use_errno=True); "
+	         "r = l.ptrace(16, %d, 0, 0); print(\"ptrace=%%d errno=%%d\" %% (r, "
+	         "ctypes.get_errno())); "
+	         "fd = os.open(\"/usr/bin/true\", os.O_RDONLY); "
+	         "r = l.syscall(313, fd, b\"\", 0); print(\"finit_module=%%d errno=%%d\" %% (r, "
+	         "ctypes.get_errno()))'\n"
+	         "echo done\n",
+	         (int)getpid(), c.run_dir, c.run_dir, (int)victim, (int)victim);
+	struct iod_agent_replica r = shell("probe-0", script);
+	r.stateful = true;
+	CHECK_MSG(iod_agent_exec_start(&c, &r, &p, &e) == 0, "%s", e.msg);
+	CHECK_EQ(wait_exit(p.pid), 0);
+	iod_agent_exec_cleanup(&p);
+	read_log(&c, "probe-0", &b);
+	if (!b.data || !strstr(b.data, "CapBnd:\t0000000000000000\n") || strstr(b.data, "BAD_"))
+		fprintf(stderr, "probe log:\n%s\n", b.data ? b.data : "(none)");
+	CHECK_MSG(b.data && strstr(b.data, "done\n"), "%s", b.data ? b.data : "(no log)");
+	CHECK_MSG(!strstr(b.data, "uid=0\n") && strstr(b.data, "uid="), "%s", b.data);
+	CHECK_CONTAINS(b.data, "CapEff:\t0000000000000000\n");
+	CHECK_CONTAINS(b.data, "CapPrm:\t0000000000000000\n");
+	CHECK_CONTAINS(b.data, "CapBnd:\t0000000000000000\n");
+	CHECK_CONTAINS(b.data, "CapAmb:\t0000000000000000\n");
+	CHECK_CONTAINS(b.data, "NoNewPrivs:\t1\n");
+	CHECK_CONTAINS(b.data, "Seccomp:\t2\n");
+	CHECK_MSG(!strstr(b.data, "BAD_"), "%s", b.data);
+	CHECK_CONTAINS(b.data, "memory:/\n"); /* its own cgroup is the root it sees */
+	CHECK_CONTAINS(b.data, "data_write=ok\n");
+	CHECK_CONTAINS(b.data, "tmp_write=ok\n");
+	CHECK_CONTAINS(b.data, "ptrace=-1 errno=3\n");       /* ESRCH: not even visible */
+	CHECK_CONTAINS(b.data, "finit_module=-1 errno=1\n"); /* EPERM: the filter */
+	iod_buf_free(&b);
+	/* the other replica was not touched */
+	CHECK_EQ(kill(victim, 0), 0);
+	iod_agent_exec_signal(&q, SIGKILL);
+	CHECK_EQ(wait_exit(q.pid), 128 + SIGKILL);
+	iod_agent_exec_cleanup(&q);
+	/* nothing written outside landed on the host */
+	struct stat st;
+	CHECK(stat("/usr/iod-probe-x", &st) != 0 && stat("/iod-probe-x", &st) != 0);
+}
+
+/*
+ * health.exec runs inside the replica's sandbox: its uid, hostname, root
+ * and PID namespace, with no capabilities; it cannot see or signal another
+ * replica; a timed-out check leaves no process behind, in the sandbox or
+ * on the host.
+ */
+TEST(exec_check_runs_inside_the_sandbox)
+{
+	struct iod_agent_exec_config c;
+	struct iod_agent_proc p, q;
+	struct iod_err e = {0};
+	char d[256];
+	setup(&c, "incheck");
+	if (!caps.rootfs || !caps.seccomp || !caps.ns_cgroup)
+		SKIP("needs root, mount/PID/cgroup namespaces and seccomp (the sandbox would "
+		     "refuse)");
+	struct iod_agent_replica other = shell("neighbour-0", "echo up; exec sleep 30");
+	struct iod_agent_replica r = shell("checked-0", "echo up; exec sleep 30");
+	CHECK_MSG(iod_agent_exec_start(&c, &other, &q, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_agent_exec_start(&c, &r, &p, &e) == 0, "%s", e.msg);
+	wait_log(&c, "neighbour-0", "up");
+	wait_log(&c, "checked-0", "up");
+	pid_t victim = workload_of(q.pid);
+	CHECK(victim > 0 && p.jail.init == p.pid && p.jail.uid != 0);
+	struct iod_agent_health h = {.kind = IOD_HEALTH_EXEC, .timeout_ns = 5 * IOD_NS_PER_S};
+	snprintf(h.command, sizeof(h.command),
+	         "[ \"$(id -u)\" = %u ] && [ \"$(hostname)\" = checked-0 ] && "
+	         "grep -q '^CapEff:.0000000000000000' /proc/self/status && "
+	         "grep -q '^Seccomp:.2' /proc/self/status && [ ! -e /usr/iod-nowhere ] && "
+	         "! kill -0 %d 2>/dev/null && [ \"$(ls /proc | grep -c '^[0-9]')\" -le 6 ] && "
+	         "! touch /usr/x 2>/dev/null",
+	         p.jail.uid, (int)victim);
+	CHECK_MSG(iod_agent_probe_run_in(&h, &p.jail, NULL, 0, d, sizeof(d)) == 0, "%s", d);
+	/* the same check on the host is not the replica: it fails */
+	CHECK(iod_agent_probe_run_in(&h, NULL, NULL, 0, d, sizeof(d)) < 0);
+	/* a check that kills: it can reach only the replica's own processes */
+	snprintf(h.command, sizeof(h.command), "kill -9 %d", (int)victim);
+	CHECK(iod_agent_probe_run_in(&h, &p.jail, NULL, 0, d, sizeof(d)) < 0);
+	CHECK_EQ(kill(victim, 0), 0);
+	/* timed out inside the sandbox: the check and all it started are gone */
+	snprintf(h.command, sizeof(h.command), "sleep 37.75 & sleep 37.75 | cat; wait");
+	h.timeout_ns = 100 * IOD_NS_PER_MS;
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(iod_agent_probe_run_in(&h, &p.jail, NULL, 0, d, sizeof(d)), -ETIMEDOUT);
+	usleep(50000);
+	CHECK_EQ(count_procs("sleep", "37.75"), 0);
+	iod_agent_exec_signal(&p, SIGKILL);
+	iod_agent_exec_signal(&q, SIGKILL);
+	CHECK_EQ(wait_exit(p.pid), 128 + SIGKILL);
+	CHECK_EQ(wait_exit(q.pid), 128 + SIGKILL);
+	iod_agent_exec_cleanup(&p);
+	iod_agent_exec_cleanup(&q);
+}

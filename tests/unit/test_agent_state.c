@@ -60,7 +60,7 @@ TEST(desired_for_one_node_with_peers_and_dependencies)
 	struct iod_err e = {0};
 	char want[128];
 	CHECK(nodes && svcs && reps && r);
-	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, r, 4, &n, &e), 0);
+	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, NULL, r, 4, &n, &e), 0);
 	CHECK_EQ(n, 2); /* ps-0 and w-0; x-0's service is gone; ps-1 is on n2 */
 	CHECK_STR(r[0].name, "ps-0");
 	CHECK(r[0].stateful);
@@ -88,7 +88,7 @@ TEST(desired_for_one_node_with_peers_and_dependencies)
 	CHECK(env_of(&r[1], "IOD_DEP_PS"));
 	CHECK_STR(env_of(&r[1], "IOD_DEP_PS") ? env_of(&r[1], "IOD_DEP_PS") : "", want);
 	CHECK(!r[1].stateful);
-	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, r, 1, &n, &e), -E2BIG);
+	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, NULL, r, 1, &n, &e), -E2BIG);
 	free(r);
 	json_decref(nodes);
 	json_decref(svcs);
@@ -340,7 +340,7 @@ TEST(desired_env_has_mesh_addresses)
 	CHECK_EQ(a[1].port, 8080);
 	CHECK_EQ(a[2].port, IOD_MESH_API_DEFAULT_PORT);
 	CHECK_U64(a[1].vip4 >> 16, (127u << 8) | 77u); /* 127.77.x.y */
-	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, r, 2, &n, &e), 0);
+	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, NULL, r, 2, &n, &e), 0);
 	CHECK_EQ(n, 2);
 	CHECK_STR(r[0].name, "parameter-server-0");
 	CHECK_STR(env_of(&r[0], "IOD_SVC_PARAMETER_SERVER_ADDR")
@@ -379,7 +379,7 @@ TEST(desired_peers_use_a_replicas_own_netns_address)
 	struct iod_err e = {0};
 	char want[128];
 	CHECK(nodes && svcs && reps && r);
-	CHECK_EQ(iod_agent_desired_from_state("n2", nodes, svcs, reps, r, 4, &n, &e), 0);
+	CHECK_EQ(iod_agent_desired_from_state("n2", nodes, svcs, reps, NULL, r, 4, &n, &e), 0);
 	CHECK_EQ(n, 2);
 	CHECK_STR(r[1].name, "w-0");
 	snprintf(want, sizeof(want), "10.213.0.2:%u,10.0.0.2:%u", iod_agent_replica_port("ps-0"),
@@ -407,7 +407,7 @@ TEST(desired_env_has_accelerators)
 	uint32_t n = 0;
 	struct iod_err e = {0};
 	CHECK(nodes && svcs && reps && r);
-	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, r, 2, &n, &e), 0);
+	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, NULL, r, 2, &n, &e), 0);
 	CHECK_EQ(n, 2);
 	CHECK_STR(env_of(&r[0], "IOD_ACCELERATORS") ? env_of(&r[0], "IOD_ACCELERATORS") : "",
 	          "0000:1d:00.0,0000:3b:00.0");
@@ -435,30 +435,32 @@ TEST(desired_bad_replicas_fail_alone)
 	 * write: deploy refuses it); many: more peers than the environment
 	 * holds; smuggled: a key the spec language does not have */
 	iod_buf_printf(&sb, "{\"rev\":3,\"items\":["
-	                     "{\"name\":\"z\",\"value\":{\"type\":\"stateless\",\"command\":"
-	                     "\"sleep\",\"args\":[\"60\"]}},"
-	                     "{\"name\":\"argv\",\"value\":{\"type\":\"stateless\","
-	                     "\"command\":\"true\",\"args\":[");
+	                    "{\"name\":\"z\",\"value\":{\"type\":\"stateless\",\"command\":"
+	                    "\"sleep\",\"args\":[\"60\"]}},"
+	                    "{\"name\":\"argv\",\"value\":{\"type\":\"stateless\","
+	                    "\"command\":\"true\",\"args\":[");
 	for (int i = 0; i < 8; i++)
 		iod_buf_printf(&sb, "%s\"%04000d\"", i ? "," : "", i);
 	iod_buf_printf(&sb, "]}},{\"name\":\"many\",\"value\":{\"type\":\"stateless\","
-	                     "\"command\":\"true\"}},"
-	                     "{\"name\":\"smuggled\",\"value\":{\"type\":\"stateless\","
-	                     "\"command\":\"true\",\"privileged\":true}}]}");
-	iod_buf_printf(&rb, "{\"rev\":3,\"items\":["
-	                     "{\"name\":\"argv-0\",\"value\":{\"service\":\"argv\",\"node\":\"n1\"}},"
-	                     "{\"name\":\"bad-gpus-0\",\"value\":{\"service\":\"z\",\"node\":\"n1\","
-	                     "\"gpus\":\"0-x\"}},"
-	                     "{\"name\":\"int-gpus-0\",\"value\":{\"service\":\"z\",\"node\":\"n1\","
-	                     "\"gpus\":3}},");
+	                    "\"command\":\"true\"}},"
+	                    "{\"name\":\"smuggled\",\"value\":{\"type\":\"stateless\","
+	                    "\"command\":\"true\",\"privileged\":true}}]}");
+	iod_buf_printf(&rb,
+	               "{\"rev\":3,\"items\":["
+	               "{\"name\":\"argv-0\",\"value\":{\"service\":\"argv\",\"node\":\"n1\"}},"
+	               "{\"name\":\"bad-gpus-0\",\"value\":{\"service\":\"z\",\"node\":\"n1\","
+	               "\"gpus\":\"0-x\"}},"
+	               "{\"name\":\"int-gpus-0\",\"value\":{\"service\":\"z\",\"node\":\"n1\","
+	               "\"gpus\":3}},");
 	for (int i = 0; i < 1600; i++)
-		iod_buf_printf(&rb, "{\"name\":\"many-%d\",\"value\":{\"service\":\"many\","
-		                     "\"node\":\"%s\"}},",
-		                i, i == 0 ? "n1" : "n2");
+		iod_buf_printf(&rb,
+		               "{\"name\":\"many-%d\",\"value\":{\"service\":\"many\","
+		               "\"node\":\"%s\"}},",
+		               i, i == 0 ? "n1" : "n2");
 	iod_buf_printf(&rb, "{\"name\":\"smuggled-0\",\"value\":{\"service\":\"smuggled\","
-	                     "\"node\":\"n1\"}},"
-	                     "{\"name\":\"z-0\",\"value\":{\"service\":\"z\",\"node\":\"n1\","
-	                     "\"gpus\":\"1\"}}]}");
+	                    "\"node\":\"n1\"}},"
+	                    "{\"name\":\"z-0\",\"value\":{\"service\":\"z\",\"node\":\"n1\","
+	                    "\"gpus\":\"1\"}}]}");
 	svcs_text = sb.data;
 	reps_text = rb.data;
 	json_t *svcs = parse(svcs_text), *reps = parse(reps_text);
@@ -466,7 +468,7 @@ TEST(desired_bad_replicas_fail_alone)
 	uint32_t n = 0;
 	struct iod_err e = {0};
 	CHECK(nodes && svcs && reps && r);
-	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, r, 8, &n, &e), 0);
+	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, NULL, r, 8, &n, &e), 0);
 	CHECK_EQ(n, 6);
 	CHECK_STR(r[0].name, "argv-0");
 	CHECK_CONTAINS(r[0].fail, "IOD_AGENT_ARGV_BYTES_MAX");
@@ -487,12 +489,78 @@ TEST(desired_bad_replicas_fail_alone)
 	CHECK_EQ(r[5].argc, 2);
 	CHECK(iod_bitmap_test(&r[5].gpus, 1));
 	/* more replicas than the agent tracks: the first by name are filled */
-	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, r, 2, &n, &e), -E2BIG);
+	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, NULL, r, 2, &n, &e), -E2BIG);
 	CHECK_EQ(n, 2);
 	CHECK_CONTAINS(e.msg, "IOD_AGENT_REPLICAS_MAX");
 	free(r);
 	iod_buf_free(&sb);
 	iod_buf_free(&rb);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+}
+
+struct fake_sink {
+	int calls;      /* profiles handed over */
+	uint64_t caps;  /* the last one's capabilities */
+	char first[64]; /* the start of the last profile */
+};
+static int fake_add(void *ctx, const char *profile, uint64_t caps, uint32_t *id, char *why,
+                    size_t len)
+{
+	struct fake_sink *f = ctx;
+	IOD_UNUSED(why);
+	IOD_UNUSED(len);
+	f->calls++;
+	f->caps = caps;
+	snprintf(f->first, sizeof(f->first), "%s", profile);
+	*id = 7;
+	return 0;
+}
+
+/* The spec's sandbox reaches the replica; a service's own seccomp profile
+ * goes to the agent's filter store, and the replica carries its id. */
+TEST(desired_carries_the_sandbox)
+{
+	json_t *nodes = parse(NODES);
+	json_t *svcs = parse(
+	    "{\"rev\":3,\"items\":[{\"name\":\"s\",\"value\":{\"type\":\"stateless\",\"command\":"
+	    "\"true\",\"sandbox\":{\"user\":\"1000:100\",\"capabilities\":[\"NET_BIND_SERVICE\"],"
+	    "\"network\":\"none\",\"best_effort\":true,\"seccomp\":{\"defaultAction\":"
+	    "\"SCMP_ACT_ERRNO\",\"syscalls\":[{\"names\":[\"read\"],\"action\":\"SCMP_ACT_ALLOW\"}]"
+	    "}}}},{\"name\":\"t\",\"value\":{\"type\":\"stateless\",\"command\":\"true\"}}]}");
+	json_t *reps = parse("{\"rev\":3,\"items\":["
+	                     "{\"name\":\"s-0\",\"value\":{\"service\":\"s\",\"node\":\"n1\"}},"
+	                     "{\"name\":\"t-0\",\"value\":{\"service\":\"t\",\"node\":\"n1\"}}]}");
+	struct iod_agent_replica *r = calloc(2, sizeof(*r));
+	struct fake_sink f = {0};
+	struct iod_agent_profile_sink sink = {fake_add, &f};
+	uint32_t n = 0;
+	struct iod_err e = {0};
+	CHECK(nodes && svcs && reps && r);
+	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, &sink, r, 2, &n, &e), 0);
+	CHECK_EQ(n, 2);
+	CHECK_STR(r[0].fail, "");
+	CHECK_EQ(r[0].sandbox.user, IOD_SPEC_USER_ID);
+	CHECK_EQ(r[0].sandbox.uid, 1000);
+	CHECK_EQ(r[0].sandbox.gid, 100);
+	CHECK_U64(r[0].sandbox.caps, 1ull << 10);
+	CHECK_EQ(r[0].sandbox.network, IOD_SPEC_NET_NONE);
+	CHECK(r[0].sandbox.best_effort);
+	CHECK_EQ(r[0].sandbox.seccomp, IOD_SPEC_SECCOMP_PROFILE);
+	CHECK_EQ(r[0].sandbox.seccomp_id, 7);
+	CHECK_EQ(f.calls, 1);
+	CHECK_U64(f.caps, 1ull << 10);
+	CHECK_CONTAINS(f.first, "{\"defaultAction\":\"SCMP_ACT_ERRNO\"");
+	/* no sandbox block: the defaults */
+	CHECK_EQ(r[1].sandbox.user, IOD_SPEC_USER_DYNAMIC);
+	CHECK_EQ(r[1].sandbox.seccomp, IOD_SPEC_SECCOMP_DEFAULT);
+	CHECK_U64(r[1].sandbox.caps, 0);
+	/* without a store, the replica with its own profile fails alone */
+	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, NULL, r, 2, &n, &e), 0);
+	CHECK_CONTAINS(r[0].fail, "seccomp");
+	CHECK_STR(r[1].fail, "");
+	free(r);
 	json_decref(nodes);
 	json_decref(svcs);
 	json_decref(reps);

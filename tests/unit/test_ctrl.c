@@ -11,6 +11,7 @@
 #include "iod/agent.h"
 #include "iod/api.h"
 #include "iod/ctrl.h"
+#include "iod/spec.h"
 #include "iod/state.h"
 #include "iod/topo.h"
 
@@ -33,8 +34,8 @@ static int put_node(struct iod_state *s, const char *name, const char *model,
 static int load(const char *what, struct iod_topo_node *t)
 {
 	struct iod_err e = {0};
-	int rc = !strcmp(what, "host") ? iod_topo_discover(t, &e)
-	                               : iod_topo_load_xml_file(what, t, &e);
+	int rc =
+	    !strcmp(what, "host") ? iod_topo_discover(t, &e) : iod_topo_load_xml_file(what, t, &e);
 	if (rc)
 		fprintf(stderr, "load %s: %s\n", what, e.msg);
 	return rc;
@@ -113,7 +114,8 @@ TEST(identical_machines_share_one_shape)
 		char name[16];
 		snprintf(name, sizeof(name), "h%d", i);
 		snprintf(t->name, sizeof(t->name), "host-%d", i);
-		json_t *v = json_pack("{s:s, s:o}", "model", "host", "topology", iod_topo_to_json(t));
+		json_t *v =
+		    json_pack("{s:s, s:o}", "model", "host", "topology", iod_topo_to_json(t));
 		json_array_append_new(json_object_get(nodes, "items"),
 		                      json_pack("{s:s, s:o}", "name", name, "value", v));
 	}
@@ -194,4 +196,65 @@ TEST(reschedule_moves_onto_xml_node)
 	json_decref(reps);
 	json_decref(svcs);
 	free(xml);
+}
+
+/* /v1/deploy refuses, with the limit named, what no agent could run: here a
+ * peer list that fits for IPv4 node addresses but not for the registered
+ * node's long name; nothing is planned. */
+TEST(deploy_refuses_what_no_agent_can_run)
+{
+	struct iod_topo_node *xml = calloc(1, sizeof(*xml));
+	struct iod_state *s = NULL;
+	struct iod_state_result r;
+	struct iod_err e = {0};
+	json_t *answer = NULL;
+	char *cmd = NULL;
+	CHECK(xml);
+	CHECK_EQ(load("examples/topologies/pcie-8gpu.xml", xml), 0);
+	CHECK_EQ(iod_state_new(&s), 0);
+	CHECK_EQ(put_node(s, "gpu-box", "xml", xml), 0);
+	const char *spec = "services:\n  - name: web\n    type: stateless\n    replicas: 1200\n"
+	                   "    command: sleep 100\n";
+	CHECK_EQ(iod_api_deploy_plan(s, spec, strlen(spec), &cmd, &answer, &e), 0);
+	free(cmd);
+	json_decref(answer);
+	cmd = NULL;
+	answer = NULL;
+	/* the same node registered with a long address: 1200 peers no longer fit */
+	json_t *v =
+	    json_pack("{s:s, s:i}", "addr", "gpu-box-17.rack-42.example.internal", "gpus", 8);
+	json_object_set_new(v, "topology", iod_topo_to_json(xml));
+	char *put = iod_state_cmd_put(IOD_STATE_NODE, "gpu-box", v, 0, -1);
+	CHECK_EQ(iod_state_apply(s, put, strlen(put), &r), 0);
+	free(put);
+	json_decref(v);
+	CHECK_EQ(iod_api_deploy_plan(s, spec, strlen(spec), &cmd, &answer, &e), -EINVAL);
+	CHECK(cmd == NULL);
+	CHECK_CONTAINS(e.msg, "IOD_AGENT_ENV_BYTES_MAX");
+	CHECK_CONTAINS(e.msg, "service \"web\"");
+	json_decref(answer);
+	iod_state_free(s);
+	free(xml);
+}
+
+/* The seam for the API's roles: a service asking for root, capabilities or
+ * no seccomp filter needs a caller who may grant it (the admin role). */
+TEST(privileged_services_need_a_caller_who_may_grant_them)
+{
+	struct iod_spec *sp = NULL;
+	struct iod_spec_diags d;
+	struct iod_err e = {0};
+	const char *plain = "services:\n  - name: w\n    type: stateless\n    command: true\n";
+	const char *root = "services:\n  - name: w\n    type: stateless\n    command: true\n"
+	                   "  - name: boss\n    type: stateless\n    command: true\n"
+	                   "    sandbox: {user: root, capabilities: [NET_ADMIN]}\n";
+	CHECK_EQ(iod_spec_load_buffer("t", plain, strlen(plain), &sp, &d), 0);
+	CHECK_EQ(iod_api_spec_privileges(sp, false, &e), 0);
+	iod_spec_free(sp);
+	CHECK_EQ(iod_spec_load_buffer("t", root, strlen(root), &sp, &d), 0);
+	CHECK_EQ(iod_api_spec_privileges(sp, true, &e), 0);
+	CHECK_EQ(iod_api_spec_privileges(sp, false, &e), -EACCES);
+	CHECK_CONTAINS(e.msg, "service \"boss\" runs as root, keeps capabilities NET_ADMIN");
+	CHECK_CONTAINS(e.msg, "admin role");
+	iod_spec_free(sp);
 }

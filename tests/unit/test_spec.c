@@ -575,3 +575,105 @@ TEST(numa_policies_and_kubernetes_names)
 	      0);
 	CHECK_CONTAINS(dump(), "placement.numa \"nope\" is not valid");
 }
+
+/* sandbox: every key, its normal form and the privilege it asks for. */
+TEST(sandbox_block)
+{
+	struct iod_spec *s = NULL;
+	struct iod_spec_diags d;
+	const char *y = "services:\n"
+	                "  - name: web\n    type: stateless\n    command: [sleep, '9']\n"
+	                "    sandbox:\n      user: '1000:100'\n"
+	                "      capabilities: [net_bind_service, CAP_SYS_PTRACE]\n"
+	                "      network: none\n      best_effort: true\n"
+	                "      seccomp:\n        defaultAction: SCMP_ACT_ERRNO\n"
+	                "        syscalls:\n          - names: [read, write]\n"
+	                "            action: SCMP_ACT_ALLOW\n"
+	                "            args: [{index: 0, value: 1, op: SCMP_CMP_EQ}]\n"
+	                "  - name: plain\n    type: stateless\n    command: [sleep, '9']\n"
+	                "  - name: boss\n    type: stateless\n    command: [sleep, '9']\n"
+	                "    sandbox: {user: root, seccomp: unconfined}\n";
+	CHECK_MSG(iod_spec_load_buffer("t.yaml", y, strlen(y), &s, &d) == 0, "%s",
+	          d.n ? d.d[0].msg : "?");
+	const struct iod_spec_sandbox *sb = &s->services[0].sandbox;
+	CHECK(sb->set);
+	CHECK_EQ(sb->user, IOD_SPEC_USER_ID);
+	CHECK_EQ(sb->uid, 1000);
+	CHECK_EQ(sb->gid, 100);
+	CHECK_U64(sb->caps, (1ull << 10) | (1ull << 19));
+	CHECK_EQ(sb->network, IOD_SPEC_NET_NONE);
+	CHECK(sb->best_effort);
+	CHECK_EQ(sb->seccomp, IOD_SPEC_SECCOMP_PROFILE);
+	CHECK_CONTAINS(sb->seccomp_profile, "\"defaultAction\":\"SCMP_ACT_ERRNO\"");
+	CHECK_CONTAINS(sb->seccomp_profile, "\"index\":0"); /* a number, not "0" */
+	/* defaults: the secure ones, and nothing privileged */
+	const struct iod_spec_sandbox *pl = &s->services[1].sandbox;
+	CHECK(!pl->set);
+	CHECK_EQ(pl->user, IOD_SPEC_USER_DYNAMIC);
+	CHECK_EQ(pl->seccomp, IOD_SPEC_SECCOMP_DEFAULT);
+	CHECK_EQ(pl->network, IOD_SPEC_NET_AUTO);
+	CHECK_U64(pl->caps, 0);
+	char why[128];
+	CHECK(!iod_spec_service_privileged(&s->services[1], why, sizeof(why)));
+	CHECK(iod_spec_service_privileged(&s->services[0], why, sizeof(why)));
+	CHECK_CONTAINS(why, "NET_BIND_SERVICE,SYS_PTRACE");
+	CHECK(iod_spec_service_privileged(&s->services[2], why, sizeof(why)));
+	CHECK_STR(why, "runs as root, runs without seccomp");
+	/* the normal form loads to the same thing */
+	json_t *j = iod_spec_to_json(s);
+	char *text = json_dumps(j, JSON_COMPACT);
+	CHECK_CONTAINS(text, "\"sandbox\":{\"user\":\"1000:100\",\"capabilities\":"
+	                     "[\"NET_BIND_SERVICE\",\"SYS_PTRACE\"],\"seccomp\":{");
+	CHECK_CONTAINS(text, "\"network\":\"none\",\"best_effort\":true}");
+	CHECK(!strstr(strstr(text, "\"plain\""), "\"sandbox\"") ||
+	      strstr(strstr(text, "\"plain\""), "\"sandbox\"") > strstr(text, "\"boss\""));
+	struct iod_spec *s2 = NULL;
+	CHECK_EQ(iod_spec_load_buffer("t.json", text, strlen(text), &s2, &d), 0);
+	CHECK_STR(s2->services[0].sandbox.seccomp_profile, sb->seccomp_profile);
+	CHECK_EQ(s2->services[2].sandbox.user, IOD_SPEC_USER_ROOT);
+	free(text);
+	json_decref(j);
+	iod_spec_free(s2);
+	iod_spec_free(s);
+}
+
+TEST(sandbox_errors)
+{
+	struct iod_spec *s = NULL;
+	struct iod_spec_diags d;
+	const char *bad[] = {
+	    "user: nobody",
+	    "user: '-5'",
+	    "user: '1:x'",
+	    "user: 4294967295",
+	    "capabilities: [CAP_FLY]",
+	    "capabilities: [KILL, kill]",
+	    "capabilities: KILL",
+	    "network: bridge",
+	    "best_effort: maybe",
+	    "seccomp: strict",
+	    "seccomp: {defaultAction: SCMP_ACT_NOTIFY}",
+	    "seccomp: {defaultAction: SCMP_ACT_ERRNO, syscalls: [{names: [read]}]}",
+	    "colour: red"};
+	const char *want[] = {"sandbox.user",  "sandbox.user",    "sandbox.user", "sandbox.user",
+	                      "CAP_FLY",       "twice",           "list",         "sandbox.network",
+	                      "true or false", "sandbox.seccomp", "iod runs",     "action",
+	                      "unknown key"};
+	for (unsigned i = 0; i < IOD_ARRAY_LEN(bad); i++) {
+		char y[512];
+		snprintf(y, sizeof(y),
+		         "services:\n  - name: w\n    type: stateless\n    command: true\n"
+		         "    sandbox: {%s}\n",
+		         bad[i]);
+		/* flow form needs the inner mapping's braces balanced */
+		if (strchr(bad[i], '{') || strchr(bad[i], '['))
+			snprintf(y, sizeof(y),
+			         "services:\n  - name: w\n    type: stateless\n    command: true\n"
+			         "    sandbox:\n      %s\n",
+			         bad[i]);
+		int rc = iod_spec_load_buffer("t.yaml", y, strlen(y), &s, &d);
+		CHECK_MSG(rc == -EINVAL, "case %u accepted", i);
+		CHECK_MSG(d.n && strstr(d.d[0].msg, want[i]), "case %u: %s", i,
+		          d.n ? d.d[0].msg : "?");
+	}
+}
