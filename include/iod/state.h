@@ -30,7 +30,10 @@
 	X(REPLICA, "replica", "replicas")    \
 	X(ENDPOINT, "endpoint", "endpoints") \
 	X(POLICY, "policy", "policies")      \
-	X(CONFIG, "config", "configs")
+	X(CONFIG, "config", "configs")       \
+	X(TOKEN, "token", "tokens")          \
+	X(SECRET, "secret", "secrets")       \
+	X(REVOCATION, "revocation", "revocations")
 
 enum iod_state_kind {
 #define X(n, s, p) IOD_STATE_##n,
