@@ -387,6 +387,42 @@ int iod_sec_cert_inspect(const void *data, size_t len, struct iod_sec_cert_info 
  * peer presents. -EINVAL when there is none. */
 int iod_sec_cert_der(const char *pem, void **der, size_t *len);
 
+/* ---- mutual TLS on non-blocking sockets (tls.c) ---------------------------- */
+
+/*
+ * Credentials: the CA to trust (peers must chain to it and carry an
+ * identity of its cluster), our certificate and key. rotate swaps in a new
+ * certificate for sessions opened afterwards; open sessions keep theirs.
+ * Thread-safe: one credentials object may serve sessions on many threads.
+ */
+struct iod_sec_tls_creds;
+int iod_sec_tls_creds_new(const char *ca_pem, const char *cert_pem, const char *key_pem,
+                          struct iod_sec_tls_creds **out, struct iod_err *e);
+int iod_sec_tls_creds_rotate(struct iod_sec_tls_creds *c, const char *cert_pem, const char *key_pem,
+                             struct iod_err *e);
+uint64_t iod_sec_tls_creds_rotations(struct iod_sec_tls_creds *c);
+const struct iod_sec_ca *iod_sec_tls_creds_ca(const struct iod_sec_tls_creds *c);
+void iod_sec_tls_creds_free(struct iod_sec_tls_creds *c);
+
+/* One session on a connected non-blocking fd (not owned). Servers require
+ * a client certificate. want: POLLIN or POLLOUT to wait for on -EAGAIN. */
+struct iod_sec_tls;
+int iod_sec_tls_open(struct iod_sec_tls_creds *c, int fd, bool client, struct iod_sec_tls **out,
+                     struct iod_err *e);
+/* 0 when done and the peer's certificate verified; -EAGAIN; -ECONNABORTED,
+ * -EACCES (peer not of this cluster, expired...) with why in e. */
+int iod_sec_tls_handshake(struct iod_sec_tls *t, unsigned *want, struct iod_err *e);
+/* > 0 bytes, 0 (read) peer closed, -EAGAIN, or -ECONNRESET. */
+long iod_sec_tls_read(struct iod_sec_tls *t, void *buf, size_t n, unsigned *want,
+                      struct iod_err *e);
+long iod_sec_tls_write(struct iod_sec_tls *t, const void *buf, size_t n, unsigned *want,
+                       struct iod_err *e);
+/* Decrypted bytes buffered in the session (readable without the fd). */
+size_t iod_sec_tls_pending(struct iod_sec_tls *t);
+/* The verified peer (NULL before the handshake is done). */
+const struct iod_sec_cert_info *iod_sec_tls_peer(const struct iod_sec_tls *t);
+void iod_sec_tls_close(struct iod_sec_tls *t);
+
 /* ---- files: the PKI directory and the client config (files.c) ------------ */
 
 /*

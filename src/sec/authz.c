@@ -167,43 +167,21 @@ static bool revoked(const struct iod_sec_identity *id, const struct iod_state *s
 	return iod_state_value(st, IOD_STATE_REVOCATION, key) != NULL;
 }
 
-/* Replica keys a node reports about its own replica. */
-static const char *const status_keys[] = {"phase",    "ready",      "reason",   "reasons",
-                                          "restarts", "port",       "addr",     "updated_ms",
-                                          "lost_ms",  "started_ms", "exit_code"};
-/* ... and what a move of a lost node's replica (rescheduling) changes. */
-static const char *const move_keys[] = {"node",         "gpus",         "cpus",
-                                        "cpu_affinity", "mem_numa",     "nic",
-                                        "numa",         "accelerators", "accelerator_devices",
-                                        "explain",      "moved_from"};
+/*
+ * Replica keys that say whose replica it is: a node may report anything
+ * about a replica it runs (phase, health, its address, its placement on
+ * the node: the node runs it either way), but not make it another
+ * service's (and so be handed that service's spec and secrets).
+ */
+static const char *const identity_keys[] = {"service", "ordinal", "generation", "tenant"};
 
-static bool key_in(const char *k, const char *const *set, size_t n)
+/* The first identity key that differs between a and b; NULL if none. */
+static const char *changed_key(const json_t *a, const json_t *b)
 {
-	for (size_t i = 0; i < n; i++)
-		if (!strcmp(k, set[i]))
-			return true;
-	return false;
-}
-
-/* The first key that differs between a and b and is not allowed to; NULL if none. */
-static const char *changed_key(const json_t *a, const json_t *b, bool moving)
-{
-	const char *k;
-	json_t *v;
-	json_object_foreach((json_t *)a, k, v)
-	{
-		if (key_in(k, status_keys, IOD_ARRAY_LEN(status_keys)) ||
-		    (moving && key_in(k, move_keys, IOD_ARRAY_LEN(move_keys))))
-			continue;
-		if (!json_equal(v, json_object_get(b, k)))
-			return k;
-	}
-	json_object_foreach((json_t *)b, k, v)
-	{
-		if (key_in(k, status_keys, IOD_ARRAY_LEN(status_keys)) ||
-		    (moving && key_in(k, move_keys, IOD_ARRAY_LEN(move_keys))))
-			continue;
-		if (!json_object_get(a, k))
+	for (size_t i = 0; i < IOD_ARRAY_LEN(identity_keys); i++) {
+		const char *k = identity_keys[i];
+		if (!json_equal(json_object_get(a, k), json_object_get(b, k)) &&
+		    (json_object_get(a, k) || json_object_get(b, k)))
 			return k;
 	}
 	return NULL;
@@ -228,9 +206,9 @@ static int node_replica(const struct iod_sec_identity *id, const struct iod_sec_
 		if (!str_eq(new_node, id->name))
 			return deny(d, 403, id, rq, "a node cannot hand its replica to node %s",
 			            new_node ? new_node : "(none)");
-		if ((k = changed_key(old, rq->value, false)))
+		if ((k = changed_key(old, rq->value)))
 			return deny(d, 403, id, rq,
-			            "a node reports only its replicas' status; it may not change "
+			            "a node reports on its replicas; it may not change their "
 			            "\"%s\"",
 			            k);
 		return allow(d);
@@ -243,7 +221,7 @@ static int node_replica(const struct iod_sec_identity *id, const struct iod_sec_
 		            "a lost node's replica moves only to a live node, not "
 		            "%s",
 		            new_node ? new_node : "(none)");
-	if ((k = changed_key(old, rq->value, true)))
+	if ((k = changed_key(old, rq->value)))
 		return deny(d, 403, id, rq, "moving a replica may not change \"%s\"", k);
 	return allow(d);
 }
