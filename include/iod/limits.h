@@ -436,4 +436,34 @@
 /* Loads in one sweep. */
 #define IOD_SIM_SWEEP_MAX 32
 
+/* ---- sec --------------------------------------------------------------- */
+
+/* A cluster name is the SPIFFE trust domain, a DNS name: 63 is a label's
+ * limit and plenty for "prod-eu1.example". */
+#define IOD_SEC_CLUSTER_MAX 64
+/* DNS names and IP addresses in one server certificate: a host's names
+ * and addresses, a few load-balancer names. */
+#define IOD_SEC_SANS_MAX 8
+/* Ports one service policy names. */
+#define IOD_SEC_POLICY_PORTS_MAX 8
+/* Service policies one proxy enforces: hand-written rules between a few
+ * hundred services; a bigger set wants identity groups, not more rules. */
+#define IOD_SEC_POLICIES_MAX 512
+/* A certificate, key or CSR in PEM: a P-256 leaf is ~800 bytes; 16 KiB
+ * allows a few intermediates and long SAN lists. */
+#define IOD_SEC_PEM_MAX (16u << 10)
+/* Request path kept in an audit record (longer paths are cut). */
+#define IOD_SEC_AUDIT_PATH_MAX 256
+/* Audit records a server keeps in memory for GET /v1/audit; the file keeps
+ * more (IOD_SEC_AUDIT_FILE_MAX before it rotates once). */
+#define IOD_SEC_AUDIT_RING 4096
+#define IOD_SEC_AUDIT_FILE_MAX (64u << 20)
+/* One secret's value: config files and keys, not data sets. */
+#define IOD_SEC_SECRET_MAX (64u << 10)
+/* Secrets one service mounts. */
+#define IOD_SEC_SECRETS_PER_SERVICE_MAX 32
+/* Longest token lifetime: a year (kubeadm's bootstrap tokens default to a
+ * day; people's tokens live longer, never forever). */
+#define IOD_SEC_TOKEN_TTL_MAX_S (366ull * 24 * 3600)
+
 #endif

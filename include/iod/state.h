@@ -30,7 +30,10 @@
 	X(REPLICA, "replica", "replicas")    \
 	X(ENDPOINT, "endpoint", "endpoints") \
 	X(POLICY, "policy", "policies")      \
-	X(CONFIG, "config", "configs")
+	X(CONFIG, "config", "configs")       \
+	X(TOKEN, "token", "tokens")          \
+	X(SECRET, "secret", "secrets")       \
+	X(REVOCATION, "revocation", "revocations")
 
 enum iod_state_kind {
 #define X(n, s, p) IOD_STATE_##n,
@@ -207,6 +210,8 @@ struct iod_server_config {
 	bool pre_vote;                 /* raft pre-vote (Raft thesis 9.6) */
 	bool fast_votes; /* grant votes past a leader silent for T (node.c; off by default) */
 	uint32_t lease_check_ms; /* how often the leader looks for expired leases */
+	char pki_dir[IOD_PATH_MAX]; /* --pki: CA, keys (src/sec); "" = none */
+	bool insecure; /* --insecure: plaintext, no authentication (loopback only) */
 };
 
 /*

@@ -14,9 +14,12 @@
  * It must never block the loop (no synchronous network calls here) and never
  * answer a write before it is committed.
  */
+#include "auth.h"
 #include "iod/api.h"
 
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
+#include <time.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -58,6 +61,23 @@ struct req {
 	uint64_t hold_deadline_ms; /* answer "no leader" after this (0 = never held) */
 	struct req *hprev, *hnext; /* held list links */
 	char name[IOD_NAME_MAX];   /* object of a write */
+	/* security (auth.c): who sent it, and whether its answer is audited */
+	bool authed;                /* identity checked and request authorised */
+	bool audit;                 /* a write (or a denial): recorded when answered */
+	struct iod_sec_identity id; /* the caller */
+	char method[8];             /* for the audit record */
+	char url[IOD_SEC_AUDIT_PATH_MAX];
+	char detail[IOD_ERR_MSG_MAX]; /* why it was refused (audit) */
+};
+
+/* Per TCP connection (MHD's socket context): what the audit needs to know
+ * about the last answer, and the client certificate's identity, verified
+ * once per connection. */
+struct conn_ctx {
+	int last_status;                 /* status of the last answer queued */
+	bool have_cert_id;               /* cert_id is valid */
+	struct iod_sec_identity cert_id; /* from the client certificate */
+	char remote[IOD_ADDR_MAX];       /* peer address */
 };
 
 struct server {
@@ -78,6 +98,7 @@ struct server {
 	bool node_closed;                /* raft is closed: nothing more to wait for */
 	uint64_t requests[STATUS_CODES]; /* answers by status code */
 	uint64_t watch_answers;          /* watches answered */
+	struct iod_api_sec sec;          /* TLS material, authentication, audit (auth.c) */
 };
 
 static uint64_t mono_ms(void)
@@ -86,6 +107,7 @@ static uint64_t mono_ms(void)
 }
 
 static void mhd_kick(struct server *s);
+static bool sees_sensitive(const struct req *q);
 
 /* ---- answers ------------------------------------------------------------ */
 
@@ -101,6 +123,13 @@ static MHD_RESULT queue_text(struct server *s, struct MHD_Connection *c, int sta
 		return MHD_NO;
 	}
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+	if (status == 401)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+		                        "Bearer realm=\"iod\"");
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	if (ci && ci->socket_context)
+		((struct conn_ctx *)ci->socket_context)->last_status = status;
 	rc = MHD_queue_response(c, (unsigned)status, r);
 	MHD_destroy_response(r);
 	if (status > 0 && status < STATUS_CODES)
@@ -571,6 +600,24 @@ static bool watch_try(struct req *q, bool timed_out)
 		finish(q, rc == -ESTALE ? 410 : 400, a);
 		return true;
 	}
+	if (q->watch_all && !sees_sensitive(q) && json_array_size(ev)) {
+		/* tokens and sealed secrets are not a viewer's business */
+		uint64_t last = (uint64_t)json_integer_value(
+		    json_object_get(json_array_get(ev, json_array_size(ev) - 1), "rev"));
+		for (size_t i = json_array_size(ev); i-- > 0;) {
+			const char *k =
+			    json_string_value(json_object_get(json_array_get(ev, i), "kind"));
+			enum iod_state_kind sk;
+			if (k && !iod_state_kind_parse(k, &sk) &&
+			    iod_sec_resource_sensitive(iod_sec_resource_of_kind(sk)))
+				json_array_remove(ev, i);
+		}
+		if (!json_array_size(ev) && !timed_out) {
+			q->after_rev = last;
+			json_decref(ev);
+			return false;
+		}
+	}
 	if (json_array_size(ev) == 0 && !timed_out) {
 		json_decref(ev);
 		return false;
@@ -700,6 +747,263 @@ static MHD_RESULT fenced_read(struct req *q, enum iod_state_kind k, bool list)
 	return MHD_YES;
 }
 
+/* ---- security: who is asking, may they (auth.c, src/sec/) ---------------- */
+
+static struct conn_ctx *conn_ctx_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+static json_t *denied_json(const struct iod_sec_identity *id, int status, const char *reason)
+{
+	char who[IOD_NAME_MAX + 16];
+	iod_sec_identity_subject(id, who, sizeof(who));
+	return json_pack("{s:s, s:s, s:s, s:i}", "error", reason, "identity", who, "via",
+	                 id->via[0] ? id->via : "none", "status", status);
+}
+
+/* Writes are audited, and so is every refusal; lease renewals are not
+ * (every agent renews several times a second: they would drown the trail). */
+static bool audited_write(const char *method, const char *url)
+{
+	if (!strcmp(method, "GET") || !strcmp(method, "HEAD"))
+		return false;
+	return !(!strcmp(method, "PUT") && !strncmp(url, "/v1/leases/", 11));
+}
+
+/*
+ * Authenticate and authorise q before it is routed. Returns true when q may
+ * go on (q->id set); false when an answer was queued (*rc holds it).
+ */
+static bool access_ok(struct req *q, const char *url, const char *method, MHD_RESULT *rc)
+{
+	struct server *s = q->srv;
+	struct conn_ctx *cc = conn_ctx_of(q->conn);
+	struct iod_sec_request rq;
+	struct iod_sec_decision d;
+	char name[IOD_NAME_MAX], why[IOD_ERR_MSG_MAX];
+	json_t *value = NULL;
+	const char *watch = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "watch");
+	const struct iod_state *st = iod_node_state(s->node);
+	int c;
+
+	snprintf(q->method, sizeof(q->method), "%s", method);
+	snprintf(q->url, sizeof(q->url), "%s", url);
+	q->audit = audited_write(method, url);
+	c = iod_api_classify(method, url, watch, q->body.data, q->body.len, &rq, name, sizeof(name),
+	                     NULL);
+	if (c == -ENOENT) { /* public */
+		iod_sec_identity_anonymous(&q->id);
+		q->audit = false;
+		return true;
+	}
+	bool has_auth = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Authorization");
+	int ir;
+	if (!has_auth && cc && cc->have_cert_id) {
+		q->id = cc->cert_id;
+		ir = 0;
+	} else {
+		ir = iod_api_sec_identify(&s->sec, q->conn, st, &q->id, why, sizeof(why));
+		if (!ir && !has_auth && cc && q->id.kind != IOD_SEC_KIND_ANONYMOUS) {
+			cc->cert_id = q->id;
+			cc->have_cert_id = true;
+		}
+	}
+	if (ir == -ENOENT && !iod_node_is_leader(s->node)) {
+		/* a token this follower has not applied yet: ask the leader */
+		json_decref(value);
+		q->audit = false;
+		*rc = not_leader(q);
+		return false;
+	}
+	if (ir) {
+		json_decref(value);
+		q->audit = true;
+		snprintf(q->detail, sizeof(q->detail), "%s", why);
+		*rc = queue_json(s, q->conn, 401, denied_json(&q->id, 401, why));
+		return false;
+	}
+	if (c == 1) { /* any authenticated caller (whoami, unknown paths) */
+		json_decref(value);
+		if (q->id.kind != IOD_SEC_KIND_ANONYMOUS)
+			return true;
+		q->audit = true;
+		iod_sec_authorize(&q->id, &rq, &d);
+		snprintf(q->detail, sizeof(q->detail), "%s", d.reason);
+		*rc = queue_json(s, q->conn, 401, denied_json(&q->id, 401, d.reason));
+		return false;
+	}
+	rq.state = st;
+	/* only a node's writes are judged by what they write */
+	if (q->id.kind == IOD_SEC_KIND_NODE && rq.verb == IOD_SEC_VERB_PUT && q->body.len)
+		value = json_loadb(q->body.data, q->body.len, 0, NULL);
+	rq.value = value;
+	struct iod_sec_identity subject;
+	json_t *qv = NULL;
+	if (rq.res == IOD_SEC_RES_CERTIFICATE) {
+		struct iod_err e = {0};
+		json_t *b = q->body.len ? json_loadb(q->body.data, q->body.len, 0, NULL) : NULL;
+		int sr = iod_api_sec_cert_subject(b, s->sec.cluster, &subject, &e);
+		json_decref(b);
+		if (sr) {
+			json_decref(value);
+			*rc = queue_err(s, q->conn, 400, err_json("%s", e.msg));
+			return false;
+		}
+		rq.subject = &subject;
+	} else if (rq.res == IOD_SEC_RES_SECRET_VALUE) {
+		const char *rep =
+		    MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "replica");
+		qv = json_pack("{s:s}", "replica", rep ? rep : "");
+		rq.value = qv;
+	}
+	int ar = iod_sec_authorize(&q->id, &rq, &d);
+	json_decref(value);
+	json_decref(qv);
+	if (ar) {
+		q->audit = true;
+		snprintf(q->detail, sizeof(q->detail), "%s", d.reason);
+		*rc = queue_json(s, q->conn, d.status, denied_json(&q->id, d.status, d.reason));
+		return false;
+	}
+	return true;
+}
+
+/* Sensitive kinds leave watches and all-kinds lists of non-admins. */
+static bool sees_sensitive(const struct req *q)
+{
+	return !q->srv->sec.on || q->id.role == IOD_SEC_ROLE_ADMIN;
+}
+
+static MHD_RESULT do_whoami(struct req *q)
+{
+	char uri[512] = "", who[IOD_NAME_MAX * 3];
+	iod_sec_identity_uri(&q->id, uri, sizeof(uri));
+	iod_sec_identity_format(&q->id, who, sizeof(who));
+	json_t *j =
+	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "kind", iod_sec_kind_name(q->id.kind),
+	              "name", q->id.name, "role", iod_sec_role_name(q->id.role), "via", q->id.via,
+	              "uri", uri, "description", who);
+	if (q->id.kind == IOD_SEC_KIND_SERVICE)
+		json_object_set_new(j, "tenant", json_string(q->id.tenant));
+	return queue_json(q->srv, q->conn, 200, j);
+}
+
+static MHD_RESULT do_ca(struct req *q)
+{
+	struct server *s = q->srv;
+	if (!s->sec.ca_pem)
+		return queue_err(s, q->conn, 404,
+		                 err_json("this server runs --insecure: it has no CA"));
+	json_t *j = json_pack("{s:s, s:s}", "cluster", s->sec.cluster, "ca", s->sec.ca_pem);
+	return queue_json(s, q->conn, 200, j);
+}
+
+static MHD_RESULT do_audit(struct req *q)
+{
+	uint64_t after = 0, limit = 1000;
+	bool bad = false;
+	query_u64(q->conn, "after", &after, &bad);
+	query_u64(q->conn, "limit", &limit, &bad);
+	if (bad)
+		return queue_err(q->srv, q->conn, 400,
+		                 err_json("audit: after and limit must be non-negative integers"));
+	json_t *j = iod_api_sec_audit_list(&q->srv->sec, after,
+	                                   (uint32_t)IOD_MIN(limit, (uint64_t)IOD_SEC_AUDIT_RING));
+	json_object_set_new(j, "server", json_string(q->srv->cfg.api_addr));
+	return queue_json(q->srv, q->conn, 200, j);
+}
+
+static MHD_RESULT do_certificate(struct req *q)
+{
+	struct server *s = q->srv;
+	struct iod_sec_identity subject;
+	struct iod_err e = {0};
+	json_t *answer = NULL, *b = NULL, *err = NULL;
+
+	if (!(b = body_json(q, &err)))
+		return queue_err(s, q->conn, 400, err);
+	if (iod_api_sec_cert_subject(b, s->sec.cluster, &subject, &e)) {
+		json_decref(b);
+		return queue_err(s, q->conn, 400, err_json("%s", e.msg));
+	}
+	/* a join token cannot take over a node that is registered and alive */
+	if (q->id.kind == IOD_SEC_KIND_BOOTSTRAP && subject.kind == IOD_SEC_KIND_NODE &&
+	    iod_state_value(iod_node_state(s->node), IOD_STATE_NODE, subject.name)) {
+		json_decref(b);
+		return queue_err(s, q->conn, 409,
+		                 err_json("node %s is registered and alive: a join token cannot "
+		                          "take over its name (revoke it first, or pick another "
+		                          "--name)",
+		                          subject.name));
+	}
+	int rc = iod_api_sec_cert_sign(&s->sec, b, &subject, (uint64_t)time(NULL), &answer, &e);
+	json_decref(b);
+	if (rc)
+		return queue_err(s, q->conn, rc == -EPERM ? 503 : 400, err_json("%s", e.msg));
+	return queue_json(s, q->conn, 200, answer);
+}
+
+static MHD_RESULT do_token_create(struct req *q)
+{
+	struct server *s = q->srv;
+	struct iod_err e = {0};
+	char id[32], token[IOD_SEC_TOKEN_LEN + 1];
+	json_t *value = NULL, *err = NULL, *b;
+
+	if (!s->sec.on)
+		return queue_err(s, q->conn, 400,
+		                 err_json("this server runs --insecure: tokens need --pki"));
+	if (!(b = body_json(q, &err)))
+		return queue_err(s, q->conn, 400, err);
+	int rc = iod_api_sec_token_new(b, &q->id, iod_time_unix_ns() / IOD_NS_PER_MS, id,
+	                               sizeof(id), token, sizeof(token), &value, &e);
+	json_decref(b);
+	if (rc)
+		return queue_err(s, q->conn, 400, err_json("%s", e.msg));
+	if (!iod_node_is_leader(s->node)) {
+		json_decref(value);
+		return not_leader(q);
+	}
+	char *cmd = iod_state_cmd_put(IOD_STATE_TOKEN, id, value, 0, 0);
+	q->extra = json_pack("{s:s, s:s, s:O}", "token", token, "id", id, "record", value);
+	json_object_del(json_object_get(q->extra, "record"), "hash");
+	memset(token, 0, sizeof(token));
+	json_decref(value);
+	return propose(q, cmd);
+}
+
+static MHD_RESULT do_secret_value(struct req *q, const char *name)
+{
+	struct server *s = q->srv;
+	struct iod_err e = {0};
+	const json_t *v = iod_state_value(iod_node_state(s->node), IOD_STATE_SECRET, name);
+	const char *sealed = NULL;
+	void *plain = NULL;
+	size_t n = 0;
+
+	if (!v || iod_json_get_str(v, "sealed", &sealed))
+		return queue_err(s, q->conn, 404, err_json("secret %s not found", name));
+	if (!s->sec.has_secrets_key)
+		return queue_err(s, q->conn, 503,
+		                 err_json("this server has no secrets key (PKI secrets.key)"));
+	if (iod_sec_open(s->sec.secrets_key, name, sealed, &plain, &n, &e))
+		return queue_err(s, q->conn, 500, err_json("%s", e.msg));
+	gnutls_datum_t in = {plain, (unsigned)n}, b64 = {0};
+	int rc = gnutls_base64_encode2(&in, &b64);
+	memset(plain, 0, n);
+	free(plain);
+	if (rc)
+		return queue_err(s, q->conn, 500, err_json("out of memory"));
+	json_t *j =
+	    json_pack("{s:s, s:s#}", "name", name, "data", (const char *)b64.data, (int)b64.size);
+	memset(b64.data, 0, b64.size);
+	gnutls_free(b64.data);
+	return queue_json(s, q->conn, 200, j);
+}
+
 /* ---- routing ------------------------------------------------------------ */
 
 static MHD_RESULT unknown_kind(struct server *s, struct MHD_Connection *c, const char *kind)
@@ -786,6 +1090,22 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 			return queue_err(s, c, 405, err_json("txn: POST /v1/txn"));
 		return do_txn(q);
 	}
+	if (!strcmp(seg[0], "whoami") && nseg == 1 && is_get)
+		return do_whoami(q);
+	if (!strcmp(seg[0], "ca") && nseg == 1 && is_get)
+		return do_ca(q);
+	if (!strcmp(seg[0], "audit") && nseg == 1 && is_get)
+		return do_audit(q);
+	if (!strcmp(seg[0], "certificates") && nseg == 1) {
+		if (strcmp(method, "POST"))
+			return queue_err(
+			    s, c, 405, err_json("certificates: POST /v1/certificates with a CSR"));
+		return do_certificate(q);
+	}
+	if (!strcmp(seg[0], "secret-values") && nseg == 2 && is_get)
+		return do_secret_value(q, seg[1]);
+	if (!strcmp(seg[0], "tokens") && nseg == 1 && !strcmp(method, "POST"))
+		return do_token_create(q);
 	if (!strcmp(seg[0], "leases") && nseg <= 2)
 		return do_lease(q, method, nseg == 2 ? seg[1] : NULL);
 	if (!strcmp(seg[0], "members") && nseg <= 2)
@@ -892,6 +1212,12 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *ur
 		                            "server is shutting down; retry another server",
 		                            "not_leader", 1, "leader", ""));
 	}
+	if (!q->authed) {
+		MHD_RESULT rc = MHD_NO;
+		if (!access_ok(q, url, method, &rc))
+			return rc;
+		q->authed = true;
+	}
 	return route(q, url, method);
 }
 
@@ -900,10 +1226,18 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
 	struct req *q = *con_cls;
 	(void)cls;
-	(void)conn;
-	(void)toe;
 	if (!q)
 		return;
+	if (q->audit && q->method[0]) {
+		struct conn_ctx *cc = conn_ctx_of(conn);
+		int status = cc ? cc->last_status : 0;
+		const char *why = q->detail[0] ? q->detail : NULL;
+		if (!why && q->answer)
+			iod_json_get_str(q->answer, "error", &why);
+		iod_api_sec_audit(&q->srv->sec, &q->id, q->method, q->url,
+		                  toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? status : 499,
+		                  cc ? cc->remote : "", why);
+	}
 	watch_unlink(q);
 	held_unlink(q);
 	iod_buf_free(&q->body);
@@ -941,6 +1275,31 @@ static void mhd_poll_cb(uv_poll_t *h, int status, int events)
 	mhd_timer_cb(&s->mhd_timer);
 }
 
+/* Per-connection context: allocated when MHD accepts, freed when it closes. */
+static void conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                        enum MHD_ConnectionNotificationCode toe)
+{
+	(void)cls;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		struct conn_ctx *cc = calloc(1, sizeof(*cc));
+		const union MHD_ConnectionInfo *ci =
+		    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		if (cc && ci && ci->client_addr) {
+			char host[INET6_ADDRSTRLEN] = "", port[8] = "";
+			socklen_t l = ci->client_addr->sa_family == AF_INET6
+			                  ? sizeof(struct sockaddr_in6)
+			                  : sizeof(struct sockaddr_in);
+			if (!getnameinfo(ci->client_addr, l, host, sizeof(host), port, sizeof(port),
+			                 NI_NUMERICHOST | NI_NUMERICSERV))
+				snprintf(cc->remote, sizeof(cc->remote), "%s:%s", host, port);
+		}
+		*socket_context = cc;
+	} else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		free(*socket_context);
+		*socket_context = NULL;
+	}
+}
+
 static int mhd_start(struct server *s, struct iod_err *e)
 {
 	char host[IOD_ADDR_MAX], port[16];
@@ -955,13 +1314,26 @@ static int mhd_start(struct server *s, struct iod_err *e)
 	strcpy(port, colon + 1);
 	if ((rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai)))
 		return iod_err_set(e, -EINVAL, "--api %s: %s", s->cfg.api_addr, gai_strerror(rc));
-	s->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-	                              (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
-	                          0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-	                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)IOD_API_CONNECTIONS_MAX,
-	                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IOD_API_CONN_TIMEOUT_S,
-	                          MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-	                          MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+	unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+	                 (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+	if (s->sec.on) /* HTTPS; client certificates are asked for, not required (tokens) */
+		s->mhd = MHD_start_daemon(
+		    flags | MHD_USE_TLS, 0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR,
+		    ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)IOD_API_CONNECTIONS_MAX,
+		    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IOD_API_CONN_TIMEOUT_S,
+		    MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+		    conn_notify, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
+		    MHD_OPTION_HTTPS_MEM_KEY, s->sec.key_pem, MHD_OPTION_HTTPS_MEM_CERT,
+		    s->sec.cert_pem, MHD_OPTION_HTTPS_MEM_TRUST, s->sec.ca_pem,
+		    MHD_OPTION_HTTPS_PRIORITIES, "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2",
+		    MHD_OPTION_END);
+	else
+		s->mhd = MHD_start_daemon(
+		    flags, 0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+		    MHD_OPTION_CONNECTION_LIMIT, (unsigned)IOD_API_CONNECTIONS_MAX,
+		    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IOD_API_CONN_TIMEOUT_S,
+		    MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+		    conn_notify, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (!s->mhd)
 		return iod_err_set(e, -EADDRINUSE,
@@ -1087,6 +1459,15 @@ int iod_api_server_run(const struct iod_server_config *c, struct iod_err *e)
 	uv_signal_init(&s->loop, &s->sigint);
 	s->sigterm.data = s->sigint.data = s;
 
+	if ((rc = iod_api_sec_init(&s->sec, c, e))) {
+		free(s);
+		return rc;
+	}
+	if (!s->sec.on)
+		IOD_WARN("server",
+		         "--insecure: plaintext API on %s, everyone on this machine is "
+		         "admin",
+		         c->api_addr);
 	rc = iod_node_start(&s->node, &s->loop, c, e);
 	if (rc)
 		goto fail;
@@ -1106,11 +1487,13 @@ int iod_api_server_run(const struct iod_server_config *c, struct iod_err *e)
 			uv_queue_work(&s->loop, &j->w, join_run, join_done);
 		}
 	}
-	IOD_INFO("server", "id %llu: raft %s, API http://%s/v1/status, data %s",
-	         (unsigned long long)c->id, c->raft_addr, c->api_addr, c->data_dir);
+	IOD_INFO("server", "id %llu: raft %s, API %s://%s/v1/status, data %s%s%s",
+	         (unsigned long long)c->id, c->raft_addr, s->sec.on ? "https" : "http", c->api_addr,
+	         c->data_dir, s->sec.on ? ", cluster " : "", s->sec.cluster);
 	uv_run(&s->loop, UV_RUN_DEFAULT);
 	uv_loop_close(&s->loop);
 	iod_node_free(s->node);
+	iod_api_sec_free(&s->sec);
 	free(s);
 	return 0;
 fail:

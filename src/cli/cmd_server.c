@@ -19,7 +19,8 @@ static void usage(FILE *f)
 	        "                  [--peers ID=RAFT[@API],...] [--join API_HOST:PORT]\n"
 	        "                  [--election-timeout 30ms] [--heartbeat 3ms] [--no-pre-vote]\n"
 	        "                  [--fast-votes]\n"
-	        "                  [--snapshot-threshold N] [--snapshot-trailing N]\n\n"
+	        "                  [--snapshot-threshold N] [--snapshot-trailing N]\n"
+	        "                  --pki DIR | --insecure\n\n"
 	        "Run one control-plane member: Raft (canonical raft, libuv) + the cluster\n"
 	        "state machine + the HTTP/JSON API.\n\n"
 	        "Forming a cluster:\n"
@@ -39,7 +40,15 @@ static void usage(FILE *f)
 	        "  (not only when this server's own timer fires): the election no longer waits\n"
 	        "  for the later of two timers, but a leader stall just over the timeout may\n"
 	        "  then cost an election (off by default).\n"
-	        "SIGTERM/SIGINT: a leader transfers leadership first, then the server exits.\n");
+	        "SIGTERM/SIGINT: a leader transfers leadership first, then the server exits.\n\n"
+	        "Security (docs/security.md):\n"
+	        "  --pki DIR    the cluster's PKI (`iod init`): the API is served over HTTPS and\n"
+	        "               every request needs a client certificate or a bearer token;\n"
+	        "               Raft peers authenticate each other by certificate. The server's\n"
+	        "               own certificate is issued from DIR/ca.key at start.\n"
+	        "  --insecure   plaintext and no authentication: anyone who can connect is\n"
+	        "               admin. Refused unless --api and --raft are loopback addresses.\n"
+	        "One of the two is required.\n");
 }
 
 static int parse_ms(const char *opt, const char *v, uint32_t *out)
@@ -80,6 +89,8 @@ int cmd_server(int argc, char **argv)
 	    {"fast-votes", no_argument, NULL, 'F'},
 	    {"snapshot-threshold", required_argument, NULL, 'S'},
 	    {"snapshot-trailing", required_argument, NULL, 'T'},
+	    {"pki", required_argument, NULL, 'K'},
+	    {"insecure", no_argument, NULL, 'I'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -140,6 +151,11 @@ int cmd_server(int argc, char **argv)
 				c.snapshot_trailing = (uint32_t)v;
 			break;
 		}
+		case 'K':
+			if (iod_strlcpy(c.pki_dir, optarg, sizeof(c.pki_dir)))
+				return iod_cli_fail("server", IOD_EXIT_INVALID, "--pki too long");
+			break;
+		case 'I': c.insecure = true; break;
 		case 'h': usage(stdout); return IOD_EXIT_OK;
 		default: usage(stderr); return IOD_EXIT_INVALID;
 		}
@@ -154,6 +170,9 @@ int cmd_server(int argc, char **argv)
 		                    "--heartbeat (%u ms) must be shorter than --election-timeout "
 		                    "(%u ms); a tenth of it is usual",
 		                    c.heartbeat_timeout_ms, c.election_timeout_ms);
+	if (c.insecure && c.pki_dir[0])
+		return iod_cli_fail("server", IOD_EXIT_INVALID,
+		                    "--pki and --insecure are exclusive");
 	if (c.peers_n) {
 		bool self = false;
 		for (uint32_t i = 0; i < c.peers_n; i++) {

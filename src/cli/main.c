@@ -14,6 +14,8 @@
 
 /* name, function, one-line summary, issue that builds it. */
 #define IOD_COMMANDS(X)                                                             \
+	X(init, "create a cluster CA, an admin credential and a client context")    \
+	X(cert, "issue certificates from the cluster CA; show a certificate")       \
 	X(validate, "check a spec file and print it normalized")                    \
 	X(topo, "show a node's hardware topology (GPUs, NVLink, PCIe, NUMA, NICs)") \
 	X(schedule, "place a spec onto modelled nodes without a cluster")           \

@@ -1,0 +1,271 @@
+/*
+ * tls.c: mutual TLS sessions on non-blocking sockets (GnuTLS), for the
+ * connections iod makes between its own processes: Raft between servers
+ * (through the transport's stream seam) and the mesh between proxies.
+ *
+ * Both sides present a certificate from the cluster CA and both verify
+ * the other's, then the peer's identity (its spiffe:// URI) is what callers
+ * authorise on, not a host name: a Raft peer must be "server <id>", a mesh
+ * peer a service of the cluster. Credentials are reference counted and
+ * replaceable: a rotated certificate is used by sessions opened after the
+ * swap while open sessions keep the one they started with, so rotation
+ * drops no connection.
+ *
+ * Shell code (sockets through GnuTLS); it reads the wall clock only to
+ * check the peer certificate's validity. It never blocks: every call
+ * returns -EAGAIN with the direction to wait for.
+ */
+#include "iod/sec.h"
+
+#include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* TLS 1.3 and 1.2 only, GnuTLS' NORMAL cipher suites otherwise. */
+#define TLS_PRIORITY "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+
+/* One certificate + key + CA as GnuTLS credentials (shared by sessions). */
+struct creds {
+	gnutls_certificate_credentials_t x509; /* our chain and the CA to trust */
+	unsigned refs;                         /* sessions + the holder */
+};
+
+struct iod_sec_tls_creds {
+	pthread_mutex_t mu;     /* guards cur (rotation vs. new sessions) */
+	struct creds *cur;      /* what new sessions use */
+	struct iod_sec_ca *ca;  /* verification of peers (cluster and chain) */
+	gnutls_priority_t prio; /* TLS versions and suites */
+	uint64_t rotations;     /* times the certificate was replaced */
+};
+
+struct iod_sec_tls {
+	gnutls_session_t s;              /* the session */
+	struct iod_sec_tls_creds *owner; /* where the credentials came from */
+	struct creds *cr;                /* the credentials this session holds */
+	bool handshaken;                 /* handshake done and peer verified */
+	struct iod_sec_cert_info peer;   /* the peer's verified identity */
+};
+
+static void creds_unref(struct iod_sec_tls_creds *o, struct creds *c)
+{
+	bool last;
+	pthread_mutex_lock(&o->mu);
+	last = --c->refs == 0;
+	pthread_mutex_unlock(&o->mu);
+	if (last) {
+		gnutls_certificate_free_credentials(c->x509);
+		free(c);
+	}
+}
+
+static int creds_make(const char *ca_pem, const char *cert_pem, const char *key_pem,
+                      struct creds **out, struct iod_err *e)
+{
+	struct creds *c = calloc(1, sizeof(*c));
+	int rc;
+	if (!c || gnutls_certificate_allocate_credentials(&c->x509)) {
+		free(c);
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	}
+	gnutls_datum_t ca = {(unsigned char *)ca_pem, (unsigned)strlen(ca_pem)};
+	gnutls_datum_t crt = {(unsigned char *)cert_pem, (unsigned)strlen(cert_pem)};
+	gnutls_datum_t key = {(unsigned char *)key_pem, (unsigned)strlen(key_pem)};
+	if ((rc = gnutls_certificate_set_x509_trust_mem(c->x509, &ca, GNUTLS_X509_FMT_PEM)) < 1 ||
+	    (rc = gnutls_certificate_set_x509_key_mem(c->x509, &crt, &key, GNUTLS_X509_FMT_PEM)) <
+	        0) {
+		gnutls_certificate_free_credentials(c->x509);
+		free(c);
+		return iod_err_set(e, -EINVAL, "TLS credentials: %s",
+		                   rc < 0 ? gnutls_strerror(rc) : "no CA certificate");
+	}
+	c->refs = 1;
+	*out = c;
+	return 0;
+}
+
+int iod_sec_tls_creds_new(const char *ca_pem, const char *cert_pem, const char *key_pem,
+                          struct iod_sec_tls_creds **out, struct iod_err *e)
+{
+	struct iod_sec_tls_creds *o = calloc(1, sizeof(*o));
+	int rc;
+
+	*out = NULL;
+	if (!o)
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	pthread_mutex_init(&o->mu, NULL);
+	if ((rc = iod_sec_ca_load(ca_pem, NULL, &o->ca, e)) ||
+	    (rc = creds_make(ca_pem, cert_pem, key_pem, &o->cur, e))) {
+		iod_sec_tls_creds_free(o);
+		return rc;
+	}
+	if (gnutls_priority_init(&o->prio, TLS_PRIORITY, NULL)) {
+		iod_sec_tls_creds_free(o);
+		return iod_err_set(e, -EIO, "GnuTLS does not know priority %s", TLS_PRIORITY);
+	}
+	*out = o;
+	return 0;
+}
+
+int iod_sec_tls_creds_rotate(struct iod_sec_tls_creds *o, const char *cert_pem, const char *key_pem,
+                             struct iod_err *e)
+{
+	struct creds *c = NULL, *old;
+	int rc = creds_make(iod_sec_ca_cert_pem(o->ca), cert_pem, key_pem, &c, e);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&o->mu);
+	old = o->cur;
+	o->cur = c;
+	o->rotations++;
+	pthread_mutex_unlock(&o->mu);
+	creds_unref(o, old); /* open sessions keep theirs until they close */
+	return 0;
+}
+
+uint64_t iod_sec_tls_creds_rotations(struct iod_sec_tls_creds *o)
+{
+	pthread_mutex_lock(&o->mu);
+	uint64_t n = o->rotations;
+	pthread_mutex_unlock(&o->mu);
+	return n;
+}
+
+const struct iod_sec_ca *iod_sec_tls_creds_ca(const struct iod_sec_tls_creds *o)
+{
+	return o->ca;
+}
+
+void iod_sec_tls_creds_free(struct iod_sec_tls_creds *o)
+{
+	if (!o)
+		return;
+	if (o->cur)
+		creds_unref(o, o->cur);
+	if (o->prio)
+		gnutls_priority_deinit(o->prio);
+	iod_sec_ca_free(o->ca);
+	pthread_mutex_destroy(&o->mu);
+	free(o);
+}
+
+int iod_sec_tls_open(struct iod_sec_tls_creds *o, int fd, bool client, struct iod_sec_tls **out,
+                     struct iod_err *e)
+{
+	struct iod_sec_tls *t = calloc(1, sizeof(*t));
+	int rc;
+
+	*out = NULL;
+	if (!t)
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	if ((rc = gnutls_init(&t->s, (client ? GNUTLS_CLIENT : GNUTLS_SERVER) | GNUTLS_NONBLOCK |
+	                                 GNUTLS_NO_SIGNAL))) {
+		free(t);
+		return iod_err_set(e, -ENOMEM, "TLS session: %s", gnutls_strerror(rc));
+	}
+	pthread_mutex_lock(&o->mu);
+	t->cr = o->cur;
+	t->cr->refs++;
+	pthread_mutex_unlock(&o->mu);
+	t->owner = o;
+	gnutls_priority_set(t->s, o->prio);
+	gnutls_credentials_set(t->s, GNUTLS_CRD_CERTIFICATE, t->cr->x509);
+	if (!client)
+		gnutls_certificate_server_set_request(t->s, GNUTLS_CERT_REQUIRE);
+	gnutls_transport_set_int(t->s, fd);
+	*out = t;
+	return 0;
+}
+
+static unsigned want_of(gnutls_session_t s)
+{
+	return gnutls_record_get_direction(s) ? POLLOUT : POLLIN;
+}
+
+/* Verify the peer's chain against the cluster CA and map its identity. */
+static int verify_peer(struct iod_sec_tls *t, struct iod_err *e)
+{
+	unsigned n = 0;
+	const gnutls_datum_t *chain = gnutls_certificate_get_peers(t->s, &n);
+	if (!chain || !n)
+		return iod_err_set(e, -EACCES, "the peer presented no certificate");
+	return iod_sec_ca_verify_der(t->owner->ca, chain[0].data, chain[0].size,
+	                             (uint64_t)time(NULL), &t->peer, e);
+}
+
+int iod_sec_tls_handshake(struct iod_sec_tls *t, unsigned *want, struct iod_err *e)
+{
+	int rc;
+	if (t->handshaken)
+		return 0;
+	do {
+		rc = gnutls_handshake(t->s);
+	} while (rc == GNUTLS_E_INTERRUPTED);
+	if (rc == GNUTLS_E_AGAIN) {
+		*want = want_of(t->s);
+		return -EAGAIN;
+	}
+	if (rc < 0)
+		return iod_err_set(e, -ECONNABORTED, "TLS handshake: %s", gnutls_strerror(rc));
+	if ((rc = verify_peer(t, e)))
+		return rc;
+	t->handshaken = true;
+	return 0;
+}
+
+long iod_sec_tls_read(struct iod_sec_tls *t, void *buf, size_t n, unsigned *want, struct iod_err *e)
+{
+	ssize_t r;
+	do {
+		r = gnutls_record_recv(t->s, buf, n);
+	} while (r == GNUTLS_E_INTERRUPTED);
+	if (r >= 0)
+		return (long)r;
+	if (r == GNUTLS_E_AGAIN) {
+		*want = want_of(t->s);
+		return -EAGAIN;
+	}
+	if (r == GNUTLS_E_PREMATURE_TERMINATION)
+		return 0; /* the peer closed without close_notify: EOF for a stream */
+	return iod_err_set(e, -ECONNRESET, "TLS read: %s", gnutls_strerror((int)r));
+}
+
+long iod_sec_tls_write(struct iod_sec_tls *t, const void *buf, size_t n, unsigned *want,
+                       struct iod_err *e)
+{
+	ssize_t r;
+	do {
+		r = gnutls_record_send(t->s, buf, n);
+	} while (r == GNUTLS_E_INTERRUPTED);
+	if (r >= 0)
+		return (long)r;
+	if (r == GNUTLS_E_AGAIN) {
+		*want = want_of(t->s);
+		return -EAGAIN;
+	}
+	return iod_err_set(e, -ECONNRESET, "TLS write: %s", gnutls_strerror((int)r));
+}
+
+size_t iod_sec_tls_pending(struct iod_sec_tls *t)
+{
+	return gnutls_record_check_pending(t->s);
+}
+
+const struct iod_sec_cert_info *iod_sec_tls_peer(const struct iod_sec_tls *t)
+{
+	return t->handshaken ? &t->peer : NULL;
+}
+
+void iod_sec_tls_close(struct iod_sec_tls *t)
+{
+	if (!t)
+		return;
+	/* best effort: a non-blocking close_notify, never waited for */
+	gnutls_bye(t->s, GNUTLS_SHUT_WR);
+	gnutls_deinit(t->s);
+	creds_unref(t->owner, t->cr);
+	free(t);
+}

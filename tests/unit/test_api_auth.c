@@ -1,0 +1,169 @@
+/*
+ * test_api_auth.c: the API's security shell: loopback detection (what may
+ * run without TLS), the classifier that turns method and path into verb x
+ * resource, token issuing, and the audit ring.
+ */
+#include "harness.h"
+#include "api/auth.h"
+
+#include <stdlib.h>
+
+TEST(loopback_addresses)
+{
+	CHECK(iod_api_addr_is_loopback("127.0.0.1:7400"));
+	CHECK(iod_api_addr_is_loopback("127.9.8.7:1"));
+	CHECK(iod_api_addr_is_loopback("localhost:7400"));
+	CHECK(iod_api_addr_is_loopback("[::1]:7400"));
+	CHECK(!iod_api_addr_is_loopback("0.0.0.0:7400"));
+	CHECK(!iod_api_addr_is_loopback(":7400"));
+	CHECK(!iod_api_addr_is_loopback("10.0.0.1:7400"));
+	CHECK(!iod_api_addr_is_loopback("[::]:7400"));
+	CHECK(!iod_api_addr_is_loopback("example.com:7400"));
+}
+
+TEST(insecure_refuses_non_loopback_naming_the_flag)
+{
+	struct iod_server_config c;
+	struct iod_api_sec s;
+	struct iod_err e = {0};
+	iod_server_config_default(&c);
+	c.insecure = true;
+	snprintf(c.data_dir, sizeof(c.data_dir), "%s/d", iod_test_tmpdir());
+	snprintf(c.api_addr, sizeof(c.api_addr), "0.0.0.0:7400");
+	snprintf(c.raft_addr, sizeof(c.raft_addr), "127.0.0.1:7300");
+	CHECK_EQ(iod_api_sec_init(&s, &c, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "--api 0.0.0.0:7400");
+	snprintf(c.api_addr, sizeof(c.api_addr), "127.0.0.1:7400");
+	snprintf(c.raft_addr, sizeof(c.raft_addr), "10.1.2.3:7300");
+	CHECK_EQ(iod_api_sec_init(&s, &c, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "--raft 10.1.2.3:7300");
+	/* no --pki and no --insecure: refused even on loopback */
+	c.insecure = true;
+	snprintf(c.raft_addr, sizeof(c.raft_addr), "127.0.0.1:7300");
+	CHECK_EQ(iod_api_sec_init(&s, &c, &e), 0);
+	CHECK(!s.on);
+	iod_api_sec_free(&s);
+}
+
+static int classify(const char *method, const char *url, const char *body,
+                    struct iod_sec_request *rq, char *name)
+{
+	json_t *v = NULL;
+	int rc = iod_api_classify(method, url, NULL, body, body ? strlen(body) : 0, rq, name,
+	                          IOD_NAME_MAX, &v);
+	json_decref(v);
+	return rc;
+}
+
+TEST(classify_paths)
+{
+	struct iod_sec_request rq;
+	char name[IOD_NAME_MAX];
+	CHECK_EQ(classify("POST", "/v1/deploy", "x", &rq, name), 0);
+	CHECK_EQ(rq.res, IOD_SEC_RES_DEPLOY);
+	CHECK_EQ(rq.verb, IOD_SEC_VERB_CREATE);
+	CHECK_EQ(classify("PUT", "/v1/service/web", "{}", &rq, name), 0);
+	CHECK_EQ(rq.res, IOD_SEC_RES_SERVICE);
+	CHECK_EQ(rq.verb, IOD_SEC_VERB_PUT);
+	CHECK_STR(name, "web");
+	CHECK_EQ(classify("GET", "/v1/replicas", NULL, &rq, name), 0);
+	CHECK_EQ(rq.verb, IOD_SEC_VERB_LIST);
+	CHECK_EQ(classify("DELETE", "/v1/members/3", NULL, &rq, name), 0);
+	CHECK_EQ(rq.res, IOD_SEC_RES_MEMBER);
+	CHECK_EQ(rq.verb, IOD_SEC_VERB_DELETE);
+	CHECK_STR(name, "3");
+	CHECK_EQ(classify("POST", "/v1/members", "{\"id\": 4, \"raft\": \"x:1\"}", &rq, name), 0);
+	CHECK_STR(name, "4");
+	CHECK_EQ(classify("PUT", "/v1/leases/17", NULL, &rq, name), 0);
+	CHECK_EQ(rq.res, IOD_SEC_RES_LEASE);
+	CHECK_EQ(classify("GET", "/metrics", NULL, &rq, name), 0);
+	CHECK_EQ(rq.res, IOD_SEC_RES_METRICS);
+	CHECK_EQ(classify("GET", "/v1/secret-values/db", NULL, &rq, name), 0);
+	CHECK_EQ(rq.res, IOD_SEC_RES_SECRET_VALUE);
+	CHECK_EQ(classify("POST", "/v1/tokens", "{}", &rq, name), 0);
+	CHECK_EQ(rq.res, IOD_SEC_RES_TOKEN);
+	CHECK_EQ(rq.verb, IOD_SEC_VERB_CREATE);
+	/* the CA certificate is public; unknown paths need only authentication */
+	CHECK_EQ(classify("GET", "/v1/ca", NULL, &rq, name), -ENOENT);
+	CHECK_EQ(classify("GET", "/v1/nosuch", NULL, &rq, name), 1);
+	CHECK_EQ(classify("GET", "/elsewhere", NULL, &rq, name), 1);
+	CHECK_EQ(classify("GET", "/v1/a/b/c/d", NULL, &rq, name), 1);
+}
+
+TEST(token_new_and_check)
+{
+	struct iod_sec_identity by, id;
+	struct iod_sec_token t;
+	struct iod_err e = {0};
+	char tid[32], token[128];
+	json_t *v = NULL;
+	memset(&by, 0, sizeof(by));
+	by.kind = IOD_SEC_KIND_USER;
+	snprintf(by.name, sizeof(by.name), "ada");
+	json_t *body = json_pack("{s:s, s:I, s:s}", "role", "node", "ttl_ms", (json_int_t)3600000,
+	                         "node", "node-9");
+	CHECK_EQ(
+	    iod_api_sec_token_new(body, &by, 1000, tid, sizeof(tid), token, sizeof(token), &v, &e),
+	    0);
+	json_decref(body);
+	char *stored = iod_json_string(v, true);
+	bool leaked = strstr(stored, token + 17) != NULL; /* the secret is not stored */
+	free(stored);
+	CHECK(!leaked);
+	CHECK_EQ(iod_sec_token_parse(token, strlen(token), &t, &e), 0);
+	CHECK_STR(t.id, tid);
+	CHECK_EQ(iod_sec_token_check(&t, v, 2000, "c", &id, &e), 0);
+	CHECK_EQ(id.kind, IOD_SEC_KIND_BOOTSTRAP);
+	CHECK_STR(id.name, "node-9");
+	CHECK_EQ(iod_sec_token_check(&t, v, 1000 + 3600000, "c", &id, &e), -EACCES);
+	json_decref(v);
+	/* a join token must expire; roles are checked */
+	body = json_pack("{s:s}", "role", "node");
+	CHECK_EQ(
+	    iod_api_sec_token_new(body, &by, 1, tid, sizeof(tid), token, sizeof(token), &v, &e),
+	    -EINVAL);
+	json_decref(body);
+	body = json_pack("{s:s}", "role", "server");
+	CHECK_EQ(
+	    iod_api_sec_token_new(body, &by, 1, tid, sizeof(tid), token, sizeof(token), &v, &e),
+	    -EINVAL);
+	json_decref(body);
+}
+
+TEST(audit_ring_and_file)
+{
+	struct iod_server_config c;
+	struct iod_api_sec s;
+	struct iod_err e = {0};
+	struct iod_sec_identity id;
+	iod_server_config_default(&c);
+	c.insecure = true;
+	snprintf(c.data_dir, sizeof(c.data_dir), "%s/audit", iod_test_tmpdir());
+	snprintf(c.api_addr, sizeof(c.api_addr), "127.0.0.1:1");
+	snprintf(c.raft_addr, sizeof(c.raft_addr), "127.0.0.1:2");
+	CHECK_EQ(iod_api_sec_init(&s, &c, &e), 0);
+	iod_sec_identity_anonymous(&id);
+	iod_api_sec_audit(&s, &id, "POST", "/v1/deploy", 401, "127.0.0.1:5", "no credential");
+	id.kind = IOD_SEC_KIND_USER;
+	snprintf(id.name, sizeof(id.name), "ada");
+	iod_api_sec_audit(&s, &id, "PUT", "/v1/service/x", 200, "127.0.0.1:6", NULL);
+	json_t *l = iod_api_sec_audit_list(&s, 0, 10);
+	CHECK_EQ(json_array_size(json_object_get(l, "items")), 2);
+	CHECK_STR(json_string_value(
+	              json_object_get(json_array_get(json_object_get(l, "items"), 0), "who")),
+	          "anonymous");
+	json_decref(l);
+	l = iod_api_sec_audit_list(&s, 1, 10);
+	CHECK_EQ(json_array_size(json_object_get(l, "items")), 1);
+	json_decref(l);
+	CHECK_EQ(s.denied, 1);
+	iod_api_sec_free(&s);
+	char path[IOD_PATH_MAX + 16];
+	snprintf(path, sizeof(path), "%s/audit.log", c.data_dir);
+	struct iod_buf b;
+	iod_buf_init(&b);
+	CHECK_EQ(iod_buf_read_file(&b, path, 1 << 20, &e), 0);
+	CHECK_CONTAINS(b.data, "\"who\":\"user:ada\"");
+	CHECK_CONTAINS(b.data, "\"status\":401");
+	iod_buf_free(&b);
+}
