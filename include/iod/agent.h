@@ -389,6 +389,8 @@ void iod_agent_seccomp_store_free(struct iod_agent_seccomp_store *s);
  */
 struct iod_agent_jail {
 	pid_t init;                          /* the sandbox's init (host pid); 0 = none */
+	uint64_t init_start;                 /* its start time (/proc stat), so that a
+	                                        reused pid is never entered */
 	int ns;                              /* CLONE_NEW* namespaces it was given */
 	uint32_t uid, gid;                   /* the workload's ids (host view) */
 	uint64_t caps;                       /* capabilities it keeps */
@@ -424,6 +426,7 @@ struct iod_agent_rootfs {
 	const char *hostname;          /* the replica's name (/etc/hosts, /etc/passwd) */
 	const char *home;              /* its HOME, for /etc/passwd */
 	uint32_t uid, gid;             /* its ids, for /etc/passwd and /etc/group */
+	uint64_t shm_bytes;            /* /dev/shm size; 0 = half of RAM */
 };
 int iod_agent_rootfs_enter(const struct iod_agent_rootfs *rf, char *err, size_t len);
 
@@ -469,6 +472,8 @@ struct iod_agent_net {
 int iod_agent_exec_start_net(const struct iod_agent_exec_config *c,
                              const struct iod_agent_replica *r, const struct iod_agent_net *net,
                              struct iod_agent_proc *p, struct iod_err *e);
+/* A process's start time in clock ticks (/proc/PID/stat field 22); 0 if gone. */
+uint64_t iod_agent_proc_start_time(pid_t pid);
 /* A dynamic uid: base + 1 + (hash(name) + probe) mod (IOD_AGENT_UID_BLOCK - 2);
  * the agent probes on when two of its replicas would share one. */
 uint32_t iod_agent_uid_of(uint32_t base, const char *name, uint32_t probe);

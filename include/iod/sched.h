@@ -206,21 +206,21 @@ int iod_sched_request_from_spec(const struct iod_spec_service *s, struct iod_sch
 /* ---- results ------------------------------------------------------------- */
 
 /* Why a replica was not placed (X-macro: enum + names). */
-#define IOD_SCHED_REASONS(X)                                                           \
-	X(NONE, "placed")                                                              \
-	X(NO_NODES, "no-nodes")             /* the cluster has no schedulable node */  \
-	X(LABELS, "labels")                 /* no node has the selector's labels */    \
-	X(ANTI_AFFINITY, "anti-affinity")   /* every domain with room has one */       \
-	X(NODE_TOO_SMALL, "node-too-small") /* no node has that many GPUs at all */    \
-	X(GPUS, "gpus")                     /* not enough free GPUs on one node */     \
-	X(GPU_MEMORY, "gpu-memory")         /* not enough free GPUs with the memory */ \
-	X(GPU_LINK, "gpu-link")             /* not enough NVLink-joined free GPUs */   \
-	X(NUMA, "numa")                     /* the NUMA policy cannot be met */        \
-	X(CPUS, "cpus")                     /* not enough free CPUs */                 \
-	X(MEMORY, "memory")                 /* not enough free memory */               \
-	X(NIC, "nic")                       /* not enough free NIC bandwidth */        \
-	X(ACCELERATORS, "accelerators")     /* not enough free DPUs/FPGAs */           \
-	X(GANG, "gang")                     /* a sibling could not be placed */        \
+#define IOD_SCHED_REASONS(X)                                                            \
+	X(NONE, "placed")                                                               \
+	X(NO_NODES, "no-nodes")             /* the cluster has no schedulable node */   \
+	X(LABELS, "labels")                 /* no node has the selector's labels */     \
+	X(ANTI_AFFINITY, "anti-affinity")   /* every domain with room has one */        \
+	X(NODE_TOO_SMALL, "node-too-small") /* no node has that many GPUs at all */     \
+	X(GPUS, "gpus")                     /* not enough free GPUs on one node */      \
+	X(GPU_MEMORY, "gpu-memory")         /* not enough free GPUs with the memory */  \
+	X(GPU_LINK, "gpu-link")             /* not enough NVLink-joined free GPUs */    \
+	X(NUMA, "numa")                     /* the NUMA policy cannot be met */         \
+	X(CPUS, "cpus")                     /* not enough free CPUs */                  \
+	X(MEMORY, "memory")                 /* not enough free memory */                \
+	X(NIC, "nic")                       /* not enough free NIC bandwidth */         \
+	X(ACCELERATORS, "accelerators")     /* not enough free DPUs/FPGAs */            \
+	X(GANG, "gang")                     /* a sibling could not be placed */         \
 	X(TRANSACTION, "transaction")       /* strict deploy: another service failed */ \
 	X(NODE_FULL, "node-full")           /* every node runs as many as its agent can */
 

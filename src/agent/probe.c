@@ -206,6 +206,10 @@ static void enter_and_run(const struct iod_agent_health *h, const struct iod_age
 		if (w <= 0 || (userns = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 			_exit(125);
 	}
+	/* still the replica's init (not a reused pid): then the namespaces
+	 * opened above are the replica's, as it was alive all along */
+	if (!j->init_start || iod_agent_proc_start_time(j->init) != j->init_start)
+		_exit(125);
 	if (join_cgroup(j->cgroup_mem) ||
 	    (strcmp(j->cgroup_cpu, j->cgroup_mem) && join_cgroup(j->cgroup_cpu)))
 		_exit(125);
@@ -284,7 +288,7 @@ static int check_exec(const struct iod_agent_health *h, const struct iod_agent_j
 		return 0;
 	}
 	if (j && j->init > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 125) {
-		snprintf(detail, len, "exec `%s`: could not enter the replica's sandbox",
+		snprintf(detail, len, "could not enter the replica's sandbox (exec `%s`)",
 		         h->command);
 		return -ESRCH;
 	}

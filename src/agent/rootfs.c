@@ -19,7 +19,8 @@
  *                         hierarchies, /sys/firmware masked;
  *   /dev                  a tmpfs with null, zero, full, random, urandom and
  *                         tty bound from the host, a private devpts and
- *                         /dev/shm, and the NVIDIA device nodes of the GPUs
+ *                         /dev/shm (up to its memory limit, else half of
+ *                         RAM), and the NVIDIA device nodes of the GPUs
  *                         the replica was placed on (and only those);
  *   /tmp                  a private tmpfs (IOD_AGENT_TMP_BYTES);
  *   the data directory    read-write, at its host path ($IOD_DATA_DIR);
@@ -256,7 +257,15 @@ static int dev(struct rf *f)
 	if (mount("devpts", at(f, "/dev/pts"), "devpts", MS_NOSUID | MS_NOEXEC,
 	          "newinstance,ptmxmode=0666,mode=0620"))
 		return fail(f, errno, "mounting /dev/pts");
-	if ((rc = tmpfs(f, "/dev/shm", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777,size=64m")))
+	/* shared memory for NCCL and data loaders: up to the replica's memory
+	 * limit (its pages count there), else half of RAM as the host's */
+	char shm[64];
+	if (f->in->shm_bytes)
+		snprintf(shm, sizeof(shm), "mode=1777,size=%llu",
+		         (unsigned long long)f->in->shm_bytes);
+	else
+		snprintf(shm, sizeof(shm), "mode=1777,size=50%%");
+	if ((rc = tmpfs(f, "/dev/shm", MS_NOSUID | MS_NODEV | MS_NOEXEC, shm)))
 		return rc;
 	if (f->in->gpus && !iod_bitmap_empty(f->in->gpus)) {
 		for (unsigned i = 0; i < IOD_ARRAY_LEN(nvidia); i++)

@@ -539,6 +539,7 @@ static void sandbox_init(struct init_args *a)
 		    .home = a->cwd,
 		    .uid = a->jail.uid,
 		    .gid = a->jail.gid,
+		    .shm_bytes = a->r->mem_bytes,
 		};
 		if (iod_agent_rootfs_enter(&rf, why, sizeof(why))) {
 			log_line(&log, "error: %s", why);
@@ -771,6 +772,24 @@ static struct iod_agent_seccomp_store *fallback_store(struct iod_err *e)
 	return s;
 }
 
+uint64_t iod_agent_proc_start_time(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	/* the command may hold spaces and parentheses: count from the last ')' */
+	const char *p = strrchr(buf, ')');
+	for (int field = 2; p && field < 22; field++)
+		p = strchr(p + 1, ' ');
+	return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
 uint32_t iod_agent_uid_of(uint32_t base, const char *name, uint32_t probe)
 {
 	/* 1 .. IOD_AGENT_UID_BLOCK - 2 inside the block: the block's first and
@@ -986,6 +1005,7 @@ int iod_agent_exec_start_net(const struct iod_agent_exec_config *c,
 	/* what a health check needs to run inside it */
 	p->jail = *j;
 	p->jail.init = pid;
+	p->jail.init_start = iod_agent_proc_start_time(pid);
 	p->jail.ns =
 	    flags | (a->cgroupns ? CLONE_NEWCGROUP : 0) | (a->netns_fd >= 0 ? CLONE_NEWNET : 0);
 	snprintf(p->jail.cgroup_mem, sizeof(p->jail.cgroup_mem), "%s", p->cgroup_mem);

@@ -1418,11 +1418,20 @@ bool sched_best(struct iod_sched_cluster *c, const struct iod_sched_request *r,
 
 /* ---- reasons ------------------------------------------------------------- */
 
-static const char *const stage_names[ST_N] = {
-    "cordoned",  "full",       "labels",     "anti-affinity", "too few GPUs in all",
-    "free GPUs", "GPU memory", "NVLink",        "NUMA policy",
-    "CPUs",      "memory",     "NIC bandwidth", "accelerators",
-    "ok"};
+static const char *const stage_names[ST_N] = {"cordoned",
+                                              "full",
+                                              "labels",
+                                              "anti-affinity",
+                                              "too few GPUs in all",
+                                              "free GPUs",
+                                              "GPU memory",
+                                              "NVLink",
+                                              "NUMA policy",
+                                              "CPUs",
+                                              "memory",
+                                              "NIC bandwidth",
+                                              "accelerators",
+                                              "ok"};
 
 static void gpus_list(const struct iod_sched_shape *s, uint32_t mask, char *buf, size_t len)
 {

@@ -43,9 +43,9 @@ cat >"$T/m.json" <<JSON
                "--http-port", "$((PORT + 1))"],
    "health": {"kind": "http", "port": $((PORT + 1)), "path": "/healthz",
               "interval_ms": 50, "timeout_ms": 1000}},
-  {"name": "w-0", "service": "w", "port": $((PORT + 2)),
+  {"name": "w-0", "service": "w", "port": $((PORT + 2)), "type": "stateful",
    "command": ["/bin/sh", "-c",
-     "ip -4 -o addr show eth0; while [ ! -s $T/ps.addr ]; do sleep 0.1; done; exec \$IOD_BIN demo-worker --role worker --servers \$(cat $T/ps.addr) --compute-ms 1"]}
+     "ip -4 -o addr show eth0; while [ ! -s \$IOD_DATA_DIR/ps.addr ]; do sleep 0.1; done; exec \$IOD_BIN demo-worker --role worker --servers \$(cat \$IOD_DATA_DIR/ps.addr) --compute-ms 1"]}
 ]}
 JSON
 "$IOD" agent --name "$NODE" --data-dir "$T/d" --manifest "$T/m.json" --netns-subnet "$SUBNET" \
@@ -62,8 +62,8 @@ wait_for 10 bridge_up || fail "no bridge: per-replica network namespaces not set
 TAG=$(sed -n 's/.*bridge iodb\([0-9a-f]*\),.*/\1/p' "$T/agent.log" | head -1)
 [ -n "$TAG" ] || fail "bridge name not in the agent's log"
 # status.json: "addr" of a replica
-# one line per replica (the nested health object removed)
-status() { tr -d ' \n' <"$T/d/status.json" 2>/dev/null | sed 's/"health":{[^}]*}//g' | tr '{' '\n'; }
+# one line per replica (the nested health and sandbox objects removed)
+status() { tr -d ' \n' <"$T/d/status.json" 2>/dev/null | sed 's/"health":{[^}]*}//g; s/"sandbox":{[^}]*}//g' | tr '{' '\n'; }
 addr_of() { status | grep "\"name\":\"$1\"" |
 	sed -n 's/.*"addr":"\([0-9.]*\)".*/\1/p'; }
 ps_healthy() { "$IOD" events --data-dir "$T/d" 2>/dev/null | grep -q "ps-0 *healthy *ready"; }
@@ -79,8 +79,9 @@ ip netns | grep -q "^iod-$TAG-ps-0" || fail "no netns iod-$TAG-ps-0"
 ip -n "iod-$TAG-ps-0" -4 -o addr show eth0 | grep -q "$PS_ADDR/24" || fail "ps-0's eth0 lacks $PS_ADDR"
 ip -n "iod-$TAG-ps-0" route | grep -q "default via $NET.1" || fail "ps-0 has no default route via $NET.1"
 ip link show master "iodb$TAG" | grep -c "iv" | grep -q 2 || fail "two veths on the bridge expected"
-# the worker talks TCP to the server at its netns address
-echo "$PS_ADDR:$PORT" >"$T/ps.addr"
+# the worker talks TCP to the server at its netns address (told through its
+# data directory: nothing else of the host is visible in its sandbox)
+echo "$PS_ADDR:$PORT" >"$T/d/replicas/w-0/data/ps.addr"
 steps() { grep -q "steps/s" "$T/d/replicas/w-0/log" 2>/dev/null; }
 wait_for 30 steps || fail "w-0 never reached ps-0 at $PS_ADDR:$PORT: $(tail -3 "$T/d/replicas/w-0/log")"
 grep -q "parameter servers ($PS_ADDR:$PORT)" "$T/d/replicas/w-0/log" || fail "w-0 did not use $PS_ADDR"

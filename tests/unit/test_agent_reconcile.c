@@ -357,14 +357,17 @@ TEST(unbuildable_replica_fails_alone_and_never_starts)
 	for (uint64_t t = 0; t < 5000 * MS; t += 100 * MS) {
 		step(r, t, &s);
 		for (uint32_t i = 0; i < s.n; i++) {
-			CHECK_MSG(!(s.a[i].kind == IOD_AGENT_ACT_START && !strcmp(s.a[i].name, "a-0")),
-			          "an unbuildable replica was started");
+			CHECK_MSG(
+			    !(s.a[i].kind == IOD_AGENT_ACT_START && !strcmp(s.a[i].name, "a-0")),
+			    "an unbuildable replica was started");
 			if (s.a[i].kind == IOD_AGENT_ACT_START)
 				iod_agent_rec_on_started(r, s.a[i].name, t);
 		}
 	}
-	const struct iod_agent_slot *a = iod_agent_rec_slot(r, (uint32_t)iod_agent_rec_find(r, "a-0"));
-	const struct iod_agent_slot *b = iod_agent_rec_slot(r, (uint32_t)iod_agent_rec_find(r, "b-0"));
+	const struct iod_agent_slot *a =
+	    iod_agent_rec_slot(r, (uint32_t)iod_agent_rec_find(r, "a-0"));
+	const struct iod_agent_slot *b =
+	    iod_agent_rec_slot(r, (uint32_t)iod_agent_rec_find(r, "b-0"));
 	CHECK(a && b);
 	CHECK_EQ(a->phase, IOD_AGENT_FAILED);
 	CHECK_CONTAINS(a->reason, "gpus: bad set");

@@ -536,6 +536,12 @@ TEST(exec_check_runs_inside_the_sandbox)
 	         "! touch /usr/x 2>/dev/null",
 	         p.jail.uid, (int)victim);
 	CHECK_MSG(iod_agent_probe_run_in(&h, &p.jail, NULL, 0, d, sizeof(d)) == 0, "%s", d);
+	/* a jail whose init is not the process it names (a reused pid) is
+	 * never entered */
+	struct iod_agent_jail stale = p.jail;
+	stale.init_start++;
+	CHECK(iod_agent_probe_run_in(&h, &stale, NULL, 0, d, sizeof(d)) < 0);
+	CHECK_CONTAINS(d, "could not enter");
 	/* the same check on the host is not the replica: it fails */
 	CHECK(iod_agent_probe_run_in(&h, NULL, NULL, 0, d, sizeof(d)) < 0);
 	/* a check that kills: it can reach only the replica's own processes */
