@@ -15,6 +15,7 @@
  * answer a write before it is committed.
  */
 #include "auth.h"
+#include "validate.h"
 #include "iod/api.h"
 
 #include <gnutls/gnutls.h>
@@ -399,6 +400,15 @@ static MHD_RESULT do_put(struct req *q, enum iod_state_kind k, const char *name)
 	if (!iod_node_is_leader(s->node)) {
 		json_decref(v);
 		return not_leader(q);
+	}
+	/* the same checks /v1/deploy makes, for what a raw PUT could smuggle in */
+	struct iod_err ve = {0};
+	json_t *verr = NULL;
+	if (iod_api_validate_put(iod_node_state(s->node), k, name, v, &verr, &ve)) {
+		json_decref(v);
+		json_t *a = verr ? verr : json_object();
+		json_object_set_new(a, "error", json_string(ve.msg));
+		return queue_json(s, q->conn, ve.code == -ENOMEM ? 500 : 400, a);
 	}
 	char *cmd = iod_state_cmd_put(k, name, v, lease, has_prev ? (int64_t)prev : -1);
 	json_decref(v);
