@@ -85,8 +85,8 @@ static uint32_t used_mask(const json_t *replicas, const char *node, const struct
  * services' replicas hold are taken. Nodes that cannot be scheduled go to
  * skipped with their reason. */
 static int build_cluster(const struct iod_state *st, const struct iod_spec *spec,
-                         uint32_t replicas_max, struct iod_sched_cluster **out,
-                         json_t *skipped, struct iod_err *e)
+                         uint32_t replicas_max, struct iod_sched_cluster **out, json_t *skipped,
+                         struct iod_err *e)
 {
 	json_t *nodes = iod_state_list(st, IOD_STATE_NODE);
 	json_t *reps = iod_state_list(st, IOD_STATE_REPLICA);
@@ -196,8 +196,8 @@ int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len
 			iod_json_get_str(sk, "node", &skn);
 			iod_json_get_str(sk, "reason", &skr);
 			if (p->reason == IOD_SCHED_REASON_NO_NODES && sk)
-				snprintf(why, sizeof(why), "%s (%zu node%s skipped; %s: %s)", p->why,
-				         json_array_size(skipped),
+				snprintf(why, sizeof(why), "%s (%zu node%s skipped; %s: %s)",
+				         p->why, json_array_size(skipped),
 				         json_array_size(skipped) == 1 ? "" : "s", skn, skr);
 			else
 				snprintf(why, sizeof(why), "%s", p->why);

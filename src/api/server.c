@@ -78,6 +78,7 @@ struct conn_ctx {
 	int last_status;                 /* status of the last answer queued */
 	bool have_cert_id;               /* cert_id is valid */
 	struct iod_sec_identity cert_id; /* from the client certificate */
+	uint64_t cert_not_after_s;       /* ... valid until (Unix s): re-checked after */
 	char remote[IOD_ADDR_MAX];       /* peer address */
 };
 
@@ -811,13 +812,17 @@ static bool access_ok(struct req *q, const char *url, const char *method, MHD_RE
 	}
 	bool has_auth = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Authorization");
 	int ir;
-	if (!has_auth && cc && cc->have_cert_id) {
+	if (!has_auth && cc && cc->have_cert_id && (uint64_t)time(NULL) < cc->cert_not_after_s) {
 		q->id = cc->cert_id;
 		ir = 0;
 	} else {
-		ir = iod_api_sec_identify(&s->sec, q->conn, st, &q->id, why, sizeof(why));
-		if (!ir && !has_auth && cc && q->id.kind != IOD_SEC_KIND_ANONYMOUS) {
+		uint64_t until = 0;
+		if (cc)
+			cc->have_cert_id = false; /* expired on a kept connection: verify again */
+		ir = iod_api_sec_identify(&s->sec, q->conn, st, &q->id, &until, why, sizeof(why));
+		if (!ir && !has_auth && cc && q->id.kind != IOD_SEC_KIND_ANONYMOUS && until) {
 			cc->cert_id = q->id;
+			cc->cert_not_after_s = until;
 			cc->have_cert_id = true;
 		}
 	}
