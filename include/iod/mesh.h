@@ -494,4 +494,16 @@ void iod_mesh_proxy_stop(struct iod_mesh_proxy *p);
 /* Prometheus text of every service and endpoint (appends to b). */
 int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b);
 
+/* ---- who is calling (peer.c) ------------------------------------------- */
+
+/* The owner of the peer socket of a local TCP connection. */
+struct iod_mesh_peer {
+	uint32_t uid;       /* owning uid: the replica's (per-replica uids) */
+	uint64_t inode;     /* socket inode */
+	uint64_t cgroup_id; /* cgroup v2 id of the socket's creator; 0 = unknown */
+};
+/* Look up the peer of accepted (or connected) IPv4 TCP socket fd in the
+ * kernel's socket table: -ENOENT when the peer is not on this host. */
+int iod_mesh_peer_owner(int fd, struct iod_mesh_peer *out, struct iod_err *e);
+
 #endif

@@ -223,14 +223,16 @@ void iod_api_sec_free(struct iod_api_sec *s)
 /* ---- who is calling -------------------------------------------------------------- */
 
 int iod_api_sec_identify(struct iod_api_sec *s, struct MHD_Connection *c,
-                         const struct iod_state *st, struct iod_sec_identity *id, char *why,
-                         size_t why_len)
+                         const struct iod_state *st, struct iod_sec_identity *id,
+                         uint64_t *cert_not_after_s, char *why, size_t why_len)
 {
 	struct iod_err e = {0};
 	const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
 
 	iod_sec_identity_anonymous(id);
 	why[0] = 0;
+	if (cert_not_after_s)
+		*cert_not_after_s = 0;
 	if (!s->on) {
 		/* --insecure: everyone on loopback is admin, by the operator's choice */
 		id->kind = IOD_SEC_KIND_USER;
@@ -279,6 +281,8 @@ int iod_api_sec_identify(struct iod_api_sec *s, struct MHD_Connection *c,
 		return -EACCES;
 	}
 	*id = info.id;
+	if (cert_not_after_s)
+		*cert_not_after_s = info.not_after_s;
 	return 0;
 }
 

@@ -45,10 +45,12 @@ bool iod_api_addr_is_loopback(const char *addr);
 
 /* Who sent this request. Returns 0 (anonymous when no credential was sent),
  * -EACCES with why (a credential that does not check out), -ENOENT when a
- * token is not known here (a follower may not have applied it yet). */
+ * token is not known here (a follower may not have applied it yet). For a
+ * client certificate, *cert_not_after_s (may be NULL) is its expiry: a
+ * connection that caches the identity must not outlive it. */
 int iod_api_sec_identify(struct iod_api_sec *s, struct MHD_Connection *c,
-                         const struct iod_state *st, struct iod_sec_identity *id, char *why,
-                         size_t why_len);
+                         const struct iod_state *st, struct iod_sec_identity *id,
+                         uint64_t *cert_not_after_s, char *why, size_t why_len);
 
 /*
  * What the request asks, for the authoriser: verb, resource and the

@@ -15,6 +15,7 @@
  * answer a write before it is committed.
  */
 #include "auth.h"
+#include "validate.h"
 #include "iod/api.h"
 
 #include <gnutls/gnutls.h>
@@ -77,6 +78,7 @@ struct conn_ctx {
 	int last_status;                 /* status of the last answer queued */
 	bool have_cert_id;               /* cert_id is valid */
 	struct iod_sec_identity cert_id; /* from the client certificate */
+	uint64_t cert_not_after_s;       /* ... valid until (Unix s): re-checked after */
 	char remote[IOD_ADDR_MAX];       /* peer address */
 };
 
@@ -399,6 +401,15 @@ static MHD_RESULT do_put(struct req *q, enum iod_state_kind k, const char *name)
 	if (!iod_node_is_leader(s->node)) {
 		json_decref(v);
 		return not_leader(q);
+	}
+	/* the same checks /v1/deploy makes, for what a raw PUT could smuggle in */
+	struct iod_err ve = {0};
+	json_t *verr = NULL;
+	if (iod_api_validate_put(iod_node_state(s->node), k, name, v, &verr, &ve)) {
+		json_decref(v);
+		json_t *a = verr ? verr : json_object();
+		json_object_set_new(a, "error", json_string(ve.msg));
+		return queue_json(s, q->conn, ve.code == -ENOMEM ? 500 : 400, a);
 	}
 	char *cmd = iod_state_cmd_put(k, name, v, lease, has_prev ? (int64_t)prev : -1);
 	json_decref(v);
@@ -801,13 +812,17 @@ static bool access_ok(struct req *q, const char *url, const char *method, MHD_RE
 	}
 	bool has_auth = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Authorization");
 	int ir;
-	if (!has_auth && cc && cc->have_cert_id) {
+	if (!has_auth && cc && cc->have_cert_id && (uint64_t)time(NULL) < cc->cert_not_after_s) {
 		q->id = cc->cert_id;
 		ir = 0;
 	} else {
-		ir = iod_api_sec_identify(&s->sec, q->conn, st, &q->id, why, sizeof(why));
-		if (!ir && !has_auth && cc && q->id.kind != IOD_SEC_KIND_ANONYMOUS) {
+		uint64_t until = 0;
+		if (cc)
+			cc->have_cert_id = false; /* expired on a kept connection: verify again */
+		ir = iod_api_sec_identify(&s->sec, q->conn, st, &q->id, &until, why, sizeof(why));
+		if (!ir && !has_auth && cc && q->id.kind != IOD_SEC_KIND_ANONYMOUS && until) {
 			cc->cert_id = q->id;
+			cc->cert_not_after_s = until;
 			cc->have_cert_id = true;
 		}
 	}

@@ -82,6 +82,9 @@ static pid_t spawn(const char *exe, char *const argv[], const char *log, const c
 		}
 		if (nul >= 0)
 			dup2(nul, 0);
+		/* a daemon holds nothing of its parent's: an inherited lock or
+		 * socket would outlive the command that started the cluster */
+		close_range(3, ~0u, 0);
 		execv(exe, argv);
 		_exit(127);
 	}

@@ -16,6 +16,9 @@
 #define IOD_COMMANDS(X)                                                             \
 	X(init, "create a cluster CA, an admin credential and a client context")    \
 	X(cert, "issue certificates from the cluster CA; show a certificate")       \
+	X(token, "create, list and revoke bearer tokens (and node join tokens)")    \
+	X(revoke, "refuse every credential of a node, user or server")              \
+	X(audit, "show the audit trail of API writes and refusals")                 \
 	X(validate, "check a spec file and print it normalized")                    \
 	X(topo, "show a node's hardware topology (GPUs, NVLink, PCIe, NUMA, NICs)") \
 	X(schedule, "place a spec onto modelled nodes without a cluster")           \

@@ -95,15 +95,22 @@ if [ -n "$AVIP" ]; then echo "ok   up_agent_proxy ($AVIP)"; pass=$((pass + 1)); 
 	grep -i mesh "$T/state/node-1.log"; fail=$((fail + 1)); fi
 
 # The replica's environment (the sandbox's process or its child) names the VIP.
+# The pid in status.json can be a moment stale (a restart, a process between
+# fork and exec shows an empty environ): look again for up to 5 s.
 ENVADDR=""
-pid=$(python3 -c '
+i=0
+while [ -z "$ENVADDR" ] && [ $i -lt 50 ]; do
+	pid=$(python3 -c '
 import json, sys
 for r in json.load(open(sys.argv[1]))["replicas"]:
     if r["name"] == "parameter-server-0" and r["pid"]:
         print(r["pid"])' "$T/state/node-1/status.json" 2>/dev/null)
-for p in $pid $(pgrep -P "${pid:-0}" 2>/dev/null); do
-	v=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^IOD_SVC_PARAMETER_SERVER_ADDR=//p')
-	[ -n "$v" ] && ENVADDR=$v
+	for p in $pid $(pgrep -P "${pid:-0}" 2>/dev/null); do
+		v=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^IOD_SVC_PARAMETER_SERVER_ADDR=//p')
+		[ -n "$v" ] && ENVADDR=$v
+	done
+	[ -n "$ENVADDR" ] || sleep 0.1
+	i=$((i + 1))
 done
 if [ -n "$ENVADDR" ] && [ "$ENVADDR" = "$AVIP" ]; then
 	echo "ok   up_replica_env (IOD_SVC_PARAMETER_SERVER_ADDR=$ENVADDR)"; pass=$((pass + 1))

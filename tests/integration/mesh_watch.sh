@@ -57,7 +57,7 @@ for p in 1 2; do
 done
 i=0
 until curl -sf -XPUT "http://$API/v1/service/$SVC" \
-	-d "{\"ports\": [{\"name\": \"http\", \"port\": $((base + 20))}]}" >/dev/null 2>&1; do
+	-d "{\"type\": \"stateless\", \"ports\": [{\"name\": \"http\", \"port\": $((base + 20))}]}" >/dev/null 2>&1; do
 	i=$((i + 1)); [ $i -gt 100 ] && { echo "server did not start"; cat "$T/server.log"; exit 1; }
 	sleep 0.1
 done

@@ -5,6 +5,7 @@
  */
 #include "harness.h"
 #include "api/auth.h"
+#include "api/validate.h"
 
 #include <stdlib.h>
 
@@ -166,4 +167,66 @@ TEST(audit_ring_and_file)
 	CHECK_CONTAINS(b.data, "\"who\":\"user:ada\"");
 	CHECK_CONTAINS(b.data, "\"status\":401");
 	iod_buf_free(&b);
+}
+
+static int put_obj(struct iod_state *s, enum iod_state_kind k, const char *name, const char *js)
+{
+	struct iod_state_result r;
+	json_t *v = json_loads(js, 0, NULL);
+	char *cmd = iod_state_cmd_put(k, name, v, 0, -1);
+	int rc = iod_state_apply(s, cmd, strlen(cmd), &r);
+	free(cmd);
+	json_decref(v);
+	return rc;
+}
+
+static int validate(const struct iod_state *st, enum iod_state_kind k, const char *name,
+                    const char *js, struct iod_err *e)
+{
+	json_t *v = json_loads(js, 0, NULL), *answer = NULL;
+	int rc = iod_api_validate_put(st, k, name, v, &answer, e);
+	json_decref(v);
+	json_decref(answer);
+	return rc;
+}
+
+/* Issue 16: a raw PUT of a Service and a Replica ran what no spec validated. */
+TEST(raw_puts_pass_the_deploy_validation)
+{
+	struct iod_state *st;
+	struct iod_err e = {0};
+	CHECK_EQ(iod_state_new(&st), 0);
+	CHECK_EQ(put_obj(st, IOD_STATE_NODE, "n1", "{}"), 0);
+	CHECK_EQ(validate(st, IOD_STATE_SERVICE, "web",
+	                  "{\"name\": \"web\", \"type\": \"stateless\", \"command\": \"sleep\", "
+	                  "\"replicas\": 2, "
+	                  "\"generation\": 3, \"gpu\": 0}",
+	                  &e),
+	         0);
+	/* a key the spec does not have, a bad value, a name that is not the object's */
+	CHECK_EQ(
+	    validate(st, IOD_STATE_SERVICE, "web", "{\"name\": \"web\", \"privileged\": true}", &e),
+	    -EINVAL);
+	CHECK_CONTAINS(e.msg, "does not pass the spec's validation");
+	CHECK_EQ(
+	    validate(st, IOD_STATE_SERVICE, "web", "{\"name\": \"web\", \"replicas\": -1}", &e),
+	    -EINVAL);
+	CHECK_EQ(validate(st, IOD_STATE_SERVICE, "web", "{\"name\": \"other\"}", &e), -EINVAL);
+	/* replicas must belong to a deployed service and a registered node */
+	CHECK_EQ(validate(st, IOD_STATE_REPLICA, "web-0",
+	                  "{\"service\": \"web\", \"node\": \"n1\"}", &e),
+	         -EINVAL);
+	CHECK_EQ(put_obj(st, IOD_STATE_SERVICE, "web", "{\"name\": \"web\"}"), 0);
+	CHECK_EQ(validate(st, IOD_STATE_REPLICA, "web-0",
+	                  "{\"service\": \"web\", \"node\": \"n1\", \"ordinal\": 0}", &e),
+	         0);
+	CHECK_EQ(validate(st, IOD_STATE_REPLICA, "web-0",
+	                  "{\"service\": \"web\", \"node\": \"n9\"}", &e),
+	         -EINVAL);
+	/* policies parse as service policies */
+	CHECK_EQ(validate(st, IOD_STATE_POLICY, "p", "{\"from\": \"a\", \"to\": \"b\"}", &e), 0);
+	CHECK_EQ(validate(st, IOD_STATE_POLICY, "p", "{\"v\": 1}", &e), -EINVAL);
+	/* everything else is free-form */
+	CHECK_EQ(validate(st, IOD_STATE_CONFIG, "c", "{\"v\": 1}", &e), 0);
+	iod_state_free(st);
 }

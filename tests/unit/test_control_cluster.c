@@ -419,29 +419,29 @@ static void hardening_body(struct cluster *c)
 	CHECK_EQ(r.status, 413);
 	iod_api_response_free(&r);
 
-	/* stale revision: compare-and-swap conflict */
-	CHECK_EQ(call(&cl, "PUT", "/v1/policy/p?prev_rev=0", "{\"v\":1}", &r), 0);
+	/* stale revision: compare-and-swap conflict (on a Config: free-form values) */
+	CHECK_EQ(call(&cl, "PUT", "/v1/config/p?prev_rev=0", "{\"v\":1}", &r), 0);
 	CHECK_EQ(r.status, 200);
 	iod_api_response_free(&r);
-	CHECK_EQ(call(&cl, "PUT", "/v1/policy/p?prev_rev=0", "{\"v\":2}", &r), 0);
+	CHECK_EQ(call(&cl, "PUT", "/v1/config/p?prev_rev=0", "{\"v\":2}", &r), 0);
 	CHECK_EQ(r.status, 409);
 	CHECK(json_integer_value(json_object_get(r.json, "cur_rev")) > 0);
 	iod_api_response_free(&r);
-	CHECK_EQ(call(&cl, "PUT", "/v1/policy/p?prev_rev=abc", "{}", &r), 0);
+	CHECK_EQ(call(&cl, "PUT", "/v1/config/p?prev_rev=abc", "{}", &r), 0);
 	CHECK_EQ(r.status, 400);
 	iod_api_response_free(&r);
 
 	/* linearizable read: any server's client call lands on the leader after a
 	 * barrier and sees the write just made */
-	CHECK_EQ(call(&cl, "GET", "/v1/policy/p?consistent=1", NULL, &r), 0);
+	CHECK_EQ(call(&cl, "GET", "/v1/config/p?consistent=1", NULL, &r), 0);
 	CHECK_EQ(r.status, 200);
 	CHECK_EQ(json_integer_value(json_object_get(json_object_get(r.json, "value"), "v")), 1);
 	iod_api_response_free(&r);
-	CHECK_EQ(call(&cl, "GET", "/v1/policies?consistent=1", NULL, &r), 0);
+	CHECK_EQ(call(&cl, "GET", "/v1/configs?consistent=1", NULL, &r), 0);
 	CHECK_EQ(r.status, 200);
 	CHECK_EQ(json_array_size(json_object_get(r.json, "items")), 1);
 	iod_api_response_free(&r);
-	CHECK_EQ(call(&cl, "GET", "/v1/policy/nope?consistent=1", NULL, &r), 0);
+	CHECK_EQ(call(&cl, "GET", "/v1/config/nope?consistent=1", NULL, &r), 0);
 	CHECK_EQ(r.status, 404);
 	iod_api_response_free(&r);
 

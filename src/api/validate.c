@@ -1,0 +1,119 @@
+/*
+ * validate.c: objects written through the generic object API
+ * (PUT /v1/<kind>/<name>) pass the checks a deploy would make, so a raw PUT
+ * cannot smuggle in what /v1/deploy refuses (issue 16's finding: a Service
+ * plus a Replica written by hand ran a command no spec had validated).
+ *
+ *   Service  its value, minus what the deploy adds (generation, gpu,
+ *            version), must load as a one-service spec (the spec loader
+ *            with every rule it has), under the object's own name;
+ *   Replica  must name a Service that exists, an ordinal inside it, and a
+ *            node that exists (or none);
+ *   Policy   must parse as a service policy (src/sec/policy.c).
+ *
+ * Pure: reads the state and the value; no I/O.
+ */
+#include "validate.h"
+
+#include "iod/sec.h"
+#include "iod/spec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Keys the deploy adds to a Service's spec (src/api/deploy.c, objects.c). */
+static const char *const deploy_keys[] = {"generation", "gpu", "version"};
+
+static int service(const char *name, const json_t *v, json_t **answer, struct iod_err *e)
+{
+	json_t *spec = json_deep_copy(v), *doc;
+	struct iod_spec_diags *d = calloc(1, sizeof(*d));
+	struct iod_spec *sp = NULL;
+	const char *n = NULL;
+	char *text;
+	int rc;
+
+	if (!spec || !d) {
+		json_decref(spec);
+		free(d);
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < IOD_ARRAY_LEN(deploy_keys); i++)
+		json_object_del(spec, deploy_keys[i]);
+	if (!json_object_get(spec, "name"))
+		json_object_set_new(spec, "name", json_string(name));
+	if (iod_json_get_str(spec, "name", &n) || strcmp(n, name)) {
+		json_decref(spec);
+		free(d);
+		return iod_err_set(e, -EINVAL, "service/%s: its value's \"name\" must be \"%s\"",
+		                   name, name);
+	}
+	doc = json_pack("{s:[o]}", "services", spec);
+	text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+	json_decref(doc);
+	if (!text) {
+		free(d);
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	}
+	rc = iod_spec_load_buffer("service", text, strlen(text), &sp, d);
+	free(text);
+	if (rc) {
+		json_t *errs = json_array();
+		for (uint32_t i = 0; i < d->n; i++)
+			json_array_append_new(errs, json_pack("{s:s}", "message", d->d[i].msg));
+		*answer = json_pack("{s:o, s:i}", "errors", errs, "error_count", d->total);
+		iod_err_set(e, -EINVAL,
+		            "service/%s does not pass the spec's validation (as /v1/deploy would "
+		            "check it): %s",
+		            name, d->n ? d->d[0].msg : "?");
+		free(d);
+		return -EINVAL;
+	}
+	iod_spec_free(sp);
+	free(d);
+	return 0;
+}
+
+static int replica(const struct iod_state *st, const char *name, const json_t *v, struct iod_err *e)
+{
+	const char *svc = NULL, *node = NULL;
+	const json_t *sv;
+	json_t *o = json_object_get(v, "ordinal");
+
+	if (iod_json_get_str(v, "service", &svc) ||
+	    !(sv = iod_state_value(st, IOD_STATE_SERVICE, svc)))
+		return iod_err_set(
+		    e, -EINVAL,
+		    "replica/%s must name a deployed service (\"service\"): a replica "
+		    "runs its service's validated spec, nothing else",
+		    name);
+	if (o && (!json_is_integer(o) || json_integer_value(o) < 0 ||
+	          json_integer_value(o) >= IOD_SPEC_REPLICAS_MAX))
+		return iod_err_set(e, -EINVAL, "replica/%s: \"ordinal\" must be 0..%d", name,
+		                   IOD_SPEC_REPLICAS_MAX - 1);
+	if (!iod_json_get_str(v, "node", &node) && node[0] &&
+	    !iod_state_value(st, IOD_STATE_NODE, node))
+		return iod_err_set(e, -EINVAL, "replica/%s: node %s is not registered", name, node);
+	(void)sv;
+	return 0;
+}
+
+int iod_api_validate_put(const struct iod_state *st, enum iod_state_kind k, const char *name,
+                         const json_t *v, json_t **answer, struct iod_err *e)
+{
+	*answer = NULL;
+	switch (k) {
+	case IOD_STATE_SERVICE: return service(name, v, answer, e);
+	case IOD_STATE_REPLICA: return replica(st, name, v, e);
+	case IOD_STATE_POLICY: {
+		struct iod_sec_policy_set *set = calloc(1, sizeof(*set));
+		int rc;
+		if (!set)
+			return iod_err_set(e, -ENOMEM, "out of memory");
+		rc = iod_sec_policy_parse(v, "default", set, e);
+		free(set);
+		return rc ? iod_err_set(e, -EINVAL, "policy/%s: %s", name, e->msg) : 0;
+	}
+	default: return 0;
+	}
+}
