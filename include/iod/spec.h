@@ -318,7 +318,7 @@ void iod_spec_free(struct iod_spec *s);
 /*
  * Validate one stored Service object (its normalized JSON as the control
  * plane keeps it: iod_spec_to_json's form plus the keys the control plane
- * adds, "generation" and "gpu", which are ignored). The object's name is
+ * adds, "generation", "gpu" and "version", which are ignored). The object's name is
  * the service's name. Every rule of the language applies except that
  * depends_on names are not resolved (the other services are stored apart).
  * The node agent runs every Service it is asked to run through this, so a

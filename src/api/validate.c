@@ -21,42 +21,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Keys the deploy adds to a Service's spec (src/api/deploy.c, objects.c). */
-static const char *const deploy_keys[] = {"generation", "gpu", "version"};
-
 static int service(const char *name, const json_t *v, json_t **answer, struct iod_err *e)
 {
-	json_t *spec = json_deep_copy(v), *doc;
 	struct iod_spec_diags *d = calloc(1, sizeof(*d));
 	struct iod_spec *sp = NULL;
 	const char *n = NULL;
-	char *text;
 	int rc;
 
-	if (!spec || !d) {
-		json_decref(spec);
-		free(d);
+	if (!d)
 		return iod_err_set(e, -ENOMEM, "out of memory");
-	}
-	for (size_t i = 0; i < IOD_ARRAY_LEN(deploy_keys); i++)
-		json_object_del(spec, deploy_keys[i]);
-	if (!json_object_get(spec, "name"))
-		json_object_set_new(spec, "name", json_string(name));
-	if (iod_json_get_str(spec, "name", &n) || strcmp(n, name)) {
-		json_decref(spec);
+	if (json_object_get(v, "name") && (iod_json_get_str(v, "name", &n) || strcmp(n, name))) {
 		free(d);
 		return iod_err_set(e, -EINVAL, "service/%s: its value's \"name\" must be \"%s\"",
 		                   name, name);
 	}
-	doc = json_pack("{s:[o]}", "services", spec);
-	text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-	json_decref(doc);
-	if (!text) {
-		free(d);
-		return iod_err_set(e, -ENOMEM, "out of memory");
-	}
-	rc = iod_spec_load_buffer("service", text, strlen(text), &sp, d);
-	free(text);
+	/* the same check the node agents make before they run it (one home:
+	 * iod_spec_load_service; depends_on names other stored services) */
+	rc = iod_spec_load_service(name, v, &sp, d);
 	if (rc) {
 		json_t *errs = json_array();
 		for (uint32_t i = 0; i < d->n; i++)
