@@ -33,8 +33,8 @@ static int put_node(struct iod_state *s, const char *name, const char *model,
 static int load(const char *what, struct iod_topo_node *t)
 {
 	struct iod_err e = {0};
-	int rc = !strcmp(what, "host") ? iod_topo_discover(t, &e)
-	                               : iod_topo_load_xml_file(what, t, &e);
+	int rc =
+	    !strcmp(what, "host") ? iod_topo_discover(t, &e) : iod_topo_load_xml_file(what, t, &e);
 	if (rc)
 		fprintf(stderr, "load %s: %s\n", what, e.msg);
 	return rc;
@@ -113,7 +113,8 @@ TEST(identical_machines_share_one_shape)
 		char name[16];
 		snprintf(name, sizeof(name), "h%d", i);
 		snprintf(t->name, sizeof(t->name), "host-%d", i);
-		json_t *v = json_pack("{s:s, s:o}", "model", "host", "topology", iod_topo_to_json(t));
+		json_t *v =
+		    json_pack("{s:s, s:o}", "model", "host", "topology", iod_topo_to_json(t));
 		json_array_append_new(json_object_get(nodes, "items"),
 		                      json_pack("{s:s, s:o}", "name", name, "value", v));
 	}
