@@ -20,10 +20,10 @@
 
 /* How iod_ctrl_cluster_build treats the nodes. */
 struct iod_ctrl_cluster_opts {
-	uint32_t replicas_max;    /* replicas the cluster must hold (placed + adopted) */
+	uint32_t replicas_max;     /* replicas the cluster must hold (placed + adopted) */
 	const uint32_t *gpus_used; /* per item: GPUs held outside the scheduler; NULL = none */
 	const uint32_t *accs_used; /* per item: accelerators held outside; NULL = none */
-	json_t *skipped;          /* if non-NULL, an array: {node, reason} per skipped item */
+	json_t *skipped;           /* if non-NULL, an array: {node, reason} per skipped item */
 };
 
 /*
@@ -43,7 +43,6 @@ int iod_ctrl_node_shape(const json_t *node_value, struct iod_sched_shape *out, s
  * distinct shapes than IOD_SCHED_SHAPES_MAX).
  */
 int iod_ctrl_cluster_build(const json_t *nodes, const struct iod_ctrl_cluster_opts *opts,
-                           struct iod_sched_cluster **out, uint32_t *node_ids,
-                           struct iod_err *e);
+                           struct iod_sched_cluster **out, uint32_t *node_ids, struct iod_err *e);
 
 #endif

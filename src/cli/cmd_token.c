@@ -141,7 +141,9 @@ int cmd_token(int argc, char **argv)
 		json_t *items = json_object_get(r.json, "items"), *x;
 		size_t i;
 		json_array_foreach(items, i, x)
-		    json_object_del(json_object_get(x, "value"), "hash");
+		{
+			json_object_del(json_object_get(x, "value"), "hash");
+		}
 		if (out == IOD_OUT_JSON) {
 			iod_json_print(stdout, items, false);
 		} else {

@@ -46,10 +46,11 @@ static int node_topo(const json_t *v, struct iod_topo_node *t, struct iod_err *e
 	}
 	if (!iod_json_get_str(v, "model", &model) && model[0]) {
 		if ((rc = iod_topo_model_load(model, t, &te)))
-			return iod_err_set(e, rc,
-			                   "it registered no topology and its model is not built in: "
-			                   "%s",
-			                   te.msg);
+			return iod_err_set(
+			    e, rc,
+			    "it registered no topology and its model is not built in: "
+			    "%s",
+			    te.msg);
 		return 0;
 	}
 	if ((rc = iod_topo_model_generic(count_of(json_object_get(v, "gpus")), t, &te)))
@@ -109,14 +110,14 @@ static bool topo_same(const json_t *a, const json_t *b)
 static void skip(const struct iod_ctrl_cluster_opts *o, const char *node, const char *why)
 {
 	if (o->skipped)
-		json_array_append_new(o->skipped,
-		                      json_pack("{s:s, s:s}", "node", node ? node : "?", "reason", why));
+		json_array_append_new(
+		    o->skipped, json_pack("{s:s, s:s}", "node", node ? node : "?", "reason", why));
 }
 
 /* One cluster build: the shapes registered so far and the topologies seen. */
 struct build {
-	struct iod_sched_cluster *c;   /* being built */
-	struct iod_sched_shape *shapes; /* shapes_n registered, in order */
+	struct iod_sched_cluster *c;        /* being built */
+	struct iod_sched_shape *shapes;     /* shapes_n registered, in order */
 	uint32_t ids[IOD_SCHED_SHAPES_MAX]; /* the scheduler's id of each */
 	uint32_t shapes_n;
 	struct iod_sched_shape cur; /* scratch: the node being converted */
@@ -173,8 +174,7 @@ static int shape_id(struct build *b, const json_t *v, uint32_t *id, struct iod_e
 }
 
 int iod_ctrl_cluster_build(const json_t *nodes, const struct iod_ctrl_cluster_opts *opts,
-                           struct iod_sched_cluster **out, uint32_t *node_ids,
-                           struct iod_err *e)
+                           struct iod_sched_cluster **out, uint32_t *node_ids, struct iod_err *e)
 {
 	const json_t *items = json_object_get(nodes, "items");
 	size_t n = json_array_size(items);
