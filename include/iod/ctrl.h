@@ -16,6 +16,7 @@
 #define IOD_CTRL_H
 
 #include "iod/base.h"
+#include "iod/objects.h"
 #include "iod/sched.h"
 
 /* How iod_ctrl_cluster_build treats the nodes. */
@@ -44,5 +45,15 @@ int iod_ctrl_node_shape(const json_t *node_value, struct iod_sched_shape *out, s
  */
 int iod_ctrl_cluster_build(const json_t *nodes, const struct iod_ctrl_cluster_opts *opts,
                            struct iod_sched_cluster **out, uint32_t *node_ids, struct iod_err *e);
+
+/*
+ * Record placement p (placed) on Replica r: its node, GPU, CPU and affinity
+ * sets, memory NUMA node, NIC, whole accelerators (indexes and devices;
+ * both removed when it has none) and, when the scheduler kept one, its
+ * explanation. The one shape deploy and rescheduling store. -E2BIG when a
+ * set does not fit its field, -ENOMEM.
+ */
+int iod_ctrl_replica_place(const struct iod_sched_cluster *cl, const struct iod_sched_placement *p,
+                           struct iod_obj_replica *r);
 
 #endif

@@ -209,6 +209,18 @@
  * it. */
 #define IOD_API_LEADER_WAIT_MS 500
 
+/* ---- state/objects (typed cluster objects) ---------------------------- */
+
+/* A CPU or GPU set as text ("0-3,8"): IOD_BITMAP_BITS listed one by one
+ * would not fit, but sets are ranges; 512 bytes is what deploy formatted. */
+#define IOD_OBJ_SET_MAX 512
+/* A phase or health word ("pending", "unhealthy"). */
+#define IOD_OBJ_WORD_MAX 32
+/* A replica's one-line reason: the agent's reason plus the scheduler's why. */
+#define IOD_OBJ_REASON_MAX 2048
+/* Fields of one object kind: each kind's presence bits are one uint64_t. */
+#define IOD_OBJ_FIELDS_MAX 64
+
 /* ---- agent ------------------------------------------------------------- */
 
 /* Replicas one agent tracks at once (running + stopping): a node with 8

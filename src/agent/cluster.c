@@ -19,6 +19,7 @@
  * replica's new home.
  */
 #include "internal.h"
+#include "iod/objects.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -178,15 +179,19 @@ static void write_endpoint(struct iod_agent_cluster *c, struct iod_api_client *c
 	struct iod_err e = {0};
 	char path[IOD_NAME_MAX + 64];
 	const struct iod_agent_action *a = &rp->act;
-	char address[IOD_ADDR_MAX + 8];
+	struct iod_obj_endpoint o;
 	/* a replica in its own netns answers at its own address */
 	const char *host = rp->addr[0] ? rp->addr : c->addr;
-	snprintf(address, sizeof(address), "%s:%u", host, rp->port);
-	json_t *ep =
-	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:b, s:s, s:s}", "replica", a->name,
-	              "service", rp->service, "node", c->cfg->name, "address", address, "addr",
-	              host, "port", (int)rp->port, "healthy", a->ready, "health",
-	              a->ready ? "healthy" : "unhealthy", "phase", iod_agent_phase_name(a->phase));
+	iod_obj_endpoint_init(&o);
+	iod_obj_endpoint_set_str(&o, IOD_OBJ_ENDPOINT_REPLICA, a->name);
+	iod_obj_endpoint_set_str(&o, IOD_OBJ_ENDPOINT_SERVICE, rp->service);
+	iod_obj_endpoint_set_str(&o, IOD_OBJ_ENDPOINT_NODE, c->cfg->name);
+	iod_obj_endpoint_set_str(&o, IOD_OBJ_ENDPOINT_ADDR, host);
+	iod_obj_endpoint_set_int(&o, IOD_OBJ_ENDPOINT_PORT, rp->port);
+	iod_obj_endpoint_set_int(&o, IOD_OBJ_ENDPOINT_HEALTHY, a->ready);
+	iod_obj_endpoint_set_str(&o, IOD_OBJ_ENDPOINT_PHASE, iod_agent_phase_name(a->phase));
+	json_t *ep = iod_obj_endpoint_to_json(&o);
+	iod_obj_endpoint_free(&o);
 	snprintf(path, sizeof(path), "/v1/endpoints/%s", a->name);
 	if (request(cl, "PUT", path, ep, &r, &e))
 		IOD_WARN("agent", "%s: endpoint: %s", a->name, e.msg);
@@ -209,31 +214,31 @@ static void write_report(struct iod_agent_cluster *c, struct iod_api_client *cl,
 			iod_api_response_free(&r);
 			return; /* deleted (undeployed) or unreachable: nothing to update */
 		}
-		const json_t *v = json_object_get(r.json, "value");
-		const char *node = "";
+		struct iod_obj_replica ob, *o = &ob;
 		uint64_t rev = 0;
-		iod_json_get_str(v, "node", &node);
+		iod_obj_replica_from_json(json_object_get(r.json, "value"), o, NULL);
 		iod_json_get_u64(r.json, "rev", &rev);
-		if (strcmp(node, c->cfg->name)) {
-			iod_api_response_free(&r);
+		iod_api_response_free(&r);
+		if (strcmp(o->node, c->cfg->name)) {
+			iod_obj_replica_free(o);
 			return;
 		}
 		if (attempt == 0)
 			write_endpoint(c, cl, rp);
-		json_t *nv = json_deep_copy(v);
-		iod_api_response_free(&r);
-		json_object_set_new(nv, "phase", json_string(iod_agent_phase_name(a->phase)));
-		json_object_set_new(nv, "ready", json_boolean(a->ready));
-		json_object_set_new(nv, "reason", json_string(a->reason));
-		json_object_set_new(nv, "restarts", json_integer(a->restarts));
-		json_object_set_new(nv, "port", json_integer(rp->port));
+		iod_obj_replica_set_str(o, IOD_OBJ_REPLICA_PHASE, iod_agent_phase_name(a->phase));
+		iod_obj_replica_set_int(o, IOD_OBJ_REPLICA_READY, a->ready);
+		iod_obj_replica_set_str(o, IOD_OBJ_REPLICA_REASON, a->reason);
+		iod_obj_replica_set_int(o, IOD_OBJ_REPLICA_RESTARTS, a->restarts);
+		iod_obj_replica_set_int(o, IOD_OBJ_REPLICA_PORT, rp->port);
 		if (rp->addr[0]) /* peers' IOD_PEERS / IOD_DEP_* (desired.c) */
-			json_object_set_new(nv, "addr", json_string(rp->addr));
+			iod_obj_replica_set_str(o, IOD_OBJ_REPLICA_ADDR, rp->addr);
 		else
-			json_object_del(nv, "addr");
-		json_object_set_new(nv, "updated_ms",
-		                    json_integer((json_int_t)(iod_time_unix_ns() / IOD_NS_PER_MS)));
-		json_object_del(nv, "lost_ms");
+			iod_obj_replica_clear(o, IOD_OBJ_REPLICA_ADDR);
+		iod_obj_replica_set_int(o, IOD_OBJ_REPLICA_UPDATED_MS,
+		                        (int64_t)(iod_time_unix_ns() / IOD_NS_PER_MS));
+		iod_obj_replica_clear(o, IOD_OBJ_REPLICA_LOST_MS);
+		json_t *nv = iod_obj_replica_to_json(o);
+		iod_obj_replica_free(o);
 		snprintf(path, sizeof(path), "/v1/replicas/%s?prev_rev=%llu", a->name,
 		         (unsigned long long)rev);
 		int rc = request(cl, "PUT", path, nv, &r, &e);
@@ -352,10 +357,10 @@ static bool marked_lost(const json_t *replicas, const char *me)
 	json_array_foreach(json_object_get(replicas, "items"), i, x)
 	{
 		const json_t *v = json_object_get(x, "value");
-		const char *node = "", *phase = "";
-		iod_json_get_str(v, "node", &node);
-		iod_json_get_str(v, "phase", &phase);
-		if (!strcmp(node, me) && !strcmp(phase, "lost"))
+		const char *node = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_NODE);
+		const char *phase =
+		    iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_PHASE);
+		if (node && phase && !strcmp(node, me) && !strcmp(phase, "lost"))
 			return true;
 	}
 	return false;

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "iod/agent.h"
 #include "iod/api.h"
+#include "iod/objects.h"
 
 #include <getopt.h>
 #include <signal.h>
@@ -111,7 +112,6 @@ static void print_change(const json_t *x)
 	const json_t *v = json_object_get(x, "value");
 	const char *kind = sget(x, "kind"), *name = sget(x, "name"), *type = sget(x, "type");
 	uint64_t rev = 0, u = 0;
-	bool b = false;
 	char what[64] = "", detail[IOD_ERR_MSG_MAX] = "";
 	iod_json_get_u64(x, "rev", &rev);
 	if (!strcmp(type, "delete")) {
@@ -123,20 +123,27 @@ static void print_change(const json_t *x)
 		snprintf(detail, sizeof(detail), "%llu GPUs, %s", (unsigned long long)u,
 		         sget(v, "model"));
 	} else if (!strcmp(kind, "replica")) {
-		snprintf(what, sizeof(what), "%s", sget(v, "phase"));
-		iod_json_get_bool(v, "ready", &b);
-		const char *reason = sget(v, "reason");
-		const json_t *rs = json_object_get(v, "reasons");
-		if (!reason[0] && json_is_array(rs))
-			reason = json_string_value(json_array_get(rs, 0));
-		snprintf(detail, sizeof(detail), "node %s gpus %s%s%s%s", sget(v, "node"),
-		         sget(v, "gpus")[0] ? sget(v, "gpus") : "-", b ? " ready" : "",
-		         reason && reason[0] ? ": " : "", reason ? reason : "");
+		struct iod_obj_replica *r = malloc(sizeof(*r));
+		if (r) {
+			iod_obj_replica_from_json(v, r, NULL);
+			snprintf(what, sizeof(what), "%s", r->phase);
+			const char *reason = r->reason;
+			if (!reason[0] && json_is_array(r->reasons))
+				reason = json_string_value(json_array_get(r->reasons, 0));
+			snprintf(detail, sizeof(detail), "node %s gpus %s%s%s%s", r->node,
+			         r->gpus[0] ? r->gpus : "-", r->ready ? " ready" : "",
+			         reason && reason[0] ? ": " : "", reason ? reason : "");
+			iod_obj_replica_free(r);
+			free(r);
+		}
 	} else if (!strcmp(kind, "endpoint")) {
-		iod_json_get_bool(v, "healthy", &b);
-		snprintf(what, sizeof(what), "%s", b ? "healthy" : "unhealthy");
-		snprintf(detail, sizeof(detail), "%s on %s (%s)", sget(v, "address"),
-		         sget(v, "node"), sget(v, "phase"));
+		struct iod_obj_endpoint ep;
+		char address[IOD_ADDR_MAX + 8];
+		iod_obj_endpoint_from_json(v, &ep, NULL);
+		iod_obj_endpoint_address(&ep, address, sizeof(address));
+		snprintf(what, sizeof(what), "%s", ep.healthy ? "healthy" : "unhealthy");
+		snprintf(detail, sizeof(detail), "%s on %s (%s)", address, ep.node, ep.phase);
+		iod_obj_endpoint_free(&ep);
 	} else if (!strcmp(kind, "service")) {
 		iod_json_get_u64(v, "generation", &u);
 		snprintf(what, sizeof(what), "deployed");

@@ -7,8 +7,8 @@
  * Mapping: one mesh service per Service object. Its VIP port is the spec's
  * first port (default IOD_MESH_API_DEFAULT_PORT); a first port named "http"
  * or "http-*" makes it an L7 service (Istio's port-naming rule), anything
- * else L4. Endpoints are the Endpoint objects of that service ("address",
- * "node", "healthy"); racks come from Node objects' "rack" label when set.
+ * else L4. Endpoints are the Endpoint objects of that service (address,
+ * node, health: include/iod/objects.h); racks come from Node objects' "rack" label when set.
  *
  * A shell piece: blocking HTTP GETs with a timeout, called from the proxy's
  * control thread (never from a worker). Each poll asks for the cluster
@@ -18,6 +18,7 @@
  * push; callers still poll now and then as a fallback.
  */
 #include "iod/mesh.h"
+#include "iod/objects.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -200,6 +201,29 @@ int iod_mesh_api_addrs(const json_t *services, struct iod_mesh_svc_addr *out, ui
 	return 0;
 }
 
+/* Endpoint object ep as the mesh's endpoint x, when it is one of service
+ * name's and has an address. */
+static bool endpoint_of(const json_t *ep, const char *name, struct iod_mesh_endpoint *x)
+{
+	struct iod_obj_endpoint eo;
+	char addr[IOD_ADDR_MAX + 8];
+	bool ok = false;
+	iod_obj_endpoint_from_json(json_object_get(ep, "value"), &eo, NULL);
+	iod_obj_endpoint_address(&eo, addr, sizeof(addr));
+	memset(x, 0, sizeof(*x));
+	if (iod_obj_has(&eo, IOD_OBJ_ENDPOINT_SERVICE) && !strcmp(eo.service, name) && addr[0] &&
+	    !iod_mesh_addr_parse(addr, &x->ip4, &x->port, true)) {
+		const char *rep = json_string_value(json_object_get(ep, "name"));
+		iod_strlcpy(x->id, rep ? rep : addr, sizeof(x->id));
+		iod_strlcpy(x->node, eo.node, sizeof(x->node));
+		x->weight = 1;
+		x->healthy = eo.healthy;
+		ok = true;
+	}
+	iod_obj_endpoint_free(&eo);
+	return ok;
+}
+
 static int build(struct iod_mesh_api_source *s, json_t *svcs, json_t *eps, json_t *nodes,
                  struct iod_mesh_registry *out, struct iod_err *e)
 {
@@ -220,21 +244,10 @@ static int build(struct iod_mesh_api_source *s, json_t *svcs, json_t *eps, json_
 		size_t k;
 		json_array_foreach(json_object_get(eps, "items"), k, ep)
 		{
-			const json_t *v = json_object_get(ep, "value");
-			const char *sn = json_string_value(json_object_get(v, "service"));
-			const char *addr = json_string_value(json_object_get(v, "address"));
-			if (!sn || strcmp(sn, name) || !addr || svc.eps_n >= IOD_MESH_ENDPOINTS_MAX)
-				continue;
 			struct iod_mesh_endpoint *x = &svc.eps[svc.eps_n];
-			memset(x, 0, sizeof(*x));
-			if (iod_mesh_addr_parse(addr, &x->ip4, &x->port, true))
+			if (svc.eps_n >= IOD_MESH_ENDPOINTS_MAX || !endpoint_of(ep, name, x))
 				continue;
-			const char *rep = json_string_value(json_object_get(ep, "name"));
-			iod_strlcpy(x->id, rep ? rep : addr, sizeof(x->id));
-			const char *node = json_string_value(json_object_get(v, "node"));
-			iod_strlcpy(x->node, node ? node : "", sizeof(x->node));
-			x->weight = 1;
-			x->healthy = json_is_true(json_object_get(v, "healthy"));
+			const char *node = x->node[0] ? x->node : NULL;
 			const json_t *nd;
 			size_t q;
 			json_array_foreach(json_object_get(nodes, "items"), q, nd)
