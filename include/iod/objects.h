@@ -157,9 +157,122 @@ struct iod_obj_endpoint {
 /* "addr:port" of an endpoint into buf ("" when it has no address). */
 void iod_obj_endpoint_address(const struct iod_obj_endpoint *ep, char *buf, size_t len);
 
+/* ---- Node: a machine, registered by its agent with a lease --------------- */
+
+#define IOD_OBJ_NODE_FIELDS(X)                                                  \
+	X(ADDR, "addr", STR, addr, 0, 0, 0)                                     \
+	X(GPUS, "gpus", JSON, gpus, 0, 0, 0)                                    \
+	X(CPUS, "cpus", UINT, cpus, 0, UINT32_MAX, 0)                           \
+	X(MODEL, "model", STR, model, 0, 0, 0)                                  \
+	X(AGENT_PID, "agent_pid", UINT, agent_pid, 0, INT32_MAX, 0)             \
+	X(REGISTERED_MS, "registered_ms", UINT, registered_ms, 0, INT64_MAX, 0) \
+	X(TOPOLOGY, "topology", JSON, topology, 0, 0, 0)                        \
+	X(LABELS, "labels", JSON, labels, 0, 0, 0)                              \
+	X(RACK, "rack", STR, rack, 0, 0, 0)                                     \
+	X(ZONE, "zone", STR, zone, 0, 0, 0)                                     \
+	X(CORDONED, "cordoned", BOOL, cordoned, 0, 0, 0)
+
+enum iod_obj_node_field {
+#define X(f, k, t, m, lo, hi, d) IOD_OBJ_NODE_##f,
+	IOD_OBJ_NODE_FIELDS(X)
+#undef X
+	    IOD_OBJ_NODE_FIELD_COUNT
+};
+
+struct iod_obj_node {
+	struct iod_obj_head head;
+	char addr[IOD_ADDR_MAX];  /* where its replicas answer ("" = 127.0.0.1) */
+	json_t *gpus;             /* owned: its GPU count, or a list of GPUs */
+	uint32_t cpus;            /* its CPU count */
+	char model[IOD_NAME_MAX]; /* built-in model, "host" (discovery), "xml" */
+	uint32_t agent_pid;       /* its agent's pid */
+	uint64_t registered_ms;   /* when its agent registered (unix ms) */
+	json_t *topology;         /* owned: iod_topo_to_json of its hardware */
+	json_t *labels;           /* owned: {name: value}; "rack" counts as rack */
+	char rack[IOD_NAME_MAX];  /* failure domain */
+	char zone[IOD_NAME_MAX];  /* larger failure domain */
+	bool cordoned;            /* takes no new replicas */
+};
+
+/* The node's GPU count ("gpus" as a count or a list), at most IOD_BITMAP_BITS. */
+uint32_t iod_obj_node_gpus(const struct iod_obj_node *n);
+/* Its rack: "rack", else labels.rack; "" when neither. */
+const char *iod_obj_node_rack(const struct iod_obj_node *n);
+
+/* ---- Service: a deployed service: its normalized spec and generation ----- */
+
+/*
+ * The value is the spec's JSON of the service (src/spec/spec.c owns those
+ * keys; they stay in `extra`) plus the control plane's own fields below.
+ */
+#define IOD_OBJ_SERVICE_FIELDS(X)                                            \
+	X(NAME, "name", STR, name, 0, 0, 0)                                  \
+	X(TYPE, "type", STR, type, 0, 0, 0)                                  \
+	X(REPLICAS, "replicas", UINT, replicas, 0, IOD_SPEC_REPLICAS_MAX, 0) \
+	X(GENERATION, "generation", UINT, generation, 0, INT64_MAX, 0)       \
+	X(GPU, "gpu", UINT, gpu, 0, UINT32_MAX, 0)
+
+enum iod_obj_service_field {
+#define X(f, k, t, m, lo, hi, d) IOD_OBJ_SERVICE_##f,
+	IOD_OBJ_SERVICE_FIELDS(X)
+#undef X
+	    IOD_OBJ_SERVICE_FIELD_COUNT
+};
+
+struct iod_obj_service {
+	struct iod_obj_head head;
+	char name[IOD_NAME_MAX];     /* its name (the spec's) */
+	char type[IOD_OBJ_WORD_MAX]; /* "stateless" | "stateful" */
+	uint32_t replicas;           /* replicas the spec asks for */
+	uint64_t generation;         /* raised by every deploy of it */
+	uint32_t gpu;                /* GPUs per replica the scheduler was asked for */
+};
+
+/*
+ * The spec's JSON of a stored Service value: a copy without the control
+ * plane's fields (generation, gpu, version), what iod_spec_load_buffer
+ * takes back. NULL out of memory.
+ */
+json_t *iod_obj_service_spec(const json_t *value);
+
+/* ---- Config: member.ID records a server's addresses ------------------------ */
+
+#define IOD_OBJ_MEMBER_FIELDS(X)               \
+	X(ID, "id", UINT, id, 0, INT64_MAX, 0) \
+	X(RAFT, "raft", STR, raft, 0, 0, 0)    \
+	X(API, "api", STR, api, 0, 0, 0)
+
+enum iod_obj_member_field {
+#define X(f, k, t, m, lo, hi, d) IOD_OBJ_MEMBER_##f,
+	IOD_OBJ_MEMBER_FIELDS(X)
+#undef X
+	    IOD_OBJ_MEMBER_FIELD_COUNT
+};
+
+/* Config "member.ID": one control-plane server. Other Config objects are
+ * free-form. */
+struct iod_obj_member {
+	struct iod_obj_head head;
+	uint64_t id;             /* its raft id */
+	char raft[IOD_ADDR_MAX]; /* its raft address */
+	char api[IOD_ADDR_MAX];  /* its API address */
+};
+
+/*
+ * Policy objects are service policies: their one home is src/sec/policy.c
+ * (iod_sec_policy_parse, iod_sec_policy_to_json, struct iod_sec_policy).
+ */
+
 /* ---- one API for every kind ----------------------------------------------- */
 
-enum iod_obj_kind { IOD_OBJ_KIND_REPLICA, IOD_OBJ_KIND_ENDPOINT, IOD_OBJ_KIND_COUNT };
+enum iod_obj_kind {
+	IOD_OBJ_KIND_NODE,
+	IOD_OBJ_KIND_SERVICE,
+	IOD_OBJ_KIND_REPLICA,
+	IOD_OBJ_KIND_ENDPOINT,
+	IOD_OBJ_KIND_MEMBER,
+	IOD_OBJ_KIND_COUNT
+};
 
 /*
  * Generic forms (obj points at the kind's struct). from_json: see the rules
@@ -194,8 +307,16 @@ const char *iod_obj_key(enum iod_obj_kind k, unsigned f);
  */
 const char *iod_obj_peek_str(enum iod_obj_kind k, const json_t *v, unsigned f);
 int iod_obj_peek_int(enum iod_obj_kind k, const json_t *v, unsigned f, int64_t *out);
+/* Any field as stored (NULL when absent), borrowed from v, unchecked. */
+const json_t *iod_obj_peek_json(enum iod_obj_kind k, const json_t *v, unsigned f);
 
 /* Typed forms. */
+int iod_obj_node_from_json(const json_t *v, struct iod_obj_node *n, struct iod_err *e);
+json_t *iod_obj_node_to_json(const struct iod_obj_node *n);
+int iod_obj_service_from_json(const json_t *v, struct iod_obj_service *s, struct iod_err *e);
+json_t *iod_obj_service_to_json(const struct iod_obj_service *s);
+int iod_obj_member_from_json(const json_t *v, struct iod_obj_member *m, struct iod_err *e);
+json_t *iod_obj_member_to_json(const struct iod_obj_member *m);
 int iod_obj_replica_from_json(const json_t *v, struct iod_obj_replica *r, struct iod_err *e);
 json_t *iod_obj_replica_to_json(const struct iod_obj_replica *r);
 int iod_obj_endpoint_from_json(const json_t *v, struct iod_obj_endpoint *ep, struct iod_err *e);
@@ -226,7 +347,10 @@ json_t *iod_obj_endpoint_to_json(const struct iod_obj_endpoint *ep);
 	{                                                                                         \
 		iod_obj_clear(K, o, f);                                                           \
 	}
+IOD_OBJ_TYPED(node, IOD_OBJ_KIND_NODE)
+IOD_OBJ_TYPED(service, IOD_OBJ_KIND_SERVICE)
 IOD_OBJ_TYPED(replica, IOD_OBJ_KIND_REPLICA)
 IOD_OBJ_TYPED(endpoint, IOD_OBJ_KIND_ENDPOINT)
+IOD_OBJ_TYPED(member, IOD_OBJ_KIND_MEMBER)
 
 #endif

@@ -112,12 +112,19 @@ static int register_node(struct iod_agent_cluster *c, struct iod_api_client *cl)
 		return rc ? rc : -EIO;
 	}
 	iod_api_response_free(&r);
-	json_t *node = json_pack("{s:s, s:i, s:i, s:s, s:i, s:I}", "addr", c->addr, "gpus",
-	                         (int)cfg->gpus, "cpus", (int)cfg->cpus, "model",
-	                         cfg->model[0] ? cfg->model : "host", "agent_pid", (int)getpid(),
-	                         "registered_ms", (json_int_t)(iod_time_unix_ns() / IOD_NS_PER_MS));
+	struct iod_obj_node o;
+	iod_obj_node_init(&o);
+	iod_obj_node_set_str(&o, IOD_OBJ_NODE_ADDR, c->addr);
+	iod_obj_node_set_json(&o, IOD_OBJ_NODE_GPUS, json_integer(cfg->gpus));
+	iod_obj_node_set_int(&o, IOD_OBJ_NODE_CPUS, cfg->cpus);
+	iod_obj_node_set_str(&o, IOD_OBJ_NODE_MODEL, cfg->model[0] ? cfg->model : "host");
+	iod_obj_node_set_int(&o, IOD_OBJ_NODE_AGENT_PID, getpid());
+	iod_obj_node_set_int(&o, IOD_OBJ_NODE_REGISTERED_MS,
+	                     (int64_t)(iod_time_unix_ns() / IOD_NS_PER_MS));
 	if (cfg->topology)
-		json_object_set(node, "topology", cfg->topology);
+		iod_obj_node_set_json(&o, IOD_OBJ_NODE_TOPOLOGY, json_incref(cfg->topology));
+	json_t *node = iod_obj_node_to_json(&o);
+	iod_obj_node_free(&o);
 	snprintf(path, sizeof(path), "/v1/nodes/%s?lease=%llu", cfg->name, (unsigned long long)id);
 	rc = request(cl, "PUT", path, node, &r, &e);
 	json_decref(node);

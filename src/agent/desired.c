@@ -56,7 +56,7 @@ static const char *node_addr(const json_t *nodes, const char *node)
 {
 	const json_t *v = node ? find_item(nodes, node) : NULL;
 	const char *a;
-	if (v && !iod_json_get_str(v, "addr", &a) && a[0])
+	if (v && (a = iod_obj_peek_str(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_ADDR)) && a[0])
 		return a;
 	return "127.0.0.1";
 }

@@ -65,17 +65,15 @@ static const json_t *find_item(const json_t *list, const char *name)
 static void request_of(const json_t *svc_value, const char *name, uint32_t fallback_gpus,
                        struct iod_sched_request *out)
 {
-	json_t *v = json_deep_copy(svc_value);
+	json_t *v = iod_obj_service_spec(svc_value);
 	struct iod_spec *spec = NULL;
 	struct iod_spec_diags *d = calloc(1, sizeof(*d));
 	const char *type = "";
 	bool done = false;
 
 	if (v && d) {
-		/* the deploy's additions, and dependencies (they do not change
-		 * placement, and would need the other services to validate) */
-		json_object_del(v, "generation");
-		json_object_del(v, "gpu");
+		/* without dependencies (they do not change placement, and would
+		 * need the other services to validate) */
 		json_object_del(v, "depends_on");
 		json_t *doc = json_pack("{s:[O]}", "services", v);
 		char *text = doc ? iod_json_string(doc, false) : NULL;
@@ -91,8 +89,8 @@ static void request_of(const json_t *svc_value, const char *name, uint32_t fallb
 		iod_strlcpy(out->service, name, sizeof(out->service));
 		out->gpus = fallback_gpus;
 		out->numa = IOD_SCHED_NUMA_BEST_EFFORT;
-		iod_json_get_str(svc_value, "type", &type);
-		out->stateful = !strcmp(type, "stateful");
+		type = iod_obj_peek_str(IOD_OBJ_KIND_SERVICE, svc_value, IOD_OBJ_SERVICE_TYPE);
+		out->stateful = type && !strcmp(type, "stateful");
 	}
 	iod_spec_free(spec);
 	free(d);
@@ -191,8 +189,8 @@ json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, cons
 		if (node_index(nodes, node) >= 0)
 			continue; /* its node is alive */
 		const json_t *sv = json_object_get(find_item(services, r->service), "value");
-		iod_json_get_str(sv, "type", &type);
-		bool stateful = !strcmp(type, "stateful");
+		type = iod_obj_peek_str(IOD_OBJ_KIND_SERVICE, sv, IOD_OBJ_SERVICE_TYPE);
+		bool stateful = type && !strcmp(type, "stateful");
 		if (stateful && !iod_obj_has(r, IOD_OBJ_REPLICA_LOST_MS)) {
 			/* first sighting: record when it was lost, move it later */
 			iod_obj_replica_set_int(r, IOD_OBJ_REPLICA_LOST_MS, (int64_t)now_ms);

@@ -58,12 +58,22 @@ static int load_spec(const char *body, size_t len, struct iod_spec **spec, json_
 	return 0;
 }
 
+/* The generation of a service deployed earlier (0: none). */
+static uint64_t generation_of(const struct iod_state *st, const char *service)
+{
+	const json_t *old = iod_state_value(st, IOD_STATE_SERVICE, service);
+	int64_t gen = 0;
+	if (old && iod_obj_peek_int(IOD_OBJ_KIND_SERVICE, old, IOD_OBJ_SERVICE_GENERATION, &gen))
+		gen = 0;
+	return (uint64_t)gen;
+}
+
 /* Replicas of a service deployed earlier (a dependency outside this spec). */
 static uint32_t stored_replicas(const char *service, void *ctx)
 {
 	const json_t *v = iod_state_value(ctx, IOD_STATE_SERVICE, service);
-	uint64_t n = 0;
-	if (v && !iod_json_get_u64(v, "replicas", &n) && n <= IOD_SPEC_REPLICAS_MAX)
+	int64_t n = 0;
+	if (v && !iod_obj_peek_int(IOD_OBJ_KIND_SERVICE, v, IOD_OBJ_SERVICE_REPLICAS, &n))
 		return (uint32_t)n;
 	return 0;
 }
@@ -83,7 +93,8 @@ static int agent_limits(const struct iod_state *st, const struct iod_spec *spec,
 	json_array_foreach(json_object_get(nodes, "items"), i, x)
 	{
 		const char *a = NULL;
-		if (!iod_json_get_str(json_object_get(x, "value"), "addr", &a))
+		if ((a = iod_obj_peek_str(IOD_OBJ_KIND_NODE, json_object_get(x, "value"),
+		                          IOD_OBJ_NODE_ADDR)))
 			host_len = IOD_MAX(host_len, (uint32_t)strlen(a));
 	}
 	json_decref(nodes);
@@ -258,24 +269,21 @@ int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len
 	unplaced = json_array();
 	for (uint32_t i = 0; i < spec->services_n; i++) {
 		const char *name = spec->services[i].name;
-		const json_t *old = iod_state_value(st, IOD_STATE_SERVICE, name);
-		uint64_t gen = 0;
-		json_t *v = json_deep_copy(json_array_get(json_object_get(sj, "services"), i));
-		if (old)
-			iod_json_get_u64(old, "generation", &gen);
-		if (!v)
-			v = json_pack("{s:s}", "name", name);
-		json_object_set_new(v, "generation", json_integer((json_int_t)gen + 1));
-		json_object_set_new(v, "gpu", json_integer(reqs[i].gpus));
+		uint64_t gen = generation_of(st, name);
+		struct iod_obj_service so;
+		iod_obj_service_from_json(json_array_get(json_object_get(sj, "services"), i), &so,
+		                          NULL);
+		iod_obj_service_set_str(&so, IOD_OBJ_SERVICE_NAME, name);
+		iod_obj_service_set_int(&so, IOD_OBJ_SERVICE_GENERATION, (int64_t)gen + 1);
+		iod_obj_service_set_int(&so, IOD_OBJ_SERVICE_GPU, reqs[i].gpus);
+		json_t *v = iod_obj_service_to_json(&so);
+		iod_obj_service_free(&so);
 		json_array_append_new(svc_arr, json_pack("{s:s, s:o}", "name", name, "value", v));
 	}
 	for (uint32_t k = 0; k < res.n; k++) {
 		const struct iod_sched_placement *p = &res.p[k];
 		const char *svc = spec->services[p->request].name;
-		const json_t *old = iod_state_value(st, IOD_STATE_SERVICE, svc);
-		uint64_t gen = 0;
-		if (old)
-			iod_json_get_u64(old, "generation", &gen);
+		uint64_t gen = generation_of(st, svc);
 		if (!p->placed) {
 			char why[IOD_SCHED_WHY_MAX + 256];
 			const json_t *sk = json_array_get(skipped, 0);

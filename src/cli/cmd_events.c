@@ -118,10 +118,10 @@ static void print_change(const json_t *x)
 		snprintf(what, sizeof(what), "%s",
 		         !strcmp(kind, "node") ? "gone (lost or left)" : "deleted");
 	} else if (!strcmp(kind, "node")) {
-		iod_json_get_u64(v, "gpus", &u);
+		iod_json_get_u64(v, iod_obj_key(IOD_OBJ_KIND_NODE, IOD_OBJ_NODE_GPUS), &u);
 		snprintf(what, sizeof(what), "registered");
 		snprintf(detail, sizeof(detail), "%llu GPUs, %s", (unsigned long long)u,
-		         sget(v, "model"));
+		         sget(v, iod_obj_key(IOD_OBJ_KIND_NODE, IOD_OBJ_NODE_MODEL)));
 	} else if (!strcmp(kind, "replica")) {
 		struct iod_obj_replica *r = malloc(sizeof(*r));
 		if (r) {
@@ -145,7 +145,8 @@ static void print_change(const json_t *x)
 		snprintf(detail, sizeof(detail), "%s on %s (%s)", address, ep.node, ep.phase);
 		iod_obj_endpoint_free(&ep);
 	} else if (!strcmp(kind, "service")) {
-		iod_json_get_u64(v, "generation", &u);
+		iod_json_get_u64(v, iod_obj_key(IOD_OBJ_KIND_SERVICE, IOD_OBJ_SERVICE_GENERATION),
+		                 &u);
 		snprintf(what, sizeof(what), "deployed");
 		snprintf(detail, sizeof(detail), "generation %llu", (unsigned long long)u);
 	} else {

@@ -111,6 +111,10 @@ static void endpoint_row(const char *name, const json_t *v, long long rev)
 	iod_obj_endpoint_free(&ep);
 }
 
+/* A Node or Service field as text ("-" when absent or empty). */
+#define NODE_STR(F) str(v, iod_obj_key(IOD_OBJ_KIND_NODE, IOD_OBJ_NODE_##F))
+#define SERVICE_STR(F) str(v, iod_obj_key(IOD_OBJ_KIND_SERVICE, IOD_OBJ_SERVICE_##F))
+
 static void print_row(enum iod_state_kind k, const json_t *o)
 {
 	const json_t *v = json_object_get(o, "value");
@@ -119,13 +123,13 @@ static void print_row(enum iod_state_kind k, const json_t *o)
 
 	switch (k) {
 	case IOD_STATE_NODE:
-		printf("%-24s %-12s %-6s %-6s %-16s %-8s %lld\n", name, str(v, "model"),
-		       str(v, "gpus"), str(v, "cpus"), str(v, "addr"),
+		printf("%-24s %-12s %-6s %-6s %-16s %-8s %lld\n", name, NODE_STR(MODEL),
+		       NODE_STR(GPUS), NODE_STR(CPUS), NODE_STR(ADDR),
 		       json_integer_value(json_object_get(o, "lease")) ? "yes" : "-", rev);
 		break;
 	case IOD_STATE_SERVICE:
-		printf("%-24s %-9s %-6s %-11s %lld\n", name, str(v, "replicas"), str(v, "gpu"),
-		       str(v, "generation"), rev);
+		printf("%-24s %-9s %-6s %-11s %lld\n", name, SERVICE_STR(REPLICAS),
+		       SERVICE_STR(GPU), SERVICE_STR(GENERATION), rev);
 		break;
 	case IOD_STATE_REPLICA: replica_row(name, v); break;
 	case IOD_STATE_ENDPOINT: endpoint_row(name, v, rev); break;

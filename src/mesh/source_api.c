@@ -201,6 +201,16 @@ int iod_mesh_api_addrs(const json_t *services, struct iod_mesh_svc_addr *out, ui
 	return 0;
 }
 
+/* A Node value's rack ("rack", else labels.rack), borrowed; NULL if none. */
+static const char *node_rack(const json_t *v)
+{
+	const char *rack = iod_obj_peek_str(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_RACK);
+	if (!rack)
+		rack = json_string_value(json_object_get(
+		    iod_obj_peek_json(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_LABELS), "rack"));
+	return rack;
+}
+
 /* Endpoint object ep as the mesh's endpoint x, when it is one of service
  * name's and has an address. */
 static bool endpoint_of(const json_t *ep, const char *name, struct iod_mesh_endpoint *x)
@@ -253,11 +263,7 @@ static int build(struct iod_mesh_api_source *s, json_t *svcs, json_t *eps, json_
 			json_array_foreach(json_object_get(nodes, "items"), q, nd)
 			{
 				const char *nn = json_string_value(json_object_get(nd, "name"));
-				const json_t *nv = json_object_get(nd, "value");
-				const char *rack = json_string_value(json_object_get(nv, "rack"));
-				if (!rack)
-					rack = json_string_value(
-					    json_object_get(json_object_get(nv, "labels"), "rack"));
+				const char *rack = node_rack(json_object_get(nd, "value"));
 				if (nn && node && !strcmp(nn, node) && rack)
 					iod_strlcpy(x->rack, rack, sizeof(x->rack));
 				if (nn && !strcmp(nn, s->node) && rack)

@@ -44,12 +44,24 @@ struct kind {
 	 (int64_t)(hi),               \
 	 (int64_t)(d)},
 
+#define NODE_ROW(f, k, t, m, lo, hi, d) ROW(iod_obj_node, f, k, t, m, lo, hi, d)
+static const struct field node_fields[] = {IOD_OBJ_NODE_FIELDS(NODE_ROW)};
+#define SERVICE_ROW(f, k, t, m, lo, hi, d) ROW(iod_obj_service, f, k, t, m, lo, hi, d)
+static const struct field service_fields[] = {IOD_OBJ_SERVICE_FIELDS(SERVICE_ROW)};
+#define MEMBER_ROW(f, k, t, m, lo, hi, d) ROW(iod_obj_member, f, k, t, m, lo, hi, d)
+static const struct field member_fields[] = {IOD_OBJ_MEMBER_FIELDS(MEMBER_ROW)};
 #define REPLICA_ROW(f, k, t, m, lo, hi, d) ROW(iod_obj_replica, f, k, t, m, lo, hi, d)
 static const struct field replica_fields[] = {IOD_OBJ_REPLICA_FIELDS(REPLICA_ROW)};
 #define ENDPOINT_ROW(f, k, t, m, lo, hi, d) ROW(iod_obj_endpoint, f, k, t, m, lo, hi, d)
 static const struct field endpoint_fields[] = {IOD_OBJ_ENDPOINT_FIELDS(ENDPOINT_ROW)};
 
 static const struct kind kinds[IOD_OBJ_KIND_COUNT] = {
+    [IOD_OBJ_KIND_NODE] = {"node", sizeof(struct iod_obj_node), node_fields,
+                           IOD_OBJ_NODE_FIELD_COUNT},
+    [IOD_OBJ_KIND_SERVICE] = {"service", sizeof(struct iod_obj_service), service_fields,
+                              IOD_OBJ_SERVICE_FIELD_COUNT},
+    [IOD_OBJ_KIND_MEMBER] = {"member", sizeof(struct iod_obj_member), member_fields,
+                             IOD_OBJ_MEMBER_FIELD_COUNT},
     [IOD_OBJ_KIND_REPLICA] = {"replica", sizeof(struct iod_obj_replica), replica_fields,
                               IOD_OBJ_REPLICA_FIELD_COUNT},
     [IOD_OBJ_KIND_ENDPOINT] = {"endpoint", sizeof(struct iod_obj_endpoint), endpoint_fields,
@@ -61,8 +73,15 @@ _Static_assert(IOD_OBJ_REPLICA_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX,
 _Static_assert(IOD_OBJ_ENDPOINT_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX,
                "an Endpoint's presence bits are one uint64_t");
 _Static_assert(IOD_OBJ_FIELDS_MAX <= 64, "presence bits are one uint64_t");
+_Static_assert(IOD_OBJ_NODE_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX &&
+                   IOD_OBJ_SERVICE_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX &&
+                   IOD_OBJ_MEMBER_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX,
+               "presence bits are one uint64_t");
 _Static_assert(offsetof(struct iod_obj_replica, head) == 0 &&
-                   offsetof(struct iod_obj_endpoint, head) == 0,
+                   offsetof(struct iod_obj_endpoint, head) == 0 &&
+                   offsetof(struct iod_obj_node, head) == 0 &&
+                   offsetof(struct iod_obj_service, head) == 0 &&
+                   offsetof(struct iod_obj_member, head) == 0,
                "every object starts with its head");
 
 static const struct kind *kind_of(enum iod_obj_kind k)
@@ -370,6 +389,13 @@ const char *iod_obj_peek_str(enum iod_obj_kind k, const json_t *v, unsigned f)
 	return json_string_value(json_object_get(v, d->f[f].key));
 }
 
+const json_t *iod_obj_peek_json(enum iod_obj_kind k, const json_t *v, unsigned f)
+{
+	const struct kind *d = kind_of(k);
+	IOD_ASSERT(f < d->n);
+	return json_object_get(v, d->f[f].key);
+}
+
 int iod_obj_peek_int(enum iod_obj_kind k, const json_t *v, unsigned f, int64_t *out)
 {
 	const struct kind *d = kind_of(k);
@@ -385,6 +411,48 @@ int iod_obj_peek_int(enum iod_obj_kind k, const json_t *v, unsigned f, int64_t *
 }
 
 /* ---- typed forms ----------------------------------------------------------- */
+
+#define TYPED_JSON(T, K)                                                                       \
+	int iod_obj_##T##_from_json(const json_t *v, struct iod_obj_##T *o, struct iod_err *e) \
+	{                                                                                      \
+		return iod_obj_from_json(K, v, o, e);                                          \
+	}                                                                                      \
+	json_t *iod_obj_##T##_to_json(const struct iod_obj_##T *o)                             \
+	{                                                                                      \
+		return iod_obj_to_json(K, o);                                                  \
+	}
+TYPED_JSON(node, IOD_OBJ_KIND_NODE)
+TYPED_JSON(service, IOD_OBJ_KIND_SERVICE)
+TYPED_JSON(member, IOD_OBJ_KIND_MEMBER)
+
+uint32_t iod_obj_node_gpus(const struct iod_obj_node *n)
+{
+	const json_t *v = n->gpus;
+	if (json_is_integer(v) && json_integer_value(v) > 0)
+		return (uint32_t)IOD_MIN(json_integer_value(v), IOD_BITMAP_BITS);
+	if (json_is_array(v))
+		return (uint32_t)IOD_MIN(json_array_size(v), IOD_BITMAP_BITS);
+	return 0;
+}
+
+const char *iod_obj_node_rack(const struct iod_obj_node *n)
+{
+	const char *r = json_string_value(json_object_get(n->labels, "rack"));
+	if (iod_obj_has(n, IOD_OBJ_NODE_RACK))
+		return n->rack;
+	return r ? r : "";
+}
+
+json_t *iod_obj_service_spec(const json_t *value)
+{
+	json_t *v = json_deep_copy(value);
+	if (!v)
+		return NULL;
+	json_object_del(v, "version");
+	json_object_del(v, iod_obj_key(IOD_OBJ_KIND_SERVICE, IOD_OBJ_SERVICE_GENERATION));
+	json_object_del(v, iod_obj_key(IOD_OBJ_KIND_SERVICE, IOD_OBJ_SERVICE_GPU));
+	return v;
+}
 
 int iod_obj_replica_from_json(const json_t *v, struct iod_obj_replica *r, struct iod_err *e)
 {

@@ -171,7 +171,20 @@ TEST(snapshot_written_before_typed_objects_restores)
 	void *buf = read_file("tests/fixtures/state-v0.snap", &len);
 	CHECK_EQ(iod_state_new(&s), 0);
 	CHECK_MSG(iod_state_restore(s, buf, len, &e) == 0, "%s", e.msg);
-	CHECK(iod_state_value(s, IOD_STATE_NODE, "n1") != NULL);
+	struct iod_obj_node n;
+	struct iod_obj_service sv;
+	CHECK_EQ(iod_obj_node_from_json(iod_state_value(s, IOD_STATE_NODE, "n1"), &n, &e), 0);
+	CHECK_EQ(iod_obj_node_gpus(&n), 8);
+	CHECK_STR(n.model, "dgx-h100");
+	CHECK_STR(n.addr, "127.0.0.1");
+	CHECK(n.head.extra == NULL);
+	iod_obj_node_free(&n);
+	CHECK_EQ(iod_obj_service_from_json(iod_state_value(s, IOD_STATE_SERVICE, "web"), &sv, &e),
+	         0);
+	CHECK_U64(sv.generation, 1);
+	CHECK_EQ(sv.gpu, 1);
+	CHECK_EQ(sv.replicas, 2);
+	iod_obj_service_free(&sv);
 	CHECK(iod_state_value(s, IOD_STATE_POLICY, "default") != NULL);
 	CHECK(iod_state_value(s, IOD_STATE_CONFIG, "member.1") != NULL);
 	for (int i = 0; i < 2; i++) {
@@ -227,4 +240,59 @@ TEST(snapshot_written_before_typed_objects_restores)
 	iod_state_free(s);
 	free(buf);
 	free(r);
+}
+
+TEST(node_service_and_member_objects)
+{
+	struct iod_obj_node n;
+	struct iod_obj_service sv;
+	struct iod_obj_member m;
+	struct iod_err e = {0};
+	json_t *in =
+	    parse("{\"addr\":\"10.1.2.3\",\"gpus\":[\"a\",\"b\",\"c\"],\"cpus\":64,"
+	          "\"model\":\"xml\",\"labels\":{\"rack\":\"r7\"},\"topology\":{\"x\":1}}");
+	CHECK_EQ(iod_obj_node_from_json(in, &n, &e), 0);
+	CHECK_EQ(iod_obj_node_gpus(&n), 3);
+	CHECK_STR(iod_obj_node_rack(&n), "r7");
+	CHECK_EQ(n.cpus, 64);
+	CHECK(json_equal(n.topology, json_object_get(in, "topology")));
+	CHECK(!n.cordoned);
+	iod_obj_node_set_str(&n, IOD_OBJ_NODE_RACK, "r9");
+	CHECK_STR(iod_obj_node_rack(&n), "r9");
+	iod_obj_node_set_json(&n, IOD_OBJ_NODE_GPUS, json_integer(8));
+	CHECK_EQ(iod_obj_node_gpus(&n), 8);
+	json_t *out = iod_obj_node_to_json(&n);
+	CHECK_EQ(json_integer_value(json_object_get(out, "gpus")), 8);
+	CHECK_STR(json_string_value(json_object_get(out, "addr")), "10.1.2.3");
+	json_decref(out);
+	iod_obj_node_free(&n);
+	json_decref(in);
+
+	/* a Service is the spec's JSON plus the control plane's fields; its spec
+	 * comes back without them */
+	in = parse("{\"name\":\"web\",\"type\":\"stateful\",\"replicas\":2,\"command\":\"sleep\","
+	           "\"generation\":4,\"gpu\":1,\"version\":1}");
+	CHECK_EQ(iod_obj_service_from_json(in, &sv, &e), 0);
+	CHECK_U64(sv.generation, 4);
+	CHECK_EQ(sv.replicas, 2);
+	CHECK_STR(sv.type, "stateful");
+	CHECK_EQ(sv.head.version, 1);
+	out = iod_obj_service_to_json(&sv);
+	CHECK(json_equal(out, in));
+	json_decref(out);
+	out = iod_obj_service_spec(in);
+	CHECK(json_object_get(out, "generation") == NULL);
+	CHECK(json_object_get(out, "gpu") == NULL);
+	CHECK(json_object_get(out, "version") == NULL);
+	CHECK_STR(json_string_value(json_object_get(out, "command")), "sleep");
+	json_decref(out);
+	iod_obj_service_free(&sv);
+	json_decref(in);
+
+	in = parse("{\"id\":2,\"raft\":\"127.0.0.1:7302\",\"api\":\"127.0.0.1:7402\"}");
+	CHECK_EQ(iod_obj_member_from_json(in, &m, &e), 0);
+	CHECK_U64(m.id, 2);
+	CHECK_STR(m.api, "127.0.0.1:7402");
+	iod_obj_member_free(&m);
+	json_decref(in);
 }
