@@ -198,8 +198,8 @@ static void cluster_stop(struct cluster *c)
 }
 
 /* One HTTP exchange on a fresh or kept connection; status or -1. */
-static int http(int *fd, const char *addr, const char *method, const char *path, const char *body,
-                uint32_t timeout_ms, json_t **out)
+static int http(struct iod_http_conn *fd, const char *addr, const char *method, const char *path,
+                const char *body, uint32_t timeout_ms, json_t **out)
 {
 	struct iod_api_response r;
 	struct iod_err e;
@@ -223,7 +223,8 @@ static int find_leader(struct cluster *c, unsigned timeout_ms)
 	while (now_us() < end) {
 		for (int i = 0; i < N; i++) {
 			json_t *j = NULL;
-			int fd = -1, st;
+			struct iod_http_conn fd = {0};
+			int st;
 			if (c->pid[i] <= 0)
 				continue;
 			if (c->kind == IOD)
@@ -231,8 +232,7 @@ static int find_leader(struct cluster *c, unsigned timeout_ms)
 			else
 				st = http(&fd, c->api[i], "POST", "/v3/maintenance/status", "{}",
 				          500, &j);
-			if (fd >= 0)
-				close(fd);
+			iod_http_conn_close(&fd);
 			bool leader = false;
 			if (st == 200 && c->kind == IOD) {
 				const char *s = "";
@@ -260,15 +260,13 @@ static void wait_healthy(struct cluster *c, int i, int leader)
 	uint64_t end = now_us() + 20000000ull;
 	while (now_us() < end) {
 		json_t *j = NULL, *lj = NULL;
-		int fd = -1, st;
+		struct iod_http_conn fd = {0};
+		int st;
 		if (c->kind == IOD) {
 			st = http(&fd, c->api[i], "GET", "/v1/status", NULL, 500, &j);
-			if (fd >= 0)
-				close(fd);
-			fd = -1;
+			iod_http_conn_close(&fd);
 			int lst = http(&fd, c->api[leader], "GET", "/v1/status", NULL, 500, &lj);
-			if (fd >= 0)
-				close(fd);
+			iod_http_conn_close(&fd);
 			bool ok = st == 200 && lst == 200 &&
 			          json_integer_value(json_object_get(j, "applied_index")) >=
 			              json_integer_value(json_object_get(lj, "commit_index")) &&
@@ -279,8 +277,7 @@ static void wait_healthy(struct cluster *c, int i, int leader)
 				return;
 		} else {
 			st = http(&fd, c->api[i], "GET", "/health", NULL, 500, &j);
-			if (fd >= 0)
-				close(fd);
+			iod_http_conn_close(&fd);
 			const char *h = NULL;
 			bool ok =
 			    st == 200 && !iod_json_get_str(j, "health", &h) && !strcmp(h, "true");
@@ -294,12 +291,12 @@ static void wait_healthy(struct cluster *c, int i, int leader)
 
 /* A writer: one put of key k, trying members from *cur on until success. */
 struct writer {
-	struct cluster *c;        /* target */
-	struct iod_api_client cl; /* iod: follows the leader */
-	int fd[N];                /* etcd: one connection per member */
-	int cur;                  /* etcd: member to try first */
-	char last[IOD_ADDR_MAX];  /* iod: server that acknowledged the last put */
-	uint32_t attempt_ms;      /* etcd: per-attempt timeout */
+	struct cluster *c;          /* target */
+	struct iod_api_client cl;   /* iod: follows the leader */
+	struct iod_http_conn fd[N]; /* etcd: one connection per member */
+	int cur;                    /* etcd: member to try first */
+	char last[IOD_ADDR_MAX];    /* iod: server that acknowledged the last put */
+	uint32_t attempt_ms;        /* etcd: per-attempt timeout */
 };
 
 static void writer_init(struct writer *w, struct cluster *c)
@@ -308,7 +305,7 @@ static void writer_init(struct writer *w, struct cluster *c)
 	memset(w, 0, sizeof(*w));
 	w->c = c;
 	for (int i = 0; i < N; i++)
-		w->fd[i] = -1;
+		iod_http_conn_init(&w->fd[i]);
 	iod_api_client_init(&w->cl, c->servers, &e);
 	w->cl.retry_ms = 30000;
 	w->cl.timeout_ms = 5000;
@@ -320,8 +317,7 @@ static void writer_close(struct writer *w)
 {
 	iod_api_client_close(&w->cl);
 	for (int i = 0; i < N; i++)
-		if (w->fd[i] >= 0)
-			close(w->fd[i]);
+		iod_http_conn_close(&w->fd[i]);
 }
 
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -439,12 +435,11 @@ static void breakdown(struct cluster *c, int victim, const char *leader_api, uin
 	uint64_t first_prevote = 0;
 	for (int i = 0; i < N; i++) {
 		json_t *j = NULL;
-		int fd = -1;
+		struct iod_http_conn fd = {0};
 		if (i == victim || c->pid[i] <= 0)
 			continue;
 		int st = http(&fd, c->api[i], "GET", "/v1/status", NULL, 1000, &j);
-		if (fd >= 0)
-			close(fd);
+		iod_http_conn_close(&fd);
 		if (st != 200) {
 			json_decref(j);
 			continue;
@@ -639,7 +634,7 @@ static void throughput(struct cluster *c, int clients, int seconds)
 		struct iod_api_response r;
 		struct iod_err e;
 		for (int m = 0; m < N; m++) {
-			int fd = -1;
+			struct iod_http_conn fd = {0};
 			if (!iod_api_http_once(&fd, c->api[m], "GET", "/metrics", NULL, NULL, 0,
 			                       2000, &r, &e)) {
 				for (char *l = r.body, *save = NULL, *t = strtok_r(l, "\n", &save);
@@ -657,8 +652,7 @@ static void throughput(struct cluster *c, int clients, int seconds)
 						        t);
 				iod_api_response_free(&r);
 			}
-			if (fd >= 0)
-				close(fd);
+			iod_http_conn_close(&fd);
 		}
 	}
 	printf("BENCH control.writes_%s clients=%d seconds=%d ops=%zu ops_per_s=%.0f p50_ms=%.2f "

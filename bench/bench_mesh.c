@@ -291,7 +291,7 @@ static int fixed_rate(uint32_t ip, uint16_t port, uint32_t rate, uint32_t second
 {
 	static struct lconn c[LAT_CONNS];
 	static uint64_t lat[LAT_MAX];
-	static struct iod_mesh_http_msg m;
+	static struct iod_http_msg m;
 	const char *req = "GET /1k HTTP/1.1\r\nhost: b\r\n\r\n";
 	uint64_t period = IOD_NS_PER_S / rate;
 	uint32_t total = IOD_MIN(rate * seconds, (uint32_t)LAT_MAX);
@@ -358,7 +358,7 @@ static int fixed_rate(uint32_t ip, uint16_t port, uint32_t rate, uint32_t second
 				return -1;
 			}
 			x->len += (size_t)r;
-			if (iod_mesh_http_parse(x->buf, x->len, true, &m))
+			if (iod_http_parse(x->buf, x->len, true, &m))
 				continue;
 			if (x->len < m.head_len + m.content_length)
 				continue;

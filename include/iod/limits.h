@@ -221,6 +221,21 @@
 /* Fields of one object kind: each kind's presence bits are one uint64_t. */
 #define IOD_OBJ_FIELDS_MAX 64
 
+/* ---- http (the codec and the client, src/http/) ------------------------ */
+
+/* Header lines per HTTP message: nginx's default large_client_header is
+ * 4 x 8k; 100 headers is what Go and Node.js accept. */
+#define IOD_HTTP_HEADERS_MAX 100
+/* An answer the client takes by default: a full state list of
+ * IOD_STATE_OBJECTS_MAX small objects is a few MiB; four times the largest
+ * request body leaves room. */
+#define IOD_HTTP_BODY_MAX (4ull * IOD_API_BODY_MAX)
+/* A stoppable request looks at its stop flag this often (the mesh's
+ * control-plane watch is a long poll; a proxy asked to stop must not wait it out). */
+#define IOD_HTTP_STOP_SLICE_MS 50
+/* Extra request headers one client call sends. */
+#define IOD_HTTP_REQ_HEADERS_MAX 8
+
 /* ---- agent ------------------------------------------------------------- */
 
 /* Replicas one agent tracks at once (running + stopping): a node with 8
@@ -264,8 +279,6 @@
 #define IOD_AGENT_ACTIONS_MAX 64
 /* A manifest of desired replicas (JSON). */
 #define IOD_AGENT_MANIFEST_MAX (4u << 20)
-/* Bytes read from an HTTP health answer: the status line is all we need. */
-#define IOD_AGENT_HTTP_READ_MAX 1024
 /* The demo parameter server's vector: 1 Mi floats = 4 MiB per shard max. */
 #define IOD_DEMO_PARAMS_MAX (1u << 20)
 /* Replica ports are derived from replica names in [BASE, BASE + RANGE):
@@ -318,9 +331,6 @@
 /* One HTTP message head or a whole buffered request: requests must fit to
  * be retryable; larger ones get 413 (docs/mesh.md). */
 #define IOD_MESH_HTTP_BUF 16384
-/* Header lines per HTTP message: nginx's default large_client_header is
- * 4 x 8k; 100 headers is what Go and Node.js accept. */
-#define IOD_MESH_HTTP_HEADERS_MAX 100
 /* Idle keep-alive connections kept per endpoint per worker. */
 #define IOD_MESH_POOL_IDLE_MAX 64
 /* Spans and flow records kept per worker ring (a power of two). */

@@ -15,6 +15,7 @@
 #define IOD_MESH_H
 
 #include "iod/base.h"
+#include "iod/http.h"
 
 /* ---- registry view ----------------------------------------------------- */
 
@@ -203,10 +204,6 @@ struct iod_mesh_svc_addr {
  */
 int iod_mesh_api_addrs(const json_t *services, struct iod_mesh_svc_addr *out, uint32_t max,
                        uint32_t *n);
-/* A blocking GET (connection: close); *body malloc'd, NUL-terminated.
- * Returns the HTTP status or a negative errno. */
-int iod_mesh_http_get(const char *addr, const char *path, uint32_t timeout_ms, char **body,
-                      size_t *blen);
 
 /* ---- outlier detection (pure) ------------------------------------------ */
 
@@ -329,72 +326,6 @@ enum iod_mesh_timer { IOD_MESH_T_NONE, IOD_MESH_T_CONNECT, IOD_MESH_T_REQUEST, I
 enum iod_mesh_timer iod_mesh_timeout_check(const struct iod_mesh_timeouts *t,
                                            uint64_t connect_start_ns, uint64_t request_start_ns,
                                            uint64_t last_io_ns, uint64_t now_ns);
-
-/* ---- HTTP/1.1 message heads (pure) ------------------------------------- */
-
-struct iod_mesh_http_header {
-	uint16_t name_off, name_len;   /* offsets into the buffer */
-	uint16_t value_off, value_len; /* value without surrounding blanks */
-};
-
-/* A parsed request or response head. Offsets point into the caller's buffer. */
-struct iod_mesh_http_msg {
-	bool is_response;
-	uint16_t method_off, method_len; /* request: method */
-	uint16_t target_off, target_len; /* request: request-target */
-	uint16_t status;                 /* response: status code */
-	uint8_t minor;                   /* HTTP/1.minor */
-	uint32_t head_len;               /* bytes up to and including the blank line */
-	bool chunked;                    /* Transfer-Encoding: chunked */
-	bool has_length;                 /* Content-Length present */
-	uint64_t content_length;         /* its value */
-	bool keep_alive;                 /* connection persists after this message */
-	bool expect_continue;            /* request: Expect: 100-continue */
-	bool has_host;                   /* a Host field was seen */
-	int traceparent;                 /* header index or -1 */
-	struct iod_mesh_http_header hdr[IOD_MESH_HTTP_HEADERS_MAX]; /* hdr_n headers */
-	uint32_t hdr_n;
-};
-
-/*
- * Parse a message head from buf[0..len). Returns 0 when complete (msg
- * filled), -EAGAIN when more bytes are needed, -EBADMSG when malformed,
- * -E2BIG when the head exceeds the buffer or the header limit. Rejects
- * conflicting Content-Length values, Content-Length with chunked, bare CR,
- * obs-fold, whitespace before the colon, an HTTP/1.1 request without
- * exactly one Host (request smuggling defences).
- */
-int iod_mesh_http_parse(const char *buf, size_t len, bool response, struct iod_mesh_http_msg *msg);
-
-/* Body framing of a message: how to find its end. */
-struct iod_mesh_http_body {
-	enum {
-		IOD_MESH_BODY_NONE,
-		IOD_MESH_BODY_LENGTH,
-		IOD_MESH_BODY_CHUNKED,
-		IOD_MESH_BODY_CLOSE
-	} kind;
-	uint64_t remaining; /* LENGTH: bytes left; CHUNKED: bytes left in this chunk */
-	uint8_t state;      /* chunked decoder state */
-	uint32_t line_n;    /* chunk-size line bytes seen (bounded) */
-};
-/* Framing after a head (request_method for responses: HEAD has no body). */
-void iod_mesh_http_body_init(struct iod_mesh_http_body *b, const struct iod_mesh_http_msg *m,
-                             const char *buf, const char *request_method, size_t method_len);
-/*
- * Consume body bytes: returns how many of len belong to this message (<= len),
- * sets *done when its end was reached; -EBADMSG on bad chunk framing. Bytes
- * are passed through unchanged (the proxy forwards chunked bodies as is).
- */
-int64_t iod_mesh_http_body_feed(struct iod_mesh_http_body *b, const char *p, size_t len,
-                                bool *done);
-/* The payload bytes of a body, as they are found (chunk data without the
- * chunked framing; all bytes of a length- or close-framed body). */
-typedef void (*iod_mesh_http_data_fn)(void *ctx, const char *p, size_t n);
-/* iod_mesh_http_body_feed that also hands each payload run to data (may be
- * NULL): the decoder a receiver (iod's test backend, the fuzz target) uses. */
-int64_t iod_mesh_http_body_decode(struct iod_mesh_http_body *b, const char *p, size_t len,
-                                  bool *done, iod_mesh_http_data_fn data, void *ctx);
 
 /* ---- W3C trace context (pure) ------------------------------------------ */
 

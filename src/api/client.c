@@ -1,26 +1,19 @@
 /*
- * client.c: a small blocking HTTP/1.1 client for the iod API.
+ * client.c: the iod API's client: one request, following the leader.
  *
  * Commands (`iod get`, `iod deploy`), the node agent and the benchmarks talk
- * to the control plane through this file. It keeps one connection alive,
- * bounds every wait with poll(), reads Content-Length and chunked bodies,
- * and follows the leader: a 503 answer carrying {"leader": "host:port"}
+ * to the control plane through this file. The HTTP exchange is the one
+ * client of src/http/ (a deadline per attempt, a body limit, one
+ * kept-alive connection); this file adds the cluster: it follows the
+ * leader: a 503 answer carrying {"leader": "host:port"}
  * sends the retry there. It must never block without a timeout and never
  * retry forever.
  */
 #include "iod/api.h"
 
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
-
-#define RESP_HEADER_MAX 8192
 
 static uint64_t mono_ms(void)
 {
@@ -46,7 +39,7 @@ static void add_server(struct iod_api_client *c, const char *a, size_t n)
 int iod_api_client_init(struct iod_api_client *c, const char *servers, struct iod_err *e)
 {
 	memset(c, 0, sizeof(*c));
-	c->fd = -1;
+	iod_http_conn_init(&c->conn);
 	c->timeout_ms = 5000;
 	c->retry_ms = 10000;
 	c->retry_sleep_ms = 2;
@@ -71,9 +64,7 @@ int iod_api_client_init(struct iod_api_client *c, const char *servers, struct io
 
 void iod_api_client_close(struct iod_api_client *c)
 {
-	if (c->fd >= 0)
-		close(c->fd);
-	c->fd = -1;
+	iod_http_conn_close(&c->conn);
 }
 
 void iod_api_response_free(struct iod_api_response *r)
@@ -93,281 +84,24 @@ const char *iod_api_error_text(const struct iod_api_response *r)
 	return "no answer";
 }
 
-static int split_addr(const char *addr, char *host, size_t hl, char *port, size_t pl)
+int iod_api_http_once(struct iod_http_conn *conn, const char *addr, const char *method,
+                      const char *path, const char *content_type, const void *body, size_t len,
+                      uint32_t timeout_ms, struct iod_api_response *r, struct iod_err *e)
 {
-	const char *colon = strrchr(addr, ':');
-	if (!colon || (size_t)(colon - addr) >= hl || strlen(colon + 1) >= pl)
-		return -EINVAL;
-	const char *h = addr;
-	size_t n = (size_t)(colon - addr);
-	if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
-		h++;
-		n -= 2;
-	}
-	memcpy(host, h, n);
-	host[n] = 0;
-	strcpy(port, colon + 1);
-	return 0;
-}
-
-static int wait_fd(int fd, short ev, uint64_t deadline_ms)
-{
-	for (;;) {
-		uint64_t now = mono_ms();
-		if (now >= deadline_ms)
-			return -ETIMEDOUT;
-		struct pollfd p = {.fd = fd, .events = ev};
-		int rc = poll(&p, 1, (int)(deadline_ms - now));
-		if (rc > 0)
-			return 0;
-		if (rc == 0)
-			return -ETIMEDOUT;
-		if (errno != EINTR)
-			return -errno;
-	}
-}
-
-static int dial(const char *addr, uint64_t deadline_ms, struct iod_err *e)
-{
-	char host[IOD_ADDR_MAX], port[16];
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
-	int fd, rc, one = 1;
-
-	if (split_addr(addr, host, sizeof(host), port, sizeof(port)))
-		return iod_err_set(e, -EINVAL, "bad address %s (want HOST:PORT)", addr);
-	if ((rc = getaddrinfo(host, port, &hints, &ai)) != 0)
-		return iod_err_set(e, -EHOSTUNREACH, "resolving %s: %s", addr, gai_strerror(rc));
-	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		freeaddrinfo(ai);
-		return iod_err_set(e, -errno, "socket: %s", strerror(errno));
-	}
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
-	freeaddrinfo(ai);
-	if (rc && errno != EINPROGRESS) {
-		rc = -errno;
-		close(fd);
-		return iod_err_set(e, rc, "connecting to %s: %s", addr, strerror(-rc));
-	}
-	if (rc) {
-		int err = 0;
-		socklen_t l = sizeof(err);
-		rc = wait_fd(fd, POLLOUT, deadline_ms);
-		if (!rc && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) == 0 && err)
-			rc = -err;
-		if (rc) {
-			close(fd);
-			return iod_err_set(e, rc, "connecting to %s: %s", addr, strerror(-rc));
-		}
-	}
-	return fd;
-}
-
-static int send_all(int fd, const char *p, size_t n, uint64_t deadline_ms)
-{
-	while (n) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w > 0) {
-			p += w;
-			n -= (size_t)w;
-			continue;
-		}
-		if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
-			int rc = wait_fd(fd, POLLOUT, deadline_ms);
-			if (rc)
-				return rc;
-			continue;
-		}
-		return w < 0 ? -errno : -EPIPE;
-	}
-	return 0;
-}
-
-/* Read into b until it holds at least want bytes (or EOF: -EPIPE). */
-static int read_more(int fd, struct iod_buf *b, size_t want, uint64_t deadline_ms)
-{
-	char tmp[16384];
-	while (b->len < want) {
-		ssize_t r = recv(fd, tmp, sizeof(tmp), 0);
-		if (r > 0) {
-			if (iod_buf_append(b, tmp, (size_t)r))
-				return -ENOMEM;
-			continue;
-		}
-		if (r == 0)
-			return -EPIPE;
-		if (errno == EAGAIN || errno == EINTR) {
-			int rc = wait_fd(fd, POLLIN, deadline_ms);
-			if (rc)
-				return rc;
-			continue;
-		}
-		return -errno;
-	}
-	return 0;
-}
-
-static const char *find_header(const char *hdrs, const char *name)
-{
-	size_t n = strlen(name);
-	for (const char *p = strstr(hdrs, "\r\n"); p; p = strstr(p + 2, "\r\n")) {
-		if (!strncasecmp(p + 2, name, n) && p[2 + n] == ':') {
-			const char *v = p + 3 + n;
-			while (*v == ' ')
-				v++;
-			return v;
-		}
-	}
-	return NULL;
-}
-
-static int read_response(int fd, struct iod_api_response *r, uint64_t deadline_ms, bool head,
-                         bool *keep)
-{
-	struct iod_buf b;
-	char *end;
-	size_t hlen, body_at;
-	int rc;
-
-	iod_buf_init(&b);
-	for (;;) {
-		if ((rc = read_more(fd, &b, b.len + 1, deadline_ms)))
-			goto out;
-		end = strstr(b.data, "\r\n\r\n");
-		if (end)
-			break;
-		if (b.len > RESP_HEADER_MAX) {
-			rc = -EPROTO;
-			goto out;
-		}
-	}
-	hlen = (size_t)(end - b.data) + 2;
-	body_at = hlen + 2;
-	char *hdrs = malloc(hlen + 1);
-	if (!hdrs) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	memcpy(hdrs, b.data, hlen);
-	hdrs[hlen] = 0;
-	if (sscanf(hdrs, "HTTP/1.%*d %d", &r->status) != 1) {
-		free(hdrs);
-		rc = -EPROTO;
-		goto out;
-	}
-	const char *cl = find_header(hdrs, "Content-Length");
-	const char *te = find_header(hdrs, "Transfer-Encoding");
-	const char *conn = find_header(hdrs, "Connection");
-	*keep = !(conn && !strncasecmp(conn, "close", 5));
-	struct iod_buf body;
-	iod_buf_init(&body);
-	if (head || r->status == 204 || r->status == 304) {
-		/* no body */
-	} else if (te && !strncasecmp(te, "chunked", 7)) {
-		size_t at = body_at;
-		for (;;) {
-			char *nl;
-			while (!(nl = strstr(b.data + at, "\r\n"))) {
-				if ((rc = read_more(fd, &b, b.len + 1, deadline_ms)))
-					break;
-			}
-			if (rc)
-				break;
-			unsigned long sz = strtoul(b.data + at, NULL, 16);
-			size_t data_at = (size_t)(nl - b.data) + 2;
-			if (sz > IOD_API_BODY_MAX * 4ul) {
-				rc = -E2BIG;
-				break;
-			}
-			if ((rc = read_more(fd, &b, data_at + sz + 2, deadline_ms)))
-				break;
-			if (sz == 0)
-				break;
-			iod_buf_append(&body, b.data + data_at, sz);
-			at = data_at + sz + 2;
-		}
-	} else if (cl) {
-		unsigned long n = strtoul(cl, NULL, 10);
-		if (n > IOD_API_BODY_MAX * 4ul)
-			rc = -E2BIG;
-		else if (!(rc = read_more(fd, &b, body_at + n, deadline_ms)))
-			iod_buf_append(&body, b.data + body_at, n);
-	} else {
-		/* body until EOF */
-		*keep = false;
-		rc = read_more(fd, &b, SIZE_MAX, deadline_ms);
-		if (rc == -EPIPE)
-			rc = 0;
-		if (!rc)
-			iod_buf_append(&body, b.data + body_at, b.len - body_at);
-	}
-	free(hdrs);
-	if (rc) {
-		iod_buf_free(&body);
-		goto out;
-	}
-	r->body = body.data;
-	r->len = body.len;
-	if (r->body && r->len)
-		r->json = json_loadb(r->body, r->len, 0, NULL);
-out:
-	iod_buf_free(&b);
-	return rc;
-}
-
-int iod_api_http_once(int *fd, const char *addr, const char *method, const char *path,
-                      const char *content_type, const void *body, size_t len, uint32_t timeout_ms,
-                      struct iod_api_response *r, struct iod_err *e)
-{
-	uint64_t deadline = mono_ms() + timeout_ms;
-	struct iod_buf req;
-	bool keep = true, reused = *fd >= 0;
+	struct iod_http_response hr;
 	int rc;
 
 	memset(r, 0, sizeof(*r));
 	iod_strlcpy(r->server, addr, sizeof(r->server));
-	iod_buf_init(&req);
-	iod_buf_printf(&req, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: iod/%s\r\n", method, path,
-	               addr, IOD_VERSION);
-	if (body || len || !strcmp(method, "POST") || !strcmp(method, "PUT"))
-		iod_buf_printf(&req, "Content-Type: %s\r\nContent-Length: %zu\r\n",
-		               content_type ? content_type : "application/json", len);
-	iod_buf_printf(&req, "\r\n");
-again:
-	if (*fd < 0) {
-		*fd = dial(addr, deadline, e);
-		if (*fd < 0) {
-			rc = *fd;
-			*fd = -1;
-			iod_buf_free(&req);
-			return rc;
-		}
-	}
-	rc = send_all(*fd, req.data, req.len, deadline);
-	if (!rc && len)
-		rc = send_all(*fd, body, len, deadline);
-	if (!rc)
-		rc = read_response(*fd, r, deadline, !strcmp(method, "HEAD"), &keep);
-	if (rc) {
-		close(*fd);
-		*fd = -1;
-		iod_api_response_free(r);
-		iod_strlcpy(r->server, addr, sizeof(r->server));
-		/* a kept-alive connection the server closed: one fresh try */
-		if (reused && (rc == -EPIPE || rc == -ECONNRESET)) {
-			reused = false;
-			goto again;
-		}
-		iod_buf_free(&req);
-		return iod_err_set(e, rc, "%s %s on %s: %s", method, path, addr,
-		                   rc == -EPIPE ? "connection closed" : strerror(-rc));
-	}
-	if (!keep) {
-		close(*fd);
-		*fd = -1;
-	}
-	iod_buf_free(&req);
+	rc = iod_http_request(conn, addr, method, path, NULL, content_type, body, len, timeout_ms,
+	                      &hr, e);
+	if (rc)
+		return rc;
+	r->status = hr.status;
+	r->body = hr.body;
+	r->len = hr.len;
+	if (r->body && r->len)
+		r->json = json_loadb(r->body, r->len, 0, NULL);
 	return 0;
 }
 
@@ -385,10 +119,8 @@ static const char *redirect_hint(const struct iod_api_response *r)
 
 static void use_server(struct iod_api_client *c, uint32_t i)
 {
-	if (c->cur != i && c->fd >= 0) {
-		close(c->fd);
-		c->fd = -1;
-	}
+	if (c->cur != i)
+		iod_http_conn_close(&c->conn);
 	c->cur = i;
 }
 
@@ -412,8 +144,8 @@ int iod_api_request(struct iod_api_client *c, const char *method, const char *pa
 		uint32_t now_left = (uint32_t)(deadline > mono_ms() ? deadline - mono_ms() : 0);
 		uint32_t t = IOD_MIN(c->timeout_ms, IOD_MAX(now_left, 1u));
 		c->attempts++;
-		rc = iod_api_http_once(&c->fd, c->servers[c->cur], method, path, content_type, body,
-		                       len, t, r, &e1);
+		rc = iod_api_http_once(&c->conn, c->servers[c->cur], method, path, content_type,
+		                       body, len, t, r, &e1);
 		if (rc == 0) {
 			const char *hint = redirect_hint(r);
 			if (!hint)

@@ -211,35 +211,37 @@ struct backend {
 
 static struct backend be;
 
-/* GET the --call URL with traceparent; returns the status or -1. */
+/* The backend's --call to the next hop gives up after this (a test backend
+ * that waited forever on a stuck hop would hold its connection). */
+#define CALL_TIMEOUT_MS 30000
+
+/* GET the --call URL with traceparent (one HTTP client, src/http/);
+ * returns the status or -1. */
 static int call_next(const char *traceparent)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET,
-	                         .sin_port = htons(be.call_port),
-	                         .sin_addr.s_addr = htonl(be.call_ip)};
-	char req[1024], resp[4096];
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		close(fd);
-		return -1;
+	struct iod_http_conn c;
+	struct iod_http_response r;
+	struct iod_err e = {0};
+	char addr[32], tp[128];
+	const char *hdrs[3] = {"Host: next", NULL, NULL};
+	struct in_addr ip = {.s_addr = htonl(be.call_ip)};
+	char ipbuf[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &ip, ipbuf, sizeof(ipbuf));
+	snprintf(addr, sizeof(addr), "%s:%u", ipbuf, be.call_port);
+	if (traceparent) {
+		snprintf(tp, sizeof(tp), "traceparent: %s", traceparent);
+		hdrs[1] = tp;
 	}
-	int n = snprintf(req, sizeof(req),
-	                 "GET %s HTTP/1.1\r\nhost: next\r\n%s%s%sconnection: close\r\n\r\n",
-	                 be.call_path, traceparent ? "traceparent: " : "",
-	                 traceparent ? traceparent : "", traceparent ? "\r\n" : "");
-	if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
-		close(fd);
+	iod_http_conn_init(&c);
+	if (be.call_path[0] != '/')
 		return -1;
-	}
-	size_t len = 0;
-	ssize_t r;
-	while (len < sizeof(resp) - 1 && (r = recv(fd, resp + len, sizeof(resp) - 1 - len, 0)) > 0)
-		len += (size_t)r;
-	close(fd);
-	resp[len] = 0;
-	return len > 12 ? atoi(resp + 9) : -1;
+	int rc = iod_http_request(&c, addr, "GET", be.call_path, hdrs, NULL, NULL, 0,
+	                          CALL_TIMEOUT_MS, &r, &e);
+	iod_http_conn_close(&c);
+	if (rc)
+		return -1;
+	iod_http_response_free(&r);
+	return r.status;
 }
 
 /* Where a request's decoded body goes: counted, and written to --sink. */
@@ -325,7 +327,7 @@ static bool send_body(int fd, const char *body, int file_fd, uint64_t size, char
 static void *backend_conn(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
-	static __thread struct iod_mesh_http_msg m;
+	static __thread struct iod_http_msg m;
 	char *buf = malloc(IOD_MESH_HTTP_BUF), *body = malloc(be.size + 1);
 	char *tmp = malloc(65536);
 	size_t len = 0;
@@ -337,7 +339,7 @@ static void *backend_conn(void *arg)
 	if (be.size)
 		body[be.size - 1] = '\n';
 	for (;;) {
-		int rc = iod_mesh_http_parse(buf, len, false, &m);
+		int rc = iod_http_parse(buf, len, false, &m);
 		if (rc == -EAGAIN) {
 			if (len >= IOD_MESH_HTTP_BUF)
 				break;
@@ -358,21 +360,21 @@ static void *backend_conn(void *arg)
 			tp[m.hdr[m.traceparent].value_len] = 0;
 		}
 		/* The body, of any size: decoded through the buffer. */
-		struct iod_mesh_http_body b;
+		struct iod_http_body b;
 		struct sink sk = {.fd = -1};
 		bool done = false;
-		iod_mesh_http_body_init(&b, &m, buf, NULL, 0);
-		done = b.kind == IOD_MESH_BODY_NONE;
-		if (m.expect_continue && b.kind != IOD_MESH_BODY_NONE &&
+		iod_http_body_init(&b, &m, buf, NULL, 0);
+		done = b.kind == IOD_HTTP_BODY_NONE;
+		if (m.expect_continue && b.kind != IOD_HTTP_BODY_NONE &&
 		    !send_all(fd, "HTTP/1.1 100 Continue\r\n\r\n", 25))
 			break;
-		if (be.sink[0] && b.kind != IOD_MESH_BODY_NONE)
+		if (be.sink[0] && b.kind != IOD_HTTP_BODY_NONE)
 			sk.fd = open(be.sink, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		size_t pos = m.head_len;
 		while (!done) {
 			if (pos < len) {
-				int64_t used = iod_mesh_http_body_decode(&b, buf + pos, len - pos,
-				                                         &done, sink_data, &sk);
+				int64_t used = iod_http_body_decode(&b, buf + pos, len - pos, &done,
+				                                    sink_data, &sk);
 				if (used < 0)
 					break;
 				pos += (size_t)used;

@@ -32,92 +32,26 @@
 /* Largest API answer read (10,000 endpoints of ~300 bytes). */
 #define API_REPLY_MAX (8u << 20)
 
-/* Slice of a long wait between looks at the stop flag. */
-#define STOP_SLICE_MS 50
-
-/* A blocking GET that gives up after timeout_ms of silence, or soon after
- * *stop becomes non-zero (-EINTR). */
+/* A blocking GET through the one HTTP client (src/http/), given up after
+ * timeout_ms, or within IOD_HTTP_STOP_SLICE_MS of *stop becoming non-zero
+ * (-EINTR). */
 static int http_get(const char *addr, const char *path, uint32_t timeout_ms,
                     const volatile int *stop, char **body, size_t *blen)
 {
-	static __thread struct iod_mesh_http_msg m;
-	uint32_t ip;
-	uint16_t port;
-	char req[1024];
-
+	struct iod_http_conn c;
+	struct iod_http_response r;
+	struct iod_err e = {0};
+	iod_http_conn_init(&c);
+	c.stop = stop;
+	c.body_max = API_REPLY_MAX;
 	*body = NULL;
-	if (iod_mesh_addr_parse(addr, &ip, &port, true))
-		return -EINVAL;
-	struct sockaddr_in sa = {
-	    .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(ip)};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		int rc = -errno;
-		close(fd);
+	int rc = iod_http_request(&c, addr, "GET", path, NULL, NULL, NULL, 0, timeout_ms, &r, &e);
+	iod_http_conn_close(&c);
+	if (rc)
 		return rc;
-	}
-	int n = snprintf(req, sizeof(req),
-	                 "GET %s HTTP/1.1\r\nhost: %s\r\nconnection: close\r\n\r\n", path, addr);
-	if (n >= (int)sizeof(req) || send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
-		close(fd);
-		return -EIO;
-	}
-	size_t cap = 65536, len = 0;
-	char *buf = malloc(cap + 1);
-	struct pollfd pf = {.fd = fd, .events = POLLIN};
-	if (!buf) {
-		close(fd);
-		return -ENOMEM;
-	}
-	for (;;) {
-		if (len == cap) {
-			if (cap >= API_REPLY_MAX)
-				break;
-			cap *= 2;
-			char *nb = realloc(buf, cap + 1);
-			if (!nb)
-				break;
-			buf = nb;
-		}
-		uint32_t waited = 0;
-		int pr = 0;
-		while (waited < timeout_ms) {
-			uint32_t slice =
-			    stop ? IOD_MIN(timeout_ms - waited, STOP_SLICE_MS) : timeout_ms;
-			if ((pr = poll(&pf, 1, (int)slice)) != 0)
-				break;
-			waited += slice;
-			if (stop && __atomic_load_n(stop, __ATOMIC_RELAXED)) {
-				close(fd);
-				free(buf);
-				return -EINTR;
-			}
-		}
-		if (pr <= 0)
-			break;
-		ssize_t r = recv(fd, buf + len, cap - len, 0);
-		if (r <= 0)
-			break;
-		len += (size_t)r;
-	}
-	close(fd);
-	buf[len] = 0;
-	if (iod_mesh_http_parse(buf, len, true, &m)) {
-		free(buf);
-		return -EBADMSG;
-	}
-	*blen = len - m.head_len;
-	memmove(buf, buf + m.head_len, *blen + 1);
-	*body = buf;
-	return m.status;
-}
-
-int iod_mesh_http_get(const char *addr, const char *path, uint32_t timeout_ms, char **body,
-                      size_t *blen)
-{
-	return http_get(addr, path, timeout_ms, NULL, body, blen);
+	*body = r.body;
+	*blen = r.len;
+	return r.status;
 }
 
 static int get_json(struct iod_mesh_api_source *s, const char *path, json_t **out,
@@ -125,7 +59,7 @@ static int get_json(struct iod_mesh_api_source *s, const char *path, json_t **ou
 {
 	char *body = NULL;
 	size_t len = 0;
-	int st = iod_mesh_http_get(s->server, path, 2000, &body, &len);
+	int st = http_get(s->server, path, 2000, NULL, &body, &len);
 	if (st < 0)
 		return iod_err_set(e, st, "control plane at %s: GET %s: %s", s->server, path,
 		                   strerror(-st));
