@@ -165,23 +165,6 @@ int iod_agent_desired_from_state(const char *node, const json_t *nodes, const js
                                  struct iod_agent_replica *out, uint32_t max, uint32_t *n,
                                  struct iod_err *e);
 
-/*
- * Rescheduling a lost node's replicas (pure). A replica whose node is not in
- * nodes (its lease expired) is orphaned: a stateless one moves at once, a
- * stateful one once it has been lost for stateful_grace_ms (its "lost_ms" is
- * recorded first). Targets come from the topology-aware scheduler (sched/)
- * with a deploy's rules: live nodes' shapes from their models, every replica
- * on a live node adopted, each service's request from its stored spec; the
- * move gets the scheduler's node, GPUs, CPUs, NUMA node, NIC and
- * explanation. Returns a JSON array of writes [{"name","prev_rev","value"}]
- * (compare-and-swap puts of Replica objects) and, in *unplaced,
- * [{"replica","reason","why"}] (the scheduler's reason name and message)
- * for what fits nowhere; such a replica is also written once as pending
- * with that reason.
- */
-json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, const json_t *services,
-                               uint64_t now_ms, uint64_t stateful_grace_ms, json_t **unplaced);
-
 /* ---- replica addresses on the node's subnet (pure) --------------------- */
 
 /*

@@ -78,15 +78,6 @@ const char *iod_api_error_text(const struct iod_api_response *r);
 int iod_api_server_run(const struct iod_server_config *c, struct iod_err *e);
 
 /*
- * The deploy adapter: turn a deploy request body (YAML or JSON spec) into a
- * "deploy" state command using the nodes in st, and a JSON answer listing
- * placements and what could not be placed. Returns 0 (*cmd malloc'd; may be
- * NULL when nothing can be placed), -EINVAL (spec errors in *answer).
- */
-int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len, char **cmd,
-                        json_t **answer, struct iod_err *e);
-
-/*
  * The privilege seam for the API's roles: a spec whose services ask for
  * more than the default sandbox gives (user: root, capabilities, seccomp:
  * unconfined; iod_spec_service_privileged) needs a caller who may grant it.

@@ -19,6 +19,7 @@
  * replica's new home.
  */
 #include "internal.h"
+#include "iod/ctrl.h"
 #include "iod/objects.h"
 
 #include <pthread.h>
@@ -392,8 +393,8 @@ static void reschedule(struct iod_agent_cluster *c, struct iod_api_client *cl, c
 {
 	json_t *unplaced = NULL;
 	json_t *w =
-	    iod_agent_resched_plan(nodes, replicas, services, iod_time_unix_ns() / IOD_NS_PER_MS,
-	                           c->cfg->stateful_grace_ms, &unplaced);
+	    iod_ctrl_resched_plan(nodes, replicas, services, iod_time_unix_ns() / IOD_NS_PER_MS,
+	                          c->cfg->stateful_grace_ms, &unplaced);
 	size_t i;
 	json_t *x;
 	json_array_foreach(w, i, x)

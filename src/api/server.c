@@ -17,6 +17,7 @@
 #include "auth.h"
 #include "validate.h"
 #include "iod/api.h"
+#include "iod/ctrl.h"
 
 #include <gnutls/gnutls.h>
 #include <microhttpd.h>
@@ -499,8 +500,8 @@ static MHD_RESULT do_deploy(struct req *q)
 		                 err_json("deploy needs a spec (YAML or JSON) body"));
 	if (!iod_node_is_leader(s->node))
 		return not_leader(q);
-	rc = iod_api_deploy_plan(iod_node_state(s->node), q->body.data, q->body.len, &cmd, &answer,
-	                         &e);
+	rc = iod_ctrl_deploy_plan(iod_node_state(s->node), q->body.data, q->body.len, &cmd, &answer,
+	                          &e);
 	if (rc) {
 		json_t *j = answer ? answer : json_object();
 		json_object_set_new(j, "error", json_string(e.msg));

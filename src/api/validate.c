@@ -97,3 +97,17 @@ int iod_api_validate_put(const struct iod_state *st, enum iod_state_kind k, cons
 	default: return 0;
 	}
 }
+
+int iod_api_spec_privileges(const struct iod_spec *spec, bool may_grant, struct iod_err *e)
+{
+	char why[200];
+	for (uint32_t i = 0; spec && i < spec->services_n; i++) {
+		if (!iod_spec_service_privileged(&spec->services[i], why, sizeof(why)) || may_grant)
+			continue;
+		return iod_err_set(e, -EACCES,
+		                   "service \"%s\" %s: only the admin role may deploy a service "
+		                   "with more than the default sandbox",
+		                   spec->services[i].name, why);
+	}
+	return 0;
+}

@@ -17,6 +17,7 @@
  * Pure: no I/O, no clock; never prints.
  */
 #include "iod/ctrl.h"
+#include "iod/sched.h"
 #include "iod/topo.h"
 
 #include <stdlib.h>

@@ -6,6 +6,7 @@
  * Pure: scheduler structures in, a typed Replica out; no I/O, no clock.
  */
 #include "iod/ctrl.h"
+#include "iod/sched.h"
 
 int iod_ctrl_replica_place(const struct iod_sched_cluster *cl, const struct iod_sched_placement *p,
                            struct iod_obj_replica *r)

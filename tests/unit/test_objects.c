@@ -7,6 +7,7 @@
  */
 #include "harness.h"
 #include "iod/api.h"
+#include "iod/ctrl.h"
 #include "iod/objects.h"
 #include "iod/state.h"
 
@@ -227,7 +228,7 @@ TEST(snapshot_written_before_typed_objects_restores)
 	char *cmd = NULL;
 	json_t *answer = NULL;
 	struct iod_state_result res;
-	CHECK_MSG(iod_api_deploy_plan(s, spec, strlen(spec), &cmd, &answer, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_ctrl_deploy_plan(s, spec, strlen(spec), &cmd, &answer, &e) == 0, "%s", e.msg);
 	CHECK(json_is_true(json_object_get(answer, "complete")));
 	CHECK_EQ(iod_state_apply(s, cmd, strlen(cmd), &res), 0);
 	CHECK_EQ(iod_obj_replica_from_json(iod_state_value(s, IOD_STATE_REPLICA, "web-1"), r, &e),

@@ -1,5 +1,5 @@
 /*
- * deploy.c: the deploy adapter: spec body -> scheduled replicas -> one
+ * deploy.c: the deploy plan: spec body -> scheduled replicas -> one
  * "deploy" state command.
  *
  * POST /v1/deploy hands its body here. The spec is validated by spec/ (YAML
@@ -17,11 +17,11 @@
  * Pure with respect to the cluster: it reads the state it is given and
  * builds a command; it never proposes, never does I/O, never reads a clock.
  */
-#include "iod/api.h"
 #include "iod/ctrl.h"
 #include "iod/objects.h"
 #include "iod/sched.h"
 #include "iod/spec.h"
+#include "iod/state.h"
 #include "iod/topo.h"
 
 #include <stdlib.h>
@@ -104,20 +104,6 @@ static int agent_limits(const struct iod_state *st, const struct iod_spec *spec,
 		                               sizeof(why)))
 			return iod_err_set(e, -EINVAL, "service \"%s\": %s", spec->services[k].name,
 			                   why);
-	}
-	return 0;
-}
-
-int iod_api_spec_privileges(const struct iod_spec *spec, bool may_grant, struct iod_err *e)
-{
-	char why[200];
-	for (uint32_t i = 0; spec && i < spec->services_n; i++) {
-		if (!iod_spec_service_privileged(&spec->services[i], why, sizeof(why)) || may_grant)
-			continue;
-		return iod_err_set(e, -EACCES,
-		                   "service \"%s\" %s: only the admin role may deploy a service "
-		                   "with more than the default sandbox",
-		                   spec->services[i].name, why);
 	}
 	return 0;
 }
@@ -216,8 +202,8 @@ static json_t *new_replica(const struct iod_sched_cluster *cl, const struct iod_
 	return v;
 }
 
-int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len, char **cmd,
-                        json_t **answer, struct iod_err *e)
+int iod_ctrl_deploy_plan(const struct iod_state *st, const char *body, size_t len, char **cmd,
+                         json_t **answer, struct iod_err *e)
 {
 	struct iod_spec *spec = NULL;
 	struct iod_sched_cluster *cl = NULL;

@@ -8,7 +8,7 @@
  * node; a node that comes back quickly keeps them).
  *
  * The targets come from the topology-aware scheduler (sched/), with the
- * rules of a deploy (src/api/deploy.c): the live nodes' shapes from the
+ * rules of a deploy (deploy.c): the live nodes' shapes from the
  * topology each registered (src/ctrl/), every replica on a live node adopted (its GPUs,
  * accelerators, CPUs, memory and NIC are taken, and anti-affinity and
  * spread see it), each service's request from its stored spec. The
@@ -23,7 +23,6 @@
  *
  * Pure: JSON in, JSON out; deterministic; no I/O or clock.
  */
-#include "iod/agent.h"
 #include "iod/ctrl.h"
 #include "iod/objects.h"
 #include "iod/sched.h"
@@ -153,8 +152,8 @@ static void cannot_place(const struct orphan *o, const char *reason, const char 
 	free(r);
 }
 
-json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, const json_t *services,
-                               uint64_t now_ms, uint64_t stateful_grace_ms, json_t **unplaced)
+json_t *iod_ctrl_resched_plan(const json_t *nodes, const json_t *replicas, const json_t *services,
+                              uint64_t now_ms, uint64_t stateful_grace_ms, json_t **unplaced)
 {
 	const json_t *items = json_object_get(replicas, "items");
 	size_t nr = json_array_size(items), nn = json_array_size(json_object_get(nodes, "items"));
