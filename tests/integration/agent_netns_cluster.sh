@@ -70,13 +70,14 @@ services:
 YAML
 "$IOD" deploy -f "$T/spec.yaml" >"$T/deploy.out" 2>&1 || fail "deploy: $(cat "$T/deploy.out")"
 
-# endpoint NAME: "address healthy" of a replica's Endpoint
+# endpoint NAME: "addr:port healthy" of a replica's Endpoint
 endpoint() {
 	"$IOD" get endpoints -o json 2>/dev/null | python3 -c "
 import json, sys
 for i in json.load(sys.stdin).get('items', []):
     if i['name'] == '$1':
-        print(i['value'].get('address', ''), i['value'].get('healthy', False))
+        v = i['value']
+        print('%s:%s' % (v['addr'], v['port']) if 'addr' in v else '', v.get('healthy', False))
 "
 }
 NET=${SUBNET%.0/24}
