@@ -7,7 +7,7 @@
  *     services and replicas, computes this node's desired replicas
  *     (desired.c) and hands them to the agent loop (mailbox + eventfd). If
  *     this node is the first live node by name it is also the rescheduler:
- *     it applies reschedule.c's plan with compare-and-swap puts.
+ *     it applies src/ctrl/reschedule.c's plan with compare-and-swap puts.
  *   - the writer registers the node (a lease of lease_ttl_ms and a Node
  *     object bound to it), renews the lease every third of its TTL (a lease
  *     that expired means this node was declared lost: register again), and

@@ -2,7 +2,7 @@
  * test_agent_state.c: the agent's pure functions over cluster state: which
  * replicas a node runs and with what environment (desired.c), and how a
  * lost node's replicas are rescheduled by the topology-aware scheduler
- * (reschedule.c).
+ * (src/ctrl/reschedule.c).
  */
 #include "harness.h"
 #include "iod/agent.h"
