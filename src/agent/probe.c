@@ -126,12 +126,13 @@ static int check_http(const struct iod_agent_health *h, const char *host, uint16
 		snprintf(detail, len, "connect %s:%u: %s", host, port, strerror(-rc));
 		return rc;
 	}
+	int code = r.status;
 	iod_http_response_free(&r);
-	if (r.status < 200 || r.status >= 400) {
-		snprintf(detail, len, "HTTP GET %s: status %d", h->path, r.status);
+	if (code < 200 || code >= 400) {
+		snprintf(detail, len, "HTTP GET %s: status %d", h->path, code);
 		return -EIO;
 	}
-	snprintf(detail, len, "HTTP %d", r.status);
+	snprintf(detail, len, "HTTP %d", code);
 	return 0;
 }
 

@@ -240,8 +240,9 @@ static int call_next(const char *traceparent)
 	iod_http_conn_close(&c);
 	if (rc)
 		return -1;
+	int status = r.status;
 	iod_http_response_free(&r);
-	return r.status;
+	return status;
 }
 
 /* Where a request's decoded body goes: counted, and written to --sink. */
