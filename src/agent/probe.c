@@ -118,7 +118,7 @@ static int check_http(const struct iod_agent_health *h, const char *host, uint16
 		snprintf(detail, len, "HTTP GET %s: timed out", h->path);
 		return rc;
 	}
-	if (rc == -EPROTO && strstr(e.msg, "no status line")) {
+	if (rc == -EPROTO) { /* not HTTP (libcurl takes no HTTP/0.9) */
 		snprintf(detail, len, "HTTP GET %s: no status line", h->path);
 		return rc;
 	}
