@@ -393,6 +393,14 @@
 /* A dp config file is read whole; 1 MiB is far beyond hand-written YAML. */
 #define IOD_DP_CONFIG_FILE_MAX (1u << 20)
 
+/* The data-plane loop's maintenance per turn (src/io/dploop.c): queued
+ * entry changes applied, aged entries looked at, conntrack sessions
+ * expired. Bounded so that one turn never stalls the packet path; the
+ * budgets drain a full table within a few thousand turns (milliseconds). */
+#define IOD_DP_LOOP_ENTRIES_BUDGET 64
+#define IOD_DP_LOOP_AGING_BUDGET 256
+#define IOD_DP_LOOP_CT_BUDGET 1024
+
 /* ---- net/ar (adaptive routing) ---------------------------------------- */
 
 /* Paths kept per destination: Clove uses k = 4; 16 leaves room for wide

@@ -14,7 +14,7 @@
 #include <string.h>
 
 /* name, function, one-line summary, issue that builds it. */
-#define IOD_COMMANDS(X, P)                                                             \
+#define IOD_COMMANDS(X, P)                                                          \
 	X(init, "create a cluster CA, an admin credential and a client context")    \
 	X(cert, "issue certificates from the cluster CA; show a certificate")       \
 	X(token, "create, list and revoke bearer tokens (and node join tokens)")    \
