@@ -95,13 +95,11 @@ static int run_load(const struct iod_sim_topo *t, const struct iod_sim_cdf *c, d
 		return -1;
 	}
 	/* drain: let flows finish, at most 1 s more */
-	while (iod_sim_flows_done(s) < iod_sim_flow_count(s) &&
-	       iod_sim_now(s) < dur_ns + IOD_NS_PER_S)
-		if (iod_sim_run(s, iod_sim_now(s) + 10 * IOD_NS_PER_MS, &e)) {
-			fprintf(stderr, "run: %s\n", e.msg);
-			iod_sim_destroy(s);
-			return -1;
-		}
+	if (iod_sim_drain(s, dur_ns + IOD_NS_PER_S, 10 * IOD_NS_PER_MS, &e)) {
+		fprintf(stderr, "run: %s\n", e.msg);
+		iod_sim_destroy(s);
+		return -1;
+	}
 	o->wall_s = now_s() - t0;
 	o->cpu_s = cpu_s() - c0;
 	o->events = iod_sim_events(s);
