@@ -10,9 +10,9 @@
 uint32_t iod_sim_flows_for(const struct iod_sim_topo *topo, double mean_bytes, double load,
                            uint64_t duration_ns, uint32_t allreduce_n)
 {
+	IOD_ASSERT(topo != NULL);
 	uint32_t hosts = iod_sim_topo_host_count(topo);
 	double host_bps = 0; /* the fastest host NIC bounds every host's arrivals */
-	IOD_ASSERT(topo != NULL);
 	for (uint32_t l = 0; l < topo->n_links; l++) {
 		const struct iod_sim_topo_link *lk = &topo->links[l];
 		if (topo->nodes[lk->a].kind == IOD_SIM_HOST ||
