@@ -1,6 +1,7 @@
 /*
- * cmd_demo_worker.c: `iod demo-worker`: the built-in demo training workload,
- * so the example topology runs out of the box.
+ * worker.c: the built-in demo training workload (`iod demo-worker`), so the
+ * example topology runs out of the box. src/cli/cmd_demo_worker.c parses
+ * its options; this file is the workload (include/iod/demo.h).
  *
  * --role parameter-server holds one shard of a parameter vector and serves
  * PULL (send the shard) and PUSH (apply a gradient) over TCP. --role worker
@@ -19,9 +20,7 @@
  * Counts are bounded by IOD_DEMO_PARAMS_MAX. Never trusts the peer: every
  * count is checked before any buffer is touched.
  */
-#include "cli.h"
-#include "iod/agent.h"
-#include "iod/mesh.h"
+#include "iod/demo.h"
 
 #include <arpa/inet.h>
 #include <getopt.h>
@@ -31,6 +30,8 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,19 @@
 #include <unistd.h>
 
 #define DEMO_CLIENTS_MAX 64 /* connections one parameter server serves */
+
+/* A one-line error on stderr; returns the exit status code. */
+static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "iod demo-worker: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return code;
+}
 
 static volatile sig_atomic_t stop_flag;
 static atomic_ullong steps_done; /* for /metrics */
@@ -193,9 +207,9 @@ static int run_ps(uint16_t port, uint32_t n)
 		free(grad);
 		if (lfd >= 0)
 			close(lfd);
-		return lfd < 0 ? iod_cli_fail("demo-worker", IOD_EXIT_ERROR,
-		                              "listen on port %u: %s", port, strerror(-lfd))
-		               : iod_cli_fail("demo-worker", IOD_EXIT_ERROR, "out of memory");
+		return lfd < 0 ? fail(IOD_DEMO_EXIT_ERROR, "listen on port %u: %s", port,
+		                      strerror(-lfd))
+		               : fail(IOD_DEMO_EXIT_ERROR, "out of memory");
 	}
 	for (uint32_t i = 0; i < n; i++)
 		params[i] = 1.0f;
@@ -351,7 +365,7 @@ static int run_worker(const char *servers, uint64_t compute_ns, uint64_t steps_m
 		n++;
 	}
 	if (!n)
-		return iod_cli_fail("demo-worker", IOD_EXIT_INVALID, "no parameter servers");
+		return fail(IOD_DEMO_EXIT_INVALID, "no parameter servers");
 	printf("worker %s: %u parameter servers (%s), compute %llu ms per step\n",
 	       getenv("IOD_REPLICA") ? getenv("IOD_REPLICA") : "", n, servers,
 	       (unsigned long long)(compute_ns / IOD_NS_PER_MS));
@@ -379,8 +393,7 @@ static int run_worker(const char *servers, uint64_t compute_ns, uint64_t steps_m
 			if (ps[i].n > grad_n) {
 				float *g = realloc(grad, ps[i].n * sizeof(float));
 				if (!g)
-					return iod_cli_fail("demo-worker", IOD_EXIT_ERROR,
-					                    "out of memory");
+					return fail(IOD_DEMO_EXIT_ERROR, "out of memory");
 				grad = g;
 				grad_n = ps[i].n;
 			}
@@ -424,114 +437,20 @@ static int run_worker(const char *servers, uint64_t compute_ns, uint64_t steps_m
 	return 0;
 }
 
-/* IOD_DEP_<SERVICE>: service name upper-cased, '-' and '.' as '_'. */
-static const char *dep_env(const char *service, char *name, size_t len)
+int iod_demo_run(const struct iod_demo_opts *o)
 {
-	snprintf(name, len, "IOD_DEP_");
-	size_t l = strlen(name);
-	for (const char *p = service; *p && l + 1 < len; p++)
-		name[l++] =
-		    (*p == '-' || *p == '.') ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
-	name[l] = 0;
-	return getenv(name);
-}
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-	        "usage: iod demo-worker --role parameter-server|worker [options]\n\n"
-	        "The built-in demo training workload (what examples/service-topology.yaml runs).\n"
-	        "  --role R            parameter-server: hold a shard, serve pulls and pushes;\n"
-	        "                      worker: pull, compute, push, report steps/s\n"
-	        "  --port P            parameter-server: TCP port (default $IOD_PORT)\n"
-	        "  --params N          parameter-server: shard size in floats (default 65536)\n"
-	        "  --servers A,B       worker: parameter servers host:port (default from\n"
-	        "                      $IOD_DEP_<PS_SERVICE>, set by the agent)\n"
-	        "  --via-mesh          worker: dial $IOD_SVC_<PS_SERVICE>_ADDR, the service's\n"
-	        "                      mesh VIP, when set (else the list above)\n"
-	        "  --ps-service NAME   worker: the parameter servers' service\n"
-	        "                      (default parameter-server)\n"
-	        "  --compute-ms MS     worker: synthetic compute per step (default 10)\n"
-	        "  --steps N           worker: stop after N steps (default: run until SIGTERM)\n"
-	        "  --http-port P       serve GET /healthz and /metrics here (worker default\n"
-	        "                      $IOD_PORT; parameter-server default none)\n");
-}
-
-int cmd_demo_worker(int argc, char **argv)
-{
-	static const struct option opts[] = {{"role", required_argument, 0, 'r'},
-	                                     {"port", required_argument, 0, 'p'},
-	                                     {"params", required_argument, 0, 'n'},
-	                                     {"servers", required_argument, 0, 's'},
-	                                     {"ps-service", required_argument, 0, 'S'},
-	                                     {"compute-ms", required_argument, 0, 'c'},
-	                                     {"steps", required_argument, 0, 'k'},
-	                                     {"http-port", required_argument, 0, 'H'},
-	                                     {"via-mesh", no_argument, 0, 'V'},
-	                                     {"help", no_argument, 0, 'h'},
-	                                     {0, 0, 0, 0}};
-	const char *role = NULL, *servers = NULL, *ps_service = "parameter-server";
-	const char *env_port = getenv("IOD_PORT");
-	long port = env_port ? atol(env_port) : 0, http_port = -1, params = 65536, cms = 10;
-	unsigned long long steps = 0;
-	bool via_mesh = false;
-	int o;
-
-	if (iod_cli_wants_help(argc, argv)) {
-		usage(stdout);
-		return 0;
-	}
-	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (o) {
-		case 'r': role = optarg; break;
-		case 'p': port = atol(optarg); break;
-		case 'n': params = atol(optarg); break;
-		case 's': servers = optarg; break;
-		case 'S': ps_service = optarg; break;
-		case 'c': cms = atol(optarg); break;
-		case 'k': steps = strtoull(optarg, NULL, 10); break;
-		case 'H': http_port = atol(optarg); break;
-		case 'V': via_mesh = true; break;
-		default: usage(stderr); return IOD_EXIT_INVALID;
-		}
-	}
-	if (!role || (strcmp(role, "parameter-server") && strcmp(role, "worker")))
-		return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
-		                    "--role must be parameter-server or worker");
-	if (port < 0 || port > 65535 || http_port > 65535 || cms < 0 || cms > 60000)
-		return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
-		                    "ports must be 0..65535 and --compute-ms 0..60000");
-	if (params < 1 || params > (long)IOD_DEMO_PARAMS_MAX)
-		return iod_cli_fail("demo-worker", IOD_EXIT_INVALID, "--params must be 1..%u",
-		                    IOD_DEMO_PARAMS_MAX);
-	role_name = role;
+	IOD_ASSERT(o && o->role);
+	role_name = o->role;
 	struct sigaction sa = {.sa_handler = on_stop};
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	if (!strcmp(role, "parameter-server")) {
-		if (!port)
-			return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
-			                    "parameter-server needs --port or $IOD_PORT");
-		if (http_port > 0 && start_http((uint16_t)http_port))
-			return iod_cli_fail("demo-worker", IOD_EXIT_ERROR, "http port %ld busy",
-			                    http_port);
-		return run_ps((uint16_t)port, (uint32_t)params);
+	if (!strcmp(o->role, "parameter-server")) {
+		if (o->http_port > 0 && start_http((uint16_t)o->http_port))
+			return fail(IOD_DEMO_EXIT_ERROR, "http port %d busy", o->http_port);
+		return run_ps(o->port, o->params);
 	}
-	char name[128];
-	if (!servers && via_mesh && !iod_mesh_env_name(ps_service, name, sizeof(name)) &&
-	    getenv(name) && getenv(name)[0])
-		servers = getenv(name);
-	if (!servers)
-		servers = dep_env(ps_service, name, sizeof(name));
-	if (!servers || !servers[0])
-		return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
-		                    "no parameter servers: pass --servers host:port,... or run it "
-		                    "under the agent with depends_on: [%s] (sets %s)",
-		                    ps_service, name);
-	if (http_port < 0)
-		http_port = port;
-	if (http_port > 0 && start_http((uint16_t)http_port))
-		return iod_cli_fail("demo-worker", IOD_EXIT_ERROR, "http port %ld busy", http_port);
-	return run_worker(servers, (uint64_t)cms * IOD_NS_PER_MS, steps);
+	if (o->http_port > 0 && start_http((uint16_t)o->http_port))
+		return fail(IOD_DEMO_EXIT_ERROR, "http port %d busy", o->http_port);
+	return run_worker(o->servers, o->compute_ns, o->steps);
 }

@@ -1,0 +1,120 @@
+/*
+ * cmd_demo_worker.c: `iod demo-worker`: the built-in demo training workload
+ * (src/demo/worker.c): options, where the parameter servers are (the
+ * agent's IOD_DEP_<SERVICE>, or the service's mesh VIP with --via-mesh),
+ * then the workload.
+ */
+#include "cli.h"
+#include "iod/demo.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* IOD_DEP_<SERVICE>: service name upper-cased, '-' and '.' as '_'. */
+static const char *dep_env(const char *service, char *name, size_t len)
+{
+	snprintf(name, len, "IOD_DEP_");
+	size_t l = strlen(name);
+	for (const char *p = service; *p && l + 1 < len; p++)
+		name[l++] =
+		    (*p == '-' || *p == '.') ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+	name[l] = 0;
+	return getenv(name);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: iod demo-worker --role parameter-server|worker [options]\n\n"
+	        "The built-in demo training workload (what examples/service-topology.yaml runs).\n"
+	        "  --role R            parameter-server: hold a shard, serve pulls and pushes;\n"
+	        "                      worker: pull, compute, push, report steps/s\n"
+	        "  --port P            parameter-server: TCP port (default $IOD_PORT)\n"
+	        "  --params N          parameter-server: shard size in floats (default 65536)\n"
+	        "  --servers A,B       worker: parameter servers host:port (default from\n"
+	        "                      $IOD_DEP_<PS_SERVICE>, set by the agent)\n"
+	        "  --via-mesh          worker: dial $IOD_SVC_<PS_SERVICE>_ADDR, the service's\n"
+	        "                      mesh VIP, when set (else the list above)\n"
+	        "  --ps-service NAME   worker: the parameter servers' service\n"
+	        "                      (default parameter-server)\n"
+	        "  --compute-ms MS     worker: synthetic compute per step (default 10)\n"
+	        "  --steps N           worker: stop after N steps (default: run until SIGTERM)\n"
+	        "  --http-port P       serve GET /healthz and /metrics here (worker default\n"
+	        "                      $IOD_PORT; parameter-server default none)\n");
+}
+
+int cmd_demo_worker(int argc, char **argv)
+{
+	static const struct option opts[] = {{"role", required_argument, 0, 'r'},
+	                                     {"port", required_argument, 0, 'p'},
+	                                     {"params", required_argument, 0, 'n'},
+	                                     {"servers", required_argument, 0, 's'},
+	                                     {"ps-service", required_argument, 0, 'S'},
+	                                     {"compute-ms", required_argument, 0, 'c'},
+	                                     {"steps", required_argument, 0, 'k'},
+	                                     {"http-port", required_argument, 0, 'H'},
+	                                     {"via-mesh", no_argument, 0, 'V'},
+	                                     {"help", no_argument, 0, 'h'},
+	                                     {0, 0, 0, 0}};
+	const char *role = NULL, *servers = NULL, *ps_service = "parameter-server";
+	const char *env_port = getenv("IOD_PORT");
+	long port = env_port ? atol(env_port) : 0, http_port = -1, params = 65536, cms = 10;
+	unsigned long long steps = 0;
+	bool via_mesh = false;
+	int o;
+
+	if (iod_cli_wants_help(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
+	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'r': role = optarg; break;
+		case 'p': port = atol(optarg); break;
+		case 'n': params = atol(optarg); break;
+		case 's': servers = optarg; break;
+		case 'S': ps_service = optarg; break;
+		case 'c': cms = atol(optarg); break;
+		case 'k': steps = strtoull(optarg, NULL, 10); break;
+		case 'H': http_port = atol(optarg); break;
+		case 'V': via_mesh = true; break;
+		default: usage(stderr); return IOD_EXIT_INVALID;
+		}
+	}
+	if (!role || (strcmp(role, "parameter-server") && strcmp(role, "worker")))
+		return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
+		                    "--role must be parameter-server or worker");
+	if (port < 0 || port > 65535 || http_port > 65535 || cms < 0 || cms > 60000)
+		return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
+		                    "ports must be 0..65535 and --compute-ms 0..60000");
+	if (params < 1 || params > (long)IOD_DEMO_PARAMS_MAX)
+		return iod_cli_fail("demo-worker", IOD_EXIT_INVALID, "--params must be 1..%u",
+		                    IOD_DEMO_PARAMS_MAX);
+	struct iod_demo_opts d = {.role = role,
+	                          .port = (uint16_t)port,
+	                          .params = (uint32_t)params,
+	                          .compute_ns = (uint64_t)cms * IOD_NS_PER_MS,
+	                          .steps = steps,
+	                          .http_port = (int)http_port};
+	if (!strcmp(role, "parameter-server")) {
+		if (!port)
+			return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
+			                    "parameter-server needs --port or $IOD_PORT");
+		return iod_demo_run(&d);
+	}
+	char name[128];
+	if (!servers && via_mesh && !iod_mesh_env_name(ps_service, name, sizeof(name)) &&
+	    getenv(name) && getenv(name)[0])
+		servers = getenv(name);
+	if (!servers)
+		servers = dep_env(ps_service, name, sizeof(name));
+	if (!servers || !servers[0])
+		return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
+		                    "no parameter servers: pass --servers host:port,... or run it "
+		                    "under the agent with depends_on: [%s] (sets %s)",
+		                    ps_service, name);
+	d.servers = servers;
+	d.http_port = (int)(http_port < 0 ? port : http_port);
+	return iod_demo_run(&d);
+}
