@@ -21,7 +21,7 @@ static void usage(FILE *f)
 	        "                  [--fast-votes]\n"
 	        "                  [--snapshot-threshold N] [--snapshot-trailing N]\n"
 	        "                  --pki DIR | --insecure\n\n"
-	        "Run one control-plane member: Raft (canonical raft, libuv) + the cluster\n"
+	        "Run one control-plane member: Raft (canonical raft, iod's I/O) + the cluster\n"
 	        "state machine + the HTTP/JSON API.\n\n"
 	        "Forming a cluster:\n"
 	        "  initial members: start each with the same --peers list naming all of them\n"
