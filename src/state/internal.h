@@ -99,6 +99,23 @@ size_t iod_raft_conf_size(const struct raft_configuration *c);
 void iod_raft_conf_encode(const struct raft_configuration *c, unsigned char *p);
 int iod_raft_conf_decode(const unsigned char *p, size_t len, struct raft_configuration *c);
 
+/* --recover-from-peers: a peer's log copy (rio.c) summarised, this
+ * server's own files moved to DIR/damaged-<unix time>/ (where: that path,
+ * "" if there were none), and the log rebuilt from the copy at a term above
+ * min_term and the peer's, with the vote for self_id. */
+int iod_wal_copy_summary(const unsigned char *b, size_t len, uint64_t *term, uint64_t *last_index,
+                         uint64_t *last_term);
+uint64_t iod_wal_peek_term(const char *dir);
+int iod_wal_set_aside(const char *dir, char *where, size_t where_cap, struct iod_err *e);
+int iod_wal_rebuild(const char *dir, const unsigned char *b, size_t len, uint64_t self_id,
+                    uint64_t min_term, struct iod_err *e);
+int iod_rio_fetch_log(const char *peer_addr, uint64_t self_id, const char *self_addr,
+                      uint32_t timeout_ms, unsigned char **blob, size_t *blob_len,
+                      struct iod_err *e);
+
+/* recover.c: the whole of --recover-from-peers, before the node starts. */
+int iod_node_recover_from_peers(const struct iod_server_config *c, struct iod_err *e);
+
 struct uv_loop_s;
 /* iod's raft_io: the log in dir (opened and verified now, so damage is
  * reported before raft starts) and a TCP transport bound to addr now (a

@@ -1191,6 +1191,11 @@ int iod_node_start(struct iod_node **out, uv_loop_t *loop, const struct iod_serv
 	 * Raft port bound here, so damage or a taken port is reported with its
 	 * file, offset or reason before raft starts. A lost peer connection is
 	 * retried at about an election timeout. */
+	if (c->recover_from_peers && (rv = iod_node_recover_from_peers(c, e))) {
+		iod_state_free(n->state);
+		free(n);
+		return rv;
+	}
 	rv = iod_rio_init(&n->io, loop, c->data_dir, c->raft_addr,
 	                  IOD_MAX(c->election_timeout_ms / 2, 10u), e);
 	if (rv) {

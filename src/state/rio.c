@@ -28,6 +28,7 @@
 #include "internal.h"
 
 #include <netdb.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <raft.h>
@@ -40,6 +41,11 @@
 #define FRAME_HDR_BYTES 16
 #define HELLO_FIXED_BYTES 18
 #define READ_CHUNK 65536
+/* Frames outside raft's message types: a recovering server asks a peer for
+ * a copy of its durable log (--recover-from-peers), the peer answers. */
+#define FRAME_LOG_REQUEST 100
+#define FRAME_LOG_COPY 101
+#define LOG_MAGIC 0x314c5249u /* "IRL1" */
 
 enum { OP_APPEND = 1, OP_TRUNCATE, OP_SNAP_PUT };
 
@@ -934,6 +940,133 @@ static void conn_close(struct rio_conn *c, const char *why)
 	uv_close((uv_handle_t *)&c->tcp, conn_closed);
 }
 
+struct log_reply {
+	uv_write_t w;          /* libuv's request */
+	unsigned char hdr[16]; /* frame header */
+	unsigned char *blob;   /* the copy (malloc'd) */
+	struct rio *r;         /* owner */
+};
+
+/* A copy of this server's durable log: the newest snapshot on disk and the
+ * entries raft holds up to the last one stored. Blob layout: magic, term,
+ * snapshot flag, start index, entry count; the snapshot (index, term,
+ * configuration index, configuration and data lengths, configuration,
+ * data); the entries (term, type, length, data); CRC-32C of all of it. */
+static int log_export(struct rio *r, unsigned char **out, size_t *out_len, char *why,
+                      size_t why_cap)
+{
+	struct raft *raft = r->io->data;
+	const struct raft_log *log = &raft->log;
+	struct raft_snapshot *snap = NULL;
+	struct iod_err e = {0};
+	size_t have =
+	    log->back >= log->front ? log->back - log->front : log->size - log->front + log->back;
+	uint64_t first = log->offset + 1, last = raft->last_stored, n, len;
+
+	if (iod_wal_snapshot_get(r->wal, &snap, &e) && e.code != -ENOENT) {
+		snprintf(why, why_cap, "%s", e.msg);
+		return -EIO;
+	}
+	uint64_t snap_index = snap ? snap->index : 0;
+	if (last > first - 1 + have)
+		last = first - 1 + have;
+	n = last >= first ? last - first + 1 : 0;
+	if (first > snap_index + 1 && n) {
+		snprintf(why, why_cap, "log starts at %llu, after the snapshot (%llu)",
+		         (unsigned long long)first, (unsigned long long)snap_index);
+		iod_wal_snapshot_free(snap);
+		return -EAGAIN;
+	}
+	if (!n)
+		first = snap_index + 1;
+	size_t conf_len = snap ? iod_raft_conf_size(&snap->configuration) : 0;
+	size_t data_len = snap ? snap->bufs[0].len : 0;
+	len = 40 + (snap ? 40 + conf_len + data_len : 0) + 4;
+	for (uint64_t i = 0; i < n; i++)
+		len += 16 + log->entries[(log->front + i) % log->size].buf.len;
+	if (len > IOD_RAFT_MSG_MAX) {
+		snprintf(why, why_cap, "log copy of %llu bytes is over IOD_RAFT_MSG_MAX",
+		         (unsigned long long)len);
+		iod_wal_snapshot_free(snap);
+		return -E2BIG;
+	}
+	unsigned char *b = malloc((size_t)len), *p = b;
+	if (!b) {
+		iod_wal_snapshot_free(snap);
+		return -ENOMEM;
+	}
+	put32(p, LOG_MAGIC);
+	put32(p + 4, 1);
+	put64(p + 8, raft->current_term);
+	put64(p + 16, snap != NULL);
+	put64(p + 24, first);
+	put64(p + 32, n);
+	p += 40;
+	if (snap) {
+		put64(p, snap->index);
+		put64(p + 8, snap->term);
+		put64(p + 16, snap->configuration_index);
+		put64(p + 24, conf_len);
+		put64(p + 32, data_len);
+		iod_raft_conf_encode(&snap->configuration, p + 40);
+		memcpy(p + 40 + conf_len, snap->bufs[0].base, data_len);
+		p += 40 + conf_len + data_len;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		const struct raft_entry *en = &log->entries[(log->front + i) % log->size];
+		put64(p, en->term);
+		put32(p + 8, en->type);
+		put32(p + 12, (uint32_t)en->buf.len);
+		memcpy(p + 16, en->buf.base, en->buf.len);
+		p += 16 + en->buf.len;
+	}
+	put32(p, iod_crc32c(0, b, (size_t)len - 4));
+	iod_wal_snapshot_free(snap);
+	*out = b;
+	*out_len = (size_t)len;
+	return 0;
+}
+
+static void log_written(uv_write_t *w, int status)
+{
+	struct log_reply *lr = w->data;
+	(void)status;
+	free(lr->blob);
+	free(lr);
+}
+
+static const char *log_reply(struct rio_conn *c)
+{
+	struct log_reply *lr;
+	char why[200] = "";
+	size_t len = 0;
+
+	if (!c->r->started || c->r->closing)
+		return "log copy asked before raft started";
+	if (!(lr = calloc(1, sizeof(*lr))))
+		return "out of memory";
+	if (log_export(c->r, &lr->blob, &len, why, sizeof(why))) {
+		IOD_WARN("raft", "server %llu (%s) asked for a copy of the log: %s",
+		         (unsigned long long)c->id, c->addr, why[0] ? why : "failed");
+		free(lr);
+		return "cannot export the log";
+	}
+	IOD_INFO("raft", "server %llu (%s) recovers from this server: sending %zu bytes of log",
+	         (unsigned long long)c->id, c->addr, len);
+	put32(lr->hdr, FRAME_MAGIC);
+	lr->hdr[4] = FRAME_LOG_COPY;
+	put64(lr->hdr + 8, len);
+	uv_buf_t bufs[2] = {uv_buf_init((char *)lr->hdr, sizeof(lr->hdr)),
+	                    uv_buf_init((char *)lr->blob, (unsigned)len)};
+	lr->w.data = lr;
+	if (uv_write(&lr->w, (uv_stream_t *)&c->tcp, bufs, 2, log_written)) {
+		free(lr->blob);
+		free(lr);
+		return "cannot send the log copy";
+	}
+	return NULL;
+}
+
 /* Decode the frame in c->body and hand it to raft. NULL or why not. */
 static const char *deliver(struct rio_conn *c)
 {
@@ -947,6 +1080,7 @@ static const char *deliver(struct rio_conn *c)
 	m.server_id = c->id;
 	m.server_address = c->addr;
 	switch (c->type) {
+	case FRAME_LOG_REQUEST: return log_reply(c);
 	case RAFT_IO_REQUEST_VOTE:
 		if (len != 34)
 			return "bad RequestVote length";
@@ -1347,4 +1481,114 @@ void iod_rio_free(struct raft_io *io)
 	iod_wal_close(r->wal);
 	free(r);
 	io->impl = NULL;
+}
+
+/* ---- recover-from-peers: fetching a peer's log (blocking, before start) -- */
+
+static int wait_io(int fd, short ev, uint64_t deadline_ns)
+{
+	for (;;) {
+		uint64_t now = iod_time_unix_ns();
+		if (now >= deadline_ns)
+			return -ETIMEDOUT;
+		struct pollfd pfd = {.fd = fd, .events = ev};
+		int rv = poll(&pfd, 1, (int)((deadline_ns - now) / 1000000 + 1));
+		if (rv > 0)
+			return 0;
+		if (rv < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+static int io_all(int fd, void *buf, size_t len, bool wr, uint64_t deadline_ns)
+{
+	unsigned char *p = buf;
+	while (len) {
+		int rv = wait_io(fd, wr ? POLLOUT : POLLIN, deadline_ns);
+		if (rv)
+			return rv;
+		ssize_t k = wr ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
+		if (k < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (k <= 0)
+			return k < 0 ? -errno : -ECONNRESET;
+		p += k;
+		len -= (size_t)k;
+	}
+	return 0;
+}
+
+int iod_rio_fetch_log(const char *peer_addr, uint64_t self_id, const char *self_addr,
+                      uint32_t timeout_ms, unsigned char **blob, size_t *blob_len,
+                      struct iod_err *e)
+{
+	struct sockaddr_storage ss;
+	char why[160];
+	uint64_t deadline = iod_time_unix_ns() + (uint64_t)timeout_ms * 1000000ull;
+	unsigned char hello[HELLO_FIXED_BYTES + IOD_ADDR_MAX], fh[FRAME_HDR_BYTES] = {0};
+	size_t al = strlen(self_addr);
+	int fd, rv;
+
+	if (resolve(peer_addr, &ss, why, sizeof(why)))
+		return iod_err_set(e, -EINVAL, "%s", why);
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return iod_err_set(e, -errno, "socket: %s", strerror(errno));
+	rv = connect(fd, (struct sockaddr *)&ss,
+	             ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+	                                      : sizeof(struct sockaddr_in));
+	if (rv && errno != EINPROGRESS) {
+		rv = -errno;
+		goto out;
+	}
+	if ((rv = wait_io(fd, POLLOUT, deadline)))
+		goto out;
+	int soerr = 0;
+	socklen_t sl = sizeof(soerr);
+	getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+	if (soerr) {
+		rv = -soerr;
+		goto out;
+	}
+	put32(hello, HELLO_MAGIC);
+	put32(hello + 4, 1);
+	put64(hello + 8, self_id);
+	hello[16] = (unsigned char)al;
+	hello[17] = (unsigned char)(al >> 8);
+	memcpy(hello + HELLO_FIXED_BYTES, self_addr, al);
+	put32(fh, FRAME_MAGIC);
+	fh[4] = FRAME_LOG_REQUEST;
+	if ((rv = io_all(fd, hello, HELLO_FIXED_BYTES + al, true, deadline)) ||
+	    (rv = io_all(fd, fh, sizeof(fh), true, deadline)) ||
+	    (rv = io_all(fd, fh, sizeof(fh), false, deadline)))
+		goto out;
+	uint64_t len = get64(fh + 8);
+	if (get32(fh) != FRAME_MAGIC || fh[4] != FRAME_LOG_COPY || len > IOD_RAFT_MSG_MAX ||
+	    len < 44) {
+		close(fd);
+		return iod_err_set(e, -EPROTO, "%s: not a log copy", peer_addr);
+	}
+	unsigned char *b = malloc((size_t)len);
+	if (!b) {
+		rv = -ENOMEM;
+		goto out;
+	}
+	if ((rv = io_all(fd, b, (size_t)len, false, deadline))) {
+		free(b);
+		goto out;
+	}
+	close(fd);
+	if (get32(b) != LOG_MAGIC || get32(b + len - 4) != iod_crc32c(0, b, (size_t)len - 4)) {
+		free(b);
+		return iod_err_set(e, -EPROTO, "%s: log copy fails its checksum", peer_addr);
+	}
+	*blob = b;
+	*blob_len = (size_t)len;
+	return 0;
+out:
+	close(fd);
+	return iod_err_set(e, rv, "%s: %s", peer_addr,
+	                   rv == -ECONNRESET ? "closed the connection (not running, or it has "
+	                                       "not started raft)"
+	                                     : strerror(-rv));
 }

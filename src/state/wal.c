@@ -1174,3 +1174,195 @@ out:
 	raft_free(buf.base);
 	return rv;
 }
+
+/* ---- recover-from-peers: a peer's log copy -------------------------------- */
+
+/* The parts of a log copy (rio.c's log_export), pointing into the blob. */
+struct log_copy {
+	uint64_t term;             /* the peer's current term */
+	bool has_snap;             /* a snapshot is included */
+	struct raft_snapshot s;    /* it (configuration decoded, one buffer into the blob) */
+	struct raft_buffer sbuf;   /* its data */
+	uint64_t start, n;         /* entries start..start+n-1 */
+	const unsigned char *ents; /* first entry */
+	size_t ents_len;           /* bytes of entries */
+};
+
+static const char *copy_parse(const unsigned char *b, size_t len, struct log_copy *lc)
+{
+	const unsigned char *p = b + 40, *end = b + len - 4;
+
+	memset(lc, 0, sizeof(*lc));
+	if (len < 44 || get32(b) != 0x314c5249u || get32(b + 4) != 1)
+		return "not a log copy";
+	if (get32(end) != iod_crc32c(0, b, len - 4))
+		return "checksum mismatch";
+	lc->term = get64(b + 8);
+	lc->has_snap = get64(b + 16) != 0;
+	lc->start = get64(b + 24);
+	lc->n = get64(b + 32);
+	if (lc->has_snap) {
+		if (end - p < 40)
+			return "short snapshot";
+		uint64_t cl = get64(p + 24), dl = get64(p + 32);
+		if (cl > (uint64_t)(end - p) || dl > (uint64_t)(end - p) ||
+		    40 + cl + dl > (uint64_t)(end - p))
+			return "snapshot past the end";
+		lc->s.index = get64(p);
+		lc->s.term = get64(p + 8);
+		lc->s.configuration_index = get64(p + 16);
+		if (iod_raft_conf_decode(p + 40, (size_t)cl, &lc->s.configuration))
+			return "bad snapshot configuration";
+		lc->sbuf.base = (void *)(p + 40 + cl);
+		lc->sbuf.len = (size_t)dl;
+		lc->s.bufs = &lc->sbuf;
+		lc->s.n_bufs = 1;
+		p += 40 + cl + dl;
+	}
+	lc->ents = p;
+	lc->ents_len = (size_t)(end - p);
+	const unsigned char *q = p;
+	for (uint64_t i = 0; i < lc->n; i++) {
+		if (end - q < 16 || get32(q + 12) > (uint64_t)(end - q - 16))
+			return "entries past the end";
+		if (get32(q + 8) < RAFT_COMMAND || get32(q + 8) > RAFT_CHANGE)
+			return "entry of unknown type";
+		q += 16 + get32(q + 12);
+	}
+	if (q != end)
+		return "trailing bytes";
+	uint64_t si = lc->has_snap ? lc->s.index : 0;
+	if (lc->n && lc->start > si + 1)
+		return "entries do not follow the snapshot";
+	return NULL;
+}
+
+int iod_wal_copy_summary(const unsigned char *b, size_t len, uint64_t *term, uint64_t *last_index,
+                         uint64_t *last_term)
+{
+	struct log_copy lc;
+	if (copy_parse(b, len, &lc))
+		return -EINVAL;
+	*term = lc.term;
+	*last_index = lc.n ? lc.start + lc.n - 1 : lc.has_snap ? lc.s.index : 0;
+	*last_term = lc.has_snap ? lc.s.term : 0;
+	const unsigned char *q = lc.ents;
+	for (uint64_t i = 0; i < lc.n; i++) {
+		*last_term = get64(q);
+		q += 16 + get32(q + 12);
+	}
+	if (lc.has_snap)
+		raft_configuration_close(&lc.s.configuration);
+	return 0;
+}
+
+/* Is name one of the log's files (iod's or libraft's)? */
+static bool log_file(const char *s)
+{
+	uint64_t v;
+	size_t n = strlen(s);
+	return !strcmp(s, "meta") || parse_num(s, "seg-", &v) || parse_num(s, "snap-", &v) ||
+	       (n > 4 && !strcmp(s + n - 4, ".tmp")) || legacy_name(s);
+}
+
+uint64_t iod_wal_peek_term(const char *dir)
+{
+	char p[IOD_PATH_MAX + 8];
+	unsigned char b[META_BYTES];
+	uint64_t term = 0;
+	snprintf(p, sizeof(p), "%s/meta", dir);
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	if (pread(fd, b, sizeof(b), 0) == (ssize_t)sizeof(b) && get64(b) == META_MAGIC &&
+	    get32(b + 12) == hdr_crc(b, META_BYTES))
+		term = get64(b + 16);
+	close(fd);
+	return term;
+}
+
+int iod_wal_set_aside(const char *dir, char *where, size_t where_cap, struct iod_err *e)
+{
+	char sub[IOD_PATH_MAX + 64];
+	DIR *d = opendir(dir);
+	unsigned moved = 0;
+
+	if (!d)
+		return iod_err_set(e, -errno, "%s: %s", dir, strerror(errno));
+	snprintf(sub, sizeof(sub), "%s/damaged-%llu", dir,
+	         (unsigned long long)(iod_time_unix_ns() / 1000000000ull));
+	for (struct dirent *de; (de = readdir(d));) {
+		char from[IOD_PATH_MAX + 300], to[IOD_PATH_MAX + 400];
+		if (!log_file(de->d_name))
+			continue;
+		if (!moved && mkdir(sub, 0700) && errno != EEXIST) {
+			int rv = -errno;
+			closedir(d);
+			return iod_err_set(e, rv, "%s: %s", sub, strerror(-rv));
+		}
+		snprintf(from, sizeof(from), "%s/%s", dir, de->d_name);
+		snprintf(to, sizeof(to), "%s/%s", sub, de->d_name);
+		if (rename(from, to)) {
+			int rv = -errno;
+			closedir(d);
+			return iod_err_set(e, rv, "moving %s aside: %s", from, strerror(-rv));
+		}
+		moved++;
+	}
+	closedir(d);
+	iod_strlcpy(where, moved ? sub : "", where_cap);
+	return 0;
+}
+
+int iod_wal_rebuild(const char *dir, const unsigned char *b, size_t len, uint64_t self_id,
+                    uint64_t min_term, struct iod_err *e)
+{
+	struct log_copy lc;
+	struct iod_wal *w;
+	struct iod_wal_load ld;
+	const char *why = copy_parse(b, len, &lc);
+	int rv;
+
+	if (why)
+		return iod_err_set(e, -EPROTO, "log copy: %s", why);
+	if ((rv = iod_wal_open(&w, dir, &ld, e)))
+		goto out;
+	if (!iod_wal_empty(w)) {
+		iod_wal_close(w);
+		rv = iod_err_set(e, -EEXIST, "%s still holds a log", dir);
+		goto out;
+	}
+	/* A term above every term this server may have voted in (its own,
+	 * if readable, and its peers'), with its vote for itself: it can never
+	 * vote twice in a term it forgot. */
+	uint64_t term = IOD_MAX(lc.term, min_term) + 1;
+	if ((rv = iod_wal_meta_set(w, term, self_id)))
+		goto io;
+	uint64_t si = 0;
+	if (lc.has_snap) {
+		if ((rv = iod_wal_snapshot_put(w, 0, &lc.s)))
+			goto io;
+		si = lc.s.index;
+	} else {
+		w->next_index = 1;
+	}
+	const unsigned char *q = lc.ents;
+	for (uint64_t i = 0; i < lc.n; i++) {
+		struct raft_entry en = {.term = get64(q),
+		                        .type = (unsigned short)get32(q + 8),
+		                        .buf = {.base = (void *)(q + 16), .len = get32(q + 12)}};
+		if (lc.start + i > si && (rv = iod_wal_append(w, &en, 1)))
+			goto io;
+		q += 16 + get32(q + 12);
+	}
+	iod_wal_close(w);
+	rv = 0;
+	goto out;
+io:
+	iod_wal_close(w);
+	rv = iod_err_set(e, rv, "rebuilding the log in %s: %s", dir, strerror(-rv));
+out:
+	if (lc.has_snap)
+		raft_configuration_close(&lc.s.configuration);
+	return rv;
+}
