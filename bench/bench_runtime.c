@@ -24,7 +24,7 @@ static struct iod_api_client cl;
 
 static uint64_t now_us(void)
 {
-	return iod_clock_now(iod_clock_monotonic()) / IOD_NS_PER_US;
+	return iod_clock_now_ns() / IOD_NS_PER_US;
 }
 
 static int cmp_u64(const void *a, const void *b)

@@ -37,7 +37,7 @@
 
 static uint64_t now_ns(void)
 {
-	return iod_clock_now(iod_clock_monotonic());
+	return iod_clock_now_ns();
 }
 
 /* The workload: ops iterations of six syscalls; prints ns per iteration. */

@@ -211,9 +211,9 @@ void iod_dp_loop_init(struct iod_dp_loop *l, struct iod_flow_dp *dp, struct iod_
  */
 uint32_t iod_dp_loop_step(struct iod_dp_loop *l, uint64_t now_ns);
 /* Nothing came in: wait for one frame on the live port (at most 1 ms with
- * adaptive routing, else 5 ms) and run it at the clock's time after the
- * wait. Returns 0 or 1. */
-uint32_t iod_dp_loop_idle(struct iod_dp_loop *l, const struct iod_clock *clock);
+ * adaptive routing, else 5 ms) and run it at the time after the wait (the
+ * shell's clock, iod_clock_now_ns). Returns 0 or 1. */
+uint32_t iod_dp_loop_idle(struct iod_dp_loop *l);
 /* Every port has reached the end of its input (mem and pcap only). */
 bool iod_dp_loop_done(const struct iod_dp_loop *l);
 

@@ -73,11 +73,6 @@ static int add_profile(void *ctx, const char *profile, uint64_t caps, uint32_t *
 	return rc;
 }
 
-static uint64_t mono_ms(void)
-{
-	return iod_clock_now(iod_clock_monotonic()) / IOD_NS_PER_MS;
-}
-
 static void wake_agent(struct iod_agent_cluster *c)
 {
 	uint64_t one = 1;
@@ -286,7 +281,7 @@ static void *writer_main(void *arg)
 			goto out;
 		usleep(200000);
 	}
-	next_renew = mono_ms() + period;
+	next_renew = (iod_clock_now_ns() / IOD_NS_PER_MS) + period;
 	for (;;) {
 		uint32_t n = 0;
 		pthread_mutex_lock(&c->mu);
@@ -294,11 +289,11 @@ static void *writer_main(void *arg)
 			bool any = false;
 			for (uint32_t i = 0; i < IOD_AGENT_REPLICAS_MAX && !any; i++)
 				any = c->reports[i].used;
-			if (any || mono_ms() >= next_renew)
+			if (any || (iod_clock_now_ns() / IOD_NS_PER_MS) >= next_renew)
 				break;
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
-			uint64_t wait = next_renew - mono_ms();
+			uint64_t wait = next_renew - (iod_clock_now_ns() / IOD_NS_PER_MS);
 			ts.tv_sec += (time_t)(wait / 1000);
 			ts.tv_nsec += (long)(wait % 1000) * 1000000;
 			if (ts.tv_nsec >= 1000000000) {
@@ -329,9 +324,9 @@ static void *writer_main(void *arg)
 			iod_api_response_free(&r);
 			break;
 		}
-		if (mono_ms() >= next_renew) {
+		if ((iod_clock_now_ns() / IOD_NS_PER_MS) >= next_renew) {
 			renew(c, &cl);
-			next_renew = mono_ms() + period;
+			next_renew = (iod_clock_now_ns() / IOD_NS_PER_MS) + period;
 		}
 	}
 out:

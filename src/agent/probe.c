@@ -37,14 +37,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint64_t mono_ns(void)
-{
-	return iod_clock_now(iod_clock_monotonic());
-}
-
 static int ms_left(uint64_t deadline_ns)
 {
-	uint64_t now = mono_ns();
+	uint64_t now = iod_clock_now_ns();
 	if (now >= deadline_ns)
 		return 0;
 	uint64_t ms = (deadline_ns - now + IOD_NS_PER_MS - 1) / IOD_NS_PER_MS;
@@ -315,7 +310,7 @@ int iod_agent_wait_group(pid_t pid, uint64_t deadline_ns, int *status)
 			kill(-pid, SIGKILL);
 			return -err;
 		}
-		if (mono_ns() >= deadline_ns) {
+		if (iod_clock_now_ns() >= deadline_ns) {
 			rc = -ETIMEDOUT;
 			break;
 		}
@@ -338,7 +333,7 @@ int iod_agent_probe_run_in(const struct iod_agent_health *h, const struct iod_ag
                            const char *host, uint16_t port, char *detail, size_t len)
 {
 	uint64_t timeout = h->timeout_ns ? h->timeout_ns : IOD_NS_PER_S;
-	uint64_t deadline = mono_ns() + timeout;
+	uint64_t deadline = iod_clock_now_ns() + timeout;
 	int fd = -1, rc;
 
 	detail[0] = 0;

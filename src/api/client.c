@@ -15,11 +15,6 @@
 #include <string.h>
 #include <time.h>
 
-static uint64_t mono_ms(void)
-{
-	return iod_clock_now(iod_clock_monotonic()) / IOD_NS_PER_MS;
-}
-
 static void add_server(struct iod_api_client *c, const char *a, size_t n)
 {
 	while (n && (*a == ' ')) {
@@ -128,7 +123,7 @@ int iod_api_request(struct iod_api_client *c, const char *method, const char *pa
                     const char *content_type, const void *body, size_t len,
                     struct iod_api_response *r, struct iod_err *e)
 {
-	uint64_t deadline = mono_ms() + c->retry_ms;
+	uint64_t deadline = (iod_clock_now_ns() / IOD_NS_PER_MS) + c->retry_ms;
 	bool any_answer = false;
 	uint32_t tried_in_round = 0;
 	char last_err[IOD_ERR_MSG_MAX] = "unreachable";
@@ -141,7 +136,9 @@ int iod_api_request(struct iod_api_client *c, const char *method, const char *pa
 	c->attempts = 0;
 	for (;;) {
 		struct iod_err e1 = {0};
-		uint32_t now_left = (uint32_t)(deadline > mono_ms() ? deadline - mono_ms() : 0);
+		uint32_t now_left = (uint32_t)(deadline > (iod_clock_now_ns() / IOD_NS_PER_MS)
+		                                   ? deadline - (iod_clock_now_ns() / IOD_NS_PER_MS)
+		                                   : 0);
 		uint32_t t = IOD_MIN(c->timeout_ms, IOD_MAX(now_left, 1u));
 		c->attempts++;
 		rc = iod_api_http_once(&c->conn, c->servers[c->cur], method, path, content_type,
@@ -171,13 +168,13 @@ int iod_api_request(struct iod_api_client *c, const char *method, const char *pa
 		if (++tried_in_round >= c->servers_n) {
 			tried_in_round = 0;
 			memset(down, 0, sizeof(down)); /* a new round: anyone may be back */
-			if (mono_ms() + c->retry_sleep_ms >= deadline)
+			if ((iod_clock_now_ns() / IOD_NS_PER_MS) + c->retry_sleep_ms >= deadline)
 				break;
 			struct timespec ts = {0, (long)c->retry_sleep_ms * 1000000L};
 			nanosleep(&ts, NULL);
 		}
 	next:
-		if (mono_ms() >= deadline)
+		if ((iod_clock_now_ns() / IOD_NS_PER_MS) >= deadline)
 			break;
 	}
 	if (any_answer)

@@ -106,7 +106,7 @@ struct server {
 
 static uint64_t mono_ms(void)
 {
-	return iod_clock_now(iod_clock_monotonic()) / IOD_NS_PER_MS;
+	return iod_clock_now_ns() / IOD_NS_PER_MS;
 }
 
 static void mhd_kick(struct server *s);

@@ -51,17 +51,13 @@ static void usage_run(FILE *f)
 	           "  -o json          print the final summary as JSON\n");
 }
 
-static uint64_t mono_ns(void)
-{
-	return iod_clock_now(iod_clock_monotonic());
-}
-
 static int write_state(const struct iod_flow_dp *dp, const struct iod_flow_dp_ar *ar,
                        const struct iod_io_port *ports, const char *path)
 {
 	json_t *j = iod_flow_dump_json(dp->pl, NULL, NULL);
 	if (ar)
-		json_object_set_new(j, "adaptive_routing", iod_flow_dp_ar_json(ar, mono_ns()));
+		json_object_set_new(j, "adaptive_routing",
+		                    iod_flow_dp_ar_json(ar, iod_clock_now_ns()));
 	json_t *pj = json_array();
 	for (int i = 0; i < 2; i++) {
 		json_t *o = json_object();
@@ -172,11 +168,11 @@ static int dp_run(int argc, char **argv)
 	IOD_INFO("dp", "running %s: host=%s(%s) fabric=%s(%s), %u networks, %u services", config,
 	         ports[0].ops->name, cfg->ports[0].iface, ports[1].ops->name, cfg->ports[1].iface,
 	         cfg->networks_n, cfg->services_n);
-	uint64_t start = mono_ns(), last_state = start;
+	uint64_t start = iod_clock_now_ns(), last_state = start;
 	struct iod_dp_loop loop;
 	iod_dp_loop_init(&loop, &dp, ar, ports);
 	while (!stop_flag) {
-		uint64_t now = mono_ns();
+		uint64_t now = iod_clock_now_ns();
 		uint32_t got = iod_dp_loop_step(&loop, now);
 		if (now - last_state >= IOD_NS_PER_S) {
 			write_state(&dp, ar, ports, state);
@@ -188,7 +184,7 @@ static int dp_run(int argc, char **argv)
 		if (iod_dp_loop_done(&loop))
 			break;
 		if (!got)
-			iod_dp_loop_idle(&loop, iod_clock_monotonic());
+			iod_dp_loop_idle(&loop);
 	}
 	if (write_state(&dp, ar, ports, state))
 		IOD_WARN("dp", "cannot write state file %s", state);

@@ -167,20 +167,19 @@ static int run_one(const struct opts *o, const struct iod_sim_topo *topo,
 	struct progress pg = {o->progress, load, o->duration_ns, time(NULL)};
 	if (pg.on)
 		iod_sim_on_progress(s, on_progress, &pg, 2000000);
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	uint64_t t0 = iod_clock_now_ns();
 	rc = iod_sim_run(s, o->duration_ns, e);
 	/* Drain: stop as soon as every flow is done (or the drain ends). */
 	uint64_t end = o->duration_ns + o->drain_ns;
 	pg.end_ns = end;
 	if (!rc)
 		rc = iod_sim_drain(s, end, o->duration_ns / 10, e);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
+	uint64_t t1 = iod_clock_now_ns();
 	if (pg.on)
 		fprintf(stderr, "\r%*s\r", 78, "");
 	if (rc)
 		goto fail;
-	res->wall_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	res->wall_s = (double)(t1 - t0) / 1e9;
 	if ((rc = iod_sim_summarize(s, &res->sum))) {
 		iod_err_set(e, rc, "out of memory summarising");
 		goto fail;

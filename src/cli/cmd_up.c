@@ -112,11 +112,6 @@ static bool alive_pidfile(const char *path, const char *dir)
 	return iod_up_pid_is_ours(pid, dir);
 }
 
-static uint64_t mono_ms(void)
-{
-	return iod_clock_now(iod_clock_monotonic()) / IOD_NS_PER_MS;
-}
-
 /* A write that needs a leader: grant and revoke a short lease. */
 static bool leader_ready(struct iod_api_client *cl)
 {
@@ -266,7 +261,7 @@ int cmd_up(int argc, char **argv)
 	if (system(cmd) != 0)
 		return iod_cli_fail("up", IOD_EXIT_ERROR, "cannot prepare state dir %s", dir);
 
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = (iod_clock_now_ns() / IOD_NS_PER_MS);
 	for (int i = 0; i < UP_SERVERS; i++) {
 		size_t l = strlen(peers), la = strlen(apis);
 		snprintf(peers + l, sizeof(peers) - l, "%s%d=127.0.0.1:%ld@127.0.0.1:%ld",
@@ -306,7 +301,7 @@ int cmd_up(int argc, char **argv)
 	cl.timeout_ms = 500;
 	cl.retry_ms = 200;
 	while (!leader_ready(&cl)) {
-		if (mono_ms() - t0 > 15000) {
+		if ((iod_clock_now_ns() / IOD_NS_PER_MS) - t0 > 15000) {
 			iod_api_client_close(&cl);
 			return iod_cli_fail("up", IOD_EXIT_UNAVAILABLE,
 			                    "no leader after 15 s: see %s/server-*.log; `iod down` "
@@ -315,7 +310,7 @@ int cmd_up(int argc, char **argv)
 		}
 		usleep(20000);
 	}
-	uint64_t t_leader = mono_ms();
+	uint64_t t_leader = (iod_clock_now_ns() / IOD_NS_PER_MS);
 	if (out == IOD_OUT_TEXT)
 		printf("leader elected in %llu ms; starting %ld node agents (%s each)\n",
 		       (unsigned long long)(t_leader - t0), nodes, model);
@@ -363,7 +358,7 @@ int cmd_up(int argc, char **argv)
 	}
 	size_t reg = 0;
 	while ((reg = nodes_registered(&cl)) < (size_t)nodes) {
-		if (mono_ms() - t0 > 30000) {
+		if ((iod_clock_now_ns() / IOD_NS_PER_MS) - t0 > 30000) {
 			iod_api_client_close(&cl);
 			return iod_cli_fail(
 			    "up", IOD_EXIT_PARTIAL,
@@ -373,7 +368,7 @@ int cmd_up(int argc, char **argv)
 		usleep(20000);
 	}
 	iod_api_client_close(&cl);
-	uint64_t t1 = mono_ms();
+	uint64_t t1 = (iod_clock_now_ns() / IOD_NS_PER_MS);
 	if (out == IOD_OUT_JSON) {
 		json_t *j =
 		    json_pack("{s:s, s:i, s:i, s:s, s:s, s:I, s:I, s:s?}", "servers", apis, "nodes",

@@ -63,11 +63,6 @@ static void on_stop(int s)
 	stop_flag = 1;
 }
 
-static uint64_t mono_ns(void)
-{
-	return iod_clock_now(iod_clock_monotonic());
-}
-
 /* Listen on the replica's own address ($IOD_ADDR's host) when the agent gave
  * one: on a local cluster each node has its own loopback address, so a
  * replica and its stale copy on a lost node never fight over a port. */
@@ -200,7 +195,7 @@ static int run_ps(uint16_t port, uint32_t n)
 	struct ps_client cl[DEMO_CLIENTS_MAX];
 	float *params = calloc(n, sizeof(float)), *grad = calloc(n, sizeof(float));
 	int lfd = listen_on(port);
-	uint64_t last = mono_ns(), last_steps = 0;
+	uint64_t last = iod_clock_now_ns(), last_steps = 0;
 
 	if (!params || !grad || lfd < 0) {
 		free(params);
@@ -244,7 +239,7 @@ static int run_ps(uint16_t port, uint32_t n)
 				close(cl[i].fd);
 				cl[i].fd = -1;
 			}
-		uint64_t t = mono_ns();
+		uint64_t t = iod_clock_now_ns();
 		if (t - last >= IOD_NS_PER_S) {
 			uint64_t s = atomic_load(&steps_done);
 			if (s != last_steps)
@@ -338,14 +333,14 @@ static int push(struct ps_conn *c, const float *grad)
 /* Synthetic compute: multiply-adds over the shard until compute_ns has passed. */
 static float compute(const float *p, float *grad, uint32_t n, uint64_t compute_ns)
 {
-	uint64_t end = mono_ns() + compute_ns;
+	uint64_t end = iod_clock_now_ns() + compute_ns;
 	float acc = 0;
 	do {
 		for (uint32_t i = 0; i < n; i++) {
 			grad[i] = 0.5f * (p[i] - 0.25f); /* d/dp of (p - 0.25)^2 / 4 */
 			acc += grad[i] * p[i];
 		}
-	} while (mono_ns() < end);
+	} while (iod_clock_now_ns() < end);
 	return acc;
 }
 
@@ -370,7 +365,7 @@ static int run_worker(const char *servers, uint64_t compute_ns, uint64_t steps_m
 	       getenv("IOD_REPLICA") ? getenv("IOD_REPLICA") : "", n, servers,
 	       (unsigned long long)(compute_ns / IOD_NS_PER_MS));
 	fflush(stdout);
-	uint64_t last = mono_ns(), last_steps = 0, comm_ns = 0;
+	uint64_t last = iod_clock_now_ns(), last_steps = 0, comm_ns = 0;
 	while (!stop_flag && (!steps_max || atomic_load(&steps_done) < steps_max)) {
 		bool ok = true;
 		for (unsigned i = 0; i < n && ok; i++) {
@@ -383,12 +378,12 @@ static int run_worker(const char *servers, uint64_t compute_ns, uint64_t steps_m
 			usleep(50000);
 			continue;
 		}
-		uint64_t t0 = mono_ns();
+		uint64_t t0 = iod_clock_now_ns();
 		int rc = 0;
 		for (unsigned i = 0; i < n && !rc; i++)
 			if ((rc = pull(&ps[i])))
 				ps[i].fd = (close(ps[i].fd), -1);
-		uint64_t t1 = mono_ns();
+		uint64_t t1 = iod_clock_now_ns();
 		for (unsigned i = 0; i < n && !rc; i++) {
 			if (ps[i].n > grad_n) {
 				float *g = realloc(grad, ps[i].n * sizeof(float));
@@ -398,10 +393,10 @@ static int run_worker(const char *servers, uint64_t compute_ns, uint64_t steps_m
 				grad_n = ps[i].n;
 			}
 			compute(ps[i].shard, grad, ps[i].n, compute_ns / n);
-			uint64_t t2 = mono_ns();
+			uint64_t t2 = iod_clock_now_ns();
 			if ((rc = push(&ps[i], grad)))
 				ps[i].fd = (close(ps[i].fd), -1);
-			comm_ns += mono_ns() - t2;
+			comm_ns += iod_clock_now_ns() - t2;
 		}
 		comm_ns += t1 - t0;
 		if (rc) {
@@ -411,7 +406,7 @@ static int run_worker(const char *servers, uint64_t compute_ns, uint64_t steps_m
 			continue;
 		}
 		atomic_fetch_add(&steps_done, 1);
-		uint64_t t = mono_ns();
+		uint64_t t = iod_clock_now_ns();
 		if (t - last >= IOD_NS_PER_S) {
 			uint64_t s = atomic_load(&steps_done);
 			printf("worker: step %llu, %.1f steps/s, communication %.2f ms/step, "

@@ -7,7 +7,7 @@
  * `iod dp run` drives it with the monotonic clock, tests with their own
  * time. A turn never reads the clock (its time comes in); only
  * iod_dp_loop_idle blocks, for a bounded wait on a live port, and reads
- * the clock it is given after the wait. The packet path does not
+ * the clock after the wait. The packet path does not
  * allocate: mirrors take a buffer from the receiving port's pool.
  */
 #include "iod/io.h"
@@ -138,7 +138,7 @@ uint32_t iod_dp_loop_step(struct iod_dp_loop *l, uint64_t now)
 	return got;
 }
 
-uint32_t iod_dp_loop_idle(struct iod_dp_loop *l, const struct iod_clock *clock)
+uint32_t iod_dp_loop_idle(struct iod_dp_loop *l)
 {
 	struct iod_pkt *p[1];
 	if (!l->live)
@@ -149,7 +149,7 @@ uint32_t iod_dp_loop_idle(struct iod_dp_loop *l, const struct iod_clock *clock)
 	if (!n)
 		return 0;
 	p[0]->port_in = l->idle_port;
-	run_burst(l, p, 1, iod_clock_now(clock));
+	run_burst(l, p, 1, iod_clock_now_ns());
 	l->rx_packets++;
 	return 1;
 }

@@ -275,15 +275,12 @@ static int api_wait(void *ctx, uint32_t timeout_ms, const volatile int *stop, st
 		char path[128], *body = NULL;
 		size_t len = 0;
 		uint32_t t = (uint32_t)(timeout_ms - waited);
-		struct timespec t0, t1;
-		clock_gettime(CLOCK_MONOTONIC, &t0);
+		uint64_t t0 = iod_clock_now_ns();
 		snprintf(path, sizeof(path), "/v1/watch?rev=%llu&timeout_ms=%u",
 		         (unsigned long long)s->watch_rev, t);
 		/* the server answers by t; allow it a second more */
 		int st = http_get(s->server, path, t + 1000, stop, &body, &len);
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		waited += (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000u +
-		          (uint64_t)((t1.tv_nsec - t0.tv_nsec) / 1000000);
+		waited += (iod_clock_now_ns() - t0) / IOD_NS_PER_MS;
 		if (st == -EINTR)
 			return -EINTR;
 		if (st < 0)
