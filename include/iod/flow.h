@@ -277,7 +277,7 @@ struct iod_flow_engine_stats {
 	uint64_t fp_hits;      /* compiled fast-path hits (the whole verdict in one lookup) */
 	uint64_t emc_hits;     /* exact-match cache hits */
 	uint64_t mf_hits;      /* megaflow (masked) cache hits */
-	uint64_t emc_misses;   /* full pipe walks (both caches missed) */
+	uint64_t walks;        /* full pipe walks (every cache missed) */
 	uint64_t parse_errors; /* frames too short to parse */
 };
 void iod_flow_engine_stats(const struct iod_flow_pipeline *pl, struct iod_flow_engine_stats *st);

@@ -126,9 +126,9 @@ struct iod_io_bench_result {
 	double cpu_share;     /* CPU time / wall time: how much of the core the run got */
 	double mpps;          /* packets / seconds / 1e6 */
 	double ns_per_pkt;    /* 1e9 / packets per second */
-	uint64_t emc_hits;    /* engine cache hits (fast path + exact + megaflow) during the run */
+	uint64_t cache_hits;  /* engine cache hits (fast path + exact + megaflow) during the run */
 	uint64_t fp_hits;     /* of which compiled fast-path hits */
-	uint64_t emc_misses;  /* full pipe walks during the run */
+	uint64_t walks;       /* full pipe walks during the run */
 };
 
 /*

@@ -1584,7 +1584,7 @@ static int pkt_run(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *
 		if (!s) {
 			struct iod_flow_key used;
 			memset(&used, 0, sizeof(used));
-			cs->emc_misses++;
+			cs->walks++;
 			walk(pl, core, (uint32_t)start, *k, &tmp, &used);
 			s = &tmp;
 			if (tmp.hits_n != 0xff) {
@@ -1847,7 +1847,7 @@ void iod_flow_engine_stats(const struct iod_flow_pipeline *pl, struct iod_flow_e
 		st->fp_hits += pl->cores[c].fp_hits;
 		st->emc_hits += pl->cores[c].emc_hits;
 		st->mf_hits += pl->cores[c].mf_hits;
-		st->emc_misses += pl->cores[c].emc_misses;
+		st->walks += pl->cores[c].walks;
 		st->parse_errors += pl->cores[c].parse_errors;
 	}
 }

@@ -172,11 +172,11 @@ struct core {
 	uint64_t fp_hits;       /* compiled fast-path hits */
 	uint64_t packets;       /* processed */
 	uint64_t drops;         /* dropped */
-	uint64_t emc_hits;      /* cache hits */
+	uint64_t emc_hits;      /* exact-match cache hits */
 	uint64_t mf_hits;       /* megaflow hits */
 	struct emc_slot *mf;    /* megaflow cache: MF_SLOTS, keys masked */
 	struct mf_masks *masks; /* per start pipe: IOD_FLOW_PIPES_MAX */
-	uint64_t emc_misses;    /* walks */
+	uint64_t walks;         /* walks */
 	uint64_t parse_errors;  /* unparseable */
 } __attribute__((aligned(64)));
 

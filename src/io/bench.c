@@ -273,8 +273,9 @@ int iod_io_bench_run(const char *scenario, uint32_t flows, uint32_t frame_bytes,
 	r->seconds = (double)(end - start) / 1e9;
 	r->mpps = (double)packets / r->seconds / 1e6;
 	r->ns_per_pkt = packets ? (double)(end - start) / (double)packets : 0;
-	r->emc_hits = s1.emc_hits - s0.emc_hits + s1.mf_hits - s0.mf_hits + s1.fp_hits - s0.fp_hits;
-	r->emc_misses = s1.emc_misses - s0.emc_misses;
+	r->cache_hits =
+	    s1.emc_hits - s0.emc_hits + s1.mf_hits - s0.mf_hits + s1.fp_hits - s0.fp_hits;
+	r->walks = s1.walks - s0.walks;
 	r->fp_hits = s1.fp_hits - s0.fp_hits;
 	if (fwd < packets * 99 / 100)
 		rc = iod_err_set(
