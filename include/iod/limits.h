@@ -227,6 +227,9 @@
  * it. */
 #define IOD_API_LEADER_WAIT_MS 500
 
+/* Local agents `iod up` starts: each is a process with its replicas. */
+#define IOD_UP_NODES_MAX 64
+
 /* ---- state/objects (typed cluster objects) ---------------------------- */
 
 /* A CPU or GPU set as text ("0-3,8"): IOD_BITMAP_BITS listed one by one
@@ -251,6 +254,9 @@
 /* A stoppable request looks at its stop flag this often (the mesh's
  * control-plane watch is a long poll; a proxy asked to stop must not wait it out). */
 #define IOD_HTTP_STOP_SLICE_MS 50
+/* Longest chunk-size line or trailer line the codec accepts (RFC 9112
+ * sets none; nginx and Node.js refuse beyond a few KiB). */
+#define IOD_HTTP_CHUNK_LINE_MAX 4096
 /* Extra request headers one client call sends. */
 #define IOD_HTTP_REQ_HEADERS_MAX 8
 
@@ -306,6 +312,8 @@
 #define IOD_AGENT_PORT_RANGE 12000u
 /* Parameter servers one demo worker talks to. */
 #define IOD_DEMO_SERVERS_MAX 16
+/* Connections one demo parameter server serves at once. */
+#define IOD_DEMO_CLIENTS_MAX 64
 /* Replica addresses one node's subnet hands out (per-replica network
  * namespaces): one per replica the agent can track. A /23 or larger is
  * used only up to this many hosts. */
@@ -353,6 +361,9 @@
 #define IOD_MESH_POOL_IDLE_MAX 64
 /* Spans and flow records kept per worker ring (a power of two). */
 #define IOD_MESH_SPANS_MAX 4096
+/* Largest control-plane answer the mesh's API source reads (10,000
+ * endpoints of ~300 bytes). */
+#define IOD_MESH_API_REPLY_MAX (8u << 20)
 /* Retries one request may make (Envoy's circuit breaker default is 3). */
 #define IOD_MESH_RETRIES_MAX 8
 /* Latency histogram buckets (Prometheus `le` bounds). */
@@ -418,6 +429,20 @@
 #define IOD_DP_LOOP_ENTRIES_BUDGET 64
 #define IOD_DP_LOOP_AGING_BUDGET 256
 #define IOD_DP_LOOP_CT_BUDGET 1024
+
+/* The engine's caches (src/flow/engine.c), as in OVS's dpif-netdev: entries
+ * one exact-match slot remembers hitting (a walk of the overlay pipeline hits
+ * at most 6); megaflow masks per start pipe (OVS's dpcls subtables: a handful
+ * per pipeline); megaflow slots per core (16 K x ~150 B = 2.4 MiB, in L2/L3). */
+#define IOD_FLOW_EMC_HITS_MAX 8
+#define IOD_FLOW_MF_MASKS_MAX 8
+#define IOD_FLOW_MF_SLOTS 16384
+/* The AF_PACKET ring (TPACKET_V3, src/io/afpacket.c): 64 blocks of 256 KiB =
+ * 16 MiB, frames up to 2 KiB, a block retired after 10 ms of quiet. */
+#define IOD_IO_AFP_BLOCK_BYTES (256u << 10)
+#define IOD_IO_AFP_BLOCKS 64u
+#define IOD_IO_AFP_FRAME_BYTES 2048u
+#define IOD_IO_AFP_RETIRE_MS 10u
 
 /* ---- net/ar (adaptive routing) ---------------------------------------- */
 
@@ -513,5 +538,35 @@
 /* Longest token lifetime: a year (kubeadm's bootstrap tokens default to a
  * day; people's tokens live longer, never forever). */
 #define IOD_SEC_TOKEN_TTL_MAX_S (366ull * 24 * 3600)
+
+/* ---- the relations between limits that the code relies on ------------- */
+
+/* A replica name is "<service>-<ordinal>" with an ordinal < IOD_SPEC_REPLICAS_MAX
+ * (at most 4 digits) and a NUL: it fits a name. */
+_Static_assert(IOD_SPEC_NAME_LEN_MAX + 1 + 4 + 1 <= IOD_NAME_MAX,
+               "a replica name <service>-<ordinal> must fit IOD_NAME_MAX");
+_Static_assert(IOD_SPEC_REPLICAS_MAX <= 10000, "ordinals have at most 4 digits");
+/* GPU and accelerator sets of one node are uint32_t masks in the scheduler. */
+_Static_assert(IOD_TOPO_GPUS_MAX <= 32, "a node's GPU set is a uint32_t mask");
+_Static_assert(IOD_SCHED_ACCS_MAX <= 32, "a node's accelerator set is a uint32_t mask");
+/* CPU and GPU sets are bitmaps of whole 64-bit words. */
+_Static_assert(IOD_BITMAP_BITS % 64 == 0, "a bitmap is whole 64-bit words");
+_Static_assert(IOD_SPEC_UNITS_MAX <= IOD_BITMAP_BITS, "a replica's units fit one bitmap");
+/* The span ring indexes slots with a mask. */
+_Static_assert((IOD_MESH_SPANS_MAX & (IOD_MESH_SPANS_MAX - 1)) == 0,
+               "the span ring is a power of two");
+/* The megaflow cache indexes slots with a mask; a slot's hit list is uint8_t-counted. */
+_Static_assert((IOD_FLOW_MF_SLOTS & (IOD_FLOW_MF_SLOTS - 1)) == 0,
+               "the megaflow cache is a power of two");
+_Static_assert(IOD_FLOW_EMC_HITS_MAX <= 255 && IOD_FLOW_MF_MASKS_MAX <= 255,
+               "hit and mask counts are held in uint8_t");
+/* A Replica's reason holds the agent's reason and the scheduler's why. */
+_Static_assert(IOD_OBJ_REASON_MAX >= IOD_AGENT_REASON_MAX + IOD_SCHED_WHY_MAX,
+               "a rescheduling reason fits a Replica's reason field");
+/* A whole deploy is one transaction, replicas plus their deletions. */
+_Static_assert(IOD_STATE_TXN_OPS_MAX >= 2 * IOD_SPEC_REPLICAS_MAX,
+               "one deploy of IOD_SPEC_REPLICAS_MAX replicas fits a transaction");
+/* The client takes any answer the API server may send (a list of objects). */
+_Static_assert(IOD_HTTP_BODY_MAX >= IOD_API_BODY_MAX, "the client reads what the API sends");
 
 #endif

@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #define UP_SERVERS 3
-#define UP_NODES_MAX 64 /* local agents: each is a process with its replicas */
 
 static void usage(FILE *f)
 {
@@ -55,7 +54,7 @@ static void usage(FILE *f)
 	    "  --no-mesh            no agent hosts a mesh proxy\n\n"
 	    "Then: iod deploy -f examples/service-topology.yaml; iod get replicas;\n"
 	    "      iod logs REPLICA; iod events; iod down\n",
-	    UP_NODES_MAX);
+	    IOD_UP_NODES_MAX);
 }
 
 void iod_up_state_dir(char *buf, size_t len);
@@ -214,8 +213,9 @@ int cmd_up(int argc, char **argv)
 	}
 	if (optind < argc)
 		return iod_cli_fail("up", IOD_EXIT_INVALID, "unexpected argument %s", argv[optind]);
-	if (nodes < 1 || nodes > UP_NODES_MAX)
-		return iod_cli_fail("up", IOD_EXIT_INVALID, "--nodes must be 1..%d", UP_NODES_MAX);
+	if (nodes < 1 || nodes > IOD_UP_NODES_MAX)
+		return iod_cli_fail("up", IOD_EXIT_INVALID, "--nodes must be 1..%d",
+		                    IOD_UP_NODES_MAX);
 	if (model[0] && gpus_set)
 		return iod_cli_fail(
 		    "up", IOD_EXIT_INVALID,
@@ -239,7 +239,7 @@ int cmd_up(int argc, char **argv)
 			return iod_cli_fail("up", IOD_EXIT_INVALID, "--gpus-per-node: %s", e.msg);
 	}
 	/* one cluster per state dir */
-	for (int i = 1; i <= UP_SERVERS + UP_NODES_MAX; i++) {
+	for (int i = 1; i <= UP_SERVERS + IOD_UP_NODES_MAX; i++) {
 		if (i <= UP_SERVERS)
 			snprintf(path, sizeof(path), "%s/server-%d.pid", dir, i);
 		else

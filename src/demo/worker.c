@@ -38,8 +38,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define DEMO_CLIENTS_MAX 64 /* connections one parameter server serves */
-
 /* A one-line error on stderr; returns the exit status code. */
 static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(int code, const char *fmt, ...)
@@ -192,7 +190,7 @@ static int ps_serve_one(int fd, float *params, float *grad, uint32_t n, float lr
 
 static int run_ps(uint16_t port, uint32_t n)
 {
-	struct ps_client cl[DEMO_CLIENTS_MAX];
+	struct ps_client cl[IOD_DEMO_CLIENTS_MAX];
 	float *params = calloc(n, sizeof(float)), *grad = calloc(n, sizeof(float));
 	int lfd = listen_on(port);
 	uint64_t last = iod_clock_now_ns(), last_steps = 0;
@@ -208,21 +206,21 @@ static int run_ps(uint16_t port, uint32_t n)
 	}
 	for (uint32_t i = 0; i < n; i++)
 		params[i] = 1.0f;
-	for (int i = 0; i < DEMO_CLIENTS_MAX; i++)
+	for (int i = 0; i < IOD_DEMO_CLIENTS_MAX; i++)
 		cl[i].fd = -1;
 	printf("parameter-server %s: serving %u parameters on port %u\n",
 	       getenv("IOD_REPLICA") ? getenv("IOD_REPLICA") : "", n, port);
 	fflush(stdout);
 	while (!stop_flag) {
-		struct pollfd pf[DEMO_CLIENTS_MAX + 1];
+		struct pollfd pf[IOD_DEMO_CLIENTS_MAX + 1];
 		pf[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
-		for (int i = 0; i < DEMO_CLIENTS_MAX; i++)
+		for (int i = 0; i < IOD_DEMO_CLIENTS_MAX; i++)
 			pf[i + 1] = (struct pollfd){.fd = cl[i].fd, .events = POLLIN};
-		int rc = poll(pf, DEMO_CLIENTS_MAX + 1, 1000);
+		int rc = poll(pf, IOD_DEMO_CLIENTS_MAX + 1, 1000);
 		if (rc > 0 && (pf[0].revents & POLLIN)) {
 			int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 			int slot = -1;
-			for (int i = 0; c >= 0 && i < DEMO_CLIENTS_MAX && slot < 0; i++)
+			for (int i = 0; c >= 0 && i < IOD_DEMO_CLIENTS_MAX && slot < 0; i++)
 				if (cl[i].fd < 0)
 					slot = i;
 			if (c >= 0 && slot < 0)
@@ -233,7 +231,7 @@ static int run_ps(uint16_t port, uint32_t n)
 				cl[slot].fd = c;
 			}
 		}
-		for (int i = 0; rc > 0 && i < DEMO_CLIENTS_MAX; i++)
+		for (int i = 0; rc > 0 && i < IOD_DEMO_CLIENTS_MAX; i++)
 			if (cl[i].fd >= 0 && pf[i + 1].revents &&
 			    ps_serve_one(cl[i].fd, params, grad, n, 0.01f)) {
 				close(cl[i].fd);
@@ -253,7 +251,7 @@ static int run_ps(uint16_t port, uint32_t n)
 			last_steps = s;
 		}
 	}
-	for (int i = 0; i < DEMO_CLIENTS_MAX; i++)
+	for (int i = 0; i < IOD_DEMO_CLIENTS_MAX; i++)
 		if (cl[i].fd >= 0)
 			close(cl[i].fd);
 	close(lfd);

@@ -209,7 +209,7 @@ int iod_flow_pipeline_create(struct iod_flow_pipeline **out,
 	pl->fp_mask = slots * FP_SLOTS_PER_EMC - 1;
 	for (uint32_t c = 0; c < cfg->cores; c++) {
 		pl->cores[c].emc = iod_net_table_alloc((size_t)slots * sizeof(struct emc_slot));
-		pl->cores[c].mf = calloc(MF_SLOTS, sizeof(struct emc_slot));
+		pl->cores[c].mf = calloc(IOD_FLOW_MF_SLOTS, sizeof(struct emc_slot));
 		pl->cores[c].masks = calloc(IOD_FLOW_PIPES_MAX, sizeof(struct mf_masks));
 		size_t fps = (size_t)slots * FP_SLOTS_PER_EMC;
 		pl->cores[c].fp = iod_net_table_alloc(sizeof(struct fp_slot) * fps);
@@ -966,7 +966,7 @@ static void walk(struct iod_flow_pipeline *pl, uint32_t core, uint32_t start, st
 		} else {
 			p->hits[core]++;
 			const struct entry *en = &p->entries[id];
-			if (out->hits_n == EMC_HITS_MAX) {
+			if (out->hits_n == IOD_FLOW_EMC_HITS_MAX) {
 				out->hits_n = 0xff; /* too long to cache or replay: drop */
 				out->fwd.type = IOD_FLOW_FWD_DROP;
 				return;
@@ -1555,7 +1555,7 @@ static int pkt_run(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *
 			uint32_t j = mm->order[o];
 			key_and(k, &mm->m[j], &mk);
 			uint32_t mh = key_hash(&mk, (uint32_t)start << 3 | j);
-			struct emc_slot *e = &cs->mf[mh & (MF_SLOTS - 1)];
+			struct emc_slot *e = &cs->mf[mh & (IOD_FLOW_MF_SLOTS - 1)];
 			if (e->gen == pl->gen && e->hash == mh && e->start == start &&
 			    e->mask_id == j && key_equal(&e->key, &mk)) {
 				cs->mf_hits++;
@@ -1595,10 +1595,10 @@ static int pkt_run(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *
 					e->start = (uint16_t)start;
 					e->gen = pl->gen;
 				}
-				uint32_t j = pl->cfg.emc_off ? MF_MASKS_MAX : 0;
+				uint32_t j = pl->cfg.emc_off ? IOD_FLOW_MF_MASKS_MAX : 0;
 				while (j < mm->n && memcmp(&mm->m[j], &used, sizeof(used)))
 					j++;
-				if (j == mm->n && j < MF_MASKS_MAX) {
+				if (j == mm->n && j < IOD_FLOW_MF_MASKS_MAX) {
 					mm->hits[j] = 0;
 					mm->order[j] = (uint8_t)j;
 					mm->m[mm->n++] = used;
@@ -1606,7 +1606,7 @@ static int pkt_run(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *
 				if (j < mm->n) {
 					key_and(k, &used, &mk);
 					uint32_t mh = key_hash(&mk, (uint32_t)start << 3 | j);
-					struct emc_slot *me = &cs->mf[mh & (MF_SLOTS - 1)];
+					struct emc_slot *me = &cs->mf[mh & (IOD_FLOW_MF_SLOTS - 1)];
 					*me = tmp;
 					me->key = mk;
 					me->hash = mh;
@@ -1620,7 +1620,7 @@ static int pkt_run(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *
 			return RUN_DONE;
 		uint8_t n = s->hits_n, end = s->end;
 		struct iod_flow_fwd fwd = s->fwd;
-		uint32_t hit[EMC_HITS_MAX];
+		uint32_t hit[IOD_FLOW_EMC_HITS_MAX];
 		for (uint8_t i = 0; i < n; i++) /* short: a loop beats rep movs */
 			hit[i] = s->hit[i];
 		if (st->tr_ok) {

@@ -64,28 +64,25 @@ struct op {
 };
 
 /* The exact-match cache: one walk segment per slot. */
-#define EMC_HITS_MAX 8
 struct emc_slot {
-	struct iod_flow_key key;    /* the segment's starting key */
-	uint32_t hash;              /* of key + start */
-	uint32_t gen;               /* pipeline generation when cached; 0 = empty */
-	uint16_t start;             /* starting pipe */
-	uint8_t hits_n;             /* entries hit */
-	uint8_t end;                /* END_FWD or END_CT */
-	uint8_t mask_id;            /* megaflow: index of its mask in the start pipe's list */
-	uint32_t hit[EMC_HITS_MAX]; /* pipe << 24 | entry */
-	struct iod_flow_fwd fwd;    /* END_FWD: the terminal forward; END_CT: .pipe = the ct pipe */
+	struct iod_flow_key key; /* the segment's starting key */
+	uint32_t hash;           /* of key + start */
+	uint32_t gen;            /* pipeline generation when cached; 0 = empty */
+	uint16_t start;          /* starting pipe */
+	uint8_t hits_n;          /* entries hit */
+	uint8_t end;             /* END_FWD or END_CT */
+	uint8_t mask_id;         /* megaflow: index of its mask in the start pipe's list */
+	uint32_t hit[IOD_FLOW_EMC_HITS_MAX]; /* pipe << 24 | entry */
+	struct iod_flow_fwd fwd; /* END_FWD: the terminal forward; END_CT: .pipe = the ct pipe */
 };
 
 /* Megaflow masks of one start pipe: the fields walks from it consulted. */
-#define MF_MASKS_MAX 8
-#define MF_SLOTS 16384
 struct mf_masks {
-	uint32_t gen;                        /* pipeline generation; stale = empty */
-	uint32_t n;                          /* masks in use */
-	struct iod_flow_key m[MF_MASKS_MAX]; /* the masks */
-	uint8_t order[MF_MASKS_MAX];         /* probe order: most hit first (as OVS's dpcls) */
-	uint64_t hits[MF_MASKS_MAX];         /* hits per mask */
+	uint32_t gen;                                 /* pipeline generation; stale = empty */
+	uint32_t n;                                   /* masks in use */
+	struct iod_flow_key m[IOD_FLOW_MF_MASKS_MAX]; /* the masks */
+	uint8_t order[IOD_FLOW_MF_MASKS_MAX]; /* probe order: most hit first (as OVS's dpcls) */
+	uint64_t hits[IOD_FLOW_MF_MASKS_MAX]; /* hits per mask */
 };
 
 /*
@@ -174,7 +171,7 @@ struct core {
 	uint64_t drops;         /* dropped */
 	uint64_t emc_hits;      /* exact-match cache hits */
 	uint64_t mf_hits;       /* megaflow hits */
-	struct emc_slot *mf;    /* megaflow cache: MF_SLOTS, keys masked */
+	struct emc_slot *mf;    /* megaflow cache: IOD_FLOW_MF_SLOTS, keys masked */
 	struct mf_masks *masks; /* per start pipe: IOD_FLOW_PIPES_MAX */
 	uint64_t walks;         /* walks */
 	uint64_t parse_errors;  /* unparseable */

@@ -263,9 +263,6 @@ enum {
 	CH_END_LF
 };
 
-/* Longest chunk-size line or trailer line we accept. */
-#define CHUNK_LINE_MAX 4096
-
 void iod_http_body_init(struct iod_http_body *b, const struct iod_http_msg *m, const char *buf,
                         const char *method, size_t method_len)
 {
@@ -416,7 +413,7 @@ int64_t iod_http_body_decode(struct iod_http_body *b, const char *p, size_t len,
 			if (h >= 0) {
 				if (b->remaining >> 56)
 					return -EBADMSG; /* >= 2^60 bytes: refuse */
-				if (++b->line_n > CHUNK_LINE_MAX)
+				if (++b->line_n > IOD_HTTP_CHUNK_LINE_MAX)
 					return -EBADMSG;
 				b->remaining = b->remaining * 16 + (uint64_t)h;
 			} else if (b->line_n == 0) {
@@ -442,7 +439,7 @@ int64_t iod_http_body_decode(struct iod_http_body *b, const char *p, size_t len,
 		case CH_EXT_QS:
 		case CH_EXT_QP:
 		case CH_EXT_QEND:
-			if (++b->line_n > CHUNK_LINE_MAX)
+			if (++b->line_n > IOD_HTTP_CHUNK_LINE_MAX)
 				return -EBADMSG;
 			if (chunk_ext(b, (unsigned char)c))
 				return -EBADMSG;
@@ -485,7 +482,7 @@ int64_t iod_http_body_decode(struct iod_http_body *b, const char *p, size_t len,
 			}
 			break;
 		case CH_TR_NAME:
-			if (++b->line_n > CHUNK_LINE_MAX)
+			if (++b->line_n > IOD_HTTP_CHUNK_LINE_MAX)
 				return -EBADMSG;
 			if (c == ':')
 				b->state = CH_TR_VALUE;
@@ -494,7 +491,7 @@ int64_t iod_http_body_decode(struct iod_http_body *b, const char *p, size_t len,
 			break;
 		case CH_TR_VALUE: {
 			unsigned char u = (unsigned char)c;
-			if (++b->line_n > CHUNK_LINE_MAX)
+			if (++b->line_n > IOD_HTTP_CHUNK_LINE_MAX)
 				return -EBADMSG;
 			if (c == '\r')
 				b->state = CH_TR_LF;

@@ -29,9 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Largest API answer read (10,000 endpoints of ~300 bytes). */
-#define API_REPLY_MAX (8u << 20)
-
 /* A blocking GET through the one HTTP client (src/http/), given up after
  * timeout_ms, or within IOD_HTTP_STOP_SLICE_MS of *stop becoming non-zero
  * (-EINTR). */
@@ -43,7 +40,7 @@ static int http_get(const char *addr, const char *path, uint32_t timeout_ms,
 	struct iod_err e = {0};
 	iod_http_conn_init(&c);
 	c.stop = stop;
-	c.body_max = API_REPLY_MAX;
+	c.body_max = IOD_MESH_API_REPLY_MAX;
 	*body = NULL;
 	int rc = iod_http_request(&c, addr, "GET", path, NULL, NULL, NULL, 0, timeout_ms, &r, &e);
 	iod_http_conn_close(&c);
