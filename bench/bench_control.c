@@ -28,6 +28,7 @@
  * barrier, first commit, client).
  */
 #include "iod/api.h"
+#include "bench.h"
 
 #include <netinet/in.h>
 #include <pthread.h>
@@ -379,18 +380,9 @@ static bool writer_put(struct writer *w, const char *key, uint32_t deadline_ms)
 	return false;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 static double pct_ms(uint64_t *v, size_t n, double p)
 {
-	if (!n)
-		return 0;
-	size_t i = (size_t)(p * (double)(n - 1) + 0.5);
-	return (double)v[i] / 1000.0;
+	return (double)bench_pct_u64(v, n, p) / 1000.0;
 }
 
 static uint64_t unix_us(void)
@@ -480,14 +472,13 @@ static void breakdown(struct cluster *c, int victim, const char *leader_api, uin
 	json_decref(lead);
 }
 
-static int cmp_u64(const void *a, const void *b);
 static double pct_ms(uint64_t *v, size_t n, double p);
 
 static void report_breakdown(const char *fig, struct cluster *c)
 {
 	printf("BENCH control.%s_breakdown_%s n=%zu", fig, c->name, phase_n);
 	for (int k = 0; k < PH_COUNT; k++) {
-		qsort(phase_us[k], phase_n, sizeof(uint64_t), cmp_u64);
+		qsort(phase_us[k], phase_n, sizeof(uint64_t), bench_cmp_u64);
 		printf(" %s_p50_ms=%.1f %s_p99_ms=%.1f", phase_name[k],
 		       pct_ms(phase_us[k], phase_n, 0.5), phase_name[k],
 		       pct_ms(phase_us[k], phase_n, 0.99));
@@ -557,7 +548,7 @@ static size_t failover(struct cluster *c, int rounds, int sig, uint64_t *us)
 			w.cur = leader;
 	}
 	writer_close(&w);
-	qsort(us, n, sizeof(*us), cmp_u64);
+	qsort(us, n, sizeof(*us), bench_cmp_u64);
 	return n;
 }
 
@@ -628,7 +619,7 @@ static void throughput(struct cluster *c, int clients, int seconds)
 		at += args[i].n;
 		free(args[i].lat);
 	}
-	qsort(all, total, sizeof(*all), cmp_u64);
+	qsort(all, total, sizeof(*all), bench_cmp_u64);
 	if (c->kind == IOD && getenv("IOD_BENCH_VERBOSE")) {
 		/* where the leader's time went: group commit, disk, loop lag */
 		struct iod_api_response r;
