@@ -23,7 +23,7 @@
  * Environment: IOD_BENCH_RUNS (rounds, default 7), IOD_BENCH_OPS (loop
  * iterations, default 200000).
  */
-#include "iod/agent.h"
+#include "iod/agent_run.h"
 #include "bench.h"
 
 #include <fcntl.h>

@@ -18,7 +18,7 @@
  * ring and an eventfd the agent loop polls; the agent loop alone feeds them
  * to the reconciler. No allocation after start-up.
  */
-#include "iod/agent.h"
+#include "iod/agent_run.h"
 #include "iod/http.h"
 
 #include <arpa/inet.h>

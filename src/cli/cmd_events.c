@@ -7,7 +7,7 @@
  * own log of replica phases. -f follows. Thin shell: reads and prints.
  */
 #include "cli.h"
-#include "iod/agent.h"
+#include "iod/agent_run.h"
 #include "iod/api.h"
 #include "iod/objects.h"
 
