@@ -20,7 +20,7 @@ SHELL_HEADERS = {
     "sys/socket.h", "netinet/in.h", "netinet/tcp.h", "netdb.h", "poll.h", "sys/epoll.h",
     "pthread.h", "unistd.h", "time.h", "sys/time.h", "fcntl.h", "signal.h", "sys/wait.h",
     "dirent.h", "curl/curl.h", "uv.h", "microhttpd.h", "sys/eventfd.h", "stdatomic.h",
-    "iod/api.h", "iod/io.h", "iod/agent_run.h",
+    "iod/api.h", "iod/io.h", "iod/agent_run.h", "iod/mesh_proxy.h",
 }
 CALLS = [
     "clock_gettime", "gettimeofday", "time", "rand", "random", "srand", "srandom",

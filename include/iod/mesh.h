@@ -163,33 +163,6 @@ struct iod_mesh_source {
 	int (*wait)(void *ctx, uint32_t timeout_ms, const volatile int *stop, struct iod_err *e);
 	void *ctx; /* the source's state */
 };
-/* A source that re-reads a config file when its mtime changes. */
-struct iod_mesh_file_source {
-	struct iod_mesh_source src; /* hand &fs->src to the proxy */
-	char path[512];             /* config file */
-	int64_t mtime_ns;           /* last loaded modification time */
-	uint64_t version;           /* raised on each successful reload */
-};
-void iod_mesh_file_source_init(struct iod_mesh_file_source *fs, const char *path);
-
-/* VIP port of a service whose spec declares no port. */
-#define IOD_MESH_API_DEFAULT_PORT 7000
-/*
- * A source that follows the control plane (GET /v1/services, /v1/endpoints,
- * /v1/nodes on `server`): one mesh service per Service, endpoints from the
- * agents' Endpoint reports (address, node, healthy). A first port named
- * "http" or "http-*" makes a service L7, else L4 (docs/mesh.md).
- */
-struct iod_mesh_api_source {
-	struct iod_mesh_source src; /* hand &as->src to the proxy */
-	char server[64];            /* API address "host:port" */
-	char node[IOD_NAME_MAX];    /* the node this proxy runs on */
-	uint64_t rev;               /* cluster revision last read */
-	uint64_t watch_rev;         /* wait() watches for changes after this revision */
-	uint64_t hash;              /* hash of the last view built */
-	uint64_t version;           /* raised on each change */
-};
-void iod_mesh_api_source_init(struct iod_mesh_api_source *s, const char *server, const char *node);
 /* Where a service is reached through the mesh. */
 struct iod_mesh_svc_addr {
 	char name[IOD_NAME_MAX]; /* service name */
@@ -327,22 +300,6 @@ enum iod_mesh_timer iod_mesh_timeout_check(const struct iod_mesh_timeouts *t,
                                            uint64_t connect_start_ns, uint64_t request_start_ns,
                                            uint64_t last_io_ns, uint64_t now_ns);
 
-/* ---- W3C trace context (pure) ------------------------------------------ */
-
-struct iod_mesh_traceparent {
-	uint8_t trace_id[16]; /* never all zero */
-	uint8_t span_id[8];   /* the caller's span (parent-id), never all zero */
-	uint8_t flags;        /* bit 0: sampled */
-};
-/* Parse "00-<32 hex>-<16 hex>-<2 hex>" (version 00 exactly 55 chars; higher
- * versions may carry more after a '-'). -EINVAL when invalid. */
-int iod_mesh_traceparent_parse(const char *s, size_t len, struct iod_mesh_traceparent *tp);
-/* Writes 55 characters and a NUL (buf >= 56). */
-void iod_mesh_traceparent_format(const struct iod_mesh_traceparent *tp, char *buf);
-/* New random ids (never all zero). */
-void iod_mesh_trace_ids_new(struct iod_rng *rng, uint8_t *id, size_t len);
-void iod_mesh_hex(const uint8_t *b, size_t n, char *out); /* 2n chars + NUL */
-
 /* ---- spans and flow records -------------------------------------------- */
 
 enum iod_mesh_span_kind { IOD_MESH_SPAN_HTTP, IOD_MESH_SPAN_FLOW };
@@ -386,57 +343,7 @@ json_t *iod_mesh_span_otlp(const struct iod_mesh_span *s);
 /* An OTLP/JSON export document {"resourceSpans":[...]} of n spans. */
 json_t *iod_mesh_spans_otlp(const struct iod_mesh_span *s, uint32_t n, const char *node);
 
-/* ---- DNS responder codec (pure) ---------------------------------------- */
-
-/*
- * Answer one DNS query for "<service>.iod" A records. lookup() maps a
- * service name to a VIP (0 = unknown -> NXDOMAIN). Writes the response into
- * out (cap bytes) and returns its length, or a negative errno when the query
- * is not worth answering (not a query, malformed header: drop it).
- */
-typedef uint32_t (*iod_mesh_dns_lookup_fn)(void *ctx, const char *service);
-int iod_mesh_dns_answer(const uint8_t *q, size_t qlen, uint8_t *out, size_t cap,
-                        iod_mesh_dns_lookup_fn lookup, void *ctx);
-
-/* ---- the proxy (shell) ------------------------------------------------- */
-
-struct iod_mesh_proxy;
-
-struct iod_mesh_proxy_opts {
-	uint32_t workers;       /* epoll threads (0 = 1) */
-	const char *admin_addr; /* "127.0.0.1:15000"; NULL = no admin endpoint */
-	const char *dns_addr;   /* "127.0.0.1:15053"; NULL = no DNS responder */
-	uint64_t seed;          /* rng seed (ids, jitter, P2C) */
-	bool no_splice;         /* L4: copy through user space instead of splice */
-};
-
-/* Start the proxy's threads with the source's first view. */
-int iod_mesh_proxy_start(struct iod_mesh_proxy **out, const struct iod_mesh_proxy_opts *o,
-                         struct iod_mesh_source *src, struct iod_err *e);
-/* Poll the source and apply a changed view (call periodically). */
-int iod_mesh_proxy_refresh(struct iod_mesh_proxy *p, struct iod_err *e);
-/*
- * Block until the next refresh is due: with a source that pushes (wait),
- * until it reports a change or resync_ms pass (the periodic resync); else
- * poll_ms. Returns early once *stop is set. 0, or the source's failure
- * (after a poll_ms pause, so a caller that just refreshes again polls).
- */
-int iod_mesh_proxy_wait(struct iod_mesh_proxy *p, uint32_t poll_ms, uint32_t resync_ms,
-                        const volatile int *stop, struct iod_err *e);
-void iod_mesh_proxy_stop(struct iod_mesh_proxy *p);
-/* Prometheus text of every service and endpoint (appends to b). */
-int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b);
-
-/* ---- who is calling (peer.c) ------------------------------------------- */
-
-/* The owner of the peer socket of a local TCP connection. */
-struct iod_mesh_peer {
-	uint32_t uid;       /* owning uid: the replica's (per-replica uids) */
-	uint64_t inode;     /* socket inode */
-	uint64_t cgroup_id; /* cgroup v2 id of the socket's creator; 0 = unknown */
-};
-/* Look up the peer of accepted (or connected) IPv4 TCP socket fd in the
- * kernel's socket table: -ENOENT when the peer is not on this host. */
-int iod_mesh_peer_owner(int fd, struct iod_mesh_peer *out, struct iod_err *e);
+/* Codecs (trace context, DNS): mesh_proto.h. The proxy, the sources that
+ * read files or the control plane, and peer lookup (shells): mesh_proxy.h. */
 
 #endif

@@ -14,7 +14,7 @@
  */
 #include "cli.h"
 #include "iod/demo.h"
-#include "iod/mesh.h"
+#include "iod/mesh_proxy.h"
 
 #include <arpa/inet.h>
 #include <getopt.h>

@@ -12,7 +12,7 @@
 #ifndef IOD_MESH_INTERNAL_H
 #define IOD_MESH_INTERNAL_H
 
-#include "iod/mesh.h"
+#include "iod/mesh_proxy.h"
 
 #include <pthread.h>
 

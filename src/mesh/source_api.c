@@ -17,7 +17,7 @@
  * at, so a changed Endpoint (health) or Service reaches the proxy as a
  * push; callers still poll now and then as a fallback.
  */
-#include "iod/mesh.h"
+#include "iod/mesh_proxy.h"
 #include "iod/objects.h"
 
 #include <arpa/inet.h>

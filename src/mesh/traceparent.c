@@ -5,7 +5,7 @@
  * Pure: never allocates, never reads past len; randomness comes from the
  * caller's rng.
  */
-#include "iod/mesh.h"
+#include "iod/mesh_proto.h"
 
 #include <string.h>
 

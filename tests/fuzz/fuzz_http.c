@@ -8,7 +8,7 @@
  * and in one piece: both must agree on the outcome, the bytes consumed and
  * the payload (hashed), and the payload can never exceed what was consumed.
  */
-#include "iod/mesh.h"
+#include "iod/mesh_proto.h"
 
 #include <stdlib.h>
 #include <string.h>

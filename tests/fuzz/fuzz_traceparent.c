@@ -3,7 +3,7 @@
  * that parses must have non-zero ids and, for version 00, format back to
  * exactly the input.
  */
-#include "iod/mesh.h"
+#include "iod/mesh_proto.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,7 +7,7 @@
 #include "harness.h"
 #include "iod/agent.h"
 #include "iod/ctrl.h"
-#include "iod/mesh.h"
+#include "iod/mesh_proxy.h"
 #include "iod/spec.h"
 
 #include <stdlib.h>

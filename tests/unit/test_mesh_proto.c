@@ -4,7 +4,7 @@
  * Prometheus text, the span ring and OTLP/JSON.
  */
 #include "harness.h"
-#include "iod/mesh.h"
+#include "iod/mesh_proxy.h"
 #include "iod/obs.h"
 
 #include <stdlib.h>
