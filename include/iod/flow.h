@@ -20,6 +20,8 @@
 
 #include "iod/ar.h"
 #include "iod/net.h"
+#include "iod/net_ct.h"
+#include "iod/net_policy.h"
 
 /* ---- packets ----------------------------------------------------------- */
 
