@@ -466,4 +466,20 @@
  * day; people's tokens live longer, never forever). */
 #define IOD_SEC_TOKEN_TTL_MAX_S (366ull * 24 * 3600)
 
+/* ---- obs (iod top, telemetry) ------------------------------------------- */
+
+/* Columns of one `iod top` view: the widest (replicas) has 9. */
+#define IOD_TOP_COLS_MAX 12
+/* One cell's text: a replica name (IOD_NAME_MAX) is the longest. */
+#define IOD_TOP_CELL_MAX IOD_NAME_MAX
+/* Rows of one view: one per GPU of the largest simulated cluster (1,000
+ * nodes x 8 GPUs) with room; more is cut off and said so in the note. */
+#define IOD_TOP_ROWS_MAX 16384
+/* Services whose mesh counters `iod top` keeps between refreshes. */
+#define IOD_TOP_SERVICES_MAX 256
+/* A filter typed after `/`: a line of the terminal. */
+#define IOD_TOP_FILTER_MAX 128
+/* Samples in a GPU's sparkline: the last minute at the default 2 s refresh. */
+#define IOD_TOP_SPARK_MAX 30
+
 #endif
