@@ -482,4 +482,27 @@
 /* Samples in a GPU's sparkline: the last minute at the default 2 s refresh. */
 #define IOD_TOP_SPARK_MAX 30
 
+/* Samples kept per GPU and per replica by an agent's telemetry: two minutes
+ * at the default 1 s sampling; older ones are overwritten (a ring). */
+#define IOD_TEL_RING 120
+/* GPUs one agent samples: an 8-GPU board twice over. */
+#define IOD_TEL_GPUS_MAX 16
+/* Replicas one agent samples (as many as it runs). */
+#define IOD_TEL_REPLICAS_MAX 256
+/* Node telemetry summaries a server keeps in memory (one per node; the
+ * largest simulated cluster has 1,000 nodes). */
+#define IOD_TEL_NODES_MAX 4096
+/* Samples of a GPU's utilisation in the summary sent to the control plane. */
+#define IOD_TEL_SUMMARY_HIST 16
+/* Fastest sampling: reading NVML and /proc more often than this costs more
+ * than it shows (nvidia-smi dmon's floor is 1 s; 100 ms for tests). */
+#define IOD_TEL_INTERVAL_MIN_MS 100
+/* A counters file (the simulated-GPU protocol): a few lines. */
+#define IOD_TEL_COUNTERS_FILE_MAX 4096
+/* "Busy but stalled": this many samples in a row at >= IOD_TEL_STALL_UTIL_PCT
+ * utilisation while NVLink + PCIe bytes grew by less than IOD_TEL_STALL_BYTES. */
+#define IOD_TEL_STALL_SAMPLES 5
+#define IOD_TEL_STALL_UTIL_PCT 90.0
+#define IOD_TEL_STALL_BYTES (1u << 20)
+
 #endif

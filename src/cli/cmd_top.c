@@ -44,6 +44,7 @@ static void usage(FILE *f)
 
 struct fetched {
 	json_t *status, *nodes, *services, *replicas, *endpoints; /* API answers */
+	json_t *telemetry;                                        /* or NULL (optional) */
 	char *mesh;                                               /* /metrics text */
 };
 
@@ -54,6 +55,7 @@ static void fetched_free(struct fetched *f)
 	json_decref(f->services);
 	json_decref(f->replicas);
 	json_decref(f->endpoints);
+	json_decref(f->telemetry);
 	free(f->mesh);
 	memset(f, 0, sizeof(*f));
 }
@@ -87,6 +89,10 @@ static int fetch(struct iod_api_client *c, const char *mesh, struct fetched *f, 
 		fetched_free(f);
 		return -EIO;
 	}
+	/* agents' telemetry summaries: optional (an older server has none) */
+	struct iod_err te = {0};
+	if (get_json(c, "/v1/telemetry", &f->telemetry, &te))
+		f->telemetry = NULL;
 	if (mesh && mesh[0]) {
 		/* the mesh is optional: its failure leaves the services' rates unknown */
 		int fd = -1;
@@ -117,6 +123,7 @@ static int build(struct iod_top_snapshot *s, const struct fetched *f,
 	                           .services = f->services,
 	                           .replicas = f->replicas,
 	                           .endpoints = f->endpoints,
+	                           .telemetry = f->telemetry,
 	                           .mesh_metrics = f->mesh,
 	                           .now_ms = wall_ms()};
 	return iod_top_snapshot_build(s, &in, prev);
