@@ -95,7 +95,7 @@ static int fetch(struct iod_api_client *c, const char *mesh, struct fetched *f, 
 		f->telemetry = NULL;
 	if (mesh && mesh[0]) {
 		/* the mesh is optional: its failure leaves the services' rates unknown */
-		int fd = -1;
+		struct iod_http_conn fd = {0};
 		struct iod_api_response r;
 		struct iod_err me = {0};
 		if (!iod_api_http_once(&fd, mesh, "GET", "/metrics", NULL, NULL, 0, 1000, &r,
@@ -104,8 +104,7 @@ static int fetch(struct iod_api_client *c, const char *mesh, struct fetched *f, 
 				f->mesh = strdup(r.body);
 			iod_api_response_free(&r);
 		}
-		if (fd >= 0)
-			close(fd);
+		iod_http_conn_close(&fd);
 	}
 	return 0;
 }

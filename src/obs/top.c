@@ -9,6 +9,7 @@
  * prints exactly what the screen shows. A malformed or missing answer
  * leaves its views empty with a note; it never fails a refresh.
  */
+#include "iod/objects.h"
 #include "iod/obs.h"
 
 #include <ctype.h>
@@ -204,11 +205,11 @@ static const char *endpoint_health(const struct iod_top_input *in, const char *r
 	const json_t *ep = find(in->endpoints, replica);
 	if (!ep)
 		return "";
-	const json_t *v = value(ep);
-	const char *h = sval(v, "health");
-	if (h[0])
-		return h;
-	return json_is_true(json_object_get(v, "healthy")) ? "healthy" : "unhealthy";
+	struct iod_obj_endpoint o; /* old "health" strings read as healthy too */
+	iod_obj_endpoint_from_json(value(ep), &o, NULL);
+	bool healthy = o.healthy;
+	iod_obj_endpoint_free(&o);
+	return healthy ? "healthy" : "unhealthy";
 }
 
 /* The telemetry summary of a node: {"node": N, "gpus": [...], "replicas": [...]} */
