@@ -35,7 +35,7 @@
 	X(explain, "show why a replica was placed where it is")                     \
 	X(events, "show the cluster's event stream")                                \
 	X(logs, "show a replica's output")                                          \
-	P(top, "live resource state of the cluster")                                \
+	X(top, "live resource state of the cluster")                                \
 	X(trace, "live call chains through the service mesh")                       \
 	P(viz, "network and topology views")                                        \
 	P(chaos, "inject faults and watch recovery")                                \
