@@ -423,8 +423,6 @@ void iod_flow_dp_ar_tick(struct iod_flow_dp_ar *a, uint64_t now_ns);
 uint32_t iod_flow_dp_ar_probe_frame(struct iod_flow_dp_ar *a, uint8_t *buf, uint32_t cap);
 /* Per network: policy, counters, paths per remote VTEP (iod dp dump). */
 json_t *iod_flow_dp_ar_json(const struct iod_flow_dp_ar *a, uint64_t now_ns);
-/* The AR core of network n (NULL when it has none): for tests. */
-struct iod_ar *iod_flow_dp_ar_core(struct iod_flow_dp_ar *a, uint32_t n);
 
 /* ---- offload: pipes and entries as NIC rules (rte_flow shape) ----------- */
 

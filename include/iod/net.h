@@ -430,11 +430,7 @@ void iod_net_mac_swap(uint8_t *frame);
  * CHECKSUM_PARTIAL seen through AF_PACKET). -EINVAL when not IP TCP/UDP. */
 int iod_net_csum_fill(uint8_t *frame, uint32_t len);
 
-/* ---- verification (tests, dumps) --------------------------------------- */
-
-/* True when every IPv4 header and TCP/UDP checksum present in the frame
- * (outer and inner) verifies; a zero UDP checksum over IPv4 counts as valid. */
-bool iod_net_csums_ok(const uint8_t *frame, uint32_t len);
+/* Verification for tests: net_debug.h. */
 
 /* ---- tables ------------------------------------------------------------ */
 

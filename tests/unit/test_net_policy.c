@@ -5,6 +5,7 @@
  * RFC 2697 / 2698 meters.
  */
 #include "harness.h"
+#include "iod/net_debug.h"
 #include "iod/net_policy.h"
 
 #include <stdlib.h>
