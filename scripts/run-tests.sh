@@ -66,6 +66,7 @@ fi
 if [ -z "$ONLY" ] || [ "$ONLY" = integration ]; then
 	for t in tests/integration/*.sh; do
 		[ -f "$t" ] || continue
+		[ "$(basename "$t")" = lib.sh ] && continue # sourced by the scripts
 		echo "== integration $(basename "$t")"
 		timeout "$TIMEOUT" sh "$t" "$BUILD" >"$log" 2>&1
 		rc=$?

@@ -37,11 +37,7 @@ cleanup() {
 trap cleanup EXIT
 trap "exit 1" INT TERM
 fail() { echo "FAIL: $*"; tail -15 "$T/agent.log"; tail -5 "$T/server.log"; exit 1; }
-wait_for() { # SECONDS CMD...
-	n=$(($1 * 10)); shift
-	while [ $n -gt 0 ]; do "$@" && return 0; sleep 0.1; n=$((n - 1)); done
-	return 1
-}
+. "$(dirname "$0")/lib.sh"
 
 "$IOD" server --id 1 --data-dir "$T/s" --raft "127.0.0.1:$BASE" --api "$IOD_SERVER" \
 	>"$T/server.log" 2>&1 &
