@@ -146,6 +146,9 @@ static int set_request(CURL *h, const struct iod_http_conn *c, const char *url, 
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	/* never through a proxy from the environment (http_proxy): iod talks to
+	 * its own servers and replicas, as the hand-written clients did */
+	curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
 	set_tls(h, c->tls);
 	if (c->status_only) {
 		curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_status);
