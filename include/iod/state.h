@@ -224,8 +224,13 @@ struct iod_node;
 struct uv_loop_s;
 
 /* status 0: committed and applied (res says whether the command succeeded);
- * -ENOTCONN: this server is not (or no longer) the leader: retry at the
- * leader; another negative errno: raft failure (shutting down). */
+ * -ENOTCONN: this server is not the leader and the command was never
+ * proposed: retry at the leader; IOD_NODE_OUTCOME_UNKNOWN: it was proposed
+ * (in the log) but leadership was lost or the server stopped before it
+ * committed, so a later leader may still apply it: only an idempotent
+ * command may be retried; another negative errno: not proposed (shutting
+ * down, out of memory). */
+#define IOD_NODE_OUTCOME_UNKNOWN (-EINPROGRESS)
 typedef void (*iod_node_apply_cb)(void *data, int status, const struct iod_state_result *res);
 typedef void (*iod_node_done_cb)(void *data, int status);
 

@@ -43,6 +43,7 @@ struct req {
 	struct MHD_Connection *conn; /* MHD connection */
 	struct iod_buf body;         /* request body, bounded by IOD_API_BODY_MAX */
 	bool too_big;                /* body exceeded the limit: answer 413 */
+	bool framing_bad;            /* Content-Length and Transfer-Encoding: answer 400 */
 	bool suspended;              /* waiting for raft or a watch */
 	bool ready;                  /* answer prepared, to be queued on resume */
 	int status;                  /* prepared answer's code */
@@ -298,6 +299,14 @@ static void write_done(void *data, int status, const struct iod_state_result *re
 		finish(q, 503, not_leader_json(s));
 		return;
 	}
+	if (status == IOD_NODE_OUTCOME_UNKNOWN) {
+		/* not "not the leader": the write is in the log and a later
+		 * leader may commit it; a blind retry could apply it twice */
+		finish(q, 504,
+		       json_pack("{s:s, s:b, s:s}", "error", res->msg, "outcome_unknown", 1, "code",
+		                 "outcome_unknown"));
+		return;
+	}
 	if (status) {
 		finish(q, code_for(status), err_json("%s", res->msg));
 		return;
@@ -348,14 +357,23 @@ static MHD_RESULT propose(struct req *q, char *cmd)
 	return MHD_YES;
 }
 
+/* A decimal query number in [0, INT64_MAX] (commands carry it as a JSON
+ * integer): anything else, including overflow, sets *bad. A prev_rev of
+ * 2^63 or more used to wrap to -1, "no check": an unconditional write. */
 static bool query_u64(struct MHD_Connection *c, const char *key, uint64_t *out, bool *bad)
 {
 	const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, key);
 	char *end = NULL;
 	if (!v)
 		return false;
+	for (const char *p = v; *p; p++)
+		if (*p < '0' || *p > '9') {
+			*bad = true;
+			return false;
+		}
+	errno = 0;
 	unsigned long long x = strtoull(v, &end, 10);
-	if (!v[0] || *end || v[0] == '-') {
+	if (!v[0] || *end || errno == ERANGE || x > (unsigned long long)INT64_MAX) {
 		*bad = true;
 		return false;
 	}
@@ -389,7 +407,7 @@ static MHD_RESULT do_put(struct req *q, enum iod_state_kind k, const char *name)
 	query_u64(q->conn, "lease", &lease, &bad);
 	if (bad)
 		return queue_err(s, q->conn, 400,
-		                 err_json("prev_rev and lease must be non-negative integers"));
+		                 err_json("prev_rev and lease must be integers from 0 to 2^63-1"));
 	if (!(v = body_json(q, &err)))
 		return queue_err(s, q->conn, 400, err);
 	if (!json_is_object(v)) {
@@ -425,7 +443,7 @@ static MHD_RESULT do_delete(struct req *q, enum iod_state_kind k, const char *na
 
 	if (bad)
 		return queue_err(s, q->conn, 400,
-		                 err_json("prev_rev must be a non-negative integer"));
+		                 err_json("prev_rev must be an integer from 0 to 2^63-1"));
 	if (k == IOD_STATE_SERVICE && !has_prev) {
 		/* deleting a service removes its replicas and endpoints with it */
 		json_t *j = json_pack("{s:s, s:s}", "op", "undeploy", "service", name);
@@ -1168,6 +1186,41 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 	return queue_err(s, c, 405, err_json("method %s not allowed on %s", method, url));
 }
 
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+	                              : -1;
+}
+
+/*
+ * Percent-decoding of the path and query (libmicrohttpd's unescape
+ * callback). A NUL or other control byte stays encoded ("%00"), so it can
+ * never truncate a C string: "config/trunc%00evil" used to be stored as
+ * "config/trunc"; now the name is refused by the name check (400).
+ */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+	char *w = s;
+	(void)cls;
+	(void)c;
+	for (const char *r = s; *r;) {
+		int hi, lo;
+		if (r[0] == '%' && (hi = hexval(r[1])) >= 0 && (lo = hexval(r[2])) >= 0) {
+			unsigned char v = (unsigned char)(hi * 16 + lo);
+			if (v >= 0x20 && v != 0x7f) {
+				*w++ = (char)v;
+				r += 3;
+				continue;
+			}
+		}
+		*w++ = *r++;
+	}
+	*w = 0;
+	return (size_t)(w - s);
+}
+
 static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *url,
                           const char *method, const char *version, const char *upload,
                           size_t *upload_size, void **con_cls)
@@ -1186,12 +1239,22 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *ur
 		*con_cls = q;
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 		                                             MHD_HTTP_HEADER_CONTENT_LENGTH);
+		const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+		                                             MHD_HTTP_HEADER_TRANSFER_ENCODING);
+		if (cl && te) {
+			/* RFC 9112 6.1: a request smuggling vector; refuse, as the
+			 * mesh proxy does */
+			q->framing_bad = true;
+			return MHD_YES;
+		}
 		if (cl && strtoull(cl, NULL, 10) > IOD_API_BODY_MAX)
 			q->too_big = true;
 		return MHD_YES;
 	}
 	if (*upload_size) {
-		if (!q->too_big && q->body.len + *upload_size <= IOD_API_BODY_MAX) {
+		if (q->framing_bad) {
+			/* discarded: answered 400 at the end */
+		} else if (!q->too_big && q->body.len + *upload_size <= IOD_API_BODY_MAX) {
 			if (iod_buf_append(&q->body, upload, *upload_size))
 				q->too_big = true;
 		} else {
@@ -1208,6 +1271,10 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *ur
 	}
 	if (q->suspended)
 		return MHD_YES;
+	if (q->framing_bad)
+		return queue_err(s, conn, 400,
+		                 err_json("both Content-Length and Transfer-Encoding: ambiguous "
+		                          "framing, refused"));
 	if (q->too_big)
 		return queue_err(s, conn, 413,
 		                 err_json("request body larger than %u bytes (IOD_API_BODY_MAX)",
@@ -1338,17 +1405,18 @@ static int mhd_start(struct server *s, struct iod_err *e)
 		    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IOD_API_CONN_TIMEOUT_S,
 		    MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
 		    conn_notify, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
-		    MHD_OPTION_HTTPS_MEM_KEY, s->sec.key_pem, MHD_OPTION_HTTPS_MEM_CERT,
-		    s->sec.cert_pem, MHD_OPTION_HTTPS_MEM_TRUST, s->sec.ca_pem,
-		    MHD_OPTION_HTTPS_PRIORITIES, "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2",
-		    MHD_OPTION_END);
+		    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_HTTPS_MEM_KEY,
+		    s->sec.key_pem, MHD_OPTION_HTTPS_MEM_CERT, s->sec.cert_pem,
+		    MHD_OPTION_HTTPS_MEM_TRUST, s->sec.ca_pem, MHD_OPTION_HTTPS_PRIORITIES,
+		    "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", MHD_OPTION_END);
 	else
 		s->mhd = MHD_start_daemon(
 		    flags, 0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
 		    MHD_OPTION_CONNECTION_LIMIT, (unsigned)IOD_API_CONNECTIONS_MAX,
 		    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IOD_API_CONN_TIMEOUT_S,
 		    MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
-		    conn_notify, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+		    conn_notify, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
+		    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (!s->mhd)
 		return iod_err_set(e, -EADDRINUSE,

@@ -90,6 +90,7 @@ struct iod_node {
 	uint64_t proposals;                   /* commands proposed */
 	uint64_t commits;                     /* commands committed+applied here as leader */
 	uint64_t rejected_not_leader;         /* proposals refused: not leader */
+	uint64_t outcome_unknown;             /* proposed, then failed by raft */
 	uint64_t lat_bucket[LAT_BUCKETS + 1]; /* apply latency histogram (+Inf last) */
 	uint64_t lat_sum_us;                  /* sum of latencies */
 	uint64_t leader_changes;              /* observed leader id changes */
@@ -219,12 +220,22 @@ static void complete(struct iod_node *n, struct proposal *p, int status,
 		res = *result;
 		n->commits++;
 		record_latency(n, (now_ns() - p->t0_ns) / 1000);
-	} else {
-		int st = status ? status : RAFT_SHUTDOWN;
+	} else if (status > 0 || (status == 0 && !result)) {
+		/* raft took it (raft_apply returned 0), then failed it: the entry
+		 * is in this server's log and maybe in others', so a later leader
+		 * may still commit it */
 		memset(&res, 0, sizeof(res));
-		res.code = st < 0 ? st : map_raft_status(st);
-		snprintf(res.msg, sizeof(res.msg), "not committed: %s",
-		         st < 0 ? strerror(-st) : raft_strerror(st));
+		res.code = IOD_NODE_OUTCOME_UNKNOWN;
+		n->outcome_unknown++;
+		snprintf(
+		    res.msg, sizeof(res.msg),
+		    "outcome unknown: proposed, then %s before it committed; it may or may not "
+		    "be applied (read it back before retrying a non-idempotent request)",
+		    status ? raft_strerror(status) : "the server stopped");
+	} else {
+		memset(&res, 0, sizeof(res));
+		res.code = status;
+		snprintf(res.msg, sizeof(res.msg), "not committed: %s", strerror(-status));
 	}
 	if (p->cb)
 		p->cb(p->data, status == 0 && result ? 0 : res.code, &res);
@@ -326,7 +337,7 @@ static void queue_flush(struct iod_node *n)
 		raft_free(buf.base);
 		if (rv == RAFT_NOTLEADER || rv == RAFT_LEADERSHIPLOST)
 			n->rejected_not_leader += k;
-		for (uint32_t i = 0; i < k; i++)
+		for (uint32_t i = 0; i < k; i++) /* refused at once: never in the log */
 			complete(n, b->p[i], map_raft_status(rv), NULL);
 		free(b);
 		return;
@@ -528,6 +539,9 @@ void iod_node_metrics(struct iod_node *n, struct iod_buf *b)
 	    "# TYPE iod_raft_commits_total counter\niod_raft_commits_total %llu\n"
 	    "# HELP iod_raft_not_leader_total Proposals refused: not the leader.\n"
 	    "# TYPE iod_raft_not_leader_total counter\niod_raft_not_leader_total %llu\n"
+	    "# HELP iod_raft_outcome_unknown_total Proposals raft failed after taking them "
+	    "(answered 504 outcome_unknown).\n"
+	    "# TYPE iod_raft_outcome_unknown_total counter\niod_raft_outcome_unknown_total %llu\n"
 	    "# HELP iod_raft_leader_changes_total Leader changes observed.\n"
 	    "# TYPE iod_raft_leader_changes_total counter\n"
 	    "iod_raft_leader_changes_total %llu\n"
@@ -545,9 +559,9 @@ void iod_node_metrics(struct iod_node *n, struct iod_buf *b)
 	    (unsigned long long)n->raft.commit_index,
 	    (unsigned long long)raft_last_applied(&n->raft), (unsigned long long)n->proposals,
 	    (unsigned long long)n->commits, (unsigned long long)n->rejected_not_leader,
-	    (unsigned long long)n->leader_changes, (unsigned long long)n->ctx.applied,
-	    (unsigned long long)iod_state_rev(n->state), iod_state_total(n->state),
-	    (unsigned long long)n->ctx.snapshots);
+	    (unsigned long long)n->outcome_unknown, (unsigned long long)n->leader_changes,
+	    (unsigned long long)n->ctx.applied, (unsigned long long)iod_state_rev(n->state),
+	    iod_state_total(n->state), (unsigned long long)n->ctx.snapshots);
 	for (unsigned i = 0; i < LAT_BUCKETS; i++) {
 		cum += n->lat_bucket[i];
 		iod_buf_printf(b, "iod_raft_apply_latency_seconds_bucket{le=\"%g\"} %llu\n",
