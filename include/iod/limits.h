@@ -166,6 +166,14 @@
 #define IOD_STATE_HISTORY_MAX 16384
 /* Leases: one per node agent plus a few per service (1,000 nodes x 8). */
 #define IOD_STATE_LEASES_MAX 8192
+/* Of those, kept for node agents' leases (granted with "node": true by a
+ * node identity): 8,192 day-long leases from one client once stopped every
+ * agent from registering. 2,048 covers IOD_SCHED_NODES_MAX-scale clusters'
+ * agents re-registering while old leases run out. */
+#define IOD_STATE_LEASES_NODE_RESERVED 2048
+/* Leases one client (one identity; one address without authentication)
+ * may hold: a flood from one client leaves the rest of the pool to others. */
+#define IOD_STATE_LEASES_PER_CLIENT_MAX 1024
 /* Operations in one transaction: a deploy of IOD_SPEC_REPLICAS_MAX replicas
  * for a few services plus the deletions it implies. */
 #define IOD_STATE_TXN_OPS_MAX 40000
@@ -208,6 +216,11 @@
 /* Concurrent HTTP connections per server; beyond this MHD refuses new ones
  * (clients retry another server). */
 #define IOD_API_CONNECTIONS_MAX 1024
+/* Of those, one client address may hold: 1,100 slow half-sent requests from
+ * one address once left no new client able to connect for 40 s. A local
+ * cluster (`iod up`: every agent, proxy and CLI on 127.0.0.1) uses a few
+ * dozen; a quarter of the total leaves the rest to other addresses. */
+#define IOD_API_CONNECTIONS_PER_IP_MAX 256
 /* A connection idle this long (a slow or stuck client) is closed, so slow
  * clients cannot hold connections forever. Long-poll watches are suspended,
  * not idle, and have their own timeout. */

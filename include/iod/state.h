@@ -151,6 +151,9 @@ char *iod_state_cmd_put(enum iod_state_kind k, const char *name, const json_t *v
                         uint64_t lease_id, int64_t prev_rev);
 char *iod_state_cmd_delete(enum iod_state_kind k, const char *name, int64_t prev_rev);
 char *iod_state_cmd_lease_grant(uint64_t ttl_ms, uint64_t now_ms);
+/* A grant counted against owner's quota (IOD_STATE_LEASES_PER_CLIENT_MAX),
+ * or, node: a node agent's lease from the reserved pool. */
+char *iod_state_cmd_lease_grant_for(uint64_t ttl_ms, uint64_t now_ms, const char *owner, bool node);
 char *iod_state_cmd_lease_renew(uint64_t lease_id, uint64_t now_ms);
 char *iod_state_cmd_lease_revoke(uint64_t lease_id);
 char *iod_state_cmd_lease_expire(uint64_t now_ms);

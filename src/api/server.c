@@ -472,6 +472,8 @@ static MHD_RESULT do_txn(struct req *q)
 	return propose(q, cmd);
 }
 
+static struct conn_ctx *conn_ctx_of(struct MHD_Connection *c);
+
 static MHD_RESULT do_lease(struct req *q, const char *method, const char *id_text)
 {
 	struct server *s = q->srv;
@@ -489,12 +491,30 @@ static MHD_RESULT do_lease(struct req *q, const char *method, const char *id_tex
 		if (!j)
 			return queue_err(s, q->conn, 400, err);
 		int rc = iod_json_get_u64(j, "ttl_ms", &ttl);
+		bool node = json_is_true(json_object_get(j, "node"));
 		json_decref(j);
 		if (rc || ttl == 0 || ttl > 24ull * 3600 * 1000)
 			return queue_err(
 			    s, q->conn, 400,
-			    err_json("a lease body is {\"ttl_ms\": N} with 0 < N <= 1 day"));
-		return propose(q, iod_state_cmd_lease_grant(ttl, now_ms));
+			    err_json("a lease body is {\"ttl_ms\": N[, \"node\": true]} with 0 < N "
+			             "<= 1 day"));
+		/* the reserved pool is for node agents (and admins, who may do
+		 * anything; with --insecure everyone on loopback is admin) */
+		if (node && q->id.kind != IOD_SEC_KIND_NODE && q->id.role != IOD_SEC_ROLE_ADMIN)
+			return queue_err(s, q->conn, 403,
+			                 err_json("\"node\": true leases are for node identities"));
+		/* quotas are per client: its identity, else its address */
+		char owner[IOD_NAME_MAX + 32];
+		struct conn_ctx *cc = conn_ctx_of(q->conn);
+		if (q->id.kind != IOD_SEC_KIND_ANONYMOUS && strcmp(q->id.via, "--insecure")) {
+			iod_sec_identity_subject(&q->id, owner, sizeof(owner));
+		} else {
+			snprintf(owner, sizeof(owner), "addr:%s", cc ? cc->remote : "?");
+			char *colon = strrchr(owner, ':');
+			if (colon && colon > owner + 5)
+				*colon = 0; /* the address, not the port */
+		}
+		return propose(q, iod_state_cmd_lease_grant_for(ttl, now_ms, owner, node));
 	}
 	if (!strcmp(method, "PUT") && id_text)
 		return propose(q, iod_state_cmd_lease_renew(id, now_ms));
@@ -1402,6 +1422,7 @@ static int mhd_start(struct server *s, struct iod_err *e)
 		s->mhd = MHD_start_daemon(
 		    flags | MHD_USE_TLS, 0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR,
 		    ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)IOD_API_CONNECTIONS_MAX,
+		    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)IOD_API_CONNECTIONS_PER_IP_MAX,
 		    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IOD_API_CONN_TIMEOUT_S,
 		    MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
 		    conn_notify, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
@@ -1413,6 +1434,7 @@ static int mhd_start(struct server *s, struct iod_err *e)
 		s->mhd = MHD_start_daemon(
 		    flags, 0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
 		    MHD_OPTION_CONNECTION_LIMIT, (unsigned)IOD_API_CONNECTIONS_MAX,
+		    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)IOD_API_CONNECTIONS_PER_IP_MAX,
 		    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IOD_API_CONN_TIMEOUT_S,
 		    MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
 		    conn_notify, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,

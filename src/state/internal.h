@@ -34,6 +34,8 @@ struct iod_state_lease {
 	uint64_t id;          /* assigned by grant, increasing */
 	uint64_t ttl_ms;      /* renew sets deadline = now + ttl */
 	uint64_t deadline_ms; /* Unix ms, in the leader's clock that granted/renewed */
+	uint64_t owner;       /* hash of the granting client's subject, 0 = unknown */
+	bool node;            /* a node agent's lease: from the reserved pool */
 };
 
 struct iod_state {

@@ -611,10 +611,39 @@ static int cmd_lease(struct iod_state *s, const char *op, json_t *j, struct iod_
 		if (iod_json_get_u64(j, "ttl_ms", &ttl) || ttl == 0 ||
 		    iod_json_get_u64(j, "now_ms", &now))
 			return fail(r, -EINVAL, "lease_grant needs \"ttl_ms\" > 0 and \"now_ms\"");
+		const char *owner_s = NULL;
+		json_t *nj = json_object_get(j, "node");
+		bool node = json_is_true(nj);
+		uint64_t owner = 0;
+		if (!iod_json_get_str(j, "owner", &owner_s) && owner_s[0])
+			owner = iod_hash_str(owner_s) | 1;
 		if (s->leases_n >= IOD_STATE_LEASES_MAX)
 			return fail(r, -ENOSPC, "%d leases exist, the limit", IOD_STATE_LEASES_MAX);
+		if (!node) {
+			uint32_t general = 0, mine = 0;
+			for (uint32_t i = 0; i < s->leases_n; i++) {
+				general += !s->leases[i].node;
+				mine += owner && s->leases[i].owner == owner && !s->leases[i].node;
+			}
+			if (general >= IOD_STATE_LEASES_MAX - IOD_STATE_LEASES_NODE_RESERVED)
+				return fail(
+				    r, -ENOSPC,
+				    "%u leases exist; the other %d are kept for node agents "
+				    "(IOD_STATE_LEASES_NODE_RESERVED)",
+				    general, IOD_STATE_LEASES_NODE_RESERVED);
+			if (mine >= IOD_STATE_LEASES_PER_CLIENT_MAX)
+				return fail(r, -ENOSPC,
+				            "%s holds %u leases, the per-client quota "
+				            "(IOD_STATE_LEASES_PER_CLIENT_MAX)",
+				            owner_s, mine);
+		}
 		id = s->next_lease++;
 		lease_insert(s, id, ttl, now + ttl);
+		struct iod_state_lease *nl = iod_state_lease_find(s, id);
+		if (nl) {
+			nl->owner = owner;
+			nl->node = node;
+		}
 		r->lease_id = id;
 		r->changed = 1;
 		return 0;
@@ -848,8 +877,18 @@ char *iod_state_cmd_delete(enum iod_state_kind k, const char *name, int64_t prev
 
 char *iod_state_cmd_lease_grant(uint64_t ttl_ms, uint64_t now_ms)
 {
-	return dump_new(json_pack("{s:s, s:I, s:I}", "op", "lease_grant", "ttl_ms",
-	                          (json_int_t)ttl_ms, "now_ms", (json_int_t)now_ms));
+	return iod_state_cmd_lease_grant_for(ttl_ms, now_ms, NULL, false);
+}
+
+char *iod_state_cmd_lease_grant_for(uint64_t ttl_ms, uint64_t now_ms, const char *owner, bool node)
+{
+	json_t *j = json_pack("{s:s, s:I, s:I}", "op", "lease_grant", "ttl_ms", (json_int_t)ttl_ms,
+	                      "now_ms", (json_int_t)now_ms);
+	if (j && owner && owner[0])
+		json_object_set_new(j, "owner", json_string(owner));
+	if (j && node)
+		json_object_set_new(j, "node", json_true());
+	return dump_new(j);
 }
 
 char *iod_state_cmd_lease_renew(uint64_t lease_id, uint64_t now_ms)

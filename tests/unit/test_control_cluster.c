@@ -967,3 +967,83 @@ TEST(lost_leadership_after_propose_is_outcome_unknown)
 {
 	with_cluster("unknown", unknown_body);
 }
+
+/*
+ * Floods (issue 15): 1,100 slow half-sent requests from one address left no
+ * new client able to connect for 40 s; 8,192 leases from one client stopped
+ * every agent from registering. Now one address holds at most
+ * IOD_API_CONNECTIONS_PER_IP_MAX connections, so a client from another
+ * address is served within 1 s, and a node lease is granted while one
+ * client's lease grants are refused with the quota named.
+ */
+static void flood_body(struct cluster *c)
+{
+	struct iod_api_client cl;
+	struct iod_api_response r;
+	struct iod_err e;
+	static int fds[1100];
+	int leader, opened = 0;
+
+	CHECK((leader = find_leader(c)) >= 0);
+	int port = atoi(strrchr(c->api[leader], ':') + 1);
+	for (int i = 0; i < 1100; i++) {
+		struct sockaddr_in src = {.sin_family = AF_INET,
+		                          .sin_addr.s_addr = htonl(0x7f000002)};
+		struct sockaddr_in dst = {.sin_family = AF_INET,
+		                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+		                          .sin_port = htons((uint16_t)port)};
+		fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+		if (fds[i] < 0 || bind(fds[i], (struct sockaddr *)&src, sizeof(src)) ||
+		    connect(fds[i], (struct sockaddr *)&dst, sizeof(dst))) {
+			if (fds[i] >= 0)
+				close(fds[i]);
+			fds[i] = -1;
+			continue;
+		}
+		const char half[] = "PUT /v1/config/slow HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+		if (send(fds[i], half, sizeof(half) - 1, MSG_NOSIGNAL) > 0)
+			opened++;
+	}
+	CHECK_MSG(opened > IOD_API_CONNECTIONS_MAX, "only %d slow connections opened", opened);
+	sleep_ms(300);
+	uint64_t t0 = iod_clock_now(iod_clock_monotonic());
+	int fd = -1;
+	int rc = iod_api_http_once(&fd, c->api[leader], "GET", "/v1/status", NULL, NULL, 0, 1000,
+	                           &r, &e);
+	uint64_t ms = (iod_clock_now(iod_clock_monotonic()) - t0) / IOD_NS_PER_MS;
+	if (fd >= 0)
+		close(fd);
+	for (int i = 0; i < 1100; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	CHECK_MSG(rc == 0 && r.status == 200, "a new client was not served within 1 s: %s",
+	          rc ? e.msg : "bad status");
+	iod_api_response_free(&r);
+	CHECK(ms < 1000);
+
+	CHECK_EQ(iod_api_client_init(&cl, c->servers, &e), 0);
+	int granted = 0, refused = 0;
+	for (int i = 0; i < IOD_STATE_LEASES_PER_CLIENT_MAX + 50; i++) {
+		if (call(&cl, "POST", "/v1/leases", "{\"ttl_ms\": 86400000}", &r))
+			continue;
+		granted += r.status == 200;
+		if (r.status == 507) {
+			refused++;
+			CHECK_MSG(r.body && strstr(r.body, "IOD_STATE_LEASES_PER_CLIENT_MAX"), "%s",
+			          r.body);
+		}
+		iod_api_response_free(&r);
+	}
+	CHECK_EQ(granted, IOD_STATE_LEASES_PER_CLIENT_MAX);
+	CHECK_EQ(refused, 50);
+	CHECK_EQ(call(&cl, "POST", "/v1/leases", "{\"ttl_ms\": 10000, \"node\": true}", &r), 0);
+	CHECK_MSG(r.status == 200, "a node agent's lease was refused under a lease flood: %d %s",
+	          r.status, r.body ? r.body : "");
+	iod_api_response_free(&r);
+	iod_api_client_close(&cl);
+}
+
+TEST(slowloris_and_lease_floods_leave_room)
+{
+	with_cluster("flood", flood_body);
+}
