@@ -157,6 +157,11 @@
  * (the scheduler's scale) is ~21,000; ten times that leaves room for
  * services, policies and config without letting a runaway client fill RAM. */
 #define IOD_STATE_OBJECTS_MAX 200000
+/* Bytes of object values (compact JSON) in the whole state: a snapshot must
+ * fit IOD_RAFT_SNAPSHOT_MAX (256 MiB) with names, revisions and leases, or
+ * the log could never be compacted again; and RAM stays bounded. Past it,
+ * writes that grow the state get 507 naming this limit. */
+#define IOD_STATE_BYTES_MAX (192ull << 20)
 /* One command (a Raft log entry): a deploy of 10,000 replicas at ~400 B of
  * JSON each is ~4 MB; 8 MiB bounds what one apply parses. */
 #define IOD_STATE_CMD_MAX (8u << 20)
@@ -213,6 +218,13 @@
 /* HTTP request body: a spec file is at most IOD_SPEC_FILE_MAX (4 MiB); one
  * object value far less. Larger bodies get 413 before they are buffered. */
 #define IOD_API_BODY_MAX (4u << 20)
+/* One object's value in a PUT (etcd allows 1.5 MiB per request). Measured
+ * on a loaded 2-core machine with the 30 ms election timeout: three 1 MB
+ * PUTs kept the term; a 3.9 MB PUT (under IOD_API_BODY_MAX) got 503 and an
+ * election, the entry's parse, apply and replication holding the loops
+ * past a heartbeat. Larger values get 413 naming this limit, before
+ * anything is proposed. */
+#define IOD_API_VALUE_MAX (1u << 20)
 /* Concurrent HTTP connections per server; beyond this MHD refuses new ones
  * (clients retry another server). */
 #define IOD_API_CONNECTIONS_MAX 1024

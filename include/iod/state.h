@@ -138,6 +138,10 @@ uint32_t iod_state_lease_count(const struct iod_state *s);
  */
 int iod_state_snapshot(const struct iod_state *s, void **buf, size_t *len);
 int iod_state_restore(struct iod_state *s, const void *buf, size_t len, struct iod_err *e);
+/* Bytes of object values held (the IOD_STATE_BYTES_MAX quota); tests may
+ * lower the quota. */
+uint64_t iod_state_bytes(const struct iod_state *s);
+void iod_state_set_bytes_max(struct iod_state *s, uint64_t bytes);
 /* A 64-bit digest of the whole state (objects, leases, revision): equal on
  * servers that applied the same commands. For tests and `iod status`. */
 uint64_t iod_state_digest(const struct iod_state *s);

@@ -334,7 +334,8 @@ static MHD_RESULT propose(struct req *q, char *cmd)
 
 	if (!cmd)
 		return queue_err(s, q->conn, 500, err_json("out of memory"));
-	rc = iod_node_propose(s->node, cmd, strlen(cmd), write_done, q);
+	size_t len = strlen(cmd);
+	rc = iod_node_propose(s->node, cmd, len, write_done, q);
 	free(cmd);
 	if (rc == -ENOTCONN)
 		return not_leader(q);
@@ -342,6 +343,12 @@ static MHD_RESULT propose(struct req *q, char *cmd)
 		return queue_err(s, q->conn, 503,
 		                 err_json("overloaded: %d writes in flight; retry shortly",
 		                          IOD_API_PENDING_MAX));
+	if (rc == -E2BIG)
+		return queue_err(
+		    s, q->conn, 413,
+		    err_json("the command is %zu bytes, over IOD_STATE_CMD_MAX (%u bytes, "
+		             "one Raft entry); split it (deploy fewer replicas at once)",
+		             len, IOD_STATE_CMD_MAX));
 	if (rc)
 		return queue_err(s, q->conn, code_for(rc),
 		                 err_json("proposing: %s", strerror(-rc)));
@@ -408,6 +415,12 @@ static MHD_RESULT do_put(struct req *q, enum iod_state_kind k, const char *name)
 	if (bad)
 		return queue_err(s, q->conn, 400,
 		                 err_json("prev_rev and lease must be integers from 0 to 2^63-1"));
+	if (q->body.len > IOD_API_VALUE_MAX)
+		return queue_err(
+		    s, q->conn, 413,
+		    err_json("%s/%s: a value of %zu bytes is over IOD_API_VALUE_MAX (%u "
+		             "bytes); store large data elsewhere and reference it",
+		             iod_state_kind_name(k), name, q->body.len, IOD_API_VALUE_MAX));
 	if (!(v = body_json(q, &err)))
 		return queue_err(s, q->conn, 400, err);
 	if (!json_is_object(v)) {

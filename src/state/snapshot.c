@@ -156,6 +156,8 @@ static int load_body(struct iod_state *t, json_t *b, struct iod_err *e)
 		o->create_rev = (uint64_t)crev;
 		o->lease = (uint64_t)lease;
 		o->value = json_incref(value);
+		o->bytes = iod_state_value_bytes(value);
+		t->bytes += o->bytes;
 		uint64_t h = iod_hash_str(name) ^ iod_hash_u64((uint64_t)k + 1);
 		while (t->total >= t->buckets_n * 2) {
 			/* grow by rehashing into a bigger table */
@@ -225,6 +227,7 @@ int iod_state_restore(struct iod_state *s, const void *buf, size_t len, struct i
 		return rc;
 	}
 	/* Swap t's contents into s, free s's old contents through t. */
+	t->bytes_max = s->bytes_max;
 	struct iod_state tmp = *s;
 	*s = *t;
 	*t = tmp;

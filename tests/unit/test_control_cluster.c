@@ -1047,3 +1047,79 @@ TEST(slowloris_and_lease_floods_leave_room)
 {
 	with_cluster("flood", flood_body);
 }
+
+static long long metric(const char *api, const char *name)
+{
+	struct iod_api_response r;
+	struct iod_err e;
+	int fd = -1;
+	long long v = -1;
+	if (iod_api_http_once(&fd, api, "GET", "/metrics", NULL, NULL, 0, 2000, &r, &e) == 0) {
+		char pat[96];
+		snprintf(pat, sizeof(pat), "\n%s ", name);
+		const char *p = r.body ? strstr(r.body, pat) : NULL;
+		if (p)
+			v = atoll(p + strlen(pat));
+		iod_api_response_free(&r);
+	}
+	if (fd >= 0)
+		close(fd);
+	return v;
+}
+
+/*
+ * Big requests (issue 15): a 3.9 MiB PUT under the 4 MiB body limit got 503
+ * "not the leader" and forced an election with the 30 ms election timeout.
+ * Now values over IOD_API_VALUE_MAX get 413 naming the limit before
+ * anything is proposed, values under it are stored, and the term does not
+ * change across all of it.
+ */
+static void big_body(struct cluster *c)
+{
+	struct iod_api_client cl;
+	struct iod_api_response r;
+	struct iod_err e;
+	int leader;
+	long long term0 = -1, term1 = -2;
+	const size_t sizes[] = {256 * 1024, 512 * 1024, 1536 * 1024, 3900 * 1024};
+
+	/* the machine is shared: an election for other reasons retries the
+	 * round (up to 3); the 3.9 MiB PUT used to force one every time */
+	for (int round = 0; round < 3 && term0 != term1; round++) {
+		CHECK((leader = find_leader(c)) >= 0);
+		sleep_ms(300);
+		term0 = metric(c->api[leader], "iod_raft_term");
+		CHECK(term0 > 0);
+		CHECK_EQ(iod_api_client_init(&cl, c->api[leader], &e), 0);
+		for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+			size_t n = sizes[i];
+			char *b = malloc(n + 16), path[64];
+			CHECK(b != NULL);
+			memcpy(b, "{\"b\":\"", 6);
+			memset(b + 6, 'x', n - 8);
+			memcpy(b + n - 2, "\"}", 2);
+			snprintf(path, sizeof(path), "/v1/config/big%u", i);
+			int rc =
+			    iod_api_request(&cl, "PUT", path, "application/json", b, n, &r, &e);
+			free(b);
+			CHECK_MSG(rc == 0, "%zu bytes: %s", n, e.msg);
+			if (n > IOD_API_VALUE_MAX) {
+				CHECK_MSG(r.status == 413, "%zu bytes: %d", n, r.status);
+				CHECK_MSG(r.body && strstr(r.body, "IOD_API_VALUE_MAX"), "%s",
+				          r.body);
+			} else if (r.status != 200) {
+				CHECK_MSG(r.status == 503, "%zu bytes: %d", n, r.status);
+			}
+			iod_api_response_free(&r);
+		}
+		iod_api_client_close(&cl);
+		term1 = metric(c->api[leader], "iod_raft_term");
+	}
+	CHECK_MSG(term1 == term0, "iod_raft_term %lld -> %lld across the big requests, 3 rounds",
+	          term0, term1);
+}
+
+TEST(big_requests_413_before_proposing_and_keep_the_term)
+{
+	with_cluster("big", big_body);
+}
