@@ -83,6 +83,7 @@ struct iod_node {
 	bool stopping;                 /* stop requested */
 	struct raft_transfer transfer; /* graceful leadership transfer */
 	uint64_t transfer_t0_ns;       /* when the transfer began */
+	uint64_t drain_deadline_ns;    /* stopping: wait for in-flight writes until */
 	void (*stop_done)(void *);     /* stop's completion */
 	void *stop_data;               /* its argument */
 	int closing_handles;           /* uv handles still closing */
@@ -1333,6 +1334,29 @@ static void transfer_done(struct raft_transfer *req)
 	raft_close(&n->raft, raft_closed);
 }
 
+/* Transfer leadership (when leading others), then close raft. */
+static void stop_transfer(struct iod_node *n)
+{
+	if (raft_state(&n->raft) == RAFT_LEADER && n->raft.configuration.n > 1) {
+		n->transfer.data = n;
+		n->transfer_t0_ns = now_ns();
+		if (raft_transfer(&n->raft, &n->transfer, 0, transfer_done) == 0)
+			return;
+	}
+	raft_close(&n->raft, raft_closed);
+}
+
+/* A planned stop lets the writes already in the log commit first (bounded
+ * by an election timeout): answered 200 instead of 504 outcome_unknown. */
+static void drain_cb(uv_timer_t *t)
+{
+	struct iod_node *n = t->data;
+	if (n->pending && now_ns() < n->drain_deadline_ns && raft_state(&n->raft) == RAFT_LEADER)
+		return;
+	uv_timer_stop(t);
+	stop_transfer(n);
+}
+
 void iod_node_stop(struct iod_node *n, void (*done)(void *), void *data)
 {
 	if (n->stopping)
@@ -1341,15 +1365,15 @@ void iod_node_stop(struct iod_node *n, void (*done)(void *), void *data)
 	n->stop_done = done;
 	n->stop_data = data;
 	uv_timer_stop(&n->tick);
-	queue_fail(n, -ESHUTDOWN);
-	change_retry(n); /* stopping: a parked change is refused */
-	if (raft_state(&n->raft) == RAFT_LEADER && n->raft.configuration.n > 1) {
-		n->transfer.data = n;
-		n->transfer_t0_ns = now_ns();
-		if (raft_transfer(&n->raft, &n->transfer, 0, transfer_done) == 0)
-			return;
+	queue_fail(n, -ESHUTDOWN); /* never proposed: safe to retry elsewhere */
+	change_retry(n);           /* stopping: a parked change is refused */
+	if (n->pending && raft_state(&n->raft) == RAFT_LEADER) {
+		n->drain_deadline_ns =
+		    now_ns() + (uint64_t)IOD_MAX(n->cfg.election_timeout_ms, 50u) * IOD_NS_PER_MS;
+		uv_timer_start(&n->tick, drain_cb, 1, 1);
+		return;
 	}
-	raft_close(&n->raft, raft_closed);
+	stop_transfer(n);
 }
 
 void iod_node_free(struct iod_node *n)
