@@ -19,6 +19,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char dir[64];
 
+static void cleanup(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "fuzz_raft_wal: could not remove %s\n", dir);
+}
+
 /* A directory whose meta makes segment 1 the live, open segment. */
 static void setup(void)
 {
@@ -27,6 +35,7 @@ static void setup(void)
 	struct iod_err e = {0};
 	snprintf(dir, sizeof(dir), "/tmp/iod-fuzz-wal-%d", (int)getpid());
 	mkdir(dir, 0700);
+	atexit(cleanup);
 	if (iod_wal_open(&w, dir, &ld, &e))
 		abort();
 	struct raft_entry en = {.term = 1, .type = RAFT_COMMAND, .buf = {.base = "x", .len = 1}};
