@@ -102,6 +102,8 @@ struct iod_http_conn {
 	size_t body_max;  /* answers larger than this fail -E2BIG; 0 = IOD_HTTP_BODY_MAX */
 	bool status_only; /* read the status line and stop there (a health
 	                                check): no headers, no body, no reuse */
+	bool sent;        /* out: the last request reached the wire (its head was
+	                     written): a failure after it may have been applied */
 };
 
 /* One answer. */

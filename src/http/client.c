@@ -243,6 +243,7 @@ int iod_http_request(struct iod_http_conn *c, const char *addr, const char *meth
 
 	IOD_ASSERT(addr && method && path && path[0] == '/');
 	memset(r, 0, sizeof(*r));
+	c->sent = false;
 	if ((rc = handle_for(c, addr, e)))
 		return rc;
 	if ((size_t)snprintf(url, sizeof(url), "%s://%s%s", c->tls ? "https" : "http", addr,
@@ -254,6 +255,9 @@ int iod_http_request(struct iod_http_conn *c, const char *addr, const char *meth
 	iod_buf_init(&s.body);
 	set_request(c->curl, c, url, method, hdrs, body, len, timeout_ms, &s);
 	CURLcode cr = c->stop ? perform_stoppable(c) : curl_easy_perform(c->curl);
+	long sent = 0;
+	curl_easy_getinfo(c->curl, CURLINFO_REQUEST_SIZE, &sent);
+	c->sent = sent > 0;
 	curl_slist_free_all(hdrs);
 	if (c->status_only && cr == CURLE_WRITE_ERROR && s.status) {
 		iod_buf_free(&s.body);
