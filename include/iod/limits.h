@@ -368,6 +368,10 @@
 #define IOD_DP_SGS_MAX 16
 #define IOD_DP_SERVICES_MAX 16
 #define IOD_DP_ENDPOINTS_MAX 256
+/* Conntrack memory per data-plane core (iod_net_ct_bytes): the data plane
+ * shares the node with its replicas; 512 MiB holds about 6 M sessions (the
+ * default 1 M takes 76 MiB). A larger ct_sessions is a config error. */
+#define IOD_DP_CT_BYTES_MAX (512ull << 20)
 /* A dp config file is read whole; 1 MiB is far beyond hand-written YAML. */
 #define IOD_DP_CONFIG_FILE_MAX (1u << 20)
 
