@@ -440,6 +440,9 @@ static void complete(struct worker *w, struct conn *c)
 		up_close(w, u);
 	}
 	request_end(w, c);
+	/* The request is answered and recorded: closing the client now (the
+	 * client or the upstream asked for it) is not an abandoned request. */
+	c->state = H_READ;
 	next_request(w, c);
 }
 
