@@ -72,8 +72,9 @@
 
 /* ---- topo -------------------------------------------------------------- */
 
-/* CPU packages per node: 8-socket servers are the largest common machines. */
-#define IOD_TOPO_PACKAGES_MAX 8
+/* CPU packages per node: 8-socket servers are the largest common machines;
+ * 16 for the glueless 16-socket ones (hwloc's 96em64t test machine). */
+#define IOD_TOPO_PACKAGES_MAX 16
 /* NUMA nodes: 2 sockets x SNC4/NPS4 = 8, plus CXL and GPU-memory nodes
  * (Grace Hopper exposes HBM as NUMA nodes); 32 leaves room. */
 #define IOD_TOPO_NUMA_MAX 32
