@@ -53,11 +53,13 @@ promcheck() {
 	fi
 }
 
-"$IOD" proxy backend --listen "127.0.0.1:$((BASE + 1))" --name b --size 64 >"$T/b.log" 2>&1 &
+# Ports: BASE+0..2 Raft and BASE+10..12 API of `iod up`, BASE+15 its mesh
+# proxy; BASE+5 the backend, BASE+9 the first proxy's admin.
+"$IOD" proxy backend --listen "127.0.0.1:$((BASE + 5))" --name b --size 64 >"$T/b.log" 2>&1 &
 PIDS="$PIDS $!"
 cat >"$T/mesh.json" <<JSON
 {"node": "n1", "services": [
- {"name": "m", "vip": "$VIP", "port": 8000, "mode": "http", "endpoints": [{"addr": "127.0.0.1:$((BASE + 1))"}]}
+ {"name": "m", "vip": "$VIP", "port": 8000, "mode": "http", "endpoints": [{"addr": "127.0.0.1:$((BASE + 5))"}]}
 ]}
 JSON
 "$PROXY" proxy run --config "$T/mesh.json" --workers 1 --admin "$ADMIN" >"$T/proxy.log" 2>&1 &
