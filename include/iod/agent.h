@@ -630,6 +630,10 @@ struct iod_agent_config {
 	/* per-replica network namespaces (root only; docs/runtime.md) */
 	char netns_subnet
 	    [IOD_ADDR_MAX]; /* node subnet CIDR; "" = replicas share the node's network */
+	/* telemetry (docs/observability.md) */
+	uint64_t telemetry_interval_ns;    /* sampling period; 0 = no telemetry */
+	uint64_t telemetry_push_ns;        /* summary to the control plane this often */
+	char telemetry_addr[IOD_ADDR_MAX]; /* serve /metrics and /v1/telemetry; "" = don't */
 };
 void iod_agent_config_default(struct iod_agent_config *c);
 

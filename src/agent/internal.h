@@ -37,4 +37,10 @@ int iod_agent_mesh_start(struct iod_agent_mesh **out, const struct iod_agent_con
                          struct iod_agent_cluster *cluster, struct iod_err *e);
 void iod_agent_mesh_stop(struct iod_agent_mesh *m);
 
+/* The telemetry thread (telemetry.c); NULL out when cfg->telemetry_interval_ns is 0. */
+struct iod_agent_telemetry;
+int iod_agent_telemetry_start(struct iod_agent_telemetry **out, const struct iod_agent_config *c,
+                              struct iod_err *e);
+void iod_agent_telemetry_stop(struct iod_agent_telemetry *t);
+
 #endif
