@@ -37,7 +37,9 @@ struct iod_http_msg {
 	bool keep_alive;                 /* connection persists after this message */
 	bool expect_continue;            /* request: Expect: 100-continue */
 	bool has_host;                   /* a Host field was seen */
-	int traceparent;                 /* header index or -1 */
+	int traceparent;                 /* index of the last traceparent header or -1 */
+	uint8_t traceparent_n;           /* traceparent headers seen (saturates at 255) */
+	uint8_t tracestate_n;            /* tracestate headers seen (saturates at 255) */
 	struct iod_http_header hdr[IOD_HTTP_HEADERS_MAX]; /* hdr_n headers */
 	uint32_t hdr_n;
 };
@@ -64,6 +66,9 @@ struct iod_http_body {
 	uint8_t state;      /* chunked decoder state */
 	uint32_t line_n;    /* chunk-size line bytes seen (bounded) */
 };
+/* Is header h (of the head in buf) named lower_name (lower case)? */
+bool iod_http_header_is(const char *buf, const struct iod_http_header *h, const char *lower_name);
+
 /* Framing after a head (request_method for responses: HEAD has no body). */
 void iod_http_body_init(struct iod_http_body *b, const struct iod_http_msg *m, const char *buf,
                         const char *request_method, size_t method_len);

@@ -344,6 +344,7 @@ json_t *iod_mesh_span_otlp(const struct iod_mesh_span *s);
 json_t *iod_mesh_spans_otlp(const struct iod_mesh_span *s, uint32_t n, const char *node);
 
 /* Codecs (trace context, DNS): mesh_proto.h. The proxy, the sources that
- * read files or the control plane, and peer lookup (shells): mesh_proxy.h. */
+ * read files or the control plane, and peer lookup (shells): mesh_proxy.h.
+ * HTTP/1.1 framing: http.h. */
 
 #endif

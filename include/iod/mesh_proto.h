@@ -20,6 +20,16 @@ struct iod_mesh_traceparent {
 int iod_mesh_traceparent_parse(const char *s, size_t len, struct iod_mesh_traceparent *tp);
 /* Writes 55 characters and a NUL (buf >= 56). */
 void iod_mesh_traceparent_format(const struct iod_mesh_traceparent *tp, char *buf);
+/* Most tracestate list members (W3C Trace Context, section 3.3.1.1). */
+#define IOD_MESH_TRACESTATE_MEMBERS_MAX 32
+/*
+ * Check a tracestate list (the values of all tracestate headers joined by
+ * ',') and write it to out without OWS and empty members. Returns its
+ * length (0: no member), -EINVAL when the list is invalid and must be
+ * dropped whole (a bad key or value, a duplicate key, more than 32
+ * members), -E2BIG when out (cap bytes) is too small. Pure.
+ */
+int iod_mesh_tracestate_clean(const char *in, size_t len, char *out, size_t cap);
 /* New random ids (never all zero). */
 void iod_mesh_trace_ids_new(struct iod_rng *rng, uint8_t *id, size_t len);
 void iod_mesh_hex(const uint8_t *b, size_t n, char *out); /* 2n chars + NUL */

@@ -150,11 +150,21 @@ static int header(const char *b, struct iod_http_msg *m, bool *close, bool *ka)
 		m->has_host = true;
 	} else if (ieq(n, h->name_len, "traceparent")) {
 		m->traceparent = (int)(m->hdr_n - 1);
+		if (m->traceparent_n < UINT8_MAX)
+			m->traceparent_n++;
+	} else if (ieq(n, h->name_len, "tracestate")) {
+		if (m->tracestate_n < UINT8_MAX)
+			m->tracestate_n++;
 	} else if (ieq(n, h->name_len, "expect")) {
 		if (ieq(v, h->value_len, "100-continue"))
 			m->expect_continue = true;
 	}
 	return 0;
+}
+
+bool iod_http_header_is(const char *buf, const struct iod_http_header *h, const char *lower_name)
+{
+	return ieq(buf + h->name_off, h->name_len, lower_name);
 }
 
 int iod_http_parse(const char *buf, size_t len, bool response, struct iod_http_msg *m)
