@@ -168,7 +168,6 @@ int iod_agent_desired_from_state(const char *node, const json_t *nodes, const js
                                  struct iod_agent_replica *out, uint32_t max, uint32_t *n,
                                  struct iod_err *e);
 
-
 /* ---- replica addresses on the node's subnet (pure) --------------------- */
 
 /*
