@@ -603,6 +603,7 @@ void iod_agent_prober_free(struct iod_agent_prober *p);
 
 /* ---- the agent (shell) --------------------------------------------------- */
 
+struct iod_sec_tls_creds;
 struct iod_agent_config {
 	char name[IOD_NAME_MAX];           /* node name */
 	char data_dir[IOD_AGENT_PATH_MAX]; /* run dir: replicas/, events.jsonl, status.json */
@@ -628,6 +629,11 @@ struct iod_agent_config {
 	/* per-replica network namespaces (root only; docs/runtime.md) */
 	char netns_subnet
 	    [IOD_ADDR_MAX]; /* node subnet CIDR; "" = replicas share the node's network */
+	/* security (docs/security.md): HTTPS to the servers with this node's
+	 * certificate; NULL = plain HTTP (servers run --insecure) */
+	struct iod_sec_tls_creds *creds;    /* CA + node certificate (the caller's) */
+	char cert_path[IOD_AGENT_PATH_MAX]; /* where the node certificate is ("": not renewed) */
+	char key_path[IOD_AGENT_PATH_MAX];  /* its key (0600) */
 };
 void iod_agent_config_default(struct iod_agent_config *c);
 

@@ -263,6 +263,7 @@ static void *writer_main(void *arg)
 		free(batch);
 		return NULL;
 	}
+	iod_api_client_set_creds(&cl, c->cfg->creds, NULL);
 	cl.timeout_ms = (uint32_t)IOD_MAX(period, 100);
 	cl.retry_ms = (uint32_t)IOD_MAX(period, 200);
 	while (register_node(c, &cl)) {
@@ -429,6 +430,7 @@ static void *watcher_main(void *arg)
 		free(buf);
 		return NULL;
 	}
+	iod_api_client_set_creds(&cl, c->cfg->creds, NULL);
 	cl.timeout_ms = 3000;
 	cl.retry_ms = 1000;
 	for (;;) {

@@ -7,6 +7,12 @@
  * and follows the leader: a 503 answer carrying {"leader": "host:port"}
  * sends the retry there. It must never block without a timeout and never
  * retry forever.
+ *
+ * With credentials (iod_api_client_set_creds, or the client config through
+ * iod_api_client_init_config) it speaks HTTPS: the server must present a
+ * certificate of the cluster CA naming a server of the cluster (spiffe://
+ * <cluster>/server/<id>; no host-name check: the identity is what counts),
+ * and the client proves itself with its certificate or a bearer token.
  */
 #include "iod/api.h"
 
@@ -69,11 +75,74 @@ int iod_api_client_init(struct iod_api_client *c, const char *servers, struct io
 	return 0;
 }
 
+/* One connection: the socket and, over HTTPS, its TLS session. */
+struct conn {
+	int *fd;                         /* the socket (-1: none) */
+	struct iod_sec_tls **tls;        /* its session (NULL: plain HTTP) */
+	struct iod_sec_tls_creds *creds; /* what a new session uses */
+	const char *token;               /* bearer token, or "" */
+	uint64_t *gen;                   /* creds' rotation count when the session opened */
+};
+
+static void conn_drop(struct conn *k)
+{
+	if (k->tls && *k->tls) {
+		iod_sec_tls_close(*k->tls);
+		*k->tls = NULL;
+	}
+	if (*k->fd >= 0)
+		close(*k->fd);
+	*k->fd = -1;
+}
+
+static void drop(struct iod_api_client *c)
+{
+	struct conn k = {.fd = &c->fd, .tls = &c->tls};
+	conn_drop(&k);
+}
+
 void iod_api_client_close(struct iod_api_client *c)
 {
-	if (c->fd >= 0)
-		close(c->fd);
-	c->fd = -1;
+	drop(c);
+	if (c->own_creds)
+		iod_sec_tls_creds_free(c->creds);
+	c->creds = NULL;
+	c->own_creds = false;
+	memset(c->token, 0, sizeof(c->token));
+}
+
+void iod_api_client_set_creds(struct iod_api_client *c, struct iod_sec_tls_creds *creds,
+                              const char *token)
+{
+	drop(c);
+	if (c->own_creds)
+		iod_sec_tls_creds_free(c->creds);
+	c->creds = creds;
+	c->own_creds = false;
+	snprintf(c->token, sizeof(c->token), "%s", token ? token : "");
+}
+
+int iod_api_client_init_config(struct iod_api_client *c, const char *servers, struct iod_err *e)
+{
+	struct iod_sec_context ctx;
+	struct iod_sec_tls_creds *creds = NULL;
+	struct iod_err e1 = {0};
+	int rc = iod_sec_context_load(NULL, NULL, &ctx, &e1);
+
+	if (rc && rc != -ENOENT)
+		return iod_err_set(e, rc, "%s", e1.msg);
+	if ((rc = iod_api_client_init(c,
+	                              servers && servers[0] ? servers
+	                              : ctx.servers[0]      ? ctx.servers
+	                                                    : NULL,
+	                              e)))
+		return rc;
+	if ((rc = iod_sec_context_creds(&ctx, &creds, e)))
+		return rc;
+	iod_api_client_set_creds(c, creds, ctx.token);
+	c->own_creds = creds != NULL;
+	memset(&ctx, 0, sizeof(ctx));
+	return 0;
 }
 
 void iod_api_response_free(struct iod_api_response *r)
@@ -164,8 +233,13 @@ static int dial(const char *addr, uint64_t deadline_ms, struct iod_err *e)
 	return fd;
 }
 
-static int send_all(int fd, const char *p, size_t n, uint64_t deadline_ms)
+static int send_all(struct conn *k, const char *p, size_t n, uint64_t deadline_ms)
 {
+	int fd = *k->fd;
+	if (k->tls && *k->tls) {
+		struct iod_err e = {0};
+		return iod_sec_tls_write_all(*k->tls, fd, p, n, deadline_ms, &e);
+	}
 	while (n) {
 		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
 		if (w > 0) {
@@ -185,11 +259,20 @@ static int send_all(int fd, const char *p, size_t n, uint64_t deadline_ms)
 }
 
 /* Read into b until it holds at least want bytes (or EOF: -EPIPE). */
-static int read_more(int fd, struct iod_buf *b, size_t want, uint64_t deadline_ms)
+static int read_more(struct conn *k, struct iod_buf *b, size_t want, uint64_t deadline_ms)
 {
 	char tmp[16384];
+	int fd = *k->fd;
 	while (b->len < want) {
-		ssize_t r = recv(fd, tmp, sizeof(tmp), 0);
+		ssize_t r;
+		if (k->tls && *k->tls) {
+			struct iod_err e = {0};
+			r = iod_sec_tls_read_wait(*k->tls, fd, tmp, sizeof(tmp), deadline_ms, &e);
+			if (r < 0)
+				return r == -ECONNRESET ? -ECONNRESET : (int)r;
+		} else {
+			r = recv(fd, tmp, sizeof(tmp), 0);
+		}
 		if (r > 0) {
 			if (iod_buf_append(b, tmp, (size_t)r))
 				return -ENOMEM;
@@ -222,8 +305,8 @@ static const char *find_header(const char *hdrs, const char *name)
 	return NULL;
 }
 
-static int read_response(int fd, struct iod_api_response *r, uint64_t deadline_ms, bool head,
-                         bool *keep)
+static int read_response(struct conn *fd, struct iod_api_response *r, uint64_t deadline_ms,
+                         bool head, bool *keep)
 {
 	struct iod_buf b;
 	char *end;
@@ -316,13 +399,34 @@ out:
 	return rc;
 }
 
-int iod_api_http_once(int *fd, const char *addr, const char *method, const char *path,
-                      const char *content_type, const void *body, size_t len, uint32_t timeout_ms,
-                      struct iod_api_response *r, struct iod_err *e)
+/* Dial addr and, over HTTPS, complete the handshake with a server of the cluster. */
+static int conn_open(struct conn *k, const char *addr, uint64_t deadline, struct iod_err *e)
+{
+	int fd = dial(addr, deadline, e);
+	if (fd < 0)
+		return fd;
+	*k->fd = fd;
+	if (!k->tls || !k->creds)
+		return 0;
+	struct iod_err e1 = {0};
+	int rc = iod_sec_tls_connect(k->creds, fd, IOD_SEC_KIND_SERVER, deadline, k->tls, &e1);
+	if (rc) {
+		conn_drop(k);
+		return iod_err_set(e, rc, "HTTPS to %s: %s%s", addr, e1.msg,
+		                   rc == -EACCES ? "" : " (is it an iod server with --pki?)");
+	}
+	if (k->gen)
+		*k->gen = iod_sec_tls_creds_rotations(k->creds);
+	return 0;
+}
+
+static int conn_once(struct conn *k, const char *addr, const char *method, const char *path,
+                     const char *content_type, const void *body, size_t len, uint32_t timeout_ms,
+                     struct iod_api_response *r, struct iod_err *e)
 {
 	uint64_t deadline = mono_ms() + timeout_ms;
 	struct iod_buf req;
-	bool keep = true, reused = *fd >= 0;
+	bool keep = true, reused = *k->fd >= 0;
 	int rc;
 
 	memset(r, 0, sizeof(*r));
@@ -330,28 +434,32 @@ int iod_api_http_once(int *fd, const char *addr, const char *method, const char 
 	iod_buf_init(&req);
 	iod_buf_printf(&req, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: iod/%s\r\n", method, path,
 	               addr, IOD_VERSION);
+	if (k->token && k->token[0])
+		iod_buf_printf(&req, "Authorization: Bearer %s\r\n", k->token);
 	if (body || len || !strcmp(method, "POST") || !strcmp(method, "PUT"))
 		iod_buf_printf(&req, "Content-Type: %s\r\nContent-Length: %zu\r\n",
 		               content_type ? content_type : "application/json", len);
 	iod_buf_printf(&req, "\r\n");
-again:
-	if (*fd < 0) {
-		*fd = dial(addr, deadline, e);
-		if (*fd < 0) {
-			rc = *fd;
-			*fd = -1;
-			iod_buf_free(&req);
-			return rc;
-		}
+	/* a rotated certificate: new connections present it (the old one may
+	 * expire while a kept-alive connection still carries it) */
+	if (*k->fd >= 0 && k->tls && *k->tls && k->gen &&
+	    *k->gen != iod_sec_tls_creds_rotations(k->creds)) {
+		conn_drop(k);
+		reused = false;
 	}
-	rc = send_all(*fd, req.data, req.len, deadline);
+again:
+	if (*k->fd < 0 && (rc = conn_open(k, addr, deadline, e)) < 0) {
+		*k->fd = -1;
+		iod_buf_free(&req);
+		return rc;
+	}
+	rc = send_all(k, req.data, req.len, deadline);
 	if (!rc && len)
-		rc = send_all(*fd, body, len, deadline);
+		rc = send_all(k, body, len, deadline);
 	if (!rc)
-		rc = read_response(*fd, r, deadline, !strcmp(method, "HEAD"), &keep);
+		rc = read_response(k, r, deadline, !strcmp(method, "HEAD"), &keep);
 	if (rc) {
-		close(*fd);
-		*fd = -1;
+		conn_drop(k);
 		iod_api_response_free(r);
 		iod_strlcpy(r->server, addr, sizeof(r->server));
 		/* a kept-alive connection the server closed: one fresh try */
@@ -363,12 +471,18 @@ again:
 		return iod_err_set(e, rc, "%s %s on %s: %s", method, path, addr,
 		                   rc == -EPIPE ? "connection closed" : strerror(-rc));
 	}
-	if (!keep) {
-		close(*fd);
-		*fd = -1;
-	}
+	if (!keep)
+		conn_drop(k);
 	iod_buf_free(&req);
 	return 0;
+}
+
+int iod_api_http_once(int *fd, const char *addr, const char *method, const char *path,
+                      const char *content_type, const void *body, size_t len, uint32_t timeout_ms,
+                      struct iod_api_response *r, struct iod_err *e)
+{
+	struct conn k = {.fd = fd, .token = ""};
+	return conn_once(&k, addr, method, path, content_type, body, len, timeout_ms, r, e);
 }
 
 /* Is this answer "go elsewhere"? Returns the leader hint (or "") when it is. */
@@ -385,10 +499,8 @@ static const char *redirect_hint(const struct iod_api_response *r)
 
 static void use_server(struct iod_api_client *c, uint32_t i)
 {
-	if (c->cur != i && c->fd >= 0) {
-		close(c->fd);
-		c->fd = -1;
-	}
+	if (c->cur != i && c->fd >= 0)
+		drop(c);
 	c->cur = i;
 }
 
@@ -412,8 +524,13 @@ int iod_api_request(struct iod_api_client *c, const char *method, const char *pa
 		uint32_t now_left = (uint32_t)(deadline > mono_ms() ? deadline - mono_ms() : 0);
 		uint32_t t = IOD_MIN(c->timeout_ms, IOD_MAX(now_left, 1u));
 		c->attempts++;
-		rc = iod_api_http_once(&c->fd, c->servers[c->cur], method, path, content_type, body,
-		                       len, t, r, &e1);
+		struct conn k = {.fd = &c->fd,
+		                 .tls = &c->tls,
+		                 .creds = c->creds,
+		                 .token = c->token,
+		                 .gen = &c->tls_gen};
+		rc = conn_once(&k, c->servers[c->cur], method, path, content_type, body, len, t, r,
+		               &e1);
 		if (rc == 0) {
 			const char *hint = redirect_hint(r);
 			if (!hint)

@@ -1368,10 +1368,11 @@ static int mhd_start(struct server *s, struct iod_err *e)
 
 /* The join request is a blocking client call: it runs on libuv's thread pool. */
 struct join_work {
-	uv_work_t w;                  /* libuv work request */
-	struct iod_server_config cfg; /* copy: who we are, where to join */
-	int rc;                       /* result */
-	char msg[IOD_ERR_MSG_MAX];    /* error text */
+	uv_work_t w;                     /* libuv work request */
+	struct iod_server_config cfg;    /* copy: who we are, where to join */
+	int rc;                          /* result */
+	char msg[IOD_ERR_MSG_MAX];       /* error text */
+	struct iod_sec_tls_creds *creds; /* with --pki: our server certificate (owned) */
 };
 
 static void join_run(uv_work_t *w)
@@ -1386,6 +1387,8 @@ static void join_run(uv_work_t *w)
 		snprintf(j->msg, sizeof(j->msg), "%s", e.msg);
 		return;
 	}
+	/* a server joins as itself: its certificate may add only itself */
+	iod_api_client_set_creds(&c, j->creds, NULL);
 	c.retry_ms = 30000;
 	snprintf(body, sizeof(body), "{\"id\":%llu,\"raft\":\"%s\",\"api\":\"%s\"}",
 	         (unsigned long long)j->cfg.id, j->cfg.raft_addr, j->cfg.api_addr);
@@ -1411,6 +1414,7 @@ static void join_done(uv_work_t *w, int status)
 	else
 		IOD_INFO("server", "joined the cluster through %s as voter %llu", j->cfg.join_addr,
 		         (unsigned long long)j->cfg.id);
+	iod_sec_tls_creds_free(j->creds);
 	free(j);
 }
 
@@ -1499,6 +1503,12 @@ int iod_api_server_run(const struct iod_server_config *c, struct iod_err *e)
 		if (j) {
 			j->w.data = j;
 			j->cfg = *c;
+			if (s->sec.on && iod_sec_tls_creds_new(s->sec.ca_pem, s->sec.cert_pem,
+			                                       s->sec.key_pem, &j->creds, e)) {
+				free(j);
+				rc = e->code ? e->code : -EINVAL;
+				goto fail;
+			}
 			uv_queue_work(&s->loop, &j->w, join_run, join_done);
 		}
 	}

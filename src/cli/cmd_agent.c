@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "iod/agent.h"
 #include "iod/mesh.h"
+#include "iod/sec.h"
 #include "iod/topo.h"
 
 #include <getopt.h>
@@ -26,7 +27,7 @@ static void usage(FILE *f)
 	    "       iod agent --server HOST:PORT[,...] [--name NODE] [--gpus N] [--cpus N]\n"
 	    "                 [--model NAME] [--addr IP] [--lease-ttl DUR]\n"
 	    "                 [--stateful-grace DUR] [--no-mesh] [--mesh-admin ADDR|off]\n"
-	    "                 [--mesh-workers N] [...]\n\n"
+	    "                 [--mesh-workers N] [--ca FILE --cert FILE --key FILE] [...]\n\n"
 	    "Run this node's replicas, each in its own sandbox (PID, mount, UTS and IPC\n"
 	    "namespaces, cgroup cpu/memory limits, CPU affinity, NUMA policy, GPUs),\n"
 	    "restart them with exponential backoff, run their health checks, and\n"
@@ -65,7 +66,11 @@ static void usage(FILE *f)
 	    "                     replicas find in IOD_SVC_<NAME>_ADDR (docs/mesh.md)\n"
 	    "  --mesh-admin ADDR  the proxy's /metrics /spans /registry endpoint\n"
 	    "                     (default 127.0.0.1:15000; off = none)\n"
-	    "  --mesh-workers N   the proxy's threads (default 1)\n\n"
+	    "  --mesh-workers N   the proxy's threads (default 1)\n"
+	    "  --ca FILE          the cluster CA certificate: talk HTTPS to servers that run\n"
+	    "                     with --pki (docs/security.md)\n"
+	    "  --cert FILE, --key FILE  this node's certificate (spiffe://CLUSTER/node/NAME)\n"
+	    "                     and key (0600); --name defaults to the certificate's\n\n"
 	    "Stops every replica on SIGTERM/SIGINT. See `iod logs`, `iod events`.\n");
 }
 
@@ -112,6 +117,47 @@ static int topology(struct iod_agent_config *c, const char *xml, bool gpus_set)
 	return 0;
 }
 
+/*
+ * The node's credentials for HTTPS to the servers: the CA and a node
+ * certificate naming this node (--name defaults to the certificate's).
+ */
+static int credentials(struct iod_agent_config *c, const char *ca, bool name_set)
+{
+	struct iod_sec_cert_info info;
+	struct iod_err e = {0};
+	char *pem = NULL;
+
+	if (!ca && !c->cert_path[0] && !c->key_path[0])
+		return 0;
+	if (!ca || !c->cert_path[0] || !c->key_path[0])
+		return iod_cli_fail("agent", IOD_EXIT_INVALID,
+		                    "--ca, --cert and --key go together (the CA to trust, this "
+		                    "node's certificate and its key)");
+	if (!c->servers[0])
+		return iod_cli_fail("agent", IOD_EXIT_INVALID,
+		                    "--ca/--cert/--key are for --server (a manifest agent talks "
+		                    "to no server)");
+	if (iod_sec_read_file(c->cert_path, false, &pem, &e) ||
+	    iod_sec_cert_inspect(pem, strlen(pem), &info, &e)) {
+		free(pem);
+		return iod_cli_fail("agent", IOD_EXIT_INVALID, "--cert: %s", e.msg);
+	}
+	free(pem);
+	if (info.id.kind != IOD_SEC_KIND_NODE)
+		return iod_cli_fail("agent", IOD_EXIT_INVALID,
+		                    "--cert %s is a %s certificate, not a node's", c->cert_path,
+		                    iod_sec_kind_name(info.id.kind));
+	if (!name_set)
+		snprintf(c->name, sizeof(c->name), "%s", info.id.name);
+	else if (strcmp(c->name, info.id.name))
+		return iod_cli_fail("agent", IOD_EXIT_INVALID,
+		                    "--cert %s is node %s's; this agent is --name %s", c->cert_path,
+		                    info.id.name, c->name);
+	if (iod_sec_tls_creds_load(ca, c->cert_path, c->key_path, &c->creds, &e))
+		return iod_cli_fail("agent", IOD_EXIT_INVALID, "%s", e.msg);
+	return 0;
+}
+
 int cmd_agent(int argc, char **argv)
 {
 	struct iod_agent_config c;
@@ -139,12 +185,15 @@ int cmd_agent(int argc, char **argv)
 	                                     {"mesh-admin", required_argument, 0, 'P'},
 	                                     {"mesh-workers", required_argument, 0, 'W'},
 	                                     {"netns-subnet", required_argument, 0, 'U'},
+	                                     {"ca", required_argument, 0, 1001},
+	                                     {"cert", required_argument, 0, 1002},
+	                                     {"key", required_argument, 0, 1003},
 	                                     {"help", no_argument, 0, 'h'},
 	                                     {0, 0, 0, 0}};
 	uint64_t ns;
 	char *end;
-	const char *xml = NULL;
-	bool gpus_set = false;
+	const char *xml = NULL, *ca = NULL;
+	bool gpus_set = false, name_set = false;
 	int o, rc;
 
 	if (iod_cli_wants_help(argc, argv)) {
@@ -155,6 +204,7 @@ int cmd_agent(int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
 		case 'n':
+			name_set = true;
 			if (iod_strlcpy(c.name, optarg, sizeof(c.name)) || !optarg[0])
 				return iod_cli_fail("agent", IOD_EXIT_INVALID,
 				                    "--name must be 1..%d characters",
@@ -265,12 +315,22 @@ int cmd_agent(int argc, char **argv)
 			c.mesh_workers = (uint32_t)v;
 			break;
 		}
+		case 1001: ca = optarg; break;
+		case 1002:
+		case 1003:
+			if (iod_strlcpy(o == 1002 ? c.cert_path : c.key_path, optarg,
+			                sizeof(c.cert_path)))
+				return iod_cli_fail("agent", IOD_EXIT_INVALID, "--%s too long",
+				                    o == 1002 ? "cert" : "key");
+			break;
 		default: usage(stderr); return IOD_EXIT_INVALID;
 		}
 	}
 	if (optind < argc)
 		return iod_cli_fail("agent", IOD_EXIT_INVALID, "unexpected argument %s",
 		                    argv[optind]);
+	if ((rc = credentials(&c, ca, name_set)))
+		return rc;
 	if (c.rec.backoff_max_ns < c.rec.backoff_base_ns || !c.rec.backoff_base_ns)
 		return iod_cli_fail("agent", IOD_EXIT_INVALID,
 		                    "--backoff must be > 0 and not above --backoff-max");
@@ -287,5 +347,6 @@ int cmd_agent(int argc, char **argv)
 		return rc;
 	rc = iod_agent_run(&c, &e) ? iod_cli_fail("agent", IOD_EXIT_ERROR, "%s", e.msg) : 0;
 	json_decref(c.topology);
+	iod_sec_tls_creds_free(c.creds);
 	return rc;
 }

@@ -8,7 +8,7 @@
 int iod_ctl_client(const char *cmd, const char *server, struct iod_api_client *c)
 {
 	struct iod_err e = {0};
-	if (iod_api_client_init(c, server, &e))
+	if (iod_api_client_init_config(c, server, &e))
 		return iod_cli_fail(cmd, IOD_EXIT_INVALID, "%s", e.msg);
 	/* an election takes well under a second; 3 s covers one and keeps a
 	 * dead cluster from hanging a terminal */

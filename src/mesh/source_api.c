@@ -20,6 +20,7 @@
 #include "iod/mesh.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -35,14 +36,19 @@
 #define STOP_SLICE_MS 50
 
 /* A blocking GET that gives up after timeout_ms of silence, or soon after
- * *stop becomes non-zero (-EINTR). */
+ * *stop becomes non-zero (-EINTR). With creds, over HTTPS to a server of
+ * the cluster (docs/security.md), sending token when it is set. */
 static int http_get(const char *addr, const char *path, uint32_t timeout_ms,
-                    const volatile int *stop, char **body, size_t *blen)
+                    const volatile int *stop, struct iod_sec_tls_creds *creds, const char *token,
+                    char **body, size_t *blen)
 {
 	static __thread struct iod_mesh_http_msg m;
+	struct iod_sec_tls *tls = NULL;
+	struct iod_err e = {0};
 	uint32_t ip;
 	uint16_t port;
 	char req[1024];
+	int rc = 0;
 
 	*body = NULL;
 	if (iod_mesh_addr_parse(addr, &ip, &port, true))
@@ -53,13 +59,33 @@ static int http_get(const char *addr, const char *path, uint32_t timeout_ms,
 	if (fd < 0)
 		return -errno;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		int rc = -errno;
+		rc = -errno;
 		close(fd);
 		return rc;
 	}
 	int n = snprintf(req, sizeof(req),
-	                 "GET %s HTTP/1.1\r\nhost: %s\r\nconnection: close\r\n\r\n", path, addr);
-	if (n >= (int)sizeof(req) || send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
+	                 "GET %s HTTP/1.1\r\nhost: %s\r\n%s%s%sconnection: close\r\n\r\n", path,
+	                 addr, token && token[0] ? "authorization: Bearer " : "",
+	                 token && token[0] ? token : "", token && token[0] ? "\r\n" : "");
+	if (n >= (int)sizeof(req)) {
+		close(fd);
+		return -EIO;
+	}
+	if (creds) {
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		uint64_t deadline =
+		    (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u + timeout_ms;
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+		if ((rc =
+		         iod_sec_tls_connect(creds, fd, IOD_SEC_KIND_SERVER, deadline, &tls, &e)) ||
+		    (rc = iod_sec_tls_write_all(tls, fd, req, (size_t)n, deadline, &e))) {
+			IOD_WARN("mesh", "control plane at %s: %s", addr, e.msg);
+			iod_sec_tls_close(tls);
+			close(fd);
+			return rc;
+		}
+	} else if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
 		close(fd);
 		return -EIO;
 	}
@@ -67,6 +93,7 @@ static int http_get(const char *addr, const char *path, uint32_t timeout_ms,
 	char *buf = malloc(cap + 1);
 	struct pollfd pf = {.fd = fd, .events = POLLIN};
 	if (!buf) {
+		iod_sec_tls_close(tls);
 		close(fd);
 		return -ENOMEM;
 	}
@@ -81,14 +108,15 @@ static int http_get(const char *addr, const char *path, uint32_t timeout_ms,
 			buf = nb;
 		}
 		uint32_t waited = 0;
-		int pr = 0;
-		while (waited < timeout_ms) {
+		int pr = tls && iod_sec_tls_pending(tls) ? 1 : 0;
+		while (!pr && waited < timeout_ms) {
 			uint32_t slice =
 			    stop ? IOD_MIN(timeout_ms - waited, STOP_SLICE_MS) : timeout_ms;
 			if ((pr = poll(&pf, 1, (int)slice)) != 0)
 				break;
 			waited += slice;
 			if (stop && __atomic_load_n(stop, __ATOMIC_RELAXED)) {
+				iod_sec_tls_close(tls);
 				close(fd);
 				free(buf);
 				return -EINTR;
@@ -96,11 +124,20 @@ static int http_get(const char *addr, const char *path, uint32_t timeout_ms,
 		}
 		if (pr <= 0)
 			break;
-		ssize_t r = recv(fd, buf + len, cap - len, 0);
+		long r;
+		if (tls) {
+			unsigned want = 0;
+			r = iod_sec_tls_read(tls, buf + len, cap - len, &want, &e);
+			if (r == -EAGAIN)
+				continue;
+		} else {
+			r = recv(fd, buf + len, cap - len, 0);
+		}
 		if (r <= 0)
 			break;
 		len += (size_t)r;
 	}
+	iod_sec_tls_close(tls);
 	close(fd);
 	buf[len] = 0;
 	if (iod_mesh_http_parse(buf, len, true, &m)) {
@@ -116,7 +153,7 @@ static int http_get(const char *addr, const char *path, uint32_t timeout_ms,
 int iod_mesh_http_get(const char *addr, const char *path, uint32_t timeout_ms, char **body,
                       size_t *blen)
 {
-	return http_get(addr, path, timeout_ms, NULL, body, blen);
+	return http_get(addr, path, timeout_ms, NULL, NULL, NULL, body, blen);
 }
 
 static int get_json(struct iod_mesh_api_source *s, const char *path, json_t **out,
@@ -124,7 +161,7 @@ static int get_json(struct iod_mesh_api_source *s, const char *path, json_t **ou
 {
 	char *body = NULL;
 	size_t len = 0;
-	int st = iod_mesh_http_get(s->server, path, 2000, &body, &len);
+	int st = http_get(s->server, path, 2000, NULL, s->creds, s->token, &body, &len);
 	if (st < 0)
 		return iod_err_set(e, st, "control plane at %s: GET %s: %s", s->server, path,
 		                   strerror(-st));
@@ -327,7 +364,7 @@ static int api_wait(void *ctx, uint32_t timeout_ms, const volatile int *stop, st
 		snprintf(path, sizeof(path), "/v1/watch?rev=%llu&timeout_ms=%u",
 		         (unsigned long long)s->watch_rev, t);
 		/* the server answers by t; allow it a second more */
-		int st = http_get(s->server, path, t + 1000, stop, &body, &len);
+		int st = http_get(s->server, path, t + 1000, stop, s->creds, s->token, &body, &len);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		waited += (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000u +
 		          (uint64_t)((t1.tv_nsec - t0.tv_nsec) / 1000000);
