@@ -354,6 +354,7 @@ struct iod_mesh_http_msg {
 	uint64_t content_length;         /* its value */
 	bool keep_alive;                 /* connection persists after this message */
 	bool expect_continue;            /* request: Expect: 100-continue */
+	bool has_host;                   /* a Host field was seen */
 	int traceparent;                 /* header index or -1 */
 	struct iod_mesh_http_header hdr[IOD_MESH_HTTP_HEADERS_MAX]; /* hdr_n headers */
 	uint32_t hdr_n;
@@ -364,7 +365,8 @@ struct iod_mesh_http_msg {
  * filled), -EAGAIN when more bytes are needed, -EBADMSG when malformed,
  * -E2BIG when the head exceeds the buffer or the header limit. Rejects
  * conflicting Content-Length values, Content-Length with chunked, bare CR,
- * obs-fold and whitespace before the colon (request smuggling defences).
+ * obs-fold, whitespace before the colon, an HTTP/1.1 request without
+ * exactly one Host (request smuggling defences).
  */
 int iod_mesh_http_parse(const char *buf, size_t len, bool response, struct iod_mesh_http_msg *msg);
 

@@ -6,7 +6,8 @@
  * ends, which headers matter (Content-Length, Transfer-Encoding, Connection,
  * traceparent) and where a body ends. The parser is strict where leniency
  * enables request smuggling: CRLF only, no obs-fold, no whitespace before the
- * colon, one Content-Length value, never Content-Length with chunked. It
+ * colon, one Content-Length value, never Content-Length with chunked,
+ * exactly one Host in an HTTP/1.1 request, chunk lines to the grammar. It
  * never allocates, never reads past len, and never writes to the buffer.
  */
 #include "iod/mesh.h"
@@ -141,6 +142,11 @@ static int header(const char *b, struct iod_mesh_http_msg *m, bool *close, bool 
 			*close = true;
 		if (list_has(v, h->value_len, "keep-alive"))
 			*ka = true;
+	} else if (ieq(n, h->name_len, "host")) {
+		/* RFC 9112 section 3.2: more than one Host is a 400. */
+		if (m->has_host && !m->is_response)
+			return -EBADMSG;
+		m->has_host = true;
 	} else if (ieq(n, h->name_len, "traceparent")) {
 		m->traceparent = (int)(m->hdr_n - 1);
 	} else if (ieq(n, h->name_len, "expect")) {
@@ -213,20 +219,45 @@ int iod_mesh_http_parse(const char *buf, size_t len, bool response, struct iod_m
 		return -EBADMSG;
 	if (m->chunked && m->minor == 0)
 		return -EBADMSG;
+	if (!response && m->minor == 1 && !m->has_host)
+		return -EBADMSG; /* RFC 9112 section 3.2: an HTTP/1.1 request has a Host */
 	m->keep_alive = m->minor == 1 ? !close : (ka && !close);
 	IOD_ASSERT_HOT(m->head_len <= lim);
 	return 0;
 }
 
+/*
+ * Chunked framing (RFC 9112 section 7.1), one state per grammar position:
+ *
+ *   chunk      = chunk-size [ chunk-ext ] CRLF chunk-data CRLF
+ *   chunk-ext  = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] )
+ *   chunk-ext-val = token / quoted-string
+ *   trailer-section = *( field-line CRLF )
+ *
+ * Whitespace after the size is only allowed before a ';' ("a " or
+ * "2 junk" is refused: an upstream that read the size differently would be
+ * out of step with the proxy, a request-smuggling desync). Extensions and
+ * trailer fields are checked to the grammar, then forwarded unchanged.
+ */
 enum {
-	CH_SIZE,
-	CH_EXT,
-	CH_SIZE_LF,
-	CH_DATA,
-	CH_DATA_CR,
+	CH_SIZE,      /* hex digits */
+	CH_SIZE_WS,   /* BWS after the size: only ';' may follow */
+	CH_EXT_SEMI,  /* after ';' (BWS, then a name) */
+	CH_EXT_NAME,  /* in a chunk-ext-name */
+	CH_EXT_NWS,   /* BWS after a name: '=' or ';' */
+	CH_EXT_EQ,    /* after '=' (BWS, then token or quoted-string) */
+	CH_EXT_TOKEN, /* in a token value */
+	CH_EXT_VWS,   /* BWS after a value: only ';' */
+	CH_EXT_QS,    /* in a quoted-string */
+	CH_EXT_QP,    /* after a backslash in a quoted-string */
+	CH_EXT_QEND,  /* after the closing quote */
+	CH_SIZE_LF,   /* CR of the chunk-size line seen */
+	CH_DATA,      /* chunk-data */
+	CH_DATA_CR,   /* CRLF after chunk-data */
 	CH_DATA_LF,
-	CH_TR_START,
-	CH_TR_LINE,
+	CH_TR_START, /* start of a trailer line, or the final CRLF */
+	CH_TR_NAME,  /* trailer field name */
+	CH_TR_VALUE, /* trailer field value */
 	CH_TR_LF,
 	CH_END_LF
 };
@@ -268,6 +299,87 @@ static int hexval(char c)
 	return -1;
 }
 
+/* One byte of a chunk extension (or the BWS after the size). 0 or -EBADMSG. */
+static int chunk_ext(struct iod_mesh_http_body *b, unsigned char c)
+{
+	bool ws = c == ' ' || c == '\t';
+	switch (b->state) {
+	case CH_SIZE_WS:
+		if (c == ';')
+			b->state = CH_EXT_SEMI;
+		else if (!ws)
+			return -EBADMSG; /* "a ", "2 junk": no ';' after the BWS */
+		return 0;
+	case CH_EXT_SEMI:
+		if (is_tchar(c))
+			b->state = CH_EXT_NAME;
+		else if (!ws)
+			return -EBADMSG;
+		return 0;
+	case CH_EXT_NAME:
+	case CH_EXT_TOKEN:
+		if (c == '\r')
+			b->state = CH_SIZE_LF;
+		else if (c == ';')
+			b->state = CH_EXT_SEMI;
+		else if (c == '=' && b->state == CH_EXT_NAME)
+			b->state = CH_EXT_EQ;
+		else if (ws)
+			b->state = b->state == CH_EXT_NAME ? CH_EXT_NWS : CH_EXT_VWS;
+		else if (!is_tchar(c))
+			return -EBADMSG;
+		return 0;
+	case CH_EXT_NWS:
+		if (c == '=')
+			b->state = CH_EXT_EQ;
+		else if (c == ';')
+			b->state = CH_EXT_SEMI;
+		else if (!ws)
+			return -EBADMSG;
+		return 0;
+	case CH_EXT_EQ:
+		if (c == '"')
+			b->state = CH_EXT_QS;
+		else if (is_tchar(c))
+			b->state = CH_EXT_TOKEN;
+		else if (!ws)
+			return -EBADMSG;
+		return 0;
+	case CH_EXT_VWS:
+		if (c == ';')
+			b->state = CH_EXT_SEMI;
+		else if (!ws)
+			return -EBADMSG;
+		return 0;
+	case CH_EXT_QS:
+		/* qdtext = HTAB / SP / %x21 / %x23-5B / %x5D-7E / obs-text */
+		if (c == '"')
+			b->state = CH_EXT_QEND;
+		else if (c == '\\')
+			b->state = CH_EXT_QP;
+		else if ((c < 0x20 && c != '\t') || c == 0x7f)
+			return -EBADMSG;
+		return 0;
+	case CH_EXT_QP:
+		/* quoted-pair = "\" ( HTAB / SP / VCHAR / obs-text ) */
+		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			return -EBADMSG;
+		b->state = CH_EXT_QS;
+		return 0;
+	case CH_EXT_QEND:
+		if (c == '\r')
+			b->state = CH_SIZE_LF;
+		else if (c == ';')
+			b->state = CH_EXT_SEMI;
+		else if (ws)
+			b->state = CH_EXT_VWS;
+		else
+			return -EBADMSG;
+		return 0;
+	default: return -EBADMSG;
+	}
+}
+
 int64_t iod_mesh_http_body_feed(struct iod_mesh_http_body *b, const char *p, size_t len, bool *done)
 {
 	return iod_mesh_http_body_decode(b, p, len, done, NULL, NULL);
@@ -301,14 +413,17 @@ int64_t iod_mesh_http_body_decode(struct iod_mesh_http_body *b, const char *p, s
 		case CH_SIZE: {
 			int h = hexval(c);
 			if (h >= 0) {
-				if (b->line_n >= 15)
-					return -EBADMSG; /* > 2^60 bytes: refuse */
+				if (b->remaining >> 56)
+					return -EBADMSG; /* >= 2^60 bytes: refuse */
+				if (++b->line_n > CHUNK_LINE_MAX)
+					return -EBADMSG;
 				b->remaining = b->remaining * 16 + (uint64_t)h;
-				b->line_n++;
 			} else if (b->line_n == 0) {
 				return -EBADMSG;
-			} else if (c == ';' || c == ' ' || c == '\t') {
-				b->state = CH_EXT;
+			} else if (c == ';') {
+				b->state = CH_EXT_SEMI;
+			} else if (c == ' ' || c == '\t') {
+				b->state = CH_SIZE_WS;
 			} else if (c == '\r') {
 				b->state = CH_SIZE_LF;
 			} else {
@@ -316,12 +431,19 @@ int64_t iod_mesh_http_body_decode(struct iod_mesh_http_body *b, const char *p, s
 			}
 			break;
 		}
-		case CH_EXT:
+		case CH_SIZE_WS:
+		case CH_EXT_SEMI:
+		case CH_EXT_NAME:
+		case CH_EXT_NWS:
+		case CH_EXT_EQ:
+		case CH_EXT_TOKEN:
+		case CH_EXT_VWS:
+		case CH_EXT_QS:
+		case CH_EXT_QP:
+		case CH_EXT_QEND:
 			if (++b->line_n > CHUNK_LINE_MAX)
 				return -EBADMSG;
-			if (c == '\r')
-				b->state = CH_SIZE_LF;
-			else if (c == '\n')
+			if (chunk_ext(b, (unsigned char)c))
 				return -EBADMSG;
 			break;
 		case CH_SIZE_LF:
@@ -354,19 +476,31 @@ int64_t iod_mesh_http_body_decode(struct iod_mesh_http_body *b, const char *p, s
 		case CH_TR_START:
 			if (c == '\r') {
 				b->state = CH_END_LF;
-			} else if (c == '\n') {
-				return -EBADMSG;
-			} else {
+			} else if (is_tchar((unsigned char)c)) {
 				b->line_n = 1;
-				b->state = CH_TR_LINE;
+				b->state = CH_TR_NAME;
+			} else {
+				return -EBADMSG; /* bare LF, obs-fold, empty name */
 			}
 			break;
-		case CH_TR_LINE:
-			if (++b->line_n > CHUNK_LINE_MAX || c == '\n')
+		case CH_TR_NAME:
+			if (++b->line_n > CHUNK_LINE_MAX)
+				return -EBADMSG;
+			if (c == ':')
+				b->state = CH_TR_VALUE;
+			else if (!is_tchar((unsigned char)c))
+				return -EBADMSG; /* whitespace before ':', no ':' */
+			break;
+		case CH_TR_VALUE: {
+			unsigned char u = (unsigned char)c;
+			if (++b->line_n > CHUNK_LINE_MAX)
 				return -EBADMSG;
 			if (c == '\r')
 				b->state = CH_TR_LF;
+			else if ((u < 0x20 && u != '\t') || u == 0x7f)
+				return -EBADMSG; /* bare LF, NUL, other controls */
 			break;
+		}
 		case CH_TR_LF:
 			if (c != '\n')
 				return -EBADMSG;

@@ -741,7 +741,17 @@ static void body_read(struct worker *w, struct conn *c)
 	}
 	int64_t used = iod_mesh_http_body_feed(&c->req_body, c->buf + c->len, (size_t)n, &done);
 	if (used < 0) {
-		client_close(w, c); /* bad chunked framing mid-stream: cut both */
+		/* Bad chunked framing mid-stream: the upstream has a part of the
+		 * request and is cut off; the client gets a 400 and a close unless
+		 * a response is already on its way (then both are cut). */
+		if (c->state == H_UPSTREAM && !c->resp_started) {
+			if (c->peer)
+				up_close(w, c->peer);
+			c->peer = NULL;
+			respond(w, c, 400, true);
+		} else {
+			client_close(w, c);
+		}
 		return;
 	}
 	c->len += (uint32_t)n;

@@ -101,7 +101,11 @@ sys.exit(0 if d.get('complete') and not d.get('skipped_nodes') else 1)"; then
 else
 	bad "deploy_complete_no_node_skipped"; cat "$T/deploy.json" "$T/deploy.err"
 fi
-# trainer (2 GPUs each) fits only on the XML machine; web is one per node
+# trainer (2 GPUs each) fits only on the XML machine; web is one per node.
+# The deploy answered from the leader; `get` may ask a follower that has not
+# applied the placements yet, so wait for them to show (placement is decided).
+placed() { [ "$(count_on xml-box)" = 3 ] && [ "$(count_on this-host)" = 1 ]; }
+wait_for 10 placed
 n=$(count_on xml-box)
 [ "$n" = 3 ] && ok "xml_node_gets_replicas" || { bad "xml_node_gets_replicas ($n, want 3)"; "$IOD" get replicas; }
 n=$(count_on this-host)

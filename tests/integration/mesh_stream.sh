@@ -14,6 +14,9 @@
 #                          memory does not grow with the 64 MiB it relays
 #   slow_server            a backend reading at 32 MiB/s: the same for uploads
 #   head_431               a 20 KiB request head is refused with 431
+#   chunk_junk             a chunk-size line with junk and no ';' ("2 junk")
+#                          gets 400 and a close, in the first read and mid-body
+#                          (RFC 9112 7.1; needs python3)
 #   retry_streamed         uploads to a service whose first endpoint refuses
 #                          connections: retried on the other, content intact
 #   early_answer           a server that answers 413 before reading the body:
@@ -169,6 +172,38 @@ relay slow_server "$T/slowsink" "$S64" -o /dev/null -T "$T/m64" "http://$VIP.5:8
 big=$(head -c 20480 /dev/zero | tr '\0' 'a')
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "x-big: $big" "http://$VIP.3:8000/")
 [ "$code" = 431 ] && ok head_431 || bad head_431 "code=$code"
+
+if command -v python3 >/dev/null; then
+	if python3 - "$VIP.1" >"$T/junk.log" 2>&1 <<'PY'; then
+import socket, sys, time
+def ask(parts):
+    c = socket.create_connection((sys.argv[1], 8000), timeout=5)
+    for k, p in enumerate(parts):
+        if k:
+            time.sleep(0.3)
+        c.sendall(p)
+    data = b""
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        data += d
+    c.close()
+    return data
+head = b"POST /j HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+for name, parts in (("first", [head + b"2 erfrferferf\r\nab\r\n0\r\n\r\n"]),
+                    ("mid", [head + b"5\r\nhello\r\n", b"a \r\n0123456789\r\n0\r\n\r\n"])):
+    r = ask(parts)
+    if not r.startswith(b"HTTP/1.1 400 ") or b"connection: close" not in r.lower():
+        print(name, r[:200]); sys.exit(1)
+PY
+		ok chunk_junk
+	else
+		bad chunk_junk "$(cat "$T/junk.log")"
+	fi
+else
+	echo "skip chunk_junk: python3 missing"; skip=$((skip + 1))
+fi
 
 # retry_streamed: round robin sends one of each two to the dead endpoint
 # first; nothing of the body reached a server, so it is resent.
