@@ -634,8 +634,19 @@ struct iod_agent_config {
 	struct iod_sec_tls_creds *creds;    /* CA + node certificate (the caller's) */
 	char cert_path[IOD_AGENT_PATH_MAX]; /* where the node certificate is ("": not renewed) */
 	char key_path[IOD_AGENT_PATH_MAX];  /* its key (0600) */
+	uint64_t cert_ttl_s;                /* life to ask for (0: the server's, 24 h) */
 };
 void iod_agent_config_default(struct iod_agent_config *c);
+
+/*
+ * TLS bootstrapping (certs.c): make sure c has a node certificate (its
+ * cert_path/key_path, default DATA_DIR/node.crt and node.key): the one
+ * there if it is this node's and valid, else a new one signed by the
+ * cluster in exchange for a join token (`iod token create --role node`),
+ * over HTTPS trusting ca_path. Sets c->creds (the caller frees it).
+ */
+int iod_agent_bootstrap(struct iod_agent_config *c, const char *ca_path, const char *token,
+                        struct iod_err *e);
 
 /* Run the agent until SIGTERM/SIGINT (stops every replica first). */
 int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e);

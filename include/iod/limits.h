@@ -462,6 +462,13 @@
 #define IOD_SEC_SECRET_MAX (64u << 10)
 /* Secrets one service mounts. */
 #define IOD_SEC_SECRETS_PER_SERVICE_MAX 32
+/* The shortest certificate life a CSR may ask for (`iod agent --cert-ttl`):
+ * rotation happens at two thirds of it, so below ~10 s a loaded machine
+ * could not renew in time. */
+#define IOD_SEC_CERT_TTL_MIN_S 10
+/* Certificates are valid from this long before they are issued: a peer's
+ * clock a little behind the CA's must not see them as not yet valid. */
+#define IOD_SEC_CERT_BACKDATE_S 60
 /* Longest token lifetime: a year (kubeadm's bootstrap tokens default to a
  * day; people's tokens live longer, never forever). */
 #define IOD_SEC_TOKEN_TTL_MAX_S (366ull * 24 * 3600)

@@ -383,6 +383,12 @@ int iod_sec_ca_verify_der(const struct iod_sec_ca *ca, const void *der, size_t l
 int iod_sec_cert_inspect(const void *data, size_t len, struct iod_sec_cert_info *info,
                          struct iod_err *e);
 
+/* Is a certificate valid from not_before_s to not_after_s due for renewal
+ * at now_s? At two thirds of its life (kubelet's rotation point), so a
+ * failed renewal has a third of the life to retry in; the life starts
+ * IOD_SEC_CERT_BACKDATE_S after not_before (the CA's skew margin). Pure. */
+bool iod_sec_cert_renew_due(uint64_t not_before_s, uint64_t not_after_s, uint64_t now_s);
+
 /* The DER bytes of the first certificate in PEM text (malloc'd): what a TLS
  * peer presents. -EINVAL when there is none. */
 int iod_sec_cert_der(const char *pem, void **der, size_t *len);

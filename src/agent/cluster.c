@@ -250,6 +250,45 @@ static void write_report(struct iod_agent_cluster *c, struct iod_api_client *cl,
 	}
 }
 
+/* The node certificate's rotation (certs.c): when it is due, and when to
+ * try again after a failure. */
+struct cert_clock {
+	uint64_t not_before_s, not_after_s; /* the current certificate's validity */
+	uint64_t retry_ms;                  /* monotonic: no attempt before this */
+	bool known;                         /* validity read */
+};
+
+/* Renew the node's certificate at two thirds of its life, in place. */
+static void cert_check(struct iod_agent_cluster *c, struct iod_api_client *cl, struct cert_clock *k)
+{
+	struct iod_err e = {0};
+	uint64_t now_s = iod_time_unix_ns() / IOD_NS_PER_S;
+	if (!c->cfg->creds || !c->cfg->cert_path[0] || mono_ms() < k->retry_ms)
+		return;
+	if (!k->known) {
+		if (iod_agent_cert_validity(c->cfg, &k->not_before_s, &k->not_after_s, &e)) {
+			IOD_WARN("agent", "node certificate: %s", e.msg);
+			k->retry_ms = mono_ms() + 5000;
+			return;
+		}
+		k->known = true;
+	}
+	if (!iod_sec_cert_renew_due(k->not_before_s, k->not_after_s, now_s))
+		return;
+	if (iod_agent_cert_renew(c->cfg, cl, &e)) {
+		IOD_WARN("agent", "node %s: renewing its certificate (expires in %llds): %s",
+		         c->cfg->name, (long long)k->not_after_s - (long long)now_s, e.msg);
+		k->retry_ms = mono_ms() + 2000;
+		return;
+	}
+	k->known = false;
+	if (!iod_agent_cert_validity(c->cfg, &k->not_before_s, &k->not_after_s, &e))
+		k->known = true;
+	IOD_INFO("agent", "node %s: certificate renewed (valid until %llu, %llu rotations)",
+	         c->cfg->name, (unsigned long long)k->not_after_s,
+	         (unsigned long long)iod_sec_tls_creds_rotations(c->cfg->creds));
+}
+
 static void *writer_main(void *arg)
 {
 	struct iod_agent_cluster *c = arg;
@@ -257,6 +296,7 @@ static void *writer_main(void *arg)
 	struct iod_err e = {0};
 	struct report *batch = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*batch));
 	uint64_t period = IOD_MAX(c->cfg->lease_ttl_ms / 3, 1), next_renew = 0;
+	struct cert_clock cert = {0};
 
 	if (!batch || iod_api_client_init(&cl, c->cfg->servers, &e)) {
 		IOD_ERROR("agent", "control plane client: %s", e.msg);
@@ -320,6 +360,7 @@ static void *writer_main(void *arg)
 		if (mono_ms() >= next_renew) {
 			renew(c, &cl);
 			next_renew = mono_ms() + period;
+			cert_check(c, &cl, &cert);
 		}
 	}
 out:

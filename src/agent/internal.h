@@ -37,4 +37,12 @@ int iod_agent_mesh_start(struct iod_agent_mesh **out, const struct iod_agent_con
                          struct iod_agent_cluster *cluster, struct iod_err *e);
 void iod_agent_mesh_stop(struct iod_agent_mesh *m);
 
+/* The node certificate (certs.c): its validity as the file says, and a
+ * renewal through cl (authenticated by the current certificate), swapped
+ * into cfg->creds and the files. */
+int iod_agent_cert_validity(const struct iod_agent_config *c, uint64_t *not_before_s,
+                            uint64_t *not_after_s, struct iod_err *e);
+int iod_agent_cert_renew(const struct iod_agent_config *c, struct iod_api_client *cl,
+                         struct iod_err *e);
+
 #endif

@@ -554,7 +554,8 @@ int iod_api_sec_cert_sign(struct iod_api_sec *s, const json_t *body,
 	rq.ttl_s = subject->kind == IOD_SEC_KIND_NODE      ? IOD_SEC_NODE_TTL_S
 	           : subject->kind == IOD_SEC_KIND_SERVICE ? IOD_SEC_SERVICE_TTL_S
 	                                                   : IOD_SEC_USER_TTL_S;
-	if (!iod_json_get_u64(body, "ttl_s", &ttl_s) && ttl_s >= 60 && ttl_s < rq.ttl_s)
+	if (!iod_json_get_u64(body, "ttl_s", &ttl_s) && ttl_s >= IOD_SEC_CERT_TTL_MIN_S &&
+	    ttl_s < rq.ttl_s)
 		rq.ttl_s = ttl_s; /* shorter on request (tests of rotation), never longer */
 	if ((rc = iod_sec_ca_sign_csr(s->ca, csr, strlen(csr), &rq, &pem, e)))
 		return rc;

@@ -27,7 +27,8 @@ static void usage(FILE *f)
 	    "       iod agent --server HOST:PORT[,...] [--name NODE] [--gpus N] [--cpus N]\n"
 	    "                 [--model NAME] [--addr IP] [--lease-ttl DUR]\n"
 	    "                 [--stateful-grace DUR] [--no-mesh] [--mesh-admin ADDR|off]\n"
-	    "                 [--mesh-workers N] [--ca FILE --cert FILE --key FILE] [...]\n\n"
+	    "                 [--mesh-workers N] [--ca FILE (--cert FILE --key FILE |\n"
+	    "                 --join-token T) [--cert-ttl DUR]] [...]\n\n"
 	    "Run this node's replicas, each in its own sandbox (PID, mount, UTS and IPC\n"
 	    "namespaces, cgroup cpu/memory limits, CPU affinity, NUMA policy, GPUs),\n"
 	    "restart them with exponential backoff, run their health checks, and\n"
@@ -70,7 +71,12 @@ static void usage(FILE *f)
 	    "  --ca FILE          the cluster CA certificate: talk HTTPS to servers that run\n"
 	    "                     with --pki (docs/security.md)\n"
 	    "  --cert FILE, --key FILE  this node's certificate (spiffe://CLUSTER/node/NAME)\n"
-	    "                     and key (0600); --name defaults to the certificate's\n\n"
+	    "                     and key (0600); --name defaults to the certificate's\n"
+	    "  --join-token T     join with a token (`iod token create --role node --ttl 1h`):\n"
+	    "                     exchanged over HTTPS for a node certificate, kept in\n"
+	    "                     DATA_DIR/node.crt and node.key (a restart needs no token)\n"
+	    "  --cert-ttl DUR     life to ask for the node certificate (default 24h, at least\n"
+	    "                     10s); it is renewed at two thirds of it, with no restart\n\n"
 	    "Stops every replica on SIGTERM/SIGINT. See `iod logs`, `iod events`.\n");
 }
 
@@ -188,11 +194,13 @@ int cmd_agent(int argc, char **argv)
 	                                     {"ca", required_argument, 0, 1001},
 	                                     {"cert", required_argument, 0, 1002},
 	                                     {"key", required_argument, 0, 1003},
+	                                     {"join-token", required_argument, 0, 1004},
+	                                     {"cert-ttl", required_argument, 0, 1005},
 	                                     {"help", no_argument, 0, 'h'},
 	                                     {0, 0, 0, 0}};
 	uint64_t ns;
 	char *end;
-	const char *xml = NULL, *ca = NULL;
+	const char *xml = NULL, *ca = NULL, *join = NULL;
 	bool gpus_set = false, name_set = false;
 	int o, rc;
 
@@ -316,6 +324,16 @@ int cmd_agent(int argc, char **argv)
 			break;
 		}
 		case 1001: ca = optarg; break;
+		case 1004: join = optarg; break;
+		case 1005:
+			if ((rc = dur("--cert-ttl", optarg, &ns)))
+				return rc;
+			c.cert_ttl_s = ns / IOD_NS_PER_S;
+			if (c.cert_ttl_s < IOD_SEC_CERT_TTL_MIN_S)
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--cert-ttl must be at least %ds",
+				                    IOD_SEC_CERT_TTL_MIN_S);
+			break;
 		case 1002:
 		case 1003:
 			if (iod_strlcpy(o == 1002 ? c.cert_path : c.key_path, optarg,
@@ -329,8 +347,18 @@ int cmd_agent(int argc, char **argv)
 	if (optind < argc)
 		return iod_cli_fail("agent", IOD_EXIT_INVALID, "unexpected argument %s",
 		                    argv[optind]);
-	if ((rc = credentials(&c, ca, name_set)))
+	if (join) {
+		if (!ca || !c.servers[0] || c.cert_path[0] || c.key_path[0])
+			return iod_cli_fail("agent", IOD_EXIT_INVALID,
+			                    "--join-token needs --server and --ca (the cluster CA "
+			                    "to trust), and no --cert/--key (it makes them)");
+		if (iod_agent_bootstrap(&c, ca, join, &e))
+			return iod_cli_fail(
+			    "agent", e.code == -EACCES ? IOD_EXIT_INVALID : IOD_EXIT_UNAVAILABLE,
+			    "%s", e.msg);
+	} else if ((rc = credentials(&c, ca, name_set))) {
 		return rc;
+	}
 	if (c.rec.backoff_max_ns < c.rec.backoff_base_ns || !c.rec.backoff_base_ns)
 		return iod_cli_fail("agent", IOD_EXIT_INVALID,
 		                    "--backoff must be > 0 and not above --backoff-max");
