@@ -83,6 +83,9 @@ struct iod_agent_sandbox {
 	uint32_t seccomp_id;           /* PROFILE: its filter in the agent's store */
 	enum iod_spec_netmode network; /* auto | node | private | none */
 	bool best_effort;              /* run without a hardening this node lacks */
+	/* the Secret objects it mounts at /run/secrets/<name> (secrets.c),
+	 * comma-separated; "" = none */
+	char secrets[IOD_SEC_SECRETS_PER_SERVICE_MAX * IOD_NAME_MAX];
 };
 
 /*
@@ -427,10 +430,42 @@ struct iod_agent_rootfs {
 	const char *home;              /* its HOME, for /etc/passwd */
 	uint32_t uid, gid;             /* its ids, for /etc/passwd and /etc/group */
 	uint64_t shm_bytes;            /* /dev/shm size; 0 = half of RAM */
+	const struct iod_agent_secret_set *secrets; /* at /run/secrets; NULL = none */
 };
 int iod_agent_rootfs_enter(const struct iod_agent_rootfs *rf, char *err, size_t len);
 
 /* Executor settings shared by every replica of an agent. */
+/* ---- secrets (secrets.c) ------------------------------------------------- */
+
+/* Secret values for one replica (heap bytes, zeroed when cleared). */
+struct iod_agent_secret_set {
+	struct {
+		char name[IOD_NAME_MAX]; /* the file under /run/secrets */
+		uint8_t *data;           /* its bytes */
+		size_t len;
+	} v[IOD_SEC_SECRETS_PER_SERVICE_MAX];
+	uint32_t n;
+};
+int iod_agent_secret_set_add(struct iod_agent_secret_set *s, const char *name, const void *data,
+                             size_t len);
+void iod_agent_secret_set_clear(struct iod_agent_secret_set *s);
+/* The agent's store, replica name -> values; thread-safe. */
+struct iod_agent_secrets;
+int iod_agent_secrets_new(struct iod_agent_secrets **out);
+void iod_agent_secrets_free(struct iod_agent_secrets *s);
+/* Replace replica's values with set's (moved: set is left empty). */
+int iod_agent_secrets_put(struct iod_agent_secrets *s, const char *replica,
+                          struct iod_agent_secret_set *set);
+bool iod_agent_secrets_have(struct iod_agent_secrets *s, const char *replica);
+/* A private copy (clear it), or -ENOENT when not fetched yet. */
+int iod_agent_secrets_get(struct iod_agent_secrets *s, const char *replica,
+                          struct iod_agent_secret_set *out);
+void iod_agent_secrets_forget(struct iod_agent_secrets *s, const char *replica);
+/* In the sandbox's init (root, its mount namespace): a tmpfs on dir with
+ * one 0400 file per value owned by uid:gid, then read-only. */
+int iod_agent_secrets_mount(const char *dir, const struct iod_agent_secret_set *set, uint32_t uid,
+                            uint32_t gid, char *err, size_t len);
+
 struct iod_agent_exec_config {
 	char node[IOD_NAME_MAX];                 /* node name, for IOD_NODE */
 	char run_dir[IOD_AGENT_PATH_MAX];        /* logs and data: <run_dir>/replicas/<name>/ */
@@ -442,6 +477,7 @@ struct iod_agent_exec_config {
 	const struct iod_agent_caps *caps;       /* what is permitted */
 	struct iod_agent_seccomp_store *seccomp; /* filters; NULL = default built per start */
 	uint32_t uid_base;                       /* dynamic uids: base + hash of the name */
+	struct iod_agent_secrets *secrets;       /* values replicas mount; NULL = none */
 };
 
 /* A running sandbox, as the shell tracks it. */

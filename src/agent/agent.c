@@ -509,6 +509,8 @@ static int agent_init(struct agent *a, const struct iod_agent_config *c, struct 
 	if (a->caps.seccomp && (rc = iod_agent_seccomp_store_new(&a->seccomp, e)))
 		return rc;
 	a->exec.seccomp = a->seccomp;
+	if ((rc = iod_agent_secrets_new(&a->exec.secrets)))
+		return iod_err_set(e, rc, "out of memory");
 	take_uid_block(a);
 	iod_agent_cgroup_sweep(&a->caps, a->exec.cgroup_prefix); /* a previous run's leftovers */
 	for (uint32_t i = 0; i < IOD_AGENT_REPLICAS_MAX; i++)
@@ -566,6 +568,7 @@ static void agent_free(struct agent *a)
 	if (a->uid_lock_fd >= 0)
 		close(a->uid_lock_fd);
 	iod_agent_seccomp_store_free(a->seccomp);
+	iod_agent_secrets_free(a->exec.secrets);
 	iod_agent_log_close(&a->events);
 	iod_agent_rec_free(a->rec);
 	free(a->procs);
@@ -614,7 +617,8 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 	if (c->servers[0]) {
 		a->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (a->wake_fd < 0 ||
-		    (rc = iod_agent_cluster_start(&a->cluster, c, a->wake_fd, a->seccomp, e))) {
+		    (rc = iod_agent_cluster_start(&a->cluster, c, a->wake_fd, a->seccomp,
+		                                  a->exec.secrets, e))) {
 			rc = a->wake_fd < 0 ? iod_err_set(e, -errno, "eventfd: %s", strerror(errno))
 			                    : rc;
 			goto out;

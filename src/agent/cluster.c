@@ -20,6 +20,7 @@
  */
 #include "internal.h"
 
+#include <gnutls/gnutls.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,7 @@ struct iod_agent_cluster {
 	uint64_t lease_id;                       /* current lease, 0 = not registered */
 	char addr[IOD_ADDR_MAX];                 /* this node's address for endpoints */
 	struct iod_agent_seccomp_store *seccomp; /* services' own filters go here */
+	struct iod_agent_secrets *secrets;       /* secret values of our replicas */
 };
 
 /* desired.c hands services' own seccomp profiles here (watcher thread). */
@@ -457,6 +459,73 @@ static void reschedule(struct iod_agent_cluster *c, struct iod_api_client *cl, c
 	json_decref(unplaced);
 }
 
+/* One secret's value for replica rep (GET /v1/secret-values/NAME?replica=R). */
+static int fetch_secret(struct iod_api_client *cl, const char *rep, const char *name,
+                        struct iod_agent_secret_set *set, struct iod_err *e)
+{
+	struct iod_api_response r = {0};
+	char path[2 * IOD_NAME_MAX + 48];
+	const char *b64 = NULL;
+	snprintf(path, sizeof(path), "/v1/secret-values/%s?replica=%s", name, rep);
+	int rc = iod_api_request(cl, "GET", path, NULL, NULL, 0, &r, e);
+	if (rc)
+		return rc;
+	if (r.status != 200 || iod_json_get_str(r.json, "data", &b64)) {
+		rc = iod_err_set(e, -EIO, "secret %s: %s (HTTP %d)", name, iod_api_error_text(&r),
+		                 r.status);
+	} else {
+		gnutls_datum_t in = {(unsigned char *)b64, (unsigned)strlen(b64)}, plain = {0};
+		rc = gnutls_base64_decode2(&in, &plain) ? -EBADMSG : 0;
+		if (!rc)
+			rc = iod_agent_secret_set_add(set, name, plain.data, plain.size);
+		if (plain.data) {
+			memset(plain.data, 0, plain.size);
+			gnutls_free(plain.data);
+		}
+		if (rc)
+			iod_err_set(e, rc, "secret %s: %s", name, strerror(-rc));
+	}
+	if (r.body)
+		memset(r.body, 0, r.len);
+	iod_api_response_free(&r);
+	return rc;
+}
+
+/*
+ * The values of every secret the desired replicas mount, fetched once per
+ * replica (and generation) into the agent's store. A replica whose secrets
+ * cannot be had fails alone, with the reason.
+ */
+static void fetch_secrets(struct iod_agent_cluster *c, struct iod_api_client *cl,
+                          struct iod_agent_replica *buf, uint32_t n)
+{
+	for (uint32_t i = 0; i < n && c->secrets; i++) {
+		struct iod_agent_replica *r = &buf[i];
+		char key[IOD_NAME_MAX + 24], names[sizeof(r->sandbox.secrets)];
+		if (!r->sandbox.secrets[0] || r->fail[0])
+			continue;
+		snprintf(key, sizeof(key), "%s@%llu", r->name, (unsigned long long)r->generation);
+		if (iod_agent_secrets_have(c->secrets, key))
+			continue;
+		struct iod_agent_secret_set *set = calloc(1, sizeof(*set));
+		struct iod_err e = {0};
+		int rc = set ? 0 : -ENOMEM;
+		snprintf(names, sizeof(names), "%s", r->sandbox.secrets);
+		for (char *save = NULL, *t = strtok_r(names, ",", &save); t && !rc;
+		     t = strtok_r(NULL, ",", &save))
+			rc = fetch_secret(cl, r->name, t, set, &e);
+		if (!rc)
+			rc = iod_agent_secrets_put(c->secrets, key, set);
+		else
+			snprintf(r->fail, sizeof(r->fail), "%s",
+			         e.msg[0] ? e.msg : "out of memory");
+		if (set) {
+			iod_agent_secret_set_clear(set);
+			free(set);
+		}
+	}
+}
+
 static void *watcher_main(void *arg)
 {
 	struct iod_agent_cluster *c = arg;
@@ -496,6 +565,7 @@ static void *watcher_main(void *arg)
 				                                 &sink, buf, IOD_AGENT_REPLICAS_MAX,
 				                                 &n, &e))
 					IOD_WARN("agent", "desired state: %s", e.msg);
+				fetch_secrets(c, &cl, buf, n);
 				pthread_mutex_lock(&c->mu);
 				memcpy(c->desired, buf, n * sizeof(*buf));
 				c->desired_n = n;
@@ -555,13 +625,15 @@ static void *watcher_main(void *arg)
 /* ---- the agent loop's side ------------------------------------------------------ */
 
 int iod_agent_cluster_start(struct iod_agent_cluster **out, const struct iod_agent_config *cfg,
-                            int wake_fd, struct iod_agent_seccomp_store *seccomp, struct iod_err *e)
+                            int wake_fd, struct iod_agent_seccomp_store *seccomp,
+                            struct iod_agent_secrets *secrets, struct iod_err *e)
 {
 	struct iod_agent_cluster *c = calloc(1, sizeof(*c));
 	if (!c)
 		return iod_err_set(e, -ENOMEM, "out of memory");
 	c->cfg = cfg;
 	c->seccomp = seccomp;
+	c->secrets = secrets;
 	c->wake_fd = wake_fd;
 	snprintf(c->addr, sizeof(c->addr), "%s", cfg->addr[0] ? cfg->addr : "127.0.0.1");
 	c->desired = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*c->desired));

@@ -13,10 +13,11 @@ struct iod_agent_cluster;
 
 /* Register the node and start following the cluster; wake_fd (an eventfd)
  * is written whenever new desired state is ready. Services' own seccomp
- * profiles are compiled into seccomp (the agent's store). */
+ * profiles are compiled into seccomp (the agent's store); the secret values
+ * its replicas mount are fetched into secrets. */
 int iod_agent_cluster_start(struct iod_agent_cluster **out, const struct iod_agent_config *cfg,
                             int wake_fd, struct iod_agent_seccomp_store *seccomp,
-                            struct iod_err *e);
+                            struct iod_agent_secrets *secrets, struct iod_err *e);
 /* New desired replicas since the last call? (copied into out, *n set).
  * *resync: the node (re-)registered: report every replica again. */
 bool iod_agent_cluster_take(struct iod_agent_cluster *c, struct iod_agent_replica *out, uint32_t *n,
