@@ -161,6 +161,13 @@ int iod_api_sec_init(struct iod_api_sec *s, const struct iod_server_config *c, s
 			    "authentication; create one with `iod init --pki DIR`, or "
 			    "pass --insecure (loopback only, anyone on this machine "
 			    "is admin)");
+		if (!c->insecure)
+			IOD_WARN(
+			    "server",
+			    "no --pki: serving %s in plaintext with no authentication (anyone on "
+			    "this machine is admin); give --pki DIR (`iod init`), or --insecure "
+			    "to say so",
+			    c->api_addr);
 		s->on = false;
 	} else {
 		s->on = true;
