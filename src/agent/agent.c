@@ -282,7 +282,7 @@ static bool take_cluster(struct agent *a)
 			act.restarts = s->restarts;
 			memcpy(act.reason, s->reason, sizeof(act.reason));
 			iod_agent_cluster_report(a->cluster, &act, s->want.service, s->want.port,
-			                         a->nets[i].addr);
+			                         a->nets[i].addr, a->procs[i].jail.uid);
 		}
 	return fresh;
 }
@@ -405,7 +405,8 @@ static void do_action(struct agent *a, const struct iod_agent_action *act)
 		publish(a, "replica", ev);
 		if (a->cluster && s && !act->removed)
 			iod_agent_cluster_report(a->cluster, act, s->want.service, s->want.port,
-			                         a->nets[act->slot].addr);
+			                         a->nets[act->slot].addr,
+			                         a->procs[act->slot].jail.uid);
 		if (act->removed && a->netns) {
 			/* gone from this node: its address goes back to the subnet */
 			iod_agent_netns_put(a->netns, act->name, &a->nets[act->slot]);

@@ -34,6 +34,7 @@ struct report {
 	char service[IOD_NAME_MAX];  /* replica's service */
 	uint16_t port;               /* replica's port */
 	char addr[IOD_ADDR_MAX];     /* its own address (netns), "" = the node's */
+	uint32_t uid;                /* the uid its sandbox runs it as (0 = none of its own) */
 };
 
 struct iod_agent_cluster {
@@ -189,6 +190,9 @@ static void write_endpoint(struct iod_agent_cluster *c, struct iod_api_client *c
 	              "service", rp->service, "node", c->cfg->name, "address", address, "addr",
 	              host, "port", (int)rp->port, "healthy", a->ready, "health",
 	              a->ready ? "healthy" : "unhealthy", "phase", iod_agent_phase_name(a->phase));
+	/* the uid that owns its connections: how the mesh knows who calls */
+	if (rp->uid)
+		json_object_set_new(ep, "uid", json_integer(rp->uid));
 	snprintf(path, sizeof(path), "/v1/endpoints/%s", a->name);
 	if (request(cl, "PUT", path, ep, &r, &e))
 		IOD_WARN("agent", "%s: endpoint: %s", a->name, e.msg);
@@ -675,7 +679,7 @@ bool iod_agent_cluster_take(struct iod_agent_cluster *c, struct iod_agent_replic
 }
 
 void iod_agent_cluster_report(struct iod_agent_cluster *c, const struct iod_agent_action *a,
-                              const char *service, uint16_t port, const char *addr)
+                              const char *service, uint16_t port, const char *addr, uint32_t uid)
 {
 	int free_i = -1, at = -1;
 	pthread_mutex_lock(&c->mu);
@@ -693,6 +697,7 @@ void iod_agent_cluster_report(struct iod_agent_cluster *c, const struct iod_agen
 		c->reports[at].used = true;
 		c->reports[at].act = *a;
 		c->reports[at].port = port;
+		c->reports[at].uid = uid;
 		snprintf(c->reports[at].addr, sizeof(c->reports[at].addr), "%s", addr ? addr : "");
 		snprintf(c->reports[at].service, sizeof(c->reports[at].service), "%s", service);
 	}

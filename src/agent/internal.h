@@ -23,9 +23,10 @@ int iod_agent_cluster_start(struct iod_agent_cluster **out, const struct iod_age
 bool iod_agent_cluster_take(struct iod_agent_cluster *c, struct iod_agent_replica *out, uint32_t *n,
                             bool *resync);
 /* Queue a phase report (coalesced per replica; never blocks on the network).
- * addr: the replica's own address (per-replica netns), "" = the node's. */
+ * addr: the replica's own address (per-replica netns), "" = the node's;
+ * uid: the uid its sandbox runs it as (0: none of its own). */
 void iod_agent_cluster_report(struct iod_agent_cluster *c, const struct iod_agent_action *a,
-                              const char *service, uint16_t port, const char *addr);
+                              const char *service, uint16_t port, const char *addr, uint32_t uid);
 /* Flush pending reports, revoke the lease, stop the threads. */
 void iod_agent_cluster_stop(struct iod_agent_cluster *c);
 /* Has the node registered (it holds a lease now)? */

@@ -100,6 +100,10 @@ json_t *iod_mesh_span_otlp(const struct iod_mesh_span *s)
 	attr_int(attrs, "iod.bytes_in", s->bytes_in);
 	attr_int(attrs, "iod.bytes_out", s->bytes_out);
 	attr_int(attrs, "iod.attempts", s->attempts);
+	if (s->caller[0])
+		attr_str(attrs, "iod.caller", s->caller);
+	if (s->denied_by[0]) /* refused by the receiving proxy: which policy */
+		attr_str(attrs, "iod.policy.denied_by", s->denied_by);
 	if (s->kind == IOD_MESH_SPAN_HTTP) {
 		attr_str(attrs, "http.request.method", s->method);
 		attr_str(attrs, "url.path", s->path);
