@@ -671,6 +671,10 @@ struct iod_agent_config {
 	char cert_path[IOD_AGENT_PATH_MAX]; /* where the node certificate is ("": not renewed) */
 	char key_path[IOD_AGENT_PATH_MAX];  /* its key (0600) */
 	uint64_t cert_ttl_s;                /* life to ask for (0: the server's, 24 h) */
+	/* telemetry (docs/observability.md) */
+	uint64_t telemetry_interval_ns;    /* sampling period; 0 = no telemetry */
+	uint64_t telemetry_push_ns;        /* summary to the control plane this often */
+	char telemetry_addr[IOD_ADDR_MAX]; /* serve /metrics and /v1/telemetry; "" = don't */
 };
 void iod_agent_config_default(struct iod_agent_config *c);
 

@@ -491,4 +491,43 @@
  * day; people's tokens live longer, never forever). */
 #define IOD_SEC_TOKEN_TTL_MAX_S (366ull * 24 * 3600)
 
+/* ---- obs (iod top, telemetry) ------------------------------------------- */
+
+/* Columns of one `iod top` view: the widest (replicas) has 9. */
+#define IOD_TOP_COLS_MAX 12
+/* One cell's text: a replica name (IOD_NAME_MAX) is the longest. */
+#define IOD_TOP_CELL_MAX IOD_NAME_MAX
+/* Rows of one view: one per GPU of the largest simulated cluster (1,000
+ * nodes x 8 GPUs) with room; more is cut off and said so in the note. */
+#define IOD_TOP_ROWS_MAX 16384
+/* Services whose mesh counters `iod top` keeps between refreshes. */
+#define IOD_TOP_SERVICES_MAX 256
+/* A filter typed after `/`: a line of the terminal. */
+#define IOD_TOP_FILTER_MAX 128
+/* Samples in a GPU's sparkline: the last minute at the default 2 s refresh. */
+#define IOD_TOP_SPARK_MAX 30
+
+/* Samples kept per GPU and per replica by an agent's telemetry: two minutes
+ * at the default 1 s sampling; older ones are overwritten (a ring). */
+#define IOD_TEL_RING 120
+/* GPUs one agent samples: an 8-GPU board twice over. */
+#define IOD_TEL_GPUS_MAX 16
+/* Replicas one agent samples (as many as it runs). */
+#define IOD_TEL_REPLICAS_MAX 256
+/* Node telemetry summaries a server keeps in memory (one per node; the
+ * largest simulated cluster has 1,000 nodes). */
+#define IOD_TEL_NODES_MAX 4096
+/* Samples of a GPU's utilisation in the summary sent to the control plane. */
+#define IOD_TEL_SUMMARY_HIST 16
+/* Fastest sampling: reading NVML and /proc more often than this costs more
+ * than it shows (nvidia-smi dmon's floor is 1 s; 100 ms for tests). */
+#define IOD_TEL_INTERVAL_MIN_MS 100
+/* A counters file (the simulated-GPU protocol): a few lines. */
+#define IOD_TEL_COUNTERS_FILE_MAX 4096
+/* "Busy but stalled": this many samples in a row at >= IOD_TEL_STALL_UTIL_PCT
+ * utilisation while NVLink + PCIe bytes grew by less than IOD_TEL_STALL_BYTES. */
+#define IOD_TEL_STALL_SAMPLES 5
+#define IOD_TEL_STALL_UTIL_PCT 90.0
+#define IOD_TEL_STALL_BYTES (1u << 20)
+
 #endif

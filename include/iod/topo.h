@@ -311,6 +311,31 @@ int iod_topo_discover(struct iod_topo_node *n, struct iod_err *e);
 /* True when libnvidia-ml.so.1 could be loaded and initialised. */
 bool iod_topo_nvml_available(void);
 
+/*
+ * GPU telemetry through NVML (dlopen, like discovery): one reading per GPU
+ * NVML lists. Open returns NULL without the library or a driver; read
+ * fills up to max readings (0 or -EIO). The agent's telemetry calls these
+ * once per sample; nothing here keeps history.
+ */
+struct iod_topo_gpu_reading {
+	uint32_t index;              /* NVML index */
+	char pci[32];                /* "0000:04:00.0" */
+	char uuid[96];               /* "GPU-..." */
+	char model[96];              /* "NVIDIA H100 80GB HBM3" */
+	double util_pct;             /* nvmlDeviceGetUtilizationRates .gpu */
+	uint64_t mem_used_bytes;     /* nvmlDeviceGetMemoryInfo */
+	uint64_t mem_total_bytes;    /* nvmlDeviceGetMemoryInfo */
+	double power_w;              /* nvmlDeviceGetPowerUsage / 1000 */
+	double temp_c;               /* nvmlDeviceGetTemperature (GPU sensor) */
+	uint64_t pcie_bytes_per_s;   /* nvmlDeviceGetPcieThroughput tx + rx */
+	uint64_t nvlink_bytes_total; /* NVLink data throughput fields tx + rx */
+};
+struct iod_topo_nvml;
+struct iod_topo_nvml *iod_topo_nvml_open(void);
+void iod_topo_nvml_close(struct iod_topo_nvml *m);
+int iod_topo_nvml_read(struct iod_topo_nvml *m, struct iod_topo_gpu_reading *out, uint32_t max,
+                       uint32_t *n);
+
 /* ---- output ------------------------------------------------------------- */
 
 /* `nvidia-smi topo -m` form: GPUs then NICs/DPUs, CPU and NUMA affinity. */

@@ -50,6 +50,7 @@ struct agent {
 	struct iod_agent_cluster *cluster;       /* control plane link, or NULL (manifest) */
 	int wake_fd;                             /* eventfd: the cluster has news */
 	struct iod_agent_mesh *mesh;             /* hosted mesh proxy, or NULL */
+	struct iod_agent_telemetry *telemetry;   /* sampler and /metrics, or NULL */
 	struct iod_agent_prober *prober;         /* health checks in flight */
 	struct iod_agent_netns *netns;           /* per-replica networks, or NULL (node's) */
 	struct iod_agent_net *nets;              /* per reconciler slot: its network */
@@ -103,6 +104,8 @@ void iod_agent_config_default(struct iod_agent_config *c)
 	c->mesh = true;
 	snprintf(c->mesh_admin, sizeof(c->mesh_admin), "127.0.0.1:15000");
 	c->mesh_workers = 1;
+	c->telemetry_interval_ns = IOD_NS_PER_S;
+	c->telemetry_push_ns = 5 * IOD_NS_PER_S;
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	c->cpus = n > 0 ? (uint32_t)n : 1;
 }
@@ -628,6 +631,11 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 			goto out;
 	}
 
+	/* telemetry is an observer: failing to start it never stops the agent */
+	struct iod_err te = {0};
+	if (iod_agent_telemetry_start(&a->telemetry, c, &te))
+		IOD_WARN("agent", "node %s: no telemetry: %s", c->name, te.msg);
+
 	uint64_t start = now_ns(), stop_by = 0, next_manifest = start + MANIFEST_POLL_NS;
 	for (;;) {
 		uint32_t n = 0;
@@ -697,6 +705,8 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 		}
 	}
 	IOD_INFO("agent", "node %s: every replica stopped; leaving", c->name);
+	iod_agent_telemetry_stop(a->telemetry);
+	a->telemetry = NULL;
 	iod_agent_mesh_stop(a->mesh);
 	a->mesh = NULL;
 	iod_agent_cluster_stop(a->cluster); /* flushes the last reports */
@@ -707,6 +717,8 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 	write_status(a);
 	rc = 0;
 out:
+	iod_agent_telemetry_stop(a->telemetry);
+	a->telemetry = NULL;
 	iod_agent_prober_free(a->prober); /* checks in flight end at their timeouts */
 	a->prober = NULL;
 	iod_agent_mesh_stop(a->mesh); /* before the cluster it reads */

@@ -47,4 +47,10 @@ int iod_agent_cert_validity(const struct iod_agent_config *c, uint64_t *not_befo
 int iod_agent_cert_renew(const struct iod_agent_config *c, struct iod_api_client *cl,
                          struct iod_err *e);
 
+/* The telemetry thread (telemetry.c); NULL out when cfg->telemetry_interval_ns is 0. */
+struct iod_agent_telemetry;
+int iod_agent_telemetry_start(struct iod_agent_telemetry **out, const struct iod_agent_config *c,
+                              struct iod_err *e);
+void iod_agent_telemetry_stop(struct iod_agent_telemetry *t);
+
 #endif

@@ -745,6 +745,15 @@ static void build_vec(const struct iod_agent_exec_config *c, const struct iod_ag
 		env_add(v, &n, "IOD_ADDR=%s:%u", net->addr, r->port);
 	if (r->stateful)
 		env_add(v, &n, "IOD_DATA_DIR=%s", data);
+	/* the counters protocol of simulated GPUs (docs/observability.md): in a
+	 * sandbox its private /tmp, which the agent reads through /proc/PID/root */
+	if (c->use_namespaces) {
+		env_add(v, &n, "IOD_TELEMETRY_FILE=/tmp/iod-telemetry");
+	} else {
+		char tf[IOD_AGENT_PATH_MAX + 32];
+		if (!iod_agent_replica_path(c->run_dir, r->name, "telemetry", tf, sizeof(tf)))
+			env_add(v, &n, "IOD_TELEMETRY_FILE=%s", tf);
+	}
 	iod_bitmap_format(&r->gpus, set, sizeof(set));
 	/* always set: an empty value hides every GPU from CUDA */
 	env_add(v, &n, "CUDA_VISIBLE_DEVICES=%s", set);

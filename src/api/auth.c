@@ -365,6 +365,14 @@ int iod_api_classify(const char *method, const char *url, const char *query_watc
 		}
 		if (get)
 			rq->verb = IOD_SEC_VERB_LIST;
+	} else if (nseg <= 2 && IS("telemetry")) {
+		/* node summaries kept in the servers' memory: a node writes only
+		 * its own, as with its Node object; reading them is reading nodes */
+		rq->res = IOD_SEC_RES_NODE;
+		if (nseg == 2)
+			snprintf(name, name_len, "%s", seg[1]);
+		else if (get)
+			rq->verb = IOD_SEC_VERB_LIST;
 	} else if (nseg == 2 && IS("secret-values")) {
 		rq->res = IOD_SEC_RES_SECRET_VALUE;
 		snprintf(name, name_len, "%s", seg[1]);

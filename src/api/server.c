@@ -101,6 +101,15 @@ struct server {
 	uint64_t requests[STATUS_CODES]; /* answers by status code */
 	uint64_t watch_answers;          /* watches answered */
 	struct iod_api_sec sec;          /* TLS material, authentication, audit (auth.c) */
+	struct tel_entry *tel;           /* node telemetry summaries (memory only, not Raft) */
+	uint32_t tel_n;                  /* entries in tel */
+};
+
+/* One node's latest telemetry summary, as its agent last sent it. */
+struct tel_entry {
+	char node[IOD_NAME_MAX]; /* node name */
+	json_t *value;           /* the summary */
+	uint64_t at_ms;          /* wall clock when it arrived */
 };
 
 static uint64_t mono_ms(void)
@@ -1108,6 +1117,81 @@ static MHD_RESULT unknown_kind(struct server *s, struct MHD_Connection *c, const
 	                          sug ? "\"?)" : ""));
 }
 
+/*
+ * PUT/GET /v1/telemetry[/NODE]: the agents' summaries (docs/observability.md).
+ * They are observations, not state: held by the leader in memory, never
+ * written to Raft, replaced by each push, lost (and refilled by the next
+ * push) when the leader changes. Bounded by IOD_TEL_NODES_MAX.
+ */
+static MHD_RESULT do_telemetry(struct req *q, const char *method, const char *name)
+{
+	struct server *s = q->srv;
+	bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+	uint64_t now = iod_time_unix_ns() / IOD_NS_PER_MS;
+
+	if (!get && (strcmp(method, "PUT") || !name))
+		return queue_err(
+		    s, q->conn, 405,
+		    err_json("telemetry: GET /v1/telemetry[/NODE], PUT /v1/telemetry/NODE"));
+	if (name && !iod_state_name_valid(name))
+		return queue_err(s, q->conn, 400, err_json("invalid node name \"%.64s\"", name));
+	if (!iod_node_is_leader(s->node))
+		return not_leader(q);
+	if (get) {
+		json_t *items = json_array();
+		for (uint32_t i = 0; i < s->tel_n; i++) {
+			if (name && strcmp(s->tel[i].node, name))
+				continue;
+			json_array_append_new(
+			    items, json_pack("{s:s, s:I, s:I, s:O}", "name", s->tel[i].node,
+			                     "at_ms", (json_int_t)s->tel[i].at_ms, "age_ms",
+			                     (json_int_t)(now - s->tel[i].at_ms), "value",
+			                     s->tel[i].value));
+		}
+		if (name && !json_array_size(items)) {
+			json_decref(items);
+			return queue_err(s, q->conn, 404,
+			                 err_json("no telemetry from node %s yet", name));
+		}
+		return queue_json(s, q->conn, 200, json_pack("{s:o}", "items", items));
+	}
+	json_t *err = NULL, *v = body_json(q, &err);
+	if (!v)
+		return queue_err(s, q->conn, 400, err);
+	if (!json_is_object(v)) {
+		json_decref(v);
+		return queue_err(s, q->conn, 400,
+		                 err_json("telemetry: the body must be a JSON object"));
+	}
+	json_object_set_new(v, "node", json_string(name));
+	struct tel_entry *t = NULL;
+	for (uint32_t i = 0; i < s->tel_n && !t; i++)
+		if (!strcmp(s->tel[i].node, name))
+			t = &s->tel[i];
+	if (!t) {
+		if (!s->tel && !(s->tel = calloc(IOD_TEL_NODES_MAX, sizeof(*s->tel)))) {
+			json_decref(v);
+			return queue_err(s, q->conn, 500, err_json("out of memory"));
+		}
+		if (s->tel_n < IOD_TEL_NODES_MAX) {
+			t = &s->tel[s->tel_n++];
+		} else { /* full: the stalest summary makes room */
+			t = &s->tel[0];
+			for (uint32_t i = 1; i < s->tel_n; i++)
+				if (s->tel[i].at_ms < t->at_ms)
+					t = &s->tel[i];
+			json_decref(t->value);
+		}
+		iod_strlcpy(t->node, name, sizeof(t->node));
+		t->value = NULL;
+	}
+	json_decref(t->value);
+	t->value = v;
+	t->at_ms = now;
+	return queue_json(s, q->conn, 200,
+	                  json_pack("{s:s, s:I}", "node", name, "at_ms", (json_int_t)now));
+}
+
 static MHD_RESULT route(struct req *q, const char *url, const char *method)
 {
 	struct server *s = q->srv;
@@ -1193,6 +1277,8 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 		return do_lease(q, method, nseg == 2 ? seg[1] : NULL);
 	if (!strcmp(seg[0], "members") && nseg <= 2)
 		return do_members(q, method, nseg == 2 ? seg[1] : NULL);
+	if (!strcmp(seg[0], "telemetry") && nseg <= 2)
+		return do_telemetry(q, method, nseg == 2 ? seg[1] : NULL);
 	if (!strcmp(seg[0], "watch") && nseg == 1 && is_get)
 		return do_watch(q, IOD_STATE_NODE, true);
 
@@ -1587,6 +1673,9 @@ int iod_api_server_run(const struct iod_server_config *c, struct iod_err *e)
 	uv_loop_close(&s->loop);
 	iod_node_free(s->node);
 	iod_api_sec_free(&s->sec);
+	for (uint32_t i = 0; i < s->tel_n; i++)
+		json_decref(s->tel[i].value);
+	free(s->tel);
 	free(s);
 	return 0;
 fail:

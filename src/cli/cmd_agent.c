@@ -27,8 +27,10 @@ static void usage(FILE *f)
 	    "       iod agent --server HOST:PORT[,...] [--name NODE] [--gpus N] [--cpus N]\n"
 	    "                 [--model NAME] [--addr IP] [--lease-ttl DUR]\n"
 	    "                 [--stateful-grace DUR] [--no-mesh] [--mesh-admin ADDR|off]\n"
-	    "                 [--mesh-workers N] [--ca FILE (--cert FILE --key FILE |\n"
-	    "                 --join-token T) [--cert-ttl DUR]] [...]\n\n"
+	    "                 [--mesh-workers N] [--telemetry-addr ADDR]\n"
+	    "                 [--telemetry-interval DUR] [--telemetry-push DUR]\n"
+	    "                 [--ca FILE (--cert FILE --key FILE | --join-token T)\n"
+	    "                 [--cert-ttl DUR]] [...]\n\n"
 	    "Run this node's replicas, each in its own sandbox (PID, mount, UTS and IPC\n"
 	    "namespaces, cgroup cpu/memory limits, CPU affinity, NUMA policy, GPUs),\n"
 	    "restart them with exponential backoff, run their health checks, and\n"
@@ -68,6 +70,12 @@ static void usage(FILE *f)
 	    "  --mesh-admin ADDR  the proxy's /metrics /spans /registry endpoint\n"
 	    "                     (default 127.0.0.1:15000; off = none)\n"
 	    "  --mesh-workers N   the proxy's threads (default 1)\n"
+	    "  --telemetry-addr ADDR  serve GPU and replica telemetry on IP:PORT: /metrics\n"
+	    "                     (iod_ and DCGM names) and /v1/telemetry (the rings)\n"
+	    "  --telemetry-interval DUR  sampling period (default 1s, at least 100ms;\n"
+	    "                     0 = no telemetry)\n"
+	    "  --telemetry-push DUR  send the node's summary to the control plane this\n"
+	    "                     often (default 5s; docs/observability.md)\n"
 	    "  --ca FILE          the cluster CA certificate: talk HTTPS to servers that run\n"
 	    "                     with --pki (docs/security.md)\n"
 	    "  --cert FILE, --key FILE  this node's certificate (spiffe://CLUSTER/node/NAME)\n"
@@ -191,11 +199,14 @@ int cmd_agent(int argc, char **argv)
 	                                     {"mesh-admin", required_argument, 0, 'P'},
 	                                     {"mesh-workers", required_argument, 0, 'W'},
 	                                     {"netns-subnet", required_argument, 0, 'U'},
-	                                     {"ca", required_argument, 0, 1001},
-	                                     {"cert", required_argument, 0, 1002},
-	                                     {"key", required_argument, 0, 1003},
-	                                     {"join-token", required_argument, 0, 1004},
-	                                     {"cert-ttl", required_argument, 0, 1005},
+	                                     {"telemetry-addr", required_argument, 0, 1001},
+	                                     {"telemetry-interval", required_argument, 0, 1002},
+	                                     {"telemetry-push", required_argument, 0, 1003},
+	                                     {"ca", required_argument, 0, 1101},
+	                                     {"cert", required_argument, 0, 1102},
+	                                     {"key", required_argument, 0, 1103},
+	                                     {"join-token", required_argument, 0, 1104},
+	                                     {"cert-ttl", required_argument, 0, 1105},
 	                                     {"help", no_argument, 0, 'h'},
 	                                     {0, 0, 0, 0}};
 	uint64_t ns;
@@ -323,9 +334,9 @@ int cmd_agent(int argc, char **argv)
 			c.mesh_workers = (uint32_t)v;
 			break;
 		}
-		case 1001: ca = optarg; break;
-		case 1004: join = optarg; break;
-		case 1005:
+		case 1101: ca = optarg; break;
+		case 1104: join = optarg; break;
+		case 1105:
 			if ((rc = dur("--cert-ttl", optarg, &ns)))
 				return rc;
 			c.cert_ttl_s = ns / IOD_NS_PER_S;
@@ -334,12 +345,34 @@ int cmd_agent(int argc, char **argv)
 				                    "--cert-ttl must be at least %ds",
 				                    IOD_SEC_CERT_TTL_MIN_S);
 			break;
-		case 1002:
-		case 1003:
-			if (iod_strlcpy(o == 1002 ? c.cert_path : c.key_path, optarg,
+		case 1102:
+		case 1103:
+			if (iod_strlcpy(o == 1102 ? c.cert_path : c.key_path, optarg,
 			                sizeof(c.cert_path)))
 				return iod_cli_fail("agent", IOD_EXIT_INVALID, "--%s too long",
-				                    o == 1002 ? "cert" : "key");
+				                    o == 1102 ? "cert" : "key");
+			break;
+		case 1001: {
+			uint32_t ip;
+			uint16_t port;
+			if (iod_mesh_addr_parse(optarg, &ip, &port, true) ||
+			    iod_strlcpy(c.telemetry_addr, optarg, sizeof(c.telemetry_addr)))
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--telemetry-addr %s: want IP:PORT", optarg);
+			break;
+		}
+		case 1002:
+			if (dur("--telemetry-interval", optarg, &c.telemetry_interval_ns))
+				return IOD_EXIT_INVALID;
+			if (c.telemetry_interval_ns &&
+			    c.telemetry_interval_ns < IOD_TEL_INTERVAL_MIN_MS * IOD_NS_PER_MS)
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--telemetry-interval %s is below %dms", optarg,
+				                    IOD_TEL_INTERVAL_MIN_MS);
+			break;
+		case 1003:
+			if (dur("--telemetry-push", optarg, &c.telemetry_push_ns))
+				return IOD_EXIT_INVALID;
 			break;
 		default: usage(stderr); return IOD_EXIT_INVALID;
 		}

@@ -13,6 +13,13 @@
  * variable is absent). Both roles
  * answer GET /healthz (and /metrics) on --http-port for health checks.
  *
+ * Telemetry (docs/observability.md): when $IOD_TELEMETRY_FILE is set, a
+ * thread rewrites that file every 100 ms with the counters of the
+ * simulated-GPU protocol: busy_ns_total (time in steps: compute and
+ * communication, as a GPU running NCCL kernels is busy while it waits on a
+ * peer), comm_bytes_total (bytes moved to and from parameter servers),
+ * steps_total and gpu_mem_used_bytes (the parameters held).
+ *
  * Wire format (loopback demo, host byte order for floats): a request is a
  * 4-byte op "PULL" or "PUSH" and a u32 count (network order); PULL answers
  * u32 count + count floats; PUSH carries count floats and answers u32 step.
@@ -41,6 +48,8 @@
 
 static volatile sig_atomic_t stop_flag;
 static atomic_ullong steps_done; /* for /metrics */
+/* the counters protocol: busy time done, the busy phase in progress, bytes */
+static atomic_ullong busy_ns_done, busy_since_ns, comm_bytes, mem_bytes;
 static const char *role_name = "";
 
 static void on_stop(int s)
@@ -133,6 +142,42 @@ static void *http_thread(void *arg)
 	return NULL;
 }
 
+/* Rewrite $IOD_TELEMETRY_FILE (tmp + rename: readers never see half a file). */
+static void *counters_thread(void *arg)
+{
+	const char *path = arg;
+	char tmp[4096], body[256];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	while (!stop_flag) {
+		uint64_t since = atomic_load(&busy_since_ns);
+		uint64_t busy = atomic_load(&busy_ns_done) + (since ? mono_ns() - since : 0);
+		int n =
+		    snprintf(body, sizeof(body),
+		             "# iod simulated-GPU counters (docs/observability.md)\n"
+		             "busy_ns_total %llu\ncomm_bytes_total %llu\nsteps_total %llu\n"
+		             "gpu_mem_used_bytes %llu\n",
+		             (unsigned long long)busy, (unsigned long long)atomic_load(&comm_bytes),
+		             (unsigned long long)atomic_load(&steps_done),
+		             (unsigned long long)atomic_load(&mem_bytes));
+		FILE *f = fopen(tmp, "w");
+		if (f) {
+			bool ok = fwrite(body, 1, (size_t)n, f) == (size_t)n;
+			if (fclose(f) == 0 && ok)
+				rename(tmp, path);
+		}
+		usleep(100000);
+	}
+	return NULL;
+}
+
+static void start_counters(void)
+{
+	static pthread_t t;
+	const char *path = getenv("IOD_TELEMETRY_FILE");
+	if (path && path[0] && strlen(path) < 4000)
+		pthread_create(&t, NULL, counters_thread, (void *)path);
+}
+
 static int start_http(uint16_t port)
 {
 	pthread_t t;
@@ -163,18 +208,24 @@ static int ps_serve_one(int fd, float *params, float *grad, uint32_t n, float lr
 	cnt = ntohl(cnt);
 	if (!memcmp(op, "PULL", 4)) {
 		uint32_t be = htonl(n);
+		uint64_t t0 = mono_ns();
 		if ((rc = io_all(fd, &be, 4, true)) ||
 		    (rc = io_all(fd, params, n * sizeof(float), true)))
 			return rc;
+		atomic_fetch_add(&comm_bytes, 8 + 4 + (uint64_t)n * sizeof(float));
+		atomic_fetch_add(&busy_ns_done, mono_ns() - t0);
 		return 0;
 	}
 	if (!memcmp(op, "PUSH", 4)) {
 		if (cnt != n)
 			return -EPROTO; /* a gradient must match the shard */
+		uint64_t t0 = mono_ns();
 		if ((rc = io_all(fd, grad, n * sizeof(float), false)))
 			return rc;
 		for (uint32_t i = 0; i < n; i++)
 			params[i] -= lr * grad[i];
+		atomic_fetch_add(&comm_bytes, 8 + 4 + (uint64_t)n * sizeof(float));
+		atomic_fetch_add(&busy_ns_done, mono_ns() - t0);
 		uint32_t step = htonl((uint32_t)atomic_fetch_add(&steps_done, 1) + 1);
 		return io_all(fd, &step, 4, true);
 	}
@@ -201,6 +252,8 @@ static int run_ps(uint16_t port, uint32_t n)
 		params[i] = 1.0f;
 	for (int i = 0; i < DEMO_CLIENTS_MAX; i++)
 		cl[i].fd = -1;
+	atomic_store(&mem_bytes, 2ull * n * sizeof(float));
+	start_counters();
 	printf("parameter-server %s: serving %u parameters on port %u\n",
 	       getenv("IOD_REPLICA") ? getenv("IOD_REPLICA") : "", n, port);
 	fflush(stdout);
@@ -357,6 +410,7 @@ static int run_worker(const char *servers, uint64_t compute_ns, uint64_t steps_m
 	       (unsigned long long)(compute_ns / IOD_NS_PER_MS));
 	fflush(stdout);
 	uint64_t last = mono_ns(), last_steps = 0, comm_ns = 0;
+	start_counters();
 	while (!stop_flag && (!steps_max || atomic_load(&steps_done) < steps_max)) {
 		bool ok = true;
 		for (unsigned i = 0; i < n && ok; i++) {
@@ -371,9 +425,13 @@ static int run_worker(const char *servers, uint64_t compute_ns, uint64_t steps_m
 		}
 		uint64_t t0 = mono_ns();
 		int rc = 0;
+		atomic_store(&busy_since_ns, t0); /* a step keeps the GPU busy, waits included */
 		for (unsigned i = 0; i < n && !rc; i++)
 			if ((rc = pull(&ps[i])))
 				ps[i].fd = (close(ps[i].fd), -1);
+			else
+				atomic_fetch_add(&comm_bytes,
+				                 12 + (uint64_t)ps[i].n * sizeof(float));
 		uint64_t t1 = mono_ns();
 		for (unsigned i = 0; i < n && !rc; i++) {
 			if (ps[i].n > grad_n) {
@@ -388,9 +446,15 @@ static int run_worker(const char *servers, uint64_t compute_ns, uint64_t steps_m
 			uint64_t t2 = mono_ns();
 			if ((rc = push(&ps[i], grad)))
 				ps[i].fd = (close(ps[i].fd), -1);
+			else
+				atomic_fetch_add(&comm_bytes,
+				                 12 + (uint64_t)ps[i].n * sizeof(float));
 			comm_ns += mono_ns() - t2;
 		}
 		comm_ns += t1 - t0;
+		atomic_store(&mem_bytes, 2ull * grad_n * sizeof(float));
+		atomic_fetch_add(&busy_ns_done, mono_ns() - t0);
+		atomic_store(&busy_since_ns, 0);
 		if (rc) {
 			printf("worker: lost a parameter server (%s): reconnecting\n",
 			       strerror(-rc));

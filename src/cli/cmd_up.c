@@ -55,6 +55,8 @@ static void usage(FILE *f)
 	    "                       agent hosts it and serves every service's VIP for all\n"
 	    "                       local nodes (they share loopback; docs/mesh.md)\n"
 	    "  --no-mesh            no agent hosts a mesh proxy\n"
+	    "  --telemetry-port P   node-N's agent serves /metrics and /v1/telemetry on\n"
+	    "                       127.0.0.1:P+N-1 (default API port + 200; 0 = off)\n"
 	    "  --insecure           plaintext API, no authentication (anyone on this machine\n"
 	    "                       is admin); by default the cluster gets a CA in\n"
 	    "                       STATE_DIR/pki, HTTPS with client certificates, one\n"
@@ -243,12 +245,14 @@ int cmd_up(int argc, char **argv)
 	                                     {"mesh-port", required_argument, 0, 'P'},
 	                                     {"no-mesh", no_argument, 0, 'N'},
 	                                     {"insecure", no_argument, 0, 'I'},
+	                                     {"telemetry-port", required_argument, 0, 'T'},
 	                                     {0, 0, 0, 0}};
 	char election[32] = "", heartbeat[32] = "";
 	static const char *const outs[] = {"text", "json", NULL};
 	char dir[IOD_AGENT_PATH_MAX], exe[IOD_AGENT_PATH_MAX], path[IOD_AGENT_PATH_MAX + 64];
 	char peers[512] = "", apis[256] = "", model[IOD_NAME_MAX] = "", lease[32] = "1s";
 	long nodes = 4, gpus = 4, api_port = 7400, raft_port = 7300, mesh_port = 15000;
+	long telemetry_port = -1; /* -1: API port + 200 */
 	bool gpus_set = false, sandbox = true, mesh = true, insecure = false, dir_set = false;
 	char pki[IOD_AGENT_PATH_MAX + 8];
 	char mesh_admin[32];
@@ -292,6 +296,14 @@ int cmd_up(int argc, char **argv)
 				return iod_cli_fail("up", IOD_EXIT_INVALID,
 				                    "--mesh-port must be 1..65535, not %s", optarg);
 			break;
+		case 'T':
+			telemetry_port = atol(optarg);
+			if (telemetry_port < 0 || telemetry_port > 65535 - UP_NODES_MAX)
+				return iod_cli_fail(
+				    "up", IOD_EXIT_INVALID,
+				    "--telemetry-port must be 1..%d (0 = off), not %s",
+				    65535 - UP_NODES_MAX, optarg);
+			break;
 		case 'E': snprintf(election, sizeof(election), "%s", optarg); break;
 		case 'H': snprintf(heartbeat, sizeof(heartbeat), "%s", optarg); break;
 		case 'o':
@@ -309,6 +321,8 @@ int cmd_up(int argc, char **argv)
 		return iod_cli_fail(
 		    "up", IOD_EXIT_INVALID,
 		    "--gpus-per-node and --model are exclusive: a model has its GPUs");
+	if (telemetry_port < 0)
+		telemetry_port = api_port + 200 <= 65535 - UP_NODES_MAX ? api_port + 200 : 0;
 	if (api_port < 1 || api_port > 65533 || raft_port < 1 || raft_port > 65533)
 		return iod_cli_fail("up", IOD_EXIT_INVALID, "ports must leave room for 3 servers");
 	if (model[0]) {
@@ -438,7 +452,7 @@ int cmd_up(int argc, char **argv)
 		snprintf(log, sizeof(log), "%s/node-%ld.log", dir, i);
 		snprintf(path, sizeof(path), "%s/node-%ld.pid", dir, i);
 		snprintf(gs, sizeof(gs), "%ld", gpus);
-		char *av[28], crt[IOD_AGENT_PATH_MAX + 48], key[IOD_AGENT_PATH_MAX + 48],
+		char *av[32], telv[32], crt[IOD_AGENT_PATH_MAX + 48], key[IOD_AGENT_PATH_MAX + 48],
 		    cacrt[IOD_AGENT_PATH_MAX + 16];
 		int k = 0;
 		av[k++] = exe;
@@ -477,6 +491,12 @@ int cmd_up(int argc, char **argv)
 		} else {
 			av[k++] = "--no-mesh";
 		}
+		/* each agent's telemetry (/metrics, /v1/telemetry) on its own port */
+		snprintf(telv, sizeof(telv), "127.0.0.1:%ld", telemetry_port + i - 1);
+		if (telemetry_port) {
+			av[k++] = "--telemetry-addr";
+			av[k++] = telv;
+		}
 		av[k] = NULL;
 		if (spawn(exe, av, log, path) < 0)
 			return iod_cli_fail("up", IOD_EXIT_ERROR, "fork: %s", strerror(errno));
@@ -494,6 +514,9 @@ int cmd_up(int argc, char **argv)
 	}
 	iod_api_client_close(&cl);
 	uint64_t t1 = mono_ms();
+	char tel_first[48] = "off";
+	if (telemetry_port)
+		snprintf(tel_first, sizeof(tel_first), "http://127.0.0.1:%ld", telemetry_port);
 	if (out == IOD_OUT_JSON) {
 		json_t *j =
 		    json_pack("{s:s, s:i, s:i, s:s, s:s, s:I, s:I, s:s?}", "servers", apis, "nodes",
@@ -508,9 +531,10 @@ int cmd_up(int argc, char **argv)
 	       "  API      %s (IOD_SERVER; the default 127.0.0.1:7400 is one of them)\n"
 	       "  state    %s (server-N.log, node-N.log, node-N/replicas/*/log)\n"
 	       "  mesh     %s%s (node-1's proxy: /registry /metrics /spans)\n"
+	       "  metrics  %s (node-N's agent on the next ports: /metrics /v1/telemetry)\n"
 	       "next: iod deploy -f examples/service-topology.yaml && iod get replicas; "
 	       "iod down\n",
 	       (unsigned long long)(t1 - t0), UP_SERVERS, nodes, gpus, model, apis, dir,
-	       mesh ? "http://" : "off", mesh ? mesh_admin : "");
+	       mesh ? "http://" : "off", mesh ? mesh_admin : "", tel_first);
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include "internal.h"
 
 #include <dlfcn.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- the subset of nvml.h we use (documented ABI) -------------------------- */
@@ -44,6 +45,36 @@ struct nvml_memory {
 	unsigned long long used;  /* bytes */
 };
 
+/* nvmlUtilization_t: percent of the last sample period */
+struct nvml_utilization {
+	unsigned int gpu;    /* kernels running */
+	unsigned int memory; /* memory being read or written */
+};
+
+/* nvmlFieldValue_t */
+struct nvml_field_value {
+	unsigned int field_id;   /* NVML_FI_* */
+	unsigned int scope_id;   /* link, or UINT_MAX for all */
+	long long timestamp;     /* us */
+	long long latency_usec;  /* of the read */
+	int value_type;          /* nvmlValueType_t */
+	nvml_return nvml_return; /* per field */
+	union {
+		double d;
+		unsigned int ui;
+		unsigned long ul;
+		unsigned long long ull;
+		long long sll;
+	} value;
+};
+
+#define NVML_TEMPERATURE_GPU 0
+#define NVML_PCIE_UTIL_TX_BYTES 0
+#define NVML_PCIE_UTIL_RX_BYTES 1
+/* NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX: cumulative KiB over all links */
+#define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX 138
+#define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX 139
+
 struct nvml_api {
 	void *lib; /* dlopen handle */
 	nvml_return (*init)(void);
@@ -60,6 +91,12 @@ struct nvml_api {
 	nvml_return (*common_ancestor)(nvml_dev, nvml_dev, int *);
 	nvml_return (*compute_capability)(nvml_dev, int *, int *);
 	nvml_return (*link_remote_type)(nvml_dev, unsigned int, int *); /* optional */
+	/* telemetry (optional each: a missing one leaves its reading at 0) */
+	nvml_return (*utilization)(nvml_dev, struct nvml_utilization *);
+	nvml_return (*power)(nvml_dev, unsigned int *);                /* milliwatts */
+	nvml_return (*temperature)(nvml_dev, int, unsigned int *);     /* sensor, C */
+	nvml_return (*pcie_throughput)(nvml_dev, int, unsigned int *); /* counter, KB/s */
+	nvml_return (*field_values)(nvml_dev, int, struct nvml_field_value *);
 };
 
 /* nvmlIntNvLinkDeviceType_t */
@@ -89,6 +126,11 @@ static bool nvml_open(struct nvml_api *api)
 	SYM(common_ancestor, "nvmlDeviceGetTopologyCommonAncestor");
 	SYM(compute_capability, "nvmlDeviceGetCudaComputeCapability");
 	SYM(link_remote_type, "nvmlDeviceGetNvLinkRemoteDeviceType");
+	SYM(utilization, "nvmlDeviceGetUtilizationRates");
+	SYM(power, "nvmlDeviceGetPowerUsage");
+	SYM(temperature, "nvmlDeviceGetTemperature");
+	SYM(pcie_throughput, "nvmlDeviceGetPcieThroughput");
+	SYM(field_values, "nvmlDeviceGetFieldValues");
 	if (!api->init || !api->shutdown || !api->count || !api->by_index || !api->pci_info ||
 	    api->init() != NVML_SUCCESS) {
 		dlclose(api->lib);
@@ -238,4 +280,88 @@ int iod_topo_nvml_enrich(struct iod_topo_node *n, struct iod_err *e)
 	if (rc)
 		return rc;
 	return iod_topo_node_finalize(n, e);
+}
+
+/* ---- telemetry ------------------------------------------------------------- */
+
+struct iod_topo_nvml {
+	struct nvml_api api; /* the open library */
+};
+
+struct iod_topo_nvml *iod_topo_nvml_open(void)
+{
+	struct iod_topo_nvml *m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	if (!nvml_open(&m->api)) {
+		free(m);
+		return NULL;
+	}
+	return m;
+}
+
+void iod_topo_nvml_close(struct iod_topo_nvml *m)
+{
+	if (!m)
+		return;
+	nvml_close(&m->api);
+	free(m);
+}
+
+int iod_topo_nvml_read(struct iod_topo_nvml *m, struct iod_topo_gpu_reading *out, uint32_t max,
+                       uint32_t *n)
+{
+	struct nvml_api *api = &m->api;
+	unsigned count = 0;
+	*n = 0;
+	if (api->count(&count) != NVML_SUCCESS)
+		return -EIO;
+	for (unsigned i = 0; i < count && *n < max; i++) {
+		nvml_dev h;
+		struct nvml_pci_info pci;
+		struct iod_topo_gpu_reading *r = &out[*n];
+		if (api->by_index(i, &h) != NVML_SUCCESS || api->pci_info(h, &pci) != NVML_SUCCESS)
+			continue;
+		memset(r, 0, sizeof(*r));
+		r->index = i;
+		snprintf(r->pci, sizeof(r->pci), "%04x:%02x:%02x.0", pci.domain & 0xffff,
+		         pci.bus & 0xff, pci.device & 0x1f);
+		char buf[NVML_DEVICE_UUID_BUFFER_SIZE];
+		if (api->uuid && api->uuid(h, buf, sizeof(buf)) == NVML_SUCCESS)
+			IOD_TOPO_COPY(r->uuid, buf);
+		if (api->name && api->name(h, buf, sizeof(buf)) == NVML_SUCCESS)
+			IOD_TOPO_COPY(r->model, buf);
+		struct nvml_utilization u;
+		if (api->utilization && api->utilization(h, &u) == NVML_SUCCESS)
+			r->util_pct = u.gpu > 100 ? 100 : u.gpu;
+		struct nvml_memory mem;
+		if (api->memory && api->memory(h, &mem) == NVML_SUCCESS) {
+			r->mem_used_bytes = mem.used;
+			r->mem_total_bytes = mem.total;
+		}
+		unsigned v = 0;
+		if (api->power && api->power(h, &v) == NVML_SUCCESS)
+			r->power_w = v / 1000.0;
+		if (api->temperature &&
+		    api->temperature(h, NVML_TEMPERATURE_GPU, &v) == NVML_SUCCESS)
+			r->temp_c = v;
+		unsigned tx = 0, rx = 0;
+		if (api->pcie_throughput &&
+		    api->pcie_throughput(h, NVML_PCIE_UTIL_TX_BYTES, &tx) == NVML_SUCCESS &&
+		    api->pcie_throughput(h, NVML_PCIE_UTIL_RX_BYTES, &rx) == NVML_SUCCESS)
+			r->pcie_bytes_per_s = ((uint64_t)tx + rx) * 1024;
+		if (api->field_values) {
+			struct nvml_field_value f[2];
+			memset(f, 0, sizeof(f));
+			f[0].field_id = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+			f[1].field_id = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX;
+			f[0].scope_id = f[1].scope_id = UINT32_MAX;
+			if (api->field_values(h, 2, f) == NVML_SUCCESS)
+				for (int k = 0; k < 2; k++)
+					if (f[k].nvml_return == NVML_SUCCESS)
+						r->nvlink_bytes_total += f[k].value.ull * 1024;
+		}
+		(*n)++;
+	}
+	return 0;
 }

@@ -1,0 +1,557 @@
+/*
+ * telemetry.c: the agent's telemetry thread (shell over src/obs/telemetry.c).
+ *
+ * Once per interval (1 s by default, never below IOD_TEL_INTERVAL_MIN_MS) it
+ * reads the node's replicas from the agent's own status.json, the GPUs
+ * through NVML when the node's topology was discovered and NVML loads
+ * (dlopen), otherwise each GPU's holder's counters file (the simulated-GPU
+ * protocol, docs/observability.md), and each replica's processes from
+ * /proc (CPU time and resident memory of its whole process tree). Samples
+ * go into the bounded rings of struct iod_tel_node. It serves /metrics and
+ * /v1/telemetry (every sample in the rings) on --telemetry-addr, and every
+ * push interval sends the node's summary to the control plane
+ * (PUT /v1/telemetry/NODE, kept in the servers' memory, not in Raft).
+ *
+ * It never decides anything about replicas and never blocks the agent's
+ * loop: a failure to read, serve or send is logged once and retried.
+ */
+#include "internal.h"
+#include "iod/api.h"
+#include "iod/obs.h"
+#include "iod/topo.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#if MHD_VERSION >= 0x00097002
+#define TEL_MHD_RESULT enum MHD_Result
+#else
+#define TEL_MHD_RESULT int
+#endif
+
+struct tel_counters_slot {
+	char replica[IOD_NAME_MAX];   /* whose */
+	struct iod_tel_counters last; /* the previous reading */
+	uint64_t at_ms;               /* when */
+	bool have;                    /* last is valid */
+};
+
+struct iod_agent_telemetry {
+	const struct iod_agent_config *cfg; /* the agent's settings */
+	pthread_t thread;                   /* the sampler */
+	pthread_mutex_t lock;               /* guards node (sampler vs. HTTP) */
+	bool stop;                          /* under lock: leave */
+	pthread_cond_t wake;                /* signalled on stop */
+	struct iod_tel_node *node;          /* rings */
+	struct iod_topo_nvml *nvml;         /* NVML, or NULL: simulated GPUs */
+	struct MHD_Daemon *http;            /* /metrics, /v1/telemetry, or NULL */
+	struct iod_api_client api;          /* the control plane, when servers are set */
+	bool api_ok;                        /* api initialised */
+	uint64_t pushed_ms;                 /* last summary sent */
+	bool push_warned;                   /* a failed push was logged */
+	uint32_t slots_n;                   /* counters slots in use */
+	struct tel_counters_slot slots[IOD_TEL_REPLICAS_MAX]; /* per replica */
+};
+
+static uint64_t wall_ms(void)
+{
+	return iod_time_unix_ns() / IOD_NS_PER_MS;
+}
+
+static uint64_t mono_ns(void)
+{
+	return iod_clock_now(iod_clock_monotonic());
+}
+
+/* ---- /proc ------------------------------------------------------------------- */
+
+#define PROC_MAX 4096 /* processes looked at per sample: a node's, bounded */
+
+struct proc_row {
+	int pid, ppid;      /* from /proc/PID/stat */
+	uint64_t ticks;     /* utime + stime */
+	uint64_t rss_pages; /* resident set */
+};
+
+static uint32_t proc_scan(struct proc_row *rows, uint32_t max)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	uint32_t n = 0;
+	if (!d)
+		return 0;
+	while (n < max && (de = readdir(d))) {
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		char path[64], buf[1024];
+		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[len] = 0;
+		/* the command may hold spaces and parens: fields follow the last ')' */
+		char *p = strrchr(buf, ')');
+		if (!p)
+			continue;
+		unsigned long long f3 = 0, utime = 0, stime = 0, rss = 0;
+		char state;
+		int ppid = 0;
+		/* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+		 * cutime cstime priority nice threads itreal starttime vsize rss */
+		if (sscanf(
+		        p + 1,
+		        " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d "
+		        "%*d %llu %*u %llu",
+		        &state, &ppid, &utime, &stime, &f3, &rss) != 6)
+			continue;
+		rows[n].pid = atoi(de->d_name);
+		rows[n].ppid = ppid;
+		rows[n].ticks = utime + stime;
+		rows[n].rss_pages = rss;
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* CPU ticks and resident pages of pid and all its descendants. */
+static void tree_sum(const struct proc_row *rows, uint32_t n, int pid, uint64_t *ticks,
+                     uint64_t *pages)
+{
+	int queue[256];
+	uint32_t qh = 0, qt = 0;
+	*ticks = *pages = 0;
+	queue[qt++] = pid;
+	while (qh < qt) {
+		int p = queue[qh++];
+		for (uint32_t i = 0; i < n; i++) {
+			if (rows[i].pid == p) {
+				*ticks += rows[i].ticks;
+				*pages += rows[i].rss_pages;
+			}
+			if (rows[i].ppid == p && qt < IOD_ARRAY_LEN(queue))
+				queue[qt++] = rows[i].pid;
+		}
+	}
+}
+
+/* ---- one sample --------------------------------------------------------------- */
+
+static struct tel_counters_slot *slot_of(struct iod_agent_telemetry *t, const char *replica)
+{
+	for (uint32_t i = 0; i < t->slots_n; i++)
+		if (!strcmp(t->slots[i].replica, replica))
+			return &t->slots[i];
+	if (t->slots_n >= IOD_TEL_REPLICAS_MAX)
+		return NULL;
+	struct tel_counters_slot *s = &t->slots[t->slots_n++];
+	memset(s, 0, sizeof(*s));
+	iod_strlcpy(s->replica, replica, sizeof(s->replica));
+	return s;
+}
+
+/* Read a replica's counters file; 0 when read. */
+static int read_counters(struct iod_agent_telemetry *t, const char *replica, long pid,
+                         struct iod_tel_counters *c)
+{
+	char path[IOD_AGENT_PATH_MAX + 64];
+	struct iod_buf b;
+	struct iod_err e = {0};
+	if (t->cfg->use_namespaces)
+		snprintf(path, sizeof(path), "/proc/%ld/root/tmp/iod-telemetry", pid);
+	else if (iod_agent_replica_path(t->cfg->data_dir, replica, "telemetry", path, sizeof(path)))
+		return -ENAMETOOLONG;
+	iod_buf_init(&b);
+	int rc = iod_buf_read_file(&b, path, IOD_TEL_COUNTERS_FILE_MAX, &e);
+	if (!rc)
+		rc = iod_tel_counters_parse(b.data ? b.data : "", b.len, c, &e);
+	iod_buf_free(&b);
+	return rc;
+}
+
+static void sample(struct iod_agent_telemetry *t)
+{
+	static struct proc_row rows[PROC_MAX];
+	struct iod_topo_gpu_reading nv[IOD_TEL_GPUS_MAX];
+	uint32_t nv_n = 0, rows_n = 0;
+	uint64_t t0 = mono_ns(), now = wall_ms();
+	long hz = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+	char path[IOD_AGENT_PATH_MAX + 16];
+	json_t *st = NULL;
+
+	snprintf(path, sizeof(path), "%s/status.json", t->cfg->data_dir);
+	st = json_load_file(path, 0, NULL);
+	if (t->nvml && iod_topo_nvml_read(t->nvml, nv, IOD_TEL_GPUS_MAX, &nv_n))
+		nv_n = 0;
+	rows_n = proc_scan(rows, PROC_MAX);
+
+	pthread_mutex_lock(&t->lock);
+	struct iod_tel_node *n = t->node;
+	for (uint32_t g = 0; g < n->gpus_n; g++)
+		n->gpus[g].replica[0] = n->gpus[g].service[0] = 0;
+	size_t i;
+	const json_t *r;
+	json_array_foreach(json_object_get(st, "replicas"), i, r)
+	{
+		const char *name = "", *svc = "", *gpus = "";
+		uint64_t pid = 0, restarts = 0;
+		iod_json_get_str(r, "name", &name);
+		iod_json_get_str(r, "service", &svc);
+		iod_json_get_str(r, "gpus", &gpus);
+		iod_json_get_u64(r, "pid", &pid);
+		iod_json_get_u64(r, "restarts", &restarts);
+		struct iod_tel_replica *tr = iod_tel_replica_get(n, name);
+		if (!tr)
+			continue;
+		iod_strlcpy(tr->service, svc, sizeof(tr->service));
+		tr->restarts = (uint32_t)restarts;
+		/* processes: CPU over the interval from the tree's ticks */
+		if (pid) {
+			uint64_t ticks, pages;
+			tree_sum(rows, rows_n, (int)pid, &ticks, &pages);
+			double secs = hz > 0 ? (double)ticks / (double)hz : 0;
+			const struct iod_tel_replica_sample *last = iod_tel_replica_last(tr);
+			struct iod_tel_replica_sample s = {.at_ms = now,
+			                                   .mem_bytes = pages * (uint64_t)page};
+			if (last && now > last->at_ms && secs >= tr->cpu_seconds_total)
+				s.cpu_pct = (secs - tr->cpu_seconds_total) /
+				            ((double)(now - last->at_ms) / 1e3) * 100.0;
+			tr->cpu_seconds_total = secs;
+			iod_tel_replica_push(tr, &s);
+		}
+		/* the GPUs it holds */
+		struct iod_bitmap gb;
+		struct iod_err e = {0};
+		iod_bitmap_zero(&gb);
+		if (gpus[0] && iod_bitmap_parse(gpus, &gb, &e))
+			iod_bitmap_zero(&gb);
+		uint32_t held = iod_bitmap_count(&gb);
+		struct iod_tel_counters c;
+		bool have_c = !t->nvml && held && pid && !read_counters(t, name, (long)pid, &c);
+		struct tel_counters_slot *cs = have_c ? slot_of(t, name) : NULL;
+		for (uint32_t g = 0; g < n->gpus_n; g++) {
+			struct iod_tel_gpu *gp = &n->gpus[g];
+			if (gp->index >= IOD_BITMAP_BITS || !iod_bitmap_test(&gb, gp->index))
+				continue;
+			iod_strlcpy(gp->replica, name, sizeof(gp->replica));
+			iod_strlcpy(gp->service, svc, sizeof(gp->service));
+			if (cs) {
+				struct iod_tel_gpu_sample s;
+				const struct iod_tel_gpu_sample *last = iod_tel_gpu_last(gp);
+				(void)last;
+				iod_tel_sim_gpu(cs->have ? &cs->last : NULL, &c,
+				                cs->have ? now - cs->at_ms : 0, held,
+				                gp->mem_total_bytes, now, &s);
+				iod_tel_gpu_push(gp, &s);
+			}
+		}
+		if (cs) {
+			cs->last = c;
+			cs->at_ms = now;
+			cs->have = true;
+		}
+	}
+	/* simulated GPUs nobody reports for read idle */
+	for (uint32_t g = 0; !t->nvml && g < n->gpus_n; g++) {
+		struct iod_tel_gpu *gp = &n->gpus[g];
+		const struct iod_tel_gpu_sample *last = iod_tel_gpu_last(gp);
+		if (last && last->at_ms == now)
+			continue;
+		struct iod_tel_gpu_sample s;
+		iod_tel_sim_gpu(NULL, NULL, 0, 1, gp->mem_total_bytes, now, &s);
+		if (last)
+			s.nvlink_bytes_total = last->nvlink_bytes_total;
+		iod_tel_gpu_push(gp, &s);
+	}
+	/* NVML GPUs: matched to the node's GPUs by PCI address, else by index */
+	for (uint32_t k = 0; k < nv_n; k++) {
+		struct iod_tel_gpu *gp = NULL;
+		for (uint32_t g = 0; g < n->gpus_n && !gp; g++)
+			if (n->gpus[g].pci[0] && !strcasecmp(n->gpus[g].pci, nv[k].pci))
+				gp = &n->gpus[g];
+		for (uint32_t g = 0; g < n->gpus_n && !gp; g++)
+			if (!n->gpus[g].pci[0] && n->gpus[g].index == nv[k].index)
+				gp = &n->gpus[g];
+		if (!gp)
+			continue;
+		if (!gp->uuid[0])
+			iod_strlcpy(gp->uuid, nv[k].uuid, sizeof(gp->uuid));
+		if (!gp->model[0])
+			iod_strlcpy(gp->model, nv[k].model, sizeof(gp->model));
+		const struct iod_tel_gpu_sample *last = iod_tel_gpu_last(gp);
+		struct iod_tel_gpu_sample s = {.at_ms = now,
+		                               .util_pct = nv[k].util_pct,
+		                               .mem_used_bytes = nv[k].mem_used_bytes,
+		                               .mem_total_bytes = nv[k].mem_total_bytes,
+		                               .power_w = nv[k].power_w,
+		                               .temp_c = nv[k].temp_c,
+		                               .nvlink_bytes_total = nv[k].nvlink_bytes_total};
+		/* PCIe: NVML gives a rate; integrate it over the interval */
+		s.pcie_bytes_total = last ? last->pcie_bytes_total : 0;
+		if (last && now > last->at_ms)
+			s.pcie_bytes_total += (uint64_t)((double)nv[k].pcie_bytes_per_s *
+			                                 (double)(now - last->at_ms) / 1e3);
+		iod_tel_gpu_push(gp, &s);
+	}
+	iod_tel_replicas_sweep(n);
+	n->samples_total++;
+	n->sample_ns_total += mono_ns() - t0;
+	pthread_mutex_unlock(&t->lock);
+	json_decref(st);
+}
+
+static void push(struct iod_agent_telemetry *t)
+{
+	uint64_t now = wall_ms();
+	if (!t->api_ok || now - t->pushed_ms < t->cfg->telemetry_push_ns / IOD_NS_PER_MS)
+		return;
+	t->pushed_ms = now;
+	pthread_mutex_lock(&t->lock);
+	json_t *sum = iod_tel_summary_json(t->node, now);
+	pthread_mutex_unlock(&t->lock);
+	char *body = json_dumps(sum, JSON_COMPACT);
+	json_decref(sum);
+	if (!body)
+		return;
+	char path[IOD_NAME_MAX + 32];
+	snprintf(path, sizeof(path), "/v1/telemetry/%s", t->cfg->name);
+	struct iod_api_response r;
+	struct iod_err e = {0};
+	int rc =
+	    iod_api_request(&t->api, "PUT", path, "application/json", body, strlen(body), &r, &e);
+	free(body);
+	if (!rc && r.status == 200) {
+		t->push_warned = false;
+	} else if (!t->push_warned) {
+		IOD_WARN("telemetry", "node %s: summary not sent: %s", t->cfg->name,
+		         rc ? e.msg : iod_api_error_text(&r));
+		t->push_warned = true;
+	}
+	if (!rc)
+		iod_api_response_free(&r);
+}
+
+static void *run(void *arg)
+{
+	struct iod_agent_telemetry *t = arg;
+	uint64_t every = t->cfg->telemetry_interval_ns;
+	pthread_mutex_lock(&t->lock);
+	while (!t->stop) {
+		pthread_mutex_unlock(&t->lock);
+		sample(t);
+		push(t);
+		pthread_mutex_lock(&t->lock);
+		struct timespec until;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		uint64_t ns = (uint64_t)until.tv_nsec + every;
+		until.tv_sec += (time_t)(ns / IOD_NS_PER_S);
+		until.tv_nsec = (long)(ns % IOD_NS_PER_S);
+		while (!t->stop && pthread_cond_timedwait(&t->wake, &t->lock, &until) == 0)
+			;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return NULL;
+}
+
+/* ---- HTTP ---------------------------------------------------------------------- */
+
+static TEL_MHD_RESULT answer(struct MHD_Connection *c, unsigned code, const char *ctype, char *body)
+{
+	struct MHD_Response *r =
+	    MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", ctype);
+	TEL_MHD_RESULT rc = MHD_queue_response(c, code, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+static TEL_MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_size, void **con_cls)
+{
+	struct iod_agent_telemetry *t = cls;
+	(void)version;
+	(void)upload;
+	(void)upload_size;
+	(void)con_cls;
+	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
+		return answer(c, 405, "application/json",
+		              strdup("{\"error\": \"telemetry is read-only: GET\"}"));
+	if (!strcmp(url, "/metrics")) {
+		struct iod_buf b;
+		iod_buf_init(&b);
+		pthread_mutex_lock(&t->lock);
+		int rc = iod_tel_prom(t->node, &b);
+		pthread_mutex_unlock(&t->lock);
+		if (rc || !b.data) {
+			iod_buf_free(&b);
+			return answer(c, 500, "text/plain", strdup("out of memory\n"));
+		}
+		return answer(c, 200, IOD_PROM_CONTENT_TYPE, b.data);
+	}
+	if (!strcmp(url, "/v1/telemetry")) {
+		pthread_mutex_lock(&t->lock);
+		json_t *d = iod_tel_detail_json(t->node);
+		pthread_mutex_unlock(&t->lock);
+		char *s = json_dumps(d, JSON_COMPACT);
+		json_decref(d);
+		return s ? answer(c, 200, "application/json", s)
+		         : answer(c, 500, "text/plain", strdup("out of memory\n"));
+	}
+	return answer(c, 404, "application/json",
+	              strdup("{\"error\": \"GET /metrics or /v1/telemetry\"}"));
+}
+
+/* ---- start/stop ------------------------------------------------------------------ */
+
+static void gpus_from_topology(struct iod_tel_node *n, const json_t *topo, uint32_t gpus)
+{
+	size_t i;
+	const json_t *d;
+	json_array_foreach(json_object_get(topo, "devices"), i, d)
+	{
+		const char *kind = "", *s = "";
+		uint64_t idx = 0, mem = 0;
+		if (iod_json_get_str(d, "kind", &kind) || strcmp(kind, "gpu") ||
+		    iod_json_get_u64(d, "gpu_index", &idx) || n->gpus_n >= IOD_TEL_GPUS_MAX)
+			continue;
+		struct iod_tel_gpu *g = &n->gpus[n->gpus_n++];
+		g->index = (uint32_t)idx;
+		if (!iod_json_get_str(d, "uuid", &s))
+			iod_strlcpy(g->uuid, s, sizeof(g->uuid));
+		if (!iod_json_get_str(d, "pci", &s))
+			iod_strlcpy(g->pci, s, sizeof(g->pci));
+		if (!iod_json_get_str(d, "model", &s))
+			iod_strlcpy(g->model, s, sizeof(g->model));
+		if (!iod_json_get_u64(d, "mem_bytes", &mem))
+			g->mem_total_bytes = mem;
+	}
+	/* a node registered with only a GPU count */
+	for (uint32_t k = n->gpus_n; !n->gpus_n && k < gpus && k < IOD_TEL_GPUS_MAX; k++)
+		n->gpus[k].index = k;
+	if (!n->gpus_n)
+		n->gpus_n = gpus < IOD_TEL_GPUS_MAX ? gpus : IOD_TEL_GPUS_MAX;
+}
+
+int iod_agent_telemetry_start(struct iod_agent_telemetry **out, const struct iod_agent_config *c,
+                              struct iod_err *e)
+{
+	*out = NULL;
+	if (!c->telemetry_interval_ns)
+		return 0;
+	struct iod_agent_telemetry *t = calloc(1, sizeof(*t));
+	if (!t || !(t->node = calloc(1, sizeof(*t->node)))) {
+		free(t);
+		return iod_err_set(e, -ENOMEM, "out of memory for telemetry");
+	}
+	t->cfg = c;
+	pthread_mutex_init(&t->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&t->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	iod_strlcpy(t->node->node, c->name, sizeof(t->node->node));
+	if (gethostname(t->node->hostname, sizeof(t->node->hostname)))
+		iod_strlcpy(t->node->hostname, c->name, sizeof(t->node->hostname));
+	t->node->hostname[sizeof(t->node->hostname) - 1] = 0;
+	gpus_from_topology(t->node, c->topology, c->gpus);
+	/* NVML only for a node whose hardware was discovered: a modelled node's
+	 * GPUs are not this machine's */
+	const char *source = "";
+	iod_json_get_str(c->topology, "source", &source);
+	if (strcmp(source, "model") && c->topology)
+		t->nvml = iod_topo_nvml_open();
+	for (uint32_t g = 0; g < t->node->gpus_n; g++) {
+		struct iod_tel_gpu *gp = &t->node->gpus[g];
+		gp->simulated = !t->nvml;
+		/* a simulated GPU still needs a stable UUID: dashboards key on it */
+		if (!gp->uuid[0] && gp->simulated)
+			snprintf(gp->uuid, sizeof(gp->uuid), "GPU-sim-%.60s-%u", c->name,
+			         gp->index);
+	}
+	if (c->servers[0]) {
+		struct iod_err ae = {0};
+		if (!iod_api_client_init(&t->api, c->servers, &ae)) {
+			/* HTTPS with the node's certificate, as its other clients */
+			iod_api_client_set_creds(&t->api, c->creds, NULL);
+			t->api.timeout_ms = 1000;
+			t->api.retry_ms = 1000;
+			t->api_ok = true;
+		}
+	}
+	if (c->telemetry_addr[0]) {
+		char host[IOD_ADDR_MAX];
+		iod_strlcpy(host, c->telemetry_addr, sizeof(host));
+		char *colon = strrchr(host, ':');
+		struct sockaddr_in sa = {.sin_family = AF_INET};
+		if (colon) {
+			*colon = 0;
+			sa.sin_port = htons((uint16_t)atoi(colon + 1));
+		}
+		if (!colon || inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+			IOD_WARN("telemetry", "--telemetry-addr %s: want IPv4:PORT; not serving",
+			         c->telemetry_addr);
+		} else {
+			t->http = MHD_start_daemon(
+			    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+			    handler, t, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+			    MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+			    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+			if (!t->http)
+				IOD_WARN("telemetry",
+				         "cannot serve on %s (port in use?); sampling "
+				         "goes on",
+				         c->telemetry_addr);
+		}
+	}
+	if (pthread_create(&t->thread, NULL, run, t)) {
+		if (t->http)
+			MHD_stop_daemon(t->http);
+		iod_topo_nvml_close(t->nvml);
+		if (t->api_ok)
+			iod_api_client_close(&t->api);
+		free(t->node);
+		free(t);
+		return iod_err_set(e, -EAGAIN, "cannot start the telemetry thread");
+	}
+	IOD_INFO("telemetry", "node %s: %u GPUs (%s), every %llu ms%s%s", c->name, t->node->gpus_n,
+	         t->nvml ? "NVML" : "simulated from replica counters",
+	         (unsigned long long)(c->telemetry_interval_ns / IOD_NS_PER_MS),
+	         t->http ? ", serving on " : "", t->http ? c->telemetry_addr : "");
+	*out = t;
+	return 0;
+}
+
+void iod_agent_telemetry_stop(struct iod_agent_telemetry *t)
+{
+	if (!t)
+		return;
+	pthread_mutex_lock(&t->lock);
+	t->stop = true;
+	pthread_cond_signal(&t->wake);
+	pthread_mutex_unlock(&t->lock);
+	pthread_join(t->thread, NULL);
+	if (t->http)
+		MHD_stop_daemon(t->http);
+	iod_topo_nvml_close(t->nvml);
+	if (t->api_ok)
+		iod_api_client_close(&t->api);
+	pthread_mutex_destroy(&t->lock);
+	pthread_cond_destroy(&t->wake);
+	free(t->node);
+	free(t);
+}
