@@ -72,8 +72,9 @@
 
 /* ---- topo -------------------------------------------------------------- */
 
-/* CPU packages per node: 8-socket servers are the largest common machines. */
-#define IOD_TOPO_PACKAGES_MAX 8
+/* CPU packages per node: 8-socket servers are the largest common machines;
+ * 16 for the glueless 16-socket ones (hwloc's 96em64t test machine). */
+#define IOD_TOPO_PACKAGES_MAX 16
 /* NUMA nodes: 2 sockets x SNC4/NPS4 = 8, plus CXL and GPU-memory nodes
  * (Grace Hopper exposes HBM as NUMA nodes); 32 leaves room. */
 #define IOD_TOPO_NUMA_MAX 32
@@ -411,6 +412,10 @@
 #define IOD_DP_SGS_MAX 16
 #define IOD_DP_SERVICES_MAX 16
 #define IOD_DP_ENDPOINTS_MAX 256
+/* Conntrack memory per data-plane core (iod_net_ct_bytes): the data plane
+ * shares the node with its replicas; 512 MiB holds about 6 M sessions (the
+ * default 1 M takes 76 MiB). A larger ct_sessions is a config error. */
+#define IOD_DP_CT_BYTES_MAX (512ull << 20)
 /* A dp config file is read whole; 1 MiB is far beyond hand-written YAML. */
 #define IOD_DP_CONFIG_FILE_MAX (1u << 20)
 
