@@ -42,14 +42,16 @@ ADMIN="127.0.0.1:$((BASE + 9))"
 pass=0 fail=0
 ok() { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
-# promcheck NAME URL: promtool check metrics on what URL serves
+# promcheck NAME URL [CURL OPTIONS]: promtool check metrics on what URL serves
 promcheck() {
-	if ! curl -sf "$2" >"$T/m.txt"; then
-		bad "$1" "GET $2 failed"
+	n=$1 u=$2
+	shift 2
+	if ! curl -sf "$@" "$u" >"$T/m.txt"; then
+		bad "$n" "GET $u failed"
 	elif promtool check metrics <"$T/m.txt" >"$T/pt.txt" 2>&1; then
-		ok "$1"
+		ok "$n"
 	else
-		bad "$1" "$(head -5 "$T/pt.txt")"
+		bad "$n" "$(head -5 "$T/pt.txt")"
 	fi
 }
 
@@ -109,8 +111,11 @@ if "$IOD" up --nodes 1 --gpus-per-node 2 --lease-ttl 2s --api-port $((BASE + 10)
 	--raft-port $((BASE + 0)) --mesh-port $((BASE + 15)) --election-timeout 1s \
 	--heartbeat 100ms >"$T/up.log" 2>&1; then
 	UP=1
+	# the servers of `iod up` speak HTTPS: the admin credential it made
+	PKI="$IOD_STATE_DIR/pki"
 	for s in 0 1 2; do
-		promcheck "promtool_server_$((s + 1))" "http://127.0.0.1:$((BASE + 10 + s))/metrics"
+		promcheck "promtool_server_$((s + 1))" "https://127.0.0.1:$((BASE + 10 + s))/metrics" \
+			--cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key"
 	done
 	i=0
 	until curl -sf "http://127.0.0.1:$((BASE + 15))/healthz" >/dev/null 2>&1; do
