@@ -151,6 +151,10 @@ void iod_rng_fork(struct iod_rng *r, struct iod_rng *child);
 
 uint64_t iod_hash_bytes(const void *data, size_t len, uint64_t seed);
 uint64_t iod_hash_str(const char *s);
+/* CRC-32C (Castagnoli), as storage formats use it: every single-bit and
+ * every burst error up to 32 bits is detected. crc is the running value
+ * (0 to start). */
+uint32_t iod_crc32c(uint32_t crc, const void *data, size_t len);
 static inline uint64_t iod_hash_u64(uint64_t x)
 {
 	/* splitmix64 finaliser: a fast, well-mixed integer hash */

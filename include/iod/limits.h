@@ -178,6 +178,24 @@
  * time) is retried at every heartbeat for this long: a join's add+assign
  * commits in milliseconds, so a removal right after a join waits, not fails. */
 #define IOD_STATE_CHANGE_WAIT_MS 2000
+/* iod's Raft I/O (src/state/wal.c, rio.c). One log entry: a command is at
+ * most IOD_STATE_CMD_MAX; a batch frame or configuration adds a little. */
+#define IOD_RAFT_ENTRY_MAX (IOD_STATE_CMD_MAX + (1u << 16))
+/* A segment is closed and a new one started past this size: small enough
+ * that compaction frees space soon, large enough that rollover (two
+ * fsyncs) is rare. */
+#define IOD_RAFT_SEGMENT_BYTES (8u << 20)
+/* A snapshot: IOD_STATE_OBJECTS_MAX objects at ~1 KiB of JSON each. */
+#define IOD_RAFT_SNAPSHOT_MAX (256ull << 20)
+/* One message on the Raft transport: a snapshot plus its header, or an
+ * AppendEntries of up to a few maximal entries. Larger frames are refused
+ * before anything is allocated. */
+#define IOD_RAFT_MSG_MAX (IOD_RAFT_SNAPSHOT_MAX + (1u << 20))
+/* Bytes queued to one peer (connecting or slow): beyond this, sends fail at
+ * once and raft retries later, so a dead peer cannot grow the leader's RSS. */
+#define IOD_RAFT_SEND_QUEUE_BYTES_MAX (64u << 20)
+/* Incoming Raft connections: a few per peer (reconnects overlap). */
+#define IOD_RAFT_CONNS_MAX 64
 /* Initial members named with --peers: Raft clusters are 3, 5 or 7. */
 #define IOD_STATE_PEERS_MAX 9
 /* host:port (or [v6]:port) of a server: 64 covers dotted IPv6 + port. */

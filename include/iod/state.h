@@ -212,6 +212,7 @@ struct iod_server_config {
 	uint32_t lease_check_ms;    /* how often the leader looks for expired leases */
 	char pki_dir[IOD_PATH_MAX]; /* --pki: CA, keys (src/sec); "" = none */
 	bool insecure;              /* --insecure: plaintext, no authentication (loopback only) */
+	bool recover_from_peers;    /* rebuild the log from a peer's copy before starting */
 };
 
 /*

@@ -18,10 +18,10 @@ static void usage(FILE *f)
 	        "usage: iod server --id N --data-dir DIR --raft HOST:PORT --api HOST:PORT\n"
 	        "                  [--peers ID=RAFT[@API],...] [--join API_HOST:PORT]\n"
 	        "                  [--election-timeout 30ms] [--heartbeat 3ms] [--no-pre-vote]\n"
-	        "                  [--fast-votes]\n"
+	        "                  [--fast-votes] [--recover-from-peers]\n"
 	        "                  [--snapshot-threshold N] [--snapshot-trailing N]\n"
 	        "                  --pki DIR | --insecure\n\n"
-	        "Run one control-plane member: Raft (canonical raft, libuv) + the cluster\n"
+	        "Run one control-plane member: Raft (canonical raft, iod's I/O) + the cluster\n"
 	        "state machine + the HTTP/JSON API.\n\n"
 	        "Forming a cluster:\n"
 	        "  initial members: start each with the same --peers list naming all of them\n"
@@ -40,7 +40,11 @@ static void usage(FILE *f)
 	        "  (not only when this server's own timer fires): the election no longer waits\n"
 	        "  for the later of two timers, but a leader stall just over the timeout may\n"
 	        "  then cost an election (off by default).\n"
-	        "SIGTERM/SIGINT: a leader transfers leadership first, then the server exits.\n\n"
+	        "SIGTERM/SIGINT: a leader transfers leadership first, then the server exits.\n"
+	        "--recover-from-peers: a server that refused to start because its log is damaged\n"
+	        "  (the message names the file and offset) is rebuilt from the most up-to-date\n"
+	        "  copy of a peer's log (--peers); its own files move to DIR/damaged-<time>/.\n"
+	        "  Never just delete DIR and restart: an empty log can vote.\n\n"
 	        "Security (docs/security.md):\n"
 	        "  --pki DIR    the cluster's PKI (`iod init`): the API is served over HTTPS and\n"
 	        "               every request needs a client certificate or a bearer token;\n"
@@ -87,6 +91,7 @@ int cmd_server(int argc, char **argv)
 	    {"heartbeat", required_argument, NULL, 'H'},
 	    {"no-pre-vote", no_argument, NULL, 'V'},
 	    {"fast-votes", no_argument, NULL, 'F'},
+	    {"recover-from-peers", no_argument, NULL, 'R'},
 	    {"snapshot-threshold", required_argument, NULL, 'S'},
 	    {"snapshot-trailing", required_argument, NULL, 'T'},
 	    {"pki", required_argument, NULL, 'K'},
@@ -139,6 +144,7 @@ int cmd_server(int argc, char **argv)
 			break;
 		case 'V': c.pre_vote = false; break;
 		case 'F': c.fast_votes = true; break;
+		case 'R': c.recover_from_peers = true; break;
 		case 'S':
 		case 'T': {
 			unsigned long v = strtoul(optarg, &end, 10);

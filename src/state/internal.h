@@ -60,4 +60,69 @@ struct iod_state_lease *iod_state_lease_find(const struct iod_state *s, uint64_t
 uint32_t iod_state_sorted(const struct iod_state *s, int kind, struct iod_state_obj ***out);
 json_t *iod_state_obj_json(const struct iod_state_obj *o);
 
+/* ---- iod's Raft I/O: the log on disk (wal.c) and raft_io (rio.c) ------- */
+
+struct raft_configuration;
+struct raft_snapshot;
+struct raft_entry;
+struct raft_io;
+
+/* What iod_wal_open read, handed to raft by raft_io->load. */
+struct iod_wal_load {
+	uint64_t term;                  /* stored current term */
+	uint64_t vote;                  /* stored vote */
+	struct raft_snapshot *snapshot; /* newest snapshot or NULL (raft_malloc'd) */
+	uint64_t start_index;           /* index of entries[0] */
+	struct raft_entry *entries;     /* raft_malloc'd, each buf raft_malloc'd */
+	size_t n;                       /* entries */
+};
+
+struct iod_wal;
+/* Open and verify the log in dir; repair a torn tail of the open segment;
+ * any other damage: -EUCLEAN with the file, offset and reason in e. */
+int iod_wal_open(struct iod_wal **out, const char *dir, struct iod_wal_load *ld, struct iod_err *e);
+void iod_wal_close(struct iod_wal *w);
+/* Tests: roll segments sooner than IOD_RAFT_SEGMENT_BYTES. */
+void iod_wal_set_segment_bytes(struct iod_wal *w, uint64_t bytes);
+bool iod_wal_empty(const struct iod_wal *w);
+uint64_t iod_wal_next_index(const struct iod_wal *w);
+void iod_wal_meta(const struct iod_wal *w, uint64_t *term, uint64_t *vote);
+int iod_wal_meta_set(struct iod_wal *w, uint64_t term, uint64_t vote);
+int iod_wal_append(struct iod_wal *w, const struct raft_entry *es, unsigned n);
+int iod_wal_truncate(struct iod_wal *w, uint64_t index);
+int iod_wal_snapshot_put(struct iod_wal *w, unsigned trailing, const struct raft_snapshot *s);
+int iod_wal_snapshot_get(struct iod_wal *w, struct raft_snapshot **out, struct iod_err *e);
+void iod_wal_snapshot_free(struct raft_snapshot *s);
+int iod_wal_bootstrap(struct iod_wal *w, const struct raft_configuration *conf);
+/* The configuration as snapshots and the transport carry it. */
+size_t iod_raft_conf_size(const struct raft_configuration *c);
+void iod_raft_conf_encode(const struct raft_configuration *c, unsigned char *p);
+int iod_raft_conf_decode(const unsigned char *p, size_t len, struct raft_configuration *c);
+
+/* --recover-from-peers: a peer's log copy (rio.c) summarised, this
+ * server's own files moved to DIR/damaged-<unix time>/ (where: that path,
+ * "" if there were none), and the log rebuilt from the copy at a term above
+ * min_term and the peer's, with the vote for self_id. */
+int iod_wal_copy_summary(const unsigned char *b, size_t len, uint64_t *term, uint64_t *last_index,
+                         uint64_t *last_term);
+uint64_t iod_wal_peek_term(const char *dir);
+int iod_wal_set_aside(const char *dir, char *where, size_t where_cap, struct iod_err *e);
+int iod_wal_rebuild(const char *dir, const unsigned char *b, size_t len, uint64_t self_id,
+                    uint64_t min_term, struct iod_err *e);
+int iod_rio_fetch_log(const char *peer_addr, uint64_t self_id, const char *self_addr,
+                      uint32_t timeout_ms, unsigned char **blob, size_t *blob_len,
+                      struct iod_err *e);
+
+/* recover.c: the whole of --recover-from-peers, before the node starts. */
+int iod_node_recover_from_peers(const struct iod_server_config *c, struct iod_err *e);
+
+struct uv_loop_s;
+/* iod's raft_io: the log in dir (opened and verified now, so damage is
+ * reported before raft starts) and a TCP transport bound to addr now (a
+ * taken port is reported with its reason). */
+int iod_rio_init(struct raft_io *io, struct uv_loop_s *loop, const char *dir, const char *addr,
+                 uint32_t connect_retry_ms, struct iod_err *e);
+/* After raft_close's callback (or when raft never started). */
+void iod_rio_free(struct raft_io *io);
+
 #endif

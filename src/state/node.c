@@ -12,7 +12,6 @@
 #include "internal.h"
 
 #include <raft.h>
-#include <raft/uv.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -63,31 +62,30 @@ struct change {
 };
 
 struct iod_node {
-	struct iod_server_config cfg;       /* as started */
-	uv_loop_t *loop;                    /* not owned */
-	struct raft_uv_transport transport; /* raft TCP transport */
-	struct raft_io io;                  /* raft libuv disk + network I/O */
-	struct raft_fsm fsm;                /* our FSM vtable */
-	struct raft raft;                   /* the raft instance */
-	struct iod_state *state;            /* the replicated state */
-	struct iod_state_fsm_ctx ctx;       /* FSM context */
-	uv_timer_t tick;                    /* leader duties: leases, member record */
-	uv_idle_t wake;                     /* deferred on_apply notification */
-	bool wake_pending;                  /* wake is armed */
-	void (*on_apply)(void *);           /* watch wake-up */
-	void *on_apply_data;                /* its argument */
-	uint32_t pending;                   /* proposals in flight */
-	bool expire_in_flight;              /* one lease_expire at a time */
-	bool refresh_in_flight;             /* the new leader's lease_refresh */
-	uint64_t refresh_term;              /* term whose lease_refresh applied */
-	uint64_t refresh_propose_term;      /* term it was proposed in */
-	bool member_in_flight;              /* one member record at a time */
-	bool stopping;                      /* stop requested */
-	struct raft_transfer transfer;      /* graceful leadership transfer */
-	uint64_t transfer_t0_ns;            /* when the transfer began */
-	void (*stop_done)(void *);          /* stop's completion */
-	void *stop_data;                    /* its argument */
-	int closing_handles;                /* uv handles still closing */
+	struct iod_server_config cfg;  /* as started */
+	uv_loop_t *loop;               /* not owned */
+	struct raft_io io;             /* iod's raft I/O (rio.c): log + transport */
+	struct raft_fsm fsm;           /* our FSM vtable */
+	struct raft raft;              /* the raft instance */
+	struct iod_state *state;       /* the replicated state */
+	struct iod_state_fsm_ctx ctx;  /* FSM context */
+	uv_timer_t tick;               /* leader duties: leases, member record */
+	uv_idle_t wake;                /* deferred on_apply notification */
+	bool wake_pending;             /* wake is armed */
+	void (*on_apply)(void *);      /* watch wake-up */
+	void *on_apply_data;           /* its argument */
+	uint32_t pending;              /* proposals in flight */
+	bool expire_in_flight;         /* one lease_expire at a time */
+	bool refresh_in_flight;        /* the new leader's lease_refresh */
+	uint64_t refresh_term;         /* term whose lease_refresh applied */
+	uint64_t refresh_propose_term; /* term it was proposed in */
+	bool member_in_flight;         /* one member record at a time */
+	bool stopping;                 /* stop requested */
+	struct raft_transfer transfer; /* graceful leadership transfer */
+	uint64_t transfer_t0_ns;       /* when the transfer began */
+	void (*stop_done)(void *);     /* stop's completion */
+	void *stop_data;               /* its argument */
+	int closing_handles;           /* uv handles still closing */
 	/* metrics */
 	uint64_t proposals;                   /* commands proposed */
 	uint64_t commits;                     /* commands committed+applied here as leader */
@@ -110,12 +108,11 @@ struct iod_node {
 	uint64_t batches;                            /* entries proposed */
 	uint64_t batched_cmds;                       /* commands in them */
 	/* instrumentation of raft's I/O (wrapped vtable) */
-	int (*io_start)(struct raft_io *, unsigned, raft_io_tick_cb,
-	                raft_io_recv_cb); /* raft_uv's */
+	int (*io_start)(struct raft_io *, unsigned, raft_io_tick_cb, raft_io_recv_cb); /* rio's */
 	int (*io_send)(struct raft_io *, struct raft_io_send *, const struct raft_message *,
-	               raft_io_send_cb); /* raft_uv's */
+	               raft_io_send_cb); /* rio's */
 	int (*io_append)(struct raft_io *, struct raft_io_append *, const struct raft_entry[],
-	                 unsigned, raft_io_append_cb); /* raft_uv's */
+	                 unsigned, raft_io_append_cb); /* rio's */
 	raft_io_tick_cb raft_tick;                     /* raft's tick callback */
 	raft_io_recv_cb raft_recv;                     /* raft's receive callback */
 	struct timed_append appends[APPENDS_TIMED];    /* appends in flight */
@@ -134,8 +131,8 @@ struct iod_node {
 	uint64_t handover_id;                          /* leader this one handed over to */
 	struct change *change_wait; /* a membership change waiting for the previous one */
 	uint64_t votes_unstuck;     /* vote requests let past a silent leader */
-	int (*io_set_term)(struct raft_io *, raft_term); /* raft_uv's */
-	int (*io_set_vote)(struct raft_io *, raft_id);   /* raft_uv's */
+	int (*io_set_term)(struct raft_io *, raft_term); /* rio's */
+	int (*io_set_vote)(struct raft_io *, raft_id);   /* rio's */
 	uint64_t meta_writes;                            /* term/vote writes (synchronous) */
 	uint64_t meta_max_us;                            /* the slowest of them */
 	int (*fsm_snapshot)(struct raft_fsm *, struct raft_buffer **, unsigned *); /* ours */
@@ -292,10 +289,9 @@ static void queue_flush(struct iod_node *n)
 	}
 	b = calloc(1, sizeof(*b) + k * sizeof(b->p[0]));
 	size_t need = k == 1 ? n->queue[0]->len : iod_state_batch_size(k, n->queue_bytes);
-	/* raft 0.15's libuv backend reloads entries of unaligned length from
-	 * open segments at shifted offsets (measured: every restart after kill
-	 * -9 garbled the log's tail); entries padded with NULs to a multiple of
-	 * 8 are stored and reloaded exactly. The FSM strips/ignores the padding. */
+	/* padded with NULs to a multiple of 8 (libraft's libuv backend needed
+	 * it; iod's log does not, and keeps old logs' entries readable). The FSM
+	 * strips/ignores the padding. */
 	size_t padded = (need + 7) & ~(size_t)7;
 	buf.base = b ? raft_malloc(padded ? padded : 8) : NULL;
 	if (!b || !buf.base) {
@@ -814,7 +810,7 @@ static int io_append(struct raft_io *io, struct raft_io_append *req,
 	return n->io_append(io, req, entries, k, cb);
 }
 
-/* raft_uv writes term and vote synchronously (on the loop): timed. */
+/* rio writes term and vote synchronously (on the loop), as raft needs: timed. */
 static void meta_time(struct iod_node *n, uint64_t t0)
 {
 	uint64_t us = (now_ns() - t0) / 1000;
@@ -1191,31 +1187,26 @@ int iod_node_start(struct iod_node **out, uv_loop_t *loop, const struct iod_serv
 	n->ctx.on_apply_data = n;
 	iod_state_fsm_init(&n->fsm, &n->ctx);
 
-	rv = raft_uv_tcp_init(&n->transport, loop);
+	/* iod's own raft_io (rio.c): the log is opened and verified and the
+	 * Raft port bound here, so damage or a taken port is reported with its
+	 * file, offset or reason before raft starts. A lost peer connection is
+	 * retried at about an election timeout. */
+	if (c->recover_from_peers && (rv = iod_node_recover_from_peers(c, e))) {
+		iod_state_free(n->state);
+		free(n);
+		return rv;
+	}
+	rv = iod_rio_init(&n->io, loop, c->data_dir, c->raft_addr,
+	                  IOD_MAX(c->election_timeout_ms / 2, 10u), e);
 	if (rv) {
 		iod_state_free(n->state);
 		free(n);
-		return iod_err_set(e, -EIO, "raft TCP transport: %s", raft_strerror(rv));
+		return rv;
 	}
-	rv = raft_uv_init(&n->io, loop, c->data_dir, &n->transport);
-	if (rv) {
-		iod_err_set(e, -EIO, "raft I/O in %s: %s (%s)", c->data_dir, n->io.errmsg,
-		            raft_strerror(rv));
-		raft_uv_tcp_close(&n->transport);
-		iod_state_free(n->state);
-		free(n);
-		return -EIO;
-	}
-	/* raft_uv retries a lost peer connection after 1 s by default: far longer
-	 * than our election timeout, so a restarted peer would sit outside the
-	 * cluster for a second. Retry at about an election timeout instead. */
-	raft_uv_set_connect_retry_delay(&n->io, IOD_MAX(c->election_timeout_ms / 2, 10u));
 	io_wrap(n);
 	rv = raft_init(&n->raft, &n->io, &n->fsm, c->id, c->raft_addr);
 	if (rv) {
 		iod_err_set(e, -EIO, "raft init: %s", raft_errmsg(&n->raft));
-		raft_uv_close(&n->io);
-		raft_uv_tcp_close(&n->transport);
 		iod_state_free(n->state);
 		free(n);
 		return -EIO;
@@ -1264,7 +1255,8 @@ int iod_node_start(struct iod_node **out, uv_loop_t *loop, const struct iod_serv
 	n->last_state = RAFT_UNAVAILABLE;
 	rv = raft_start(&n->raft);
 	if (rv) {
-		iod_err_set(e, -EIO, "raft start: %s", raft_errmsg(&n->raft));
+		iod_err_set(e, -EIO, "raft start: %s",
+		            raft_errmsg(&n->raft)[0] ? raft_errmsg(&n->raft) : raft_strerror(rv));
 		goto fail_started;
 	}
 	/* ticks at the heartbeat: a new leader proposes its barrier promptly */
@@ -1288,8 +1280,7 @@ static void handle_closed(uv_handle_t *h)
 static void raft_closed(struct raft *r)
 {
 	struct iod_node *n = r->data;
-	raft_uv_close(&n->io);
-	raft_uv_tcp_close(&n->transport);
+	iod_rio_free(&n->io);
 	queue_fail(n, -ESHUTDOWN);
 	n->closing_handles = 4;
 	uv_close((uv_handle_t *)&n->tick, handle_closed);

@@ -1,0 +1,401 @@
+/*
+ * test_state_wal.c: iod's Raft log on disk (src/state/wal.c) under damage.
+ *
+ * Each case writes a real log (several segments, a snapshot), damages one
+ * file the way disks and people do (a flipped byte, a cut at several
+ * offsets, zeros, a deleted file, trailing garbage), and reopens it. The
+ * store must either refuse, naming the file and the offset, or (only for an
+ * interrupted write at the end of the open segment) repair it and hand back
+ * an exact prefix of what was written. It must never come back empty, and
+ * never crash. These are the cases libraft 0.15's backend crashed on
+ * (SIGSEGV on a truncated open segment) or set aside and started empty.
+ */
+#include "harness.h"
+#include "state/internal.h"
+
+#include <fcntl.h>
+#include <raft.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ENTRIES 120
+#define SEG_BYTES 2048 /* several segments of ~20 entries each */
+
+static char dir[512];
+
+static void entry_text(char *out, size_t cap, unsigned i)
+{
+	snprintf(out, cap, "{\"op\":\"put\",\"name\":\"key-%u\",\"pad\":\"%.*s\"}", i,
+	         (int)(i % 23), "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+}
+
+static void free_load(struct iod_wal_load *ld)
+{
+	for (size_t i = 0; i < ld->n; i++)
+		raft_free(ld->entries[i].buf.base);
+	raft_free(ld->entries);
+	iod_wal_snapshot_free(ld->snapshot);
+	memset(ld, 0, sizeof(*ld));
+}
+
+/* A fresh log in dir with ENTRIES entries (index 1 = configuration). */
+static int build(const char *sub)
+{
+	struct iod_wal *w;
+	struct iod_wal_load ld;
+	struct iod_err e = {0};
+	struct raft_configuration conf;
+	char text[128];
+
+	snprintf(dir, sizeof(dir), "%s/%s", iod_test_tmpdir(), sub);
+	mkdir(dir, 0700);
+	if (iod_wal_open(&w, dir, &ld, &e))
+		return -1;
+	free_load(&ld);
+	iod_wal_set_segment_bytes(w, SEG_BYTES);
+	raft_configuration_init(&conf);
+	raft_configuration_add(&conf, 1, "127.0.0.1:1", RAFT_VOTER);
+	int rv = iod_wal_bootstrap(w, &conf);
+	raft_configuration_close(&conf);
+	for (unsigned i = 2; i <= ENTRIES && !rv; i++) {
+		entry_text(text, sizeof(text), i);
+		struct raft_entry en = {
+		    .term = 1, .type = RAFT_COMMAND, .buf = {.base = text, .len = strlen(text)}};
+		rv = iod_wal_append(w, &en, 1);
+	}
+	iod_wal_close(w);
+	return rv;
+}
+
+/* Reopen; 0 and the entries, or the error. Checks loaded entries are an
+ * exact prefix of what build() wrote. */
+static int reopen(struct iod_err *e, size_t *n, int *prefix_ok)
+{
+	struct iod_wal *w;
+	struct iod_wal_load ld;
+	char text[128];
+
+	memset(e, 0, sizeof(*e));
+	int rv = iod_wal_open(&w, dir, &ld, e);
+	if (rv)
+		return rv;
+	*n = ld.n;
+	*prefix_ok = ld.start_index == 1;
+	for (size_t i = 1; i < ld.n && *prefix_ok; i++) {
+		entry_text(text, sizeof(text), (unsigned)i + 1);
+		*prefix_ok = ld.entries[i].buf.len == strlen(text) &&
+		             !memcmp(ld.entries[i].buf.base, text, strlen(text));
+	}
+	free_load(&ld);
+	iod_wal_close(w);
+	return 0;
+}
+
+static void seg_path(char *out, size_t cap, unsigned seq)
+{
+	snprintf(out, cap, "%s/seg-%020u", dir, seq);
+}
+
+static unsigned last_seq(void)
+{
+	char p[600];
+	unsigned q = 1;
+	for (;;) {
+		seg_path(p, sizeof(p), q + 1);
+		if (access(p, F_OK))
+			return q;
+		q++;
+	}
+}
+
+static long file_size(const char *p)
+{
+	struct stat st;
+	return stat(p, &st) ? -1 : (long)st.st_size;
+}
+
+static void flip(const char *p, long off)
+{
+	int fd = open(p, O_RDWR);
+	unsigned char b;
+	if (pread(fd, &b, 1, off) == 1) {
+		b ^= 0x10;
+		if (pwrite(fd, &b, 1, off) != 1)
+			abort();
+	}
+	close(fd);
+}
+
+static void append_bytes(const char *p, const void *b, size_t n)
+{
+	int fd = open(p, O_WRONLY | O_APPEND);
+	if (write(fd, b, n) != (ssize_t)n)
+		abort();
+	close(fd);
+}
+
+/* The refusal must name the file and an offset. */
+#define CHECK_REFUSED(rv, e, file)                                                                 \
+	do {                                                                                       \
+		CHECK_MSG((rv) == -EUCLEAN, "expected a refusal, got %d (%s)", (rv), (e).msg);     \
+		CHECK_MSG(strstr((e).msg, (file)) != NULL, "message does not name %s: %s", (file), \
+		          (e).msg);                                                                \
+	} while (0)
+
+TEST(round_trip_across_segments)
+{
+	struct iod_err e;
+	size_t n = 0;
+	int ok = 0;
+	CHECK(build("rt") == 0);
+	CHECK(last_seq() >= 4);
+	CHECK_EQ(reopen(&e, &n, &ok), 0);
+	CHECK_EQ(n, ENTRIES);
+	CHECK(ok);
+}
+
+TEST(closed_segment_flip_refused_at_every_region)
+{
+	/* segment header, record header, record data, padding */
+	const long offs[] = {3, 20, 45, 60, 100, 300};
+	for (unsigned k = 0; k < sizeof(offs) / sizeof(offs[0]); k++) {
+		char sub[32], p[600];
+		struct iod_err e;
+		size_t n = 0;
+		int ok = 0;
+		snprintf(sub, sizeof(sub), "flip%u", k);
+		CHECK(build(sub) == 0);
+		seg_path(p, sizeof(p), 2);
+		CHECK(offs[k] < file_size(p));
+		flip(p, offs[k]);
+		int rv = reopen(&e, &n, &ok);
+		CHECK_REFUSED(rv, e, "seg-00000000000000000002");
+		CHECK_MSG(strstr(e.msg, "offset") != NULL, "%s", e.msg);
+	}
+}
+
+TEST(closed_segment_truncated_refused)
+{
+	const long cuts[] = {0, 10, 39, 41, 80, -1 /* one byte short */};
+	for (unsigned k = 0; k < sizeof(cuts) / sizeof(cuts[0]); k++) {
+		char sub[32], p[600];
+		struct iod_err e;
+		size_t n = 0;
+		int ok = 0;
+		snprintf(sub, sizeof(sub), "cut%u", k);
+		CHECK(build(sub) == 0);
+		seg_path(p, sizeof(p), 2);
+		long len = cuts[k] >= 0 ? cuts[k] : file_size(p) - 1;
+		CHECK(truncate(p, len) == 0);
+		int rv = reopen(&e, &n, &ok);
+		CHECK_REFUSED(rv, e, "seg-00000000000000000002");
+	}
+}
+
+TEST(closed_segment_trailing_garbage_and_zeros_refused)
+{
+	char p[600], junk[64];
+	struct iod_err e;
+	size_t n = 0;
+	int ok = 0;
+	CHECK(build("garb") == 0);
+	seg_path(p, sizeof(p), 1);
+	for (unsigned i = 0; i < sizeof(junk); i++)
+		junk[i] = (char)(i * 37 + 11);
+	append_bytes(p, junk, sizeof(junk));
+	CHECK_REFUSED(reopen(&e, &n, &ok), e, "seg-00000000000000000001");
+
+	CHECK(build("zeros") == 0);
+	seg_path(p, sizeof(p), 2);
+	memset(junk, 0, sizeof(junk));
+	append_bytes(p, junk, sizeof(junk));
+	CHECK_REFUSED(reopen(&e, &n, &ok), e, "seg-00000000000000000002");
+}
+
+TEST(missing_or_empty_segment_refused)
+{
+	char p[600];
+	struct iod_err e;
+	size_t n = 0;
+	int ok = 0;
+	CHECK(build("del") == 0);
+	seg_path(p, sizeof(p), 2);
+	CHECK(unlink(p) == 0);
+	CHECK_REFUSED(reopen(&e, &n, &ok), e, "seg-00000000000000000002");
+	CHECK(strstr(e.msg, "missing") != NULL);
+
+	CHECK(build("dellast") == 0);
+	seg_path(p, sizeof(p), last_seq());
+	char name[64];
+	snprintf(name, sizeof(name), "seg-%020u", last_seq());
+	CHECK(unlink(p) == 0);
+	CHECK_REFUSED(reopen(&e, &n, &ok), e, name);
+
+	CHECK(build("empty") == 0);
+	seg_path(p, sizeof(p), 3);
+	CHECK(truncate(p, 0) == 0);
+	CHECK_REFUSED(reopen(&e, &n, &ok), e, "seg-00000000000000000003");
+	CHECK(strstr(e.msg, "empty") != NULL);
+
+	CHECK(build("emptylast") == 0);
+	seg_path(p, sizeof(p), last_seq());
+	CHECK(truncate(p, 0) == 0);
+	CHECK_EQ(reopen(&e, &n, &ok), -EUCLEAN);
+}
+
+TEST(meta_damage_refused)
+{
+	char p[600];
+	struct iod_err e;
+	size_t n = 0;
+	int ok = 0;
+	CHECK(build("meta") == 0);
+	snprintf(p, sizeof(p), "%s/meta", dir);
+	flip(p, 20);
+	CHECK_REFUSED(reopen(&e, &n, &ok), e, "meta");
+	CHECK(build("nometa") == 0);
+	snprintf(p, sizeof(p), "%s/meta", dir);
+	CHECK(unlink(p) == 0);
+	CHECK_REFUSED(reopen(&e, &n, &ok), e, "meta");
+}
+
+TEST(open_segment_torn_tail_repaired_to_a_prefix)
+{
+	/* cuts inside the last records of the open segment: an interrupted
+	 * write. Repaired, the log is an exact prefix, and it stays good. */
+	const long back[] = {1, 7, 20, 39, 40, 41, 55, 200};
+	for (unsigned k = 0; k < sizeof(back) / sizeof(back[0]); k++) {
+		char sub[32], p[600];
+		struct iod_err e;
+		size_t n = 0, n2 = 0;
+		int ok = 0;
+		snprintf(sub, sizeof(sub), "torn%u", k);
+		CHECK(build(sub) == 0);
+		seg_path(p, sizeof(p), last_seq());
+		long len = file_size(p);
+		if (len - back[k] <= 40)
+			continue;
+		CHECK(truncate(p, len - back[k]) == 0);
+		int rv = reopen(&e, &n, &ok);
+		CHECK_MSG(rv == 0, "cut %ld: %s", back[k], e.msg);
+		CHECK(n < ENTRIES && n >= ENTRIES - 10);
+		CHECK(ok);
+		CHECK_EQ(reopen(&e, &n2, &ok), 0);
+		CHECK_EQ(n2, n);
+	}
+}
+
+TEST(open_segment_zero_tail_repaired_but_flip_and_garbage_refused)
+{
+	char p[600], junk[600];
+	struct iod_err e;
+	size_t n = 0;
+	int ok = 0;
+	char name[64];
+
+	/* zeros after the last record (a file extended, data not written) */
+	CHECK(build("oz") == 0);
+	seg_path(p, sizeof(p), last_seq());
+	memset(junk, 0, sizeof(junk));
+	append_bytes(p, junk, sizeof(junk));
+	CHECK_EQ(reopen(&e, &n, &ok), 0);
+	CHECK_EQ(n, ENTRIES);
+	CHECK(ok);
+
+	/* a flipped byte in an early record, valid records after it */
+	CHECK(build("of") == 0);
+	seg_path(p, sizeof(p), last_seq());
+	snprintf(name, sizeof(name), "seg-%020u", last_seq());
+	flip(p, 60);
+	CHECK_REFUSED(reopen(&e, &n, &ok), e, name);
+
+	/* garbage after the last record */
+	CHECK(build("og") == 0);
+	seg_path(p, sizeof(p), last_seq());
+	snprintf(name, sizeof(name), "seg-%020u", last_seq());
+	for (unsigned i = 0; i < 100; i++)
+		junk[i] = (char)(i * 37 + 11);
+	append_bytes(p, junk, 100);
+	CHECK_REFUSED(reopen(&e, &n, &ok), e, name);
+}
+
+TEST(truncate_compact_and_install)
+{
+	struct iod_wal *w;
+	struct iod_wal_load ld;
+	struct iod_err e = {0};
+	char text[128];
+	struct raft_snapshot s = {0};
+	char data[] = "state";
+	struct raft_buffer buf = {.base = data, .len = sizeof(data)};
+
+	CHECK(build("ops") == 0);
+	CHECK_EQ(iod_wal_open(&w, dir, &ld, &e), 0);
+	free_load(&ld);
+	iod_wal_set_segment_bytes(w, SEG_BYTES);
+	/* raft truncates a conflicting tail, then appends the leader's entries */
+	CHECK_EQ(iod_wal_truncate(w, 30), 0);
+	CHECK_EQ(iod_wal_next_index(w), 30);
+	CHECK_EQ(iod_wal_meta_set(w, 2, 1), 0);
+	for (unsigned i = 30; i <= 60; i++) {
+		entry_text(text, sizeof(text), i);
+		struct raft_entry en = {
+		    .term = 2, .type = RAFT_COMMAND, .buf = {.base = text, .len = strlen(text)}};
+		CHECK_EQ(iod_wal_append(w, &en, 1), 0);
+	}
+	/* a snapshot at 55 keeping 10: segments wholly at or before 45 go */
+	raft_configuration_init(&s.configuration);
+	raft_configuration_add(&s.configuration, 1, "127.0.0.1:1", RAFT_VOTER);
+	s.index = 55;
+	s.term = 2;
+	s.configuration_index = 1;
+	s.bufs = &buf;
+	s.n_bufs = 1;
+	CHECK_EQ(iod_wal_snapshot_put(w, 10, &s), 0);
+	iod_wal_close(w);
+	CHECK_EQ(iod_wal_open(&w, dir, &ld, &e), 0);
+	CHECK(ld.snapshot && ld.snapshot->index == 55);
+	CHECK_MSG(ld.start_index > 1 && ld.start_index <= 46, "start %llu",
+	          (unsigned long long)ld.start_index);
+	CHECK_EQ(ld.start_index + ld.n - 1, 60);
+	CHECK_EQ(ld.term, 2);
+	CHECK_EQ(ld.vote, 1);
+	CHECK_EQ(ld.entries[ld.n - 1].term, 2);
+	free_load(&ld);
+	/* an installed snapshot (trailing 0) replaces the whole log */
+	s.index = 500;
+	CHECK_EQ(iod_wal_snapshot_put(w, 0, &s), 0);
+	entry_text(text, sizeof(text), 501);
+	struct raft_entry en = {
+	    .term = 2, .type = RAFT_COMMAND, .buf = {.base = text, .len = strlen(text)}};
+	CHECK_EQ(iod_wal_append(w, &en, 1), 0);
+	iod_wal_close(w);
+	CHECK_EQ(iod_wal_open(&w, dir, &ld, &e), 0);
+	CHECK(ld.snapshot && ld.snapshot->index == 500);
+	CHECK_EQ(ld.start_index, 501);
+	CHECK_EQ(ld.n, 1);
+	free_load(&ld);
+	iod_wal_close(w);
+	/* a damaged snapshot is refused, not skipped */
+	char p[600];
+	snprintf(p, sizeof(p), "%s/snap-%020u", dir, 500u);
+	flip(p, 70);
+	CHECK_EQ(iod_wal_open(&w, dir, &ld, &e), -EUCLEAN);
+	CHECK(strstr(e.msg, "snap-00000000000000000500") != NULL);
+	raft_configuration_close(&s.configuration);
+}
+
+TEST(libraft_format_refused_with_what_to_do)
+{
+	char p[600];
+	struct iod_wal *w;
+	struct iod_wal_load ld;
+	struct iod_err e = {0};
+	snprintf(dir, sizeof(dir), "%s/legacy", iod_test_tmpdir());
+	mkdir(dir, 0700);
+	snprintf(p, sizeof(p), "%s/metadata1", dir);
+	close(open(p, O_CREAT | O_WRONLY, 0600));
+	CHECK(iod_wal_open(&w, dir, &ld, &e) < 0);
+	CHECK(strstr(e.msg, "--recover-from-peers") != NULL);
+}
