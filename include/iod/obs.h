@@ -229,6 +229,7 @@ struct iod_tel_node {
 	char hostname[IOD_NAME_MAX];                           /* Hostname label */
 	uint64_t samples_total;                                /* sampling rounds */
 	uint64_t sample_ns_total;                              /* time spent sampling */
+	uint64_t cpu_ns_total;                                 /* the sampler thread's CPU time */
 	uint32_t gpus_n;                                       /* GPUs in gpus */
 	struct iod_tel_gpu gpus[IOD_TEL_GPUS_MAX];             /* per GPU */
 	uint32_t replicas_n;                                   /* replicas in replicas */

@@ -305,6 +305,9 @@ static void sample(struct iod_agent_telemetry *t)
 	iod_tel_replicas_sweep(n);
 	n->samples_total++;
 	n->sample_ns_total += mono_ns() - t0;
+	struct timespec cpu;
+	if (!clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu))
+		n->cpu_ns_total = (uint64_t)cpu.tv_sec * IOD_NS_PER_S + (uint64_t)cpu.tv_nsec;
 	pthread_mutex_unlock(&t->lock);
 	json_decref(st);
 }

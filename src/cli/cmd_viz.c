@@ -110,8 +110,9 @@ static int net_once(struct iod_api_client *c, const char *mesh, uint32_t group_o
 		return iod_cli_fail("viz", IOD_EXIT_ERROR, "out of memory");
 	struct iod_buf b;
 	iod_buf_init(&b);
-	int rc = iod_viz_dot(g, &b) ? iod_cli_fail("viz", IOD_EXIT_ERROR, "out of memory")
-	                            : emit(g, b.data, out, svg);
+	int rc = out != IOD_OUT_JSON && iod_viz_dot(g, &b)
+	             ? iod_cli_fail("viz", IOD_EXIT_ERROR, "out of memory")
+	             : emit(g, b.data, out, svg);
 	iod_buf_free(&b);
 	json_decref(g);
 	return rc;

@@ -345,6 +345,20 @@ int iod_viz_dot(const json_t *graph, struct iod_buf *b)
 	             *edges = json_object_get(graph, "edges");
 	size_t i, j;
 	const json_t *n, *c, *e;
+	/* children by parent id, in one pass: a 1,000-node graph has ~12,000 entries */
+	json_t *kids = json_object();
+	json_array_foreach(nodes, i, n)
+	{
+		const char *p = sval(n, "parent");
+		if (!p[0])
+			continue;
+		json_t *l = json_object_get(kids, p);
+		if (!l) {
+			l = json_array();
+			json_object_set_new(kids, p, l);
+		}
+		json_array_append(l, (json_t *)n);
+	}
 	int rc =
 	    iod_buf_printf(b, "graph iod {\n  graph [rankdir=LR, fontname=\"Helvetica\", "
 	                      "compound=true];\n  node [fontname=\"Helvetica\", fontsize=10];\n"
@@ -355,15 +369,8 @@ int iod_viz_dot(const json_t *graph, struct iod_buf *b)
 		if (rc || sval(n, "parent")[0])
 			continue;
 		const char *id = sval(n, "id");
-		bool has_kids = false;
-		json_array_foreach(nodes, j, c)
-		{
-			if (!strcmp(sval(c, "parent"), id)) {
-				has_kids = true;
-				break;
-			}
-		}
-		if (!has_kids) {
+		const json_t *mine = json_object_get(kids, id);
+		if (!json_array_size(mine)) {
 			rc = dot_node(b, n, "  ");
 			continue;
 		}
@@ -373,22 +380,23 @@ int iod_viz_dot(const json_t *graph, struct iod_buf *b)
 		        : iod_buf_printf(b, "; color=\"%s\"; style=rounded;\n",
 		                         colour(sval(n, "status")));
 		rc = rc ? rc : dot_node(b, n, "    ");
-		json_array_foreach(nodes, j, c)
+		json_array_foreach(mine, j, c)
 		{
-			if (rc || strcmp(sval(c, "parent"), id))
-				continue;
+			if (rc)
+				break;
 			/* a rack's nodes: one level further, drawn as plain boxes */
 			rc = dot_node(b, c, "    ");
 			size_t k;
 			const json_t *gc;
-			json_array_foreach(nodes, k, gc)
+			json_array_foreach(json_object_get(kids, sval(c, "id")), k, gc)
 			{
-				if (!rc && !strcmp(sval(gc, "parent"), sval(c, "id")))
+				if (!rc)
 					rc = dot_node(b, gc, "    ");
 			}
 		}
 		rc = rc ? rc : iod_buf_printf(b, "  }\n");
 	}
+	json_decref(kids);
 	json_array_foreach(edges, i, e)
 	{
 		if (rc)
