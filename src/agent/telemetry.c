@@ -227,6 +227,10 @@ static void sample(struct iod_agent_telemetry *t)
 				            ((double)(now - last->at_ms) / 1e3) * 100.0;
 			tr->cpu_seconds_total = secs;
 			iod_tel_replica_push(tr, &s);
+		} else {
+			/* not running (failed, waiting to restart): no processes, no use */
+			struct iod_tel_replica_sample s = {.at_ms = now};
+			iod_tel_replica_push(tr, &s);
 		}
 		/* the GPUs it holds */
 		struct iod_bitmap gb;
