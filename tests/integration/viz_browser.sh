@@ -201,10 +201,20 @@ finally:
 PY
 	BPID=$!
 	wait_for 30 test -f "$T/killed.ready"
-	w=$(pgrep -P "$(batch_pid)" 2>/dev/null | head -1)
-	[ -n "$w" ] && kill -9 "$w" && python3 -c 'import time; print(time.time())' >"$T/killed"
+	# kill the replica: its sandbox's init (the agent's child; the workload
+	# in its PID namespace dies with it), the time written before the signal
+	bp=$(batch_pid)
+	python3 -c 'import time; print(time.time())' >"$T/killed.tmp"
+	if [ -n "$bp" ] && kill -9 "$bp"; then
+		mv "$T/killed.tmp" "$T/killed"
+	else
+		echo "  no pid for batch-0 to kill (status.json: '$bp')"
+	fi
 	wait "$BPID"
 	cat "$T/browser.out" | sed 's/^/  /'
+	echo "  batch-0 after the kill: phase $("$IOD" get replicas -o json 2>/dev/null | python3 -c '
+import json, sys
+print(next((i["value"].get("phase") for i in json.load(sys.stdin)["items"] if i["name"] == "batch-0"), "?"))')"
 	v() { sed -n "s/^$1 //p" "$T/browser.out"; }
 	if [ "$(v NODES)" = 3 ] && [ "$(v DEPENDS)" = 1 ]; then ok "viz_browser_one_node_per_node"; else
 		bad "viz_browser_one_node_per_node (nodes $(v NODES), dependency edges $(v DEPENDS))"; fi
