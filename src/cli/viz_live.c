@@ -198,7 +198,9 @@ struct sse {
 	bool first;          /* nothing sent yet */
 };
 
-/* Fill s->pending with the next message, waiting up to 10 s (then a comment). */
+/* Fill s->pending with the next message, waiting up to 2 s (then a comment:
+ * writing it is how a stream whose browser went away is noticed, so its
+ * slot in IOD_VIZ_SSE_CLIENTS_MAX is back within about 2 s). */
 static void sse_next(struct sse *s)
 {
 	struct live *l = s->l;
@@ -207,7 +209,7 @@ static void sse_next(struct sse *s)
 	pthread_mutex_lock(&l->lock);
 	struct timespec until;
 	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += 10;
+	until.tv_sec += 2;
 	while (!l->stop && !s->first && s->version == l->version &&
 	       s->ev_version == l->events_version)
 		if (pthread_cond_timedwait(&l->changed, &l->lock, &until))

@@ -137,7 +137,9 @@ n200=$(echo "$codes" | tr ' ' '\n' | grep -c '^200$')
 n503=$(echo "$codes" | tr ' ' '\n' | grep -c '^503$')
 if [ "$n200" = 32 ] && [ "$n503" = 2 ]; then ok "viz_sse_clients_bounded (32 served, 2 refused)"; else
 	bad "viz_sse_clients_bounded: $codes"; fi
-sleep 1 # the refused and closed streams go away
+# the closed streams give their slots back (a keep-alive write notices each)
+sse_open() { curl -s "http://$VIEW/stats" | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["sse_open"] == 0 else 1)'; }
+if wait_for 10 sse_open; then ok "viz_sse_slots_freed"; else bad "viz_sse_slots_freed: $(curl -s "http://$VIEW/stats")"; fi
 
 # 2. the browser
 PY3=/usr/bin/python3

@@ -137,10 +137,18 @@
   function setGraph(g) { graph = g; window.iodView.lastGraphAt = performance.now(); render(); }
 
   fetch("/graph.json").then((r) => (r.ok ? r.json() : null)).then((g) => { if (g) setGraph(g); }).catch(() => {});
-  const es = new EventSource("/events");
-  es.addEventListener("graph", (e) => { statusEl.textContent = ""; statusEl.className = ""; setGraph(JSON.parse(e.data)); });
-  es.addEventListener("events", (e) => feed(JSON.parse(e.data)));
-  es.addEventListener("status", () => { statusEl.textContent = "cluster unreachable: showing the last data"; statusEl.className = "down"; });
-  es.onerror = () => { statusEl.textContent = "view server unreachable: retrying"; statusEl.className = "down"; };
+  // EventSource retries a dropped stream itself but gives up on an HTTP
+  // error (503 when the view has too many streams open): then start over.
+  function connect() {
+    const es = new EventSource("/events");
+    es.addEventListener("graph", (e) => { statusEl.textContent = ""; statusEl.className = ""; setGraph(JSON.parse(e.data)); });
+    es.addEventListener("events", (e) => feed(JSON.parse(e.data)));
+    es.addEventListener("status", () => { statusEl.textContent = "cluster unreachable: showing the last data"; statusEl.className = "down"; });
+    es.onerror = () => {
+      statusEl.textContent = "view server unreachable: retrying"; statusEl.className = "down";
+      if (es.readyState === EventSource.CLOSED) setTimeout(connect, 1000);
+    };
+  }
+  connect();
   window.addEventListener("resize", render);
 })();
