@@ -12,13 +12,22 @@
  *             the next committed write.
  *   writes    C concurrent clients (threads) put small values at the leader
  *             for S seconds: ops/s and latency p50/p99.
+ *   loop_lag  32k objects listed 5 times, then 1,000 long-poll watchers
+ *             woken by one 512 KiB write, while a prober asks the leader for
+ *             /v1/status every millisecond: its p99 is the loop lag a
+ *             client sees (target < 5 ms), and the leader's peak RSS under
+ *             the watch flood.
+ *   recover   write IOD_BENCH_RECOVER_MB (16) of state, kill a follower,
+ *             flip a byte of its log (it then refuses to start), restart it
+ *             with --recover-from-peers: seconds from the restart until it
+ *             has applied everything the leader committed.
  * etcd is driven through its JSON gateway (POST /v3/kv/put). It prints
  * "BENCH control.<figure> key=value..." lines and the ratios.
  *
  * Knobs (environment): IOD_BENCH_KILLS (50), IOD_BENCH_ETCD_KILLS (10 default
  * timeouts, 20 tuned), IOD_BENCH_SECONDS (3), IOD_BENCH_ELECTION_MS and
  * IOD_BENCH_HEARTBEAT_MS (iod's timeouts; unset = iod's defaults),
- * IOD_BENCH_ETCD=0 (skip etcd), IOD_BENCH_ONLY=failover|writes,
+ * IOD_BENCH_ETCD=0 (skip etcd), IOD_BENCH_ONLY=failover|writes|loop_lag|recover,
  * IOD_BENCH_FAST_VOTES=1 (iod servers run with --fast-votes),
  * IOD_BENCH_VERBOSE=1 (per-round times and breakdowns, the leader's metrics
  * after each write run), IOD_BENCH_KEEP=1 (keep data dirs and logs).
@@ -55,6 +64,7 @@ struct cluster {
 	char api[N][32];   /* 127.0.0.1:port */
 	pid_t pid[N];      /* running processes */
 	char servers[128]; /* comma list for the iod client */
+	const char *extra; /* iod: one more argument for start(), or NULL */
 };
 
 static char iod_bin[512];
@@ -125,6 +135,8 @@ static void start(struct cluster *c, int i)
 			}
 			if (env_int("IOD_BENCH_FAST_VOTES", 0))
 				argv[n++] = "--fast-votes";
+			if (c->extra)
+				argv[n++] = (char *)c->extra;
 			argv[n] = NULL;
 			execv(iod_bin, argv);
 		} else {
@@ -692,6 +704,218 @@ static void report_failover(const char *fig, struct cluster *c, uint64_t *us, si
 	fflush(stdout);
 }
 
+/* A client asking the leader for /v1/status every millisecond. */
+struct prober {
+	const char *api;      /* the leader */
+	volatile int stop;    /* set by the bench */
+	uint64_t lat[100000]; /* latencies, us */
+	size_t n;             /* recorded */
+	pthread_t t;          /* its thread */
+};
+
+static void *probe_thread(void *p)
+{
+	struct prober *pr = p;
+	int fd = -1;
+	while (!pr->stop) {
+		uint64_t t0 = now_us();
+		if (http(&fd, pr->api, "GET", "/v1/status", NULL, 5000, NULL) == 200 &&
+		    pr->n < sizeof(pr->lat) / sizeof(pr->lat[0]))
+			pr->lat[pr->n++] = now_us() - t0;
+		sleep_ms(1);
+	}
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+static long rss_kb(pid_t pid, const char *field)
+{
+	char path[64], line[256];
+	long v = -1;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, strlen(field)))
+			v = atol(line + strlen(field) + 1);
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static void lag_report(const char *what, struct prober *pr, const char *extra)
+{
+	qsort(pr->lat, pr->n, sizeof(pr->lat[0]), cmp_u64);
+	printf("BENCH control.loop_lag case=%s probes=%zu p50_ms=%.2f p99_ms=%.2f max_ms=%.2f%s\n",
+	       what, pr->n, pct_ms(pr->lat, pr->n, 0.50), pct_ms(pr->lat, pr->n, 0.99),
+	       pr->n ? (double)pr->lat[pr->n - 1] / 1000 : 0.0, extra);
+	fflush(stdout);
+}
+
+/* Loop lag under a 32k-object list and a 1,000-watcher broadcast (iod). */
+static void loop_lag(struct cluster *c)
+{
+	static struct prober pr;
+	static int wfd[1000];
+	struct writer w;
+	int leader = find_leader(c, 30000);
+	if (leader < 0)
+		return;
+	writer_init(&w, c);
+	/* 32k objects in txns of 4,000 */
+	char *txn = malloc(4000 * 96 + 64);
+	for (int b = 0; txn && b < 8; b++) {
+		size_t at = (size_t)sprintf(txn, "{\"ops\":[");
+		for (int i = 0; i < 4000; i++)
+			at += (size_t)sprintf(txn + at,
+			                      "%s{\"op\":\"put\",\"kind\":\"config\",\"name\":"
+			                      "\"l%d-%d\",\"value\":{\"i\":%d}}",
+			                      i ? "," : "", b, i, i);
+		at += (size_t)sprintf(txn + at, "]}");
+		struct iod_api_response r;
+		struct iod_err e;
+		if (!iod_api_request(&w.cl, "POST", "/v1/txn", "application/json", txn, at, &r, &e))
+			iod_api_response_free(&r);
+	}
+	free(txn);
+	leader = find_leader(c, 30000);
+	memset(&pr, 0, sizeof(pr));
+	pr.api = c->api[leader];
+	pthread_create(&pr.t, NULL, probe_thread, &pr);
+	sleep_ms(50);
+	for (int i = 0; i < 5; i++) {
+		int fd = -1;
+		http(&fd, c->api[leader], "GET", "/v1/configs", NULL, 30000, NULL);
+		if (fd >= 0)
+			close(fd);
+	}
+	pr.stop = 1;
+	pthread_join(pr.t, NULL);
+	lag_report("list32k", &pr, " objects=32000 lists=5");
+
+	/* 1,000 watchers, from 8 loopback addresses (one address may hold at
+	 * most IOD_API_CONNECTIONS_PER_IP_MAX connections) */
+	int port = atoi(strrchr(c->api[leader], ':') + 1), open_n = 0;
+	for (int i = 0; i < 1000; i++) {
+		struct sockaddr_in src = {.sin_family = AF_INET,
+		                          .sin_addr.s_addr =
+		                              htonl(0x7f000010u + (uint32_t)(i % 8))};
+		struct sockaddr_in dst = {.sin_family = AF_INET,
+		                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+		                          .sin_port = htons((uint16_t)port)};
+		const char req[] =
+		    "GET /v1/configs?watch=1&timeout_ms=60000 HTTP/1.1\r\nHost: x\r\n\r\n";
+		wfd[i] = socket(AF_INET, SOCK_STREAM, 0);
+		if (wfd[i] < 0 || bind(wfd[i], (struct sockaddr *)&src, sizeof(src)) ||
+		    connect(wfd[i], (struct sockaddr *)&dst, sizeof(dst)) ||
+		    send(wfd[i], req, sizeof(req) - 1, MSG_NOSIGNAL) < 0) {
+			if (wfd[i] >= 0)
+				close(wfd[i]);
+			wfd[i] = -1;
+			continue;
+		}
+		open_n++;
+	}
+	sleep_ms(500);
+	long rss0 = rss_kb(c->pid[leader], "VmRSS:");
+	memset(&pr, 0, sizeof(pr));
+	pr.api = c->api[leader];
+	pthread_create(&pr.t, NULL, probe_thread, &pr);
+	sleep_ms(50);
+	const size_t vlen = 512 * 1024;
+	char *body = malloc(vlen + 1);
+	if (body) {
+		memcpy(body, "{\"b\":\"", 6);
+		memset(body + 6, 'w', vlen - 8);
+		memcpy(body + vlen - 2, "\"}", 2);
+		struct iod_api_response r;
+		struct iod_err e;
+		if (!iod_api_request(&w.cl, "PUT", "/v1/config/flood", "application/json", body,
+		                     vlen, &r, &e))
+			iod_api_response_free(&r);
+		free(body);
+	}
+	/* wait for the answers to reach the watchers */
+	uint64_t end = now_us() + 20000000ull;
+	int answered = 0;
+	for (int i = 0; i < 1000 && now_us() < end; i++) {
+		char buf[65536];
+		if (wfd[i] < 0)
+			continue;
+		struct timeval tv = {5, 0};
+		setsockopt(wfd[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		answered += recv(wfd[i], buf, sizeof(buf), 0) > 0;
+	}
+	long hwm = rss_kb(c->pid[leader], "VmHWM:");
+	pr.stop = 1;
+	pthread_join(pr.t, NULL);
+	char extra[96];
+	snprintf(extra, sizeof(extra), " watchers=%d answered=%d value_bytes=%zu", open_n, answered,
+	         vlen);
+	lag_report("watch1000", &pr, extra);
+	printf("BENCH control.watch_flood watchers=%d value_bytes=%zu rss_before_mb=%.1f "
+	       "rss_mb=%.1f\n",
+	       open_n, vlen, (double)rss0 / 1024, (double)hwm / 1024);
+	fflush(stdout);
+	for (int i = 0; i < 1000; i++)
+		if (wfd[i] >= 0)
+			close(wfd[i]);
+	writer_close(&w);
+}
+
+/* A damaged follower rebuilt from its peers (iod only). */
+static void recover(struct cluster *c, int mb)
+{
+	struct writer w;
+	char key[32], cmd[600];
+	int leader = find_leader(c, 30000);
+	const size_t vlen = 200 * 1024;
+	char *body = malloc(vlen + 16);
+
+	if (leader < 0 || !body) {
+		free(body);
+		fprintf(stderr, "bench: recover: no leader\n");
+		return;
+	}
+	/* values of ~200 KiB: the state grows by mb MiB */
+	memcpy(body, "{\"b\":\"", 6);
+	memset(body + 6, 'r', vlen - 8);
+	memcpy(body + vlen - 2, "\"}", 2);
+	body[vlen] = 0;
+	writer_init(&w, c);
+	int n = (int)((uint64_t)mb * 1048576 / vlen), done = 0;
+	for (int k = 0; k < n; k++) {
+		struct iod_api_response r;
+		struct iod_err e;
+		snprintf(key, sizeof(key), "/v1/config/rec%d", k);
+		if (!iod_api_request(&w.cl, "PUT", key, "application/json", body, vlen, &r, &e)) {
+			done += r.status == 200;
+			iod_api_response_free(&r);
+		}
+	}
+	writer_close(&w);
+	free(body);
+	leader = find_leader(c, 30000);
+	int victim = (leader + 1) % N;
+	wait_healthy(c, victim, leader);
+	stop(c, victim, SIGKILL);
+	snprintf(cmd, sizeof(cmd),
+	         "f=$(ls %s/d%d/seg-* | head -1) && printf '\\377' | dd of=$f bs=1 seek=300 "
+	         "conv=notrunc 2>/dev/null",
+	         c->dir, victim + 1);
+	if (system(cmd) != 0)
+		fprintf(stderr, "bench: recover: could not damage the log\n");
+	uint64_t t0 = now_us();
+	c->extra = "--recover-from-peers";
+	start(c, victim);
+	c->extra = NULL;
+	wait_healthy(c, victim, leader);
+	double secs = (double)(now_us() - t0) / 1e6;
+	printf("BENCH control.recover_from_peers state_bytes=%llu writes=%d seconds=%.2f\n",
+	       (unsigned long long)done * vlen, done, secs);
+	fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
 	char root[] = "/tmp/iod-bench-control-XXXXXX";
@@ -743,6 +967,10 @@ int main(int argc, char **argv)
 	if (!only || !strcmp(only, "writes"))
 		for (int i = 0; i < 3; i++)
 			throughput(&c, conc[i], seconds);
+	if (!only || !strcmp(only, "loop_lag"))
+		loop_lag(&c);
+	if (!only || !strcmp(only, "recover"))
+		recover(&c, env_int("IOD_BENCH_RECOVER_MB", 16));
 	cluster_stop(&c);
 
 	for (int t = 0; with_etcd && t < 2; t++) {

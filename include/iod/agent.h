@@ -484,7 +484,9 @@ void iod_agent_exec_cleanup(struct iod_agent_proc *p);
 /* Remove the empty replica cgroups under prefix (leftovers of a crash), then
  * the prefix itself when empty. Cgroups with processes stay. */
 void iod_agent_cgroup_sweep(const struct iod_agent_caps *caps, const char *prefix);
-/* Paths of a replica's files: "log" (current log), "data", "dir". */
+/* Paths of a replica's files: "log" (current log), "data", "dir". -EINVAL
+ * when name breaks iod_state_name_valid (it would leave the replicas
+ * directory), -ENAMETOOLONG when buf is too small. */
 int iod_agent_replica_path(const char *run_dir, const char *name, const char *what, char *buf,
                            size_t len);
 

@@ -53,6 +53,10 @@ void iod_api_client_close(struct iod_api_client *c);
  * anything but "not the leader"/"no leader" (r->status says what; 4xx and
  * 5xx are answers too), -EHOSTUNREACH when no server answered within
  * retry_ms, -ENOTCONN when servers answered but none was the leader.
+ * Only idempotent requests (GET, HEAD, PUT/DELETE without prev_rev) are
+ * retried after a 504 outcome_unknown or a sent-but-unanswered request;
+ * any other request returns that 504, or -EINPROGRESS ("outcome unknown"),
+ * so it is never applied twice.
  */
 int iod_api_request(struct iod_api_client *c, const char *method, const char *path,
                     const char *content_type, const void *body, size_t len,

@@ -72,8 +72,9 @@
 
 /* ---- topo -------------------------------------------------------------- */
 
-/* CPU packages per node: 8-socket servers are the largest common machines. */
-#define IOD_TOPO_PACKAGES_MAX 8
+/* CPU packages per node: 8-socket servers are the largest common machines;
+ * 16 for the glueless 16-socket ones (hwloc's 96em64t test machine). */
+#define IOD_TOPO_PACKAGES_MAX 16
 /* NUMA nodes: 2 sockets x SNC4/NPS4 = 8, plus CXL and GPU-memory nodes
  * (Grace Hopper exposes HBM as NUMA nodes); 32 leaves room. */
 #define IOD_TOPO_NUMA_MAX 32
@@ -157,6 +158,11 @@
  * (the scheduler's scale) is ~21,000; ten times that leaves room for
  * services, policies and config without letting a runaway client fill RAM. */
 #define IOD_STATE_OBJECTS_MAX 200000
+/* Bytes of object values (compact JSON) in the whole state: a snapshot must
+ * fit IOD_RAFT_SNAPSHOT_MAX (256 MiB) with names, revisions and leases, or
+ * the log could never be compacted again; and RAM stays bounded. Past it,
+ * writes that grow the state get 507 naming this limit. */
+#define IOD_STATE_BYTES_MAX (192ull << 20)
 /* One command (a Raft log entry): a deploy of 10,000 replicas at ~400 B of
  * JSON each is ~4 MB; 8 MiB bounds what one apply parses. */
 #define IOD_STATE_CMD_MAX (8u << 20)
@@ -166,6 +172,14 @@
 #define IOD_STATE_HISTORY_MAX 16384
 /* Leases: one per node agent plus a few per service (1,000 nodes x 8). */
 #define IOD_STATE_LEASES_MAX 8192
+/* Of those, kept for node agents' leases (granted with "node": true by a
+ * node identity): 8,192 day-long leases from one client once stopped every
+ * agent from registering. 2,048 covers IOD_SCHED_NODES_MAX-scale clusters'
+ * agents re-registering while old leases run out. */
+#define IOD_STATE_LEASES_NODE_RESERVED 2048
+/* Leases one client (one identity; one address without authentication)
+ * may hold: a flood from one client leaves the rest of the pool to others. */
+#define IOD_STATE_LEASES_PER_CLIENT_MAX 1024
 /* Operations in one transaction: a deploy of IOD_SPEC_REPLICAS_MAX replicas
  * for a few services plus the deletions it implies. */
 #define IOD_STATE_TXN_OPS_MAX 40000
@@ -205,9 +219,21 @@
 /* HTTP request body: a spec file is at most IOD_SPEC_FILE_MAX (4 MiB); one
  * object value far less. Larger bodies get 413 before they are buffered. */
 #define IOD_API_BODY_MAX (4u << 20)
+/* One object's value in a PUT (etcd allows 1.5 MiB per request). Measured
+ * on a loaded 2-core machine with the 30 ms election timeout: three 1 MB
+ * PUTs kept the term; a 3.9 MB PUT (under IOD_API_BODY_MAX) got 503 and an
+ * election, the entry's parse, apply and replication holding the loops
+ * past a heartbeat. Larger values get 413 naming this limit, before
+ * anything is proposed. */
+#define IOD_API_VALUE_MAX (1u << 20)
 /* Concurrent HTTP connections per server; beyond this MHD refuses new ones
  * (clients retry another server). */
 #define IOD_API_CONNECTIONS_MAX 1024
+/* Of those, one client address may hold: 1,100 slow half-sent requests from
+ * one address once left no new client able to connect for 40 s. A local
+ * cluster (`iod up`: every agent, proxy and CLI on 127.0.0.1) uses a few
+ * dozen; a quarter of the total leaves the rest to other addresses. */
+#define IOD_API_CONNECTIONS_PER_IP_MAX 256
 /* A connection idle this long (a slow or stuck client) is closed, so slow
  * clients cannot hold connections forever. Long-poll watches are suspended,
  * not idle, and have their own timeout. */
@@ -386,6 +412,10 @@
 #define IOD_DP_SGS_MAX 16
 #define IOD_DP_SERVICES_MAX 16
 #define IOD_DP_ENDPOINTS_MAX 256
+/* Conntrack memory per data-plane core (iod_net_ct_bytes): the data plane
+ * shares the node with its replicas; 512 MiB holds about 6 M sessions (the
+ * default 1 M takes 76 MiB). A larger ct_sessions is a config error. */
+#define IOD_DP_CT_BYTES_MAX (512ull << 20)
 /* A dp config file is read whole; 1 MiB is far beyond hand-written YAML. */
 #define IOD_DP_CONFIG_FILE_MAX (1u << 20)
 

@@ -351,7 +351,9 @@ struct iod_mesh_http_msg {
 	bool keep_alive;                 /* connection persists after this message */
 	bool expect_continue;            /* request: Expect: 100-continue */
 	bool has_host;                   /* a Host field was seen */
-	int traceparent;                 /* header index or -1 */
+	int traceparent;                 /* index of the last traceparent header or -1 */
+	uint8_t traceparent_n;           /* traceparent headers seen (saturates at 255) */
+	uint8_t tracestate_n;            /* tracestate headers seen (saturates at 255) */
 	struct iod_mesh_http_header hdr[IOD_MESH_HTTP_HEADERS_MAX]; /* hdr_n headers */
 	uint32_t hdr_n;
 };
@@ -378,6 +380,10 @@ struct iod_mesh_http_body {
 	uint8_t state;      /* chunked decoder state */
 	uint32_t line_n;    /* chunk-size line bytes seen (bounded) */
 };
+/* Is header h (of the head in buf) named lower_name (lower case)? */
+bool iod_mesh_http_header_is(const char *buf, const struct iod_mesh_http_header *h,
+                             const char *lower_name);
+
 /* Framing after a head (request_method for responses: HEAD has no body). */
 void iod_mesh_http_body_init(struct iod_mesh_http_body *b, const struct iod_mesh_http_msg *m,
                              const char *buf, const char *request_method, size_t method_len);
@@ -408,6 +414,16 @@ struct iod_mesh_traceparent {
 int iod_mesh_traceparent_parse(const char *s, size_t len, struct iod_mesh_traceparent *tp);
 /* Writes 55 characters and a NUL (buf >= 56). */
 void iod_mesh_traceparent_format(const struct iod_mesh_traceparent *tp, char *buf);
+/* Most tracestate list members (W3C Trace Context, section 3.3.1.1). */
+#define IOD_MESH_TRACESTATE_MEMBERS_MAX 32
+/*
+ * Check a tracestate list (the values of all tracestate headers joined by
+ * ',') and write it to out without OWS and empty members. Returns its
+ * length (0: no member), -EINVAL when the list is invalid and must be
+ * dropped whole (a bad key or value, a duplicate key, more than 32
+ * members), -E2BIG when out (cap bytes) is too small. Pure.
+ */
+int iod_mesh_tracestate_clean(const char *in, size_t len, char *out, size_t cap);
 /* New random ids (never all zero). */
 void iod_mesh_trace_ids_new(struct iod_rng *rng, uint8_t *id, size_t len);
 void iod_mesh_hex(const uint8_t *b, size_t n, char *out); /* 2n chars + NUL */

@@ -527,6 +527,9 @@ struct iod_net_ct_info {
 
 struct iod_net_ct;
 
+/* Bytes a table for max_sessions sessions allocates (what a config check
+ * holds against IOD_DP_CT_BYTES_MAX). */
+uint64_t iod_net_ct_bytes(uint32_t max_sessions);
 /* A table for max_sessions sessions, allocated now (never on the packet path). */
 int iod_net_ct_create(struct iod_net_ct **out, uint32_t max_sessions,
                       const struct iod_net_ct_timeouts *t);

@@ -138,6 +138,10 @@ uint32_t iod_state_lease_count(const struct iod_state *s);
  */
 int iod_state_snapshot(const struct iod_state *s, void **buf, size_t *len);
 int iod_state_restore(struct iod_state *s, const void *buf, size_t len, struct iod_err *e);
+/* Bytes of object values held (the IOD_STATE_BYTES_MAX quota); tests may
+ * lower the quota. */
+uint64_t iod_state_bytes(const struct iod_state *s);
+void iod_state_set_bytes_max(struct iod_state *s, uint64_t bytes);
 /* A 64-bit digest of the whole state (objects, leases, revision): equal on
  * servers that applied the same commands. For tests and `iod status`. */
 uint64_t iod_state_digest(const struct iod_state *s);
@@ -151,6 +155,9 @@ char *iod_state_cmd_put(enum iod_state_kind k, const char *name, const json_t *v
                         uint64_t lease_id, int64_t prev_rev);
 char *iod_state_cmd_delete(enum iod_state_kind k, const char *name, int64_t prev_rev);
 char *iod_state_cmd_lease_grant(uint64_t ttl_ms, uint64_t now_ms);
+/* A grant counted against owner's quota (IOD_STATE_LEASES_PER_CLIENT_MAX),
+ * or, node: a node agent's lease from the reserved pool. */
+char *iod_state_cmd_lease_grant_for(uint64_t ttl_ms, uint64_t now_ms, const char *owner, bool node);
 char *iod_state_cmd_lease_renew(uint64_t lease_id, uint64_t now_ms);
 char *iod_state_cmd_lease_revoke(uint64_t lease_id);
 char *iod_state_cmd_lease_expire(uint64_t now_ms);
@@ -224,8 +231,13 @@ struct iod_node;
 struct uv_loop_s;
 
 /* status 0: committed and applied (res says whether the command succeeded);
- * -ENOTCONN: this server is not (or no longer) the leader: retry at the
- * leader; another negative errno: raft failure (shutting down). */
+ * -ENOTCONN: this server is not the leader and the command was never
+ * proposed: retry at the leader; IOD_NODE_OUTCOME_UNKNOWN: it was proposed
+ * (in the log) but leadership was lost or the server stopped before it
+ * committed, so a later leader may still apply it: only an idempotent
+ * command may be retried; another negative errno: not proposed (shutting
+ * down, out of memory). */
+#define IOD_NODE_OUTCOME_UNKNOWN (-EINPROGRESS)
 typedef void (*iod_node_apply_cb)(void *data, int status, const struct iod_state_result *res);
 typedef void (*iod_node_done_cb)(void *data, int status);
 

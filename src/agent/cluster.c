@@ -101,7 +101,8 @@ static int register_node(struct iod_agent_cluster *c, struct iod_api_client *cl)
 	struct iod_err e = {0};
 	char path[IOD_NAME_MAX + 32];
 	uint64_t id = 0;
-	json_t *b = json_pack("{s:I}", "ttl_ms", (json_int_t)cfg->lease_ttl_ms);
+	/* a node lease: from the pool a lease flood cannot take */
+	json_t *b = json_pack("{s:I, s:b}", "ttl_ms", (json_int_t)cfg->lease_ttl_ms, "node", 1);
 	int rc = request(cl, "POST", "/v1/leases", b, &r, &e);
 	json_decref(b);
 	if (rc || r.status != 200 || iod_json_get_u64(r.json, "lease", &id)) {

@@ -9,6 +9,7 @@
  * It never does I/O.
  */
 #include "iod/agent.h"
+#include "iod/state.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -268,6 +269,18 @@ int iod_agent_replica_from_json(const json_t *o, struct iod_agent_replica *r, st
 	if ((rc = get_str(o, "name", r->name, sizeof(r->name), name, e)) ||
 	    (rc = get_str(o, "service", r->service, sizeof(r->service), name, e)))
 		return rc;
+	/* the name becomes a directory, a cgroup and a log path: the cluster's
+	 * name rule, as for every object (iod_state_name_valid) */
+	if (!iod_state_name_valid(r->name))
+		return iod_err_set(e, -EINVAL,
+		                   "replica name \"%s\" is not valid: letters, digits, '-', '_' "
+		                   "and '.', not starting with '.', under %d characters",
+		                   name, IOD_NAME_MAX);
+	if (r->service[0] && !iod_state_name_valid(r->service))
+		return iod_err_set(e, -EINVAL,
+		                   "replica \"%s\": service name \"%s\" is not valid: letters, "
+		                   "digits, '-', '_' and '.', not starting with '.'",
+		                   name, r->service);
 	if (!r->service[0])
 		memcpy(r->service, r->name, sizeof(r->service));
 	v = 0;
@@ -397,15 +410,14 @@ int iod_agent_manifest_parse(const char *text, size_t len, struct iod_agent_repl
 			/* one bad replica fails alone when it can be named */
 			const char *nm = NULL, *sv = NULL;
 			struct iod_agent_replica *r = &out[i];
-			if (iod_json_get_str(o, "name", &nm) || !nm[0] ||
-			    strlen(nm) >= IOD_NAME_MAX) {
+			if (iod_json_get_str(o, "name", &nm) || !iod_state_name_valid(nm)) {
 				json_decref(root);
 				return iod_err_set(e, rc, "replicas[%zu]: %s", i, re.msg);
 			}
 			memset(r, 0, sizeof(*r));
 			r->numa_node = -1;
 			memcpy(r->name, nm, strlen(nm) + 1);
-			if (iod_json_get_str(o, "service", &sv) ||
+			if (iod_json_get_str(o, "service", &sv) || !iod_state_name_valid(sv) ||
 			    iod_strlcpy(r->service, sv, sizeof(r->service)))
 				memcpy(r->service, r->name, sizeof(r->service));
 			snprintf(r->fail, sizeof(r->fail), "%s", re.msg);

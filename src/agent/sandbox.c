@@ -32,6 +32,7 @@
  * when to start or stop: the reconciler does.
  */
 #include "iod/agent.h"
+#include "iod/state.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -64,6 +65,10 @@ int iod_agent_replica_path(const char *run_dir, const char *name, const char *wh
                            size_t len)
 {
 	int n;
+	/* the cluster's one name rule: no '/', no leading '.', so never a path
+	 * outside <run_dir>/replicas (a manifest's "../../x") */
+	if (!iod_state_name_valid(name))
+		return -EINVAL;
 	if (!strcmp(what, "dir"))
 		n = snprintf(buf, len, "%s/replicas/%s", run_dir, name);
 	else
@@ -908,7 +913,9 @@ int iod_agent_exec_start_net(const struct iod_agent_exec_config *c,
 	}
 	if (iod_agent_replica_path(c->run_dir, r->name, "dir", a->dir, sizeof(a->dir)) ||
 	    iod_agent_replica_path(c->run_dir, r->name, "data", data, sizeof(data))) {
-		rc = iod_err_set(e, -ENAMETOOLONG, "run dir path too long for %s", r->name);
+		rc = iod_err_set(e, -ENAMETOOLONG,
+		                 "replica \"%s\": not a valid name or the run dir path is too long",
+		                 r->name);
 		goto out;
 	}
 	if ((rc = mkdir_p(a->dir)) || (r->stateful && (rc = mkdir_p(data)))) {

@@ -383,6 +383,24 @@ static const char *redirect_hint(const struct iod_api_response *r)
 	return hint;
 }
 
+/* A request that may be sent twice with the same result: reads, and whole-
+ * object PUT/DELETE without a revision check (a CAS that succeeded would
+ * answer a retry with a false "conflict"). POSTs (txn, lease grant,
+ * deploy) are not. */
+static bool idempotent(const char *method, const char *path)
+{
+	if (!strcmp(method, "GET") || !strcmp(method, "HEAD"))
+		return true;
+	return (!strcmp(method, "PUT") || !strcmp(method, "DELETE")) && !strstr(path, "prev_rev=");
+}
+
+/* 504 outcome_unknown: proposed, then leadership was lost before commit. */
+static bool outcome_unknown(const struct iod_api_response *r)
+{
+	return r->status == 504 && r->json &&
+	       json_is_true(json_object_get(r->json, "outcome_unknown"));
+}
+
 static void use_server(struct iod_api_client *c, uint32_t i)
 {
 	if (c->cur != i && c->fd >= 0) {
@@ -405,6 +423,7 @@ int iod_api_request(struct iod_api_client *c, const char *method, const char *pa
 	 * refuses connections at once): a follower that still names one as
 	 * leader (it has not noticed yet) is not followed back to it */
 	bool down[IOD_ARRAY_LEN(c->servers)] = {0};
+	bool idem = idempotent(method, path);
 
 	c->attempts = 0;
 	for (;;) {
@@ -412,8 +431,33 @@ int iod_api_request(struct iod_api_client *c, const char *method, const char *pa
 		uint32_t now_left = (uint32_t)(deadline > mono_ms() ? deadline - mono_ms() : 0);
 		uint32_t t = IOD_MIN(c->timeout_ms, IOD_MAX(now_left, 1u));
 		c->attempts++;
+		if (!idem && c->fd < 0) {
+			/* connect first: a refused connection is safe to retry, a
+			 * request that was sent and not answered is not */
+			c->fd = dial(c->servers[c->cur], mono_ms() + t, &e1);
+			if (c->fd < 0) {
+				c->fd = -1;
+				snprintf(last_err, sizeof(last_err), "%s", e1.msg);
+				down[c->cur] = true;
+				goto rotate;
+			}
+		}
 		rc = iod_api_http_once(&c->fd, c->servers[c->cur], method, path, content_type, body,
 		                       len, t, r, &e1);
+		if (rc && !idem)
+			return iod_err_set(
+			    e, -EINPROGRESS,
+			    "%s %s: outcome unknown: the request was sent but not "
+			    "answered (%s); it may or may not have been applied, so it "
+			    "is not retried (read the state back first)",
+			    method, path, e1.msg);
+		if (rc == 0 && outcome_unknown(r)) {
+			if (!idem)
+				return 0; /* the caller sees 504 and its message */
+			any_answer = true;
+			iod_api_response_free(r);
+			goto rotate;
+		}
 		if (rc == 0) {
 			const char *hint = redirect_hint(r);
 			if (!hint)
@@ -435,6 +479,7 @@ int iod_api_request(struct iod_api_client *c, const char *method, const char *pa
 			snprintf(last_err, sizeof(last_err), "%s", e1.msg);
 			down[c->cur] = true;
 		}
+	rotate:
 		use_server(c, (c->cur + 1) % c->servers_n);
 		if (++tried_in_round >= c->servers_n) {
 			tried_in_round = 0;

@@ -38,16 +38,53 @@ typedef enum MHD_Result MHD_RESULT;
 struct server;
 
 /* One HTTP request (MHD's per-connection context). */
+/*
+ * A serialised watch answer, shared by every watcher it answers: 1,000
+ * watchers woken by one 1 MiB write used to serialise (and hold) 1,000
+ * copies (the leader went from 15 to 1,034 MB). Reference counted; the last
+ * HTTP response that sends it frees it. Loop thread only.
+ */
+struct shared_text {
+	unsigned refs; /* holders: the cache, prepared answers, MHD responses */
+	size_t len;    /* bytes */
+	char data[];   /* the JSON text */
+};
+
+static void shared_unref(void *cls)
+{
+	struct shared_text *t = cls;
+	if (t && --t->refs == 0)
+		free(t);
+}
+
+/* Answers serialised during one wake-up of the watchers, by what they
+ * depend on: the same state, kind filter, visibility and start revision
+ * give the same answer. Bounded: a wake-up is one pass over the watchers. */
+#define WATCH_CACHE_SLOTS 8
+struct watch_cache {
+	struct {
+		int kind;                 /* kind watched */
+		bool all;                 /* all kinds */
+		bool sensitive;           /* sees tokens and secrets */
+		uint64_t after_rev;       /* events after this */
+		uint64_t state_rev;       /* the state's revision when serialised */
+		struct shared_text *text; /* the answer (a ref), NULL = free slot */
+	} slot[WATCH_CACHE_SLOTS];
+	unsigned next; /* slot to replace next */
+};
+
 struct req {
-	struct server *srv;          /* owner */
-	struct MHD_Connection *conn; /* MHD connection */
-	struct iod_buf body;         /* request body, bounded by IOD_API_BODY_MAX */
-	bool too_big;                /* body exceeded the limit: answer 413 */
-	bool suspended;              /* waiting for raft or a watch */
-	bool ready;                  /* answer prepared, to be queued on resume */
-	int status;                  /* prepared answer's code */
-	json_t *answer;              /* prepared answer (owned) */
-	json_t *extra;               /* deploy: the plan to merge into the answer */
+	struct server *srv;              /* owner */
+	struct MHD_Connection *conn;     /* MHD connection */
+	struct iod_buf body;             /* request body, bounded by IOD_API_BODY_MAX */
+	bool too_big;                    /* body exceeded the limit: answer 413 */
+	bool framing_bad;                /* Content-Length and Transfer-Encoding: answer 400 */
+	bool suspended;                  /* waiting for raft or a watch */
+	bool ready;                      /* answer prepared, to be queued on resume */
+	int status;                      /* prepared answer's code */
+	json_t *answer;                  /* prepared answer (owned) */
+	struct shared_text *answer_text; /* or a watch answer shared with others (a ref) */
+	json_t *extra;                   /* deploy: the plan to merge into the answer */
 	/* watch */
 	bool watching;             /* on the watch list */
 	bool watch_all;            /* all kinds */
@@ -100,6 +137,8 @@ struct server {
 	bool node_closed;                /* raft is closed: nothing more to wait for */
 	uint64_t requests[STATUS_CODES]; /* answers by status code */
 	uint64_t watch_answers;          /* watches answered */
+	struct watch_cache *wcache;      /* this wake-up's serialised answers */
+	uint64_t watch_shared;           /* watch answers served from wcache */
 	struct iod_api_sec sec;          /* TLS material, authentication, audit (auth.c) */
 	struct tel_entry *tel;           /* node telemetry summaries (memory only, not Raft) */
 	uint32_t tel_n;                  /* entries in tel */
@@ -307,6 +346,14 @@ static void write_done(void *data, int status, const struct iod_state_result *re
 		finish(q, 503, not_leader_json(s));
 		return;
 	}
+	if (status == IOD_NODE_OUTCOME_UNKNOWN) {
+		/* not "not the leader": the write is in the log and a later
+		 * leader may commit it; a blind retry could apply it twice */
+		finish(q, 504,
+		       json_pack("{s:s, s:b, s:s}", "error", res->msg, "outcome_unknown", 1, "code",
+		                 "outcome_unknown"));
+		return;
+	}
 	if (status) {
 		finish(q, code_for(status), err_json("%s", res->msg));
 		return;
@@ -334,7 +381,8 @@ static MHD_RESULT propose(struct req *q, char *cmd)
 
 	if (!cmd)
 		return queue_err(s, q->conn, 500, err_json("out of memory"));
-	rc = iod_node_propose(s->node, cmd, strlen(cmd), write_done, q);
+	size_t len = strlen(cmd);
+	rc = iod_node_propose(s->node, cmd, len, write_done, q);
 	free(cmd);
 	if (rc == -ENOTCONN)
 		return not_leader(q);
@@ -342,6 +390,12 @@ static MHD_RESULT propose(struct req *q, char *cmd)
 		return queue_err(s, q->conn, 503,
 		                 err_json("overloaded: %d writes in flight; retry shortly",
 		                          IOD_API_PENDING_MAX));
+	if (rc == -E2BIG)
+		return queue_err(
+		    s, q->conn, 413,
+		    err_json("the command is %zu bytes, over IOD_STATE_CMD_MAX (%u bytes, "
+		             "one Raft entry); split it (deploy fewer replicas at once)",
+		             len, IOD_STATE_CMD_MAX));
 	if (rc)
 		return queue_err(s, q->conn, code_for(rc),
 		                 err_json("proposing: %s", strerror(-rc)));
@@ -357,14 +411,23 @@ static MHD_RESULT propose(struct req *q, char *cmd)
 	return MHD_YES;
 }
 
+/* A decimal query number in [0, INT64_MAX] (commands carry it as a JSON
+ * integer): anything else, including overflow, sets *bad. A prev_rev of
+ * 2^63 or more used to wrap to -1, "no check": an unconditional write. */
 static bool query_u64(struct MHD_Connection *c, const char *key, uint64_t *out, bool *bad)
 {
 	const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, key);
 	char *end = NULL;
 	if (!v)
 		return false;
+	for (const char *p = v; *p; p++)
+		if (*p < '0' || *p > '9') {
+			*bad = true;
+			return false;
+		}
+	errno = 0;
 	unsigned long long x = strtoull(v, &end, 10);
-	if (!v[0] || *end || v[0] == '-') {
+	if (!v[0] || *end || errno == ERANGE || x > (unsigned long long)INT64_MAX) {
 		*bad = true;
 		return false;
 	}
@@ -398,7 +461,13 @@ static MHD_RESULT do_put(struct req *q, enum iod_state_kind k, const char *name)
 	query_u64(q->conn, "lease", &lease, &bad);
 	if (bad)
 		return queue_err(s, q->conn, 400,
-		                 err_json("prev_rev and lease must be non-negative integers"));
+		                 err_json("prev_rev and lease must be integers from 0 to 2^63-1"));
+	if (q->body.len > IOD_API_VALUE_MAX)
+		return queue_err(
+		    s, q->conn, 413,
+		    err_json("%s/%s: a value of %zu bytes is over IOD_API_VALUE_MAX (%u "
+		             "bytes); store large data elsewhere and reference it",
+		             iod_state_kind_name(k), name, q->body.len, IOD_API_VALUE_MAX));
 	if (!(v = body_json(q, &err)))
 		return queue_err(s, q->conn, 400, err);
 	if (!json_is_object(v)) {
@@ -434,7 +503,7 @@ static MHD_RESULT do_delete(struct req *q, enum iod_state_kind k, const char *na
 
 	if (bad)
 		return queue_err(s, q->conn, 400,
-		                 err_json("prev_rev must be a non-negative integer"));
+		                 err_json("prev_rev must be an integer from 0 to 2^63-1"));
 	if (k == IOD_STATE_SERVICE && !has_prev) {
 		/* deleting a service removes its replicas and endpoints with it */
 		json_t *j = json_pack("{s:s, s:s}", "op", "undeploy", "service", name);
@@ -463,6 +532,8 @@ static MHD_RESULT do_txn(struct req *q)
 	return propose(q, cmd);
 }
 
+static struct conn_ctx *conn_ctx_of(struct MHD_Connection *c);
+
 static MHD_RESULT do_lease(struct req *q, const char *method, const char *id_text)
 {
 	struct server *s = q->srv;
@@ -480,12 +551,30 @@ static MHD_RESULT do_lease(struct req *q, const char *method, const char *id_tex
 		if (!j)
 			return queue_err(s, q->conn, 400, err);
 		int rc = iod_json_get_u64(j, "ttl_ms", &ttl);
+		bool node = json_is_true(json_object_get(j, "node"));
 		json_decref(j);
 		if (rc || ttl == 0 || ttl > 24ull * 3600 * 1000)
 			return queue_err(
 			    s, q->conn, 400,
-			    err_json("a lease body is {\"ttl_ms\": N} with 0 < N <= 1 day"));
-		return propose(q, iod_state_cmd_lease_grant(ttl, now_ms));
+			    err_json("a lease body is {\"ttl_ms\": N[, \"node\": true]} with 0 < N "
+			             "<= 1 day"));
+		/* the reserved pool is for node agents (and admins, who may do
+		 * anything; with --insecure everyone on loopback is admin) */
+		if (node && q->id.kind != IOD_SEC_KIND_NODE && q->id.role != IOD_SEC_ROLE_ADMIN)
+			return queue_err(s, q->conn, 403,
+			                 err_json("\"node\": true leases are for node identities"));
+		/* quotas are per client: its identity, else its address */
+		char owner[IOD_NAME_MAX + 32];
+		struct conn_ctx *cc = conn_ctx_of(q->conn);
+		if (q->id.kind != IOD_SEC_KIND_ANONYMOUS && strcmp(q->id.via, "--insecure")) {
+			iod_sec_identity_subject(&q->id, owner, sizeof(owner));
+		} else {
+			snprintf(owner, sizeof(owner), "addr:%s", cc ? cc->remote : "?");
+			char *colon = strrchr(owner, ':');
+			if (colon && colon > owner + 5)
+				*colon = 0; /* the address, not the port */
+		}
+		return propose(q, iod_state_cmd_lease_grant_for(ttl, now_ms, owner, node));
 	}
 	if (!strcmp(method, "PUT") && id_text)
 		return propose(q, iod_state_cmd_lease_renew(id, now_ms));
@@ -604,11 +693,60 @@ static void watch_unlink(struct req *q)
 }
 
 /* Answer q if it has something (or its time is up); returns true if answered. */
+static struct shared_text **wcache_find(struct server *s, struct req *q, bool sens)
+{
+	struct watch_cache *c = s->wcache;
+	uint64_t rev = iod_state_rev(iod_node_state(s->node));
+	if (!c)
+		return NULL;
+	for (unsigned i = 0; i < WATCH_CACHE_SLOTS; i++)
+		if (c->slot[i].text && c->slot[i].kind == (int)q->kind &&
+		    c->slot[i].all == q->watch_all && c->slot[i].sensitive == sens &&
+		    c->slot[i].after_rev == q->after_rev && c->slot[i].state_rev == rev)
+			return &c->slot[i].text;
+	return NULL;
+}
+
+static void wcache_put(struct server *s, struct req *q, bool sens, uint64_t after,
+                       struct shared_text *t)
+{
+	struct watch_cache *c = s->wcache;
+	if (!c)
+		return;
+	unsigned i = c->next++ % WATCH_CACHE_SLOTS;
+	shared_unref(c->slot[i].text);
+	c->slot[i].kind = (int)q->kind;
+	c->slot[i].all = q->watch_all;
+	c->slot[i].sensitive = sens;
+	c->slot[i].after_rev = after;
+	c->slot[i].state_rev = iod_state_rev(iod_node_state(s->node));
+	c->slot[i].text = t;
+	t->refs++;
+}
+
+static void finish_shared(struct req *q, struct shared_text *t)
+{
+	t->refs++;
+	q->answer_text = t;
+	finish(q, 200, NULL);
+}
+
 static bool watch_try(struct req *q, bool timed_out)
 {
 	const struct iod_state *st = iod_node_state(q->srv->node);
 	struct iod_err e = {0};
 	json_t *ev = NULL;
+	bool sens = sees_sensitive(q);
+	uint64_t after0 = q->after_rev;
+	struct shared_text **hit = wcache_find(q->srv, q, sens);
+
+	if (hit) {
+		watch_unlink(q);
+		q->srv->watch_answers++;
+		q->srv->watch_shared++;
+		finish_shared(q, *hit);
+		return true;
+	}
 	int rc = iod_state_watch(st, q->kind, q->watch_all, q->after_rev, IOD_API_WATCH_EVENTS_MAX,
 	                         &ev, &e);
 
@@ -649,17 +787,62 @@ static bool watch_try(struct req *q, bool timed_out)
 		    json_object_get(json_array_get(ev, json_array_size(ev) - 1), "rev"));
 	watch_unlink(q);
 	q->srv->watch_answers++;
-	finish(q, 200, json_pack("{s:I, s:o}", "rev", (json_int_t)next, "events", ev));
+	json_t *a = json_pack("{s:I, s:o}", "rev", (json_int_t)next, "events", ev);
+	char *text = a ? json_dumps(a, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+	json_decref(a);
+	size_t n = text ? strlen(text) : 0;
+	struct shared_text *t = text ? malloc(sizeof(*t) + n + 2) : NULL;
+	if (!t) {
+		free(text);
+		finish(q, 500, err_json("out of memory"));
+		return true;
+	}
+	t->refs = 0;
+	t->len = n + 1;
+	memcpy(t->data, text, n);
+	t->data[n] = '\n';
+	t->data[n + 1] = 0;
+	free(text);
+	if (!timed_out)
+		wcache_put(q->srv, q, sens, after0, t);
+	finish_shared(q, t);
 	return true;
+}
+
+/* Queue a shared watch answer on c (takes q's reference). */
+static MHD_RESULT queue_shared(struct server *s, struct MHD_Connection *c, int status,
+                               struct shared_text *t)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback_cls(
+	    t->len, t->data, shared_unref, t);
+	MHD_RESULT rc;
+	(void)s;
+	if (!r) {
+		shared_unref(t);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	if (ci && ci->socket_context)
+		((struct conn_ctx *)ci->socket_context)->last_status = status;
+	rc = MHD_queue_response(c, (unsigned)status, r);
+	MHD_destroy_response(r);
+	return rc;
 }
 
 static void watchers_wake(void *data)
 {
 	struct server *s = data;
+	struct watch_cache cache = {0};
+	s->wcache = &cache;
 	for (struct req *q = s->watchers, *next; q; q = next) {
 		next = q->wnext;
 		watch_try(q, false);
 	}
+	s->wcache = NULL;
+	for (unsigned i = 0; i < WATCH_CACHE_SLOTS; i++)
+		shared_unref(cache.slot[i].text);
 }
 
 static void watch_timer_cb(uv_timer_t *t)
@@ -708,6 +891,11 @@ static MHD_RESULT do_watch(struct req *q, enum iod_state_kind k, bool all)
 	if (watch_try(q, timeout_ms == 0)) {
 		/* answered at once: queue it without suspending */
 		q->ready = false;
+		if (q->answer_text) {
+			struct shared_text *t = q->answer_text;
+			q->answer_text = NULL;
+			return queue_shared(s, q->conn, q->status, t);
+		}
 		json_t *a = q->answer;
 		q->answer = NULL;
 		return queue_json(s, q->conn, q->status, a);
@@ -1149,8 +1337,15 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 		iod_buf_printf(
 		    &b,
 		    "# HELP iod_api_watches Watches waiting.\n# TYPE iod_api_watches gauge\n"
-		    "iod_api_watches %u\n",
-		    s->watchers_n);
+		    "iod_api_watches %u\n"
+		    "# HELP iod_api_watch_answers_total Watch answers sent.\n"
+		    "# TYPE iod_api_watch_answers_total counter\niod_api_watch_answers_total %llu\n"
+		    "# HELP iod_api_watch_answers_shared_total Watch answers that reused another's "
+		    "serialised text.\n"
+		    "# TYPE iod_api_watch_answers_shared_total counter\n"
+		    "iod_api_watch_answers_shared_total %llu\n",
+		    s->watchers_n, (unsigned long long)s->watch_answers,
+		    (unsigned long long)s->watch_shared);
 		s->requests[200]--;
 		return queue_text(s, c, 200, "text/plain; version=0.0.4",
 		                  b.data ? b.data : strdup(""));
@@ -1254,6 +1449,41 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 	return queue_err(s, c, 405, err_json("method %s not allowed on %s", method, url));
 }
 
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+	                              : -1;
+}
+
+/*
+ * Percent-decoding of the path and query (libmicrohttpd's unescape
+ * callback). A NUL or other control byte stays encoded ("%00"), so it can
+ * never truncate a C string: "config/trunc%00evil" used to be stored as
+ * "config/trunc"; now the name is refused by the name check (400).
+ */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+	char *w = s;
+	(void)cls;
+	(void)c;
+	for (const char *r = s; *r;) {
+		int hi, lo;
+		if (r[0] == '%' && (hi = hexval(r[1])) >= 0 && (lo = hexval(r[2])) >= 0) {
+			unsigned char v = (unsigned char)(hi * 16 + lo);
+			if (v >= 0x20 && v != 0x7f) {
+				*w++ = (char)v;
+				r += 3;
+				continue;
+			}
+		}
+		*w++ = *r++;
+	}
+	*w = 0;
+	return (size_t)(w - s);
+}
+
 static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *url,
                           const char *method, const char *version, const char *upload,
                           size_t *upload_size, void **con_cls)
@@ -1272,12 +1502,22 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *ur
 		*con_cls = q;
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 		                                             MHD_HTTP_HEADER_CONTENT_LENGTH);
+		const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+		                                             MHD_HTTP_HEADER_TRANSFER_ENCODING);
+		if (cl && te) {
+			/* RFC 9112 6.1: a request smuggling vector; refuse, as the
+			 * mesh proxy does */
+			q->framing_bad = true;
+			return MHD_YES;
+		}
 		if (cl && strtoull(cl, NULL, 10) > IOD_API_BODY_MAX)
 			q->too_big = true;
 		return MHD_YES;
 	}
 	if (*upload_size) {
-		if (!q->too_big && q->body.len + *upload_size <= IOD_API_BODY_MAX) {
+		if (q->framing_bad) {
+			/* discarded: answered 400 at the end */
+		} else if (!q->too_big && q->body.len + *upload_size <= IOD_API_BODY_MAX) {
 			if (iod_buf_append(&q->body, upload, *upload_size))
 				q->too_big = true;
 		} else {
@@ -1290,10 +1530,20 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *ur
 		json_t *a = q->answer;
 		q->answer = NULL;
 		q->ready = false;
+		if (q->answer_text) {
+			struct shared_text *t = q->answer_text;
+			q->answer_text = NULL;
+			json_decref(a);
+			return queue_shared(s, conn, q->status, t);
+		}
 		return queue_json(s, conn, q->status, a);
 	}
 	if (q->suspended)
 		return MHD_YES;
+	if (q->framing_bad)
+		return queue_err(s, conn, 400,
+		                 err_json("both Content-Length and Transfer-Encoding: ambiguous "
+		                          "framing, refused"));
 	if (q->too_big)
 		return queue_err(s, conn, 413,
 		                 err_json("request body larger than %u bytes (IOD_API_BODY_MAX)",
@@ -1342,6 +1592,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	watch_unlink(q);
 	held_unlink(q);
 	iod_buf_free(&q->body);
+	shared_unref(q->answer_text);
 	json_decref(q->answer);
 	json_decref(q->extra);
 	free(q);
@@ -1421,20 +1672,23 @@ static int mhd_start(struct server *s, struct iod_err *e)
 		s->mhd = MHD_start_daemon(
 		    flags | MHD_USE_TLS, 0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR,
 		    ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)IOD_API_CONNECTIONS_MAX,
+		    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)IOD_API_CONNECTIONS_PER_IP_MAX,
 		    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IOD_API_CONN_TIMEOUT_S,
 		    MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
 		    conn_notify, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
-		    MHD_OPTION_HTTPS_MEM_KEY, s->sec.key_pem, MHD_OPTION_HTTPS_MEM_CERT,
-		    s->sec.cert_pem, MHD_OPTION_HTTPS_MEM_TRUST, s->sec.ca_pem,
-		    MHD_OPTION_HTTPS_PRIORITIES, "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2",
-		    MHD_OPTION_END);
+		    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_HTTPS_MEM_KEY,
+		    s->sec.key_pem, MHD_OPTION_HTTPS_MEM_CERT, s->sec.cert_pem,
+		    MHD_OPTION_HTTPS_MEM_TRUST, s->sec.ca_pem, MHD_OPTION_HTTPS_PRIORITIES,
+		    "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", MHD_OPTION_END);
 	else
 		s->mhd = MHD_start_daemon(
 		    flags, 0, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
 		    MHD_OPTION_CONNECTION_LIMIT, (unsigned)IOD_API_CONNECTIONS_MAX,
+		    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)IOD_API_CONNECTIONS_PER_IP_MAX,
 		    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IOD_API_CONN_TIMEOUT_S,
 		    MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
-		    conn_notify, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+		    conn_notify, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
+		    MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (!s->mhd)
 		return iod_err_set(e, -EADDRINUSE,

@@ -5,6 +5,7 @@
  */
 #include "cli.h"
 #include "iod/agent.h"
+#include "iod/state.h"
 
 #include <fcntl.h>
 #include <glob.h>
@@ -114,6 +115,11 @@ int cmd_logs(int argc, char **argv)
 		return IOD_EXIT_INVALID;
 	}
 	const char *name = argv[optind];
+	if (!iod_state_name_valid(name))
+		return iod_cli_fail("logs", IOD_EXIT_INVALID,
+		                    "\"%s\" is not a replica name (letters, digits, '-', '_', '.'; "
+		                    "list replicas with `iod get replicas`)",
+		                    name);
 	if (iod_agent_replica_path(dir, name, "log", path, sizeof(path)))
 		return iod_cli_fail("logs", IOD_EXIT_INVALID, "path too long");
 	struct stat st;

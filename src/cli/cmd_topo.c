@@ -23,7 +23,7 @@ static void usage(FILE *f)
 	    "       iod topo --list-models [-o json]\n\n"
 	    "Show a node's hardware topology: packages, NUMA nodes, caches, the PCIe tree,\n"
 	    "GPUs, NICs, DPUs, NVLinks, and the compute units the scheduler places on.\n\n"
-	    "  --xml FILE      read an hwloc 2.x XML topology (`lstopo --of xml`); the\n"
+	    "  --xml FILE      read an hwloc 2.x (or 1.x) XML topology (`lstopo --of xml`); the\n"
 	    "                  NVLinkBandwidth distances matrix gives NVLinks.\n"
 	    "                  $HWLOC_XMLFILE is used when neither --xml nor --model is given\n"
 	    "  --model NAME    a built-in model (see --list-models; generic-N for N GPUs)\n"

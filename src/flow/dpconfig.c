@@ -343,6 +343,34 @@ static int parse_ar(struct ctx *x, const yaml_node_t *n, struct iod_flow_dp_netw
 	return 0;
 }
 
+/* A network's endpoints lie in its subnet, each IP once (a duplicate was
+ * silently dropped by the pipeline: one endpoint unreachable). */
+static int check_endpoints(struct ctx *x, const struct iod_flow_dp_network *net,
+                           const yaml_node_t *const *nodes, const yaml_node_t *subnet_node)
+{
+	uint32_t mask = net->prefix_len ? ~0u << (32 - net->prefix_len) : 0;
+	char ip[16], sn[16];
+	for (uint32_t i = 0; i < net->endpoints_n; i++) {
+		const struct iod_flow_dp_endpoint *ep = &net->endpoints[i];
+		iod_net_ipv4_format(ep->ip, ip, sizeof(ip));
+		if ((ep->ip & mask) != (net->subnet & mask)) {
+			iod_net_ipv4_format(net->subnet, sn, sizeof(sn));
+			return fail(x, nodes[i],
+			            "endpoint %s is outside network %s's subnet %s/%u (line %zu)",
+			            ip, net->name, sn, net->prefix_len,
+			            subnet_node ? subnet_node->start_mark.line + 1 : 0);
+		}
+		for (uint32_t j = 0; j < i; j++)
+			if (net->endpoints[j].ip == ep->ip)
+				return fail(
+				    x, nodes[i],
+				    "endpoint %s is given twice in network %s (first at line "
+				    "%zu): each endpoint IP once",
+				    ip, net->name, nodes[j]->start_mark.line + 1);
+	}
+	return 0;
+}
+
 static int parse_networks(struct ctx *x, const yaml_node_t *n, struct iod_flow_dp_config *c,
                           const char *sg_names[IOD_DP_NETWORKS_MAX],
                           const yaml_node_t *sg_nodes[IOD_DP_NETWORKS_MAX])
@@ -350,6 +378,7 @@ static int parse_networks(struct ctx *x, const yaml_node_t *n, struct iod_flow_d
 	static const char *const keys[] = {
 	    "name", "vni",   "subnet", "gateway",   "gateway_mac",     "security_group",
 	    "rate", "burst", "dscp",   "endpoints", "adaptive_routing"};
+	static __thread const yaml_node_t *ep_nodes[IOD_DP_ENDPOINTS_MAX];
 	int rc;
 	if ((rc = need_seq(x, n, "networks")))
 		return rc;
@@ -362,6 +391,7 @@ static int parse_networks(struct ctx *x, const yaml_node_t *n, struct iod_flow_d
 		struct iod_flow_dp_network *net = &c->networks[ni];
 		net->sg = -1;
 		bool has_vni = false, has_subnet = false;
+		const yaml_node_t *subnet_node = NULL;
 		if ((rc = need_map(x, g, "a network")))
 			return rc;
 		const char *k;
@@ -387,6 +417,12 @@ static int parse_networks(struct ctx *x, const yaml_node_t *n, struct iod_flow_d
 					rc =
 					    fail(x, v,
 					         "subnet must be an IPv4 CIDR like 192.168.0.0/24");
+				else if (net->prefix_len == 0)
+					rc = fail(x, v,
+					          "subnet %s covers every IPv4 address: give the "
+					          "network's own prefix, like 192.168.0.0/24",
+					          s);
+				subnet_node = v;
 				has_subnet = true;
 			} else if (k && !strcmp(k, "gateway")) {
 				rc = get_ip(x, v, k, &net->gateway);
@@ -402,12 +438,24 @@ static int parse_networks(struct ctx *x, const yaml_node_t *n, struct iod_flow_d
 				if (!s || iod_parse_bandwidth(s, &u, &ue))
 					rc = fail(x, v, "rate: %s",
 					          s ? ue.msg : "must be like 1Gbps");
+				else if (u / 8 == 0)
+					rc =
+					    fail(x, v,
+					         "rate %s would stop all traffic: give a rate like "
+					         "1Gbps, or leave rate out for no limit",
+					         s);
 				net->rate_bytes_per_s = u / 8;
 			} else if (k && !strcmp(k, "burst")) {
 				const char *s = scalar(v);
 				if (!s || iod_parse_size(s, &u, &ue))
 					rc = fail(x, v, "burst: %s",
 					          s ? ue.msg : "must be like 1MB");
+				else if (u == 0)
+					rc = fail(
+					    x, v,
+					    "burst %s lets no packet through: give a size like "
+					    "1MB (at least one packet)",
+					    s);
 				net->burst_bytes = u;
 			} else if (k && !strcmp(k, "dscp")) {
 				rc = get_u64(x, v, k, 63, &u);
@@ -423,6 +471,7 @@ static int parse_networks(struct ctx *x, const yaml_node_t *n, struct iod_flow_d
 					if (net->endpoints_n >= IOD_DP_ENDPOINTS_MAX)
 						return fail(x, en, "more than %d endpoints",
 						            IOD_DP_ENDPOINTS_MAX);
+					ep_nodes[net->endpoints_n] = en;
 					rc = parse_endpoint(x, en,
 					                    &net->endpoints[net->endpoints_n++]);
 					if (rc)
@@ -436,6 +485,8 @@ static int parse_networks(struct ctx *x, const yaml_node_t *n, struct iod_flow_d
 		}
 		if (!net->name[0] || !has_vni || !has_subnet)
 			return fail(x, g, "a network needs name, vni and subnet");
+		if ((rc = check_endpoints(x, net, ep_nodes, subnet_node)))
+			return rc;
 	}
 	return 0;
 }
@@ -525,6 +576,34 @@ static int parse_services(struct ctx *x, const yaml_node_t *n, struct iod_flow_d
 	return 0;
 }
 
+/* Every mapping in the document, any depth: a key given twice is an error
+ * (libyaml keeps both and the later one would silently win). */
+static int no_duplicate_keys(struct ctx *x)
+{
+	for (yaml_node_t *n = x->doc->nodes.start; n < x->doc->nodes.top; n++) {
+		if (n->type != YAML_MAPPING_NODE)
+			continue;
+		for (yaml_node_pair_t *a = n->data.mapping.pairs.start;
+		     a < n->data.mapping.pairs.top; a++) {
+			const yaml_node_t *ka = yaml_document_get_node(x->doc, a->key);
+			const char *sa = scalar(ka);
+			if (!sa)
+				continue;
+			for (yaml_node_pair_t *b = n->data.mapping.pairs.start; b < a; b++) {
+				const yaml_node_t *kb = yaml_document_get_node(x->doc, b->key);
+				const char *sb = scalar(kb);
+				if (sb && !strcmp(sa, sb))
+					return fail(
+					    x, ka,
+					    "duplicate key \"%s\" (first at line %zu, column "
+					    "%zu): give it once",
+					    sa, kb->start_mark.line + 1, kb->start_mark.column + 1);
+			}
+		}
+	}
+	return 0;
+}
+
 int iod_flow_dp_config_parse(const char *text, size_t len, const char *name,
                              struct iod_flow_dp_config *c, struct iod_err *e)
 {
@@ -556,7 +635,7 @@ int iod_flow_dp_config_parse(const char *text, size_t len, const char *name,
 		                 x.name);
 		goto out;
 	}
-	if ((rc = need_map(&x, root, "the file")))
+	if ((rc = need_map(&x, root, "the file")) || (rc = no_duplicate_keys(&x)))
 		goto out;
 	const char *k;
 	yaml_node_t *v;
@@ -577,6 +656,14 @@ int iod_flow_dp_config_parse(const char *text, size_t len, const char *name,
 		} else if (k && !strcmp(k, "ct_sessions")) {
 			rc = get_u64(&x, v, k, IOD_NET_CT_SESSIONS_MAX, &u);
 			c->ct_sessions = (uint32_t)u;
+			if (!rc && iod_net_ct_bytes(c->ct_sessions) > IOD_DP_CT_BYTES_MAX)
+				rc = fail(
+				    &x, v,
+				    "ct_sessions %u needs %.1f MiB of conntrack per core; the "
+				    "most is %llu MiB (IOD_DP_CT_BYTES_MAX, about 6 M sessions)",
+				    c->ct_sessions,
+				    (double)iod_net_ct_bytes(c->ct_sessions) / (1 << 20),
+				    (unsigned long long)(IOD_DP_CT_BYTES_MAX >> 20));
 		} else if (k && !strcmp(k, "emc_slots")) {
 			rc = get_u64(&x, v, k, IOD_FLOW_EMC_SLOTS_MAX, &u);
 			c->emc_slots = (uint32_t)u;

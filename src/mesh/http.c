@@ -1,6 +1,6 @@
 /*
  * http.c: HTTP/1.1 message heads (RFC 9112) and body framing for the L7
- * proxy, and W3C trace-context `traceparent` values.
+ * proxy, and W3C trace-context `traceparent` and `tracestate` values.
  *
  * The proxy forwards bytes as they are; it only needs to know where a head
  * ends, which headers matter (Content-Length, Transfer-Encoding, Connection,
@@ -149,11 +149,22 @@ static int header(const char *b, struct iod_mesh_http_msg *m, bool *close, bool 
 		m->has_host = true;
 	} else if (ieq(n, h->name_len, "traceparent")) {
 		m->traceparent = (int)(m->hdr_n - 1);
+		if (m->traceparent_n < UINT8_MAX)
+			m->traceparent_n++;
+	} else if (ieq(n, h->name_len, "tracestate")) {
+		if (m->tracestate_n < UINT8_MAX)
+			m->tracestate_n++;
 	} else if (ieq(n, h->name_len, "expect")) {
 		if (ieq(v, h->value_len, "100-continue"))
 			m->expect_continue = true;
 	}
 	return 0;
+}
+
+bool iod_mesh_http_header_is(const char *buf, const struct iod_mesh_http_header *h,
+                             const char *lower_name)
+{
+	return ieq(buf + h->name_off, h->name_len, lower_name);
 }
 
 int iod_mesh_http_parse(const char *buf, size_t len, bool response, struct iod_mesh_http_msg *m)
@@ -594,4 +605,91 @@ void iod_mesh_trace_ids_new(struct iod_rng *rng, uint8_t *id, size_t len)
 			}
 		}
 	} while (!nonzero);
+}
+
+/* ---- tracestate (W3C Trace Context level 2, section 3.3) --------------- */
+
+static bool ts_keychar(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+	       c == '*' || c == '/';
+}
+
+/*
+ * key = simple-key / multi-tenant-key
+ * simple-key = lcalpha 0*255( lcalpha / DIGIT / "_" / "-" / "*" / "/" )
+ * multi-tenant-key = tenant-id "@" system-id
+ * tenant-id = ( lcalpha / DIGIT ) 0*240( ... ), system-id = lcalpha 0*13( ... )
+ */
+static bool ts_key_valid(const char *k, size_t n)
+{
+	const char *at = memchr(k, '@', n);
+	for (size_t i = 0; i < n; i++)
+		if (k + i != at && !ts_keychar((unsigned char)k[i]))
+			return false;
+	if (!at)
+		return n >= 1 && n <= 256 && k[0] >= 'a' && k[0] <= 'z';
+	size_t tn = (size_t)(at - k), sn = n - tn - 1;
+	if (tn < 1 || tn > 241 || sn < 1 || sn > 14)
+		return false;
+	if (!((k[0] >= 'a' && k[0] <= 'z') || (k[0] >= '0' && k[0] <= '9')))
+		return false;
+	return at[1] >= 'a' && at[1] <= 'z';
+}
+
+/* value = 0*255( chr ) nblk-chr; chr = %x20 / nblk-chr;
+ * nblk-chr = %x21-2B / %x2D-3C / %x3E-7E */
+static bool ts_value_valid(const char *v, size_t n)
+{
+	if (n < 1 || n > 256 || v[n - 1] == ' ')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)v[i];
+		if (c < 0x20 || c > 0x7e || c == ',' || c == '=')
+			return false;
+	}
+	return true;
+}
+
+int iod_mesh_tracestate_clean(const char *in, size_t len, char *out, size_t cap)
+{
+	struct {
+		size_t off, n; /* the key, in out */
+	} keys[IOD_MESH_TRACESTATE_MEMBERS_MAX];
+	size_t members = 0, o = 0, i = 0;
+
+	while (i <= len) {
+		size_t s = i, e;
+		while (i < len && in[i] != ',')
+			i++;
+		e = i++; /* past the ',' (or len + 1: the end) */
+		while (s < e && (in[s] == ' ' || in[s] == '\t'))
+			s++;
+		while (e > s && (in[e - 1] == ' ' || in[e - 1] == '\t'))
+			e--;
+		if (s == e)
+			continue; /* empty members are allowed and dropped */
+		const char *eq = memchr(in + s, '=', e - s);
+		if (!eq)
+			return -EINVAL;
+		size_t kn = (size_t)(eq - (in + s));
+		if (!ts_key_valid(in + s, kn) || !ts_value_valid(eq + 1, (size_t)(in + e - eq - 1)))
+			return -EINVAL;
+		if (members == IOD_MESH_TRACESTATE_MEMBERS_MAX)
+			return -EINVAL; /* 33 or more members */
+		for (size_t k = 0; k < members; k++)
+			if (keys[k].n == kn && !memcmp(out + keys[k].off, in + s, kn))
+				return -EINVAL; /* a duplicate key */
+		if (o + (o ? 1 : 0) + (e - s) > cap)
+			return -E2BIG;
+		if (o)
+			out[o++] = ',';
+		keys[members].off = o;
+		keys[members].n = kn;
+		members++;
+		memcpy(out + o, in + s, e - s);
+		o += e - s;
+	}
+	IOD_ASSERT(o <= cap);
+	return (int)o;
 }

@@ -440,6 +440,9 @@ static void complete(struct worker *w, struct conn *c)
 		up_close(w, u);
 	}
 	request_end(w, c);
+	/* The request is answered and recorded: closing the client now (the
+	 * client or the upstream asked for it) is not an abandoned request. */
+	c->state = H_READ;
 	next_request(w, c);
 }
 
@@ -619,51 +622,71 @@ static void try_request(struct worker *w, struct conn *c)
 	c->committed = false;
 	uint32_t req_len = m.head_len + (uint32_t)used;
 
-	/* Trace context: continue the caller's trace or start one. */
+	/* Trace context (W3C level 2): continue the caller's trace when it sent
+	 * exactly one valid traceparent, else start one; its tracestate goes on
+	 * only with a continued trace, and only when the whole list is valid. */
 	struct iod_mesh_span *sp = &c->span;
 	memset(sp, 0, sizeof(*sp));
 	sp->kind = IOD_MESH_SPAN_HTTP;
 	uint8_t flags = 1;
-	uint32_t tp_start = 0, tp_end = 0;
-	if (m.traceparent >= 0) {
+	bool continued = false;
+	if (m.traceparent >= 0 && m.traceparent_n == 1) {
 		const struct iod_mesh_http_header *h = &m.hdr[m.traceparent];
-		tp_start = h->name_off;
-		tp_end = h->value_off + h->value_len;
-		while (tp_end + 1 < m.head_len &&
-		       !(c->buf[tp_end] == '\r' && c->buf[tp_end + 1] == '\n'))
-			tp_end++;
-		tp_end += 2;
 		if (!iod_mesh_traceparent_parse(c->buf + h->value_off, h->value_len, &tp)) {
 			memcpy(sp->trace_id, tp.trace_id, 16);
 			memcpy(sp->parent_id, tp.span_id, 8);
 			flags = tp.flags;
+			continued = true;
 		}
 	}
-	if (sp->trace_id[0] == 0 && !memcmp(sp->trace_id, sp->trace_id + 1, 15))
+	if (!continued)
 		iod_mesh_trace_ids_new(&w->rng, sp->trace_id, 16);
 	iod_mesh_trace_ids_new(&w->rng, sp->span_id, 8);
 	memcpy(tp.trace_id, sp->trace_id, 16);
 	memcpy(tp.span_id, sp->span_id, 8);
 	tp.flags = flags;
+	static __thread char ts_in[IOD_MESH_HTTP_BUF], ts_out[IOD_MESH_HTTP_BUF];
+	int ts_len = 0;
+	if (continued && m.tracestate_n) {
+		size_t tn = 0;
+		for (uint32_t i = 0; i < m.hdr_n; i++) {
+			const struct iod_mesh_http_header *h = &m.hdr[i];
+			if (!iod_mesh_http_header_is(c->buf, h, "tracestate"))
+				continue;
+			if (tn)
+				ts_in[tn++] = ','; /* RFC 9110 5.3: fields combine with ',' */
+			memcpy(ts_in + tn, c->buf + h->value_off, h->value_len);
+			tn += h->value_len;
+		}
+		ts_len = iod_mesh_tracestate_clean(ts_in, tn, ts_out, sizeof(ts_out));
+		if (ts_len < 0)
+			ts_len = 0; /* invalid: dropped whole */
+	}
 
-	/* Rewrite: head without the old traceparent + ours + body + rest. */
+	/* Rewrite: the head without any traceparent or tracestate, then ours,
+	 * then the body and what follows. */
 	char *o = w->scratch;
 	uint32_t head_end = m.head_len - 2; /* before the blank line */
 	uint32_t rest = c->len - req_len;
-	uint32_t cut = tp_end - tp_start;
-	uint32_t total = head_end - cut + 13 + 55 + 2 + 2 + (uint32_t)used + rest;
+	uint32_t k = m.hdr_n ? m.hdr[0].name_off : head_end;
+	memcpy(o, c->buf, k);
+	for (uint32_t i = 0; i < m.hdr_n; i++) {
+		const struct iod_mesh_http_header *h = &m.hdr[i];
+		uint32_t e = h->value_off + h->value_len;
+		while (e + 1 < m.head_len && !(c->buf[e] == '\r' && c->buf[e + 1] == '\n'))
+			e++;
+		e += 2;
+		if (iod_mesh_http_header_is(c->buf, h, "traceparent") ||
+		    iod_mesh_http_header_is(c->buf, h, "tracestate"))
+			continue;
+		memcpy(o + k, c->buf + h->name_off, e - h->name_off);
+		k += e - h->name_off;
+	}
+	uint32_t total =
+	    k + 13 + 55 + 2 + (ts_len ? 12 + (uint32_t)ts_len + 2 : 0) + 2 + (uint32_t)used + rest;
 	if (total > IOD_MESH_HTTP_BUF) {
 		respond(w, c, 431, true);
 		return;
-	}
-	uint32_t k = 0;
-	if (cut) {
-		memcpy(o, c->buf, tp_start);
-		memcpy(o + tp_start, c->buf + tp_end, head_end - tp_end);
-		k = head_end - cut;
-	} else {
-		memcpy(o, c->buf, head_end);
-		k = head_end;
 	}
 	memcpy(o + k, "traceparent: ", 13);
 	k += 13;
@@ -671,8 +694,18 @@ static void try_request(struct worker *w, struct conn *c)
 	iod_mesh_traceparent_format(&tp, tpv);
 	memcpy(o + k, tpv, 55);
 	k += 55;
-	memcpy(o + k, "\r\n\r\n", 4);
-	k += 4;
+	memcpy(o + k, "\r\n", 2);
+	k += 2;
+	if (ts_len) {
+		memcpy(o + k, "tracestate: ", 12);
+		k += 12;
+		memcpy(o + k, ts_out, (size_t)ts_len);
+		k += (uint32_t)ts_len;
+		memcpy(o + k, "\r\n", 2);
+		k += 2;
+	}
+	memcpy(o + k, "\r\n", 2);
+	k += 2;
 	memcpy(o + k, c->buf + m.head_len, (size_t)used + rest);
 	IOD_ASSERT_HOT(k + used + rest == total);
 	memcpy(c->buf, o, total);

@@ -82,6 +82,21 @@ void *iod_net_table_alloc(size_t bytes)
 	return p;
 }
 
+/* Hash slots for max sessions: two per session at a load of 72 %, a power of two. */
+static uint64_t ct_slots(uint32_t max_sessions)
+{
+	uint64_t want = (uint64_t)max_sessions * 2 * 100 / 72 + 1, slots = 16;
+	while (slots < want)
+		slots <<= 1;
+	return slots;
+}
+
+uint64_t iod_net_ct_bytes(uint32_t max_sessions)
+{
+	return (uint64_t)max_sessions * (sizeof(struct ct_entry) + sizeof(uint32_t)) +
+	       ct_slots(max_sessions) * sizeof(uint64_t) + sizeof(struct iod_net_ct);
+}
+
 int iod_net_ct_create(struct iod_net_ct **out, uint32_t max_sessions,
                       const struct iod_net_ct_timeouts *t)
 {
@@ -90,9 +105,7 @@ int iod_net_ct_create(struct iod_net_ct **out, uint32_t max_sessions,
 	struct iod_net_ct *ct = calloc(1, sizeof(*ct));
 	if (!ct)
 		return -ENOMEM;
-	uint64_t want = (uint64_t)max_sessions * 2 * 100 / 72 + 1, slots = 16;
-	while (slots < want)
-		slots <<= 1;
+	uint64_t slots = ct_slots(max_sessions);
 	ct->max = max_sessions;
 	ct->gen_next = 1;
 	ct->slots_mask = (uint32_t)(slots - 1);

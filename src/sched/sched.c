@@ -234,6 +234,8 @@ struct search {
 	uint32_t best;                          /* span_max 0: best score so far */
 	uint32_t pmax;                          /* highest pair score among free GPUs */
 	uint32_t whole;                         /* GPUs in wholly free islands */
+	uint32_t free_sum;                      /* pair-score sum of all free GPUs */
+	uint32_t deg[IOD_SCHED_NODE_GPUS_MAX];  /* a free GPU's pair scores to the others */
 	uint32_t list[IOD_SCHED_NODE_GPUS_MAX]; /* free GPUs in id order */
 	uint32_t list_n;
 	struct memo_entry *out;
@@ -256,11 +258,85 @@ static void nearest_nic(const struct iod_sched_shape *s, uint32_t set, uint8_t n
 	*aff = (uint8_t)(best_aff < 0 ? 0 : best_aff);
 }
 
-/* Is a better than b within one class: higher score, less waste, lower mask. */
-static bool class_better(uint32_t score, uint16_t waste, uint32_t mask, const struct memo_class *b)
+/* Pair-score sum of the GPUs in m. */
+static uint32_t set_score(const struct iod_sched_shape *s, uint32_t m)
+{
+	uint32_t sum = 0;
+	for (; m; m &= m - 1) {
+		uint32_t g = (uint32_t)__builtin_ctz(m);
+		for (uint32_t r = m & (m - 1); r; r &= r - 1)
+			sum += s->pair_score[g][__builtin_ctz(r)];
+	}
+	return sum;
+}
+
+/* The best score of any 4 GPUs of m (m holds at most REST_LOOK_MAX). */
+static uint32_t best_quad(const struct iod_sched_shape *s, uint32_t m)
+{
+	uint32_t g[IOD_SCHED_NODE_GPUS_MAX], n = 0, best = 0;
+	for (; m; m &= m - 1)
+		g[n++] = (uint32_t)__builtin_ctz(m);
+	for (uint32_t a = 0; a + 3 < n; a++)
+		for (uint32_t b = a + 1; b + 2 < n; b++)
+			for (uint32_t c = b + 1; c + 1 < n; c++)
+				for (uint32_t d = c + 1; d < n; d++)
+					best = IOD_MAX(best,
+					               set_score(s, 1u << g[a] | 1u << g[b] |
+					                                1u << g[c] | 1u << g[d]));
+	return best;
+}
+
+/* The best sum over disjoint pairs of m (one GPU left over when m is odd). */
+static uint32_t best_pairs(const struct iod_sched_shape *s, uint32_t m)
+{
+	if (popc(m) < 2)
+		return 0;
+	uint32_t g = (uint32_t)__builtin_ctz(m), r = m & (m - 1), best = 0;
+	if (popc(m) & 1)
+		best = best_pairs(s, r); /* g is the one left over */
+	for (uint32_t o = r; o; o &= o - 1) {
+		uint32_t h = (uint32_t)__builtin_ctz(o);
+		best = IOD_MAX(best, s->pair_score[g][h] + best_pairs(s, r & ~(1u << h)));
+	}
+	return best;
+}
+
+/* Free GPUs left beyond which only their pair-score sum is looked at (the
+ * look-ahead below is exact and cheap up to 8: 70 quads, 105 pairings). */
+#define REST_LOOK_MAX 8
+
+/*
+ * What a set leaves for later requests, as one comparable key: the best
+ * 4-GPU set the remaining free GPUs rem still hold, then the best pairing
+ * of them, then their pair-score sum (rest_sum). Requests of 4 and 2 GPUs
+ * are the common next ones; on DGX-1 and PCIe-pair shapes this keeps every
+ * sequence of 1..4-GPU requests at or above the greedy total
+ * (tests/unit/test_sched.c). Each part is below 2^21.
+ */
+static uint64_t rest_key(const struct iod_sched_shape *s, uint32_t rem, uint32_t rest_sum)
+{
+	uint64_t quad = 0, pairs = 0;
+	if (popc(rem) <= REST_LOOK_MAX) {
+		quad = best_quad(s, rem);
+		pairs = best_pairs(s, rem);
+	}
+	IOD_ASSERT_HOT(quad < (1u << 21) && pairs < (1u << 21) && rest_sum < (1u << 21));
+	return quad << 42 | pairs << 21 | rest_sum;
+}
+
+/*
+ * Is a better than b within one class: higher score; among equal scores the
+ * set that leaves the best-scoring free GPUs (NVIDIA go-gpuallocator's rule:
+ * keep what may come next possible, e.g. do not break a free NVLink island
+ * when an equal pair outside it exists), then less waste, then lower mask.
+ */
+static bool class_better(uint32_t score, uint64_t rest, uint16_t waste, uint32_t mask,
+                         const struct memo_class *b)
 {
 	if (score != b->score)
 		return score > b->score;
+	if (rest != b->rest)
+		return rest > b->rest;
 	if (waste != b->waste)
 		return waste < b->waste;
 	return mask < b->mask;
@@ -290,17 +366,25 @@ static void search_leaf(struct search *st, uint32_t set, uint32_t score, uint8_t
 			m->n = 0;
 		st->best = score;
 	}
+	/* the pair scores the free GPUs keep: all of theirs, less every pair
+	 * touching the set, plus the set's own (counted twice in deg) */
+	uint32_t cut = 0;
+	for (uint32_t b = set; b; b &= b - 1)
+		cut += st->deg[__builtin_ctz(b)];
+	uint64_t rest = rest_key(s, st->free_mask & ~set, st->free_sum + score - cut);
 	for (uint32_t i = 0; i < m->n; i++) {
 		if (m->c[i].numa_mask != numa_mask)
 			continue;
-		if (class_better(score, waste, set, &m->c[i])) {
+		if (class_better(score, rest, waste, set, &m->c[i])) {
 			m->c[i].mask = set, m->c[i].score = score, m->c[i].waste = waste;
+			m->c[i].rest = rest;
 			m->c[i].waste_isl = waste_isl;
 		}
 		return;
 	}
 	struct memo_class nc = {.mask = set,
 	                        .score = score,
+	                        .rest = rest,
 	                        .waste = waste,
 	                        .waste_isl = waste_isl,
 	                        .numa_mask = numa_mask,
@@ -312,9 +396,10 @@ static void search_leaf(struct search *st, uint32_t set, uint32_t score, uint8_t
 	/* more classes than kept: replace the weakest (documented bound) */
 	uint32_t worst = 0;
 	for (uint32_t i = 1; i < m->n; i++)
-		if (class_better(m->c[worst].score, m->c[worst].waste, m->c[worst].mask, &m->c[i]))
+		if (class_better(m->c[worst].score, m->c[worst].rest, m->c[worst].waste,
+		                 m->c[worst].mask, &m->c[i]))
 			worst = i;
-	if (class_better(score, waste, set, &m->c[worst]))
+	if (class_better(score, rest, waste, set, &m->c[worst]))
 		m->c[worst] = nc;
 }
 
@@ -377,8 +462,14 @@ static void search_run(const struct shape *sh, uint32_t free_mask, uint32_t k, b
 	if (k == 0 || k > st.list_n)
 		return;
 	for (uint32_t i = 0; i < st.list_n; i++)
-		for (uint32_t j = 0; j < st.list_n; j++)
-			st.pmax = IOD_MAX(st.pmax, sh->s.pair_score[st.list[i]][st.list[j]]);
+		for (uint32_t j = 0; j < st.list_n; j++) {
+			uint32_t ps = sh->s.pair_score[st.list[i]][st.list[j]];
+			st.pmax = IOD_MAX(st.pmax, ps);
+			if (i != j) {
+				st.deg[st.list[i]] += ps;
+				st.free_sum += j > i ? ps : 0;
+			}
+		}
 	search_rec(&st, 0, 0, 0, 0, 0);
 	/* classes in a canonical order: by NUMA mask */
 	for (uint32_t i = 1; i < out->n; i++) {
@@ -897,6 +988,7 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id,
 	int stage_max = ST_NUMA;
 	int64_t best_total = INT64_MIN;
 	uint32_t best_score = 0;
+	uint64_t best_rest = 0;
 	uint32_t gpus_used_after = sh->s.gpus_n - popc(n->gpu_free) + k;
 
 	for (uint32_t ci = 0; ci < m->n; ci++) {
@@ -1022,11 +1114,14 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id,
 		for (unsigned i = 0; i < IOD_SCHED_TERMS_N; i++)
 			total += (int64_t)w->w[i] * t[i];
 		/* on one node the set with the best pair score wins (go-gpuallocator);
-		 * the weighted total breaks ties and ranks nodes */
+		 * the weighted total breaks ties and ranks nodes, then what the set
+		 * leaves free (the pair scores of the remaining GPUs) */
 		if (best_total == INT64_MIN || cl->score > best_score ||
-		    (cl->score == best_score && total > best_total)) {
+		    (cl->score == best_score &&
+		     (total > best_total || (total == best_total && cl->rest > best_rest)))) {
 			best_total = total;
 			best_score = cl->score;
+			best_rest = cl->rest;
 			out->pub.node = node_id;
 			out->pub.gpu_mask = cl->mask;
 			out->pub.acc_mask = accs;

@@ -16,6 +16,7 @@ struct iod_state_obj {
 	uint64_t create_rev;        /* revision that created it */
 	uint64_t lease;             /* lease id it dies with, 0 = none */
 	json_t *value;              /* the document (owned reference) */
+	size_t bytes;               /* its compact JSON size, for the bytes quota */
 };
 
 enum { IOD_STATE_EV_PUT = 1, IOD_STATE_EV_DELETE = 2 };
@@ -34,6 +35,8 @@ struct iod_state_lease {
 	uint64_t id;          /* assigned by grant, increasing */
 	uint64_t ttl_ms;      /* renew sets deadline = now + ttl */
 	uint64_t deadline_ms; /* Unix ms, in the leader's clock that granted/renewed */
+	uint64_t owner;       /* hash of the granting client's subject, 0 = unknown */
+	bool node;            /* a node agent's lease: from the reserved pool */
 };
 
 struct iod_state {
@@ -41,6 +44,8 @@ struct iod_state {
 	uint32_t buckets_n;                   /* buckets */
 	uint32_t count[IOD_STATE_KIND_COUNT]; /* objects per kind */
 	uint32_t total;                       /* objects in all */
+	uint64_t bytes;                       /* their values' compact JSON bytes */
+	uint64_t bytes_max;                   /* quota (IOD_STATE_BYTES_MAX; tests lower it) */
 	uint64_t rev;                         /* cluster revision */
 	uint64_t next_lease;                  /* id the next grant gets */
 	struct iod_state_lease *leases;       /* IOD_STATE_LEASES_MAX slots, sorted by id */
@@ -53,6 +58,8 @@ struct iod_state {
 
 struct iod_state_obj *iod_state_find(const struct iod_state *s, enum iod_state_kind k,
                                      const char *name);
+/* A value's size as the bytes quota counts it (compact JSON). */
+size_t iod_state_value_bytes(const json_t *v);
 struct iod_state_lease *iod_state_lease_find(const struct iod_state *s, uint64_t id);
 /* Objects of kind (or all when kind < 0) sorted by kind then name: a
  * malloc'd array in *out; returns the count (count > 0 with *out NULL means

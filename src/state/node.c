@@ -83,6 +83,7 @@ struct iod_node {
 	bool stopping;                 /* stop requested */
 	struct raft_transfer transfer; /* graceful leadership transfer */
 	uint64_t transfer_t0_ns;       /* when the transfer began */
+	uint64_t drain_deadline_ns;    /* stopping: wait for in-flight writes until */
 	void (*stop_done)(void *);     /* stop's completion */
 	void *stop_data;               /* its argument */
 	int closing_handles;           /* uv handles still closing */
@@ -90,6 +91,7 @@ struct iod_node {
 	uint64_t proposals;                   /* commands proposed */
 	uint64_t commits;                     /* commands committed+applied here as leader */
 	uint64_t rejected_not_leader;         /* proposals refused: not leader */
+	uint64_t outcome_unknown;             /* proposed, then failed by raft */
 	uint64_t lat_bucket[LAT_BUCKETS + 1]; /* apply latency histogram (+Inf last) */
 	uint64_t lat_sum_us;                  /* sum of latencies */
 	uint64_t leader_changes;              /* observed leader id changes */
@@ -138,6 +140,7 @@ struct iod_node {
 	int (*fsm_snapshot)(struct raft_fsm *, struct raft_buffer **, unsigned *); /* ours */
 	uint64_t snap_max_us;      /* slowest snapshot serialisation (on the loop) */
 	uint64_t snap_sum_us;      /* their total */
+	uint64_t snap_count;       /* snapshots serialised (timed) */
 	void (*on_leader)(void *); /* leader known again / changed */
 	void *on_leader_data;      /* its argument */
 	/* failover timeline (Unix us, 0 = not in this episode) */
@@ -219,12 +222,22 @@ static void complete(struct iod_node *n, struct proposal *p, int status,
 		res = *result;
 		n->commits++;
 		record_latency(n, (now_ns() - p->t0_ns) / 1000);
-	} else {
-		int st = status ? status : RAFT_SHUTDOWN;
+	} else if (status > 0 || (status == 0 && !result)) {
+		/* raft took it (raft_apply returned 0), then failed it: the entry
+		 * is in this server's log and maybe in others', so a later leader
+		 * may still commit it */
 		memset(&res, 0, sizeof(res));
-		res.code = st < 0 ? st : map_raft_status(st);
-		snprintf(res.msg, sizeof(res.msg), "not committed: %s",
-		         st < 0 ? strerror(-st) : raft_strerror(st));
+		res.code = IOD_NODE_OUTCOME_UNKNOWN;
+		n->outcome_unknown++;
+		snprintf(
+		    res.msg, sizeof(res.msg),
+		    "outcome unknown: proposed, then %s before it committed; it may or may not "
+		    "be applied (read it back before retrying a non-idempotent request)",
+		    status ? raft_strerror(status) : "the server stopped");
+	} else {
+		memset(&res, 0, sizeof(res));
+		res.code = status;
+		snprintf(res.msg, sizeof(res.msg), "not committed: %s", strerror(-status));
 	}
 	if (p->cb)
 		p->cb(p->data, status == 0 && result ? 0 : res.code, &res);
@@ -326,7 +339,7 @@ static void queue_flush(struct iod_node *n)
 		raft_free(buf.base);
 		if (rv == RAFT_NOTLEADER || rv == RAFT_LEADERSHIPLOST)
 			n->rejected_not_leader += k;
-		for (uint32_t i = 0; i < k; i++)
+		for (uint32_t i = 0; i < k; i++) /* refused at once: never in the log */
 			complete(n, b->p[i], map_raft_status(rv), NULL);
 		free(b);
 		return;
@@ -528,6 +541,9 @@ void iod_node_metrics(struct iod_node *n, struct iod_buf *b)
 	    "# TYPE iod_raft_commits_total counter\niod_raft_commits_total %llu\n"
 	    "# HELP iod_raft_not_leader_total Proposals refused: not the leader.\n"
 	    "# TYPE iod_raft_not_leader_total counter\niod_raft_not_leader_total %llu\n"
+	    "# HELP iod_raft_outcome_unknown_total Proposals raft failed after taking them "
+	    "(answered 504 outcome_unknown).\n"
+	    "# TYPE iod_raft_outcome_unknown_total counter\niod_raft_outcome_unknown_total %llu\n"
 	    "# HELP iod_raft_leader_changes_total Leader changes observed.\n"
 	    "# TYPE iod_raft_leader_changes_total counter\n"
 	    "iod_raft_leader_changes_total %llu\n"
@@ -545,9 +561,9 @@ void iod_node_metrics(struct iod_node *n, struct iod_buf *b)
 	    (unsigned long long)n->raft.commit_index,
 	    (unsigned long long)raft_last_applied(&n->raft), (unsigned long long)n->proposals,
 	    (unsigned long long)n->commits, (unsigned long long)n->rejected_not_leader,
-	    (unsigned long long)n->leader_changes, (unsigned long long)n->ctx.applied,
-	    (unsigned long long)iod_state_rev(n->state), iod_state_total(n->state),
-	    (unsigned long long)n->ctx.snapshots);
+	    (unsigned long long)n->outcome_unknown, (unsigned long long)n->leader_changes,
+	    (unsigned long long)n->ctx.applied, (unsigned long long)iod_state_rev(n->state),
+	    iod_state_total(n->state), (unsigned long long)n->ctx.snapshots);
 	for (unsigned i = 0; i < LAT_BUCKETS; i++) {
 		cum += n->lat_bucket[i];
 		iod_buf_printf(b, "iod_raft_apply_latency_seconds_bucket{le=\"%g\"} %llu\n",
@@ -570,9 +586,10 @@ void iod_node_metrics(struct iod_node *n, struct iod_buf *b)
 	    "iod_raft_entry_commands_total %llu\n"
 	    "# HELP iod_raft_disk_appends_total Disk appends completed.\n"
 	    "# TYPE iod_raft_disk_appends_total counter\niod_raft_disk_appends_total %llu\n"
-	    "# HELP iod_raft_disk_append_seconds_sum Time in disk appends.\n"
-	    "# TYPE iod_raft_disk_append_seconds_sum counter\n"
+	    "# HELP iod_raft_disk_append_seconds Disk append latency.\n"
+	    "# TYPE iod_raft_disk_append_seconds summary\n"
 	    "iod_raft_disk_append_seconds_sum %.6f\n"
+	    "iod_raft_disk_append_seconds_count %llu\n"
 	    "# HELP iod_raft_disk_append_max_seconds Slowest disk append.\n"
 	    "# TYPE iod_raft_disk_append_max_seconds gauge\n"
 	    "iod_raft_disk_append_max_seconds %.6f\n"
@@ -590,19 +607,21 @@ void iod_node_metrics(struct iod_node *n, struct iod_buf *b)
 	    "# HELP iod_state_snapshot_max_seconds Slowest snapshot serialisation (on the loop).\n"
 	    "# TYPE iod_state_snapshot_max_seconds gauge\n"
 	    "iod_state_snapshot_max_seconds %.6f\n"
-	    "# HELP iod_state_snapshot_seconds_sum Time serialising snapshots.\n"
-	    "# TYPE iod_state_snapshot_seconds_sum counter\n"
+	    "# HELP iod_state_snapshot_seconds Snapshot serialisation time (on the loop).\n"
+	    "# TYPE iod_state_snapshot_seconds summary\n"
 	    "iod_state_snapshot_seconds_sum %.6f\n"
+	    "iod_state_snapshot_seconds_count %llu\n"
 	    "# HELP iod_loop_lag_max_seconds Worst lateness of the heartbeat timer.\n"
 	    "# TYPE iod_loop_lag_max_seconds gauge\niod_loop_lag_max_seconds %.6f\n"
 	    "# HELP iod_loop_lag_slow_total Heartbeat timer fired over 10 ms late.\n"
 	    "# TYPE iod_loop_lag_slow_total counter\niod_loop_lag_slow_total %llu\n",
 	    (unsigned long long)n->batches, (unsigned long long)n->batched_cmds,
 	    (unsigned long long)n->append_count, (double)n->append_sum_us / 1e6,
-	    (double)n->append_max_us / 1e6, (unsigned long long)n->append_slow,
-	    (unsigned long long)n->meta_writes, (double)n->meta_max_us / 1e6,
-	    (unsigned long long)n->votes_unstuck, (double)n->snap_max_us / 1e6,
-	    (double)n->snap_sum_us / 1e6, (double)n->lag_max_us / 1e6,
+	    (unsigned long long)n->append_count, (double)n->append_max_us / 1e6,
+	    (unsigned long long)n->append_slow, (unsigned long long)n->meta_writes,
+	    (double)n->meta_max_us / 1e6, (unsigned long long)n->votes_unstuck,
+	    (double)n->snap_max_us / 1e6, (double)n->snap_sum_us / 1e6,
+	    (unsigned long long)n->snap_count, (double)n->lag_max_us / 1e6,
 	    (unsigned long long)n->lag_slow);
 }
 
@@ -847,6 +866,7 @@ static int fsm_snapshot_timed(struct raft_fsm *fsm, struct raft_buffer *bufs[], 
 	int rv = n->fsm_snapshot(fsm, bufs, k);
 	uint64_t us = (now_ns() - t0) / 1000;
 	n->snap_sum_us += us;
+	n->snap_count++;
 	if (us > n->snap_max_us)
 		n->snap_max_us = us;
 	return rv;
@@ -1319,6 +1339,29 @@ static void transfer_done(struct raft_transfer *req)
 	raft_close(&n->raft, raft_closed);
 }
 
+/* Transfer leadership (when leading others), then close raft. */
+static void stop_transfer(struct iod_node *n)
+{
+	if (raft_state(&n->raft) == RAFT_LEADER && n->raft.configuration.n > 1) {
+		n->transfer.data = n;
+		n->transfer_t0_ns = now_ns();
+		if (raft_transfer(&n->raft, &n->transfer, 0, transfer_done) == 0)
+			return;
+	}
+	raft_close(&n->raft, raft_closed);
+}
+
+/* A planned stop lets the writes already in the log commit first (bounded
+ * by an election timeout): answered 200 instead of 504 outcome_unknown. */
+static void drain_cb(uv_timer_t *t)
+{
+	struct iod_node *n = t->data;
+	if (n->pending && now_ns() < n->drain_deadline_ns && raft_state(&n->raft) == RAFT_LEADER)
+		return;
+	uv_timer_stop(t);
+	stop_transfer(n);
+}
+
 void iod_node_stop(struct iod_node *n, void (*done)(void *), void *data)
 {
 	if (n->stopping)
@@ -1327,15 +1370,15 @@ void iod_node_stop(struct iod_node *n, void (*done)(void *), void *data)
 	n->stop_done = done;
 	n->stop_data = data;
 	uv_timer_stop(&n->tick);
-	queue_fail(n, -ESHUTDOWN);
-	change_retry(n); /* stopping: a parked change is refused */
-	if (raft_state(&n->raft) == RAFT_LEADER && n->raft.configuration.n > 1) {
-		n->transfer.data = n;
-		n->transfer_t0_ns = now_ns();
-		if (raft_transfer(&n->raft, &n->transfer, 0, transfer_done) == 0)
-			return;
+	queue_fail(n, -ESHUTDOWN); /* never proposed: safe to retry elsewhere */
+	change_retry(n);           /* stopping: a parked change is refused */
+	if (n->pending && raft_state(&n->raft) == RAFT_LEADER) {
+		n->drain_deadline_ns =
+		    now_ns() + (uint64_t)IOD_MAX(n->cfg.election_timeout_ms, 50u) * IOD_NS_PER_MS;
+		uv_timer_start(&n->tick, drain_cb, 1, 1);
+		return;
 	}
-	raft_close(&n->raft, raft_closed);
+	stop_transfer(n);
 }
 
 void iod_node_free(struct iod_node *n)

@@ -30,9 +30,11 @@ static json_t *body_json(const struct iod_state *s)
 	for (uint32_t i = 0; i < n; i++)
 		json_array_append_new(objs, iod_state_obj_json(v[i]));
 	for (uint32_t i = 0; i < s->leases_n; i++)
-		json_array_append_new(leases, json_pack("[I,I,I]", (json_int_t)s->leases[i].id,
+		json_array_append_new(leases, json_pack("[I,I,I,I,b]", (json_int_t)s->leases[i].id,
 		                                        (json_int_t)s->leases[i].ttl_ms,
-		                                        (json_int_t)s->leases[i].deadline_ms));
+		                                        (json_int_t)s->leases[i].deadline_ms,
+		                                        (json_int_t)(s->leases[i].owner >> 1),
+		                                        s->leases[i].node));
 	free(v);
 	return json_pack("{s:I, s:I, s:o, s:o}", "rev", (json_int_t)s->rev, "next_lease",
 	                 (json_int_t)s->next_lease, "leases", leases, "objects", objs);
@@ -114,11 +116,19 @@ static int load_body(struct iod_state *t, json_t *b, struct iod_err *e)
 		return iod_err_set(e, -EINVAL, "snapshot exceeds the state's limits");
 	json_array_foreach(leases, i, x)
 	{
-		json_int_t id = 0, ttl = 0, dl = 0;
-		if (json_unpack(x, "[III]", &id, &ttl, &dl) || id <= 0 || (uint64_t)id >= next ||
+		json_int_t id = 0, ttl = 0, dl = 0, owner = 0;
+		int node = 0;
+		/* [id, ttl, deadline] before quotas; [.., owner, node] since */
+		bool bad = json_array_size(x) == 3
+		               ? json_unpack(x, "[III]", &id, &ttl, &dl) != 0
+		               : json_unpack(x, "[IIIIb]", &id, &ttl, &dl, &owner, &node) != 0 ||
+		                     owner < 0;
+		if (bad || id <= 0 || (uint64_t)id >= next ||
 		    (i && t->leases[i - 1].id >= (uint64_t)id))
 			return iod_err_set(e, -EINVAL, "snapshot lease %zu is malformed", i);
-		t->leases[i] = (struct iod_state_lease){(uint64_t)id, (uint64_t)ttl, (uint64_t)dl};
+		t->leases[i] =
+		    (struct iod_state_lease){(uint64_t)id, (uint64_t)ttl, (uint64_t)dl,
+		                             owner ? ((uint64_t)owner << 1) | 1 : 0, node != 0};
 		t->leases_n++;
 	}
 	t->rev = rev;
@@ -146,6 +156,8 @@ static int load_body(struct iod_state *t, json_t *b, struct iod_err *e)
 		o->create_rev = (uint64_t)crev;
 		o->lease = (uint64_t)lease;
 		o->value = json_incref(value);
+		o->bytes = iod_state_value_bytes(value);
+		t->bytes += o->bytes;
 		uint64_t h = iod_hash_str(name) ^ iod_hash_u64((uint64_t)k + 1);
 		while (t->total >= t->buckets_n * 2) {
 			/* grow by rehashing into a bigger table */
@@ -215,6 +227,7 @@ int iod_state_restore(struct iod_state *s, const void *buf, size_t len, struct i
 		return rc;
 	}
 	/* Swap t's contents into s, free s's old contents through t. */
+	t->bytes_max = s->bytes_max;
 	struct iod_state tmp = *s;
 	*s = *t;
 	*t = tmp;

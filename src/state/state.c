@@ -114,6 +114,11 @@ static void table_unlink(struct iod_state *s, struct iod_state_obj *x)
 	s->total--;
 }
 
+size_t iod_state_value_bytes(const json_t *v)
+{
+	return v ? json_dumpb(v, NULL, 0, JSON_COMPACT) : 0;
+}
+
 static void obj_free(struct iod_state_obj *o)
 {
 	json_decref(o->value);
@@ -161,6 +166,7 @@ int iod_state_new(struct iod_state **out)
 	if (!s)
 		return -ENOMEM;
 	s->buckets_n = 1024;
+	s->bytes_max = IOD_STATE_BYTES_MAX;
 	s->buckets = calloc(s->buckets_n, sizeof(*s->buckets));
 	s->hist = calloc(IOD_STATE_HISTORY_MAX, sizeof(*s->hist));
 	s->leases = calloc(IOD_STATE_LEASES_MAX, sizeof(*s->leases));
@@ -248,6 +254,16 @@ uint64_t iod_state_lease_next_deadline_ms(const struct iod_state *s)
 	return best;
 }
 
+void iod_state_set_bytes_max(struct iod_state *s, uint64_t bytes)
+{
+	s->bytes_max = bytes;
+}
+
+uint64_t iod_state_bytes(const struct iod_state *s)
+{
+	return s->bytes;
+}
+
 uint32_t iod_state_lease_count(const struct iod_state *s)
 {
 	return s->leases_n;
@@ -278,8 +294,11 @@ static int do_put(struct iod_state *s, enum iod_state_kind k, const char *name, 
 		s->total++;
 	} else {
 		json_decref(o->value);
+		s->bytes -= o->bytes;
 	}
 	o->value = json_incref(value);
+	o->bytes = iod_state_value_bytes(value);
+	s->bytes += o->bytes;
 	o->rev = s->rev + 1;
 	o->lease = lease;
 	history_push(s, IOD_STATE_EV_PUT, k, name, value);
@@ -288,6 +307,7 @@ static int do_put(struct iod_state *s, enum iod_state_kind k, const char *name, 
 
 static void do_delete(struct iod_state *s, struct iod_state_obj *o)
 {
+	s->bytes -= o->bytes;
 	history_push(s, IOD_STATE_EV_DELETE, o->kind, o->name, NULL);
 	table_unlink(s, o);
 	obj_free(o);
@@ -389,6 +409,26 @@ static int exec_op(struct iod_state *s, const struct op *op)
 	return 0;
 }
 
+/* How much a put of value under kind/name would grow the state's bytes
+ * (negative: shrink). */
+static int64_t put_delta(const struct iod_state *s, enum iod_state_kind k, const char *name,
+                         const json_t *value)
+{
+	const struct iod_state_obj *o = iod_state_find(s, k, name);
+	return (int64_t)iod_state_value_bytes(value) - (o ? (int64_t)o->bytes : 0);
+}
+
+static int bytes_check(const struct iod_state *s, int64_t grow, struct iod_state_result *r)
+{
+	if (grow <= 0 || s->bytes + (uint64_t)grow <= s->bytes_max)
+		return 0;
+	return fail(r, -ENOSPC,
+	            "the state holds %llu bytes of values; this write adds %lld and the quota "
+	            "is %llu (IOD_STATE_BYTES_MAX)",
+	            (unsigned long long)s->bytes, (long long)grow,
+	            (unsigned long long)s->bytes_max);
+}
+
 /* ---- commands ----------------------------------------------------------- */
 
 static int cmd_single(struct iod_state *s, json_t *j, bool is_put, struct iod_state_result *r)
@@ -402,6 +442,8 @@ static int cmd_single(struct iod_state *s, json_t *j, bool is_put, struct iod_st
 	if (is_put && !iod_state_find(s, op.k, op.name) && s->total >= IOD_STATE_OBJECTS_MAX)
 		return fail(r, -ENOSPC, "the state holds %d objects, its limit",
 		            IOD_STATE_OBJECTS_MAX);
+	if (is_put && (rc = bytes_check(s, put_delta(s, op.k, op.name, op.value), r)))
+		return rc;
 	rc = exec_op(s, &op);
 	if (rc < 0)
 		return fail(r, rc, "out of memory");
@@ -437,6 +479,12 @@ static int cmd_txn(struct iod_state *s, json_t *j, struct iod_state_result *r)
 	}
 	if (!rc && s->total + puts > IOD_STATE_OBJECTS_MAX)
 		rc = fail(r, -ENOSPC, "txn would exceed %d objects", IOD_STATE_OBJECTS_MAX);
+	int64_t grow = 0;
+	for (size_t i = 0; i < n && !rc; i++)
+		if (v[i].is_put)
+			grow += put_delta(s, v[i].k, v[i].name, v[i].value);
+	if (!rc)
+		rc = bytes_check(s, grow, r);
 	for (size_t i = 0; i < n && !rc; i++) {
 		int x = exec_op(s, &v[i]);
 		if (x < 0)
@@ -514,6 +562,18 @@ static int cmd_deploy(struct iod_state *s, json_t *j, struct iod_state_result *r
 	if (s->total + ns + nr > IOD_STATE_OBJECTS_MAX) {
 		free(prune);
 		return fail(r, -ENOSPC, "deploy would exceed %d objects", IOD_STATE_OBJECTS_MAX);
+	}
+	int64_t grow = 0;
+	for (i = 0; i < ns + nr; i++) {
+		json_t *o = i < ns ? json_array_get(svcs, i) : json_array_get(reps, i - ns);
+		const char *name = NULL;
+		iod_json_get_str(o, "name", &name);
+		grow += put_delta(s, i < ns ? IOD_STATE_SERVICE : IOD_STATE_REPLICA,
+		                  name ? name : "", json_object_get(o, "value"));
+	}
+	if ((rc = bytes_check(s, grow, r))) {
+		free(prune);
+		return rc;
 	}
 	for (i = 0; i < prune_n; i++) {
 		struct iod_state_obj *ep = iod_state_find(s, IOD_STATE_ENDPOINT, prune[i]->name);
@@ -611,10 +671,39 @@ static int cmd_lease(struct iod_state *s, const char *op, json_t *j, struct iod_
 		if (iod_json_get_u64(j, "ttl_ms", &ttl) || ttl == 0 ||
 		    iod_json_get_u64(j, "now_ms", &now))
 			return fail(r, -EINVAL, "lease_grant needs \"ttl_ms\" > 0 and \"now_ms\"");
+		const char *owner_s = NULL;
+		json_t *nj = json_object_get(j, "node");
+		bool node = json_is_true(nj);
+		uint64_t owner = 0;
+		if (!iod_json_get_str(j, "owner", &owner_s) && owner_s[0])
+			owner = iod_hash_str(owner_s) | 1;
 		if (s->leases_n >= IOD_STATE_LEASES_MAX)
 			return fail(r, -ENOSPC, "%d leases exist, the limit", IOD_STATE_LEASES_MAX);
+		if (!node) {
+			uint32_t general = 0, mine = 0;
+			for (uint32_t i = 0; i < s->leases_n; i++) {
+				general += !s->leases[i].node;
+				mine += owner && s->leases[i].owner == owner && !s->leases[i].node;
+			}
+			if (general >= IOD_STATE_LEASES_MAX - IOD_STATE_LEASES_NODE_RESERVED)
+				return fail(
+				    r, -ENOSPC,
+				    "%u leases exist; the other %d are kept for node agents "
+				    "(IOD_STATE_LEASES_NODE_RESERVED)",
+				    general, IOD_STATE_LEASES_NODE_RESERVED);
+			if (mine >= IOD_STATE_LEASES_PER_CLIENT_MAX)
+				return fail(r, -ENOSPC,
+				            "%s holds %u leases, the per-client quota "
+				            "(IOD_STATE_LEASES_PER_CLIENT_MAX)",
+				            owner_s, mine);
+		}
 		id = s->next_lease++;
 		lease_insert(s, id, ttl, now + ttl);
+		struct iod_state_lease *nl = iod_state_lease_find(s, id);
+		if (nl) {
+			nl->owner = owner;
+			nl->node = node;
+		}
 		r->lease_id = id;
 		r->changed = 1;
 		return 0;
@@ -848,8 +937,18 @@ char *iod_state_cmd_delete(enum iod_state_kind k, const char *name, int64_t prev
 
 char *iod_state_cmd_lease_grant(uint64_t ttl_ms, uint64_t now_ms)
 {
-	return dump_new(json_pack("{s:s, s:I, s:I}", "op", "lease_grant", "ttl_ms",
-	                          (json_int_t)ttl_ms, "now_ms", (json_int_t)now_ms));
+	return iod_state_cmd_lease_grant_for(ttl_ms, now_ms, NULL, false);
+}
+
+char *iod_state_cmd_lease_grant_for(uint64_t ttl_ms, uint64_t now_ms, const char *owner, bool node)
+{
+	json_t *j = json_pack("{s:s, s:I, s:I}", "op", "lease_grant", "ttl_ms", (json_int_t)ttl_ms,
+	                      "now_ms", (json_int_t)now_ms);
+	if (j && owner && owner[0])
+		json_object_set_new(j, "owner", json_string(owner));
+	if (j && node)
+		json_object_set_new(j, "node", json_true());
+	return dump_new(j);
 }
 
 char *iod_state_cmd_lease_renew(uint64_t lease_id, uint64_t now_ms)

@@ -11,7 +11,8 @@
  * (NVIDIA/AMD display = GPU, network = NIC, Mellanox BlueField = DPU, ...).
  * The `NVLinkBandwidth` distances matrix (hwloc's NVML backend, MB/s,
  * 20000 per NVLink v1 and 25000 per v2-v4) gives NV#; NVSwitch endpoints in
- * it mean all-to-all. This is a shell: it reads files and the system, and
+ * it mean all-to-all; CPU endpoints (POWER's NVLink to the Package) join
+ * no GPUs (GPUs that meet only through the CPUs are SYS). This is a shell: it reads files and the system, and
  * reports errors in the caller's iod_err; it never prints. Users' XML is
  * parsed by hwloc in a child process (hwloc 2.9 crashes on some malformed
  * documents); it must never reach hwloc in this process.
@@ -50,11 +51,44 @@ static bool is_bluefield(uint16_t device)
 	return device == 0xa2d2 || device == 0xa2d6 || device == 0xa2dc;
 }
 
+/*
+ * AMD/ATI display controllers that are a server board's or BMC's VGA, never
+ * a compute GPU: ES1000 (0x515e, 0x5969, the common onboard one), Radeon
+ * 7000/VE (0x5159) and Rage XL (0x4752) on older boards.
+ */
+static bool amd_onboard_vga(uint16_t device)
+{
+	return device == 0x515e || device == 0x5969 || device == 0x5159 || device == 0x4752;
+}
+
+/*
+ * Which display-class devices (PCI class 0x03xx) are compute GPUs, by vendor,
+ * class and known ids (docs/topology.md):
+ *   - NVIDIA: every one (VGA 0x0300 as on Quadro/GeForce, 3D 0x0302 as on
+ *     Tesla/datacenter parts);
+ *   - AMD: 3D (0x0302) and display-other (0x0380, Instinct), and VGA (0x0300,
+ *     Radeon) except the onboard ids above;
+ *   - every other vendor is a display controller, not a GPU: Matrox (0x102b)
+ *     and ASPEED (0x1a03) server/BMC VGA, QEMU/Bochs (0x1234), Cirrus
+ *     (0x1013), VMware (0x15ad), Red Hat QXL (0x1b36), virtio-gpu (0x1af4),
+ *     Intel integrated graphics.
+ */
+static bool is_compute_gpu(uint16_t vendor, uint16_t device, uint32_t class_id)
+{
+	if (class_id >> 8 != 0x03)
+		return false;
+	if (vendor == IOD_PCI_VENDOR_NVIDIA)
+		return true;
+	if (vendor == IOD_PCI_VENDOR_AMD_ATI)
+		return class_id != 0x0300 || !amd_onboard_vga(device);
+	return false;
+}
+
 enum iod_topo_dev_kind iod_topo_pci_classify(uint16_t vendor, uint16_t device, uint32_t class_id)
 {
 	unsigned base = class_id >> 8;
-	if (base == 0x03 && (vendor == IOD_PCI_VENDOR_NVIDIA || vendor == IOD_PCI_VENDOR_AMD_ATI))
-		return IOD_TOPO_DEV_GPU; /* display controllers of GPU vendors, not BMC VGA */
+	if (is_compute_gpu(vendor, device, class_id))
+		return IOD_TOPO_DEV_GPU; /* not a BMC's or emulator's VGA */
 	if (vendor == IOD_PCI_VENDOR_MELLANOX && is_bluefield(device))
 		return IOD_TOPO_DEV_DPU;
 	if (base == 0x02)
@@ -364,6 +398,20 @@ static int device_by_pci(const struct iod_topo_node *n, hwloc_obj_t o)
 	return -1;
 }
 
+/* Is an NVLinkBandwidth endpoint that is not a GPU an NVSwitch? hwloc's
+ * NVML backend puts NVSwitches in as PCI devices (subtype "NVSwitch",
+ * NVIDIA bridge class 0x0680) and, on POWER8/9, the CPU a GPU links to as
+ * its Package: a link to a CPU joins that GPU to no other GPU. */
+static bool is_nvswitch(hwloc_obj_t o)
+{
+	if (!o || o->type != HWLOC_OBJ_PCI_DEVICE)
+		return false;
+	if (o->subtype && !strcmp(o->subtype, "NVSwitch"))
+		return true;
+	return o->attr->pcidev.vendor_id == IOD_PCI_VENDOR_NVIDIA &&
+	       o->attr->pcidev.class_id == 0x0680;
+}
+
 static unsigned links_of(uint64_t mbps, uint64_t *per_link)
 {
 	if (mbps == 0)
@@ -409,8 +457,10 @@ static int nvlink_matrix(struct conv *c)
 					continue;
 				total += l;
 				gi->nvlink_bps = per * 1000000ull * 8;
-				if (dev[j] < 0)
+				if (dev[j] < 0 && is_nvswitch(d->objs[j]))
 					links_to_switch[dev[i]] += l;
+				else if (dev[j] < 0)
+					continue; /* to a CPU (POWER): no GPU-GPU path */
 				else if (i < j)
 					rc = iod_topo_add_nvlink(c->n, (unsigned)dev[i],
 					                         (unsigned)dev[j], l, false, c->e);
@@ -558,7 +608,16 @@ static int looks_like_xml(const char *buf, size_t len, const char *what, struct 
 	if (!memmem(buf, len, "</topology>", 11))
 		return iod_err_set(e, -EINVAL,
 		                   "%s: truncated or malformed: no closing </topology> tag", what);
-	if (!memmem(buf, len, "type=\"NUMANode\"", 15))
+	if (memmem(buf, len, "<topology version=\"3.", 21))
+		return iod_err_set(
+		    e, -EINVAL,
+		    "%s: written in hwloc's 3.x XML format, which the hwloc 2.x "
+		    "iod uses cannot read: export it with hwloc 2 (`lstopo --of xml`)",
+		    what);
+	/* hwloc 1.x documents (no version attribute) leave out the NUMA node of
+	 * a machine with one; hwloc's v1 import adds it */
+	bool v1 = !memmem(buf, len, "<topology version=", 18);
+	if (!v1 && !memmem(buf, len, "type=\"NUMANode\"", 15))
 		return iod_err_set(
 		    e, -EINVAL,
 		    "%s: the topology has no NUMA node (no object of type \"NUMANode\"); "

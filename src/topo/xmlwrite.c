@@ -365,8 +365,29 @@ static void objects(struct xw *w)
 		info_s(w, 4, "iodDPU", "1");
 		info_s(w, 4, "DMIProductName", "BlueField-3 DPU");
 	}
+	/* NUMA nodes under no package (KNL's MCDRAM at the root, machines
+	 * without Package objects, hwloc 1.x files): memory children of the
+	 * Machine */
+	for (unsigned m = 0; m < n->nnuma; m++)
+		if (n->numa[m].package < 0)
+			numa_node(w, m, 4);
+	/* siblings in the order of their first PU, as hwloc sorts them (with
+	 * offline CPUs the package order is not the PU order) */
+	unsigned order[IOD_TOPO_PACKAGES_MAX];
 	for (unsigned p = 0; p < n->npackages; p++) {
+		unsigned j = p;
+		int first = iod_bitmap_next(&n->packages[p].cpuset, 0);
+		while (j > 0 && iod_bitmap_next(&n->packages[order[j - 1]].cpuset, 0) > first) {
+			order[j] = order[j - 1];
+			j--;
+		}
+		order[j] = p;
+	}
+	struct iod_bitmap loose = n->cpuset; /* PUs in no package */
+	for (unsigned q = 0; q < n->npackages; q++) {
+		unsigned p = order[q];
 		const struct iod_topo_package *pk = &n->packages[p];
+		iod_bitmap_andnot(&loose, &pk->cpuset);
 		set_str(&pk->cpuset, cs, sizeof(cs));
 		node_str(n, &pk->cpuset, ns, sizeof(ns));
 		w->rc |=
@@ -387,6 +408,16 @@ static void objects(struct xw *w)
 		for (unsigned m = 0; numas > 1 && m < n->nnuma; m++)
 			if (n->numa[m].package == (int)p)
 				items[nitems++] = (struct item){true, m, &n->numa[m].cpuset, false};
+		for (unsigned i = 1; i < nitems; i++) { /* first-PU order, stable */
+			struct item t = items[i];
+			int first = iod_bitmap_next(t.cpuset, 0);
+			unsigned j = i;
+			while (j > 0 && iod_bitmap_next(items[j - 1].cpuset, 0) > first) {
+				items[j] = items[j - 1];
+				j--;
+			}
+			items[j] = t;
+		}
 		if (numas <= 1) /* one NUMA node: it and the bridges hang off the package */
 			for (unsigned m = 0; m < n->nnuma; m++)
 				if (n->numa[m].package == (int)p)
@@ -399,6 +430,7 @@ static void objects(struct xw *w)
 					host_bridge(w, h, 6);
 		w->rc |= iod_buf_printf(w->b, "    </object>\n");
 	}
+	cores(w, &loose, 4); /* no Package objects (POWER, hwloc 1.x files) */
 	for (unsigned h = 0; h < n->nbridges; h++)
 		if (n->bridges[h].kind == IOD_TOPO_BRIDGE_HOST && n->bridges[h].package < 0)
 			host_bridge(w, h, 4);

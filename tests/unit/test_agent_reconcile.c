@@ -463,6 +463,28 @@ TEST(manifest_errors_name_the_field)
 	    "{\"replicas\":[{\"name\":\"a\"},{\"name\":\"b\"},{\"name\":\"c\"}]}",
 	};
 	const char *want[] = {"replicas", "name", "twice", "at most"};
+	/* names that would leave the replicas directory (or the cgroup tree):
+	 * the cluster's name rule, iod_state_name_valid, for every name */
+	const char *paths[] = {
+	    "{\"replicas\":[{\"name\":\"../../x\"}]}",
+	    "{\"replicas\":[{\"name\":\"a/b\"}]}",
+	    "{\"replicas\":[{\"name\":\"..\"}]}",
+	    "{\"replicas\":[{\"name\":\".hidden\"}]}",
+	};
+	for (unsigned i = 0; i < IOD_ARRAY_LEN(paths); i++) {
+		int rc = iod_agent_manifest_parse(paths[i], strlen(paths[i]), r, 2, &n, &e);
+		CHECK_MSG(rc < 0, "name case %u accepted", i);
+		CHECK_CONTAINS(e.msg, "not valid");
+	}
+	/* a bad service name: the (well-named) replica fails alone */
+	const char *svc = "{\"replicas\":[{\"name\":\"a\",\"service\":\"../s\"}]}";
+	CHECK_EQ(iod_agent_manifest_parse(svc, strlen(svc), r, 2, &n, &e), 0);
+	CHECK_CONTAINS(r[0].fail, "not valid");
+	CHECK_STR(r[0].service, "a");
+	char p[256];
+	CHECK_EQ(iod_agent_replica_path("/run", "../../x", "log", p, sizeof(p)), -EINVAL);
+	CHECK_EQ(iod_agent_replica_path("/run", "ok-0", "log", p, sizeof(p)), 0);
+	CHECK_STR(p, "/run/replicas/ok-0/log");
 	for (unsigned i = 0; i < IOD_ARRAY_LEN(bad); i++) {
 		int rc = iod_agent_manifest_parse(bad[i], strlen(bad[i]), r, 2, &n, &e);
 		CHECK_MSG(rc < 0, "case %u accepted", i);

@@ -440,7 +440,16 @@ static void hardening_body(struct cluster *c)
 	iod_api_response_free(&r);
 	CHECK_EQ(call(&cl, "GET", "/v1/configs?consistent=1", NULL, &r), 0);
 	CHECK_EQ(r.status, 200);
-	CHECK_EQ(json_array_size(json_object_get(r.json, "items")), 1);
+	/* the leader's own member.<id> record (written within a lease check
+	 * of its election) is a config too: count the others */
+	size_t user_n = 0, xi;
+	json_t *x;
+	json_array_foreach(json_object_get(r.json, "items"), xi, x)
+	{
+		const char *nm = json_string_value(json_object_get(x, "name"));
+		user_n += nm && strncmp(nm, "member.", 7);
+	}
+	CHECK_EQ(user_n, 1);
 	iod_api_response_free(&r);
 	CHECK_EQ(call(&cl, "GET", "/v1/config/nope?consistent=1", NULL, &r), 0);
 	CHECK_EQ(r.status, 404);
@@ -624,7 +633,13 @@ static void join_body(struct cluster *c)
 	CHECK_MSG(n == 4, "the joining server did not become a member (%d members)", n);
 	CHECK_MSG(v == 1, "the joined server did not catch up with the log");
 	CHECK_EQ(removed, 200);
-	CHECK_EQ(voters(c->api[0]), 3);
+	/* server 1 may be a follower that applies the removal a moment later */
+	int vn = voters(c->api[0]);
+	for (int t = 0; t < 100 && vn != 3; t++) {
+		sleep_ms(20);
+		vn = voters(c->api[0]);
+	}
+	CHECK_EQ(vn, 3);
 }
 
 TEST(join_and_leave)
@@ -815,4 +830,422 @@ static void damage_body(struct cluster *c)
 TEST(damaged_logs_refuse_then_recover_from_peers)
 {
 	with_cluster("damage", damage_body);
+}
+
+/*
+ * Wrong answers (issue 15): a prev_rev of 2^63 or more (or one that
+ * overflows) turned compare-and-swap into an unconditional write; "%00"
+ * truncated names ("config/trunc%00evil" stored as "config/trunc"); a
+ * request with both Content-Length and Transfer-Encoding was accepted.
+ * Each is a 400 now, and nothing is written.
+ */
+static void answers_body(struct cluster *c)
+{
+	struct iod_api_client cl;
+	struct iod_api_response r;
+	struct iod_err e;
+	char out[2048];
+	const char *revs[] = {"9223372036854775808",
+	                      "18446744073709551615",
+	                      "18446744073709551616",
+	                      "99999999999999999999999",
+	                      "-1",
+	                      "1x",
+	                      ""};
+
+	CHECK_EQ(iod_api_client_init(&cl, c->servers, &e), 0);
+	CHECK(find_leader(c) >= 0);
+	CHECK_EQ(call(&cl, "PUT", "/v1/config/cas", "{\"v\": 1}", &r), 0);
+	CHECK_EQ(r.status, 200);
+	iod_api_response_free(&r);
+	for (unsigned i = 0; i < sizeof(revs) / sizeof(revs[0]); i++) {
+		char path[128];
+		snprintf(path, sizeof(path), "/v1/config/cas?prev_rev=%s", revs[i]);
+		CHECK_EQ(call(&cl, "PUT", path, "{\"v\": 2}", &r), 0);
+		CHECK_MSG(r.status == 400, "prev_rev=%s: %d", revs[i], r.status);
+		iod_api_response_free(&r);
+		snprintf(path, sizeof(path), "/v1/config/cas?prev_rev=%s", revs[i]);
+		CHECK_EQ(call(&cl, "DELETE", path, NULL, &r), 0);
+		CHECK_MSG(r.status == 400, "DELETE prev_rev=%s: %d", revs[i], r.status);
+		iod_api_response_free(&r);
+	}
+	CHECK_EQ(call(&cl, "GET", "/v1/config/cas", NULL, &r), 0);
+	CHECK_EQ(json_integer_value(json_object_get(json_object_get(r.json, "value"), "v")), 1);
+	iod_api_response_free(&r);
+
+	const char *names[] = {"trunc%00evil", "trunc%0aevil", "trunc%7f", "trunc%1b"};
+	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char path[128];
+		snprintf(path, sizeof(path), "/v1/config/%s", names[i]);
+		CHECK_EQ(call(&cl, "PUT", path, "{\"v\": 3}", &r), 0);
+		CHECK_MSG(r.status == 400, "%s: %d", names[i], r.status);
+		iod_api_response_free(&r);
+	}
+	CHECK_EQ(call(&cl, "GET", "/v1/config/trunc", NULL, &r), 0);
+	CHECK_EQ(r.status, 404);
+	iod_api_response_free(&r);
+	iod_api_client_close(&cl);
+
+	const char req[] = "PUT /v1/config/smuggle HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n"
+	                   "Transfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n"
+	                   "9\r\n{\"v\": 4}\r\n0\r\n\r\n";
+	for (int i = 0; i < N; i++) {
+		CHECK(raw_exchange(c->api[i], req, sizeof(req) - 1, out, sizeof(out)) > 0);
+		CHECK_MSG(!strncmp(out, "HTTP/1.1 400", 12), "server %d: %.60s", i + 1, out);
+	}
+	CHECK_EQ(get_key_at(c->api[0], 99, 0), -1);
+}
+
+TEST(bad_numbers_names_and_framing_are_400)
+{
+	with_cluster("answers", answers_body);
+}
+
+static int64_t grant(struct iod_api_client *cl, int *status)
+{
+	struct iod_api_response r;
+	int64_t id = -1;
+	int rc = call(cl, "POST", "/v1/leases", "{\"ttl_ms\": 600000}", &r);
+	*status = rc ? rc : r.status;
+	if (!rc) {
+		if (r.status == 200)
+			id = json_integer_value(json_object_get(r.json, "lease"));
+		iod_api_response_free(&r);
+	}
+	return id;
+}
+
+/*
+ * Outcome unknown (issue 15): a write proposed just before the leader loses
+ * its majority used to be answered 503 "not leader", so the client retried
+ * it elsewhere and a non-idempotent request (a lease grant) could be
+ * applied twice. Now the leader answers 504 outcome_unknown, and the client
+ * does not retry it: counting lease ids before and after shows it applied
+ * at most once.
+ */
+static void unknown_body(struct cluster *c)
+{
+	struct iod_api_client cl;
+	struct iod_err e;
+	int leader, st = 0;
+	bool seen = false;
+
+	CHECK_EQ(iod_api_client_init(&cl, c->servers, &e), 0);
+	cl.retry_ms = 15000;
+	cl.timeout_ms = 3000;
+	CHECK((leader = find_leader(c)) >= 0);
+	int64_t l0 = grant(&cl, &st);
+	CHECK_MSG(l0 > 0, "first grant: %d", st);
+	for (int attempt = 0; attempt < 5 && !seen; attempt++) {
+		CHECK((leader = find_leader(c)) >= 0);
+		for (int i = 0; i < N; i++)
+			if (i != leader)
+				kill(c->pid[i], SIGSTOP);
+		/* the client, starting at the leader: a 504 must come back to
+		 * the caller, not be retried at another server */
+		struct iod_api_client one;
+		struct iod_api_response r;
+		char list[128];
+		snprintf(list, sizeof(list), "%s,%s,%s", c->api[leader], c->api[(leader + 1) % N],
+		         c->api[(leader + 2) % N]);
+		CHECK_EQ(iod_api_client_init(&one, list, &e), 0);
+		one.timeout_ms = 2000;
+		one.retry_ms = 4000;
+		int rc = call(&one, "POST", "/v1/leases", "{\"ttl_ms\": 600000}", &r);
+		iod_api_client_close(&one);
+		for (int i = 0; i < N; i++)
+			if (i != leader)
+				kill(c->pid[i], SIGCONT);
+		if (rc == 0) {
+			if (r.status == 504) {
+				seen = json_is_true(json_object_get(r.json, "outcome_unknown"));
+				CHECK_MSG(seen, "504 without outcome_unknown: %s", r.body);
+			} else {
+				/* the leader stepped down before it proposed: 503, fine */
+				CHECK_MSG(r.status == 503, "answer %d: %s", r.status, r.body);
+			}
+			iod_api_response_free(&r);
+		}
+		sleep_ms(200);
+	}
+	CHECK_MSG(seen, "no 504 outcome_unknown in 5 tries (the old answer was 503 not_leader)");
+	/* the client does not retry it: a 504 from its first server is final */
+	CHECK((leader = find_leader(c)) >= 0);
+	int64_t l2 = grant(&cl, &st);
+	CHECK_MSG(l2 > l0, "grant after: %d", st);
+	CHECK_MSG(l2 - l0 - 1 <= 5, "an unknown grant was applied twice: ids %lld..%lld",
+	          (long long)l0, (long long)l2);
+	iod_api_client_close(&cl);
+}
+
+TEST(lost_leadership_after_propose_is_outcome_unknown)
+{
+	with_cluster("unknown", unknown_body);
+}
+
+/*
+ * Floods (issue 15): 1,100 slow half-sent requests from one address left no
+ * new client able to connect for 40 s; 8,192 leases from one client stopped
+ * every agent from registering. Now one address holds at most
+ * IOD_API_CONNECTIONS_PER_IP_MAX connections, so a client from another
+ * address is served within 1 s, and a node lease is granted while one
+ * client's lease grants are refused with the quota named.
+ */
+static void flood_body(struct cluster *c)
+{
+	struct iod_api_client cl;
+	struct iod_api_response r;
+	struct iod_err e;
+	static int fds[1100];
+	int leader, opened = 0;
+
+	CHECK((leader = find_leader(c)) >= 0);
+	int port = atoi(strrchr(c->api[leader], ':') + 1);
+	for (int i = 0; i < 1100; i++) {
+		struct sockaddr_in src = {.sin_family = AF_INET,
+		                          .sin_addr.s_addr = htonl(0x7f000002)};
+		struct sockaddr_in dst = {.sin_family = AF_INET,
+		                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+		                          .sin_port = htons((uint16_t)port)};
+		fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+		if (fds[i] < 0 || bind(fds[i], (struct sockaddr *)&src, sizeof(src)) ||
+		    connect(fds[i], (struct sockaddr *)&dst, sizeof(dst))) {
+			if (fds[i] >= 0)
+				close(fds[i]);
+			fds[i] = -1;
+			continue;
+		}
+		const char half[] = "PUT /v1/config/slow HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+		if (send(fds[i], half, sizeof(half) - 1, MSG_NOSIGNAL) > 0)
+			opened++;
+	}
+	CHECK_MSG(opened > IOD_API_CONNECTIONS_MAX, "only %d slow connections opened", opened);
+	sleep_ms(300);
+	uint64_t t0 = iod_clock_now(iod_clock_monotonic());
+	int fd = -1;
+	int rc = iod_api_http_once(&fd, c->api[leader], "GET", "/v1/status", NULL, NULL, 0, 1000,
+	                           &r, &e);
+	uint64_t ms = (iod_clock_now(iod_clock_monotonic()) - t0) / IOD_NS_PER_MS;
+	if (fd >= 0)
+		close(fd);
+	for (int i = 0; i < 1100; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	CHECK_MSG(rc == 0 && r.status == 200, "a new client was not served within 1 s: %s",
+	          rc ? e.msg : "bad status");
+	iod_api_response_free(&r);
+	CHECK(ms < 1000);
+
+	CHECK_EQ(iod_api_client_init(&cl, c->servers, &e), 0);
+	int granted = 0, refused = 0;
+	for (int i = 0; i < IOD_STATE_LEASES_PER_CLIENT_MAX + 50; i++) {
+		if (call(&cl, "POST", "/v1/leases", "{\"ttl_ms\": 86400000}", &r))
+			continue;
+		granted += r.status == 200;
+		if (r.status == 507) {
+			refused++;
+			CHECK_MSG(r.body && strstr(r.body, "IOD_STATE_LEASES_PER_CLIENT_MAX"), "%s",
+			          r.body);
+		}
+		iod_api_response_free(&r);
+	}
+	CHECK_EQ(granted, IOD_STATE_LEASES_PER_CLIENT_MAX);
+	CHECK_EQ(refused, 50);
+	CHECK_EQ(call(&cl, "POST", "/v1/leases", "{\"ttl_ms\": 10000, \"node\": true}", &r), 0);
+	CHECK_MSG(r.status == 200, "a node agent's lease was refused under a lease flood: %d %s",
+	          r.status, r.body ? r.body : "");
+	iod_api_response_free(&r);
+	iod_api_client_close(&cl);
+}
+
+TEST(slowloris_and_lease_floods_leave_room)
+{
+	with_cluster("flood", flood_body);
+}
+
+static long long metric(const char *api, const char *name)
+{
+	struct iod_api_response r;
+	struct iod_err e;
+	int fd = -1;
+	long long v = -1;
+	if (iod_api_http_once(&fd, api, "GET", "/metrics", NULL, NULL, 0, 2000, &r, &e) == 0) {
+		char pat[96];
+		snprintf(pat, sizeof(pat), "\n%s ", name);
+		const char *p = r.body ? strstr(r.body, pat) : NULL;
+		if (p)
+			v = atoll(p + strlen(pat));
+		iod_api_response_free(&r);
+	}
+	if (fd >= 0)
+		close(fd);
+	return v;
+}
+
+/*
+ * Big requests (issue 15): a 3.9 MiB PUT under the 4 MiB body limit got 503
+ * "not the leader" and forced an election with the 30 ms election timeout.
+ * Now values over IOD_API_VALUE_MAX get 413 naming the limit before
+ * anything is proposed, values under it are stored, and the term does not
+ * change across all of it.
+ */
+static void big_body(struct cluster *c)
+{
+	struct iod_api_client cl;
+	struct iod_api_response r;
+	struct iod_err e;
+	int leader;
+	long long term0 = -1, term1 = -2;
+	const size_t sizes[] = {256 * 1024, 512 * 1024, 1536 * 1024, 3900 * 1024};
+
+	/* the machine is shared: an election for other reasons retries the
+	 * round (up to 3); the 3.9 MiB PUT used to force one every time */
+	for (int round = 0; round < 3 && term0 != term1; round++) {
+		CHECK((leader = find_leader(c)) >= 0);
+		sleep_ms(300);
+		term0 = metric(c->api[leader], "iod_raft_term");
+		CHECK(term0 > 0);
+		CHECK_EQ(iod_api_client_init(&cl, c->api[leader], &e), 0);
+		for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+			size_t n = sizes[i];
+			char *b = malloc(n + 16), path[64];
+			CHECK(b != NULL);
+			memcpy(b, "{\"b\":\"", 6);
+			memset(b + 6, 'x', n - 8);
+			memcpy(b + n - 2, "\"}", 2);
+			snprintf(path, sizeof(path), "/v1/config/big%u", i);
+			int rc =
+			    iod_api_request(&cl, "PUT", path, "application/json", b, n, &r, &e);
+			free(b);
+			CHECK_MSG(rc == 0, "%zu bytes: %s", n, e.msg);
+			if (n > IOD_API_VALUE_MAX) {
+				CHECK_MSG(r.status == 413, "%zu bytes: %d", n, r.status);
+				CHECK_MSG(r.body && strstr(r.body, "IOD_API_VALUE_MAX"), "%s",
+				          r.body);
+			} else if (r.status != 200) {
+				CHECK_MSG(r.status == 503, "%zu bytes: %d", n, r.status);
+			}
+			iod_api_response_free(&r);
+		}
+		iod_api_client_close(&cl);
+		term1 = metric(c->api[leader], "iod_raft_term");
+	}
+	CHECK_MSG(term1 == term0, "iod_raft_term %lld -> %lld across the big requests, 3 rounds",
+	          term0, term1);
+}
+
+TEST(big_requests_413_before_proposing_and_keep_the_term)
+{
+	with_cluster("big", big_body);
+}
+
+static long vm_kb(pid_t pid, const char *field)
+{
+	char path[64], line[256];
+	long v = -1;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, strlen(field)))
+			v = atol(line + strlen(field) + 1);
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/*
+ * Watch amplification (issue 15): 1,000 watchers and one 1 MiB write pushed
+ * the leader from 15 to 1,034 MB: every watcher serialised its own copy.
+ * Now one wake-up serialises each distinct answer once and every watcher
+ * sends the same buffer: 1,000 watchers and a 512 KiB write stay under
+ * 250 MB peak RSS (it was ~560 MB), and every watcher gets the event.
+ */
+static void watch_flood_body(struct cluster *c)
+{
+	struct iod_api_client cl;
+	struct iod_api_response r;
+	struct iod_err e;
+	static int wfd[1000];
+	int leader, opened = 0, answered = 0;
+
+	CHECK((leader = find_leader(c)) >= 0);
+	{ /* 32k objects: with them the old server held one copy per watcher */
+		CHECK_EQ(iod_api_client_init(&cl, c->api[leader], &e), 0);
+		char *txn = malloc(4000 * 96 + 64);
+		for (int bt = 0; txn && bt < 8; bt++) {
+			size_t at = (size_t)sprintf(txn, "{\"ops\":[");
+			for (int i = 0; i < 4000; i++)
+				at += (size_t)sprintf(
+				    txn + at,
+				    "%s{\"op\":\"put\",\"kind\":\"config\",\"name\":"
+				    "\"l%d-%d\",\"value\":{\"i\":%d}}",
+				    i ? "," : "", bt, i, i);
+			at += (size_t)sprintf(txn + at, "]}");
+			if (!iod_api_request(&cl, "POST", "/v1/txn", "application/json", txn, at,
+			                     &r, &e))
+				iod_api_response_free(&r);
+		}
+		free(txn);
+		iod_api_client_close(&cl);
+	}
+	int port = atoi(strrchr(c->api[leader], ':') + 1);
+	for (int i = 0; i < 1000; i++) {
+		struct sockaddr_in src = {.sin_family = AF_INET,
+		                          .sin_addr.s_addr =
+		                              htonl(0x7f000020u + (uint32_t)(i % 8))};
+		struct sockaddr_in dst = {.sin_family = AF_INET,
+		                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+		                          .sin_port = htons((uint16_t)port)};
+		const char req[] =
+		    "GET /v1/configs?watch=1&timeout_ms=30000 HTTP/1.1\r\nHost: x\r\n\r\n";
+		wfd[i] = socket(AF_INET, SOCK_STREAM, 0);
+		if (wfd[i] < 0 || bind(wfd[i], (struct sockaddr *)&src, sizeof(src)) ||
+		    connect(wfd[i], (struct sockaddr *)&dst, sizeof(dst)) ||
+		    send(wfd[i], req, sizeof(req) - 1, MSG_NOSIGNAL) < 0) {
+			if (wfd[i] >= 0)
+				close(wfd[i]);
+			wfd[i] = -1;
+			continue;
+		}
+		opened++;
+	}
+	CHECK_MSG(opened == 1000, "only %d watchers connected", opened);
+	sleep_ms(500);
+	const size_t n = 512 * 1024;
+	char *b = malloc(n);
+	CHECK(b != NULL);
+	memcpy(b, "{\"b\":\"", 6);
+	memset(b + 6, 'w', n - 8);
+	memcpy(b + n - 2, "\"}", 2);
+	CHECK_EQ(iod_api_client_init(&cl, c->api[leader], &e), 0);
+	int rc = iod_api_request(&cl, "PUT", "/v1/config/flood", "application/json", b, n, &r, &e);
+	free(b);
+	CHECK_MSG(rc == 0 && r.status == 200, "the write: %s", rc ? e.msg : "not 200");
+	iod_api_response_free(&r);
+	iod_api_client_close(&cl);
+	for (int i = 0; i < 1000; i++) {
+		char buf[4096];
+		struct timeval tv = {10, 0};
+		if (wfd[i] < 0)
+			continue;
+		setsockopt(wfd[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		ssize_t k = recv(wfd[i], buf, sizeof(buf) - 1, 0);
+		if (k > 0) {
+			buf[k] = 0;
+			answered += !strncmp(buf, "HTTP/1.1 200", 12);
+		}
+	}
+	long hwm = vm_kb(c->pid[leader], "VmHWM:");
+	for (int i = 0; i < 1000; i++)
+		if (wfd[i] >= 0)
+			close(wfd[i]);
+	CHECK_MSG(answered == 1000, "%d of 1000 watchers answered", answered);
+	if (getenv("IOD_TEST_VERBOSE"))
+		fprintf(stderr, "watch flood: leader peak RSS %ld kB\n", hwm);
+	CHECK_MSG(hwm > 0 && hwm < 250 * 1024, "leader peak RSS %ld kB under the watch flood", hwm);
+}
+
+TEST(watch_flood_serialises_once)
+{
+	with_cluster("watchflood", watch_flood_body);
 }

@@ -232,6 +232,44 @@ TEST(dp_config_errors_name_file_line_col)
 	const char *bad5 = "vtep: [\n";
 	CHECK_EQ(iod_flow_dp_config_parse(bad5, strlen(bad5), "v.yaml", c, &e), -EINVAL);
 	CHECK_CONTAINS(e.msg, "YAML syntax");
+	/* What was accepted without a word (issue 13.7): each refused at its
+	 * file:line:col. */
+	const struct {
+		const char *text, *at, *what;
+	} t[] = {
+	    {"vtep: 1.2.3.4\nnetworks:\n  - {name: n, vni: 5, subnet: 0.0.0.0/0}\n", "t.yaml:3:31",
+	     "covers every IPv4 address"},
+	    {"vtep: 1.2.3.4\nnetworks:\n  - name: n\n    vni: 5\n    subnet: 10.0.0.0/24\n"
+	     "    endpoints:\n      - {ip: 10.0.1.2, local: true}\n",
+	     "t.yaml:7:9", "outside network n's subnet 10.0.0.0/24"},
+	    {"vtep: 1.2.3.4\nnetworks:\n  - name: n\n    vni: 5\n    endpoints:\n"
+	     "      - {ip: 10.0.0.2, local: true}\n      - {ip: 10.0.0.2, vtep: 1.2.3.5}\n"
+	     "    subnet: 10.0.0.0/24\n",
+	     "t.yaml:7:9", "given twice in network n (first at line 6)"},
+	    {"vtep: 1.2.3.4\nnetworks: []\nvtep: 1.2.3.5\n", "t.yaml:3:1",
+	     "duplicate key \"vtep\" (first at line 1, column 1)"},
+	    {"vtep: 1.2.3.4\nnetworks:\n  - {name: n, vni: 5, vni: 6, subnet: 10.0.0.0/8}\n",
+	     "t.yaml:3:23", "duplicate key \"vni\""},
+	    {"vtep: 1.2.3.4\nnetworks:\n  - {name: n, vni: 5, subnet: 10.0.0.0/8, rate: 0Gbps}\n",
+	     "t.yaml:3:49", "would stop all traffic"},
+	    {"vtep: 1.2.3.4\nnetworks:\n  - {name: n, vni: 5, subnet: 10.0.0.0/8, burst: 0}\n",
+	     "t.yaml:3:50", "lets no packet through"},
+	    {"vtep: 1.2.3.4\nct_sessions: 33554432\n", "t.yaml:2:14", "MiB of conntrack per core"},
+	};
+	for (size_t i = 0; i < IOD_ARRAY_LEN(t); i++) {
+		e.msg[0] = 0;
+		int rc = iod_flow_dp_config_parse(t[i].text, strlen(t[i].text), "t.yaml", c, &e);
+		CHECK_MSG(rc == -EINVAL, "case %zu accepted", i);
+		CHECK_MSG(strstr(e.msg, t[i].at) && strstr(e.msg, t[i].what), "case %zu: %s", i,
+		          e.msg);
+		iod_flow_dp_config_free(c);
+	}
+	/* the default and a large but sane table pass */
+	const char *ct = "vtep: 1.2.3.4\nct_sessions: 4194304\n";
+	CHECK_EQ(iod_flow_dp_config_parse(ct, strlen(ct), "t.yaml", c, &e), 0);
+	iod_flow_dp_config_free(c);
+	CHECK(iod_net_ct_bytes(1u << 20) < (100u << 20));
+	CHECK(iod_net_ct_bytes(32u << 20) > (2000ull << 20));
 	const char *ok =
 	    "vtep: 1.2.3.4\nsecurity_groups:\n  - {name: g, ingress: [\"tcp any 1-2\"]}\n"
 	    "networks:\n  - {name: n, vni: 5, subnet: 10.0.0.0/8, security_group: g,\n"

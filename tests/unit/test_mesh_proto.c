@@ -441,6 +441,165 @@ TEST(traceparent_parse_format)
 	CHECK(nz > 0);
 }
 
+/*
+ * The W3C trace-context harness's traceparent values (test/test.py of
+ * w3c/trace-context, level 2): which the proxy continues and which start a
+ * new trace. Written here from its cases.
+ */
+TEST(traceparent_w3c_harness_values)
+{
+	struct iod_mesh_traceparent tp;
+	const char *id = "12345678901234567890123456789012";
+	char v[160];
+	const struct {
+		const char *fmt; /* %s: the trace id */
+		bool valid;
+	} t[] = {
+	    {"00-%s-1234567890123456-01", true},
+	    {"00-%s-1234567890123456-00", true},
+	    {"cc-%s-1234567890123456-01", true},
+	    {"cc-%s-1234567890123456-01-what-the-future-will-be-like", true},
+	    {"cc-%s-1234567890123456-01.what-the-future-will-be-like", false},
+	    {"00-%s-1234567890123456-01.", false},
+	    {"00-%s-1234567890123456-01-what-the-future-will-be-like", false},
+	    {"ff-%s-1234567890123456-01", false},
+	    {".0-%s-1234567890123456-01", false},
+	    {"0.-%s-1234567890123456-01", false},
+	    {"000-%s-1234567890123456-01", false},
+	    {"0-%s-1234567890123456-01", false},
+	    {"00-%s3-1234567890123456-01", false},
+	    {"00-%s-0000000000000000-01", false},
+	    {"00-%s-.234567890123456-01", false},
+	    {"00-%s-123456789012345.-01", false},
+	    {"00-%s-12345678901234567-01", false},
+	    {"00-%s-123456789012345-01", false},
+	    {"00-%s-1234567890123456-.0", false},
+	    {"00-%s-1234567890123456-0.", false},
+	    {"00-%s-1234567890123456-001", false},
+	    {"00-%s-1234567890123456-1", false},
+	};
+	for (size_t i = 0; i < IOD_ARRAY_LEN(t); i++) {
+		snprintf(v, sizeof(v), t[i].fmt, id);
+		int rc = iod_mesh_traceparent_parse(v, strlen(v), &tp);
+		CHECK_MSG((rc == 0) == t[i].valid, "%s: rc %d", v, rc);
+	}
+	/* Trace ids: too short, illegal characters, all zero. */
+	const char *bad[] = {
+	    "00-1234567890123456789012345678901-1234567890123456-01",
+	    "00-.2345678901234567890123456789012-1234567890123456-01",
+	    "00-1234567890123456789012345678901.-1234567890123456-01",
+	    "00-00000000000000000000000000000000-1234567890123456-01",
+	};
+	for (size_t i = 0; i < IOD_ARRAY_LEN(bad); i++)
+		CHECK_MSG(iod_mesh_traceparent_parse(bad[i], strlen(bad[i]), &tp) == -EINVAL,
+		          "accepted %s", bad[i]);
+	/* Two traceparent fields are counted (the proxy then starts a new
+	 * trace); tracestate fields too, whatever their case. */
+	static struct iod_mesh_http_msg m;
+	const char *r = "GET / HTTP/1.1\r\nHost: a\r\n"
+	                "traceparent: 00-12345678901234567890123456789011-1234567890123456-01\r\n"
+	                "TraceState: a=1\r\n"
+	                "TRACEPARENT: 00-12345678901234567890123456789012-1234567890123456-01\r\n"
+	                "tracestate: b=2\r\ntrace-state: c=3\r\n\r\n";
+	CHECK_EQ(parse(r, false, &m), 0);
+	CHECK_EQ(m.traceparent_n, 2);
+	CHECK_EQ(m.tracestate_n, 2);
+	CHECK_EQ(m.traceparent, 3);
+	CHECK(iod_mesh_http_header_is(r, &m.hdr[2], "tracestate"));
+	CHECK(!iod_mesh_http_header_is(r, &m.hdr[5], "tracestate"));
+}
+
+/* tracestate lists (W3C level 2, section 3.3): the harness's cases and the
+ * spec's limits. "" in want: valid with no member; NULL: dropped whole. */
+TEST(tracestate_clean_table)
+{
+	char big[1200], out[1200];
+	const struct {
+		const char *in;
+		const char *want;
+	} t[] = {
+	    {"foo=1,bar=2", "foo=1,bar=2"},
+	    {"", ""},
+	    {" , ,", ""},
+	    {"foo=1,", "foo=1"},
+	    {",foo=1", "foo=1"},
+	    {"foo=1 \t , \t bar=2, \t baz=3", "foo=1,bar=2,baz=3"},
+	    {"foo=1\t \t,\t \tbar=2,\t \tbaz=3", "foo=1,bar=2,baz=3"},
+	    {"\t foo=1 \t", "foo=1"},
+	    {"foo=1,rojo=1,congo=2,baz=3", "foo=1,rojo=1,congo=2,baz=3"},
+	    {"t@v=1", "t@v=1"},
+	    {"0tenant@vendor=x", "0tenant@vendor=x"},
+	    {"foo= 1", "foo= 1"},
+	    {"foo=1,foo=1", NULL},
+	    {"foo=1,foo=2", NULL},
+	    {"foo =1", NULL},
+	    {"FOO=1", NULL},
+	    {"foo.bar=1", NULL},
+	    {"0foo=1", NULL},
+	    {"foo@=1,bar=2", NULL},
+	    {"@foo=1,bar=2", NULL},
+	    {"foo@@bar=1,bar=2", NULL},
+	    {"foo@bar@baz=1,bar=2", NULL},
+	    {"t@0v=1", NULL},
+	    {"foo=bar=baz", NULL},
+	    {"foo=,bar=3", NULL},
+	    {"foo", NULL},
+	    {"foo=a\x01", NULL},
+	    {"foo=\xc3\xa9", NULL},
+	};
+	for (size_t i = 0; i < IOD_ARRAY_LEN(t); i++) {
+		int n = iod_mesh_tracestate_clean(t[i].in, strlen(t[i].in), out, sizeof(out));
+		if (!t[i].want) {
+			CHECK_MSG(n == -EINVAL, "#%zu %s: kept (%d)", i, t[i].in, n);
+			continue;
+		}
+		CHECK_MSG(n == (int)strlen(t[i].want) && !memcmp(out, t[i].want, (size_t)n),
+		          "#%zu %s: got %d %.*s", i, t[i].in, n, n > 0 ? n : 0, out);
+	}
+	/* Every allowed character, with and without a vendor. */
+	const char *key = "abcdefghijklmnopqrstuvwxyz0123456789_-*/";
+	size_t o = (size_t)snprintf(big, sizeof(big), "%s@a-z0-9_-*/=", key);
+	for (int c = 0x20; c <= 0x7e; c++)
+		if (c != ',' && c != '=')
+			big[o++] = (char)c;
+	CHECK_EQ(iod_mesh_tracestate_clean(big, o, out, sizeof(out)), (int)o);
+	/* 32 members are kept, 33 drop the list. */
+	o = 0;
+	for (int i = 1; i <= 33; i++)
+		o += (size_t)snprintf(big + o, sizeof(big) - o, "%sbar%02d=%02d", i > 1 ? "," : "",
+		                      i, i);
+	size_t o32 = (size_t)(strstr(big, ",bar33") - big);
+	CHECK_EQ(iod_mesh_tracestate_clean(big, o32, out, sizeof(out)), (int)o32);
+	CHECK_EQ(iod_mesh_tracestate_clean(big, o, out, sizeof(out)), -EINVAL);
+	/* Key lengths: 256 / 257 simple, 241@14 / 242@1 / 1@15 with a vendor. */
+	const struct {
+		size_t tenant, vendor; /* vendor 0: a simple key of tenant chars */
+		bool ok;
+	} kl[] = {
+	    {256, 0, true}, {257, 0, false}, {241, 14, true}, {242, 1, false}, {1, 15, false}};
+	for (size_t i = 0; i < IOD_ARRAY_LEN(kl); i++) {
+		o = (size_t)snprintf(big, sizeof(big), "foo=1,");
+		memset(big + o, 't', kl[i].tenant);
+		o += kl[i].tenant;
+		if (kl[i].vendor) {
+			big[o++] = '@';
+			memset(big + o, 'v', kl[i].vendor);
+			o += kl[i].vendor;
+		}
+		memcpy(big + o, "=1", 2);
+		o += 2;
+		int n = iod_mesh_tracestate_clean(big, o, out, sizeof(out));
+		CHECK_MSG((n > 0) == kl[i].ok, "key %zu@%zu: %d", kl[i].tenant, kl[i].vendor, n);
+	}
+	/* Values: 256 characters are fine, 257 are not, nor a trailing space. */
+	o = (size_t)snprintf(big, sizeof(big), "k=");
+	memset(big + o, 'x', 257);
+	CHECK_EQ(iod_mesh_tracestate_clean(big, o + 256, out, sizeof(out)), (int)o + 256);
+	CHECK_EQ(iod_mesh_tracestate_clean(big, o + 257, out, sizeof(out)), -EINVAL);
+	CHECK_EQ(iod_mesh_tracestate_clean("k=a b", 5, out, sizeof(out)), 5);
+	CHECK_EQ(iod_mesh_tracestate_clean("a=1,b=2", 7, out, 5), -E2BIG);
+}
+
 static uint32_t dns_lookup(void *ctx, const char *name)
 {
 	IOD_UNUSED(ctx);

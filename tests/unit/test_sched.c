@@ -1156,6 +1156,168 @@ TEST(gpu_set_matches_brute_force_random)
 	}
 }
 
+/*
+ * Real node shapes for GPU-set sequences: PCIe switches of two GPUs (PIX,
+ * 50), GPU0-3 on NUMA 0 (NODE, 20), SYS (10) across; nv[i][j] NVLinks of
+ * IOD_TOPO_SCORE_NVLINK each, as iod_topo_gpu_pair_score counts them.
+ */
+static void shape_8(struct iod_sched_shape *s, const char *name, const uint8_t nv[8][8])
+{
+	iod_sched_shape_init(s, name, 8, 2);
+	for (unsigned i = 0; i < 8; i++)
+		for (unsigned j = 0; j < 8; j++) {
+			if (i == j)
+				continue;
+			unsigned pcie = i / 2 == j / 2 ? 50 : i / 4 == j / 4 ? 20 : 10;
+			s->pair_score[i][j] = (uint16_t)(pcie + IOD_TOPO_SCORE_NVLINK * nv[i][j]);
+			if (nv[i][j])
+				s->nvlink[i] |= 1u << j;
+		}
+	iod_bitmap_set_range(&s->numa_cpus[0], 0, 19);
+	iod_bitmap_set_range(&s->numa_cpus[1], 20, 39);
+	s->numa_mem_bytes[0] = s->numa_mem_bytes[1] = 1ull << 39;
+	iod_sched_shape_finish(s);
+}
+
+/* DGX-1 with P100: a hybrid cube mesh of single NVLinks (each quad all to
+ * all, GPU i to i+4). */
+static const uint8_t nv_dgx1p[8][8] = {{0, 1, 1, 1, 1, 0, 0, 0}, {1, 0, 1, 1, 0, 1, 0, 0},
+                                       {1, 1, 0, 1, 0, 0, 1, 0}, {1, 1, 1, 0, 0, 0, 0, 1},
+                                       {1, 0, 0, 0, 0, 1, 1, 1}, {0, 1, 0, 0, 1, 0, 1, 1},
+                                       {0, 0, 1, 0, 1, 1, 0, 1}, {0, 0, 0, 1, 1, 1, 1, 0}};
+/* DGX-1 with V100: six links per GPU, some pairs doubled (nvidia-smi topo -m
+ * of a DGX-1V). */
+static const uint8_t nv_dgx1v[8][8] = {{0, 1, 1, 2, 2, 0, 0, 0}, {1, 0, 2, 1, 0, 2, 0, 0},
+                                       {1, 2, 0, 2, 0, 0, 1, 0}, {2, 1, 2, 0, 0, 0, 0, 1},
+                                       {2, 0, 0, 0, 0, 1, 1, 2}, {0, 2, 0, 0, 1, 0, 2, 1},
+                                       {0, 0, 1, 0, 1, 2, 0, 2}, {0, 0, 0, 1, 2, 1, 2, 0}};
+/* A PCIe server with NVLink bridges between the GPUs of each switch. */
+static const uint8_t nv_pairs8[8][8] = {{0, 2, 0, 0, 0, 0, 0, 0}, {2, 0, 0, 0, 0, 0, 0, 0},
+                                        {0, 0, 0, 2, 0, 0, 0, 0}, {0, 0, 2, 0, 0, 0, 0, 0},
+                                        {0, 0, 0, 0, 0, 2, 0, 0}, {0, 0, 0, 0, 2, 0, 0, 0},
+                                        {0, 0, 0, 0, 0, 0, 0, 2}, {0, 0, 0, 0, 0, 0, 2, 0}};
+/* Eight PCIe GPUs, no NVLink. */
+static const uint8_t nv_none8[8][8] = {{0}};
+
+/* The greedy reference: the best-scoring set of the free GPUs, lowest ids
+ * on ties (what the scheduler fell back to before). */
+static uint32_t greedy_set(const struct iod_sched_shape *s, uint32_t free_mask, uint32_t k)
+{
+	uint32_t best = 0, best_sc = 0;
+	for (uint32_t set = 1; set < 256; set++) {
+		if ((set & ~free_mask) || (uint32_t)__builtin_popcount(set) != k)
+			continue;
+		uint32_t sc = pair_sum(s, set);
+		if (!best || sc > best_sc)
+			best = set, best_sc = sc;
+	}
+	return best;
+}
+
+struct seq_stats {
+	uint32_t seqs, better, worse; /* sequences run, above greedy, below it */
+	uint64_t total, greedy;       /* summed pair scores over all sequences */
+};
+
+/* Place the requests of sizes ks[0..n) one after another on one fresh node;
+ * add the sequence's total score (and greedy's) to st. */
+static void run_seq(const struct iod_sched_shape *s, const uint32_t *ks, uint32_t n,
+                    struct seq_stats *st)
+{
+	struct iod_sched_cluster *c = mk(s, 1, NULL);
+	uint32_t free_g = 0xFF, total = 0, greedy = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "s%u", i);
+		struct iod_sched_request r = req(name, 1, ks[i]);
+		struct iod_sched_result res;
+		CHECK_EQ(place(c, &r, 1, false, &res), 0);
+		CHECK(res.p[0].placed);
+		total += pair_sum(s, res.p[0].gpu_mask);
+		if (getenv("IOD_TEST_SEQ_TRACE"))
+			printf("    %s k=%u -> %#x (%u)\n", s->model, ks[i], res.p[0].gpu_mask,
+			       pair_sum(s, res.p[0].gpu_mask));
+		iod_sched_result_free(&res);
+		uint32_t g = greedy_set(s, free_g, ks[i]);
+		greedy += pair_sum(s, g);
+		free_g &= ~g;
+	}
+	st->seqs++;
+	st->total += total;
+	st->greedy += greedy;
+	st->better += total > greedy;
+	st->worse += total < greedy;
+	iod_sched_cluster_free(c);
+	char seq[32];
+	size_t o = 0;
+	for (uint32_t i = 0; i < n; i++)
+		o += (size_t)snprintf(seq + o, sizeof(seq) - o, "%s%u", i ? "," : "", ks[i]);
+	CHECK_MSG(total >= greedy, "%s: sequence %s below greedy (%u < %u)", s->model, seq, total,
+	          greedy);
+}
+
+/* Every sequence of requests of 1, 2, 3 or 4 GPUs that fits in 8. */
+static void all_seqs(const struct iod_sched_shape *s, uint32_t *ks, uint32_t n, uint32_t used,
+                     struct seq_stats *st)
+{
+	if (n)
+		run_seq(s, ks, n, st);
+	for (uint32_t k = 1; k <= 4 && used + k <= 8; k++) {
+		ks[n] = k;
+		all_seqs(s, ks, n + 1, used + k, st);
+	}
+}
+
+TEST(gpu_set_sequences_never_below_greedy)
+{
+	const struct {
+		const char *name;
+		const uint8_t (*nv)[8];
+		uint32_t min_better; /* sequences that must beat greedy */
+	} shapes[] = {{"dgx1-p100", nv_dgx1p, 1},
+	              {"dgx1-v100", nv_dgx1v, 1},
+	              {"pcie-nvlink-pairs", nv_pairs8, 1},
+	              {"pcie-8", nv_none8, 0}};
+	for (size_t i = 0; i < IOD_ARRAY_LEN(shapes); i++) {
+		struct iod_sched_shape s;
+		shape_8(&s, shapes[i].name, shapes[i].nv);
+		struct seq_stats st = {0};
+		uint32_t ks[8];
+		all_seqs(&s, ks, 0, 0, &st);
+		printf("  %s: %u sequences, %u above greedy, %u below; score %llu vs greedy %llu\n",
+		       shapes[i].name, st.seqs, st.better, st.worse, (unsigned long long)st.total,
+		       (unsigned long long)st.greedy);
+		CHECK_EQ(st.worse, 0u);
+		CHECK(st.better >= shapes[i].min_better);
+	}
+}
+
+TEST(gpu_set_tie_keeps_nvlink_island_free)
+{
+	/* DGX-1 P100 with GPU6-7 taken: pairs 0-1, 2-3 and 4-5 score the same
+	 * (NVLink + PCIe switch); 4-5 leaves the all-NVLink quad 0-3 free, so
+	 * the next 4-GPU request gets it (780) instead of 2,3,4,5 (340). */
+	struct iod_sched_shape s;
+	shape_8(&s, "dgx1-p100", nv_dgx1p);
+	struct iod_sched_cluster *c;
+	struct iod_err e = {0};
+	uint32_t sid, nid;
+	CHECK_EQ(iod_sched_cluster_new(1, 8, &c, &e), 0);
+	CHECK_EQ(iod_sched_shape_add(c, &s, &sid, &e), 0);
+	struct iod_sched_node_spec ns = {.name = "n0", .shape = sid, .gpus_used = 0xC0};
+	CHECK_EQ(iod_sched_node_add(c, &ns, &nid, &e), 0);
+	struct iod_sched_request two = req("two", 1, 2), four = req("four", 1, 4);
+	struct iod_sched_result res;
+	CHECK_EQ(place(c, &two, 1, false, &res), 0);
+	CHECK_EQ(res.p[0].gpu_mask, 0x30);
+	iod_sched_result_free(&res);
+	CHECK_EQ(place(c, &four, 1, false, &res), 0);
+	CHECK_EQ(res.p[0].gpu_mask, 0x0F);
+	CHECK_EQ(pair_sum(&s, res.p[0].gpu_mask), 780);
+	iod_sched_result_free(&res);
+	iod_sched_cluster_free(c);
+}
+
 TEST(adopt_existing_placements)
 {
 	struct iod_sched_shape s;

@@ -394,3 +394,107 @@ TEST(batch_apply_matches_separate_commands)
 	iod_state_free(a);
 	iod_state_free(b);
 }
+
+/* A lease flood (issue 15): 8,192 day-long leases from one client used to
+ * take every lease, and then no agent could register. Now one client holds
+ * at most IOD_STATE_LEASES_PER_CLIENT_MAX, all clients together leave
+ * IOD_STATE_LEASES_NODE_RESERVED for node leases, and the quota survives a
+ * snapshot round trip. */
+TEST(lease_flood_leaves_room_for_node_agents)
+{
+	struct iod_state *s, *t;
+	struct iod_state_result r;
+	unsigned ok = 0;
+	char owner[32];
+	CHECK_EQ(iod_state_new(&s), 0);
+	for (unsigned i = 0; i < IOD_STATE_LEASES_MAX; i++)
+		ok += apply_owned(
+		          s, iod_state_cmd_lease_grant_for(86400000, 1, "addr:10.0.0.1", false),
+		          &r) == 0;
+	CHECK_EQ(ok, IOD_STATE_LEASES_PER_CLIENT_MAX);
+	CHECK_EQ(r.code, -ENOSPC);
+	CHECK(strstr(r.msg, "IOD_STATE_LEASES_PER_CLIENT_MAX") != NULL);
+	/* many clients: the general pool ends short of the reserve */
+	for (unsigned c = 0; c < 16; c++) {
+		snprintf(owner, sizeof(owner), "user:u%u", c);
+		for (unsigned i = 0; i < IOD_STATE_LEASES_PER_CLIENT_MAX; i++)
+			ok +=
+			    apply_owned(s, iod_state_cmd_lease_grant_for(86400000, 1, owner, false),
+			                &r) == 0;
+	}
+	CHECK_EQ(ok, IOD_STATE_LEASES_MAX - IOD_STATE_LEASES_NODE_RESERVED);
+	CHECK(strstr(r.msg, "IOD_STATE_LEASES_NODE_RESERVED") != NULL);
+	/* an agent still registers */
+	CHECK_EQ(apply_owned(s, iod_state_cmd_lease_grant_for(10000, 1, "node:n1", true), &r), 0);
+	CHECK_EQ(r.code, 0);
+	CHECK(r.lease_id > 0);
+	/* and a restored replica enforces the same quota */
+	void *buf = NULL;
+	size_t len = 0;
+	CHECK_EQ(iod_state_snapshot(s, &buf, &len), 0);
+	CHECK_EQ(iod_state_new(&t), 0);
+	struct iod_err e = {0};
+	CHECK_EQ(iod_state_restore(t, buf, len, &e), 0);
+	free(buf);
+	CHECK_U64(iod_state_digest(t), iod_state_digest(s));
+	CHECK_EQ(apply_owned(t, iod_state_cmd_lease_grant_for(1000, 1, "user:u99", false), &r),
+	         -ENOSPC);
+	CHECK_EQ(apply_owned(t, iod_state_cmd_lease_grant_for(1000, 1, "node:n2", true), &r), 0);
+	CHECK_EQ(r.code, 0);
+	iod_state_free(t);
+	iod_state_free(s);
+}
+
+/* The state's bytes quota (issue 15): writes that would grow the values past
+ * IOD_STATE_BYTES_MAX are refused naming it (so a snapshot always fits
+ * IOD_RAFT_SNAPSHOT_MAX); overwriting or deleting frees room; a restored
+ * state counts the same bytes. */
+TEST(state_bytes_quota)
+{
+	struct iod_state *s, *t;
+	struct iod_state_result r;
+	char name[32];
+	CHECK_EQ(iod_state_new(&s), 0);
+	iod_state_set_bytes_max(s, 10000);
+	json_t *big = json_pack("{s:s}", "blob",
+	                        "0123456789012345678901234567890123456789"
+	                        "0123456789012345678901234567890123456789");
+	size_t each = json_dumpb(big, NULL, 0, JSON_COMPACT);
+	unsigned ok = 0;
+	for (unsigned i = 0; i < 200; i++) {
+		snprintf(name, sizeof(name), "k%u", i);
+		ok +=
+		    apply_owned(s, iod_state_cmd_put(IOD_STATE_CONFIG, name, big, 0, -1), &r) == 0;
+	}
+	CHECK_EQ(ok, 10000 / each);
+	CHECK(iod_state_bytes(s) <= 10000);
+	CHECK_EQ(r.code, -ENOSPC);
+	CHECK(strstr(r.msg, "IOD_STATE_BYTES_MAX") != NULL);
+	/* a txn and a deploy are refused whole, not half-applied */
+	uint64_t rev = iod_state_rev(s);
+	char *txt = NULL;
+	json_t *txn = json_pack("{s:s, s:[{s:s, s:s, s:s, s:O}]}", "op", "txn", "ops", "op", "put",
+	                        "kind", "config", "name", "t1", "value", big);
+	txt = json_dumps(txn, JSON_COMPACT);
+	CHECK_EQ(apply_owned(s, txt, &r), -ENOSPC);
+	json_decref(txn);
+	CHECK_U64(iod_state_rev(s), rev);
+	/* overwriting with a smaller value and deleting free room */
+	json_t *small = json_pack("{s:i}", "v", 1);
+	CHECK_EQ(apply_owned(s, iod_state_cmd_put(IOD_STATE_CONFIG, "k0", small, 0, -1), &r), 0);
+	CHECK_EQ(apply_owned(s, iod_state_cmd_delete(IOD_STATE_CONFIG, "k1", -1), &r), 0);
+	CHECK_EQ(apply_owned(s, iod_state_cmd_put(IOD_STATE_CONFIG, "again", big, 0, -1), &r), 0);
+	/* a restored state holds the same bytes */
+	void *buf = NULL;
+	size_t len = 0;
+	struct iod_err e = {0};
+	CHECK_EQ(iod_state_snapshot(s, &buf, &len), 0);
+	CHECK_EQ(iod_state_new(&t), 0);
+	CHECK_EQ(iod_state_restore(t, buf, len, &e), 0);
+	free(buf);
+	CHECK_U64(iod_state_bytes(t), iod_state_bytes(s));
+	json_decref(big);
+	json_decref(small);
+	iod_state_free(t);
+	iod_state_free(s);
+}

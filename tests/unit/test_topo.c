@@ -699,6 +699,58 @@ TEST(pci_classification_from_plain_hwloc)
 	CHECK_EQ(iod_topo_pci_classify(0x10ee, 0x5000, 0x1200), IOD_TOPO_DEV_FPGA);
 }
 
+/* Real hwloc exports (tests/fixtures/hwloc, hwloc's own test files). */
+TEST(power8_nvlink_to_cpu_is_not_nvswitch)
+{
+	/* A POWER8 with 4 P100: each GPU has 2 NVLink-1 links (40,000 MB/s) to
+	 * its neighbour and 2 to its CPU (a Package in the NVLinkBandwidth
+	 * matrix). GPU0-GPU1 is NV2; GPU0-GPU2 meet only through the CPUs: SYS.
+	 * It was read as an NVSwitch: NV4 and NV2 all to all. */
+	static struct iod_topo_node n;
+	struct iod_err e = {0};
+	CHECK_MSG(iod_topo_load_xml_file("tests/fixtures/hwloc/power8gpudistances.xml", &n, &e) ==
+	              0,
+	          "%s", e.msg);
+	CHECK_EQ(n.ngpus, 4);
+	const struct iod_topo_link *l01 = &n.link[n.gpu[0]][n.gpu[1]];
+	const struct iod_topo_link *l02 = &n.link[n.gpu[0]][n.gpu[2]];
+	CHECK_EQ(l01->nvlinks, 2);
+	CHECK_EQ(l01->nvswitch, 0);
+	CHECK_EQ(l02->nvlinks, 0);
+	CHECK_EQ(iod_topo_link_class(&n, n.gpu[0], n.gpu[2]), IOD_TOPO_LINK_SYS);
+	CHECK_EQ(n.link[n.gpu[2]][n.gpu[3]].nvlinks, 2);
+	/* the DGX-2's NVSwitches still join its 16 GPUs all to all */
+	CHECK_MSG(iod_topo_load_xml_file("tests/fixtures/hwloc/nvidiaDGX2.xml", &n, &e) == 0, "%s",
+	          e.msg);
+	CHECK_EQ(n.ngpus, 16);
+	CHECK(n.link[n.gpu[0]][n.gpu[15]].nvswitch);
+	CHECK_EQ(n.link[n.gpu[0]][n.gpu[15]].nvlinks, 6);
+}
+
+TEST(display_controllers_are_not_gpus)
+{
+	/* by vendor, class and known ids (docs/topology.md) */
+	CHECK_EQ(iod_topo_pci_classify(0x1002, 0x515e, 0x0300), IOD_TOPO_DEV_OTHER); /* ES1000 */
+	CHECK_EQ(iod_topo_pci_classify(0x1002, 0x5969, 0x0300), IOD_TOPO_DEV_OTHER); /* ES1000 */
+	CHECK_EQ(iod_topo_pci_classify(0x102b, 0x0532, 0x0300), IOD_TOPO_DEV_OTHER); /* Matrox */
+	CHECK_EQ(iod_topo_pci_classify(0x1a03, 0x2000, 0x0300), IOD_TOPO_DEV_OTHER); /* ASPEED */
+	CHECK_EQ(iod_topo_pci_classify(0x1234, 0x1111, 0x0300), IOD_TOPO_DEV_OTHER); /* QEMU */
+	CHECK_EQ(iod_topo_pci_classify(0x1af4, 0x1050, 0x0380), IOD_TOPO_DEV_OTHER); /* virtio */
+	CHECK_EQ(iod_topo_pci_classify(0x1002, 0x740c, 0x0380), IOD_TOPO_DEV_GPU);   /* MI250X */
+	CHECK_EQ(iod_topo_pci_classify(0x1002, 0x6798, 0x0300), IOD_TOPO_DEV_GPU);   /* Radeon */
+	CHECK_EQ(iod_topo_pci_classify(0x10de, 0x1db8, 0x0302), IOD_TOPO_DEV_GPU);   /* V100 */
+	CHECK_EQ(iod_topo_pci_classify(0x10de, 0x11ba, 0x0300), IOD_TOPO_DEV_GPU);   /* Quadro */
+	/* three Tesla M2070 beside an ATI ES1000: three GPUs (it was four) */
+	static struct iod_topo_node n;
+	struct iod_err e = {0};
+	CHECK_MSG(iod_topo_load_xml_file("tests/fixtures/hwloc/24em64t-2n6c2t-pci.xml", &n, &e) ==
+	              0,
+	          "%s", e.msg);
+	CHECK_EQ(n.ngpus, 3);
+	for (unsigned i = 0; i < n.ngpus; i++)
+		CHECK_EQ(n.devices[n.gpu[i]].pci_vendor, 0x10de);
+}
+
 /* ---- JSON ------------------------------------------------------------------ */
 
 static int json_back(const struct iod_topo_node *n, struct iod_topo_node *back, struct iod_err *e)

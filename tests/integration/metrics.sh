@@ -1,0 +1,124 @@
+#!/bin/sh
+# metrics.sh BUILD: every daemon's /metrics is valid Prometheus text and
+# counts what happened, exactly.
+#
+#   proxy_counts     one `iod proxy run` before one backend, fed known traffic:
+#                    5 keep-alive requests, 3 with "Connection: close", 1
+#                    malformed: requests_total 8, errors_total 1 (the 400),
+#                    duration histogram _count 8 and +Inf bucket 8. Before the
+#                    fix a closing request counted as an error and twice in
+#                    the histogram.
+#   promtool_proxy   `promtool check metrics` on that proxy's /metrics
+#   promtool_server_N   on each server's /metrics of a running `iod up`
+#   promtool_mesh    on the /metrics of the mesh proxy `iod up` starts
+# Needs promtool (Debian package prometheus, installed by scripts/deps.sh).
+set -u
+B=${1:-build}
+IOD="$B/iod"
+PROXY="$B/san/iod"
+[ -x "$PROXY" ] || PROXY="$IOD"
+[ -x "$IOD" ] || { echo "no $IOD"; exit 77; }
+IOD=$(cd "$(dirname "$IOD")" && pwd)/iod
+command -v curl >/dev/null || { echo "curl missing"; exit 77; }
+command -v python3 >/dev/null || { echo "python3 missing"; exit 77; }
+command -v promtool >/dev/null || { echo "promtool missing (apt-get install prometheus)"; exit 77; }
+
+T=$(mktemp -d)
+export IOD_STATE_DIR="$T/cluster"
+PIDS=""
+UP=0
+cleanup() {
+	for p in $PIDS; do kill "$p" 2>/dev/null; done
+	for p in $PIDS; do wait "$p" 2>/dev/null; done
+	[ $UP = 1 ] && "$IOD" down --grace 5s >/dev/null 2>&1
+	rm -rf "$T"
+}
+trap cleanup EXIT
+trap "exit 1" INT TERM
+
+BASE=$((21000 + ($$ % 300) * 20))
+VIP="127.76.$(( 1 + ($$ / 5) % 250 )).1"
+ADMIN="127.0.0.1:$((BASE + 9))"
+pass=0 fail=0
+ok() { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
+# promcheck NAME URL: promtool check metrics on what URL serves
+promcheck() {
+	if ! curl -sf "$2" >"$T/m.txt"; then
+		bad "$1" "GET $2 failed"
+	elif promtool check metrics <"$T/m.txt" >"$T/pt.txt" 2>&1; then
+		ok "$1"
+	else
+		bad "$1" "$(head -5 "$T/pt.txt")"
+	fi
+}
+
+# Ports: BASE+0..2 Raft and BASE+10..12 API of `iod up`, BASE+15 its mesh
+# proxy; BASE+5 the backend, BASE+9 the first proxy's admin.
+"$IOD" proxy backend --listen "127.0.0.1:$((BASE + 5))" --name b --size 64 >"$T/b.log" 2>&1 &
+PIDS="$PIDS $!"
+cat >"$T/mesh.json" <<JSON
+{"node": "n1", "services": [
+ {"name": "m", "vip": "$VIP", "port": 8000, "mode": "http", "endpoints": [{"addr": "127.0.0.1:$((BASE + 5))"}]}
+]}
+JSON
+"$PROXY" proxy run --config "$T/mesh.json" --workers 1 --admin "$ADMIN" >"$T/proxy.log" 2>&1 &
+PIDS="$PIDS $!"
+i=0
+until curl -sf "http://$ADMIN/healthz" >/dev/null 2>&1 && curl -sf "http://$VIP:8000/" >/dev/null 2>&1; do
+	i=$((i + 1)); [ $i -gt 100 ] && { echo "proxy did not start"; cat "$T/proxy.log"; exit 1; }
+	sleep 0.1
+done
+sleep 0.2
+base_n=$(curl -sf "http://$ADMIN/metrics" | sed -n 's/^iod_mesh_requests_total{service="m"} //p')
+
+# Known traffic: 5 kept-alive requests on one connection, 3 that close, 1 malformed.
+curl -s -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null \
+	"http://$VIP:8000/a" "http://$VIP:8000/b" "http://$VIP:8000/c" "http://$VIP:8000/d" \
+	"http://$VIP:8000/e"
+for k in 1 2 3; do curl -s -o /dev/null -H 'Connection: close' "http://$VIP:8000/close$k"; done
+python3 - "$VIP" <<'PY'
+import socket, sys
+c = socket.create_connection((sys.argv[1], 8000), timeout=5)
+c.sendall(b"GET / HTTP/1.1\r\nHost: m\r\nX: a\x01b\r\n\r\n")
+while c.recv(4096): pass
+PY
+sleep 0.3
+curl -sf "http://$ADMIN/metrics" >"$T/proxy.prom"
+python3 - "$T/proxy.prom" "${base_n:-0}" <<'PY' >"$T/counts.txt" 2>&1
+import re, sys
+text = open(sys.argv[1]).read()
+def v(name, extra=""):
+    m = re.search(r'^%s\{service="m"%s\} (\S+)$' % (re.escape(name), extra), text, re.M)
+    return float(m.group(1)) if m else None
+base = float(sys.argv[2])  # the readiness probe's requests
+want = {"iod_mesh_requests_total": base + 8, "iod_mesh_errors_total": 1,
+        "iod_mesh_request_duration_seconds_count": base + 8}
+got = {k: v(k) for k in want}
+got["+Inf"] = v("iod_mesh_request_duration_seconds_bucket", r',le="\+Inf"')
+want["+Inf"] = base + 8
+bad = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
+print(bad if bad else "exact")
+sys.exit(1 if bad else 0)
+PY
+if [ $? = 0 ]; then ok proxy_counts; else bad proxy_counts "got, want: $(cat "$T/counts.txt")"; fi
+promcheck promtool_proxy "http://$ADMIN/metrics"
+
+# A running `iod up`: each server's /metrics and the mesh proxy's.
+if "$IOD" up --nodes 1 --gpus-per-node 2 --lease-ttl 2s --api-port $((BASE + 10)) \
+	--raft-port $((BASE + 0)) --mesh-port $((BASE + 15)) --election-timeout 1s \
+	--heartbeat 100ms >"$T/up.log" 2>&1; then
+	UP=1
+	for s in 0 1 2; do
+		promcheck "promtool_server_$((s + 1))" "http://127.0.0.1:$((BASE + 10 + s))/metrics"
+	done
+	i=0
+	until curl -sf "http://127.0.0.1:$((BASE + 15))/healthz" >/dev/null 2>&1; do
+		i=$((i + 1)); [ $i -gt 100 ] && break
+		sleep 0.1
+	done
+	promcheck promtool_mesh "http://127.0.0.1:$((BASE + 15))/metrics"
+else
+	bad iod_up "$(tail -5 "$T/up.log")"
+fi
+echo "RESULT $pass $fail 0"
