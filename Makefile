@@ -153,5 +153,9 @@ install: all
 clean:
 	rm -rf $(BUILD)
 
+# The live view's page is embedded with .incbin (src/cli/viz_assets.c).
+VIZ_ASSETS := $(wildcard src/cli/viz/*)
+$(BUILD)/rel/src/cli/viz_assets.o $(BUILD)/san/src/cli/viz_assets.o $(BUILD)/fuzz/src/cli/viz_assets.o: $(VIZ_ASSETS)
+
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

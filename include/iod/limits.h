@@ -547,6 +547,13 @@
 /* Node telemetry summaries a server keeps in memory (one per node; the
  * largest simulated cluster has 1,000 nodes). */
 #define IOD_TEL_NODES_MAX 4096
+/* Cluster nodes per rack when `iod viz` groups a large cluster: a 42U rack
+ * of 1U servers, rounded to what a leaf switch serves. */
+#define IOD_VIZ_RACK_NODES 32
+/* Browsers following one live view's events at once (SSE streams). */
+#define IOD_VIZ_SSE_CLIENTS_MAX 32
+/* Connections the live view's web server takes at once. */
+#define IOD_VIZ_CONNECTIONS_MAX 64
 /* Samples of a GPU's utilisation in the summary sent to the control plane. */
 #define IOD_TEL_SUMMARY_HIST 16
 /* Fastest sampling: reading NVML and /proc more often than this costs more

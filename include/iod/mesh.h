@@ -499,6 +499,8 @@ void iod_mesh_span_ring_push(struct iod_mesh_span_ring *r, const struct iod_mesh
 /* Copy up to max spans with seq > after into out; returns the count. */
 uint32_t iod_mesh_span_ring_read(const struct iod_mesh_span_ring *r, uint64_t after,
                                  struct iod_mesh_span *out, uint32_t max);
+/* Spans with seq > after that the ring overwrote before anyone read them. */
+uint64_t iod_mesh_span_ring_lost(const struct iod_mesh_span_ring *r, uint64_t after);
 /* One span as an OTLP/JSON span object (traceId, spanId, ... attributes). */
 json_t *iod_mesh_span_otlp(const struct iod_mesh_span *s);
 /* An OTLP/JSON export document {"resourceSpans":[...]} of n spans. */

@@ -55,6 +55,13 @@ uint32_t iod_mesh_span_ring_read(const struct iod_mesh_span_ring *r, uint64_t af
 	return n;
 }
 
+uint64_t iod_mesh_span_ring_lost(const struct iod_mesh_span_ring *r, uint64_t after)
+{
+	uint64_t next = __atomic_load_n(&r->next, __ATOMIC_ACQUIRE);
+	uint64_t first = next > IOD_MESH_SPANS_MAX ? next - IOD_MESH_SPANS_MAX : 1;
+	return first > after + 1 ? first - after - 1 : 0;
+}
+
 static void attr_str(json_t *attrs, const char *key, const char *v)
 {
 	json_array_append_new(attrs,

@@ -91,7 +91,7 @@ for name in DCGM_FI_DEV_FB_USED DCGM_FI_DEV_FB_FREE DCGM_FI_DEV_POWER_USAGE DCGM
 	iod_gpu_power_watts iod_gpu_temperature_celsius iod_gpu_nvlink_bytes_total \
 	iod_gpu_pcie_bytes_total iod_gpu_stalled iod_gpu_simulated iod_replica_cpu_seconds_total \
 	iod_replica_cpu_ratio iod_replica_memory_bytes iod_replica_restarts_total \
-	iod_telemetry_samples_total iod_telemetry_sample_seconds_total; do
+	iod_telemetry_samples_total iod_telemetry_sample_seconds_total iod_telemetry_cpu_seconds_total; do
 	echo "$m" | grep -q "^# TYPE $name " || missing="$missing $name"
 done
 if [ -z "$missing" ]; then ok "telemetry_metric_families"; else bad "telemetry_metric_families:$missing"; fi
