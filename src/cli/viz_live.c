@@ -278,6 +278,7 @@ static VIZ_MHD_RESULT explain(struct live *l, struct MHD_Connection *c)
 		return answer_text(c, 500, "no API client\n");
 	memcpy(cl.servers, l->c->servers, sizeof(cl.servers));
 	cl.servers_n = l->c->servers_n;
+	iod_api_client_set_creds(&cl, l->c->creds, l->c->token); /* the poller's, not owned */
 	cl.timeout_ms = 2000;
 	cl.retry_ms = 2000;
 	snprintf(path, sizeof(path), "/v1/replica/%s", name);
