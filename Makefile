@@ -26,7 +26,7 @@ endif
 endif
 
 # pkg-config names of the Debian -dev packages every binary links against.
-PKGS     := libuv raft yaml-0.1 jansson hwloc libmicrohttpd libpcap gnutls libseccomp libcap-ng libcurl ncursesw
+PKGS     := libuv raft yaml-0.1 jansson hwloc libmicrohttpd libpcap gnutls libseccomp libcap-ng ncursesw
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -152,6 +152,10 @@ install: all
 
 clean:
 	rm -rf $(BUILD)
+
+# The live view's page is embedded with .incbin (src/cli/viz_assets.c).
+VIZ_ASSETS := $(wildcard src/cli/viz/*)
+$(BUILD)/rel/src/cli/viz_assets.o $(BUILD)/san/src/cli/viz_assets.o $(BUILD)/fuzz/src/cli/viz_assets.o: $(VIZ_ASSETS)
 
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -71,9 +71,20 @@ static int post(const char *method, const char *path, const char *body)
 static int up(const char *args)
 {
 	char cmd[1024];
+	struct iod_err e = {0};
 	snprintf(cmd, sizeof(cmd), "IOD_STATE_DIR=%s %s up %s >/dev/null", state_dir, iod_bin,
 	         args);
-	return system(cmd);
+	int rc = system(cmd);
+	/* each `iod up` makes a new CA: take the admin credential it wrote
+	 * (STATE_DIR/config), as every command does */
+	uint32_t t = cl.timeout_ms, r = cl.retry_ms;
+	iod_api_client_close(&cl);
+	setenv("IOD_STATE_DIR", state_dir, 1);
+	if (iod_api_client_init_config(&cl, "127.0.0.1:7400,127.0.0.1:7401,127.0.0.1:7402", &e))
+		fprintf(stderr, "bench: client config: %s\n", e.msg);
+	cl.timeout_ms = t;
+	cl.retry_ms = r;
+	return rc;
 }
 
 static void down(void)

@@ -7,7 +7,9 @@
 set -eu
 IOD=${1:-build/iod}
 export IOD_STATE_DIR="${IOD_STATE_DIR:-${TMPDIR:-/tmp}/iod-run-$$}"
+VIEW_PID=""
 cleanup() {
+	[ -n "$VIEW_PID" ] && kill "$VIEW_PID" 2>/dev/null && wait "$VIEW_PID" 2>/dev/null
 	echo
 	echo "\$ iod down"
 	"$IOD" down || true
@@ -42,3 +44,17 @@ echo "\$ iod get endpoints"
 echo
 echo "\$ iod logs worker-node-0 | tail -2"
 "$IOD" logs worker-node-0 | tail -2 || true
+echo
+echo "\$ iod top --once --view gpus"
+"$IOD" top --once --view gpus || true
+# The live view: the cluster as a picture, updated over SSE.
+VIEW=${IOD_VIEW:-127.0.0.1:7700}
+"$IOD" viz net-topology --live --listen "$VIEW" >/dev/null 2>&1 &
+VIEW_PID=$!
+echo
+echo "open the live view:  http://$VIEW/"
+echo "watch it in a terminal:  $IOD top   (: view, / filter, s sort, q quit)"
+if [ -t 0 ]; then
+	printf "press Enter to stop the cluster "
+	read -r _ || true
+fi

@@ -86,6 +86,9 @@ struct iod_agent_sandbox {
 	uint32_t seccomp_id;           /* PROFILE: its filter in the agent's store */
 	enum iod_spec_netmode network; /* auto | node | private | none */
 	bool best_effort;              /* run without a hardening this node lacks */
+	/* the Secret objects it mounts at /run/secrets/<name> (secrets.c),
+	 * comma-separated; "" = none */
+	char secrets[IOD_SEC_SECRETS_PER_SERVICE_MAX * IOD_NAME_MAX];
 };
 
 /*

@@ -98,8 +98,40 @@ struct iod_agent_rootfs {
 	const char *home;              /* its HOME, for /etc/passwd */
 	uint32_t uid, gid;             /* its ids, for /etc/passwd and /etc/group */
 	uint64_t shm_bytes;            /* /dev/shm size; 0 = half of RAM */
+	const struct iod_agent_secret_set *secrets; /* at /run/secrets; NULL = none */
 };
 int iod_agent_rootfs_enter(const struct iod_agent_rootfs *rf, char *err, size_t len);
+
+/* ---- secrets (secrets.c) ------------------------------------------------- */
+
+/* Secret values for one replica (heap bytes, zeroed when cleared). */
+struct iod_agent_secret_set {
+	struct {
+		char name[IOD_NAME_MAX]; /* the file under /run/secrets */
+		uint8_t *data;           /* its bytes */
+		size_t len;
+	} v[IOD_SEC_SECRETS_PER_SERVICE_MAX];
+	uint32_t n;
+};
+int iod_agent_secret_set_add(struct iod_agent_secret_set *s, const char *name, const void *data,
+                             size_t len);
+void iod_agent_secret_set_clear(struct iod_agent_secret_set *s);
+/* The agent's store, replica name -> values; thread-safe. */
+struct iod_agent_secrets;
+int iod_agent_secrets_new(struct iod_agent_secrets **out);
+void iod_agent_secrets_free(struct iod_agent_secrets *s);
+/* Replace replica's values with set's (moved: set is left empty). */
+int iod_agent_secrets_put(struct iod_agent_secrets *s, const char *replica,
+                          struct iod_agent_secret_set *set);
+bool iod_agent_secrets_have(struct iod_agent_secrets *s, const char *replica);
+/* A private copy (clear it), or -ENOENT when not fetched yet. */
+int iod_agent_secrets_get(struct iod_agent_secrets *s, const char *replica,
+                          struct iod_agent_secret_set *out);
+void iod_agent_secrets_forget(struct iod_agent_secrets *s, const char *replica);
+/* In the sandbox's init (root, its mount namespace): a tmpfs on dir with
+ * one 0400 file per value owned by uid:gid, then read-only. */
+int iod_agent_secrets_mount(const char *dir, const struct iod_agent_secret_set *set, uint32_t uid,
+                            uint32_t gid, char *err, size_t len);
 
 /* Executor settings shared by every replica of an agent. */
 struct iod_agent_exec_config {
@@ -113,6 +145,7 @@ struct iod_agent_exec_config {
 	const struct iod_agent_caps *caps;       /* what is permitted */
 	struct iod_agent_seccomp_store *seccomp; /* filters; NULL = default built per start */
 	uint32_t uid_base;                       /* dynamic uids: base + hash of the name */
+	struct iod_agent_secrets *secrets;       /* values replicas mount; NULL = none */
 };
 
 /* A running sandbox, as the shell tracks it. */
@@ -276,6 +309,7 @@ void iod_agent_prober_free(struct iod_agent_prober *p);
 
 /* ---- the agent (shell) --------------------------------------------------- */
 
+struct iod_sec_tls_creds;
 struct iod_agent_config {
 	char name[IOD_NAME_MAX];           /* node name */
 	char data_dir[IOD_AGENT_PATH_MAX]; /* run dir: replicas/, events.jsonl, status.json */
@@ -301,12 +335,28 @@ struct iod_agent_config {
 	/* per-replica network namespaces (root only; docs/runtime.md) */
 	char netns_subnet
 	    [IOD_ADDR_MAX]; /* node subnet CIDR; "" = replicas share the node's network */
+	/* security (docs/security.md): HTTPS to the servers with this node's
+	 * certificate; NULL = plain HTTP (servers run --insecure) */
+	struct iod_sec_tls_creds *creds;    /* CA + node certificate (the caller's) */
+	char cert_path[IOD_AGENT_PATH_MAX]; /* where the node certificate is ("": not renewed) */
+	char key_path[IOD_AGENT_PATH_MAX];  /* its key (0600) */
+	uint64_t cert_ttl_s;                /* life to ask for (0: the server's, 24 h) */
 	/* telemetry (docs/observability.md) */
 	uint64_t telemetry_interval_ns;    /* sampling period; 0 = no telemetry */
 	uint64_t telemetry_push_ns;        /* summary to the control plane this often */
 	char telemetry_addr[IOD_ADDR_MAX]; /* serve /metrics and /v1/telemetry; "" = don't */
 };
 void iod_agent_config_default(struct iod_agent_config *c);
+
+/*
+ * TLS bootstrapping (certs.c): make sure c has a node certificate (its
+ * cert_path/key_path, default DATA_DIR/node.crt and node.key): the one
+ * there if it is this node's and valid, else a new one signed by the
+ * cluster in exchange for a join token (`iod token create --role node`),
+ * over HTTPS trusting ca_path. Sets c->creds (the caller frees it).
+ */
+int iod_agent_bootstrap(struct iod_agent_config *c, const char *ca_path, const char *token,
+                        struct iod_err *e);
 
 /* Run the agent until SIGTERM/SIGINT (stops every replica first). */
 int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e);

@@ -15,6 +15,7 @@
 
 #include "iod/base.h"
 #include "iod/http.h"
+#include "iod/sec.h"
 #include "iod/state.h"
 
 /* Default API address when neither --server nor IOD_SERVER is given. */
@@ -39,6 +40,11 @@ struct iod_api_client {
 	uint32_t retry_ms;       /* total time to keep trying other servers */
 	uint32_t retry_sleep_ms; /* pause between rounds over all servers */
 	uint32_t attempts;       /* attempts made by the last request (for tests) */
+	/* security (docs/security.md): HTTPS when creds is set, the server
+	 * verified against the cluster CA and required to be a server of it */
+	struct iod_sec_tls_creds *creds;   /* CA (+ client certificate); NULL: plain HTTP */
+	bool own_creds;                    /* creds freed by iod_api_client_close */
+	char token[IOD_SEC_TOKEN_LEN + 1]; /* bearer token sent with each request, or "" */
 };
 
 /*
@@ -46,7 +52,23 @@ struct iod_api_client {
  * IOD_API_DEFAULT_SERVER. Defaults: timeout 5 s, retry 10 s.
  */
 int iod_api_client_init(struct iod_api_client *c, const char *servers, struct iod_err *e);
+/* Close the connection; free creds when the client owns them. */
 void iod_api_client_close(struct iod_api_client *c);
+/*
+ * Use TLS with creds (not owned; NULL: plain HTTP) and send token (NULL or
+ * "": none) with every request. Closes the current connection.
+ */
+void iod_api_client_set_creds(struct iod_api_client *c, struct iod_sec_tls_creds *creds,
+                              const char *token);
+/*
+ * Init from the client config (iod_sec_context_load: $IOD_CONFIG,
+ * $IOD_STATE_DIR/config, ~/.config/iod/config, with the IOD_SERVER, IOD_CA,
+ * IOD_CERT, IOD_KEY and IOD_TOKEN overrides): its servers unless servers is
+ * given, HTTPS with its CA, its client certificate or token. Without a
+ * config file, as iod_api_client_init (plain HTTP). -EINVAL/-EPERM naming
+ * the file that is wrong.
+ */
+int iod_api_client_init_config(struct iod_api_client *c, const char *servers, struct iod_err *e);
 
 /*
  * One request, following the leader. Returns 0 when a server answered with

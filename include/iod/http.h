@@ -5,10 +5,10 @@
  *   - the codec (pure, src/http/http.c): HTTP/1.1 message heads and body
  *     framing, strict where leniency enables request smuggling; the L7
  *     proxy, the test backend and the fuzz target use it.
- *   - the client (shell, src/http/client.c): one blocking request on
- *     libcurl with a deadline, a body limit, a stop flag and TLS (CA,
- *     client certificate); the API client, the mesh's control-plane
- *     source, the agent's HTTP health check and `iod trace` use it.
+ *   - the client (shell, src/http/client.c): one blocking request with a
+ *     deadline, a body limit, a stop flag and mutual TLS (src/sec/); the
+ *     API client, the mesh's control-plane source, the agent's HTTP health
+ *     check, `iod top`, `iod viz` and `iod trace` use it.
  * libmicrohttpd stays the API server's (src/api/server.c).
  */
 #ifndef IOD_HTTP_H
@@ -88,22 +88,26 @@ int64_t iod_http_body_decode(struct iod_http_body *b, const char *p, size_t len,
 
 /* ---- the client: one blocking request (shell) ----------------------------- */
 
-/* TLS for a client (all NULL: plain HTTP). */
-struct iod_http_tls {
-	const char *ca_file;   /* PEM CA bundle that signs the server; NULL = system */
-	const char *cert_file; /* PEM client certificate (mutual TLS); NULL = none */
-	const char *key_file;  /* its PEM private key */
-};
+struct iod_sec_tls;
+struct iod_sec_tls_creds;
 
-/* A connection kept alive between requests to one server (a libcurl handle). */
+/*
+ * A connection kept alive between requests to one server. Zero-filled (or
+ * iod_http_conn_init) it is closed and plain HTTP; set creds for HTTPS
+ * (src/sec/tls.c: the server must present a certificate of the cluster CA
+ * naming a server of the cluster) and token for a bearer token.
+ */
 struct iod_http_conn {
-	void *curl;                     /* CURL *, NULL until the first request */
-	void *multi;                    /* CURLM * driving it when stop is set (keeps the
-	                                connection cache), else NULL */
-	char addr[IOD_ADDR_MAX];        /* host:port it last talked to */
-	const struct iod_http_tls *tls; /* NULL = plain HTTP; must outlive the conn */
-	const volatile int *stop;       /* if non-NULL, a request aborts (-EINTR) within
-	                                IOD_HTTP_STOP_SLICE_MS of it becoming non-zero */
+	bool open;                       /* fd is connected (to addr) */
+	int fd;                          /* the socket, when open */
+	char addr[IOD_ADDR_MAX];         /* host:port it talks to */
+	struct iod_sec_tls_creds *creds; /* NULL = plain HTTP; not owned, outlives the conn */
+	const char *token;               /* bearer token sent with each request; NULL/"" = none */
+	struct iod_sec_tls *tls;         /* the TLS session on fd (creds set) */
+	uint64_t tls_gen;                /* creds' rotations when tls opened: a rotated
+	                                    certificate reconnects */
+	const volatile int *stop;        /* if non-NULL, a request aborts (-EINTR) within
+	                                 IOD_HTTP_STOP_SLICE_MS of it becoming non-zero */
 	size_t body_max;  /* answers larger than this fail -E2BIG; 0 = IOD_HTTP_BODY_MAX */
 	bool status_only; /* read the status line and stop there (a health
 	                                check): no headers, no body, no reuse */
@@ -128,7 +132,7 @@ void iod_http_response_free(struct iod_http_response *r);
  * of len bytes with content_type (NULL: application/json), headers a NULL-
  * terminated list of extra "Name: value" lines (NULL = none). The
  * connection is reused when it goes to the same addr (a kept-alive one
- * that the server closed is retried once on a fresh one, by libcurl).
+ * that the server closed is retried once on a fresh one).
  * Returns 0 with r filled for any HTTP answer (4xx/5xx too); -ETIMEDOUT,
  * -ECONNREFUSED, -EHOSTUNREACH, -EPROTO, -E2BIG, -EINTR (stop flag),
  * -ENOMEM, with the reason in e.

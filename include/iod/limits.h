@@ -565,6 +565,13 @@
 #define IOD_SEC_SECRET_MAX (64u << 10)
 /* Secrets one service mounts. */
 #define IOD_SEC_SECRETS_PER_SERVICE_MAX 32
+/* The shortest certificate life a CSR may ask for (`iod agent --cert-ttl`):
+ * rotation happens at two thirds of it, so below ~10 s a loaded machine
+ * could not renew in time. */
+#define IOD_SEC_CERT_TTL_MIN_S 10
+/* Certificates are valid from this long before they are issued: a peer's
+ * clock a little behind the CA's must not see them as not yet valid. */
+#define IOD_SEC_CERT_BACKDATE_S 60
 /* Longest token lifetime: a year (kubeadm's bootstrap tokens default to a
  * day; people's tokens live longer, never forever). */
 #define IOD_SEC_TOKEN_TTL_MAX_S (366ull * 24 * 3600)
@@ -595,6 +602,13 @@
 /* Node telemetry summaries a server keeps in memory (one per node; the
  * largest simulated cluster has 1,000 nodes). */
 #define IOD_TEL_NODES_MAX 4096
+/* Cluster nodes per rack when `iod viz` groups a large cluster: a 42U rack
+ * of 1U servers, rounded to what a leaf switch serves. */
+#define IOD_VIZ_RACK_NODES 32
+/* Browsers following one live view's events at once (SSE streams). */
+#define IOD_VIZ_SSE_CLIENTS_MAX 32
+/* Connections the live view's web server takes at once. */
+#define IOD_VIZ_CONNECTIONS_MAX 64
 /* Samples of a GPU's utilisation in the summary sent to the control plane. */
 #define IOD_TEL_SUMMARY_HIST 16
 /* Fastest sampling: reading NVML and /proc more often than this costs more

@@ -16,6 +16,7 @@
 
 #include "iod/base.h"
 #include "iod/http.h"
+#include "iod/sec.h"
 
 /* ---- registry view ----------------------------------------------------- */
 
@@ -87,12 +88,13 @@ struct iod_mesh_timeouts {
 };
 
 struct iod_mesh_service {
-	char name[IOD_NAME_MAX]; /* DNS-label-like service name */
-	uint32_t vip4;           /* stable virtual IPv4 (127.x.y.z), host order */
-	uint16_t port;           /* port the VIP listens on */
-	enum iod_mesh_mode mode; /* tcp or http */
-	enum iod_mesh_lb lb;     /* balancing policy */
-	bool locality;           /* prefer same node, then same rack, then any */
+	char name[IOD_NAME_MAX];   /* DNS-label-like service name */
+	char tenant[IOD_NAME_MAX]; /* its tenant (policies; "" = "default") */
+	uint32_t vip4;             /* stable virtual IPv4 (127.x.y.z), host order */
+	uint16_t port;             /* port the VIP listens on */
+	enum iod_mesh_mode mode;   /* tcp or http */
+	enum iod_mesh_lb lb;       /* balancing policy */
+	bool locality;             /* prefer same node, then same rack, then any */
 	struct iod_mesh_outlier_cfg outlier;
 	struct iod_mesh_breaker_cfg breaker;
 	struct iod_mesh_retry_cfg retry;
@@ -101,8 +103,21 @@ struct iod_mesh_service {
 	uint32_t eps_n;
 };
 
+/* A replica that may call through the proxy: the uid its sandbox runs it
+ * as (what the kernel says owns a connection's socket), and its service. */
+struct iod_mesh_caller {
+	uint32_t uid;               /* the replica's uid */
+	char service[IOD_NAME_MAX]; /* its service */
+	char tenant[IOD_NAME_MAX];  /* its tenant */
+};
+
 /* What a proxy routes by: every service it serves, sorted by name. */
 struct iod_mesh_registry {
+	/* who may call whom (docs/security.md); with authz false nothing is checked */
+	bool authz;                          /* the source knows identities and policies */
+	struct iod_sec_policy_set *policies; /* Policy objects (heap); NULL = none */
+	struct iod_mesh_caller *callers;     /* callers_n of them, sorted by uid (heap) */
+	uint32_t callers_n;
 	char node[IOD_NAME_MAX];       /* the node this proxy runs on (locality) */
 	char rack[IOD_NAME_MAX];       /* its rack */
 	struct iod_mesh_service *svcs; /* svcs_n services (heap, svcs_cap slots) */
@@ -110,6 +125,19 @@ struct iod_mesh_registry {
 	uint32_t svcs_cap;
 	uint64_t version; /* raised by the source on every change */
 };
+
+/*
+ * The receiving proxy's decision for one call to service `to` (method NULL
+ * for an L4 connection) from the local peer whose socket uid owns: a
+ * replica's uid is its service's identity (iod_sec_policy_decide: a
+ * matching deny wins, then allow, allow-listed destinations, then allow
+ * within a tenant and deny across). A peer that is no replica (a process of
+ * the node itself) is held only to policies that name every caller ("*"):
+ * the node's own processes are not in a tenant. Pure.
+ */
+void iod_mesh_authz_decide(const struct iod_mesh_registry *r, bool peer_known, uint32_t peer_uid,
+                           const struct iod_mesh_service *to, const char *method,
+                           struct iod_sec_verdict *v);
 
 /* Defaults: Envoy's outlier/breaker/retry defaults (REFERENCES.md). */
 void iod_mesh_service_defaults(struct iod_mesh_service *s);
@@ -321,6 +349,8 @@ struct iod_mesh_span {
 	uint64_t bytes_out;           /* upstream -> client */
 	uint16_t status;              /* HTTP status (0 = none); flows: 0 ok, else errno */
 	uint8_t attempts;             /* upstream attempts (1 + retries) */
+	char denied_by[IOD_NAME_MAX]; /* the policy that refused it ("" = not refused) */
+	char caller[IOD_NAME_MAX];    /* the calling service, when known */
 };
 
 /*
@@ -338,6 +368,8 @@ void iod_mesh_span_ring_push(struct iod_mesh_span_ring *r, const struct iod_mesh
 /* Copy up to max spans with seq > after into out; returns the count. */
 uint32_t iod_mesh_span_ring_read(const struct iod_mesh_span_ring *r, uint64_t after,
                                  struct iod_mesh_span *out, uint32_t max);
+/* Spans with seq > after that the ring overwrote before anyone read them. */
+uint64_t iod_mesh_span_ring_lost(const struct iod_mesh_span_ring *r, uint64_t after);
 /* One span as an OTLP/JSON span object (traceId, spanId, ... attributes). */
 json_t *iod_mesh_span_otlp(const struct iod_mesh_span *s);
 /* An OTLP/JSON export document {"resourceSpans":[...]} of n spans. */

@@ -35,6 +35,9 @@ struct iod_mesh_api_source {
 	uint64_t watch_rev;         /* wait() watches for changes after this revision */
 	uint64_t hash;              /* hash of the last view built */
 	uint64_t version;           /* raised on each change */
+	/* HTTPS to a --pki server (docs/security.md): NULL = plain HTTP */
+	struct iod_sec_tls_creds *creds;   /* CA + this node's certificate (not owned) */
+	char token[IOD_SEC_TOKEN_LEN + 1]; /* or a bearer token; "" = none */
 };
 void iod_mesh_api_source_init(struct iod_mesh_api_source *s, const char *server, const char *node);
 /* ---- the proxy (shell) ------------------------------------------------- */

@@ -134,7 +134,8 @@ struct iod_obj_replica {
 	X(ADDR, "addr", STR, addr, 0, 0, 0)           \
 	X(PORT, "port", UINT, port, 0, 65535, 0)      \
 	X(HEALTHY, "healthy", BOOL, healthy, 0, 0, 0) \
-	X(PHASE, "phase", STR, phase, 0, 0, 0)
+	X(PHASE, "phase", STR, phase, 0, 0, 0)        \
+	X(UID, "uid", UINT, uid, 0, UINT32_MAX, 0)
 
 enum iod_obj_endpoint_field {
 #define X(f, k, t, m, lo, hi, d) IOD_OBJ_ENDPOINT_##f,
@@ -152,6 +153,8 @@ struct iod_obj_endpoint {
 	uint16_t port;                /* its port */
 	bool healthy;                 /* takes traffic */
 	char phase[IOD_OBJ_WORD_MAX]; /* its replica's phase */
+	uint32_t uid;                 /* the uid its connections carry (its sandbox's):
+	                                 how the mesh knows who calls; 0 = none */
 };
 
 /* "addr:port" of an endpoint into buf ("" when it has no address). */

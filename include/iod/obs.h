@@ -229,6 +229,7 @@ struct iod_tel_node {
 	char hostname[IOD_NAME_MAX];                           /* Hostname label */
 	uint64_t samples_total;                                /* sampling rounds */
 	uint64_t sample_ns_total;                              /* time spent sampling */
+	uint64_t cpu_ns_total;                                 /* the sampler thread's CPU time */
 	uint32_t gpus_n;                                       /* GPUs in gpus */
 	struct iod_tel_gpu gpus[IOD_TEL_GPUS_MAX];             /* per GPU */
 	uint32_t replicas_n;                                   /* replicas in replicas */
@@ -291,5 +292,37 @@ json_t *iod_tel_summary_json(const struct iod_tel_node *n, uint64_t now_ms);
 
 /* Every sample in the rings (GET /v1/telemetry on the agent). */
 json_t *iod_tel_detail_json(const struct iod_tel_node *n);
+
+/* ---- viz: the cluster as a graph ------------------------------------------ */
+
+/*
+ * One graph of the whole cluster built from the API's answers: cluster
+ * nodes with their GPUs (NVLink edges between them) and NICs (edges to the
+ * fabric), services with their replicas, each replica placed on its GPUs
+ * (or its node), service dependencies with mesh rates when known. Every
+ * graph node and edge has a status (ok, warn, bad) coloured the same way by
+ * every renderer: DOT for `iod viz net-topology`, JSON for the live view.
+ * Past group_over cluster nodes, nodes are grouped into racks of
+ * IOD_VIZ_RACK_NODES (their "rack" label when they have one) that the web
+ * view shows collapsed. Pure.
+ *
+ * The document: {"nodes": [{"id", "kind": node|rack|gpu|nic|fabric|
+ * service|replica, "label", "parent", "status", "detail"}], "edges":
+ * [{"from", "to", "kind": nvlink|net|placement|depends, "label", "status"}],
+ * "counts": {...}}.
+ */
+struct iod_viz_input {
+	const json_t *nodes;      /* GET /v1/nodes */
+	const json_t *services;   /* GET /v1/services */
+	const json_t *replicas;   /* GET /v1/replicas */
+	const json_t *endpoints;  /* GET /v1/endpoints */
+	const json_t *telemetry;  /* GET /v1/telemetry, or NULL */
+	const char *mesh_metrics; /* a mesh proxy's /metrics, or NULL */
+	uint32_t group_over;      /* group into racks past this many nodes (0 = never) */
+};
+json_t *iod_viz_graph(const struct iod_viz_input *in);
+
+/* The graph as Graphviz DOT (clusters per node and per service). */
+int iod_viz_dot(const json_t *graph, struct iod_buf *out);
 
 #endif

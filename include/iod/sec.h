@@ -383,6 +383,12 @@ int iod_sec_ca_verify_der(const struct iod_sec_ca *ca, const void *der, size_t l
 int iod_sec_cert_inspect(const void *data, size_t len, struct iod_sec_cert_info *info,
                          struct iod_err *e);
 
+/* Is a certificate valid from not_before_s to not_after_s due for renewal
+ * at now_s? At two thirds of its life (kubelet's rotation point), so a
+ * failed renewal has a third of the life to retry in; the life starts
+ * IOD_SEC_CERT_BACKDATE_S after not_before (the CA's skew margin). Pure. */
+bool iod_sec_cert_renew_due(uint64_t not_before_s, uint64_t not_after_s, uint64_t now_s);
+
 /* The DER bytes of the first certificate in PEM text (malloc'd): what a TLS
  * peer presents. -EINVAL when there is none. */
 int iod_sec_cert_der(const char *pem, void **der, size_t *len);
@@ -422,6 +428,26 @@ size_t iod_sec_tls_pending(struct iod_sec_tls *t);
 /* The verified peer (NULL before the handshake is done). */
 const struct iod_sec_cert_info *iod_sec_tls_peer(const struct iod_sec_tls *t);
 void iod_sec_tls_close(struct iod_sec_tls *t);
+
+/*
+ * Blocking use for clients, each bounded by deadline_ms (monotonic ms,
+ * iod_clock_now_ns()): connect opens a client session on fd and
+ * completes the handshake (the peer verified against the CA and required
+ * to be of kind want_peer: a client of the API wants a server); write_all
+ * sends everything; read_wait returns > 0 bytes, 0 at EOF, -ETIMEDOUT or
+ * -ECONNRESET. creds for a client may carry no certificate (cert_pem NULL
+ * in iod_sec_tls_creds_new): it then proves itself another way (a token).
+ */
+int iod_sec_tls_connect(struct iod_sec_tls_creds *c, int fd, enum iod_sec_kind want_peer,
+                        uint64_t deadline_ms, struct iod_sec_tls **out, struct iod_err *e);
+int iod_sec_tls_write_all(struct iod_sec_tls *t, int fd, const void *buf, size_t n,
+                          uint64_t deadline_ms, struct iod_err *e);
+long iod_sec_tls_read_wait(struct iod_sec_tls *t, int fd, void *buf, size_t n, uint64_t deadline_ms,
+                           struct iod_err *e);
+/* Credentials from files: the CA certificate, and optionally (cert NULL or
+ * "") a certificate and its key (which must be 0600). */
+int iod_sec_tls_creds_load(const char *ca_path, const char *cert_path, const char *key_path,
+                           struct iod_sec_tls_creds **out, struct iod_err *e);
 
 /* ---- files: the PKI directory and the client config (files.c) ------------ */
 
@@ -494,6 +520,10 @@ void iod_sec_config_path(char *buf, size_t len);
  */
 int iod_sec_context_load(const char *path, const char *name, struct iod_sec_context *out,
                          struct iod_err *e);
+/* The TLS credentials a context names: its CA and, unless it has a token,
+ * its client certificate. *out NULL (and 0) when it names no CA: plain HTTP. */
+int iod_sec_context_creds(const struct iod_sec_context *c, struct iod_sec_tls_creds **out,
+                          struct iod_err *e);
 /* Add or replace context c in the file at path (created 0600), making it
  * the current one when make_current. */
 int iod_sec_context_save(const char *path, const struct iod_sec_context *c, bool make_current,

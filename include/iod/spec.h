@@ -271,7 +271,9 @@ struct iod_spec_service {
 	const char *const *depends_on; /* names of services, depends_n of them */
 	uint32_t depends_n;
 	struct iod_spec_sandbox sandbox; /* user, capabilities, seccomp, network */
-	uint32_t line, col;              /* where the service was declared */
+	const char *const *secrets;      /* names of Secret objects it mounts, secrets_n */
+	uint32_t secrets_n;
+	uint32_t line, col; /* where the service was declared */
 };
 
 /* Storage media, as the seed names them. */

@@ -280,7 +280,7 @@ static bool take_cluster(struct agent *a)
 			act.restarts = s->restarts;
 			memcpy(act.reason, s->reason, sizeof(act.reason));
 			iod_agent_cluster_report(a->cluster, &act, s->want.service, s->want.port,
-			                         a->nets[i].addr);
+			                         a->nets[i].addr, a->procs[i].jail.uid);
 		}
 	return fresh;
 }
@@ -404,7 +404,8 @@ static void do_action(struct agent *a, const struct iod_agent_action *act)
 		publish(a, "replica", ev);
 		if (a->cluster && s && !act->removed)
 			iod_agent_cluster_report(a->cluster, act, s->want.service, s->want.port,
-			                         a->nets[act->slot].addr);
+			                         a->nets[act->slot].addr,
+			                         a->procs[act->slot].jail.uid);
 		if (act->removed && a->netns) {
 			/* gone from this node: its address goes back to the subnet */
 			iod_agent_netns_put(a->netns, act->name, &a->nets[act->slot]);
@@ -509,6 +510,8 @@ static int agent_init(struct agent *a, const struct iod_agent_config *c, struct 
 	if (a->caps.seccomp && (rc = iod_agent_seccomp_store_new(&a->seccomp, e)))
 		return rc;
 	a->exec.seccomp = a->seccomp;
+	if ((rc = iod_agent_secrets_new(&a->exec.secrets)))
+		return iod_err_set(e, rc, "out of memory");
 	take_uid_block(a);
 	iod_agent_cgroup_sweep(&a->caps, a->exec.cgroup_prefix); /* a previous run's leftovers */
 	for (uint32_t i = 0; i < IOD_AGENT_REPLICAS_MAX; i++)
@@ -566,6 +569,7 @@ static void agent_free(struct agent *a)
 	if (a->uid_lock_fd >= 0)
 		close(a->uid_lock_fd);
 	iod_agent_seccomp_store_free(a->seccomp);
+	iod_agent_secrets_free(a->exec.secrets);
 	iod_agent_log_close(&a->events);
 	iod_agent_rec_free(a->rec);
 	free(a->procs);
@@ -614,7 +618,8 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 	if (c->servers[0]) {
 		a->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (a->wake_fd < 0 ||
-		    (rc = iod_agent_cluster_start(&a->cluster, c, a->wake_fd, a->seccomp, e))) {
+		    (rc = iod_agent_cluster_start(&a->cluster, c, a->wake_fd, a->seccomp,
+		                                  a->exec.secrets, e))) {
 			rc = a->wake_fd < 0 ? iod_err_set(e, -errno, "eventfd: %s", strerror(errno))
 			                    : rc;
 			goto out;

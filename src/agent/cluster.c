@@ -22,6 +22,7 @@
 #include "iod/ctrl.h"
 #include "iod/objects.h"
 
+#include <gnutls/gnutls.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@ struct report {
 	char service[IOD_NAME_MAX];  /* replica's service */
 	uint16_t port;               /* replica's port */
 	char addr[IOD_ADDR_MAX];     /* its own address (netns), "" = the node's */
+	uint32_t uid;                /* the uid its sandbox runs it as (0 = none of its own) */
 };
 
 struct iod_agent_cluster {
@@ -55,6 +57,7 @@ struct iod_agent_cluster {
 	uint64_t lease_id;                       /* current lease, 0 = not registered */
 	char addr[IOD_ADDR_MAX];                 /* this node's address for endpoints */
 	struct iod_agent_seccomp_store *seccomp; /* services' own filters go here */
+	struct iod_agent_secrets *secrets;       /* secret values of our replicas */
 };
 
 /* desired.c hands services' own seccomp profiles here (watcher thread). */
@@ -194,6 +197,9 @@ static void write_endpoint(struct iod_agent_cluster *c, struct iod_api_client *c
 	iod_obj_endpoint_set_int(&o, IOD_OBJ_ENDPOINT_PORT, rp->port);
 	iod_obj_endpoint_set_int(&o, IOD_OBJ_ENDPOINT_HEALTHY, a->ready);
 	iod_obj_endpoint_set_str(&o, IOD_OBJ_ENDPOINT_PHASE, iod_agent_phase_name(a->phase));
+	/* the uid that owns its connections: how the mesh knows who calls */
+	if (rp->uid)
+		iod_obj_endpoint_set_int(&o, IOD_OBJ_ENDPOINT_UID, rp->uid);
 	json_t *ep = iod_obj_endpoint_to_json(&o);
 	iod_obj_endpoint_free(&o);
 	snprintf(path, sizeof(path), "/v1/endpoints/%s", a->name);
@@ -259,6 +265,45 @@ static void write_report(struct iod_agent_cluster *c, struct iod_api_client *cl,
 	}
 }
 
+/* The node certificate's rotation (certs.c): when it is due, and when to
+ * try again after a failure. */
+struct cert_clock {
+	uint64_t not_before_s, not_after_s; /* the current certificate's validity */
+	uint64_t retry_ms;                  /* monotonic: no attempt before this */
+	bool known;                         /* validity read */
+};
+
+/* Renew the node's certificate at two thirds of its life, in place. */
+static void cert_check(struct iod_agent_cluster *c, struct iod_api_client *cl, struct cert_clock *k)
+{
+	struct iod_err e = {0};
+	uint64_t now_s = iod_time_unix_ns() / IOD_NS_PER_S;
+	if (!c->cfg->creds || !c->cfg->cert_path[0] || (iod_clock_now_ns() / IOD_NS_PER_MS) < k->retry_ms)
+		return;
+	if (!k->known) {
+		if (iod_agent_cert_validity(c->cfg, &k->not_before_s, &k->not_after_s, &e)) {
+			IOD_WARN("agent", "node certificate: %s", e.msg);
+			k->retry_ms = (iod_clock_now_ns() / IOD_NS_PER_MS) + 5000;
+			return;
+		}
+		k->known = true;
+	}
+	if (!iod_sec_cert_renew_due(k->not_before_s, k->not_after_s, now_s))
+		return;
+	if (iod_agent_cert_renew(c->cfg, cl, &e)) {
+		IOD_WARN("agent", "node %s: renewing its certificate (expires in %llds): %s",
+		         c->cfg->name, (long long)k->not_after_s - (long long)now_s, e.msg);
+		k->retry_ms = (iod_clock_now_ns() / IOD_NS_PER_MS) + 2000;
+		return;
+	}
+	k->known = false;
+	if (!iod_agent_cert_validity(c->cfg, &k->not_before_s, &k->not_after_s, &e))
+		k->known = true;
+	IOD_INFO("agent", "node %s: certificate renewed (valid until %llu, %llu rotations)",
+	         c->cfg->name, (unsigned long long)k->not_after_s,
+	         (unsigned long long)iod_sec_tls_creds_rotations(c->cfg->creds));
+}
+
 static void *writer_main(void *arg)
 {
 	struct iod_agent_cluster *c = arg;
@@ -266,12 +311,14 @@ static void *writer_main(void *arg)
 	struct iod_err e = {0};
 	struct report *batch = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*batch));
 	uint64_t period = IOD_MAX(c->cfg->lease_ttl_ms / 3, 1), next_renew = 0;
+	struct cert_clock cert = {0};
 
 	if (!batch || iod_api_client_init(&cl, c->cfg->servers, &e)) {
 		IOD_ERROR("agent", "control plane client: %s", e.msg);
 		free(batch);
 		return NULL;
 	}
+	iod_api_client_set_creds(&cl, c->cfg->creds, NULL);
 	cl.timeout_ms = (uint32_t)IOD_MAX(period, 100);
 	cl.retry_ms = (uint32_t)IOD_MAX(period, 200);
 	while (register_node(c, &cl)) {
@@ -328,6 +375,7 @@ static void *writer_main(void *arg)
 		if ((iod_clock_now_ns() / IOD_NS_PER_MS) >= next_renew) {
 			renew(c, &cl);
 			next_renew = (iod_clock_now_ns() / IOD_NS_PER_MS) + period;
+			cert_check(c, &cl, &cert);
 		}
 	}
 out:
@@ -424,6 +472,73 @@ static void reschedule(struct iod_agent_cluster *c, struct iod_api_client *cl, c
 	json_decref(unplaced);
 }
 
+/* One secret's value for replica rep (GET /v1/secret-values/NAME?replica=R). */
+static int fetch_secret(struct iod_api_client *cl, const char *rep, const char *name,
+                        struct iod_agent_secret_set *set, struct iod_err *e)
+{
+	struct iod_api_response r = {0};
+	char path[2 * IOD_NAME_MAX + 48];
+	const char *b64 = NULL;
+	snprintf(path, sizeof(path), "/v1/secret-values/%s?replica=%s", name, rep);
+	int rc = iod_api_request(cl, "GET", path, NULL, NULL, 0, &r, e);
+	if (rc)
+		return rc;
+	if (r.status != 200 || iod_json_get_str(r.json, "data", &b64)) {
+		rc = iod_err_set(e, -EIO, "secret %s: %s (HTTP %d)", name, iod_api_error_text(&r),
+		                 r.status);
+	} else {
+		gnutls_datum_t in = {(unsigned char *)b64, (unsigned)strlen(b64)}, plain = {0};
+		rc = gnutls_base64_decode2(&in, &plain) ? -EBADMSG : 0;
+		if (!rc)
+			rc = iod_agent_secret_set_add(set, name, plain.data, plain.size);
+		if (plain.data) {
+			memset(plain.data, 0, plain.size);
+			gnutls_free(plain.data);
+		}
+		if (rc)
+			iod_err_set(e, rc, "secret %s: %s", name, strerror(-rc));
+	}
+	if (r.body)
+		memset(r.body, 0, r.len);
+	iod_api_response_free(&r);
+	return rc;
+}
+
+/*
+ * The values of every secret the desired replicas mount, fetched once per
+ * replica (and generation) into the agent's store. A replica whose secrets
+ * cannot be had fails alone, with the reason.
+ */
+static void fetch_secrets(struct iod_agent_cluster *c, struct iod_api_client *cl,
+                          struct iod_agent_replica *buf, uint32_t n)
+{
+	for (uint32_t i = 0; i < n && c->secrets; i++) {
+		struct iod_agent_replica *r = &buf[i];
+		char key[IOD_NAME_MAX + 24], names[sizeof(r->sandbox.secrets)];
+		if (!r->sandbox.secrets[0] || r->fail[0])
+			continue;
+		snprintf(key, sizeof(key), "%s@%llu", r->name, (unsigned long long)r->generation);
+		if (iod_agent_secrets_have(c->secrets, key))
+			continue;
+		struct iod_agent_secret_set *set = calloc(1, sizeof(*set));
+		struct iod_err e = {0};
+		int rc = set ? 0 : -ENOMEM;
+		snprintf(names, sizeof(names), "%s", r->sandbox.secrets);
+		for (char *save = NULL, *t = strtok_r(names, ",", &save); t && !rc;
+		     t = strtok_r(NULL, ",", &save))
+			rc = fetch_secret(cl, r->name, t, set, &e);
+		if (!rc)
+			rc = iod_agent_secrets_put(c->secrets, key, set);
+		else
+			snprintf(r->fail, sizeof(r->fail), "%s",
+			         e.msg[0] ? e.msg : "out of memory");
+		if (set) {
+			iod_agent_secret_set_clear(set);
+			free(set);
+		}
+	}
+}
+
 static void *watcher_main(void *arg)
 {
 	struct iod_agent_cluster *c = arg;
@@ -438,6 +553,7 @@ static void *watcher_main(void *arg)
 		free(buf);
 		return NULL;
 	}
+	iod_api_client_set_creds(&cl, c->cfg->creds, NULL);
 	cl.timeout_ms = 3000;
 	cl.retry_ms = 1000;
 	for (;;) {
@@ -462,6 +578,7 @@ static void *watcher_main(void *arg)
 				                                 &sink, buf, IOD_AGENT_REPLICAS_MAX,
 				                                 &n, &e))
 					IOD_WARN("agent", "desired state: %s", e.msg);
+				fetch_secrets(c, &cl, buf, n);
 				pthread_mutex_lock(&c->mu);
 				memcpy(c->desired, buf, n * sizeof(*buf));
 				c->desired_n = n;
@@ -521,13 +638,15 @@ static void *watcher_main(void *arg)
 /* ---- the agent loop's side ------------------------------------------------------ */
 
 int iod_agent_cluster_start(struct iod_agent_cluster **out, const struct iod_agent_config *cfg,
-                            int wake_fd, struct iod_agent_seccomp_store *seccomp, struct iod_err *e)
+                            int wake_fd, struct iod_agent_seccomp_store *seccomp,
+                            struct iod_agent_secrets *secrets, struct iod_err *e)
 {
 	struct iod_agent_cluster *c = calloc(1, sizeof(*c));
 	if (!c)
 		return iod_err_set(e, -ENOMEM, "out of memory");
 	c->cfg = cfg;
 	c->seccomp = seccomp;
+	c->secrets = secrets;
 	c->wake_fd = wake_fd;
 	snprintf(c->addr, sizeof(c->addr), "%s", cfg->addr[0] ? cfg->addr : "127.0.0.1");
 	c->desired = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*c->desired));
@@ -569,7 +688,7 @@ bool iod_agent_cluster_take(struct iod_agent_cluster *c, struct iod_agent_replic
 }
 
 void iod_agent_cluster_report(struct iod_agent_cluster *c, const struct iod_agent_action *a,
-                              const char *service, uint16_t port, const char *addr)
+                              const char *service, uint16_t port, const char *addr, uint32_t uid)
 {
 	int free_i = -1, at = -1;
 	pthread_mutex_lock(&c->mu);
@@ -587,6 +706,7 @@ void iod_agent_cluster_report(struct iod_agent_cluster *c, const struct iod_agen
 		c->reports[at].used = true;
 		c->reports[at].act = *a;
 		c->reports[at].port = port;
+		c->reports[at].uid = uid;
 		snprintf(c->reports[at].addr, sizeof(c->reports[at].addr), "%s", addr ? addr : "");
 		snprintf(c->reports[at].service, sizeof(c->reports[at].service), "%s", service);
 	}

@@ -290,6 +290,15 @@ static int sandbox_of(const struct iod_spec_service *sv, const struct iod_agent_
 	out->seccomp = sb->seccomp;
 	out->network = sb->network;
 	out->best_effort = sb->best_effort;
+	for (uint32_t i = 0; i < sv->secrets_n; i++) {
+		size_t l = strlen(out->secrets);
+		snprintf(out->secrets + l, sizeof(out->secrets) - l, "%s%s", i ? "," : "",
+		         sv->secrets[i]);
+	}
+	/* where they are, never what they are: values stay out of the environment */
+	if (sv->secrets_n && iod_agent_replica_add_env(r, "IOD_SECRETS_DIR", "/run/secrets"))
+		return iod_err_set(
+		    e, -E2BIG, "replica %s: IOD_SECRETS_DIR does not fit the environment", r->name);
 	if (sb->seccomp != IOD_SPEC_SECCOMP_PROFILE)
 		return 0;
 	char why[IOD_AGENT_REASON_MAX - 64];

@@ -13,18 +13,20 @@ struct iod_agent_cluster;
 
 /* Register the node and start following the cluster; wake_fd (an eventfd)
  * is written whenever new desired state is ready. Services' own seccomp
- * profiles are compiled into seccomp (the agent's store). */
+ * profiles are compiled into seccomp (the agent's store); the secret values
+ * its replicas mount are fetched into secrets. */
 int iod_agent_cluster_start(struct iod_agent_cluster **out, const struct iod_agent_config *cfg,
                             int wake_fd, struct iod_agent_seccomp_store *seccomp,
-                            struct iod_err *e);
+                            struct iod_agent_secrets *secrets, struct iod_err *e);
 /* New desired replicas since the last call? (copied into out, *n set).
  * *resync: the node (re-)registered: report every replica again. */
 bool iod_agent_cluster_take(struct iod_agent_cluster *c, struct iod_agent_replica *out, uint32_t *n,
                             bool *resync);
 /* Queue a phase report (coalesced per replica; never blocks on the network).
- * addr: the replica's own address (per-replica netns), "" = the node's. */
+ * addr: the replica's own address (per-replica netns), "" = the node's;
+ * uid: the uid its sandbox runs it as (0: none of its own). */
 void iod_agent_cluster_report(struct iod_agent_cluster *c, const struct iod_agent_action *a,
-                              const char *service, uint16_t port, const char *addr);
+                              const char *service, uint16_t port, const char *addr, uint32_t uid);
 /* Flush pending reports, revoke the lease, stop the threads. */
 void iod_agent_cluster_stop(struct iod_agent_cluster *c);
 /* Has the node registered (it holds a lease now)? */
@@ -36,6 +38,14 @@ struct iod_agent_mesh;
 int iod_agent_mesh_start(struct iod_agent_mesh **out, const struct iod_agent_config *cfg,
                          struct iod_agent_cluster *cluster, struct iod_err *e);
 void iod_agent_mesh_stop(struct iod_agent_mesh *m);
+
+/* The node certificate (certs.c): its validity as the file says, and a
+ * renewal through cl (authenticated by the current certificate), swapped
+ * into cfg->creds and the files. */
+int iod_agent_cert_validity(const struct iod_agent_config *c, uint64_t *not_before_s,
+                            uint64_t *not_after_s, struct iod_err *e);
+int iod_agent_cert_renew(const struct iod_agent_config *c, struct iod_api_client *cl,
+                         struct iod_err *e);
 
 /* The telemetry thread (telemetry.c); NULL out when cfg->telemetry_interval_ns is 0. */
 struct iod_agent_telemetry;

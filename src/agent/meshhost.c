@@ -149,6 +149,7 @@ int iod_agent_mesh_start(struct iod_agent_mesh **out, const struct iod_agent_con
 	m->cluster = cluster;
 	nth_server(cfg->servers, 0, first, sizeof(first));
 	iod_mesh_api_source_init(&m->src, first, cfg->name);
+	m->src.creds = cfg->creds;
 	pthread_mutex_init(&m->mu, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);

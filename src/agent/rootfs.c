@@ -24,7 +24,9 @@
  *                         the replica was placed on (and only those);
  *   /tmp                  a private tmpfs (IOD_AGENT_TMP_BYTES);
  *   the data directory    read-write, at its host path ($IOD_DATA_DIR);
- *   the iod binary        read-only at its host path ($IOD_BIN).
+ *   the iod binary        read-only at its host path ($IOD_BIN);
+ *   /run/secrets          its secrets (a spec's `secrets:`), one 0400 file
+ *                         each in a read-only tmpfs of its own (secrets.c).
  * Everything is nosuid and, outside /dev, nodev. Nothing else of the host
  * is reachable: the old root is detached after pivot_root.
  *
@@ -367,6 +369,9 @@ int iod_agent_rootfs_enter(const struct iod_agent_rootfs *in, char *err, size_t 
 		return rc;
 	if ((rc = mkdirs(at(&f, "/run"), 0755)) || (rc = mkdirs(at(&f, "/var/tmp"), 01777)))
 		return fail(&f, -rc, "creating /run");
+	if (in->secrets && iod_agent_secrets_mount(at(&f, "/run/secrets"), in->secrets, in->uid,
+	                                           in->gid, err, len))
+		return -EIO;
 	if (in->data && (rc = bind(&f, in->data, in->data, true, false, false)))
 		return rc;
 	if (in->self_exe && in->self_exe[0] &&

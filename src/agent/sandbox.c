@@ -436,6 +436,7 @@ struct init_args {
 	char root[IOD_AGENT_PATH_MAX + 8];     /* its root's mount point */
 	char data[IOD_AGENT_PATH_MAX];         /* data dir (stateful) or "" */
 	char cwd[IOD_AGENT_PATH_MAX];          /* data dir (stateful) or /tmp */
+	struct iod_agent_secret_set secrets;   /* its secrets' values (a private copy) */
 };
 
 static void log_line(struct iod_agent_log *l, const char *fmt, ...)
@@ -545,6 +546,7 @@ static void sandbox_init(struct init_args *a)
 		    .uid = a->jail.uid,
 		    .gid = a->jail.gid,
 		    .shm_bytes = a->r->mem_bytes,
+		    .secrets = a->secrets.n ? &a->secrets : NULL,
 		};
 		if (iod_agent_rootfs_enter(&rf, why, sizeof(why))) {
 			log_line(&log, "error: %s", why);
@@ -972,6 +974,24 @@ int iod_agent_exec_start_net(const struct iod_agent_exec_config *c,
 			goto out;
 		}
 	}
+	if (sb->secrets[0]) {
+		/* values only in a tmpfs of its own root: never on disk, never in
+		 * the environment (secrets.c) */
+		char key[IOD_NAME_MAX + 24];
+		if (!a->rootfs) {
+			rc = iod_err_set(e, -EPERM,
+			                 "replica %s mounts secrets, which need its own root file "
+			                 "system (a sandbox on a root agent); it does not start",
+			                 r->name);
+			goto out;
+		}
+		snprintf(key, sizeof(key), "%s@%llu", r->name, (unsigned long long)r->generation);
+		if (!c->secrets || iod_agent_secrets_get(c->secrets, key, &a->secrets)) {
+			rc = iod_err_set(e, -EAGAIN, "replica %s: its secrets are not fetched yet",
+			                 r->name);
+			goto out;
+		}
+	}
 	if ((rc = cgroup_make(c, r, p, e))) {
 		/* limits that cannot be applied are a failed start, not a silent skip */
 		iod_agent_exec_cleanup(p);
@@ -1035,6 +1055,7 @@ int iod_agent_exec_start_net(const struct iod_agent_exec_config *c,
 	}
 	close(sync[1]);
 out:
+	iod_agent_secret_set_clear(&a->secrets);
 	free(a);
 	free(v);
 	return rc;

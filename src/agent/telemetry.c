@@ -227,6 +227,10 @@ static void sample(struct iod_agent_telemetry *t)
 				            ((double)(now - last->at_ms) / 1e3) * 100.0;
 			tr->cpu_seconds_total = secs;
 			iod_tel_replica_push(tr, &s);
+		} else {
+			/* not running (failed, waiting to restart): no processes, no use */
+			struct iod_tel_replica_sample s = {.at_ms = now};
+			iod_tel_replica_push(tr, &s);
 		}
 		/* the GPUs it holds */
 		struct iod_bitmap gb;
@@ -305,6 +309,9 @@ static void sample(struct iod_agent_telemetry *t)
 	iod_tel_replicas_sweep(n);
 	n->samples_total++;
 	n->sample_ns_total += mono_ns() - t0;
+	struct timespec cpu;
+	if (!clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu))
+		n->cpu_ns_total = (uint64_t)cpu.tv_sec * IOD_NS_PER_S + (uint64_t)cpu.tv_nsec;
 	pthread_mutex_unlock(&t->lock);
 	json_decref(st);
 }
@@ -486,6 +493,8 @@ int iod_agent_telemetry_start(struct iod_agent_telemetry **out, const struct iod
 	if (c->servers[0]) {
 		struct iod_err ae = {0};
 		if (!iod_api_client_init(&t->api, c->servers, &ae)) {
+			/* HTTPS with the node's certificate, as its other clients */
+			iod_api_client_set_creds(&t->api, c->creds, NULL);
 			t->api.timeout_ms = 1000;
 			t->api.retry_ms = 1000;
 			t->api_ok = true;

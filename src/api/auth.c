@@ -161,6 +161,13 @@ int iod_api_sec_init(struct iod_api_sec *s, const struct iod_server_config *c, s
 			    "authentication; create one with `iod init --pki DIR`, or "
 			    "pass --insecure (loopback only, anyone on this machine "
 			    "is admin)");
+		if (!c->insecure)
+			IOD_WARN(
+			    "server",
+			    "no --pki: serving %s in plaintext with no authentication (anyone on "
+			    "this machine is admin); give --pki DIR (`iod init`), or --insecure "
+			    "to say so",
+			    c->api_addr);
 		s->on = false;
 	} else {
 		s->on = true;
@@ -562,7 +569,8 @@ int iod_api_sec_cert_sign(struct iod_api_sec *s, const json_t *body,
 	rq.ttl_s = subject->kind == IOD_SEC_KIND_NODE      ? IOD_SEC_NODE_TTL_S
 	           : subject->kind == IOD_SEC_KIND_SERVICE ? IOD_SEC_SERVICE_TTL_S
 	                                                   : IOD_SEC_USER_TTL_S;
-	if (!iod_json_get_u64(body, "ttl_s", &ttl_s) && ttl_s >= 60 && ttl_s < rq.ttl_s)
+	if (!iod_json_get_u64(body, "ttl_s", &ttl_s) && ttl_s >= IOD_SEC_CERT_TTL_MIN_S &&
+	    ttl_s < rq.ttl_s)
 		rq.ttl_s = ttl_s; /* shorter on request (tests of rotation), never longer */
 	if ((rc = iod_sec_ca_sign_csr(s->ca, csr, strlen(csr), &rq, &pem, e)))
 		return rc;

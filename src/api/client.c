@@ -8,6 +8,12 @@
  * leader: a 503 answer carrying {"leader": "host:port"}
  * sends the retry there. It must never block without a timeout and never
  * retry forever.
+ *
+ * With credentials (iod_api_client_set_creds, or the client config through
+ * iod_api_client_init_config) it speaks HTTPS: the server must present a
+ * certificate of the cluster CA naming a server of the cluster (spiffe://
+ * <cluster>/server/<id>; no host-name check: the identity is what counts),
+ * and the client proves itself with its certificate or a bearer token.
  */
 #include "iod/api.h"
 
@@ -60,6 +66,48 @@ int iod_api_client_init(struct iod_api_client *c, const char *servers, struct io
 void iod_api_client_close(struct iod_api_client *c)
 {
 	iod_http_conn_close(&c->conn);
+	if (c->own_creds)
+		iod_sec_tls_creds_free(c->creds);
+	c->creds = NULL;
+	c->conn.creds = NULL;
+	c->own_creds = false;
+	memset(c->token, 0, sizeof(c->token));
+}
+
+void iod_api_client_set_creds(struct iod_api_client *c, struct iod_sec_tls_creds *creds,
+                              const char *token)
+{
+	iod_http_conn_close(&c->conn);
+	if (c->own_creds)
+		iod_sec_tls_creds_free(c->creds);
+	c->creds = creds;
+	c->own_creds = false;
+	snprintf(c->token, sizeof(c->token), "%s", token ? token : "");
+	c->conn.creds = creds;
+	c->conn.token = c->token;
+}
+
+int iod_api_client_init_config(struct iod_api_client *c, const char *servers, struct iod_err *e)
+{
+	struct iod_sec_context ctx;
+	struct iod_sec_tls_creds *creds = NULL;
+	struct iod_err e1 = {0};
+	int rc = iod_sec_context_load(NULL, NULL, &ctx, &e1);
+
+	if (rc && rc != -ENOENT)
+		return iod_err_set(e, rc, "%s", e1.msg);
+	if ((rc = iod_api_client_init(c,
+	                              servers && servers[0] ? servers
+	                              : ctx.servers[0]      ? ctx.servers
+	                                                    : NULL,
+	                              e)))
+		return rc;
+	if ((rc = iod_sec_context_creds(&ctx, &creds, e)))
+		return rc;
+	iod_api_client_set_creds(c, creds, ctx.token);
+	c->own_creds = creds != NULL;
+	memset(&ctx, 0, sizeof(ctx));
+	return 0;
 }
 
 void iod_api_response_free(struct iod_api_response *r)
@@ -160,6 +208,8 @@ int iod_api_request(struct iod_api_client *c, const char *method, const char *pa
 		                                   : 0);
 		uint32_t t = IOD_MIN(c->timeout_ms, IOD_MAX(now_left, 1u));
 		c->attempts++;
+		c->conn.creds = c->creds;
+		c->conn.token = c->token;
 		rc = iod_api_http_once(&c->conn, c->servers[c->cur], method, path, content_type,
 		                       body, len, t, r, &e1);
 		if (rc && !idem && c->conn.sent)

@@ -1217,6 +1217,72 @@ static MHD_RESULT do_secret_value(struct req *q, const char *name)
 	return queue_json(s, q->conn, 200, j);
 }
 
+/*
+ * POST /v1/secrets {"name": NAME, "data": BASE64}: seal the value with the
+ * cluster's secrets key (AES-256-GCM, the name as associated data) and store
+ * only the ciphertext: the plaintext is in no Raft entry, snapshot, log or
+ * answer (docs/security.md).
+ */
+static MHD_RESULT do_secret_create(struct req *q)
+{
+	struct server *s = q->srv;
+	struct iod_err e = {0};
+	json_t *err = NULL, *b;
+	const char *name = NULL, *data = NULL;
+	uint8_t nonce[12];
+	char *sealed = NULL, who[IOD_NAME_MAX + 16];
+
+	if (!s->sec.on || !s->sec.has_secrets_key)
+		return queue_err(s, q->conn, 400,
+		                 err_json("secrets need a server with --pki and its secrets.key"));
+	if (!(b = body_json(q, &err)))
+		return queue_err(s, q->conn, 400, err);
+	if (iod_json_get_str(b, "name", &name) || !iod_sec_name_valid(name) ||
+	    iod_json_get_str(b, "data", &data)) {
+		json_decref(b);
+		return queue_err(s, q->conn, 400,
+		                 err_json("a secret is {\"name\": NAME, \"data\": BASE64}"));
+	}
+	gnutls_datum_t in = {(unsigned char *)data, (unsigned)strlen(data)}, plain = {0};
+	if (gnutls_base64_decode2(&in, &plain) || plain.size > IOD_SEC_SECRET_MAX) {
+		if (plain.data) {
+			memset(plain.data, 0, plain.size);
+			gnutls_free(plain.data);
+		}
+		json_decref(b);
+		return queue_err(s, q->conn, 400,
+		                 err_json("\"data\" must be base64 of at most %u bytes "
+		                          "(IOD_SEC_SECRET_MAX)",
+		                          IOD_SEC_SECRET_MAX));
+	}
+	int rc = iod_sec_random(nonce, sizeof(nonce));
+	if (!rc)
+		rc = iod_sec_seal(s->sec.secrets_key, nonce, name, plain.data, plain.size, &sealed,
+		                  &e);
+	size_t bytes = plain.size;
+	memset(plain.data, 0, plain.size);
+	gnutls_free(plain.data);
+	if (rc) {
+		json_decref(b);
+		return queue_err(s, q->conn, 500, err_json("sealing: %s", e.msg));
+	}
+	if (!iod_node_is_leader(s->node)) {
+		free(sealed);
+		json_decref(b);
+		return not_leader(q);
+	}
+	iod_sec_identity_subject(&q->id, who, sizeof(who));
+	json_t *value = json_pack(
+	    "{s:s, s:I, s:I, s:s}", "sealed", sealed, "bytes", (json_int_t)bytes, "created_ms",
+	    (json_int_t)(iod_time_unix_ns() / IOD_NS_PER_MS), "created_by", who);
+	free(sealed);
+	char *cmd = iod_state_cmd_put(IOD_STATE_SECRET, name, value, 0, 0);
+	q->extra = json_pack("{s:s, s:I}", "name", name, "bytes", (json_int_t)bytes);
+	json_decref(value);
+	json_decref(b);
+	return propose(q, cmd);
+}
+
 /* ---- routing ------------------------------------------------------------ */
 
 static MHD_RESULT unknown_kind(struct server *s, struct MHD_Connection *c, const char *kind)
@@ -1401,6 +1467,8 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 		return do_secret_value(q, seg[1]);
 	if (!strcmp(seg[0], "tokens") && nseg == 1 && !strcmp(method, "POST"))
 		return do_token_create(q);
+	if (!strcmp(seg[0], "secrets") && nseg == 1 && !strcmp(method, "POST"))
+		return do_secret_create(q);
 	if (!strcmp(seg[0], "leases") && nseg <= 2)
 		return do_lease(q, method, nseg == 2 ? seg[1] : NULL);
 	if (!strcmp(seg[0], "members") && nseg <= 2)
@@ -1709,10 +1777,11 @@ static int mhd_start(struct server *s, struct iod_err *e)
 
 /* The join request is a blocking client call: it runs on libuv's thread pool. */
 struct join_work {
-	uv_work_t w;                  /* libuv work request */
-	struct iod_server_config cfg; /* copy: who we are, where to join */
-	int rc;                       /* result */
-	char msg[IOD_ERR_MSG_MAX];    /* error text */
+	uv_work_t w;                     /* libuv work request */
+	struct iod_server_config cfg;    /* copy: who we are, where to join */
+	int rc;                          /* result */
+	char msg[IOD_ERR_MSG_MAX];       /* error text */
+	struct iod_sec_tls_creds *creds; /* with --pki: our server certificate (owned) */
 };
 
 static void join_run(uv_work_t *w)
@@ -1727,6 +1796,8 @@ static void join_run(uv_work_t *w)
 		snprintf(j->msg, sizeof(j->msg), "%s", e.msg);
 		return;
 	}
+	/* a server joins as itself: its certificate may add only itself */
+	iod_api_client_set_creds(&c, j->creds, NULL);
 	c.retry_ms = 30000;
 	snprintf(body, sizeof(body), "{\"id\":%llu,\"raft\":\"%s\",\"api\":\"%s\"}",
 	         (unsigned long long)j->cfg.id, j->cfg.raft_addr, j->cfg.api_addr);
@@ -1752,6 +1823,7 @@ static void join_done(uv_work_t *w, int status)
 	else
 		IOD_INFO("server", "joined the cluster through %s as voter %llu", j->cfg.join_addr,
 		         (unsigned long long)j->cfg.id);
+	iod_sec_tls_creds_free(j->creds);
 	free(j);
 }
 
@@ -1840,6 +1912,12 @@ int iod_api_server_run(const struct iod_server_config *c, struct iod_err *e)
 		if (j) {
 			j->w.data = j;
 			j->cfg = *c;
+			if (s->sec.on && iod_sec_tls_creds_new(s->sec.ca_pem, s->sec.cert_pem,
+			                                       s->sec.key_pem, &j->creds, e)) {
+				free(j);
+				rc = e->code ? e->code : -EINVAL;
+				goto fail;
+			}
 			uv_queue_work(&s->loop, &j->w, join_run, join_done);
 		}
 	}

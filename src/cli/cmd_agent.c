@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "iod/agent_run.h"
 #include "iod/mesh.h"
+#include "iod/sec.h"
 #include "iod/topo.h"
 
 #include <getopt.h>
@@ -27,7 +28,9 @@ static void usage(FILE *f)
 	    "                 [--model NAME] [--addr IP] [--lease-ttl DUR]\n"
 	    "                 [--stateful-grace DUR] [--no-mesh] [--mesh-admin ADDR|off]\n"
 	    "                 [--mesh-workers N] [--telemetry-addr ADDR]\n"
-	    "                 [--telemetry-interval DUR] [--telemetry-push DUR] [...]\n\n"
+	    "                 [--telemetry-interval DUR] [--telemetry-push DUR]\n"
+	    "                 [--ca FILE (--cert FILE --key FILE | --join-token T)\n"
+	    "                 [--cert-ttl DUR]] [...]\n\n"
 	    "Run this node's replicas, each in its own sandbox (PID, mount, UTS and IPC\n"
 	    "namespaces, cgroup cpu/memory limits, CPU affinity, NUMA policy, GPUs),\n"
 	    "restart them with exponential backoff, run their health checks, and\n"
@@ -72,7 +75,16 @@ static void usage(FILE *f)
 	    "  --telemetry-interval DUR  sampling period (default 1s, at least 100ms;\n"
 	    "                     0 = no telemetry)\n"
 	    "  --telemetry-push DUR  send the node's summary to the control plane this\n"
-	    "                     often (default 5s; docs/observability.md)\n\n"
+	    "                     often (default 5s; docs/observability.md)\n"
+	    "  --ca FILE          the cluster CA certificate: talk HTTPS to servers that run\n"
+	    "                     with --pki (docs/security.md)\n"
+	    "  --cert FILE, --key FILE  this node's certificate (spiffe://CLUSTER/node/NAME)\n"
+	    "                     and key (0600); --name defaults to the certificate's\n"
+	    "  --join-token T     join with a token (`iod token create --role node --ttl 1h`):\n"
+	    "                     exchanged over HTTPS for a node certificate, kept in\n"
+	    "                     DATA_DIR/node.crt and node.key (a restart needs no token)\n"
+	    "  --cert-ttl DUR     life to ask for the node certificate (default 24h, at least\n"
+	    "                     10s); it is renewed at two thirds of it, with no restart\n\n"
 	    "Stops every replica on SIGTERM/SIGINT. See `iod logs`, `iod events`.\n");
 }
 
@@ -119,6 +131,47 @@ static int topology(struct iod_agent_config *c, const char *xml, bool gpus_set)
 	return 0;
 }
 
+/*
+ * The node's credentials for HTTPS to the servers: the CA and a node
+ * certificate naming this node (--name defaults to the certificate's).
+ */
+static int credentials(struct iod_agent_config *c, const char *ca, bool name_set)
+{
+	struct iod_sec_cert_info info;
+	struct iod_err e = {0};
+	char *pem = NULL;
+
+	if (!ca && !c->cert_path[0] && !c->key_path[0])
+		return 0;
+	if (!ca || !c->cert_path[0] || !c->key_path[0])
+		return iod_cli_fail("agent", IOD_EXIT_INVALID,
+		                    "--ca, --cert and --key go together (the CA to trust, this "
+		                    "node's certificate and its key)");
+	if (!c->servers[0])
+		return iod_cli_fail("agent", IOD_EXIT_INVALID,
+		                    "--ca/--cert/--key are for --server (a manifest agent talks "
+		                    "to no server)");
+	if (iod_sec_read_file(c->cert_path, false, &pem, &e) ||
+	    iod_sec_cert_inspect(pem, strlen(pem), &info, &e)) {
+		free(pem);
+		return iod_cli_fail("agent", IOD_EXIT_INVALID, "--cert: %s", e.msg);
+	}
+	free(pem);
+	if (info.id.kind != IOD_SEC_KIND_NODE)
+		return iod_cli_fail("agent", IOD_EXIT_INVALID,
+		                    "--cert %s is a %s certificate, not a node's", c->cert_path,
+		                    iod_sec_kind_name(info.id.kind));
+	if (!name_set)
+		snprintf(c->name, sizeof(c->name), "%s", info.id.name);
+	else if (strcmp(c->name, info.id.name))
+		return iod_cli_fail("agent", IOD_EXIT_INVALID,
+		                    "--cert %s is node %s's; this agent is --name %s", c->cert_path,
+		                    info.id.name, c->name);
+	if (iod_sec_tls_creds_load(ca, c->cert_path, c->key_path, &c->creds, &e))
+		return iod_cli_fail("agent", IOD_EXIT_INVALID, "%s", e.msg);
+	return 0;
+}
+
 int cmd_agent(int argc, char **argv)
 {
 	struct iod_agent_config c;
@@ -149,12 +202,17 @@ int cmd_agent(int argc, char **argv)
 	                                     {"telemetry-addr", required_argument, 0, 1001},
 	                                     {"telemetry-interval", required_argument, 0, 1002},
 	                                     {"telemetry-push", required_argument, 0, 1003},
+	                                     {"ca", required_argument, 0, 1101},
+	                                     {"cert", required_argument, 0, 1102},
+	                                     {"key", required_argument, 0, 1103},
+	                                     {"join-token", required_argument, 0, 1104},
+	                                     {"cert-ttl", required_argument, 0, 1105},
 	                                     {"help", no_argument, 0, 'h'},
 	                                     {0, 0, 0, 0}};
 	uint64_t ns;
 	char *end;
-	const char *xml = NULL;
-	bool gpus_set = false;
+	const char *xml = NULL, *ca = NULL, *join = NULL;
+	bool gpus_set = false, name_set = false;
 	int o, rc;
 
 	if (iod_cli_wants_help(argc, argv)) {
@@ -165,6 +223,7 @@ int cmd_agent(int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
 		case 'n':
+			name_set = true;
 			if (iod_strlcpy(c.name, optarg, sizeof(c.name)) || !optarg[0])
 				return iod_cli_fail("agent", IOD_EXIT_INVALID,
 				                    "--name must be 1..%d characters",
@@ -275,6 +334,24 @@ int cmd_agent(int argc, char **argv)
 			c.mesh_workers = (uint32_t)v;
 			break;
 		}
+		case 1101: ca = optarg; break;
+		case 1104: join = optarg; break;
+		case 1105:
+			if ((rc = dur("--cert-ttl", optarg, &ns)))
+				return rc;
+			c.cert_ttl_s = ns / IOD_NS_PER_S;
+			if (c.cert_ttl_s < IOD_SEC_CERT_TTL_MIN_S)
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--cert-ttl must be at least %ds",
+				                    IOD_SEC_CERT_TTL_MIN_S);
+			break;
+		case 1102:
+		case 1103:
+			if (iod_strlcpy(o == 1102 ? c.cert_path : c.key_path, optarg,
+			                sizeof(c.cert_path)))
+				return iod_cli_fail("agent", IOD_EXIT_INVALID, "--%s too long",
+				                    o == 1102 ? "cert" : "key");
+			break;
 		case 1001: {
 			uint32_t ip;
 			uint16_t port;
@@ -303,6 +380,18 @@ int cmd_agent(int argc, char **argv)
 	if (optind < argc)
 		return iod_cli_fail("agent", IOD_EXIT_INVALID, "unexpected argument %s",
 		                    argv[optind]);
+	if (join) {
+		if (!ca || !c.servers[0] || c.cert_path[0] || c.key_path[0])
+			return iod_cli_fail("agent", IOD_EXIT_INVALID,
+			                    "--join-token needs --server and --ca (the cluster CA "
+			                    "to trust), and no --cert/--key (it makes them)");
+		if (iod_agent_bootstrap(&c, ca, join, &e))
+			return iod_cli_fail(
+			    "agent", e.code == -EACCES ? IOD_EXIT_INVALID : IOD_EXIT_UNAVAILABLE,
+			    "%s", e.msg);
+	} else if ((rc = credentials(&c, ca, name_set))) {
+		return rc;
+	}
 	if (c.rec.backoff_max_ns < c.rec.backoff_base_ns || !c.rec.backoff_base_ns)
 		return iod_cli_fail("agent", IOD_EXIT_INVALID,
 		                    "--backoff must be > 0 and not above --backoff-max");
@@ -319,5 +408,6 @@ int cmd_agent(int argc, char **argv)
 		return rc;
 	rc = iod_agent_run(&c, &e) ? iod_cli_fail("agent", IOD_EXIT_ERROR, "%s", e.msg) : 0;
 	json_decref(c.topology);
+	iod_sec_tls_creds_free(c.creds);
 	return rc;
 }

@@ -82,6 +82,7 @@ int cmd_audit(int argc, char **argv)
 		struct iod_err e1 = {0};
 		if (iod_api_client_init(&one, all.servers[i], &e1))
 			continue;
+		iod_api_client_set_creds(&one, all.creds, all.token);
 		one.retry_ms = 1000;
 		one.timeout_ms = 2000;
 		rc = iod_api_request(&one, "GET", "/v1/audit?limit=4096", NULL, NULL, 0, &r, &e1);

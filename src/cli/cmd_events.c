@@ -162,7 +162,7 @@ static int cluster_events(const char *servers, enum iod_output out, bool follow,
 	struct iod_err e = {0};
 	uint64_t rev = since;
 	char path[96];
-	if (iod_api_client_init(&cl, servers, &e))
+	if (iod_api_client_init_config(&cl, servers, &e))
 		return iod_cli_fail("events", IOD_EXIT_INVALID, "%s", e.msg);
 	cl.timeout_ms = 40000;
 	cl.retry_ms = 3000;

@@ -157,8 +157,16 @@ static int do_run(const char *path, const char *server, const char *node,
 	struct iod_mesh_proxy *p;
 	struct iod_err e = {0};
 
+	static struct iod_sec_tls_creds *creds;
 	if (server) {
+		/* the client config's credentials, as every command uses */
+		struct iod_sec_context ctx;
+		int rc = iod_sec_context_load(NULL, NULL, &ctx, &e);
+		if ((rc && rc != -ENOENT) || (!rc && iod_sec_context_creds(&ctx, &creds, &e)))
+			return iod_cli_fail("proxy", IOD_EXIT_INVALID, "%s", e.msg);
 		iod_mesh_api_source_init(&as, server, node);
+		as.creds = creds;
+		snprintf(as.token, sizeof(as.token), "%s", ctx.token);
 		if (no_watch)
 			as.src.wait = NULL; /* poll every 200 ms (the behaviour before the watch) */
 		src = &as.src;
@@ -191,6 +199,8 @@ static int do_run(const char *path, const char *server, const char *node,
 			IOD_WARN("mesh", "keeping the previous view: %s", e.msg);
 	}
 	iod_mesh_proxy_stop(p);
+	iod_sec_tls_creds_free(creds);
+	creds = NULL;
 	IOD_INFO("mesh", "proxy stopped");
 	return 0;
 }

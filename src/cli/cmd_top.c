@@ -42,79 +42,12 @@ static void usage(FILE *f)
 
 /* ---- fetching ---------------------------------------------------------------- */
 
-struct fetched {
-	json_t *status, *nodes, *services, *replicas, *endpoints; /* API answers */
-	json_t *telemetry;                                        /* or NULL (optional) */
-	char *mesh;                                               /* /metrics text */
-};
-
-static void fetched_free(struct fetched *f)
-{
-	json_decref(f->status);
-	json_decref(f->nodes);
-	json_decref(f->services);
-	json_decref(f->replicas);
-	json_decref(f->endpoints);
-	json_decref(f->telemetry);
-	free(f->mesh);
-	memset(f, 0, sizeof(*f));
-}
-
-/* GET path; the JSON answer in *out, or an error in e. */
-static int get_json(struct iod_api_client *c, const char *path, json_t **out, struct iod_err *e)
-{
-	struct iod_api_response r;
-	int rc = iod_api_request(c, "GET", path, NULL, NULL, 0, &r, e);
-	if (rc)
-		return rc;
-	if (r.status != 200 || !r.json) {
-		iod_err_set(e, -EIO, "GET %s: %s (HTTP %d from %s)", path, iod_api_error_text(&r),
-		            r.status, r.server);
-		iod_api_response_free(&r);
-		return -EIO;
-	}
-	*out = json_incref(r.json);
-	iod_api_response_free(&r);
-	return 0;
-}
-
-/* Read everything one snapshot needs. 0, or an error (nothing kept). */
-static int fetch(struct iod_api_client *c, const char *mesh, struct fetched *f, struct iod_err *e)
-{
-	memset(f, 0, sizeof(*f));
-	if (get_json(c, "/v1/status", &f->status, e) || get_json(c, "/v1/nodes", &f->nodes, e) ||
-	    get_json(c, "/v1/services", &f->services, e) ||
-	    get_json(c, "/v1/replicas", &f->replicas, e) ||
-	    get_json(c, "/v1/endpoints", &f->endpoints, e)) {
-		fetched_free(f);
-		return -EIO;
-	}
-	/* agents' telemetry summaries: optional (an older server has none) */
-	struct iod_err te = {0};
-	if (get_json(c, "/v1/telemetry", &f->telemetry, &te))
-		f->telemetry = NULL;
-	if (mesh && mesh[0]) {
-		/* the mesh is optional: its failure leaves the services' rates unknown */
-		struct iod_http_conn fd = {0};
-		struct iod_api_response r;
-		struct iod_err me = {0};
-		if (!iod_api_http_once(&fd, mesh, "GET", "/metrics", NULL, NULL, 0, 1000, &r,
-		                       &me)) {
-			if (r.status == 200 && r.body)
-				f->mesh = strdup(r.body);
-			iod_api_response_free(&r);
-		}
-		iod_http_conn_close(&fd);
-	}
-	return 0;
-}
-
 static uint64_t wall_ms(void)
 {
 	return iod_time_unix_ns() / IOD_NS_PER_MS;
 }
 
-static int build(struct iod_top_snapshot *s, const struct fetched *f,
+static int build(struct iod_top_snapshot *s, const struct iod_ctl_cluster *f,
                  const struct iod_top_snapshot *prev)
 {
 	struct iod_top_input in = {.status = f->status,
@@ -162,16 +95,16 @@ static int sort_column(const struct iod_top_table *t, const char *spec, bool *de
 static int once(struct iod_api_client *c, const char *mesh, int view, const char *filter,
                 const char *sort, bool json)
 {
-	struct fetched f;
+	struct iod_ctl_cluster f;
 	struct iod_err e = {0};
 	static struct iod_top_snapshot s;
 
-	if (fetch(c, mesh, &f, &e))
+	if (iod_ctl_cluster_read(c, mesh, &f, &e))
 		return iod_cli_fail(
 		    "top", IOD_EXIT_UNAVAILABLE,
 		    "%s\n  (is the cluster up? pick it with --server or IOD_SERVER)", e.msg);
 	build(&s, &f, NULL);
-	fetched_free(&f);
+	iod_ctl_cluster_free(&f);
 	json_t *out = json_object();
 	json_t *views = json_object();
 	int rc = IOD_EXIT_OK;
@@ -248,16 +181,16 @@ struct ui {
 
 static void refresh_data(struct ui *u)
 {
-	struct fetched f;
+	struct iod_ctl_cluster f;
 	struct iod_err e = {0};
-	if (fetch(u->c, u->mesh, &f, &e)) {
+	if (iod_ctl_cluster_read(u->c, u->mesh, &f, &e)) {
 		snprintf(u->fetch_err, sizeof(u->fetch_err), "%s", e.msg);
 		return;
 	}
 	int next = u->have ? 1 - u->cur : u->cur;
 	iod_top_snapshot_free(&u->snap[next]);
 	build(&u->snap[next], &f, u->have ? &u->snap[u->cur] : NULL);
-	fetched_free(&f);
+	iod_ctl_cluster_free(&f);
 	u->cur = next;
 	u->have = true;
 	u->fetch_err[0] = 0;

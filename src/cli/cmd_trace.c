@@ -5,7 +5,10 @@
  * status, latency and bytes; -o json prints one OTLP/JSON span per line.
  *
  * Reads the proxy's admin endpoint (/spans with a cursor, polled when
- * following). When the control plane's API serves spans cluster-wide this
+ * following). --since, --service and --status filter what is printed. The
+ * proxy keeps a bounded ring of spans per worker; when it overwrote spans
+ * before they were read, the command says "N of M spans retained" (on
+ * stderr) instead of pretending it saw everything. When the control plane's API serves spans cluster-wide this
  * command will ask it instead; the output stays the same. A shell: HTTP GET
  * and printing, nothing else.
  */
@@ -34,16 +37,23 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: iod trace -s SERVICE [--follow] [-o text|json] [--admin ADDR]\n\n"
+	fprintf(f, "usage: iod trace [-s SERVICE] [--since DUR] [--status S] [--follow]\n"
+	           "                 [-o text|json] [--admin ADDR]\n\n"
 	           "Show calls to SERVICE through this node's mesh proxy, like `hubble observe`:\n"
 	           "one line per HTTP request or TCP flow with its trace id, span id, parent\n"
 	           "span, caller, endpoint, status, latency and bytes. Spans of one call chain\n"
 	           "share a trace id (W3C traceparent).\n\n"
 	           "  -s, --service NAME  only this service (\"\" or omitted: all services)\n"
+	           "  --since DUR         only calls that started within DUR (e.g. 5m)\n"
+	           "  --status S          only calls with this outcome: 2xx, 3xx, 4xx, 5xx, a\n"
+	           "                      code (503), error (5xx, or a flow that failed or\n"
+	           "                      found no endpoint) or ok (anything else)\n"
 	           "  -f, --follow        keep streaming new calls until interrupted\n"
 	           "  -o json             one OTLP/JSON span object per line\n"
 	           "  --admin ADDR        the proxy's admin endpoint (default 127.0.0.1:15000)\n"
 	           "  --interval DUR      poll period when following (default 200ms)\n\n"
+	           "When the proxy's span ring (4096 per worker) overwrote calls before they\n"
+	           "were read, stderr says \"N of M spans retained\".\n"
 	           "Exit codes: 0 ok, 2 bad usage, 5 no proxy at ADDR.\n");
 }
 
@@ -98,6 +108,51 @@ static void print_text(json_t *span)
 	       attr(span, "iod.bytes_in"), attr(span, "iod.bytes_out"), attr(span, "iod.attempts"));
 }
 
+/* --status: a class (N = 2..5), an exact code, or error/ok. */
+struct status_filter {
+	int klass;  /* 2..5, or 0 */
+	int code;   /* 100..599, or 0 */
+	int errors; /* 1 errors only, -1 non-errors only, 0 either */
+};
+
+static int status_parse(const char *s, struct status_filter *f)
+{
+	memset(f, 0, sizeof(*f));
+	if (!strcmp(s, "error"))
+		f->errors = 1;
+	else if (!strcmp(s, "ok"))
+		f->errors = -1;
+	else if (strlen(s) == 3 && s[0] >= '1' && s[0] <= '5' && s[1] == 'x' && s[2] == 'x')
+		f->klass = s[0] - '0';
+	else if (strlen(s) == 3 && s[0] >= '1' && s[0] <= '5' && s[1] >= '0' && s[1] <= '9' &&
+	         s[2] >= '0' && s[2] <= '9')
+		f->code = atoi(s);
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static bool status_match(json_t *span, const struct status_filter *f)
+{
+	bool http = !strcmp(attr(span, "iod.kind"), "http");
+	int code = http ? atoi(attr(span, "http.response.status_code")) : 0;
+	bool error = http ? code >= 500 || code == 0
+	                  : atoi(attr(span, "iod.errno")) != 0 || !*attr(span, "server.address");
+	if (f->errors)
+		return f->errors > 0 ? error : !error;
+	if (f->klass)
+		return http && code / 100 == f->klass;
+	if (f->code)
+		return http && code == f->code;
+	return true;
+}
+
+static uint64_t span_start_ns(json_t *span)
+{
+	const char *t = json_string_value(json_object_get(span, "startTimeUnixNano"));
+	return t ? strtoull(t, NULL, 10) : 0;
+}
+
 int cmd_trace(int argc, char **argv)
 {
 	static const struct option opts[] = {{"service", required_argument, NULL, 's'},
@@ -105,13 +160,17 @@ int cmd_trace(int argc, char **argv)
 	                                     {"output", required_argument, NULL, 'o'},
 	                                     {"admin", required_argument, NULL, 'a'},
 	                                     {"interval", required_argument, NULL, 'i'},
+	                                     {"since", required_argument, NULL, 'S'},
+	                                     {"status", required_argument, NULL, 'T'},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	static const char *const outs[] = {"text", "json", NULL};
 	const char *service = "", *admin = "127.0.0.1:15000";
 	enum iod_output out = IOD_OUT_TEXT;
 	bool follow = false;
-	uint64_t interval_ns = 200 * IOD_NS_PER_MS;
+	uint64_t interval_ns = 200 * IOD_NS_PER_MS, since_ns = 0;
+	struct status_filter sf = {0};
+	uint64_t read_total = 0, lost_total = 0, shown = 0;
 	char cursor[1400] = "", path[1600];
 	int c;
 
@@ -132,6 +191,22 @@ int cmd_trace(int argc, char **argv)
 				                    e.msg[0] ? e.msg : "must be more than 0");
 			break;
 		}
+		case 'S': {
+			struct iod_err e = {0};
+			if (iod_parse_duration(optarg, &since_ns, &e) || !since_ns)
+				return iod_cli_fail("trace", IOD_EXIT_INVALID, "--since %s: %s",
+				                    optarg,
+				                    e.msg[0] ? e.msg : "must be more than 0");
+			break;
+		}
+		case 'T':
+			if (status_parse(optarg, &sf))
+				return iod_cli_fail(
+				    "trace", IOD_EXIT_INVALID,
+				    "--status %s: want 2xx, 3xx, 4xx, 5xx, a code like "
+				    "503, error or ok",
+				    optarg);
+			break;
 		case 'h': usage(stdout); return IOD_EXIT_OK;
 		default: usage(stderr); return IOD_EXIT_INVALID;
 		}
@@ -148,6 +223,8 @@ int cmd_trace(int argc, char **argv)
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
+	uint64_t since_unix_ns = since_ns ? iod_time_unix_ns() - since_ns : 0;
+	bool more = false;
 	do {
 		char *body = NULL;
 		size_t blen = 0;
@@ -173,22 +250,48 @@ int cmd_trace(int argc, char **argv)
 			                    admin, e.msg);
 		iod_strlcpy(cursor, json_string_value(json_object_get(doc, "cursor")) ?: "",
 		            sizeof(cursor));
+		uint64_t rd = 0, lost = 0;
+		iod_json_get_u64(doc, "read", &rd);
+		iod_json_get_u64(doc, "overwritten", &lost);
+		read_total += rd;
+		lost_total += lost;
+		if (follow && lost)
+			fprintf(stderr,
+			        "iod trace: %llu spans were overwritten in the proxy's ring before "
+			        "they were read\n",
+			        (unsigned long long)lost);
 		json_t *span;
 		size_t i;
 		json_array_foreach(json_object_get(doc, "spans"), i, span)
 		{
+			if (since_unix_ns && span_start_ns(span) < since_unix_ns)
+				continue;
+			if (!status_match(span, &sf))
+				continue;
+			shown++;
 			if (out == IOD_OUT_JSON)
 				iod_json_print(stdout, span, true);
 			else
 				print_text(span);
 		}
+		/* one answer carries a bounded batch: read on until the rings are drained */
+		more = rd > 0;
 		json_decref(doc);
 		fflush(stdout);
+		if (!follow && more && !stop_flag)
+			continue;
 		if (follow && !stop_flag) {
 			struct timespec ts = {.tv_sec = (time_t)(interval_ns / IOD_NS_PER_S),
 			                      .tv_nsec = (long)(interval_ns % IOD_NS_PER_S)};
 			nanosleep(&ts, NULL);
 		}
-	} while (follow && !stop_flag);
+	} while ((follow || more) && !stop_flag);
+	if (!follow && lost_total)
+		fprintf(stderr,
+		        "iod trace: %llu of %llu spans retained (the proxy's ring overwrote %llu "
+		        "before they were read; every service counted); %llu shown\n",
+		        (unsigned long long)read_total,
+		        (unsigned long long)(read_total + lost_total),
+		        (unsigned long long)lost_total, (unsigned long long)shown);
 	return IOD_EXIT_OK;
 }

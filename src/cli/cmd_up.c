@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "iod/agent.h"
 #include "iod/api.h"
+#include "iod/sec.h"
 #include "iod/topo.h"
 
 #include <fcntl.h>
@@ -20,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define UP_SERVERS 3
@@ -31,7 +33,7 @@ static void usage(FILE *f)
 	    "usage: iod up --nodes N [--gpus-per-node G | --model NAME] [--state-dir DIR]\n"
 	    "              [--api-port P] [--raft-port P] [--lease-ttl DUR] [--no-sandbox]\n"
 	    "              [--election-timeout DUR] [--heartbeat DUR] [--mesh-port P | --no-mesh]\n"
-	    "              [-o text|json]\n\n"
+	    "              [--insecure] [-o text|json]\n\n"
 	    "Start a local cluster: 3 control-plane servers and N node agents as processes\n"
 	    "on this machine (loopback), each agent with simulated hardware. Returns when\n"
 	    "a leader is elected and every node has registered.\n\n"
@@ -53,7 +55,12 @@ static void usage(FILE *f)
 	    "                       local nodes (they share loopback; docs/mesh.md)\n"
 	    "  --no-mesh            no agent hosts a mesh proxy\n"
 	    "  --telemetry-port P   node-N's agent serves /metrics and /v1/telemetry on\n"
-	    "                       127.0.0.1:P+N-1 (default API port + 200; 0 = off)\n\n"
+	    "                       127.0.0.1:P+N-1 (default API port + 200; 0 = off)\n"
+	    "  --insecure           plaintext API, no authentication (anyone on this machine\n"
+	    "                       is admin); by default the cluster gets a CA in\n"
+	    "                       STATE_DIR/pki, HTTPS with client certificates, one\n"
+	    "                       certificate per node, and a context \"local\" in the\n"
+	    "                       client config with an admin credential (docs/security.md)\n\n"
 	    "Then: iod deploy -f examples/service-topology.yaml; iod get replicas;\n"
 	    "      iod logs REPLICA; iod events; iod down\n",
 	    IOD_UP_NODES_MAX);
@@ -144,6 +151,77 @@ static size_t nodes_registered(struct iod_api_client *cl)
 	return n;
 }
 
+int iod_init_cluster(const char *dir, const char *cluster, const char *servers, const char *admin,
+                     const char *context, const char *config_path, bool make_current,
+                     struct iod_err *e);
+
+/* The name of a local cluster: its trust domain and its client-config context. */
+#define UP_CLUSTER "local"
+
+/*
+ * Secure by default (docs/security.md): a new CA in dir/pki, an admin
+ * credential and a context "local" in dir/config (found through
+ * IOD_STATE_DIR) and in the user's client config when the cluster runs
+ * from the default state dir (or $IOD_CONFIG names one), a certificate for
+ * each node, and the admin's TLS credentials for `iod up`'s own calls.
+ */
+static int make_pki(const char *dir, const char *pki, const char *apis, long nodes,
+                    bool default_dir, struct iod_sec_tls_creds **admin)
+{
+	char config[IOD_AGENT_PATH_MAX + 16], other[IOD_PATH_MAX], p1[IOD_AGENT_PATH_MAX + 16],
+	    p2[IOD_AGENT_PATH_MAX + 16], p3[IOD_AGENT_PATH_MAX + 16];
+	const char *env = getenv("IOD_CONFIG");
+	struct iod_sec_ca *ca = NULL;
+	struct iod_err e = {0};
+	uint64_t now = (uint64_t)time(NULL);
+
+	snprintf(config, sizeof(config), "%s/config", dir);
+	unlink(config);
+	if (iod_init_cluster(pki, UP_CLUSTER, apis, "admin", UP_CLUSTER, config, true, &e))
+		return iod_cli_fail("up", IOD_EXIT_ERROR, "%s", e.msg);
+	other[0] = 0;
+	if (env && env[0])
+		snprintf(other, sizeof(other), "%s", env);
+	else if (default_dir && !(getenv("IOD_STATE_DIR") && getenv("IOD_STATE_DIR")[0]))
+		iod_sec_config_path(other, sizeof(other));
+	if (other[0] && strcmp(other, config)) {
+		struct iod_sec_context c;
+		memset(&c, 0, sizeof(c));
+		snprintf(c.name, sizeof(c.name), "%s", UP_CLUSTER);
+		snprintf(c.cluster, sizeof(c.cluster), "%s", UP_CLUSTER);
+		snprintf(c.servers, sizeof(c.servers), "%s", apis);
+		snprintf(c.ca, sizeof(c.ca), "%s/ca.crt", pki);
+		snprintf(c.cert, sizeof(c.cert), "%s/admin.crt", pki);
+		snprintf(c.key, sizeof(c.key), "%s/admin.key", pki);
+		if (iod_sec_context_save(other, &c, true, &e))
+			return iod_cli_fail("up", IOD_EXIT_ERROR, "%s", e.msg);
+	}
+	if (iod_sec_pki_load_ca(pki, true, &ca, &e))
+		return iod_cli_fail("up", IOD_EXIT_ERROR, "%s", e.msg);
+	for (long i = 1; i <= nodes; i++) {
+		struct iod_sec_cert_req rq;
+		char base[32];
+		memset(&rq, 0, sizeof(rq));
+		rq.id.kind = IOD_SEC_KIND_NODE;
+		rq.id.role = IOD_SEC_ROLE_NODE;
+		snprintf(rq.id.name, sizeof(rq.id.name), "node-%ld", i);
+		snprintf(base, sizeof(base), "node-%ld", i);
+		rq.not_before_s = now;
+		rq.ttl_s = IOD_SEC_NODE_TTL_S;
+		if (iod_sec_pki_issue_files(ca, pki, base, &rq, &e)) {
+			iod_sec_ca_free(ca);
+			return iod_cli_fail("up", IOD_EXIT_ERROR, "%s", e.msg);
+		}
+	}
+	iod_sec_ca_free(ca);
+	snprintf(p1, sizeof(p1), "%s/ca.crt", pki);
+	snprintf(p2, sizeof(p2), "%s/admin.crt", pki);
+	snprintf(p3, sizeof(p3), "%s/admin.key", pki);
+	if (iod_sec_tls_creds_load(p1, p2, p3, admin, &e))
+		return iod_cli_fail("up", IOD_EXIT_ERROR, "%s", e.msg);
+	return 0;
+}
+
 int cmd_up(int argc, char **argv)
 {
 	static const struct option opts[] = {{"nodes", required_argument, 0, 'n'},
@@ -160,6 +238,7 @@ int cmd_up(int argc, char **argv)
 	                                     {"heartbeat", required_argument, 0, 'H'},
 	                                     {"mesh-port", required_argument, 0, 'P'},
 	                                     {"no-mesh", no_argument, 0, 'N'},
+	                                     {"insecure", no_argument, 0, 'I'},
 	                                     {"telemetry-port", required_argument, 0, 'T'},
 	                                     {0, 0, 0, 0}};
 	char election[32] = "", heartbeat[32] = "";
@@ -168,7 +247,8 @@ int cmd_up(int argc, char **argv)
 	char peers[512] = "", apis[256] = "", model[IOD_NAME_MAX] = "", lease[32] = "1s";
 	long nodes = 4, gpus = 4, api_port = 7400, raft_port = 7300, mesh_port = 15000;
 	long telemetry_port = -1; /* -1: API port + 200 */
-	bool gpus_set = false, sandbox = true, mesh = true;
+	bool gpus_set = false, sandbox = true, mesh = true, insecure = false, dir_set = false;
+	char pki[IOD_AGENT_PATH_MAX + 8];
 	char mesh_admin[32];
 	enum iod_output out = IOD_OUT_TEXT;
 	struct iod_err e = {0};
@@ -187,7 +267,11 @@ int cmd_up(int argc, char **argv)
 			gpus_set = true;
 			break;
 		case 'm': snprintf(model, sizeof(model), "%s", optarg); break;
-		case 'd': snprintf(dir, sizeof(dir), "%s", optarg); break;
+		case 'd':
+			snprintf(dir, sizeof(dir), "%s", optarg);
+			dir_set = true;
+			break;
+		case 'I': insecure = true; break;
 		case 'a': api_port = atol(optarg); break;
 		case 'r': raft_port = atol(optarg); break;
 		case 'l': {
@@ -269,13 +353,32 @@ int cmd_up(int argc, char **argv)
 	if (n <= 0)
 		return iod_cli_fail("up", IOD_EXIT_ERROR, "cannot find my own binary");
 	exe[n] = 0;
-	char cmd[IOD_AGENT_PATH_MAX + 32];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'/server-* '%s'/node-* && mkdir -p '%s'", dir, dir,
-	         dir);
+	char cmd[4 * IOD_AGENT_PATH_MAX + 96];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'/server-* '%s'/node-* '%s'/pki && mkdir -p '%s'",
+	         dir, dir, dir, dir);
 	if (system(cmd) != 0)
 		return iod_cli_fail("up", IOD_EXIT_ERROR, "cannot prepare state dir %s", dir);
 
 	uint64_t t0 = (iod_clock_now_ns() / IOD_NS_PER_MS);
+	for (int i = 0; i < UP_SERVERS; i++) {
+		size_t la = strlen(apis);
+		snprintf(apis + la, sizeof(apis) - la, "%s127.0.0.1:%ld", i ? "," : "",
+		         api_port + i);
+	}
+	if (dir[0] != '/') {
+		char cwd[IOD_AGENT_PATH_MAX];
+		if (getcwd(cwd, sizeof(cwd)) && strlen(cwd) + strlen(dir) + 2 < sizeof(dir)) {
+			memmove(dir + strlen(cwd) + 1, dir, strlen(dir) + 1);
+			memcpy(dir, cwd, strlen(cwd));
+			dir[strlen(cwd)] = '/';
+		}
+	}
+	snprintf(pki, sizeof(pki), "%s/pki", dir);
+	struct iod_sec_tls_creds *admin = NULL;
+	int pki_rc = insecure ? 0 : make_pki(dir, pki, apis, nodes, !dir_set, &admin);
+	if (pki_rc)
+		return pki_rc;
+	apis[0] = 0;
 	for (int i = 0; i < UP_SERVERS; i++) {
 		size_t l = strlen(peers), la = strlen(apis);
 		snprintf(peers + l, sizeof(peers) - l, "%s%d=127.0.0.1:%ld@127.0.0.1:%ld",
@@ -294,9 +397,12 @@ int cmd_up(int argc, char **argv)
 		snprintf(api, sizeof(api), "127.0.0.1:%ld", api_port + i);
 		snprintf(log, sizeof(log), "%s/server-%d.log", dir, i + 1);
 		snprintf(path, sizeof(path), "%s/server-%d.pid", dir, i + 1);
-		char *av[16] = {exe,  "server", "--id", id,        "--data-dir", data, "--raft",
+		char *av[20] = {exe,  "server", "--id", id,        "--data-dir", data, "--raft",
 		                raft, "--api",  api,    "--peers", peers,        NULL};
 		int k = 12;
+		av[k++] = insecure ? "--insecure" : "--pki";
+		if (!insecure)
+			av[k++] = pki;
 		if (election[0]) {
 			av[k++] = "--election-timeout";
 			av[k++] = election;
@@ -312,6 +418,8 @@ int cmd_up(int argc, char **argv)
 	struct iod_api_client cl;
 	if (iod_api_client_init(&cl, apis, &e))
 		return iod_cli_fail("up", IOD_EXIT_ERROR, "%s", e.msg);
+	iod_api_client_set_creds(&cl, admin, NULL);
+	cl.own_creds = admin != NULL; /* freed by iod_api_client_close */
 	cl.timeout_ms = 500;
 	cl.retry_ms = 200;
 	while (!leader_ready(&cl)) {
@@ -339,7 +447,8 @@ int cmd_up(int argc, char **argv)
 		snprintf(log, sizeof(log), "%s/node-%ld.log", dir, i);
 		snprintf(path, sizeof(path), "%s/node-%ld.pid", dir, i);
 		snprintf(gs, sizeof(gs), "%ld", gpus);
-		char *av[24], telv[32];
+		char *av[32], telv[32], crt[IOD_AGENT_PATH_MAX + 48], key[IOD_AGENT_PATH_MAX + 48],
+		    cacrt[IOD_AGENT_PATH_MAX + 16];
 		int k = 0;
 		av[k++] = exe;
 		av[k++] = "agent";
@@ -357,6 +466,17 @@ int cmd_up(int argc, char **argv)
 		av[k++] = gpus_set || !strncmp(model, "generic-", 8) ? gs : model;
 		if (!sandbox)
 			av[k++] = "--no-sandbox";
+		if (!insecure) {
+			snprintf(cacrt, sizeof(cacrt), "%s/ca.crt", pki);
+			snprintf(crt, sizeof(crt), "%s/%s.crt", pki, name);
+			snprintf(key, sizeof(key), "%s/%s.key", pki, name);
+			av[k++] = "--ca";
+			av[k++] = cacrt;
+			av[k++] = "--cert";
+			av[k++] = crt;
+			av[k++] = "--key";
+			av[k++] = key;
+		}
 		/* VIPs are per service and every local node shares loopback: one
 		 * proxy (node-1's) serves them all; the others host none */
 		snprintf(mesh_admin, sizeof(mesh_admin), "127.0.0.1:%ld", mesh_port);

@@ -20,6 +20,22 @@ int iod_ctl_client(const char *cmd, const char *server, struct iod_api_client *c
 int iod_ctl_call(const char *cmd, struct iod_api_client *c, const char *method, const char *path,
                  const char *ctype, const void *body, size_t len, struct iod_api_response *r);
 
+/* What `iod top` and `iod viz` read from the cluster in one refresh. */
+struct iod_ctl_cluster {
+	json_t *status, *nodes, *services, *replicas, *endpoints; /* API answers */
+	json_t *telemetry;                                        /* or NULL (optional) */
+	char *mesh;                                               /* a proxy's /metrics, or NULL */
+};
+
+/*
+ * GET /v1/status, nodes, services, replicas, endpoints (required), and
+ * /v1/telemetry and mesh's /metrics (optional). 0, or an error in e with
+ * nothing kept. Prints nothing: a terminal UI calls it.
+ */
+int iod_ctl_cluster_read(struct iod_api_client *c, const char *mesh, struct iod_ctl_cluster *f,
+                         struct iod_err *e);
+void iod_ctl_cluster_free(struct iod_ctl_cluster *f);
+
 /* The common option text for --server. */
 #define IOD_CTL_SERVER_HELP                                                                \
 	"  --server ADDR[,ADDR...]  API address(es) of the cluster (default $IOD_SERVER, " \

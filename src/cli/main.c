@@ -19,6 +19,7 @@
 	X(cert, "issue certificates from the cluster CA; show a certificate")       \
 	X(token, "create, list and revoke bearer tokens (and node join tokens)")    \
 	X(revoke, "refuse every credential of a node, user or server")              \
+	X(secret, "store a secret sealed in the cluster (services mount it)")       \
 	X(audit, "show the audit trail of API writes and refusals")                 \
 	X(validate, "check a spec file and print it normalized")                    \
 	X(topo, "show a node's hardware topology (GPUs, NVLink, PCIe, NUMA, NICs)") \

@@ -50,6 +50,7 @@ struct svc_stats {
 	uint64_t lat[IOD_MESH_LATENCY_BUCKETS + 1]; /* latency histogram counts */
 	uint64_t lat_sum_ns;                        /* latency sum */
 	uint64_t panic;                             /* picks made in panic mode */
+	uint64_t denied;                            /* calls refused by a policy */
 };
 
 struct conn;
@@ -130,6 +131,8 @@ struct conn {
 	bool resp_started;             /* client: response head forwarded */
 	uint8_t method_len;            /* client: request method length */
 	char method[8];                /* client: request method (for HEAD and spans) */
+	bool peer_known;               /* client: the caller's socket uid is known */
+	uint32_t peer_uid;             /* ... and it is this */
 	struct iod_http_body body;     /* upstream: response body framing */
 	struct iod_http_body req_body; /* client: framing of the request body being read */
 	bool req_done;                 /* client: the request's last byte is in buf (or sent) */
@@ -165,6 +168,7 @@ struct worker {
 	char *scratch;                    /* IOD_MESH_HTTP_BUF: request rewriting */
 	struct iod_mesh_span_ring *spans; /* spans and flows of this worker */
 	uint64_t cx_refused;              /* accepts dropped: no free connection */
+	bool authz;                       /* the view carries identities and policies */
 };
 
 struct iod_mesh_proxy {
@@ -204,7 +208,14 @@ void iod_mesh_l4_event(struct worker *w, struct conn *c, uint32_t ev);
 void iod_mesh_l4_timer(struct worker *w, struct conn *c);
 
 /* proxy_http.c */
-void iod_mesh_http_accept(struct worker *w, struct wsvc *s, int fd, const char *client);
+void iod_mesh_http_accept(struct worker *w, struct wsvc *s, int fd, const char *client,
+                          bool peer_known, uint32_t peer_uid);
+/* The policy verdict for a call to `to` from the peer (proxy.c: the view's
+ * callers and policies, under the proxy's lock); caller gets the calling
+ * service's "tenant/name" when known, else "". */
+void iod_mesh_authz_check(struct worker *w, const struct iod_mesh_service *to, bool peer_known,
+                          uint32_t peer_uid, const char *method, struct iod_sec_verdict *v,
+                          char *caller, size_t caller_len);
 void iod_mesh_http_event(struct worker *w, struct conn *c, uint32_t ev);
 void iod_mesh_http_timer(struct worker *w, struct conn *c);
 

@@ -305,6 +305,7 @@ static int worker_apply_view(struct worker *w, struct iod_err *e)
 	w->view_version = __atomic_load_n(&p->version, __ATOMIC_ACQUIRE);
 	memcpy(w->node, p->view.node, sizeof(w->node));
 	memcpy(w->rack, p->view.rack, sizeof(w->rack));
+	w->authz = p->view.authz;
 	pthread_mutex_unlock(&p->mu);
 	for (uint32_t s = 0; s < IOD_MESH_SERVICES_MAX; s++)
 		if (w->svcs[s].active && !present[s])
@@ -401,6 +402,43 @@ int iod_mesh_proxy_wait(struct iod_mesh_proxy *p, uint32_t poll_ms, uint32_t res
 
 /* ---- the worker loop --------------------------------------------------- */
 
+void iod_mesh_authz_check(struct worker *w, const struct iod_mesh_service *to, bool peer_known,
+                          uint32_t peer_uid, const char *method, struct iod_sec_verdict *v,
+                          char *caller, size_t caller_len)
+{
+	struct iod_mesh_proxy *p = w->p;
+	pthread_mutex_lock(&p->mu);
+	iod_mesh_authz_decide(&p->view, peer_known, peer_uid, to, method, v);
+	caller[0] = 0;
+	for (uint32_t i = 0; peer_known && i < p->view.callers_n; i++)
+		if (p->view.callers[i].uid == peer_uid) {
+			snprintf(caller, caller_len, "%s/%s", p->view.callers[i].tenant,
+			         p->view.callers[i].service);
+			break;
+		}
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* An L4 connection a policy refuses: counted, recorded as a flow, closed. */
+static void l4_deny(struct worker *w, struct wsvc *s, int fd, const char *client,
+                    const struct iod_sec_verdict *v, const char *caller)
+{
+	struct iod_mesh_span sp;
+	memset(&sp, 0, sizeof(sp));
+	sp.kind = IOD_MESH_SPAN_FLOW;
+	iod_mesh_trace_ids_new(&w->rng, sp.trace_id, 16);
+	iod_mesh_trace_ids_new(&w->rng, sp.span_id, 8);
+	iod_strlcpy(sp.service, s->svc.name, sizeof(sp.service));
+	iod_strlcpy(sp.client, client, sizeof(sp.client));
+	iod_strlcpy(sp.denied_by, v->policy, sizeof(sp.denied_by));
+	iod_strlcpy(sp.caller, caller, sizeof(sp.caller));
+	sp.start_unix_ns = sp.end_unix_ns = iod_mesh_unix_ns(w);
+	sp.status = EACCES;
+	iod_mesh_span_ring_push(w->spans, &sp);
+	STAT_INC(s->st.denied);
+	close(fd);
+}
+
 static void on_accept(struct worker *w, struct listener *l)
 {
 	struct wsvc *s = &w->svcs[l->slot];
@@ -416,10 +454,24 @@ static void on_accept(struct worker *w, struct listener *l)
 		                     sizeof(client));
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		STAT_INC(s->st.cx_total);
+		/* who calls: the uid that owns the peer socket (peer.c) */
+		struct iod_mesh_peer peer = {0};
+		struct iod_err pe = {0};
+		bool known = w->authz && !iod_mesh_peer_owner(fd, &peer, &pe);
+		if (s->svc.mode == IOD_MESH_MODE_TCP && w->authz) {
+			struct iod_sec_verdict v;
+			char caller[2 * IOD_NAME_MAX + 2];
+			iod_mesh_authz_check(w, &s->svc, known, peer.uid, NULL, &v, caller,
+			                     sizeof(caller));
+			if (!v.allow) {
+				l4_deny(w, s, fd, client, &v, caller);
+				continue;
+			}
+		}
 		if (s->svc.mode == IOD_MESH_MODE_TCP)
 			iod_mesh_l4_accept(w, s, fd, client);
 		else
-			iod_mesh_http_accept(w, s, fd, client);
+			iod_mesh_http_accept(w, s, fd, client, known, peer.uid);
 	}
 }
 
@@ -653,7 +705,9 @@ void iod_mesh_proxy_stop(struct iod_mesh_proxy *p)
 	X(overflow, "iod_mesh_overflow_total", "counter",                                          \
 	  "Requests refused by a circuit breaker.")                                                \
 	X(panic, "iod_mesh_lb_panic_total", "counter",                                             \
-	  "Picks made in panic mode (too few usable endpoints: all used).")
+	  "Picks made in panic mode (too few usable endpoints: all used).")                        \
+	X(denied, "iod_mesh_denied_total", "counter",                                              \
+	  "Calls refused by a service policy (403, or a closed connection for tcp services).")
 
 #define EP_COUNTERS(X)                                                                          \
 	X(requests, "iod_mesh_endpoint_requests_total", "counter",                              \

@@ -83,7 +83,8 @@ static int cmp_span_start(const void *a, const void *b)
 
 /* Collect spans of a service newer than the cursor "c0,c1,..." (one per worker). */
 static uint32_t collect(struct iod_mesh_proxy *p, const char *service, const char *cursor,
-                        struct iod_mesh_span *out, uint32_t max, char *next, size_t next_len)
+                        struct iod_mesh_span *out, uint32_t max, char *next, size_t next_len,
+                        uint64_t *read, uint64_t *lost)
 {
 	static struct iod_mesh_span tmp[SPANS_PER_REPLY];
 	uint32_t n = 0;
@@ -101,6 +102,9 @@ static uint32_t collect(struct iod_mesh_proxy *p, const char *service, const cha
 		}
 		uint32_t got =
 		    iod_mesh_span_ring_read(p->workers[k].spans, after, tmp, SPANS_PER_REPLY);
+		/* what the ring overwrote since the cursor: `iod trace` says "N of M" */
+		*lost += iod_mesh_span_ring_lost(p->workers[k].spans, after);
+		*read += got;
 		uint64_t last = after;
 		for (uint32_t i = 0; i < got; i++) {
 			last = tmp[i].seq;
@@ -228,14 +232,22 @@ static void serve(struct iod_mesh_proxy *p, int fd)
 		iod_buf_free(&b);
 	} else if (pl == 6 && !strncmp(target, "/spans", pl)) {
 		char next[IOD_MESH_WORKERS_MAX * 21];
-		uint32_t n = collect(p, svc, cursor, spans, SPANS_PER_REPLY, next, sizeof(next));
+		uint64_t read = 0, lost = 0;
+		uint32_t n = collect(p, svc, cursor, spans, SPANS_PER_REPLY, next, sizeof(next),
+		                     &read, &lost);
 		json_t *arr = json_array();
 		for (uint32_t i = 0; i < n; i++)
 			json_array_append_new(arr, iod_mesh_span_otlp(&spans[i]));
-		reply_json(fd, json_pack("{s:s, s:o}", "cursor", next, "spans", arr));
+		/* read: ring entries past the cursor in this answer (every service);
+		 * overwritten: entries past the cursor already gone */
+		reply_json(fd, json_pack("{s:s, s:o, s:I, s:I, s:I}", "cursor", next, "spans", arr,
+		                         "read", (json_int_t)read, "overwritten", (json_int_t)lost,
+		                         "ring", (json_int_t)IOD_MESH_SPANS_MAX * p->workers_n));
 	} else if (pl == 10 && !strncmp(target, "/v1/traces", pl)) {
 		char next[IOD_MESH_WORKERS_MAX * 21];
-		uint32_t n = collect(p, svc, cursor, spans, SPANS_PER_REPLY, next, sizeof(next));
+		uint64_t read = 0, lost = 0;
+		uint32_t n = collect(p, svc, cursor, spans, SPANS_PER_REPLY, next, sizeof(next),
+		                     &read, &lost);
 		reply_json(fd, iod_mesh_spans_otlp(spans, n, p->view.node));
 	} else if (pl == 9 && !strncmp(target, "/registry", pl)) {
 		reply_json(fd, registry_json(p));

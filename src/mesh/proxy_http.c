@@ -234,6 +234,33 @@ static void respond(struct worker *w, struct conn *c, uint16_t code, bool close_
 	next_request(w, c);
 }
 
+/* A call a policy refuses: 403 naming the policy and why, counted, traced. */
+static void deny(struct worker *w, struct conn *c, const struct iod_sec_verdict *v)
+{
+	static __thread char resp[IOD_ERR_MSG_MAX + 512];
+	char body[IOD_ERR_MSG_MAX + 128];
+	int bl = snprintf(body, sizeof(body), "forbidden by policy %s: %s\n", v->policy, v->reason);
+	if (bl >= (int)sizeof(body))
+		bl = (int)sizeof(body) - 1;
+	if (!c->req_done)
+		c->keep_alive = false;
+	int n = snprintf(resp, sizeof(resp),
+	                 "HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\nx-iod-mesh: "
+	                 "denied\r\nx-iod-policy: %s\r\ncontent-length: %d\r\n%s\r\n%s",
+	                 v->policy, bl, c->keep_alive ? "" : "connection: close\r\n", body);
+	if (n >= (int)sizeof(resp))
+		n = (int)sizeof(resp) - 1;
+	c->span.bytes_out += (uint64_t)n;
+	span_finish(w, c, 403);
+	request_end(w, c);
+	c->state = c->keep_alive ? H_READ : H_CLOSING;
+	c->out = resp;
+	c->out_len = (uint32_t)n;
+	if (!client_flush(w, c))
+		return;
+	next_request(w, c);
+}
+
 static void dispatch(struct worker *w, struct conn *c, uint32_t exclude);
 static void start_send(struct worker *w, struct conn *u);
 
@@ -730,6 +757,18 @@ static void try_request(struct worker *w, struct conn *c)
 	c->req_start_ns = w->now_ns;
 	c->state = H_UPSTREAM;
 	STAT_INC(s->st.requests);
+	/* the receiving side's policy check, per request (methods may differ) */
+	if (w->authz) {
+		struct iod_sec_verdict v;
+		iod_mesh_authz_check(w, &s->svc, c->peer_known, c->peer_uid, c->method, &v,
+		                     sp->caller, sizeof(sp->caller));
+		if (!v.allow) {
+			iod_strlcpy(sp->denied_by, v.policy, sizeof(sp->denied_by));
+			STAT_INC(s->st.denied);
+			deny(w, c, &v);
+			return;
+		}
+	}
 	/* The client stays registered for EPOLLIN: re-arming per request would
 	 * cost two epoll_ctl calls; pipelined bytes defer it (client_event). */
 	if (iod_mesh_breaker_acquire(&s->breaker, &s->brk, IOD_MESH_BRK_REQUESTS)) {
@@ -856,7 +895,8 @@ static void client_event(struct worker *w, struct conn *c, uint32_t ev)
 	try_request(w, c);
 }
 
-void iod_mesh_http_accept(struct worker *w, struct wsvc *s, int fd, const char *client)
+void iod_mesh_http_accept(struct worker *w, struct wsvc *s, int fd, const char *client,
+                          bool peer_known, uint32_t peer_uid)
 {
 	struct conn *c = iod_mesh_conn_get(w, CK_HTTP_CLIENT, fd);
 	if (!c) {
@@ -867,6 +907,8 @@ void iod_mesh_http_accept(struct worker *w, struct wsvc *s, int fd, const char *
 	c->slot = (uint32_t)(s - w->svcs);
 	c->life = s->life;
 	c->state = H_READ;
+	c->peer_known = peer_known;
+	c->peer_uid = peer_uid;
 	iod_strlcpy(c->client_addr, client, sizeof(c->client_addr));
 	const char *colon = strrchr(client, ':');
 	c->affinity = iod_hash_bytes(client, colon ? (size_t)(colon - client) : strlen(client), 0);

@@ -80,6 +80,8 @@ int iod_mesh_registry_init(struct iod_mesh_registry *r, uint32_t cap)
 void iod_mesh_registry_free(struct iod_mesh_registry *r)
 {
 	free(r->svcs);
+	free(r->policies);
+	free(r->callers);
 	memset(r, 0, sizeof(*r));
 }
 

@@ -21,6 +21,7 @@
 #include "iod/objects.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -31,9 +32,11 @@
 
 /* A blocking GET through the one HTTP client (src/http/), given up after
  * timeout_ms, or within IOD_HTTP_STOP_SLICE_MS of *stop becoming non-zero
- * (-EINTR). */
+ * (-EINTR). With creds, over HTTPS to a server of the cluster
+ * (docs/security.md), sending token when it is set. */
 static int http_get(const char *addr, const char *path, uint32_t timeout_ms,
-                    const volatile int *stop, char **body, size_t *blen)
+                    const volatile int *stop, struct iod_sec_tls_creds *creds, const char *token,
+                    char **body, size_t *blen)
 {
 	struct iod_http_conn c;
 	struct iod_http_response r;
@@ -41,11 +44,16 @@ static int http_get(const char *addr, const char *path, uint32_t timeout_ms,
 	iod_http_conn_init(&c);
 	c.stop = stop;
 	c.body_max = IOD_MESH_API_REPLY_MAX;
+	c.creds = creds;
+	c.token = token;
 	*body = NULL;
 	int rc = iod_http_request(&c, addr, "GET", path, NULL, NULL, NULL, 0, timeout_ms, &r, &e);
 	iod_http_conn_close(&c);
-	if (rc)
+	if (rc) {
+		if (creds && rc != -EINTR)
+			IOD_WARN("mesh", "control plane at %s: %s", addr, e.msg);
 		return rc;
+	}
 	*body = r.body;
 	*blen = r.len;
 	return r.status;
@@ -56,7 +64,7 @@ static int get_json(struct iod_mesh_api_source *s, const char *path, json_t **ou
 {
 	char *body = NULL;
 	size_t len = 0;
-	int st = http_get(s->server, path, 2000, NULL, &body, &len);
+	int st = http_get(s->server, path, 2000, NULL, s->creds, s->token, &body, &len);
 	if (st < 0)
 		return iod_err_set(e, st, "control plane at %s: GET %s: %s", s->server, path,
 		                   strerror(-st));
@@ -86,6 +94,9 @@ static void service_from_json(struct iod_mesh_service *svc, const char *name, co
 {
 	iod_mesh_service_defaults(svc);
 	iod_strlcpy(svc->name, name, sizeof(svc->name));
+	const char *tenant = json_string_value(json_object_get(v, "tenant"));
+	iod_strlcpy(svc->tenant, tenant && iod_sec_name_valid(tenant) ? tenant : "default",
+	            sizeof(svc->tenant));
 	svc->mode = IOD_MESH_MODE_TCP;
 	svc->port = spec_port(v);
 	const json_t *p0 = json_array_get(json_object_get(v, "ports"), 0);
@@ -165,6 +176,90 @@ static bool endpoint_of(const json_t *ep, const char *name, struct iod_mesh_endp
 	return ok;
 }
 
+static int caller_sort(const void *a, const void *b)
+{
+	uint32_t x = ((const struct iod_mesh_caller *)a)->uid,
+	         y = ((const struct iod_mesh_caller *)b)->uid;
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Who may call whom: the Policy objects (each parsed as iod_sec_policy_parse
+ * reads them; one that does not parse is skipped with a warning, the rest
+ * still apply) and the callers the agents reported (an Endpoint's "uid" is
+ * its replica's: the identity its connections carry).
+ */
+static int build_authz(json_t *svcs, json_t *eps, json_t *pols, struct iod_mesh_registry *out,
+                       struct iod_err *e)
+{
+	const json_t *it;
+	size_t i;
+
+	free(out->policies);
+	free(out->callers);
+	out->policies = NULL;
+	out->callers = NULL;
+	out->callers_n = 0;
+	out->authz = true;
+	if (json_array_size(json_object_get(pols, "items"))) {
+		if (!(out->policies = calloc(1, sizeof(*out->policies))))
+			return iod_err_set(e, -ENOMEM, "out of memory");
+		json_array_foreach(json_object_get(pols, "items"), i, it)
+		{
+			struct iod_err pe = {0};
+			const char *name = json_string_value(json_object_get(it, "name"));
+			if (iod_sec_policy_parse(json_object_get(it, "value"), "default",
+			                         out->policies, &pe))
+				IOD_WARN("mesh", "policy %s: %s (skipped)", name ? name : "?",
+				         pe.msg);
+		}
+	}
+	size_t n = json_array_size(json_object_get(eps, "items"));
+	if (n && !(out->callers = calloc(n, sizeof(*out->callers))))
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	json_array_foreach(json_object_get(eps, "items"), i, it)
+	{
+		const json_t *v = json_object_get(it, "value"), *u = json_object_get(v, "uid");
+		const char *sn = json_string_value(json_object_get(v, "service"));
+		if (!sn || !json_is_integer(u) || json_integer_value(u) <= 0 ||
+		    json_integer_value(u) > UINT32_MAX)
+			continue; /* no sandbox uid (root, --no-sandbox): not an identity */
+		struct iod_mesh_caller *c = &out->callers[out->callers_n++];
+		c->uid = (uint32_t)json_integer_value(u);
+		iod_strlcpy(c->service, sn, sizeof(c->service));
+		iod_strlcpy(c->tenant, "default", sizeof(c->tenant));
+		const json_t *sv;
+		size_t k;
+		json_array_foreach(json_object_get(svcs, "items"), k, sv)
+		{
+			const char *t = json_string_value(
+			    json_object_get(json_object_get(sv, "value"), "tenant"));
+			if (t && iod_sec_name_valid(t) &&
+			    json_string_value(json_object_get(sv, "name")) &&
+			    !strcmp(json_string_value(json_object_get(sv, "name")), sn))
+				iod_strlcpy(c->tenant, t, sizeof(c->tenant));
+		}
+	}
+	if (out->callers_n)
+		qsort(out->callers, out->callers_n, sizeof(*out->callers), caller_sort);
+	/* a uid shared by replicas of different services (an agent that is not
+	 * root runs them all as itself) names no one: drop it */
+	uint32_t w = 0;
+	for (uint32_t r = 0; r < out->callers_n;) {
+		uint32_t q = r + 1;
+		bool same = true;
+		while (q < out->callers_n && out->callers[q].uid == out->callers[r].uid) {
+			same &= !strcmp(out->callers[q].service, out->callers[r].service);
+			q++;
+		}
+		if (same)
+			out->callers[w++] = out->callers[r];
+		r = q;
+	}
+	out->callers_n = w;
+	return 0;
+}
+
 static int build(struct iod_mesh_api_source *s, json_t *svcs, json_t *eps, json_t *nodes,
                  struct iod_mesh_registry *out, struct iod_err *e)
 {
@@ -213,7 +308,7 @@ static int build(struct iod_mesh_api_source *s, json_t *svcs, json_t *eps, json_
 static int api_poll(void *ctx, uint64_t have, struct iod_mesh_registry *out, struct iod_err *e)
 {
 	struct iod_mesh_api_source *s = ctx;
-	json_t *svcs = NULL, *eps = NULL, *nodes = NULL;
+	json_t *svcs = NULL, *eps = NULL, *nodes = NULL, *pols = NULL;
 	uint64_t rev = 0;
 	int rc;
 
@@ -227,12 +322,19 @@ static int api_poll(void *ctx, uint64_t have, struct iod_mesh_registry *out, str
 		return -EAGAIN;
 	}
 	if ((rc = get_json(s, "/v1/endpoints", &eps, e)) ||
-	    (rc = get_json(s, "/v1/nodes", &nodes, e)))
+	    (rc = get_json(s, "/v1/nodes", &nodes, e)) ||
+	    (rc = get_json(s, "/v1/policies", &pols, e)))
 		goto out;
-	if ((rc = build(s, svcs, eps, nodes, out, e)))
+	if ((rc = build(s, svcs, eps, nodes, out, e)) ||
+	    (rc = build_authz(svcs, eps, pols, out, e)))
 		goto out;
 	uint64_t h = iod_hash_bytes(out->svcs, sizeof(out->svcs[0]) * out->svcs_n, out->svcs_n);
 	h ^= iod_hash_str(out->rack);
+	if (out->callers_n)
+		h ^= iod_hash_bytes(out->callers, sizeof(*out->callers) * out->callers_n, 7);
+	if (out->policies)
+		h ^= iod_hash_bytes(out->policies->p,
+		                    sizeof(out->policies->p[0]) * out->policies->n, 11);
 	s->rev = rev;
 	if (h == s->hash && have == s->version && s->version) { /* the first view always counts */
 		rc = -EAGAIN; /* the cluster moved, our view did not */
@@ -245,14 +347,15 @@ out:
 	json_decref(svcs);
 	json_decref(eps);
 	json_decref(nodes);
+	json_decref(pols);
 	return rc;
 }
 
 /* Kinds whose changes can move the view. */
 static bool relevant(const char *kind)
 {
-	return kind &&
-	       (!strcmp(kind, "service") || !strcmp(kind, "endpoint") || !strcmp(kind, "node"));
+	return kind && (!strcmp(kind, "service") || !strcmp(kind, "endpoint") ||
+	                !strcmp(kind, "node") || !strcmp(kind, "policy"));
 }
 
 /*
@@ -276,7 +379,7 @@ static int api_wait(void *ctx, uint32_t timeout_ms, const volatile int *stop, st
 		snprintf(path, sizeof(path), "/v1/watch?rev=%llu&timeout_ms=%u",
 		         (unsigned long long)s->watch_rev, t);
 		/* the server answers by t; allow it a second more */
-		int st = http_get(s->server, path, t + 1000, stop, &body, &len);
+		int st = http_get(s->server, path, t + 1000, stop, s->creds, s->token, &body, &len);
 		waited += (iod_clock_now_ns() - t0) / IOD_NS_PER_MS;
 		if (st == -EINTR)
 			return -EINTR;

@@ -55,6 +55,13 @@ uint32_t iod_mesh_span_ring_read(const struct iod_mesh_span_ring *r, uint64_t af
 	return n;
 }
 
+uint64_t iod_mesh_span_ring_lost(const struct iod_mesh_span_ring *r, uint64_t after)
+{
+	uint64_t next = __atomic_load_n(&r->next, __ATOMIC_ACQUIRE);
+	uint64_t first = next > IOD_MESH_SPANS_MAX ? next - IOD_MESH_SPANS_MAX : 1;
+	return first > after + 1 ? first - after - 1 : 0;
+}
+
 static void attr_str(json_t *attrs, const char *key, const char *v)
 {
 	json_array_append_new(attrs,
@@ -100,6 +107,10 @@ json_t *iod_mesh_span_otlp(const struct iod_mesh_span *s)
 	attr_int(attrs, "iod.bytes_in", s->bytes_in);
 	attr_int(attrs, "iod.bytes_out", s->bytes_out);
 	attr_int(attrs, "iod.attempts", s->attempts);
+	if (s->caller[0])
+		attr_str(attrs, "iod.caller", s->caller);
+	if (s->denied_by[0]) /* refused by the receiving proxy: which policy */
+		attr_str(attrs, "iod.policy.denied_by", s->denied_by);
 	if (s->kind == IOD_MESH_SPAN_HTTP) {
 		attr_str(attrs, "http.request.method", s->method);
 		attr_str(attrs, "url.path", s->path);

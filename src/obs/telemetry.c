@@ -373,6 +373,12 @@ int iod_tel_prom(const struct iod_tel_node *n, struct iod_buf *b)
 		rc = rc ? rc
 		        : iod_prom_f64(b, "iod_telemetry_sample_seconds_total", labels,
 		                       (double)n->sample_ns_total / 1e9);
+		rc = rc ? rc
+		        : iod_prom_header(b, "iod_telemetry_cpu_seconds_total", "counter",
+		                          "CPU time of the agent's telemetry thread.");
+		rc = rc ? rc
+		        : iod_prom_f64(b, "iod_telemetry_cpu_seconds_total", labels,
+		                       (double)n->cpu_ns_total / 1e9);
 	}
 	return rc;
 }

@@ -379,6 +379,11 @@ int iod_sec_authorize(const struct iod_sec_identity *id, const struct iod_sec_re
 		            "`iod init` writes an admin credential to the client config)");
 	if (revoked(id, rq->state))
 		return deny(d, 401, id, rq, "its credential is revoked (`iod revoke`)");
+	/* nobody gets a new certificate for a revoked identity (a join token
+	 * for the name of a revoked node, a node renewing after its revocation) */
+	if (r == IOD_SEC_RES_CERTIFICATE && rq->subject && revoked(rq->subject, rq->state))
+		return deny(d, 403, id, rq, "%s %s is revoked (`iod revoke --undo` lifts it)",
+		            iod_sec_kind_name(rq->subject->kind), rq->subject->name);
 	switch (id->kind) {
 	case IOD_SEC_KIND_BOOTSTRAP:
 		/* a join token buys one thing: a node certificate */

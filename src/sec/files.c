@@ -400,3 +400,39 @@ int iod_sec_context_save(const char *path, const struct iod_sec_context *c, bool
 	free(text);
 	return rc;
 }
+
+int iod_sec_tls_creds_load(const char *ca_path, const char *cert_path, const char *key_path,
+                           struct iod_sec_tls_creds **out, struct iod_err *e)
+{
+	char *ca = NULL, *crt = NULL, *key = NULL;
+	bool with_cert = cert_path && cert_path[0];
+	int rc;
+
+	*out = NULL;
+	if ((rc = iod_sec_read_file(ca_path, false, &ca, e)))
+		return rc;
+	if (with_cert && !(rc = iod_sec_read_file(cert_path, false, &crt, e)))
+		rc = iod_sec_read_file(key_path, true, &key, e);
+	if (!rc)
+		rc = iod_sec_tls_creds_new(ca, crt, key, out, e);
+	free(ca);
+	free(crt);
+	if (key) {
+		memset(key, 0, strlen(key));
+		free(key);
+	}
+	return rc;
+}
+
+int iod_sec_context_creds(const struct iod_sec_context *c, struct iod_sec_tls_creds **out,
+                          struct iod_err *e)
+{
+	*out = NULL;
+	if (!c->ca[0])
+		return 0;
+	int rc = iod_sec_tls_creds_load(c->ca, c->token[0] ? NULL : c->cert, c->key, out, e);
+	if (rc)
+		return iod_err_set(e, rc, "client config %s: %s", c->path[0] ? c->path : "(env)",
+		                   e->msg);
+	return 0;
+}

@@ -111,7 +111,8 @@ static int common(gnutls_x509_crt_t crt, uint64_t not_before_s, uint64_t ttl_s, 
 	GT(gnutls_x509_crt_set_version(crt, 3));
 	GT(gnutls_x509_crt_set_serial(crt, serial, sizeof(serial)));
 	/* a minute of slack for clocks that disagree a little */
-	GT(gnutls_x509_crt_set_activation_time(crt, (time_t)(not_before_s - 60)));
+	GT(gnutls_x509_crt_set_activation_time(crt,
+	                                       (time_t)(not_before_s - IOD_SEC_CERT_BACKDATE_S)));
 	GT(gnutls_x509_crt_set_expiration_time(crt, (time_t)(not_before_s + ttl_s)));
 out:
 	return rc;

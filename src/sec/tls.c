@@ -72,11 +72,13 @@ static int creds_make(const char *ca_pem, const char *cert_pem, const char *key_
 		return iod_err_set(e, -ENOMEM, "out of memory");
 	}
 	gnutls_datum_t ca = {(unsigned char *)ca_pem, (unsigned)strlen(ca_pem)};
-	gnutls_datum_t crt = {(unsigned char *)cert_pem, (unsigned)strlen(cert_pem)};
-	gnutls_datum_t key = {(unsigned char *)key_pem, (unsigned)strlen(key_pem)};
+	/* no certificate: a client that trusts the CA and proves itself
+	 * another way (a bearer token in the request) */
+	gnutls_datum_t crt = {(unsigned char *)cert_pem, cert_pem ? (unsigned)strlen(cert_pem) : 0};
+	gnutls_datum_t key = {(unsigned char *)key_pem, key_pem ? (unsigned)strlen(key_pem) : 0};
 	if ((rc = gnutls_certificate_set_x509_trust_mem(c->x509, &ca, GNUTLS_X509_FMT_PEM)) < 1 ||
-	    (rc = gnutls_certificate_set_x509_key_mem(c->x509, &crt, &key, GNUTLS_X509_FMT_PEM)) <
-	        0) {
+	    (cert_pem && (rc = gnutls_certificate_set_x509_key_mem(c->x509, &crt, &key,
+	                                                           GNUTLS_X509_FMT_PEM)) < 0)) {
 		gnutls_certificate_free_credentials(c->x509);
 		free(c);
 		return iod_err_set(e, -EINVAL, "TLS credentials: %s",
@@ -268,4 +270,94 @@ void iod_sec_tls_close(struct iod_sec_tls *t)
 	gnutls_deinit(t->s);
 	creds_unref(t->owner, t->cr);
 	free(t);
+}
+
+/* ---- blocking use, bounded by a deadline (clients) ------------------------------- */
+
+static uint64_t mono_ms(void)
+{
+	return iod_clock_now_ns() / IOD_NS_PER_MS;
+}
+
+/* Wait for want on fd until deadline_ms (monotonic): 0, or -ETIMEDOUT. */
+static int wait_want(int fd, unsigned want, uint64_t deadline_ms)
+{
+	for (;;) {
+		uint64_t now = mono_ms();
+		if (now >= deadline_ms)
+			return -ETIMEDOUT;
+		struct pollfd p = {.fd = fd, .events = (short)want};
+		int rc = poll(&p, 1, (int)(deadline_ms - now));
+		if (rc > 0)
+			return 0;
+		if (rc == 0)
+			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+int iod_sec_tls_connect(struct iod_sec_tls_creds *c, int fd, enum iod_sec_kind want_peer,
+                        uint64_t deadline_ms, struct iod_sec_tls **out, struct iod_err *e)
+{
+	struct iod_sec_tls *t;
+	unsigned want = 0;
+	int rc;
+
+	if ((rc = iod_sec_tls_open(c, fd, true, &t, e)))
+		return rc;
+	while ((rc = iod_sec_tls_handshake(t, &want, e)) == -EAGAIN)
+		if ((rc = wait_want(fd, want, deadline_ms))) {
+			iod_err_set(e, rc, "TLS handshake: %s", strerror(-rc));
+			break;
+		}
+	if (!rc && t->peer.id.kind != want_peer) {
+		char who[IOD_NAME_MAX * 3];
+		iod_sec_identity_format(&t->peer.id, who, sizeof(who));
+		rc = iod_err_set(e, -EACCES, "the peer is %s, not a %s of the cluster", who,
+		                 iod_sec_kind_name(want_peer));
+	}
+	if (rc) {
+		iod_sec_tls_close(t);
+		return rc;
+	}
+	*out = t;
+	return 0;
+}
+
+int iod_sec_tls_write_all(struct iod_sec_tls *t, int fd, const void *buf, size_t n,
+                          uint64_t deadline_ms, struct iod_err *e)
+{
+	const char *p = buf;
+	while (n) {
+		unsigned want = 0;
+		long w = iod_sec_tls_write(t, p, n, &want, e);
+		if (w > 0) {
+			p += w;
+			n -= (size_t)w;
+			continue;
+		}
+		if (w == -EAGAIN) {
+			int rc = wait_want(fd, want, deadline_ms);
+			if (rc)
+				return rc;
+			continue;
+		}
+		return w < 0 ? (int)w : -EPIPE;
+	}
+	return 0;
+}
+
+long iod_sec_tls_read_wait(struct iod_sec_tls *t, int fd, void *buf, size_t n, uint64_t deadline_ms,
+                           struct iod_err *e)
+{
+	for (;;) {
+		unsigned want = 0;
+		long r = iod_sec_tls_read(t, buf, n, &want, e);
+		if (r != -EAGAIN)
+			return r;
+		int rc = wait_want(fd, want, deadline_ms);
+		if (rc)
+			return rc;
+	}
 }

@@ -1369,13 +1369,49 @@ enum {
 	SV_RESTART,
 	SV_GANG,
 	SV_SANDBOX,
+	SV_SECRETS,
 	SV_NKEYS
 };
 static const char *const service_keys[SV_NKEYS] = {
-    "name", "type",  "replicas", "resources",  "cpu",       "network", "command", "args",
-    "env",  "ports", "health",   "depends_on", "placement", "restart", "gang",    "sandbox"};
+    "name",  "type",   "replicas",   "resources", "cpu",     "network", "command", "args",   "env",
+    "ports", "health", "depends_on", "placement", "restart", "gang",    "sandbox", "secrets"};
 static const char *const service_type_names[] = {"stateless", "stateful"};
 static const char *const restart_names[] = {"always", "on-failure", "never"};
+
+/*
+ * secrets: [db-password, tls-key]: the names of Secret objects (`iod secret
+ * create`), each handed to the replica as the file /run/secrets/<name> in a
+ * tmpfs of its sandbox (docs/security.md). Values never appear in a spec.
+ */
+static void load_secrets(struct spec_ld *ld, const struct snode *v, struct iod_spec_service *s)
+{
+	if (!want_seq(ld, v, "secrets", "[db-password]", IOD_SEC_SECRETS_PER_SERVICE_MAX,
+	              "IOD_SEC_SECRETS_PER_SERVICE_MAX"))
+		return;
+	const char **names = iod_arena_alloc(&ld->spec->arena, sizeof(*names) * (v->n + 1));
+	uint32_t n = 0;
+	for (const struct snode *it = v->first; names && it; it = it->next) {
+		const char *d;
+		if (it->kind == SNODE_MAP) {
+			spec_err(ld, it,
+			         "a secrets entry is the name of a secret (`iod secret create NAME "
+			         "--from-file F`), never its value");
+			continue;
+		}
+		if (!get_name(ld, it, "secrets entry", &d))
+			continue;
+		bool dup = false;
+		for (uint32_t j = 0; j < n; j++)
+			dup |= !strcmp(names[j], d);
+		if (dup) {
+			spec_err(ld, it, "secrets lists \"%s\" twice", d);
+			continue;
+		}
+		names[n++] = d;
+	}
+	s->secrets = names;
+	s->secrets_n = n;
+}
 
 static void load_service(struct spec_ld *ld, const struct snode *m, uint32_t index,
                          struct iod_spec_service *s, struct svc_aux *aux)
@@ -1510,6 +1546,8 @@ static void load_service(struct spec_ld *ld, const struct snode *m, uint32_t ind
 		get_bool(ld, v[SV_GANG], "gang", &s->gang);
 	if (v[SV_SANDBOX])
 		load_sandbox(ld, v[SV_SANDBOX], &s->sandbox);
+	if (v[SV_SECRETS])
+		load_secrets(ld, v[SV_SECRETS], s);
 }
 
 /* ---- cross-service checks ------------------------------------------------ */

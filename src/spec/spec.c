@@ -418,6 +418,8 @@ static json_t *service_json(const struct iod_spec_service *s)
 	set(o, "gang", json_boolean(s->gang));
 	if (s->sandbox.set)
 		set(o, "sandbox", sandbox_json(&s->sandbox));
+	if (s->secrets_n)
+		set(o, "secrets", strings_json(s->secrets, s->secrets_n));
 	return o;
 }
 

@@ -94,11 +94,14 @@ put("service", "smuggled", {"type": "stateless", "command": "sh", "privileged": 
 put("replica", "smuggled-0", {"service": "smuggled", "node": "node-1"})
 json.dump({"ops": ops}, open(sys.argv[1], "w"))
 EOF
-# raw writes go to the leader (a follower answers 503 with its address)
+# raw writes go to the leader (a follower answers 503 with its address),
+# with the admin credential `iod up` made
+PKI="$IOD_STATE_DIR/pki"
 post_txn() {
 	for a in $(echo "$IOD_SERVER" | tr , ' '); do
 		code=$(curl -s -o "$T/txn.out" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
-			--data-binary @"$T/txn.json" "http://$a/v1/txn")
+			--cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
+			--data-binary @"$T/txn.json" "https://$a/v1/txn")
 		[ "$code" = 200 ] && return 0
 	done
 	echo "txn: HTTP $code: $(cat "$T/txn.out")"

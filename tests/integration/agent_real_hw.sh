@@ -55,11 +55,18 @@ sys.exit(0 if names.get('xml-box') == 'xml' and names.get('this-host') == 'host'
 "$IOD" up --nodes 1 --gpus-per-node 0 --lease-ttl 2s --api-port $((BASE + 10)) \
 	--raft-port $((BASE + 0)) --election-timeout 1s --heartbeat 100ms >"$T/up.log" 2>&1 ||
 	{ cat "$T/up.log"; bad "iod up"; exit 1; }
+# each extra node its certificate from the cluster's CA (docs/security.md)
+PKI="$IOD_STATE_DIR/pki"
+for n in xml-box this-host; do
+	"$IOD" cert create node $n --pki "$PKI" --out "$T/$n" >/dev/null || { bad "cert $n"; exit 1; }
+done
 "$IOD" agent --server "$IOD_SERVER" --name xml-box --xml examples/topologies/pcie-8gpu.xml \
-	--data-dir "$T/xml-box" --no-mesh --lease-ttl 2s >"$T/xml-box.log" 2>&1 &
+	--data-dir "$T/xml-box" --no-mesh --lease-ttl 2s \
+	--ca "$PKI/ca.crt" --cert "$T/xml-box.crt" --key "$T/xml-box.key" >"$T/xml-box.log" 2>&1 &
 APIDS="$APIDS $!"
 "$IOD" agent --server "$IOD_SERVER" --name this-host --data-dir "$T/this-host" --no-mesh \
-	--lease-ttl 2s >"$T/this-host.log" 2>&1 &
+	--lease-ttl 2s --ca "$PKI/ca.crt" --cert "$T/this-host.crt" --key "$T/this-host.key" \
+	>"$T/this-host.log" 2>&1 &
 APIDS="$APIDS $!"
 if wait_for 20 registered; then ok "xml_and_host_nodes_register"; else bad "xml_and_host_nodes_register"; "$IOD" get nodes; exit 1; fi
 

@@ -12,6 +12,9 @@
 #   rejoin       the restarted replica takes traffic again after ejection
 #   trace        one call frontend -> param-server: both spans share one trace
 #                id and the inner span's parent is the outer span (`iod trace`)
+#   trace_filters  `iod trace --since/--status` keep only matching calls
+#   trace_retained past the span rings' size, `iod trace` says "N of M spans
+#                retained" instead of pretending it saw every call
 #   metrics      /metrics is Prometheus text with the expected families
 #   dns          <service>.iod resolves to the VIP (skipped without python3)
 set -u
@@ -161,6 +164,38 @@ if [ ${#tid} -eq 32 ] && "$IOD" trace -s param-server -o json --admin "$ADMIN" |
 	ok trace_created
 else
 	bad trace_created "trace id '$tid' not continued to param-server"
+fi
+
+# trace filters: --since keeps only recent calls, --status by outcome.
+sleep 1.5
+curl -s -o /dev/null "http://$VIP_FE:8000/since-probe"
+sleep 0.2
+"$IOD" trace -s frontend --since 1s --admin "$ADMIN" >"$T/since.txt"
+"$IOD" trace -s frontend --status 2xx --admin "$ADMIN" >"$T/s2xx.txt"
+"$IOD" trace -s frontend --status 4xx --admin "$ADMIN" >"$T/s4xx.txt"
+"$IOD" trace -s frontend --admin "$ADMIN" >"$T/all.txt"
+bad_status=$("$IOD" trace --status 6xx --admin "$ADMIN" 2>&1); bad_rc=$?
+if grep -q '/since-probe' "$T/since.txt" && ! grep -q '/train' "$T/since.txt" &&
+	[ "$(wc -l <"$T/s2xx.txt")" -gt 0 ] && [ ! -s "$T/s4xx.txt" ] &&
+	[ "$(wc -l <"$T/s2xx.txt")" -le "$(wc -l <"$T/all.txt")" ] &&
+	[ "$bad_rc" = 2 ] && echo "$bad_status" | grep -q 'want 2xx'; then
+	ok trace_filters
+else
+	bad trace_filters "since: $(wc -l <"$T/since.txt") lines, 2xx $(wc -l <"$T/s2xx.txt"), 4xx $(wc -l <"$T/s4xx.txt"), rc $bad_rc"
+fi
+# the rings (IOD_MESH_SPANS_MAX per worker) overflow: "N of M spans retained"
+if command -v wrk >/dev/null; then
+	wrk -t1 -c8 -d3s "http://$VIP_FE:8000/flood" >"$T/wrk.txt" 2>&1
+	"$IOD" trace --admin "$ADMIN" >/dev/null 2>"$T/retained.txt"
+	n=$(sed -n 's/.* \([0-9][0-9]*\) of \([0-9][0-9]*\) spans retained.*/\1/p' "$T/retained.txt")
+	m=$(sed -n 's/.* \([0-9][0-9]*\) of \([0-9][0-9]*\) spans retained.*/\2/p' "$T/retained.txt")
+	if [ -n "$n" ] && [ -n "$m" ] && [ "$n" -lt "$m" ] && [ "$n" -le $((2 * 4096)) ]; then
+		ok "trace_retained ($n of $m)"
+	else
+		bad trace_retained "stderr: $(cat "$T/retained.txt"); $(grep Requests/sec "$T/wrk.txt")"
+	fi
+else
+	skip=$((skip + 1)); echo "skip trace_retained: wrk missing"
 fi
 
 # metrics: Prometheus families and a histogram with +Inf.

@@ -14,6 +14,9 @@ command -v python3 >/dev/null || { echo "python3 missing"; exit 77; }
 command -v curl >/dev/null || { echo "curl missing"; exit 77; }
 
 T=$(mktemp -d)
+# the client config `iod up` writes (its admin credential) is found here
+export IOD_STATE_DIR="$T/state"
+unset IOD_CONFIG
 PROXY_PID=""
 cleanup() {
 	[ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null && wait "$PROXY_PID" 2>/dev/null
@@ -161,7 +164,7 @@ while [ $i -lt 100 ]; do
 done
 if [ -z "$VIP" ]; then
 	echo "FAIL up_registry: no healthy parameter-server endpoint in the proxy's view"
-	cat "$T/proxy.log"; curl -s "http://$API/v1/endpoints"
+	cat "$T/proxy.log"; "$IOD" get endpoints --server "$API"
 	echo "RESULT $pass $((fail + 1)) 0"; exit 0
 fi
 echo "ok   up_registry ($VIP)"; pass=$((pass + 1))

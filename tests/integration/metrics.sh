@@ -11,6 +11,8 @@
 #   promtool_proxy   `promtool check metrics` on that proxy's /metrics
 #   promtool_server_N   on each server's /metrics of a running `iod up`
 #   promtool_mesh    on the /metrics of the mesh proxy `iod up` starts
+#   promtool_agent   on the node agent's telemetry /metrics (GPU, replica and
+#                    DCGM-exporter series; --telemetry-port)
 # Needs promtool (Debian package prometheus, installed by scripts/deps.sh).
 set -u
 B=${1:-build}
@@ -42,14 +44,16 @@ ADMIN="127.0.0.1:$((BASE + 9))"
 pass=0 fail=0
 ok() { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
-# promcheck NAME URL: promtool check metrics on what URL serves
+# promcheck NAME URL [CURL OPTIONS]: promtool check metrics on what URL serves
 promcheck() {
-	if ! curl -sf "$2" >"$T/m.txt"; then
-		bad "$1" "GET $2 failed"
+	n=$1 u=$2
+	shift 2
+	if ! curl -sf "$@" "$u" >"$T/m.txt"; then
+		bad "$n" "GET $u failed"
 	elif promtool check metrics <"$T/m.txt" >"$T/pt.txt" 2>&1; then
-		ok "$1"
+		ok "$n"
 	else
-		bad "$1" "$(head -5 "$T/pt.txt")"
+		bad "$n" "$(head -5 "$T/pt.txt")"
 	fi
 }
 
@@ -106,11 +110,14 @@ promcheck promtool_proxy "http://$ADMIN/metrics"
 
 # A running `iod up`: each server's /metrics and the mesh proxy's.
 if "$IOD" up --nodes 1 --gpus-per-node 2 --lease-ttl 2s --api-port $((BASE + 10)) \
-	--raft-port $((BASE + 0)) --mesh-port $((BASE + 15)) --election-timeout 1s \
-	--heartbeat 100ms >"$T/up.log" 2>&1; then
+	--raft-port $((BASE + 0)) --mesh-port $((BASE + 15)) --telemetry-port $((BASE + 16)) \
+	--election-timeout 1s --heartbeat 100ms >"$T/up.log" 2>&1; then
 	UP=1
+	# the servers of `iod up` speak HTTPS: the admin credential it made
+	PKI="$IOD_STATE_DIR/pki"
 	for s in 0 1 2; do
-		promcheck "promtool_server_$((s + 1))" "http://127.0.0.1:$((BASE + 10 + s))/metrics"
+		promcheck "promtool_server_$((s + 1))" "https://127.0.0.1:$((BASE + 10 + s))/metrics" \
+			--cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key"
 	done
 	i=0
 	until curl -sf "http://127.0.0.1:$((BASE + 15))/healthz" >/dev/null 2>&1; do
@@ -118,6 +125,13 @@ if "$IOD" up --nodes 1 --gpus-per-node 2 --lease-ttl 2s --api-port $((BASE + 10)
 		sleep 0.1
 	done
 	promcheck promtool_mesh "http://127.0.0.1:$((BASE + 15))/metrics"
+	# the agent's first sample comes within its 1 s interval
+	i=0
+	until curl -sf "http://127.0.0.1:$((BASE + 16))/metrics" 2>/dev/null | grep -q '^DCGM_FI_DEV_GPU_UTIL{'; do
+		i=$((i + 1)); [ $i -gt 50 ] && break
+		sleep 0.1
+	done
+	promcheck promtool_agent "http://127.0.0.1:$((BASE + 16))/metrics"
 else
 	bad iod_up "$(tail -5 "$T/up.log")"
 fi

@@ -83,7 +83,7 @@ for name in DCGM_FI_DEV_FB_USED DCGM_FI_DEV_FB_FREE DCGM_FI_DEV_POWER_USAGE DCGM
 	iod_gpu_power_watts iod_gpu_temperature_celsius iod_gpu_nvlink_bytes_total \
 	iod_gpu_pcie_bytes_total iod_gpu_stalled iod_gpu_simulated iod_replica_cpu_seconds_total \
 	iod_replica_cpu_ratio iod_replica_memory_bytes iod_replica_restarts_total \
-	iod_telemetry_samples_total iod_telemetry_sample_seconds_total; do
+	iod_telemetry_samples_total iod_telemetry_sample_seconds_total iod_telemetry_cpu_seconds_total; do
 	echo "$m" | grep -q "^# TYPE $name " || missing="$missing $name"
 done
 if [ -z "$missing" ]; then ok "telemetry_metric_families"; else bad "telemetry_metric_families:$missing"; fi
@@ -113,8 +113,11 @@ if [ -n "$names" ] && [ -z "$absent" ] && [ $cfg_ok = 1 ]; then ok "telemetry_ex
 else bad "telemetry_examples_match: not served:$absent (config ok: $cfg_ok)"; fi
 
 # 2. summaries at the control plane, not in Raft; iod top shows them
+# (the API of `iod up` is HTTPS: the admin credential it made)
+api_curl() { curl -s --cacert "$IOD_STATE_DIR/pki/ca.crt" --cert "$IOD_STATE_DIR/pki/admin.crt" \
+	--key "$IOD_STATE_DIR/pki/admin.key" "$@"; }
 summary_busy() {
-	curl -s "http://$API/v1/telemetry" -L 2>/dev/null | python3 -c '
+	api_curl "https://$API/v1/telemetry" -L 2>/dev/null | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 ok = any(g.get("replica") == "trainer-0" and g.get("util_pct", 0) >= 90
@@ -128,12 +131,12 @@ summary_any() {
 	done
 	return 1
 }
-objs() { curl -s "http://$1/v1/status" | python3 -c 'import json,sys; print(json.load(sys.stdin)["objects"])'; }
+objs() { api_curl "https://$1/v1/status" | python3 -c 'import json,sys; print(json.load(sys.stdin)["objects"])'; }
 if wait_for 15 summary_any; then
 	# summaries keep arriving (every 5 s per node); the replicated state holds
 	# no more objects for them
 	o1=$(objs "$API"); sleep 6; o2=$(objs "$API")
-	if [ "$o1" = "$o2" ] && ! curl -s "http://$API/v1/nodes" | grep -q util_hist; then
+	if [ "$o1" = "$o2" ] && ! api_curl "https://$API/v1/nodes" | grep -q util_hist; then
 		ok "telemetry_summary_not_in_raft ($o1 objects before and after)"
 	else bad "telemetry_summary_not_in_raft: objects $o1 -> $o2"; fi
 else

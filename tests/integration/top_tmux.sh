@@ -114,7 +114,9 @@ fi
 
 # 2. filter, view switch, a bad view
 keys / web Enter
-if wait_screen 3 '^web-0' && ! screen | grep -q '^store-0' && screen | grep -q 'filter web'; then
+# wait for the applied filter on the status line first: web-0 is on screen
+# before the keys are read too, and a loaded machine reads them late
+if wait_screen 5 'rows  filter web' && screen | grep -q '^web-0' && ! screen | grep -q '^store-0'; then
 	ok "top_filter"
 else
 	bad "top_filter"

@@ -500,3 +500,72 @@ TEST(config_parse_and_errors)
 	}
 	iod_mesh_registry_free(&r);
 }
+
+/* The receiving proxy's policy decision from a caller's socket uid. */
+TEST(authz_callers_by_uid_and_policies)
+{
+	struct iod_mesh_registry r;
+	struct iod_mesh_caller callers[3] = {
+	    {.uid = 1000, .service = "caller", .tenant = "default"},
+	    {.uid = 2000, .service = "other", .tenant = "default"},
+	    {.uid = 3000, .service = "intruder", .tenant = "acme"}};
+	struct iod_sec_policy_set set = {0};
+	struct iod_mesh_service to;
+	struct iod_sec_verdict v;
+	struct iod_err e = {0};
+
+	memset(&r, 0, sizeof(r));
+	memset(&to, 0, sizeof(to));
+	snprintf(to.name, sizeof(to.name), "backend");
+	to.port = 8080;
+	r.authz = true;
+	r.callers = callers;
+	r.callers_n = 3;
+	/* no policy: within a tenant allowed, across denied, the node's own processes allowed */
+	iod_mesh_authz_decide(&r, true, 1000, &to, "GET", &v);
+	CHECK(v.allow);
+	CHECK_STR(v.policy, "default-same-tenant");
+	iod_mesh_authz_decide(&r, true, 3000, &to, "GET", &v);
+	CHECK(!v.allow);
+	CHECK_STR(v.policy, "default-cross-tenant");
+	iod_mesh_authz_decide(&r, true, 4242, &to, "GET", &v);
+	CHECK(v.allow);
+	CHECK_STR(v.policy, "default-node");
+	iod_mesh_authz_decide(&r, false, 0, &to, NULL, &v);
+	CHECK(v.allow);
+	/* deny caller -> backend: caller refused naming the policy, other still allowed */
+	json_t *j =
+	    json_loads("{\"name\": \"no-caller\", \"from\": \"caller\", \"to\": \"backend\", "
+	               "\"action\": \"deny\"}",
+	               0, NULL);
+	CHECK_EQ(iod_sec_policy_parse(j, "default", &set, &e), 0);
+	json_decref(j);
+	r.policies = &set;
+	iod_mesh_authz_decide(&r, true, 1000, &to, "GET", &v);
+	CHECK(!v.allow);
+	CHECK_STR(v.policy, "no-caller");
+	iod_mesh_authz_decide(&r, true, 2000, &to, "POST", &v);
+	CHECK(v.allow);
+	/* a policy for every caller ("*") reaches the node's own processes too */
+	j = json_loads(
+	    "{\"name\": \"lockdown\", \"from\": \"*\", \"to\": \"backend\", \"methods\": "
+	    "[\"DELETE\"], \"action\": \"deny\"}",
+	    0, NULL);
+	CHECK_EQ(iod_sec_policy_parse(j, "default", &set, &e), 0);
+	json_decref(j);
+	iod_mesh_authz_decide(&r, false, 0, &to, "DELETE", &v);
+	CHECK(!v.allow);
+	CHECK_STR(v.policy, "lockdown");
+	iod_mesh_authz_decide(&r, false, 0, &to, "GET", &v);
+	CHECK(v.allow);
+	/* an allow-listed destination (cross tenant allowed for one caller) */
+	j = json_loads("{\"name\": \"acme-in\", \"from\": \"acme/intruder\", \"to\": \"backend\"}",
+	               0, NULL);
+	CHECK_EQ(iod_sec_policy_parse(j, "default", &set, &e), 0);
+	json_decref(j);
+	iod_mesh_authz_decide(&r, true, 3000, &to, "GET", &v);
+	CHECK(v.allow);
+	CHECK_STR(v.policy, "acme-in");
+	iod_mesh_authz_decide(&r, true, 2000, &to, "GET", &v);
+	CHECK(!v.allow); /* the destination is allow-listed now */
+}

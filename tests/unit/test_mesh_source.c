@@ -90,7 +90,7 @@ static int fake_start(struct fake_api *f, pthread_t *t)
 
 TEST(api_source_builds_view_from_control_plane)
 {
-	struct fake_api f = {.answers = 7, .rev = 5}; /* 3 + 1 + 3 requests below */
+	struct fake_api f = {.answers = 9, .rev = 5}; /* 4 + 1 + 4 requests below */
 	struct iod_mesh_api_source as;
 	struct iod_mesh_registry r;
 	struct iod_err e = {0};

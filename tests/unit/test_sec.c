@@ -344,7 +344,36 @@ TEST(authz_node_writes_only_its_own)
 	snprintf(join.name, sizeof(join.name), "node-3");
 	CHECK_EQ(iod_sec_authorize(&join, &rq, &d), -EACCES);
 	CHECK_EQ(decide(&join, IOD_SEC_VERB_LIST, IOD_SEC_RES_NODE, "", NULL, s, &d), -EACCES);
+	/* ... and never one for a revoked node, nor may a node renew after
+	 * its revocation (the agent-bootstrap regression of issue 16) */
+	join.name[0] = 0;
+	rq.subject = &n2;
+	CHECK_EQ(iod_sec_authorize(&join, &rq, &d), -EACCES);
+	CHECK_EQ(d.status, 403);
+	CHECK_CONTAINS(d.reason, "node node-2 is revoked");
+	CHECK_EQ(iod_sec_authorize(&n2, &rq, &d), -EACCES);
+	CHECK_EQ(d.status, 401);
+	rq.subject = &n1;
+	CHECK_EQ(iod_sec_authorize(&n1, &rq, &d), 0);
 	iod_state_free(s);
+}
+
+TEST(cert_renewal_at_two_thirds_of_its_life)
+{
+	/* a 24 h certificate, backdated for clock skew as the CA issues them */
+	uint64_t nb = 1000000 - IOD_SEC_CERT_BACKDATE_S, na = 1000000 + 24 * 3600;
+	CHECK(!iod_sec_cert_renew_due(nb, na, 1000000));
+	CHECK(!iod_sec_cert_renew_due(nb, na, 1000000 + 16 * 3600 - 1));
+	CHECK(iod_sec_cert_renew_due(nb, na, 1000000 + 16 * 3600));
+	CHECK(iod_sec_cert_renew_due(nb, na, na + 1));
+	/* a 12 s one (tests): not at once, at 8 s */
+	nb = 5000 - IOD_SEC_CERT_BACKDATE_S;
+	na = 5012;
+	CHECK(!iod_sec_cert_renew_due(nb, na, 5001));
+	CHECK(!iod_sec_cert_renew_due(nb, na, 5007));
+	CHECK(iod_sec_cert_renew_due(nb, na, 5008));
+	/* nonsense validity: renew */
+	CHECK(iod_sec_cert_renew_due(10, 5, 7));
 }
 
 TEST(authz_node_leases)

@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -173,4 +174,71 @@ TEST(mtls_foreign_ca_refused)
 	iod_sec_tls_creds_free(bad);
 	iod_sec_ca_free(ca);
 	iod_sec_ca_free(evil);
+}
+
+/* The server half, driven on its own thread while the client blocks. */
+struct serve_arg {
+	struct iod_sec_tls_creds *creds;
+	int fd;
+	int rc;
+};
+
+static void *serve(void *p)
+{
+	struct serve_arg *a = p;
+	struct iod_sec_tls *t = NULL;
+	struct iod_err e = {0};
+	a->rc = iod_sec_tls_open(a->creds, a->fd, false, &t, &e);
+	for (int i = 0; i < 500 && !a->rc; i++) {
+		unsigned w = POLLIN;
+		a->rc = iod_sec_tls_handshake(t, &w, &e);
+		if (a->rc != -EAGAIN)
+			break;
+		a->rc = 0;
+		struct pollfd pf = {.fd = a->fd, .events = (short)w};
+		poll(&pf, 1, 10);
+	}
+	iod_sec_tls_close(t);
+	return NULL;
+}
+
+/* A client of the API wants a *server* of the cluster: a node's certificate
+ * from the same CA posing as the API server is refused (issue 16). */
+TEST(client_connect_checks_the_peer_kind)
+{
+	struct iod_sec_ca *ca = NULL;
+	struct iod_err e = {0};
+	CHECK_EQ(iod_sec_ca_create("local", (uint64_t)time(NULL), 3600, &ca, &e), 0);
+	struct iod_sec_tls_creds *server = creds_for(ca, IOD_SEC_KIND_SERVER, "1"),
+	                         *node = creds_for(ca, IOD_SEC_KIND_NODE, "node-1"),
+	                         *user =
+	                             creds_for(ca, IOD_SEC_KIND_NODE, "node-2"); /* the client */
+	CHECK(server && node && user);
+	struct iod_sec_tls_creds *posers[2] = {server, node};
+	for (int k = 0; k < 2; k++) {
+		int fds[2];
+		pthread_t th;
+		struct iod_sec_tls *t = NULL;
+		struct iod_err ce = {0};
+		CHECK_EQ(pair(fds), 0);
+		struct serve_arg a = {.creds = posers[k], .fd = fds[1]};
+		CHECK_EQ(pthread_create(&th, NULL, serve, &a), 0);
+		uint64_t deadline = iod_clock_now_ns() / IOD_NS_PER_MS + 3000;
+		int rc = iod_sec_tls_connect(user, fds[0], IOD_SEC_KIND_SERVER, deadline, &t, &ce);
+		if (k == 0) {
+			CHECK_MSG(rc == 0, "%s", ce.msg);
+			CHECK_EQ(iod_sec_tls_peer(t)->id.kind, IOD_SEC_KIND_SERVER);
+		} else {
+			CHECK_EQ(rc, -EACCES);
+			CHECK_CONTAINS(ce.msg, "not a server of the cluster");
+		}
+		iod_sec_tls_close(t);
+		close(fds[0]);
+		pthread_join(th, NULL);
+		close(fds[1]);
+	}
+	iod_sec_tls_creds_free(server);
+	iod_sec_tls_creds_free(node);
+	iod_sec_tls_creds_free(user);
+	iod_sec_ca_free(ca);
 }

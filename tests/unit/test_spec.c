@@ -677,3 +677,34 @@ TEST(sandbox_errors)
 		          d.n ? d.d[0].msg : "?");
 	}
 }
+
+TEST(secrets_are_names_only)
+{
+	struct iod_spec *s = NULL;
+	struct iod_spec_diags d;
+	const char *y = "services:\n  - name: w\n    type: stateless\n    command: true\n"
+	                "    secrets: [db-password, tls-key]\n";
+	CHECK_EQ(iod_spec_load_buffer("t.yaml", y, strlen(y), &s, &d), 0);
+	CHECK_EQ(s->services[0].secrets_n, 2u);
+	CHECK_STR(s->services[0].secrets[1], "tls-key");
+	json_t *j = iod_spec_to_json(s);
+	char *text = json_dumps(j, JSON_COMPACT);
+	CHECK_CONTAINS(text, "\"secrets\":[\"db-password\",\"tls-key\"]");
+	free(text);
+	json_decref(j);
+	iod_spec_free(s);
+	/* a value in the spec, a bad name, a repeat, a mapping: refused with why */
+	const char *bad[] = {"[{name: db, value: hunter2}]", "[../etc/passwd]", "[db, db]", "db"};
+	const char *want[] = {"never its value", "secrets entry", "twice", "secrets"};
+	for (unsigned i = 0; i < IOD_ARRAY_LEN(bad); i++) {
+		char t[512];
+		snprintf(t, sizeof(t),
+		         "services:\n  - name: w\n    type: stateless\n    command: true\n"
+		         "    secrets: %s\n",
+		         bad[i]);
+		CHECK_MSG(iod_spec_load_buffer("t.yaml", t, strlen(t), &s, &d) == -EINVAL,
+		          "case %u accepted", i);
+		CHECK_MSG(d.n && strstr(d.d[0].msg, want[i]), "case %u: %s", i,
+		          d.n ? d.d[0].msg : "?");
+	}
+}

@@ -1,0 +1,209 @@
+/*
+ * bench_security.c: what the control plane's security costs (make
+ * bench-security, with bench_sandbox.c's figures).
+ *
+ *   sec.api_tls   API writes (PUT /v1/configs/NAME, committed through Raft)
+ *                 from one kept-alive client, over HTTPS with a client
+ *                 certificate (the server authenticates, authorises and
+ *                 audits every one) against the same writes in plaintext
+ *                 (--insecure: no TLS, no authentication), to two
+ *                 one-member servers started here from the same binary.
+ *                 ops_ratio = TLS writes/s over plaintext writes/s (target
+ *                 >= 0.90), added_p99_ms = TLS p99 minus plaintext p99
+ *                 (target <= 1). The two alternate in ROUNDS rounds of OPS
+ *                 writes, so the machine's load hits both alike; throughput
+ *                 is the median round, p99 over every write.
+ *
+ * Not measured here yet: sec.mesh_mtls (proxy-to-proxy mTLS is not built;
+ * docs/security.md says what is).
+ * Environment: IOD_BENCH_RUNS (rounds, default 5), IOD_BENCH_OPS (writes
+ * per round, default 400), IOD_BIN (default build/iod).
+ */
+#include "iod/api.h"
+#include "iod/sec.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static uint64_t now_ns(void)
+{
+	return iod_clock_now_ns();
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double pct(uint64_t *v, size_t n, double p)
+{
+	qsort(v, n, sizeof(*v), cmp_u64);
+	size_t i = (size_t)(p * (double)(n - 1));
+	return (double)v[i];
+}
+
+static double median(double *v, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+			double t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	return v[n / 2];
+}
+
+static pid_t start_server(const char *bin, const char *dir, int port, const char *pki)
+{
+	char data[512], raft[64], api[64], log[600];
+	snprintf(data, sizeof(data), "%s/d%d", dir, port);
+	snprintf(raft, sizeof(raft), "127.0.0.1:%d", port + 1);
+	snprintf(api, sizeof(api), "127.0.0.1:%d", port);
+	snprintf(log, sizeof(log), "%s/server-%d.log", dir, port);
+	pid_t p = fork();
+	if (p == 0) {
+		FILE *f = freopen(log, "w", stderr);
+		(void)f;
+		if (pki)
+			execl(bin, bin, "server", "--id", "1", "--data-dir", data, "--raft", raft,
+			      "--api", api, "--pki", pki, (char *)NULL);
+		else
+			execl(bin, bin, "server", "--id", "1", "--data-dir", data, "--raft", raft,
+			      "--api", api, "--insecure", (char *)NULL);
+		_exit(127);
+	}
+	return p;
+}
+
+/* ROUNDS x OPS writes through c; per-write latency into lat, each round's rate into rate. */
+static int round_of(struct iod_api_client *c, const char *tag, uint32_t ops, uint64_t *lat,
+                    double *rate)
+{
+	char path[96], body[128];
+	uint64_t t0 = now_ns();
+	for (uint32_t i = 0; i < ops; i++) {
+		struct iod_api_response r;
+		struct iod_err e = {0};
+		snprintf(path, sizeof(path), "/v1/configs/bench-%s-%u", tag, i % 64);
+		int n =
+		    snprintf(body, sizeof(body), "{\"i\": %u, \"pad\": \"0123456789abcdef\"}", i);
+		uint64_t a = now_ns();
+		int rc =
+		    iod_api_request(c, "PUT", path, "application/json", body, (size_t)n, &r, &e);
+		lat[i] = now_ns() - a;
+		if (rc || r.status != 200) {
+			fprintf(stderr, "bench_security: %s write: %s\n", tag,
+			        rc ? e.msg : iod_api_error_text(&r));
+			if (!rc)
+				iod_api_response_free(&r);
+			return -1;
+		}
+		iod_api_response_free(&r);
+	}
+	*rate = (double)ops * 1e9 / (double)(now_ns() - t0);
+	return 0;
+}
+
+/* The first write that a fresh server accepts (a leader elected). */
+static int ready(struct iod_api_client *c)
+{
+	for (int i = 0; i < 200; i++) {
+		struct iod_api_response r;
+		struct iod_err e = {0};
+		if (!iod_api_request(c, "PUT", "/v1/configs/bench-ready", "application/json", "{}",
+		                     2, &r, &e)) {
+			int st = r.status;
+			iod_api_response_free(&r);
+			if (st == 200)
+				return 0;
+		}
+		usleep(50000);
+	}
+	return -1;
+}
+
+int main(void)
+{
+	const char *bin = getenv("IOD_BIN") ? getenv("IOD_BIN") : "build/iod";
+	uint32_t rounds = getenv("IOD_BENCH_RUNS") ? (uint32_t)atoi(getenv("IOD_BENCH_RUNS")) : 5;
+	uint32_t ops = getenv("IOD_BENCH_OPS") ? (uint32_t)atoi(getenv("IOD_BENCH_OPS")) : 400;
+	char dir[] = "/tmp/iod-bench-sec-XXXXXX", cmd[1024], pki[128], p1[160], p2[160], p3[160];
+	struct iod_sec_tls_creds *creds = NULL;
+	struct iod_api_client plain, tls;
+	struct iod_err e = {0};
+	int port_plain = 17800 + (int)(getpid() % 50) * 4, port_tls = port_plain + 2, rc = 1;
+
+	if (!rounds || !ops || access(bin, X_OK) || !mkdtemp(dir)) {
+		printf("BENCH sec.api_tls error=setup (need %s: run make)\n", bin);
+		return 1;
+	}
+	iod_log_set_level(IOD_LOG_ERROR);
+	snprintf(pki, sizeof(pki), "%s/pki", dir);
+	snprintf(cmd, sizeof(cmd), "%s init --pki %s --no-config --server 127.0.0.1:%d >/dev/null",
+	         bin, pki, port_tls);
+	if (system(cmd) != 0) {
+		printf("BENCH sec.api_tls error=iod_init\n");
+		return 1;
+	}
+	pid_t sp = start_server(bin, dir, port_plain, NULL),
+	      st = start_server(bin, dir, port_tls, pki);
+	snprintf(p1, sizeof(p1), "%s/ca.crt", pki);
+	snprintf(p2, sizeof(p2), "%s/admin.crt", pki);
+	snprintf(p3, sizeof(p3), "%s/admin.key", pki);
+	snprintf(cmd, sizeof(cmd), "127.0.0.1:%d", port_plain);
+	iod_api_client_init(&plain, cmd, &e);
+	snprintf(cmd, sizeof(cmd), "127.0.0.1:%d", port_tls);
+	iod_api_client_init(&tls, cmd, &e);
+	if (iod_sec_tls_creds_load(p1, p2, p3, &creds, &e)) {
+		printf("BENCH sec.api_tls error=creds (%s)\n", e.msg);
+		goto out;
+	}
+	iod_api_client_set_creds(&tls, creds, NULL);
+	tls.own_creds = true;
+	if (ready(&plain) || ready(&tls)) {
+		printf("BENCH sec.api_tls error=no_leader (see %s/server-*.log)\n", dir);
+		goto out;
+	}
+	uint64_t *lp = calloc((size_t)rounds * ops, sizeof(uint64_t)),
+	         *lt = calloc((size_t)rounds * ops, sizeof(uint64_t));
+	double *rp = calloc(rounds, sizeof(double)), *rt = calloc(rounds, sizeof(double));
+	if (!lp || !lt || !rp || !rt)
+		goto freeout;
+	printf("# bench_security: %u rounds x %u writes, one kept-alive client each; plaintext = "
+	       "--insecure, TLS = --pki (TLS 1.3, ECDSA P-256 client certificate, authz + audit)\n",
+	       rounds, ops);
+	for (uint32_t k = 0; k < rounds; k++) {
+		if (round_of(&plain, "p", ops, lp + (size_t)k * ops, &rp[k]) ||
+		    round_of(&tls, "t", ops, lt + (size_t)k * ops, &rt[k]))
+			goto freeout;
+	}
+	size_t n = (size_t)rounds * ops;
+	double p99p = pct(lp, n, 0.99) / 1e6, p99t = pct(lt, n, 0.99) / 1e6;
+	double p50p = pct(lp, n, 0.50) / 1e6, p50t = pct(lt, n, 0.50) / 1e6;
+	double mp = median(rp, rounds), mt = median(rt, rounds);
+	printf("BENCH sec.api_tls ops_ratio=%.3f added_p99_ms=%.3f plain_ops_s=%.0f tls_ops_s=%.0f "
+	       "plain_p50_ms=%.3f tls_p50_ms=%.3f plain_p99_ms=%.3f tls_p99_ms=%.3f writes=%zu "
+	       "target_ops_ratio=0.90 target_added_p99_ms=1\n",
+	       mt / mp, p99t - p99p, mp, mt, p50p, p50t, p99p, p99t, n);
+	rc = 0;
+freeout:
+	free(lp);
+	free(lt);
+	free(rp);
+	free(rt);
+out:
+	iod_api_client_close(&plain);
+	iod_api_client_close(&tls);
+	kill(sp, SIGTERM);
+	kill(st, SIGTERM);
+	waitpid(sp, NULL, 0);
+	waitpid(st, NULL, 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "bench_security: could not remove %s\n", dir);
+	return rc;
+}

@@ -1,0 +1,47 @@
+/*
+ * authz.c: who may call whom through the proxy (pure): the receiving
+ * proxy's decision for one call, from the caller's identity and the
+ * cluster's Policy objects (docs/security.md, "Zero trust between
+ * services").
+ *
+ * The caller is known by the uid that owns its socket (peer.c: the kernel
+ * records it and a replica cannot forge it); every replica runs under a uid
+ * of its own, which its agent reports on its Endpoint, so a uid names a
+ * replica and so a service identity spiffe://<cluster>/ns/<tenant>/svc/<s>.
+ * The decision itself is src/sec's iod_sec_policy_decide. No I/O, no clock.
+ */
+#include "iod/mesh.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int caller_cmp(const void *k, const void *e)
+{
+	uint32_t a = *(const uint32_t *)k, b = ((const struct iod_mesh_caller *)e)->uid;
+	return a < b ? -1 : a > b;
+}
+
+void iod_mesh_authz_decide(const struct iod_mesh_registry *r, bool peer_known, uint32_t peer_uid,
+                           const struct iod_mesh_service *to, const char *method,
+                           struct iod_sec_verdict *v)
+{
+	const char *to_tenant = to->tenant[0] ? to->tenant : "default";
+	const struct iod_mesh_caller *c =
+	    peer_known && r->callers_n
+	        ? bsearch(&peer_uid, r->callers, r->callers_n, sizeof(*r->callers), caller_cmp)
+	        : NULL;
+
+	if (c) {
+		iod_sec_policy_decide(r->policies, c->tenant[0] ? c->tenant : "default", c->service,
+		                      to_tenant, to->name, method, to->port, v);
+		return;
+	}
+	/* a process of the node: only "from: *" policies reach it */
+	iod_sec_policy_decide(r->policies, "*", "*", to_tenant, to->name, method, to->port, v);
+	if (!v->allow && !strcmp(v->policy, "default-cross-tenant")) {
+		v->allow = true;
+		snprintf(v->policy, sizeof(v->policy), "default-node");
+		snprintf(v->reason, sizeof(v->reason),
+		         "allowed: the caller is a process of this node, not a replica");
+	}
+}

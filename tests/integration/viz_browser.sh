@@ -1,0 +1,235 @@
+#!/bin/sh
+# viz_browser.sh BUILD: `iod viz` on a real local cluster.
+#   1. net-topology as DOT and SVG (Graphviz) names every node, GPU, service
+#      and replica; gpu-topology --node draws one node; bad views fail (2);
+#   2. the live view in headless Chromium (Debian's chromium + chromedriver,
+#      driven by python3-selenium): one graph node per cluster node, one
+#      edge per service dependency, a replica's click shows its `iod
+#      explain` reasons; killing a replica (restart: never) turns it red
+#      within 2 s of the kill without a reload; a screenshot goes to the
+#      artifacts directory ($IOD_ARTIFACTS, default BUILD/artifacts);
+#   3. the view's server refuses path traversal and unknown paths, and
+#      bounds its SSE streams (503 past IOD_VIZ_SSE_CLIENTS_MAX).
+# Prints one RESULT line per check; the browser part skips without Chromium.
+set -u
+BUILD=${1:-build}
+IOD="$BUILD/iod"
+[ -x "$IOD" ] || { echo "skip: $IOD not built"; exit 77; }
+IOD=$(cd "$(dirname "$IOD")" && pwd)/iod
+command -v python3 >/dev/null || { echo "skip: python3 needed"; exit 77; }
+command -v curl >/dev/null || { echo "skip: curl needed"; exit 77; }
+ART=${IOD_ARTIFACTS:-$BUILD/artifacts}
+mkdir -p "$ART"
+
+T=$(mktemp -d)
+T0=$(date +%s)
+export IOD_STATE_DIR="$T/cluster"
+BASE=$((22000 + ($$ % 300) * 20))
+API="127.0.0.1:$((BASE + 10))"
+VIEW="127.0.0.1:$((BASE + 19))"
+export IOD_SERVER="$API,127.0.0.1:$((BASE + 11)),127.0.0.1:$((BASE + 12))"
+VPID=""
+cleanup() {
+	[ -n "$VPID" ] && kill "$VPID" 2>/dev/null && wait "$VPID" 2>/dev/null
+	"$IOD" down --grace 5s >/dev/null 2>&1
+	rm -rf "$T"
+}
+trap cleanup EXIT
+trap "exit 1" INT TERM
+
+ok() { echo "ok   $1 (t=$(($(date +%s) - T0))s)"; echo "RESULT 1 0 0"; }
+bad() { echo "FAIL $1"; echo "RESULT 0 1 0"; }
+skip() { echo "skip $1"; echo "RESULT 0 0 1"; }
+wait_for() {
+	n=$(($1 * 10)); shift
+	while [ $n -gt 0 ]; do
+		"$@" && return 0
+		sleep 0.1
+		n=$((n - 1))
+	done
+	return 1
+}
+
+"$IOD" up --nodes 3 --gpus-per-node 2 --api-port $((BASE + 10)) --raft-port $((BASE + 0)) \
+	--no-mesh --telemetry-port $((BASE + 1000)) --election-timeout 1s --heartbeat 100ms \
+	>"$T/up.log" 2>&1 || { cat "$T/up.log"; bad "iod up"; exit 1; }
+cat >"$T/spec.yaml" <<'EOF'
+services:
+  - name: ps
+    type: stateful
+    replicas: 1
+    command: iod demo-worker --role parameter-server --params 4096
+  - name: trainer
+    type: stateless
+    replicas: 2
+    resources: {gpu: 1}
+    command: iod demo-worker --role worker --ps-service ps --compute-ms 2
+    depends_on: [ps]
+  - name: batch
+    type: stateless
+    replicas: 1
+    restart: never
+    command: iod demo-worker --role parameter-server --params 64
+EOF
+"$IOD" deploy -f "$T/spec.yaml" >"$T/deploy.log" 2>&1 || { cat "$T/deploy.log"; bad "deploy"; exit 1; }
+running() {
+	"$IOD" get replicas -o json 2>/dev/null | python3 -c '
+import json, sys
+items = json.load(sys.stdin)["items"]
+sys.exit(0 if len(items) == 4 and all(i["value"].get("phase") in ("running", "healthy") for i in items) else 1)'
+}
+wait_for 30 running || { "$IOD" get replicas; bad "replicas running"; exit 1; }
+
+# 1. DOT and SVG
+"$IOD" viz net-topology >"$T/net.dot" 2>"$T/err"
+miss=""
+for want in '"node:node-1"' '"node:node-3/GPU1"' '"svc:trainer" -- "svc:ps"' '"replica:batch-0"' '"fabric"'; do
+	grep -qF "$want" "$T/net.dot" || miss="$miss $want"
+done
+if [ -z "$miss" ] && command -v dot >/dev/null && "$IOD" viz net-topology -o svg >"$T/net.svg" &&
+	grep -q '<svg' "$T/net.svg" && grep -Eq 'trainer(-|&#45;)1' "$T/net.svg"; then
+	cp "$T/net.svg" "$ART/net-topology.svg"
+	ok "viz_net_topology_dot_svg"
+else
+	bad "viz_net_topology_dot_svg:$miss"; head -20 "$T/net.dot"; cat "$T/err"
+fi
+if "$IOD" viz gpu-topology --node node-2 | grep -q '^graph' &&
+	"$IOD" viz gpu-topology --node node-2 -o svg | grep -q '<svg'; then ok "viz_gpu_topology"; else
+	bad "viz_gpu_topology"; fi
+o1=$("$IOD" viz nett-topology 2>&1); r1=$?
+o2=$("$IOD" viz gpu-topology 2>&1); r2=$?
+o3=$("$IOD" viz gpu-topology --node nosuch 2>&1); r3=$?
+if [ $r1 = 2 ] && echo "$o1" | grep -q 'did you mean net-topology' && [ $r2 = 2 ] &&
+	echo "$o2" | grep -q 'needs --node' && [ $r3 = 2 ] && echo "$o3" | grep -q 'not found'; then
+	ok "viz_bad_input"
+else
+	bad "viz_bad_input ($r1 $o1 / $r2 $o2 / $r3 $o3)"
+fi
+
+# 3 first (no browser needed): the server's bounds
+"$IOD" viz net-topology --live --listen "$VIEW" --refresh 200ms >"$T/view.log" 2>&1 &
+VPID=$!
+wait_for 10 sh -c "curl -sf http://$VIEW/graph.json >/dev/null" || { cat "$T/view.log"; bad "live view up"; exit 1; }
+c1=$(curl -s -o /dev/null -w '%{http_code}' --path-as-is "http://$VIEW/../../../etc/passwd")
+c2=$(curl -s -o /dev/null -w '%{http_code}' "http://$VIEW/%2e%2e/%2e%2e/etc/passwd")
+c3=$(curl -s -o /dev/null -w '%{http_code}' "http://$VIEW/etc/passwd")
+c4=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://$VIEW/")
+if [ "$c1" = 400 ] && [ "$c2" = 400 ] && [ "$c3" = 404 ] && [ "$c4" = 405 ]; then
+	ok "viz_path_traversal_refused"
+else
+	bad "viz_path_traversal_refused ($c1 $c2 $c3 $c4)"
+fi
+python3 - "$VIEW" <<'PY' >"$T/sse.out" 2>&1
+import socket, sys, time
+host, port = sys.argv[1].rsplit(":", 1)
+socks, codes = [], []
+for i in range(34):
+    s = socket.create_connection((host, int(port)), timeout=5)
+    s.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+    socks.append(s)
+    codes.append(s.recv(64).split(b" ")[1].decode())
+print(" ".join(codes))
+for s in socks:
+    s.close()
+PY
+codes=$(cat "$T/sse.out")
+n200=$(echo "$codes" | tr ' ' '\n' | grep -c '^200$')
+n503=$(echo "$codes" | tr ' ' '\n' | grep -c '^503$')
+if [ "$n200" = 32 ] && [ "$n503" = 2 ]; then ok "viz_sse_clients_bounded (32 served, 2 refused)"; else
+	bad "viz_sse_clients_bounded: $codes"; fi
+# the closed streams give their slots back (a keep-alive write notices each)
+sse_open() { curl -s "http://$VIEW/stats" | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["sse_open"] == 0 else 1)'; }
+if wait_for 10 sse_open; then ok "viz_sse_slots_freed"; else bad "viz_sse_slots_freed: $(curl -s "http://$VIEW/stats")"; fi
+
+# 2. the browser
+PY3=/usr/bin/python3
+if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] && $PY3 -c 'import selenium' 2>/dev/null; then
+	batch_pid() {
+		python3 -c "
+import json, glob
+for f in glob.glob('$IOD_STATE_DIR/node-*/status.json'):
+    for r in json.load(open(f))['replicas']:
+        if r['name'] == 'batch-0' and r['pid']:
+            print(r['pid'])"
+	}
+	$PY3 - "http://$VIEW/" "$ART/viz_live.png" "$T/killed" <<'PY' >"$T/browser.out" 2>&1 &
+import os, sys, time
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+url, shot, killed = sys.argv[1:4]
+o = Options()
+for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,900",
+          "--disable-dev-shm-usage"]:
+    o.add_argument(a)
+d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
+def js(s):
+    return d.execute_script(s)
+def until(cond, secs):
+    end = time.time() + secs
+    while time.time() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.05)
+    return None
+try:
+    d.get(url)
+    until(lambda: js("return window.iodView && window.iodView.renders > 0"), 10)
+    nodes = js("return document.querySelectorAll('[data-kind=node]').length")
+    deps = js("return document.querySelectorAll('line[data-kind=depends]').length")
+    print("NODES", nodes)
+    print("DEPENDS", deps)
+    print("FIRST_PAINT_MS", round(js("return window.iodView.firstPaintMs")))
+    # a click shows the placement explanation
+    d.find_element(By.CSS_SELECTOR, "[data-id='replica:trainer-0']").click()
+    txt = until(lambda: (d.find_elements(By.ID, "explain") or [None])[0] and
+                d.find_element(By.ID, "explain").text, 5)
+    print("EXPLAIN", "highest score" in (txt or ""))
+    js("window.__noReload = 42")
+    status = js("return document.querySelector(\"[data-id='replica:batch-0']\").getAttribute('data-status')")
+    print("BEFORE", status)
+    open(killed + ".ready", "w").close()
+    t = float(until(lambda: os.path.exists(killed) and open(killed).read().strip(), 20) or 0)
+    red = until(lambda: js("var e = document.querySelector(\"[data-id='replica:batch-0']\");"
+                           "return e && e.getAttribute('data-status') == 'bad'"), 5)
+    print("RED_MS", round((time.time() - t) * 1000) if red else -1)
+    print("NO_RELOAD", js("return window.__noReload") == 42)
+    d.save_screenshot(shot)
+    print("SHOT", os.path.getsize(shot))
+finally:
+    d.quit()
+PY
+	BPID=$!
+	wait_for 30 test -f "$T/killed.ready"
+	# kill the replica: its sandbox's init (the agent's child; the workload
+	# in its PID namespace dies with it), the time written before the signal
+	bp=$(batch_pid)
+	python3 -c 'import time; print(time.time())' >"$T/killed.tmp"
+	if [ -n "$bp" ] && kill -9 "$bp"; then
+		mv "$T/killed.tmp" "$T/killed"
+	else
+		echo "  no pid for batch-0 to kill (status.json: '$bp')"
+	fi
+	wait "$BPID"
+	cat "$T/browser.out" | sed 's/^/  /'
+	echo "  batch-0 after the kill: phase $("$IOD" get replicas -o json 2>/dev/null | python3 -c '
+import json, sys
+print(next((i["value"].get("phase") for i in json.load(sys.stdin)["items"] if i["name"] == "batch-0"), "?"))')"
+	v() { sed -n "s/^$1 //p" "$T/browser.out"; }
+	if [ "$(v NODES)" = 3 ] && [ "$(v DEPENDS)" = 1 ]; then ok "viz_browser_one_node_per_node"; else
+		bad "viz_browser_one_node_per_node (nodes $(v NODES), dependency edges $(v DEPENDS))"; fi
+	if [ "$(v EXPLAIN)" = True ]; then ok "viz_browser_click_explains"; else bad "viz_browser_click_explains"; fi
+	ms=$(v RED_MS)
+	if [ "$(v BEFORE)" = ok ] && [ -n "$ms" ] && [ "$ms" -ge 0 ] && [ "$ms" -le 2000 ] &&
+		[ "$(v NO_RELOAD)" = True ]; then
+		ok "viz_browser_killed_replica_red (${ms} ms after the kill, no reload)"
+	else
+		bad "viz_browser_killed_replica_red (before $(v BEFORE), ${ms:-?} ms, no reload $(v NO_RELOAD))"
+	fi
+	if [ -s "$ART/viz_live.png" ]; then ok "viz_browser_screenshot ($ART/viz_live.png)"; else
+		bad "viz_browser_screenshot"; fi
+else
+	skip "viz_browser: needs Debian's chromium, chromium-driver and python3-selenium"
+fi
