@@ -278,7 +278,8 @@ static void cert_check(struct iod_agent_cluster *c, struct iod_api_client *cl, s
 {
 	struct iod_err e = {0};
 	uint64_t now_s = iod_time_unix_ns() / IOD_NS_PER_S;
-	if (!c->cfg->creds || !c->cfg->cert_path[0] || (iod_clock_now_ns() / IOD_NS_PER_MS) < k->retry_ms)
+	if (!c->cfg->creds || !c->cfg->cert_path[0] ||
+	    (iod_clock_now_ns() / IOD_NS_PER_MS) < k->retry_ms)
 		return;
 	if (!k->known) {
 		if (iod_agent_cert_validity(c->cfg, &k->not_before_s, &k->not_after_s, &e)) {

@@ -293,8 +293,8 @@ static int read_response(struct iod_http_conn *c, const char *method, struct iod
 	bool done = fr.kind == IOD_HTTP_BODY_NONE;
 	while (!done) {
 		if (at < b.len) {
-			int64_t used = iod_http_body_decode(&fr, b.data + at, b.len - at, &done,
-			                                    on_data, &s);
+			int64_t used =
+			    iod_http_body_decode(&fr, b.data + at, b.len - at, &done, on_data, &s);
 			if (used < 0) {
 				rc = -EPROTO;
 				goto out;
