@@ -38,7 +38,7 @@
 	X(logs, "show a replica's output")                                          \
 	X(top, "live resource state of the cluster")                                \
 	X(trace, "live call chains through the service mesh")                       \
-	P(viz, "network and topology views")                                        \
+	X(viz, "network and topology views")                                        \
 	P(chaos, "inject faults and watch recovery")                                \
 	X(sim, "simulate a cluster and fabric in virtual time")                     \
 	P(config, "get and set cluster configuration")                              \

@@ -25,6 +25,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -334,8 +335,13 @@ static int request_head(struct iod_buf *req, const struct iod_http_conn *c, cons
                         const char *method, const char *path, const char *const *headers,
                         const char *content_type, const void *body, size_t len)
 {
-	iod_buf_printf(req, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: iod/%s\r\n", method, path,
-	               addr, IOD_VERSION);
+	bool own_host = false; /* the caller names the Host itself */
+	for (uint32_t i = 0; headers && headers[i] && i < IOD_HTTP_REQ_HEADERS_MAX; i++)
+		own_host |= !strncasecmp(headers[i], "host:", 5);
+	iod_buf_printf(req, "%s %s HTTP/1.1\r\n", method, path);
+	if (!own_host)
+		iod_buf_printf(req, "Host: %s\r\n", addr);
+	iod_buf_printf(req, "User-Agent: iod/%s\r\n", IOD_VERSION);
 	if (c->token && c->token[0])
 		iod_buf_printf(req, "Authorization: Bearer %s\r\n", c->token);
 	if (body || len || !strcmp(method, "POST") || !strcmp(method, "PUT"))

@@ -23,6 +23,7 @@ struct server {
 	const char *answer; /* what every request gets */
 	size_t answer_len;  /* its bytes */
 	int accepted;       /* connections accepted */
+	char head[2048];    /* the last request head received */
 	volatile int stop;  /* the thread ends */
 	pthread_t thread;
 };
@@ -46,6 +47,7 @@ static void *serve(void *arg)
 			char *end = strstr(buf, "\r\n\r\n");
 			if (!end)
 				continue;
+			iod_strlcpy(s->head, buf, sizeof(s->head));
 			have = 0; /* one request (no bodies in these tests) */
 			if (!s->answer) {
 				while (!s->stop)
@@ -182,4 +184,38 @@ TEST(body_limit_and_status_only)
 	CHECK_EQ(iod_http_request(&c, addr, "GET", "/", NULL, NULL, NULL, 0, 2000, &r, &e),
 	         -ECONNREFUSED);
 	iod_http_conn_close(&c);
+}
+
+/* A caller's own Host replaces the default one (never two: the proxy
+ * refuses a request with two, as RFC 9112 says); a header holding a line
+ * break is refused before anything is sent. */
+TEST(caller_host_replaces_default_and_no_header_injection)
+{
+	static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+	struct server s;
+	struct iod_http_conn c;
+	struct iod_http_response r;
+	struct iod_err e = {0};
+	char addr[32];
+	server_start(&s, ok, sizeof(ok) - 1);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", s.port);
+	iod_http_conn_init(&c);
+	const char *hdrs[] = {"Host: next", "traceparent: 00-x-y-01", NULL};
+	CHECK_EQ(iod_http_request(&c, addr, "GET", "/a", hdrs, NULL, NULL, 0, 2000, &r, &e), 0);
+	CHECK_EQ(r.status, 200);
+	iod_http_response_free(&r);
+	CHECK(strstr(s.head, "\r\nHost: next\r\n") != NULL);
+	const char *first = strstr(s.head, "Host:");
+	CHECK(first && !strstr(first + 1, "Host:"));
+	CHECK(strstr(s.head, "\r\ntraceparent: 00-x-y-01\r\n") != NULL);
+	CHECK_EQ(iod_http_request(&c, addr, "GET", "/b", NULL, NULL, NULL, 0, 2000, &r, &e), 0);
+	iod_http_response_free(&r);
+	char want[64];
+	snprintf(want, sizeof(want), "\r\nHost: %s\r\n", addr);
+	CHECK(strstr(s.head, want) != NULL);
+	const char *bad[] = {"X-A: 1\r\nX-Injected: 2", NULL};
+	CHECK_EQ(iod_http_request(&c, addr, "GET", "/c", bad, NULL, NULL, 0, 2000, &r, &e), -EINVAL);
+	CHECK(strstr(s.head, "X-Injected") == NULL);
+	iod_http_conn_close(&c);
+	server_stop(&s);
 }
