@@ -214,7 +214,8 @@ TEST(caller_host_replaces_default_and_no_header_injection)
 	snprintf(want, sizeof(want), "\r\nHost: %s\r\n", addr);
 	CHECK(strstr(s.head, want) != NULL);
 	const char *bad[] = {"X-A: 1\r\nX-Injected: 2", NULL};
-	CHECK_EQ(iod_http_request(&c, addr, "GET", "/c", bad, NULL, NULL, 0, 2000, &r, &e), -EINVAL);
+	CHECK_EQ(iod_http_request(&c, addr, "GET", "/c", bad, NULL, NULL, 0, 2000, &r, &e),
+	         -EINVAL);
 	CHECK(strstr(s.head, "X-Injected") == NULL);
 	iod_http_conn_close(&c);
 	server_stop(&s);
