@@ -285,6 +285,9 @@
 #define IOD_HTTP_CHUNK_LINE_MAX 4096
 /* Extra request headers one client call sends. */
 #define IOD_HTTP_REQ_HEADERS_MAX 8
+/* A request body up to this size is sent in one write with its head (one
+ * segment, one syscall); a larger one is written from the caller's buffer. */
+#define IOD_HTTP_BODY_INLINE_MAX (16u << 10)
 
 /* ---- agent ------------------------------------------------------------- */
 

@@ -355,6 +355,9 @@ static int request_head(struct iod_buf *req, const struct iod_http_conn *c, cons
 		iod_buf_printf(req, "%s\r\n", headers[i]);
 	}
 	iod_buf_printf(req, "\r\n");
+	/* a small body goes out with the head: one write, one segment */
+	if (len && len <= IOD_HTTP_BODY_INLINE_MAX && iod_buf_append(req, body, len))
+		return -ENOMEM;
 	return req->data ? 0 : -ENOMEM;
 }
 
@@ -395,7 +398,7 @@ again:
 		return rc;
 	}
 	rc = send_all(c, req.data, req.len, deadline);
-	if (!rc && len)
+	if (!rc && len > IOD_HTTP_BODY_INLINE_MAX)
 		rc = send_all(c, body, len, deadline);
 	if (!rc)
 		rc = c->status_only ? read_status(c, r, deadline)
