@@ -1,6 +1,8 @@
 /*
  * internal.h: the scheduler's private state, shared by its source files
- * (sched.c: cluster, search, placing; rebalance.c; format.c; convert.c).
+ * (shapes.c: names, shapes, cluster, services; search.c: the GPU-set search;
+ * eval.c: filter and score one node; bind.c: bind, adopt, release; diagnose.c;
+ * place.c: choosing and placing a deploy; rebalance.c; format.c; convert.c).
  * Nothing outside src/sched/ includes it.
  */
 #ifndef IOD_SCHED_INTERNAL_H
@@ -161,5 +163,43 @@ bool sched_best(struct iod_sched_cluster *c, const struct iod_sched_request *r,
 /* GPUs of a node that sit in wholly free NVLink islands of 2 or more GPUs. */
 uint32_t sched_whole_islands(const struct iod_sched_cluster *c, uint32_t node_id);
 void sched_unbind(struct iod_sched_cluster *c, uint32_t replica_id);
+
+static inline unsigned popc(uint32_t x)
+{
+	x = x - ((x >> 1) & 0x55555555u);
+	x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
+	x = (x + (x >> 4)) & 0x0f0f0f0fu;
+	return (x * 0x01010101u) >> 24;
+}
+
+/* Free memory of a node on the NUMA nodes in mask. */
+static inline uint64_t mem_in(const struct node *n, const struct shape *sh, uint8_t mask)
+{
+	uint64_t sum = 0;
+	for (uint32_t i = 0; i < sh->s.numa_n; i++)
+		if (mask >> i & 1)
+			sum += n->numa_mem_free[i];
+	return sum;
+}
+
+/* search.c: the nearest NIC to a GPU set, and the memoized best sets. */
+void sched_nearest_nic(const struct iod_sched_shape *s, uint32_t set, uint8_t numa_mask,
+                       int8_t *nic, uint8_t *aff);
+const struct memo_entry *sched_search_get(struct shape *sh, uint32_t free_mask, uint32_t k,
+                                          bool nvlink, uint32_t span_max,
+                                          struct memo_entry *scratch);
+/* shapes.c: a service's index, made on first use. */
+int sched_service_get(struct iod_sched_cluster *c, const struct iod_sched_request *r,
+                      uint32_t *out);
+/* eval.c: the spread term of a node for the counts loaded. */
+uint32_t sched_spread_term(const struct iod_sched_cluster *c, uint32_t node_id);
+/* bind.c: the PUs a replica's placement has affinity to. */
+void sched_placement_affinity(const struct iod_sched_cluster *c, const struct replica *rep,
+                              struct iod_bitmap *out);
+/* diagnose.c: why no node took r (the reason, and a line in why). */
+enum iod_sched_reason sched_diagnose(struct iod_sched_cluster *c, const struct iod_sched_request *r,
+                                     const struct iod_sched_weights *w, char *why, size_t len);
+/* place.c: a request's own checks. */
+int sched_request_check(const struct iod_sched_request *r, struct iod_err *e);
 
 #endif
