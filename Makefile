@@ -2,7 +2,7 @@
 # ASan+UBSan and ends with "N passed, N failed, N skipped".
 #
 # Sources are discovered, not listed: every src/<module>/*.c goes into the
-# binary, every tests/unit/*.c and tests/sim/*.c becomes one test program,
+# binary, every tests/unit/*.c, tests/sim/*.c and tests/integration/*.c becomes one test program,
 # every tests/fuzz/fuzz_*.c one libFuzzer target, every bench/bench_*.c one
 # benchmark. A module that needs another system library adds it to PKGS.
 
@@ -48,7 +48,7 @@ LDLIBS   := $(PKG_LIBS) -ldl -lpthread -lm
 
 SRC      := $(sort $(wildcard src/*/*.c))
 LIB_SRC  := $(filter-out src/cli/main.c,$(SRC))
-UNIT_SRC := $(sort $(wildcard tests/unit/*.c tests/sim/*.c))
+UNIT_SRC := $(sort $(wildcard tests/unit/*.c tests/sim/*.c tests/integration/*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 BENCH_SRC:= $(sort $(wildcard bench/bench_*.c))
 

@@ -37,6 +37,7 @@
  * barrier, first commit, client).
  */
 #include "iod/api.h"
+#include "bench.h"
 
 #include <netinet/in.h>
 #include <pthread.h>
@@ -210,8 +211,8 @@ static void cluster_stop(struct cluster *c)
 }
 
 /* One HTTP exchange on a fresh or kept connection; status or -1. */
-static int http(int *fd, const char *addr, const char *method, const char *path, const char *body,
-                uint32_t timeout_ms, json_t **out)
+static int http(struct iod_http_conn *fd, const char *addr, const char *method, const char *path,
+                const char *body, uint32_t timeout_ms, json_t **out)
 {
 	struct iod_api_response r;
 	struct iod_err e;
@@ -235,7 +236,8 @@ static int find_leader(struct cluster *c, unsigned timeout_ms)
 	while (now_us() < end) {
 		for (int i = 0; i < N; i++) {
 			json_t *j = NULL;
-			int fd = -1, st;
+			struct iod_http_conn fd = {0};
+			int st;
 			if (c->pid[i] <= 0)
 				continue;
 			if (c->kind == IOD)
@@ -243,8 +245,7 @@ static int find_leader(struct cluster *c, unsigned timeout_ms)
 			else
 				st = http(&fd, c->api[i], "POST", "/v3/maintenance/status", "{}",
 				          500, &j);
-			if (fd >= 0)
-				close(fd);
+			iod_http_conn_close(&fd);
 			bool leader = false;
 			if (st == 200 && c->kind == IOD) {
 				const char *s = "";
@@ -272,15 +273,13 @@ static void wait_healthy(struct cluster *c, int i, int leader)
 	uint64_t end = now_us() + 20000000ull;
 	while (now_us() < end) {
 		json_t *j = NULL, *lj = NULL;
-		int fd = -1, st;
+		struct iod_http_conn fd = {0};
+		int st;
 		if (c->kind == IOD) {
 			st = http(&fd, c->api[i], "GET", "/v1/status", NULL, 500, &j);
-			if (fd >= 0)
-				close(fd);
-			fd = -1;
+			iod_http_conn_close(&fd);
 			int lst = http(&fd, c->api[leader], "GET", "/v1/status", NULL, 500, &lj);
-			if (fd >= 0)
-				close(fd);
+			iod_http_conn_close(&fd);
 			bool ok = st == 200 && lst == 200 &&
 			          json_integer_value(json_object_get(j, "applied_index")) >=
 			              json_integer_value(json_object_get(lj, "commit_index")) &&
@@ -291,8 +290,7 @@ static void wait_healthy(struct cluster *c, int i, int leader)
 				return;
 		} else {
 			st = http(&fd, c->api[i], "GET", "/health", NULL, 500, &j);
-			if (fd >= 0)
-				close(fd);
+			iod_http_conn_close(&fd);
 			const char *h = NULL;
 			bool ok =
 			    st == 200 && !iod_json_get_str(j, "health", &h) && !strcmp(h, "true");
@@ -306,12 +304,12 @@ static void wait_healthy(struct cluster *c, int i, int leader)
 
 /* A writer: one put of key k, trying members from *cur on until success. */
 struct writer {
-	struct cluster *c;        /* target */
-	struct iod_api_client cl; /* iod: follows the leader */
-	int fd[N];                /* etcd: one connection per member */
-	int cur;                  /* etcd: member to try first */
-	char last[IOD_ADDR_MAX];  /* iod: server that acknowledged the last put */
-	uint32_t attempt_ms;      /* etcd: per-attempt timeout */
+	struct cluster *c;          /* target */
+	struct iod_api_client cl;   /* iod: follows the leader */
+	struct iod_http_conn fd[N]; /* etcd: one connection per member */
+	int cur;                    /* etcd: member to try first */
+	char last[IOD_ADDR_MAX];    /* iod: server that acknowledged the last put */
+	uint32_t attempt_ms;        /* etcd: per-attempt timeout */
 };
 
 static void writer_init(struct writer *w, struct cluster *c)
@@ -320,7 +318,7 @@ static void writer_init(struct writer *w, struct cluster *c)
 	memset(w, 0, sizeof(*w));
 	w->c = c;
 	for (int i = 0; i < N; i++)
-		w->fd[i] = -1;
+		iod_http_conn_init(&w->fd[i]);
 	iod_api_client_init(&w->cl, c->servers, &e);
 	w->cl.retry_ms = 30000;
 	w->cl.timeout_ms = 5000;
@@ -332,8 +330,7 @@ static void writer_close(struct writer *w)
 {
 	iod_api_client_close(&w->cl);
 	for (int i = 0; i < N; i++)
-		if (w->fd[i] >= 0)
-			close(w->fd[i]);
+		iod_http_conn_close(&w->fd[i]);
 }
 
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -395,18 +392,9 @@ static bool writer_put(struct writer *w, const char *key, uint32_t deadline_ms)
 	return false;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 static double pct_ms(uint64_t *v, size_t n, double p)
 {
-	if (!n)
-		return 0;
-	size_t i = (size_t)(p * (double)(n - 1) + 0.5);
-	return (double)v[i] / 1000.0;
+	return (double)bench_pct_u64(v, n, p) / 1000.0;
 }
 
 static uint64_t unix_us(void)
@@ -451,12 +439,11 @@ static void breakdown(struct cluster *c, int victim, const char *leader_api, uin
 	uint64_t first_prevote = 0;
 	for (int i = 0; i < N; i++) {
 		json_t *j = NULL;
-		int fd = -1;
+		struct iod_http_conn fd = {0};
 		if (i == victim || c->pid[i] <= 0)
 			continue;
 		int st = http(&fd, c->api[i], "GET", "/v1/status", NULL, 1000, &j);
-		if (fd >= 0)
-			close(fd);
+		iod_http_conn_close(&fd);
 		if (st != 200) {
 			json_decref(j);
 			continue;
@@ -497,14 +484,13 @@ static void breakdown(struct cluster *c, int victim, const char *leader_api, uin
 	json_decref(lead);
 }
 
-static int cmp_u64(const void *a, const void *b);
 static double pct_ms(uint64_t *v, size_t n, double p);
 
 static void report_breakdown(const char *fig, struct cluster *c)
 {
 	printf("BENCH control.%s_breakdown_%s n=%zu", fig, c->name, phase_n);
 	for (int k = 0; k < PH_COUNT; k++) {
-		qsort(phase_us[k], phase_n, sizeof(uint64_t), cmp_u64);
+		qsort(phase_us[k], phase_n, sizeof(uint64_t), bench_cmp_u64);
 		printf(" %s_p50_ms=%.1f %s_p99_ms=%.1f", phase_name[k],
 		       pct_ms(phase_us[k], phase_n, 0.5), phase_name[k],
 		       pct_ms(phase_us[k], phase_n, 0.99));
@@ -574,7 +560,7 @@ static size_t failover(struct cluster *c, int rounds, int sig, uint64_t *us)
 			w.cur = leader;
 	}
 	writer_close(&w);
-	qsort(us, n, sizeof(*us), cmp_u64);
+	qsort(us, n, sizeof(*us), bench_cmp_u64);
 	return n;
 }
 
@@ -645,13 +631,13 @@ static void throughput(struct cluster *c, int clients, int seconds)
 		at += args[i].n;
 		free(args[i].lat);
 	}
-	qsort(all, total, sizeof(*all), cmp_u64);
+	qsort(all, total, sizeof(*all), bench_cmp_u64);
 	if (c->kind == IOD && getenv("IOD_BENCH_VERBOSE")) {
 		/* where the leader's time went: group commit, disk, loop lag */
 		struct iod_api_response r;
 		struct iod_err e;
 		for (int m = 0; m < N; m++) {
-			int fd = -1;
+			struct iod_http_conn fd = {0};
 			if (!iod_api_http_once(&fd, c->api[m], "GET", "/metrics", NULL, NULL, 0,
 			                       2000, &r, &e)) {
 				for (char *l = r.body, *save = NULL, *t = strtok_r(l, "\n", &save);
@@ -669,8 +655,7 @@ static void throughput(struct cluster *c, int clients, int seconds)
 						        t);
 				iod_api_response_free(&r);
 			}
-			if (fd >= 0)
-				close(fd);
+			iod_http_conn_close(&fd);
 		}
 	}
 	printf("BENCH control.writes_%s clients=%d seconds=%d ops=%zu ops_per_s=%.0f p50_ms=%.2f "
@@ -716,7 +701,7 @@ struct prober {
 static void *probe_thread(void *p)
 {
 	struct prober *pr = p;
-	int fd = -1;
+	struct iod_http_conn fd = {0};
 	while (!pr->stop) {
 		uint64_t t0 = now_us();
 		if (http(&fd, pr->api, "GET", "/v1/status", NULL, 5000, NULL) == 200 &&
@@ -724,8 +709,7 @@ static void *probe_thread(void *p)
 			pr->lat[pr->n++] = now_us() - t0;
 		sleep_ms(1);
 	}
-	if (fd >= 0)
-		close(fd);
+	iod_http_conn_close(&fd);
 	return NULL;
 }
 
@@ -745,7 +729,7 @@ static long rss_kb(pid_t pid, const char *field)
 
 static void lag_report(const char *what, struct prober *pr, const char *extra)
 {
-	qsort(pr->lat, pr->n, sizeof(pr->lat[0]), cmp_u64);
+	qsort(pr->lat, pr->n, sizeof(pr->lat[0]), bench_cmp_u64);
 	printf("BENCH control.loop_lag case=%s probes=%zu p50_ms=%.2f p99_ms=%.2f max_ms=%.2f%s\n",
 	       what, pr->n, pct_ms(pr->lat, pr->n, 0.50), pct_ms(pr->lat, pr->n, 0.99),
 	       pr->n ? (double)pr->lat[pr->n - 1] / 1000 : 0.0, extra);
@@ -784,10 +768,9 @@ static void loop_lag(struct cluster *c)
 	pthread_create(&pr.t, NULL, probe_thread, &pr);
 	sleep_ms(50);
 	for (int i = 0; i < 5; i++) {
-		int fd = -1;
+		struct iod_http_conn fd = {0};
 		http(&fd, c->api[leader], "GET", "/v1/configs", NULL, 30000, NULL);
-		if (fd >= 0)
-			close(fd);
+		iod_http_conn_close(&fd);
 	}
 	pr.stop = 1;
 	pthread_join(pr.t, NULL);

@@ -36,8 +36,8 @@ static int one(const char *sc, uint32_t flows, uint32_t bytes, double base_mpps,
 	       "wire_bytes=%u cpu_share=%.2f cache_hit_pct=%.1f fast_path_pct=%.1f",
 	       sc, bytes, flows, r.mpps, r.ns_per_pkt, (unsigned long long)r.packets, r.wire_bytes,
 	       r.cpu_share,
-	       r.emc_hits + r.emc_misses
-	           ? 100.0 * (double)r.emc_hits / (double)(r.emc_hits + r.emc_misses)
+	       r.cache_hits + r.walks
+	           ? 100.0 * (double)r.cache_hits / (double)(r.cache_hits + r.walks)
 	           : 0.0,
 	       r.packets ? 100.0 * (double)r.fp_hits / (double)r.packets : 0.0);
 	if (base_mpps > 0)

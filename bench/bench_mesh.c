@@ -40,6 +40,7 @@
  * loopback and is torn down at the end. Runs about three minutes.
  */
 #include "iod/mesh.h"
+#include "bench.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -141,13 +142,6 @@ static void loadavg(double *one)
 			*one = -1;
 		fclose(f);
 	}
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * IOD_NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
 static uint32_t env_u32(const char *name, uint32_t def)
@@ -276,12 +270,6 @@ struct lconn {
 	size_t len;
 };
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 struct lat {
 	double p50_us, p90_us, p99_us, p999_us, max_us; /* percentiles */
 	uint32_t n, errors;                             /* measured, failed */
@@ -291,7 +279,7 @@ static int fixed_rate(uint32_t ip, uint16_t port, uint32_t rate, uint32_t second
 {
 	static struct lconn c[LAT_CONNS];
 	static uint64_t lat[LAT_MAX];
-	static struct iod_mesh_http_msg m;
+	static struct iod_http_msg m;
 	const char *req = "GET /1k HTTP/1.1\r\nhost: b\r\n\r\n";
 	uint64_t period = IOD_NS_PER_S / rate;
 	uint32_t total = IOD_MIN(rate * seconds, (uint32_t)LAT_MAX);
@@ -314,10 +302,10 @@ static int fixed_rate(uint32_t ip, uint16_t port, uint32_t rate, uint32_t second
 		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
 		epoll_ctl(ep, EPOLL_CTL_ADD, c[i].fd, &ev);
 	}
-	uint64_t t0 = now_ns() + 10 * IOD_NS_PER_MS;
+	uint64_t t0 = bench_now_ns() + 10 * IOD_NS_PER_MS;
 	uint64_t deadline = t0 + (uint64_t)(seconds + 5) * IOD_NS_PER_S;
-	while (done < total && now_ns() < deadline) {
-		uint64_t t = now_ns();
+	while (done < total && bench_now_ns() < deadline) {
+		uint64_t t = bench_now_ns();
 		/* Send every request whose time has come on an idle connection;
 		 * a request that finds none waits, and its wait counts. */
 		while (sent < total && t >= t0 + sent * period) {
@@ -358,11 +346,11 @@ static int fixed_rate(uint32_t ip, uint16_t port, uint32_t rate, uint32_t second
 				return -1;
 			}
 			x->len += (size_t)r;
-			if (iod_mesh_http_parse(x->buf, x->len, true, &m))
+			if (iod_http_parse(x->buf, x->len, true, &m))
 				continue;
 			if (x->len < m.head_len + m.content_length)
 				continue;
-			uint64_t l = now_ns() - x->sched_ns;
+			uint64_t l = bench_now_ns() - x->sched_ns;
 			if (m.status != 200)
 				errors++;
 			if (done >= warm && recorded < LAT_MAX)
@@ -376,7 +364,7 @@ static int fixed_rate(uint32_t ip, uint16_t port, uint32_t rate, uint32_t second
 	close(ep);
 	if (!recorded)
 		return -1;
-	qsort(lat, recorded, sizeof(lat[0]), cmp_u64);
+	qsort(lat, recorded, sizeof(lat[0]), bench_cmp_u64);
 	out->n = recorded;
 	out->errors = errors + (total - done);
 	out->p50_us = (double)lat[recorded / 2] / 1e3;
@@ -403,12 +391,6 @@ struct target {
 	bool ok;                            /* reachable */
 };
 
-static int cmp_dbl(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
 /* Median of n values (sorted copy). */
 static double median(const double *v, uint32_t n)
 {
@@ -416,7 +398,7 @@ static double median(const double *v, uint32_t n)
 	if (!n)
 		return 0;
 	memcpy(tmp, v, n * sizeof(v[0]));
-	qsort(tmp, n, sizeof(tmp[0]), cmp_dbl);
+	qsort(tmp, n, sizeof(tmp[0]), bench_cmp_double);
 	return n % 2 ? tmp[n / 2] : (tmp[n / 2 - 1] + tmp[n / 2]) / 2;
 }
 
@@ -653,12 +635,12 @@ int main(void)
 		added_med[i] = median(t[i].added_p99_r, t[i].lat_n);
 		double a[LAT_ROUNDS_MAX];
 		memcpy(a, t[i].added_p99_r, t[i].lat_n * sizeof(a[0]));
-		qsort(a, t[i].lat_n, sizeof(a[0]), cmp_dbl);
+		qsort(a, t[i].lat_n, sizeof(a[0]), bench_cmp_double);
 		added_q1[i] = a[(t[i].lat_n - 1) / 4];
 		added_q3[i] = a[(3 * (t[i].lat_n - 1) + 3) / 4];
 		for (uint32_t r = 0; r < t[i].lat_n; r++)
 			under[i] += t[i].added_p99_r[r] < 100;
-		qsort(v, t[i].lat_n, sizeof(v[0]), cmp_dbl);
+		qsort(v, t[i].lat_n, sizeof(v[0]), bench_cmp_double);
 		if (i == 0)
 			base_spread = v[t[i].lat_n - 1] - v[0];
 		printf("BENCH mesh.latency target=%s rate=%u rounds=%u n=%u errors=%u "

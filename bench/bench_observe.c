@@ -27,7 +27,7 @@ static char state_dir[256];
 
 static uint64_t now_us(void)
 {
-	return iod_clock_now(iod_clock_monotonic()) / IOD_NS_PER_US;
+	return iod_clock_now_ns() / IOD_NS_PER_US;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -50,7 +50,7 @@ static int sh(const char *fmt, ...)
 /* GET addr path; the body (malloc'd) or NULL. */
 static char *get(const char *addr, const char *path, uint64_t *us)
 {
-	int fd = -1;
+	struct iod_http_conn fd = {0};
 	struct iod_api_response r;
 	struct iod_err e = {0};
 	uint64_t t0 = now_us();
@@ -58,8 +58,7 @@ static char *get(const char *addr, const char *path, uint64_t *us)
 		return NULL;
 	if (us)
 		*us = now_us() - t0;
-	if (fd >= 0)
-		close(fd);
+	iod_http_conn_close(&fd);
 	char *b = r.status == 200 && r.body ? strdup(r.body) : NULL;
 	iod_api_response_free(&r);
 	return b;

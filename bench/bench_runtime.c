@@ -12,6 +12,7 @@
  */
 #include "iod/agent.h"
 #include "iod/api.h"
+#include "bench.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -24,13 +25,7 @@ static struct iod_api_client cl;
 
 static uint64_t now_us(void)
 {
-	return iod_clock_now(iod_clock_monotonic()) / IOD_NS_PER_US;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
+	return iod_clock_now_ns() / IOD_NS_PER_US;
 }
 
 static void report(const char *name, uint64_t *us, unsigned n, double target_ms)
@@ -40,7 +35,7 @@ static void report(const char *name, uint64_t *us, unsigned n, double target_ms)
 		       target_ms);
 		return;
 	}
-	qsort(us, n, sizeof(*us), cmp_u64);
+	qsort(us, n, sizeof(*us), bench_cmp_u64);
 	double p50 = (double)us[n / 2] / 1000.0, p99 = (double)us[(n * 99) / 100] / 1000.0;
 	double mx = (double)us[n - 1] / 1000.0;
 	printf(

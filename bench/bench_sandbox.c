@@ -23,7 +23,8 @@
  * Environment: IOD_BENCH_RUNS (rounds, default 7), IOD_BENCH_OPS (loop
  * iterations, default 200000).
  */
-#include "iod/agent.h"
+#include "iod/agent_run.h"
+#include "bench.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -34,11 +35,6 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static uint64_t now_ns(void)
-{
-	return iod_clock_now(iod_clock_monotonic());
-}
 
 /* The workload: ops iterations of six syscalls; prints ns per iteration. */
 static int syscall_loop(long ops)
@@ -53,7 +49,7 @@ static int syscall_loop(long ops)
 	}
 	printf("up\n");
 	fflush(stdout);
-	uint64_t t0 = now_ns();
+	uint64_t t0 = bench_now_ns();
 	for (long i = 0; i < ops; i++) {
 		if (syscall(SYS_getppid) < 0 || read(zero, b, sizeof(b)) != sizeof(b) ||
 		    write(null, b, sizeof(b)) != sizeof(b) || stat("/", &st) ||
@@ -64,7 +60,7 @@ static int syscall_loop(long ops)
 			return 3;
 		close(fd);
 	}
-	uint64_t dt = now_ns() - t0;
+	uint64_t dt = bench_now_ns() - t0;
 	printf("ns_per_iter=%.1f\n", (double)dt / (double)ops);
 	return 0;
 }
@@ -141,14 +137,14 @@ static double run_once(const struct iod_agent_exec_config *c, const char *name, 
 	char log[IOD_AGENT_PATH_MAX];
 	iod_agent_replica_path(c->run_dir, name, "log", log, sizeof(log));
 	unlink(log);
-	uint64_t t0 = now_ns();
+	uint64_t t0 = bench_now_ns();
 	if (iod_agent_exec_start(c, &r, &p, &e)) {
 		printf("# start %s: %s\n", name, e.msg);
 		return -1;
 	}
-	while (!log_has(c, name, "up\n") && now_ns() - t0 < 10 * IOD_NS_PER_S)
+	while (!log_has(c, name, "up\n") && bench_now_ns() - t0 < 10 * IOD_NS_PER_S)
 		usleep(200);
-	*start_us = (now_ns() - t0) / IOD_NS_PER_US;
+	*start_us = (bench_now_ns() - t0) / IOD_NS_PER_US;
 	int st;
 	while (waitpid(p.pid, &st, 0) < 0 && errno == EINTR)
 		;
@@ -158,17 +154,6 @@ static double run_once(const struct iod_agent_exec_config *c, const char *name, 
 		return -1;
 	}
 	return ops ? log_value(c, name, "ns_per_iter=") : 1;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-static int cmp_u(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv)
@@ -235,10 +220,10 @@ int main(int argc, char **argv)
 		printf("BENCH sec.syscall error=no_successful_run\n");
 		return 1;
 	}
-	qsort(in, n, sizeof(double), cmp_d);
-	qsort(out, n, sizeof(double), cmp_d);
-	qsort(s_in, ns, sizeof(uint64_t), cmp_u);
-	qsort(s_out, ns, sizeof(uint64_t), cmp_u);
+	qsort(in, n, sizeof(double), bench_cmp_double);
+	qsort(out, n, sizeof(double), bench_cmp_double);
+	qsort(s_in, ns, sizeof(uint64_t), bench_cmp_u64);
+	qsort(s_out, ns, sizeof(uint64_t), bench_cmp_u64);
 	double pct = (in[n / 2] - out[n / 2]) / out[n / 2] * 100.0;
 	printf(
 	    "BENCH sec.syscall runs=%u ops=%ld sandboxed_ns=%.1f plain_ns=%.1f overhead_pct=%.1f "

@@ -17,17 +17,11 @@
  */
 #include "iod/sched.h"
 #include "iod/topo.h"
+#include "bench.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static const char *const models[] = {"dgx-h100", "hgx-a100-8", "pcie-8gpu"};
 #define MODELS_N 3
@@ -105,9 +99,9 @@ static int bench_throughput(const struct iod_sched_shape *shapes)
 	iod_sched_opts_default(&o);
 	if (!c || iod_sched_result_init(&res, services * per, services))
 		return -1;
-	double t0 = now_s();
+	double t0 = bench_now_s();
 	int rc = iod_sched_place(c, reqs, services, &o, &res, &e);
-	double dt = now_s() - t0;
+	double dt = bench_now_s() - t0;
 	if (rc) {
 		fprintf(stderr, "bench_sched: %s\n", e.msg);
 		return -1;
@@ -132,9 +126,9 @@ static int bench_throughput(const struct iod_sched_shape *shapes)
 	if (!c || iod_sched_result_init(&res, services * per, services))
 		return -1;
 	o.no_cache = true;
-	t0 = now_s();
+	t0 = bench_now_s();
 	rc = iod_sched_place(c, reqs, services, &o, &res, &e);
-	dt = now_s() - t0;
+	dt = bench_now_s() - t0;
 	o.no_cache = false;
 	printf("BENCH sched.throughput_nocache replicas=%u nodes=%u seconds=%.3f per_s=%.0f "
 	       "placed=%u unplaced=%u\n",
@@ -152,9 +146,9 @@ static int bench_throughput(const struct iod_sched_shape *shapes)
 	}
 	if (!c || iod_sched_result_init(&res, services * per, services))
 		return -1;
-	t0 = now_s();
+	t0 = bench_now_s();
 	rc = iod_sched_place(c, reqs, services, &o, &res, &e);
-	dt = now_s() - t0;
+	dt = bench_now_s() - t0;
 	printf("BENCH sched.throughput_fit replicas=%u nodes=%u seconds=%.3f per_s=%.0f placed=%u "
 	       "unplaced=%u target_s=1\n",
 	       res.n, nodes, dt, res.n / dt, res.placed_n, res.unplaced_n);
@@ -267,9 +261,9 @@ static int bench_quality_node(const struct iod_sched_shape *shapes)
 		struct iod_sched_opts o;
 		iod_sched_opts_default(&o);
 		iod_sched_result_init(&res, 1, 1);
-		double t0 = now_s();
+		double t0 = bench_now_s();
 		iod_sched_place(c, &r, 1, &o, &res, &e);
-		t_iod += now_s() - t0;
+		t_iod += bench_now_s() - t0;
 		struct best b = {0, false};
 		brute(s, all & ~taken, k, nvlink, single, 0, 0, 0, &b);
 		if (!b.any) {

@@ -39,7 +39,7 @@
 
 static uint64_t now_ns(void)
 {
-	return iod_clock_now(iod_clock_monotonic());
+	return iod_clock_now_ns();
 }
 
 static int cmp_u64(const void *a, const void *b)

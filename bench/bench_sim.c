@@ -14,28 +14,15 @@
  * clock is read here, in the benchmark, never in the simulator.
  */
 #include "iod/sim.h"
+#include "bench.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 /* CPU time of this process: on a shared machine, events per CPU second is
  * the per-core figure; wall time is printed too. */
-static double cpu_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static void bench_queue(enum iod_sim_queue_kind kind, uint32_t pending, uint64_t ops)
 {
 	struct iod_sim_queue q;
@@ -49,7 +36,7 @@ static void bench_queue(enum iod_sim_queue_kind kind, uint32_t pending, uint64_t
 	iod_rng_seed(&r, 1);
 	for (uint32_t i = 0; i < pending; i++)
 		iod_sim_queue_push(&q, iod_rng_below(&r, 1000000), 0, i, 0);
-	double t0 = now_s(), c0 = cpu_s();
+	double t0 = bench_now_s(), c0 = bench_cpu_s();
 	uint64_t sum = 0;
 	for (uint64_t i = 0; i < ops; i++) {
 		iod_sim_queue_pop(&q, &ev);
@@ -57,7 +44,7 @@ static void bench_queue(enum iod_sim_queue_kind kind, uint32_t pending, uint64_t
 		/* increments like a fabric's: serialisation and propagation delays */
 		iod_sim_queue_push(&q, ev.t_ns + 1 + (iod_rng_next(&r) & 4095), 0, ev.arg, 0);
 	}
-	double dt = now_s() - t0, dc = cpu_s() - c0;
+	double dt = bench_now_s() - t0, dc = bench_cpu_s() - c0;
 	printf("BENCH sim.queue kind=%s pending=%u ops=%" PRIu64
 	       " events_per_s=%.0f events_per_cpu_s=%.0f ns_per_event=%.1f check=%" PRIu64 "\n",
 	       kind == IOD_SIM_QUEUE_HEAP ? "heap4" : "radix", pending, ops, (double)ops / dt,
@@ -87,7 +74,7 @@ static int run_load(const struct iod_sim_topo *t, const struct iod_sim_cdf *c, d
 		return -1;
 	}
 	iod_rng_seed(&r, 1);
-	double t0 = now_s(), c0 = cpu_s();
+	double t0 = bench_now_s(), c0 = bench_cpu_s();
 	if (iod_sim_workload_poisson(s, c, load, dur_ns, &r, &e) < 0 ||
 	    iod_sim_run(s, dur_ns, &e)) {
 		fprintf(stderr, "run: %s\n", e.msg);
@@ -95,15 +82,13 @@ static int run_load(const struct iod_sim_topo *t, const struct iod_sim_cdf *c, d
 		return -1;
 	}
 	/* drain: let flows finish, at most 1 s more */
-	while (iod_sim_flows_done(s) < iod_sim_flow_count(s) &&
-	       iod_sim_now(s) < dur_ns + IOD_NS_PER_S)
-		if (iod_sim_run(s, iod_sim_now(s) + 10 * IOD_NS_PER_MS, &e)) {
-			fprintf(stderr, "run: %s\n", e.msg);
-			iod_sim_destroy(s);
-			return -1;
-		}
-	o->wall_s = now_s() - t0;
-	o->cpu_s = cpu_s() - c0;
+	if (iod_sim_drain(s, dur_ns + IOD_NS_PER_S, 10 * IOD_NS_PER_MS, &e)) {
+		fprintf(stderr, "run: %s\n", e.msg);
+		iod_sim_destroy(s);
+		return -1;
+	}
+	o->wall_s = bench_now_s() - t0;
+	o->cpu_s = bench_cpu_s() - c0;
 	o->events = iod_sim_events(s);
 	iod_sim_summarize(s, &o->sum);
 	iod_sim_destroy(s);

@@ -9,17 +9,11 @@
  * over 1,000 nodes pays. The machine is shared: timings vary run to run.
  */
 #include "iod/topo.h"
+#include "bench.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static volatile uint64_t sink; /* keeps results alive */
 
@@ -35,80 +29,80 @@ int main(void)
 		fprintf(stderr, "bench_topo: %s\n", e.msg);
 		return 1;
 	}
-	t0 = now_s();
+	t0 = bench_now_s();
 	for (unsigned i = 0; i < iters; i++)
 		sink += iod_topo_gpu_pair_score(&n, i & 7, (i >> 3) & 7);
-	dt = now_s() - t0;
-	printf("BENCH topo.pair_score ns_per_op=%.1f\n", dt * 1e9 / iters);
+	dt = bench_now_s() - t0;
+	bench_line("topo.pair_score", "ns_per_op=%.1f", dt * 1e9 / iters);
 
 	struct iod_bitmap all;
 	iod_bitmap_zero(&all);
 	iod_bitmap_set_range(&all, 0, 7);
-	t0 = now_s();
+	t0 = bench_now_s();
 	for (unsigned i = 0; i < iters / 10; i++) {
 		all.w[0] ^= (i & 1) << 8; /* defeat hoisting; GPU 8 does not exist */
 		sink += iod_topo_gpu_set_score(&n, &all);
 	}
-	dt = now_s() - t0;
-	printf("BENCH topo.set_score_8gpu ns_per_op=%.1f pairs=28\n", dt * 1e9 / (iters / 10));
+	dt = bench_now_s() - t0;
+	bench_line("topo.set_score_8gpu", "ns_per_op=%.1f pairs=28", dt * 1e9 / (iters / 10));
 
 	struct iod_bitmap two;
-	t0 = now_s();
+	t0 = bench_now_s();
 	for (unsigned i = 0; i < iters / 10; i++) {
 		iod_bitmap_zero(&two);
 		iod_bitmap_set(&two, i & 7);
 		iod_bitmap_set(&two, (i + 1) & 7);
 		sink += (uint64_t)iod_topo_nearest_nic(&n, &two);
 	}
-	dt = now_s() - t0;
-	printf("BENCH topo.nearest_nic ns_per_op=%.1f nics=9 gpus=2\n", dt * 1e9 / (iters / 10));
+	dt = bench_now_s() - t0;
+	bench_line("topo.nearest_nic", "ns_per_op=%.1f nics=9 gpus=2", dt * 1e9 / (iters / 10));
 
 	struct iod_bitmap isl[8];
-	t0 = now_s();
+	t0 = bench_now_s();
 	for (unsigned i = 0; i < iters / 100; i++) {
 		all.w[0] = 0xff & ~(1u << (i & 7));
 		sink += iod_topo_nvlink_islands(&n, &all, isl, 8);
 	}
-	dt = now_s() - t0;
-	printf("BENCH topo.nvlink_islands ns_per_op=%.1f gpus=7\n", dt * 1e9 / (iters / 100));
+	dt = bench_now_s() - t0;
+	bench_line("topo.nvlink_islands", "ns_per_op=%.1f gpus=7", dt * 1e9 / (iters / 100));
 
-	t0 = now_s();
+	t0 = bench_now_s();
 	for (unsigned i = 0; i < iters; i++)
 		sink += iod_topo_link_bw_bps(&n, i & 15, (i >> 4) & 15);
-	dt = now_s() - t0;
-	printf("BENCH topo.link_bw ns_per_op=%.1f\n", dt * 1e9 / iters);
+	dt = bench_now_s() - t0;
+	bench_line("topo.link_bw", "ns_per_op=%.1f", dt * 1e9 / iters);
 
 	const unsigned builds = 2000;
-	t0 = now_s();
+	t0 = bench_now_s();
 	for (unsigned i = 0; i < builds; i++)
 		if (iod_topo_model_load(i & 1 ? "dgx-h100" : "generic-4", &copy, &e))
 			return 1;
-	dt = now_s() - t0;
-	printf("BENCH topo.model_load us_per_op=%.1f\n", dt * 1e6 / builds);
+	dt = bench_now_s() - t0;
+	bench_line("topo.model_load", "us_per_op=%.1f", dt * 1e6 / builds);
 
-	t0 = now_s();
+	t0 = bench_now_s();
 	for (unsigned i = 0; i < builds * 10; i++) {
 		memcpy(&copy, &n, sizeof(n));
 		sink += copy.ndevices;
 	}
-	dt = now_s() - t0;
-	printf("BENCH topo.node_copy us_per_op=%.2f bytes=%zu\n", dt * 1e6 / (builds * 10),
-	       sizeof(n));
+	dt = bench_now_s() - t0;
+	bench_line("topo.node_copy", "us_per_op=%.2f bytes=%zu", dt * 1e6 / (builds * 10),
+	           sizeof(n));
 
 	struct iod_buf xml;
 	iod_buf_init(&xml);
 	if (iod_topo_format_xml(&n, &xml))
 		return 1;
 	const unsigned loads = 50;
-	t0 = now_s();
+	t0 = bench_now_s();
 	for (unsigned i = 0; i < loads; i++)
 		if (iod_topo_load_xml_buffer(xml.data, xml.len, &copy, &e)) {
 			fprintf(stderr, "bench_topo: %s\n", e.msg);
 			return 1;
 		}
-	dt = now_s() - t0;
-	printf("BENCH topo.xml_load ms_per_op=%.2f bytes=%zu (child process + 2 hwloc parses)\n",
-	       dt * 1e3 / loads, xml.len);
+	dt = bench_now_s() - t0;
+	bench_line("topo.xml_load", "ms_per_op=%.2f bytes=%zu (child process + 2 hwloc parses)",
+	           dt * 1e3 / loads, xml.len);
 	iod_buf_free(&xml);
 	return sink == 42 ? 2 : 0;
 }

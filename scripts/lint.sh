@@ -1,6 +1,6 @@
 #!/bin/sh
 # lint.sh: the checks `make lint` runs: clang-format (the checked-in
-# .clang-format) and cppcheck. Prints nothing but findings; exits non-zero on any.
+# .clang-format), cppcheck, and the purity of the pure cores (purity.py). Prints nothing but findings; exits non-zero on any.
 set -u
 cd "$(dirname "$0")/.."
 files=$(git ls-files '*.c' '*.h')
@@ -14,6 +14,10 @@ if ! cppcheck --quiet --error-exitcode=1 --std=c11 --enable=warning,portability 
 	--inline-suppr --suppress=missingIncludeSystem -Iinclude -Isrc \
 	-D__GNUC__ -DIOD_VERSION='"lint"' src tests bench 2>&1; then
 	echo "lint: cppcheck findings"
+	rc=1
+fi
+# pure cores stay pure (scripts/pure.txt, scripts/purity.py)
+if ! python3 scripts/purity.py; then
 	rc=1
 fi
 [ $rc -eq 0 ] && echo "lint: clean"

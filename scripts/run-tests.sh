@@ -4,7 +4,9 @@
 # Unit and sim programs (BUILD/san/tests/{unit,sim}/*) print one line per test
 # and "RESULT p f s"; a program that dies without that line counts as one
 # failure. Integration scripts (tests/integration/*.sh) either print RESULT
-# lines or count by exit status (0 pass, 77 skip, else fail). Fuzz targets
+# lines or count by exit status (0 pass, 77 skip, else fail); integration
+# programs (tests/integration/*.c, which fork real servers) run with them,
+# not with the unit tests. Fuzz targets
 # (BUILD/fuzz/fuzz_*) run IOD_FUZZ_SECONDS (default 5) each over a copy of
 # their seed corpus with libFuzzer seed IOD_FUZZ_SEED (default 1, so a commit's
 # smoke run explores the same inputs on every machine and main stays green
@@ -64,12 +66,15 @@ fi
 if [ -z "$ONLY" ] || [ "$ONLY" = integration ]; then
 	for t in tests/integration/*.sh; do
 		[ -f "$t" ] || continue
+		[ "$(basename "$t")" = lib.sh ] && continue # sourced by the scripts
 		echo "== integration $(basename "$t")"
 		timeout "$TIMEOUT" sh "$t" "$BUILD" >"$log" 2>&1
 		rc=$?
 		grep -v '^RESULT ' "$log" | sed 's/^/  /'
 		count "$(basename "$t")" "$rc"
 	done
+	# programs that fork servers (tests/integration/*.c, built like unit tests)
+	run_prog integration "$BUILD"/san/tests/integration/test_*
 fi
 if [ -z "$ONLY" ] || [ "$ONLY" = fuzz ]; then
 	for f in "$BUILD"/fuzz/fuzz_*; do

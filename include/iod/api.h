@@ -14,6 +14,7 @@
 #define IOD_API_H
 
 #include "iod/base.h"
+#include "iod/http.h"
 #include "iod/sec.h"
 #include "iod/state.h"
 
@@ -34,18 +35,15 @@ struct iod_api_client {
 	char servers[IOD_STATE_PEERS_MAX + 1][IOD_ADDR_MAX]; /* known API addresses */
 	uint32_t servers_n;                                  /* entries in servers */
 	uint32_t cur;                                        /* server the connection goes to */
-	int fd;                     /* kept-alive connection, -1 when none */
-	char fd_addr[IOD_ADDR_MAX]; /* address fd is connected to */
-	uint32_t timeout_ms;        /* per attempt (connect + request + answer) */
-	uint32_t retry_ms;          /* total time to keep trying other servers */
-	uint32_t retry_sleep_ms;    /* pause between rounds over all servers */
-	uint32_t attempts;          /* attempts made by the last request (for tests) */
+	struct iod_http_conn conn;                           /* kept-alive connection (src/http/) */
+	uint32_t timeout_ms;     /* per attempt (connect + request + answer) */
+	uint32_t retry_ms;       /* total time to keep trying other servers */
+	uint32_t retry_sleep_ms; /* pause between rounds over all servers */
+	uint32_t attempts;       /* attempts made by the last request (for tests) */
 	/* security (docs/security.md): HTTPS when creds is set, the server
 	 * verified against the cluster CA and required to be a server of it */
 	struct iod_sec_tls_creds *creds;   /* CA (+ client certificate); NULL: plain HTTP */
 	bool own_creds;                    /* creds freed by iod_api_client_close */
-	struct iod_sec_tls *tls;           /* the TLS session on fd */
-	uint64_t tls_gen;                  /* creds' rotations when tls opened */
 	char token[IOD_SEC_TOKEN_LEN + 1]; /* bearer token sent with each request, or "" */
 };
 
@@ -88,13 +86,14 @@ int iod_api_request(struct iod_api_client *c, const char *method, const char *pa
 void iod_api_response_free(struct iod_api_response *r);
 
 /*
- * One request to one address on an existing (or new, when *fd < 0)
- * connection, no retries. Returns 0 or a negative errno (-ECONNREFUSED,
- * -ETIMEDOUT, -EPROTO...). On error *fd is closed and set to -1.
+ * One request to one address on a kept (or new) connection, no retries
+ * (iod_http_request; the body parsed as JSON when it is). Returns 0 or a
+ * negative errno (-ECONNREFUSED, -ETIMEDOUT, -EPROTO...). On error the
+ * connection is closed.
  */
-int iod_api_http_once(int *fd, const char *addr, const char *method, const char *path,
-                      const char *content_type, const void *body, size_t len, uint32_t timeout_ms,
-                      struct iod_api_response *r, struct iod_err *e);
+int iod_api_http_once(struct iod_http_conn *conn, const char *addr, const char *method,
+                      const char *path, const char *content_type, const void *body, size_t len,
+                      uint32_t timeout_ms, struct iod_api_response *r, struct iod_err *e);
 
 /* The error message of an API error body ({"error": "..."}), or the status line. */
 const char *iod_api_error_text(const struct iod_api_response *r);
@@ -103,15 +102,6 @@ const char *iod_api_error_text(const struct iod_api_response *r);
 
 /* Run `iod server` until SIGTERM/SIGINT: raft node + HTTP API on one loop. */
 int iod_api_server_run(const struct iod_server_config *c, struct iod_err *e);
-
-/*
- * The deploy adapter: turn a deploy request body (YAML or JSON spec) into a
- * "deploy" state command using the nodes in st, and a JSON answer listing
- * placements and what could not be placed. Returns 0 (*cmd malloc'd; may be
- * NULL when nothing can be placed), -EINVAL (spec errors in *answer).
- */
-int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len, char **cmd,
-                        json_t **answer, struct iod_err *e);
 
 /*
  * The privilege seam for the API's roles: a spec whose services ask for

@@ -105,29 +105,14 @@ void iod_log(enum iod_log_level level, const char *component, const char *fmt, .
 #define IOD_NS_PER_S 1000000000ull
 
 /*
- * A clock a core is handed. The real shell passes iod_clock_monotonic();
- * tests and the simulator pass a manual clock they advance themselves.
+ * Time in iod: cores never read a clock; they are handed the time
+ * (`now_ns`) by their shell, and tests and the simulator hand them the
+ * time they choose. Shells read it here, in one place.
  */
-struct iod_clock {
-	uint64_t (*now_ns)(void *ctx); /* monotonic nanoseconds */
-	void *ctx;                     /* owner's state */
-};
-
-/* The process-wide CLOCK_MONOTONIC clock (shells only). */
-const struct iod_clock *iod_clock_monotonic(void);
+/* CLOCK_MONOTONIC in nanoseconds (shells only). */
+uint64_t iod_clock_now_ns(void);
 /* Wall-clock Unix time in ns, for timestamps users read (shells only). */
 uint64_t iod_time_unix_ns(void);
-
-struct iod_manual_clock {
-	struct iod_clock clock; /* hand &m->clock to the core */
-	uint64_t now_ns;        /* advanced by the test or simulator */
-};
-void iod_manual_clock_init(struct iod_manual_clock *m, uint64_t start_ns);
-
-static inline uint64_t iod_clock_now(const struct iod_clock *c)
-{
-	return c->now_ns(c->ctx);
-}
 
 /* ---- deterministic random numbers (xoshiro256**) ------------------------ */
 
@@ -280,6 +265,8 @@ int iod_bitmap_parse(const char *s, struct iod_bitmap *b, struct iod_err *e);
 
 /* snprintf that never overflows; returns -ENOSPC if truncated. */
 int iod_strlcpy(char *dst, const char *src, size_t len);
+/* The value of one hexadecimal digit (either case), or -1. */
+int iod_hex_digit(char c);
 /* Levenshtein distance, bounded (stops counting at max). */
 unsigned iod_edit_distance(const char *a, const char *b, unsigned max);
 /* The candidate closest to word within distance 2 (or a prefix match), else NULL. */

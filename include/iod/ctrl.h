@@ -1,8 +1,9 @@
 /*
  * ctrl.h: the controller's decisions (pure): how the cluster's Node objects
- * become the scheduler's cluster, the one conversion the deploy plan
- * (src/api/deploy.c) and the lost-node rescheduling plan
- * (src/agent/reschedule.c) share.
+ * become the scheduler's cluster (cluster.c), the deploy plan (deploy.c),
+ * the lost-node rescheduling plan (reschedule.c), and how a placement is
+ * recorded on a Replica (replica.c). The API server and the node agent
+ * call the plans; the whole-cluster simulator will drive this same module.
  *
  * A node is scheduled from the topology it registered ("topology", what
  * iod_topo_to_json wrote: real discovery, an hwloc XML or a built-in
@@ -16,7 +17,14 @@
 #define IOD_CTRL_H
 
 #include "iod/base.h"
-#include "iod/sched.h"
+#include "iod/objects.h"
+
+/* The scheduler's structures, used here by pointer only: callers of the
+ * plans (the API server, the agent) do not include sched.h. */
+struct iod_sched_cluster;
+struct iod_sched_shape;
+struct iod_sched_placement;
+struct iod_state;
 
 /* How iod_ctrl_cluster_build treats the nodes. */
 struct iod_ctrl_cluster_opts {
@@ -44,5 +52,43 @@ int iod_ctrl_node_shape(const json_t *node_value, struct iod_sched_shape *out, s
  */
 int iod_ctrl_cluster_build(const json_t *nodes, const struct iod_ctrl_cluster_opts *opts,
                            struct iod_sched_cluster **out, uint32_t *node_ids, struct iod_err *e);
+
+/*
+ * Record placement p (placed) on Replica r: its node, GPU, CPU and affinity
+ * sets, memory NUMA node, NIC, whole accelerators (indexes and devices;
+ * both removed when it has none) and, when the scheduler kept one, its
+ * explanation. The one shape deploy and rescheduling store. -E2BIG when a
+ * set does not fit its field, -ENOMEM.
+ */
+int iod_ctrl_replica_place(const struct iod_sched_cluster *cl, const struct iod_sched_placement *p,
+                           struct iod_obj_replica *r);
+
+/* ---- the plans ------------------------------------------------------------- */
+
+/*
+ * The deploy plan: turn a deploy request body (YAML or JSON spec) into a
+ * "deploy" state command using the nodes in st, and a JSON answer listing
+ * placements and what could not be placed. Returns 0 (*cmd malloc'd; may be
+ * NULL when nothing can be placed), -EINVAL (spec errors in *answer).
+ */
+int iod_ctrl_deploy_plan(const struct iod_state *st, const char *body, size_t len, char **cmd,
+                         json_t **answer, struct iod_err *e);
+
+/*
+ * Rescheduling a lost node's replicas (pure). A replica whose node is not in
+ * nodes (its lease expired) is orphaned: a stateless one moves at once, a
+ * stateful one once it has been lost for stateful_grace_ms (its "lost_ms" is
+ * recorded first). Targets come from the topology-aware scheduler (sched/)
+ * with a deploy's rules: live nodes' shapes from their models, every replica
+ * on a live node adopted, each service's request from its stored spec; the
+ * move gets the scheduler's node, GPUs, CPUs, NUMA node, NIC and
+ * explanation. Returns a JSON array of writes [{"name","prev_rev","value"}]
+ * (compare-and-swap puts of Replica objects) and, in *unplaced,
+ * [{"replica","reason","why"}] (the scheduler's reason name and message)
+ * for what fits nowhere; such a replica is also written once as pending
+ * with that reason.
+ */
+json_t *iod_ctrl_resched_plan(const json_t *nodes, const json_t *replicas, const json_t *services,
+                              uint64_t now_ms, uint64_t stateful_grace_ms, json_t **unplaced);
 
 #endif

@@ -20,6 +20,8 @@
 
 #include "iod/ar.h"
 #include "iod/net.h"
+#include "iod/net_ct.h"
+#include "iod/net_policy.h"
 
 /* ---- packets ----------------------------------------------------------- */
 
@@ -277,7 +279,7 @@ struct iod_flow_engine_stats {
 	uint64_t fp_hits;      /* compiled fast-path hits (the whole verdict in one lookup) */
 	uint64_t emc_hits;     /* exact-match cache hits */
 	uint64_t mf_hits;      /* megaflow (masked) cache hits */
-	uint64_t emc_misses;   /* full pipe walks (both caches missed) */
+	uint64_t walks;        /* full pipe walks (every cache missed) */
 	uint64_t parse_errors; /* frames too short to parse */
 };
 void iod_flow_engine_stats(const struct iod_flow_pipeline *pl, struct iod_flow_engine_stats *st);
@@ -421,8 +423,6 @@ void iod_flow_dp_ar_tick(struct iod_flow_dp_ar *a, uint64_t now_ns);
 uint32_t iod_flow_dp_ar_probe_frame(struct iod_flow_dp_ar *a, uint8_t *buf, uint32_t cap);
 /* Per network: policy, counters, paths per remote VTEP (iod dp dump). */
 json_t *iod_flow_dp_ar_json(const struct iod_flow_dp_ar *a, uint64_t now_ns);
-/* The AR core of network n (NULL when it has none): for tests. */
-struct iod_ar *iod_flow_dp_ar_core(struct iod_flow_dp_ar *a, uint32_t n);
 
 /* ---- offload: pipes and entries as NIC rules (rte_flow shape) ----------- */
 

@@ -126,9 +126,9 @@ struct iod_io_bench_result {
 	double cpu_share;     /* CPU time / wall time: how much of the core the run got */
 	double mpps;          /* packets / seconds / 1e6 */
 	double ns_per_pkt;    /* 1e9 / packets per second */
-	uint64_t emc_hits;    /* engine cache hits (fast path + exact + megaflow) during the run */
+	uint64_t cache_hits;  /* engine cache hits (fast path + exact + megaflow) during the run */
 	uint64_t fp_hits;     /* of which compiled fast-path hits */
-	uint64_t emc_misses;  /* full pipe walks during the run */
+	uint64_t walks;       /* full pipe walks during the run */
 };
 
 /*
@@ -178,5 +178,43 @@ void iod_io_offload_destroy(struct iod_io_offload *o) __attribute__((weak));
  * time; the rate is per CPU-second, as the other figures. */
 int iod_io_dpdk_bench_macswap(double seconds, double *mpps, struct iod_err *e)
     __attribute__((weak));
+
+/* ---- the data plane's run loop (src/io/dploop.c) ------------------------ */
+
+/*
+ * One data plane: its pipeline and adaptive routing (src/flow/), its host
+ * and fabric ports. `iod dp run`, the tests and the benchmark drive it one
+ * turn at a time: the loop never reads the clock (now_ns comes in) and
+ * never sleeps except in iod_dp_loop_idle.
+ */
+struct iod_dp_loop {
+	struct iod_flow_dp *dp;    /* the pipeline and conntrack (borrowed) */
+	struct iod_flow_dp_ar *ar; /* adaptive routing; NULL = none (borrowed) */
+	struct iod_io_port *ports; /* [IOD_DP_PORT_HOST], [IOD_DP_PORT_FABRIC] (borrowed) */
+	bool live;                 /* a port is a live interface (not mem/pcap) */
+	uint16_t idle_port;        /* the port iod_dp_loop_idle waits on */
+	uint64_t last_tick_ns;     /* last adaptive-routing tick */
+	uint64_t rx_packets;       /* received, all turns */
+	uint64_t rss_packets;      /* RSS verdicts (no local stack queues here) */
+};
+
+/* Bind dp, ar (may be NULL) and the two open ports; live and idle_port
+ * from the ports' backends. */
+void iod_dp_loop_init(struct iod_dp_loop *l, struct iod_flow_dp *dp, struct iod_flow_dp_ar *ar,
+                      struct iod_io_port *ports);
+/*
+ * One turn at now_ns: a burst from each port (probes from the fabric
+ * answered or consumed first), the pipeline, adaptive-routing steering,
+ * transmit by verdict with mirrors copied; the adaptive-routing tick (every
+ * ms) and its probes; the maintenance budgets (IOD_DP_LOOP_*_BUDGET).
+ * Returns the packets received this turn.
+ */
+uint32_t iod_dp_loop_step(struct iod_dp_loop *l, uint64_t now_ns);
+/* Nothing came in: wait for one frame on the live port (at most 1 ms with
+ * adaptive routing, else 5 ms) and run it at the time after the wait (the
+ * shell's clock, iod_clock_now_ns). Returns 0 or 1. */
+uint32_t iod_dp_loop_idle(struct iod_dp_loop *l);
+/* Every port has reached the end of its input (mem and pcap only). */
+bool iod_dp_loop_done(const struct iod_dp_loop *l);
 
 #endif

@@ -253,6 +253,42 @@
  * it. */
 #define IOD_API_LEADER_WAIT_MS 500
 
+/* Local agents `iod up` starts: each is a process with its replicas. */
+#define IOD_UP_NODES_MAX 64
+
+/* ---- state/objects (typed cluster objects) ---------------------------- */
+
+/* A CPU or GPU set as text ("0-3,8"): IOD_BITMAP_BITS listed one by one
+ * would not fit, but sets are ranges; 512 bytes is what deploy formatted. */
+#define IOD_OBJ_SET_MAX 512
+/* A phase or health word ("pending", "unhealthy"). */
+#define IOD_OBJ_WORD_MAX 32
+/* A replica's one-line reason: the agent's reason plus the scheduler's why. */
+#define IOD_OBJ_REASON_MAX 2048
+/* Fields of one object kind: each kind's presence bits are one uint64_t. */
+#define IOD_OBJ_FIELDS_MAX 64
+
+/* ---- http (the codec and the client, src/http/) ------------------------ */
+
+/* Header lines per HTTP message: nginx's default large_client_header is
+ * 4 x 8k; 100 headers is what Go and Node.js accept. */
+#define IOD_HTTP_HEADERS_MAX 100
+/* An answer the client takes by default: a full state list of
+ * IOD_STATE_OBJECTS_MAX small objects is a few MiB; four times the largest
+ * request body leaves room. */
+#define IOD_HTTP_BODY_MAX (4ull * IOD_API_BODY_MAX)
+/* A stoppable request looks at its stop flag this often (the mesh's
+ * control-plane watch is a long poll; a proxy asked to stop must not wait it out). */
+#define IOD_HTTP_STOP_SLICE_MS 50
+/* Longest chunk-size line or trailer line the codec accepts (RFC 9112
+ * sets none; nginx and Node.js refuse beyond a few KiB). */
+#define IOD_HTTP_CHUNK_LINE_MAX 4096
+/* Extra request headers one client call sends. */
+#define IOD_HTTP_REQ_HEADERS_MAX 8
+/* A request body up to this size is sent in one write with its head (one
+ * segment, one syscall); a larger one is written from the caller's buffer. */
+#define IOD_HTTP_BODY_INLINE_MAX (16u << 10)
+
 /* ---- agent ------------------------------------------------------------- */
 
 /* Replicas one agent tracks at once (running + stopping): a node with 8
@@ -296,8 +332,6 @@
 #define IOD_AGENT_ACTIONS_MAX 64
 /* A manifest of desired replicas (JSON). */
 #define IOD_AGENT_MANIFEST_MAX (4u << 20)
-/* Bytes read from an HTTP health answer: the status line is all we need. */
-#define IOD_AGENT_HTTP_READ_MAX 1024
 /* The demo parameter server's vector: 1 Mi floats = 4 MiB per shard max. */
 #define IOD_DEMO_PARAMS_MAX (1u << 20)
 /* Replica ports are derived from replica names in [BASE, BASE + RANGE):
@@ -307,6 +341,8 @@
 #define IOD_AGENT_PORT_RANGE 12000u
 /* Parameter servers one demo worker talks to. */
 #define IOD_DEMO_SERVERS_MAX 16
+/* Connections one demo parameter server serves at once. */
+#define IOD_DEMO_CLIENTS_MAX 64
 /* Replica addresses one node's subnet hands out (per-replica network
  * namespaces): one per replica the agent can track. A /23 or larger is
  * used only up to this many hosts. */
@@ -350,13 +386,13 @@
 /* One HTTP message head or a whole buffered request: requests must fit to
  * be retryable; larger ones get 413 (docs/mesh.md). */
 #define IOD_MESH_HTTP_BUF 16384
-/* Header lines per HTTP message: nginx's default large_client_header is
- * 4 x 8k; 100 headers is what Go and Node.js accept. */
-#define IOD_MESH_HTTP_HEADERS_MAX 100
 /* Idle keep-alive connections kept per endpoint per worker. */
 #define IOD_MESH_POOL_IDLE_MAX 64
 /* Spans and flow records kept per worker ring (a power of two). */
 #define IOD_MESH_SPANS_MAX 4096
+/* Largest control-plane answer the mesh's API source reads (10,000
+ * endpoints of ~300 bytes). */
+#define IOD_MESH_API_REPLY_MAX (8u << 20)
 /* Retries one request may make (Envoy's circuit breaker default is 3). */
 #define IOD_MESH_RETRIES_MAX 8
 /* Latency histogram buckets (Prometheus `le` bounds). */
@@ -418,6 +454,28 @@
 #define IOD_DP_CT_BYTES_MAX (512ull << 20)
 /* A dp config file is read whole; 1 MiB is far beyond hand-written YAML. */
 #define IOD_DP_CONFIG_FILE_MAX (1u << 20)
+
+/* The data-plane loop's maintenance per turn (src/io/dploop.c): queued
+ * entry changes applied, aged entries looked at, conntrack sessions
+ * expired. Bounded so that one turn never stalls the packet path; the
+ * budgets drain a full table within a few thousand turns (milliseconds). */
+#define IOD_DP_LOOP_ENTRIES_BUDGET 64
+#define IOD_DP_LOOP_AGING_BUDGET 256
+#define IOD_DP_LOOP_CT_BUDGET 1024
+
+/* The engine's caches (src/flow/engine.c), as in OVS's dpif-netdev: entries
+ * one exact-match slot remembers hitting (a walk of the overlay pipeline hits
+ * at most 6); megaflow masks per start pipe (OVS's dpcls subtables: a handful
+ * per pipeline); megaflow slots per core (16 K x ~150 B = 2.4 MiB, in L2/L3). */
+#define IOD_FLOW_EMC_HITS_MAX 8
+#define IOD_FLOW_MF_MASKS_MAX 8
+#define IOD_FLOW_MF_SLOTS 16384
+/* The AF_PACKET ring (TPACKET_V3, src/io/afpacket.c): 64 blocks of 256 KiB =
+ * 16 MiB, frames up to 2 KiB, a block retired after 10 ms of quiet. */
+#define IOD_IO_AFP_BLOCK_BYTES (256u << 10)
+#define IOD_IO_AFP_BLOCKS 64u
+#define IOD_IO_AFP_FRAME_BYTES 2048u
+#define IOD_IO_AFP_RETIRE_MS 10u
 
 /* ---- net/ar (adaptive routing) ---------------------------------------- */
 
@@ -566,5 +624,35 @@
 #define IOD_TEL_STALL_SAMPLES 5
 #define IOD_TEL_STALL_UTIL_PCT 90.0
 #define IOD_TEL_STALL_BYTES (1u << 20)
+
+/* ---- the relations between limits that the code relies on ------------- */
+
+/* A replica name is "<service>-<ordinal>" with an ordinal < IOD_SPEC_REPLICAS_MAX
+ * (at most 4 digits) and a NUL: it fits a name. */
+_Static_assert(IOD_SPEC_NAME_LEN_MAX + 1 + 4 + 1 <= IOD_NAME_MAX,
+               "a replica name <service>-<ordinal> must fit IOD_NAME_MAX");
+_Static_assert(IOD_SPEC_REPLICAS_MAX <= 10000, "ordinals have at most 4 digits");
+/* GPU and accelerator sets of one node are uint32_t masks in the scheduler. */
+_Static_assert(IOD_TOPO_GPUS_MAX <= 32, "a node's GPU set is a uint32_t mask");
+_Static_assert(IOD_SCHED_ACCS_MAX <= 32, "a node's accelerator set is a uint32_t mask");
+/* CPU and GPU sets are bitmaps of whole 64-bit words. */
+_Static_assert(IOD_BITMAP_BITS % 64 == 0, "a bitmap is whole 64-bit words");
+_Static_assert(IOD_SPEC_UNITS_MAX <= IOD_BITMAP_BITS, "a replica's units fit one bitmap");
+/* The span ring indexes slots with a mask. */
+_Static_assert((IOD_MESH_SPANS_MAX & (IOD_MESH_SPANS_MAX - 1)) == 0,
+               "the span ring is a power of two");
+/* The megaflow cache indexes slots with a mask; a slot's hit list is uint8_t-counted. */
+_Static_assert((IOD_FLOW_MF_SLOTS & (IOD_FLOW_MF_SLOTS - 1)) == 0,
+               "the megaflow cache is a power of two");
+_Static_assert(IOD_FLOW_EMC_HITS_MAX <= 255 && IOD_FLOW_MF_MASKS_MAX <= 255,
+               "hit and mask counts are held in uint8_t");
+/* A Replica's reason holds the agent's reason and the scheduler's why. */
+_Static_assert(IOD_OBJ_REASON_MAX >= IOD_AGENT_REASON_MAX + IOD_SCHED_WHY_MAX,
+               "a rescheduling reason fits a Replica's reason field");
+/* A whole deploy is one transaction, replicas plus their deletions. */
+_Static_assert(IOD_STATE_TXN_OPS_MAX >= 2 * IOD_SPEC_REPLICAS_MAX,
+               "one deploy of IOD_SPEC_REPLICAS_MAX replicas fits a transaction");
+/* The client takes any answer the API server may send (a list of objects). */
+_Static_assert(IOD_HTTP_BODY_MAX >= IOD_API_BODY_MAX, "the client reads what the API sends");
 
 #endif

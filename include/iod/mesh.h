@@ -15,6 +15,7 @@
 #define IOD_MESH_H
 
 #include "iod/base.h"
+#include "iod/http.h"
 #include "iod/sec.h"
 
 /* ---- registry view ----------------------------------------------------- */
@@ -190,36 +191,6 @@ struct iod_mesh_source {
 	int (*wait)(void *ctx, uint32_t timeout_ms, const volatile int *stop, struct iod_err *e);
 	void *ctx; /* the source's state */
 };
-/* A source that re-reads a config file when its mtime changes. */
-struct iod_mesh_file_source {
-	struct iod_mesh_source src; /* hand &fs->src to the proxy */
-	char path[512];             /* config file */
-	int64_t mtime_ns;           /* last loaded modification time */
-	uint64_t version;           /* raised on each successful reload */
-};
-void iod_mesh_file_source_init(struct iod_mesh_file_source *fs, const char *path);
-
-/* VIP port of a service whose spec declares no port. */
-#define IOD_MESH_API_DEFAULT_PORT 7000
-/*
- * A source that follows the control plane (GET /v1/services, /v1/endpoints,
- * /v1/nodes on `server`): one mesh service per Service, endpoints from the
- * agents' Endpoint reports (address, node, healthy). A first port named
- * "http" or "http-*" makes a service L7, else L4 (docs/mesh.md).
- */
-struct iod_mesh_api_source {
-	struct iod_mesh_source src; /* hand &as->src to the proxy */
-	char server[64];            /* API address "host:port" */
-	char node[IOD_NAME_MAX];    /* the node this proxy runs on */
-	uint64_t rev;               /* cluster revision last read */
-	uint64_t watch_rev;         /* wait() watches for changes after this revision */
-	uint64_t hash;              /* hash of the last view built */
-	uint64_t version;           /* raised on each change */
-	/* HTTPS to a --pki server (docs/security.md): NULL = plain HTTP */
-	struct iod_sec_tls_creds *creds;   /* CA + this node's certificate (not owned) */
-	char token[IOD_SEC_TOKEN_LEN + 1]; /* or a bearer token; "" = none */
-};
-void iod_mesh_api_source_init(struct iod_mesh_api_source *s, const char *server, const char *node);
 /* Where a service is reached through the mesh. */
 struct iod_mesh_svc_addr {
 	char name[IOD_NAME_MAX]; /* service name */
@@ -234,10 +205,6 @@ struct iod_mesh_svc_addr {
  */
 int iod_mesh_api_addrs(const json_t *services, struct iod_mesh_svc_addr *out, uint32_t max,
                        uint32_t *n);
-/* A blocking GET (connection: close); *body malloc'd, NUL-terminated.
- * Returns the HTTP status or a negative errno. */
-int iod_mesh_http_get(const char *addr, const char *path, uint32_t timeout_ms, char **body,
-                      size_t *blen);
 
 /* ---- outlier detection (pure) ------------------------------------------ */
 
@@ -361,104 +328,6 @@ enum iod_mesh_timer iod_mesh_timeout_check(const struct iod_mesh_timeouts *t,
                                            uint64_t connect_start_ns, uint64_t request_start_ns,
                                            uint64_t last_io_ns, uint64_t now_ns);
 
-/* ---- HTTP/1.1 message heads (pure) ------------------------------------- */
-
-struct iod_mesh_http_header {
-	uint16_t name_off, name_len;   /* offsets into the buffer */
-	uint16_t value_off, value_len; /* value without surrounding blanks */
-};
-
-/* A parsed request or response head. Offsets point into the caller's buffer. */
-struct iod_mesh_http_msg {
-	bool is_response;
-	uint16_t method_off, method_len; /* request: method */
-	uint16_t target_off, target_len; /* request: request-target */
-	uint16_t status;                 /* response: status code */
-	uint8_t minor;                   /* HTTP/1.minor */
-	uint32_t head_len;               /* bytes up to and including the blank line */
-	bool chunked;                    /* Transfer-Encoding: chunked */
-	bool has_length;                 /* Content-Length present */
-	uint64_t content_length;         /* its value */
-	bool keep_alive;                 /* connection persists after this message */
-	bool expect_continue;            /* request: Expect: 100-continue */
-	bool has_host;                   /* a Host field was seen */
-	int traceparent;                 /* index of the last traceparent header or -1 */
-	uint8_t traceparent_n;           /* traceparent headers seen (saturates at 255) */
-	uint8_t tracestate_n;            /* tracestate headers seen (saturates at 255) */
-	struct iod_mesh_http_header hdr[IOD_MESH_HTTP_HEADERS_MAX]; /* hdr_n headers */
-	uint32_t hdr_n;
-};
-
-/*
- * Parse a message head from buf[0..len). Returns 0 when complete (msg
- * filled), -EAGAIN when more bytes are needed, -EBADMSG when malformed,
- * -E2BIG when the head exceeds the buffer or the header limit. Rejects
- * conflicting Content-Length values, Content-Length with chunked, bare CR,
- * obs-fold, whitespace before the colon, an HTTP/1.1 request without
- * exactly one Host (request smuggling defences).
- */
-int iod_mesh_http_parse(const char *buf, size_t len, bool response, struct iod_mesh_http_msg *msg);
-
-/* Body framing of a message: how to find its end. */
-struct iod_mesh_http_body {
-	enum {
-		IOD_MESH_BODY_NONE,
-		IOD_MESH_BODY_LENGTH,
-		IOD_MESH_BODY_CHUNKED,
-		IOD_MESH_BODY_CLOSE
-	} kind;
-	uint64_t remaining; /* LENGTH: bytes left; CHUNKED: bytes left in this chunk */
-	uint8_t state;      /* chunked decoder state */
-	uint32_t line_n;    /* chunk-size line bytes seen (bounded) */
-};
-/* Is header h (of the head in buf) named lower_name (lower case)? */
-bool iod_mesh_http_header_is(const char *buf, const struct iod_mesh_http_header *h,
-                             const char *lower_name);
-
-/* Framing after a head (request_method for responses: HEAD has no body). */
-void iod_mesh_http_body_init(struct iod_mesh_http_body *b, const struct iod_mesh_http_msg *m,
-                             const char *buf, const char *request_method, size_t method_len);
-/*
- * Consume body bytes: returns how many of len belong to this message (<= len),
- * sets *done when its end was reached; -EBADMSG on bad chunk framing. Bytes
- * are passed through unchanged (the proxy forwards chunked bodies as is).
- */
-int64_t iod_mesh_http_body_feed(struct iod_mesh_http_body *b, const char *p, size_t len,
-                                bool *done);
-/* The payload bytes of a body, as they are found (chunk data without the
- * chunked framing; all bytes of a length- or close-framed body). */
-typedef void (*iod_mesh_http_data_fn)(void *ctx, const char *p, size_t n);
-/* iod_mesh_http_body_feed that also hands each payload run to data (may be
- * NULL): the decoder a receiver (iod's test backend, the fuzz target) uses. */
-int64_t iod_mesh_http_body_decode(struct iod_mesh_http_body *b, const char *p, size_t len,
-                                  bool *done, iod_mesh_http_data_fn data, void *ctx);
-
-/* ---- W3C trace context (pure) ------------------------------------------ */
-
-struct iod_mesh_traceparent {
-	uint8_t trace_id[16]; /* never all zero */
-	uint8_t span_id[8];   /* the caller's span (parent-id), never all zero */
-	uint8_t flags;        /* bit 0: sampled */
-};
-/* Parse "00-<32 hex>-<16 hex>-<2 hex>" (version 00 exactly 55 chars; higher
- * versions may carry more after a '-'). -EINVAL when invalid. */
-int iod_mesh_traceparent_parse(const char *s, size_t len, struct iod_mesh_traceparent *tp);
-/* Writes 55 characters and a NUL (buf >= 56). */
-void iod_mesh_traceparent_format(const struct iod_mesh_traceparent *tp, char *buf);
-/* Most tracestate list members (W3C Trace Context, section 3.3.1.1). */
-#define IOD_MESH_TRACESTATE_MEMBERS_MAX 32
-/*
- * Check a tracestate list (the values of all tracestate headers joined by
- * ',') and write it to out without OWS and empty members. Returns its
- * length (0: no member), -EINVAL when the list is invalid and must be
- * dropped whole (a bad key or value, a duplicate key, more than 32
- * members), -E2BIG when out (cap bytes) is too small. Pure.
- */
-int iod_mesh_tracestate_clean(const char *in, size_t len, char *out, size_t cap);
-/* New random ids (never all zero). */
-void iod_mesh_trace_ids_new(struct iod_rng *rng, uint8_t *id, size_t len);
-void iod_mesh_hex(const uint8_t *b, size_t n, char *out); /* 2n chars + NUL */
-
 /* ---- spans and flow records -------------------------------------------- */
 
 enum iod_mesh_span_kind { IOD_MESH_SPAN_HTTP, IOD_MESH_SPAN_FLOW };
@@ -506,57 +375,8 @@ json_t *iod_mesh_span_otlp(const struct iod_mesh_span *s);
 /* An OTLP/JSON export document {"resourceSpans":[...]} of n spans. */
 json_t *iod_mesh_spans_otlp(const struct iod_mesh_span *s, uint32_t n, const char *node);
 
-/* ---- DNS responder codec (pure) ---------------------------------------- */
-
-/*
- * Answer one DNS query for "<service>.iod" A records. lookup() maps a
- * service name to a VIP (0 = unknown -> NXDOMAIN). Writes the response into
- * out (cap bytes) and returns its length, or a negative errno when the query
- * is not worth answering (not a query, malformed header: drop it).
- */
-typedef uint32_t (*iod_mesh_dns_lookup_fn)(void *ctx, const char *service);
-int iod_mesh_dns_answer(const uint8_t *q, size_t qlen, uint8_t *out, size_t cap,
-                        iod_mesh_dns_lookup_fn lookup, void *ctx);
-
-/* ---- the proxy (shell) ------------------------------------------------- */
-
-struct iod_mesh_proxy;
-
-struct iod_mesh_proxy_opts {
-	uint32_t workers;       /* epoll threads (0 = 1) */
-	const char *admin_addr; /* "127.0.0.1:15000"; NULL = no admin endpoint */
-	const char *dns_addr;   /* "127.0.0.1:15053"; NULL = no DNS responder */
-	uint64_t seed;          /* rng seed (ids, jitter, P2C) */
-	bool no_splice;         /* L4: copy through user space instead of splice */
-};
-
-/* Start the proxy's threads with the source's first view. */
-int iod_mesh_proxy_start(struct iod_mesh_proxy **out, const struct iod_mesh_proxy_opts *o,
-                         struct iod_mesh_source *src, struct iod_err *e);
-/* Poll the source and apply a changed view (call periodically). */
-int iod_mesh_proxy_refresh(struct iod_mesh_proxy *p, struct iod_err *e);
-/*
- * Block until the next refresh is due: with a source that pushes (wait),
- * until it reports a change or resync_ms pass (the periodic resync); else
- * poll_ms. Returns early once *stop is set. 0, or the source's failure
- * (after a poll_ms pause, so a caller that just refreshes again polls).
- */
-int iod_mesh_proxy_wait(struct iod_mesh_proxy *p, uint32_t poll_ms, uint32_t resync_ms,
-                        const volatile int *stop, struct iod_err *e);
-void iod_mesh_proxy_stop(struct iod_mesh_proxy *p);
-/* Prometheus text of every service and endpoint (appends to b). */
-int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b);
-
-/* ---- who is calling (peer.c) ------------------------------------------- */
-
-/* The owner of the peer socket of a local TCP connection. */
-struct iod_mesh_peer {
-	uint32_t uid;       /* owning uid: the replica's (per-replica uids) */
-	uint64_t inode;     /* socket inode */
-	uint64_t cgroup_id; /* cgroup v2 id of the socket's creator; 0 = unknown */
-};
-/* Look up the peer of accepted (or connected) IPv4 TCP socket fd in the
- * kernel's socket table: -ENOENT when the peer is not on this host. */
-int iod_mesh_peer_owner(int fd, struct iod_mesh_peer *out, struct iod_err *e);
+/* Codecs (trace context, DNS): mesh_proto.h. The proxy, the sources that
+ * read files or the control plane, and peer lookup (shells): mesh_proxy.h.
+ * HTTP/1.1 framing: http.h. */
 
 #endif

@@ -427,11 +427,6 @@ json_t *iod_sched_explain_to_json(const struct iod_sched_cluster *c,
 int iod_sched_explain_format_json(const json_t *explain, struct iod_buf *out);
 /* A node's accelerators in mask as a JSON array of {name, type, os_name, pci}. */
 json_t *iod_sched_accs_to_json(const struct iod_sched_cluster *c, uint32_t node, uint32_t mask);
-/* Record a placement's accelerators on a Replica object: "accelerators" (the
- * indexes as a list, "0-1") and "accelerator_devices" (the array above); both
- * removed when mask is 0. The one shape deploy and rescheduling store. */
-void iod_sched_accs_to_replica(const struct iod_sched_cluster *c, uint32_t node, uint32_t mask,
-                               json_t *replica);
 /* A mask as an index list ("0-3,6"), as Replica objects store GPUs, and
  * back (indexes 32 and up ignored; 0 for NULL or a list that does not parse). */
 void iod_sched_mask_format(uint32_t mask, char *buf, size_t len);

@@ -443,7 +443,7 @@ void iod_sec_tls_close(struct iod_sec_tls *t);
 
 /*
  * Blocking use for clients, each bounded by deadline_ms (monotonic ms,
- * iod_clock_monotonic()): connect opens a client session on fd and
+ * iod_clock_now_ns()): connect opens a client session on fd and
  * completes the handshake (the peer verified against the CA and required
  * to be of kind want_peer: a client of the API wants a server); write_all
  * sends everything; read_wait returns > 0 bytes, 0 at EOF, -ETIMEDOUT or

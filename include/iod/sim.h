@@ -360,6 +360,22 @@ uint64_t iod_sim_now(const struct iod_sim *s);
 uint64_t iod_sim_events(const struct iod_sim *s);
 uint32_t iod_sim_flow_count(const struct iod_sim *s);
 uint32_t iod_sim_flows_done(const struct iod_sim *s);
+
+/* ---- running a workload (src/sim/run.c) ---------------------------------- */
+
+/*
+ * The flow table a workload needs: twice the flows a Poisson load at load
+ * (fraction of the fastest host NIC) of mean_bytes flows is expected to
+ * start in duration_ns on every host, plus 4096, plus 2 n^2 for an
+ * all-reduce among allreduce_n hosts; at most IOD_SIM_FLOWS_DEFAULT.
+ */
+uint32_t iod_sim_flows_for(const struct iod_sim_topo *topo, double mean_bytes, double load,
+                           uint64_t duration_ns, uint32_t allreduce_n);
+/*
+ * Drain: run in steps of step_ns (0 = 1 ms) until every flow is done or the
+ * simulated time reaches end_ns. 0 or iod_sim_run's error.
+ */
+int iod_sim_drain(struct iod_sim *s, uint64_t end_ns, uint64_t step_ns, struct iod_err *e);
 const struct iod_sim_flow_rec *iod_sim_flow(const struct iod_sim *s, uint32_t id);
 uint32_t iod_sim_host_count(const struct iod_sim *s);
 /* Node index of host h; the host's NIC rate. */

@@ -17,6 +17,7 @@
  * on their own threads.
  */
 #include "internal.h"
+#include "iod/objects.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -29,6 +30,9 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* The stored key of a Replica field: objects.h owns them. */
+#define RK(f) iod_obj_key(IOD_OBJ_KIND_REPLICA, IOD_OBJ_REPLICA_##f)
 
 #define EVENTS_MAX_BYTES (8u << 20) /* events.jsonl rotates past this (1 old file kept) */
 #define MANIFEST_POLL_NS (100 * IOD_NS_PER_MS)
@@ -69,11 +73,6 @@ static bool wants_netns(const struct agent *a, const struct iod_agent_replica *r
 	                    r->sandbox.network == IOD_SPEC_NET_PRIVATE);
 }
 
-static uint64_t now_ns(void)
-{
-	return iod_clock_now(iod_clock_monotonic());
-}
-
 /*
  * Hand the desired set to the reconciler. When some new replicas find no
  * free slot yet (old ones still stopping), the rest is applied and they are
@@ -81,7 +80,7 @@ static uint64_t now_ns(void)
  */
 static int offer_desired(struct agent *a, struct iod_err *e)
 {
-	int rc = iod_agent_rec_set_desired(a->rec, a->desired, a->desired_n, now_ns(), e);
+	int rc = iod_agent_rec_set_desired(a->rec, a->desired, a->desired_n, iod_clock_now_ns(), e);
 	if (rc == -ENOSPC && !a->desired_retry)
 		IOD_WARN("agent", "%s", e->msg);
 	a->desired_retry = rc == -ENOSPC;
@@ -165,13 +164,13 @@ static void write_status(struct agent *a)
 		if (!s)
 			continue;
 		json_t *r = iod_agent_replica_to_json(&s->want);
-		json_object_set_new(r, "phase", json_string(iod_agent_phase_name(s->phase)));
-		json_object_set_new(r, "ready", json_boolean(s->ready));
-		json_object_set_new(r, "reason", json_string(s->reason));
-		json_object_set_new(r, "restarts", json_integer(s->restarts));
+		json_object_set_new(r, RK(PHASE), json_string(iod_agent_phase_name(s->phase)));
+		json_object_set_new(r, RK(READY), json_boolean(s->ready));
+		json_object_set_new(r, RK(REASON), json_string(s->reason));
+		json_object_set_new(r, RK(RESTARTS), json_integer(s->restarts));
 		json_object_set_new(r, "pid", json_integer(s->alive ? a->procs[i].pid : 0));
 		if (a->nets[i].addr[0])
-			json_object_set_new(r, "addr", json_string(a->nets[i].addr));
+			json_object_set_new(r, RK(ADDR), json_string(a->nets[i].addr));
 		json_object_del(r, "env");
 		json_array_append_new(list, r);
 	}
@@ -367,12 +366,12 @@ static void do_action(struct agent *a, const struct iod_agent_action *act)
 			if (own_net)
 				iod_agent_netns_put(a->netns, act->name, net);
 			IOD_WARN("agent", "%s: start failed: %s", act->name, e.msg);
-			iod_agent_rec_on_start_failed(a->rec, act->name, e.msg, now_ns());
+			iod_agent_rec_on_start_failed(a->rec, act->name, e.msg, iod_clock_now_ns());
 		} else {
 			if (p->sandbox_warn[0])
 				IOD_WARN("agent", "%s: %s", act->name, p->sandbox_warn);
 			IOD_DEBUG("agent", "%s: started pid %d", act->name, (int)p->pid);
-			iod_agent_rec_on_started(a->rec, act->name, now_ns());
+			iod_agent_rec_on_started(a->rec, act->name, iod_clock_now_ns());
 		}
 		break;
 	}
@@ -389,18 +388,19 @@ static void do_action(struct agent *a, const struct iod_agent_action *act)
 		                            &s->want.health, host, port, &p->jail)) {
 			snprintf(detail, sizeof(detail), "health-check queue full (%d queued)",
 			         IOD_AGENT_REPLICAS_MAX);
-			iod_agent_rec_on_probe(a->rec, act->name, false, detail, now_ns());
+			iod_agent_rec_on_probe(a->rec, act->name, false, detail,
+			                       iod_clock_now_ns());
 		}
 		break;
 	}
 	case IOD_AGENT_ACT_REPORT: {
 		json_t *ev = json_object();
 		json_object_set_new(ev, "replica", json_string(act->name));
-		json_object_set_new(ev, "service", json_string(s ? s->want.service : ""));
-		json_object_set_new(ev, "phase", json_string(iod_agent_phase_name(act->phase)));
-		json_object_set_new(ev, "ready", json_boolean(act->ready));
-		json_object_set_new(ev, "restarts", json_integer(act->restarts));
-		json_object_set_new(ev, "reason", json_string(act->reason));
+		json_object_set_new(ev, RK(SERVICE), json_string(s ? s->want.service : ""));
+		json_object_set_new(ev, RK(PHASE), json_string(iod_agent_phase_name(act->phase)));
+		json_object_set_new(ev, RK(READY), json_boolean(act->ready));
+		json_object_set_new(ev, RK(RESTARTS), json_integer(act->restarts));
+		json_object_set_new(ev, RK(REASON), json_string(act->reason));
 		if (act->removed)
 			json_object_set_new(ev, "removed", json_true());
 		IOD_INFO("agent", "%s: %s%s (%s)", act->name, iod_agent_phase_name(act->phase),
@@ -443,7 +443,8 @@ static void reap(struct agent *a)
 			iod_agent_exec_cleanup(&a->procs[i]);
 			if (a->netns) /* its netns and veth go; its address stays its own */
 				iod_agent_netns_put(a->netns, s->want.name, &a->nets[i]);
-			iod_agent_rec_on_exited(a->rec, s->want.name, code, sig, now_ns());
+			iod_agent_rec_on_exited(a->rec, s->want.name, code, sig,
+			                        iod_clock_now_ns());
 		}
 	}
 }
@@ -458,7 +459,7 @@ static void take_probes(struct agent *a)
 		if (!s || !s->alive || strcmp(s->want.name, r.name) ||
 		    s->started_ns != r.generation)
 			continue;
-		iod_agent_rec_on_probe(a->rec, r.name, r.ok, r.detail, now_ns());
+		iod_agent_rec_on_probe(a->rec, r.name, r.ok, r.detail, iod_clock_now_ns());
 	}
 }
 
@@ -636,12 +637,13 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 	if (iod_agent_telemetry_start(&a->telemetry, c, &te))
 		IOD_WARN("agent", "node %s: no telemetry: %s", c->name, te.msg);
 
-	uint64_t start = now_ns(), stop_by = 0, next_manifest = start + MANIFEST_POLL_NS;
+	uint64_t start = iod_clock_now_ns(), stop_by = 0, next_manifest = start + MANIFEST_POLL_NS;
 	for (;;) {
 		uint32_t n = 0;
 		uint64_t next;
 		bool reported = false;
-		iod_agent_rec_step(a->rec, now_ns(), acts, IOD_AGENT_ACTIONS_MAX, &n, &next);
+		iod_agent_rec_step(a->rec, iod_clock_now_ns(), acts, IOD_AGENT_ACTIONS_MAX, &n,
+		                   &next);
 		for (uint32_t i = 0; i < n; i++) {
 			do_action(a, &acts[i]);
 			reported |= acts[i].kind == IOD_AGENT_ACT_REPORT;
@@ -650,9 +652,9 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 			write_status(a);
 		if (n)
 			continue; /* actions produced observations: decide again */
-		if (a->stopping && stop_by && (!any_alive(a) || now_ns() > stop_by))
+		if (a->stopping && stop_by && (!any_alive(a) || iod_clock_now_ns() > stop_by))
 			break;
-		uint64_t t = now_ns();
+		uint64_t t = iod_clock_now_ns();
 		if (!a->stopping && c->run_for_ns && t - start >= c->run_for_ns) {
 			a->stopping = true;
 		} else if (!a->stopping && t >= next_manifest) {

@@ -7,7 +7,7 @@
  *     services and replicas, computes this node's desired replicas
  *     (desired.c) and hands them to the agent loop (mailbox + eventfd). If
  *     this node is the first live node by name it is also the rescheduler:
- *     it applies reschedule.c's plan with compare-and-swap puts.
+ *     it applies src/ctrl/reschedule.c's plan with compare-and-swap puts.
  *   - the writer registers the node (a lease of lease_ttl_ms and a Node
  *     object bound to it), renews the lease every third of its TTL (a lease
  *     that expired means this node was declared lost: register again), and
@@ -19,6 +19,8 @@
  * replica's new home.
  */
 #include "internal.h"
+#include "iod/ctrl.h"
+#include "iod/objects.h"
 
 #include <gnutls/gnutls.h>
 #include <pthread.h>
@@ -74,11 +76,6 @@ static int add_profile(void *ctx, const char *profile, uint64_t caps, uint32_t *
 	return rc;
 }
 
-static uint64_t mono_ms(void)
-{
-	return iod_clock_now(iod_clock_monotonic()) / IOD_NS_PER_MS;
-}
-
 static void wake_agent(struct iod_agent_cluster *c)
 {
 	uint64_t one = 1;
@@ -115,12 +112,19 @@ static int register_node(struct iod_agent_cluster *c, struct iod_api_client *cl)
 		return rc ? rc : -EIO;
 	}
 	iod_api_response_free(&r);
-	json_t *node = json_pack("{s:s, s:i, s:i, s:s, s:i, s:I}", "addr", c->addr, "gpus",
-	                         (int)cfg->gpus, "cpus", (int)cfg->cpus, "model",
-	                         cfg->model[0] ? cfg->model : "host", "agent_pid", (int)getpid(),
-	                         "registered_ms", (json_int_t)(iod_time_unix_ns() / IOD_NS_PER_MS));
+	struct iod_obj_node o;
+	iod_obj_node_init(&o);
+	iod_obj_node_set_str(&o, IOD_OBJ_NODE_ADDR, c->addr);
+	iod_obj_node_set_json(&o, IOD_OBJ_NODE_GPUS, json_integer(cfg->gpus));
+	iod_obj_node_set_int(&o, IOD_OBJ_NODE_CPUS, cfg->cpus);
+	iod_obj_node_set_str(&o, IOD_OBJ_NODE_MODEL, cfg->model[0] ? cfg->model : "host");
+	iod_obj_node_set_int(&o, IOD_OBJ_NODE_AGENT_PID, getpid());
+	iod_obj_node_set_int(&o, IOD_OBJ_NODE_REGISTERED_MS,
+	                     (int64_t)(iod_time_unix_ns() / IOD_NS_PER_MS));
 	if (cfg->topology)
-		json_object_set(node, "topology", cfg->topology);
+		iod_obj_node_set_json(&o, IOD_OBJ_NODE_TOPOLOGY, json_incref(cfg->topology));
+	json_t *node = iod_obj_node_to_json(&o);
+	iod_obj_node_free(&o);
 	snprintf(path, sizeof(path), "/v1/nodes/%s?lease=%llu", cfg->name, (unsigned long long)id);
 	rc = request(cl, "PUT", path, node, &r, &e);
 	json_decref(node);
@@ -182,18 +186,22 @@ static void write_endpoint(struct iod_agent_cluster *c, struct iod_api_client *c
 	struct iod_err e = {0};
 	char path[IOD_NAME_MAX + 64];
 	const struct iod_agent_action *a = &rp->act;
-	char address[IOD_ADDR_MAX + 8];
+	struct iod_obj_endpoint o;
 	/* a replica in its own netns answers at its own address */
 	const char *host = rp->addr[0] ? rp->addr : c->addr;
-	snprintf(address, sizeof(address), "%s:%u", host, rp->port);
-	json_t *ep =
-	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:b, s:s, s:s}", "replica", a->name,
-	              "service", rp->service, "node", c->cfg->name, "address", address, "addr",
-	              host, "port", (int)rp->port, "healthy", a->ready, "health",
-	              a->ready ? "healthy" : "unhealthy", "phase", iod_agent_phase_name(a->phase));
+	iod_obj_endpoint_init(&o);
+	iod_obj_endpoint_set_str(&o, IOD_OBJ_ENDPOINT_REPLICA, a->name);
+	iod_obj_endpoint_set_str(&o, IOD_OBJ_ENDPOINT_SERVICE, rp->service);
+	iod_obj_endpoint_set_str(&o, IOD_OBJ_ENDPOINT_NODE, c->cfg->name);
+	iod_obj_endpoint_set_str(&o, IOD_OBJ_ENDPOINT_ADDR, host);
+	iod_obj_endpoint_set_int(&o, IOD_OBJ_ENDPOINT_PORT, rp->port);
+	iod_obj_endpoint_set_int(&o, IOD_OBJ_ENDPOINT_HEALTHY, a->ready);
+	iod_obj_endpoint_set_str(&o, IOD_OBJ_ENDPOINT_PHASE, iod_agent_phase_name(a->phase));
 	/* the uid that owns its connections: how the mesh knows who calls */
 	if (rp->uid)
-		json_object_set_new(ep, "uid", json_integer(rp->uid));
+		iod_obj_endpoint_set_int(&o, IOD_OBJ_ENDPOINT_UID, rp->uid);
+	json_t *ep = iod_obj_endpoint_to_json(&o);
+	iod_obj_endpoint_free(&o);
 	snprintf(path, sizeof(path), "/v1/endpoints/%s", a->name);
 	if (request(cl, "PUT", path, ep, &r, &e))
 		IOD_WARN("agent", "%s: endpoint: %s", a->name, e.msg);
@@ -216,31 +224,31 @@ static void write_report(struct iod_agent_cluster *c, struct iod_api_client *cl,
 			iod_api_response_free(&r);
 			return; /* deleted (undeployed) or unreachable: nothing to update */
 		}
-		const json_t *v = json_object_get(r.json, "value");
-		const char *node = "";
+		struct iod_obj_replica ob, *o = &ob;
 		uint64_t rev = 0;
-		iod_json_get_str(v, "node", &node);
+		iod_obj_replica_from_json(json_object_get(r.json, "value"), o, NULL);
 		iod_json_get_u64(r.json, "rev", &rev);
-		if (strcmp(node, c->cfg->name)) {
-			iod_api_response_free(&r);
+		iod_api_response_free(&r);
+		if (strcmp(o->node, c->cfg->name)) {
+			iod_obj_replica_free(o);
 			return;
 		}
 		if (attempt == 0)
 			write_endpoint(c, cl, rp);
-		json_t *nv = json_deep_copy(v);
-		iod_api_response_free(&r);
-		json_object_set_new(nv, "phase", json_string(iod_agent_phase_name(a->phase)));
-		json_object_set_new(nv, "ready", json_boolean(a->ready));
-		json_object_set_new(nv, "reason", json_string(a->reason));
-		json_object_set_new(nv, "restarts", json_integer(a->restarts));
-		json_object_set_new(nv, "port", json_integer(rp->port));
+		iod_obj_replica_set_str(o, IOD_OBJ_REPLICA_PHASE, iod_agent_phase_name(a->phase));
+		iod_obj_replica_set_int(o, IOD_OBJ_REPLICA_READY, a->ready);
+		iod_obj_replica_set_str(o, IOD_OBJ_REPLICA_REASON, a->reason);
+		iod_obj_replica_set_int(o, IOD_OBJ_REPLICA_RESTARTS, a->restarts);
+		iod_obj_replica_set_int(o, IOD_OBJ_REPLICA_PORT, rp->port);
 		if (rp->addr[0]) /* peers' IOD_PEERS / IOD_DEP_* (desired.c) */
-			json_object_set_new(nv, "addr", json_string(rp->addr));
+			iod_obj_replica_set_str(o, IOD_OBJ_REPLICA_ADDR, rp->addr);
 		else
-			json_object_del(nv, "addr");
-		json_object_set_new(nv, "updated_ms",
-		                    json_integer((json_int_t)(iod_time_unix_ns() / IOD_NS_PER_MS)));
-		json_object_del(nv, "lost_ms");
+			iod_obj_replica_clear(o, IOD_OBJ_REPLICA_ADDR);
+		iod_obj_replica_set_int(o, IOD_OBJ_REPLICA_UPDATED_MS,
+		                        (int64_t)(iod_time_unix_ns() / IOD_NS_PER_MS));
+		iod_obj_replica_clear(o, IOD_OBJ_REPLICA_LOST_MS);
+		json_t *nv = iod_obj_replica_to_json(o);
+		iod_obj_replica_free(o);
 		snprintf(path, sizeof(path), "/v1/replicas/%s?prev_rev=%llu", a->name,
 		         (unsigned long long)rev);
 		int rc = request(cl, "PUT", path, nv, &r, &e);
@@ -270,12 +278,13 @@ static void cert_check(struct iod_agent_cluster *c, struct iod_api_client *cl, s
 {
 	struct iod_err e = {0};
 	uint64_t now_s = iod_time_unix_ns() / IOD_NS_PER_S;
-	if (!c->cfg->creds || !c->cfg->cert_path[0] || mono_ms() < k->retry_ms)
+	if (!c->cfg->creds || !c->cfg->cert_path[0] ||
+	    (iod_clock_now_ns() / IOD_NS_PER_MS) < k->retry_ms)
 		return;
 	if (!k->known) {
 		if (iod_agent_cert_validity(c->cfg, &k->not_before_s, &k->not_after_s, &e)) {
 			IOD_WARN("agent", "node certificate: %s", e.msg);
-			k->retry_ms = mono_ms() + 5000;
+			k->retry_ms = (iod_clock_now_ns() / IOD_NS_PER_MS) + 5000;
 			return;
 		}
 		k->known = true;
@@ -285,7 +294,7 @@ static void cert_check(struct iod_agent_cluster *c, struct iod_api_client *cl, s
 	if (iod_agent_cert_renew(c->cfg, cl, &e)) {
 		IOD_WARN("agent", "node %s: renewing its certificate (expires in %llds): %s",
 		         c->cfg->name, (long long)k->not_after_s - (long long)now_s, e.msg);
-		k->retry_ms = mono_ms() + 2000;
+		k->retry_ms = (iod_clock_now_ns() / IOD_NS_PER_MS) + 2000;
 		return;
 	}
 	k->known = false;
@@ -321,7 +330,7 @@ static void *writer_main(void *arg)
 			goto out;
 		usleep(200000);
 	}
-	next_renew = mono_ms() + period;
+	next_renew = (iod_clock_now_ns() / IOD_NS_PER_MS) + period;
 	for (;;) {
 		uint32_t n = 0;
 		pthread_mutex_lock(&c->mu);
@@ -329,11 +338,11 @@ static void *writer_main(void *arg)
 			bool any = false;
 			for (uint32_t i = 0; i < IOD_AGENT_REPLICAS_MAX && !any; i++)
 				any = c->reports[i].used;
-			if (any || mono_ms() >= next_renew)
+			if (any || (iod_clock_now_ns() / IOD_NS_PER_MS) >= next_renew)
 				break;
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
-			uint64_t wait = next_renew - mono_ms();
+			uint64_t wait = next_renew - (iod_clock_now_ns() / IOD_NS_PER_MS);
 			ts.tv_sec += (time_t)(wait / 1000);
 			ts.tv_nsec += (long)(wait % 1000) * 1000000;
 			if (ts.tv_nsec >= 1000000000) {
@@ -364,9 +373,9 @@ static void *writer_main(void *arg)
 			iod_api_response_free(&r);
 			break;
 		}
-		if (mono_ms() >= next_renew) {
+		if ((iod_clock_now_ns() / IOD_NS_PER_MS) >= next_renew) {
 			renew(c, &cl);
-			next_renew = mono_ms() + period;
+			next_renew = (iod_clock_now_ns() / IOD_NS_PER_MS) + period;
 			cert_check(c, &cl, &cert);
 		}
 	}
@@ -401,10 +410,10 @@ static bool marked_lost(const json_t *replicas, const char *me)
 	json_array_foreach(json_object_get(replicas, "items"), i, x)
 	{
 		const json_t *v = json_object_get(x, "value");
-		const char *node = "", *phase = "";
-		iod_json_get_str(v, "node", &node);
-		iod_json_get_str(v, "phase", &phase);
-		if (!strcmp(node, me) && !strcmp(phase, "lost"))
+		const char *node = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_NODE);
+		const char *phase =
+		    iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_PHASE);
+		if (node && phase && !strcmp(node, me) && !strcmp(phase, "lost"))
 			return true;
 	}
 	return false;
@@ -429,8 +438,8 @@ static void reschedule(struct iod_agent_cluster *c, struct iod_api_client *cl, c
 {
 	json_t *unplaced = NULL;
 	json_t *w =
-	    iod_agent_resched_plan(nodes, replicas, services, iod_time_unix_ns() / IOD_NS_PER_MS,
-	                           c->cfg->stateful_grace_ms, &unplaced);
+	    iod_ctrl_resched_plan(nodes, replicas, services, iod_time_unix_ns() / IOD_NS_PER_MS,
+	                          c->cfg->stateful_grace_ms, &unplaced);
 	size_t i;
 	json_t *x;
 	json_array_foreach(w, i, x)

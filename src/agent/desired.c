@@ -29,6 +29,7 @@
  */
 #include "iod/agent.h"
 #include "iod/mesh.h"
+#include "iod/objects.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +56,7 @@ static const char *node_addr(const json_t *nodes, const char *node)
 {
 	const json_t *v = node ? find_item(nodes, node) : NULL;
 	const char *a;
-	if (v && !iod_json_get_str(v, "addr", &a) && a[0])
+	if (v && (a = iod_obj_peek_str(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_ADDR)) && a[0])
 		return a;
 	return "127.0.0.1";
 }
@@ -70,14 +71,15 @@ static int addresses(const json_t *nodes, const json_t *replicas, const char *se
 	json_array_foreach(json_object_get(replicas, "items"), i, x)
 	{
 		const json_t *v = json_object_get(x, "value");
-		const char *svc, *name, *node = NULL;
-		if (iod_json_get_str(x, "name", &name) || iod_json_get_str(v, "service", &svc) ||
-		    strcmp(svc, service))
+		const char *svc =
+		    iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_SERVICE);
+		const char *name;
+		if (iod_json_get_str(x, "name", &name) || !svc || strcmp(svc, service))
 			continue;
-		iod_json_get_str(v, "node", &node);
+		const char *node = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_NODE);
 		/* a replica in its own netns reports its own address */
-		const char *host = NULL;
-		if (iod_json_get_str(v, "addr", &host) || !host[0])
+		const char *host = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_ADDR);
+		if (!host || !host[0])
 			host = node_addr(nodes, node);
 		int n = snprintf(buf + used, len - used, "%s%s:%u", used ? "," : "", host,
 		                 iod_agent_replica_port(name));
@@ -133,19 +135,28 @@ static int svc_env(struct iod_agent_replica *r, const struct iod_mesh_svc_addr *
 	return 0;
 }
 
-/* A placement set ("0-3,8") that must be a string when present. */
-static int placement_set(const json_t *v, const char *key, struct iod_bitmap *b, const char *name,
-                         struct iod_err *e)
+/* Was field f written at all (with the right type or not)? */
+static bool written(const struct iod_obj_replica *v, unsigned f)
 {
-	const json_t *x = json_object_get(v, key);
+	return iod_obj_has(v, f) ||
+	       json_object_get(v->head.extra, iod_obj_key(IOD_OBJ_KIND_REPLICA, f));
+}
+
+/* A placement set ("0-3,8") that must be a string when present. */
+static int placement_set(const struct iod_obj_replica *v, unsigned f, const char *set,
+                         struct iod_bitmap *b, const char *name, struct iod_err *e)
+{
 	iod_bitmap_zero(b);
-	if (!x || json_is_null(x))
-		return 0;
-	if (!json_is_string(x))
+	if (!iod_obj_has(v, f)) {
+		/* absent or null reads as no set; any other type is an error */
+		if (!written(v, f))
+			return 0;
 		return iod_err_set(e, -EINVAL, "replica %s: \"%s\" must be a list like \"0-3\"",
-		                   name, key);
-	if (iod_bitmap_parse(json_string_value(x), b, e))
-		return iod_err_wrap(e, "replica %s: %s", name, key);
+		                   name, iod_obj_key(IOD_OBJ_KIND_REPLICA, f));
+	}
+	if (iod_bitmap_parse(set, b, e))
+		return iod_err_wrap(e, "replica %s: %s", name,
+		                    iod_obj_key(IOD_OBJ_KIND_REPLICA, f));
 	return 0;
 }
 
@@ -156,8 +167,8 @@ static int placement_set(const json_t *v, const char *key, struct iod_bitmap *b,
  */
 static int build(const char *node, const json_t *nodes, const json_t *replicas,
                  const struct iod_mesh_svc_addr *addrs, uint32_t addrs_n,
-                 const struct iod_spec_service *sv, const json_t *v, struct iod_agent_replica *r,
-                 struct iod_err *e)
+                 const struct iod_spec_service *sv, const struct iod_obj_replica *v,
+                 struct iod_agent_replica *r, struct iod_err *e)
 {
 	const char *name = r->name;
 	char peers[IOD_AGENT_ENV_BYTES_MAX / 2];
@@ -180,18 +191,20 @@ static int build(const char *node, const json_t *nodes, const json_t *replicas,
 			                   "bytes (IOD_AGENT_ARGS_MAX, IOD_AGENT_ARGV_BYTES_MAX)",
 			                   name, IOD_AGENT_ARGS_MAX, IOD_AGENT_ARGV_BYTES_MAX);
 	/* placement: GPUs, and CPUs / NUMA node when the scheduler chose them */
-	if (placement_set(v, "gpus", &r->gpus, name, e) ||
-	    placement_set(v, "cpus", &r->cpus, name, e))
+	if (placement_set(v, IOD_OBJ_REPLICA_GPUS, v->gpus, &r->gpus, name, e) ||
+	    placement_set(v, IOD_OBJ_REPLICA_CPUS, v->cpus, &r->cpus, name, e))
 		return -EINVAL;
 	/* no exclusive CPUs: run on the shared NUMA-local ones the scheduler named */
-	if (iod_bitmap_empty(&r->cpus) && placement_set(v, "cpu_affinity", &r->cpus, name, e))
+	if (iod_bitmap_empty(&r->cpus) &&
+	    placement_set(v, IOD_OBJ_REPLICA_CPU_AFFINITY, v->cpu_affinity, &r->cpus, name, e))
 		return -EINVAL;
-	json_t *numa = json_object_get(v, "mem_numa"); /* the scheduler's name for it */
-	if (!numa)
-		numa = json_object_get(v, "numa");
-	if (json_is_integer(numa) && json_integer_value(numa) >= 0 &&
-	    json_integer_value(numa) < 1024)
-		r->numa_node = (int32_t)json_integer_value(numa);
+	/* mem_numa is the scheduler's name for it; numa the older one */
+	if (written(v, IOD_OBJ_REPLICA_MEM_NUMA)) {
+		if (iod_obj_has(v, IOD_OBJ_REPLICA_MEM_NUMA) && v->mem_numa >= 0)
+			r->numa_node = v->mem_numa;
+	} else if (iod_obj_has(v, IOD_OBJ_REPLICA_NUMA) && v->numa >= 0) {
+		r->numa_node = v->numa;
+	}
 	r->cpu_millis = IOD_MIN(sv->res.cpu_millis, 1000000u);
 	r->mem_bytes = sv->res.mem_bytes;
 	r->port = iod_agent_replica_port(name);
@@ -200,7 +213,7 @@ static int build(const char *node, const json_t *nodes, const json_t *replicas,
 	 * addresses, and device names per type, as a device plugin would */
 	char pci[256] = "", dpus[256] = "", fpgas[256] = "";
 	json_t *ad;
-	json_array_foreach(json_object_get(v, "accelerator_devices"), i, ad)
+	json_array_foreach(v->accelerator_devices, i, ad)
 	{
 		const char *ap = NULL, *an = NULL, *at = NULL, *ao = NULL;
 		iod_json_get_str(ad, "pci", &ap);
@@ -336,20 +349,25 @@ int iod_agent_desired_from_state(const char *node, const json_t *nodes, const js
 	const json_t *svc_items = json_object_get(services, "items");
 	uint32_t addrs_n = 0, over = 0;
 	struct svc_seen *seen = calloc(json_array_size(svc_items) + 1, sizeof(*seen));
+	struct iod_obj_replica *ob = malloc(sizeof(*ob));
 	size_t i;
 	json_t *x;
 	*n = 0;
-	if (!seen)
+	if (!seen || !ob) {
+		free(seen);
+		free(ob);
 		return iod_err_set(e, -ENOMEM, "out of memory");
+	}
+	iod_obj_replica_init(ob);
 	/* past IOD_MESH_SERVICES_MAX services the proxy serves none: no IOD_SVC_* */
 	if (iod_mesh_api_addrs(services, addrs, IOD_MESH_SERVICES_MAX, &addrs_n))
 		addrs_n = 0;
 	json_array_foreach(json_object_get(replicas, "items"), i, x)
 	{
 		const json_t *v = json_object_get(x, "value");
-		const char *name, *on, *svc = NULL;
-		if (iod_json_get_str(x, "name", &name) || iod_json_get_str(v, "node", &on) ||
-		    strcmp(on, node))
+		const char *name, *svc = NULL;
+		const char *on = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_NODE);
+		if (iod_json_get_str(x, "name", &name) || !on || strcmp(on, node))
 			continue;
 		if (!name[0] || strlen(name) >= IOD_NAME_MAX)
 			continue; /* not a name this agent can track or report */
@@ -361,13 +379,12 @@ int iod_agent_desired_from_state(const char *node, const json_t *nodes, const js
 		memset(r, 0, sizeof(*r));
 		r->numa_node = -1;
 		memcpy(r->name, name, strlen(name) + 1);
-		uint64_t u;
-		if (!iod_json_get_u64(v, "ordinal", &u) && u <= IOD_SPEC_REPLICAS_MAX)
-			r->ordinal = (uint32_t)u;
-		if (!iod_json_get_u64(v, "generation", &u))
-			r->generation = u;
-		if (iod_json_get_str(v, "service", &svc) || !svc[0] ||
-		    iod_strlcpy(r->service, svc, sizeof(r->service))) {
+		iod_obj_replica_free(ob);
+		iod_obj_replica_from_json(v, ob, NULL);
+		r->ordinal = ob->ordinal;
+		r->generation = ob->generation;
+		svc = ob->service;
+		if (!svc[0] || iod_strlcpy(r->service, svc, sizeof(r->service))) {
 			snprintf(r->fail, sizeof(r->fail), "replica %s names no service it can run",
 			         name);
 			(*n)++;
@@ -390,7 +407,7 @@ int iod_agent_desired_from_state(const char *node, const json_t *nodes, const js
 		struct iod_err be = {0};
 		if (!sv)
 			snprintf(r->fail, sizeof(r->fail), "%s", seen[j].why);
-		else if (build(node, nodes, replicas, addrs, addrs_n, sv, v, r, &be) ||
+		else if (build(node, nodes, replicas, addrs, addrs_n, sv, ob, r, &be) ||
 		         sandbox_of(sv, profiles, r, &be))
 			snprintf(r->fail, sizeof(r->fail), "%s", be.msg);
 		if (r->fail[0]) {
@@ -403,6 +420,8 @@ int iod_agent_desired_from_state(const char *node, const json_t *nodes, const js
 	for (size_t k = 0; k < json_array_size(svc_items); k++)
 		iod_spec_free(seen[k].spec);
 	free(seen);
+	iod_obj_replica_free(ob);
+	free(ob);
 	if (over)
 		return iod_err_set(e, -E2BIG,
 		                   "%u more replicas placed on node %s than its agent runs (%u, "

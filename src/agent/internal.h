@@ -6,7 +6,7 @@
 #ifndef IOD_AGENT_INTERNAL_H
 #define IOD_AGENT_INTERNAL_H
 
-#include "iod/agent.h"
+#include "iod/agent_run.h"
 #include "iod/api.h"
 
 struct iod_agent_cluster;

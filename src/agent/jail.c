@@ -21,7 +21,7 @@
  * Each step that fails stops the start with what failed; none is skipped
  * silently. Shell code: credential syscalls in a process about to exec.
  */
-#include "iod/agent.h"
+#include "iod/agent_run.h"
 
 #include <cap-ng.h>
 #include <fcntl.h>

@@ -12,7 +12,7 @@
  * replica's own root, and keeps rotating there through that fd, though the
  * path no longer exists in its view.
  */
-#include "iod/agent.h"
+#include "iod/agent_run.h"
 
 #include <fcntl.h>
 #include <stdio.h>

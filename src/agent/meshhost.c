@@ -17,7 +17,7 @@
  * blocks the agent loop: the blocking GETs run on this thread only.
  */
 #include "internal.h"
-#include "iod/mesh.h"
+#include "iod/mesh_proxy.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -19,7 +19,7 @@
  * agent first sweeps what a crashed one of the same node left. It decides
  * nothing about when: the agent loop does.
  */
-#include "iod/agent.h"
+#include "iod/agent_run.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -10,7 +10,7 @@
  * and seccomp filter, so a check sees and can touch only what the replica
  * can. Shell code: sockets and processes; the
  * reconciler decides what a pass or a failure means. Only the status line of
- * an HTTP answer is read (IOD_AGENT_HTTP_READ_MAX bytes at most).
+ * an HTTP answer is read (the HTTP client stops after it, src/http/).
  *
  * The prober runs checks on a fixed pool of IOD_AGENT_PROBE_WORKERS threads
  * with a bounded queue, so a check that hangs until its timeout holds one
@@ -18,7 +18,8 @@
  * ring and an eventfd the agent loop polls; the agent loop alone feeds them
  * to the reconciler. No allocation after start-up.
  */
-#include "iod/agent.h"
+#include "iod/agent_run.h"
+#include "iod/http.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -36,14 +37,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint64_t mono_ns(void)
-{
-	return iod_clock_now(iod_clock_monotonic());
-}
-
 static int ms_left(uint64_t deadline_ns)
 {
-	uint64_t now = mono_ns();
+	uint64_t now = iod_clock_now_ns();
 	if (now >= deadline_ns)
 		return 0;
 	uint64_t ms = (deadline_ns - now + IOD_NS_PER_MS - 1) / IOD_NS_PER_MS;
@@ -88,44 +84,45 @@ static int tcp_connect(const char *host, uint16_t port, uint64_t deadline_ns, in
 	return 0;
 }
 
+/* HTTP GET through the one HTTP client (src/http/): only the status line is
+ * read; 2xx and 3xx pass. */
 static int check_http(const struct iod_agent_health *h, const char *host, uint16_t port,
                       uint64_t deadline_ns, char *detail, size_t len)
 {
-	char req[IOD_AGENT_PATH_MAX + 128], buf[IOD_AGENT_HTTP_READ_MAX + 1];
-	int fd, rc;
-	size_t got = 0;
+	struct iod_http_conn c;
+	struct iod_http_response r;
+	struct iod_err e = {0};
+	char addr[IOD_ADDR_MAX + 8], path[IOD_AGENT_PATH_MAX + 2];
+	static const char *const hdrs[] = {"User-Agent: iod-agent", NULL};
+	struct in_addr ip;
 
-	if ((rc = tcp_connect(host, port, deadline_ns, &fd, detail, len)))
+	if (inet_pton(AF_INET, host, &ip) != 1) {
+		snprintf(detail, len, "bad address %s", host);
+		return -EINVAL;
+	}
+	snprintf(addr, sizeof(addr), "%s:%u", host, port);
+	snprintf(path, sizeof(path), "%s%s", h->path[0] == '/' ? "" : "/", h->path);
+	iod_http_conn_init(&c);
+	c.status_only = true;
+	int ms = ms_left(deadline_ns);
+	int rc =
+	    ms ? iod_http_request(&c, addr, "GET", path, hdrs, NULL, NULL, 0, (uint32_t)ms, &r, &e)
+	       : -ETIMEDOUT;
+	iod_http_conn_close(&c);
+	if (rc == -ETIMEDOUT) {
+		snprintf(detail, len, "HTTP GET %s: timed out", h->path);
 		return rc;
-	int n = snprintf(req, sizeof(req),
-	                 "GET %s HTTP/1.0\r\nHost: %s:%u\r\nUser-Agent: iod-agent\r\n\r\n",
-	                 h->path[0] ? h->path : "/", host, port);
-	if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
-		snprintf(detail, len, "HTTP send: %s", strerror(errno));
-		close(fd);
-		return -EIO;
 	}
-	while (got < sizeof(buf) - 1 && !memchr(buf, '\n', got)) {
-		struct pollfd pf = {.fd = fd, .events = POLLIN};
-		if (poll(&pf, 1, ms_left(deadline_ns)) <= 0) {
-			snprintf(detail, len, "HTTP GET %s: timed out", h->path);
-			close(fd);
-			return -ETIMEDOUT;
-		}
-		ssize_t r = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	close(fd);
-	buf[got] = 0;
-	int code = 0;
-	if (sscanf(buf, "HTTP/%*d.%*d %d", &code) != 1) {
+	if (rc == -EPROTO) { /* not HTTP (libcurl takes no HTTP/0.9) */
 		snprintf(detail, len, "HTTP GET %s: no status line", h->path);
-		return -EPROTO;
+		return rc;
 	}
+	if (rc) {
+		snprintf(detail, len, "connect %s:%u: %s", host, port, strerror(-rc));
+		return rc;
+	}
+	int code = r.status;
+	iod_http_response_free(&r);
 	if (code < 200 || code >= 400) {
 		snprintf(detail, len, "HTTP GET %s: status %d", h->path, code);
 		return -EIO;
@@ -313,7 +310,7 @@ int iod_agent_wait_group(pid_t pid, uint64_t deadline_ns, int *status)
 			kill(-pid, SIGKILL);
 			return -err;
 		}
-		if (mono_ns() >= deadline_ns) {
+		if (iod_clock_now_ns() >= deadline_ns) {
 			rc = -ETIMEDOUT;
 			break;
 		}
@@ -336,8 +333,8 @@ int iod_agent_probe_run_in(const struct iod_agent_health *h, const struct iod_ag
                            const char *host, uint16_t port, char *detail, size_t len)
 {
 	uint64_t timeout = h->timeout_ns ? h->timeout_ns : IOD_NS_PER_S;
-	uint64_t deadline = mono_ns() + timeout;
-	int fd, rc;
+	uint64_t deadline = iod_clock_now_ns() + timeout;
+	int fd = -1, rc;
 
 	detail[0] = 0;
 	switch (h->kind) {

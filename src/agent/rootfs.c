@@ -34,7 +34,7 @@
  * never leave the init half-confined: every failure returns with what and
  * where, and the init refuses to run the workload.
  */
-#include "iod/agent.h"
+#include "iod/agent_run.h"
 
 #include <fcntl.h>
 #include <stdarg.h>

@@ -31,7 +31,7 @@
  * Shell code: it forks, mounts, writes cgroup files. It decides nothing about
  * when to start or stop: the reconciler does.
  */
-#include "iod/agent.h"
+#include "iod/agent_run.h"
 #include "iod/state.h"
 
 #include <dirent.h>

@@ -29,7 +29,7 @@
  * entries never change after they are published, so sandboxes and health
  * checks read them without locks. Shell code: libseccomp and a memfd.
  */
-#include "iod/agent.h"
+#include "iod/agent_run.h"
 
 #include <linux/filter.h>
 #include <pthread.h>

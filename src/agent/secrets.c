@@ -14,7 +14,7 @@
  * IOD_SEC_SECRETS_PER_SERVICE_MAX values per replica, IOD_SEC_SECRET_MAX
  * bytes each.
  */
-#include "iod/agent.h"
+#include "iod/agent_run.h"
 
 #include <fcntl.h>
 #include <pthread.h>

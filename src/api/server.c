@@ -17,6 +17,7 @@
 #include "auth.h"
 #include "validate.h"
 #include "iod/api.h"
+#include "iod/ctrl.h"
 
 #include <gnutls/gnutls.h>
 #include <microhttpd.h>
@@ -153,7 +154,7 @@ struct tel_entry {
 
 static uint64_t mono_ms(void)
 {
-	return iod_clock_now(iod_clock_monotonic()) / IOD_NS_PER_MS;
+	return iod_clock_now_ns() / IOD_NS_PER_MS;
 }
 
 static void mhd_kick(struct server *s);
@@ -597,8 +598,8 @@ static MHD_RESULT do_deploy(struct req *q)
 		                 err_json("deploy needs a spec (YAML or JSON) body"));
 	if (!iod_node_is_leader(s->node))
 		return not_leader(q);
-	rc = iod_api_deploy_plan(iod_node_state(s->node), q->body.data, q->body.len, &cmd, &answer,
-	                         &e);
+	rc = iod_ctrl_deploy_plan(iod_node_state(s->node), q->body.data, q->body.len, &cmd, &answer,
+	                          &e);
 	if (rc) {
 		json_t *j = answer ? answer : json_object();
 		json_object_set_new(j, "error", json_string(e.msg));
@@ -1517,14 +1518,6 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 	return queue_err(s, c, 405, err_json("method %s not allowed on %s", method, url));
 }
 
-static int hexval(char c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-	                              : -1;
-}
-
 /*
  * Percent-decoding of the path and query (libmicrohttpd's unescape
  * callback). A NUL or other control byte stays encoded ("%00"), so it can
@@ -1538,7 +1531,8 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
 	(void)c;
 	for (const char *r = s; *r;) {
 		int hi, lo;
-		if (r[0] == '%' && (hi = hexval(r[1])) >= 0 && (lo = hexval(r[2])) >= 0) {
+		if (r[0] == '%' && (hi = iod_hex_digit(r[1])) >= 0 &&
+		    (lo = iod_hex_digit(r[2])) >= 0) {
 			unsigned char v = (unsigned char)(hi * 16 + lo);
 			if (v >= 0x20 && v != 0x7f) {
 				*w++ = (char)v;

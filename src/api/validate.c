@@ -15,6 +15,7 @@
  */
 #include "validate.h"
 
+#include "iod/objects.h"
 #include "iod/sec.h"
 #include "iod/spec.h"
 
@@ -57,23 +58,21 @@ static int service(const char *name, const json_t *v, json_t **answer, struct io
 
 static int replica(const struct iod_state *st, const char *name, const json_t *v, struct iod_err *e)
 {
-	const char *svc = NULL, *node = NULL;
+	const char *svc = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_SERVICE);
+	const char *node = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_NODE);
 	const json_t *sv;
-	json_t *o = json_object_get(v, "ordinal");
+	int64_t ordinal;
 
-	if (iod_json_get_str(v, "service", &svc) ||
-	    !(sv = iod_state_value(st, IOD_STATE_SERVICE, svc)))
+	if (!svc || !(sv = iod_state_value(st, IOD_STATE_SERVICE, svc)))
 		return iod_err_set(
 		    e, -EINVAL,
 		    "replica/%s must name a deployed service (\"service\"): a replica "
 		    "runs its service's validated spec, nothing else",
 		    name);
-	if (o && (!json_is_integer(o) || json_integer_value(o) < 0 ||
-	          json_integer_value(o) >= IOD_SPEC_REPLICAS_MAX))
+	if (iod_obj_peek_int(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_ORDINAL, &ordinal) == -EINVAL)
 		return iod_err_set(e, -EINVAL, "replica/%s: \"ordinal\" must be 0..%d", name,
 		                   IOD_SPEC_REPLICAS_MAX - 1);
-	if (!iod_json_get_str(v, "node", &node) && node[0] &&
-	    !iod_state_value(st, IOD_STATE_NODE, node))
+	if (node && node[0] && !iod_state_value(st, IOD_STATE_NODE, node))
 		return iod_err_set(e, -EINVAL, "replica/%s: node %s is not registered", name, node);
 	(void)sv;
 	return 0;
@@ -97,4 +96,18 @@ int iod_api_validate_put(const struct iod_state *st, enum iod_state_kind k, cons
 	}
 	default: return 0;
 	}
+}
+
+int iod_api_spec_privileges(const struct iod_spec *spec, bool may_grant, struct iod_err *e)
+{
+	char why[200];
+	for (uint32_t i = 0; spec && i < spec->services_n; i++) {
+		if (!iod_spec_service_privileged(&spec->services[i], why, sizeof(why)) || may_grant)
+			continue;
+		return iod_err_set(e, -EACCES,
+		                   "service \"%s\" %s: only the admin role may deploy a service "
+		                   "with more than the default sandbox",
+		                   spec->services[i].name, why);
+	}
+	return 0;
 }

@@ -7,7 +7,7 @@
  * Thin shell: parses options, runs iod_agent_run().
  */
 #include "cli.h"
-#include "iod/agent.h"
+#include "iod/agent_run.h"
 #include "iod/mesh.h"
 #include "iod/sec.h"
 #include "iod/topo.h"

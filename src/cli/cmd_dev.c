@@ -8,7 +8,7 @@
  * once persisted), so the next `iod dev` starts where this one stopped.
  */
 #include "cli.h"
-#include "iod/agent.h"
+#include "iod/agent_run.h"
 #include "iod/api.h"
 #include "iod/topo.h"
 

@@ -84,12 +84,12 @@ static unsigned stop_group(const char *dir, const char *prefix, uint64_t grace_n
 		n++;
 	}
 	closedir(d);
-	uint64_t end = iod_clock_now(iod_clock_monotonic()) + grace_ns;
+	uint64_t end = iod_clock_now_ns() + grace_ns;
 	for (;;) {
 		bool any = false;
 		for (unsigned i = 0; i < n; i++)
 			any |= pids[i] > 0 && iod_up_pid_is_ours(pids[i], dir);
-		if (!any || iod_clock_now(iod_clock_monotonic()) >= end)
+		if (!any || iod_clock_now_ns() >= end)
 			break;
 		usleep(20000);
 	}

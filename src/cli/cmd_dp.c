@@ -51,17 +51,13 @@ static void usage_run(FILE *f)
 	           "  -o json          print the final summary as JSON\n");
 }
 
-static uint64_t mono_ns(void)
-{
-	return iod_clock_now(iod_clock_monotonic());
-}
-
 static int write_state(const struct iod_flow_dp *dp, const struct iod_flow_dp_ar *ar,
                        const struct iod_io_port *ports, const char *path)
 {
 	json_t *j = iod_flow_dump_json(dp->pl, NULL, NULL);
 	if (ar)
-		json_object_set_new(j, "adaptive_routing", iod_flow_dp_ar_json(ar, mono_ns()));
+		json_object_set_new(j, "adaptive_routing",
+		                    iod_flow_dp_ar_json(ar, iod_clock_now_ns()));
 	json_t *pj = json_array();
 	for (int i = 0; i < 2; i++) {
 		json_t *o = json_object();
@@ -89,90 +85,6 @@ static int write_state(const struct iod_flow_dp *dp, const struct iod_flow_dp_ar
 	if (rc || rename(tmp, path))
 		return -EIO;
 	return 0;
-}
-
-/* Transmit a burst's packets by verdict; mirrors are copied. */
-static void dispatch(struct iod_io_port *ports, struct iod_pkt **pkts, uint32_t n, uint64_t *rss)
-{
-	struct iod_pkt *out[2][IOD_FLOW_BURST_MAX * 2];
-	uint32_t k[2] = {0, 0};
-	for (uint32_t i = 0; i < n; i++) {
-		struct iod_pkt *p = pkts[i];
-		if (p->mirror_port < 2 && p->verdict != IOD_FLOW_V_DROP) {
-			struct iod_pkt *c = iod_io_pool_get(p->io);
-			if (c && p->len <= IOD_IO_FRAME_MAX) {
-				memcpy(c->data, p->data, p->len);
-				c->len = p->len;
-				out[p->mirror_port][k[p->mirror_port]++] = c;
-			} else if (c) {
-				iod_io_pkt_free(c);
-			}
-		}
-		if (p->verdict == IOD_FLOW_V_PORT && p->port_out < 2) {
-			out[p->port_out][k[p->port_out]++] = p;
-		} else {
-			if (p->verdict == IOD_FLOW_V_RSS)
-				(*rss)++; /* no local stack queues in a standalone dp */
-			iod_io_pkt_free(p);
-		}
-	}
-	for (int port = 0; port < 2; port++)
-		if (k[port])
-			iod_io_tx(&ports[port], out[port], k[port]);
-}
-
-/*
- * One received burst: probes from the fabric are answered or consumed
- * first (adaptive routing), the rest go through the pipeline, then the
- * encapsulated ones get their outer source port.
- */
-static void run_burst(struct iod_flow_dp *dp, struct iod_flow_dp_ar *ar, struct iod_io_port *ports,
-                      struct iod_pkt **pkts, uint32_t n, uint64_t now, uint64_t *rss)
-{
-	if (ar && n && pkts[0]->port_in == IOD_DP_PORT_FABRIC) {
-		struct iod_pkt *probes[IOD_FLOW_BURST_MAX];
-		uint32_t keep = 0, np = 0;
-		for (uint32_t k = 0; k < n; k++) {
-			if (iod_flow_dp_ar_rx(ar, pkts[k], now))
-				probes[np++] = pkts[k];
-			else
-				pkts[keep++] = pkts[k];
-		}
-		if (np)
-			dispatch(ports, probes, np, rss);
-		n = keep;
-	}
-	if (!n)
-		return;
-	iod_flow_burst(dp->pl, 0, pkts, n, now);
-	if (ar)
-		iod_flow_dp_ar_steer(ar, pkts, n, now);
-	dispatch(ports, pkts, n, rss);
-}
-
-/* Send the probes the AR cores asked for on the fabric port. */
-static void send_probes(struct iod_flow_dp_ar *ar, struct iod_io_port *fabric)
-{
-	struct iod_pkt *out[IOD_FLOW_BURST_MAX];
-	uint32_t k = 0;
-	for (;;) {
-		struct iod_pkt *p = iod_io_pool_get(&fabric->pool);
-		if (!p)
-			break;
-		uint32_t len = iod_flow_dp_ar_probe_frame(ar, p->data, IOD_IO_FRAME_MAX);
-		if (!len) {
-			iod_io_pkt_free(p);
-			break;
-		}
-		p->len = len;
-		out[k++] = p;
-		if (k == IOD_FLOW_BURST_MAX) {
-			iod_io_tx(fabric, out, k);
-			k = 0;
-		}
-	}
-	if (k)
-		iod_io_tx(fabric, out, k);
 }
 
 static int dp_run(int argc, char **argv)
@@ -256,56 +168,23 @@ static int dp_run(int argc, char **argv)
 	IOD_INFO("dp", "running %s: host=%s(%s) fabric=%s(%s), %u networks, %u services", config,
 	         ports[0].ops->name, cfg->ports[0].iface, ports[1].ops->name, cfg->ports[1].iface,
 	         cfg->networks_n, cfg->services_n);
-	uint64_t start = mono_ns(), last_state = start, last_tick = 0, rx_total = 0, rss = 0;
-	bool live = strcmp(cfg->ports[0].backend, "mem") && strcmp(cfg->ports[0].backend, "pcap");
-	live =
-	    live || (strcmp(cfg->ports[1].backend, "mem") && strcmp(cfg->ports[1].backend, "pcap"));
+	uint64_t start = iod_clock_now_ns(), last_state = start;
+	struct iod_dp_loop loop;
+	iod_dp_loop_init(&loop, &dp, ar, ports);
 	while (!stop_flag) {
-		uint64_t now = mono_ns();
-		uint32_t got = 0;
-		for (int i = 0; i < 2; i++) {
-			struct iod_pkt *pkts[IOD_FLOW_BURST_MAX];
-			uint32_t n = iod_io_rx(&ports[i], pkts, IOD_FLOW_BURST_MAX, 0);
-			for (uint32_t k = 0; k < n; k++)
-				pkts[k]->port_in = (uint16_t)i;
-			run_burst(&dp, ar, ports, pkts, n, now, &rss);
-			got += n;
-		}
-		if (ar) {
-			if (now - last_tick >= IOD_NS_PER_MS) {
-				iod_flow_dp_ar_tick(ar, now);
-				last_tick = now;
-			}
-			send_probes(ar, &ports[IOD_DP_PORT_FABRIC]);
-		}
-		rx_total += got;
-		iod_flow_entries_process(dp.pl, 64, now);
-		iod_flow_aging_process(dp.pl, now, 256);
-		iod_net_ct_expire(dp.ct[0], now, 1024, NULL, NULL);
+		uint64_t now = iod_clock_now_ns();
+		uint32_t got = iod_dp_loop_step(&loop, now);
 		if (now - last_state >= IOD_NS_PER_S) {
 			write_state(&dp, ar, ports, state);
 			last_state = now;
 		}
-		if ((duration_ns && now - start >= duration_ns) || (count && rx_total >= count))
+		if ((duration_ns && now - start >= duration_ns) ||
+		    (count && loop.rx_packets >= count))
 			break;
-		if (!live && ports[0].eof && ports[1].eof)
+		if (iod_dp_loop_done(&loop))
 			break;
-		if (!got) {
-			/* idle: wait for traffic on a live port (bounded; 1 ms with
-			 * adaptive routing, so probe replies waiting on the other
-			 * port are timed within 1 ms) */
-			struct iod_pkt *p[1];
-			uint32_t n =
-			    live ? iod_io_rx(
-			               &ports[strcmp(cfg->ports[0].backend, "afpacket") ? 1 : 0], p,
-			               1, ar ? 1 : 5)
-			         : 0;
-			if (n) {
-				p[0]->port_in = strcmp(cfg->ports[0].backend, "afpacket") ? 1 : 0;
-				run_burst(&dp, ar, ports, p, 1, mono_ns(), &rss);
-				rx_total++;
-			}
-		}
+		if (!got)
+			iod_dp_loop_idle(&loop);
 	}
 	if (write_state(&dp, ar, ports, state))
 		IOD_WARN("dp", "cannot write state file %s", state);

@@ -7,8 +7,9 @@
  * own log of replica phases. -f follows. Thin shell: reads and prints.
  */
 #include "cli.h"
-#include "iod/agent.h"
+#include "iod/agent_run.h"
 #include "iod/api.h"
+#include "iod/objects.h"
 
 #include <getopt.h>
 #include <signal.h>
@@ -17,6 +18,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+/* The stored key of a Replica field: objects.h owns them. */
+#define RK(f) iod_obj_key(IOD_OBJ_KIND_REPLICA, IOD_OBJ_REPLICA_##f)
 
 static void usage(FILE *f)
 {
@@ -62,9 +66,9 @@ static void print_event(const char *line, enum iod_output out, uint64_t since)
 		iod_json_get_str(o, "type", &type);
 		iod_json_get_str(o, "node", &node);
 		iod_json_get_str(o, "replica", &rep);
-		iod_json_get_str(o, "phase", &phase);
-		iod_json_get_str(o, "reason", &reason);
-		iod_json_get_bool(o, "ready", &ready);
+		iod_json_get_str(o, RK(PHASE), &phase);
+		iod_json_get_str(o, RK(REASON), &reason);
+		iod_json_get_bool(o, RK(READY), &ready);
 		time_t sec = (time_t)(t / 1000);
 		struct tm tm;
 		if (gmtime_r(&sec, &tm))
@@ -111,34 +115,41 @@ static void print_change(const json_t *x)
 	const json_t *v = json_object_get(x, "value");
 	const char *kind = sget(x, "kind"), *name = sget(x, "name"), *type = sget(x, "type");
 	uint64_t rev = 0, u = 0;
-	bool b = false;
 	char what[64] = "", detail[IOD_ERR_MSG_MAX] = "";
 	iod_json_get_u64(x, "rev", &rev);
 	if (!strcmp(type, "delete")) {
 		snprintf(what, sizeof(what), "%s",
 		         !strcmp(kind, "node") ? "gone (lost or left)" : "deleted");
 	} else if (!strcmp(kind, "node")) {
-		iod_json_get_u64(v, "gpus", &u);
+		iod_json_get_u64(v, iod_obj_key(IOD_OBJ_KIND_NODE, IOD_OBJ_NODE_GPUS), &u);
 		snprintf(what, sizeof(what), "registered");
 		snprintf(detail, sizeof(detail), "%llu GPUs, %s", (unsigned long long)u,
-		         sget(v, "model"));
+		         sget(v, iod_obj_key(IOD_OBJ_KIND_NODE, IOD_OBJ_NODE_MODEL)));
 	} else if (!strcmp(kind, "replica")) {
-		snprintf(what, sizeof(what), "%s", sget(v, "phase"));
-		iod_json_get_bool(v, "ready", &b);
-		const char *reason = sget(v, "reason");
-		const json_t *rs = json_object_get(v, "reasons");
-		if (!reason[0] && json_is_array(rs))
-			reason = json_string_value(json_array_get(rs, 0));
-		snprintf(detail, sizeof(detail), "node %s gpus %s%s%s%s", sget(v, "node"),
-		         sget(v, "gpus")[0] ? sget(v, "gpus") : "-", b ? " ready" : "",
-		         reason && reason[0] ? ": " : "", reason ? reason : "");
+		struct iod_obj_replica *r = malloc(sizeof(*r));
+		if (r) {
+			iod_obj_replica_from_json(v, r, NULL);
+			snprintf(what, sizeof(what), "%s", r->phase);
+			const char *reason = r->reason;
+			if (!reason[0] && json_is_array(r->reasons))
+				reason = json_string_value(json_array_get(r->reasons, 0));
+			snprintf(detail, sizeof(detail), "node %s gpus %s%s%s%s", r->node,
+			         r->gpus[0] ? r->gpus : "-", r->ready ? " ready" : "",
+			         reason && reason[0] ? ": " : "", reason ? reason : "");
+			iod_obj_replica_free(r);
+			free(r);
+		}
 	} else if (!strcmp(kind, "endpoint")) {
-		iod_json_get_bool(v, "healthy", &b);
-		snprintf(what, sizeof(what), "%s", b ? "healthy" : "unhealthy");
-		snprintf(detail, sizeof(detail), "%s on %s (%s)", sget(v, "address"),
-		         sget(v, "node"), sget(v, "phase"));
+		struct iod_obj_endpoint ep;
+		char address[IOD_ADDR_MAX + 8];
+		iod_obj_endpoint_from_json(v, &ep, NULL);
+		iod_obj_endpoint_address(&ep, address, sizeof(address));
+		snprintf(what, sizeof(what), "%s", ep.healthy ? "healthy" : "unhealthy");
+		snprintf(detail, sizeof(detail), "%s on %s (%s)", address, ep.node, ep.phase);
+		iod_obj_endpoint_free(&ep);
 	} else if (!strcmp(kind, "service")) {
-		iod_json_get_u64(v, "generation", &u);
+		iod_json_get_u64(v, iod_obj_key(IOD_OBJ_KIND_SERVICE, IOD_OBJ_SERVICE_GENERATION),
+		                 &u);
 		snprintf(what, sizeof(what), "deployed");
 		snprintf(detail, sizeof(detail), "generation %llu", (unsigned long long)u);
 	} else {

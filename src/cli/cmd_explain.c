@@ -3,9 +3,11 @@
  * the scheduler's reasons, as stored with the placement.
  */
 #include "ctl.h"
+#include "iod/objects.h"
 #include "iod/sched.h"
 
 #include <getopt.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void usage(FILE *f)
@@ -54,29 +56,38 @@ int cmd_explain(int argc, char **argv)
 	iod_api_client_close(&c);
 	if (rc)
 		return rc;
-	json_t *v = json_object_get(r.json, "value"), *x;
+	struct iod_obj_replica *v = malloc(sizeof(*v));
+	json_t *x;
+	if (!v) {
+		iod_api_response_free(&r);
+		return iod_cli_fail("explain", IOD_EXIT_ERROR, "out of memory");
+	}
+	iod_obj_replica_from_json(json_object_get(r.json, "value"), v, NULL);
 	if (out == IOD_OUT_JSON) {
-		json_t *j = json_pack(
-		    "{s:s, s:O, s:O, s:O, s:O}", "replica", argv[optind + 1], "service",
-		    json_object_get(v, "service"), "node", json_object_get(v, "node"), "gpus",
-		    json_object_get(v, "gpus"), "reasons", json_object_get(v, "reasons"));
+		/* the replica's placement and reasons; the whole answer if it lacks one */
+		json_t *j = NULL;
+		if (iod_obj_has(v, IOD_OBJ_REPLICA_SERVICE) &&
+		    iod_obj_has(v, IOD_OBJ_REPLICA_NODE) && iod_obj_has(v, IOD_OBJ_REPLICA_GPUS) &&
+		    v->reasons)
+			j = json_pack("{s:s, s:s, s:s, s:s, s:O}", "replica", argv[optind + 1],
+			              "service", v->service, "node", v->node, "gpus", v->gpus,
+			              "reasons", v->reasons);
 		iod_json_print(stdout, j ? j : r.json, false);
 		json_decref(j);
 	} else {
-		const char *svc = "-", *node = "-", *gpus = "-";
+		const char *svc = iod_obj_has(v, IOD_OBJ_REPLICA_SERVICE) ? v->service : "-";
+		const char *node = iod_obj_has(v, IOD_OBJ_REPLICA_NODE) ? v->node : "-";
+		const char *gpus = iod_obj_has(v, IOD_OBJ_REPLICA_GPUS) ? v->gpus : "-";
 		size_t i;
-		iod_json_get_str(v, "service", &svc);
-		iod_json_get_str(v, "node", &node);
-		iod_json_get_str(v, "gpus", &gpus);
 		printf("replica %s of service %s\n  node %s, GPUs %s\nreasons:\n", argv[optind + 1],
 		       svc, node, gpus[0] ? gpus : "none");
-		json_array_foreach(json_object_get(v, "reasons"), i, x)
+		json_array_foreach(v->reasons, i, x)
 		{
 			printf("  - %s\n", json_string_value(x) ? json_string_value(x) : "?");
 		}
-		if (!json_array_size(json_object_get(v, "reasons")))
+		if (!json_array_size(v->reasons))
 			printf("  (no reasons stored with this placement)\n");
-		json_t *ex = json_object_get(v, "explain");
+		json_t *ex = v->explain;
 		if (ex) {
 			struct iod_buf b;
 			iod_buf_init(&b);
@@ -85,6 +96,8 @@ int cmd_explain(int argc, char **argv)
 			iod_buf_free(&b);
 		}
 	}
+	iod_obj_replica_free(v);
+	free(v);
 	iod_api_response_free(&r);
 	return IOD_EXIT_OK;
 }

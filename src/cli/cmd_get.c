@@ -5,6 +5,7 @@
  * API's JSON with -o json. --watch follows changes (long-poll watch).
  */
 #include "ctl.h"
+#include "iod/objects.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -43,25 +44,24 @@ static const char *str(const json_t *v, const char *key)
 }
 
 /* Exclusive CPUs, else the shared NUMA-local set marked "(shared)". */
-static const char *replica_cpus(const json_t *v, char *buf, size_t len)
+static const char *replica_cpus(const struct iod_obj_replica *v, char *buf, size_t len)
 {
-	const char *c = NULL;
-	if (!iod_json_get_str(v, "cpus", &c) && c[0])
-		return c;
-	if (!iod_json_get_str(v, "cpu_affinity", &c) && c[0]) {
-		snprintf(buf, len, "%s(shared)", c);
+	if (v->cpus[0])
+		return v->cpus;
+	if (v->cpu_affinity[0]) {
+		snprintf(buf, len, "%s(shared)", v->cpu_affinity);
 		return buf;
 	}
 	return "-";
 }
 
 /* The accelerators given to a replica ("mlx5_8,FPGA0"), "-" when none. */
-static const char *replica_accs(const json_t *v, char *buf, size_t len)
+static const char *replica_accs(const struct iod_obj_replica *v, char *buf, size_t len)
 {
 	size_t i, off = 0;
 	const json_t *d;
 	buf[0] = 0;
-	json_array_foreach(json_object_get(v, "accelerator_devices"), i, d)
+	json_array_foreach(v->accelerator_devices, i, d)
 	{
 		const char *n = str(d, "os_name");
 		if (!strcmp(n, "-"))
@@ -74,32 +74,65 @@ static const char *replica_accs(const json_t *v, char *buf, size_t len)
 	return buf[0] ? buf : "-";
 }
 
+static const char *dash(const char *s)
+{
+	return s[0] ? s : "-";
+}
+
+/* One Replica row from its typed value. */
+static void replica_row(const char *name, const json_t *v)
+{
+	struct iod_obj_replica *r = malloc(sizeof(*r));
+	char cpus[128], accs[128], restarts[16] = "-";
+	if (!r)
+		return;
+	iod_obj_replica_from_json(v, r, NULL);
+	if (iod_obj_has(r, IOD_OBJ_REPLICA_RESTARTS))
+		snprintf(restarts, sizeof(restarts), "%u", r->restarts);
+	printf("%-24s %-16s %-16s %-8s %-20s %-9s %-8s %s\n", name, dash(r->service), dash(r->node),
+	       dash(r->gpus), replica_cpus(r, cpus, sizeof(cpus)), dash(r->phase), restarts,
+	       replica_accs(r, accs, sizeof(accs)));
+	iod_obj_replica_free(r);
+	free(r);
+}
+
+/* One Endpoint row: ADDRESS and HEALTH from its typed value. */
+static void endpoint_row(const char *name, const json_t *v, long long rev)
+{
+	struct iod_obj_endpoint ep;
+	char address[IOD_ADDR_MAX + 8];
+	iod_obj_endpoint_from_json(v, &ep, NULL);
+	iod_obj_endpoint_address(&ep, address, sizeof(address));
+	printf("%-24s %-16s %-22s %-8s %lld\n", name, ep.service[0] ? ep.service : "-",
+	       address[0] ? address : "-",
+	       iod_obj_has(&ep, IOD_OBJ_ENDPOINT_HEALTHY) ? (ep.healthy ? "healthy" : "unhealthy")
+	                                                  : "-",
+	       rev);
+	iod_obj_endpoint_free(&ep);
+}
+
+/* A Node or Service field as text ("-" when absent or empty). */
+#define NODE_STR(F) str(v, iod_obj_key(IOD_OBJ_KIND_NODE, IOD_OBJ_NODE_##F))
+#define SERVICE_STR(F) str(v, iod_obj_key(IOD_OBJ_KIND_SERVICE, IOD_OBJ_SERVICE_##F))
+
 static void print_row(enum iod_state_kind k, const json_t *o)
 {
-	char cpus[128], accs[128];
 	const json_t *v = json_object_get(o, "value");
 	const char *name = str(o, "name");
 	long long rev = (long long)json_integer_value(json_object_get(o, "rev"));
 
 	switch (k) {
 	case IOD_STATE_NODE:
-		printf("%-24s %-12s %-6s %-6s %-16s %-8s %lld\n", name, str(v, "model"),
-		       str(v, "gpus"), str(v, "cpus"), str(v, "addr"),
+		printf("%-24s %-12s %-6s %-6s %-16s %-8s %lld\n", name, NODE_STR(MODEL),
+		       NODE_STR(GPUS), NODE_STR(CPUS), NODE_STR(ADDR),
 		       json_integer_value(json_object_get(o, "lease")) ? "yes" : "-", rev);
 		break;
 	case IOD_STATE_SERVICE:
-		printf("%-24s %-9s %-6s %-11s %lld\n", name, str(v, "replicas"), str(v, "gpu"),
-		       str(v, "generation"), rev);
+		printf("%-24s %-9s %-6s %-11s %lld\n", name, SERVICE_STR(REPLICAS),
+		       SERVICE_STR(GPU), SERVICE_STR(GENERATION), rev);
 		break;
-	case IOD_STATE_REPLICA:
-		printf("%-24s %-16s %-16s %-8s %-20s %-9s %-8s %s\n", name, str(v, "service"),
-		       str(v, "node"), str(v, "gpus"), replica_cpus(v, cpus, sizeof(cpus)),
-		       str(v, "phase"), str(v, "restarts"), replica_accs(v, accs, sizeof(accs)));
-		break;
-	case IOD_STATE_ENDPOINT:
-		printf("%-24s %-16s %-22s %-8s %lld\n", name, str(v, "service"), str(v, "address"),
-		       str(v, "health"), rev);
-		break;
+	case IOD_STATE_REPLICA: replica_row(name, v); break;
+	case IOD_STATE_ENDPOINT: endpoint_row(name, v, rev); break;
 	default: {
 		char *t = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
 		printf("%-24s %-8lld %.80s%s\n", name, rev, t ? t : "",

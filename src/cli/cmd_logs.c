@@ -4,7 +4,7 @@
  * file first; -f keeps following across rotations. Thin shell over files.
  */
 #include "cli.h"
-#include "iod/agent.h"
+#include "iod/agent_run.h"
 #include "iod/state.h"
 
 #include <fcntl.h>

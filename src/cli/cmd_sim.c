@@ -143,20 +143,8 @@ static int run_one(const struct opts *o, const struct iod_sim_topo *topo,
 	if (o->packets)
 		cfg.packets_max = o->packets;
 	/* Size the flow table to the workload: expected arrivals x 2 + slack. */
-	uint32_t hosts = iod_sim_topo_host_count(topo);
-	double mean = iod_sim_cdf_mean(cdf);
-	double host_bps = 0; /* the fastest host NIC bounds every host's arrivals */
-	for (uint32_t l = 0; l < topo->n_links; l++) {
-		const struct iod_sim_topo_link *lk = &topo->links[l];
-		if (topo->nodes[lk->a].kind == IOD_SIM_HOST ||
-		    topo->nodes[lk->b].kind == IOD_SIM_HOST)
-			host_bps = IOD_MAX(host_bps, (double)lk->rate_bps);
-	}
-	double expect =
-	    load > 0 ? (double)hosts * host_bps * load * ((double)o->duration_ns / 1e9) / 8 / mean
-	             : 0;
-	double flows = 2 * expect + 4096 + (o->allreduce ? 2.0 * o->allreduce * o->allreduce : 0);
-	cfg.flows_max = flows > IOD_SIM_FLOWS_DEFAULT ? IOD_SIM_FLOWS_DEFAULT : (uint32_t)flows;
+	cfg.flows_max =
+	    iod_sim_flows_for(topo, iod_sim_cdf_mean(cdf), load, o->duration_ns, o->allreduce);
 	if ((rc = iod_sim_create(&s, topo, &cfg, e)))
 		return rc;
 	iod_rng_seed(&rng, o->seed ^ 0x5eed);
@@ -179,23 +167,19 @@ static int run_one(const struct opts *o, const struct iod_sim_topo *topo,
 	struct progress pg = {o->progress, load, o->duration_ns, time(NULL)};
 	if (pg.on)
 		iod_sim_on_progress(s, on_progress, &pg, 2000000);
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	uint64_t t0 = iod_clock_now_ns();
 	rc = iod_sim_run(s, o->duration_ns, e);
 	/* Drain: stop as soon as every flow is done (or the drain ends). */
-	uint64_t step = o->duration_ns / 10 ? o->duration_ns / 10 : IOD_NS_PER_MS;
 	uint64_t end = o->duration_ns + o->drain_ns;
-	while (!rc && iod_sim_flows_done(s) < iod_sim_flow_count(s) && iod_sim_now(s) < end) {
-		uint64_t until = iod_sim_now(s) + step;
-		pg.end_ns = end;
-		rc = iod_sim_run(s, until < end ? until : end, e);
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t1);
+	pg.end_ns = end;
+	if (!rc)
+		rc = iod_sim_drain(s, end, o->duration_ns / 10, e);
+	uint64_t t1 = iod_clock_now_ns();
 	if (pg.on)
 		fprintf(stderr, "\r%*s\r", 78, "");
 	if (rc)
 		goto fail;
-	res->wall_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	res->wall_s = (double)(t1 - t0) / 1e9;
 	if ((rc = iod_sim_summarize(s, &res->sum))) {
 		iod_err_set(e, rc, "out of memory summarising");
 		goto fail;

@@ -454,12 +454,11 @@ static int interactive(struct ui *u)
 	}
 	timeout(100);
 	uint64_t next = 0;
-	const struct iod_clock *clk = iod_clock_monotonic();
 	while (!stop) {
-		uint64_t now = iod_clock_now(clk) / IOD_NS_PER_MS;
+		uint64_t now = iod_clock_now_ns() / IOD_NS_PER_MS;
 		if (now >= next) {
 			refresh_data(u);
-			next = iod_clock_now(clk) / IOD_NS_PER_MS + u->refresh_ms;
+			next = iod_clock_now_ns() / IOD_NS_PER_MS + u->refresh_ms;
 		}
 		draw(u);
 		int ch = getch();

@@ -229,7 +229,7 @@ int cmd_trace(int argc, char **argv)
 		char *body = NULL;
 		size_t blen = 0;
 		snprintf(path, sizeof(path), "/spans?service=%s&after=%s", service, cursor);
-		int st = iod_mesh_http_get(admin, path, 5000, &body, &blen);
+		int st = iod_http_get(admin, path, 5000, &body, &blen);
 		if (st < 0)
 			return iod_cli_fail(
 			    "trace", IOD_EXIT_UNAVAILABLE,

@@ -25,7 +25,6 @@
 #include <unistd.h>
 
 #define UP_SERVERS 3
-#define UP_NODES_MAX 64 /* local agents: each is a process with its replicas */
 
 static void usage(FILE *f)
 {
@@ -64,7 +63,7 @@ static void usage(FILE *f)
 	    "                       client config with an admin credential (docs/security.md)\n\n"
 	    "Then: iod deploy -f examples/service-topology.yaml; iod get replicas;\n"
 	    "      iod logs REPLICA; iod events; iod down\n",
-	    UP_NODES_MAX);
+	    IOD_UP_NODES_MAX);
 }
 
 void iod_up_state_dir(char *buf, size_t len);
@@ -119,11 +118,6 @@ static bool alive_pidfile(const char *path, const char *dir)
 		pid = 0;
 	fclose(f);
 	return iod_up_pid_is_ours(pid, dir);
-}
-
-static uint64_t mono_ms(void)
-{
-	return iod_clock_now(iod_clock_monotonic()) / IOD_NS_PER_MS;
 }
 
 /* A write that needs a leader: grant and revoke a short lease. */
@@ -298,11 +292,11 @@ int cmd_up(int argc, char **argv)
 			break;
 		case 'T':
 			telemetry_port = atol(optarg);
-			if (telemetry_port < 0 || telemetry_port > 65535 - UP_NODES_MAX)
+			if (telemetry_port < 0 || telemetry_port > 65535 - IOD_UP_NODES_MAX)
 				return iod_cli_fail(
 				    "up", IOD_EXIT_INVALID,
 				    "--telemetry-port must be 1..%d (0 = off), not %s",
-				    65535 - UP_NODES_MAX, optarg);
+				    65535 - IOD_UP_NODES_MAX, optarg);
 			break;
 		case 'E': snprintf(election, sizeof(election), "%s", optarg); break;
 		case 'H': snprintf(heartbeat, sizeof(heartbeat), "%s", optarg); break;
@@ -315,14 +309,15 @@ int cmd_up(int argc, char **argv)
 	}
 	if (optind < argc)
 		return iod_cli_fail("up", IOD_EXIT_INVALID, "unexpected argument %s", argv[optind]);
-	if (nodes < 1 || nodes > UP_NODES_MAX)
-		return iod_cli_fail("up", IOD_EXIT_INVALID, "--nodes must be 1..%d", UP_NODES_MAX);
+	if (nodes < 1 || nodes > IOD_UP_NODES_MAX)
+		return iod_cli_fail("up", IOD_EXIT_INVALID, "--nodes must be 1..%d",
+		                    IOD_UP_NODES_MAX);
 	if (model[0] && gpus_set)
 		return iod_cli_fail(
 		    "up", IOD_EXIT_INVALID,
 		    "--gpus-per-node and --model are exclusive: a model has its GPUs");
 	if (telemetry_port < 0)
-		telemetry_port = api_port + 200 <= 65535 - UP_NODES_MAX ? api_port + 200 : 0;
+		telemetry_port = api_port + 200 <= 65535 - IOD_UP_NODES_MAX ? api_port + 200 : 0;
 	if (api_port < 1 || api_port > 65533 || raft_port < 1 || raft_port > 65533)
 		return iod_cli_fail("up", IOD_EXIT_INVALID, "ports must leave room for 3 servers");
 	if (model[0]) {
@@ -342,7 +337,7 @@ int cmd_up(int argc, char **argv)
 			return iod_cli_fail("up", IOD_EXIT_INVALID, "--gpus-per-node: %s", e.msg);
 	}
 	/* one cluster per state dir */
-	for (int i = 1; i <= UP_SERVERS + UP_NODES_MAX; i++) {
+	for (int i = 1; i <= UP_SERVERS + IOD_UP_NODES_MAX; i++) {
 		if (i <= UP_SERVERS)
 			snprintf(path, sizeof(path), "%s/server-%d.pid", dir, i);
 		else
@@ -364,7 +359,7 @@ int cmd_up(int argc, char **argv)
 	if (system(cmd) != 0)
 		return iod_cli_fail("up", IOD_EXIT_ERROR, "cannot prepare state dir %s", dir);
 
-	uint64_t t0 = mono_ms();
+	uint64_t t0 = (iod_clock_now_ns() / IOD_NS_PER_MS);
 	for (int i = 0; i < UP_SERVERS; i++) {
 		size_t la = strlen(apis);
 		snprintf(apis + la, sizeof(apis) - la, "%s127.0.0.1:%ld", i ? "," : "",
@@ -428,7 +423,7 @@ int cmd_up(int argc, char **argv)
 	cl.timeout_ms = 500;
 	cl.retry_ms = 200;
 	while (!leader_ready(&cl)) {
-		if (mono_ms() - t0 > 15000) {
+		if ((iod_clock_now_ns() / IOD_NS_PER_MS) - t0 > 15000) {
 			iod_api_client_close(&cl);
 			return iod_cli_fail("up", IOD_EXIT_UNAVAILABLE,
 			                    "no leader after 15 s: see %s/server-*.log; `iod down` "
@@ -437,7 +432,7 @@ int cmd_up(int argc, char **argv)
 		}
 		usleep(20000);
 	}
-	uint64_t t_leader = mono_ms();
+	uint64_t t_leader = (iod_clock_now_ns() / IOD_NS_PER_MS);
 	if (out == IOD_OUT_TEXT)
 		printf("leader elected in %llu ms; starting %ld node agents (%s each)\n",
 		       (unsigned long long)(t_leader - t0), nodes, model);
@@ -503,7 +498,7 @@ int cmd_up(int argc, char **argv)
 	}
 	size_t reg = 0;
 	while ((reg = nodes_registered(&cl)) < (size_t)nodes) {
-		if (mono_ms() - t0 > 30000) {
+		if ((iod_clock_now_ns() / IOD_NS_PER_MS) - t0 > 30000) {
 			iod_api_client_close(&cl);
 			return iod_cli_fail(
 			    "up", IOD_EXIT_PARTIAL,
@@ -513,7 +508,7 @@ int cmd_up(int argc, char **argv)
 		usleep(20000);
 	}
 	iod_api_client_close(&cl);
-	uint64_t t1 = mono_ms();
+	uint64_t t1 = (iod_clock_now_ns() / IOD_NS_PER_MS);
 	char tel_first[48] = "off";
 	if (telemetry_port)
 		snprintf(tel_first, sizeof(tel_first), "http://127.0.0.1:%ld", telemetry_port);

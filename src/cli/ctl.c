@@ -90,7 +90,7 @@ int iod_ctl_cluster_read(struct iod_api_client *c, const char *mesh, struct iod_
 		f->telemetry = NULL;
 	if (mesh && mesh[0]) {
 		/* the mesh is optional: its failure leaves the services' rates unknown */
-		int fd = -1;
+		struct iod_http_conn fd = {0};
 		struct iod_api_response r;
 		struct iod_err me = {0};
 		if (!iod_api_http_once(&fd, mesh, "GET", "/metrics", NULL, NULL, 0, 1000, &r,
@@ -99,8 +99,7 @@ int iod_ctl_cluster_read(struct iod_api_client *c, const char *mesh, struct iod_
 				f->mesh = strdup(r.body);
 			iod_api_response_free(&r);
 		}
-		if (fd >= 0)
-			close(fd);
+		iod_http_conn_close(&fd);
 	}
 	return 0;
 }

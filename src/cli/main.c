@@ -2,9 +2,10 @@
  * main.c: the `iod` binary: global options, the command table, help.
  *
  * Each command lives in src/cli/cmd_<name>.c as `cmd_<name>()`. The table
- * below names every command iod has or will have; a command whose file is
- * not built yet is a weak symbol that resolves to NULL, and running it says
- * so and exits 3, rather than being silently missing.
+ * below names every command iod has (X) or will have (P, planned). A built
+ * command is a strong reference: a misnamed or missing cmd_<name> is a link
+ * error, never a silent "not built". A planned one has no function yet;
+ * running it says so and exits 3. Building one moves its row from P to X.
  */
 #include "cli.h"
 
@@ -13,7 +14,7 @@
 #include <string.h>
 
 /* name, function, one-line summary, issue that builds it. */
-#define IOD_COMMANDS(X)                                                             \
+#define IOD_COMMANDS(X, P)                                                          \
 	X(init, "create a cluster CA, an admin credential and a client context")    \
 	X(cert, "issue certificates from the cluster CA; show a certificate")       \
 	X(token, "create, list and revoke bearer tokens (and node join tokens)")    \
@@ -38,39 +39,39 @@
 	X(top, "live resource state of the cluster")                                \
 	X(trace, "live call chains through the service mesh")                       \
 	X(viz, "network and topology views")                                        \
-	X(chaos, "inject faults and watch recovery")                                \
+	P(chaos, "inject faults and watch recovery")                                \
 	X(sim, "simulate a cluster and fabric in virtual time")                     \
-	X(config, "get and set cluster configuration")                              \
+	P(config, "get and set cluster configuration")                              \
 	X(dp, "run or inspect the data plane")                                      \
 	X(mesh, "service-mesh commands (`iod mesh deploy -f FILE`)")                \
 	X(proxy, "the node's mesh proxy, standalone (--config FILE)")               \
 	X(demo_worker, "the built-in demo training workload")
 
-#define X(name, summary) int cmd_##name(int argc, char **argv) __attribute__((weak));
-IOD_COMMANDS(X)
+#define X(name, summary) int cmd_##name(int argc, char **argv);
+#define P(name, summary)
+IOD_COMMANDS(X, P)
 #undef X
+#undef P
 
 struct command {
 	const char *name;    /* as typed: "demo-worker" */
-	iod_cmd_fn fn;       /* NULL until its issue lands */
+	iod_cmd_fn fn;       /* NULL for a planned command */
 	const char *summary; /* for `iod --help` */
 };
 
 static struct command commands[] = {
-#define X(name, summary) {#name, NULL, summary},
-    IOD_COMMANDS(X)
+#define X(name, summary) {#name, cmd_##name, summary},
+#define P(name, summary) {#name, NULL, summary},
+    IOD_COMMANDS(X, P)
 #undef X
+#undef P
 };
 
+/* The names as typed: demo_worker is typed demo-worker. */
 static void bind_commands(void)
 {
-	size_t i = 0;
-#define X(name, summary) commands[i++].fn = cmd_##name;
-	IOD_COMMANDS(X)
-#undef X
-	for (i = 0; i < IOD_ARRAY_LEN(commands); i++) {
-		/* demo_worker is typed demo-worker */
-		static char names[IOD_ARRAY_LEN(commands)][32];
+	static char names[IOD_ARRAY_LEN(commands)][32];
+	for (size_t i = 0; i < IOD_ARRAY_LEN(commands); i++) {
 		snprintf(names[i], sizeof(names[i]), "%s", commands[i].name);
 		for (char *p = names[i]; *p; p++)
 			if (*p == '_')

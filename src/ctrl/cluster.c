@@ -17,25 +17,34 @@
  * Pure: no I/O, no clock; never prints.
  */
 #include "iod/ctrl.h"
+#include "iod/sched.h"
 #include "iod/topo.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t count_of(const json_t *v)
+/* Node fields, borrowed from the stored value (include/iod/objects.h). */
+static const char *node_str(const json_t *v, enum iod_obj_node_field f)
 {
-	if (json_is_integer(v) && json_integer_value(v) > 0)
-		return (uint32_t)IOD_MIN(json_integer_value(v), IOD_BITMAP_BITS);
-	if (json_is_array(v))
-		return (uint32_t)IOD_MIN(json_array_size(v), IOD_BITMAP_BITS);
-	return 0;
+	return iod_obj_peek_str(IOD_OBJ_KIND_NODE, v, f);
+}
+
+static const json_t *node_json(const json_t *v, enum iod_obj_node_field f)
+{
+	return iod_obj_peek_json(IOD_OBJ_KIND_NODE, v, f);
+}
+
+static uint32_t gpu_count(const json_t *v)
+{
+	struct iod_obj_node n = {.gpus = (json_t *)node_json(v, IOD_OBJ_NODE_GPUS)};
+	return iod_obj_node_gpus(&n);
 }
 
 /* The node's topology into t: registered, else its model, else generic. */
 static int node_topo(const json_t *v, struct iod_topo_node *t, struct iod_err *e)
 {
-	const json_t *topo = json_object_get(v, "topology");
-	const char *model = NULL;
+	const json_t *topo = node_json(v, IOD_OBJ_NODE_TOPOLOGY);
+	const char *model = node_str(v, IOD_OBJ_NODE_MODEL);
 	struct iod_err te = {0};
 	int rc;
 
@@ -44,7 +53,7 @@ static int node_topo(const json_t *v, struct iod_topo_node *t, struct iod_err *e
 			return iod_err_set(e, rc, "its registered topology is invalid: %s", te.msg);
 		return 0;
 	}
-	if (!iod_json_get_str(v, "model", &model) && model[0]) {
+	if (model && model[0]) {
 		if ((rc = iod_topo_model_load(model, t, &te)))
 			return iod_err_set(
 			    e, rc,
@@ -53,7 +62,7 @@ static int node_topo(const json_t *v, struct iod_topo_node *t, struct iod_err *e
 			    te.msg);
 		return 0;
 	}
-	if ((rc = iod_topo_model_generic(count_of(json_object_get(v, "gpus")), t, &te)))
+	if ((rc = iod_topo_model_generic(gpu_count(v), t, &te)))
 		return iod_err_set(e, rc, "it registered no topology or model: %s", te.msg);
 	return 0;
 }
@@ -61,7 +70,7 @@ static int node_topo(const json_t *v, struct iod_topo_node *t, struct iod_err *e
 int iod_ctrl_node_shape(const json_t *node_value, struct iod_sched_shape *out, struct iod_err *e)
 {
 	struct iod_topo_node *t = calloc(1, sizeof(*t));
-	const char *model = NULL;
+	const char *model = node_str(node_value, IOD_OBJ_NODE_MODEL);
 	int rc;
 
 	IOD_ASSERT(out != NULL);
@@ -80,7 +89,7 @@ int iod_ctrl_node_shape(const json_t *node_value, struct iod_sched_shape *out, s
 		return rc;
 	/* name the shape by the kind of machine, not by the host that
 	 * discovered it, so identical machines compare equal */
-	if (!iod_json_get_str(node_value, "model", &model) && model[0]) {
+	if (model && model[0]) {
 		memset(out->model, 0, sizeof(out->model));
 		iod_strlcpy(out->model, model, sizeof(out->model));
 	}
@@ -137,12 +146,13 @@ struct build {
  */
 static int shape_id(struct build *b, const json_t *v, uint32_t *id, struct iod_err *se)
 {
-	const json_t *topo = json_object_get(v, "topology");
-	const char *model = "";
+	const json_t *topo = node_json(v, IOD_OBJ_NODE_TOPOLOGY);
+	const char *model = node_str(v, IOD_OBJ_NODE_MODEL);
 	uint32_t m;
 	int rc;
 
-	iod_json_get_str(v, "model", &model);
+	if (!model)
+		model = "";
 	for (m = 0; topo && m < b->seen_n; m++)
 		if (!strcmp(b->seen[m].model, model) && topo_same(b->seen[m].topo, topo)) {
 			*id = b->ids[b->seen[m].shape];
@@ -207,14 +217,14 @@ int iod_ctrl_cluster_build(const json_t *nodes, const struct iod_ctrl_cluster_op
 			skip(opts, name, se.msg);
 			continue;
 		}
-		iod_json_get_str(v, "rack", &rack);
-		iod_json_get_str(v, "zone", &zone);
+		rack = node_str(v, IOD_OBJ_NODE_RACK);
+		zone = node_str(v, IOD_OBJ_NODE_ZONE);
 		struct iod_sched_node_spec ns = {
 		    .name = name,
 		    .shape = shape,
 		    .rack = rack,
 		    .zone = zone,
-		    .cordoned = json_is_true(json_object_get(v, "cordoned")),
+		    .cordoned = json_is_true(node_json(v, IOD_OBJ_NODE_CORDONED)),
 		    .gpus_used = opts->gpus_used ? opts->gpus_used[i] : 0,
 		    .accs_used = opts->accs_used ? opts->accs_used[i] : 0,
 		};

@@ -6,7 +6,7 @@
  *
  * Control path only: allocates, never touches packets. The pipe layout is
  * the one place that says how security groups, conntrack, the LB and QoS
- * compose; tests/unit/test_flow_dp.c checks its verdicts.
+ * compose; tests/unit/test_dp_golden.c checks its verdicts.
  */
 #include "iod/flow.h"
 

@@ -9,6 +9,7 @@
  * It must never allocate after create, read a clock (the caller passes
  * now_ns) or do I/O: frames are written to and read from caller buffers.
  */
+#include "iod/flow_debug.h"
 #include "iod/flow.h"
 
 #include <stdlib.h>

@@ -97,7 +97,7 @@ json_t *iod_flow_dump_json(const struct iod_flow_pipeline *pl, iod_flow_offload_
 	json_object_set_new(eng, "fast_path_hits", json_integer((json_int_t)es.fp_hits));
 	json_object_set_new(eng, "emc_hits", json_integer((json_int_t)es.emc_hits));
 	json_object_set_new(eng, "megaflow_hits", json_integer((json_int_t)es.mf_hits));
-	json_object_set_new(eng, "walks", json_integer((json_int_t)es.emc_misses));
+	json_object_set_new(eng, "walks", json_integer((json_int_t)es.walks));
 	json_object_set_new(eng, "parse_errors", json_integer((json_int_t)es.parse_errors));
 	json_object_set_new(eng, "cores", json_integer(pl->cfg.cores));
 	json_object_set_new(root, "engine", eng);

@@ -9,6 +9,8 @@
 
 #include "iod/flow.h"
 
+#include <string.h>
+
 enum entry_state { ENTRY_FREE = 0, ENTRY_PENDING, ENTRY_LIVE };
 
 /* One entry of a pipe: its configuration and what the engine derived. */
@@ -64,28 +66,25 @@ struct op {
 };
 
 /* The exact-match cache: one walk segment per slot. */
-#define EMC_HITS_MAX 8
 struct emc_slot {
-	struct iod_flow_key key;    /* the segment's starting key */
-	uint32_t hash;              /* of key + start */
-	uint32_t gen;               /* pipeline generation when cached; 0 = empty */
-	uint16_t start;             /* starting pipe */
-	uint8_t hits_n;             /* entries hit */
-	uint8_t end;                /* END_FWD or END_CT */
-	uint8_t mask_id;            /* megaflow: index of its mask in the start pipe's list */
-	uint32_t hit[EMC_HITS_MAX]; /* pipe << 24 | entry */
-	struct iod_flow_fwd fwd;    /* END_FWD: the terminal forward; END_CT: .pipe = the ct pipe */
+	struct iod_flow_key key; /* the segment's starting key */
+	uint32_t hash;           /* of key + start */
+	uint32_t gen;            /* pipeline generation when cached; 0 = empty */
+	uint16_t start;          /* starting pipe */
+	uint8_t hits_n;          /* entries hit */
+	uint8_t end;             /* END_FWD or END_CT */
+	uint8_t mask_id;         /* megaflow: index of its mask in the start pipe's list */
+	uint32_t hit[IOD_FLOW_EMC_HITS_MAX]; /* pipe << 24 | entry */
+	struct iod_flow_fwd fwd; /* END_FWD: the terminal forward; END_CT: .pipe = the ct pipe */
 };
 
 /* Megaflow masks of one start pipe: the fields walks from it consulted. */
-#define MF_MASKS_MAX 8
-#define MF_SLOTS 16384
 struct mf_masks {
-	uint32_t gen;                        /* pipeline generation; stale = empty */
-	uint32_t n;                          /* masks in use */
-	struct iod_flow_key m[MF_MASKS_MAX]; /* the masks */
-	uint8_t order[MF_MASKS_MAX];         /* probe order: most hit first (as OVS's dpcls) */
-	uint64_t hits[MF_MASKS_MAX];         /* hits per mask */
+	uint32_t gen;                                 /* pipeline generation; stale = empty */
+	uint32_t n;                                   /* masks in use */
+	struct iod_flow_key m[IOD_FLOW_MF_MASKS_MAX]; /* the masks */
+	uint8_t order[IOD_FLOW_MF_MASKS_MAX]; /* probe order: most hit first (as OVS's dpcls) */
+	uint64_t hits[IOD_FLOW_MF_MASKS_MAX]; /* hits per mask */
 };
 
 /*
@@ -172,11 +171,11 @@ struct core {
 	uint64_t fp_hits;       /* compiled fast-path hits */
 	uint64_t packets;       /* processed */
 	uint64_t drops;         /* dropped */
-	uint64_t emc_hits;      /* cache hits */
+	uint64_t emc_hits;      /* exact-match cache hits */
 	uint64_t mf_hits;       /* megaflow hits */
-	struct emc_slot *mf;    /* megaflow cache: MF_SLOTS, keys masked */
+	struct emc_slot *mf;    /* megaflow cache: IOD_FLOW_MF_SLOTS, keys masked */
 	struct mf_masks *masks; /* per start pipe: IOD_FLOW_PIPES_MAX */
-	uint64_t emc_misses;    /* walks */
+	uint64_t walks;         /* walks */
 	uint64_t parse_errors;  /* unparseable */
 } __attribute__((aligned(64)));
 
@@ -194,5 +193,102 @@ struct iod_flow_pipeline {
 	uint32_t emc_mask;                     /* EMC slots - 1 */
 	uint32_t fp_mask;                      /* flow slots - 1 (FP_SLOTS_PER_EMC per EMC slot) */
 };
+
+/* ---- key helpers (the control and the packet path) ---------------------- */
+
+typedef uint64_t __attribute__((may_alias, aligned(1))) kword;
+
+static inline const kword *kw(const struct iod_flow_key *k)
+{
+	return (const kword *)(const void *)k;
+}
+
+static inline bool key_match_masked(const struct iod_flow_key *k, const struct iod_flow_key *v,
+                                    const struct iod_flow_key *mask)
+{
+	const kword *a = kw(k), *b = kw(v), *m = kw(mask);
+	uint64_t d = ((a[0] ^ b[0]) & m[0]) | ((a[1] ^ b[1]) & m[1]) | ((a[2] ^ b[2]) & m[2]) |
+	             ((a[3] ^ b[3]) & m[3]) | ((a[4] ^ b[4]) & m[4]) | ((a[5] ^ b[5]) & m[5]) |
+	             ((a[6] ^ b[6]) & m[6]) | ((a[7] ^ b[7]) & m[7]);
+	return d == 0;
+}
+
+static inline uint32_t key_hash_masked(const struct iod_flow_key *k,
+                                       const struct iod_flow_key *mask, uint32_t salt)
+{
+	const kword *a = kw(k), *m = kw(mask);
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ salt;
+	for (int i = 0; i < 8; i++)
+		h = (h ^ (a[i] & m[i])) * 0xff51afd7ed558ccdull + (h >> 29);
+	return (uint32_t)(iod_hash_u64(h) >> 32);
+}
+
+static inline uint32_t key_hash(const struct iod_flow_key *k, uint32_t start)
+{
+	/* Independent multiplies (they pipeline), then one finaliser. */
+	const kword *a = kw(k);
+	uint64_t h = (a[0] ^ start) * 0x9e3779b97f4a7c15ull + a[1] * 0xc2b2ae3d27d4eb4full +
+	             a[2] * 0x165667b19e3779f9ull + a[3] * 0x27d4eb2f165667c5ull +
+	             a[4] * 0x94d049bb133111ebull + a[5] * 0xbf58476d1ce4e5b9ull +
+	             a[6] * 0xff51afd7ed558ccdull + a[7] * 0xc4ceb9fe1a85ec53ull;
+	h ^= h >> 32;
+	h *= 0xd6e8feb86659fd93ull;
+	return (uint32_t)(h >> 32);
+}
+
+/* k & m into out. */
+static inline void key_and(const struct iod_flow_key *k, const struct iod_flow_key *m,
+                           struct iod_flow_key *out)
+{
+	const kword *a = kw(k), *b = kw(m);
+	kword *o = (kword *)(void *)out;
+	/* Written out: -O2 keeps an 8-trip loop as a loop (counter, compare,
+	 * branch per word) on the per-packet megaflow probe. */
+	o[0] = a[0] & b[0];
+	o[1] = a[1] & b[1];
+	o[2] = a[2] & b[2];
+	o[3] = a[3] & b[3];
+	o[4] = a[4] & b[4];
+	o[5] = a[5] & b[5];
+	o[6] = a[6] & b[6];
+	o[7] = a[7] & b[7];
+}
+
+static inline void key_or(struct iod_flow_key *acc, const struct iod_flow_key *m)
+{
+	kword *a = (kword *)(void *)acc;
+	const kword *b = kw(m);
+	for (int i = 0; i < 8; i++)
+		a[i] |= b[i];
+}
+
+/* Exact comparison of two keys. */
+static inline bool key_equal(const struct iod_flow_key *x, const struct iod_flow_key *y)
+{
+	const kword *a = kw(x), *b = kw(y);
+	uint64_t d = (a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]) | (a[4] ^ b[4]) |
+	             (a[5] ^ b[5]) | (a[6] ^ b[6]) | (a[7] ^ b[7]);
+	return d == 0;
+}
+
+static inline void key_tuple(const struct iod_flow_key *k, struct iod_net_tuple *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->src = k->src;
+	t->dst = k->dst;
+	t->sport = k->sport;
+	t->dport = k->dport;
+	t->proto = k->proto;
+	t->family = k->family;
+	t->zone = k->zone;
+}
+
+/* An LPM mask: destination IPv4 prefix of length plen (plus the pipe's mask). */
+static inline void lpm_mask(const struct pipe *p, uint8_t plen, struct iod_flow_key *mask)
+{
+	*mask = p->cfg.mask;
+	mask->dst.w[0] = mask->dst.w[1] = 0;
+	mask->dst.v4 = plen ? ~0u << (32 - plen) : 0;
+}
 
 #endif

@@ -26,12 +26,6 @@
 #define PACKET_IGNORE_OUTGOING 23
 #endif
 
-/* Ring geometry: 64 blocks of 256 KiB = 16 MiB, retired after 10 ms. */
-#define AFP_BLOCK_BYTES (256u << 10)
-#define AFP_BLOCKS 64u
-#define AFP_FRAME_BYTES 2048u
-#define AFP_RETIRE_MS 10u
-
 struct afp_port {
 	int fd;                    /* the packet socket */
 	uint8_t *ring;             /* mapped rx ring */
@@ -63,14 +57,14 @@ static int afp_open(struct iod_io_port *p, const struct iod_io_port_cfg *cfg, st
 		return iod_err_set(e, -errno, "port %s: TPACKET_V3: %s", p->name, strerror(errno));
 	(void)setsockopt(a->fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one));
 	struct tpacket_req3 req = {0};
-	req.tp_block_size = AFP_BLOCK_BYTES;
-	req.tp_block_nr = AFP_BLOCKS;
-	req.tp_frame_size = AFP_FRAME_BYTES;
-	req.tp_frame_nr = AFP_BLOCK_BYTES / AFP_FRAME_BYTES * AFP_BLOCKS;
-	req.tp_retire_blk_tov = AFP_RETIRE_MS;
+	req.tp_block_size = IOD_IO_AFP_BLOCK_BYTES;
+	req.tp_block_nr = IOD_IO_AFP_BLOCKS;
+	req.tp_frame_size = IOD_IO_AFP_FRAME_BYTES;
+	req.tp_frame_nr = IOD_IO_AFP_BLOCK_BYTES / IOD_IO_AFP_FRAME_BYTES * IOD_IO_AFP_BLOCKS;
+	req.tp_retire_blk_tov = IOD_IO_AFP_RETIRE_MS;
 	if (setsockopt(a->fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof(req)))
 		return iod_err_set(e, -errno, "port %s: rx ring: %s", p->name, strerror(errno));
-	a->ring_bytes = (size_t)AFP_BLOCK_BYTES * AFP_BLOCKS;
+	a->ring_bytes = (size_t)IOD_IO_AFP_BLOCK_BYTES * IOD_IO_AFP_BLOCKS;
 	a->ring =
 	    mmap(NULL, a->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_LOCKED, a->fd, 0);
 	if (a->ring == MAP_FAILED)
@@ -96,7 +90,7 @@ static int afp_open(struct iod_io_port *p, const struct iod_io_port_cfg *cfg, st
 
 static struct tpacket_block_desc *block_at(struct afp_port *a, uint32_t i)
 {
-	return (struct tpacket_block_desc *)(a->ring + (size_t)i * AFP_BLOCK_BYTES);
+	return (struct tpacket_block_desc *)(a->ring + (size_t)i * IOD_IO_AFP_BLOCK_BYTES);
 }
 
 static uint32_t afp_rx(struct iod_io_port *p, struct iod_pkt **pkts, uint32_t n, int timeout_ms)
@@ -147,7 +141,7 @@ static uint32_t afp_rx(struct iod_io_port *p, struct iod_pkt **pkts, uint32_t n,
 			a->next = NULL;
 			__atomic_store_n(&b->hdr.bh1.block_status, TP_STATUS_KERNEL,
 			                 __ATOMIC_RELEASE);
-			a->block = (a->block + 1) % AFP_BLOCKS;
+			a->block = (a->block + 1) % IOD_IO_AFP_BLOCKS;
 		}
 	}
 	return got;

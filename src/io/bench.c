@@ -14,13 +14,6 @@
 #include <string.h>
 #include <time.h>
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * IOD_NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
 /* CPU time of this thread: on a shared machine the core is not ours all the
  * time; rates are packets per CPU-second of the one core that did the work. */
 static uint64_t cpu_ns(void)
@@ -228,7 +221,7 @@ int iod_io_bench_run(const char *scenario, uint32_t flows, uint32_t frame_bytes,
 	}
 
 	struct iod_pkt *pkts[IOD_FLOW_BURST_MAX], *out[IOD_FLOW_BURST_MAX];
-	uint64_t now = mono_ns(), start = 0, end = 0, packets = 0, fwd = 0, wall0 = 0;
+	uint64_t now = iod_clock_now_ns(), start = 0, end = 0, packets = 0, fwd = 0, wall0 = 0;
 	struct iod_flow_engine_stats s0 = {0}, s1 = {0};
 	/* Warm-up: one pass over every flow (commits the sessions), then measure. */
 	uint64_t warm = flows, measuring = 0;
@@ -261,10 +254,10 @@ int iod_io_bench_run(const char *scenario, uint32_t flows, uint32_t frame_bytes,
 			if (pl)
 				iod_flow_engine_stats(pl, &s0);
 			start = cpu_ns();
-			wall0 = mono_ns();
+			wall0 = iod_clock_now_ns();
 		}
 		if ((iter & 63) == 0) {
-			now = mono_ns();
+			now = iod_clock_now_ns();
 			uint64_t c = measuring ? cpu_ns() : 0;
 			if (measuring && c - start >= (uint64_t)(seconds * 1e9)) {
 				end = c;
@@ -280,8 +273,9 @@ int iod_io_bench_run(const char *scenario, uint32_t flows, uint32_t frame_bytes,
 	r->seconds = (double)(end - start) / 1e9;
 	r->mpps = (double)packets / r->seconds / 1e6;
 	r->ns_per_pkt = packets ? (double)(end - start) / (double)packets : 0;
-	r->emc_hits = s1.emc_hits - s0.emc_hits + s1.mf_hits - s0.mf_hits + s1.fp_hits - s0.fp_hits;
-	r->emc_misses = s1.emc_misses - s0.emc_misses;
+	r->cache_hits =
+	    s1.emc_hits - s0.emc_hits + s1.mf_hits - s0.mf_hits + s1.fp_hits - s0.fp_hits;
+	r->walks = s1.walks - s0.walks;
 	r->fp_hits = s1.fp_hits - s0.fp_hits;
 	if (fwd < packets * 99 / 100)
 		rc = iod_err_set(

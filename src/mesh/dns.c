@@ -7,7 +7,7 @@
  * follows compression pointers in a question (none are allowed there),
  * never reads past the query and never writes past `cap`.
  */
-#include "iod/mesh.h"
+#include "iod/mesh_proto.h"
 
 #include <string.h>
 

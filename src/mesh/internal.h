@@ -12,7 +12,7 @@
 #ifndef IOD_MESH_INTERNAL_H
 #define IOD_MESH_INTERNAL_H
 
-#include "iod/mesh.h"
+#include "iod/mesh_proxy.h"
 
 #include <pthread.h>
 
@@ -107,43 +107,43 @@ struct conn {
 	uint32_t ep;                        /* endpoint index (UINT32_MAX = none) */
 	uint32_t ep_ip4;                    /* endpoint address (copied: the view may change) */
 	uint16_t ep_port;
-	uint64_t affinity;                  /* hash of the client address (hash policies) */
-	uint8_t attempts;                   /* upstream attempts so far (1 + retries) */
-	bool pipe_full[2];                  /* L4 splice: pipe k took no more bytes */
-	bool holds_retry;                   /* holds a retries breaker unit */
-	bool holds_request;                 /* holds a requests breaker unit */
-	bool holds_pending;                 /* holds a pending breaker unit */
-	bool holds_cx;                      /* holds a connections breaker unit (upstream conns) */
-	bool ep_active;                     /* counted in the endpoint's active requests */
-	bool reused;                        /* upstream: taken from the keep-alive pool */
-	uint64_t connect_start_ns;          /* upstream connect in progress since */
-	uint64_t req_start_ns;              /* request (or flow) started */
-	uint64_t last_io_ns;                /* last byte either way */
-	uint64_t retry_at_ns;               /* backoff timer (0 = none) */
-	char *buf;                          /* IOD_MESH_HTTP_BUF bytes from the worker's pool */
-	uint32_t len;                       /* bytes in buf */
-	uint32_t req_len;                   /* client: bytes of the current request in buf */
-	const char *out;                    /* bytes being written to fd */
-	uint32_t out_len;                   /* ... how many */
-	bool close_after;                   /* client: close once out is flushed */
-	bool keep_alive;                    /* client: request wants keep-alive */
-	bool idem;                          /* client: request is idempotent */
-	bool resp_started;                  /* client: response head forwarded */
-	uint8_t method_len;                 /* client: request method length */
-	char method[8];                     /* client: request method (for HEAD and spans) */
-	bool peer_known;                    /* client: the caller's socket uid is known */
-	uint32_t peer_uid;                  /* ... and it is this */
-	struct iod_mesh_http_body body;     /* upstream: response body framing */
-	struct iod_mesh_http_body req_body; /* client: framing of the request body being read */
-	bool req_done;             /* client: the request's last byte is in buf (or sent) */
-	bool committed;            /* client: request bytes left buf, so no resend */
-	uint32_t sent;             /* client: bytes of buf the current attempt has sent */
-	bool send_done;            /* upstream: the whole request went out */
-	bool resp_keep_alive;      /* upstream: response allows reuse */
-	uint16_t status;           /* upstream: response status */
-	struct iod_mesh_span span; /* client: the span being built */
-	struct l4dir d[2];         /* L4 client: [0] client->up, [1] up->client */
-	char client_addr[32];      /* client "ip:port" */
+	uint64_t affinity;             /* hash of the client address (hash policies) */
+	uint8_t attempts;              /* upstream attempts so far (1 + retries) */
+	bool pipe_full[2];             /* L4 splice: pipe k took no more bytes */
+	bool holds_retry;              /* holds a retries breaker unit */
+	bool holds_request;            /* holds a requests breaker unit */
+	bool holds_pending;            /* holds a pending breaker unit */
+	bool holds_cx;                 /* holds a connections breaker unit (upstream conns) */
+	bool ep_active;                /* counted in the endpoint's active requests */
+	bool reused;                   /* upstream: taken from the keep-alive pool */
+	uint64_t connect_start_ns;     /* upstream connect in progress since */
+	uint64_t req_start_ns;         /* request (or flow) started */
+	uint64_t last_io_ns;           /* last byte either way */
+	uint64_t retry_at_ns;          /* backoff timer (0 = none) */
+	char *buf;                     /* IOD_MESH_HTTP_BUF bytes from the worker's pool */
+	uint32_t len;                  /* bytes in buf */
+	uint32_t req_len;              /* client: bytes of the current request in buf */
+	const char *out;               /* bytes being written to fd */
+	uint32_t out_len;              /* ... how many */
+	bool close_after;              /* client: close once out is flushed */
+	bool keep_alive;               /* client: request wants keep-alive */
+	bool idem;                     /* client: request is idempotent */
+	bool resp_started;             /* client: response head forwarded */
+	uint8_t method_len;            /* client: request method length */
+	char method[8];                /* client: request method (for HEAD and spans) */
+	bool peer_known;               /* client: the caller's socket uid is known */
+	uint32_t peer_uid;             /* ... and it is this */
+	struct iod_http_body body;     /* upstream: response body framing */
+	struct iod_http_body req_body; /* client: framing of the request body being read */
+	bool req_done;                 /* client: the request's last byte is in buf (or sent) */
+	bool committed;                /* client: request bytes left buf, so no resend */
+	uint32_t sent;                 /* client: bytes of buf the current attempt has sent */
+	bool send_done;                /* upstream: the whole request went out */
+	bool resp_keep_alive;          /* upstream: response allows reuse */
+	uint16_t status;               /* upstream: response status */
+	struct iod_mesh_span span;     /* client: the span being built */
+	struct l4dir d[2];             /* L4 client: [0] client->up, [1] up->client */
+	char client_addr[32];          /* client "ip:port" */
 };
 
 struct worker {

@@ -36,13 +36,6 @@
 const double iod_mesh_latency_le[IOD_MESH_LATENCY_BUCKETS] = {
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5};
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * IOD_NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
 void iod_mesh_latency_observe(struct svc_stats *st, uint64_t ns)
 {
 	double s = (double)ns / 1e9;
@@ -516,7 +509,7 @@ static void *worker_main(void *arg)
 
 	while (!__atomic_load_n(&w->p->stop, __ATOMIC_ACQUIRE)) {
 		int n = epoll_wait(w->epfd, evs, EVENTS_BURST, (int)(TICK_NS / IOD_NS_PER_MS));
-		w->now_ns = mono_ns();
+		w->now_ns = iod_clock_now_ns();
 		for (int i = 0; i < n; i++) {
 			uint8_t tag = *(uint8_t *)evs[i].data.ptr;
 			if (tag == TAG_LISTENER) {
@@ -604,7 +597,7 @@ static int worker_init(struct iod_mesh_proxy *p, struct worker *w, uint32_t id, 
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &w->wake_tag};
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wakefd, &ev))
 		return iod_err_set(e, -errno, "worker %u: %s", id, strerror(errno));
-	w->now_ns = mono_ns();
+	w->now_ns = iod_clock_now_ns();
 	return worker_apply_view(w, e);
 }
 
@@ -626,7 +619,7 @@ int iod_mesh_proxy_start(struct iod_mesh_proxy **out, const struct iod_mesh_prox
 		return iod_err_set(e, -EINVAL, "at most %d workers", IOD_MESH_WORKERS_MAX);
 	}
 	pthread_mutex_init(&p->mu, NULL);
-	p->unix_offset_ns = (int64_t)iod_time_unix_ns() - (int64_t)mono_ns();
+	p->unix_offset_ns = (int64_t)iod_time_unix_ns() - (int64_t)iod_clock_now_ns();
 	if ((rc = iod_mesh_registry_init(&p->view, 0)))
 		goto fail;
 	rc = src->poll(src->ctx, 0, &p->view, e);

@@ -195,7 +195,7 @@ static void reply_json(int fd, json_t *j)
 static void serve(struct iod_mesh_proxy *p, int fd)
 {
 	static char buf[8192];
-	static struct iod_mesh_http_msg m;
+	static struct iod_http_msg m;
 	static struct iod_mesh_span spans[SPANS_PER_REPLY];
 	size_t len = 0;
 	struct pollfd pf = {.fd = fd, .events = POLLIN};
@@ -207,7 +207,7 @@ static void serve(struct iod_mesh_proxy *p, int fd)
 		if (n <= 0)
 			return;
 		len += (size_t)n;
-		int rc = iod_mesh_http_parse(buf, len, false, &m);
+		int rc = iod_http_parse(buf, len, false, &m);
 		if (rc == 0)
 			break;
 		if (rc != -EAGAIN || len >= sizeof(buf) - 1) {

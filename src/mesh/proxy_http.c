@@ -448,13 +448,13 @@ static void complete(struct worker *w, struct conn *c)
 
 	iod_mesh_ep_done(w, s, c, u->status >= 500 ? IOD_MESH_HTTP_5XX : IOD_MESH_OK);
 	span_finish(w, c, u->status);
-	if (u->body.kind == IOD_MESH_BODY_CLOSE)
+	if (u->body.kind == IOD_HTTP_BODY_CLOSE)
 		c->keep_alive = false; /* the client, too, reads this body to EOF */
 	if (!u->send_done)
 		c->keep_alive = false; /* answered before the body ended: rest unread */
 	c->peer = NULL;
 	u->peer = NULL;
-	if (u->resp_keep_alive && u->send_done && u->body.kind != IOD_MESH_BODY_CLOSE &&
+	if (u->resp_keep_alive && u->send_done && u->body.kind != IOD_HTTP_BODY_CLOSE &&
 	    c->svc_gen == s->gen && u->life == s->life && s->active &&
 	    s->idle_n[u->ep] < IOD_MESH_POOL_IDLE_MAX) {
 		u->state = U_IDLE;
@@ -493,11 +493,11 @@ static void forward(struct worker *w, struct conn *c, struct conn *u, uint32_t n
 
 static void on_head(struct worker *w, struct conn *c, struct conn *u)
 {
-	static __thread struct iod_mesh_http_msg m;
+	static __thread struct iod_http_msg m;
 	struct wsvc *s = svc_of(w, c);
 
 	for (;;) {
-		int rc = iod_mesh_http_parse(u->buf, u->len, true, &m);
+		int rc = iod_http_parse(u->buf, u->len, true, &m);
 		if (rc == -EAGAIN) {
 			if (u->len >= IOD_MESH_HTTP_BUF)
 				attempt_failed(w, c, F_BADRESP);
@@ -530,11 +530,11 @@ static void on_head(struct worker *w, struct conn *c, struct conn *u)
 			return;
 		}
 	}
-	iod_mesh_http_body_init(&u->body, &m, u->buf, c->method, c->method_len);
+	iod_http_body_init(&u->body, &m, u->buf, c->method, c->method_len);
 	u->resp_keep_alive = m.keep_alive;
 	bool done = false;
 	int64_t used =
-	    iod_mesh_http_body_feed(&u->body, u->buf + m.head_len, u->len - m.head_len, &done);
+	    iod_http_body_feed(&u->body, u->buf + m.head_len, u->len - m.head_len, &done);
 	if (used < 0) {
 		attempt_failed(w, c, F_BADRESP);
 		return;
@@ -557,7 +557,7 @@ static void up_read(struct worker *w, struct conn *u)
 	if (n <= 0) {
 		if (u->state == U_WAIT_HEAD) {
 			attempt_failed(w, c, u->reused && u->len == 0 ? F_STALE : F_RESET);
-		} else if (u->body.kind == IOD_MESH_BODY_CLOSE && n == 0) {
+		} else if (u->body.kind == IOD_HTTP_BODY_CLOSE && n == 0) {
 			u->resp_keep_alive = false;
 			forward(w, c, u, 0, true);
 		} else {
@@ -574,7 +574,7 @@ static void up_read(struct worker *w, struct conn *u)
 		return;
 	}
 	bool done = false;
-	int64_t used = iod_mesh_http_body_feed(&u->body, u->buf, u->len, &done);
+	int64_t used = iod_http_body_feed(&u->body, u->buf, u->len, &done);
 	if (used < 0) {
 		iod_mesh_ep_done(w, svc_of(w, c), c, IOD_MESH_RESET);
 		client_close(w, c);
@@ -622,12 +622,12 @@ static void up_event(struct worker *w, struct conn *u, uint32_t ev)
 /* Read and parse a request; send it on when it is whole. */
 static void try_request(struct worker *w, struct conn *c)
 {
-	static __thread struct iod_mesh_http_msg m;
+	static __thread struct iod_http_msg m;
 	struct wsvc *s = svc_of(w, c);
 	struct iod_mesh_traceparent tp;
 	bool done = false;
 
-	int rc = iod_mesh_http_parse(c->buf, c->len, false, &m);
+	int rc = iod_http_parse(c->buf, c->len, false, &m);
 	if (rc == -EAGAIN) {
 		if (c->len >= HEAD_MAX)
 			respond(w, c, 431, true);
@@ -637,9 +637,9 @@ static void try_request(struct worker *w, struct conn *c)
 		respond(w, c, rc == -E2BIG ? 431 : 400, true);
 		return;
 	}
-	iod_mesh_http_body_init(&c->req_body, &m, c->buf, NULL, 0);
+	iod_http_body_init(&c->req_body, &m, c->buf, NULL, 0);
 	int64_t used =
-	    iod_mesh_http_body_feed(&c->req_body, c->buf + m.head_len, c->len - m.head_len, &done);
+	    iod_http_body_feed(&c->req_body, c->buf + m.head_len, c->len - m.head_len, &done);
 	if (used < 0) {
 		respond(w, c, 400, true);
 		return;
@@ -658,7 +658,7 @@ static void try_request(struct worker *w, struct conn *c)
 	uint8_t flags = 1;
 	bool continued = false;
 	if (m.traceparent >= 0 && m.traceparent_n == 1) {
-		const struct iod_mesh_http_header *h = &m.hdr[m.traceparent];
+		const struct iod_http_header *h = &m.hdr[m.traceparent];
 		if (!iod_mesh_traceparent_parse(c->buf + h->value_off, h->value_len, &tp)) {
 			memcpy(sp->trace_id, tp.trace_id, 16);
 			memcpy(sp->parent_id, tp.span_id, 8);
@@ -677,8 +677,8 @@ static void try_request(struct worker *w, struct conn *c)
 	if (continued && m.tracestate_n) {
 		size_t tn = 0;
 		for (uint32_t i = 0; i < m.hdr_n; i++) {
-			const struct iod_mesh_http_header *h = &m.hdr[i];
-			if (!iod_mesh_http_header_is(c->buf, h, "tracestate"))
+			const struct iod_http_header *h = &m.hdr[i];
+			if (!iod_http_header_is(c->buf, h, "tracestate"))
 				continue;
 			if (tn)
 				ts_in[tn++] = ','; /* RFC 9110 5.3: fields combine with ',' */
@@ -698,13 +698,13 @@ static void try_request(struct worker *w, struct conn *c)
 	uint32_t k = m.hdr_n ? m.hdr[0].name_off : head_end;
 	memcpy(o, c->buf, k);
 	for (uint32_t i = 0; i < m.hdr_n; i++) {
-		const struct iod_mesh_http_header *h = &m.hdr[i];
+		const struct iod_http_header *h = &m.hdr[i];
 		uint32_t e = h->value_off + h->value_len;
 		while (e + 1 < m.head_len && !(c->buf[e] == '\r' && c->buf[e + 1] == '\n'))
 			e++;
 		e += 2;
-		if (iod_mesh_http_header_is(c->buf, h, "traceparent") ||
-		    iod_mesh_http_header_is(c->buf, h, "tracestate"))
+		if (iod_http_header_is(c->buf, h, "traceparent") ||
+		    iod_http_header_is(c->buf, h, "tracestate"))
 			continue;
 		memcpy(o + k, c->buf + h->name_off, e - h->name_off);
 		k += e - h->name_off;
@@ -802,7 +802,7 @@ static void body_read(struct worker *w, struct conn *c)
 		client_rearm(w, c);
 		return;
 	}
-	if (c->req_body.kind == IOD_MESH_BODY_LENGTH)
+	if (c->req_body.kind == IOD_HTTP_BODY_LENGTH)
 		room = (size_t)IOD_MIN((uint64_t)room, c->req_body.remaining);
 	ssize_t n = read(c->fd, c->buf + c->len, room);
 	if (n < 0 && errno == EAGAIN)
@@ -811,7 +811,7 @@ static void body_read(struct worker *w, struct conn *c)
 		client_close(w, c); /* the client gave up mid-body */
 		return;
 	}
-	int64_t used = iod_mesh_http_body_feed(&c->req_body, c->buf + c->len, (size_t)n, &done);
+	int64_t used = iod_http_body_feed(&c->req_body, c->buf + c->len, (size_t)n, &done);
 	if (used < 0) {
 		/* Bad chunked framing mid-stream: the upstream has a part of the
 		 * request and is cut off; the client gets a 400 and a close unless

@@ -7,7 +7,7 @@
  * Pure except for iod_mesh_config_load and the file source, which read one
  * file. Never routes anything itself.
  */
-#include "iod/mesh.h"
+#include "iod/mesh_proxy.h"
 
 #include <arpa/inet.h>
 #include <stdlib.h>

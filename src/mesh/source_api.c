@@ -7,8 +7,8 @@
  * Mapping: one mesh service per Service object. Its VIP port is the spec's
  * first port (default IOD_MESH_API_DEFAULT_PORT); a first port named "http"
  * or "http-*" makes it an L7 service (Istio's port-naming rule), anything
- * else L4. Endpoints are the Endpoint objects of that service ("address",
- * "node", "healthy"); racks come from Node objects' "rack" label when set.
+ * else L4. Endpoints are the Endpoint objects of that service (address,
+ * node, health: include/iod/objects.h); racks come from Node objects' "rack" label when set.
  *
  * A shell piece: blocking HTTP GETs with a timeout, called from the proxy's
  * control thread (never from a worker). Each poll asks for the cluster
@@ -17,7 +17,8 @@
  * at, so a changed Endpoint (health) or Service reaches the proxy as a
  * push; callers still poll now and then as a fallback.
  */
-#include "iod/mesh.h"
+#include "iod/mesh_proxy.h"
+#include "iod/objects.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -29,131 +30,33 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Largest API answer read (10,000 endpoints of ~300 bytes). */
-#define API_REPLY_MAX (8u << 20)
-
-/* Slice of a long wait between looks at the stop flag. */
-#define STOP_SLICE_MS 50
-
-/* A blocking GET that gives up after timeout_ms of silence, or soon after
- * *stop becomes non-zero (-EINTR). With creds, over HTTPS to a server of
- * the cluster (docs/security.md), sending token when it is set. */
+/* A blocking GET through the one HTTP client (src/http/), given up after
+ * timeout_ms, or within IOD_HTTP_STOP_SLICE_MS of *stop becoming non-zero
+ * (-EINTR). With creds, over HTTPS to a server of the cluster
+ * (docs/security.md), sending token when it is set. */
 static int http_get(const char *addr, const char *path, uint32_t timeout_ms,
                     const volatile int *stop, struct iod_sec_tls_creds *creds, const char *token,
                     char **body, size_t *blen)
 {
-	static __thread struct iod_mesh_http_msg m;
-	struct iod_sec_tls *tls = NULL;
+	struct iod_http_conn c;
+	struct iod_http_response r;
 	struct iod_err e = {0};
-	uint32_t ip;
-	uint16_t port;
-	char req[1024];
-	int rc = 0;
-
+	iod_http_conn_init(&c);
+	c.stop = stop;
+	c.body_max = IOD_MESH_API_REPLY_MAX;
+	c.creds = creds;
+	c.token = token;
 	*body = NULL;
-	if (iod_mesh_addr_parse(addr, &ip, &port, true))
-		return -EINVAL;
-	struct sockaddr_in sa = {
-	    .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(ip)};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		rc = -errno;
-		close(fd);
+	int rc = iod_http_request(&c, addr, "GET", path, NULL, NULL, NULL, 0, timeout_ms, &r, &e);
+	iod_http_conn_close(&c);
+	if (rc) {
+		if (creds && rc != -EINTR)
+			IOD_WARN("mesh", "control plane at %s: %s", addr, e.msg);
 		return rc;
 	}
-	int n = snprintf(req, sizeof(req),
-	                 "GET %s HTTP/1.1\r\nhost: %s\r\n%s%s%sconnection: close\r\n\r\n", path,
-	                 addr, token && token[0] ? "authorization: Bearer " : "",
-	                 token && token[0] ? token : "", token && token[0] ? "\r\n" : "");
-	if (n >= (int)sizeof(req)) {
-		close(fd);
-		return -EIO;
-	}
-	if (creds) {
-		struct timespec now;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		uint64_t deadline =
-		    (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u + timeout_ms;
-		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-		if ((rc =
-		         iod_sec_tls_connect(creds, fd, IOD_SEC_KIND_SERVER, deadline, &tls, &e)) ||
-		    (rc = iod_sec_tls_write_all(tls, fd, req, (size_t)n, deadline, &e))) {
-			IOD_WARN("mesh", "control plane at %s: %s", addr, e.msg);
-			iod_sec_tls_close(tls);
-			close(fd);
-			return rc;
-		}
-	} else if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
-		close(fd);
-		return -EIO;
-	}
-	size_t cap = 65536, len = 0;
-	char *buf = malloc(cap + 1);
-	struct pollfd pf = {.fd = fd, .events = POLLIN};
-	if (!buf) {
-		iod_sec_tls_close(tls);
-		close(fd);
-		return -ENOMEM;
-	}
-	for (;;) {
-		if (len == cap) {
-			if (cap >= API_REPLY_MAX)
-				break;
-			cap *= 2;
-			char *nb = realloc(buf, cap + 1);
-			if (!nb)
-				break;
-			buf = nb;
-		}
-		uint32_t waited = 0;
-		int pr = tls && iod_sec_tls_pending(tls) ? 1 : 0;
-		while (!pr && waited < timeout_ms) {
-			uint32_t slice =
-			    stop ? IOD_MIN(timeout_ms - waited, STOP_SLICE_MS) : timeout_ms;
-			if ((pr = poll(&pf, 1, (int)slice)) != 0)
-				break;
-			waited += slice;
-			if (stop && __atomic_load_n(stop, __ATOMIC_RELAXED)) {
-				iod_sec_tls_close(tls);
-				close(fd);
-				free(buf);
-				return -EINTR;
-			}
-		}
-		if (pr <= 0)
-			break;
-		long r;
-		if (tls) {
-			unsigned want = 0;
-			r = iod_sec_tls_read(tls, buf + len, cap - len, &want, &e);
-			if (r == -EAGAIN)
-				continue;
-		} else {
-			r = recv(fd, buf + len, cap - len, 0);
-		}
-		if (r <= 0)
-			break;
-		len += (size_t)r;
-	}
-	iod_sec_tls_close(tls);
-	close(fd);
-	buf[len] = 0;
-	if (iod_mesh_http_parse(buf, len, true, &m)) {
-		free(buf);
-		return -EBADMSG;
-	}
-	*blen = len - m.head_len;
-	memmove(buf, buf + m.head_len, *blen + 1);
-	*body = buf;
-	return m.status;
-}
-
-int iod_mesh_http_get(const char *addr, const char *path, uint32_t timeout_ms, char **body,
-                      size_t *blen)
-{
-	return http_get(addr, path, timeout_ms, NULL, NULL, NULL, body, blen);
+	*body = r.body;
+	*blen = r.len;
+	return r.status;
 }
 
 static int get_json(struct iod_mesh_api_source *s, const char *path, json_t **out,
@@ -238,6 +141,39 @@ int iod_mesh_api_addrs(const json_t *services, struct iod_mesh_svc_addr *out, ui
 	for (uint32_t k = 0; k < *n; k++)
 		out[k].vip4 = vips[k];
 	return 0;
+}
+
+/* A Node value's rack ("rack", else labels.rack), borrowed; NULL if none. */
+static const char *node_rack(const json_t *v)
+{
+	const char *rack = iod_obj_peek_str(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_RACK);
+	if (!rack)
+		rack = json_string_value(json_object_get(
+		    iod_obj_peek_json(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_LABELS), "rack"));
+	return rack;
+}
+
+/* Endpoint object ep as the mesh's endpoint x, when it is one of service
+ * name's and has an address. */
+static bool endpoint_of(const json_t *ep, const char *name, struct iod_mesh_endpoint *x)
+{
+	struct iod_obj_endpoint eo;
+	char addr[IOD_ADDR_MAX + 8];
+	bool ok = false;
+	iod_obj_endpoint_from_json(json_object_get(ep, "value"), &eo, NULL);
+	iod_obj_endpoint_address(&eo, addr, sizeof(addr));
+	memset(x, 0, sizeof(*x));
+	if (iod_obj_has(&eo, IOD_OBJ_ENDPOINT_SERVICE) && !strcmp(eo.service, name) && addr[0] &&
+	    !iod_mesh_addr_parse(addr, &x->ip4, &x->port, true)) {
+		const char *rep = json_string_value(json_object_get(ep, "name"));
+		iod_strlcpy(x->id, rep ? rep : addr, sizeof(x->id));
+		iod_strlcpy(x->node, eo.node, sizeof(x->node));
+		x->weight = 1;
+		x->healthy = eo.healthy;
+		ok = true;
+	}
+	iod_obj_endpoint_free(&eo);
+	return ok;
 }
 
 static int caller_sort(const void *a, const void *b)
@@ -344,31 +280,16 @@ static int build(struct iod_mesh_api_source *s, json_t *svcs, json_t *eps, json_
 		size_t k;
 		json_array_foreach(json_object_get(eps, "items"), k, ep)
 		{
-			const json_t *v = json_object_get(ep, "value");
-			const char *sn = json_string_value(json_object_get(v, "service"));
-			const char *addr = json_string_value(json_object_get(v, "address"));
-			if (!sn || strcmp(sn, name) || !addr || svc.eps_n >= IOD_MESH_ENDPOINTS_MAX)
-				continue;
 			struct iod_mesh_endpoint *x = &svc.eps[svc.eps_n];
-			memset(x, 0, sizeof(*x));
-			if (iod_mesh_addr_parse(addr, &x->ip4, &x->port, true))
+			if (svc.eps_n >= IOD_MESH_ENDPOINTS_MAX || !endpoint_of(ep, name, x))
 				continue;
-			const char *rep = json_string_value(json_object_get(ep, "name"));
-			iod_strlcpy(x->id, rep ? rep : addr, sizeof(x->id));
-			const char *node = json_string_value(json_object_get(v, "node"));
-			iod_strlcpy(x->node, node ? node : "", sizeof(x->node));
-			x->weight = 1;
-			x->healthy = json_is_true(json_object_get(v, "healthy"));
+			const char *node = x->node[0] ? x->node : NULL;
 			const json_t *nd;
 			size_t q;
 			json_array_foreach(json_object_get(nodes, "items"), q, nd)
 			{
 				const char *nn = json_string_value(json_object_get(nd, "name"));
-				const json_t *nv = json_object_get(nd, "value");
-				const char *rack = json_string_value(json_object_get(nv, "rack"));
-				if (!rack)
-					rack = json_string_value(
-					    json_object_get(json_object_get(nv, "labels"), "rack"));
+				const char *rack = node_rack(json_object_get(nd, "value"));
 				if (nn && node && !strcmp(nn, node) && rack)
 					iod_strlcpy(x->rack, rack, sizeof(x->rack));
 				if (nn && !strcmp(nn, s->node) && rack)
@@ -454,15 +375,12 @@ static int api_wait(void *ctx, uint32_t timeout_ms, const volatile int *stop, st
 		char path[128], *body = NULL;
 		size_t len = 0;
 		uint32_t t = (uint32_t)(timeout_ms - waited);
-		struct timespec t0, t1;
-		clock_gettime(CLOCK_MONOTONIC, &t0);
+		uint64_t t0 = iod_clock_now_ns();
 		snprintf(path, sizeof(path), "/v1/watch?rev=%llu&timeout_ms=%u",
 		         (unsigned long long)s->watch_rev, t);
 		/* the server answers by t; allow it a second more */
 		int st = http_get(s->server, path, t + 1000, stop, s->creds, s->token, &body, &len);
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		waited += (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000u +
-		          (uint64_t)((t1.tv_nsec - t0.tv_nsec) / 1000000);
+		waited += (iod_clock_now_ns() - t0) / IOD_NS_PER_MS;
 		if (st == -EINTR)
 			return -EINTR;
 		if (st < 0)

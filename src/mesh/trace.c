@@ -8,7 +8,7 @@
  * copied. Old spans are overwritten: the ring is bounded by design.
  * Never allocates on push; JSON conversion allocates (control path).
  */
-#include "iod/mesh.h"
+#include "iod/mesh_proto.h"
 
 #include <inttypes.h>
 #include <string.h>

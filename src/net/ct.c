@@ -14,7 +14,7 @@
  * Never allocates after create, never reads the clock (now_ns is passed in),
  * never locks: one table per core.
  */
-#include "iod/net.h"
+#include "iod/net_ct.h"
 
 #include <stdlib.h>
 #include <string.h>

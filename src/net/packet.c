@@ -8,6 +8,7 @@
  * (tests/fuzz/fuzz_packet.c holds it to that); builders never write past
  * their capacity.
  */
+#include "iod/net_debug.h"
 #include "iod/net.h"
 
 #include <stdio.h>

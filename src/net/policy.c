@@ -7,7 +7,7 @@
  * Pure: time is an argument to the meters; the LB allocates only when its
  * table is rebuilt (control path), never when picking.
  */
-#include "iod/net.h"
+#include "iod/net_policy.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -77,19 +77,6 @@ uint32_t iod_sched_mask_parse(const char *list)
 	return m;
 }
 
-void iod_sched_accs_to_replica(const struct iod_sched_cluster *c, uint32_t node, uint32_t mask,
-                               json_t *replica)
-{
-	char list[128];
-	json_object_del(replica, "accelerators");
-	json_object_del(replica, "accelerator_devices");
-	if (!mask)
-		return;
-	iod_sched_mask_format(mask, list, sizeof(list));
-	json_object_set_new(replica, "accelerators", json_string(list));
-	json_object_set_new(replica, "accelerator_devices", iod_sched_accs_to_json(c, node, mask));
-}
-
 int iod_sched_result_format(const struct iod_sched_cluster *c, const struct iod_sched_result *r,
                             struct iod_buf *out)
 {

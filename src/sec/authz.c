@@ -14,6 +14,7 @@
  *
  * It reads the state it is given and nothing else: no I/O, no clock.
  */
+#include "iod/objects.h"
 #include "iod/sec.h"
 #include "iod/state.h"
 
@@ -173,13 +174,26 @@ static bool revoked(const struct iod_sec_identity *id, const struct iod_state *s
  * the node: the node runs it either way), but not make it another
  * service's (and so be handed that service's spec and secrets).
  */
-static const char *const identity_keys[] = {"service", "ordinal", "generation", "tenant"};
+static const enum iod_obj_replica_field identity_keys[] = {
+    IOD_OBJ_REPLICA_SERVICE, IOD_OBJ_REPLICA_ORDINAL, IOD_OBJ_REPLICA_GENERATION,
+    IOD_OBJ_REPLICA_TENANT};
+
+/* A Replica's (or Endpoint's) string field, NULL when absent. */
+static const char *rep_str(const json_t *v, enum iod_obj_replica_field f)
+{
+	return iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, f);
+}
+
+static const char *ep_str(const json_t *v, enum iod_obj_endpoint_field f)
+{
+	return iod_obj_peek_str(IOD_OBJ_KIND_ENDPOINT, v, f);
+}
 
 /* The first identity key that differs between a and b; NULL if none. */
 static const char *changed_key(const json_t *a, const json_t *b)
 {
 	for (size_t i = 0; i < IOD_ARRAY_LEN(identity_keys); i++) {
-		const char *k = identity_keys[i];
+		const char *k = iod_obj_key(IOD_OBJ_KIND_REPLICA, identity_keys[i]);
 		if (!json_equal(json_object_get(a, k), json_object_get(b, k)) &&
 		    (json_object_get(a, k) || json_object_get(b, k)))
 			return k;
@@ -192,7 +206,8 @@ static int node_replica(const struct iod_sec_identity *id, const struct iod_sec_
                         struct iod_sec_decision *d)
 {
 	const json_t *old = value_of(rq, IOD_STATE_REPLICA, rq->name);
-	const char *old_node = str_of(old, "node"), *new_node = str_of(rq->value, "node");
+	const char *old_node = rep_str(old, IOD_OBJ_REPLICA_NODE);
+	const char *new_node = rep_str(rq->value, IOD_OBJ_REPLICA_NODE);
 	const char *k;
 
 	if (rq->verb != IOD_SEC_VERB_PUT)
@@ -231,21 +246,23 @@ static int node_endpoint(const struct iod_sec_identity *id, const struct iod_sec
                          struct iod_sec_decision *d)
 {
 	const json_t *old = value_of(rq, IOD_STATE_ENDPOINT, rq->name);
-	if (old && !str_eq(str_of(old, "node"), id->name))
+	const char *old_node = ep_str(old, IOD_OBJ_ENDPOINT_NODE);
+	if (old && !str_eq(old_node, id->name))
 		return deny(d, 403, id, rq, "endpoint belongs to node %s",
-		            str_of(old, "node") ? str_of(old, "node") : "(none)");
+		            old_node ? old_node : "(none)");
 	if (rq->verb == IOD_SEC_VERB_DELETE)
 		return old ? allow(d) : deny(d, 403, id, rq, "no such endpoint of this node");
 	if (rq->verb != IOD_SEC_VERB_PUT)
 		return deny(d, 403, id, rq, "nodes put or delete endpoints only");
-	if (!str_eq(str_of(rq->value, "node"), id->name))
+	if (!str_eq(ep_str(rq->value, IOD_OBJ_ENDPOINT_NODE), id->name))
 		return deny(d, 403, id, rq, "an endpoint it writes must name node %s", id->name);
-	const char *rep = str_of(rq->value, "replica");
+	const char *rep = ep_str(rq->value, IOD_OBJ_ENDPOINT_REPLICA);
 	const json_t *rv = value_of(rq, IOD_STATE_REPLICA, rep);
-	if (!rv || !str_eq(str_of(rv, "node"), id->name))
+	if (!rv || !str_eq(rep_str(rv, IOD_OBJ_REPLICA_NODE), id->name))
 		return deny(d, 403, id, rq, "replica %s does not run on this node",
 		            rep ? rep : "(none)");
-	if (!str_eq(str_of(rq->value, "service"), str_of(rv, "service")))
+	if (!str_eq(ep_str(rq->value, IOD_OBJ_ENDPOINT_SERVICE),
+	            rep_str(rv, IOD_OBJ_REPLICA_SERVICE)))
 		return deny(d, 403, id, rq, "the endpoint's service is not its replica's");
 	return allow(d);
 }
@@ -293,9 +310,9 @@ static bool replica_mounts(const struct iod_sec_request *rq, const char *me, con
                            const char *secret)
 {
 	const json_t *rv = value_of(rq, IOD_STATE_REPLICA, rep);
-	if (!rv || !str_eq(str_of(rv, "node"), me))
+	if (!rv || !str_eq(rep_str(rv, IOD_OBJ_REPLICA_NODE), me))
 		return false;
-	const json_t *sv = value_of(rq, IOD_STATE_SERVICE, str_of(rv, "service"));
+	const json_t *sv = value_of(rq, IOD_STATE_SERVICE, rep_str(rv, IOD_OBJ_REPLICA_SERVICE));
 	size_t i;
 	json_t *x;
 	json_array_foreach(json_object_get(sv, "secrets"), i, x)

@@ -349,7 +349,7 @@ void iod_sec_tls_close(struct iod_sec_tls *t)
 
 static uint64_t mono_ms(void)
 {
-	return iod_clock_now(iod_clock_monotonic()) / IOD_NS_PER_MS;
+	return iod_clock_now_ns() / IOD_NS_PER_MS;
 }
 
 /* Wait for want on fd until deadline_ms (monotonic): 0, or -ETIMEDOUT. */

@@ -81,8 +81,8 @@ int iod_spec_load_buffer(const char *name, const char *text, size_t len, struct 
 	return load(name ? name : "<buffer>", text, len, false, out, diags);
 }
 
-/* Keys the control plane adds to a stored Service value (api/deploy.c, the
- * typed objects): not part of the spec language, ignored when a stored
+/* Keys the control plane adds to a stored Service value (src/ctrl/deploy.c,
+ * the typed objects): not part of the spec language, ignored when a stored
  * Service is validated (by the API on a raw write, by every node agent
  * before it runs one). A new such key belongs here. */
 static const char *const state_keys[] = {"generation", "gpu", "version"};

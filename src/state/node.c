@@ -157,7 +157,7 @@ struct iod_node {
 
 static uint64_t now_ns(void)
 {
-	return iod_clock_now(iod_clock_monotonic());
+	return iod_clock_now_ns();
 }
 
 static void wake_cb(uv_idle_t *h)

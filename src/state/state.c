@@ -12,6 +12,7 @@
  * before the first mutation, and limits are checked up front.
  */
 #include "internal.h"
+#include "iod/objects.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -497,9 +498,8 @@ static int cmd_txn(struct iod_state *s, json_t *j, struct iod_state_result *r)
 
 static bool replica_of(const struct iod_state_obj *o, const char *svc)
 {
-	const char *v = NULL;
-	return o->kind == IOD_STATE_REPLICA && !iod_json_get_str(o->value, "service", &v) &&
-	       !strcmp(v, svc);
+	const char *v = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, o->value, IOD_OBJ_REPLICA_SERVICE);
+	return o->kind == IOD_STATE_REPLICA && v && !strcmp(v, svc);
 }
 
 /*
@@ -530,7 +530,9 @@ static int cmd_deploy(struct iod_state *s, json_t *j, struct iod_state_result *r
 			            "deploy %s %zu needs a valid \"name\" and an object "
 			            "\"value\"",
 			            i < ns ? "service" : "replica", i < ns ? i : i - ns);
-		if (i >= ns && iod_json_get_str(json_object_get(o, "value"), "service", &svc))
+		if (i >= ns &&
+		    !(svc = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, json_object_get(o, "value"),
+		                             IOD_OBJ_REPLICA_SERVICE)))
 			return fail(r, -EINVAL, "deploy replica %s: value needs \"service\"", name);
 	}
 	/* Which existing replicas the new topology drops (deterministic: sorted). */

@@ -3,7 +3,7 @@
  * Any datagram gives either a drop (negative) or a reply that fits the
  * buffer and echoes the query id.
  */
-#include "iod/mesh.h"
+#include "iod/mesh_proto.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -8,7 +8,7 @@
  * and in one piece: both must agree on the outcome, the bytes consumed and
  * the payload (hashed), and the payload can never exceed what was consumed.
  */
-#include "iod/mesh.h"
+#include "iod/mesh_proto.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -33,22 +33,22 @@ static void payload_add(void *ctx, const char *p, size_t n)
 
 /* Decode buf[pos..size) in pieces of step bytes. Returns the bytes consumed
  * or -1 on a framing error; *done when the body ended. */
-static int64_t decode(const struct iod_mesh_http_msg *m, const char *buf, size_t pos, size_t size,
+static int64_t decode(const struct iod_http_msg *m, const char *buf, size_t pos, size_t size,
                       size_t step, bool resp, struct payload *k, bool *done)
 {
-	struct iod_mesh_http_body b;
+	struct iod_http_body b;
 	size_t start = pos;
 
 	*done = false;
-	iod_mesh_http_body_init(&b, m, buf, resp ? "GET" : NULL, resp ? 3 : 0);
-	if (b.kind == IOD_MESH_BODY_NONE) {
+	iod_http_body_init(&b, m, buf, resp ? "GET" : NULL, resp ? 3 : 0);
+	if (b.kind == IOD_HTTP_BODY_NONE) {
 		*done = true;
 		return 0;
 	}
 	while (pos < size && !*done) {
 		size_t n = IOD_MIN(step, size - pos);
 		uint64_t before = k->n;
-		int64_t used = iod_mesh_http_body_decode(&b, buf + pos, n, done, payload_add, k);
+		int64_t used = iod_http_body_decode(&b, buf + pos, n, done, payload_add, k);
 		if (used < 0)
 			return -1;
 		if ((size_t)used > n || k->n - before > (uint64_t)used)
@@ -62,7 +62,7 @@ static int64_t decode(const struct iod_mesh_http_msg *m, const char *buf, size_t
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static struct iod_mesh_http_msg m;
+	static struct iod_http_msg m;
 
 	if (size < 1)
 		return 0;
@@ -70,10 +70,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t step = (size_t)(data[0] >> 1) + 1;
 	const char *buf = (const char *)data + 1;
 	size--;
-	int rc = iod_mesh_http_parse(buf, size, resp, &m);
+	int rc = iod_http_parse(buf, size, resp, &m);
 	if (rc == -EAGAIN || rc == -EBADMSG || rc == -E2BIG)
 		return 0;
-	if (rc != 0 || m.head_len > size || m.hdr_n > IOD_MESH_HTTP_HEADERS_MAX)
+	if (rc != 0 || m.head_len > size || m.hdr_n > IOD_HTTP_HEADERS_MAX)
 		abort();
 	for (uint32_t i = 0; i < m.hdr_n; i++)
 		if (m.hdr[i].name_off + m.hdr[i].name_len > m.head_len ||
@@ -85,7 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort(); /* smuggling defence: never both */
 	if (m.traceparent >= 0) {
 		struct iod_mesh_traceparent tp;
-		const struct iod_mesh_http_header *h = &m.hdr[m.traceparent];
+		const struct iod_http_header *h = &m.hdr[m.traceparent];
 		iod_mesh_traceparent_parse(buf + h->value_off, h->value_len, &tp);
 	}
 	struct payload a = {0xcbf29ce484222325ull, 0}, w = a;

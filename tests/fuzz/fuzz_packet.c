@@ -4,6 +4,7 @@
  * They must never read past the length they are given, whatever the bytes,
  * and the lean parse of common frames must agree with the general parser.
  */
+#include "iod/net_debug.h"
 #include "iod/net.h"
 
 #include <stdlib.h>

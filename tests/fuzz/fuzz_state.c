@@ -2,10 +2,11 @@
  * fuzz_state.c: libFuzzer target for the state machine's parsers: a command
  * (what the API and Raft hand to iod_state_apply), a group-commit batch
  * frame (iod_state_apply_batch), a snapshot
- * (iod_state_restore) and a deploy body (iod_api_deploy_plan). None may
+ * (iod_state_restore) and a deploy body (iod_ctrl_deploy_plan). None may
  * crash, leak or change the state on a rejected input.
  */
 #include "iod/api.h"
+#include "iod/ctrl.h"
 #include "iod/state.h"
 
 #include <stdlib.h>
@@ -44,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	char *cmd = NULL;
 	json_t *answer = NULL;
-	if (iod_api_deploy_plan(s, (const char *)data, size, &cmd, &answer, &e) == 0 && cmd) {
+	if (iod_ctrl_deploy_plan(s, (const char *)data, size, &cmd, &answer, &e) == 0 && cmd) {
 		iod_state_apply(s, cmd, strlen(cmd), &r);
 		if (r.code)
 			abort(); /* a plan the adapter built must apply */

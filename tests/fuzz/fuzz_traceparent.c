@@ -4,7 +4,7 @@
  * version 00, format back to exactly the input. A tracestate list that is
  * kept is no longer than the input, and cleaning it again changes nothing.
  */
-#include "iod/mesh.h"
+#include "iod/mesh_proto.h"
 
 #include <stdlib.h>
 #include <string.h>

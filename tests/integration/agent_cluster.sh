@@ -47,15 +47,7 @@ for i in d.get('items', []):
 "
 }
 # wait_for SECONDS CMD...: poll CMD until it succeeds
-wait_for() {
-	n=$(($1 * 10)); shift
-	while [ $n -gt 0 ]; do
-		"$@" && return 0
-		sleep 0.1
-		n=$((n - 1))
-	done
-	return 1
-}
+. "$(dirname "$0")/lib.sh"
 all_healthy() {
 	"$IOD" get replicas -o json 2>/dev/null | python3 -c "
 import json, sys

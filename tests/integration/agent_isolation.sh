@@ -49,15 +49,7 @@ for i in d.get('items', []):
         print(i['value'].get('$2', ''))
 "
 }
-wait_for() {
-	n=$(($1 * 10)); shift
-	while [ $n -gt 0 ]; do
-		"$@" && return 0
-		sleep 0.1
-		n=$((n - 1))
-	done
-	return 1
-}
+. "$(dirname "$0")/lib.sh"
 is_phase() { [ "$(field "$1" phase)" = "$2" ]; }
 # the workload's pid (the child of the replica's sandbox init)
 workload_pid() {

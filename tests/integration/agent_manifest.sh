@@ -33,11 +33,7 @@ EOF
 	--stop-grace 2s >"$T/agent.log" 2>&1 &
 APID=$!
 
-wait_for() { # SECONDS CMD...
-	n=$(($1 * 10)); shift
-	while [ $n -gt 0 ]; do "$@" && return 0; sleep 0.1; n=$((n - 1)); done
-	return 1
-}
+. "$(dirname "$0")/lib.sh"
 ev() { "$IOD" events --data-dir "$T/d" 2>/dev/null; }
 healthy() { ev | grep -q "ps-0 *healthy *ready"; }
 backoff() { ev | grep -q "crash-0 *failed .*exit status 3; restarting in 100 ms"; }

@@ -52,11 +52,7 @@ JSON
 	--stop-grace 2s --backoff 50ms >"$T/agent.log" 2>&1 &
 APID=$!
 
-wait_for() { # SECONDS CMD...
-	n=$(($1 * 10)); shift
-	while [ $n -gt 0 ]; do "$@" && return 0; sleep 0.1; n=$((n - 1)); done
-	return 1
-}
+. "$(dirname "$0")/lib.sh"
 bridge_up() { grep -q "per-replica network namespaces on" "$T/agent.log"; }
 wait_for 10 bridge_up || fail "no bridge: per-replica network namespaces not set up"
 TAG=$(sed -n 's/.*bridge iodb\([0-9a-f]*\),.*/\1/p' "$T/agent.log" | head -1)

@@ -37,11 +37,7 @@ cleanup() {
 trap cleanup EXIT
 trap "exit 1" INT TERM
 fail() { echo "FAIL: $*"; tail -15 "$T/agent.log"; tail -5 "$T/server.log"; exit 1; }
-wait_for() { # SECONDS CMD...
-	n=$(($1 * 10)); shift
-	while [ $n -gt 0 ]; do "$@" && return 0; sleep 0.1; n=$((n - 1)); done
-	return 1
-}
+. "$(dirname "$0")/lib.sh"
 
 "$IOD" server --id 1 --data-dir "$T/s" --raft "127.0.0.1:$BASE" --api "$IOD_SERVER" \
 	>"$T/server.log" 2>&1 &
@@ -70,13 +66,14 @@ services:
 YAML
 "$IOD" deploy -f "$T/spec.yaml" >"$T/deploy.out" 2>&1 || fail "deploy: $(cat "$T/deploy.out")"
 
-# endpoint NAME: "address healthy" of a replica's Endpoint
+# endpoint NAME: "addr:port healthy" of a replica's Endpoint
 endpoint() {
 	"$IOD" get endpoints -o json 2>/dev/null | python3 -c "
 import json, sys
 for i in json.load(sys.stdin).get('items', []):
     if i['name'] == '$1':
-        print(i['value'].get('address', ''), i['value'].get('healthy', False))
+        v = i['value']
+        print('%s:%s' % (v['addr'], v['port']) if 'addr' in v else '', v.get('healthy', False))
 "
 }
 NET=${SUBNET%.0/24}

@@ -32,11 +32,7 @@ JSON
 "$IOD" agent --name probes --data-dir "$T/d" --manifest "$T/m.json" --stop-grace 1s \
 	>"$T/agent.log" 2>&1 &
 APID=$!
-wait_for() { # SECONDS CMD...
-	n=$(($1 * 10)); shift
-	while [ $n -gt 0 ]; do "$@" && return 0; sleep 0.1; n=$((n - 1)); done
-	return 1
-}
+. "$(dirname "$0")/lib.sh"
 ev() { "$IOD" events --data-dir "$T/d" -o json 2>/dev/null; }
 # the revision of the first event matching a pattern
 rev_of() { ev | grep "$1" | head -1 | sed -n 's/.*"rev":\([0-9]*\).*/\1/p'; }

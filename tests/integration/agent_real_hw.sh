@@ -35,15 +35,7 @@ bad() {
 	echo "RESULT 0 1 0"
 	for f in "$IOD_STATE_DIR"/*.log "$T"/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -5 "$f"; }; done
 }
-wait_for() {
-	n=$(($1 * 10)); shift
-	while [ $n -gt 0 ]; do
-		"$@" && return 0
-		sleep 0.1
-		n=$((n - 1))
-	done
-	return 1
-}
+. "$(dirname "$0")/lib.sh"
 # count_on NODE [PHASE]: replicas placed on NODE (in PHASE when given)
 count_on() {
 	"$IOD" get replicas -o json 2>/dev/null | python3 -c "

@@ -37,16 +37,8 @@ trap cleanup EXIT INT TERM
 # Ports and VIPs unique to this run so parallel runs do not meet: a block
 # of 100 ports in which nothing listens or connects right now.
 seed=$$
-base=0
-for try in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
-	cand=$(( 10000 + (seed * 7 + try * 131) % 220 * 100 )) # below the ephemeral range
-	if ! command -v ss >/dev/null ||
-		[ -z "$(ss -Hltun "( sport >= :$cand and sport <= :$((cand + 99)) )" 2>/dev/null)" ]; then
-		base=$cand
-		break
-	fi
-done
-[ "$base" -gt 0 ] || { echo "no free block of ports"; exit 77; }
+. "$(dirname "$0")/lib.sh"
+base=$(free_port_block "$seed") || { echo "no free block of ports"; exit 77; }
 oct=$(( 1 + $$ % 250 ))
 VIP_FE="127.78.$oct.1"; VIP_PS="127.78.$oct.2"; VIP_KV="127.78.$oct.3"
 ADMIN="127.0.0.1:$((base + 90))"; DNS="127.0.0.1:$((base + 91))"

@@ -40,15 +40,7 @@ trap "exit 1" INT TERM
 
 ok() { echo "ok   $1 (t=$(($(date +%s) - T0))s)"; echo "RESULT 1 0 0"; }
 bad() { echo "FAIL $1"; echo "RESULT 0 1 0"; }
-wait_for() {
-	n=$(($1 * 10)); shift
-	while [ $n -gt 0 ]; do
-		"$@" && return 0
-		sleep 0.1
-		n=$((n - 1))
-	done
-	return 1
-}
+. "$(dirname "$0")/lib.sh"
 metrics() { curl -s "http://127.0.0.1:$1/metrics"; }
 
 "$IOD" up --nodes 2 --gpus-per-node 2 --api-port $((BASE + 10)) --raft-port $((BASE + 0)) \

@@ -56,15 +56,7 @@ wait_screen() {
 	done
 	return 1
 }
-wait_for() {
-	n=$(($1 * 10)); shift
-	while [ $n -gt 0 ]; do
-		"$@" && return 0
-		sleep 0.1
-		n=$((n - 1))
-	done
-	return 1
-}
+. "$(dirname "$0")/lib.sh"
 field() {
 	"$IOD" get replicas -o json 2>/dev/null | python3 -c "
 import json, sys

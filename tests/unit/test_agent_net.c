@@ -7,7 +7,7 @@
  * tests/integration/agent_netns.sh.
  */
 #include "harness.h"
-#include "iod/agent.h"
+#include "iod/agent_run.h"
 
 #include <arpa/inet.h>
 #include <poll.h>

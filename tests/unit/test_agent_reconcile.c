@@ -5,7 +5,7 @@
  * manifest parser.
  */
 #include "harness.h"
-#include "iod/agent.h"
+#include "iod/agent_run.h"
 
 #include <stdlib.h>
 

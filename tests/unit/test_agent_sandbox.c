@@ -6,7 +6,7 @@
  * need root or cgroups skip with the reason when they cannot run.
  */
 #include "harness.h"
-#include "iod/agent.h"
+#include "iod/agent_run.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>

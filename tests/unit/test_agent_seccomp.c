@@ -9,7 +9,7 @@
  * the store compiles each (profile, capabilities) pair once.
  */
 #include "harness.h"
-#include "iod/agent.h"
+#include "iod/agent_run.h"
 #include "iod/spec.h"
 
 #include <linux/filter.h>

@@ -2,11 +2,12 @@
  * test_agent_state.c: the agent's pure functions over cluster state: which
  * replicas a node runs and with what environment (desired.c), and how a
  * lost node's replicas are rescheduled by the topology-aware scheduler
- * (reschedule.c).
+ * (src/ctrl/reschedule.c).
  */
 #include "harness.h"
 #include "iod/agent.h"
-#include "iod/mesh.h"
+#include "iod/ctrl.h"
+#include "iod/mesh_proxy.h"
 #include "iod/spec.h"
 
 #include <stdlib.h>
@@ -120,7 +121,7 @@ TEST(lost_node_stateless_moves_now_stateful_after_grace)
 	                     "{\"name\":\"w-0\",\"rev\":7,\"value\":{\"service\":\"w\","
 	                     "\"node\":\"n3\",\"gpus\":\"0\",\"cpus\":\"4-7\"}}]}");
 	CHECK(nodes && svcs && reps);
-	json_t *w = iod_agent_resched_plan(nodes, reps, svcs, 1000, 500, &unplaced);
+	json_t *w = iod_ctrl_resched_plan(nodes, reps, svcs, 1000, 500, &unplaced);
 	CHECK_EQ(json_array_size(w), 2);
 	CHECK_EQ(json_array_size(unplaced), 0);
 	/* stateless: to n2 (n1's GPUs are all taken), lowest free GPU, CAS on its rev */
@@ -156,11 +157,11 @@ TEST(lost_node_stateless_moves_now_stateful_after_grace)
 	json_object_set_new(
 	    json_object_get(json_array_get(json_object_get(reps, "items"), 1), "value"), "lost_ms",
 	    json_integer(1000));
-	w = iod_agent_resched_plan(nodes, reps, svcs, 1400, 500, &unplaced);
+	w = iod_ctrl_resched_plan(nodes, reps, svcs, 1400, 500, &unplaced);
 	CHECK(!write_for(w, "ps-2"));
 	json_decref(w);
 	json_decref(unplaced);
-	w = iod_agent_resched_plan(nodes, reps, svcs, 1500, 500, &unplaced);
+	w = iod_ctrl_resched_plan(nodes, reps, svcs, 1500, 500, &unplaced);
 	ms = write_for(w, "ps-2");
 	CHECK(ms);
 	iod_json_get_str(json_object_get(ms, "value"), "node", &s);
@@ -179,7 +180,7 @@ TEST(lost_replica_that_fits_nowhere_is_reported)
 	json_t *svcs = parse(SERVICES), *unplaced = NULL;
 	json_t *reps = parse("{\"rev\":9,\"items\":[{\"name\":\"w-0\",\"rev\":7,\"value\":"
 	                     "{\"service\":\"w\",\"node\":\"n9\",\"gpus\":\"0-3\"}}]}");
-	json_t *w = iod_agent_resched_plan(nodes, reps, svcs, 0, 0, &unplaced);
+	json_t *w = iod_ctrl_resched_plan(nodes, reps, svcs, 0, 0, &unplaced);
 	CHECK_EQ(json_array_size(unplaced), 1);
 	const json_t *u = json_array_get(unplaced, 0);
 	/* the scheduler's reason and message */
@@ -199,7 +200,7 @@ TEST(lost_replica_that_fits_nowhere_is_reported)
 	                "reason", json_object_get(v, "reason"));
 	json_decref(w);
 	json_decref(unplaced);
-	w = iod_agent_resched_plan(nodes, reps, svcs, 0, 0, &unplaced);
+	w = iod_ctrl_resched_plan(nodes, reps, svcs, 0, 0, &unplaced);
 	CHECK_EQ(json_array_size(w), 0);
 	CHECK_EQ(json_array_size(unplaced), 1);
 	json_decref(w);
@@ -272,7 +273,7 @@ TEST(lost_node_replicas_get_the_schedulers_gpu_sets_and_reasons)
 	json_t *unplaced = NULL;
 	CHECK(svcs && nodes && reps);
 	CHECK_EQ(json_array_size(json_object_get(svcs, "items")), 3);
-	json_t *w = iod_agent_resched_plan(nodes, reps, svcs, 0, 0, &unplaced);
+	json_t *w = iod_ctrl_resched_plan(nodes, reps, svcs, 0, 0, &unplaced);
 	const json_t *mt = write_for(w, "train-0"), *v = json_object_get(mt, "value");
 	const char *s = "";
 	uint64_t prev = 0;

@@ -275,14 +275,9 @@ TEST(errors_and_clock)
 	iod_err_wrap(&e, "file.yaml");
 	CHECK_STR(e.msg, "file.yaml: bad thing");
 	CHECK_EQ(iod_err_set(NULL, -ENOENT, "x"), -ENOENT);
-	struct iod_manual_clock mc;
-	iod_manual_clock_init(&mc, 100);
-	CHECK_U64(iod_clock_now(&mc.clock), 100);
-	mc.now_ns += 5;
-	CHECK_U64(iod_clock_now(&mc.clock), 105);
-	const struct iod_clock *mono = iod_clock_monotonic();
-	uint64_t t0 = iod_clock_now(mono), t1 = iod_clock_now(mono);
+	uint64_t t0 = iod_clock_now_ns(), t1 = iod_clock_now_ns();
 	CHECK(t1 >= t0);
+	CHECK(t0 > 0);
 }
 
 TEST(json_helpers)

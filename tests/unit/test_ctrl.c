@@ -11,6 +11,7 @@
 #include "iod/agent.h"
 #include "iod/api.h"
 #include "iod/ctrl.h"
+#include "iod/sched.h"
 #include "iod/spec.h"
 #include "iod/state.h"
 #include "iod/topo.h"
@@ -84,7 +85,7 @@ TEST(deploy_places_on_xml_and_discovered_nodes)
 	CHECK_EQ(iod_state_new(&s), 0);
 	CHECK_EQ(put_node(s, "gpu-box", "xml", xml), 0);
 	CHECK_EQ(put_node(s, "this-host", "host", host), 0);
-	CHECK_EQ(iod_api_deploy_plan(s, spec2, strlen(spec2), &cmd, &answer, &e), 0);
+	CHECK_EQ(iod_ctrl_deploy_plan(s, spec2, strlen(spec2), &cmd, &answer, &e), 0);
 	CHECK_MSG(json_is_true(json_object_get(answer, "complete")), "deploy incomplete: %s",
 	          json_dumps(answer, 0));
 	/* the GPU service can only go to the XML node; the web service, one
@@ -181,7 +182,7 @@ TEST(reschedule_moves_onto_xml_node)
 	                          0, NULL);
 	json_t *unplaced = NULL;
 	CHECK(nodes && reps && svcs);
-	json_t *w = iod_agent_resched_plan(nodes, reps, svcs, 1000, 0, &unplaced);
+	json_t *w = iod_ctrl_resched_plan(nodes, reps, svcs, 1000, 0, &unplaced);
 	CHECK_MSG(json_array_size(w) == 1 && json_array_size(unplaced) == 0,
 	          "writes %s unplaced %s", json_dumps(w, 0), json_dumps(unplaced, 0));
 	const char *to = NULL, *gpus = NULL;
@@ -215,7 +216,7 @@ TEST(deploy_refuses_what_no_agent_can_run)
 	CHECK_EQ(put_node(s, "gpu-box", "xml", xml), 0);
 	const char *spec = "services:\n  - name: web\n    type: stateless\n    replicas: 1200\n"
 	                   "    command: sleep 100\n";
-	CHECK_EQ(iod_api_deploy_plan(s, spec, strlen(spec), &cmd, &answer, &e), 0);
+	CHECK_EQ(iod_ctrl_deploy_plan(s, spec, strlen(spec), &cmd, &answer, &e), 0);
 	free(cmd);
 	json_decref(answer);
 	cmd = NULL;
@@ -228,7 +229,7 @@ TEST(deploy_refuses_what_no_agent_can_run)
 	CHECK_EQ(iod_state_apply(s, put, strlen(put), &r), 0);
 	free(put);
 	json_decref(v);
-	CHECK_EQ(iod_api_deploy_plan(s, spec, strlen(spec), &cmd, &answer, &e), -EINVAL);
+	CHECK_EQ(iod_ctrl_deploy_plan(s, spec, strlen(spec), &cmd, &answer, &e), -EINVAL);
 	CHECK(cmd == NULL);
 	CHECK_CONTAINS(e.msg, "IOD_AGENT_ENV_BYTES_MAX");
 	CHECK_CONTAINS(e.msg, "service \"web\"");
@@ -257,4 +258,110 @@ TEST(privileged_services_need_a_caller_who_may_grant_them)
 	CHECK_CONTAINS(e.msg, "service \"boss\" runs as root, keeps capabilities NET_ADMIN");
 	CHECK_CONTAINS(e.msg, "admin role");
 	iod_spec_free(sp);
+}
+
+/* The deploy plan itself, on a state built in memory: the command it
+ * builds (services with their generation and GPU count, replicas with node,
+ * GPUs, phase, generation, reasons and explanation), the answer (complete,
+ * placements, unplaced with the scheduler's reason, skipped nodes), a
+ * redeploy raising the generation, and GPUs another service holds left
+ * alone. */
+TEST(deploy_plan_command_and_answer)
+{
+	struct iod_state *s;
+	struct iod_state_result r;
+	struct iod_err e = {0};
+	struct iod_obj_replica *rep = malloc(sizeof(*rep));
+	char *cmd = NULL;
+	json_t *answer = NULL;
+	CHECK_EQ(iod_state_new(&s), 0);
+	/* one 8-GPU node by model, one node nothing describes */
+	json_t *v =
+	    json_pack("{s:s, s:i, s:s}", "model", "dgx-h100", "gpus", 8, "addr", "10.0.0.1");
+	char *put = iod_state_cmd_put(IOD_STATE_NODE, "dgx", v, 0, -1);
+	CHECK_EQ(iod_state_apply(s, put, strlen(put), &r), 0);
+	free(put);
+	json_decref(v);
+	v = json_pack("{s:s}", "model", "no-such-model");
+	put = iod_state_cmd_put(IOD_STATE_NODE, "odd", v, 0, -1);
+	CHECK_EQ(iod_state_apply(s, put, strlen(put), &r), 0);
+	free(put);
+	json_decref(v);
+
+	const char *spec = "services:\n  - name: a\n    type: stateless\n    replicas: 3\n"
+	                   "    command: sleep 100\n    resources: {gpu: 2}\n";
+	CHECK_MSG(iod_ctrl_deploy_plan(s, spec, strlen(spec), &cmd, &answer, &e) == 0, "%s", e.msg);
+	CHECK(json_is_true(json_object_get(answer, "complete")));
+	CHECK_EQ(json_array_size(json_object_get(answer, "placements")), 3);
+	CHECK_EQ(json_array_size(json_object_get(answer, "skipped_nodes")), 1);
+	CHECK_STR(json_string_value(json_object_get(
+	              json_array_get(json_object_get(answer, "skipped_nodes"), 0), "node")),
+	          "odd");
+	json_t *c = json_loads(cmd, 0, NULL);
+	CHECK_STR(json_string_value(json_object_get(c, "op")), "deploy");
+	json_t *svc = json_object_get(json_array_get(json_object_get(c, "services"), 0), "value");
+	CHECK_EQ(json_integer_value(json_object_get(svc, "generation")), 1);
+	CHECK_EQ(json_integer_value(json_object_get(svc, "gpu")), 2);
+	json_t *reps = json_object_get(c, "replicas");
+	CHECK_EQ(json_array_size(reps), 3);
+	uint32_t held = 0;
+	for (size_t i = 0; i < json_array_size(reps); i++) {
+		CHECK_EQ(iod_obj_replica_from_json(
+		             json_object_get(json_array_get(reps, i), "value"), rep, &e),
+		         0);
+		CHECK_STR(rep->service, "a");
+		CHECK_EQ(rep->ordinal, (uint32_t)i);
+		CHECK_STR(rep->node, "dgx");
+		CHECK_STR(rep->phase, "pending");
+		CHECK_U64(rep->generation, 1);
+		CHECK_EQ(__builtin_popcount(iod_sched_mask_parse(rep->gpus)), 2);
+		CHECK_EQ(held & iod_sched_mask_parse(rep->gpus), 0); /* no GPU given twice */
+		held |= iod_sched_mask_parse(rep->gpus);
+		CHECK_EQ(json_array_size(rep->reasons), 1);
+		CHECK(rep->explain != NULL);
+		CHECK_EQ(rep->head.version, IOD_OBJ_VERSION);
+		iod_obj_replica_free(rep);
+	}
+	CHECK_EQ(iod_state_apply(s, cmd, strlen(cmd), &r), 0);
+	json_decref(c);
+	free(cmd);
+	json_decref(answer);
+
+	/* another service: the 6 GPUs service a holds are not offered again,
+	 * so of 2 replicas x 2 GPUs one fits (2 GPUs left) */
+	const char *spec_b = "services:\n  - name: b\n    type: stateless\n    replicas: 2\n"
+	                     "    command: sleep 100\n    resources: {gpu: 2}\n";
+	CHECK_EQ(iod_ctrl_deploy_plan(s, spec_b, strlen(spec_b), &cmd, &answer, &e), 0);
+	CHECK(json_is_false(json_object_get(answer, "complete")));
+	CHECK_EQ(json_array_size(json_object_get(answer, "placements")), 1);
+	json_t *un = json_array_get(json_object_get(answer, "unplaced"), 0);
+	CHECK_STR(json_string_value(json_object_get(un, "replica")), "b-1");
+	CHECK(json_string_value(json_object_get(un, "reason")) != NULL);
+	c = json_loads(cmd, 0, NULL);
+	CHECK_EQ(iod_obj_replica_from_json(
+	             json_object_get(json_array_get(json_object_get(c, "replicas"), 0), "value"),
+	             rep, &e),
+	         0);
+	CHECK_EQ(held & iod_sched_mask_parse(rep->gpus), 0);
+	iod_obj_replica_free(rep);
+	json_decref(c);
+	free(cmd);
+	json_decref(answer);
+
+	/* redeploying a raises its generation */
+	CHECK_EQ(iod_ctrl_deploy_plan(s, spec, strlen(spec), &cmd, &answer, &e), 0);
+	c = json_loads(cmd, 0, NULL);
+	svc = json_object_get(json_array_get(json_object_get(c, "services"), 0), "value");
+	CHECK_EQ(json_integer_value(json_object_get(svc, "generation")), 2);
+	json_decref(c);
+	free(cmd);
+	json_decref(answer);
+
+	/* a spec with errors: every error in the answer, no command */
+	CHECK_EQ(iod_ctrl_deploy_plan(s, "services: [{name: 1}]", 21, &cmd, &answer, &e), -EINVAL);
+	CHECK(cmd == NULL);
+	CHECK(json_integer_value(json_object_get(answer, "error_count")) >= 1);
+	json_decref(answer);
+	iod_state_free(s);
+	free(rep);
 }

@@ -6,6 +6,7 @@
  * and the flow moves to the port whose reply came back first.
  */
 #include "harness.h"
+#include "iod/flow_debug.h"
 #include "iod/flow.h"
 
 #include <arpa/inet.h>

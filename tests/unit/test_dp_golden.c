@@ -7,6 +7,7 @@
  */
 #include "harness.h"
 #include "iod/flow.h"
+#include "iod/io.h"
 
 #include <pcap/pcap.h>
 #include <stdlib.h>
@@ -338,6 +339,59 @@ TEST(sg_ingress_from_fabric_egress_from_host)
 	CHECK_EQ(out, IOD_DP_PORT_HOST);
 	n = vxlan_in(f, 0xc0a80002, 2001, 0xc0a80003, 443, IOD_NET_PROTO_TCP);
 	CHECK_EQ(dp_verdict(&dp, IOD_DP_PORT_FABRIC, f, n, &out), IOD_FLOW_V_DROP);
+	iod_flow_dp_destroy(&dp);
+	iod_flow_dp_config_free(c);
+	free(c);
+}
+
+/* The data plane's one run loop (src/io/dploop.c) on mem ports: a turn
+ * receives from both ports, runs the pipeline and transmits by verdict; the
+ * loop is done when both inputs have ended. */
+TEST(dp_loop_step_forwards_by_verdict)
+{
+	const char *y =
+	    "vtep: 10.10.0.1\n"
+	    "security_groups:\n"
+	    "  - {name: g, ingress: [\"tcp any 22\"], egress: [\"tcp 192.168.0.0/16 443\"]}\n"
+	    "networks:\n"
+	    "  - {name: n, vni: 100, subnet: 192.168.0.0/16, security_group: g,\n"
+	    "     endpoints: [{ip: 192.168.0.2, vtep: 10.10.0.2},\n"
+	    "                 {ip: 192.168.0.3, mac: 02:00:00:00:00:03, local: true}]}\n";
+	struct iod_flow_dp_config *c = calloc(1, sizeof(*c));
+	struct iod_flow_dp dp;
+	struct iod_io_port ports[2];
+	struct iod_dp_loop loop;
+	struct iod_err e = {0};
+	CHECK(c);
+	CHECK_EQ(iod_flow_dp_config_parse(y, strlen(y), "t.yaml", c, &e), 0);
+	c->ct_sessions = 64;
+	CHECK_EQ(iod_flow_dp_build(c, 1, &dp, &e), 0);
+	memset(ports, 0, sizeof(ports));
+	struct iod_io_port_cfg hc = {.backend = "mem", .name = "host", .mem_capture = 8};
+	struct iod_io_port_cfg fc = {.backend = "mem", .name = "fabric", .mem_capture = 8};
+	CHECK_EQ(iod_io_port_open(&ports[IOD_DP_PORT_HOST], &hc, &e), 0);
+	CHECK_EQ(iod_io_port_open(&ports[IOD_DP_PORT_FABRIC], &fc, &e), 0);
+	uint8_t f0[256], f1[256], f2[256];
+	const uint8_t *host_frames[2] = {f0, f1}, *fabric_frames[1] = {f2};
+	uint32_t host_lens[2], fabric_lens[1];
+	/* host: an allowed egress (443) and a dropped one (80); fabric: ssh in */
+	host_lens[0] = tcp_frame(f0, 0xc0a80003, 1000, 0xc0a80002, 443, IOD_NET_PROTO_TCP);
+	host_lens[1] = tcp_frame(f1, 0xc0a80003, 1001, 0xc0a80002, 80, IOD_NET_PROTO_TCP);
+	fabric_lens[0] = vxlan_in(f2, 0xc0a80002, 2000, 0xc0a80003, 22, IOD_NET_PROTO_TCP);
+	CHECK_EQ(iod_io_mem_load(&ports[IOD_DP_PORT_HOST], host_frames, host_lens, 2, false), 0);
+	CHECK_EQ(iod_io_mem_load(&ports[IOD_DP_PORT_FABRIC], fabric_frames, fabric_lens, 1, false),
+	         0);
+	iod_dp_loop_init(&loop, &dp, NULL, ports);
+	CHECK(!loop.live);
+	CHECK_EQ(iod_dp_loop_step(&loop, 1000), 3);
+	CHECK_U64(ports[IOD_DP_PORT_FABRIC].stats.tx_packets, 1); /* the 443 one, encapsulated */
+	CHECK_U64(ports[IOD_DP_PORT_HOST].stats.tx_packets, 1);   /* ssh, decapsulated */
+	CHECK_U64(loop.rx_packets, 3);
+	CHECK_EQ(iod_dp_loop_step(&loop, 2000), 0);
+	CHECK(iod_dp_loop_done(&loop));
+	CHECK_EQ(iod_dp_loop_idle(&loop), 0); /* nothing live */
+	for (int i = 0; i < 2; i++)
+		iod_io_port_close(&ports[i]);
 	iod_flow_dp_destroy(&dp);
 	iod_flow_dp_config_free(c);
 	free(c);

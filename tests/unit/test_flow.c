@@ -7,6 +7,7 @@
  * stateful overlay pipeline (SG + conntrack + LB) end to end.
  */
 #include "harness.h"
+#include "iod/net_debug.h"
 #include "iod/flow.h"
 
 #include <stdlib.h>

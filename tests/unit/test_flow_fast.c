@@ -8,6 +8,7 @@
  * deleted, replaced or timed out) takes effect on the very next burst.
  */
 #include "harness.h"
+#include "iod/net_debug.h"
 #include "iod/flow.h"
 
 #include <stdlib.h>

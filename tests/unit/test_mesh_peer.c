@@ -4,7 +4,7 @@
  * child that switched to another uid.
  */
 #include "harness.h"
-#include "iod/mesh.h"
+#include "iod/mesh_proxy.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

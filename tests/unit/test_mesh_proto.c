@@ -4,19 +4,19 @@
  * Prometheus text, the span ring and OTLP/JSON.
  */
 #include "harness.h"
-#include "iod/mesh.h"
+#include "iod/mesh_proxy.h"
 #include "iod/obs.h"
 
 #include <stdlib.h>
 
-static int parse(const char *s, bool resp, struct iod_mesh_http_msg *m)
+static int parse(const char *s, bool resp, struct iod_http_msg *m)
 {
-	return iod_mesh_http_parse(s, strlen(s), resp, m);
+	return iod_http_parse(s, strlen(s), resp, m);
 }
 
 TEST(http_request_head)
 {
-	static struct iod_mesh_http_msg m;
+	static struct iod_http_msg m;
 	const char *r = "GET /v1/items?x=1 HTTP/1.1\r\nHost: web\r\nContent-Length: 5\r\n"
 	                "traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n"
 	                "\r\nhello";
@@ -31,7 +31,7 @@ TEST(http_request_head)
 	CHECK_EQ(m.head_len, strlen(r) - 5);
 	/* Incomplete heads ask for more. */
 	for (size_t cut = 0; cut < m.head_len; cut += 7)
-		CHECK_EQ(iod_mesh_http_parse(r, cut, false, &m), -EAGAIN);
+		CHECK_EQ(iod_http_parse(r, cut, false, &m), -EAGAIN);
 	CHECK_EQ(parse("GET / HTTP/1.0\r\n\r\n", false, &m), 0);
 	CHECK(!m.keep_alive);
 	CHECK_EQ(m.hdr_n, 0); /* regression: reusing a msg must not keep old headers */
@@ -44,7 +44,7 @@ TEST(http_request_head)
 
 TEST(http_rejects_smuggling_and_garbage)
 {
-	static struct iod_mesh_http_msg m;
+	static struct iod_http_msg m;
 	const char *bad[] = {
 	    "GET / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
 	    "POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
@@ -70,7 +70,7 @@ TEST(http_rejects_smuggling_and_garbage)
 	big[o] = 0;
 	CHECK_EQ(parse(big, false, &m), -E2BIG);
 	o = (size_t)sprintf(big, "GET / HTTP/1.1\r\n");
-	for (int i = 0; i <= IOD_MESH_HTTP_HEADERS_MAX; i++)
+	for (int i = 0; i <= IOD_HTTP_HEADERS_MAX; i++)
 		o += (size_t)sprintf(big + o, "X%d: y\r\n", i);
 	sprintf(big + o, "\r\n");
 	int rc = parse(big, false, &m);
@@ -80,49 +80,49 @@ TEST(http_rejects_smuggling_and_garbage)
 
 TEST(http_response_and_body_framing)
 {
-	static struct iod_mesh_http_msg m;
-	struct iod_mesh_http_body b;
+	static struct iod_http_msg m;
+	struct iod_http_body b;
 	bool done;
 	const char *r = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 3\r\n\r\nabcNEXT";
 	CHECK_EQ(parse(r, true, &m), 0);
 	CHECK_EQ(m.status, 503);
-	iod_mesh_http_body_init(&b, &m, r, "GET", 3);
-	CHECK_EQ(iod_mesh_http_body_feed(&b, r + m.head_len, 7, &done), 3);
+	iod_http_body_init(&b, &m, r, "GET", 3);
+	CHECK_EQ(iod_http_body_feed(&b, r + m.head_len, 7, &done), 3);
 	CHECK(done);
 	/* HEAD and 204/304 have no body; no length means read to close. */
-	iod_mesh_http_body_init(&b, &m, r, "HEAD", 4);
-	CHECK_EQ(b.kind, IOD_MESH_BODY_NONE);
+	iod_http_body_init(&b, &m, r, "HEAD", 4);
+	CHECK_EQ(b.kind, IOD_HTTP_BODY_NONE);
 	CHECK_EQ(parse("HTTP/1.1 204 No Content\r\n\r\n", true, &m), 0);
-	iod_mesh_http_body_init(&b, &m, NULL, "GET", 3);
-	CHECK_EQ(b.kind, IOD_MESH_BODY_NONE);
+	iod_http_body_init(&b, &m, NULL, "GET", 3);
+	CHECK_EQ(b.kind, IOD_HTTP_BODY_NONE);
 	CHECK_EQ(parse("HTTP/1.0 200 OK\r\n\r\n", true, &m), 0);
-	iod_mesh_http_body_init(&b, &m, NULL, "GET", 3);
-	CHECK_EQ(b.kind, IOD_MESH_BODY_CLOSE);
+	iod_http_body_init(&b, &m, NULL, "GET", 3);
+	CHECK_EQ(b.kind, IOD_HTTP_BODY_CLOSE);
 	CHECK(!m.keep_alive);
 	/* Chunked, fed one byte at a time, ends exactly after the trailers. */
 	const char *c =
 	    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
 	    "5;ext=1\r\nhello\r\n1A\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nX-T: 1\r\n\r\nZZ";
 	CHECK_EQ(parse(c, true, &m), 0);
-	iod_mesh_http_body_init(&b, &m, c, "GET", 3);
+	iod_http_body_init(&b, &m, c, "GET", 3);
 	const char *p = c + m.head_len;
 	size_t total = strlen(p), used = 0;
 	done = false;
 	while (!done && used < total) {
-		int64_t n = iod_mesh_http_body_feed(&b, p + used, 1, &done);
+		int64_t n = iod_http_body_feed(&b, p + used, 1, &done);
 		CHECK(n >= 0);
 		used += (size_t)n;
 	}
 	CHECK(done);
 	CHECK_EQ(used, total - 2);
 	/* Whole at once gives the same answer. */
-	iod_mesh_http_body_init(&b, &m, c, "GET", 3);
-	CHECK_EQ(iod_mesh_http_body_feed(&b, p, total, &done), (int64_t)total - 2);
+	iod_http_body_init(&b, &m, c, "GET", 3);
+	CHECK_EQ(iod_http_body_feed(&b, p, total, &done), (int64_t)total - 2);
 	CHECK(done);
 	const char *badc[] = {"zz\r\n", "5\r\nhelloXX", "\r\n", "1\n", "fffffffffffffffff\r\n"};
 	for (size_t i = 0; i < IOD_ARRAY_LEN(badc); i++) {
-		iod_mesh_http_body_init(&b, &m, c, "GET", 3);
-		CHECK_MSG(iod_mesh_http_body_feed(&b, badc[i], strlen(badc[i]), &done) == -EBADMSG,
+		iod_http_body_init(&b, &m, c, "GET", 3);
+		CHECK_MSG(iod_http_body_feed(&b, badc[i], strlen(badc[i]), &done) == -EBADMSG,
 		          "accepted chunk #%zu", i);
 	}
 }
@@ -226,7 +226,7 @@ static const struct head_case head_cases[] = {
 
 TEST(http_head_rfc9112_table)
 {
-	static struct iod_mesh_http_msg m;
+	static struct iod_http_msg m;
 	for (size_t i = 0; i < IOD_ARRAY_LEN(head_cases); i++) {
 		const struct head_case *t = &head_cases[i];
 		int rc = parse(t->in, t->resp, &m);
@@ -285,8 +285,8 @@ static const struct chunk_case chunk_cases[] = {
 
 TEST(http_chunked_rfc9112_table)
 {
-	static struct iod_mesh_http_msg m;
-	struct iod_mesh_http_body b;
+	static struct iod_http_msg m;
+	struct iod_http_body b;
 	const char *h = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
 	CHECK_EQ(parse(h, false, &m), 0);
 	for (size_t i = 0; i < IOD_ARRAY_LEN(chunk_cases); i++) {
@@ -297,18 +297,17 @@ TEST(http_chunked_rfc9112_table)
 			struct collect k = {{0}, 0, 0};
 			bool done = false;
 			int64_t used = 0, r = 0;
-			iod_mesh_http_body_init(&b, &m, h, NULL, 0);
+			iod_http_body_init(&b, &m, h, NULL, 0);
 			if (split) {
 				while (!done && used < (int64_t)n) {
-					r = iod_mesh_http_body_decode(&b, t->in + used, 1, &done,
-					                              collect_data, &k);
+					r = iod_http_body_decode(&b, t->in + used, 1, &done,
+					                         collect_data, &k);
 					if (r < 0)
 						break;
 					used += r;
 				}
 			} else {
-				r = iod_mesh_http_body_decode(&b, t->in, n, &done, collect_data,
-				                              &k);
+				r = iod_http_body_decode(&b, t->in, n, &done, collect_data, &k);
 				used = r;
 			}
 			if (t->used < 0) {
@@ -329,8 +328,8 @@ TEST(http_chunked_rfc9112_table)
  * one after another; the body's end is where the next head starts. */
 TEST(http_pipelined_requests)
 {
-	static struct iod_mesh_http_msg m;
-	struct iod_mesh_http_body b;
+	static struct iod_http_msg m;
+	struct iod_http_body b;
 	const char *p = "POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc"
 	                "POST /b HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
 	                "1\r\nx\r\n0\r\n\r\n"
@@ -339,11 +338,11 @@ TEST(http_pipelined_requests)
 	size_t off = 0, len = strlen(p);
 	for (size_t i = 0; i < 3; i++) {
 		bool done = false;
-		CHECK_EQ(iod_mesh_http_parse(p + off, len - off, false, &m), 0);
+		CHECK_EQ(iod_http_parse(p + off, len - off, false, &m), 0);
 		CHECK(m.target_len == 2 && !memcmp(p + off + m.target_off, want[i], 2));
-		iod_mesh_http_body_init(&b, &m, p + off, NULL, 0);
-		int64_t used = iod_mesh_http_body_feed(&b, p + off + m.head_len,
-		                                       len - off - m.head_len, &done);
+		iod_http_body_init(&b, &m, p + off, NULL, 0);
+		int64_t used =
+		    iod_http_body_feed(&b, p + off + m.head_len, len - off - m.head_len, &done);
 		CHECK(used >= 0 && done);
 		off += m.head_len + (size_t)used;
 	}
@@ -352,8 +351,8 @@ TEST(http_pipelined_requests)
 
 TEST(http_body_decode_payload)
 {
-	static struct iod_mesh_http_msg m;
-	struct iod_mesh_http_body b;
+	static struct iod_http_msg m;
+	struct iod_http_body b;
 	bool done = false;
 	/* A chunked request with an extension and a trailer, split at every
 	 * offset: the payload is the chunks' data, whatever the split. */
@@ -367,13 +366,13 @@ TEST(http_body_decode_payload)
 	size_t total = strlen(p);
 	for (size_t cut = 0; cut <= total; cut++) {
 		struct collect k = {{0}, 0, 0};
-		iod_mesh_http_body_init(&b, &m, r, NULL, 0);
-		int64_t a = iod_mesh_http_body_decode(&b, p, cut, &done, collect_data, &k);
+		iod_http_body_init(&b, &m, r, NULL, 0);
+		int64_t a = iod_http_body_decode(&b, p, cut, &done, collect_data, &k);
 		CHECK(a >= 0);
 		int64_t c = 0;
 		if (!done)
-			c = iod_mesh_http_body_decode(&b, p + a, total - (size_t)a, &done,
-			                              collect_data, &k);
+			c = iod_http_body_decode(&b, p + a, total - (size_t)a, &done, collect_data,
+			                         &k);
 		CHECK(done);
 		CHECK_EQ((size_t)(a + c), total - 3); /* "GET" is the next request */
 		CHECK_EQ(k.n, 12u);
@@ -384,8 +383,8 @@ TEST(http_body_decode_payload)
 	CHECK_EQ(parse(l, false, &m), 0);
 	CHECK(!m.expect_continue);
 	struct collect k = {{0}, 0, 0};
-	iod_mesh_http_body_init(&b, &m, l, NULL, 0);
-	CHECK_EQ(iod_mesh_http_body_decode(&b, l + m.head_len, 6, &done, collect_data, &k), 4);
+	iod_http_body_init(&b, &m, l, NULL, 0);
+	CHECK_EQ(iod_http_body_decode(&b, l + m.head_len, 6, &done, collect_data, &k), 4);
 	CHECK(done);
 	CHECK_EQ(k.n, 4u);
 	CHECK_EQ(k.runs, 1u);
@@ -398,8 +397,8 @@ TEST(http_body_decode_payload)
 	CHECK_EQ(
 	    parse("PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: 68719476736\r\n\r\n", false, &m),
 	    0);
-	iod_mesh_http_body_init(&b, &m, NULL, NULL, 0);
-	CHECK_EQ(b.kind, IOD_MESH_BODY_LENGTH);
+	iod_http_body_init(&b, &m, NULL, NULL, 0);
+	CHECK_EQ(b.kind, IOD_HTTP_BODY_LENGTH);
 	CHECK_U64(b.remaining, 68719476736ull);
 }
 
@@ -495,7 +494,7 @@ TEST(traceparent_w3c_harness_values)
 		          "accepted %s", bad[i]);
 	/* Two traceparent fields are counted (the proxy then starts a new
 	 * trace); tracestate fields too, whatever their case. */
-	static struct iod_mesh_http_msg m;
+	static struct iod_http_msg m;
 	const char *r = "GET / HTTP/1.1\r\nHost: a\r\n"
 	                "traceparent: 00-12345678901234567890123456789011-1234567890123456-01\r\n"
 	                "TraceState: a=1\r\n"
@@ -505,8 +504,8 @@ TEST(traceparent_w3c_harness_values)
 	CHECK_EQ(m.traceparent_n, 2);
 	CHECK_EQ(m.tracestate_n, 2);
 	CHECK_EQ(m.traceparent, 3);
-	CHECK(iod_mesh_http_header_is(r, &m.hdr[2], "tracestate"));
-	CHECK(!iod_mesh_http_header_is(r, &m.hdr[5], "tracestate"));
+	CHECK(iod_http_header_is(r, &m.hdr[2], "tracestate"));
+	CHECK(!iod_http_header_is(r, &m.hdr[5], "tracestate"));
 }
 
 /* tracestate lists (W3C level 2, section 3.3): the harness's cases and the

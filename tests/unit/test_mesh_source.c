@@ -4,7 +4,7 @@
  * and Node objects into a mesh view (served here by a fake API on loopback).
  */
 #include "harness.h"
-#include "iod/mesh.h"
+#include "iod/mesh_proxy.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

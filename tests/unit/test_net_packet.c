@@ -3,6 +3,7 @@
  * (full and incremental), builders, VXLAN encap/decap, ARP responder, NAT.
  */
 #include "harness.h"
+#include "iod/net_debug.h"
 #include "iod/net.h"
 
 static const uint8_t MAC_A[6] = {0x02, 0, 0, 0, 0, 0x0a};

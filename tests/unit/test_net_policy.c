@@ -5,7 +5,8 @@
  * RFC 2697 / 2698 meters.
  */
 #include "harness.h"
-#include "iod/net.h"
+#include "iod/net_debug.h"
+#include "iod/net_policy.h"
 
 #include <stdlib.h>
 

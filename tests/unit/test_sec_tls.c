@@ -223,7 +223,7 @@ TEST(client_connect_checks_the_peer_kind)
 		CHECK_EQ(pair(fds), 0);
 		struct serve_arg a = {.creds = posers[k], .fd = fds[1]};
 		CHECK_EQ(pthread_create(&th, NULL, serve, &a), 0);
-		uint64_t deadline = iod_clock_now(iod_clock_monotonic()) / IOD_NS_PER_MS + 3000;
+		uint64_t deadline = iod_clock_now_ns() / IOD_NS_PER_MS + 3000;
 		int rc = iod_sec_tls_connect(user, fds[0], IOD_SEC_KIND_SERVER, deadline, &t, &ce);
 		if (k == 0) {
 			CHECK_MSG(rc == 0, "%s", ce.msg);

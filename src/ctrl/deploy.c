@@ -1,5 +1,5 @@
 /*
- * deploy.c: the deploy adapter: spec body -> scheduled replicas -> one
+ * deploy.c: the deploy plan: spec body -> scheduled replicas -> one
  * "deploy" state command.
  *
  * POST /v1/deploy hands its body here. The spec is validated by spec/ (YAML
@@ -17,10 +17,11 @@
  * Pure with respect to the cluster: it reads the state it is given and
  * builds a command; it never proposes, never does I/O, never reads a clock.
  */
-#include "iod/api.h"
 #include "iod/ctrl.h"
+#include "iod/objects.h"
 #include "iod/sched.h"
 #include "iod/spec.h"
+#include "iod/state.h"
 #include "iod/topo.h"
 
 #include <stdlib.h>
@@ -57,12 +58,22 @@ static int load_spec(const char *body, size_t len, struct iod_spec **spec, json_
 	return 0;
 }
 
+/* The generation of a service deployed earlier (0: none). */
+static uint64_t generation_of(const struct iod_state *st, const char *service)
+{
+	const json_t *old = iod_state_value(st, IOD_STATE_SERVICE, service);
+	int64_t gen = 0;
+	if (old && iod_obj_peek_int(IOD_OBJ_KIND_SERVICE, old, IOD_OBJ_SERVICE_GENERATION, &gen))
+		gen = 0;
+	return (uint64_t)gen;
+}
+
 /* Replicas of a service deployed earlier (a dependency outside this spec). */
 static uint32_t stored_replicas(const char *service, void *ctx)
 {
 	const json_t *v = iod_state_value(ctx, IOD_STATE_SERVICE, service);
-	uint64_t n = 0;
-	if (v && !iod_json_get_u64(v, "replicas", &n) && n <= IOD_SPEC_REPLICAS_MAX)
+	int64_t n = 0;
+	if (v && !iod_obj_peek_int(IOD_OBJ_KIND_SERVICE, v, IOD_OBJ_SERVICE_REPLICAS, &n))
 		return (uint32_t)n;
 	return 0;
 }
@@ -82,7 +93,8 @@ static int agent_limits(const struct iod_state *st, const struct iod_spec *spec,
 	json_array_foreach(json_object_get(nodes, "items"), i, x)
 	{
 		const char *a = NULL;
-		if (!iod_json_get_str(json_object_get(x, "value"), "addr", &a))
+		if ((a = iod_obj_peek_str(IOD_OBJ_KIND_NODE, json_object_get(x, "value"),
+		                          IOD_OBJ_NODE_ADDR)))
 			host_len = IOD_MAX(host_len, (uint32_t)strlen(a));
 	}
 	json_decref(nodes);
@@ -96,41 +108,35 @@ static int agent_limits(const struct iod_state *st, const struct iod_spec *spec,
 	return 0;
 }
 
-int iod_api_spec_privileges(const struct iod_spec *spec, bool may_grant, struct iod_err *e)
-{
-	char why[200];
-	for (uint32_t i = 0; spec && i < spec->services_n; i++) {
-		if (!iod_spec_service_privileged(&spec->services[i], why, sizeof(why)) || may_grant)
-			continue;
-		return iod_err_set(e, -EACCES,
-		                   "service \"%s\" %s: only the admin role may deploy a service "
-		                   "with more than the default sandbox",
-		                   spec->services[i].name, why);
-	}
-	return 0;
-}
-
 static bool deployed(const struct iod_spec *spec, const char *svc)
 {
 	return svc && iod_spec_find_service(spec, svc) != NULL;
 }
 
-/* GPUs (field "gpus") or accelerators ("accelerators") on node that
- * replicas of services outside this deploy hold. */
-static uint32_t used_mask(const json_t *replicas, const char *node, const struct iod_spec *spec,
-                          const char *field)
+/* GPUs and accelerators that replicas of services outside this deploy hold,
+ * per node (gpus[i], accs[i] for items[i]). */
+static void used_masks(const json_t *replicas, const json_t *items, const struct iod_spec *spec,
+                       uint32_t *gpus, uint32_t *accs)
 {
-	uint32_t mask = 0;
-	for (size_t i = 0; i < json_array_size(replicas); i++) {
-		const json_t *v = json_object_get(json_array_get(replicas, i), "value");
-		const char *n = NULL, *svc = NULL, *g = NULL;
-		if (iod_json_get_str(v, "node", &n) || strcmp(n, node))
-			continue;
-		iod_json_get_str(v, "service", &svc);
-		if (!deployed(spec, svc) && !iod_json_get_str(v, field, &g))
-			mask |= iod_sched_mask_parse(g);
+	struct iod_obj_replica *r = malloc(sizeof(*r));
+	for (size_t k = 0; r && k < json_array_size(replicas); k++) {
+		iod_obj_replica_from_json(json_object_get(json_array_get(replicas, k), "value"), r,
+		                          NULL);
+		if (iod_obj_has(r, IOD_OBJ_REPLICA_NODE) &&
+		    !deployed(spec, iod_obj_has(r, IOD_OBJ_REPLICA_SERVICE) ? r->service : NULL))
+			for (size_t i = 0; i < json_array_size(items); i++) {
+				const char *name = NULL;
+				if (iod_json_get_str(json_array_get(items, i), "name", &name) ||
+				    strcmp(name, r->node))
+					continue;
+				if (iod_obj_has(r, IOD_OBJ_REPLICA_GPUS))
+					gpus[i] |= iod_sched_mask_parse(r->gpus);
+				if (iod_obj_has(r, IOD_OBJ_REPLICA_ACCELERATORS))
+					accs[i] |= iod_sched_mask_parse(r->accelerators);
+			}
+		iod_obj_replica_free(r);
 	}
-	return mask;
+	free(r);
 }
 
 /* Build the scheduler's cluster from the Node objects (src/ctrl/): each
@@ -153,13 +159,7 @@ static int build_cluster(const struct iod_state *st, const struct iod_spec *spec
 		rc = iod_err_set(e, -ENOMEM, "out of memory");
 		goto out;
 	}
-	for (size_t i = 0; i < n; i++) {
-		const char *name = NULL;
-		if (iod_json_get_str(json_array_get(items, i), "name", &name))
-			continue;
-		gpus[i] = used_mask(json_object_get(reps, "items"), name, spec, "gpus");
-		accs[i] = used_mask(json_object_get(reps, "items"), name, spec, "accelerators");
-	}
+	used_masks(json_object_get(reps, "items"), items, spec, gpus, accs);
 	struct iod_ctrl_cluster_opts o = {
 	    .replicas_max = replicas_max,
 	    .gpus_used = gpus,
@@ -175,8 +175,35 @@ out:
 	return rc;
 }
 
-int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len, char **cmd,
-                        json_t **answer, struct iod_err *e)
+/* The Replica object of placement p of service svc (request rq). */
+static json_t *new_replica(const struct iod_sched_cluster *cl, const struct iod_sched_placement *p,
+                           const char *svc, const struct iod_sched_request *rq, uint64_t generation,
+                           const char *why)
+{
+	struct iod_obj_replica *r = malloc(sizeof(*r));
+	json_t *v = NULL;
+	if (!r)
+		return NULL;
+	iod_obj_replica_init(r);
+	int rc =
+	    iod_obj_replica_set_str(r, IOD_OBJ_REPLICA_SERVICE, svc) |
+	    iod_obj_replica_set_int(r, IOD_OBJ_REPLICA_ORDINAL, p->ordinal) |
+	    iod_ctrl_replica_place(cl, p, r) |
+	    iod_obj_replica_set_int(r, IOD_OBJ_REPLICA_MEM_BYTES, (int64_t)rq->mem_bytes) |
+	    iod_obj_replica_set_int(r, IOD_OBJ_REPLICA_CPU_MILLIS, (int64_t)(rq->cpus * 1000)) |
+	    iod_obj_replica_set_str(r, IOD_OBJ_REPLICA_PHASE, "pending") |
+	    iod_obj_replica_set_int(r, IOD_OBJ_REPLICA_RESTARTS, 0) |
+	    iod_obj_replica_set_int(r, IOD_OBJ_REPLICA_GENERATION, (int64_t)generation) |
+	    iod_obj_replica_set_json(r, IOD_OBJ_REPLICA_REASONS, json_pack("[s]", why));
+	if (!rc)
+		v = iod_obj_replica_to_json(r);
+	iod_obj_replica_free(r);
+	free(r);
+	return v;
+}
+
+int iod_ctrl_deploy_plan(const struct iod_state *st, const char *body, size_t len, char **cmd,
+                         json_t **answer, struct iod_err *e)
 {
 	struct iod_spec *spec = NULL;
 	struct iod_sched_cluster *cl = NULL;
@@ -228,24 +255,21 @@ int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len
 	unplaced = json_array();
 	for (uint32_t i = 0; i < spec->services_n; i++) {
 		const char *name = spec->services[i].name;
-		const json_t *old = iod_state_value(st, IOD_STATE_SERVICE, name);
-		uint64_t gen = 0;
-		json_t *v = json_deep_copy(json_array_get(json_object_get(sj, "services"), i));
-		if (old)
-			iod_json_get_u64(old, "generation", &gen);
-		if (!v)
-			v = json_pack("{s:s}", "name", name);
-		json_object_set_new(v, "generation", json_integer((json_int_t)gen + 1));
-		json_object_set_new(v, "gpu", json_integer(reqs[i].gpus));
+		uint64_t gen = generation_of(st, name);
+		struct iod_obj_service so;
+		iod_obj_service_from_json(json_array_get(json_object_get(sj, "services"), i), &so,
+		                          NULL);
+		iod_obj_service_set_str(&so, IOD_OBJ_SERVICE_NAME, name);
+		iod_obj_service_set_int(&so, IOD_OBJ_SERVICE_GENERATION, (int64_t)gen + 1);
+		iod_obj_service_set_int(&so, IOD_OBJ_SERVICE_GPU, reqs[i].gpus);
+		json_t *v = iod_obj_service_to_json(&so);
+		iod_obj_service_free(&so);
 		json_array_append_new(svc_arr, json_pack("{s:s, s:o}", "name", name, "value", v));
 	}
 	for (uint32_t k = 0; k < res.n; k++) {
 		const struct iod_sched_placement *p = &res.p[k];
 		const char *svc = spec->services[p->request].name;
-		const json_t *old = iod_state_value(st, IOD_STATE_SERVICE, svc);
-		uint64_t gen = 0;
-		if (old)
-			iod_json_get_u64(old, "generation", &gen);
+		uint64_t gen = generation_of(st, svc);
 		if (!p->placed) {
 			char why[IOD_SCHED_WHY_MAX + 256];
 			const json_t *sk = json_array_get(skipped, 0);
@@ -263,10 +287,9 @@ int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len
 			                        iod_sched_reason_name(p->reason), "why", why));
 			continue;
 		}
-		char gpus[128] = "", cpus[512] = "", affinity[512] = "";
+		char gpus[128] = "", cpus[IOD_OBJ_SET_MAX] = "";
 		iod_sched_mask_format(p->gpu_mask, gpus, sizeof(gpus));
 		iod_bitmap_format(&p->cpus, cpus, sizeof(cpus));
-		iod_bitmap_format(&p->cpu_affinity, affinity, sizeof(affinity));
 		const char *node = iod_sched_node_name(cl, p->node);
 		char why[IOD_SCHED_WHY_MAX + 128];
 		if (p->why[0])
@@ -278,23 +301,7 @@ int iod_api_deploy_plan(const struct iod_state *st, const char *body, size_t len
 			         node, gpus[0] ? gpus : "none",
 			         p->explain.cand_n ? (long long)p->explain.cand[0].total : 0LL,
 			         p->explain.feasible, p->explain.evaluated);
-		json_t *explain = iod_sched_explain_to_json(cl, &p->explain);
-		json_t *v =
-		    json_pack("{s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:I, s:i, s:s, s:i, s:I, "
-		              "s:[s]}",
-		              "service", svc, "ordinal", (int)p->ordinal, "node", node, "gpus",
-		              gpus, "cpus", cpus, "mem_numa", (int)p->mem_numa, "nic", (int)p->nic,
-		              "mem_bytes", (json_int_t)reqs[p->request].mem_bytes, "cpu_millis",
-		              (int)(reqs[p->request].cpus * 1000), "phase", "pending", "restarts",
-		              0, "generation", (json_int_t)gen + 1, "reasons", why);
-		if (v)
-			json_object_set_new(v, "cpu_affinity", json_string(affinity));
-		if (v)
-			iod_sched_accs_to_replica(cl, p->node, p->acc_mask, v);
-		if (v && explain)
-			json_object_set_new(v, "explain", explain);
-		else
-			json_decref(explain);
+		json_t *v = new_replica(cl, p, svc, &reqs[p->request], gen + 1, why);
 		json_array_append_new(rep_arr,
 		                      json_pack("{s:s, s:o}", "name", p->name, "value", v));
 		json_array_append_new(placed, json_pack("{s:s, s:s, s:s, s:s}", "replica", p->name,

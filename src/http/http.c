@@ -1,6 +1,7 @@
 /*
- * http.c: HTTP/1.1 message heads (RFC 9112) and body framing for the L7
- * proxy, and W3C trace-context `traceparent` and `tracestate` values.
+ * http.c: HTTP/1.1 message heads (RFC 9112) and body framing: the pure
+ * codec of iod's one HTTP layer (include/iod/http.h), used by the L7 proxy,
+ * the test backend and the fuzz target.
  *
  * The proxy forwards bytes as they are; it only needs to know where a head
  * ends, which headers matter (Content-Length, Transfer-Encoding, Connection,
@@ -10,7 +11,7 @@
  * exactly one Host in an HTTP/1.1 request, chunk lines to the grammar. It
  * never allocates, never reads past len, and never writes to the buffer.
  */
-#include "iod/mesh.h"
+#include "iod/http.h"
 
 #include <string.h>
 
@@ -64,7 +65,7 @@ static int parse_version(const char *p, uint8_t *minor)
 	return 0;
 }
 
-static int parse_start(const char *b, size_t eol, bool response, struct iod_mesh_http_msg *m)
+static int parse_start(const char *b, size_t eol, bool response, struct iod_http_msg *m)
 {
 	size_t i = 0;
 	if (response) {
@@ -118,9 +119,9 @@ static int parse_u64(const char *v, size_t len, uint64_t *out)
 	return 0;
 }
 
-static int header(const char *b, struct iod_mesh_http_msg *m, bool *close, bool *ka)
+static int header(const char *b, struct iod_http_msg *m, bool *close, bool *ka)
 {
-	const struct iod_mesh_http_header *h = &m->hdr[m->hdr_n - 1];
+	const struct iod_http_header *h = &m->hdr[m->hdr_n - 1];
 	const char *n = b + h->name_off, *v = b + h->value_off;
 
 	if (ieq(n, h->name_len, "content-length")) {
@@ -161,19 +162,18 @@ static int header(const char *b, struct iod_mesh_http_msg *m, bool *close, bool 
 	return 0;
 }
 
-bool iod_mesh_http_header_is(const char *buf, const struct iod_mesh_http_header *h,
-                             const char *lower_name)
+bool iod_http_header_is(const char *buf, const struct iod_http_header *h, const char *lower_name)
 {
 	return ieq(buf + h->name_off, h->name_len, lower_name);
 }
 
-int iod_mesh_http_parse(const char *buf, size_t len, bool response, struct iod_mesh_http_msg *m)
+int iod_http_parse(const char *buf, size_t len, bool response, struct iod_http_msg *m)
 {
 	size_t pos = 0, lim = IOD_MIN(len, (size_t)IOD_MESH_HTTP_BUF);
 	bool start = true, close = false, ka = false;
 	int rc;
 
-	memset(m, 0, offsetof(struct iod_mesh_http_msg, hdr));
+	memset(m, 0, offsetof(struct iod_http_msg, hdr));
 	m->hdr_n = 0; /* after hdr[], not covered by the memset */
 	m->is_response = response;
 	m->traceparent = -1;
@@ -203,9 +203,9 @@ int iod_mesh_http_parse(const char *buf, size_t len, bool response, struct iod_m
 				i++;
 			if (i == pos || i >= eol || buf[i] != ':')
 				return -EBADMSG; /* empty name, obs-fold, space before ':' */
-			if (m->hdr_n >= IOD_MESH_HTTP_HEADERS_MAX)
+			if (m->hdr_n >= IOD_HTTP_HEADERS_MAX)
 				return -E2BIG;
-			struct iod_mesh_http_header *h = &m->hdr[m->hdr_n++];
+			struct iod_http_header *h = &m->hdr[m->hdr_n++];
 			h->name_off = (uint16_t)pos;
 			h->name_len = (uint16_t)(i - pos);
 			i++;
@@ -273,45 +273,31 @@ enum {
 	CH_END_LF
 };
 
-/* Longest chunk-size line or trailer line we accept. */
-#define CHUNK_LINE_MAX 4096
-
-void iod_mesh_http_body_init(struct iod_mesh_http_body *b, const struct iod_mesh_http_msg *m,
-                             const char *buf, const char *method, size_t method_len)
+void iod_http_body_init(struct iod_http_body *b, const struct iod_http_msg *m, const char *buf,
+                        const char *method, size_t method_len)
 {
 	IOD_UNUSED(buf);
 	memset(b, 0, sizeof(*b));
 	if (m->is_response) {
 		bool head = method && method_len == 4 && !memcmp(method, "HEAD", 4);
 		if (head || m->status < 200 || m->status == 204 || m->status == 304) {
-			b->kind = IOD_MESH_BODY_NONE;
+			b->kind = IOD_HTTP_BODY_NONE;
 			return;
 		}
 	}
 	if (m->chunked) {
-		b->kind = IOD_MESH_BODY_CHUNKED;
+		b->kind = IOD_HTTP_BODY_CHUNKED;
 		b->state = CH_SIZE;
 	} else if (m->has_length) {
-		b->kind = m->content_length ? IOD_MESH_BODY_LENGTH : IOD_MESH_BODY_NONE;
+		b->kind = m->content_length ? IOD_HTTP_BODY_LENGTH : IOD_HTTP_BODY_NONE;
 		b->remaining = m->content_length;
 	} else {
-		b->kind = m->is_response ? IOD_MESH_BODY_CLOSE : IOD_MESH_BODY_NONE;
+		b->kind = m->is_response ? IOD_HTTP_BODY_CLOSE : IOD_HTTP_BODY_NONE;
 	}
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* One byte of a chunk extension (or the BWS after the size). 0 or -EBADMSG. */
-static int chunk_ext(struct iod_mesh_http_body *b, unsigned char c)
+static int chunk_ext(struct iod_http_body *b, unsigned char c)
 {
 	bool ws = c == ' ' || c == '\t';
 	switch (b->state) {
@@ -391,24 +377,24 @@ static int chunk_ext(struct iod_mesh_http_body *b, unsigned char c)
 	}
 }
 
-int64_t iod_mesh_http_body_feed(struct iod_mesh_http_body *b, const char *p, size_t len, bool *done)
+int64_t iod_http_body_feed(struct iod_http_body *b, const char *p, size_t len, bool *done)
 {
-	return iod_mesh_http_body_decode(b, p, len, done, NULL, NULL);
+	return iod_http_body_decode(b, p, len, done, NULL, NULL);
 }
 
-int64_t iod_mesh_http_body_decode(struct iod_mesh_http_body *b, const char *p, size_t len,
-                                  bool *done, iod_mesh_http_data_fn data, void *ctx)
+int64_t iod_http_body_decode(struct iod_http_body *b, const char *p, size_t len, bool *done,
+                             iod_http_data_fn data, void *ctx)
 {
 	size_t i = 0;
 
 	*done = false;
 	switch (b->kind) {
-	case IOD_MESH_BODY_NONE: *done = true; return 0;
-	case IOD_MESH_BODY_CLOSE:
+	case IOD_HTTP_BODY_NONE: *done = true; return 0;
+	case IOD_HTTP_BODY_CLOSE:
 		if (data && len)
 			data(ctx, p, len);
 		return (int64_t)len;
-	case IOD_MESH_BODY_LENGTH: {
+	case IOD_HTTP_BODY_LENGTH: {
 		uint64_t take = IOD_MIN((uint64_t)len, b->remaining);
 		b->remaining -= take;
 		*done = b->remaining == 0;
@@ -416,17 +402,17 @@ int64_t iod_mesh_http_body_decode(struct iod_mesh_http_body *b, const char *p, s
 			data(ctx, p, (size_t)take);
 		return (int64_t)take;
 	}
-	case IOD_MESH_BODY_CHUNKED: break;
+	case IOD_HTTP_BODY_CHUNKED: break;
 	}
 	while (i < len) {
 		char c = p[i];
 		switch (b->state) {
 		case CH_SIZE: {
-			int h = hexval(c);
+			int h = iod_hex_digit(c);
 			if (h >= 0) {
 				if (b->remaining >> 56)
 					return -EBADMSG; /* >= 2^60 bytes: refuse */
-				if (++b->line_n > CHUNK_LINE_MAX)
+				if (++b->line_n > IOD_HTTP_CHUNK_LINE_MAX)
 					return -EBADMSG;
 				b->remaining = b->remaining * 16 + (uint64_t)h;
 			} else if (b->line_n == 0) {
@@ -452,7 +438,7 @@ int64_t iod_mesh_http_body_decode(struct iod_mesh_http_body *b, const char *p, s
 		case CH_EXT_QS:
 		case CH_EXT_QP:
 		case CH_EXT_QEND:
-			if (++b->line_n > CHUNK_LINE_MAX)
+			if (++b->line_n > IOD_HTTP_CHUNK_LINE_MAX)
 				return -EBADMSG;
 			if (chunk_ext(b, (unsigned char)c))
 				return -EBADMSG;
@@ -495,7 +481,7 @@ int64_t iod_mesh_http_body_decode(struct iod_mesh_http_body *b, const char *p, s
 			}
 			break;
 		case CH_TR_NAME:
-			if (++b->line_n > CHUNK_LINE_MAX)
+			if (++b->line_n > IOD_HTTP_CHUNK_LINE_MAX)
 				return -EBADMSG;
 			if (c == ':')
 				b->state = CH_TR_VALUE;
@@ -504,7 +490,7 @@ int64_t iod_mesh_http_body_decode(struct iod_mesh_http_body *b, const char *p, s
 			break;
 		case CH_TR_VALUE: {
 			unsigned char u = (unsigned char)c;
-			if (++b->line_n > CHUNK_LINE_MAX)
+			if (++b->line_n > IOD_HTTP_CHUNK_LINE_MAX)
 				return -EBADMSG;
 			if (c == '\r')
 				b->state = CH_TR_LF;
@@ -527,169 +513,4 @@ int64_t iod_mesh_http_body_decode(struct iod_mesh_http_body *b, const char *p, s
 		i++;
 	}
 	return (int64_t)i;
-}
-
-/* ---- traceparent ------------------------------------------------------- */
-
-static int hex_field(const char *s, size_t n, uint8_t *out)
-{
-	bool nonzero = false;
-	for (size_t i = 0; i < n; i++) {
-		int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
-		/* W3C: lowercase hex only. */
-		if (hi < 0 || lo < 0 || (s[2 * i] >= 'A' && s[2 * i] <= 'F') ||
-		    (s[2 * i + 1] >= 'A' && s[2 * i + 1] <= 'F'))
-			return -EINVAL;
-		out[i] = (uint8_t)(hi << 4 | lo);
-		nonzero |= out[i] != 0;
-	}
-	return nonzero ? 0 : -ENODATA;
-}
-
-int iod_mesh_traceparent_parse(const char *s, size_t len, struct iod_mesh_traceparent *tp)
-{
-	uint8_t ver;
-
-	if (len < 55 || s[2] != '-' || s[35] != '-' || s[52] != '-')
-		return -EINVAL;
-	if (hex_field(s, 1, &ver) == -EINVAL) /* -ENODATA: version 00 */
-		return -EINVAL;
-	if (ver == 0xff)
-		return -EINVAL;
-	if (ver == 0 && len != 55)
-		return -EINVAL;
-	if (len > 55 && s[55] != '-')
-		return -EINVAL;
-	if (hex_field(s + 3, 16, tp->trace_id) || hex_field(s + 36, 8, tp->span_id))
-		return -EINVAL;
-	int rc = hex_field(s + 53, 1, &tp->flags);
-	if (rc == -EINVAL)
-		return -EINVAL;
-	if (rc == -ENODATA)
-		tp->flags = 0;
-	return 0;
-}
-
-void iod_mesh_hex(const uint8_t *b, size_t n, char *out)
-{
-	static const char digits[] = "0123456789abcdef";
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = digits[b[i] >> 4];
-		out[2 * i + 1] = digits[b[i] & 15];
-	}
-	out[2 * n] = 0;
-}
-
-void iod_mesh_traceparent_format(const struct iod_mesh_traceparent *tp, char *buf)
-{
-	buf[0] = '0';
-	buf[1] = '0';
-	buf[2] = '-';
-	iod_mesh_hex(tp->trace_id, 16, buf + 3);
-	buf[35] = '-';
-	iod_mesh_hex(tp->span_id, 8, buf + 36);
-	buf[52] = '-';
-	iod_mesh_hex(&tp->flags, 1, buf + 53);
-}
-
-void iod_mesh_trace_ids_new(struct iod_rng *rng, uint8_t *id, size_t len)
-{
-	bool nonzero;
-	do {
-		nonzero = false;
-		for (size_t i = 0; i < len; i += 8) {
-			uint64_t x = iod_rng_next(rng);
-			for (size_t k = 0; k < 8 && i + k < len; k++) {
-				id[i + k] = (uint8_t)(x >> (8 * k));
-				nonzero |= id[i + k] != 0;
-			}
-		}
-	} while (!nonzero);
-}
-
-/* ---- tracestate (W3C Trace Context level 2, section 3.3) --------------- */
-
-static bool ts_keychar(unsigned char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-	       c == '*' || c == '/';
-}
-
-/*
- * key = simple-key / multi-tenant-key
- * simple-key = lcalpha 0*255( lcalpha / DIGIT / "_" / "-" / "*" / "/" )
- * multi-tenant-key = tenant-id "@" system-id
- * tenant-id = ( lcalpha / DIGIT ) 0*240( ... ), system-id = lcalpha 0*13( ... )
- */
-static bool ts_key_valid(const char *k, size_t n)
-{
-	const char *at = memchr(k, '@', n);
-	for (size_t i = 0; i < n; i++)
-		if (k + i != at && !ts_keychar((unsigned char)k[i]))
-			return false;
-	if (!at)
-		return n >= 1 && n <= 256 && k[0] >= 'a' && k[0] <= 'z';
-	size_t tn = (size_t)(at - k), sn = n - tn - 1;
-	if (tn < 1 || tn > 241 || sn < 1 || sn > 14)
-		return false;
-	if (!((k[0] >= 'a' && k[0] <= 'z') || (k[0] >= '0' && k[0] <= '9')))
-		return false;
-	return at[1] >= 'a' && at[1] <= 'z';
-}
-
-/* value = 0*255( chr ) nblk-chr; chr = %x20 / nblk-chr;
- * nblk-chr = %x21-2B / %x2D-3C / %x3E-7E */
-static bool ts_value_valid(const char *v, size_t n)
-{
-	if (n < 1 || n > 256 || v[n - 1] == ' ')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)v[i];
-		if (c < 0x20 || c > 0x7e || c == ',' || c == '=')
-			return false;
-	}
-	return true;
-}
-
-int iod_mesh_tracestate_clean(const char *in, size_t len, char *out, size_t cap)
-{
-	struct {
-		size_t off, n; /* the key, in out */
-	} keys[IOD_MESH_TRACESTATE_MEMBERS_MAX];
-	size_t members = 0, o = 0, i = 0;
-
-	while (i <= len) {
-		size_t s = i, e;
-		while (i < len && in[i] != ',')
-			i++;
-		e = i++; /* past the ',' (or len + 1: the end) */
-		while (s < e && (in[s] == ' ' || in[s] == '\t'))
-			s++;
-		while (e > s && (in[e - 1] == ' ' || in[e - 1] == '\t'))
-			e--;
-		if (s == e)
-			continue; /* empty members are allowed and dropped */
-		const char *eq = memchr(in + s, '=', e - s);
-		if (!eq)
-			return -EINVAL;
-		size_t kn = (size_t)(eq - (in + s));
-		if (!ts_key_valid(in + s, kn) || !ts_value_valid(eq + 1, (size_t)(in + e - eq - 1)))
-			return -EINVAL;
-		if (members == IOD_MESH_TRACESTATE_MEMBERS_MAX)
-			return -EINVAL; /* 33 or more members */
-		for (size_t k = 0; k < members; k++)
-			if (keys[k].n == kn && !memcmp(out + keys[k].off, in + s, kn))
-				return -EINVAL; /* a duplicate key */
-		if (o + (o ? 1 : 0) + (e - s) > cap)
-			return -E2BIG;
-		if (o)
-			out[o++] = ',';
-		keys[members].off = o;
-		keys[members].n = kn;
-		members++;
-		memcpy(out + o, in + s, e - s);
-		o += e - s;
-	}
-	IOD_ASSERT(o <= cap);
-	return (int)o;
 }

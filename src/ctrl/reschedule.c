@@ -8,7 +8,7 @@
  * node; a node that comes back quickly keeps them).
  *
  * The targets come from the topology-aware scheduler (sched/), with the
- * rules of a deploy (src/api/deploy.c): the live nodes' shapes from the
+ * rules of a deploy (deploy.c): the live nodes' shapes from the
  * topology each registered (src/ctrl/), every replica on a live node adopted (its GPUs,
  * accelerators, CPUs, memory and NIC are taken, and anti-affinity and
  * spread see it), each service's request from its stored spec. The
@@ -23,8 +23,8 @@
  *
  * Pure: JSON in, JSON out; deterministic; no I/O or clock.
  */
-#include "iod/agent.h"
 #include "iod/ctrl.h"
+#include "iod/objects.h"
 #include "iod/sched.h"
 #include "iod/spec.h"
 #include "iod/topo.h"
@@ -64,17 +64,15 @@ static const json_t *find_item(const json_t *list, const char *name)
 static void request_of(const json_t *svc_value, const char *name, uint32_t fallback_gpus,
                        struct iod_sched_request *out)
 {
-	json_t *v = json_deep_copy(svc_value);
+	json_t *v = iod_obj_service_spec(svc_value);
 	struct iod_spec *spec = NULL;
 	struct iod_spec_diags *d = calloc(1, sizeof(*d));
 	const char *type = "";
 	bool done = false;
 
 	if (v && d) {
-		/* the deploy's additions, and dependencies (they do not change
-		 * placement, and would need the other services to validate) */
-		json_object_del(v, "generation");
-		json_object_del(v, "gpu");
+		/* without dependencies (they do not change placement, and would
+		 * need the other services to validate) */
 		json_object_del(v, "depends_on");
 		json_t *doc = json_pack("{s:[O]}", "services", v);
 		char *text = doc ? iod_json_string(doc, false) : NULL;
@@ -90,8 +88,8 @@ static void request_of(const json_t *svc_value, const char *name, uint32_t fallb
 		iod_strlcpy(out->service, name, sizeof(out->service));
 		out->gpus = fallback_gpus;
 		out->numa = IOD_SCHED_NUMA_BEST_EFFORT;
-		iod_json_get_str(svc_value, "type", &type);
-		out->stateful = !strcmp(type, "stateful");
+		type = iod_obj_peek_str(IOD_OBJ_KIND_SERVICE, svc_value, IOD_OBJ_SERVICE_TYPE);
+		out->stateful = type && !strcmp(type, "stateful");
 	}
 	iod_spec_free(spec);
 	free(d);
@@ -136,23 +134,26 @@ static void cannot_place(const struct orphan *o, const char *reason, const char 
                          json_t *writes, json_t *unplaced)
 {
 	char text[IOD_AGENT_REASON_MAX + IOD_SCHED_WHY_MAX];
-	const char *old = "";
 	json_array_append_new(unplaced, json_pack("{s:s, s:s, s:s}", "replica", o->name, "reason",
 	                                          reason, "why", why));
 	snprintf(text, sizeof(text), "node %s lost; cannot reschedule (%s): %s",
 	         o->from ? o->from : "?", reason, why);
-	iod_json_get_str(o->value, "reason", &old);
-	if (!strcmp(old, text))
+	struct iod_obj_replica *r = malloc(sizeof(*r));
+	if (!r)
 		return;
-	json_t *nv = json_deep_copy(o->value);
-	json_object_set_new(nv, "phase", json_string("pending"));
-	json_object_set_new(nv, "ready", json_false());
-	json_object_set_new(nv, "reason", json_string(text));
-	json_array_append_new(writes, cas_put(o->name, o->rev, nv));
+	iod_obj_replica_from_json(o->value, r, NULL);
+	if (strcmp(r->reason, text)) {
+		iod_obj_replica_set_str(r, IOD_OBJ_REPLICA_PHASE, "pending");
+		iod_obj_replica_set_int(r, IOD_OBJ_REPLICA_READY, false);
+		iod_obj_replica_set_str(r, IOD_OBJ_REPLICA_REASON, text);
+		json_array_append_new(writes, cas_put(o->name, o->rev, iod_obj_replica_to_json(r)));
+	}
+	iod_obj_replica_free(r);
+	free(r);
 }
 
-json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, const json_t *services,
-                               uint64_t now_ms, uint64_t stateful_grace_ms, json_t **unplaced)
+json_t *iod_ctrl_resched_plan(const json_t *nodes, const json_t *replicas, const json_t *services,
+                              uint64_t now_ms, uint64_t stateful_grace_ms, json_t **unplaced)
 {
 	const json_t *items = json_object_get(replicas, "items");
 	size_t nr = json_array_size(items), nn = json_array_size(json_object_get(nodes, "items"));
@@ -162,59 +163,63 @@ json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, cons
 	json_t *writes = json_array(), *x;
 	struct iod_sched_cluster *cl = NULL;
 	struct iod_sched_result res;
+	struct iod_obj_replica *r = malloc(sizeof(*r));
 	uint32_t on = 0, rn = 0;
 	size_t i;
 
 	memset(&res, 0, sizeof(res));
 	*unplaced = json_array();
-	if (!orph || !reqs || !node_ids)
+	if (r)
+		iod_obj_replica_init(r);
+	if (!orph || !reqs || !node_ids || !r)
 		goto out;
 
 	/* 1. the orphans that move now, and the requests of their services */
 	json_array_foreach(items, i, x)
 	{
 		const json_t *v = json_object_get(x, "value");
-		const char *name, *node = NULL, *svc = "", *type = "stateless", *gpus = "";
-		uint64_t rev = 0, lost_ms = 0;
+		const char *name, *type = "stateless";
+		uint64_t rev = 0;
 		if (iod_json_get_str(x, "name", &name) || iod_json_get_u64(x, "rev", &rev))
 			continue;
-		iod_json_get_str(v, "node", &node);
+		iod_obj_replica_free(r);
+		iod_obj_replica_from_json(v, r, NULL);
+		const char *node = iod_obj_has(r, IOD_OBJ_REPLICA_NODE) ? r->node : NULL;
 		if (node_index(nodes, node) >= 0)
 			continue; /* its node is alive */
-		iod_json_get_str(v, "service", &svc);
-		const json_t *sv = json_object_get(find_item(services, svc), "value");
-		iod_json_get_str(sv, "type", &type);
-		bool stateful = !strcmp(type, "stateful");
-		if (stateful && iod_json_get_u64(v, "lost_ms", &lost_ms)) {
+		const json_t *sv = json_object_get(find_item(services, r->service), "value");
+		type = iod_obj_peek_str(IOD_OBJ_KIND_SERVICE, sv, IOD_OBJ_SERVICE_TYPE);
+		bool stateful = type && !strcmp(type, "stateful");
+		if (stateful && !iod_obj_has(r, IOD_OBJ_REPLICA_LOST_MS)) {
 			/* first sighting: record when it was lost, move it later */
-			json_t *nv = json_deep_copy(v);
-			json_object_set_new(nv, "lost_ms", json_integer((json_int_t)now_ms));
-			json_object_set_new(nv, "phase", json_string("lost"));
-			json_object_set_new(nv, "ready", json_false());
-			json_object_set_new(
-			    nv, "reason",
-			    json_string("node lost; stateful: waiting for it to come "
-			                "back before moving (its data is there)"));
-			json_array_append_new(writes, cas_put(name, rev, nv));
+			iod_obj_replica_set_int(r, IOD_OBJ_REPLICA_LOST_MS, (int64_t)now_ms);
+			iod_obj_replica_set_str(r, IOD_OBJ_REPLICA_PHASE, "lost");
+			iod_obj_replica_set_int(r, IOD_OBJ_REPLICA_READY, false);
+			iod_obj_replica_set_str(r, IOD_OBJ_REPLICA_REASON,
+			                        "node lost; stateful: waiting for it to come "
+			                        "back before moving (its data is there)");
+			json_array_append_new(writes,
+			                      cas_put(name, rev, iod_obj_replica_to_json(r)));
 			continue;
 		}
-		if (stateful && now_ms < lost_ms + stateful_grace_ms)
+		if (stateful && now_ms < r->lost_ms + stateful_grace_ms)
 			continue;
 		struct orphan *o = &orph[on++];
 		o->name = name;
 		o->value = v;
 		o->rev = rev;
-		o->from = node;
+		/* the lost node's name, borrowed from the stored value */
+		o->from = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_NODE);
 		o->stateful = stateful;
-		for (o->svc = 0; o->svc < rn && strcmp(reqs[o->svc].service, svc); o->svc++)
+		for (o->svc = 0; o->svc < rn && strcmp(reqs[o->svc].service, r->service); o->svc++)
 			;
 		if (o->svc == rn) {
-			iod_json_get_str(v, "gpus", &gpus);
-			request_of(sv, svc,
-			           (uint32_t)__builtin_popcount(iod_sched_mask_parse(gpus)),
+			request_of(sv, r->service,
+			           (uint32_t)__builtin_popcount(iod_sched_mask_parse(r->gpus)),
 			           &reqs[rn]);
-			if (strcmp(reqs[rn].service, svc)) /* a spec renaming it: keep ours */
-				iod_strlcpy(reqs[rn].service, svc, sizeof(reqs[rn].service));
+			if (strcmp(reqs[rn].service,
+			           r->service)) /* a spec renaming it: keep ours */
+				iod_strlcpy(reqs[rn].service, r->service, sizeof(reqs[rn].service));
 			reqs[rn].replicas = 0; /* its orphans, counted below */
 			rn++;
 		}
@@ -239,45 +244,40 @@ json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, cons
 	}
 	json_array_foreach(items, i, x)
 	{
-		const json_t *v = json_object_get(x, "value");
-		const char *node = NULL, *svc = "", *s = NULL;
-		struct iod_sched_request r;
+		struct iod_sched_request rq;
 		struct iod_sched_existing ex = {.mem_numa = -1, .nic = -1};
-		uint64_t u;
-		iod_json_get_str(v, "node", &node);
-		int k = node_index(nodes, node);
+		iod_obj_replica_free(r);
+		iod_obj_replica_from_json(json_object_get(x, "value"), r, NULL);
+		int k = node_index(nodes, iod_obj_has(r, IOD_OBJ_REPLICA_NODE) ? r->node : NULL);
 		if (k < 0 || node_ids[k] == UINT32_MAX)
 			continue;
-		iod_json_get_str(v, "service", &svc);
-		iod_json_get_str(v, "gpus", &s);
 		ex.node = node_ids[k];
-		ex.gpu_mask = iod_sched_mask_parse(s);
-		s = NULL;
-		iod_json_get_str(v, "accelerators", &s);
-		ex.acc_mask = iod_sched_mask_parse(s);
+		ex.gpu_mask =
+		    iod_obj_has(r, IOD_OBJ_REPLICA_GPUS) ? iod_sched_mask_parse(r->gpus) : 0;
+		ex.acc_mask = iod_obj_has(r, IOD_OBJ_REPLICA_ACCELERATORS)
+		                  ? iod_sched_mask_parse(r->accelerators)
+		                  : 0;
 		iod_bitmap_zero(&ex.cpus);
-		if (!iod_json_get_str(v, "cpus", &s))
-			iod_bitmap_parse(s, &ex.cpus, NULL);
-		if (!iod_json_get_u64(v, "ordinal", &u))
-			ex.ordinal = (uint32_t)u;
-		json_t *mn = json_object_get(v, "mem_numa"), *nic = json_object_get(v, "nic");
-		if (json_is_integer(mn))
-			ex.mem_numa = (int32_t)json_integer_value(mn);
-		if (json_is_integer(nic))
-			ex.nic = (int32_t)json_integer_value(nic);
+		if (iod_obj_has(r, IOD_OBJ_REPLICA_CPUS))
+			iod_bitmap_parse(r->cpus, &ex.cpus, NULL);
+		ex.ordinal = r->ordinal;
+		if (iod_obj_has(r, IOD_OBJ_REPLICA_MEM_NUMA))
+			ex.mem_numa = r->mem_numa;
+		if (iod_obj_has(r, IOD_OBJ_REPLICA_NIC))
+			ex.nic = r->nic;
 		uint32_t j;
-		for (j = 0; j < rn && strcmp(reqs[j].service, svc); j++)
+		for (j = 0; j < rn && strcmp(reqs[j].service, r->service); j++)
 			;
 		if (j < rn) {
-			r = reqs[j];
+			rq = reqs[j];
 		} else {
-			request_of(json_object_get(find_item(services, svc), "value"), svc,
-			           (uint32_t)__builtin_popcount(ex.gpu_mask), &r);
-			iod_strlcpy(r.service, svc, sizeof(r.service));
+			request_of(json_object_get(find_item(services, r->service), "value"),
+			           r->service, (uint32_t)__builtin_popcount(ex.gpu_mask), &rq);
+			iod_strlcpy(rq.service, r->service, sizeof(rq.service));
 		}
 		uint32_t id;
 		/* a replica the state over-commits stays unaccounted (it runs anyway) */
-		iod_sched_adopt(cl, &r, &ex, &id, NULL);
+		iod_sched_adopt(cl, &rq, &ex, &id, NULL);
 	}
 
 	/* 3. place the orphans as a deploy would */
@@ -306,41 +306,32 @@ json_t *iod_agent_resched_plan(const json_t *nodes, const json_t *replicas, cons
 			             *unplaced);
 			continue;
 		}
-		char gpus[128] = "", cpus[512] = "", affinity[512] = "",
-		     why[IOD_SCHED_WHY_MAX + 256];
+		char gpus[128] = "", why[IOD_SCHED_WHY_MAX + 256];
 		const char *to = iod_sched_node_name(cl, p->node);
 		iod_sched_mask_format(p->gpu_mask, gpus, sizeof(gpus));
-		iod_bitmap_format(&p->cpus, cpus, sizeof(cpus));
-		iod_bitmap_format(&p->cpu_affinity, affinity, sizeof(affinity));
 		snprintf(why, sizeof(why), "rescheduled from lost node %s to %s (%s), GPUs %s: %s",
 		         o->from ? o->from : "?", to,
 		         o->stateful ? "stateful, grace passed" : "stateless",
 		         gpus[0] ? gpus : "none",
 		         p->why[0] ? p->why : "the highest score of the feasible nodes");
-		json_t *nv = json_deep_copy(o->value);
-		json_object_set_new(nv, "node", json_string(to));
-		json_object_set_new(nv, "gpus", json_string(gpus));
-		json_object_set_new(nv, "cpus", json_string(cpus));
-		json_object_set_new(nv, "cpu_affinity", json_string(affinity));
-		json_object_set_new(nv, "mem_numa", json_integer(p->mem_numa));
-		json_object_set_new(nv, "nic", json_integer(p->nic));
-		/* whole DPUs/FPGAs on the new node, as the deploy records them */
-		iod_sched_accs_to_replica(cl, p->node, p->acc_mask, nv);
-		json_object_del(nv, "numa");
-		json_object_del(nv, "lost_ms");
-		json_object_del(nv, "addr"); /* the old node's netns address */
-		json_t *explain = iod_sched_explain_to_json(cl, &p->explain);
-		if (explain)
-			json_object_set_new(nv, "explain", explain);
-		json_object_set_new(nv, "phase", json_string("pending"));
-		json_object_set_new(nv, "ready", json_false());
-		json_object_set_new(nv, "reason", json_string(why));
-		json_object_set_new(nv, "reasons", json_pack("[s]", why));
-		json_object_set_new(nv, "moved_from", json_string(o->from ? o->from : ""));
-		json_array_append_new(writes, cas_put(o->name, o->rev, nv));
+		iod_obj_replica_free(r);
+		iod_obj_replica_from_json(o->value, r, NULL);
+		iod_ctrl_replica_place(cl, p, r);
+		iod_obj_replica_clear(r, IOD_OBJ_REPLICA_NUMA);
+		iod_obj_replica_clear(r, IOD_OBJ_REPLICA_LOST_MS);
+		iod_obj_replica_clear(r, IOD_OBJ_REPLICA_ADDR); /* the old node's netns address */
+		iod_obj_replica_set_str(r, IOD_OBJ_REPLICA_PHASE, "pending");
+		iod_obj_replica_set_int(r, IOD_OBJ_REPLICA_READY, false);
+		iod_obj_replica_set_str(r, IOD_OBJ_REPLICA_REASON, why);
+		iod_obj_replica_set_json(r, IOD_OBJ_REPLICA_REASONS, json_pack("[s]", why));
+		iod_obj_replica_set_str(r, IOD_OBJ_REPLICA_MOVED_FROM, o->from ? o->from : "");
+		json_array_append_new(writes, cas_put(o->name, o->rev, iod_obj_replica_to_json(r)));
 	}
 	free(next);
 out:
+	if (r)
+		iod_obj_replica_free(r);
+	free(r);
 	iod_sched_result_free(&res);
 	iod_sched_cluster_free(cl);
 	free(orph);

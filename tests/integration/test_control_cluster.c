@@ -152,7 +152,7 @@ static void teardown(struct cluster *c)
 		for (int i = 0; i < N; i++) {
 			struct iod_api_response r;
 			struct iod_err e;
-			int fd = -1;
+			struct iod_http_conn fd = {0};
 			if (iod_api_http_once(&fd, c->api[i], "GET", "/v1/status", NULL, NULL, 0,
 			                      1000, &r, &e) == 0) {
 				fprintf(
@@ -164,9 +164,7 @@ static void teardown(struct cluster *c)
 				iod_api_response_free(&r);
 			} else
 				fprintf(stderr, "server %d: %s\n", i, e.msg);
-			if (fd >= 0)
-				close(fd);
-			fd = -1;
+			iod_http_conn_close(&fd);
 			if (iod_api_http_once(&fd, c->api[i], "GET", "/v1/configs", NULL, NULL, 0,
 			                      1000, &r, &e) == 0) {
 				json_t *x;
@@ -180,8 +178,7 @@ static void teardown(struct cluster *c)
 				fprintf(stderr, "\n");
 				iod_api_response_free(&r);
 			}
-			if (fd >= 0)
-				close(fd);
+			iod_http_conn_close(&fd);
 		}
 		iod_test_sh("rm -rf /tmp/keep; cp -r %s /tmp/keep; ps -ef > /tmp/keep/ps", c->dir);
 	}
@@ -198,7 +195,7 @@ static int find_leader(struct cluster *c)
 		for (int i = 0; i < N; i++) {
 			struct iod_api_response r;
 			struct iod_err e;
-			int fd = -1;
+			struct iod_http_conn fd = {0};
 			if (!c->pid[i])
 				continue;
 			if (iod_api_http_once(&fd, c->api[i], "GET", "/v1/status", NULL, NULL, 0,
@@ -207,8 +204,7 @@ static int find_leader(struct cluster *c)
 				iod_json_get_str(r.json, "state", &st);
 				bool leader = !strcmp(st, "leader");
 				iod_api_response_free(&r);
-				if (fd >= 0)
-					close(fd);
+				iod_http_conn_close(&fd);
 				if (leader)
 					return i;
 			}
@@ -235,15 +231,15 @@ static int get_key_at(const char *addr, int k, unsigned wait_ms)
 	for (unsigned t = 0; t <= wait_ms; t += 20) {
 		struct iod_api_response r;
 		struct iod_err e;
-		int fd = -1, v = -1;
+		struct iod_http_conn fd = {0};
+		int v = -1;
 		if (iod_api_http_once(&fd, addr, "GET", path, NULL, NULL, 0, 2000, &r, &e) == 0) {
 			if (r.status == 200)
 				v = (int)json_integer_value(
 				    json_object_get(json_object_get(r.json, "value"), "i"));
 			iod_api_response_free(&r);
 		}
-		if (fd >= 0)
-			close(fd);
+		iod_http_conn_close(&fd);
 		if (v >= 0)
 			return v;
 		sleep_ms(20);
@@ -477,13 +473,12 @@ static void hardening_body(struct cluster *c)
 	CHECK_EQ(connect(slow, (struct sockaddr *)&a, sizeof(a)), 0);
 	CHECK(send(slow, "PUT /v1/node/x HTTP/1.1\r\nContent-Length: 100\r\n\r\n{", 49,
 	           MSG_NOSIGNAL) > 0);
-	int fd = -1;
+	struct iod_http_conn fd = {0};
 	CHECK_EQ(
 	    iod_api_http_once(&fd, c->api[0], "GET", "/v1/status", NULL, NULL, 0, 2000, &r, &e), 0);
 	CHECK_EQ(r.status, 200);
 	iod_api_response_free(&r);
-	if (fd >= 0)
-		close(fd);
+	iod_http_conn_close(&fd);
 	close(slow);
 
 	/* garbage bytes: the server answers (or drops) and keeps running */
@@ -491,13 +486,11 @@ static void hardening_body(struct cluster *c)
 	raw_exchange(c->api[0], "\x01\x02garbage\r\n\r\n", 13, out, sizeof(out));
 	raw_exchange(c->api[0], "GET /v1/status HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
 	             57, out, sizeof(out));
-	fd = -1;
 	CHECK_EQ(
 	    iod_api_http_once(&fd, c->api[0], "GET", "/v1/status", NULL, NULL, 0, 2000, &r, &e), 0);
 	CHECK_EQ(r.status, 200);
 	iod_api_response_free(&r);
-	if (fd >= 0)
-		close(fd);
+	iod_http_conn_close(&fd);
 	iod_api_client_close(&cl);
 }
 
@@ -566,13 +559,13 @@ static int voters(const char *addr)
 {
 	struct iod_api_response r;
 	struct iod_err e;
-	int fd = -1, n = -1;
+	struct iod_http_conn fd = {0};
+	int n = -1;
 	if (iod_api_http_once(&fd, addr, "GET", "/v1/status", NULL, NULL, 0, 1000, &r, &e) == 0) {
 		n = (int)json_array_size(json_object_get(r.json, "members"));
 		iod_api_response_free(&r);
 	}
-	if (fd >= 0)
-		close(fd);
+	iod_http_conn_close(&fd);
 	return n;
 }
 
@@ -610,15 +603,14 @@ static void join_body(struct cluster *c)
 	snprintf(path, sizeof(path), "/v1/config/before-join");
 	int v = -1;
 	for (int t = 0; t < 250 && v != 1; t++) {
-		int fd = -1;
+		struct iod_http_conn fd = {0};
 		if (iod_api_http_once(&fd, api, "GET", path, NULL, NULL, 0, 1000, &r, &e) == 0) {
 			if (r.status == 200)
 				v = (int)json_integer_value(
 				    json_object_get(json_object_get(r.json, "value"), "x"));
 			iod_api_response_free(&r);
 		}
-		if (fd >= 0)
-			close(fd);
+		iod_http_conn_close(&fd);
 		if (v != 1)
 			sleep_ms(20);
 	}
@@ -663,7 +655,8 @@ static void hold_body(struct cluster *c)
 	struct iod_api_client cl;
 	struct iod_api_response r;
 	struct iod_err e;
-	int leader, f = -1, g = -1, fd = -1;
+	int leader, f = -1, g = -1;
+	struct iod_http_conn fd = {0};
 
 	CHECK_EQ(iod_api_client_init(&cl, c->servers, &e), 0);
 	CHECK((leader = find_leader(c)) >= 0);
@@ -680,14 +673,12 @@ static void hold_body(struct cluster *c)
 	stop(c, g, SIGKILL); /* f alone: no majority, no leader */
 	sleep_ms(100);
 
-	uint64_t t0 = iod_clock_now(iod_clock_monotonic());
+	uint64_t t0 = iod_clock_now_ns();
 	CHECK_EQ(iod_api_http_once(&fd, c->api[f], "PUT", "/v1/config/held", "application/json",
 	                           "{\"x\": 2}", 8, 10000, &r, &e),
 	         0);
-	uint64_t ms = (iod_clock_now(iod_clock_monotonic()) - t0) / IOD_NS_PER_MS;
-	if (fd >= 0)
-		close(fd);
-	fd = -1;
+	uint64_t ms = (iod_clock_now_ns() - t0) / IOD_NS_PER_MS;
+	iod_http_conn_close(&fd);
 	CHECK_EQ(r.status, 503);
 	CHECK(json_is_true(json_object_get(r.json, "not_leader")));
 	iod_api_response_free(&r);
@@ -1021,13 +1012,12 @@ static void flood_body(struct cluster *c)
 	}
 	CHECK_MSG(opened > IOD_API_CONNECTIONS_MAX, "only %d slow connections opened", opened);
 	sleep_ms(300);
-	uint64_t t0 = iod_clock_now(iod_clock_monotonic());
-	int fd = -1;
+	uint64_t t0 = iod_clock_now_ns();
+	struct iod_http_conn fd = {0};
 	int rc = iod_api_http_once(&fd, c->api[leader], "GET", "/v1/status", NULL, NULL, 0, 1000,
 	                           &r, &e);
-	uint64_t ms = (iod_clock_now(iod_clock_monotonic()) - t0) / IOD_NS_PER_MS;
-	if (fd >= 0)
-		close(fd);
+	uint64_t ms = (iod_clock_now_ns() - t0) / IOD_NS_PER_MS;
+	iod_http_conn_close(&fd);
 	for (int i = 0; i < 1100; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
@@ -1067,7 +1057,7 @@ static long long metric(const char *api, const char *name)
 {
 	struct iod_api_response r;
 	struct iod_err e;
-	int fd = -1;
+	struct iod_http_conn fd = {0};
 	long long v = -1;
 	if (iod_api_http_once(&fd, api, "GET", "/metrics", NULL, NULL, 0, 2000, &r, &e) == 0) {
 		char pat[96];
@@ -1077,8 +1067,7 @@ static long long metric(const char *api, const char *name)
 			v = atoll(p + strlen(pat));
 		iod_api_response_free(&r);
 	}
-	if (fd >= 0)
-		close(fd);
+	iod_http_conn_close(&fd);
 	return v;
 }
 

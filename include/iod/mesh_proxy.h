@@ -1,0 +1,84 @@
+/*
+ * mesh_proxy.h: the mesh's shells: the sources that read a config file or
+ * follow the control plane, the proxy's threads, and the lookup of who is
+ * calling (sock_diag). The cores (registry view, outlier detection, load
+ * balancing, breakers, spans) are in mesh.h; the codecs in mesh_proto.h.
+ */
+#ifndef IOD_MESH_PROXY_H
+#define IOD_MESH_PROXY_H
+
+#include "iod/mesh.h"
+#include "iod/mesh_proto.h"
+
+/* A source that re-reads a config file when its mtime changes. */
+struct iod_mesh_file_source {
+	struct iod_mesh_source src; /* hand &fs->src to the proxy */
+	char path[512];             /* config file */
+	int64_t mtime_ns;           /* last loaded modification time */
+	uint64_t version;           /* raised on each successful reload */
+};
+void iod_mesh_file_source_init(struct iod_mesh_file_source *fs, const char *path);
+
+/* VIP port of a service whose spec declares no port. */
+#define IOD_MESH_API_DEFAULT_PORT 7000
+/*
+ * A source that follows the control plane (GET /v1/services, /v1/endpoints,
+ * /v1/nodes on `server`): one mesh service per Service, endpoints from the
+ * agents' Endpoint reports (address, node, healthy). A first port named
+ * "http" or "http-*" makes a service L7, else L4 (docs/mesh.md).
+ */
+struct iod_mesh_api_source {
+	struct iod_mesh_source src; /* hand &as->src to the proxy */
+	char server[64];            /* API address "host:port" */
+	char node[IOD_NAME_MAX];    /* the node this proxy runs on */
+	uint64_t rev;               /* cluster revision last read */
+	uint64_t watch_rev;         /* wait() watches for changes after this revision */
+	uint64_t hash;              /* hash of the last view built */
+	uint64_t version;           /* raised on each change */
+	/* HTTPS to a --pki server (docs/security.md): NULL = plain HTTP */
+	struct iod_sec_tls_creds *creds;   /* CA + this node's certificate (not owned) */
+	char token[IOD_SEC_TOKEN_LEN + 1]; /* or a bearer token; "" = none */
+};
+void iod_mesh_api_source_init(struct iod_mesh_api_source *s, const char *server, const char *node);
+/* ---- the proxy (shell) ------------------------------------------------- */
+
+struct iod_mesh_proxy;
+
+struct iod_mesh_proxy_opts {
+	uint32_t workers;       /* epoll threads (0 = 1) */
+	const char *admin_addr; /* "127.0.0.1:15000"; NULL = no admin endpoint */
+	const char *dns_addr;   /* "127.0.0.1:15053"; NULL = no DNS responder */
+	uint64_t seed;          /* rng seed (ids, jitter, P2C) */
+	bool no_splice;         /* L4: copy through user space instead of splice */
+};
+
+/* Start the proxy's threads with the source's first view. */
+int iod_mesh_proxy_start(struct iod_mesh_proxy **out, const struct iod_mesh_proxy_opts *o,
+                         struct iod_mesh_source *src, struct iod_err *e);
+/* Poll the source and apply a changed view (call periodically). */
+int iod_mesh_proxy_refresh(struct iod_mesh_proxy *p, struct iod_err *e);
+/*
+ * Block until the next refresh is due: with a source that pushes (wait),
+ * until it reports a change or resync_ms pass (the periodic resync); else
+ * poll_ms. Returns early once *stop is set. 0, or the source's failure
+ * (after a poll_ms pause, so a caller that just refreshes again polls).
+ */
+int iod_mesh_proxy_wait(struct iod_mesh_proxy *p, uint32_t poll_ms, uint32_t resync_ms,
+                        const volatile int *stop, struct iod_err *e);
+void iod_mesh_proxy_stop(struct iod_mesh_proxy *p);
+/* Prometheus text of every service and endpoint (appends to b). */
+int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b);
+
+/* ---- who is calling (peer.c) ------------------------------------------- */
+
+/* The owner of the peer socket of a local TCP connection. */
+struct iod_mesh_peer {
+	uint32_t uid;       /* owning uid: the replica's (per-replica uids) */
+	uint64_t inode;     /* socket inode */
+	uint64_t cgroup_id; /* cgroup v2 id of the socket's creator; 0 = unknown */
+};
+/* Look up the peer of accepted (or connected) IPv4 TCP socket fd in the
+ * kernel's socket table: -ENOENT when the peer is not on this host. */
+int iod_mesh_peer_owner(int fd, struct iod_mesh_peer *out, struct iod_err *e);
+
+#endif

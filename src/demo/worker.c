@@ -1,0 +1,514 @@
+/*
+ * worker.c: the built-in demo training workload (`iod demo-worker`), so the
+ * example topology runs out of the box. src/cli/cmd_demo_worker.c parses
+ * its options; this file is the workload (include/iod/demo.h).
+ *
+ * --role parameter-server holds one shard of a parameter vector and serves
+ * PULL (send the shard) and PUSH (apply a gradient) over TCP. --role worker
+ * finds the parameter servers through its environment (IOD_DEP_<SERVICE>,
+ * set by the agent from the service's depends_on), and per step pulls every
+ * shard, runs a synthetic compute phase (multiply-adds over the parameters
+ * for --compute-ms), pushes a gradient and reports steps/s. With --via-mesh
+ * it dials the service by name instead: IOD_SVC_<SERVICE>_ADDR, the VIP the
+ * node's mesh proxy balances (one connection, one shard; IOD_DEP_ when the
+ * variable is absent). Both roles
+ * answer GET /healthz (and /metrics) on --http-port for health checks.
+ *
+ * Telemetry (docs/observability.md): when $IOD_TELEMETRY_FILE is set, a
+ * thread rewrites that file every 100 ms with the counters of the
+ * simulated-GPU protocol: busy_ns_total (time in steps: compute and
+ * communication, as a GPU running NCCL kernels is busy while it waits on a
+ * peer), comm_bytes_total (bytes moved to and from parameter servers),
+ * steps_total and gpu_mem_used_bytes (the parameters held).
+ *
+ * Wire format (loopback demo, host byte order for floats): a request is a
+ * 4-byte op "PULL" or "PUSH" and a u32 count (network order); PULL answers
+ * u32 count + count floats; PUSH carries count floats and answers u32 step.
+ * Counts are bounded by IOD_DEMO_PARAMS_MAX. Never trusts the peer: every
+ * count is checked before any buffer is touched.
+ */
+#include "iod/demo.h"
+
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* A one-line error on stderr; returns the exit status code. */
+static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "iod demo-worker: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return code;
+}
+
+static volatile sig_atomic_t stop_flag;
+static atomic_ullong steps_done; /* for /metrics */
+/* the counters protocol: busy time done, the busy phase in progress, bytes */
+static atomic_ullong busy_ns_done, busy_since_ns, comm_bytes, mem_bytes;
+static const char *role_name = "";
+
+static void on_stop(int s)
+{
+	(void)s;
+	stop_flag = 1;
+}
+
+/* Listen on the replica's own address ($IOD_ADDR's host) when the agent gave
+ * one: on a local cluster each node has its own loopback address, so a
+ * replica and its stale copy on a lost node never fight over a port. */
+static int listen_on(uint16_t port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+	const char *addr = getenv("IOD_ADDR");
+	char host[64] = "";
+	sa.sin_addr.s_addr = htonl(INADDR_ANY);
+	if (addr && strchr(addr, ':') && (size_t)(strrchr(addr, ':') - addr) < sizeof(host)) {
+		snprintf(host, sizeof(host), "%.*s", (int)(strrchr(addr, ':') - addr), addr);
+		if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+			sa.sin_addr.s_addr = htonl(INADDR_ANY);
+	}
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 64)) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+static int io_all(int fd, void *buf, size_t len, bool wr)
+{
+	char *p = buf;
+	while (len) {
+		ssize_t n = wr ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
+		if (n < 0 && errno == EINTR) {
+			if (stop_flag)
+				return -EINTR;
+			continue;
+		}
+		if (n <= 0)
+			return n == 0 ? -ECONNRESET : -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* ---- /healthz and /metrics --------------------------------------------------- */
+
+static void *http_thread(void *arg)
+{
+	int lfd = (int)(intptr_t)arg;
+	char req[1024], resp[512];
+	for (;;) {
+		int c = accept(lfd, NULL, NULL);
+		if (c < 0)
+			continue;
+		ssize_t n = recv(c, req, sizeof(req) - 1, 0);
+		req[n > 0 ? n : 0] = 0;
+		int len;
+		if (!strncmp(req, "GET /metrics", 12)) {
+			char body[128];
+			int bl =
+			    snprintf(body, sizeof(body), "iod_demo_steps_total{role=\"%s\"} %llu\n",
+			             role_name, (unsigned long long)atomic_load(&steps_done));
+			len = snprintf(resp, sizeof(resp),
+			               "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n"
+			               "Content-Length: %d\r\n\r\n%s",
+			               bl, body);
+		} else if (!strncmp(req, "GET /healthz", 12) || !strncmp(req, "GET / ", 6)) {
+			len = snprintf(resp, sizeof(resp),
+			               "HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nok\n");
+		} else {
+			len = snprintf(resp, sizeof(resp),
+			               "HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+		}
+		(void)!send(c, resp, (size_t)len, MSG_NOSIGNAL);
+		close(c);
+	}
+	return NULL;
+}
+
+/* Rewrite $IOD_TELEMETRY_FILE (tmp + rename: readers never see half a file). */
+static void *counters_thread(void *arg)
+{
+	const char *path = arg;
+	char tmp[4096], body[256];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	while (!stop_flag) {
+		uint64_t since = atomic_load(&busy_since_ns);
+		uint64_t busy =
+		    atomic_load(&busy_ns_done) + (since ? iod_clock_now_ns() - since : 0);
+		int n =
+		    snprintf(body, sizeof(body),
+		             "# iod simulated-GPU counters (docs/observability.md)\n"
+		             "busy_ns_total %llu\ncomm_bytes_total %llu\nsteps_total %llu\n"
+		             "gpu_mem_used_bytes %llu\n",
+		             (unsigned long long)busy, (unsigned long long)atomic_load(&comm_bytes),
+		             (unsigned long long)atomic_load(&steps_done),
+		             (unsigned long long)atomic_load(&mem_bytes));
+		FILE *f = fopen(tmp, "w");
+		if (f) {
+			bool ok = fwrite(body, 1, (size_t)n, f) == (size_t)n;
+			if (fclose(f) == 0 && ok)
+				rename(tmp, path);
+		}
+		usleep(100000);
+	}
+	return NULL;
+}
+
+static void start_counters(void)
+{
+	static pthread_t t;
+	const char *path = getenv("IOD_TELEMETRY_FILE");
+	if (path && path[0] && strlen(path) < 4000)
+		pthread_create(&t, NULL, counters_thread, (void *)path);
+}
+
+static int start_http(uint16_t port)
+{
+	pthread_t t;
+	int fd;
+	if (!port)
+		return 0;
+	if ((fd = listen_on(port)) < 0)
+		return fd;
+	if (pthread_create(&t, NULL, http_thread, (void *)(intptr_t)fd))
+		return -EAGAIN;
+	pthread_detach(t);
+	return 0;
+}
+
+/* ---- parameter server --------------------------------------------------------- */
+
+struct ps_client {
+	int fd; /* -1 = free */
+};
+
+static int ps_serve_one(int fd, float *params, float *grad, uint32_t n, float lr)
+{
+	char op[4];
+	uint32_t cnt;
+	int rc;
+	if ((rc = io_all(fd, op, 4, false)) || (rc = io_all(fd, &cnt, 4, false)))
+		return rc;
+	cnt = ntohl(cnt);
+	if (!memcmp(op, "PULL", 4)) {
+		uint32_t be = htonl(n);
+		uint64_t t0 = iod_clock_now_ns();
+		if ((rc = io_all(fd, &be, 4, true)) ||
+		    (rc = io_all(fd, params, n * sizeof(float), true)))
+			return rc;
+		atomic_fetch_add(&comm_bytes, 8 + 4 + (uint64_t)n * sizeof(float));
+		atomic_fetch_add(&busy_ns_done, iod_clock_now_ns() - t0);
+		return 0;
+	}
+	if (!memcmp(op, "PUSH", 4)) {
+		if (cnt != n)
+			return -EPROTO; /* a gradient must match the shard */
+		uint64_t t0 = iod_clock_now_ns();
+		if ((rc = io_all(fd, grad, n * sizeof(float), false)))
+			return rc;
+		for (uint32_t i = 0; i < n; i++)
+			params[i] -= lr * grad[i];
+		atomic_fetch_add(&comm_bytes, 8 + 4 + (uint64_t)n * sizeof(float));
+		atomic_fetch_add(&busy_ns_done, iod_clock_now_ns() - t0);
+		uint32_t step = htonl((uint32_t)atomic_fetch_add(&steps_done, 1) + 1);
+		return io_all(fd, &step, 4, true);
+	}
+	return -EPROTO;
+}
+
+static int run_ps(uint16_t port, uint32_t n)
+{
+	struct ps_client cl[IOD_DEMO_CLIENTS_MAX];
+	float *params = calloc(n, sizeof(float)), *grad = calloc(n, sizeof(float));
+	int lfd = listen_on(port);
+	uint64_t last = iod_clock_now_ns(), last_steps = 0;
+
+	if (!params || !grad || lfd < 0) {
+		free(params);
+		free(grad);
+		if (lfd >= 0)
+			close(lfd);
+		return lfd < 0 ? fail(IOD_DEMO_EXIT_ERROR, "listen on port %u: %s", port,
+		                      strerror(-lfd))
+		               : fail(IOD_DEMO_EXIT_ERROR, "out of memory");
+	}
+	for (uint32_t i = 0; i < n; i++)
+		params[i] = 1.0f;
+	for (int i = 0; i < IOD_DEMO_CLIENTS_MAX; i++)
+		cl[i].fd = -1;
+	atomic_store(&mem_bytes, 2ull * n * sizeof(float));
+	start_counters();
+	printf("parameter-server %s: serving %u parameters on port %u\n",
+	       getenv("IOD_REPLICA") ? getenv("IOD_REPLICA") : "", n, port);
+	fflush(stdout);
+	while (!stop_flag) {
+		struct pollfd pf[IOD_DEMO_CLIENTS_MAX + 1];
+		pf[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
+		for (int i = 0; i < IOD_DEMO_CLIENTS_MAX; i++)
+			pf[i + 1] = (struct pollfd){.fd = cl[i].fd, .events = POLLIN};
+		int rc = poll(pf, IOD_DEMO_CLIENTS_MAX + 1, 1000);
+		if (rc > 0 && (pf[0].revents & POLLIN)) {
+			int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+			int slot = -1;
+			for (int i = 0; c >= 0 && i < IOD_DEMO_CLIENTS_MAX && slot < 0; i++)
+				if (cl[i].fd < 0)
+					slot = i;
+			if (c >= 0 && slot < 0)
+				close(c); /* full: the worker retries */
+			else if (c >= 0) {
+				int one = 1;
+				setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+				cl[slot].fd = c;
+			}
+		}
+		for (int i = 0; rc > 0 && i < IOD_DEMO_CLIENTS_MAX; i++)
+			if (cl[i].fd >= 0 && pf[i + 1].revents &&
+			    ps_serve_one(cl[i].fd, params, grad, n, 0.01f)) {
+				close(cl[i].fd);
+				cl[i].fd = -1;
+			}
+		uint64_t t = iod_clock_now_ns();
+		if (t - last >= IOD_NS_PER_S) {
+			uint64_t s = atomic_load(&steps_done);
+			if (s != last_steps)
+				printf("parameter-server: %llu updates, %.1f updates/s, "
+				       "param[0]=%.4f\n",
+				       (unsigned long long)s,
+				       (double)(s - last_steps) * 1e9 / (double)(t - last),
+				       params[0]);
+			fflush(stdout);
+			last = t;
+			last_steps = s;
+		}
+	}
+	for (int i = 0; i < IOD_DEMO_CLIENTS_MAX; i++)
+		if (cl[i].fd >= 0)
+			close(cl[i].fd);
+	close(lfd);
+	free(params);
+	free(grad);
+	printf("parameter-server: stopped after %llu updates\n",
+	       (unsigned long long)atomic_load(&steps_done));
+	return 0;
+}
+
+/* ---- worker ---------------------------------------------------------------------- */
+
+struct ps_conn {
+	char addr[64]; /* host:port */
+	int fd;        /* -1 = not connected */
+	uint32_t n;    /* shard size it reported */
+	float *shard;  /* pulled parameters */
+};
+
+static int connect_to(const char *addr)
+{
+	char host[64];
+	const char *colon = strrchr(addr, ':');
+	if (!colon || (size_t)(colon - addr) >= sizeof(host))
+		return -EINVAL;
+	snprintf(host, sizeof(host), "%.*s", (int)(colon - addr), addr);
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+	                         .sin_port = htons((uint16_t)atoi(colon + 1))};
+	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+		return -EINVAL;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+static int pull(struct ps_conn *c)
+{
+	uint32_t hdr[2], n;
+	int rc;
+	memcpy(hdr, "PULL", 4);
+	hdr[1] = 0;
+	if ((rc = io_all(c->fd, hdr, 8, true)) || (rc = io_all(c->fd, &n, 4, false)))
+		return rc;
+	n = ntohl(n);
+	if (!n || n > IOD_DEMO_PARAMS_MAX)
+		return -EPROTO;
+	if (n != c->n) {
+		float *s = realloc(c->shard, n * sizeof(float));
+		if (!s)
+			return -ENOMEM;
+		c->shard = s;
+		c->n = n;
+	}
+	return io_all(c->fd, c->shard, n * sizeof(float), false);
+}
+
+static int push(struct ps_conn *c, const float *grad)
+{
+	uint32_t hdr[2], step;
+	int rc;
+	memcpy(hdr, "PUSH", 4);
+	hdr[1] = htonl(c->n);
+	if ((rc = io_all(c->fd, hdr, 8, true)) ||
+	    (rc = io_all(c->fd, (void *)(uintptr_t)grad, c->n * sizeof(float), true)) ||
+	    (rc = io_all(c->fd, &step, 4, false)))
+		return rc;
+	return 0;
+}
+
+/* Synthetic compute: multiply-adds over the shard until compute_ns has passed. */
+static float compute(const float *p, float *grad, uint32_t n, uint64_t compute_ns)
+{
+	uint64_t end = iod_clock_now_ns() + compute_ns;
+	float acc = 0;
+	do {
+		for (uint32_t i = 0; i < n; i++) {
+			grad[i] = 0.5f * (p[i] - 0.25f); /* d/dp of (p - 0.25)^2 / 4 */
+			acc += grad[i] * p[i];
+		}
+	} while (iod_clock_now_ns() < end);
+	return acc;
+}
+
+static int run_worker(const char *servers, uint64_t compute_ns, uint64_t steps_max)
+{
+	struct ps_conn ps[IOD_DEMO_SERVERS_MAX];
+	unsigned n = 0;
+	char list[1024];
+	float *grad = NULL;
+	uint32_t grad_n = 0;
+
+	snprintf(list, sizeof(list), "%s", servers);
+	for (char *t = strtok(list, ","); t && n < IOD_DEMO_SERVERS_MAX; t = strtok(NULL, ",")) {
+		memset(&ps[n], 0, sizeof(ps[n]));
+		snprintf(ps[n].addr, sizeof(ps[n].addr), "%s", t);
+		ps[n].fd = -1;
+		n++;
+	}
+	if (!n)
+		return fail(IOD_DEMO_EXIT_INVALID, "no parameter servers");
+	printf("worker %s: %u parameter servers (%s), compute %llu ms per step\n",
+	       getenv("IOD_REPLICA") ? getenv("IOD_REPLICA") : "", n, servers,
+	       (unsigned long long)(compute_ns / IOD_NS_PER_MS));
+	fflush(stdout);
+	uint64_t last = iod_clock_now_ns(), last_steps = 0, comm_ns = 0;
+	start_counters();
+	while (!stop_flag && (!steps_max || atomic_load(&steps_done) < steps_max)) {
+		bool ok = true;
+		for (unsigned i = 0; i < n && ok; i++) {
+			if (ps[i].fd < 0 && (ps[i].fd = connect_to(ps[i].addr)) < 0) {
+				ok = false;
+				break;
+			}
+		}
+		if (!ok) { /* a server is not up (yet): wait and retry */
+			usleep(50000);
+			continue;
+		}
+		uint64_t t0 = iod_clock_now_ns();
+		int rc = 0;
+		atomic_store(&busy_since_ns, t0); /* a step keeps the GPU busy, waits included */
+		for (unsigned i = 0; i < n && !rc; i++)
+			if ((rc = pull(&ps[i])))
+				ps[i].fd = (close(ps[i].fd), -1);
+			else
+				atomic_fetch_add(&comm_bytes,
+				                 12 + (uint64_t)ps[i].n * sizeof(float));
+		uint64_t t1 = iod_clock_now_ns();
+		for (unsigned i = 0; i < n && !rc; i++) {
+			if (ps[i].n > grad_n) {
+				float *g = realloc(grad, ps[i].n * sizeof(float));
+				if (!g)
+					return fail(IOD_DEMO_EXIT_ERROR, "out of memory");
+				grad = g;
+				grad_n = ps[i].n;
+			}
+			compute(ps[i].shard, grad, ps[i].n, compute_ns / n);
+			uint64_t t2 = iod_clock_now_ns();
+			if ((rc = push(&ps[i], grad)))
+				ps[i].fd = (close(ps[i].fd), -1);
+			else
+				atomic_fetch_add(&comm_bytes,
+				                 12 + (uint64_t)ps[i].n * sizeof(float));
+			comm_ns += iod_clock_now_ns() - t2;
+		}
+		comm_ns += t1 - t0;
+		atomic_store(&mem_bytes, 2ull * grad_n * sizeof(float));
+		atomic_fetch_add(&busy_ns_done, iod_clock_now_ns() - t0);
+		atomic_store(&busy_since_ns, 0);
+		if (rc) {
+			printf("worker: lost a parameter server (%s): reconnecting\n",
+			       strerror(-rc));
+			fflush(stdout);
+			continue;
+		}
+		atomic_fetch_add(&steps_done, 1);
+		uint64_t t = iod_clock_now_ns();
+		if (t - last >= IOD_NS_PER_S) {
+			uint64_t s = atomic_load(&steps_done);
+			printf("worker: step %llu, %.1f steps/s, communication %.2f ms/step, "
+			       "param[0]=%.4f\n",
+			       (unsigned long long)s,
+			       (double)(s - last_steps) * 1e9 / (double)(t - last),
+			       (double)comm_ns / 1e6 /
+			           (double)(s - last_steps ? s - last_steps : 1),
+			       ps[0].shard ? ps[0].shard[0] : 0.0);
+			fflush(stdout);
+			last = t;
+			last_steps = s;
+			comm_ns = 0;
+		}
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (ps[i].fd >= 0)
+			close(ps[i].fd);
+		free(ps[i].shard);
+	}
+	free(grad);
+	printf("worker: stopped after %llu steps\n", (unsigned long long)atomic_load(&steps_done));
+	return 0;
+}
+
+int iod_demo_run(const struct iod_demo_opts *o)
+{
+	IOD_ASSERT(o && o->role);
+	role_name = o->role;
+	struct sigaction sa = {.sa_handler = on_stop};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if (!strcmp(o->role, "parameter-server")) {
+		if (o->http_port > 0 && start_http((uint16_t)o->http_port))
+			return fail(IOD_DEMO_EXIT_ERROR, "http port %d busy", o->http_port);
+		return run_ps(o->port, o->params);
+	}
+	if (o->http_port > 0 && start_http((uint16_t)o->http_port))
+		return fail(IOD_DEMO_EXIT_ERROR, "http port %d busy", o->http_port);
+	return run_worker(o->servers, o->compute_ns, o->steps);
+}
