@@ -1929,8 +1929,7 @@ int iod_rio_fetch_log(const char *peer_addr, uint64_t self_id, const char *self_
                       size_t *blob_len, struct iod_err *e)
 {
 	struct iod_sec_tls *t = NULL;
-	uint64_t deadline_ms =
-	    iod_clock_now_ns() / IOD_NS_PER_MS + (uint64_t)timeout_ms;
+	uint64_t deadline_ms = iod_clock_now_ns() / IOD_NS_PER_MS + (uint64_t)timeout_ms;
 	struct sockaddr_storage ss;
 	char why[160];
 	uint64_t deadline = iod_time_unix_ns() + (uint64_t)timeout_ms * 1000000ull;
