@@ -423,6 +423,18 @@ long iod_sec_tls_read(struct iod_sec_tls *t, void *buf, size_t n, unsigned *want
                       struct iod_err *e);
 long iod_sec_tls_write(struct iod_sec_tls *t, const void *buf, size_t n, unsigned *want,
                        struct iod_err *e);
+/*
+ * A session without a socket, for callers whose event loop moves the bytes
+ * (the Raft transport on libuv): ciphertext the session writes goes to
+ * push (which must take all n bytes, copying them, or fail: -errno), and
+ * ciphertext received is handed over with feed (copied). handshake, read
+ * and write then return -EAGAIN when they need more fed bytes.
+ */
+typedef int (*iod_sec_tls_push_fn)(void *ctx, const void *buf, size_t n);
+int iod_sec_tls_open_buffered(struct iod_sec_tls_creds *c, bool client, iod_sec_tls_push_fn push,
+                              void *ctx, struct iod_sec_tls **out, struct iod_err *e);
+/* 0, or -ENOMEM. */
+int iod_sec_tls_feed(struct iod_sec_tls *t, const void *buf, size_t n);
 /* Decrypted bytes buffered in the session (readable without the fd). */
 size_t iod_sec_tls_pending(struct iod_sec_tls *t);
 /* The verified peer (NULL before the handshake is done). */

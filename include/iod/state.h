@@ -202,6 +202,7 @@ struct iod_server_peer {
 };
 
 /* Everything `iod server` is configured with. */
+struct iod_sec_tls_creds;
 struct iod_server_config {
 	uint64_t id;                  /* this server's raft id */
 	char data_dir[IOD_PATH_MAX];  /* raft log + snapshots; created if missing */
@@ -220,6 +221,11 @@ struct iod_server_config {
 	char pki_dir[IOD_PATH_MAX]; /* --pki: CA, keys (src/sec); "" = none */
 	bool insecure;              /* --insecure: plaintext, no authentication (loopback only) */
 	bool recover_from_peers;    /* rebuild the log from a peer's copy before starting */
+	bool raft_plaintext; /* --raft-plaintext: Raft without TLS despite --pki (loopback) */
+	/* Raft over mutual TLS: this server's certificate and the CA its peers
+	 * must chain to (set by the API server from --pki; not owned); NULL =
+	 * plaintext, refused on a non-loopback --raft (rio.c) */
+	struct iod_sec_tls_creds *raft_tls;
 };
 
 /*

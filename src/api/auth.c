@@ -190,6 +190,12 @@ int iod_api_sec_init(struct iod_api_sec *s, const struct iod_server_config *c, s
 		}
 		s->cert_pem = pem.cert;
 		s->key_pem = pem.key;
+		if (!c->raft_plaintext &&
+		    (rc = iod_sec_tls_creds_new(s->ca_pem, s->cert_pem, s->key_pem, &s->raft_tls,
+		                                e))) {
+			iod_api_sec_free(s);
+			return rc;
+		}
 		if (iod_sec_pki_secrets_key(c->pki_dir, s->secrets_key, e) == 0)
 			s->has_secrets_key = true;
 		else
@@ -214,6 +220,7 @@ int iod_api_sec_init(struct iod_api_sec *s, const struct iod_server_config *c, s
 void iod_api_sec_free(struct iod_api_sec *s)
 {
 	iod_sec_ca_free(s->ca);
+	iod_sec_tls_creds_free(s->raft_tls);
 	free(s->ca_pem);
 	free(s->cert_pem);
 	if (s->key_pem) {

@@ -19,6 +19,7 @@ struct iod_api_sec {
 	struct iod_sec_ca *ca;                  /* the cluster CA (with its key: signs CSRs) */
 	char *ca_pem;                           /* CA certificate (served at GET /v1/ca) */
 	char *cert_pem, *key_pem;               /* this server's TLS certificate and key */
+	struct iod_sec_tls_creds *raft_tls;     /* the same for Raft (NULL: --raft-plaintext) */
 	uint8_t secrets_key[IOD_SEC_KEY_BYTES]; /* seals secrets (when has_secrets_key) */
 	bool has_secrets_key;
 	/* audit: a JSON-lines file in the data dir plus a ring for GET /v1/audit */

@@ -1889,7 +1889,9 @@ int iod_api_server_run(const struct iod_server_config *c, struct iod_err *e)
 		         "--insecure: plaintext API on %s, everyone on this machine is "
 		         "admin",
 		         c->api_addr);
-	rc = iod_node_start(&s->node, &s->loop, c, e);
+	struct iod_server_config nc = *c;
+	nc.raft_tls = s->sec.raft_tls; /* --pki: Raft over mutual TLS */
+	rc = iod_node_start(&s->node, &s->loop, &nc, e);
 	if (rc)
 		goto fail;
 	iod_node_set_on_apply(s->node, watchers_wake, s);

@@ -20,7 +20,7 @@ static void usage(FILE *f)
 	        "                  [--election-timeout 30ms] [--heartbeat 3ms] [--no-pre-vote]\n"
 	        "                  [--fast-votes] [--recover-from-peers]\n"
 	        "                  [--snapshot-threshold N] [--snapshot-trailing N]\n"
-	        "                  --pki DIR | --insecure\n\n"
+	        "                  --pki DIR [--raft-plaintext] | --insecure\n\n"
 	        "Run one control-plane member: Raft (canonical raft, iod's I/O) + the cluster\n"
 	        "state machine + the HTTP/JSON API.\n\n"
 	        "Forming a cluster:\n"
@@ -48,8 +48,12 @@ static void usage(FILE *f)
 	        "Security (docs/security.md):\n"
 	        "  --pki DIR    the cluster's PKI (`iod init`): the API is served over HTTPS and\n"
 	        "               every request needs a client certificate or a bearer token;\n"
-	        "               Raft peers authenticate each other by certificate. The server's\n"
-	        "               own certificate is issued from DIR/ca.key at start.\n"
+	        "               Raft is mutual TLS: a peer must present the cluster CA's\n"
+	        "               certificate of a server (spiffe://<cluster>/server/<id>) or\n"
+	        "               its connection is refused. The server's own certificate is\n"
+	        "               issued from DIR/ca.key at start.\n"
+	        "  --raft-plaintext  with --pki, Raft without TLS (benchmarks); refused unless\n"
+	        "               --raft is a loopback address.\n"
 	        "  --insecure   plaintext and no authentication: anyone who can connect is\n"
 	        "               admin. Refused unless --api and --raft are loopback addresses.\n"
 	        "One of the two is required.\n");
@@ -96,6 +100,7 @@ int cmd_server(int argc, char **argv)
 	    {"snapshot-trailing", required_argument, NULL, 'T'},
 	    {"pki", required_argument, NULL, 'K'},
 	    {"insecure", no_argument, NULL, 'I'},
+	    {"raft-plaintext", no_argument, NULL, 'P'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -162,6 +167,7 @@ int cmd_server(int argc, char **argv)
 				return iod_cli_fail("server", IOD_EXIT_INVALID, "--pki too long");
 			break;
 		case 'I': c.insecure = true; break;
+		case 'P': c.raft_plaintext = true; break;
 		case 'h': usage(stdout); return IOD_EXIT_OK;
 		default: usage(stderr); return IOD_EXIT_INVALID;
 		}
@@ -179,6 +185,10 @@ int cmd_server(int argc, char **argv)
 	if (c.insecure && c.pki_dir[0])
 		return iod_cli_fail("server", IOD_EXIT_INVALID,
 		                    "--pki and --insecure are exclusive");
+	if (c.raft_plaintext && !c.pki_dir[0])
+		return iod_cli_fail("server", IOD_EXIT_INVALID,
+		                    "--raft-plaintext only means something with --pki (without it "
+		                    "Raft is plaintext, on loopback addresses only)");
 	if (c.peers_n) {
 		bool self = false;
 		for (uint32_t i = 0; i < c.peers_n; i++) {

@@ -48,6 +48,12 @@ struct iod_sec_tls {
 	struct creds *cr;                /* the credentials this session holds */
 	bool handshaken;                 /* handshake done and peer verified */
 	struct iod_sec_cert_info peer;   /* the peer's verified identity */
+	/* buffered sessions (iod_sec_tls_open_buffered): no fd, the caller's
+	 * event loop moves the ciphertext */
+	iod_sec_tls_push_fn push;      /* where ciphertext goes */
+	void *push_ctx;                /* its argument */
+	unsigned char *in;             /* ciphertext fed, not yet read */
+	size_t in_off, in_len, in_cap; /* unread = in[in_off, in_len) */
 };
 
 static void creds_unref(struct iod_sec_tls_creds *o, struct creds *c)
@@ -182,6 +188,70 @@ int iod_sec_tls_open(struct iod_sec_tls_creds *o, int fd, bool client, struct io
 	return 0;
 }
 
+static ssize_t buf_push(gnutls_transport_ptr_t p, const void *buf, size_t n)
+{
+	struct iod_sec_tls *t = p;
+	if (t->push(t->push_ctx, buf, n)) {
+		gnutls_transport_set_errno(t->s, EPIPE);
+		return -1;
+	}
+	return (ssize_t)n;
+}
+
+static ssize_t buf_pull(gnutls_transport_ptr_t p, void *buf, size_t n)
+{
+	struct iod_sec_tls *t = p;
+	size_t k = t->in_len - t->in_off;
+	if (!k) {
+		gnutls_transport_set_errno(t->s, EAGAIN);
+		return -1;
+	}
+	if (k > n)
+		k = n;
+	memcpy(buf, t->in + t->in_off, k);
+	t->in_off += k;
+	if (t->in_off == t->in_len)
+		t->in_off = t->in_len = 0;
+	return (ssize_t)k;
+}
+
+int iod_sec_tls_open_buffered(struct iod_sec_tls_creds *o, bool client, iod_sec_tls_push_fn push,
+                              void *ctx, struct iod_sec_tls **out, struct iod_err *e)
+{
+	int rc = iod_sec_tls_open(o, -1, client, out, e);
+	if (rc)
+		return rc;
+	struct iod_sec_tls *t = *out;
+	t->push = push;
+	t->push_ctx = ctx;
+	gnutls_transport_set_ptr(t->s, t);
+	gnutls_transport_set_push_function(t->s, buf_push);
+	gnutls_transport_set_pull_function(t->s, buf_pull);
+	return 0;
+}
+
+int iod_sec_tls_feed(struct iod_sec_tls *t, const void *buf, size_t n)
+{
+	if (t->in_off && t->in_len + n > t->in_cap) { /* compact first */
+		memmove(t->in, t->in + t->in_off, t->in_len - t->in_off);
+		t->in_len -= t->in_off;
+		t->in_off = 0;
+	}
+	if (t->in_len + n > t->in_cap) {
+		size_t cap = t->in_cap ? t->in_cap : 16384;
+		while (cap < t->in_len + n)
+			cap *= 2;
+		unsigned char *b = realloc(t->in, cap);
+		if (!b)
+			return -ENOMEM;
+		t->in = b;
+		t->in_cap = cap;
+	}
+	memcpy(t->in + t->in_len, buf, n);
+	t->in_len += n;
+	return 0;
+}
+
 static unsigned want_of(gnutls_session_t s)
 {
 	return gnutls_record_get_direction(s) ? POLLOUT : POLLIN;
@@ -265,10 +335,13 @@ void iod_sec_tls_close(struct iod_sec_tls *t)
 {
 	if (!t)
 		return;
-	/* best effort: a non-blocking close_notify, never waited for */
-	gnutls_bye(t->s, GNUTLS_SHUT_WR);
+	/* best effort: a non-blocking close_notify, never waited for (not on a
+	 * buffered session: its owner is closing the stream it would go to) */
+	if (!t->push)
+		gnutls_bye(t->s, GNUTLS_SHUT_WR);
 	gnutls_deinit(t->s);
 	creds_unref(t->owner, t->cr);
+	free(t->in);
 	free(t);
 }
 

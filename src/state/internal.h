@@ -116,9 +116,11 @@ uint64_t iod_wal_peek_term(const char *dir);
 int iod_wal_set_aside(const char *dir, char *where, size_t where_cap, struct iod_err *e);
 int iod_wal_rebuild(const char *dir, const unsigned char *b, size_t len, uint64_t self_id,
                     uint64_t min_term, struct iod_err *e);
+/* tls: the server's Raft credentials (NULL = plaintext): the peer must
+ * present a server certificate of the cluster. */
 int iod_rio_fetch_log(const char *peer_addr, uint64_t self_id, const char *self_addr,
-                      uint32_t timeout_ms, unsigned char **blob, size_t *blob_len,
-                      struct iod_err *e);
+                      struct iod_sec_tls_creds *tls, uint32_t timeout_ms, unsigned char **blob,
+                      size_t *blob_len, struct iod_err *e);
 
 /* recover.c: the whole of --recover-from-peers, before the node starts. */
 int iod_node_recover_from_peers(const struct iod_server_config *c, struct iod_err *e);
@@ -126,9 +128,13 @@ int iod_node_recover_from_peers(const struct iod_server_config *c, struct iod_er
 struct uv_loop_s;
 /* iod's raft_io: the log in dir (opened and verified now, so damage is
  * reported before raft starts) and a TCP transport bound to addr now (a
- * taken port is reported with its reason). */
+ * taken port is reported with its reason). tls (not owned; NULL =
+ * plaintext, refused unless addr is a loopback address): every connection,
+ * both ways, is mutual TLS, and a peer must present the certificate of a
+ * server of the cluster (spiffe://<cluster>/server/<id>, its id the one its
+ * handshake names) before any Raft message is read from it or sent to it. */
 int iod_rio_init(struct raft_io *io, struct uv_loop_s *loop, const char *dir, const char *addr,
-                 uint32_t connect_retry_ms, struct iod_err *e);
+                 struct iod_sec_tls_creds *tls, uint32_t connect_retry_ms, struct iod_err *e);
 /* After raft_close's callback (or when raft never started). */
 void iod_rio_free(struct raft_io *io);
 

@@ -1216,7 +1216,7 @@ int iod_node_start(struct iod_node **out, uv_loop_t *loop, const struct iod_serv
 		free(n);
 		return rv;
 	}
-	rv = iod_rio_init(&n->io, loop, c->data_dir, c->raft_addr,
+	rv = iod_rio_init(&n->io, loop, c->data_dir, c->raft_addr, c->raft_tls,
 	                  IOD_MAX(c->election_timeout_ms / 2, 10u), e);
 	if (rv) {
 		iod_state_free(n->state);

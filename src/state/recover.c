@@ -54,8 +54,8 @@ again:
 		struct iod_err fe = {0};
 		if (p->id == c->id)
 			continue;
-		rv = iod_rio_fetch_log(p->raft_addr, c->id, c->raft_addr, FETCH_TIMEOUT_MS, &b,
-		                       &len, &fe);
+		rv = iod_rio_fetch_log(p->raft_addr, c->id, c->raft_addr, c->raft_tls,
+		                       FETCH_TIMEOUT_MS, &b, &len, &fe);
 		if (!rv && iod_wal_copy_summary(b, len, &term, &li, &lt))
 			rv = iod_err_set(&fe, -EPROTO, "%s: unreadable log copy", p->raft_addr);
 		if (rv) {

@@ -23,6 +23,16 @@
  * (IOD_RAFT_SEND_QUEUE_BYTES_MAX); frames over IOD_RAFT_MSG_MAX are refused
  * before anything is allocated.
  *
+ * TLS (with credentials, which `iod server --pki` always gives unless
+ * --raft-plaintext): every connection both ways is mutual TLS 1.3/1.2 with
+ * the cluster CA (src/sec/tls.c, buffered sessions: libuv moves the
+ * ciphertext). Before any Raft byte is read or written the peer must have
+ * presented a certificate of the cluster naming a server
+ * (spiffe://<cluster>/server/<id>); an outgoing connection also requires
+ * the id it dialled, and an incoming one a handshake naming the id of its
+ * certificate. Anything else (a plaintext client, another CA, a node's or a
+ * user's certificate) is logged and closed.
+ *
  * It never decides anything about Raft: raft's core does.
  */
 #include "internal.h"
@@ -35,6 +45,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
+
+#include "iod/sec.h"
 
 #define HELLO_MAGIC 0x31485249u /* "IRH1" */
 #define FRAME_MAGIC 0x314d5249u /* "IRM1" */
@@ -73,6 +85,14 @@ struct rio_get {
 
 enum { PEER_IDLE, PEER_CONNECTING, PEER_UP, PEER_CLOSING };
 
+/* A connection's TLS session and the ciphertext it produced that waits for
+ * one uv_write (tls_flush). */
+struct tls_side {
+	struct iod_sec_tls *tls; /* NULL: plaintext */
+	unsigned char *ob;       /* ciphertext to write */
+	size_t on, ocap;         /* its bytes, its capacity */
+};
+
 struct rio_send {
 	uv_write_t w;             /* libuv's request */
 	struct rio_send *next;    /* pending list (connecting) / failed list */
@@ -100,9 +120,11 @@ struct rio_peer {
 	size_t queued_bytes;        /* pending + written but not completed */
 	uint64_t fail_ms;           /* loop time of the last failure */
 	char why[160];              /* the last failure, logged once */
+	bool was_up;                /* connected once (the first is logged) */
 	unsigned char hello[HELLO_FIXED_BYTES + IOD_ADDR_MAX]; /* handshake */
 	uv_write_t hello_w;                                    /* its write */
-	char rbuf[256];                                        /* reads (only EOF matters) */
+	char rbuf[READ_CHUNK];                                 /* reads: EOF, TLS records */
+	struct tls_side ts;                                    /* with TLS */
 };
 
 enum { CONN_HELLO, CONN_HDR, CONN_BODY };
@@ -122,35 +144,42 @@ struct rio_conn {
 	unsigned char *body;                                 /* frame payload (raft_malloc'd) */
 	size_t body_len, body_got;                           /* its size, received */
 	char rbuf[READ_CHUNK];                               /* libuv reads here */
+	struct tls_side ts;                                  /* with TLS */
+	char pbuf[16384];                                    /* decrypted TLS records */
+	char from[IOD_ADDR_MAX + 8];                         /* the remote address */
 };
 
 struct rio {
-	struct raft_io *io;        /* the vtable this implements */
-	uv_loop_t *loop;           /* not owned */
-	struct iod_wal *wal;       /* the log */
-	struct iod_wal_load ld;    /* loaded at init, handed to raft by load */
-	uint64_t id;               /* this server */
-	char addr[IOD_ADDR_MAX];   /* its Raft address */
-	raft_io_tick_cb tick;      /* raft's */
-	raft_io_recv_cb recv;      /* raft's */
-	uv_timer_t timer;          /* the tick */
-	uv_tcp_t listener;         /* incoming connections */
-	uv_idle_t failer;          /* fires failed sends' callbacks */
-	struct rio_send *failed;   /* sends to fail from the idle handle */
-	struct rio_peer *peers;    /* outgoing */
-	struct rio_conn *conns;    /* incoming */
-	unsigned conns_n;          /* how many */
-	struct rio_op *q_head;     /* disk ops waiting */
-	struct rio_op *q_tail;     /* their tail */
-	struct rio_op *in_worker;  /* the batch being run */
-	uv_work_t work;            /* its work request */
-	unsigned gets;             /* snapshot_get in flight */
-	bool started;              /* io->start ran */
-	bool closing;              /* io->close ran */
-	raft_io_close_cb close_cb; /* raft's */
-	unsigned handles;          /* uv handles open */
-	uint64_t rng;              /* xorshift state */
-	uint32_t retry_ms;         /* between connection attempts to a peer */
+	struct raft_io *io;            /* the vtable this implements */
+	uv_loop_t *loop;               /* not owned */
+	struct iod_wal *wal;           /* the log */
+	struct iod_wal_load ld;        /* loaded at init, handed to raft by load */
+	uint64_t id;                   /* this server */
+	char addr[IOD_ADDR_MAX];       /* its Raft address */
+	raft_io_tick_cb tick;          /* raft's */
+	raft_io_recv_cb recv;          /* raft's */
+	uv_timer_t timer;              /* the tick */
+	uv_tcp_t listener;             /* incoming connections */
+	uv_idle_t failer;              /* fires failed sends' callbacks */
+	struct rio_send *failed;       /* sends to fail from the idle handle */
+	struct rio_peer *peers;        /* outgoing */
+	struct rio_conn *conns;        /* incoming */
+	unsigned conns_n;              /* how many */
+	struct rio_op *q_head;         /* disk ops waiting */
+	struct rio_op *q_tail;         /* their tail */
+	struct rio_op *in_worker;      /* the batch being run */
+	uv_work_t work;                /* its work request */
+	unsigned gets;                 /* snapshot_get in flight */
+	bool started;                  /* io->start ran */
+	bool closing;                  /* io->close ran */
+	raft_io_close_cb close_cb;     /* raft's */
+	unsigned handles;              /* uv handles open */
+	uint64_t rng;                  /* xorshift state */
+	uint32_t retry_ms;             /* between connection attempts to a peer */
+	struct iod_sec_tls_creds *tls; /* mutual TLS (not owned); NULL = plaintext */
+	char refused_why[200];         /* the last refusal logged */
+	uint64_t refused_ms;           /* when (loop time) */
+	unsigned refused_n;            /* the same refusals not logged since */
 };
 
 static struct rio *rio_of(struct raft_io *io)
@@ -519,6 +548,130 @@ static int io_init(struct raft_io *io, raft_id id, const char *address)
 	return 0;
 }
 
+/* ---- transport: TLS (buffered sessions: libuv moves the ciphertext) ------ */
+
+static void send_written(uv_write_t *w, int status);
+
+/* The session's ciphertext goes to ts->ob until tls_flush writes it. */
+static int tls_push(void *ctx, const void *buf, size_t n)
+{
+	struct tls_side *ts = ctx;
+	if (ts->on + n > ts->ocap) {
+		size_t cap = ts->ocap ? ts->ocap : 4096;
+		while (cap < ts->on + n)
+			cap *= 2;
+		unsigned char *b = realloc(ts->ob, cap);
+		if (!b)
+			return -ENOMEM;
+		ts->ob = b;
+		ts->ocap = cap;
+	}
+	memcpy(ts->ob + ts->on, buf, n);
+	ts->on += n;
+	return 0;
+}
+
+struct tls_write {
+	uv_write_t w;          /* libuv's request */
+	unsigned char *buf;    /* the ciphertext (owned) */
+	struct rio_send *send; /* raft's send it completes, or NULL */
+};
+
+static void tls_written(uv_write_t *w, int status)
+{
+	struct tls_write *tw = w->data;
+	free(tw->buf);
+	if (tw->send) {
+		tw->send->w.data = tw->send;
+		send_written(&tw->send->w, status);
+	}
+	free(tw);
+}
+
+/* Write the ciphertext produced so far; send (or NULL) completes once it is
+ * written. 0, or a libuv error (send then not completed). */
+static int tls_flush(struct tls_side *ts, uv_stream_t *st, struct rio_send *send)
+{
+	if (!ts->on && !send)
+		return 0;
+	struct tls_write *tw = calloc(1, sizeof(*tw));
+	if (!tw)
+		return UV_ENOMEM;
+	uv_buf_t b = uv_buf_init((char *)ts->ob, (unsigned)ts->on);
+	tw->buf = ts->ob;
+	tw->send = send;
+	tw->w.data = tw;
+	ts->ob = NULL;
+	ts->on = ts->ocap = 0;
+	int rv = uv_write(&tw->w, st, &b, 1, tls_written);
+	if (rv) {
+		free(tw->buf);
+		free(tw);
+	}
+	return rv;
+}
+
+/* Encrypt bufs into ts->ob; small pieces are sent as one record. */
+static int tls_encrypt(struct tls_side *ts, const uv_buf_t *bufs, unsigned n, struct iod_err *e)
+{
+	unsigned char stage[16384];
+	size_t staged = 0;
+	for (unsigned i = 0; i <= n; i++) {
+		bool last = i == n;
+		size_t len = last ? 0 : bufs[i].len;
+		if (!last && staged + len <= sizeof(stage)) {
+			memcpy(stage + staged, bufs[i].base, len);
+			staged += len;
+			continue;
+		}
+		/* the stage first, then (when it does not fit) this piece whole */
+		for (int k = 0; k < 2; k++) {
+			const unsigned char *p =
+			    k ? (const unsigned char *)(last ? NULL : bufs[i].base) : stage;
+			size_t left = k ? len : staged;
+			while (left) {
+				unsigned want = 0;
+				long w = iod_sec_tls_write(ts->tls, p, left, &want, e);
+				if (w == -EAGAIN)
+					return iod_err_set(e, -EIO, "TLS write blocked");
+				if (w <= 0)
+					return w < 0 ? (int)w : -EPIPE;
+				p += w;
+				left -= (size_t)w;
+			}
+		}
+		staged = 0;
+	}
+	return 0;
+}
+
+static void tls_side_free(struct tls_side *ts)
+{
+	iod_sec_tls_close(ts->tls);
+	free(ts->ob);
+	memset(ts, 0, sizeof(*ts));
+}
+
+/* A Raft peer must be a server of the cluster, server want_id when it is
+ * not 0. 0, or -EACCES with why in e. */
+static int check_server(const struct iod_sec_cert_info *ci, uint64_t want_id, struct iod_err *e)
+{
+	char who[IOD_NAME_MAX * 3], idb[24];
+	if (ci->id.kind != IOD_SEC_KIND_SERVER) {
+		iod_sec_identity_format(&ci->id, who, sizeof(who));
+		return iod_err_set(e, -EACCES,
+		                   "it presented the certificate of %s, not of a server of "
+		                   "the cluster",
+		                   who);
+	}
+	snprintf(idb, sizeof(idb), "%llu", (unsigned long long)want_id);
+	if (want_id && strcmp(ci->id.name, idb))
+		return iod_err_set(e, -EACCES,
+		                   "it presented the certificate of server %s, not of server %s",
+		                   ci->id.name, idb);
+	return 0;
+}
+
 /* ---- transport: sending ------------------------------------------------- */
 
 static void send_free(struct rio_send *s)
@@ -576,6 +729,7 @@ static void peer_closed(uv_handle_t *h)
 	struct rio *r = p->r;
 
 	p->state = PEER_IDLE;
+	tls_side_free(&p->ts);
 	/* sends still waiting for the connection fail now */
 	while (p->pend_head) {
 		struct rio_send *s = p->pend_head;
@@ -618,7 +772,19 @@ static void send_written(uv_write_t *w, int status)
 static void send_start(struct rio_peer *p, struct rio_send *s)
 {
 	s->w.data = s;
-	int rv = uv_write(&s->w, (uv_stream_t *)&p->tcp, s->bufv, s->nbufs, send_written);
+	int rv;
+	if (p->ts.tls) {
+		struct iod_err e = {0};
+		if (tls_encrypt(&p->ts, s->bufv, s->nbufs, &e)) {
+			p->queued_bytes -= s->bytes;
+			peer_close(p, e.msg);
+			send_fail_later(p->r, s, RAFT_NOCONNECTION);
+			return;
+		}
+		rv = tls_flush(&p->ts, (uv_stream_t *)&p->tcp, s);
+	} else {
+		rv = uv_write(&s->w, (uv_stream_t *)&p->tcp, s->bufv, s->nbufs, send_written);
+	}
 	if (rv) {
 		p->queued_bytes -= s->bytes;
 		peer_close(p, uv_strerror(rv));
@@ -633,12 +799,65 @@ static void peer_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 	*buf = uv_buf_init(p->rbuf, sizeof(p->rbuf));
 }
 
+static void peer_up(struct rio_peer *p);
+
+/* The TLS handshake of an outgoing connection, one step per read. */
+static void peer_tls_handshake(struct rio_peer *p)
+{
+	struct iod_err e = {0};
+	unsigned want = 0;
+	int rc = iod_sec_tls_handshake(p->ts.tls, &want, &e);
+	if (tls_flush(&p->ts, (uv_stream_t *)&p->tcp, NULL)) {
+		peer_close(p, "TLS handshake write failed");
+		return;
+	}
+	if (rc == -EAGAIN)
+		return;
+	if (!rc)
+		rc = check_server(iod_sec_tls_peer(p->ts.tls), p->id, &e);
+	if (rc) {
+		peer_note(p, "refused: %s", e.msg);
+		p->fail_ms = uv_now(p->r->loop);
+		peer_close(p, NULL);
+		return;
+	}
+	peer_up(p);
+}
+
 static void peer_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
 	struct rio_peer *p = st->data;
-	(void)buf;
-	if (nread < 0)
+	struct iod_err e = {0};
+
+	if (nread < 0) {
 		peer_close(p, nread == UV_EOF ? "closed by the peer" : uv_strerror((int)nread));
+		return;
+	}
+	if (!p->ts.tls || !nread)
+		return;
+	if (iod_sec_tls_feed(p->ts.tls, buf->base, (size_t)nread)) {
+		peer_close(p, "out of memory for TLS");
+		return;
+	}
+	if (p->state == PEER_CONNECTING) {
+		peer_tls_handshake(p);
+		return;
+	}
+	/* the other way carries only TLS' own records (session tickets, key
+	 * updates): read through them */
+	for (;;) {
+		char junk[4096];
+		unsigned want = 0;
+		long k = iod_sec_tls_read(p->ts.tls, junk, sizeof(junk), &want, &e);
+		if (k == -EAGAIN)
+			break;
+		if (k <= 0) {
+			peer_close(p, k == 0 ? "closed by the peer" : e.msg);
+			return;
+		}
+	}
+	if (tls_flush(&p->ts, st, NULL))
+		peer_close(p, "TLS write failed");
 }
 
 static void hello_written(uv_write_t *w, int status)
@@ -650,6 +869,7 @@ static void hello_written(uv_write_t *w, int status)
 static void peer_connected(uv_connect_t *c, int status)
 {
 	struct rio_peer *p = c->data;
+	struct iod_err e = {0};
 
 	if (p->state != PEER_CONNECTING)
 		return;
@@ -658,12 +878,30 @@ static void peer_connected(uv_connect_t *c, int status)
 		peer_close(p, NULL);
 		return;
 	}
-	if (p->why[0]) {
-		IOD_INFO("raft", "server %llu (%s): connected", (unsigned long long)p->id, p->addr);
+	uv_read_start((uv_stream_t *)&p->tcp, peer_alloc, peer_read);
+	if (!p->r->tls) {
+		peer_up(p);
+		return;
+	}
+	if (iod_sec_tls_open_buffered(p->r->tls, true, tls_push, &p->ts, &p->ts.tls, &e)) {
+		peer_note(p, "%s", e.msg);
+		peer_close(p, NULL);
+		return;
+	}
+	peer_tls_handshake(p); /* the ClientHello */
+}
+
+/* Connected (and with TLS, the peer proven): the handshake, then what waits. */
+static void peer_up(struct rio_peer *p)
+{
+	if (p->why[0] || !p->was_up) {
+		IOD_INFO("raft", "server %llu (%s): connected%s", (unsigned long long)p->id,
+		         p->addr,
+		         p->ts.tls ? " (mutual TLS, its certificate verified)" : " (plaintext)");
 		p->why[0] = 0;
+		p->was_up = true;
 	}
 	p->state = PEER_UP;
-	uv_read_start((uv_stream_t *)&p->tcp, peer_alloc, peer_read);
 	size_t al = strlen(p->r->addr);
 	put32(p->hello, HELLO_MAGIC);
 	put32(p->hello + 4, 1);
@@ -672,7 +910,10 @@ static void peer_connected(uv_connect_t *c, int status)
 	p->hello[17] = (unsigned char)(al >> 8);
 	memcpy(p->hello + HELLO_FIXED_BYTES, p->r->addr, al);
 	uv_buf_t hb = uv_buf_init((char *)p->hello, (unsigned)(HELLO_FIXED_BYTES + al));
-	if (uv_write(&p->hello_w, (uv_stream_t *)&p->tcp, &hb, 1, hello_written)) {
+	struct iod_err e = {0};
+	if (p->ts.tls
+	        ? tls_encrypt(&p->ts, &hb, 1, &e) || tls_flush(&p->ts, (uv_stream_t *)&p->tcp, NULL)
+	        : uv_write(&p->hello_w, (uv_stream_t *)&p->tcp, &hb, 1, hello_written)) {
 		peer_close(p, "handshake write failed");
 		return;
 	}
@@ -923,6 +1164,7 @@ static void conn_closed(uv_handle_t *h)
 			break;
 		}
 	r->conns_n--;
+	tls_side_free(&c->ts);
 	raft_free(c->body);
 	free(c);
 	r->handles--;
@@ -1059,6 +1301,14 @@ static const char *log_reply(struct rio_conn *c)
 	uv_buf_t bufs[2] = {uv_buf_init((char *)lr->hdr, sizeof(lr->hdr)),
 	                    uv_buf_init((char *)lr->blob, (unsigned)len)};
 	lr->w.data = lr;
+	if (c->ts.tls) { /* encrypted (copied) now */
+		struct iod_err e = {0};
+		bool bad = tls_encrypt(&c->ts, bufs, 2, &e) ||
+		           tls_flush(&c->ts, (uv_stream_t *)&c->tcp, NULL);
+		free(lr->blob);
+		free(lr);
+		return bad ? "cannot send the log copy" : NULL;
+	}
 	if (uv_write(&lr->w, (uv_stream_t *)&c->tcp, bufs, 2, log_written)) {
 		free(lr->blob);
 		free(lr);
@@ -1200,16 +1450,33 @@ static void conn_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 	*buf = uv_buf_init(c->rbuf, sizeof(c->rbuf));
 }
 
-static void conn_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+/* Refuse a connection before anything of it is read as Raft. */
+static void conn_refuse(struct rio_conn *c, const char *why)
 {
-	struct rio_conn *c = st->data;
-	const unsigned char *p = (const unsigned char *)buf->base;
-	size_t n = nread > 0 ? (size_t)nread : 0;
-
-	if (nread < 0) {
-		conn_close(c, nread == UV_EOF ? NULL : uv_strerror((int)nread));
-		return;
+	struct rio *r = c->r;
+	uint64_t now = uv_now(r->loop);
+	/* a peer that keeps retrying is logged once every 10 s */
+	if (strncmp(why, r->refused_why, sizeof(r->refused_why) - 1) ||
+	    now - r->refused_ms >= 10000) {
+		if (r->refused_n)
+			IOD_WARN("raft",
+			         "refused a connection from %s: %s (and %u more like it "
+			         "in the last 10 s)",
+			         c->from, why, r->refused_n);
+		else
+			IOD_WARN("raft", "refused a connection from %s: %s", c->from, why);
+		iod_strlcpy(r->refused_why, why, sizeof(r->refused_why));
+		r->refused_ms = now;
+		r->refused_n = 0;
+	} else {
+		r->refused_n++;
 	}
+	conn_close(c, NULL);
+}
+
+/* The plaintext stream of a connection: the handshake, then frames. */
+static void conn_parse(struct rio_conn *c, const unsigned char *p, size_t n)
+{
 	while (n && !c->closing) {
 		if (c->stage != CONN_BODY) {
 			size_t k = IOD_MIN(n, c->hdr_need - c->hdr_got);
@@ -1240,6 +1507,19 @@ static void conn_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 				c->addr[al] = 0;
 				if (!c->id || memchr(c->addr, 0, al)) {
 					conn_close(c, "handshake with a bad id or address");
+					return;
+				}
+				const struct iod_sec_cert_info *ci =
+				    c->ts.tls ? iod_sec_tls_peer(c->ts.tls) : NULL;
+				char idb[24];
+				snprintf(idb, sizeof(idb), "%llu", (unsigned long long)c->id);
+				if (ci && strcmp(ci->id.name, idb)) {
+					char why[IOD_NAME_MAX + 96];
+					snprintf(why, sizeof(why),
+					         "its handshake says server %s but its certificate "
+					         "is server %s's",
+					         idb, ci->id.name);
+					conn_refuse(c, why);
 					return;
 				}
 				c->stage = CONN_HDR;
@@ -1287,6 +1567,81 @@ static void conn_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	}
 }
 
+static void conn_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+	struct rio_conn *c = st->data;
+	size_t n = nread > 0 ? (size_t)nread : 0;
+	struct iod_err e = {0};
+
+	if (nread < 0) {
+		if (c->ts.tls && !iod_sec_tls_peer(c->ts.tls))
+			conn_refuse(c, "closed before its TLS handshake completed");
+		else
+			conn_close(c, nread == UV_EOF ? NULL : uv_strerror((int)nread));
+		return;
+	}
+	if (!c->ts.tls) {
+		conn_parse(c, (const unsigned char *)buf->base, n);
+		return;
+	}
+	if (!n)
+		return;
+	if (iod_sec_tls_feed(c->ts.tls, buf->base, n)) {
+		conn_close(c, "out of memory for TLS");
+		return;
+	}
+	if (!iod_sec_tls_peer(c->ts.tls)) {
+		unsigned want = 0;
+		int rc = iod_sec_tls_handshake(c->ts.tls, &want, &e);
+		if (tls_flush(&c->ts, st, NULL)) {
+			conn_close(c, "TLS handshake write failed");
+			return;
+		}
+		if (rc == -EAGAIN)
+			return;
+		if (!rc)
+			rc = check_server(iod_sec_tls_peer(c->ts.tls), 0, &e);
+		if (rc) {
+			conn_refuse(c, e.msg);
+			return;
+		}
+	}
+	for (;;) {
+		unsigned want = 0;
+		long k = iod_sec_tls_read(c->ts.tls, c->pbuf, sizeof(c->pbuf), &want, &e);
+		if (k == -EAGAIN)
+			break;
+		if (k <= 0) {
+			conn_close(c, k == 0 ? NULL : e.msg);
+			return;
+		}
+		conn_parse(c, (const unsigned char *)c->pbuf, (size_t)k);
+		if (c->closing)
+			return;
+	}
+	if (tls_flush(&c->ts, st, NULL))
+		conn_close(c, "TLS write failed");
+}
+
+static void conn_from(struct rio_conn *c)
+{
+	struct sockaddr_storage ss;
+	int len = sizeof(ss);
+	char ip[64] = "?";
+	int port = 0;
+	if (!uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len)) {
+		if (ss.ss_family == AF_INET6) {
+			uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
+			port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+		} else {
+			uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
+			port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		}
+	}
+	snprintf(c->from, sizeof(c->from), ss.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", ip,
+	         port);
+}
+
 static void on_connection(uv_stream_t *l, int status)
 {
 	struct rio *r = l->data;
@@ -1316,6 +1671,14 @@ static void on_connection(uv_stream_t *l, int status)
 		return;
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
+	conn_from(c);
+	if (r->tls) {
+		struct iod_err e = {0};
+		if (iod_sec_tls_open_buffered(r->tls, false, tls_push, &c->ts, &c->ts.tls, &e)) {
+			conn_close(c, e.msg);
+			return;
+		}
+	}
 	uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read);
 }
 
@@ -1378,8 +1741,16 @@ static void io_close(struct raft_io *io, raft_io_close_cb cb)
 	maybe_closed(r);
 }
 
+static bool is_loopback(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+	const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+	return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+}
+
 int iod_rio_init(struct raft_io *io, uv_loop_t *loop, const char *dir, const char *addr,
-                 uint32_t connect_retry_ms, struct iod_err *e)
+                 struct iod_sec_tls_creds *tls, uint32_t connect_retry_ms, struct iod_err *e)
 {
 	struct rio *r = calloc(1, sizeof(*r));
 	struct sockaddr_storage ss;
@@ -1392,6 +1763,7 @@ int iod_rio_init(struct raft_io *io, uv_loop_t *loop, const char *dir, const cha
 	r->io = io;
 	r->loop = loop;
 	r->retry_ms = connect_retry_ms;
+	r->tls = tls;
 	r->rng = iod_time_unix_ns() | 1;
 	iod_strlcpy(r->addr, addr, sizeof(r->addr));
 	if ((rv = iod_wal_open(&r->wal, dir, &r->ld, e))) {
@@ -1400,6 +1772,14 @@ int iod_rio_init(struct raft_io *io, uv_loop_t *loop, const char *dir, const cha
 	}
 	if (resolve(addr, &ss, why, sizeof(why))) {
 		iod_err_set(e, -EINVAL, "--raft: %s", why);
+		goto fail;
+	}
+	if (!tls && !is_loopback(&ss)) {
+		iod_err_set(e, -EINVAL,
+		            "--raft %s is not a loopback address: plaintext Raft there would let "
+		            "anyone on that network vote and rewrite the log; give --pki DIR "
+		            "(Raft is then mutual TLS)",
+		            addr);
 		goto fail;
 	}
 	/* bind and listen now, with plain calls, so that a taken port is
@@ -1518,10 +1898,38 @@ static int io_all(int fd, void *buf, size_t len, bool wr, uint64_t deadline_ns)
 	return 0;
 }
 
-int iod_rio_fetch_log(const char *peer_addr, uint64_t self_id, const char *self_addr,
-                      uint32_t timeout_ms, unsigned char **blob, size_t *blob_len,
-                      struct iod_err *e)
+/* Send or receive len bytes over TLS t on fd by deadline_ms (monotonic). */
+static int tls_all(struct iod_sec_tls *t, int fd, void *buf, size_t len, bool wr,
+                   uint64_t deadline_ms)
 {
+	struct iod_err e = {0};
+	unsigned char *p = buf;
+	if (wr)
+		return iod_sec_tls_write_all(t, fd, buf, len, deadline_ms, &e);
+	while (len) {
+		long k = iod_sec_tls_read_wait(t, fd, p, len, deadline_ms, &e);
+		if (k <= 0)
+			return k < 0 ? (int)k : -ECONNRESET;
+		p += k;
+		len -= (size_t)k;
+	}
+	return 0;
+}
+
+/* One transfer, over TLS when t is set. */
+static int xfer(struct iod_sec_tls *t, int fd, void *buf, size_t len, bool wr, uint64_t deadline_ns,
+                uint64_t deadline_ms)
+{
+	return t ? tls_all(t, fd, buf, len, wr, deadline_ms)
+	         : io_all(fd, buf, len, wr, deadline_ns);
+}
+
+int iod_rio_fetch_log(const char *peer_addr, uint64_t self_id, const char *self_addr,
+                      struct iod_sec_tls_creds *tls, uint32_t timeout_ms, unsigned char **blob,
+                      size_t *blob_len, struct iod_err *e)
+{
+	struct iod_sec_tls *t = NULL;
+	uint64_t deadline_ms = iod_clock_now_ns() / IOD_NS_PER_MS + (uint64_t)timeout_ms;
 	struct sockaddr_storage ss;
 	char why[160];
 	uint64_t deadline = iod_time_unix_ns() + (uint64_t)timeout_ms * 1000000ull;
@@ -1550,6 +1958,14 @@ int iod_rio_fetch_log(const char *peer_addr, uint64_t self_id, const char *self_
 		rv = -soerr;
 		goto out;
 	}
+	if (tls) {
+		struct iod_err te = {0};
+		if ((rv =
+		         iod_sec_tls_connect(tls, fd, IOD_SEC_KIND_SERVER, deadline_ms, &t, &te))) {
+			close(fd);
+			return iod_err_set(e, rv, "%s: %s", peer_addr, te.msg);
+		}
+	}
 	put32(hello, HELLO_MAGIC);
 	put32(hello + 4, 1);
 	put64(hello + 8, self_id);
@@ -1558,13 +1974,14 @@ int iod_rio_fetch_log(const char *peer_addr, uint64_t self_id, const char *self_
 	memcpy(hello + HELLO_FIXED_BYTES, self_addr, al);
 	put32(fh, FRAME_MAGIC);
 	fh[4] = FRAME_LOG_REQUEST;
-	if ((rv = io_all(fd, hello, HELLO_FIXED_BYTES + al, true, deadline)) ||
-	    (rv = io_all(fd, fh, sizeof(fh), true, deadline)) ||
-	    (rv = io_all(fd, fh, sizeof(fh), false, deadline)))
+	if ((rv = xfer(t, fd, hello, HELLO_FIXED_BYTES + al, true, deadline, deadline_ms)) ||
+	    (rv = xfer(t, fd, fh, sizeof(fh), true, deadline, deadline_ms)) ||
+	    (rv = xfer(t, fd, fh, sizeof(fh), false, deadline, deadline_ms)))
 		goto out;
 	uint64_t len = get64(fh + 8);
 	if (get32(fh) != FRAME_MAGIC || fh[4] != FRAME_LOG_COPY || len > IOD_RAFT_MSG_MAX ||
 	    len < 44) {
+		iod_sec_tls_close(t);
 		close(fd);
 		return iod_err_set(e, -EPROTO, "%s: not a log copy", peer_addr);
 	}
@@ -1573,10 +1990,11 @@ int iod_rio_fetch_log(const char *peer_addr, uint64_t self_id, const char *self_
 		rv = -ENOMEM;
 		goto out;
 	}
-	if ((rv = io_all(fd, b, (size_t)len, false, deadline))) {
+	if ((rv = xfer(t, fd, b, (size_t)len, false, deadline, deadline_ms))) {
 		free(b);
 		goto out;
 	}
+	iod_sec_tls_close(t);
 	close(fd);
 	if (get32(b) != LOG_MAGIC || get32(b + len - 4) != iod_crc32c(0, b, (size_t)len - 4)) {
 		free(b);
@@ -1586,6 +2004,7 @@ int iod_rio_fetch_log(const char *peer_addr, uint64_t self_id, const char *self_
 	*blob_len = (size_t)len;
 	return 0;
 out:
+	iod_sec_tls_close(t);
 	close(fd);
 	return iod_err_set(e, rv, "%s: %s", peer_addr,
 	                   rv == -ECONNRESET ? "closed the connection (not running, or it has "
