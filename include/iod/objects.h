@@ -312,6 +312,15 @@ const char *iod_obj_peek_str(enum iod_obj_kind k, const json_t *v, unsigned f);
 int iod_obj_peek_int(enum iod_obj_kind k, const json_t *v, unsigned f, int64_t *out);
 /* Any field as stored (NULL when absent), borrowed from v, unchecked. */
 const json_t *iod_obj_peek_json(enum iod_obj_kind k, const json_t *v, unsigned f);
+/* Display forms for views that show what is stored as it is: the string
+ * or "" (absent, not a string); any JSON number as a double, NAN when
+ * absent or not a number. */
+const char *iod_obj_peek_text(enum iod_obj_kind k, const json_t *v, unsigned f);
+double iod_obj_peek_num(enum iod_obj_kind k, const json_t *v, unsigned f);
+/* A new object holding fields fs[0..n) of a stored value under their keys,
+ * in that order, each as stored (null when absent): what a view shows of
+ * an object. NULL out of memory. */
+json_t *iod_obj_pick(enum iod_obj_kind k, const json_t *v, const unsigned *fs, size_t n);
 
 /* Typed forms. */
 int iod_obj_node_from_json(const json_t *v, struct iod_obj_node *n, struct iod_err *e);

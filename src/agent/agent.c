@@ -17,6 +17,7 @@
  * on their own threads.
  */
 #include "internal.h"
+#include "iod/objects.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -29,6 +30,9 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* The stored key of a Replica field: objects.h owns them. */
+#define RK(f) iod_obj_key(IOD_OBJ_KIND_REPLICA, IOD_OBJ_REPLICA_##f)
 
 #define EVENTS_MAX_BYTES (8u << 20) /* events.jsonl rotates past this (1 old file kept) */
 #define MANIFEST_POLL_NS (100 * IOD_NS_PER_MS)
@@ -160,13 +164,13 @@ static void write_status(struct agent *a)
 		if (!s)
 			continue;
 		json_t *r = iod_agent_replica_to_json(&s->want);
-		json_object_set_new(r, "phase", json_string(iod_agent_phase_name(s->phase)));
-		json_object_set_new(r, "ready", json_boolean(s->ready));
-		json_object_set_new(r, "reason", json_string(s->reason));
-		json_object_set_new(r, "restarts", json_integer(s->restarts));
+		json_object_set_new(r, RK(PHASE), json_string(iod_agent_phase_name(s->phase)));
+		json_object_set_new(r, RK(READY), json_boolean(s->ready));
+		json_object_set_new(r, RK(REASON), json_string(s->reason));
+		json_object_set_new(r, RK(RESTARTS), json_integer(s->restarts));
 		json_object_set_new(r, "pid", json_integer(s->alive ? a->procs[i].pid : 0));
 		if (a->nets[i].addr[0])
-			json_object_set_new(r, "addr", json_string(a->nets[i].addr));
+			json_object_set_new(r, RK(ADDR), json_string(a->nets[i].addr));
 		json_object_del(r, "env");
 		json_array_append_new(list, r);
 	}
@@ -392,11 +396,11 @@ static void do_action(struct agent *a, const struct iod_agent_action *act)
 	case IOD_AGENT_ACT_REPORT: {
 		json_t *ev = json_object();
 		json_object_set_new(ev, "replica", json_string(act->name));
-		json_object_set_new(ev, "service", json_string(s ? s->want.service : ""));
-		json_object_set_new(ev, "phase", json_string(iod_agent_phase_name(act->phase)));
-		json_object_set_new(ev, "ready", json_boolean(act->ready));
-		json_object_set_new(ev, "restarts", json_integer(act->restarts));
-		json_object_set_new(ev, "reason", json_string(act->reason));
+		json_object_set_new(ev, RK(SERVICE), json_string(s ? s->want.service : ""));
+		json_object_set_new(ev, RK(PHASE), json_string(iod_agent_phase_name(act->phase)));
+		json_object_set_new(ev, RK(READY), json_boolean(act->ready));
+		json_object_set_new(ev, RK(RESTARTS), json_integer(act->restarts));
+		json_object_set_new(ev, RK(REASON), json_string(act->reason));
 		if (act->removed)
 			json_object_set_new(ev, "removed", json_true());
 		IOD_INFO("agent", "%s: %s%s (%s)", act->name, iod_agent_phase_name(act->phase),

@@ -16,6 +16,7 @@
  * loop: a failure to read, serve or send is logged once and retried.
  */
 #include "internal.h"
+#include "iod/objects.h"
 #include "iod/api.h"
 #include "iod/obs.h"
 #include "iod/topo.h"
@@ -29,6 +30,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+/* The stored key of a Replica field: objects.h owns them. */
+#define RK(f) iod_obj_key(IOD_OBJ_KIND_REPLICA, IOD_OBJ_REPLICA_##f)
 
 #if MHD_VERSION >= 0x00097002
 #define TEL_MHD_RESULT enum MHD_Result
@@ -205,10 +209,10 @@ static void sample(struct iod_agent_telemetry *t)
 		const char *name = "", *svc = "", *gpus = "";
 		uint64_t pid = 0, restarts = 0;
 		iod_json_get_str(r, "name", &name);
-		iod_json_get_str(r, "service", &svc);
-		iod_json_get_str(r, "gpus", &gpus);
+		iod_json_get_str(r, RK(SERVICE), &svc);
+		iod_json_get_str(r, RK(GPUS), &gpus);
 		iod_json_get_u64(r, "pid", &pid);
-		iod_json_get_u64(r, "restarts", &restarts);
+		iod_json_get_u64(r, RK(RESTARTS), &restarts);
 		struct iod_tel_replica *tr = iod_tel_replica_get(n, name);
 		if (!tr)
 			continue;

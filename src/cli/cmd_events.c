@@ -19,6 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The stored key of a Replica field: objects.h owns them. */
+#define RK(f) iod_obj_key(IOD_OBJ_KIND_REPLICA, IOD_OBJ_REPLICA_##f)
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: iod events [-f] [-o text|json] [--since REV] [--server ADDRS]\n"
@@ -63,9 +66,9 @@ static void print_event(const char *line, enum iod_output out, uint64_t since)
 		iod_json_get_str(o, "type", &type);
 		iod_json_get_str(o, "node", &node);
 		iod_json_get_str(o, "replica", &rep);
-		iod_json_get_str(o, "phase", &phase);
-		iod_json_get_str(o, "reason", &reason);
-		iod_json_get_bool(o, "ready", &ready);
+		iod_json_get_str(o, RK(PHASE), &phase);
+		iod_json_get_str(o, RK(REASON), &reason);
+		iod_json_get_bool(o, RK(READY), &ready);
 		time_t sec = (time_t)(t / 1000);
 		struct tm tm;
 		if (gmtime_r(&sec, &tm))

@@ -20,6 +20,7 @@
  *                                          recent events
  * The page never reloads: it redraws from the SSE stream.
  */
+#include "iod/objects.h"
 #include "iod/obs.h"
 #include "iod/sched.h"
 #include "viz.h"
@@ -41,6 +42,13 @@
 #endif
 
 #define VIZ_EVENTS_KEPT 256 /* recent cluster events for the feed and clicks */
+
+/* What the event feed keeps of a changed object, and what a click on a
+ * replica shows of it (objects.h owns the keys). */
+static const unsigned event_fields[] = {IOD_OBJ_REPLICA_PHASE, IOD_OBJ_REPLICA_REASON};
+static const unsigned replica_fields[] = {IOD_OBJ_REPLICA_SERVICE,  IOD_OBJ_REPLICA_NODE,
+                                          IOD_OBJ_REPLICA_GPUS,     IOD_OBJ_REPLICA_PHASE,
+                                          IOD_OBJ_REPLICA_RESTARTS, IOD_OBJ_REPLICA_REASONS};
 
 struct live {
 	struct iod_api_client *c;     /* the control plane (poller thread only) */
@@ -94,13 +102,15 @@ static void read_events(struct live *l)
 			json_array_foreach(ev, i, x)
 			{
 				json_t *v = json_object_get(x, "value");
-				json_t *s = json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?, s:O?}", "rev",
-				                      json_object_get(x, "rev"), "type",
-				                      json_object_get(x, "type"), "kind",
-				                      json_object_get(x, "kind"), "name",
-				                      json_object_get(x, "name"), "phase",
-				                      json_object_get(v, "phase"), "reason",
-				                      json_object_get(v, "reason"));
+				json_t *s = json_pack(
+				    "{s:O?, s:O?, s:O?, s:O?}", "rev", json_object_get(x, "rev"),
+				    "type", json_object_get(x, "type"), "kind",
+				    json_object_get(x, "kind"), "name", json_object_get(x, "name"));
+				json_t *p = iod_obj_pick(IOD_OBJ_KIND_REPLICA, v, event_fields,
+				                         IOD_ARRAY_LEN(event_fields));
+				if (s && p)
+					json_object_update(s, p);
+				json_decref(p);
 				json_array_append_new(l->events, s);
 			}
 			while (json_array_size(l->events) > VIZ_EVENTS_KEPT)
@@ -293,17 +303,20 @@ static VIZ_MHD_RESULT explain(struct live *l, struct MHD_Connection *c)
 		return answer_text(c, 404, "no such replica\n");
 	}
 	json_t *v = json_object_get(r.json, "value");
-	json_t *o =
-	    json_pack("{s:s, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?}", "replica", name, "service",
-	              json_object_get(v, "service"), "node", json_object_get(v, "node"), "gpus",
-	              json_object_get(v, "gpus"), "phase", json_object_get(v, "phase"), "restarts",
-	              json_object_get(v, "restarts"), "reasons", json_object_get(v, "reasons"));
-	json_t *ex = json_object_get(v, "explain");
+	json_t *o = json_pack("{s:s}", "replica", name);
+	json_t *p =
+	    iod_obj_pick(IOD_OBJ_KIND_REPLICA, v, replica_fields, IOD_ARRAY_LEN(replica_fields));
+	if (o && p)
+		json_object_update(o, p);
+	json_decref(p);
+	const json_t *ex = iod_obj_peek_json(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_EXPLAIN);
 	if (ex) {
 		struct iod_buf b;
 		iod_buf_init(&b);
 		if (!iod_sched_explain_format_json(ex, &b) && b.data)
-			json_object_set_new(o, "explain", json_string(b.data));
+			json_object_set_new(
+			    o, iod_obj_key(IOD_OBJ_KIND_REPLICA, IOD_OBJ_REPLICA_EXPLAIN),
+			    json_string(b.data));
 		iod_buf_free(&b);
 	}
 	json_t *mine = json_array();

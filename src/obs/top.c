@@ -154,6 +154,10 @@ static double nval(const json_t *o, const char *key)
 	return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
+/* A field of a stored Replica or Node: objects.h owns the keys. */
+#define RS(v, f) iod_obj_peek_text(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_##f)
+#define NS(v, f) iod_obj_peek_text(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_##f)
+
 static const json_t *value(const json_t *obj)
 {
 	return json_object_get(obj, "value");
@@ -268,27 +272,28 @@ static void build_nodes(struct iod_top_table *t, const struct iod_top_input *in)
 		json_array_foreach(items(in->replicas), j, r)
 		{
 			const json_t *rv = value(r);
-			if (strcmp(sval(rv, "node"), name) ||
-			    !phase_is(sval(rv, "phase"), phases_live))
+			if (strcmp(RS(rv, NODE), name) || !phase_is(RS(rv, PHASE), phases_live))
 				continue;
 			repl++;
-			used += gpu_count(sval(rv, "gpus"), NULL);
+			used += gpu_count(RS(rv, GPUS), NULL);
 		}
 		struct iod_top_row *row = row_add(t);
 		if (!row)
 			break;
-		double gpus = nval(v, "gpus");
+		double gpus = iod_obj_peek_num(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_GPUS);
 		cell(row, N_NAME, "%s", name);
-		cell(row, N_MODEL, "%s", sval(v, "model")[0] ? sval(v, "model") : "-");
+		cell(row, N_MODEL, "%s", NS(v, MODEL)[0] ? NS(v, MODEL) : "-");
 		row->num[N_GPUS] = used;
 		if (isnan(gpus))
 			cell(row, N_GPUS, "%u/-", used);
 		else
 			cell(row, N_GPUS, "%u/%.0f", used, gpus);
-		cell_num(row, N_CPUS, nval(v, "cpus"), "%.0f");
+		cell_num(row, N_CPUS, iod_obj_peek_num(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_CPUS),
+		         "%.0f");
 		const json_t *tel = telemetry_of(in, name);
 		cell_num(row, N_CPU, tel ? nval(tel, "cpu_pct") : NAN, "%.1f");
-		double mem = nval(json_object_get(v, "topology"), "mem_bytes");
+		double mem = nval(iod_obj_peek_json(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_TOPOLOGY),
+		                  "mem_bytes");
 		if (tel && !isnan(nval(tel, "mem_used_bytes")))
 			mem = nval(tel, "mem_used_bytes");
 		cell_size(row, N_MEM, mem);
@@ -296,7 +301,7 @@ static void build_nodes(struct iod_top_table *t, const struct iod_top_input *in)
 		bool ready = json_integer_value(json_object_get(n, "lease")) != 0;
 		cell(row, N_HEALTH, "%s", ready ? "ready" : "lost");
 		row->level = ready ? IOD_TOP_OK : IOD_TOP_BAD;
-		cell(row, N_ADDR, "%s", sval(v, "addr")[0] ? sval(v, "addr") : "-");
+		cell(row, N_ADDR, "%s", NS(v, ADDR)[0] ? NS(v, ADDR) : "-");
 	}
 }
 
@@ -311,9 +316,9 @@ static const char *gpu_owner(const struct iod_top_input *in, const char *node, u
 	{
 		const json_t *rv = value(r);
 		struct iod_bitmap b;
-		if (strcmp(sval(rv, "node"), node) || !phase_is(sval(rv, "phase"), phases_live))
+		if (strcmp(RS(rv, NODE), node) || !phase_is(RS(rv, PHASE), phases_live))
 			continue;
-		if (gpu_count(sval(rv, "gpus"), &b) && idx < IOD_BITMAP_BITS &&
+		if (gpu_count(RS(rv, GPUS), &b) && idx < IOD_BITMAP_BITS &&
 		    iod_bitmap_test(&b, idx))
 			return sval(r, "name");
 	}
@@ -409,15 +414,15 @@ static void build_replicas(struct iod_top_table *t, const struct iod_top_input *
 	json_array_foreach(items(in->replicas), i, r)
 	{
 		const json_t *v = value(r);
-		const char *name = sval(r, "name"), *phase = sval(v, "phase");
-		const char *node = sval(v, "node");
+		const char *name = sval(r, "name"), *phase = RS(v, PHASE);
+		const char *node = RS(v, NODE);
 		struct iod_top_row *row = row_add(t);
 		if (!row)
 			break;
 		cell(row, R_NAME, "%s", name);
-		cell(row, R_SERVICE, "%s", sval(v, "service")[0] ? sval(v, "service") : "-");
+		cell(row, R_SERVICE, "%s", RS(v, SERVICE)[0] ? RS(v, SERVICE) : "-");
 		cell(row, R_NODE, "%s", node[0] ? node : "(unplaced)");
-		cell(row, R_GPUS, "%s", sval(v, "gpus")[0] ? sval(v, "gpus") : "-");
+		cell(row, R_GPUS, "%s", RS(v, GPUS)[0] ? RS(v, GPUS) : "-");
 		cell(row, R_PHASE, "%s", phase[0] ? phase : "-");
 		const char *h = endpoint_health(in, name);
 		/* a replica without an endpoint is as healthy as its phase says */
@@ -426,7 +431,9 @@ static void build_replicas(struct iod_top_table *t, const struct iod_top_input *
 			    : phase_is(phase, phases_ok) ? "ok"
 			                                 : "-";
 		cell(row, R_HEALTH, "%s", h);
-		cell_num(row, R_RESTARTS, nval(v, "restarts"), "%.0f");
+		cell_num(row, R_RESTARTS,
+		         iod_obj_peek_num(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_RESTARTS),
+		         "%.0f");
 		const json_t *tr =
 		    telemetry_item(telemetry_of(in, node), "replicas", "name", name, 0);
 		cell_num(row, R_CPU, tr ? nval(tr, "cpu_pct") : NAN, "%.1f");
@@ -465,27 +472,34 @@ static void build_services(struct iod_top_table *t, const struct iod_top_input *
 		unsigned ready = 0, eps = 0, eps_ok = 0;
 		json_array_foreach(items(in->replicas), j, x)
 		{
-			if (!strcmp(sval(value(x), "service"), name) &&
-			    !strcmp(sval(value(x), "phase"), "healthy"))
+			if (!strcmp(RS(value(x), SERVICE), name) &&
+			    !strcmp(RS(value(x), PHASE), "healthy"))
 				ready++;
-			else if (!strcmp(sval(value(x), "service"), name) &&
-			         !strcmp(sval(value(x), "phase"), "running") &&
-			         json_is_true(json_object_get(value(x), "ready")))
+			else if (!strcmp(RS(value(x), SERVICE), name) &&
+			         !strcmp(RS(value(x), PHASE), "running") &&
+			         json_is_true(iod_obj_peek_json(IOD_OBJ_KIND_REPLICA, value(x),
+			                                        IOD_OBJ_REPLICA_READY)))
 				ready++;
 		}
 		json_array_foreach(items(in->endpoints), j, x)
 		{
-			if (strcmp(sval(value(x), "service"), name))
+			if (strcmp(iod_obj_peek_text(IOD_OBJ_KIND_ENDPOINT, value(x),
+			                             IOD_OBJ_ENDPOINT_SERVICE),
+			           name))
 				continue;
 			eps++;
-			eps_ok += json_is_true(json_object_get(value(x), "healthy"));
+			eps_ok += json_is_true(iod_obj_peek_json(IOD_OBJ_KIND_ENDPOINT, value(x),
+			                                         IOD_OBJ_ENDPOINT_HEALTHY));
 		}
 		struct iod_top_row *row = row_add(t);
 		if (!row)
 			break;
-		double want = nval(v, "replicas");
+		double want = iod_obj_peek_num(IOD_OBJ_KIND_SERVICE, v, IOD_OBJ_SERVICE_REPLICAS);
 		cell(row, S_NAME, "%s", name);
-		cell(row, S_TYPE, "%s", sval(v, "type")[0] ? sval(v, "type") : "-");
+		cell(row, S_TYPE, "%s",
+		     iod_obj_peek_text(IOD_OBJ_KIND_SERVICE, v, IOD_OBJ_SERVICE_TYPE)[0]
+		         ? iod_obj_peek_text(IOD_OBJ_KIND_SERVICE, v, IOD_OBJ_SERVICE_TYPE)
+		         : "-");
 		row->num[S_REPL] = ready;
 		cell(row, S_REPL, "%u/%.0f", ready, isnan(want) ? 0.0 : want);
 		row->num[S_EPS] = eps_ok;

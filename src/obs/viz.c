@@ -8,6 +8,7 @@
  * Pure: JSON in, JSON or text out; no I/O, no clock. Every list it walks is
  * an API answer the caller bounded; the output grows with the cluster.
  */
+#include "iod/objects.h"
 #include "iod/obs.h"
 
 #include <math.h>
@@ -24,6 +25,41 @@ static const char *sval(const json_t *o, const char *k)
 {
 	const json_t *v = json_object_get(o, k);
 	return json_is_string(v) ? json_string_value(v) : "";
+}
+
+/* A field of a stored Replica: objects.h owns the keys. */
+#define RS(v, f) iod_obj_peek_text(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_##f)
+
+/* A field shown in a view's detail: a string one as text ("" when absent),
+ * any other as stored (null when absent). */
+struct detail_field {
+	unsigned f; /* the field of the kind */
+	bool text;  /* written as a string */
+};
+
+static const struct detail_field node_detail[] = {
+    {IOD_OBJ_NODE_MODEL, true}, {IOD_OBJ_NODE_ADDR, true}, {IOD_OBJ_NODE_GPUS, false}};
+static const struct detail_field service_detail[] = {{IOD_OBJ_SERVICE_TYPE, true},
+                                                     {IOD_OBJ_SERVICE_REPLICAS, false}};
+static const struct detail_field replica_detail[] = {{IOD_OBJ_REPLICA_PHASE, true},
+                                                     {IOD_OBJ_REPLICA_NODE, true},
+                                                     {IOD_OBJ_REPLICA_GPUS, true},
+                                                     {IOD_OBJ_REPLICA_RESTARTS, false},
+                                                     {IOD_OBJ_REPLICA_REASONS, false}};
+
+/* The detail object of a stored value: the fields listed, in order, under
+ * their stored keys. */
+static json_t *detail(enum iod_obj_kind k, const json_t *v, const struct detail_field *fs, size_t n)
+{
+	json_t *d = json_object();
+	for (size_t i = 0; d && i < n; i++) {
+		const json_t *x = iod_obj_peek_json(k, v, fs[i].f);
+		json_t *val = fs[i].text ? json_string(iod_obj_peek_text(k, v, fs[i].f))
+		              : x        ? json_incref((json_t *)x)
+		                         : json_null();
+		json_object_set_new(d, iod_obj_key(k, fs[i].f), val);
+	}
+	return d;
 }
 
 static void add_node(json_t *nodes, const char *id, const char *kind, const char *label,
@@ -47,7 +83,7 @@ static void add_edge(json_t *edges, const char *from, const char *to, const char
 
 static const char *replica_status(const json_t *rv, const json_t *endpoints, const char *name)
 {
-	const char *phase = sval(rv, "phase");
+	const char *phase = RS(rv, PHASE);
 	size_t i;
 	const json_t *e;
 	if (!strcmp(phase, "unhealthy") || !strcmp(phase, "failed") || !strcmp(phase, "exited"))
@@ -55,7 +91,9 @@ static const char *replica_status(const json_t *rv, const json_t *endpoints, con
 	json_array_foreach(items(endpoints), i, e)
 	{
 		if (!strcmp(sval(e, "name"), name) &&
-		    json_is_false(json_object_get(json_object_get(e, "value"), "healthy")))
+		    json_is_false(iod_obj_peek_json(IOD_OBJ_KIND_ENDPOINT,
+		                                    json_object_get(e, "value"),
+		                                    IOD_OBJ_ENDPOINT_HEALTHY)))
 			return "bad";
 	}
 	if (!strcmp(phase, "healthy") || !strcmp(phase, "running"))
@@ -107,7 +145,9 @@ json_t *iod_viz_graph(const struct iod_viz_input *in)
 		json_array_foreach(items(in->nodes), i, n)
 		{
 			const char *rk =
-			    sval(json_object_get(json_object_get(n, "value"), "labels"), "rack");
+			    sval(iod_obj_peek_json(IOD_OBJ_KIND_NODE, json_object_get(n, "value"),
+			                           IOD_OBJ_NODE_LABELS),
+			         "rack");
 			char rn[IOD_NAME_MAX + 8];
 			if (rk[0])
 				snprintf(rn, sizeof(rn), "rack:%s", rk);
@@ -136,7 +176,8 @@ json_t *iod_viz_graph(const struct iod_viz_input *in)
 		char nid[IOD_NAME_MAX + 8], parent[IOD_NAME_MAX + 8] = "";
 		snprintf(nid, sizeof(nid), "node:%s", name);
 		if (group) {
-			const char *rk = sval(json_object_get(v, "labels"), "rack");
+			const char *rk = sval(
+			    iod_obj_peek_json(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_LABELS), "rack");
 			if (rk[0])
 				snprintf(parent, sizeof(parent), "rack:%s", rk);
 			else
@@ -144,11 +185,11 @@ json_t *iod_viz_graph(const struct iod_viz_input *in)
 				         i / IOD_VIZ_RACK_NODES);
 		}
 		add_node(nodes, nid, "node", name, parent, ready ? "ok" : "bad",
-		         json_pack("{s:s, s:s, s:O?}", "model", sval(v, "model"), "addr",
-		                   sval(v, "addr"), "gpus", json_object_get(v, "gpus")));
+		         detail(IOD_OBJ_KIND_NODE, v, node_detail, IOD_ARRAY_LEN(node_detail)));
 		bad += !ready;
 		bool nic_seen = false;
-		const json_t *devs = json_object_get(json_object_get(v, "topology"), "devices");
+		const json_t *devs = json_object_get(
+		    iod_obj_peek_json(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_TOPOLOGY), "devices");
 		json_array_foreach(devs, j, d)
 		{
 			const char *kind = sval(d, "kind"), *dn = sval(d, "name");
@@ -213,8 +254,8 @@ json_t *iod_viz_graph(const struct iod_viz_input *in)
 		for (uint32_t q = 0; q < mesh_n; q++)
 			if (!strcmp(mesh[q].name, sn))
 				m = &mesh[q];
-		json_t *det = json_pack("{s:s, s:O?}", "type", sval(sv, "type"), "replicas",
-		                        json_object_get(sv, "replicas"));
+		json_t *det =
+		    detail(IOD_OBJ_KIND_SERVICE, sv, service_detail, IOD_ARRAY_LEN(service_detail));
 		if (m) {
 			json_object_set_new(det, "requests_total", json_real(m->requests));
 			json_object_set_new(det, "errors_total", json_real(m->errors));
@@ -225,7 +266,7 @@ json_t *iod_viz_graph(const struct iod_viz_input *in)
 		json_array_foreach(items(in->replicas), j, r)
 		{
 			const json_t *rv = json_object_get(r, "value");
-			if (strcmp(sval(rv, "service"), sn))
+			if (strcmp(RS(rv, SERVICE), sn))
 				continue;
 			all++;
 			ok += !strcmp(replica_status(rv, in->endpoints, sval(r, "name")), "ok");
@@ -258,16 +299,14 @@ json_t *iod_viz_graph(const struct iod_viz_input *in)
 	{
 		const char *rn = sval(r, "name");
 		const json_t *rv = json_object_get(r, "value");
-		const char *st = replica_status(rv, in->endpoints, rn), *node = sval(rv, "node");
+		const char *st = replica_status(rv, in->endpoints, rn), *node = RS(rv, NODE);
 		char rid[IOD_NAME_MAX + 8], sid[IOD_NAME_MAX + 8];
 		snprintf(rid, sizeof(rid), "replica:%s", rn);
-		snprintf(sid, sizeof(sid), "svc:%s", sval(rv, "service"));
+		snprintf(sid, sizeof(sid), "svc:%s", RS(rv, SERVICE));
 		replicas++;
 		bad += !strcmp(st, "bad");
-		json_t *det = json_pack("{s:s, s:s, s:s, s:O?, s:O?}", "phase", sval(rv, "phase"),
-		                        "node", node, "gpus", sval(rv, "gpus"), "restarts",
-		                        json_object_get(rv, "restarts"), "reasons",
-		                        json_object_get(rv, "reasons"));
+		json_t *det =
+		    detail(IOD_OBJ_KIND_REPLICA, rv, replica_detail, IOD_ARRAY_LEN(replica_detail));
 		add_node(nodes, rid, "replica", rn, sid, st, det);
 		if (!node[0])
 			continue;
@@ -275,7 +314,7 @@ json_t *iod_viz_graph(const struct iod_viz_input *in)
 		struct iod_bitmap b;
 		struct iod_err e = {0};
 		iod_bitmap_zero(&b);
-		const char *gl = sval(rv, "gpus");
+		const char *gl = RS(rv, GPUS);
 		if (gl[0] && iod_bitmap_parse(gl, &b, &e))
 			iod_bitmap_zero(&b);
 		bool placed = false;

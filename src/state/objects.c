@@ -12,6 +12,7 @@
  */
 #include "iod/objects.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -394,6 +395,32 @@ const json_t *iod_obj_peek_json(enum iod_obj_kind k, const json_t *v, unsigned f
 	const struct kind *d = kind_of(k);
 	IOD_ASSERT(f < d->n);
 	return json_object_get(v, d->f[f].key);
+}
+
+const char *iod_obj_peek_text(enum iod_obj_kind k, const json_t *v, unsigned f)
+{
+	const char *s = iod_obj_peek_str(k, v, f);
+	return s ? s : "";
+}
+
+double iod_obj_peek_num(enum iod_obj_kind k, const json_t *v, unsigned f)
+{
+	const json_t *x = iod_obj_peek_json(k, v, f);
+	return json_is_number(x) ? json_number_value(x) : NAN;
+}
+
+json_t *iod_obj_pick(enum iod_obj_kind k, const json_t *v, const unsigned *fs, size_t n)
+{
+	json_t *o = json_object();
+	for (size_t i = 0; o && i < n; i++) {
+		json_t *x = (json_t *)iod_obj_peek_json(k, v, fs[i]);
+		if (json_object_set_new(o, iod_obj_key(k, fs[i]),
+		                        x ? json_incref(x) : json_null())) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
 }
 
 int iod_obj_peek_int(enum iod_obj_kind k, const json_t *v, unsigned f, int64_t *out)

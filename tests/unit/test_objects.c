@@ -11,6 +11,7 @@
 #include "iod/objects.h"
 #include "iod/state.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,5 +296,27 @@ TEST(node_service_and_member_objects)
 	CHECK_U64(m.id, 2);
 	CHECK_STR(m.api, "127.0.0.1:7402");
 	iod_obj_member_free(&m);
+	json_decref(in);
+}
+
+/* The view helpers read what is stored as it is: text or "", any number or
+ * NAN, and a pick of fields in order under their keys (null when absent). */
+TEST(view_helpers_read_stored_values)
+{
+	json_t *in = parse("{\"phase\":\"running\",\"restarts\":3,\"node\":7,\"gpus\":\"0-1\","
+	                   "\"reasons\":[\"fits\"],\"x\":1}");
+	CHECK_STR(iod_obj_peek_text(IOD_OBJ_KIND_REPLICA, in, IOD_OBJ_REPLICA_PHASE), "running");
+	CHECK_STR(iod_obj_peek_text(IOD_OBJ_KIND_REPLICA, in, IOD_OBJ_REPLICA_NODE), "");
+	CHECK_STR(iod_obj_peek_text(IOD_OBJ_KIND_REPLICA, in, IOD_OBJ_REPLICA_SERVICE), "");
+	CHECK_STR(iod_obj_peek_text(IOD_OBJ_KIND_REPLICA, NULL, IOD_OBJ_REPLICA_PHASE), "");
+	CHECK(iod_obj_peek_num(IOD_OBJ_KIND_REPLICA, in, IOD_OBJ_REPLICA_RESTARTS) == 3.0);
+	CHECK(isnan(iod_obj_peek_num(IOD_OBJ_KIND_REPLICA, in, IOD_OBJ_REPLICA_PORT)));
+	static const unsigned fs[] = {IOD_OBJ_REPLICA_GPUS, IOD_OBJ_REPLICA_TENANT,
+	                              IOD_OBJ_REPLICA_REASONS};
+	json_t *p = iod_obj_pick(IOD_OBJ_KIND_REPLICA, in, fs, IOD_ARRAY_LEN(fs));
+	char *s = json_dumps(p, JSON_COMPACT);
+	CHECK_STR(s, "{\"gpus\":\"0-1\",\"tenant\":null,\"reasons\":[\"fits\"]}");
+	free(s);
+	json_decref(p);
 	json_decref(in);
 }
