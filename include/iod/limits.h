@@ -395,6 +395,21 @@
 /* One HTTP message head or a whole buffered request: requests must fit to
  * be retryable; larger ones get 413 (docs/mesh.md). */
 #define IOD_MESH_HTTP_BUF 16384
+/* Lingering close (Apache's and nginx's lingering_close; RFC 9112 9.6): a
+ * client connection closed after an answer while the client may still be
+ * sending (a 413 before the body was read) is shut down for writing, then
+ * its input is read and discarded until EOF, for at most this long and this
+ * many bytes, then closed. Closing with unread input makes the kernel send
+ * RST, which can destroy the answer before the client has read it. 2 s is
+ * Apache's MAX_SECS_TO_LINGER; a client that got the answer stops within a
+ * round trip, so the byte cap only ends clients that ignore it. */
+#define IOD_MESH_LINGER_MS 2000
+#define IOD_MESH_LINGER_BYTES_MAX (16u << 20)
+/* Lingering connections per worker: each keeps its slot of the connection
+ * pool (and counts as an open downstream connection) until it ends. Past
+ * this a connection is closed at once, so lingering clients can hold at
+ * most a quarter of the pool and never starve new ones. */
+#define IOD_MESH_LINGER_MAX (IOD_MESH_CONNS_MAX / 4)
 /* Idle keep-alive connections kept per endpoint per worker. */
 #define IOD_MESH_POOL_IDLE_MAX 64
 /* Spans and flow records kept per worker ring (a power of two). */

@@ -138,6 +138,8 @@ struct conn {
 	bool req_done;                 /* client: the request's last byte is in buf (or sent) */
 	bool committed;                /* client: request bytes left buf, so no resend */
 	uint32_t sent;                 /* client: bytes of buf the current attempt has sent */
+	uint64_t linger_until_ns;      /* client lingering (H_LINGER): close by then */
+	uint32_t linger_bytes;         /* ... bytes discarded so far */
 	bool send_done;                /* upstream: the whole request went out */
 	bool resp_keep_alive;          /* upstream: response allows reuse */
 	uint16_t status;               /* upstream: response status */
@@ -168,6 +170,7 @@ struct worker {
 	char *scratch;                    /* IOD_MESH_HTTP_BUF: request rewriting */
 	struct iod_mesh_span_ring *spans; /* spans and flows of this worker */
 	uint64_t cx_refused;              /* accepts dropped: no free connection */
+	uint32_t lingering;               /* client connections in a lingering close */
 	bool authz;                       /* the view carries identities and policies */
 };
 

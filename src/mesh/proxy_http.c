@@ -13,15 +13,20 @@
  * in; while all of it still sits in the client's buffer it can be resent
  * (retries), once the body outgrew the buffer it cannot. Only the head is
  * limited (431). Never allocates: buffers belong to connection slots.
+ *
+ * A connection closed after an answer while the client may still be sending
+ * closes lingering (client_linger): closing with unread input would reset it
+ * and could destroy the answer in flight.
  */
 #include "internal.h"
 
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum { H_READ, H_UPSTREAM, H_RESP, H_CLOSING };
+enum { H_READ, H_UPSTREAM, H_RESP, H_CLOSING, H_LINGER };
 enum { U_CONNECTING, U_WAIT_HEAD, U_BODY, U_DONE, U_IDLE };
 
 /* Longest request head read: the rest of the buffer is room for the
@@ -140,12 +145,65 @@ static void client_close(struct worker *w, struct conn *c)
 		up_close(w, c->peer);
 	if (c->state == H_UPSTREAM || c->state == H_RESP)
 		span_finish(w, c, 0); /* abandoned: the client sees no status */
+	if (c->state == H_LINGER) {
+		IOD_ASSERT_HOT(w->lingering > 0);
+		w->lingering--;
+	}
 	request_end(w, c);
 	STAT_ADD(s->st.cx_active, (uint64_t)-1);
 	iod_mesh_conn_put(w, c);
 }
 
 static void try_request(struct worker *w, struct conn *c);
+
+/* Close after an answer that went out whole. When the client may still be
+ * sending (the request body is unread, or more bytes wait), close lingering
+ * (RFC 9112 9.6): closing a socket with unread input makes the kernel send
+ * RST, and the RST can destroy the answer before the client reads it. So
+ * shut our side (the answer is followed by FIN), read and discard input
+ * until EOF, IOD_MESH_LINGER_MS or IOD_MESH_LINGER_BYTES_MAX (linger_read,
+ * iod_mesh_http_timer), then close. Never blocks: the loop does the reads. */
+static void client_linger(struct worker *w, struct conn *c)
+{
+	int pending = 0;
+
+	IOD_ASSERT_HOT(c->out_len == 0);
+	if (c->peer)
+		up_close(w, c->peer);
+	request_end(w, c);
+	bool more = !c->req_done || c->len > c->req_len ||
+	            (ioctl(c->fd, FIONREAD, &pending) == 0 && pending > 0);
+	if (!more || w->lingering >= IOD_MESH_LINGER_MAX || shutdown(c->fd, SHUT_WR) ||
+	    iod_mesh_conn_watch(w, c, EPOLLIN | EPOLLRDHUP)) {
+		client_close(w, c);
+		return;
+	}
+	c->state = H_LINGER;
+	c->linger_until_ns = w->now_ns + (uint64_t)IOD_MESH_LINGER_MS * IOD_NS_PER_MS;
+	c->linger_bytes = 0;
+	w->lingering++;
+	IOD_ASSERT_HOT(w->lingering <= IOD_MESH_LINGER_MAX);
+}
+
+/* Discard what a lingering client sends; close at EOF, an error or the cap.
+ * A few reads per event, so one fast sender cannot hold the worker. */
+static void linger_read(struct worker *w, struct conn *c, uint32_t ev)
+{
+	for (int k = 0; k < 8; k++) {
+		ssize_t n = read(c->fd, c->buf, IOD_MESH_HTTP_BUF);
+		if (n < 0 && errno == EAGAIN && !(ev & EPOLLERR))
+			return;
+		if (n <= 0) {
+			client_close(w, c); /* EOF: the client is done; or an error */
+			return;
+		}
+		c->linger_bytes += (uint32_t)n;
+		if (c->linger_bytes >= IOD_MESH_LINGER_BYTES_MAX) {
+			client_close(w, c); /* it ignores the answer: reset it */
+			return;
+		}
+	}
+}
 
 /* Write c->out; true when all of it went. */
 static bool client_flush(struct worker *w, struct conn *c)
@@ -173,7 +231,7 @@ static bool client_flush(struct worker *w, struct conn *c)
 static void next_request(struct worker *w, struct conn *c)
 {
 	if (!c->keep_alive) {
-		client_close(w, c);
+		client_linger(w, c);
 		return;
 	}
 	uint32_t left = c->len - c->req_len;
@@ -841,11 +899,15 @@ static void body_read(struct worker *w, struct conn *c)
 
 static void client_event(struct worker *w, struct conn *c, uint32_t ev)
 {
+	if (c->state == H_LINGER) {
+		linger_read(w, c, ev);
+		return;
+	}
 	if (c->out_len) {
 		if (!client_flush(w, c))
 			return;
 		if (c->state == H_CLOSING) {
-			client_close(w, c);
+			client_linger(w, c);
 		} else if (c->state == H_RESP) {
 			struct conn *u = c->peer;
 			if (u->state == U_DONE) {
@@ -952,6 +1014,11 @@ void iod_mesh_http_timer(struct worker *w, struct conn *c)
 			iod_mesh_ep_done(w, s, c->peer, IOD_MESH_RESET);
 			client_close(w, c->peer);
 		}
+		return;
+	}
+	if (c->state == H_LINGER) {
+		if (w->now_ns >= c->linger_until_ns)
+			client_close(w, c); /* lingered long enough */
 		return;
 	}
 	if (c->retry_at_ns && w->now_ns >= c->retry_at_ns) {
