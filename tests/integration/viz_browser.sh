@@ -158,6 +158,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.common.exceptions import StaleElementReferenceException
 url, shot, killed = sys.argv[1:4]
 o = Options()
 for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,900",
@@ -167,13 +168,20 @@ d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
 def js(s):
     return d.execute_script(s)
 def until(cond, secs):
+    # the live page re-renders its elements: one found a moment ago may be
+    # gone (stale) when it is used; look again
     end = time.time() + secs
     while time.time() < end:
-        v = cond()
+        try:
+            v = cond()
+        except StaleElementReferenceException:
+            v = None
         if v:
             return v
         time.sleep(0.05)
     return None
+def click(sel):
+    return until(lambda: d.find_element(By.CSS_SELECTOR, sel).click() or True, 5)
 try:
     d.get(url)
     until(lambda: js("return window.iodView && window.iodView.renders > 0"), 10)
@@ -183,7 +191,7 @@ try:
     print("DEPENDS", deps)
     print("FIRST_PAINT_MS", round(js("return window.iodView.firstPaintMs")))
     # a click shows the placement explanation
-    d.find_element(By.CSS_SELECTOR, "[data-id='replica:trainer-0']").click()
+    click("[data-id='replica:trainer-0']")
     txt = until(lambda: (d.find_elements(By.ID, "explain") or [None])[0] and
                 d.find_element(By.ID, "explain").text, 5)
     print("EXPLAIN", "highest score" in (txt or ""))
