@@ -265,6 +265,8 @@ int iod_bitmap_parse(const char *s, struct iod_bitmap *b, struct iod_err *e);
 
 /* snprintf that never overflows; returns -ENOSPC if truncated. */
 int iod_strlcpy(char *dst, const char *src, size_t len);
+/* The value of one hexadecimal digit (either case), or -1. */
+int iod_hex_digit(char c);
 /* Levenshtein distance, bounded (stops counting at max). */
 unsigned iod_edit_distance(const char *a, const char *b, unsigned max);
 /* The candidate closest to word within distance 2 (or a prefix match), else NULL. */

@@ -23,6 +23,16 @@
 /* One log line; longer messages are truncated, never split. */
 #define IOD_LOG_LINE_MAX 2048
 
+/* ---- yaml (src/base/yaml.c: specs, topology files, dp config) ---------- */
+
+/* YAML nodes per document: a hand-written spec of 256 services has ~50k;
+ * the bound keeps a hostile 4 MiB file of tiny flow items from taking
+ * ~100 MB. Every YAML format iod reads shares it. */
+#define IOD_YAML_NODES_MAX 200000
+/* YAML nesting depth: every format is at most ~6 deep; bounds the
+ * loader's stack and any recursive walk of the tree. */
+#define IOD_YAML_DEPTH_MAX 32
+
 /* ---- spec -------------------------------------------------------------- */
 
 /* A spec file is read whole: 4 MiB is hundreds of services with room. */
@@ -35,14 +45,13 @@
  * pass, few enough to stay readable. */
 #define IOD_SPEC_ERRORS_MAX 20
 /* YAML nesting depth: the spec is at most ~6 deep; bound recursion. */
-#define IOD_SPEC_DEPTH_MAX 32
+#define IOD_SPEC_DEPTH_MAX IOD_YAML_DEPTH_MAX
 /* Per-service lists (env, ports, args, depends_on). */
 #define IOD_SPEC_LIST_MAX 64
 /* Storage tiers: PMem, NVMe, SSD, HDD, object store... */
 #define IOD_SPEC_TIERS_MAX 8
-/* YAML nodes per file: a hand-written spec of 256 services has ~50k; the
- * bound keeps a hostile 4 MiB file of tiny flow items from taking ~100 MB. */
-#define IOD_SPEC_NODES_MAX 200000
+/* YAML nodes per spec: the one YAML bound (spec's name for it). */
+#define IOD_SPEC_NODES_MAX IOD_YAML_NODES_MAX
 /* Longest service name: 57 characters plus "-9999" (the largest replica
  * ordinal) and a NUL still fit a replica name in IOD_NAME_MAX. */
 #define IOD_SPEC_NAME_LEN_MAX 57
@@ -521,10 +530,6 @@
 #define IOD_SIM_CDF_POINTS_MAX 256
 /* A topology or CDF file is read whole: 1 MiB is thousands of links. */
 #define IOD_SIM_FILE_MAX (1u << 20)
-/* YAML nodes in one topology file (bounds the parser's tree). */
-#define IOD_SIM_YAML_NODES_MAX 200000
-/* YAML nesting depth: the format is at most 4 deep. */
-#define IOD_SIM_YAML_DEPTH_MAX 16
 /* Congestion window ceiling in packets: 65536 x 1.5 KB = 96 MB in flight,
  * far above any data-center BDP. */
 #define IOD_SIM_CWND_MAX_PKTS 65536

@@ -1518,14 +1518,6 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 	return queue_err(s, c, 405, err_json("method %s not allowed on %s", method, url));
 }
 
-static int hexval(char c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-	                              : -1;
-}
-
 /*
  * Percent-decoding of the path and query (libmicrohttpd's unescape
  * callback). A NUL or other control byte stays encoded ("%00"), so it can
@@ -1539,7 +1531,8 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
 	(void)c;
 	for (const char *r = s; *r;) {
 		int hi, lo;
-		if (r[0] == '%' && (hi = hexval(r[1])) >= 0 && (lo = hexval(r[2])) >= 0) {
+		if (r[0] == '%' && (hi = iod_hex_digit(r[1])) >= 0 &&
+		    (lo = iod_hex_digit(r[2])) >= 0) {
 			unsigned char v = (unsigned char)(hi * 16 + lo);
 			if (v >= 0x20 && v != 0x7f) {
 				*w++ = (char)v;

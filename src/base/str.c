@@ -162,3 +162,14 @@ int iod_buf_read_file(struct iod_buf *b, const char *path, size_t max_bytes, str
 		return iod_err_set(e, -ENOMEM, "%s: out of memory", path);
 	return 0;
 }
+
+int iod_hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}

@@ -296,17 +296,6 @@ void iod_http_body_init(struct iod_http_body *b, const struct iod_http_msg *m, c
 	}
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* One byte of a chunk extension (or the BWS after the size). 0 or -EBADMSG. */
 static int chunk_ext(struct iod_http_body *b, unsigned char c)
 {
@@ -419,7 +408,7 @@ int64_t iod_http_body_decode(struct iod_http_body *b, const char *p, size_t len,
 		char c = p[i];
 		switch (b->state) {
 		case CH_SIZE: {
-			int h = hexval(c);
+			int h = iod_hex_digit(c);
 			if (h >= 0) {
 				if (b->remaining >> 56)
 					return -EBADMSG; /* >= 2^60 bytes: refuse */

@@ -10,24 +10,13 @@
 
 #include <string.h>
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* ---- traceparent ------------------------------------------------------- */
 
 static int hex_field(const char *s, size_t n, uint8_t *out)
 {
 	bool nonzero = false;
 	for (size_t i = 0; i < n; i++) {
-		int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
+		int hi = iod_hex_digit(s[2 * i]), lo = iod_hex_digit(s[2 * i + 1]);
 		/* W3C: lowercase hex only. */
 		if (hi < 0 || lo < 0 || (s[2 * i] >= 'A' && s[2 * i] <= 'F') ||
 		    (s[2 * i + 1] >= 'A' && s[2 * i + 1] <= 'F'))

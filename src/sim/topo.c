@@ -4,17 +4,18 @@
  *
  * It exists so users describe fabrics in a file or by name and get precise
  * errors (file:line:col, the object, what to write instead). The YAML is
- * read through libyaml into a small bounded tree first, then interpreted;
- * both steps are bounded (IOD_SIM_YAML_*), so any input, fuzzed or not,
+ * read through iod's one YAML layer (src/base/yaml.c) into a small bounded
+ * tree first (IOD_YAML_NODES_MAX, IOD_YAML_DEPTH_MAX), then interpreted;
+ * both steps are bounded, so any input, fuzzed or not,
  * gives a topology or an error, never a crash. No I/O except
  * iod_sim_topo_load reading the named file.
  */
 #include "iod/sim.h"
+#include "iod/yaml.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yaml.h>
 
 void iod_sim_topo_init(struct iod_sim_topo *t)
 {
@@ -398,148 +399,76 @@ int iod_sim_topo_builtin(struct iod_sim_topo *t, const char *spec, struct iod_er
 
 /* ---- YAML: a bounded tree, then the schema -------------------------------- */
 
-enum ynode_kind { Y_SCALAR, Y_SEQ, Y_MAP };
-
-struct ynode {
-	enum ynode_kind kind; /* scalar, sequence or mapping */
-	char *text;           /* scalar value (owned) */
-	uint32_t first, next; /* first child, next sibling (0 = none; 0 is the root) */
-	uint32_t line, col;   /* 1-based position */
-};
-
+/* A topology file read through the one YAML layer (src/base/yaml.c). */
 struct ytree {
-	struct ynode *n; /* n[0] is the document root */
-	uint32_t count, cap;
-	const char *file;
+	struct iod_arena arena;           /* owns the nodes */
+	const struct iod_yaml_node *root; /* the document */
+	const char *file;                 /* name for messages */
+	struct iod_err *e;                /* the first problem goes here */
+	int problems;                     /* how many the YAML layer reported */
 };
 
-static void ytree_free(struct ytree *y)
+/* A topology load stops at its first problem: keep that one. */
+static void ytree_diag(void *ctx, uint32_t line, uint32_t col, const char *msg)
 {
-	for (uint32_t i = 0; i < y->count; i++)
-		free(y->n[i].text);
-	free(y->n);
-}
-
-static int ynew(struct ytree *y, enum ynode_kind k, const yaml_mark_t *m, uint32_t *out,
-                struct iod_err *e)
-{
-	if (y->count >= IOD_SIM_YAML_NODES_MAX)
-		return iod_err_set(e, -E2BIG, "%s: more than %d YAML nodes", y->file,
-		                   IOD_SIM_YAML_NODES_MAX);
-	if (grow((void **)&y->n, &y->cap, y->count + 1, sizeof(*y->n)))
-		return iod_err_set(e, -ENOMEM, "out of memory");
-	y->n[y->count] =
-	    (struct ynode){k, NULL, 0, 0, (uint32_t)m->line + 1, (uint32_t)m->column + 1};
-	*out = y->count++;
-	return 0;
+	struct ytree *y = ctx;
+	if (y->problems++)
+		return;
+	if (line)
+		iod_err_set(y->e, -EINVAL, "%s:%u:%u: %s", y->file, line, col, msg);
+	else
+		iod_err_set(y->e, -EINVAL, "%s: %s", y->file, msg);
 }
 
 static int ytree_parse(struct ytree *y, const char *text, size_t len, struct iod_err *e)
 {
-	yaml_parser_t p;
-	yaml_event_t ev;
-	uint32_t stack[IOD_SIM_YAML_DEPTH_MAX], last[IOD_SIM_YAML_DEPTH_MAX];
-	int depth = 0, rc = 0;
-	bool have_root = false, done = false;
-
-	if (!yaml_parser_initialize(&p))
-		return iod_err_set(e, -ENOMEM, "out of memory");
-	yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
-	while (!done && !rc) {
-		if (!yaml_parser_parse(&p, &ev)) {
-			rc = iod_err_set(e, -EINVAL, "%s:%zu:%zu: YAML error: %s", y->file,
-			                 p.problem_mark.line + 1, p.problem_mark.column + 1,
-			                 p.problem ? p.problem : "syntax");
-			break;
-		}
-		uint32_t id = 0;
-		bool open = false, leaf = false;
-		switch (ev.type) {
-		case YAML_STREAM_END_EVENT:
-		case YAML_DOCUMENT_END_EVENT:
-			done = ev.type == YAML_STREAM_END_EVENT || have_root;
-			break;
-		case YAML_ALIAS_EVENT:
-			rc = iod_err_set(e, -EINVAL, "%s:%zu:%zu: YAML aliases are not supported",
-			                 y->file, ev.start_mark.line + 1, ev.start_mark.column + 1);
-			break;
-		case YAML_SCALAR_EVENT:
-			rc = ynew(y, Y_SCALAR, &ev.start_mark, &id, e);
-			if (!rc) {
-				y->n[id].text = strndup((const char *)ev.data.scalar.value,
-				                        ev.data.scalar.length);
-				if (!y->n[id].text)
-					rc = iod_err_set(e, -ENOMEM, "out of memory");
-			}
-			leaf = true;
-			break;
-		case YAML_SEQUENCE_START_EVENT:
-		case YAML_MAPPING_START_EVENT:
-			rc = ynew(y, ev.type == YAML_MAPPING_START_EVENT ? Y_MAP : Y_SEQ,
-			          &ev.start_mark, &id, e);
-			open = leaf = true;
-			break;
-		case YAML_SEQUENCE_END_EVENT:
-		case YAML_MAPPING_END_EVENT: depth--; break;
-		default: break;
-		}
-		if (!rc && leaf) {
-			if (!depth) {
-				if (have_root)
-					rc = iod_err_set(e, -EINVAL, "%s: more than one document",
-					                 y->file);
-				have_root = true;
-			} else {
-				uint32_t parent = stack[depth - 1];
-				if (last[depth - 1])
-					y->n[last[depth - 1]].next = id;
-				else
-					y->n[parent].first = id;
-				last[depth - 1] = id;
-			}
-			if (!rc && open) {
-				if (depth >= IOD_SIM_YAML_DEPTH_MAX)
-					rc = iod_err_set(
-					    e, -E2BIG, "%s:%u:%u: nested deeper than %d", y->file,
-					    y->n[id].line, y->n[id].col, IOD_SIM_YAML_DEPTH_MAX);
-				else {
-					stack[depth] = id;
-					last[depth] = 0;
-					depth++;
-				}
-			}
-		}
-		yaml_event_delete(&ev);
+	const struct iod_yaml_opts o = {.what = "topology", .diag = ytree_diag, .ctx = y};
+	struct iod_yaml_node *root = NULL;
+	y->e = e;
+	iod_arena_init(&y->arena, 64 * 1024, 0);
+	int rc = iod_yaml_parse(&y->arena, text, len, &o, &root);
+	if (rc) {
+		if (e)
+			e->code = rc;
+		return rc;
 	}
-	yaml_parser_delete(&p);
-	if (!rc && !have_root)
-		rc = iod_err_set(e, -EINVAL, "%s: empty topology file", y->file);
-	return rc;
+	if (!root)
+		return iod_err_set(e, -EINVAL, "%s: empty topology file", y->file);
+	y->root = root;
+	return 0;
 }
 
-static int yerr(const struct ytree *y, uint32_t id, struct iod_err *e, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int yerr(const struct ytree *y, uint32_t id, struct iod_err *e, const char *fmt, ...)
+static void ytree_free(struct ytree *y)
+{
+	iod_arena_free(&y->arena);
+}
+
+static int yerr(const struct ytree *y, const struct iod_yaml_node *id, struct iod_err *e,
+                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int yerr(const struct ytree *y, const struct iod_yaml_node *id, struct iod_err *e,
+                const char *fmt, ...)
 {
 	char msg[IOD_ERR_MSG_MAX];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return iod_err_set(e, -EINVAL, "%s:%u:%u: %s", y->file, y->n[id].line, y->n[id].col, msg);
+	return iod_err_set(e, -EINVAL, "%s:%u:%u: %s", y->file, id->line, id->col, msg);
 }
 
 /* The scalar value of key in mapping m, or NULL (sets *at to the value). */
-static const char *ymap_get(const struct ytree *y, uint32_t m, const char *key, uint32_t *at)
+static const char *ymap_get(const struct ytree *y, const struct iod_yaml_node *m, const char *key,
+                            const struct iod_yaml_node **at)
 {
-	for (uint32_t k = y->n[m].first; k; k = y->n[k].next) {
-		uint32_t v = y->n[k].next;
+	(void)y; /* the tree is self-contained; y keeps the helpers' shape */
+	for (const struct iod_yaml_node *k = m->first; k; k = k->next) {
+		const struct iod_yaml_node *v = k->next;
 		if (!v)
 			break;
-		if (y->n[k].kind == Y_SCALAR && !strcmp(y->n[k].text, key)) {
+		if (k->kind == IOD_YAML_SCALAR && !strcmp(k->str, key)) {
 			if (at)
 				*at = v;
-			return y->n[v].kind == Y_SCALAR ? y->n[v].text : "";
+			return v->kind == IOD_YAML_SCALAR ? v->str : "";
 		}
 		k = v;
 	}
@@ -547,41 +476,41 @@ static const char *ymap_get(const struct ytree *y, uint32_t m, const char *key, 
 }
 
 /* Check that mapping m has only keys from the NULL-terminated allowed list. */
-static int ymap_keys(const struct ytree *y, uint32_t m, const char *const *allowed,
-                     const char *what, struct iod_err *e)
+static int ymap_keys(const struct ytree *y, const struct iod_yaml_node *m,
+                     const char *const *allowed, const char *what, struct iod_err *e)
 {
-	if (y->n[m].kind != Y_MAP)
+	if (m->kind != IOD_YAML_MAP)
 		return yerr(y, m, e, "%s must be a mapping", what);
-	for (uint32_t k = y->n[m].first; k; k = y->n[k].next) {
-		if (y->n[k].kind != Y_SCALAR)
+	for (const struct iod_yaml_node *k = m->first; k; k = k->next) {
+		if (k->kind != IOD_YAML_SCALAR)
 			return yerr(y, k, e, "%s: keys must be plain words", what);
 		size_t n = 0;
 		while (allowed[n])
 			n++;
 		bool ok = false;
 		for (size_t i = 0; i < n; i++)
-			ok |= !strcmp(allowed[i], y->n[k].text);
+			ok |= !strcmp(allowed[i], k->str);
 		if (!ok) {
-			const char *s = iod_suggest(y->n[k].text, allowed, n);
-			return yerr(y, k, e, "%s: unknown key \"%s\"%s%s%s", what, y->n[k].text,
+			const char *s = iod_suggest(k->str, allowed, n);
+			return yerr(y, k, e, "%s: unknown key \"%s\"%s%s%s", what, k->str,
 			            s ? "; did you mean \"" : "", s ? s : "", s ? "\"?" : "");
 		}
-		k = y->n[k].next;
+		k = k->next;
 		if (!k)
 			break;
 	}
 	return 0;
 }
 
-static int yscalar(const struct ytree *y, uint32_t m, const char *key, const char **out,
-                   uint32_t *at, struct iod_err *e)
+static int yscalar(const struct ytree *y, const struct iod_yaml_node *m, const char *key,
+                   const char **out, const struct iod_yaml_node **at, struct iod_err *e)
 {
-	uint32_t v = 0;
+	const struct iod_yaml_node *v = NULL;
 	const char *s = ymap_get(y, m, key, &v);
 	*out = NULL;
 	if (!s)
 		return 0;
-	if (y->n[v].kind != Y_SCALAR)
+	if (v->kind != IOD_YAML_SCALAR)
 		return yerr(y, v, e, "%s must be a single value", key);
 	*out = s;
 	if (at)
@@ -589,11 +518,11 @@ static int yscalar(const struct ytree *y, uint32_t m, const char *key, const cha
 	return 0;
 }
 
-static int yname(const struct ytree *y, const struct iod_sim_topo *t, uint32_t m, const char *key,
-                 uint32_t *node, struct iod_err *e)
+static int yname(const struct ytree *y, const struct iod_sim_topo *t, const struct iod_yaml_node *m,
+                 const char *key, uint32_t *node, struct iod_err *e)
 {
 	const char *s;
-	uint32_t at = m;
+	const struct iod_yaml_node *at = m;
 	int rc = yscalar(y, m, key, &s, &at, e);
 	if (rc)
 		return rc;
@@ -605,11 +534,11 @@ static int yname(const struct ytree *y, const struct iod_sim_topo *t, uint32_t m
 	return 0;
 }
 
-static int yunit(const struct ytree *y, uint32_t m, const char *key, enum iod_unit_kind kind,
-                 uint64_t *out, struct iod_err *e)
+static int yunit(const struct ytree *y, const struct iod_yaml_node *m, const char *key,
+                 enum iod_unit_kind kind, uint64_t *out, struct iod_err *e)
 {
 	const char *s;
-	uint32_t at = m;
+	const struct iod_yaml_node *at = m;
 	int rc = yscalar(y, m, key, &s, &at, e);
 	struct iod_err sub = {0};
 	if (rc || !s)
@@ -622,25 +551,26 @@ static int yunit(const struct ytree *y, uint32_t m, const char *key, enum iod_un
 	return 0;
 }
 
-static int yopts(const struct ytree *y, struct iod_sim_topo *t, uint32_t m, struct iod_err *e)
+static int yopts(const struct ytree *y, struct iod_sim_topo *t, const struct iod_yaml_node *m,
+                 struct iod_err *e)
 {
 	static const char *const keys[] = {"buffer", "host_buffer", "ecn",       "ecn_pkts",
 	                                   "hash",   "seed",        "hash_seed", NULL};
 	int rc = ymap_keys(y, m, keys, "switch", e);
 	if (rc)
 		return rc;
-	for (uint32_t k = y->n[m].first; k && y->n[k].next; k = y->n[y->n[k].next].next) {
-		uint32_t v = y->n[k].next;
+	for (const struct iod_yaml_node *k = m->first; k && k->next; k = k->next->next) {
+		const struct iod_yaml_node *v = k->next;
 		struct iod_err sub = {0};
-		if (y->n[v].kind != Y_SCALAR)
-			return yerr(y, v, e, "%s must be a single value", y->n[k].text);
-		if (topo_option(t, y->n[k].text, y->n[v].text, &sub))
+		if (v->kind != IOD_YAML_SCALAR)
+			return yerr(y, v, e, "%s must be a single value", k->str);
+		if (topo_option(t, k->str, v->str, &sub))
 			return yerr(y, v, e, "%s", sub.msg);
 	}
 	return 0;
 }
 
-static int ynodes(const struct ytree *y, struct iod_sim_topo *t, uint32_t seq,
+static int ynodes(const struct ytree *y, struct iod_sim_topo *t, const struct iod_yaml_node *seq,
                   enum iod_sim_node_kind kind, uint64_t rate, uint64_t delay, struct iod_err *e)
 {
 	static const char *const keys[] = {"name", "prefix", "count", "attach",
@@ -649,11 +579,11 @@ static int ynodes(const struct ytree *y, struct iod_sim_topo *t, uint32_t seq,
 	struct iod_err sub = {0};
 	int rc;
 
-	if (y->n[seq].kind != Y_SEQ)
+	if (seq->kind != IOD_YAML_SEQ)
 		return yerr(y, seq, e, "%s must be a list", what);
-	for (uint32_t it = y->n[seq].first; it; it = y->n[it].next) {
-		if (y->n[it].kind == Y_SCALAR) {
-			if (iod_sim_topo_add_node(t, y->n[it].text, kind, NULL, &sub))
+	for (const struct iod_yaml_node *it = seq->first; it; it = it->next) {
+		if (it->kind == IOD_YAML_SCALAR) {
+			if (iod_sim_topo_add_node(t, it->str, kind, NULL, &sub))
 				return yerr(y, it, e, "%s", sub.msg);
 			continue;
 		}
@@ -661,7 +591,8 @@ static int ynodes(const struct ytree *y, struct iod_sim_topo *t, uint32_t seq,
 			return rc;
 		const char *name, *prefix, *count;
 		uint64_t n = 1, r = rate, d = delay;
-		uint32_t attach = UINT32_MAX, at = it;
+		uint32_t attach = UINT32_MAX;
+		const struct iod_yaml_node *at = it;
 		if ((rc = yscalar(y, it, "name", &name, NULL, e)) ||
 		    (rc = yscalar(y, it, "prefix", &prefix, NULL, e)) ||
 		    (rc = yscalar(y, it, "count", &count, &at, e)) ||
@@ -689,17 +620,18 @@ static int ynodes(const struct ytree *y, struct iod_sim_topo *t, uint32_t seq,
 	return 0;
 }
 
-static int ylinks(const struct ytree *y, struct iod_sim_topo *t, uint32_t seq, uint64_t rate,
-                  uint64_t delay, struct iod_err *e)
+static int ylinks(const struct ytree *y, struct iod_sim_topo *t, const struct iod_yaml_node *seq,
+                  uint64_t rate, uint64_t delay, struct iod_err *e)
 {
 	static const char *const keys[] = {"a", "b", "rate", "delay", "count", NULL};
 	struct iod_err sub = {0};
 	int rc;
 
-	if (y->n[seq].kind != Y_SEQ)
+	if (seq->kind != IOD_YAML_SEQ)
 		return yerr(y, seq, e, "links must be a list");
-	for (uint32_t it = y->n[seq].first; it; it = y->n[it].next) {
-		uint32_t a, b, at = it;
+	for (const struct iod_yaml_node *it = seq->first; it; it = it->next) {
+		uint32_t a, b;
+		const struct iod_yaml_node *at = it;
 		uint64_t r = rate, d = delay, n = 1;
 		const char *count;
 		if ((rc = ymap_keys(y, it, keys, "link", e)) ||
@@ -717,16 +649,18 @@ static int ylinks(const struct ytree *y, struct iod_sim_topo *t, uint32_t seq, u
 	return 0;
 }
 
-static int yevents(const struct ytree *y, struct iod_sim_topo *t, uint32_t seq, struct iod_err *e)
+static int yevents(const struct ytree *y, struct iod_sim_topo *t, const struct iod_yaml_node *seq,
+                   struct iod_err *e)
 {
 	static const char *const keys[] = {"at", "a", "b", "index", "down", "up", "rate", NULL};
 	struct iod_err sub = {0};
 	int rc;
 
-	if (y->n[seq].kind != Y_SEQ)
+	if (seq->kind != IOD_YAML_SEQ)
 		return yerr(y, seq, e, "events must be a list");
-	for (uint32_t it = y->n[seq].first; it; it = y->n[it].next) {
-		uint32_t a, b, at = it;
+	for (const struct iod_yaml_node *it = seq->first; it; it = it->next) {
+		uint32_t a, b;
+		const struct iod_yaml_node *at = it;
 		uint64_t when = UINT64_MAX, rate = 0, idx = 0;
 		const char *down, *up, *index;
 		if ((rc = ymap_keys(y, it, keys, "event", e)) ||
@@ -778,7 +712,7 @@ int iod_sim_topo_parse_yaml(struct iod_sim_topo *t, const char *text, size_t len
 	static const char *const keys[] = {"name",  "builtin", "switch", "defaults", "switches",
 	                                   "hosts", "links",   "events", NULL};
 	struct ytree y = {0};
-	uint32_t at;
+	const struct iod_yaml_node *at = NULL;
 	uint64_t rate = 10000000000ull, delay = 1000;
 	const char *s;
 	int rc;
@@ -787,9 +721,9 @@ int iod_sim_topo_parse_yaml(struct iod_sim_topo *t, const char *text, size_t len
 	y.file = file ? file : "<topology>";
 	if ((rc = ytree_parse(&y, text, len, e)))
 		goto out;
-	if ((rc = ymap_keys(&y, 0, keys, "topology", e)))
+	if ((rc = ymap_keys(&y, y.root, keys, "topology", e)))
 		goto out;
-	if ((rc = yscalar(&y, 0, "builtin", &s, &at, e)))
+	if ((rc = yscalar(&y, y.root, "builtin", &s, &at, e)))
 		goto out;
 	if (s) {
 		struct iod_err sub = {0};
@@ -797,36 +731,37 @@ int iod_sim_topo_parse_yaml(struct iod_sim_topo *t, const char *text, size_t len
 			rc = yerr(&y, at, e, "%s", sub.msg);
 			goto out;
 		}
-		if (ymap_get(&y, 0, "switches", NULL) || ymap_get(&y, 0, "hosts", NULL) ||
-		    ymap_get(&y, 0, "links", NULL)) {
+		if (ymap_get(&y, y.root, "switches", NULL) || ymap_get(&y, y.root, "hosts", NULL) ||
+		    ymap_get(&y, y.root, "links", NULL)) {
 			rc = yerr(&y, at, e,
 			          "builtin: cannot be combined with switches/hosts/links");
 			goto out;
 		}
 	}
-	if ((rc = yscalar(&y, 0, "name", &s, NULL, e)))
+	if ((rc = yscalar(&y, y.root, "name", &s, NULL, e)))
 		goto out;
 	iod_strlcpy(t->name, s ? s : (y.file), sizeof(t->name));
-	if (ymap_get(&y, 0, "switch", &at) && (rc = yopts(&y, t, at, e)))
+	if (ymap_get(&y, y.root, "switch", &at) && (rc = yopts(&y, t, at, e)))
 		goto out;
-	if (ymap_get(&y, 0, "defaults", &at)) {
+	if (ymap_get(&y, y.root, "defaults", &at)) {
 		static const char *const dkeys[] = {"rate", "delay", NULL};
 		if ((rc = ymap_keys(&y, at, dkeys, "defaults", e)) ||
 		    (rc = yunit(&y, at, "rate", IOD_UNIT_BANDWIDTH, &rate, e)) ||
 		    (rc = yunit(&y, at, "delay", IOD_UNIT_DURATION, &delay, e)))
 			goto out;
 	}
-	if (ymap_get(&y, 0, "switches", &at) &&
+	if (ymap_get(&y, y.root, "switches", &at) &&
 	    (rc = ynodes(&y, t, at, IOD_SIM_SWITCH, rate, delay, e)))
 		goto out;
-	if (ymap_get(&y, 0, "hosts", &at) && (rc = ynodes(&y, t, at, IOD_SIM_HOST, rate, delay, e)))
+	if (ymap_get(&y, y.root, "hosts", &at) &&
+	    (rc = ynodes(&y, t, at, IOD_SIM_HOST, rate, delay, e)))
 		goto out;
-	if (ymap_get(&y, 0, "links", &at) && (rc = ylinks(&y, t, at, rate, delay, e)))
+	if (ymap_get(&y, y.root, "links", &at) && (rc = ylinks(&y, t, at, rate, delay, e)))
 		goto out;
-	if (ymap_get(&y, 0, "events", &at) && (rc = yevents(&y, t, at, e)))
+	if (ymap_get(&y, y.root, "events", &at) && (rc = yevents(&y, t, at, e)))
 		goto out;
 	if (!iod_sim_topo_host_count(t))
-		rc = yerr(&y, 0, e, "the topology has no hosts; add a hosts: list");
+		rc = yerr(&y, y.root, e, "the topology has no hosts; add a hosts: list");
 out:
 	ytree_free(&y);
 	if (rc)

@@ -71,7 +71,7 @@ void spec_diag(struct spec_ld *ld, uint32_t line, uint32_t col, const char *fmt,
 	va_end(ap);
 }
 
-void spec_err(struct spec_ld *ld, const struct snode *n, const char *fmt, ...)
+void spec_err(struct spec_ld *ld, const struct iod_yaml_node *n, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -81,20 +81,20 @@ void spec_err(struct spec_ld *ld, const struct snode *n, const char *fmt, ...)
 
 /* ---- scalar helpers ------------------------------------------------------ */
 
-static bool is_null(const struct snode *n)
+static bool is_null(const struct iod_yaml_node *n)
 {
-	if (n->kind != SNODE_SCALAR || !n->plain)
+	if (n->kind != IOD_YAML_SCALAR || !n->plain)
 		return false;
 	return n->len == 0 || !strcmp(n->str, "~") || !strcmp(n->str, "null") ||
 	       !strcmp(n->str, "Null") || !strcmp(n->str, "NULL");
 }
 
 /* What a node is, for "must be X, not Y" messages. */
-static const char *describe(const struct snode *n, char *buf, size_t len)
+static const char *describe(const struct iod_yaml_node *n, char *buf, size_t len)
 {
-	if (n->kind == SNODE_MAP)
+	if (n->kind == IOD_YAML_MAP)
 		return "a mapping";
-	if (n->kind == SNODE_SEQ)
+	if (n->kind == IOD_YAML_SEQ)
 		return "a list";
 	if (is_null(n))
 		return "empty";
@@ -103,11 +103,11 @@ static const char *describe(const struct snode *n, char *buf, size_t len)
 	return buf;
 }
 
-static bool want_scalar(struct spec_ld *ld, const struct snode *n, const char *what,
+static bool want_scalar(struct spec_ld *ld, const struct iod_yaml_node *n, const char *what,
                         const char *kind)
 {
 	char b[80];
-	if (n->kind != SNODE_SCALAR) {
+	if (n->kind != IOD_YAML_SCALAR) {
 		spec_err(ld, n, "%s must be %s, not %s", what, kind, describe(n, b, sizeof(b)));
 		return false;
 	}
@@ -119,7 +119,8 @@ static bool want_scalar(struct spec_ld *ld, const struct snode *n, const char *w
 }
 
 /* Any non-empty scalar, copied into the spec's arena. */
-static bool get_str(struct spec_ld *ld, const struct snode *n, const char *what, const char **out)
+static bool get_str(struct spec_ld *ld, const struct iod_yaml_node *n, const char *what,
+                    const char **out)
 {
 	if (!want_scalar(ld, n, what, "a string"))
 		return false;
@@ -158,8 +159,8 @@ static bool looks_numeric(const char *s)
 }
 
 /* A whole number in [0, max]; `limit` names the bound for the message. */
-static bool get_uint(struct spec_ld *ld, const struct snode *n, const char *what, uint64_t max,
-                     const char *limit, uint64_t *out)
+static bool get_uint(struct spec_ld *ld, const struct iod_yaml_node *n, const char *what,
+                     uint64_t max, const char *limit, uint64_t *out)
 {
 	const char *s;
 	uint64_t v = 0;
@@ -202,8 +203,8 @@ static bool get_uint(struct spec_ld *ld, const struct snode *n, const char *what
 	return true;
 }
 
-static bool get_u32(struct spec_ld *ld, const struct snode *n, const char *what, uint32_t max,
-                    const char *limit, uint32_t *out)
+static bool get_u32(struct spec_ld *ld, const struct iod_yaml_node *n, const char *what,
+                    uint32_t max, const char *limit, uint32_t *out)
 {
 	uint64_t v;
 	if (!get_uint(ld, n, what, max, limit, &v))
@@ -212,7 +213,7 @@ static bool get_u32(struct spec_ld *ld, const struct snode *n, const char *what,
 	return true;
 }
 
-static bool get_bool(struct spec_ld *ld, const struct snode *n, const char *what, bool *out)
+static bool get_bool(struct spec_ld *ld, const struct iod_yaml_node *n, const char *what, bool *out)
 {
 	static const char *const t[] = {"true", "True", "TRUE"};
 	static const char *const f[] = {"false", "False", "FALSE"};
@@ -235,7 +236,7 @@ static bool get_bool(struct spec_ld *ld, const struct snode *n, const char *what
 }
 
 /* One of names[]; *out is its index. Suggests the closest name. */
-static bool get_enum(struct spec_ld *ld, const struct snode *n, const char *what,
+static bool get_enum(struct spec_ld *ld, const struct iod_yaml_node *n, const char *what,
                      const char *const *names, size_t nn, int *out)
 {
 	char list[256] = "";
@@ -263,8 +264,8 @@ static bool get_enum(struct spec_ld *ld, const struct snode *n, const char *what
 
 typedef int (*unit_parse_fn)(const char *, uint64_t *, struct iod_err *);
 
-static bool get_unit(struct spec_ld *ld, const struct snode *n, const char *what, unit_parse_fn fn,
-                     const char *kind, uint64_t *out)
+static bool get_unit(struct spec_ld *ld, const struct iod_yaml_node *n, const char *what,
+                     unit_parse_fn fn, const char *kind, uint64_t *out)
 {
 	struct iod_err e = {0};
 	if (!want_scalar(ld, n, what, kind))
@@ -287,9 +288,9 @@ static bool get_unit(struct spec_ld *ld, const struct snode *n, const char *what
  * prints it, in base units under the suffixed key (mem_bytes: 32000000000).
  * Writing both is an error. False when neither is written or on error.
  */
-static bool get_qty(struct spec_ld *ld, const struct snode *human, const struct snode *base,
-                    const char *what, const char *base_what, unit_parse_fn fn, const char *kind,
-                    uint64_t *out)
+static bool get_qty(struct spec_ld *ld, const struct iod_yaml_node *human,
+                    const struct iod_yaml_node *base, const char *what, const char *base_what,
+                    unit_parse_fn fn, const char *kind, uint64_t *out)
 {
 	if (human && base) {
 		spec_err(ld, base, "%s and %s say the same thing; write one of them", what,
@@ -303,7 +304,7 @@ static bool get_qty(struct spec_ld *ld, const struct snode *human, const struct 
 	return false;
 }
 
-static bool get_bound(struct spec_ld *ld, const struct snode *n, const char *what,
+static bool get_bound(struct spec_ld *ld, const struct iod_yaml_node *n, const char *what,
                       enum iod_unit_kind kind, const char *example, struct iod_bound *b)
 {
 	struct iod_err e = {0};
@@ -325,9 +326,9 @@ static bool get_bound(struct spec_ld *ld, const struct snode *n, const char *wha
  * keys[i] (NULL when absent), knodes[i] its key node. Unknown keys and
  * duplicates are reported; the walk goes on. False if m is not a mapping.
  */
-static bool get_map(struct spec_ld *ld, const struct snode *m, const char *what,
-                    const char *const *keys, size_t nk, const struct snode **vals,
-                    const struct snode **knodes)
+static bool get_map(struct spec_ld *ld, const struct iod_yaml_node *m, const char *what,
+                    const char *const *keys, size_t nk, const struct iod_yaml_node **vals,
+                    const struct iod_yaml_node **knodes)
 {
 	char b[80];
 
@@ -336,7 +337,7 @@ static bool get_map(struct spec_ld *ld, const struct snode *m, const char *what,
 		if (knodes)
 			knodes[i] = NULL;
 	}
-	if (m->kind != SNODE_MAP) {
+	if (m->kind != IOD_YAML_MAP) {
 		if (is_null(m))
 			spec_err(ld, m, "%s has no value; write a mapping (key: value)", what);
 		else
@@ -344,10 +345,10 @@ static bool get_map(struct spec_ld *ld, const struct snode *m, const char *what,
 			         describe(m, b, sizeof(b)));
 		return false;
 	}
-	for (const struct snode *k = m->first; k && k->next; k = k->next->next) {
-		const struct snode *v = k->next;
+	for (const struct iod_yaml_node *k = m->first; k && k->next; k = k->next->next) {
+		const struct iod_yaml_node *v = k->next;
 		size_t i;
-		if (k->kind != SNODE_SCALAR || is_null(k)) {
+		if (k->kind != IOD_YAML_SCALAR || is_null(k)) {
 			spec_err(ld, k, "keys in %s must be plain names", what);
 			continue;
 		}
@@ -385,11 +386,11 @@ static bool get_map(struct spec_ld *ld, const struct snode *m, const char *what,
 	return true;
 }
 
-static bool want_seq(struct spec_ld *ld, const struct snode *n, const char *what,
+static bool want_seq(struct spec_ld *ld, const struct iod_yaml_node *n, const char *what,
                      const char *example, uint32_t max, const char *limit)
 {
 	char b[80];
-	if (n->kind != SNODE_SEQ) {
+	if (n->kind != IOD_YAML_SEQ) {
 		if (is_null(n))
 			spec_err(ld, n, "%s has no value; write a list, e.g. %s", what, example);
 		else
@@ -417,7 +418,8 @@ static bool valid_name(const char *s, size_t max)
 	return true;
 }
 
-static bool get_name(struct spec_ld *ld, const struct snode *n, const char *what, const char **out)
+static bool get_name(struct spec_ld *ld, const struct iod_yaml_node *n, const char *what,
+                     const char **out)
 {
 	const char *name;
 
@@ -464,10 +466,10 @@ int iod_compute_type_parse(const char *s, enum iod_compute_type *out)
 enum { COMPUTE_TYPE, COMPUTE_COUNT, COMPUTE_MEMORY, COMPUTE_MEMORY_BYTES };
 static const char *const compute_keys[] = {"type", "count", "memory", "memory_bytes"};
 
-static void load_compute(struct spec_ld *ld, const struct snode *m, const char *what,
+static void load_compute(struct spec_ld *ld, const struct iod_yaml_node *m, const char *what,
                          struct iod_spec_compute *c)
 {
-	const struct snode *v[IOD_ARRAY_LEN(compute_keys)];
+	const struct iod_yaml_node *v[IOD_ARRAY_LEN(compute_keys)];
 	char p[64];
 	int t;
 
@@ -496,10 +498,10 @@ static void load_compute(struct spec_ld *ld, const struct snode *m, const char *
 enum { NET_BANDWIDTH, NET_LATENCY, NET_BANDWIDTH_BPS };
 static const char *const network_keys[] = {"bandwidth", "latency", "bandwidth_bps"};
 
-static void load_network(struct spec_ld *ld, const struct snode *m, const char *what,
+static void load_network(struct spec_ld *ld, const struct iod_yaml_node *m, const char *what,
                          struct iod_spec_network *nw)
 {
-	const struct snode *v[IOD_ARRAY_LEN(network_keys)];
+	const struct iod_yaml_node *v[IOD_ARRAY_LEN(network_keys)];
 	char p[64];
 
 	if (!get_map(ld, m, what, network_keys, IOD_ARRAY_LEN(network_keys), v, NULL))
@@ -546,7 +548,8 @@ static void load_network(struct spec_ld *ld, const struct snode *m, const char *
 }
 
 /* cpu: 2, 0.5 or "500m": thousandths of a core. */
-static bool get_cpu(struct spec_ld *ld, const struct snode *n, const char *what, uint32_t *millis)
+static bool get_cpu(struct spec_ld *ld, const struct iod_yaml_node *n, const char *what,
+                    uint32_t *millis)
 {
 	const char *s;
 	uint64_t whole = 0, frac = 0;
@@ -626,11 +629,11 @@ static const char *const top_res_keys[] = {"compute", "network"};
  * tensor-core|cuda-core, count, memory} also sets gpu and gpu_mem, and
  * type: cpu sets cpu; writing both forms with different values is an error.
  */
-static void load_resources(struct spec_ld *ld, const struct snode *m, bool top,
+static void load_resources(struct spec_ld *ld, const struct iod_yaml_node *m, bool top,
                            struct iod_spec_resources *r, bool *cpu_set, bool *net_set)
 {
-	const struct snode *v[IOD_ARRAY_LEN(res_keys)];
-	const struct snode *tv[IOD_ARRAY_LEN(top_res_keys)];
+	const struct iod_yaml_node *v[IOD_ARRAY_LEN(res_keys)];
+	const struct iod_yaml_node *tv[IOD_ARRAY_LEN(top_res_keys)];
 
 	if (top) {
 		if (!get_map(ld, m, "resources", top_res_keys, IOD_ARRAY_LEN(top_res_keys), tv,
@@ -677,7 +680,7 @@ static void load_resources(struct spec_ld *ld, const struct snode *m, bool top,
 			         (unsigned)r->gpu, (unsigned)c->count);
 		r->gpu = c->count;
 		if (c->mem_bytes) {
-			const struct snode *gm =
+			const struct iod_yaml_node *gm =
 			    v[RES_GPU_MEM] ? v[RES_GPU_MEM] : v[RES_GPU_MEM_BYTES];
 			if (gm && r->gpu_mem_bytes != c->mem_bytes)
 				spec_err(ld, gm,
@@ -700,11 +703,11 @@ static void load_resources(struct spec_ld *ld, const struct snode *m, bool top,
 
 /* Positions of a service's parts, needed after all services are loaded. */
 struct svc_aux {
-	const struct snode *node;                    /* the service mapping */
-	const struct snode *name;                    /* its name value */
-	const struct snode *deps[IOD_SPEC_LIST_MAX]; /* depends_on entries */
-	uint32_t deps_n;                             /* entries in deps */
-	uint8_t color;                               /* DFS: 0 new, 1 open, 2 done */
+	const struct iod_yaml_node *node;                    /* the service mapping */
+	const struct iod_yaml_node *name;                    /* its name value */
+	const struct iod_yaml_node *deps[IOD_SPEC_LIST_MAX]; /* depends_on entries */
+	uint32_t deps_n;                                     /* entries in deps */
+	uint8_t color;                                       /* DFS: 0 new, 1 open, 2 done */
 };
 
 enum { PL_STRATEGY, PL_ANTI, PL_GPU_LINK, PL_NUMA };
@@ -716,9 +719,10 @@ static const char *const gpu_link_names[] = {"any", "nvlink", "pcie"};
 static const char *const numa_names[] = {"any",        "single",      "none",
                                          "restricted", "best-effort", "single-numa-node"};
 
-static void load_placement(struct spec_ld *ld, const struct snode *m, struct iod_spec_placement *pl)
+static void load_placement(struct spec_ld *ld, const struct iod_yaml_node *m,
+                           struct iod_spec_placement *pl)
 {
-	const struct snode *v[IOD_ARRAY_LEN(placement_keys)];
+	const struct iod_yaml_node *v[IOD_ARRAY_LEN(placement_keys)];
 	int x;
 
 	if (!get_map(ld, m, "placement", placement_keys, IOD_ARRAY_LEN(placement_keys), v, NULL))
@@ -740,7 +744,8 @@ static void load_placement(struct spec_ld *ld, const struct snode *m, struct iod
 		                    : (enum iod_numa_policy)x;
 }
 
-static bool get_port(struct spec_ld *ld, const struct snode *n, const char *what, uint16_t *port)
+static bool get_port(struct spec_ld *ld, const struct iod_yaml_node *n, const char *what,
+                     uint16_t *port)
 {
 	uint64_t v;
 	if (!get_uint(ld, n, what, 65535, "the largest TCP/UDP port", &v))
@@ -784,7 +789,7 @@ static const char *const health_kind_names[] = {"exec", "tcp", "http"};
 static const char *const probe_keys[] = {"port", "path"};
 
 /* An HTTP check path as the agent holds it. */
-static void check_path_len(struct spec_ld *ld, const struct snode *n, const char *what,
+static void check_path_len(struct spec_ld *ld, const struct iod_yaml_node *n, const char *what,
                            const char *path)
 {
 	if (path && strlen(path) >= IOD_AGENT_PATH_MAX)
@@ -792,14 +797,14 @@ static void check_path_len(struct spec_ld *ld, const struct snode *n, const char
 		         strlen(path), IOD_AGENT_PATH_MAX - 1);
 }
 
-static void load_probe(struct spec_ld *ld, const struct snode *m, const char *what, bool http,
-                       struct iod_spec_health *h)
+static void load_probe(struct spec_ld *ld, const struct iod_yaml_node *m, const char *what,
+                       bool http, struct iod_spec_health *h)
 {
-	const struct snode *v[2];
+	const struct iod_yaml_node *v[2];
 	char p[48];
 
 	/* tcp: 8080 is short for tcp: {port: 8080} */
-	if (!http && m->kind == SNODE_SCALAR && !is_null(m)) {
+	if (!http && m->kind == IOD_YAML_SCALAR && !is_null(m)) {
 		get_port(ld, m, "health.tcp", &h->port);
 		return;
 	}
@@ -820,7 +825,7 @@ static void load_probe(struct spec_ld *ld, const struct snode *m, const char *wh
 	}
 }
 
-static void get_exec(struct spec_ld *ld, const struct snode *n, struct iod_spec_health *h)
+static void get_exec(struct spec_ld *ld, const struct iod_yaml_node *n, struct iod_spec_health *h)
 {
 	if (!get_str(ld, n, "health.exec", &h->command))
 		return;
@@ -837,7 +842,8 @@ static void get_exec(struct spec_ld *ld, const struct snode *n, struct iod_spec_
  * The flat form, which -o json prints: kind: exec|tcp|http with exec:,
  * port: and path: beside it. The nested keys tcp:/http: may not be mixed in.
  */
-static void load_health_flat(struct spec_ld *ld, const struct snode **v, struct iod_spec_health *h)
+static void load_health_flat(struct spec_ld *ld, const struct iod_yaml_node **v,
+                             struct iod_spec_health *h)
 {
 	int k;
 
@@ -881,9 +887,10 @@ static void load_health_flat(struct spec_ld *ld, const struct snode **v, struct 
 	}
 }
 
-static void load_health(struct spec_ld *ld, const struct snode *m, struct iod_spec_health *h)
+static void load_health(struct spec_ld *ld, const struct iod_yaml_node *m,
+                        struct iod_spec_health *h)
 {
-	const struct snode *v[IOD_ARRAY_LEN(health_keys)];
+	const struct iod_yaml_node *v[IOD_ARRAY_LEN(health_keys)];
 	int kinds = 0;
 
 	if (!get_map(ld, m, "health", health_keys, IOD_ARRAY_LEN(health_keys), v, NULL))
@@ -921,8 +928,8 @@ static void load_health(struct spec_ld *ld, const struct snode *m, struct iod_sp
 			load_probe(ld, v[HC_HTTP], "health.http", true, h);
 		}
 	}
-	const struct snode *iv = v[HC_INTERVAL] ? v[HC_INTERVAL] : v[HC_INTERVAL_NS];
-	const struct snode *tv = v[HC_TIMEOUT] ? v[HC_TIMEOUT] : v[HC_TIMEOUT_NS];
+	const struct iod_yaml_node *iv = v[HC_INTERVAL] ? v[HC_INTERVAL] : v[HC_INTERVAL_NS];
+	const struct iod_yaml_node *tv = v[HC_TIMEOUT] ? v[HC_TIMEOUT] : v[HC_TIMEOUT_NS];
 	bool iv_ok =
 	    get_qty(ld, v[HC_INTERVAL], v[HC_INTERVAL_NS], "health.interval", "health.interval_ns",
 	            iod_parse_duration, "a duration like 10s", &h->interval_ns);
@@ -963,7 +970,8 @@ enum { PORT_NAME, PORT_PORT, PORT_PROTOCOL };
 static const char *const port_keys[] = {"name", "port", "protocol"};
 static const char *const proto_names[] = {"tcp", "udp"};
 
-static void load_ports(struct spec_ld *ld, const struct snode *seq, struct iod_spec_service *s)
+static void load_ports(struct spec_ld *ld, const struct iod_yaml_node *seq,
+                       struct iod_spec_service *s)
 {
 	struct iod_spec_port *ports;
 	uint32_t i = 0;
@@ -974,13 +982,13 @@ static void load_ports(struct spec_ld *ld, const struct snode *seq, struct iod_s
 	ports = iod_arena_alloc(&ld->spec->arena, sizeof(*ports) * (seq->n + 1));
 	if (!ports)
 		return;
-	for (const struct snode *it = seq->first; it; it = it->next, i++) {
+	for (const struct iod_yaml_node *it = seq->first; it; it = it->next, i++) {
 		struct iod_spec_port *p = &ports[i];
 		p->proto = IOD_PROTO_TCP;
-		if (it->kind == SNODE_SCALAR) {
+		if (it->kind == IOD_YAML_SCALAR) {
 			get_port(ld, it, "ports entry", &p->port);
 		} else {
-			const struct snode *v[IOD_ARRAY_LEN(port_keys)];
+			const struct iod_yaml_node *v[IOD_ARRAY_LEN(port_keys)];
 			int x;
 			if (!get_map(ld, it, "ports entry", port_keys, IOD_ARRAY_LEN(port_keys), v,
 			             NULL))
@@ -1017,13 +1025,13 @@ static bool valid_env_name(const char *s)
 	return true;
 }
 
-static void load_env(struct spec_ld *ld, const struct snode *m, struct iod_spec_service *s)
+static void load_env(struct spec_ld *ld, const struct iod_yaml_node *m, struct iod_spec_service *s)
 {
 	struct iod_spec_env *env;
 	char b[80];
 	uint32_t i = 0;
 
-	if (m->kind != SNODE_MAP) {
+	if (m->kind != IOD_YAML_MAP) {
 		spec_err(ld, m, "env must be a mapping of NAME: value, not %s",
 		         describe(m, b, sizeof(b)));
 		return;
@@ -1036,10 +1044,10 @@ static void load_env(struct spec_ld *ld, const struct snode *m, struct iod_spec_
 	env = iod_arena_alloc(&ld->spec->arena, sizeof(*env) * (m->n / 2 + 1));
 	if (!env)
 		return;
-	for (const struct snode *k = m->first; k && k->next; k = k->next->next) {
-		const struct snode *v = k->next;
+	for (const struct iod_yaml_node *k = m->first; k && k->next; k = k->next->next) {
+		const struct iod_yaml_node *v = k->next;
 		struct iod_spec_env *e = &env[i];
-		if (k->kind != SNODE_SCALAR || !valid_env_name(k->str)) {
+		if (k->kind != IOD_YAML_SCALAR || !valid_env_name(k->str)) {
 			spec_err(
 			    ld, k,
 			    "env name %s is not valid: use letters, digits and '_', not starting "
@@ -1072,8 +1080,8 @@ static void load_env(struct spec_ld *ld, const struct snode *m, struct iod_spec_
 }
 
 /* A list of scalars as strings; NULL on error (reported). */
-static const char **load_strings(struct spec_ld *ld, const struct snode *seq, const char *what,
-                                 const char *example, uint32_t *n)
+static const char **load_strings(struct spec_ld *ld, const struct iod_yaml_node *seq,
+                                 const char *what, const char *example, uint32_t *n)
 {
 	const char **out;
 	uint32_t i = 0;
@@ -1084,7 +1092,7 @@ static const char **load_strings(struct spec_ld *ld, const struct snode *seq, co
 	out = iod_arena_alloc(&ld->spec->arena, sizeof(*out) * (seq->n + 1));
 	if (!out)
 		return NULL;
-	for (const struct snode *it = seq->first; it; it = it->next) {
+	for (const struct iod_yaml_node *it = seq->first; it; it = it->next) {
 		char w[48];
 		snprintf(w, sizeof(w), "%s entry %u", what, (unsigned)(i + 1));
 		if (get_str(ld, it, w, &out[i]))
@@ -1098,15 +1106,15 @@ static const char **load_strings(struct spec_ld *ld, const struct snode *seq, co
  * command: "prog arg arg" (split at spaces) or [prog, arg, ...]. Quotes in
  * the string form are refused: we do not guess shell quoting.
  */
-static void load_command(struct spec_ld *ld, const struct snode *n, struct iod_spec_service *s,
-                         const char ***pre, uint32_t *pre_n)
+static void load_command(struct spec_ld *ld, const struct iod_yaml_node *n,
+                         struct iod_spec_service *s, const char ***pre, uint32_t *pre_n)
 {
 	const char **words;
 	uint32_t wn = 0;
 
 	*pre = NULL;
 	*pre_n = 0;
-	if (n->kind == SNODE_SEQ) {
+	if (n->kind == IOD_YAML_SEQ) {
 		words = load_strings(ld, n, "command", "[iod, demo-worker, --role, worker]", &wn);
 		if (!words)
 			return;
@@ -1158,13 +1166,14 @@ static void load_command(struct spec_ld *ld, const struct snode *n, struct iod_s
 /* A YAML subtree as JSON (a seccomp profile written inline): plain numbers
  * become integers, plain true/false/null what they say, everything else a
  * string. Depth is already bounded by the tree (IOD_SPEC_DEPTH_MAX). */
-static json_t *tree_json(const struct snode *n)
+static json_t *tree_json(const struct iod_yaml_node *n)
 {
-	if (n->kind == SNODE_MAP) {
+	if (n->kind == IOD_YAML_MAP) {
 		json_t *o = json_object();
-		for (const struct snode *k = n->first; o && k && k->next; k = k->next->next) {
+		for (const struct iod_yaml_node *k = n->first; o && k && k->next;
+		     k = k->next->next) {
 			json_t *v = tree_json(k->next);
-			if (!v || k->kind != SNODE_SCALAR || json_object_get(o, k->str) ||
+			if (!v || k->kind != IOD_YAML_SCALAR || json_object_get(o, k->str) ||
 			    json_object_set_new(o, k->str, v)) {
 				json_decref(v);
 				json_decref(o);
@@ -1173,9 +1182,9 @@ static json_t *tree_json(const struct snode *n)
 		}
 		return o;
 	}
-	if (n->kind == SNODE_SEQ) {
+	if (n->kind == IOD_YAML_SEQ) {
 		json_t *a = json_array();
-		for (const struct snode *it = n->first; a && it; it = it->next) {
+		for (const struct iod_yaml_node *it = n->first; a && it; it = it->next) {
 			json_t *v = tree_json(it);
 			if (!v || json_array_append_new(a, v)) {
 				json_decref(a);
@@ -1198,13 +1207,14 @@ static json_t *tree_json(const struct snode *n)
 	return json_string(n->str);
 }
 
-static void load_seccomp(struct spec_ld *ld, const struct snode *n, struct iod_spec_sandbox *sb)
+static void load_seccomp(struct spec_ld *ld, const struct iod_yaml_node *n,
+                         struct iod_spec_sandbox *sb)
 {
 	struct iod_seccomp_profile *p = NULL;
 	struct iod_err e = {0};
 	json_t *j = NULL;
 
-	if (n->kind == SNODE_SCALAR && !is_null(n) && n->str[0] != '{') {
+	if (n->kind == IOD_YAML_SCALAR && !is_null(n) && n->str[0] != '{') {
 		static const char *const modes[] = {"default", "unconfined"};
 		int x;
 		if (get_enum(ld, n, "sandbox.seccomp", modes, 2, &x))
@@ -1212,9 +1222,9 @@ static void load_seccomp(struct spec_ld *ld, const struct snode *n, struct iod_s
 		return;
 	}
 	/* a profile: written inline as a mapping, or as JSON text */
-	if (n->kind == SNODE_MAP) {
+	if (n->kind == IOD_YAML_MAP) {
 		j = tree_json(n);
-	} else if (n->kind == SNODE_SCALAR && !is_null(n)) {
+	} else if (n->kind == IOD_YAML_SCALAR && !is_null(n)) {
 		if (n->len > IOD_SECCOMP_PROFILE_BYTES_MAX) {
 			spec_err(ld, n,
 			         "sandbox.seccomp profile is %zu bytes; the most is %d "
@@ -1272,7 +1282,8 @@ static bool parse_id(const char *p, size_t len, uint32_t *out)
 }
 
 /* user: dynamic | root | UID | "UID:GID" */
-static void load_user(struct spec_ld *ld, const struct snode *n, struct iod_spec_sandbox *sb)
+static void load_user(struct spec_ld *ld, const struct iod_yaml_node *n,
+                      struct iod_spec_sandbox *sb)
 {
 	if (!want_scalar(ld, n, "sandbox.user", "dynamic, root, a uid or \"uid:gid\""))
 		return;
@@ -1309,9 +1320,10 @@ static const char *const sandbox_keys[SB_NKEYS] = {"user", "capabilities", "secc
                                                    "best_effort"};
 static const char *const netmode_names[] = {"auto", "node", "private", "none"};
 
-static void load_sandbox(struct spec_ld *ld, const struct snode *m, struct iod_spec_sandbox *sb)
+static void load_sandbox(struct spec_ld *ld, const struct iod_yaml_node *m,
+                         struct iod_spec_sandbox *sb)
 {
-	const struct snode *v[SB_NKEYS];
+	const struct iod_yaml_node *v[SB_NKEYS];
 	int x;
 
 	if (!get_map(ld, m, "sandbox", sandbox_keys, SB_NKEYS, v, NULL))
@@ -1321,7 +1333,7 @@ static void load_sandbox(struct spec_ld *ld, const struct snode *m, struct iod_s
 		load_user(ld, v[SB_USER], sb);
 	if (v[SB_CAPS] && want_seq(ld, v[SB_CAPS], "sandbox.capabilities", "[NET_BIND_SERVICE]",
 	                           IOD_CAPS_N, "the number of Linux capabilities")) {
-		for (const struct snode *it = v[SB_CAPS]->first; it; it = it->next) {
+		for (const struct iod_yaml_node *it = v[SB_CAPS]->first; it; it = it->next) {
 			unsigned cap;
 			if (!want_scalar(ld, it, "sandbox.capabilities entry", "a capability name"))
 				continue;
@@ -1383,16 +1395,17 @@ static const char *const restart_names[] = {"always", "on-failure", "never"};
  * create`), each handed to the replica as the file /run/secrets/<name> in a
  * tmpfs of its sandbox (docs/security.md). Values never appear in a spec.
  */
-static void load_secrets(struct spec_ld *ld, const struct snode *v, struct iod_spec_service *s)
+static void load_secrets(struct spec_ld *ld, const struct iod_yaml_node *v,
+                         struct iod_spec_service *s)
 {
 	if (!want_seq(ld, v, "secrets", "[db-password]", IOD_SEC_SECRETS_PER_SERVICE_MAX,
 	              "IOD_SEC_SECRETS_PER_SERVICE_MAX"))
 		return;
 	const char **names = iod_arena_alloc(&ld->spec->arena, sizeof(*names) * (v->n + 1));
 	uint32_t n = 0;
-	for (const struct snode *it = v->first; names && it; it = it->next) {
+	for (const struct iod_yaml_node *it = v->first; names && it; it = it->next) {
 		const char *d;
-		if (it->kind == SNODE_MAP) {
+		if (it->kind == IOD_YAML_MAP) {
 			spec_err(ld, it,
 			         "a secrets entry is the name of a secret (`iod secret create NAME "
 			         "--from-file F`), never its value");
@@ -1413,10 +1426,10 @@ static void load_secrets(struct spec_ld *ld, const struct snode *v, struct iod_s
 	s->secrets_n = n;
 }
 
-static void load_service(struct spec_ld *ld, const struct snode *m, uint32_t index,
+static void load_service(struct spec_ld *ld, const struct iod_yaml_node *m, uint32_t index,
                          struct iod_spec_service *s, struct svc_aux *aux)
 {
-	const struct snode *v[SV_NKEYS], *k[SV_NKEYS];
+	const struct iod_yaml_node *v[SV_NKEYS], *k[SV_NKEYS];
 	bool cpu_set = false, net_set = false;
 	int x;
 
@@ -1432,10 +1445,10 @@ static void load_service(struct spec_ld *ld, const struct snode *m, uint32_t ind
 	s->health.healthy_threshold = 1;
 	s->health.unhealthy_threshold = 3;
 	/* name the service in every message, even those about keys before name: */
-	for (const struct snode *p = m->kind == SNODE_MAP ? m->first : NULL; p && p->next;
-	     p = p->next->next) {
-		if (p->kind == SNODE_SCALAR && !strcmp(p->str, "name") &&
-		    p->next->kind == SNODE_SCALAR &&
+	for (const struct iod_yaml_node *p = m->kind == IOD_YAML_MAP ? m->first : NULL;
+	     p && p->next; p = p->next->next) {
+		if (p->kind == IOD_YAML_SCALAR && !strcmp(p->str, "name") &&
+		    p->next->kind == IOD_YAML_SCALAR &&
 		    valid_name(p->next->str, IOD_SPEC_NAME_LEN_MAX))
 			snprintf(ld->obj, sizeof(ld->obj), "service \"%s\": ", p->next->str);
 	}
@@ -1519,7 +1532,8 @@ static void load_service(struct spec_ld *ld, const struct snode *m, uint32_t ind
 		const char **deps =
 		    iod_arena_alloc(&ld->spec->arena, sizeof(*deps) * (v[SV_DEPENDS]->n + 1));
 		uint32_t dn = 0;
-		for (const struct snode *it = v[SV_DEPENDS]->first; deps && it; it = it->next) {
+		for (const struct iod_yaml_node *it = v[SV_DEPENDS]->first; deps && it;
+		     it = it->next) {
 			const char *d;
 			if (!get_name(ld, it, "depends_on entry", &d))
 				continue;
@@ -1663,7 +1677,7 @@ static void check_services(struct spec_ld *ld, struct svc_aux *aux)
 	ld->obj[0] = 0;
 }
 
-static void load_services(struct spec_ld *ld, const struct snode *seq)
+static void load_services(struct spec_ld *ld, const struct iod_yaml_node *seq)
 {
 	struct iod_spec *sp = ld->spec;
 	struct svc_aux *aux;
@@ -1682,7 +1696,7 @@ static void load_services(struct spec_ld *ld, const struct snode *seq)
 		spec_err(ld, seq, "out of memory");
 		return;
 	}
-	for (const struct snode *it = seq->first; it; it = it->next)
+	for (const struct iod_yaml_node *it = seq->first; it; it = it->next)
 		load_service(ld, it, i, &sp->services[i], &aux[i]), i++;
 	sp->services_n = i;
 	ld->obj[0] = 0;
@@ -1694,7 +1708,7 @@ static void load_services(struct spec_ld *ld, const struct snode *seq)
 static const char *const media[] = {"DRAM", "PMem", "NVMe", "SSD", "HDD", "object"};
 
 /* A medium name, case-insensitively; suggests the closest one. */
-static const char *get_medium(struct spec_ld *ld, const struct snode *n)
+static const char *get_medium(struct spec_ld *ld, const struct iod_yaml_node *n)
 {
 	char low[32], lbuf[IOD_ARRAY_LEN(media)][16];
 	const char *lm[IOD_ARRAY_LEN(media)];
@@ -1729,11 +1743,11 @@ static const char *get_medium(struct spec_ld *ld, const struct snode *n)
 	return NULL;
 }
 
-static void load_storage(struct spec_ld *ld, const struct snode *m)
+static void load_storage(struct spec_ld *ld, const struct iod_yaml_node *m)
 {
 	static const char *const storage_keys[] = {"tiers"};
 	static const char *const tier_keys[] = {"medium", "quota", "quota_bp"};
-	const struct snode *v[1];
+	const struct iod_yaml_node *v[1];
 	struct iod_spec *sp = ld->spec;
 	uint32_t sum = 0, i = 0;
 	bool all = true;
@@ -1754,8 +1768,8 @@ static void load_storage(struct spec_ld *ld, const struct snode *m)
 	sp->tiers = iod_arena_alloc(&sp->arena, sizeof(*sp->tiers) * v[0]->n);
 	if (!sp->tiers)
 		return;
-	for (const struct snode *it = v[0]->first; it; it = it->next) {
-		const struct snode *t[3];
+	for (const struct iod_yaml_node *it = v[0]->first; it; it = it->next) {
+		const struct iod_yaml_node *t[3];
 		struct iod_spec_tier *tier = &sp->tiers[i++];
 		struct iod_err e = {0};
 		if (!get_map(ld, it, "storage tier", tier_keys, 3, t, NULL)) {
@@ -1809,10 +1823,10 @@ static void load_storage(struct spec_ld *ld, const struct snode *m)
 
 static const char *const transport_names[] = {"tcp", "shm", "rdma"};
 
-static void load_mesh(struct spec_ld *ld, const struct snode *m)
+static void load_mesh(struct spec_ld *ld, const struct iod_yaml_node *m)
 {
 	static const char *const mesh_keys[] = {"transport"};
-	const struct snode *v[1];
+	const struct iod_yaml_node *v[1];
 	int x;
 
 	ld->spec->has_mesh = true;
@@ -1829,9 +1843,9 @@ static void load_mesh(struct spec_ld *ld, const struct snode *m)
 enum { TOP_SERVICES, TOP_RESOURCES, TOP_STORAGE, TOP_MESH };
 static const char *const top_keys[] = {"services", "resources", "storage", "service_mesh"};
 
-int spec_build(struct spec_ld *ld, const struct snode *root)
+int spec_build(struct spec_ld *ld, const struct iod_yaml_node *root)
 {
-	const struct snode *v[IOD_ARRAY_LEN(top_keys)];
+	const struct iod_yaml_node *v[IOD_ARRAY_LEN(top_keys)];
 	uint32_t before = ld->diags->total;
 
 	ld->obj[0] = 0;

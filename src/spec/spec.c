@@ -30,11 +30,17 @@ static void sort_diags(struct iod_spec_diags *d)
 	}
 }
 
+/* A problem the YAML layer found, as a spec diagnostic. */
+static void yaml_diag(void *ctx, uint32_t line, uint32_t col, const char *msg)
+{
+	spec_diag(ctx, line, col, "%s", msg);
+}
+
 static int load(const char *name, const char *text, size_t len, bool standalone,
                 struct iod_spec **out, struct iod_spec_diags *diags)
 {
 	struct spec_ld ld;
-	struct snode *root = NULL;
+	struct iod_yaml_node *root = NULL;
 	struct iod_spec *s;
 	int rc;
 
@@ -59,7 +65,9 @@ static int load(const char *name, const char *text, size_t len, bool standalone,
 	iod_arena_init(&ld.tree, 64 * 1024, 0);
 	s->path = iod_arena_strdup(&s->arena, name);
 	ld.spec = s;
-	rc = spec_yaml_parse(&ld, text, len, &root);
+	const struct iod_yaml_opts yo = {
+	    .what = "spec", .nodes_max_name = "IOD_SPEC_NODES_MAX", .diag = yaml_diag, .ctx = &ld};
+	rc = iod_yaml_parse(&ld.tree, text, len, &yo, &root);
 	if (rc == 0)
 		rc = spec_build(&ld, root);
 	iod_arena_free(&ld.tree);

@@ -292,6 +292,54 @@ TEST(dp_config_errors_name_file_line_col)
 	free(c);
 }
 
+/* The dp config goes through the one YAML layer (src/base/yaml.c): every
+ * independent problem is reported, not only the first, and a document past
+ * IOD_YAML_NODES_MAX is refused with its position (the old loader had no
+ * node bound and stopped at its first error). */
+TEST(dp_config_reports_every_error_and_bounds_nodes)
+{
+	struct iod_flow_dp_config *c = calloc(1, sizeof(*c));
+	struct iod_err e = {0};
+	CHECK(c);
+	const char *many = "vtep: 10.10.0.300\nemc_slots: 3\nnetworks:\n"
+	                   "  - {name: a, vni: 5, subnet: 10.0.0.0/8, dscp: 99}\n"
+	                   "  - {name: b, vnii: 6, subnet: 10.0.0.0/8}\n";
+	CHECK_EQ(iod_flow_dp_config_parse(many, strlen(many), "m.yaml", c, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "m.yaml:1:7: vtep must be an IPv4 address");
+	CHECK_CONTAINS(e.msg, "m.yaml:2:12: emc_slots must be a power of two");
+	CHECK_CONTAINS(e.msg, "m.yaml:4:49: dscp must be a whole number 0..63");
+	CHECK_CONTAINS(e.msg, "m.yaml:5:21: unknown key \"vnii\"");
+	CHECK_MSG(strchr(e.msg, '\n') != NULL, "one problem a line: %s", e.msg);
+	iod_flow_dp_config_free(c);
+
+	/* more YAML nodes than the bound, in a file far below the size limit */
+	size_t len = 64 + 2 * (size_t)(IOD_YAML_NODES_MAX + 10);
+	CHECK(len < IOD_DP_CONFIG_FILE_MAX);
+	char *big = malloc(len);
+	CHECK(big);
+	size_t off = (size_t)snprintf(big, len, "vtep: 1.2.3.4\nx: [");
+	for (int i = 0; i < IOD_YAML_NODES_MAX + 2; i++) {
+		big[off++] = '1';
+		big[off++] = ',';
+	}
+	big[off++] = ']';
+	big[off] = 0;
+	e = (struct iod_err){0};
+	CHECK_EQ(iod_flow_dp_config_parse(big, off, "big.yaml", c, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "big.yaml:2:");
+	CHECK_CONTAINS(e.msg, "IOD_YAML_NODES_MAX");
+	free(big);
+	iod_flow_dp_config_free(c);
+
+	/* aliases are refused where they are used */
+	const char *alias = "vtep: &v 1.2.3.4\nvtep_mac: *v\n";
+	e = (struct iod_err){0};
+	CHECK_EQ(iod_flow_dp_config_parse(alias, strlen(alias), "a.yaml", c, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "a.yaml:2:11: alias");
+	iod_flow_dp_config_free(c);
+	free(c);
+}
+
 /* Run one frame through a built dp (port 0 host, 1 fabric); the verdict. */
 static int dp_verdict(struct iod_flow_dp *dp, uint16_t port, const uint8_t *frame, uint32_t len,
                       uint16_t *port_out)

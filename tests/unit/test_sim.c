@@ -208,7 +208,7 @@ TEST(yaml_errors_have_positions)
 	         "f.yaml:4:26: rate:", &failed);
 	yaml_err("switches: [s0, s0]\nhosts: [h0]\n", "defined twice", &failed);
 	yaml_err("switches: [s0]\n", "no hosts", &failed);
-	yaml_err("a: [b\n", "YAML error", &failed);
+	yaml_err("a: [b\n", "YAML syntax error", &failed);
 	yaml_err("", "empty", &failed);
 	yaml_err("switches: [s0]\nhosts: [h0]\nlinks: [{a: h0, b: s0}]\n"
 	         "events: [{at: 1ms, a: h0, b: s0}]\n",
