@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #define IOD_CHAOS_NONE UINT32_MAX
-#define IOD_CHAOS_MAX_OPS 100000u      /* a parsed history holds at most this many */
+#define IOD_CHAOS_MAX_OPS 100000u        /* a parsed history holds at most this many */
 #define IOD_CHAOS_DEFAULT_STATES 100000u /* default bound on explored states */
 
 enum iod_chaos_f { IOD_CHAOS_READ, IOD_CHAOS_WRITE, IOD_CHAOS_ADD };
@@ -28,14 +28,14 @@ struct iod_chaos_op {
 	uint32_t client;
 	enum iod_chaos_f f;
 	enum iod_chaos_res res;
-	bool has_value;     /* false: null (a read of the initial, unwritten register) */
-	int64_t value;      /* written, added or read (register) value */
-	uint32_t set_off;   /* set read: its values are vals[set_off, set_off+set_n) */
+	bool has_value;   /* false: null (a read of the initial, unwritten register) */
+	int64_t value;    /* written, added or read (register) value */
+	uint32_t set_off; /* set read: its values are vals[set_off, set_off+set_n) */
 	uint32_t set_n;
-	bool is_set;        /* the value is a list (a set read) */
-	uint32_t inv;       /* event index of the invocation */
-	uint32_t cmp;       /* event index of the completion, or IOD_CHAOS_NONE */
-	uint32_t line;      /* line of the invocation in the parsed file, 0 if built */
+	bool is_set;   /* the value is a list (a set read) */
+	uint32_t inv;  /* event index of the invocation */
+	uint32_t cmp;  /* event index of the completion, or IOD_CHAOS_NONE */
+	uint32_t line; /* line of the invocation in the parsed file, 0 if built */
 };
 
 struct iod_chaos_history {
@@ -91,10 +91,10 @@ int iod_chaos_check_register(const struct iod_chaos_history *h, uint64_t max_sta
 
 struct iod_chaos_set_result {
 	bool ok;
-	bool no_final_read;   /* no successful read at all */
-	int64_t *lost;        /* acknowledged adds missing from the final read */
+	bool no_final_read; /* no successful read at all */
+	int64_t *lost;      /* acknowledged adds missing from the final read */
 	uint32_t nlost;
-	int64_t *unexpected;  /* values read that no ok or info add wrote */
+	int64_t *unexpected; /* values read that no ok or info add wrote */
 	uint32_t nunexpected;
 	uint32_t acknowledged; /* ok adds */
 };

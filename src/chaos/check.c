@@ -73,21 +73,22 @@ static int parse_value(struct iod_chaos_history *h, json_t *v, struct iod_chaos_
 		op->set_n = 0;
 		size_t i;
 		json_t *x;
-		json_array_foreach (v, i, x) {
+		json_array_foreach(v, i, x)
+		{
 			if (!json_is_integer(x))
-				return iod_err_set(e, -EINVAL,
-				                   "line %u: \"value\" list holds a non-integer at %zu; "
-				                   "a set read is a list of integers",
-				                   line, i);
+				return iod_err_set(
+				    e, -EINVAL,
+				    "line %u: \"value\" list holds a non-integer at %zu; "
+				    "a set read is a list of integers",
+				    line, i);
 			if (add_val(h, (int64_t)json_integer_value(x)) < 0)
 				return iod_err_set(e, -ENOMEM, "line %u: out of memory", line);
 			op->set_n++;
 		}
 		return 0;
 	}
-	return iod_err_set(e, -EINVAL,
-	                   "line %u: \"value\" must be an integer, null or a list of integers",
-	                   line);
+	return iod_err_set(
+	    e, -EINVAL, "line %u: \"value\" must be an integer, null or a list of integers", line);
 }
 
 static int parse_line(struct iod_chaos_history *h, const char *s, size_t len, uint32_t line,
@@ -117,7 +118,8 @@ static int parse_line(struct iod_chaos_history *h, const char *s, size_t len, ui
 		goto out;
 	}
 	if (!json_is_string(jf)) {
-		rc = iod_err_set(e, -EINVAL, "line %u: \"f\" must be one of read, write, add", line);
+		rc =
+		    iod_err_set(e, -EINVAL, "line %u: \"f\" must be one of read, write, add", line);
 		goto out;
 	}
 	const char *t = json_string_value(jt), *fs = json_string_value(jf);
@@ -130,7 +132,8 @@ static int parse_line(struct iod_chaos_history *h, const char *s, size_t len, ui
 		f = IOD_CHAOS_ADD;
 	else {
 		rc = iod_err_set(e, -EINVAL,
-		                 "line %u: unknown \"f\" \"%.32s\"; use read, write or add", line, fs);
+		                 "line %u: unknown \"f\" \"%.32s\"; use read, write or add", line,
+		                 fs);
 		goto out;
 	}
 	uint32_t client = (uint32_t)json_integer_value(jc);
@@ -151,8 +154,12 @@ static int parse_line(struct iod_chaos_history *h, const char *s, size_t len, ui
 			                 IOD_CHAOS_MAX_OPS);
 			goto out;
 		}
-		struct iod_chaos_op op = {.client = client, .f = f, .res = IOD_CHAOS_INFO,
-		                          .inv = ev, .cmp = IOD_CHAOS_NONE, .line = line};
+		struct iod_chaos_op op = {.client = client,
+		                          .f = f,
+		                          .res = IOD_CHAOS_INFO,
+		                          .inv = ev,
+		                          .cmp = IOD_CHAOS_NONE,
+		                          .line = line};
 		if ((rc = parse_value(h, json_object_get(o, "value"), &op, line, e)) < 0)
 			goto out;
 		if (op.is_set && f != IOD_CHAOS_READ) {
@@ -178,27 +185,29 @@ static int parse_line(struct iod_chaos_history *h, const char *s, size_t len, ui
 		else if (strcmp(t, "info") == 0)
 			res = IOD_CHAOS_INFO;
 		else {
-			rc = iod_err_set(e, -EINVAL,
-			                 "line %u: unknown \"type\" \"%.32s\"; use invoke, ok, fail "
-			                 "or info",
-			                 line, t);
+			rc =
+			    iod_err_set(e, -EINVAL,
+			                "line %u: unknown \"type\" \"%.32s\"; use invoke, ok, fail "
+			                "or info",
+			                line, t);
 			goto out;
 		}
 		if (k == *nopen) {
 			rc = iod_err_set(e, -EINVAL,
-			                 "line %u: client %u completes an op it never invoked", line,
-			                 client);
+			                 "line %u: client %u completes an op it never invoked",
+			                 line, client);
 			goto out;
 		}
 		struct iod_chaos_op *op = &h->ops[(*open)[k].op];
 		if (op->f != f) {
-			rc = iod_err_set(e, -EINVAL,
-			                 "line %u: client %u completes a %s but invoked a %s at line %u",
-			                 line, client, fs,
-			                 op->f == IOD_CHAOS_READ    ? "read"
-			                 : op->f == IOD_CHAOS_WRITE ? "write"
-			                                            : "add",
-			                 op->line);
+			rc = iod_err_set(
+			    e, -EINVAL,
+			    "line %u: client %u completes a %s but invoked a %s at line %u", line,
+			    client, fs,
+			    op->f == IOD_CHAOS_READ    ? "read"
+			    : op->f == IOD_CHAOS_WRITE ? "write"
+			                               : "add",
+			    op->line);
 			goto out;
 		}
 		op->res = res;
@@ -244,12 +253,9 @@ int iod_chaos_history_parse(const char *text, size_t len, struct iod_chaos_histo
 const char *iod_chaos_verdict_name(enum iod_chaos_verdict v)
 {
 	switch (v) {
-	case IOD_CHAOS_LINEARIZABLE:
-		return "linearizable";
-	case IOD_CHAOS_NOT_LINEARIZABLE:
-		return "not linearizable";
-	case IOD_CHAOS_UNKNOWN:
-		return "unknown";
+	case IOD_CHAOS_LINEARIZABLE: return "linearizable";
+	case IOD_CHAOS_NOT_LINEARIZABLE: return "not linearizable";
+	case IOD_CHAOS_UNKNOWN: return "unknown";
 	}
 	return "?";
 }
@@ -461,9 +467,12 @@ int iod_chaos_check_register(const struct iod_chaos_history *h, uint64_t max_sta
 		bool indet = o->res == IOD_CHAOS_INFO || o->cmp == IOD_CHAOS_NONE;
 		if (o->f == IOD_CHAOS_READ && indet)
 			continue;
-		s[n++] = (struct sop){.inv = o->inv, .cmp = indet ? IOD_CHAOS_NONE : o->cmp,
-		                      .write = o->f == IOD_CHAOS_WRITE, .has = o->has_value,
-		                      .v = o->value, .orig = i};
+		s[n++] = (struct sop){.inv = o->inv,
+		                      .cmp = indet ? IOD_CHAOS_NONE : o->cmp,
+		                      .write = o->f == IOD_CHAOS_WRITE,
+		                      .has = o->has_value,
+		                      .v = o->value,
+		                      .orig = i};
 		if (o->inv + 1 > limit)
 			limit = o->inv + 1;
 		if (!indet && o->cmp + 1 > limit)
@@ -575,7 +584,8 @@ int iod_chaos_check_set(const struct iod_chaos_history *h, struct iod_chaos_set_
 		for (uint32_t i = 0; i < h->n; i++) {
 			const struct iod_chaos_op *o = &h->ops[i];
 			if (o->f == IOD_CHAOS_ADD && o->res == IOD_CHAOS_OK && o->has_value &&
-			    !has_i64(fv, fin->set_n, o->value) && (rc = push(&r->lost, &r->nlost, o->value)) < 0)
+			    !has_i64(fv, fin->set_n, o->value) &&
+			    (rc = push(&r->lost, &r->nlost, o->value)) < 0)
 				goto out;
 		}
 	}

@@ -46,9 +46,9 @@ TEST(indeterminate_write_later_observed)
 {
 	struct iod_chaos_lin_result r;
 	/* w1 completes; w2 times out (info) and is seen later, or never */
-	const char *seen = INV(1, "write", "1") OK(1, "write", "1") INV(2, "write", "2")
-	    INFO(2, "write") INV(3, "read", "null") OK(3, "read", "2") INV(3, "read", "null")
-	        OK(3, "read", "2");
+	const char *seen =
+	    INV(1, "write", "1") OK(1, "write", "1") INV(2, "write", "2") INFO(2, "write")
+	        INV(3, "read", "null") OK(3, "read", "2") INV(3, "read", "null") OK(3, "read", "2");
 	const char *never = INV(1, "write", "1") OK(1, "write", "1") INV(2, "write", "2")
 	    INFO(2, "write") INV(3, "read", "null") OK(3, "read", "1");
 	/* still open at the end of the history: indeterminate too */
@@ -57,21 +57,21 @@ TEST(indeterminate_write_later_observed)
 	CHECK_EQ(reg(never, 0, &r), IOD_CHAOS_LINEARIZABLE);
 	CHECK_EQ(reg(open, 0, &r), IOD_CHAOS_LINEARIZABLE);
 	/* but a failed write never took effect */
-	const char *failed = INV(2, "write", "7") FAIL(2, "write") INV(3, "read", "null")
-	    OK(3, "read", "7");
+	const char *failed =
+	    INV(2, "write", "7") FAIL(2, "write") INV(3, "read", "null") OK(3, "read", "7");
 	CHECK_EQ(reg(failed, 0, &r), IOD_CHAOS_NOT_LINEARIZABLE);
 	/* an indeterminate write takes effect after its invocation, not before */
-	const char *early = INV(3, "read", "null") OK(3, "read", "7") INV(2, "write", "7")
-	    INFO(2, "write");
+	const char *early =
+	    INV(3, "read", "null") OK(3, "read", "7") INV(2, "write", "7") INFO(2, "write");
 	CHECK_EQ(reg(early, 0, &r), IOD_CHAOS_NOT_LINEARIZABLE);
 }
 
 TEST(stale_read_after_completed_write)
 {
 	struct iod_chaos_lin_result r;
-	const char *h = INV(1, "write", "1") OK(1, "write", "1") INV(1, "write", "2")
-	    OK(1, "write", "2") INV(2, "read", "null") OK(2, "read", "1") INV(1, "write", "3")
-	        OK(1, "write", "3");
+	const char *h =
+	    INV(1, "write", "1") OK(1, "write", "1") INV(1, "write", "2") OK(1, "write", "2")
+	        INV(2, "read", "null") OK(2, "read", "1") INV(1, "write", "3") OK(1, "write", "3");
 	CHECK_EQ(reg(h, 0, &r), IOD_CHAOS_NOT_LINEARIZABLE);
 	/* the shortest failing prefix ends at the stale read's completion (event 6) */
 	CHECK_EQ(r.fail_events, 6);
@@ -81,8 +81,8 @@ TEST(stale_read_after_completed_write)
 TEST(read_of_value_never_written)
 {
 	struct iod_chaos_lin_result r;
-	const char *h = INV(1, "write", "1") OK(1, "write", "1") INV(2, "read", "null")
-	    OK(2, "read", "42");
+	const char *h =
+	    INV(1, "write", "1") OK(1, "write", "1") INV(2, "read", "null") OK(2, "read", "42");
 	CHECK_EQ(reg(h, 0, &r), IOD_CHAOS_NOT_LINEARIZABLE);
 	CHECK_EQ(r.fail_events, 4);
 	CHECK_EQ(r.fail_op, 1);
@@ -93,16 +93,16 @@ TEST(new_then_old_read_sequentially)
 	struct iod_chaos_lin_result r;
 	/* w2 is concurrent with both reads, but once a read saw 2, a later one
 	 * cannot see 1 again */
-	const char *h = INV(1, "write", "1") OK(1, "write", "1") INV(1, "write", "2")
-	    INV(2, "read", "null") OK(2, "read", "2") INV(2, "read", "null") OK(2, "read", "1")
-	        OK(1, "write", "2");
+	const char *h =
+	    INV(1, "write", "1") OK(1, "write", "1") INV(1, "write", "2") INV(2, "read", "null")
+	        OK(2, "read", "2") INV(2, "read", "null") OK(2, "read", "1") OK(1, "write", "2");
 	CHECK_EQ(reg(h, 0, &r), IOD_CHAOS_NOT_LINEARIZABLE);
 	CHECK_EQ(r.fail_events, 7);
 	CHECK_EQ(r.fail_op, 3);
 	/* old then new is fine */
-	const char *ok = INV(1, "write", "1") OK(1, "write", "1") INV(1, "write", "2")
-	    INV(2, "read", "null") OK(2, "read", "1") INV(2, "read", "null") OK(2, "read", "2")
-	        OK(1, "write", "2");
+	const char *ok =
+	    INV(1, "write", "1") OK(1, "write", "1") INV(1, "write", "2") INV(2, "read", "null")
+	        OK(2, "read", "1") INV(2, "read", "null") OK(2, "read", "2") OK(1, "write", "2");
 	CHECK_EQ(reg(ok, 0, &r), IOD_CHAOS_LINEARIZABLE);
 }
 
@@ -113,14 +113,23 @@ TEST(bound_gives_unknown)
 	struct iod_chaos_history h = {0};
 	uint32_t ev = 0;
 	for (uint32_t c = 0; c < 16; c++) {
-		struct iod_chaos_op o = {.client = c, .f = IOD_CHAOS_WRITE, .res = IOD_CHAOS_OK,
-		                         .has_value = true, .value = c, .inv = ev++};
+		struct iod_chaos_op o = {.client = c,
+		                         .f = IOD_CHAOS_WRITE,
+		                         .res = IOD_CHAOS_OK,
+		                         .has_value = true,
+		                         .value = c,
+		                         .inv = ev++};
 		CHECK_EQ(iod_chaos_history_add(&h, &o), 0);
 	}
 	for (uint32_t c = 0; c < 16; c++)
 		h.ops[c].cmp = ev++;
-	struct iod_chaos_op rd = {.client = 99, .f = IOD_CHAOS_READ, .res = IOD_CHAOS_OK,
-	                          .has_value = true, .value = 1000, .inv = ev, .cmp = ev + 1};
+	struct iod_chaos_op rd = {.client = 99,
+	                          .f = IOD_CHAOS_READ,
+	                          .res = IOD_CHAOS_OK,
+	                          .has_value = true,
+	                          .value = 1000,
+	                          .inv = ev,
+	                          .cmp = ev + 1};
 	CHECK_EQ(iod_chaos_history_add(&h, &rd), 0);
 	struct iod_chaos_lin_result r;
 	CHECK_EQ(iod_chaos_check_register(&h, 50, &r, &err), 0);
@@ -135,8 +144,8 @@ TEST(bound_gives_unknown)
 
 TEST(set_lost_and_unexpected)
 {
-	const char *text = INV(1, "add", "1") OK(1, "add", "1") INV(2, "add", "2")
-	    OK(2, "add", "2") INV(3, "add", "3") INFO(3, "add") INV(4, "add", "4") FAIL(4, "add")
+	const char *text = INV(1, "add", "1") OK(1, "add", "1") INV(2, "add", "2") OK(2, "add", "2")
+	    INV(3, "add", "3") INFO(3, "add") INV(4, "add", "4") FAIL(4, "add")
 	        INV(1, "read", "null") OK(1, "read", "[1,3,4,9]") INV(1, "read", "null")
 	            OK(1, "read", "[1,3,4,9]");
 	struct iod_chaos_history h;
@@ -154,8 +163,8 @@ TEST(set_lost_and_unexpected)
 	iod_chaos_set_result_free(&r);
 	iod_chaos_history_free(&h);
 
-	const char *good = INV(1, "add", "1") OK(1, "add", "1") INV(1, "read", "null")
-	    OK(1, "read", "[1]");
+	const char *good =
+	    INV(1, "add", "1") OK(1, "add", "1") INV(1, "read", "null") OK(1, "read", "[1]");
 	CHECK_EQ(iod_chaos_history_parse(good, strlen(good), &h, &err), 0);
 	CHECK_EQ(iod_chaos_check_set(&h, &r, &err), 0);
 	CHECK(r.ok);
