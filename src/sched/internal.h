@@ -15,7 +15,7 @@ struct memo_class {
 	uint32_t mask;      /* the GPU set */
 	uint32_t score;     /* sum of its pair scores */
 	uint64_t rest;      /* what it leaves free for later requests (rest_key in
-	                       sched.c: higher is better; go-gpuallocator) */
+	                       search.c: higher is better; go-gpuallocator) */
 	uint16_t waste;     /* free GPUs left in whole islands it breaks, a wholly
 	                       free node counting as an island */
 	uint16_t waste_isl; /* the same, NVLink islands only (for spread requests) */

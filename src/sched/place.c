@@ -1,6 +1,7 @@
 /*
- * sched.c: the scheduler core: cluster state, the exact GPU-set search, and
- * filter -> score -> bind for every replica of a deploy.
+ * place.c: the scheduler's entry point: filter -> score -> bind for every
+ * replica of a deploy, choosing the best candidate (the other parts of the
+ * core: shapes.c, search.c, eval.c, bind.c, diagnose.c; internal.h).
  *
  * It exists so that every replica lands on the best GPUs, CPUs and NIC a
  * cluster can give it, fast, with a reason for every decision. It must never
