@@ -55,13 +55,12 @@ static inline uint64_t bench_pct_u64(const uint64_t *v, size_t n, double p)
 	return v[(size_t)(p * (double)(n - 1) + 0.5)];
 }
 
-/* One "BENCH <name> key=value..." line: fmt carries the keys. */
-static inline void bench_line(const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static inline void bench_line(const char *name, const char *fmt, ...)
+/* One "BENCH <area>.<figure> key=value..." line, flushed: fmt spells the whole
+ * line with its name (the names are an interface, greppable in the source). */
+static inline void bench_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline void bench_line(const char *fmt, ...)
 {
 	va_list ap;
-	printf("BENCH %s ", name);
 	va_start(ap, fmt);
 	vprintf(fmt, ap);
 	va_end(ap);

@@ -33,7 +33,7 @@ int main(void)
 	for (unsigned i = 0; i < iters; i++)
 		sink += iod_topo_gpu_pair_score(&n, i & 7, (i >> 3) & 7);
 	dt = bench_now_s() - t0;
-	bench_line("topo.pair_score", "ns_per_op=%.1f", dt * 1e9 / iters);
+	bench_line("BENCH topo.pair_score ns_per_op=%.1f", dt * 1e9 / iters);
 
 	struct iod_bitmap all;
 	iod_bitmap_zero(&all);
@@ -44,7 +44,7 @@ int main(void)
 		sink += iod_topo_gpu_set_score(&n, &all);
 	}
 	dt = bench_now_s() - t0;
-	bench_line("topo.set_score_8gpu", "ns_per_op=%.1f pairs=28", dt * 1e9 / (iters / 10));
+	bench_line("BENCH topo.set_score_8gpu ns_per_op=%.1f pairs=28", dt * 1e9 / (iters / 10));
 
 	struct iod_bitmap two;
 	t0 = bench_now_s();
@@ -55,7 +55,7 @@ int main(void)
 		sink += (uint64_t)iod_topo_nearest_nic(&n, &two);
 	}
 	dt = bench_now_s() - t0;
-	bench_line("topo.nearest_nic", "ns_per_op=%.1f nics=9 gpus=2", dt * 1e9 / (iters / 10));
+	bench_line("BENCH topo.nearest_nic ns_per_op=%.1f nics=9 gpus=2", dt * 1e9 / (iters / 10));
 
 	struct iod_bitmap isl[8];
 	t0 = bench_now_s();
@@ -64,13 +64,13 @@ int main(void)
 		sink += iod_topo_nvlink_islands(&n, &all, isl, 8);
 	}
 	dt = bench_now_s() - t0;
-	bench_line("topo.nvlink_islands", "ns_per_op=%.1f gpus=7", dt * 1e9 / (iters / 100));
+	bench_line("BENCH topo.nvlink_islands ns_per_op=%.1f gpus=7", dt * 1e9 / (iters / 100));
 
 	t0 = bench_now_s();
 	for (unsigned i = 0; i < iters; i++)
 		sink += iod_topo_link_bw_bps(&n, i & 15, (i >> 4) & 15);
 	dt = bench_now_s() - t0;
-	bench_line("topo.link_bw", "ns_per_op=%.1f", dt * 1e9 / iters);
+	bench_line("BENCH topo.link_bw ns_per_op=%.1f", dt * 1e9 / iters);
 
 	const unsigned builds = 2000;
 	t0 = bench_now_s();
@@ -78,7 +78,7 @@ int main(void)
 		if (iod_topo_model_load(i & 1 ? "dgx-h100" : "generic-4", &copy, &e))
 			return 1;
 	dt = bench_now_s() - t0;
-	bench_line("topo.model_load", "us_per_op=%.1f", dt * 1e6 / builds);
+	bench_line("BENCH topo.model_load us_per_op=%.1f", dt * 1e6 / builds);
 
 	t0 = bench_now_s();
 	for (unsigned i = 0; i < builds * 10; i++) {
@@ -86,7 +86,7 @@ int main(void)
 		sink += copy.ndevices;
 	}
 	dt = bench_now_s() - t0;
-	bench_line("topo.node_copy", "us_per_op=%.2f bytes=%zu", dt * 1e6 / (builds * 10),
+	bench_line("BENCH topo.node_copy us_per_op=%.2f bytes=%zu", dt * 1e6 / (builds * 10),
 	           sizeof(n));
 
 	struct iod_buf xml;
@@ -101,7 +101,7 @@ int main(void)
 			return 1;
 		}
 	dt = bench_now_s() - t0;
-	bench_line("topo.xml_load", "ms_per_op=%.2f bytes=%zu (child process + 2 hwloc parses)",
+	bench_line("BENCH topo.xml_load ms_per_op=%.2f bytes=%zu (child process + 2 hwloc parses)",
 	           dt * 1e3 / loads, xml.len);
 	iod_buf_free(&xml);
 	return sink == 42 ? 2 : 0;
