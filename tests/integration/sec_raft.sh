@@ -27,6 +27,7 @@ command -v curl >/dev/null || { echo "skip: curl needed"; exit 77; }
 
 T=$(mktemp -d)
 T0=$(date +%s)
+. "$(dirname "$0")/lib.sh"
 BASE=$((24000 + ($$ % 300) * 20))
 PIDS=""
 cleanup() {
@@ -42,15 +43,6 @@ bad() {
 	echo "FAIL $1"
 	echo "RESULT 0 1 0"
 	for f in "$T"/s*.log; do echo "--- $f"; tail -12 "$f"; done
-}
-wait_for() {
-	n=$(($1 * 10)); shift
-	while [ $n -gt 0 ]; do
-		"$@" && return 0
-		sleep 0.1
-		n=$((n - 1))
-	done
-	return 1
 }
 raft() { echo "127.0.0.1:$((BASE + $1))"; }
 api() { echo "127.0.0.1:$((BASE + 10 + $1))"; }
