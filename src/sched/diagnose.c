@@ -62,9 +62,8 @@ enum iod_sched_reason sched_diagnose(struct iod_sched_cluster *c, const struct i
 		return IOD_SCHED_REASON_NO_NODES;
 	}
 	for (uint32_t i = 0; i < c->nodes_n; i++) {
-		struct cand cd;
 		struct near nr;
-		int st = sched_eval_node(c, i, r, w, &cd, &nr);
+		int st = sched_eval_node(c, i, r, w, NULL, &nr);
 		count[st]++;
 		if (st > top || (st == top && nr.value > best_near.value)) {
 			top = st;

@@ -134,20 +134,60 @@ uint32_t sched_spread_term(const struct iod_sched_cluster *c, uint32_t node_id)
 	       200u / (1u + c->cnt_zone[n->zone]);
 }
 
-/*
- * Evaluate one node for request r. Returns the stage reached (ST_OK when
- * feasible, with *out filled with the best class on this node); on failure
- * *near says how close the node came at that stage.
- */
-int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id,
-                    const struct iod_sched_request *r, const struct iod_sched_weights *w,
-                    struct cand *out, struct near *near)
+/* What one feasible class takes beyond its GPU set. */
+struct fit {
+	int32_t mem_numa; /* the NUMA node with the most free memory among the class's */
+	int32_t nic;      /* -1: none needed or none with the bandwidth */
+	uint8_t aff;      /* the NIC's affinity to the set (nic_pick) */
+	uint32_t accs;    /* accelerators taken */
+};
+
+/* The largest NVLink-joined set of free GPUs (for a node that has none of k). */
+static uint32_t largest_joined(const struct shape *sh, uint32_t gfree)
 {
-	struct node *n = &c->nodes[node_id];
+	uint32_t bestset = 0;
+	for (uint32_t g = 0; g < sh->s.gpus_n; g++) {
+		if (!(gfree >> g & 1))
+			continue;
+		uint32_t set = 1u << g;
+		for (uint32_t h = 0; h < sh->s.gpus_n; h++)
+			if ((gfree >> h & 1) && !(set >> h & 1) && (sh->s.nvlink[h] & set) == set)
+				set |= 1u << h;
+		if (popc(set) > popc(bestset))
+			bestset = set;
+	}
+	return bestset;
+}
+
+/* The most free GPUs on one NUMA node; *where is that node. */
+static uint32_t most_on_one_numa(const struct shape *sh, uint32_t gfree, int32_t *where)
+{
+	uint32_t bestg = 0;
+	for (uint32_t i = 0; i < sh->s.numa_n; i++) {
+		uint32_t g = 0;
+		for (uint32_t j = 0; j < sh->s.gpus_n; j++)
+			if ((gfree >> j & 1) && sh->s.gpu_numa[j] == (int32_t)i)
+				g |= 1u << j;
+		if (popc(g) > popc(bestg)) {
+			bestg = g;
+			*where = (int32_t)i;
+		}
+	}
+	return bestg;
+}
+
+/*
+ * The node-level filter: the stages that do not depend on which GPU set is
+ * taken. On ST_OK *m holds the candidate classes (in *scratch or *cpu_only).
+ */
+static int node_filter(struct iod_sched_cluster *c, uint32_t node_id,
+                       const struct iod_sched_request *r, struct near *near,
+                       struct memo_entry *scratch, struct memo_entry *cpu_only,
+                       const struct memo_entry **m)
+{
+	const struct node *n = &c->nodes[node_id];
 	struct shape *sh = &c->shapes[n->shape];
 	const uint32_t k = r->gpus;
-	near->value = 0, near->gpus = 0, near->where = -1;
-
 	if (n->cordoned)
 		return ST_CORDONED;
 	if (n->replicas >= IOD_SCHED_NODE_REPLICAS_MAX) {
@@ -176,199 +216,218 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id,
 		near->gpus = gfree;
 		return ST_GPU_MEM;
 	}
-	const uint32_t ausable = r->accs ? accs_usable(n, sh, r) : 0;
-
-	/* the classes: best GPU sets (per NUMA-node mask under restricted and
-	 * single-numa-node), or the NUMA nodes themselves for k = 0 */
-	const bool strict =
-	    r->numa == IOD_SCHED_NUMA_RESTRICTED || r->numa == IOD_SCHED_NUMA_SINGLE;
-	const uint32_t want_span =
-	    r->numa == IOD_SCHED_NUMA_SINGLE ? 1u : IOD_MAX(1u, (uint32_t)sh->min_span[k]);
-	const uint8_t all_numa = (uint8_t)((1u << sh->s.numa_n) - 1);
-	const bool nvlink = r->gpu_link == IOD_SCHED_LINK_NVLINK;
-	struct memo_entry scratch;
-	const struct memo_entry *m;
-	struct memo_entry cpu_only;
-	if (k > 0) {
-		m = sched_search_get(sh, gfree, k, nvlink, strict ? want_span : 0, &scratch);
-		if (m->n == 0 &&
-		    (!strict || sched_search_get(sh, gfree, k, nvlink, 0, &scratch)->n == 0)) {
-			/* only NVLink can leave no set: report the largest joined one */
-			uint32_t bestset = 0;
-			for (uint32_t g = 0; g < sh->s.gpus_n; g++) {
-				if (!(gfree >> g & 1))
-					continue;
-				uint32_t set = 1u << g;
-				for (uint32_t h = 0; h < sh->s.gpus_n; h++)
-					if ((gfree >> h & 1) && !(set >> h & 1) &&
-					    (sh->s.nvlink[h] & set) == set)
-						set |= 1u << h;
-				if (popc(set) > popc(bestset))
-					bestset = set;
-			}
-			near->value = popc(bestset);
-			near->gpus = bestset;
-			return ST_LINK;
-		}
-		if (m->n == 0) {
-			/* sets exist, none on few enough NUMA nodes: report the most
-			 * free GPUs on one NUMA node */
-			uint32_t bestg = 0;
-			for (uint32_t i = 0; i < sh->s.numa_n; i++) {
-				uint32_t g = 0;
-				for (uint32_t j = 0; j < sh->s.gpus_n; j++)
-					if ((gfree >> j & 1) && sh->s.gpu_numa[j] == (int32_t)i)
-						g |= 1u << j;
-				if (popc(g) > popc(bestg)) {
-					bestg = g;
-					near->where = (int32_t)i;
-				}
-			}
-			near->gpus = bestg;
-			near->value = popc(bestg);
-			return ST_NUMA;
-		}
-	} else {
-		cpu_only.n = 0;
+	if (k == 0) {
+		/* no GPUs: the classes are the NUMA nodes themselves */
+		cpu_only->n = 0;
 		for (uint32_t i = 0; i < sh->s.numa_n; i++) {
 			struct memo_class mc = {
 			    .numa_mask = (uint8_t)(1u << i), .span = 1, .nic = -1};
 			sched_nearest_nic(&sh->s, 0, mc.numa_mask, &mc.nic, &mc.nic_aff);
-			cpu_only.c[cpu_only.n++] = mc;
+			cpu_only->c[cpu_only->n++] = mc;
 		}
-		m = &cpu_only;
+		*m = cpu_only;
+		return ST_OK;
 	}
+	/* the best GPU sets, per NUMA-node mask under restricted and single-numa-node */
+	const bool strict =
+	    r->numa == IOD_SCHED_NUMA_RESTRICTED || r->numa == IOD_SCHED_NUMA_SINGLE;
+	const uint32_t want_span =
+	    r->numa == IOD_SCHED_NUMA_SINGLE ? 1u : IOD_MAX(1u, (uint32_t)sh->min_span[k]);
+	const bool nvlink = r->gpu_link == IOD_SCHED_LINK_NVLINK;
+	*m = sched_search_get(sh, gfree, k, nvlink, strict ? want_span : 0, scratch);
+	if ((*m)->n > 0)
+		return ST_OK;
+	if (!strict || sched_search_get(sh, gfree, k, nvlink, 0, scratch)->n == 0) {
+		/* only NVLink can leave no set: report the largest joined one */
+		near->gpus = largest_joined(sh, gfree);
+		near->value = popc(near->gpus);
+		return ST_LINK;
+	}
+	/* sets exist, none on few enough NUMA nodes */
+	near->gpus = most_on_one_numa(sh, gfree, &near->where);
+	near->value = popc(near->gpus);
+	return ST_NUMA;
+}
 
-	uint32_t total_cpus = cpus_in(n, sh, all_numa);
-	uint64_t total_mem = mem_in(n, sh, all_numa);
+/* Note a class that failed at stage st with `have` of what it needed. */
+static void class_miss(int *stage_max, struct near *near, int st, uint64_t have, int32_t where)
+{
+	if (*stage_max < st || (*stage_max == st && have > near->value)) {
+		near->value = have;
+		near->where = where;
+	}
+	*stage_max = IOD_MAX(*stage_max, st);
+}
+
+/*
+ * The class-level filter: CPUs, memory, NIC bandwidth and accelerators for
+ * one GPU set. True when the class fits (*f filled); otherwise *stage_max and
+ * *near say how far it came.
+ */
+static bool class_fit(const struct node *n, const struct shape *sh,
+                      const struct iod_sched_request *r, const struct memo_class *cl,
+                      uint32_t total_cpus, uint64_t total_mem, uint32_t ausable, int *stage_max,
+                      struct near *near, struct fit *f)
+{
+	const bool strict =
+	    r->numa == IOD_SCHED_NUMA_RESTRICTED || r->numa == IOD_SCHED_NUMA_SINGLE;
+	uint32_t cpus_have = strict ? cpus_in(n, sh, cl->numa_mask) : total_cpus;
+	if (cpus_have < r->cpus) {
+		class_miss(stage_max, near, ST_CPUS, cpus_have, -1);
+		return false;
+	}
+	f->mem_numa = mem_best_in(n, sh, cl->numa_mask);
+	uint64_t mem_have;
+	if (r->numa == IOD_SCHED_NUMA_SINGLE)
+		mem_have = n->numa_mem_free[f->mem_numa];
+	else if (r->numa == IOD_SCHED_NUMA_RESTRICTED)
+		mem_have = mem_in(n, sh, cl->numa_mask);
+	else
+		mem_have = total_mem;
+	if (mem_have < r->mem_bytes) {
+		class_miss(stage_max, near, ST_MEM, mem_have, strict ? f->mem_numa : -1);
+		return false;
+	}
+	f->aff = 0;
+	f->nic = -1;
+	if (r->gpus > 0 || r->nic_bw_bps > 0) {
+		f->nic = nic_pick(n, sh, cl->mask, cl->numa_mask, cl->nic, cl->nic_aff,
+		                  r->nic_bw_bps, strict && r->nic_bw_bps > 0, &f->aff);
+		if (f->nic < 0 && r->nic_bw_bps > 0) {
+			if (*stage_max < ST_NIC) {
+				uint64_t bw = 0;
+				for (uint32_t i = 0; i < sh->s.nics_n; i++)
+					if (n->nic_free[i] > bw) {
+						bw = n->nic_free[i];
+						near->where = (int32_t)i;
+					}
+				near->value = bw;
+			}
+			*stage_max = IOD_MAX(*stage_max, ST_NIC);
+			return false;
+		}
+	}
+	f->accs = 0;
+	if (r->accs) {
+		f->accs = accs_pick(sh, ausable, cl->numa_mask, strict, r->accs);
+		if (!f->accs) {
+			if (*stage_max < ST_ACC) {
+				near->value = popc(ausable);
+				near->gpus = ausable;
+			}
+			*stage_max = IOD_MAX(*stage_max, ST_ACC);
+			return false;
+		}
+	}
+	*stage_max = ST_OK;
+	return true;
+}
+
+/* The score terms of a feasible class (t) and their weighted total. */
+static int64_t class_score(const struct iod_sched_cluster *c, uint32_t node_id,
+                           const struct iod_sched_request *r, const struct iod_sched_weights *w,
+                           const struct memo_class *cl, const struct fit *f, uint32_t total_cpus,
+                           int32_t t[IOD_SCHED_TERMS_N])
+{
+	const struct node *n = &c->nodes[node_id];
+	const struct shape *sh = &c->shapes[n->shape];
+	const uint32_t k = r->gpus;
+	if (r->gpu_link == IOD_SCHED_LINK_PCIE && k > 0) {
+		/* no NVLink wanted: prefer GPUs without any, keeping NVLink
+		 * islands for the replicas that need them */
+		uint32_t linked = 0;
+		for (uint32_t m2 = cl->mask; m2; m2 &= m2 - 1)
+			linked += sh->s.nvlink[__builtin_ctz(m2)] != 0;
+		t[IOD_SCHED_TERM_GPU] =
+		    (int32_t)(IOD_SCHED_TERM_MAX - IOD_SCHED_TERM_MAX * linked / k);
+	} else if (k >= 2 && c->pair_max > 0) {
+		uint64_t pairs = (uint64_t)k * (k - 1) / 2;
+		t[IOD_SCHED_TERM_GPU] =
+		    (int32_t)((uint64_t)cl->score * IOD_SCHED_TERM_MAX / (pairs * c->pair_max));
+	} else {
+		t[IOD_SCHED_TERM_GPU] = IOD_SCHED_TERM_MAX;
+	}
+	if (r->numa == IOD_SCHED_NUMA_NONE) {
+		t[IOD_SCHED_TERM_NUMA] = IOD_SCHED_TERM_MAX;
+	} else {
+		uint32_t in = cpus_in(n, sh, cl->numa_mask);
+		uint32_t cpu_frac = r->cpus ? IOD_MIN(in, r->cpus) * 1000u / r->cpus : 1000u;
+		uint32_t mem_ok =
+		    (f->mem_numa >= 0 && n->numa_mem_free[f->mem_numa] >= r->mem_bytes) ? 1000u
+		                                                                        : 0u;
+		uint32_t nic_ok = (f->nic < 0 || f->aff >= 1) ? 1000u : 0u;
+		uint32_t span_f = cl->span ? sh->min_span[k] * 1000u / cl->span : 1000u;
+		if (k == 0)
+			span_f = 1000u;
+		t[IOD_SCHED_TERM_NUMA] =
+		    (int32_t)((uint64_t)span_f * (cpu_frac + mem_ok + nic_ok) / 3000u);
+	}
+	/* spreading services may break whole nodes, never NVLink islands needlessly */
+	uint32_t waste = (r->spread || r->stateful) ? cl->waste_isl : cl->waste;
+	t[IOD_SCHED_TERM_FRAG] =
+	    k && sh->s.gpus_n
+	        ? (int32_t)(IOD_SCHED_TERM_MAX - IOD_SCHED_TERM_MAX * waste / sh->s.gpus_n)
+	        : IOD_SCHED_TERM_MAX;
+	t[IOD_SCHED_TERM_SPREAD] = (r->stateful || r->spread)
+	                               ? (int32_t)sched_spread_term(c, node_id)
+	                               : IOD_SCHED_TERM_MAX;
+	uint32_t util;
+	if (k > 0)
+		util = (sh->s.gpus_n - popc(n->gpu_free) + k) * 1000u / sh->s.gpus_n;
+	else if (sh->cpus_n)
+		util = (sh->cpus_n - total_cpus + r->cpus) * 1000u / sh->cpus_n;
+	else
+		util = 0;
+	util = IOD_MIN(util, 1000u);
+	t[IOD_SCHED_TERM_PACK] = (int32_t)(r->spread ? 1000u - util : util);
+	if (k == 0 && r->nic_bw_bps == 0)
+		t[IOD_SCHED_TERM_NIC] = IOD_SCHED_TERM_MAX;
+	else if (f->nic < 0)
+		t[IOD_SCHED_TERM_NIC] = 0;
+	else
+		t[IOD_SCHED_TERM_NIC] = f->aff == 2 ? 1000 : f->aff == 1 ? 600 : 200;
+	int64_t total = 0;
+	for (unsigned i = 0; i < IOD_SCHED_TERMS_N; i++)
+		total += (int64_t)w->w[i] * t[i];
+	return total;
+}
+
+/*
+ * Evaluate one node for request r. Returns the stage reached (ST_OK when
+ * feasible); on failure *near says how close the node came at that stage.
+ * With out, every feasible class is scored and *out is the best class on
+ * this node; without it (a diagnosis) the first feasible class ends it.
+ */
+int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id,
+                    const struct iod_sched_request *r, const struct iod_sched_weights *w,
+                    struct cand *out, struct near *near)
+{
+	const struct node *n = &c->nodes[node_id];
+	const struct shape *sh = &c->shapes[n->shape];
+	near->value = 0, near->gpus = 0, near->where = -1;
+	struct memo_entry scratch, cpu_only;
+	const struct memo_entry *m;
+	int st = node_filter(c, node_id, r, near, &scratch, &cpu_only, &m);
+	if (st != ST_OK)
+		return st;
+
+	const uint8_t all_numa = (uint8_t)((1u << sh->s.numa_n) - 1);
+	const uint32_t ausable = r->accs ? accs_usable(n, sh, r) : 0;
+	const uint32_t total_cpus = cpus_in(n, sh, all_numa);
+	const uint64_t total_mem = mem_in(n, sh, all_numa);
 	int stage_max = ST_NUMA;
 	int64_t best_total = INT64_MIN;
 	uint32_t best_score = 0;
 	uint64_t best_rest = 0;
-	uint32_t gpus_used_after = sh->s.gpus_n - popc(n->gpu_free) + k;
-
 	for (uint32_t ci = 0; ci < m->n; ci++) {
 		const struct memo_class *cl = &m->c[ci];
-		IOD_ASSERT_HOT(!strict || cl->span <= want_span);
-		uint32_t cpus_have = strict ? cpus_in(n, sh, cl->numa_mask) : total_cpus;
-		if (cpus_have < r->cpus) {
-			if (stage_max < ST_CPUS ||
-			    (stage_max == ST_CPUS && cpus_have > near->value)) {
-				near->value = cpus_have;
-				near->where = -1;
-			}
-			stage_max = IOD_MAX(stage_max, ST_CPUS);
+		struct fit f;
+		if (!class_fit(n, sh, r, cl, total_cpus, total_mem, ausable, &stage_max, near, &f))
 			continue;
-		}
-		int32_t mem_numa = mem_best_in(n, sh, cl->numa_mask);
-		uint64_t mem_have;
-		if (r->numa == IOD_SCHED_NUMA_SINGLE)
-			mem_have = n->numa_mem_free[mem_numa];
-		else if (r->numa == IOD_SCHED_NUMA_RESTRICTED)
-			mem_have = mem_in(n, sh, cl->numa_mask);
-		else
-			mem_have = total_mem;
-		if (mem_have < r->mem_bytes) {
-			if (stage_max < ST_MEM || (stage_max == ST_MEM && mem_have > near->value)) {
-				near->value = mem_have;
-				near->where = strict ? mem_numa : -1;
-			}
-			stage_max = IOD_MAX(stage_max, ST_MEM);
-			continue;
-		}
-		uint8_t aff = 0;
-		int32_t nic = -1;
-		if (k > 0 || r->nic_bw_bps > 0) {
-			nic = nic_pick(n, sh, cl->mask, cl->numa_mask, cl->nic, cl->nic_aff,
-			               r->nic_bw_bps, strict && r->nic_bw_bps > 0, &aff);
-			if (nic < 0 && r->nic_bw_bps > 0) {
-				if (stage_max < ST_NIC) {
-					uint64_t bw = 0;
-					for (uint32_t i = 0; i < sh->s.nics_n; i++)
-						if (n->nic_free[i] > bw) {
-							bw = n->nic_free[i];
-							near->where = (int32_t)i;
-						}
-					near->value = bw;
-				}
-				stage_max = IOD_MAX(stage_max, ST_NIC);
-				continue;
-			}
-		}
-		uint32_t accs = 0;
-		if (r->accs) {
-			accs = accs_pick(sh, ausable, cl->numa_mask, strict, r->accs);
-			if (!accs) {
-				if (stage_max < ST_ACC) {
-					near->value = popc(ausable);
-					near->gpus = ausable;
-				}
-				stage_max = IOD_MAX(stage_max, ST_ACC);
-				continue;
-			}
-		}
-		stage_max = ST_OK;
-
-		/* feasible: score it */
+		if (!out)
+			return ST_OK;
 		int32_t t[IOD_SCHED_TERMS_N];
-		if (r->gpu_link == IOD_SCHED_LINK_PCIE && k > 0) {
-			/* no NVLink wanted: prefer GPUs without any, keeping NVLink
-			 * islands for the replicas that need them */
-			uint32_t linked = 0;
-			for (uint32_t m2 = cl->mask; m2; m2 &= m2 - 1)
-				linked += sh->s.nvlink[__builtin_ctz(m2)] != 0;
-			t[IOD_SCHED_TERM_GPU] =
-			    (int32_t)(IOD_SCHED_TERM_MAX - IOD_SCHED_TERM_MAX * linked / k);
-		} else if (k >= 2 && c->pair_max > 0) {
-			uint64_t pairs = (uint64_t)k * (k - 1) / 2;
-			t[IOD_SCHED_TERM_GPU] = (int32_t)((uint64_t)cl->score * IOD_SCHED_TERM_MAX /
-			                                  (pairs * c->pair_max));
-		} else {
-			t[IOD_SCHED_TERM_GPU] = IOD_SCHED_TERM_MAX;
-		}
-		if (r->numa == IOD_SCHED_NUMA_NONE) {
-			t[IOD_SCHED_TERM_NUMA] = IOD_SCHED_TERM_MAX;
-		} else {
-			uint32_t in = cpus_in(n, sh, cl->numa_mask);
-			uint32_t cpu_frac =
-			    r->cpus ? IOD_MIN(in, r->cpus) * 1000u / r->cpus : 1000u;
-			uint32_t mem_ok =
-			    (mem_numa >= 0 && n->numa_mem_free[mem_numa] >= r->mem_bytes) ? 1000u
-			                                                                  : 0u;
-			uint32_t nic_ok = (nic < 0 || aff >= 1) ? 1000u : 0u;
-			uint32_t span_f = cl->span ? sh->min_span[k] * 1000u / cl->span : 1000u;
-			if (k == 0)
-				span_f = 1000u;
-			t[IOD_SCHED_TERM_NUMA] =
-			    (int32_t)((uint64_t)span_f * (cpu_frac + mem_ok + nic_ok) / 3000u);
-		}
-		/* spreading services may break whole nodes, never NVLink islands needlessly */
-		uint32_t waste = (r->spread || r->stateful) ? cl->waste_isl : cl->waste;
-		t[IOD_SCHED_TERM_FRAG] =
-		    k && sh->s.gpus_n
-		        ? (int32_t)(IOD_SCHED_TERM_MAX - IOD_SCHED_TERM_MAX * waste / sh->s.gpus_n)
-		        : IOD_SCHED_TERM_MAX;
-		t[IOD_SCHED_TERM_SPREAD] = (r->stateful || r->spread)
-		                               ? (int32_t)sched_spread_term(c, node_id)
-		                               : IOD_SCHED_TERM_MAX;
-		uint32_t util;
-		if (k > 0)
-			util = gpus_used_after * 1000u / sh->s.gpus_n;
-		else if (sh->cpus_n)
-			util = (sh->cpus_n - total_cpus + r->cpus) * 1000u / sh->cpus_n;
-		else
-			util = 0;
-		util = IOD_MIN(util, 1000u);
-		t[IOD_SCHED_TERM_PACK] = (int32_t)(r->spread ? 1000u - util : util);
-		if (k == 0 && r->nic_bw_bps == 0)
-			t[IOD_SCHED_TERM_NIC] = IOD_SCHED_TERM_MAX;
-		else if (nic < 0)
-			t[IOD_SCHED_TERM_NIC] = 0;
-		else
-			t[IOD_SCHED_TERM_NIC] = aff == 2 ? 1000 : aff == 1 ? 600 : 200;
-		int64_t total = 0;
-		for (unsigned i = 0; i < IOD_SCHED_TERMS_N; i++)
-			total += (int64_t)w->w[i] * t[i];
+		int64_t total = class_score(c, node_id, r, w, cl, &f, total_cpus, t);
 		/* on one node the set with the best pair score wins (go-gpuallocator);
 		 * the weighted total breaks ties and ranks nodes, then what the set
 		 * leaves free (the pair scores of the remaining GPUs) */
@@ -380,15 +439,15 @@ int sched_eval_node(struct iod_sched_cluster *c, uint32_t node_id,
 			best_rest = cl->rest;
 			out->pub.node = node_id;
 			out->pub.gpu_mask = cl->mask;
-			out->pub.acc_mask = accs;
-			out->pub.mem_numa = mem_numa;
+			out->pub.acc_mask = f.accs;
+			out->pub.mem_numa = f.mem_numa;
 			memcpy(out->pub.terms, t, sizeof(t));
 			out->pub.total = total;
 			out->numa_mask = cl->numa_mask;
-			out->nic = nic;
+			out->nic = f.nic;
 		}
 	}
-	if (stage_max == ST_OK && r->numa == IOD_SCHED_NUMA_NONE)
+	if (out && stage_max == ST_OK && r->numa == IOD_SCHED_NUMA_NONE)
 		out->pub.mem_numa = -1;
 	return stage_max;
 }
