@@ -5,8 +5,10 @@ set -u
 cd "$(dirname "$0")/.."
 files=$(git ls-files '*.c' '*.h')
 rc=0
-if ! clang-format --dry-run -Werror $files 2>/tmp/iod-lint-format.txt; then
-	grep -E '^[^ ].*: (error|warning)' /tmp/iod-lint-format.txt | head -40
+fmt=$(mktemp /tmp/iod-lint-format.XXXXXX)
+trap 'rm -f "$fmt"' EXIT
+if ! clang-format --dry-run -Werror $files 2>"$fmt"; then
+	grep -E '^[^ ].*: (error|warning)' "$fmt" | head -40
 	echo "lint: clang-format differences (run \`make format\` to fix)"
 	rc=1
 fi
