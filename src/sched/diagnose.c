@@ -49,6 +49,231 @@ void iod_sched_gpus_format(uint32_t mask, char *buf, size_t len)
 	}
 }
 
+/* What the message of the stage the last nodes dropped out at needs. */
+struct diag {
+	const struct iod_sched_cluster *c;
+	const struct iod_sched_request *r;
+	const struct node *bn;  /* the best candidate: the nearest miss */
+	const struct shape *sh; /* its shape */
+	struct near best_near;  /* how near it came */
+	const char *gl;         /* its GPUs behind best_near, as text */
+	uint32_t anti;          /* nodes ruled out by anti-affinity */
+	char *why;
+	size_t len;
+};
+
+/* The node-level stages: cordons, the replica limit, labels, anti-affinity. */
+static int why_node(const struct diag *d, int st, enum iod_sched_reason *reason)
+{
+	int off = 0;
+	switch (st) {
+	case ST_CORDONED:
+		off = snprintf(d->why, d->len, "all %u nodes are cordoned", d->c->nodes_n);
+		*reason = IOD_SCHED_REASON_NO_NODES;
+		break;
+	case ST_FULL:
+		off = snprintf(d->why, d->len,
+		               "every schedulable node already holds %u replicas, the most its "
+		               "agent runs (IOD_SCHED_NODE_REPLICAS_MAX)",
+		               (unsigned)IOD_SCHED_NODE_REPLICAS_MAX);
+		*reason = IOD_SCHED_REASON_NODE_FULL;
+		break;
+	case ST_LABELS:
+		off = snprintf(d->why, d->len, "no schedulable node has the labels");
+		for (uint32_t i = 0; i < d->r->selector_n; i++)
+			off += snprintf(d->why + off, d->len - (size_t)IOD_MIN((size_t)off, d->len),
+			                " %s=%s", d->r->selector[i].key, d->r->selector[i].value);
+		*reason = IOD_SCHED_REASON_LABELS;
+		break;
+	default:
+		if (d->r->anti == IOD_SCHED_DOMAIN_NODE)
+			off = snprintf(d->why, d->len,
+			               "anti-affinity by node: all %u eligible nodes already run a "
+			               "replica of %s",
+			               d->anti, d->r->service);
+		else
+			off =
+			    snprintf(d->why, d->len,
+			             "anti-affinity by %s: every eligible node's %s already runs a "
+			             "replica of %s (%u nodes)",
+			             iod_sched_domain_name(d->r->anti),
+			             iod_sched_domain_name(d->r->anti), d->r->service, d->anti);
+		*reason = IOD_SCHED_REASON_ANTI_AFFINITY;
+		break;
+	}
+	return off;
+}
+
+/* The GPU stages: count, free, memory, NVLink, NUMA span. */
+static int why_gpus(const struct diag *d, int st, enum iod_sched_reason *reason)
+{
+	char sz[32], sz2[32];
+	int off = 0;
+	switch (st) {
+	case ST_SMALL:
+		off = snprintf(d->why, d->len,
+		               "needs %u GPUs on one node; the largest node, %s (%s), has %u",
+		               d->r->gpus, d->bn->name, d->sh->s.model, d->sh->s.gpus_n);
+		*reason = IOD_SCHED_REASON_NODE_TOO_SMALL;
+		break;
+	case ST_GPUS:
+		off = snprintf(d->why, d->len,
+		               "needs %u GPUs on one node; best candidate %s has %u free (%s)",
+		               d->r->gpus, d->bn->name, (unsigned)d->best_near.value, d->gl);
+		*reason = IOD_SCHED_REASON_GPUS;
+		break;
+	case ST_GPU_MEM:
+		iod_format_size(d->r->gpu_mem_bytes, sz, sizeof(sz));
+		{
+			uint64_t most = 0;
+			for (uint32_t g = 0; g < d->sh->s.gpus_n; g++)
+				if ((d->bn->gpu_free >> g & 1) && d->sh->s.gpu_mem_bytes[g] > most)
+					most = d->sh->s.gpu_mem_bytes[g];
+			iod_format_size(most, sz2, sizeof(sz2));
+			off = snprintf(
+			    d->why, d->len,
+			    "needs %u GPUs with %s memory each on one node; best candidate "
+			    "%s has %u such free (%s)%s%s",
+			    d->r->gpus, sz, d->bn->name, (unsigned)d->best_near.value, d->gl,
+			    d->best_near.value ? "" : "; its free GPUs have at most ",
+			    d->best_near.value ? "" : sz2);
+		}
+		*reason = IOD_SCHED_REASON_GPU_MEMORY;
+		break;
+	case ST_LINK:
+		off =
+		    snprintf(d->why, d->len,
+		             "needs %u GPUs joined by NVLink on one node; best candidate %s has %u "
+		             "free (%s)",
+		             d->r->gpus, d->bn->name, (unsigned)d->best_near.value, d->gl);
+		*reason = IOD_SCHED_REASON_GPU_LINK;
+		break;
+	default:
+		if (d->r->gpus == 0)
+			off = snprintf(d->why, d->len, "numa %s cannot be met on any node",
+			               iod_sched_numa_name(d->r->numa));
+		else if (d->r->numa == IOD_SCHED_NUMA_SINGLE)
+			off = snprintf(
+			    d->why, d->len,
+			    "needs %u GPUs on a single NUMA node (numa: single-numa-node); "
+			    "best candidate %s has %u free on NUMA node %d (%s)",
+			    d->r->gpus, d->bn->name, (unsigned)d->best_near.value,
+			    d->best_near.where, d->gl);
+		else
+			off = snprintf(d->why, d->len,
+			               "needs %u GPUs on %u NUMA node(s) (numa: restricted); best "
+			               "candidate %s has at most %u free on one NUMA node (%s)",
+			               d->r->gpus, d->sh->min_span[d->r->gpus], d->bn->name,
+			               (unsigned)d->best_near.value, d->gl);
+		*reason = IOD_SCHED_REASON_NUMA;
+		break;
+	}
+	return off;
+}
+
+/* CPUs and memory. */
+static int why_host(const struct diag *d, int st, enum iod_sched_reason *reason)
+{
+	char sz[32], sz2[32];
+	int off = 0;
+	switch (st) {
+	case ST_CPUS:
+		if (d->r->numa == IOD_SCHED_NUMA_RESTRICTED || d->r->numa == IOD_SCHED_NUMA_SINGLE)
+			off = snprintf(
+			    d->why, d->len,
+			    "needs %u CPUs on the NUMA node(s) of its GPUs (numa: %s); best "
+			    "candidate %s has %u free there",
+			    d->r->cpus, iod_sched_numa_name(d->r->numa), d->bn->name,
+			    (unsigned)d->best_near.value);
+		else
+			off =
+			    snprintf(d->why, d->len, "needs %u CPUs; best candidate %s has %u free",
+			             d->r->cpus, d->bn->name, (unsigned)d->best_near.value);
+		*reason = IOD_SCHED_REASON_CPUS;
+		break;
+	default:
+		iod_format_size(d->r->mem_bytes, sz, sizeof(sz));
+		iod_format_size(d->best_near.value, sz2, sizeof(sz2));
+		if (d->best_near.where >= 0)
+			off = snprintf(
+			    d->why, d->len,
+			    "needs %s memory on the NUMA node(s) of its GPUs (numa: %s); best "
+			    "candidate %s has %s free there",
+			    sz, iod_sched_numa_name(d->r->numa), d->bn->name, sz2);
+		else
+			off = snprintf(d->why, d->len,
+			               "needs %s memory; best candidate %s has %s free", sz,
+			               d->bn->name, sz2);
+		*reason = IOD_SCHED_REASON_MEMORY;
+		break;
+	}
+	return off;
+}
+
+/* NIC bandwidth and accelerators. */
+static int why_devices(const struct diag *d, int st, enum iod_sched_reason *reason)
+{
+	char sz[32], sz2[32];
+	int off = 0;
+	switch (st) {
+	case ST_NIC:
+		iod_format_bandwidth(d->r->nic_bw_bps, sz, sizeof(sz));
+		iod_format_bandwidth(d->best_near.value, sz2, sizeof(sz2));
+		if (d->sh->s.nics_n == 0)
+			off = snprintf(d->why, d->len,
+			               "needs %s NIC bandwidth; best candidate %s has no NIC", sz,
+			               d->bn->name);
+		else
+			off = snprintf(
+			    d->why, d->len,
+			    "needs %s NIC bandwidth; best candidate %s has %s free on %s", sz,
+			    d->bn->name, sz2,
+			    d->best_near.where >= 0 ? d->sh->s.nics[d->best_near.where].name : "-");
+		*reason = IOD_SCHED_REASON_NIC;
+		break;
+	default: {
+		char al[128] = "none";
+		size_t ao = 0;
+		for (uint32_t m = (uint32_t)d->best_near.gpus; m && ao < sizeof(al); m &= m - 1) {
+			int wr = snprintf(al + ao, sizeof(al) - ao, "%s%s", ao ? ", " : "",
+			                  d->sh->s.accs[__builtin_ctz(m)].name);
+			if (wr < 0)
+				break;
+			ao += (size_t)wr;
+		}
+		sz[0] = 0;
+		if (d->r->acc_mem_bytes) {
+			char m[24];
+			iod_format_size(d->r->acc_mem_bytes, m, sizeof(m));
+			snprintf(sz, sizeof(sz), " with %s", m);
+		}
+		const char *tn = d->r->acc_type == IOD_SCHED_ACC_DPU ? "DPU" : "FPGA";
+		uint32_t have = 0;
+		for (uint32_t i = 0; i < d->sh->s.accs_n; i++)
+			have += d->sh->s.accs[i].type == d->r->acc_type;
+		if (have == 0)
+			off =
+			    snprintf(d->why, d->len,
+			             "needs %u %s%s%s; no node has one (best candidate %s, %s, has "
+			             "none)",
+			             d->r->accs, tn, d->r->accs == 1 ? "" : "s", sz, d->bn->name,
+			             d->sh->s.model);
+		else
+			off = snprintf(d->why, d->len,
+			               "needs %u %s%s%s; best candidate %s has %u of its %u free "
+			               "that qualify (%s)",
+			               d->r->accs, tn, d->r->accs == 1 ? "" : "s", sz, d->bn->name,
+			               (unsigned)d->best_near.value, have, al);
+		if (d->r->numa == IOD_SCHED_NUMA_RESTRICTED || d->r->numa == IOD_SCHED_NUMA_SINGLE)
+			off += snprintf(d->why + off, d->len - (size_t)IOD_MIN((size_t)off, d->len),
+			                " on the NUMA node(s) of its GPUs (numa: %s)",
+			                iod_sched_numa_name(d->r->numa));
+		*reason = IOD_SCHED_REASON_ACCELERATORS;
+	} break;
+	}
+	return off;
+}
+
 /* Why no node took the replica: the stage where the last nodes dropped out. */
 enum iod_sched_reason sched_diagnose(struct iod_sched_cluster *c, const struct iod_sched_request *r,
                                      const struct iod_sched_weights *w, char *why, size_t len)
@@ -74,181 +299,22 @@ enum iod_sched_reason sched_diagnose(struct iod_sched_cluster *c, const struct i
 	IOD_ASSERT(top != ST_OK);
 	const struct node *bn = &c->nodes[best_node];
 	const struct shape *sh = &c->shapes[bn->shape];
-	char gl[128], sz[32], sz2[32];
+	char gl[128];
 	gpus_list(&sh->s, best_near.gpus, gl, sizeof(gl));
+	struct diag d = {.c = c,
+	                 .r = r,
+	                 .bn = bn,
+	                 .sh = sh,
+	                 .best_near = best_near,
+	                 .gl = gl,
+	                 .anti = count[ST_ANTI],
+	                 .why = why,
+	                 .len = len};
 	enum iod_sched_reason reason;
-	int off = 0;
-	switch (top) {
-	case ST_CORDONED:
-		off = snprintf(why, len, "all %u nodes are cordoned", c->nodes_n);
-		reason = IOD_SCHED_REASON_NO_NODES;
-		break;
-	case ST_FULL:
-		off = snprintf(why, len,
-		               "every schedulable node already holds %u replicas, the most its "
-		               "agent runs (IOD_SCHED_NODE_REPLICAS_MAX)",
-		               (unsigned)IOD_SCHED_NODE_REPLICAS_MAX);
-		reason = IOD_SCHED_REASON_NODE_FULL;
-		break;
-	case ST_LABELS:
-		off = snprintf(why, len, "no schedulable node has the labels");
-		for (uint32_t i = 0; i < r->selector_n; i++)
-			off += snprintf(why + off, len - (size_t)IOD_MIN((size_t)off, len),
-			                " %s=%s", r->selector[i].key, r->selector[i].value);
-		reason = IOD_SCHED_REASON_LABELS;
-		break;
-	case ST_ANTI:
-		if (r->anti == IOD_SCHED_DOMAIN_NODE)
-			off = snprintf(why, len,
-			               "anti-affinity by node: all %u eligible nodes already run a "
-			               "replica of %s",
-			               count[ST_ANTI], r->service);
-		else
-			off =
-			    snprintf(why, len,
-			             "anti-affinity by %s: every eligible node's %s already runs a "
-			             "replica of %s (%u nodes)",
-			             iod_sched_domain_name(r->anti), iod_sched_domain_name(r->anti),
-			             r->service, count[ST_ANTI]);
-		reason = IOD_SCHED_REASON_ANTI_AFFINITY;
-		break;
-	case ST_SMALL:
-		off = snprintf(why, len,
-		               "needs %u GPUs on one node; the largest node, %s (%s), has %u",
-		               r->gpus, bn->name, sh->s.model, sh->s.gpus_n);
-		reason = IOD_SCHED_REASON_NODE_TOO_SMALL;
-		break;
-	case ST_GPUS:
-		off = snprintf(why, len,
-		               "needs %u GPUs on one node; best candidate %s has %u free (%s)",
-		               r->gpus, bn->name, (unsigned)best_near.value, gl);
-		reason = IOD_SCHED_REASON_GPUS;
-		break;
-	case ST_GPU_MEM:
-		iod_format_size(r->gpu_mem_bytes, sz, sizeof(sz));
-		{
-			uint64_t most = 0;
-			for (uint32_t g = 0; g < sh->s.gpus_n; g++)
-				if ((bn->gpu_free >> g & 1) && sh->s.gpu_mem_bytes[g] > most)
-					most = sh->s.gpu_mem_bytes[g];
-			iod_format_size(most, sz2, sizeof(sz2));
-			off = snprintf(
-			    why, len,
-			    "needs %u GPUs with %s memory each on one node; best candidate "
-			    "%s has %u such free (%s)%s%s",
-			    r->gpus, sz, bn->name, (unsigned)best_near.value, gl,
-			    best_near.value ? "" : "; its free GPUs have at most ",
-			    best_near.value ? "" : sz2);
-		}
-		reason = IOD_SCHED_REASON_GPU_MEMORY;
-		break;
-	case ST_LINK:
-		off =
-		    snprintf(why, len,
-		             "needs %u GPUs joined by NVLink on one node; best candidate %s has %u "
-		             "free (%s)",
-		             r->gpus, bn->name, (unsigned)best_near.value, gl);
-		reason = IOD_SCHED_REASON_GPU_LINK;
-		break;
-	case ST_NUMA:
-		if (r->gpus == 0)
-			off = snprintf(why, len, "numa %s cannot be met on any node",
-			               iod_sched_numa_name(r->numa));
-		else if (r->numa == IOD_SCHED_NUMA_SINGLE)
-			off = snprintf(
-			    why, len,
-			    "needs %u GPUs on a single NUMA node (numa: single-numa-node); "
-			    "best candidate %s has %u free on NUMA node %d (%s)",
-			    r->gpus, bn->name, (unsigned)best_near.value, best_near.where, gl);
-		else
-			off = snprintf(why, len,
-			               "needs %u GPUs on %u NUMA node(s) (numa: restricted); best "
-			               "candidate %s has at most %u free on one NUMA node (%s)",
-			               r->gpus, sh->min_span[r->gpus], bn->name,
-			               (unsigned)best_near.value, gl);
-		reason = IOD_SCHED_REASON_NUMA;
-		break;
-	case ST_CPUS:
-		if (r->numa == IOD_SCHED_NUMA_RESTRICTED || r->numa == IOD_SCHED_NUMA_SINGLE)
-			off = snprintf(
-			    why, len,
-			    "needs %u CPUs on the NUMA node(s) of its GPUs (numa: %s); best "
-			    "candidate %s has %u free there",
-			    r->cpus, iod_sched_numa_name(r->numa), bn->name,
-			    (unsigned)best_near.value);
-		else
-			off = snprintf(why, len, "needs %u CPUs; best candidate %s has %u free",
-			               r->cpus, bn->name, (unsigned)best_near.value);
-		reason = IOD_SCHED_REASON_CPUS;
-		break;
-	case ST_MEM:
-		iod_format_size(r->mem_bytes, sz, sizeof(sz));
-		iod_format_size(best_near.value, sz2, sizeof(sz2));
-		if (best_near.where >= 0)
-			off = snprintf(
-			    why, len,
-			    "needs %s memory on the NUMA node(s) of its GPUs (numa: %s); best "
-			    "candidate %s has %s free there",
-			    sz, iod_sched_numa_name(r->numa), bn->name, sz2);
-		else
-			off = snprintf(why, len, "needs %s memory; best candidate %s has %s free",
-			               sz, bn->name, sz2);
-		reason = IOD_SCHED_REASON_MEMORY;
-		break;
-	case ST_ACC: {
-		char al[128] = "none";
-		size_t ao = 0;
-		for (uint32_t m = (uint32_t)best_near.gpus; m && ao < sizeof(al); m &= m - 1) {
-			int wr = snprintf(al + ao, sizeof(al) - ao, "%s%s", ao ? ", " : "",
-			                  sh->s.accs[__builtin_ctz(m)].name);
-			if (wr < 0)
-				break;
-			ao += (size_t)wr;
-		}
-		sz[0] = 0;
-		if (r->acc_mem_bytes) {
-			char m[24];
-			iod_format_size(r->acc_mem_bytes, m, sizeof(m));
-			snprintf(sz, sizeof(sz), " with %s", m);
-		}
-		const char *tn = r->acc_type == IOD_SCHED_ACC_DPU ? "DPU" : "FPGA";
-		uint32_t have = 0;
-		for (uint32_t i = 0; i < sh->s.accs_n; i++)
-			have += sh->s.accs[i].type == r->acc_type;
-		if (have == 0)
-			off = snprintf(
-			    why, len,
-			    "needs %u %s%s%s; no node has one (best candidate %s, %s, has "
-			    "none)",
-			    r->accs, tn, r->accs == 1 ? "" : "s", sz, bn->name, sh->s.model);
-		else
-			off = snprintf(why, len,
-			               "needs %u %s%s%s; best candidate %s has %u of its %u free "
-			               "that qualify (%s)",
-			               r->accs, tn, r->accs == 1 ? "" : "s", sz, bn->name,
-			               (unsigned)best_near.value, have, al);
-		if (r->numa == IOD_SCHED_NUMA_RESTRICTED || r->numa == IOD_SCHED_NUMA_SINGLE)
-			off += snprintf(why + off, len - (size_t)IOD_MIN((size_t)off, len),
-			                " on the NUMA node(s) of its GPUs (numa: %s)",
-			                iod_sched_numa_name(r->numa));
-		reason = IOD_SCHED_REASON_ACCELERATORS;
-		break;
-	}
-	default:
-		iod_format_bandwidth(r->nic_bw_bps, sz, sizeof(sz));
-		iod_format_bandwidth(best_near.value, sz2, sizeof(sz2));
-		if (sh->s.nics_n == 0)
-			off = snprintf(why, len,
-			               "needs %s NIC bandwidth; best candidate %s has no NIC", sz,
-			               bn->name);
-		else
-			off = snprintf(
-			    why, len, "needs %s NIC bandwidth; best candidate %s has %s free on %s",
-			    sz, bn->name, sz2,
-			    best_near.where >= 0 ? sh->s.nics[best_near.where].name : "-");
-		reason = IOD_SCHED_REASON_NIC;
-		break;
-	}
+	int off = top <= ST_ANTI   ? why_node(&d, top, &reason)
+	          : top <= ST_NUMA ? why_gpus(&d, top, &reason)
+	          : top <= ST_MEM  ? why_host(&d, top, &reason)
+	                           : why_devices(&d, top, &reason);
 	/* what ruled out the other nodes earlier */
 	bool first = true;
 	for (int st = 0; st < top; st++) {
