@@ -175,15 +175,10 @@ static void rollback_request(struct iod_sched_cluster *c, struct iod_sched_resul
 	res->svc[req].placed = 0;
 }
 
-int iod_sched_place(struct iod_sched_cluster *c, const struct iod_sched_request *reqs, uint32_t n,
-                    const struct iod_sched_opts *opts, struct iod_sched_result *res,
-                    struct iod_err *e)
+/* The deploy fits the limits and the result's room. */
+static int place_check(const struct iod_sched_request *reqs, uint32_t n,
+                       const struct iod_sched_result *res, struct iod_err *e)
 {
-	struct iod_sched_opts def;
-	if (!opts) {
-		iod_sched_opts_default(&def);
-		opts = &def;
-	}
 	uint64_t total = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		int rc = sched_request_check(&reqs[i], e);
@@ -200,126 +195,174 @@ int iod_sched_place(struct iod_sched_cluster *c, const struct iod_sched_request 
 	if (n > res->svc_cap - res->svc_n)
 		return iod_err_set(e, -ENOSPC, "result has room for %u services, deploy has %u",
 		                   res->svc_cap - res->svc_n, n);
-	const uint32_t keep = IOD_MIN(opts->explain_top, (uint32_t)IOD_SCHED_EXPLAIN_TOP);
-	const uint32_t first_p = res->n;
-	const uint32_t first_svc = res->svc_n;
+	return 0;
+}
 
-	for (uint32_t ri = 0; ri < n; ri++) {
-		const struct iod_sched_request *r = &reqs[ri];
-		uint32_t svc;
-		int rc = sched_service_get(c, r, &svc);
+/* What one request's replicas carry from one to the next. */
+struct req_state {
+	uint32_t svc;   /* the service's index in the cluster */
+	uint32_t index; /* the request's index in res->svc */
+	uint32_t keep;  /* candidates kept for the explanation */
+	/* a replica that failed fails again until the cluster changes */
+	uint64_t fail_version;
+	enum iod_sched_reason fail_reason;
+	char fail_why[IOD_SCHED_WHY_MAX];
+	bool gang_failed;
+	char gang_why[IOD_SCHED_WHY_MAX];
+};
+
+/* Bind the chosen candidate and fill the placement from the replica. */
+static int place_bound(struct iod_sched_cluster *c, uint32_t ordinal, const struct cand *best,
+                       struct req_state *st, struct iod_sched_result *res,
+                       struct iod_sched_placement *p, struct iod_err *e)
+{
+	int rc = sched_bind(c, st->svc, ordinal, best, &p->replica);
+	if (rc)
+		return iod_err_set(e, rc, "the scheduler's replica table is full (%u)",
+		                   c->replicas_max);
+	const struct replica *rep = &c->replicas[p->replica];
+	p->placed = true;
+	p->node = rep->node;
+	p->gpu_mask = rep->gpu_mask;
+	p->acc_mask = rep->acc_mask;
+	p->cpus = rep->cpus;
+	sched_placement_affinity(c, rep, &p->cpu_affinity);
+	p->mem_numa = rep->mem_numa;
+	p->nic = rep->nic;
+	sched_counts_add(c, rep->node, 1);
+	res->placed_n++;
+	res->svc[st->index].placed++;
+	return 0;
+}
+
+/* Place the next replica of request r. */
+static int place_replica(struct iod_sched_cluster *c, const struct iod_sched_request *r,
+                         const struct iod_sched_opts *opts, struct req_state *st,
+                         struct iod_sched_result *res, struct iod_err *e)
+{
+	struct iod_sched_service_result *sr = &res->svc[st->index];
+	struct iod_sched_placement *p = &res->p[res->n++];
+	memset(p, 0, sizeof(*p));
+	uint32_t ordinal = c->services[st->svc].next_ordinal++;
+	snprintf(p->name, sizeof(p->name), "%s-%u", r->service, ordinal);
+	p->request = st->index;
+	p->ordinal = ordinal;
+	p->mem_numa = -1;
+	p->nic = -1;
+	if (st->gang_failed) {
+		p->reason = IOD_SCHED_REASON_GANG;
+		iod_strlcpy(p->why, st->gang_why, sizeof(p->why));
+		res->unplaced_n++;
+		return 0;
+	}
+	struct cand best;
+	if ((opts->no_cache || st->fail_version != c->version) &&
+	    sched_best(c, r, &opts->weights, UINT32_MAX, false, st->keep, !opts->no_cache, &best,
+	               &p->explain))
+		return place_bound(c, ordinal, &best, st, res, p, e);
+	p->explain.cand_n = 0;
+	if (!opts->no_cache && st->fail_version == c->version) {
+		p->reason = st->fail_reason;
+		iod_strlcpy(p->why, st->fail_why, sizeof(p->why));
+	} else {
+		p->reason = sched_diagnose(c, r, &opts->weights, p->why, sizeof(p->why));
+		st->fail_version = c->version;
+		st->fail_reason = p->reason;
+		iod_strlcpy(st->fail_why, p->why, sizeof(st->fail_why));
+	}
+	res->unplaced_n++;
+	if (sr->reason == IOD_SCHED_REASON_NONE) {
+		sr->reason = p->reason;
+		snprintf(sr->why, sizeof(sr->why), "%s: %s", p->name, p->why);
+	}
+	if (r->gang) {
+		st->gang_failed = true;
+		snprintf(st->gang_why, sizeof(st->gang_why),
+		         "gang: all %u replicas or none, and %s cannot be placed: %s", r->replicas,
+		         p->name, p->why);
+	}
+	return 0;
+}
+
+/* Place every replica of one request. */
+static int place_request(struct iod_sched_cluster *c, const struct iod_sched_request *r,
+                         const struct iod_sched_opts *opts, uint32_t keep,
+                         struct iod_sched_result *res, struct iod_err *e)
+{
+	struct req_state st = {
+	    .keep = keep, .fail_version = UINT64_MAX, .fail_reason = IOD_SCHED_REASON_NONE};
+	int rc = sched_service_get(c, r, &st.svc);
+	if (rc)
+		return iod_err_set(e, rc, "service %s: too many services (limit %u)", r->service,
+		                   IOD_SCHED_SERVICES_MAX);
+	sched_counts_load(c, st.svc);
+	c->cache_gen++; /* a new request: every cached evaluation is stale */
+	if (c->cache_gen == 0)
+		c->cache_gen = 1;
+	struct iod_sched_service_result *sr = &res->svc[res->svc_n++];
+	memset(sr, 0, sizeof(*sr));
+	iod_strlcpy(sr->service, r->service, sizeof(sr->service));
+	sr->requested = r->replicas;
+	st.index = res->svc_n - 1;
+	for (uint32_t o = 0; o < r->replicas; o++) {
+		rc = place_replica(c, r, opts, &st, res, e);
 		if (rc)
-			return iod_err_set(e, rc, "service %s: too many services (limit %u)",
-			                   r->service, IOD_SCHED_SERVICES_MAX);
-		sched_counts_load(c, svc);
-		c->cache_gen++; /* a new request: every cached evaluation is stale */
-		if (c->cache_gen == 0)
-			c->cache_gen = 1;
-		/* a replica that failed fails again until the cluster changes */
-		uint64_t fail_version = UINT64_MAX;
-		enum iod_sched_reason fail_reason = IOD_SCHED_REASON_NONE;
-		char fail_why[IOD_SCHED_WHY_MAX] = "";
-		struct iod_sched_service_result *sr = &res->svc[res->svc_n++];
-		memset(sr, 0, sizeof(*sr));
-		iod_strlcpy(sr->service, r->service, sizeof(sr->service));
-		sr->requested = r->replicas;
-		bool gang_failed = false;
-		char gang_why[IOD_SCHED_WHY_MAX] = "";
-		const uint32_t req_index = res->svc_n - 1;
+			return rc;
+	}
+	if (st.gang_failed) {
+		rollback_request(c, res, st.index, IOD_SCHED_REASON_GANG, st.gang_why);
+		sr->reason = IOD_SCHED_REASON_GANG;
+		iod_strlcpy(sr->why, st.gang_why, sizeof(sr->why));
+	}
+	return 0;
+}
 
-		for (uint32_t o = 0; o < r->replicas; o++) {
-			struct iod_sched_placement *p = &res->p[res->n++];
-			memset(p, 0, sizeof(*p));
-			uint32_t ordinal = c->services[svc].next_ordinal++;
-			snprintf(p->name, sizeof(p->name), "%s-%u", r->service, ordinal);
-			p->request = req_index;
-			p->ordinal = ordinal;
-			p->mem_numa = -1;
-			p->nic = -1;
-			if (gang_failed) {
-				p->reason = IOD_SCHED_REASON_GANG;
-				iod_strlcpy(p->why, gang_why, sizeof(p->why));
-				res->unplaced_n++;
-				continue;
-			}
-			struct cand best;
-			if ((opts->no_cache || fail_version != c->version) &&
-			    sched_best(c, r, &opts->weights, UINT32_MAX, false, keep,
-			               !opts->no_cache, &best, &p->explain)) {
-				rc = sched_bind(c, svc, ordinal, &best, &p->replica);
-				if (rc)
-					return iod_err_set(
-					    e, rc, "the scheduler's replica table is full (%u)",
-					    c->replicas_max);
-				const struct replica *rep = &c->replicas[p->replica];
-				p->placed = true;
-				p->node = rep->node;
-				p->gpu_mask = rep->gpu_mask;
-				p->acc_mask = rep->acc_mask;
-				p->cpus = rep->cpus;
-				sched_placement_affinity(c, rep, &p->cpu_affinity);
-				p->mem_numa = rep->mem_numa;
-				p->nic = rep->nic;
-				sched_counts_add(c, rep->node, 1);
-				res->placed_n++;
-				sr->placed++;
-				continue;
-			}
-			p->explain.cand_n = 0;
-			if (!opts->no_cache && fail_version == c->version) {
-				p->reason = fail_reason;
-				iod_strlcpy(p->why, fail_why, sizeof(p->why));
-			} else {
-				p->reason =
-				    sched_diagnose(c, r, &opts->weights, p->why, sizeof(p->why));
-				fail_version = c->version;
-				fail_reason = p->reason;
-				iod_strlcpy(fail_why, p->why, sizeof(fail_why));
-			}
-			res->unplaced_n++;
-			if (sr->reason == IOD_SCHED_REASON_NONE) {
-				sr->reason = p->reason;
-				snprintf(sr->why, sizeof(sr->why), "%s: %s", p->name, p->why);
-			}
-			if (r->gang) {
-				gang_failed = true;
-				snprintf(
-				    gang_why, sizeof(gang_why),
-				    "gang: all %u replicas or none, and %s cannot be placed: %s",
-				    r->replicas, p->name, p->why);
-			}
-		}
-		if (gang_failed) {
-			rollback_request(c, res, req_index, IOD_SCHED_REASON_GANG, gang_why);
-			sr->reason = IOD_SCHED_REASON_GANG;
-			iod_strlcpy(sr->why, gang_why, sizeof(sr->why));
+/* A strict deploy places every service in full or nothing. */
+static void place_strict(struct iod_sched_cluster *c, struct iod_sched_result *res,
+                         uint32_t first_svc)
+{
+	const char *failed = NULL;
+	for (uint32_t i = first_svc; i < res->svc_n && !failed; i++)
+		if (res->svc[i].placed < res->svc[i].requested)
+			failed = res->svc[i].service;
+	if (!failed)
+		return;
+	char why[IOD_SCHED_WHY_MAX];
+	snprintf(why, sizeof(why),
+	         "strict deploy (all services or none): service %s cannot be placed in full",
+	         failed);
+	for (uint32_t i = res->svc_n; i-- > first_svc;) {
+		bool had = res->svc[i].placed > 0;
+		rollback_request(c, res, i, IOD_SCHED_REASON_TRANSACTION, why);
+		if (had && res->svc[i].reason == IOD_SCHED_REASON_NONE) {
+			res->svc[i].reason = IOD_SCHED_REASON_TRANSACTION;
+			iod_strlcpy(res->svc[i].why, why, sizeof(res->svc[i].why));
 		}
 	}
+	res->rolled_back = true;
+}
 
-	if (opts->strict) {
-		const char *failed = NULL;
-		for (uint32_t i = first_svc; i < res->svc_n && !failed; i++)
-			if (res->svc[i].placed < res->svc[i].requested)
-				failed = res->svc[i].service;
-		if (failed) {
-			char why[IOD_SCHED_WHY_MAX];
-			snprintf(
-			    why, sizeof(why),
-			    "strict deploy (all services or none): service %s cannot be placed in "
-			    "full",
-			    failed);
-			for (uint32_t i = res->svc_n; i-- > first_svc;) {
-				bool had = res->svc[i].placed > 0;
-				rollback_request(c, res, i, IOD_SCHED_REASON_TRANSACTION, why);
-				if (had && res->svc[i].reason == IOD_SCHED_REASON_NONE) {
-					res->svc[i].reason = IOD_SCHED_REASON_TRANSACTION;
-					iod_strlcpy(res->svc[i].why, why, sizeof(res->svc[i].why));
-				}
-			}
-			res->rolled_back = true;
-		}
+int iod_sched_place(struct iod_sched_cluster *c, const struct iod_sched_request *reqs, uint32_t n,
+                    const struct iod_sched_opts *opts, struct iod_sched_result *res,
+                    struct iod_err *e)
+{
+	struct iod_sched_opts def;
+	if (!opts) {
+		iod_sched_opts_default(&def);
+		opts = &def;
 	}
+	int rc = place_check(reqs, n, res, e);
+	if (rc)
+		return rc;
+	const uint32_t keep = IOD_MIN(opts->explain_top, (uint32_t)IOD_SCHED_EXPLAIN_TOP);
+	const uint32_t first_svc = res->svc_n;
+	for (uint32_t ri = 0; ri < n; ri++) {
+		rc = place_request(c, &reqs[ri], opts, keep, res, e);
+		if (rc)
+			return rc;
+	}
+	if (opts->strict)
+		place_strict(c, res, first_svc);
 	IOD_ASSERT(res->placed_n + res->unplaced_n == res->n);
-	IOD_UNUSED(first_p);
 	return 0;
 }
