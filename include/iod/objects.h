@@ -213,7 +213,8 @@ const char *iod_obj_node_rack(const struct iod_obj_node *n);
 	X(TYPE, "type", STR, type, 0, 0, 0)                                  \
 	X(REPLICAS, "replicas", UINT, replicas, 0, IOD_SPEC_REPLICAS_MAX, 0) \
 	X(GENERATION, "generation", UINT, generation, 0, INT64_MAX, 0)       \
-	X(GPU, "gpu", UINT, gpu, 0, UINT32_MAX, 0)
+	X(GPU, "gpu", UINT, gpu, 0, UINT32_MAX, 0)                           \
+	X(TENANT, "tenant", STR, tenant, 0, 0, 0)
 
 enum iod_obj_service_field {
 #define X(f, k, t, m, lo, hi, d) IOD_OBJ_SERVICE_##f,
@@ -229,6 +230,8 @@ struct iod_obj_service {
 	uint32_t replicas;           /* replicas the spec asks for */
 	uint64_t generation;         /* raised by every deploy of it */
 	uint32_t gpu;                /* GPUs per replica the scheduler was asked for */
+	char tenant[IOD_NAME_MAX];   /* whose it is (the spec's tenant:; absent in
+	                                objects stored before it: read as "default") */
 };
 
 /*

@@ -273,6 +273,8 @@ struct iod_spec_service {
 	struct iod_spec_sandbox sandbox; /* user, capabilities, seccomp, network */
 	const char *const *secrets;      /* names of Secret objects it mounts, secrets_n */
 	uint32_t secrets_n;
+	const char *tenant; /* whose it is: policy default, mesh identity, overlay
+	                       network; a name, "default" when not written */
 	uint32_t line, col; /* where the service was declared */
 };
 

@@ -94,7 +94,7 @@ static void service_from_json(struct iod_mesh_service *svc, const char *name, co
 {
 	iod_mesh_service_defaults(svc);
 	iod_strlcpy(svc->name, name, sizeof(svc->name));
-	const char *tenant = json_string_value(json_object_get(v, "tenant"));
+	const char *tenant = iod_obj_peek_str(IOD_OBJ_KIND_SERVICE, v, IOD_OBJ_SERVICE_TENANT);
 	iod_strlcpy(svc->tenant, tenant && iod_sec_name_valid(tenant) ? tenant : "default",
 	            sizeof(svc->tenant));
 	svc->mode = IOD_MESH_MODE_TCP;
@@ -232,8 +232,9 @@ static int build_authz(json_t *svcs, json_t *eps, json_t *pols, struct iod_mesh_
 		size_t k;
 		json_array_foreach(json_object_get(svcs, "items"), k, sv)
 		{
-			const char *t = json_string_value(
-			    json_object_get(json_object_get(sv, "value"), "tenant"));
+			const char *t =
+			    iod_obj_peek_str(IOD_OBJ_KIND_SERVICE, json_object_get(sv, "value"),
+			                     IOD_OBJ_SERVICE_TENANT);
 			if (t && iod_sec_name_valid(t) &&
 			    json_string_value(json_object_get(sv, "name")) &&
 			    !strcmp(json_string_value(json_object_get(sv, "name")), sn))

@@ -1382,11 +1382,13 @@ enum {
 	SV_GANG,
 	SV_SANDBOX,
 	SV_SECRETS,
+	SV_TENANT,
 	SV_NKEYS
 };
 static const char *const service_keys[SV_NKEYS] = {
-    "name",  "type",   "replicas",   "resources", "cpu",     "network", "command", "args",   "env",
-    "ports", "health", "depends_on", "placement", "restart", "gang",    "sandbox", "secrets"};
+    "name",      "type",    "replicas", "resources", "cpu",     "network",
+    "command",   "args",    "env",      "ports",     "health",  "depends_on",
+    "placement", "restart", "gang",     "sandbox",   "secrets", "tenant"};
 static const char *const service_type_names[] = {"stateless", "stateful"};
 static const char *const restart_names[] = {"always", "on-failure", "never"};
 
@@ -1444,6 +1446,7 @@ static void load_service(struct spec_ld *ld, const struct iod_yaml_node *m, uint
 	s->health.timeout_ns = 1 * IOD_NS_PER_S;
 	s->health.healthy_threshold = 1;
 	s->health.unhealthy_threshold = 3;
+	s->tenant = "default";
 	/* name the service in every message, even those about keys before name: */
 	for (const struct iod_yaml_node *p = m->kind == IOD_YAML_MAP ? m->first : NULL;
 	     p && p->next; p = p->next->next) {
@@ -1562,6 +1565,8 @@ static void load_service(struct spec_ld *ld, const struct iod_yaml_node *m, uint
 		load_sandbox(ld, v[SV_SANDBOX], &s->sandbox);
 	if (v[SV_SECRETS])
 		load_secrets(ld, v[SV_SECRETS], s);
+	if (v[SV_TENANT])
+		get_name(ld, v[SV_TENANT], "tenant", &s->tenant);
 }
 
 /* ---- cross-service checks ------------------------------------------------ */

@@ -424,6 +424,7 @@ static json_t *service_json(const struct iod_spec_service *s)
 	set(o, "placement", pl);
 	set(o, "restart", json_string(NAME_OF(restart_names, s->restart)));
 	set(o, "gang", json_boolean(s->gang));
+	set(o, "tenant", json_string(s->tenant ? s->tenant : "default"));
 	if (s->sandbox.set)
 		set(o, "sandbox", sandbox_json(&s->sandbox));
 	if (s->secrets_n)

@@ -708,3 +708,43 @@ TEST(secrets_are_names_only)
 		          d.n ? d.d[0].msg : "?");
 	}
 }
+
+/* tenant: whose a service is (mesh policy default, identity, overlay network):
+ * "default" when not written, a name, written out in the normalized JSON and
+ * so carried into the Service object (issue 16 item 7). */
+TEST(tenant_key)
+{
+	struct iod_spec *s = NULL;
+	struct iod_spec_diags d;
+	const char *y = "services:\n  - name: a\n    type: stateless\n    tenant: blue\n"
+	                "  - name: b\n    type: stateless\n";
+	CHECK_EQ(iod_spec_load_buffer("t.yaml", y, strlen(y), &s, &d), 0);
+	CHECK_STR(s->services[0].tenant, "blue");
+	CHECK_STR(s->services[1].tenant, "default");
+	json_t *j = iod_spec_to_json(s);
+	CHECK_STR(json_string_value(
+	              json_object_get(json_array_get(json_object_get(j, "services"), 0), "tenant")),
+	          "blue");
+	CHECK_STR(json_string_value(
+	              json_object_get(json_array_get(json_object_get(j, "services"), 1), "tenant")),
+	          "default");
+	/* the normalized JSON is a spec that loads to the same tenants */
+	char *text = json_dumps(j, JSON_COMPACT);
+	struct iod_spec *s2 = NULL;
+	CHECK_EQ(iod_spec_load_buffer("t.json", text, strlen(text), &s2, &d), 0);
+	CHECK_STR(s2->services[0].tenant, "blue");
+	iod_spec_free(s2);
+	free(text);
+	json_decref(j);
+	iod_spec_free(s);
+	const char *bad[] = {"Blue", "\"\"", "[a]", "a/b", "-x"};
+	for (unsigned i = 0; i < IOD_ARRAY_LEN(bad); i++) {
+		char t[256];
+		snprintf(t, sizeof(t),
+		         "services:\n  - name: w\n    type: stateless\n    tenant: %s\n", bad[i]);
+		CHECK_MSG(iod_spec_load_buffer("t.yaml", t, strlen(t), &s, &d) == -EINVAL,
+		          "tenant %s accepted", bad[i]);
+		CHECK_MSG(d.n && strstr(d.d[0].msg, "tenant"), "case %u: %s", i,
+		          d.n ? d.d[0].msg : "?");
+	}
+}
