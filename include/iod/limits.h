@@ -410,6 +410,26 @@
  * this a connection is closed at once, so lingering clients can hold at
  * most a quarter of the pool and never starve new ones. */
 #define IOD_MESH_LINGER_MAX (IOD_MESH_CONNS_MAX / 4)
+/* Time a client has to send a whole request head (slowloris): from accept
+ * for the first request, from its first byte for later ones on a keep-alive
+ * connection (between requests the idle timeout applies). nginx's
+ * client_header_timeout is 60 s, Apache's mod_reqtimeout 20-40 s; a mesh
+ * client is a replica one local hop away whose head takes microseconds, so
+ * 10 s only ends heads that trickle. Past it: 408 and close. Per service:
+ * "timeouts": {"head": "10s"} (docs/mesh.md). */
+#define IOD_MESH_HEAD_TIMEOUT_MS 10000
+/* Client connections one client may hold open on one proxy (all workers
+ * together; each worker takes its share, as breakers do). A client is its
+ * IPv4 address and, when the proxy knows it (policies on), the uid that owns
+ * its socket, so replicas sharing 127.0.0.1 are told apart. A quarter of one
+ * worker's pool: a flood from one client (9,000 slow heads made the proxy
+ * reset every new client, issue 15) leaves three quarters to everyone
+ * else; past the limit a new connection is closed at accept and counted
+ * (iod_mesh_client_limited_total). `iod proxy run --client-conns N`. */
+#define IOD_MESH_CLIENT_CONNS_MAX (IOD_MESH_CONNS_MAX / 4)
+/* Slots of a worker's per-client table: open addressing at most half full
+ * (every client holds at least one of the worker's connections). */
+#define IOD_MESH_CLIENT_SLOTS (2 * IOD_MESH_CONNS_MAX)
 /* Idle keep-alive connections kept per endpoint per worker. */
 #define IOD_MESH_POOL_IDLE_MAX 64
 /* Spans and flow records kept per worker ring (a power of two). */
@@ -659,6 +679,11 @@ _Static_assert(IOD_SCHED_ACCS_MAX <= 32, "a node's accelerator set is a uint32_t
 _Static_assert(IOD_BITMAP_BITS % 64 == 0, "a bitmap is whole 64-bit words");
 _Static_assert(IOD_SPEC_UNITS_MAX <= IOD_BITMAP_BITS, "a replica's units fit one bitmap");
 /* The span ring indexes slots with a mask. */
+_Static_assert((IOD_MESH_CLIENT_SLOTS & (IOD_MESH_CLIENT_SLOTS - 1)) == 0 &&
+                   IOD_MESH_CLIENT_SLOTS >= 2 * IOD_MESH_CONNS_MAX,
+               "the per-client table is a power of two, at most half full");
+_Static_assert(IOD_MESH_CLIENT_CONNS_MAX >= 1 && IOD_MESH_CLIENT_CONNS_MAX < IOD_MESH_CONNS_MAX,
+               "one client never takes a whole worker");
 _Static_assert((IOD_MESH_SPANS_MAX & (IOD_MESH_SPANS_MAX - 1)) == 0,
                "the span ring is a power of two");
 /* The megaflow cache indexes slots with a mask; a slot's hit list is uint8_t-counted. */

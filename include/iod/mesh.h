@@ -85,6 +85,7 @@ struct iod_mesh_timeouts {
 	uint64_t connect_ns; /* TCP connect to an upstream */
 	uint64_t request_ns; /* request sent to response complete, per attempt */
 	uint64_t idle_ns;    /* no bytes either way on a connection */
+	uint64_t head_ns;    /* a client's whole request head (slowloris) */
 };
 
 struct iod_mesh_service {
@@ -327,6 +328,34 @@ enum iod_mesh_timer { IOD_MESH_T_NONE, IOD_MESH_T_CONNECT, IOD_MESH_T_REQUEST, I
 enum iod_mesh_timer iod_mesh_timeout_check(const struct iod_mesh_timeouts *t,
                                            uint64_t connect_start_ns, uint64_t request_start_ns,
                                            uint64_t last_io_ns, uint64_t now_ns);
+/* Has the request head being read since head_start_ns (0 = none) run past
+ * t->head_ns? However its bytes trickle in: unlike the idle timeout, the
+ * head deadline is not moved by reads. */
+bool iod_mesh_head_expired(const struct iod_mesh_timeouts *t, uint64_t head_start_ns,
+                           uint64_t now_ns);
+
+/* ---- per-client connection limits -------------------------------------- */
+
+/* One client's open connections on one worker. */
+struct iod_mesh_client_slot {
+	uint32_t ip4; /* its address (host order) */
+	uint32_t uid; /* the uid owning its socket; UINT32_MAX = not known */
+	uint32_t n;   /* connections it holds; 0 = free slot */
+};
+/* A worker's clients: open addressing, linear probing, deletion by
+ * backward shift (no tombstones), at most half full. */
+struct iod_mesh_clients {
+	struct iod_mesh_client_slot slot[IOD_MESH_CLIENT_SLOTS]; /* the table */
+	uint32_t used;                                           /* slots with n > 0 */
+	uint64_t limited;                                        /* takes refused */
+};
+/* Count one more connection of (ip4, uid): 0, or -EBUSY when it already
+ * holds max (counted in limited) or the table is full. */
+int iod_mesh_clients_take(struct iod_mesh_clients *t, uint32_t ip4, uint32_t uid, uint32_t max);
+/* One connection of (ip4, uid) closed (it must have been taken). */
+void iod_mesh_clients_release(struct iod_mesh_clients *t, uint32_t ip4, uint32_t uid);
+/* Connections (ip4, uid) holds. */
+uint32_t iod_mesh_clients_count(const struct iod_mesh_clients *t, uint32_t ip4, uint32_t uid);
 
 /* ---- spans and flow records -------------------------------------------- */
 

@@ -45,11 +45,13 @@ void iod_mesh_api_source_init(struct iod_mesh_api_source *s, const char *server,
 struct iod_mesh_proxy;
 
 struct iod_mesh_proxy_opts {
-	uint32_t workers;       /* epoll threads (0 = 1) */
-	const char *admin_addr; /* "127.0.0.1:15000"; NULL = no admin endpoint */
-	const char *dns_addr;   /* "127.0.0.1:15053"; NULL = no DNS responder */
-	uint64_t seed;          /* rng seed (ids, jitter, P2C) */
-	bool no_splice;         /* L4: copy through user space instead of splice */
+	uint32_t workers;          /* epoll threads (0 = 1) */
+	const char *admin_addr;    /* "127.0.0.1:15000"; NULL = no admin endpoint */
+	const char *dns_addr;      /* "127.0.0.1:15053"; NULL = no DNS responder */
+	uint64_t seed;             /* rng seed (ids, jitter, P2C) */
+	bool no_splice;            /* L4: copy through user space instead of splice */
+	uint32_t client_conns_max; /* connections per client, all workers
+	                              (0 = IOD_MESH_CLIENT_CONNS_MAX) */
 };
 
 /* Start the proxy's threads with the source's first view. */

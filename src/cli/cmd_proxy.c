@@ -44,7 +44,7 @@ static void usage(FILE *f)
 	    f,
 	    "usage: iod proxy run (--config FILE | --server ADDR [--node NAME]) [--workers N]\n"
 	    "                     [--admin ADDR] [--dns ADDR] [--seed N] [--no-splice]\n"
-	    "                     [--no-watch]\n"
+	    "                     [--no-watch] [--client-conns N]\n"
 	    "       iod proxy check --config FILE [-o text|json]\n"
 	    "       iod proxy env --config FILE\n"
 	    "       iod proxy backend --listen ADDR [--name NAME] [--size BYTES]\n"
@@ -62,6 +62,9 @@ static void usage(FILE *f)
 	    "                         (default 127.0.0.1:15000; \"off\" to disable)\n"
 	    "           --dns ADDR    answer <service>.iod A queries (UDP), e.g. 127.0.0.1:15053\n"
 	    "           --no-splice   L4: copy through user space instead of splice(2)\n"
+	    "           --client-conns N  connections one client (address, and uid when\n"
+	    "                         known) may hold open (default %d,\n"
+	    "                         IOD_MESH_CLIENT_CONNS_MAX); more are closed at accept\n"
 	    "  check    validate FILE and print each service's address and endpoints\n"
 	    "  env      print IOD_SVC_<NAME>_ADDR=vip:port for every service (for workloads)\n"
 	    "  backend  a small HTTP/1.1 server: answers every request with BYTES bytes\n"
@@ -72,7 +75,8 @@ static void usage(FILE *f)
 	    "           --file PATH       answer with PATH's contents instead\n"
 	    "           --chunked         answer with Transfer-Encoding: chunked\n"
 	    "           --sink PATH       write each request's decoded body to PATH\n"
-	    "           --read-rate BYTES read request bodies at most BYTES per second\n");
+	    "           --read-rate BYTES read request bodies at most BYTES per second\n",
+	    IOD_MESH_CLIENT_CONNS_MAX);
 }
 
 static int load(const char *path, struct iod_mesh_registry *r)
@@ -226,6 +230,7 @@ int cmd_proxy(int argc, char **argv)
 	                                     {"chunked", no_argument, NULL, 'H'},
 	                                     {"read-rate", required_argument, NULL, 'r'},
 	                                     {"no-watch", no_argument, NULL, 'W'},
+	                                     {"client-conns", required_argument, NULL, 'L'},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	struct iod_mesh_proxy_opts o = {.workers = 2, .admin_addr = "127.0.0.1:15000"};
@@ -260,6 +265,13 @@ int cmd_proxy(int argc, char **argv)
 		case 'd': o.dns_addr = optarg; break;
 		case 's': o.seed = strtoull(optarg, NULL, 10); break;
 		case 'S': o.no_splice = true; break;
+		case 'L':
+			o.client_conns_max = (uint32_t)strtoul(optarg, &end, 10);
+			if (*end || !o.client_conns_max || o.client_conns_max > 1u << 24)
+				return iod_cli_fail("proxy", IOD_EXIT_INVALID,
+				                    "--client-conns %s: expected 1..%u", optarg,
+				                    1u << 24);
+			break;
 		case 'l': listen_addr = optarg; break;
 		case 'n': iod_strlcpy(be.name, optarg, sizeof(be.name)); break;
 		case 'z': {

@@ -51,6 +51,8 @@ struct svc_stats {
 	uint64_t lat_sum_ns;                        /* latency sum */
 	uint64_t panic;                             /* picks made in panic mode */
 	uint64_t denied;                            /* calls refused by a policy */
+	uint64_t limited;       /* connections refused: their client held its limit */
+	uint64_t head_timeouts; /* client connections ended for a slow head (408) */
 };
 
 struct conn;
@@ -146,6 +148,19 @@ struct conn {
 	struct iod_mesh_span span;     /* client: the span being built */
 	struct l4dir d[2];             /* L4 client: [0] client->up, [1] up->client */
 	char client_addr[32];          /* client "ip:port" */
+	uint64_t head_start_ns;        /* client (HTTP): the head being read began
+	                                  (0 = between requests: the idle timeout) */
+	uint32_t cl_ip4, cl_uid;       /* client: its key in the worker's clients */
+	bool cl_counted;               /* ... counted there (released with the conn) */
+};
+
+/* Who connected, as the accept saw it. */
+struct accepted {
+	const char *client; /* "ip:port" */
+	uint32_t ip4;       /* its address (host order) */
+	bool peer_known;    /* the uid owning its socket is known */
+	uint32_t peer_uid;  /* ... and it is this */
+	uint32_t key_uid;   /* its uid in the clients table (UINT32_MAX: unknown) */
 };
 
 struct worker {
@@ -172,6 +187,8 @@ struct worker {
 	uint64_t cx_refused;              /* accepts dropped: no free connection */
 	uint32_t lingering;               /* client connections in a lingering close */
 	bool authz;                       /* the view carries identities and policies */
+	struct iod_mesh_clients *clients; /* open client connections per client */
+	uint32_t client_max;              /* this worker's share of the per-client limit */
 };
 
 struct iod_mesh_proxy {
@@ -206,13 +223,15 @@ static inline uint64_t iod_mesh_unix_ns(const struct worker *w)
 }
 
 /* proxy_l4.c */
-void iod_mesh_l4_accept(struct worker *w, struct wsvc *s, int fd, const char *client);
+/* Count a new client connection against its client's limit (on_accept
+ * did the take; the connection releases it when it is put back). */
+void iod_mesh_conn_client(struct worker *w, struct conn *c, const struct accepted *a);
+void iod_mesh_l4_accept(struct worker *w, struct wsvc *s, int fd, const struct accepted *a);
 void iod_mesh_l4_event(struct worker *w, struct conn *c, uint32_t ev);
 void iod_mesh_l4_timer(struct worker *w, struct conn *c);
 
 /* proxy_http.c */
-void iod_mesh_http_accept(struct worker *w, struct wsvc *s, int fd, const char *client,
-                          bool peer_known, uint32_t peer_uid);
+void iod_mesh_http_accept(struct worker *w, struct wsvc *s, int fd, const struct accepted *a);
 /* The policy verdict for a call to `to` from the peer (proxy.c: the view's
  * callers and policies, under the proxy's lock); caller gets the calling
  * service's "tenant/name" when known, else "". */

@@ -1,6 +1,7 @@
 /*
- * policy.c: circuit breakers, retry budget and jittered backoff, timeouts:
- * the small decisions the proxy asks about every connection and request.
+ * policy.c: circuit breakers, retry budget and jittered backoff, timeouts,
+ * per-client connection counts: the small decisions the proxy asks about
+ * every connection and request.
  *
  * Pure: counters and arithmetic only; the caller passes time and an rng.
  * Breakers count per worker (the proxy divides each limit among workers).
@@ -95,4 +96,77 @@ enum iod_mesh_timer iod_mesh_timeout_check(const struct iod_mesh_timeouts *t,
 	if (last_io_ns && t->idle_ns && now_ns - last_io_ns >= t->idle_ns)
 		return IOD_MESH_T_IDLE;
 	return IOD_MESH_T_NONE;
+}
+
+bool iod_mesh_head_expired(const struct iod_mesh_timeouts *t, uint64_t head_start_ns,
+                           uint64_t now_ns)
+{
+	return head_start_ns && t->head_ns && now_ns >= head_start_ns &&
+	       now_ns - head_start_ns >= t->head_ns;
+}
+
+/* ---- per-client connection counts ---------------------------------------- */
+
+#define CLIENT_MASK (IOD_MESH_CLIENT_SLOTS - 1u)
+
+static uint32_t client_home(uint32_t ip4, uint32_t uid)
+{
+	return (uint32_t)iod_hash_u64(((uint64_t)ip4 << 32) | uid) & CLIENT_MASK;
+}
+
+/* The slot of (ip4, uid), or of the free slot where it would go. */
+static uint32_t client_find(const struct iod_mesh_clients *t, uint32_t ip4, uint32_t uid)
+{
+	uint32_t i = client_home(ip4, uid);
+	/* at most half full, so a free slot ends every probe */
+	while (t->slot[i].n && (t->slot[i].ip4 != ip4 || t->slot[i].uid != uid))
+		i = (i + 1) & CLIENT_MASK;
+	return i;
+}
+
+int iod_mesh_clients_take(struct iod_mesh_clients *t, uint32_t ip4, uint32_t uid, uint32_t max)
+{
+	uint32_t i = client_find(t, ip4, uid);
+	struct iod_mesh_client_slot *s = &t->slot[i];
+	if (s->n >= max || (!s->n && t->used >= IOD_MESH_CLIENT_SLOTS / 2)) {
+		t->limited++;
+		return -EBUSY;
+	}
+	if (!s->n) {
+		s->ip4 = ip4;
+		s->uid = uid;
+		t->used++;
+	}
+	s->n++;
+	return 0;
+}
+
+void iod_mesh_clients_release(struct iod_mesh_clients *t, uint32_t ip4, uint32_t uid)
+{
+	uint32_t i = client_find(t, ip4, uid);
+	IOD_ASSERT(t->slot[i].n > 0);
+	if (--t->slot[i].n)
+		return;
+	t->used--;
+	/* backward-shift deletion (Knuth 6.4, algorithm R): move later members
+	 * of the probe run into the hole when their home is not between the
+	 * hole and them, so every lookup still finds them */
+	uint32_t hole = i, j = i;
+	for (;;) {
+		j = (j + 1) & CLIENT_MASK;
+		if (!t->slot[j].n)
+			break;
+		uint32_t home = client_home(t->slot[j].ip4, t->slot[j].uid);
+		bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+		if (stays)
+			continue;
+		t->slot[hole] = t->slot[j];
+		t->slot[j].n = 0;
+		hole = j;
+	}
+}
+
+uint32_t iod_mesh_clients_count(const struct iod_mesh_clients *t, uint32_t ip4, uint32_t uid)
+{
+	return t->slot[client_find(t, ip4, uid)].n;
 }

@@ -77,9 +77,21 @@ struct conn *iod_mesh_conn_get(struct worker *w, enum conn_kind kind, int fd)
 	return c;
 }
 
+void iod_mesh_conn_client(struct worker *w, struct conn *c, const struct accepted *a)
+{
+	IOD_ASSERT_HOT(!c->cl_counted);
+	c->cl_ip4 = a->ip4;
+	c->cl_uid = a->key_uid;
+	c->cl_counted = true;
+	iod_strlcpy(c->client_addr, a->client, sizeof(c->client_addr));
+}
+
 void iod_mesh_conn_put(struct worker *w, struct conn *c)
 {
 	IOD_ASSERT_HOT(c->in_use);
+	if (c->cl_counted)
+		iod_mesh_clients_release(w->clients, c->cl_ip4, c->cl_uid);
+	c->cl_counted = false;
 	if (c->fd >= 0)
 		close(c->fd); /* also leaves the epoll set */
 	c->fd = -1;
@@ -468,10 +480,23 @@ static void on_accept(struct worker *w, struct listener *l)
 				continue;
 			}
 		}
+		struct accepted a = {.client = client,
+		                     .ip4 = ntohl(sa.sin_addr.s_addr),
+		                     .peer_known = known,
+		                     .peer_uid = peer.uid,
+		                     .key_uid = known ? peer.uid : UINT32_MAX};
+		/* per-client limit: a client at its share is refused here, before
+		 * it takes a connection slot (issue 15: a flood of slow heads from
+		 * one client made the proxy reset everyone else) */
+		if (iod_mesh_clients_take(w->clients, a.ip4, a.key_uid, w->client_max)) {
+			STAT_INC(s->st.limited);
+			close(fd);
+			continue;
+		}
 		if (s->svc.mode == IOD_MESH_MODE_TCP)
-			iod_mesh_l4_accept(w, s, fd, client);
+			iod_mesh_l4_accept(w, s, fd, &a);
 		else
-			iod_mesh_http_accept(w, s, fd, client, known, peer.uid);
+			iod_mesh_http_accept(w, s, fd, &a);
 	}
 }
 
@@ -565,6 +590,7 @@ static void worker_free(struct worker *w)
 	free(w->free_conns);
 	free(w->scratch);
 	free(w->spans);
+	free(w->clients);
 }
 
 static int worker_init(struct iod_mesh_proxy *p, struct worker *w, uint32_t id, struct iod_rng *rng,
@@ -582,9 +608,14 @@ static int worker_init(struct iod_mesh_proxy *p, struct worker *w, uint32_t id, 
 	w->free_conns = malloc(IOD_MESH_CONNS_MAX * sizeof(*w->free_conns));
 	w->scratch = malloc(IOD_MESH_HTTP_BUF);
 	w->spans = malloc(sizeof(*w->spans));
+	w->clients = calloc(1, sizeof(*w->clients));
+	uint32_t cmax =
+	    p->opts.client_conns_max ? p->opts.client_conns_max : IOD_MESH_CLIENT_CONNS_MAX;
+	w->client_max = share(cmax, p->workers_n);
 	if (w->epfd < 0 || w->wakefd < 0)
 		return iod_err_set(e, -errno, "worker %u: %s", id, strerror(errno));
-	if (!w->svcs || !w->conns || !w->bufs || !w->free_conns || !w->scratch || !w->spans)
+	if (!w->svcs || !w->conns || !w->bufs || !w->free_conns || !w->scratch || !w->spans ||
+	    !w->clients)
 		return iod_err_set(e, -ENOMEM, "worker %u: out of memory", id);
 	iod_mesh_span_ring_init(w->spans);
 	for (uint32_t i = 0; i < IOD_MESH_CONNS_MAX; i++) {
@@ -707,7 +738,11 @@ void iod_mesh_proxy_stop(struct iod_mesh_proxy *p)
 	X(panic, "iod_mesh_lb_panic_total", "counter",                                             \
 	  "Picks made in panic mode (too few usable endpoints: all used).")                        \
 	X(denied, "iod_mesh_denied_total", "counter",                                              \
-	  "Calls refused by a service policy (403, or a closed connection for tcp services).")
+	  "Calls refused by a service policy (403, or a closed connection for tcp services).")     \
+	X(limited, "iod_mesh_client_limited_total", "counter",                                     \
+	  "Connections closed at accept: their client held its connection limit.")                 \
+	X(head_timeouts, "iod_mesh_head_timeouts_total", "counter",                                \
+	  "Client connections that did not send a request head in time (408, closed).")
 
 #define EP_COUNTERS(X)                                                                          \
 	X(requests, "iod_mesh_endpoint_requests_total", "counter",                              \

@@ -243,6 +243,8 @@ static void next_request(struct worker *w, struct conn *c)
 	c->req_done = false;
 	c->state = H_READ;
 	c->ep = UINT32_MAX;
+	/* a pipelined head is due from now; otherwise from its first byte */
+	c->head_start_ns = c->len ? w->now_ns : 0;
 	iod_mesh_conn_watch(w, c, EPOLLIN);
 	if (c->len)
 		try_request(w, c);
@@ -260,6 +262,7 @@ static void respond(struct worker *w, struct conn *c, uint16_t code, bool close_
 
 	switch (code) {
 	case 400: fmt = ERR_RESP("400", "Bad Request", "malformed request"); break;
+	case 408: fmt = ERR_RESP("408", "Request Timeout", "request head not sent in time"); break;
 	case 431:
 		fmt = ERR_RESP("431", "Request Header Fields Too Large", "request head too large");
 		break;
@@ -952,27 +955,30 @@ static void client_event(struct worker *w, struct conn *c, uint32_t ev)
 		client_close(w, c);
 		return;
 	}
+	if (!c->head_start_ns)
+		c->head_start_ns = w->now_ns; /* a keep-alive connection's next head */
 	c->len += (uint32_t)n;
 	c->last_io_ns = w->now_ns;
 	try_request(w, c);
 }
 
-void iod_mesh_http_accept(struct worker *w, struct wsvc *s, int fd, const char *client,
-                          bool peer_known, uint32_t peer_uid)
+void iod_mesh_http_accept(struct worker *w, struct wsvc *s, int fd, const struct accepted *a)
 {
 	struct conn *c = iod_mesh_conn_get(w, CK_HTTP_CLIENT, fd);
 	if (!c) {
 		w->cx_refused++;
+		iod_mesh_clients_release(w->clients, a->ip4, a->key_uid);
 		close(fd);
 		return;
 	}
+	iod_mesh_conn_client(w, c, a);
 	c->slot = (uint32_t)(s - w->svcs);
 	c->life = s->life;
 	c->state = H_READ;
-	c->peer_known = peer_known;
-	c->peer_uid = peer_uid;
-	iod_strlcpy(c->client_addr, client, sizeof(c->client_addr));
-	const char *colon = strrchr(client, ':');
+	c->head_start_ns = w->now_ns; /* the first head is due from accept (nginx) */
+	c->peer_known = a->peer_known;
+	c->peer_uid = a->peer_uid;
+	const char *client = a->client, *colon = strrchr(client, ':');
 	c->affinity = iod_hash_bytes(client, colon ? (size_t)(colon - client) : strlen(client), 0);
 	STAT_INC(s->st.cx_active);
 	if (iod_mesh_conn_watch(w, c, EPOLLIN))
@@ -1026,7 +1032,17 @@ void iod_mesh_http_timer(struct worker *w, struct conn *c)
 		dispatch(w, c, c->ep);
 		return;
 	}
-	if (c->state == H_READ && c->len == 0 &&
+	if (c->state != H_READ)
+		return;
+	/* a head must be complete by its deadline however its bytes trickle
+	 * (slowloris: the idle timer alone is reset by every byte) */
+	if (iod_mesh_head_expired(t, c->head_start_ns, w->now_ns)) {
+		STAT_INC(s->st.head_timeouts);
+		c->head_start_ns = 0;
+		respond(w, c, 408, true);
+		return;
+	}
+	if (c->len == 0 &&
 	    iod_mesh_timeout_check(t, 0, 0, c->last_io_ns, w->now_ns) == IOD_MESH_T_IDLE)
 		client_close(w, c);
 }

@@ -178,19 +178,20 @@ static void l4_connect(struct worker *w, struct conn *c, uint32_t exclude)
 		connect_failed(w, c, -EIO);
 }
 
-void iod_mesh_l4_accept(struct worker *w, struct wsvc *s, int fd, const char *client)
+void iod_mesh_l4_accept(struct worker *w, struct wsvc *s, int fd, const struct accepted *a)
 {
 	struct conn *c = iod_mesh_conn_get(w, CK_L4_CLIENT, fd);
 	if (!c) {
 		w->cx_refused++;
+		iod_mesh_clients_release(w->clients, a->ip4, a->key_uid);
 		close(fd);
 		return;
 	}
+	iod_mesh_conn_client(w, c, a);
 	c->slot = (uint32_t)(s - w->svcs);
 	c->life = s->life;
 	c->req_start_ns = w->now_ns;
-	iod_strlcpy(c->client_addr, client, sizeof(c->client_addr));
-	const char *colon = strrchr(client, ':');
+	const char *client = a->client, *colon = strrchr(client, ':');
 	c->affinity = iod_hash_bytes(client, colon ? (size_t)(colon - client) : strlen(client), 0);
 	STAT_INC(s->st.requests);
 	STAT_INC(s->st.cx_active);

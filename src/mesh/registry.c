@@ -63,6 +63,7 @@ void iod_mesh_service_defaults(struct iod_mesh_service *s)
 	s->timeout.connect_ns = 1 * IOD_NS_PER_S;
 	s->timeout.request_ns = 15 * IOD_NS_PER_S;
 	s->timeout.idle_ns = 300 * IOD_NS_PER_S;
+	s->timeout.head_ns = (uint64_t)IOD_MESH_HEAD_TIMEOUT_MS * IOD_NS_PER_MS;
 }
 
 int iod_mesh_registry_init(struct iod_mesh_registry *r, uint32_t cap)
@@ -436,7 +437,8 @@ static int parse_service(const json_t *j, struct iod_mesh_service *s, uint32_t i
 	if (o) {
 		if ((rc = get_dur(o, "connect", &s->timeout.connect_ns, s->name, e)) ||
 		    (rc = get_dur(o, "request", &s->timeout.request_ns, s->name, e)) ||
-		    (rc = get_dur(o, "idle", &s->timeout.idle_ns, s->name, e)))
+		    (rc = get_dur(o, "idle", &s->timeout.idle_ns, s->name, e)) ||
+		    (rc = get_dur(o, "head", &s->timeout.head_ns, s->name, e)))
 			return rc;
 	}
 	v = json_object_get(j, "endpoints");

@@ -412,6 +412,60 @@ TEST(timeouts)
 	CHECK_EQ(iod_mesh_timeout_check(&t, 0, 0, 900, 1u << 30), IOD_MESH_T_NONE);
 }
 
+/* The head deadline is not moved by bytes that trickle in (issue 15). */
+TEST(head_deadline)
+{
+	struct iod_mesh_timeouts t = {.idle_ns = 5000, .head_ns = 1000};
+	CHECK(!iod_mesh_head_expired(&t, 0, 1u << 30)); /* between requests: none */
+	CHECK(!iod_mesh_head_expired(&t, 100, 1099));
+	CHECK(iod_mesh_head_expired(&t, 100, 1100));
+	t.head_ns = 0;
+	CHECK(!iod_mesh_head_expired(&t, 100, 1u << 30)); /* 0 = off */
+}
+
+/* Per-client counts against a model, through enough clients (half the
+ * table) and churn that probe runs wrap and backward-shift deletes move
+ * entries; the limit holds per client. */
+TEST(client_limits_table)
+{
+	static struct iod_mesh_clients t;
+	enum { KEYS = IOD_MESH_CLIENT_SLOTS / 2 };
+	static uint32_t model[KEYS];
+	struct iod_rng rng;
+	iod_rng_seed(&rng, 7);
+	memset(&t, 0, sizeof(t));
+	for (uint32_t step = 0; step < 400000; step++) {
+		uint32_t k = (uint32_t)(iod_rng_next(&rng) % KEYS);
+		uint32_t ip = 0x7f000000u | (k % 97), uid = k / 97 ? 1000 + k / 97 : UINT32_MAX;
+		if (iod_rng_next(&rng) % 2 && model[k]) {
+			iod_mesh_clients_release(&t, ip, uid);
+			model[k]--;
+		} else {
+			int rc = iod_mesh_clients_take(&t, ip, uid, 3);
+			CHECK_EQ(rc, model[k] < 3 ? 0 : -EBUSY);
+			model[k] += rc == 0;
+		}
+		if (step % 50000 == 0)
+			for (uint32_t j = 0; j < KEYS; j++)
+				CHECK_EQ(
+				    iod_mesh_clients_count(&t, 0x7f000000u | (j % 97),
+				                           j / 97 ? 1000 + j / 97 : UINT32_MAX),
+				    model[j]);
+	}
+	uint32_t used = 0;
+	for (uint32_t j = 0; j < KEYS; j++)
+		used += model[j] > 0;
+	CHECK_EQ(t.used, used);
+	CHECK(t.limited > 0);
+	/* a full table refuses a new client, never an existing one */
+	memset(&t, 0, sizeof(t));
+	for (uint32_t j = 0; j < IOD_MESH_CLIENT_SLOTS / 2; j++)
+		CHECK_EQ(iod_mesh_clients_take(&t, j, 0, 8), 0);
+	CHECK_EQ(iod_mesh_clients_take(&t, 0xffffffffu, 0, 8), -EBUSY);
+	CHECK_EQ(iod_mesh_clients_take(&t, 5, 0, 8), 0);
+	CHECK_EQ(iod_mesh_clients_count(&t, 5, 0), 2u);
+}
+
 TEST(registry_vips_env_and_order)
 {
 	struct iod_mesh_registry r;
