@@ -247,6 +247,35 @@
  * clients cannot hold connections forever. Long-poll watches are suspended,
  * not idle, and have their own timeout. */
 #define IOD_API_CONN_TIMEOUT_S 30
+/* Slowloris (issue 15): the idle timeout above is reset by every byte, so a
+ * client sending one byte a second held a slot forever, and 1,100 of them
+ * from five addresses held every slot. A connection has this long from
+ * accept (TLS handshake included), or from the end of its previous request
+ * on a kept-alive connection, to deliver a whole request head, however the
+ * bytes trickle. A head is a few hundred bytes (at most a few KiB): nginx's
+ * client_header_timeout is 60 s for the open Internet; a control plane's
+ * clients are agents, proxies and the CLI on the cluster's network. An idle
+ * kept-alive connection is closed after it too (the client reconnects). */
+#define IOD_API_HEADER_TIMEOUT_S 10
+/* Then the body must arrive within IOD_API_BODY_TIMEOUT_S plus one second
+ * per IOD_API_BODY_RATE_MIN_BPS bytes it declares (Apache mod_reqtimeout's
+ * "body=N,MinRate=R"): a 4 MiB spec (IOD_API_BODY_MAX) may take 74 s, a
+ * 1 KiB PUT 10 s; a chunked body is given the time of IOD_API_BODY_MAX. */
+#define IOD_API_BODY_TIMEOUT_S 10
+#define IOD_API_BODY_RATE_MIN_BPS (64u << 10)
+/* When this few connection slots are left, a new connection closes the
+ * oldest one still sending its request head, so that attackers who keep
+ * re-opening slow connections from many addresses cannot keep a new client
+ * out until the header deadline: a client whose head arrives at once is
+ * never the oldest. */
+#define IOD_API_CONNECTIONS_SPARE 64
+/* ... but only one that has been sending its head this long: a burst of new
+ * connections is accepted before their heads are read, and must not close
+ * each other (1,000 watchers connecting at once). A real client's head
+ * arrives within a round trip. */
+#define IOD_API_EVICT_HEAD_AGE_MS 1000
+/* How often the deadlines above are checked: closing is late by at most this. */
+#define IOD_API_DEADLINE_SWEEP_MS 250
 /* Longest and default long-poll of a watch before it answers "no change". */
 #define IOD_API_WATCH_TIMEOUT_MS_MAX 60000
 #define IOD_API_WATCH_TIMEOUT_MS_DEFAULT 30000
@@ -697,6 +726,12 @@ _Static_assert(IOD_OBJ_REASON_MAX >= IOD_AGENT_REASON_MAX + IOD_SCHED_WHY_MAX,
 /* A whole deploy is one transaction, replicas plus their deletions. */
 _Static_assert(IOD_STATE_TXN_OPS_MAX >= 2 * IOD_SPEC_REPLICAS_MAX,
                "one deploy of IOD_SPEC_REPLICAS_MAX replicas fits a transaction");
+_Static_assert(IOD_API_CONNECTIONS_SPARE < IOD_API_CONNECTIONS_MAX / 4,
+               "eviction starts only when the table is nearly full");
+_Static_assert(IOD_API_HEADER_TIMEOUT_S < IOD_API_CONN_TIMEOUT_S,
+               "the header deadline is the tighter bound");
+_Static_assert(IOD_API_EVICT_HEAD_AGE_MS < IOD_API_HEADER_TIMEOUT_S * 1000,
+               "eviction comes before the header deadline");
 /* The client takes any answer the API server may send (a list of objects). */
 _Static_assert(IOD_HTTP_BODY_MAX >= IOD_API_BODY_MAX, "the client reads what the API sends");
 

@@ -26,6 +26,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <uv.h>
 
 #if MHD_VERSION < 0x00097002
@@ -109,10 +110,30 @@ struct req {
 	char detail[IOD_ERR_MSG_MAX]; /* why it was refused (audit) */
 };
 
+/*
+ * Where a connection is in its current request, for the slowloris deadlines
+ * (MHD's own idle timeout is reset by every byte): the head must be whole
+ * IOD_API_HEADER_TIMEOUT_S after accept or after the previous request, the
+ * body by a deadline that grows with its declared length. Answering (a
+ * write waiting for Raft, a long-poll watch, sending) has no deadline here.
+ */
+enum conn_phase {
+	PHASE_HEAD,   /* waiting for (the rest of) a request head */
+	PHASE_BODY,   /* head complete, body arriving */
+	PHASE_ANSWER, /* request complete: being answered */
+};
+
 /* Per TCP connection (MHD's socket context): what the audit needs to know
- * about the last answer, and the client certificate's identity, verified
- * once per connection. */
+ * about the last answer, the client certificate's identity, verified once
+ * per connection, and the phase deadlines. On the server's list of
+ * connections, in the order they last entered PHASE_HEAD. */
 struct conn_ctx {
+	struct server *srv;              /* owner */
+	struct MHD_Connection *conn;     /* MHD's connection */
+	enum conn_phase phase;           /* see above */
+	uint64_t deadline_ms;            /* PHASE_HEAD/BODY must end by then (mono) */
+	bool closing;                    /* shut down here; MHD closes it next run */
+	struct conn_ctx *prev, *next;    /* server's list links */
 	int last_status;                 /* status of the last answer queued */
 	bool have_cert_id;               /* cert_id is valid */
 	struct iod_sec_identity cert_id; /* from the client certificate */
@@ -143,6 +164,13 @@ struct server {
 	struct iod_api_sec sec;          /* TLS material, authentication, audit (auth.c) */
 	struct tel_entry *tel;           /* node telemetry summaries (memory only, not Raft) */
 	uint32_t tel_n;                  /* entries in tel */
+	/* connections, for the slowloris deadlines (PHASE_HEAD oldest first) */
+	struct conn_ctx *conns, *conns_tail; /* list ends */
+	uint32_t conns_n;                    /* on the list */
+	uint64_t sweep_at_ms;                /* next deadline sweep */
+	uint64_t closed_head;                /* closed: head not complete in time */
+	uint64_t closed_body;                /* closed: body not complete in time */
+	uint64_t evicted;                    /* closed to make room for a new connection */
 };
 
 /* One node's latest telemetry summary, as its agent last sent it. */
@@ -159,6 +187,125 @@ static uint64_t mono_ms(void)
 
 static void mhd_kick(struct server *s);
 static bool sees_sensitive(const struct req *q);
+static struct conn_ctx *conn_ctx_of(struct MHD_Connection *c);
+
+/* ---- slowloris deadlines ------------------------------------------------ */
+
+static void conns_unlink(struct server *s, struct conn_ctx *cc)
+{
+	if (!cc->prev && s->conns != cc)
+		return; /* not on the list */
+	if (cc->prev)
+		cc->prev->next = cc->next;
+	else
+		s->conns = cc->next;
+	if (cc->next)
+		cc->next->prev = cc->prev;
+	else
+		s->conns_tail = cc->prev;
+	cc->prev = cc->next = NULL;
+	s->conns_n--;
+}
+
+static void conns_append(struct server *s, struct conn_ctx *cc)
+{
+	cc->next = NULL;
+	cc->prev = s->conns_tail;
+	if (s->conns_tail)
+		s->conns_tail->next = cc;
+	else
+		s->conns = cc;
+	s->conns_tail = cc;
+	s->conns_n++;
+}
+
+/* Enter a phase. PHASE_HEAD moves the connection to the list's end (the
+ * list stays ordered by when each entered it); PHASE_BODY's deadline grows
+ * with the body's declared length. NULL (no context) is a no-op. */
+static void conn_phase_set(struct conn_ctx *cc, enum conn_phase ph, uint64_t body_bytes)
+{
+	uint64_t now = mono_ms();
+	if (!cc || cc->phase == ph)
+		return;
+	if (ph == PHASE_HEAD) {
+		conns_unlink(cc->srv, cc);
+		conns_append(cc->srv, cc);
+		cc->deadline_ms = now + IOD_API_HEADER_TIMEOUT_S * 1000ull;
+	} else if (ph == PHASE_BODY) {
+		if (body_bytes > IOD_API_BODY_MAX)
+			body_bytes = IOD_API_BODY_MAX;
+		cc->deadline_ms = now + IOD_API_BODY_TIMEOUT_S * 1000ull +
+		                  body_bytes * 1000ull / IOD_API_BODY_RATE_MIN_BPS;
+	}
+	cc->phase = ph;
+}
+
+/* Close a connection from under MHD: shutdown() makes its next read see
+ * end of file, and MHD closes it (and tells conn_notify) on its next run. */
+static void conn_shut(struct conn_ctx *cc)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(cc->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (cc->closing || !ci)
+		return;
+	shutdown(ci->connect_fd, SHUT_RDWR);
+	cc->closing = true;
+	mhd_kick(cc->srv);
+}
+
+/* When few slots are left: close the n oldest connections still sending
+ * their heads (other than cc, a new one), those that have been for
+ * IOD_API_EVICT_HEAD_AGE_MS. One per new connection, and the excess at each
+ * sweep, so that the table never stays full of connections that trickle
+ * their heads. */
+static void conns_make_room(struct server *s, struct conn_ctx *cc, uint32_t n)
+{
+	const uint64_t head_ms = IOD_API_HEADER_TIMEOUT_S * 1000ull;
+	uint64_t now = mono_ms();
+	for (struct conn_ctx *o = s->conns; o && o != cc && n; o = o->next) {
+		if (o->phase != PHASE_HEAD || o->closing)
+			continue;
+		/* the list is in order of entering PHASE_HEAD: the rest are younger */
+		if (o->deadline_ms - head_ms + IOD_API_EVICT_HEAD_AGE_MS > now)
+			return;
+		conn_shut(o);
+		s->evicted++;
+		n--;
+	}
+}
+
+/* Connections over the eviction mark, not counting those already closing. */
+static uint32_t conns_excess(const struct server *s)
+{
+	uint32_t live = 0;
+	for (const struct conn_ctx *o = s->conns; o; o = o->next)
+		live += !o->closing;
+	return live > IOD_API_CONNECTIONS_MAX - IOD_API_CONNECTIONS_SPARE
+	           ? live - (IOD_API_CONNECTIONS_MAX - IOD_API_CONNECTIONS_SPARE)
+	           : 0;
+}
+
+/* Close every connection past its head or body deadline. At most
+ * IOD_API_CONNECTIONS_MAX entries, every IOD_API_DEADLINE_SWEEP_MS. */
+static void conns_sweep(struct server *s, uint64_t now)
+{
+	if (now < s->sweep_at_ms)
+		return;
+	s->sweep_at_ms = now + IOD_API_DEADLINE_SWEEP_MS;
+	for (struct conn_ctx *cc = s->conns; cc; cc = cc->next) {
+		if (cc->closing || cc->phase == PHASE_ANSWER || now < cc->deadline_ms)
+			continue;
+		if (cc->phase == PHASE_HEAD)
+			s->closed_head++;
+		else
+			s->closed_body++;
+		conn_shut(cc);
+	}
+	/* a burst that filled the table (its heads too young to close when
+	 * it arrived): keep IOD_API_CONNECTIONS_SPARE slots for new clients */
+	if (s->conns_n > IOD_API_CONNECTIONS_MAX - IOD_API_CONNECTIONS_SPARE)
+		conns_make_room(s, NULL, conns_excess(s));
+}
 
 /* ---- answers ------------------------------------------------------------ */
 
@@ -850,6 +997,7 @@ static void watch_timer_cb(uv_timer_t *t)
 {
 	struct server *s = t->data;
 	uint64_t now = mono_ms();
+	conns_sweep(s, now);
 	for (struct req *q = s->watchers, *next; q; q = next) {
 		next = q->wnext;
 		if (now >= q->deadline_ms)
@@ -1410,9 +1558,20 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 		    "# HELP iod_api_watch_answers_shared_total Watch answers that reused another's "
 		    "serialised text.\n"
 		    "# TYPE iod_api_watch_answers_shared_total counter\n"
-		    "iod_api_watch_answers_shared_total %llu\n",
+		    "iod_api_watch_answers_shared_total %llu\n"
+		    "# HELP iod_api_connections HTTP connections open.\n"
+		    "# TYPE iod_api_connections gauge\niod_api_connections %u\n"
+		    "# HELP iod_api_connections_closed_total Connections the server closed: "
+		    "head or body not complete by its deadline (slowloris), or the oldest "
+		    "unfinished head closed to make room for a new connection.\n"
+		    "# TYPE iod_api_connections_closed_total counter\n"
+		    "iod_api_connections_closed_total{reason=\"head_timeout\"} %llu\n"
+		    "iod_api_connections_closed_total{reason=\"body_timeout\"} %llu\n"
+		    "iod_api_connections_closed_total{reason=\"evicted\"} %llu\n",
 		    s->watchers_n, (unsigned long long)s->watch_answers,
-		    (unsigned long long)s->watch_shared);
+		    (unsigned long long)s->watch_shared, s->conns_n,
+		    (unsigned long long)s->closed_head, (unsigned long long)s->closed_body,
+		    (unsigned long long)s->evicted);
 		s->requests[200]--;
 		return queue_text(s, c, 200, "text/plain; version=0.0.4",
 		                  b.data ? b.data : strdup(""));
@@ -1572,8 +1731,12 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *ur
 			q->framing_bad = true;
 			return MHD_YES;
 		}
+		uint64_t declared = te ? IOD_API_BODY_MAX : 0;
 		if (cl && strtoull(cl, NULL, 10) > IOD_API_BODY_MAX)
 			q->too_big = true;
+		else if (cl)
+			declared = strtoull(cl, NULL, 10);
+		conn_phase_set(conn_ctx_of(conn), PHASE_BODY, declared);
 		return MHD_YES;
 	}
 	if (*upload_size) {
@@ -1588,6 +1751,7 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *ur
 		*upload_size = 0;
 		return MHD_YES;
 	}
+	conn_phase_set(conn_ctx_of(conn), PHASE_ANSWER, 0);
 	if (q->ready) {
 		json_t *a = q->answer;
 		q->answer = NULL;
@@ -1639,6 +1803,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
 	struct req *q = *con_cls;
 	(void)cls;
+	conn_phase_set(conn_ctx_of(conn), PHASE_HEAD, 0);
 	if (!q)
 		return;
 	if (q->audit && q->method[0]) {
@@ -1693,11 +1858,19 @@ static void mhd_poll_cb(uv_poll_t *h, int status, int events)
 static void conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
                         enum MHD_ConnectionNotificationCode toe)
 {
-	(void)cls;
+	struct server *s = cls;
 	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
 		struct conn_ctx *cc = calloc(1, sizeof(*cc));
 		const union MHD_ConnectionInfo *ci =
 		    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		if (cc) {
+			cc->srv = s;
+			cc->conn = c;
+			cc->phase = PHASE_ANSWER; /* not on the list yet */
+			conn_phase_set(cc, PHASE_HEAD, 0);
+			if (s->conns_n > IOD_API_CONNECTIONS_MAX - IOD_API_CONNECTIONS_SPARE)
+				conns_make_room(s, cc, 1);
+		}
 		if (cc && ci && ci->client_addr) {
 			char host[INET6_ADDRSTRLEN] = "", port[8] = "";
 			socklen_t l = ci->client_addr->sa_family == AF_INET6
@@ -1709,7 +1882,10 @@ static void conn_notify(void *cls, struct MHD_Connection *c, void **socket_conte
 		}
 		*socket_context = cc;
 	} else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
-		free(*socket_context);
+		struct conn_ctx *cc = *socket_context;
+		if (cc)
+			conns_unlink(s, cc);
+		free(cc);
 		*socket_context = NULL;
 	}
 }

@@ -21,6 +21,7 @@
 #include "iod/api.h"
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -1051,6 +1052,144 @@ static void flood_body(struct cluster *c)
 TEST(slowloris_and_lease_floods_leave_room)
 {
 	with_cluster("flood", flood_body);
+}
+
+static long long metric(const char *api, const char *name);
+
+/* A connection from src (host order) to the loopback port, or -1. */
+static int connect_from(uint32_t src_addr, int port)
+{
+	struct sockaddr_in src = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(src_addr)};
+	struct sockaddr_in dst = {.sin_family = AF_INET,
+	                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+	                          .sin_port = htons((uint16_t)port)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd >= 0 && (bind(fd, (struct sockaddr *)&src, sizeof(src)) ||
+	                connect(fd, (struct sockaddr *)&dst, sizeof(dst)))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* Has the server closed fd (end of file, reset)? */
+static bool peer_closed(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+	char b[256];
+	if (poll(&p, 1, 0) <= 0)
+		return false;
+	if (p.revents & (POLLHUP | POLLERR | POLLRDHUP))
+		return true;
+	ssize_t k = recv(fd, b, sizeof(b), MSG_DONTWAIT);
+	return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/*
+ * Slowloris with trickling bytes (issue 15): MHD's idle timeout is reset by
+ * every byte, so connections sending one byte a second held their slots
+ * forever, and 1,100 of them from five addresses (each under the per-address
+ * limit) held every slot: no new client could connect. Now a head must be
+ * whole within IOD_API_HEADER_TIMEOUT_S and a body by its rate deadline,
+ * however the bytes trickle, and when slots run short a new connection
+ * closes the oldest unfinished head: a new client is served within 1 s
+ * while the attack runs, and every trickling connection is closed by its
+ * deadline (plus the sweep and a margin for the shared machine).
+ */
+static void trickle_body(struct cluster *c)
+{
+	enum { HEADS = 1100, BODIES = 20, ALL = HEADS + BODIES };
+	static int fds[ALL];
+	static uint64_t closed_ms[ALL];
+	int leader, opened = 0, served = 0;
+	uint64_t served_ms = 0;
+
+	CHECK((leader = find_leader(c)) >= 0);
+	int port = atoi(strrchr(c->api[leader], ':') + 1);
+	for (int i = 0; i < ALL; i++) {
+		const char head[] = "GET /v1/status HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+		const char body[] = "PUT /v1/config/slow HTTP/1.1\r\nHost: x\r\n"
+		                    "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+		                    "{\"v\":\"";
+		bool is_head = i < HEADS;
+		/* five addresses for the heads (220 each, under the per-address
+		 * limit), a sixth for the bodies */
+		fds[i] = connect_from(0x7f000002u + (uint32_t)(is_head ? i % 5 : 5), port);
+		closed_ms[i] = 0;
+		if (fds[i] < 0)
+			continue;
+		if (send(fds[i], is_head ? head : body,
+		         is_head ? sizeof(head) - 1 : sizeof(body) - 1, MSG_NOSIGNAL) > 0)
+			opened++;
+	}
+	CHECK_MSG(opened > IOD_API_CONNECTIONS_MAX, "only %d slow connections opened", opened);
+	const uint64_t t0 = iod_clock_now_ns() / IOD_NS_PER_MS;
+	const uint64_t end = t0 + (IOD_API_HEADER_TIMEOUT_S + 4) * 1000ull;
+	uint64_t next_byte = t0 + 1000;
+	for (uint64_t now = t0; now < end; now = iod_clock_now_ns() / IOD_NS_PER_MS) {
+		int open_n = 0;
+		for (int i = 0; i < ALL; i++) {
+			if (fds[i] < 0 || closed_ms[i])
+				continue;
+			if (peer_closed(fds[i]))
+				closed_ms[i] = now - t0 + 1;
+			else
+				open_n++;
+		}
+		if (!open_n)
+			break;
+		if (now >= next_byte) { /* one byte a second on each */
+			next_byte += 1000;
+			for (int i = 0; i < ALL; i++)
+				if (fds[i] >= 0 && !closed_ms[i] &&
+				    send(fds[i], "a", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+					closed_ms[i] = now - t0 + 1;
+		}
+		if (!served_ms && now >= t0 + 2000) { /* a new client, mid-attack */
+			struct iod_api_response r;
+			struct iod_err e;
+			struct iod_http_conn fd = {0};
+			uint64_t a = iod_clock_now_ns();
+			int rc = iod_api_http_once(&fd, c->api[leader], "GET", "/v1/status", NULL,
+			                           NULL, 0, 1000, &r, &e);
+			served_ms = (iod_clock_now_ns() - a) / IOD_NS_PER_MS + 1;
+			iod_http_conn_close(&fd);
+			if (!rc) {
+				served = r.status == 200;
+				iod_api_response_free(&r);
+			}
+		}
+		sleep_ms(50);
+	}
+	int heads_open = 0, bodies_open = 0, bodies_early = 0;
+	for (int i = 0; i < ALL; i++) {
+		if (fds[i] < 0)
+			continue;
+		if (!closed_ms[i])
+			*(i < HEADS ? &heads_open : &bodies_open) += 1;
+		else if (i >= HEADS && closed_ms[i] < (IOD_API_BODY_TIMEOUT_S - 1) * 1000ull)
+			bodies_early++;
+		close(fds[i]);
+	}
+	CHECK_MSG(served && served_ms <= 1000,
+	          "a new client was not served within 1 s during the attack (%llu ms)",
+	          (unsigned long long)served_ms);
+	CHECK_MSG(heads_open == 0, "%d connections trickling their heads still open after %d s",
+	          heads_open, IOD_API_HEADER_TIMEOUT_S + 4);
+	CHECK_MSG(bodies_open == 0, "%d connections trickling their bodies still open after %d s",
+	          bodies_open, IOD_API_HEADER_TIMEOUT_S + 4);
+	CHECK_MSG(bodies_early == 0, "%d slow bodies closed before their deadline", bodies_early);
+	CHECK(metric(c->api[leader], "iod_api_connections_closed_total{reason=\"head_timeout\"}") >
+	      0);
+	CHECK_EQ(
+	    metric(c->api[leader], "iod_api_connections_closed_total{reason=\"body_timeout\"}"),
+	    BODIES);
+	CHECK(metric(c->api[leader], "iod_api_connections_closed_total{reason=\"evicted\"}") > 0);
+}
+
+TEST(slowloris_trickling_bytes_meet_deadlines)
+{
+	with_cluster("trickle", trickle_body);
 }
 
 static long long metric(const char *api, const char *name)
