@@ -5,10 +5,12 @@
  *
  * A thin shell: it parses options, builds the topology and workload, runs
  * the core and prints. The whole-cluster simulation (`iod sim --nodes 4
- * --gpus 16`) is not built yet and says so with exit 3.
+ * --gpus 16`, `iod sim compare`, `iod sim --selftest`) is cmd_simc.c.
  */
 #include "cli.h"
 #include "iod/sim.h"
+
+int cmd_sim_cluster(int argc, char **argv); /* cmd_simc.c */
 
 #include <inttypes.h>
 #include <math.h>
@@ -19,10 +21,11 @@
 
 static void usage_sim(FILE *f)
 {
-	fprintf(f,
-	        "usage: iod sim fabric [options]       packet-level fabric simulator\n"
-	        "       iod sim --nodes N --gpus G     whole-cluster simulation (not built yet)\n"
-	        "run `iod sim fabric --help` for the fabric simulator's options\n");
+	fprintf(f, "usage: iod sim fabric [options]       packet-level fabric simulator\n"
+	           "       iod sim --nodes N --gpus G     whole-cluster simulation\n"
+	           "       iod sim compare --scenario F   iod against the Kubernetes baseline\n"
+	           "       iod sim --selftest             the validation checks (V1, V3, V6, V7)\n"
+	           "run `iod sim fabric --help` or `iod sim --nodes 1 --help` for the options\n");
 }
 
 static void usage_fabric(FILE *f)
@@ -514,11 +517,10 @@ int cmd_sim(int argc, char **argv)
 		usage_sim(argc < 2 ? stderr : stdout);
 		return argc < 2 ? IOD_EXIT_INVALID : IOD_EXIT_OK;
 	}
-	if (argv[1][0] == '-')
-		return iod_cli_fail(
-		    "sim", IOD_EXIT_NOT_BUILT,
-		    "the whole-cluster simulation (`iod sim --nodes N --gpus G`) is "
-		    "not built yet; `iod sim fabric` simulates the network");
+	if (argv[1][0] == '-' || !strcmp(argv[1], "compare"))
+		return cmd_sim_cluster(argc, argv);
 	return iod_cli_fail("sim", IOD_EXIT_INVALID,
-	                    "unknown subcommand \"%s\"; use `iod sim fabric`", argv[1]);
+	                    "unknown subcommand \"%s\"; use `iod sim fabric`, `iod sim compare` "
+	                    "or `iod sim --nodes N --gpus G`",
+	                    argv[1]);
 }

@@ -1,0 +1,811 @@
+/*
+ * cmd_simc.c: `iod sim --nodes N --gpus G`, `iod sim compare --scenario
+ * FILE` and `iod sim --selftest`: the whole-cluster simulator's shell.
+ *
+ * It reads options, job and scenario files, takes iod's timers from the
+ * production defaults (the agent's and the server's config defaults, the
+ * reconciler's), runs the pure core (src/sim/cluster.c) once per seed and
+ * policy, measures wall time for events per second, and prints. Nothing
+ * of a result is computed here but averages over seeds.
+ */
+#include "cli.h"
+#include "iod/agent.h"
+#include "iod/agent_run.h"
+#include "iod/sched.h"
+#include "iod/sim_cluster.h"
+#include "iod/state.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int cmd_sim_cluster(int argc, char **argv);
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: iod sim --nodes N --gpus G [options]     whole-cluster simulation\n"
+	        "       iod sim compare --scenario FILE [-o text|json]\n"
+	        "       iod sim --selftest [-o text|json]\n\n"
+	        "Runs iod's control plane cores (state machine, deploy and rescheduling plans,\n"
+	        "scheduler, agent reconciler) over N simulated nodes and a data-parallel\n"
+	        "training job, in virtual time, from one seed. The same options print the\n"
+	        "same bytes, ending with the SHA-256 of the event log.\n\n"
+	        "cluster:\n"
+	        "  --nodes N            nodes (1..%d)\n"
+	        "  --gpus G             GPUs in total (G/N per node, a generic-<G/N> model)\n"
+	        "  --node-model M       a built-in topology model instead (hgx-a100-8, ...)\n"
+	        "job:\n"
+	        "  --model M            resnet50 (default)\n"
+	        "  --job FILE           a job file (docs/simulation.md)\n"
+	        "  --precision P        amp (default), tf32, fp32\n"
+	        "  --job-gpus K         GPUs the job uses (default all)\n"
+	        "  --steps N | --epochs E   length (default 1 epoch)\n"
+	        "run:\n"
+	        "  --baseline B         iod (default), k8s, or all\n"
+	        "  --seed S             the seed (default 1)\n"
+	        "  --seeds K            run seeds S..S+K-1 and report each and the mean\n"
+	        "  --fault-scale X      multiply the Llama 3 fault rate (default 1; 0 = none)\n"
+	        "  --fail KIND:NODE@T   a scripted fault (gpu:1@30m, node:2@1h); repeatable\n"
+	        "  --straggler X        per-GPU speed factor in [1, 1+X] (default 0)\n"
+	        "  --log FILE           write the event log to FILE\n"
+	        "  -o text|json         output (default text)\n"
+	        "  --progress | --quiet progress line on stderr (default: when a terminal)\n\n"
+	        "examples:\n"
+	        "  iod sim --nodes 4 --gpus 16\n"
+	        "  iod sim --nodes 3 --node-model hgx-a100-8 --gpus 24 --baseline all --fail "
+	        "node:1@10m\n"
+	        "  iod sim compare --scenario examples/sim/resnet50-3node.yaml\n"
+	        "exit codes: 0 ok, 1 the simulation failed, 2 invalid input, 4 the job did\n"
+	        "            not finish within the horizon, 1 from --selftest when a check fails\n",
+	        IOD_SIMC_NODES_MAX);
+}
+
+/* ---- shared helpers ------------------------------------------------------------ */
+
+static double wall_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* iod's timers, from the production defaults. */
+static void iod_timers(struct iod_simc_timers *t)
+{
+	struct iod_agent_config *ac = calloc(1, sizeof(*ac));
+	struct iod_server_config *sc = calloc(1, sizeof(*sc));
+	struct iod_agent_rec_config rc;
+	IOD_ASSERT(ac && sc);
+	iod_agent_config_default(ac);
+	iod_server_config_default(sc);
+	iod_agent_rec_config_default(&rc);
+	iod_simc_timers_iod(t, ac->lease_ttl_ms, sc->lease_check_ms, sc->heartbeat_timeout_ms,
+	                    ac->stateful_grace_ms, rc.backoff_base_ns, rc.backoff_max_ns);
+	free(ac);
+	free(sc);
+}
+
+struct progress {
+	bool on;          /* print it */
+	const char *what; /* "iod seed 1" */
+};
+
+static void on_progress(void *ctx, uint64_t now_ns, uint64_t events, uint64_t done, uint64_t total)
+{
+	struct progress *p = ctx;
+	if (!p->on)
+		return;
+	fprintf(stderr, "\r  %s  sim %.1f s  steps %llu/%llu  events %.2fM   ", p->what,
+	        (double)now_ns / 1e9, (unsigned long long)done, (unsigned long long)total,
+	        (double)events / 1e6);
+	fflush(stderr);
+}
+
+static int run_one(const struct iod_simc_config *c, struct iod_simc_result *r, double *wall_s,
+                   struct progress *p, struct iod_err *e)
+{
+	double t0 = wall_now();
+	int rc = iod_simc_run(c, r, on_progress, p, e);
+	*wall_s = wall_now() - t0;
+	if (p->on)
+		fprintf(stderr, "\r%*s\r", 70, "");
+	return rc;
+}
+
+static double recovery_s(const struct iod_simc_recovery *x)
+{
+	return (double)(x->detect_ns + x->decide_ns + x->start_ns + x->restore_ns) / 1e9;
+}
+
+static double mean_recovery_s(const struct iod_simc_result *r)
+{
+	double sum = 0;
+	for (uint32_t i = 0; i < r->rec_n; i++)
+		sum += recovery_s(&r->rec[i]);
+	return r->rec_n ? sum / r->rec_n : NAN;
+}
+
+static double job_min(const struct iod_simc_result *r)
+{
+	return (double)(r->job_end_ns - r->job_start_ns) / 60e9;
+}
+
+static void print_timers(const struct iod_simc_config *c)
+{
+	struct iod_simc_timers t = c->timers;
+	if (c->policy == IOD_SIMC_POLICY_K8S)
+		iod_simc_timers_k8s(&t);
+	printf("timers (%s): node lease/grace %.1f s, renew/status %.2f s, check %.2f s, "
+	       "eviction %.0f s, restart %.1f s..%.0f s, commit %.0f ms, watch %.0f ms\n",
+	       iod_simc_policy_name(c->policy), (double)t.lease_ttl_ns / 1e9,
+	       (double)t.renew_ns / 1e9, (double)t.check_ns / 1e9, (double)t.evict_ns / 1e9,
+	       (double)(t.restart_base_ns ? t.restart_base_ns : 100 * IOD_NS_PER_MS) / 1e9,
+	       (double)(t.restart_max_ns ? t.restart_max_ns : 10 * IOD_NS_PER_S) / 1e9,
+	       (double)t.commit_ns / 1e6, (double)t.watch_ns / 1e6);
+}
+
+static void print_text(const struct iod_simc_config *c, const struct iod_simc_result *r,
+                       double wall_s)
+{
+	printf("policy %s, seed %llu\n", iod_simc_policy_name(c->policy),
+	       (unsigned long long)c->seed);
+	print_timers(c);
+	printf("placement (%u replicas on %u nodes):\n", r->place_n, r->nodes_used);
+	for (uint32_t i = 0; i < r->place_n; i++) {
+		char gl[96];
+		iod_sched_mask_format((uint32_t)r->place[i].gpus, gl, sizeof(gl));
+		if (r->place[i].node == UINT32_MAX)
+			printf("  %-16s (unplaced)\n", r->place[i].replica);
+		else
+			printf("  %-16s n%-5u GPUs %s\n", r->place[i].replica, r->place[i].node,
+			       gl);
+	}
+	if (r->unplaced)
+		printf("unplaced: %u (%s)\n", r->unplaced, r->unplaced_why);
+	printf("ring: %s\n", r->ring[0] ? r->ring : "(one rank)");
+	printf("step: %.2f ms = %.2f ms compute + %.3f ms exposed all-reduce (all-reduce %.3f ms, "
+	       "busbw %.1f GB/s); %.0f img/s\n",
+	       r->step_s * 1e3, r->compute_s * 1e3, r->exposed_comm_s * 1e3, r->comm_s * 1e3,
+	       r->busbw_Bps / 1e9, r->items_per_s);
+	printf("job: %s in %.2f min (steps %llu/%llu)\n", r->done ? "done" : "NOT done", job_min(r),
+	       (unsigned long long)r->steps_done, (unsigned long long)r->steps_total);
+	printf("GPU utilisation: %.1f%% busy, %.1f%% compute\n", r->gpu_util_busy * 100,
+	       r->gpu_util_compute * 100);
+	printf("network: %.2f Gbps per node averaged over the job (%.2f%% of %.0f Gbps), "
+	       "%.1f Gbps during all-reduce\n",
+	       r->net_gbps_avg, r->net_line_gbps > 0 ? r->net_gbps_avg / r->net_line_gbps * 100 : 0,
+	       r->net_line_gbps, r->net_gbps_busy);
+	printf("failures: %u (%u hit the job)\n", r->faults, r->faults_hit);
+	for (uint32_t i = 0; i < r->rec_n; i++) {
+		const struct iod_simc_recovery *x = &r->rec[i];
+		printf("  %s at %.1f s: detect %.3f s, decide %.3f s, start %.3f s, restore %.3f s "
+		       "= %.3f s; then %llu steps again (%.1f s)\n",
+		       iod_simc_fault_name(x->kind), (double)x->at_ns / 1e9,
+		       (double)x->detect_ns / 1e9, (double)x->decide_ns / 1e9,
+		       (double)x->start_ns / 1e9, (double)x->restore_ns / 1e9, recovery_s(x),
+		       (unsigned long long)x->steps_lost, (double)x->rework_ns / 1e9);
+	}
+	if (r->invariant_violations)
+		printf("INVARIANT VIOLATIONS: %u, first: %s\n", r->invariant_violations,
+		       r->invariant_first);
+	printf("events: %llu in %.3f s wall (%.0f events/s), %.1f s simulated\n",
+	       (unsigned long long)r->events, wall_s, wall_s > 0 ? (double)r->events / wall_s : 0,
+	       (double)r->sim_ns / 1e9);
+	printf("event log sha256: %s\n", r->log_sha256);
+}
+
+static json_t *result_json(const struct iod_simc_config *c, const struct iod_simc_result *r,
+                           double wall_s)
+{
+	json_t *pl = json_array(), *rec = json_array();
+	for (uint32_t i = 0; i < r->place_n; i++) {
+		char gl[96];
+		iod_sched_mask_format((uint32_t)r->place[i].gpus, gl, sizeof(gl));
+		json_array_append_new(
+		    pl, json_pack("{s:s, s:i, s:s}", "replica", r->place[i].replica, "node",
+		                  r->place[i].node == UINT32_MAX ? -1 : (int)r->place[i].node,
+		                  "gpus", gl));
+	}
+	for (uint32_t i = 0; i < r->rec_n; i++) {
+		const struct iod_simc_recovery *x = &r->rec[i];
+		json_array_append_new(
+		    rec, json_pack("{s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:I}", "kind",
+		                   iod_simc_fault_name(x->kind), "at_s", (double)x->at_ns / 1e9,
+		                   "detect_s", (double)x->detect_ns / 1e9, "decide_s",
+		                   (double)x->decide_ns / 1e9, "start_s", (double)x->start_ns / 1e9,
+		                   "restore_s", (double)x->restore_ns / 1e9, "total_s",
+		                   recovery_s(x), "steps_lost", (json_int_t)x->steps_lost));
+	}
+	json_t *j =
+	    json_pack("{s:s, s:I, s:o, s:s, s:b, s:f, s:I, s:I, s:f, s:f, s:f, s:f, s:f}", "policy",
+	              iod_simc_policy_name(c->policy), "seed", (json_int_t)c->seed, "placement", pl,
+	              "ring", r->ring, "done", r->done, "job_min", job_min(r), "steps_done",
+	              (json_int_t)r->steps_done, "steps_total", (json_int_t)r->steps_total,
+	              "step_ms", r->step_s * 1e3, "items_per_s", r->items_per_s,
+	              "busbw_gbytes_per_s", r->busbw_Bps / 1e9, "gpu_util_busy", r->gpu_util_busy,
+	              "gpu_util_compute", r->gpu_util_compute);
+	json_object_set_new(j, "net_gbps_avg", json_real(r->net_gbps_avg));
+	json_object_set_new(j, "net_gbps_busy", json_real(r->net_gbps_busy));
+	json_object_set_new(j, "net_line_gbps", json_real(r->net_line_gbps));
+	json_object_set_new(j, "faults", json_integer(r->faults));
+	json_object_set_new(j, "faults_hit", json_integer(r->faults_hit));
+	json_object_set_new(j, "recoveries", rec);
+	json_object_set_new(j, "unplaced", json_integer(r->unplaced));
+	json_object_set_new(j, "invariant_violations", json_integer(r->invariant_violations));
+	json_object_set_new(j, "events", json_integer((json_int_t)r->events));
+	json_object_set_new(j, "wall_s", json_real(wall_s));
+	json_object_set_new(j, "events_per_s", json_real(wall_s > 0 ? r->events / wall_s : 0));
+	json_object_set_new(j, "sim_s", json_real((double)r->sim_ns / 1e9));
+	json_object_set_new(j, "event_log_sha256", json_string(r->log_sha256));
+	return j;
+}
+
+/* "gpu:1@30m" / "node:2@1h" (GPU 0 of the node unless gpu:NODE.GPU@T). */
+static int parse_fail(const char *s, struct iod_simc_config *c, struct iod_err *e)
+{
+	char buf[128], *at, *colon, *dot;
+	struct iod_simc_fault f = {0};
+	if (c->faults_n >= IOD_SIMC_FAULTS_MAX)
+		return iod_err_set(e, -EINVAL, "--fail: at most %d faults", IOD_SIMC_FAULTS_MAX);
+	if (iod_strlcpy(buf, s, sizeof(buf)) || !(at = strchr(buf, '@')) ||
+	    !(colon = strchr(buf, ':')) || colon > at)
+		return iod_err_set(e, -EINVAL,
+		                   "--fail \"%s\": expected KIND:NODE@TIME (node:1@30m)", s);
+	*at = *colon = 0;
+	if (!strcmp(buf, "gpu"))
+		f.kind = IOD_SIMC_FAULT_GPU;
+	else if (!strcmp(buf, "node"))
+		f.kind = IOD_SIMC_FAULT_NODE;
+	else
+		return iod_err_set(e, -EINVAL, "--fail \"%s\": kind must be gpu or node", s);
+	if ((dot = strchr(colon + 1, '.')))
+		*dot = 0;
+	char *end;
+	unsigned long n = strtoul(colon + 1, &end, 10);
+	if (end == colon + 1 || *end || n >= c->nodes)
+		return iod_err_set(e, -EINVAL, "--fail \"%s\": node must be 0..%u", s,
+		                   c->nodes - 1);
+	f.node = (uint32_t)n;
+	if (dot) {
+		unsigned long g = strtoul(dot + 1, &end, 10);
+		if (end == dot + 1 || *end || g > 63)
+			return iod_err_set(e, -EINVAL, "--fail \"%s\": bad GPU index", s);
+		f.gpu = (uint32_t)g;
+	}
+	if (iod_parse_duration(at + 1, &f.at_ns, e))
+		return -EINVAL;
+	c->faults[c->faults_n++] = f;
+	return 0;
+}
+
+static int read_file(const char *path, struct iod_buf *b, struct iod_err *e)
+{
+	iod_buf_init(b);
+	return iod_buf_read_file(b, path, 1 << 20, e);
+}
+
+/* ---- selftest ---------------------------------------------------------------- */
+
+struct check {
+	const char *id; /* "V1" */
+	bool pass;      /* met */
+	char what[512]; /* what was measured */
+};
+
+static int selftest(enum iod_output out)
+{
+	struct check ck[8];
+	int n = 0, fails = 0;
+	struct iod_err e = {0};
+	struct iod_simc_config *c = calloc(1, sizeof(*c));
+	struct iod_simc_result *r = calloc(3, sizeof(*r));
+	IOD_ASSERT(c && r);
+
+	/* V1: a contention-free ring within 1% of 2(n-1)a + 2(n-1)/n S/B */
+	{
+		struct iod_simc_edge ed[8];
+		const double a = 5e-6, B = 25e9;
+		const uint64_t S = 256ull << 20;
+		for (int i = 0; i < 8; i++)
+			ed[i] = (struct iod_simc_edge){IOD_SIMC_LINK_NIC, a, B};
+		double t = iod_simc_ring_allreduce_s(ed, 8, S);
+		double want = 2.0 * 7 * a + 2.0 * 7 / 8 * (double)S / B;
+		double bus = iod_simc_busbw(S, t, 8), alg = iod_simc_algbw(S, t);
+		bool ok = fabs(t - want) <= 0.01 * want && fabs(bus - alg * 14 / 8) <= 1e-6 * bus;
+		ck[n].id = "V1";
+		ck[n].pass = ok;
+		snprintf(
+		    ck[n].what, sizeof(ck[n].what),
+		    "8-rank ring, 256 MiB, a=5 us, B=25 GB/s: %.6f s vs formula %.6f s (%.4f%%); "
+		    "busbw %.2f GB/s = algbw %.2f x 14/8",
+		    t, want, (t - want) / want * 100, bus / 1e9, alg / 1e9);
+		n++;
+	}
+	/* V3: ResNet-50, 8x A100 AMP, one HGX A100 node, calibrated from 1 GPU */
+	iod_simc_config_default(c);
+	iod_timers(&c->timers);
+	c->nodes = 1;
+	snprintf(c->node_model, sizeof(c->node_model), "hgx-a100-8");
+	c->gpus_per_node = 8;
+	c->job.gpus = 8;
+	c->job.steps = 200;
+	c->job.epochs = 0;
+	c->fault_per_gpu_hour = 0;
+	int rc = iod_simc_run(c, &r[0], NULL, NULL, &e);
+	{
+		const struct iod_simc_calib *cal =
+		    iod_simc_calib_find("resnet50", "a100", IOD_SIMC_AMP);
+		double got = r[0].items_per_s, pub = cal->items_per_s_8gpu;
+		ck[n].id = "V3";
+		ck[n].pass = !rc && fabs(got - pub) <= 0.05 * pub;
+		snprintf(
+		    ck[n].what, sizeof(ck[n].what),
+		    "ResNet-50 AMP 8x A100 (hgx-a100-8) from the 1-GPU %.0f img/s: %.0f img/s vs "
+		    "published %.0f (%+.1f%%; target +-5%%)%s%s",
+		    cal->items_per_s_1gpu, got, pub, (got - pub) / pub * 100, rc ? ": " : "",
+		    rc ? e.msg : "");
+		n++;
+	}
+	/* V7: same seed, same hash; another seed, another hash (4 x 4, a fault) */
+	iod_simc_config_default(c);
+	iod_timers(&c->timers);
+	c->job.steps = 300;
+	c->job.epochs = 0;
+	c->job.gpus = 12;
+	c->faults[0] = (struct iod_simc_fault){40 * IOD_NS_PER_S, IOD_SIMC_FAULT_NODE, 1, 0};
+	c->faults_n = 1;
+	int r1 = iod_simc_run(c, &r[0], NULL, NULL, &e);
+	int r2 = iod_simc_run(c, &r[1], NULL, NULL, &e);
+	c->seed = 2;
+	int r3 = iod_simc_run(c, &r[2], NULL, NULL, &e);
+	ck[n].id = "V7";
+	ck[n].pass = !r1 && !r2 && !r3 && !strcmp(r[0].log_sha256, r[1].log_sha256) &&
+	             strcmp(r[0].log_sha256, r[2].log_sha256);
+	snprintf(ck[n].what, sizeof(ck[n].what), "seed 1: %.16s.. twice %s; seed 2: %.16s.. %s",
+	         r[0].log_sha256, strcmp(r[0].log_sha256, r[1].log_sha256) ? "DIFFER" : "equal",
+	         r[2].log_sha256, strcmp(r[0].log_sha256, r[2].log_sha256) ? "differs" : "EQUAL");
+	n++;
+	/* V6: the invariants the runs check (GPU busy <= wall, NIC <= line
+	 * rate, steps <= total, no GPU given to two replicas) */
+	uint32_t viol =
+	    r[0].invariant_violations + r[1].invariant_violations + r[2].invariant_violations;
+	ck[n].id = "V6";
+	ck[n].pass = viol == 0 && r[0].done && r[0].rec_n == 1;
+	snprintf(ck[n].what, sizeof(ck[n].what),
+	         "3 runs (a node lost at 40 s): %u violations%s%s; job done %s, recoveries %u",
+	         viol, viol ? ", first: " : "", viol ? r[0].invariant_first : "",
+	         r[0].done ? "yes" : "NO", r[0].rec_n);
+	n++;
+
+	json_t *arr = json_array();
+	for (int i = 0; i < n; i++) {
+		fails += !ck[i].pass;
+		if (out == IOD_OUT_JSON)
+			json_array_append_new(arr,
+			                      json_pack("{s:s, s:b, s:s}", "check", ck[i].id,
+			                                "pass", ck[i].pass, "what", ck[i].what));
+		else
+			printf("%s %s  %s\n", ck[i].pass ? "PASS" : "MISS", ck[i].id, ck[i].what);
+	}
+	if (out == IOD_OUT_JSON)
+		iod_json_print(stdout, arr, false);
+	else
+		printf("%d of %d checks met\n", n - fails, n);
+	json_decref(arr);
+	free(c);
+	free(r);
+	return fails ? IOD_EXIT_ERROR : IOD_EXIT_OK;
+}
+
+/* ---- compare ------------------------------------------------------------------- */
+
+struct agg {
+	double task_min, util, net, recovery;                          /* means over seeds */
+	uint32_t recov_n;                                              /* seeds with a recovery */
+	double wall_s;                                                 /* all seeds */
+	uint64_t events;                                               /* all seeds */
+	bool all_done;                                                 /* every seed finished */
+	char ring[256];                                                /* seed 1's ring */
+	uint32_t nodes_used;                                           /* seed 1's */
+	double step_ms;                                                /* seed 1's */
+	double recov_detect, recov_decide, recov_start, recov_restore; /* means */
+};
+
+static int run_policy(const struct iod_simc_scenario *sc, enum iod_simc_policy_kind pol,
+                      struct agg *a, bool prog, struct iod_err *e)
+{
+	struct iod_simc_config *c = malloc(sizeof(*c));
+	struct iod_simc_result *r = malloc(sizeof(*r));
+	uint32_t seeds = sc->seeds ? sc->seeds : 1;
+	memset(a, 0, sizeof(*a));
+	a->all_done = true;
+	IOD_ASSERT(c && r);
+	for (uint32_t k = 0; k < seeds; k++) {
+		char what[64];
+		double w;
+		*c = sc->cfg;
+		c->policy = pol;
+		c->seed = sc->cfg.seed + k;
+		snprintf(what, sizeof(what), "%s seed %llu", iod_simc_policy_name(pol),
+		         (unsigned long long)c->seed);
+		struct progress p = {prog, what};
+		int rc = run_one(c, r, &w, &p, e);
+		if (rc) {
+			free(c);
+			free(r);
+			return rc;
+		}
+		a->task_min += job_min(r) / seeds;
+		a->util += r->gpu_util_busy * 100 / seeds;
+		a->net += r->net_gbps_avg / seeds;
+		if (r->rec_n) {
+			a->recovery += mean_recovery_s(r);
+			a->recov_detect += (double)r->rec[0].detect_ns / 1e9;
+			a->recov_decide += (double)r->rec[0].decide_ns / 1e9;
+			a->recov_start += (double)r->rec[0].start_ns / 1e9;
+			a->recov_restore += (double)r->rec[0].restore_ns / 1e9;
+			a->recov_n++;
+		}
+		a->wall_s += w;
+		a->events += r->events;
+		a->all_done &= r->done;
+		if (k == 0) {
+			snprintf(a->ring, sizeof(a->ring), "%s", r->ring);
+			a->nodes_used = r->nodes_used;
+			a->step_ms = r->step_s * 1e3;
+		}
+	}
+	if (a->recov_n) {
+		a->recovery /= a->recov_n;
+		a->recov_detect /= a->recov_n;
+		a->recov_decide /= a->recov_n;
+		a->recov_start /= a->recov_n;
+		a->recov_restore /= a->recov_n;
+	}
+	free(c);
+	free(r);
+	return 0;
+}
+
+static int compare(int argc, char **argv)
+{
+	const char *file = NULL;
+	enum iod_output out = IOD_OUT_TEXT;
+	static const char *const outs[] = {"text", "json", NULL};
+	bool prog = isatty(2);
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf("usage: iod sim compare --scenario FILE [-o text|json] [--quiet]\n"
+			       "Runs the scenario under iod's policy and the Kubernetes baseline, "
+			       "each "
+			       "seed, and prints\nthe table with the scenario's published claim "
+			       "beside "
+			       "each row.\n");
+			return IOD_EXIT_OK;
+		} else if (!strcmp(argv[i], "--scenario") && i + 1 < argc)
+			file = argv[++i];
+		else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
+			if (iod_cli_output("sim compare", argv[++i], outs, &out))
+				return IOD_EXIT_INVALID;
+		} else if (!strcmp(argv[i], "--quiet"))
+			prog = false;
+		else if (!strcmp(argv[i], "--progress"))
+			prog = true;
+		else
+			return iod_cli_fail("sim compare", IOD_EXIT_INVALID,
+			                    "unknown option \"%s\" (see --help)", argv[i]);
+	}
+	if (!file)
+		return iod_cli_fail("sim compare", IOD_EXIT_INVALID, "--scenario FILE is required");
+	struct iod_buf b;
+	struct iod_err e = {0};
+	struct iod_simc_scenario *sc = calloc(1, sizeof(*sc));
+	IOD_ASSERT(sc);
+	iod_simc_config_default(&sc->cfg);
+	iod_timers(&sc->cfg.timers);
+	sc->seeds = 1;
+	if (read_file(file, &b, &e) || iod_simc_scenario_parse_yaml(sc, b.data, b.len, file, &e)) {
+		iod_buf_free(&b);
+		free(sc);
+		return iod_cli_fail("sim compare", IOD_EXIT_INVALID, "%s", e.msg);
+	}
+	iod_buf_free(&b);
+	struct agg a[2];
+	int rc = run_policy(sc, IOD_SIMC_POLICY_IOD, &a[0], prog, &e);
+	if (!rc)
+		rc = run_policy(sc, IOD_SIMC_POLICY_K8S, &a[1], prog, &e);
+	if (rc) {
+		free(sc);
+		return iod_cli_fail("sim compare",
+		                    rc == -EINVAL ? IOD_EXIT_INVALID : IOD_EXIT_ERROR, "%s", e.msg);
+	}
+	const struct iod_simc_claims *cl = &sc->claims;
+	if (out == IOD_OUT_JSON) {
+		json_t *j = json_object();
+		for (int p = 0; p < 2; p++) {
+			json_t *x =
+			    json_pack("{s:f, s:f, s:f, s:b, s:s, s:i, s:f, s:I, s:f}", "task_min",
+			              a[p].task_min, "gpu_util_pct", a[p].util, "net_gbps",
+			              a[p].net, "all_done", a[p].all_done, "ring", a[p].ring,
+			              "nodes_used", a[p].nodes_used, "step_ms", a[p].step_ms,
+			              "events", (json_int_t)a[p].events, "wall_s", a[p].wall_s);
+			json_object_set_new(x, "recovery_s",
+			                    a[p].recov_n ? json_real(a[p].recovery) : json_null());
+			if (cl->set)
+				json_object_set_new(
+				    x, "claim",
+				    json_pack("{s:f, s:f, s:f, s:f}", "task_min", cl->task_min[p],
+				              "gpu_util_pct", cl->gpu_util_pct[p], "net_gbps",
+				              cl->net_gbps[p], "recovery_s", cl->recovery_s[p]));
+			json_object_set_new(j, p ? "k8s" : "iod", x);
+		}
+		json_object_set_new(j, "scenario", json_string(sc->name));
+		json_object_set_new(j, "seeds", json_integer(sc->seeds));
+		iod_json_print(stdout, j, false);
+		json_decref(j);
+		free(sc);
+		return IOD_EXIT_OK;
+	}
+	printf("scenario %s: %u nodes x %s, job %s %s on %u GPUs, %u seed(s)\n", sc->name,
+	       sc->cfg.nodes, sc->cfg.node_model[0] ? sc->cfg.node_model : "generic",
+	       sc->cfg.job.model, iod_simc_precision_name(sc->cfg.job.prec), sc->cfg.job.gpus,
+	       sc->seeds);
+	for (int p = 0; p < 2; p++) {
+		sc->cfg.policy = p ? IOD_SIMC_POLICY_K8S : IOD_SIMC_POLICY_IOD;
+		print_timers(&sc->cfg);
+	}
+	printf("\n%-22s %12s %12s %14s %14s\n", "metric", "iod (sim)", "k8s (sim)", "iod (claim)",
+	       "k8s (claim)");
+	printf("%-22s %12.1f %12.1f %14.1f %14.1f\n", "task time (min)", a[0].task_min,
+	       a[1].task_min, cl->task_min[0], cl->task_min[1]);
+	printf("%-22s %12.1f %12.1f %14.1f %14.1f\n", "GPU utilisation (%)", a[0].util, a[1].util,
+	       cl->gpu_util_pct[0], cl->gpu_util_pct[1]);
+	printf("%-22s %12.2f %12.2f %14.1f %14.1f\n", "network (Gbps/node)", a[0].net, a[1].net,
+	       cl->net_gbps[0], cl->net_gbps[1]);
+	printf("%-22s %12.3f %12.3f %14.2f %14.2f\n", "failure recovery (s)", a[0].recovery,
+	       a[1].recovery, cl->recovery_s[0], cl->recovery_s[1]);
+	if (cl->source[0])
+		printf("claim: %s\n", cl->source);
+	printf("\ncauses (from the runs, not the claim):\n");
+	printf("  placement: iod %u nodes, ring %s, step %.2f ms; k8s %u nodes, ring %s, step "
+	       "%.2f ms\n",
+	       a[0].nodes_used, a[0].ring, a[0].step_ms, a[1].nodes_used, a[1].ring, a[1].step_ms);
+	if (a[0].recov_n && a[1].recov_n)
+		printf(
+		    "  timers: recovery iod detect %.2f + decide %.2f + start %.2f + restore %.2f "
+		    "s; k8s %.2f + %.2f + %.2f + %.2f s\n",
+		    a[0].recov_detect, a[0].recov_decide, a[0].recov_start, a[0].recov_restore,
+		    a[1].recov_detect, a[1].recov_decide, a[1].recov_start, a[1].recov_restore);
+	printf("  transport: the same NCCL-style ring over the same NICs under both (no sidecar "
+	       "on the collective path)\n");
+	printf("events: %llu in %.2f s wall\n", (unsigned long long)(a[0].events + a[1].events),
+	       a[0].wall_s + a[1].wall_s);
+	free(sc);
+	return IOD_EXIT_OK;
+}
+
+/* ---- iod sim --nodes ------------------------------------------------------------ */
+
+int cmd_sim_cluster(int argc, char **argv)
+{
+	static const char *const outs[] = {"text", "json", NULL};
+	struct iod_simc_config *c = calloc(1, sizeof(*c));
+	struct iod_simc_result *r = calloc(1, sizeof(*r));
+	struct iod_err e = {0};
+	enum iod_output out = IOD_OUT_TEXT;
+	const char *job_file = NULL, *baseline = "iod", *log_file = NULL;
+	uint32_t total_gpus = 0, job_gpus = 0, seeds = 1;
+	bool prog = isatty(2), selftest_req = false, have_nodes = false;
+	double scale = 1;
+	int code = IOD_EXIT_OK;
+	char *fails[IOD_SIMC_FAULTS_MAX];
+	uint32_t nfails = 0;
+	IOD_ASSERT(c && r);
+	iod_simc_config_default(c);
+	iod_timers(&c->timers);
+	c->gpus_per_node = 0;
+
+#define BAD(...)                                                           \
+	do {                                                               \
+		code = iod_cli_fail("sim", IOD_EXIT_INVALID, __VA_ARGS__); \
+		goto done;                                                 \
+	} while (0)
+	if (argc >= 2 && !strcmp(argv[1], "compare")) {
+		free(c);
+		free(r);
+		return compare(argc - 1, argv + 1);
+	}
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		char *end;
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			usage(stdout);
+			goto done;
+		} else if (!strcmp(a, "--selftest")) {
+			selftest_req = true;
+		} else if (!strcmp(a, "--quiet")) {
+			prog = false;
+		} else if (!strcmp(a, "--progress")) {
+			prog = true;
+		} else if (!v) {
+			BAD("option %s needs a value (see --help)", a);
+		} else if (!strcmp(a, "--nodes")) {
+			unsigned long n = strtoul(v, &end, 10);
+			if (*end || end == v || n == 0 || n > IOD_SIMC_NODES_MAX)
+				BAD("--nodes \"%s\": expected 1..%d", v, IOD_SIMC_NODES_MAX);
+			c->nodes = (uint32_t)n;
+			have_nodes = true;
+			i++;
+		} else if (!strcmp(a, "--gpus") || !strcmp(a, "--job-gpus") ||
+		           !strcmp(a, "--seeds")) {
+			unsigned long n = strtoul(v, &end, 10);
+			if (*end || end == v || n == 0 || n > IOD_SIMC_JOB_GPUS_MAX * 8ul)
+				BAD("%s \"%s\": expected a positive whole number", a, v);
+			if (!strcmp(a, "--gpus"))
+				total_gpus = (uint32_t)n;
+			else if (!strcmp(a, "--job-gpus"))
+				job_gpus = (uint32_t)n;
+			else
+				seeds = (uint32_t)n;
+			i++;
+		} else if (!strcmp(a, "--seed") || !strcmp(a, "--steps")) {
+			unsigned long long n = strtoull(v, &end, 10);
+			if (*end || end == v || v[0] == '-')
+				BAD("%s \"%s\": expected a whole number", a, v);
+			if (!strcmp(a, "--seed"))
+				c->seed = n;
+			else {
+				c->job.steps = n;
+				c->job.epochs = 0;
+			}
+			i++;
+		} else if (!strcmp(a, "--epochs") || !strcmp(a, "--fault-scale") ||
+		           !strcmp(a, "--straggler")) {
+			double x = strtod(v, &end);
+			if (*end || end == v || !(x >= 0) || x > 1e6)
+				BAD("%s \"%s\": expected a number >= 0", a, v);
+			if (!strcmp(a, "--epochs")) {
+				c->job.epochs = x;
+				c->job.steps = 0;
+			} else if (!strcmp(a, "--fault-scale"))
+				scale = x;
+			else
+				c->straggler_max = x;
+			i++;
+		} else if (!strcmp(a, "--node-model")) {
+			snprintf(c->node_model, sizeof(c->node_model), "%s", v);
+			i++;
+		} else if (!strcmp(a, "--model")) {
+			if (!iod_simc_model_find(v))
+				BAD("--model \"%s\": unknown; models: resnet50", v);
+			snprintf(c->job.model, sizeof(c->job.model), "%s", v);
+			i++;
+		} else if (!strcmp(a, "--precision")) {
+			if (iod_simc_precision_parse(v, &c->job.prec))
+				BAD("--precision \"%s\": expected amp, tf32 or fp32", v);
+			i++;
+		} else if (!strcmp(a, "--job")) {
+			job_file = v;
+			i++;
+		} else if (!strcmp(a, "--baseline")) {
+			if (strcmp(v, "iod") && strcmp(v, "k8s") && strcmp(v, "all"))
+				BAD("--baseline \"%s\": expected iod, k8s or all", v);
+			baseline = v;
+			i++;
+		} else if (!strcmp(a, "--fail")) {
+			if (nfails >= IOD_SIMC_FAULTS_MAX)
+				BAD("--fail: at most %d", IOD_SIMC_FAULTS_MAX);
+			fails[nfails++] = argv[++i];
+		} else if (!strcmp(a, "--log")) {
+			log_file = v;
+			i++;
+		} else if (!strcmp(a, "-o")) {
+			if (iod_cli_output("sim", v, outs, &out)) {
+				code = IOD_EXIT_INVALID;
+				goto done;
+			}
+			i++;
+		} else {
+			BAD("unknown option \"%s\" (see `iod sim --help`)", a);
+		}
+	}
+	if (selftest_req) {
+		code = selftest(out);
+		goto done;
+	}
+	if (!have_nodes)
+		BAD("--nodes N is required (see --help)");
+	if (job_file) {
+		struct iod_buf b;
+		if (read_file(job_file, &b, &e) ||
+		    iod_simc_job_parse_yaml(&c->job, b.data, b.len, job_file, &e)) {
+			iod_buf_free(&b);
+			BAD("%s", e.msg);
+		}
+		iod_buf_free(&b);
+	}
+	if (c->node_model[0]) {
+		c->gpus_per_node = total_gpus ? total_gpus / c->nodes : 0;
+		if (total_gpus && total_gpus % c->nodes)
+			BAD("--gpus %u does not split over %u nodes", total_gpus, c->nodes);
+	} else {
+		if (!total_gpus)
+			BAD("--gpus G is required (or --node-model M)");
+		if (total_gpus % c->nodes)
+			BAD("--gpus %u does not split evenly over %u nodes", total_gpus, c->nodes);
+		c->gpus_per_node = total_gpus / c->nodes;
+	}
+	if (job_gpus)
+		c->job.gpus = job_gpus;
+	else if (!job_file)
+		c->job.gpus = total_gpus ? total_gpus : c->nodes * 8;
+	c->fault_per_gpu_hour *= scale;
+	for (uint32_t k = 0; k < nfails; k++)
+		if (parse_fail(fails[k], c, &e))
+			BAD("%s", e.msg);
+	c->keep_log = log_file != NULL;
+
+	json_t *all = json_array();
+	for (int p = 0; p < 2; p++) {
+		enum iod_simc_policy_kind pol = p ? IOD_SIMC_POLICY_K8S : IOD_SIMC_POLICY_IOD;
+		if (strcmp(baseline, "all") && strcmp(baseline, iod_simc_policy_name(pol)))
+			continue;
+		for (uint32_t k = 0; k < seeds; k++) {
+			char what[64];
+			double w;
+			struct iod_simc_config cc = *c;
+			cc.policy = pol;
+			cc.seed = c->seed + k;
+			snprintf(what, sizeof(what), "%s seed %llu", iod_simc_policy_name(pol),
+			         (unsigned long long)cc.seed);
+			struct progress pr = {prog, what};
+			int rc = run_one(&cc, r, &w, &pr, &e);
+			if (rc) {
+				json_decref(all);
+				code = iod_cli_fail(
+				    "sim", rc == -EINVAL ? IOD_EXIT_INVALID : IOD_EXIT_ERROR, "%s",
+				    e.msg);
+				goto done;
+			}
+			if (log_file) {
+				FILE *f = fopen(log_file, p || k ? "a" : "w");
+				if (!f || fwrite(r->log, 1, r->log_len, f) != r->log_len) {
+					if (f)
+						fclose(f);
+					json_decref(all);
+					code = iod_cli_fail("sim", IOD_EXIT_ERROR, "--log %s: %s",
+					                    log_file, strerror(errno));
+					goto done;
+				}
+				fclose(f);
+			}
+			if (out == IOD_OUT_JSON)
+				json_array_append_new(all, result_json(&cc, r, w));
+			else {
+				if (p || k)
+					printf("\n");
+				if (p == 0 && k == 0 ? 1 : 0)
+					printf("cluster: %u nodes x %s, job %s %s on %u GPUs\n",
+					       cc.nodes,
+					       cc.node_model[0] ? cc.node_model : "generic",
+					       cc.job.model, iod_simc_precision_name(cc.job.prec),
+					       cc.job.gpus);
+				print_text(&cc, r, w);
+			}
+			if (!r->done)
+				code = IOD_EXIT_PARTIAL;
+			iod_simc_result_free(r);
+		}
+	}
+	if (out == IOD_OUT_JSON)
+		iod_json_print(stdout, all, false);
+	json_decref(all);
+done:
+	free(c);
+	free(r);
+	return code;
+#undef BAD
+}

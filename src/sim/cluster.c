@@ -1,0 +1,1354 @@
+/*
+ * cluster.c: the whole-cluster simulator's event loop (`iod sim --nodes N
+ * --gpus G`).
+ *
+ * One queue of events in virtual nanoseconds (src/sim/queue.c's heap, ties
+ * in push order), one seed (iod_rng forks for start latencies, stragglers,
+ * faults), and the production cores at work on simulated hardware:
+ *   - the control plane's state machine (src/state/state.c): nodes register
+ *     under leases with the agent's TTL and renew them every third of it;
+ *     the leader's lease check (its production period) proposes
+ *     lease_expire, which deletes a silent node's Node object;
+ *   - the controller (src/ctrl): the deploy plan and, when a node is lost,
+ *     the rescheduling plan, both over the topology-aware scheduler
+ *     (src/sched), their commands applied to the state as the API would;
+ *   - per node the agent's cores: desired replicas from the state
+ *     (src/agent/desired.c) and the reconciler (src/agent/reconcile.c),
+ *     whose START/STOP/KILL actions become simulated processes with a start
+ *     latency, crashes and exits;
+ *   - a data-parallel training job over the ranks the scheduler placed
+ *     (train.c's calibration and ring all-reduce), with checkpoints.
+ * A control-plane write takes timers.commit_ns and a watch timers.watch_ns;
+ * the Raft layer itself is not run here (docs/simulation.md).
+ *
+ * A baseline (the Kubernetes default) swaps the placement (count-only GPU
+ * picking, a random node among those that fit, no CPU/NUMA/NIC pinning) and
+ * the timers (kubelet status, node-monitor grace, eviction toleration,
+ * CrashLoopBackOff) and goes through the same state, agents and job.
+ *
+ * Every event is written to a log line, hashed with SHA-256 as it goes:
+ * the same config gives the same hash. Pure: no clock, no I/O, no rand().
+ */
+#include "iod/agent.h"
+#include "iod/ctrl.h"
+#include "iod/objects.h"
+#include "iod/sched.h"
+#include "iod/sim.h"
+#include "iod/sim_cluster.h"
+#include "iod/state.h"
+#include "iod/topo.h"
+
+#include <gnutls/crypto.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- defaults ------------------------------------------------------------------ */
+
+void iod_simc_timers_iod(struct iod_simc_timers *t, uint64_t lease_ttl_ms, uint64_t lease_check_ms,
+                         uint64_t heartbeat_ms, uint64_t stateful_grace_ms,
+                         uint64_t restart_base_ns, uint64_t restart_max_ns)
+{
+	memset(t, 0, sizeof(*t));
+	t->lease_ttl_ns = lease_ttl_ms * IOD_NS_PER_MS;
+	t->renew_ns = IOD_MAX(lease_ttl_ms / 3, 1) * IOD_NS_PER_MS; /* agent/cluster.c */
+	t->check_ns = lease_check_ms * IOD_NS_PER_MS;
+	t->evict_ns = 0;
+	t->stateful_grace_ns = stateful_grace_ms * IOD_NS_PER_MS;
+	t->restart_base_ns = restart_base_ns;
+	t->restart_max_ns = restart_max_ns;
+	/* a write commits after one heartbeat round trip at most; a watch
+	 * answers as soon as the change is applied */
+	t->commit_ns = heartbeat_ms * IOD_NS_PER_MS;
+	t->watch_ns = heartbeat_ms * IOD_NS_PER_MS;
+}
+
+void iod_simc_timers_k8s(struct iod_simc_timers *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->lease_ttl_ns =
+	    50 * IOD_NS_PER_S;            /* kube-controller-manager --node-monitor-grace-period */
+	t->renew_ns = 10 * IOD_NS_PER_S;  /* kubelet --node-status-update-frequency */
+	t->check_ns = 5 * IOD_NS_PER_S;   /* --node-monitor-period */
+	t->evict_ns = 300 * IOD_NS_PER_S; /* default not-ready/unreachable tolerationSeconds */
+	t->stateful_grace_ns = 0;
+	t->restart_base_ns = 10 * IOD_NS_PER_S; /* kubelet CrashLoopBackOff: 10 s doubling */
+	t->restart_max_ns = 300 * IOD_NS_PER_S; /* ... to 5 min */
+	/* etcd: 100 ms heartbeat; a write commits within one */
+	t->commit_ns = 100 * IOD_NS_PER_MS;
+	t->watch_ns = 100 * IOD_NS_PER_MS;
+}
+
+void iod_simc_config_default(struct iod_simc_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->nodes = 4;
+	c->gpus_per_node = 4;
+	iod_simc_job_default(&c->job);
+	c->seed = 1;
+	c->policy = IOD_SIMC_POLICY_IOD;
+	c->alpha.s[IOD_SIMC_LINK_NVLINK] = 0; /* 0: the topology's link latency */
+	c->alpha.s[IOD_SIMC_LINK_PCIE] = 0;
+	c->alpha.s[IOD_SIMC_LINK_NIC] = 5e-6;
+	c->nic_efficiency = 0.9;
+	c->overlap = 1.0;
+	c->bucket_bytes = 25ull << 20; /* PyTorch DDP bucket_cap_mb = 25 */
+	c->proc_start_ns = 20 * IOD_NS_PER_S;
+	c->proc_start_jitter = 0.25;
+	c->ckpt_Bps = 2e9;
+	c->straggler_max = 0;
+	/* Llama 3 (Dubey et al. 2024, section 3.3.4): 419 unexpected
+	 * interruptions in 54 days on 16,384 GPUs; 58.7% of them GPU issues */
+	c->fault_per_gpu_hour = 419.0 / (54.0 * 24.0 * 16384.0);
+	c->fault_gpu_share = 0.587;
+	c->node_repair_ns = 3600 * IOD_NS_PER_S;
+	c->horizon_ns = 7 * 24 * 3600 * IOD_NS_PER_S;
+}
+
+/* ---- the simulation's state ---------------------------------------------------- */
+
+enum ev_kind {
+	EV_REGISTER, /* arg node: grant a lease, put the Node */
+	EV_RENEW,    /* arg node, data gen: renew the lease */
+	EV_CHECK,    /* the leader's lease check */
+	EV_DEPLOY,   /* the job's deploy request */
+	EV_SYNC,     /* arg node: a watch delivered; rebuild the desired set */
+	EV_REC,      /* arg node, data token: the reconciler's timer */
+	EV_STARTED,  /* arg node, data gen<<16|slot: a process is up */
+	EV_EXITED,   /* arg node, data gen<<16|slot: a process ended (stop/kill) */
+	EV_CTRL,     /* the controller reacts to a node change */
+	EV_EVICT,    /* k8s: toleration over, evict what is on lost nodes */
+	EV_FAULT,    /* arg fault index (scripted) or UINT32_MAX (random) */
+	EV_NODE_UP,  /* arg node: repaired */
+	EV_RESTORED, /* data epoch: checkpoint loaded */
+	EV_CHUNK,    /* data epoch: a run of steps finished */
+	EV_CKPT,     /* data epoch: checkpoint written */
+	EV_KINDS
+};
+
+static const char *const ev_names[EV_KINDS] = {
+    "register", "renew", "check", "deploy", "sync",     "rec",   "started", "exited",
+    "ctrl",     "evict", "fault", "up",     "restored", "chunk", "ckpt",
+};
+
+struct proc {
+	bool starting, alive; /* a START is in flight / a process runs */
+	char name[IOD_NAME_MAX];
+};
+
+struct node {
+	char name[IOD_NAME_MAX];   /* "n0".. */
+	bool up;                   /* powered and its agent running */
+	bool registered;           /* its Node object exists (as far as it knows) */
+	uint64_t gen;              /* bumped when it goes down: stale events drop */
+	uint64_t lease_id;         /* its lease */
+	struct iod_agent_rec *rec; /* its reconciler */
+	uint64_t rec_at;           /* when the reconciler's timer is due (UINT64_MAX: none) */
+	uint64_t rec_token;        /* the pending timer's token */
+	struct proc proc[IOD_SIMC_NODE_REPLICAS_MAX]; /* per reconciler slot */
+	double speed[64];                             /* per GPU compute time factor (>= 1) */
+};
+
+enum job_state { J_PENDING, J_WAIT, J_RESTORE, J_RUN, J_CKPT, J_DONE };
+
+struct rank {
+	uint32_t node; /* node index */
+	uint32_t gpu;  /* GPU index on it */
+};
+
+struct sim {
+	const struct iod_simc_config *c;
+	struct iod_simc_result *r;
+	struct iod_simc_timers t;                       /* the timers in force */
+	struct iod_sim_queue q;                         /* pending events */
+	uint64_t now;                                   /* virtual time */
+	struct iod_rng rng_start, rng_fault, rng_place; /* forks of the seed */
+	struct iod_state *st;                           /* the control plane's state */
+	struct iod_topo_node *topo;                     /* every node's hardware (one model) */
+	struct node *nodes;                             /* c->nodes */
+	uint32_t gpn;                                   /* GPUs per node (the model's) */
+	struct iod_agent_replica *want;                 /* scratch for desired sets */
+	gnutls_hash_hd_t sha;                           /* the event log's hash */
+	struct iod_buf log;                             /* the log text (keep_log) */
+	char line[512];                                 /* one log line */
+	int err;                                        /* first fatal error */
+	struct iod_err *e;                              /* its message */
+	/* the job */
+	enum job_state js;
+	uint64_t epoch;                               /* bumped at every interruption */
+	uint32_t replicas;                            /* the job's replicas */
+	uint32_t gpr;                                 /* GPUs per replica */
+	uint64_t steps_total, steps_done, ckpt_steps; /* progress, last checkpoint */
+	uint64_t chunk_steps;                         /* steps in the running chunk */
+	uint64_t chunk_start;                         /* when it started */
+	double step_s, compute_s, exposed_s, comm_s;  /* the current placement's step */
+	double compute_sum_s;                         /* sum over ranks of per-step compute */
+	uint32_t nranks;                              /* ranks of the current placement */
+	double nic_bytes_step;                        /* NIC bytes per step, all nodes */
+	uint32_t nodes_used;                          /* nodes of the current placement */
+	uint64_t ckpt_bytes;                          /* one checkpoint */
+	bool have_ckpt;                               /* a checkpoint exists */
+	bool first_placed;                            /* result's placement filled */
+	double gpu_busy_s, gpu_compute_s, nic_bytes, comm_busy_s; /* totals */
+	/* the recovery being measured */
+	bool rec_open;
+	struct iod_simc_recovery cur;
+	uint64_t t_detect, t_decide, t_start; /* absolute phase ends */
+	uint32_t pending_k8s_evict;           /* evictions scheduled */
+};
+
+/* ---- the event log -------------------------------------------------------------- */
+
+static void slog(struct sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void slog(struct sim *s, const char *fmt, ...)
+{
+	va_list ap;
+	int n = snprintf(s->line, sizeof(s->line), "%020llu ", (unsigned long long)s->now);
+	va_start(ap, fmt);
+	n += vsnprintf(s->line + n, sizeof(s->line) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(s->line) - 2)
+		n = (int)sizeof(s->line) - 2;
+	s->line[n++] = '\n';
+	s->line[n] = 0;
+	gnutls_hash(s->sha, s->line, (size_t)n);
+	if (s->c->keep_log)
+		iod_buf_append(&s->log, s->line, (size_t)n);
+}
+
+static void fail(struct sim *s, int rc, const char *what)
+{
+	if (!s->err) {
+		s->err = rc;
+		iod_err_set(s->e, rc, "%s", what);
+	}
+}
+
+static void push(struct sim *s, uint64_t at, enum ev_kind k, uint32_t arg, uint64_t data)
+{
+	if (iod_sim_queue_push(&s->q, at, k, arg, data))
+		fail(s, -ENOSPC, "the event queue is full (IOD_SIMC_EVENTS_MAX)");
+}
+
+static void violation(struct sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void violation(struct sim *s, const char *fmt, ...)
+{
+	va_list ap;
+	if (s->r->invariant_violations++ == 0) {
+		va_start(ap, fmt);
+		vsnprintf(s->r->invariant_first, sizeof(s->r->invariant_first), fmt, ap);
+		va_end(ap);
+	}
+}
+
+static uint64_t now_ms(const struct sim *s)
+{
+	return s->now / IOD_NS_PER_MS;
+}
+
+/* Apply one command to the control plane's state; frees cmd. */
+static int apply(struct sim *s, char *cmd, struct iod_state_result *res)
+{
+	struct iod_state_result tmp;
+	if (!res)
+		res = &tmp;
+	if (!cmd) {
+		fail(s, -ENOMEM, "out of memory building a command");
+		return -ENOMEM;
+	}
+	int rc = iod_state_apply(s->st, cmd, strlen(cmd), res);
+	free(cmd);
+	return rc;
+}
+
+/* ---- the job's step model -------------------------------------------------------- */
+
+static int rank_cmp(const void *a, const void *b)
+{
+	const struct rank *x = a, *y = b;
+	if (x->node != y->node)
+		return x->node < y->node ? -1 : 1;
+	return x->gpu < y->gpu ? -1 : x->gpu > y->gpu;
+}
+
+static double node_nic_Bps(const struct iod_topo_node *t)
+{
+	uint64_t bps = 0;
+	for (unsigned i = 0; i < t->nnics; i++) {
+		const struct iod_topo_device *d = &t->devices[t->nic[i]];
+		bps += (uint64_t)(d->ports ? d->ports : 1) * d->port_bps;
+	}
+	return (double)bps / 8;
+}
+
+static uint32_t node_index(const struct sim *s, const char *name)
+{
+	for (uint32_t i = 0; name && i < s->c->nodes; i++)
+		if (!strcmp(s->nodes[i].name, name))
+			return i;
+	return UINT32_MAX;
+}
+
+/*
+ * The step of the placement now in the state: ranks from the job's
+ * Replica objects, ordered node by node (NCCL builds its rings inside a
+ * node first), edges from the topology, compute from the calibration.
+ */
+static int step_model(struct sim *s, bool describe)
+{
+	const struct iod_simc_config *c = s->c;
+	const struct iod_simc_model *m = iod_simc_model_find(c->job.model);
+	const char *gk = iod_simc_gpu_key(s->topo->devices[s->topo->gpu[0]].model);
+	const struct iod_simc_calib *cal = iod_simc_calib_find(c->job.model, gk, c->job.prec);
+	uint32_t batch = c->job.batch_per_gpu ? c->job.batch_per_gpu : cal->batch_per_gpu;
+	struct rank *rk = calloc(c->job.gpus, sizeof(*rk));
+	struct iod_simc_edge *ed = calloc(c->job.gpus, sizeof(*ed));
+	uint32_t n = 0, cls_n[IOD_SIMC_LINK_CLASSES] = {0};
+	bool used[IOD_SIMC_NODES_MAX] = {0};
+	if (!rk || !ed) {
+		free(rk);
+		free(ed);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < s->replicas; i++) {
+		char name[IOD_NAME_MAX + 16];
+		snprintf(name, sizeof(name), "%s-%u", c->job.name, i);
+		const json_t *v = iod_state_value(s->st, IOD_STATE_REPLICA, name);
+		const char *node = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_NODE);
+		const char *gpus = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_GPUS);
+		uint32_t ni = node_index(s, node), mask = gpus ? iod_sched_mask_parse(gpus) : 0;
+		if (ni == UINT32_MAX)
+			continue;
+		for (uint32_t g = 0; g < 32 && n < c->job.gpus; g++)
+			if (mask & (1u << g))
+				rk[n++] = (struct rank){ni, g};
+	}
+	qsort(rk, n, sizeof(*rk), rank_cmp);
+	double cmax = 0, csum = 0, nic_bytes = 0;
+	uint64_t S = m->params * m->grad_bytes;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct rank *a = &rk[i], *b = &rk[(i + 1) % n];
+		double ci = (double)batch / cal->items_per_s_1gpu * s->nodes[a->node].speed[a->gpu];
+		cmax = ci > cmax ? ci : cmax;
+		csum += ci;
+		used[a->node] = true;
+		if (a->node == b->node) {
+			unsigned da = iod_topo_gpu_device(s->topo, a->gpu),
+			         db = iod_topo_gpu_device(s->topo, b->gpu);
+			bool nv = iod_topo_link_class(s->topo, da, db) == IOD_TOPO_LINK_NVLINK;
+			ed[i].cls = nv ? IOD_SIMC_LINK_NVLINK : IOD_SIMC_LINK_PCIE;
+			ed[i].bw_Bps = (double)iod_topo_link_bw_bps(s->topo, da, db) / 8;
+			ed[i].alpha_s =
+			    c->alpha.s[ed[i].cls] > 0
+			        ? c->alpha.s[ed[i].cls]
+			        : (double)iod_topo_link_latency_ns(s->topo, da, db) / 1e9;
+		} else {
+			ed[i].cls = IOD_SIMC_LINK_NIC;
+			ed[i].bw_Bps = c->nic_efficiency * node_nic_Bps(s->topo);
+			ed[i].alpha_s = c->alpha.s[IOD_SIMC_LINK_NIC];
+			/* ring all-reduce: each edge carries 2(n-1)/n * S */
+			nic_bytes += 2.0 * (n - 1) / n * (double)S;
+		}
+		cls_n[ed[i].cls]++;
+	}
+	if (n < 2) { /* a single rank: no ring */
+		for (uint32_t i = 0; i < n; i++)
+			cls_n[ed[i].cls] = 0;
+	}
+	double comm = iod_simc_ring_allreduce_s(ed, n, S);
+	double last = iod_simc_ring_allreduce_s(ed, n, IOD_MIN(c->bucket_bytes, S));
+	double bwd = cmax * 2.0 / 3.0; /* backward is about twice the forward */
+	double exposed = comm - c->overlap * bwd;
+	exposed = exposed > last ? exposed : last;
+	if (n < 2)
+		exposed = comm = 0;
+	s->nranks = n;
+	s->compute_s = cmax;
+	s->compute_sum_s = csum;
+	s->comm_s = comm;
+	s->exposed_s = exposed;
+	s->step_s = cmax + exposed;
+	s->nic_bytes_step = n >= 2 ? nic_bytes : 0;
+	s->nodes_used = 0;
+	for (uint32_t i = 0; i < c->nodes && i < IOD_SIMC_NODES_MAX; i++)
+		s->nodes_used += used[i];
+	s->ckpt_bytes = m->params * 12; /* FP32 weights + momentum + AMP master copy */
+	if (!s->steps_total) {
+		uint64_t per_step = (uint64_t)batch * c->job.gpus;
+		s->steps_total = c->job.steps
+		                     ? c->job.steps
+		                     : (uint64_t)ceil(c->job.epochs * (double)m->dataset_items /
+		                                      (double)per_step);
+	}
+	if (describe) {
+		struct iod_simc_result *r = s->r;
+		r->step_s = s->step_s;
+		r->compute_s = cmax;
+		r->comm_s = comm;
+		r->exposed_comm_s = exposed;
+		r->items_per_s = s->step_s > 0 ? (double)batch * n / s->step_s : 0;
+		r->busbw_Bps = iod_simc_busbw(S, comm, n);
+		r->net_line_gbps = node_nic_Bps(s->topo) * 8 / 1e9;
+		int k = 0;
+		r->ring[0] = 0;
+		for (int cl = 0; cl < IOD_SIMC_LINK_CLASSES; cl++)
+			if (cls_n[cl])
+				k += snprintf(r->ring + k, sizeof(r->ring) - (size_t)k, "%s%s x%u",
+				              k ? ", " : "", iod_simc_link_name(cl), cls_n[cl]);
+	}
+	slog(s, "step ranks=%u nodes=%u compute_ns=%.0f comm_ns=%.0f exposed_ns=%.0f", n,
+	     s->nodes_used, cmax * 1e9, comm * 1e9, exposed * 1e9);
+	free(rk);
+	free(ed);
+	return 0;
+}
+
+/* ---- the job ---------------------------------------------------------------------- */
+
+static bool all_ranks_running(struct sim *s)
+{
+	for (uint32_t i = 0; i < s->replicas; i++) {
+		char name[IOD_NAME_MAX + 16];
+		snprintf(name, sizeof(name), "%s-%u", s->c->job.name, i);
+		const json_t *v = iod_state_value(s->st, IOD_STATE_REPLICA, name);
+		uint32_t ni =
+		    node_index(s, iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_NODE));
+		if (ni == UINT32_MAX || !s->nodes[ni].up)
+			return false;
+		struct node *nd = &s->nodes[ni];
+		bool found = false;
+		for (uint32_t k = 0; k < IOD_SIMC_NODE_REPLICAS_MAX && !found; k++)
+			found = nd->proc[k].alive && !strcmp(nd->proc[k].name, name);
+		if (!found)
+			return false;
+	}
+	return s->replicas > 0;
+}
+
+static void next_chunk(struct sim *s)
+{
+	uint64_t left = s->steps_total - s->steps_done, k = left;
+	if (s->c->job.ckpt_every_steps) {
+		uint64_t to_ckpt =
+		    s->c->job.ckpt_every_steps - s->steps_done % s->c->job.ckpt_every_steps;
+		k = IOD_MIN(k, to_ckpt);
+	}
+	s->chunk_steps = k;
+	s->chunk_start = s->now;
+	push(s, s->now + (uint64_t)llround((double)k * s->step_s * 1e9), EV_CHUNK, 0, s->epoch);
+}
+
+/* Account k steps of work (done or lost) to the utilisation totals. */
+static void account(struct sim *s, double k)
+{
+	s->gpu_compute_s += k * s->compute_sum_s;
+	s->gpu_busy_s += k * (s->compute_sum_s + s->nranks * s->exposed_s);
+	s->nic_bytes += k * s->nic_bytes_step;
+	s->comm_busy_s += k * s->comm_s;
+}
+
+static void close_recovery(struct sim *s)
+{
+	struct iod_simc_result *r = s->r;
+	if (!s->rec_open)
+		return;
+	s->cur.restore_ns = s->now - s->t_start;
+	s->cur.rework_ns = (uint64_t)llround((double)s->cur.steps_lost * s->step_s * 1e9);
+	if (r->rec_n < IOD_SIMC_RECOVERIES_MAX)
+		r->rec[r->rec_n++] = s->cur;
+	slog(s,
+	     "recovered kind=%s detect_ns=%llu decide_ns=%llu start_ns=%llu restore_ns=%llu "
+	     "steps_lost=%llu",
+	     iod_simc_fault_name(s->cur.kind), (unsigned long long)s->cur.detect_ns,
+	     (unsigned long long)s->cur.decide_ns, (unsigned long long)s->cur.start_ns,
+	     (unsigned long long)s->cur.restore_ns, (unsigned long long)s->cur.steps_lost);
+	s->rec_open = false;
+}
+
+/* Called after anything that may start or stop ranks. */
+static void job_update(struct sim *s)
+{
+	bool all = all_ranks_running(s);
+	if ((s->js == J_RUN || s->js == J_CKPT || s->js == J_RESTORE) && !all) {
+		uint64_t lost = s->steps_done - s->ckpt_steps;
+		if (s->js == J_RUN) { /* the chunk's finished steps were computed, then lost */
+			double part = floor((double)(s->now - s->chunk_start) / 1e9 / s->step_s);
+			account(s, part);
+			lost += (uint64_t)part;
+		}
+		s->steps_done = s->ckpt_steps;
+		s->epoch++;
+		s->js = J_WAIT;
+		if (s->rec_open)
+			s->cur.steps_lost = lost;
+		slog(s, "job interrupted steps_done=%llu lost=%llu",
+		     (unsigned long long)s->steps_done, (unsigned long long)lost);
+	} else if (s->js == J_WAIT && all) {
+		if (step_model(s, !s->first_placed))
+			fail(s, -ENOMEM, "out of memory");
+		s->first_placed = true;
+		s->js = J_RESTORE;
+		double rs = s->have_ckpt ? (double)s->ckpt_bytes / s->c->ckpt_Bps : 0;
+		if (s->rec_open) {
+			s->t_start = s->now;
+			s->cur.start_ns = s->now - (s->t_decide ? s->t_decide : s->t_detect);
+		}
+		slog(s, "job ranks up restore_ns=%.0f", rs * 1e9);
+		push(s, s->now + (uint64_t)llround(rs * 1e9), EV_RESTORED, 0, s->epoch);
+	}
+}
+
+/* ---- the control plane's lists (cached per revision) ------------------------------- */
+
+struct lists {
+	uint64_t rev;                        /* state revision they show */
+	json_t *nodes, *services, *replicas; /* iod_state_list results */
+};
+static struct lists *lists_get(struct sim *s, struct lists *l)
+{
+	uint64_t rev = iod_state_rev(s->st);
+	if (l->nodes && l->rev == rev)
+		return l;
+	json_decref(l->nodes);
+	json_decref(l->services);
+	json_decref(l->replicas);
+	l->nodes = iod_state_list(s->st, IOD_STATE_NODE);
+	l->services = iod_state_list(s->st, IOD_STATE_SERVICE);
+	l->replicas = iod_state_list(s->st, IOD_STATE_REPLICA);
+	l->rev = rev;
+	if (!l->nodes || !l->services || !l->replicas)
+		fail(s, -ENOMEM, "out of memory listing the state");
+	return l;
+}
+
+/* ---- agents ---------------------------------------------------------------------- */
+
+static void rec_run(struct sim *s, uint32_t ni);
+
+static uint64_t start_latency(struct sim *s)
+{
+	double j = s->c->proc_start_jitter;
+	double f = 1.0 + j * (2.0 * iod_rng_double(&s->rng_start) - 1.0);
+	return (uint64_t)llround((double)s->c->proc_start_ns * (f > 0 ? f : 0));
+}
+
+static void handle_action(struct sim *s, uint32_t ni, const struct iod_agent_action *a)
+{
+	struct node *nd = &s->nodes[ni];
+	struct proc *p = a->slot < IOD_SIMC_NODE_REPLICAS_MAX ? &nd->proc[a->slot] : NULL;
+	uint64_t tag = nd->gen << 16 | a->slot;
+	if (!p) {
+		fail(s, -E2BIG, "a node holds more replicas than IOD_SIMC_NODE_REPLICAS_MAX");
+		return;
+	}
+	switch (a->kind) {
+	case IOD_AGENT_ACT_START:
+		snprintf(p->name, sizeof(p->name), "%s", a->name);
+		p->starting = true;
+		slog(s, "agent %s start %s", nd->name, a->name);
+		push(s, s->now + start_latency(s), EV_STARTED, ni, tag);
+		break;
+	case IOD_AGENT_ACT_STOP:
+	case IOD_AGENT_ACT_KILL:
+		slog(s, "agent %s %s %s", nd->name, iod_agent_action_name(a->kind), a->name);
+		push(s, s->now + (a->kind == IOD_AGENT_ACT_STOP ? IOD_NS_PER_S : 0), EV_EXITED, ni,
+		     tag | (uint64_t)(a->kind == IOD_AGENT_ACT_KILL) << 15);
+		break;
+	case IOD_AGENT_ACT_PROBE:
+		iod_agent_rec_on_probe(nd->rec, a->name, true, "simulated", s->now);
+		break;
+	case IOD_AGENT_ACT_REPORT:
+		slog(s, "agent %s report %s phase=%s%s", nd->name, a->name,
+		     iod_agent_phase_name(a->phase), a->removed ? " removed" : "");
+		break;
+	}
+}
+
+static void rec_run(struct sim *s, uint32_t ni)
+{
+	struct node *nd = &s->nodes[ni];
+	struct iod_agent_action acts[IOD_AGENT_ACTIONS_MAX];
+	uint32_t n = 0;
+	uint64_t next = UINT64_MAX;
+	if (!nd->up)
+		return;
+	for (int round = 0; round < 8; round++) {
+		iod_agent_rec_step(nd->rec, s->now, acts, IOD_AGENT_ACTIONS_MAX, &n, &next);
+		for (uint32_t i = 0; i < n; i++)
+			handle_action(s, ni, &acts[i]);
+		if (next != s->now)
+			break;
+	}
+	if (next != UINT64_MAX && next < nd->rec_at) {
+		nd->rec_at = next;
+		push(s, next, EV_REC, ni, ++nd->rec_token);
+	}
+}
+
+static void agent_sync(struct sim *s, uint32_t ni, struct lists *l)
+{
+	struct node *nd = &s->nodes[ni];
+	struct iod_err e = {0};
+	uint32_t n = 0;
+	if (!nd->up)
+		return;
+	lists_get(s, l);
+	int rc = iod_agent_desired_from_state(nd->name, l->nodes, l->services, l->replicas, NULL,
+	                                      s->want, IOD_SIMC_NODE_REPLICAS_MAX, &n, &e);
+	if (rc && rc != -E2BIG) {
+		fail(s, rc, e.msg);
+		return;
+	}
+	rc = iod_agent_rec_set_desired(nd->rec, s->want, n, s->now, &e);
+	if (rc && rc != -ENOSPC)
+		fail(s, rc, e.msg);
+	slog(s, "agent %s desired=%u", nd->name, n);
+	rec_run(s, ni);
+}
+
+static void sync_all(struct sim *s, uint64_t at)
+{
+	for (uint32_t i = 0; i < s->c->nodes; i++)
+		if (s->nodes[i].up)
+			push(s, at, EV_SYNC, i, s->nodes[i].gen);
+}
+
+/* ---- placement ------------------------------------------------------------------- */
+
+static char *job_spec(const struct sim *s)
+{
+	struct iod_buf b;
+	iod_buf_init(&b);
+	iod_buf_printf(&b,
+	               "services:\n  - name: %s\n    type: stateless\n    replicas: %u\n"
+	               "    command: iod demo-worker --role worker\n    resources: {gpu: %u}\n",
+	               s->c->job.name, s->replicas, s->gpr);
+	return b.data;
+}
+
+/* GPUs of node ni held by replicas other than skip (a bitmask). */
+static uint32_t gpus_held(const json_t *replicas, const char *node, const char *skip)
+{
+	uint32_t m = 0;
+	size_t i;
+	json_t *x;
+	json_array_foreach(json_object_get(replicas, "items"), i, x)
+	{
+		const char *name = json_string_value(json_object_get(x, "name"));
+		const json_t *v = json_object_get(x, "value");
+		const char *n = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_NODE);
+		const char *g = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_GPUS);
+		if (n && g && !strcmp(n, node) && (!skip || !name || strcmp(name, skip)))
+			m |= iod_sched_mask_parse(g);
+	}
+	return m;
+}
+
+/*
+ * The Kubernetes default for one replica: every live node with enough free
+ * GPUs fits (the device plugin counts GPUs); the scores tie (the default
+ * plugins score CPU and memory, not extended resources), so the scheduler
+ * picks one of them at random; the kubelet hands out free GPUs in no
+ * topology order (Topology Manager "none", no preferred allocation): a
+ * random choice among the free ones. No CPU, NUMA or NIC pinning.
+ */
+static int k8s_place(struct sim *s, json_t *value, const json_t *nodes, const json_t *replicas,
+                     const char *name)
+{
+	uint32_t fit[IOD_SIMC_NODES_MAX], nfit = 0, frees[IOD_SIMC_NODES_MAX];
+	size_t i;
+	json_t *x;
+	json_array_foreach(json_object_get(nodes, "items"), i, x)
+	{
+		uint32_t ni = node_index(s, json_string_value(json_object_get(x, "name")));
+		if (ni == UINT32_MAX)
+			continue;
+		uint32_t held = gpus_held(replicas, s->nodes[ni].name, name);
+		uint32_t freem = (s->gpn >= 32 ? UINT32_MAX : ((1u << s->gpn) - 1)) & ~held;
+		if ((uint32_t)__builtin_popcount(freem) >= s->gpr && nfit < IOD_SIMC_NODES_MAX) {
+			frees[nfit] = freem;
+			fit[nfit++] = ni;
+		}
+	}
+	if (!nfit)
+		return -ENOSPC;
+	uint32_t pick = (uint32_t)iod_rng_below(&s->rng_place, nfit), freem = frees[pick], got = 0;
+	for (uint32_t k = 0; k < s->gpr; k++) {
+		uint32_t left = (uint32_t)__builtin_popcount(freem);
+		uint32_t which = (uint32_t)iod_rng_below(&s->rng_place, left);
+		for (uint32_t g = 0; g < 32; g++)
+			if (freem & (1u << g) && which-- == 0) {
+				got |= 1u << g;
+				freem &= ~(1u << g);
+				break;
+			}
+	}
+	char gl[128];
+	iod_sched_mask_format(got, gl, sizeof(gl));
+	json_object_set_new(value, "node", json_string(s->nodes[fit[pick]].name));
+	json_object_set_new(value, "gpus", json_string(gl));
+	json_object_set_new(value, "phase", json_string("pending"));
+	static const char *const pinned[] = {
+	    "cpus",         "cpu_affinity",        "mem_numa", "numa",   "nic",    "explain",
+	    "accelerators", "accelerator_devices", "lost_ms",  "reason", "reasons"};
+	for (size_t k = 0; k < IOD_ARRAY_LEN(pinned); k++)
+		json_object_del(value, pinned[k]);
+	return 0;
+}
+
+static void record_placement(struct sim *s)
+{
+	struct iod_simc_result *r = s->r;
+	r->place_n = 0;
+	for (uint32_t i = 0; i < s->replicas && r->place_n < IOD_ARRAY_LEN(r->place); i++) {
+		struct iod_simc_place *p = &r->place[r->place_n];
+		snprintf(p->replica, sizeof(p->replica), "%s-%u", s->c->job.name, i);
+		const json_t *v = iod_state_value(s->st, IOD_STATE_REPLICA, p->replica);
+		const char *g = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_GPUS);
+		p->node =
+		    node_index(s, iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_NODE));
+		p->gpus = g ? iod_sched_mask_parse(g) : 0;
+		slog(s, "placed %s node=%s gpus=%s", p->replica,
+		     p->node == UINT32_MAX ? "-" : s->nodes[p->node].name, g ? g : "-");
+		r->place_n++;
+	}
+}
+
+static void deploy(struct sim *s, struct lists *l)
+{
+	char *spec = job_spec(s), *cmd = NULL;
+	json_t *answer = NULL;
+	struct iod_err e = {0};
+	struct iod_state_result res;
+	int rc =
+	    spec ? iod_ctrl_deploy_plan(s->st, spec, strlen(spec), &cmd, &answer, &e) : -ENOMEM;
+	free(spec);
+	if (rc) {
+		json_decref(answer);
+		fail(s, rc, e.msg);
+		return;
+	}
+	const json_t *unpl = json_object_get(answer, "unplaced");
+	s->r->unplaced = (uint32_t)json_array_size(unpl);
+	if (s->r->unplaced) {
+		const char *why =
+		    json_string_value(json_object_get(json_array_get(unpl, 0), "why"));
+		snprintf(s->r->unplaced_why, sizeof(s->r->unplaced_why), "%s", why ? why : "?");
+	}
+	if (cmd && s->c->policy == IOD_SIMC_POLICY_K8S) {
+		/* the same deploy command with the baseline's placement */
+		json_t *j = json_loads(cmd, 0, NULL), *reps = json_object_get(j, "replicas");
+		json_t *taken = json_pack("{s:[]}", "items");
+		size_t i;
+		json_t *x;
+		lists_get(s, l);
+		s->r->unplaced = 0;
+		json_array_foreach(reps, i, x)
+		{
+			json_t *v = json_object_get(x, "value");
+			const char *name = json_string_value(json_object_get(x, "name"));
+			if (k8s_place(s, v, l->nodes, taken, name)) {
+				s->r->unplaced++;
+				json_object_set_new(v, "node", json_string(""));
+			}
+			json_array_append(json_object_get(taken, "items"), x);
+		}
+		json_decref(taken);
+		free(cmd);
+		cmd = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+		json_decref(j);
+	}
+	json_decref(answer);
+	if (!cmd) {
+		slog(s, "deploy nothing placed: %s", s->r->unplaced_why);
+		return;
+	}
+	rc = apply(s, cmd, &res);
+	if (rc) {
+		fail(s, rc, res.msg);
+		return;
+	}
+	slog(s, "deploy rev=%llu unplaced=%u", (unsigned long long)res.rev, s->r->unplaced);
+	record_placement(s);
+	s->js = J_WAIT;
+	sync_all(s, s->now + s->t.commit_ns + s->t.watch_ns);
+}
+
+/* The controller after a node change: iod's rescheduling plan, or (k8s) an
+ * eviction once the toleration is over. */
+static void controller(struct sim *s, struct lists *l, bool evict_now)
+{
+	json_t *unplaced = NULL, *w;
+	size_t i;
+	json_t *x;
+	uint32_t moved = 0;
+	lists_get(s, l);
+	if (s->c->policy == IOD_SIMC_POLICY_K8S && !evict_now) {
+		/* the node is NotReady; pods stay bound until the toleration ends */
+		bool lost = false;
+		json_array_foreach(json_object_get(l->replicas, "items"), i, x)
+		{
+			const char *n =
+			    iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, json_object_get(x, "value"),
+			                     IOD_OBJ_REPLICA_NODE);
+			bool live = false;
+			size_t k;
+			json_t *y;
+			json_array_foreach(json_object_get(l->nodes, "items"), k, y) live |=
+			    n && !strcmp(n, json_string_value(json_object_get(y, "name")));
+			lost |= n && n[0] && !live;
+			if (!n || !n[0])
+				lost = true; /* a pending pod: the scheduler retries */
+		}
+		if (lost)
+			push(s, s->now + s->t.evict_ns, EV_EVICT, 0, 0);
+		return;
+	}
+	if (s->c->policy == IOD_SIMC_POLICY_K8S) {
+		w = json_array();
+		json_t *taken = json_deep_copy(l->replicas);
+		json_array_foreach(json_object_get(l->replicas, "items"), i, x)
+		{
+			json_t *v = json_object_get(x, "value");
+			const char *n =
+			    iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_NODE);
+			const char *name = json_string_value(json_object_get(x, "name"));
+			bool live = false;
+			size_t k;
+			json_t *y;
+			json_array_foreach(json_object_get(l->nodes, "items"), k, y) live |=
+			    n && !strcmp(n, json_string_value(json_object_get(y, "name")));
+			if (live)
+				continue;
+			json_t *nv = json_deep_copy(v);
+			if (k8s_place(s, nv, l->nodes, taken, name)) {
+				json_decref(nv);
+				continue;
+			}
+			json_t *wr =
+			    json_pack("{s:s, s:I, s:o}", "name", name, "prev_rev",
+			              json_integer_value(json_object_get(x, "rev")), "value", nv);
+			json_array_append_new(w, wr);
+			/* later picks see this one's GPUs as taken */
+			json_array_append_new(json_object_get(taken, "items"),
+			                      json_pack("{s:s, s:O}", "name", name, "value", nv));
+		}
+		json_decref(taken);
+	} else {
+		w = iod_ctrl_resched_plan(l->nodes, l->replicas, l->services, now_ms(s),
+		                          s->t.stateful_grace_ns / IOD_NS_PER_MS, &unplaced);
+	}
+	json_array_foreach(w, i, x)
+	{
+		const char *name = json_string_value(json_object_get(x, "name"));
+		json_int_t prev = json_integer_value(json_object_get(x, "prev_rev"));
+		struct iod_state_result res;
+		const json_t *v = json_object_get(x, "value");
+		if (apply(s, iod_state_cmd_put(IOD_STATE_REPLICA, name, v, 0, prev), &res) == 0) {
+			const char *to =
+			    iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_NODE);
+			slog(s, "ctrl move %s to=%s", name, to ? to : "-");
+			moved++;
+		}
+	}
+	s->r->unplaced = (uint32_t)json_array_size(unplaced);
+	if (s->r->unplaced) {
+		const char *why =
+		    json_string_value(json_object_get(json_array_get(unplaced, 0), "why"));
+		snprintf(s->r->unplaced_why, sizeof(s->r->unplaced_why), "%s", why ? why : "?");
+		slog(s, "ctrl unplaced=%u", s->r->unplaced);
+	}
+	json_decref(w);
+	json_decref(unplaced);
+	if (moved) {
+		if (s->rec_open && !s->t_decide) {
+			s->t_decide = s->now + s->t.commit_ns;
+			s->cur.decide_ns = s->t_decide - s->t_detect;
+		}
+		sync_all(s, s->now + s->t.commit_ns + s->t.watch_ns);
+	}
+}
+
+/* ---- faults --------------------------------------------------------------------- */
+
+static void open_recovery(struct sim *s, enum iod_simc_fault_kind k)
+{
+	s->r->faults_hit++;
+	if (s->rec_open) /* a fault during a recovery: measured as one */
+		return;
+	memset(&s->cur, 0, sizeof(s->cur));
+	s->cur.kind = k;
+	s->cur.at_ns = s->now;
+	s->rec_open = true;
+	s->t_detect = s->t_decide = s->t_start = 0;
+}
+
+static bool job_uses(struct sim *s, uint32_t ni, int gpu)
+{
+	for (uint32_t k = 0; k < IOD_SIMC_NODE_REPLICAS_MAX; k++) {
+		struct proc *p = &s->nodes[ni].proc[k];
+		if (!p->alive && !p->starting)
+			continue;
+		if (gpu < 0)
+			return true;
+		const json_t *v = iod_state_value(s->st, IOD_STATE_REPLICA, p->name);
+		const char *g = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_GPUS);
+		if (g && iod_sched_mask_parse(g) & (1u << gpu))
+			return true;
+	}
+	return false;
+}
+
+static void fault(struct sim *s, enum iod_simc_fault_kind kind, uint32_t ni, uint32_t gpu)
+{
+	struct node *nd = &s->nodes[ni];
+	s->r->faults++;
+	slog(s, "fault %s node=%s gpu=%u", iod_simc_fault_name(kind), nd->name, gpu);
+	if (!nd->up)
+		return;
+	bool hit = s->js != J_PENDING && s->js != J_DONE &&
+	           job_uses(s, ni, kind == IOD_SIMC_FAULT_GPU ? (int)gpu : -1);
+	if (hit)
+		open_recovery(s, kind);
+	if (kind == IOD_SIMC_FAULT_NODE) {
+		nd->up = false;
+		nd->gen++;
+		for (uint32_t k = 0; k < IOD_SIMC_NODE_REPLICAS_MAX; k++)
+			nd->proc[k].alive = nd->proc[k].starting = false;
+		push(s, s->now + s->c->node_repair_ns, EV_NODE_UP, ni, 0);
+	} else {
+		/* an Xid-style GPU error kills the process on that GPU; the agent
+		 * sees it exit at once (SIGCHLD) */
+		for (uint32_t k = 0; k < IOD_SIMC_NODE_REPLICAS_MAX; k++) {
+			struct proc *p = &nd->proc[k];
+			const json_t *v = iod_state_value(s->st, IOD_STATE_REPLICA, p->name);
+			const char *g =
+			    iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_GPUS);
+			if (!p->alive || !g || !(iod_sched_mask_parse(g) & (1u << gpu)))
+				continue;
+			p->alive = false;
+			iod_agent_rec_on_exited(nd->rec, p->name, 1, 0, s->now);
+		}
+		if (hit && s->rec_open && !s->t_detect) {
+			s->t_detect = s->now;
+			s->cur.detect_ns = 0;
+		}
+		rec_run(s, ni);
+	}
+	job_update(s);
+}
+
+static void next_random_fault(struct sim *s)
+{
+	double rate_per_s = s->c->fault_per_gpu_hour * s->c->nodes * s->gpn / 3600.0;
+	if (!(rate_per_s > 0))
+		return;
+	double dt = iod_rng_exp(&s->rng_fault, 1.0 / rate_per_s);
+	if (dt * 1e9 > (double)s->c->horizon_ns)
+		return;
+	push(s, s->now + (uint64_t)llround(dt * 1e9), EV_FAULT, UINT32_MAX, 0);
+}
+
+/* ---- events ---------------------------------------------------------------------- */
+
+static void node_register(struct sim *s, uint32_t ni)
+{
+	struct node *nd = &s->nodes[ni];
+	struct iod_state_result res;
+	char model[IOD_NAME_MAX];
+	if (!nd->up)
+		return;
+	if (apply(s,
+	          iod_state_cmd_lease_grant_for(s->t.lease_ttl_ns / IOD_NS_PER_MS, now_ms(s),
+	                                        nd->name, true),
+	          &res)) {
+		fail(s, res.code, res.msg);
+		return;
+	}
+	nd->lease_id = res.lease_id;
+	snprintf(model, sizeof(model), "%s", s->topo->model);
+	json_t *v =
+	    json_pack("{s:s, s:i, s:i, s:s, s:I}", "addr", nd->name, "gpus", (int)s->gpn, "cpus",
+	              (int)s->topo->pus, "model", model, "registered_ms", (json_int_t)now_ms(s));
+	int rc = apply(s, iod_state_cmd_put(IOD_STATE_NODE, nd->name, v, nd->lease_id, -1), &res);
+	json_decref(v);
+	if (rc) {
+		fail(s, rc, res.msg);
+		return;
+	}
+	nd->registered = true;
+	slog(s, "register %s lease=%llu", nd->name, (unsigned long long)nd->lease_id);
+	push(s, s->now + s->t.renew_ns, EV_RENEW, ni, nd->gen);
+}
+
+static void lease_check(struct sim *s)
+{
+	struct iod_state_result res;
+	uint32_t before = iod_state_count(s->st, IOD_STATE_NODE);
+	if (apply(s, iod_state_cmd_lease_expire(now_ms(s)), &res) == 0) {
+		uint32_t after = iod_state_count(s->st, IOD_STATE_NODE);
+		if (after < before) {
+			slog(s, "lease expired nodes=%u->%u", before, after);
+			if (s->rec_open && !s->t_detect) {
+				s->t_detect = s->now + s->t.commit_ns;
+				s->cur.detect_ns = s->t_detect - s->cur.at_ns;
+			}
+			push(s, s->now + s->t.commit_ns + s->t.watch_ns, EV_CTRL, 0, 0);
+		}
+	}
+	push(s, s->now + s->t.check_ns, EV_CHECK, 0, 0);
+}
+
+static void handle(struct sim *s, const struct iod_sim_event *ev, struct lists *l)
+{
+	struct node *nd = ev->arg < s->c->nodes ? &s->nodes[ev->arg] : NULL;
+	switch ((enum ev_kind)ev->kind) {
+	case EV_REGISTER: node_register(s, ev->arg); break;
+	case EV_RENEW:
+		if (!nd->up || ev->data != nd->gen)
+			break;
+		if (apply(s, iod_state_cmd_lease_renew(nd->lease_id, now_ms(s)), NULL) == -ENOENT) {
+			/* the lease expired under it: register again, as the agent does */
+			push(s, s->now, EV_REGISTER, ev->arg, 0);
+			break;
+		}
+		push(s, s->now + s->t.renew_ns, EV_RENEW, ev->arg, nd->gen);
+		break;
+	case EV_CHECK: lease_check(s); break;
+	case EV_DEPLOY:
+		slog(s, "deploy %s replicas=%u gpus_per_replica=%u", s->c->job.name, s->replicas,
+		     s->gpr);
+		s->r->job_start_ns = s->now;
+		deploy(s, l);
+		break;
+	case EV_SYNC:
+		if (nd->up && ev->data == nd->gen)
+			agent_sync(s, ev->arg, l);
+		break;
+	case EV_REC:
+		if (!nd->up || ev->data != nd->rec_token)
+			break;
+		nd->rec_at = UINT64_MAX;
+		rec_run(s, ev->arg);
+		break;
+	case EV_STARTED: {
+		uint32_t slot = (uint32_t)(ev->data & 0x7fff);
+		if (!nd->up || ev->data >> 16 != nd->gen || !nd->proc[slot].starting)
+			break;
+		nd->proc[slot].starting = false;
+		nd->proc[slot].alive = true;
+		slog(s, "proc %s up %s", nd->name, nd->proc[slot].name);
+		iod_agent_rec_on_started(nd->rec, nd->proc[slot].name, s->now);
+		rec_run(s, ev->arg);
+		job_update(s);
+		break;
+	}
+	case EV_EXITED: {
+		uint32_t slot = (uint32_t)(ev->data & 0x7fff);
+		bool killed = ev->data >> 15 & 1;
+		struct proc *p = &nd->proc[slot];
+		if (!nd->up || ev->data >> 16 != nd->gen || (!p->alive && !p->starting))
+			break;
+		p->alive = p->starting = false;
+		slog(s, "proc %s exit %s", nd->name, p->name);
+		iod_agent_rec_on_exited(nd->rec, p->name, -1, killed ? 9 : 15, s->now);
+		rec_run(s, ev->arg);
+		job_update(s);
+		break;
+	}
+	case EV_CTRL: controller(s, l, false); break;
+	case EV_EVICT:
+		slog(s, "evict");
+		controller(s, l, true);
+		break;
+	case EV_FAULT:
+		if (ev->arg == UINT32_MAX) {
+			uint32_t ni = (uint32_t)iod_rng_below(&s->rng_fault, s->c->nodes);
+			uint32_t g = (uint32_t)iod_rng_below(&s->rng_fault, s->gpn ? s->gpn : 1);
+			bool gpu = iod_rng_double(&s->rng_fault) < s->c->fault_gpu_share;
+			fault(s, gpu ? IOD_SIMC_FAULT_GPU : IOD_SIMC_FAULT_NODE, ni, g);
+			next_random_fault(s);
+		} else {
+			const struct iod_simc_fault *f = &s->c->faults[ev->arg];
+			fault(s, f->kind, f->node, f->gpu);
+		}
+		break;
+	case EV_NODE_UP: {
+		struct iod_agent_rec_config rc;
+		memset(&rc, 0, sizeof(rc));
+		rc.backoff_base_ns = s->t.restart_base_ns;
+		rc.backoff_max_ns = s->t.restart_max_ns;
+		rc.backoff_reset_ns = 10 * IOD_NS_PER_S;
+		rc.stop_grace_ns = 5 * IOD_NS_PER_S;
+		rc.liveness_failures = 3;
+		rc.startup_grace_ns = 30 * IOD_NS_PER_S;
+		iod_agent_rec_free(nd->rec);
+		nd->rec = NULL;
+		if (iod_agent_rec_new(&rc, IOD_SIMC_NODE_REPLICAS_MAX, &nd->rec)) {
+			fail(s, -ENOMEM, "out of memory");
+			break;
+		}
+		nd->up = true;
+		nd->rec_at = UINT64_MAX;
+		slog(s, "node %s repaired", nd->name);
+		node_register(s, ev->arg);
+		push(s, s->now + s->t.commit_ns + s->t.watch_ns, EV_CTRL, 0, 0);
+		push(s, s->now + s->t.commit_ns + s->t.watch_ns, EV_SYNC, ev->arg, nd->gen);
+		break;
+	}
+	case EV_RESTORED:
+		if (ev->data != s->epoch || s->js != J_RESTORE)
+			break;
+		close_recovery(s);
+		s->js = J_RUN;
+		slog(s, "job running steps_done=%llu", (unsigned long long)s->steps_done);
+		next_chunk(s);
+		break;
+	case EV_CHUNK:
+		if (ev->data != s->epoch || s->js != J_RUN)
+			break;
+		account(s, (double)s->chunk_steps);
+		s->steps_done += s->chunk_steps;
+		if (s->steps_done >= s->steps_total) {
+			s->js = J_DONE;
+			s->r->done = true;
+			s->r->job_end_ns = s->now;
+			slog(s, "job done steps=%llu", (unsigned long long)s->steps_done);
+			break;
+		}
+		s->js = J_CKPT;
+		push(s, s->now + (uint64_t)llround((double)s->ckpt_bytes / s->c->ckpt_Bps * 1e9),
+		     EV_CKPT, 0, s->epoch);
+		break;
+	case EV_CKPT:
+		if (ev->data != s->epoch || s->js != J_CKPT)
+			break;
+		s->ckpt_steps = s->steps_done;
+		s->have_ckpt = true;
+		slog(s, "ckpt steps=%llu", (unsigned long long)s->steps_done);
+		s->js = J_RUN;
+		next_chunk(s);
+		break;
+	case EV_KINDS: break;
+	}
+}
+
+/* ---- setup and the loop ---------------------------------------------------------- */
+
+static int setup(struct sim *s, const struct iod_simc_config *c, struct iod_err *e)
+{
+	char model[IOD_NAME_MAX];
+	struct iod_rng root;
+	if (c->nodes == 0 || c->nodes > IOD_SIMC_NODES_MAX)
+		return iod_err_set(e, -EINVAL, "--nodes must be 1..%d (got %u)", IOD_SIMC_NODES_MAX,
+		                   c->nodes);
+	if (iod_simc_job_check(&c->job, e))
+		return -EINVAL;
+	s->topo = calloc(1, sizeof(*s->topo));
+	if (!s->topo)
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	if (c->node_model[0])
+		snprintf(model, sizeof(model), "%s", c->node_model);
+	else
+		snprintf(model, sizeof(model), "generic-%u", c->gpus_per_node);
+	int rc = iod_topo_model_load(model, s->topo, e);
+	if (rc)
+		return rc;
+	s->gpn = s->topo->ngpus;
+	if (s->gpn == 0 || s->gpn > 32)
+		return iod_err_set(e, -EINVAL,
+		                   "node model %s has %u GPUs; the simulator needs 1..32", model,
+		                   s->gpn);
+	if (c->node_model[0] && c->gpus_per_node && c->gpus_per_node != s->gpn)
+		return iod_err_set(e, -EINVAL, "node model %s has %u GPUs, not %u", model, s->gpn,
+		                   c->gpus_per_node);
+	const char *gk = iod_simc_gpu_key(s->topo->devices[s->topo->gpu[0]].model);
+	if (!iod_simc_calib_find(c->job.model, gk, c->job.prec))
+		return iod_err_set(e, -EINVAL,
+		                   "no calibration for %s on %s GPUs at %s (node model %s); "
+		                   "docs/simulation.md lists the published figures shipped",
+		                   c->job.model, gk ? gk : s->topo->devices[s->topo->gpu[0]].model,
+		                   iod_simc_precision_name(c->job.prec), model);
+	s->gpr = c->job.gpus_per_replica ? c->job.gpus_per_replica : IOD_MIN(c->job.gpus, s->gpn);
+	if (s->gpr > s->gpn)
+		return iod_err_set(e, -EINVAL, "gpus_per_replica %u exceeds the node's %u GPUs",
+		                   s->gpr, s->gpn);
+	if (c->job.gpus % s->gpr)
+		return iod_err_set(e, -EINVAL,
+		                   "the job's %u GPUs do not split into replicas of %u (the node's "
+		                   "GPUs); set gpus_per_replica",
+		                   c->job.gpus, s->gpr);
+	s->replicas = c->job.gpus / s->gpr;
+	if (c->job.gpus > (uint64_t)c->nodes * s->gpn)
+		return iod_err_set(e, -EINVAL,
+		                   "the job asks for %u GPUs; the cluster has %u x %u = %u",
+		                   c->job.gpus, c->nodes, s->gpn, c->nodes * s->gpn);
+	if (c->policy == IOD_SIMC_POLICY_K8S)
+		iod_simc_timers_k8s(&s->t);
+	else
+		s->t = c->timers;
+	if (!s->t.lease_ttl_ns || !s->t.renew_ns || !s->t.check_ns)
+		return iod_err_set(e, -EINVAL,
+		                   "the config has no timers (call iod_simc_timers_iod)");
+	if (!(c->ckpt_Bps > 0) || !(c->nic_efficiency > 0) || c->nic_efficiency > 1)
+		return iod_err_set(e, -EINVAL, "ckpt bandwidth and NIC efficiency must be > 0");
+	if (iod_sim_queue_init(&s->q, IOD_SIMC_EVENTS_MAX))
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	if (iod_state_new(&s->st))
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	s->nodes = calloc(c->nodes, sizeof(*s->nodes));
+	s->want = calloc(IOD_SIMC_NODE_REPLICAS_MAX, sizeof(*s->want));
+	if (!s->nodes || !s->want)
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	iod_rng_seed(&root, c->seed);
+	iod_rng_fork(&root, &s->rng_start);
+	iod_rng_fork(&root, &s->rng_fault);
+	iod_rng_fork(&root, &s->rng_place);
+	struct iod_rng rng_speed;
+	iod_rng_fork(&root, &rng_speed);
+	struct iod_agent_rec_config rcfg;
+	memset(&rcfg, 0, sizeof(rcfg));
+	rcfg.backoff_base_ns = s->t.restart_base_ns ? s->t.restart_base_ns : 100 * IOD_NS_PER_MS;
+	rcfg.backoff_max_ns = s->t.restart_max_ns ? s->t.restart_max_ns : 10 * IOD_NS_PER_S;
+	rcfg.backoff_reset_ns = 10 * IOD_NS_PER_S;
+	rcfg.stop_grace_ns = 5 * IOD_NS_PER_S;
+	rcfg.liveness_failures = 3;
+	rcfg.startup_grace_ns = 30 * IOD_NS_PER_S;
+	s->t.restart_base_ns = rcfg.backoff_base_ns;
+	s->t.restart_max_ns = rcfg.backoff_max_ns;
+	for (uint32_t i = 0; i < c->nodes; i++) {
+		struct node *nd = &s->nodes[i];
+		snprintf(nd->name, sizeof(nd->name), "n%u", i);
+		nd->up = true;
+		nd->rec_at = UINT64_MAX;
+		if (iod_agent_rec_new(&rcfg, IOD_SIMC_NODE_REPLICAS_MAX, &nd->rec))
+			return iod_err_set(e, -ENOMEM, "out of memory");
+		for (uint32_t g = 0; g < 64; g++)
+			nd->speed[g] = 1.0 + c->straggler_max * iod_rng_double(&rng_speed);
+	}
+	if (gnutls_hash_init(&s->sha, GNUTLS_DIG_SHA256))
+		return iod_err_set(e, -ENOMEM, "SHA-256 unavailable");
+	iod_buf_init(&s->log);
+	return 0;
+}
+
+static void teardown(struct sim *s)
+{
+	for (uint32_t i = 0; s->nodes && i < s->c->nodes; i++)
+		iod_agent_rec_free(s->nodes[i].rec);
+	free(s->nodes);
+	free(s->want);
+	free(s->topo);
+	if (s->st)
+		iod_state_free(s->st);
+	iod_sim_queue_destroy(&s->q);
+	iod_buf_free(&s->log);
+}
+
+int iod_simc_run(const struct iod_simc_config *c, struct iod_simc_result *r,
+                 iod_simc_progress_fn *progress, void *ctx, struct iod_err *e)
+{
+	struct sim *s = calloc(1, sizeof(*s));
+	struct lists l = {0};
+	struct iod_sim_event ev;
+	unsigned char digest[32];
+	int rc;
+	if (!s)
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	memset(r, 0, sizeof(*r));
+	s->c = c;
+	s->r = r;
+	s->e = e;
+	rc = setup(s, c, e);
+	if (rc) {
+		if (s->sha)
+			gnutls_hash_deinit(s->sha, NULL);
+		teardown(s);
+		free(s);
+		return rc;
+	}
+	slog(s, "sim nodes=%u model=%s gpus_per_node=%u policy=%s seed=%llu job=%s gpus=%u",
+	     c->nodes, s->topo->model, s->gpn, iod_simc_policy_name(c->policy),
+	     (unsigned long long)c->seed, c->job.model, c->job.gpus);
+	/* nodes join over the first second, in a seeded order of latencies */
+	for (uint32_t i = 0; i < c->nodes; i++)
+		push(s, iod_rng_below(&s->rng_start, IOD_NS_PER_S), EV_REGISTER, i, 0);
+	push(s, s->t.check_ns, EV_CHECK, 0, 0);
+	push(s, 2 * IOD_NS_PER_S, EV_DEPLOY, 0, 0);
+	for (uint32_t i = 0; i < c->faults_n; i++)
+		if (c->faults[i].node < c->nodes)
+			push(s, c->faults[i].at_ns, EV_FAULT, i, 0);
+	next_random_fault(s);
+	while (!s->err && s->js != J_DONE && iod_sim_queue_pop(&s->q, &ev)) {
+		if (ev.t_ns > c->horizon_ns)
+			break;
+		IOD_ASSERT(ev.t_ns >= s->now);
+		s->now = ev.t_ns;
+		r->events++;
+		if (ev.kind != EV_CHECK && ev.kind != EV_RENEW)
+			slog(s, "ev %s arg=%u", ev_names[ev.kind < EV_KINDS ? ev.kind : 0], ev.arg);
+		handle(s, &ev, &l);
+		if (progress && r->events % 65536 == 0)
+			progress(ctx, s->now, r->events, s->steps_done, s->steps_total);
+	}
+	r->sim_ns = s->now;
+	if (!r->done)
+		r->job_end_ns = s->now;
+	r->steps_done = s->steps_done;
+	r->steps_total = s->steps_total;
+	r->nodes_used = s->nodes_used;
+	/* utilisation over the job's wall time, deploy to end */
+	double job_s = (double)(r->job_end_ns - r->job_start_ns) / 1e9;
+	if (job_s > 0 && c->job.gpus) {
+		r->gpu_util_busy = s->gpu_busy_s / (c->job.gpus * job_s);
+		r->gpu_util_compute = s->gpu_compute_s / (c->job.gpus * job_s);
+		if (s->nodes_used) {
+			r->net_gbps_avg = s->nic_bytes * 8 / 1e9 / job_s / s->nodes_used;
+			r->net_gbps_busy = s->comm_busy_s > 0 ? s->nic_bytes * 8 / 1e9 /
+			                                            s->comm_busy_s / s->nodes_used
+			                                      : 0;
+		}
+	}
+	/* V6 invariants */
+	if (r->gpu_util_busy > 1.0 + 1e-9)
+		violation(s, "GPU busy %.4f of wall time > 1", r->gpu_util_busy);
+	if (r->net_line_gbps > 0 && r->net_gbps_busy > r->net_line_gbps * (1 + 1e-9))
+		violation(s, "NIC at %.1f Gbps over its %.1f Gbps line rate", r->net_gbps_busy,
+		          r->net_line_gbps);
+	if (r->steps_done > r->steps_total)
+		violation(s, "steps done %llu > total %llu", (unsigned long long)r->steps_done,
+		          (unsigned long long)r->steps_total);
+	for (uint32_t i = 0; i < r->place_n; i++)
+		for (uint32_t j = i + 1; j < r->place_n; j++)
+			if (r->place[i].node == r->place[j].node &&
+			    r->place[i].node != UINT32_MAX && (r->place[i].gpus & r->place[j].gpus))
+				violation(s, "%s and %s share a GPU on node %u",
+				          r->place[i].replica, r->place[j].replica,
+				          r->place[i].node);
+	slog(s, "end events=%llu done=%d steps=%llu/%llu violations=%u",
+	     (unsigned long long)r->events, r->done, (unsigned long long)r->steps_done,
+	     (unsigned long long)r->steps_total, r->invariant_violations);
+	gnutls_hash_deinit(s->sha, digest);
+	for (int i = 0; i < 32; i++)
+		snprintf(r->log_sha256 + 2 * i, 3, "%02x", digest[i]);
+	if (c->keep_log) {
+		r->log = s->log.data;
+		r->log_len = s->log.len;
+		iod_buf_init(&s->log);
+	}
+	rc = s->err;
+	json_decref(l.nodes);
+	json_decref(l.services);
+	json_decref(l.replicas);
+	teardown(s);
+	free(s);
+	return rc;
+}
+
+void iod_simc_result_free(struct iod_simc_result *r)
+{
+	free(r->log);
+	r->log = NULL;
+}

@@ -1,0 +1,156 @@
+/*
+ * train.c: the whole-cluster simulator's workload model: the calibration
+ * table of published training throughputs, the models' gradient sizes, and
+ * the ring all-reduce under an alpha-beta model.
+ *
+ * The table holds published figures only, each with its source; a GPU or
+ * precision without one is refused by name, never extrapolated. The
+ * simulator calibrates per-step compute from the 1-GPU figure alone; the
+ * 8-GPU figure is there to validate the prediction against (V3) and must
+ * never enter one.
+ *
+ * Pure: tables and arithmetic; no I/O, no clock.
+ */
+#include "iod/sim_cluster.h"
+
+#include <string.h>
+#include <strings.h>
+
+#define DLE_RN50                                                                     \
+	"NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/" \
+	"README.md, 'Training performance results' (pytorch-21.03 NGC container)"
+
+/*
+ * Throughputs as published; batch 256 per GPU is the README's benchmark
+ * batch for these platforms (an assumption where the table does not
+ * repeat it). No H100 row: DeepLearningExamples publishes no 1-GPU H100
+ * ResNet-50 training figure, and nothing else is shipped in its place.
+ */
+static const struct iod_simc_calib calib[] = {
+    {"resnet50", "a100", IOD_SIMC_AMP, 2470, 16621, 256, DLE_RN50 ", DGX A100 (8x A100 80GB)"},
+    {"resnet50", "a100", IOD_SIMC_TF32, 938, 7248, 256, DLE_RN50 ", DGX A100 (8x A100 80GB)"},
+    {"resnet50", "v100", IOD_SIMC_AMP, 1200, 8322, 256, DLE_RN50 ", DGX-1 16GB (8x V100 16GB)"},
+    {"resnet50", "v100", IOD_SIMC_FP32, 367, 2855, 256, DLE_RN50 ", DGX-1 16GB (8x V100 16GB)"},
+};
+
+const struct iod_simc_calib *iod_simc_calib_table(uint32_t *n)
+{
+	*n = IOD_ARRAY_LEN(calib);
+	return calib;
+}
+
+const struct iod_simc_calib *iod_simc_calib_find(const char *model, const char *gpu,
+                                                 enum iod_simc_precision prec)
+{
+	if (!model || !gpu)
+		return NULL;
+	for (size_t i = 0; i < IOD_ARRAY_LEN(calib); i++)
+		if (!strcmp(calib[i].model, model) && !strcmp(calib[i].gpu, gpu) &&
+		    calib[i].prec == prec)
+			return &calib[i];
+	return NULL;
+}
+
+const char *iod_simc_gpu_key(const char *m)
+{
+	if (!m)
+		return NULL;
+	if (strstr(m, "A100"))
+		return "a100";
+	if (strstr(m, "V100"))
+		return "v100";
+	if (strstr(m, "H100"))
+		return "h100";
+	return NULL;
+}
+
+/* ResNet-50: 25,557,032 parameters (torchvision resnet50); DDP reduces the
+ * FP32 gradients AMP keeps; ImageNet-1k has 1,281,167 training images. */
+static const struct iod_simc_model models[] = {
+    {"resnet50", 25557032, 4, 1281167,
+     "torchvision resnet50 parameter count; ImageNet-1k (ILSVRC-2012) train split"},
+};
+
+const struct iod_simc_model *iod_simc_model_find(const char *name)
+{
+	for (size_t i = 0; name && i < IOD_ARRAY_LEN(models); i++)
+		if (!strcmp(models[i].name, name))
+			return &models[i];
+	return NULL;
+}
+
+static const char *const prec_names[] = {"amp", "tf32", "fp32"};
+
+const char *iod_simc_precision_name(enum iod_simc_precision p)
+{
+	return (unsigned)p < IOD_ARRAY_LEN(prec_names) ? prec_names[p] : "?";
+}
+
+int iod_simc_precision_parse(const char *s, enum iod_simc_precision *out)
+{
+	for (unsigned i = 0; s && i < IOD_ARRAY_LEN(prec_names); i++)
+		if (!strcasecmp(s, prec_names[i])) {
+			*out = (enum iod_simc_precision)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+const char *iod_simc_link_name(enum iod_simc_link_class c)
+{
+	static const char *const n[] = {
+#define X(e, s) s,
+	    IOD_SIMC_LINKS(X)
+#undef X
+	};
+	return (unsigned)c < IOD_ARRAY_LEN(n) ? n[c] : "?";
+}
+
+double iod_simc_ring_allreduce_s(const struct iod_simc_edge *e, uint32_t n, uint64_t bytes)
+{
+	if (n < 2 || bytes == 0)
+		return 0;
+	/* reduce-scatter then all-gather: 2(n-1) steps of bytes/n per rank,
+	 * all edges at once, so each step waits for the slowest edge */
+	double chunk = (double)bytes / n, step = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		IOD_ASSERT(e[i].bw_Bps > 0);
+		double t = e[i].alpha_s + chunk / e[i].bw_Bps;
+		if (t > step)
+			step = t;
+	}
+	return 2.0 * (n - 1) * step;
+}
+
+double iod_simc_algbw(uint64_t bytes, double t_s)
+{
+	return t_s > 0 ? (double)bytes / t_s : 0;
+}
+
+double iod_simc_busbw(uint64_t bytes, double t_s, uint32_t n)
+{
+	return n ? iod_simc_algbw(bytes, t_s) * 2.0 * (n - 1) / n : 0;
+}
+
+/* ---- policies, faults: names ------------------------------------------------ */
+
+const char *iod_simc_policy_name(enum iod_simc_policy_kind k)
+{
+	return k == IOD_SIMC_POLICY_K8S ? "k8s" : "iod";
+}
+
+int iod_simc_policy_parse(const char *s, enum iod_simc_policy_kind *out)
+{
+	if (s && !strcmp(s, "iod"))
+		*out = IOD_SIMC_POLICY_IOD;
+	else if (s && !strcmp(s, "k8s"))
+		*out = IOD_SIMC_POLICY_K8S;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+const char *iod_simc_fault_name(enum iod_simc_fault_kind k)
+{
+	return k == IOD_SIMC_FAULT_NODE ? "node" : "gpu";
+}

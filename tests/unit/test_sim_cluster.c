@@ -1,0 +1,222 @@
+/*
+ * test_sim_cluster.c: the whole-cluster simulator (src/sim/cluster.c,
+ * train.c, job.c): the ring all-reduce model against the nccl-tests
+ * formulas (V1), the ResNet-50 8-GPU prediction from the 1-GPU calibration
+ * (V3, reported: the test pins what the model predicts and that the 8-GPU
+ * figure never enters it), determinism of the event log (V7), the
+ * invariants (V6), a lost node's recovery through the real lease expiry and
+ * rescheduling plan, the Kubernetes baseline's timers, and the job and
+ * scenario parsers' errors.
+ */
+#include "harness.h"
+#include "iod/sim_cluster.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* iod's production timers as the CLI passes them (agent lease 2 s, check
+ * 50 ms, heartbeat 3 ms, stateful grace 30 s, restart 100 ms..10 s). */
+static void cfg_small(struct iod_simc_config *c)
+{
+	iod_simc_config_default(c);
+	iod_simc_timers_iod(&c->timers, 2000, 50, 3, 30000, 100 * IOD_NS_PER_MS, 10 * IOD_NS_PER_S);
+	c->job.steps = 300;
+	c->job.epochs = 0;
+	c->job.gpus = 12;
+	c->fault_per_gpu_hour = 0;
+}
+
+TEST(sim_cluster_ring_allreduce_matches_nccl_tests_formula)
+{
+	struct iod_simc_edge e[16];
+	for (uint32_t n = 2; n <= 16; n *= 2) {
+		for (uint32_t i = 0; i < n; i++)
+			e[i] = (struct iod_simc_edge){IOD_SIMC_LINK_NVLINK, 2e-6, 150e9};
+		uint64_t S = 64ull << 20;
+		double t = iod_simc_ring_allreduce_s(e, n, S);
+		double want = 2.0 * (n - 1) * 2e-6 + 2.0 * (n - 1) / n * (double)S / 150e9;
+		CHECK_MSG(fabs(t - want) <= 0.01 * want, "n=%u: %g vs %g", n, t, want);
+		CHECK(fabs(iod_simc_busbw(S, t, n) - iod_simc_algbw(S, t) * 2.0 * (n - 1) / n) <
+		      1e-3);
+	}
+	/* the slowest edge sets every step: one PCIe edge in an NVLink ring */
+	e[3].bw_Bps = 10e9;
+	double slow = iod_simc_ring_allreduce_s(e, 8, 64ull << 20);
+	CHECK(slow > 2.0 * 7 / 8 * (double)(64ull << 20) / 10e9);
+	CHECK(iod_simc_ring_allreduce_s(e, 1, 1 << 20) == 0);
+}
+
+TEST(sim_cluster_resnet50_8gpu_prediction_uses_only_the_1gpu_figure)
+{
+	struct iod_simc_config *c = calloc(1, sizeof(*c));
+	struct iod_simc_result *r = calloc(1, sizeof(*r));
+	struct iod_err e = {0};
+	CHECK(c && r);
+	cfg_small(c);
+	c->nodes = 1;
+	snprintf(c->node_model, sizeof(c->node_model), "hgx-a100-8");
+	c->gpus_per_node = 8;
+	c->job.gpus = 8;
+	c->job.steps = 100;
+	CHECK_MSG(iod_simc_run(c, r, NULL, NULL, &e) == 0, "%s", e.msg);
+	const struct iod_simc_calib *cal = iod_simc_calib_find("resnet50", "a100", IOD_SIMC_AMP);
+	CHECK(cal && cal->items_per_s_1gpu == 2470 && cal->items_per_s_8gpu == 16621);
+	/* compute of one step is exactly batch / the 1-GPU throughput */
+	CHECK(fabs(r->compute_s - 256.0 / 2470) < 1e-9);
+	/* an NVSwitch box: all ring edges NVLink, the all-reduce mostly hidden */
+	CHECK_CONTAINS(r->ring, "nvlink x8");
+	CHECK(r->items_per_s > 8 * 2470 * 0.95 && r->items_per_s <= 8 * 2470);
+	/* V3 is reported, not met: the model predicts ~19.7k img/s against the
+	 * published 16,621 (+18.7%); docs/simulation.md says why */
+	CHECK(r->items_per_s > cal->items_per_s_8gpu * 1.05);
+	free(c);
+	free(r);
+}
+
+TEST(sim_cluster_same_seed_same_log_other_seed_other_log)
+{
+	struct iod_simc_config *c = calloc(1, sizeof(*c));
+	struct iod_simc_result *r = calloc(3, sizeof(*r));
+	struct iod_err e = {0};
+	CHECK(c && r);
+	cfg_small(c);
+	c->keep_log = true;
+	CHECK_EQ(iod_simc_run(c, &r[0], NULL, NULL, &e), 0);
+	CHECK_EQ(iod_simc_run(c, &r[1], NULL, NULL, &e), 0);
+	c->seed = 2;
+	CHECK_EQ(iod_simc_run(c, &r[2], NULL, NULL, &e), 0);
+	CHECK_STR(r[0].log_sha256, r[1].log_sha256);
+	CHECK(strcmp(r[0].log_sha256, r[2].log_sha256) != 0);
+	CHECK(r[0].log_len == r[1].log_len && !memcmp(r[0].log, r[1].log, r[0].log_len));
+	CHECK_EQ(strlen(r[0].log_sha256), 64);
+	CHECK(r[0].done && r[0].steps_done == 300);
+	for (int i = 0; i < 3; i++)
+		iod_simc_result_free(&r[i]);
+	free(c);
+	free(r);
+}
+
+/* A node lost mid-job: its lease expires after the production TTL, the
+ * real rescheduling plan moves the replica to the spare node, the agent
+ * there starts it, and training resumes from the checkpoint. */
+TEST(sim_cluster_lost_node_is_detected_rescheduled_and_resumed)
+{
+	struct iod_simc_config *c = calloc(1, sizeof(*c));
+	struct iod_simc_result *r = calloc(1, sizeof(*r));
+	struct iod_err e = {0};
+	CHECK(c && r);
+	cfg_small(c);
+	c->job.ckpt_every_steps = 100;
+	c->faults[0] = (struct iod_simc_fault){40 * IOD_NS_PER_S, IOD_SIMC_FAULT_NODE, 1, 0};
+	c->faults_n = 1;
+	c->keep_log = true;
+	CHECK_MSG(iod_simc_run(c, r, NULL, NULL, &e) == 0, "%s", e.msg);
+	CHECK(r->done);
+	CHECK_EQ(r->rec_n, 1);
+	const struct iod_simc_recovery *x = &r->rec[0];
+	/* detection: lease TTL 2 s after the last renewal (every 667 ms),
+	 * seen at the next 50 ms check */
+	CHECK_MSG(x->detect_ns >= 1300 * IOD_NS_PER_MS && x->detect_ns <= 2100 * IOD_NS_PER_MS,
+	          "detect %llu", (unsigned long long)x->detect_ns);
+	CHECK(x->decide_ns > 0 && x->decide_ns < 50 * IOD_NS_PER_MS);
+	/* the new process starts in 20 s +- 25% */
+	CHECK(x->start_ns >= 15 * IOD_NS_PER_S && x->start_ns <= 26 * IOD_NS_PER_S);
+	CHECK(x->restore_ns > 0); /* a checkpoint existed */
+	CHECK_CONTAINS(r->log, "ctrl move train-1 to=n3");
+	CHECK_EQ(r->invariant_violations, 0);
+	iod_simc_result_free(r);
+
+	/* the Kubernetes baseline: 50 s grace, then 300 s toleration */
+	c->policy = IOD_SIMC_POLICY_K8S;
+	CHECK_MSG(iod_simc_run(c, r, NULL, NULL, &e) == 0, "%s", e.msg);
+	CHECK_EQ(r->rec_n, 1);
+	x = &r->rec[0];
+	CHECK_MSG(x->detect_ns >= 40 * IOD_NS_PER_S && x->detect_ns <= 60 * IOD_NS_PER_S,
+	          "k8s detect %llu", (unsigned long long)x->detect_ns);
+	CHECK(x->decide_ns >= 300 * IOD_NS_PER_S && x->decide_ns < 310 * IOD_NS_PER_S);
+	iod_simc_result_free(r);
+	free(c);
+	free(r);
+}
+
+TEST(sim_cluster_gpu_fault_restarts_in_place)
+{
+	struct iod_simc_config *c = calloc(1, sizeof(*c));
+	struct iod_simc_result *r = calloc(1, sizeof(*r));
+	struct iod_err e = {0};
+	CHECK(c && r);
+	cfg_small(c);
+	c->faults[0] = (struct iod_simc_fault){35 * IOD_NS_PER_S, IOD_SIMC_FAULT_GPU, 0, 2};
+	c->faults_n = 1;
+	CHECK_EQ(iod_simc_run(c, r, NULL, NULL, &e), 0);
+	CHECK_EQ(r->rec_n, 1);
+	CHECK_EQ(r->rec[0].detect_ns, 0);
+	CHECK_EQ(r->rec[0].decide_ns, 0); /* no move */
+	/* the reconciler's 100 ms backoff, then a 20 s +- 25% start */
+	CHECK(r->rec[0].start_ns >= 15 * IOD_NS_PER_S);
+	CHECK(r->done);
+	free(c);
+	free(r);
+}
+
+TEST(sim_cluster_bad_configs_say_what)
+{
+	struct iod_simc_config *c = calloc(1, sizeof(*c));
+	struct iod_simc_result *r = calloc(1, sizeof(*r));
+	struct iod_err e = {0};
+	CHECK(c && r);
+	cfg_small(c);
+	c->job.gpus = 100;
+	CHECK_EQ(iod_simc_run(c, r, NULL, NULL, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "the cluster has 4 x 4 = 16");
+	cfg_small(c);
+	snprintf(c->node_model, sizeof(c->node_model), "dgx-h100");
+	c->gpus_per_node = 0;
+	CHECK_EQ(iod_simc_run(c, r, NULL, NULL, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "no calibration for resnet50 on h100");
+	cfg_small(c);
+	memset(&c->timers, 0, sizeof(c->timers));
+	CHECK_EQ(iod_simc_run(c, r, NULL, NULL, &e), -EINVAL);
+	free(c);
+	free(r);
+}
+
+TEST(sim_cluster_job_and_scenario_files)
+{
+	struct iod_simc_job j;
+	struct iod_err e = {0};
+	const char *ok = "name: rn\nmodel: resnet50\nprecision: tf32\ngpus: 8\nbatch: 128\n"
+	                 "steps: 1000\ncheckpoint_every: 200\n";
+	iod_simc_job_default(&j);
+	CHECK_MSG(iod_simc_job_parse_yaml(&j, ok, strlen(ok), "j.yaml", &e) == 0, "%s", e.msg);
+	CHECK_STR(j.name, "rn");
+	CHECK(j.prec == IOD_SIMC_TF32 && j.gpus == 8 && j.batch_per_gpu == 128 && j.steps == 1000 &&
+	      j.ckpt_every_steps == 200);
+	const char *typo = "model: resnet50\ngpu: 8\n";
+	CHECK_EQ(iod_simc_job_parse_yaml(&j, typo, strlen(typo), "j.yaml", &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "j.yaml:2:1: job: unknown key \"gpu\"; did you mean \"gpus\"?");
+	const char *tp = "gpus: 8\ntp: 2\n";
+	CHECK_EQ(iod_simc_job_parse_yaml(&j, tp, strlen(tp), "j.yaml", &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "not modelled");
+	const char *neg = "gpus: -3\n";
+	CHECK_EQ(iod_simc_job_parse_yaml(&j, neg, strlen(neg), "j.yaml", &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "j.yaml:1:7");
+
+	struct iod_simc_scenario *sc = calloc(1, sizeof(*sc));
+	CHECK(sc);
+	iod_simc_config_default(&sc->cfg);
+	const char *s = "name: t\ncluster: {nodes: 3, node_model: hgx-a100-8}\n"
+	                "job: {gpus: 16, epochs: 2}\nfaults:\n  - {at: 30m, kind: node, node: 1}\n"
+	                "seeds: 5\nclaim:\n  source: somewhere\n  iod: {task_min: 89}\n"
+	                "  k8s: {task_min: 142, recovery_s: 2.3}\n";
+	CHECK_MSG(iod_simc_scenario_parse_yaml(sc, s, strlen(s), "s.yaml", &e) == 0, "%s", e.msg);
+	CHECK(sc->cfg.nodes == 3 && sc->cfg.job.gpus == 16 && sc->seeds == 5);
+	CHECK(sc->cfg.faults_n == 1 && sc->cfg.faults[0].at_ns == 1800 * IOD_NS_PER_S &&
+	      sc->cfg.faults[0].kind == IOD_SIMC_FAULT_NODE);
+	CHECK(sc->claims.set && sc->claims.task_min[1] == 142 && sc->claims.recovery_s[1] == 2.3);
+	const char *badnode = "cluster: {nodes: 2}\nfaults:\n  - {at: 1m, node: 5}\n";
+	CHECK_EQ(iod_simc_scenario_parse_yaml(sc, badnode, strlen(badnode), "s.yaml", &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "names node 5");
+	free(sc);
+}
