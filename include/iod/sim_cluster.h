@@ -32,6 +32,12 @@
 
 /* ---- limits ----------------------------------------------------------------- */
 
+/* Raft servers of the simulated control plane. */
+#define IOD_SIMC_SERVERS_MAX 5
+/* Control-plane writes in flight at once (each node renews, registers). */
+#define IOD_SIMC_PROPS_MAX (4 * IOD_SIMC_NODES_MAX + 256)
+/* Acknowledged Replica writes checked at the end (V6: none lost). */
+#define IOD_SIMC_ACKS_MAX 4096
 /* Nodes a run holds: the scale benchmark's 1,024 with room to spare. */
 #define IOD_SIMC_NODES_MAX 2048
 /* GPUs one job may ask for (the scheduler places at most this many replicas). */
@@ -170,13 +176,23 @@ struct iod_simc_timers {
 	uint64_t stateful_grace_ns; /* iod: wait before moving a stateful replica */
 	uint64_t restart_base_ns;   /* first restart delay after a crash */
 	uint64_t restart_max_ns;    /* cap of the doubling delay */
-	uint64_t commit_ns;         /* a control-plane write: proposal to applied */
+	uint64_t commit_ns;         /* without Raft (servers 0): a write, proposal to applied */
 	uint64_t watch_ns;          /* a watch event reaching an agent or controller */
+	uint32_t election_ms;       /* Raft election timeout T (randomised in [T, 2T]) */
+	uint32_t heartbeat_ms;      /* Raft heartbeat interval */
 };
 
 /* ---- faults ----------------------------------------------------------------- */
 
-enum iod_simc_fault_kind { IOD_SIMC_FAULT_GPU, IOD_SIMC_FAULT_NODE };
+/* gpu: the process on that GPU crashes; node: the node goes down until
+ * repaired; server: a control-plane server (index in node) is killed;
+ * leader: whichever server leads is killed. */
+enum iod_simc_fault_kind {
+	IOD_SIMC_FAULT_GPU,
+	IOD_SIMC_FAULT_NODE,
+	IOD_SIMC_FAULT_SERVER,
+	IOD_SIMC_FAULT_LEADER
+};
 const char *iod_simc_fault_name(enum iod_simc_fault_kind k);
 
 /* A scripted fault: at at_ns, kind, on node (and GPU for a GPU fault). */
@@ -208,6 +224,11 @@ struct iod_simc_config {
 	double fault_per_gpu_hour;        /* random fault rate (0 = none) */
 	double fault_gpu_share;           /* share of random faults that are GPU faults */
 	uint64_t node_repair_ns;          /* a failed node comes back after this */
+	uint64_t server_repair_ns;        /* a killed server is revived after this */
+	uint32_t servers;                 /* control-plane servers on Raft's fixture (0: none,
+	                                     writes commit after timers.commit_ns) */
+	uint32_t net_latency_ms;          /* Raft message latency between servers */
+	uint32_t disk_latency_ms;         /* Raft log append (fsync) latency */
 	struct iod_simc_fault faults[IOD_SIMC_FAULTS_MAX]; /* scripted faults */
 	uint32_t faults_n;                                 /* used entries */
 	uint64_t horizon_ns; /* stop here even if the job is not done */
@@ -289,6 +310,12 @@ struct iod_simc_result {
 	uint32_t rec_n;                                        /* entries */
 	uint32_t unplaced;      /* replicas the scheduler could not place (last try) */
 	char unplaced_why[256]; /* the scheduler's reason */
+	/* the control plane */
+	uint32_t elections;         /* leaders elected (Raft) */
+	uint64_t leaderless_ns_max; /* the longest time without a leader */
+	uint64_t writes_acked;      /* writes the control plane acknowledged */
+	uint64_t raft_steps;        /* fixture steps (Raft ticks, messages, disk writes) */
+	uint32_t server_faults;     /* servers killed */
 	/* invariants (V6) */
 	uint32_t invariant_violations; /* count */
 	char invariant_first[256];     /* the first one */

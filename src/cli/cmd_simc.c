@@ -48,7 +48,10 @@ static void usage(FILE *f)
 	        "  --seed S             the seed (default 1)\n"
 	        "  --seeds K            run seeds S..S+K-1 and report each and the mean\n"
 	        "  --fault-scale X      multiply the Llama 3 fault rate (default 1; 0 = none)\n"
-	        "  --fail KIND:NODE@T   a scripted fault (gpu:1@30m, node:2@1h); repeatable\n"
+	        "  --fail KIND:N@T      a scripted fault: gpu:NODE[.GPU]@T, node:NODE@T,\n"
+	        "                       server:INDEX@T, leader:0@T (gpu:1.3@30m); repeatable\n"
+	        "  --servers K          control-plane servers on Raft's fixture (default 3;\n"
+	        "                       0: no Raft, a write commits after one heartbeat)\n"
 	        "  --straggler X        per-GPU speed factor in [1, 1+X] (default 0)\n"
 	        "  --log FILE           write the event log to FILE\n"
 	        "  -o text|json         output (default text)\n"
@@ -139,12 +142,17 @@ static void print_timers(const struct iod_simc_config *c)
 	if (c->policy == IOD_SIMC_POLICY_K8S)
 		iod_simc_timers_k8s(&t);
 	printf("timers (%s): node lease/grace %.1f s, renew/status %.2f s, check %.2f s, "
-	       "eviction %.0f s, restart %.1f s..%.0f s, commit %.0f ms, watch %.0f ms\n",
+	       "eviction %.0f s, restart %.1f s..%.0f s, watch %.0f ms, ",
 	       iod_simc_policy_name(c->policy), (double)t.lease_ttl_ns / 1e9,
 	       (double)t.renew_ns / 1e9, (double)t.check_ns / 1e9, (double)t.evict_ns / 1e9,
 	       (double)(t.restart_base_ns ? t.restart_base_ns : 100 * IOD_NS_PER_MS) / 1e9,
 	       (double)(t.restart_max_ns ? t.restart_max_ns : 10 * IOD_NS_PER_S) / 1e9,
-	       (double)t.commit_ns / 1e6, (double)t.watch_ns / 1e6);
+	       (double)t.watch_ns / 1e6);
+	if (c->servers)
+		printf("Raft %u servers, election %u ms, heartbeat %u ms\n", c->servers,
+		       t.election_ms, t.heartbeat_ms);
+	else
+		printf("no Raft: a write commits in %.0f ms\n", (double)t.commit_ns / 1e6);
 }
 
 static void print_text(const struct iod_simc_config *c, const struct iod_simc_result *r,
@@ -188,6 +196,10 @@ static void print_text(const struct iod_simc_config *c, const struct iod_simc_re
 		       (double)x->start_ns / 1e9, (double)x->restore_ns / 1e9, recovery_s(x),
 		       (unsigned long long)x->steps_lost, (double)x->rework_ns / 1e9);
 	}
+	printf("control plane: %u election(s), longest without a leader %.1f ms, %u server "
+	       "fault(s), %llu writes acknowledged\n",
+	       r->elections, (double)r->leaderless_ns_max / 1e6, r->server_faults,
+	       (unsigned long long)r->writes_acked);
 	if (r->invariant_violations)
 		printf("INVARIANT VIOLATIONS: %u, first: %s\n", r->invariant_violations,
 		       r->invariant_first);
@@ -235,6 +247,11 @@ static json_t *result_json(const struct iod_simc_config *c, const struct iod_sim
 	json_object_set_new(j, "recoveries", rec);
 	json_object_set_new(j, "unplaced", json_integer(r->unplaced));
 	json_object_set_new(j, "invariant_violations", json_integer(r->invariant_violations));
+	json_object_set_new(j, "elections", json_integer(r->elections));
+	json_object_set_new(j, "leaderless_ms_max", json_real((double)r->leaderless_ns_max / 1e6));
+	json_object_set_new(j, "server_faults", json_integer(r->server_faults));
+	json_object_set_new(j, "writes_acked", json_integer((json_int_t)r->writes_acked));
+	json_object_set_new(j, "raft_steps", json_integer((json_int_t)r->raft_steps));
 	json_object_set_new(j, "events", json_integer((json_int_t)r->events));
 	json_object_set_new(j, "wall_s", json_real(wall_s));
 	json_object_set_new(j, "events_per_s", json_real(wall_s > 0 ? r->events / wall_s : 0));
@@ -259,8 +276,13 @@ static int parse_fail(const char *s, struct iod_simc_config *c, struct iod_err *
 		f.kind = IOD_SIMC_FAULT_GPU;
 	else if (!strcmp(buf, "node"))
 		f.kind = IOD_SIMC_FAULT_NODE;
+	else if (!strcmp(buf, "server"))
+		f.kind = IOD_SIMC_FAULT_SERVER;
+	else if (!strcmp(buf, "leader"))
+		f.kind = IOD_SIMC_FAULT_LEADER;
 	else
-		return iod_err_set(e, -EINVAL, "--fail \"%s\": kind must be gpu or node", s);
+		return iod_err_set(e, -EINVAL,
+		                   "--fail \"%s\": kind must be gpu, node, server or leader", s);
 	if ((dot = strchr(colon + 1, '.')))
 		*dot = 0;
 	char *end;

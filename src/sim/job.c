@@ -320,10 +320,15 @@ static int parse_faults(const struct ytree *y, const struct iod_yaml_node *seq,
 			return yerr(y, f, "fault: \"at\" is required (e.g. at: 30m)");
 		if (v && !strcmp(v->str, "node"))
 			x->kind = IOD_SIMC_FAULT_NODE;
+		else if (v && !strcmp(v->str, "server"))
+			x->kind = IOD_SIMC_FAULT_SERVER;
+		else if (v && !strcmp(v->str, "leader"))
+			x->kind = IOD_SIMC_FAULT_LEADER;
 		else if (!v || !strcmp(v->str, "gpu"))
 			x->kind = IOD_SIMC_FAULT_GPU;
 		else
-			return yerr(y, v, "kind: \"%s\" is not gpu or node", v->str);
+			return yerr(y, v, "kind: \"%s\" is not gpu, node, server or leader",
+			            v->str);
 		c->faults_n++;
 	}
 	return 0;
@@ -381,7 +386,8 @@ int iod_simc_scenario_parse_yaml(struct iod_simc_scenario *sc, const char *text,
 		t->claims.set = true;
 	}
 	for (uint32_t i = 0; !rc && i < t->cfg.faults_n; i++)
-		if (t->cfg.faults[i].node >= t->cfg.nodes)
+		if (t->cfg.faults[i].kind <= IOD_SIMC_FAULT_NODE &&
+		    t->cfg.faults[i].node >= t->cfg.nodes)
 			rc = iod_err_set(e, -EINVAL,
 			                 "%s: fault %u names node %u; the cluster has %u", y.file,
 			                 i, t->cfg.faults[i].node, t->cfg.nodes);

@@ -152,5 +152,6 @@ int iod_simc_policy_parse(const char *s, enum iod_simc_policy_kind *out)
 
 const char *iod_simc_fault_name(enum iod_simc_fault_kind k)
 {
-	return k == IOD_SIMC_FAULT_NODE ? "node" : "gpu";
+	static const char *const n[] = {"gpu", "node", "server", "leader"};
+	return (unsigned)k < IOD_ARRAY_LEN(n) ? n[k] : "?";
 }

@@ -220,3 +220,42 @@ TEST(sim_cluster_job_and_scenario_files)
 	CHECK_CONTAINS(e.msg, "names node 5");
 	free(sc);
 }
+
+/* The control plane on Raft's fixture: killing the leader while the deploy
+ * is being written costs an election (production timers: T = 30 ms,
+ * heartbeat 3 ms), the deploy still lands once, nothing acknowledged is
+ * lost and no term has two leaders; the same run without Raft (servers 0)
+ * places the job the same way. */
+TEST(sim_cluster_leader_killed_during_deploy)
+{
+	struct iod_simc_config *c = calloc(1, sizeof(*c));
+	struct iod_simc_result *r = calloc(2, sizeof(*r));
+	struct iod_err e = {0};
+	CHECK(c && r);
+	cfg_small(c);
+	c->faults[0] = (struct iod_simc_fault){2 * IOD_NS_PER_S, IOD_SIMC_FAULT_LEADER, 0, 0};
+	c->faults_n = 1;
+	c->keep_log = true;
+	CHECK_MSG(iod_simc_run(c, &r[0], NULL, NULL, &e) == 0, "%s", e.msg);
+	CHECK(r[0].done);
+	CHECK_EQ(r[0].server_faults, 1);
+	CHECK(r[0].elections >= 2);
+	CHECK_MSG(r[0].leaderless_ns_max >= 30 * IOD_NS_PER_MS &&
+	              r[0].leaderless_ns_max < 500 * IOD_NS_PER_MS,
+	          "leaderless %llu ns", (unsigned long long)r[0].leaderless_ns_max);
+	CHECK(r[0].writes_acked >= 3);
+	CHECK_EQ(r[0].invariant_violations, 0);
+	CHECK(r[0].raft_steps > 1000);
+	CHECK_CONTAINS(r[0].log, "raft leader lost");
+	c->servers = 0;
+	c->faults_n = 0;
+	CHECK_EQ(iod_simc_run(c, &r[1], NULL, NULL, &e), 0);
+	CHECK(r[1].done && r[1].raft_steps == 0 && r[1].place_n == r[0].place_n);
+	for (uint32_t i = 0; i < r[0].place_n; i++)
+		CHECK(r[0].place[i].node == r[1].place[i].node &&
+		      r[0].place[i].gpus == r[1].place[i].gpus);
+	iod_simc_result_free(&r[0]);
+	iod_simc_result_free(&r[1]);
+	free(c);
+	free(r);
+}
