@@ -60,7 +60,7 @@ TEST_BIN := $(UNIT_SRC:%.c=$(BUILD)/san/%)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 BENCH_BIN:= $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test unit fuzz bench bench-security lint format run install clean
+.PHONY: all deps test unit fuzz bench bench-security bench-sim-cluster lint format run install clean
 all: $(BUILD)/iod
 
 deps:
@@ -128,6 +128,10 @@ bench: deps $(BENCH_BIN) $(BUILD)/iod
 
 bench-%: deps $(BUILD)/bench/bench_% $(BUILD)/iod
 	@$(BUILD)/bench/bench_$*
+
+# The whole-cluster simulator's benchmark has an underscore in its file name.
+bench-sim-cluster: deps $(BUILD)/bench/bench_sim_cluster
+	@$(BUILD)/bench/bench_sim_cluster
 
 # The security figures in one run: the sandbox's (bench_sandbox.c: sec.syscall,
 # sec.sandbox_start) and, where it exists, the control plane's (bench_security.c).

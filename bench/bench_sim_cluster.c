@@ -1,0 +1,164 @@
+/*
+ * bench_sim_cluster.c: the whole-cluster simulator's speed (`make
+ * bench-sim-cluster`; IOD_BENCH_QUICK=1 shortens the scale run to one
+ * simulated hour).
+ *
+ *   simc.compare  the 3-node comparison (examples/sim/resnet50-3node.yaml):
+ *                 every policy (iod, k8s) x its seeds, Raft on
+ *   simc.gpus128  16 HGX A100 nodes, one 128-GPU ResNet-50 job, one
+ *                 simulated hour, Raft on, the Llama 3 fault rate
+ *   simc.scale    1,024 nodes x 8 GPUs, one 8,192-GPU job, scheduling and
+ *                 the Llama 3 fault rate x 10, no Raft (writes commit after
+ *                 one heartbeat), one simulated day (an hour when quick)
+ *
+ * Arguments name the figures to run (default all: compare gpus128 scale).
+ * Each prints `BENCH simc.<figure> wall_s=... cpu_s=... events=...
+ * events_per_cpu_s=...` with its own keys. Flow level only: no iteration is
+ * simulated packet by packet yet (packet_per_100=0 says so).
+ */
+#include "bench.h"
+#include "iod/agent.h"
+#include "iod/agent_run.h"
+#include "iod/sim_cluster.h"
+#include "iod/state.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void timers(struct iod_simc_timers *t)
+{
+	struct iod_agent_config *ac = calloc(1, sizeof(*ac));
+	struct iod_server_config *sc = calloc(1, sizeof(*sc));
+	struct iod_agent_rec_config rc;
+	IOD_ASSERT(ac && sc);
+	iod_agent_config_default(ac);
+	iod_server_config_default(sc);
+	iod_agent_rec_config_default(&rc);
+	iod_simc_timers_iod(t, ac->lease_ttl_ms, sc->lease_check_ms, sc->heartbeat_timeout_ms,
+	                    ac->stateful_grace_ms, rc.backoff_base_ns, rc.backoff_max_ns);
+	free(ac);
+	free(sc);
+}
+
+static int compare(void)
+{
+	struct iod_simc_scenario *sc = calloc(1, sizeof(*sc));
+	struct iod_simc_result *r = calloc(1, sizeof(*r));
+	struct iod_buf b;
+	struct iod_err e = {0};
+	const char *file = "examples/sim/resnet50-3node.yaml";
+	uint64_t events = 0;
+	IOD_ASSERT(sc && r);
+	iod_simc_config_default(&sc->cfg);
+	timers(&sc->cfg.timers);
+	sc->seeds = 1;
+	iod_buf_init(&b);
+	if (iod_buf_read_file(&b, file, 1 << 20, &e) ||
+	    iod_simc_scenario_parse_yaml(sc, b.data, b.len, file, &e)) {
+		fprintf(stderr, "bench_sim_cluster: %s\n", e.msg);
+		iod_buf_free(&b);
+		free(sc);
+		free(r);
+		return 1;
+	}
+	iod_buf_free(&b);
+	double w0 = bench_now_s(), c0 = bench_cpu_s();
+	for (int p = 0; p < 2; p++)
+		for (uint32_t k = 0; k < sc->seeds; k++) {
+			struct iod_simc_config c = sc->cfg;
+			c.policy = p ? IOD_SIMC_POLICY_K8S : IOD_SIMC_POLICY_IOD;
+			c.seed = sc->cfg.seed + k;
+			if (iod_simc_run(&c, r, NULL, NULL, &e)) {
+				fprintf(stderr, "bench_sim_cluster: %s\n", e.msg);
+				free(sc);
+				free(r);
+				return 1;
+			}
+			events += r->events + r->raft_steps;
+		}
+	double wall = bench_now_s() - w0, cpu = bench_cpu_s() - c0;
+	bench_line("BENCH simc.compare wall_s=%.2f cpu_s=%.2f seeds=%u baselines=1 policies=2 "
+	           "events=%" PRIu64 " events_per_cpu_s=%.0f",
+	           wall, cpu, sc->seeds, events, cpu > 0 ? (double)events / cpu : 0);
+	free(sc);
+	free(r);
+	return 0;
+}
+
+static int one(const char *name, struct iod_simc_config *c)
+{
+	struct iod_simc_result *r = calloc(1, sizeof(*r));
+	struct iod_err e = {0};
+	IOD_ASSERT(r);
+	double w0 = bench_now_s(), c0 = bench_cpu_s();
+	if (iod_simc_run(c, r, NULL, NULL, &e)) {
+		fprintf(stderr, "bench_sim_cluster: %s: %s\n", name, e.msg);
+		free(r);
+		return 1;
+	}
+	double wall = bench_now_s() - w0, cpu = bench_cpu_s() - c0;
+	uint64_t events = r->events + r->raft_steps;
+	if (!strcmp(name, "gpus128"))
+		bench_line("BENCH simc.gpus128 wall_s=%.2f cpu_s=%.2f sim_s=%.0f gpus=%u nodes=%u "
+		           "steps=%" PRIu64 " faults=%u events=%" PRIu64
+		           " events_per_cpu_s=%.0f packet_per_100=0",
+		           wall, cpu, (double)r->sim_ns / 1e9, c->job.gpus, c->nodes, r->steps_done,
+		           r->faults, events, cpu > 0 ? (double)events / cpu : 0);
+	else
+		bench_line("BENCH simc.scale nodes=%u gpus=%u wall_s=%.2f cpu_s=%.2f sim_s=%.0f "
+		           "steps=%" PRIu64 " faults=%u recoveries=%u events=%" PRIu64
+		           " events_per_cpu_s=%.0f",
+		           c->nodes, c->nodes * 8, wall, cpu, (double)r->sim_ns / 1e9,
+		           r->steps_done, r->faults, r->rec_n, events,
+		           cpu > 0 ? (double)events / cpu : 0);
+	free(r);
+	return 0;
+}
+
+static bool want(int argc, char **argv, const char *name)
+{
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], name))
+			return true;
+	return argc < 2;
+}
+
+int main(int argc, char **argv)
+{
+	bool quick = getenv("IOD_BENCH_QUICK") != NULL;
+	struct iod_simc_config *c = calloc(1, sizeof(*c));
+	IOD_ASSERT(c);
+	if (want(argc, argv, "compare") && compare()) {
+		free(c);
+		return 1;
+	}
+
+	iod_simc_config_default(c);
+	timers(&c->timers);
+	c->nodes = 16;
+	snprintf(c->node_model, sizeof(c->node_model), "hgx-a100-8");
+	c->gpus_per_node = 0;
+	c->job.gpus = 128;
+	c->job.epochs = 1000; /* longer than the hour: the run ends at the horizon */
+	c->horizon_ns = 3600 * IOD_NS_PER_S;
+	if (want(argc, argv, "gpus128") && one("gpus128", c)) {
+		free(c);
+		return 1;
+	}
+
+	iod_simc_config_default(c);
+	timers(&c->timers);
+	c->nodes = 1024;
+	snprintf(c->node_model, sizeof(c->node_model), "hgx-a100-8");
+	c->gpus_per_node = 0;
+	c->servers = 0;
+	c->job.gpus = 8184; /* one node spare for rescheduling */
+	c->job.epochs = 1e5;
+	c->fault_per_gpu_hour *= 10;
+	c->node_repair_ns = 1800 * IOD_NS_PER_S;
+	c->horizon_ns = (quick ? 3600 : 86400) * IOD_NS_PER_S;
+	int rc = want(argc, argv, "scale") ? one("scale", c) : 0;
+	free(c);
+	return rc;
+}
