@@ -320,6 +320,7 @@ struct check {
 static int selftest(enum iod_output out)
 {
 	struct check ck[8];
+	IOD_ASSERT(IOD_ARRAY_LEN(ck) >= 5);
 	int n = 0, fails = 0;
 	struct iod_err e = {0};
 	struct iod_simc_config *c = calloc(1, sizeof(*c));
@@ -390,6 +391,26 @@ static int selftest(enum iod_output out)
 	         r[0].log_sha256, strcmp(r[0].log_sha256, r[1].log_sha256) ? "DIFFER" : "equal",
 	         r[2].log_sha256, strcmp(r[0].log_sha256, r[2].log_sha256) ? "differs" : "EQUAL");
 	n++;
+	/* V5: Kubernetes default timers: detection in 40-60 s, eviction about
+	 * 6 minutes after the node went silent */
+	c->seed = 1;
+	c->policy = IOD_SIMC_POLICY_K8S;
+	int r4 = iod_simc_run(c, &r[2], NULL, NULL, &e);
+	{
+		double det = r[2].rec_n ? (double)r[2].rec[0].detect_ns / 1e9 : -1;
+		double evict = r[2].rec_n ? det + (double)r[2].rec[0].decide_ns / 1e9 : -1;
+		ck[n].id = "V5";
+		ck[n].pass = !r4 && r[2].rec_n == 1 && det >= 40 && det <= 60 && evict >= 330 &&
+		             evict <= 390;
+		snprintf(ck[n].what, sizeof(ck[n].what),
+		         "k8s timers, a node lost at 40 s: NotReady after %.1f s (40-60), evicted "
+		         "and rebound %.1f s (%.2f min) after the fault (about 6 min)",
+		         det, evict, evict / 60);
+		n++;
+	}
+	c->policy = IOD_SIMC_POLICY_IOD;
+	c->seed = 2;
+	r3 = iod_simc_run(c, &r[2], NULL, NULL, &e);
 	/* V6: the invariants the runs check (GPU busy <= wall, NIC <= line
 	 * rate, steps <= total, no GPU given to two replicas) */
 	uint32_t viol =

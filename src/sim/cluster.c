@@ -248,6 +248,7 @@ struct sim {
 	bool have_ckpt;                               /* a checkpoint exists */
 	bool first_placed;                            /* result's placement filled */
 	double gpu_busy_s, gpu_compute_s, nic_bytes, comm_busy_s; /* totals */
+	double nic_bytes_per_node; /* NIC bytes, per node of the placement at the time */
 	/* the recovery being measured */
 	bool rec_open;
 	struct iod_simc_recovery cur;
@@ -695,6 +696,7 @@ static int step_model(struct sim *s, bool describe)
 		r->items_per_s = s->step_s > 0 ? (double)batch * n / s->step_s : 0;
 		r->busbw_Bps = iod_simc_busbw(S, comm, n);
 		r->net_line_gbps = node_nic_Bps(s->topo) * 8 / 1e9;
+		r->nodes_used = s->nodes_used;
 		int k = 0;
 		r->ring[0] = 0;
 		for (int cl = 0; cl < IOD_SIMC_LINK_CLASSES; cl++)
@@ -750,6 +752,7 @@ static void account(struct sim *s, double k)
 	s->gpu_compute_s += k * s->compute_sum_s;
 	s->gpu_busy_s += k * (s->compute_sum_s + s->nranks * s->exposed_s);
 	s->nic_bytes += k * s->nic_bytes_step;
+	s->nic_bytes_per_node += s->nodes_used ? k * s->nic_bytes_step / s->nodes_used : 0;
 	s->comm_busy_s += k * s->comm_s;
 }
 
@@ -1706,18 +1709,14 @@ int iod_simc_run(const struct iod_simc_config *c, struct iod_simc_result *r,
 		r->job_end_ns = s->now;
 	r->steps_done = s->steps_done;
 	r->steps_total = s->steps_total;
-	r->nodes_used = s->nodes_used;
 	/* utilisation over the job's wall time, deploy to end */
 	double job_s = (double)(r->job_end_ns - r->job_start_ns) / 1e9;
 	if (job_s > 0 && c->job.gpus) {
 		r->gpu_util_busy = s->gpu_busy_s / (c->job.gpus * job_s);
 		r->gpu_util_compute = s->gpu_compute_s / (c->job.gpus * job_s);
-		if (s->nodes_used) {
-			r->net_gbps_avg = s->nic_bytes * 8 / 1e9 / job_s / s->nodes_used;
-			r->net_gbps_busy = s->comm_busy_s > 0 ? s->nic_bytes * 8 / 1e9 /
-			                                            s->comm_busy_s / s->nodes_used
-			                                      : 0;
-		}
+		r->net_gbps_avg = s->nic_bytes_per_node * 8 / 1e9 / job_s;
+		r->net_gbps_busy =
+		    s->comm_busy_s > 0 ? s->nic_bytes_per_node * 8 / 1e9 / s->comm_busy_s : 0;
 	}
 	/* V6: every acknowledged Replica write is still there (or newer) */
 	for (uint32_t i = 0; i < s->acks_n; i++) {
