@@ -1,7 +1,8 @@
 #!/bin/sh
 # sim_fabric.sh BUILD: `iod sim fabric` end to end: a quick run in text, CSV
 # and JSON, byte-identical output for a seed, a sweep table, a YAML topology,
-# errors with positions and exit codes, the whole-cluster mode runs (tests/unit/test_sim_cluster.c covers it).
+# errors with positions and exit codes, and that the whole-cluster mode runs
+# (tests/integration/sim_cluster.sh and tests/unit/test_sim_cluster.c cover it).
 set -u
 IOD="$1/iod"
 tmp=$(mktemp -d)

@@ -3,7 +3,7 @@
  * faults, the way test_control_sim.c drives raft's fixture.
  *
  * Each seed draws a cluster (2-5 nodes of 4 or 8 GPUs), a job that leaves
- * room to move, a policy (iod or the Kubernetes baseline), a fault rate a
+ * room to move, a policy (iod or the Kubernetes baseline), a fault rate
  * up to 600,000 times Llama 3's and one or two scripted kills of a
  * Raft server or the leader, then runs to the end. It checks the run's own
  * invariants (V6: one leader per term, no acknowledged write lost, GPU busy
