@@ -133,6 +133,15 @@ struct iod_simc_alpha {
 	double s[IOD_SIMC_LINK_CLASSES]; /* indexed by enum iod_simc_link_class */
 };
 
+struct iod_topo_node;
+/* The ring edge from GPU a to GPU b of one node: NVLink when bonded, else
+ * PCIe (the topology's class), the topology's bandwidth, and alpha from a
+ * (0 for a class: the topology's link latency). */
+void iod_simc_edge_gpus(const struct iod_topo_node *t, unsigned a, unsigned b,
+                        const struct iod_simc_alpha *al, struct iod_simc_edge *out);
+/* A node's NIC line rate summed over its NICs and ports (bytes/second). */
+double iod_simc_node_nic_Bps(const struct iod_topo_node *t);
+
 /* ---- the job ---------------------------------------------------------------- */
 
 /* A native training job (docs/simulation.md "Job files"). */

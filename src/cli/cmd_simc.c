@@ -14,6 +14,7 @@
 #include "iod/sched.h"
 #include "iod/sim_cluster.h"
 #include "iod/state.h"
+#include "iod/topo.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -320,7 +321,7 @@ struct check {
 static int selftest(enum iod_output out)
 {
 	struct check ck[8];
-	IOD_ASSERT(IOD_ARRAY_LEN(ck) >= 5);
+	IOD_ASSERT(IOD_ARRAY_LEN(ck) >= 6);
 	int n = 0, fails = 0;
 	struct iod_err e = {0};
 	struct iod_simc_config *c = calloc(1, sizeof(*c));
@@ -345,6 +346,55 @@ static int selftest(enum iod_output out)
 		    "8-rank ring, 256 MiB, a=5 us, B=25 GB/s: %.6f s vs formula %.6f s (%.4f%%); "
 		    "busbw %.2f GB/s = algbw %.2f x 14/8",
 		    t, want, (t - want) / want * 100, bus / 1e9, alg / 1e9);
+		n++;
+	}
+	/* V2: the link model against published nccl-tests figures: H100 NVLink
+	 * ring busbw about 370 GB/s (+-10%), NDR 400G 46-48 GB/s per NIC, and
+	 * nccl-tests issue 178's topology-blind pair: about 208 GB/s on an NVLink
+	 * pair against about 20 GB/s for a 3-GPU ring through PCIe/SMP */
+	{
+		struct iod_topo_node *t = calloc(1, sizeof(*t));
+		struct iod_simc_edge ed[8];
+		struct iod_simc_alpha al;
+		const uint64_t S = 8ull << 30; /* large: bandwidth-bound, as nccl-tests peaks */
+		double h100 = -1, pair = -1, blind = -1, ndr = -1;
+		IOD_ASSERT(t);
+		iod_simc_config_default(c);
+		al = c->alpha;
+		if (!iod_topo_model_load("dgx-h100", t, &e)) {
+			for (unsigned i = 0; i < 8; i++)
+				iod_simc_edge_gpus(t, i, (i + 1) % 8, &al, &ed[i]);
+			h100 = iod_simc_busbw(S, iod_simc_ring_allreduce_s(ed, 8, S), 8);
+			/* one rail: a ring across 8 nodes through one ConnectX-7 each */
+			double rail = t->nnics ? (double)t->devices[t->nic[0]].port_bps / 8 : 0;
+			for (unsigned i = 0; i < 8; i++)
+				ed[i] = (struct iod_simc_edge){IOD_SIMC_LINK_NIC,
+				                               al.s[IOD_SIMC_LINK_NIC],
+				                               c->nic_efficiency * rail};
+			ndr = iod_simc_busbw(S, iod_simc_ring_allreduce_s(ed, 8, S), 8);
+		}
+		if (!iod_topo_model_load("generic-4", t, &e)) {
+			iod_simc_edge_gpus(t, 0, 1, &al, &ed[0]);
+			iod_simc_edge_gpus(t, 1, 0, &al, &ed[1]);
+			pair = iod_simc_busbw(S, iod_simc_ring_allreduce_s(ed, 2, S), 2);
+			iod_simc_edge_gpus(t, 0, 1, &al, &ed[0]);
+			iod_simc_edge_gpus(t, 1, 2, &al, &ed[1]);
+			iod_simc_edge_gpus(t, 2, 0, &al, &ed[2]);
+			blind = iod_simc_busbw(S, iod_simc_ring_allreduce_s(ed, 3, S), 3);
+		}
+		free(t);
+		bool ok1 = fabs(h100 - 370e9) <= 37e9, ok2 = ndr >= 46e9 && ndr <= 48e9,
+		     ok3 = fabs(pair - 208e9) <= 20.8e9 && fabs(blind - 20e9) <= 2e9;
+		ck[n].id = "V2";
+		ck[n].pass = ok1 && ok2 && ok3;
+		snprintf(ck[n].what, sizeof(ck[n].what),
+		         "ring busbw from the topology models' links: dgx-h100 NVSwitch %.0f GB/s "
+		         "(370 +-10%%: %s); NDR 400G %.1f GB/s per NIC (46-48: %s); generic-4 "
+		         "NVLink pair %.0f GB/s (208: %s), 3-GPU ring over PCIe/SMP %.1f GB/s "
+		         "(20: %s)",
+		         h100 / 1e9, ok1 ? "met" : "missed", ndr / 1e9, ok2 ? "met" : "missed",
+		         pair / 1e9, fabs(pair - 208e9) <= 20.8e9 ? "met" : "missed", blind / 1e9,
+		         fabs(blind - 20e9) <= 2e9 ? "met" : "missed");
 		n++;
 	}
 	/* V3: ResNet-50, 8x A100 AMP, one HGX A100 node, calibrated from 1 GPU */

@@ -580,12 +580,7 @@ static int rank_cmp(const void *a, const void *b)
 
 static double node_nic_Bps(const struct iod_topo_node *t)
 {
-	uint64_t bps = 0;
-	for (unsigned i = 0; i < t->nnics; i++) {
-		const struct iod_topo_device *d = &t->devices[t->nic[i]];
-		bps += (uint64_t)(d->ports ? d->ports : 1) * d->port_bps;
-	}
-	return (double)bps / 8;
+	return iod_simc_node_nic_Bps(t);
 }
 
 static uint32_t node_index(const struct sim *s, const char *name)
@@ -640,15 +635,7 @@ static int step_model(struct sim *s, bool describe)
 		csum += ci;
 		used[a->node] = true;
 		if (a->node == b->node) {
-			unsigned da = iod_topo_gpu_device(s->topo, a->gpu),
-			         db = iod_topo_gpu_device(s->topo, b->gpu);
-			bool nv = iod_topo_link_class(s->topo, da, db) == IOD_TOPO_LINK_NVLINK;
-			ed[i].cls = nv ? IOD_SIMC_LINK_NVLINK : IOD_SIMC_LINK_PCIE;
-			ed[i].bw_Bps = (double)iod_topo_link_bw_bps(s->topo, da, db) / 8;
-			ed[i].alpha_s =
-			    c->alpha.s[ed[i].cls] > 0
-			        ? c->alpha.s[ed[i].cls]
-			        : (double)iod_topo_link_latency_ns(s->topo, da, db) / 1e9;
+			iod_simc_edge_gpus(s->topo, a->gpu, b->gpu, &c->alpha, &ed[i]);
 		} else {
 			ed[i].cls = IOD_SIMC_LINK_NIC;
 			ed[i].bw_Bps = c->nic_efficiency * node_nic_Bps(s->topo);

@@ -12,6 +12,7 @@
  * Pure: tables and arithmetic; no I/O, no clock.
  */
 #include "iod/sim_cluster.h"
+#include "iod/topo.h"
 
 #include <string.h>
 #include <strings.h>
@@ -120,6 +121,34 @@ double iod_simc_ring_allreduce_s(const struct iod_simc_edge *e, uint32_t n, uint
 			step = t;
 	}
 	return 2.0 * (n - 1) * step;
+}
+
+void iod_simc_edge_gpus(const struct iod_topo_node *t, unsigned a, unsigned b,
+                        const struct iod_simc_alpha *al, struct iod_simc_edge *out)
+{
+	unsigned da = iod_topo_gpu_device(t, a), db = iod_topo_gpu_device(t, b);
+	bool nv = iod_topo_link_class(t, da, db) == IOD_TOPO_LINK_NVLINK;
+	out->cls = nv ? IOD_SIMC_LINK_NVLINK : IOD_SIMC_LINK_PCIE;
+	out->bw_Bps = (double)iod_topo_link_bw_bps(t, da, db) / 8;
+	out->alpha_s = al && al->s[out->cls] > 0
+	                   ? al->s[out->cls]
+	                   : (double)iod_topo_link_latency_ns(t, da, db) / 1e9;
+}
+
+double iod_simc_node_nic_Bps(const struct iod_topo_node *t)
+{
+	/* the collective uses the plain NICs (a DGX's eight compute rails), not
+	 * a DPU on its own root complex, unless the node has nothing else */
+	uint64_t bps = 0, dpu = 0;
+	for (unsigned i = 0; i < t->nnics; i++) {
+		const struct iod_topo_device *d = &t->devices[t->nic[i]];
+		uint64_t x = (uint64_t)(d->ports ? d->ports : 1) * d->port_bps;
+		if (d->kind == IOD_TOPO_DEV_NIC)
+			bps += x;
+		else
+			dpu += x;
+	}
+	return (double)(bps ? bps : dpu) / 8;
 }
 
 double iod_simc_algbw(uint64_t bytes, double t_s)

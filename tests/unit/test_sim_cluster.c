@@ -10,6 +10,7 @@
  */
 #include "harness.h"
 #include "iod/sim_cluster.h"
+#include "iod/topo.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -258,4 +259,27 @@ TEST(sim_cluster_leader_killed_during_deploy)
 	iod_simc_result_free(&r[1]);
 	free(c);
 	free(r);
+}
+
+/* The ring's edges come from the topology models: NVSwitch on a DGX H100
+ * (18 NVLinks x 25 GB/s), the NVLink bridge of a generic pair, PCIe across
+ * the pairs; V2 compares what they give with nccl-tests' published busbw
+ * (reported by --selftest: the model uses line rates, no efficiency). */
+TEST(sim_cluster_ring_edges_come_from_the_topology)
+{
+	struct iod_topo_node *t = calloc(1, sizeof(*t));
+	struct iod_simc_edge ed;
+	struct iod_err e = {0};
+	CHECK(t);
+	CHECK_EQ(iod_topo_model_load("dgx-h100", t, &e), 0);
+	iod_simc_edge_gpus(t, 0, 5, NULL, &ed);
+	CHECK(ed.cls == IOD_SIMC_LINK_NVLINK && fabs(ed.bw_Bps - 450e9) < 1e6);
+	CHECK(ed.alpha_s > 0 && ed.alpha_s < 5e-6);
+	CHECK(fabs(iod_simc_node_nic_Bps(t) - 8 * 50e9) < 1e6); /* 8 x NDR 400G */
+	CHECK_EQ(iod_topo_model_load("generic-4", t, &e), 0);
+	iod_simc_edge_gpus(t, 0, 1, NULL, &ed);
+	CHECK(ed.cls == IOD_SIMC_LINK_NVLINK && fabs(ed.bw_Bps - 300e9) < 1e6);
+	iod_simc_edge_gpus(t, 1, 2, NULL, &ed);
+	CHECK(ed.cls == IOD_SIMC_LINK_PCIE && ed.bw_Bps < 32e9);
+	free(t);
 }
