@@ -54,6 +54,7 @@ static void usage(FILE *f)
 	        "  --servers K          control-plane servers on Raft's fixture (default 3;\n"
 	        "                       0: no Raft, a write commits after one heartbeat)\n"
 	        "  --straggler X        per-GPU speed factor in [1, 1+X] (default 0)\n"
+	        "  --horizon D          stop there if the job has not finished (default 7 days)\n"
 	        "  --log FILE           write the event log to FILE\n"
 	        "  -o text|json         output (default text)\n"
 	        "  --progress | --quiet progress line on stderr (default: when a terminal)\n\n"
@@ -732,6 +733,12 @@ int cmd_sim_cluster(int argc, char **argv)
 			c->nodes = (uint32_t)n;
 			have_nodes = true;
 			i++;
+		} else if (!strcmp(a, "--servers")) {
+			unsigned long n = strtoul(v, &end, 10);
+			if (*end || end == v || n > IOD_SIMC_SERVERS_MAX)
+				BAD("--servers \"%s\": expected 0..%d", v, IOD_SIMC_SERVERS_MAX);
+			c->servers = (uint32_t)n;
+			i++;
 		} else if (!strcmp(a, "--gpus") || !strcmp(a, "--job-gpus") ||
 		           !strcmp(a, "--seeds")) {
 			unsigned long n = strtoul(v, &end, 10);
@@ -767,6 +774,10 @@ int cmd_sim_cluster(int argc, char **argv)
 				scale = x;
 			else
 				c->straggler_max = x;
+			i++;
+		} else if (!strcmp(a, "--horizon")) {
+			if (iod_parse_duration(v, &c->horizon_ns, &e) || !c->horizon_ns)
+				BAD("--horizon \"%s\": expected a duration (90m, 24h)", v);
 			i++;
 		} else if (!strcmp(a, "--node-model")) {
 			snprintf(c->node_model, sizeof(c->node_model), "%s", v);

@@ -583,12 +583,18 @@ static double node_nic_Bps(const struct iod_topo_node *t)
 	return iod_simc_node_nic_Bps(t);
 }
 
+/* Node names are "n<index>" (setup names them): parsed, not searched. */
 static uint32_t node_index(const struct sim *s, const char *name)
 {
-	for (uint32_t i = 0; name && i < s->c->nodes; i++)
-		if (!strcmp(s->nodes[i].name, name))
-			return i;
-	return UINT32_MAX;
+	uint32_t i = 0;
+	if (!name || name[0] != 'n' || !name[1])
+		return UINT32_MAX;
+	for (const char *p = name + 1; *p; p++) {
+		if (*p < '0' || *p > '9' || i > IOD_SIMC_NODES_MAX)
+			return UINT32_MAX;
+		i = i * 10 + (uint32_t)(*p - '0');
+	}
+	return i < s->c->nodes && !strcmp(s->nodes[i].name, name) ? i : UINT32_MAX;
 }
 
 /*
@@ -1373,7 +1379,19 @@ static void finish(struct sim *s, struct prop *p)
 			s->t_decide = s->now;
 			s->cur.decide_ns = s->t_decide - s->t_detect;
 		}
-		sync_all(s, s->now + s->t.watch_ns);
+		{
+			/* every agent gets the watch event; only the target's
+			 * desired set changes (a generation is what restarts a
+			 * replica), so only it is rebuilt: at 1,024 nodes a rebuild
+			 * of every agent per move would dominate the run */
+			uint32_t to = node_index(
+			    s, iod_obj_peek_str(
+			           IOD_OBJ_KIND_REPLICA,
+			           iod_state_value(cp_state(s), IOD_STATE_REPLICA, p->name),
+			           IOD_OBJ_REPLICA_NODE));
+			if (to != UINT32_MAX && s->nodes[to].up)
+				push(s, s->now + s->t.watch_ns, EV_SYNC, to, s->nodes[to].gen);
+		}
 		break;
 	}
 	prop_release(s, p);
