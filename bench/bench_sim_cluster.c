@@ -153,8 +153,8 @@ int main(int argc, char **argv)
 	snprintf(c->node_model, sizeof(c->node_model), "hgx-a100-8");
 	c->gpus_per_node = 0;
 	c->servers = 0;
-	c->job.gpus = 8184; /* one node spare for rescheduling */
-	c->job.epochs = 1e5;
+	c->job.gpus = 8184;  /* one node spare for rescheduling */
+	c->job.epochs = 1e7; /* longer than the day: the run ends at the horizon */
 	c->fault_per_gpu_hour *= 10;
 	c->node_repair_ns = 1800 * IOD_NS_PER_S;
 	c->horizon_ns = (quick ? 3600 : 86400) * IOD_NS_PER_S;

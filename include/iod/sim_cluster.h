@@ -240,8 +240,10 @@ struct iod_simc_config {
 	uint32_t disk_latency_ms;         /* Raft log append (fsync) latency */
 	struct iod_simc_fault faults[IOD_SIMC_FAULTS_MAX]; /* scripted faults */
 	uint32_t faults_n;                                 /* used entries */
-	uint64_t horizon_ns; /* stop here even if the job is not done */
-	bool keep_log;       /* keep the event log text (else only its hash) */
+	uint64_t horizon_ns;   /* stop here even if the job is not done */
+	double requests_per_s; /* requests from the last node's mesh proxy to the job's service
+	                          through the real LB and outlier detection (0: none) */
+	bool keep_log;         /* keep the event log text (else only its hash) */
 };
 
 /*
@@ -325,6 +327,10 @@ struct iod_simc_result {
 	uint64_t writes_acked;      /* writes the control plane acknowledged */
 	uint64_t raft_steps;        /* fixture steps (Raft ticks, messages, disk writes) */
 	uint32_t server_faults;     /* servers killed */
+	/* the mesh */
+	uint64_t mesh_requests;  /* requests picked by the LB */
+	uint64_t mesh_failed;    /* those that hit a dead endpoint */
+	uint32_t mesh_ejections; /* endpoints outlier detection ejected */
 	/* invariants (V6) */
 	uint32_t invariant_violations; /* count */
 	char invariant_first[256];     /* the first one */

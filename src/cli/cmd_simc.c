@@ -202,6 +202,12 @@ static void print_text(const struct iod_simc_config *c, const struct iod_simc_re
 	       "fault(s), %llu writes acknowledged\n",
 	       r->elections, (double)r->leaderless_ns_max / 1e6, r->server_faults,
 	       (unsigned long long)r->writes_acked);
+	if (r->mesh_requests)
+		printf("mesh: %llu requests to %s through the last node's proxy (LB and outlier "
+		       "detection "
+		       "of src/mesh), %llu failed, %u ejection(s)\n",
+		       (unsigned long long)r->mesh_requests, c->job.name,
+		       (unsigned long long)r->mesh_failed, r->mesh_ejections);
 	if (r->invariant_violations)
 		printf("INVARIANT VIOLATIONS: %u, first: %s\n", r->invariant_violations,
 		       r->invariant_first);
@@ -254,6 +260,9 @@ static json_t *result_json(const struct iod_simc_config *c, const struct iod_sim
 	json_object_set_new(j, "server_faults", json_integer(r->server_faults));
 	json_object_set_new(j, "writes_acked", json_integer((json_int_t)r->writes_acked));
 	json_object_set_new(j, "raft_steps", json_integer((json_int_t)r->raft_steps));
+	json_object_set_new(j, "mesh_requests", json_integer((json_int_t)r->mesh_requests));
+	json_object_set_new(j, "mesh_failed", json_integer((json_int_t)r->mesh_failed));
+	json_object_set_new(j, "mesh_ejections", json_integer(r->mesh_ejections));
 	json_object_set_new(j, "events", json_integer((json_int_t)r->events));
 	json_object_set_new(j, "wall_s", json_real(wall_s));
 	json_object_set_new(j, "events_per_s", json_real(wall_s > 0 ? r->events / wall_s : 0));

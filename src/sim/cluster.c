@@ -16,6 +16,8 @@
  *     (src/agent/desired.c) and the reconciler (src/agent/reconcile.c),
  *     whose START/STOP/KILL actions become simulated processes with a start
  *     latency, crashes and exits;
+ *   - the mesh's load balancer and outlier detection (src/mesh/lb.c,
+ *     outlier.c) over requests to the job's service;
  *   - a data-parallel training job over the ranks the scheduler placed
  *     (train.c's calibration and ring all-reduce), with checkpoints.
  * The control plane's writes go through canonical raft's deterministic
@@ -36,6 +38,7 @@
  */
 #include "iod/agent.h"
 #include "iod/ctrl.h"
+#include "iod/mesh.h"
 #include "iod/objects.h"
 #include "iod/sched.h"
 #include "iod/sim.h"
@@ -128,6 +131,7 @@ void iod_simc_config_default(struct iod_simc_config *c)
 	c->net_latency_ms = 1;
 	c->disk_latency_ms = 1;
 	c->horizon_ns = 7 * 24 * 3600 * IOD_NS_PER_S;
+	c->requests_per_s = 20;
 }
 
 /* ---- the simulation's state ---------------------------------------------------- */
@@ -151,12 +155,15 @@ enum ev_kind {
 	EV_COMMIT,   /* arg proposal: (no Raft) the write commits now */
 	EV_APPLIED,  /* arg proposal: Raft applied it at the leader */
 	EV_REVIVE,   /* arg server: a killed server comes back */
+	EV_MESH,     /* the proxies' endpoint list follows the Replica objects */
+	EV_REQ,      /* a request from the client node to the job's service */
 	EV_KINDS
 };
 
 static const char *const ev_names[EV_KINDS] = {
-    "register", "renew", "check", "deploy",   "sync",  "rec",  "started", "exited",  "ctrl",
-    "evict",    "fault", "up",    "restored", "chunk", "ckpt", "commit",  "applied", "revive",
+    "register", "renew",  "check",   "deploy", "sync", "rec",      "started",
+    "exited",   "ctrl",   "evict",   "fault",  "up",   "restored", "chunk",
+    "ckpt",     "commit", "applied", "revive", "mesh", "req",
 };
 
 struct proc {
@@ -272,8 +279,15 @@ struct sim {
 	uint64_t refresh_term;                /* term whose lease_refresh applied */
 	bool need_ctrl;                       /* replicas wait for capacity: rerun on joins */
 	uint64_t sync_at;                     /* a sync_all is pending at this time */
-	struct ack *acks;                     /* IOD_SIMC_ACKS_MAX */
-	uint32_t acks_n;                      /* entries */
+	/* the mesh: the job's service as the node proxies see it */
+	struct iod_mesh_service *svc; /* endpoints = the job's replicas */
+	struct iod_mesh_lb_state lb;  /* the real picker (src/mesh/lb.c) */
+	struct iod_mesh_outlier out;  /* the real outlier detection */
+	bool lb_built;                /* lb holds tables */
+	bool serving;                 /* requests started (the job ran once) */
+	struct iod_rng rng_mesh;      /* the picker's randomness */
+	struct ack *acks;             /* IOD_SIMC_ACKS_MAX */
+	uint32_t acks_n;              /* entries */
 };
 
 /* ---- the event log -------------------------------------------------------------- */
@@ -860,6 +874,8 @@ static void handle_action(struct sim *s, uint32_t ni, const struct iod_agent_act
 		iod_agent_rec_on_probe(nd->rec, a->name, true, "simulated", s->now);
 		break;
 	case IOD_AGENT_ACT_REPORT:
+		/* the agent writes the Endpoint; proxies see it a watch later */
+		push(s, s->now + s->t.commit_ns + s->t.watch_ns, EV_MESH, 0, 0);
 		slog(s, "agent %s report %s phase=%s%s", nd->name, a->name,
 		     iod_agent_phase_name(a->phase), a->removed ? " removed" : "");
 		break;
@@ -1157,6 +1173,83 @@ static void controller(struct sim *s, struct lists *l, bool evict_now)
 	json_decref(unplaced);
 }
 
+/* ---- the mesh: requests to the job's service through the real LB -------------- */
+
+/* Rebuild the endpoint list from the Replica objects, as a proxy does when
+ * the registry changes. */
+static void mesh_rebuild(struct sim *s)
+{
+	struct iod_mesh_service *v = s->svc;
+	iod_mesh_service_defaults(v);
+	snprintf(v->name, sizeof(v->name), "%s", s->c->job.name);
+	v->mode = IOD_MESH_MODE_HTTP;
+	v->eps_n = 0;
+	for (uint32_t i = 0; i < s->replicas && v->eps_n < IOD_MESH_ENDPOINTS_MAX; i++) {
+		struct iod_mesh_endpoint *ep = &v->eps[v->eps_n];
+		char name[IOD_NAME_MAX + 16];
+		snprintf(name, sizeof(name), "%s-%u", s->c->job.name, i);
+		const char *node = iod_obj_peek_str(
+		    IOD_OBJ_KIND_REPLICA, iod_state_value(cp_state(s), IOD_STATE_REPLICA, name),
+		    IOD_OBJ_REPLICA_NODE);
+		uint32_t ni = node_index(s, node);
+		if (ni == UINT32_MAX)
+			continue;
+		memset(ep, 0, sizeof(*ep));
+		snprintf(ep->id, sizeof(ep->id), "%s", name);
+		snprintf(ep->node, sizeof(ep->node), "%s", node);
+		ep->ip4 = 0x0a000000u | ni;
+		ep->port = 9000;
+		ep->weight = 1;
+		/* the agent's report of the replica's phase becomes the
+		 * endpoint's health; a node that died cannot report */
+		ep->healthy = !s->nodes[ni].up;
+		for (uint32_t k = 0; k < IOD_SIMC_NODE_REPLICAS_MAX && s->nodes[ni].up; k++)
+			ep->healthy |=
+			    s->nodes[ni].proc[k].alive && !strcmp(s->nodes[ni].proc[k].name, name);
+		v->eps_n++;
+	}
+	if (s->lb_built)
+		iod_mesh_lb_free(&s->lb);
+	s->lb_built = iod_mesh_lb_build(&s->lb, v) == 0;
+	iod_mesh_outlier_init(&s->out, v->eps_n);
+	slog(s, "mesh endpoints=%u", v->eps_n);
+}
+
+/* One request from the last node's proxy (the spare, when there is one:
+ * the picker prefers a local endpoint): pick, connect (fails on a dead
+ * process or node), report to outlier detection. */
+static void mesh_request(struct sim *s)
+{
+	struct iod_simc_result *r = s->r;
+	bool panic = false;
+	if (s->c->requests_per_s > 0 && s->js != J_DONE)
+		push(s, s->now + (uint64_t)llround(1e9 / s->c->requests_per_s), EV_REQ, 0, 0);
+	const struct node *cl = &s->nodes[s->c->nodes - 1];
+	if (!s->lb_built || !s->svc->eps_n || !cl->up)
+		return;
+	iod_mesh_outlier_tick(&s->out, &s->svc->outlier, s->now);
+	int h = iod_mesh_lb_pick(&s->lb, s->svc, &s->out, cl->name, "", iod_rng_next(&s->rng_mesh),
+	                         UINT32_MAX, &s->rng_mesh, &panic);
+	r->mesh_requests++;
+	if (h < 0) {
+		r->mesh_failed++;
+		return;
+	}
+	const struct iod_mesh_endpoint *ep = &s->svc->eps[h];
+	uint32_t ni = node_index(s, ep->node);
+	bool alive = false;
+	for (uint32_t k = 0; ni != UINT32_MAX && s->nodes[ni].up && k < IOD_SIMC_NODE_REPLICAS_MAX;
+	     k++)
+		alive |= s->nodes[ni].proc[k].alive && !strcmp(s->nodes[ni].proc[k].name, ep->id);
+	if (!alive)
+		r->mesh_failed++;
+	if (iod_mesh_outlier_report(&s->out, &s->svc->outlier, (uint32_t)h,
+	                            alive ? IOD_MESH_OK : IOD_MESH_CONNECT_FAIL, s->now)) {
+		r->mesh_ejections++;
+		slog(s, "mesh ejected %s", ep->id);
+	}
+}
+
 /* ---- faults --------------------------------------------------------------------- */
 
 static void open_recovery(struct sim *s, enum iod_simc_fault_kind k)
@@ -1365,6 +1458,7 @@ static void finish(struct sim *s, struct prop *p)
 		}
 		record_placement(s);
 		s->js = J_WAIT;
+		push(s, s->now + s->t.watch_ns, EV_MESH, 0, 0);
 		sync_all(s, s->now + s->t.watch_ns);
 		break;
 	case P_MOVE:
@@ -1391,6 +1485,7 @@ static void finish(struct sim *s, struct prop *p)
 			           IOD_OBJ_REPLICA_NODE));
 			if (to != UINT32_MAX && s->nodes[to].up)
 				push(s, s->now + s->t.watch_ns, EV_SYNC, to, s->nodes[to].gen);
+			push(s, s->now + s->t.watch_ns, EV_MESH, 0, 0);
 		}
 		break;
 	}
@@ -1495,6 +1590,9 @@ static void handle(struct sim *s, const struct iod_sim_event *ev, struct lists *
 		if (ev->data != s->epoch || s->js != J_RESTORE)
 			break;
 		close_recovery(s);
+		if (!s->serving && s->c->requests_per_s > 0)
+			push(s, s->now, EV_REQ, 0, 0); /* the service answers from now on */
+		s->serving = true;
 		s->js = J_RUN;
 		slog(s, "job running steps_done=%llu", (unsigned long long)s->steps_done);
 		next_chunk(s);
@@ -1538,6 +1636,8 @@ static void handle(struct sim *s, const struct iod_sim_event *ev, struct lists *
 			slog(s, "server %u revived", ev->arg);
 		}
 		break;
+	case EV_MESH: mesh_rebuild(s); break;
+	case EV_REQ: mesh_request(s); break;
 	case EV_KINDS: break;
 	}
 }
@@ -1608,12 +1708,16 @@ static int setup(struct sim *s, const struct iod_simc_config *c, struct iod_err 
 		return rc;
 	s->nodes = calloc(c->nodes, sizeof(*s->nodes));
 	s->want = calloc(IOD_SIMC_NODE_REPLICAS_MAX, sizeof(*s->want));
+	s->svc = calloc(1, sizeof(*s->svc));
+	if (!s->svc)
+		return iod_err_set(e, -ENOMEM, "out of memory");
 	if (!s->nodes || !s->want)
 		return iod_err_set(e, -ENOMEM, "out of memory");
 	iod_rng_seed(&root, c->seed);
 	iod_rng_fork(&root, &s->rng_start);
 	iod_rng_fork(&root, &s->rng_fault);
 	iod_rng_fork(&root, &s->rng_place);
+	iod_rng_fork(&root, &s->rng_mesh);
 	struct iod_rng rng_speed;
 	iod_rng_fork(&root, &rng_speed);
 	struct iod_agent_rec_config rcfg;
@@ -1648,6 +1752,9 @@ static void teardown(struct sim *s)
 		iod_agent_rec_free(s->nodes[i].rec);
 	free(s->nodes);
 	free(s->want);
+	if (s->lb_built)
+		iod_mesh_lb_free(&s->lb);
+	free(s->svc);
 	free(s->topo);
 	cp_close(s);
 	iod_sim_queue_destroy(&s->q);

@@ -125,6 +125,12 @@ TEST(sim_cluster_lost_node_is_detected_rescheduled_and_resumed)
 	CHECK(x->start_ns >= 15 * IOD_NS_PER_S && x->start_ns <= 26 * IOD_NS_PER_S);
 	CHECK(x->restore_ns > 0); /* a checkpoint existed */
 	CHECK_CONTAINS(r->log, "ctrl move train-1 to=n3");
+	/* the spare node's proxy sent requests through the mesh's LB; the dead
+	 * endpoint was ejected after the outlier detector's 5 connect failures */
+	CHECK(r->mesh_requests > 1000);
+	CHECK_EQ(r->mesh_failed, 5);
+	CHECK_EQ(r->mesh_ejections, 1);
+	CHECK_CONTAINS(r->log, "mesh ejected train-1");
 	CHECK_EQ(r->invariant_violations, 0);
 	iod_simc_result_free(r);
 
