@@ -10,10 +10,12 @@
  *   obs.web     the live view at 1,000 nodes x 8 GPUs (a synthetic control
  *               plane, bench/observe_web.py): first paint in headless Chromium
  *               and update latency from a replica failing in the API to it
- *               drawn red (targets 1 s and 200 ms).
+ *               drawn red (targets 1 s and 200 ms); with
+ *               IOD_BENCH_BASELINE=OLD_IOD (say, main's build) the same for
+ *               that binary first (binary=baseline), in the same run.
  * Prints BENCH lines. Environment: IOD_BENCH_IOD (default build/iod),
  * IOD_BENCH_NODES (scrape cluster, default 64), IOD_BENCH_SECONDS (agent
- * window, default 20).
+ * window, default 20), IOD_BENCH_ONLY=web (only obs.web).
  */
 #include "iod/api.h"
 
@@ -210,8 +212,12 @@ static void bench_web(void)
 		printf("BENCH obs.web nodes=1000 error=no_chromium_or_selenium\n");
 		return;
 	}
+	const char *base = getenv("IOD_BENCH_BASELINE");
 	fflush(stdout);
-	if (sh("/usr/bin/python3 bench/observe_web.py %s 1000", iod_bin))
+	if (base && strchr(base, '\''))
+		base = NULL; /* it goes into a shell command */
+	if (sh("/usr/bin/python3 bench/observe_web.py %s 1000%s%s%s", iod_bin, base ? " '" : "",
+	       base ? base : "", base ? "'" : ""))
 		printf("BENCH obs.web nodes=1000 error=run_failed\n");
 }
 
@@ -221,8 +227,11 @@ int main(void)
 	if (b)
 		snprintf(iod_bin, sizeof(iod_bin), "%s", b);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	bench_agent();
-	bench_scrape();
+	const char *only = getenv("IOD_BENCH_ONLY");
+	if (!only || strcmp(only, "web")) {
+		bench_agent();
+		bench_scrape();
+	}
 	bench_web();
 	return 0;
 }

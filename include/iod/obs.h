@@ -306,10 +306,15 @@ json_t *iod_tel_detail_json(const struct iod_tel_node *n);
  * IOD_VIZ_RACK_NODES (their "rack" label when they have one) that the web
  * view shows collapsed. Pure.
  *
- * The document: {"nodes": [{"id", "kind": node|rack|gpu|nic|fabric|
+ * The fabric is derived (no cluster object describes switches): a leaf
+ * switch per rack (the node's "rack", else labels.rack, else
+ * IOD_VIZ_RACK_NODES nodes in list order), a spine per zone, a core above
+ * several spines; each switch's detail says "derived": true.
+ *
+ * The document: {"nodes": [{"id", "kind": node|rack|gpu|nic|switch|
  * service|replica, "label", "parent", "status", "detail"}], "edges":
- * [{"from", "to", "kind": nvlink|net|placement|depends, "label", "status"}],
- * "counts": {...}}.
+ * [{"id", "from", "to", "kind": nvlink|net|fabric|placement|depends,
+ * "label", "status"}], "counts": {...}}. Node and edge ids are unique.
  */
 struct iod_viz_input {
 	const json_t *nodes;      /* GET /v1/nodes */
@@ -319,8 +324,42 @@ struct iod_viz_input {
 	const json_t *telemetry;  /* GET /v1/telemetry, or NULL */
 	const char *mesh_metrics; /* a mesh proxy's /metrics, or NULL */
 	uint32_t group_over;      /* group into racks past this many nodes (0 = never) */
+	json_t *memo;             /* or NULL: an object the caller keeps between graphs;
+	                             a node's or replica's parts are reused from it when
+	                             its item is the same JSON value (viz.c) */
 };
 json_t *iod_viz_graph(const struct iod_viz_input *in);
+
+/*
+ * What changed from graph old to graph now, by id: *delta is {"nodes":
+ * {"add": [...], "change": [...], "remove": [ids]}, "edges": {the same},
+ * "counts": now's}. Returns 1 with *delta set, 0 when nothing changed
+ * (*delta NULL), -ENOMEM. Applying the delta to old gives now (the live
+ * page does, so it never re-reads the whole graph). Pure.
+ */
+int iod_viz_graph_delta(const json_t *old, const json_t *now, json_t **delta);
+
+/*
+ * The live view's model of the cluster: the objects the graph is drawn
+ * from ({"node"|"service"|"replica"|"endpoint": {name: item as the API
+ * lists it}}), loaded from lists once and kept current from the watch.
+ * Pure.
+ *   iod_viz_model_new      an empty model, or NULL
+ *   iod_viz_model_load     replace a kind with a GET /v1/<kinds> answer
+ *   iod_viz_model_apply    one watch event: 1 changed, 0 a kind not drawn
+ *                          (or a delete of nothing), -EINVAL malformed;
+ *                          a put keeps the object's lease (the watch does
+ *                          not carry one)
+ *   iod_viz_model_unleased an object the watch added whose lease is not
+ *                          known yet (the caller reads it, then stores it)
+ *   iod_viz_model_list     a kind as {"items": [...]} sorted by name, as
+ *                          the API lists it, for iod_viz_graph
+ */
+json_t *iod_viz_model_new(void);
+int iod_viz_model_load(json_t *model, const char *kind, const json_t *list);
+int iod_viz_model_apply(json_t *model, const json_t *ev);
+bool iod_viz_model_unleased(const json_t *model, const char *kind, const char *name);
+json_t *iod_viz_model_list(const json_t *model, const char *kind);
 
 /* The graph as Graphviz DOT (clusters per node and per service). */
 int iod_viz_dot(const json_t *graph, struct iod_buf *out);

@@ -1,24 +1,38 @@
 /*
  * viz_live.c: the live web view of `iod viz net-topology --live`.
  *
- * A poller thread reads the control plane every refresh (the same reads as
- * `iod top`, plus the watch API for the event feed), builds the graph with
- * src/obs/viz.c and, when it changed, publishes it. libmicrohttpd (a thread
- * per connection, at most IOD_VIZ_CONNECTIONS_MAX) serves:
+ * A poller thread lists the cluster once (nodes, services, replicas,
+ * endpoints) into a model (src/obs/viz.c) and then follows the API's
+ * watch (a long poll, as `iod events -f` does): each batch of changes is
+ * applied to the model, the graph rebuilt in memory and only its delta
+ * (nodes and edges added, changed, removed) published. Telemetry and the
+ * mesh's counters, which are not in the watch, are re-read every
+ * VIZ_SIDE_READ_MS. A compacted watch (410) lists again; a server without
+ * a watch is re-listed every refresh. libmicrohttpd (a thread per
+ * connection, at most IOD_VIZ_CONNECTIONS_MAX) serves:
  *   /, /index.html, /app.js, /style.css   the embedded page (viz_assets.c);
  *                                          any other path is a 404, a path
  *                                          with ".." a 400: nothing on disk
  *                                          is ever opened
- *   /graph.json                            the latest graph
- *   /events                                Server-Sent Events: "graph" with
- *                                          every new graph, "events" with
- *                                          new cluster events; at most
- *                                          IOD_VIZ_SSE_CLIENTS_MAX at once
- *                                          (503 beyond)
+ *   /graph.json                            the latest graph (with its
+ *                                          "version")
+ *   /events                                Server-Sent Events: one "graph"
+ *                                          (the whole graph) first, then a
+ *                                          "delta" per change, "events"
+ *                                          with new cluster events; at
+ *                                          most IOD_VIZ_SSE_CLIENTS_MAX at
+ *                                          once (503 beyond); a stream
+ *                                          further behind than the deltas
+ *                                          kept gets the whole graph again
  *   /explain?replica=NAME                  the replica's placement reasons,
  *                                          `iod explain`'s text and its
  *                                          recent events
- * The page never reloads: it redraws from the SSE stream.
+ *   /stats                                 streams, lists, watch answers
+ * The page never reloads: it applies the deltas.
+ *
+ * It is a client of the API with the user's own credentials, not part of
+ * `iod server`: it sees what the user may see, and a server carries no
+ * web server, no page and no browser's connections (docs/observability.md).
  */
 #include "iod/objects.h"
 #include "iod/obs.h"
@@ -42,6 +56,16 @@
 #endif
 
 #define VIZ_EVENTS_KEPT 256 /* recent cluster events for the feed and clicks */
+/* Graph deltas kept for streams that fell behind (one per change; a stream
+ * further behind gets the whole graph, which is always correct). */
+#define VIZ_DELTAS_KEPT 64
+/* Telemetry summaries and mesh counters are not in the watch: re-read
+ * this often at least (the agents send summaries every few seconds; at
+ * 1,000 nodes the summaries are megabytes, not for every refresh). */
+#define VIZ_SIDE_READ_MS 2000
+/* New nodes whose lease one watch batch reads (a node the watch added
+ * carries no lease; past this, the next batch reads the rest). */
+#define VIZ_LEASE_READS_MAX 64
 
 /* What the event feed keeps of a changed object, and what a click on a
  * replica shows of it (objects.h owns the keys). */
@@ -49,24 +73,41 @@ static const unsigned event_fields[] = {IOD_OBJ_REPLICA_PHASE, IOD_OBJ_REPLICA_R
 static const unsigned replica_fields[] = {IOD_OBJ_REPLICA_SERVICE,  IOD_OBJ_REPLICA_NODE,
                                           IOD_OBJ_REPLICA_GPUS,     IOD_OBJ_REPLICA_PHASE,
                                           IOD_OBJ_REPLICA_RESTARTS, IOD_OBJ_REPLICA_REASONS};
+static const char *const kinds[] = {"node", "service", "replica", "endpoint"};
 
 struct live {
-	struct iod_api_client *c;     /* the control plane (poller thread only) */
-	const char *mesh;             /* mesh proxy admin address, or NULL */
-	uint64_t refresh_ms;          /* between reads */
-	uint32_t group_over;          /* rack grouping threshold */
-	pthread_mutex_t lock;         /* guards everything below */
-	pthread_cond_t changed;       /* a new graph or new events */
-	char *graph;                  /* the latest graph, JSON text */
-	uint64_t version;             /* bumped with each new graph */
-	json_t *events;               /* the last VIZ_EVENTS_KEPT events */
-	uint64_t events_version;      /* bumped with each batch */
-	uint64_t events_rev;          /* watch revision read up to */
-	char status[IOD_ERR_MSG_MAX]; /* "" or why the cluster could not be read */
-	uint32_t sse_n;               /* SSE streams open */
-	uint64_t sse_total;           /* ever opened */
-	uint64_t sse_refused;         /* refused over the bound */
-	bool stop;                    /* leave */
+	struct iod_api_client *c; /* the control plane (poller thread only) */
+	const char *mesh;         /* mesh proxy admin address, or NULL */
+	uint64_t refresh_ms;      /* longest watch wait; relist period without a watch */
+	uint32_t group_over;      /* rack grouping threshold */
+	/* the poller's own */
+	json_t *model;               /* the cluster's objects (iod_viz_model_*) */
+	json_t *memo;                /* the graph's parts of unchanged objects (iod_viz_graph) */
+	json_t *telemetry;           /* the last /v1/telemetry, or NULL */
+	char *mesh_text;             /* the last mesh /metrics, or NULL */
+	uint64_t side_at_ms;         /* when telemetry and mesh were read */
+	uint64_t rev;                /* the watch goes on from here */
+	bool synced;                 /* the model holds a full list */
+	bool no_watch;               /* the server has no watch: relist every refresh */
+	pthread_mutex_t lock;        /* guards everything below */
+	pthread_cond_t changed;      /* a new graph or new events */
+	json_t *shown;               /* the latest graph (read-only once shown) */
+	uint64_t version;            /* its version (0 = none yet) */
+	char *graph_text;            /* shown as text, made when asked */
+	uint64_t graph_text_version; /* the version of graph_text */
+	char *delta_text[VIZ_DELTAS_KEPT];       /* delta to version v at v % KEPT */
+	uint64_t delta_version[VIZ_DELTAS_KEPT]; /* which version each slot holds */
+	json_t *events;                          /* the last VIZ_EVENTS_KEPT events */
+	uint64_t events_total;                   /* events ever kept */
+	char status[IOD_ERR_MSG_MAX];            /* "" or why the cluster could not be read */
+	uint32_t sse_n;                          /* SSE streams open */
+	uint64_t sse_total;                      /* ever opened */
+	uint64_t sse_refused;                    /* refused over the bound */
+	uint64_t lists;                          /* full lists read */
+	uint64_t watch_answers;                  /* watch answers with changes */
+	uint64_t deltas;                         /* deltas published */
+	uint64_t rebuild_us;                     /* the last rebuild and diff took */
+	bool stop;                               /* leave */
 };
 
 static volatile sig_atomic_t got_signal;
@@ -76,100 +117,322 @@ static void on_signal(int s)
 	got_signal = 1;
 }
 
+static uint64_t mono_ms(void)
+{
+	return iod_clock_now_ns() / IOD_NS_PER_MS;
+}
+
 /* ---- the poller -------------------------------------------------------------- */
 
-static void read_events(struct live *l)
+/* Keep the feed's picked fields of a batch of watch events. */
+static void keep_events(struct live *l, const json_t *ev)
+{
+	size_t i;
+	json_t *x;
+	if (!json_array_size(ev))
+		return;
+	pthread_mutex_lock(&l->lock);
+	json_array_foreach(ev, i, x)
+	{
+		json_t *v = json_object_get(x, "value");
+		json_t *s =
+		    json_pack("{s:O?, s:O?, s:O?, s:O?}", "rev", json_object_get(x, "rev"), "type",
+		              json_object_get(x, "type"), "kind", json_object_get(x, "kind"),
+		              "name", json_object_get(x, "name"));
+		json_t *p = iod_obj_pick(IOD_OBJ_KIND_REPLICA, v, event_fields,
+		                         IOD_ARRAY_LEN(event_fields));
+		if (s && p)
+			json_object_update(s, p);
+		json_decref(p);
+		if (s) {
+			json_array_append_new(l->events, s);
+			l->events_total++;
+		}
+	}
+	while (json_array_size(l->events) > VIZ_EVENTS_KEPT)
+		json_array_remove(l->events, 0);
+	pthread_cond_broadcast(&l->changed);
+	pthread_mutex_unlock(&l->lock);
+}
+
+/* GET path into *out (200 only). */
+static int get_json(struct live *l, const char *path, json_t **out, int *status, struct iod_err *e)
+{
+	struct iod_api_response r;
+	*out = NULL;
+	int rc = iod_api_request(l->c, "GET", path, NULL, NULL, 0, &r, e);
+	if (rc)
+		return rc;
+	if (status)
+		*status = r.status;
+	if (r.status == 200 && r.json)
+		*out = json_incref(r.json);
+	else
+		iod_err_set(e, -EIO, "GET %s: %s (HTTP %d from %s)", path, iod_api_error_text(&r),
+		            r.status, r.server);
+	iod_api_response_free(&r);
+	return *out ? 0 : -EIO;
+}
+
+/* Telemetry and the mesh's counters: 1 when they changed. */
+static int read_side(struct live *l)
+{
+	struct iod_err e = {0};
+	json_t *t = NULL;
+	int changed = 0;
+	l->side_at_ms = mono_ms();
+	if (get_json(l, "/v1/telemetry", &t, NULL, &e))
+		t = NULL; /* optional: an older server has none */
+	if (!json_equal(t, l->telemetry) && (t || l->telemetry))
+		changed = 1;
+	json_decref(l->telemetry);
+	l->telemetry = t;
+	if (l->mesh && l->mesh[0]) {
+		struct iod_http_conn fd = {0};
+		struct iod_api_response r;
+		char *m = NULL;
+		if (!iod_api_http_once(&fd, l->mesh, "GET", "/metrics", NULL, NULL, 0, 1000, &r,
+		                       &e)) {
+			if (r.status == 200 && r.body)
+				m = strdup(r.body);
+			iod_api_response_free(&r);
+		}
+		iod_http_conn_close(&fd);
+		if ((m || l->mesh_text) && (!m || !l->mesh_text || strcmp(m, l->mesh_text)))
+			changed = 1;
+		free(l->mesh_text);
+		l->mesh_text = m;
+	}
+	return changed;
+}
+
+/* List every kind into the model; the watch goes on from the oldest list's
+ * revision (replaying a change a later list already holds is harmless).
+ * The feed starts with the last VIZ_EVENTS_KEPT events of the history. */
+static int list_all(struct live *l, struct iod_err *e)
+{
+	uint64_t rev = UINT64_MAX;
+	for (size_t i = 0; i < IOD_ARRAY_LEN(kinds); i++) {
+		char path[48];
+		json_t *x;
+		snprintf(path, sizeof(path), "/v1/%ss", kinds[i]);
+		if (get_json(l, path, &x, NULL, e))
+			return -EIO;
+		uint64_t r = 0;
+		iod_json_get_u64(x, "rev", &r);
+		rev = r < rev ? r : rev;
+		int rc = iod_viz_model_load(l->model, kinds[i], x);
+		json_decref(x);
+		if (rc)
+			return iod_err_set(e, rc, "%s: not a list", path);
+	}
+	bool first = !l->rev;
+	l->rev = rev == UINT64_MAX ? 0 : rev;
+	l->synced = true;
+	pthread_mutex_lock(&l->lock);
+	l->lists++;
+	pthread_mutex_unlock(&l->lock);
+	if (first && l->rev) {
+		char path[96];
+		json_t *h = NULL;
+		struct iod_err he = {0};
+		snprintf(
+		    path, sizeof(path), "/v1/watch?rev=%llu&timeout_ms=0",
+		    (unsigned long long)(l->rev > VIZ_EVENTS_KEPT ? l->rev - VIZ_EVENTS_KEPT : 0));
+		if (!get_json(l, path, &h, NULL, &he))
+			keep_events(l, json_object_get(h, "events"));
+		json_decref(h);
+	}
+	return 0;
+}
+
+/* A node the watch added: its lease (the watch does not carry it). */
+static void read_leases(struct live *l, const json_t *ev)
+{
+	size_t i, n = 0;
+	json_t *x;
+	json_array_foreach(ev, i, x)
+	{
+		const char *name = json_string_value(json_object_get(x, "name"));
+		if (!name || !iod_viz_model_unleased(l->model, "node", name) ||
+		    n++ >= VIZ_LEASE_READS_MAX || !iod_state_name_valid(name))
+			continue;
+		char path[IOD_NAME_MAX + 16];
+		json_t *o = NULL;
+		struct iod_err e = {0};
+		snprintf(path, sizeof(path), "/v1/nodes/%s", name);
+		json_t *item = json_object_get(json_object_get(l->model, "node"), name);
+		if (!get_json(l, path, &o, NULL, &e) && item) {
+			json_t *ls = json_object_get(o, "lease");
+			json_object_set_new(item, "lease", ls ? json_incref(ls) : json_integer(0));
+		}
+		json_decref(o);
+	}
+}
+
+/* One watch answer (waiting at most wait_ms): 1 the model changed, 0 not,
+ * negative when the model must be listed again. */
+static int watch_once(struct live *l, uint64_t wait_ms, struct iod_err *e)
 {
 	char path[96];
 	struct iod_api_response r;
-	struct iod_err e = {0};
-	snprintf(path, sizeof(path), "/v1/watch?rev=%llu&timeout_ms=0",
-	         (unsigned long long)l->events_rev);
-	if (iod_api_request(l->c, "GET", path, NULL, NULL, 0, &r, &e))
-		return;
-	uint64_t floor = 0;
-	if (r.status == 410 && !iod_json_get_u64(r.json, "compacted_rev", &floor)) {
-		l->events_rev = floor;
-	} else if (r.status == 200) {
-		json_t *ev = json_object_get(r.json, "events");
-		uint64_t next = 0;
-		iod_json_get_u64(r.json, "rev", &next);
-		pthread_mutex_lock(&l->lock);
-		size_t i;
-		json_t *x;
-		/* the first read only sets the revision: history is `iod events`' job */
-		if (l->events_rev) {
-			json_array_foreach(ev, i, x)
-			{
-				json_t *v = json_object_get(x, "value");
-				json_t *s = json_pack(
-				    "{s:O?, s:O?, s:O?, s:O?}", "rev", json_object_get(x, "rev"),
-				    "type", json_object_get(x, "type"), "kind",
-				    json_object_get(x, "kind"), "name", json_object_get(x, "name"));
-				json_t *p = iod_obj_pick(IOD_OBJ_KIND_REPLICA, v, event_fields,
-				                         IOD_ARRAY_LEN(event_fields));
-				if (s && p)
-					json_object_update(s, p);
-				json_decref(p);
-				json_array_append_new(l->events, s);
-			}
-			while (json_array_size(l->events) > VIZ_EVENTS_KEPT)
-				json_array_remove(l->events, 0);
-			if (json_array_size(ev)) {
-				l->events_version++;
-				pthread_cond_broadcast(&l->changed);
-			}
+	snprintf(path, sizeof(path), "/v1/watch?rev=%llu&timeout_ms=%llu",
+	         (unsigned long long)l->rev, (unsigned long long)wait_ms);
+	l->c->timeout_ms = (uint32_t)(wait_ms + 3000);
+	int rc = iod_api_request(l->c, "GET", path, NULL, NULL, 0, &r, e);
+	l->c->timeout_ms = 2000;
+	if (rc)
+		return rc;
+	if (r.status == 404 || r.status == 405) {
+		l->no_watch = true; /* an older server: list every refresh */
+		iod_api_response_free(&r);
+		return -ENOTSUP;
+	}
+	if (r.status != 200) {
+		/* 410: compacted past our revision; anything else: start over */
+		iod_err_set(e, -ESTALE, "watch: HTTP %d", r.status);
+		iod_api_response_free(&r);
+		return -ESTALE;
+	}
+	json_t *ev = json_object_get(r.json, "events");
+	size_t i;
+	json_t *x;
+	int changed = 0;
+	json_array_foreach(ev, i, x)
+	{
+		int a = iod_viz_model_apply(l->model, x);
+		if (a < 0) {
+			iod_api_response_free(&r);
+			return iod_err_set(e, -ESTALE, "watch: a malformed event: listing again");
 		}
-		if (next)
-			l->events_rev = next;
+		changed |= a;
+	}
+	if (changed)
+		read_leases(l, ev);
+	keep_events(l, ev);
+	uint64_t next = 0;
+	if (!iod_json_get_u64(r.json, "rev", &next) && next)
+		l->rev = next;
+	iod_api_response_free(&r);
+	if (changed) {
+		pthread_mutex_lock(&l->lock);
+		l->watch_answers++;
 		pthread_mutex_unlock(&l->lock);
 	}
-	iod_api_response_free(&r);
+	return changed;
+}
+
+/* Build the graph from the model and publish what changed. */
+static void rebuild(struct live *l)
+{
+	uint64_t t0 = iod_clock_now_ns();
+	json_t *lists[IOD_ARRAY_LEN(kinds)];
+	for (size_t i = 0; i < IOD_ARRAY_LEN(kinds); i++)
+		lists[i] = iod_viz_model_list(l->model, kinds[i]);
+	struct iod_viz_input in = {.nodes = lists[0],
+	                           .services = lists[1],
+	                           .replicas = lists[2],
+	                           .endpoints = lists[3],
+	                           .telemetry = l->telemetry,
+	                           .mesh_metrics = l->mesh_text,
+	                           .group_over = l->group_over,
+	                           .memo = l->memo};
+	json_t *g = iod_viz_graph(&in);
+	for (size_t i = 0; i < IOD_ARRAY_LEN(kinds); i++)
+		json_decref(lists[i]);
+	if (!g)
+		return;
+	json_t *d = NULL;
+	if (l->shown && iod_viz_graph_delta(l->shown, g, &d) <= 0) {
+		json_decref(g); /* nothing changed (or no memory: the next turn tries again) */
+		return;
+	}
+	uint64_t v = l->version + 1;
+	json_object_set_new(g, "version", json_integer((json_int_t)v));
+	char *dt = NULL;
+	if (d) {
+		json_object_set_new(d, "version", json_integer((json_int_t)v));
+		json_object_set_new(d, "base", json_integer((json_int_t)v - 1));
+		dt = json_dumps(d, JSON_COMPACT);
+		json_decref(d);
+	}
+	pthread_mutex_lock(&l->lock);
+	json_t *old = l->shown;
+	l->shown = g;
+	l->version = v;
+	free(l->delta_text[v % VIZ_DELTAS_KEPT]);
+	l->delta_text[v % VIZ_DELTAS_KEPT] = dt;
+	l->delta_version[v % VIZ_DELTAS_KEPT] = dt ? v : 0;
+	l->deltas += dt != NULL;
+	l->rebuild_us = (iod_clock_now_ns() - t0) / 1000;
+	l->status[0] = 0;
+	pthread_cond_broadcast(&l->changed);
+	pthread_mutex_unlock(&l->lock);
+	json_decref(old);
+}
+
+static void set_status(struct live *l, const char *msg)
+{
+	pthread_mutex_lock(&l->lock);
+	bool was = l->status[0] != 0;
+	snprintf(l->status, sizeof(l->status), "%s", msg);
+	if (!was)
+		pthread_cond_broadcast(&l->changed);
+	pthread_mutex_unlock(&l->lock);
+}
+
+static bool stopping(struct live *l)
+{
+	pthread_mutex_lock(&l->lock);
+	bool stop = l->stop;
+	pthread_mutex_unlock(&l->lock);
+	return stop || got_signal;
+}
+
+static void pause_ms(uint64_t ms)
+{
+	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
 }
 
 static void *poller(void *arg)
 {
 	struct live *l = arg;
-	for (;;) {
-		pthread_mutex_lock(&l->lock);
-		bool stop = l->stop;
-		pthread_mutex_unlock(&l->lock);
-		if (stop)
-			break;
-		struct iod_ctl_cluster f;
+	while (!stopping(l)) {
 		struct iod_err e = {0};
-		if (iod_ctl_cluster_read(l->c, l->mesh, &f, &e)) {
-			pthread_mutex_lock(&l->lock);
-			snprintf(l->status, sizeof(l->status), "%s", e.msg);
-			pthread_mutex_unlock(&l->lock);
+		int changed = 0;
+		if (!l->synced || l->no_watch) {
+			if (list_all(l, &e)) {
+				set_status(l, e.msg);
+				pause_ms(l->refresh_ms);
+				continue;
+			}
+			changed = 1;
 		} else {
-			struct iod_viz_input in = {.nodes = f.nodes,
-			                           .services = f.services,
-			                           .replicas = f.replicas,
-			                           .endpoints = f.endpoints,
-			                           .telemetry = f.telemetry,
-			                           .mesh_metrics = f.mesh,
-			                           .group_over = l->group_over};
-			json_t *g = iod_viz_graph(&in);
-			iod_ctl_cluster_free(&f);
-			char *text = g ? json_dumps(g, JSON_COMPACT) : NULL;
-			json_decref(g);
+			int rc = watch_once(l, l->refresh_ms, &e);
+			if (rc == -ENOTSUP)
+				continue; /* list at once, then every refresh */
+			if (rc < 0) {
+				l->synced = false;
+				if (rc != -ESTALE) {
+					set_status(l, e.msg);
+					pause_ms(l->refresh_ms);
+				}
+				continue;
+			}
+			changed = rc;
+		}
+		if (!l->side_at_ms || mono_ms() - l->side_at_ms >= VIZ_SIDE_READ_MS)
+			changed |= read_side(l);
+		if (changed || !l->version)
+			rebuild(l);
+		else {
 			pthread_mutex_lock(&l->lock);
 			l->status[0] = 0;
-			if (text && (!l->graph || strcmp(text, l->graph))) {
-				free(l->graph);
-				l->graph = text;
-				text = NULL;
-				l->version++;
-				pthread_cond_broadcast(&l->changed);
-			}
 			pthread_mutex_unlock(&l->lock);
-			free(text);
-			read_events(l);
 		}
-		struct timespec ts = {(time_t)(l->refresh_ms / 1000),
-		                      (long)(l->refresh_ms % 1000) * 1000000L};
-		nanosleep(&ts, NULL);
+		if (l->no_watch)
+			pause_ms(l->refresh_ms);
 	}
 	return NULL;
 }
@@ -198,19 +461,43 @@ static VIZ_MHD_RESULT answer_text(struct MHD_Connection *c, unsigned code, const
 
 /* One SSE stream's position. */
 struct sse {
-	struct live *l;      /* the view */
-	uint64_t version;    /* graph version sent */
-	uint64_t ev_version; /* events version sent */
-	size_t ev_sent;      /* events of the kept list already sent (by count) */
-	char *pending;       /* bytes to send, malloc'd */
-	size_t pending_len;  /* their count */
-	size_t pending_off;  /* sent so far */
-	bool first;          /* nothing sent yet */
+	struct live *l;     /* the view */
+	uint64_t version;   /* graph version the page has (0 = none) */
+	uint64_t ev_seen;   /* events_total already sent */
+	char *pending;      /* bytes to send, malloc'd */
+	size_t pending_len; /* their count */
+	size_t pending_off; /* sent so far */
+	bool first;         /* nothing sent yet */
 };
 
-/* Fill s->pending with the next message, waiting up to 2 s (then a comment:
- * writing it is how a stream whose browser went away is noticed, so its
- * slot in IOD_VIZ_SSE_CLIENTS_MAX is back within about 2 s). */
+/* The whole graph as text (made once per version, under l->lock). */
+static const char *graph_text(struct live *l)
+{
+	if (l->shown && l->graph_text_version != l->version) {
+		char *t = json_dumps(l->shown, JSON_COMPACT);
+		if (!t)
+			return NULL;
+		free(l->graph_text);
+		l->graph_text = t;
+		l->graph_text_version = l->version;
+	}
+	return l->shown ? l->graph_text : NULL;
+}
+
+/* Whether every delta from version have+1 to the latest is kept. */
+static bool deltas_kept(const struct live *l, uint64_t have)
+{
+	if (!have || l->version - have > VIZ_DELTAS_KEPT - 1)
+		return false;
+	for (uint64_t v = have + 1; v <= l->version; v++)
+		if (l->delta_version[v % VIZ_DELTAS_KEPT] != v)
+			return false;
+	return true;
+}
+
+/* Fill s->pending with the next messages, waiting up to 2 s (then a
+ * comment: writing it is how a stream whose browser went away is noticed,
+ * so its slot in IOD_VIZ_SSE_CLIENTS_MAX is back within about 2 s). */
 static void sse_next(struct sse *s)
 {
 	struct live *l = s->l;
@@ -220,20 +507,36 @@ static void sse_next(struct sse *s)
 	struct timespec until;
 	clock_gettime(CLOCK_MONOTONIC, &until);
 	until.tv_sec += 2;
-	while (!l->stop && !s->first && s->version == l->version &&
-	       s->ev_version == l->events_version)
+	while (!l->stop && !s->first && s->version == l->version && s->ev_seen == l->events_total)
 		if (pthread_cond_timedwait(&l->changed, &l->lock, &until))
 			break;
-	if (s->version != l->version && l->graph) {
-		iod_buf_printf(&b, "event: graph\ndata: %s\n\n", l->graph);
-		s->version = l->version;
+	if (s->version != l->version) {
+		if (deltas_kept(l, s->version)) {
+			for (uint64_t v = s->version + 1; v <= l->version; v++)
+				iod_buf_printf(&b, "event: delta\ndata: %s\n\n",
+				               l->delta_text[v % VIZ_DELTAS_KEPT]);
+			s->version = l->version;
+		} else {
+			const char *g = graph_text(l);
+			if (g) {
+				iod_buf_printf(&b, "event: graph\ndata: %s\n\n", g);
+				s->version = l->version;
+			}
+		}
 	}
-	if (s->ev_version != l->events_version) {
-		char *t = json_dumps(l->events, JSON_COMPACT);
+	if (s->ev_seen != l->events_total) {
+		/* only the events this stream has not had (all kept ones at first) */
+		size_t kept = json_array_size(l->events);
+		uint64_t fresh = l->events_total - s->ev_seen;
+		json_t *a = json_array();
+		for (size_t i = fresh < kept ? kept - (size_t)fresh : 0; a && i < kept; i++)
+			json_array_append(a, json_array_get(l->events, i));
+		char *t = a ? json_dumps(a, JSON_COMPACT) : NULL;
+		json_decref(a);
 		if (t)
 			iod_buf_printf(&b, "event: events\ndata: %s\n\n", t);
 		free(t);
-		s->ev_version = l->events_version;
+		s->ev_seen = l->events_total;
 	}
 	if (l->status[0])
 		iod_buf_printf(&b, "event: status\ndata: {\"error\": \"cluster unreachable\"}\n\n");
@@ -357,7 +660,8 @@ static VIZ_MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *u
 		return answer(c, 200, a->ctype, a->data, a->len, MHD_RESPMEM_PERSISTENT);
 	if (!strcmp(url, "/graph.json")) {
 		pthread_mutex_lock(&l->lock);
-		char *g = l->graph ? strdup(l->graph) : NULL;
+		const char *gt = graph_text(l);
+		char *g = gt ? strdup(gt) : NULL;
 		pthread_mutex_unlock(&l->lock);
 		if (!g)
 			return answer_text(c, 503, "no graph yet: the cluster has not answered\n");
@@ -398,11 +702,17 @@ static VIZ_MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *u
 		return rc;
 	}
 	if (!strcmp(url, "/stats")) {
-		char buf[160];
+		char buf[320];
 		pthread_mutex_lock(&l->lock);
 		snprintf(buf, sizeof(buf),
-		         "{\"sse_open\": %u, \"sse_total\": %llu, \"sse_refused\": %llu}", l->sse_n,
-		         (unsigned long long)l->sse_total, (unsigned long long)l->sse_refused);
+		         "{\"sse_open\": %u, \"sse_total\": %llu, \"sse_refused\": %llu, "
+		         "\"version\": %llu, \"lists\": %llu, \"watch_answers\": %llu, "
+		         "\"deltas\": %llu, \"rebuild_ms\": %.1f, \"watch\": %s}",
+		         l->sse_n, (unsigned long long)l->sse_total,
+		         (unsigned long long)l->sse_refused, (unsigned long long)l->version,
+		         (unsigned long long)l->lists, (unsigned long long)l->watch_answers,
+		         (unsigned long long)l->deltas, (double)l->rebuild_us / 1000.0,
+		         l->no_watch ? "false" : "true");
 		pthread_mutex_unlock(&l->lock);
 		char *t = strdup(buf);
 		return t ? answer(c, 200, "application/json", t, strlen(t), MHD_RESPMEM_MUST_FREE)
@@ -433,6 +743,10 @@ int iod_viz_live_run(struct iod_api_client *c, const char *mesh, const char *lis
 	l.refresh_ms = refresh_ms;
 	l.group_over = group_over;
 	l.events = json_array();
+	l.model = iod_viz_model_new();
+	l.memo = json_object();
+	if (!l.events || !l.model || !l.memo)
+		return iod_cli_fail("viz", IOD_EXIT_ERROR, "out of memory");
 	c->timeout_ms = 2000;
 	c->retry_ms = 1000;
 	pthread_mutex_init(&l.lock, NULL);
@@ -471,7 +785,14 @@ int iod_viz_live_run(struct iod_api_client *c, const char *mesh, const char *lis
 	pthread_mutex_unlock(&l.lock);
 	pthread_join(t, NULL);
 	MHD_stop_daemon(d);
-	free(l.graph);
+	json_decref(l.shown);
+	free(l.graph_text);
+	for (size_t i = 0; i < VIZ_DELTAS_KEPT; i++)
+		free(l.delta_text[i]);
+	json_decref(l.model);
+	json_decref(l.memo);
+	json_decref(l.telemetry);
+	free(l.mesh_text);
 	json_decref(l.events);
 	return IOD_EXIT_OK;
 }

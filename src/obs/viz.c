@@ -62,188 +62,415 @@ static json_t *detail(enum iod_obj_kind k, const json_t *v, const struct detail_
 	return d;
 }
 
-static void add_node(json_t *nodes, const char *id, const char *kind, const char *label,
+/* What a graph is built into: its lists and the edge ids given so far. */
+struct gb {
+	json_t *nodes;    /* the graph's nodes */
+	json_t *edges;    /* the graph's edges */
+	json_t *edge_ids; /* {id: count}: an id given twice gets "#2"; NULL where
+	                     ids are unique by construction (a node's parts) */
+};
+
+static void add_node(struct gb *b, const char *id, const char *kind, const char *label,
                      const char *parent, const char *status, json_t *detail)
 {
 	json_t *n = json_pack("{s:s, s:s, s:s, s:s}", "id", id, "kind", kind, "label", label,
 	                      "status", status);
-	if (parent && parent[0])
+	if (n && parent && parent[0])
 		json_object_set_new(n, "parent", json_string(parent));
-	if (detail)
+	if (n && detail)
 		json_object_set_new(n, "detail", detail);
-	json_array_append_new(nodes, n);
+	else
+		json_decref(detail);
+	json_array_append_new(b->nodes, n);
 }
 
-static void add_edge(json_t *edges, const char *from, const char *to, const char *kind,
+/* An edge; its id is "kind:from>to", unique in the graph (a second one of
+ * the same kind between the same ends gets "#2"), so a delta names it. */
+static void add_edge(struct gb *b, const char *from, const char *to, const char *kind,
                      const char *label, const char *status)
 {
-	json_array_append_new(edges, json_pack("{s:s, s:s, s:s, s:s, s:s}", "from", from, "to", to,
-	                                       "kind", kind, "label", label, "status", status));
+	char id[IOD_NAME_MAX * 5 + 48];
+	snprintf(id, sizeof(id), "%s:%s>%s", kind, from, to);
+	json_int_t seen = 0;
+	if (b->edge_ids) {
+		seen = json_integer_value(json_object_get(b->edge_ids, id));
+		json_object_set_new(b->edge_ids, id, json_integer(seen + 1));
+	}
+	if (seen) {
+		size_t l = strlen(id);
+		snprintf(id + l, sizeof(id) - l, "#%lld", (long long)seen + 1);
+	}
+	json_array_append_new(b->edges,
+	                      json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "from", from,
+	                                "to", to, "kind", kind, "label", label, "status", status));
 }
 
-static const char *replica_status(const json_t *rv, const json_t *endpoints, const char *name)
+/* {endpoint name: true} for every endpoint that reports unhealthy: one
+ * pass, so a replica's status is one lookup (2,000 replicas against 2,000
+ * endpoints were 4 million string compares a refresh). */
+static json_t *unhealthy_endpoints(const json_t *endpoints)
 {
-	const char *phase = RS(rv, PHASE);
+	json_t *bad = json_object();
 	size_t i;
 	const json_t *e;
-	if (!strcmp(phase, "unhealthy") || !strcmp(phase, "failed") || !strcmp(phase, "exited"))
-		return "bad";
 	json_array_foreach(items(endpoints), i, e)
 	{
-		if (!strcmp(sval(e, "name"), name) &&
-		    json_is_false(iod_obj_peek_json(IOD_OBJ_KIND_ENDPOINT,
+		if (json_is_false(iod_obj_peek_json(IOD_OBJ_KIND_ENDPOINT,
 		                                    json_object_get(e, "value"),
 		                                    IOD_OBJ_ENDPOINT_HEALTHY)))
-			return "bad";
+			json_object_set_new(bad, sval(e, "name"), json_true());
 	}
+	return bad;
+}
+
+static const char *replica_status(const json_t *rv, bool endpoint_bad)
+{
+	const char *phase = RS(rv, PHASE);
+	if (!strcmp(phase, "unhealthy") || !strcmp(phase, "failed") || !strcmp(phase, "exited") ||
+	    !strcmp(phase, "lost"))
+		return "bad";
+	if (endpoint_bad)
+		return "bad";
 	if (!strcmp(phase, "healthy") || !strcmp(phase, "running"))
 		return "ok";
 	return "warn";
 }
 
-/* The utilisation and stall flag of a node's GPU from telemetry summaries. */
-static const json_t *gpu_tel(const json_t *tel, const char *node, double idx)
+/* {node: {gpu index: summary}} of the telemetry summaries, built once. */
+static json_t *telemetry_index(const json_t *tel)
 {
+	json_t *ix = json_object();
 	size_t i, j;
 	const json_t *x, *g;
 	json_array_foreach(items(tel), i, x)
 	{
 		const json_t *v = json_object_get(x, "value") ? json_object_get(x, "value") : x;
-		if (strcmp(sval(v, "node"), node))
-			continue;
+		json_t *per = json_object();
 		json_array_foreach(json_object_get(v, "gpus"), j, g)
 		{
-			if (json_number_value(json_object_get(g, "index")) == idx)
-				return g;
+			char k[24];
+			snprintf(k, sizeof(k), "%lld",
+			         (long long)json_number_value(json_object_get(g, "index")));
+			json_object_set(per, k, (json_t *)g);
+		}
+		json_object_set_new(ix, sval(v, "node"), per);
+	}
+	return ix;
+}
+
+static const json_t *gpu_tel(const json_t *per_node, double idx)
+{
+	char k[24];
+	snprintf(k, sizeof(k), "%lld", (long long)idx);
+	return json_object_get(per_node, k);
+}
+
+/* The rack a node is in: its "rack" (objects.h), else labels.rack, else
+ * one of IOD_VIZ_RACK_NODES nodes in list order (a leaf switch's worth). */
+static void node_rack(const json_t *v, size_t i, char *out, size_t len)
+{
+	const char *rk = iod_obj_peek_text(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_RACK);
+	if (!rk[0])
+		rk = sval(iod_obj_peek_json(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_LABELS), "rack");
+	if (rk[0])
+		snprintf(out, len, "%s", rk);
+	else
+		snprintf(out, len, "%zu", i / IOD_VIZ_RACK_NODES);
+}
+
+/*
+ * The fabric. A cluster describes no switches (Node objects carry a rack
+ * and a zone, the agents report no switch), so the fabric is derived, and
+ * says so: one leaf switch per rack, one spine per zone (a core above the
+ * spines when there are several zones), every node's NICs on its rack's
+ * leaf. The layout of a leaf-spine Clos, which is how GPU clusters are
+ * built; a fabric description, when one exists, replaces the derivation.
+ */
+static void fabric(struct gb *b, const json_t *nodes, bool group)
+{
+	json_t *racks = json_object(), *zones = json_object();
+	size_t i;
+	const json_t *n;
+	char rk[IOD_NAME_MAX + 8], id[IOD_NAME_MAX + 16];
+	json_array_foreach(items(nodes), i, n)
+	{
+		const json_t *v = json_object_get(n, "value");
+		const char *z = iod_obj_peek_text(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_ZONE);
+		node_rack(v, i, rk, sizeof(rk));
+		json_t *r = json_object_get(racks, rk);
+		if (!r) {
+			r = json_pack("{s:s, s:i, s:i}", "zone", z, "nodes", 0, "down", 0);
+			json_object_set_new(racks, rk, r);
+		}
+		json_object_set_new(
+		    r, "nodes", json_integer(json_integer_value(json_object_get(r, "nodes")) + 1));
+		if (!json_integer_value(json_object_get(n, "lease")))
+			json_object_set_new(
+			    r, "down",
+			    json_integer(json_integer_value(json_object_get(r, "down")) + 1));
+		json_object_set_new(zones, sval(r, "zone"), json_true());
+	}
+	bool core = json_object_size(zones) > 1;
+	const char *key;
+	json_t *x;
+	if (core)
+		add_node(b, "switch:core", "switch", "core (derived)", NULL, "ok",
+		         json_pack("{s:s, s:b}", "role", "core", "derived", 1));
+	json_object_foreach(zones, key, x)
+	{
+		char label[IOD_NAME_MAX + 32];
+		snprintf(id, sizeof(id), "switch:spine%s%s", key[0] ? "-" : "", key);
+		snprintf(label, sizeof(label), "spine%s%s (derived)", key[0] ? " " : "", key);
+		add_node(b, id, "switch", label, NULL, "ok",
+		         json_pack("{s:s, s:b, s:s}", "role", "spine", "derived", 1, "zone", key));
+		if (core)
+			add_edge(b, id, "switch:core", "fabric", "", "ok");
+	}
+	json_object_foreach(racks, key, x)
+	{
+		char label[IOD_NAME_MAX + 32], rid[IOD_NAME_MAX + 8], spine[IOD_NAME_MAX + 16];
+		long long cnt = json_integer_value(json_object_get(x, "nodes")),
+		          down = json_integer_value(json_object_get(x, "down"));
+		const char *z = sval(x, "zone");
+		snprintf(rid, sizeof(rid), "rack:%s", key);
+		if (group) {
+			snprintf(label, sizeof(label), "%s (%lld nodes)", key, cnt);
+			add_node(b, rid, "rack", label, NULL, down ? "bad" : "ok",
+			         json_pack("{s:I, s:I, s:s}", "nodes", (json_int_t)cnt, "down",
+			                   (json_int_t)down, "zone", z));
+		}
+		snprintf(id, sizeof(id), "switch:leaf-%s", key);
+		snprintf(label, sizeof(label), "leaf %s", key);
+		add_node(b, id, "switch", label, group ? rid : NULL, "ok",
+		         json_pack("{s:s, s:b, s:s}", "role", "leaf", "derived", 1, "rack", key));
+		snprintf(spine, sizeof(spine), "switch:spine%s%s", z[0] ? "-" : "", z);
+		add_edge(b, id, spine, "fabric", "", "ok");
+	}
+	json_decref(racks);
+	json_decref(zones);
+}
+
+/*
+ * The parts of the graph one cluster node or one replica adds, kept in the
+ * caller's memo (iod_viz_input.memo): {"item": the API item they were built
+ * from, "dep": what else they read (telemetry, endpoint health), "rack",
+ * "group", "nodes": [...], "edges": [...], "gpus", "bad"}. A part is reused
+ * when its item is the very same JSON value (the live view's model keeps an
+ * unchanged object's value) and what else it read is equal; a reused part's
+ * values are shared, so the delta's comparison stops at the first pointer.
+ * Rebuilding 8,000 GPUs for one replica's change was most of an update.
+ */
+static json_t *reuse(json_t *memo, const char *kind, const char *name, const json_t *item,
+                     const json_t *dep, const char *rack, bool group)
+{
+	json_t *p = json_object_get(json_object_get(memo, kind), name);
+	if (!p || json_object_get(p, "item") != item ||
+	    !json_equal(json_object_get(p, "dep"), dep ? dep : json_null()) ||
+	    strcmp(sval(p, "rack"), rack) || json_is_true(json_object_get(p, "group")) != group)
+		return NULL;
+	return json_incref(p);
+}
+
+static json_t *part_new(const json_t *item, const json_t *dep, const char *rack, bool group,
+                        struct gb *b)
+{
+	json_t *p = json_pack("{s:O, s:O, s:s, s:b, s:[], s:[]}", "item", (json_t *)item, "dep",
+	                      dep ? (json_t *)dep : json_null(), "rack", rack, "group", group,
+	                      "nodes", "edges");
+	if (!p)
+		return NULL;
+	b->nodes = json_object_get(p, "nodes");
+	b->edges = json_object_get(p, "edges");
+	b->edge_ids = NULL;
+	return p;
+}
+
+static void splice(struct gb *b, const json_t *part)
+{
+	json_array_extend(b->nodes, json_object_get(part, "nodes"));
+	json_array_extend(b->edges, json_object_get(part, "edges"));
+}
+
+/* A cluster node, its GPUs (NVLink between them) and NICs (on its leaf). */
+static json_t *node_part(const json_t *n, const json_t *tn, const char *rk, bool group)
+{
+	struct gb b;
+	json_t *p = part_new(n, tn, rk, group, &b);
+	if (!p)
+		return NULL;
+	const char *name = sval(n, "name");
+	const json_t *v = json_object_get(n, "value");
+	bool ready = json_integer_value(json_object_get(n, "lease")) != 0;
+	char nid[IOD_NAME_MAX + 8], parent[IOD_NAME_MAX + 16] = "", leaf[IOD_NAME_MAX + 16];
+	char id[IOD_NAME_MAX * 2 + 16], id2[IOD_NAME_MAX * 2 + 16];
+	unsigned gpus = 0;
+	size_t j;
+	const json_t *d;
+	snprintf(nid, sizeof(nid), "node:%s", name);
+	snprintf(leaf, sizeof(leaf), "switch:leaf-%s", rk);
+	if (group)
+		snprintf(parent, sizeof(parent), "rack:%s", rk);
+	json_t *nd = detail(IOD_OBJ_KIND_NODE, v, node_detail, IOD_ARRAY_LEN(node_detail));
+	if (nd)
+		json_object_set_new(nd, "rack", json_string(rk));
+	add_node(&b, nid, "node", name, parent, ready ? "ok" : "bad", nd);
+	bool nic_seen = false;
+	const json_t *devs = json_object_get(
+	    iod_obj_peek_json(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_TOPOLOGY), "devices");
+	json_array_foreach(devs, j, d)
+	{
+		const char *kind = sval(d, "kind"), *dn = sval(d, "name");
+		if (strcmp(kind, "gpu") && strcmp(kind, "nic") && strcmp(kind, "dpu"))
+			continue;
+		snprintf(id, sizeof(id), "%s/%s", nid, dn);
+		const char *st = "ok";
+		json_t *det = json_pack("{s:s}", "model", sval(d, "model"));
+		if (!strcmp(kind, "gpu")) {
+			gpus++;
+			const json_t *t =
+			    gpu_tel(tn, json_number_value(json_object_get(d, "gpu_index")));
+			if (t && det) {
+				json_object_set(det, "util_pct", json_object_get(t, "util_pct"));
+				json_object_set(det, "stalled", json_object_get(t, "stalled"));
+				if (json_is_true(json_object_get(t, "stalled")))
+					st = "bad";
+			}
+		}
+		add_node(&b, id, strcmp(kind, "gpu") ? "nic" : "gpu", dn, nid, st, det);
+		if (strcmp(kind, "gpu")) {
+			nic_seen = true;
+			add_edge(&b, id, leaf, "net", "", ready ? "ok" : "bad");
+		}
+		/* NVLink: each pair once */
+		const char *peer;
+		const json_t *l;
+		json_object_foreach((json_t *)json_object_get(d, "links"), peer, l)
+		{
+			double nv = json_number_value(json_object_get(l, "nvlinks"));
+			if (strcmp(kind, "gpu") || nv <= 0 || strcmp(dn, peer) >= 0)
+				continue;
+			snprintf(id2, sizeof(id2), "%s/%s", nid, peer);
+			add_edge(&b, id, id2, "nvlink", sval(l, "class"), "ok");
 		}
 	}
-	return NULL;
+	if (!nic_seen)
+		add_edge(&b, nid, leaf, "net", ready ? "" : "lost", ready ? "ok" : "bad");
+	json_object_set_new(p, "gpus", json_integer(gpus));
+	json_object_set_new(p, "bad", json_boolean(!ready));
+	return p;
+}
+
+/* A replica in its service, placed on its GPUs (or its node). */
+static json_t *replica_part(const json_t *r, bool endpoint_bad, bool group)
+{
+	struct gb b;
+	json_t *p = part_new(r, endpoint_bad ? json_true() : NULL, "", group, &b);
+	if (!p)
+		return NULL;
+	const char *rn = sval(r, "name");
+	const json_t *rv = json_object_get(r, "value");
+	const char *st = replica_status(rv, endpoint_bad), *node = RS(rv, NODE);
+	char rid[IOD_NAME_MAX + 8], sid[IOD_NAME_MAX + 8], id[IOD_NAME_MAX * 2 + 16];
+	snprintf(rid, sizeof(rid), "replica:%s", rn);
+	snprintf(sid, sizeof(sid), "svc:%s", RS(rv, SERVICE));
+	json_object_set_new(p, "bad", json_boolean(!strcmp(st, "bad")));
+	json_t *det =
+	    detail(IOD_OBJ_KIND_REPLICA, rv, replica_detail, IOD_ARRAY_LEN(replica_detail));
+	add_node(&b, rid, "replica", rn, sid, st, det);
+	if (!node[0])
+		return p;
+	/* placement: on each of its GPUs, else on its node */
+	struct iod_bitmap bm;
+	struct iod_err e = {0};
+	iod_bitmap_zero(&bm);
+	const char *gl = RS(rv, GPUS);
+	if (gl[0] && iod_bitmap_parse(gl, &bm, &e))
+		iod_bitmap_zero(&bm);
+	bool placed = false;
+	for (int x = iod_bitmap_next(&bm, 0); x >= 0 && !group;
+	     x = iod_bitmap_next(&bm, (unsigned)x + 1)) {
+		snprintf(id, sizeof(id), "node:%s/GPU%d", node, x);
+		add_edge(&b, rid, id, "placement", "", st);
+		placed = true;
+	}
+	if (!placed) {
+		snprintf(id, sizeof(id), "node:%s", node);
+		add_edge(&b, rid, id, "placement", "", st);
+	}
+	return p;
 }
 
 json_t *iod_viz_graph(const struct iod_viz_input *in)
 {
-	json_t *g = json_object(), *nodes = json_array(), *edges = json_array();
+	json_t *g = json_object();
+	struct gb b = {json_array(), json_array(), json_object()};
 	size_t i, j, k;
-	const json_t *n, *d, *r, *s;
-	char id[IOD_NAME_MAX * 2 + 16], id2[IOD_NAME_MAX * 2 + 16];
+	const json_t *n, *r, *s;
 	size_t n_nodes = json_array_size(items(in->nodes));
 	bool group = in->group_over && n_nodes > in->group_over;
 	unsigned gpus = 0, bad = 0, replicas = 0;
+	json_t *bad_eps = unhealthy_endpoints(in->endpoints);
+	json_t *tel = telemetry_index(in->telemetry);
 
-	if (!g || !nodes || !edges) {
+	if (!g || !b.nodes || !b.edges || !b.edge_ids || !bad_eps || !tel) {
 		json_decref(g);
-		json_decref(nodes);
-		json_decref(edges);
+		json_decref(b.nodes);
+		json_decref(b.edges);
+		json_decref(b.edge_ids);
+		json_decref(bad_eps);
+		json_decref(tel);
 		return NULL;
 	}
-	add_node(nodes, "fabric", "fabric", "fabric", NULL, "ok",
-	         json_pack("{s:s}", "note",
-	                   "switches and links appear when the node network reports them"));
-	/* racks first, so a node's parent always precedes it */
-	if (group) {
-		json_t *racks = json_object();
-		json_array_foreach(items(in->nodes), i, n)
-		{
-			const char *rk =
-			    sval(iod_obj_peek_json(IOD_OBJ_KIND_NODE, json_object_get(n, "value"),
-			                           IOD_OBJ_NODE_LABELS),
-			         "rack");
-			char rn[IOD_NAME_MAX + 8];
-			if (rk[0])
-				snprintf(rn, sizeof(rn), "rack:%s", rk);
-			else
-				snprintf(rn, sizeof(rn), "rack:%zu", i / IOD_VIZ_RACK_NODES);
-			json_t *c = json_object_get(racks, rn);
-			json_object_set_new(racks, rn, json_integer(json_integer_value(c) + 1));
-		}
-		const char *key;
-		json_t *cnt;
-		json_object_foreach(racks, key, cnt)
-		{
-			char label[IOD_NAME_MAX + 32];
-			snprintf(label, sizeof(label), "%s (%lld nodes)", key + 5,
-			         (long long)json_integer_value(cnt));
-			add_node(nodes, key, "rack", label, NULL, "ok", NULL);
-			add_edge(edges, key, "fabric", "net", "", "ok");
-		}
-		json_decref(racks);
+	/* switches and racks first, so a node's parent always precedes it */
+	fabric(&b, in->nodes, group);
+	json_t *memo_nodes = NULL, *memo_replicas = NULL;
+	if (in->memo) {
+		memo_nodes = json_object();
+		memo_replicas = json_object();
 	}
 	json_array_foreach(items(in->nodes), i, n)
 	{
 		const char *name = sval(n, "name");
-		const json_t *v = json_object_get(n, "value");
-		bool ready = json_integer_value(json_object_get(n, "lease")) != 0;
-		char nid[IOD_NAME_MAX + 8], parent[IOD_NAME_MAX + 8] = "";
-		snprintf(nid, sizeof(nid), "node:%s", name);
-		if (group) {
-			const char *rk = sval(
-			    iod_obj_peek_json(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_LABELS), "rack");
-			if (rk[0])
-				snprintf(parent, sizeof(parent), "rack:%s", rk);
-			else
-				snprintf(parent, sizeof(parent), "rack:%zu",
-				         i / IOD_VIZ_RACK_NODES);
-		}
-		add_node(nodes, nid, "node", name, parent, ready ? "ok" : "bad",
-		         detail(IOD_OBJ_KIND_NODE, v, node_detail, IOD_ARRAY_LEN(node_detail)));
-		bad += !ready;
-		bool nic_seen = false;
-		const json_t *devs = json_object_get(
-		    iod_obj_peek_json(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_TOPOLOGY), "devices");
-		json_array_foreach(devs, j, d)
-		{
-			const char *kind = sval(d, "kind"), *dn = sval(d, "name");
-			if (strcmp(kind, "gpu") && strcmp(kind, "nic") && strcmp(kind, "dpu"))
-				continue;
-			snprintf(id, sizeof(id), "%s/%s", nid, dn);
-			const char *st = "ok";
-			json_t *det = json_pack("{s:s}", "model", sval(d, "model"));
-			if (!strcmp(kind, "gpu")) {
-				gpus++;
-				const json_t *t =
-				    gpu_tel(in->telemetry, name,
-				            json_number_value(json_object_get(d, "gpu_index")));
-				if (t) {
-					json_object_set(det, "util_pct",
-					                json_object_get(t, "util_pct"));
-					json_object_set(det, "stalled",
-					                json_object_get(t, "stalled"));
-					if (json_is_true(json_object_get(t, "stalled")))
-						st = "bad";
-				}
-			}
-			add_node(nodes, id, strcmp(kind, "gpu") ? "nic" : "gpu", dn, nid, st, det);
-			if (strcmp(kind, "gpu")) {
-				nic_seen = true;
-				if (!group)
-					add_edge(edges, id, "fabric", "net", "",
-					         ready ? "ok" : "bad");
-			}
-			/* NVLink: each pair once */
-			const char *peer;
-			const json_t *l;
-			json_object_foreach((json_t *)json_object_get(d, "links"), peer, l)
-			{
-				double nv = json_number_value(json_object_get(l, "nvlinks"));
-				if (strcmp(kind, "gpu") || nv <= 0 || strcmp(dn, peer) >= 0)
-					continue;
-				snprintf(id2, sizeof(id2), "%s/%s", nid, peer);
-				add_edge(edges, id, id2, "nvlink", sval(l, "class"), "ok");
-			}
-		}
-		if (group)
-			continue; /* the rack carries the node's link to the fabric */
-		if (!nic_seen)
-			add_edge(edges, nid, "fabric", "net", "", ready ? "ok" : "bad");
-		else if (!ready)
-			add_edge(edges, nid, "fabric", "net", "lost", "bad");
+		char rk[IOD_NAME_MAX + 8];
+		node_rack(json_object_get(n, "value"), i, rk, sizeof(rk));
+		const json_t *tn = json_object_get(tel, name);
+		json_t *part = reuse(in->memo, "node", name, n, tn, rk, group);
+		if (!part)
+			part = node_part(n, tn, rk, group);
+		if (!part)
+			continue;
+		splice(&b, part);
+		gpus += (unsigned)json_integer_value(json_object_get(part, "gpus"));
+		bad += json_is_true(json_object_get(part, "bad"));
+		if (memo_nodes)
+			json_object_set(memo_nodes, name, part);
+		json_decref(part);
 	}
+	json_decref(tel);
 	/* services, their replicas and dependencies */
 	struct iod_top_mesh_svc *mesh = NULL;
 	uint32_t mesh_n = 0;
 	if (in->mesh_metrics && (mesh = calloc(IOD_TOP_SERVICES_MAX, sizeof(*mesh))))
 		mesh_n = iod_top_mesh_parse(in->mesh_metrics, strlen(in->mesh_metrics), mesh,
 		                            IOD_TOP_SERVICES_MAX);
+	/* {service: [ok, all]} in one pass over the replicas */
+	json_t *per_svc = json_object();
+	json_array_foreach(items(in->replicas), j, r)
+	{
+		const json_t *rv = json_object_get(r, "value");
+		const char *sn = RS(rv, SERVICE);
+		json_t *c = json_object_get(per_svc, sn);
+		if (!c) {
+			c = json_pack("[i, i]", 0, 0);
+			json_object_set_new(per_svc, sn, c);
+		}
+		bool ok = !strcmp(
+		    replica_status(rv, json_object_get(bad_eps, sval(r, "name")) != NULL), "ok");
+		json_array_set_new(c, 0,
+		                   json_integer(json_integer_value(json_array_get(c, 0)) + ok));
+		json_array_set_new(c, 1,
+		                   json_integer(json_integer_value(json_array_get(c, 1)) + 1));
+	}
 	json_array_foreach(items(in->services), i, s)
 	{
 		const char *sn = sval(s, "name");
@@ -256,22 +483,16 @@ json_t *iod_viz_graph(const struct iod_viz_input *in)
 				m = &mesh[q];
 		json_t *det =
 		    detail(IOD_OBJ_KIND_SERVICE, sv, service_detail, IOD_ARRAY_LEN(service_detail));
-		if (m) {
+		if (m && det) {
 			json_object_set_new(det, "requests_total", json_real(m->requests));
 			json_object_set_new(det, "errors_total", json_real(m->errors));
 			if (m->p99_s >= 0)
 				json_object_set_new(det, "p99_ms", json_real(m->p99_s * 1000));
 		}
-		unsigned ok = 0, all = 0;
-		json_array_foreach(items(in->replicas), j, r)
-		{
-			const json_t *rv = json_object_get(r, "value");
-			if (strcmp(RS(rv, SERVICE), sn))
-				continue;
-			all++;
-			ok += !strcmp(replica_status(rv, in->endpoints, sval(r, "name")), "ok");
-		}
-		add_node(nodes, sid, "service", sn, NULL,
+		const json_t *c = json_object_get(per_svc, sn);
+		json_int_t ok = json_integer_value(json_array_get(c, 0)),
+		           all = json_integer_value(json_array_get(c, 1));
+		add_node(&b, sid, "service", sn, NULL,
 		         all && !ok ? "bad"
 		         : ok < all ? "warn"
 		                    : "ok",
@@ -290,53 +511,223 @@ json_t *iod_viz_graph(const struct iod_viz_input *in)
 			if (dm && dm->requests > 0)
 				snprintf(label, sizeof(label), "%.0f req, %.0f err", dm->requests,
 				         dm->errors);
-			add_edge(edges, sid, to, "depends", label,
+			add_edge(&b, sid, to, "depends", label,
 			         dm && dm->errors > 0 ? "warn" : "ok");
 		}
 	}
+	json_decref(per_svc);
 	free(mesh);
 	json_array_foreach(items(in->replicas), i, r)
 	{
 		const char *rn = sval(r, "name");
-		const json_t *rv = json_object_get(r, "value");
-		const char *st = replica_status(rv, in->endpoints, rn), *node = RS(rv, NODE);
-		char rid[IOD_NAME_MAX + 8], sid[IOD_NAME_MAX + 8];
-		snprintf(rid, sizeof(rid), "replica:%s", rn);
-		snprintf(sid, sizeof(sid), "svc:%s", RS(rv, SERVICE));
-		replicas++;
-		bad += !strcmp(st, "bad");
-		json_t *det =
-		    detail(IOD_OBJ_KIND_REPLICA, rv, replica_detail, IOD_ARRAY_LEN(replica_detail));
-		add_node(nodes, rid, "replica", rn, sid, st, det);
-		if (!node[0])
+		const json_t *eb = json_object_get(bad_eps, rn);
+		json_t *part = reuse(in->memo, "replica", rn, r, eb, "", group);
+		if (!part)
+			part = replica_part(r, eb != NULL, group);
+		if (!part)
 			continue;
-		/* placement: on each of its GPUs, else on its node */
-		struct iod_bitmap b;
-		struct iod_err e = {0};
-		iod_bitmap_zero(&b);
-		const char *gl = RS(rv, GPUS);
-		if (gl[0] && iod_bitmap_parse(gl, &b, &e))
-			iod_bitmap_zero(&b);
-		bool placed = false;
-		for (int x = iod_bitmap_next(&b, 0); x >= 0 && !group;
-		     x = iod_bitmap_next(&b, (unsigned)x + 1)) {
-			snprintf(id, sizeof(id), "node:%s/GPU%d", node, x);
-			add_edge(edges, rid, id, "placement", "", st);
-			placed = true;
-		}
-		if (!placed) {
-			snprintf(id, sizeof(id), "node:%s", node);
-			add_edge(edges, rid, id, "placement", "", st);
-		}
+		splice(&b, part);
+		replicas++;
+		bad += json_is_true(json_object_get(part, "bad"));
+		if (memo_replicas)
+			json_object_set(memo_replicas, rn, part);
+		json_decref(part);
 	}
-	json_object_set_new(g, "nodes", nodes);
-	json_object_set_new(g, "edges", edges);
+	if (in->memo) {
+		/* what this graph did not use is gone from the cluster */
+		json_object_clear(in->memo);
+		json_object_set_new(in->memo, "node", memo_nodes);
+		json_object_set_new(in->memo, "replica", memo_replicas);
+	}
+	json_decref(bad_eps);
+	json_decref(b.edge_ids);
+	json_object_set_new(g, "nodes", b.nodes);
+	json_object_set_new(g, "edges", b.edges);
 	json_object_set_new(g, "counts",
-	                    json_pack("{s:I, s:i, s:I, s:i, s:i, s:b}", "nodes",
+	                    json_pack("{s:I, s:i, s:I, s:i, s:i, s:b, s:s}", "nodes",
 	                              (json_int_t)n_nodes, "gpus", (int)gpus, "services",
 	                              (json_int_t)json_array_size(items(in->services)), "replicas",
-	                              (int)replicas, "bad", (int)bad, "grouped", group));
+	                              (int)replicas, "bad", (int)bad, "grouped", group, "fabric",
+	                              "derived"));
 	return g;
+}
+
+/* ---- deltas: what changed between two graphs ------------------------------ */
+
+/* The changes of one list (nodes or edges) by "id": {"add": [...],
+ * "change": [...], "remove": [ids]}; NULL when they are the same. */
+static json_t *list_delta(const json_t *old, const json_t *now, size_t *changes)
+{
+	json_t *ix = NULL, *add = json_array(), *chg = json_array(), *rm = json_array();
+	json_t *d = NULL;
+	size_t i, n = json_array_size(now);
+	const json_t *x;
+	if (!add || !chg || !rm)
+		goto out;
+	/* the usual case: the same ids in the same order (graphs are built in
+	 * a fixed order), only some changed: compare element by element; the
+	 * memo's shared parts compare equal at the pointer */
+	bool same_ids = json_array_size(old) == n;
+	for (i = 0; same_ids && i < n; i++) {
+		const json_t *a = json_array_get(old, i), *b = json_array_get(now, i);
+		same_ids = a == b || !strcmp(sval(a, "id"), sval(b, "id"));
+	}
+	if (same_ids) {
+		for (i = 0; i < n; i++) {
+			const json_t *a = json_array_get(old, i), *b = json_array_get(now, i);
+			if (a != b && !json_equal(a, b))
+				json_array_append(chg, (json_t *)b);
+		}
+		goto done;
+	}
+	if (!(ix = json_object()))
+		goto out;
+	json_array_foreach(old, i, x)
+	{
+		json_object_set(ix, sval(x, "id"), (json_t *)x);
+	}
+	json_array_foreach(now, i, x)
+	{
+		const char *id = sval(x, "id");
+		const json_t *was = json_object_get(ix, id);
+		if (!was)
+			json_array_append(add, (json_t *)x);
+		else if (!json_equal(was, x))
+			json_array_append(chg, (json_t *)x);
+		if (was)
+			json_object_del(ix, id);
+	}
+	const char *id;
+	json_t *v;
+	json_object_foreach(ix, id, v)
+	{
+		json_array_append_new(rm, json_string(id));
+	}
+done:
+	*changes += json_array_size(add) + json_array_size(chg) + json_array_size(rm);
+	d = json_pack("{s:O, s:O, s:O}", "add", add, "change", chg, "remove", rm);
+out:
+	json_decref(ix);
+	json_decref(add);
+	json_decref(chg);
+	json_decref(rm);
+	return d;
+}
+
+int iod_viz_graph_delta(const json_t *old, const json_t *now, json_t **delta)
+{
+	size_t changes = 0;
+	*delta = NULL;
+	json_t *n =
+	    list_delta(json_object_get(old, "nodes"), json_object_get(now, "nodes"), &changes);
+	json_t *e =
+	    list_delta(json_object_get(old, "edges"), json_object_get(now, "edges"), &changes);
+	bool counts = !json_equal(json_object_get(old, "counts"), json_object_get(now, "counts"));
+	if (!n || !e) {
+		json_decref(n);
+		json_decref(e);
+		return -ENOMEM;
+	}
+	if (!changes && !counts) {
+		json_decref(n);
+		json_decref(e);
+		return 0;
+	}
+	*delta = json_pack("{s:o, s:o, s:O?}", "nodes", n, "edges", e, "counts",
+	                   json_object_get(now, "counts"));
+	return *delta ? 1 : -ENOMEM;
+}
+
+/* ---- the model: the cluster's objects, kept from a list and a watch --------- */
+
+/* The kinds the graph is built from, as the watch names them. */
+static const char *const model_kinds[] = {"node", "service", "replica", "endpoint"};
+
+json_t *iod_viz_model_new(void)
+{
+	json_t *m = json_object();
+	for (size_t i = 0; m && i < IOD_ARRAY_LEN(model_kinds); i++)
+		if (json_object_set_new(m, model_kinds[i], json_object())) {
+			json_decref(m);
+			return NULL;
+		}
+	return m;
+}
+
+int iod_viz_model_load(json_t *model, const char *kind, const json_t *list)
+{
+	json_t *per = json_object_get(model, kind);
+	size_t i;
+	const json_t *x;
+	if (!per)
+		return -EINVAL;
+	json_object_clear(per);
+	json_array_foreach(items(list), i, x)
+	{
+		if (!json_is_string(json_object_get(x, "name")) ||
+		    json_object_set(per, sval(x, "name"), (json_t *)x))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+int iod_viz_model_apply(json_t *model, const json_t *ev)
+{
+	const char *kind = sval(ev, "kind"), *type = sval(ev, "type"), *name = sval(ev, "name");
+	json_t *per = json_object_get(model, kind);
+	if (!per || !name[0])
+		return 0; /* a kind the graph does not draw */
+	if (!strcmp(type, "delete"))
+		return json_object_del(per, name) ? 0 : 1;
+	if (strcmp(type, "put") || !json_is_object(json_object_get(ev, "value")))
+		return -EINVAL;
+	const json_t *was = json_object_get(per, name);
+	json_t *o = json_pack("{s:s, s:s, s:O, s:I}", "kind", kind, "name", name, "value",
+	                      json_object_get(ev, "value"), "rev",
+	                      json_integer_value(json_object_get(ev, "rev")));
+	if (!o)
+		return -ENOMEM;
+	/* the watch does not carry the lease: an object keeps the one it had;
+	 * a new one has none until the caller reads it (iod_viz_model_unleased) */
+	if (was && json_object_get(was, "lease"))
+		json_object_set(o, "lease", json_object_get(was, "lease"));
+	return json_object_set_new(per, name, o) ? -ENOMEM : 1;
+}
+
+bool iod_viz_model_unleased(const json_t *model, const char *kind, const char *name)
+{
+	const json_t *o = json_object_get(json_object_get(model, kind), name);
+	return o && !json_object_get(o, "lease");
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(sval(*(json_t *const *)a, "name"), sval(*(json_t *const *)b, "name"));
+}
+
+json_t *iod_viz_model_list(const json_t *model, const char *kind)
+{
+	const json_t *per = json_object_get(model, kind);
+	size_t n = json_object_size(per), i = 0;
+	json_t **v = calloc(n ? n : 1, sizeof(*v));
+	json_t *arr = json_array();
+	const char *k;
+	json_t *x;
+	if (!v || !arr) {
+		free(v);
+		json_decref(arr);
+		return NULL;
+	}
+	json_object_foreach((json_t *)per, k, x)
+	{
+		v[i++] = x;
+	}
+	/* the API lists by name: the same order keeps the page's layout still */
+	qsort(v, n, sizeof(*v), by_name);
+	for (i = 0; i < n; i++)
+		json_array_append(arr, v[i]);
+	free(v);
+	return json_pack("{s:o}", "items", arr);
 }
 
 /* ---- DOT ------------------------------------------------------------------------ */
@@ -364,7 +755,7 @@ static int dot_node(struct iod_buf *b, const json_t *n, const char *indent)
 	const char *kind = sval(n, "kind");
 	const char *shape = !strcmp(kind, "gpu")       ? "box3d"
 	                    : !strcmp(kind, "nic")     ? "cds"
-	                    : !strcmp(kind, "fabric")  ? "hexagon"
+	                    : !strcmp(kind, "switch")  ? "hexagon"
 	                    : !strcmp(kind, "replica") ? "ellipse"
 	                    : !strcmp(kind, "rack")    ? "folder"
 	                                               : "box";

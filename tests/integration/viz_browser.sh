@@ -4,10 +4,14 @@
 #      and replica; gpu-topology --node draws one node; bad views fail (2);
 #   2. the live view in headless Chromium (Debian's chromium + chromedriver,
 #      driven by python3-selenium): one graph node per cluster node, one
-#      edge per service dependency, a replica's click shows its `iod
-#      explain` reasons; killing a replica (restart: never) turns it red
-#      within 2 s of the kill without a reload; a screenshot goes to the
-#      artifacts directory ($IOD_ARTIFACTS, default BUILD/artifacts);
+#      edge per service dependency, the derived fabric (a leaf, a spine)
+#      with the legend saying so, a replica's click shows its `iod
+#      explain` reasons and its recent events; killing a replica
+#      (restart: never) turns it red within 2 s of the kill without a
+#      reload, arriving as a delta (the page got one whole graph, the view
+#      listed the cluster once and followed the watch), and appears in the
+#      events feed; a screenshot goes to the artifacts directory
+#      ($IOD_ARTIFACTS, default BUILD/artifacts);
 #   3. the view's server refuses path traversal and unknown paths, and
 #      bounds its SSE streams (503 past IOD_VIZ_SSE_CLIENTS_MAX).
 # Prints one RESULT line per check; the browser part skips without Chromium.
@@ -83,7 +87,7 @@ wait_for 30 running || { "$IOD" get replicas; bad "replicas running"; exit 1; }
 # 1. DOT and SVG
 "$IOD" viz net-topology >"$T/net.dot" 2>"$T/err"
 miss=""
-for want in '"node:node-1"' '"node:node-3/GPU1"' '"svc:trainer" -- "svc:ps"' '"replica:batch-0"' '"fabric"'; do
+for want in '"node:node-1"' '"node:node-3/GPU1"' '"svc:trainer" -- "svc:ps"' '"replica:batch-0"' '"switch:leaf-0"' '"switch:spine"'; do
 	grep -qF "$want" "$T/net.dot" || miss="$miss $want"
 done
 if [ -z "$miss" ] && command -v dot >/dev/null && "$IOD" viz net-topology -o svg >"$T/net.svg" &&
@@ -195,6 +199,11 @@ try:
     txt = until(lambda: (d.find_elements(By.ID, "explain") or [None])[0] and
                 d.find_element(By.ID, "explain").text, 5)
     print("EXPLAIN", "highest score" in (txt or ""))
+    evs = until(lambda: (d.find_elements(By.ID, "replica-events") or [None])[0] and
+                d.find_element(By.ID, "replica-events").text, 5)
+    print("REPLICA_EVENTS", "trainer-0" in (evs or ""))
+    print("SWITCHES", js("return document.querySelectorAll('[data-kind=switch]').length"))
+    print("FABRIC_NOTE", "derived" in js("return document.getElementById('fabric-note').textContent"))
     js("window.__noReload = 42")
     status = js("return document.querySelector(\"[data-id='replica:batch-0']\").getAttribute('data-status')")
     print("BEFORE", status)
@@ -204,6 +213,10 @@ try:
                            "return e && e.getAttribute('data-status') == 'bad'"), 5)
     print("RED_MS", round((time.time() - t) * 1000) if red else -1)
     print("NO_RELOAD", js("return window.__noReload") == 42)
+    print("GRAPHS", js("return window.iodView.graphs"))
+    print("DELTAS", js("return window.iodView.deltas"))
+    fed = until(lambda: "batch-0" in js("return document.getElementById('feed').textContent"), 5)
+    print("FEED", bool(fed))
     d.save_screenshot(shot)
     print("SHOT", os.path.getsize(shot))
 finally:
@@ -235,6 +248,22 @@ print(next((i["value"].get("phase") for i in json.load(sys.stdin)["items"] if i[
 		ok "viz_browser_killed_replica_red (${ms} ms after the kill, no reload)"
 	else
 		bad "viz_browser_killed_replica_red (before $(v BEFORE), ${ms:-?} ms, no reload $(v NO_RELOAD))"
+	fi
+	if [ "$(v SWITCHES)" = 2 ] && [ "$(v FABRIC_NOTE)" = True ]; then
+		ok "viz_browser_derived_fabric (a leaf and a spine, the legend says derived)"
+	else
+		bad "viz_browser_derived_fabric (switches $(v SWITCHES), note $(v FABRIC_NOTE))"
+	fi
+	lists=$(curl -s "http://$VIEW/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("lists"))')
+	if [ "$(v GRAPHS)" = 1 ] && [ -n "$(v DELTAS)" ] && [ "$(v DELTAS)" -ge 1 ] && [ "$lists" = 1 ]; then
+		ok "viz_browser_deltas_from_the_watch (1 graph, $(v DELTAS) deltas, the cluster listed once)"
+	else
+		bad "viz_browser_deltas_from_the_watch (graphs $(v GRAPHS), deltas $(v DELTAS), lists $lists)"
+	fi
+	if [ "$(v FEED)" = True ] && [ "$(v REPLICA_EVENTS)" = True ]; then
+		ok "viz_browser_events_feed (the kill in the feed; a click lists the replica's events)"
+	else
+		bad "viz_browser_events_feed (feed $(v FEED), replica events $(v REPLICA_EVENTS))"
 	fi
 	if [ -s "$ART/viz_live.png" ]; then ok "viz_browser_screenshot ($ART/viz_live.png)"; else
 		bad "viz_browser_screenshot"; fi

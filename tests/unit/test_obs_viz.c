@@ -112,10 +112,13 @@ TEST(viz_groups_a_large_cluster_into_racks)
 	const json_t *gn = json_object_get(g, "nodes");
 	CHECK_EQ(count(gn, "kind", "rack"), (100 + IOD_VIZ_RACK_NODES - 1) / IOD_VIZ_RACK_NODES);
 	CHECK_EQ(count(gn, "kind", "node"), 100);
-	CHECK_EQ(count(gn, "parent", "rack:0"), IOD_VIZ_RACK_NODES);
 	CHECK(json_is_true(json_object_get(json_object_get(g, "counts"), "grouped")));
-	/* the racks carry the links to the fabric, not the nodes */
-	CHECK_EQ(count(json_object_get(g, "edges"), "kind", "net"), 4);
+	/* a derived leaf per rack, inside it, on the one spine */
+	CHECK_EQ(count(json_object_get(g, "edges"), "kind", "fabric"), 4);
+	CHECK_EQ(count(gn, "parent", "rack:0"), IOD_VIZ_RACK_NODES + 1);
+	CHECK(!strcmp(str(find(gn, "id", "switch:leaf-0"), "parent"), "rack:0"));
+	CHECK(find(gn, "id", "switch:spine"));
+	CHECK_EQ(count(json_object_get(g, "edges"), "kind", "net"), 100);
 	json_decref(g);
 	in.group_over = 0;
 	g = iod_viz_graph(&in);
@@ -129,7 +132,7 @@ TEST(viz_empty_answers)
 	struct iod_viz_input in = {0};
 	json_t *g = iod_viz_graph(&in);
 	CHECK(g);
-	CHECK_EQ(json_array_size(json_object_get(g, "nodes")), 1); /* the fabric */
+	CHECK_EQ(json_array_size(json_object_get(g, "nodes")), 0); /* not even a switch */
 	struct iod_buf b;
 	iod_buf_init(&b);
 	CHECK_EQ(iod_viz_dot(g, &b), 0);

@@ -1,0 +1,346 @@
+/*
+ * test_obs_viz_live.c: what the live view of `iod viz net-topology --live`
+ * keeps between refreshes (src/obs/viz.c): the model a list and the watch
+ * keep current, graph deltas (applied to the old graph they give the new
+ * one), the memo of unchanged parts, and the derived fabric (a leaf per
+ * rack, a spine per zone, a core above several spines).
+ */
+#include "harness.h"
+#include "iod/obs.h"
+
+#include <stdlib.h>
+
+static const char *str(const json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+	return s ? s : "";
+}
+
+static const json_t *by_id(const json_t *arr, const char *id)
+{
+	size_t i;
+	const json_t *x;
+	json_array_foreach(arr, i, x)
+	{
+		if (!strcmp(str(x, "id"), id))
+			return x;
+	}
+	return NULL;
+}
+
+/* n nodes of 2 GPUs (NVLink) and a NIC, racks "r0".."r2" in zone a or b. */
+static json_t *cluster_nodes(int n)
+{
+	json_t *items = json_array();
+	for (int i = 0; i < n; i++) {
+		char name[16], rack[8];
+		snprintf(name, sizeof(name), "n%02d", i);
+		snprintf(rack, sizeof(rack), "r%d", i % 3);
+		json_array_append_new(
+		    items,
+		    json_pack(
+		        "{s:s, s:s, s:i, s:i, s:{s:s, s:s, s:{s:[{s:s, s:s, s:i, s:{s:{s:i}}},"
+		        " {s:s, s:s, s:i}, {s:s, s:s}]}}}",
+		        "kind", "node", "name", name, "rev", 1, "lease", 7, "value", "rack", rack,
+		        "zone", i % 3 == 2 ? "b" : "a", "topology", "devices", "kind", "gpu",
+		        "name", "GPU0", "gpu_index", 0, "links", "GPU1", "nvlinks", 12, "kind",
+		        "gpu", "name", "GPU1", "gpu_index", 1, "kind", "nic", "name", "NIC0"));
+	}
+	return json_pack("{s:i, s:o}", "rev", 5, "items", items);
+}
+
+static json_t *cluster_replicas(void)
+{
+	return json_loads("{\"rev\": 5, \"items\": ["
+	                  " {\"kind\": \"replica\", \"name\": \"a-0\", \"rev\": 3, \"value\": "
+	                  "  {\"service\": \"a\", \"node\": \"n00\", \"gpus\": \"0\", \"phase\": "
+	                  "\"healthy\"}},"
+	                  " {\"kind\": \"replica\", \"name\": \"a-1\", \"rev\": 4, \"value\": "
+	                  "  {\"service\": \"a\", \"node\": \"n01\", \"gpus\": \"1\", \"phase\": "
+	                  "\"healthy\"}}]}",
+	                  0, NULL);
+}
+
+static json_t *graph_of(const json_t *model, json_t *memo)
+{
+	json_t *n = iod_viz_model_list(model, "node"), *s = iod_viz_model_list(model, "service"),
+	       *r = iod_viz_model_list(model, "replica"),
+	       *e = iod_viz_model_list(model, "endpoint");
+	struct iod_viz_input in = {
+	    .nodes = n, .services = s, .replicas = r, .endpoints = e, .memo = memo};
+	json_t *g = iod_viz_graph(&in);
+	json_decref(n);
+	json_decref(s);
+	json_decref(r);
+	json_decref(e);
+	return g;
+}
+
+/* old with delta d applied, the way app.js applies it: remove, add, change. */
+static json_t *apply(const json_t *old, const json_t *d)
+{
+	json_t *g = json_object();
+	for (int k = 0; k < 2; k++) {
+		const char *list = k ? "edges" : "nodes";
+		const json_t *dl = json_object_get(d, list);
+		json_t *out = json_array(), *ix = json_object();
+		size_t i;
+		const json_t *x;
+		json_array_foreach(json_object_get(dl, "remove"), i, x)
+		{
+			json_object_set_new(ix, json_string_value(x), json_true());
+		}
+		json_array_foreach(json_object_get(old, list), i, x)
+		{
+			if (json_object_get(ix, str(x, "id")))
+				continue;
+			const json_t *c = by_id(json_object_get(dl, "change"), str(x, "id"));
+			json_array_append(out, (json_t *)(c ? c : x));
+		}
+		json_array_foreach(json_object_get(dl, "add"), i, x)
+		{
+			json_array_append(out, (json_t *)x);
+		}
+		json_object_set_new(g, list, out);
+		json_decref(ix);
+	}
+	return g;
+}
+
+/* The same set of ids with equal values (order aside). */
+static bool same_lists(const json_t *a, const json_t *b)
+{
+	if (json_array_size(a) != json_array_size(b))
+		return false;
+	size_t i;
+	const json_t *x;
+	json_array_foreach(a, i, x)
+	{
+		if (!json_equal(x, by_id(b, str(x, "id"))))
+			return false;
+	}
+	return true;
+}
+
+TEST(viz_model_follows_the_watch)
+{
+	json_t *m = iod_viz_model_new(), *nodes = cluster_nodes(3), *reps = cluster_replicas();
+	CHECK(m);
+	CHECK_EQ(iod_viz_model_load(m, "node", nodes), 0);
+	CHECK_EQ(iod_viz_model_load(m, "replica", reps), 0);
+	CHECK_EQ(iod_viz_model_load(m, "nosuch", reps), -EINVAL);
+	json_t *ev = json_loads("{\"rev\": 6, \"type\": \"put\", \"kind\": \"replica\", \"name\": "
+	                        "\"a-1\", \"value\": {\"service\": \"a\", \"node\": \"n01\", "
+	                        "\"gpus\": \"1\", \"phase\": \"failed\"}}",
+	                        0, NULL);
+	CHECK_EQ(iod_viz_model_apply(m, ev), 1);
+	json_decref(ev);
+	/* kinds the graph does not draw, deletes of nothing and bad events */
+	ev = json_loads("{\"rev\": 7, \"type\": \"put\", \"kind\": \"policy\", \"name\": \"p\", "
+	                "\"value\": {}}",
+	                0, NULL);
+	CHECK_EQ(iod_viz_model_apply(m, ev), 0);
+	json_decref(ev);
+	ev = json_loads(
+	    "{\"rev\": 8, \"type\": \"delete\", \"kind\": \"replica\", \"name\": \"zz\"}", 0, NULL);
+	CHECK_EQ(iod_viz_model_apply(m, ev), 0);
+	json_decref(ev);
+	ev = json_loads("{\"rev\": 8, \"type\": \"put\", \"kind\": \"replica\", \"name\": \"b\"}",
+	                0, NULL);
+	CHECK_EQ(iod_viz_model_apply(m, ev), -EINVAL); /* a put without a value */
+	json_decref(ev);
+	/* a node the watch changes keeps its lease; one it adds has none yet */
+	ev = json_loads("{\"rev\": 9, \"type\": \"put\", \"kind\": \"node\", \"name\": \"n01\", "
+	                "\"value\": {\"rack\": \"r1\"}}",
+	                0, NULL);
+	CHECK_EQ(iod_viz_model_apply(m, ev), 1);
+	json_decref(ev);
+	CHECK(!iod_viz_model_unleased(m, "node", "n01"));
+	ev = json_loads("{\"rev\": 10, \"type\": \"put\", \"kind\": \"node\", \"name\": \"n00a\", "
+	                "\"value\": {}}",
+	                0, NULL);
+	CHECK_EQ(iod_viz_model_apply(m, ev), 1);
+	json_decref(ev);
+	CHECK(iod_viz_model_unleased(m, "node", "n00a"));
+	ev = json_loads(
+	    "{\"rev\": 11, \"type\": \"delete\", \"kind\": \"node\", \"name\": \"n02\"}", 0, NULL);
+	CHECK_EQ(iod_viz_model_apply(m, ev), 1);
+	json_decref(ev);
+	/* listed by name, as the API lists */
+	json_t *l = iod_viz_model_list(m, "node");
+	const json_t *it = json_object_get(l, "items");
+	CHECK_EQ(json_array_size(it), 3);
+	CHECK(!strcmp(str(json_array_get(it, 0), "name"), "n00"));
+	CHECK(!strcmp(str(json_array_get(it, 1), "name"), "n00a"));
+	CHECK(!strcmp(str(json_array_get(it, 2), "name"), "n01"));
+	CHECK_EQ(json_integer_value(json_object_get(json_array_get(it, 2), "lease")), 7);
+	json_decref(l);
+	l = iod_viz_model_list(m, "replica");
+	CHECK(!strcmp(
+	    str(json_object_get(json_array_get(json_object_get(l, "items"), 1), "value"), "phase"),
+	    "failed"));
+	json_decref(l);
+	json_decref(m);
+	json_decref(nodes);
+	json_decref(reps);
+}
+
+TEST(viz_delta_applied_gives_the_new_graph)
+{
+	json_t *m = iod_viz_model_new(), *nodes = cluster_nodes(4), *reps = cluster_replicas();
+	json_t *memo = json_object();
+	iod_viz_model_load(m, "node", nodes);
+	iod_viz_model_load(m, "replica", reps);
+	json_t *g0 = graph_of(m, memo), *d = NULL;
+	CHECK(g0);
+	/* nothing changed: no delta */
+	json_t *g1 = graph_of(m, memo);
+	CHECK_EQ(iod_viz_graph_delta(g0, g1, &d), 0);
+	CHECK(d == NULL);
+	json_decref(g1);
+	/* one replica fails: the replica, its placement, its service change */
+	json_t *ev = json_loads("{\"rev\": 6, \"type\": \"put\", \"kind\": \"replica\", \"name\": "
+	                        "\"a-1\", \"value\": {\"service\": \"a\", \"node\": \"n01\", "
+	                        "\"gpus\": \"1\", \"phase\": \"failed\"}}",
+	                        0, NULL);
+	iod_viz_model_apply(m, ev);
+	json_decref(ev);
+	g1 = graph_of(m, memo);
+	CHECK_EQ(iod_viz_graph_delta(g0, g1, &d), 1);
+	const json_t *dn = json_object_get(d, "nodes"), *de = json_object_get(d, "edges");
+	CHECK_EQ(json_array_size(json_object_get(dn, "add")), 0);
+	CHECK_EQ(json_array_size(json_object_get(dn, "remove")), 0);
+	CHECK_EQ(json_array_size(json_object_get(dn, "change")), 1); /* a-1; no service node */
+	CHECK(!strcmp(str(json_array_get(json_object_get(dn, "change"), 0), "status"), "bad"));
+	CHECK_EQ(json_array_size(json_object_get(de, "change")), 1);
+	CHECK(!strcmp(str(json_array_get(json_object_get(de, "change"), 0), "id"),
+	              "placement:replica:a-1>node:n01/GPU1"));
+	json_t *a = apply(g0, d);
+	CHECK(same_lists(json_object_get(a, "nodes"), json_object_get(g1, "nodes")));
+	CHECK(same_lists(json_object_get(a, "edges"), json_object_get(g1, "edges")));
+	json_decref(a);
+	json_decref(d);
+	/* a node lost (deleted) and a replica gone: removes; a new node: adds */
+	ev = json_loads("{\"rev\": 7, \"type\": \"delete\", \"kind\": \"node\", \"name\": \"n03\"}",
+	                0, NULL);
+	iod_viz_model_apply(m, ev);
+	json_decref(ev);
+	ev = json_loads("{\"rev\": 8, \"type\": \"delete\", \"kind\": \"replica\", \"name\": "
+	                "\"a-0\"}",
+	                0, NULL);
+	iod_viz_model_apply(m, ev);
+	json_decref(ev);
+	ev = json_loads("{\"rev\": 9, \"type\": \"put\", \"kind\": \"node\", \"name\": \"m9\", "
+	                "\"value\": {\"rack\": \"r9\"}}",
+	                0, NULL);
+	iod_viz_model_apply(m, ev);
+	json_decref(ev);
+	json_t *g2 = graph_of(m, memo);
+	CHECK_EQ(iod_viz_graph_delta(g1, g2, &d), 1);
+	dn = json_object_get(d, "nodes");
+	CHECK(by_id(json_object_get(dn, "add"), "node:m9"));
+	CHECK(by_id(json_object_get(dn, "add"), "switch:leaf-r9")); /* its rack's leaf */
+	CHECK(!strcmp(str(by_id(json_object_get(dn, "add"), "node:m9"), "status"),
+	              "bad")); /* no lease known yet */
+	bool gone = false;
+	size_t i;
+	const json_t *x;
+	json_array_foreach(json_object_get(dn, "remove"), i, x) gone |=
+	    !strcmp(json_string_value(x), "node:n03/GPU1");
+	CHECK(gone);
+	a = apply(g1, d);
+	CHECK(same_lists(json_object_get(a, "nodes"), json_object_get(g2, "nodes")));
+	CHECK(same_lists(json_object_get(a, "edges"), json_object_get(g2, "edges")));
+	json_decref(a);
+	json_decref(d);
+	/* the memo gives the same graph as building from nothing */
+	json_t *fresh = graph_of(m, NULL);
+	CHECK(json_equal(fresh, g2));
+	json_decref(fresh);
+	json_decref(g0);
+	json_decref(g1);
+	json_decref(g2);
+	json_decref(memo);
+	json_decref(m);
+	json_decref(nodes);
+	json_decref(reps);
+}
+
+TEST(viz_memo_reuses_unchanged_parts)
+{
+	json_t *m = iod_viz_model_new(), *nodes = cluster_nodes(3), *memo = json_object();
+	iod_viz_model_load(m, "node", nodes);
+	json_t *g0 = graph_of(m, memo), *g1 = graph_of(m, memo);
+	/* the very same GPU object in both graphs: nothing was rebuilt */
+	const json_t *a = by_id(json_object_get(g0, "nodes"), "node:n01/GPU0");
+	CHECK(a && a == by_id(json_object_get(g1, "nodes"), "node:n01/GPU0"));
+	/* a changed node is rebuilt; the others are not */
+	json_t *ev = json_loads("{\"rev\": 6, \"type\": \"put\", \"kind\": \"node\", \"name\": "
+	                        "\"n01\", \"value\": {\"rack\": \"r1\", \"zone\": \"a\"}}",
+	                        0, NULL);
+	iod_viz_model_apply(m, ev);
+	json_decref(ev);
+	json_t *g2 = graph_of(m, memo);
+	CHECK(by_id(json_object_get(g2, "nodes"), "node:n01/GPU0") == NULL); /* no topology now */
+	CHECK(by_id(json_object_get(g2, "nodes"), "node:n00/GPU0") ==
+	      by_id(json_object_get(g0, "nodes"), "node:n00/GPU0"));
+	/* the memo holds only what the cluster still has */
+	CHECK_EQ(json_object_size(json_object_get(memo, "node")), 3);
+	json_decref(g0);
+	json_decref(g1);
+	json_decref(g2);
+	json_decref(memo);
+	json_decref(m);
+	json_decref(nodes);
+}
+
+TEST(viz_fabric_is_derived_from_racks_and_zones)
+{
+	json_t *nodes = cluster_nodes(6);
+	struct iod_viz_input in = {.nodes = nodes};
+	json_t *g = iod_viz_graph(&in);
+	const json_t *gn = json_object_get(g, "nodes"), *ge = json_object_get(g, "edges");
+	/* three racks: three leaves; zones a and b: two spines and a core */
+	CHECK(by_id(gn, "switch:leaf-r0") && by_id(gn, "switch:leaf-r1") &&
+	      by_id(gn, "switch:leaf-r2"));
+	CHECK(by_id(gn, "switch:spine-a") && by_id(gn, "switch:spine-b"));
+	CHECK(by_id(gn, "switch:core"));
+	CHECK(json_is_true(
+	    json_object_get(json_object_get(by_id(gn, "switch:leaf-r0"), "detail"), "derived")));
+	CHECK(by_id(ge, "fabric:switch:leaf-r2>switch:spine-b"));
+	CHECK(by_id(ge, "fabric:switch:leaf-r0>switch:spine-a"));
+	CHECK(by_id(ge, "fabric:switch:spine-b>switch:core"));
+	/* each NIC on its rack's leaf */
+	CHECK(by_id(ge, "net:node:n04/NIC0>switch:leaf-r1"));
+	CHECK(!strcmp(str(json_object_get(g, "counts"), "fabric"), "derived"));
+	/* no single "fabric" node any more */
+	CHECK(by_id(gn, "fabric") == NULL);
+	/* edge ids are unique */
+	json_t *seen = json_object();
+	size_t i;
+	const json_t *x;
+	bool dup = false;
+	json_array_foreach(ge, i, x)
+	{
+		dup |= json_object_get(seen, str(x, "id")) != NULL;
+		json_object_set_new(seen, str(x, "id"), json_true());
+	}
+	CHECK(!dup);
+	json_decref(seen);
+	json_decref(g);
+	json_decref(nodes);
+}
+
+TEST(viz_duplicate_dependency_gets_its_own_edge_id)
+{
+	json_t *s = json_loads("{\"items\": [{\"name\": \"a\", \"value\": {}}, {\"name\": \"w\", "
+	                       "\"value\": {\"depends_on\": [\"a\", \"a\"]}}]}",
+	                       0, NULL);
+	struct iod_viz_input in = {.services = s};
+	json_t *g = iod_viz_graph(&in);
+	const json_t *ge = json_object_get(g, "edges");
+	CHECK(by_id(ge, "depends:svc:w>svc:a"));
+	CHECK(by_id(ge, "depends:svc:w>svc:a#2"));
+	json_decref(g);
+	json_decref(s);
+}
