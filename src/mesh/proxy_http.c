@@ -424,7 +424,7 @@ static void dispatch(struct worker *w, struct conn *c, uint32_t exclude)
 		return;
 	}
 	c->holds_pending = true;
-	int fd = iod_mesh_connect(c->ep_ip4, c->ep_port);
+	int fd = iod_mesh_upstream_connect(w, s, c->ep);
 	if (fd < 0) {
 		iod_mesh_breaker_release(&s->breaker, IOD_MESH_BRK_CONNECTIONS);
 		attempt_failed(w, c, F_CONNECT);

@@ -341,6 +341,15 @@ static int parse_endpoint(const json_t *j, struct iod_mesh_service *s, uint32_t 
 			return iod_err_set(e, -EINVAL, "%s: healthy must be true or false", what);
 		ep->healthy = json_is_true(h);
 	}
+	/* reached through its node's proxy over mutual TLS (docs/mesh.md) */
+	const json_t *m = json_object_get(j, "mtls");
+	if (m && (!json_is_string(m) ||
+	          iod_mesh_addr_parse(json_string_value(m), &ep->mtls_ip4, &ep->mtls_port, true) ||
+	          !ep->mtls_ip4))
+		return iod_err_set(e, -EINVAL,
+		                   "%s: mtls must be \"IPv4:port\" (its node proxy's "
+		                   "mTLS listener)",
+		                   what);
 	return 0;
 }
 
