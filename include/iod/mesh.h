@@ -130,6 +130,9 @@ struct iod_mesh_registry {
 	uint64_t version; /* raised by the source on every change */
 };
 
+/* The caller whose replicas run as uid (NULL: none). Pure. */
+const struct iod_mesh_caller *iod_mesh_caller_find(const struct iod_mesh_registry *r, uint32_t uid);
+
 /*
  * The receiving proxy's decision for one call to service `to` (method NULL
  * for an L4 connection) from the local peer whose socket uid owns: a

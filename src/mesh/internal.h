@@ -164,6 +164,8 @@ struct conn {
 	bool again;                    /* CK_MTLS_*: on the worker's again list */
 	struct conn *next_again;       /* ... its link */
 	char mtls_peer[IOD_NAME_MAX];  /* CK_MTLS_T outbound: the node we must reach */
+	uint16_t mtls_id;              /* upstreams: the SVID their relay presents
+	                                  (mtls ids index + 1; 0 = a direct connection) */
 };
 
 /* Who connected, as the accept saw it. */
@@ -208,15 +210,24 @@ struct worker {
 	uint64_t mtls_denied;             /* peers refused by a policy on their SVID */
 };
 
+/* One SVID the proxy presents when it dials: a local service's. */
+struct mtls_id {
+	char tenant[IOD_NAME_MAX];       /* its tenant */
+	char service[IOD_NAME_MAX];      /* its service */
+	struct iod_sec_tls_creds *creds; /* DIR/TENANT/SERVICE.crt/.key */
+	int64_t mtime_ns;                /* the .crt's mtime when loaded */
+};
+
 /* Proxy-to-proxy mutual TLS: credentials and where they come from. */
 struct mtls {
-	struct iod_sec_tls_creds *in;      /* node.crt: what dialling proxies see */
-	struct iod_sec_tls_creds *out;     /* the SVID of opts.mtls_identity */
+	pthread_mutex_t mu;                        /* guards ids (dials, reloads) */
+	struct iod_sec_tls_creds *in;              /* node.crt: what dialling proxies see */
+	int64_t in_mtime_ns;                       /* its mtime when loaded */
+	struct mtls_id ids[IOD_MESH_MTLS_IDS_MAX]; /* loaded on first use */
+	uint32_t ids_n;
+	int32_t fallback;                  /* ids index of opts.mtls_identity (callers the proxy
+	                     cannot name present it); -1 = none */
 	char cluster[IOD_SEC_CLUSTER_MAX]; /* trust domain (the CA's) */
-	char tenant[IOD_NAME_MAX];         /* mtls_identity's tenant */
-	char service[IOD_NAME_MAX];        /* ... and service */
-	int64_t in_mtime_ns;               /* node.crt's mtime when loaded */
-	int64_t out_mtime_ns;              /* the SVID's */
 	uint64_t rotations;                /* certificates swapped in after start */
 };
 
@@ -279,7 +290,14 @@ void iod_mesh_mtls_free(struct iod_mesh_proxy *p);
  * the endpoint sits behind another node's proxy (mtls_ip4), one end of a
  * socketpair whose other end is relayed over mutual TLS to that proxy.
  * Non-blocking either way; -errno. */
-int iod_mesh_upstream_connect(struct worker *w, const struct wsvc *s, uint32_t ep);
+int iod_mesh_upstream_connect(struct worker *w, const struct wsvc *s, uint32_t ep, int id);
+/* Which SVID a connection to endpoint ep made for client c presents: 0 for
+ * a direct endpoint, the mtls ids index + 1 (the caller's own SVID when the
+ * proxy knows the caller, else the --mtls-identity one), or -EACCES when
+ * there is none (the call cannot be made). Pooled upstreams are reused only
+ * for the same id. */
+int iod_mesh_upstream_identity(struct worker *w, const struct wsvc *s, uint32_t ep,
+                               const struct conn *c);
 void iod_mesh_mtls_accept(struct worker *w);
 void iod_mesh_mtls_event(struct worker *w, struct conn *c, uint32_t ev);
 void iod_mesh_mtls_timer(struct worker *w, struct conn *c);

@@ -83,6 +83,8 @@ void iod_mesh_conn_client(struct worker *w, struct conn *c, const struct accepte
 	c->cl_ip4 = a->ip4;
 	c->cl_uid = a->key_uid;
 	c->cl_counted = true;
+	c->peer_known = a->peer_known;
+	c->peer_uid = a->peer_uid;
 	iod_strlcpy(c->client_addr, a->client, sizeof(c->client_addr));
 }
 

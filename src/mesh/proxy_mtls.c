@@ -86,6 +86,34 @@ out:
 	return rc;
 }
 
+/* Find (or load) the SVID of tenant/service: its ids index, or -errno. */
+static int ident_get(struct iod_mesh_proxy *p, const char *tenant, const char *service,
+                     struct iod_err *e)
+{
+	struct mtls *m = p->mtls;
+	int idx = -1;
+	pthread_mutex_lock(&m->mu);
+	for (uint32_t i = 0; i < m->ids_n && idx < 0; i++)
+		if (!strcmp(m->ids[i].tenant, tenant) && !strcmp(m->ids[i].service, service))
+			idx = (int)i;
+	if (idx < 0 && m->ids_n >= IOD_MESH_MTLS_IDS_MAX)
+		idx = iod_err_set(e, -ENOSPC, "mTLS: more than %d SVIDs", IOD_MESH_MTLS_IDS_MAX);
+	if (idx == -1) {
+		/* first use: read its files (once per identity, then cached) */
+		struct mtls_id *id = &m->ids[m->ids_n];
+		char base[2 * IOD_NAME_MAX + 2];
+		memset(id, 0, sizeof(*id));
+		iod_strlcpy(id->tenant, tenant, sizeof(id->tenant));
+		iod_strlcpy(id->service, service, sizeof(id->service));
+		snprintf(base, sizeof(base), "%s/%s", tenant, service);
+		idx = load_pair(p->opts.mtls_dir, base, &id->creds, &id->mtime_ns, e);
+		if (!idx)
+			idx = (int)m->ids_n++;
+	}
+	pthread_mutex_unlock(&m->mu);
+	return idx;
+}
+
 int iod_mesh_mtls_init(struct iod_mesh_proxy *p, struct iod_err *e)
 {
 	const struct iod_mesh_proxy_opts *o = &p->opts;
@@ -94,41 +122,50 @@ int iod_mesh_mtls_init(struct iod_mesh_proxy *p, struct iod_err *e)
 	struct mtls *m = calloc(1, sizeof(*m));
 	if (!m)
 		return iod_err_set(e, -ENOMEM, "out of memory");
+	pthread_mutex_init(&m->mu, NULL);
+	m->fallback = -1;
 	p->mtls = m;
 	int rc;
 	if (o->mtls_listen && (rc = load_pair(o->mtls_dir, "node", &m->in, &m->in_mtime_ns, e)))
 		return rc;
 	if (o->mtls_identity) {
+		char tenant[IOD_NAME_MAX] = "", service[IOD_NAME_MAX] = "";
 		const char *slash = strchr(o->mtls_identity, '/');
-		if (!slash || (size_t)(slash - o->mtls_identity) >= sizeof(m->tenant))
+		if (slash && (size_t)(slash - o->mtls_identity) < sizeof(tenant)) {
+			memcpy(tenant, o->mtls_identity, (size_t)(slash - o->mtls_identity));
+			iod_strlcpy(service, slash + 1, sizeof(service));
+		}
+		if (!iod_sec_name_valid(tenant) || !iod_sec_name_valid(service))
 			return iod_err_set(e, -EINVAL, "mTLS identity \"%s\": want TENANT/SERVICE",
 			                   o->mtls_identity);
-		memcpy(m->tenant, o->mtls_identity, (size_t)(slash - o->mtls_identity));
-		iod_strlcpy(m->service, slash + 1, sizeof(m->service));
-		if (!iod_sec_name_valid(m->tenant) || !iod_sec_name_valid(m->service))
-			return iod_err_set(e, -EINVAL, "mTLS identity \"%s\": want TENANT/SERVICE",
-			                   o->mtls_identity);
-		char base[2 * IOD_NAME_MAX + 2];
-		snprintf(base, sizeof(base), "%s/%s", m->tenant, m->service);
-		if ((rc = load_pair(o->mtls_dir, base, &m->out, &m->out_mtime_ns, e)))
+		if ((rc = ident_get(p, tenant, service, e)) < 0)
 			return rc;
+		m->fallback = rc;
 	}
-	struct iod_sec_tls_creds *any = m->in ? m->in : m->out;
-	if (!any)
-		return iod_err_set(e, -EINVAL,
-		                   "mTLS: --mtls-dir needs --mtls-listen or "
-		                   "--mtls-identity");
-	iod_strlcpy(m->cluster, iod_sec_ca_cluster(iod_sec_tls_creds_ca(any)), sizeof(m->cluster));
+	struct iod_sec_tls_creds *any = m->in ? m->in : m->ids_n ? m->ids[0].creds : NULL;
+	if (any) {
+		iod_strlcpy(m->cluster, iod_sec_ca_cluster(iod_sec_tls_creds_ca(any)),
+		            sizeof(m->cluster));
+	} else {
+		/* neither side configured: the callers' SVIDs load on first use */
+		char ca[4096];
+		snprintf(ca, sizeof(ca), "%s/ca.crt", o->mtls_dir);
+		if (access(ca, R_OK))
+			return iod_err_set(e, -ENOENT, "mTLS: %s: %s", ca, strerror(errno));
+	}
 	return 0;
 }
 
 void iod_mesh_mtls_free(struct iod_mesh_proxy *p)
 {
-	if (!p->mtls)
+	struct mtls *m = p->mtls;
+	if (!m)
 		return;
-	iod_sec_tls_creds_free(p->mtls->in);
-	iod_sec_tls_creds_free(p->mtls->out);
-	free(p->mtls);
+	iod_sec_tls_creds_free(m->in);
+	for (uint32_t i = 0; i < m->ids_n; i++)
+		iod_sec_tls_creds_free(m->ids[i].creds);
+	pthread_mutex_destroy(&m->mu);
+	free(m);
 	p->mtls = NULL;
 }
 
@@ -138,16 +175,28 @@ int iod_mesh_proxy_mtls_reload(struct iod_mesh_proxy *p, struct iod_err *e)
 	int rc = 0;
 	if (!m)
 		return 0;
-	uint64_t before = (uint64_t)m->in_mtime_ns ^ (uint64_t)m->out_mtime_ns;
-	if (m->in)
+	if (m->in) {
+		int64_t before = m->in_mtime_ns;
 		rc = load_pair(p->opts.mtls_dir, "node", &m->in, &m->in_mtime_ns, e);
-	if (!rc && m->out) {
-		char base[2 * IOD_NAME_MAX + 2];
-		snprintf(base, sizeof(base), "%s/%s", m->tenant, m->service);
-		rc = load_pair(p->opts.mtls_dir, base, &m->out, &m->out_mtime_ns, e);
+		if (m->in_mtime_ns != before)
+			__atomic_add_fetch(&m->rotations, 1, __ATOMIC_RELAXED);
 	}
-	if (((uint64_t)m->in_mtime_ns ^ (uint64_t)m->out_mtime_ns) != before)
-		__atomic_add_fetch(&m->rotations, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&m->mu);
+	for (uint32_t i = 0; i < m->ids_n; i++) {
+		char base[2 * IOD_NAME_MAX + 2];
+		int64_t before = m->ids[i].mtime_ns;
+		struct iod_err e2 = {0};
+		snprintf(base, sizeof(base), "%s/%s", m->ids[i].tenant, m->ids[i].service);
+		int r =
+		    load_pair(p->opts.mtls_dir, base, &m->ids[i].creds, &m->ids[i].mtime_ns, &e2);
+		if (r && !rc) {
+			rc = r;
+			*e = e2;
+		}
+		if (m->ids[i].mtime_ns != before)
+			__atomic_add_fetch(&m->rotations, 1, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&m->mu);
 	return rc;
 }
 
@@ -474,14 +523,47 @@ void iod_mesh_mtls_accept(struct worker *w)
 
 /* ---- the sending side ----------------------------------------------------- */
 
-int iod_mesh_upstream_connect(struct worker *w, const struct wsvc *s, uint32_t ep)
+int iod_mesh_upstream_identity(struct worker *w, const struct wsvc *s, uint32_t ep,
+                               const struct conn *c)
+{
+	struct iod_mesh_proxy *p = w->p;
+	if (!s->svc.eps[ep].mtls_ip4)
+		return 0;
+	if (!p->mtls)
+		return -EACCES;
+	int idx = -1;
+	if (c && c->peer_known) {
+		/* the caller's own SVID: it, not this node, is who calls */
+		char tenant[IOD_NAME_MAX] = "", service[IOD_NAME_MAX] = "";
+		pthread_mutex_lock(&p->mu);
+		const struct iod_mesh_caller *k = iod_mesh_caller_find(&p->view, c->peer_uid);
+		if (k) {
+			iod_strlcpy(tenant, k->tenant[0] ? k->tenant : "default", sizeof(tenant));
+			iod_strlcpy(service, k->service, sizeof(service));
+		}
+		pthread_mutex_unlock(&p->mu);
+		struct iod_err e = {0};
+		if (service[0] && (idx = ident_get(p, tenant, service, &e)) < 0)
+			IOD_DEBUG("mesh", "no SVID for %s/%s: %s", tenant, service, e.msg);
+		if (service[0] && idx < 0)
+			return -EACCES; /* a known caller never borrows another identity */
+	}
+	if (idx < 0)
+		idx = p->mtls->fallback;
+	return idx < 0 ? -EACCES : idx + 1;
+}
+
+int iod_mesh_upstream_connect(struct worker *w, const struct wsvc *s, uint32_t ep, int id)
 {
 	const struct iod_mesh_endpoint *e = &s->svc.eps[ep];
 	struct mtls *m = w->p->mtls;
 	if (!e->mtls_ip4)
 		return iod_mesh_connect(e->ip4, e->port);
-	if (!m || !m->out)
-		return -EHOSTUNREACH; /* behind a proxy we cannot prove ourselves to */
+	if (!m || id < 1 || (uint32_t)id > m->ids_n)
+		return -EACCES; /* behind a proxy we cannot prove ourselves to */
+	pthread_mutex_lock(&m->mu);
+	struct iod_sec_tls_creds *creds = m->ids[id - 1].creds;
+	pthread_mutex_unlock(&m->mu);
 	int sp[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sp))
 		return -errno;
@@ -494,7 +576,7 @@ int iod_mesh_upstream_connect(struct worker *w, const struct wsvc *s, uint32_t e
 	struct conn *q = iod_mesh_conn_get(w, CK_MTLS_P, sp[1]);
 	struct conn *t = q ? iod_mesh_conn_get(w, CK_MTLS_T, fd) : NULL;
 	struct iod_err err = {0};
-	if (!q || !t || iod_sec_tls_open(m->out, fd, true, &t->tls, &err)) {
+	if (!q || !t || iod_sec_tls_open(creds, fd, true, &t->tls, &err)) {
 		if (t)
 			iod_mesh_conn_put(w, t);
 		else

@@ -19,6 +19,13 @@
 #   cross_tenant_svid_denied  a valid SVID of tenant red gets no answer; B
 #                         counts it in iod_mesh_mtls_denied_total and its
 #                         flow record names red/intruder and default-cross-tenant
+#   per_caller_svid       with "callers" in A's config (uid -> service), A
+#                         presents each caller's own SVID: uid 40001
+#                         (default/client) gets 200; uid 40002 (red/intruder, allowed
+#                         by A's own policy "*" -> "*") is refused by B on its SVID
+#                         (cross-tenant; B's denied count rises, A answers 5xx);
+#                         uid 40003 (a caller without an SVID) gets 503 and B
+#                         sees no new handshake from it
 #   rotation_under_load   8 s of continuous requests (HTTP keep-alive through
 #                         A's http VIP and a new TCP connection per request
 #                         through its tcp VIP, so new handshakes happen) while
@@ -55,13 +62,14 @@ UP=$((base + 1))
 # The cluster CA, another CA with the same cluster name, and the files.
 "$IOD" init --cluster test --pki "$T/pki" --no-config >/dev/null || { echo "iod init failed"; exit 1; }
 "$IOD" init --cluster test --pki "$T/foreign" --no-config >/dev/null || exit 1
-mkdir -p "$T/a/default" "$T/b" "$T/c/default" "$T/c/red" "$T/f"
+mkdir -p "$T/a/default" "$T/a/red" "$T/b" "$T/c/default" "$T/c/red" "$T/f"
 cp "$T/pki/ca.crt" "$T/a/ca.crt"
 cp "$T/pki/ca.crt" "$T/b/ca.crt"
 svid() { "$IOD" cert create service "$1" --tenant "$2" --pki "$3" --out "$4" --ttl 1m >/dev/null; }
 svid client default "$T/pki" "$T/a/default/client" || exit 1
 svid client default "$T/pki" "$T/c/default/client" || exit 1
 svid intruder red "$T/pki" "$T/c/red/intruder" || exit 1
+cp "$T/c/red/intruder.crt" "$T/c/red/intruder.key" "$T/a/red/"
 svid client default "$T/foreign" "$T/f/client" || exit 1
 "$IOD" cert create node n2 --pki "$T/pki" --out "$T/b/node" >/dev/null || exit 1
 
@@ -70,7 +78,11 @@ printf '{"node": "n2", "services": [
   {"name": "web", "vip": "%s", "port": 8000, "mode": "http", "endpoints": [{"addr": "127.0.0.1:%s", "node": "n2"}]},
   {"name": "webtcp", "vip": "%s", "port": 8001, "mode": "tcp", "endpoints": [{"addr": "127.0.0.1:%s", "node": "n2"}]}]}\n' \
 	"$VIPB" "$UP" "$VIPB" "$UP" >"$T/b.json"
-printf '{"node": "n1", "services": [
+printf '{"node": "n1",
+  "callers": [{"uid": 40001, "service": "client"}, {"uid": 40002, "service": "intruder", "tenant": "red"},
+              {"uid": 40003, "service": "nosvid"}],
+  "policies": [{"name": "a-lets-all-out", "from": "*", "to": "*"}],
+  "services": [
   {"name": "web", "vip": "%s", "port": 8000, "mode": "http",
    "endpoints": [{"addr": "127.0.0.1:%s", "node": "n2", "mtls": "%s"}]},
   {"name": "webtcp", "vip": "%s", "port": 8001, "mode": "tcp",
@@ -100,7 +112,7 @@ if [ "$code" = 200 ] && grep -q web "$T/body" && [ "${hin:-0}" -ge 1 ] && [ "${h
 	ok "call_over_mtls (handshakes: A out $hout, B in $hin)"
 else
 	bad call_over_mtls "code $code, body $(head -c 80 "$T/body"), handshakes A out ${hout:-none} B in ${hin:-none}"
-	tail -5 "$T/pa.log" "$T/pb.log"
+	tail -n 5 "$T/pa.log" "$T/pb.log"
 fi
 
 # A direct TLS client of B: prints what it got back (or the error).
@@ -146,6 +158,28 @@ if grep -q "got b''" "$T/red.out" && [ "${d1:-0}" -gt "${d0:-0}" ] &&
 	ok "cross_tenant_svid_denied (denied $d0 -> $d1)"
 else
 	bad cross_tenant_svid_denied "$(cat "$T/red.out"); denied ${d0:-none} -> ${d1:-none}; $(head -c 300 "$T/spans.json")"
+fi
+
+# per-caller SVIDs
+as_uid() { u=$1; shift; setpriv --reuid "$u" --regid "$u" --clear-groups "$@"; }
+if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
+	h0=$(metric "$ADMB" 'iod_mesh_mtls_handshakes_total{direction="in"}')
+	d0=$(metric "$ADMB" iod_mesh_mtls_denied_total)
+	c1=$(as_uid 40001 curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://$VIPA:8000/c1")
+	d1=$(metric "$ADMB" iod_mesh_mtls_denied_total)
+	c2=$(as_uid 40002 curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://$VIPA:8000/c2")
+	d2=$(metric "$ADMB" iod_mesh_mtls_denied_total)
+	h2=$(metric "$ADMB" 'iod_mesh_mtls_handshakes_total{direction="in"}')
+	c3=$(as_uid 40003 curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://$VIPA:8000/c3")
+	h3=$(metric "$ADMB" 'iod_mesh_mtls_handshakes_total{direction="in"}')
+	if [ "$c1" = 200 ] && [ "$d1" = "$d0" ] && [ "${c2#5}" != "$c2" ] && [ "${d2:-0}" -gt "${d1:-0}" ] &&
+		[ "$c3" = 503 ] && [ "$h3" = "$h2" ]; then
+		ok "per_caller_svid (40001: $c1, 40002: $c2 with B's denied $d1 -> $d2, 40003: $c3)"
+	else
+		bad per_caller_svid "40001 $c1, 40002 $c2 (B denied ${d0:-?} ${d1:-?} ${d2:-?}), 40003 $c3 (B handshakes ${h0:-?} ${h2:-?} ${h3:-?})"
+	fi
+else
+	echo "skip per_caller_svid: needs root and setpriv"; skip=$((skip + 1))
 fi
 
 # 4. rotation under load
