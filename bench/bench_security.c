@@ -336,21 +336,23 @@ static int mesh_bench(const char *bin, const char *dir, uint32_t rounds, uint32_
 	fclose(f);
 	if (!(f = fopen(cfg_a, "w")))
 		return 1;
-	fprintf(f,
-	        "{\"node\": \"n1\", \"services\": ["
-	        "{\"name\": \"sec\", \"vip\": \"127.84.0.1\", \"port\": 8000, \"mode\": \"http\", "
-	        "\"endpoints\": [{\"addr\": \"%s\", \"node\": \"n2\", \"mtls\": \"%s\"}]},"
-	        "{\"name\": \"plain\", \"vip\": \"127.84.0.1\", \"port\": 8001, \"mode\": \"http\", "
-	        "\"endpoints\": [{\"addr\": \"127.84.0.2:8001\", \"node\": \"n2\"}]}]}\n",
-	        up, mlisten);
+	fprintf(
+	    f,
+	    "{\"node\": \"n1\", \"services\": ["
+	    "{\"name\": \"sec\", \"vip\": \"127.84.0.1\", \"port\": 8000, \"mode\": \"http\", "
+	    "\"endpoints\": [{\"addr\": \"%s\", \"node\": \"n2\", \"mtls\": \"%s\"}]},"
+	    "{\"name\": \"plain\", \"vip\": \"127.84.0.1\", \"port\": 8001, \"mode\": \"http\", "
+	    "\"endpoints\": [{\"addr\": \"127.84.0.2:8001\", \"node\": \"n2\"}]}]}\n",
+	    up, mlisten);
 	fclose(f);
 	char *be[] = {(char *)bin, "proxy", "backend", "--listen", up, "--size", "32", NULL};
-	char *pb[] = {(char *)bin, "proxy",         "run",         "--config", cfg_b,
-	              "--workers", "1",             "--admin",     adm_b,      "--mtls-dir",
-	              mdir_b,      "--mtls-listen", mlisten,       NULL};
-	char *pa[] = {(char *)bin, "proxy",    "run",      "--config",        cfg_a,
-	              "--workers", "1",        "--admin",  adm_a,             "--mtls-dir",
-	              mdir_a,      "--mtls-identity",      "default/bench",   NULL};
+	char *pb[] = {(char *)bin, "proxy",   "run", "--config",   cfg_b,  "--workers",
+	              "1",         "--admin", adm_b, "--mtls-dir", mdir_b, "--mtls-listen",
+	              mlisten,     NULL};
+	char *pa[] = {(char *)bin,     "proxy",      "run",  "--config",
+	              cfg_a,           "--workers",  "1",    "--admin",
+	              adm_a,           "--mtls-dir", mdir_a, "--mtls-identity",
+	              "default/bench", NULL};
 	snprintf(log, sizeof(log), "%s/mesh-backend.log", dir);
 	pids[0] = spawn(be, log);
 	snprintf(log, sizeof(log), "%s/mesh-b.log", dir);
@@ -381,7 +383,8 @@ static int mesh_bench(const char *bin, const char *dir, uint32_t rounds, uint32_
 	for (uint32_t k = 0; k < rounds; k++)
 		if (mesh_round(fp, ops, lp + (size_t)k * ops, &rp[k]) ||
 		    mesh_round(fs, ops, lt + (size_t)k * ops, &rt[k])) {
-			printf("BENCH sec.mesh_mtls error=request_failed (see %s/mesh-*.log)\n", dir);
+			printf("BENCH sec.mesh_mtls error=request_failed (see %s/mesh-*.log)\n",
+			       dir);
 			goto out;
 		}
 	size_t n = (size_t)rounds * ops;
@@ -474,9 +477,9 @@ int main(void)
 	       "target_ops_ratio=0.90 target_added_p99_ms=1\n",
 	       mt / mp, p99t - p99p, mp, mt, p50p, p50t, p99p, p99t, n);
 	rc = raft_bench(bin, dir, pki, creds, rounds, ops, lp, lt, rp, rt);
-	rc |= mesh_bench(bin, dir, rounds, getenv("IOD_BENCH_MESH_OPS")
-	                                     ? (uint32_t)atoi(getenv("IOD_BENCH_MESH_OPS"))
-	                                     : 4000);
+	rc |= mesh_bench(bin, dir, rounds,
+	                 getenv("IOD_BENCH_MESH_OPS") ? (uint32_t)atoi(getenv("IOD_BENCH_MESH_OPS"))
+	                                              : 4000);
 freeout:
 	free(lp);
 	free(lt);
