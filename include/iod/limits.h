@@ -459,6 +459,12 @@
 /* Slots of a worker's per-client table: open addressing at most half full
  * (every client holds at least one of the worker's connections). */
 #define IOD_MESH_CLIENT_SLOTS (2 * IOD_MESH_CONNS_MAX)
+/* Callers a standalone proxy config names (uid -> service): one per
+ * replica a node runs, at most IOD_SCHED_NODE_REPLICAS_MAX, with room. */
+#define IOD_MESH_CALLERS_MAX 4096
+/* SVIDs one proxy presents when it dials other proxies: one per service
+ * with replicas on its node (IOD_MESH_SERVICES_MAX services at most). */
+#define IOD_MESH_MTLS_IDS_MAX IOD_MESH_SERVICES_MAX
 /* Idle keep-alive connections kept per endpoint per worker. */
 #define IOD_MESH_POOL_IDLE_MAX 64
 /* Spans and flow records kept per worker ring (a power of two). */

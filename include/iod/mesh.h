@@ -50,6 +50,9 @@ struct iod_mesh_endpoint {
 	char rack[IOD_NAME_MAX]; /* rack of that node ("" = unknown) */
 	uint32_t weight;         /* relative share for weighted/hash policies; >= 1 */
 	bool healthy;            /* the agent's health check passes */
+	uint32_t mtls_ip4;       /* its node proxy's mTLS address (proxy-to-proxy);
+	                            0 = dial the endpoint directly */
+	uint16_t mtls_port;      /* ... and port */
 };
 
 /* Outlier detection settings (Envoy's names; see docs/mesh.md). */
@@ -126,6 +129,9 @@ struct iod_mesh_registry {
 	uint32_t svcs_cap;
 	uint64_t version; /* raised by the source on every change */
 };
+
+/* The caller whose replicas run as uid (NULL: none). Pure. */
+const struct iod_mesh_caller *iod_mesh_caller_find(const struct iod_mesh_registry *r, uint32_t uid);
 
 /*
  * The receiving proxy's decision for one call to service `to` (method NULL

@@ -52,6 +52,14 @@ struct iod_mesh_proxy_opts {
 	bool no_splice;            /* L4: copy through user space instead of splice */
 	uint32_t client_conns_max; /* connections per client, all workers
 	                              (0 = IOD_MESH_CLIENT_CONNS_MAX) */
+	/* proxy-to-proxy mutual TLS (docs/mesh.md, docs/security.md); NULL = off.
+	 * mtls_dir holds ca.crt, node.crt/.key (what this proxy presents to
+	 * proxies dialling in) and TENANT/SERVICE.crt/.key (the SVIDs it
+	 * presents when it dials: mtls_identity's). Files are re-read when they
+	 * change (iod_mesh_proxy_mtls_reload): rotation drops no connection. */
+	const char *mtls_dir;
+	const char *mtls_listen;   /* "IP:port" to accept proxies on; NULL = none */
+	const char *mtls_identity; /* "TENANT/SERVICE" this proxy's callers present */
 };
 
 /* Start the proxy's threads with the source's first view. */
@@ -68,6 +76,10 @@ int iod_mesh_proxy_refresh(struct iod_mesh_proxy *p, struct iod_err *e);
 int iod_mesh_proxy_wait(struct iod_mesh_proxy *p, uint32_t poll_ms, uint32_t resync_ms,
                         const volatile int *stop, struct iod_err *e);
 void iod_mesh_proxy_stop(struct iod_mesh_proxy *p);
+/* Re-read the mTLS files that changed since the last call and swap them in
+ * for new sessions (open ones keep theirs). 0 (nothing to do, or done), or
+ * why the new files are refused (the old ones stay in use). */
+int iod_mesh_proxy_mtls_reload(struct iod_mesh_proxy *p, struct iod_err *e);
 /* Prometheus text of every service and endpoint (appends to b). */
 int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b);
 

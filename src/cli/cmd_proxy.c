@@ -45,6 +45,7 @@ static void usage(FILE *f)
 	    "usage: iod proxy run (--config FILE | --server ADDR [--node NAME]) [--workers N]\n"
 	    "                     [--admin ADDR] [--dns ADDR] [--seed N] [--no-splice]\n"
 	    "                     [--no-watch] [--client-conns N]\n"
+	    "                     [--mtls-dir DIR [--mtls-listen ADDR] [--mtls-identity T/S]]\n"
 	    "       iod proxy check --config FILE [-o text|json]\n"
 	    "       iod proxy env --config FILE\n"
 	    "       iod proxy backend --listen ADDR [--name NAME] [--size BYTES]\n"
@@ -65,6 +66,14 @@ static void usage(FILE *f)
 	    "           --client-conns N  connections one client (address, and uid when\n"
 	    "                         known) may hold open (default %d,\n"
 	    "                         IOD_MESH_CLIENT_CONNS_MAX); more are closed at accept\n"
+	    "           --mtls-dir DIR  proxy-to-proxy mutual TLS: DIR/ca.crt, DIR/node.crt/.key\n"
+	    "                         (presented to proxies that dial in) and\n"
+	    "                         DIR/TENANT/SERVICE.crt/.key (SVIDs presented when\n"
+	    "                         dialling); endpoints with \"mtls\": \"IP:PORT\" are\n"
+	    "                         reached through that proxy. Files are re-read when\n"
+	    "                         they change (rotation drops no connection)\n"
+	    "           --mtls-listen ADDR  accept proxies on ADDR (IPv4:port)\n"
+	    "           --mtls-identity T/S the SVID this proxy's callers present\n"
 	    "  check    validate FILE and print each service's address and endpoints\n"
 	    "  env      print IOD_SVC_<NAME>_ADDR=vip:port for every service (for workloads)\n"
 	    "  backend  a small HTTP/1.1 server: answers every request with BYTES bytes\n"
@@ -196,6 +205,9 @@ static int do_run(const char *path, const char *server, const char *node,
 		if (stop_flag)
 			break;
 		memset(&e, 0, sizeof(e));
+		if (iod_mesh_proxy_mtls_reload(p, &e))
+			IOD_WARN("mesh", "keeping the current mTLS certificates: %s", e.msg);
+		memset(&e, 0, sizeof(e));
 		int rc = iod_mesh_proxy_refresh(p, &e);
 		if (rc == 0)
 			IOD_INFO("mesh", "view from %s changed", path);
@@ -231,6 +243,9 @@ int cmd_proxy(int argc, char **argv)
 	                                     {"read-rate", required_argument, NULL, 'r'},
 	                                     {"no-watch", no_argument, NULL, 'W'},
 	                                     {"client-conns", required_argument, NULL, 'L'},
+	                                     {"mtls-dir", required_argument, NULL, 'M'},
+	                                     {"mtls-listen", required_argument, NULL, 'I'},
+	                                     {"mtls-identity", required_argument, NULL, 'Y'},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	struct iod_mesh_proxy_opts o = {.workers = 2, .admin_addr = "127.0.0.1:15000"};
@@ -265,6 +280,9 @@ int cmd_proxy(int argc, char **argv)
 		case 'd': o.dns_addr = optarg; break;
 		case 's': o.seed = strtoull(optarg, NULL, 10); break;
 		case 'S': o.no_splice = true; break;
+		case 'M': o.mtls_dir = optarg; break;
+		case 'I': o.mtls_listen = optarg; break;
+		case 'Y': o.mtls_identity = optarg; break;
 		case 'L':
 			o.client_conns_max = (uint32_t)strtoul(optarg, &end, 10);
 			if (*end || !o.client_conns_max || o.client_conns_max > 1u << 24)

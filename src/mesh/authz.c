@@ -21,6 +21,13 @@ static int caller_cmp(const void *k, const void *e)
 	return a < b ? -1 : a > b;
 }
 
+const struct iod_mesh_caller *iod_mesh_caller_find(const struct iod_mesh_registry *r, uint32_t uid)
+{
+	return r->callers_n
+	           ? bsearch(&uid, r->callers, r->callers_n, sizeof(*r->callers), caller_cmp)
+	           : NULL;
+}
+
 void iod_mesh_authz_decide(const struct iod_mesh_registry *r, bool peer_known, uint32_t peer_uid,
                            const struct iod_mesh_service *to, const char *method,
                            struct iod_sec_verdict *v)

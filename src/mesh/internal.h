@@ -24,7 +24,7 @@
 #define STAT_GET(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
 /* epoll user data starts with a tag saying what it is. */
-enum tag { TAG_LISTENER = 1, TAG_CONN, TAG_WAKE };
+enum tag { TAG_LISTENER = 1, TAG_CONN, TAG_WAKE, TAG_MTLS_LISTENER };
 
 /* Latency histogram bounds in seconds (Prometheus `le`). */
 extern const double iod_mesh_latency_le[IOD_MESH_LATENCY_BUCKETS];
@@ -80,7 +80,10 @@ struct listener {
 	uint32_t slot; /* service slot */
 };
 
-enum conn_kind { CK_L4_CLIENT, CK_L4_UP, CK_HTTP_CLIENT, CK_HTTP_UP };
+/* CK_MTLS_T: a proxy-to-proxy TLS connection (either direction);
+ * CK_MTLS_P: its plaintext side (a socketpair end the sender's L4/HTTP
+ * upstream uses, or the receiver's connection to the local endpoint). */
+enum conn_kind { CK_L4_CLIENT, CK_L4_UP, CK_HTTP_CLIENT, CK_HTTP_UP, CK_MTLS_T, CK_MTLS_P };
 
 /* One direction of an L4 flow. */
 struct l4dir {
@@ -152,6 +155,17 @@ struct conn {
 	                                  (0 = between requests: the idle timeout) */
 	uint32_t cl_ip4, cl_uid;       /* client: its key in the worker's clients */
 	bool cl_counted;               /* ... counted there (released with the conn) */
+	struct iod_sec_tls *tls;       /* CK_MTLS_T: the session */
+	uint32_t tls_wlen;             /* CK_MTLS_T: a TLS write that said EAGAIN (must be
+	                                  retried with the same length) */
+	uint32_t off;                  /* CK_MTLS_*: first byte of buf not yet written */
+	bool tls_want_out;             /* CK_MTLS_T: the session waits to write */
+	bool outbound;                 /* CK_MTLS_T: we dialled (else accepted) */
+	bool again;                    /* CK_MTLS_*: on the worker's again list */
+	struct conn *next_again;       /* ... its link */
+	char mtls_peer[IOD_NAME_MAX];  /* CK_MTLS_T outbound: the node we must reach */
+	uint16_t mtls_id;              /* upstreams: the SVID their relay presents
+	                                  (mtls ids index + 1; 0 = a direct connection) */
 };
 
 /* Who connected, as the accept saw it. */
@@ -189,6 +203,32 @@ struct worker {
 	bool authz;                       /* the view carries identities and policies */
 	struct iod_mesh_clients *clients; /* open client connections per client */
 	uint32_t client_max;              /* this worker's share of the per-client limit */
+	struct listener mtls_lst;         /* proxies dial in here (fd -1 = none) */
+	struct conn *again;               /* relays with decrypted bytes left to move */
+	uint64_t mtls_in, mtls_out;       /* handshakes completed, by direction */
+	uint64_t mtls_refused;            /* peers refused: handshake, identity, preamble */
+	uint64_t mtls_denied;             /* peers refused by a policy on their SVID */
+};
+
+/* One SVID the proxy presents when it dials: a local service's. */
+struct mtls_id {
+	char tenant[IOD_NAME_MAX];       /* its tenant */
+	char service[IOD_NAME_MAX];      /* its service */
+	struct iod_sec_tls_creds *creds; /* DIR/TENANT/SERVICE.crt/.key */
+	int64_t mtime_ns;                /* the .crt's mtime when loaded */
+};
+
+/* Proxy-to-proxy mutual TLS: credentials and where they come from. */
+struct mtls {
+	pthread_mutex_t mu;                        /* guards ids (dials, reloads) */
+	struct iod_sec_tls_creds *in;              /* node.crt: what dialling proxies see */
+	int64_t in_mtime_ns;                       /* its mtime when loaded */
+	struct mtls_id ids[IOD_MESH_MTLS_IDS_MAX]; /* loaded on first use */
+	uint32_t ids_n;
+	int32_t fallback;                  /* ids index of opts.mtls_identity (callers the proxy
+	                     cannot name present it); -1 = none */
+	char cluster[IOD_SEC_CLUSTER_MAX]; /* trust domain (the CA's) */
+	uint64_t rotations;                /* certificates swapped in after start */
 };
 
 struct iod_mesh_proxy {
@@ -208,6 +248,7 @@ struct iod_mesh_proxy {
 	pthread_t admin_thread;
 	int dns_fd; /* DNS socket or -1 */
 	pthread_t dns_thread;
+	struct mtls *mtls; /* proxy-to-proxy mTLS; NULL = off */
 };
 
 /* proxy.c */
@@ -240,6 +281,30 @@ void iod_mesh_authz_check(struct worker *w, const struct iod_mesh_service *to, b
                           char *caller, size_t caller_len);
 void iod_mesh_http_event(struct worker *w, struct conn *c, uint32_t ev);
 void iod_mesh_http_timer(struct worker *w, struct conn *c);
+
+/* proxy_mtls.c */
+/* Load the mTLS files (start) / free them. */
+int iod_mesh_mtls_init(struct iod_mesh_proxy *p, struct iod_err *e);
+void iod_mesh_mtls_free(struct iod_mesh_proxy *p);
+/* An upstream socket for endpoint ep of s: a TCP connect to it, or, when
+ * the endpoint sits behind another node's proxy (mtls_ip4), one end of a
+ * socketpair whose other end is relayed over mutual TLS to that proxy.
+ * Non-blocking either way; -errno. */
+int iod_mesh_upstream_connect(struct worker *w, const struct wsvc *s, uint32_t ep, int id);
+/* Which SVID a connection to endpoint ep made for client c presents: 0 for
+ * a direct endpoint, the mtls ids index + 1 (the caller's own SVID when the
+ * proxy knows the caller, else the --mtls-identity one), or -EACCES when
+ * there is none (the call cannot be made). Pooled upstreams are reused only
+ * for the same id. */
+int iod_mesh_upstream_identity(struct worker *w, const struct wsvc *s, uint32_t ep,
+                               const struct conn *c);
+void iod_mesh_mtls_accept(struct worker *w);
+void iod_mesh_mtls_event(struct worker *w, struct conn *c, uint32_t ev);
+void iod_mesh_mtls_timer(struct worker *w, struct conn *c);
+/* Move the bytes the TLS sessions still hold decrypted (end of a loop turn). */
+void iod_mesh_mtls_again(struct worker *w);
+/* Close a relay pair (either end). */
+void iod_mesh_mtls_close(struct worker *w, struct conn *c);
 
 /* proxy_admin.c */
 int iod_mesh_admin_start(struct iod_mesh_proxy *p, struct iod_err *e);

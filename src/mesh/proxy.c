@@ -83,6 +83,8 @@ void iod_mesh_conn_client(struct worker *w, struct conn *c, const struct accepte
 	c->cl_ip4 = a->ip4;
 	c->cl_uid = a->key_uid;
 	c->cl_counted = true;
+	c->peer_known = a->peer_known;
+	c->peer_uid = a->peer_uid;
 	iod_strlcpy(c->client_addr, a->client, sizeof(c->client_addr));
 }
 
@@ -194,6 +196,31 @@ fail:;
 		close(l->fd);
 	free(l);
 	return rc;
+}
+
+/* The worker's mTLS listener (SO_REUSEPORT: one per worker, as VIPs). */
+static int mtls_listen(struct iod_mesh_proxy *p, struct worker *w, struct iod_err *e)
+{
+	uint32_t ip4;
+	uint16_t port;
+	int one = 1;
+	if (iod_mesh_addr_parse(p->opts.mtls_listen, &ip4, &port, true))
+		return iod_err_set(e, -EINVAL, "--mtls-listen %s: want IPv4:port",
+		                   p->opts.mtls_listen);
+	struct sockaddr_in sa = {
+	    .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(ip4)};
+	w->mtls_lst.tag = TAG_MTLS_LISTENER;
+	w->mtls_lst.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (w->mtls_lst.fd < 0)
+		return iod_err_set(e, -errno, "mTLS listener: %s", strerror(errno));
+	setsockopt(w->mtls_lst.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	setsockopt(w->mtls_lst.fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &w->mtls_lst};
+	if (bind(w->mtls_lst.fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    listen(w->mtls_lst.fd, 4096) || epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->mtls_lst.fd, &ev))
+		return iod_err_set(e, -errno, "mTLS listener on %s: %s", p->opts.mtls_listen,
+		                   strerror(errno));
+	return 0;
 }
 
 static void listener_close(struct wsvc *s)
@@ -520,6 +547,8 @@ static void tick(struct worker *w)
 			iod_mesh_l4_timer(w, c);
 		else if (c->kind == CK_HTTP_CLIENT || c->kind == CK_HTTP_UP)
 			iod_mesh_http_timer(w, c);
+		else if (c->kind == CK_MTLS_T)
+			iod_mesh_mtls_timer(w, c);
 		/* the handler may have freed next (a peer): restart from the head */
 		if (next && !next->in_use)
 			next = w->used;
@@ -539,6 +568,8 @@ static void *worker_main(void *arg)
 			uint8_t tag = *(uint8_t *)evs[i].data.ptr;
 			if (tag == TAG_LISTENER) {
 				on_accept(w, evs[i].data.ptr);
+			} else if (tag == TAG_MTLS_LISTENER) {
+				iod_mesh_mtls_accept(w);
 			} else if (tag == TAG_WAKE) {
 				uint64_t v;
 				if (read(w->wakefd, &v, sizeof(v)) < 0)
@@ -550,10 +581,14 @@ static void *worker_main(void *arg)
 					continue; /* freed earlier in this burst */
 				if (c->kind == CK_L4_CLIENT || c->kind == CK_L4_UP)
 					iod_mesh_l4_event(w, c, evs[i].events);
+				else if (c->kind == CK_MTLS_T || c->kind == CK_MTLS_P)
+					iod_mesh_mtls_event(w, c, evs[i].events);
 				else
 					iod_mesh_http_event(w, c, evs[i].events);
 			}
 		}
+		if (w->again)
+			iod_mesh_mtls_again(w);
 		if (w->now_ns - w->last_tick_ns >= TICK_NS) {
 			w->last_tick_ns = w->now_ns;
 			tick(w);
@@ -570,8 +605,12 @@ static void worker_free(struct worker *w)
 				svc_remove(w, &w->svcs[s]);
 	}
 	if (w->conns) {
-		while (w->used)
+		while (w->used) {
+			if (w->used->tls)
+				iod_sec_tls_close(w->used->tls);
+			w->used->tls = NULL;
 			iod_mesh_conn_put(w, w->used);
+		}
 		for (uint32_t i = 0; i < IOD_MESH_CONNS_MAX; i++)
 			for (int k = 0; k < 2; k++) {
 				if (w->conns[i].d[k].pipe_r >= 0)
@@ -580,6 +619,8 @@ static void worker_free(struct worker *w)
 					close(w->conns[i].d[k].pipe_w);
 			}
 	}
+	if (w->mtls_lst.fd >= 0)
+		close(w->mtls_lst.fd);
 	if (w->epfd >= 0)
 		close(w->epfd);
 	if (w->wakefd >= 0)
@@ -601,6 +642,7 @@ static int worker_init(struct iod_mesh_proxy *p, struct worker *w, uint32_t id, 
 	w->epfd = epoll_create1(EPOLL_CLOEXEC);
 	w->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	w->wake_tag = TAG_WAKE;
+	w->mtls_lst.fd = -1;
 	iod_rng_fork(rng, &w->rng);
 	w->svcs = calloc(IOD_MESH_SERVICES_MAX, sizeof(*w->svcs));
 	w->conns = calloc(IOD_MESH_CONNS_MAX, sizeof(*w->conns));
@@ -628,6 +670,11 @@ static int worker_init(struct iod_mesh_proxy *p, struct worker *w, uint32_t id, 
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &w->wake_tag};
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wakefd, &ev))
 		return iod_err_set(e, -errno, "worker %u: %s", id, strerror(errno));
+	if (p->mtls && p->opts.mtls_listen) {
+		int rc = mtls_listen(p, w, e);
+		if (rc)
+			return rc;
+	}
 	w->now_ns = iod_clock_now_ns();
 	return worker_apply_view(w, e);
 }
@@ -659,6 +706,8 @@ int iod_mesh_proxy_start(struct iod_mesh_proxy **out, const struct iod_mesh_prox
 	if (rc || (rc = assign_slots(p, e)))
 		goto fail;
 	p->version = 1;
+	if ((rc = iod_mesh_mtls_init(p, e)))
+		goto fail;
 	p->workers = calloc(p->workers_n, sizeof(*p->workers));
 	if (!p->workers) {
 		rc = -ENOMEM;
@@ -691,6 +740,7 @@ fail:
 		for (uint32_t i = 0; i < p->workers_n; i++)
 			worker_free(&p->workers[i]);
 	free(p->workers);
+	iod_mesh_mtls_free(p);
 	iod_mesh_registry_free(&p->view);
 	pthread_mutex_destroy(&p->mu);
 	free(p);
@@ -712,6 +762,7 @@ void iod_mesh_proxy_stop(struct iod_mesh_proxy *p)
 	for (uint32_t i = 0; i < p->workers_n; i++)
 		worker_free(&p->workers[i]);
 	free(p->workers);
+	iod_mesh_mtls_free(p);
 	iod_mesh_registry_free(&p->view);
 	iod_mesh_registry_free(&p->next);
 	pthread_mutex_destroy(&p->mu);
@@ -814,6 +865,30 @@ int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b)
 		}
 	EP_COUNTERS(X)
 #undef X
+	if (p->mtls) {
+		uint64_t in = 0, out = 0, refused = 0, denied = 0;
+		for (uint32_t k = 0; k < p->workers_n; k++) {
+			in += STAT_GET(p->workers[k].mtls_in);
+			out += STAT_GET(p->workers[k].mtls_out);
+			refused += STAT_GET(p->workers[k].mtls_refused);
+			denied += STAT_GET(p->workers[k].mtls_denied);
+		}
+		iod_prom_header(b, "iod_mesh_mtls_handshakes_total", "counter",
+		                "Proxy-to-proxy mutual TLS sessions established, by direction.");
+		rc |= iod_prom_u64(b, "iod_mesh_mtls_handshakes_total", "direction=\"in\"", in);
+		rc |= iod_prom_u64(b, "iod_mesh_mtls_handshakes_total", "direction=\"out\"", out);
+		iod_prom_header(b, "iod_mesh_mtls_refused_total", "counter",
+		                "Proxy-to-proxy peers refused: handshake (another CA, expired, no "
+		                "certificate), identity or preamble.");
+		rc |= iod_prom_u64(b, "iod_mesh_mtls_refused_total", "", refused);
+		iod_prom_header(b, "iod_mesh_mtls_denied_total", "counter",
+		                "Proxy-to-proxy calls refused by a policy on the caller's SVID.");
+		rc |= iod_prom_u64(b, "iod_mesh_mtls_denied_total", "", denied);
+		iod_prom_header(b, "iod_mesh_mtls_rotations_total", "counter",
+		                "Times changed certificate files were swapped in.");
+		rc |= iod_prom_u64(b, "iod_mesh_mtls_rotations_total", "",
+		                   __atomic_load_n(&p->mtls->rotations, __ATOMIC_RELAXED));
+	}
 	iod_prom_header(b, "iod_mesh_endpoint_ejected", "gauge",
 	                "Workers that currently eject the endpoint (0 = in service).");
 	for (uint32_t i = 0; i < v->svcs_n; i++)

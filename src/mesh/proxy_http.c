@@ -401,9 +401,23 @@ static void dispatch(struct worker *w, struct conn *c, uint32_t exclude)
 	s->outlier.hosts[ep].active_requests++;
 	STAT_INC(s->eps[ep].active);
 
-	struct conn *u = s->idle[ep];
+	/* which SVID the upstream connection presents (mTLS endpoints): a pooled
+	 * connection is reused only by callers of the same identity */
+	int id = iod_mesh_upstream_identity(w, s, (uint32_t)ep, c);
+	if (id < 0) {
+		release_ep(s, c);
+		respond(w, c, 503, false);
+		return;
+	}
+	struct conn *u = s->idle[ep], **up = &s->idle[ep];
+	for (uint32_t k = 0; u && u->mtls_id != id && k < IOD_MESH_POOL_IDLE_MAX; k++) {
+		up = &u->next_idle;
+		u = u->next_idle;
+	}
+	if (u && u->mtls_id != id)
+		u = NULL;
 	if (u) {
-		s->idle[ep] = u->next_idle;
+		*up = u->next_idle;
 		s->idle_n[ep]--;
 		u->next_idle = NULL;
 		u->reused = true;
@@ -424,7 +438,7 @@ static void dispatch(struct worker *w, struct conn *c, uint32_t exclude)
 		return;
 	}
 	c->holds_pending = true;
-	int fd = iod_mesh_connect(c->ep_ip4, c->ep_port);
+	int fd = iod_mesh_upstream_connect(w, s, c->ep, id);
 	if (fd < 0) {
 		iod_mesh_breaker_release(&s->breaker, IOD_MESH_BRK_CONNECTIONS);
 		attempt_failed(w, c, F_CONNECT);
@@ -439,6 +453,7 @@ static void dispatch(struct worker *w, struct conn *c, uint32_t exclude)
 		return;
 	}
 	u->holds_cx = true;
+	u->mtls_id = (uint16_t)id;
 	u->life = s->life;
 	u->slot = c->slot;
 	u->ep = c->ep;

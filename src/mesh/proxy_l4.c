@@ -158,7 +158,8 @@ static void l4_connect(struct worker *w, struct conn *c, uint32_t exclude)
 	c->ep_active = true;
 	s->outlier.hosts[ep].active_requests++;
 	STAT_INC(s->eps[ep].active);
-	int fd = iod_mesh_connect(c->ep_ip4, c->ep_port);
+	int id = iod_mesh_upstream_identity(w, s, c->ep, c);
+	int fd = id < 0 ? id : iod_mesh_upstream_connect(w, s, c->ep, id);
 	if (fd < 0) {
 		connect_failed(w, c, fd);
 		return;

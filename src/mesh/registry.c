@@ -341,6 +341,15 @@ static int parse_endpoint(const json_t *j, struct iod_mesh_service *s, uint32_t 
 			return iod_err_set(e, -EINVAL, "%s: healthy must be true or false", what);
 		ep->healthy = json_is_true(h);
 	}
+	/* reached through its node's proxy over mutual TLS (docs/mesh.md) */
+	const json_t *m = json_object_get(j, "mtls");
+	if (m && (!json_is_string(m) ||
+	          iod_mesh_addr_parse(json_string_value(m), &ep->mtls_ip4, &ep->mtls_port, true) ||
+	          !ep->mtls_ip4))
+		return iod_err_set(e, -EINVAL,
+		                   "%s: mtls must be \"IPv4:port\" (its node proxy's "
+		                   "mTLS listener)",
+		                   what);
 	return 0;
 }
 
@@ -455,6 +464,70 @@ static int parse_service(const json_t *j, struct iod_mesh_service *s, uint32_t i
 	return 0;
 }
 
+static int caller_cmp(const void *a, const void *b)
+{
+	uint32_t x = ((const struct iod_mesh_caller *)a)->uid,
+	         y = ((const struct iod_mesh_caller *)b)->uid;
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Standalone identities and policies (what the API source reads from
+ * Endpoints and Policy objects): "callers": [{"uid", "service", "tenant"?}]
+ * names the local processes that call, "policies": [...] as PUT
+ * /v1/policies takes them. Either turns authorisation on.
+ */
+static int parse_authz(const json_t *root, struct iod_mesh_registry *r, struct iod_err *e)
+{
+	const json_t *cl = json_object_get(root, "callers"),
+	             *pol = json_object_get(root, "policies");
+	free(r->policies);
+	free(r->callers);
+	r->policies = NULL;
+	r->callers = NULL;
+	r->callers_n = 0;
+	r->authz = cl || pol;
+	if (cl && (!json_is_array(cl) || json_array_size(cl) > IOD_MESH_CALLERS_MAX))
+		return iod_err_set(e, -EINVAL, "config: \"callers\" must be a list of at most %d",
+		                   IOD_MESH_CALLERS_MAX);
+	if (cl && json_array_size(cl) &&
+	    !(r->callers = calloc(json_array_size(cl), sizeof(*r->callers))))
+		return -ENOMEM;
+	for (size_t i = 0; cl && i < json_array_size(cl); i++) {
+		const json_t *c = json_array_get(cl, i), *u = json_object_get(c, "uid");
+		const char *svc = json_string_value(json_object_get(c, "service"));
+		const char *ten = json_string_value(json_object_get(c, "tenant"));
+		if (!json_is_integer(u) || json_integer_value(u) < 1 ||
+		    json_integer_value(u) >= UINT32_MAX || !svc || !iod_sec_name_valid(svc) ||
+		    (ten && !iod_sec_name_valid(ten)))
+			return iod_err_set(
+			    e, -EINVAL,
+			    "config: callers[%zu] must be {\"uid\": 1.., \"service\": "
+			    "NAME, \"tenant\"?: NAME}",
+			    i);
+		struct iod_mesh_caller *x = &r->callers[r->callers_n++];
+		x->uid = (uint32_t)json_integer_value(u);
+		iod_strlcpy(x->service, svc, sizeof(x->service));
+		iod_strlcpy(x->tenant, ten ? ten : "default", sizeof(x->tenant));
+	}
+	if (r->callers_n)
+		qsort(r->callers, r->callers_n, sizeof(*r->callers), caller_cmp);
+	for (uint32_t i = 1; i < r->callers_n; i++)
+		if (r->callers[i].uid == r->callers[i - 1].uid)
+			return iod_err_set(e, -EINVAL, "config: callers: uid %u twice",
+			                   (unsigned)r->callers[i].uid);
+	if (pol) {
+		if (!(r->policies = calloc(1, sizeof(*r->policies))))
+			return -ENOMEM;
+		int rc = iod_sec_policy_parse(pol, "default", r->policies, e);
+		if (rc) {
+			iod_err_wrap(e, "config: policies");
+			return rc;
+		}
+	}
+	return 0;
+}
+
 int iod_mesh_config_parse(const char *text, size_t len, struct iod_mesh_registry *r,
                           struct iod_err *e)
 {
@@ -469,6 +542,8 @@ int iod_mesh_config_parse(const char *text, size_t len, struct iod_mesh_registry
 		goto out;
 	}
 	r->svcs_n = 0;
+	if ((rc = parse_authz(root, r, e)))
+		goto out;
 	if ((rc = get_str(root, "node", r->node, sizeof(r->node), "config", e)) ||
 	    (rc = get_str(root, "rack", r->rack, sizeof(r->rack), "config", e)))
 		goto out;

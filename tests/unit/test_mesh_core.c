@@ -466,6 +466,55 @@ TEST(client_limits_table)
 	CHECK_EQ(iod_mesh_clients_count(&t, 5, 0), 2u);
 }
 
+/* Standalone configs: endpoints behind another proxy ("mtls"), callers by
+ * uid and policies (what the API source reads from Endpoints and Policy
+ * objects); re-parsing replaces them. */
+TEST(config_mtls_callers_policies)
+{
+	struct iod_mesh_registry r;
+	struct iod_err e = {0};
+	const char *ok =
+	    "{\"callers\":[{\"uid\":40002,\"service\":\"b\",\"tenant\":\"red\"},"
+	    "{\"uid\":40001,\"service\":\"a\"}],"
+	    "\"policies\":[{\"name\":\"p\",\"from\":\"red/b\",\"to\":\"web\",\"action\":\"deny\"}],"
+	    "\"services\":[{\"name\":\"web\",\"port\":80,\"endpoints\":[{\"addr\":\"10.0.0.5:80\","
+	    "\"node\":\"n2\",\"mtls\":\"10.0.0.2:15008\"}]}]}";
+	CHECK_EQ(iod_mesh_registry_init(&r, 0), 0);
+	CHECK_EQ(iod_mesh_config_parse(ok, strlen(ok), &r, &e), 0);
+	CHECK(r.authz);
+	CHECK_EQ(r.callers_n, 2u);
+	CHECK_EQ(r.callers[0].uid, 40001u); /* sorted for lookups */
+	CHECK_STR(r.callers[0].tenant, "default");
+	CHECK_STR(iod_mesh_caller_find(&r, 40002)->tenant, "red");
+	CHECK(!iod_mesh_caller_find(&r, 7));
+	CHECK(r.policies && r.policies->n == 1);
+	struct iod_sec_verdict v;
+	iod_mesh_authz_decide(&r, true, 40002, &r.svcs[0], "GET", &v);
+	CHECK(!v.allow);
+	CHECK_STR(v.policy, "p");
+	CHECK_EQ(r.svcs[0].eps[0].mtls_ip4, 0x0a000002u);
+	CHECK_EQ(r.svcs[0].eps[0].mtls_port, 15008);
+	const char *plain = "{\"services\":[{\"name\":\"web\",\"port\":80}]}";
+	CHECK_EQ(iod_mesh_config_parse(plain, strlen(plain), &r, &e), 0);
+	CHECK(!r.authz && !r.callers_n && !r.policies);
+	const char *bad[] = {
+	    "{\"callers\":[{\"uid\":0,\"service\":\"a\"}],\"services\":[]}",
+	    "{\"callers\":[{\"uid\":5,\"service\":\"a\"},{\"uid\":5,\"service\":\"b\"}],"
+	    "\"services\":[]}",
+	    "{\"policies\":[{\"from\":\"a\"}],\"services\":[]}",
+	    "{\"services\":[{\"name\":\"a\",\"port\":1,\"endpoints\":[{\"addr\":\"1.2.3.4:5\","
+	    "\"mtls\":\"x\"}]}]}",
+	};
+	const char *want[] = {"callers[0]", "twice", "policies", "mtls must be"};
+	for (size_t i = 0; i < IOD_ARRAY_LEN(bad); i++) {
+		memset(&e, 0, sizeof(e));
+		CHECK_MSG(iod_mesh_config_parse(bad[i], strlen(bad[i]), &r, &e) < 0, "accepted %s",
+		          bad[i]);
+		CHECK_CONTAINS(e.msg, want[i]);
+	}
+	iod_mesh_registry_free(&r);
+}
+
 TEST(registry_vips_env_and_order)
 {
 	struct iod_mesh_registry r;
