@@ -1287,8 +1287,8 @@ static void put_32k(const char *api)
 		int status = 0;
 		for (int tries = 0; tries < 10 && status != 200; tries++) {
 			status = 0;
-			if (!iod_api_request(&cl, "POST", "/v1/txn", "application/json", txn, at, &r,
-			                     &e)) {
+			if (!iod_api_request(&cl, "POST", "/v1/txn", "application/json", txn, at,
+			                     &r, &e)) {
 				status = r.status;
 				iod_api_response_free(&r);
 			}
