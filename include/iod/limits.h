@@ -279,6 +279,19 @@
 /* Longest and default long-poll of a watch before it answers "no change". */
 #define IOD_API_WATCH_TIMEOUT_MS_MAX 60000
 #define IOD_API_WATCH_TIMEOUT_MS_DEFAULT 30000
+/* Large watch answers being sent at once: 1,000 watchers woken by one
+ * 512 KiB write made MHD write 512 MB in one turn of the loop (215-644 ms
+ * with no other request served). An answer of IOD_API_WATCH_LARGE_BYTES or
+ * more waits (still watching, its text shared and kept) until fewer than
+ * IOD_API_WATCH_LARGE_MAX such answers are in flight: one turn then writes
+ * at most 2 x 1 MiB (IOD_API_VALUE_MAX). Measured with bench_control's
+ * loop_lag: 8 at once gave a 10-16 ms p99, 2 gave 0.9-5 ms. */
+#define IOD_API_WATCH_LARGE_BYTES (64u << 10)
+#define IOD_API_WATCH_LARGE_MAX 2
+/* An answer holds its place among those for at most this long: a watcher
+ * that does not read (its socket full) must not stop every other large
+ * answer until the idle timeout; it then goes on sending outside the cap. */
+#define IOD_API_WATCH_LARGE_SLOT_MS 200
 /* Events one watch answer carries; the client asks again from the last. */
 #define IOD_API_WATCH_EVENTS_MAX 1024
 /* Writes in flight (proposed to Raft, not yet committed): back-pressure,
@@ -290,6 +303,19 @@
  * a loaded machine; a client of a partitioned minority server moves on after
  * it. */
 #define IOD_API_LEADER_WAIT_MS 500
+
+/* Lists are sorted and serialised on a worker thread (a 32k-object list
+ * held the Raft/API loop 170-345 ms); at most this many such jobs run at
+ * once: libuv's pool has 4 threads and the Raft log's disk writes (rio.c)
+ * run there too, so they always find a free one. The rest wait their turn
+ * (bounded by the connections). */
+#define IOD_API_JOBS_MAX 2
+/* A page of a list: GET /v1/<kind>?limit=N&continue=NAME. Without limit a
+ * list is whole (served off the loop all the same); with it at most this
+ * many: 10,000 objects of ~200 B are ~2 MB of JSON. `iod get` pages with
+ * IOD_API_LIST_PAGE_DEFAULT. */
+#define IOD_API_LIST_PAGE_MAX 10000
+#define IOD_API_LIST_PAGE_DEFAULT 1000
 
 /* Local agents `iod up` starts: each is a process with its replicas. */
 #define IOD_UP_NODES_MAX 64
@@ -738,6 +764,8 @@ _Static_assert(IOD_API_HEADER_TIMEOUT_S < IOD_API_CONN_TIMEOUT_S,
                "the header deadline is the tighter bound");
 _Static_assert(IOD_API_EVICT_HEAD_AGE_MS < IOD_API_HEADER_TIMEOUT_S * 1000,
                "eviction comes before the header deadline");
+_Static_assert(IOD_API_LIST_PAGE_DEFAULT <= IOD_API_LIST_PAGE_MAX, "the CLI's page is allowed");
+_Static_assert(IOD_API_JOBS_MAX < 4, "libuv's 4 pool threads keep one for the Raft log's disk");
 /* The client takes any answer the API server may send (a list of objects). */
 _Static_assert(IOD_HTTP_BODY_MAX >= IOD_API_BODY_MAX, "the client reads what the API sends");
 

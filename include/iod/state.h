@@ -112,6 +112,34 @@ const json_t *iod_state_value(const struct iod_state *s, enum iod_state_kind k, 
 json_t *iod_state_list(const struct iod_state *s, enum iod_state_kind k);
 
 /*
+ * A list answered off the loop (issue 15: serialising 32k objects held the
+ * Raft/API loop 170-345 ms). iod_state_items copies, in O(n) and without
+ * sorting, the objects of kind k whose names sort after `after` (NULL or ""
+ * for all), each with a reference to its value; values are never changed
+ * once stored and jansson's reference counts are atomic, so a worker thread
+ * may then sort, serialise and release them with iod_state_items_dump.
+ */
+struct iod_state_item {
+	char name[IOD_NAME_MAX]; /* object name */
+	uint64_t rev;            /* revision of its last change */
+	uint64_t create_rev;     /* revision that created it */
+	uint64_t lease;          /* lease it dies with, 0 = none */
+	json_t *value;           /* a reference to its value */
+};
+/* *out (malloc'd, NULL when none) gets the copies; returns how many, or -ENOMEM. */
+int iod_state_items(const struct iod_state *s, enum iod_state_kind k, const char *after,
+                    struct iod_state_item **out);
+/*
+ * Sort v by name and append to out the first `limit` of them (0 = all) as
+ * the text of iod_state_list's answer at revision rev (indented, a newline
+ * at the end), with "continue": the last name, when more followed; then
+ * release every value and free v. Thread safe (touches nothing but its
+ * arguments). 0, or -ENOMEM (out is then incomplete).
+ */
+int iod_state_items_dump(enum iod_state_kind k, uint64_t rev, struct iod_state_item *v, uint32_t n,
+                         uint32_t limit, struct iod_buf *out);
+
+/*
  * Changes after revision after_rev, oldest first, at most max of them, for one
  * kind (or all kinds when all_kinds): a JSON array of
  * {"rev","type":"put"|"delete","kind","name","value"}. *events may be an

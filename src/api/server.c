@@ -24,10 +24,19 @@
 #include <time.h>
 #include <netdb.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <uv.h>
+
+/* Lists are serialised on a worker thread while the loop goes on: safe
+ * because stored values are never changed and jansson 2.13+ neither marks
+ * values while dumping them (it used a "visited" flag before) nor counts
+ * references non-atomically. */
+#if defined(JANSSON_VERSION_HEX) && JANSSON_VERSION_HEX < 0x020d00
+#error "iod needs jansson 2.13 or later (thread-safe json_dumps of shared values)"
+#endif
 
 #if MHD_VERSION < 0x00097002
 typedef int MHD_RESULT;
@@ -38,6 +47,7 @@ typedef enum MHD_Result MHD_RESULT;
 #define STATUS_CODES 600
 
 struct server;
+struct job;
 
 /* One HTTP request (MHD's per-connection context). */
 /*
@@ -88,14 +98,20 @@ struct req {
 	struct shared_text *answer_text; /* or a watch answer shared with others (a ref) */
 	json_t *extra;                   /* deploy: the plan to merge into the answer */
 	/* watch */
-	bool watching;             /* on the watch list */
-	bool watch_all;            /* all kinds */
-	enum iod_state_kind kind;  /* watched kind */
-	uint64_t after_rev;        /* changes after this revision */
-	uint64_t deadline_ms;      /* answer empty at this time */
-	struct req *wprev, *wnext; /* watch list links */
-	const char *op;            /* what a write did, for its answer */
-	bool fence_list;           /* consistent read: a list (else one object) */
+	bool watching;                 /* on the watch list */
+	bool watch_all;                /* all kinds */
+	enum iod_state_kind kind;      /* watched kind */
+	uint64_t after_rev;            /* changes after this revision */
+	uint64_t deadline_ms;          /* answer empty at this time */
+	struct req *wprev, *wnext;     /* watch list links */
+	bool deferred;                 /* its answer is large and waits its turn */
+	bool large;                    /* its large answer is being sent (counted) */
+	uint64_t large_until_ms;       /* ... and counts until then at most */
+	const char *op;                /* what a write did, for its answer */
+	bool fence_list;               /* consistent read: a list (else one object) */
+	uint32_t list_limit;           /* list: page size (0 = all) */
+	char list_after[IOD_NAME_MAX]; /* list: names after this ("continue") */
+	struct job *job;               /* list: its job, queued or running */
 	/* held while no leader is known (answered when one is, or at the deadline) */
 	bool holding;              /* on the held list */
 	uint64_t hold_deadline_ms; /* answer "no leader" after this (0 = never held) */
@@ -159,11 +175,17 @@ struct server {
 	bool node_closed;                /* raft is closed: nothing more to wait for */
 	uint64_t requests[STATUS_CODES]; /* answers by status code */
 	uint64_t watch_answers;          /* watches answered */
-	struct watch_cache *wcache;      /* this wake-up's serialised answers */
-	uint64_t watch_shared;           /* watch answers served from wcache */
-	struct iod_api_sec sec;          /* TLS material, authentication, audit (auth.c) */
-	struct tel_entry *tel;           /* node telemetry summaries (memory only, not Raft) */
-	uint32_t tel_n;                  /* entries in tel */
+	struct watch_cache *wcache;      /* serialised answers (points at wcache_store) */
+	struct watch_cache wcache_store; /* ... kept while their state revision lasts */
+	uint32_t large_inflight;         /* large watch answers being sent */
+	struct req *large_q[IOD_API_WATCH_LARGE_MAX]; /* ... they (NULL = free) */
+	uint32_t deferred_n;                          /* watchers whose large answer waits */
+	uint64_t watch_deferred;                      /* watch answers that waited their turn */
+	uv_timer_t admit_timer; /* answers waiting watchers when a large one is sent */
+	uint64_t watch_shared;  /* watch answers served from wcache */
+	struct iod_api_sec sec; /* TLS material, authentication, audit (auth.c) */
+	struct tel_entry *tel;  /* node telemetry summaries (memory only, not Raft) */
+	uint32_t tel_n;         /* entries in tel */
 	/* connections, for the slowloris deadlines (PHASE_HEAD oldest first) */
 	struct conn_ctx *conns, *conns_tail; /* list ends */
 	uint32_t conns_n;                    /* on the list */
@@ -171,6 +193,34 @@ struct server {
 	uint64_t closed_head;                /* closed: head not complete in time */
 	uint64_t closed_body;                /* closed: body not complete in time */
 	uint64_t evicted;                    /* closed to make room for a new connection */
+	/* work off the loop (lists): running and waiting their turn */
+	struct job *jobs, *jobs_tail; /* FIFO, running ones first */
+	uint32_t jobs_running;        /* handed to libuv's pool, <= IOD_API_JOBS_MAX */
+	uint64_t jobs_done;           /* finished */
+	uint64_t job_max_us;          /* longest job's worker time */
+};
+
+/*
+ * A list answered off the loop. The loop copies the objects (O(n), no sort:
+ * iod_state_items) when the job starts; a pool thread sorts, serialises and
+ * releases them; the loop then answers with the text. A job never touches
+ * its request from the worker; a job whose request is gone (the server
+ * stopping) is finished and freed without answering.
+ */
+struct job {
+	uv_work_t w;                  /* libuv work request */
+	struct server *srv;           /* owner */
+	struct req *q;                /* request it answers; NULL once detached */
+	bool running;                 /* handed to the pool */
+	struct job *prev, *next;      /* srv->jobs links */
+	enum iod_state_kind kind;     /* what to list */
+	uint32_t limit;               /* page size, 0 = all */
+	char after[IOD_NAME_MAX];     /* list names after this ("" = from the start) */
+	uint64_t rev;                 /* state revision of the copy */
+	struct iod_state_item *items; /* the copy (worker: released) */
+	int n;                        /* items */
+	struct shared_text *text;     /* worker: the answer */
+	uint64_t worker_us;           /* worker time */
 };
 
 /* One node's latest telemetry summary, as its agent last sent it. */
@@ -838,6 +888,55 @@ static void watch_unlink(struct req *q)
 	q->wprev = q->wnext = NULL;
 	q->watching = false;
 	s->watchers_n--;
+	if (q->deferred) {
+		q->deferred = false;
+		s->deferred_n--;
+	}
+}
+
+/* A large answer for q (text t): may it be sent now? Otherwise q waits,
+ * still watching, until fewer than IOD_API_WATCH_LARGE_MAX are in flight. */
+static bool large_admit(struct req *q, const struct shared_text *t)
+{
+	struct server *s = q->srv;
+	if (t->len < IOD_API_WATCH_LARGE_BYTES)
+		return true;
+	if (s->large_inflight >= IOD_API_WATCH_LARGE_MAX) {
+		if (!q->deferred) {
+			q->deferred = true;
+			s->deferred_n++;
+			s->watch_deferred++;
+		}
+		return false;
+	}
+	for (unsigned i = 0; i < IOD_API_WATCH_LARGE_MAX; i++)
+		if (!s->large_q[i]) {
+			s->large_q[i] = q;
+			break;
+		}
+	q->large = true;
+	q->large_until_ms = mono_ms() + IOD_API_WATCH_LARGE_SLOT_MS;
+	s->large_inflight++;
+	return true;
+}
+
+static void admit_cb(uv_timer_t *t);
+
+/* q's large answer is sent (or it has had its IOD_API_WATCH_LARGE_SLOT_MS):
+ * its place goes to a waiting watcher. */
+static void large_release(struct req *q)
+{
+	struct server *s = q->srv;
+	if (!q->large)
+		return;
+	q->large = false;
+	for (unsigned i = 0; i < IOD_API_WATCH_LARGE_MAX; i++)
+		if (s->large_q[i] == q)
+			s->large_q[i] = NULL;
+	IOD_ASSERT(s->large_inflight > 0);
+	s->large_inflight--;
+	if (s->deferred_n && !s->stopping)
+		uv_timer_start(&s->admit_timer, admit_cb, 0, 0);
 }
 
 /* Answer q if it has something (or its time is up); returns true if answered. */
@@ -889,6 +988,8 @@ static bool watch_try(struct req *q, bool timed_out)
 	struct shared_text **hit = wcache_find(q->srv, q, sens);
 
 	if (hit) {
+		if (!large_admit(q, *hit))
+			return false;
 		watch_unlink(q);
 		q->srv->watch_answers++;
 		q->srv->watch_shared++;
@@ -933,8 +1034,6 @@ static bool watch_try(struct req *q, bool timed_out)
 	if (json_array_size(ev) == IOD_API_WATCH_EVENTS_MAX)
 		next = (uint64_t)json_integer_value(
 		    json_object_get(json_array_get(ev, json_array_size(ev) - 1), "rev"));
-	watch_unlink(q);
-	q->srv->watch_answers++;
 	json_t *a = json_pack("{s:I, s:o}", "rev", (json_int_t)next, "events", ev);
 	char *text = a ? json_dumps(a, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(a);
@@ -951,8 +1050,15 @@ static bool watch_try(struct req *q, bool timed_out)
 	t->data[n] = '\n';
 	t->data[n + 1] = 0;
 	free(text);
-	if (!timed_out)
+	if (!timed_out || t->len >= IOD_API_WATCH_LARGE_BYTES)
 		wcache_put(q->srv, q, sens, after0, t);
+	if (!large_admit(q, t)) {
+		if (!t->refs) /* not cached (no cache): made again next time */
+			free(t);
+		return false;
+	}
+	watch_unlink(q);
+	q->srv->watch_answers++;
 	finish_shared(q, t);
 	return true;
 }
@@ -979,18 +1085,40 @@ static MHD_RESULT queue_shared(struct server *s, struct MHD_Connection *c, int s
 	return rc;
 }
 
+/* Drop cached answers of older states (they can never be hit again). */
+static void wcache_trim(struct server *s)
+{
+	uint64_t rev = iod_state_rev(iod_node_state(s->node));
+	for (unsigned i = 0; i < WATCH_CACHE_SLOTS; i++)
+		if (s->wcache_store.slot[i].text && s->wcache_store.slot[i].state_rev != rev) {
+			shared_unref(s->wcache_store.slot[i].text);
+			s->wcache_store.slot[i].text = NULL;
+		}
+}
+
 static void watchers_wake(void *data)
 {
 	struct server *s = data;
-	struct watch_cache cache = {0};
-	s->wcache = &cache;
+	wcache_trim(s);
 	for (struct req *q = s->watchers, *next; q; q = next) {
 		next = q->wnext;
 		watch_try(q, false);
 	}
-	s->wcache = NULL;
-	for (unsigned i = 0; i < WATCH_CACHE_SLOTS; i++)
-		shared_unref(cache.slot[i].text);
+	if (!s->deferred_n)
+		wcache_trim(s);
+}
+
+/* A large answer was sent: answer waiting watchers while there is room. */
+static void admit_cb(uv_timer_t *t)
+{
+	struct server *s = t->data;
+	uint64_t now = mono_ms();
+	for (struct req *q = s->watchers, *next;
+	     q && s->deferred_n && s->large_inflight < IOD_API_WATCH_LARGE_MAX; q = next) {
+		next = q->wnext;
+		if (q->deferred)
+			watch_try(q, now >= q->deadline_ms);
+	}
 }
 
 static void watch_timer_cb(uv_timer_t *t)
@@ -998,6 +1126,9 @@ static void watch_timer_cb(uv_timer_t *t)
 	struct server *s = t->data;
 	uint64_t now = mono_ms();
 	conns_sweep(s, now);
+	for (unsigned i = 0; i < IOD_API_WATCH_LARGE_MAX; i++)
+		if (s->large_q[i] && now >= s->large_q[i]->large_until_ms)
+			large_release(s->large_q[i]);
 	for (struct req *q = s->watchers, *next; q; q = next) {
 		next = q->wnext;
 		if (now >= q->deadline_ms)
@@ -1054,6 +1185,156 @@ static MHD_RESULT do_watch(struct req *q, enum iod_state_kind k, bool all)
 	return MHD_YES;
 }
 
+/* ---- work off the loop: lists -------------------------------------------- */
+
+static void job_unlink(struct server *s, struct job *j)
+{
+	if (j->prev)
+		j->prev->next = j->next;
+	else
+		s->jobs = j->next;
+	if (j->next)
+		j->next->prev = j->prev;
+	else
+		s->jobs_tail = j->prev;
+	j->prev = j->next = NULL;
+}
+
+/* Pool thread: only the job's own copy is touched. The text is written
+ * after room for a shared_text header, which then becomes the answer
+ * without a copy. */
+static void job_work(uv_work_t *w)
+{
+	struct job *j = w->data;
+	uint64_t t0 = iod_clock_now_ns();
+	struct iod_buf b;
+	static const char hdr[offsetof(struct shared_text, data)];
+
+	iod_buf_init(&b);
+	int rc = iod_buf_append(&b, hdr, sizeof(hdr)); /* the dump releases the items anyway */
+	rc = iod_state_items_dump(j->kind, j->rev, j->items, (uint32_t)j->n, j->limit, &b) || rc;
+	j->items = NULL;
+	if (!rc) {
+		struct shared_text *t =
+		    (struct shared_text *)(void *)b.data; /* malloc'd: aligned */
+		t->refs = 1;
+		t->len = b.len - sizeof(hdr);
+		j->text = t;
+	} else {
+		iod_buf_free(&b);
+	}
+	j->worker_us = (iod_clock_now_ns() - t0) / 1000;
+}
+
+static void job_start_next(struct server *s);
+
+/* Answer a job's request (if it still has one) and free the job. */
+static void job_end(struct server *s, struct job *j)
+{
+	job_unlink(s, j);
+	if (j->q) {
+		struct req *q = j->q;
+		q->job = NULL;
+		if (j->text) {
+			q->answer_text = j->text; /* the job's reference */
+			j->text = NULL;
+			s->requests[200]++;
+			finish(q, 200, NULL);
+		} else {
+			finish(q, 500,
+			       err_json("out of memory listing %s", iod_state_kind_name(j->kind)));
+		}
+	}
+	shared_unref(j->text);
+	for (int i = 0; j->items && i < j->n; i++)
+		json_decref(j->items[i].value);
+	free(j->items);
+	free(j);
+}
+
+static void job_after(uv_work_t *w, int status)
+{
+	struct job *j = w->data;
+	struct server *s = j->srv;
+	(void)status;
+	IOD_ASSERT(s->jobs_running > 0);
+	s->jobs_running--;
+	s->jobs_done++;
+	if (j->worker_us > s->job_max_us)
+		s->job_max_us = j->worker_us;
+	job_end(s, j);
+	job_start_next(s);
+}
+
+/* Start waiting jobs while fewer than IOD_API_JOBS_MAX run: copy the
+ * objects now (the answer is the state when its turn came, which is after
+ * the request arrived, so still a correct read), sort and serialise there. */
+static void job_start_next(struct server *s)
+{
+	for (struct job *j = s->jobs, *next; j && s->jobs_running < IOD_API_JOBS_MAX; j = next) {
+		next = j->next;
+		if (j->running)
+			continue;
+		const struct iod_state *st = iod_node_state(s->node);
+		j->rev = iod_state_rev(st);
+		j->n = iod_state_items(st, j->kind, j->after, &j->items);
+		j->w.data = j;
+		if (j->n < 0 || uv_queue_work(&s->loop, &j->w, job_work, job_after)) {
+			if (j->n < 0)
+				j->n = 0;
+			job_end(s, j); /* no text: 500 */
+			continue;
+		}
+		j->running = true;
+		s->jobs_running++;
+	}
+}
+
+/* Queue a list for q (suspended until it is answered). */
+static MHD_RESULT job_list(struct req *q, enum iod_state_kind k)
+{
+	struct server *s = q->srv;
+	struct job *j = calloc(1, sizeof(*j));
+	if (!j) {
+		if (q->suspended) {
+			finish(q, 500, err_json("out of memory"));
+			return MHD_YES;
+		}
+		return queue_err(s, q->conn, 500, err_json("out of memory"));
+	}
+	j->srv = s;
+	j->q = q;
+	j->kind = k;
+	j->limit = q->list_limit;
+	memcpy(j->after, q->list_after, sizeof(j->after));
+	j->prev = s->jobs_tail;
+	if (s->jobs_tail)
+		s->jobs_tail->next = j;
+	else
+		s->jobs = j;
+	s->jobs_tail = j;
+	q->job = j;
+	if (!q->suspended) {
+		q->suspended = true;
+		MHD_suspend_connection(q->conn);
+	}
+	job_start_next(s);
+	return MHD_YES;
+}
+
+/* A request that goes away (or a server that stops) leaves its job: a
+ * waiting one is dropped, a running one finishes without answering. */
+static void job_detach(struct req *q)
+{
+	struct job *j = q->job;
+	if (!j)
+		return;
+	q->job = NULL;
+	j->q = NULL;
+	if (!j->running)
+		job_end(q->srv, j);
+}
+
 /* ---- linearizable reads ------------------------------------------------- */
 
 static void fence_done(void *data, int status)
@@ -1071,8 +1352,7 @@ static void fence_done(void *data, int status)
 		return;
 	}
 	if (q->fence_list) {
-		o = iod_state_list(st, q->kind);
-		finish(q, o ? 200 : 500, o ? o : err_json("out of memory"));
+		job_list(q, q->kind);
 		return;
 	}
 	o = iod_state_get(st, q->kind, q->name);
@@ -1529,6 +1809,39 @@ static MHD_RESULT do_telemetry(struct req *q, const char *method, const char *na
 	                  json_pack("{s:s, s:I}", "node", name, "at_ms", (json_int_t)now));
 }
 
+/* GET /v1/<kind>[?limit=N&continue=NAME][&consistent=1]: sorted by name,
+ * serialised off the loop. */
+static MHD_RESULT do_list(struct req *q, enum iod_state_kind k)
+{
+	struct server *s = q->srv;
+	uint64_t limit = 0;
+	bool bad = false;
+	const char *after = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "continue");
+
+	if (query_u64(q->conn, "limit", &limit, &bad) && limit == 0)
+		bad = true;
+	if (bad)
+		return queue_err(s, q->conn, 400,
+		                 err_json("limit must be an integer from 1 to %d "
+		                          "(IOD_API_LIST_PAGE_MAX)",
+		                          IOD_API_LIST_PAGE_MAX));
+	if (limit > IOD_API_LIST_PAGE_MAX)
+		return queue_err(s, q->conn, 400,
+		                 err_json("limit %llu is over %d objects a page "
+		                          "(IOD_API_LIST_PAGE_MAX); page with continue",
+		                          (unsigned long long)limit, IOD_API_LIST_PAGE_MAX));
+	if (after && after[0] && !iod_state_name_valid(after))
+		return queue_err(s, q->conn, 400,
+		                 err_json("continue must be a name from the previous page's "
+		                          "\"continue\""));
+	q->list_limit = (uint32_t)limit;
+	if (after)
+		iod_strlcpy(q->list_after, after, sizeof(q->list_after));
+	if (wants_fence(q->conn))
+		return fenced_read(q, k, true);
+	return job_list(q, k);
+}
+
 static MHD_RESULT route(struct req *q, const char *url, const char *method)
 {
 	struct server *s = q->srv;
@@ -1567,11 +1880,22 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 		    "# TYPE iod_api_connections_closed_total counter\n"
 		    "iod_api_connections_closed_total{reason=\"head_timeout\"} %llu\n"
 		    "iod_api_connections_closed_total{reason=\"body_timeout\"} %llu\n"
-		    "iod_api_connections_closed_total{reason=\"evicted\"} %llu\n",
+		    "iod_api_connections_closed_total{reason=\"evicted\"} %llu\n"
+		    "# HELP iod_api_watch_answers_deferred_total Large watch answers that waited "
+		    "for fewer than IOD_API_WATCH_LARGE_MAX in flight.\n"
+		    "# TYPE iod_api_watch_answers_deferred_total counter\n"
+		    "iod_api_watch_answers_deferred_total %llu\n"
+		    "# HELP iod_api_jobs Lists being serialised off the loop.\n"
+		    "# TYPE iod_api_jobs gauge\niod_api_jobs{state=\"running\"} %u\n"
+		    "# HELP iod_api_jobs_total Lists serialised off the loop.\n"
+		    "# TYPE iod_api_jobs_total counter\niod_api_jobs_total %llu\n"
+		    "# HELP iod_api_job_max_seconds Longest list serialisation (worker time).\n"
+		    "# TYPE iod_api_job_max_seconds gauge\niod_api_job_max_seconds %.6f\n",
 		    s->watchers_n, (unsigned long long)s->watch_answers,
 		    (unsigned long long)s->watch_shared, s->conns_n,
 		    (unsigned long long)s->closed_head, (unsigned long long)s->closed_body,
-		    (unsigned long long)s->evicted);
+		    (unsigned long long)s->evicted, (unsigned long long)s->watch_deferred,
+		    s->jobs_running, (unsigned long long)s->jobs_done, (double)s->job_max_us / 1e6);
 		s->requests[200]--;
 		return queue_text(s, c, 200, "text/plain; version=0.0.4",
 		                  b.data ? b.data : strdup(""));
@@ -1648,11 +1972,7 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 		const char *w = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "watch");
 		if (w && (!strcmp(w, "1") || !strcmp(w, "true")))
 			return do_watch(q, k, false);
-		if (wants_fence(c))
-			return fenced_read(q, k, true);
-		json_t *l = iod_state_list(iod_node_state(s->node), k);
-		return l ? queue_json(s, c, 200, l)
-		         : queue_err(s, c, 500, err_json("out of memory"));
+		return do_list(q, k);
 	}
 	if (nseg != 2)
 		return queue_err(s, c, 404, err_json("path %.100s: want /v1/<kind>/<name>", url));
@@ -1818,6 +2138,8 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	}
 	watch_unlink(q);
 	held_unlink(q);
+	job_detach(q);
+	large_release(q);
 	iod_buf_free(&q->body);
 	shared_unref(q->answer_text);
 	json_decref(q->answer);
@@ -2015,6 +2337,14 @@ static void node_stopped(void *data)
 	}
 	while (s->held)
 		held_rerun(s->held); /* s->stopping: answered "shutting down" */
+	for (struct job *j = s->jobs, *next; j; j = next) {
+		next = j->next;
+		struct req *q = j->q;
+		if (!q)
+			continue;
+		job_detach(q);
+		finish(q, 503, err_json("server is shutting down; retry another server"));
+	}
 	for (int i = 0; i < 3 && s->mhd; i++)
 		MHD_run(s->mhd);
 	uv_poll_stop(&s->mhd_poll);
@@ -2023,6 +2353,7 @@ static void node_stopped(void *data)
 	s->mhd = NULL;
 	uv_close((uv_handle_t *)&s->mhd_timer, closed_noop);
 	uv_close((uv_handle_t *)&s->watch_timer, closed_noop);
+	uv_close((uv_handle_t *)&s->admit_timer, closed_noop);
 	uv_close((uv_handle_t *)&s->sigterm, closed_noop);
 	uv_close((uv_handle_t *)&s->sigint, closed_noop);
 }
@@ -2052,6 +2383,9 @@ int iod_api_server_run(const struct iod_server_config *c, struct iod_err *e)
 	s->mhd_timer.data = s;
 	uv_timer_init(&s->loop, &s->watch_timer);
 	s->watch_timer.data = s;
+	uv_timer_init(&s->loop, &s->admit_timer);
+	s->admit_timer.data = s;
+	s->wcache = &s->wcache_store;
 	uv_signal_init(&s->loop, &s->sigterm);
 	uv_signal_init(&s->loop, &s->sigint);
 	s->sigterm.data = s->sigint.data = s;
@@ -2102,6 +2436,8 @@ int iod_api_server_run(const struct iod_server_config *c, struct iod_err *e)
 	for (uint32_t i = 0; i < s->tel_n; i++)
 		json_decref(s->tel[i].value);
 	free(s->tel);
+	for (unsigned i = 0; i < WATCH_CACHE_SLOTS; i++)
+		shared_unref(s->wcache_store.slot[i].text);
 	free(s);
 	return 0;
 fail:

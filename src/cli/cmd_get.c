@@ -2,7 +2,10 @@
  * cmd_get.c: `iod get KIND [NAME]`: list or show cluster objects.
  *
  * A thin client of GET /v1/<kind>[/<name>]: prints a table per kind, or the
- * API's JSON with -o json. --watch follows changes (long-poll watch).
+ * API's JSON with -o json. Lists are fetched a page at a time
+ * (IOD_API_LIST_PAGE_DEFAULT objects, ?limit=&continue=), so a big list is
+ * never one huge answer; -o json joins the pages into one document. --watch
+ * follows changes (long-poll watch) from the first page's revision.
  */
 #include "ctl.h"
 #include "iod/objects.h"
@@ -246,35 +249,70 @@ int cmd_get(int argc, char **argv)
 		return iod_cli_fail("get", IOD_EXIT_INVALID, "invalid name \"%s\"", name);
 	if ((rc = iod_ctl_client("get", server, &c)))
 		return rc;
-	if (name)
+	if (name) {
 		snprintf(path, sizeof(path), "/v1/%s/%s", iod_state_kind_name(k), name);
-	else
-		snprintf(path, sizeof(path), "/v1/%s", iod_state_kind_plural(k));
-	rc = iod_ctl_call("get", &c, "GET", path, NULL, NULL, 0, &r);
-	if (rc) {
-		iod_api_client_close(&c);
-		return rc;
-	}
-	if (out == IOD_OUT_JSON) {
-		iod_json_print(stdout, r.json, false);
-	} else {
-		print_header(k);
-		if (name) {
-			print_row(k, r.json);
-		} else {
-			json_t *x;
-			size_t i;
-			json_array_foreach(json_object_get(r.json, "items"), i, x)
-			{
-				print_row(k, x);
-			}
-			if (!json_array_size(json_object_get(r.json, "items")))
-				fprintf(stderr, "(no %s)\n", iod_state_kind_plural(k));
+		rc = iod_ctl_call("get", &c, "GET", path, NULL, NULL, 0, &r);
+		if (rc) {
+			iod_api_client_close(&c);
+			return rc;
 		}
+		if (out == IOD_OUT_JSON) {
+			iod_json_print(stdout, r.json, false);
+		} else {
+			print_header(k);
+			print_row(k, r.json);
+		}
+		iod_api_response_free(&r);
+		iod_api_client_close(&c);
+		return IOD_EXIT_OK;
 	}
-	uint64_t rev = (uint64_t)json_integer_value(json_object_get(r.json, "rev"));
-	iod_api_response_free(&r);
-	if (watch && !name)
+	/* a list, page by page (IOD_API_LIST_PAGE_DEFAULT objects each) until
+	 * the server gives no "continue"; the revision is the first page's, so
+	 * a --watch from it sees every change made while paging */
+	char after[IOD_NAME_MAX] = "";
+	uint64_t rev = 0;
+	size_t shown = 0;
+	json_t *all = out == IOD_OUT_JSON ? json_array() : NULL;
+	if (out != IOD_OUT_JSON)
+		print_header(k);
+	for (int page = 0;; page++) {
+		snprintf(path, sizeof(path), "/v1/%s?limit=%d%s%s", iod_state_kind_plural(k),
+		         IOD_API_LIST_PAGE_DEFAULT, after[0] ? "&continue=" : "", after);
+		rc = iod_ctl_call("get", &c, "GET", path, NULL, NULL, 0, &r);
+		if (rc) {
+			json_decref(all);
+			iod_api_client_close(&c);
+			return rc;
+		}
+		if (page == 0)
+			rev = (uint64_t)json_integer_value(json_object_get(r.json, "rev"));
+		json_t *x, *items = json_object_get(r.json, "items");
+		size_t i;
+		json_array_foreach(items, i, x)
+		{
+			if (all)
+				json_array_append(all, x);
+			else
+				print_row(k, x);
+		}
+		shown += json_array_size(items);
+		const char *cont = json_string_value(json_object_get(r.json, "continue"));
+		bool more = cont && iod_state_name_valid(cont) && strcmp(cont, after) > 0;
+		if (more)
+			iod_strlcpy(after, cont, sizeof(after));
+		iod_api_response_free(&r);
+		if (!more)
+			break;
+		fflush(stdout);
+	}
+	if (all) {
+		json_t *doc = json_pack("{s:I, s:o}", "rev", (json_int_t)rev, "items", all);
+		iod_json_print(stdout, doc, false);
+		json_decref(doc);
+	} else if (!shown) {
+		fprintf(stderr, "(no %s)\n", iod_state_kind_plural(k));
+	}
+	if (watch)
 		rc = watch_loop(&c, k, rev, out == IOD_OUT_JSON);
 	iod_api_client_close(&c);
 	return rc;

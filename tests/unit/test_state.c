@@ -498,3 +498,93 @@ TEST(state_bytes_quota)
 	iod_state_free(t);
 	iod_state_free(s);
 }
+
+/* The text of a list of items (a page: limit, after), as the API sends it. */
+static char *items_text(struct iod_state *s, enum iod_state_kind k, const char *after,
+                        uint32_t limit)
+{
+	struct iod_state_item *v = NULL;
+	struct iod_buf b;
+	int n = iod_state_items(s, k, after, &v);
+	iod_buf_init(&b);
+	if (n < 0 || iod_state_items_dump(k, iod_state_rev(s), v, (uint32_t)n, limit, &b)) {
+		iod_buf_free(&b);
+		return NULL;
+	}
+	return b.data ? b.data : strdup("");
+}
+
+/*
+ * Lists off the loop (issue 15): the copied items, dumped on another
+ * thread, give byte for byte the text of json_dumps(iod_state_list()) that
+ * the API sent before, for nested values, empty objects and escapes; pages
+ * split it at names, in order, with "continue" on every page but the last.
+ */
+TEST(list_items_dump_matches_the_list_and_pages)
+{
+	struct iod_state *s;
+	struct iod_state_result r;
+	CHECK_EQ(iod_state_new(&s), 0);
+	char *t = items_text(s, IOD_STATE_CONFIG, NULL, 0);
+	json_t *l = iod_state_list(s, IOD_STATE_CONFIG);
+	char *want = json_dumps(l, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	CHECK(t && want);
+	CHECK_EQ(strlen(t), strlen(want) + 1);
+	CHECK(!strncmp(t, want, strlen(want)) && t[strlen(want)] == '\n');
+	free(t);
+	free(want);
+	json_decref(l);
+	const char *vals[] = {"{\"x\":1,\"n\":{\"d\":[1,2,{\"z\":\"q\\nw\"}],\"e\":{},\"a\":[]}}",
+	                      "{}", "{\"s\":\"\\u00e9\\t\"}", "{\"k\":[[]]}"};
+	char name[16];
+	for (int i = 0; i < 40; i++) {
+		snprintf(name, sizeof(name), "c%02d", (i * 7) % 40); /* not in order */
+		CHECK_EQ(put(s, IOD_STATE_CONFIG, name, vals[i % 4], -1, &r), 0);
+	}
+	CHECK_EQ(put(s, IOD_STATE_NODE, "n1", "{\"gpus\":8}", -1, &r), 0);
+	t = items_text(s, IOD_STATE_CONFIG, NULL, 0);
+	l = iod_state_list(s, IOD_STATE_CONFIG);
+	want = json_dumps(l, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	CHECK(t && want);
+	CHECK(!strncmp(t, want, strlen(want)) && !strcmp(t + strlen(want), "\n"));
+	free(t);
+	free(want);
+	json_decref(l);
+	/* pages of 16: c00-c15, c16-c31, c32-c39 */
+	char after[16] = "";
+	int pages = 0, total = 0;
+	for (;;) {
+		t = items_text(s, IOD_STATE_CONFIG, after, 16);
+		json_t *p = t ? json_loads(t, 0, NULL) : NULL;
+		free(t);
+		CHECK(p);
+		json_t *items = json_object_get(p, "items");
+		const char *first =
+		    json_string_value(json_object_get(json_array_get(items, 0), "name"));
+		snprintf(name, sizeof(name), "c%02d", total);
+		CHECK_STR(first, name);
+		total += (int)json_array_size(items);
+		pages++;
+		const char *cont = json_string_value(json_object_get(p, "continue"));
+		if (!cont) {
+			json_decref(p);
+			break;
+		}
+		CHECK_STR(cont, json_string_value(json_object_get(
+		                    json_array_get(items, json_array_size(items) - 1), "name")));
+		snprintf(after, sizeof(after), "%s", cont);
+		json_decref(p);
+	}
+	CHECK_EQ(pages, 3);
+	CHECK_EQ(total, 40);
+	/* the copies hold their values: still valid after the objects go */
+	struct iod_state_item *v = NULL;
+	CHECK_EQ(iod_state_items(s, IOD_STATE_CONFIG, "c38", &v), 1);
+	CHECK_EQ(apply_owned(s, iod_state_cmd_delete(IOD_STATE_CONFIG, "c39", -1), &r), 0);
+	struct iod_buf b;
+	iod_buf_init(&b);
+	CHECK_EQ(iod_state_items_dump(IOD_STATE_CONFIG, 1, v, 1, 0, &b), 0);
+	CHECK(strstr(b.data, "\"name\": \"c39\""));
+	iod_buf_free(&b);
+	iod_state_free(s);
+}
