@@ -524,8 +524,11 @@ static int agent_init(struct agent *a, const struct iod_agent_config *c, struct 
 		a->netns = calloc(1, sizeof(*a->netns));
 		if (!a->netns)
 			return iod_err_set(e, -ENOMEM, "out of memory");
-		rc = a->caps.ns_net ? iod_agent_netns_open(a->netns, c->name, c->netns_subnet, e)
-		                    : iod_err_set(e, -EPERM,
+		rc = a->caps.ns_net
+		         ? c->overlay_dev[0]
+		               ? iod_agent_netns_open_overlay(a->netns, c->name, c->netns_subnet, e)
+		               : iod_agent_netns_open(a->netns, c->name, c->netns_subnet, e)
+		         : iod_err_set(e, -EPERM,
 		                                  "network namespaces not permitted here: replicas "
 		                                  "share the node's network instead");
 		if (rc == -EPERM) {
