@@ -266,6 +266,7 @@ struct iod_agent_netns {
 	char host_port[16];         /* overlay: "iodp<tag>", the switch's end */
 	uint32_t overlay_net;       /* overlay: the cluster's overlay network */
 	uint32_t overlay_prefix;    /* its prefix length (16) */
+	struct iod_agent_vswitch *vsw; /* overlay: told of each replica's port; NULL = none */
 };
 /* Replicas' and the overlay host port's MTU: an underlay of 1500 less
  * VXLAN's 50 bytes, with room to spare (as tests/integration/ar_netns.sh). */
@@ -312,6 +313,21 @@ int iod_agent_underlay_up(const struct iod_agent_underlay_cfg *c, struct iod_err
 uint32_t iod_agent_underlay_sweep(const char *prefix, const char *const *extra);
 /* setns() into /run/netns/NAME (the calling thread). */
 int iod_agent_netns_enter(const char *name, struct iod_err *e);
+
+/* ---- the node's virtual switch (shell, vswitch.c; docs/network.md) ------ */
+
+struct iod_agent_vswitch;
+struct iod_agent_config;
+/* Open the VTEP (c->overlay_dev) and the host stack's port (n's), start
+ * the switch's thread; it forwards once it has a table and ports. */
+int iod_agent_vswitch_start(struct iod_agent_vswitch **out, const struct iod_agent_config *c,
+                            const struct iod_agent_netns *n, struct iod_err *e);
+void iod_agent_vswitch_stop(struct iod_agent_vswitch *v);
+/* A local replica's port (its veth host end, its address) came up / goes. */
+void iod_agent_vswitch_port(struct iod_agent_vswitch *v, const char *name, const char *veth,
+                            uint32_t ip, bool up);
+/* The cluster's overlay table, from the watch (copied). */
+void iod_agent_vswitch_table(struct iod_agent_vswitch *v, const struct iod_agent_overlay_table *t);
 
 /* ---- concurrent health checks (shell, prober in probe.c) ------------------ */
 

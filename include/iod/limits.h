@@ -311,6 +311,9 @@ _Static_assert(IOD_UP_NODES_MAX <= 250, "a node's underlay address is 10.254.<le
 #define IOD_AGENT_OVERLAY_EPS_MAX 1024
 /* Conntrack sessions of one node's virtual switch (about 100 bytes each). */
 #define IOD_AGENT_OVERLAY_CT_SESSIONS (1u << 16)
+/* The virtual switch's wait when no port had a frame: bounds the CPU an
+ * idle switch takes; a frame wakes it at once (its block retires in 1 ms). */
+#define IOD_AGENT_VSWITCH_IDLE_MS 5
 
 /* ---- state/objects (typed cluster objects) ---------------------------- */
 

@@ -321,6 +321,8 @@ int iod_agent_netns_get(struct iod_agent_netns *n, const char *name, struct iod_
 		rc = iod_err_set(e, -errno, "replica %s: %s: %s", name, path, strerror(errno));
 		goto fail;
 	}
+	if (n->overlay && n->vsw)
+		iod_agent_vswitch_port(n->vsw, name, veth, addr, true);
 	return 0;
 fail:
 	iod_agent_netns_put(n, name, net);
@@ -338,6 +340,8 @@ void iod_agent_netns_put(struct iod_agent_netns *n, const char *name, struct iod
 	}
 	if (!n->up || iod_agent_netns_name(n, name, ns, sizeof(ns)))
 		return;
+	if (n->overlay && n->vsw)
+		iod_agent_vswitch_port(n->vsw, name, NULL, 0, false);
 	/* the host end first: the kernel destroys a netns (and the veth in it)
 	 * asynchronously, and nothing should be left to see after we return */
 	size_t l = 0;
