@@ -186,8 +186,14 @@ static void rebuild(struct iod_agent_vswitch *v)
 	uint32_t eps = 0;
 	for (uint32_t n = 0; n < v->cfg->networks_n; n++)
 		eps += v->cfg->networks[n].endpoints_n;
-	IOD_INFO("vswitch", "pipeline: %u networks (tenants + host), %u endpoints, %u local ports",
-	         v->cfg->networks_n, eps, v->nvp);
+	char nets[256] = "";
+	for (uint32_t n = 0, used = 0; n + 1 < v->cfg->networks_n && used < sizeof(nets); n++) {
+		int k = snprintf(nets + used, sizeof(nets) - used, " %s=vni:%u", v->cfg->networks[n].name,
+		                 v->cfg->networks[n].vni);
+		used += k > 0 ? (uint32_t)k : 0;
+	}
+	IOD_INFO("vswitch", "pipeline: %u networks (tenants + host), %u endpoints, %u local ports;%s",
+	         v->cfg->networks_n, eps, v->nvp, nets);
 }
 
 static void *vswitch_main(void *arg)
