@@ -355,9 +355,9 @@ struct iod_agent_underlay_cfg {
 /* One step: `ip -n NS -batch -` (tool "ip"), `tc -n NS -batch -` ("tc"), or
  * sysctl lines "key=value" written inside NS ("sysctl"); ns "" = root. */
 struct iod_agent_underlay_step {
-	char tool[8];                        /* "ip", "tc", "sysctl" */
-	char ns[32];                         /* namespace, "" = the root one */
-	char text[IOD_UNDERLAY_STEP_BYTES];  /* the batch */
+	char tool[8];                       /* "ip", "tc", "sysctl" */
+	char ns[32];                        /* namespace, "" = the root one */
+	char text[IOD_UNDERLAY_STEP_BYTES]; /* the batch */
 };
 /* Parse "leaves=2,spines=2,rate=1gbit,slow=2:20mbit" over c's values. */
 int iod_agent_underlay_parse(const char *s, struct iod_agent_underlay_cfg *c, struct iod_err *e);
@@ -392,7 +392,7 @@ struct iod_agent_overlay_ep {
 };
 /* Every placed replica of the cluster (list order). */
 struct iod_agent_overlay_table {
-	uint32_t n;                                                /* entries */
+	uint32_t n;                                                 /* entries */
 	struct iod_agent_overlay_ep eps[IOD_AGENT_OVERLAY_EPS_MAX]; /* entries */
 };
 /* A tenant's VNI: a hash of its name in 1..0xfffffe. */

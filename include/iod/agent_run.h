@@ -256,21 +256,21 @@ int iod_agent_wait_group(pid_t pid, uint64_t deadline_ns, int *status);
  * the agent stops; a start sweeps what a crashed agent left.
  */
 struct iod_agent_netns {
-	char node[IOD_NAME_MAX];    /* node name */
-	uint32_t tag;               /* hash of the node name: names its links and netns */
-	char bridge[16];            /* "iodb<tag>" */
-	struct iod_agent_ipam ipam; /* the subnet's addresses */
-	bool up;                    /* bridge (or overlay host port) created */
-	bool overlay;               /* overlay mode: no bridge; the node's virtual switch */
-	char host_kernel[16];       /* overlay: "iodk<tag>", the host stack's end */
-	char host_port[16];         /* overlay: "iodp<tag>", the switch's end */
-	uint32_t overlay_net;       /* overlay: the cluster's overlay network */
-	uint32_t overlay_prefix;    /* its prefix length (16) */
+	char node[IOD_NAME_MAX];       /* node name */
+	uint32_t tag;                  /* hash of the node name: names its links and netns */
+	char bridge[16];               /* "iodb<tag>" */
+	struct iod_agent_ipam ipam;    /* the subnet's addresses */
+	bool up;                       /* bridge (or overlay host port) created */
+	bool overlay;                  /* overlay mode: no bridge; the node's virtual switch */
+	char host_kernel[16];          /* overlay: "iodk<tag>", the host stack's end */
+	char host_port[16];            /* overlay: "iodp<tag>", the switch's end */
+	uint32_t overlay_net;          /* overlay: the cluster's overlay network */
+	uint32_t overlay_prefix;       /* its prefix length (16) */
 	struct iod_agent_vswitch *vsw; /* overlay: told of each replica's port; NULL = none */
 };
 /* Replicas' and the overlay host port's MTU: an underlay of 1500 less
  * VXLAN's 50 bytes, with room to spare (as tests/integration/ar_netns.sh). */
-#define IOD_AGENT_OVERLAY_MTU 1400
+#define IOD_AGENT_OVERLAY_MTU 1400u
 /* The overlay mode of iod_agent_netns_open (docs/network.md): no bridge;
  * each replica's veth host end and the host port "iodp<tag>" are ports of
  * the node's virtual switch (vswitch.c); replicas get /32 addresses behind

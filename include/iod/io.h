@@ -64,7 +64,7 @@ struct iod_io_port_cfg {
 	const char *pcap_out; /* pcap: file to write (NULL = rx only) */
 	uint32_t pool_bufs;   /* buffers (0 = 4096) */
 	uint32_t ring_blocks; /* afpacket: rx ring blocks (0 = IOD_IO_AFP_BLOCKS) */
-	uint32_t retire_ms;   /* afpacket: a partly filled block's wait (0 = IOD_IO_AFP_RETIRE_MS) */
+	uint32_t retire_ms; /* afpacket: a partly filled block's wait (0 = IOD_IO_AFP_RETIRE_MS) */
 	uint32_t mem_capture; /* mem: transmitted frames kept for inspection (0 = none) */
 };
 

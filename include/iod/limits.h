@@ -302,7 +302,7 @@
  * largest (a leaf's routes with every spine as a next hop). */
 #define IOD_UNDERLAY_STEP_BYTES 8192
 /* Steps of a plan: namespaces, links, per-namespace setup, tc. */
-#define IOD_UNDERLAY_STEPS_MAX                                                            \
+#define IOD_UNDERLAY_STEPS_MAX \
 	(8 + 3 * (IOD_UNDERLAY_LEAVES_MAX + IOD_UNDERLAY_SPINES_MAX + IOD_UP_NODES_MAX))
 _Static_assert(IOD_UP_NODES_MAX <= 250, "a node's underlay address is 10.254.<leaf>.<1..250>");
 /* Replicas the overlay table of one agent's virtual switch holds (the

@@ -529,8 +529,8 @@ static int agent_init(struct agent *a, const struct iod_agent_config *c, struct 
 		               ? iod_agent_netns_open_overlay(a->netns, c->name, c->netns_subnet, e)
 		               : iod_agent_netns_open(a->netns, c->name, c->netns_subnet, e)
 		         : iod_err_set(e, -EPERM,
-		                                  "network namespaces not permitted here: replicas "
-		                                  "share the node's network instead");
+		                       "network namespaces not permitted here: replicas "
+		                       "share the node's network instead");
 		if (rc == -EPERM) {
 			IOD_WARN("agent", "%s", e->msg);
 			e->msg[0] = 0;
@@ -544,10 +544,10 @@ static int agent_init(struct agent *a, const struct iod_agent_config *c, struct 
 			char gw[20];
 			iod_agent_ipv4_format(iod_agent_ipam_gateway(&a->netns->ipam), gw,
 			                      sizeof(gw));
-			IOD_INFO("agent",
-			         "per-replica network namespaces on %s (%s %s, gateway %s)",
-			         c->netns_subnet, a->netns->overlay ? "overlay host port" : "bridge",
-			         a->netns->overlay ? a->netns->host_port : a->netns->bridge, gw);
+			IOD_INFO(
+			    "agent", "per-replica network namespaces on %s (%s %s, gateway %s)",
+			    c->netns_subnet, a->netns->overlay ? "overlay host port" : "bridge",
+			    a->netns->overlay ? a->netns->host_port : a->netns->bridge, gw);
 			if (a->netns->overlay &&
 			    (rc = iod_agent_vswitch_start(&a->netns->vsw, c, a->netns, e)))
 				return rc;

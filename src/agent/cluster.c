@@ -587,7 +587,8 @@ static void *watcher_main(void *arg)
 				struct iod_agent_overlay_table *ot =
 				    vsw ? calloc(1, sizeof(*ot)) : NULL;
 				if (ot) { /* the VTEP table: every replica's node and address */
-					if (iod_agent_overlay_table_from_state(nodes, svcs, reps, ot))
+					if (iod_agent_overlay_table_from_state(nodes, svcs, reps,
+					                                       ot))
 						IOD_WARN("agent",
 						         "overlay: more than %d replicas: the rest "
 						         "are not reachable over the overlay",

@@ -33,7 +33,7 @@
 #define NETNS_DIR "/run/netns"
 
 int iod_agent_run_cmd(const char *prog, const char *const *args, const char *input, char *err,
-                   size_t errlen)
+                      size_t errlen)
 {
 	int in[2], ep[2];
 	char *argv[24];
@@ -166,8 +166,8 @@ static int open_host_port(struct iod_agent_netns *n, const char *gw, struct iod_
 	         "route replace %s/%u via %s dev %s onlink\n",
 	         n->host_kernel, km[1], km[2], km[3], km[4], km[5], IOD_AGENT_OVERLAY_MTU,
 	         n->host_port, IOD_AGENT_OVERLAY_MTU, n->host_port, n->host_kernel, gw,
-	         n->host_kernel, hop, gm[0], gm[1], gm[2], gm[3], gm[4], gm[5], n->host_kernel,
-	         ov, n->overlay_prefix, hop, n->host_kernel);
+	         n->host_kernel, hop, gm[0], gm[1], gm[2], gm[3], gm[4], gm[5], n->host_kernel, ov,
+	         n->overlay_prefix, hop, n->host_kernel);
 	const char *args[] = {"-batch", "-", NULL};
 	int rc = run_ip(args, batch, err, sizeof(err));
 	if (rc) {
@@ -178,7 +178,6 @@ static int open_host_port(struct iod_agent_netns *n, const char *gw, struct iod_
 	}
 	return 0;
 }
-
 
 int iod_agent_netns_veth(const struct iod_agent_netns *n, const char *name, char *buf, size_t len)
 {
@@ -223,8 +222,8 @@ int iod_agent_netns_open_mode(struct iod_agent_netns *n, const char *node, const
 	snprintf(n->host_port, sizeof(n->host_port), "iodp%08x", n->tag);
 	n->overlay = overlay;
 	/* the overlay: the /16 around the node's subnet (docs/network.md) */
-	n->overlay_prefix = IOD_MIN(n->ipam.prefix, 16u);
-	n->overlay_net = n->ipam.net & (~0u << (32 - n->overlay_prefix));
+	n->overlay_prefix = 16; /* ipam.c: a node subnet is /16 or longer */
+	n->overlay_net = n->ipam.net & 0xffff0000u;
 	sweep(n);
 	const char *del[] = {"link", "del", n->bridge, NULL};
 	run_ip(del, NULL, err, sizeof(err)); /* a crashed agent's bridge, if any */

@@ -183,10 +183,9 @@ int iod_agent_overlay_dp_config(const struct iod_agent_overlay_node *nd,
 	for (uint32_t i = 0; i < c->networks_n; i++)
 		for (uint32_t k = 0; k < i; k++)
 			if (c->networks[k].vni == c->networks[i].vni)
-				return iod_err_set(e, -EEXIST,
-				                   "overlay: tenants %s and %s hash to one VNI %u",
-				                   c->networks[k].name, c->networks[i].name,
-				                   c->networks[i].vni);
+				return iod_err_set(
+				    e, -EEXIST, "overlay: tenants %s and %s hash to one VNI %u",
+				    c->networks[k].name, c->networks[i].name, c->networks[i].vni);
 	if (c->networks_n == IOD_DP_NETWORKS_MAX)
 		return iod_err_set(e, -ENOSPC, "overlay: no room for the host network");
 	struct iod_flow_dp_network *host = &c->networks[c->networks_n++];

@@ -128,16 +128,18 @@ int iod_agent_underlay_parse(const char *s, struct iod_agent_underlay_cfg *c, st
 			unsigned long max = !strcmp(t, "leaves") ? IOD_UNDERLAY_LEAVES_MAX
 			                                         : IOD_UNDERLAY_SPINES_MAX;
 			if (end == v || *end || n < 1 || n > max)
-				return iod_err_set(e, -EINVAL, "--underlay: %s must be 1..%lu, not %s",
-				                   t, max, v);
+				return iod_err_set(
+				    e, -EINVAL, "--underlay: %s must be 1..%lu, not %s", t, max, v);
 			if (!strcmp(t, "leaves"))
 				c->leaves = (uint32_t)n;
 			else
 				c->spines = (uint32_t)n;
 		} else if (!strcmp(t, "rate")) {
-			if (!v[0] || strlen(v) >= sizeof(c->rate) || strspn(v, "0123456789.kmgbitKMGps") != strlen(v))
-				return iod_err_set(e, -EINVAL,
-				                   "--underlay: rate %s: want a tc rate such as 1gbit", v);
+			if (!v[0] || strlen(v) >= sizeof(c->rate) ||
+			    strspn(v, "0123456789.kmgbitKMGps") != strlen(v))
+				return iod_err_set(
+				    e, -EINVAL, "--underlay: rate %s: want a tc rate such as 1gbit",
+				    v);
 			snprintf(c->rate, sizeof(c->rate), "%s", v);
 		} else if (!strcmp(t, "slow")) {
 			unsigned long n = strtoul(v, &end, 10);
@@ -151,10 +153,11 @@ int iod_agent_underlay_parse(const char *s, struct iod_agent_underlay_cfg *c, st
 			c->slow_spine = (uint32_t)n;
 			snprintf(c->slow_rate, sizeof(c->slow_rate), "%s", end + 1);
 		} else {
-			return iod_err_set(e, -EINVAL,
-			                   "--underlay: unknown key %s (keys: leaves, spines, rate, "
-			                   "slow)",
-			                   t);
+			return iod_err_set(
+			    e, -EINVAL,
+			    "--underlay: unknown key %s (keys: leaves, spines, rate, "
+			    "slow)",
+			    t);
 		}
 	}
 	if (c->slow_spine > c->spines)
@@ -174,7 +177,8 @@ int iod_agent_underlay_plan(const struct iod_agent_underlay_cfg *c,
 	if (c->leaves < 1 || c->leaves > IOD_UNDERLAY_LEAVES_MAX || c->spines < 1 ||
 	    c->spines > IOD_UNDERLAY_SPINES_MAX || c->hosts < 1 || c->hosts > IOD_UP_NODES_MAX ||
 	    !P[0])
-		return iod_err_set(e, -EINVAL, "underlay: %u leaves, %u spines, %u hosts: out of range",
+		return iod_err_set(e, -EINVAL,
+		                   "underlay: %u leaves, %u spines, %u hosts: out of range",
 		                   c->leaves, c->spines, c->hosts);
 	/* the namespaces, then every link from the root (veth pairs are made
 	 * straight into their namespaces) */
@@ -189,8 +193,8 @@ int iod_agent_underlay_plan(const struct iod_agent_underlay_cfg *c,
 	w = step(&p, "ip", "%s", "");
 	for (uint32_t l = 1; l <= c->leaves; l++)
 		for (uint32_t s = 1; s <= c->spines; s++)
-			put(&w, "link add s%u netns %s-l%u type veth peer name l%u netns %s-s%u\n", s,
-			    P, l, l, P, s);
+			put(&w, "link add s%u netns %s-l%u type veth peer name l%u netns %s-s%u\n",
+			    s, P, l, l, P, s);
 	for (uint32_t h = 1; h <= c->hosts; h++)
 		put(&w, "link add u0 netns %s-h%u type veth peer name h%u netns %s-l%u\n", P, h, h,
 		    P, iod_agent_underlay_leaf(c, h));

@@ -158,8 +158,8 @@ static void rebuild(struct iod_agent_vswitch *v)
 	if (!ports_changed && v->cur >= 0 && !memcmp(v->cfg, v->last, sizeof(*v->cfg)))
 		return;
 	int next = v->cur < 0 ? 0 : 1 - v->cur;
-	int rc = iod_flow_dp_rebuild(v->cfg, 1, &v->dp[next], v->cur >= 0 ? &v->dp[v->cur] : NULL,
-	                             &e);
+	int rc =
+	    iod_flow_dp_rebuild(v->cfg, 1, &v->dp[next], v->cur >= 0 ? &v->dp[v->cur] : NULL, &e);
 	if (v->cur >= 0)
 		iod_flow_dp_destroy(&v->dp[v->cur]);
 	v->cur = -1;
@@ -188,11 +188,12 @@ static void rebuild(struct iod_agent_vswitch *v)
 		eps += v->cfg->networks[n].endpoints_n;
 	char nets[256] = "";
 	for (uint32_t n = 0, used = 0; n + 1 < v->cfg->networks_n && used < sizeof(nets); n++) {
-		int k = snprintf(nets + used, sizeof(nets) - used, " %s=vni:%u", v->cfg->networks[n].name,
-		                 v->cfg->networks[n].vni);
+		int k = snprintf(nets + used, sizeof(nets) - used, " %s=vni:%u",
+		                 v->cfg->networks[n].name, v->cfg->networks[n].vni);
 		used += k > 0 ? (uint32_t)k : 0;
 	}
-	IOD_INFO("vswitch", "pipeline: %u networks (tenants + host), %u endpoints, %u local ports;%s",
+	IOD_INFO("vswitch",
+	         "pipeline: %u networks (tenants + host), %u endpoints, %u local ports;%s",
 	         v->cfg->networks_n, eps, v->nvp, nets);
 }
 
@@ -218,10 +219,13 @@ static void *vswitch_main(void *arg)
 		/* idle: wait (bounded) for any port */
 		nfds_t n = 0;
 		if (pfd) {
-			pfd[n++] = (struct pollfd){iod_io_port_fd(&v->ports[IOD_DP_PORT_FABRIC]), POLLIN, 0};
-			pfd[n++] = (struct pollfd){iod_io_port_fd(&v->ports[IOD_DP_PORT_HOST]), POLLIN, 0};
+			pfd[n++] = (struct pollfd){iod_io_port_fd(&v->ports[IOD_DP_PORT_FABRIC]),
+			                           POLLIN, 0};
+			pfd[n++] =
+			    (struct pollfd){iod_io_port_fd(&v->ports[IOD_DP_PORT_HOST]), POLLIN, 0};
 			for (uint32_t i = 0; i < v->nvp; i++)
-				pfd[n++] = (struct pollfd){iod_io_port_fd(&v->vp[i].port), POLLIN, 0};
+				pfd[n++] =
+				    (struct pollfd){iod_io_port_fd(&v->vp[i].port), POLLIN, 0};
 		}
 		poll(pfd, n, IOD_AGENT_VSWITCH_IDLE_MS);
 	}
@@ -337,7 +341,7 @@ void iod_agent_vswitch_port(struct iod_agent_vswitch *v, const char *name, const
 	if (up && i < v->nloc) {
 		iod_strlcpy(v->locals[i].name, name, sizeof(v->locals[i].name));
 		v->locals[i].ip = ip;
-		iod_strlcpy(v->veths[i], veth, sizeof(v->veths[i]));
+		iod_strlcpy(v->veths[i], veth ? veth : "", sizeof(v->veths[i]));
 	} else if (!up && i < v->nloc) {
 		v->locals[i] = v->locals[v->nloc - 1];
 		memcpy(v->veths[i], v->veths[v->nloc - 1], sizeof(v->veths[i]));

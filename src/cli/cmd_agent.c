@@ -300,7 +300,8 @@ int cmd_agent(int argc, char **argv)
 			uint8_t mac[6];
 			if (iod_net_mac_parse(optarg, mac))
 				return iod_cli_fail("agent", IOD_EXIT_INVALID,
-				                    "--overlay-gw-mac %s: not a MAC address", optarg);
+				                    "--overlay-gw-mac %s: not a MAC address",
+				                    optarg);
 			memcpy(c.overlay_gw_mac, mac, 6);
 			c.overlay_gw_mac_set = true;
 			break;

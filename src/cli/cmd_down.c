@@ -168,7 +168,8 @@ int cmd_down(int argc, char **argv)
 	char cwd[IOD_AGENT_PATH_MAX];
 	/* absolute as `iod up` made it: its processes name it, its underlay's
 	 * name is its hash */
-	if (dir[0] != '/' && getcwd(cwd, sizeof(cwd)) && strlen(cwd) + strlen(dir) + 2 < sizeof(dir)) {
+	if (dir[0] != '/' && getcwd(cwd, sizeof(cwd)) &&
+	    strlen(cwd) + strlen(dir) + 2 < sizeof(dir)) {
 		memmove(dir + strlen(cwd) + 1, dir, strlen(dir) + 1);
 		memcpy(dir, cwd, strlen(cwd));
 		dir[strlen(cwd)] = '/';

@@ -339,9 +339,10 @@ int cmd_up(int argc, char **argv)
 	if (underlay_spec && iod_agent_underlay_parse(underlay_spec, &ul, &e))
 		return iod_cli_fail("up", IOD_EXIT_INVALID, "%s", e.msg);
 	if (netns && geteuid() != 0)
-		return iod_cli_fail("up", IOD_EXIT_INVALID,
-		                    "--netns needs root (network namespaces, veth pairs, AF_PACKET); "
-		                    "without it the cluster runs on loopback");
+		return iod_cli_fail(
+		    "up", IOD_EXIT_INVALID,
+		    "--netns needs root (network namespaces, veth pairs, AF_PACKET); "
+		    "without it the cluster runs on loopback");
 	if (netns && insecure)
 		return iod_cli_fail("up", IOD_EXIT_INVALID,
 		                    "--netns serves the API on an underlay address: it needs TLS "
@@ -582,11 +583,11 @@ int cmd_up(int argc, char **argv)
 	if (telemetry_port)
 		snprintf(tel_first, sizeof(tel_first), "http://127.0.0.1:%ld", telemetry_port);
 	if (out == IOD_OUT_JSON) {
-		json_t *j =
-		    json_pack("{s:s, s:i, s:i, s:s, s:s, s:I, s:I, s:s?}", "servers", apis, "nodes",
-		              (int)nodes, "gpus_per_node", (int)gpus, "model", model, "state_dir",
-		              dir, "leader_ms", (json_int_t)(t_leader - t0), "ready_ms",
-		              (json_int_t)(t1 - t0), "mesh_admin", mesh && !netns ? mesh_admin : NULL);
+		json_t *j = json_pack(
+		    "{s:s, s:i, s:i, s:s, s:s, s:I, s:I, s:s?}", "servers", apis, "nodes",
+		    (int)nodes, "gpus_per_node", (int)gpus, "model", model, "state_dir", dir,
+		    "leader_ms", (json_int_t)(t_leader - t0), "ready_ms", (json_int_t)(t1 - t0),
+		    "mesh_admin", mesh && !netns ? mesh_admin : NULL);
 		if (netns)
 			json_object_set_new(j, "underlay", json_string(ul.prefix));
 		iod_json_print(stdout, j, false);

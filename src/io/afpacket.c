@@ -59,7 +59,8 @@ static int afp_open(struct iod_io_port *p, const struct iod_io_port_cfg *cfg, st
 	(void)setsockopt(a->fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one));
 	struct tpacket_req3 req = {0};
 	req.tp_block_size = IOD_IO_AFP_BLOCK_BYTES;
-	a->blocks = cfg->ring_blocks ? IOD_MIN(cfg->ring_blocks, IOD_IO_AFP_BLOCKS) : IOD_IO_AFP_BLOCKS;
+	a->blocks =
+	    cfg->ring_blocks ? IOD_MIN(cfg->ring_blocks, IOD_IO_AFP_BLOCKS) : IOD_IO_AFP_BLOCKS;
 	req.tp_block_nr = a->blocks;
 	req.tp_frame_size = IOD_IO_AFP_FRAME_BYTES;
 	req.tp_frame_nr = IOD_IO_AFP_BLOCK_BYTES / IOD_IO_AFP_FRAME_BYTES * a->blocks;
@@ -184,5 +185,5 @@ static int afp_fd(const struct iod_io_port *p)
 	return a ? a->fd : -1;
 }
 
-const struct iod_io_ops iod_io_afpacket_ops = {"afpacket", afp_open, afp_rx,
+const struct iod_io_ops iod_io_afpacket_ops = {"afpacket", afp_open,  afp_rx,
                                                afp_tx,     afp_close, afp_fd};

@@ -340,8 +340,8 @@ static void pcap_close_port(struct iod_io_port *p)
 	p->priv = NULL;
 }
 
-static const struct iod_io_ops pcap_ops = {"pcap", pcap_open_port, pcap_rx, pcap_tx,
-                                           pcap_close_port, NULL};
+static const struct iod_io_ops pcap_ops = {"pcap",  pcap_open_port,  pcap_rx,
+                                           pcap_tx, pcap_close_port, NULL};
 
 /* ---- ports ------------------------------------------------------------- */
 
