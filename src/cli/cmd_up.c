@@ -599,14 +599,16 @@ int cmd_up(int argc, char **argv)
 		       "%s-h1 ...`), replicas on the overlay 10.200.N.0/24\n",
 		       ul.prefix, ul.prefix, ul.prefix);
 	printf("cluster up in %llu ms: %d servers, %ld nodes x %ld GPUs (%s)\n"
-	       "  API      %s (IOD_SERVER; the default 127.0.0.1:7400 is one of them)\n"
+	       "  API      %s (%s)\n"
 	       "  state    %s (server-N.log, node-N.log, node-N/replicas/*/log)\n"
 	       "  mesh     %s%s (node-1's proxy: /registry /metrics /spans)\n"
 	       "  metrics  %s (node-N's agent on the next ports: /metrics /v1/telemetry)\n"
 	       "next: iod deploy -f examples/service-topology.yaml && iod get replicas; "
 	       "iod down\n",
-	       (unsigned long long)(t1 - t0), UP_SERVERS, nodes, gpus, model, apis, dir,
-	       mesh && !netns ? "http://" : "off", mesh && !netns ? mesh_admin : "",
+	       (unsigned long long)(t1 - t0), UP_SERVERS, nodes, gpus, model, apis,
+	       netns ? "TLS on the underlay; the context \"local\" names them"
+	             : "IOD_SERVER; the default 127.0.0.1:7400 is one of them",
+	       dir, mesh && !netns ? "http://" : "off", mesh && !netns ? mesh_admin : "",
 	       netns ? "off" : tel_first);
 	return 0;
 }
