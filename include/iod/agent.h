@@ -330,4 +330,101 @@ int iod_agent_rec_find(const struct iod_agent_rec *r, const char *name);
 
 /* The shells (executor, sandbox, probes, agent loop): include/iod/agent_run.h. */
 
+/* ---- the underlay of `iod up --netns` (underlay.c pure, underlay_run.c) -- */
+
+/*
+ * A leaf-spine fabric of network namespaces (docs/network.md): each node
+ * agent runs in its own "host" namespace <prefix>-h<N> with one link u0 to
+ * its leaf <prefix>-l<L> (L = (N-1) % leaves + 1) and the address
+ * 10.254.<L>.<k>; each leaf bridges its hosts (br0, 10.254.<L>.254) and
+ * links to every spine <prefix>-s<S> over a /30 in 10.253.<L>.0/24; leaves
+ * route other leaves' /24s over all spines (Linux ECMP, L4 hash). The
+ * control plane is the root namespace: link <prefix> (10.254.0.1) to leaf
+ * 1 (10.254.0.254), route 10.254.0.0/16 from there. A rate limits every
+ * spine link with tbf; a slow spine gets its own rate.
+ */
+struct iod_agent_underlay_cfg {
+	char prefix[16];     /* "iodu<6 hex>": every namespace and the root link */
+	uint32_t leaves;     /* 1..IOD_UNDERLAY_LEAVES_MAX */
+	uint32_t spines;     /* 1..IOD_UNDERLAY_SPINES_MAX */
+	uint32_t hosts;      /* 1..IOD_UP_NODES_MAX */
+	char rate[24];       /* tbf rate of every spine link ("1gbit"); "" = none */
+	uint32_t slow_spine; /* 1-based spine with slow_rate; 0 = none */
+	char slow_rate[24];  /* its rate */
+};
+/* One step: `ip -n NS -batch -` (tool "ip"), `tc -n NS -batch -` ("tc"), or
+ * sysctl lines "key=value" written inside NS ("sysctl"); ns "" = root. */
+struct iod_agent_underlay_step {
+	char tool[8];                       /* "ip", "tc", "sysctl" */
+	char ns[32];                        /* namespace, "" = the root one */
+	char text[IOD_UNDERLAY_STEP_BYTES]; /* the batch */
+};
+/* Parse "leaves=2,spines=2,rate=1gbit,slow=2:20mbit" over c's values. */
+int iod_agent_underlay_parse(const char *s, struct iod_agent_underlay_cfg *c, struct iod_err *e);
+/* The steps that build c's underlay, in order (pure). */
+int iod_agent_underlay_plan(const struct iod_agent_underlay_cfg *c,
+                            struct iod_agent_underlay_step *steps, uint32_t max, uint32_t *n,
+                            struct iod_err *e);
+/* Host N's (1-based) leaf and underlay address; the control plane's. */
+uint32_t iod_agent_underlay_leaf(const struct iod_agent_underlay_cfg *c, uint32_t host);
+uint32_t iod_agent_underlay_host_ip(const struct iod_agent_underlay_cfg *c, uint32_t host);
+uint32_t iod_agent_underlay_cp_ip(void);
+/* The MAC of leaf L's bridge: a host's next hop on the underlay. */
+void iod_agent_underlay_leaf_mac(uint32_t leaf, uint8_t mac[6]);
+/* Host N's namespace name. */
+void iod_agent_underlay_host_ns(const struct iod_agent_underlay_cfg *c, uint32_t host, char *buf,
+                                size_t len);
+
+/* The overlay's MACs follow from addresses: 02:1d:<ip> for a replica (and
+ * the host stack at the gateway address), 02:1e:<ip> for the switch's
+ * gateway. */
+void iod_agent_overlay_mac(uint32_t ip, bool gateway, uint8_t mac[6]);
+
+/* ---- the node's virtual switch's configuration (overlay.c, pure) -------- */
+
+/* One replica as the overlay sees it: where it is and whose. */
+struct iod_agent_overlay_ep {
+	char name[IOD_NAME_MAX];   /* replica */
+	char node[IOD_NAME_MAX];   /* its node */
+	char tenant[IOD_NAME_MAX]; /* its Service's tenant ("default") */
+	uint32_t ip;               /* its overlay address (Replica "addr"); 0 = none yet */
+	uint32_t vtep;             /* its node's underlay address (Node "addr"); 0 = unknown */
+};
+/* Every placed replica of the cluster (list order). */
+struct iod_agent_overlay_table {
+	uint32_t n;                                                 /* entries */
+	struct iod_agent_overlay_ep eps[IOD_AGENT_OVERLAY_EPS_MAX]; /* entries */
+};
+/* A tenant's VNI: a hash of its name in 1..0xfffffe. */
+uint32_t iod_agent_overlay_vni(const char *tenant);
+/* The table from the watch's lists ({"items": [...]}); -ENOSPC when the
+ * cluster has more replicas than the table holds (the first ones kept). */
+int iod_agent_overlay_table_from_state(const json_t *nodes, const json_t *services,
+                                       const json_t *replicas, struct iod_agent_overlay_table *t);
+const struct iod_agent_overlay_ep *iod_agent_overlay_find(const struct iod_agent_overlay_table *t,
+                                                          const char *name);
+/* This node, as its switch needs it. */
+struct iod_agent_overlay_node {
+	char name[IOD_NAME_MAX];    /* node name */
+	uint32_t vtep_ip;           /* its underlay address */
+	uint8_t vtep_mac[6];        /* its underlay device's MAC */
+	uint8_t underlay_gw_mac[6]; /* the underlay next hop */
+	uint32_t gateway;           /* its replicas' gateway = its host stack's address */
+	uint32_t overlay_net;       /* the cluster's overlay (10.200.0.0) */
+	uint32_t overlay_prefix;    /* its prefix (16) */
+};
+/* A local replica with a port on the switch. */
+struct iod_agent_overlay_local {
+	char name[IOD_NAME_MAX]; /* replica */
+	uint32_t ip;             /* its address */
+};
+/* The data plane's config: a network per tenant of the local replicas
+ * (name order) and the host network last; local replicas and the remote
+ * ones of those tenants as endpoints. */
+struct iod_flow_dp_config;
+int iod_agent_overlay_dp_config(const struct iod_agent_overlay_node *nd,
+                                const struct iod_agent_overlay_table *t,
+                                const struct iod_agent_overlay_local *loc, uint32_t nloc,
+                                struct iod_flow_dp_config *c, struct iod_err *e);
+
 #endif

@@ -256,12 +256,34 @@ int iod_agent_wait_group(pid_t pid, uint64_t deadline_ns, int *status);
  * the agent stops; a start sweeps what a crashed agent left.
  */
 struct iod_agent_netns {
-	char node[IOD_NAME_MAX];    /* node name */
-	uint32_t tag;               /* hash of the node name: names its links and netns */
-	char bridge[16];            /* "iodb<tag>" */
-	struct iod_agent_ipam ipam; /* the subnet's addresses */
-	bool up;                    /* bridge created */
+	char node[IOD_NAME_MAX];       /* node name */
+	uint32_t tag;                  /* hash of the node name: names its links and netns */
+	char bridge[16];               /* "iodb<tag>" */
+	struct iod_agent_ipam ipam;    /* the subnet's addresses */
+	bool up;                       /* bridge (or overlay host port) created */
+	bool overlay;                  /* overlay mode: no bridge; the node's virtual switch */
+	char host_kernel[16];          /* overlay: "iodk<tag>", the host stack's end */
+	char host_port[16];            /* overlay: "iodp<tag>", the switch's end */
+	uint32_t overlay_net;          /* overlay: the cluster's overlay network */
+	uint32_t overlay_prefix;       /* its prefix length (16) */
+	struct iod_agent_vswitch *vsw; /* overlay: told of each replica's port; NULL = none */
 };
+/* Replicas' and the overlay host port's MTU: an underlay of 1500 less
+ * VXLAN's 50 bytes, with room to spare (as tests/integration/ar_netns.sh). */
+#define IOD_AGENT_OVERLAY_MTU 1400u
+/* The overlay mode of iod_agent_netns_open (docs/network.md): no bridge;
+ * each replica's veth host end and the host port "iodp<tag>" are ports of
+ * the node's virtual switch (vswitch.c); replicas get /32 addresses behind
+ * the gateway, which the switch answers ARP for. */
+int iod_agent_netns_open_overlay(struct iod_agent_netns *n, const char *node, const char *cidr,
+                                 struct iod_err *e);
+/* The host end of replica name's veth ("iv<tag>-<index>"); -ENOENT without
+ * an address. */
+int iod_agent_netns_veth(const struct iod_agent_netns *n, const char *name, char *buf, size_t len);
+/* Run PROG ARGS... (no shell) with input on its stdin, wait; the first line
+ * of its stderr into err on failure (-EIO). */
+int iod_agent_run_cmd(const char *prog, const char *const *args, const char *input, char *err,
+                      size_t errlen);
 /* Sweep leftovers of this node, create the bridge with the gateway address.
  * -EPERM when not permitted (not root), with what to do in e. */
 int iod_agent_netns_open(struct iod_agent_netns *n, const char *node, const char *cidr,
@@ -276,6 +298,36 @@ void iod_agent_netns_put(struct iod_agent_netns *n, const char *name, struct iod
 void iod_agent_netns_close(struct iod_agent_netns *n);
 /* The netns name of replica name ("iod-<tag>-<name>"). */
 int iod_agent_netns_name(const struct iod_agent_netns *n, const char *name, char *buf, size_t len);
+
+/* ---- the underlay of `iod up --netns` (shell; the plan is in agent.h) ---- */
+
+/* Shell: sweep what a previous underlay of this prefix left, then run the
+ * plan. On failure everything made is swept again. */
+int iod_agent_underlay_up(const struct iod_agent_underlay_cfg *c, struct iod_err *e);
+/*
+ * Remove every namespace named <prefix>-* and the root link <prefix>, first
+ * killing (SIGKILL) every process still inside one; the same for replica
+ * namespaces whose name starts with one of extra (NULL-terminated, e.g.
+ * "iod-<tag>-" of the cluster's nodes). Returns the namespaces removed.
+ */
+uint32_t iod_agent_underlay_sweep(const char *prefix, const char *const *extra);
+/* setns() into /run/netns/NAME (the calling thread). */
+int iod_agent_netns_enter(const char *name, struct iod_err *e);
+
+/* ---- the node's virtual switch (shell, vswitch.c; docs/network.md) ------ */
+
+struct iod_agent_vswitch;
+struct iod_agent_config;
+/* Open the VTEP (c->overlay_dev) and the host stack's port (n's), start
+ * the switch's thread; it forwards once it has a table and ports. */
+int iod_agent_vswitch_start(struct iod_agent_vswitch **out, const struct iod_agent_config *c,
+                            const struct iod_agent_netns *n, struct iod_err *e);
+void iod_agent_vswitch_stop(struct iod_agent_vswitch *v);
+/* A local replica's port (its veth host end, its address) came up / goes. */
+void iod_agent_vswitch_port(struct iod_agent_vswitch *v, const char *name, const char *veth,
+                            uint32_t ip, bool up);
+/* The cluster's overlay table, from the watch (copied). */
+void iod_agent_vswitch_table(struct iod_agent_vswitch *v, const struct iod_agent_overlay_table *t);
 
 /* ---- concurrent health checks (shell, prober in probe.c) ------------------ */
 
@@ -335,6 +387,10 @@ struct iod_agent_config {
 	/* per-replica network namespaces (root only; docs/runtime.md) */
 	char netns_subnet
 	    [IOD_ADDR_MAX]; /* node subnet CIDR; "" = replicas share the node's network */
+	/* the node's virtual switch (vswitch.c, docs/network.md) */
+	char overlay_dev[32];      /* underlay device (the VTEP); "" = bridge mode */
+	uint8_t overlay_gw_mac[6]; /* the underlay next hop's MAC */
+	bool overlay_gw_mac_set;   /* given */
 	/* security (docs/security.md): HTTPS to the servers with this node's
 	 * certificate; NULL = plain HTTP (servers run --insecure) */
 	struct iod_sec_tls_creds *creds;    /* CA + node certificate (the caller's) */

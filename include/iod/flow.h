@@ -340,6 +340,11 @@ struct iod_flow_dp_network {
 	uint64_t burst_bytes;      /* QoS burst */
 	uint8_t dscp;              /* QoS priority marking (0 = keep) */
 	bool ar_enabled;           /* adaptive_routing given: outer sport from net/ar */
+	bool by_endpoint;          /* host port: a packet's network is its source's (local
+	                            * endpoints /32), not its subnet's: tenants that share
+	                            * one address space (the agent's overlay) */
+	bool local_only;           /* the node's own network (its host stack at gateway):
+	                            * no VNI on the fabric, no ARP; from or to gateway */
 	struct iod_ar_config ar;   /* its policy and parameters */
 	uint32_t endpoints_n;      /* endpoints */
 	struct iod_flow_dp_endpoint endpoints[IOD_DP_ENDPOINTS_MAX]; /* endpoints */
@@ -393,6 +398,11 @@ struct iod_flow_dp {
 
 int iod_flow_dp_build(const struct iod_flow_dp_config *c, uint32_t cores, struct iod_flow_dp *dp,
                       struct iod_err *e);
+/* The same, taking prev's conntrack tables (prev keeps none, and is only
+ * fit for iod_flow_dp_destroy): a rebuilt pipeline keeps its sessions.
+ * prev NULL = iod_flow_dp_build. */
+int iod_flow_dp_rebuild(const struct iod_flow_dp_config *c, uint32_t cores, struct iod_flow_dp *dp,
+                        struct iod_flow_dp *prev, struct iod_err *e);
 void iod_flow_dp_destroy(struct iod_flow_dp *dp);
 
 /*

@@ -63,6 +63,8 @@ struct iod_io_port_cfg {
 	const char *pcap_in;  /* pcap: file to read (NULL = tx only) */
 	const char *pcap_out; /* pcap: file to write (NULL = rx only) */
 	uint32_t pool_bufs;   /* buffers (0 = 4096) */
+	uint32_t ring_blocks; /* afpacket: rx ring blocks (0 = IOD_IO_AFP_BLOCKS) */
+	uint32_t retire_ms; /* afpacket: a partly filled block's wait (0 = IOD_IO_AFP_RETIRE_MS) */
 	uint32_t mem_capture; /* mem: transmitted frames kept for inspection (0 = none) */
 };
 
@@ -76,6 +78,8 @@ struct iod_io_ops {
 	/* Sends and frees every packet (counting failures as tx_errors). */
 	uint32_t (*tx_burst)(struct iod_io_port *p, struct iod_pkt **pkts, uint32_t n);
 	void (*close)(struct iod_io_port *p);
+	/* The descriptor to poll for rx (NULL or -1: none). */
+	int (*fd)(const struct iod_io_port *p);
 };
 
 struct iod_io_port {
@@ -91,6 +95,8 @@ struct iod_io_port {
  * -ENOTSUP for one not built in. */
 int iod_io_port_open(struct iod_io_port *p, const struct iod_io_port_cfg *cfg, struct iod_err *e);
 void iod_io_port_close(struct iod_io_port *p);
+/* The port's descriptor to poll for rx; -1 when it has none. */
+int iod_io_port_fd(const struct iod_io_port *p);
 static inline uint32_t iod_io_rx(struct iod_io_port *p, struct iod_pkt **pkts, uint32_t n,
                                  int timeout_ms)
 {
@@ -196,6 +202,13 @@ struct iod_dp_loop {
 	uint64_t last_tick_ns;     /* last adaptive-routing tick */
 	uint64_t rx_packets;       /* received, all turns */
 	uint64_t rss_packets;      /* RSS verdicts (no local stack queues here) */
+	/* a virtual switch (the agent's, src/agent/vswitch.c): the host side is
+	 * many ports, one per local endpoint; a packet the pipeline sends to
+	 * the host port leaves on the one whose MAC is its destination */
+	struct iod_io_port *const *host_ports; /* host_n ports (borrowed); NULL = ports[0] */
+	const uint8_t (*host_macs)[6];         /* the MAC behind each */
+	uint32_t host_n;                       /* how many */
+	uint64_t host_unknown;                 /* to the host side, no port with its MAC */
 };
 
 /* Bind dp, ar (may be NULL) and the two open ports; live and idle_port
@@ -210,6 +223,10 @@ void iod_dp_loop_init(struct iod_dp_loop *l, struct iod_flow_dp *dp, struct iod_
  * Returns the packets received this turn.
  */
 uint32_t iod_dp_loop_step(struct iod_dp_loop *l, uint64_t now_ns);
+/* Make the host side ports[0..n) (each behind macs[i]); n 0 = ports[0]
+ * alone again. Takes effect at the next turn. */
+void iod_dp_loop_set_host_ports(struct iod_dp_loop *l, struct iod_io_port *const *ports,
+                                const uint8_t (*macs)[6], uint32_t n);
 /* Nothing came in: wait for one frame on the live port (at most 1 ms with
  * adaptive routing, else 5 ms) and run it at the time after the wait (the
  * shell's clock, iod_clock_now_ns). Returns 0 or 1. */

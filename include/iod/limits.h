@@ -319,6 +319,27 @@
 
 /* Local agents `iod up` starts: each is a process with its replicas. */
 #define IOD_UP_NODES_MAX 64
+/* `iod up --netns` underlay (docs/network.md): leaves and spines of the
+ * leaf-spine of network namespaces. Each leaf/spine link is a /30 in
+ * 10.253.<leaf>.0/24 (64 spines fit), each leaf's hosts a /24. */
+#define IOD_UNDERLAY_LEAVES_MAX 16
+#define IOD_UNDERLAY_SPINES_MAX 16
+/* One step of the underlay plan: an `ip -batch` text. Sized for the
+ * largest (a leaf's routes with every spine as a next hop). */
+#define IOD_UNDERLAY_STEP_BYTES 8192
+/* Steps of a plan: namespaces, links, per-namespace setup, tc. */
+#define IOD_UNDERLAY_STEPS_MAX \
+	(8 + 3 * (IOD_UNDERLAY_LEAVES_MAX + IOD_UNDERLAY_SPINES_MAX + IOD_UP_NODES_MAX))
+_Static_assert(IOD_UP_NODES_MAX <= 250, "a node's underlay address is 10.254.<leaf>.<1..250>");
+/* Replicas the overlay table of one agent's virtual switch holds (the
+ * whole cluster's: it is the VTEP table); beyond it the rest are not
+ * reachable over the overlay and the agent says so. */
+#define IOD_AGENT_OVERLAY_EPS_MAX 1024
+/* Conntrack sessions of one node's virtual switch (about 100 bytes each). */
+#define IOD_AGENT_OVERLAY_CT_SESSIONS (1u << 16)
+/* The virtual switch's wait when no port had a frame: bounds the CPU an
+ * idle switch takes; a frame wakes it at once (its block retires in 1 ms). */
+#define IOD_AGENT_VSWITCH_IDLE_MS 5
 
 /* ---- state/objects (typed cluster objects) ---------------------------- */
 

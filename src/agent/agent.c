@@ -524,10 +524,13 @@ static int agent_init(struct agent *a, const struct iod_agent_config *c, struct 
 		a->netns = calloc(1, sizeof(*a->netns));
 		if (!a->netns)
 			return iod_err_set(e, -ENOMEM, "out of memory");
-		rc = a->caps.ns_net ? iod_agent_netns_open(a->netns, c->name, c->netns_subnet, e)
-		                    : iod_err_set(e, -EPERM,
-		                                  "network namespaces not permitted here: replicas "
-		                                  "share the node's network instead");
+		rc = a->caps.ns_net
+		         ? c->overlay_dev[0]
+		               ? iod_agent_netns_open_overlay(a->netns, c->name, c->netns_subnet, e)
+		               : iod_agent_netns_open(a->netns, c->name, c->netns_subnet, e)
+		         : iod_err_set(e, -EPERM,
+		                       "network namespaces not permitted here: replicas "
+		                       "share the node's network instead");
 		if (rc == -EPERM) {
 			IOD_WARN("agent", "%s", e->msg);
 			e->msg[0] = 0;
@@ -541,9 +544,13 @@ static int agent_init(struct agent *a, const struct iod_agent_config *c, struct 
 			char gw[20];
 			iod_agent_ipv4_format(iod_agent_ipam_gateway(&a->netns->ipam), gw,
 			                      sizeof(gw));
-			IOD_INFO("agent",
-			         "per-replica network namespaces on %s (bridge %s, gateway %s)",
-			         c->netns_subnet, a->netns->bridge, gw);
+			IOD_INFO(
+			    "agent", "per-replica network namespaces on %s (%s %s, gateway %s)",
+			    c->netns_subnet, a->netns->overlay ? "overlay host port" : "bridge",
+			    a->netns->overlay ? a->netns->host_port : a->netns->bridge, gw);
+			if (a->netns->overlay &&
+			    (rc = iod_agent_vswitch_start(&a->netns->vsw, c, a->netns, e)))
+				return rc;
 		}
 	}
 	iod_agent_events_path(c->data_dir, path, sizeof(path));
@@ -565,8 +572,11 @@ static void agent_free(struct agent *a)
 			break;
 		usleep(20000);
 	}
-	if (a->netns)
+	if (a->netns) {
+		iod_agent_vswitch_stop(a->netns->vsw); /* its ports first */
+		a->netns->vsw = NULL;
 		iod_agent_netns_close(a->netns); /* every veth, netns, then the bridge */
+	}
 	free(a->netns);
 	free(a->nets);
 	free(a->uids);
@@ -628,6 +638,8 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 			                    : rc;
 			goto out;
 		}
+		if (a->netns && a->netns->vsw)
+			iod_agent_cluster_set_vswitch(a->cluster, a->netns->vsw);
 		if (c->mesh && (rc = iod_agent_mesh_start(&a->mesh, c, a->cluster, e)))
 			goto out;
 	}

@@ -58,6 +58,7 @@ struct iod_agent_cluster {
 	char addr[IOD_ADDR_MAX];                 /* this node's address for endpoints */
 	struct iod_agent_seccomp_store *seccomp; /* services' own filters go here */
 	struct iod_agent_secrets *secrets;       /* secret values of our replicas */
+	struct iod_agent_vswitch *vswitch;       /* overlay: gets the table; NULL = none */
 };
 
 /* desired.c hands services' own seccomp profiles here (watcher thread). */
@@ -581,6 +582,21 @@ static void *watcher_main(void *arg)
 					IOD_WARN("agent", "desired state: %s", e.msg);
 				fetch_secrets(c, &cl, buf, n);
 				pthread_mutex_lock(&c->mu);
+				struct iod_agent_vswitch *vsw = c->vswitch;
+				pthread_mutex_unlock(&c->mu);
+				struct iod_agent_overlay_table *ot =
+				    vsw ? calloc(1, sizeof(*ot)) : NULL;
+				if (ot) { /* the VTEP table: every replica's node and address */
+					if (iod_agent_overlay_table_from_state(nodes, svcs, reps,
+					                                       ot))
+						IOD_WARN("agent",
+						         "overlay: more than %d replicas: the rest "
+						         "are not reachable over the overlay",
+						         IOD_AGENT_OVERLAY_EPS_MAX);
+					iod_agent_vswitch_table(vsw, ot);
+					free(ot);
+				}
+				pthread_mutex_lock(&c->mu);
 				memcpy(c->desired, buf, n * sizeof(*buf));
 				c->desired_n = n;
 				c->desired_new = true;
@@ -712,6 +728,13 @@ void iod_agent_cluster_report(struct iod_agent_cluster *c, const struct iod_agen
 		snprintf(c->reports[at].service, sizeof(c->reports[at].service), "%s", service);
 	}
 	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+void iod_agent_cluster_set_vswitch(struct iod_agent_cluster *c, struct iod_agent_vswitch *v)
+{
+	pthread_mutex_lock(&c->mu);
+	c->vswitch = v;
 	pthread_mutex_unlock(&c->mu);
 }
 

@@ -31,6 +31,8 @@ void iod_agent_cluster_report(struct iod_agent_cluster *c, const struct iod_agen
 void iod_agent_cluster_stop(struct iod_agent_cluster *c);
 /* Has the node registered (it holds a lease now)? */
 bool iod_agent_cluster_registered(struct iod_agent_cluster *c);
+/* The overlay switch that gets the VTEP table from the watch (NULL = none). */
+void iod_agent_cluster_set_vswitch(struct iod_agent_cluster *c, struct iod_agent_vswitch *v);
 
 /* The node's mesh proxy (meshhost.c): started once the node registers,
  * following the control plane; stop closes its listeners and joins it. */

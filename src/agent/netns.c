@@ -32,17 +32,14 @@
 
 #define NETNS_DIR "/run/netns"
 
-/*
- * Run `ip ARGS...` with text on its stdin (batch mode) and wait for it.
- * Its first line of stderr goes into err on failure.
- */
-static int run_ip(const char *const *args, const char *input, char *err, size_t errlen)
+int iod_agent_run_cmd(const char *prog, const char *const *args, const char *input, char *err,
+                      size_t errlen)
 {
 	int in[2], ep[2];
-	char *argv[16];
+	char *argv[24];
 	unsigned n = 0;
 
-	argv[n++] = (char *)"ip";
+	argv[n++] = (char *)prog;
 	for (; args[n - 1] && n < IOD_ARRAY_LEN(argv) - 1; n++)
 		argv[n] = (char *)args[n - 1];
 	argv[n] = NULL;
@@ -63,8 +60,8 @@ static int run_ip(const char *const *args, const char *input, char *err, size_t 
 		if (devnull >= 0)
 			dup2(devnull, 1);
 		dup2(ep[1], 2);
-		execvp("ip", argv);
-		dprintf(2, "cannot run ip (iproute2): %s\n", strerror(errno));
+		execvp(prog, argv);
+		dprintf(2, "cannot run %s: %s\n", prog, strerror(errno));
 		_exit(127);
 	}
 	close(in[0]);
@@ -100,8 +97,14 @@ static int run_ip(const char *const *args, const char *input, char *err, size_t 
 	char *nl = strchr(buf, '\n');
 	if (nl)
 		*nl = 0;
-	snprintf(err, errlen, "%s", buf[0] ? buf : "ip failed");
+	snprintf(err, errlen, "%s", buf[0] ? buf : "failed");
 	return -EIO;
+}
+
+/* `ip ARGS...` (iproute2), batch text on stdin. */
+static int run_ip(const char *const *args, const char *input, char *err, size_t errlen)
+{
+	return iod_agent_run_cmd("ip", args, input, err, errlen);
 }
 
 int iod_agent_netns_name(const struct iod_agent_netns *n, const char *name, char *buf, size_t len)
@@ -114,6 +117,9 @@ static void veth_name(const struct iod_agent_netns *n, uint32_t index, char *buf
 {
 	snprintf(buf, len, "iv%06x-%u", n->tag & 0xffffff, index);
 }
+
+int iod_agent_netns_open_mode(struct iod_agent_netns *n, const char *node, const char *cidr,
+                              bool overlay, struct iod_err *e);
 
 /* Delete every netns of this node (their veth pairs go with them). */
 static void sweep(struct iod_agent_netns *n)
@@ -132,8 +138,70 @@ static void sweep(struct iod_agent_netns *n)
 		closedir(d);
 }
 
+/*
+ * Overlay mode: no bridge. The node's host stack gets its own veth pair
+ * into the virtual switch: "iodk<tag>" holds the gateway address (/32) and
+ * routes the whole overlay through the switch (via a next hop that is the
+ * switch's gateway MAC, a permanent neighbour), "iodp<tag>" is the switch's
+ * port. The agent's health checks and anything on the node reach replicas
+ * through it, and replicas reach the node at their gateway address.
+ */
+static int open_host_port(struct iod_agent_netns *n, const char *gw, struct iod_err *e)
+{
+	char batch[1024], err[256], ov[20], hop[20];
+	uint32_t g = iod_agent_ipam_gateway(&n->ipam);
+	uint8_t km[6], gm[6];
+	iod_agent_ipv4_format(n->overlay_net, ov, sizeof(ov));
+	/* the overlay's last address but one: never a node's subnet's */
+	iod_agent_ipv4_format(n->overlay_net | (~(~0u << (32 - n->overlay_prefix)) - 1), hop,
+	                      sizeof(hop));
+	iod_agent_overlay_mac(g, false, km);
+	iod_agent_overlay_mac(g, true, gm);
+	snprintf(batch, sizeof(batch),
+	         "link add %s address 02:%02x:%02x:%02x:%02x:%02x mtu %u type veth peer name %s "
+	         "mtu %u\n"
+	         "link set %s arp off up\nlink set %s gso_max_segs 1 up\n"
+	         "addr add %s/32 dev %s\n"
+	         "neigh replace %s lladdr %02x:%02x:%02x:%02x:%02x:%02x dev %s nud permanent\n"
+	         "route replace %s/%u via %s dev %s onlink\n",
+	         n->host_kernel, km[1], km[2], km[3], km[4], km[5], IOD_AGENT_OVERLAY_MTU,
+	         n->host_port, IOD_AGENT_OVERLAY_MTU, n->host_port, n->host_kernel, gw,
+	         n->host_kernel, hop, gm[0], gm[1], gm[2], gm[3], gm[4], gm[5], n->host_kernel, ov,
+	         n->overlay_prefix, hop, n->host_kernel);
+	const char *args[] = {"-batch", "-", NULL};
+	int rc = run_ip(args, batch, err, sizeof(err));
+	if (rc) {
+		const char *del[] = {"link", "del", n->host_kernel, NULL};
+		run_ip(del, NULL, err + 128, sizeof(err) - 128);
+		return iod_err_set(e, rc, "overlay host port %s/%s with %s: %s", n->host_kernel,
+		                   n->host_port, gw, err);
+	}
+	return 0;
+}
+
+int iod_agent_netns_veth(const struct iod_agent_netns *n, const char *name, char *buf, size_t len)
+{
+	uint32_t index;
+	if (iod_agent_ipam_find(&n->ipam, name, NULL, &index))
+		return -ENOENT;
+	snprintf(buf, len, "iv%06x-%u", n->tag & 0xffffff, index);
+	return 0;
+}
+
+int iod_agent_netns_open_overlay(struct iod_agent_netns *n, const char *node, const char *cidr,
+                                 struct iod_err *e)
+{
+	return iod_agent_netns_open_mode(n, node, cidr, true, e);
+}
+
 int iod_agent_netns_open(struct iod_agent_netns *n, const char *node, const char *cidr,
                          struct iod_err *e)
+{
+	return iod_agent_netns_open_mode(n, node, cidr, false, e);
+}
+
+int iod_agent_netns_open_mode(struct iod_agent_netns *n, const char *node, const char *cidr,
+                              bool overlay, struct iod_err *e)
 {
 	char gw[20], batch[256], err[256];
 	int rc;
@@ -150,10 +218,24 @@ int iod_agent_netns_open(struct iod_agent_netns *n, const char *node, const char
 	iod_strlcpy(n->node, node, sizeof(n->node));
 	n->tag = (uint32_t)iod_hash_str(node);
 	snprintf(n->bridge, sizeof(n->bridge), "iodb%08x", n->tag);
+	snprintf(n->host_kernel, sizeof(n->host_kernel), "iodk%08x", n->tag);
+	snprintf(n->host_port, sizeof(n->host_port), "iodp%08x", n->tag);
+	n->overlay = overlay;
+	/* the overlay: the /16 around the node's subnet (docs/network.md) */
+	n->overlay_prefix = 16; /* ipam.c: a node subnet is /16 or longer */
+	n->overlay_net = n->ipam.net & 0xffff0000u;
 	sweep(n);
 	const char *del[] = {"link", "del", n->bridge, NULL};
 	run_ip(del, NULL, err, sizeof(err)); /* a crashed agent's bridge, if any */
+	const char *delk[] = {"link", "del", n->host_kernel, NULL};
+	run_ip(delk, NULL, err, sizeof(err)); /* and its overlay host port */
 	iod_agent_ipv4_format(iod_agent_ipam_gateway(&n->ipam), gw, sizeof(gw));
+	if (overlay) {
+		if ((rc = open_host_port(n, gw, e)))
+			return rc;
+		n->up = true;
+		return 0;
+	}
 	snprintf(batch, sizeof(batch),
 	         "link add %s type bridge\naddr add %s/%u dev %s\nlink set %s up\n", n->bridge, gw,
 	         n->ipam.prefix, n->bridge, n->bridge);
@@ -194,21 +276,39 @@ int iod_agent_netns_get(struct iod_agent_netns *n, const char *name, struct iod_
 	/* eth0's MAC follows from its address: a replica that restarts in a
 	 * fresh netns keeps both, so the node's and its peers' ARP entries stay
 	 * right (a new MAC would leave them stale for tens of seconds) */
-	snprintf(batch, sizeof(batch),
-	         "netns add %s\nlink add %s type veth peer name eth0 address "
-	         "02:1d:%02x:%02x:%02x:%02x netns %s\n"
-	         "link set %s master %s\nlink set %s up\n",
-	         ns, veth, addr >> 24, (addr >> 16) & 255, (addr >> 8) & 255, addr & 255, ns, veth,
-	         n->bridge, veth);
+	if (n->overlay) /* the host end is a port of the virtual switch, not the kernel's */
+		snprintf(batch, sizeof(batch),
+		         "netns add %s\nlink add %s mtu %u type veth peer name eth0 address "
+		         "02:1d:%02x:%02x:%02x:%02x mtu %u netns %s\n"
+		         "link set %s arp off up\n",
+		         ns, veth, IOD_AGENT_OVERLAY_MTU, addr >> 24, (addr >> 16) & 255,
+		         (addr >> 8) & 255, addr & 255, IOD_AGENT_OVERLAY_MTU, ns, veth);
+	else
+		snprintf(batch, sizeof(batch),
+		         "netns add %s\nlink add %s type veth peer name eth0 address "
+		         "02:1d:%02x:%02x:%02x:%02x netns %s\n"
+		         "link set %s master %s\nlink set %s up\n",
+		         ns, veth, addr >> 24, (addr >> 16) & 255, (addr >> 8) & 255, addr & 255,
+		         ns, veth, n->bridge, veth);
 	const char *host[] = {"-batch", "-", NULL};
 	if ((rc = run_ip(host, batch, err, sizeof(err)))) {
 		iod_err_set(e, rc, "replica %s: netns %s, veth %s: %s", name, ns, veth, err);
 		goto fail;
 	}
-	snprintf(batch, sizeof(batch),
-	         "link set lo up\naddr add %s/%u dev eth0\nlink set eth0 up\n"
-	         "route add default via %s\n",
-	         net->addr, n->ipam.prefix, gw);
+	/* overlay: a /32 behind the gateway, so every packet (to a neighbour
+	 * too) goes to the switch, which routes it; one segment per frame, so
+	 * that a frame fits the underlay after VXLAN's 50 bytes */
+	if (n->overlay)
+		snprintf(batch, sizeof(batch),
+		         "link set lo up\naddr add %s/32 dev eth0\n"
+		         "link set eth0 gso_max_segs 1 up\nroute add %s dev eth0\n"
+		         "route add default via %s dev eth0\n",
+		         net->addr, gw, gw);
+	else
+		snprintf(batch, sizeof(batch),
+		         "link set lo up\naddr add %s/%u dev eth0\nlink set eth0 up\n"
+		         "route add default via %s\n",
+		         net->addr, n->ipam.prefix, gw);
 	const char *inside[] = {"-n", ns, "-batch", "-", NULL};
 	if ((rc = run_ip(inside, batch, err, sizeof(err)))) {
 		iod_err_set(e, rc, "replica %s: address %s/%u in netns %s: %s", name, net->addr,
@@ -220,6 +320,8 @@ int iod_agent_netns_get(struct iod_agent_netns *n, const char *name, struct iod_
 		rc = iod_err_set(e, -errno, "replica %s: %s: %s", name, path, strerror(errno));
 		goto fail;
 	}
+	if (n->overlay && n->vsw)
+		iod_agent_vswitch_port(n->vsw, name, veth, addr, true);
 	return 0;
 fail:
 	iod_agent_netns_put(n, name, net);
@@ -237,6 +339,8 @@ void iod_agent_netns_put(struct iod_agent_netns *n, const char *name, struct iod
 	}
 	if (!n->up || iod_agent_netns_name(n, name, ns, sizeof(ns)))
 		return;
+	if (n->overlay && n->vsw)
+		iod_agent_vswitch_port(n->vsw, name, NULL, 0, false);
 	/* the host end first: the kernel destroys a netns (and the veth in it)
 	 * asynchronously, and nothing should be left to see after we return */
 	size_t l = 0;
@@ -266,7 +370,7 @@ void iod_agent_netns_close(struct iod_agent_netns *n)
 			iod_agent_ipam_release(&n->ipam, name);
 		}
 	sweep(n);
-	const char *del[] = {"link", "del", n->bridge, NULL};
+	const char *del[] = {"link", "del", n->overlay ? n->host_kernel : n->bridge, NULL};
 	run_ip(del, NULL, err, sizeof(err));
 	n->up = false;
 }

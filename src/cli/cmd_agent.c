@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "iod/agent_run.h"
 #include "iod/mesh.h"
+#include "iod/net.h"
 #include "iod/sec.h"
 #include "iod/topo.h"
 
@@ -52,6 +53,11 @@ static void usage(FILE *f)
 	    "                     the first host address is the node's bridge, the\n"
 	    "                     gateway); root only, else replicas share the node's\n"
 	    "                     network (the default) with a warning\n"
+	    "  --overlay DEV      with --netns-subnet and --server: no bridge; the agent's\n"
+	    "                     data plane switches the replicas' veths (AF_PACKET) and\n"
+	    "                     carries other nodes' over VXLAN on underlay device DEV\n"
+	    "                     (its address is the VTEP; docs/network.md)\n"
+	    "  --overlay-gw-mac MAC  the underlay next hop's MAC (VXLAN's outer destination)\n"
 	    "  --server ADDRS     follow the control plane (instead of --manifest):\n"
 	    "                     register this node under a lease, run the replicas\n"
 	    "                     placed on it, report phases and endpoints\n"
@@ -199,6 +205,8 @@ int cmd_agent(int argc, char **argv)
 	                                     {"mesh-admin", required_argument, 0, 'P'},
 	                                     {"mesh-workers", required_argument, 0, 'W'},
 	                                     {"netns-subnet", required_argument, 0, 'U'},
+	                                     {"overlay", required_argument, 0, 1201},
+	                                     {"overlay-gw-mac", required_argument, 0, 1202},
 	                                     {"telemetry-addr", required_argument, 0, 1001},
 	                                     {"telemetry-interval", required_argument, 0, 1002},
 	                                     {"telemetry-push", required_argument, 0, 1003},
@@ -287,6 +295,17 @@ int cmd_agent(int argc, char **argv)
 		case 'M': snprintf(c.model, sizeof(c.model), "%s", optarg); break;
 		case 'X': xml = optarg; break;
 		case 'A': snprintf(c.addr, sizeof(c.addr), "%s", optarg); break;
+		case 1201: snprintf(c.overlay_dev, sizeof(c.overlay_dev), "%s", optarg); break;
+		case 1202: {
+			uint8_t mac[6];
+			if (iod_net_mac_parse(optarg, mac))
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--overlay-gw-mac %s: not a MAC address",
+				                    optarg);
+			memcpy(c.overlay_gw_mac, mac, 6);
+			c.overlay_gw_mac_set = true;
+			break;
+		}
 		case 'U': {
 			struct iod_agent_ipam *m = calloc(1, sizeof(*m));
 			int bad = !m || iod_agent_ipam_init(m, optarg, &e);

@@ -6,6 +6,7 @@
  */
 #include "cli.h"
 #include "iod/agent.h"
+#include "iod/agent_run.h"
 
 #include <dirent.h>
 #include <getopt.h>
@@ -104,6 +105,36 @@ static unsigned stop_group(const char *dir, const char *prefix, uint64_t grace_n
 	return stopped;
 }
 
+/*
+ * `iod up --netns`'s underlay of this state dir: its namespaces (named
+ * after a hash of the dir), the replicas' namespaces of its nodes and the
+ * processes in any of them. By name, so it also cleans what a crashed
+ * cluster left. Returns the namespaces removed.
+ */
+uint32_t iod_up_netns_sweep(const char *dir);
+uint32_t iod_up_netns_sweep(const char *dir)
+{
+	char prefix[16], path[64];
+	static char extra_buf[IOD_UP_NODES_MAX][24];
+	const char *extra[IOD_UP_NODES_MAX + 1];
+	snprintf(prefix, sizeof(prefix), "iodu%06x", (unsigned)(iod_hash_str(dir) & 0xffffff));
+	snprintf(path, sizeof(path), "/run/netns/%s-l1", prefix);
+	bool ours = access(path, F_OK) == 0;
+	snprintf(path, sizeof(path), "/sys/class/net/%s", prefix);
+	ours |= access(path, F_OK) == 0;
+	if (!ours)
+		return 0;
+	for (int i = 0; i < IOD_UP_NODES_MAX; i++) {
+		char node[32];
+		snprintf(node, sizeof(node), "node-%d", i + 1);
+		snprintf(extra_buf[i], sizeof(extra_buf[i]), "iod-%08x-",
+		         (uint32_t)iod_hash_str(node));
+		extra[i] = extra_buf[i];
+	}
+	extra[IOD_UP_NODES_MAX] = NULL;
+	return iod_agent_underlay_sweep(prefix, extra);
+}
+
 int cmd_down(int argc, char **argv)
 {
 	static const struct option opts[] = {{"state-dir", required_argument, 0, 'd'},
@@ -134,8 +165,20 @@ int cmd_down(int argc, char **argv)
 	if (optind < argc)
 		return iod_cli_fail("down", IOD_EXIT_INVALID, "unexpected argument %s",
 		                    argv[optind]);
+	char cwd[IOD_AGENT_PATH_MAX];
+	/* absolute as `iod up` made it: its processes name it, its underlay's
+	 * name is its hash */
+	if (dir[0] != '/' && getcwd(cwd, sizeof(cwd)) &&
+	    strlen(cwd) + strlen(dir) + 2 < sizeof(dir)) {
+		memmove(dir + strlen(cwd) + 1, dir, strlen(dir) + 1);
+		memcpy(dir, cwd, strlen(cwd));
+		dir[strlen(cwd)] = '/';
+	}
 	unsigned agents = stop_group(dir, "node-", grace);
 	unsigned servers = stop_group(dir, "server-", grace);
+	uint32_t swept = iod_up_netns_sweep(dir);
+	if (swept)
+		printf("removed the underlay: %u network namespaces\n", swept);
 	if (!agents && !servers) {
 		printf("no cluster running from %s\n", dir);
 		return 0;

@@ -10,6 +10,7 @@
  */
 #include "cli.h"
 #include "iod/agent.h"
+#include "iod/agent_run.h"
 #include "iod/api.h"
 #include "iod/sec.h"
 #include "iod/topo.h"
@@ -33,10 +34,20 @@ static void usage(FILE *f)
 	    "usage: iod up --nodes N [--gpus-per-node G | --model NAME] [--state-dir DIR]\n"
 	    "              [--api-port P] [--raft-port P] [--lease-ttl DUR] [--no-sandbox]\n"
 	    "              [--election-timeout DUR] [--heartbeat DUR] [--mesh-port P | --no-mesh]\n"
-	    "              [--insecure] [-o text|json]\n\n"
+	    "              [--insecure] [--netns [--underlay leaves=L,spines=S,rate=R,slow=S:R]]\n"
+	    "              [-o text|json]\n\n"
 	    "Start a local cluster: 3 control-plane servers and N node agents as processes\n"
 	    "on this machine (loopback), each agent with simulated hardware. Returns when\n"
 	    "a leader is elected and every node has registered.\n\n"
+	    "  --netns              (root) every node its own network: each agent runs in a\n"
+	    "                       host namespace on a leaf-spine underlay of namespaces\n"
+	    "                       (ECMP, L4 hash), the servers' APIs on 10.254.0.1 (TLS,\n"
+	    "                       client certificates), and each node's replicas on iod's\n"
+	    "                       overlay: the agent's data plane switches them and\n"
+	    "                       carries them over VXLAN (docs/network.md). Not the\n"
+	    "                       default: loopback needs no root and keeps 127.0.0.1:7400\n"
+	    "  --underlay SPEC      its shape: leaves=2,spines=2 by default; rate=R limits\n"
+	    "                       every spine link (tc tbf), slow=S:R one spine\n"
 	    "  --nodes N            node agents (1..%d, default 4)\n"
 	    "  --gpus-per-node G    each node is the generic-G model (default 4)\n"
 	    "  --model NAME         each node is this built-in model (`iod topo --list-models`)\n"
@@ -76,11 +87,17 @@ void iod_up_state_dir(char *buf, size_t len)
 		snprintf(buf, len, "%s/.local/share/iod/cluster", home ? home : "/tmp");
 }
 
-static pid_t spawn(const char *exe, char *const argv[], const char *log, const char *pidfile)
+static pid_t spawn(const char *exe, char *const argv[], const char *log, const char *pidfile,
+                   const char *netns)
 {
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0) {
+		struct iod_err ne = {0};
+		if (netns && iod_agent_netns_enter(netns, &ne)) { /* its host's network */
+			fprintf(stderr, "iod up: %s\n", ne.msg);
+			_exit(126);
+		}
 		setsid(); /* detached: survives the shell, not killed by its Ctrl-C */
 		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -107,6 +124,7 @@ static pid_t spawn(const char *exe, char *const argv[], const char *log, const c
 }
 
 bool iod_up_pid_is_ours(int pid, const char *dir);
+uint32_t iod_up_netns_sweep(const char *dir);
 
 static bool alive_pidfile(const char *path, const char *dir)
 {
@@ -240,6 +258,8 @@ int cmd_up(int argc, char **argv)
 	                                     {"no-mesh", no_argument, 0, 'N'},
 	                                     {"insecure", no_argument, 0, 'I'},
 	                                     {"telemetry-port", required_argument, 0, 'T'},
+	                                     {"netns", no_argument, 0, 'X'},
+	                                     {"underlay", required_argument, 0, 'U'},
 	                                     {0, 0, 0, 0}};
 	char election[32] = "", heartbeat[32] = "";
 	static const char *const outs[] = {"text", "json", NULL};
@@ -248,6 +268,9 @@ int cmd_up(int argc, char **argv)
 	long nodes = 4, gpus = 4, api_port = 7400, raft_port = 7300, mesh_port = 15000;
 	long telemetry_port = -1; /* -1: API port + 200 */
 	bool gpus_set = false, sandbox = true, mesh = true, insecure = false, dir_set = false;
+	bool netns = false;
+	struct iod_agent_underlay_cfg ul = {.leaves = 2, .spines = 2};
+	const char *underlay_spec = NULL;
 	char pki[IOD_AGENT_PATH_MAX + 8];
 	char mesh_admin[32];
 	enum iod_output out = IOD_OUT_TEXT;
@@ -298,6 +321,8 @@ int cmd_up(int argc, char **argv)
 				    "--telemetry-port must be 1..%d (0 = off), not %s",
 				    65535 - IOD_UP_NODES_MAX, optarg);
 			break;
+		case 'X': netns = true; break;
+		case 'U': underlay_spec = optarg; break;
 		case 'E': snprintf(election, sizeof(election), "%s", optarg); break;
 		case 'H': snprintf(heartbeat, sizeof(heartbeat), "%s", optarg); break;
 		case 'o':
@@ -309,6 +334,19 @@ int cmd_up(int argc, char **argv)
 	}
 	if (optind < argc)
 		return iod_cli_fail("up", IOD_EXIT_INVALID, "unexpected argument %s", argv[optind]);
+	if (underlay_spec && !netns)
+		return iod_cli_fail("up", IOD_EXIT_INVALID, "--underlay needs --netns");
+	if (underlay_spec && iod_agent_underlay_parse(underlay_spec, &ul, &e))
+		return iod_cli_fail("up", IOD_EXIT_INVALID, "%s", e.msg);
+	if (netns && geteuid() != 0)
+		return iod_cli_fail(
+		    "up", IOD_EXIT_INVALID,
+		    "--netns needs root (network namespaces, veth pairs, AF_PACKET); "
+		    "without it the cluster runs on loopback");
+	if (netns && insecure)
+		return iod_cli_fail("up", IOD_EXIT_INVALID,
+		                    "--netns serves the API on an underlay address: it needs TLS "
+		                    "and authentication, not --insecure");
 	if (nodes < 1 || nodes > IOD_UP_NODES_MAX)
 		return iod_cli_fail("up", IOD_EXIT_INVALID, "--nodes must be 1..%d",
 		                    IOD_UP_NODES_MAX);
@@ -359,12 +397,6 @@ int cmd_up(int argc, char **argv)
 	if (system(cmd) != 0)
 		return iod_cli_fail("up", IOD_EXIT_ERROR, "cannot prepare state dir %s", dir);
 
-	uint64_t t0 = (iod_clock_now_ns() / IOD_NS_PER_MS);
-	for (int i = 0; i < UP_SERVERS; i++) {
-		size_t la = strlen(apis);
-		snprintf(apis + la, sizeof(apis) - la, "%s127.0.0.1:%ld", i ? "," : "",
-		         api_port + i);
-	}
 	if (dir[0] != '/') {
 		char cwd[IOD_AGENT_PATH_MAX];
 		if (getcwd(cwd, sizeof(cwd)) && strlen(cwd) + strlen(dir) + 2 < sizeof(dir)) {
@@ -372,6 +404,25 @@ int cmd_up(int argc, char **argv)
 			memcpy(dir, cwd, strlen(cwd));
 			dir[strlen(cwd)] = '/';
 		}
+	}
+	uint64_t t0 = (iod_clock_now_ns() / IOD_NS_PER_MS);
+	char api_host[20] = "127.0.0.1";
+	if (netns) {
+		ul.hosts = (uint32_t)nodes;
+		snprintf(ul.prefix, sizeof(ul.prefix), "iodu%06x",
+		         (unsigned)(iod_hash_str(dir) & 0xffffff));
+		iod_agent_ipv4_format(iod_agent_underlay_cp_ip(), api_host, sizeof(api_host));
+		if (out == IOD_OUT_TEXT)
+			printf("building the underlay %s-*: %u leaves, %u spines, %ld hosts\n",
+			       ul.prefix, ul.leaves, ul.spines, nodes);
+		iod_up_netns_sweep(dir); /* what a crashed cluster of this dir left */
+		if (iod_agent_underlay_up(&ul, &e))
+			return iod_cli_fail("up", IOD_EXIT_ERROR, "%s", e.msg);
+	}
+	for (int i = 0; i < UP_SERVERS; i++) {
+		size_t la = strlen(apis);
+		snprintf(apis + la, sizeof(apis) - la, "%s%s:%ld", i ? "," : "", api_host,
+		         api_port + i);
 	}
 	snprintf(pki, sizeof(pki), "%s/pki", dir);
 	struct iod_sec_tls_creds *admin = NULL;
@@ -381,9 +432,9 @@ int cmd_up(int argc, char **argv)
 	apis[0] = 0;
 	for (int i = 0; i < UP_SERVERS; i++) {
 		size_t l = strlen(peers), la = strlen(apis);
-		snprintf(peers + l, sizeof(peers) - l, "%s%d=127.0.0.1:%ld@127.0.0.1:%ld",
-		         i ? "," : "", i + 1, raft_port + i, api_port + i);
-		snprintf(apis + la, sizeof(apis) - la, "%s127.0.0.1:%ld", i ? "," : "",
+		snprintf(peers + l, sizeof(peers) - l, "%s%d=127.0.0.1:%ld@%s:%ld", i ? "," : "",
+		         i + 1, raft_port + i, api_host, api_port + i);
+		snprintf(apis + la, sizeof(apis) - la, "%s%s:%ld", i ? "," : "", api_host,
 		         api_port + i);
 	}
 	if (out == IOD_OUT_TEXT)
@@ -394,7 +445,7 @@ int cmd_up(int argc, char **argv)
 		snprintf(id, sizeof(id), "%d", i + 1);
 		snprintf(data, sizeof(data), "%s/server-%d", dir, i + 1);
 		snprintf(raft, sizeof(raft), "127.0.0.1:%ld", raft_port + i);
-		snprintf(api, sizeof(api), "127.0.0.1:%ld", api_port + i);
+		snprintf(api, sizeof(api), "%s:%ld", api_host, api_port + i);
 		snprintf(log, sizeof(log), "%s/server-%d.log", dir, i + 1);
 		snprintf(path, sizeof(path), "%s/server-%d.pid", dir, i + 1);
 		char *av[20] = {exe,  "server", "--id", id,        "--data-dir", data, "--raft",
@@ -412,7 +463,7 @@ int cmd_up(int argc, char **argv)
 			av[k++] = heartbeat;
 		}
 		av[k] = NULL;
-		if (spawn(exe, av, log, path) < 0)
+		if (spawn(exe, av, log, path, NULL) < 0)
 			return iod_cli_fail("up", IOD_EXIT_ERROR, "fork: %s", strerror(errno));
 	}
 	struct iod_api_client cl;
@@ -442,12 +493,23 @@ int cmd_up(int argc, char **argv)
 		/* each node its own loopback address (all of 127/8 is loopback on
 		 * Linux): replicas of different nodes never share a port */
 		snprintf(addr, sizeof(addr), "127.0.%ld.%ld", 1 + i / 250, 1 + i % 250);
+		char hostns[48] = "", subnet[32], gwmac[24];
+		if (netns) { /* its underlay address; its replicas on 10.200.<N>.0/24 */
+			uint8_t m[6];
+			iod_agent_ipv4_format(iod_agent_underlay_host_ip(&ul, (uint32_t)i), addr,
+			                      sizeof(addr));
+			iod_agent_underlay_host_ns(&ul, (uint32_t)i, hostns, sizeof(hostns));
+			iod_agent_underlay_leaf_mac(iod_agent_underlay_leaf(&ul, (uint32_t)i), m);
+			snprintf(gwmac, sizeof(gwmac), "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1],
+			         m[2], m[3], m[4], m[5]);
+			snprintf(subnet, sizeof(subnet), "10.200.%ld.0/24", i);
+		}
 		snprintf(name, sizeof(name), "node-%ld", i);
 		snprintf(data, sizeof(data), "%s/node-%ld", dir, i);
 		snprintf(log, sizeof(log), "%s/node-%ld.log", dir, i);
 		snprintf(path, sizeof(path), "%s/node-%ld.pid", dir, i);
 		snprintf(gs, sizeof(gs), "%ld", gpus);
-		char *av[32], telv[32], crt[IOD_AGENT_PATH_MAX + 48], key[IOD_AGENT_PATH_MAX + 48],
+		char *av[40], telv[32], crt[IOD_AGENT_PATH_MAX + 48], key[IOD_AGENT_PATH_MAX + 48],
 		    cacrt[IOD_AGENT_PATH_MAX + 16];
 		int k = 0;
 		av[k++] = exe;
@@ -466,6 +528,14 @@ int cmd_up(int argc, char **argv)
 		av[k++] = gpus_set || !strncmp(model, "generic-", 8) ? gs : model;
 		if (!sandbox)
 			av[k++] = "--no-sandbox";
+		if (netns) {
+			av[k++] = "--netns-subnet";
+			av[k++] = subnet;
+			av[k++] = "--overlay";
+			av[k++] = "u0";
+			av[k++] = "--overlay-gw-mac";
+			av[k++] = gwmac;
+		}
 		if (!insecure) {
 			snprintf(cacrt, sizeof(cacrt), "%s/ca.crt", pki);
 			snprintf(crt, sizeof(crt), "%s/%s.crt", pki, name);
@@ -480,7 +550,7 @@ int cmd_up(int argc, char **argv)
 		/* VIPs are per service and every local node shares loopback: one
 		 * proxy (node-1's) serves them all; the others host none */
 		snprintf(mesh_admin, sizeof(mesh_admin), "127.0.0.1:%ld", mesh_port);
-		if (mesh && i == 1) {
+		if (mesh && i == 1 && !netns) {
 			av[k++] = "--mesh-admin";
 			av[k++] = mesh_admin;
 		} else {
@@ -488,12 +558,12 @@ int cmd_up(int argc, char **argv)
 		}
 		/* each agent's telemetry (/metrics, /v1/telemetry) on its own port */
 		snprintf(telv, sizeof(telv), "127.0.0.1:%ld", telemetry_port + i - 1);
-		if (telemetry_port) {
+		if (telemetry_port && !netns) {
 			av[k++] = "--telemetry-addr";
 			av[k++] = telv;
 		}
 		av[k] = NULL;
-		if (spawn(exe, av, log, path) < 0)
+		if (spawn(exe, av, log, path, netns ? hostns : NULL) < 0)
 			return iod_cli_fail("up", IOD_EXIT_ERROR, "fork: %s", strerror(errno));
 	}
 	size_t reg = 0;
@@ -513,23 +583,32 @@ int cmd_up(int argc, char **argv)
 	if (telemetry_port)
 		snprintf(tel_first, sizeof(tel_first), "http://127.0.0.1:%ld", telemetry_port);
 	if (out == IOD_OUT_JSON) {
-		json_t *j =
-		    json_pack("{s:s, s:i, s:i, s:s, s:s, s:I, s:I, s:s?}", "servers", apis, "nodes",
-		              (int)nodes, "gpus_per_node", (int)gpus, "model", model, "state_dir",
-		              dir, "leader_ms", (json_int_t)(t_leader - t0), "ready_ms",
-		              (json_int_t)(t1 - t0), "mesh_admin", mesh ? mesh_admin : NULL);
+		json_t *j = json_pack(
+		    "{s:s, s:i, s:i, s:s, s:s, s:I, s:I, s:s?}", "servers", apis, "nodes",
+		    (int)nodes, "gpus_per_node", (int)gpus, "model", model, "state_dir", dir,
+		    "leader_ms", (json_int_t)(t_leader - t0), "ready_ms", (json_int_t)(t1 - t0),
+		    "mesh_admin", mesh && !netns ? mesh_admin : NULL);
+		if (netns)
+			json_object_set_new(j, "underlay", json_string(ul.prefix));
 		iod_json_print(stdout, j, false);
 		json_decref(j);
 		return 0;
 	}
+	if (netns)
+		printf("underlay %s-*: node-N in netns %s-hN (10.254.<leaf>.<k>, `ip netns exec "
+		       "%s-h1 ...`), replicas on the overlay 10.200.N.0/24\n",
+		       ul.prefix, ul.prefix, ul.prefix);
 	printf("cluster up in %llu ms: %d servers, %ld nodes x %ld GPUs (%s)\n"
-	       "  API      %s (IOD_SERVER; the default 127.0.0.1:7400 is one of them)\n"
+	       "  API      %s (%s)\n"
 	       "  state    %s (server-N.log, node-N.log, node-N/replicas/*/log)\n"
 	       "  mesh     %s%s (node-1's proxy: /registry /metrics /spans)\n"
 	       "  metrics  %s (node-N's agent on the next ports: /metrics /v1/telemetry)\n"
 	       "next: iod deploy -f examples/service-topology.yaml && iod get replicas; "
 	       "iod down\n",
-	       (unsigned long long)(t1 - t0), UP_SERVERS, nodes, gpus, model, apis, dir,
-	       mesh ? "http://" : "off", mesh ? mesh_admin : "", tel_first);
+	       (unsigned long long)(t1 - t0), UP_SERVERS, nodes, gpus, model, apis,
+	       netns ? "TLS on the underlay; the context \"local\" names them"
+	             : "IOD_SERVER; the default 127.0.0.1:7400 is one of them",
+	       dir, mesh && !netns ? "http://" : "off", mesh && !netns ? mesh_admin : "",
+	       netns ? "off" : tel_first);
 	return 0;
 }

@@ -118,13 +118,25 @@ static int add_sg(struct iod_flow_dp *dp, const struct iod_flow_dp_config *c, ui
 int iod_flow_dp_build(const struct iod_flow_dp_config *c, uint32_t cores, struct iod_flow_dp *dp,
                       struct iod_err *e)
 {
+	return iod_flow_dp_rebuild(c, cores, dp, NULL, e);
+}
+
+int iod_flow_dp_rebuild(const struct iod_flow_dp_config *c, uint32_t cores, struct iod_flow_dp *dp,
+                        struct iod_flow_dp *prev, struct iod_err *e)
+{
 	int rc;
+	IOD_ASSERT(!prev || prev->cores == cores);
 	memset(dp, 0, sizeof(*dp));
 	dp->cores = cores;
 	dp->services = calloc(IOD_DP_SERVICES_MAX, sizeof(*dp->services));
 	if (!dp->services)
 		return iod_err_set(e, -ENOMEM, "dp: out of memory");
 	for (uint32_t i = 0; i < cores; i++) {
+		if (prev && prev->ct[i]) { /* its sessions carry on */
+			dp->ct[i] = prev->ct[i];
+			prev->ct[i] = NULL;
+			continue;
+		}
 		rc =
 		    iod_net_ct_create(&dp->ct[i], c->ct_sessions ? c->ct_sessions : 1u << 20, NULL);
 		if (rc) {
@@ -206,7 +218,7 @@ int iod_flow_dp_build(const struct iod_flow_dp_config *c, uint32_t cores, struct
 	                                 .kind = IOD_FLOW_PIPE_CONTROL,
 	                                 .is_root = true,
 	                                 .port = IOD_DP_PORT_HOST,
-	                                 .entries_max = 2 * c->networks_n + 1,
+	                                 .entries_max = 2 * c->networks_n + endpoints + 1,
 	                                 .fwd_miss = drop()};
 
 	if ((dp->pipe_route = pipe(dp, &route, e)) < 0)
@@ -268,10 +280,56 @@ int iod_flow_dp_build(const struct iod_flow_dp_config *c, uint32_t cores, struct
 		ec.actions.flags = IOD_FLOW_ACT_SET_META | IOD_FLOW_ACT_SET_ZONE;
 		ec.actions.meta = n + 1;
 		ec.actions.zone = (uint16_t)(n + 1);
-		if ((rc = add(dp, pdecap, &ec, e)))
+		if (!net->local_only && (rc = add(dp, pdecap, &ec, e)))
 			goto fail_rc;
-		/* host: ARP for the gateway is answered; IPv4 from the subnet enters */
-		if (net->gateway) {
+		/* the node's own network: what its host stack (at gateway) sends,
+		 * and what is sent to it, before any tenant's classification */
+		for (int dir = 0; net->local_only && net->gateway && dir < 2; dir++) {
+			memset(&ec, 0, sizeof(ec));
+			ec.match.eth_type = IOD_NET_ETH_P_IPV4;
+			ec.mask.eth_type = 0xffff;
+			ec.match.tunnelled = 0;
+			ec.mask.tunnelled = 0xff;
+			if (dir) {
+				ec.match.dst.v4 = net->gateway;
+				ec.mask.dst.v4 = 0xffffffff;
+			} else {
+				ec.match.src.v4 = net->gateway;
+				ec.mask.src.v4 = 0xffffffff;
+			}
+			ec.priority = 5;
+			ec.actions.flags = IOD_FLOW_ACT_SET_META | IOD_FLOW_ACT_SET_ZONE;
+			ec.actions.meta = n + 1;
+			ec.actions.zone = (uint16_t)(n + 1);
+			if ((rc = add(dp, phost, &ec, e)))
+				goto fail_rc;
+		}
+		/* a network whose endpoints share an address space with others':
+		 * each local endpoint's packets are its network's */
+		for (uint32_t i = 0; net->by_endpoint && !net->local_only && i < net->endpoints_n;
+		     i++) {
+			if (!net->endpoints[i].local)
+				continue;
+			memset(&ec, 0, sizeof(ec));
+			ec.match.eth_type = IOD_NET_ETH_P_IPV4;
+			ec.mask.eth_type = 0xffff;
+			ec.match.tunnelled = 0;
+			ec.mask.tunnelled = 0xff;
+			ec.match.src.v4 = net->endpoints[i].ip;
+			ec.mask.src.v4 = 0xffffffff;
+			ec.priority = 10;
+			ec.actions.flags = IOD_FLOW_ACT_SET_META | IOD_FLOW_ACT_SET_ZONE;
+			ec.actions.meta = n + 1;
+			ec.actions.zone = (uint16_t)(n + 1);
+			if ((rc = add(dp, phost, &ec, e)))
+				goto fail_rc;
+		}
+		/* host: ARP for the gateway is answered (once per address);
+		 * IPv4 from the subnet enters */
+		bool arp_done = net->local_only;
+		for (uint32_t m = 0; m < n && !arp_done; m++)
+			arp_done = c->networks[m].gateway == net->gateway;
+		if (net->gateway && !arp_done) {
 			memset(&ec, 0, sizeof(ec));
 			ec.match.eth_type = IOD_NET_ETH_P_ARP;
 			ec.mask.eth_type = 0xffff;
@@ -295,7 +353,7 @@ int iod_flow_dp_build(const struct iod_flow_dp_config *c, uint32_t cores, struct
 		ec.actions.flags = IOD_FLOW_ACT_SET_META | IOD_FLOW_ACT_SET_ZONE;
 		ec.actions.meta = n + 1;
 		ec.actions.zone = (uint16_t)(n + 1);
-		if ((rc = add(dp, phost, &ec, e)))
+		if (!net->by_endpoint && !net->local_only && (rc = add(dp, phost, &ec, e)))
 			goto fail_rc;
 		/* qos */
 		memset(&ec, 0, sizeof(ec));

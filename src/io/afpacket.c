@@ -34,6 +34,7 @@ struct afp_port {
 	struct tpacket3_hdr *next; /* next frame in the current block, or NULL */
 	uint32_t left;             /* frames left in the current block */
 	int ifindex;               /* bound interface */
+	uint32_t blocks;           /* ring blocks */
 };
 
 static int afp_open(struct iod_io_port *p, const struct iod_io_port_cfg *cfg, struct iod_err *e)
@@ -58,13 +59,15 @@ static int afp_open(struct iod_io_port *p, const struct iod_io_port_cfg *cfg, st
 	(void)setsockopt(a->fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one));
 	struct tpacket_req3 req = {0};
 	req.tp_block_size = IOD_IO_AFP_BLOCK_BYTES;
-	req.tp_block_nr = IOD_IO_AFP_BLOCKS;
+	a->blocks =
+	    cfg->ring_blocks ? IOD_MIN(cfg->ring_blocks, IOD_IO_AFP_BLOCKS) : IOD_IO_AFP_BLOCKS;
+	req.tp_block_nr = a->blocks;
 	req.tp_frame_size = IOD_IO_AFP_FRAME_BYTES;
-	req.tp_frame_nr = IOD_IO_AFP_BLOCK_BYTES / IOD_IO_AFP_FRAME_BYTES * IOD_IO_AFP_BLOCKS;
-	req.tp_retire_blk_tov = IOD_IO_AFP_RETIRE_MS;
+	req.tp_frame_nr = IOD_IO_AFP_BLOCK_BYTES / IOD_IO_AFP_FRAME_BYTES * a->blocks;
+	req.tp_retire_blk_tov = cfg->retire_ms ? cfg->retire_ms : IOD_IO_AFP_RETIRE_MS;
 	if (setsockopt(a->fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof(req)))
 		return iod_err_set(e, -errno, "port %s: rx ring: %s", p->name, strerror(errno));
-	a->ring_bytes = (size_t)IOD_IO_AFP_BLOCK_BYTES * IOD_IO_AFP_BLOCKS;
+	a->ring_bytes = (size_t)IOD_IO_AFP_BLOCK_BYTES * a->blocks;
 	a->ring =
 	    mmap(NULL, a->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_LOCKED, a->fd, 0);
 	if (a->ring == MAP_FAILED)
@@ -141,7 +144,7 @@ static uint32_t afp_rx(struct iod_io_port *p, struct iod_pkt **pkts, uint32_t n,
 			a->next = NULL;
 			__atomic_store_n(&b->hdr.bh1.block_status, TP_STATUS_KERNEL,
 			                 __ATOMIC_RELEASE);
-			a->block = (a->block + 1) % IOD_IO_AFP_BLOCKS;
+			a->block = (a->block + 1) % a->blocks;
 		}
 	}
 	return got;
@@ -176,4 +179,11 @@ static void afp_close(struct iod_io_port *p)
 	p->priv = NULL;
 }
 
-const struct iod_io_ops iod_io_afpacket_ops = {"afpacket", afp_open, afp_rx, afp_tx, afp_close};
+static int afp_fd(const struct iod_io_port *p)
+{
+	const struct afp_port *a = p->priv;
+	return a ? a->fd : -1;
+}
+
+const struct iod_io_ops iod_io_afpacket_ops = {"afpacket", afp_open,  afp_rx,
+                                               afp_tx,     afp_close, afp_fd};

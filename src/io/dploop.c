@@ -29,6 +29,43 @@ void iod_dp_loop_init(struct iod_dp_loop *l, struct iod_flow_dp *dp, struct iod_
 	                                                                     : IOD_DP_PORT_HOST;
 }
 
+void iod_dp_loop_set_host_ports(struct iod_dp_loop *l, struct iod_io_port *const *ports,
+                                const uint8_t (*macs)[6], uint32_t n)
+{
+	IOD_ASSERT(!n || (ports && macs));
+	l->host_ports = n ? ports : NULL;
+	l->host_macs = n ? macs : NULL;
+	l->host_n = n;
+}
+
+/* The host-side port behind a frame's destination MAC; NULL = none. */
+static struct iod_io_port *host_port_of(struct iod_dp_loop *l, const uint8_t *frame)
+{
+	for (uint32_t i = 0; i < l->host_n; i++)
+		if (!memcmp(l->host_macs[i], frame, 6))
+			return l->host_ports[i];
+	return NULL;
+}
+
+/* Host-side packets of a virtual switch: each to its destination's port,
+ * in runs of one port (a burst to one replica stays one send loop). */
+static void dispatch_host(struct iod_dp_loop *l, struct iod_pkt **pkts, uint32_t n)
+{
+	for (uint32_t i = 0; i < n;) {
+		struct iod_io_port *p = host_port_of(l, pkts[i]->data);
+		uint32_t j = i + 1;
+		while (j < n && p && host_port_of(l, pkts[j]->data) == p)
+			j++;
+		if (p) {
+			iod_io_tx(p, pkts + i, j - i);
+		} else {
+			l->host_unknown++;
+			iod_io_pkt_free(pkts[i]);
+		}
+		i = j;
+	}
+}
+
 /* Transmit a burst's packets by verdict; mirrors are copied. */
 static void dispatch(struct iod_dp_loop *l, struct iod_pkt **pkts, uint32_t n)
 {
@@ -54,6 +91,10 @@ static void dispatch(struct iod_dp_loop *l, struct iod_pkt **pkts, uint32_t n)
 				l->rss_packets++; /* no local stack queues in a standalone dp */
 			iod_io_pkt_free(p);
 		}
+	}
+	if (k[IOD_DP_PORT_HOST] && l->host_n) {
+		dispatch_host(l, out[IOD_DP_PORT_HOST], k[IOD_DP_PORT_HOST]);
+		k[IOD_DP_PORT_HOST] = 0;
 	}
 	for (int port = 0; port < 2; port++)
 		if (k[port])
@@ -116,11 +157,18 @@ static void send_probes(struct iod_flow_dp_ar *ar, struct iod_io_port *fabric)
 uint32_t iod_dp_loop_step(struct iod_dp_loop *l, uint64_t now)
 {
 	uint32_t got = 0;
-	for (int i = 0; i < 2; i++) {
+	/* the host side: ports[0], or each of a virtual switch's ports; then
+	 * the fabric */
+	uint32_t sides = l->host_n ? l->host_n + 1 : 2;
+	for (uint32_t i = 0; i < sides; i++) {
 		struct iod_pkt *pkts[IOD_FLOW_BURST_MAX];
-		uint32_t n = iod_io_rx(&l->ports[i], pkts, IOD_FLOW_BURST_MAX, 0);
+		bool fabric = i == sides - 1;
+		struct iod_io_port *port = fabric      ? &l->ports[IOD_DP_PORT_FABRIC]
+		                           : l->host_n ? l->host_ports[i]
+		                                       : &l->ports[IOD_DP_PORT_HOST];
+		uint32_t n = iod_io_rx(port, pkts, IOD_FLOW_BURST_MAX, 0);
 		for (uint32_t k = 0; k < n; k++)
-			pkts[k]->port_in = (uint16_t)i;
+			pkts[k]->port_in = fabric ? IOD_DP_PORT_FABRIC : IOD_DP_PORT_HOST;
 		run_burst(l, pkts, n, now);
 		got += n;
 	}

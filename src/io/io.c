@@ -233,7 +233,7 @@ int iod_io_mem_captured(const struct iod_io_port *p, uint32_t i, const uint8_t *
 	return 0;
 }
 
-static const struct iod_io_ops mem_ops = {"mem", mem_open, mem_rx, mem_tx, mem_close};
+static const struct iod_io_ops mem_ops = {"mem", mem_open, mem_rx, mem_tx, mem_close, NULL};
 
 /* ---- pcap -------------------------------------------------------------- */
 
@@ -340,8 +340,8 @@ static void pcap_close_port(struct iod_io_port *p)
 	p->priv = NULL;
 }
 
-static const struct iod_io_ops pcap_ops = {"pcap", pcap_open_port, pcap_rx, pcap_tx,
-                                           pcap_close_port};
+static const struct iod_io_ops pcap_ops = {"pcap",  pcap_open_port,  pcap_rx,
+                                           pcap_tx, pcap_close_port, NULL};
 
 /* ---- ports ------------------------------------------------------------- */
 
@@ -390,4 +390,9 @@ void iod_io_port_close(struct iod_io_port *p)
 		p->ops->close(p);
 	iod_io_pool_destroy(&p->pool);
 	p->ops = NULL;
+}
+
+int iod_io_port_fd(const struct iod_io_port *p)
+{
+	return p->ops && p->ops->fd ? p->ops->fd(p) : -1;
 }

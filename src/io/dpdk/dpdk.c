@@ -160,7 +160,7 @@ static void dpdk_close(struct iod_io_port *p)
 	p->priv = NULL;
 }
 
-static const struct iod_io_ops dpdk_ops = {"dpdk", dpdk_open, dpdk_rx, dpdk_tx, dpdk_close};
+static const struct iod_io_ops dpdk_ops = {"dpdk", dpdk_open, dpdk_rx, dpdk_tx, dpdk_close, NULL};
 
 const struct iod_io_ops *iod_io_dpdk_ops_get(void);
 const struct iod_io_ops *iod_io_dpdk_ops_get(void)

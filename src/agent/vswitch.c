@@ -1,0 +1,367 @@
+/*
+ * vswitch.c: the node's virtual switch (shell): iod's data plane run by
+ * the agent, in a thread of its own (docs/network.md).
+ *
+ * Ports: every local replica's veth host end and the host stack's port
+ * "iodp<tag>" (AF_PACKET, TPACKET_V3) on the host side, the underlay
+ * device (the VTEP) on the fabric side. The pipeline is src/flow/dp.c's
+ * overlay pipeline, configured by overlay.c from the cluster's overlay
+ * table (the watch, through cluster.c) and the local ports (netns.c); the
+ * run loop is src/io/dploop.c, whose host side demultiplexes by
+ * destination MAC. A change of either input rebuilds the pipeline at the
+ * next turn, keeping conntrack. A UDP socket bound to the VTEP's VXLAN
+ * port keeps the host kernel from answering the frames the switch takes
+ * with ICMP port-unreachable. Nothing here decides about packets.
+ */
+#include "iod/agent_run.h"
+#include "iod/io.h"
+
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct vport {
+	char name[IOD_NAME_MAX]; /* replica */
+	char veth[16];           /* its host end */
+	uint32_t ip;             /* its address */
+	struct iod_io_port port; /* open AF_PACKET port (port.ops NULL = closed) */
+};
+
+struct iod_agent_vswitch {
+	pthread_t th;
+	bool started;
+	pthread_mutex_t mu; /* guards the inputs below */
+	bool stop;
+	uint64_t gen;                          /* bumped by every input change */
+	struct iod_agent_overlay_table *table; /* latest from the watch */
+	struct iod_agent_overlay_local *locals;
+	char (*veths)[16];
+	uint32_t nloc;
+	/* the thread's own */
+	struct iod_agent_overlay_node nd;
+	char dev[32];
+	char host_port[16];
+	struct iod_io_port ports[2]; /* [HOST] the host stack's, [FABRIC] the VTEP */
+	struct vport *vp;            /* IOD_AGENT_REPLICAS_MAX */
+	uint32_t nvp;
+	struct iod_io_port **hp; /* host side: the host stack's port, then the replicas' */
+	uint8_t (*hmac)[6];
+	struct iod_flow_dp dp[2];
+	int cur;     /* dp[cur] runs; -1 = none */
+	bool loaded; /* loop bound */
+	struct iod_flow_dp_config *cfg, *last;
+	struct iod_agent_overlay_table *tbuf;
+	struct iod_agent_overlay_local *lbuf;
+	char (*vbuf)[16];
+	struct iod_dp_loop loop;
+	int udp_fd;
+};
+
+static int dev_info(const char *dev, uint32_t *ip, uint8_t mac[6], struct iod_err *e)
+{
+	struct ifreq r;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return iod_err_set(e, -errno, "socket: %s", strerror(errno));
+	memset(&r, 0, sizeof(r));
+	iod_strlcpy(r.ifr_name, dev, sizeof(r.ifr_name));
+	int rc = 0;
+	if (ioctl(fd, SIOCGIFADDR, &r))
+		rc = iod_err_set(e, -errno, "overlay device %s: no IPv4 address: %s", dev,
+		                 strerror(errno));
+	else
+		*ip = ntohl(((struct sockaddr_in *)&r.ifr_addr)->sin_addr.s_addr);
+	if (!rc && ioctl(fd, SIOCGIFHWADDR, &r))
+		rc = iod_err_set(e, -errno, "overlay device %s: %s", dev, strerror(errno));
+	else if (!rc)
+		memcpy(mac, r.ifr_hwaddr.sa_data, 6);
+	close(fd);
+	return rc;
+}
+
+static int open_port(struct iod_io_port *p, const char *name, const char *iface, bool small,
+                     struct iod_err *e)
+{
+	struct iod_io_port_cfg pc = {.backend = "afpacket", .name = name, .iface = iface};
+	if (small) { /* a replica's port: a few hundred frames in flight */
+		pc.pool_bufs = 512;
+		pc.ring_blocks = 4;
+	}
+	pc.retire_ms = 1; /* a partly filled block waits 1 ms, not 10 */
+	return iod_io_port_open(p, &pc, e);
+}
+
+/* Bring the ports and the pipeline in line with the inputs. */
+static void rebuild(struct iod_agent_vswitch *v)
+{
+	struct iod_err e = {0};
+	uint32_t nloc;
+	pthread_mutex_lock(&v->mu);
+	bool have_table = v->table != NULL;
+	if (have_table)
+		memcpy(v->tbuf, v->table, sizeof(*v->tbuf));
+	nloc = v->nloc;
+	memcpy(v->lbuf, v->locals, nloc * sizeof(*v->lbuf));
+	memcpy(v->vbuf, v->veths, nloc * sizeof(*v->vbuf));
+	pthread_mutex_unlock(&v->mu);
+	if (!have_table)
+		v->tbuf->n = 0;
+	/* ports: close the gone, open the new */
+	bool ports_changed = false;
+	for (uint32_t i = 0; i < v->nvp;) {
+		bool keep = false;
+		for (uint32_t k = 0; k < nloc && !keep; k++)
+			keep = !strcmp(v->vp[i].name, v->lbuf[k].name) &&
+			       !strcmp(v->vp[i].veth, v->vbuf[k]);
+		if (keep) {
+			i++;
+			continue;
+		}
+		iod_io_port_close(&v->vp[i].port);
+		v->vp[i] = v->vp[--v->nvp];
+		ports_changed = true;
+	}
+	for (uint32_t k = 0; k < nloc && v->nvp < IOD_AGENT_REPLICAS_MAX; k++) {
+		bool have = false;
+		for (uint32_t i = 0; i < v->nvp && !have; i++)
+			have = !strcmp(v->vp[i].name, v->lbuf[k].name);
+		if (have)
+			continue;
+		struct vport *p = &v->vp[v->nvp];
+		memset(p, 0, sizeof(*p));
+		iod_strlcpy(p->name, v->lbuf[k].name, sizeof(p->name));
+		iod_strlcpy(p->veth, v->vbuf[k], sizeof(p->veth));
+		p->ip = v->lbuf[k].ip;
+		if (open_port(&p->port, p->name, p->veth, true, &e)) {
+			IOD_WARN("vswitch", "%s: port %s: %s", p->name, p->veth, e.msg);
+			continue;
+		}
+		v->nvp++;
+		ports_changed = true;
+	}
+	/* the locals with a port, as the config sees them */
+	for (uint32_t i = 0; i < v->nvp; i++) {
+		iod_strlcpy(v->lbuf[i].name, v->vp[i].name, sizeof(v->lbuf[i].name));
+		v->lbuf[i].ip = v->vp[i].ip;
+	}
+	if (iod_agent_overlay_dp_config(&v->nd, v->tbuf, v->lbuf, v->nvp, v->cfg, &e)) {
+		IOD_WARN("vswitch", "%s", e.msg);
+		return;
+	}
+	if (!ports_changed && v->cur >= 0 && !memcmp(v->cfg, v->last, sizeof(*v->cfg)))
+		return;
+	int next = v->cur < 0 ? 0 : 1 - v->cur;
+	int rc =
+	    iod_flow_dp_rebuild(v->cfg, 1, &v->dp[next], v->cur >= 0 ? &v->dp[v->cur] : NULL, &e);
+	if (v->cur >= 0)
+		iod_flow_dp_destroy(&v->dp[v->cur]);
+	v->cur = -1;
+	v->loaded = false;
+	if (rc) {
+		IOD_ERROR("vswitch", "pipeline: %s (not forwarding until the next change)", e.msg);
+		memset(v->last, 0, sizeof(*v->last));
+		return;
+	}
+	v->cur = next;
+	memcpy(v->last, v->cfg, sizeof(*v->cfg));
+	/* host side: the host stack behind its MAC, each replica behind its own */
+	v->hp[0] = &v->ports[IOD_DP_PORT_HOST];
+	iod_agent_overlay_mac(v->nd.gateway, false, v->hmac[0]);
+	for (uint32_t i = 0; i < v->nvp; i++) {
+		v->hp[i + 1] = &v->vp[i].port;
+		iod_agent_overlay_mac(v->vp[i].ip, false, v->hmac[i + 1]);
+	}
+	uint64_t rx = v->loop.rx_packets;
+	iod_dp_loop_init(&v->loop, &v->dp[v->cur], NULL, v->ports);
+	v->loop.rx_packets = rx;
+	iod_dp_loop_set_host_ports(&v->loop, v->hp, (const uint8_t(*)[6])v->hmac, v->nvp + 1);
+	v->loaded = true;
+	uint32_t eps = 0;
+	for (uint32_t n = 0; n < v->cfg->networks_n; n++)
+		eps += v->cfg->networks[n].endpoints_n;
+	char nets[256] = "";
+	for (uint32_t n = 0, used = 0; n + 1 < v->cfg->networks_n && used < sizeof(nets); n++) {
+		int k = snprintf(nets + used, sizeof(nets) - used, " %s=vni:%u",
+		                 v->cfg->networks[n].name, v->cfg->networks[n].vni);
+		used += k > 0 ? (uint32_t)k : 0;
+	}
+	IOD_INFO("vswitch",
+	         "pipeline: %u networks (tenants + host), %u endpoints, %u local ports;%s",
+	         v->cfg->networks_n, eps, v->nvp, nets);
+}
+
+static void *vswitch_main(void *arg)
+{
+	struct iod_agent_vswitch *v = arg;
+	uint64_t seen = UINT64_MAX;
+	struct pollfd *pfd = calloc(IOD_AGENT_REPLICAS_MAX + 2, sizeof(*pfd));
+	for (;;) {
+		pthread_mutex_lock(&v->mu);
+		bool stop = v->stop;
+		uint64_t gen = v->gen;
+		pthread_mutex_unlock(&v->mu);
+		if (stop)
+			break;
+		if (gen != seen) {
+			seen = gen;
+			rebuild(v);
+		}
+		uint32_t got = v->loaded ? iod_dp_loop_step(&v->loop, iod_clock_now_ns()) : 0;
+		if (got)
+			continue;
+		/* idle: wait (bounded) for any port */
+		nfds_t n = 0;
+		if (pfd) {
+			pfd[n++] = (struct pollfd){iod_io_port_fd(&v->ports[IOD_DP_PORT_FABRIC]),
+			                           POLLIN, 0};
+			pfd[n++] =
+			    (struct pollfd){iod_io_port_fd(&v->ports[IOD_DP_PORT_HOST]), POLLIN, 0};
+			for (uint32_t i = 0; i < v->nvp; i++)
+				pfd[n++] =
+				    (struct pollfd){iod_io_port_fd(&v->vp[i].port), POLLIN, 0};
+		}
+		poll(pfd, n, IOD_AGENT_VSWITCH_IDLE_MS);
+	}
+	free(pfd);
+	return NULL;
+}
+
+int iod_agent_vswitch_start(struct iod_agent_vswitch **out, const struct iod_agent_config *c,
+                            const struct iod_agent_netns *n, struct iod_err *e)
+{
+	struct iod_agent_vswitch *v = calloc(1, sizeof(*v));
+	int rc;
+	if (!v)
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	v->cur = -1;
+	v->udp_fd = -1;
+	pthread_mutex_init(&v->mu, NULL);
+	v->locals = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*v->locals));
+	v->veths = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*v->veths));
+	v->lbuf = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*v->lbuf));
+	v->vbuf = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*v->vbuf));
+	v->vp = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*v->vp));
+	v->hp = calloc(IOD_AGENT_REPLICAS_MAX + 1, sizeof(*v->hp));
+	v->hmac = calloc(IOD_AGENT_REPLICAS_MAX + 1, sizeof(*v->hmac));
+	v->tbuf = calloc(1, sizeof(*v->tbuf));
+	v->cfg = calloc(1, sizeof(*v->cfg));
+	v->last = calloc(1, sizeof(*v->last));
+	if (!v->locals || !v->veths || !v->lbuf || !v->vbuf || !v->vp || !v->hp || !v->hmac ||
+	    !v->tbuf || !v->cfg || !v->last) {
+		iod_agent_vswitch_stop(v);
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	}
+	iod_strlcpy(v->nd.name, c->name, sizeof(v->nd.name));
+	iod_strlcpy(v->dev, c->overlay_dev, sizeof(v->dev));
+	iod_strlcpy(v->host_port, n->host_port, sizeof(v->host_port));
+	memcpy(v->nd.underlay_gw_mac, c->overlay_gw_mac, 6);
+	v->nd.gateway = iod_agent_ipam_gateway(&n->ipam);
+	v->nd.overlay_net = n->overlay_net;
+	v->nd.overlay_prefix = n->overlay_prefix;
+	if ((rc = dev_info(v->dev, &v->nd.vtep_ip, v->nd.vtep_mac, e)) ||
+	    (rc = open_port(&v->ports[IOD_DP_PORT_FABRIC], "fabric", v->dev, false, e)) ||
+	    (rc = open_port(&v->ports[IOD_DP_PORT_HOST], "host", v->host_port, true, e))) {
+		iod_agent_vswitch_stop(v);
+		return rc;
+	}
+	/* the kernel's copy of each VXLAN frame lands here and is dropped when
+	 * the (small) buffer is full: no ICMP port unreachable for them */
+	v->udp_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(IOD_NET_VXLAN_PORT)};
+	sa.sin_addr.s_addr = htonl(v->nd.vtep_ip);
+	int small = 4096;
+	if (v->udp_fd >= 0) {
+		setsockopt(v->udp_fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+		if (bind(v->udp_fd, (struct sockaddr *)&sa, sizeof(sa)))
+			IOD_WARN("vswitch", "UDP %d on the VTEP: %s", IOD_NET_VXLAN_PORT,
+			         strerror(errno));
+	}
+	if (pthread_create(&v->th, NULL, vswitch_main, v)) {
+		iod_agent_vswitch_stop(v);
+		return iod_err_set(e, -EAGAIN, "cannot start the virtual switch's thread");
+	}
+	v->started = true;
+	char vt[20];
+	iod_agent_ipv4_format(v->nd.vtep_ip, vt, sizeof(vt));
+	IOD_INFO("vswitch", "node %s: virtual switch up: VTEP %s on %s, host port %s", c->name, vt,
+	         v->dev, v->host_port);
+	*out = v;
+	return 0;
+}
+
+void iod_agent_vswitch_stop(struct iod_agent_vswitch *v)
+{
+	if (!v)
+		return;
+	pthread_mutex_lock(&v->mu);
+	v->stop = true;
+	pthread_mutex_unlock(&v->mu);
+	if (v->started)
+		pthread_join(v->th, NULL);
+	if (v->cur >= 0)
+		iod_flow_dp_destroy(&v->dp[v->cur]);
+	for (uint32_t i = 0; v->vp && i < v->nvp; i++)
+		iod_io_port_close(&v->vp[i].port);
+	for (int i = 0; i < 2; i++)
+		if (v->ports[i].ops)
+			iod_io_port_close(&v->ports[i]);
+	if (v->udp_fd >= 0)
+		close(v->udp_fd);
+	pthread_mutex_destroy(&v->mu);
+	free(v->table);
+	free(v->locals);
+	free(v->veths);
+	free(v->lbuf);
+	free(v->vbuf);
+	free(v->vp);
+	free(v->hp);
+	free(v->hmac);
+	free(v->tbuf);
+	free(v->cfg);
+	free(v->last);
+	free(v);
+}
+
+void iod_agent_vswitch_port(struct iod_agent_vswitch *v, const char *name, const char *veth,
+                            uint32_t ip, bool up)
+{
+	pthread_mutex_lock(&v->mu);
+	uint32_t i;
+	for (i = 0; i < v->nloc && strcmp(v->locals[i].name, name); i++)
+		;
+	if (up && i == v->nloc && v->nloc < IOD_AGENT_REPLICAS_MAX)
+		v->nloc++;
+	if (up && i < v->nloc) {
+		iod_strlcpy(v->locals[i].name, name, sizeof(v->locals[i].name));
+		v->locals[i].ip = ip;
+		iod_strlcpy(v->veths[i], veth ? veth : "", sizeof(v->veths[i]));
+	} else if (!up && i < v->nloc) {
+		v->locals[i] = v->locals[v->nloc - 1];
+		memcpy(v->veths[i], v->veths[v->nloc - 1], sizeof(v->veths[i]));
+		v->nloc--;
+	}
+	v->gen++;
+	pthread_mutex_unlock(&v->mu);
+}
+
+void iod_agent_vswitch_table(struct iod_agent_vswitch *v, const struct iod_agent_overlay_table *t)
+{
+	struct iod_agent_overlay_table *copy = malloc(sizeof(*copy));
+	if (!copy)
+		return;
+	memcpy(copy, t, sizeof(*copy));
+	pthread_mutex_lock(&v->mu);
+	bool same = v->table && !memcmp(v->table, t, sizeof(*t));
+	free(v->table);
+	v->table = copy;
+	if (!same)
+		v->gen++;
+	pthread_mutex_unlock(&v->mu);
+}
