@@ -268,7 +268,7 @@ int iod_chaos_groups_grudge(uint32_t n, const bool *a, const bool *b, enum iod_c
 /* The first k of a seeded permutation of 0..n-1 into side a. */
 static void pick(uint32_t n, uint32_t k, uint64_t seed, bool *a)
 {
-	uint32_t perm[IOD_CHAOS_MEMBERS_MAX];
+	uint32_t perm[IOD_CHAOS_MEMBERS_MAX] = {0};
 	struct iod_rng r;
 	iod_rng_seed(&r, seed);
 	for (uint32_t i = 0; i < n; i++)

@@ -73,6 +73,9 @@ bool iod_chaos_member_alive(const struct iod_chaos_member *m)
 {
 	if (m->pid <= 0 || kill(m->pid, 0) != 0)
 		return false;
+	char st = iod_chaos_proc_state(m->pid);
+	if (st == 'Z' || st == 'X')
+		return false; /* dead, not yet reaped */
 	return iod_chaos_start_ticks(m->pid) == m->start_ticks;
 }
 
@@ -578,8 +581,12 @@ int iod_chaos_fault_heal(const char *chaos_dir, const struct iod_chaos_fault *f,
 	case IOD_CHAOS_ACT_KILL:
 		for (uint32_t i = 0; i < f->n && f->restart; i++) {
 			const struct iod_chaos_member *m = &f->m[i];
+			/* a killed process takes a moment to go (threads, exit
+			 * handlers); a signal it survives leaves nothing to restart */
+			for (int k = 0; k < 300 && iod_chaos_member_alive(m); k++)
+				usleep(10000);
 			if (iod_chaos_member_alive(m) || !m->argv_len)
-				continue; /* it survived the signal: nothing to restart */
+				continue;
 			if (m->pidfile[0]) {
 				/* someone (iod up, the user) started it again already */
 				struct iod_chaos_member now = {0};
@@ -788,6 +795,52 @@ static void keeper_log(const char *fmt, const char *a, const char *b)
 	fflush(stdout);
 }
 
+/*
+ * A member of a network fault exited: its rules go, so that a process
+ * started in its place (same ports, new identity) inherits nothing. The
+ * rest of the fault stays until the deadline; the table is replaced in one
+ * nft transaction.
+ */
+static void forget_exited(const char *chaos_dir, struct iod_chaos_fault *f)
+{
+	bool changed = false;
+	if (f->action != IOD_CHAOS_ACT_PARTITION && f->action != IOD_CHAOS_ACT_LOSS)
+		return;
+	for (uint32_t i = 0; i < f->n; i++) {
+		struct iod_chaos_member *m = &f->m[i];
+		if (m->pid <= 0 || iod_chaos_member_alive(m))
+			continue;
+		keeper_log("%s: %s exited: its rules are removed", f->id, m->name);
+		m->pid = 0;
+		m->nports = 0;
+		m->nsocks = 0;
+		m->cgroup[0] = 0; /* cgroup_dir stays: healing removes it */
+		changed = true;
+	}
+	if (!changed)
+		return;
+	struct iod_err e = {0};
+	struct iod_buf b;
+	char table[IOD_CHAOS_ID_MAX + 16];
+	int hl = iod_chaos_heal_lock(chaos_dir);
+	char rp[IOD_PATH_MAX + 64];
+	record_path(chaos_dir, f->id, rp, sizeof(rp));
+	if (access(rp, F_OK) || iod_chaos_record_save(chaos_dir, f, &e)) {
+		if (hl >= 0)
+			close(hl);
+		return; /* healed meanwhile */
+	}
+	iod_chaos_table_name(f, table, sizeof(table));
+	iod_buf_init(&b);
+	/* add-then-delete makes the delete safe whether or not it exists */
+	iod_buf_printf(&b, "table inet %s\ndelete table inet %s\n", table, table);
+	if (!iod_chaos_nft_script(f, &b, &e) && run_nft(b.data, false, &e))
+		keeper_log("%s: replacing the table failed: %s", f->id, e.msg);
+	iod_buf_free(&b);
+	if (hl >= 0)
+		close(hl);
+}
+
 int iod_chaos_keeper_run(const char *chaos_dir, uint32_t idle_exit_ms)
 {
 	int lk = lock_file(chaos_dir, "keeper.lock", false);
@@ -814,8 +867,10 @@ int iod_chaos_keeper_run(const char *chaos_dir, uint32_t idle_exit_ms)
 		uint64_t now = iod_chaos_now_ms();
 		iod_chaos_records_load(chaos_dir, &v, &n, &e);
 		for (uint32_t i = 0; i < n; i++) {
-			if (v[i].deadline_ms > now)
+			if (v[i].deadline_ms > now) {
+				forget_exited(chaos_dir, &v[i]);
 				continue;
+			}
 			int hl = iod_chaos_heal_lock(chaos_dir);
 			struct iod_err he = {0};
 			/* still there? `iod chaos heal` may have healed it meanwhile */

@@ -914,7 +914,7 @@ static int do_run(int argc, char **argv, struct opts *o)
 	}
 	if ((rc = load_cluster(o, c)))
 		goto out;
-	for (uint32_t i = 0; i < c->nservers; i++)
+	for (uint32_t i = 0; cfg.nemesis && i < c->nservers; i++)
 		if (!c->servers[i].pid) {
 			rc = bad("%s is not running: `iod chaos run` wants the whole cluster up "
 			         "(`iod up`)%s",
@@ -947,7 +947,7 @@ static int do_run(int argc, char **argv, struct opts *o)
 		goto out;
 	}
 	fclose(hf);
-	uint64_t rec[IOD_CHAOS_RUN_FAULTS_MAX];
+	uint64_t rec[IOD_CHAOS_RUN_FAULTS_MAX] = {0};
 	uint32_t nrec = 0, never = 0;
 	for (uint32_t i = 0; i < rep->nfaults; i++) {
 		if (rep->faults[i].recovery_ms == UINT64_MAX)
