@@ -330,8 +330,12 @@ struct iod_chaos_run_fault {
 	char desc[IOD_CHAOS_DESC_MAX]; /* what it was */
 	enum iod_chaos_action action;  /* its kind */
 	uint64_t start_ms, heal_ms;    /* since the run began */
-	uint64_t heal_ns;              /* monotonic heal time */
+	uint64_t start_ns, heal_ns;    /* monotonic apply and heal times */
 	uint64_t recovery_ms;          /* heal -> first acknowledged write; UINT64_MAX: none */
+	/* the longest time without an acknowledged write from the fault's start
+	 * until its recovery: what a user waits, the figure to hold against a
+	 * "recovery < 100 ms" claim */
+	uint64_t outage_ms;
 };
 
 struct iod_chaos_run_report {

@@ -368,6 +368,23 @@ static void recovery(struct run *r, struct iod_chaos_run_report *rep)
 			f->recovery_ms = (e->t_ns - f->heal_ns) / IOD_NS_PER_MS;
 			break;
 		}
+		/* outage: the longest gap between acknowledged writes from the
+		 * fault's start to its recovery (the start counts as one) */
+		uint64_t last = f->start_ns, worst = 0;
+		uint64_t until = f->recovery_ms == UINT64_MAX
+		                     ? UINT64_MAX
+		                     : f->heal_ns + f->recovery_ms * IOD_NS_PER_MS;
+		for (uint32_t i = 0; i < r->nevs; i++) {
+			const struct ev *e = &r->evs[i];
+			if (e->type != EV_OK || e->f == IOD_CHAOS_READ || e->t_ns < f->start_ns)
+				continue;
+			if (e->t_ns > until)
+				break;
+			if (e->t_ns - last > worst)
+				worst = e->t_ns - last;
+			last = e->t_ns;
+		}
+		f->outage_ms = worst / IOD_NS_PER_MS;
 	}
 }
 
@@ -455,6 +472,7 @@ int iod_chaos_run(struct iod_chaos_cluster *c, const struct iod_chaos_run_cfg *c
 		snprintf(rf->desc, sizeof(rf->desc), "%s", f->desc);
 		rf->action = act;
 		rf->start_ms = (t_apply - r.t0_ns) / IOD_NS_PER_MS;
+		rf->start_ns = t_apply;
 		sleep_until(&r, t_apply + cfg->fault_ms * IOD_NS_PER_MS);
 		rf->heal_ns = now_ns();
 		heal_now(&r, f);

@@ -947,9 +947,10 @@ static int do_run(int argc, char **argv, struct opts *o)
 		goto out;
 	}
 	fclose(hf);
-	uint64_t rec[IOD_CHAOS_RUN_FAULTS_MAX] = {0};
+	uint64_t rec[IOD_CHAOS_RUN_FAULTS_MAX] = {0}, outage[IOD_CHAOS_RUN_FAULTS_MAX] = {0};
 	uint32_t nrec = 0, never = 0;
 	for (uint32_t i = 0; i < rep->nfaults; i++) {
+		outage[i] = rep->faults[i].outage_ms;
 		if (rep->faults[i].recovery_ms == UINT64_MAX)
 			never++;
 		else
@@ -966,8 +967,9 @@ static int do_run(int argc, char **argv, struct opts *o)
 			if (f->recovery_ms != UINT64_MAX)
 				snprintf(r, sizeof(r), "%llu ms",
 				         (unsigned long long)f->recovery_ms);
-			printf("    %6.1fs-%5.1fs  %-44s recovery %s\n", (double)f->start_ms / 1000,
-			       (double)f->heal_ms / 1000, f->desc, r);
+			printf("    %6.1fs-%5.1fs  %-44s recovery %s, outage %llu ms\n",
+			       (double)f->start_ms / 1000, (double)f->heal_ms / 1000, f->desc, r,
+			       (unsigned long long)f->outage_ms);
 		}
 	}
 	uint64_t p50 = 0, p99 = 0, pmax = 0;
@@ -978,11 +980,17 @@ static int do_run(int argc, char **argv, struct opts *o)
 		p99 = iod_chaos_percentile(tmp, nrec, 99);
 		pmax = iod_chaos_percentile(tmp, nrec, 100);
 	}
+	uint64_t o50 = iod_chaos_percentile(outage, rep->nfaults, 50);
+	uint64_t o99 = iod_chaos_percentile(outage, rep->nfaults, 99);
 	if (o->out == IOD_OUT_TEXT && rep->nfaults)
 		printf("  recovery    p50 %llu ms, p99 %llu ms, max %llu ms (heal -> first "
 		       "acknowledged write)%s\n",
 		       (unsigned long long)p50, (unsigned long long)p99, (unsigned long long)pmax,
 		       never ? "; SOME FAULTS NEVER RECOVERED" : "");
+	if (o->out == IOD_OUT_TEXT && rep->nfaults)
+		printf("  outage      p50 %llu ms, p99 %llu ms (fault -> recovered: longest time "
+		       "without an acknowledged write)\n",
+		       (unsigned long long)o50, (unsigned long long)o99);
 	rc =
 	    check_history(rep->history.data ? rep->history.data : "", rep->history.len, o->workload,
 	                  o->max_states ? o->max_states : 2000000, o->out == IOD_OUT_TEXT, &v);
@@ -1000,17 +1008,18 @@ static int do_run(int argc, char **argv, struct opts *o)
 		for (uint32_t i = 0; i < rep->nfaults; i++) {
 			const struct iod_chaos_run_fault *f = &rep->faults[i];
 			json_array_append_new(
-			    faults, json_pack("{s:s, s:s, s:s, s:I, s:I, s:o}", "id", f->id,
-			                      "action", iod_chaos_action_name(f->action), "desc",
-			                      f->desc, "start_ms", (json_int_t)f->start_ms,
-			                      "heal_ms", (json_int_t)f->heal_ms, "recovery_ms",
-			                      f->recovery_ms == UINT64_MAX
-			                          ? json_null()
-			                          : json_integer((json_int_t)f->recovery_ms)));
+			    faults,
+			    json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:o}", "id", f->id, "action",
+			              iod_chaos_action_name(f->action), "desc", f->desc, "start_ms",
+			              (json_int_t)f->start_ms, "heal_ms", (json_int_t)f->heal_ms,
+			              "outage_ms", (json_int_t)f->outage_ms, "recovery_ms",
+			              f->recovery_ms == UINT64_MAX
+			                  ? json_null()
+			                  : json_integer((json_int_t)f->recovery_ms)));
 		}
 		json_t *j = json_pack(
 		    "{s:s, s:i, s:i, s:I, s:s, s:I, s:{s:i, s:i, s:i, s:i, s:i}, s:o, s:I, s:I, "
-		    "s:I, s:i, s:i, s:O, s:s, s:o}",
+		    "s:I, s:I, s:I, s:i, s:i, s:O, s:s, s:o}",
 		    "workload", o->workload == IOD_CHAOS_WL_REGISTER ? "register" : "set",
 		    "clients", (int)cfg.clients, "rate", (int)cfg.rate, "duration_ms",
 		    (json_int_t)cfg.duration_ms, "nemesis",
@@ -1019,8 +1028,9 @@ static int do_run(int argc, char **argv, struct opts *o)
 		    (int)rep->failed, "indeterminate", (int)rep->info, "acknowledged_writes",
 		    (int)rep->acked_writes, "faults", faults, "recovery_p50_ms", (json_int_t)p50,
 		    "recovery_p99_ms", (json_int_t)p99, "recovery_max_ms", (json_int_t)pmax,
-		    "anomalies", (int)v.anomalies, "lost", (int)v.lost, "check", v.json, "history",
-		    hpath, "valid",
+		    "outage_p50_ms", (json_int_t)o50, "outage_p99_ms", (json_int_t)o99, "anomalies",
+		    (int)v.anomalies, "lost", (int)v.lost, "check", v.json, "history", hpath,
+		    "valid",
 		    v.valid     ? json_true()
 		    : v.unknown ? json_string("unknown")
 		                : json_false());
