@@ -260,7 +260,7 @@ static int etcd_cell(struct etcd *ed, const char *nem, unsigned secs, uint64_t *
 {
 	struct writers w = {0};
 	pthread_t th[CLIENTS];
-	uint64_t start[64], heal[64];
+	uint64_t start[64] = {0}, heal[64] = {0};
 	uint32_t nf = 0;
 	struct iod_rng rng;
 	iod_rng_seed(&rng, 1);
