@@ -90,8 +90,10 @@ static int iod_cell(const char *wl, const char *nem, unsigned secs, uint64_t *re
 	           (long long)json_integer_value(json_object_get(j, "outage_p50_ms")),
 	           (unsigned long long)*out_p99, json_array_size(json_object_get(j, "faults")),
 	           json_is_true(json_object_get(j, "valid")) ? "yes" : "no");
+	bool ok = json_is_true(json_object_get(j, "valid")) &&
+	          json_array_size(json_object_get(j, "faults")) > 0;
 	json_decref(j);
-	return 0;
+	return ok ? 0 : -1; /* a cell without a fault measured nothing */
 }
 
 /* ---- etcd ---------------------------------------------------------------- */
@@ -484,8 +486,8 @@ int main(int argc, char **argv)
 					continue;
 				if (etcd_cell(ed, nems[k], secs, &r99, &o99))
 					failed = 1;
-				bench_line("BENCH chaos.vs_etcd nemesis=%s recovery_p99_ratio=%.2f "
-				           "outage_p99_ratio=%.2f iod_recovery_p99_ms=%llu "
+				bench_line("BENCH chaos.vs_etcd nemesis=%s recovery_p99_ratio=%.3f "
+				           "outage_p99_ratio=%.3f iod_recovery_p99_ms=%llu "
 				           "etcd_recovery_p99_ms=%llu iod_outage_p99_ms=%llu "
 				           "etcd_outage_p99_ms=%llu",
 				           nems[k], r99 ? (double)iod_rec[k] / (double)r99 : 0.0,

@@ -313,16 +313,17 @@ int iod_chaos_workload_parse(const char *s, enum iod_chaos_workload *w, struct i
 int iod_chaos_nemesis_parse(const char *s, uint32_t *mask, struct iod_err *e);
 
 struct iod_chaos_run_cfg {
-	enum iod_chaos_workload workload; /* what clients do */
-	uint32_t clients;                 /* client threads, 1..IOD_CHAOS_CLIENTS_MAX */
-	uint32_t rate;                    /* ops/s over all clients; 0: as fast as answered */
-	uint64_t duration_ms;             /* the whole run */
-	uint32_t nemesis;                 /* IOD_CHAOS_NEM_* mask; 0: no faults */
-	uint64_t fault_ms;                /* each fault's length (and the quiet after it) */
-	uint64_t warmup_ms;               /* before the first fault */
-	uint64_t seed;                    /* nemesis choices, client ops */
-	uint32_t op_timeout_ms;           /* per operation: after it, fail or indeterminate */
-	uint64_t final_read_ms;           /* set: how long the final read may retry */
+	enum iod_chaos_workload workload;  /* what clients do */
+	uint32_t clients;                  /* client threads, 1..IOD_CHAOS_CLIENTS_MAX */
+	uint32_t rate;                     /* ops/s over all clients; 0: as fast as answered */
+	uint64_t duration_ms;              /* the whole run */
+	uint32_t nemesis;                  /* IOD_CHAOS_NEM_* mask; 0: no faults */
+	uint64_t fault_ms;                 /* each fault's length (and the quiet after it) */
+	uint64_t warmup_ms;                /* before the first fault */
+	uint64_t seed;                     /* nemesis choices, client ops */
+	uint32_t op_timeout_ms;            /* per operation: after it, fail or indeterminate */
+	uint64_t final_read_ms;            /* set: how long the final read may retry */
+	const struct iod_chaos_plan *plan; /* faults from a plan instead of nemesis; NULL: none */
 };
 
 struct iod_chaos_run_fault {
@@ -353,5 +354,56 @@ int iod_chaos_run(struct iod_chaos_cluster *c, const struct iod_chaos_run_cfg *c
 uint32_t iod_chaos_leader(struct iod_chaos_cluster *c);
 /* A fresh fault id ("c" + 12 hex digits). */
 void iod_chaos_fault_id(char *buf, size_t len, uint64_t seed);
+
+/* ==== plans (src/chaos/plan.c, pure): Chaos-Mesh-like YAML ==== */
+
+/* Chaos Mesh's modes: how many of the selected processes a step hits. */
+enum iod_chaos_mode {
+	IOD_CHAOS_MODE_ONE,                /* one at random */
+	IOD_CHAOS_MODE_ALL,                /* every one */
+	IOD_CHAOS_MODE_FIXED,              /* value of them */
+	IOD_CHAOS_MODE_FIXED_PERCENT,      /* value percent, rounded up */
+	IOD_CHAOS_MODE_RANDOM_MAX_PERCENT, /* 1 .. value percent, drawn */
+};
+const char *iod_chaos_mode_name(enum iod_chaos_mode m);
+
+/* One fault of a plan. */
+struct iod_chaos_step {
+	enum iod_chaos_action action; /* partition, kill, pause, loss */
+	enum iod_chaos_mode mode;     /* how many of the selected */
+	uint32_t value;               /* fixed: a count; percent modes: a percentage */
+	char selector[256];           /* servers | nodes | leader | server-1,node-2 */
+	enum iod_chaos_direction dir; /* partition: the chosen side is A */
+	uint64_t duration_ms;         /* how long (kill: until the restart) */
+	uint32_t percent;             /* loss */
+};
+
+struct iod_chaos_plan {
+	enum iod_chaos_workload workload; /* default register */
+	uint32_t clients, rate;           /* defaults 4 clients, 100 ops/s */
+	uint64_t duration_ms;             /* the whole run (required) */
+	uint64_t interval_ms;             /* quiet time after each fault (default 3s) */
+	uint64_t seed;                    /* when has_seed */
+	bool has_seed;                    /* seed given in the file (--seed overrides) */
+	bool random;                      /* schedule: random (drawn from the seed) or sequence */
+	uint32_t nsteps;                  /* entries in steps */
+	struct iod_chaos_step steps[IOD_CHAOS_PLAN_STEPS_MAX];
+};
+
+/*
+ * Parse a plan (YAML through src/base/yaml.c):
+ *   workload: register | set        clients: N    rate: R    seed: S
+ *   duration: 60s                   interval: 3s  schedule: sequence | random
+ *   faults:
+ *     - {action: partition, mode: one, selector: servers, direction: both, duration: 5s}
+ *     - {action: loss, mode: fixed, value: 1, selector: servers, percent: 30, duration: 4s}
+ * Errors name name:line:col. Returns 0 or -EINVAL with e.
+ */
+int iod_chaos_plan_parse(const char *text, size_t len, const char *name, struct iod_chaos_plan *p,
+                         struct iod_err *e);
+/* How many of n a mode hits (draw: a random number for random-max-percent). */
+uint32_t iod_chaos_mode_count(enum iod_chaos_mode m, uint32_t value, uint32_t n, uint64_t draw);
+/* Which of n candidates step s hits, from seed: pick[i]; returns the count. */
+uint32_t iod_chaos_plan_pick(const struct iod_chaos_step *s, uint32_t n, uint64_t seed, bool *pick);
 
 #endif

@@ -601,6 +601,8 @@
 #define IOD_CHAOS_FAULTS_MAX 64
 /* Workload clients of `iod chaos run`: each is a thread with a connection. */
 #define IOD_CHAOS_CLIENTS_MAX 64
+/* Faults listed in one chaos plan (a plan repeats them; 64 is pages of YAML). */
+#define IOD_CHAOS_PLAN_STEPS_MAX 64
 /* Faults one `iod chaos run` injects (recovery times kept per fault). */
 #define IOD_CHAOS_RUN_FAULTS_MAX 1024
 _Static_assert(IOD_CHAOS_DURATION_MAX_MS < 0xffffffffu, "fault durations fit 32 bits of ms");

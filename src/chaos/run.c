@@ -318,6 +318,93 @@ static int nemesis_fault(struct run *r, enum iod_chaos_action act, struct iod_rn
 	return iod_chaos_fault_apply(c, f, e);
 }
 
+/* The candidates of a plan step's selector, among running processes. */
+static uint32_t candidates(struct iod_chaos_cluster *c, const char *sel, uint32_t leader,
+                           struct iod_chaos_member *out)
+{
+	uint32_t n = 0;
+	if (!strcmp(sel, "servers") || !strcmp(sel, "nodes")) {
+		bool srv = sel[0] == 's';
+		const struct iod_chaos_member *g = srv ? c->servers : c->nodes;
+		for (uint32_t i = 0; i < (srv ? c->nservers : c->nnodes); i++)
+			if (g[i].pid > 0)
+				out[n++] = g[i];
+		return n;
+	}
+	if (!strcmp(sel, "leader")) {
+		if (leader != IOD_CHAOS_NONE && c->servers[leader].pid > 0)
+			out[n++] = c->servers[leader];
+		return n;
+	}
+	struct iod_chaos_target t[IOD_CHAOS_MEMBERS_MAX];
+	struct iod_err e = {0};
+	int k = iod_chaos_target_list_parse(sel, t, IOD_CHAOS_MEMBERS_MAX, &e);
+	for (int i = 0; i < k; i++) {
+		const struct iod_chaos_member *g =
+		    t[i].kind == IOD_CHAOS_SERVER ? c->servers : c->nodes;
+		uint32_t gn = t[i].kind == IOD_CHAOS_SERVER ? c->nservers : c->nnodes;
+		if (t[i].kind != IOD_CHAOS_REPLICA && t[i].index >= 1 && t[i].index <= gn &&
+		    g[t[i].index - 1].pid > 0)
+			out[n++] = g[t[i].index - 1];
+	}
+	return n;
+}
+
+/* One fault of a plan step: its selector, mode and value pick the targets. */
+static int plan_fault(struct run *r, const struct iod_chaos_step *s, struct iod_rng *rng,
+                      struct iod_chaos_fault *f, struct iod_err *e)
+{
+	struct iod_chaos_cluster *c = r->c;
+	struct iod_chaos_member *cand = calloc(IOD_CHAOS_MEMBERS_MAX, sizeof(*cand));
+	bool pick[IOD_CHAOS_MEMBERS_MAX] = {0};
+	int rc = cand ? iod_chaos_cluster_load(c->dir, c, e) : -ENOMEM;
+	if (rc) {
+		free(cand);
+		return rc;
+	}
+	memset(f, 0, sizeof(*f));
+	iod_chaos_fault_id(f->id, sizeof(f->id), iod_rng_next(rng));
+	f->action = s->action;
+	f->start_ms = iod_chaos_now_ms();
+	f->deadline_ms = f->start_ms + s->duration_ms;
+	uint32_t n = candidates(c, s->selector, iod_chaos_leader(c), cand);
+	if (!n) {
+		free(cand);
+		return iod_err_set(e, -ESRCH, "selector %s matches no running process",
+		                   s->selector);
+	}
+	iod_chaos_plan_pick(s, n, iod_rng_next(rng), pick);
+	if (s->action == IOD_CHAOS_ACT_PARTITION) {
+		bool a[IOD_CHAOS_MEMBERS_MAX] = {0}, b[IOD_CHAOS_MEMBERS_MAX] = {0};
+		for (uint32_t i = 0; i < n; i++)
+			if (pick[i]) {
+				a[f->n] = true;
+				f->m[f->n++] = cand[i];
+			}
+		for (uint32_t i = 0; i < c->nservers; i++) {
+			bool in_a = false;
+			for (uint32_t k = 0; k < f->n; k++)
+				in_a |= !strcmp(f->m[k].name, c->servers[i].name);
+			if (!in_a && c->servers[i].pid > 0 && f->n < IOD_CHAOS_MEMBERS_MAX) {
+				b[f->n] = true;
+				f->m[f->n++] = c->servers[i];
+			}
+		}
+		f->shape = IOD_CHAOS_SHAPE_EXPLICIT;
+		f->dir = s->dir;
+		rc = iod_chaos_groups_grudge(f->n, a, b, s->dir, &f->g, e);
+	} else {
+		for (uint32_t i = 0; i < n; i++)
+			if (pick[i])
+				f->m[f->n++] = cand[i];
+		f->signal = 9;
+		f->restart = s->action == IOD_CHAOS_ACT_KILL;
+		f->percent = s->percent;
+	}
+	free(cand);
+	return rc ? rc : iod_chaos_fault_apply(c, f, e);
+}
+
 static void heal_now(struct run *r, const struct iod_chaos_fault *f)
 {
 	struct iod_err e = {0};
@@ -443,10 +530,22 @@ int iod_chaos_run(struct iod_chaos_cluster *c, const struct iod_chaos_run_cfg *c
 	uint64_t end_ns = r.t0_ns + cfg->duration_ms * IOD_NS_PER_MS;
 	uint64_t t = r.t0_ns + cfg->warmup_ms * IOD_NS_PER_MS;
 	uint32_t turn = 0;
-	while (!rc && cfg->nemesis && t + (cfg->fault_ms + 1000) * IOD_NS_PER_MS <= end_ns &&
-	       rep->nfaults < IOD_CHAOS_RUN_FAULTS_MAX) {
+	const struct iod_chaos_plan *plan = cfg->plan;
+	for (;;) {
+		const struct iod_chaos_step *step = NULL;
+		uint64_t hold_ms = cfg->fault_ms, quiet_ms = cfg->fault_ms;
+		if (plan) {
+			step = &plan->steps[plan->random ? iod_rng_below(&rng, plan->nsteps)
+			                                 : turn % plan->nsteps];
+			hold_ms = step->duration_ms;
+			quiet_ms = plan->interval_ms;
+		}
+		if (rc || (!cfg->nemesis && !plan) ||
+		    t + (hold_ms + 1000) * IOD_NS_PER_MS > end_ns ||
+		    rep->nfaults >= IOD_CHAOS_RUN_FAULTS_MAX)
+			break;
 		sleep_until(&r, t);
-		enum iod_chaos_action kinds[4];
+		enum iod_chaos_action kinds[4], act;
 		uint32_t nk = 0;
 		if (cfg->nemesis & IOD_CHAOS_NEM_PARTITION)
 			kinds[nk++] = IOD_CHAOS_ACT_PARTITION;
@@ -454,17 +553,19 @@ int iod_chaos_run(struct iod_chaos_cluster *c, const struct iod_chaos_run_cfg *c
 			kinds[nk++] = IOD_CHAOS_ACT_KILL;
 		if (cfg->nemesis & IOD_CHAOS_NEM_PAUSE)
 			kinds[nk++] = IOD_CHAOS_ACT_PAUSE;
-		enum iod_chaos_action act = kinds[turn++ % nk];
+		act = step ? step->action : kinds[turn % nk];
+		turn++;
 		struct iod_chaos_fault *f = calloc(1, sizeof(*f));
 		struct iod_err fe = {0};
 		if (!f)
 			break;
 		uint64_t t_apply = now_ns();
-		if (nemesis_fault(&r, act, &rng, cfg->fault_ms, f, &fe)) {
+		if (step ? plan_fault(&r, step, &rng, f, &fe)
+		         : nemesis_fault(&r, act, &rng, hold_ms, f, &fe)) {
 			fprintf(stderr, "iod chaos run: %s fault skipped: %s\n",
 			        iod_chaos_action_name(act), fe.msg);
 			free(f);
-			t += cfg->fault_ms * IOD_NS_PER_MS;
+			t += hold_ms * IOD_NS_PER_MS;
 			continue;
 		}
 		struct iod_chaos_run_fault *rf = &rep->faults[rep->nfaults++];
@@ -473,12 +574,12 @@ int iod_chaos_run(struct iod_chaos_cluster *c, const struct iod_chaos_run_cfg *c
 		rf->action = act;
 		rf->start_ms = (t_apply - r.t0_ns) / IOD_NS_PER_MS;
 		rf->start_ns = t_apply;
-		sleep_until(&r, t_apply + cfg->fault_ms * IOD_NS_PER_MS);
+		sleep_until(&r, t_apply + hold_ms * IOD_NS_PER_MS);
 		rf->heal_ns = now_ns();
 		heal_now(&r, f);
 		rf->heal_ms = (rf->heal_ns - r.t0_ns) / IOD_NS_PER_MS;
 		free(f);
-		t = rf->heal_ns + cfg->fault_ms * IOD_NS_PER_MS;
+		t = rf->heal_ns + quiet_ms * IOD_NS_PER_MS;
 	}
 	sleep_until(&r, end_ns);
 	atomic_store(&r.stop, true);

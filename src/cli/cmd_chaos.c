@@ -38,6 +38,7 @@ static void usage(FILE *f)
 	    "       iod chaos run --workload register|set [--clients N] [--rate R] --duration D\n"
 	    "                 [--nemesis partition|kill|pause|partition+kill|none]\n"
 	    "                 [--fault-duration D] [--seed N] [--history FILE]\n"
+	    "       iod chaos run --plan FILE [--seed N]      (faults from a YAML plan)\n"
 	    "       iod chaos check FILE --workload register|set\n"
 	    "common: [--state-dir DIR] [--detach] [-o text|json]\n\n"
 	    "Inject a fault into the local cluster of `iod up` and heal it at its deadline.\n"
@@ -61,7 +62,11 @@ static void usage(FILE *f)
 	    "2 x --fault-duration (default 3s), the history is checked (linearizability\n"
 	    "for a register, no lost or phantom element for a set) and a report printed:\n"
 	    "operations ok/failed/indeterminate, anomalies, recovery per fault (heal ->\n"
-	    "first acknowledged write).\n"
+	    "first acknowledged write, and outage: the longest time without one).\n"
+	    "A plan (docs/chaos.md, examples/chaos-plan.yaml) lists faults in Chaos Mesh's\n"
+	    "fields (action, mode: one|all|fixed|fixed-percent|random-max-percent, value,\n"
+	    "selector, direction, duration, percent), run in sequence or drawn at random\n"
+	    "from the seed (schedule: sequence|random).\n"
 	    "Exit: 0 valid; 1 anomalies found or a runtime error; 2 bad input;\n"
 	    "      4 the checker's search bound was hit (unknown).\n");
 }
@@ -81,7 +86,7 @@ struct opts {
 	uint64_t duration_ms, restart_ms, seed, fault_ms;
 	enum iod_chaos_shape shape;
 	enum iod_chaos_direction dir_;
-	const char *between, *and_, *target, *history, *id;
+	const char *between, *and_, *target, *history, *id, *plan;
 	int signal;
 	uint32_t percent, clients, rate, nemesis;
 	enum iod_chaos_workload workload;
@@ -111,6 +116,7 @@ enum {
 	O_TARGET,
 	O_CHAOS_DIR,
 	O_MAX_STATES,
+	O_PLAN,
 };
 
 static int bad(const char *fmt, const char *a, const char *b)
@@ -143,6 +149,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, const char *sub)
 	                                   {"history", required_argument, 0, O_HISTORY},
 	                                   {"target", required_argument, 0, O_TARGET},
 	                                   {"max-states", required_argument, 0, O_MAX_STATES},
+	                                   {"plan", required_argument, 0, O_PLAN},
 	                                   {"output", required_argument, 0, 'o'},
 	                                   {"help", no_argument, 0, 'h'},
 	                                   {0, 0, 0, 0}};
@@ -225,6 +232,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, const char *sub)
 			break;
 		case O_HISTORY: o->history = optarg; break;
 		case O_TARGET: o->target = optarg; break;
+		case O_PLAN: o->plan = optarg; break;
 		case O_MAX_STATES:
 			o->max_states = strtoull(optarg, &end, 10);
 			if (*end || !o->max_states)
@@ -888,8 +896,43 @@ static int do_run(int argc, char **argv, struct opts *o)
 		rc = bad("unexpected argument %s%s", argv[optind], "");
 		goto out;
 	}
+	struct iod_chaos_plan *plan = NULL;
+	if (o->plan) {
+		struct iod_buf pb;
+		iod_buf_init(&pb);
+		plan = calloc(1, sizeof(*plan));
+		if (!plan || iod_buf_read_file(&pb, o->plan, 1u << 20, &e) ||
+		    iod_chaos_plan_parse(pb.data ? pb.data : "", pb.len, o->plan, plan, &e)) {
+			iod_buf_free(&pb);
+			free(plan);
+			rc = iod_cli_fail("chaos", IOD_EXIT_INVALID, "%s", e.msg);
+			goto out;
+		}
+		iod_buf_free(&pb);
+		cfg.plan = plan; /* freed at out */
+		if (o->nemesis) {
+			rc =
+			    bad("--plan and --nemesis are exclusive: the plan lists the faults%s%s",
+			        "", "");
+			goto out;
+		}
+		/* the plan's values, unless given on the command line */
+		if (!o->have_workload)
+			o->workload = plan->workload;
+		if (!o->have_duration)
+			o->duration_ms = plan->duration_ms;
+		if (!o->clients)
+			o->clients = plan->clients;
+		if (!o->rate)
+			o->rate = plan->rate;
+		if (!o->have_seed && plan->has_seed) {
+			o->seed = plan->seed;
+			o->have_seed = true;
+		}
+		o->have_workload = o->have_duration = true;
+	}
 	if (!o->have_workload) {
-		rc = bad("run needs --workload register|set%s%s", "", "");
+		rc = bad("run needs --workload register|set (or --plan FILE)%s%s", "", "");
 		goto out;
 	}
 	if (!o->have_duration) {
@@ -906,7 +949,7 @@ static int do_run(int argc, char **argv, struct opts *o)
 	cfg.seed = o->have_seed ? o->seed : iod_time_unix_ns() % 1000000;
 	cfg.op_timeout_ms = 1000;
 	cfg.final_read_ms = 15000;
-	if (cfg.nemesis && cfg.duration_ms < cfg.warmup_ms + 2 * cfg.fault_ms + 1000) {
+	if (!plan && cfg.nemesis && cfg.duration_ms < cfg.warmup_ms + 2 * cfg.fault_ms + 1000) {
 		rc = bad("--duration is too short for one fault: want at least warm-up + 2 x "
 		         "--fault-duration + 1s%s%s",
 		         "", "");
@@ -914,7 +957,7 @@ static int do_run(int argc, char **argv, struct opts *o)
 	}
 	if ((rc = load_cluster(o, c)))
 		goto out;
-	for (uint32_t i = 0; cfg.nemesis && i < c->nservers; i++)
+	for (uint32_t i = 0; (cfg.nemesis || plan) && i < c->nservers; i++)
 		if (!c->servers[i].pid) {
 			rc = bad("%s is not running: `iod chaos run` wants the whole cluster up "
 			         "(`iod up`)%s",
@@ -922,12 +965,12 @@ static int do_run(int argc, char **argv, struct opts *o)
 			goto out;
 		}
 	if (o->out == IOD_OUT_TEXT) {
-		printf("iod chaos run: workload %s, %u clients, %u ops/s, %.1f s, nemesis %s "
+		printf("iod chaos run: workload %s, %u clients, %u ops/s, %.1f s, %s %s "
 		       "(faults of %.1f s), seed %llu\n",
 		       o->workload == IOD_CHAOS_WL_REGISTER ? "register" : "set", cfg.clients,
-		       cfg.rate, (double)cfg.duration_ms / 1000,
-		       nemesis_name(cfg.nemesis, nem, sizeof(nem)), (double)cfg.fault_ms / 1000,
-		       (unsigned long long)cfg.seed);
+		       cfg.rate, (double)cfg.duration_ms / 1000, plan ? "plan" : "nemesis",
+		       plan ? o->plan : nemesis_name(cfg.nemesis, nem, sizeof(nem)),
+		       plan ? 0.0 : (double)cfg.fault_ms / 1000, (unsigned long long)cfg.seed);
 		fflush(stdout);
 	}
 	if (iod_chaos_run(c, &cfg, rep, &e)) {
@@ -1040,6 +1083,7 @@ static int do_run(int argc, char **argv, struct opts *o)
 	json_decref(v.json);
 	rc = verdict_exit(&v);
 out:
+	free((void *)cfg.plan);
 	if (rep)
 		iod_buf_free(&rep->history);
 	free(rep);
