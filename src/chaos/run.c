@@ -533,7 +533,8 @@ int iod_chaos_run(struct iod_chaos_cluster *c, const struct iod_chaos_run_cfg *c
 	const struct iod_chaos_plan *plan = cfg->plan;
 	for (;;) {
 		const struct iod_chaos_step *step = NULL;
-		uint64_t hold_ms = cfg->fault_ms, quiet_ms = cfg->fault_ms;
+		/* a nemesis fault is followed by as long a quiet time */
+		uint64_t hold_ms = cfg->fault_ms, quiet_ms = hold_ms;
 		if (plan) {
 			step = &plan->steps[plan->random ? iod_rng_below(&rng, plan->nsteps)
 			                                 : turn % plan->nsteps];
