@@ -504,7 +504,7 @@ int main(int argc, char **argv)
 		if (ed)
 			etcd_down(ed);
 		free(ed);
-	} else {
+	} else if (!etcd_bin[0]) {
 		printf("bench_chaos: etcd not installed (Debian etcd-server): no chaos.vs_etcd\n");
 	}
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
