@@ -69,6 +69,8 @@ static int parse_step(struct pctx *x, const struct iod_yaml_node *m, struct iod_
 		            "");
 	for (const struct iod_yaml_node *k = m->first; k && k->next; k = k->next->next) {
 		const struct iod_yaml_node *v = k->next;
+		if (k->kind != IOD_YAML_SCALAR)
+			return fail(x, k, "a fault's keys are plain names%s", "");
 		const char *key = k->str, *val = scalar(x, v, key);
 		if (!val)
 			return -EINVAL;
@@ -167,6 +169,11 @@ int iod_chaos_plan_parse(const char *text, size_t len, const char *name, struct 
 	for (const struct iod_yaml_node *k = root->first; k && k->next; k = k->next->next) {
 		const struct iod_yaml_node *v = k->next;
 		const char *key = k->str;
+		if (k->kind != IOD_YAML_SCALAR) {
+			/* "? [a, b]": a complex key has no text (found by fuzz_chaos_plan) */
+			rc = fail(&x, k, "a plan's keys are plain names%s", "");
+			goto out;
+		}
 		if (!strcmp(key, "faults")) {
 			if (v->kind != IOD_YAML_SEQ || !v->n) {
 				rc = fail(&x, v, "faults must be a non-empty list%s", "");

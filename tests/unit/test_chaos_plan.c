@@ -75,6 +75,9 @@ TEST(bad_plans_name_the_place)
 	     "schedule"},
 	    {"duration: 10s\nfaults: [\n", "p.yaml:"},
 	    {"- a\n- b\n", "mapping"},
+	    /* complex keys have no text: they crashed the parser (fuzz_chaos_plan) */
+	    {"?\n - o", "plain names"},
+	    {"duration: 10s\nfaults:\n  - ? [a]\n    : 1\n", "plain names"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		err.msg[0] = 0;
