@@ -112,11 +112,24 @@ while nft list table inet "iod_chaos_$id" >/dev/null 2>&1 && [ "$(now_ms)" -lt $
 done
 gone=$(now_ms)
 late=$((gone - deadline))
-if [ "$had_table" = 0 ] && [ "$krc" = 0 ] && [ "$nomaj" = 0 ] && [ "$late" -ge 0 ] &&
-	[ "$late" -lt 500 ] && [ ! -f "$IOD_STATE_DIR/chaos/$id.json" ] && wait_for 10 writes_ok 1s; then
-	ok "partition_heals_on_time_though_command_and_leader_died (+$late ms, writes ok)"
+# the keeper deletes the table, moves the member home, removes its cgroup and
+# only then the record (a heal cut short leaves the record for the next
+# keeper): under load the record goes a moment after the table, so it is
+# waited for, within a bound that still says the heal finished on time
+wait_for 1 sh -c "[ ! -f '$IOD_STATE_DIR/chaos/$id.json' ]"
+rec_late=$(($(now_ms) - deadline))
+why=""
+[ "$had_table" = 0 ] || why="$why; no table while it ran"
+[ "$krc" = 0 ] || why="$why; chaos kill exit $krc: $(cat "$T/k.err")"
+[ "$nomaj" = 0 ] || why="$why; $nomaj writes acknowledged without a majority"
+{ [ "$late" -ge 0 ] && [ "$late" -lt 500 ]; } || why="$why; table gone at +$late ms (want 0..500)"
+[ ! -f "$IOD_STATE_DIR/chaos/$id.json" ] || why="$why; record still there at +$rec_late ms"
+[ -n "$why" ] || wait_for 10 writes_ok 1s ||
+	why="$why; no acknowledged write after the heal: $(cat "$T/w.err" 2>/dev/null)"
+if [ -z "$why" ]; then
+	ok "partition_heals_on_time_though_command_and_leader_died (table +$late ms, record +$rec_late ms, writes ok)"
 else
-	bad "partition_heals_on_time_though_command_and_leader_died (table $had_table, kill $krc, writes during $nomaj, +$late ms, $(cat "$T/w.err" 2>/dev/null))"
+	bad "partition_heals_on_time_though_command_and_leader_died (${why#; })"
 fi
 # the leader comes back at 8 s, by the kill record's restart
 wait_for 10 sh -c "[ \$('$IOD' chaos list -o json | jq '.faults|length') = 0 ]"
@@ -190,7 +203,13 @@ was=$(nft list table inet "iod_chaos_$oid" >/dev/null 2>&1 && echo 1 || echo 0)
 "$IOD" chaos list >/dev/null 2>&1
 wait_for 3 sh -c "! nft list table inet iod_chaos_$oid >/dev/null 2>&1"
 healed=$?
-[ "$was" = 1 ] && [ "$healed" = 0 ] && [ "$(records)" = 0 ] && ok "overdue_fault_healed_by_a_new_keeper" ||
-	bad "overdue_fault_healed_by_a_new_keeper (left after keeper death: $was)"
+# the record goes last (see above): waited for, briefly
+wait_for 1 sh -c "[ ! -f '$IOD_STATE_DIR/chaos/$oid.json' ]"
+why=""
+[ "$was" = 1 ] || why="$why; the table was gone before a new keeper ran"
+[ "$healed" = 0 ] || why="$why; the new keeper left the table for 3 s"
+[ "$(records)" = 0 ] || why="$why; records left: $(cd "$IOD_STATE_DIR/chaos" && ls ./*.json | tr '\n' ' ')"
+[ -z "$why" ] && ok "overdue_fault_healed_by_a_new_keeper" ||
+	bad "overdue_fault_healed_by_a_new_keeper (${why#; })"
 
 echo "RESULT $pass $fail 0"
