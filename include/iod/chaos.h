@@ -16,6 +16,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <jansson.h>
+
+#include "iod/limits.h"
 
 #define IOD_CHAOS_NONE UINT32_MAX
 #define IOD_CHAOS_MAX_OPS 100000u        /* a parsed history holds at most this many */
@@ -104,5 +107,303 @@ struct iod_chaos_set_result {
 int iod_chaos_check_set(const struct iod_chaos_history *h, struct iod_chaos_set_result *r,
                         struct iod_err *e);
 void iod_chaos_set_result_free(struct iod_chaos_set_result *r);
+
+/* ==== faults: the pure half of `iod chaos <action>` (src/chaos/fault.c) ====
+ *
+ * User input (actions, shapes, directions, targets, durations, percents)
+ * parsed and bounded; a partition shape turned into a grudge (who may not
+ * send to whom) from a seed; a fault record (what was done, to which
+ * process identity, until when) to and from JSON; the nftables script of a
+ * record. No clock, no I/O: the shell (src/chaos/nemesis.c) reads /proc,
+ * runs nft, sends signals and keeps the deadline.
+ */
+
+#define IOD_CHAOS_ACTIONS(X)                                                \
+	X(PARTITION, "partition", "cut the network between groups")         \
+	X(KILL, "kill", "send a signal (default KILL), optionally restart") \
+	X(PAUSE, "pause", "SIGSTOP a process, SIGCONT at the deadline")     \
+	X(LOSS, "loss", "drop a percentage of a process's packets")
+
+enum iod_chaos_action {
+#define X(n, s, d) IOD_CHAOS_ACT_##n,
+	IOD_CHAOS_ACTIONS(X)
+#undef X
+	    IOD_CHAOS_ACT_COUNT
+};
+
+#define IOD_CHAOS_SHAPES(X)                                                                \
+	X(EXPLICIT, "explicit", "--between A,B --and C")                                   \
+	X(ONE, "one", "one random server alone")                                           \
+	X(MAJORITY, "majority", "a random majority from the minority")                     \
+	X(MAJORITIES_RING, "majorities-ring", "each server sees its own majority")         \
+	X(MINORITY_THIRD, "minority-third", "a third of the servers (at least one) alone") \
+	X(PRIMARIES, "primaries", "the leader alone")
+
+enum iod_chaos_shape {
+#define X(n, s, d) IOD_CHAOS_SHAPE_##n,
+	IOD_CHAOS_SHAPES(X)
+#undef X
+	    IOD_CHAOS_SHAPE_COUNT
+};
+
+/* Which way a partition cuts, seen from group A (the --between side). */
+enum iod_chaos_direction {
+	IOD_CHAOS_DIR_BOTH, /* neither side hears the other */
+	IOD_CHAOS_DIR_TO,   /* B -> A dropped: A hears nothing */
+	IOD_CHAOS_DIR_FROM, /* A -> B dropped: nothing A says arrives */
+};
+
+enum iod_chaos_kind { IOD_CHAOS_SERVER, IOD_CHAOS_NODE, IOD_CHAOS_REPLICA };
+
+/* Parsers: 0, or -EINVAL with what was wrong and what is accepted in e.
+ * "network_partition" (the seed spelling) is an alias of partition. */
+int iod_chaos_action_parse(const char *s, enum iod_chaos_action *a, struct iod_err *e);
+const char *iod_chaos_action_name(enum iod_chaos_action a);
+int iod_chaos_shape_parse(const char *s, enum iod_chaos_shape *sh, struct iod_err *e);
+const char *iod_chaos_shape_name(enum iod_chaos_shape sh);
+int iod_chaos_direction_parse(const char *s, enum iod_chaos_direction *d, struct iod_err *e);
+const char *iod_chaos_direction_name(enum iod_chaos_direction d);
+/* A duration from IOD_CHAOS_DURATION_MIN_MS to IOD_CHAOS_DURATION_MAX_MS
+ * ("30s", "1500ms", "2m"); negative, zero, bare or huge values refused. */
+int iod_chaos_duration_parse(const char *s, uint64_t *ms, struct iod_err *e);
+/* A loss percentage: 1..100 (a decimal integer). */
+int iod_chaos_percent_parse(const char *s, uint32_t *pct, struct iod_err *e);
+/* A signal by name or number: KILL, SIGTERM, 9 ... (1..31). */
+int iod_chaos_signal_parse(const char *s, int *sig, struct iod_err *e);
+
+/* A target: "server-N", "node-N" (N >= 1) or "replica/NAME". */
+struct iod_chaos_target {
+	enum iod_chaos_kind kind;
+	uint32_t index;          /* N of server-N or node-N; 0 for a replica */
+	char name[IOD_NAME_MAX]; /* the spelling: server-2, node-1, or the replica's name */
+};
+int iod_chaos_target_parse(const char *s, struct iod_chaos_target *t, struct iod_err *e);
+/* A comma list of targets; "servers" and "nodes" are not expanded here
+ * (the shell knows how many there are). Returns the count or -EINVAL. */
+int iod_chaos_target_list_parse(const char *s, struct iod_chaos_target *t, uint32_t max,
+                                struct iod_err *e);
+
+/* Who may not send to whom: cut[i][j]: what member i sends to member j is dropped. */
+struct iod_chaos_grudge {
+	uint32_t n;
+	bool cut[IOD_CHAOS_MEMBERS_MAX][IOD_CHAOS_MEMBERS_MAX];
+	bool side_a[IOD_CHAOS_MEMBERS_MAX]; /* group A (the isolated side); majorities-ring: none */
+};
+
+/*
+ * The grudge of a shape over n servers (0..n-1). leader is the index of the
+ * current leader (primaries needs it; IOD_CHAOS_NONE: unknown); seed picks
+ * the random members. majorities-ring needs n >= 4 (with 3, every server's
+ * majority is everyone) and only cuts both ways. EXPLICIT is not a shape
+ * here: use iod_chaos_groups_grudge. Returns 0 or -EINVAL with e.
+ */
+int iod_chaos_shape_grudge(enum iod_chaos_shape sh, uint32_t n, uint32_t leader, uint64_t seed,
+                           enum iod_chaos_direction d, struct iod_chaos_grudge *g,
+                           struct iod_err *e);
+/* Two disjoint groups over members 0..n-1 (a[i]: i is in A; b[i]: in B). */
+int iod_chaos_groups_grudge(uint32_t n, const bool *a, const bool *b, enum iod_chaos_direction d,
+                            struct iod_chaos_grudge *g, struct iod_err *e);
+
+/* One process a fault touches, with its identity at the time of the fault. */
+struct iod_chaos_member {
+	char name[IOD_NAME_MAX];        /* server-1, node-2, or a replica's name */
+	enum iod_chaos_kind kind;       /* what it is */
+	int32_t pid;                    /* the process; 0: none (not running) */
+	uint64_t start_ticks;           /* /proc/PID/stat starttime: pid reuse is not it */
+	uint16_t ports[2];              /* ports others reach it on (server: raft, API) */
+	uint32_t nports;                /* entries in ports */
+	char cgroup[IOD_PATH_MAX];      /* its chaos cgroup as nft names it ("" none) */
+	uint32_t cgroup_level;          /* that cgroup's depth under the cgroup2 root */
+	char cgroup_dir[IOD_PATH_MAX];  /* the same cgroup's directory */
+	char cgroup_home[IOD_PATH_MAX]; /* the cgroup2 directory to move it back to */
+	/* its TCP sockets open before the fault (made before it was moved into
+	 * the chaos cgroup, so cut by their port pair instead) */
+	uint16_t socks[IOD_CHAOS_SOCKS_MAX][2]; /* local port, remote port */
+	uint32_t nsocks;                        /* entries in socks */
+	/* kill --restart-after: how to start it again */
+	char argv[IOD_CHAOS_CMDLINE_MAX]; /* its /proc cmdline, NUL separated */
+	uint32_t argv_len;                /* bytes of argv */
+	char pidfile[IOD_PATH_MAX];       /* the pid file to rewrite ("" none) */
+	char log[IOD_PATH_MAX];           /* where its output goes ("" /dev/null) */
+};
+
+/* A fault: applied by `iod chaos`, healed by the keeper at deadline_ms. */
+struct iod_chaos_fault {
+	char id[IOD_CHAOS_ID_MAX];      /* c<hex>: the nft table is iod_chaos_<id> */
+	enum iod_chaos_action action;   /* what */
+	enum iod_chaos_shape shape;     /* partition: how the groups were drawn */
+	enum iod_chaos_direction dir;   /* partition: which way */
+	uint64_t start_ms, deadline_ms; /* unix ms: applied, to be healed */
+	uint32_t percent;               /* loss */
+	int signal;                     /* kill */
+	bool restart;                   /* kill: start it again at the deadline */
+	uint32_t n;                     /* members */
+	struct iod_chaos_member m[IOD_CHAOS_MEMBERS_MAX];
+	struct iod_chaos_grudge g;     /* partition */
+	char desc[IOD_CHAOS_DESC_MAX]; /* one line for humans */
+};
+
+/* The record as JSON (a new reference) and back; from_json checks every
+ * field and bound (-EINVAL with e). */
+json_t *iod_chaos_fault_to_json(const struct iod_chaos_fault *f);
+int iod_chaos_fault_from_json(const json_t *j, struct iod_chaos_fault *f, struct iod_err *e);
+/* Fills f->desc from the members and grudge. */
+void iod_chaos_fault_describe(struct iod_chaos_fault *f);
+/* "iod_chaos_<id>": the one nftables table of a partition or loss fault. */
+void iod_chaos_table_name(const struct iod_chaos_fault *f, char *buf, size_t len);
+/* The `nft -f` script that creates the fault's table (partition, loss).
+ * Returns 0, -ENOMEM, or -EINVAL when the action has no table. */
+int iod_chaos_nft_script(const struct iod_chaos_fault *f, struct iod_buf *out, struct iod_err *e);
+
+/* Percentile p (0..100) of v[0..n) by nearest rank; sorts v. 0 when n == 0. */
+uint64_t iod_chaos_percentile(uint64_t *v, uint32_t n, uint32_t p);
+
+/* ==== the shell (src/chaos/nemesis.c): processes, nft, signals, keeper ==== */
+
+/* An `iod up` cluster as its state dir shows it (pid files, command lines). */
+struct iod_chaos_cluster {
+	char dir[IOD_PATH_MAX];       /* the state dir */
+	char chaos_dir[IOD_PATH_MAX]; /* dir/chaos: fault records, keeper lock and log */
+	uint32_t nservers, nnodes;    /* server-N / node-N pid files found */
+	struct iod_chaos_member servers[IOD_CHAOS_MEMBERS_MAX]; /* pid 0: not running */
+	struct iod_chaos_member nodes[IOD_CHAOS_MEMBERS_MAX];   /* pid 0: not running */
+	char apis[256]; /* the servers' API addresses, "127.0.0.1:P,..." */
+};
+
+uint64_t iod_chaos_now_ms(void); /* wall clock: records outlive processes */
+uint64_t iod_chaos_start_ticks(int pid);
+bool iod_chaos_member_alive(const struct iod_chaos_member *m); /* same pid, same start */
+char iod_chaos_proc_state(int pid);                            /* 'T' when stopped; 0 when gone */
+int iod_chaos_cluster_load(const char *dir, struct iod_chaos_cluster *c, struct iod_err *e);
+int iod_chaos_replica_find(const struct iod_chaos_cluster *c, const char *name,
+                           struct iod_chaos_member *m, struct iod_err *e);
+/* Record the fault, make sure a keeper runs, then apply it; on failure
+ * nothing stays applied. */
+int iod_chaos_fault_apply(struct iod_chaos_cluster *c, struct iod_chaos_fault *f,
+                          struct iod_err *e);
+/* Undo f (idempotent, identity-checked) and remove its record. Hold
+ * iod_chaos_heal_lock around it. */
+int iod_chaos_fault_heal(const char *chaos_dir, const struct iod_chaos_fault *f, struct iod_err *e);
+int iod_chaos_heal_lock(const char *chaos_dir); /* an fd to close, or -errno */
+int iod_chaos_respawn(const struct iod_chaos_member *m, struct iod_err *e);
+bool iod_chaos_table_exists(const struct iod_chaos_fault *f);
+int iod_chaos_record_save(const char *chaos_dir, const struct iod_chaos_fault *f,
+                          struct iod_err *e);
+/* Every valid record (at most IOD_CHAOS_FAULTS_MAX; free *out). */
+int iod_chaos_records_load(const char *chaos_dir, struct iod_chaos_fault **out, uint32_t *n,
+                           struct iod_err *e);
+bool iod_chaos_keeper_running(const char *chaos_dir);
+int iod_chaos_keeper_pid(const char *chaos_dir);
+int iod_chaos_keeper_ensure(const char *chaos_dir, struct iod_err *e);
+/* The keeper's loop: heal what is due every 20 ms; exit after idle_exit_ms
+ * without records. */
+int iod_chaos_keeper_run(const char *chaos_dir, uint32_t idle_exit_ms);
+
+/* ==== `iod chaos run` (src/chaos/run.c): workload, nemesis, history ==== */
+
+enum iod_chaos_workload { IOD_CHAOS_WL_REGISTER, IOD_CHAOS_WL_SET };
+/* Nemesis kinds, combinable: partition+kill alternates them. */
+#define IOD_CHAOS_NEM_PARTITION 1u
+#define IOD_CHAOS_NEM_KILL 2u
+#define IOD_CHAOS_NEM_PAUSE 4u
+
+/* "register" | "set"; "none", "partition", "kill", "pause" and
+ * '+'-joined combinations. 0 or -EINVAL with e. */
+int iod_chaos_workload_parse(const char *s, enum iod_chaos_workload *w, struct iod_err *e);
+int iod_chaos_nemesis_parse(const char *s, uint32_t *mask, struct iod_err *e);
+
+struct iod_chaos_run_cfg {
+	enum iod_chaos_workload workload;  /* what clients do */
+	uint32_t clients;                  /* client threads, 1..IOD_CHAOS_CLIENTS_MAX */
+	uint32_t rate;                     /* ops/s over all clients; 0: as fast as answered */
+	uint64_t duration_ms;              /* the whole run */
+	uint32_t nemesis;                  /* IOD_CHAOS_NEM_* mask; 0: no faults */
+	uint64_t fault_ms;                 /* each fault's length (and the quiet after it) */
+	uint64_t warmup_ms;                /* before the first fault */
+	uint64_t seed;                     /* nemesis choices, client ops */
+	uint32_t op_timeout_ms;            /* per operation: after it, fail or indeterminate */
+	uint64_t final_read_ms;            /* set: how long the final read may retry */
+	const struct iod_chaos_plan *plan; /* faults from a plan instead of nemesis; NULL: none */
+};
+
+struct iod_chaos_run_fault {
+	char id[IOD_CHAOS_ID_MAX];     /* its record id */
+	char desc[IOD_CHAOS_DESC_MAX]; /* what it was */
+	enum iod_chaos_action action;  /* its kind */
+	uint64_t start_ms, heal_ms;    /* since the run began */
+	uint64_t start_ns, heal_ns;    /* monotonic apply and heal times */
+	uint64_t recovery_ms;          /* heal -> first acknowledged write; UINT64_MAX: none */
+	/* the longest time without an acknowledged write from the fault's start
+	 * until its recovery: what a user waits, the figure to hold against a
+	 * "recovery < 100 ms" claim */
+	uint64_t outage_ms;
+};
+
+struct iod_chaos_run_report {
+	uint32_t attempted, ok, failed, info; /* operations and their outcomes */
+	uint32_t acked_writes;                /* ok writes or adds */
+	uint32_t nfaults;                     /* entries in faults */
+	struct iod_chaos_run_fault faults[IOD_CHAOS_RUN_FAULTS_MAX];
+	char key[IOD_NAME_MAX]; /* the config name (prefix) the run used */
+	struct iod_buf history; /* JSON lines (include/iod/chaos.h format) */
+};
+
+int iod_chaos_run(struct iod_chaos_cluster *c, const struct iod_chaos_run_cfg *cfg,
+                  struct iod_chaos_run_report *rep, struct iod_err *e);
+/* The leader's index in c->servers, or IOD_CHAOS_NONE. */
+uint32_t iod_chaos_leader(struct iod_chaos_cluster *c);
+/* A fresh fault id ("c" + 12 hex digits). */
+void iod_chaos_fault_id(char *buf, size_t len, uint64_t seed);
+
+/* ==== plans (src/chaos/plan.c, pure): Chaos-Mesh-like YAML ==== */
+
+/* Chaos Mesh's modes: how many of the selected processes a step hits. */
+enum iod_chaos_mode {
+	IOD_CHAOS_MODE_ONE,                /* one at random */
+	IOD_CHAOS_MODE_ALL,                /* every one */
+	IOD_CHAOS_MODE_FIXED,              /* value of them */
+	IOD_CHAOS_MODE_FIXED_PERCENT,      /* value percent, rounded up */
+	IOD_CHAOS_MODE_RANDOM_MAX_PERCENT, /* 1 .. value percent, drawn */
+};
+const char *iod_chaos_mode_name(enum iod_chaos_mode m);
+
+/* One fault of a plan. */
+struct iod_chaos_step {
+	enum iod_chaos_action action; /* partition, kill, pause, loss */
+	enum iod_chaos_mode mode;     /* how many of the selected */
+	uint32_t value;               /* fixed: a count; percent modes: a percentage */
+	char selector[256];           /* servers | nodes | leader | server-1,node-2 */
+	enum iod_chaos_direction dir; /* partition: the chosen side is A */
+	uint64_t duration_ms;         /* how long (kill: until the restart) */
+	uint32_t percent;             /* loss */
+};
+
+struct iod_chaos_plan {
+	enum iod_chaos_workload workload; /* default register */
+	uint32_t clients, rate;           /* defaults 4 clients, 100 ops/s */
+	uint64_t duration_ms;             /* the whole run (required) */
+	uint64_t interval_ms;             /* quiet time after each fault (default 3s) */
+	uint64_t seed;                    /* when has_seed */
+	bool has_seed;                    /* seed given in the file (--seed overrides) */
+	bool random;                      /* schedule: random (drawn from the seed) or sequence */
+	uint32_t nsteps;                  /* entries in steps */
+	struct iod_chaos_step steps[IOD_CHAOS_PLAN_STEPS_MAX];
+};
+
+/*
+ * Parse a plan (YAML through src/base/yaml.c):
+ *   workload: register | set        clients: N    rate: R    seed: S
+ *   duration: 60s                   interval: 3s  schedule: sequence | random
+ *   faults:
+ *     - {action: partition, mode: one, selector: servers, direction: both, duration: 5s}
+ *     - {action: loss, mode: fixed, value: 1, selector: servers, percent: 30, duration: 4s}
+ * Errors name name:line:col. Returns 0 or -EINVAL with e.
+ */
+int iod_chaos_plan_parse(const char *text, size_t len, const char *name, struct iod_chaos_plan *p,
+                         struct iod_err *e);
+/* How many of n a mode hits (draw: a random number for random-max-percent). */
+uint32_t iod_chaos_mode_count(enum iod_chaos_mode m, uint32_t value, uint32_t n, uint64_t draw);
+/* Which of n candidates step s hits, from seed: pick[i]; returns the count. */
+uint32_t iod_chaos_plan_pick(const struct iod_chaos_step *s, uint32_t n, uint64_t seed, bool *pick);
 
 #endif

@@ -634,6 +634,32 @@ _Static_assert(IOD_UP_NODES_MAX <= 250, "a node's underlay address is 10.254.<le
 
 /* ---- sim / chaos ------------------------------------------------------- */
 
+/* Processes one chaos fault touches: `iod up` runs 3 servers and up to
+ * IOD_UP_NODES_MAX agents; a partition names at most all of them. */
+#define IOD_CHAOS_MEMBERS_MAX 16
+/* TCP sockets of one process cut by port pair (those opened before the
+ * fault): a server has one per peer each way plus API clients. */
+#define IOD_CHAOS_SOCKS_MAX 64
+/* A process's command line kept to restart it (`iod server ...` is ~400 B). */
+#define IOD_CHAOS_CMDLINE_MAX 2048
+/* A fault id: "c" and 16 hex digits. */
+#define IOD_CHAOS_ID_MAX 24
+/* One line describing a fault. */
+#define IOD_CHAOS_DESC_MAX 512
+/* Fault durations: at least 10 ms (a fault shorter than a Raft heartbeat
+ * shows nothing), at most a day (a forgotten fault must still end). */
+#define IOD_CHAOS_DURATION_MIN_MS 10u
+#define IOD_CHAOS_DURATION_MAX_MS (24u * 3600u * 1000u)
+/* Faults active at once in one state dir (the keeper's table). */
+#define IOD_CHAOS_FAULTS_MAX 64
+/* Workload clients of `iod chaos run`: each is a thread with a connection. */
+#define IOD_CHAOS_CLIENTS_MAX 64
+/* Faults listed in one chaos plan (a plan repeats them; 64 is pages of YAML). */
+#define IOD_CHAOS_PLAN_STEPS_MAX 64
+/* Faults one `iod chaos run` injects (recovery times kept per fault). */
+#define IOD_CHAOS_RUN_FAULTS_MAX 1024
+_Static_assert(IOD_CHAOS_DURATION_MAX_MS < 0xffffffffu, "fault durations fit 32 bits of ms");
+
 /* Nodes of a simulated fabric: a k=16 fat-tree has 1024 hosts + 320
  * switches; 65536 bounds the routing table (nodes x hosts entries). */
 #define IOD_SIM_NODES_MAX 65536

@@ -39,7 +39,7 @@
 	X(top, "live resource state of the cluster")                                \
 	X(trace, "live call chains through the service mesh")                       \
 	X(viz, "network and topology views")                                        \
-	P(chaos, "inject faults and watch recovery")                                \
+	X(chaos, "inject faults and watch recovery")                                \
 	X(sim, "simulate a cluster and fabric in virtual time")                     \
 	P(config, "get and set cluster configuration")                              \
 	X(dp, "run or inspect the data plane")                                      \

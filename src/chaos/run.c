@@ -1,0 +1,639 @@
+/*
+ * run.c: `iod chaos run`'s shell: workload clients against a running `iod
+ * up` cluster, a nemesis that injects faults through the same records and
+ * keeper as `iod chaos <action>`, a JSON-lines history, and the checks of
+ * check.c over it.
+ *
+ * Clients talk to the API through the one API client (src/api/client.c).
+ * A register is one config object, written with a one-op POST /v1/txn (a
+ * POST is never retried once sent, so every write happens at most once and
+ * an unanswered one is recorded as indeterminate) and read with
+ * ?consistent=1 (a read fence on the leader). A set is one config object per
+ * added element, read as the list of configs. Events are appended under one
+ * mutex, so their order in the history is a real-time order: an invocation
+ * is recorded before its request is sent and a completion after its answer
+ * came back.
+ *
+ * IOD_TEST_BROKEN_READS=1 (tests only) makes register reads skip the fence
+ * and go to one fixed server each: a partitioned follower then serves stale
+ * values, and the checker must say so. It changes nothing in the server.
+ */
+#include "iod/api.h"
+#include "iod/chaos.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum ev_type { EV_INVOKE, EV_OK, EV_FAIL, EV_INFO };
+
+struct ev {
+	uint32_t client; /* the client thread */
+	uint8_t type;    /* enum ev_type */
+	uint8_t f;       /* enum iod_chaos_f */
+	bool has_value;  /* false: null */
+	int64_t value;   /* written, added or read value */
+	int64_t *set;    /* a set read's values (malloc'd) */
+	uint32_t set_n;  /* entries in set */
+	uint64_t t_ns;   /* monotonic time it was recorded */
+};
+
+struct run {
+	const struct iod_chaos_run_cfg *cfg;
+	struct iod_chaos_cluster *c;
+	pthread_mutex_t mu;            /* guards evs */
+	struct ev *evs;                /* the history, in real-time order */
+	uint32_t nevs, cap;            /* entries, allocated */
+	bool oom;                      /* an event could not be stored */
+	atomic_bool stop;              /* clients: finish the current op and return */
+	uint64_t t0_ns;                /* run start (monotonic) */
+	char reg_name[IOD_NAME_MAX];   /* the register's config name */
+	char set_prefix[IOD_NAME_MAX]; /* the set's config name prefix */
+	int broken;                    /* IOD_TEST_BROKEN_READS */
+};
+
+static uint64_t now_ns(void)
+{
+	return iod_clock_now_ns();
+}
+
+static void record(struct run *r, const struct ev *e)
+{
+	pthread_mutex_lock(&r->mu);
+	if (r->nevs == r->cap) {
+		uint32_t cap = r->cap ? r->cap * 2 : 4096;
+		struct ev *v = realloc(r->evs, cap * sizeof(*v));
+		if (!v) {
+			r->oom = true;
+			pthread_mutex_unlock(&r->mu);
+			free(e->set);
+			return;
+		}
+		r->evs = v;
+		r->cap = cap;
+	}
+	r->evs[r->nevs] = *e;
+	r->evs[r->nevs].t_ns = now_ns();
+	r->nevs++;
+	pthread_mutex_unlock(&r->mu);
+}
+
+struct client {
+	struct run *r;            /* the run */
+	uint32_t id;              /* client number */
+	struct iod_api_client w;  /* writes (and fenced reads): follows the leader */
+	struct iod_api_client rd; /* broken reads only: one fixed server */
+	pthread_t th;             /* its thread */
+};
+
+/* A txn's outcome: ok, fail (surely not applied) or info (unknown). */
+static enum ev_type txn(struct iod_api_client *c, const char *name, int64_t v)
+{
+	char body[256];
+	struct iod_api_response rs = {0};
+	struct iod_err e = {0};
+	snprintf(body, sizeof(body),
+	         "{\"ops\":[{\"op\":\"put\",\"kind\":\"config\",\"name\":\"%s\",\"value\":{\"v\":"
+	         "%lld}}]}",
+	         name, (long long)v);
+	int rc =
+	    iod_api_request(c, "POST", "/v1/txn", "application/json", body, strlen(body), &rs, &e);
+	enum ev_type t;
+	if (rc == -EINPROGRESS)
+		t = EV_INFO; /* sent, never answered */
+	else if (rc)
+		t = EV_FAIL; /* never reached a leader: -ENOTCONN, -EHOSTUNREACH */
+	else if (rs.status == 200)
+		t = EV_OK;
+	else if (rs.status >= 400 && rs.status < 500)
+		t = EV_FAIL;
+	else
+		t = EV_INFO; /* 504 outcome_unknown and any other 5xx */
+	iod_api_response_free(&rs);
+	return t;
+}
+
+/* Read the register: ok with the value in has and v, or fail. */
+static enum ev_type reg_read(struct client *cl, bool *has, int64_t *v)
+{
+	struct run *r = cl->r;
+	char path[160];
+	struct iod_api_response rs = {0};
+	struct iod_err e = {0};
+	snprintf(path, sizeof(path), "/v1/config/%s%s", r->reg_name,
+	         r->broken ? "" : "?consistent=1");
+	int rc = iod_api_request(r->broken ? &cl->rd : &cl->w, "GET", path, NULL, NULL, 0, &rs, &e);
+	enum ev_type t = EV_FAIL;
+	*has = false;
+	if (!rc && rs.status == 404) {
+		t = EV_OK;
+	} else if (!rc && rs.status == 200) {
+		json_t *val = json_object_get(json_object_get(rs.json, "value"), "v");
+		if (json_is_integer(val)) {
+			*has = true;
+			*v = json_integer_value(val);
+			t = EV_OK;
+		}
+	}
+	iod_api_response_free(&rs);
+	return t;
+}
+
+/* Read the set: ok with the values, or fail. */
+static enum ev_type set_read(struct run *r, struct iod_api_client *c, int64_t **out, uint32_t *n)
+{
+	struct iod_api_response rs = {0};
+	struct iod_err e = {0};
+	size_t pl = strlen(r->set_prefix), i;
+	json_t *it;
+	*out = NULL;
+	*n = 0;
+	int rc = iod_api_request(c, "GET", "/v1/configs?consistent=1", NULL, NULL, 0, &rs, &e);
+	if (rc || rs.status != 200 || !json_is_array(json_object_get(rs.json, "items"))) {
+		iod_api_response_free(&rs);
+		return EV_FAIL;
+	}
+	json_t *items = json_object_get(rs.json, "items");
+	int64_t *v = calloc(json_array_size(items) + 1, sizeof(*v));
+	if (!v) {
+		iod_api_response_free(&rs);
+		return EV_FAIL;
+	}
+	json_array_foreach(items, i, it)
+	{
+		const char *name = NULL;
+		json_t *x = json_object_get(json_object_get(it, "value"), "v");
+		if (!iod_json_get_str(it, "name", &name) && !strncmp(name, r->set_prefix, pl) &&
+		    json_is_integer(x))
+			v[(*n)++] = json_integer_value(x);
+	}
+	iod_api_response_free(&rs);
+	*out = v;
+	return EV_OK;
+}
+
+static void *client_main(void *arg)
+{
+	struct client *cl = arg;
+	struct run *r = cl->r;
+	struct iod_rng rng;
+	uint64_t gap_ns = r->cfg->rate ? IOD_NS_PER_S * r->cfg->clients / r->cfg->rate : 0;
+	int64_t seq = 0;
+	iod_rng_seed(&rng, r->cfg->seed * 1000003u + cl->id);
+	while (!atomic_load(&r->stop)) {
+		uint64_t t_start = now_ns();
+		struct ev in = {.client = cl->id, .type = EV_INVOKE}, out;
+		if (r->cfg->workload == IOD_CHAOS_WL_REGISTER) {
+			bool write = iod_rng_below(&rng, 2) == 0;
+			if (write) {
+				int64_t v = (int64_t)(cl->id + 1) * 1000000 + ++seq;
+				in.f = IOD_CHAOS_WRITE;
+				in.has_value = true;
+				in.value = v;
+				record(r, &in);
+				out = in;
+				out.type = (uint8_t)txn(&cl->w, r->reg_name, v);
+				record(r, &out);
+			} else {
+				in.f = IOD_CHAOS_READ;
+				record(r, &in);
+				out = in;
+				out.type = (uint8_t)reg_read(cl, &out.has_value, &out.value);
+				record(r, &out);
+			}
+		} else {
+			char name[IOD_NAME_MAX];
+			int64_t v = (int64_t)(cl->id + 1) * 1000000 + ++seq;
+			snprintf(name, sizeof(name), "%s%lld", r->set_prefix, (long long)v);
+			in.f = IOD_CHAOS_ADD;
+			in.has_value = true;
+			in.value = v;
+			record(r, &in);
+			out = in;
+			out.type = (uint8_t)txn(&cl->w, name, v);
+			record(r, &out);
+		}
+		uint64_t spent = now_ns() - t_start;
+		if (gap_ns > spent) {
+			/* jitter the pace so clients do not march in step */
+			uint64_t wait = gap_ns - spent;
+			wait = wait / 2 + iod_rng_below(&rng, wait + 1);
+			struct timespec ts = {(time_t)(wait / IOD_NS_PER_S),
+			                      (long)(wait % IOD_NS_PER_S)};
+			nanosleep(&ts, NULL);
+		}
+	}
+	return NULL;
+}
+
+static void sleep_until(struct run *r, uint64_t t_ns)
+{
+	for (;;) {
+		uint64_t n = now_ns();
+		if (n >= t_ns)
+			return;
+		uint64_t d = t_ns - n > 20 * IOD_NS_PER_MS ? 20 * IOD_NS_PER_MS : t_ns - n;
+		struct timespec ts = {0, (long)d};
+		nanosleep(&ts, NULL);
+		(void)r;
+	}
+}
+
+/* The leader's index (server-N is index N-1) or IOD_CHAOS_NONE. */
+uint32_t iod_chaos_leader(struct iod_chaos_cluster *c)
+{
+	struct iod_api_client cl;
+	struct iod_api_response rs = {0};
+	struct iod_err e = {0};
+	uint64_t id = 0;
+	uint32_t out = IOD_CHAOS_NONE;
+	if (iod_api_client_init_config(&cl, c->apis, &e))
+		return out;
+	cl.timeout_ms = 500;
+	cl.retry_ms = 1000;
+	for (uint32_t i = 0; i < c->nservers && out == IOD_CHAOS_NONE; i++) {
+		cl.cur = i;
+		iod_http_conn_close(&cl.conn);
+		if (!iod_api_http_once(&cl.conn, cl.servers[i], "GET", "/v1/status", NULL, NULL, 0,
+		                       500, &rs, &e) &&
+		    rs.status == 200 && !iod_json_get_u64(rs.json, "leader", &id) && id >= 1 &&
+		    id <= c->nservers)
+			out = (uint32_t)id - 1;
+		iod_api_response_free(&rs);
+	}
+	iod_api_client_close(&cl);
+	return out;
+}
+
+static int64_t fault_id_counter;
+
+void iod_chaos_fault_id(char *buf, size_t len, uint64_t seed)
+{
+	uint64_t x = iod_hash_bytes(&seed, sizeof(seed),
+	                            iod_time_unix_ns() ^ ((uint64_t)getpid() << 32) ^
+	                                (uint64_t)++fault_id_counter);
+	snprintf(buf, len, "c%012llx", (unsigned long long)(x & 0xffffffffffffull));
+}
+
+/* One fault of the nemesis; 0 and f filled, or an error (logged, skipped). */
+static int nemesis_fault(struct run *r, enum iod_chaos_action act, struct iod_rng *rng,
+                         uint64_t hold_ms, struct iod_chaos_fault *f, struct iod_err *e)
+{
+	struct iod_chaos_cluster *c = r->c;
+	int rc = iod_chaos_cluster_load(c->dir, c, e);
+	if (rc)
+		return rc;
+	memset(f, 0, sizeof(*f));
+	iod_chaos_fault_id(f->id, sizeof(f->id), iod_rng_next(rng));
+	f->action = act;
+	f->start_ms = iod_chaos_now_ms();
+	f->deadline_ms = f->start_ms + hold_ms;
+	uint32_t leader = iod_chaos_leader(c);
+	if (act == IOD_CHAOS_ACT_PARTITION) {
+		static const enum iod_chaos_shape shapes[] = {
+		    IOD_CHAOS_SHAPE_ONE, IOD_CHAOS_SHAPE_MAJORITY, IOD_CHAOS_SHAPE_PRIMARIES};
+		f->shape = shapes[iod_rng_below(rng, 3)];
+		if (f->shape == IOD_CHAOS_SHAPE_PRIMARIES && leader == IOD_CHAOS_NONE)
+			f->shape = IOD_CHAOS_SHAPE_ONE;
+		f->n = c->nservers;
+		memcpy(f->m, c->servers, c->nservers * sizeof(f->m[0]));
+		if ((rc = iod_chaos_shape_grudge(f->shape, f->n, leader, iod_rng_next(rng),
+		                                 IOD_CHAOS_DIR_BOTH, &f->g, e)))
+			return rc;
+	} else {
+		/* the leader half the time: that is where recovery is slowest */
+		uint32_t k = leader != IOD_CHAOS_NONE && iod_rng_below(rng, 2)
+		                 ? leader
+		                 : (uint32_t)iod_rng_below(rng, c->nservers);
+		f->n = 1;
+		f->m[0] = c->servers[k];
+		if (act == IOD_CHAOS_ACT_KILL) {
+			f->signal = 9;
+			f->restart = true;
+		}
+	}
+	return iod_chaos_fault_apply(c, f, e);
+}
+
+/* The candidates of a plan step's selector, among running processes. */
+static uint32_t candidates(struct iod_chaos_cluster *c, const char *sel, uint32_t leader,
+                           struct iod_chaos_member *out)
+{
+	uint32_t n = 0;
+	if (!strcmp(sel, "servers") || !strcmp(sel, "nodes")) {
+		bool srv = sel[0] == 's';
+		const struct iod_chaos_member *g = srv ? c->servers : c->nodes;
+		for (uint32_t i = 0; i < (srv ? c->nservers : c->nnodes); i++)
+			if (g[i].pid > 0)
+				out[n++] = g[i];
+		return n;
+	}
+	if (!strcmp(sel, "leader")) {
+		if (leader != IOD_CHAOS_NONE && c->servers[leader].pid > 0)
+			out[n++] = c->servers[leader];
+		return n;
+	}
+	struct iod_chaos_target t[IOD_CHAOS_MEMBERS_MAX];
+	struct iod_err e = {0};
+	int k = iod_chaos_target_list_parse(sel, t, IOD_CHAOS_MEMBERS_MAX, &e);
+	for (int i = 0; i < k; i++) {
+		const struct iod_chaos_member *g =
+		    t[i].kind == IOD_CHAOS_SERVER ? c->servers : c->nodes;
+		uint32_t gn = t[i].kind == IOD_CHAOS_SERVER ? c->nservers : c->nnodes;
+		if (t[i].kind != IOD_CHAOS_REPLICA && t[i].index >= 1 && t[i].index <= gn &&
+		    g[t[i].index - 1].pid > 0)
+			out[n++] = g[t[i].index - 1];
+	}
+	return n;
+}
+
+/* One fault of a plan step: its selector, mode and value pick the targets. */
+static int plan_fault(struct run *r, const struct iod_chaos_step *s, struct iod_rng *rng,
+                      struct iod_chaos_fault *f, struct iod_err *e)
+{
+	struct iod_chaos_cluster *c = r->c;
+	struct iod_chaos_member *cand = calloc(IOD_CHAOS_MEMBERS_MAX, sizeof(*cand));
+	bool pick[IOD_CHAOS_MEMBERS_MAX] = {0};
+	int rc = cand ? iod_chaos_cluster_load(c->dir, c, e) : -ENOMEM;
+	if (rc) {
+		free(cand);
+		return rc;
+	}
+	memset(f, 0, sizeof(*f));
+	iod_chaos_fault_id(f->id, sizeof(f->id), iod_rng_next(rng));
+	f->action = s->action;
+	f->start_ms = iod_chaos_now_ms();
+	f->deadline_ms = f->start_ms + s->duration_ms;
+	uint32_t n = candidates(c, s->selector, iod_chaos_leader(c), cand);
+	if (!n) {
+		free(cand);
+		return iod_err_set(e, -ESRCH, "selector %s matches no running process",
+		                   s->selector);
+	}
+	iod_chaos_plan_pick(s, n, iod_rng_next(rng), pick);
+	if (s->action == IOD_CHAOS_ACT_PARTITION) {
+		bool a[IOD_CHAOS_MEMBERS_MAX] = {0}, b[IOD_CHAOS_MEMBERS_MAX] = {0};
+		for (uint32_t i = 0; i < n; i++)
+			if (pick[i]) {
+				a[f->n] = true;
+				f->m[f->n++] = cand[i];
+			}
+		for (uint32_t i = 0; i < c->nservers; i++) {
+			bool in_a = false;
+			for (uint32_t k = 0; k < f->n; k++)
+				in_a |= !strcmp(f->m[k].name, c->servers[i].name);
+			if (!in_a && c->servers[i].pid > 0 && f->n < IOD_CHAOS_MEMBERS_MAX) {
+				b[f->n] = true;
+				f->m[f->n++] = c->servers[i];
+			}
+		}
+		f->shape = IOD_CHAOS_SHAPE_EXPLICIT;
+		f->dir = s->dir;
+		rc = iod_chaos_groups_grudge(f->n, a, b, s->dir, &f->g, e);
+	} else {
+		for (uint32_t i = 0; i < n; i++)
+			if (pick[i])
+				f->m[f->n++] = cand[i];
+		f->signal = 9;
+		f->restart = s->action == IOD_CHAOS_ACT_KILL;
+		f->percent = s->percent;
+	}
+	free(cand);
+	return rc ? rc : iod_chaos_fault_apply(c, f, e);
+}
+
+static void heal_now(struct run *r, const struct iod_chaos_fault *f)
+{
+	struct iod_err e = {0};
+	int hl = iod_chaos_heal_lock(r->c->chaos_dir);
+	char path[IOD_PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/%s.json", r->c->chaos_dir, f->id);
+	if (!access(path, F_OK) && iod_chaos_fault_heal(r->c->chaos_dir, f, &e))
+		fprintf(stderr, "iod chaos run: heal %s: %s\n", f->id, e.msg);
+	if (hl >= 0)
+		close(hl);
+}
+
+static void history_write(struct run *r, struct iod_buf *b)
+{
+	static const char *const types[] = {"invoke", "ok", "fail", "info"};
+	static const char *const fs[] = {"read", "write", "add"};
+	for (uint32_t i = 0; i < r->nevs; i++) {
+		const struct ev *e = &r->evs[i];
+		iod_buf_printf(b,
+		               "{\"client\":%u,\"type\":\"%s\",\"f\":\"%s\",\"value\":", e->client,
+		               types[e->type], fs[e->f]);
+		if (e->set || (e->f == IOD_CHAOS_READ && e->type == EV_OK &&
+		               r->cfg->workload == IOD_CHAOS_WL_SET)) {
+			iod_buf_printf(b, "[");
+			for (uint32_t k = 0; k < e->set_n; k++)
+				iod_buf_printf(b, "%s%lld", k ? "," : "", (long long)e->set[k]);
+			iod_buf_printf(b, "]");
+		} else if (e->has_value) {
+			iod_buf_printf(b, "%lld", (long long)e->value);
+		} else {
+			iod_buf_printf(b, "null");
+		}
+		iod_buf_printf(b, ",\"time_us\":%llu}\n",
+		               (unsigned long long)((e->t_ns - r->t0_ns) / IOD_NS_PER_US));
+	}
+}
+
+/* Recovery of each fault: heal -> the first write acknowledged after it. */
+static void recovery(struct run *r, struct iod_chaos_run_report *rep)
+{
+	for (uint32_t k = 0; k < rep->nfaults; k++) {
+		struct iod_chaos_run_fault *f = &rep->faults[k];
+		f->recovery_ms = UINT64_MAX;
+		for (uint32_t i = 0; i < r->nevs; i++) {
+			const struct ev *e = &r->evs[i];
+			if (e->type != EV_OK || e->f == IOD_CHAOS_READ || e->t_ns < f->heal_ns)
+				continue;
+			f->recovery_ms = (e->t_ns - f->heal_ns) / IOD_NS_PER_MS;
+			break;
+		}
+		/* outage: the longest gap between acknowledged writes from the
+		 * fault's start to its recovery (the start counts as one) */
+		uint64_t last = f->start_ns, worst = 0;
+		uint64_t until = f->recovery_ms == UINT64_MAX
+		                     ? UINT64_MAX
+		                     : f->heal_ns + f->recovery_ms * IOD_NS_PER_MS;
+		for (uint32_t i = 0; i < r->nevs; i++) {
+			const struct ev *e = &r->evs[i];
+			if (e->type != EV_OK || e->f == IOD_CHAOS_READ || e->t_ns < f->start_ns)
+				continue;
+			if (e->t_ns > until)
+				break;
+			if (e->t_ns - last > worst)
+				worst = e->t_ns - last;
+			last = e->t_ns;
+		}
+		f->outage_ms = worst / IOD_NS_PER_MS;
+	}
+}
+
+int iod_chaos_run(struct iod_chaos_cluster *c, const struct iod_chaos_run_cfg *cfg,
+                  struct iod_chaos_run_report *rep, struct iod_err *e)
+{
+	struct run r;
+	struct client *cl = calloc(cfg->clients, sizeof(*cl));
+	int rc = 0;
+	memset(&r, 0, sizeof(r));
+	memset(rep, 0, sizeof(*rep));
+	if (!cl)
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	r.cfg = cfg;
+	r.c = c;
+	pthread_mutex_init(&r.mu, NULL);
+	const char *b = getenv("IOD_TEST_BROKEN_READS");
+	r.broken = b && !strcmp(b, "1");
+	char rid[IOD_CHAOS_ID_MAX];
+	iod_chaos_fault_id(rid, sizeof(rid), cfg->seed);
+	snprintf(r.reg_name, sizeof(r.reg_name), "chaos-%s-register", rid);
+	snprintf(r.set_prefix, sizeof(r.set_prefix), "chaos-%s-set-", rid);
+	snprintf(rep->key, sizeof(rep->key), "%s",
+	         cfg->workload == IOD_CHAOS_WL_REGISTER ? r.reg_name : r.set_prefix);
+	uint32_t started = 0;
+	for (uint32_t i = 0; i < cfg->clients; i++) {
+		cl[i].r = &r;
+		cl[i].id = i;
+		if ((rc = iod_api_client_init_config(&cl[i].w, c->apis, e)))
+			break;
+		cl[i].w.timeout_ms = cfg->op_timeout_ms;
+		cl[i].w.retry_ms = cfg->op_timeout_ms;
+		cl[i].w.retry_sleep_ms = 20;
+		cl[i].w.cur = i % cl[i].w.servers_n;
+		if (r.broken) {
+			/* pinned: a GET without a fence is answered by whoever gets it */
+			char one[IOD_ADDR_MAX];
+			snprintf(one, sizeof(one), "%s", cl[i].w.servers[i % cl[i].w.servers_n]);
+			if ((rc = iod_api_client_init_config(&cl[i].rd, one, e)))
+				break;
+			cl[i].rd.timeout_ms = cfg->op_timeout_ms;
+			cl[i].rd.retry_ms = cfg->op_timeout_ms;
+		}
+	}
+	r.t0_ns = now_ns();
+	for (uint32_t i = 0; !rc && i < cfg->clients; i++) {
+		if (pthread_create(&cl[i].th, NULL, client_main, &cl[i])) {
+			rc = iod_err_set(e, -EAGAIN, "cannot start client thread %u", i);
+			break;
+		}
+		started++;
+	}
+	/* the nemesis: a fault for fault_ms, then as long again to recover */
+	struct iod_rng rng;
+	iod_rng_seed(&rng, cfg->seed);
+	uint64_t end_ns = r.t0_ns + cfg->duration_ms * IOD_NS_PER_MS;
+	uint64_t t = r.t0_ns + cfg->warmup_ms * IOD_NS_PER_MS;
+	uint32_t turn = 0;
+	const struct iod_chaos_plan *plan = cfg->plan;
+	for (;;) {
+		const struct iod_chaos_step *step = NULL;
+		/* a nemesis fault is followed by as long a quiet time */
+		uint64_t hold_ms = cfg->fault_ms, quiet_ms = hold_ms;
+		if (plan) {
+			step = &plan->steps[plan->random ? iod_rng_below(&rng, plan->nsteps)
+			                                 : turn % plan->nsteps];
+			hold_ms = step->duration_ms;
+			quiet_ms = plan->interval_ms;
+		}
+		if (rc || (!cfg->nemesis && !plan) ||
+		    t + (hold_ms + 1000) * IOD_NS_PER_MS > end_ns ||
+		    rep->nfaults >= IOD_CHAOS_RUN_FAULTS_MAX)
+			break;
+		sleep_until(&r, t);
+		enum iod_chaos_action kinds[4], act;
+		uint32_t nk = 0;
+		if (cfg->nemesis & IOD_CHAOS_NEM_PARTITION)
+			kinds[nk++] = IOD_CHAOS_ACT_PARTITION;
+		if (cfg->nemesis & IOD_CHAOS_NEM_KILL)
+			kinds[nk++] = IOD_CHAOS_ACT_KILL;
+		if (cfg->nemesis & IOD_CHAOS_NEM_PAUSE)
+			kinds[nk++] = IOD_CHAOS_ACT_PAUSE;
+		act = step ? step->action : kinds[turn % nk];
+		turn++;
+		struct iod_chaos_fault *f = calloc(1, sizeof(*f));
+		struct iod_err fe = {0};
+		if (!f)
+			break;
+		uint64_t t_apply = now_ns();
+		if (step ? plan_fault(&r, step, &rng, f, &fe)
+		         : nemesis_fault(&r, act, &rng, hold_ms, f, &fe)) {
+			fprintf(stderr, "iod chaos run: %s fault skipped: %s\n",
+			        iod_chaos_action_name(act), fe.msg);
+			free(f);
+			t += hold_ms * IOD_NS_PER_MS;
+			continue;
+		}
+		struct iod_chaos_run_fault *rf = &rep->faults[rep->nfaults++];
+		snprintf(rf->id, sizeof(rf->id), "%s", f->id);
+		snprintf(rf->desc, sizeof(rf->desc), "%s", f->desc);
+		rf->action = act;
+		rf->start_ms = (t_apply - r.t0_ns) / IOD_NS_PER_MS;
+		rf->start_ns = t_apply;
+		sleep_until(&r, t_apply + hold_ms * IOD_NS_PER_MS);
+		rf->heal_ns = now_ns();
+		heal_now(&r, f);
+		rf->heal_ms = (rf->heal_ns - r.t0_ns) / IOD_NS_PER_MS;
+		free(f);
+		t = rf->heal_ns + quiet_ms * IOD_NS_PER_MS;
+	}
+	sleep_until(&r, end_ns);
+	atomic_store(&r.stop, true);
+	for (uint32_t i = 0; i < started; i++)
+		pthread_join(cl[i].th, NULL);
+	if (!rc && cfg->workload == IOD_CHAOS_WL_SET) {
+		/* the final read, once the cluster is whole again */
+		struct ev in = {.client = cfg->clients, .type = EV_INVOKE, .f = IOD_CHAOS_READ},
+		          out;
+		uint64_t give_up = now_ns() + cfg->final_read_ms * IOD_NS_PER_MS;
+		out = in;
+		do {
+			record(&r, &in);
+			out.type = (uint8_t)set_read(&r, &cl[0].w, &out.set, &out.set_n);
+			record(&r, &out);
+			if (out.type == EV_OK)
+				break;
+			usleep(200000);
+		} while (now_ns() < give_up);
+	}
+	for (uint32_t i = 0; i < cfg->clients; i++) {
+		iod_api_client_close(&cl[i].w);
+		iod_api_client_close(&cl[i].rd);
+	}
+	free(cl);
+	if (rc)
+		goto out;
+	if (r.oom) {
+		rc = iod_err_set(e, -ENOMEM, "out of memory recording the history");
+		goto out;
+	}
+	/* counts */
+	for (uint32_t i = 0; i < r.nevs; i++) {
+		const struct ev *x = &r.evs[i];
+		if (x->type == EV_INVOKE)
+			rep->attempted++;
+		else if (x->type == EV_OK)
+			rep->ok++;
+		else if (x->type == EV_FAIL)
+			rep->failed++;
+		else
+			rep->info++;
+		if (x->type == EV_OK && x->f != IOD_CHAOS_READ)
+			rep->acked_writes++;
+	}
+	recovery(&r, rep);
+	/* the history as a user would feed it to `iod chaos check` */
+	iod_buf_init(&rep->history);
+	history_write(&r, &rep->history);
+out:
+	for (uint32_t i = 0; i < r.nevs; i++)
+		free(r.evs[i].set);
+	free(r.evs);
+	pthread_mutex_destroy(&r.mu);
+	return rc;
+}
