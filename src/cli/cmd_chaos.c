@@ -63,7 +63,7 @@ static void usage(FILE *f)
 	    "for a register, no lost or phantom element for a set) and a report printed:\n"
 	    "operations ok/failed/indeterminate, anomalies, recovery per fault (heal ->\n"
 	    "first acknowledged write, and outage: the longest time without one).\n"
-	    "A plan (docs/chaos.md, examples/chaos-plan.yaml) lists faults in Chaos Mesh's\n"
+	    "A plan (docs/chaos.md, examples/chaos/plan.yaml) lists faults in Chaos Mesh's\n"
 	    "fields (action, mode: one|all|fixed|fixed-percent|random-max-percent, value,\n"
 	    "selector, direction, duration, percent), run in sequence or drawn at random\n"
 	    "from the seed (schedule: sequence|random).\n"
