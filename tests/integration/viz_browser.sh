@@ -12,6 +12,8 @@
 #      listed the cluster once and followed the watch), and appears in the
 #      events feed; a screenshot goes to the artifacts directory
 #      ($IOD_ARTIFACTS, default BUILD/artifacts);
+#   docs/observability.md names every metric family the servers and the
+#   agents serve;
 #   3. the view's server refuses path traversal and unknown paths, and
 #      bounds its SSE streams (503 past IOD_VIZ_SSE_CLIENTS_MAX).
 # Prints one RESULT line per check; the browser part skips without Chromium.
@@ -108,6 +110,18 @@ if [ $r1 = 2 ] && echo "$o1" | grep -q 'did you mean net-topology' && [ $r2 = 2 
 	ok "viz_bad_input"
 else
 	bad "viz_bad_input ($r1 $o1 / $r2 $o2 / $r3 $o3)"
+fi
+
+# docs/observability.md names every metric family the servers and agents serve
+fams=$(for a in "$API" "127.0.0.1:$((BASE + 1000))" "127.0.0.1:$((BASE + 1001))"; do
+	curl -sf "http://$a/metrics"; done | sed -n 's/^# TYPE \([A-Za-z_:][A-Za-z0-9_:]*\) .*/\1/p' | sort -u)
+DOC="$(dirname "$0")/../../docs/observability.md"
+undoc=""
+for f in $fams; do grep -q "\b$f\b" "$DOC" || undoc="$undoc $f"; done
+if [ -n "$fams" ] && [ -z "$undoc" ]; then
+	ok "viz_metrics_documented ($(echo "$fams" | wc -l) families, each named in docs/observability.md)"
+else
+	bad "viz_metrics_documented (not in docs/observability.md:${undoc:- no families scraped})"
 fi
 
 # 3 first (no browser needed): the server's bounds
