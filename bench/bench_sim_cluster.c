@@ -26,21 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void timers(struct iod_simc_timers *t)
-{
-	struct iod_agent_config *ac = calloc(1, sizeof(*ac));
-	struct iod_server_config *sc = calloc(1, sizeof(*sc));
-	struct iod_agent_rec_config rc;
-	IOD_ASSERT(ac && sc);
-	iod_agent_config_default(ac);
-	iod_server_config_default(sc);
-	iod_agent_rec_config_default(&rc);
-	iod_simc_timers_iod(t, ac->lease_ttl_ms, sc->lease_check_ms, sc->heartbeat_timeout_ms,
-	                    ac->stateful_grace_ms, rc.backoff_base_ns, rc.backoff_max_ns);
-	free(ac);
-	free(sc);
-}
-
 static int compare(void)
 {
 	struct iod_simc_scenario *sc = calloc(1, sizeof(*sc));
@@ -51,7 +36,7 @@ static int compare(void)
 	uint64_t events = 0;
 	IOD_ASSERT(sc && r);
 	iod_simc_config_default(&sc->cfg);
-	timers(&sc->cfg.timers);
+	iod_simc_timers_production(&sc->cfg.timers);
 	sc->seeds = 1;
 	iod_buf_init(&b);
 	if (iod_buf_read_file(&b, file, 1 << 20, &e) ||
@@ -135,7 +120,7 @@ int main(int argc, char **argv)
 	}
 
 	iod_simc_config_default(c);
-	timers(&c->timers);
+	iod_simc_timers_production(&c->timers);
 	c->nodes = 16;
 	snprintf(c->node_model, sizeof(c->node_model), "hgx-a100-8");
 	c->gpus_per_node = 0;
@@ -148,7 +133,7 @@ int main(int argc, char **argv)
 	}
 
 	iod_simc_config_default(c);
-	timers(&c->timers);
+	iod_simc_timers_production(&c->timers);
 	c->nodes = 1024;
 	snprintf(c->node_model, sizeof(c->node_model), "hgx-a100-8");
 	c->gpus_per_node = 0;

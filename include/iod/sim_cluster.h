@@ -262,6 +262,9 @@ void iod_simc_config_default(struct iod_simc_config *c);
 void iod_simc_timers_iod(struct iod_simc_timers *t, uint64_t lease_ttl_ms, uint64_t lease_check_ms,
                          uint64_t heartbeat_ms, uint64_t stateful_grace_ms,
                          uint64_t restart_base_ns, uint64_t restart_max_ns);
+/* iod_simc_timers_iod from the production configuration defaults (the
+ * shell: src/sim/defaults.c). */
+void iod_simc_timers_production(struct iod_simc_timers *t);
 /* Kubernetes' documented defaults (docs/simulation.md cites each). */
 void iod_simc_timers_k8s(struct iod_simc_timers *t);
 

@@ -77,22 +77,6 @@ static double wall_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* iod's timers, from the production defaults. */
-static void iod_timers(struct iod_simc_timers *t)
-{
-	struct iod_agent_config *ac = calloc(1, sizeof(*ac));
-	struct iod_server_config *sc = calloc(1, sizeof(*sc));
-	struct iod_agent_rec_config rc;
-	IOD_ASSERT(ac && sc);
-	iod_agent_config_default(ac);
-	iod_server_config_default(sc);
-	iod_agent_rec_config_default(&rc);
-	iod_simc_timers_iod(t, ac->lease_ttl_ms, sc->lease_check_ms, sc->heartbeat_timeout_ms,
-	                    ac->stateful_grace_ms, rc.backoff_base_ns, rc.backoff_max_ns);
-	free(ac);
-	free(sc);
-}
-
 struct progress {
 	bool on;          /* print it */
 	const char *what; /* "iod seed 1" */
@@ -409,7 +393,7 @@ static int selftest(enum iod_output out)
 	}
 	/* V3: ResNet-50, 8x A100 AMP, one HGX A100 node, calibrated from 1 GPU */
 	iod_simc_config_default(c);
-	iod_timers(&c->timers);
+	iod_simc_timers_production(&c->timers);
 	c->nodes = 1;
 	snprintf(c->node_model, sizeof(c->node_model), "hgx-a100-8");
 	c->gpus_per_node = 8;
@@ -434,7 +418,7 @@ static int selftest(enum iod_output out)
 	}
 	/* V7: same seed, same hash; another seed, another hash (4 x 4, a fault) */
 	iod_simc_config_default(c);
-	iod_timers(&c->timers);
+	iod_simc_timers_production(&c->timers);
 	c->job.steps = 300;
 	c->job.epochs = 0;
 	c->job.gpus = 12;
@@ -608,7 +592,7 @@ static int compare(int argc, char **argv)
 	struct iod_simc_scenario *sc = calloc(1, sizeof(*sc));
 	IOD_ASSERT(sc);
 	iod_simc_config_default(&sc->cfg);
-	iod_timers(&sc->cfg.timers);
+	iod_simc_timers_production(&sc->cfg.timers);
 	sc->seeds = 1;
 	if (read_file(file, &b, &e) || iod_simc_scenario_parse_yaml(sc, b.data, b.len, file, &e)) {
 		iod_buf_free(&b);
@@ -708,7 +692,7 @@ int cmd_sim_cluster(int argc, char **argv)
 	uint32_t nfails = 0;
 	IOD_ASSERT(c && r);
 	iod_simc_config_default(c);
-	iod_timers(&c->timers);
+	iod_simc_timers_production(&c->timers);
 	c->gpus_per_node = 0;
 
 #define BAD(...)                                                           \
