@@ -166,16 +166,15 @@ void sched_unbind(struct iod_sched_cluster *c, uint32_t id)
 	c->free_ids[c->free_n++] = id;
 }
 
-int iod_sched_adopt(struct iod_sched_cluster *c, const struct iod_sched_request *r,
-                    const struct iod_sched_existing *x, uint32_t *replica, struct iod_err *e)
+/* adopt_check: can replica X of R sit where it already runs? Every resource it names is free
+ * and exists. Nothing is taken. */
+static int adopt_check(const struct iod_sched_cluster *c, const struct iod_sched_request *r,
+                       const struct iod_sched_existing *x, struct iod_err *e)
 {
-	int rc = sched_request_check(r, e);
-	if (rc)
-		return rc;
 	if (x->node >= c->nodes_n)
 		return iod_err_set(e, -ENOENT, "%s-%u: no node %u", r->service, x->ordinal,
 		                   x->node);
-	struct node *n = &c->nodes[x->node];
+	const struct node *n = &c->nodes[x->node];
 	const struct shape *sh = &c->shapes[n->shape];
 	char buf[128];
 	if ((x->gpu_mask & n->gpu_free) != x->gpu_mask) {
@@ -207,15 +206,15 @@ int iod_sched_adopt(struct iod_sched_cluster *c, const struct iod_sched_request 
 	if ((x->mem_numa >= 0 ? n->numa_mem_free[x->mem_numa] : mem_in(n, sh, all)) < r->mem_bytes)
 		return iod_err_set(e, -EBUSY, "%s-%u: not enough free memory on %s", r->service,
 		                   x->ordinal, n->name);
-	uint32_t svc;
-	rc = sched_service_get(c, r, &svc);
-	if (rc)
-		return iod_err_set(e, rc, "service %s: too many services", r->service);
-	uint32_t id;
-	rc = replica_alloc(c, &id);
-	if (rc)
-		return iod_err_set(e, rc, "the scheduler's replica table is full (%u)",
-		                   c->replicas_max);
+	return 0;
+}
+
+/* adopt_take: record replica ID of service SVC on the resources X names (adopt_check passed). */
+static void adopt_take(struct iod_sched_cluster *c, const struct iod_sched_request *r,
+                       const struct iod_sched_existing *x, uint32_t svc, uint32_t id)
+{
+	struct node *n = &c->nodes[x->node];
+	const struct shape *sh = &c->shapes[n->shape];
 	struct replica *rep = &c->replicas[id];
 	memset(rep, 0, sizeof(*rep));
 	rep->live = true;
@@ -254,6 +253,26 @@ int iod_sched_adopt(struct iod_sched_cluster *c, const struct iod_sched_request 
 		c->services[svc].next_ordinal = x->ordinal + 1;
 	c->cache[x->node].gen = 0;
 	c->version++;
+}
+
+int iod_sched_adopt(struct iod_sched_cluster *c, const struct iod_sched_request *r,
+                    const struct iod_sched_existing *x, uint32_t *replica, struct iod_err *e)
+{
+	int rc = sched_request_check(r, e);
+	if (!rc)
+		rc = adopt_check(c, r, x, e);
+	if (rc)
+		return rc;
+	uint32_t svc;
+	rc = sched_service_get(c, r, &svc);
+	if (rc)
+		return iod_err_set(e, rc, "service %s: too many services", r->service);
+	uint32_t id;
+	rc = replica_alloc(c, &id);
+	if (rc)
+		return iod_err_set(e, rc, "the scheduler's replica table is full (%u)",
+		                   c->replicas_max);
+	adopt_take(c, r, x, svc, id);
 	*replica = id;
 	return 0;
 }

@@ -117,77 +117,94 @@ static uint32_t touching(const struct iod_sched_cluster *c, uint32_t node, uint3
 	return n;
 }
 
+/* island_list: every NVLink island of two or more GPUs that is not wholly free, into *CANDS
+ * (grown as needed); the count, or -ENOMEM. */
+static int island_list(const struct iod_sched_cluster *c, struct island_cand **cands, uint32_t *cap)
+{
+	uint32_t cn = 0;
+	for (uint32_t j = 0; j < c->nodes_n; j++) {
+		const struct node *nd = &c->nodes[j];
+		const struct shape *sh = &c->shapes[nd->shape];
+		for (uint32_t i = 0; i < sh->islands_n; i++) {
+			uint32_t isl = sh->islands[i];
+			if (__builtin_popcount(isl) < 2 || (isl & nd->gpu_free) == isl)
+				continue;
+			if (cn == *cap) {
+				uint32_t ncap = *cap ? *cap * 2 : 64;
+				struct island_cand *nc = realloc(*cands, ncap * sizeof(*nc));
+				if (!nc)
+					return -ENOMEM;
+				*cands = nc;
+				*cap = ncap;
+			}
+			struct island_cand *ic = &(*cands)[cn++];
+			ic->node = j;
+			ic->mask = isl;
+			ic->used = (uint32_t)__builtin_popcount(isl & ~nd->gpu_free);
+			ic->replicas = touching(c, j, isl, NULL, 0);
+		}
+	}
+	return (int)cn;
+}
+
+/* island_free: move every replica off island IC, or none of them (the tentative moves are
+ * undone, newest first). True when the island is now free and PLAN holds the moves. */
+static bool island_free(struct iod_sched_cluster *c, const struct island_cand *ic,
+                        uint32_t max_moves, struct iod_sched_plan *plan)
+{
+	uint32_t left = max_moves - plan->n;
+	if (ic->replicas == 0 || ic->replicas > left)
+		return false;
+	uint32_t ids[IOD_SCHED_MOVES_MAX];
+	uint32_t k = touching(c, ic->node, ic->mask, ids, IOD_SCHED_MOVES_MAX);
+	if (k > left)
+		return false;
+	/* a replica that also holds GPUs outside the island moves whole */
+	uint32_t blocked = 0, done = 0;
+	struct replica saved[IOD_SCHED_MOVES_MAX];
+	for (uint32_t i = 0; i < k; i++)
+		saved[i] = c->replicas[ids[i]];
+	for (; done < k; done++) {
+		if (!move_one(c, ids[done], UINT32_MAX, true, ic->node, ic->mask, &blocked,
+		              &plan->moves[plan->n + done]))
+			break;
+	}
+	c->nodes[ic->node].gpu_free |= blocked;
+	if (done == k) {
+		plan->n += k;
+		return true;
+	}
+	while (done-- > 0) {
+		sched_unbind(c, ids[done]);
+		replica_restore(c, ids[done], &saved[done]);
+	}
+	return false;
+}
+
+/* plan_islands: free one island at a time, the best candidate first, until none can be freed
+ * or the move budget is spent. */
 static int plan_islands(struct iod_sched_cluster *c, uint32_t max_moves,
                         struct iod_sched_plan *plan)
 {
 	struct island_cand *cands = NULL;
-	uint32_t cands_cap = 0;
+	uint32_t cap = 0;
+	int rc = 0;
 	for (;;) {
-		uint32_t cn = 0;
-		for (uint32_t j = 0; j < c->nodes_n; j++) {
-			const struct node *nd = &c->nodes[j];
-			const struct shape *sh = &c->shapes[nd->shape];
-			for (uint32_t i = 0; i < sh->islands_n; i++) {
-				uint32_t isl = sh->islands[i];
-				if (__builtin_popcount(isl) < 2 || (isl & nd->gpu_free) == isl)
-					continue;
-				if (cn == cands_cap) {
-					uint32_t cap = cands_cap ? cands_cap * 2 : 64;
-					struct island_cand *nc = realloc(cands, cap * sizeof(*nc));
-					if (!nc) {
-						free(cands);
-						return -ENOMEM;
-					}
-					cands = nc;
-					cands_cap = cap;
-				}
-				cands[cn].node = j;
-				cands[cn].mask = isl;
-				cands[cn].used = (uint32_t)__builtin_popcount(isl & ~nd->gpu_free);
-				cands[cn].replicas = touching(c, j, isl, NULL, 0);
-				cn++;
-			}
+		int cn = island_list(c, &cands, &cap);
+		if (cn < 0) {
+			rc = cn;
+			break;
 		}
 		if (cn > 1)
-			qsort(cands, cn, sizeof(*cands), island_cmp);
+			qsort(cands, (size_t)cn, sizeof(*cands), island_cmp);
 		bool progress = false;
-		for (uint32_t ci = 0; ci < cn && !progress; ci++) {
-			const struct island_cand *ic = &cands[ci];
-			uint32_t left = max_moves - plan->n;
-			if (ic->replicas == 0 || ic->replicas > left)
-				continue;
-			uint32_t ids[IOD_SCHED_MOVES_MAX];
-			uint32_t k = touching(c, ic->node, ic->mask, ids, IOD_SCHED_MOVES_MAX);
-			if (k > left)
-				continue;
-			/* a replica that also holds GPUs outside the island moves whole */
-			uint32_t blocked = 0, done = 0;
-			struct replica saved[IOD_SCHED_MOVES_MAX];
-			for (uint32_t i = 0; i < k; i++)
-				saved[i] = c->replicas[ids[i]];
-			for (; done < k; done++) {
-				if (!move_one(c, ids[done], UINT32_MAX, true, ic->node, ic->mask,
-				              &blocked, &plan->moves[plan->n + done]))
-					break;
-			}
-			if (done == k) {
-				c->nodes[ic->node].gpu_free |= blocked;
-				plan->n += k;
-				progress = true;
-				break;
-			}
-			/* undo the tentative moves of this island, newest first */
-			c->nodes[ic->node].gpu_free |= blocked;
-			while (done-- > 0) {
-				sched_unbind(c, ids[done]);
-				replica_restore(c, ids[done], &saved[done]);
-			}
-		}
+		for (int ci = 0; ci < cn && !progress; ci++)
+			progress = island_free(c, &cands[ci], max_moves, plan);
 		if (!progress || plan->n >= max_moves)
 			break;
 	}
 	free(cands);
-	return 0;
+	return rc;
 }
 
 static void plan_drain(struct iod_sched_cluster *c, uint32_t node, uint32_t max_moves,
@@ -212,6 +229,45 @@ static void plan_drain(struct iod_sched_cluster *c, uint32_t node, uint32_t max_
 	c->nodes[node].cordoned = was;
 }
 
+/* What a dry-run plan restores: the nodes, the replica table and its free list. */
+struct sched_snapshot {
+	struct node *nodes;
+	struct replica *reps;
+	uint32_t *free_ids;
+	uint32_t hw, free_n;
+};
+
+static int snapshot_take(const struct iod_sched_cluster *c, struct sched_snapshot *s)
+{
+	s->hw = c->replicas_hw;
+	s->free_n = c->free_n;
+	s->nodes = malloc(IOD_MAX(c->nodes_n, 1u) * sizeof(*s->nodes));
+	s->reps = malloc(IOD_MAX(s->hw, 1u) * sizeof(*s->reps));
+	s->free_ids = malloc(IOD_MAX(c->replicas_max, 1u) * sizeof(*s->free_ids));
+	if (!s->nodes || !s->reps || !s->free_ids) {
+		free(s->nodes);
+		free(s->reps);
+		free(s->free_ids);
+		return -ENOMEM;
+	}
+	memcpy(s->nodes, c->nodes, c->nodes_n * sizeof(*s->nodes));
+	memcpy(s->reps, c->replicas, s->hw * sizeof(*s->reps));
+	memcpy(s->free_ids, c->free_ids, s->free_n * sizeof(*s->free_ids));
+	return 0;
+}
+
+static void snapshot_restore(struct iod_sched_cluster *c, struct sched_snapshot *s)
+{
+	memcpy(c->nodes, s->nodes, c->nodes_n * sizeof(*s->nodes));
+	memcpy(c->replicas, s->reps, s->hw * sizeof(*s->reps));
+	memcpy(c->free_ids, s->free_ids, s->free_n * sizeof(*s->free_ids));
+	c->replicas_hw = s->hw;
+	c->free_n = s->free_n;
+	free(s->nodes);
+	free(s->reps);
+	free(s->free_ids);
+}
+
 int iod_sched_rebalance(struct iod_sched_cluster *c, enum iod_sched_goal goal, uint32_t drain_node,
                         uint32_t max_moves, bool apply, struct iod_sched_plan *plan,
                         struct iod_err *e)
@@ -222,24 +278,9 @@ int iod_sched_rebalance(struct iod_sched_cluster *c, enum iod_sched_goal goal, u
 		                   IOD_SCHED_MOVES_MAX, max_moves);
 	if (goal == IOD_SCHED_GOAL_DRAIN && drain_node >= c->nodes_n)
 		return iod_err_set(e, -ENOENT, "drain: no node %u", drain_node);
-	struct node *nodes_save = NULL;
-	struct replica *reps_save = NULL;
-	uint32_t *free_save = NULL;
-	uint32_t hw = c->replicas_hw, fn = c->free_n;
-	if (!apply) {
-		nodes_save = malloc(IOD_MAX(c->nodes_n, 1u) * sizeof(*nodes_save));
-		reps_save = malloc(IOD_MAX(hw, 1u) * sizeof(*reps_save));
-		free_save = malloc(IOD_MAX(c->replicas_max, 1u) * sizeof(*free_save));
-		if (!nodes_save || !reps_save || !free_save) {
-			free(nodes_save);
-			free(reps_save);
-			free(free_save);
-			return iod_err_set(e, -ENOMEM, "out of memory planning moves");
-		}
-		memcpy(nodes_save, c->nodes, c->nodes_n * sizeof(*nodes_save));
-		memcpy(reps_save, c->replicas, hw * sizeof(*reps_save));
-		memcpy(free_save, c->free_ids, fn * sizeof(*free_save));
-	}
+	struct sched_snapshot snap = {0};
+	if (!apply && snapshot_take(c, &snap))
+		return iod_err_set(e, -ENOMEM, "out of memory planning moves");
 	plan->islands_before = iod_sched_islands_free(c, 2);
 	int rc = 0;
 	uint32_t left = 0;
@@ -262,16 +303,8 @@ int iod_sched_rebalance(struct iod_sched_cluster *c, enum iod_sched_goal goal, u
 		    "free NVLink islands: %u whole before, %u after, with %u move%s (budget %u)",
 		    plan->islands_before, plan->islands_after, plan->n, plan->n == 1 ? "" : "s",
 		    max_moves);
-	if (!apply) {
-		memcpy(c->nodes, nodes_save, c->nodes_n * sizeof(*nodes_save));
-		memcpy(c->replicas, reps_save, hw * sizeof(*reps_save));
-		memcpy(c->free_ids, free_save, fn * sizeof(*free_save));
-		c->replicas_hw = hw;
-		c->free_n = fn;
-		free(nodes_save);
-		free(reps_save);
-		free(free_save);
-	}
+	if (!apply)
+		snapshot_restore(c, &snap);
 	if (rc)
 		return iod_err_set(e, rc, "out of memory planning moves");
 	return 0;
