@@ -65,6 +65,7 @@ struct iod_io_port_cfg {
 	uint32_t pool_bufs;   /* buffers (0 = 4096) */
 	uint32_t ring_blocks; /* afpacket: rx ring blocks (0 = IOD_IO_AFP_BLOCKS) */
 	uint32_t retire_ms; /* afpacket: a partly filled block's wait (0 = IOD_IO_AFP_RETIRE_MS) */
+	bool rx_recv;       /* afpacket: no ring, recvmmsg (no block retire wait: latency) */
 	uint32_t mem_capture; /* mem: transmitted frames kept for inspection (0 = none) */
 };
 

@@ -602,6 +602,9 @@ _Static_assert(IOD_UP_NODES_MAX <= 250, "a node's underlay address is 10.254.<le
 #define IOD_IO_AFP_BLOCKS 64u
 #define IOD_IO_AFP_FRAME_BYTES 2048u
 #define IOD_IO_AFP_RETIRE_MS 10u
+/* afpacket without a ring (cfg.rx_recv): frames per recvmmsg, socket buffer */
+#define IOD_IO_AFP_RECV_BURST 64u
+#define IOD_IO_AFP_RECV_RCVBUF (4 << 20)
 
 /* ---- net/ar (adaptive routing) ---------------------------------------- */
 

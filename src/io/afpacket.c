@@ -8,6 +8,13 @@
  * binds to one interface, puts it in promiscuous mode, and ignores the
  * frames it sent itself (PACKET_IGNORE_OUTGOING). It never blocks longer
  * than the caller's timeout.
+ *
+ * With cfg->rx_recv there is no ring: frames are read with recvmmsg(2)
+ * straight into pool buffers (PACKET_AUXDATA says which need their
+ * checksum finished). A ring hands over a partly filled block only when
+ * its retire timer fires (1 ms at best, a jiffy or more in practice), so a
+ * lone packet waits that long; recvmmsg sees it as it arrives. The node's
+ * virtual switch (src/agent/vswitch.c) uses it for latency.
  */
 #include "iod/io.h"
 
@@ -35,7 +42,23 @@ struct afp_port {
 	uint32_t left;             /* frames left in the current block */
 	int ifindex;               /* bound interface */
 	uint32_t blocks;           /* ring blocks */
+	bool by_recv;              /* no ring: recvmmsg */
 };
+
+static int afp_open_recv(struct iod_io_port *p, struct afp_port *a, struct iod_err *e)
+{
+	int one = 1, bytes = IOD_IO_AFP_RECV_RCVBUF;
+	a->by_recv = true;
+	if (setsockopt(a->fd, SOL_PACKET, PACKET_AUXDATA, &one, sizeof(one)))
+		return iod_err_set(e, -errno, "port %s: PACKET_AUXDATA: %s", p->name,
+		                   strerror(errno));
+	if (setsockopt(a->fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)))
+		(void)setsockopt(a->fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+	return 0;
+}
+
+static int afp_bind(struct iod_io_port *p, struct afp_port *a, const struct iod_io_port_cfg *cfg,
+                    struct iod_err *e);
 
 static int afp_open(struct iod_io_port *p, const struct iod_io_port_cfg *cfg, struct iod_err *e)
 {
@@ -57,6 +80,10 @@ static int afp_open(struct iod_io_port *p, const struct iod_io_port_cfg *cfg, st
 	if (setsockopt(a->fd, SOL_PACKET, PACKET_VERSION, &v, sizeof(v)))
 		return iod_err_set(e, -errno, "port %s: TPACKET_V3: %s", p->name, strerror(errno));
 	(void)setsockopt(a->fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one));
+	if (cfg->rx_recv) {
+		int rc = afp_open_recv(p, a, e);
+		return rc ? rc : afp_bind(p, a, cfg, e);
+	}
 	struct tpacket_req3 req = {0};
 	req.tp_block_size = IOD_IO_AFP_BLOCK_BYTES;
 	a->blocks =
@@ -77,6 +104,12 @@ static int afp_open(struct iod_io_port *p, const struct iod_io_port_cfg *cfg, st
 		return iod_err_set(e, -errno, "port %s: mmap rx ring: %s", p->name,
 		                   strerror(errno));
 	}
+	return afp_bind(p, a, cfg, e);
+}
+
+static int afp_bind(struct iod_io_port *p, struct afp_port *a, const struct iod_io_port_cfg *cfg,
+                    struct iod_err *e)
+{
 	struct sockaddr_ll sll = {0};
 	sll.sll_family = AF_PACKET;
 	sll.sll_protocol = htons(ETH_P_ALL);
@@ -96,10 +129,71 @@ static struct tpacket_block_desc *block_at(struct afp_port *a, uint32_t i)
 	return (struct tpacket_block_desc *)(a->ring + (size_t)i * IOD_IO_AFP_BLOCK_BYTES);
 }
 
+/* The received frames of one recvmmsg into pkts; frees the unused buffers. */
+static uint32_t recv_take(struct iod_io_port *p, struct mmsghdr *mh, int r, struct iod_pkt **k,
+                          uint32_t m, struct iod_pkt **pkts)
+{
+	uint32_t got = 0;
+	for (uint32_t i = 0; i < m; i++) {
+		if ((int)i >= r || (mh[i].msg_hdr.msg_flags & MSG_TRUNC)) {
+			p->stats.rx_nobuf += (int)i < r;
+			iod_io_pkt_free(k[i]);
+			continue;
+		}
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh[i].msg_hdr);
+		for (; c; c = CMSG_NXTHDR(&mh[i].msg_hdr, c)) {
+			struct tpacket_auxdata aux;
+			if (c->cmsg_level != SOL_PACKET || c->cmsg_type != PACKET_AUXDATA)
+				continue;
+			memcpy(&aux, CMSG_DATA(c), sizeof(aux));
+			if (aux.tp_status & TP_STATUS_CSUMNOTREADY)
+				(void)iod_net_csum_fill(k[i]->data, mh[i].msg_len);
+		}
+		k[i]->len = mh[i].msg_len;
+		p->stats.rx_packets++;
+		p->stats.rx_bytes += k[i]->len;
+		pkts[got++] = k[i];
+	}
+	return got;
+}
+
+static uint32_t afp_rx_recv(struct iod_io_port *p, struct afp_port *a, struct iod_pkt **pkts,
+                            uint32_t n, int timeout_ms)
+{
+	struct mmsghdr mh[IOD_IO_AFP_RECV_BURST];
+	struct iovec iov[IOD_IO_AFP_RECV_BURST];
+	union {
+		char b[CMSG_SPACE(sizeof(struct tpacket_auxdata))];
+		struct cmsghdr align;
+	} cm[IOD_IO_AFP_RECV_BURST];
+	struct iod_pkt *k[IOD_IO_AFP_RECV_BURST];
+	uint32_t m = 0;
+	n = IOD_MIN(n, IOD_IO_AFP_RECV_BURST);
+	memset(mh, 0, sizeof(mh[0]) * n);
+	for (; m < n && (k[m] = iod_io_pool_get(&p->pool)); m++) {
+		iov[m] = (struct iovec){k[m]->data, IOD_IO_FRAME_MAX};
+		mh[m].msg_hdr.msg_iov = &iov[m];
+		mh[m].msg_hdr.msg_iovlen = 1;
+		mh[m].msg_hdr.msg_control = cm[m].b;
+		mh[m].msg_hdr.msg_controllen = sizeof(cm[m].b);
+	}
+	if (!m)
+		return 0; /* no buffer: the frames wait in the socket */
+	int r = recvmmsg(a->fd, mh, m, MSG_DONTWAIT, NULL);
+	if (r <= 0 && timeout_ms) {
+		struct pollfd pfd = {a->fd, POLLIN | POLLERR, 0};
+		if (poll(&pfd, 1, timeout_ms) > 0)
+			r = recvmmsg(a->fd, mh, m, MSG_DONTWAIT, NULL);
+	}
+	return recv_take(p, mh, r, k, m, pkts);
+}
+
 static uint32_t afp_rx(struct iod_io_port *p, struct iod_pkt **pkts, uint32_t n, int timeout_ms)
 {
 	struct afp_port *a = p->priv;
 	uint32_t got = 0;
+	if (a->by_recv)
+		return afp_rx_recv(p, a, pkts, n, timeout_ms);
 	while (got < n) {
 		struct tpacket_block_desc *b = block_at(a, a->block);
 		if (!a->next) {
