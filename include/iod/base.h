@@ -114,6 +114,23 @@ uint64_t iod_clock_now_ns(void);
 /* Wall-clock Unix time in ns, for timestamps users read (shells only). */
 uint64_t iod_time_unix_ns(void);
 
+/* ---- descriptors (src/base/fd.c, shells only) ---------------------------- */
+
+struct sockaddr;
+/* One descriptor held in reserve for iod_fd_accept (/dev/null); -1 on error. */
+int iod_fd_reserve_open(void);
+/*
+ * accept4(lfd, sa, sl, flags) that does not leave a listener spinning when
+ * the process is out of descriptors: on EMFILE/ENFILE it closes *reserve,
+ * accepts and closes the oldest queued connection, reopens the reserve and
+ * returns -ECONNABORTED (count it as shed). Other failures: -errno
+ * (-EAGAIN: nothing queued). sl is a socklen_t *.
+ */
+int iod_fd_accept(int lfd, struct sockaddr *sa, unsigned int *sl, int flags, int *reserve);
+/* Raise RLIMIT_NOFILE's soft limit to its hard limit (daemons, at start);
+ * *soft_out (may be NULL) gets the limit now in force. */
+int iod_fd_limit_raise(uint64_t *soft_out);
+
 /* ---- deterministic random numbers (xoshiro256**) ------------------------ */
 
 struct iod_rng {

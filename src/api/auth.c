@@ -576,9 +576,14 @@ int iod_api_sec_cert_sign(struct iod_api_sec *s, const json_t *body,
 	rq.ttl_s = subject->kind == IOD_SEC_KIND_NODE      ? IOD_SEC_NODE_TTL_S
 	           : subject->kind == IOD_SEC_KIND_SERVICE ? IOD_SEC_SERVICE_TTL_S
 	                                                   : IOD_SEC_USER_TTL_S;
-	if (!iod_json_get_u64(body, "ttl_s", &ttl_s) && ttl_s >= IOD_SEC_CERT_TTL_MIN_S &&
-	    ttl_s < rq.ttl_s)
-		rq.ttl_s = ttl_s; /* shorter on request (tests of rotation), never longer */
+	if (!iod_json_get_u64(body, "ttl_s", &ttl_s)) {
+		/* the same minimum as `iod cert --ttl` and `iod agent --cert-ttl` */
+		if (ttl_s < IOD_SEC_CERT_TTL_MIN_S)
+			return iod_err_set(e, -EINVAL, "\"ttl_s\": at least %d s, not %llu",
+			                   IOD_SEC_CERT_TTL_MIN_S, (unsigned long long)ttl_s);
+		if (ttl_s < rq.ttl_s)
+			rq.ttl_s = ttl_s; /* shorter on request (tests of rotation), never longer */
+	}
 	if ((rc = iod_sec_ca_sign_csr(s->ca, csr, strlen(csr), &rq, &pem, e)))
 		return rc;
 	*answer = json_pack("{s:s, s:s, s:I, s:I}", "cert", pem.cert, "ca", s->ca_pem, "not_before",

@@ -74,7 +74,15 @@ static int replica(const struct iod_state *st, const char *name, const json_t *v
 		                   IOD_SPEC_REPLICAS_MAX - 1);
 	if (node && node[0] && !iod_state_value(st, IOD_STATE_NODE, node))
 		return iod_err_set(e, -EINVAL, "replica/%s: node %s is not registered", name, node);
-	(void)sv;
+	/* its tenant is its service's (the identity its SVID and policies use) */
+	const char *t = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_TENANT);
+	const char *st_t = iod_obj_peek_str(IOD_OBJ_KIND_SERVICE, sv, IOD_OBJ_SERVICE_TENANT);
+	if (!st_t || !st_t[0])
+		st_t = "default";
+	if (t && strcmp(t, st_t))
+		return iod_err_set(e, -EINVAL,
+		                   "replica/%s: \"tenant\" %s is not its service's (%s)", name, t,
+		                   st_t);
 	return 0;
 }
 

@@ -425,6 +425,7 @@ int cmd_agent(int argc, char **argv)
 		    "--model, --xml and --gpus are exclusive: each names the hardware");
 	if (c.servers[0] && (rc = topology(&c, xml, gpus_set)))
 		return rc;
+	iod_fd_limit_raise(NULL); /* a daemon: the hard limit of descriptors, not 1024 */
 	rc = iod_agent_run(&c, &e) ? iod_cli_fail("agent", IOD_EXIT_ERROR, "%s", e.msg) : 0;
 	json_decref(c.topology);
 	iod_sec_tls_creds_free(c.creds);

@@ -188,6 +188,7 @@ static int do_run(const char *path, const char *server, const char *node,
 		iod_mesh_file_source_init(&fs, path);
 		src = &fs.src;
 	}
+	iod_fd_limit_raise(NULL); /* a daemon: the hard limit of descriptors, not 1024 */
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);

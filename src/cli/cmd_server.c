@@ -212,6 +212,7 @@ int cmd_server(int argc, char **argv)
 			    "use --peers to form a new cluster or --join to enter an "
 			    "existing one, not both");
 	}
+	iod_fd_limit_raise(NULL); /* a daemon: the hard limit of descriptors, not 1024 */
 	if (iod_api_server_run(&c, &e))
 		return iod_cli_fail("server", e.code == -EINVAL ? IOD_EXIT_INVALID : IOD_EXIT_ERROR,
 		                    "%s", e.msg);

@@ -177,8 +177,8 @@ out:
 
 /* The Replica object of placement p of service svc (request rq). */
 static json_t *new_replica(const struct iod_sched_cluster *cl, const struct iod_sched_placement *p,
-                           const char *svc, const struct iod_sched_request *rq, uint64_t generation,
-                           const char *why)
+                           const char *svc, const char *tenant, const struct iod_sched_request *rq,
+                           uint64_t generation, const char *why)
 {
 	struct iod_obj_replica *r = malloc(sizeof(*r));
 	json_t *v = NULL;
@@ -194,7 +194,9 @@ static json_t *new_replica(const struct iod_sched_cluster *cl, const struct iod_
 	    iod_obj_replica_set_str(r, IOD_OBJ_REPLICA_PHASE, "pending") |
 	    iod_obj_replica_set_int(r, IOD_OBJ_REPLICA_RESTARTS, 0) |
 	    iod_obj_replica_set_int(r, IOD_OBJ_REPLICA_GENERATION, (int64_t)generation) |
-	    iod_obj_replica_set_json(r, IOD_OBJ_REPLICA_REASONS, json_pack("[s]", why));
+	    iod_obj_replica_set_json(r, IOD_OBJ_REPLICA_REASONS, json_pack("[s]", why)) |
+	    iod_obj_replica_set_str(r, IOD_OBJ_REPLICA_TENANT,
+	                            tenant && tenant[0] ? tenant : "default");
 	if (!rc)
 		v = iod_obj_replica_to_json(r);
 	iod_obj_replica_free(r);
@@ -301,7 +303,8 @@ int iod_ctrl_deploy_plan(const struct iod_state *st, const char *body, size_t le
 			         node, gpus[0] ? gpus : "none",
 			         p->explain.cand_n ? (long long)p->explain.cand[0].total : 0LL,
 			         p->explain.feasible, p->explain.evaluated);
-		json_t *v = new_replica(cl, p, svc, &reqs[p->request], gen + 1, why);
+		json_t *v = new_replica(cl, p, svc, spec->services[p->request].tenant,
+		                        &reqs[p->request], gen + 1, why);
 		json_array_append_new(rep_arr,
 		                      json_pack("{s:s, s:o}", "name", p->name, "value", v));
 		json_array_append_new(placed, json_pack("{s:s, s:s, s:s, s:s}", "replica", p->name,

@@ -199,6 +199,8 @@ struct worker {
 	char *scratch;                    /* IOD_MESH_HTTP_BUF: request rewriting */
 	struct iod_mesh_span_ring *spans; /* spans and flows of this worker */
 	uint64_t cx_refused;              /* accepts dropped: no free connection */
+	uint64_t cx_shed;                 /* accepts shed: out of descriptors (EMFILE) */
+	int reserve_fd;                   /* given up to shed a connection at EMFILE */
 	uint32_t lingering;               /* client connections in a lingering close */
 	bool authz;                       /* the view carries identities and policies */
 	struct iod_mesh_clients *clients; /* open client connections per client */
@@ -245,6 +247,7 @@ struct iod_mesh_proxy {
 	bool stop;              /* atomic: threads exit */
 	int64_t unix_offset_ns; /* unix time - monotonic time */
 	int admin_fd;           /* admin listener or -1 */
+	int admin_reserve;      /* its spare descriptor (iod_fd_accept) */
 	pthread_t admin_thread;
 	int dns_fd; /* DNS socket or -1 */
 	pthread_t dns_thread;

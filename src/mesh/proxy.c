@@ -485,7 +485,12 @@ static void on_accept(struct worker *w, struct listener *l)
 		struct sockaddr_in sa;
 		socklen_t sl = sizeof(sa);
 		int one = 1;
-		int fd = accept4(l->fd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd = iod_fd_accept(l->fd, (struct sockaddr *)&sa, &sl,
+		                       SOCK_NONBLOCK | SOCK_CLOEXEC, &w->reserve_fd);
+		if (fd == -ECONNABORTED) {
+			STAT_INC(w->cx_shed); /* out of descriptors: shed, do not spin */
+			continue;
+		}
 		if (fd < 0)
 			return;
 		char client[32];
@@ -621,6 +626,8 @@ static void worker_free(struct worker *w)
 	}
 	if (w->mtls_lst.fd >= 0)
 		close(w->mtls_lst.fd);
+	if (w->reserve_fd >= 0)
+		close(w->reserve_fd);
 	if (w->epfd >= 0)
 		close(w->epfd);
 	if (w->wakefd >= 0)
@@ -643,6 +650,7 @@ static int worker_init(struct iod_mesh_proxy *p, struct worker *w, uint32_t id, 
 	w->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	w->wake_tag = TAG_WAKE;
 	w->mtls_lst.fd = -1;
+	w->reserve_fd = iod_fd_reserve_open();
 	iod_rng_fork(rng, &w->rng);
 	w->svcs = calloc(IOD_MESH_SERVICES_MAX, sizeof(*w->svcs));
 	w->conns = calloc(IOD_MESH_CONNS_MAX, sizeof(*w->conns));
@@ -691,6 +699,7 @@ int iod_mesh_proxy_start(struct iod_mesh_proxy **out, const struct iod_mesh_prox
 	p->opts = *o;
 	p->src = src;
 	p->admin_fd = p->dns_fd = -1;
+	p->admin_reserve = -1;
 	p->workers_n = o->workers ? o->workers : 1;
 	if (p->workers_n > IOD_MESH_WORKERS_MAX) {
 		free(p);
@@ -865,6 +874,13 @@ int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b)
 		}
 	EP_COUNTERS(X)
 #undef X
+	uint64_t shed = 0;
+	for (uint32_t k = 0; k < p->workers_n; k++)
+		shed += STAT_GET(p->workers[k].cx_shed);
+	iod_prom_header(b, "iod_mesh_accept_shed_total", "counter",
+	                "Connections accepted and closed at once: the proxy was out of file "
+	                "descriptors (EMFILE/ENFILE).");
+	rc |= iod_prom_u64(b, "iod_mesh_accept_shed_total", "", shed);
 	if (p->mtls) {
 		uint64_t in = 0, out = 0, refused = 0, denied = 0;
 		for (uint32_t k = 0; k < p->workers_n; k++) {

@@ -268,7 +268,11 @@ static void *admin_main(void *arg)
 	while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
 		if (poll(&pf, 1, 100) <= 0)
 			continue;
-		int fd = accept4(p->admin_fd, NULL, NULL, SOCK_CLOEXEC);
+		int fd = iod_fd_accept(p->admin_fd, NULL, NULL, SOCK_CLOEXEC, &p->admin_reserve);
+		if (fd == -EMFILE || fd == -ENFILE) {
+			poll(NULL, 0, 10); /* no reserve left: back off instead of spinning */
+			continue;
+		}
 		if (fd < 0)
 			continue;
 		serve(p, fd);
@@ -318,6 +322,7 @@ int iod_mesh_admin_start(struct iod_mesh_proxy *p, struct iod_err *e)
 		if ((rc = bind_addr(p->opts.admin_addr, SOCK_STREAM, e)) < 0)
 			return iod_err_wrap(e, "admin endpoint");
 		p->admin_fd = rc;
+		p->admin_reserve = iod_fd_reserve_open();
 		if ((rc = pthread_create(&p->admin_thread, NULL, admin_main, p))) {
 			close(p->admin_fd);
 			p->admin_fd = -1;
@@ -349,6 +354,10 @@ void iod_mesh_admin_stop(struct iod_mesh_proxy *p)
 		pthread_join(p->admin_thread, NULL);
 		close(p->admin_fd);
 		p->admin_fd = -1;
+	}
+	if (p->admin_reserve >= 0) {
+		close(p->admin_reserve);
+		p->admin_reserve = -1;
 	}
 	if (p->dns_fd >= 0) {
 		pthread_join(p->dns_thread, NULL);

@@ -497,8 +497,12 @@ void iod_mesh_mtls_accept(struct worker *w)
 		struct sockaddr_in sa;
 		socklen_t sl = sizeof(sa);
 		int one = 1;
-		int fd = accept4(w->mtls_lst.fd, (struct sockaddr *)&sa, &sl,
-		                 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd = iod_fd_accept(w->mtls_lst.fd, (struct sockaddr *)&sa, &sl,
+		                       SOCK_NONBLOCK | SOCK_CLOEXEC, &w->reserve_fd);
+		if (fd == -ECONNABORTED) {
+			STAT_INC(w->cx_shed); /* out of descriptors: shed, do not spin */
+			continue;
+		}
 		if (fd < 0)
 			return;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

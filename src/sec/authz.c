@@ -324,6 +324,36 @@ static bool replica_mounts(const struct iod_sec_request *rq, const char *me, con
 	return false;
 }
 
+/*
+ * May node me hold the SVID of subject (a service identity)? Only while a
+ * replica of that service is placed on it, and only in the service's own
+ * tenant: the node's proxy presents it for that replica's calls, so a node
+ * can speak for the services it runs and for no one else.
+ */
+static bool node_runs_service(const struct iod_sec_request *rq, const char *me,
+                              const struct iod_sec_identity *subject)
+{
+	const json_t *sv = value_of(rq, IOD_STATE_SERVICE, subject->name);
+	const char *tenant = iod_obj_peek_str(IOD_OBJ_KIND_SERVICE, sv, IOD_OBJ_SERVICE_TENANT);
+	if (!sv || !str_eq(tenant && tenant[0] ? tenant : "default", subject->tenant))
+		return false;
+	json_t *list = iod_state_list(rq->state, IOD_STATE_REPLICA);
+	size_t i;
+	json_t *x;
+	bool ok = false;
+	json_array_foreach(json_object_get(list, "items"), i, x)
+	{
+		const json_t *v = json_object_get(x, "value");
+		if (str_eq(rep_str(v, IOD_OBJ_REPLICA_NODE), me) &&
+		    str_eq(rep_str(v, IOD_OBJ_REPLICA_SERVICE), subject->name)) {
+			ok = true;
+			break;
+		}
+	}
+	json_decref(list);
+	return ok;
+}
+
 static int authorize_node(const struct iod_sec_identity *id, const struct iod_sec_request *rq,
                           struct iod_sec_decision *d)
 {
@@ -356,11 +386,22 @@ static int authorize_node(const struct iod_sec_identity *id, const struct iod_se
 	case IOD_SEC_RES_ENDPOINT: return node_endpoint(id, rq, d);
 	case IOD_SEC_RES_LEASE: return node_lease(id, rq, d);
 	case IOD_SEC_RES_CERTIFICATE:
-		/* rotation: a new certificate for itself, nothing else */
+		/* rotation: a new certificate for itself; and the SVIDs of the
+		 * services it runs, for its mesh proxy */
 		if (rq->subject && rq->subject->kind == IOD_SEC_KIND_NODE &&
 		    str_eq(rq->subject->name, id->name))
 			return allow(d);
-		return deny(d, 403, id, rq, "a node may renew only its own certificate");
+		if (rq->subject && rq->subject->kind == IOD_SEC_KIND_SERVICE && rq->state) {
+			if (node_runs_service(rq, id->name, rq->subject))
+				return allow(d);
+			return deny(d, 403, id, rq,
+			            "no replica of service %s/%s runs on this node: a node "
+			            "holds only the SVIDs of the services it runs",
+			            rq->subject->tenant, rq->subject->name);
+		}
+		return deny(d, 403, id, rq,
+		            "a node may renew only its own certificate and get its services' "
+		            "SVIDs");
 	default: break;
 	}
 	return deny(d, 403, id, rq, "nodes may not %s %s objects", iod_sec_verb_name(rq->verb),

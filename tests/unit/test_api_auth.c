@@ -223,10 +223,49 @@ TEST(raw_puts_pass_the_deploy_validation)
 	CHECK_EQ(validate(st, IOD_STATE_REPLICA, "web-0",
 	                  "{\"service\": \"web\", \"node\": \"n9\"}", &e),
 	         -EINVAL);
+	/* its tenant is its service's: "default" here, so "red" is refused */
+	CHECK_EQ(validate(st, IOD_STATE_REPLICA, "web-0",
+	                  "{\"service\": \"web\", \"node\": \"n1\", \"tenant\": \"default\"}", &e),
+	         0);
+	CHECK_EQ(validate(st, IOD_STATE_REPLICA, "web-0",
+	                  "{\"service\": \"web\", \"node\": \"n1\", \"tenant\": \"red\"}", &e),
+	         -EINVAL);
+	CHECK_CONTAINS(e.msg, "is not its service's (default)");
 	/* policies parse as service policies */
 	CHECK_EQ(validate(st, IOD_STATE_POLICY, "p", "{\"from\": \"a\", \"to\": \"b\"}", &e), 0);
 	CHECK_EQ(validate(st, IOD_STATE_POLICY, "p", "{\"v\": 1}", &e), -EINVAL);
 	/* everything else is free-form */
 	CHECK_EQ(validate(st, IOD_STATE_CONFIG, "c", "{\"v\": 1}", &e), 0);
 	iod_state_free(st);
+}
+
+/* Issue 16: one minimum certificate life (IOD_SEC_CERT_TTL_MIN_S) for the
+ * API and the CLI; below it the API says so instead of silently signing
+ * for the default life. */
+TEST(cert_ttl_minimum_is_refused_not_ignored)
+{
+	struct iod_api_sec s;
+	struct iod_sec_identity subject;
+	struct iod_sec_pem csr;
+	struct iod_err e = {0};
+	json_t *answer = NULL;
+	memset(&s, 0, sizeof(s));
+	CHECK_EQ(iod_sec_ca_create("c1", 1000000, 3600 * 24, &s.ca, &e), 0);
+	s.ca_pem = (char *)iod_sec_ca_cert_pem(s.ca);
+	CHECK_EQ(iod_sec_csr_create("web", &csr, &e), 0);
+	json_t *b =
+	    json_pack("{s:s, s:s, s:s, s:s, s:i}", "kind", "service", "name", "web", "tenant",
+	              "blue", "csr", csr.cert, "ttl_s", IOD_SEC_CERT_TTL_MIN_S - 1);
+	CHECK_EQ(iod_api_sec_cert_subject(b, "c1", &subject, &e), 0);
+	CHECK_EQ(iod_api_sec_cert_sign(&s, b, &subject, 1000000, &answer, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "at least 10 s");
+	json_object_set_new(b, "ttl_s", json_integer(IOD_SEC_CERT_TTL_MIN_S));
+	CHECK_MSG(iod_api_sec_cert_sign(&s, b, &subject, 1000000, &answer, &e) == 0, "%s", e.msg);
+	uint64_t na = 0;
+	CHECK_EQ(iod_json_get_u64(answer, "not_after", &na), 0);
+	CHECK_U64(na, 1000000 + IOD_SEC_CERT_TTL_MIN_S);
+	json_decref(answer);
+	json_decref(b);
+	iod_sec_pem_free(&csr);
+	iod_sec_ca_free(s.ca);
 }

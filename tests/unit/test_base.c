@@ -5,7 +5,15 @@
 #include "harness.h"
 #include "iod/base.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 TEST(size_decimal_and_binary)
 {
@@ -363,4 +371,85 @@ TEST(maglev_weights_and_errors)
 	CHECK_EQ(iod_maglev_build(&mg, 7, keys, NULL, 0), 0);
 	CHECK_EQ(iod_maglev_lookup(&mg, 5), UINT32_MAX);
 	iod_maglev_free(&mg);
+}
+
+/* In a child with RLIMIT_NOFILE low and its table full: a queued
+ * connection is shed (accepted and closed: the client sees EOF), the
+ * listener is no longer readable (its loop would sleep, not spin), and
+ * once descriptors are free again the next connection is accepted.
+ * Exit status: 0 pass, else the failed step. */
+static int emfile_child(void)
+{
+	struct rlimit rl = {.rlim_cur = 32, .rlim_max = 32};
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sa);
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 16) ||
+	    getsockname(lfd, (struct sockaddr *)&sa, &sl))
+		return 10;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		return 11;
+	int reserve = iod_fd_reserve_open();
+	int cli = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (reserve < 0 || cli < 0 || connect(cli, (struct sockaddr *)&sa, sizeof(sa)))
+		return 12;
+	int fill[64], nfill = 0;
+	while (nfill < 64 && (fill[nfill] = dup(lfd)) >= 0)
+		nfill++;
+	if (errno != EMFILE)
+		return 13;
+	int fd = iod_fd_accept(lfd, NULL, NULL, SOCK_CLOEXEC, &reserve);
+	if (fd != -ECONNABORTED)
+		return 14;
+	struct pollfd pf = {.fd = lfd, .events = POLLIN};
+	if (poll(&pf, 1, 50) != 0)
+		return 15; /* still readable: the caller's loop would spin */
+	char c;
+	if (read(cli, &c, 1) > 0)
+		return 16; /* the shed client must see its connection end */
+	if (reserve < 0)
+		return 17;
+	close(cli);
+	close(fill[--nfill]);
+	close(fill[--nfill]);
+	cli = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (cli < 0 || connect(cli, (struct sockaddr *)&sa, sizeof(sa)))
+		return 18;
+	if (poll(&pf, 1, 1000) != 1)
+		return 19;
+	fd = iod_fd_accept(lfd, NULL, NULL, SOCK_CLOEXEC, &reserve);
+	return fd >= 0 ? 0 : 20;
+}
+
+TEST(fd_accept_sheds_at_emfile_instead_of_spinning)
+{
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0)
+		_exit(emfile_child());
+	int st = 0;
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st));
+	CHECK_EQ(WEXITSTATUS(st), 0);
+}
+
+TEST(fd_limit_raised_to_the_hard_limit)
+{
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct rlimit rl;
+		uint64_t soft = 0;
+		if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_max < 64)
+			_exit(1);
+		struct rlimit low = {.rlim_cur = 40, .rlim_max = rl.rlim_max};
+		if (setrlimit(RLIMIT_NOFILE, &low) || iod_fd_limit_raise(&soft))
+			_exit(2);
+		getrlimit(RLIMIT_NOFILE, &rl);
+		_exit(rl.rlim_cur == rl.rlim_max && soft == rl.rlim_max ? 0 : 3);
+	}
+	int st = 0;
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st));
+	CHECK_EQ(WEXITSTATUS(st), 0);
 }

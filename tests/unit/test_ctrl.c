@@ -289,6 +289,7 @@ TEST(deploy_plan_command_and_answer)
 	json_decref(v);
 
 	const char *spec = "services:\n  - name: a\n    type: stateless\n    replicas: 3\n"
+	                   "    tenant: blue\n"
 	                   "    command: sleep 100\n    resources: {gpu: 2}\n";
 	CHECK_MSG(iod_ctrl_deploy_plan(s, spec, strlen(spec), &cmd, &answer, &e) == 0, "%s", e.msg);
 	CHECK(json_is_true(json_object_get(answer, "complete")));
@@ -313,6 +314,7 @@ TEST(deploy_plan_command_and_answer)
 		CHECK_EQ(rep->ordinal, (uint32_t)i);
 		CHECK_STR(rep->node, "dgx");
 		CHECK_STR(rep->phase, "pending");
+		CHECK_STR(rep->tenant, "blue"); /* a Replica carries its service's tenant */
 		CHECK_U64(rep->generation, 1);
 		CHECK_EQ(__builtin_popcount(iod_sched_mask_parse(rep->gpus)), 2);
 		CHECK_EQ(held & iod_sched_mask_parse(rep->gpus), 0); /* no GPU given twice */

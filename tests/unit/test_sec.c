@@ -358,6 +358,56 @@ TEST(authz_node_writes_only_its_own)
 	iod_state_free(s);
 }
 
+/* Issue 16: a node's agent gets SVIDs for its proxy, but only those of the
+ * services it runs, in their own tenant. */
+TEST(authz_node_gets_only_its_services_svids)
+{
+	struct iod_state *s;
+	struct iod_sec_identity n1, n2, web, web_red, db, admin;
+	struct iod_sec_decision d;
+	CHECK_EQ(iod_state_new(&s), 0);
+	node(&n1, "node-1");
+	node(&n2, "node-2");
+	user(&admin, "ada", IOD_SEC_ROLE_ADMIN);
+	CHECK_EQ(put_json(s, IOD_STATE_NODE, "node-1", "{}", 0), 0);
+	CHECK_EQ(put_json(s, IOD_STATE_NODE, "node-2", "{}", 0), 0);
+	CHECK_EQ(put_json(s, IOD_STATE_SERVICE, "web", "{\"tenant\": \"blue\"}", 0), 0);
+	CHECK_EQ(put_json(s, IOD_STATE_SERVICE, "db", "{}", 0), 0);
+	CHECK_EQ(put_json(s, IOD_STATE_REPLICA, "web-0",
+	                  "{\"service\": \"web\", \"node\": \"node-1\"}", 0),
+	         0);
+	CHECK_EQ(put_json(s, IOD_STATE_REPLICA, "db-0",
+	                  "{\"service\": \"db\", \"node\": \"node-2\"}", 0),
+	         0);
+	memset(&web, 0, sizeof(web));
+	web.kind = IOD_SEC_KIND_SERVICE;
+	snprintf(web.name, sizeof(web.name), "web");
+	snprintf(web.tenant, sizeof(web.tenant), "blue");
+	web_red = web;
+	snprintf(web_red.tenant, sizeof(web_red.tenant), "red");
+	db = web;
+	snprintf(db.name, sizeof(db.name), "db");
+	snprintf(db.tenant, sizeof(db.tenant), "default");
+	struct iod_sec_request rq = {.verb = IOD_SEC_VERB_CREATE,
+	                             .res = IOD_SEC_RES_CERTIFICATE,
+	                             .subject = &web,
+	                             .state = s};
+	CHECK_EQ(iod_sec_authorize(&n1, &rq, &d), 0); /* web runs on node-1 */
+	CHECK_EQ(iod_sec_authorize(&n2, &rq, &d), -EACCES);
+	CHECK_EQ(d.status, 403);
+	CHECK_CONTAINS(d.reason, "no replica of service blue/web runs on this node");
+	rq.subject = &web_red; /* the right service in another tenant */
+	CHECK_EQ(iod_sec_authorize(&n1, &rq, &d), -EACCES);
+	rq.subject = &db; /* a tenant-less service is "default"'s */
+	CHECK_EQ(iod_sec_authorize(&n2, &rq, &d), 0);
+	CHECK_EQ(iod_sec_authorize(&n1, &rq, &d), -EACCES);
+	CHECK_EQ(iod_sec_authorize(&admin, &rq, &d), 0); /* `iod cert` through the API */
+	/* no such service: nobody's */
+	snprintf(db.name, sizeof(db.name), "ghost");
+	CHECK_EQ(iod_sec_authorize(&n2, &rq, &d), -EACCES);
+	iod_state_free(s);
+}
+
 TEST(cert_renewal_at_two_thirds_of_its_life)
 {
 	/* a 24 h certificate, backdated for clock skew as the CA issues them */
