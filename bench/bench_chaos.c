@@ -1,7 +1,8 @@
 /*
  * bench_chaos.c: `make bench-chaos`: the long chaos matrix of issue 20
  * (docs/chaos.md). Against a fresh `iod up` cluster (3 servers on loopback),
- * every cell workload x nemesis runs `iod chaos run -o json` for
+ * every cell workload (register, set, bank, append) x nemesis runs
+ * `iod chaos run -o json` for
  * IOD_BENCH_CHAOS_SECONDS (default 120) and prints
  *
  *   BENCH chaos.cell workload=... nemesis=... ops=... acked=... lost=...
@@ -20,7 +21,7 @@
  * (heartbeat 100 ms, election 1000 ms); iod runs `iod up`'s.
  *
  * IOD_BENCH_CHAOS_CELLS="register:kill set:pause" narrows the matrix.
- * Not in `make test`: the matrix takes about 16 x the duration.
+ * Not in `make test`: the matrix takes about 18 x the duration.
  */
 #include "bench.h"
 #include "iod/chaos.h"
@@ -450,11 +451,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_chaos: iod up failed (see %s/up.log)\n", tmp);
 		return 1;
 	}
-	static const char *const wls[] = {"register", "set"};
+	static const char *const wls[] = {"register", "set", "bank", "append"};
 	static const char *const nems[] = {"partition", "kill", "pause", "partition+kill"};
 	uint64_t iod_rec[2] = {0}, iod_out[2] = {0};
 	int failed = 0;
-	for (int w = 0; w < 2; w++)
+	for (int w = 0; w < 4; w++)
 		for (int k = 0; k < 4; k++) {
 			uint64_t r99 = 0, o99 = 0;
 			if (!want(wls[w], nems[k]))

@@ -24,7 +24,13 @@
 #define IOD_CHAOS_MAX_OPS 100000u        /* a parsed history holds at most this many */
 #define IOD_CHAOS_DEFAULT_STATES 100000u /* default bound on explored states */
 
-enum iod_chaos_f { IOD_CHAOS_READ, IOD_CHAOS_WRITE, IOD_CHAOS_ADD };
+enum iod_chaos_f {
+	IOD_CHAOS_READ,
+	IOD_CHAOS_WRITE,
+	IOD_CHAOS_ADD,
+	IOD_CHAOS_TRANSFER, /* bank: value [from, to, amount] */
+	IOD_CHAOS_APPEND,   /* append: value appended to the list under key */
+};
 enum iod_chaos_res { IOD_CHAOS_OK, IOD_CHAOS_FAIL, IOD_CHAOS_INFO };
 
 struct iod_chaos_op {
@@ -39,6 +45,7 @@ struct iod_chaos_op {
 	uint32_t inv;  /* event index of the invocation */
 	uint32_t cmp;  /* event index of the completion, or IOD_CHAOS_NONE */
 	uint32_t line; /* line of the invocation in the parsed file, 0 if built */
+	uint32_t key;  /* append: which list (the event's "key", default 0) */
 };
 
 struct iod_chaos_history {
@@ -107,6 +114,73 @@ struct iod_chaos_set_result {
 int iod_chaos_check_set(const struct iod_chaos_history *h, struct iod_chaos_set_result *r,
                         struct iod_err *e);
 void iod_chaos_set_result_free(struct iod_chaos_set_result *r);
+
+/* ---- bank and append (src/chaos/invariants.c), checked directly ---------- */
+
+#define IOD_CHAOS_BANK_ACCOUNTS 5  /* `iod chaos run --workload bank`: accounts */
+#define IOD_CHAOS_BANK_BALANCE 100 /* each account's opening balance */
+#define IOD_CHAOS_APPEND_KEYS 4    /* `--workload append`: lists */
+
+struct iod_chaos_bank_result {
+	bool ok;
+	bool no_read;          /* no successful read at all */
+	uint32_t reads;        /* ok reads checked */
+	uint32_t bad_reads;    /* reads with a wrong total, shape or a negative balance */
+	uint32_t first_bad;    /* op index of the first bad read, or IOD_CHAOS_NONE */
+	int64_t first_total;   /* that read's total */
+	uint32_t acknowledged; /* ok transfers */
+};
+
+/*
+ * Jepsen's bank: every ok read (a list of balances, one per account) must
+ * have `accounts` entries, none negative, summing to `total`: a transfer
+ * moves money between two accounts atomically, so the total is conserved
+ * whatever was acknowledged. Returns 0.
+ */
+int iod_chaos_check_bank(const struct iod_chaos_history *h, uint32_t accounts, int64_t total,
+                         struct iod_chaos_bank_result *r, struct iod_err *e);
+
+enum iod_chaos_append_anomaly {
+	IOD_CHAOS_APP_LOST,       /* an acknowledged append missing from the final read */
+	IOD_CHAOS_APP_REORDERED,  /* a acked before b was invoked, yet b precedes a */
+	IOD_CHAOS_APP_DUPLICATE,  /* a value twice in one list */
+	IOD_CHAOS_APP_UNEXPECTED, /* a value no ok or indeterminate append wrote */
+	IOD_CHAOS_APP_DIVERGED,   /* a read that is not a prefix of the final read */
+	IOD_CHAOS_APP_STALE,      /* a read missing an append acked before it began */
+	IOD_CHAOS_APP_KINDS
+};
+const char *iod_chaos_append_anomaly_name(enum iod_chaos_append_anomaly a);
+
+struct iod_chaos_append_finding {
+	enum iod_chaos_append_anomaly kind; /* what */
+	uint32_t key;                       /* which list */
+	int64_t value;                      /* the value it is about */
+	uint32_t op;                        /* the op that shows it (a read, or the append) */
+	uint32_t other;                     /* reordered: the other append; lost, stale: the
+	                                       final read or the acked append; else NONE */
+};
+
+#define IOD_CHAOS_APPEND_FINDINGS 16 /* findings kept (counts are complete) */
+
+struct iod_chaos_append_result {
+	bool ok;
+	uint32_t acknowledged;               /* ok appends */
+	uint32_t reads;                      /* ok reads */
+	uint32_t count[IOD_CHAOS_APP_KINDS]; /* anomalies of each kind */
+	uint32_t nfound;                     /* entries in found */
+	struct iod_chaos_append_finding found[IOD_CHAOS_APPEND_FINDINGS]; /* the first ones */
+};
+
+/*
+ * Per-key lists, appended to with compare-and-set: the final read of a key
+ * is its ok read that completes last; every ok read of the key must be a
+ * prefix of it, hold no value twice and none that was never appended; every
+ * acknowledged append is in it (not lost), after every append acknowledged
+ * before it was invoked (not reordered), and in every read that began after
+ * it was acknowledged (not stale). Returns 0 or -ENOMEM.
+ */
+int iod_chaos_check_append(const struct iod_chaos_history *h, struct iod_chaos_append_result *r,
+                           struct iod_err *e);
 
 /* ==== faults: the pure half of `iod chaos <action>` (src/chaos/fault.c) ====
  *
@@ -301,28 +375,35 @@ int iod_chaos_keeper_run(const char *chaos_dir, uint32_t idle_exit_ms);
 
 /* ==== `iod chaos run` (src/chaos/run.c): workload, nemesis, history ==== */
 
-enum iod_chaos_workload { IOD_CHAOS_WL_REGISTER, IOD_CHAOS_WL_SET };
+enum iod_chaos_workload {
+	IOD_CHAOS_WL_REGISTER,
+	IOD_CHAOS_WL_SET,
+	IOD_CHAOS_WL_BANK,
+	IOD_CHAOS_WL_APPEND,
+};
+const char *iod_chaos_workload_name(enum iod_chaos_workload w);
 /* Nemesis kinds, combinable: partition+kill alternates them. */
 #define IOD_CHAOS_NEM_PARTITION 1u
 #define IOD_CHAOS_NEM_KILL 2u
 #define IOD_CHAOS_NEM_PAUSE 4u
 
-/* "register" | "set"; "none", "partition", "kill", "pause" and
+/* "register" | "set" | "bank" | "append"; "none", "partition", "kill", "pause" and
  * '+'-joined combinations. 0 or -EINVAL with e. */
 int iod_chaos_workload_parse(const char *s, enum iod_chaos_workload *w, struct iod_err *e);
 int iod_chaos_nemesis_parse(const char *s, uint32_t *mask, struct iod_err *e);
 
 struct iod_chaos_run_cfg {
-	enum iod_chaos_workload workload;  /* what clients do */
-	uint32_t clients;                  /* client threads, 1..IOD_CHAOS_CLIENTS_MAX */
-	uint32_t rate;                     /* ops/s over all clients; 0: as fast as answered */
-	uint64_t duration_ms;              /* the whole run */
-	uint32_t nemesis;                  /* IOD_CHAOS_NEM_* mask; 0: no faults */
-	uint64_t fault_ms;                 /* each fault's length (and the quiet after it) */
-	uint64_t warmup_ms;                /* before the first fault */
-	uint64_t seed;                     /* nemesis choices, client ops */
-	uint32_t op_timeout_ms;            /* per operation: after it, fail or indeterminate */
-	uint64_t final_read_ms;            /* set: how long the final read may retry */
+	enum iod_chaos_workload workload; /* what clients do */
+	uint32_t clients;                 /* client threads, 1..IOD_CHAOS_CLIENTS_MAX */
+	uint32_t rate;                    /* ops/s over all clients; 0: as fast as answered */
+	uint64_t duration_ms;             /* the whole run */
+	uint32_t nemesis;                 /* IOD_CHAOS_NEM_* mask; 0: no faults */
+	uint64_t fault_ms;                /* each fault's length (and the quiet after it) */
+	uint64_t warmup_ms;               /* before the first fault */
+	uint64_t seed;                    /* nemesis choices, client ops */
+	uint32_t op_timeout_ms;           /* per operation: after it, fail or indeterminate */
+	uint64_t final_read_ms;           /* set, bank, append: how long the final read may retry */
+	bool keep;                        /* leave the run's objects in the state */
 	const struct iod_chaos_plan *plan; /* faults from a plan instead of nemesis; NULL: none */
 };
 
@@ -345,6 +426,7 @@ struct iod_chaos_run_report {
 	uint32_t nfaults;                     /* entries in faults */
 	struct iod_chaos_run_fault faults[IOD_CHAOS_RUN_FAULTS_MAX];
 	char key[IOD_NAME_MAX]; /* the config name (prefix) the run used */
+	uint32_t deleted;       /* the run's objects deleted after it (not with keep) */
 	struct iod_buf history; /* JSON lines (include/iod/chaos.h format) */
 };
 

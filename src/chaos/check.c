@@ -47,6 +47,21 @@ static int add_val(struct iod_chaos_history *h, int64_t v)
 
 /* ---- parser ------------------------------------------------------------ */
 
+static const char *const f_names[] = {"read", "write", "add", "transfer", "append"};
+
+static int f_parse(const char *fs, enum iod_chaos_f *f, uint32_t line, struct iod_err *e)
+{
+	for (unsigned i = 0; i < sizeof(f_names) / sizeof(f_names[0]); i++)
+		if (!strcmp(fs, f_names[i])) {
+			*f = (enum iod_chaos_f)i;
+			return 0;
+		}
+	return iod_err_set(e, -EINVAL,
+	                   "line %u: unknown \"f\" \"%.32s\"; use read, write, add, transfer or "
+	                   "append",
+	                   line, fs);
+}
+
 /* open[i]: index of client's open op, found by a linear scan (clients are few) */
 struct open_op {
 	uint32_t client, op;
@@ -118,22 +133,20 @@ static int parse_line(struct iod_chaos_history *h, const char *s, size_t len, ui
 		goto out;
 	}
 	if (!json_is_string(jf)) {
-		rc =
-		    iod_err_set(e, -EINVAL, "line %u: \"f\" must be one of read, write, add", line);
+		rc = iod_err_set(e, -EINVAL,
+		                 "line %u: \"f\" must be one of read, write, add, transfer, append",
+		                 line);
 		goto out;
 	}
 	const char *t = json_string_value(jt), *fs = json_string_value(jf);
-	enum iod_chaos_f f;
-	if (strcmp(fs, "read") == 0)
-		f = IOD_CHAOS_READ;
-	else if (strcmp(fs, "write") == 0)
-		f = IOD_CHAOS_WRITE;
-	else if (strcmp(fs, "add") == 0)
-		f = IOD_CHAOS_ADD;
-	else {
-		rc = iod_err_set(e, -EINVAL,
-		                 "line %u: unknown \"f\" \"%.32s\"; use read, write or add", line,
-		                 fs);
+	enum iod_chaos_f f = IOD_CHAOS_READ;
+	if ((rc = f_parse(fs, &f, line, e)) < 0)
+		goto out;
+	json_t *jk = json_object_get(o, "key");
+	if (jk && (!json_is_integer(jk) || json_integer_value(jk) < 0 ||
+	           json_integer_value(jk) > (json_int_t)UINT32_MAX - 1)) {
+		rc = iod_err_set(e, -EINVAL, "line %u: \"key\" must be a non-negative integer",
+		                 line);
 		goto out;
 	}
 	uint32_t client = (uint32_t)json_integer_value(jc);
@@ -159,11 +172,19 @@ static int parse_line(struct iod_chaos_history *h, const char *s, size_t len, ui
 		                          .res = IOD_CHAOS_INFO,
 		                          .inv = ev,
 		                          .cmp = IOD_CHAOS_NONE,
-		                          .line = line};
+		                          .line = line,
+		                          .key = jk ? (uint32_t)json_integer_value(jk) : 0};
 		if ((rc = parse_value(h, json_object_get(o, "value"), &op, line, e)) < 0)
 			goto out;
-		if (op.is_set && f != IOD_CHAOS_READ) {
-			rc = iod_err_set(e, -EINVAL, "line %u: only a read's value may be a list",
+		if (f == IOD_CHAOS_TRANSFER && (!op.is_set || op.set_n != 3)) {
+			rc = iod_err_set(e, -EINVAL,
+			                 "line %u: a transfer's value is [from, to, amount]", line);
+			goto out;
+		}
+		if (op.is_set && f != IOD_CHAOS_READ && f != IOD_CHAOS_TRANSFER) {
+			rc = iod_err_set(e, -EINVAL,
+			                 "line %u: only a read's value may be a list (or a "
+			                 "transfer's: [from, to, amount])",
 			                 line);
 			goto out;
 		}
@@ -203,11 +224,7 @@ static int parse_line(struct iod_chaos_history *h, const char *s, size_t len, ui
 			rc = iod_err_set(
 			    e, -EINVAL,
 			    "line %u: client %u completes a %s but invoked a %s at line %u", line,
-			    client, fs,
-			    op->f == IOD_CHAOS_READ    ? "read"
-			    : op->f == IOD_CHAOS_WRITE ? "write"
-			                               : "add",
-			    op->line);
+			    client, fs, f_names[op->f], op->line);
 			goto out;
 		}
 		op->res = res;
@@ -462,7 +479,8 @@ int iod_chaos_check_register(const struct iod_chaos_history *h, uint64_t max_sta
 	uint32_t n = 0, limit = 0;
 	for (uint32_t i = 0; i < h->n; i++) {
 		const struct iod_chaos_op *o = &h->ops[i];
-		if (o->f == IOD_CHAOS_ADD || o->is_set || o->res == IOD_CHAOS_FAIL)
+		if ((o->f != IOD_CHAOS_READ && o->f != IOD_CHAOS_WRITE) || o->is_set ||
+		    o->res == IOD_CHAOS_FAIL)
 			continue;
 		bool indet = o->res == IOD_CHAOS_INFO || o->cmp == IOD_CHAOS_NONE;
 		if (o->f == IOD_CHAOS_READ && indet)
@@ -579,7 +597,8 @@ int iod_chaos_check_set(const struct iod_chaos_history *h, struct iod_chaos_set_
 			rc = -ENOMEM;
 			goto out;
 		}
-		memcpy(fv, h->vals + fin->set_off, (size_t)fin->set_n * sizeof(*fv));
+		if (fin->set_n) /* vals is NULL when no read held a value */
+			memcpy(fv, h->vals + fin->set_off, (size_t)fin->set_n * sizeof(*fv));
 		qsort(fv, fin->set_n, sizeof(*fv), cmp_i64);
 		for (uint32_t i = 0; i < h->n; i++) {
 			const struct iod_chaos_op *o = &h->ops[i];

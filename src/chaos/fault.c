@@ -708,16 +708,24 @@ int iod_chaos_nft_script(const struct iod_chaos_fault *f, struct iod_buf *out, s
 	return rc ? iod_err_set(e, -ENOMEM, "out of memory") : 0;
 }
 
+static const char *const workload_names[] = {"register", "set", "bank", "append"};
+
+const char *iod_chaos_workload_name(enum iod_chaos_workload w)
+{
+	return (unsigned)w < sizeof(workload_names) / sizeof(workload_names[0]) ? workload_names[w]
+	                                                                        : "?";
+}
+
 int iod_chaos_workload_parse(const char *s, enum iod_chaos_workload *w, struct iod_err *e)
 {
-	if (s && !strcmp(s, "register"))
-		*w = IOD_CHAOS_WL_REGISTER;
-	else if (s && !strcmp(s, "set"))
-		*w = IOD_CHAOS_WL_SET;
-	else
-		return iod_err_set(e, -EINVAL, "unknown workload \"%.64s\": want register or set",
-		                   s ? s : "");
-	return 0;
+	for (unsigned i = 0; s && i < sizeof(workload_names) / sizeof(workload_names[0]); i++)
+		if (!strcmp(s, workload_names[i])) {
+			*w = (enum iod_chaos_workload)i;
+			return 0;
+		}
+	return iod_err_set(e, -EINVAL,
+	                   "unknown workload \"%.64s\": want register, set, bank or append",
+	                   s ? s : "");
 }
 
 int iod_chaos_nemesis_parse(const char *s, uint32_t *mask, struct iod_err *e)

@@ -38,6 +38,7 @@ struct ev {
 	int64_t value;   /* written, added or read value */
 	int64_t *set;    /* a set read's values (malloc'd) */
 	uint32_t set_n;  /* entries in set */
+	uint32_t key;    /* append: which list */
 	uint64_t t_ns;   /* monotonic time it was recorded */
 };
 
@@ -52,7 +53,10 @@ struct run {
 	uint64_t t0_ns;                /* run start (monotonic) */
 	char reg_name[IOD_NAME_MAX];   /* the register's config name */
 	char set_prefix[IOD_NAME_MAX]; /* the set's config name prefix */
+	char prefix[IOD_NAME_MAX];     /* chaos-<run>-: bank and append objects */
 	int broken;                    /* IOD_TEST_BROKEN_READS */
+	int broken_bank;               /* IOD_TEST_BROKEN_BANK */
+	int broken_append;             /* IOD_TEST_BROKEN_APPEND */
 };
 
 static uint64_t now_ns(void)
@@ -87,20 +91,24 @@ struct client {
 	struct iod_api_client w;  /* writes (and fenced reads): follows the leader */
 	struct iod_api_client rd; /* broken reads only: one fixed server */
 	pthread_t th;             /* its thread */
+	/* IOD_TEST_BROKEN_APPEND: each list as this client last wrote it */
+	json_t *cache[IOD_CHAOS_APPEND_KEYS];
 };
 
-/* A txn's outcome: ok, fail (surely not applied) or info (unknown). */
-static enum ev_type txn(struct iod_api_client *c, const char *name, int64_t v)
+/* A txn of ops (a JSON array, taken): ok, fail (surely not applied) or
+ * info (unknown). */
+static enum ev_type txn_ops(struct iod_api_client *c, json_t *ops)
 {
-	char body[256];
+	json_t *j = ops ? json_pack("{s:o}", "ops", ops) : NULL;
+	char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	struct iod_api_response rs = {0};
 	struct iod_err e = {0};
-	snprintf(body, sizeof(body),
-	         "{\"ops\":[{\"op\":\"put\",\"kind\":\"config\",\"name\":\"%s\",\"value\":{\"v\":"
-	         "%lld}}]}",
-	         name, (long long)v);
+	json_decref(j);
+	if (!body)
+		return EV_FAIL;
 	int rc =
 	    iod_api_request(c, "POST", "/v1/txn", "application/json", body, strlen(body), &rs, &e);
+	free(body);
 	enum ev_type t;
 	if (rc == -EINPROGRESS)
 		t = EV_INFO; /* sent, never answered */
@@ -109,11 +117,27 @@ static enum ev_type txn(struct iod_api_client *c, const char *name, int64_t v)
 	else if (rs.status == 200)
 		t = EV_OK;
 	else if (rs.status >= 400 && rs.status < 500)
-		t = EV_FAIL;
+		t = EV_FAIL; /* 409: a compare-and-set lost */
 	else
 		t = EV_INFO; /* 504 outcome_unknown and any other 5xx */
 	iod_api_response_free(&rs);
 	return t;
+}
+
+/* A put of config name = {"v": value (taken)}; prev_rev >= 0 makes it a
+ * compare-and-set (0: must not exist yet). */
+static json_t *put_op(const char *name, json_t *value, int64_t prev_rev)
+{
+	json_t *o = json_pack("{s:s, s:s, s:s, s:{s:o}}", "op", "put", "kind", "config", "name",
+	                      name, "value", "v", value);
+	if (o && prev_rev >= 0)
+		json_object_set_new(o, "prev_rev", json_integer(prev_rev));
+	return o;
+}
+
+static enum ev_type txn(struct iod_api_client *c, const char *name, int64_t v)
+{
+	return txn_ops(c, json_pack("[o]", put_op(name, json_integer(v), -1)));
 }
 
 /* Read the register: ok with the value in has and v, or fail. */
@@ -175,6 +199,225 @@ static enum ev_type set_read(struct run *r, struct iod_api_client *c, int64_t **
 	return EV_OK;
 }
 
+/* ---- bank: accounts moved between with compare-and-set transfers ---------- */
+
+/* Every account from one list page (the API lists at one revision): ok
+ * with the balances and revisions of those found (*n of them). */
+static enum ev_type bank_read(struct run *r, struct iod_api_client *c, int64_t *bal, uint64_t *rev,
+                              uint32_t *n)
+{
+	char path[IOD_NAME_MAX + 96], pre[IOD_NAME_MAX + 8];
+	struct iod_api_response rs = {0};
+	struct iod_err e = {0};
+	size_t i;
+	json_t *it;
+	*n = 0;
+	snprintf(pre, sizeof(pre), "%sbank-", r->prefix);
+	/* names sort after "<prefix>bank" and the accounts come first */
+	snprintf(path, sizeof(path), "/v1/configs?consistent=1&limit=%d&continue=%sbank",
+	         IOD_CHAOS_BANK_ACCOUNTS, r->prefix);
+	int rc = iod_api_request(c, "GET", path, NULL, NULL, 0, &rs, &e);
+	json_t *items = rc ? NULL : json_object_get(rs.json, "items");
+	if (rs.status != 200 || !json_is_array(items)) {
+		iod_api_response_free(&rs);
+		return EV_FAIL;
+	}
+	json_array_foreach(items, i, it)
+	{
+		const char *name = NULL;
+		json_t *x = json_object_get(json_object_get(it, "value"), "v");
+		uint64_t rv = 0;
+		char *end;
+		if (iod_json_get_str(it, "name", &name) || strncmp(name, pre, strlen(pre)) ||
+		    !json_is_integer(x) || iod_json_get_u64(it, "rev", &rv))
+			continue;
+		unsigned long k = strtoul(name + strlen(pre), &end, 10);
+		if (*end || k >= IOD_CHAOS_BANK_ACCOUNTS)
+			continue;
+		bal[*n] = json_integer_value(x);
+		rev[*n] = rv;
+		(*n)++;
+	}
+	iod_api_response_free(&rs);
+	return EV_OK;
+}
+
+/* Create the accounts (each IOD_CHAOS_BANK_BALANCE) before the clients
+ * start; retried, and done once a read finds them all. */
+static int bank_setup(struct run *r, struct iod_api_client *c, struct iod_err *e)
+{
+	uint64_t give_up = now_ns() + 10 * IOD_NS_PER_S;
+	do {
+		int64_t bal[IOD_CHAOS_BANK_ACCOUNTS];
+		uint64_t rev[IOD_CHAOS_BANK_ACCOUNTS];
+		uint32_t n = 0;
+		if (bank_read(r, c, bal, rev, &n) == EV_OK && n == IOD_CHAOS_BANK_ACCOUNTS)
+			return 0;
+		json_t *ops = json_array();
+		for (uint32_t k = 0; ops && k < IOD_CHAOS_BANK_ACCOUNTS; k++) {
+			char name[IOD_NAME_MAX];
+			snprintf(name, sizeof(name), "%sbank-%u", r->prefix, k);
+			json_array_append_new(
+			    ops, put_op(name, json_integer(IOD_CHAOS_BANK_BALANCE), 0));
+		}
+		if (txn_ops(c, ops) != EV_OK)
+			usleep(100000);
+	} while (now_ns() < give_up);
+	return iod_err_set(e, -ETIMEDOUT, "bank: cannot create the %d accounts in 10 s",
+	                   IOD_CHAOS_BANK_ACCOUNTS);
+}
+
+/* IOD_TEST_BROKEN_BANK: the two halves of a transfer as two blind puts, so
+ * a read between them, or a concurrent transfer, sees money made or lost. */
+static enum ev_type bank_transfer_broken(struct run *r, struct iod_api_client *c, uint32_t from,
+                                         uint32_t to, int64_t bf, int64_t bt, int64_t amount)
+{
+	char nf[IOD_NAME_MAX], nt[IOD_NAME_MAX];
+	snprintf(nf, sizeof(nf), "%sbank-%u", r->prefix, from);
+	snprintf(nt, sizeof(nt), "%sbank-%u", r->prefix, to);
+	enum ev_type t = txn_ops(c, json_pack("[o]", put_op(nf, json_integer(bf - amount), -1)));
+	if (t != EV_OK)
+		return t;
+	return txn_ops(c, json_pack("[o]", put_op(nt, json_integer(bt + amount), -1))) == EV_OK
+	           ? EV_OK
+	           : EV_INFO;
+}
+
+/* One bank op: a read of every account, or a transfer of 1..5 between two
+ * (prepared by a read that is not in the history; the transfer is one
+ * transaction conditioned on both accounts' revisions). */
+static void bank_op(struct client *cl, struct iod_rng *rng)
+{
+	struct run *r = cl->r;
+	int64_t bal[IOD_CHAOS_BANK_ACCOUNTS];
+	uint64_t rev[IOD_CHAOS_BANK_ACCOUNTS];
+	uint32_t n = 0;
+	struct ev in = {.client = cl->id, .type = EV_INVOKE, .f = IOD_CHAOS_READ}, out;
+	if (iod_rng_below(rng, 2) == 0) {
+		record(r, &in);
+		out = in;
+		out.type = (uint8_t)bank_read(r, &cl->w, bal, rev, &n);
+		if (out.type == EV_OK && (out.set = malloc((n + 1) * sizeof(*out.set)))) {
+			memcpy(out.set, bal, n * sizeof(*bal));
+			out.set_n = n;
+		}
+		record(r, &out);
+		return;
+	}
+	if (bank_read(r, &cl->w, bal, rev, &n) != EV_OK || n != IOD_CHAOS_BANK_ACCOUNTS)
+		return;
+	uint32_t from = (uint32_t)iod_rng_below(rng, IOD_CHAOS_BANK_ACCOUNTS);
+	uint32_t to = (from + 1 + (uint32_t)iod_rng_below(rng, IOD_CHAOS_BANK_ACCOUNTS - 1)) %
+	              IOD_CHAOS_BANK_ACCOUNTS;
+	int64_t amount = 1 + (int64_t)iod_rng_below(rng, 5);
+	if (amount > bal[from])
+		amount = bal[from];
+	if (amount <= 0 || !(in.set = malloc(3 * sizeof(*in.set))))
+		return;
+	in.f = IOD_CHAOS_TRANSFER;
+	in.set[0] = from;
+	in.set[1] = to;
+	in.set[2] = amount;
+	in.set_n = 3;
+	record(r, &in);
+	out = in;
+	out.set = NULL;
+	out.set_n = 0;
+	if (r->broken_bank) {
+		out.type =
+		    (uint8_t)bank_transfer_broken(r, &cl->w, from, to, bal[from], bal[to], amount);
+	} else {
+		char nf[IOD_NAME_MAX], nt[IOD_NAME_MAX];
+		snprintf(nf, sizeof(nf), "%sbank-%u", r->prefix, from);
+		snprintf(nt, sizeof(nt), "%sbank-%u", r->prefix, to);
+		out.type = (uint8_t)txn_ops(
+		    &cl->w,
+		    json_pack("[o, o]",
+		              put_op(nf, json_integer(bal[from] - amount), (int64_t)rev[from]),
+		              put_op(nt, json_integer(bal[to] + amount), (int64_t)rev[to])));
+	}
+	record(r, &out);
+}
+
+/* ---- append: per-key lists, appended to with compare-and-set --------------- */
+
+/* Read list key: ok with its values (malloc'd) and revision (0: none yet). */
+static enum ev_type append_read(struct run *r, struct iod_api_client *c, uint32_t key,
+                                int64_t **out, uint32_t *n, uint64_t *rev)
+{
+	char path[IOD_NAME_MAX + 64];
+	struct iod_api_response rs = {0};
+	struct iod_err e = {0};
+	*out = NULL;
+	*n = 0;
+	*rev = 0;
+	snprintf(path, sizeof(path), "/v1/config/%sappend-%u?consistent=1", r->prefix, key);
+	int rc = iod_api_request(c, "GET", path, NULL, NULL, 0, &rs, &e);
+	enum ev_type t = EV_FAIL;
+	json_t *v = json_object_get(json_object_get(rs.json, "value"), "v");
+	if (!rc && rs.status == 404) {
+		t = (*out = calloc(1, sizeof(**out))) ? EV_OK : EV_FAIL;
+	} else if (!rc && rs.status == 200 && json_is_array(v) &&
+	           !iod_json_get_u64(rs.json, "rev", rev) &&
+	           (*out = calloc(json_array_size(v) + 1, sizeof(**out)))) {
+		size_t i;
+		json_t *x;
+		t = EV_OK;
+		json_array_foreach(v, i, x)
+		{
+			(*out)[(*n)++] = json_integer_value(x);
+		}
+	}
+	iod_api_response_free(&rs);
+	return t;
+}
+
+/* One append op on a random key: a read, or an append of a fresh value
+ * (the list read, one value added, written back conditioned on the
+ * revision read). IOD_TEST_BROKEN_APPEND: each client appends to the list
+ * as it last wrote it itself and writes it back blind, so whatever others
+ * appended in between is lost. */
+static void append_op(struct client *cl, struct iod_rng *rng, int64_t *seq)
+{
+	struct run *r = cl->r;
+	uint32_t key = (uint32_t)iod_rng_below(rng, IOD_CHAOS_APPEND_KEYS);
+	struct ev in = {.client = cl->id, .type = EV_INVOKE, .f = IOD_CHAOS_READ, .key = key}, out;
+	int64_t *vals;
+	uint32_t n;
+	uint64_t rev;
+	if (iod_rng_below(rng, 2) == 0) {
+		record(r, &in);
+		out = in;
+		out.type = (uint8_t)append_read(r, &cl->w, key, &out.set, &out.set_n, &rev);
+		record(r, &out);
+		return;
+	}
+	json_t *list = r->broken_append && cl->cache[key] ? json_deep_copy(cl->cache[key]) : NULL;
+	if (!list) {
+		if (append_read(r, &cl->w, key, &vals, &n, &rev) != EV_OK)
+			return;
+		list = json_array();
+		for (uint32_t i = 0; list && i < n; i++)
+			json_array_append_new(list, json_integer(vals[i]));
+		free(vals);
+	}
+	in.f = IOD_CHAOS_APPEND;
+	in.has_value = true;
+	in.value = (int64_t)(cl->id + 1) * 1000000 + ++*seq;
+	json_array_append_new(list, json_integer(in.value));
+	char name[IOD_NAME_MAX];
+	snprintf(name, sizeof(name), "%sappend-%u", r->prefix, key);
+	if (r->broken_append) {
+		json_decref(cl->cache[key]);
+		cl->cache[key] = json_deep_copy(list);
+	}
+	record(r, &in);
+	out = in;
+	out.type = (uint8_t)txn_ops(
+	    &cl->w, json_pack("[o]", put_op(name, list, r->broken_append ? -1 : (int64_t)rev)));
+	record(r, &out);
+}
+
 static void *client_main(void *arg)
 {
 	struct client *cl = arg;
@@ -204,6 +447,10 @@ static void *client_main(void *arg)
 				out.type = (uint8_t)reg_read(cl, &out.has_value, &out.value);
 				record(r, &out);
 			}
+		} else if (r->cfg->workload == IOD_CHAOS_WL_BANK) {
+			bank_op(cl, &rng);
+		} else if (r->cfg->workload == IOD_CHAOS_WL_APPEND) {
+			append_op(cl, &rng, &seq);
 		} else {
 			char name[IOD_NAME_MAX];
 			int64_t v = (int64_t)(cl->id + 1) * 1000000 + ++seq;
@@ -420,14 +667,16 @@ static void heal_now(struct run *r, const struct iod_chaos_fault *f)
 static void history_write(struct run *r, struct iod_buf *b)
 {
 	static const char *const types[] = {"invoke", "ok", "fail", "info"};
-	static const char *const fs[] = {"read", "write", "add"};
+	static const char *const fs[] = {"read", "write", "add", "transfer", "append"};
 	for (uint32_t i = 0; i < r->nevs; i++) {
 		const struct ev *e = &r->evs[i];
-		iod_buf_printf(b,
-		               "{\"client\":%u,\"type\":\"%s\",\"f\":\"%s\",\"value\":", e->client,
-		               types[e->type], fs[e->f]);
+		iod_buf_printf(b, "{\"client\":%u,", e->client);
+		if (r->cfg->workload == IOD_CHAOS_WL_APPEND)
+			iod_buf_printf(b, "\"key\":%u,", e->key);
+		iod_buf_printf(b, "\"type\":\"%s\",\"f\":\"%s\",\"value\":", types[e->type],
+		               fs[e->f]);
 		if (e->set || (e->f == IOD_CHAOS_READ && e->type == EV_OK &&
-		               r->cfg->workload == IOD_CHAOS_WL_SET)) {
+		               r->cfg->workload != IOD_CHAOS_WL_REGISTER)) {
 			iod_buf_printf(b, "[");
 			for (uint32_t k = 0; k < e->set_n; k++)
 				iod_buf_printf(b, "%s%lld", k ? "," : "", (long long)e->set[k]);
@@ -475,6 +724,99 @@ static void recovery(struct run *r, struct iod_chaos_run_report *rep)
 	}
 }
 
+/* One final read (of list key for append), retried until it succeeds or
+ * final_read_ms passes, once the cluster is whole again. */
+static void final_read(struct run *r, struct iod_api_client *c, uint32_t key)
+{
+	struct ev in = {.client = r->cfg->clients,
+	                .type = EV_INVOKE,
+	                .f = IOD_CHAOS_READ,
+	                .key = key},
+	          out;
+	uint64_t give_up = now_ns() + r->cfg->final_read_ms * IOD_NS_PER_MS;
+	do {
+		int64_t bal[IOD_CHAOS_BANK_ACCOUNTS];
+		uint64_t rev[IOD_CHAOS_BANK_ACCOUNTS];
+		out = in;
+		record(r, &in);
+		if (r->cfg->workload == IOD_CHAOS_WL_SET) {
+			out.type = (uint8_t)set_read(r, c, &out.set, &out.set_n);
+		} else if (r->cfg->workload == IOD_CHAOS_WL_APPEND) {
+			out.type = (uint8_t)append_read(r, c, key, &out.set, &out.set_n, rev);
+		} else {
+			out.type = (uint8_t)bank_read(r, c, bal, rev, &out.set_n);
+			if (out.type == EV_OK &&
+			    (out.set = malloc((out.set_n + 1) * sizeof(*out.set))))
+				memcpy(out.set, bal, out.set_n * sizeof(*bal));
+		}
+		record(r, &out);
+		if (out.type == EV_OK)
+			break;
+		usleep(200000);
+	} while (now_ns() < give_up);
+}
+
+static void final_reads(struct run *r, struct iod_api_client *c)
+{
+	enum iod_chaos_workload w = r->cfg->workload;
+	for (uint32_t k = 0; w != IOD_CHAOS_WL_REGISTER &&
+	                     k < (w == IOD_CHAOS_WL_APPEND ? IOD_CHAOS_APPEND_KEYS : 1);
+	     k++)
+		final_read(r, c, k);
+}
+
+static bool delete_config(struct iod_api_client *c, const char *name)
+{
+	char path[IOD_NAME_MAX + 32];
+	struct iod_api_response rs = {0};
+	struct iod_err e = {0};
+	snprintf(path, sizeof(path), "/v1/config/%s", name);
+	bool ok = !iod_api_request(c, "DELETE", path, NULL, NULL, 0, &rs, &e) && rs.status == 200;
+	iod_api_response_free(&rs);
+	return ok;
+}
+
+/* Delete the run's objects (a set's: those of its final read, in
+ * transactions of up to 1,000), so runs do not pile up in the state.
+ * Returns how many were deleted. */
+static uint32_t cleanup(struct run *r, struct iod_api_client *c)
+{
+	char name[IOD_NAME_MAX];
+	uint32_t n = 0;
+	switch (r->cfg->workload) {
+	case IOD_CHAOS_WL_REGISTER: return delete_config(c, r->reg_name);
+	case IOD_CHAOS_WL_BANK:
+	case IOD_CHAOS_WL_APPEND: {
+		bool bank = r->cfg->workload == IOD_CHAOS_WL_BANK;
+		for (uint32_t k = 0; k < (bank ? IOD_CHAOS_BANK_ACCOUNTS : IOD_CHAOS_APPEND_KEYS);
+		     k++) {
+			snprintf(name, sizeof(name), "%s%s-%u", r->prefix, bank ? "bank" : "append",
+			         k);
+			n += delete_config(c, name);
+		}
+		return n;
+	}
+	case IOD_CHAOS_WL_SET: break;
+	}
+	const struct ev *fin = NULL;
+	for (uint32_t i = 0; i < r->nevs; i++)
+		if (r->evs[i].f == IOD_CHAOS_READ && r->evs[i].type == EV_OK)
+			fin = &r->evs[i];
+	for (uint32_t i = 0; fin && i < fin->set_n; i += 1000) {
+		json_t *ops = json_array();
+		uint32_t k = i;
+		for (; ops && k < fin->set_n && k < i + 1000; k++) {
+			snprintf(name, sizeof(name), "%s%lld", r->set_prefix,
+			         (long long)fin->set[k]);
+			json_array_append_new(ops, json_pack("{s:s, s:s, s:s}", "op", "delete",
+			                                     "kind", "config", "name", name));
+		}
+		if (txn_ops(c, ops) == EV_OK)
+			n += k - i;
+	}
+	return n;
+}
+
 int iod_chaos_run(struct iod_chaos_cluster *c, const struct iod_chaos_run_cfg *cfg,
                   struct iod_chaos_run_report *rep, struct iod_err *e)
 {
@@ -490,12 +832,22 @@ int iod_chaos_run(struct iod_chaos_cluster *c, const struct iod_chaos_run_cfg *c
 	pthread_mutex_init(&r.mu, NULL);
 	const char *b = getenv("IOD_TEST_BROKEN_READS");
 	r.broken = b && !strcmp(b, "1");
+	b = getenv("IOD_TEST_BROKEN_BANK");
+	r.broken_bank = b && !strcmp(b, "1");
+	b = getenv("IOD_TEST_BROKEN_APPEND");
+	r.broken_append = b && !strcmp(b, "1");
 	char rid[IOD_CHAOS_ID_MAX];
 	iod_chaos_fault_id(rid, sizeof(rid), cfg->seed);
 	snprintf(r.reg_name, sizeof(r.reg_name), "chaos-%s-register", rid);
 	snprintf(r.set_prefix, sizeof(r.set_prefix), "chaos-%s-set-", rid);
-	snprintf(rep->key, sizeof(rep->key), "%s",
-	         cfg->workload == IOD_CHAOS_WL_REGISTER ? r.reg_name : r.set_prefix);
+	snprintf(r.prefix, sizeof(r.prefix), "chaos-%s-", rid);
+	snprintf(rep->key, sizeof(rep->key), "%s%s",
+	         cfg->workload == IOD_CHAOS_WL_REGISTER ? r.reg_name
+	         : cfg->workload == IOD_CHAOS_WL_SET    ? r.set_prefix
+	                                                : r.prefix,
+	         cfg->workload == IOD_CHAOS_WL_BANK     ? "bank"
+	         : cfg->workload == IOD_CHAOS_WL_APPEND ? "append"
+	                                                : "");
 	uint32_t started = 0;
 	for (uint32_t i = 0; i < cfg->clients; i++) {
 		cl[i].r = &r;
@@ -516,6 +868,8 @@ int iod_chaos_run(struct iod_chaos_cluster *c, const struct iod_chaos_run_cfg *c
 			cl[i].rd.retry_ms = cfg->op_timeout_ms;
 		}
 	}
+	if (!rc && cfg->workload == IOD_CHAOS_WL_BANK)
+		rc = bank_setup(&r, &cl[0].w, e);
 	r.t0_ns = now_ns();
 	for (uint32_t i = 0; !rc && i < cfg->clients; i++) {
 		if (pthread_create(&cl[i].th, NULL, client_main, &cl[i])) {
@@ -586,24 +940,15 @@ int iod_chaos_run(struct iod_chaos_cluster *c, const struct iod_chaos_run_cfg *c
 	atomic_store(&r.stop, true);
 	for (uint32_t i = 0; i < started; i++)
 		pthread_join(cl[i].th, NULL);
-	if (!rc && cfg->workload == IOD_CHAOS_WL_SET) {
-		/* the final read, once the cluster is whole again */
-		struct ev in = {.client = cfg->clients, .type = EV_INVOKE, .f = IOD_CHAOS_READ},
-		          out;
-		uint64_t give_up = now_ns() + cfg->final_read_ms * IOD_NS_PER_MS;
-		out = in;
-		do {
-			record(&r, &in);
-			out.type = (uint8_t)set_read(&r, &cl[0].w, &out.set, &out.set_n);
-			record(&r, &out);
-			if (out.type == EV_OK)
-				break;
-			usleep(200000);
-		} while (now_ns() < give_up);
-	}
+	if (!rc)
+		final_reads(&r, &cl[0].w);
+	if (!rc && !cfg->keep)
+		rep->deleted = cleanup(&r, &cl[0].w);
 	for (uint32_t i = 0; i < cfg->clients; i++) {
 		iod_api_client_close(&cl[i].w);
 		iod_api_client_close(&cl[i].rd);
+		for (uint32_t k = 0; k < IOD_CHAOS_APPEND_KEYS; k++)
+			json_decref(cl[i].cache[k]);
 	}
 	free(cl);
 	if (rc)

@@ -16,6 +16,7 @@
 #include "iod/chaos.h"
 
 #include <getopt.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,48 +28,52 @@ void iod_up_state_dir(char *buf, size_t len);
 static void usage(FILE *f)
 {
 	fprintf(
-	    f,
-	    "usage: iod chaos partition [--shape S | --between A,B [--and C]] [--direction D]\n"
-	    "                 --duration D [--seed N]\n"
-	    "       iod chaos network_partition --duration D          (partition --shape one)\n"
-	    "       iod chaos kill TARGET [--signal SIG] [--restart-after D]\n"
-	    "       iod chaos pause TARGET --duration D\n"
-	    "       iod chaos loss TARGET --percent P --duration D\n"
-	    "       iod chaos list | heal [ID | --all]\n"
-	    "       iod chaos run --workload register|set [--clients N] [--rate R] --duration D\n"
-	    "                 [--nemesis partition|kill|pause|partition+kill|none]\n"
-	    "                 [--fault-duration D] [--seed N] [--history FILE]\n"
-	    "       iod chaos run --plan FILE [--seed N]      (faults from a YAML plan)\n"
-	    "       iod chaos check FILE --workload register|set\n"
-	    "common: [--state-dir DIR] [--detach] [-o text|json]\n\n"
-	    "Inject a fault into the local cluster of `iod up` and heal it at its deadline.\n"
-	    "Every fault is a record in STATE_DIR/chaos/ owned by a detached keeper process\n"
-	    "that heals it on time even if this command, the target or the leader dies.\n"
-	    "Network faults are nftables tables named inet iod_chaos_<id>.\n\n"
-	    "  TARGET           server-N, node-N, replica/NAME, leader, or a comma list\n"
-	    "  --shape S        one | majority | majorities-ring (>= 4 servers) |\n"
-	    "                   minority-third | primaries (the leader alone)\n"
-	    "  --between A,B    one side of an explicit partition (servers or nodes);\n"
-	    "  --and C          the other side (default: every other server)\n"
-	    "  --direction D    both (default) | to (A hears nothing) | from (A is not heard)\n"
-	    "  --duration D     how long the fault lasts (10ms..24h)\n"
-	    "  --detach         return once applied (the keeper heals it); by default wait,\n"
-	    "                   and heal at once on Ctrl-C\n"
-	    "  --signal SIG     kill's signal (default KILL)\n"
-	    "  --restart-after D  kill: start the process again after D, same command line\n"
-	    "  --percent P      loss: drop P%% of what the target sends (1..100)\n\n"
-	    "run: N clients write and read through the API (a register: one config object,\n"
-	    "or a set: one config object per element), the nemesis injects a fault every\n"
-	    "2 x --fault-duration (default 3s), the history is checked (linearizability\n"
-	    "for a register, no lost or phantom element for a set) and a report printed:\n"
-	    "operations ok/failed/indeterminate, anomalies, recovery per fault (heal ->\n"
-	    "first acknowledged write, and outage: the longest time without one).\n"
-	    "A plan (docs/chaos.md, examples/chaos/plan.yaml) lists faults in Chaos Mesh's\n"
-	    "fields (action, mode: one|all|fixed|fixed-percent|random-max-percent, value,\n"
-	    "selector, direction, duration, percent), run in sequence or drawn at random\n"
-	    "from the seed (schedule: sequence|random).\n"
-	    "Exit: 0 valid; 1 anomalies found or a runtime error; 2 bad input;\n"
-	    "      4 the checker's search bound was hit (unknown).\n");
+	    f, "usage: iod chaos partition [--shape S | --between A,B [--and C]] [--direction D]\n"
+	       "                 --duration D [--seed N]\n"
+	       "       iod chaos network_partition --duration D          (partition --shape one)\n"
+	       "       iod chaos kill TARGET [--signal SIG] [--restart-after D]\n"
+	       "       iod chaos pause TARGET --duration D\n"
+	       "       iod chaos loss TARGET --percent P --duration D\n"
+	       "       iod chaos list | heal [ID | --all]\n"
+	       "       iod chaos run --workload register|set|bank|append [--clients N] [--rate R]\n"
+	       "                 --duration D [--keep]\n"
+	       "                 [--nemesis partition|kill|pause|partition+kill|none]\n"
+	       "                 [--fault-duration D] [--seed N] [--history FILE]\n"
+	       "       iod chaos run --plan FILE [--seed N]      (faults from a YAML plan)\n"
+	       "       iod chaos check FILE --workload register|set|bank|append\n"
+	       "common: [--state-dir DIR] [--detach] [-o text|json]\n\n"
+	       "Inject a fault into the local cluster of `iod up` and heal it at its deadline.\n"
+	       "Every fault is a record in STATE_DIR/chaos/ owned by a detached keeper process\n"
+	       "that heals it on time even if this command, the target or the leader dies.\n"
+	       "Network faults are nftables tables named inet iod_chaos_<id>.\n\n"
+	       "  TARGET           server-N, node-N, replica/NAME, leader, or a comma list\n"
+	       "  --shape S        one | majority | majorities-ring (>= 4 servers) |\n"
+	       "                   minority-third | primaries (the leader alone)\n"
+	       "  --between A,B    one side of an explicit partition (servers or nodes);\n"
+	       "  --and C          the other side (default: every other server)\n"
+	       "  --direction D    both (default) | to (A hears nothing) | from (A is not heard)\n"
+	       "  --duration D     how long the fault lasts (10ms..24h)\n"
+	       "  --detach         return once applied (the keeper heals it); by default wait,\n"
+	       "                   and heal at once on Ctrl-C\n"
+	       "  --signal SIG     kill's signal (default KILL)\n"
+	       "  --restart-after D  kill: start the process again after D, same command line\n"
+	       "  --percent P      loss: drop P%% of what the target sends (1..100)\n\n"
+	       "run: N clients write and read through the API (a register: one config object;\n"
+	       "a set: one config object per element; bank: 5 accounts of 100, transfers in\n"
+	       "one compare-and-set txn; append: 4 lists, appended to with compare-and-set),\n"
+	       "the nemesis injects a fault every 2 x --fault-duration (default 3s), the\n"
+	       "history is checked (linearizability for a register; no lost or phantom\n"
+	       "element for a set; every read totals 500 for bank; no lost, reordered,\n"
+	       "duplicate or stale append) and a report printed: operations ok/failed/\n"
+	       "indeterminate, anomalies, recovery per fault (heal -> first acknowledged\n"
+	       "write, and outage: the longest time without one). The run's objects are\n"
+	       "deleted after it unless --keep.\n"
+	       "A plan (docs/chaos.md, examples/chaos/plan.yaml) lists faults in Chaos Mesh's\n"
+	       "fields (action, mode: one|all|fixed|fixed-percent|random-max-percent, value,\n"
+	       "selector, direction, duration, percent), run in sequence or drawn at random\n"
+	       "from the seed (schedule: sequence|random).\n"
+	       "Exit: 0 valid; 1 anomalies found or a runtime error; 2 bad input;\n"
+	       "      4 the checker's search bound was hit (unknown).\n");
 }
 
 static volatile sig_atomic_t interrupted;
@@ -90,7 +95,7 @@ struct opts {
 	int signal;
 	uint32_t percent, clients, rate, nemesis;
 	enum iod_chaos_workload workload;
-	bool have_workload, have_percent;
+	bool have_workload, have_percent, keep;
 	uint64_t max_states;
 };
 
@@ -117,6 +122,7 @@ enum {
 	O_CHAOS_DIR,
 	O_MAX_STATES,
 	O_PLAN,
+	O_KEEP,
 };
 
 static int bad(const char *fmt, const char *a, const char *b)
@@ -150,6 +156,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, const char *sub)
 	                                   {"target", required_argument, 0, O_TARGET},
 	                                   {"max-states", required_argument, 0, O_MAX_STATES},
 	                                   {"plan", required_argument, 0, O_PLAN},
+	                                   {"keep", no_argument, 0, O_KEEP},
 	                                   {"output", required_argument, 0, 'o'},
 	                                   {"help", no_argument, 0, 'h'},
 	                                   {0, 0, 0, 0}};
@@ -233,6 +240,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, const char *sub)
 		case O_HISTORY: o->history = optarg; break;
 		case O_TARGET: o->target = optarg; break;
 		case O_PLAN: o->plan = optarg; break;
+		case O_KEEP: o->keep = true; break;
 		case O_MAX_STATES:
 			o->max_states = strtoull(optarg, &end, 10);
 			if (*end || !o->max_states)
@@ -705,6 +713,260 @@ struct verdict {
 	json_t *json; /* the checker's part of the report */
 };
 
+static int report_register(const struct iod_chaos_history *h, uint64_t max_states, bool print,
+                           struct verdict *out)
+{
+	struct iod_err e = {0};
+	struct iod_chaos_lin_result r;
+	if (iod_chaos_check_register(h, max_states, &r, &e))
+		return iod_cli_fail("chaos", IOD_EXIT_ERROR, "checker: %s", e.msg);
+	out->valid = r.verdict == IOD_CHAOS_LINEARIZABLE;
+	out->unknown = r.verdict == IOD_CHAOS_UNKNOWN;
+	out->anomalies = r.verdict == IOD_CHAOS_NOT_LINEARIZABLE;
+	json_t *sub = json_array();
+	if (r.verdict == IOD_CHAOS_NOT_LINEARIZABLE) {
+		/* the failing op and the ops it overlaps or follows closely:
+		 * every op that completed or was open within the failing prefix
+		 * and was invoked after the last write completed before it */
+		const struct iod_chaos_op *fo = &h->ops[r.fail_op];
+		uint32_t from = 0;
+		for (uint32_t i = 0; i < h->n; i++) {
+			const struct iod_chaos_op *op = &h->ops[i];
+			if (op->f == IOD_CHAOS_WRITE && op->res == IOD_CHAOS_OK &&
+			    op->cmp != IOD_CHAOS_NONE && op->cmp < fo->inv && op->inv > from)
+				from = op->inv;
+		}
+		for (uint32_t i = 0; i < h->n; i++) {
+			const struct iod_chaos_op *op = &h->ops[i];
+			bool in =
+			    op->inv >= from && op->inv < r.fail_events && op->res != IOD_CHAOS_FAIL;
+			if (!in || json_array_size(sub) >= 20)
+				continue;
+			json_array_append_new(
+			    sub,
+			    json_pack("{s:i, s:s, s:o, s:s, s:i, s:o}", "client", (int)op->client,
+			              "f", op->f == IOD_CHAOS_READ ? "read" : "write", "value",
+			              op->has_value ? json_integer(op->value) : json_null(), "type",
+			              op->res == IOD_CHAOS_OK ? "ok" : "info", "invoke",
+			              (int)op->inv, "complete",
+			              op->cmp == IOD_CHAOS_NONE ? json_null()
+			                                        : json_integer(op->cmp)));
+		}
+	}
+	out->json = json_pack("{s:s, s:s, s:I, s:o}", "checker", "linearizable register", "verdict",
+	                      iod_chaos_verdict_name(r.verdict), "states", (json_int_t)r.states,
+	                      "failing_subhistory", sub);
+	if (print) {
+		printf("  checker     register linearizability (Wing-Gong): %s (%llu "
+		       "states)\n",
+		       iod_chaos_verdict_name(r.verdict), (unsigned long long)r.states);
+		if (r.verdict == IOD_CHAOS_NOT_LINEARIZABLE) {
+			printf("  anomaly     no order explains the first %u events; it ends "
+			       "with client %u's %s:\n",
+			       r.fail_events, h->ops[r.fail_op].client,
+			       h->ops[r.fail_op].f == IOD_CHAOS_READ ? "read" : "write");
+			size_t i;
+			json_t *x;
+			json_array_foreach(sub, i, x)
+			{
+				char v[32] = "null";
+				json_t *val = json_object_get(x, "value");
+				if (json_is_integer(val))
+					snprintf(v, sizeof(v), "%lld",
+					         (long long)json_integer_value(val));
+				json_t *cmp = json_object_get(x, "complete");
+				char c2[16] = "open";
+				if (json_is_integer(cmp))
+					snprintf(c2, sizeof(c2), "%lld",
+					         (long long)json_integer_value(cmp));
+				printf("      client %-3lld %-5s %-10s %-4s events %lld..%s\n",
+				       (long long)json_integer_value(json_object_get(x, "client")),
+				       json_string_value(json_object_get(x, "f")), v,
+				       json_string_value(json_object_get(x, "type")),
+				       (long long)json_integer_value(json_object_get(x, "invoke")),
+				       c2);
+			}
+		}
+	}
+	return 0;
+}
+
+static int report_set(const struct iod_chaos_history *h, bool print, struct verdict *out)
+{
+	struct iod_err e = {0};
+	struct iod_chaos_set_result r;
+	if (iod_chaos_check_set(h, &r, &e))
+		return iod_cli_fail("chaos", IOD_EXIT_ERROR, "checker: %s", e.msg);
+	out->valid = r.ok;
+	out->lost = r.nlost;
+	out->anomalies = r.nlost + r.nunexpected + (r.no_final_read ? 1 : 0);
+	json_t *lost = json_array(), *unexp = json_array();
+	for (uint32_t i = 0; i < r.nlost && i < 100; i++)
+		json_array_append_new(lost, json_integer(r.lost[i]));
+	for (uint32_t i = 0; i < r.nunexpected && i < 100; i++)
+		json_array_append_new(unexp, json_integer(r.unexpected[i]));
+	out->json =
+	    json_pack("{s:s, s:s, s:i, s:i, s:o, s:i, s:o, s:b}", "checker", "set", "verdict",
+	              r.ok ? "valid" : "invalid", "acknowledged", (int)r.acknowledged, "lost_count",
+	              (int)r.nlost, "lost", lost, "unexpected_count", (int)r.nunexpected,
+	              "unexpected", unexp, "no_final_read", r.no_final_read);
+	if (print) {
+		printf("  checker     set: %s: %u acknowledged adds, %u lost, %u "
+		       "unexpected%s\n",
+		       r.ok ? "valid" : "INVALID", r.acknowledged, r.nlost, r.nunexpected,
+		       r.no_final_read ? ", NO final read succeeded" : "");
+		for (uint32_t i = 0; i < r.nlost && i < 10; i++)
+			printf("      lost: add %lld was acknowledged, not in the final "
+			       "read\n",
+			       (long long)r.lost[i]);
+		for (uint32_t i = 0; i < r.nunexpected && i < 10; i++)
+			printf("      unexpected: %lld was read but never added\n",
+			       (long long)r.unexpected[i]);
+	}
+	iod_chaos_set_result_free(&r);
+	return 0;
+}
+
+/* One op of a bank or append history as JSON (the failing sub-history). */
+static json_t *op_json(const struct iod_chaos_history *h, uint32_t i)
+{
+	static const char *const fs[] = {"read", "write", "add", "transfer", "append"};
+	static const char *const res[] = {"ok", "fail", "info"};
+	const struct iod_chaos_op *o = &h->ops[i];
+	json_t *v;
+	if (o->is_set) {
+		v = json_array();
+		for (uint32_t k = 0; k < o->set_n; k++)
+			json_array_append_new(v, json_integer(h->vals[o->set_off + k]));
+	} else {
+		v = o->has_value ? json_integer(o->value) : json_null();
+	}
+	return json_pack("{s:i, s:i, s:s, s:o, s:s, s:i, s:o}", "client", (int)o->client, "key",
+	                 (int)o->key, "f", fs[o->f], "value", v, "type", res[o->res], "invoke",
+	                 (int)o->inv, "complete",
+	                 o->cmp == IOD_CHAOS_NONE ? json_null() : json_integer(o->cmp));
+}
+
+static void print_op(const json_t *x)
+{
+	char *v = json_dumps(json_object_get(x, "value"), JSON_COMPACT | JSON_ENCODE_ANY);
+	json_t *cmp = json_object_get(x, "complete");
+	char c2[16] = "open";
+	if (json_is_integer(cmp))
+		snprintf(c2, sizeof(c2), "%lld", (long long)json_integer_value(cmp));
+	printf("      client %-3lld key %-2lld %-8s %-4s events %lld..%s  %.160s\n",
+	       (long long)json_integer_value(json_object_get(x, "client")),
+	       (long long)json_integer_value(json_object_get(x, "key")),
+	       json_string_value(json_object_get(x, "f")),
+	       json_string_value(json_object_get(x, "type")),
+	       (long long)json_integer_value(json_object_get(x, "invoke")), c2, v ? v : "");
+	free(v);
+}
+
+static int report_bank(const struct iod_chaos_history *h, bool print, struct verdict *out)
+{
+	struct iod_chaos_bank_result r;
+	struct iod_err e = {0};
+	int64_t total = (int64_t)IOD_CHAOS_BANK_ACCOUNTS * IOD_CHAOS_BANK_BALANCE;
+	if (iod_chaos_check_bank(h, IOD_CHAOS_BANK_ACCOUNTS, total, &r, &e))
+		return iod_cli_fail("chaos", IOD_EXIT_ERROR, "checker: %s", e.msg);
+	out->valid = r.ok;
+	out->anomalies = r.bad_reads + (r.no_read ? 1 : 0);
+	json_t *sub = json_array();
+	if (r.first_bad != IOD_CHAOS_NONE) {
+		/* the bad read and the transfers open or completed while it was */
+		const struct iod_chaos_op *b = &h->ops[r.first_bad];
+		for (uint32_t i = 0; i < h->n && json_array_size(sub) < 20; i++) {
+			const struct iod_chaos_op *o = &h->ops[i];
+			uint32_t oc = o->cmp == IOD_CHAOS_NONE ? UINT32_MAX : o->cmp;
+			if (i == r.first_bad ||
+			    (o->f == IOD_CHAOS_TRANSFER && o->res != IOD_CHAOS_FAIL &&
+			     o->inv < b->cmp && oc + 40 > b->inv))
+				json_array_append_new(sub, op_json(h, i));
+		}
+	}
+	out->json = json_pack(
+	    "{s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:b, s:o}", "checker", "bank", "verdict",
+	    r.ok ? "valid" : "invalid", "acknowledged", (int)r.acknowledged, "reads", (int)r.reads,
+	    "bad_reads", (int)r.bad_reads, "total", (json_int_t)total, "first_bad_total",
+	    (json_int_t)r.first_total, "no_read", r.no_read, "failing_subhistory", sub);
+	if (print) {
+		printf("  checker     bank: %s: %u acknowledged transfers, %u reads, %u with a "
+		       "wrong total (want %lld)%s\n",
+		       r.ok ? "valid" : "INVALID", r.acknowledged, r.reads, r.bad_reads,
+		       (long long)total, r.no_read ? ", NO read succeeded" : "");
+		if (r.first_bad != IOD_CHAOS_NONE) {
+			printf("  anomaly     client %u's read (events %u..%u) sums to %lld; with "
+			       "the transfers around it:\n",
+			       h->ops[r.first_bad].client, h->ops[r.first_bad].inv,
+			       h->ops[r.first_bad].cmp, (long long)r.first_total);
+			size_t i;
+			json_t *x;
+			json_array_foreach(sub, i, x)
+			{
+				print_op(x);
+			}
+		}
+	}
+	return 0;
+}
+
+static int report_append(const struct iod_chaos_history *h, bool print, struct verdict *out)
+{
+	struct iod_chaos_append_result r;
+	struct iod_err e = {0};
+	if (iod_chaos_check_append(h, &r, &e))
+		return iod_cli_fail("chaos", IOD_EXIT_ERROR, "checker: %s", e.msg);
+	out->valid = r.ok;
+	out->lost = r.count[IOD_CHAOS_APP_LOST];
+	json_t *counts = json_object(), *found = json_array();
+	for (int k = 0; k < IOD_CHAOS_APP_KINDS; k++) {
+		out->anomalies += r.count[k];
+		json_object_set_new(counts, iod_chaos_append_anomaly_name(k),
+		                    json_integer(r.count[k]));
+	}
+	for (uint32_t i = 0; i < r.nfound; i++) {
+		const struct iod_chaos_append_finding *f = &r.found[i];
+		json_t *ops = json_array();
+		json_array_append_new(ops, op_json(h, f->op));
+		if (f->other != IOD_CHAOS_NONE)
+			json_array_append_new(ops, op_json(h, f->other));
+		json_array_append_new(found, json_pack("{s:s, s:i, s:I, s:o}", "anomaly",
+		                                       iod_chaos_append_anomaly_name(f->kind),
+		                                       "key", (int)f->key, "value",
+		                                       (json_int_t)f->value, "ops", ops));
+	}
+	out->json =
+	    json_pack("{s:s, s:s, s:i, s:i, s:o, s:o}", "checker", "append", "verdict",
+	              r.ok ? "valid" : "invalid", "acknowledged", (int)r.acknowledged, "reads",
+	              (int)r.reads, "anomalies", counts, "failing_subhistory", found);
+	if (print) {
+		printf("  checker     append: %s: %u acknowledged appends, %u reads; lost %u, "
+		       "reordered %u, duplicate %u, unexpected %u, diverged %u, stale %u\n",
+		       r.ok ? "valid" : "INVALID", r.acknowledged, r.reads,
+		       r.count[IOD_CHAOS_APP_LOST], r.count[IOD_CHAOS_APP_REORDERED],
+		       r.count[IOD_CHAOS_APP_DUPLICATE], r.count[IOD_CHAOS_APP_UNEXPECTED],
+		       r.count[IOD_CHAOS_APP_DIVERGED], r.count[IOD_CHAOS_APP_STALE]);
+		size_t i, j;
+		json_t *x, *y;
+		json_array_foreach(found, i, x)
+		{
+			if (i >= 5)
+				break;
+			printf("  anomaly     %s: key %lld value %lld\n",
+			       json_string_value(json_object_get(x, "anomaly")),
+			       (long long)json_integer_value(json_object_get(x, "key")),
+			       (long long)json_integer_value(json_object_get(x, "value")));
+			json_t *ops = json_object_get(x, "ops");
+			json_array_foreach(ops, j, y)
+			{
+				print_op(y);
+			}
+		}
+	}
+	return 0;
+}
+
 static int check_history(const char *text, size_t len, enum iod_chaos_workload w,
                          uint64_t max_states, bool print, struct verdict *out)
 {
@@ -713,122 +975,15 @@ static int check_history(const char *text, size_t len, enum iod_chaos_workload w
 	memset(out, 0, sizeof(*out));
 	if (iod_chaos_history_parse(text, len, &h, &e))
 		return iod_cli_fail("chaos", IOD_EXIT_INVALID, "history: %s", e.msg);
-	if (w == IOD_CHAOS_WL_REGISTER) {
-		struct iod_chaos_lin_result r;
-		if (iod_chaos_check_register(&h, max_states, &r, &e)) {
-			iod_chaos_history_free(&h);
-			return iod_cli_fail("chaos", IOD_EXIT_ERROR, "checker: %s", e.msg);
-		}
-		out->valid = r.verdict == IOD_CHAOS_LINEARIZABLE;
-		out->unknown = r.verdict == IOD_CHAOS_UNKNOWN;
-		out->anomalies = r.verdict == IOD_CHAOS_NOT_LINEARIZABLE;
-		json_t *sub = json_array();
-		if (r.verdict == IOD_CHAOS_NOT_LINEARIZABLE) {
-			/* the failing op and the ops it overlaps or follows closely:
-			 * every op that completed or was open within the failing prefix
-			 * and was invoked after the last write completed before it */
-			const struct iod_chaos_op *fo = &h.ops[r.fail_op];
-			uint32_t from = 0;
-			for (uint32_t i = 0; i < h.n; i++) {
-				const struct iod_chaos_op *op = &h.ops[i];
-				if (op->f == IOD_CHAOS_WRITE && op->res == IOD_CHAOS_OK &&
-				    op->cmp != IOD_CHAOS_NONE && op->cmp < fo->inv &&
-				    op->inv > from)
-					from = op->inv;
-			}
-			for (uint32_t i = 0; i < h.n; i++) {
-				const struct iod_chaos_op *op = &h.ops[i];
-				bool in = op->inv >= from && op->inv < r.fail_events &&
-				          op->res != IOD_CHAOS_FAIL;
-				if (!in || json_array_size(sub) >= 20)
-					continue;
-				json_array_append_new(
-				    sub,
-				    json_pack("{s:i, s:s, s:o, s:s, s:i, s:o}", "client",
-				              (int)op->client, "f",
-				              op->f == IOD_CHAOS_READ ? "read" : "write", "value",
-				              op->has_value ? json_integer(op->value) : json_null(),
-				              "type", op->res == IOD_CHAOS_OK ? "ok" : "info",
-				              "invoke", (int)op->inv, "complete",
-				              op->cmp == IOD_CHAOS_NONE ? json_null()
-				                                        : json_integer(op->cmp)));
-			}
-		}
-		out->json = json_pack("{s:s, s:s, s:I, s:o}", "checker", "linearizable register",
-		                      "verdict", iod_chaos_verdict_name(r.verdict), "states",
-		                      (json_int_t)r.states, "failing_subhistory", sub);
-		if (print) {
-			printf("  checker     register linearizability (Wing-Gong): %s (%llu "
-			       "states)\n",
-			       iod_chaos_verdict_name(r.verdict), (unsigned long long)r.states);
-			if (r.verdict == IOD_CHAOS_NOT_LINEARIZABLE) {
-				printf(
-				    "  anomaly     no order explains the first %u events; it ends "
-				    "with client %u's %s:\n",
-				    r.fail_events, h.ops[r.fail_op].client,
-				    h.ops[r.fail_op].f == IOD_CHAOS_READ ? "read" : "write");
-				size_t i;
-				json_t *x;
-				json_array_foreach(sub, i, x)
-				{
-					char v[32] = "null";
-					json_t *val = json_object_get(x, "value");
-					if (json_is_integer(val))
-						snprintf(v, sizeof(v), "%lld",
-						         (long long)json_integer_value(val));
-					json_t *cmp = json_object_get(x, "complete");
-					char c2[16] = "open";
-					if (json_is_integer(cmp))
-						snprintf(c2, sizeof(c2), "%lld",
-						         (long long)json_integer_value(cmp));
-					printf(
-					    "      client %-3lld %-5s %-10s %-4s events %lld..%s\n",
-					    (long long)json_integer_value(
-					        json_object_get(x, "client")),
-					    json_string_value(json_object_get(x, "f")), v,
-					    json_string_value(json_object_get(x, "type")),
-					    (long long)json_integer_value(
-					        json_object_get(x, "invoke")),
-					    c2);
-				}
-			}
-		}
-	} else {
-		struct iod_chaos_set_result r;
-		if (iod_chaos_check_set(&h, &r, &e)) {
-			iod_chaos_history_free(&h);
-			return iod_cli_fail("chaos", IOD_EXIT_ERROR, "checker: %s", e.msg);
-		}
-		out->valid = r.ok;
-		out->lost = r.nlost;
-		out->anomalies = r.nlost + r.nunexpected + (r.no_final_read ? 1 : 0);
-		json_t *lost = json_array(), *unexp = json_array();
-		for (uint32_t i = 0; i < r.nlost && i < 100; i++)
-			json_array_append_new(lost, json_integer(r.lost[i]));
-		for (uint32_t i = 0; i < r.nunexpected && i < 100; i++)
-			json_array_append_new(unexp, json_integer(r.unexpected[i]));
-		out->json = json_pack("{s:s, s:s, s:i, s:i, s:o, s:i, s:o, s:b}", "checker", "set",
-		                      "verdict", r.ok ? "valid" : "invalid", "acknowledged",
-		                      (int)r.acknowledged, "lost_count", (int)r.nlost, "lost", lost,
-		                      "unexpected_count", (int)r.nunexpected, "unexpected", unexp,
-		                      "no_final_read", r.no_final_read);
-		if (print) {
-			printf("  checker     set: %s: %u acknowledged adds, %u lost, %u "
-			       "unexpected%s\n",
-			       r.ok ? "valid" : "INVALID", r.acknowledged, r.nlost, r.nunexpected,
-			       r.no_final_read ? ", NO final read succeeded" : "");
-			for (uint32_t i = 0; i < r.nlost && i < 10; i++)
-				printf("      lost: add %lld was acknowledged, not in the final "
-				       "read\n",
-				       (long long)r.lost[i]);
-			for (uint32_t i = 0; i < r.nunexpected && i < 10; i++)
-				printf("      unexpected: %lld was read but never added\n",
-				       (long long)r.unexpected[i]);
-		}
-		iod_chaos_set_result_free(&r);
+	int rc;
+	switch (w) {
+	case IOD_CHAOS_WL_REGISTER: rc = report_register(&h, max_states, print, out); break;
+	case IOD_CHAOS_WL_SET: rc = report_set(&h, print, out); break;
+	case IOD_CHAOS_WL_BANK: rc = report_bank(&h, print, out); break;
+	default: rc = report_append(&h, print, out); break;
 	}
 	iod_chaos_history_free(&h);
-	return 0;
+	return rc;
 }
 
 static int verdict_exit(const struct verdict *v)
@@ -844,7 +999,7 @@ static int do_check(int argc, char **argv, struct opts *o)
 	if (optind >= argc)
 		return bad("check needs a history FILE (JSON lines)%s%s", "", "");
 	if (!o->have_workload)
-		return bad("check needs --workload register|set%s%s", "", "");
+		return bad("check needs --workload register|set|bank|append%s%s", "", "");
 	iod_buf_init(&b);
 	if (iod_buf_read_file(&b, argv[optind], 256u << 20, &e)) {
 		iod_buf_free(&b);
@@ -932,7 +1087,8 @@ static int do_run(int argc, char **argv, struct opts *o)
 		o->have_workload = o->have_duration = true;
 	}
 	if (!o->have_workload) {
-		rc = bad("run needs --workload register|set (or --plan FILE)%s%s", "", "");
+		rc = bad("run needs --workload register|set|bank|append (or --plan FILE)%s%s", "",
+		         "");
 		goto out;
 	}
 	if (!o->have_duration) {
@@ -949,6 +1105,7 @@ static int do_run(int argc, char **argv, struct opts *o)
 	cfg.seed = o->have_seed ? o->seed : iod_time_unix_ns() % 1000000;
 	cfg.op_timeout_ms = 1000;
 	cfg.final_read_ms = 15000;
+	cfg.keep = o->keep;
 	if (!plan && cfg.nemesis && cfg.duration_ms < cfg.warmup_ms + 2 * cfg.fault_ms + 1000) {
 		rc = bad("--duration is too short for one fault: want at least warm-up + 2 x "
 		         "--fault-duration + 1s%s%s",
@@ -967,8 +1124,8 @@ static int do_run(int argc, char **argv, struct opts *o)
 	if (o->out == IOD_OUT_TEXT) {
 		printf("iod chaos run: workload %s, %u clients, %u ops/s, %.1f s, %s %s "
 		       "(faults of %.1f s), seed %llu\n",
-		       o->workload == IOD_CHAOS_WL_REGISTER ? "register" : "set", cfg.clients,
-		       cfg.rate, (double)cfg.duration_ms / 1000, plan ? "plan" : "nemesis",
+		       iod_chaos_workload_name(o->workload), cfg.clients, cfg.rate,
+		       (double)cfg.duration_ms / 1000, plan ? "plan" : "nemesis",
 		       plan ? o->plan : nemesis_name(cfg.nemesis, nem, sizeof(nem)),
 		       plan ? 0.0 : (double)cfg.fault_ms / 1000, (unsigned long long)cfg.seed);
 		fflush(stdout);
@@ -979,8 +1136,10 @@ static int do_run(int argc, char **argv, struct opts *o)
 	}
 	if (o->history)
 		snprintf(hpath, sizeof(hpath), "%s", o->history);
-	else
+	else {
+		mkdir(c->chaos_dir, 0700); /* a run without faults made no record yet */
 		snprintf(hpath, sizeof(hpath), "%s/history-%s.jsonl", c->chaos_dir, rep->key);
+	}
 	FILE *hf = fopen(hpath, "w");
 	if (!hf || fwrite(rep->history.data ? rep->history.data : "", 1, rep->history.len, hf) !=
 	               rep->history.len) {
@@ -1043,8 +1202,7 @@ static int do_run(int argc, char **argv, struct opts *o)
 		v.valid = false; /* a cluster that never took a write again is not fine */
 	if (o->out == IOD_OUT_TEXT) {
 		printf("  history     %s (%zu bytes; `iod chaos check FILE --workload %s`)\n",
-		       hpath, rep->history.len,
-		       o->workload == IOD_CHAOS_WL_REGISTER ? "register" : "set");
+		       hpath, rep->history.len, iod_chaos_workload_name(o->workload));
 		printf("valid: %s\n", v.valid ? "yes" : v.unknown ? "unknown" : "NO");
 	} else {
 		json_t *faults = json_array();
@@ -1063,9 +1221,8 @@ static int do_run(int argc, char **argv, struct opts *o)
 		json_t *j = json_pack(
 		    "{s:s, s:i, s:i, s:I, s:s, s:I, s:{s:i, s:i, s:i, s:i, s:i}, s:o, s:I, s:I, "
 		    "s:I, s:I, s:I, s:i, s:i, s:O, s:s, s:o}",
-		    "workload", o->workload == IOD_CHAOS_WL_REGISTER ? "register" : "set",
-		    "clients", (int)cfg.clients, "rate", (int)cfg.rate, "duration_ms",
-		    (json_int_t)cfg.duration_ms, "nemesis",
+		    "workload", iod_chaos_workload_name(o->workload), "clients", (int)cfg.clients,
+		    "rate", (int)cfg.rate, "duration_ms", (json_int_t)cfg.duration_ms, "nemesis",
 		    nemesis_name(cfg.nemesis, nem, sizeof(nem)), "seed", (json_int_t)cfg.seed,
 		    "ops", "attempted", (int)rep->attempted, "ok", (int)rep->ok, "failed",
 		    (int)rep->failed, "indeterminate", (int)rep->info, "acknowledged_writes",

@@ -1,8 +1,9 @@
 /*
  * fuzz_chaos_history.c: libFuzzer target for the chaos history parser
  * (include/iod/chaos.h). A history that parses has ops in invocation order
- * with completions after invocations, set values inside vals, and both
- * checkers run on it without crashing and with consistent results.
+ * with completions after invocations, set values inside vals, and every
+ * checker (register, set, bank, append) runs on it without crashing and
+ * with consistent results.
  */
 #include "iod/chaos.h"
 
@@ -41,6 +42,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (s.ok && (s.nlost || s.nunexpected || s.no_final_read))
 			abort();
 		iod_chaos_set_result_free(&s);
+	}
+	struct iod_chaos_bank_result b;
+	if (iod_chaos_check_bank(&h, 3, 30, &b, &e) == 0 &&
+	    (b.ok != (b.reads > 0 && b.bad_reads == 0) ||
+	     (b.first_bad != IOD_CHAOS_NONE && b.first_bad >= h.n)))
+		abort();
+	struct iod_chaos_append_result a;
+	if (iod_chaos_check_append(&h, &a, &e) == 0) {
+		uint32_t total = 0;
+		for (int k = 0; k < IOD_CHAOS_APP_KINDS; k++)
+			total += a.count[k];
+		if (a.ok != (total == 0) || a.nfound > total ||
+		    a.nfound > IOD_CHAOS_APPEND_FINDINGS)
+			abort();
+		for (uint32_t i = 0; i < a.nfound; i++)
+			if (a.found[i].op >= h.n ||
+			    (a.found[i].other != IOD_CHAOS_NONE && a.found[i].other >= h.n))
+				abort();
 	}
 	iod_chaos_history_free(&h);
 	return 0;

@@ -57,7 +57,8 @@ for args in "explode --duration 5s" "partition --shape triangle --duration 5s" \
 	"partition --between server-1 --and server-1 --duration 5s" \
 	"partition --shape majorities-ring --duration 5s" "loss server-1 --duration 5s" \
 	"loss server-1 --percent 150 --duration 5s" "partition --direction up --duration 5s" \
-	"pause server-1" "kill server-1 --signal BOGUS" "run --workload bank --duration 5s"; do
+	"pause server-1" "kill server-1 --signal BOGUS" "run --workload ledger --duration 5s" \
+	"check /dev/null --workload ledger" "run --workload bank --duration 5s --clients 0"; do
 	# shellcheck disable=SC2086
 	"$IOD" chaos $args >"$T/o" 2>"$T/e"
 	rc=$?

@@ -2,10 +2,12 @@
 # chaos_nemesis.sh BUILD [NEMESIS...]: the CI matrix of issue 20 on a
 # 3-server loopback cluster: for each nemesis (default partition, kill,
 # pause, partition+kill) 20 s of a register workload with that nemesis and,
-# at the same time, a set workload that lives through the same faults.
-# Every cell must be valid: linearizable register, no lost or phantom set
-# element, at least one fault injected and every fault recovered (a write
-# acknowledged after its heal). Needs root and nft. Prints RESULT lines.
+# at the same time, set, bank and append workloads that live through the
+# same faults. Every cell must be valid: linearizable register, no lost or
+# phantom set element, every bank read totals 500, no lost, reordered or
+# stale append, at least one fault injected and every fault recovered (a
+# write acknowledged after its heal); afterwards no chaos-* object is left.
+# Needs root and nft. Prints RESULT lines.
 set -u
 BUILD=${1:-build}
 [ $# -gt 0 ] && shift
@@ -17,6 +19,7 @@ command -v nft >/dev/null || { echo "skip: nft not installed"; exit 77; }
 nft list tables >/dev/null 2>&1 || { echo "skip: nft cannot list tables here"; exit 77; }
 grep -q cgroup2 /proc/self/mounts || { echo "skip: no cgroup2 mounted"; exit 77; }
 command -v jq >/dev/null || { echo "skip: jq not installed"; exit 77; }
+command -v curl >/dev/null || { echo "skip: curl not installed"; exit 77; }
 IOD=$(cd "$(dirname "$IOD")" && pwd)/iod
 T=$(mktemp -d)
 export IOD_STATE_DIR="$T/cluster"
@@ -28,34 +31,65 @@ trap '"$IOD" chaos heal --all >/dev/null 2>&1; "$IOD" down --grace 2s >/dev/null
 	--telemetry-port 0 --no-sandbox >"$T/up.log" 2>&1 ||
 	{ cat "$T/up.log"; echo "FAIL iod up"; echo "RESULT 0 1 0"; exit 0; }
 pass=0 fail=0 seed=11
+# side: a workload run beside the register one, living through its faults
+side() { # side WORKLOAD SEED: background run, json in $T/WORKLOAD.json
+	"$IOD" chaos run --workload "$1" --clients 2 --rate "$3" --duration 20s --nemesis none \
+		--seed "$2" -o json >"$T/$1.json" 2>"$T/$1.err"
+	echo $? >"$T/$1.rc"
+}
+side_ok() { # side_ok WORKLOAD: exit 0, valid, acked > 0, lost 0, no anomaly
+	[ "$(cat "$T/$1.rc")" = 0 ] && [ "$(jq -r .valid "$T/$1.json" 2>/dev/null)" = true ] &&
+		[ "$(jq .lost "$T/$1.json")" = 0 ] && [ "$(jq .anomalies "$T/$1.json")" = 0 ] &&
+		[ "$(jq .ops.acknowledged_writes "$T/$1.json")" -gt 0 ]
+}
 for nem in $NEMESES; do
 	seed=$((seed + 1))
-	"$IOD" chaos run --workload set --clients 2 --rate 40 --duration 20s --nemesis none \
-		--seed "$seed" -o json >"$T/set.json" 2>"$T/set.err" &
+	side set "$seed" 40 &
 	sp=$!
+	side bank "$seed" 30 &
+	bp=$!
+	side append "$seed" 30 &
+	ap=$!
 	"$IOD" chaos run --workload register --clients 3 --rate 60 --duration 20s \
 		--nemesis "$nem" --fault-duration 3s --seed "$seed" -o json >"$T/reg.json" 2>"$T/reg.err"
 	rrc=$?
-	wait "$sp"
-	src=$?
+	wait "$sp" "$bp" "$ap"
 	rv=$(jq -r .valid "$T/reg.json" 2>/dev/null)
 	nf=$(jq '.faults | length' "$T/reg.json" 2>/dev/null)
 	rec=$(jq '[.faults[] | select(.recovery_ms == null)] | length' "$T/reg.json" 2>/dev/null)
-	sv=$(jq -r .valid "$T/set.json" 2>/dev/null)
-	lost=$(jq .lost "$T/set.json" 2>/dev/null)
-	acked=$(jq .ops.acknowledged_writes "$T/set.json" 2>/dev/null)
 	p99=$(jq .recovery_p99_ms "$T/reg.json" 2>/dev/null)
 	ops=$(jq .ops.attempted "$T/reg.json" 2>/dev/null)
+	sides=""
+	for w in set bank append; do
+		side_ok "$w" || sides="$sides $w"
+	done
 	if [ "$rrc" = 0 ] && [ "$rv" = true ] && [ "${nf:-0}" -ge 1 ] && [ "$rec" = 0 ] &&
-		[ "$src" = 0 ] && [ "$sv" = true ] && [ "$lost" = 0 ] && [ "${acked:-0}" -gt 0 ]; then
-		echo "ok   $nem: register $ops ops valid, $nf faults, recovery p99 $p99 ms; set $acked acked, 0 lost"
+		[ -z "$sides" ]; then
+		echo "ok   $nem: register $ops ops valid, $nf faults, recovery p99 $p99 ms;" \
+			"set $(jq .ops.acknowledged_writes "$T/set.json") acked," \
+			"bank $(jq .ops.acknowledged_writes "$T/bank.json") transfers," \
+			"append $(jq .ops.acknowledged_writes "$T/append.json") appends: 0 lost, 0 anomalies"
 		pass=$((pass + 1))
 	else
-		echo "FAIL $nem: register exit $rrc valid $rv faults $nf unrecovered $rec; set exit $src valid $sv lost $lost acked $acked"
+		echo "FAIL $nem: register exit $rrc valid $rv faults $nf unrecovered $rec; failed:$sides"
 		sed 's/^/  reg: /' "$T/reg.err" | tail -5
-		sed 's/^/  set: /' "$T/set.err" | tail -5
+		for w in $sides; do
+			echo "  $w: exit $(cat "$T/$w.rc") $(jq -c '{valid, lost, anomalies, check}' "$T/$w.json" 2>/dev/null | cut -c1-400)"
+			sed "s/^/  $w: /" "$T/$w.err" | tail -5
+		done
 		fail=$((fail + 1))
 	fi
 	"$IOD" chaos heal --all >/dev/null 2>&1
 done
+# the runs deleted their objects: no chaos-* config is left behind
+PKI="$IOD_STATE_DIR/pki"
+left=$(curl -s --max-time 5 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
+	"https://$IOD_SERVER/v1/configs" | jq '[.items[] | select(.name | startswith("chaos-"))] | length')
+if [ "$left" = 0 ]; then
+	echo "ok   workload_objects_deleted_after_runs"
+	pass=$((pass + 1))
+else
+	echo "FAIL workload_objects_deleted_after_runs ($left chaos-* configs left)"
+	fail=$((fail + 1))
+fi
 echo "RESULT $pass $fail 0"

@@ -1,7 +1,9 @@
 /*
  * test_chaos_check.c: the chaos checker's pure core (include/iod/chaos.h):
  * classic linearizable and non-linearizable register histories, the search
- * bound giving "unknown", set lost/unexpected values and parser errors.
+ * bound giving "unknown", set lost/unexpected values, bank totals, append
+ * lists (lost, reordered, duplicate, unexpected, diverged, stale) and parser
+ * errors.
  */
 #include "harness.h"
 #include "iod/chaos.h"
@@ -180,6 +182,132 @@ TEST(set_lost_and_unexpected)
 	iod_chaos_history_free(&h);
 }
 
+/* Keyed events of an append history. */
+#define KINV(c, k, f, v) \
+	"{\"client\":" #c ",\"key\":" #k ",\"type\":\"invoke\",\"f\":\"" f "\",\"value\":" v "}\n"
+#define KOK(c, k, f, v) \
+	"{\"client\":" #c ",\"key\":" #k ",\"type\":\"ok\",\"f\":\"" f "\",\"value\":" v "}\n"
+
+static int bank(const char *text, struct iod_chaos_bank_result *r)
+{
+	struct iod_chaos_history h;
+	if (iod_chaos_history_parse(text, strlen(text), &h, &err) < 0)
+		return -1;
+	int rc = iod_chaos_check_bank(&h, 3, 30, r, &err);
+	iod_chaos_history_free(&h);
+	return rc < 0 ? -2 : r->ok;
+}
+
+TEST(bank_totals_conserved)
+{
+	struct iod_chaos_bank_result r;
+	/* 3 accounts of 10: a transfer of 4 from 0 to 2, reads before and after */
+	const char *good = INV(1, "read", "null") OK(1, "read", "[10,10,10]")
+	    INV(2, "transfer", "[0,2,4]") OK(2, "transfer", "null") INV(1, "read", "null")
+	        OK(1, "read", "[6,10,14]") INV(2, "transfer", "[1,0,3]") FAIL(2, "transfer");
+	CHECK_EQ(bank(good, &r), 1);
+	CHECK_EQ(r.reads, 2);
+	CHECK_EQ(r.acknowledged, 1);
+	CHECK_EQ(r.first_bad, IOD_CHAOS_NONE);
+	/* half a transfer seen: money made */
+	const char *made = INV(2, "transfer", "[0,2,4]") INV(1, "read", "null")
+	    OK(1, "read", "[10,10,14]") OK(2, "transfer", "null");
+	CHECK_EQ(bank(made, &r), 0);
+	CHECK_EQ(r.bad_reads, 1);
+	CHECK_EQ(r.first_bad, 1);
+	CHECK_EQ(r.first_total, 34);
+	/* a negative balance, even with the right total */
+	CHECK_EQ(bank(INV(1, "read", "null") OK(1, "read", "[-1,21,10]"), &r), 0);
+	CHECK_EQ(r.bad_reads, 1);
+	/* an account missing */
+	CHECK_EQ(bank(INV(1, "read", "null") OK(1, "read", "[10,20]"), &r), 0);
+	/* no read at all proves nothing */
+	CHECK_EQ(bank(INV(2, "transfer", "[0,2,4]") OK(2, "transfer", "null"), &r), 0);
+	CHECK(r.no_read);
+}
+
+static int append(const char *text, struct iod_chaos_append_result *r)
+{
+	struct iod_chaos_history h;
+	if (iod_chaos_history_parse(text, strlen(text), &h, &err) < 0)
+		return -1;
+	int rc = iod_chaos_check_append(&h, r, &err);
+	iod_chaos_history_free(&h);
+	return rc < 0 ? -2 : r->ok;
+}
+
+TEST(append_valid_histories)
+{
+	struct iod_chaos_append_result r;
+	/* two keys; concurrent appends 1 and 2 land in either order; an
+	 * indeterminate 3 may show up; a read in the middle is a prefix */
+	const char *t = KINV(1, 0, "append", "1") KINV(2, 0, "append", "2") KOK(
+	    2, 0, "append", "2") KINV(3, 0, "read", "null") KOK(1, 0, "append", "1")
+	    KOK(3, 0, "read", "[2]") KINV(1, 1, "append", "5") KOK(1, 1, "append", "5") KINV(
+	        2, 0, "append",
+	        "3") "{\"client\":2,\"key\":0,\"type\":\"info\",\"f\":\"append\"}\n" KINV(3, 0,
+	                                                                                  "read",
+	                                                                                  "null")
+	        KOK(3, 0, "read", "[2,1,3]") KINV(3, 1, "read", "null") KOK(3, 1, "read", "[5]");
+	CHECK_EQ(append(t, &r), 1);
+	CHECK_EQ(r.acknowledged, 3);
+	CHECK_EQ(r.reads, 3);
+	CHECK_EQ(r.nfound, 0);
+}
+
+TEST(append_anomalies)
+{
+	struct iod_chaos_append_result r;
+	/* lost: 2 acknowledged, not in the final read */
+	CHECK_EQ(append(KINV(1, 0, "append", "1") KOK(1, 0, "append", "1") KINV(1, 0, "append", "2")
+	                    KOK(1, 0, "append", "2") KINV(2, 0, "read", "null")
+	                        KOK(2, 0, "read", "[1]"),
+	                &r),
+	         0);
+	CHECK_EQ(r.count[IOD_CHAOS_APP_LOST], 1);
+	CHECK_EQ(r.found[0].kind, IOD_CHAOS_APP_LOST);
+	CHECK_EQ(r.found[0].value, 2);
+	CHECK_EQ(r.found[0].other, 2); /* the final read */
+	/* reordered: 1 acknowledged before 2 was invoked, yet 2 comes first */
+	CHECK_EQ(append(KINV(1, 0, "append", "1") KOK(1, 0, "append", "1") KINV(1, 0, "append", "2")
+	                    KOK(1, 0, "append", "2") KINV(2, 0, "read", "null")
+	                        KOK(2, 0, "read", "[2,1]"),
+	                &r),
+	         0);
+	CHECK_EQ(r.count[IOD_CHAOS_APP_REORDERED], 1);
+	CHECK_EQ(r.found[0].value, 2);
+	CHECK_EQ(r.found[0].other, 0);
+	/* duplicate and unexpected (a failed append's value) in the final read */
+	CHECK_EQ(append(KINV(1, 0, "append", "1") KOK(1, 0, "append", "1") KINV(1, 0, "append", "4")
+	                    FAIL(1, "append") KINV(2, 0, "read", "null")
+	                        KOK(2, 0, "read", "[1,1,4]"),
+	                &r),
+	         0);
+	CHECK_EQ(r.count[IOD_CHAOS_APP_DUPLICATE], 1);
+	CHECK_EQ(r.count[IOD_CHAOS_APP_UNEXPECTED], 1);
+	/* diverged: an earlier read that is no prefix of the final one */
+	CHECK_EQ(append(KINV(1, 0, "append", "1") KINV(3, 0, "append", "2") KOK(1, 0, "append", "1")
+	                    KOK(3, 0, "append", "2") KINV(2, 0, "read", "null")
+	                        KOK(2, 0, "read", "[2]") KINV(2, 0, "read", "null")
+	                            KOK(2, 0, "read", "[1,2]"),
+	                &r),
+	         0);
+	CHECK_EQ(r.count[IOD_CHAOS_APP_DIVERGED], 1);
+	/* stale: a read begun after 2 was acknowledged misses it */
+	CHECK_EQ(append(KINV(1, 0, "append", "1") KOK(1, 0, "append", "1") KINV(1, 0, "append", "2")
+	                    KOK(1, 0, "append", "2") KINV(2, 0, "read", "null")
+	                        KOK(2, 0, "read", "[1]") KINV(2, 0, "read", "null")
+	                            KOK(2, 0, "read", "[1,2]"),
+	                &r),
+	         0);
+	CHECK_EQ(r.count[IOD_CHAOS_APP_STALE], 1);
+	CHECK_EQ(r.count[IOD_CHAOS_APP_LOST], 0);
+	CHECK_EQ(r.found[0].other, 1); /* the append it missed */
+	/* an acknowledged append to a key never read is lost */
+	CHECK_EQ(append(KINV(1, 3, "append", "1") KOK(1, 3, "append", "1"), &r), 0);
+	CHECK_EQ(r.count[IOD_CHAOS_APP_LOST], 1);
+}
+
 static bool parse_err(const char *text, const char *frag)
 {
 	struct iod_chaos_history h;
@@ -212,6 +340,16 @@ TEST(parser_errors)
 	                    "line 2: \"value\" list holds a non-integer"),
 	          "%s", err.msg);
 	CHECK_MSG(parse_err(INV(1, "add", "[1]"), "line 1: only a read's value may be a list"),
+	          "%s", err.msg);
+	CHECK_MSG(parse_err(INV(1, "transfer", "[1,2]"), "line 1: a transfer's value is"), "%s",
+	          err.msg);
+	CHECK_MSG(parse_err(INV(1, "transfer", "3"), "line 1: a transfer's value is"), "%s",
+	          err.msg);
+	CHECK_MSG(parse_err("{\"client\":1,\"key\":-1,\"type\":\"invoke\",\"f\":\"read\"}\n",
+	                    "line 1: \"key\" must be"),
+	          "%s", err.msg);
+	CHECK_MSG(parse_err("{\"client\":1,\"key\":\"a\",\"type\":\"invoke\",\"f\":\"read\"}\n",
+	                    "line 1: \"key\" must be"),
 	          "%s", err.msg);
 	/* blank lines and CRs are fine; events are counted */
 	struct iod_chaos_history h;

@@ -303,7 +303,14 @@ TEST(workload_nemesis_percentile)
 	uint32_t m;
 	CHECK_EQ(iod_chaos_workload_parse("set", &w, &err), 0);
 	CHECK_EQ(w, IOD_CHAOS_WL_SET);
-	CHECK_EQ(iod_chaos_workload_parse("bank", &w, &err), -EINVAL);
+	CHECK_EQ(iod_chaos_workload_parse("bank", &w, &err), 0);
+	CHECK_EQ(w, IOD_CHAOS_WL_BANK);
+	CHECK_EQ(iod_chaos_workload_parse("append", &w, &err), 0);
+	CHECK_EQ(w, IOD_CHAOS_WL_APPEND);
+	CHECK_STR(iod_chaos_workload_name(IOD_CHAOS_WL_APPEND), "append");
+	CHECK_EQ(iod_chaos_workload_parse("ledger", &w, &err), -EINVAL);
+	CHECK_CONTAINS(err.msg, "register, set, bank or append");
+	CHECK_EQ(iod_chaos_workload_parse(NULL, &w, &err), -EINVAL);
 	CHECK_EQ(iod_chaos_nemesis_parse("partition+kill", &m, &err), 0);
 	CHECK_EQ(m, IOD_CHAOS_NEM_PARTITION | IOD_CHAOS_NEM_KILL);
 	CHECK_EQ(iod_chaos_nemesis_parse("none", &m, &err), 0);
