@@ -18,6 +18,7 @@
 
 #include "iod/base.h"
 #include "iod/objects.h"
+#include "iod/state.h"
 
 /* The scheduler's structures, used here by pointer only: callers of the
  * plans (the API server, the agent) do not include sched.h. */
@@ -69,10 +70,32 @@ int iod_ctrl_replica_place(const struct iod_sched_cluster *cl, const struct iod_
  * The deploy plan: turn a deploy request body (YAML or JSON spec) into a
  * "deploy" state command using the nodes in st, and a JSON answer listing
  * placements and what could not be placed. Returns 0 (*cmd malloc'd; may be
- * NULL when nothing can be placed), -EINVAL (spec errors in *answer).
+ * NULL when nothing can be placed), -EINVAL (spec errors in *answer),
+ * -E2BIG (more than IOD_DEPLOY_REPLICAS_MAX replicas, before any planning).
  */
 int iod_ctrl_deploy_plan(const struct iod_state *st, const char *body, size_t len, char **cmd,
                          json_t **answer, struct iod_err *e);
+
+/*
+ * What a deploy plan reads of the state, copied so that the plan runs off
+ * the Raft/API loop (issue 15: planning 2,000 replicas held the loop for
+ * 125 ms, past the election timeout). iod_ctrl_view_take copies, on the
+ * loop and in O(n) without sorting, the Node, Replica and Service objects,
+ * each with a reference to its value (stored values are never changed and
+ * jansson's reference counts are atomic); iod_ctrl_deploy_plan_view then
+ * touches only the view and its arguments, on any thread, and gives what
+ * iod_ctrl_deploy_plan gives for the state the view was taken of.
+ */
+struct iod_ctrl_view {
+	uint64_t rev;                   /* state revision it was taken at */
+	struct iod_state_item *item[3]; /* nodes, replicas, services (unsorted until planned) */
+	uint32_t n[3];                  /* how many of each */
+	bool sorted;                    /* item[] sorted by name */
+};
+int iod_ctrl_view_take(const struct iod_state *st, struct iod_ctrl_view *v);
+void iod_ctrl_view_free(struct iod_ctrl_view *v);
+int iod_ctrl_deploy_plan_view(struct iod_ctrl_view *v, const char *body, size_t len, char **cmd,
+                              json_t **answer, struct iod_err *e);
 
 /*
  * Rescheduling a lost node's replicas (pure). A replica whose node is not in

@@ -39,8 +39,9 @@
 #define IOD_SPEC_FILE_MAX (4u << 20)
 /* Services per spec: beyond this a topology is not hand-written YAML. */
 #define IOD_SPEC_SERVICES_MAX 256
-/* Replicas per service: 10,000 matches the scheduler benchmark's scale. */
-#define IOD_SPEC_REPLICAS_MAX 10000
+/* Replicas per service: a service is deployed at once, and one deploy
+ * places at most IOD_DEPLOY_REPLICAS_MAX (why that many: there). */
+#define IOD_SPEC_REPLICAS_MAX 3000
 /* Errors reported per file before giving up: enough to fix a file in one
  * pass, few enough to stay readable. */
 #define IOD_SPEC_ERRORS_MAX 20
@@ -192,6 +193,22 @@
 /* Operations in one transaction: a deploy of IOD_SPEC_REPLICAS_MAX replicas
  * for a few services plus the deletions it implies. */
 #define IOD_STATE_TXN_OPS_MAX 40000
+/* Replicas one deploy places, all its services together (more: 413 naming
+ * it, before anything is planned or proposed). The plan runs on a worker
+ * thread, the command is parsed on the Raft log's worker, but applying it
+ * (its objects put, sized and freed) and carrying it (~850 bytes a replica
+ * with its placement explanation) still cost every server's loop about
+ * 5 ms per 1,000 replicas (measured: 2,000 -> 7.5 ms, 5,000 -> 25 ms of
+ * loop lag, 3 servers on a 2-core machine), against a 30 ms election
+ * timeout. It was documented as 20,000 (IOD_STATE_TXN_OPS_MAX / 2) while
+ * 10,000 did not fit one Raft entry and 1,500 cost an election. */
+#define IOD_DEPLOY_REPLICAS_MAX 3000
+/* Commands at least this long are parsed on the Raft log's worker thread
+ * ahead of their apply (jansson parses ~35 MB/s here: 64 KiB is ~2 ms on
+ * the loop); at most IOD_STATE_PREPARSED_MAX wait for their apply (a few
+ * large entries in flight; more are parsed at apply, on the loop). */
+#define IOD_STATE_PREPARSE_MIN (64u << 10)
+#define IOD_STATE_PREPARSED_MAX 16
 /* Commands the leader packs into one Raft entry (group commit): at 64
  * concurrent clients a loop iteration collects up to 64 writes; 256 bounds
  * the per-entry result array and one entry's apply time. The bytes are
@@ -808,6 +825,8 @@ _Static_assert(IOD_OBJ_REASON_MAX >= IOD_AGENT_REASON_MAX + IOD_SCHED_WHY_MAX,
 /* A whole deploy is one transaction, replicas plus their deletions. */
 _Static_assert(IOD_STATE_TXN_OPS_MAX >= 2 * IOD_SPEC_REPLICAS_MAX,
                "one deploy of IOD_SPEC_REPLICAS_MAX replicas fits a transaction");
+_Static_assert(IOD_DEPLOY_REPLICAS_MAX * 1200ull <= IOD_STATE_CMD_MAX,
+               "a deploy of IOD_DEPLOY_REPLICAS_MAX replicas fits one Raft entry");
 _Static_assert(IOD_API_CONNECTIONS_SPARE < IOD_API_CONNECTIONS_MAX / 4,
                "eviction starts only when the table is nearly full");
 _Static_assert(IOD_API_HEADER_TIMEOUT_S < IOD_API_CONN_TIMEOUT_S,

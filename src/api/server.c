@@ -97,6 +97,11 @@ struct req {
 	json_t *answer;                  /* prepared answer (owned) */
 	struct shared_text *answer_text; /* or a watch answer shared with others (a ref) */
 	json_t *extra;                   /* deploy: the plan to merge into the answer */
+	bool planned;                    /* deploy: its plan is back from the worker */
+	bool deploy_turn;                /* deploy: holds the server's one deploy turn */
+	int plan_rc;                     /* deploy: the plan's result */
+	char *plan_cmd;                  /* deploy: the command to propose (owned) */
+	char plan_msg[IOD_ERR_MSG_MAX];  /* deploy: why the plan failed */
 	/* watch */
 	bool watching;                 /* on the watch list */
 	bool watch_all;                /* all kinds */
@@ -198,6 +203,9 @@ struct server {
 	uint32_t jobs_running;        /* handed to libuv's pool, <= IOD_API_JOBS_MAX */
 	uint64_t jobs_done;           /* finished */
 	uint64_t job_max_us;          /* longest job's worker time */
+	bool deploy_busy;             /* a deploy is planning or its write is in flight */
+	uint64_t deploys_planned;     /* deploy plans made off the loop */
+	uint64_t deploy_max_us;       /* longest deploy plan's worker time */
 };
 
 /*
@@ -209,6 +217,7 @@ struct server {
  */
 struct job {
 	uv_work_t w;                  /* libuv work request */
+	bool deploy;                  /* a deploy plan (else a list) */
 	struct server *srv;           /* owner */
 	struct req *q;                /* request it answers; NULL once detached */
 	bool running;                 /* handed to the pool */
@@ -221,6 +230,14 @@ struct job {
 	int n;                        /* items */
 	struct shared_text *text;     /* worker: the answer */
 	uint64_t worker_us;           /* worker time */
+	/* deploy: the spec, the state's objects it is planned against, and the
+	 * plan (iod_ctrl_deploy_plan_view); the loop proposes only the result */
+	struct iod_buf body;       /* the spec (moved from the request) */
+	struct iod_ctrl_view view; /* taken when the job starts */
+	char *cmd;                 /* worker: the command (NULL: nothing placeable) */
+	json_t *plan;              /* worker: the answer (or the spec's errors) */
+	int rc;                    /* worker: the plan's result */
+	struct iod_err err;        /* worker: why it failed */
 };
 
 /* One node's latest telemetry summary, as its agent last sent it. */
@@ -238,6 +255,9 @@ static uint64_t mono_ms(void)
 static void mhd_kick(struct server *s);
 static bool sees_sensitive(const struct req *q);
 static struct conn_ctx *conn_ctx_of(struct MHD_Connection *c);
+static void job_start_next(struct server *s);
+static void deploy_turn_end(struct server *s);
+static MHD_RESULT job_deploy(struct req *q);
 
 /* ---- slowloris deadlines ------------------------------------------------ */
 
@@ -534,11 +554,15 @@ static void finish(struct req *q, int status, json_t *answer)
 
 /* ---- writes ------------------------------------------------------------- */
 
+static void deploy_turn_release(struct req *q);
+
 static void write_done(void *data, int status, const struct iod_state_result *res)
 {
 	struct req *q = data;
 	struct server *s = q->srv;
 	json_t *a;
+
+	deploy_turn_release(q); /* a deploy's write is applied (or lost) */
 
 	if (status == -ENOTCONN) {
 		finish(q, 503, not_leader_json(s));
@@ -782,30 +806,69 @@ static MHD_RESULT do_lease(struct req *q, const char *method, const char *id_tex
 	                 err_json("leases: POST /v1/leases, PUT or DELETE /v1/leases/ID"));
 }
 
+/* The deploy turn ends (its write answered, or nothing to propose): the
+ * next deploy may be planned. */
+static void deploy_turn_release(struct req *q)
+{
+	if (!q->deploy_turn)
+		return;
+	q->deploy_turn = false;
+	deploy_turn_end(q->srv);
+	job_start_next(q->srv);
+}
+
+/* The plan is back (job_deploy_end): answer its refusal, or propose it. */
+static MHD_RESULT deploy_planned(struct req *q)
+{
+	struct server *s = q->srv;
+	char *cmd = q->plan_cmd;
+	json_t *answer = q->extra;
+	MHD_RESULT r;
+
+	q->plan_cmd = NULL;
+	q->extra = NULL;
+	q->planned = false;
+	if (!iod_node_is_leader(s->node)) {
+		/* planned from a state this server no longer leads: start again */
+		free(cmd);
+		json_decref(answer);
+		deploy_turn_release(q);
+		return not_leader(q);
+	}
+	if (q->plan_rc) {
+		json_t *j = answer ? answer : json_object();
+		json_object_set_new(j, "error", json_string(q->plan_msg));
+		r = queue_json(s, q->conn, code_for(q->plan_rc), j);
+	} else if (!cmd) { /* nothing placeable: the reasons, nothing stored */
+		r = queue_json(s, q->conn, 422, answer);
+	} else {
+		q->extra = answer;
+		r = propose(q, cmd);
+	}
+	if (!q->suspended)
+		deploy_turn_release(q); /* answered without a write in flight */
+	return r;
+}
+
+/*
+ * POST /v1/deploy: the plan (spec, scheduler, Replica objects) is made on
+ * a worker thread from a view of the state (issue 15: 2,000 replicas held
+ * the loop 125 ms and cost an election); the loop proposes its result. One
+ * deploy at a time: the next is planned once the previous write is
+ * answered, so it sees the GPUs that one took.
+ */
 static MHD_RESULT do_deploy(struct req *q)
 {
 	struct server *s = q->srv;
-	struct iod_err e = {0};
-	char *cmd = NULL;
-	json_t *answer = NULL;
-	int rc;
 
+	if (q->planned)
+		return deploy_planned(q);
 	if (!q->body.len)
 		return queue_err(s, q->conn, 400,
 		                 err_json("deploy needs a spec (YAML or JSON) body"));
 	if (!iod_node_is_leader(s->node))
 		return not_leader(q);
-	rc = iod_ctrl_deploy_plan(iod_node_state(s->node), q->body.data, q->body.len, &cmd, &answer,
-	                          &e);
-	if (rc) {
-		json_t *j = answer ? answer : json_object();
-		json_object_set_new(j, "error", json_string(e.msg));
-		return queue_json(s, q->conn, code_for(rc), j);
-	}
-	if (!cmd) /* nothing placeable: answer with the reasons, nothing stored */
-		return queue_json(s, q->conn, 422, answer);
-	q->extra = answer;
-	return propose(q, cmd);
+	return job_deploy(q);
 }
 
 /* ---- members ------------------------------------------------------------ */
@@ -1210,6 +1273,13 @@ static void job_work(uv_work_t *w)
 	struct iod_buf b;
 	static const char hdr[offsetof(struct shared_text, data)];
 
+	if (j->deploy) {
+		j->rc = iod_ctrl_deploy_plan_view(&j->view, j->body.data, j->body.len, &j->cmd,
+		                                  &j->plan, &j->err);
+		iod_ctrl_view_free(&j->view);
+		j->worker_us = (iod_clock_now_ns() - t0) / 1000;
+		return;
+	}
 	iod_buf_init(&b);
 	int rc = iod_buf_append(&b, hdr, sizeof(hdr)); /* the dump releases the items anyway */
 	rc = iod_state_items_dump(j->kind, j->rev, j->items, (uint32_t)j->n, j->limit, &b) || rc;
@@ -1228,10 +1298,55 @@ static void job_work(uv_work_t *w)
 
 static void job_start_next(struct server *s);
 
+static void deploy_turn_end(struct server *s)
+{
+	s->deploy_busy = false;
+}
+
+/* A deploy plan is back: hand it to its request, which the handler routes
+ * again (do_deploy proposes it), or drop it with the deploy turn. */
+static void job_deploy_end(struct server *s, struct job *j)
+{
+	struct req *q = j->q;
+	if (!q) {
+		if (j->running)
+			deploy_turn_end(s);
+	} else {
+		q->job = NULL;
+		iod_buf_free(&q->body);
+		q->body = j->body; /* back: a rerun (held, then a leader) plans again */
+		iod_buf_init(&j->body);
+		q->planned = true;
+		q->deploy_turn = j->running;
+		q->plan_rc = j->running ? j->rc : -ENOMEM;
+		q->plan_cmd = j->cmd;
+		j->cmd = NULL;
+		json_decref(q->extra);
+		q->extra = j->plan;
+		j->plan = NULL;
+		iod_strlcpy(q->plan_msg, j->running ? j->err.msg : "out of memory",
+		            sizeof(q->plan_msg));
+		if (q->suspended) {
+			q->suspended = false;
+			MHD_resume_connection(q->conn);
+			mhd_kick(s);
+		}
+	}
+	iod_ctrl_view_free(&j->view);
+	iod_buf_free(&j->body);
+	free(j->cmd);
+	json_decref(j->plan);
+	free(j);
+}
+
 /* Answer a job's request (if it still has one) and free the job. */
 static void job_end(struct server *s, struct job *j)
 {
 	job_unlink(s, j);
+	if (j->deploy) {
+		job_deploy_end(s, j);
+		return;
+	}
 	if (j->q) {
 		struct req *q = j->q;
 		q->job = NULL;
@@ -1259,9 +1374,15 @@ static void job_after(uv_work_t *w, int status)
 	(void)status;
 	IOD_ASSERT(s->jobs_running > 0);
 	s->jobs_running--;
-	s->jobs_done++;
-	if (j->worker_us > s->job_max_us)
-		s->job_max_us = j->worker_us;
+	if (j->deploy) {
+		s->deploys_planned++;
+		if (j->worker_us > s->deploy_max_us)
+			s->deploy_max_us = j->worker_us;
+	} else {
+		s->jobs_done++;
+		if (j->worker_us > s->job_max_us)
+			s->job_max_us = j->worker_us;
+	}
 	job_end(s, j);
 	job_start_next(s);
 }
@@ -1273,40 +1394,40 @@ static void job_start_next(struct server *s)
 {
 	for (struct job *j = s->jobs, *next; j && s->jobs_running < IOD_API_JOBS_MAX; j = next) {
 		next = j->next;
-		if (j->running)
+		if (j->running || (j->deploy && s->deploy_busy))
 			continue;
 		const struct iod_state *st = iod_node_state(s->node);
-		j->rev = iod_state_rev(st);
-		j->n = iod_state_items(st, j->kind, j->after, &j->items);
 		j->w.data = j;
-		if (j->n < 0 || uv_queue_work(&s->loop, &j->w, job_work, job_after)) {
-			if (j->n < 0)
-				j->n = 0;
-			job_end(s, j); /* no text: 500 */
-			continue;
+		if (j->deploy) {
+			/* one deploy at a time, planned against the state that its
+			 * predecessor's write has been applied to */
+			if (iod_ctrl_view_take(st, &j->view) ||
+			    uv_queue_work(&s->loop, &j->w, job_work, job_after)) {
+				job_end(s, j); /* not running: 500 */
+				continue;
+			}
+			s->deploy_busy = true;
+		} else {
+			j->rev = iod_state_rev(st);
+			j->n = iod_state_items(st, j->kind, j->after, &j->items);
+			if (j->n < 0 || uv_queue_work(&s->loop, &j->w, job_work, job_after)) {
+				if (j->n < 0)
+					j->n = 0;
+				job_end(s, j); /* no text: 500 */
+				continue;
+			}
 		}
 		j->running = true;
 		s->jobs_running++;
 	}
 }
 
-/* Queue a list for q (suspended until it is answered). */
-static MHD_RESULT job_list(struct req *q, enum iod_state_kind k)
+/* Queue j for q (suspended until it is answered). */
+static MHD_RESULT job_queue(struct req *q, struct job *j)
 {
 	struct server *s = q->srv;
-	struct job *j = calloc(1, sizeof(*j));
-	if (!j) {
-		if (q->suspended) {
-			finish(q, 500, err_json("out of memory"));
-			return MHD_YES;
-		}
-		return queue_err(s, q->conn, 500, err_json("out of memory"));
-	}
 	j->srv = s;
 	j->q = q;
-	j->kind = k;
-	j->limit = q->list_limit;
-	memcpy(j->after, q->list_after, sizeof(j->after));
 	j->prev = s->jobs_tail;
 	if (s->jobs_tail)
 		s->jobs_tail->next = j;
@@ -1320,6 +1441,39 @@ static MHD_RESULT job_list(struct req *q, enum iod_state_kind k)
 	}
 	job_start_next(s);
 	return MHD_YES;
+}
+
+static MHD_RESULT job_oom(struct req *q)
+{
+	if (q->suspended) {
+		finish(q, 500, err_json("out of memory"));
+		return MHD_YES;
+	}
+	return queue_err(q->srv, q->conn, 500, err_json("out of memory"));
+}
+
+/* Queue a list for q. */
+static MHD_RESULT job_list(struct req *q, enum iod_state_kind k)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return job_oom(q);
+	j->kind = k;
+	j->limit = q->list_limit;
+	memcpy(j->after, q->list_after, sizeof(j->after));
+	return job_queue(q, j);
+}
+
+/* Queue q's deploy plan (its body moves to the job). */
+static MHD_RESULT job_deploy(struct req *q)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return job_oom(q);
+	j->deploy = true;
+	j->body = q->body;
+	iod_buf_init(&q->body);
+	return job_queue(q, j);
 }
 
 /* A request that goes away (or a server that stops) leaves its job: a
@@ -1890,12 +2044,17 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 		    "# HELP iod_api_jobs_total Lists serialised off the loop.\n"
 		    "# TYPE iod_api_jobs_total counter\niod_api_jobs_total %llu\n"
 		    "# HELP iod_api_job_max_seconds Longest list serialisation (worker time).\n"
-		    "# TYPE iod_api_job_max_seconds gauge\niod_api_job_max_seconds %.6f\n",
+		    "# TYPE iod_api_job_max_seconds gauge\niod_api_job_max_seconds %.6f\n"
+		    "# HELP iod_api_deploys_total Deploys planned off the loop.\n"
+		    "# TYPE iod_api_deploys_total counter\niod_api_deploys_total %llu\n"
+		    "# HELP iod_api_deploy_max_seconds Longest deploy plan (worker time).\n"
+		    "# TYPE iod_api_deploy_max_seconds gauge\niod_api_deploy_max_seconds %.6f\n",
 		    s->watchers_n, (unsigned long long)s->watch_answers,
 		    (unsigned long long)s->watch_shared, s->conns_n,
 		    (unsigned long long)s->closed_head, (unsigned long long)s->closed_body,
 		    (unsigned long long)s->evicted, (unsigned long long)s->watch_deferred,
-		    s->jobs_running, (unsigned long long)s->jobs_done, (double)s->job_max_us / 1e6);
+		    s->jobs_running, (unsigned long long)s->jobs_done, (double)s->job_max_us / 1e6,
+		    (unsigned long long)s->deploys_planned, (double)s->deploy_max_us / 1e6);
 		s->requests[200]--;
 		return queue_text(s, c, 200, "text/plain; version=0.0.4",
 		                  b.data ? b.data : strdup(""));
@@ -2139,7 +2298,9 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	watch_unlink(q);
 	held_unlink(q);
 	job_detach(q);
+	deploy_turn_release(q);
 	large_release(q);
+	free(q->plan_cmd);
 	iod_buf_free(&q->body);
 	shared_unref(q->answer_text);
 	json_decref(q->answer);

@@ -14,8 +14,10 @@
  * (top candidates with every score term), which `iod explain replica NAME`
  * prints.
  *
- * Pure with respect to the cluster: it reads the state it is given and
- * builds a command; it never proposes, never does I/O, never reads a clock.
+ * Pure with respect to the cluster: it reads the state it is given (or a
+ * view of it, iod_ctrl_view_take, which the API server plans from on a
+ * worker thread) and builds a command; it never proposes, never does I/O,
+ * never reads a clock.
  */
 #include "iod/ctrl.h"
 #include "iod/objects.h"
@@ -58,10 +60,80 @@ static int load_spec(const char *body, size_t len, struct iod_spec **spec, json_
 	return 0;
 }
 
-/* The generation of a service deployed earlier (0: none). */
-static uint64_t generation_of(const struct iod_state *st, const char *service)
+/* ---- the view: the state's objects a plan reads ---------------------------- */
+
+enum { V_NODE, V_REPLICA, V_SERVICE };
+static const enum iod_state_kind view_kinds[3] = {IOD_STATE_NODE, IOD_STATE_REPLICA,
+                                                  IOD_STATE_SERVICE};
+
+int iod_ctrl_view_take(const struct iod_state *st, struct iod_ctrl_view *v)
 {
-	const json_t *old = iod_state_value(st, IOD_STATE_SERVICE, service);
+	memset(v, 0, sizeof(*v));
+	v->rev = iod_state_rev(st);
+	for (int k = 0; k < 3; k++) {
+		int n = iod_state_items(st, view_kinds[k], NULL, &v->item[k]);
+		if (n < 0) {
+			iod_ctrl_view_free(v);
+			return -ENOMEM;
+		}
+		v->n[k] = (uint32_t)n;
+	}
+	return 0;
+}
+
+void iod_ctrl_view_free(struct iod_ctrl_view *v)
+{
+	for (int k = 0; k < 3; k++) {
+		for (uint32_t i = 0; v->item[k] && i < v->n[k]; i++)
+			json_decref(v->item[k][i].value);
+		free(v->item[k]);
+		v->item[k] = NULL;
+		v->n[k] = 0;
+	}
+}
+
+static int item_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct iod_state_item *)a)->name,
+	              ((const struct iod_state_item *)b)->name);
+}
+
+static void view_sort(struct iod_ctrl_view *v)
+{
+	for (int k = 0; k < 3 && !v->sorted; k++)
+		if (v->n[k] > 1)
+			qsort(v->item[k], v->n[k], sizeof(*v->item[k]), item_cmp);
+	v->sorted = true;
+}
+
+/* The value of object `name` of view kind k, or NULL (binary search). */
+static const json_t *view_value(const struct iod_ctrl_view *v, int k, const char *name)
+{
+	struct iod_state_item key = {.rev = 0};
+	if (iod_strlcpy(key.name, name, sizeof(key.name)) < 0)
+		return NULL; /* longer than any name */
+	const struct iod_state_item *it =
+	    v->n[k] ? bsearch(&key, v->item[k], v->n[k], sizeof(key), item_cmp) : NULL;
+	return it ? it->value : NULL;
+}
+
+/* A kind as iod_state_list lists it: {"items": [{"name", "value"}...]} by name. */
+static json_t *view_list(const struct iod_ctrl_view *v, int k)
+{
+	json_t *items = json_array();
+	for (uint32_t i = 0; items && i < v->n[k]; i++)
+		if (json_array_append_new(items, json_pack("{s:s, s:O}", "name", v->item[k][i].name,
+		                                           "value", v->item[k][i].value))) {
+			json_decref(items);
+			return NULL;
+		}
+	return items ? json_pack("{s:I, s:o}", "rev", (json_int_t)v->rev, "items", items) : NULL;
+}
+
+/* The generation of a service deployed earlier (0: none). */
+static uint64_t generation_of(const struct iod_ctrl_view *v, const char *service)
+{
+	const json_t *old = view_value(v, V_SERVICE, service);
 	int64_t gen = 0;
 	if (old && iod_obj_peek_int(IOD_OBJ_KIND_SERVICE, old, IOD_OBJ_SERVICE_GENERATION, &gen))
 		gen = 0;
@@ -71,7 +143,7 @@ static uint64_t generation_of(const struct iod_state *st, const char *service)
 /* Replicas of a service deployed earlier (a dependency outside this spec). */
 static uint32_t stored_replicas(const char *service, void *ctx)
 {
-	const json_t *v = iod_state_value(ctx, IOD_STATE_SERVICE, service);
+	const json_t *v = view_value(ctx, V_SERVICE, service);
 	int64_t n = 0;
 	if (v && !iod_obj_peek_int(IOD_OBJ_KIND_SERVICE, v, IOD_OBJ_SERVICE_REPLICAS, &n))
 		return (uint32_t)n;
@@ -84,20 +156,16 @@ static uint32_t stored_replicas(const char *service, void *ctx)
  * the spec; here the real node addresses and the services deployed earlier
  * count too. A replica that no agent could build is never reported placed.
  */
-static int agent_limits(const struct iod_state *st, const struct iod_spec *spec, struct iod_err *e)
+static int agent_limits(const struct iod_ctrl_view *st, const struct iod_spec *spec,
+                        struct iod_err *e)
 {
-	json_t *nodes = iod_state_list(st, IOD_STATE_NODE);
 	uint32_t host_len = 15;
-	size_t i;
-	json_t *x;
-	json_array_foreach(json_object_get(nodes, "items"), i, x)
-	{
+	for (uint32_t i = 0; i < st->n[V_NODE]; i++) {
 		const char *a = NULL;
-		if ((a = iod_obj_peek_str(IOD_OBJ_KIND_NODE, json_object_get(x, "value"),
+		if ((a = iod_obj_peek_str(IOD_OBJ_KIND_NODE, st->item[V_NODE][i].value,
 		                          IOD_OBJ_NODE_ADDR)))
 			host_len = IOD_MAX(host_len, (uint32_t)strlen(a));
 	}
-	json_decref(nodes);
 	for (uint32_t k = 0; k < spec->services_n; k++) {
 		char why[IOD_ERR_MSG_MAX - IOD_NAME_MAX - 16];
 		if (iod_spec_service_env_check(spec, k, host_len, stored_replicas, (void *)st, why,
@@ -143,12 +211,12 @@ static void used_masks(const json_t *replicas, const json_t *items, const struct
  * node from the topology it registered; GPUs and accelerators that other
  * services' replicas hold are taken. Nodes that cannot be scheduled go to
  * skipped with their reason. */
-static int build_cluster(const struct iod_state *st, const struct iod_spec *spec,
+static int build_cluster(const struct iod_ctrl_view *st, const struct iod_spec *spec,
                          uint32_t replicas_max, struct iod_sched_cluster **out, json_t *skipped,
                          struct iod_err *e)
 {
-	json_t *nodes = iod_state_list(st, IOD_STATE_NODE);
-	json_t *reps = iod_state_list(st, IOD_STATE_REPLICA);
+	json_t *nodes = view_list(st, V_NODE);
+	json_t *reps = view_list(st, V_REPLICA);
 	const json_t *items = json_object_get(nodes, "items");
 	size_t n = json_array_size(items);
 	uint32_t *gpus = calloc(n + 1, sizeof(*gpus)), *accs = calloc(n + 1, sizeof(*accs));
@@ -207,6 +275,19 @@ static json_t *new_replica(const struct iod_sched_cluster *cl, const struct iod_
 int iod_ctrl_deploy_plan(const struct iod_state *st, const char *body, size_t len, char **cmd,
                          json_t **answer, struct iod_err *e)
 {
+	struct iod_ctrl_view v;
+	*cmd = NULL;
+	*answer = NULL;
+	if (iod_ctrl_view_take(st, &v))
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	int rc = iod_ctrl_deploy_plan_view(&v, body, len, cmd, answer, e);
+	iod_ctrl_view_free(&v);
+	return rc;
+}
+
+int iod_ctrl_deploy_plan_view(struct iod_ctrl_view *st, const char *body, size_t len, char **cmd,
+                              json_t **answer, struct iod_err *e)
+{
 	struct iod_spec *spec = NULL;
 	struct iod_sched_cluster *cl = NULL;
 	struct iod_sched_request *reqs = NULL;
@@ -222,6 +303,7 @@ int iod_ctrl_deploy_plan(const struct iod_state *st, const char *body, size_t le
 	memset(&res, 0, sizeof(res));
 	if ((rc = load_spec(body, len, &spec, answer, e)))
 		return rc;
+	view_sort(st);
 	if ((rc = agent_limits(st, spec, e))) {
 		iod_spec_free(spec);
 		return rc;
@@ -237,9 +319,11 @@ int iod_ctrl_deploy_plan(const struct iod_state *st, const char *body, size_t le
 			goto out;
 		total += reqs[i].replicas;
 	}
-	if (total > IOD_STATE_TXN_OPS_MAX / 2) {
-		rc = iod_err_set(e, -E2BIG, "the spec asks for %llu replicas; one deploy takes %d",
-		                 (unsigned long long)total, IOD_STATE_TXN_OPS_MAX / 2);
+	if (total > IOD_DEPLOY_REPLICAS_MAX) {
+		rc = iod_err_set(e, -E2BIG,
+		                 "the spec asks for %llu replicas; one deploy takes at most %u "
+		                 "(IOD_DEPLOY_REPLICAS_MAX): deploy its services in parts",
+		                 (unsigned long long)total, IOD_DEPLOY_REPLICAS_MAX);
 		goto out;
 	}
 	if ((rc = build_cluster(st, spec, (uint32_t)total, &cl, skipped, e)))

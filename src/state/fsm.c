@@ -13,6 +13,73 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- commands parsed ahead of their apply ---------------------------------- */
+
+struct iod_state_preparsed *iod_state_preparse(const void *base, size_t len, uint64_t index)
+{
+	const char *p = base;
+	size_t n = len;
+	struct iod_state_result r;
+
+	if (len < IOD_STATE_PREPARSE_MIN || iod_state_batch_is(p, len))
+		return NULL;
+	while (n && p[n - 1] == 0)
+		n--; /* padding, as fsm_apply strips it */
+	struct iod_state_preparsed *pp = calloc(1, sizeof(*pp));
+	if (!pp)
+		return NULL;
+	pp->base = base;
+	pp->len = len;
+	pp->index = index;
+	if (!(pp->cmd = iod_state_cmd_parse(p, n, &r)) ||
+	    iod_state_cmd_sizes(pp->cmd, &pp->bytes, &pp->bytes_n)) {
+		iod_state_preparsed_free(pp);
+		return NULL; /* parsed (and refused) at apply, as without this */
+	}
+	return pp;
+}
+
+void iod_state_preparsed_free(struct iod_state_preparsed *p)
+{
+	if (!p)
+		return;
+	json_decref(p->cmd);
+	free(p->bytes);
+	free(p);
+}
+
+void iod_state_fsm_prepared(struct iod_state_fsm_ctx *c, struct iod_state_preparsed *p)
+{
+	if (c->pre_n == IOD_STATE_PREPARSED_MAX) {
+		iod_state_preparsed_free(c->pre[0]);
+		memmove(c->pre, c->pre + 1, (c->pre_n - 1) * sizeof(c->pre[0]));
+		c->pre_n--;
+	}
+	c->pre[c->pre_n++] = p;
+}
+
+void iod_state_fsm_prepared_flush(struct iod_state_fsm_ctx *c)
+{
+	for (uint32_t i = 0; i < c->pre_n; i++)
+		iod_state_preparsed_free(c->pre[i]);
+	c->pre_n = 0;
+}
+
+/* The parsed command of the entry at buf, taken out of the cache, or NULL. */
+static struct iod_state_preparsed *prepared_take(struct iod_state_fsm_ctx *c,
+                                                 const struct raft_buffer *buf)
+{
+	for (uint32_t i = 0; i < c->pre_n; i++) {
+		struct iod_state_preparsed *p = c->pre[i];
+		if (p->base != buf->base || p->len != buf->len)
+			continue;
+		memmove(c->pre + i, c->pre + i + 1, (c->pre_n - i - 1) * sizeof(c->pre[0]));
+		c->pre_n--;
+		return p;
+	}
+	return NULL;
+}
+
 static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 {
 	struct iod_state_fsm_ctx *c = fsm->data;
@@ -31,9 +98,16 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
 			c->on_apply(c->on_apply_data);
 		return 0;
 	}
-	while (len && p[len - 1] == 0)
-		len--;
-	iod_state_apply(c->state, p, len, &c->last);
+	struct iod_state_preparsed *pre = c->pre_n ? prepared_take(c, buf) : NULL;
+	if (pre) {
+		iod_state_apply_sized(c->state, pre->cmd, pre->bytes, pre->bytes_n, &c->last);
+		iod_state_preparsed_free(pre);
+		c->pre_hits++;
+	} else {
+		while (len && p[len - 1] == 0)
+			len--;
+		iod_state_apply(c->state, p, len, &c->last);
+	}
 	if (c->last.code)
 		IOD_DEBUG("state", "command rejected: %s", c->last.msg);
 	c->applied++;
@@ -80,6 +154,7 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 	struct iod_state_fsm_ctx *c = fsm->data;
 	struct iod_err e = {0};
 
+	iod_state_fsm_prepared_flush(c);
 	if (iod_state_restore(c->state, buf->base, buf->len, &e)) {
 		IOD_ERROR("state", "restoring a snapshot failed: %s", e.msg);
 		return RAFT_CORRUPT;

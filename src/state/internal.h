@@ -137,5 +137,14 @@ int iod_rio_init(struct raft_io *io, struct uv_loop_s *loop, const char *dir, co
                  struct iod_sec_tls_creds *tls, uint32_t connect_retry_ms, struct iod_err *e);
 /* After raft_close's callback (or when raft never started). */
 void iod_rio_free(struct raft_io *io);
+/* Large commands parsed on the log's worker after their write: ready gets
+ * each (owned) on the loop before raft hears of the append; flush when the
+ * log is truncated or a snapshot installed (kept ones must go). */
+struct iod_rio_prep {
+	void *data;                                               /* their argument */
+	void (*ready)(void *data, struct iod_state_preparsed *p); /* NULL: off */
+	void (*flush)(void *data);
+};
+void iod_rio_set_prep(struct raft_io *io, const struct iod_rio_prep *p);
 
 #endif

@@ -576,6 +576,11 @@ void iod_node_metrics(struct iod_node *n, struct iod_buf *b)
 	               "iod_raft_apply_latency_seconds_count %llu\n",
 	               (unsigned long long)cum, (double)n->lat_sum_us / 1e6,
 	               (unsigned long long)cum);
+	iod_buf_printf(b,
+	               "# HELP iod_state_preparsed_total Large commands applied from a parse "
+	               "made on the log's worker thread.\n"
+	               "# TYPE iod_state_preparsed_total counter\niod_state_preparsed_total %llu\n",
+	               (unsigned long long)n->ctx.pre_hits);
 	iod_buf_printf(
 	    b,
 	    "# HELP iod_raft_entries_proposed_total Raft entries proposed (group commit).\n"
@@ -872,8 +877,28 @@ static int fsm_snapshot_timed(struct raft_fsm *fsm, struct raft_buffer *bufs[], 
 	return rv;
 }
 
+/* A large command parsed on the log's worker (rio.c): kept for its apply
+ * unless that happened already (a leader may apply before its own write
+ * is done, once a majority of followers has it). */
+static void prep_ready(void *data, struct iod_state_preparsed *p)
+{
+	struct iod_node *n = data;
+	if (p->index <= raft_last_applied(&n->raft))
+		iod_state_preparsed_free(p);
+	else
+		iod_state_fsm_prepared(&n->ctx, p);
+}
+
+static void prep_flush(void *data)
+{
+	struct iod_node *n = data;
+	iod_state_fsm_prepared_flush(&n->ctx);
+}
+
 static void io_wrap(struct iod_node *n)
 {
+	const struct iod_rio_prep prep = {.data = n, .ready = prep_ready, .flush = prep_flush};
+	iod_rio_set_prep(&n->io, &prep);
 	n->fsm_snapshot = n->fsm.snapshot;
 	n->fsm.snapshot = fsm_snapshot_timed;
 	n->io_set_term = n->io.set_term;
@@ -1388,6 +1413,7 @@ void iod_node_free(struct iod_node *n)
 	for (unsigned k = 0; k < NODES_TIMED; k++)
 		if (timed_nodes[k] == n)
 			timed_nodes[k] = NULL;
+	iod_state_fsm_prepared_flush(&n->ctx);
 	iod_state_free(n->state);
 	free(n);
 }

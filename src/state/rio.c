@@ -73,6 +73,7 @@ struct rio_op {
 	struct raft_io_snapshot_put *put; /* OP_SNAP_PUT: raft's request */
 	const struct raft_snapshot *snap; /* the snapshot (raft keeps it) */
 	unsigned trailing;                /* entries to keep before it; 0 = installed */
+	struct iod_state_preparsed **pre; /* OP_APPEND: its commands parsed (worker), or NULL */
 };
 
 struct rio_get {
@@ -177,6 +178,7 @@ struct rio {
 	uint64_t rng;                  /* xorshift state */
 	uint32_t retry_ms;             /* between connection attempts to a peer */
 	struct iod_sec_tls_creds *tls; /* mutual TLS (not owned); NULL = plaintext */
+	struct iod_rio_prep prep;      /* large commands parsed after their write */
 	char refused_why[200];         /* the last refusal logged */
 	uint64_t refused_ms;           /* when (loop time) */
 	unsigned refused_n;            /* the same refusals not logged since */
@@ -247,6 +249,20 @@ static int resolve(const char *addr, struct sockaddr_storage *ss, char *why, siz
 
 static void disk_pump(struct rio *r);
 
+/* Worker: parse op's large commands (entries from index first) for their
+ * apply (iod_state_preparse), while the loop goes on. */
+static void prepare(struct rio_op *op, uint64_t first)
+{
+	for (unsigned i = 0; i < op->n; i++) {
+		const struct raft_entry *en = &op->entries[i];
+		if (en->type != RAFT_COMMAND || en->buf.len < IOD_STATE_PREPARSE_MIN)
+			continue;
+		if (!op->pre && !(op->pre = calloc(op->n, sizeof(*op->pre))))
+			return;
+		op->pre[i] = iod_state_preparse(en->buf.base, en->buf.len, first + i);
+	}
+}
+
 static void disk_work(uv_work_t *w)
 {
 	struct rio *r = w->data;
@@ -263,6 +279,7 @@ static void disk_work(uv_work_t *w)
 			}
 			struct raft_entry *all = total ? malloc(total * sizeof(*all)) : NULL;
 			int rv = total && !all ? -ENOMEM : 0;
+			uint64_t first = iod_wal_next_index(r->wal);
 			if (all) {
 				unsigned k = 0;
 				for (struct rio_op *o = op; o != end; o = o->next) {
@@ -275,8 +292,12 @@ static void disk_work(uv_work_t *w)
 			if (rv)
 				IOD_ERROR("raft", "appending %u entries to the log: %s", total,
 				          strerror(-rv));
-			for (struct rio_op *o = op; o != end; o = o->next)
+			for (struct rio_op *o = op; o != end; o = o->next) {
 				o->status = rv ? RAFT_IOERR : 0;
+				if (!rv && r->prep.ready)
+					prepare(o, first);
+				first += o->n;
+			}
 			op = end;
 			continue;
 		}
@@ -291,6 +312,30 @@ static void disk_work(uv_work_t *w)
 		op->status = rv ? (rv == -E2BIG ? RAFT_TOOBIG : RAFT_IOERR) : 0;
 		op = op->next;
 	}
+}
+
+/* Loop: hand op's parsed commands on (before raft hears the append is
+ * done, so before their commit); a truncation or an installed snapshot
+ * drops every one kept (their buffers go). */
+static void op_prepared(struct rio *r, struct rio_op *op, int status)
+{
+	if (op->kind == OP_APPEND) {
+		for (unsigned i = 0; op->pre && i < op->n; i++) {
+			if (op->pre[i] && !status && r->prep.ready)
+				r->prep.ready(r->prep.data, op->pre[i]);
+			else
+				iod_state_preparsed_free(op->pre[i]);
+		}
+		free(op->pre);
+		op->pre = NULL;
+	} else if ((op->kind == OP_TRUNCATE || !op->trailing) && r->prep.flush) {
+		r->prep.flush(r->prep.data);
+	}
+}
+
+void iod_rio_set_prep(struct raft_io *io, const struct iod_rio_prep *p)
+{
+	rio_of(io)->prep = *p;
 }
 
 static void op_done(struct rio_op *op, int status)
@@ -310,6 +355,7 @@ static void disk_after(uv_work_t *w, int status)
 	r->in_worker = NULL;
 	while (op) {
 		struct rio_op *next = op->next;
+		op_prepared(r, op, status ? RAFT_CANCELED : op->status);
 		op_done(op, status ? RAFT_CANCELED : op->status);
 		op = next;
 	}

@@ -367,3 +367,60 @@ TEST(deploy_plan_command_and_answer)
 	iod_state_free(s);
 	free(rep);
 }
+
+/*
+ * Issue 15: a deploy is planned off the loop from a view of the state. The
+ * plan from a view is the plan from the state it was taken of, even after
+ * the state has changed (the GPUs another deploy took since are not seen:
+ * the API server plans one deploy at a time, after the previous write);
+ * over IOD_DEPLOY_REPLICAS_MAX replicas is -E2BIG naming it, before any
+ * planning.
+ */
+TEST(deploy_plan_from_a_view_and_its_limit)
+{
+	struct iod_topo_node *xml = calloc(1, sizeof(*xml));
+	struct iod_state *s = NULL;
+	struct iod_state_result r;
+	struct iod_err e = {0};
+	struct iod_ctrl_view v;
+	json_t *answer = NULL, *answer2 = NULL;
+	char *cmd = NULL, *cmd2 = NULL;
+	const char *gpu8 = "services:\n  - name: big\n    type: stateless\n"
+	                   "    resources: {gpu: 8}\n    replicas: 1\n";
+
+	CHECK(xml);
+	CHECK_EQ(load("examples/topologies/pcie-8gpu.xml", xml), 0);
+	CHECK_EQ(iod_state_new(&s), 0);
+	CHECK_EQ(put_node(s, "gpu-box", "xml", xml), 0);
+	CHECK_EQ(iod_ctrl_view_take(s, &v), 0);
+	CHECK_EQ(iod_ctrl_deploy_plan(s, gpu8, strlen(gpu8), &cmd, &answer, &e), 0);
+	CHECK(cmd != NULL);
+	CHECK_EQ(iod_state_apply(s, cmd, strlen(cmd), &r), 0); /* the 8 GPUs are taken */
+	free(cmd);
+	json_decref(answer);
+	const char *other = "services:\n  - name: other\n    type: stateless\n"
+	                    "    resources: {gpu: 8}\n    replicas: 1\n";
+	CHECK_EQ(iod_ctrl_deploy_plan(s, other, strlen(other), &cmd, &answer, &e), 0);
+	CHECK_EQ(placed_on(answer, "gpu-box"), 0); /* no GPU left now */
+	CHECK_EQ(iod_ctrl_deploy_plan_view(&v, other, strlen(other), &cmd2, &answer2, &e), 0);
+	CHECK_EQ(placed_on(answer2, "gpu-box"), 1); /* the view: before the first deploy */
+	free(cmd);
+	free(cmd2);
+	json_decref(answer);
+	json_decref(answer2);
+	iod_ctrl_view_free(&v);
+	/* one replica over the limit, over two services */
+	char spec[512];
+	snprintf(spec, sizeof(spec),
+	         "services:\n  - name: a\n    type: stateless\n    replicas: %d\n"
+	         "  - name: b\n    type: stateless\n    replicas: %d\n",
+	         IOD_DEPLOY_REPLICAS_MAX / 2,
+	         IOD_DEPLOY_REPLICAS_MAX - IOD_DEPLOY_REPLICAS_MAX / 2 + 1);
+	answer = NULL;
+	CHECK_EQ(iod_ctrl_deploy_plan(s, spec, strlen(spec), &cmd, &answer, &e), -E2BIG);
+	CHECK(cmd == NULL);
+	CHECK_CONTAINS(e.msg, "IOD_DEPLOY_REPLICAS_MAX");
+	json_decref(answer);
+	iod_state_free(s);
+	free(xml);
+}

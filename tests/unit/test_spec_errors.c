@@ -183,13 +183,13 @@ TEST(replica_counts)
 {
 	CHECK_ERR(SVC "    replicas: -1\n", 4, 15, "replicas must not be negative (got -1)");
 	CHECK_ERR(SVC "    replicas: 2.5\n", 4, 15, "replicas must be a whole number (got 2.5)");
-	CHECK_ERR(SVC "    replicas: 10001\n", 4, 15,
-	          "replicas is 10001; the most is 10000 (IOD_SPEC_REPLICAS_MAX)");
-	CHECK_ERR(SVC "    replicas: 99999999999999999999999\n", 4, 15, "the most is 10000");
+	CHECK_ERR(SVC "    replicas: 3001\n", 4, 15,
+	          "replicas is 3001; the most is 3000 (IOD_SPEC_REPLICAS_MAX)");
+	CHECK_ERR(SVC "    replicas: 99999999999999999999999\n", 4, 15, "the most is 3000");
 	CHECK_ERR(SVC "    replicas: many\n", 4, 15,
 	          "replicas must be a whole number, not \"many\"");
 	CHECK_ERR(SVC "    replicas: 1e3\n", 4, 15, "whole number (got 1e3)");
-	CHECK_EQ(load(SVC "    replicas: 10000\n"), 0); /* the bound itself is fine */
+	CHECK_EQ(load(SVC "    replicas: 3000\n"), 0); /* the bound itself is fine */
 }
 
 TEST(bad_units)
@@ -557,6 +557,6 @@ TEST(agent_limits_are_spec_errors)
 	          "  - name: u\n    type: stateless\n    command: true\n    depends_on: [qs, ps]\n",
 	          10, 11, "the longest is ps with 800");
 	/* without a command nothing runs: no environment, no limit */
-	CHECK_EQ(load(SVC "    replicas: 10000\n"), 0);
+	CHECK_EQ(load(SVC "    replicas: 3000\n"), 0);
 	CHECK_EQ(load(SVC "    replicas: 1000\n    command: true\n"), 0);
 }
