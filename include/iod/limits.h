@@ -793,6 +793,17 @@ _Static_assert(IOD_CHAOS_DURATION_MAX_MS < 0xffffffffu, "fault durations fit 32 
 #define IOD_TEL_STALL_UTIL_PCT 90.0
 #define IOD_TEL_STALL_BYTES (1u << 20)
 
+/* ---- cluster configuration (iod config, src/config/) ---- */
+/* Previous versions config/cluster keeps for `iod config history` and
+ * rollback: enough for an afternoon of changes, small enough that the
+ * object stays a few KiB. */
+#define IOD_CONFIG_HISTORY_MAX 32
+/* The largest config/cluster value read back: the history at its limit
+ * with every key set is about 20 KiB. */
+#define IOD_CONFIG_DOC_MAX (256 * 1024)
+/* Values one node may fail to honour at once (each listed in its ack). */
+#define IOD_CONFIG_FALLBACKS_MAX 8
+
 /* ---- the relations between limits that the code relies on ------------- */
 
 /* A replica name is "<service>-<ordinal>" with an ordinal < IOD_SPEC_REPLICAS_MAX
@@ -837,5 +848,6 @@ _Static_assert(IOD_API_LIST_PAGE_DEFAULT <= IOD_API_LIST_PAGE_MAX, "the CLI's pa
 _Static_assert(IOD_API_JOBS_MAX < 4, "libuv's 4 pool threads keep one for the Raft log's disk");
 /* The client takes any answer the API server may send (a list of objects). */
 _Static_assert(IOD_HTTP_BODY_MAX >= IOD_API_BODY_MAX, "the client reads what the API sends");
+_Static_assert(IOD_CONFIG_DOC_MAX <= IOD_API_VALUE_MAX, "a whole config history fits one PUT");
 
 #endif

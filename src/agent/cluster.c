@@ -19,6 +19,7 @@
  * replica's new home.
  */
 #include "internal.h"
+#include "iod/config.h"
 #include "iod/ctrl.h"
 #include "iod/objects.h"
 
@@ -565,6 +566,12 @@ static void *watcher_main(void *arg)
 		if (stop)
 			break;
 		if (relist) {
+			/* iod config: apply and acknowledge a new revision (config.h) */
+			pthread_mutex_lock(&c->mu);
+			uint64_t lease = c->lease_id;
+			pthread_mutex_unlock(&c->mu);
+			if (iod_config_node_sync(&cl, c->cfg->name, lease, &e) && e.msg[0])
+				IOD_DEBUG("agent", "config: %s", e.msg);
 			/* replicas first, nodes last: a node list at least as new as the
 			 * replica list never shows a live node as gone */
 			json_t *reps = list(&cl, "replicas"), *svcs = list(&cl, "services"),
@@ -634,10 +641,13 @@ static void *watcher_main(void *arg)
 			json_t *x;
 			json_array_foreach(ev, i, x)
 			{
-				const char *k = "";
+				const char *k = "", *nm = "";
 				iod_json_get_str(x, "kind", &k);
-				/* our own endpoint writes change nothing we decide on */
-				relevant |= strcmp(k, "endpoint") != 0;
+				iod_json_get_str(x, "name", &nm);
+				/* our own endpoint writes, and nodes' config acks, change
+				 * nothing we decide on */
+				relevant |= strcmp(k, "endpoint") != 0 &&
+				            !(!strcmp(k, "config") && iod_config_is_ack_name(nm));
 			}
 			relist = relevant || json_array_size(ev) == 0;
 			rev = next;

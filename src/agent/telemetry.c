@@ -18,6 +18,7 @@
 #include "internal.h"
 #include "iod/objects.h"
 #include "iod/api.h"
+#include "iod/config.h"
 #include "iod/obs.h"
 #include "iod/topo.h"
 
@@ -323,7 +324,9 @@ static void sample(struct iod_agent_telemetry *t)
 static void push(struct iod_agent_telemetry *t)
 {
 	uint64_t now = wall_ms();
-	if (!t->api_ok || now - t->pushed_ms < t->cfg->telemetry_push_ns / IOD_NS_PER_MS)
+	/* iod config's telemetry.push_interval, live; the flag when unset */
+	uint64_t every = iod_config_live_u64("telemetry.push_interval", t->cfg->telemetry_push_ns);
+	if (!t->api_ok || now - t->pushed_ms < every / IOD_NS_PER_MS)
 		return;
 	t->pushed_ms = now;
 	pthread_mutex_lock(&t->lock);
@@ -354,10 +357,12 @@ static void push(struct iod_agent_telemetry *t)
 static void *run(void *arg)
 {
 	struct iod_agent_telemetry *t = arg;
-	uint64_t every = t->cfg->telemetry_interval_ns;
 	pthread_mutex_lock(&t->lock);
 	while (!t->stop) {
 		pthread_mutex_unlock(&t->lock);
+		/* iod config's telemetry.interval, live from the next sample */
+		uint64_t every =
+		    iod_config_live_u64("telemetry.interval", t->cfg->telemetry_interval_ns);
 		sample(t);
 		push(t);
 		pthread_mutex_lock(&t->lock);
@@ -407,6 +412,8 @@ static TEL_MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *u
 		pthread_mutex_lock(&t->lock);
 		int rc = iod_tel_prom(t->node, &b);
 		pthread_mutex_unlock(&t->lock);
+		if (!rc)
+			rc = iod_config_node_prom(&b); /* iod config: revisions and drift */
 		if (rc || !b.data) {
 			iod_buf_free(&b);
 			return answer(c, 500, "text/plain", strdup("out of memory\n"));

@@ -109,6 +109,32 @@ static const char *sget(const json_t *o, const char *k)
 	return v;
 }
 
+/* A Config change: the cluster's new revision, or a node applying one (and
+ * what it could not honour: fallbacks are never silent). */
+static void config_change(const json_t *v, char *what, size_t wl, char *detail, size_t dl)
+{
+	const json_t *f;
+	size_t i, off = 0;
+	uint64_t r = 0;
+	if (!json_object_get(v, "applied")) {
+		snprintf(what, wl, "changed");
+		snprintf(detail, dl, "%s", sget(v, "change"));
+		return;
+	}
+	iod_json_get_u64(v, "rev", &r);
+	snprintf(what, wl, "applied");
+	int n = snprintf(detail, dl, "revision %llu on %s", (unsigned long long)r, sget(v, "node"));
+	off = n > 0 ? (size_t)n : 0;
+	json_array_foreach(json_object_get(v, "fallbacks"), i, f)
+	{
+		if (off >= dl)
+			break;
+		n = snprintf(detail + off, dl - off, "; fallback %s=%s (wanted %s: %s)",
+		             sget(f, "key"), sget(f, "using"), sget(f, "want"), sget(f, "reason"));
+		off += n > 0 ? (size_t)n : 0;
+	}
+}
+
 /* One state change as a line: what happened to which object. */
 static void print_change(const json_t *x)
 {
@@ -152,6 +178,8 @@ static void print_change(const json_t *x)
 		                 &u);
 		snprintf(what, sizeof(what), "deployed");
 		snprintf(detail, sizeof(detail), "generation %llu", (unsigned long long)u);
+	} else if (!strcmp(kind, "config")) {
+		config_change(v, what, sizeof(what), detail, sizeof(detail));
 	} else {
 		snprintf(what, sizeof(what), "changed");
 	}

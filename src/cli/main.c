@@ -41,7 +41,7 @@
 	X(viz, "network and topology views")                                        \
 	X(chaos, "inject faults and watch recovery")                                \
 	X(sim, "simulate a cluster and fabric in virtual time")                     \
-	P(config, "get and set cluster configuration")                              \
+	X(config, "get and set cluster configuration")                              \
 	X(dp, "run or inspect the data plane")                                      \
 	X(mesh, "service-mesh commands (`iod mesh deploy -f FILE`)")                \
 	X(proxy, "the node's mesh proxy, standalone (--config FILE)")               \

@@ -382,6 +382,12 @@ static int authorize_node(const struct iod_sec_identity *id, const struct iod_se
 			            id->name);
 		}
 		break;
+	case IOD_SEC_RES_CONFIG:
+		/* iod config: a node acknowledges in config/ack.<its name> only */
+		if ((rq->verb == IOD_SEC_VERB_PUT || rq->verb == IOD_SEC_VERB_DELETE) && rq->name &&
+		    !strncmp(rq->name, "ack.", 4) && str_eq(rq->name + 4, id->name))
+			return allow(d);
+		return deny(d, 403, id, rq, "a node writes only config/ack.%s", id->name);
 	case IOD_SEC_RES_REPLICA: return node_replica(id, rq, d);
 	case IOD_SEC_RES_ENDPOINT: return node_endpoint(id, rq, d);
 	case IOD_SEC_RES_LEASE: return node_lease(id, rq, d);
