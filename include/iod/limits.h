@@ -818,6 +818,26 @@ _Static_assert(IOD_SCHED_ACCS_MAX <= 32, "a node's accelerator set is a uint32_t
 _Static_assert(IOD_BITMAP_BITS % 64 == 0, "a bitmap is whole 64-bit words");
 _Static_assert(IOD_SPEC_UNITS_MAX <= IOD_BITMAP_BITS, "a replica's units fit one bitmap");
 /* The span ring indexes slots with a mask. */
+/* Checkpoint storage (src/storage/, docs/storage.md). Tiers: one per medium
+ * of the spec. Checkpoints per service and node: retention is a handful of
+ * steps; 64 bounds the pool's fixed table. Actions of one decision: each
+ * checkpoint moves down at most every tier once and is evicted once. */
+#define IOD_STOR_TIERS_MAX IOD_SPEC_TIERS_MAX
+#define IOD_STOR_CKPTS_MAX 64
+#define IOD_STOR_ACTS_MAX (IOD_STOR_CKPTS_MAX * IOD_STOR_TIERS_MAX + 1)
+/* Copies of a checkpoint: Ceph's pools rarely go past 5; 7 bounds it. */
+#define IOD_STOR_REPLICAS_MAX 7
+/* Manifest bounds: regions a caller saves at once, chunks of one rank's
+ * checkpoint (64 Ki chunks of 4 MiB = 256 GiB), region name length, and the
+ * manifest's size on disk (a chunk line is < 100 bytes). */
+#define IOD_CKPT_REGIONS_MAX 64
+#define IOD_CKPT_CHUNKS_MAX 65536
+#define IOD_CKPT_NAME_MAX 64
+#define IOD_CKPT_MANIFEST_MAX (8u << 20)
+/* Default chunk size: large enough for sequential NVMe writes, small enough
+ * to repair one chunk from a peer. */
+#define IOD_CKPT_CHUNK_BYTES_DEFAULT (4u << 20)
+
 _Static_assert((IOD_MESH_CLIENT_SLOTS & (IOD_MESH_CLIENT_SLOTS - 1)) == 0 &&
                    IOD_MESH_CLIENT_SLOTS >= 2 * IOD_MESH_CONNS_MAX,
                "the per-client table is a power of two, at most half full");

@@ -292,7 +292,9 @@ struct iod_spec {
 	struct iod_spec_resources resources;
 	struct iod_spec_tier *tiers; /* storage.tiers */
 	uint32_t tiers_n;
-	bool has_mesh;                /* a service_mesh: block */
+	uint32_t
+	    storage_replicas; /* storage.replicas: copies of each checkpoint, 0 if not written */
+	bool has_mesh;        /* a service_mesh: block */
 	enum iod_transport transport; /* service_mesh.transport */
 	struct iod_arena arena;       /* owns everything above */
 };

@@ -1750,15 +1750,21 @@ static const char *get_medium(struct spec_ld *ld, const struct iod_yaml_node *n)
 
 static void load_storage(struct spec_ld *ld, const struct iod_yaml_node *m)
 {
-	static const char *const storage_keys[] = {"tiers"};
+	static const char *const storage_keys[] = {"tiers", "replicas"};
 	static const char *const tier_keys[] = {"medium", "quota", "quota_bp"};
-	const struct iod_yaml_node *v[1];
+	const struct iod_yaml_node *v[2];
 	struct iod_spec *sp = ld->spec;
 	uint32_t sum = 0, i = 0;
 	bool all = true;
 
-	if (!get_map(ld, m, "storage", storage_keys, 1, v, NULL))
+	if (!get_map(ld, m, "storage", storage_keys, 2, v, NULL))
 		return;
+	if (v[1] &&
+	    get_u32(ld, v[1], "storage.replicas", IOD_STOR_REPLICAS_MAX, "IOD_STOR_REPLICAS_MAX",
+	            &sp->storage_replicas) &&
+	    sp->storage_replicas == 0)
+		spec_err(ld, v[1],
+		         "storage.replicas must be at least 1 (one copy, no replication)");
 	if (!v[0]) {
 		spec_err(ld, m, "storage needs tiers: [{medium: NVMe, quota: 100%%}]");
 		return;

@@ -460,6 +460,8 @@ json_t *iod_spec_to_json(const struct iod_spec *s)
 			json_array_append_new(tiers, t);
 		}
 		set(st, "tiers", tiers);
+		if (s->storage_replicas)
+			set(st, "replicas", u64(s->storage_replicas));
 		set(o, "storage", st);
 	}
 	if (s->has_mesh) {

@@ -343,6 +343,14 @@ TEST(storage_errors)
 	CHECK_ERR("storage: {tiers: [{medium: HDD, quota: 0%}, {medium: SSD, quota: 100%}]}\n", 1,
 	          40, "above 0%");
 	CHECK_ERR("storage: {tiers: []}\n", 1, 18, "storage.tiers is empty");
+	CHECK_ERR("storage: {tiers: [{medium: PMem, quota: 30%}, {medium: NVMe, quota: 80%}]}\n", 1,
+	          18, "quotas add up to 110.00%; they must add up to 100%");
+	CHECK_ERR("storage: {replicas: 8, tiers: [{medium: NVMe, quota: 100%}]}\n", 1, 21,
+	          "the most is 7 (IOD_STOR_REPLICAS_MAX)");
+	CHECK_ERR("storage: {replicas: 0, tiers: [{medium: NVMe, quota: 100%}]}\n", 1, 21,
+	          "storage.replicas must be at least 1");
+	CHECK_ERR("storage: {replica: 3, tiers: [{medium: NVMe, quota: 100%}]}\n", 1, 11,
+	          "did you mean \"replicas\"");
 	CHECK_ERR("storage: {tiers: [{medium: HDD, quota: 1%}, {medium: HDD, quota: 1%}, {medium: "
 	          "HDD, quota: 1%}, {medium: HDD, quota: 1%}, {medium: HDD, quota: 1%}, {medium: "
 	          "HDD, quota: 1%}, {medium: HDD, quota: 1%}, {medium: HDD, quota: 1%}, {medium: "

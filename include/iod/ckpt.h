@@ -1,0 +1,126 @@
+/*
+ * ckpt.h: libiod-ckpt, the workload's checkpoint API, and the manifest codec.
+ *
+ * A store (src/storage/store.c) keeps one rank's checkpoints in the tier
+ * directories of include/iod/storage.h's pool. save() is two-phase: it copies
+ * the caller's regions into an in-memory snapshot and returns; a worker thread
+ * persists the snapshot (chunk files checksummed with xxHash XXH3-64, then the
+ * manifest, written to a temporary name, fsync'd and renamed). A checkpoint is
+ * visible (list, restore) only once its manifest is renamed: a torn save is
+ * never visible. On-disk layout: docs/storage.md.
+ *
+ * The manifest codec (src/storage/manifest.c) is pure.
+ */
+#ifndef IOD_CKPT_H
+#define IOD_CKPT_H
+
+#include "iod/base.h"
+#include "iod/limits.h"
+#include "iod/storage.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- the manifest (pure) ---- */
+
+struct iod_ckpt_mregion {
+	char name[IOD_CKPT_NAME_MAX]; /* [A-Za-z0-9._-], 1..63 characters */
+	uint64_t bytes;
+	uint32_t chunk0, chunks; /* its chunks: chunks[chunk0 .. chunk0 + chunks) */
+};
+
+struct iod_ckpt_mchunk {
+	uint32_t region, index; /* region number, chunk number within it */
+	uint32_t len;           /* chunk_bytes, the region's last one shorter */
+	uint64_t xxh3;          /* XXH3-64 of the chunk's bytes */
+};
+
+struct iod_ckpt_manifest {
+	uint64_t step;
+	uint32_t rank, chunk_bytes;
+	struct iod_ckpt_mregion regions[IOD_CKPT_REGIONS_MAX];
+	uint32_t regions_n;
+	struct iod_ckpt_mchunk *chunks; /* chunks_n, owned (iod_ckpt_manifest_free) */
+	uint32_t chunks_n;
+	uint64_t bytes; /* sum of the regions */
+};
+
+/*
+ * Lay out a manifest's regions and chunks (hashes zero) for regions of the
+ * given names and sizes. -EINVAL for a bad name or size, -E2BIG beyond the
+ * limits, -ENOMEM.
+ */
+int iod_ckpt_manifest_plan(struct iod_ckpt_manifest *m, uint64_t step, uint32_t rank,
+                           uint32_t chunk_bytes, const char *const *names, const uint64_t *bytes,
+                           uint32_t n, struct iod_err *e);
+/* Text form (malloc'd into *out, *len bytes, NUL-terminated). */
+int iod_ckpt_manifest_format(const struct iod_ckpt_manifest *m, char **out, size_t *len,
+                             struct iod_err *e);
+/* Parse and check the text form whole; -EBADMSG names the line and the fault. */
+int iod_ckpt_manifest_parse(const char *text, size_t len, struct iod_ckpt_manifest *m,
+                            struct iod_err *e);
+void iod_ckpt_manifest_free(struct iod_ckpt_manifest *m);
+
+/* ---- the store (shell) ---- */
+
+struct iod_ckpt;
+
+struct iod_ckpt_opts {
+	struct iod_stor_cfg tiers;            /* media, quotas, capacity, fast_keep, keep_max */
+	const char *dirs[IOD_STOR_TIERS_MAX]; /* the directory of tiers.tiers[i] */
+	uint32_t rank;
+	uint32_t chunk_bytes; /* 0: IOD_CKPT_CHUNK_BYTES_DEFAULT */
+	bool nonblock;        /* save: -EBUSY instead of waiting for the save in flight */
+};
+
+/* A region of the caller's memory: saved from, restored into. */
+struct iod_ckpt_region {
+	const char *name;
+	void *addr;
+	uint64_t bytes;
+};
+
+struct iod_ckpt_info {
+	uint64_t step, bytes;
+	const char *medium; /* the tier it is in */
+	const char *path;   /* its directory */
+};
+
+#define IOD_CKPT_LATEST UINT64_MAX
+
+/*
+ * Open a rank's store over existing tier directories: complete checkpoints
+ * are adopted, torn ones (no manifest) removed. Each tier reports how it is
+ * written (iod_ckpt_tier_mode): "io_uring" for NVMe/SSD/HDD, and for PMem and
+ * DRAM "emulated (tmpfs)" or "emulated (file)" — libpmem2 is not used yet.
+ */
+int iod_ckpt_open(const struct iod_ckpt_opts *o, struct iod_ckpt **out, struct iod_err *e);
+/* Wait for the save in flight, stop the worker, free. */
+void iod_ckpt_close(struct iod_ckpt *c);
+const char *iod_ckpt_tier_mode(const struct iod_ckpt *c, uint32_t tier);
+
+/*
+ * Phase 1 of a save: admit (the tier core may refuse with -ENOSPC: nothing is
+ * lost, try later), copy the regions into the snapshot, hand it to the worker
+ * and return. Waits for the previous save's persist unless nonblock (-EBUSY).
+ */
+int iod_ckpt_save(struct iod_ckpt *c, uint64_t step, const struct iod_ckpt_region *r, uint32_t n,
+                  struct iod_err *e);
+/* Phase 2's result: wait for the save in flight; 0 once it is visible. */
+int iod_ckpt_wait(struct iod_ckpt *c, struct iod_err *e);
+/*
+ * Restore `step` (or IOD_CKPT_LATEST) into regions of the same names and
+ * sizes, verifying every chunk. -ENOENT none, -EINVAL regions differ,
+ * -EBADMSG a chunk is damaged (the message names it).
+ */
+int iod_ckpt_restore(struct iod_ckpt *c, uint64_t step, const struct iod_ckpt_region *r, uint32_t n,
+                     uint64_t *restored, struct iod_err *e);
+/* Visible checkpoints, oldest first. */
+int iod_ckpt_list(struct iod_ckpt *c, struct iod_ckpt_info *out, uint32_t max, uint32_t *n,
+                  struct iod_err *e);
+/* Verify every chunk of `step` (or every checkpoint with IOD_CKPT_LATEST... all: UINT64_MAX - 1). */
+#define IOD_CKPT_ALL (UINT64_MAX - 1)
+int iod_ckpt_scrub(struct iod_ckpt *c, uint64_t step, uint64_t *bytes_checked, struct iod_err *e);
+
+#endif

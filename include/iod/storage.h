@@ -1,0 +1,155 @@
+/*
+ * storage.h: tiered checkpoint storage, the pure core (src/storage/tier.c).
+ *
+ * A node gives a stateful service a checkpoint capacity in bytes; the spec's
+ * `storage.tiers` splits it into tiers, each a medium with a quota in basis
+ * points of that capacity. The pool tracks which checkpoint (by training step)
+ * lives in which tier and decides placement, draining and eviction:
+ *
+ *   - a new checkpoint goes to the fastest tier it fits in once older ones
+ *     have drained or been evicted; it is reserved there while it is written;
+ *   - the newest `fast_keep` complete checkpoints stay in the fastest tier,
+ *     older ones drain to the next slower tier that has room under quota;
+ *   - eviction is by age (at most `keep_max` complete checkpoints, oldest
+ *     step first) and by quota (to make room), and never of the newest
+ *     complete checkpoint nor of one being written;
+ *   - when no tier can take a checkpoint the admission fails with -ENOSPC and
+ *     a message naming the tier and what holds it: the writer must wait
+ *     (backpressure) and nothing already stored is touched.
+ *
+ * Every decision is returned as a list of actions (write here, move this,
+ * evict that) for a shell (src/storage/store.c) to carry out; the pool is
+ * updated as if they had been carried out. No clock, no I/O.
+ */
+#ifndef IOD_STORAGE_H
+#define IOD_STORAGE_H
+
+#include "iod/base.h"
+#include "iod/limits.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Media from fastest to slowest; the spec's spelling (DRAM, PMem, ...). */
+enum iod_stor_medium {
+	IOD_STOR_DRAM,
+	IOD_STOR_PMEM,
+	IOD_STOR_NVME,
+	IOD_STOR_SSD,
+	IOD_STOR_HDD,
+	IOD_STOR_OBJECT,
+	IOD_STOR_MEDIA_N
+};
+
+/* Parse a medium name without regard to case; -EINVAL names the known ones. */
+int iod_stor_medium_parse(const char *s, enum iod_stor_medium *m, struct iod_err *e);
+const char *iod_stor_medium_name(enum iod_stor_medium m);
+
+/* One tier as configured: a medium and its quota in basis points. */
+struct iod_stor_tier_cfg {
+	enum iod_stor_medium medium;
+	uint32_t quota_bp;
+};
+
+struct iod_stor_cfg {
+	struct iod_stor_tier_cfg tiers[IOD_STOR_TIERS_MAX]; /* any order */
+	uint32_t tiers_n;
+	uint64_t capacity_bytes; /* the node's configured checkpoint capacity */
+	uint32_t fast_keep;      /* newest N complete checkpoints kept in the fastest tier (>= 1) */
+	uint32_t keep_max;       /* retention: at most this many complete checkpoints (>= 1) */
+};
+
+/* A tier of the pool: fastest first. */
+struct iod_stor_tier {
+	enum iod_stor_medium medium;
+	uint32_t quota_bp;
+	uint64_t quota_bytes; /* capacity_bytes * quota_bp / 10000 */
+	uint64_t used_bytes;  /* stored and reserved checkpoints */
+};
+
+enum iod_stor_state {
+	IOD_STOR_WRITING,  /* reserved, being written: never visible, never evicted */
+	IOD_STOR_COMPLETE, /* its manifest is committed */
+};
+
+struct iod_stor_ckpt {
+	uint64_t step;
+	uint64_t bytes;
+	uint32_t tier; /* index into pool tiers */
+	enum iod_stor_state state;
+};
+
+struct iod_stor_pool {
+	struct iod_stor_tier tiers[IOD_STOR_TIERS_MAX];
+	uint32_t tiers_n;
+	uint32_t fast_keep, keep_max;
+	struct iod_stor_ckpt ck[IOD_STOR_CKPTS_MAX]; /* ascending step */
+	uint32_t n;
+};
+
+enum iod_stor_act_kind {
+	IOD_STOR_ACT_WRITE, /* write checkpoint `step` into tier `to` */
+	IOD_STOR_ACT_MOVE,  /* copy `step` from tier `from` to `to`, then remove it from `from` */
+	IOD_STOR_ACT_EVICT, /* remove `step` from tier `from` */
+};
+
+struct iod_stor_act {
+	enum iod_stor_act_kind kind;
+	uint64_t step, bytes;
+	uint32_t from, to;
+};
+
+/* Actions of one decision, in the order they must be carried out. */
+struct iod_stor_acts {
+	struct iod_stor_act a[IOD_STOR_ACTS_MAX];
+	uint32_t n;
+};
+
+/*
+ * Build a pool from a configuration: tiers sorted fastest first, quotas in
+ * bytes. -EINVAL with a precise message for quotas above 100% in total, a
+ * zero quota, a medium listed twice, no tiers, zero capacity or zero
+ * fast_keep/keep_max.
+ */
+int iod_stor_pool_init(struct iod_stor_pool *p, const struct iod_stor_cfg *c, struct iod_err *e);
+
+/*
+ * Admit a new checkpoint of `bytes` at `step` (above every step the pool
+ * holds). On success returns 0, reserves it (WRITING) and fills *acts with the
+ * moves and evictions that make room, ending with its WRITE. -ENOSPC when no
+ * tier can take it even after every allowed drain and eviction (the writer
+ * must wait for a save in flight to finish, or the capacity is too small);
+ * -EEXIST/-ERANGE for a step not above the newest; -ENOBUFS when the pool
+ * holds IOD_STOR_CKPTS_MAX checkpoints. On any error the pool is unchanged.
+ */
+int iod_stor_admit(struct iod_stor_pool *p, uint64_t step, uint64_t bytes,
+                   struct iod_stor_acts *acts, struct iod_err *e);
+
+/*
+ * The checkpoint at `step` is complete (its manifest is committed). Fills
+ * *acts with the drains (newest fast_keep stay fast) and retention evictions
+ * this allows. -ENOENT when the pool has no such checkpoint being written.
+ */
+int iod_stor_commit(struct iod_stor_pool *p, uint64_t step, struct iod_stor_acts *acts,
+                    struct iod_err *e);
+
+/* A write failed or was torn: forget the reservation. -ENOENT if unknown. */
+int iod_stor_abort(struct iod_stor_pool *p, uint64_t step, struct iod_err *e);
+
+/* Record a checkpoint found on disk at start-up (complete). Same errors as admit. */
+int iod_stor_adopt(struct iod_stor_pool *p, uint64_t step, uint64_t bytes, uint32_t tier,
+                   struct iod_err *e);
+
+/* The newest complete checkpoint, or NULL. */
+const struct iod_stor_ckpt *iod_stor_latest(const struct iod_stor_pool *p);
+const struct iod_stor_ckpt *iod_stor_find(const struct iod_stor_pool *p, uint64_t step);
+
+/*
+ * Replication against the cluster: `replicas` copies need that many nodes in
+ * distinct failure domains (at most one copy per node). -EINVAL with the
+ * numbers when replicas is 0, above IOD_STOR_REPLICAS_MAX, above the nodes
+ * or above the failure domains.
+ */
+int iod_stor_replicas_check(uint32_t replicas, uint32_t nodes, uint32_t domains, struct iod_err *e);
+
+#endif

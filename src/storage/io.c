@@ -1,0 +1,527 @@
+/*
+ * io.c: the checkpoint store's files (docs/storage.md, "On disk"): the
+ * worker that persists a snapshot and carries out the tier core's moves and
+ * evictions, the start-up scan, restore and scrub.
+ */
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+static int sys_err(struct iod_err *e, const char *what, const char *path)
+{
+	int rc = -errno;
+	return iod_err_set(e, rc ? rc : -EIO, "checkpoint: %s %s: %s", what, path,
+	                   strerror(rc ? -rc : EIO));
+}
+
+static int pwrite_all(int fd, const uint8_t *p, size_t len, off_t off)
+{
+	while (len) {
+		ssize_t w = pwrite(fd, p, len, off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		p += w, len -= (size_t)w, off += w;
+	}
+	return 0;
+}
+
+static int pread_all(int fd, uint8_t *p, size_t len, off_t off)
+{
+	while (len) {
+		ssize_t r = pread(fd, p, len, off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -ENODATA;
+		p += r, len -= (size_t)r, off += r;
+	}
+	return 0;
+}
+
+static int fsync_dir(const char *dir, struct iod_err *e)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+	if (fd < 0 || fsync(fd))
+		rc = sys_err(e, "fsync of directory", dir);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* Remove this rank's files of a step directory: the manifest first, so the
+ * checkpoint stops being visible before any chunk goes. */
+static void rm_step(const struct iod_ckpt *c, const char *dir)
+{
+	char path[PATH_MAX + 64], pre[32];
+	struct dirent *d;
+	DIR *dh;
+	ckpt_file(dir, c->rank, NULL, path, sizeof(path));
+	unlink(path);
+	if (!(dh = opendir(dir)))
+		return;
+	snprintf(pre, sizeof(pre), "r%u", c->rank);
+	while ((d = readdir(dh)) != NULL) {
+		size_t k = strlen(pre);
+		if (!strncmp(d->d_name, pre, k) && (d->d_name[k] == '-' || d->d_name[k] == '.')) {
+			snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
+			unlink(path);
+		}
+	}
+	closedir(dh);
+	rmdir(dir); /* fails while other ranks' files remain */
+}
+
+static int read_manifest(const struct iod_ckpt *c, const char *dir, uint64_t step,
+                         struct iod_ckpt_manifest *m, struct iod_err *e)
+{
+	char path[PATH_MAX + 64];
+	struct iod_buf b;
+	int rc;
+	ckpt_file(dir, c->rank, NULL, path, sizeof(path));
+	iod_buf_init(&b);
+	rc = iod_buf_read_file(&b, path, IOD_CKPT_MANIFEST_MAX + 1, e);
+	if (!rc && (rc = iod_ckpt_manifest_parse(b.data, b.len, m, e)))
+		iod_err_wrap(e, "%s", path);
+	iod_buf_free(&b);
+	if (!rc && (m->step != step || m->rank != c->rank)) {
+		iod_ckpt_manifest_free(m);
+		rc = iod_err_set(e, -EBADMSG,
+		                 "%s: manifest of step %" PRIu64 " rank %u, expected step "
+		                 "%" PRIu64 " rank %u",
+		                 path, m->step, m->rank, step, c->rank);
+	}
+	return rc;
+}
+
+/* The manifest last: temporary name, fsync, rename, fsync the directory. */
+static int write_manifest(const struct iod_ckpt *c, const char *dir,
+                          const struct iod_ckpt_manifest *m, struct iod_err *e)
+{
+	char path[PATH_MAX + 64], tmp[PATH_MAX + 80], *text;
+	size_t len;
+	int fd, rc = iod_ckpt_manifest_format(m, &text, &len, e);
+	if (rc)
+		return rc;
+	ckpt_file(dir, c->rank, NULL, path, sizeof(path));
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		rc = sys_err(e, "cannot create", tmp);
+	else if ((rc = pwrite_all(fd, (uint8_t *)text, len, 0)) || fsync(fd))
+		rc = iod_err_set(e, rc ? rc : -errno, "checkpoint: writing %s: %s", tmp,
+		                 strerror(rc ? -rc : errno));
+	if (fd >= 0)
+		close(fd);
+	free(text);
+	if (!rc && rename(tmp, path))
+		rc = sys_err(e, "cannot rename to", path);
+	return rc ? rc : fsync_dir(dir, e);
+}
+
+static uint64_t region_base(const struct iod_ckpt_manifest *m, uint32_t r)
+{
+	uint64_t off = 0;
+	for (uint32_t i = 0; i < r; i++)
+		off += m->regions[i].bytes;
+	return off;
+}
+
+static uint64_t chunk_off(const struct iod_ckpt_manifest *m, const struct iod_ckpt_mchunk *k)
+{
+	return region_base(m, k->region) + (uint64_t)k->index * m->chunk_bytes;
+}
+
+static int open_chunk(const struct iod_ckpt *c, const char *dir, const struct iod_ckpt_mchunk *k,
+                      struct iod_err *e)
+{
+	char path[PATH_MAX + 64];
+	int fd;
+	ckpt_file(dir, c->rank, k, path, sizeof(path));
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	return fd < 0 ? sys_err(e, "cannot create", path) : fd;
+}
+
+/* One batch through io_uring: writes, then fsyncs; short writes finish with pwrite. */
+static int uring_batch(struct iod_ckpt *c, const int *fd, const uint8_t *const *buf,
+                       const uint32_t *len, uint32_t n, struct iod_err *e)
+{
+	struct io_uring_cqe *cqe;
+	int rc = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t j = 0; j < n; j++) {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&c->ring);
+			if (pass == 0)
+				io_uring_prep_write(sqe, fd[j], buf[j], len[j], 0);
+			else
+				io_uring_prep_fsync(sqe, fd[j], 0);
+			io_uring_sqe_set_data64(sqe, j);
+		}
+		io_uring_submit(&c->ring);
+		for (uint32_t j = 0; j < n; j++) {
+			int w = io_uring_wait_cqe(&c->ring, &cqe);
+			if (w < 0)
+				return iod_err_set(e, w, "checkpoint: io_uring: %s", strerror(-w));
+			uint64_t i = io_uring_cqe_get_data64(cqe);
+			int res = cqe->res;
+			io_uring_cqe_seen(&c->ring, cqe);
+			if (res < 0 && !rc)
+				rc = iod_err_set(e, res, "checkpoint: chunk write: %s",
+				                 strerror(-res));
+			else if (pass == 0 && res >= 0 && (uint32_t)res < len[i] && !rc)
+				rc = pwrite_all(fd[i], buf[i] + res, len[i] - (uint32_t)res, res);
+		}
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int write_chunks(struct iod_ckpt *c, const char *dir, struct iod_ckpt_manifest *m,
+                        bool uring, struct iod_err *e)
+{
+	int fd[CKPT_RING_DEPTH];
+	const uint8_t *buf[CKPT_RING_DEPTH];
+	uint32_t len[CKPT_RING_DEPTH];
+	int rc = 0;
+	for (uint32_t i = 0; i < m->chunks_n && !rc;) {
+		uint32_t n = 0;
+		for (; n < CKPT_RING_DEPTH && i + n < m->chunks_n; n++) {
+			struct iod_ckpt_mchunk *k = &m->chunks[i + n];
+			buf[n] = c->snap + chunk_off(m, k);
+			len[n] = k->len;
+			k->xxh3 = XXH3_64bits(buf[n], k->len);
+			if ((fd[n] = open_chunk(c, dir, k, e)) < 0) {
+				rc = fd[n];
+				break;
+			}
+		}
+		if (!rc && uring)
+			rc = uring_batch(c, fd, buf, len, n, e);
+		for (uint32_t j = 0; !rc && !uring && j < n; j++)
+			if ((rc = pwrite_all(fd[j], buf[j], len[j], 0)) ||
+			    (rc = fdatasync(fd[j]) ? -errno : 0))
+				iod_err_set(e, rc, "checkpoint: writing a chunk in %s: %s", dir,
+				            strerror(-rc));
+		for (uint32_t j = 0; j < n; j++)
+			close(fd[j]);
+		i += n;
+	}
+	return rc;
+}
+
+static int persist(struct iod_ckpt *c, struct iod_err *e)
+{
+	char dir[PATH_MAX + 32];
+	int rc;
+	ckpt_step_dir(c, c->job.tier, c->job.step, dir, sizeof(dir));
+	if (mkdir(dir, 0755) && errno != EEXIST)
+		return sys_err(e, "cannot create", dir);
+	rc = write_chunks(c, dir, &c->job.m, c->uring[c->job.tier], e);
+	if (!rc)
+		rc = write_manifest(c, dir, &c->job.m, e);
+	if (rc)
+		rm_step(c, dir); /* torn: never visible */
+	return rc;
+}
+
+static int copy_file(const char *from, const char *to, uint8_t *buf, size_t cap, struct iod_err *e)
+{
+	int in = open(from, O_RDONLY | O_CLOEXEC), out = -1, rc = 0;
+	off_t off = 0;
+	ssize_t r;
+	if (in < 0)
+		return sys_err(e, "cannot open", from);
+	if ((out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+		rc = sys_err(e, "cannot create", to);
+	while (!rc && (r = pread(in, buf, cap, off)) > 0) {
+		if ((rc = pwrite_all(out, buf, (size_t)r, off)))
+			iod_err_set(e, rc, "checkpoint: writing %s: %s", to, strerror(-rc));
+		off += r;
+	}
+	if (!rc && fdatasync(out))
+		rc = sys_err(e, "fsync of", to);
+	close(in);
+	if (out >= 0)
+		close(out);
+	return rc;
+}
+
+/* MOVE: copy chunks, then the manifest (visible in both tiers for a moment,
+ * identical), then remove the source. */
+static int move_step(struct iod_ckpt *c, const struct iod_stor_act *a, struct iod_err *e)
+{
+	char src[PATH_MAX + 32], dst[PATH_MAX + 32], f1[PATH_MAX + 64], f2[PATH_MAX + 64];
+	struct iod_ckpt_manifest m;
+	uint8_t *buf;
+	int rc;
+	ckpt_step_dir(c, a->from, a->step, src, sizeof(src));
+	ckpt_step_dir(c, a->to, a->step, dst, sizeof(dst));
+	if ((rc = read_manifest(c, src, a->step, &m, e)))
+		return rc;
+	if (!(buf = malloc(m.chunk_bytes))) {
+		iod_ckpt_manifest_free(&m);
+		return iod_err_set(e, -ENOMEM, "out of memory for a chunk");
+	}
+	if (mkdir(dst, 0755) && errno != EEXIST)
+		rc = sys_err(e, "cannot create", dst);
+	for (uint32_t i = 0; !rc && i < m.chunks_n; i++) {
+		ckpt_file(src, c->rank, &m.chunks[i], f1, sizeof(f1));
+		ckpt_file(dst, c->rank, &m.chunks[i], f2, sizeof(f2));
+		rc = copy_file(f1, f2, buf, m.chunk_bytes, e);
+	}
+	if (!rc)
+		rc = write_manifest(c, dst, &m, e);
+	free(buf);
+	iod_ckpt_manifest_free(&m);
+	rm_step(c, rc ? dst : src);
+	return rc;
+}
+
+static int run_acts(struct iod_ckpt *c, const struct iod_stor_acts *acts, struct iod_err *e)
+{
+	char dir[PATH_MAX + 32];
+	int rc = 0;
+	for (uint32_t i = 0; i < acts->n && !rc; i++) {
+		const struct iod_stor_act *a = &acts->a[i];
+		if (a->kind == IOD_STOR_ACT_WRITE) {
+			rc = persist(c, e);
+			continue;
+		}
+		pthread_mutex_lock(&c->io);
+		if (a->kind == IOD_STOR_ACT_MOVE) {
+			rc = move_step(c, a, e);
+		} else {
+			ckpt_step_dir(c, a->from, a->step, dir, sizeof(dir));
+			rm_step(c, dir);
+		}
+		pthread_mutex_unlock(&c->io);
+	}
+	return rc;
+}
+
+static void run_job(struct iod_ckpt *c)
+{
+	struct iod_err e = {0};
+	int rc = run_acts(c, &c->job.acts, &e);
+	pthread_mutex_lock(&c->mu);
+	if (rc)
+		(void)iod_stor_abort(&c->pool, c->job.step, &e);
+	else
+		rc = iod_stor_commit(&c->pool, c->job.step, &c->commit_acts, &e);
+	pthread_mutex_unlock(&c->mu);
+	/* drains and retention after the commit; a failed drain leaves a copy behind */
+	if (!rc)
+		(void)run_acts(c, &c->commit_acts, &e);
+	pthread_mutex_lock(&c->mu);
+	c->job.rc = rc;
+	c->job.err = e;
+	c->busy = false;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+void *ckpt_worker(void *arg)
+{
+	struct iod_ckpt *c = arg;
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		while (!c->busy && !c->stop)
+			pthread_cond_wait(&c->cv, &c->mu);
+		if (!c->busy)
+			break; /* stop, nothing in flight */
+		pthread_mutex_unlock(&c->mu);
+		run_job(c);
+		pthread_mutex_lock(&c->mu);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+/* ---- start-up ---- */
+
+static void scan_tier(struct iod_ckpt *c, uint32_t t)
+{
+	char dir[PATH_MAX + 32];
+	struct dirent *d;
+	DIR *dh = opendir(c->dirs[t]);
+	if (!dh)
+		return;
+	while ((d = readdir(dh)) != NULL) {
+		struct iod_ckpt_manifest m;
+		struct iod_err e = {0};
+		char *end;
+		if (strncmp(d->d_name, "step-", 5) || strlen(d->d_name) != 25)
+			continue;
+		uint64_t step = strtoull(d->d_name + 5, &end, 10);
+		if (*end)
+			continue;
+		ckpt_step_dir(c, t, step, dir, sizeof(dir));
+		int rc = read_manifest(c, dir, step, &m, &e);
+		if (rc == -ENOENT) {
+			rm_step(c, dir); /* torn save: no manifest */
+			continue;
+		}
+		if (rc)
+			continue; /* damaged manifest: left for inspection, never visible */
+		rc = iod_stor_adopt(&c->pool, step, m.bytes, t, &e);
+		iod_ckpt_manifest_free(&m);
+		if (rc == -EEXIST)
+			rm_step(c, dir); /* the slower copy of an interrupted move */
+	}
+	closedir(dh);
+}
+
+int ckpt_scan(struct iod_ckpt *c, struct iod_err *e)
+{
+	for (uint32_t t = 0; t < c->pool.tiers_n; t++)
+		scan_tier(c, t);
+	return 0;
+}
+
+/* ---- restore and scrub ---- */
+
+/* Read and verify every chunk into dst (the snapshot's layout) or a scratch buffer. */
+static int verify(const struct iod_ckpt *c, const char *dir, const struct iod_ckpt_manifest *m,
+                  uint8_t *const *dst, uint64_t *checked, struct iod_err *e)
+{
+	char path[PATH_MAX + 64];
+	uint8_t *scratch = dst ? NULL : malloc(m->chunk_bytes);
+	int rc = 0;
+	if (!dst && !scratch)
+		return iod_err_set(e, -ENOMEM, "out of memory for a chunk");
+	for (uint32_t i = 0; i < m->chunks_n && !rc; i++) {
+		const struct iod_ckpt_mchunk *k = &m->chunks[i];
+		uint8_t *p = dst ? dst[k->region] + (uint64_t)k->index * m->chunk_bytes : scratch;
+		struct stat st;
+		ckpt_file(dir, c->rank, k, path, sizeof(path));
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			rc = iod_err_set(e, -EBADMSG,
+			                 "checkpoint step %" PRIu64 ": chunk %s is missing "
+			                 "(%s)",
+			                 m->step, path, strerror(errno));
+		else if (fstat(fd, &st) || (uint64_t)st.st_size != k->len ||
+		         pread_all(fd, p, k->len, 0))
+			rc = iod_err_set(e, -EBADMSG,
+			                 "checkpoint step %" PRIu64 ": chunk %s is %lld "
+			                 "bytes, the manifest says %u (damaged)",
+			                 m->step, path, (long long)st.st_size, k->len);
+		else if (XXH3_64bits(p, k->len) != k->xxh3)
+			rc = iod_err_set(
+			    e, -EBADMSG,
+			    "checkpoint step %" PRIu64 ": chunk %s is damaged: xxh3 %016" PRIx64
+			    ", the manifest says %016" PRIx64 "; restore another step or "
+			    "repair it from a peer",
+			    m->step, path, (uint64_t)XXH3_64bits(p, k->len), k->xxh3);
+		if (fd >= 0)
+			close(fd);
+		if (!rc && checked)
+			*checked += k->len;
+	}
+	free(scratch);
+	return rc;
+}
+
+/* The directory of a visible step (or the latest), under `io`. */
+static int find_step(struct iod_ckpt *c, uint64_t step, char *dir, size_t cap, uint64_t *found,
+                     struct iod_err *e)
+{
+	const struct iod_stor_ckpt *x;
+	pthread_mutex_lock(&c->mu);
+	x = step == IOD_CKPT_LATEST ? iod_stor_latest(&c->pool) : iod_stor_find(&c->pool, step);
+	if (x && x->state == IOD_STOR_COMPLETE) {
+		ckpt_step_dir(c, x->tier, x->step, dir, cap);
+		*found = x->step;
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (!x || x->state != IOD_STOR_COMPLETE) {
+		if (step == IOD_CKPT_LATEST)
+			return iod_err_set(e, -ENOENT, "no complete checkpoint to restore");
+		return iod_err_set(e, -ENOENT, "no complete checkpoint of step %" PRIu64, step);
+	}
+	return 0;
+}
+
+static int match_regions(const struct iod_ckpt_manifest *m, const struct iod_ckpt_region *r,
+                         uint32_t n, uint8_t **dst, struct iod_err *e)
+{
+	if (n != m->regions_n)
+		return iod_err_set(e, -EINVAL,
+		                   "checkpoint step %" PRIu64 " has %u regions, %u given", m->step,
+		                   m->regions_n, n);
+	for (uint32_t i = 0; i < m->regions_n; i++) {
+		uint32_t j = 0;
+		while (j < n && strcmp(r[j].name ? r[j].name : "", m->regions[i].name))
+			j++;
+		if (j == n || r[j].bytes != m->regions[i].bytes)
+			return iod_err_set(
+			    e, -EINVAL,
+			    "checkpoint step %" PRIu64 ": region %s of %" PRIu64
+			    " bytes has no region of that name and size to restore into",
+			    m->step, m->regions[i].name, m->regions[i].bytes);
+		dst[i] = r[j].addr;
+	}
+	return 0;
+}
+
+int iod_ckpt_restore(struct iod_ckpt *c, uint64_t step, const struct iod_ckpt_region *r, uint32_t n,
+                     uint64_t *restored, struct iod_err *e)
+{
+	char dir[PATH_MAX + 32];
+	uint8_t *dst[IOD_CKPT_REGIONS_MAX];
+	struct iod_ckpt_manifest m;
+	uint64_t found = 0;
+	int rc;
+	pthread_mutex_lock(&c->io);
+	rc = find_step(c, step, dir, sizeof(dir), &found, e);
+	if (!rc && !(rc = read_manifest(c, dir, found, &m, e))) {
+		rc = match_regions(&m, r, n, dst, e);
+		if (!rc)
+			rc = verify(c, dir, &m, dst, NULL, e);
+		iod_ckpt_manifest_free(&m);
+	}
+	pthread_mutex_unlock(&c->io);
+	if (!rc && restored)
+		*restored = found;
+	return rc;
+}
+
+int iod_ckpt_scrub(struct iod_ckpt *c, uint64_t step, uint64_t *bytes_checked, struct iod_err *e)
+{
+	struct iod_ckpt_info info[IOD_STOR_CKPTS_MAX];
+	uint32_t n = 0, seen = 0;
+	int rc = iod_ckpt_list(c, info, IOD_STOR_CKPTS_MAX, &n, e);
+	if (bytes_checked)
+		*bytes_checked = 0;
+	for (uint32_t i = 0; !rc && i < n; i++, seen++) {
+		char dir[PATH_MAX + 32];
+		struct iod_ckpt_manifest m;
+		uint64_t found;
+		if (step != IOD_CKPT_ALL && info[i].step != step) {
+			seen--;
+			continue;
+		}
+		pthread_mutex_lock(&c->io);
+		rc = find_step(c, info[i].step, dir, sizeof(dir), &found, e);
+		if (!rc && !(rc = read_manifest(c, dir, found, &m, e))) {
+			rc = verify(c, dir, &m, NULL, bytes_checked, e);
+			iod_ckpt_manifest_free(&m);
+		}
+		pthread_mutex_unlock(&c->io);
+	}
+	if (!rc && step != IOD_CKPT_ALL && seen == 0)
+		rc = iod_err_set(e, -ENOENT, "no complete checkpoint of step %" PRIu64 " to scrub",
+		                 step);
+	return rc;
+}

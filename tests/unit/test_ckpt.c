@@ -1,0 +1,280 @@
+/*
+ * test_ckpt.c: libiod-ckpt (src/storage/store.c, io.c, manifest.c): the
+ * manifest round-trips and refuses damage; save/restore across a PMem
+ * (emulated) and an NVMe tier is byte-exact and restores the snapshot taken
+ * at save time; a torn save is never visible; a corrupt chunk is found by the
+ * scrub and refused by restore with a message naming it; a full store refuses
+ * a save and keeps what it has.
+ */
+#include "harness.h"
+#include "iod/ckpt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static struct iod_err err;
+
+static int plan2(struct iod_ckpt_manifest *m, uint64_t a, uint64_t b)
+{
+	const char *names[] = {"params", "optim.state"};
+	uint64_t bytes[] = {a, b};
+	return iod_ckpt_manifest_plan(m, 42, 3, 1000, names, bytes, 2, &err);
+}
+
+TEST(manifest_round_trip)
+{
+	struct iod_ckpt_manifest m, p;
+	char *text;
+	size_t len;
+	CHECK_EQ(plan2(&m, 2500, 1000), 0);
+	CHECK_EQ(m.chunks_n, 4);
+	CHECK_EQ(m.chunks[2].len, 500);
+	CHECK_EQ(m.chunks[3].region, 1);
+	CHECK_EQ(m.regions[1].chunk0, 3);
+	for (uint32_t i = 0; i < m.chunks_n; i++)
+		m.chunks[i].xxh3 = 0x0123456789abcdefull * (i + 1);
+	CHECK_EQ(iod_ckpt_manifest_format(&m, &text, &len, &err), 0);
+	CHECK(strstr(text, "region optim.state 1000\n"));
+	CHECK_MSG(iod_ckpt_manifest_parse(text, len, &p, &err) == 0, "%s", err.msg);
+	CHECK_U64(p.step, 42);
+	CHECK_EQ(p.rank, 3);
+	CHECK_U64(p.bytes, 3500);
+	CHECK_EQ(p.chunks_n, 4);
+	CHECK_U64(p.chunks[3].xxh3, 0x0123456789abcdefull * 4);
+	iod_ckpt_manifest_free(&p);
+	/* torn: every prefix is refused */
+	for (size_t cut = 0; cut < len; cut += 7)
+		CHECK_EQ(iod_ckpt_manifest_parse(text, cut, &p, &err), -EBADMSG);
+	/* one changed digit: the end checksum refuses it */
+	char *x = strstr(text, "chunk 0 1 1000");
+	x[12] = '1';
+	CHECK_EQ(iod_ckpt_manifest_parse(text, len, &p, &err), -EBADMSG);
+	CHECK(strstr(err.msg, "out of place") || strstr(err.msg, "checksum"));
+	free(text);
+	iod_ckpt_manifest_free(&m);
+}
+
+TEST(manifest_refuses_garbage)
+{
+	struct iod_ckpt_manifest m;
+	const char *bad[] = {
+	    "",
+	    "iod-ckpt 2\n",
+	    "iod-ckpt 1\nstep -1\n",
+	    "iod-ckpt 1\nstep 01\n",
+	    "iod-ckpt 1\nstep 1\nrank 0\nchunk_bytes 0\n",
+	    "iod-ckpt 1\nstep 1\nrank 0\nchunk_bytes 10\nend 0000000000000000\n",
+	    "iod-ckpt 1\nstep 1\nrank 0\nchunk_bytes 10\nregion a/b 5\n",
+	    "iod-ckpt 1\nstep 99999999999999999999\n",
+	    "iod-ckpt 1\nstep 1\nrank 0\nchunk_bytes 1\nregion a 999999999999\n",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int rc = iod_ckpt_manifest_parse(bad[i], strlen(bad[i]), &m, &err);
+		CHECK_MSG(rc == -EBADMSG || rc == -E2BIG, "case %zu: %d", i, rc);
+		CHECK(strlen(err.msg) > 10);
+	}
+	const char *names[] = {"ok", "bad name"};
+	uint64_t bytes[] = {1, 1};
+	CHECK_EQ(iod_ckpt_manifest_plan(&m, 1, 0, 10, names, bytes, 2, &err), -EINVAL);
+	CHECK(strstr(err.msg, "bad name"));
+	iod_ckpt_manifest_free(&m);
+	names[1] = "ok";
+	CHECK_EQ(iod_ckpt_manifest_plan(&m, 1, 0, 10, names, bytes, 2, &err), -EINVAL);
+	CHECK(strstr(err.msg, "named twice"));
+	iod_ckpt_manifest_free(&m);
+}
+
+/* ---- the store ---- */
+
+struct fix {
+	char pmem[512], nvme[512];
+	struct iod_ckpt_opts o;
+};
+
+static void fix_init(struct fix *f, const char *name, uint64_t capacity)
+{
+	char d[300];
+	snprintf(d, sizeof(d), "%s/%s", iod_test_tmpdir(), name);
+	mkdir(d, 0755);
+	snprintf(f->pmem, sizeof(f->pmem), "%s/pmem", d);
+	snprintf(f->nvme, sizeof(f->nvme), "%s/nvme", d);
+	memset(&f->o, 0, sizeof(f->o));
+	f->o.tiers.tiers_n = 2;
+	f->o.tiers.tiers[0] = (struct iod_stor_tier_cfg){IOD_STOR_NVME, 8000};
+	f->o.tiers.tiers[1] = (struct iod_stor_tier_cfg){IOD_STOR_PMEM, 2000};
+	f->o.dirs[0] = f->nvme;
+	f->o.dirs[1] = f->pmem;
+	f->o.tiers.capacity_bytes = capacity;
+	f->o.tiers.fast_keep = 1;
+	f->o.tiers.keep_max = 8;
+	f->o.chunk_bytes = 64 << 10;
+}
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+	uint32_t x = seed * 2654435761u + 1;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+		p[i] = (uint8_t)x;
+	}
+}
+
+enum { A_BYTES = 300000, B_BYTES = 70001 };
+
+static int save_wait(struct iod_ckpt *c, uint64_t step, uint8_t *a, uint8_t *b)
+{
+	struct iod_ckpt_region r[] = {{"params", a, A_BYTES}, {"optim", b, B_BYTES}};
+	int rc = iod_ckpt_save(c, step, r, 2, &err);
+	return rc ? rc : iod_ckpt_wait(c, &err);
+}
+
+static int restore(struct iod_ckpt *c, uint64_t step, uint8_t *a, uint8_t *b, uint64_t *got)
+{
+	struct iod_ckpt_region r[] = {{"optim", b, B_BYTES}, {"params", a, A_BYTES}};
+	memset(a, 0, A_BYTES);
+	memset(b, 0, B_BYTES);
+	return iod_ckpt_restore(c, step, r, 2, got, &err);
+}
+
+TEST(save_restore_across_tiers_byte_exact)
+{
+	static uint8_t a1[A_BYTES], b1[B_BYTES], a2[A_BYTES], b2[B_BYTES], ra[A_BYTES], rb[B_BYTES];
+	struct fix f = {0};
+	struct iod_ckpt *c;
+	struct iod_ckpt_info info[8];
+	uint32_t n;
+	uint64_t got;
+	fix_init(&f, "save_restore", 2000000); /* PMem 400 kB: one checkpoint of 370 kB */
+	CHECK_MSG(iod_ckpt_open(&f.o, &c, &err) == 0, "%s", err.msg);
+	CHECK(strstr(iod_ckpt_tier_mode(c, 0), "emulated"));
+	fill(a1, A_BYTES, 1), fill(b1, B_BYTES, 2), fill(a2, A_BYTES, 3), fill(b2, B_BYTES, 4);
+	/* phase 1 returns with a snapshot: changing the memory afterwards is safe */
+	struct iod_ckpt_region r[] = {{"params", a1, A_BYTES}, {"optim", b1, B_BYTES}};
+	CHECK_MSG(iod_ckpt_save(c, 10, r, 2, &err) == 0, "%s", err.msg);
+	a1[0] ^= 0xff;
+	CHECK_MSG(iod_ckpt_wait(c, &err) == 0, "%s", err.msg);
+	a1[0] ^= 0xff;
+	CHECK_MSG(save_wait(c, 20, a2, b2) == 0, "%s", err.msg);
+	CHECK_EQ(iod_ckpt_list(c, info, 8, &n, &err), 0);
+	CHECK_EQ(n, 2);
+	CHECK_STR(info[0].medium, "NVMe"); /* step 10 drained */
+	CHECK_STR(info[1].medium, "PMem");
+	CHECK_EQ(restore(c, 10, ra, rb, &got), 0);
+	CHECK(got == 10 && !memcmp(ra, a1, A_BYTES) && !memcmp(rb, b1, B_BYTES));
+	CHECK_EQ(restore(c, IOD_CKPT_LATEST, ra, rb, &got), 0);
+	CHECK(got == 20 && !memcmp(ra, a2, A_BYTES) && !memcmp(rb, b2, B_BYTES));
+	iod_ckpt_close(c);
+	/* reopened: both adopted from disk in their tiers */
+	CHECK_MSG(iod_ckpt_open(&f.o, &c, &err) == 0, "%s", err.msg);
+	CHECK_EQ(iod_ckpt_list(c, info, 8, &n, &err), 0);
+	CHECK_EQ(n, 2);
+	CHECK_STR(info[0].medium, "NVMe");
+	CHECK_EQ(restore(c, 10, ra, rb, &got), 0);
+	CHECK(!memcmp(ra, a1, A_BYTES) && !memcmp(rb, b1, B_BYTES));
+	/* wrong regions: a clear refusal */
+	struct iod_ckpt_region wrong[] = {{"params", ra, A_BYTES - 1}, {"optim", rb, B_BYTES}};
+	CHECK_EQ(iod_ckpt_restore(c, 10, wrong, 2, &got, &err), -EINVAL);
+	CHECK(strstr(err.msg, "region params"));
+	CHECK_EQ(iod_ckpt_restore(c, 11, wrong, 2, &got, &err), -ENOENT);
+	iod_ckpt_close(c);
+}
+
+TEST(a_torn_save_is_never_visible)
+{
+	static uint8_t a[A_BYTES], b[B_BYTES];
+	struct fix f = {0};
+	struct iod_ckpt *c;
+	struct iod_ckpt_info info[8];
+	uint32_t n;
+	uint64_t got;
+	char path[1200];
+	fix_init(&f, "a_torn_save_", 2000000);
+	CHECK_EQ(iod_ckpt_open(&f.o, &c, &err), 0);
+	fill(a, A_BYTES, 5), fill(b, B_BYTES, 6);
+	CHECK_EQ(save_wait(c, 5, a, b), 0);
+	iod_ckpt_close(c);
+	/* a crash mid-save: chunks and a temporary manifest, no manifest */
+	snprintf(path, sizeof(path), "%s/step-%020d", f.pmem, 6);
+	CHECK_EQ(mkdir(path, 0755), 0);
+	CHECK_EQ(iod_test_sh("head -c 65536 /dev/urandom > %s/r0-0-0.chunk && "
+	                     "head -c 100 /dev/urandom > %s/r0.manifest.tmp",
+	                     path, path),
+	         0);
+	/* and a manifest cut short (a disk that lied about fsync) */
+	snprintf(path, sizeof(path), "%s/step-%020d", f.nvme, 7);
+	CHECK_EQ(mkdir(path, 0755), 0);
+	CHECK_EQ(iod_test_sh("printf 'iod-ckpt 1\\nstep 7\\nrank 0\\n' > %s/r0.manifest", path), 0);
+	CHECK_EQ(iod_ckpt_open(&f.o, &c, &err), 0);
+	CHECK_EQ(iod_ckpt_list(c, info, 8, &n, &err), 0);
+	CHECK_EQ(n, 1);
+	CHECK_EQ(info[0].step, 5);
+	CHECK_EQ(restore(c, IOD_CKPT_LATEST, a, b, &got), 0);
+	CHECK_EQ(got, 5);
+	snprintf(path, sizeof(path), "%s/step-%020d", f.pmem, 6);
+	CHECK(access(path, F_OK) != 0); /* the torn one was cleaned up */
+	/* steps go on after the torn one */
+	CHECK_EQ(save_wait(c, 8, a, b), 0);
+	iod_ckpt_close(c);
+}
+
+TEST(corrupt_chunk_detected_by_scrub)
+{
+	static uint8_t a[A_BYTES], b[B_BYTES];
+	struct fix f = {0};
+	struct iod_ckpt *c;
+	uint64_t got, checked;
+	char path[1200];
+	fix_init(&f, "corrupt_chun", 2000000);
+	CHECK_EQ(iod_ckpt_open(&f.o, &c, &err), 0);
+	fill(a, A_BYTES, 7), fill(b, B_BYTES, 8);
+	CHECK_EQ(save_wait(c, 1, a, b), 0);
+	CHECK_EQ(save_wait(c, 2, a, b), 0);
+	CHECK_MSG(iod_ckpt_scrub(c, IOD_CKPT_ALL, &checked, &err) == 0, "%s", err.msg);
+	CHECK_U64(checked, 2ull * (A_BYTES + B_BYTES));
+	/* flip one byte of step 1's third chunk (now on NVMe) */
+	snprintf(path, sizeof(path), "%s/step-%020d/r0-0-2.chunk", f.nvme, 1);
+	int fd = open(path, O_RDWR);
+	CHECK(fd >= 0);
+	uint8_t x;
+	CHECK_EQ(pread(fd, &x, 1, 1000), 1);
+	x ^= 0x20;
+	CHECK_EQ(pwrite(fd, &x, 1, 1000), 1);
+	close(fd);
+	CHECK_EQ(iod_ckpt_scrub(c, IOD_CKPT_ALL, &checked, &err), -EBADMSG);
+	CHECK_MSG(strstr(err.msg, "step 1") && strstr(err.msg, "r0-0-2.chunk is damaged") &&
+	              strstr(err.msg, "xxh3"),
+	          "%s", err.msg);
+	CHECK_EQ(iod_ckpt_scrub(c, 2, &checked, &err), 0);
+	CHECK_EQ(iod_ckpt_scrub(c, 3, &checked, &err), -ENOENT);
+	CHECK_EQ(restore(c, 1, a, b, &got), -EBADMSG);
+	CHECK_EQ(restore(c, 2, a, b, &got), 0);
+	/* a chunk cut short */
+	snprintf(path, sizeof(path), "%s/step-%020d/r0-1-0.chunk", f.pmem, 2);
+	CHECK_EQ(truncate(path, 10), 0);
+	CHECK_EQ(iod_ckpt_scrub(c, 2, &checked, &err), -EBADMSG);
+	CHECK(strstr(err.msg, "the manifest says 65536"));
+	iod_ckpt_close(c);
+}
+
+TEST(full_store_refuses_and_keeps)
+{
+	static uint8_t a[A_BYTES], b[B_BYTES];
+	struct fix f = {0};
+	struct iod_ckpt *c;
+	uint64_t got;
+	fix_init(&f, "full_store_r", 500000); /* NVMe 400 kB, PMem 100 kB: one checkpoint at most */
+	CHECK_EQ(iod_ckpt_open(&f.o, &c, &err), 0);
+	fill(a, A_BYTES, 9), fill(b, B_BYTES, 10);
+	CHECK_EQ(save_wait(c, 1, a, b), 0);
+	CHECK_EQ(save_wait(c, 2, a, b), -ENOSPC);
+	CHECK_MSG(strstr(err.msg, "storage is full") && strstr(err.msg, "newest complete step 1"),
+	          "%s", err.msg);
+	CHECK_EQ(restore(c, IOD_CKPT_LATEST, a, b, &got), 0);
+	CHECK_EQ(got, 1);
+	iod_ckpt_close(c);
+}
