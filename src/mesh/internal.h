@@ -223,7 +223,9 @@ struct mtls_id {
 /* Proxy-to-proxy mutual TLS: credentials and where they come from. */
 struct mtls {
 	pthread_mutex_t mu;                        /* guards ids (dials, reloads) */
-	struct iod_sec_tls_creds *in;              /* node.crt: what dialling proxies see */
+	struct iod_sec_tls_creds *in;              /* node.crt: what dialling proxies see, and
+	                                              what the node's own processes present */
+	bool in_borrowed;                          /* in is opts.mtls_node_creds (not ours) */
 	int64_t in_mtime_ns;                       /* its mtime when loaded */
 	struct mtls_id ids[IOD_MESH_MTLS_IDS_MAX]; /* loaded on first use */
 	uint32_t ids_n;
@@ -286,6 +288,8 @@ void iod_mesh_http_event(struct worker *w, struct conn *c, uint32_t ev);
 void iod_mesh_http_timer(struct worker *w, struct conn *c);
 
 /* proxy_mtls.c */
+/* The upstream identity of the node's own processes (its node certificate). */
+#define IOD_MESH_MTLS_NODE_ID (IOD_MESH_MTLS_IDS_MAX + 1)
 /* Load the mTLS files (start) / free them. */
 int iod_mesh_mtls_init(struct iod_mesh_proxy *p, struct iod_err *e);
 void iod_mesh_mtls_free(struct iod_mesh_proxy *p);

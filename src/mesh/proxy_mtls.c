@@ -126,8 +126,13 @@ int iod_mesh_mtls_init(struct iod_mesh_proxy *p, struct iod_err *e)
 	m->fallback = -1;
 	p->mtls = m;
 	int rc;
-	if (o->mtls_listen && (rc = load_pair(o->mtls_dir, "node", &m->in, &m->in_mtime_ns, e)))
+	if (o->mtls_node_creds) {
+		m->in = o->mtls_node_creds; /* rotated in place by its owner */
+		m->in_borrowed = true;
+	} else if (o->mtls_listen &&
+	           (rc = load_pair(o->mtls_dir, "node", &m->in, &m->in_mtime_ns, e))) {
 		return rc;
+	}
 	if (o->mtls_identity) {
 		char tenant[IOD_NAME_MAX] = "", service[IOD_NAME_MAX] = "";
 		const char *slash = strchr(o->mtls_identity, '/');
@@ -143,6 +148,9 @@ int iod_mesh_mtls_init(struct iod_mesh_proxy *p, struct iod_err *e)
 		m->fallback = rc;
 	}
 	struct iod_sec_tls_creds *any = m->in ? m->in : m->ids_n ? m->ids[0].creds : NULL;
+	if (o->mtls_node_creds && !o->mtls_dir)
+		return iod_err_set(e, -EINVAL,
+		                   "mTLS: node credentials without a directory of SVIDs");
 	if (any) {
 		iod_strlcpy(m->cluster, iod_sec_ca_cluster(iod_sec_tls_creds_ca(any)),
 		            sizeof(m->cluster));
@@ -161,7 +169,8 @@ void iod_mesh_mtls_free(struct iod_mesh_proxy *p)
 	struct mtls *m = p->mtls;
 	if (!m)
 		return;
-	iod_sec_tls_creds_free(m->in);
+	if (!m->in_borrowed)
+		iod_sec_tls_creds_free(m->in);
 	for (uint32_t i = 0; i < m->ids_n; i++)
 		iod_sec_tls_creds_free(m->ids[i].creds);
 	pthread_mutex_destroy(&m->mu);
@@ -175,7 +184,7 @@ int iod_mesh_proxy_mtls_reload(struct iod_mesh_proxy *p, struct iod_err *e)
 	int rc = 0;
 	if (!m)
 		return 0;
-	if (m->in) {
+	if (m->in && !m->in_borrowed) {
 		int64_t before = m->in_mtime_ns;
 		rc = load_pair(p->opts.mtls_dir, "node", &m->in, &m->in_mtime_ns, e);
 		if (m->in_mtime_ns != before)
@@ -424,15 +433,21 @@ static void on_preamble(struct worker *w, struct conn *t, uint32_t nl)
 		refuse(w, t, "no such local endpoint");
 		return;
 	}
-	/* identity-based policy: the SVID's tenant and service */
+	/* identity-based policy: the SVID's tenant and service; a node's
+	 * certificate speaks for its own processes (what a local caller that is
+	 * no replica gets: only "from: *" policies) */
 	const struct iod_sec_cert_info *pi = iod_sec_tls_peer(t->tls);
 	struct iod_sec_verdict v;
-	char caller[2 * IOD_NAME_MAX + 2];
-	snprintf(caller, sizeof(caller), "%s/%s", pi->id.tenant, pi->id.name);
+	char caller[2 * IOD_NAME_MAX + 8];
+	bool node = pi->id.kind == IOD_SEC_KIND_NODE;
+	snprintf(caller, sizeof(caller), "%s/%s", node ? "node" : pi->id.tenant, pi->id.name);
 	pthread_mutex_lock(&w->p->mu);
-	iod_sec_policy_decide(w->p->view.policies, pi->id.tenant, pi->id.name,
-	                      s->svc.tenant[0] ? s->svc.tenant : "default", s->svc.name, NULL,
-	                      s->svc.port, &v);
+	if (node)
+		iod_mesh_authz_decide(&w->p->view, false, 0, &s->svc, NULL, &v);
+	else
+		iod_sec_policy_decide(w->p->view.policies, pi->id.tenant, pi->id.name,
+		                      s->svc.tenant[0] ? s->svc.tenant : "default", s->svc.name,
+		                      NULL, s->svc.port, &v);
 	pthread_mutex_unlock(&w->p->mu);
 	if (!v.allow) {
 		deny(w, t, s, caller, &v);
@@ -554,6 +569,8 @@ int iod_mesh_upstream_identity(struct worker *w, const struct wsvc *s, uint32_t 
 	}
 	if (idx < 0)
 		idx = p->mtls->fallback;
+	if (idx < 0 && p->mtls->in)
+		return IOD_MESH_MTLS_NODE_ID; /* a process of this node: the node's certificate */
 	return idx < 0 ? -EACCES : idx + 1;
 }
 
@@ -563,10 +580,12 @@ int iod_mesh_upstream_connect(struct worker *w, const struct wsvc *s, uint32_t e
 	struct mtls *m = w->p->mtls;
 	if (!e->mtls_ip4)
 		return iod_mesh_connect(e->ip4, e->port);
-	if (!m || id < 1 || (uint32_t)id > m->ids_n)
+	if (!m || id < 1 || ((uint32_t)id > m->ids_n && id != IOD_MESH_MTLS_NODE_ID) ||
+	    (id == IOD_MESH_MTLS_NODE_ID && !m->in))
 		return -EACCES; /* behind a proxy we cannot prove ourselves to */
 	pthread_mutex_lock(&m->mu);
-	struct iod_sec_tls_creds *creds = m->ids[id - 1].creds;
+	struct iod_sec_tls_creds *creds =
+	    id == IOD_MESH_MTLS_NODE_ID ? m->in : m->ids[id - 1].creds;
 	pthread_mutex_unlock(&m->mu);
 	int sp[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sp))
@@ -642,9 +661,10 @@ static void handshake(struct worker *w, struct conn *t)
 		relay(w, t);
 		return;
 	}
-	/* a proxy dials in for one of its callers: a service SVID */
-	if (pi->id.kind != IOD_SEC_KIND_SERVICE) {
-		refuse(w, t, "the peer presents no service identity");
+	/* a proxy dials in for one of its callers: a service SVID, or its
+	 * node's certificate for the node's own processes */
+	if (pi->id.kind != IOD_SEC_KIND_SERVICE && pi->id.kind != IOD_SEC_KIND_NODE) {
+		refuse(w, t, "the peer presents no service or node identity");
 		return;
 	}
 	STAT_INC(w->mtls_in);
