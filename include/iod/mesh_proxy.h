@@ -74,6 +74,10 @@ struct iod_mesh_proxy_opts {
 	 * (nodes that share one host's loopback with the node whose proxy
 	 * serves the VIPs: `iod up`). */
 	bool no_vips;
+	/* HTTP upstreams behind another node's proxy go through a socketpair
+	 * and a relay (the first design) instead of TLS on the upstream socket
+	 * itself: only to compare the two (bench_security). */
+	bool mtls_relay;
 };
 
 /* One service identity (the SVID spiffe://C/ns/TENANT/svc/SERVICE). */

@@ -160,6 +160,9 @@ struct conn {
 	                                  retried with the same length) */
 	uint32_t off;                  /* CK_MTLS_*: first byte of buf not yet written */
 	bool tls_want_out;             /* CK_MTLS_T: the session waits to write */
+	uint8_t tls_phase;             /* CK_HTTP_UP with tls: 1 handshake, 2 preamble,
+	                                  3 ready (0: no TLS) */
+	uint16_t pre_len, pre_off;     /* ... its preamble in buf, and how much went */
 	bool outbound;                 /* CK_MTLS_T: we dialled (else accepted) */
 	bool again;                    /* CK_MTLS_*: on the worker's again list */
 	struct conn *next_again;       /* ... its link */
@@ -310,6 +313,17 @@ void iod_mesh_mtls_event(struct worker *w, struct conn *c, uint32_t ev);
 void iod_mesh_mtls_timer(struct worker *w, struct conn *c);
 /* Move the bytes the TLS sessions still hold decrypted (end of a loop turn). */
 void iod_mesh_mtls_again(struct worker *w);
+/* Put c on the again list (its TLS session holds decrypted bytes). */
+void iod_mesh_again_add(struct worker *w, struct conn *c);
+/*
+ * An HTTP upstream straight over TLS to the endpoint's node proxy (no relay
+ * hop): the connecting fd, *tls its client session (not yet handshaken),
+ * pre[0..*pre_len) the preamble to send first (at most 160 bytes). -errno.
+ */
+int iod_mesh_upstream_dial_tls(struct worker *w, const struct wsvc *s, uint32_t ep, int id,
+                               struct iod_sec_tls **tls, char *pre, uint32_t *pre_len);
+/* After the handshake: is the peer the node proxy we meant to reach? */
+bool iod_mesh_mtls_peer_ok(struct worker *w, struct iod_sec_tls *t, const char *node);
 /* Close a relay pair (either end). */
 void iod_mesh_mtls_close(struct worker *w, struct conn *c);
 

@@ -91,6 +91,17 @@ void iod_mesh_conn_client(struct worker *w, struct conn *c, const struct accepte
 void iod_mesh_conn_put(struct worker *w, struct conn *c)
 {
 	IOD_ASSERT_HOT(c->in_use);
+	if (c->tls) /* mTLS relays and HTTP upstreams behind another node's proxy */
+		iod_sec_tls_close(c->tls);
+	c->tls = NULL;
+	if (c->again) { /* off the again list before the slot is reused */
+		struct conn **pp = &w->again;
+		while (*pp && *pp != c)
+			pp = &(*pp)->next_again;
+		if (*pp)
+			*pp = c->next_again;
+		c->again = false;
+	}
 	if (c->cl_counted)
 		iod_mesh_clients_release(w->clients, c->cl_ip4, c->cl_uid);
 	c->cl_counted = false;

@@ -227,18 +227,7 @@ void iod_mesh_mtls_close(struct worker *w, struct conn *c)
 		q->peer = NULL;
 		iod_mesh_mtls_close(w, q);
 	}
-	if (c->tls)
-		iod_sec_tls_close(c->tls);
-	c->tls = NULL;
-	if (c->again) { /* off the again list before the slot is reused */
-		struct conn **pp = &w->again;
-		while (*pp && *pp != c)
-			pp = &(*pp)->next_again;
-		if (*pp)
-			*pp = c->next_again;
-		c->again = false;
-	}
-	iod_mesh_conn_put(w, c);
+	iod_mesh_conn_put(w, c); /* closes its TLS session, leaves the again list */
 }
 
 /* Interest of one side: read while its buffer is empty (and it may),
@@ -360,6 +349,40 @@ static void relay(struct worker *w, struct conn *c)
 	rearm(w, q);
 }
 
+/* What event ev on c can move: readable, c's bytes to its peer; writable,
+ * the peer's waiting bytes into c (and a TLS read that wanted to write).
+ * Not the peer's socket otherwise: a read of it would only say EAGAIN,
+ * a wasted syscall per request each way. */
+static void relay_ev(struct worker *w, struct conn *c, uint32_t ev)
+{
+	struct conn *q = c->peer;
+	bool in = ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR);
+	bool out = ev & EPOLLOUT;
+	if (!q)
+		return;
+	if (out && q->len > q->off) {
+		int r = flush(w, q, c);
+		if (r < 0) {
+			iod_mesh_mtls_close(w, c);
+			return;
+		}
+	}
+	/* the peer's session may hold decrypted bytes its socket will not signal */
+	if (out && q->len == 0 && q->tls && iod_sec_tls_pending(q->tls) && !pump(w, q))
+		return;
+	if ((in || (out && c->tls_want_out)) && c->peer && !pump(w, c))
+		return;
+	if (!c->peer)
+		return;
+	rearm(w, c);
+	rearm(w, q);
+}
+
+void iod_mesh_again_add(struct worker *w, struct conn *c)
+{
+	again_add(w, c);
+}
+
 void iod_mesh_mtls_again(struct worker *w)
 {
 	struct conn *c = w->again;
@@ -370,6 +393,8 @@ void iod_mesh_mtls_again(struct worker *w)
 		c->next_again = NULL;
 		if (c->in_use && (c->kind == CK_MTLS_T || c->kind == CK_MTLS_P) && c->peer)
 			relay(w, c);
+		else if (c->in_use && c->kind == CK_HTTP_UP && c->tls)
+			iod_mesh_http_event(w, c, EPOLLIN); /* decrypted bytes epoll cannot see */
 		c = next;
 	}
 }
@@ -632,6 +657,45 @@ int iod_mesh_upstream_connect(struct worker *w, const struct wsvc *s, uint32_t e
 	return sp[0];
 }
 
+int iod_mesh_upstream_dial_tls(struct worker *w, const struct wsvc *s, uint32_t ep, int id,
+                               struct iod_sec_tls **tls, char *pre, uint32_t *pre_len)
+{
+	const struct iod_mesh_endpoint *e = &s->svc.eps[ep];
+	struct mtls *m = w->p->mtls;
+	struct iod_err err = {0};
+	*tls = NULL;
+	if (!m || id < 1 || ((uint32_t)id > m->ids_n && id != IOD_MESH_MTLS_NODE_ID) ||
+	    (id == IOD_MESH_MTLS_NODE_ID && !m->in))
+		return -EACCES;
+	pthread_mutex_lock(&m->mu);
+	struct iod_sec_tls_creds *creds =
+	    id == IOD_MESH_MTLS_NODE_ID ? m->in : m->ids[id - 1].creds;
+	pthread_mutex_unlock(&m->mu);
+	int fd = iod_mesh_connect(e->mtls_ip4, e->mtls_port);
+	if (fd < 0)
+		return fd;
+	if (iod_sec_tls_open(creds, fd, true, tls, &err)) {
+		close(fd);
+		return -ENOMEM;
+	}
+	char addr[32];
+	iod_mesh_addr_format(e->ip4, e->port, addr, sizeof(addr));
+	*pre_len = (uint32_t)snprintf(pre, PREAMBLE_MAX, PREAMBLE "%s %s\n", s->svc.name, addr);
+	return fd;
+}
+
+bool iod_mesh_mtls_peer_ok(struct worker *w, struct iod_sec_tls *t, const char *node)
+{
+	const struct iod_sec_cert_info *pi = iod_sec_tls_peer(t);
+	/* we reach a node's proxy: the one the view says runs the endpoint */
+	if (pi->id.kind != IOD_SEC_KIND_NODE || (node[0] && strcmp(pi->id.name, node))) {
+		STAT_INC(w->mtls_refused);
+		return false;
+	}
+	STAT_INC(w->mtls_out);
+	return true;
+}
+
 /* The TLS side's handshake step; on success the relay starts. */
 static void handshake(struct worker *w, struct conn *t)
 {
@@ -705,7 +769,7 @@ void iod_mesh_mtls_event(struct worker *w, struct conn *c, uint32_t ev)
 		c->state = P_RELAY;
 	}
 	if (c->peer)
-		relay(w, c);
+		relay_ev(w, c, ev);
 	else
 		iod_mesh_mtls_close(w, c);
 }
