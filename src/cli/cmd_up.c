@@ -67,7 +67,7 @@ static void usage(FILE *f)
 	    "                       local nodes (they share loopback; docs/mesh.md)\n"
 	    "  --no-mesh            no agent hosts a mesh proxy\n"
 	    "  --mesh-mtls-port P   node-N's proxy takes other nodes' proxies over mutual TLS\n"
-	    "                       on 127.0.0.1:P+N-1 (default mesh port + 20; 0 = off):\n"
+	    "                       on 127.0.0.1:P+N-1 (default API port + 30; 0 = off):\n"
 	    "                       a call to a replica on another node goes node-1's proxy\n"
 	    "                       -> mTLS -> that node's proxy, each agent issuing and\n"
 	    "                       rotating its services' SVIDs (docs/security.md)\n"
@@ -270,7 +270,7 @@ int cmd_up(int argc, char **argv)
 	                                     {"mesh-mtls-port", required_argument, 0, 1301},
 	                                     {"svid-ttl", required_argument, 0, 1302},
 	                                     {0, 0, 0, 0}};
-	long mtls_port = -1; /* -1: mesh port + 20 */
+	long mtls_port = -1; /* -1: API port + 30 (in a test's block of ports) */
 	char svid_ttl[32] = "";
 	char election[32] = "", heartbeat[32] = "";
 	static const char *const outs[] = {"text", "json", NULL};
@@ -579,7 +579,9 @@ int cmd_up(int argc, char **argv)
 		/* VIPs are per service and every local node shares loopback: one
 		 * proxy (node-1's) serves them all; the others host none */
 		snprintf(mesh_admin, sizeof(mesh_admin), "127.0.0.1:%ld", mesh_port);
-		bool mtls = mesh && !netns && !insecure && mtls_port != 0;
+		long mtls_base = mtls_port < 0 ? api_port + 30 : mtls_port;
+		bool mtls =
+		    mesh && !netns && !insecure && mtls_port != 0 && mtls_base + nodes <= 65535;
 		if (mesh && i == 1 && !netns) {
 			av[k++] = "--mesh-admin";
 			av[k++] = mesh_admin;
@@ -595,8 +597,7 @@ int cmd_up(int argc, char **argv)
 		if (mtls) {
 			/* one SVID directory: node-1's proxy presents the SVIDs of
 			 * callers on every local node, each issued by its own node */
-			snprintf(mtlsv, sizeof(mtlsv), "127.0.0.1:%ld",
-			         (mtls_port < 0 ? mesh_port + 20 : mtls_port) + i - 1);
+			snprintf(mtlsv, sizeof(mtlsv), "127.0.0.1:%ld", mtls_base + i - 1);
 			snprintf(svidd, sizeof(svidd), "%s/svid", dir);
 			av[k++] = "--mesh-mtls";
 			av[k++] = mtlsv;
