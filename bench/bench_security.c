@@ -300,14 +300,15 @@ static int mesh_round(int fd, uint32_t ops, uint64_t *lat, double *rate)
 
 static int mesh_bench(const char *bin, const char *dir, uint32_t rounds, uint32_t ops)
 {
-	char cmd[2048], log[600], cfg_a[600], cfg_b[600], mdir_a[600], mdir_b[600];
-	char adm_a[32], adm_b[32], mlisten[32], up[32];
+	char cmd[2048], log[600], cfg_a[600], cfg_b[600], cfg_r[600], mdir_a[600], mdir_b[600];
+	char adm_a[32], adm_b[32], adm_r[32], mlisten[32], up[32];
 	int base = 18400 + (int)(getpid() % 50) * 8, rc = 1;
-	pid_t pids[3] = {-1, -1, -1};
+	pid_t pids[4] = {-1, -1, -1, -1};
 	snprintf(up, sizeof(up), "127.0.0.1:%d", base);
 	snprintf(adm_a, sizeof(adm_a), "127.0.0.1:%d", base + 1);
 	snprintf(adm_b, sizeof(adm_b), "127.0.0.1:%d", base + 2);
 	snprintf(mlisten, sizeof(mlisten), "127.0.0.1:%d", base + 3);
+	snprintf(adm_r, sizeof(adm_r), "127.0.0.1:%d", base + 4);
 	snprintf(mdir_a, sizeof(mdir_a), "%s/mesh-a", dir);
 	snprintf(mdir_b, sizeof(mdir_b), "%s/mesh-b", dir);
 	/* the SVID A's caller presents (the bench itself: A cannot name it,
@@ -345,6 +346,17 @@ static int mesh_bench(const char *bin, const char *dir, uint32_t rounds, uint32_
 	    "\"endpoints\": [{\"addr\": \"127.84.0.2:8001\", \"node\": \"n2\"}]}]}\n",
 	    up, mlisten);
 	fclose(f);
+	/* proxy R: A's mTLS service through the first design's socketpair relay
+	 * (--mtls-relay), so old and new are measured in the same run */
+	snprintf(cfg_r, sizeof(cfg_r), "%s/r.json", dir);
+	if (!(f = fopen(cfg_r, "w")))
+		return 1;
+	fprintf(f,
+	        "{\"node\": \"n1\", \"services\": ["
+	        "{\"name\": \"sec\", \"vip\": \"127.84.0.3\", \"port\": 8000, \"mode\": \"http\", "
+	        "\"endpoints\": [{\"addr\": \"%s\", \"node\": \"n2\", \"mtls\": \"%s\"}]}]}\n",
+	        up, mlisten);
+	fclose(f);
 	char *be[] = {(char *)bin, "proxy", "backend", "--listen", up, "--size", "32", NULL};
 	char *pb[] = {(char *)bin, "proxy",   "run", "--config",   cfg_b,  "--workers",
 	              "1",         "--admin", adm_b, "--mtls-dir", mdir_b, "--mtls-listen",
@@ -359,8 +371,14 @@ static int mesh_bench(const char *bin, const char *dir, uint32_t rounds, uint32_
 	pids[1] = spawn(pb, log);
 	snprintf(log, sizeof(log), "%s/mesh-a.log", dir);
 	pids[2] = spawn(pa, log);
-	int fp = -1, fs = -1;
-	for (int i = 0; i < 100 && (fp < 0 || fs < 0); i++) {
+	char *pr[] = {(char *)bin,     "proxy",        "run",  "--config",
+	              cfg_r,           "--workers",    "1",    "--admin",
+	              adm_r,           "--mtls-dir",   mdir_a, "--mtls-identity",
+	              "default/bench", "--mtls-relay", NULL};
+	snprintf(log, sizeof(log), "%s/mesh-r.log", dir);
+	pids[3] = spawn(pr, log);
+	int fp = -1, fs = -1, fr = -1;
+	for (int i = 0; i < 100 && (fp < 0 || fs < 0 || fr < 0); i++) {
 		usleep(100000);
 		if (fp < 0 && (fp = http_open("127.84.0.1", 8001)) >= 0 && http_get(fp)) {
 			close(fp);
@@ -370,19 +388,26 @@ static int mesh_bench(const char *bin, const char *dir, uint32_t rounds, uint32_
 			close(fs);
 			fs = -1;
 		}
+		if (fr < 0 && (fr = http_open("127.84.0.3", 8000)) >= 0 && http_get(fr)) {
+			close(fr);
+			fr = -1;
+		}
 	}
 	uint64_t *lp = calloc((size_t)rounds * ops, sizeof(uint64_t)),
-	         *lt = calloc((size_t)rounds * ops, sizeof(uint64_t));
-	double *rp = calloc(rounds, sizeof(double)), *rt = calloc(rounds, sizeof(double));
-	if (fp < 0 || fs < 0) {
+	         *lt = calloc((size_t)rounds * ops, sizeof(uint64_t)),
+	         *lr = calloc((size_t)rounds * ops, sizeof(uint64_t));
+	double *rp = calloc(rounds, sizeof(double)), *rt = calloc(rounds, sizeof(double)),
+	       *rr = calloc(rounds, sizeof(double));
+	if (fp < 0 || fs < 0 || fr < 0) {
 		printf("BENCH sec.mesh_mtls error=no_answer (see %s/mesh-*.log)\n", dir);
 		goto out;
 	}
-	if (!lp || !lt || !rp || !rt)
+	if (!lp || !lt || !rp || !rt || !lr || !rr)
 		goto out;
 	for (uint32_t k = 0; k < rounds; k++)
 		if (mesh_round(fp, ops, lp + (size_t)k * ops, &rp[k]) ||
-		    mesh_round(fs, ops, lt + (size_t)k * ops, &rt[k])) {
+		    mesh_round(fs, ops, lt + (size_t)k * ops, &rt[k]) ||
+		    mesh_round(fr, ops, lr + (size_t)k * ops, &rr[k])) {
 			printf("BENCH sec.mesh_mtls error=request_failed (see %s/mesh-*.log)\n",
 			       dir);
 			goto out;
@@ -395,8 +420,19 @@ static int mesh_bench(const char *bin, const char *dir, uint32_t rounds, uint32_
 	       "plain_p50_us=%.1f mtls_p50_us=%.1f plain_p99_us=%.1f mtls_p99_us=%.1f requests=%zu "
 	       "target_rps_ratio=0.90 target_added_p99_us=50\n",
 	       mt / mp, p99t - p99p, mp, mt, p50p, p50t, p99p, p99t, n);
+	/* the first design (socketpair relay) in the same run, for comparison */
+	double p99r = pct(lr, n, 0.99) / 1e3, p50r = pct(lr, n, 0.50) / 1e3,
+	       mr = median(rr, rounds);
+	printf("BENCH sec.mesh_mtls_relay rps_ratio=%.3f added_p99_us=%.1f plain_rps=%.0f "
+	       "mtls_rps=%.0f plain_p50_us=%.1f mtls_p50_us=%.1f plain_p99_us=%.1f "
+	       "mtls_p99_us=%.1f requests=%zu\n",
+	       mr / mp, p99r - p99p, mp, mr, p50p, p50r, p99p, p99r, n);
 	rc = 0;
 out:
+	if (fr >= 0)
+		close(fr);
+	free(lr);
+	free(rr);
 	if (fp >= 0)
 		close(fp);
 	if (fs >= 0)
@@ -405,7 +441,7 @@ out:
 	free(lt);
 	free(rp);
 	free(rt);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		if (pids[i] > 0) {
 			kill(pids[i], SIGTERM);
 			waitpid(pids[i], NULL, 0);
@@ -435,6 +471,17 @@ int main(void)
 	if (system(cmd) != 0) {
 		printf("BENCH sec.api_tls error=iod_init\n");
 		return 1;
+	}
+	if (getenv("IOD_BENCH_SEC_ONLY") && !strcmp(getenv("IOD_BENCH_SEC_ONLY"), "mesh")) {
+		/* only the mesh figures (sec.mesh_mtls, sec.mesh_mtls_relay) */
+		rc = mesh_bench(bin, dir, rounds,
+		                getenv("IOD_BENCH_MESH_OPS")
+		                    ? (uint32_t)atoi(getenv("IOD_BENCH_MESH_OPS"))
+		                    : 4000);
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "bench_security: could not remove %s\n", dir);
+		return rc;
 	}
 	pid_t sp = start_server(bin, dir, port_plain, NULL),
 	      st = start_server(bin, dir, port_tls, pki);

@@ -384,6 +384,13 @@ struct iod_agent_config {
 	bool mesh;                     /* host it (default true) */
 	char mesh_admin[IOD_ADDR_MAX]; /* its admin endpoint; "" = none */
 	uint32_t mesh_workers;         /* its epoll threads (0 = 1) */
+	/* proxy-to-proxy mutual TLS (with creds; docs/security.md): the proxy
+	 * accepts other nodes' proxies here, and the agent issues and rotates
+	 * an SVID per local service into svid_dir */
+	char mesh_mtls[IOD_ADDR_MAX];      /* "IP:port"; "" = off */
+	char svid_dir[IOD_AGENT_PATH_MAX]; /* default DATA_DIR/svid */
+	uint64_t svid_ttl_s;               /* life to ask for (0: the server's, 1 h) */
+	bool mesh_no_vips;                 /* the proxy serves no VIPs (mTLS only) */
 	/* per-replica network namespaces (root only; docs/runtime.md) */
 	char netns_subnet
 	    [IOD_ADDR_MAX]; /* node subnet CIDR; "" = replicas share the node's network */

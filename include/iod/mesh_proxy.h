@@ -38,6 +38,10 @@ struct iod_mesh_api_source {
 	/* HTTPS to a --pki server (docs/security.md): NULL = plain HTTP */
 	struct iod_sec_tls_creds *creds;   /* CA + this node's certificate (not owned) */
 	char token[IOD_SEC_TOKEN_LEN + 1]; /* or a bearer token; "" = none */
+	/* this proxy speaks mTLS to other nodes' proxies: an endpoint on another
+	 * node whose Node object names its proxy's listener ("mesh_mtls") is
+	 * reached through that listener (docs/security.md) */
+	bool mtls;
 };
 void iod_mesh_api_source_init(struct iod_mesh_api_source *s, const char *server, const char *node);
 /* ---- the proxy (shell) ------------------------------------------------- */
@@ -60,7 +64,31 @@ struct iod_mesh_proxy_opts {
 	const char *mtls_dir;
 	const char *mtls_listen;   /* "IP:port" to accept proxies on; NULL = none */
 	const char *mtls_identity; /* "TENANT/SERVICE" this proxy's callers present */
+	/* The node's own credentials (CA + node certificate; borrowed, rotated
+	 * in place by their owner: the agent's). Set: what this proxy presents
+	 * to proxies dialling in, and, dialling out, for the node's own
+	 * processes (callers that are no replica); mtls_dir then holds only
+	 * ca.crt and the SVIDs. NULL: mtls_dir/node.crt/.key. */
+	struct iod_sec_tls_creds *mtls_node_creds;
+	/* Serve no VIPs: only the mTLS listener, relaying to local endpoints
+	 * (nodes that share one host's loopback with the node whose proxy
+	 * serves the VIPs: `iod up`). */
+	bool no_vips;
+	/* HTTP upstreams behind another node's proxy go through a socketpair
+	 * and a relay (the first design) instead of TLS on the upstream socket
+	 * itself: only to compare the two (bench_security). */
+	bool mtls_relay;
 };
+
+/* One service identity (the SVID spiffe://C/ns/TENANT/svc/SERVICE). */
+struct iod_mesh_svc_id {
+	char tenant[IOD_NAME_MAX];
+	char service[IOD_NAME_MAX];
+};
+/* The services with an endpoint on node in the proxy's current view (the
+ * SVIDs its agent must hold): at most max into out; their count. */
+uint32_t iod_mesh_proxy_node_services(struct iod_mesh_proxy *p, const char *node,
+                                      struct iod_mesh_svc_id *out, uint32_t max);
 
 /* Start the proxy's threads with the source's first view. */
 int iod_mesh_proxy_start(struct iod_mesh_proxy **out, const struct iod_mesh_proxy_opts *o,

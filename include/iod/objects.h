@@ -173,7 +173,8 @@ void iod_obj_endpoint_address(const struct iod_obj_endpoint *ep, char *buf, size
 	X(LABELS, "labels", JSON, labels, 0, 0, 0)                              \
 	X(RACK, "rack", STR, rack, 0, 0, 0)                                     \
 	X(ZONE, "zone", STR, zone, 0, 0, 0)                                     \
-	X(CORDONED, "cordoned", BOOL, cordoned, 0, 0, 0)
+	X(CORDONED, "cordoned", BOOL, cordoned, 0, 0, 0)                        \
+	X(MESH_MTLS, "mesh_mtls", STR, mesh_mtls, 0, 0, 0)
 
 enum iod_obj_node_field {
 #define X(f, k, t, m, lo, hi, d) IOD_OBJ_NODE_##f,
@@ -184,17 +185,20 @@ enum iod_obj_node_field {
 
 struct iod_obj_node {
 	struct iod_obj_head head;
-	char addr[IOD_ADDR_MAX];  /* where its replicas answer ("" = 127.0.0.1) */
-	json_t *gpus;             /* owned: its GPU count, or a list of GPUs */
-	uint32_t cpus;            /* its CPU count */
-	char model[IOD_NAME_MAX]; /* built-in model, "host" (discovery), "xml" */
-	uint32_t agent_pid;       /* its agent's pid */
-	uint64_t registered_ms;   /* when its agent registered (unix ms) */
-	json_t *topology;         /* owned: iod_topo_to_json of its hardware */
-	json_t *labels;           /* owned: {name: value}; "rack" counts as rack */
-	char rack[IOD_NAME_MAX];  /* failure domain */
-	char zone[IOD_NAME_MAX];  /* larger failure domain */
-	bool cordoned;            /* takes no new replicas */
+	char addr[IOD_ADDR_MAX];      /* where its replicas answer ("" = 127.0.0.1) */
+	json_t *gpus;                 /* owned: its GPU count, or a list of GPUs */
+	uint32_t cpus;                /* its CPU count */
+	char model[IOD_NAME_MAX];     /* built-in model, "host" (discovery), "xml" */
+	uint32_t agent_pid;           /* its agent's pid */
+	uint64_t registered_ms;       /* when its agent registered (unix ms) */
+	json_t *topology;             /* owned: iod_topo_to_json of its hardware */
+	json_t *labels;               /* owned: {name: value}; "rack" counts as rack */
+	char rack[IOD_NAME_MAX];      /* failure domain */
+	char zone[IOD_NAME_MAX];      /* larger failure domain */
+	bool cordoned;                /* takes no new replicas */
+	char mesh_mtls[IOD_ADDR_MAX]; /* its mesh proxy's mTLS listener ("IP:port";
+	                                 "" = none): other nodes' proxies reach its
+	                                 replicas through it (docs/security.md) */
 };
 
 /* The node's GPU count ("gpus" as a count or a list), at most IOD_BITMAP_BITS. */

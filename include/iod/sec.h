@@ -387,6 +387,8 @@ int iod_sec_cert_inspect(const void *data, size_t len, struct iod_sec_cert_info 
  * at now_s? At two thirds of its life (kubelet's rotation point), so a
  * failed renewal has a third of the life to retry in; the life starts
  * IOD_SEC_CERT_BACKDATE_S after not_before (the CA's skew margin). Pure. */
+/* When that is (unix s; 0 for a certificate with no life). Pure. */
+uint64_t iod_sec_cert_renew_at(uint64_t not_before_s, uint64_t not_after_s);
 bool iod_sec_cert_renew_due(uint64_t not_before_s, uint64_t not_after_s, uint64_t now_s);
 
 /* The DER bytes of the first certificate in PEM text (malloc'd): what a TLS

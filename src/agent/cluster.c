@@ -117,6 +117,8 @@ static int register_node(struct iod_agent_cluster *c, struct iod_api_client *cl)
 	struct iod_obj_node o;
 	iod_obj_node_init(&o);
 	iod_obj_node_set_str(&o, IOD_OBJ_NODE_ADDR, c->addr);
+	if (cfg->mesh && cfg->mesh_mtls[0] && cfg->creds) /* other proxies reach ours here */
+		iod_obj_node_set_str(&o, IOD_OBJ_NODE_MESH_MTLS, cfg->mesh_mtls);
 	iod_obj_node_set_json(&o, IOD_OBJ_NODE_GPUS, json_integer(cfg->gpus));
 	iod_obj_node_set_int(&o, IOD_OBJ_NODE_CPUS, cfg->cpus);
 	iod_obj_node_set_str(&o, IOD_OBJ_NODE_MODEL, cfg->model[0] ? cfg->model : "host");

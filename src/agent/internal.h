@@ -8,6 +8,7 @@
 
 #include "iod/agent_run.h"
 #include "iod/api.h"
+#include "iod/mesh_proxy.h"
 
 struct iod_agent_cluster;
 
@@ -48,6 +49,15 @@ int iod_agent_cert_validity(const struct iod_agent_config *c, uint64_t *not_befo
                             uint64_t *not_after_s, struct iod_err *e);
 int iod_agent_cert_renew(const struct iod_agent_config *c, struct iod_api_client *cl,
                          struct iod_err *e);
+
+/* The SVIDs of the node's services (svid.c): for each of want[0..n) keep a
+ * valid pair in cfg->svid_dir, issued through cl (the node's certificate)
+ * when missing or at two thirds of its life. *issued: how many were
+ * written; *next_s: when to look again (unix s). 0, or the first failure
+ * (the others are still tried). */
+int iod_agent_svids_sync(const struct iod_agent_config *c, struct iod_api_client *cl,
+                         const struct iod_mesh_svc_id *want, uint32_t n, uint64_t now_s,
+                         uint64_t *next_s, uint32_t *issued, struct iod_err *e);
 
 /* The telemetry thread (telemetry.c); NULL out when cfg->telemetry_interval_ns is 0. */
 struct iod_agent_telemetry;

@@ -25,9 +25,10 @@
 #include <string.h>
 #include <time.h>
 
-#define MESH_REFRESH_MS 200 /* poll period when the control plane's watch fails */
-#define MESH_RESYNC_MS 5000 /* full re-read even without pushes (lost-watch fallback) */
-#define MESH_RETRY_MS 500   /* between failed proxy starts (API not answering) */
+#define MESH_REFRESH_MS 200    /* poll period when the control plane's watch fails */
+#define MESH_RESYNC_MS 5000    /* full re-read even without pushes (lost-watch fallback) */
+#define MESH_RETRY_MS 500      /* between failed proxy starts (API not answering) */
+#define MESH_SVID_LOOK_MS 1000 /* mTLS: SVID files re-read at least this often */
 
 struct iod_agent_mesh {
 	const struct iod_agent_config *cfg; /* settings (outlive us) */
@@ -41,6 +42,12 @@ struct iod_agent_mesh {
 	pthread_cond_t cv;                  /* signals stop */
 	bool stop;                          /* thread exits */
 	int stop_flag;                      /* the same, read without mu (atomic) */
+	/* proxy-to-proxy mTLS (cfg->mesh_mtls): the SVIDs of local services */
+	bool mtls;                       /* on */
+	struct iod_api_client svid_cl;   /* issues them (the node's certificate) */
+	bool svid_cl_open;               /* svid_cl to close */
+	uint64_t svid_next_s;            /* unix s: look at them again */
+	struct iod_mesh_svc_id *svc_ids; /* IOD_MESH_MTLS_IDS_MAX scratch */
 };
 
 /* The i-th address of "a,b,c" (wrapping) into buf. */
@@ -85,13 +92,54 @@ static void next_server(struct iod_agent_mesh *m)
 	nth_server(m->cfg->servers, m->server_i, m->src.server, sizeof(m->src.server));
 }
 
+/* Issue or renew the SVIDs of the services the view places on this node
+ * (when due, or when the view changed), then let the proxy pick up changed
+ * files: ours, and those other agents of this host wrote (`iod up`). */
+static void svids_step(struct iod_agent_mesh *m, bool changed)
+{
+	struct iod_err e = {0};
+	uint64_t now_s = iod_time_unix_ns() / IOD_NS_PER_S;
+	uint32_t issued = 0;
+	if (!m->mtls)
+		return;
+	if (changed || now_s >= m->svid_next_s) {
+		uint32_t n = iod_mesh_proxy_node_services(m->proxy, m->cfg->name, m->svc_ids,
+		                                          IOD_MESH_MTLS_IDS_MAX);
+		iod_agent_svids_sync(m->cfg, &m->svid_cl, m->svc_ids, n, now_s, &m->svid_next_s,
+		                     &issued, &e);
+	}
+	memset(&e, 0, sizeof(e));
+	if (iod_mesh_proxy_mtls_reload(m->proxy, &e))
+		IOD_DEBUG("agent", "mesh: keeping the current SVIDs: %s", e.msg);
+}
+
+/* How long the proxy may wait for a push before the SVIDs need a look:
+ * ours when they are due, and at least every MESH_SVID_LOOK_MS for the
+ * files other agents of this host renew (the proxy must swap a renewed
+ * SVID in well before the old one expires). */
+static uint32_t svid_wait_ms(const struct iod_agent_mesh *m)
+{
+	uint64_t now_s = iod_time_unix_ns() / IOD_NS_PER_S;
+	if (!m->mtls)
+		return MESH_RESYNC_MS;
+	if (m->svid_next_s <= now_s)
+		return MESH_REFRESH_MS;
+	return (uint32_t)IOD_MIN((m->svid_next_s - now_s) * 1000, (uint64_t)MESH_SVID_LOOK_MS);
+}
+
 static void *mesh_main(void *arg)
 {
 	struct iod_agent_mesh *m = arg;
 	const struct iod_agent_config *cfg = m->cfg;
 	struct iod_mesh_proxy_opts o = {.workers = cfg->mesh_workers ? cfg->mesh_workers : 1,
 	                                .admin_addr = cfg->mesh_admin[0] ? cfg->mesh_admin : NULL,
-	                                .seed = iod_hash_str(cfg->name)};
+	                                .seed = iod_hash_str(cfg->name),
+	                                .no_vips = cfg->mesh_no_vips};
+	if (m->mtls) {
+		o.mtls_dir = cfg->svid_dir;
+		o.mtls_listen = cfg->mesh_mtls;
+		o.mtls_node_creds = cfg->creds;
+	}
 	struct iod_err e = {0};
 	bool warned = false;
 	sigset_t pipe;
@@ -106,9 +154,21 @@ static void *mesh_main(void *arg)
 			return NULL;
 	for (;;) {
 		memset(&e, 0, sizeof(e));
-		if (!iod_mesh_proxy_start(&m->proxy, &o, &m->src.src, &e))
+		uint32_t issued = 0;
+		uint64_t now_s = iod_time_unix_ns() / IOD_NS_PER_S;
+		/* the SVID directory and its ca.crt before the proxy reads them */
+		if (m->mtls && iod_agent_svids_sync(cfg, &m->svid_cl, NULL, 0, now_s,
+		                                    &m->svid_next_s, &issued, &e))
+			IOD_WARN("agent", "node %s: SVID directory %s: %s", cfg->name,
+			         cfg->svid_dir, e.msg);
+		memset(&e, 0, sizeof(e));
+		struct iod_mesh_proxy *px = NULL;
+		if (!iod_mesh_proxy_start(&px, &o, &m->src.src, &e)) {
+			pthread_mutex_lock(&m->mu);
+			m->proxy = px;
+			pthread_mutex_unlock(&m->mu);
 			break;
-		m->proxy = NULL;
+		}
 		if (!warned)
 			IOD_WARN("agent", "node %s: mesh proxy not started yet: %s (retrying)",
 			         cfg->name, e.msg);
@@ -118,21 +178,36 @@ static void *mesh_main(void *arg)
 		if (wait_stop(m, MESH_RETRY_MS))
 			return NULL;
 	}
-	IOD_INFO("agent", "node %s: mesh proxy up (view from %s%s%s)", cfg->name, m->src.server,
-	         o.admin_addr ? ", admin http://" : "", o.admin_addr ? o.admin_addr : "");
+	IOD_INFO("agent", "node %s: mesh proxy up (view from %s%s%s%s%s%s)", cfg->name,
+	         m->src.server, o.admin_addr ? ", admin http://" : "",
+	         o.admin_addr ? o.admin_addr : "", m->mtls ? ", mTLS on " : "",
+	         m->mtls ? cfg->mesh_mtls : "", o.no_vips ? ", no VIPs" : "");
+	svids_step(m, true);
+	uint64_t resync_ns = iod_clock_now_ns() + (uint64_t)MESH_RESYNC_MS * IOD_NS_PER_MS;
 	for (;;) {
 		memset(&e, 0, sizeof(e));
-		if (iod_mesh_proxy_wait(m->proxy, MESH_REFRESH_MS, MESH_RESYNC_MS, &m->stop_flag,
-		                        &e))
+		uint32_t t = svid_wait_ms(m);
+		uint64_t t0 = iod_clock_now_ns();
+		if (iod_mesh_proxy_wait(m->proxy, MESH_REFRESH_MS, t, &m->stop_flag, &e))
 			IOD_DEBUG("agent", "mesh: watch: %s (polling)", e.msg);
 		if (__atomic_load_n(&m->stop_flag, __ATOMIC_RELAXED))
 			break;
+		/* a wait that only ran out for the SVIDs' sake refreshes nothing:
+		 * the view is re-read on a push, a failure, or the resync period */
+		uint64_t now = iod_clock_now_ns();
+		if (m->mtls && now - t0 + 50 * IOD_NS_PER_MS >= (uint64_t)t * IOD_NS_PER_MS &&
+		    now < resync_ns) {
+			svids_step(m, false);
+			continue;
+		}
+		resync_ns = now + (uint64_t)MESH_RESYNC_MS * IOD_NS_PER_MS;
 		memset(&e, 0, sizeof(e));
 		int rc = iod_mesh_proxy_refresh(m->proxy, &e);
 		if (rc && rc != -EAGAIN) {
 			IOD_WARN("agent", "mesh: keeping the previous view: %s", e.msg);
 			next_server(m);
 		}
+		svids_step(m, rc == 0);
 	}
 	return NULL;
 }
@@ -150,7 +225,25 @@ int iod_agent_mesh_start(struct iod_agent_mesh **out, const struct iod_agent_con
 	nth_server(cfg->servers, 0, first, sizeof(first));
 	iod_mesh_api_source_init(&m->src, first, cfg->name);
 	m->src.creds = cfg->creds;
+	m->mtls = cfg->mesh_mtls[0] && cfg->creds;
+	m->src.mtls = m->mtls;
 	pthread_mutex_init(&m->mu, NULL);
+	if (m->mtls) {
+		int rc = iod_api_client_init(&m->svid_cl, cfg->servers, e);
+		m->svc_ids = calloc(IOD_MESH_MTLS_IDS_MAX, sizeof(*m->svc_ids));
+		if (rc || !m->svc_ids) {
+			free(m->svc_ids);
+			if (!rc)
+				iod_api_client_close(&m->svid_cl);
+			pthread_mutex_destroy(&m->mu);
+			free(m);
+			return rc ? rc : iod_err_set(e, -ENOMEM, "out of memory");
+		}
+		m->svid_cl_open = true;
+		iod_api_client_set_creds(&m->svid_cl, cfg->creds, NULL);
+		m->svid_cl.timeout_ms = 3000;
+		m->svid_cl.retry_ms = 1000;
+	}
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -180,6 +273,9 @@ void iod_agent_mesh_stop(struct iod_agent_mesh *m)
 		iod_mesh_proxy_stop(m->proxy);
 		IOD_INFO("agent", "node %s: mesh proxy stopped", m->cfg->name);
 	}
+	if (m->svid_cl_open)
+		iod_api_client_close(&m->svid_cl);
+	free(m->svc_ids);
 	pthread_mutex_destroy(&m->mu);
 	pthread_cond_destroy(&m->cv);
 	free(m);

@@ -31,7 +31,8 @@ static void usage(FILE *f)
 	    "                 [--mesh-workers N] [--telemetry-addr ADDR]\n"
 	    "                 [--telemetry-interval DUR] [--telemetry-push DUR]\n"
 	    "                 [--ca FILE (--cert FILE --key FILE | --join-token T)\n"
-	    "                 [--cert-ttl DUR]] [...]\n\n"
+	    "                 [--cert-ttl DUR] [--mesh-mtls IP:PORT [--svid-dir DIR]\n"
+	    "                 [--svid-ttl DUR] [--mesh-no-vips]]] [...]\n\n"
 	    "Run this node's replicas, each in its own sandbox (PID, mount, UTS and IPC\n"
 	    "namespaces, cgroup cpu/memory limits, CPU affinity, NUMA policy, GPUs),\n"
 	    "restart them with exponential backoff, run their health checks, and\n"
@@ -90,7 +91,17 @@ static void usage(FILE *f)
 	    "                     exchanged over HTTPS for a node certificate, kept in\n"
 	    "                     DATA_DIR/node.crt and node.key (a restart needs no token)\n"
 	    "  --cert-ttl DUR     life to ask for the node certificate (default 24h, at least\n"
-	    "                     10s); it is renewed at two thirds of it, with no restart\n\n"
+	    "                     10s); it is renewed at two thirds of it, with no restart\n"
+	    "  --mesh-mtls IP:PORT  the proxy accepts other nodes' proxies here over mutual\n"
+	    "                     TLS (with --ca/--cert or --join-token); the Node object\n"
+	    "                     names it, so other proxies reach this node's replicas\n"
+	    "                     through it. The agent issues and rotates an SVID\n"
+	    "                     (spiffe://CLUSTER/ns/TENANT/svc/SERVICE) for each service\n"
+	    "                     with a replica here (docs/security.md)\n"
+	    "  --svid-dir DIR     where those SVIDs go (default DATA_DIR/svid; 0700, keys 0600)\n"
+	    "  --svid-ttl DUR     their life (default 1h, at least 10s); renewed at 2/3\n"
+	    "  --mesh-no-vips     the proxy serves no VIPs, only --mesh-mtls (nodes sharing a\n"
+	    "                     host's loopback with the one that serves them: iod up)\n\n"
 	    "Stops every replica on SIGTERM/SIGINT. See `iod logs`, `iod events`.\n");
 }
 
@@ -215,6 +226,10 @@ int cmd_agent(int argc, char **argv)
 	                                     {"key", required_argument, 0, 1103},
 	                                     {"join-token", required_argument, 0, 1104},
 	                                     {"cert-ttl", required_argument, 0, 1105},
+	                                     {"mesh-mtls", required_argument, 0, 1106},
+	                                     {"svid-dir", required_argument, 0, 1107},
+	                                     {"svid-ttl", required_argument, 0, 1108},
+	                                     {"mesh-no-vips", no_argument, 0, 1109},
 	                                     {"help", no_argument, 0, 'h'},
 	                                     {0, 0, 0, 0}};
 	uint64_t ns;
@@ -364,6 +379,30 @@ int cmd_agent(int argc, char **argv)
 				                    "--cert-ttl must be at least %ds",
 				                    IOD_SEC_CERT_TTL_MIN_S);
 			break;
+		case 1106: {
+			uint32_t ip;
+			uint16_t port;
+			if (iod_mesh_addr_parse(optarg, &ip, &port, true) ||
+			    iod_strlcpy(c.mesh_mtls, optarg, sizeof(c.mesh_mtls)))
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--mesh-mtls %s: want IP:PORT", optarg);
+			break;
+		}
+		case 1107:
+			if (iod_strlcpy(c.svid_dir, optarg, sizeof(c.svid_dir)))
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--svid-dir too long");
+			break;
+		case 1108:
+			if ((rc = dur("--svid-ttl", optarg, &ns)))
+				return rc;
+			c.svid_ttl_s = ns / IOD_NS_PER_S;
+			if (c.svid_ttl_s < IOD_SEC_CERT_TTL_MIN_S)
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--svid-ttl must be at least %ds",
+				                    IOD_SEC_CERT_TTL_MIN_S);
+			break;
+		case 1109: c.mesh_no_vips = true; break;
 		case 1102:
 		case 1103:
 			if (iod_strlcpy(o == 1102 ? c.cert_path : c.key_path, optarg,
@@ -425,6 +464,13 @@ int cmd_agent(int argc, char **argv)
 		    "--model, --xml and --gpus are exclusive: each names the hardware");
 	if (c.servers[0] && (rc = topology(&c, xml, gpus_set)))
 		return rc;
+	if (c.mesh_mtls[0] && (!c.creds || !c.servers[0] || !c.mesh))
+		return iod_cli_fail("agent", IOD_EXIT_INVALID,
+		                    "--mesh-mtls needs --server, the node's credentials (--ca with "
+		                    "--cert/--key or --join-token) and the mesh");
+	if (!c.svid_dir[0] && snprintf(c.svid_dir, sizeof(c.svid_dir), "%s/svid", c.data_dir) >=
+	                          (int)sizeof(c.svid_dir))
+		return iod_cli_fail("agent", IOD_EXIT_INVALID, "--data-dir too long");
 	iod_fd_limit_raise(NULL); /* a daemon: the hard limit of descriptors, not 1024 */
 	rc = iod_agent_run(&c, &e) ? iod_cli_fail("agent", IOD_EXIT_ERROR, "%s", e.msg) : 0;
 	json_decref(c.topology);

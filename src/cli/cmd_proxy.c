@@ -74,6 +74,8 @@ static void usage(FILE *f)
 	    "                         they change (rotation drops no connection)\n"
 	    "           --mtls-listen ADDR  accept proxies on ADDR (IPv4:port)\n"
 	    "           --mtls-identity T/S the SVID this proxy's callers present\n"
+	    "           --mtls-relay        HTTP upstreams through a socketpair relay, as\n"
+	    "                               before TLS ran on the upstream socket (benchmarks)\n"
 	    "  check    validate FILE and print each service's address and endpoints\n"
 	    "  env      print IOD_SVC_<NAME>_ADDR=vip:port for every service (for workloads)\n"
 	    "  backend  a small HTTP/1.1 server: answers every request with BYTES bytes\n"
@@ -247,6 +249,7 @@ int cmd_proxy(int argc, char **argv)
 	                                     {"mtls-dir", required_argument, NULL, 'M'},
 	                                     {"mtls-listen", required_argument, NULL, 'I'},
 	                                     {"mtls-identity", required_argument, NULL, 'Y'},
+	                                     {"mtls-relay", no_argument, NULL, 1401},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	struct iod_mesh_proxy_opts o = {.workers = 2, .admin_addr = "127.0.0.1:15000"};
@@ -283,6 +286,7 @@ int cmd_proxy(int argc, char **argv)
 		case 'S': o.no_splice = true; break;
 		case 'M': o.mtls_dir = optarg; break;
 		case 'I': o.mtls_listen = optarg; break;
+		case 1401: o.mtls_relay = true; break;
 		case 'Y': o.mtls_identity = optarg; break;
 		case 'L':
 			o.client_conns_max = (uint32_t)strtoul(optarg, &end, 10);

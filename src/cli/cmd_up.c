@@ -34,6 +34,7 @@ static void usage(FILE *f)
 	    "usage: iod up --nodes N [--gpus-per-node G | --model NAME] [--state-dir DIR]\n"
 	    "              [--api-port P] [--raft-port P] [--lease-ttl DUR] [--no-sandbox]\n"
 	    "              [--election-timeout DUR] [--heartbeat DUR] [--mesh-port P | --no-mesh]\n"
+	    "              [--mesh-mtls-port P] [--svid-ttl DUR]\n"
 	    "              [--insecure] [--netns [--underlay leaves=L,spines=S,rate=R,slow=S:R]]\n"
 	    "              [-o text|json]\n\n"
 	    "Start a local cluster: 3 control-plane servers and N node agents as processes\n"
@@ -65,6 +66,12 @@ static void usage(FILE *f)
 	    "                       agent hosts it and serves every service's VIP for all\n"
 	    "                       local nodes (they share loopback; docs/mesh.md)\n"
 	    "  --no-mesh            no agent hosts a mesh proxy\n"
+	    "  --mesh-mtls-port P   node-N's proxy takes other nodes' proxies over mutual TLS\n"
+	    "                       on 127.0.0.1:P+N-1 (default API port + 30; 0 = off):\n"
+	    "                       a call to a replica on another node goes node-1's proxy\n"
+	    "                       -> mTLS -> that node's proxy, each agent issuing and\n"
+	    "                       rotating its services' SVIDs (docs/security.md)\n"
+	    "  --svid-ttl DUR       the SVIDs' life (default 1h; renewed at 2/3)\n"
 	    "  --telemetry-port P   node-N's agent serves /metrics and /v1/telemetry on\n"
 	    "                       127.0.0.1:P+N-1 (default API port + 200; 0 = off)\n"
 	    "  --insecure           plaintext API, no authentication (anyone on this machine\n"
@@ -260,7 +267,11 @@ int cmd_up(int argc, char **argv)
 	                                     {"telemetry-port", required_argument, 0, 'T'},
 	                                     {"netns", no_argument, 0, 'X'},
 	                                     {"underlay", required_argument, 0, 'U'},
+	                                     {"mesh-mtls-port", required_argument, 0, 1301},
+	                                     {"svid-ttl", required_argument, 0, 1302},
 	                                     {0, 0, 0, 0}};
+	long mtls_port = -1; /* -1: API port + 30 (in a test's block of ports) */
+	char svid_ttl[32] = "";
 	char election[32] = "", heartbeat[32] = "";
 	static const char *const outs[] = {"text", "json", NULL};
 	char dir[IOD_AGENT_PATH_MAX], exe[IOD_AGENT_PATH_MAX], path[IOD_AGENT_PATH_MAX + 64];
@@ -323,6 +334,23 @@ int cmd_up(int argc, char **argv)
 			break;
 		case 'X': netns = true; break;
 		case 'U': underlay_spec = optarg; break;
+		case 1301:
+			mtls_port = atol(optarg);
+			if (mtls_port < 0 || mtls_port > 65535 - IOD_UP_NODES_MAX)
+				return iod_cli_fail(
+				    "up", IOD_EXIT_INVALID,
+				    "--mesh-mtls-port must be 1..%d (0 = off), not %s",
+				    65535 - IOD_UP_NODES_MAX, optarg);
+			break;
+		case 1302: {
+			uint64_t ns;
+			if (iod_parse_duration(optarg, &ns, &e) ||
+			    ns < IOD_SEC_CERT_TTL_MIN_S * IOD_NS_PER_S)
+				return iod_cli_fail("up", IOD_EXIT_INVALID, "--svid-ttl %s: %s",
+				                    optarg, e.msg[0] ? e.msg : "at least 10s");
+			snprintf(svid_ttl, sizeof(svid_ttl), "%s", optarg);
+			break;
+		}
 		case 'E': snprintf(election, sizeof(election), "%s", optarg); break;
 		case 'H': snprintf(heartbeat, sizeof(heartbeat), "%s", optarg); break;
 		case 'o':
@@ -509,7 +537,8 @@ int cmd_up(int argc, char **argv)
 		snprintf(log, sizeof(log), "%s/node-%ld.log", dir, i);
 		snprintf(path, sizeof(path), "%s/node-%ld.pid", dir, i);
 		snprintf(gs, sizeof(gs), "%ld", gpus);
-		char *av[40], telv[32], crt[IOD_AGENT_PATH_MAX + 48], key[IOD_AGENT_PATH_MAX + 48],
+		char *av[56], telv[32], mtlsv[32], svidd[IOD_AGENT_PATH_MAX + 8],
+		    crt[IOD_AGENT_PATH_MAX + 48], key[IOD_AGENT_PATH_MAX + 48],
 		    cacrt[IOD_AGENT_PATH_MAX + 16];
 		int k = 0;
 		av[k++] = exe;
@@ -550,11 +579,34 @@ int cmd_up(int argc, char **argv)
 		/* VIPs are per service and every local node shares loopback: one
 		 * proxy (node-1's) serves them all; the others host none */
 		snprintf(mesh_admin, sizeof(mesh_admin), "127.0.0.1:%ld", mesh_port);
+		long mtls_base = mtls_port < 0 ? api_port + 30 : mtls_port;
+		bool mtls =
+		    mesh && !netns && !insecure && mtls_port != 0 && mtls_base + nodes <= 65535;
 		if (mesh && i == 1 && !netns) {
 			av[k++] = "--mesh-admin";
 			av[k++] = mesh_admin;
+		} else if (mtls) {
+			/* the others' proxies serve no VIPs: only their replicas, to
+			 * node-1's proxy over mutual TLS */
+			av[k++] = "--mesh-no-vips";
+			av[k++] = "--mesh-admin";
+			av[k++] = "off";
 		} else {
 			av[k++] = "--no-mesh";
+		}
+		if (mtls) {
+			/* one SVID directory: node-1's proxy presents the SVIDs of
+			 * callers on every local node, each issued by its own node */
+			snprintf(mtlsv, sizeof(mtlsv), "127.0.0.1:%ld", mtls_base + i - 1);
+			snprintf(svidd, sizeof(svidd), "%s/svid", dir);
+			av[k++] = "--mesh-mtls";
+			av[k++] = mtlsv;
+			av[k++] = "--svid-dir";
+			av[k++] = svidd;
+			if (svid_ttl[0]) {
+				av[k++] = "--svid-ttl";
+				av[k++] = svid_ttl;
+			}
 		}
 		/* each agent's telemetry (/metrics, /v1/telemetry) on its own port */
 		snprintf(telv, sizeof(telv), "127.0.0.1:%ld", telemetry_port + i - 1);

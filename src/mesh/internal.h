@@ -160,6 +160,9 @@ struct conn {
 	                                  retried with the same length) */
 	uint32_t off;                  /* CK_MTLS_*: first byte of buf not yet written */
 	bool tls_want_out;             /* CK_MTLS_T: the session waits to write */
+	uint8_t tls_phase;             /* CK_HTTP_UP with tls: 1 handshake, 2 preamble,
+	                                  3 ready (0: no TLS) */
+	uint16_t pre_len, pre_off;     /* ... its preamble in buf, and how much went */
 	bool outbound;                 /* CK_MTLS_T: we dialled (else accepted) */
 	bool again;                    /* CK_MTLS_*: on the worker's again list */
 	struct conn *next_again;       /* ... its link */
@@ -223,7 +226,9 @@ struct mtls_id {
 /* Proxy-to-proxy mutual TLS: credentials and where they come from. */
 struct mtls {
 	pthread_mutex_t mu;                        /* guards ids (dials, reloads) */
-	struct iod_sec_tls_creds *in;              /* node.crt: what dialling proxies see */
+	struct iod_sec_tls_creds *in;              /* node.crt: what dialling proxies see, and
+	                                              what the node's own processes present */
+	bool in_borrowed;                          /* in is opts.mtls_node_creds (not ours) */
 	int64_t in_mtime_ns;                       /* its mtime when loaded */
 	struct mtls_id ids[IOD_MESH_MTLS_IDS_MAX]; /* loaded on first use */
 	uint32_t ids_n;
@@ -286,6 +291,8 @@ void iod_mesh_http_event(struct worker *w, struct conn *c, uint32_t ev);
 void iod_mesh_http_timer(struct worker *w, struct conn *c);
 
 /* proxy_mtls.c */
+/* The upstream identity of the node's own processes (its node certificate). */
+#define IOD_MESH_MTLS_NODE_ID (IOD_MESH_MTLS_IDS_MAX + 1)
 /* Load the mTLS files (start) / free them. */
 int iod_mesh_mtls_init(struct iod_mesh_proxy *p, struct iod_err *e);
 void iod_mesh_mtls_free(struct iod_mesh_proxy *p);
@@ -306,6 +313,17 @@ void iod_mesh_mtls_event(struct worker *w, struct conn *c, uint32_t ev);
 void iod_mesh_mtls_timer(struct worker *w, struct conn *c);
 /* Move the bytes the TLS sessions still hold decrypted (end of a loop turn). */
 void iod_mesh_mtls_again(struct worker *w);
+/* Put c on the again list (its TLS session holds decrypted bytes). */
+void iod_mesh_again_add(struct worker *w, struct conn *c);
+/*
+ * An HTTP upstream straight over TLS to the endpoint's node proxy (no relay
+ * hop): the connecting fd, *tls its client session (not yet handshaken),
+ * pre[0..*pre_len) the preamble to send first (at most 160 bytes). -errno.
+ */
+int iod_mesh_upstream_dial_tls(struct worker *w, const struct wsvc *s, uint32_t ep, int id,
+                               struct iod_sec_tls **tls, char *pre, uint32_t *pre_len);
+/* After the handshake: is the peer the node proxy we meant to reach? */
+bool iod_mesh_mtls_peer_ok(struct worker *w, struct iod_sec_tls *t, const char *node);
 /* Close a relay pair (either end). */
 void iod_mesh_mtls_close(struct worker *w, struct conn *c);
 

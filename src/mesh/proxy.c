@@ -91,6 +91,17 @@ void iod_mesh_conn_client(struct worker *w, struct conn *c, const struct accepte
 void iod_mesh_conn_put(struct worker *w, struct conn *c)
 {
 	IOD_ASSERT_HOT(c->in_use);
+	if (c->tls) /* mTLS relays and HTTP upstreams behind another node's proxy */
+		iod_sec_tls_close(c->tls);
+	c->tls = NULL;
+	if (c->again) { /* off the again list before the slot is reused */
+		struct conn **pp = &w->again;
+		while (*pp && *pp != c)
+			pp = &(*pp)->next_again;
+		if (*pp)
+			*pp = c->next_again;
+		c->again = false;
+	}
 	if (c->cl_counted)
 		iod_mesh_clients_release(w->clients, c->cl_ip4, c->cl_uid);
 	c->cl_counted = false;
@@ -314,7 +325,7 @@ static int svc_apply(struct worker *w, uint32_t slot, const struct iod_mesh_serv
 		return iod_err_set(e, rc, "service %s: building the %s balancer: %s", nv->name,
 		                   iod_mesh_lb_name(nv->lb), strerror(-rc));
 	s->active = true;
-	if (relisten)
+	if (relisten && !w->p->opts.no_vips)
 		return listener_open(w, s, slot, e);
 	return 0;
 }
@@ -812,6 +823,27 @@ void iod_mesh_proxy_stop(struct iod_mesh_proxy *p)
 	X(active, "iod_mesh_endpoint_active_requests", "gauge", "Requests or flows in flight.") \
 	X(ejections, "iod_mesh_endpoint_ejections_total", "counter",                            \
 	  "Times outlier detection ejected the endpoint.")
+
+uint32_t iod_mesh_proxy_node_services(struct iod_mesh_proxy *p, const char *node,
+                                      struct iod_mesh_svc_id *out, uint32_t max)
+{
+	uint32_t n = 0;
+	pthread_mutex_lock(&p->mu);
+	for (uint32_t i = 0; i < p->view.svcs_n && n < max; i++) {
+		const struct iod_mesh_service *s = &p->view.svcs[i];
+		bool here = false;
+		for (uint32_t j = 0; j < s->eps_n && !here; j++)
+			here = !strcmp(s->eps[j].node, node);
+		if (!here)
+			continue;
+		iod_strlcpy(out[n].tenant, s->tenant[0] ? s->tenant : "default",
+		            sizeof(out[n].tenant));
+		iod_strlcpy(out[n].service, s->name, sizeof(out[n].service));
+		n++;
+	}
+	pthread_mutex_unlock(&p->mu);
+	return n;
+}
 
 int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b)
 {

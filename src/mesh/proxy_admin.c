@@ -139,12 +139,17 @@ static json_t *registry_json(struct iod_mesh_proxy *p)
 				                           __ATOMIC_RELAXED) != 0;
 			}
 			iod_mesh_addr_format(s->eps[j].ip4, s->eps[j].port, addr, sizeof(addr));
-			json_array_append_new(
-			    eps, json_pack(
-			             "{s:s, s:s, s:s, s:s, s:i, s:b, s:i}", "id", s->eps[j].id,
-			             "addr", addr, "node", s->eps[j].node, "rack", s->eps[j].rack,
-			             "weight", (json_int_t)s->eps[j].weight, "healthy",
-			             s->eps[j].healthy, "ejected_by_workers", (json_int_t)ejected));
+			json_t *ep =
+			    json_pack("{s:s, s:s, s:s, s:s, s:i, s:b, s:i}", "id", s->eps[j].id,
+			              "addr", addr, "node", s->eps[j].node, "rack", s->eps[j].rack,
+			              "weight", (json_int_t)s->eps[j].weight, "healthy",
+			              s->eps[j].healthy, "ejected_by_workers", (json_int_t)ejected);
+			if (ep && s->eps[j].mtls_ip4) { /* reached through its node's proxy */
+				iod_mesh_addr_format(s->eps[j].mtls_ip4, s->eps[j].mtls_port, addr,
+				                     sizeof(addr));
+				json_object_set_new(ep, "mtls", json_string(addr));
+			}
+			json_array_append_new(eps, ep);
 		}
 		char vip[32], env[IOD_NAME_MAX + 16];
 		iod_mesh_addr_format(s->vip4, s->port, vip, sizeof(vip));

@@ -20,6 +20,7 @@
  */
 #include "internal.h"
 
+#include <poll.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
@@ -65,6 +66,8 @@ static void up_rearm(struct worker *w, struct conn *u)
 		ev |= EPOLLIN | EPOLLRDHUP;
 	if (c && !u->send_done && u->state != U_CONNECTING && c->sent < c->req_len)
 		ev |= EPOLLOUT;
+	if (u->tls && (ev & EPOLLIN) && iod_sec_tls_pending(u->tls))
+		iod_mesh_again_add(w, u); /* decrypted already: epoll will not say so */
 	iod_mesh_conn_watch(w, u, ev);
 }
 
@@ -438,14 +441,28 @@ static void dispatch(struct worker *w, struct conn *c, uint32_t exclude)
 		return;
 	}
 	c->holds_pending = true;
-	int fd = iod_mesh_upstream_connect(w, s, c->ep, id);
+	/* behind another node's proxy: TLS on this very socket (no relay hop) */
+	struct iod_sec_tls *tls = NULL;
+	char pre[192];
+	uint32_t pre_len = 0;
+	bool direct_tls = s->svc.eps[c->ep].mtls_ip4 && !w->p->opts.mtls_relay;
+	int fd = direct_tls ? iod_mesh_upstream_dial_tls(w, s, c->ep, id, &tls, pre, &pre_len)
+	                    : iod_mesh_upstream_connect(w, s, c->ep, id);
 	if (fd < 0) {
 		iod_mesh_breaker_release(&s->breaker, IOD_MESH_BRK_CONNECTIONS);
 		attempt_failed(w, c, F_CONNECT);
 		return;
 	}
 	u = iod_mesh_conn_get(w, CK_HTTP_UP, fd);
+	if (u && tls) {
+		u->tls = tls;
+		u->tls_phase = 1;
+		memcpy(u->buf, pre, pre_len);
+		u->pre_len = (uint16_t)pre_len;
+		iod_strlcpy(u->mtls_peer, s->svc.eps[c->ep].node, sizeof(u->mtls_peer));
+	}
 	if (!u) {
+		iod_sec_tls_close(tls);
 		close(fd);
 		iod_mesh_breaker_release(&s->breaker, IOD_MESH_BRK_CONNECTIONS);
 		release_ep(s, c);
@@ -467,6 +484,46 @@ static void dispatch(struct worker *w, struct conn *c, uint32_t exclude)
 		attempt_failed(w, c, F_CONNECT);
 }
 
+/* Write to the upstream, through its TLS session when it has one: > 0
+ * bytes, -1 with errno EAGAIN (would block), or <= 0 dead. A TLS write
+ * that said EAGAIN is retried with the same length (GnuTLS's rule: the
+ * bytes stay where they are until they went). */
+static ssize_t up_write(struct conn *u, const char *buf, size_t len)
+{
+	if (!u->tls)
+		return send(u->fd, buf, len, MSG_NOSIGNAL);
+	unsigned want = 0;
+	struct iod_err e = {0};
+	size_t l = u->tls_wlen ? u->tls_wlen : len;
+	long n = iod_sec_tls_write(u->tls, buf, l, &want, &e);
+	if (n == -EAGAIN) {
+		u->tls_wlen = (uint32_t)l;
+		errno = EAGAIN;
+		return -1;
+	}
+	u->tls_wlen = 0;
+	if (n < 0)
+		errno = ECONNRESET;
+	return n < 0 ? -1 : n;
+}
+
+/* Read from the upstream (through its TLS session): as read(2). */
+static ssize_t up_recv(struct conn *u, char *buf, size_t len)
+{
+	if (!u->tls)
+		return read(u->fd, buf, len);
+	unsigned want = 0;
+	struct iod_err e = {0};
+	long n = iod_sec_tls_read(u->tls, buf, len, &want, &e);
+	if (n == -EAGAIN) {
+		errno = EAGAIN;
+		return -1;
+	}
+	if (n < 0)
+		errno = ECONNRESET;
+	return n < 0 ? -1 : n;
+}
+
 /* Send what the client's buffer holds of the request; false when the
  * attempt failed (u is gone). The response may arrive meanwhile (a server
  * may answer before the body ends), so u reads while it sends. */
@@ -474,7 +531,7 @@ static bool up_send(struct worker *w, struct conn *u)
 {
 	struct conn *c = u->peer;
 	while (c->sent < c->req_len) {
-		ssize_t n = send(u->fd, c->buf + c->sent, c->req_len - c->sent, MSG_NOSIGNAL);
+		ssize_t n = up_write(u, c->buf + c->sent, c->req_len - c->sent);
 		if (n > 0) {
 			c->sent += (uint32_t)n;
 			u->last_io_ns = w->now_ns;
@@ -626,10 +683,19 @@ static void on_head(struct worker *w, struct conn *c, struct conn *u)
 static void up_read(struct worker *w, struct conn *u)
 {
 	struct conn *c = u->peer;
-	ssize_t n = read(u->fd, u->buf + u->len, IOD_MESH_HTTP_BUF - u->len);
+	ssize_t n = up_recv(u, u->buf + u->len, IOD_MESH_HTTP_BUF - u->len);
 
 	if (n < 0 && errno == EAGAIN)
 		return;
+	/* more decrypted bytes than that read took: take them while there is room */
+	while (n > 0 && u->tls && u->len + (uint32_t)n < IOD_MESH_HTTP_BUF &&
+	       iod_sec_tls_pending(u->tls)) {
+		ssize_t k =
+		    up_recv(u, u->buf + u->len + n, IOD_MESH_HTTP_BUF - u->len - (uint32_t)n);
+		if (k <= 0)
+			break;
+		n += k;
+	}
 	if (n <= 0) {
 		if (u->state == U_WAIT_HEAD) {
 			attempt_failed(w, c, u->reused && u->len == 0 ? F_STALE : F_RESET);
@@ -661,6 +727,43 @@ static void up_read(struct worker *w, struct conn *u)
 	forward(w, c, u, (uint32_t)used, done);
 }
 
+/* An upstream over TLS to another node's proxy, while connecting: the
+ * handshake (the peer must be the endpoint's node), then the preamble that
+ * names the endpoint (in u->buf). true once the request may go. */
+static bool tls_setup(struct worker *w, struct conn *u)
+{
+	unsigned want = 0;
+	struct iod_err e = {0};
+	if (u->tls_phase == 1) {
+		int rc = iod_sec_tls_handshake(u->tls, &want, &e);
+		if (rc == -EAGAIN) {
+			iod_mesh_conn_watch(w, u, want == POLLOUT ? EPOLLOUT : EPOLLIN);
+			return false;
+		}
+		if (rc || !iod_mesh_mtls_peer_ok(w, u->tls, u->mtls_peer)) {
+			IOD_DEBUG("mesh", "mTLS upstream to node %s: %s", u->mtls_peer,
+			          rc ? e.msg : "the peer is not the endpoint's node proxy");
+			attempt_failed(w, u->peer, F_CONNECT);
+			return false;
+		}
+		u->tls_phase = 2;
+	}
+	while (u->tls_phase == 2 && u->pre_off < u->pre_len) {
+		ssize_t n = up_write(u, u->buf + u->pre_off, u->pre_len - u->pre_off);
+		if (n < 0 && errno == EAGAIN) {
+			iod_mesh_conn_watch(w, u, EPOLLOUT);
+			return false;
+		}
+		if (n <= 0) {
+			attempt_failed(w, u->peer, F_CONNECT);
+			return false;
+		}
+		u->pre_off += (uint16_t)n;
+	}
+	u->tls_phase = 3;
+	return true;
+}
+
 static void up_event(struct worker *w, struct conn *u, uint32_t ev)
 {
 	struct wsvc *s = svc_of(w, u);
@@ -671,13 +774,17 @@ static void up_event(struct worker *w, struct conn *u, uint32_t ev)
 		up_close(w, u);
 		return;
 	case U_CONNECTING: {
-		int err = 0;
-		socklen_t l = sizeof(err);
-		getsockopt(u->fd, SOL_SOCKET, SO_ERROR, &err, &l);
-		if (err || (ev & (EPOLLERR | EPOLLHUP))) {
-			attempt_failed(w, u->peer, F_CONNECT);
-			return;
+		if (!u->tls || u->tls_phase == 1) { /* the TCP connect's result, once */
+			int err = 0;
+			socklen_t l = sizeof(err);
+			getsockopt(u->fd, SOL_SOCKET, SO_ERROR, &err, &l);
+			if (err || (ev & (EPOLLERR | EPOLLHUP))) {
+				attempt_failed(w, u->peer, F_CONNECT);
+				return;
+			}
 		}
+		if (u->tls && !tls_setup(w, u))
+			return;
 		brk_release(s, u->peer, &u->peer->holds_pending, IOD_MESH_BRK_PENDING);
 		start_send(w, u);
 		return;

@@ -126,8 +126,13 @@ int iod_mesh_mtls_init(struct iod_mesh_proxy *p, struct iod_err *e)
 	m->fallback = -1;
 	p->mtls = m;
 	int rc;
-	if (o->mtls_listen && (rc = load_pair(o->mtls_dir, "node", &m->in, &m->in_mtime_ns, e)))
+	if (o->mtls_node_creds) {
+		m->in = o->mtls_node_creds; /* rotated in place by its owner */
+		m->in_borrowed = true;
+	} else if (o->mtls_listen &&
+	           (rc = load_pair(o->mtls_dir, "node", &m->in, &m->in_mtime_ns, e))) {
 		return rc;
+	}
 	if (o->mtls_identity) {
 		char tenant[IOD_NAME_MAX] = "", service[IOD_NAME_MAX] = "";
 		const char *slash = strchr(o->mtls_identity, '/');
@@ -143,6 +148,9 @@ int iod_mesh_mtls_init(struct iod_mesh_proxy *p, struct iod_err *e)
 		m->fallback = rc;
 	}
 	struct iod_sec_tls_creds *any = m->in ? m->in : m->ids_n ? m->ids[0].creds : NULL;
+	if (o->mtls_node_creds && !o->mtls_dir)
+		return iod_err_set(e, -EINVAL,
+		                   "mTLS: node credentials without a directory of SVIDs");
 	if (any) {
 		iod_strlcpy(m->cluster, iod_sec_ca_cluster(iod_sec_tls_creds_ca(any)),
 		            sizeof(m->cluster));
@@ -161,7 +169,8 @@ void iod_mesh_mtls_free(struct iod_mesh_proxy *p)
 	struct mtls *m = p->mtls;
 	if (!m)
 		return;
-	iod_sec_tls_creds_free(m->in);
+	if (!m->in_borrowed)
+		iod_sec_tls_creds_free(m->in);
 	for (uint32_t i = 0; i < m->ids_n; i++)
 		iod_sec_tls_creds_free(m->ids[i].creds);
 	pthread_mutex_destroy(&m->mu);
@@ -175,7 +184,7 @@ int iod_mesh_proxy_mtls_reload(struct iod_mesh_proxy *p, struct iod_err *e)
 	int rc = 0;
 	if (!m)
 		return 0;
-	if (m->in) {
+	if (m->in && !m->in_borrowed) {
 		int64_t before = m->in_mtime_ns;
 		rc = load_pair(p->opts.mtls_dir, "node", &m->in, &m->in_mtime_ns, e);
 		if (m->in_mtime_ns != before)
@@ -218,18 +227,7 @@ void iod_mesh_mtls_close(struct worker *w, struct conn *c)
 		q->peer = NULL;
 		iod_mesh_mtls_close(w, q);
 	}
-	if (c->tls)
-		iod_sec_tls_close(c->tls);
-	c->tls = NULL;
-	if (c->again) { /* off the again list before the slot is reused */
-		struct conn **pp = &w->again;
-		while (*pp && *pp != c)
-			pp = &(*pp)->next_again;
-		if (*pp)
-			*pp = c->next_again;
-		c->again = false;
-	}
-	iod_mesh_conn_put(w, c);
+	iod_mesh_conn_put(w, c); /* closes its TLS session, leaves the again list */
 }
 
 /* Interest of one side: read while its buffer is empty (and it may),
@@ -351,6 +349,40 @@ static void relay(struct worker *w, struct conn *c)
 	rearm(w, q);
 }
 
+/* What event ev on c can move: readable, c's bytes to its peer; writable,
+ * the peer's waiting bytes into c (and a TLS read that wanted to write).
+ * Not the peer's socket otherwise: a read of it would only say EAGAIN,
+ * a wasted syscall per request each way. */
+static void relay_ev(struct worker *w, struct conn *c, uint32_t ev)
+{
+	struct conn *q = c->peer;
+	bool in = ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR);
+	bool out = ev & EPOLLOUT;
+	if (!q)
+		return;
+	if (out && q->len > q->off) {
+		int r = flush(w, q, c);
+		if (r < 0) {
+			iod_mesh_mtls_close(w, c);
+			return;
+		}
+	}
+	/* the peer's session may hold decrypted bytes its socket will not signal */
+	if (out && q->len == 0 && q->tls && iod_sec_tls_pending(q->tls) && !pump(w, q))
+		return;
+	if ((in || (out && c->tls_want_out)) && c->peer && !pump(w, c))
+		return;
+	if (!c->peer)
+		return;
+	rearm(w, c);
+	rearm(w, q);
+}
+
+void iod_mesh_again_add(struct worker *w, struct conn *c)
+{
+	again_add(w, c);
+}
+
 void iod_mesh_mtls_again(struct worker *w)
 {
 	struct conn *c = w->again;
@@ -361,6 +393,8 @@ void iod_mesh_mtls_again(struct worker *w)
 		c->next_again = NULL;
 		if (c->in_use && (c->kind == CK_MTLS_T || c->kind == CK_MTLS_P) && c->peer)
 			relay(w, c);
+		else if (c->in_use && c->kind == CK_HTTP_UP && c->tls)
+			iod_mesh_http_event(w, c, EPOLLIN); /* decrypted bytes epoll cannot see */
 		c = next;
 	}
 }
@@ -424,15 +458,21 @@ static void on_preamble(struct worker *w, struct conn *t, uint32_t nl)
 		refuse(w, t, "no such local endpoint");
 		return;
 	}
-	/* identity-based policy: the SVID's tenant and service */
+	/* identity-based policy: the SVID's tenant and service; a node's
+	 * certificate speaks for its own processes (what a local caller that is
+	 * no replica gets: only "from: *" policies) */
 	const struct iod_sec_cert_info *pi = iod_sec_tls_peer(t->tls);
 	struct iod_sec_verdict v;
-	char caller[2 * IOD_NAME_MAX + 2];
-	snprintf(caller, sizeof(caller), "%s/%s", pi->id.tenant, pi->id.name);
+	char caller[2 * IOD_NAME_MAX + 8];
+	bool node = pi->id.kind == IOD_SEC_KIND_NODE;
+	snprintf(caller, sizeof(caller), "%s/%s", node ? "node" : pi->id.tenant, pi->id.name);
 	pthread_mutex_lock(&w->p->mu);
-	iod_sec_policy_decide(w->p->view.policies, pi->id.tenant, pi->id.name,
-	                      s->svc.tenant[0] ? s->svc.tenant : "default", s->svc.name, NULL,
-	                      s->svc.port, &v);
+	if (node)
+		iod_mesh_authz_decide(&w->p->view, false, 0, &s->svc, NULL, &v);
+	else
+		iod_sec_policy_decide(w->p->view.policies, pi->id.tenant, pi->id.name,
+		                      s->svc.tenant[0] ? s->svc.tenant : "default", s->svc.name,
+		                      NULL, s->svc.port, &v);
 	pthread_mutex_unlock(&w->p->mu);
 	if (!v.allow) {
 		deny(w, t, s, caller, &v);
@@ -554,6 +594,8 @@ int iod_mesh_upstream_identity(struct worker *w, const struct wsvc *s, uint32_t 
 	}
 	if (idx < 0)
 		idx = p->mtls->fallback;
+	if (idx < 0 && p->mtls->in)
+		return IOD_MESH_MTLS_NODE_ID; /* a process of this node: the node's certificate */
 	return idx < 0 ? -EACCES : idx + 1;
 }
 
@@ -563,10 +605,12 @@ int iod_mesh_upstream_connect(struct worker *w, const struct wsvc *s, uint32_t e
 	struct mtls *m = w->p->mtls;
 	if (!e->mtls_ip4)
 		return iod_mesh_connect(e->ip4, e->port);
-	if (!m || id < 1 || (uint32_t)id > m->ids_n)
+	if (!m || id < 1 || ((uint32_t)id > m->ids_n && id != IOD_MESH_MTLS_NODE_ID) ||
+	    (id == IOD_MESH_MTLS_NODE_ID && !m->in))
 		return -EACCES; /* behind a proxy we cannot prove ourselves to */
 	pthread_mutex_lock(&m->mu);
-	struct iod_sec_tls_creds *creds = m->ids[id - 1].creds;
+	struct iod_sec_tls_creds *creds =
+	    id == IOD_MESH_MTLS_NODE_ID ? m->in : m->ids[id - 1].creds;
 	pthread_mutex_unlock(&m->mu);
 	int sp[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sp))
@@ -613,6 +657,45 @@ int iod_mesh_upstream_connect(struct worker *w, const struct wsvc *s, uint32_t e
 	return sp[0];
 }
 
+int iod_mesh_upstream_dial_tls(struct worker *w, const struct wsvc *s, uint32_t ep, int id,
+                               struct iod_sec_tls **tls, char *pre, uint32_t *pre_len)
+{
+	const struct iod_mesh_endpoint *e = &s->svc.eps[ep];
+	struct mtls *m = w->p->mtls;
+	struct iod_err err = {0};
+	*tls = NULL;
+	if (!m || id < 1 || ((uint32_t)id > m->ids_n && id != IOD_MESH_MTLS_NODE_ID) ||
+	    (id == IOD_MESH_MTLS_NODE_ID && !m->in))
+		return -EACCES;
+	pthread_mutex_lock(&m->mu);
+	struct iod_sec_tls_creds *creds =
+	    id == IOD_MESH_MTLS_NODE_ID ? m->in : m->ids[id - 1].creds;
+	pthread_mutex_unlock(&m->mu);
+	int fd = iod_mesh_connect(e->mtls_ip4, e->mtls_port);
+	if (fd < 0)
+		return fd;
+	if (iod_sec_tls_open(creds, fd, true, tls, &err)) {
+		close(fd);
+		return -ENOMEM;
+	}
+	char addr[32];
+	iod_mesh_addr_format(e->ip4, e->port, addr, sizeof(addr));
+	*pre_len = (uint32_t)snprintf(pre, PREAMBLE_MAX, PREAMBLE "%s %s\n", s->svc.name, addr);
+	return fd;
+}
+
+bool iod_mesh_mtls_peer_ok(struct worker *w, struct iod_sec_tls *t, const char *node)
+{
+	const struct iod_sec_cert_info *pi = iod_sec_tls_peer(t);
+	/* we reach a node's proxy: the one the view says runs the endpoint */
+	if (pi->id.kind != IOD_SEC_KIND_NODE || (node[0] && strcmp(pi->id.name, node))) {
+		STAT_INC(w->mtls_refused);
+		return false;
+	}
+	STAT_INC(w->mtls_out);
+	return true;
+}
+
 /* The TLS side's handshake step; on success the relay starts. */
 static void handshake(struct worker *w, struct conn *t)
 {
@@ -642,9 +725,10 @@ static void handshake(struct worker *w, struct conn *t)
 		relay(w, t);
 		return;
 	}
-	/* a proxy dials in for one of its callers: a service SVID */
-	if (pi->id.kind != IOD_SEC_KIND_SERVICE) {
-		refuse(w, t, "the peer presents no service identity");
+	/* a proxy dials in for one of its callers: a service SVID, or its
+	 * node's certificate for the node's own processes */
+	if (pi->id.kind != IOD_SEC_KIND_SERVICE && pi->id.kind != IOD_SEC_KIND_NODE) {
+		refuse(w, t, "the peer presents no service or node identity");
 		return;
 	}
 	STAT_INC(w->mtls_in);
@@ -685,7 +769,7 @@ void iod_mesh_mtls_event(struct worker *w, struct conn *c, uint32_t ev)
 		c->state = P_RELAY;
 	}
 	if (c->peer)
-		relay(w, c);
+		relay_ev(w, c, ev);
 	else
 		iod_mesh_mtls_close(w, c);
 }

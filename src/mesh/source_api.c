@@ -261,6 +261,19 @@ static int build_authz(json_t *svcs, json_t *eps, json_t *pols, struct iod_mesh_
 	return 0;
 }
 
+/* x's node's proxy's mTLS listener, when x is on another node that has one. */
+static void endpoint_mtls(const struct iod_mesh_api_source *s, const char *nn, const json_t *nv,
+                          struct iod_mesh_endpoint *x)
+{
+	if (!s->mtls || !nn || strcmp(nn, x->node) || !strcmp(x->node, s->node))
+		return;
+	const char *a = iod_obj_peek_str(IOD_OBJ_KIND_NODE, nv, IOD_OBJ_NODE_MESH_MTLS);
+	if (a && a[0] && iod_mesh_addr_parse(a, &x->mtls_ip4, &x->mtls_port, true)) {
+		x->mtls_ip4 = 0;
+		x->mtls_port = 0;
+	}
+}
+
 static int build(struct iod_mesh_api_source *s, json_t *svcs, json_t *eps, json_t *nodes,
                  struct iod_mesh_registry *out, struct iod_err *e)
 {
@@ -293,6 +306,8 @@ static int build(struct iod_mesh_api_source *s, json_t *svcs, json_t *eps, json_
 				const char *rack = node_rack(json_object_get(nd, "value"));
 				if (nn && node && !strcmp(nn, node) && rack)
 					iod_strlcpy(x->rack, rack, sizeof(x->rack));
+				if (node)
+					endpoint_mtls(s, nn, json_object_get(nd, "value"), x);
 				if (nn && !strcmp(nn, s->node) && rack)
 					iod_strlcpy(out->rack, rack, sizeof(out->rack));
 			}

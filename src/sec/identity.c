@@ -226,11 +226,16 @@ void iod_sec_identity_subject(const struct iod_sec_identity *id, char *buf, size
 	}
 }
 
-bool iod_sec_cert_renew_due(uint64_t not_before_s, uint64_t not_after_s, uint64_t now_s)
+uint64_t iod_sec_cert_renew_at(uint64_t not_before_s, uint64_t not_after_s)
 {
 	/* the CA backdates not_before for clock skew: the life starts after that */
 	uint64_t from = not_before_s + IOD_SEC_CERT_BACKDATE_S;
 	if (not_after_s <= from)
-		return true;
-	return now_s >= from + (not_after_s - from) * 2 / 3;
+		return 0;
+	return from + (not_after_s - from) * 2 / 3;
+}
+
+bool iod_sec_cert_renew_due(uint64_t not_before_s, uint64_t not_after_s, uint64_t now_s)
+{
+	return now_s >= iod_sec_cert_renew_at(not_before_s, not_after_s);
 }

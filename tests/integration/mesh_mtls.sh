@@ -10,6 +10,8 @@
 # backend`. One RESULT line for:
 #   call_over_mtls        curl through A's VIP gets the backend's 200, and
 #                         both proxies count the handshake
+#   large_bodies_over_mtls  3 answers of 4 MB and a 2 MB upload through A and
+#                         B over mTLS arrive whole
 #   right_svid_control    a python TLS client with a valid SVID of tenant
 #                         default, dialling B directly, gets 200 (the
 #                         refusals below are not the client's fault)
@@ -74,10 +76,13 @@ svid client default "$T/foreign" "$T/f/client" || exit 1
 "$IOD" cert create node n2 --pki "$T/pki" --out "$T/b/node" >/dev/null || exit 1
 
 bg "$IOD" proxy backend --listen "127.0.0.1:$UP" --name web --size 32 >"$T/up.log" 2>&1
+BIG=$((base + 2))
+bg "$IOD" proxy backend --listen "127.0.0.1:$BIG" --name big --size 4000000 >"$T/big.log" 2>&1
 printf '{"node": "n2", "services": [
   {"name": "web", "vip": "%s", "port": 8000, "mode": "http", "endpoints": [{"addr": "127.0.0.1:%s", "node": "n2"}]},
-  {"name": "webtcp", "vip": "%s", "port": 8001, "mode": "tcp", "endpoints": [{"addr": "127.0.0.1:%s", "node": "n2"}]}]}\n' \
-	"$VIPB" "$UP" "$VIPB" "$UP" >"$T/b.json"
+  {"name": "webtcp", "vip": "%s", "port": 8001, "mode": "tcp", "endpoints": [{"addr": "127.0.0.1:%s", "node": "n2"}]},
+  {"name": "big", "vip": "%s", "port": 8002, "mode": "http", "endpoints": [{"addr": "127.0.0.1:%s", "node": "n2"}]}]}\n' \
+	"$VIPB" "$UP" "$VIPB" "$UP" "$VIPB" "$BIG" >"$T/b.json"
 printf '{"node": "n1",
   "callers": [{"uid": 40001, "service": "client"}, {"uid": 40002, "service": "intruder", "tenant": "red"},
               {"uid": 40003, "service": "nosvid"}],
@@ -86,8 +91,10 @@ printf '{"node": "n1",
   {"name": "web", "vip": "%s", "port": 8000, "mode": "http",
    "endpoints": [{"addr": "127.0.0.1:%s", "node": "n2", "mtls": "%s"}]},
   {"name": "webtcp", "vip": "%s", "port": 8001, "mode": "tcp",
+   "endpoints": [{"addr": "127.0.0.1:%s", "node": "n2", "mtls": "%s"}]},
+  {"name": "big", "vip": "%s", "port": 8002, "mode": "http",
    "endpoints": [{"addr": "127.0.0.1:%s", "node": "n2", "mtls": "%s"}]}]}\n' \
-	"$VIPA" "$UP" "$MB" "$VIPA" "$UP" "$MB" >"$T/a.json"
+	"$VIPA" "$UP" "$MB" "$VIPA" "$UP" "$MB" "$VIPA" "$BIG" "$MB" >"$T/a.json"
 "$PROXY" proxy run --config "$T/b.json" --workers 2 --admin "$ADMB" \
 	--mtls-dir "$T/b" --mtls-listen "$MB" >"$T/pb.log" 2>&1 &
 PB=$!
@@ -113,6 +120,20 @@ if [ "$code" = 200 ] && grep -q web "$T/body" && [ "${hin:-0}" -ge 1 ] && [ "${h
 else
 	bad call_over_mtls "code $code, body $(head -c 80 "$T/body"), handshakes A out ${hout:-none} B in ${hin:-none}"
 	tail -n 5 "$T/pa.log" "$T/pb.log"
+fi
+
+# 1b. large bodies both ways over the TLS upstream socket (records that
+# outgrow one read, writes that would block): 4 MB answers, a 2 MB upload
+head -c 2000000 /dev/zero >"$T/upload"
+big=""
+for k in 1 2 3; do
+	big="$big $(curl -s -o "$T/big.out" -w '%{http_code}:%{size_download}' --max-time 10 "http://$VIPA:8002/big$k")"
+done
+up=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 --data-binary @"$T/upload" "http://$VIPA:8002/upload")
+if [ "$big" = " 200:4000000 200:4000000 200:4000000" ] && [ "$up" = 200 ]; then
+	ok "large_bodies_over_mtls (3 x 4 MB answers, a 2 MB upload)"
+else
+	bad large_bodies_over_mtls "answers:$big upload: $up"
 fi
 
 # A direct TLS client of B: prints what it got back (or the error).

@@ -19,6 +19,7 @@ struct fake_api {
 	uint16_t port;         /* its port */
 	int answers;           /* requests to serve before exiting */
 	const char *endpoints; /* body of /v1/endpoints */
+	const char *nodes;     /* body of /v1/nodes (NULL: nodes_body) */
 	int rev;               /* cluster revision in list answers */
 	const char *watch[4];  /* bodies of successive /v1/watch answers */
 	int watch_status[4];   /* their status codes (0 = 200) */
@@ -59,7 +60,7 @@ static void *fake_main(void *arg)
 		else if (strstr(req, "GET /v1/endpoints "))
 			snprintf(body, sizeof(body), f->endpoints, f->rev);
 		else if (strstr(req, "GET /v1/nodes "))
-			snprintf(body, sizeof(body), nodes_body, f->rev);
+			snprintf(body, sizeof(body), f->nodes ? f->nodes : nodes_body, f->rev);
 		else
 			snprintf(body, sizeof(body), "{}");
 		int m =
@@ -152,6 +153,53 @@ TEST(api_source_builds_view_from_control_plane)
 	CHECK(rc < 0 && rc != -EAGAIN);
 	CHECK_CONTAINS(e.msg, addr);
 	iod_mesh_registry_free(&r);
+}
+
+/* Issue 16: a proxy learns other nodes' mTLS listeners from their Node
+ * objects ("mesh_mtls"), not from flags: an endpoint on another node that
+ * has one is reached through it; one on this node, or on a node without
+ * one, directly; and none at all when this proxy has no mTLS. */
+TEST(api_source_routes_other_nodes_through_their_mtls_listener)
+{
+	struct fake_api f = {.answers = 8, .rev = 5};
+	struct iod_mesh_api_source as;
+	struct iod_mesh_registry r;
+	struct iod_err e = {0};
+	pthread_t t;
+	char addr[32];
+
+	f.nodes = "{\"rev\":%d,\"items\":[{\"kind\":\"node\",\"name\":\"n1\",\"value\":"
+	          "{\"mesh_mtls\":\"127.0.0.1:15040\"}},{\"kind\":\"node\",\"name\":\"n2\","
+	          "\"value\":{\"mesh_mtls\":\"127.0.0.1:15041\"}},{\"kind\":\"node\",\"name\":"
+	          "\"n3\",\"value\":{}}]}";
+	f.endpoints =
+	    "{\"rev\":%d,\"items\":["
+	    "{\"kind\":\"endpoint\",\"name\":\"store-0\",\"value\":{\"service\":\"store\","
+	    "\"node\":\"n1\",\"addr\":\"127.0.0.1\",\"port\":31001,\"healthy\":true}},"
+	    "{\"kind\":\"endpoint\",\"name\":\"store-1\",\"value\":{\"service\":\"store\","
+	    "\"node\":\"n2\",\"addr\":\"127.0.0.1\",\"port\":31002,\"healthy\":true}},"
+	    "{\"kind\":\"endpoint\",\"name\":\"store-2\",\"value\":{\"service\":\"store\","
+	    "\"node\":\"n3\",\"addr\":\"127.0.0.1\",\"port\":31003,\"healthy\":true}}]}";
+	if (fake_start(&f, &t))
+		SKIP("cannot listen on loopback");
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", f.port);
+	for (int mtls = 1; mtls >= 0; mtls--) {
+		iod_mesh_api_source_init(&as, addr, "n1");
+		as.mtls = mtls;
+		CHECK_EQ(iod_mesh_registry_init(&r, 0), 0);
+		int rc = as.src.poll(as.src.ctx, 0, &r, &e);
+		CHECK_MSG(rc == 0, "poll: %d %s", rc, e.msg);
+		const struct iod_mesh_service *st = iod_mesh_registry_find(&r, "store");
+		CHECK(st && st->eps_n == 3);
+		CHECK_STR(st->eps[1].node, "n2");
+		CHECK_U64(st->eps[0].mtls_ip4, 0); /* this node's: direct */
+		CHECK_U64(st->eps[1].mtls_ip4, mtls ? 0x7f000001 : 0);
+		CHECK_EQ(st->eps[1].mtls_port, mtls ? 15041 : 0);
+		CHECK_U64(st->eps[2].mtls_ip4, 0); /* a node without a listener */
+		iod_mesh_registry_free(&r);
+	}
+	pthread_join(t, NULL);
+	close(f.fd);
 }
 
 TEST(file_source_reloads_on_change)

@@ -405,6 +405,11 @@ TEST(authz_node_gets_only_its_services_svids)
 	/* no such service: nobody's */
 	snprintf(db.name, sizeof(db.name), "ghost");
 	CHECK_EQ(iod_sec_authorize(&n2, &rq, &d), -EACCES);
+	/* a revoked node gets no SVID, even of a service it still runs */
+	rq.subject = &web;
+	CHECK_EQ(put_json(s, IOD_STATE_REVOCATION, "node.node-1", "{}", 0), 0);
+	CHECK_EQ(iod_sec_authorize(&n1, &rq, &d), -EACCES);
+	CHECK_EQ(d.status, 401);
 	iod_state_free(s);
 }
 

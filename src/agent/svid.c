@@ -1,0 +1,166 @@
+/*
+ * svid.c: the SVIDs of this node's services, issued and rotated by the
+ * agent itself (SPIRE's agent role, in the agent): for every service with
+ * a replica on this node, spiffe://<cluster>/ns/<tenant>/svc/<service>,
+ * signed by the cluster CA through the API (POST /v1/certificates, kind
+ * "service") with the node's own certificate as the credential. The
+ * server signs only for a service that has a replica on this node, in its
+ * own tenant (iod_sec_authorize), so a node speaks for the services it
+ * runs and for no one else. The key is made here and never leaves the
+ * node.
+ *
+ * Files: DIR/ca.crt and DIR/<tenant>/<service>.key/.crt (0600, DIR 0700),
+ * the layout the mesh proxy reads (proxy_mtls.c re-reads a pair when its
+ * certificate changes, and refuses a half-written pair until both match).
+ * The file is the state: a pair that is this identity's and not yet at two
+ * thirds of its life (iod_sec_cert_renew_at) is kept, so a restart, or
+ * another agent of the same host writing the same directory (`iod up`),
+ * issues nothing new.
+ *
+ * Shell code (files, the API); when is iod_sec_cert_renew_at's.
+ */
+#include "internal.h"
+#include "iod/api.h"
+#include "iod/sec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Does path hold a valid certificate of tenant/service? Its renewal time. */
+static bool have_svid(const char *path, const struct iod_mesh_svc_id *id, uint64_t now_s,
+                      uint64_t *renew_at_s)
+{
+	struct iod_sec_cert_info info;
+	struct iod_err e = {0};
+	char *pem = NULL;
+	bool ok = false;
+	if (!iod_sec_read_file(path, false, &pem, &e) &&
+	    !iod_sec_cert_inspect(pem, strlen(pem), &info, &e)) {
+		*renew_at_s = iod_sec_cert_renew_at(info.not_before_s, info.not_after_s);
+		ok = info.id.kind == IOD_SEC_KIND_SERVICE && !strcmp(info.id.name, id->service) &&
+		     !strcmp(info.id.tenant, id->tenant) && now_s < *renew_at_s;
+	}
+	free(pem);
+	return ok;
+}
+
+/* The SVID of id from the cluster: *cert and *key (malloc'd PEM). */
+static int request_svid(const struct iod_agent_config *c, struct iod_api_client *cl,
+                        const struct iod_mesh_svc_id *id, char **cert, char **key,
+                        struct iod_err *e)
+{
+	struct iod_sec_pem pem;
+	struct iod_api_response r = {0};
+	const char *crt = NULL;
+	int rc;
+
+	*cert = *key = NULL;
+	if ((rc = iod_sec_csr_create(id->service, &pem, e)))
+		return rc;
+	json_t *body = json_pack("{s:s, s:s, s:s, s:s}", "kind", "service", "name", id->service,
+	                         "tenant", id->tenant, "csr", pem.cert);
+	if (body && c->svid_ttl_s)
+		json_object_set_new(body, "ttl_s", json_integer((json_int_t)c->svid_ttl_s));
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
+	rc = text ? iod_api_request(cl, "POST", "/v1/certificates", "application/json", text,
+	                            strlen(text), &r, e)
+	          : iod_err_set(e, -ENOMEM, "out of memory");
+	free(text);
+	if (!rc && (r.status != 200 || iod_json_get_str(r.json, "cert", &crt)))
+		rc = iod_err_set(e, r.status == 401 || r.status == 403 ? -EACCES : -EIO,
+		                 "the cluster refused the SVID of %s/%s: %s (HTTP %d)", id->tenant,
+		                 id->service, iod_api_error_text(&r), r.status);
+	if (!rc && !(*cert = strdup(crt)))
+		rc = iod_err_set(e, -ENOMEM, "out of memory");
+	if (!rc) {
+		*key = pem.key;
+		pem.key = NULL;
+	}
+	iod_api_response_free(&r);
+	iod_sec_pem_free(&pem);
+	return rc;
+}
+
+/* DIR/ca.crt: the CA the node trusts (its own credentials'), when it differs. */
+static int write_ca(const struct iod_agent_config *c, struct iod_err *e)
+{
+	char path[IOD_AGENT_PATH_MAX + 16], *old = NULL;
+	struct iod_err ig = {0};
+	const char *ca = iod_sec_ca_cert_pem(iod_sec_tls_creds_ca(c->creds));
+	snprintf(path, sizeof(path), "%s/ca.crt", c->svid_dir);
+	bool same = !iod_sec_read_file(path, false, &old, &ig) && !strcmp(old, ca);
+	free(old);
+	return same ? 0 : iod_sec_write_file(path, ca, strlen(ca), 0600, e);
+}
+
+/* Issue and write one SVID: key first, then the certificate. */
+static int issue(const struct iod_agent_config *c, struct iod_api_client *cl,
+                 const struct iod_mesh_svc_id *id, const char *base, struct iod_err *e)
+{
+	char dir[IOD_AGENT_PATH_MAX + IOD_NAME_MAX + 2], path[sizeof(dir) + IOD_NAME_MAX + 8];
+	char *cert = NULL, *key = NULL;
+	snprintf(dir, sizeof(dir), "%s/%s", c->svid_dir, id->tenant);
+	int rc = iod_sec_mkdirs(dir, 0700, e);
+	if (!rc)
+		rc = request_svid(c, cl, id, &cert, &key, e);
+	if (!rc) {
+		snprintf(path, sizeof(path), "%s.key", base);
+		rc = iod_sec_write_file(path, key, strlen(key), 0600, e);
+	}
+	if (!rc) {
+		snprintf(path, sizeof(path), "%s.crt", base);
+		rc = iod_sec_write_file(path, cert, strlen(cert), 0600, e);
+	}
+	free(cert);
+	if (key) {
+		memset(key, 0, strlen(key));
+		free(key);
+	}
+	return rc;
+}
+
+int iod_agent_svids_sync(const struct iod_agent_config *c, struct iod_api_client *cl,
+                         const struct iod_mesh_svc_id *want, uint32_t n, uint64_t now_s,
+                         uint64_t *next_s, uint32_t *issued, struct iod_err *e)
+{
+	int rc = 0;
+	*issued = 0;
+	*next_s = now_s + 60;
+	if (!c->creds)
+		return 0;
+	if ((rc = iod_sec_mkdirs(c->svid_dir, 0700, e)) || (rc = write_ca(c, e))) {
+		*next_s = now_s + 2;
+		return rc;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		char base[IOD_AGENT_PATH_MAX + 2 * IOD_NAME_MAX + 4], crt[sizeof(base) + 8];
+		uint64_t at = 0;
+		struct iod_err e2 = {0};
+		snprintf(base, sizeof(base), "%s/%s/%s", c->svid_dir, want[i].tenant,
+		         want[i].service);
+		snprintf(crt, sizeof(crt), "%s.crt", base);
+		if (have_svid(crt, &want[i], now_s, &at)) {
+			*next_s = IOD_MIN(*next_s, at);
+			continue;
+		}
+		int r = issue(c, cl, &want[i], base, &e2);
+		if (r) {
+			IOD_WARN("agent", "node %s: SVID of %s/%s: %s (retrying in 2 s)", c->name,
+			         want[i].tenant, want[i].service, e2.msg);
+			*next_s = IOD_MIN(*next_s, now_s + 2);
+			if (!rc) {
+				rc = r;
+				*e = e2;
+			}
+			continue;
+		}
+		(*issued)++;
+		if (have_svid(crt, &want[i], now_s, &at))
+			*next_s = IOD_MIN(*next_s, at);
+		IOD_INFO("agent", "node %s: SVID spiffe://%s/ns/%s/svc/%s issued (%s)", c->name,
+		         iod_sec_ca_cluster(iod_sec_tls_creds_ca(c->creds)), want[i].tenant,
+		         want[i].service, crt);
+	}
+	return rc;
+}
