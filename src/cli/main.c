@@ -43,6 +43,7 @@
 	X(sim, "simulate a cluster and fabric in virtual time")                     \
 	P(config, "get and set cluster configuration")                              \
 	X(dp, "run or inspect the data plane")                                      \
+	X(cni, "the CNI 1.1 plugin (CNI_COMMAND=... iod) and `iod cni install`")    \
 	X(mesh, "service-mesh commands (`iod mesh deploy -f FILE`)")                \
 	X(proxy, "the node's mesh proxy, standalone (--config FILE)")               \
 	X(demo_worker, "the built-in demo training workload")
@@ -139,6 +140,9 @@ int main(int argc, char **argv)
 	int i = 1;
 
 	bind_commands();
+	/* a container runtime runs the plugin with CNI_COMMAND and no arguments */
+	if (getenv("CNI_COMMAND") && argc == 1)
+		return cmd_cni(argc, argv);
 	while (i < argc && argv[i][0] == '-') {
 		const char *a = argv[i];
 		if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
