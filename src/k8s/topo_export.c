@@ -30,14 +30,17 @@ static void label_value(const char *s, char *buf, size_t len)
 	buf[n] = 0;
 }
 
-static uint32_t largest_island(const struct iod_topo_node *t)
+/* The largest NVLink island's GPUs; *multi: islands of 2 or more GPUs. */
+static uint32_t largest_island(const struct iod_topo_node *t, uint32_t *multi)
 {
 	uint32_t best = 0;
+	*multi = 0;
 	for (uint32_t i = 0; i < t->nislands; i++) {
 		uint32_t k = 0;
 		for (uint32_t g = 0; g < t->ngpus; g++)
 			k += t->gpu_island[g] == i;
 		best = IOD_MAX(best, k);
+		*multi += k >= 2;
 	}
 	return best;
 }
@@ -78,7 +81,7 @@ json_t *iod_k8s_labels(const struct iod_k8s_node *nodes, uint32_t n)
 		const struct iod_topo_node *t = x->topo;
 		json_t *o = json_object();
 		char dom[IOD_NAME_MAX + 8];
-		uint32_t island = largest_island(t);
+		uint32_t multi, island = largest_island(t, &multi);
 		if (island >= 2) { /* an NVLink domain: this node's own */
 			snprintf(dom, sizeof(dom), "%s.nvl", x->name);
 			set_label(o, IOD_K8S_LABEL_ACCEL, dom);
@@ -88,7 +91,7 @@ json_t *iod_k8s_labels(const struct iod_k8s_node *nodes, uint32_t n)
 		if (core)
 			set_label(o, IOD_K8S_LABEL_CORE, "core");
 		set_count(o, "iod.dev/gpu.count", t->ngpus);
-		set_count(o, "iod.dev/gpu.nvlink-islands", t->ngpus ? t->nislands : 0);
+		set_count(o, "iod.dev/gpu.nvlink-islands", multi);
 		set_count(o, "iod.dev/gpu.nvlink-largest", island);
 		set_count(o, "iod.dev/numa.count", t->nnuma);
 		set_count(o, "iod.dev/nic.count", t->nnics);
