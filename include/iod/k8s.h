@@ -159,4 +159,43 @@ int iod_slurm_topology(const struct iod_k8s_node *nodes, uint32_t n, struct iod_
 /* names as a Slurm hostlist expression ("n[0-3,7],gpu01"). */
 int iod_slurm_hostlist(const char *const *names, uint32_t n, struct iod_buf *out);
 
+/* ---- the kube-scheduler extender (extender.c, pure) ----------------------- */
+
+#include "iod/sched.h"
+
+/* A node model the extender can place on (the shell loads them). */
+struct iod_k8s_ext_shape {
+	char model[IOD_NAME_MAX];
+	struct iod_sched_shape shape;
+};
+/* A node iod knows by name (its model, rack and zone). */
+struct iod_k8s_ext_node {
+	char name[IOD_NAME_MAX];
+	uint32_t shape; /* index into shapes */
+	char rack[IOD_NAME_MAX], zone[IOD_NAME_MAX];
+};
+struct iod_k8s_ext {
+	const struct iod_k8s_ext_shape *shapes;
+	uint32_t shapes_n;
+	const struct iod_k8s_ext_node *nodes;
+	uint32_t nodes_n;
+};
+/* kube-scheduler's MaxExtenderPriority: prioritize scores are 0..10. */
+#define IOD_K8S_EXT_SCORE_MAX 10
+
+/*
+ * Answer one extender call (verb "filter" or "prioritize") on ExtenderArgs
+ * JSON ({Pod, Nodes | NodeNames}). A node's model is its label
+ * iod.dev/model, else the known node of that name; annotation
+ * iod.dev/gpus-used (a GPU list, "0-3") marks GPUs taken. The pod asks for
+ * the sum of its containers' iod.dev/gpu (or nvidia.com/gpu) limits, with
+ * annotations iod.dev/gpu-link (nvlink|pcie|any) and iod.dev/numa (a
+ * Topology Manager policy). Each node is judged by iod's scheduler alone:
+ * filter gives ExtenderFilterResult (FailedNodes with iod's reason),
+ * prioritize a HostPriorityList (iod's score scaled to 0..10, best = 10).
+ * Bad args: -EINVAL with e set (the shell answers {"Error": ...}).
+ */
+int iod_k8s_ext_answer(const struct iod_k8s_ext *x, const char *verb, const char *body, size_t len,
+                       json_t **out, struct iod_err *e);
+
 #endif

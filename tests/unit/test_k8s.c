@@ -187,3 +187,138 @@ TEST(slurm_topology_and_labels_of_a_modelled_cluster)
 	CHECK(iod_slurm_topology(&bad, 1, &b, &e) == -EINVAL && strstr(e.msg, "n 0"));
 	iod_buf_free(&b);
 }
+
+/* Every built-in model as an extender shape; nodes n0..n3 of four models. */
+static struct iod_k8s_ext_shape ext_shapes[8];
+static struct iod_k8s_ext_node ext_nodes[4];
+static const char *const ext_models[] = {"dgx-h100", "pcie-8gpu", "hgx-a100-8",
+                                         "pcie-4gpu-nvlink-pairs"};
+
+static void ext_setup(struct iod_k8s_ext *x)
+{
+	static struct iod_topo_node t;
+	struct iod_err e = {0};
+	for (uint32_t i = 0; i < 4; i++) {
+		CHECK_EQ(iod_topo_model_load(ext_models[i], &t, &e), 0);
+		CHECK_EQ(iod_sched_shape_from_topo(&t, &ext_shapes[i].shape, &e), 0);
+		snprintf(ext_shapes[i].model, IOD_NAME_MAX, "%s", ext_models[i]);
+		snprintf(ext_nodes[i].name, IOD_NAME_MAX, "n%u", i);
+		snprintf(ext_nodes[i].rack, IOD_NAME_MAX, "rack%u", i);
+		snprintf(ext_nodes[i].zone, IOD_NAME_MAX, "zone0");
+		ext_nodes[i].shape = i;
+	}
+	*x = (struct iod_k8s_ext){ext_shapes, 4, ext_nodes, 4};
+}
+
+static void ext(const struct iod_k8s_ext *x, const char *verb, const char *body, int want_rc,
+                json_t **out)
+{
+	struct iod_err e = {0};
+	*out = NULL;
+	CHECK_EQ(iod_k8s_ext_answer(x, verb, body, strlen(body), out, &e), want_rc);
+	if (want_rc)
+		CHECK(e.msg[0] && !*out);
+}
+
+#define POD(lim, ann)                                                                  \
+	"{\"Pod\":{\"metadata\":{\"name\":\"p\",\"annotations\":{" ann "}},\"spec\":{" \
+	"\"containers\":[{\"name\":\"w\",\"resources\":{\"limits\":{" lim "}}}]}},"
+
+TEST(extender_filter_gives_iods_reasons)
+{
+	struct iod_k8s_ext x;
+	json_t *r;
+	ext_setup(&x);
+	const char *args =
+	    POD("\"nvidia.com/gpu\":\"4\"",
+	        "\"iod.dev/gpu-link\":\"nvlink\"") "\"Nodes\":{\"items\":[{\"metadata\":{\"name\":"
+	                                           "\"n0\"}},{\"metadata\":{\"name\":"
+	                                           "\"n1\"}},{\"metadata\":{\"name\":\"x\","
+	                                           "\"labels\":{\"iod.dev/model\":\"dgx-h100\"},"
+	                                           "\"annotations\":{\"iod.dev/"
+	                                           "gpus-used\":\"0-5\"}}},{\"metadata\":{\"name\":"
+	                                           "\"ghost\"}}"
+	                                           "]}}";
+	ext(&x, "filter", args, 0, &r);
+	CHECK(r);
+	json_t *items = json_object_get(json_object_get(r, "Nodes"), "items");
+	CHECK_EQ(json_array_size(items), 1);
+	CHECK_STR(json_string_value(json_object_get(
+	              json_object_get(json_array_get(items, 0), "metadata"), "name")),
+	          "n0");
+	json_t *failed = json_object_get(r, "FailedNodes");
+	CHECK(strstr(json_string_value(json_object_get(failed, "n1")), "gpu-link"));
+	CHECK(strstr(json_string_value(json_object_get(failed, "x")), "iod: gpus:"));
+	CHECK(json_object_get(json_object_get(r, "FailedAndUnresolvableNodes"), "ghost"));
+	CHECK_STR(json_string_value(json_object_get(r, "Error")), "");
+	json_decref(r);
+}
+
+TEST(extender_priorities_order_nodes_as_iod_schedule_does)
+{
+	struct iod_k8s_ext x;
+	json_t *r;
+	ext_setup(&x);
+	const char *args =
+	    POD("\"iod.dev/gpu\":2", "") "\"NodeNames\":[\"n0\",\"n1\",\"n2\",\"n3\"]}";
+	ext(&x, "prioritize", args, 0, &r);
+	CHECK(r);
+	CHECK_EQ(json_array_size(r), 4);
+	/* the node iod's scheduler picks over the whole cluster scores 10 */
+	struct iod_sched_cluster *c = NULL;
+	struct iod_err e = {0};
+	struct iod_sched_opts o;
+	struct iod_sched_result res;
+	iod_sched_opts_default(&o);
+	CHECK_EQ(iod_sched_cluster_new(4, 4, &c, &e), 0);
+	for (uint32_t i = 0; i < 4; i++) {
+		uint32_t id;
+		CHECK_EQ(iod_sched_shape_add(c, &ext_shapes[i].shape, &id, &e), 0);
+	}
+	for (uint32_t i = 0; i < 4; i++) {
+		uint32_t id;
+		struct iod_sched_node_spec ns = {.name = ext_nodes[i].name,
+		                                 .shape = i,
+		                                 .rack = ext_nodes[i].rack,
+		                                 .zone = "zone0"};
+		CHECK_EQ(iod_sched_node_add(c, &ns, &id, &e), 0);
+	}
+	struct iod_sched_request q = {
+	    .service = "pod", .replicas = 1, .gpus = 2, .numa = IOD_SCHED_NUMA_BEST_EFFORT};
+	CHECK_EQ(iod_sched_result_init(&res, 1, 1), 0);
+	CHECK_EQ(iod_sched_place(c, &q, 1, &o, &res, &e), 0);
+	CHECK(res.p[0].placed);
+	const char *best = iod_sched_node_name(c, res.p[0].node);
+	int64_t top = -1;
+	const char *top_host = NULL;
+	for (size_t i = 0; i < 4; i++) {
+		json_t *h = json_array_get(r, i);
+		int64_t s = json_integer_value(json_object_get(h, "Score"));
+		CHECK(s >= 0 && s <= IOD_K8S_EXT_SCORE_MAX);
+		if (s > top) {
+			top = s;
+			top_host = json_string_value(json_object_get(h, "Host"));
+		}
+	}
+	CHECK_EQ(top, IOD_K8S_EXT_SCORE_MAX);
+	CHECK_STR(top_host, best);
+	iod_sched_result_free(&res);
+	iod_sched_cluster_free(c);
+	json_decref(r);
+}
+
+TEST(extender_refuses_bad_args_with_a_reason)
+{
+	struct iod_k8s_ext x;
+	json_t *r;
+	ext_setup(&x);
+	ext(&x, "filter", "{garbage", -EINVAL, &r);
+	ext(&x, "filter", "[]", -EINVAL, &r);
+	ext(&x, "filter", "{\"Pod\":{}}", -EINVAL, &r); /* no nodes */
+	ext(&x, "bind", "{}", -ENOENT, &r);
+	ext(&x, "prioritize", POD("\"nvidia.com/gpu\":\"two\"", "") "\"NodeNames\":[]}", -EINVAL,
+	    &r);
+	ext(&x, "filter", POD("", "\"iod.dev/gpu-link\":\"fast\"") "\"NodeNames\":[]}", -EINVAL,
+	    &r);
+	ext(&x, "filter", POD("", "") "\"NodeNames\":[\"\"]}", -EINVAL, &r);
+}
