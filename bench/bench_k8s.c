@@ -9,8 +9,11 @@
 #include "bench.h"
 #include "iod/k8s.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define NODES 1000
 #define RUNS 200
@@ -41,6 +44,121 @@ static char *make_args(void)
 	char *s = iod_json_string(args, true);
 	json_decref(args);
 	return s;
+}
+
+#define CNI_RUNS 40
+
+/* Run plugin with CNI_COMMAND=cmd, conf on stdin; its wall time in ns, 0 on failure. */
+static uint64_t cni_call(const char *plugin, const char *cmd, const char *conf, int i,
+                         const char *ns)
+{
+	char e_cmd[32], e_id[64], e_ns[96];
+	int in[2];
+	snprintf(e_cmd, sizeof(e_cmd), "CNI_COMMAND=%s", cmd);
+	snprintf(e_id, sizeof(e_id), "CNI_CONTAINERID=bench%d-%d", (int)getpid(), i);
+	snprintf(e_ns, sizeof(e_ns), "CNI_NETNS=/run/netns/%s", ns);
+	char *envp[] = {e_cmd,
+	                e_id,
+	                e_ns,
+	                "CNI_IFNAME=eth0",
+	                "CNI_PATH=/usr/lib/cni",
+	                "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+	                NULL};
+	if (pipe(in))
+		return 0;
+	uint64_t t0 = bench_now_ns();
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(in[0], 0);
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 1);
+		dup2(null, 2);
+		close(in[1]);
+		char *argv[] = {(char *)plugin, NULL};
+		execve(plugin, argv, envp);
+		_exit(127);
+	}
+	close(in[0]);
+	(void)!write(in[1], conf, strlen(conf));
+	close(in[1]);
+	int st = 0;
+	waitpid(pid, &st, 0);
+	uint64_t dt = bench_now_ns() - t0;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? dt : 0;
+}
+
+/* ADD then DEL per run, each in its own netns; -1 when a call fails. */
+static int cni_runs(const char *plugin, const char *conf, uint64_t *add, uint64_t *del)
+{
+	char ns[64], cmdline[128];
+	int rc = 0;
+	for (int i = 0; i < CNI_RUNS && !rc; i++) {
+		snprintf(ns, sizeof(ns), "iodbk%d-%d", (int)getpid(), i);
+		snprintf(cmdline, sizeof(cmdline), "ip netns add %s", ns);
+		if (system(cmdline))
+			return -1;
+		add[i] = cni_call(plugin, "ADD", conf, i, ns);
+		del[i] = cni_call(plugin, "DEL", conf, i, ns);
+		rc = add[i] && del[i] ? 0 : -1;
+		snprintf(cmdline, sizeof(cmdline), "ip netns del %s", ns);
+		(void)!system(cmdline);
+	}
+	qsort(add, CNI_RUNS, sizeof(*add), bench_cmp_u64);
+	qsort(del, CNI_RUNS, sizeof(*del), bench_cmp_u64);
+	return rc;
+}
+
+static double ms(const uint64_t *v, double p)
+{
+	return (double)bench_pct_u64(v, CNI_RUNS, p) / 1e6;
+}
+
+static void bench_cni(void)
+{
+	char self[512], dir[] = "/tmp/iod-bench-cni-XXXXXX", conf[768], bconf[768];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (geteuid() != 0 || n <= 0 || !mkdtemp(dir) || access("/usr/lib/cni/bridge", X_OK)) {
+		printf("note: CNI latency skipped (needs root and Debian's "
+		       "containernetworking-plugins)\n");
+		return;
+	}
+	self[n] = 0;
+	/* build/bench/bench_k8s -> build/iod */
+	char *slash = strrchr(self, '/');
+	*slash = 0;
+	slash = strrchr(self, '/');
+	snprintf(slash, sizeof(self) - (size_t)(slash - self), "/iod");
+	int pid = (int)getpid();
+	snprintf(
+	    conf, sizeof(conf),
+	    "{\"cniVersion\":\"1.1.0\",\"name\":\"bk%d\",\"type\":\"iod\",\"bridge\":\"ibk%d\","
+	    "\"ipam\":{\"type\":\"iod\",\"subnet\":\"10.%d.%d.0/24\",\"dataDir\":\"%s/iod\"}}",
+	    pid, pid, 100 + pid % 100, pid / 100 % 200 + 20, dir);
+	snprintf(bconf, sizeof(bconf),
+	         "{\"cniVersion\":\"1.0.0\",\"name\":\"bk%d\",\"type\":\"bridge\",\"bridge\":"
+	         "\"ibr%d\",\"isGateway\":true,\"ipam\":{\"type\":\"host-local\",\"subnet\":"
+	         "\"10.%d.%d.0/24\",\"dataDir\":\"%s/hl\"}}",
+	         pid, pid, 100 + pid % 100, pid / 100 % 200 + 20, dir);
+	uint64_t add[CNI_RUNS], del[CNI_RUNS], badd[CNI_RUNS], bdel[CNI_RUNS];
+	int a = cni_runs(self, conf, add, del);
+	int b = cni_runs("/usr/lib/cni/bridge", bconf, badd, bdel);
+	char cmd[160];
+	snprintf(cmd, sizeof(cmd),
+	         "ip link del ibk%d 2>/dev/null; ip link del ibr%d 2>/dev/null; rm -rf %s", pid,
+	         pid, dir);
+	(void)!system(cmd);
+	if (a || b) {
+		printf("note: CNI latency: a call failed (iod %d, bridge %d)\n", a, b);
+		return;
+	}
+	bench_line(
+	    "BENCH k8s.cni_add p50_ms=%.2f p99_ms=%.2f bridge_p50_ms=%.2f bridge_p99_ms=%.2f "
+	    "runs=%d",
+	    ms(add, 0.5), ms(add, 0.99), ms(badd, 0.5), ms(badd, 0.99), CNI_RUNS);
+	bench_line(
+	    "BENCH k8s.cni_del p50_ms=%.2f p99_ms=%.2f bridge_p50_ms=%.2f bridge_p99_ms=%.2f "
+	    "runs=%d",
+	    ms(del, 0.5), ms(del, 0.99), ms(bdel, 0.5), ms(bdel, 0.99), CNI_RUNS);
 }
 
 int main(void)
@@ -79,5 +197,6 @@ int main(void)
 	bench_line("BENCH k8s.extender nodes=%d p50_ms=%.2f p99_ms=%.2f runs=%d", NODES,
 	           (double)bench_pct_u64(ns, RUNS, 0.50) / 1e6,
 	           (double)bench_pct_u64(ns, RUNS, 0.99) / 1e6, RUNS);
+	bench_cni();
 	return 0;
 }
