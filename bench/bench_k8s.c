@@ -161,6 +161,61 @@ static void bench_cni(void)
 	    ms(del, 0.5), ms(del, 0.99), ms(bdel, 0.5), ms(bdel, 0.99), CNI_RUNS);
 }
 
+static uint64_t mask_score(const struct iod_topo_node *t, uint32_t m)
+{
+	struct iod_bitmap b;
+	iod_bitmap_zero(&b);
+	for (unsigned g = 0; g < 32; g++)
+		if (m & (1u << g))
+			iod_bitmap_set(&b, g);
+	return iod_topo_gpu_set_score(t, &b);
+}
+
+static uint64_t best_score(const struct iod_topo_node *t, uint32_t avail, uint32_t size)
+{
+	uint64_t best = 0;
+	for (uint32_t m = avail;; m = (m - 1) & avail) { /* every subset of avail */
+		if ((uint32_t)__builtin_popcount(m) == size) {
+			uint64_t s = mask_score(t, m);
+			best = s > best ? s : best;
+		}
+		if (!m)
+			break;
+	}
+	return best;
+}
+
+static void bench_preferred(void)
+{
+	static struct iod_topo_node t;
+	struct iod_err e = {0};
+	uint64_t rng = 0x9e3779b97f4a7c15ull;
+	uint32_t requests = 0, optimal = 0;
+	double worst = 0;
+	for (const char *const *m = iod_topo_model_names(); *m; m++) {
+		if (iod_topo_model_load(*m, &t, &e) || t.ngpus < 2 || t.ngpus > 16)
+			continue;
+		uint32_t all = (1u << t.ngpus) - 1;
+		for (uint32_t size = 1; size <= 8 && size <= t.ngpus; size++)
+			for (int r = 0; r < 30; r++) {
+				rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+				uint32_t avail = r ? (uint32_t)rng & all : all;
+				if ((uint32_t)__builtin_popcount(avail) < size)
+					continue;
+				uint32_t got;
+				if (iod_k8s_preferred(&t, avail, 0, size, &got, &e))
+					continue;
+				uint64_t s = mask_score(&t, got), b = best_score(&t, avail, size);
+				requests++;
+				optimal += s >= b;
+				if (b && s < b && 100.0 * (double)(b - s) / (double)b > worst)
+					worst = 100.0 * (double)(b - s) / (double)b;
+			}
+	}
+	bench_line("BENCH k8s.preferred optimal_pct=%.1f requests=%u worst_gap_pct=%.1f",
+	           requests ? 100.0 * optimal / requests : 0, requests, worst);
+}
+
 int main(void)
 {
 	static struct iod_topo_node t;
@@ -197,6 +252,8 @@ int main(void)
 	bench_line("BENCH k8s.extender nodes=%d p50_ms=%.2f p99_ms=%.2f runs=%d", NODES,
 	           (double)bench_pct_u64(ns, RUNS, 0.50) / 1e6,
 	           (double)bench_pct_u64(ns, RUNS, 0.99) / 1e6, RUNS);
-	bench_cni();
+	bench_preferred();
+	if (!getenv("IOD_BENCH_NO_CNI"))
+		bench_cni();
 	return 0;
 }

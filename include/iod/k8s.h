@@ -198,4 +198,18 @@ struct iod_k8s_ext {
 int iod_k8s_ext_answer(const struct iod_k8s_ext *x, const char *verb, const char *body, size_t len,
                        json_t **out, struct iod_err *e);
 
+/* ---- the device plugin's GetPreferredAllocation (devplugin.c, pure) ------ */
+
+/*
+ * The GPUs (indexes of node t) one container should get: size of
+ * available, including must (kubelet's mustIncludeDeviceIDs). Without must
+ * it is sched/'s choice (its exact GPU-set search, NVLink islands, NUMA,
+ * the nearest NIC) on the node with every other GPU taken; with must, the
+ * superset of must with the best go-gpuallocator score (as NVIDIA's plugin
+ * scores), by exhaustive search up to 16 GPUs. -EINVAL (e says why) when
+ * size is 0, larger than available, or must is not within available.
+ */
+int iod_k8s_preferred(const struct iod_topo_node *t, uint32_t available, uint32_t must,
+                      uint32_t size, uint32_t *out, struct iod_err *e);
+
 #endif

@@ -322,3 +322,25 @@ TEST(extender_refuses_bad_args_with_a_reason)
 	    &r);
 	ext(&x, "filter", POD("", "") "\"NodeNames\":[\"\"]}", -EINVAL, &r);
 }
+
+TEST(preferred_allocation_takes_the_best_nvlink_set)
+{
+	static struct iod_topo_node t;
+	struct iod_err e = {0};
+	uint32_t out = 0;
+	CHECK_EQ(iod_topo_model_load("pcie-4gpu-nvlink-pairs", &t, &e), 0);
+	/* two GPUs: an NVLink pair, never one GPU of each pair */
+	CHECK_EQ(iod_k8s_preferred(&t, 0xf, 0, 2, &out, &e), 0);
+	CHECK(out == 0x3 || out == 0xc);
+	/* GPU 1 must be in: its NVLink partner joins it */
+	CHECK_EQ(iod_k8s_preferred(&t, 0xf, 0x2, 2, &out, &e), 0);
+	CHECK_EQ(out, 0x3);
+	/* GPU 0 taken: the other pair, not the lone GPU 1 with a stranger */
+	CHECK_EQ(iod_k8s_preferred(&t, 0xe, 0, 2, &out, &e), 0);
+	CHECK_EQ(out, 0xc);
+	CHECK_EQ(iod_k8s_preferred(&t, 0x3, 0, 3, &out, &e), -EINVAL);
+	CHECK_EQ(iod_k8s_preferred(&t, 0x3, 0x4, 2, &out, &e), -EINVAL);
+	CHECK_EQ(iod_topo_model_load("dgx-h100", &t, &e), 0);
+	CHECK_EQ(iod_k8s_preferred(&t, 0xff, 0, 8, &out, &e), 0);
+	CHECK_EQ(out, 0xff);
+}
