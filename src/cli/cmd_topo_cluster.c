@@ -7,6 +7,7 @@
  */
 #include "cli.h"
 #include "iod/k8s.h"
+#include "iod/objects.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -34,7 +35,7 @@ static void usage(FILE *f)
 
 struct cluster_opts {
 	uint32_t nodes, racks, zones;
-	const char *models, *out;
+	const char *models, *out, *from;
 };
 
 static int parse_count(const char *s, uint32_t max, uint32_t *out)
@@ -50,13 +51,10 @@ static int parse_count(const char *s, uint32_t max, uint32_t *out)
 static int parse(int argc, char **argv, struct cluster_opts *o)
 {
 	static const struct option opts[] = {
-	    {"cluster", no_argument, NULL, 'C'},
-	    {"nodes", required_argument, NULL, 'n'},
-	    {"model", required_argument, NULL, 'm'},
-	    {"racks", required_argument, NULL, 'r'},
-	    {"zones", required_argument, NULL, 'z'},
-	    {"output", required_argument, NULL, 'o'},
-	    {NULL, 0, NULL, 0},
+	    {"cluster", no_argument, NULL, 'C'},     {"nodes", required_argument, NULL, 'n'},
+	    {"model", required_argument, NULL, 'm'}, {"racks", required_argument, NULL, 'r'},
+	    {"zones", required_argument, NULL, 'z'}, {"output", required_argument, NULL, 'o'},
+	    {"from", required_argument, NULL, 'f'},  {NULL, 0, NULL, 0},
 	};
 	int c;
 	optind = 1;
@@ -68,6 +66,8 @@ static int parse(int argc, char **argv, struct cluster_opts *o)
 			o->models = optarg;
 		else if (c == 'o')
 			o->out = optarg;
+		else if (c == 'f')
+			o->from = optarg;
 		else if (c == 'n' || c == 'r' || c == 'z') {
 			if (parse_count(optarg, IOD_SCHED_NODES_MAX, dst))
 				return iod_cli_fail("topo", IOD_EXIT_INVALID,
@@ -82,9 +82,10 @@ static int parse(int argc, char **argv, struct cluster_opts *o)
 	if (optind < argc)
 		return iod_cli_fail("topo", IOD_EXIT_INVALID, "unexpected argument %s",
 		                    argv[optind]);
-	if (!o->nodes || !o->models)
-		return iod_cli_fail("topo", IOD_EXIT_INVALID,
-		                    "--cluster needs --nodes N and --model NAME[,NAME...]");
+	if (!o->from && (!o->nodes || !o->models))
+		return iod_cli_fail(
+		    "topo", IOD_EXIT_INVALID,
+		    "--cluster needs --from FILE, or --nodes N and --model NAME[,...]");
 	if (strcmp(o->out, "labels") && strcmp(o->out, "json") && strcmp(o->out, "slurm"))
 		return iod_cli_fail("topo", IOD_EXIT_INVALID,
 		                    "-o %s: --cluster prints labels, json or slurm", o->out);
@@ -145,6 +146,78 @@ static int emit(const struct cluster_opts *o, const struct iod_k8s_node *nodes)
 	return IOD_EXIT_OK;
 }
 
+struct from_nodes {
+	struct iod_k8s_node *nodes;
+	struct iod_topo_node *topo;
+	char (*names)[3][IOD_NAME_MAX];
+	uint32_t n;
+};
+
+/* One Node object of `iod get nodes -o json` into slot i. */
+static int from_one(const json_t *item, struct from_nodes *f, uint32_t i, struct iod_err *e)
+{
+	struct iod_obj_node on;
+	const char *name = NULL;
+	if (iod_json_get_str(item, "name", &name) ||
+	    iod_strlcpy(f->names[i][0], name, IOD_NAME_MAX))
+		return iod_err_set(e, -EINVAL, "items[%u]: no name", i);
+	if (iod_obj_node_from_json(json_object_get(item, "value"), &on, e))
+		return iod_err_wrap(e, "node %s", name);
+	int rc = on.topology ? iod_topo_from_json(on.topology, &f->topo[i], e)
+	                     : iod_topo_model_load(on.model, &f->topo[i], e);
+	iod_strlcpy(f->names[i][1], iod_obj_node_rack(&on)[0] ? iod_obj_node_rack(&on) : name,
+	            IOD_NAME_MAX);
+	iod_strlcpy(f->names[i][2], on.zone[0] ? on.zone : "default", IOD_NAME_MAX);
+	iod_obj_node_free(&on);
+	if (rc)
+		return iod_err_wrap(e, "node %s: topology", name);
+	f->nodes[i] =
+	    (struct iod_k8s_node){f->names[i][0], f->names[i][1], f->names[i][2], &f->topo[i]};
+	return 0;
+}
+
+static int from_file(const char *path, struct from_nodes *f, struct iod_err *e)
+{
+	struct iod_buf b;
+	json_t *doc = NULL;
+	iod_buf_init(&b);
+	int rc = iod_buf_read_file(&b, strcmp(path, "-") ? path : "/dev/stdin", 256u << 20, e);
+	rc = rc ? rc : iod_json_parse(b.data ? b.data : "", b.len, &doc, e);
+	iod_buf_free(&b);
+	const json_t *items = json_is_array(doc) ? doc : json_object_get(doc, "items");
+	if (!rc && (!json_is_array(items) || !json_array_size(items) ||
+	            json_array_size(items) > IOD_SCHED_NODES_MAX))
+		rc = iod_err_set(e, -EINVAL,
+		                 "%s: want `iod get nodes -o json` ({\"items\": [...]})", path);
+	f->n = rc ? 0 : (uint32_t)json_array_size(items);
+	f->nodes = calloc(f->n + 1, sizeof(*f->nodes));
+	f->topo = calloc(f->n + 1, sizeof(*f->topo));
+	f->names = calloc(f->n + 1, sizeof(*f->names));
+	if (!rc && (!f->nodes || !f->topo || !f->names))
+		rc = iod_err_set(e, -ENOMEM, "out of memory");
+	for (uint32_t i = 0; !rc && i < f->n; i++)
+		rc = from_one(json_array_get(items, i), f, i, e);
+	json_decref(doc);
+	return rc;
+}
+
+static int run_from(struct cluster_opts *o)
+{
+	struct from_nodes f = {0};
+	struct iod_err e = {0};
+	int rc = from_file(o->from, &f, &e);
+	if (rc)
+		rc = iod_cli_fail("topo", IOD_EXIT_INVALID, "--from %s", e.msg);
+	else {
+		o->nodes = f.n;
+		rc = emit(o, f.nodes);
+	}
+	free(f.nodes);
+	free(f.topo);
+	free(f.names);
+	return rc;
+}
+
 int iod_cli_topo_cluster(int argc, char **argv);
 int iod_cli_topo_cluster(int argc, char **argv)
 {
@@ -156,6 +229,8 @@ int iod_cli_topo_cluster(int argc, char **argv)
 	int rc = parse(argc, argv, &o);
 	if (rc)
 		return rc;
+	if (o.from)
+		return run_from(&o);
 	enum { MODELS = 8 };
 	struct iod_topo_node *topo = calloc(MODELS, sizeof(*topo));
 	struct iod_k8s_node *nodes = calloc(o.nodes, sizeof(*nodes));
