@@ -14,7 +14,7 @@ libseccomp-dev libcap-ng-dev libncurses-dev \
 clang libclang-rt-14-dev libgnutls28-dev libxxhash-dev liburing-dev"
 # Tools the tests and benchmarks drive (independent dissector, peers, plots).
 TEST_PKGS="tshark python3 graphviz gnuplot-nox iproute2 nftables etcd-server etcd-client \
-haproxy wrk iperf3 nginx-light cppcheck clang-format tmux prometheus chromium chromium-driver python3-selenium fio"
+haproxy wrk iperf3 nginx-light cppcheck clang-format tmux prometheus chromium chromium-driver python3-selenium fio containernetworking-plugins"
 
 missing=""
 for p in $BUILD_PKGS $TEST_PKGS; do

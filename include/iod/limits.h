@@ -870,4 +870,10 @@ _Static_assert(IOD_API_JOBS_MAX < 4, "libuv's 4 pool threads keep one for the Ra
 _Static_assert(IOD_HTTP_BODY_MAX >= IOD_API_BODY_MAX, "the client reads what the API sends");
 _Static_assert(IOD_CONFIG_DOC_MAX <= IOD_API_VALUE_MAX, "a whole config history fits one PUT");
 
+/* The CNI plugin (docs/kubernetes.md): a container id as runtimes send it
+ * (containerd: 64 hex), the network config on stdin, GC's keep-list. */
+#define IOD_CNI_ID_MAX 256
+#define IOD_CNI_CONF_MAX (1 << 20)
+#define IOD_CNI_VALID_MAX 65536
+
 #endif

@@ -20,7 +20,9 @@ static void usage(FILE *f)
 	    f,
 	    "usage: iod topo [--xml FILE | --model NAME | --host] [-o text|matrix|json|dot|xml]\n"
 	    "       iod topo [--xml FILE | --model NAME | --host] --gpus SET [-o text|json]\n"
-	    "       iod topo --list-models [-o json]\n\n"
+	    "       iod topo --list-models [-o json]\n"
+	    "       iod topo --cluster --nodes N --model NAME [-o labels|json|slurm] (--cluster "
+	    "--help)\n\n"
 	    "Show a node's hardware topology: packages, NUMA nodes, caches, the PCIe tree,\n"
 	    "GPUs, NICs, DPUs, NVLinks, and the compute units the scheduler places on.\n\n"
 	    "  --xml FILE      read an hwloc 2.x (or 1.x) XML topology (`lstopo --of xml`); the\n"
@@ -168,8 +170,13 @@ static int query(const struct iod_topo_node *n, const char *list, bool json)
 	return IOD_EXIT_OK;
 }
 
+int iod_cli_topo_cluster(int argc, char **argv); /* cmd_topo_cluster.c */
+
 int cmd_topo(int argc, char **argv)
 {
+	for (int i = 1; i < argc; i++) /* the cluster's topology: another shell */
+		if (!strcmp(argv[i], "--cluster"))
+			return iod_cli_topo_cluster(argc, argv);
 	static const struct option opts[] = {
 	    {"xml", required_argument, NULL, 'x'},    {"model", required_argument, NULL, 'm'},
 	    {"output", required_argument, NULL, 'o'}, {"list-models", no_argument, NULL, 'l'},

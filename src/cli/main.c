@@ -14,37 +14,39 @@
 #include <string.h>
 
 /* name, function, one-line summary, issue that builds it. */
-#define IOD_COMMANDS(X, P)                                                          \
-	X(init, "create a cluster CA, an admin credential and a client context")    \
-	X(cert, "issue certificates from the cluster CA; show a certificate")       \
-	X(token, "create, list and revoke bearer tokens (and node join tokens)")    \
-	X(revoke, "refuse every credential of a node, user or server")              \
-	X(secret, "store a secret sealed in the cluster (services mount it)")       \
-	X(audit, "show the audit trail of API writes and refusals")                 \
-	X(validate, "check a spec file and print it normalized")                    \
-	X(topo, "show a node's hardware topology (GPUs, NVLink, PCIe, NUMA, NICs)") \
-	X(schedule, "place a spec onto modelled nodes without a cluster")           \
-	X(server, "run a control-plane member (Raft + state + API)")                \
-	X(agent, "run a node agent (topology, replicas, health)")                   \
-	X(dev, "run a server and an agent in one process")                          \
-	X(up, "start a local multi-node cluster on this machine")                   \
-	X(down, "stop the local cluster started by `iod up`")                       \
-	X(deploy, "deploy a service topology to the cluster")                       \
-	X(get, "list nodes, services, replicas or endpoints")                       \
-	X(delete, "delete a service")                                               \
-	X(status, "show the control plane's status")                                \
-	X(explain, "show why a replica was placed where it is")                     \
-	X(events, "show the cluster's event stream")                                \
-	X(logs, "show a replica's output")                                          \
-	X(top, "live resource state of the cluster")                                \
-	X(trace, "live call chains through the service mesh")                       \
-	X(viz, "network and topology views")                                        \
-	X(chaos, "inject faults and watch recovery")                                \
-	X(sim, "simulate a cluster and fabric in virtual time")                     \
-	X(config, "get and set cluster configuration")                              \
-	X(dp, "run or inspect the data plane")                                      \
-	X(mesh, "service-mesh commands (`iod mesh deploy -f FILE`)")                \
-	X(proxy, "the node's mesh proxy, standalone (--config FILE)")               \
+#define IOD_COMMANDS(X, P)                                                                  \
+	X(init, "create a cluster CA, an admin credential and a client context")            \
+	X(cert, "issue certificates from the cluster CA; show a certificate")               \
+	X(token, "create, list and revoke bearer tokens (and node join tokens)")            \
+	X(revoke, "refuse every credential of a node, user or server")                      \
+	X(secret, "store a secret sealed in the cluster (services mount it)")               \
+	X(audit, "show the audit trail of API writes and refusals")                         \
+	X(validate, "check a spec file and print it normalized")                            \
+	X(topo, "show a node's hardware topology (GPUs, NVLink, PCIe, NUMA, NICs)")         \
+	X(schedule, "place a spec onto modelled nodes without a cluster")                   \
+	X(server, "run a control-plane member (Raft + state + API)")                        \
+	X(agent, "run a node agent (topology, replicas, health)")                           \
+	X(dev, "run a server and an agent in one process")                                  \
+	X(up, "start a local multi-node cluster on this machine")                           \
+	X(down, "stop the local cluster started by `iod up`")                               \
+	X(deploy, "deploy a service topology to the cluster")                               \
+	X(get, "list nodes, services, replicas or endpoints")                               \
+	X(delete, "delete a service")                                                       \
+	X(status, "show the control plane's status")                                        \
+	X(explain, "show why a replica was placed where it is")                             \
+	X(events, "show the cluster's event stream")                                        \
+	X(logs, "show a replica's output")                                                  \
+	X(top, "live resource state of the cluster")                                        \
+	X(trace, "live call chains through the service mesh")                               \
+	X(viz, "network and topology views")                                                \
+	X(chaos, "inject faults and watch recovery")                                        \
+	X(sim, "simulate a cluster and fabric in virtual time")                             \
+	X(config, "get and set cluster configuration")                                      \
+	X(extender, "the kube-scheduler extender (filter/prioritize) over iod's scheduler") \
+	X(cni, "the CNI 1.1 plugin (CNI_COMMAND=... iod) and `iod cni install`")            \
+	X(dp, "run or inspect the data plane")                                              \
+	X(mesh, "service-mesh commands (`iod mesh deploy -f FILE`)")                        \
+	X(proxy, "the node's mesh proxy, standalone (--config FILE)")                       \
 	X(demo_worker, "the built-in demo training workload")
 
 #define X(name, summary) int cmd_##name(int argc, char **argv);
@@ -139,6 +141,9 @@ int main(int argc, char **argv)
 	int i = 1;
 
 	bind_commands();
+	/* a container runtime runs the plugin with CNI_COMMAND and no arguments */
+	if (getenv("CNI_COMMAND") && argc == 1)
+		return cmd_cni(argc, argv);
 	while (i < argc && argv[i][0] == '-') {
 		const char *a = argv[i];
 		if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
