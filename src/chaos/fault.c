@@ -384,13 +384,19 @@ json_t *iod_chaos_fault_to_json(const struct iod_chaos_fault *f)
 			if (f->g.cut[i][j])
 				json_array_append_new(cut, json_pack("[i,i]", (int)i, (int)j));
 	}
-	return json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:b, s:o, s:o, s:o, s:s}", "id",
-	                 f->id, "action", iod_chaos_action_name(f->action), "shape",
-	                 iod_chaos_shape_name(f->shape), "direction",
-	                 iod_chaos_direction_name(f->dir), "start_ms", (json_int_t)f->start_ms,
-	                 "deadline_ms", (json_int_t)f->deadline_ms, "percent", (int)f->percent,
-	                 "signal", f->signal, "restart", f->restart, "members", members, "cut", cut,
-	                 "side_a", side, "desc", f->desc);
+	json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:b, s:o, s:o, s:o, s:s}",
+	                      "id", f->id, "action", iod_chaos_action_name(f->action), "shape",
+	                      iod_chaos_shape_name(f->shape), "direction",
+	                      iod_chaos_direction_name(f->dir), "start_ms", (json_int_t)f->start_ms,
+	                      "deadline_ms", (json_int_t)f->deadline_ms, "percent", (int)f->percent,
+	                      "signal", f->signal, "restart", f->restart, "members", members, "cut",
+	                      cut, "side_a", side, "desc", f->desc);
+	if (j && f->action == IOD_CHAOS_ACT_MEMBER)
+		json_object_set_new(j, "raft_member",
+		                    json_pack("{s:I, s:s, s:s, s:s}", "id",
+		                              (json_int_t)f->member_id, "raft", f->member_raft,
+		                              "api", f->member_api, "apis", f->apis));
+	return j;
 }
 
 static int get_str(const json_t *j, const char *key, char *buf, size_t len, struct iod_err *e)
@@ -489,6 +495,25 @@ static int member_from_json(const json_t *j, struct iod_chaos_member *m, struct 
 	return 0;
 }
 
+/* member: {"id", "raft", "api", "apis"} of the Raft member to re-add */
+static int raft_member_from_json(const json_t *j, struct iod_chaos_fault *f, struct iod_err *e)
+{
+	int64_t v = 0;
+	const json_t *rm = json_object_get(j, "raft_member");
+	if (!json_is_object(rm))
+		return iod_err_set(e, -EINVAL, "record: a member fault needs raft_member");
+	if (get_int(rm, "id", 1, INT64_MAX, &v, e) ||
+	    get_str(rm, "raft", f->member_raft, sizeof(f->member_raft), e) ||
+	    get_str(rm, "api", f->member_api, sizeof(f->member_api), e) ||
+	    get_str(rm, "apis", f->apis, sizeof(f->apis), e))
+		return -EINVAL;
+	f->member_id = (uint64_t)v;
+	if (!strchr(f->member_raft, ':') || !f->apis[0])
+		return iod_err_set(e, -EINVAL,
+		                   "record: raft_member needs a raft HOST:PORT and apis");
+	return 0;
+}
+
 int iod_chaos_fault_from_json(const json_t *j, struct iod_chaos_fault *f, struct iod_err *e)
 {
 	char s[32];
@@ -563,6 +588,9 @@ int iod_chaos_fault_from_json(const json_t *j, struct iod_chaos_fault *f, struct
 			return iod_err_set(e, -EINVAL, "record: side_a names members 0..%u", f->n);
 		f->g.side_a[json_integer_value(x)] = true;
 	}
+	if (f->action == IOD_CHAOS_ACT_MEMBER && (f->n != 1 || raft_member_from_json(j, f, e)))
+		return e->msg[0] ? -EINVAL
+		                 : iod_err_set(e, -EINVAL, "record: a member fault has one member");
 	return 0;
 }
 
@@ -623,6 +651,13 @@ void iod_chaos_fault_describe(struct iod_chaos_fault *f)
 		for (uint32_t i = 0; i < f->n; i++)
 			append(d, len, i ? ", %s" : " %s", f->m[i].name);
 		append(d, len, "%s", " sends");
+		break;
+	}
+	case IOD_CHAOS_ACT_MEMBER: {
+		char id[24];
+		snprintf(id, sizeof(id), "%llu", (unsigned long long)f->member_id);
+		append(d, len, "member remove %s", f->n ? f->m[0].name : "?");
+		append(d, len, " (Raft id %s, re-added at the deadline)", id);
 		break;
 	}
 	default: break;
@@ -735,7 +770,8 @@ int iod_chaos_nemesis_parse(const char *s, uint32_t *mask, struct iod_err *e)
 		uint32_t bit;
 	} kinds[] = {{"partition", IOD_CHAOS_NEM_PARTITION},
 	             {"kill", IOD_CHAOS_NEM_KILL},
-	             {"pause", IOD_CHAOS_NEM_PAUSE}};
+	             {"pause", IOD_CHAOS_NEM_PAUSE},
+	             {"member", IOD_CHAOS_NEM_MEMBER}};
 	*mask = 0;
 	if (s && !strcmp(s, "none"))
 		return 0;

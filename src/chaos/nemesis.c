@@ -578,6 +578,7 @@ int iod_chaos_fault_heal(const char *chaos_dir, const struct iod_chaos_fault *f,
 			if (iod_chaos_member_alive(&f->m[i]))
 				kill(f->m[i].pid, SIGCONT);
 		break;
+	case IOD_CHAOS_ACT_MEMBER: rc = iod_chaos_member_readd(f, e); break;
 	case IOD_CHAOS_ACT_KILL:
 		for (uint32_t i = 0; i < f->n && f->restart; i++) {
 			const struct iod_chaos_member *m = &f->m[i];
@@ -692,6 +693,7 @@ int iod_chaos_fault_apply(struct iod_chaos_cluster *c, struct iod_chaos_fault *f
 				rc = iod_err_set(e, -errno, "kill %s: %s", f->m[i].name,
 				                 strerror(errno));
 		break;
+	case IOD_CHAOS_ACT_MEMBER: rc = iod_chaos_member_remove(f, e); break;
 	default: rc = iod_err_set(e, -EINVAL, "unknown action");
 	}
 	if (rc)
@@ -858,6 +860,14 @@ int iod_chaos_keeper_run(const char *chaos_dir, uint32_t idle_exit_ms)
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGINT, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
+	/* member heals speak to the API with the cluster's own client config */
+	char sdir[IOD_PATH_MAX];
+	snprintf(sdir, sizeof(sdir), "%s", chaos_dir);
+	char *slash = strrchr(sdir, '/');
+	if (slash && slash != sdir) {
+		*slash = 0;
+		setenv("IOD_STATE_DIR", sdir, 1);
+	}
 	keeper_log("keeper %s started for %s", num, chaos_dir);
 	uint64_t idle_since = iod_chaos_now_ms();
 	for (;;) {
