@@ -192,12 +192,13 @@ int iod_chaos_check_append(const struct iod_chaos_history *h, struct iod_chaos_a
  * runs nft, sends signals and keeps the deadline.
  */
 
-#define IOD_CHAOS_ACTIONS(X)                                                \
-	X(PARTITION, "partition", "cut the network between groups")         \
-	X(KILL, "kill", "send a signal (default KILL), optionally restart") \
-	X(PAUSE, "pause", "SIGSTOP a process, SIGCONT at the deadline")     \
-	X(LOSS, "loss", "drop a percentage of a process's packets")         \
-	X(MEMBER, "member", "remove a server from Raft, re-add it at the deadline")
+#define IOD_CHAOS_ACTIONS(X)                                                        \
+	X(PARTITION, "partition", "cut the network between groups")                 \
+	X(KILL, "kill", "send a signal (default KILL), optionally restart")         \
+	X(PAUSE, "pause", "SIGSTOP a process, SIGCONT at the deadline")             \
+	X(LOSS, "loss", "drop a percentage of a process's packets")                 \
+	X(MEMBER, "member", "remove a server from Raft, re-add it at the deadline") \
+	X(DELAY, "delay", "hold what a process sends for --latency (a TCP relay)")
 
 enum iod_chaos_action {
 #define X(n, s, d) IOD_CHAOS_ACT_##n,
@@ -322,6 +323,12 @@ struct iod_chaos_fault {
 	char member_raft[IOD_ADDR_MAX]; /* its Raft address */
 	char member_api[IOD_ADDR_MAX];  /* its API address */
 	char apis[IOD_CHAOS_APIS_MAX];  /* the cluster's API addresses */
+	/* delay: what the targets (g.side_a) send to the others' ports goes
+	 * through a relay process that holds it for latency_ms */
+	uint32_t latency_ms;
+	uint16_t relay_port;  /* where the table redirects to */
+	int32_t relay_pid;    /* the relay; 0: none */
+	uint64_t relay_ticks; /* its start time (/proc/PID/stat) */
 };
 
 /* The record as JSON (a new reference) and back; from_json checks every
@@ -372,6 +379,9 @@ bool iod_chaos_table_exists(const struct iod_chaos_fault *f);
  * -ENOENT when it is not a member now, -ENOTCONN when no server answers. */
 int iod_chaos_member_lookup(const struct iod_chaos_cluster *c, const struct iod_chaos_member *m,
                             struct iod_chaos_fault *f, struct iod_err *e);
+/* The delay relay's loop (src/chaos/relay.c): listens on 127.0.0.1:0, writes
+ * its port to port_file, exits at until_unix_ms. */
+int iod_chaos_relay_run(const char *port_file, uint32_t latency_ms, uint64_t until_unix_ms);
 /* The cluster's Raft members now (-1: no server answered). */
 int iod_chaos_member_count(const char *apis);
 /* DELETE /v1/members/ID of f's member; POST it back (409 counts as back). */

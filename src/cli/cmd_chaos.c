@@ -35,6 +35,7 @@ static void usage(FILE *f)
 	    "       iod chaos kill TARGET [--signal SIG] [--restart-after D]\n"
 	    "       iod chaos pause TARGET --duration D\n"
 	    "       iod chaos loss TARGET --percent P --duration D\n"
+	    "       iod chaos delay TARGET --latency L --duration D  (what it sends, via a relay)\n"
 	    "       iod chaos member remove server-N|leader --duration D   (re-added then)\n"
 	    "       iod chaos member add server-N          (re-add a removed server now)\n"
 	    "       iod chaos list | heal [ID | --all]\n"
@@ -99,6 +100,7 @@ struct opts {
 	uint32_t percent, clients, rate, nemesis;
 	enum iod_chaos_workload workload;
 	bool have_workload, have_percent, keep;
+	uint64_t latency_ms;
 	uint64_t max_states;
 };
 
@@ -126,6 +128,7 @@ enum {
 	O_MAX_STATES,
 	O_PLAN,
 	O_KEEP,
+	O_LATENCY,
 };
 
 static int bad(const char *fmt, const char *a, const char *b)
@@ -160,6 +163,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, const char *sub)
 	                                   {"max-states", required_argument, 0, O_MAX_STATES},
 	                                   {"plan", required_argument, 0, O_PLAN},
 	                                   {"keep", no_argument, 0, O_KEEP},
+	                                   {"latency", required_argument, 0, O_LATENCY},
 	                                   {"output", required_argument, 0, 'o'},
 	                                   {"help", no_argument, 0, 'h'},
 	                                   {0, 0, 0, 0}};
@@ -244,6 +248,12 @@ static int parse_opts(int argc, char **argv, struct opts *o, const char *sub)
 		case O_TARGET: o->target = optarg; break;
 		case O_PLAN: o->plan = optarg; break;
 		case O_KEEP: o->keep = true; break;
+		case O_LATENCY:
+			if (iod_chaos_duration_parse(optarg, &o->latency_ms, &e))
+				return bad("--latency: %s%s", e.msg, "");
+			if (o->latency_ms > IOD_CHAOS_LATENCY_MAX_MS)
+				return bad("--latency %s: at most 60s%s", optarg, "");
+			break;
 		case O_MAX_STATES:
 			o->max_states = strtoull(optarg, &end, 10);
 			if (*end || !o->max_states)
@@ -413,6 +423,33 @@ static int load_cluster(struct opts *o, struct iod_chaos_cluster *c)
 	return 0;
 }
 
+/* delay: the targets (side A, no replicas) and every other running server
+ * (side B, whose ports their traffic goes to). */
+static int delay_members(struct iod_chaos_cluster *c, const char *target, struct iod_chaos_fault *f)
+{
+	bool a[IOD_CHAOS_MEMBERS_MAX] = {0}, b[IOD_CHAOS_MEMBERS_MAX] = {0};
+	struct iod_err e = {0};
+	int rc = resolve_list(c, target, f->m, &f->n);
+	for (uint32_t i = 0; !rc && i < f->n; i++) {
+		a[i] = true;
+		if (f->m[i].kind == IOD_CHAOS_REPLICA)
+			return bad("delay: %s is a replica: delay servers or nodes%s", f->m[i].name,
+			           "");
+	}
+	for (uint32_t i = 0; !rc && i < c->nservers; i++) {
+		bool in = false;
+		for (uint32_t k = 0; k < f->n; k++)
+			in |= !strcmp(f->m[k].name, c->servers[i].name);
+		if (!in && c->servers[i].pid > 0 && f->n < IOD_CHAOS_MEMBERS_MAX) {
+			b[f->n] = true;
+			f->m[f->n++] = c->servers[i];
+		}
+	}
+	if (!rc && iod_chaos_groups_grudge(f->n, a, b, IOD_CHAOS_DIR_FROM, &f->g, &e))
+		rc = bad("delay: %s%s", e.msg, "");
+	return rc;
+}
+
 /* member add TARGET: re-add a server that is not a Raft member now (heals
  * a member record of it if there is one). */
 static int member_add(struct iod_chaos_cluster *c, struct iod_chaos_fault *f, const struct opts *o)
@@ -540,6 +577,10 @@ static int do_fault(enum iod_chaos_action act, int argc, char **argv, struct opt
 		rc = bad("%s needs --duration D (10ms..24h)%s", iod_chaos_action_name(act), "");
 		goto out;
 	}
+	if (act == IOD_CHAOS_ACT_DELAY && !o->latency_ms) {
+		rc = bad("delay needs --latency L (10ms..60s)%s%s", "", "");
+		goto out;
+	}
 	if (act == IOD_CHAOS_ACT_LOSS && !o->have_percent) {
 		rc = bad("loss needs --percent P (1..100)%s%s", "", "");
 		goto out;
@@ -640,6 +681,11 @@ static int do_fault(enum iod_chaos_action act, int argc, char **argv, struct opt
 			if (rc)
 				goto out;
 		}
+		f->deadline_ms = f->start_ms + o->duration_ms;
+	} else if (act == IOD_CHAOS_ACT_DELAY) {
+		if ((rc = delay_members(c, target, f)))
+			goto out;
+		f->latency_ms = (uint32_t)o->latency_ms;
 		f->deadline_ms = f->start_ms + o->duration_ms;
 	} else {
 		if ((rc = resolve_list(c, target, f->m, &f->n)))
@@ -1364,6 +1410,20 @@ int cmd_chaos(int argc, char **argv)
 		return argc < 2 ? IOD_EXIT_INVALID : IOD_EXIT_OK;
 	}
 	const char *sub = argv[1];
+	if (!strcmp(sub, "relay")) {
+		/* internal: the delayer of `iod chaos delay` (started by apply) */
+		char *end1 = NULL, *end2 = NULL;
+		unsigned long lat = argc == 8 ? strtoul(argv[5], &end1, 10) : 0;
+		unsigned long long until = argc == 8 ? strtoull(argv[7], &end2, 10) : 0;
+		if (argc != 8 || strcmp(argv[2], "--port-file") ||
+		    strcmp(argv[4], "--latency-ms") || strcmp(argv[6], "--until-ms") || *end1 ||
+		    *end2 || !lat || lat > IOD_CHAOS_LATENCY_MAX_MS)
+			return bad(
+			    "usage: iod chaos relay --port-file F --latency-ms N --until-ms T "
+			    "(started by iod chaos delay)%s%s",
+			    "", "");
+		return iod_chaos_relay_run(argv[3], (uint32_t)lat, until);
+	}
 	if (!strcmp(sub, "keeper")) {
 		/* internal: `iod chaos keeper --chaos-dir DIR` (started by apply) */
 		if (argc != 4 || strcmp(argv[2], "--chaos-dir"))

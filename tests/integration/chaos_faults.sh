@@ -6,7 +6,8 @@
 # writes again); a process restarted during a partition inherits none of
 # it; pause stops and resumes; loss and list/heal; a server removed from
 # Raft (member remove) is a voter again at its deadline though the command
-# and the leader died, and member add puts one back. Needs root and nft.
+# and the leader died, and member add puts one back; delay holds what a
+# server sends 200 ms and heals. Needs root and nft.
 # Prints RESULT lines.
 set -u
 BUILD=${1:-build}
@@ -65,7 +66,10 @@ for args in "explode --duration 5s" "partition --shape triangle --duration 5s" \
 	"member" "member explode server-1" "member remove node-1 --duration 2s" \
 	"member remove server-9 --duration 2s" "member remove server-1" \
 	"member remove server-1,server-2 --duration 2s" "member remove server-1 --duration -1s" \
-	"member add server-1 --duration 2s" "member add server-1"; do
+	"member add server-1 --duration 2s" "member add server-1" \
+	"delay server-1 --duration 2s" "delay server-1 --latency 2m --duration 2s" \
+	"delay --latency 100ms --duration 2s" "delay server-1 --latency 100ms" \
+	"delay server-8 --latency 100ms --duration 2s" "delay server-1 --latency -5ms --duration 2s"; do
 	# shellcheck disable=SC2086
 	"$IOD" chaos $args >"$T/o" 2>"$T/e"
 	rc=$?
@@ -220,11 +224,56 @@ why=""
 [ -z "$why" ] && ok "overdue_fault_healed_by_a_new_keeper" ||
 	bad "overdue_fault_healed_by_a_new_keeper (${why#; })"
 
+# ---- delay: what a server sends to the others held 200 ms -----------------
+# measured by a probe started in the delayed server's chaos cgroup (its new
+# connections are the ones redirected): an HTTPS request from it to another
+# server takes >= 2 x 200 ms (two client flights: the TLS hello and the
+# request), and a plain one is fast again after the heal
+PKI="$IOD_STATE_DIR/pki"
+wait_for 10 writes_ok 1s || true
+L=$(leader)
+D=1
+[ "$L" = 1 ] && D=2
+probe() { # probe [CGROUP_DIR]: ms of one GET /v1/status to the leader
+	sh -c "[ -z '${1:-}' ] || echo \$\$ > '${1:-}/cgroup.procs' || exit 1; exec curl -s -o /dev/null \
+		-w '%{time_total}' --max-time 5 --cacert '$PKI/ca.crt' --cert '$PKI/admin.crt' \
+		--key '$PKI/admin.key' https://127.0.0.1:$((API + L - 1))/v1/status" |
+		awk '{printf "%d", $1 * 1000}'
+}
+"$IOD" chaos delay "server-$D" --latency 200ms --duration 3s --detach -o json >"$T/d.json" 2>"$T/d.err"
+drc=$?
+did=$(jq -r .id "$T/d.json" 2>/dev/null)
+ddl=$(jq -r .deadline_ms "$T/d.json" 2>/dev/null)
+rpid=$(jq -r .relay.pid "$T/d.json" 2>/dev/null)
+cg=$(jq -r '.members[0].cgroup_dir' "$IOD_STATE_DIR/chaos/$did.json" 2>/dev/null)
+d1=$(probe "$cg"); d2=$(probe "$cg")
+b1=$(probe)
+while nft list table inet "iod_chaos_$did" >/dev/null 2>&1 && [ "$(now_ms)" -lt $((ddl + 3000)) ]; do
+	sleep 0.05
+done
+dlate=$(($(now_ms) - ddl))
+wait_for 2 sh -c "! kill -0 $rpid 2>/dev/null"
+a1=$(probe)
+why=""
+[ "$drc" = 0 ] || why="$why; exit $drc: $(cat "$T/d.err")"
+[ "${d1:-0}" -ge 380 ] && [ "${d2:-0}" -ge 380 ] || why="$why; delayed probes took $d1, $d2 ms (want >= 380)"
+[ "${b1:-9999}" -lt 380 ] || why="$why; a probe outside the cgroup took $b1 ms"
+{ [ "$dlate" -ge 0 ] && [ "$dlate" -lt 500 ]; } || why="$why; table gone at +$dlate ms"
+kill -0 "$rpid" 2>/dev/null && why="$why; relay $rpid still running"
+[ "${a1:-9999}" -lt 380 ] || why="$why; a probe after the heal took $a1 ms"
+[ ! -d "$cg" ] || why="$why; cgroup $cg left"
+[ "$(records)" = 0 ] || why="$why; records left"
+[ -n "$why" ] || wait_for 10 writes_ok 1s || why="$why; no acknowledged write after"
+if [ -z "$why" ]; then
+	ok "delay_holds_what_a_server_sends_then_heals (probe $d1/$d2 ms, outside $b1 ms, after $a1 ms; table +$dlate ms)"
+else
+	bad "delay_holds_what_a_server_sends_then_heals (${why#; })"
+fi
+
 # ---- member remove: out of Raft, back as a voter at the deadline ----------
 # though the chaos command is killed -9 and the leader killed (restarted
 # 1 s later: until then the two voters left have no majority, and the
 # keeper keeps trying)
-PKI="$IOD_STATE_DIR/pki"
 role() { # role ID: the member's role in the leader's configuration ("" absent)
 	for a in $(echo "$IOD_SERVER" | tr , ' '); do
 		curl -s --max-time 2 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" \
