@@ -21,7 +21,7 @@
  * (heartbeat 100 ms, election 1000 ms); iod runs `iod up`'s.
  *
  * IOD_BENCH_CHAOS_CELLS="register:kill set:pause" narrows the matrix.
- * Not in `make test`: the matrix takes about 18 x the duration.
+ * Not in `make test`: the matrix takes about 22 x the duration.
  */
 #include "bench.h"
 #include "iod/chaos.h"
@@ -452,11 +452,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	static const char *const wls[] = {"register", "set", "bank", "append"};
-	static const char *const nems[] = {"partition", "kill", "pause", "partition+kill"};
+	static const char *const nems[] = {"partition", "kill", "pause", "partition+kill",
+	                                   "partition+member"};
 	uint64_t iod_rec[2] = {0}, iod_out[2] = {0};
 	int failed = 0;
 	for (int w = 0; w < 4; w++)
-		for (int k = 0; k < 4; k++) {
+		for (int k = 0; k < 5; k++) {
 			uint64_t r99 = 0, o99 = 0;
 			if (!want(wls[w], nems[k]))
 				continue;

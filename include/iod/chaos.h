@@ -192,11 +192,13 @@ int iod_chaos_check_append(const struct iod_chaos_history *h, struct iod_chaos_a
  * runs nft, sends signals and keeps the deadline.
  */
 
-#define IOD_CHAOS_ACTIONS(X)                                                \
-	X(PARTITION, "partition", "cut the network between groups")         \
-	X(KILL, "kill", "send a signal (default KILL), optionally restart") \
-	X(PAUSE, "pause", "SIGSTOP a process, SIGCONT at the deadline")     \
-	X(LOSS, "loss", "drop a percentage of a process's packets")
+#define IOD_CHAOS_ACTIONS(X)                                                        \
+	X(PARTITION, "partition", "cut the network between groups")                 \
+	X(KILL, "kill", "send a signal (default KILL), optionally restart")         \
+	X(PAUSE, "pause", "SIGSTOP a process, SIGCONT at the deadline")             \
+	X(LOSS, "loss", "drop a percentage of a process's packets")                 \
+	X(MEMBER, "member", "remove a server from Raft, re-add it at the deadline") \
+	X(DELAY, "delay", "hold what a process sends for --latency (a TCP relay)")
 
 enum iod_chaos_action {
 #define X(n, s, d) IOD_CHAOS_ACT_##n,
@@ -315,6 +317,18 @@ struct iod_chaos_fault {
 	struct iod_chaos_member m[IOD_CHAOS_MEMBERS_MAX];
 	struct iod_chaos_grudge g;     /* partition */
 	char desc[IOD_CHAOS_DESC_MAX]; /* one line for humans */
+	/* member: the Raft member removed (m[0] is its process), re-added at the
+	 * deadline through the API of apis */
+	uint64_t member_id;             /* its Raft id */
+	char member_raft[IOD_ADDR_MAX]; /* its Raft address */
+	char member_api[IOD_ADDR_MAX];  /* its API address */
+	char apis[IOD_CHAOS_APIS_MAX];  /* the cluster's API addresses */
+	/* delay: what the targets (g.side_a) send to the others' ports goes
+	 * through a relay process that holds it for latency_ms */
+	uint32_t latency_ms;
+	uint16_t relay_port;  /* where the table redirects to */
+	int32_t relay_pid;    /* the relay; 0: none */
+	uint64_t relay_ticks; /* its start time (/proc/PID/stat) */
 };
 
 /* The record as JSON (a new reference) and back; from_json checks every
@@ -341,7 +355,7 @@ struct iod_chaos_cluster {
 	uint32_t nservers, nnodes;    /* server-N / node-N pid files found */
 	struct iod_chaos_member servers[IOD_CHAOS_MEMBERS_MAX]; /* pid 0: not running */
 	struct iod_chaos_member nodes[IOD_CHAOS_MEMBERS_MAX];   /* pid 0: not running */
-	char apis[256]; /* the servers' API addresses, "127.0.0.1:P,..." */
+	char apis[IOD_CHAOS_APIS_MAX]; /* the servers' API addresses, "127.0.0.1:P,..." */
 };
 
 uint64_t iod_chaos_now_ms(void); /* wall clock: records outlive processes */
@@ -361,6 +375,20 @@ int iod_chaos_fault_heal(const char *chaos_dir, const struct iod_chaos_fault *f,
 int iod_chaos_heal_lock(const char *chaos_dir); /* an fd to close, or -errno */
 int iod_chaos_respawn(const struct iod_chaos_member *m, struct iod_err *e);
 bool iod_chaos_table_exists(const struct iod_chaos_fault *f);
+/* member: fill f's member_* and apis for server m (from GET /v1/members);
+ * -ENOENT when it is not a member now, -ENOTCONN when no server answers. */
+int iod_chaos_member_lookup(const struct iod_chaos_cluster *c, const struct iod_chaos_member *m,
+                            struct iod_chaos_fault *f, struct iod_err *e);
+/* The delay relay's loop (src/chaos/relay.c): listens on 127.0.0.1:0, writes
+ * its port to port_file, exits at until_unix_ms. */
+int iod_chaos_relay_run(const char *port_file, uint32_t latency_ms, uint64_t until_unix_ms);
+/* The cluster's Raft members now (-1: no server answered). */
+int iod_chaos_member_count(const char *apis);
+/* DELETE /v1/members/ID of f's member; POST it back (409 counts as back). */
+int iod_chaos_member_remove(const struct iod_chaos_fault *f, struct iod_err *e);
+int iod_chaos_member_readd(const struct iod_chaos_fault *f, struct iod_err *e);
+/* f's member is a voter in the leader's configuration now. */
+bool iod_chaos_member_voter(const struct iod_chaos_fault *f);
 int iod_chaos_record_save(const char *chaos_dir, const struct iod_chaos_fault *f,
                           struct iod_err *e);
 /* Every valid record (at most IOD_CHAOS_FAULTS_MAX; free *out). */
@@ -386,6 +414,7 @@ const char *iod_chaos_workload_name(enum iod_chaos_workload w);
 #define IOD_CHAOS_NEM_PARTITION 1u
 #define IOD_CHAOS_NEM_KILL 2u
 #define IOD_CHAOS_NEM_PAUSE 4u
+#define IOD_CHAOS_NEM_MEMBER 8u
 
 /* "register" | "set" | "bank" | "append"; "none", "partition", "kill", "pause" and
  * '+'-joined combinations. 0 or -EINVAL with e. */

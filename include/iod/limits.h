@@ -678,6 +678,10 @@ _Static_assert(IOD_UP_NODES_MAX <= 250, "a node's underlay address is 10.254.<le
 #define IOD_CHAOS_PLAN_STEPS_MAX 64
 /* Faults one `iod chaos run` injects (recovery times kept per fault). */
 #define IOD_CHAOS_RUN_FAULTS_MAX 1024
+/* bytes of a cluster's API address list in a chaos record ("H:P,H:P,...") */
+#define IOD_CHAOS_APIS_MAX 256
+/* the longest latency `iod chaos delay` holds bytes for (1 minute) */
+#define IOD_CHAOS_LATENCY_MAX_MS 60000
 _Static_assert(IOD_CHAOS_DURATION_MAX_MS < 0xffffffffu, "fault durations fit 32 bits of ms");
 
 /* Nodes of a simulated fabric: a k=16 fat-tree has 1024 hosts + 320

@@ -384,13 +384,25 @@ json_t *iod_chaos_fault_to_json(const struct iod_chaos_fault *f)
 			if (f->g.cut[i][j])
 				json_array_append_new(cut, json_pack("[i,i]", (int)i, (int)j));
 	}
-	return json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:b, s:o, s:o, s:o, s:s}", "id",
-	                 f->id, "action", iod_chaos_action_name(f->action), "shape",
-	                 iod_chaos_shape_name(f->shape), "direction",
-	                 iod_chaos_direction_name(f->dir), "start_ms", (json_int_t)f->start_ms,
-	                 "deadline_ms", (json_int_t)f->deadline_ms, "percent", (int)f->percent,
-	                 "signal", f->signal, "restart", f->restart, "members", members, "cut", cut,
-	                 "side_a", side, "desc", f->desc);
+	json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:b, s:o, s:o, s:o, s:s}",
+	                      "id", f->id, "action", iod_chaos_action_name(f->action), "shape",
+	                      iod_chaos_shape_name(f->shape), "direction",
+	                      iod_chaos_direction_name(f->dir), "start_ms", (json_int_t)f->start_ms,
+	                      "deadline_ms", (json_int_t)f->deadline_ms, "percent", (int)f->percent,
+	                      "signal", f->signal, "restart", f->restart, "members", members, "cut",
+	                      cut, "side_a", side, "desc", f->desc);
+	if (j && f->action == IOD_CHAOS_ACT_DELAY)
+		json_object_set_new(j, "relay",
+		                    json_pack("{s:i, s:i, s:i, s:I}", "latency_ms",
+		                              (int)f->latency_ms, "port", (int)f->relay_port, "pid",
+		                              (int)f->relay_pid, "start_ticks",
+		                              (json_int_t)f->relay_ticks));
+	if (j && f->action == IOD_CHAOS_ACT_MEMBER)
+		json_object_set_new(j, "raft_member",
+		                    json_pack("{s:I, s:s, s:s, s:s}", "id",
+		                              (json_int_t)f->member_id, "raft", f->member_raft,
+		                              "api", f->member_api, "apis", f->apis));
+	return j;
 }
 
 static int get_str(const json_t *j, const char *key, char *buf, size_t len, struct iod_err *e)
@@ -489,6 +501,43 @@ static int member_from_json(const json_t *j, struct iod_chaos_member *m, struct 
 	return 0;
 }
 
+/* member: {"id", "raft", "api", "apis"} of the Raft member to re-add */
+static int raft_member_from_json(const json_t *j, struct iod_chaos_fault *f, struct iod_err *e)
+{
+	int64_t v = 0;
+	const json_t *rm = json_object_get(j, "raft_member");
+	if (!json_is_object(rm))
+		return iod_err_set(e, -EINVAL, "record: a member fault needs raft_member");
+	if (get_int(rm, "id", 1, INT64_MAX, &v, e) ||
+	    get_str(rm, "raft", f->member_raft, sizeof(f->member_raft), e) ||
+	    get_str(rm, "api", f->member_api, sizeof(f->member_api), e) ||
+	    get_str(rm, "apis", f->apis, sizeof(f->apis), e))
+		return -EINVAL;
+	f->member_id = (uint64_t)v;
+	if (!strchr(f->member_raft, ':') || !f->apis[0])
+		return iod_err_set(e, -EINVAL,
+		                   "record: raft_member needs a raft HOST:PORT and apis");
+	return 0;
+}
+
+/* delay: {"latency_ms", "port", "pid", "start_ticks"} of its relay */
+static int relay_from_json(const json_t *j, struct iod_chaos_fault *f, struct iod_err *e)
+{
+	int64_t lat = 0, port = 0, pid = 0, ticks = 0;
+	const json_t *r = json_object_get(j, "relay");
+	if (!json_is_object(r))
+		return iod_err_set(e, -EINVAL, "record: a delay fault needs relay");
+	if (get_int(r, "latency_ms", 1, IOD_CHAOS_LATENCY_MAX_MS, &lat, e) ||
+	    get_int(r, "port", 1, 65535, &port, e) || get_int(r, "pid", 0, INT32_MAX, &pid, e) ||
+	    get_int(r, "start_ticks", 0, INT64_MAX, &ticks, e))
+		return -EINVAL;
+	f->latency_ms = (uint32_t)lat;
+	f->relay_port = (uint16_t)port;
+	f->relay_pid = (int32_t)pid;
+	f->relay_ticks = (uint64_t)ticks;
+	return 0;
+}
+
 int iod_chaos_fault_from_json(const json_t *j, struct iod_chaos_fault *f, struct iod_err *e)
 {
 	char s[32];
@@ -563,6 +612,11 @@ int iod_chaos_fault_from_json(const json_t *j, struct iod_chaos_fault *f, struct
 			return iod_err_set(e, -EINVAL, "record: side_a names members 0..%u", f->n);
 		f->g.side_a[json_integer_value(x)] = true;
 	}
+	if (f->action == IOD_CHAOS_ACT_DELAY && relay_from_json(j, f, e))
+		return -EINVAL;
+	if (f->action == IOD_CHAOS_ACT_MEMBER && (f->n != 1 || raft_member_from_json(j, f, e)))
+		return e->msg[0] ? -EINVAL
+		                 : iod_err_set(e, -EINVAL, "record: a member fault has one member");
 	return 0;
 }
 
@@ -625,6 +679,23 @@ void iod_chaos_fault_describe(struct iod_chaos_fault *f)
 		append(d, len, "%s", " sends");
 		break;
 	}
+	case IOD_CHAOS_ACT_DELAY: {
+		char lat[24];
+		snprintf(lat, sizeof(lat), "%u ms", f->latency_ms);
+		append(d, len, "delay %s of what", lat);
+		for (uint32_t i = 0, k = 0; i < f->n; i++)
+			if (f->g.side_a[i])
+				append(d, len, k++ ? ", %s" : " %s", f->m[i].name);
+		append(d, len, "%s", " sends to the cluster");
+		break;
+	}
+	case IOD_CHAOS_ACT_MEMBER: {
+		char id[24];
+		snprintf(id, sizeof(id), "%llu", (unsigned long long)f->member_id);
+		append(d, len, "member remove %s", f->n ? f->m[0].name : "?");
+		append(d, len, " (Raft id %s, re-added at the deadline)", id);
+		break;
+	}
 	default: break;
 	}
 }
@@ -652,10 +723,53 @@ static bool has_port(const struct iod_chaos_member *m, uint16_t p)
 	return false;
 }
 
+/*
+ * delay: new connections of a target (by its cgroup) to the others' ports
+ * are redirected to the relay (nat output); its connections from before the
+ * fault are reset once, so that they come back through the relay.
+ */
+static int delay_script(const struct iod_chaos_fault *f, const char *table, struct iod_buf *out)
+{
+	char ports[64];
+	int rc = iod_buf_printf(out,
+	                        "table inet %s {\n\tchain nat_out {\n\t\ttype nat hook output "
+	                        "priority -100; policy accept;\n",
+	                        table);
+	for (uint32_t i = 0; i < f->n; i++)
+		for (uint32_t j = 0; j < f->n; j++) {
+			const struct iod_chaos_member *a = &f->m[i], *b = &f->m[j];
+			if (!f->g.cut[i][j] || !b->nports || !a->cgroup[0])
+				continue;
+			port_set(b, ports, sizeof(ports));
+			rc |= iod_buf_printf(out,
+			                     "\t\t# %s -> %s\n\t\tsocket cgroupv2 level %u \"%s\" "
+			                     "tcp dport %s redirect to :%u\n",
+			                     a->name, b->name, a->cgroup_level, a->cgroup, ports,
+			                     f->relay_port);
+		}
+	rc |= iod_buf_printf(out, "\t}\n\tchain out {\n\t\ttype filter hook output priority "
+	                          "-10; policy accept;\n");
+	for (uint32_t i = 0; i < f->n; i++)
+		for (uint32_t j = 0; j < f->n; j++)
+			for (uint32_t k = 0; f->g.cut[i][j] && k < f->m[i].nsocks; k++)
+				if (has_port(&f->m[j], f->m[i].socks[k][1]))
+					rc |= iod_buf_printf(
+					    out,
+					    "\t\ttcp sport %u tcp dport %u reject with tcp reset\n",
+					    f->m[i].socks[k][0], f->m[i].socks[k][1]);
+	return rc | iod_buf_printf(out, "\t}\n}\n");
+}
+
 int iod_chaos_nft_script(const struct iod_chaos_fault *f, struct iod_buf *out, struct iod_err *e)
 {
 	char table[IOD_CHAOS_ID_MAX + 16], ports[64], match[64];
 	int rc = 0;
+	if (f->action == IOD_CHAOS_ACT_DELAY) {
+		iod_chaos_table_name(f, table, sizeof(table));
+		if (!f->relay_port)
+			return iod_err_set(e, -EINVAL, "a delay fault without its relay's port");
+		return delay_script(f, table, out) ? iod_err_set(e, -ENOMEM, "out of memory") : 0;
+	}
 	if (f->action != IOD_CHAOS_ACT_PARTITION && f->action != IOD_CHAOS_ACT_LOSS)
 		return iod_err_set(e, -EINVAL, "a %s fault has no nftables table",
 		                   iod_chaos_action_name(f->action));
@@ -735,7 +849,8 @@ int iod_chaos_nemesis_parse(const char *s, uint32_t *mask, struct iod_err *e)
 		uint32_t bit;
 	} kinds[] = {{"partition", IOD_CHAOS_NEM_PARTITION},
 	             {"kill", IOD_CHAOS_NEM_KILL},
-	             {"pause", IOD_CHAOS_NEM_PAUSE}};
+	             {"pause", IOD_CHAOS_NEM_PAUSE},
+	             {"member", IOD_CHAOS_NEM_MEMBER}};
 	*mask = 0;
 	if (s && !strcmp(s, "none"))
 		return 0;

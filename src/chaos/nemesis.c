@@ -549,12 +549,20 @@ static int apply_net(struct iod_chaos_cluster *c, struct iod_chaos_fault *f, str
 	return rc;
 }
 
+static void relay_stop(const struct iod_chaos_fault *f)
+{
+	if (f->relay_pid > 0 && f->relay_ticks &&
+	    iod_chaos_start_ticks(f->relay_pid) == f->relay_ticks)
+		kill(f->relay_pid, SIGKILL);
+}
+
 int iod_chaos_fault_heal(const char *chaos_dir, const struct iod_chaos_fault *f, struct iod_err *e)
 {
 	char table[IOD_CHAOS_ID_MAX + 16], script[128], path[IOD_PATH_MAX + 64];
 	int rc = 0;
 	switch (f->action) {
 	case IOD_CHAOS_ACT_PARTITION:
+	case IOD_CHAOS_ACT_DELAY:
 	case IOD_CHAOS_ACT_LOSS: {
 		iod_chaos_table_name(f, table, sizeof(table));
 		if (iod_chaos_table_exists(f)) {
@@ -571,6 +579,9 @@ int iod_chaos_fault_heal(const char *chaos_dir, const struct iod_chaos_fault *f,
 			for (int k = 0; k < 50 && rmdir(m->cgroup_dir) && errno == EBUSY; k++)
 				usleep(2000);
 		}
+		/* after the table: new connections go direct, relayed ones reset */
+		if (!rc)
+			relay_stop(f);
 		break;
 	}
 	case IOD_CHAOS_ACT_PAUSE:
@@ -578,6 +589,7 @@ int iod_chaos_fault_heal(const char *chaos_dir, const struct iod_chaos_fault *f,
 			if (iod_chaos_member_alive(&f->m[i]))
 				kill(f->m[i].pid, SIGCONT);
 		break;
+	case IOD_CHAOS_ACT_MEMBER: rc = iod_chaos_member_readd(f, e); break;
 	case IOD_CHAOS_ACT_KILL:
 		for (uint32_t i = 0; i < f->n && f->restart; i++) {
 			const struct iod_chaos_member *m = &f->m[i];
@@ -658,6 +670,57 @@ int iod_chaos_respawn(const struct iod_chaos_member *m, struct iod_err *e)
 	return 0;
 }
 
+/* delay: start the relay (a daemon that ends itself a second after the
+ * deadline) and learn its port and identity from its port file. */
+static int relay_start(const char *chaos_dir, struct iod_chaos_fault *f, struct iod_err *e)
+{
+	char exe[IOD_PATH_MAX], pf[IOD_PATH_MAX + 64], lat[16], until[24], buf[64];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return iod_err_set(e, -ENOENT, "cannot find my own binary to start the relay");
+	exe[n] = 0;
+	mkdir(chaos_dir, 0700);
+	snprintf(pf, sizeof(pf), "%s/%s.relay", chaos_dir, f->id);
+	snprintf(lat, sizeof(lat), "%u", f->latency_ms);
+	snprintf(until, sizeof(until), "%llu", (unsigned long long)(f->deadline_ms + 1000));
+	unlink(pf);
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0)
+		return iod_err_set(e, -errno, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		setsid();
+		if (fork() != 0)
+			_exit(0);
+		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (nul >= 0) {
+			dup2(nul, 0);
+			dup2(nul, 1);
+		}
+		close_range(3, ~0u, 0);
+		execl(exe, exe, "chaos", "relay", "--port-file", pf, "--latency-ms", lat,
+		      "--until-ms", until, (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	unsigned port = 0;
+	int rpid = 0;
+	for (int i = 0; i < 300 && !port; i++) {
+		if (read_small(pf, buf, sizeof(buf)) > 0 && sscanf(buf, "%u %d", &port, &rpid) == 2)
+			break;
+		port = 0;
+		usleep(10000);
+	}
+	unlink(pf);
+	if (!port || port > 65535 || rpid <= 0)
+		return iod_err_set(e, -ETIMEDOUT, "the delay relay did not start");
+	f->relay_port = (uint16_t)port;
+	f->relay_pid = rpid;
+	f->relay_ticks = iod_chaos_start_ticks(rpid);
+	return 0;
+}
+
 int iod_chaos_fault_apply(struct iod_chaos_cluster *c, struct iod_chaos_fault *f, struct iod_err *e)
 {
 	int rc = 0;
@@ -666,9 +729,12 @@ int iod_chaos_fault_apply(struct iod_chaos_cluster *c, struct iod_chaos_fault *f
 		if (!iod_chaos_member_alive(&f->m[i]))
 			return iod_err_set(e, -ESRCH, "%s is not running: nothing to %s",
 			                   f->m[i].name, iod_chaos_action_name(f->action));
-	if (f->action == IOD_CHAOS_ACT_PARTITION || f->action == IOD_CHAOS_ACT_LOSS)
+	if (f->action == IOD_CHAOS_ACT_PARTITION || f->action == IOD_CHAOS_ACT_LOSS ||
+	    f->action == IOD_CHAOS_ACT_DELAY)
 		if ((rc = prepare_cgroups(f, e)))
 			return rc;
+	if (f->action == IOD_CHAOS_ACT_DELAY && (rc = relay_start(c->chaos_dir, f, e)))
+		return rc;
 	iod_chaos_fault_describe(f);
 	/* the record first: from here on the keeper heals it, whatever happens */
 	if ((rc = iod_chaos_record_save(c->chaos_dir, f, e)))
@@ -679,6 +745,7 @@ int iod_chaos_fault_apply(struct iod_chaos_cluster *c, struct iod_chaos_fault *f
 	}
 	switch (f->action) {
 	case IOD_CHAOS_ACT_PARTITION:
+	case IOD_CHAOS_ACT_DELAY:
 	case IOD_CHAOS_ACT_LOSS: rc = apply_net(c, f, e); break;
 	case IOD_CHAOS_ACT_PAUSE:
 		for (uint32_t i = 0; i < f->n && !rc; i++)
@@ -692,6 +759,7 @@ int iod_chaos_fault_apply(struct iod_chaos_cluster *c, struct iod_chaos_fault *f
 				rc = iod_err_set(e, -errno, "kill %s: %s", f->m[i].name,
 				                 strerror(errno));
 		break;
+	case IOD_CHAOS_ACT_MEMBER: rc = iod_chaos_member_remove(f, e); break;
 	default: rc = iod_err_set(e, -EINVAL, "unknown action");
 	}
 	if (rc)
@@ -804,7 +872,8 @@ static void keeper_log(const char *fmt, const char *a, const char *b)
 static void forget_exited(const char *chaos_dir, struct iod_chaos_fault *f)
 {
 	bool changed = false;
-	if (f->action != IOD_CHAOS_ACT_PARTITION && f->action != IOD_CHAOS_ACT_LOSS)
+	if (f->action != IOD_CHAOS_ACT_PARTITION && f->action != IOD_CHAOS_ACT_LOSS &&
+	    f->action != IOD_CHAOS_ACT_DELAY)
 		return;
 	for (uint32_t i = 0; i < f->n; i++) {
 		struct iod_chaos_member *m = &f->m[i];
@@ -858,6 +927,14 @@ int iod_chaos_keeper_run(const char *chaos_dir, uint32_t idle_exit_ms)
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGINT, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
+	/* member heals speak to the API with the cluster's own client config */
+	char sdir[IOD_PATH_MAX];
+	snprintf(sdir, sizeof(sdir), "%s", chaos_dir);
+	char *slash = strrchr(sdir, '/');
+	if (slash && slash != sdir) {
+		*slash = 0;
+		setenv("IOD_STATE_DIR", sdir, 1);
+	}
 	keeper_log("keeper %s started for %s", num, chaos_dir);
 	uint64_t idle_since = iod_chaos_now_ms();
 	for (;;) {

@@ -561,6 +561,9 @@ static int nemesis_fault(struct run *r, enum iod_chaos_action act, struct iod_rn
 			f->signal = 9;
 			f->restart = true;
 		}
+		if (act == IOD_CHAOS_ACT_MEMBER &&
+		    (rc = iod_chaos_member_lookup(c, &f->m[0], f, e)))
+			return rc;
 	}
 	return iod_chaos_fault_apply(c, f, e);
 }
@@ -640,6 +643,14 @@ static int plan_fault(struct run *r, const struct iod_chaos_step *s, struct iod_
 		f->shape = IOD_CHAOS_SHAPE_EXPLICIT;
 		f->dir = s->dir;
 		rc = iod_chaos_groups_grudge(f->n, a, b, s->dir, &f->g, e);
+	} else if (s->action == IOD_CHAOS_ACT_MEMBER) {
+		/* one server: the first picked */
+		for (uint32_t i = 0; i < n && !f->n; i++)
+			if (pick[i] && cand[i].kind == IOD_CHAOS_SERVER)
+				f->m[f->n++] = cand[i];
+		rc = f->n ? iod_chaos_member_lookup(c, &f->m[0], f, e)
+		          : iod_err_set(e, -EINVAL, "member: selector %s picked no server",
+		                        s->selector);
 	} else {
 		for (uint32_t i = 0; i < n; i++)
 			if (pick[i])
@@ -900,7 +911,7 @@ int iod_chaos_run(struct iod_chaos_cluster *c, const struct iod_chaos_run_cfg *c
 		    rep->nfaults >= IOD_CHAOS_RUN_FAULTS_MAX)
 			break;
 		sleep_until(&r, t);
-		enum iod_chaos_action kinds[4], act;
+		enum iod_chaos_action kinds[5], act;
 		uint32_t nk = 0;
 		if (cfg->nemesis & IOD_CHAOS_NEM_PARTITION)
 			kinds[nk++] = IOD_CHAOS_ACT_PARTITION;
@@ -908,6 +919,8 @@ int iod_chaos_run(struct iod_chaos_cluster *c, const struct iod_chaos_run_cfg *c
 			kinds[nk++] = IOD_CHAOS_ACT_KILL;
 		if (cfg->nemesis & IOD_CHAOS_NEM_PAUSE)
 			kinds[nk++] = IOD_CHAOS_ACT_PAUSE;
+		if (cfg->nemesis & IOD_CHAOS_NEM_MEMBER)
+			kinds[nk++] = IOD_CHAOS_ACT_MEMBER;
 		act = step ? step->action : kinds[turn % nk];
 		turn++;
 		struct iod_chaos_fault *f = calloc(1, sizeof(*f));

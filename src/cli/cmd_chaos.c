@@ -28,52 +28,56 @@ void iod_up_state_dir(char *buf, size_t len);
 static void usage(FILE *f)
 {
 	fprintf(
-	    f, "usage: iod chaos partition [--shape S | --between A,B [--and C]] [--direction D]\n"
-	       "                 --duration D [--seed N]\n"
-	       "       iod chaos network_partition --duration D          (partition --shape one)\n"
-	       "       iod chaos kill TARGET [--signal SIG] [--restart-after D]\n"
-	       "       iod chaos pause TARGET --duration D\n"
-	       "       iod chaos loss TARGET --percent P --duration D\n"
-	       "       iod chaos list | heal [ID | --all]\n"
-	       "       iod chaos run --workload register|set|bank|append [--clients N] [--rate R]\n"
-	       "                 --duration D [--keep]\n"
-	       "                 [--nemesis partition|kill|pause|partition+kill|none]\n"
-	       "                 [--fault-duration D] [--seed N] [--history FILE]\n"
-	       "       iod chaos run --plan FILE [--seed N]      (faults from a YAML plan)\n"
-	       "       iod chaos check FILE --workload register|set|bank|append\n"
-	       "common: [--state-dir DIR] [--detach] [-o text|json]\n\n"
-	       "Inject a fault into the local cluster of `iod up` and heal it at its deadline.\n"
-	       "Every fault is a record in STATE_DIR/chaos/ owned by a detached keeper process\n"
-	       "that heals it on time even if this command, the target or the leader dies.\n"
-	       "Network faults are nftables tables named inet iod_chaos_<id>.\n\n"
-	       "  TARGET           server-N, node-N, replica/NAME, leader, or a comma list\n"
-	       "  --shape S        one | majority | majorities-ring (>= 4 servers) |\n"
-	       "                   minority-third | primaries (the leader alone)\n"
-	       "  --between A,B    one side of an explicit partition (servers or nodes);\n"
-	       "  --and C          the other side (default: every other server)\n"
-	       "  --direction D    both (default) | to (A hears nothing) | from (A is not heard)\n"
-	       "  --duration D     how long the fault lasts (10ms..24h)\n"
-	       "  --detach         return once applied (the keeper heals it); by default wait,\n"
-	       "                   and heal at once on Ctrl-C\n"
-	       "  --signal SIG     kill's signal (default KILL)\n"
-	       "  --restart-after D  kill: start the process again after D, same command line\n"
-	       "  --percent P      loss: drop P%% of what the target sends (1..100)\n\n"
-	       "run: N clients write and read through the API (a register: one config object;\n"
-	       "a set: one config object per element; bank: 5 accounts of 100, transfers in\n"
-	       "one compare-and-set txn; append: 4 lists, appended to with compare-and-set),\n"
-	       "the nemesis injects a fault every 2 x --fault-duration (default 3s), the\n"
-	       "history is checked (linearizability for a register; no lost or phantom\n"
-	       "element for a set; every read totals 500 for bank; no lost, reordered,\n"
-	       "duplicate or stale append) and a report printed: operations ok/failed/\n"
-	       "indeterminate, anomalies, recovery per fault (heal -> first acknowledged\n"
-	       "write, and outage: the longest time without one). The run's objects are\n"
-	       "deleted after it unless --keep.\n"
-	       "A plan (docs/chaos.md, examples/chaos/plan.yaml) lists faults in Chaos Mesh's\n"
-	       "fields (action, mode: one|all|fixed|fixed-percent|random-max-percent, value,\n"
-	       "selector, direction, duration, percent), run in sequence or drawn at random\n"
-	       "from the seed (schedule: sequence|random).\n"
-	       "Exit: 0 valid; 1 anomalies found or a runtime error; 2 bad input;\n"
-	       "      4 the checker's search bound was hit (unknown).\n");
+	    f,
+	    "usage: iod chaos partition [--shape S | --between A,B [--and C]] [--direction D]\n"
+	    "                 --duration D [--seed N]\n"
+	    "       iod chaos network_partition --duration D          (partition --shape one)\n"
+	    "       iod chaos kill TARGET [--signal SIG] [--restart-after D]\n"
+	    "       iod chaos pause TARGET --duration D\n"
+	    "       iod chaos loss TARGET --percent P --duration D\n"
+	    "       iod chaos delay TARGET --latency L --duration D  (what it sends, via a relay)\n"
+	    "       iod chaos member remove server-N|leader --duration D   (re-added then)\n"
+	    "       iod chaos member add server-N          (re-add a removed server now)\n"
+	    "       iod chaos list | heal [ID | --all]\n"
+	    "       iod chaos run --workload register|set|bank|append [--clients N] [--rate R]\n"
+	    "                 --duration D [--keep]\n"
+	    "                 [--nemesis partition|kill|pause|member|partition+member|...|none]\n"
+	    "                 [--fault-duration D] [--seed N] [--history FILE]\n"
+	    "       iod chaos run --plan FILE [--seed N]      (faults from a YAML plan)\n"
+	    "       iod chaos check FILE --workload register|set|bank|append\n"
+	    "common: [--state-dir DIR] [--detach] [-o text|json]\n\n"
+	    "Inject a fault into the local cluster of `iod up` and heal it at its deadline.\n"
+	    "Every fault is a record in STATE_DIR/chaos/ owned by a detached keeper process\n"
+	    "that heals it on time even if this command, the target or the leader dies.\n"
+	    "Network faults are nftables tables named inet iod_chaos_<id>.\n\n"
+	    "  TARGET           server-N, node-N, replica/NAME, leader, or a comma list\n"
+	    "  --shape S        one | majority | majorities-ring (>= 4 servers) |\n"
+	    "                   minority-third | primaries (the leader alone)\n"
+	    "  --between A,B    one side of an explicit partition (servers or nodes);\n"
+	    "  --and C          the other side (default: every other server)\n"
+	    "  --direction D    both (default) | to (A hears nothing) | from (A is not heard)\n"
+	    "  --duration D     how long the fault lasts (10ms..24h)\n"
+	    "  --detach         return once applied (the keeper heals it); by default wait,\n"
+	    "                   and heal at once on Ctrl-C\n"
+	    "  --signal SIG     kill's signal (default KILL)\n"
+	    "  --restart-after D  kill: start the process again after D, same command line\n"
+	    "  --percent P      loss: drop P%% of what the target sends (1..100)\n\n"
+	    "run: N clients write and read through the API (a register: one config object;\n"
+	    "a set: one config object per element; bank: 5 accounts of 100, transfers in\n"
+	    "one compare-and-set txn; append: 4 lists, appended to with compare-and-set),\n"
+	    "the nemesis injects a fault every 2 x --fault-duration (default 3s), the\n"
+	    "history is checked (linearizability for a register; no lost or phantom\n"
+	    "element for a set; every read totals 500 for bank; no lost, reordered,\n"
+	    "duplicate or stale append) and a report printed: operations ok/failed/\n"
+	    "indeterminate, anomalies, recovery per fault (heal -> first acknowledged\n"
+	    "write, and outage: the longest time without one). The run's objects are\n"
+	    "deleted after it unless --keep.\n"
+	    "A plan (docs/chaos.md, examples/chaos/plan.yaml) lists faults in Chaos Mesh's\n"
+	    "fields (action, mode: one|all|fixed|fixed-percent|random-max-percent, value,\n"
+	    "selector, direction, duration, percent), run in sequence or drawn at random\n"
+	    "from the seed (schedule: sequence|random).\n"
+	    "Exit: 0 valid; 1 anomalies found or a runtime error; 2 bad input;\n"
+	    "      4 the checker's search bound was hit (unknown).\n");
 }
 
 static volatile sig_atomic_t interrupted;
@@ -96,6 +100,7 @@ struct opts {
 	uint32_t percent, clients, rate, nemesis;
 	enum iod_chaos_workload workload;
 	bool have_workload, have_percent, keep;
+	uint64_t latency_ms;
 	uint64_t max_states;
 };
 
@@ -123,6 +128,7 @@ enum {
 	O_MAX_STATES,
 	O_PLAN,
 	O_KEEP,
+	O_LATENCY,
 };
 
 static int bad(const char *fmt, const char *a, const char *b)
@@ -157,6 +163,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, const char *sub)
 	                                   {"max-states", required_argument, 0, O_MAX_STATES},
 	                                   {"plan", required_argument, 0, O_PLAN},
 	                                   {"keep", no_argument, 0, O_KEEP},
+	                                   {"latency", required_argument, 0, O_LATENCY},
 	                                   {"output", required_argument, 0, 'o'},
 	                                   {"help", no_argument, 0, 'h'},
 	                                   {0, 0, 0, 0}};
@@ -241,6 +248,12 @@ static int parse_opts(int argc, char **argv, struct opts *o, const char *sub)
 		case O_TARGET: o->target = optarg; break;
 		case O_PLAN: o->plan = optarg; break;
 		case O_KEEP: o->keep = true; break;
+		case O_LATENCY:
+			if (iod_chaos_duration_parse(optarg, &o->latency_ms, &e))
+				return bad("--latency: %s%s", e.msg, "");
+			if (o->latency_ms > IOD_CHAOS_LATENCY_MAX_MS)
+				return bad("--latency %s: at most 60s%s", optarg, "");
+			break;
 		case O_MAX_STATES:
 			o->max_states = strtoull(optarg, &end, 10);
 			if (*end || !o->max_states)
@@ -404,11 +417,139 @@ static int load_cluster(struct opts *o, struct iod_chaos_cluster *c)
 	struct iod_err e = {0};
 	if (!o->have_dir)
 		iod_up_state_dir(o->dir, sizeof(o->dir));
-	else
-		setenv("IOD_STATE_DIR", o->dir, 1); /* its client config, for the API */
+	setenv("IOD_STATE_DIR", o->dir, 1); /* its client config, for the API */
 	if (iod_chaos_cluster_load(o->dir, c, &e))
 		return iod_cli_fail("chaos", IOD_EXIT_INVALID, "%s", e.msg);
 	return 0;
+}
+
+/* delay: the targets (side A, no replicas) and every other running server
+ * (side B, whose ports their traffic goes to). */
+static int delay_members(struct iod_chaos_cluster *c, const char *target, struct iod_chaos_fault *f)
+{
+	bool a[IOD_CHAOS_MEMBERS_MAX] = {0}, b[IOD_CHAOS_MEMBERS_MAX] = {0};
+	struct iod_err e = {0};
+	int rc = resolve_list(c, target, f->m, &f->n);
+	for (uint32_t i = 0; !rc && i < f->n; i++) {
+		a[i] = true;
+		if (f->m[i].kind == IOD_CHAOS_REPLICA)
+			return bad("delay: %s is a replica: delay servers or nodes%s", f->m[i].name,
+			           "");
+	}
+	for (uint32_t i = 0; !rc && i < c->nservers; i++) {
+		bool in = false;
+		for (uint32_t k = 0; k < f->n; k++)
+			in |= !strcmp(f->m[k].name, c->servers[i].name);
+		if (!in && c->servers[i].pid > 0 && f->n < IOD_CHAOS_MEMBERS_MAX) {
+			b[f->n] = true;
+			f->m[f->n++] = c->servers[i];
+		}
+	}
+	if (!rc && iod_chaos_groups_grudge(f->n, a, b, IOD_CHAOS_DIR_FROM, &f->g, &e))
+		rc = bad("delay: %s%s", e.msg, "");
+	return rc;
+}
+
+/* member add TARGET: re-add a server that is not a Raft member now (heals
+ * a member record of it if there is one). */
+static int member_add(struct iod_chaos_cluster *c, struct iod_chaos_fault *f, const struct opts *o)
+{
+	struct iod_chaos_fault *v = NULL;
+	uint32_t n = 0;
+	struct iod_err e = {0};
+	int rc = 0;
+	bool known = !iod_chaos_member_lookup(c, &f->m[0], f, &e);
+	if (known && iod_chaos_member_voter(f))
+		return bad("%s is a Raft voter already: nothing to add%s", f->m[0].name, "");
+	iod_chaos_records_load(c->chaos_dir, &v, &n, &e);
+	bool healed = false;
+	for (uint32_t i = 0; i < n && !rc; i++)
+		if (v[i].action == IOD_CHAOS_ACT_MEMBER && !strcmp(v[i].m[0].name, f->m[0].name)) {
+			rc = heal_one(c, &v[i], &e);
+			healed = !rc;
+		}
+	free(v);
+	if (!rc && !healed) {
+		/* no record: server-N is Raft id N, its addresses from its command line */
+		const struct iod_chaos_member *m = &f->m[0];
+		if (!known) {
+			f->member_id = strtoull(m->name + strlen("server-"), NULL, 10);
+			snprintf(f->member_raft, sizeof(f->member_raft), "127.0.0.1:%u",
+			         m->ports[0]);
+			snprintf(f->member_api, sizeof(f->member_api), "127.0.0.1:%u",
+			         m->nports > 1 ? (unsigned)m->ports[1] : 0u);
+			snprintf(f->apis, sizeof(f->apis), "%s", c->apis);
+		}
+		/* a spare left by an interrupted add takes two rounds */
+		for (int k = 0; k < 50 && (rc = iod_chaos_member_readd(f, &e)); k++)
+			usleep(100000);
+	}
+	if (rc)
+		return iod_cli_fail("chaos", IOD_EXIT_ERROR, "member add %s: %s", f->m[0].name,
+		                    e.msg);
+	if (o->out == IOD_OUT_JSON)
+		printf("{\"member\": \"%s\", \"added\": true}\n", f->m[0].name);
+	else
+		printf("%s is a Raft member again\n", f->m[0].name);
+	return IOD_EXIT_OK;
+}
+
+/* iod chaos member add|remove TARGET [--duration D]: one server (or the
+ * leader), removed from Raft for D and re-added at the deadline. */
+static int do_member(int argc, char **argv, struct opts *o)
+{
+	struct iod_chaos_cluster *c = calloc(1, sizeof(*c));
+	struct iod_chaos_fault *f = calloc(1, sizeof(*f));
+	struct iod_err e = {0};
+	const char *verb = optind < argc ? argv[optind++] : NULL;
+	const char *target = optind < argc ? argv[optind++] : o->target;
+	int rc = 0;
+	bool add = verb && !strcmp(verb, "add");
+	if (!c || !f)
+		rc = iod_cli_fail("chaos", IOD_EXIT_ERROR, "out of memory");
+	else if (!verb || (!add && strcmp(verb, "remove")))
+		rc = bad("member needs add or remove (got %s): iod chaos member remove server-N "
+		         "--duration D",
+		         verb ? verb : "nothing", "");
+	else if (!target)
+		rc = bad("member %s needs a TARGET: server-N or leader%s", verb, "");
+	else if (optind < argc)
+		rc = bad("unexpected argument %s%s", argv[optind], "");
+	else if (!add && !o->have_duration)
+		rc = bad("member remove needs --duration D (10ms..24h): it is re-added then%s%s",
+		         "", "");
+	else if (add && o->have_duration)
+		rc = bad("member add takes no --duration: it re-adds a removed server now%s%s", "",
+		         "");
+	else if (strchr(target, ',') || (strncmp(target, "server-", 7) && strcmp(target, "leader")))
+		rc = bad("member %s: %s is not one control-plane server (server-N or leader)", verb,
+		         target);
+	if (rc || (rc = load_cluster(o, c)) || (rc = resolve_list(c, target, f->m, &f->n)))
+		goto out;
+	if (add) {
+		rc = member_add(c, f, o);
+		goto out;
+	}
+	if (iod_chaos_member_lookup(c, &f->m[0], f, &e)) {
+		rc = e.code == -ENOENT ? bad("%s: unreachable target%s", e.msg, "")
+		                       : iod_cli_fail("chaos", IOD_EXIT_ERROR, "%s", e.msg);
+		goto out;
+	}
+	if (iod_chaos_member_count(c->apis) < 2) {
+		rc = bad("member remove %s: it is the last member%s", f->m[0].name, "");
+		goto out;
+	}
+	if (!o->have_seed)
+		o->seed = iod_time_unix_ns();
+	iod_chaos_fault_id(f->id, sizeof(f->id), o->seed);
+	f->action = IOD_CHAOS_ACT_MEMBER;
+	f->start_ms = iod_chaos_now_ms();
+	f->deadline_ms = f->start_ms + o->duration_ms;
+	rc = apply_and_wait(c, f, o);
+out:
+	free(c);
+	free(f);
+	return rc;
 }
 
 static int do_fault(enum iod_chaos_action act, int argc, char **argv, struct opts *o, bool alias)
@@ -434,6 +575,10 @@ static int do_fault(enum iod_chaos_action act, int argc, char **argv, struct opt
 			o->restart_ms = o->duration_ms; /* kill --duration D: back after D */
 	} else if (!o->have_duration) {
 		rc = bad("%s needs --duration D (10ms..24h)%s", iod_chaos_action_name(act), "");
+		goto out;
+	}
+	if (act == IOD_CHAOS_ACT_DELAY && !o->latency_ms) {
+		rc = bad("delay needs --latency L (10ms..60s)%s%s", "", "");
 		goto out;
 	}
 	if (act == IOD_CHAOS_ACT_LOSS && !o->have_percent) {
@@ -536,6 +681,11 @@ static int do_fault(enum iod_chaos_action act, int argc, char **argv, struct opt
 			if (rc)
 				goto out;
 		}
+		f->deadline_ms = f->start_ms + o->duration_ms;
+	} else if (act == IOD_CHAOS_ACT_DELAY) {
+		if ((rc = delay_members(c, target, f)))
+			goto out;
+		f->latency_ms = (uint32_t)o->latency_ms;
 		f->deadline_ms = f->start_ms + o->duration_ms;
 	} else {
 		if ((rc = resolve_list(c, target, f->m, &f->n)))
@@ -1031,6 +1181,8 @@ static const char *nemesis_name(uint32_t m, char *buf, size_t len)
 		snprintf(buf + strlen(buf), len - strlen(buf), "%skill", buf[0] ? "+" : "");
 	if (m & IOD_CHAOS_NEM_PAUSE)
 		snprintf(buf + strlen(buf), len - strlen(buf), "%spause", buf[0] ? "+" : "");
+	if (m & IOD_CHAOS_NEM_MEMBER)
+		snprintf(buf + strlen(buf), len - strlen(buf), "%smember", buf[0] ? "+" : "");
 	return buf;
 }
 
@@ -1258,6 +1410,20 @@ int cmd_chaos(int argc, char **argv)
 		return argc < 2 ? IOD_EXIT_INVALID : IOD_EXIT_OK;
 	}
 	const char *sub = argv[1];
+	if (!strcmp(sub, "relay")) {
+		/* internal: the delayer of `iod chaos delay` (started by apply) */
+		char *end1 = NULL, *end2 = NULL;
+		unsigned long lat = argc == 8 ? strtoul(argv[5], &end1, 10) : 0;
+		unsigned long long until = argc == 8 ? strtoull(argv[7], &end2, 10) : 0;
+		if (argc != 8 || strcmp(argv[2], "--port-file") ||
+		    strcmp(argv[4], "--latency-ms") || strcmp(argv[6], "--until-ms") || *end1 ||
+		    *end2 || !lat || lat > IOD_CHAOS_LATENCY_MAX_MS)
+			return bad(
+			    "usage: iod chaos relay --port-file F --latency-ms N --until-ms T "
+			    "(started by iod chaos delay)%s%s",
+			    "", "");
+		return iod_chaos_relay_run(argv[3], (uint32_t)lat, until);
+	}
 	if (!strcmp(sub, "keeper")) {
 		/* internal: `iod chaos keeper --chaos-dir DIR` (started by apply) */
 		if (argc != 4 || strcmp(argv[2], "--chaos-dir"))
@@ -1286,5 +1452,7 @@ int cmd_chaos(int argc, char **argv)
 	struct iod_err e = {0};
 	if (iod_chaos_action_parse(sub, &act, &e))
 		return bad("%s; or list, heal, run, check (`iod chaos --help`)%s", e.msg, "");
+	if (act == IOD_CHAOS_ACT_MEMBER)
+		return do_member(argc, argv, &o);
 	return do_fault(act, argc, argv, &o, !strcmp(sub, "network_partition"));
 }

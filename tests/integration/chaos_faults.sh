@@ -4,7 +4,10 @@
 # partition is one nft table that heals on time even when the chaos command
 # and the Raft leader are killed -9 mid-partition (and the cluster takes
 # writes again); a process restarted during a partition inherits none of
-# it; pause stops and resumes; loss and list/heal. Needs root and nft.
+# it; pause stops and resumes; loss and list/heal; a server removed from
+# Raft (member remove) is a voter again at its deadline though the command
+# and the leader died, and member add puts one back; delay holds what a
+# server sends 200 ms and heals. Needs root and nft.
 # Prints RESULT lines.
 set -u
 BUILD=${1:-build}
@@ -15,6 +18,7 @@ command -v nft >/dev/null || { echo "skip: nft not installed"; exit 77; }
 nft list tables >/dev/null 2>&1 || { echo "skip: nft cannot list tables here"; exit 77; }
 grep -q cgroup2 /proc/self/mounts || { echo "skip: no cgroup2 mounted"; exit 77; }
 command -v jq >/dev/null || { echo "skip: jq not installed"; exit 77; }
+command -v curl >/dev/null || { echo "skip: curl not installed"; exit 77; }
 IOD=$(cd "$(dirname "$IOD")" && pwd)/iod
 . "$(dirname "$0")/lib.sh"
 T=$(mktemp -d)
@@ -58,7 +62,14 @@ for args in "explode --duration 5s" "partition --shape triangle --duration 5s" \
 	"partition --shape majorities-ring --duration 5s" "loss server-1 --duration 5s" \
 	"loss server-1 --percent 150 --duration 5s" "partition --direction up --duration 5s" \
 	"pause server-1" "kill server-1 --signal BOGUS" "run --workload ledger --duration 5s" \
-	"check /dev/null --workload ledger" "run --workload bank --duration 5s --clients 0"; do
+	"check /dev/null --workload ledger" "run --workload bank --duration 5s --clients 0" \
+	"member" "member explode server-1" "member remove node-1 --duration 2s" \
+	"member remove server-9 --duration 2s" "member remove server-1" \
+	"member remove server-1,server-2 --duration 2s" "member remove server-1 --duration -1s" \
+	"member add server-1 --duration 2s" "member add server-1" \
+	"delay server-1 --duration 2s" "delay server-1 --latency 2m --duration 2s" \
+	"delay --latency 100ms --duration 2s" "delay server-1 --latency 100ms" \
+	"delay server-8 --latency 100ms --duration 2s" "delay server-1 --latency -5ms --duration 2s"; do
 	# shellcheck disable=SC2086
 	"$IOD" chaos $args >"$T/o" 2>"$T/e"
 	rc=$?
@@ -212,5 +223,110 @@ why=""
 [ "$(records)" = 0 ] || why="$why; records left: $(cd "$IOD_STATE_DIR/chaos" && ls ./*.json | tr '\n' ' ')"
 [ -z "$why" ] && ok "overdue_fault_healed_by_a_new_keeper" ||
 	bad "overdue_fault_healed_by_a_new_keeper (${why#; })"
+
+# ---- delay: what a server sends to the others held 200 ms -----------------
+# measured by a probe started in the delayed server's chaos cgroup (its new
+# connections are the ones redirected): an HTTPS request from it to another
+# server takes >= 2 x 200 ms (two client flights: the TLS hello and the
+# request), and a plain one is fast again after the heal
+PKI="$IOD_STATE_DIR/pki"
+wait_for 10 writes_ok 1s || true
+L=$(leader)
+D=1
+[ "$L" = 1 ] && D=2
+probe() { # probe [CGROUP_DIR]: ms of one GET /v1/status to the leader
+	sh -c "[ -z '${1:-}' ] || echo \$\$ > '${1:-}/cgroup.procs' || exit 1; exec curl -s -o /dev/null \
+		-w '%{time_total}' --max-time 5 --cacert '$PKI/ca.crt' --cert '$PKI/admin.crt' \
+		--key '$PKI/admin.key' https://127.0.0.1:$((API + L - 1))/v1/status" |
+		awk '{printf "%d", $1 * 1000}'
+}
+"$IOD" chaos delay "server-$D" --latency 200ms --duration 3s --detach -o json >"$T/d.json" 2>"$T/d.err"
+drc=$?
+did=$(jq -r .id "$T/d.json" 2>/dev/null)
+ddl=$(jq -r .deadline_ms "$T/d.json" 2>/dev/null)
+rpid=$(jq -r .relay.pid "$T/d.json" 2>/dev/null)
+cg=$(jq -r '.members[0].cgroup_dir' "$IOD_STATE_DIR/chaos/$did.json" 2>/dev/null)
+d1=$(probe "$cg"); d2=$(probe "$cg")
+b1=$(probe)
+while nft list table inet "iod_chaos_$did" >/dev/null 2>&1 && [ "$(now_ms)" -lt $((ddl + 3000)) ]; do
+	sleep 0.05
+done
+dlate=$(($(now_ms) - ddl))
+wait_for 2 sh -c "! kill -0 $rpid 2>/dev/null"
+a1=$(probe)
+why=""
+[ "$drc" = 0 ] || why="$why; exit $drc: $(cat "$T/d.err")"
+[ "${d1:-0}" -ge 380 ] && [ "${d2:-0}" -ge 380 ] || why="$why; delayed probes took $d1, $d2 ms (want >= 380)"
+[ "${b1:-9999}" -lt 380 ] || why="$why; a probe outside the cgroup took $b1 ms"
+{ [ "$dlate" -ge 0 ] && [ "$dlate" -lt 500 ]; } || why="$why; table gone at +$dlate ms"
+kill -0 "$rpid" 2>/dev/null && why="$why; relay $rpid still running"
+[ "${a1:-9999}" -lt 380 ] || why="$why; a probe after the heal took $a1 ms"
+[ ! -d "$cg" ] || why="$why; cgroup $cg left"
+[ "$(records)" = 0 ] || why="$why; records left"
+[ -n "$why" ] || wait_for 10 writes_ok 1s || why="$why; no acknowledged write after"
+if [ -z "$why" ]; then
+	ok "delay_holds_what_a_server_sends_then_heals (probe $d1/$d2 ms, outside $b1 ms, after $a1 ms; table +$dlate ms)"
+else
+	bad "delay_holds_what_a_server_sends_then_heals (${why#; })"
+fi
+
+# ---- member remove: out of Raft, back as a voter at the deadline ----------
+# though the chaos command is killed -9 and the leader killed (restarted
+# 1 s later: until then the two voters left have no majority, and the
+# keeper keeps trying)
+role() { # role ID: the member's role in the leader's configuration ("" absent)
+	for a in $(echo "$IOD_SERVER" | tr , ' '); do
+		curl -s --max-time 2 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" \
+			--key "$PKI/admin.key" "https://$a/v1/status" 2>/dev/null |
+			jq -r --argjson id "$1" 'select(.state == "leader") |
+				([.members[] | select(.id == $id) | .role] | first // "absent")'
+	done | head -1
+}
+wait_for 10 writes_ok 1s || true
+L=$(leader)
+M=1
+[ "$L" = 1 ] && M=2
+"$IOD" chaos member remove "server-$M" --duration 3s -o json >"$T/m.json" 2>"$T/m.err" &
+CH=$!
+wait_for 5 sh -c "ls '$IOD_STATE_DIR'/chaos/c*.json >/dev/null 2>&1" || true
+mid=$(basename "$(ls "$IOD_STATE_DIR"/chaos/c*.json 2>/dev/null | head -1)" .json)
+mdeadline=$(jq -r .deadline_ms "$IOD_STATE_DIR/chaos/$mid.json" 2>/dev/null)
+sleep 0.5
+during=$(role "$M")
+kill -9 "$CH"
+"$IOD" chaos kill "server-$L" --restart-after 1s --detach >/dev/null 2>"$T/mk.err"
+mkrc=$?
+while [ "$(role "$M")" != voter ] && [ "$(now_ms)" -lt $((mdeadline + 8000)) ]; do
+	sleep 0.1
+done
+back=$(($(now_ms) - mdeadline))
+wait_for 3 sh -c "[ ! -f '$IOD_STATE_DIR/chaos/$mid.json' ]"
+why=""
+[ "$during" = absent ] || why="$why; server-$M was '$during' while removed"
+[ "$mkrc" = 0 ] || why="$why; chaos kill exit $mkrc: $(cat "$T/mk.err")"
+[ "$(role "$M")" = voter ] || why="$why; not a voter at +$back ms"
+[ "$back" -ge 0 ] || why="$why; back before the deadline ($back ms)"
+[ ! -f "$IOD_STATE_DIR/chaos/$mid.json" ] || why="$why; record left"
+[ -n "$why" ] || wait_for 10 writes_ok 1s || why="$why; no acknowledged write after"
+if [ -z "$why" ]; then
+	ok "member_removed_then_readded_though_command_and_leader_died (voter at +$back ms)"
+else
+	bad "member_removed_then_readded_though_command_and_leader_died (${why#; }; $(tail -3 "$IOD_STATE_DIR/chaos/keeper.log" | tr '\n' ' '))"
+fi
+# member add: a server taken out by hand is put back; a voter is refused
+"$IOD" chaos member remove "server-$M" --duration 1h --detach >/dev/null 2>&1
+sleep 0.3
+r1=$(role "$M")
+"$IOD" chaos member add "server-$M" >/dev/null 2>"$T/ma.err"
+marc=$?
+r2=$(role "$M")
+"$IOD" chaos member add "server-$M" >/dev/null 2>&1
+again=$?
+if [ "$r1" = absent ] && [ "$marc" = 0 ] && [ "$r2" = voter ] && [ "$again" = 2 ] &&
+	[ "$(records)" = 0 ]; then
+	ok "member_add_readds_and_refuses_a_voter"
+else
+	bad "member_add_readds_and_refuses_a_voter (removed '$r1', add exit $marc '$r2' $(cat "$T/ma.err"), again $again, records $(records))"
+fi
 
 echo "RESULT $pass $fail 0"

@@ -1,9 +1,9 @@
 #!/bin/sh
 # chaos_nemesis.sh BUILD [NEMESIS...]: the CI matrix of issue 20 on a
 # 3-server loopback cluster: for each nemesis (default partition, kill,
-# pause, partition+kill) 20 s of a register workload with that nemesis and,
-# at the same time, set, bank and append workloads that live through the
-# same faults. Every cell must be valid: linearizable register, no lost or
+# pause, partition+kill, partition+member) 20 s of a register workload
+# with that nemesis and, at the same time, set, bank and append workloads
+# that live through the same faults. Every cell must be valid: linearizable register, no lost or
 # phantom set element, every bank read totals 500, no lost, reordered or
 # stale append, at least one fault injected and every fault recovered (a
 # write acknowledged after its heal); afterwards no chaos-* object is left.
@@ -11,7 +11,7 @@
 set -u
 BUILD=${1:-build}
 [ $# -gt 0 ] && shift
-NEMESES=${*:-partition kill pause partition+kill}
+NEMESES=${*:-partition kill pause partition+kill partition+member}
 IOD="$BUILD/iod"
 [ -x "$IOD" ] || { echo "skip: $IOD not built"; exit 77; }
 [ "$(id -u)" = 0 ] || { echo "skip: needs root (nftables, cgroups)"; exit 77; }

@@ -265,6 +265,81 @@ TEST(records_round_trip_and_are_checked)
 	free(f);
 }
 
+TEST(member_records_round_trip_and_are_checked)
+{
+	struct iod_chaos_fault *f = calloc(2, sizeof(*f)), *g = f + 1;
+	struct iod_err e2 = {0};
+	CHECK_EQ(iod_chaos_action_parse("member", &f->action, &err), 0);
+	CHECK_EQ(f->action, IOD_CHAOS_ACT_MEMBER);
+	snprintf(f->id, sizeof(f->id), "c00000000000a");
+	f->n = 1;
+	snprintf(f->m[0].name, sizeof(f->m[0].name), "server-2");
+	f->member_id = 2;
+	snprintf(f->member_raft, sizeof(f->member_raft), "127.0.0.1:7301");
+	snprintf(f->member_api, sizeof(f->member_api), "127.0.0.1:7401");
+	snprintf(f->apis, sizeof(f->apis), "127.0.0.1:7400,127.0.0.1:7401");
+	f->deadline_ms = 5000;
+	iod_chaos_fault_describe(f);
+	CHECK_CONTAINS(f->desc, "member remove server-2 (Raft id 2");
+	json_t *j = iod_chaos_fault_to_json(f);
+	CHECK_EQ(iod_chaos_fault_from_json(j, g, &err), 0);
+	CHECK_EQ(g->member_id, 2u);
+	CHECK_STR(g->member_raft, "127.0.0.1:7301");
+	CHECK_STR(g->member_api, "127.0.0.1:7401");
+	CHECK_STR(g->apis, f->apis);
+	/* a member record names one server and how to reach the cluster */
+	json_object_set_new(json_object_get(j, "raft_member"), "raft", json_string("nowhere"));
+	CHECK_EQ(iod_chaos_fault_from_json(j, g, &e2), -EINVAL);
+	CHECK_CONTAINS(e2.msg, "raft HOST:PORT");
+	json_object_del(j, "raft_member");
+	CHECK_EQ(iod_chaos_fault_from_json(j, g, &e2), -EINVAL);
+	CHECK_CONTAINS(e2.msg, "needs raft_member");
+	json_decref(j);
+	/* no nft table for it */
+	struct iod_buf b;
+	iod_buf_init(&b);
+	CHECK_EQ(iod_chaos_nft_script(f, &b, &err), -EINVAL);
+	iod_buf_free(&b);
+	uint32_t m;
+	CHECK_EQ(iod_chaos_nemesis_parse("partition+member", &m, &err), 0);
+	CHECK_EQ(m, IOD_CHAOS_NEM_PARTITION | IOD_CHAOS_NEM_MEMBER);
+	free(f);
+}
+
+TEST(delay_record_and_script)
+{
+	struct iod_chaos_fault *f = calloc(2, sizeof(*f)), *g = f + 1;
+	sample(f); /* server-1 | server-2,server-3 from: server-1's sends are held */
+	f->action = IOD_CHAOS_ACT_DELAY;
+	f->latency_ms = 200;
+	struct iod_buf b;
+	iod_buf_init(&b);
+	CHECK_EQ(iod_chaos_nft_script(f, &b, &err), -EINVAL); /* no relay port yet */
+	f->relay_port = 45678;
+	f->relay_pid = 4321;
+	f->relay_ticks = 77;
+	CHECK_EQ(iod_chaos_nft_script(f, &b, &err), 0);
+	CHECK_CONTAINS(b.data, "type nat hook output");
+	CHECK_CONTAINS(b.data, "\"iod-chaos/c0123456789ab-server-1\" tcp dport { 7301, 7401 } "
+	                       "redirect to :45678");
+	/* its socket from before, to a peer: reset once; the one elsewhere not */
+	CHECK_CONTAINS(b.data, "tcp sport 40000 tcp dport 7301 reject with tcp reset");
+	CHECK(strstr(b.data, "9999") == NULL);
+	iod_buf_free(&b);
+	iod_chaos_fault_describe(f);
+	CHECK_CONTAINS(f->desc, "delay 200 ms of what server-1 sends");
+	json_t *j = iod_chaos_fault_to_json(f);
+	CHECK_EQ(iod_chaos_fault_from_json(j, g, &err), 0);
+	CHECK_EQ(g->latency_ms, 200u);
+	CHECK_EQ(g->relay_port, 45678);
+	CHECK_EQ(g->relay_pid, 4321);
+	CHECK_EQ(g->relay_ticks, 77u);
+	json_object_set_new(json_object_get(j, "relay"), "latency_ms", json_integer(600001));
+	CHECK_EQ(iod_chaos_fault_from_json(j, g, &err), -EINVAL);
+	json_decref(j);
+	free(f);
+}
+
 TEST(nft_script_one_named_table)
 {
 	struct iod_chaos_fault *f = calloc(1, sizeof(*f));
