@@ -978,9 +978,8 @@ void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt 
 			uint32_t h = (uint32_t)((x ^ x >> 32) * 0xd6e8feb86659fd93ull >> 32);
 			st[i].fp_hash = h;
 			st[i].fp = &cs->fp[h & pl->fp_mask & ~1u]; /* 2-way: one 128-byte set */
-			/* The first way only: a flow is filled there unless it is
-			 * taken, so the second line would be a wasted miss. */
 			__builtin_prefetch(st[i].fp);
+			__builtin_prefetch(st[i].fp + 1); /* (the first way only measured slower) */
 		}
 	}
 	/* Compiled flows: prefetch their sessions. What a hit needs is copied
