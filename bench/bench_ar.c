@@ -390,7 +390,27 @@ struct clove_res {
 	uint32_t flows, done;       /* added, finished */
 	double spine0_share;        /* of the bytes the spines sent, spine0's (it has a
 	                               third of the leaf-to-leaf capacity: ideal 0.33) */
+	uint64_t marks_last_hop;    /* CE marks on leaf -> host ports */
+	uint64_t marks_fabric;      /* CE marks on leaf <-> spine ports */
+	uint64_t drops_last_hop;    /* drops on leaf -> host ports */
 };
+
+/* CE marks and drops on the receivers' last hop (leaf -> host) and in the
+ * fabric (leaf <-> spine). */
+static void mark_split(const struct iod_sim *s, struct clove_res *out)
+{
+	for (uint32_t p = 0; p < iod_sim_port_count(s); p++) {
+		struct iod_sim_port_stats st;
+		iod_sim_port_stats(s, p, &st);
+		const char *n = iod_sim_node_name(s, st.node), *m = iod_sim_node_name(s, st.peer);
+		if (!strncmp(n, "leaf", 4) && strncmp(m, "spine", 5)) {
+			out->marks_last_hop += st.ecn_marks;
+			out->drops_last_hop += st.drops;
+		} else if (!strncmp(n, "leaf", 4) || !strncmp(n, "spine", 5)) {
+			out->marks_fabric += st.ecn_marks;
+		}
+	}
+}
 
 /* The share of the bytes the spines forwarded that went through spine0. */
 static double spine0_share(const struct iod_sim *s)
@@ -444,6 +464,8 @@ static void clove_one(const struct iod_sim_topo *t, enum iod_ar_policy p, double
 	out->flows = iod_sim_flow_count(r.s);
 	out->done = iod_sim_flows_done(r.s);
 	out->spine0_share = spine0_share(r.s);
+	out->marks_last_hop = out->marks_fabric = out->drops_last_hop = 0;
+	mark_split(r.s, out);
 	run_close(&r);
 }
 
@@ -558,10 +580,39 @@ static void clove_variant_one(const struct clove_variant *v, enum iod_ar_policy 
 		cr->sum.timeouts += one.sum.timeouts;
 		cr->sum.ecn_masked += one.sum.ecn_masked;
 		cr->spine0_share += one.spine0_share / seeds;
+		cr->marks_last_hop += one.marks_last_hop;
+		cr->marks_fabric += one.marks_fabric;
+		cr->drops_last_hop += one.drops_last_hop;
 		cr->flows += one.flows;
 		cr->done += one.done;
 	}
 	iod_sim_topo_free(&t);
+}
+
+/* One BENCH ar.clove_asym_model line: a variant's ECMP and clove-ecn runs. */
+static void print_variant(const struct clove_variant *v, int load, uint64_t dur,
+                          const struct clove_res *ec, const struct clove_res *cl)
+{
+	printf(
+	    "BENCH ar.clove_asym_model variant=%s load=%d dur_ms=%" PRIu64
+	    " seeds=%u ecn_mask=%d ecn_pkts=%u transport=%s gap_us=%" PRIu64
+	    " flows=%u done_ecmp=%u done_clove=%u ecmp_fct_avg_us=%.1f clove_fct_avg_us=%.1f"
+	    " fct_norm=%.3f small_norm=%.3f large_norm=%.3f",
+	    v->name, load, (uint64_t)(dur / IOD_NS_PER_MS), g_seeds ? g_seeds : 3, v->mask,
+	    v->ecn_pkts, v->newreno ? "newreno_outer_ect" : "dctcp", v->gap_us, cl->flows, ec->done,
+	    cl->done, ec->sum.all.fct_avg_us, cl->sum.all.fct_avg_us,
+	    cl->sum.all.fct_avg_us / ec->sum.all.fct_avg_us,
+	    ec->sum.small.fct_avg_us > 0 ? cl->sum.small.fct_avg_us / ec->sum.small.fct_avg_us : 0,
+	    ec->sum.large.fct_avg_us > 0 ? cl->sum.large.fct_avg_us / ec->sum.large.fct_avg_us : 0);
+	printf(" ecmp_drops=%" PRIu64 " clove_drops=%" PRIu64 " ecmp_timeouts=%" PRIu64
+	       " clove_timeouts=%" PRIu64 " ecn_masked=%" PRIu64
+	       " ecmp_spine0_share=%.3f clove_spine0_share=%.3f ecmp_marks_last_hop=%" PRIu64
+	       " ecmp_marks_fabric=%" PRIu64 " clove_marks_last_hop=%" PRIu64
+	       " clove_marks_fabric=%" PRIu64 " ecmp_drops_last_hop=%" PRIu64
+	       " clove_drops_last_hop=%" PRIu64 "\n",
+	       ec->sum.drops, cl->sum.drops, ec->sum.timeouts, cl->sum.timeouts, cl->sum.ecn_masked,
+	       ec->spine0_share, cl->spine0_share, ec->marks_last_hop, ec->marks_fabric,
+	       cl->marks_last_hop, cl->marks_fabric, ec->drops_last_hop, cl->drops_last_hop);
 }
 
 static void bench_clove_variants(void)
@@ -580,24 +631,7 @@ static void bench_clove_variants(void)
 		double t0 = wall_now();
 		clove_variant_one(v, IOD_AR_ECMP, load, dur, &cdf, &ec);
 		clove_variant_one(v, IOD_AR_CLOVE_ECN, load, dur, &cdf, &cl);
-		printf(
-		    "BENCH ar.clove_asym_model variant=%s load=%d dur_ms=%" PRIu64
-		    " seeds=%u ecn_mask=%d ecn_pkts=%u "
-		    "transport=%s gap_us=%" PRIu64 " flows=%u done_ecmp=%u done_clove=%u "
-		    "ecmp_fct_avg_us=%.1f clove_fct_avg_us=%.1f fct_norm=%.3f small_norm=%.3f "
-		    "large_norm=%.3f ecmp_drops=%" PRIu64 " clove_drops=%" PRIu64
-		    " ecmp_timeouts=%" PRIu64 " clove_timeouts=%" PRIu64 " ecn_masked=%" PRIu64
-		    " ecmp_spine0_share=%.3f clove_spine0_share=%.3f\n",
-		    v->name, load, (uint64_t)(dur / IOD_NS_PER_MS), g_seeds ? g_seeds : 3, v->mask,
-		    v->ecn_pkts, v->newreno ? "newreno_outer_ect" : "dctcp", v->gap_us, cl.flows,
-		    ec.done, cl.done, ec.sum.all.fct_avg_us, cl.sum.all.fct_avg_us,
-		    cl.sum.all.fct_avg_us / ec.sum.all.fct_avg_us,
-		    ec.sum.small.fct_avg_us > 0 ? cl.sum.small.fct_avg_us / ec.sum.small.fct_avg_us
-		                                : 0,
-		    ec.sum.large.fct_avg_us > 0 ? cl.sum.large.fct_avg_us / ec.sum.large.fct_avg_us
-		                                : 0,
-		    ec.sum.drops, cl.sum.drops, ec.sum.timeouts, cl.sum.timeouts, cl.sum.ecn_masked,
-		    ec.spine0_share, cl.spine0_share);
+		print_variant(v, load, dur, &ec, &cl);
 		fflush(stdout);
 		fprintf(stderr, "  (variant %s: %.1f s wall)\n", v->name, wall_now() - t0);
 	}

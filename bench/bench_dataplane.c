@@ -9,8 +9,9 @@
  * Prints its parameters, then one `BENCH dataplane.<figure> key=value...`
  * line per figure. IOD_BENCH_SECONDS (default 1) sets the time per figure;
  * IOD_BENCH_CT_SESSIONS (default 10000000) the conntrack scale;
- * IOD_BENCH_ONLY (a substring of figure names, e.g. full_60B_1000000) runs
- * only the figures whose names contain it (for profiling one case), plus the
+ * IOD_BENCH_ONLY (substrings of figure names, comma-separated, e.g.
+ * dpdk,full_60B_1000000) runs only the figures whose names contain one of
+ * them (for profiling one case), plus the
  * mac-swap loop their ratios need; IOD_BENCH_WARM_PASSES the warm-up passes.
  */
 #include "iod/io.h"
@@ -31,7 +32,18 @@ static double dpdk_mpps; /* the bare DPDK loop of this run, 0 = none */
 static bool wanted(const char *name)
 {
 	const char *only = getenv("IOD_BENCH_ONLY");
-	return !only || !only[0] || strstr(name, only);
+	if (!only || !only[0])
+		return true;
+	/* a comma-separated list: any of them */
+	for (const char *p = only; *p;) {
+		size_t n = strcspn(p, ",");
+		char part[64];
+		snprintf(part, sizeof(part), "%.*s", (int)(n < 63 ? n : 63), p);
+		if (part[0] && strstr(name, part))
+			return true;
+		p += n + (p[n] == ',');
+	}
+	return false;
 }
 
 /* Whether any engine figure of this frame size runs (then its mac-swap
