@@ -20,7 +20,14 @@
  *              all-reduce, one spine-leaf link degraded to 10 Gbps: bus
  *              bandwidth per policy as a fraction of the ideal (the NIC).
  *
- * usage: bench_ar [--full] [--newreno] [--gap-us N] [--load PCT] [--dur-ms N] [--tb-buffer-kb N] [--tb-path-gbps N] [--tb-burst-us N] [--tb-seeds N] [--tb-flows N] [--tb-iw N] [--tie-us N] [--only doca|doca_testbed|clove_asym|clove_sym|allreduce]
+ * usage: bench_ar [--full] [--newreno] [--gap-us N] [--load PCT] [--dur-ms N] [--tb-buffer-kb N] [--tb-path-gbps N] [--tb-burst-us N] [--tb-seeds N] [--tb-flows N] [--tb-iw N] [--tie-us N] [--ecn-mask] [--ecn-pkts N] [--outer-ect] [--variants] [--variant NAME] [--only doca|doca_testbed|clove_asym|clove_sym|allreduce]
+ *   --ecn-mask: clove-ecn's edges hide CE from the inner flow unless every
+ *   path is congested (the paper's design; off = the inner DCTCP sees every
+ *   mark, as before); --ecn-pkts: switch ECN threshold (default 65);
+ *   --outer-ect (with --newreno): packets ECN-capable outside, so the edge
+ *   sees marks the loss-based inner flow ignores. --variants: ar.clove_asym
+ *   under each model change, one at a time, each with its own ECMP run
+ *   (`BENCH ar.clove_asym_model`); --variant NAME runs one of them.
  *   default: 10 seeds (doca), loads 30,50,70,90 (asym) and 80 (sym) with 1
  *   seed and 50 ms of arrivals (clove), 16 MB all-reduce. --full: 30 seeds,
  *   loads 10..90 step 10 with 3 seeds and 100 ms, 64 MB, 3 seeds (hours on
@@ -61,7 +68,13 @@ static enum iod_sim_transport g_transport = IOD_SIM_DCTCP;
 static uint64_t g_gap_ns;  /* flowlet gap; 0 = the core's default */
 static const int *g_loads; /* --load N: one load only */
 static int g_load_one;
-static uint64_t g_dur_ns; /* --dur-ms: arrival window of the Clove cases */
+static uint64_t g_dur_ns;     /* --dur-ms: arrival window of the Clove cases */
+static bool g_ecn_mask;       /* --ecn-mask: clove-ecn's edges mask CE from the inner flow */
+static uint32_t g_ecn_pkts;   /* --ecn-pkts: switch ECN threshold (0 = the topology's 65) */
+static bool g_outer_ect;      /* --outer-ect: every packet ECT outside (for --newreno) */
+static bool g_variants;       /* --variants: the Clove model variants, one at a time */
+static const char *g_variant; /* --variant NAME: only that one */
+static uint32_t g_seeds;      /* --seeds N: seeds of the variants (default 3) */
 
 static bool g_scatter;        /* minrtt probes pseudo-random ports (run_open) */
 static uint64_t g_rto_min_ns; /* 0 = the simulator's default (1 ms) */
@@ -98,6 +111,9 @@ static void run_open(struct run *r, const struct iod_sim_topo *t, enum iod_ar_po
 	sc.init_cwnd_pkts = g_init_cwnd;
 	sc.packets_max = 1u << 20;
 	sc.flows_max = 1u << 16;
+	sc.outer_ect = g_outer_ect;
+	if (g_ecn_mask && p == IOD_AR_CLOVE_ECN)
+		r->pol.inner_ecn = iod_sim_ar_inner_ecn; /* else the inner flow sees every CE */
 	sc.policy = &r->pol;
 	if (iod_sim_create(&r->s, t, &sc, &e))
 		die(&e, "simulator");
@@ -363,12 +379,55 @@ static void clove_topo(struct iod_sim_topo *t, bool asym)
 		if (iod_sim_topo_add_event(t, 0, link, 0, &e))
 			die(&e, "topology");
 	}
+	if (g_ecn_pkts) {
+		t->ecn_pkts = g_ecn_pkts;
+		t->ecn_bytes = 0;
+	}
 }
 
 struct clove_res {
 	struct iod_sim_summary sum; /* FCTs */
 	uint32_t flows, done;       /* added, finished */
+	double spine0_share;        /* of the bytes the spines sent, spine0's (it has a
+	                               third of the leaf-to-leaf capacity: ideal 0.33) */
+	uint64_t marks_last_hop;    /* CE marks on leaf -> host ports */
+	uint64_t marks_fabric;      /* CE marks on leaf <-> spine ports */
+	uint64_t drops_last_hop;    /* drops on leaf -> host ports */
 };
+
+/* CE marks and drops on the receivers' last hop (leaf -> host) and in the
+ * fabric (leaf <-> spine). */
+static void mark_split(const struct iod_sim *s, struct clove_res *out)
+{
+	for (uint32_t p = 0; p < iod_sim_port_count(s); p++) {
+		struct iod_sim_port_stats st;
+		iod_sim_port_stats(s, p, &st);
+		const char *n = iod_sim_node_name(s, st.node), *m = iod_sim_node_name(s, st.peer);
+		if (!strncmp(n, "leaf", 4) && strncmp(m, "spine", 5)) {
+			out->marks_last_hop += st.ecn_marks;
+			out->drops_last_hop += st.drops;
+		} else if (!strncmp(n, "leaf", 4) || !strncmp(n, "spine", 5)) {
+			out->marks_fabric += st.ecn_marks;
+		}
+	}
+}
+
+/* The share of the bytes the spines forwarded that went through spine0. */
+static double spine0_share(const struct iod_sim *s)
+{
+	uint64_t sp0 = 0, all = 0;
+	for (uint32_t p = 0; p < iod_sim_port_count(s); p++) {
+		struct iod_sim_port_stats st;
+		iod_sim_port_stats(s, p, &st);
+		const char *n = iod_sim_node_name(s, st.node);
+		if (strncmp(n, "spine", 5))
+			continue;
+		all += st.tx_bytes;
+		if (!strcmp(n, "spine0"))
+			sp0 += st.tx_bytes;
+	}
+	return all ? (double)sp0 / (double)all : 0;
+}
 
 /* Poisson web-search arrivals from every host to a random host on the other
  * leaf at load x the NIC rate, for dur_ns; then drain. */
@@ -404,7 +463,16 @@ static void clove_one(const struct iod_sim_topo *t, enum iod_ar_policy p, double
 		die(&e, "summary");
 	out->flows = iod_sim_flow_count(r.s);
 	out->done = iod_sim_flows_done(r.s);
+	out->spine0_share = spine0_share(r.s);
+	out->marks_last_hop = out->marks_fabric = out->drops_last_hop = 0;
+	mark_split(r.s, out);
 	run_close(&r);
+}
+
+static const char *transport_name(void)
+{
+	return g_transport == IOD_SIM_NEWRENO ? (g_outer_ect ? "newreno_outer_ect" : "newreno")
+	                                      : "dctcp";
 }
 
 static void bench_clove(bool full, bool asym)
@@ -433,6 +501,7 @@ static void bench_clove(bool full, bool asym)
 	for (int li = 0; li < nloads; li++) {
 		double avg[4] = {0}, small[4] = {0}, large[4] = {0};
 		uint32_t flows[4] = {0}, done[4] = {0};
+		uint64_t drops[4] = {0}, tmo[4] = {0}, masked[4] = {0};
 		double t0 = wall_now();
 		for (int pi = 0; pi < 4; pi++) {
 			for (uint32_t sd = 1; sd <= seeds; sd++) {
@@ -443,20 +512,129 @@ static void bench_clove(bool full, bool asym)
 				large[pi] += cr.sum.large.fct_avg_us / seeds;
 				flows[pi] += cr.flows;
 				done[pi] += cr.done;
+				drops[pi] += cr.sum.drops;
+				tmo[pi] += cr.sum.timeouts;
+				masked[pi] += cr.sum.ecn_masked;
 			}
 		}
 		for (int pi = 0; pi < 4; pi++)
 			printf("BENCH ar.%s load=%d policy=%s seeds=%u flows=%u done=%u "
-			       "fct_avg_us=%.1f fct_norm=%.3f small_norm=%.3f large_norm=%.3f\n",
+			       "fct_avg_us=%.1f fct_norm=%.3f small_norm=%.3f large_norm=%.3f "
+			       "ecn_mask=%d ecn_pkts=%u transport=%s drops=%" PRIu64
+			       " timeouts=%" PRIu64 " ecn_masked=%" PRIu64 "\n",
 			       asym ? "clove_asym" : "clove_sym", loads[li],
 			       iod_ar_policy_name(pols[pi]), seeds, flows[pi], done[pi], avg[pi],
 			       avg[pi] / avg[0], small[0] > 0 ? small[pi] / small[0] : 0,
-			       large[0] > 0 ? large[pi] / large[0] : 0);
+			       large[0] > 0 ? large[pi] / large[0] : 0, g_ecn_mask, t.ecn_pkts,
+			       transport_name(), drops[pi], tmo[pi], masked[pi]);
 		fflush(stdout);
 		fprintf(stderr, "  (%s load %d: %.1f s wall)\n", asym ? "asym" : "sym", loads[li],
 		        wall_now() - t0);
 	}
 	iod_sim_topo_free(&t);
+}
+
+/* The Clove model, one change at a time from the model before (the inner
+ * flow saw every CE, ECN at 65 packets, DCTCP, 100 us flowlets), each run
+ * with its own ECMP baseline: which modelling difference moves clove-ecn's
+ * average FCT towards the published 0.33 of ECMP's. */
+struct clove_variant {
+	const char *name;
+	bool mask;         /* the edge masks CE from the inner flow */
+	uint32_t ecn_pkts; /* switch ECN threshold */
+	bool newreno;      /* inner loss-based TCP, outer ECT (Clove's edge marks it) */
+	uint64_t gap_us;   /* flowlet gap */
+};
+
+static const struct clove_variant clove_variants[] = {
+    {"before", false, 65, false, 100},
+    {"mask", true, 65, false, 100},
+    {"ecn20", false, 20, false, 100},
+    {"mask_ecn20", true, 20, false, 100},
+    {"gap20us", false, 65, false, 20},
+    {"gap500us", false, 65, false, 500},
+    {"newreno", false, 65, true, 100},
+    {"newreno_ecn20", false, 20, true, 100},
+    {"mask_ecn20_gap500us", true, 20, false, 500},
+};
+
+static void clove_variant_one(const struct clove_variant *v, enum iod_ar_policy p, int load,
+                              uint64_t dur, const struct iod_sim_cdf *cdf, struct clove_res *cr)
+{
+	struct iod_sim_topo t;
+	g_ecn_mask = v->mask;
+	g_ecn_pkts = v->ecn_pkts;
+	g_transport = v->newreno ? IOD_SIM_NEWRENO : IOD_SIM_DCTCP;
+	g_outer_ect = v->newreno;
+	g_gap_ns = v->gap_us * IOD_NS_PER_US;
+	clove_topo(&t, true);
+	uint32_t seeds = g_seeds ? g_seeds : 3;
+	memset(cr, 0, sizeof(*cr));
+	for (uint32_t sd = 1; sd <= seeds; sd++) {
+		struct clove_res one;
+		clove_one(&t, p, load / 100.0, dur, sd, cdf, &one);
+		cr->sum.all.fct_avg_us += one.sum.all.fct_avg_us / seeds;
+		cr->sum.small.fct_avg_us += one.sum.small.fct_avg_us / seeds;
+		cr->sum.large.fct_avg_us += one.sum.large.fct_avg_us / seeds;
+		cr->sum.drops += one.sum.drops;
+		cr->sum.timeouts += one.sum.timeouts;
+		cr->sum.ecn_masked += one.sum.ecn_masked;
+		cr->spine0_share += one.spine0_share / seeds;
+		cr->marks_last_hop += one.marks_last_hop;
+		cr->marks_fabric += one.marks_fabric;
+		cr->drops_last_hop += one.drops_last_hop;
+		cr->flows += one.flows;
+		cr->done += one.done;
+	}
+	iod_sim_topo_free(&t);
+}
+
+/* One BENCH ar.clove_asym_model line: a variant's ECMP and clove-ecn runs. */
+static void print_variant(const struct clove_variant *v, int load, uint64_t dur,
+                          const struct clove_res *ec, const struct clove_res *cl)
+{
+	printf(
+	    "BENCH ar.clove_asym_model variant=%s load=%d dur_ms=%" PRIu64
+	    " seeds=%u ecn_mask=%d ecn_pkts=%u transport=%s gap_us=%" PRIu64
+	    " flows=%u done_ecmp=%u done_clove=%u ecmp_fct_avg_us=%.1f clove_fct_avg_us=%.1f"
+	    " fct_norm=%.3f small_norm=%.3f large_norm=%.3f",
+	    v->name, load, (uint64_t)(dur / IOD_NS_PER_MS), g_seeds ? g_seeds : 3, v->mask,
+	    v->ecn_pkts, v->newreno ? "newreno_outer_ect" : "dctcp", v->gap_us, cl->flows, ec->done,
+	    cl->done, ec->sum.all.fct_avg_us, cl->sum.all.fct_avg_us,
+	    cl->sum.all.fct_avg_us / ec->sum.all.fct_avg_us,
+	    ec->sum.small.fct_avg_us > 0 ? cl->sum.small.fct_avg_us / ec->sum.small.fct_avg_us : 0,
+	    ec->sum.large.fct_avg_us > 0 ? cl->sum.large.fct_avg_us / ec->sum.large.fct_avg_us : 0);
+	printf(" ecmp_drops=%" PRIu64 " clove_drops=%" PRIu64 " ecmp_timeouts=%" PRIu64
+	       " clove_timeouts=%" PRIu64 " ecn_masked=%" PRIu64
+	       " ecmp_spine0_share=%.3f clove_spine0_share=%.3f ecmp_marks_last_hop=%" PRIu64
+	       " ecmp_marks_fabric=%" PRIu64 " clove_marks_last_hop=%" PRIu64
+	       " clove_marks_fabric=%" PRIu64 " ecmp_drops_last_hop=%" PRIu64
+	       " clove_drops_last_hop=%" PRIu64 "\n",
+	       ec->sum.drops, cl->sum.drops, ec->sum.timeouts, cl->sum.timeouts, cl->sum.ecn_masked,
+	       ec->spine0_share, cl->spine0_share, ec->marks_last_hop, ec->marks_fabric,
+	       cl->marks_last_hop, cl->marks_fabric, ec->drops_last_hop, cl->drops_last_hop);
+}
+
+static void bench_clove_variants(void)
+{
+	int load = g_loads ? g_loads[0] : 70;
+	uint64_t dur = g_dur_ns ? g_dur_ns : 50 * IOD_NS_PER_MS;
+	struct iod_sim_cdf cdf;
+	struct iod_err e = {0};
+	if (iod_sim_cdf_load(&cdf, "web-search", &e))
+		die(&e, "web-search");
+	for (size_t i = 0; i < sizeof(clove_variants) / sizeof(clove_variants[0]); i++) {
+		const struct clove_variant *v = &clove_variants[i];
+		struct clove_res ec, cl;
+		if (g_variant && strcmp(g_variant, v->name))
+			continue;
+		double t0 = wall_now();
+		clove_variant_one(v, IOD_AR_ECMP, load, dur, &cdf, &ec);
+		clove_variant_one(v, IOD_AR_CLOVE_ECN, load, dur, &cdf, &cl);
+		print_variant(v, load, dur, &ec, &cl);
+		fflush(stdout);
+		fprintf(stderr, "  (variant %s: %.1f s wall)\n", v->name, wall_now() - t0);
+	}
 }
 
 /* ---- 4. all-reduce ---------------------------------------------------------- */
@@ -543,6 +721,19 @@ int main(int argc, char **argv)
 			g_loads = &g_load_one;
 		} else if (!strcmp(argv[i], "--dur-ms") && i + 1 < argc) {
 			g_dur_ns = strtoull(argv[++i], NULL, 10) * IOD_NS_PER_MS;
+		} else if (!strcmp(argv[i], "--ecn-mask")) {
+			g_ecn_mask = true;
+		} else if (!strcmp(argv[i], "--ecn-pkts") && i + 1 < argc) {
+			g_ecn_pkts = (uint32_t)strtoul(argv[++i], NULL, 10);
+		} else if (!strcmp(argv[i], "--outer-ect")) {
+			g_outer_ect = true;
+		} else if (!strcmp(argv[i], "--variants")) {
+			g_variants = true;
+		} else if (!strcmp(argv[i], "--seeds") && i + 1 < argc) {
+			g_seeds = (uint32_t)strtoul(argv[++i], NULL, 10);
+		} else if (!strcmp(argv[i], "--variant") && i + 1 < argc) {
+			g_variants = true;
+			g_variant = argv[++i];
 		} else if (!strcmp(argv[i], "--newreno")) {
 			g_transport = IOD_SIM_NEWRENO;
 		} else if (!strcmp(argv[i], "--tb-buffer-kb") && i + 1 < argc) {
@@ -562,11 +753,13 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
 			only = argv[++i];
 		} else {
-			fprintf(stderr,
-			        "usage: bench_ar [--full] [--newreno] [--gap-us N] [--load "
-			        "PCT] [--dur-ms N] "
-			        "[--tb-buffer-kb N] [--tb-path-gbps N] [--tb-burst-us N] [--tie-us "
-			        "N] [--only doca|doca_testbed|clove_asym|clove_sym|allreduce]\n");
+			fprintf(
+			    stderr,
+			    "usage: bench_ar [--full] [--newreno] [--gap-us N] [--load "
+			    "PCT] [--dur-ms N] "
+			    "[--tb-buffer-kb N] [--tb-path-gbps N] [--tb-burst-us N] [--tie-us "
+			    "N] [--ecn-mask] [--ecn-pkts N] [--outer-ect] [--variants] [--variant "
+			    "NAME] [--only doca|doca_testbed|clove_asym|clove_sym|allreduce]\n");
 			return 2;
 		}
 	}
@@ -574,6 +767,11 @@ int main(int argc, char **argv)
 	       "vary)\n",
 	       full ? "published (--full)" : "quick");
 	double t0 = wall_now();
+	if (g_variants) {
+		bench_clove_variants();
+		fprintf(stderr, "bench_ar: %.1f s wall\n", wall_now() - t0);
+		return 0;
+	}
 	if (!only || !strcmp(only, "doca"))
 		bench_doca(full);
 	if (!only || !strcmp(only, "doca_testbed"))

@@ -8,7 +8,11 @@
  *
  * Prints its parameters, then one `BENCH dataplane.<figure> key=value...`
  * line per figure. IOD_BENCH_SECONDS (default 1) sets the time per figure;
- * IOD_BENCH_CT_SESSIONS (default 10000000) the conntrack scale.
+ * IOD_BENCH_CT_SESSIONS (default 10000000) the conntrack scale;
+ * IOD_BENCH_ONLY (substrings of figure names, comma-separated, e.g.
+ * dpdk,full_60B_1000000) runs only the figures whose names contain one of
+ * them (for profiling one case), plus the
+ * mac-swap loop their ratios need; IOD_BENCH_WARM_PASSES the warm-up passes.
  */
 #include "iod/io.h"
 
@@ -24,10 +28,48 @@ static double secs(void)
 
 static double dpdk_mpps; /* the bare DPDK loop of this run, 0 = none */
 
+/* Whether figure `name` runs (IOD_BENCH_ONLY unset: all). */
+static bool wanted(const char *name)
+{
+	const char *only = getenv("IOD_BENCH_ONLY");
+	if (!only || !only[0])
+		return true;
+	/* a comma-separated list: any of them */
+	for (const char *p = only; *p;) {
+		size_t n = strcspn(p, ",");
+		char part[64];
+		snprintf(part, sizeof(part), "%.*s", (int)(n < 63 ? n : 63), p);
+		if (part[0] && strstr(name, part))
+			return true;
+		p += n + (p[n] == ',');
+	}
+	return false;
+}
+
+/* Whether any engine figure of this frame size runs (then its mac-swap
+ * loop runs too: the ratios need it). */
+static bool size_wanted(uint32_t bytes)
+{
+	static const char *const sc[] = {"l2fwd", "encap", "decap", "full"};
+	static const uint32_t flows[] = {1, 1000, 100000, 1000000};
+	char name[64];
+	for (unsigned i = 0; i < 4; i++)
+		for (unsigned f = 0; f < 4; f++) {
+			snprintf(name, sizeof(name), "%s_%uB_%uflows", sc[i], bytes, flows[f]);
+			if (wanted(name))
+				return true;
+		}
+	return false;
+}
+
 static int one(const char *sc, uint32_t flows, uint32_t bytes, double base_mpps, double *mpps)
 {
 	struct iod_io_bench_result r;
 	struct iod_err e = {0};
+	char name[64];
+	snprintf(name, sizeof(name), "%s_%uB_%uflows", sc, bytes, flows);
+	if (!wanted(name) && !(!strcmp(sc, "macswap") && size_wanted(bytes)))
+		return 0;
 	if (iod_io_bench_run(sc, flows, bytes, secs(), &r, &e)) {
 		fprintf(stderr, "bench_dataplane: %s\n", e.msg);
 		return 1;
@@ -55,14 +97,17 @@ int main(void)
 {
 	const char *cs = getenv("IOD_BENCH_CT_SESSIONS");
 	uint32_t ct_sessions = cs ? (uint32_t)strtoul(cs, NULL, 10) : 10000000u;
-	printf("# bench_dataplane: one core, mem ports, %.1f s per figure, conntrack %u sessions\n",
-	       secs(), ct_sessions);
+	printf("# bench_dataplane: one core, mem ports, %.1f s per figure, conntrack %u sessions, "
+	       "%u warm-up passes\n",
+	       secs(), ct_sessions, iod_io_bench_warm_passes());
 	printf("# sizes are tenant (inner) frames without FCS; VXLAN frames on the wire carry "
 	       "50 B more (wire_bytes)\n");
 	printf("# the machine is shared and noisy: rates are per CPU-second of the measuring\n"
 	       "# thread (cpu_share = CPU time / wall time it got); compare within one run\n");
 	int rc = 0;
-	if (iod_io_dpdk_bench_macswap) {
+	if (!wanted("dpdk_macswap_net_null")) {
+		printf("# IOD_BENCH_ONLY: no dpdk_macswap figure\n");
+	} else if (iod_io_dpdk_bench_macswap) {
 		struct iod_err de = {0};
 		if (iod_io_dpdk_bench_macswap(secs(), &dpdk_mpps, &de))
 			fprintf(stderr, "bench_dataplane: DPDK: %s\n", de.msg);
@@ -91,6 +136,8 @@ int main(void)
 	double bps, nps;
 	size_t mem;
 	struct iod_err e = {0};
+	if (!wanted("conntrack"))
+		return rc;
 	if (iod_io_bench_ct(ct_sessions, &bps, &nps, &mem, &e)) {
 		fprintf(stderr, "bench_dataplane: %s\n", e.msg);
 		return 1;

@@ -164,6 +164,14 @@ void iod_ar_on_probe_reply(struct iod_ar *ar, const struct iod_ar_probe_reply *r
  */
 bool iod_ar_on_ecn(struct iod_ar *ar, uint32_t dst, uint16_t sport, bool ce, uint64_t now_ns);
 
+/*
+ * Whether a CE mark on traffic to dst reaches the inner flow now: clove-ecn
+ * masks it unless every known path to dst is congested (the paper's "ECN
+ * masked from the VM unless all paths are congested"); the other policies,
+ * and a destination with no known path, pass it through. Pure.
+ */
+bool iod_ar_inner_ecn(const struct iod_ar *ar, uint32_t dst, uint64_t now_ns);
+
 /* Periodic work: path probes, path failure, flow aging. Call every
  * probe_interval_ns/2 or so; the work per call is bounded. */
 void iod_ar_tick(struct iod_ar *ar, uint64_t now_ns, struct iod_ar_out *out);

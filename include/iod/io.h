@@ -140,12 +140,17 @@ struct iod_io_bench_result {
 
 /*
  * Run one scenario on one core over mem ports for about `seconds`
- * (after a warm-up pass over every flow). full: decap + SG + conntrack +
+ * (after iod_io_bench_warm_passes() warm-up passes over every flow: the
+ * first commits the sessions, the second compiles the flows). full: decap + SG + conntrack +
  * LB + encap through the overlay pipeline of iod_flow_dp_build(). Reads the
  * clock: a shell, not a core.
  */
 int iod_io_bench_run(const char *scenario, uint32_t flows, uint32_t frame_bytes, double seconds,
                      struct iod_io_bench_result *r, struct iod_err *e);
+
+/* Warm-up passes of iod_io_bench_run: IOD_BENCH_WARM_PASSES (1..16),
+ * default 2 (1 was the figure before; it left the compiling pass in). */
+uint32_t iod_io_bench_warm_passes(void);
 
 /* Conntrack at scale: insert `sessions` sessions into one table; report
  * bytes per session and new sessions per second. */

@@ -236,6 +236,10 @@ struct iod_sim_path_policy {
 	uint32_t (*probe)(void *state, uint32_t src_host, uint64_t now_ns,
 	                  struct iod_sim_probe *out, uint32_t max);
 	uint64_t probe_interval_ns; /* 0 = never probe */
+	/* May be NULL (every CE echo reaches the sender's transport): whether a
+	 * CE echo on an ACK of src -> dst reaches the inner flow's congestion
+	 * control now, or the edge masks it (Clove). feedback sees it either way. */
+	bool (*inner_ecn)(void *state, uint32_t src_host, uint32_t dst_host, uint64_t now_ns);
 };
 /* Static ECMP: the source port is the inner flow hash (what VXLAN does). */
 extern const struct iod_sim_path_policy iod_sim_path_ecmp;
@@ -261,6 +265,11 @@ int iod_sim_ar_create(const struct iod_ar_config *cfg, uint32_t hosts, uint64_t 
                       uint64_t rx_interval_ns, struct iod_sim_ar **out,
                       struct iod_sim_path_policy *policy, struct iod_err *e);
 void iod_sim_ar_destroy(struct iod_sim_ar *a);
+/* The policy's inner_ecn hook (left NULL by iod_sim_ar_create: the inner
+ * flow sees every CE): set policy->inner_ecn to it to have each edge mask
+ * CE as its core says (iod_ar_inner_ecn: clove-ecn hides it unless every
+ * path to the destination is congested). state is the policy's state. */
+bool iod_sim_ar_inner_ecn(void *state, uint32_t src_host, uint32_t dst_host, uint64_t now_ns);
 /* Counters summed over every host's edge. */
 void iod_sim_ar_stats(const struct iod_sim_ar *a, struct iod_ar_stats *sum);
 /* Every host learns every other host as a remote edge (iod_ar_dest_prepare):
@@ -291,6 +300,10 @@ struct iod_sim_config {
 	uint32_t events_max;                      /* event heap size */
 	uint32_t flows_max;                       /* flow table size */
 	const struct iod_sim_path_policy *policy; /* NULL = ECMP */
+	bool outer_ect;                           /* the edge marks every packet ECN-capable
+	                                    in the outer header, whatever the inner
+	                                    transport (Clove's edge does): NewReno
+	                                    ignores the echoes, the policy sees them */
 };
 void iod_sim_config_default(struct iod_sim_config *c);
 
@@ -469,6 +482,7 @@ struct iod_sim_summary {
 	uint64_t retransmits, timeouts;                   /* summed over flows */
 	uint64_t events;                                  /* events processed */
 	uint64_t sim_ns;                                  /* virtual time reached */
+	uint64_t ecn_masked; /* CE echoes the edge kept from the inner flow (Clove) */
 };
 extern const char *const iod_sim_bucket_names[IOD_SIM_BUCKETS];
 int iod_sim_summarize(const struct iod_sim *s, struct iod_sim_summary *sum);

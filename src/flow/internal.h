@@ -135,6 +135,7 @@ struct fp_op {
 #define FP_OPS_MAX IOD_FLOW_FP_OPS_MAX
 #define FP_SLOTS_PER_EMC IOD_FLOW_FP_SLOTS_PER_EMC
 #define FP_PROGS IOD_FLOW_FP_PROGS
+#define FP_EVICT_INV 16u /* one miss on a full set in 16 evicts a way (fp_victim) */
 struct fp_prog {
 	uint32_t hash;                /* of the ops (dedup) */
 	uint8_t n;                    /* ops */
@@ -169,6 +170,7 @@ struct core {
 	uint32_t progs_n;       /* programs in use */
 	uint32_t progs_gen;     /* pipeline generation of the programs */
 	uint64_t fp_hits;       /* compiled fast-path hits */
+	uint32_t fp_evict_tick; /* misses on full sets: every FP_EVICT_INV-th evicts */
 	uint64_t packets;       /* processed */
 	uint64_t drops;         /* dropped */
 	uint64_t emc_hits;      /* exact-match cache hits */

@@ -882,6 +882,19 @@ bool iod_ar_on_ecn(struct iod_ar *ar, uint32_t dst, uint16_t sport, bool ce, uin
 	return false;
 }
 
+bool iod_ar_inner_ecn(const struct iod_ar *ar, uint32_t dst, uint64_t now_ns)
+{
+	if (ar->cfg.policy != IOD_AR_CLOVE_ECN)
+		return true;
+	const struct ar_dest *d = dest_find(ar, dst);
+	if (!d || !d->paths_n)
+		return true;
+	for (uint32_t i = 0; i < d->paths_n; i++)
+		if (!congested(ar, &d->paths[i], now_ns))
+			return false;
+	return true;
+}
+
 void iod_ar_tick(struct iod_ar *ar, uint64_t now_ns, struct iod_ar_out *out)
 {
 	const struct iod_ar_config *c = &ar->cfg;

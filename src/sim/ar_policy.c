@@ -123,6 +123,12 @@ static void ar_feedback(void *state, const struct iod_sim_path_feedback *fb)
 		(void)iod_ar_on_ecn(a->edges[fb->src_host].ar, fb->dst_host, sport, ce, fb->now_ns);
 }
 
+bool iod_sim_ar_inner_ecn(void *state, uint32_t src_host, uint32_t dst_host, uint64_t now_ns)
+{
+	const struct iod_sim_ar *a = state;
+	return iod_ar_inner_ecn(a->edges[src_host].ar, dst_host, now_ns);
+}
+
 static uint32_t ar_probe(void *state, uint32_t src_host, uint64_t now_ns, struct iod_sim_probe *out,
                          uint32_t max)
 {

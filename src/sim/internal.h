@@ -138,6 +138,7 @@ struct iod_sim {
 	uint64_t events;        /* processed */
 	uint64_t drops_noroute; /* packets with no route (failures) */
 	uint64_t probes_sent;   /* path probes the policy asked for */
+	uint64_t ecn_masked;    /* CE echoes the edge kept from the inner flow */
 	bool probe_ticking;     /* an EV_PROBE_TICK is queued */
 	uint64_t ecn_bytes;     /* switch ECN threshold in bytes (0 = off) */
 	uint32_t ecn_pkts;      /* or in packets (0 = off) */

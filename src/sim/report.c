@@ -94,6 +94,7 @@ int iod_sim_summarize(const struct iod_sim *s, struct iod_sim_summary *sum)
 		sum->ecn_marks += s->ports[p].st.ecn_marks;
 	}
 	sum->drops += s->drops_noroute;
+	sum->ecn_masked = s->ecn_masked;
 	for (uint32_t i = 0; i < s->n_flows; i++) {
 		sum->retransmits += s->flows[i].rec.retransmits;
 		sum->timeouts += s->flows[i].rec.timeouts;

@@ -120,7 +120,8 @@ static uint16_t ecmp_choose(void *state, const struct iod_sim_path_query *q)
 	return iod_sim_edge_sport(q->flow_hash);
 }
 
-const struct iod_sim_path_policy iod_sim_path_ecmp = {"ecmp", NULL, ecmp_choose, NULL, NULL, 0};
+const struct iod_sim_path_policy iod_sim_path_ecmp = {"ecmp", NULL, ecmp_choose, NULL,
+                                                      NULL,   0,    NULL};
 
 /* ---- flows ---------------------------------------------------------------- */
 
@@ -266,7 +267,7 @@ static void flow_send(struct iod_sim *s, struct sim_flow *f, uint32_t id)
 		p->wire_bytes = payload + s->cfg.hdr_bytes;
 		p->sent_ns = s->now_ns;
 		p->sport = s->policy->choose(s->policy->state, &q);
-		p->flags = s->cfg.transport == IOD_SIM_DCTCP ? PF_ECT : 0;
+		p->flags = s->cfg.transport == IOD_SIM_DCTCP || s->cfg.outer_ect ? PF_ECT : 0;
 		if (seq < f->high)
 			f->rec.retransmits++;
 		else
@@ -392,6 +393,12 @@ void sim_transport_ack(struct iod_sim *s, const struct sim_pkt *a)
 		                                   0,
 		                                   0};
 		s->policy->feedback(s->policy->state, &fb);
+	}
+	/* The edge may mask the mark from the inner flow (Clove). */
+	if (ece && s->policy->inner_ecn &&
+	    !s->policy->inner_ecn(s->policy->state, f->rec.src, f->rec.dst, s->now_ns)) {
+		ece = false;
+		s->ecn_masked++;
 	}
 	if (dctcp) {
 		f->acked_win++;

@@ -437,8 +437,8 @@ TEST(path_policy_controls_ports_and_hears_feedback)
 	struct iod_sim *s;
 	struct iod_err e = {0};
 	struct pin_state st = {.sport = 51234};
-	struct iod_sim_path_policy pol = {"pin",        &st,       pin_choose,
-	                                  pin_feedback, pin_probe, 100 * IOD_NS_PER_US};
+	struct iod_sim_path_policy pol = {
+	    "pin", &st, pin_choose, pin_feedback, pin_probe, 100 * IOD_NS_PER_US, NULL};
 
 	CHECK_EQ(iod_sim_topo_builtin(&t, "leaf-spine:spines=4", &e), 0);
 	iod_sim_config_default(&c);

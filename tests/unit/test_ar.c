@@ -220,6 +220,30 @@ TEST(clove_ecn_cuts_a_third_and_spreads_it)
 	iod_ar_destroy(ar);
 }
 
+/* iod_ar_inner_ecn: what the simulator's edges use to mask CE from the
+ * inner flow. clove-ecn: hidden while any path is clear, passed once every
+ * path is congested, hidden again when the hold has passed; unknown
+ * destinations and the other policies always pass it. */
+TEST(clove_inner_ecn_only_when_every_path_is_congested)
+{
+	struct iod_ar_path_info pi[16];
+	struct iod_ar *ar = clove_ready(pi);
+	uint64_t now = 1 * MS;
+	CHECK(!iod_ar_inner_ecn(ar, 3, now));
+	CHECK(iod_ar_inner_ecn(ar, 99, now)); /* no paths known: pass */
+	for (int i = 0; i < 3; i++) {
+		iod_ar_on_ecn(ar, 3, pi[i].sport, true, now);
+		CHECK(!iod_ar_inner_ecn(ar, 3, now));
+	}
+	iod_ar_on_ecn(ar, 3, pi[3].sport, true, now);
+	CHECK(iod_ar_inner_ecn(ar, 3, now));
+	CHECK(!iod_ar_inner_ecn(ar, 3, now + iod_ar_config(ar)->congestion_hold_ns));
+	iod_ar_destroy(ar);
+	struct iod_ar *fl = make(IOD_AR_FLOWLET, NULL);
+	CHECK(iod_ar_inner_ecn(fl, 3, now));
+	iod_ar_destroy(fl);
+}
+
 TEST(clove_wrr_follows_weights_per_flowlet)
 {
 	struct iod_ar_path_info pi[16];
