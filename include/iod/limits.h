@@ -236,6 +236,17 @@
 #define IOD_RAFT_SEND_QUEUE_BYTES_MAX (64u << 20)
 /* Incoming Raft connections: a few per peer (reconnects overlap). */
 #define IOD_RAFT_CONNS_MAX 64
+/* A Raft connection, either way, must finish its TLS handshake and iod's
+ * hello within this (one or two round trips; seconds on a loaded LAN): a
+ * peer that connected and sent nothing, or half a handshake, used to hold
+ * its slot (of IOD_RAFT_CONNS_MAX) forever, and an outgoing one stuck
+ * there held the peer's queue. Swept every IOD_RAFT_SWEEP_MS. */
+#define IOD_RAFT_HANDSHAKE_TIMEOUT_MS 2000u
+#define IOD_RAFT_SWEEP_MS 100u
+/* With every incoming slot taken, a new connection closes the oldest one
+ * still in its handshake after this long, so that silent connections
+ * cannot keep a restarted peer out until they time out. */
+#define IOD_RAFT_EVICT_HELLO_AGE_MS 200u
 /* Initial members named with --peers: Raft clusters are 3, 5 or 7. */
 #define IOD_STATE_PEERS_MAX 9
 /* host:port (or [v6]:port) of a server: 64 covers dotted IPv6 + port. */

@@ -146,5 +146,11 @@ struct iod_rio_prep {
 	void (*flush)(void *data);
 };
 void iod_rio_set_prep(struct raft_io *io, const struct iod_rio_prep *p);
+/* `iod revoke server ID`: fn says whether server (its certificate's name,
+ * the id) is revoked; such a certificate is refused at the handshake, both
+ * ways, and established connections with it are closed within
+ * IOD_RAFT_SWEEP_MS. */
+void iod_rio_set_revoked(struct raft_io *io, bool (*fn)(void *data, const char *server),
+                         void *data);
 
 #endif

@@ -895,10 +895,22 @@ static void prep_flush(void *data)
 	iod_state_fsm_prepared_flush(&n->ctx);
 }
 
+/* A Revocation object "server.<id>" (iod revoke server ID), as the API's
+ * authorisation reads it: the Raft transport refuses that certificate too. */
+static bool server_revoked(void *data, const char *server)
+{
+	struct iod_node *n = data;
+	char key[IOD_NAME_MAX];
+	if (snprintf(key, sizeof(key), "server.%s", server) >= (int)sizeof(key))
+		return false;
+	return iod_state_value(n->state, IOD_STATE_REVOCATION, key) != NULL;
+}
+
 static void io_wrap(struct iod_node *n)
 {
 	const struct iod_rio_prep prep = {.data = n, .ready = prep_ready, .flush = prep_flush};
 	iod_rio_set_prep(&n->io, &prep);
+	iod_rio_set_revoked(&n->io, server_revoked, n);
 	n->fsm_snapshot = n->fsm.snapshot;
 	n->fsm.snapshot = fsm_snapshot_timed;
 	n->io_set_term = n->io.set_term;

@@ -122,6 +122,7 @@ struct rio_peer {
 	uint64_t fail_ms;           /* loop time of the last failure */
 	char why[160];              /* the last failure, logged once */
 	bool was_up;                /* connected once (the first is logged) */
+	uint64_t connect_ms;        /* loop time the connection was started */
 	unsigned char hello[HELLO_FIXED_BYTES + IOD_ADDR_MAX]; /* handshake */
 	uv_write_t hello_w;                                    /* its write */
 	char rbuf[READ_CHUNK];                                 /* reads: EOF, TLS records */
@@ -148,6 +149,7 @@ struct rio_conn {
 	struct tls_side ts;                                  /* with TLS */
 	char pbuf[16384];                                    /* decrypted TLS records */
 	char from[IOD_ADDR_MAX + 8];                         /* the remote address */
+	uint64_t accepted_ms;                                /* loop time of the accept */
 };
 
 struct rio {
@@ -179,9 +181,13 @@ struct rio {
 	uint32_t retry_ms;             /* between connection attempts to a peer */
 	struct iod_sec_tls_creds *tls; /* mutual TLS (not owned); NULL = plaintext */
 	struct iod_rio_prep prep;      /* large commands parsed after their write */
-	char refused_why[200];         /* the last refusal logged */
-	uint64_t refused_ms;           /* when (loop time) */
-	unsigned refused_n;            /* the same refusals not logged since */
+	bool (*revoked)(void *data, const char *server); /* iod revoke server (NULL: none) */
+	void *revoked_data;                              /* its argument */
+	char refused_why[200];                           /* the last refusal logged */
+	uint64_t refused_ms;                             /* when (loop time) */
+	uint64_t sweep_ms;           /* last handshake-deadline sweep (loop time) */
+	uint64_t handshake_timeouts; /* connections closed by that deadline */
+	unsigned refused_n;          /* the same refusals not logged since */
 };
 
 static struct rio *rio_of(struct raft_io *io)
@@ -336,6 +342,13 @@ static void op_prepared(struct rio *r, struct rio_op *op, int status)
 void iod_rio_set_prep(struct raft_io *io, const struct iod_rio_prep *p)
 {
 	rio_of(io)->prep = *p;
+}
+
+void iod_rio_set_revoked(struct raft_io *io, bool (*fn)(void *data, const char *server), void *data)
+{
+	struct rio *r = rio_of(io);
+	r->revoked = fn;
+	r->revoked_data = data;
 }
 
 static void op_done(struct rio_op *op, int status)
@@ -700,7 +713,8 @@ static void tls_side_free(struct tls_side *ts)
 
 /* A Raft peer must be a server of the cluster, server want_id when it is
  * not 0. 0, or -EACCES with why in e. */
-static int check_server(const struct iod_sec_cert_info *ci, uint64_t want_id, struct iod_err *e)
+static int check_server(const struct rio *r, const struct iod_sec_cert_info *ci, uint64_t want_id,
+                        struct iod_err *e)
 {
 	char who[IOD_NAME_MAX * 3], idb[24];
 	if (ci->id.kind != IOD_SEC_KIND_SERVER) {
@@ -715,6 +729,10 @@ static int check_server(const struct iod_sec_cert_info *ci, uint64_t want_id, st
 		return iod_err_set(e, -EACCES,
 		                   "it presented the certificate of server %s, not of server %s",
 		                   ci->id.name, idb);
+	if (r->revoked && r->revoked(r->revoked_data, ci->id.name))
+		return iod_err_set(e, -EACCES,
+		                   "server %s is revoked (`iod revoke server %s`; --undo lifts it)",
+		                   ci->id.name, ci->id.name);
 	return 0;
 }
 
@@ -860,7 +878,7 @@ static void peer_tls_handshake(struct rio_peer *p)
 	if (rc == -EAGAIN)
 		return;
 	if (!rc)
-		rc = check_server(iod_sec_tls_peer(p->ts.tls), p->id, &e);
+		rc = check_server(p->r, iod_sec_tls_peer(p->ts.tls), p->id, &e);
 	if (rc) {
 		peer_note(p, "refused: %s", e.msg);
 		p->fail_ms = uv_now(p->r->loop);
@@ -988,6 +1006,7 @@ static void peer_connect(struct rio_peer *p)
 	p->tcp.data = p;
 	p->r->handles++;
 	p->state = PEER_CONNECTING;
+	p->connect_ms = uv_now(p->r->loop);
 	uv_tcp_nodelay(&p->tcp, 1);
 	p->creq.data = p;
 	rv = uv_tcp_connect(&p->creq, &p->tcp, (struct sockaddr *)&ss, peer_connected);
@@ -1646,7 +1665,7 @@ static void conn_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 		if (rc == -EAGAIN)
 			return;
 		if (!rc)
-			rc = check_server(iod_sec_tls_peer(c->ts.tls), 0, &e);
+			rc = check_server(c->r, iod_sec_tls_peer(c->ts.tls), 0, &e);
 		if (rc) {
 			conn_refuse(c, e.msg);
 			return;
@@ -1688,6 +1707,72 @@ static void conn_from(struct rio_conn *c)
 	         port);
 }
 
+/* Every slot is taken: close the oldest connection still in its handshake
+ * for over IOD_RAFT_EVICT_HELLO_AGE_MS; true if one was. */
+static bool conn_evict(struct rio *r)
+{
+	struct rio_conn *old = NULL;
+	uint64_t now = uv_now(r->loop);
+	for (struct rio_conn *c = r->conns; c; c = c->next)
+		if (!c->closing && c->stage == CONN_HELLO && c->accepted_ms &&
+		    now - c->accepted_ms >= IOD_RAFT_EVICT_HELLO_AGE_MS &&
+		    (!old || c->accepted_ms < old->accepted_ms))
+			old = c;
+	if (old)
+		conn_refuse(old, "closed to make room: all IOD_RAFT_CONNS_MAX slots were taken and "
+		                 "it had not finished its handshake");
+	return old != NULL;
+}
+
+/* A server revoked since its connection was verified loses it, both ways
+ * (its certificate is refused again at every reconnect). */
+static void revoked_sweep(struct rio *r)
+{
+	struct iod_err e = {0};
+	const struct iod_sec_cert_info *ci;
+	if (!r->revoked || !r->tls)
+		return;
+	for (struct rio_conn *c = r->conns; c; c = c->next)
+		if (!c->closing && c->ts.tls && (ci = iod_sec_tls_peer(c->ts.tls)) &&
+		    check_server(r, ci, 0, &e))
+			conn_refuse(c, e.msg);
+	for (struct rio_peer *p = r->peers; p; p = p->next)
+		if (p->state == PEER_UP && p->ts.tls && (ci = iod_sec_tls_peer(p->ts.tls)) &&
+		    check_server(r, ci, 0, &e)) {
+			peer_note(p, "refused: %s", e.msg);
+			peer_close(p, NULL);
+		}
+}
+
+/* Close what has not finished its handshake in IOD_RAFT_HANDSHAKE_TIMEOUT_MS,
+ * both ways (a silent or half-handshake peer must not hold a slot or a
+ * peer's queue). */
+static void handshake_sweep(struct rio *r)
+{
+	uint64_t now = uv_now(r->loop);
+	char why[128];
+	if (now - r->sweep_ms < IOD_RAFT_SWEEP_MS)
+		return;
+	r->sweep_ms = now;
+	snprintf(why, sizeof(why), "no handshake within %u ms (IOD_RAFT_HANDSHAKE_TIMEOUT_MS)%s",
+	         IOD_RAFT_HANDSHAKE_TIMEOUT_MS, r->tls ? ": TLS or iod's hello" : "");
+	for (struct rio_conn *c = r->conns; c; c = c->next)
+		if (!c->closing && c->stage == CONN_HELLO &&
+		    now - c->accepted_ms > IOD_RAFT_HANDSHAKE_TIMEOUT_MS) {
+			r->handshake_timeouts++;
+			conn_refuse(c, why);
+		}
+	for (struct rio_peer *p = r->peers; p; p = p->next)
+		if (p->state == PEER_CONNECTING &&
+		    now - p->connect_ms > IOD_RAFT_HANDSHAKE_TIMEOUT_MS) {
+			r->handshake_timeouts++;
+			peer_note(p, "%s", why);
+			p->fail_ms = now;
+			peer_close(p, NULL);
+		}
+	revoked_sweep(r);
+}
+
 static void on_connection(uv_stream_t *l, int status)
 {
 	struct rio *r = l->data;
@@ -1712,7 +1797,8 @@ static void on_connection(uv_stream_t *l, int status)
 		conn_close(c, "accept failed");
 		return;
 	}
-	if (r->conns_n > IOD_RAFT_CONNS_MAX) {
+	c->accepted_ms = uv_now(r->loop);
+	if (r->conns_n > IOD_RAFT_CONNS_MAX && !conn_evict(r)) {
 		conn_close(c, "over IOD_RAFT_CONNS_MAX incoming connections");
 		return;
 	}
@@ -1733,7 +1819,10 @@ static void on_connection(uv_stream_t *l, int status)
 static void timer_cb(uv_timer_t *t)
 {
 	struct rio *r = t->data;
-	if (r->tick && !r->closing)
+	if (r->closing)
+		return;
+	handshake_sweep(r);
+	if (r->tick)
 		r->tick(r->io);
 }
 
