@@ -31,7 +31,7 @@ static int by_scheduler(const struct iod_topo_node *t, uint32_t available, uint3
 	struct iod_sched_shape shape;
 	struct iod_sched_result res;
 	struct iod_sched_opts o;
-	uint32_t sid, nid, all = t->ngpus >= 32 ? ~0u : (1u << t->ngpus) - 1;
+	uint32_t sid = 0, nid = 0, all = t->ngpus >= 32 ? ~0u : (1u << t->ngpus) - 1;
 	int rc = iod_sched_shape_from_topo(t, &shape, e);
 	rc = rc ? rc : iod_sched_cluster_new(1, 2, &c, e);
 	rc = rc ? rc : iod_sched_shape_add(c, &shape, &sid, e);
