@@ -165,7 +165,7 @@ struct conn_ctx {
 struct server {
 	struct iod_server_config cfg;    /* as started */
 	uv_loop_t loop;                  /* the one loop */
-	struct iod_node *node;           /* raft + state */
+	struct iod_raft_member *node;    /* raft + state */
 	struct MHD_Daemon *mhd;          /* HTTP daemon */
 	uv_poll_t mhd_poll;              /* MHD's epoll fd */
 	uv_timer_t mhd_timer;            /* MHD's timeouts and kicks */
@@ -456,7 +456,7 @@ static int code_for(int err)
 static json_t *not_leader_json(struct server *s)
 {
 	const char *api = "";
-	uint64_t id = iod_node_leader(s->node, &api);
+	uint64_t id = iod_raft_member_leader(s->node, &api);
 	return json_pack("{s:s, s:b, s:I, s:s}", "error",
 	                 id ? "this server is not the leader; send writes to \"leader\""
 	                    : "no leader elected right now; retry shortly",
@@ -514,7 +514,7 @@ static MHD_RESULT not_leader(struct req *q)
 {
 	struct server *s = q->srv;
 
-	if (!s->stopping && !iod_node_leader_fresh(s->node) && hold(q))
+	if (!s->stopping && !iod_raft_member_leader_fresh(s->node) && hold(q))
 		return MHD_YES;
 	return queue_json(s, q->conn, 503, not_leader_json(s));
 }
@@ -568,7 +568,7 @@ static void write_done(void *data, int status, const struct iod_state_result *re
 		finish(q, 503, not_leader_json(s));
 		return;
 	}
-	if (status == IOD_NODE_OUTCOME_UNKNOWN) {
+	if (status == IOD_RAFT_MEMBER_OUTCOME_UNKNOWN) {
 		/* not "not the leader": the write is in the log and a later
 		 * leader may commit it; a blind retry could apply it twice */
 		finish(q, 504,
@@ -604,7 +604,7 @@ static MHD_RESULT propose(struct req *q, char *cmd)
 	if (!cmd)
 		return queue_err(s, q->conn, 500, err_json("out of memory"));
 	size_t len = strlen(cmd);
-	rc = iod_node_propose(s->node, cmd, len, write_done, q);
+	rc = iod_raft_member_propose(s->node, cmd, len, write_done, q);
 	free(cmd);
 	if (rc == -ENOTCONN)
 		return not_leader(q);
@@ -698,14 +698,14 @@ static MHD_RESULT do_put(struct req *q, enum iod_state_kind k, const char *name)
 		                 err_json("%s/%s: the body must be a JSON object",
 		                          iod_state_kind_name(k), name));
 	}
-	if (!iod_node_is_leader(s->node)) {
+	if (!iod_raft_member_is_leader(s->node)) {
 		json_decref(v);
 		return not_leader(q);
 	}
 	/* the same checks /v1/deploy makes, for what a raw PUT could smuggle in */
 	struct iod_err ve = {0};
 	json_t *verr = NULL;
-	if (iod_api_validate_put(iod_node_state(s->node), k, name, v, &verr, &ve)) {
+	if (iod_api_validate_put(iod_raft_member_state(s->node), k, name, v, &verr, &ve)) {
 		json_decref(v);
 		json_t *a = verr ? verr : json_object();
 		json_object_set_new(a, "error", json_string(ve.msg));
@@ -828,7 +828,7 @@ static MHD_RESULT deploy_planned(struct req *q)
 	q->plan_cmd = NULL;
 	q->extra = NULL;
 	q->planned = false;
-	if (!iod_node_is_leader(s->node)) {
+	if (!iod_raft_member_is_leader(s->node)) {
 		/* planned from a state this server no longer leads: start again */
 		free(cmd);
 		json_decref(answer);
@@ -866,7 +866,7 @@ static MHD_RESULT do_deploy(struct req *q)
 	if (!q->body.len)
 		return queue_err(s, q->conn, 400,
 		                 err_json("deploy needs a spec (YAML or JSON) body"));
-	if (!iod_node_is_leader(s->node))
+	if (!iod_raft_member_is_leader(s->node))
 		return not_leader(q);
 	return job_deploy(q);
 }
@@ -882,7 +882,7 @@ static void member_done(void *data, int status)
 		finish(q, code_for(status),
 		       err_json("membership change failed: %s", strerror(-status)));
 	else
-		finish(q, 200, iod_node_status(q->srv->node));
+		finish(q, 200, iod_raft_member_status(q->srv->node));
 }
 
 static MHD_RESULT do_members(struct req *q, const char *method, const char *id_text)
@@ -893,8 +893,8 @@ static MHD_RESULT do_members(struct req *q, const char *method, const char *id_t
 	if (!strcmp(method, "GET"))
 		return queue_json(
 		    s, q->conn, 200,
-		    json_incref(json_object_get(iod_node_status(s->node), "members")));
-	if (!iod_node_is_leader(s->node))
+		    json_incref(json_object_get(iod_raft_member_status(s->node), "members")));
+	if (!iod_raft_member_is_leader(s->node))
 		return not_leader(q);
 	if (!strcmp(method, "POST") && !id_text) {
 		json_t *err = NULL, *j = body_json(q, &err);
@@ -911,7 +911,7 @@ static MHD_RESULT do_members(struct req *q, const char *method, const char *id_t
 			             "\"api\": \"HOST:PORT\"}"));
 		}
 		iod_json_get_str(j, "api", &api);
-		rc = iod_node_member_add(s->node, id, raft_addr, api, member_done, q);
+		rc = iod_raft_member_member_add(s->node, id, raft_addr, api, member_done, q);
 		json_decref(j);
 	} else if (!strcmp(method, "DELETE") && id_text) {
 		char *end = NULL;
@@ -919,7 +919,7 @@ static MHD_RESULT do_members(struct req *q, const char *method, const char *id_t
 		if (!id || *end)
 			return queue_err(s, q->conn, 400,
 			                 err_json("member id must be a positive integer"));
-		rc = iod_node_member_remove(s->node, id, member_done, q);
+		rc = iod_raft_member_member_remove(s->node, id, member_done, q);
 	} else {
 		return queue_err(
 		    s, q->conn, 405,
@@ -1006,7 +1006,7 @@ static void large_release(struct req *q)
 static struct shared_text **wcache_find(struct server *s, struct req *q, bool sens)
 {
 	struct watch_cache *c = s->wcache;
-	uint64_t rev = iod_state_rev(iod_node_state(s->node));
+	uint64_t rev = iod_state_rev(iod_raft_member_state(s->node));
 	if (!c)
 		return NULL;
 	for (unsigned i = 0; i < WATCH_CACHE_SLOTS; i++)
@@ -1029,7 +1029,7 @@ static void wcache_put(struct server *s, struct req *q, bool sens, uint64_t afte
 	c->slot[i].all = q->watch_all;
 	c->slot[i].sensitive = sens;
 	c->slot[i].after_rev = after;
-	c->slot[i].state_rev = iod_state_rev(iod_node_state(s->node));
+	c->slot[i].state_rev = iod_state_rev(iod_raft_member_state(s->node));
 	c->slot[i].text = t;
 	t->refs++;
 }
@@ -1043,7 +1043,7 @@ static void finish_shared(struct req *q, struct shared_text *t)
 
 static bool watch_try(struct req *q, bool timed_out)
 {
-	const struct iod_state *st = iod_node_state(q->srv->node);
+	const struct iod_state *st = iod_raft_member_state(q->srv->node);
 	struct iod_err e = {0};
 	json_t *ev = NULL;
 	bool sens = sees_sensitive(q);
@@ -1151,7 +1151,7 @@ static MHD_RESULT queue_shared(struct server *s, struct MHD_Connection *c, int s
 /* Drop cached answers of older states (they can never be hit again). */
 static void wcache_trim(struct server *s)
 {
-	uint64_t rev = iod_state_rev(iod_node_state(s->node));
+	uint64_t rev = iod_state_rev(iod_raft_member_state(s->node));
 	for (unsigned i = 0; i < WATCH_CACHE_SLOTS; i++)
 		if (s->wcache_store.slot[i].text && s->wcache_store.slot[i].state_rev != rev) {
 			shared_unref(s->wcache_store.slot[i].text);
@@ -1207,7 +1207,7 @@ static void watch_timer_cb(uv_timer_t *t)
 static MHD_RESULT do_watch(struct req *q, enum iod_state_kind k, bool all)
 {
 	struct server *s = q->srv;
-	const struct iod_state *st = iod_node_state(s->node);
+	const struct iod_state *st = iod_raft_member_state(s->node);
 	uint64_t rev = iod_state_rev(st), timeout_ms = IOD_API_WATCH_TIMEOUT_MS_DEFAULT;
 	bool bad = false;
 
@@ -1396,7 +1396,7 @@ static void job_start_next(struct server *s)
 		next = j->next;
 		if (j->running || (j->deploy && s->deploy_busy))
 			continue;
-		const struct iod_state *st = iod_node_state(s->node);
+		const struct iod_state *st = iod_raft_member_state(s->node);
 		j->w.data = j;
 		if (j->deploy) {
 			/* one deploy at a time, planned against the state that its
@@ -1494,7 +1494,7 @@ static void job_detach(struct req *q)
 static void fence_done(void *data, int status)
 {
 	struct req *q = data;
-	const struct iod_state *st = iod_node_state(q->srv->node);
+	const struct iod_state *st = iod_raft_member_state(q->srv->node);
 	json_t *o;
 
 	if (status == -ENOTCONN) {
@@ -1528,7 +1528,7 @@ static MHD_RESULT fenced_read(struct req *q, enum iod_state_kind k, bool list)
 	struct server *s = q->srv;
 	q->kind = k;
 	q->fence_list = list;
-	int rc = iod_node_read_fence(s->node, fence_done, q);
+	int rc = iod_raft_member_read_fence(s->node, fence_done, q);
 	if (rc == -ENOTCONN)
 		return not_leader(q);
 	if (rc)
@@ -1577,7 +1577,7 @@ static bool access_ok(struct req *q, const char *url, const char *method, MHD_RE
 	char name[IOD_NAME_MAX], why[IOD_ERR_MSG_MAX];
 	json_t *value = NULL;
 	const char *watch = MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "watch");
-	const struct iod_state *st = iod_node_state(s->node);
+	const struct iod_state *st = iod_raft_member_state(s->node);
 	int c;
 
 	snprintf(q->method, sizeof(q->method), "%s", method);
@@ -1606,7 +1606,7 @@ static bool access_ok(struct req *q, const char *url, const char *method, MHD_RE
 			cc->have_cert_id = true;
 		}
 	}
-	if (ir == -ENOENT && !iod_node_is_leader(s->node)) {
+	if (ir == -ENOENT && !iod_raft_member_is_leader(s->node)) {
 		/* a token this follower has not applied yet: ask the leader */
 		json_decref(value);
 		q->audit = false;
@@ -1726,7 +1726,7 @@ static MHD_RESULT do_certificate(struct req *q)
 	}
 	/* a join token cannot take over a node that is registered and alive */
 	if (q->id.kind == IOD_SEC_KIND_BOOTSTRAP && subject.kind == IOD_SEC_KIND_NODE &&
-	    iod_state_value(iod_node_state(s->node), IOD_STATE_NODE, subject.name)) {
+	    iod_state_value(iod_raft_member_state(s->node), IOD_STATE_NODE, subject.name)) {
 		json_decref(b);
 		return queue_err(s, q->conn, 409,
 		                 err_json("node %s is registered and alive: a join token cannot "
@@ -1758,7 +1758,7 @@ static MHD_RESULT do_token_create(struct req *q)
 	json_decref(b);
 	if (rc)
 		return queue_err(s, q->conn, 400, err_json("%s", e.msg));
-	if (!iod_node_is_leader(s->node)) {
+	if (!iod_raft_member_is_leader(s->node)) {
 		json_decref(value);
 		return not_leader(q);
 	}
@@ -1774,7 +1774,7 @@ static MHD_RESULT do_secret_value(struct req *q, const char *name)
 {
 	struct server *s = q->srv;
 	struct iod_err e = {0};
-	const json_t *v = iod_state_value(iod_node_state(s->node), IOD_STATE_SECRET, name);
+	const json_t *v = iod_state_value(iod_raft_member_state(s->node), IOD_STATE_SECRET, name);
 	const char *sealed = NULL;
 	void *plain = NULL;
 	size_t n = 0;
@@ -1848,7 +1848,7 @@ static MHD_RESULT do_secret_create(struct req *q)
 		json_decref(b);
 		return queue_err(s, q->conn, 500, err_json("sealing: %s", e.msg));
 	}
-	if (!iod_node_is_leader(s->node)) {
+	if (!iod_raft_member_is_leader(s->node)) {
 		free(sealed);
 		json_decref(b);
 		return not_leader(q);
@@ -1906,7 +1906,7 @@ static MHD_RESULT do_telemetry(struct req *q, const char *method, const char *na
 		    err_json("telemetry: GET /v1/telemetry[/NODE], PUT /v1/telemetry/NODE"));
 	if (name && !iod_state_name_valid(name))
 		return queue_err(s, q->conn, 400, err_json("invalid node name \"%.64s\"", name));
-	if (!iod_node_is_leader(s->node))
+	if (!iod_raft_member_is_leader(s->node))
 		return not_leader(q);
 	if (get) {
 		json_t *items = json_array();
@@ -2007,7 +2007,7 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 	if (!strcmp(url, "/metrics")) {
 		struct iod_buf b;
 		iod_buf_init(&b);
-		iod_node_metrics(s->node, &b);
+		iod_raft_member_metrics(s->node, &b);
 		iod_buf_printf(&b,
 		               "# HELP iod_api_requests_total API answers by HTTP status code.\n"
 		               "# TYPE iod_api_requests_total counter\n");
@@ -2076,7 +2076,7 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 		if (!is_get)
 			return queue_err(s, c, 405,
 			                 err_json("status is read-only: GET /v1/status"));
-		json_t *st = iod_node_status(s->node);
+		json_t *st = iod_raft_member_status(s->node);
 		json_object_set_new(st, "api", json_string(s->cfg.api_addr));
 		json_object_set_new(st, "watches", json_integer(s->watchers_n));
 		json_object_set_new(st, "held", json_integer(s->held_n));
@@ -2143,7 +2143,7 @@ static MHD_RESULT route(struct req *q, const char *url, const char *method)
 	if (is_get && wants_fence(c))
 		return fenced_read(q, k, false);
 	if (is_get) {
-		json_t *o = iod_state_get(iod_node_state(s->node), k, seg[1]);
+		json_t *o = iod_state_get(iod_raft_member_state(s->node), k, seg[1]);
 		if (!o)
 			return queue_err(
 			    s, c, 404, err_json("%s/%s not found", iod_state_kind_name(k), seg[1]));
@@ -2258,7 +2258,7 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *ur
 		 * until then (or until raft is closed) hold, so that clients do
 		 * not poll the followers, which still name this server */
 		const char *api = "";
-		uint64_t id = s->node_closed ? 0 : iod_node_leader(s->node, &api);
+		uint64_t id = s->node_closed ? 0 : iod_raft_member_leader(s->node, &api);
 		if (id && id != s->cfg.id && api[0])
 			return queue_json(s, conn, 503, not_leader_json(s));
 		if (!s->node_closed && hold(q))
@@ -2526,7 +2526,7 @@ static void on_signal(uv_signal_t *h, int signum)
 		return;
 	IOD_INFO("server", "signal %d: stopping (leadership transfer if leader)", signum);
 	s->stopping = true;
-	iod_node_stop(s->node, node_stopped, s);
+	iod_raft_member_stop(s->node, node_stopped, s);
 }
 
 int iod_api_server_run(const struct iod_server_config *c, struct iod_err *e)
@@ -2562,11 +2562,11 @@ int iod_api_server_run(const struct iod_server_config *c, struct iod_err *e)
 		         c->api_addr);
 	struct iod_server_config nc = *c;
 	nc.raft_tls = s->sec.raft_tls; /* --pki: Raft over mutual TLS */
-	rc = iod_node_start(&s->node, &s->loop, &nc, e);
+	rc = iod_raft_member_start(&s->node, &s->loop, &nc, e);
 	if (rc)
 		goto fail;
-	iod_node_set_on_apply(s->node, watchers_wake, s);
-	iod_node_set_on_leader(s->node, leader_known, s);
+	iod_raft_member_set_on_apply(s->node, watchers_wake, s);
+	iod_raft_member_set_on_leader(s->node, leader_known, s);
 	rc = mhd_start(s, e);
 	if (rc)
 		goto fail;
@@ -2592,7 +2592,7 @@ int iod_api_server_run(const struct iod_server_config *c, struct iod_err *e)
 	         c->data_dir, s->sec.on ? ", cluster " : "", s->sec.cluster);
 	uv_run(&s->loop, UV_RUN_DEFAULT);
 	uv_loop_close(&s->loop);
-	iod_node_free(s->node);
+	iod_raft_member_free(s->node);
 	iod_api_sec_free(&s->sec);
 	for (uint32_t i = 0; i < s->tel_n; i++)
 		json_decref(s->tel[i].value);
