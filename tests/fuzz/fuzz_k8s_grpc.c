@@ -31,7 +31,8 @@ static void answer(enum iod_dp_req_kind kind, const struct iod_dp_req *q)
 		for (int r = 0; r < 2; r++) {
 			if (kind == IOD_DP_REQ_PREFERRED) {
 				struct iod_dp_ids ids;
-				if (!iod_dp_preferred(&topo, (enum iod_dp_resource)r, c, &ids, &e)) {
+				if (!iod_dp_preferred(&topo, (enum iod_dp_resource)r, c, &ids,
+				                      &e)) {
 					if (ids.n != (uint32_t)c->size)
 						abort(); /* exactly the size asked */
 					iod_dp_enc_preferred(&out, &ids, 1);
@@ -40,7 +41,8 @@ static void answer(enum iod_dp_req_kind kind, const struct iod_dp_req *q)
 				}
 			} else {
 				struct iod_dp_alloc a;
-				if (!iod_dp_allocate(&topo, (enum iod_dp_resource)r, &c->ids, &a, &e))
+				if (!iod_dp_allocate(&topo, (enum iod_dp_resource)r, &c->ids, &a,
+				                     &e))
 					iod_dp_enc_allocate(&out, &a, 1);
 				else if (!e.msg[0])
 					abort();
