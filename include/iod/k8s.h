@@ -159,6 +159,18 @@ int iod_slurm_topology(const struct iod_k8s_node *nodes, uint32_t n, struct iod_
 /* names as a Slurm hostlist expression ("n[0-3,7],gpu01"). */
 int iod_slurm_hostlist(const char *const *names, uint32_t n, struct iod_buf *out);
 
+/*
+ * DRA (resource.k8s.io/v1): node t's GPUs and DPUs as one ResourceSlice
+ * (YAML) of driver (e.g. "iod.dev") on node, each device with the
+ * attributes type, index, model, uuid, pciBusID, numaNode, pcieSwitch (the
+ * switch right above it), pcieRoot, and for GPUs nvlinkDomain (its NVLink
+ * island, "<node>.nvl<k>", with 2+ GPUs), nvlinkDomainSize and nearestNIC;
+ * capacity memory. -EINVAL for a node or driver that is not a DNS
+ * subdomain, -ENOENT when t has neither GPU nor DPU.
+ */
+int iod_k8s_dra_slice(const struct iod_topo_node *t, const char *node, const char *driver,
+                      struct iod_buf *out, struct iod_err *e);
+
 /* ---- the kube-scheduler extender (extender.c, pure) ----------------------- */
 
 #include "iod/sched.h"

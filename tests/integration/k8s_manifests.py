@@ -90,6 +90,17 @@ KINDS = {
         "replicas": I, "selector": LABEL_SEL, "template": TEMPLATE,
         REQ: ["selector", "template"]}, REQ: ["spec"]},
 }
+# resource.k8s.io/v1 ResourceSlice (what `iod topo -o dra` prints)
+ATTR = {"string": S, "int": I, "bool": B, "version": S}
+SLICE_DEVICE = {"name": S, "attributes": M(ATTR), "capacity": M({"value": QTY, REQ: ["value"]}),
+                REQ: ["name"]}
+KINDS[("resource.k8s.io/v1", "ResourceSlice")] = {"spec": {
+    "driver": S, "nodeName": S, "allNodes": B,
+    "pool": {"name": S, "generation": I, "resourceSliceCount": I,
+             REQ: ["name", "generation", "resourceSliceCount"]},
+    "devices": L(SLICE_DEVICE), REQ: ["driver", "pool"]}, REQ: ["spec"]}
+C_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 NAMESPACED = {"ServiceAccount", "ConfigMap", "RoleBinding", "DaemonSet", "Deployment"}
 
 # KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1), the fields used
@@ -222,6 +233,25 @@ def validate(iod, docs):
                                         "extender has no TLS yet)" % (where, x.get("urlPrefix")))
                         else:
                             LISTENS.append((where, m.group(1) + ":" + m.group(2)))
+        if k == "ResourceSlice":
+            devs = d["spec"].get("devices", [])
+            if len(devs) > 128:
+                errs.append("%s: %d devices (128 at most in one slice)" % (where, len(devs)))
+            if not d["spec"].get("nodeName") and not d["spec"].get("allNodes"):
+                errs.append("%s: give nodeName or allNodes" % where)
+            seen = set()
+            for dv in devs:
+                if not DNS_LABEL.match(dv["name"]) or dv["name"] in seen:
+                    errs.append("%s: device name %r is not a unique DNS label" % (where, dv["name"]))
+                seen.add(dv["name"])
+                for an, av in (dv.get("attributes") or {}).items():
+                    if not C_IDENT.match(an.split("/")[-1]):
+                        errs.append("%s: %s: attribute %s is not a C identifier of <= 32" %
+                                    (where, dv["name"], an))
+                    if len(av) != 1:
+                        errs.append("%s: %s: attribute %s needs exactly one of %s" %
+                                    (where, dv["name"], an, sorted(ATTR)))
+            continue
         if k not in ("DaemonSet", "Deployment"):
             continue
         sp = d["spec"]
@@ -328,6 +358,11 @@ if "--self-test" in sys.argv:
     mutate("ConfigMap", lambda d: d.update({"data": {"x.conflist": "{nope"}}), "a conflist not JSON")
     mutate("Deployment", lambda d: ds(d)["containers"][1]["args"].__setitem__(2, "127.0.0.1:9999"),
            "the extender not where the scheduler config points")
+    if any(d["kind"] == "ResourceSlice" for _, d in docs):
+        mutate("ResourceSlice", lambda d: d["spec"]["devices"][0]["attributes"].update(
+            {"numaNode": {"int": 0, "string": "0"}}), "a DRA attribute with two values")
+        mutate("ResourceSlice", lambda d: d["spec"]["devices"][1].update({"name": "gpu0"}),
+               "two DRA devices of one name")
     mutate("ClusterRoleBinding", lambda d: d.update({"roleRef": {"kind": "ClusterRole"}}),
            "a roleRef without its required fields")
 sys.exit(bad)

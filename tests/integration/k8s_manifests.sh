@@ -13,4 +13,10 @@ IOD="$ROOT/$BUILD/iod"
 [ -x "$IOD" ] || { echo "FAIL: no iod binary in $BUILD"; exit 1; }
 PY=/usr/bin/python3
 "$PY" -c 'import yaml' 2>/dev/null || { echo "skip: python3-yaml is not installed"; exit 77; }
-"$PY" "$HERE/k8s_manifests.py" "$IOD" "$ROOT"/deploy/kubernetes/*.yaml --self-test
+T=$(mktemp -d /tmp/iod-manifests.XXXXXX)
+trap 'rm -rf "$T"' EXIT INT TERM
+# `iod topo -o dra` output is checked by the same schema (ResourceSlice)
+for m in dgx-h100 hgx-a100-8 pcie-8gpu pcie-4gpu-nvlink-pairs; do
+	"$IOD" topo --model "$m" -o dra --node "node-$m" >"$T/dra-$m.yaml"
+done
+"$PY" "$HERE/k8s_manifests.py" "$IOD" "$ROOT"/deploy/kubernetes/*.yaml "$T"/dra-*.yaml --self-test

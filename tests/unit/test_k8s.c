@@ -458,3 +458,47 @@ TEST(device_plugin_allocates_what_iods_replicas_get)
 	CHECK(d[2].healthy && !d[3].healthy);
 	CHECK_EQ(d[4].numa, 1);
 }
+
+static unsigned count_of(const char *hay, const char *needle)
+{
+	unsigned n = 0;
+	for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+TEST(dra_slice_maps_nvlink_numa_switch_and_nic)
+{
+	static struct iod_topo_node t;
+	struct iod_err e = {0};
+	struct iod_buf b;
+	iod_buf_init(&b);
+	CHECK_EQ(iod_topo_model_load("pcie-4gpu-nvlink-pairs", &t, &e), 0);
+	CHECK_EQ(iod_k8s_dra_slice(&t, "node-a", "iod.dev", &b, &e), 0);
+	CHECK_CONTAINS(b.data, "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\n");
+	CHECK_CONTAINS(b.data, "  driver: iod.dev\n  nodeName: node-a\n");
+	/* two NVLink pairs: two domains of two GPUs each, each pair under its switch */
+	CHECK_EQ(count_of(b.data, "string: \"node-a.nvl0\""), 2u);
+	CHECK_EQ(count_of(b.data, "string: \"node-a.nvl1\""), 2u);
+	CHECK_EQ(count_of(b.data, "nvlinkDomainSize:\n        int: 2\n"), 4u);
+	CHECK_EQ(count_of(b.data, "pcieSwitch:"), 4u);
+	CHECK_EQ(count_of(b.data, "  - name: gpu"), 4u);
+	CHECK_EQ(count_of(b.data, "nearestNIC:"), 4u);
+	b.len = 0;
+	/* PCIe-only GPUs have no NVLink domain; DPUs are devices of type dpu */
+	CHECK_EQ(iod_topo_model_load("dgx-h100", &t, &e), 0);
+	CHECK_EQ(iod_k8s_dra_slice(&t, "n0", "iod.dev", &b, &e), 0);
+	CHECK_EQ(count_of(b.data, "string: \"n0.nvl0\""), 8u);
+	CHECK_CONTAINS(b.data,
+	               "  - name: dpu0\n    attributes:\n      type:\n        string: \"dpu\"");
+	CHECK_CONTAINS(b.data, "numaNode:\n        int: 1\n");
+	b.len = 0;
+	CHECK_EQ(iod_topo_model_load("pcie-8gpu", &t, &e), 0);
+	CHECK_EQ(iod_k8s_dra_slice(&t, "n1", "iod.dev", &b, &e), 0);
+	CHECK_EQ(count_of(b.data, "nvlinkDomain:"), 0u);
+	CHECK_EQ(iod_k8s_dra_slice(&t, "N1", "iod.dev", &b, &e), -EINVAL);
+	CHECK_EQ(iod_k8s_dra_slice(&t, "n1", "iod_dev", &b, &e), -EINVAL);
+	CHECK_EQ(iod_topo_model_load("bf3-dpu", &t, &e), 0);
+	CHECK_EQ(iod_k8s_dra_slice(&t, "n1", "iod.dev", &b, &e), -ENOENT);
+	iod_buf_free(&b);
+}
