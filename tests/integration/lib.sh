@@ -7,6 +7,9 @@
 #                              ephemeral range, printed as its first port
 #                              (nothing when none is free)
 #   bg CMD...                  start CMD in the background, remember its pid
+#                              (also in BG_PID)
+#   bg_adopt PID               remember a pid started with a plain & (a
+#                              here-document's command) for stop_bg too
 #   stop_bg                    SIGTERM, then wait for, every process bg started
 #
 # Checks (each prints its line and its own RESULT line, which
@@ -57,8 +60,10 @@ free_port_block() {
 LIB_BG_PIDS=""
 bg() {
 	"$@" &
-	LIB_BG_PIDS="$LIB_BG_PIDS $!"
+	BG_PID=$!
+	LIB_BG_PIDS="$LIB_BG_PIDS $BG_PID"
 }
+bg_adopt() { LIB_BG_PIDS="$LIB_BG_PIDS $1"; }
 stop_bg() {
 	for _p in $LIB_BG_PIDS; do kill "$_p" 2>/dev/null; done
 	for _p in $LIB_BG_PIDS; do wait "$_p" 2>/dev/null; done
