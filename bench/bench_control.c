@@ -38,6 +38,7 @@
  */
 #include "iod/api.h"
 #include "bench.h"
+#include "control_cluster.h"
 
 #include <netinet/in.h>
 #include <pthread.h>
@@ -50,22 +51,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#define N 3
+#define N IOD_CC_N
 #define LAT_MAX 400000
 
 enum kind { IOD, ETCD };
 
 struct cluster {
-	enum kind kind;    /* what runs */
-	bool tuned;        /* etcd: heartbeat 10 ms, election 50 ms */
-	char name[32];     /* for output */
-	char dir[256];     /* data root */
-	int peer_port[N];  /* raft / etcd peer ports */
-	int api_port[N];   /* API / etcd client ports */
-	char api[N][32];   /* 127.0.0.1:port */
-	pid_t pid[N];      /* running processes */
-	char servers[128]; /* comma list for the iod client */
-	const char *extra; /* iod: one more argument for start(), or NULL */
+	enum kind kind;   /* what runs */
+	bool tuned;       /* etcd: heartbeat 10 ms, election 50 ms */
+	char name[32];    /* for output */
+	struct iod_cc cc; /* ports, addresses, pids (iod: started by control_cluster.h) */
 };
 
 static char iod_bin[512];
@@ -84,105 +79,86 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-static int free_port(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t l = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-	if (!bind(fd, (struct sockaddr *)&a, sizeof(a)) &&
-	    !getsockname(fd, (struct sockaddr *)&a, &l))
-		port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
-
 static int env_int(const char *name, int def)
 {
 	const char *v = getenv(name);
 	return v && *v ? atoi(v) : def;
 }
 
-static void start(struct cluster *c, int i)
+/* The iod servers' arguments beyond the cluster's (control_cluster.h). */
+static void iod_args(struct cluster *c)
 {
-	char id[8], dd[300], peer[48], log[300];
+	int n = 0;
+	if (election_ms) {
+		c->cc.args[n++] = "--election-timeout";
+		c->cc.args[n++] = election_ms;
+	}
+	if (heartbeat_ms) {
+		c->cc.args[n++] = "--heartbeat";
+		c->cc.args[n++] = heartbeat_ms;
+	}
+	if (env_int("IOD_BENCH_FAST_VOTES", 0))
+		c->cc.args[n++] = "--fast-votes";
+	c->cc.args[n] = NULL;
+}
+
+/* The peer: etcd member i, with the same ports. */
+static void start_etcd(struct cluster *c, int i)
+{
+	char dd[600], log[600];
 	pid_t p;
 
-	snprintf(id, sizeof(id), "%d", i + 1);
-	snprintf(dd, sizeof(dd), "%s/d%d", c->dir, i + 1);
-	snprintf(log, sizeof(log), "%s/log%d", c->dir, i + 1);
+	snprintf(dd, sizeof(dd), "%s/d%d", c->cc.dir, i + 1);
+	snprintf(log, sizeof(log), "%s/log%d", c->cc.dir, i + 1);
 	p = fork();
 	if (p == 0) {
 		if (!freopen(log, "a", stderr) || !freopen("/dev/null", "w", stdout))
 			_exit(126);
-		if (c->kind == IOD) {
-			char peers[512];
-			int at = 0;
-			snprintf(peer, sizeof(peer), "127.0.0.1:%d", c->peer_port[i]);
-			for (int k = 0; k < N; k++)
-				at += snprintf(peers + at, sizeof(peers) - (size_t)at,
-				               "%s%d=127.0.0.1:%d@%s", k ? "," : "", k + 1,
-				               c->peer_port[k], c->api[k]);
-			char *argv[24] = {iod_bin,      "server",  "--id",    id,
-			                  "--data-dir", dd,        "--raft",  peer,
-			                  "--api",      c->api[i], "--peers", peers};
-			int n = 12;
-			if (election_ms) {
-				argv[n++] = "--election-timeout";
-				argv[n++] = (char *)election_ms;
-			}
-			if (heartbeat_ms) {
-				argv[n++] = "--heartbeat";
-				argv[n++] = (char *)heartbeat_ms;
-			}
-			if (env_int("IOD_BENCH_FAST_VOTES", 0))
-				argv[n++] = "--fast-votes";
-			if (c->extra)
-				argv[n++] = (char *)c->extra;
-			argv[n] = NULL;
-			execv(iod_bin, argv);
-		} else {
-			char name[16], curl[64], purl[64], cluster[512];
-			int at = 0;
-			snprintf(name, sizeof(name), "m%d", i + 1);
-			snprintf(curl, sizeof(curl), "http://%s", c->api[i]);
-			snprintf(purl, sizeof(purl), "http://127.0.0.1:%d", c->peer_port[i]);
-			for (int k = 0; k < N; k++)
-				at += snprintf(cluster + at, sizeof(cluster) - (size_t)at,
-				               "%sm%d=http://127.0.0.1:%d", k ? "," : "", k + 1,
-				               c->peer_port[k]);
-			char *argv[40] = {"etcd",  "--name",
-			                  name,    "--data-dir",
-			                  dd,      "--listen-client-urls",
-			                  curl,    "--advertise-client-urls",
-			                  curl,    "--listen-peer-urls",
-			                  purl,    "--initial-advertise-peer-urls",
-			                  purl,    "--initial-cluster",
-			                  cluster, "--initial-cluster-state",
-			                  "new",   "--logger",
-			                  "zap",   "--log-level",
-			                  "error"};
-			int n = 21;
-			if (c->tuned) {
-				argv[n++] = "--heartbeat-interval";
-				argv[n++] = "10";
-				argv[n++] = "--election-timeout";
-				argv[n++] = "50";
-			}
-			argv[n] = NULL;
-			execvp("etcd", argv);
+		char name[16], curl[64], purl[64], cluster[512];
+		int at = 0;
+		snprintf(name, sizeof(name), "m%d", i + 1);
+		snprintf(curl, sizeof(curl), "http://%s", c->cc.api[i]);
+		snprintf(purl, sizeof(purl), "http://127.0.0.1:%d", c->cc.raft_port[i]);
+		for (int k = 0; k < N; k++)
+			at += snprintf(cluster + at, sizeof(cluster) - (size_t)at,
+			               "%sm%d=http://127.0.0.1:%d", k ? "," : "", k + 1,
+			               c->cc.raft_port[k]);
+		char *argv[40] = {"etcd",  "--name",
+		                  name,    "--data-dir",
+		                  dd,      "--listen-client-urls",
+		                  curl,    "--advertise-client-urls",
+		                  curl,    "--listen-peer-urls",
+		                  purl,    "--initial-advertise-peer-urls",
+		                  purl,    "--initial-cluster",
+		                  cluster, "--initial-cluster-state",
+		                  "new",   "--logger",
+		                  "zap",   "--log-level",
+		                  "error"};
+		int n = 21;
+		if (c->tuned) {
+			argv[n++] = "--heartbeat-interval";
+			argv[n++] = "10";
+			argv[n++] = "--election-timeout";
+			argv[n++] = "50";
 		}
+		argv[n] = NULL;
+		execvp("etcd", argv);
 		_exit(127);
 	}
-	c->pid[i] = p;
+	c->cc.pid[i] = p;
+}
+
+static void start(struct cluster *c, int i)
+{
+	if (c->kind == IOD)
+		iod_cc_start(&c->cc, i);
+	else
+		start_etcd(c, i);
 }
 
 static void stop(struct cluster *c, int i, int sig)
 {
-	if (c->pid[i] <= 0)
-		return;
-	kill(c->pid[i], sig);
-	waitpid(c->pid[i], NULL, 0);
-	c->pid[i] = 0;
+	iod_cc_stop(&c->cc, i, sig);
 }
 
 static void cluster_init(struct cluster *c, enum kind k, bool tuned, const char *root)
@@ -192,22 +168,19 @@ static void cluster_init(struct cluster *c, enum kind k, bool tuned, const char 
 	c->tuned = tuned;
 	snprintf(c->name, sizeof(c->name), "%s%s", k == IOD ? "iod" : "etcd",
 	         k == ETCD ? (tuned ? "_tuned" : "_default") : "");
-	snprintf(c->dir, sizeof(c->dir), "%s/%s", root, c->name);
-	mkdir(c->dir, 0700);
-	for (int i = 0; i < N; i++) {
-		c->peer_port[i] = free_port();
-		c->api_port[i] = free_port();
-		snprintf(c->api[i], sizeof(c->api[i]), "127.0.0.1:%d", c->api_port[i]);
-	}
-	snprintf(c->servers, sizeof(c->servers), "%s,%s,%s", c->api[0], c->api[1], c->api[2]);
+	snprintf(c->cc.dir, sizeof(c->cc.dir), "%s/%s", root, c->name);
+	snprintf(c->cc.bin, sizeof(c->cc.bin), "%s", iod_bin);
+	c->cc.stdout_null = true;
+	mkdir(c->cc.dir, 0700);
+	iod_cc_ports(&c->cc);
+	iod_args(c);
 	for (int i = 0; i < N; i++)
 		start(c, i);
 }
 
 static void cluster_stop(struct cluster *c)
 {
-	for (int i = 0; i < N; i++)
-		stop(c, i, SIGKILL);
+	iod_cc_stop_all(&c->cc);
 }
 
 /* One HTTP exchange on a fresh or kept connection; status or -1. */
@@ -238,12 +211,12 @@ static int find_leader(struct cluster *c, unsigned timeout_ms)
 			json_t *j = NULL;
 			struct iod_http_conn fd = {0};
 			int st;
-			if (c->pid[i] <= 0)
+			if (c->cc.pid[i] <= 0)
 				continue;
 			if (c->kind == IOD)
-				st = http(&fd, c->api[i], "GET", "/v1/status", NULL, 500, &j);
+				st = http(&fd, c->cc.api[i], "GET", "/v1/status", NULL, 500, &j);
 			else
-				st = http(&fd, c->api[i], "POST", "/v3/maintenance/status", "{}",
+				st = http(&fd, c->cc.api[i], "POST", "/v3/maintenance/status", "{}",
 				          500, &j);
 			iod_http_conn_close(&fd);
 			bool leader = false;
@@ -276,9 +249,9 @@ static void wait_healthy(struct cluster *c, int i, int leader)
 		struct iod_http_conn fd = {0};
 		int st;
 		if (c->kind == IOD) {
-			st = http(&fd, c->api[i], "GET", "/v1/status", NULL, 500, &j);
+			st = http(&fd, c->cc.api[i], "GET", "/v1/status", NULL, 500, &j);
 			iod_http_conn_close(&fd);
-			int lst = http(&fd, c->api[leader], "GET", "/v1/status", NULL, 500, &lj);
+			int lst = http(&fd, c->cc.api[leader], "GET", "/v1/status", NULL, 500, &lj);
 			iod_http_conn_close(&fd);
 			bool ok = st == 200 && lst == 200 &&
 			          json_integer_value(json_object_get(j, "applied_index")) >=
@@ -289,7 +262,7 @@ static void wait_healthy(struct cluster *c, int i, int leader)
 			if (ok)
 				return;
 		} else {
-			st = http(&fd, c->api[i], "GET", "/health", NULL, 500, &j);
+			st = http(&fd, c->cc.api[i], "GET", "/health", NULL, 500, &j);
 			iod_http_conn_close(&fd);
 			const char *h = NULL;
 			bool ok =
@@ -319,7 +292,7 @@ static void writer_init(struct writer *w, struct cluster *c)
 	w->c = c;
 	for (int i = 0; i < N; i++)
 		iod_http_conn_init(&w->fd[i]);
-	iod_api_client_init(&w->cl, c->servers, &e);
+	iod_api_client_init(&w->cl, c->cc.servers, &e);
 	w->cl.retry_ms = 30000;
 	w->cl.timeout_ms = 5000;
 	w->cl.retry_sleep_ms = 1;
@@ -381,8 +354,8 @@ static bool writer_put(struct writer *w, const char *key, uint32_t deadline_ms)
 		/* an etcd follower holds a put while there is no leader (up to its
 		 * request timeout, seconds); a client retrying every attempt_ms sees
 		 * the new leader as soon as it commits */
-		int st =
-		    http(&w->fd[i], w->c->api[i], "POST", "/v3/kv/put", body, w->attempt_ms, NULL);
+		int st = http(&w->fd[i], w->c->cc.api[i], "POST", "/v3/kv/put", body, w->attempt_ms,
+		              NULL);
 		if (st == 200)
 			return true;
 		w->cur = (w->cur + 1) % N;
@@ -440,9 +413,9 @@ static void breakdown(struct cluster *c, int victim, const char *leader_api, uin
 	for (int i = 0; i < N; i++) {
 		json_t *j = NULL;
 		struct iod_http_conn fd = {0};
-		if (i == victim || c->pid[i] <= 0)
+		if (i == victim || c->cc.pid[i] <= 0)
 			continue;
-		int st = http(&fd, c->api[i], "GET", "/v1/status", NULL, 1000, &j);
+		int st = http(&fd, c->cc.api[i], "GET", "/v1/status", NULL, 1000, &j);
 		iod_http_conn_close(&fd);
 		if (st != 200) {
 			json_decref(j);
@@ -451,7 +424,7 @@ static void breakdown(struct cluster *c, int victim, const char *leader_api, uin
 		uint64_t pv = tl_get(j, "prevote_us");
 		if (pv && pv >= kill_unix && (!first_prevote || pv < first_prevote))
 			first_prevote = pv;
-		if (!strcmp(c->api[i], leader_api) && !lead)
+		if (!strcmp(c->cc.api[i], leader_api) && !lead)
 			lead = j;
 		else
 			json_decref(j);
@@ -518,27 +491,27 @@ static size_t failover(struct cluster *c, int rounds, int sig, uint64_t *us)
 		/* kill the server that just acknowledged a write: the leader now */
 		if (c->kind == IOD) {
 			for (int i = 0; i < N; i++)
-				if (!strcmp(w.last, c->api[i]))
+				if (!strcmp(w.last, c->cc.api[i]))
 					leader = i;
 		} else if ((leader = find_leader(c, 20000)) < 0) {
 			break;
 		}
 		uint64_t t0 = now_us(), kill_unix = unix_us();
 		w.attempt_ms = 100;
-		kill(c->pid[leader], sig);
+		kill(c->cc.pid[leader], sig);
 		snprintf(key, sizeof(key), "after%d", r);
 		bool ok = writer_put(&w, key, 30000);
 		/* a write the victim itself acknowledged before the signal took
 		 * effect does not count: wait for one from the new leader */
 		for (int again = 0;
-		     ok && c->kind == IOD && !strcmp(w.last, c->api[leader]) && again < 10000;
+		     ok && c->kind == IOD && !strcmp(w.last, c->cc.api[leader]) && again < 10000;
 		     again++)
 			ok = writer_put(&w, key, 30000);
 		uint64_t t1 = now_us(), done_unix = unix_us();
 		w.attempt_ms = 5000;
 		int victim = leader;
-		waitpid(c->pid[victim], NULL, 0);
-		c->pid[victim] = 0;
+		waitpid(c->cc.pid[victim], NULL, 0);
+		c->cc.pid[victim] = 0;
 		if (!ok) {
 			fprintf(stderr,
 			        "bench: %s: no write committed within 30 s after the kill\n",
@@ -638,7 +611,7 @@ static void throughput(struct cluster *c, int clients, int seconds)
 		struct iod_err e;
 		for (int m = 0; m < N; m++) {
 			struct iod_http_conn fd = {0};
-			if (!iod_api_http_once(&fd, c->api[m], "GET", "/metrics", NULL, NULL, 0,
+			if (!iod_api_http_once(&fd, c->cc.api[m], "GET", "/metrics", NULL, NULL, 0,
 			                       2000, &r, &e)) {
 				for (char *l = r.body, *save = NULL, *t = strtok_r(l, "\n", &save);
 				     t; t = strtok_r(NULL, "\n", &save))
@@ -764,12 +737,12 @@ static void loop_lag(struct cluster *c)
 	free(txn);
 	leader = find_leader(c, 30000);
 	memset(&pr, 0, sizeof(pr));
-	pr.api = c->api[leader];
+	pr.api = c->cc.api[leader];
 	pthread_create(&pr.t, NULL, probe_thread, &pr);
 	sleep_ms(50);
 	for (int i = 0; i < 5; i++) {
 		struct iod_http_conn fd = {0};
-		http(&fd, c->api[leader], "GET", "/v1/configs", NULL, 30000, NULL);
+		http(&fd, c->cc.api[leader], "GET", "/v1/configs", NULL, 30000, NULL);
 		iod_http_conn_close(&fd);
 	}
 	pr.stop = 1;
@@ -778,7 +751,7 @@ static void loop_lag(struct cluster *c)
 
 	/* 1,000 watchers, from 8 loopback addresses (one address may hold at
 	 * most IOD_API_CONNECTIONS_PER_IP_MAX connections) */
-	int port = atoi(strrchr(c->api[leader], ':') + 1), open_n = 0;
+	int port = atoi(strrchr(c->cc.api[leader], ':') + 1), open_n = 0;
 	for (int i = 0; i < 1000; i++) {
 		struct sockaddr_in src = {.sin_family = AF_INET,
 		                          .sin_addr.s_addr =
@@ -800,9 +773,9 @@ static void loop_lag(struct cluster *c)
 		open_n++;
 	}
 	sleep_ms(500);
-	long rss0 = rss_kb(c->pid[leader], "VmRSS:");
+	long rss0 = rss_kb(c->cc.pid[leader], "VmRSS:");
 	memset(&pr, 0, sizeof(pr));
-	pr.api = c->api[leader];
+	pr.api = c->cc.api[leader];
 	pthread_create(&pr.t, NULL, probe_thread, &pr);
 	sleep_ms(50);
 	const size_t vlen = 512 * 1024;
@@ -829,7 +802,7 @@ static void loop_lag(struct cluster *c)
 		setsockopt(wfd[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		answered += recv(wfd[i], buf, sizeof(buf), 0) > 0;
 	}
-	long hwm = rss_kb(c->pid[leader], "VmHWM:");
+	long hwm = rss_kb(c->cc.pid[leader], "VmHWM:");
 	pr.stop = 1;
 	pthread_join(pr.t, NULL);
 	char extra[96];
@@ -885,13 +858,13 @@ static void recover(struct cluster *c, int mb)
 	snprintf(cmd, sizeof(cmd),
 	         "f=$(ls %s/d%d/seg-* | head -1) && printf '\\377' | dd of=$f bs=1 seek=300 "
 	         "conv=notrunc 2>/dev/null",
-	         c->dir, victim + 1);
+	         c->cc.dir, victim + 1);
 	if (system(cmd) != 0)
 		fprintf(stderr, "bench: recover: could not damage the log\n");
 	uint64_t t0 = now_us();
-	c->extra = "--recover-from-peers";
+	c->cc.extra = "--recover-from-peers";
 	start(c, victim);
-	c->extra = NULL;
+	c->cc.extra = NULL;
 	wait_healthy(c, victim, leader);
 	double secs = (double)(now_us() - t0) / 1e6;
 	printf("BENCH control.recover_from_peers state_bytes=%llu writes=%d seconds=%.2f\n",
@@ -961,7 +934,7 @@ int main(int argc, char **argv)
 		cluster_init(&c, ETCD, t == 1, root);
 		if (find_leader(&c, 30000) < 0) {
 			fprintf(stderr, "bench: etcd cluster did not elect a leader (logs in %s)\n",
-			        c.dir);
+			        c.cc.dir);
 			cluster_stop(&c);
 			continue;
 		}

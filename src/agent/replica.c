@@ -1,9 +1,9 @@
 /*
  * replica.c: one replica as the agent runs it, in and out of JSON.
  *
- * The agent's desired state arrives as JSON: a manifest file for a
- * standalone agent, or the control plane's Replica objects. This file turns
- * that JSON into fixed-size struct iod_agent_replica records (bounded
+ * A standalone agent's desired state arrives as JSON, a manifest file (the
+ * control plane's Replica objects are read through objects.h, desired.c).
+ * This file turns that JSON into fixed-size struct iod_agent_replica records (bounded
  * buffers, nothing borrowed) and back. It is a parser of untrusted input:
  * every field is type-checked and bounded (fuzz target: fuzz_agent_manifest).
  * It never does I/O.

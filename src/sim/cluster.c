@@ -965,6 +965,9 @@ static uint32_t gpus_held(const json_t *replicas, const char *node, const char *
 	return m;
 }
 
+/* A Replica object's key for field F (objects.h): the names live there. */
+#define REPLICA_KEY(F) iod_obj_key(IOD_OBJ_KIND_REPLICA, IOD_OBJ_REPLICA_##F)
+
 /*
  * The Kubernetes default for one replica: every live node with enough free
  * GPUs fits (the device plugin counts GPUs); the scores tie (the default
@@ -1006,14 +1009,19 @@ static int k8s_place(struct sim *s, json_t *value, const json_t *nodes, const js
 	}
 	char gl[128];
 	iod_sched_mask_format(got, gl, sizeof(gl));
-	json_object_set_new(value, "node", json_string(s->nodes[fit[pick]].name));
-	json_object_set_new(value, "gpus", json_string(gl));
-	json_object_set_new(value, "phase", json_string("pending"));
-	static const char *const pinned[] = {
-	    "cpus",         "cpu_affinity",        "mem_numa", "numa",   "nic",    "explain",
-	    "accelerators", "accelerator_devices", "lost_ms",  "reason", "reasons"};
+	json_object_set_new(value, REPLICA_KEY(NODE), json_string(s->nodes[fit[pick]].name));
+	json_object_set_new(value, REPLICA_KEY(GPUS), json_string(gl));
+	json_object_set_new(value, REPLICA_KEY(PHASE), json_string("pending"));
+	/* no CPU, NUMA, NIC or accelerator pinning, no explanation */
+	static const unsigned pinned[] = {
+	    IOD_OBJ_REPLICA_CPUS,         IOD_OBJ_REPLICA_CPU_AFFINITY,
+	    IOD_OBJ_REPLICA_MEM_NUMA,     IOD_OBJ_REPLICA_NUMA,
+	    IOD_OBJ_REPLICA_NIC,          IOD_OBJ_REPLICA_EXPLAIN,
+	    IOD_OBJ_REPLICA_ACCELERATORS, IOD_OBJ_REPLICA_ACCELERATOR_DEVICES,
+	    IOD_OBJ_REPLICA_LOST_MS,      IOD_OBJ_REPLICA_REASON,
+	    IOD_OBJ_REPLICA_REASONS};
 	for (size_t k = 0; k < IOD_ARRAY_LEN(pinned); k++)
-		json_object_del(value, pinned[k]);
+		json_object_del(value, iod_obj_key(IOD_OBJ_KIND_REPLICA, pinned[k]));
 	return 0;
 }
 
@@ -1069,7 +1077,7 @@ static void deploy(struct sim *s, struct lists *l)
 			const char *name = json_string_value(json_object_get(x, "name"));
 			if (k8s_place(s, v, l->nodes, taken, name)) {
 				s->r->unplaced++;
-				json_object_set_new(v, "node", json_string(""));
+				json_object_set_new(v, REPLICA_KEY(NODE), json_string(""));
 			}
 			json_array_append(json_object_get(taken, "items"), x);
 		}

@@ -15,6 +15,7 @@
 # Needs root, network namespaces, tc tbf, tshark; exits 77 with a reason if
 # not. Always removes its namespaces, links, processes and files.
 set -u
+. "$(dirname "$0")/lib.sh"
 BUILD=${1:-build}
 IOD="$BUILD/iod"
 PY=/usr/bin/python3
@@ -31,10 +32,8 @@ HA=arhA$T HB=arhB$T L1=arL1$T L2=arL2$T S1=arS1$T S2=arS2$T
 A1=ara$T B1=arb$T E1=are$T E2=arf$T
 NSS="$HA $HB $L1 $L2 $S1 $S2"
 DIR=$(mktemp -d)
-PIDS=""
 cleanup() {
-	for p in $PIDS; do kill "$p" 2>/dev/null; done
-	for p in $PIDS; do wait "$p" 2>/dev/null; done
+	stop_bg
 	for n in $NSS; do ip netns del "$n" 2>/dev/null; done
 	for l in "$A1" "$B1" "$E1" "$E2"; do ip link del "$l" 2>/dev/null; done
 	rm -rf "$DIR"
@@ -103,8 +102,7 @@ while True:
         except OSError: pass
     time.sleep(0.01)
 EOF2
-ip netns exec "$S2" "$PY" "$DIR/cross.py" &
-PIDS="$PIDS $!"
+bg ip netns exec "$S2" "$PY" "$DIR/cross.py"
 # Endpoints: /32 addresses, the rest via the overlay gateway .1; MTU and GSO
 # such that every frame fits the underlay after 50 bytes of VXLAN.
 ip -n "$HA" link set a0 address 02:00:00:00:00:02 mtu 1400 gso_max_segs 1 up
@@ -165,12 +163,10 @@ for t in ts: t.join()
 for p, b in sorted(res.items(), key=lambda kv: str(kv[0])):
     print(p, "%.2f" % (b * 8 / secs / 1e6))
 EOF2
-ip netns exec "$HB" "$PY" "$DIR/srv.py" &
-PIDS="$PIDS $!"
+bg ip netns exec "$HB" "$PY" "$DIR/srv.py"
 
-pass=0 fail=0
 check() { # name ok|no detail
-	if [ "$2" = ok ]; then echo "ok   $1"; pass=$((pass + 1)); else echo "FAIL $1: $3"; fail=$((fail + 1)); fi
+	if [ "$2" = ok ]; then ok "$1"; else bad "$1" "$3"; fi
 }
 
 run_policy() { # policy -> $DIR/$1.flows: "port mbps spine"
@@ -187,7 +183,7 @@ run_policy() { # policy -> $DIR/$1.flows: "port mbps spine"
 	c1=$!
 	ip netns exec "$L1" dumpcap -q -i up2 -s 128 -f "udp dst port 4789" -w "$DIR/$pol.up2.pcap" 2>/dev/null &
 	c2=$!
-	PIDS="$PIDS $d1 $d2 $c1 $c2"
+	for p in $d1 $d2 $c1 $c2; do bg_adopt "$p"; done
 	sleep 1
 	ip netns exec "$HA" "$PY" "$DIR/cli.py" "$FLOWS" 2 >"$DIR/$pol.tput"
 	sleep 1.2 # one more state write
@@ -237,11 +233,10 @@ pinned=$("$PY" -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["ada
 refl=$("$PY" -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["adaptive_routing"]["probes_reflected"])' "$DIR/minrtt.dump2.json" 2>/dev/null)
 [ "${pinned:-0}" -gt 0 ] && [ "${refl:-0}" -gt 0 ] && s=ok || s=no
 check dump_shows_pinned_flows_and_reflected_probes $s "pinned=${pinned:-?} reflected=${refl:-?}"
-if [ $fail -gt 0 ]; then
+if ! checks_ok; then
 	for f in "$DIR"/dp*.out; do echo "--- $f"; cat "$f"; done
 	for f in "$DIR"/minrtt.dump*.json; do
 		"$PY" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1])).get("adaptive_routing")))' "$f"
 	done
 fi
-echo "RESULT $pass $fail 0"
-[ $fail -eq 0 ]
+checks_ok

@@ -9,24 +9,24 @@
 # appends from each client's own stale copy) lost acknowledged appends.
 # Needs root and nft. Prints RESULT lines.
 set -u
+. "$(dirname "$0")/lib.sh"
 BUILD=${1:-build}
 IOD="$BUILD/iod"
 [ -x "$IOD" ] || { echo "skip: $IOD not built"; exit 77; }
 [ "$(id -u)" = 0 ] || { echo "skip: needs root (nftables, cgroups)"; exit 77; }
-command -v nft >/dev/null || { echo "skip: nft not installed"; exit 77; }
+need nft
 nft list tables >/dev/null 2>&1 || { echo "skip: nft cannot list tables here"; exit 77; }
 grep -q cgroup2 /proc/self/mounts || { echo "skip: no cgroup2 mounted"; exit 77; }
-command -v jq >/dev/null || { echo "skip: jq not installed"; exit 77; }
+need jq
 IOD=$(cd "$(dirname "$IOD")" && pwd)/iod
 T=$(mktemp -d)
 export IOD_STATE_DIR="$T/cluster"
-BASE=$((29000 + ($$ % 300) * 20))
+BASE=$(free_port_block $$) || { echo "skip: no free block of ports"; exit 77; }
 API=$((BASE + 10))
 export IOD_SERVER="127.0.0.1:$API"
 trap '"$IOD" chaos heal --all >/dev/null 2>&1; "$IOD" down --grace 2s >/dev/null 2>&1; rm -rf "$T"' EXIT
-"$IOD" up --nodes 1 --gpus-per-node 0 --api-port "$API" --raft-port "$BASE" --no-mesh \
-	--telemetry-port 0 --no-sandbox >"$T/up.log" 2>&1 ||
-	{ cat "$T/up.log"; echo "FAIL iod up"; echo "RESULT 0 1 0"; exit 0; }
+start_cluster "$T/up.log" --nodes 1 --gpus-per-node 0 --api-port "$API" --raft-port "$BASE" --no-mesh \
+	--telemetry-port 0 --no-sandbox || exit 0
 # the bank and append switches need no fault: non-atomic transfers and
 # blind appends from a stale copy break the invariants by themselves
 IOD_TEST_BROKEN_BANK=1 "$IOD" chaos run --workload bank --clients 3 --rate 100 --duration 5s \
@@ -42,16 +42,13 @@ wait "$bp"
 brc=$?
 wait "$ap"
 arc=$?
-pass=0 fail=0
 v=$(jq -r .valid "$T/r.json" 2>/dev/null)
 verdict=$(jq -r .check.verdict "$T/r.json" 2>/dev/null)
 sub=$(jq '.check.failing_subhistory | length' "$T/r.json" 2>/dev/null)
 if [ "$rc" = 1 ] && [ "$v" = false ] && [ "$verdict" = "not linearizable" ] && [ "${sub:-0}" -ge 2 ]; then
-	echo "ok   broken_reads_reported_not_linearizable (sub-history of $sub ops)"
-	pass=$((pass + 1))
+	ok "broken_reads_reported_not_linearizable (sub-history of $sub ops)"
 else
-	echo "FAIL broken_reads_reported_not_linearizable (exit $rc, valid $v, verdict $verdict, $(cat "$T/r.err"))"
-	fail=$((fail + 1))
+	bad "broken_reads_reported_not_linearizable (exit $rc, valid $v, verdict $verdict, $(cat "$T/r.err"))"
 fi
 # bank: some read's total is not 500; the report shows that read and the
 # transfers around it; `iod chaos check` on the saved history agrees
@@ -62,11 +59,9 @@ bh=$(jq -r .history "$T/b.json" 2>/dev/null)
 bcrc=$?
 if [ "$brc" = 1 ] && [ "$(jq -r .valid "$T/b.json")" = false ] && [ "${bad:-0}" -ge 1 ] &&
 	[ "$bsub" = 1 ] && [ "$bcrc" = 1 ]; then
-	echo "ok   broken_bank_totals_reported ($bad reads with a wrong total; check exit $bcrc)"
-	pass=$((pass + 1))
+	ok "broken_bank_totals_reported ($bad reads with a wrong total; check exit $bcrc)"
 else
-	echo "FAIL broken_bank_totals_reported (exit $brc, bad reads $bad, sub reads $bsub, check exit $bcrc, $(tail -3 "$T/b.err"))"
-	fail=$((fail + 1))
+	bad "broken_bank_totals_reported (exit $brc, bad reads $bad, sub reads $bsub, check exit $bcrc, $(tail -3 "$T/b.err"))"
 fi
 lost=$(jq .check.anomalies.lost "$T/a.json" 2>/dev/null)
 kind=$(jq -r '.check.failing_subhistory[0].anomaly' "$T/a.json" 2>/dev/null)
@@ -75,10 +70,7 @@ ah=$(jq -r .history "$T/a.json" 2>/dev/null)
 acrc=$?
 if [ "$arc" = 1 ] && [ "$(jq -r .valid "$T/a.json")" = false ] && [ "${lost:-0}" -ge 1 ] &&
 	[ "$(jq .lost "$T/a.json")" = "$lost" ] && [ "$kind" = lost ] && [ "$acrc" = 1 ]; then
-	echo "ok   broken_append_lost_reported ($lost acknowledged appends lost; check exit $acrc)"
-	pass=$((pass + 1))
+	ok "broken_append_lost_reported ($lost acknowledged appends lost; check exit $acrc)"
 else
-	echo "FAIL broken_append_lost_reported (exit $arc, lost $lost, first $kind, check exit $acrc, $(tail -3 "$T/a.err"))"
-	fail=$((fail + 1))
+	bad "broken_append_lost_reported (exit $arc, lost $lost, first $kind, check exit $acrc, $(tail -3 "$T/a.err"))"
 fi
-echo "RESULT $pass $fail 0"

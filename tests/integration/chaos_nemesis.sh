@@ -9,28 +9,27 @@
 # write acknowledged after its heal); afterwards no chaos-* object is left.
 # Needs root and nft. Prints RESULT lines.
 set -u
+. "$(dirname "$0")/lib.sh"
 BUILD=${1:-build}
 [ $# -gt 0 ] && shift
 NEMESES=${*:-partition kill pause partition+kill partition+member}
 IOD="$BUILD/iod"
 [ -x "$IOD" ] || { echo "skip: $IOD not built"; exit 77; }
 [ "$(id -u)" = 0 ] || { echo "skip: needs root (nftables, cgroups)"; exit 77; }
-command -v nft >/dev/null || { echo "skip: nft not installed"; exit 77; }
+need nft
 nft list tables >/dev/null 2>&1 || { echo "skip: nft cannot list tables here"; exit 77; }
 grep -q cgroup2 /proc/self/mounts || { echo "skip: no cgroup2 mounted"; exit 77; }
-command -v jq >/dev/null || { echo "skip: jq not installed"; exit 77; }
-command -v curl >/dev/null || { echo "skip: curl not installed"; exit 77; }
+need jq curl
 IOD=$(cd "$(dirname "$IOD")" && pwd)/iod
 T=$(mktemp -d)
 export IOD_STATE_DIR="$T/cluster"
-BASE=$((26000 + ($$ % 300) * 20))
+BASE=$(free_port_block $$) || { echo "skip: no free block of ports"; exit 77; }
 API=$((BASE + 10))
 export IOD_SERVER="127.0.0.1:$API"
 trap '"$IOD" chaos heal --all >/dev/null 2>&1; "$IOD" down --grace 2s >/dev/null 2>&1; rm -rf "$T"' EXIT
-"$IOD" up --nodes 1 --gpus-per-node 0 --api-port "$API" --raft-port "$BASE" --no-mesh \
-	--telemetry-port 0 --no-sandbox >"$T/up.log" 2>&1 ||
-	{ cat "$T/up.log"; echo "FAIL iod up"; echo "RESULT 0 1 0"; exit 0; }
-pass=0 fail=0 seed=11
+start_cluster "$T/up.log" --nodes 1 --gpus-per-node 0 --api-port "$API" --raft-port "$BASE" --no-mesh \
+	--telemetry-port 0 --no-sandbox || exit 0
+seed=11
 # side: a workload run beside the register one, living through its faults
 side() { # side WORKLOAD SEED: background run, json in $T/WORKLOAD.json
 	"$IOD" chaos run --workload "$1" --clients 2 --rate "$3" --duration 20s --nemesis none \
@@ -65,19 +64,17 @@ for nem in $NEMESES; do
 	done
 	if [ "$rrc" = 0 ] && [ "$rv" = true ] && [ "${nf:-0}" -ge 1 ] && [ "$rec" = 0 ] &&
 		[ -z "$sides" ]; then
-		echo "ok   $nem: register $ops ops valid, $nf faults, recovery p99 $p99 ms;" \
-			"set $(jq .ops.acknowledged_writes "$T/set.json") acked," \
-			"bank $(jq .ops.acknowledged_writes "$T/bank.json") transfers," \
-			"append $(jq .ops.acknowledged_writes "$T/append.json") appends: 0 lost, 0 anomalies"
-		pass=$((pass + 1))
+		ok "$nem: register $ops ops valid, $nf faults, recovery p99 $p99 ms;\
+ set $(jq .ops.acknowledged_writes "$T/set.json") acked,\
+ bank $(jq .ops.acknowledged_writes "$T/bank.json") transfers,\
+ append $(jq .ops.acknowledged_writes "$T/append.json") appends: 0 lost, 0 anomalies"
 	else
-		echo "FAIL $nem: register exit $rrc valid $rv faults $nf unrecovered $rec; failed:$sides"
+		bad "$nem: register exit $rrc valid $rv faults $nf unrecovered $rec; failed:$sides"
 		sed 's/^/  reg: /' "$T/reg.err" | tail -5
 		for w in $sides; do
 			echo "  $w: exit $(cat "$T/$w.rc") $(jq -c '{valid, lost, anomalies, check}' "$T/$w.json" 2>/dev/null | cut -c1-400)"
 			sed "s/^/  $w: /" "$T/$w.err" | tail -5
 		done
-		fail=$((fail + 1))
 	fi
 	"$IOD" chaos heal --all >/dev/null 2>&1
 done
@@ -86,10 +83,7 @@ PKI="$IOD_STATE_DIR/pki"
 left=$(curl -s --max-time 5 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
 	"https://$IOD_SERVER/v1/configs" | jq '[.items[] | select(.name | startswith("chaos-"))] | length')
 if [ "$left" = 0 ]; then
-	echo "ok   workload_objects_deleted_after_runs"
-	pass=$((pass + 1))
+	ok "workload_objects_deleted_after_runs"
 else
-	echo "FAIL workload_objects_deleted_after_runs ($left chaos-* configs left)"
-	fail=$((fail + 1))
+	bad "workload_objects_deleted_after_runs ($left chaos-* configs left)"
 fi
-echo "RESULT $pass $fail 0"

@@ -10,6 +10,7 @@
 # Needs root and network namespaces; exits 77 (skip) with a reason if not.
 # Always removes its namespaces, links, processes and files.
 set -u
+. "$(dirname "$0")/lib.sh"
 BUILD=${1:-build}
 IOD="$BUILD/iod"
 PY=/usr/bin/python3
@@ -22,10 +23,8 @@ T=$$
 NSA=iodA$T NSB=iodB$T
 A1=ida$T B1=idb$T F1=idf$T F2=idg$T
 DIR=$(mktemp -d)
-PIDS=""
 cleanup() {
-	for p in $PIDS; do kill "$p" 2>/dev/null; done
-	for p in $PIDS; do wait "$p" 2>/dev/null; done
+	stop_bg
 	ip netns del "$NSA" 2>/dev/null
 	ip netns del "$NSB" 2>/dev/null
 	ip link del "$A1" 2>/dev/null
@@ -91,12 +90,10 @@ node_config dp1 10.10.0.1 10.10.0.2 "$A1" "$F1" "$EPA" \
 node_config dp2 10.10.0.2 10.10.0.1 "$B1" "$F2" "$EPB" \
 	"$(echo "$EPA" | sed 's/mac: [0-9a-f:]*, local: true/vtep: 10.10.0.1/')"
 
-"$IOD" dp run --config "$DIR/dp1.yaml" --state "$DIR/dp1.json" --duration 60s \
-	>"$DIR/dp1.out" 2>&1 &
-PIDS="$PIDS $!"
-"$IOD" dp run --config "$DIR/dp2.yaml" --state "$DIR/dp2.json" --duration 60s \
-	>"$DIR/dp2.out" 2>&1 &
-PIDS="$PIDS $!"
+bg "$IOD" dp run --config "$DIR/dp1.yaml" --state "$DIR/dp1.json" --duration 60s \
+	>"$DIR/dp1.out" 2>&1
+bg "$IOD" dp run --config "$DIR/dp2.yaml" --state "$DIR/dp2.json" --duration 60s \
+	>"$DIR/dp2.out" 2>&1
 
 # Servers in B: each answers with the address it was reached on.
 cat >"$DIR/srv.py" <<'EOF'
@@ -110,8 +107,7 @@ for a, p in (("192.168.0.3", 8080), ("192.168.0.4", 8080), ("192.168.0.3", 9090)
     threading.Thread(target=serve, args=(a, p), daemon=True).start()
 threading.Event().wait()
 EOF
-ip netns exec "$NSB" "$PY" "$DIR/srv.py" &
-PIDS="$PIDS $!"
+bg ip netns exec "$NSB" "$PY" "$DIR/srv.py"
 sleep 1
 
 cat >"$DIR/cli.py" <<'EOF'
@@ -127,9 +123,8 @@ for i in range(n):
         seen["error:" + type(e).__name__] = seen.get("error:" + type(e).__name__, 0) + 1
 print(" ".join("%s=%d" % kv for kv in sorted(seen.items())))
 EOF
-pass=0 fail=0
 check() { # name condition-result
-	if [ "$2" = ok ]; then echo "ok   $1"; pass=$((pass + 1)); else echo "FAIL $1: $3"; fail=$((fail + 1)); fi
+	if [ "$2" = ok ]; then ok "$1"; else bad "$1" "$3"; fi
 }
 r=$(ip netns exec "$NSA" "$PY" "$DIR/cli.py" 192.168.0.3 8080 3)
 [ "$r" = "192.168.0.3=3" ] && s=ok || s=no
@@ -145,10 +140,9 @@ check vip_balances_two_backends $s "$r"
 "$IOD" dp dump --state "$DIR/dp1.json" >"$DIR/dump.txt" 2>&1
 grep -q "pipe svc" "$DIR/dump.txt" && s=ok || s=no
 check dp_dump_of_running_node $s "$(head -5 "$DIR/dump.txt")"
-if [ $fail -gt 0 ]; then
+if ! checks_ok; then
 	echo "--- dp1"; cat "$DIR/dp1.out"; echo "--- dp2"; cat "$DIR/dp2.out"
 	"$IOD" dp dump --state "$DIR/dp1.json" 2>&1 | head -60
 	"$IOD" dp dump --state "$DIR/dp2.json" 2>&1 | head -60
 fi
-echo "RESULT $pass $fail 0"
-[ $fail -eq 0 ]
+checks_ok

@@ -6,9 +6,8 @@
 # software with the port's message; the others say why they are not
 # expressible. Skips (77) when iod was built without DPDK.
 set -u
-BUILD=${1:-build}
-IOD="$BUILD/iod"
-[ -x "$IOD" ] || { echo "skip: $IOD not built"; exit 77; }
+. "$(dirname "$0")/lib.sh"
+need_iod "${1:-build}"
 DIR=$(mktemp -d)
 trap 'rm -rf "$DIR"' EXIT INT TERM
 cat >"$DIR/dp.yaml" <<'YAML'

@@ -7,9 +7,30 @@
 #                              ephemeral range, printed as its first port
 #                              (nothing when none is free)
 #   bg CMD...                  start CMD in the background, remember its pid
+#                              (also in BG_PID)
+#   bg_adopt PID               remember a pid started with a plain & (a
+#                              here-document's command) for stop_bg too
 #   stop_bg                    SIGTERM, then wait for, every process bg started
 #
-# Scripts keep their own cleanup trap and call stop_bg from it.
+# Checks (each prints its line and its own RESULT line, which
+# scripts/run-tests.sh sums, so a script that stops early still counts):
+#   ok NAME                    "ok   NAME" (with " (t=Ns)" when T0 is set)
+#   bad NAME [WHY]             "FAIL NAME[: WHY]", then the script's on_bad
+#                              function when it defines one (to dump logs)
+#   skip_check NAME WHY        "skip NAME: WHY"
+#   checks_ok                  status 0 when no check failed (a last command)
+#
+# Preconditions (each skips the script, exit 77, with the reason):
+#   need_iod BUILD             IOD=BUILD/iod as an absolute path
+#   need CMD...                every CMD is on PATH
+#   need_root WHY              running as root
+#
+# A local cluster:
+#   start_cluster LOG ARGS...  `$IOD up ARGS` with its output in LOG; when it
+#                              fails: LOG printed, `bad "iod up"`, status 1
+#   stop_cluster [GRACE]       `$IOD down` (default grace 5s) if one was started
+#
+# Scripts keep their own cleanup trap and call stop_bg/stop_cluster from it.
 
 wait_for() {
 	_n=$(($1 * 10)); shift
@@ -39,10 +60,66 @@ free_port_block() {
 LIB_BG_PIDS=""
 bg() {
 	"$@" &
-	LIB_BG_PIDS="$LIB_BG_PIDS $!"
+	BG_PID=$!
+	LIB_BG_PIDS="$LIB_BG_PIDS $BG_PID"
 }
+bg_adopt() { LIB_BG_PIDS="$LIB_BG_PIDS $1"; }
 stop_bg() {
 	for _p in $LIB_BG_PIDS; do kill "$_p" 2>/dev/null; done
 	for _p in $LIB_BG_PIDS; do wait "$_p" 2>/dev/null; done
 	LIB_BG_PIDS=""
+}
+
+LIB_PASS=0
+LIB_FAIL=0
+LIB_SKIP=0
+ok() {
+	echo "ok   $1${T0:+ (t=$(($(date +%s) - T0))s)}"
+	echo "RESULT 1 0 0"
+	LIB_PASS=$((LIB_PASS + 1))
+}
+bad() {
+	if [ $# -gt 1 ]; then echo "FAIL $1: $2"; else echo "FAIL $1"; fi
+	echo "RESULT 0 1 0"
+	LIB_FAIL=$((LIB_FAIL + 1))
+	if command -v on_bad >/dev/null 2>&1; then on_bad; fi
+	return 0
+}
+skip_check() {
+	echo "skip $1: $2"
+	echo "RESULT 0 0 1"
+	LIB_SKIP=$((LIB_SKIP + 1))
+}
+checks_ok() { [ "$LIB_FAIL" -eq 0 ]; }
+
+need_iod() {
+	IOD="${1:-build}/iod"
+	[ -x "$IOD" ] || { echo "skip: $IOD not built"; exit 77; }
+	IOD=$(cd "$(dirname "$IOD")" && pwd)/iod
+}
+need() {
+	for _c in "$@"; do
+		command -v "$_c" >/dev/null 2>&1 || { echo "skip: $_c not installed"; exit 77; }
+	done
+}
+need_root() {
+	[ "$(id -u)" = 0 ] || { echo "skip: needs root ($1)"; exit 77; }
+}
+
+LIB_UP=0
+start_cluster() {
+	_log=$1
+	shift
+	if "$IOD" up "$@" >"$_log" 2>&1; then
+		LIB_UP=1
+		return 0
+	fi
+	LIB_UP=1 # a half-started cluster is stopped too
+	cat "$_log"
+	bad "iod up"
+	return 1
+}
+stop_cluster() {
+	[ "$LIB_UP" = 1 ] && "$IOD" down --grace "${1:-5s}" >/dev/null 2>&1
+	LIB_UP=0
 }

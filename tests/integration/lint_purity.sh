@@ -4,12 +4,10 @@
 # socket, prints, or includes a shell header; comments and strings that name
 # such calls do not count.
 set -u
-command -v python3 >/dev/null || { echo "python3 missing"; exit 77; }
+. "$(dirname "$0")/lib.sh"
+need python3
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT INT TERM
-pass=0 fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 
 python3 scripts/purity.py >"$T/tree.out" 2>&1 && ok tree_is_pure || { bad tree_is_pure; cat "$T/tree.out"; }
 
@@ -30,5 +28,4 @@ for what in 'clock_gettime(0, 0)' 'socket(1, 2, 3)' 'printf("x")' 'pthread_creat
 done
 printf '#include <pthread.h>\nint f(void);\n' >"$T/src/sched/core.c"
 python3 scripts/purity.py "$T" 2>&1 | grep -q "core.c:1: includes <pthread.h>" && ok finds_shell_header || bad finds_shell_header
-echo "RESULT $pass $fail 0"
-[ $fail -eq 0 ]
+checks_ok

@@ -23,34 +23,22 @@
 #                          the client gets that answer (needs python3)
 #   clean_exit             the proxy exits cleanly (sanitizers quiet)
 set -u
+. "$(dirname "$0")/lib.sh"
 B=${1:-build}
 IOD="$B/iod"
 PROXY="$B/san/iod"
 [ -x "$PROXY" ] || PROXY="$IOD"
 [ -x "$IOD" ] || { echo "no $IOD"; exit 77; }
-command -v curl >/dev/null || { echo "curl missing"; exit 77; }
-command -v sha256sum >/dev/null || { echo "sha256sum missing"; exit 77; }
+need curl sha256sum
 
 T=$(mktemp -d)
-PIDS=""
 cleanup() {
-	for p in $PIDS; do kill "$p" 2>/dev/null; done
-	for p in $PIDS; do wait "$p" 2>/dev/null; done
+	stop_bg
 	rm -rf "$T"
 }
 trap cleanup EXIT INT TERM
 
-seed=$$
-base=0
-for try in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
-	cand=$(( 10050 + (seed * 11 + try * 137) % 220 * 100 ))
-	if ! command -v ss >/dev/null ||
-		[ -z "$(ss -Hltun "( sport >= :$cand and sport <= :$((cand + 49)) )" 2>/dev/null)" ]; then
-		base=$cand
-		break
-	fi
-done
-[ "$base" -gt 0 ] || { echo "no free block of ports"; exit 77; }
+base=$(free_port_block $$) || { echo "no free block of ports"; exit 77; }
 oct=$(( 1 + ($$ / 7) % 250 ))
 VIP="127.79.$oct"
 ADMIN="127.0.0.1:$((base + 40))"
@@ -62,8 +50,7 @@ S1=$(sum "$T/m1"); S64=$(sum "$T/m64")
 
 start() { # name port [extra...]
 	n=$1 p=$2; shift 2
-	"$IOD" proxy backend --listen "127.0.0.1:$p" --name "$n" "$@" >"$T/$n.log" 2>&1 &
-	PIDS="$PIDS $!"
+	bg "$IOD" proxy backend --listen "127.0.0.1:$p" --name "$n" "$@" >"$T/$n.log" 2>&1
 }
 start sink $((base + 1)) --sink "$T/sink"
 start big $((base + 2)) --file "$T/m64"
@@ -89,18 +76,14 @@ svc() { # name octet port
 	echo ']}'
 } >"$T/mesh.json"
 
-"$PROXY" proxy run --config "$T/mesh.json" --workers 1 --admin "$ADMIN" >"$T/proxy.log" 2>&1 &
-PROXY_PID=$!
-PIDS="$PIDS $PROXY_PID"
+bg "$PROXY" proxy run --config "$T/mesh.json" --workers 1 --admin "$ADMIN" >"$T/proxy.log" 2>&1
+PROXY_PID=$BG_PID
 i=0
 until curl -sf "http://$ADMIN/healthz" >/dev/null 2>&1; do
 	i=$((i + 1)); [ $i -gt 100 ] && { echo "proxy did not start"; cat "$T/proxy.log"; exit 1; }
 	sleep 0.1
 done
 
-pass=0 fail=0 skip=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
 
 # upload NAME FILE WANTSUM [curl args...]: through the sink service
 upload() {
@@ -202,7 +185,7 @@ PY
 		bad chunk_junk "$(cat "$T/junk.log")"
 	fi
 else
-	echo "skip chunk_junk: python3 missing"; skip=$((skip + 1))
+	skip_check chunk_junk "python3 missing"
 fi
 
 # retry_streamed: round robin sends one of each two to the dead endpoint
@@ -235,15 +218,14 @@ try:
 except Exception: pass
 c.close()
 PY
-	EP=$!
-	PIDS="$PIDS $EP"
+	bg_adopt $!
 	i=0
 	while [ ! -e "$T/early.ready" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 	code=$(curl -s -o "$T/early" -w '%{http_code}' -H 'Expect:' -T "$T/m64" "http://$VIP.7:8000/e")
 	[ "$code" = 413 ] && [ "$(cat "$T/early")" = nope ] && ok early_answer ||
 		bad early_answer "code=$code body=$(head -c 40 "$T/early")"
 else
-	echo "skip early_answer: python3 missing"; skip=$((skip + 1))
+	skip_check early_answer "python3 missing"
 fi
 
 kill "$PROXY_PID"; wait "$PROXY_PID"; rc=$?
@@ -252,4 +234,3 @@ if [ $rc -ne 0 ] || grep -q "ERROR: AddressSanitizer\|runtime error" "$T/proxy.l
 else
 	ok clean_exit
 fi
-echo "RESULT $pass $fail $skip"

@@ -6,12 +6,12 @@
 # follows the control plane too, and a client reaches a replica by its VIP.
 # Skips (77) when this build has no `iod up` (the agent's branch not merged).
 set -u
+. "$(dirname "$0")/lib.sh"
 B=${1:-build}
 IOD="$B/iod"
-[ -x "$IOD" ] || { echo "no $IOD"; exit 77; }
+need_iod "$B"
 "$IOD" up --help >/dev/null 2>&1 || { echo "iod up is not built here"; exit 77; }
-command -v python3 >/dev/null || { echo "python3 missing"; exit 77; }
-command -v curl >/dev/null || { echo "curl missing"; exit 77; }
+need python3 curl
 
 T=$(mktemp -d)
 # the client config `iod up` writes (its admin credential) is found here
@@ -26,23 +26,12 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 # A block of free ports below the ephemeral range.
-base=0
-for try in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
-	cand=$(( 10000 + ($$ * 11 + try * 173) % 100 * 100 ))
-	if ! command -v ss >/dev/null ||
-		[ -z "$(ss -Hltun "( sport >= :$cand and sport <= :$((cand + 99)) )" 2>/dev/null)" ]; then
-		base=$cand
-		break
-	fi
-done
-[ "$base" -gt 0 ] || { echo "no free block of ports"; exit 77; }
+base=$(free_port_block $$) || { echo "no free block of ports"; exit 77; }
 API="127.0.0.1:$((base + 10))"; ADMIN="127.0.0.1:$((base + 90))"
 AGENT_ADMIN="127.0.0.1:$((base + 80))"
 
-if ! "$IOD" up --nodes 2 --api-port $((base + 10)) --raft-port $((base + 20)) \
-	--mesh-port $((base + 80)) --state-dir "$T/state" >"$T/up.log" 2>&1; then
-	echo "iod up failed"; cat "$T/up.log"; exit 1
-fi
+start_cluster "$T/up.log" --nodes 2 --api-port $((base + 10)) --raft-port $((base + 20)) \
+	--mesh-port $((base + 80)) --state-dir "$T/state" || exit 1
 cat >"$T/spec.json" <<JSON
 {"services": [{"name": "parameter-server", "type": "stateful", "resources": {"gpu": 1},
   "replicas": 2, "command": "iod demo-worker --role parameter-server"},
@@ -51,7 +40,6 @@ cat >"$T/spec.json" <<JSON
 JSON
 "$IOD" deploy -f "$T/spec.json" --server "$API" >"$T/deploy.log" 2>&1 ||
 	{ echo "deploy failed"; cat "$T/deploy.log"; exit 1; }
-pass=0 fail=0
 
 # The VIP of a healthy parameter-server in the view of the proxy at $1.
 healthy_vip() {
@@ -93,9 +81,9 @@ while [ $i -lt 100 ]; do
 	[ -n "$AVIP" ] && break
 	i=$((i + 1)); sleep 0.1
 done
-if [ -n "$AVIP" ]; then echo "ok   up_agent_proxy ($AVIP)"; pass=$((pass + 1)); else
-	echo "FAIL up_agent_proxy: node-1's agent serves no healthy parameter-server"
-	grep -i mesh "$T/state/node-1.log"; fail=$((fail + 1)); fi
+if [ -n "$AVIP" ]; then ok "up_agent_proxy ($AVIP)"; else
+	bad "up_agent_proxy: node-1's agent serves no healthy parameter-server"
+	grep -i mesh "$T/state/node-1.log"; fi
 
 # The replica's environment (the sandbox's process or its child) names the VIP.
 # The pid in status.json can be a moment stale (a restart, a process between
@@ -116,17 +104,16 @@ for r in json.load(open(sys.argv[1]))["replicas"]:
 	i=$((i + 1))
 done
 if [ -n "$ENVADDR" ] && [ "$ENVADDR" = "$AVIP" ]; then
-	echo "ok   up_replica_env (IOD_SVC_PARAMETER_SERVER_ADDR=$ENVADDR)"; pass=$((pass + 1))
+	ok "up_replica_env (IOD_SVC_PARAMETER_SERVER_ADDR=$ENVADDR)"
 else
-	echo "FAIL up_replica_env: IOD_SVC_PARAMETER_SERVER_ADDR=\"$ENVADDR\", proxy serves \"$AVIP\" (pid ${pid:-none})"
-	fail=$((fail + 1))
+	bad "up_replica_env: IOD_SVC_PARAMETER_SERVER_ADDR=\"$ENVADDR\", proxy serves \"$AVIP\" (pid ${pid:-none})"
 fi
 
 # A call to that address from the node reaches a parameter server.
 if [ -n "$ENVADDR" ] && [ "$(pulls "$ENVADDR")" = 4 ]; then
-	echo "ok   up_call_by_env"; pass=$((pass + 1))
+	ok "up_call_by_env"
 else
-	echo "FAIL up_call_by_env: PULLs to \"$ENVADDR\" not all answered"; fail=$((fail + 1))
+	bad "up_call_by_env: PULLs to \"$ENVADDR\" not all answered"
 fi
 
 # The worker (--via-mesh) trains through the VIP. Up to 30 s: in about one
@@ -139,14 +126,12 @@ while [ $i -lt 300 ]; do
 done
 if grep -q "1 parameter servers ($AVIP)" "$T"/state/node-*/replicas/trainer-0/log 2>/dev/null &&
 	grep -q "worker: step" "$T"/state/node-*/replicas/trainer-0/log; then
-	echo "ok   up_worker_via_mesh (first step seen after $((i / 10)).$((i % 10)) s of waiting)"
-	pass=$((pass + 1))
+	ok "up_worker_via_mesh (first step seen after $((i / 10)).$((i % 10)) s of waiting)"
 else
-	echo "FAIL up_worker_via_mesh: trainer-0 did not train through $AVIP in 30 s ($(date -u +%T.%N))"
+	bad "up_worker_via_mesh: trainer-0 did not train through $AVIP in 30 s ($(date -u +%T.%N))"
 	cat "$T"/state/node-*/replicas/trainer-0/log 2>/dev/null | tail -5
 	"$IOD" get replicas --server "$API" 2>&1 | sed 's/^/  /'
 	grep -h "trainer-0" "$T"/state/node-*.log 2>/dev/null | tail -8 | sed 's/^/  /'
-	fail=$((fail + 1))
 fi
 
 # -- a standalone proxy following the control plane --
@@ -163,15 +148,14 @@ while [ $i -lt 100 ]; do
 	i=$((i + 1)); sleep 0.1
 done
 if [ -z "$VIP" ]; then
-	echo "FAIL up_registry: no healthy parameter-server endpoint in the proxy's view"
+	bad "up_registry: no healthy parameter-server endpoint in the proxy's view"
 	cat "$T/proxy.log"; "$IOD" get endpoints --server "$API"
-	echo "RESULT $pass $((fail + 1)) 0"; exit 0
+	exit 0
 fi
-echo "ok   up_registry ($VIP)"; pass=$((pass + 1))
+ok "up_registry ($VIP)"
 
 # A demo PULL through the VIP must reach a parameter server and get bytes back
 # (this proxy and node-1's share the VIP through SO_REUSEPORT).
 got=$(pulls "$VIP")
-if [ "$got" = 4 ]; then echo "ok   up_call_by_vip"; pass=$((pass + 1)); else
-	echo "FAIL up_call_by_vip: $got of 4 answered"; fail=$((fail + 1)); fi
-echo "RESULT $pass $fail 0"
+if [ "$got" = 4 ]; then ok "up_call_by_vip"; else
+	bad "up_call_by_vip: $got of 4 answered"; fi

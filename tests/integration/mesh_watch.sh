@@ -15,45 +15,31 @@
 # and a BENCH line per mode (median and max over the rounds; the machine is
 # shared, so only the order of magnitude is asserted: both modes under 3 s).
 set -u
+. "$(dirname "$0")/lib.sh"
 B=${1:-build}
 IOD="$B/iod"
 PROXY="$B/san/iod"
 [ -x "$PROXY" ] || PROXY="$IOD"
 [ -x "$IOD" ] || { echo "no $IOD"; exit 77; }
-command -v curl >/dev/null || { echo "curl missing"; exit 77; }
-command -v python3 >/dev/null || { echo "python3 missing"; exit 77; }
+need curl python3
 
 T=$(mktemp -d)
-PIDS=""
 cleanup() {
-	for p in $PIDS; do kill "$p" 2>/dev/null; done
-	for p in $PIDS; do wait "$p" 2>/dev/null; done
+	stop_bg
 	rm -rf "$T"
 }
 trap cleanup EXIT INT TERM
 
-seed=$$
-base=0
-for try in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
-	cand=$(( 10020 + (seed * 13 + try * 149) % 220 * 100 ))
-	if ! command -v ss >/dev/null ||
-		[ -z "$(ss -Hltun "( sport >= :$cand and sport <= :$((cand + 29)) )" 2>/dev/null)" ]; then
-		base=$cand
-		break
-	fi
-done
-[ "$base" -gt 0 ] || { echo "no free block of ports"; exit 77; }
+base=$(free_port_block $$) || { echo "no free block of ports"; exit 77; }
 API="127.0.0.1:$((base + 1))"
 ADMIN="127.0.0.1:$((base + 3))"
 SVC="mw$$"
 
-"$IOD" server --id 1 --data-dir "$T/d" --raft "127.0.0.1:$((base + 2))" --api "$API" \
-	>"$T/server.log" 2>&1 &
-PIDS="$PIDS $!"
+bg "$IOD" server --id 1 --data-dir "$T/d" --raft "127.0.0.1:$((base + 2))" --api "$API" \
+	>"$T/server.log" 2>&1
 for p in 1 2; do
-	"$IOD" proxy backend --listen "127.0.0.1:$((base + 10 + p))" --name "b$p" --size 64 \
-		>"$T/b$p.log" 2>&1 &
-	PIDS="$PIDS $!"
+	bg "$IOD" proxy backend --listen "127.0.0.1:$((base + 10 + p))" --name "b$p" --size 64 \
+		>"$T/b$p.log" 2>&1
 done
 i=0
 until curl -sf -XPUT "http://$API/v1/service/$SVC" \
@@ -67,9 +53,6 @@ ep() { # p healthy
 }
 ep 1 true; ep 2 true
 
-pass=0 fail=0 skip=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
 
 measure() { # mode [proxy args...]
 	mode=$1; shift
@@ -161,4 +144,3 @@ PY
 }
 measure watch
 measure poll --no-watch
-echo "RESULT $pass $fail $skip"

@@ -15,35 +15,29 @@
 #                    DCGM-exporter series; --telemetry-port)
 # Needs promtool (Debian package prometheus, installed by scripts/deps.sh).
 set -u
+. "$(dirname "$0")/lib.sh"
 B=${1:-build}
 IOD="$B/iod"
 PROXY="$B/san/iod"
 [ -x "$PROXY" ] || PROXY="$IOD"
 [ -x "$IOD" ] || { echo "no $IOD"; exit 77; }
 IOD=$(cd "$(dirname "$IOD")" && pwd)/iod
-command -v curl >/dev/null || { echo "curl missing"; exit 77; }
-command -v python3 >/dev/null || { echo "python3 missing"; exit 77; }
-command -v promtool >/dev/null || { echo "promtool missing (apt-get install prometheus)"; exit 77; }
+need curl python3 promtool
 
 T=$(mktemp -d)
 export IOD_STATE_DIR="$T/cluster"
-PIDS=""
 UP=0
 cleanup() {
-	for p in $PIDS; do kill "$p" 2>/dev/null; done
-	for p in $PIDS; do wait "$p" 2>/dev/null; done
+	stop_bg
 	[ $UP = 1 ] && "$IOD" down --grace 5s >/dev/null 2>&1
 	rm -rf "$T"
 }
 trap cleanup EXIT
 trap "exit 1" INT TERM
 
-BASE=$((21000 + ($$ % 300) * 20))
+BASE=$(free_port_block $$) || { echo "skip: no free block of ports"; exit 77; }
 VIP="127.76.$(( 1 + ($$ / 5) % 250 )).1"
 ADMIN="127.0.0.1:$((BASE + 9))"
-pass=0 fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
 # promcheck NAME URL [CURL OPTIONS]: promtool check metrics on what URL serves
 promcheck() {
 	n=$1 u=$2
@@ -59,15 +53,13 @@ promcheck() {
 
 # Ports: BASE+0..2 Raft and BASE+10..12 API of `iod up`, BASE+15 its mesh
 # proxy; BASE+5 the backend, BASE+9 the first proxy's admin.
-"$IOD" proxy backend --listen "127.0.0.1:$((BASE + 5))" --name b --size 64 >"$T/b.log" 2>&1 &
-PIDS="$PIDS $!"
+bg "$IOD" proxy backend --listen "127.0.0.1:$((BASE + 5))" --name b --size 64 >"$T/b.log" 2>&1
 cat >"$T/mesh.json" <<JSON
 {"node": "n1", "services": [
  {"name": "m", "vip": "$VIP", "port": 8000, "mode": "http", "endpoints": [{"addr": "127.0.0.1:$((BASE + 5))"}]}
 ]}
 JSON
-"$PROXY" proxy run --config "$T/mesh.json" --workers 1 --admin "$ADMIN" >"$T/proxy.log" 2>&1 &
-PIDS="$PIDS $!"
+bg "$PROXY" proxy run --config "$T/mesh.json" --workers 1 --admin "$ADMIN" >"$T/proxy.log" 2>&1
 i=0
 until curl -sf "http://$ADMIN/healthz" >/dev/null 2>&1 && curl -sf "http://$VIP:8000/" >/dev/null 2>&1; do
 	i=$((i + 1)); [ $i -gt 100 ] && { echo "proxy did not start"; cat "$T/proxy.log"; exit 1; }
@@ -135,4 +127,3 @@ if "$IOD" up --nodes 1 --gpus-per-node 2 --lease-ttl 2s --api-port $((BASE + 10)
 else
 	bad iod_up "$(tail -5 "$T/up.log")"
 fi
-echo "RESULT $pass $fail 0"

@@ -4,19 +4,16 @@
 # placement, 0 when everything fits, 2 for bad usage, byte-identical JSON on
 # reruns. $1 is the build directory; uses the sanitizer binary.
 set -u
+. "$(dirname "$0")/lib.sh"
 IOD="$1/san/iod"
 [ -x "$IOD" ] || IOD="$1/iod"
 SPEC=examples/service-topology.yaml
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail=0
-check() { # check DESCRIPTION COMMAND...
+check() { # check DESCRIPTION COMMAND...: ok or bad as COMMAND succeeds
 	d=$1
 	shift
-	if ! "$@"; then
-		echo "FAIL: $d"
-		fail=1
-	fi
+	if "$@"; then ok "$d"; else bad "$d"; fi
 }
 
 "$IOD" schedule -f $SPEC --nodes 4 --gpus 16 >"$tmp/out" 2>&1
@@ -56,4 +53,4 @@ rc=$?
 check "strict: exit 4, got $rc" [ $rc -eq 4 ]
 check "strict: nothing placed" grep -q '0 of 11 replicas placed (strict deploy rolled back)' \
 	"$tmp/strict"
-exit $fail
+checks_ok

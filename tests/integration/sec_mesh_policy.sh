@@ -15,53 +15,38 @@
 # The caller is known by the uid that owns its socket (each replica runs
 # under its own uid, reported on its Endpoint). Prints one RESULT line per check.
 set -u
-BUILD=${1:-build}
-IOD="$BUILD/iod"
-[ -x "$IOD" ] || { echo "skip: $IOD not built"; exit 77; }
-IOD=$(cd "$(dirname "$IOD")" && pwd)/iod
-command -v python3 >/dev/null || { echo "skip: python3 needed"; exit 77; }
-command -v curl >/dev/null || { echo "skip: curl needed"; exit 77; }
+. "$(dirname "$0")/lib.sh"
+need_iod "${1:-build}"
+need python3 curl
 [ "$(id -u)" = 0 ] || { echo "skip: caller identities need per-replica uids (a root agent)"; exit 77; }
 
 T=$(mktemp -d)
 T0=$(date +%s)
 export IOD_STATE_DIR="$T/cluster"
 unset IOD_TOKEN IOD_CA IOD_CERT IOD_KEY IOD_CONFIG IOD_CONTEXT
-BASE=$((24000 + ($$ % 300) * 20))
+BASE=$(free_port_block $$) || { echo "skip: no free block of ports"; exit 77; }
 API="127.0.0.1:$((BASE + 10))"
 export IOD_SERVER="$API,127.0.0.1:$((BASE + 11)),127.0.0.1:$((BASE + 12))"
 ADMIN="127.0.0.1:$((BASE + 15))"
 PKI="$IOD_STATE_DIR/pki"
 cleanup() {
-	"$IOD" down --grace 5s >/dev/null 2>&1
+	stop_cluster
 	rm -rf "$T"
 }
 trap cleanup EXIT
 trap "exit 1" INT TERM
 
-ok() { echo "ok   $1 (t=$(($(date +%s) - T0))s)"; echo "RESULT 1 0 0"; }
-bad() {
-	echo "FAIL $1"
-	echo "RESULT 0 1 0"
+on_bad() {
 	for f in "$IOD_STATE_DIR"/*.log; do echo "--- $f"; tail -8 "$f"; done
-}
-wait_for() {
-	n=$(($1 * 10)); shift
-	while [ $n -gt 0 ]; do
-		"$@" && return 0
-		sleep 0.1
-		n=$((n - 1))
-	done
-	return 1
 }
 admin_curl() { curl -s --max-time 5 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" "$@"; }
 # the last status code a replica's log shows
 last() { l=$(ls "$IOD_STATE_DIR"/node-1/replicas/"$1"-0*/log 2>/dev/null | head -1); [ -n "$l" ] && grep -E '^[0-9]{3}$' "$l" | tail -1; }
 is_last() { [ "$(last "$1")" = "$2" ]; }
 
-"$IOD" up --nodes 1 --gpus-per-node 0 --lease-ttl 2s --api-port $((BASE + 10)) \
+start_cluster "$T/up.log" --nodes 1 --gpus-per-node 0 --lease-ttl 2s --api-port $((BASE + 10)) \
 	--raft-port $((BASE + 0)) --mesh-port $((BASE + 15)) --election-timeout 1s \
-	--heartbeat 100ms >"$T/up.log" 2>&1 || { cat "$T/up.log"; bad "iod up"; exit 1; }
+	--heartbeat 100ms || exit 1
 cat >"$T/spec.yaml" <<'EOF'
 services:
   - name: backend

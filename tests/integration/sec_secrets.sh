@@ -16,43 +16,28 @@
 #      failed with the secret named, and the first keeps running.
 # Prints one RESULT line per check.
 set -u
-BUILD=${1:-build}
-IOD="$BUILD/iod"
-[ -x "$IOD" ] || { echo "skip: $IOD not built"; exit 77; }
-IOD=$(cd "$(dirname "$IOD")" && pwd)/iod
-command -v python3 >/dev/null || { echo "skip: python3 needed to read JSON"; exit 77; }
-command -v curl >/dev/null || { echo "skip: curl needed"; exit 77; }
+. "$(dirname "$0")/lib.sh"
+need_iod "${1:-build}"
+need python3 curl
 [ "$(id -u)" = 0 ] || { echo "skip: secrets need a root agent (sandboxes with their own root)"; exit 77; }
 
 T=$(mktemp -d)
 T0=$(date +%s)
 export IOD_STATE_DIR="$T/cluster"
 unset IOD_TOKEN IOD_CA IOD_CERT IOD_KEY IOD_CONFIG IOD_CONTEXT
-BASE=$((23000 + ($$ % 300) * 20))
+BASE=$(free_port_block $$) || { echo "skip: no free block of ports"; exit 77; }
 API="127.0.0.1:$((BASE + 10))"
 export IOD_SERVER="$API,127.0.0.1:$((BASE + 11)),127.0.0.1:$((BASE + 12))"
 PKI="$IOD_STATE_DIR/pki"
 cleanup() {
-	"$IOD" down --grace 5s >/dev/null 2>&1
+	stop_cluster
 	rm -rf "$T"
 }
 trap cleanup EXIT
 trap "exit 1" INT TERM
 
-ok() { echo "ok   $1 (t=$(($(date +%s) - T0))s)"; echo "RESULT 1 0 0"; }
-bad() {
-	echo "FAIL $1"
-	echo "RESULT 0 1 0"
+on_bad() {
 	for f in "$IOD_STATE_DIR"/*.log; do echo "--- $f"; tail -8 "$f"; done
-}
-wait_for() {
-	n=$(($1 * 10)); shift
-	while [ $n -gt 0 ]; do
-		"$@" && return 0
-		sleep 0.1
-		n=$((n - 1))
-	done
-	return 1
 }
 field() {
 	"$IOD" get replicas -o json 2>/dev/null | python3 -c "
@@ -64,9 +49,8 @@ for i in d.get('items', []):
 "
 }
 
-"$IOD" up --nodes 1 --gpus-per-node 0 --lease-ttl 2s --api-port $((BASE + 10)) \
-	--raft-port $((BASE + 0)) --election-timeout 1s --heartbeat 100ms --no-mesh \
-	>"$T/up.log" 2>&1 || { cat "$T/up.log"; bad "iod up"; exit 1; }
+start_cluster "$T/up.log" --nodes 1 --gpus-per-node 0 --lease-ttl 2s --api-port $((BASE + 10)) \
+	--raft-port $((BASE + 0)) --election-timeout 1s --heartbeat 100ms --no-mesh || exit 1
 
 VALUE="s3cr3t-$$-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 printf '%s' "$VALUE" >"$T/db.txt"

@@ -16,42 +16,27 @@
 # Before this test (iod up without a PKI), 3 and 5 got 200 and ran the
 # deploy. Prints one RESULT line per check.
 set -u
-BUILD=${1:-build}
-IOD="$BUILD/iod"
-[ -x "$IOD" ] || { echo "skip: $IOD not built"; exit 77; }
-IOD=$(cd "$(dirname "$IOD")" && pwd)/iod
-command -v python3 >/dev/null || { echo "skip: python3 needed to read JSON"; exit 77; }
-command -v curl >/dev/null || { echo "skip: curl needed"; exit 77; }
+. "$(dirname "$0")/lib.sh"
+need_iod "${1:-build}"
+need python3 curl
 
 T=$(mktemp -d)
 chmod 755 "$T"
 T0=$(date +%s)
 export IOD_STATE_DIR="$T/cluster"
 unset IOD_SERVER IOD_TOKEN IOD_CA IOD_CERT IOD_KEY IOD_CONFIG IOD_CONTEXT
-BASE=$((21000 + ($$ % 300) * 20))
+BASE=$(free_port_block $$) || { echo "skip: no free block of ports"; exit 77; }
 API="127.0.0.1:$((BASE + 10))"
 PKI="$IOD_STATE_DIR/pki"
 cleanup() {
-	"$IOD" down --grace 5s >/dev/null 2>&1
+	stop_cluster
 	rm -rf "$T"
 }
 trap cleanup EXIT
 trap "exit 1" INT TERM
 
-ok() { echo "ok   $1 (t=$(($(date +%s) - T0))s)"; echo "RESULT 1 0 0"; }
-bad() {
-	echo "FAIL $1"
-	echo "RESULT 0 1 0"
+on_bad() {
 	for f in "$IOD_STATE_DIR"/*.log; do echo "--- $f"; tail -8 "$f"; done
-}
-wait_for() {
-	n=$(($1 * 10)); shift
-	while [ $n -gt 0 ]; do
-		"$@" && return 0
-		sleep 0.1
-		n=$((n - 1))
-	done
-	return 1
 }
 # code [curl args...] PATH: the HTTP status of one request ("000" when none),
 # asked of each server until one is not "not the leader / not applied yet" (503)
@@ -64,11 +49,9 @@ code() {
 }
 as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 
-if ! "$IOD" up --nodes 1 --gpus-per-node 0 --lease-ttl 2s --api-port $((BASE + 10)) \
+start_cluster "$T/up.log" --nodes 1 --gpus-per-node 0 --lease-ttl 2s --api-port $((BASE + 10)) \
 	--raft-port $((BASE + 0)) --mesh-port $((BASE + 15)) --election-timeout 1s \
-	--heartbeat 100ms >"$T/up.log" 2>&1; then
-	cat "$T/up.log"; bad "iod up"; exit 1
-fi
+	--heartbeat 100ms || exit 1
 
 # 1. the tour, unchanged: no --server, no credentials on the command line
 cat >"$T/probe.yaml" <<EOF

@@ -4,12 +4,10 @@
 # same bytes and another seed another event-log hash, a scripted failure's
 # recovery by phase, job files with positioned errors, exit 2 for bad input.
 set -u
+. "$(dirname "$0")/lib.sh"
 IOD="$1/iod"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 
 "$IOD" sim --nodes 4 --gpus 16 --quiet >"$tmp/a.txt" &&
 	grep -q "^placement (4 replicas on 4 nodes):" "$tmp/a.txt" &&
@@ -67,5 +65,4 @@ grep -q "^PASS V1 " "$tmp/st.txt" && grep -q "^PASS V5 " "$tmp/st.txt" && grep -
 	grep -q "^PASS V7 " "$tmp/st.txt" && grep -q " V3 " "$tmp/st.txt" && ok "selftest V1 V5 V6 V7 (V3 reported)" ||
 	bad "selftest V1 V5 V6 V7 (V3 reported)"
 
-echo "RESULT $pass $fail 0"
-[ "$fail" -eq 0 ]
+checks_ok

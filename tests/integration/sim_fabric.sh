@@ -4,12 +4,10 @@
 # errors with positions and exit codes, and that the whole-cluster mode runs
 # (tests/integration/sim_cluster.sh and tests/unit/test_sim_cluster.c cover it).
 set -u
+. "$(dirname "$0")/lib.sh"
 IOD="$1/iod"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 
 "$IOD" sim fabric --duration 2ms --load 0.5 --quiet >"$tmp/a.txt" 2>&1 &&
 	grep -q "slow_avg" "$tmp/a.txt" && grep -q "^  <100KB" "$tmp/a.txt" && ok text || bad text
@@ -60,5 +58,4 @@ printf 'switches: [s0]\nhosts: [h0]\nlinks:\n  - {a: h0, b: s9}\n' >"$tmp/bad.ya
 "$IOD" sim fabric --topo leaf-spine:hosts=4,leaves=1,spines=1 --allreduce 4 --size 4MB \
 	--quiet >"$tmp/ar.txt" && grep -q "busbw" "$tmp/ar.txt" && ok allreduce || bad allreduce
 
-echo "RESULT $pass $fail 0"
-[ "$fail" -eq 0 ]
+checks_ok

@@ -17,6 +17,7 @@
  * it is missing. Timing is never asserted (the machine is shared): only
  * outcomes are.
  */
+#include "control_cluster.h"
 #include "harness.h"
 #include "iod/api.h"
 
@@ -29,57 +30,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define N 3
+#define N IOD_CC_N
 #define WRITES 300
 #define KILL_EVERY 40
-
-struct cluster {
-	char bin[512]; /* iod binary */
-	char dir[512]; /* temp root */
-	int raft_port[N], api_port[N];
-	char api[N][32];   /* "127.0.0.1:port" */
-	char peers[512];   /* --peers value */
-	pid_t pid[N];      /* 0 = not running */
-	char servers[128]; /* client --server list */
-	const char *extra; /* one more argument for start(), or NULL */
-};
-
-/*
- * A port to give a server: below the kernel's ephemeral range, so that no
- * outgoing connection (the test's own clients, raft's peers) can be handed
- * the port between this check and the server's bind, which with bind(0)
- * ports happened about once in a hundred runs ("address in use").
- */
-static int free_port(void)
-{
-	static unsigned next;
-	unsigned lo = 32768, hi = 60999;
-	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-	if (f) {
-		if (fscanf(f, "%u %u", &lo, &hi) != 2)
-			lo = 32768;
-		fclose(f);
-	}
-	const unsigned base = 10000, span = lo > base + 1000 ? lo - base : 1000;
-	if (!next)
-		next = (unsigned)getpid() * 7919u;
-	for (unsigned tries = 0; tries < 1000; tries++) {
-		int port = (int)(base + (next++ * 37u) % span);
-		struct sockaddr_in a = {.sin_family = AF_INET,
-		                        .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-		                        .sin_port = htons((uint16_t)port)};
-		int fd = socket(AF_INET, SOCK_STREAM, 0);
-		if (fd < 0)
-			return -1;
-		int one = 1;
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		int ok = !bind(fd, (struct sockaddr *)&a, sizeof(a));
-		close(fd);
-		if (ok)
-			return port;
-	}
-	return -1;
-}
 
 static void sleep_ms(unsigned ms)
 {
@@ -87,42 +40,7 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-static int start(struct cluster *c, int i)
-{
-	char id[8], dd[600], raft[32], log[600];
-	pid_t p;
-
-	snprintf(id, sizeof(id), "%d", i + 1);
-	snprintf(dd, sizeof(dd), "%s/d%d", c->dir, i + 1);
-	snprintf(raft, sizeof(raft), "127.0.0.1:%d", c->raft_port[i]);
-	snprintf(log, sizeof(log), "%s/log%d", c->dir, i + 1);
-	p = fork();
-	if (p < 0)
-		return -1;
-	if (p == 0) {
-		if (!freopen(log, "a", stderr))
-			_exit(126);
-		/* small snapshot thresholds: restarts load snapshots and lagging
-		 * servers get InstallSnapshot, through the real libuv backend */
-		execl(c->bin, c->bin, "server", "--id", id, "--data-dir", dd, "--raft", raft,
-		      "--api", c->api[i], "--peers", c->peers, "--snapshot-threshold", "64",
-		      "--snapshot-trailing", "16", c->extra, (char *)NULL);
-		_exit(127);
-	}
-	c->pid[i] = p;
-	return 0;
-}
-
-static void stop(struct cluster *c, int i, int sig)
-{
-	if (!c->pid[i])
-		return;
-	kill(c->pid[i], sig);
-	waitpid(c->pid[i], NULL, 0);
-	c->pid[i] = 0;
-}
-
-static int setup(struct cluster *c, const char *name)
+static int setup(struct iod_cc *c, const char *name)
 {
 	const char *b = getenv("IOD_BUILD");
 	memset(c, 0, sizeof(*c));
@@ -132,22 +50,19 @@ static int setup(struct cluster *c, const char *name)
 	snprintf(c->dir, sizeof(c->dir), "%s/%s", iod_test_tmpdir(), name);
 	if (iod_test_sh("mkdir -p %s", c->dir))
 		return -EIO;
-	int at = 0;
-	for (int i = 0; i < N; i++) {
-		c->raft_port[i] = free_port();
-		c->api_port[i] = free_port();
-		snprintf(c->api[i], sizeof(c->api[i]), "127.0.0.1:%d", c->api_port[i]);
-		at += snprintf(c->peers + at, sizeof(c->peers) - (size_t)at, "%s%d=127.0.0.1:%d@%s",
-		               i ? "," : "", i + 1, c->raft_port[i], c->api[i]);
-	}
-	snprintf(c->servers, sizeof(c->servers), "%s,%s,%s", c->api[0], c->api[1], c->api[2]);
+	/* small snapshot thresholds: restarts load snapshots and lagging
+	 * servers get InstallSnapshot, through the real libuv backend */
+	const char *args[] = {"--snapshot-threshold", "64", "--snapshot-trailing", "16", NULL};
+	memcpy(c->args, args, sizeof(args));
+	if (iod_cc_ports(c))
+		return -EADDRNOTAVAIL;
 	for (int i = 0; i < N; i++)
-		if (start(c, i))
+		if (iod_cc_start(c, i))
 			return -errno;
 	return 0;
 }
 
-static void teardown(struct cluster *c)
+static void teardown(struct iod_cc *c)
 {
 	if (iod_test_failed() && getenv("IOD_TEST_KEEP")) {
 		for (int i = 0; i < N; i++) {
@@ -184,13 +99,13 @@ static void teardown(struct cluster *c)
 		iod_test_sh("rm -rf /tmp/keep; cp -r %s /tmp/keep; ps -ef > /tmp/keep/ps", c->dir);
 	}
 	for (int i = 0; i < N; i++)
-		stop(c, i, SIGKILL);
+		iod_cc_stop(c, i, SIGKILL);
 	if (iod_test_failed())
 		iod_test_sh("tail -n 15 %s/log* >&2", c->dir);
 }
 
 /* Index of the leader per server 0's (or anyone's) status, or -1. */
-static int find_leader(struct cluster *c)
+static int find_leader(struct iod_cc *c)
 {
 	for (int tries = 0; tries < 200; tries++) {
 		for (int i = 0; i < N; i++) {
@@ -248,7 +163,7 @@ static int get_key_at(const char *addr, int k, unsigned wait_ms)
 	return -1;
 }
 
-static void failover_body(struct cluster *c)
+static void failover_body(struct iod_cc *c)
 {
 	struct iod_api_client cl;
 	struct iod_err e;
@@ -264,11 +179,11 @@ static void failover_body(struct cluster *c)
 		if (k % KILL_EVERY == KILL_EVERY / 2 && dead < 0) {
 			dead = find_leader(c);
 			if (dead >= 0) {
-				stop(c, dead, SIGKILL);
+				iod_cc_stop(c, dead, SIGKILL);
 				kills++;
 			}
 		} else if (k % KILL_EVERY == KILL_EVERY - 1 && dead >= 0) {
-			CHECK_EQ(start(c, dead), 0); /* restart from its data dir */
+			CHECK_EQ(iod_cc_start(c, dead), 0); /* restart from its data dir */
 			dead = -1;
 		}
 		if (put_key(&cl, k, &r) != 0) {
@@ -296,7 +211,7 @@ static void failover_body(struct cluster *c)
 	}
 	iod_api_client_close(&cl);
 	if (dead >= 0)
-		CHECK_EQ(start(c, dead), 0);
+		CHECK_EQ(iod_cc_start(c, dead), 0);
 	CHECK_MSG(kills >= 5, "only %d leader kills happened", kills);
 	CHECK_MSG(acked_n > WRITES / 2, "only %d of %d writes acknowledged", acked_n, WRITES);
 	/* every acknowledged write is on every server once they catch up */
@@ -308,9 +223,9 @@ static void failover_body(struct cluster *c)
 				          i + 1, c->dir);
 	/* durability: stop everyone (graceful), restart, everything is still there */
 	for (int i = 0; i < N; i++)
-		stop(c, i, SIGTERM);
+		iod_cc_stop(c, i, SIGTERM);
 	for (int i = 0; i < N; i++)
-		CHECK_EQ(start(c, i), 0);
+		CHECK_EQ(iod_cc_start(c, i), 0);
 	CHECK(find_leader(c) >= 0);
 	for (int k = 0; k < WRITES; k++)
 		if (acked[k])
@@ -318,9 +233,9 @@ static void failover_body(struct cluster *c)
 			          "k%d lost across a full restart", k);
 }
 
-static void with_cluster(const char *name, void (*body)(struct cluster *))
+static void with_cluster(const char *name, void (*body)(struct iod_cc *))
 {
-	static struct cluster c;
+	static struct iod_cc c;
 	int rc = setup(&c, name);
 	if (rc == -ENOENT) {
 		iod_test_skip("build/iod is not built (run make first)");
@@ -376,7 +291,7 @@ static int call(struct iod_api_client *cl, const char *method, const char *path,
 	                       r, &e);
 }
 
-static void hardening_body(struct cluster *c)
+static void hardening_body(struct iod_cc *c)
 {
 	struct iod_api_client cl;
 	struct iod_api_response r;
@@ -498,7 +413,7 @@ static void hardening_body(struct cluster *c)
 /* `iod deploy -f examples/service-topology.yaml` on a real cluster: nodes
  * registered with a model, the CLI deploys, `iod get replicas` shows the
  * placements, `iod explain` the scheduler's reasons. */
-static void deploy_body(struct cluster *c)
+static void deploy_body(struct iod_cc *c)
 {
 	struct iod_api_client cl;
 	struct iod_api_response r;
@@ -571,7 +486,7 @@ static int voters(const char *addr)
 }
 
 /* A fourth server joins through any member's API, catches up, and leaves. */
-static void join_body(struct cluster *c)
+static void join_body(struct iod_cc *c)
 {
 	struct iod_api_client cl;
 	struct iod_api_response r;
@@ -584,8 +499,8 @@ static void join_body(struct cluster *c)
 	CHECK_EQ(call(&cl, "PUT", "/v1/config/before-join", "{\"x\": 1}", &r), 0);
 	CHECK_EQ(r.status, 200);
 	iod_api_response_free(&r);
-	snprintf(raft, sizeof(raft), "127.0.0.1:%d", free_port());
-	snprintf(api, sizeof(api), "127.0.0.1:%d", free_port());
+	snprintf(raft, sizeof(raft), "127.0.0.1:%d", iod_cc_free_port());
+	snprintf(api, sizeof(api), "127.0.0.1:%d", iod_cc_free_port());
 	snprintf(dd, sizeof(dd), "%s/d4", c->dir);
 	snprintf(log, sizeof(log), "%s/log4", c->dir);
 	p = fork();
@@ -651,7 +566,7 @@ TEST(api_hardening)
  * then answers 503 not_leader; once a majority is back the cluster takes
  * writes again.
  */
-static void hold_body(struct cluster *c)
+static void hold_body(struct iod_cc *c)
 {
 	struct iod_api_client cl;
 	struct iod_api_response r;
@@ -670,8 +585,8 @@ static void hold_body(struct cluster *c)
 			f = i;
 		else if (i != leader)
 			g = i;
-	stop(c, leader, SIGKILL);
-	stop(c, g, SIGKILL); /* f alone: no majority, no leader */
+	iod_cc_stop(c, leader, SIGKILL);
+	iod_cc_stop(c, g, SIGKILL); /* f alone: no majority, no leader */
 	sleep_ms(100);
 
 	uint64_t t0 = iod_clock_now_ns();
@@ -689,7 +604,7 @@ static void hold_body(struct cluster *c)
 	          (unsigned long long)ms, IOD_API_LEADER_WAIT_MS - 60);
 
 	/* a majority again: writes succeed through either server */
-	CHECK_EQ(start(c, g), 0);
+	CHECK_EQ(iod_cc_start(c, g), 0);
 	CHECK_EQ(iod_api_client_init(&cl, c->servers, &e), 0);
 	cl.retry_ms = 20000;
 	CHECK_EQ(call(&cl, "PUT", "/v1/config/after-hold", "{\"x\": 3}", &r), 0);
@@ -705,13 +620,14 @@ TEST(follower_holds_writes_while_leaderless)
 
 /* Run server i in the foreground for at most secs: its exit status (124:
  * still running at the deadline, 128+N: killed by signal N) and stderr. */
-static int run_fg(struct cluster *c, int i, const char *raft, unsigned secs, char *err, size_t cap)
+static int run_fg(struct iod_cc *c, int i, const char *raft, unsigned secs, char *err, size_t cap)
 {
 	char path[600];
 	snprintf(path, sizeof(path), "%s/fg%d.err", c->dir, i + 1);
 	int rc = iod_test_sh("timeout -s KILL %u %s server --id %d --data-dir %s/d%d --raft %s "
 	                     "--api 127.0.0.1:%d --peers %s 2>%s",
-	                     secs, c->bin, i + 1, c->dir, i + 1, raft, free_port(), c->peers, path);
+	                     secs, c->bin, i + 1, c->dir, i + 1, raft, iod_cc_free_port(), c->peers,
+	                     path);
 	FILE *f = fopen(path, "r");
 	size_t n = f ? fread(err, 1, cap - 1, f) : 0;
 	err[n] = 0;
@@ -721,7 +637,7 @@ static int run_fg(struct cluster *c, int i, const char *raft, unsigned secs, cha
 }
 
 /* A byte of server i's first segment, flipped. */
-static void flip_segment(struct cluster *c, int i, long off)
+static void flip_segment(struct iod_cc *c, int i, long off)
 {
 	iod_test_sh("printf '\\377' | dd of=%s/d%d/seg-00000000000000000001 bs=1 seek=%ld "
 	            "conv=notrunc 2>/dev/null",
@@ -738,7 +654,7 @@ static void flip_segment(struct cluster *c, int i, long off)
  * from the healthy one with --recover-from-peers and every acknowledged write
  * is on all three.
  */
-static void damage_body(struct cluster *c)
+static void damage_body(struct iod_cc *c)
 {
 	struct iod_api_client cl;
 	struct iod_err e;
@@ -764,7 +680,7 @@ static void damage_body(struct cluster *c)
 	snprintf(path, sizeof(path), "%s/taken.err", c->dir);
 	int rc = iod_test_sh("timeout -s KILL 10 %s server --id 9 --data-dir %s/taken --raft "
 	                     "127.0.0.1:%d --api 127.0.0.1:%d 2>%s",
-	                     c->bin, c->dir, c->raft_port[0], free_port(), path);
+	                     c->bin, c->dir, c->raft_port[0], iod_cc_free_port(), path);
 	FILE *f = fopen(path, "r");
 	size_t got = f ? fread(err, 1, sizeof(err) - 1, f) : 0;
 	err[got] = 0;
@@ -774,7 +690,7 @@ static void damage_body(struct cluster *c)
 	CHECK_MSG(strstr(err, "cannot listen on") && strstr(err, "in use"), "%s", err);
 
 	for (int i = 0; i < N; i++)
-		stop(c, i, SIGKILL);
+		iod_cc_stop(c, i, SIGKILL);
 	/* the open segment cut at several offsets (on copies): no crash */
 	const long cuts[] = {1, 13, 40, 77, 1000, 4096};
 	for (unsigned k = 0; k < sizeof(cuts) / sizeof(cuts[0]); k++) {
@@ -786,7 +702,8 @@ static void damage_body(struct cluster *c)
 		snprintf(path, sizeof(path), "%s/cut.err", c->dir);
 		rc = iod_test_sh("timeout -s KILL 2 %s server --id 3 --data-dir %s/d3.cut --raft "
 		                 "127.0.0.1:%d --api 127.0.0.1:%d --peers %s 2>%s",
-		                 c->bin, c->dir, c->raft_port[2], free_port(), c->peers, path);
+		                 c->bin, c->dir, c->raft_port[2], iod_cc_free_port(), c->peers,
+		                 path);
 		CHECK_MSG(rc == 1 || rc == 137, "cut %ld bytes: exit %d (a crash?)", cuts[k], rc);
 	}
 	flip_segment(c, 1, 3000);
@@ -798,11 +715,11 @@ static void damage_body(struct cluster *c)
 		CHECK_MSG(strstr(err, "seg-00000000000000000001 offset "), "%s", err);
 		CHECK_MSG(strstr(err, "checksum mismatch"), "%s", err);
 	}
-	CHECK_EQ(start(c, 0), 0);
+	CHECK_EQ(iod_cc_start(c, 0), 0);
 	c->extra = "--recover-from-peers";
-	CHECK_EQ(start(c, 1), 0);
+	CHECK_EQ(iod_cc_start(c, 1), 0);
 	sleep_ms(300);
-	CHECK_EQ(start(c, 2), 0);
+	CHECK_EQ(iod_cc_start(c, 2), 0);
 	c->extra = NULL;
 	CHECK_MSG(find_leader(c) >= 0, "no leader after recovery (logs in %s)", c->dir);
 	for (int i = 0; i < N; i++)
@@ -812,8 +729,8 @@ static void damage_body(struct cluster *c)
 				          "acknowledged k%d missing on server %d after recovery", k,
 				          i + 1);
 	/* the recovered servers restart from their rebuilt logs */
-	stop(c, 1, SIGKILL);
-	CHECK_EQ(start(c, 1), 0);
+	iod_cc_stop(c, 1, SIGKILL);
+	CHECK_EQ(iod_cc_start(c, 1), 0);
 	for (int k = 0; k < WRITES; k++)
 		if (acked[k])
 			CHECK_MSG(get_key_at(c->api[1], k, 5000) == k, "k%d lost after restart", k);
@@ -831,7 +748,7 @@ TEST(damaged_logs_refuse_then_recover_from_peers)
  * request with both Content-Length and Transfer-Encoding was accepted.
  * Each is a 400 now, and nothing is written.
  */
-static void answers_body(struct cluster *c)
+static void answers_body(struct iod_cc *c)
 {
 	struct iod_api_client cl;
 	struct iod_api_response r;
@@ -915,7 +832,7 @@ static int64_t grant(struct iod_api_client *cl, int *status)
  * does not retry it: counting lease ids before and after shows it applied
  * at most once.
  */
-static void unknown_body(struct cluster *c)
+static void unknown_body(struct iod_cc *c)
 {
 	struct iod_api_client cl;
 	struct iod_err e;
@@ -983,7 +900,7 @@ TEST(lost_leadership_after_propose_is_outcome_unknown)
  * address is served within 1 s, and a node lease is granted while one
  * client's lease grants are refused with the quota named.
  */
-static void flood_body(struct cluster *c)
+static void flood_body(struct iod_cc *c)
 {
 	struct iod_api_client cl;
 	struct iod_api_response r;
@@ -1096,7 +1013,7 @@ static bool peer_closed(int fd)
  * while the attack runs, and every trickling connection is closed by its
  * deadline (plus the sweep and a margin for the shared machine).
  */
-static void trickle_body(struct cluster *c)
+static void trickle_body(struct iod_cc *c)
 {
 	enum { HEADS = 1100, BODIES = 20, ALL = HEADS + BODIES };
 	static int fds[ALL];
@@ -1217,7 +1134,7 @@ static long long metric(const char *api, const char *name)
  * anything is proposed, values under it are stored, and the term does not
  * change across all of it.
  */
-static void big_body(struct cluster *c)
+static void big_body(struct iod_cc *c)
 {
 	struct iod_api_client cl;
 	struct iod_api_response r;
@@ -1292,7 +1209,7 @@ static char *deploy_spec(int services, int each)
  * again (the prune path), keep iod_raft_term; one replica more is 413
  * naming the limit, and nothing is proposed (the revision stays).
  */
-static void big_deploy_body(struct cluster *c)
+static void big_deploy_body(struct iod_cc *c)
 {
 	struct iod_api_client cl;
 	struct iod_api_response r;
@@ -1422,7 +1339,7 @@ static int get_once(const char *api, const char *path, struct iod_api_response *
  * whole lists and a paged walk keep iod_raft_term, the pages cover every
  * object once in order, and bad page parameters are 400 naming the limit.
  */
-static void list_body(struct cluster *c)
+static void list_body(struct iod_cc *c)
 {
 	struct iod_api_response r;
 	int leader;
@@ -1528,7 +1445,7 @@ static long vm_kb(pid_t pid, const char *field)
  * still arrives. (The loop lag itself is bench_control's loop_lag figure:
  * timing is not asserted here.)
  */
-static void watch_flood_body(struct cluster *c)
+static void watch_flood_body(struct iod_cc *c)
 {
 	struct iod_api_client cl;
 	struct iod_api_response r;

@@ -2,17 +2,13 @@
 # topo_cli.sh BUILD: `iod topo` end to end: every model prints its matrix,
 # DOT renders with graphviz, JSON parses, XML written by -o xml reads back
 # (by iod and by lstopo), HWLOC_XMLFILE is honoured, bad input exits 2 with
-# a reason, and discovery on this machine works. Prints RESULT p f s.
+# a reason, and discovery on this machine works. Prints a RESULT line per check.
+. "$(dirname "$0")/lib.sh"
 BUILD=${1:-build}
 IOD="$BUILD/san/iod"
 [ -x "$IOD" ] || IOD="$BUILD/iod"
-pass=0 fail=0 skip=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-skp() { echo "skip $1: $2"; skip=$((skip + 1)); }
 
 # expect NAME WANT_RC CMD...: run, check the exit status
 expect() {
@@ -48,7 +44,7 @@ for m in dgx-h100 hgx-a100-8 pcie-8gpu pcie-4gpu-nvlink-pairs bf3-dpu generic-4;
 			bad "dot_renders_$m"; head -5 "$tmp/err"
 		fi
 	else
-		skp "dot_renders_$m" "graphviz (dot) is not installed"
+		skip_check "dot_renders_$m" "graphviz (dot) is not installed"
 	fi
 done
 grep -q "NV18" "$tmp/dgx-h100.svg" && ok dot_labels_nvlinks || bad dot_labels_nvlinks
@@ -64,7 +60,7 @@ if command -v lstopo >/dev/null 2>&1; then
 	lstopo -i "$tmp/dgx.xml" --of console >"$tmp/ls" 2>&1 && grep -q "NUMANode" "$tmp/ls" \
 		&& ok lstopo_reads_our_xml || bad lstopo_reads_our_xml
 else
-	skp lstopo_reads_our_xml "lstopo is not installed"
+	skip_check lstopo_reads_our_xml "lstopo is not installed"
 fi
 for f in examples/topologies/*.xml; do
 	expect "fixture_$(basename "$f" .xml)" 0 "$IOD" topo --xml "$f" -o matrix
@@ -100,7 +96,7 @@ expect stray_argument 2 "$IOD" topo extra
 
 # this machine: CPUs, NUMA and (if it has one on PCI) a NIC; stable output
 if [ -n "${HWLOC_XMLFILE:-}" ]; then
-	skp discover "HWLOC_XMLFILE is set"
+	skip_check discover "HWLOC_XMLFILE is set"
 else
 	expect discover 0 "$IOD" topo
 	grep -q "NUMANode" "$tmp/out" && grep -q "Compute units" "$tmp/out" && ok discover_numa || bad discover_numa
@@ -112,4 +108,3 @@ else
 	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["pus"]>=1 and len(d["numa"])>=1' \
 		"$tmp/out" && ok discover_json_parses || bad discover_json_parses
 fi
-echo "RESULT $pass $fail $skip"

@@ -10,15 +10,15 @@
 #   - "refused": exit 2 and exactly one line on stderr.
 # One RESULT line for the whole corpus; each failure is named.
 set -u
-B=${1:-build}
-IOD="$B/iod"
-[ -x "$IOD" ] || { echo "no $IOD"; exit 77; }
-command -v python3 >/dev/null || { echo "python3 missing"; exit 77; }
+. "$(dirname "$0")/lib.sh"
+need_iod "${1:-build}"
+need python3
 D=tests/fixtures/hwloc
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT INT TERM
-pass=0 fail=0 rt=0 refused=0
-bad() { echo "FAIL $1: $2"; fail=$((fail + 1)); }
+# passes are counted here (one RESULT line for them all); lib.sh's bad
+# prints each failure with its own
+pass=0 rt=0 refused=0
 gpus() { python3 -c 'import json,sys; print(sum(1 for d in json.load(open(sys.argv[1]))["devices"] if d.get("kind") == "gpu"))' "$1" 2>/dev/null; }
 
 [ "$(ls "$D"/*.xml | wc -l)" = "$(wc -l <"$D/expected.txt")" ] ||
@@ -49,5 +49,5 @@ while read -r name want; do
 	cmp -s "$T/a.m" "$T/b.m" || { bad "$name" "round trip changes the link matrix"; diff "$T/a.m" "$T/b.m" | head -6; continue; }
 	pass=$((pass + 1)); rt=$((rt + 1))
 done <"$D/expected.txt"
-echo "topo corpus: $((pass + fail)) files, $rt round-trip, $refused refused with one line, $fail failed"
-echo "RESULT $pass $fail 0"
+echo "topo corpus: $((pass + LIB_FAIL)) files, $rt round-trip, $refused refused with one line, $LIB_FAIL failed"
+echo "RESULT $pass 0 0"

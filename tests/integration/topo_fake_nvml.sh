@@ -2,17 +2,15 @@
 # topo_fake_nvml.sh BUILD: iod's NVML path (dlopen, NVLinks per link with the
 # peer's PCI address, NVSwitch all-to-all, same board, UUID, memory) against
 # a stand-in libnvidia-ml.so.1 (tests/fixtures/fake_nvml.c) over the
-# pcie-8gpu model's hwloc XML. Prints RESULT p f s.
+# pcie-8gpu model's hwloc XML. Prints a RESULT line per check.
+. "$(dirname "$0")/lib.sh"
 BUILD=${1:-build}
 IOD="$BUILD/san/iod"
 [ -x "$IOD" ] || IOD="$BUILD/iod"
-pass=0 fail=0 skip=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-command -v cc >/dev/null 2>&1 || { echo "skip: no C compiler"; exit 77; }
+need cc
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cc -shared -fPIC -O1 -o "$tmp/libnvidia-ml.so.1" tests/fixtures/fake_nvml.c || { echo "FAIL build fake NVML"; exit 1; }
+cc -shared -fPIC -O1 -o "$tmp/libnvidia-ml.so.1" tests/fixtures/fake_nvml.c || { bad "build fake NVML"; exit 1; }
 xml=examples/topologies/pcie-8gpu.xml
 
 run() { # mode
@@ -53,4 +51,3 @@ grep -q "^GPU5	SYS	SYS	SYS	SYS	NV4	 X 	PHB	PHB" "$tmp/m" && ok pairs_gpu5_row ||
 # without the library, discovery still works (NVML is optional)
 HWLOC_XMLFILE="$xml" "$IOD" topo --host -o matrix >"$tmp/m" 2>"$tmp/err" && grep -q "^GPU0	 X 	PIX" "$tmp/m" \
 	&& ok no_nvml_falls_back || { bad no_nvml_falls_back; cat "$tmp/err" "$tmp/m"; }
-echo "RESULT $pass $fail $skip"

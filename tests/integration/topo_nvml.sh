@@ -2,6 +2,7 @@
 # topo_nvml.sh BUILD: on a machine with NVIDIA GPUs, `iod topo -o matrix`
 # must agree with `nvidia-smi topo -m` on every GPU-to-GPU cell and on each
 # GPU's CPU and NUMA affinity. Skips (exit 77) where there is no NVML.
+. "$(dirname "$0")/lib.sh"
 BUILD=${1:-build}
 IOD="$BUILD/iod"
 command -v nvidia-smi >/dev/null 2>&1 || { echo "skip: no nvidia-smi on this machine"; exit 77; }
@@ -9,7 +10,7 @@ ldconfig -p 2>/dev/null | grep -q libnvidia-ml.so.1 || { echo "skip: no libnvidi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 nvidia-smi topo -m >"$tmp/smi" 2>&1 || { echo "skip: nvidia-smi topo -m failed"; exit 77; }
-"$IOD" topo -o matrix >"$tmp/iod" 2>&1 || { echo "FAIL: iod topo -o matrix"; cat "$tmp/iod"; exit 1; }
+"$IOD" topo -o matrix >"$tmp/iod" 2>&1 || { bad "iod topo -o matrix"; cat "$tmp/iod"; exit 1; }
 echo "== nvidia-smi topo -m"; sed -n '1,/^$/p' "$tmp/smi"
 echo "== iod topo -o matrix"; sed -n '1,/^$/p' "$tmp/iod"
 python3 - "$tmp/smi" "$tmp/iod" <<'PY'

@@ -10,34 +10,22 @@
 # (its 40 test methods, each with all of its sub-cases); one RESULT line
 # counts them. Needs python3.
 set -u
+. "$(dirname "$0")/lib.sh"
 B=${1:-build}
 IOD="$B/iod"
 PROXY="$B/san/iod"
 [ -x "$PROXY" ] || PROXY="$IOD"
 [ -x "$IOD" ] || { echo "no $IOD"; exit 77; }
-command -v curl >/dev/null || { echo "curl missing"; exit 77; }
-command -v python3 >/dev/null || { echo "python3 missing"; exit 77; }
+need curl python3
 
 T=$(mktemp -d)
-PIDS=""
 cleanup() {
-	for p in $PIDS; do kill "$p" 2>/dev/null; done
-	for p in $PIDS; do wait "$p" 2>/dev/null; done
+	stop_bg
 	rm -rf "$T"
 }
 trap cleanup EXIT INT TERM
 
-seed=$$
-base=0
-for try in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
-	cand=$(( 10070 + (seed * 13 + try * 139) % 220 * 100 ))
-	if ! command -v ss >/dev/null ||
-		[ -z "$(ss -Hltun "( sport >= :$cand and sport <= :$((cand + 9)) )" 2>/dev/null)" ]; then
-		base=$cand
-		break
-	fi
-done
-[ "$base" -gt 0 ] || { echo "no free block of ports"; exit 77; }
+base=$(free_port_block $$) || { echo "no free block of ports"; exit 77; }
 VIP="127.77.$(( 1 + ($$ / 3) % 250 )).1"
 ADMIN="127.0.0.1:$((base + 9))"
 BACK=$((base + 1))
@@ -64,16 +52,15 @@ while True:
     c, _ = s.accept()
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 PY
-PIDS="$PIDS $!"
+bg_adopt $!
 
 cat >"$T/mesh.json" <<JSON
 {"node": "n1", "services": [
  {"name": "tc", "vip": "$VIP", "port": 8000, "mode": "http", "endpoints": [{"addr": "127.0.0.1:$BACK"}]}
 ]}
 JSON
-"$PROXY" proxy run --config "$T/mesh.json" --workers 1 --admin "$ADMIN" >"$T/proxy.log" 2>&1 &
-PROXY_PID=$!
-PIDS="$PIDS $PROXY_PID"
+bg "$PROXY" proxy run --config "$T/mesh.json" --workers 1 --admin "$ADMIN" >"$T/proxy.log" 2>&1
+PROXY_PID=$BG_PID
 i=0
 until curl -sf "http://$ADMIN/healthz" >/dev/null 2>&1 && [ -e "$T/back.ready" ]; do
 	i=$((i + 1)); [ $i -gt 100 ] && { echo "proxy did not start"; cat "$T/proxy.log"; exit 1; }

@@ -3,12 +3,10 @@
 # JSON output is itself a valid spec that normalizes to the same JSON, and
 # broken specs exit 2 with file:line:col diagnostics on stderr only.
 set -u
+. "$(dirname "$0")/lib.sh"
 IOD="${1:-build}/iod"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
 
 for f in examples/*.yaml; do
 	if "$IOD" validate -f "$f" >"$tmp/out" 2>"$tmp/err" && grep -q "valid" "$tmp/out" &&
@@ -51,5 +49,4 @@ if [ $rc -eq 2 ] && grep -q "No such file" "$tmp/err"; then ok "missing file exi
 out=$("$IOD" validate -q -f examples/full-topology.yaml); rc=$?
 [ $rc -eq 0 ] && [ -z "$out" ] && ok "-q is quiet" || bad "-q (rc=$rc)"
 
-echo "RESULT $pass $fail 0"
-[ $fail -eq 0 ]
+checks_ok

@@ -18,47 +18,32 @@
 #      bounds its SSE streams (503 past IOD_VIZ_SSE_CLIENTS_MAX).
 # Prints one RESULT line per check; the browser part skips without Chromium.
 set -u
+. "$(dirname "$0")/lib.sh"
 BUILD=${1:-build}
-IOD="$BUILD/iod"
-[ -x "$IOD" ] || { echo "skip: $IOD not built"; exit 77; }
-IOD=$(cd "$(dirname "$IOD")" && pwd)/iod
-command -v python3 >/dev/null || { echo "skip: python3 needed"; exit 77; }
-command -v curl >/dev/null || { echo "skip: curl needed"; exit 77; }
+need_iod "$BUILD"
+need python3 curl
 ART=${IOD_ARTIFACTS:-$BUILD/artifacts}
 mkdir -p "$ART"
 
 T=$(mktemp -d)
 T0=$(date +%s)
 export IOD_STATE_DIR="$T/cluster"
-BASE=$((22000 + ($$ % 300) * 20))
+BASE=$(free_port_block $$) || { echo "skip: no free block of ports"; exit 77; }
 API="127.0.0.1:$((BASE + 10))"
 VIEW="127.0.0.1:$((BASE + 19))"
 export IOD_SERVER="$API,127.0.0.1:$((BASE + 11)),127.0.0.1:$((BASE + 12))"
 VPID=""
 cleanup() {
 	[ -n "$VPID" ] && kill "$VPID" 2>/dev/null && wait "$VPID" 2>/dev/null
-	"$IOD" down --grace 5s >/dev/null 2>&1
+	stop_cluster
 	rm -rf "$T"
 }
 trap cleanup EXIT
 trap "exit 1" INT TERM
 
-ok() { echo "ok   $1 (t=$(($(date +%s) - T0))s)"; echo "RESULT 1 0 0"; }
-bad() { echo "FAIL $1"; echo "RESULT 0 1 0"; }
-skip() { echo "skip $1"; echo "RESULT 0 0 1"; }
-wait_for() {
-	n=$(($1 * 10)); shift
-	while [ $n -gt 0 ]; do
-		"$@" && return 0
-		sleep 0.1
-		n=$((n - 1))
-	done
-	return 1
-}
 
-"$IOD" up --nodes 3 --gpus-per-node 2 --api-port $((BASE + 10)) --raft-port $((BASE + 0)) \
-	--no-mesh --telemetry-port $((BASE + 1000)) --election-timeout 1s --heartbeat 100ms \
-	>"$T/up.log" 2>&1 || { cat "$T/up.log"; bad "iod up"; exit 1; }
+start_cluster "$T/up.log" --nodes 3 --gpus-per-node 2 --api-port $((BASE + 10)) --raft-port $((BASE + 0)) \
+	--no-mesh --telemetry-port $((BASE + 60)) --election-timeout 1s --heartbeat 100ms || exit 1
 cat >"$T/spec.yaml" <<'EOF'
 services:
   - name: ps
@@ -113,7 +98,7 @@ else
 fi
 
 # docs/observability.md names every metric family the servers and agents serve
-fams=$(for a in "$API" "127.0.0.1:$((BASE + 1000))" "127.0.0.1:$((BASE + 1001))"; do
+fams=$(for a in "$API" "127.0.0.1:$((BASE + 60))" "127.0.0.1:$((BASE + 61))"; do
 	curl -sf "http://$a/metrics"; done | sed -n 's/^# TYPE \([A-Za-z_:][A-Za-z0-9_:]*\) .*/\1/p' | sort -u)
 DOC="$(dirname "$0")/../../docs/observability.md"
 undoc=""
@@ -282,5 +267,5 @@ print(next((i["value"].get("phase") for i in json.load(sys.stdin)["items"] if i[
 	if [ -s "$ART/viz_live.png" ]; then ok "viz_browser_screenshot ($ART/viz_live.png)"; else
 		bad "viz_browser_screenshot"; fi
 else
-	skip "viz_browser: needs Debian's chromium, chromium-driver and python3-selenium"
+	skip_check viz_browser "needs Debian's chromium, chromium-driver and python3-selenium"
 fi

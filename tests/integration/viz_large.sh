@@ -17,14 +17,12 @@
 #     BUILD/artifacts/viz_large.png).
 # Prints one RESULT line per check; skips without Chromium.
 set -u
+. "$(dirname "$0")/lib.sh"
 BUILD=${1:-build}
-IOD="$BUILD/iod"
-[ -x "$IOD" ] || { echo "skip: $IOD not built"; exit 77; }
-IOD=$(cd "$(dirname "$IOD")" && pwd)/iod
+need_iod "$BUILD"
 PY3=/usr/bin/python3
 if ! [ -x /usr/bin/chromium ] || ! [ -x /usr/bin/chromedriver ] || ! $PY3 -c 'import selenium' 2>/dev/null; then
-	echo "skip viz_large: needs Debian's chromium, chromium-driver and python3-selenium"
-	echo "RESULT 0 0 1"
+	skip_check viz_large "needs Debian's chromium, chromium-driver and python3-selenium"
 	exit 0
 fi
 ART=${IOD_ARTIFACTS:-$BUILD/artifacts}
@@ -208,8 +206,6 @@ finally:
 PY
 sed 's/^/  /' "$T/out"
 v() { sed -n "s/^$1 //p" "$T/out"; }
-ok() { echo "ok   $1"; echo "RESULT 1 0 0"; }
-bad() { echo "FAIL $1"; echo "RESULT 0 1 0"; }
 els=$(v ELEMENTS)
 if [ "$(v RACKS)" = 40 ] && [ "$(v NODES_COLLAPSED)" = 0 ] && [ "$(v SWITCHES)" = 3 ] &&
 	[ -n "$els" ] && [ "$els" -lt 2000 ]; then
