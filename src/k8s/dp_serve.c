@@ -55,7 +55,8 @@ struct dp_stream {
 };
 
 struct dp_conn {
-	int fd;
+	int fd; /* -1: iod_dp_feed's connection, writing to sink */
+	struct iod_buf *sink;
 	nghttp2_session *s;
 	struct dp_res *res;
 	struct dp_stream *streams;
@@ -255,6 +256,9 @@ static int handle(struct dp_conn *c, struct dp_stream *st)
 static ssize_t on_send(nghttp2_session *s, const uint8_t *data, size_t len, int flags, void *user)
 {
 	struct dp_conn *c = user;
+	if (c->fd < 0)
+		return iod_buf_append(c->sink, data, len) ? NGHTTP2_ERR_CALLBACK_FAILURE
+		                                          : (ssize_t)len;
 	ssize_t n = send(c->fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n < 0)
 		return errno == EAGAIN || errno == EWOULDBLOCK ? NGHTTP2_ERR_WOULDBLOCK
@@ -354,7 +358,8 @@ static void conn_free(struct dp_conn *c)
 		c->streams = st->next;
 		stream_free(st);
 	}
-	close(c->fd);
+	if (c->fd >= 0)
+		close(c->fd);
 	free(c);
 }
 
@@ -764,6 +769,42 @@ int iod_dp_serve(const struct iod_dp_serve_opts *o, struct iod_err *e)
 		}
 		iod_buf_free(&v->res[k].list);
 	}
+	free(v);
+	return rc;
+}
+
+int iod_dp_feed(const struct iod_topo_node *t, enum iod_dp_resource r, const uint8_t *in,
+                size_t len, struct iod_buf *out)
+{
+	struct iod_dp_serve_opts o = {.topo = t};
+	struct dp_srv *v = calloc(1, sizeof(*v));
+	struct dp_conn *c = calloc(1, sizeof(*c));
+	int rc = -ENOMEM;
+	if (!v || !c || !callbacks())
+		goto out;
+	v->o = &o;
+	v->nres = 1;
+	v->res[0].r = r;
+	v->res[0].lfd = -1;
+	iod_buf_init(&v->res[0].list);
+	*c = (struct dp_conn){.fd = -1, .sink = out, .res = &v->res[0], .srv = v};
+	nghttp2_settings_entry set[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100}};
+	if (rebuild_list(v, &v->res[0]) || nghttp2_session_server_new(&c->s, callbacks(), c) ||
+	    nghttp2_submit_settings(c->s, NGHTTP2_FLAG_NONE, set, 1))
+		goto out;
+	rc = 0;
+	if (nghttp2_session_mem_recv(c->s, in, len) < 0) {
+		nghttp2_session_terminate_session(c->s, NGHTTP2_PROTOCOL_ERROR);
+		rc = -EPROTO;
+	}
+	nghttp2_session_send(c->s);
+out:
+	if (c && c->s)
+		conn_free(c);
+	else
+		free(c);
+	if (v)
+		iod_buf_free(&v->res[0].list);
 	free(v);
 	return rc;
 }
