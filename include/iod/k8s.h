@@ -357,5 +357,11 @@ struct iod_dp_serve_opts {
  * each with kubelet, re-register when kubelet removes the socket (it
  * restarted). Returns 0 or fills e. */
 int iod_dp_serve(const struct iod_dp_serve_opts *o, struct iod_err *e);
+/* One connection's bytes (client preface first) through the server's HTTP/2
+ * session and handlers, without sockets; what it answers is appended to out.
+ * 0, or -EPROTO when the bytes broke HTTP/2 (then out ends with GOAWAY).
+ * For tests/fuzz/fuzz_k8s_h2.c. */
+int iod_dp_feed(const struct iod_topo_node *t, enum iod_dp_resource r, const uint8_t *in,
+                size_t len, struct iod_buf *out);
 
 #endif

@@ -18,6 +18,7 @@
 #include <nghttp2/nghttp2.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,10 @@
 #define COMP "devplugin"
 #define CONNS_MAX 64
 #define REGISTER_TIMEOUT_MS 5000
+#define REGISTER_RETRY_MS 5000 /* after a failed Register (kubelet not up yet) */
+
+/* Where a resource's registration stands (set by its thread). */
+enum { REG_NONE, REG_BUSY, REG_DONE, REG_FAILED };
 
 struct dp_res {
 	enum iod_dp_resource r;
@@ -40,6 +45,8 @@ struct dp_res {
 	struct iod_dp_device devs[IOD_DP_IDS_MAX];
 	uint32_t ndevs;
 	struct iod_buf list; /* the current ListAndWatchResponse, framed */
+	_Atomic int reg;     /* REG_* */
+	long reg_at;         /* when the last Register began (ms) */
 };
 
 struct dp_stream {
@@ -55,7 +62,8 @@ struct dp_stream {
 };
 
 struct dp_conn {
-	int fd;
+	int fd; /* -1: iod_dp_feed's connection, writing to sink */
+	struct iod_buf *sink;
 	nghttp2_session *s;
 	struct dp_res *res;
 	struct dp_stream *streams;
@@ -255,6 +263,9 @@ static int handle(struct dp_conn *c, struct dp_stream *st)
 static ssize_t on_send(nghttp2_session *s, const uint8_t *data, size_t len, int flags, void *user)
 {
 	struct dp_conn *c = user;
+	if (c->fd < 0)
+		return iod_buf_append(c->sink, data, len) ? NGHTTP2_ERR_CALLBACK_FAILURE
+		                                          : (ssize_t)len;
 	ssize_t n = send(c->fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n < 0)
 		return errno == EAGAIN || errno == EWOULDBLOCK ? NGHTTP2_ERR_WOULDBLOCK
@@ -354,7 +365,8 @@ static void conn_free(struct dp_conn *c)
 		c->streams = st->next;
 		stream_free(st);
 	}
-	close(c->fd);
+	if (c->fd >= 0)
+		close(c->fd);
 	free(c);
 }
 
@@ -431,6 +443,7 @@ struct reg {
 	char msg[256];
 	bool closed;
 	int fd;
+	_Atomic int *state; /* the resource's reg */
 };
 
 static ssize_t reg_send(nghttp2_session *s, const uint8_t *data, size_t len, int flags, void *user)
@@ -558,24 +571,31 @@ static void *reg_thread(void *arg)
 {
 	struct reg *g = arg;
 	struct iod_err e = {0};
-	if (kubelet_register(g, &e))
-		IOD_ERROR(COMP, "%s: %s", iod_dp_resource_name(g->r), e.msg);
+	_Atomic int *state = g->state;
+	int rc = kubelet_register(g, &e);
+	if (rc)
+		IOD_ERROR(COMP, "%s: %s (retrying in %d s)", iod_dp_resource_name(g->r), e.msg,
+		          REGISTER_RETRY_MS / 1000);
 	else
 		IOD_INFO(COMP, "%s: registered with kubelet (%s, endpoint %s)",
 		         iod_dp_resource_name(g->r), g->kubelet, g->endpoint);
 	iod_buf_free(&g->body);
 	free(g);
+	atomic_store(state, rc ? REG_FAILED : REG_DONE); /* last: iod_dp_serve waits on it */
 	return NULL;
 }
 
 static void register_async(struct dp_srv *v, struct dp_res *r)
 {
-	if (!v->kubelet[0])
-		return;
+	if (!v->kubelet[0] || atomic_load(&r->reg) == REG_BUSY)
+		return; /* the attempt in flight registers the same endpoint */
 	struct reg *g = calloc(1, sizeof(*g));
 	pthread_t th;
 	if (!g)
 		return;
+	atomic_store(&r->reg, REG_BUSY);
+	r->reg_at = now_ms();
+	g->state = &r->reg;
 	iod_strlcpy(g->kubelet, v->kubelet, sizeof(g->kubelet));
 	iod_strlcpy(g->endpoint, r->endpoint, sizeof(g->endpoint));
 	g->r = r->r;
@@ -584,6 +604,7 @@ static void register_async(struct dp_srv *v, struct dp_res *r)
 	if (pthread_create(&th, NULL, reg_thread, g)) {
 		iod_buf_free(&g->body);
 		free(g);
+		atomic_store(&r->reg, REG_FAILED);
 		return;
 	}
 	pthread_detach(th);
@@ -665,10 +686,12 @@ static void tick(struct dp_srv *v)
 		}
 	}
 	/* kubelet removes every socket of its dir when it starts: listen again
-	 * and register again */
+	 * and register again; a failed Register is tried again */
 	for (uint32_t k = 0; k < v->nres; k++) {
 		struct dp_res *r = &v->res[k];
 		struct stat sb;
+		if (atomic_load(&r->reg) == REG_FAILED && now_ms() - r->reg_at >= REGISTER_RETRY_MS)
+			register_async(v, r);
 		if (!stat(r->path, &sb) && sb.st_ino == r->ino)
 			continue;
 		struct iod_err e = {0};
@@ -757,6 +780,15 @@ int iod_dp_serve(const struct iod_dp_serve_opts *o, struct iod_err *e)
 	}
 	for (uint32_t i = 0; i < v->nconns; i++)
 		conn_free(v->conns[i]);
+	/* a Register in flight holds a pointer into v: it ends within its timeout */
+	for (long end = now_ms() + REGISTER_TIMEOUT_MS + 1000; now_ms() < end;) {
+		bool busy = false;
+		for (uint32_t k = 0; k < v->nres; k++)
+			busy |= atomic_load(&v->res[k].reg) == REG_BUSY;
+		if (!busy)
+			break;
+		poll(NULL, 0, 20);
+	}
 	for (uint32_t k = 0; k < v->nres; k++) {
 		if (v->res[k].lfd >= 0) {
 			close(v->res[k].lfd);
@@ -764,6 +796,42 @@ int iod_dp_serve(const struct iod_dp_serve_opts *o, struct iod_err *e)
 		}
 		iod_buf_free(&v->res[k].list);
 	}
+	free(v);
+	return rc;
+}
+
+int iod_dp_feed(const struct iod_topo_node *t, enum iod_dp_resource r, const uint8_t *in,
+                size_t len, struct iod_buf *out)
+{
+	struct iod_dp_serve_opts o = {.topo = t};
+	struct dp_srv *v = calloc(1, sizeof(*v));
+	struct dp_conn *c = calloc(1, sizeof(*c));
+	int rc = -ENOMEM;
+	if (!v || !c || !callbacks())
+		goto out;
+	v->o = &o;
+	v->nres = 1;
+	v->res[0].r = r;
+	v->res[0].lfd = -1;
+	iod_buf_init(&v->res[0].list);
+	*c = (struct dp_conn){.fd = -1, .sink = out, .res = &v->res[0], .srv = v};
+	nghttp2_settings_entry set[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100}};
+	if (rebuild_list(v, &v->res[0]) || nghttp2_session_server_new(&c->s, callbacks(), c) ||
+	    nghttp2_submit_settings(c->s, NGHTTP2_FLAG_NONE, set, 1))
+		goto out;
+	rc = 0;
+	if (nghttp2_session_mem_recv(c->s, in, len) < 0) {
+		nghttp2_session_terminate_session(c->s, NGHTTP2_PROTOCOL_ERROR);
+		rc = -EPROTO;
+	}
+	nghttp2_session_send(c->s);
+out:
+	if (c && c->s)
+		conn_free(c);
+	else
+		free(c);
+	if (v)
+		iod_buf_free(&v->res[0].list);
 	free(v);
 	return rc;
 }

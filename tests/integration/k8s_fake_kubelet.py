@@ -7,7 +7,7 @@ plugin on the DGX-H100 model, and drives it as kubelet does: Register,
 GetDevicePluginOptions, ListAndWatch (NUMA topology, a health change sent
 on the open stream), GetPreferredAllocation, Allocate, PreStartContainer,
 garbage (a bad protobuf, an unknown method, bytes that are not HTTP/2),
-and kubelet's restart (the plugin's socket removed: it registers again).
+a refused Register (tried again), and kubelet's restart (the plugin's socket removed: it registers again).
 
 usage: k8s_fake_kubelet.py IOD_BINARY PROTO TMPDIR
 """
@@ -61,10 +61,16 @@ PreReq, PreResp = M("PreStartContainerRequest"), M("PreStartContainerResponse")
 
 # ---- kubelet's Registration service ----
 registered = queue.Queue()
+refused = []
 
 
 def register(req, ctx):
-    registered.put(req)
+    # the first Register of iod.dev/gpu is refused (kubelet not ready yet):
+    # the plugin must try again
+    if req.resource_name == "iod.dev/gpu" and not refused:
+        refused.append(time.monotonic())
+        ctx.abort(grpc.StatusCode.UNAVAILABLE, "device manager not started")
+    registered.put((time.monotonic(), req))
     return Empty()
 
 
@@ -102,14 +108,18 @@ def unary(ch, method, req_cls, resp_cls):
 
 try:
     # Register: one per resource (dgx-h100 has GPUs and a DPU)
-    regs = {}
+    regs, when = {}, {}
     for _ in range(2):
         try:
-            r = registered.get(timeout=10)
+            t, r = registered.get(timeout=15)
             regs[r.resource_name] = r
+            when[r.resource_name] = t
         except queue.Empty:
             break
     check(set(regs) == {"iod.dev/gpu", "iod.dev/dpu"}, "Register for iod.dev/gpu and iod.dev/dpu: %s" % sorted(regs))
+    check(len(refused) == 1 and "iod.dev/gpu" in when and 3 <= when["iod.dev/gpu"] - refused[0] <= 10,
+          "a refused Register is tried again (%.1f s later)" %
+          ((when.get("iod.dev/gpu", 0) - refused[0]) if refused else -1))
     g = regs.get("iod.dev/gpu")
     check(g is not None and g.version == "v1beta1" and g.endpoint == "iod-gpu.sock" and
           g.options.get_preferred_allocation_available and not g.options.pre_start_required,
@@ -235,7 +245,7 @@ try:
         registered.get()
     os.unlink(os.path.join(T, "iod-gpu.sock"))
     try:
-        r = registered.get(timeout=10)
+        _, r = registered.get(timeout=10)
         check(r.resource_name == "iod.dev/gpu" and os.path.exists(os.path.join(T, "iod-gpu.sock")),
               "socket removed: listens and registers again")
     except queue.Empty:

@@ -502,3 +502,35 @@ TEST(dra_slice_maps_nvlink_numa_switch_and_nic)
 	CHECK_EQ(iod_k8s_dra_slice(&t, "n1", "iod.dev", &b, &e), -ENOENT);
 	iod_buf_free(&b);
 }
+
+TEST(device_plugin_session_answers_a_grpcio_request)
+{
+	/* the bytes grpcio sent for GetPreferredAllocation (4 of gpu0-7, gpu2
+	 * must-include), captured as the fuzz seed */
+	static struct iod_topo_node t;
+	struct iod_err e = {0};
+	struct iod_buf in, out;
+	iod_buf_init(&in);
+	iod_buf_init(&out);
+	CHECK_EQ(iod_topo_model_load("dgx-h100", &t, &e), 0);
+	CHECK_EQ(iod_buf_read_file(&in, "tests/fuzz/corpus/k8s_h2/preferred", 1 << 16, &e), 0);
+	CHECK_EQ(iod_dp_feed(&t, IOD_DP_GPU, (const uint8_t *)in.data, in.len, &out), 0);
+	/* ContainerPreferredAllocationResponse: gpu0-3, gpu2's NUMA node */
+	static const char want[] = "\x0a\x18\x0a\x04gpu0\x0a\x04gpu1\x0a\x04gpu2\x0a\x04gpu3";
+	CHECK(memmem(out.data, out.len, want, sizeof(want) - 1) != NULL);
+	out.len = 0;
+	/* after the preface, HTTP/1.1: a frame header of 4.6 MB, past the frame size:
+	 * nghttp2 answers SETTINGS then GOAWAY (type 7), and the server then closes */
+	static const char junk[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\nGET / HTTP/1.1\r\n\r\n";
+	int rc = iod_dp_feed(&t, IOD_DP_GPU, (const uint8_t *)junk, sizeof(junk) - 1, &out);
+	CHECK(rc == 0 || rc == -EPROTO);
+	bool goaway = false;
+	for (size_t at = 0; at + 9 <= out.len;) {
+		const uint8_t *h = (const uint8_t *)out.data + at;
+		goaway |= h[3] == 7;
+		at += 9 + ((size_t)h[0] << 16 | (size_t)h[1] << 8 | h[2]);
+	}
+	CHECK(out.len >= 9 && out.data[3] == 4 && goaway);
+	iod_buf_free(&in);
+	iod_buf_free(&out);
+}
