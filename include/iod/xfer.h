@@ -96,6 +96,12 @@ void iod_xfer_destroy(struct iod_xfer *x);
  * total limit, -ENOTSUP for GPU memory without CUDA. */
 int iod_xfer_mem_register(struct iod_xfer *x, void *addr, uint64_t len, enum iod_xfer_mem mem,
                           uint32_t *id, struct iod_err *e);
+/* Allocate and register len bytes: where the transport can share it
+ * (UCX's sysv/posix shared memory), a peer on this node maps it and a write
+ * is one user-space memcpy into it, no system call (UCX's rkey_ptr).
+ * Freed by iod_xfer_mem_deregister. */
+int iod_xfer_mem_alloc(struct iod_xfer *x, uint64_t len, void **ptr, uint32_t *id,
+                       struct iod_err *e);
 /* -ENOENT for an unknown id, -EBUSY while a request uses it. */
 int iod_xfer_mem_deregister(struct iod_xfer *x, uint32_t id, struct iod_err *e);
 

@@ -17,6 +17,7 @@
 
 #include <dirent.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@ struct peer {
 	uint64_t raddr[IOD_XFER_REGIONS_MAX];  /* their addresses */
 	uint64_t rlen[IOD_XFER_REGIONS_MAX];   /* their sizes */
 	ucp_rkey_h rkey[IOD_XFER_REGIONS_MAX]; /* unpacked keys */
+	uint8_t *rptr[IOD_XFER_REGIONS_MAX];   /* mapped here (shared memory), or NULL */
 };
 
 enum phase { PH_FREE, PH_OPS, PH_FLUSH, PH_NOTIF, PH_DONE };
@@ -284,10 +286,11 @@ const char *iod_xfer_nic(const struct iod_xfer *x)
 	return x->nic;
 }
 
-int iod_xfer_mem_register(struct iod_xfer *x, void *addr, uint64_t len, enum iod_xfer_mem mem,
-                          uint32_t *id, struct iod_err *e)
+/* Map (or allocate, when *addr is NULL) and pack the remote key. */
+static int mem_map(struct iod_xfer *x, void **addr, uint64_t len, enum iod_xfer_mem mem,
+                   uint32_t *id, struct iod_err *e)
 {
-	IOD_ASSERT(x && id);
+	IOD_ASSERT(x && id && addr);
 	*id = 0;
 	if (mem == IOD_XFER_MEM_GPU)
 		return iod_err_set(
@@ -295,20 +298,30 @@ int iod_xfer_mem_register(struct iod_xfer *x, void *addr, uint64_t len, enum iod
 		    "xfer: GPU memory needs CUDA and a UCX built with it (cuda_copy, "
 		    "cuda_ipc, or ibv_reg_dmabuf_mr for RDMA); this build has "
 		    "neither (docs/transfer.md)");
-	if (!addr)
-		return iod_err_set(e, -EINVAL, "xfer: cannot register a NULL address");
+	bool alloc = *addr == NULL;
+	/* the table's limits first: nothing is pinned past them */
 	struct iod_xfer_region *r = NULL;
-	int rv =
-	    iod_xfer_regions_add(&x->regions, (uint64_t)(uintptr_t)addr, len, (uint8_t)mem, &r, e);
+	int rv = iod_xfer_regions_add(&x->regions, alloc ? 4096 : (uint64_t)(uintptr_t)*addr, len,
+	                              (uint8_t)mem, &r, e);
 	if (rv)
 		return rv;
 	r->nic = (int16_t)x->nic_index;
 	ucp_mem_map_params_t mp = {0};
 	mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-	mp.address = addr;
+	mp.address = *addr;
 	mp.length = len;
+	if (alloc) {
+		mp.field_mask |= UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+		mp.flags = UCP_MEM_MAP_ALLOCATE;
+	}
 	ucp_mem_h memh = NULL;
 	ucs_status_t s = ucp_mem_map(x->ctx, &mp, &memh);
+	if (s == UCS_OK && alloc) {
+		ucp_mem_attr_t ma = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS};
+		s = ucp_mem_query(memh, &ma);
+		*addr = ma.address;
+		r->addr = (uint64_t)(uintptr_t)ma.address;
+	}
 	void *kb = NULL;
 	size_t kl = 0;
 	if (s == UCS_OK)
@@ -329,13 +342,31 @@ int iod_xfer_mem_register(struct iod_xfer *x, void *addr, uint64_t len, enum iod
 		if (memh)
 			ucp_mem_unmap(x->ctx, memh);
 		iod_xfer_regions_remove(&x->regions, r->id, NULL);
-		return iod_err_set(e, ucs_err(s), "xfer: UCX cannot register %llu bytes at %p: %s",
-		                   (unsigned long long)len, addr, ucs_status_string(s));
+		return iod_err_set(e, ucs_err(s), "xfer: UCX cannot %s %llu bytes: %s",
+		                   alloc ? "allocate" : "register", (unsigned long long)len,
+		                   ucs_status_string(s));
 	}
 	x->rkey_lens[slot] = kl;
 	r->shell = memh;
 	*id = r->id;
 	return 0;
+}
+
+int iod_xfer_mem_register(struct iod_xfer *x, void *addr, uint64_t len, enum iod_xfer_mem mem,
+                          uint32_t *id, struct iod_err *e)
+{
+	if (!addr) {
+		*id = 0;
+		return iod_err_set(e, -EINVAL, "xfer: cannot register a NULL address");
+	}
+	return mem_map(x, &addr, len, mem, id, e);
+}
+
+int iod_xfer_mem_alloc(struct iod_xfer *x, uint64_t len, void **ptr, uint32_t *id,
+                       struct iod_err *e)
+{
+	*ptr = NULL;
+	return mem_map(x, ptr, len, IOD_XFER_MEM_HOST, id, e);
 }
 
 int iod_xfer_mem_deregister(struct iod_xfer *x, uint32_t id, struct iod_err *e)
@@ -443,6 +474,10 @@ int iod_xfer_md_load(struct iod_xfer *x, const void *buf, size_t len, char *peer
 			peer_close(x, p);
 			return rv;
 		}
+		/* shared memory the peer allocated: map it, write with memcpy */
+		void *lp = NULL;
+		if (ucp_rkey_ptr(p->rkey[i], m.regions[i].addr, &lp) == UCS_OK)
+			p->rptr[i] = lp;
 		p->rid[i] = m.regions[i].id;
 		p->raddr[i] = m.regions[i].addr;
 		p->rlen[i] = m.regions[i].len;
@@ -575,6 +610,16 @@ int iod_xfer_post(struct iod_xfer *x, const char *peer, const struct iod_xfer_op
 			uint64_t len = ops[i].local.len - off;
 			if (len > x->chunk_bytes)
 				len = x->chunk_bytes;
+			uint8_t *mapped = p->rptr[ri[i]];
+			if (mapped) {
+				/* the peer's memory is mapped here: one copy, no syscall */
+				uint8_t *rp8 = mapped + ops[i].remote.offset + off;
+				if (ops[i].op == IOD_XFER_WRITE)
+					memcpy(rp8, la + off, (size_t)len);
+				else
+					memcpy(la + off, rp8, (size_t)len);
+				continue;
+			}
 			req_param(r, &rp);
 			rp.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
 			rp.memh = lr[i]->shell;
@@ -619,6 +664,8 @@ int iod_xfer_req_poll(struct iod_xfer *x, struct iod_xfer_req *r, struct iod_err
 			track(r, ucp_ep_flush_nbx(r->peer->ep, &rp));
 		} else if (r->phase == PH_FLUSH) {
 			r->phase = PH_NOTIF;
+			/* memcpy'd data is visible before the notification */
+			__atomic_thread_fence(__ATOMIC_RELEASE);
 			if (r->notif_len) {
 				rp.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
 				rp.flags = UCP_AM_SEND_FLAG_EAGER;
@@ -632,11 +679,21 @@ int iod_xfer_req_poll(struct iod_xfer *x, struct iod_xfer_req *r, struct iod_err
 	}
 }
 
+/* Busy-poll first (the latency path), then give the core away between
+ * polls: on a machine with fewer cores than spinning processes, a spinning
+ * waiter steals the time its peer needs to make progress. */
+static void relax(unsigned *spins)
+{
+	if (++*spins > 2048)
+		sched_yield();
+}
+
 int iod_xfer_req_wait(struct iod_xfer *x, struct iod_xfer_req *r, struct iod_err *e)
 {
 	int rv;
+	unsigned spins = 0;
 	while ((rv = iod_xfer_req_poll(x, r, e)) == -EAGAIN)
-		;
+		relax(&spins);
 	return rv;
 }
 
@@ -694,7 +751,8 @@ int iod_xfer_notif_wait(struct iod_xfer *x, const char *from, char *peer, void *
 				return iod_err_set(e, -ECONNRESET, "xfer: peer \"%s\" failed: %s",
 				                   p->name, ucs_status_string(p->failed));
 		}
-		if ((++turn & 63) == 0 && iod_clock_now_ns() > end)
+		relax(&turn);
+		if ((turn & 63) == 0 && iod_clock_now_ns() > end)
 			return iod_err_set(
 			    e, -ETIMEDOUT,
 			    "xfer: no notification from %s%s%s within %llu ms (peer gone "

@@ -299,7 +299,7 @@ TEST(post_errors_unknown_peer_unregistered_region_too_large)
 	iod_xfer_destroy(x);
 }
 
-/* A receiver child: registers `size` bytes, exchanges metadata over the
+/* A receiver child: allocates `size` shared bytes (iod_xfer_mem_alloc), exchanges metadata over the
  * pipes, waits for `count` notifications and answers each with the SHA-256
  * of its buffer. Exits 0 when done. */
 static int receiver(enum iod_xfer_transport t, size_t size, int wfd, int rfd, unsigned count)
@@ -307,11 +307,17 @@ static int receiver(enum iod_xfer_transport t, size_t size, int wfd, int rfd, un
 	struct iod_xfer_opts o = {.name = "rx", .transport = t, .deadline_ms = 20000};
 	struct iod_xfer *x = NULL;
 	struct iod_err e = {0};
-	uint8_t *buf = calloc(1, size);
+	uint8_t *buf = NULL;
 	uint32_t id = 0;
 	char peer[IOD_NAME_MAX];
-	if (!buf || iod_xfer_create(&o, &x, &e) ||
-	    iod_xfer_mem_register(x, buf, size, IOD_XFER_MEM_HOST, &id, &e) ||
+	/* 1 MiB goes to registered heap memory (UCX's cma path on shm), the
+	 * other sizes to allocated shared memory (mapped by the writer) */
+	bool heap = size == (1u << 20);
+	if (heap)
+		buf = calloc(1, size);
+	if (iod_xfer_create(&o, &x, &e) ||
+	    (heap ? iod_xfer_mem_register(x, buf, size, IOD_XFER_MEM_HOST, &id, &e)
+	          : iod_xfer_mem_alloc(x, size, (void **)&buf, &id, &e)) ||
 	    iod_xfer_md_exchange_fd(x, wfd, rfd, peer, &e)) {
 		fprintf(stderr, "receiver: %s\n", e.msg);
 		return 1;
@@ -329,7 +335,8 @@ static int receiver(enum iod_xfer_transport t, size_t size, int wfd, int rfd, un
 			return 1;
 	}
 	iod_xfer_destroy(x);
-	free(buf);
+	if (heap)
+		free(buf);
 	return 0;
 }
 
