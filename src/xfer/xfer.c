@@ -158,6 +158,16 @@ int iod_xfer_create(const struct iod_xfer_opts *o, struct iod_xfer **out, struct
 	x->transport = o->transport;
 	x->deadline_ms = o->deadline_ms ? o->deadline_ms : IOD_XFER_DEADLINE_MS;
 	x->chunk_bytes = o->chunk_bytes ? o->chunk_bytes : IOD_XFER_CHUNK_BYTES;
+	/* cluster config (xfer.deadline, xfer.chunk_size in docs/config.md)
+	 * reaches a replica as environment; explicit options win */
+	const char *env = getenv("IOD_XFER_DEADLINE_MS");
+	uint64_t v = 0;
+	if (!o->deadline_ms && env && (v = strtoull(env, NULL, 10)) >= 10 && v <= 600000)
+		x->deadline_ms = v;
+	env = getenv("IOD_XFER_CHUNK");
+	if (!o->chunk_bytes && env && !iod_parse_size(env, &v, NULL) && v >= 4096 &&
+	    v <= (64ull << 20))
+		x->chunk_bytes = v;
 	x->nic_index = -1;
 	iod_xfer_regions_init(&x->regions, o->reg_bytes_max);
 	if (x->transport == IOD_XFER_RDMA && !rdma_present()) {
