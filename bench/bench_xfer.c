@@ -17,7 +17,7 @@
  * gbps= is GB/s (10^9 bytes/s). ucx_perftest's MB/s are MiB/s.
  *
  * BENCH_XFER_MAX caps the top size (default 1GiB); BENCH_XFER_PERFTEST=0
- * skips ucx_perftest.
+ * skips ucx_perftest; BENCH_XFER_ONLY=shm|tcp runs one transport.
  */
 #include "bench.h"
 #include "iod/xfer.h"
@@ -371,11 +371,15 @@ int main(int argc, char **argv)
 		die("out of memory", NULL);
 	memset(src, 0x5a, 2 * max);
 	double t0 = bench_now_s();
-	sweep(IOD_XFER_SHM, src, max, 0);
+	const char *only = getenv("BENCH_XFER_ONLY");
+	if (!only || !strcmp(only, "shm"))
+		sweep(IOD_XFER_SHM, src, max, 0);
 	free(src);
-	double ip = iperf3_gbps();
-	printf("# iperf3 1 stream over loopback: %.3f GB/s\n", ip);
-	sweep(IOD_XFER_TCP, NULL, max, ip);
+	if (!only || !strcmp(only, "tcp")) {
+		double ip = iperf3_gbps();
+		printf("# iperf3 1 stream over loopback: %.3f GB/s\n", ip);
+		sweep(IOD_XFER_TCP, NULL, max, ip);
+	}
 	bench_line("BENCH xfer.run max_size=%llu seconds=%.1f", (unsigned long long)max,
 	           bench_now_s() - t0);
 	return 0;
