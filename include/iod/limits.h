@@ -897,4 +897,31 @@ _Static_assert(IOD_CONFIG_DOC_MAX <= IOD_API_VALUE_MAX, "a whole config history 
 #define IOD_CNI_CONF_MAX (1 << 20)
 #define IOD_CNI_VALID_MAX 65536
 
+/* libiod-xfer (docs/transfer.md). Regions per context: a NIXL agent holds
+ * a handful (one per buffer pool); 64 keeps the metadata blob under a page
+ * per region key. A region is at most 64 GiB (a GPU's memory); a context
+ * registers at most 128 GiB by default: pinning more than the node can spare
+ * is refused with -E2BIG, not discovered by the OOM killer. A batch holds
+ * IOD_XFER_BATCH_MAX operations (nccl-style bursts); notifications are small
+ * (they ride UCX's eager path) and queue IOD_XFER_NOTIFS_MAX deep. */
+#define IOD_XFER_REGIONS_MAX 64
+#define IOD_XFER_REGION_BYTES_MAX (64ull << 30)
+#define IOD_XFER_REG_BYTES_MAX (128ull << 30)
+#define IOD_XFER_BATCH_MAX 256
+#define IOD_XFER_NOTIF_BYTES_MAX 256
+#define IOD_XFER_NOTIFS_MAX 1024
+#define IOD_XFER_PEERS_MAX 64
+#define IOD_XFER_REQS_MAX 256
+#define IOD_XFER_ADDR_BYTES_MAX 4096
+#define IOD_XFER_RKEY_BYTES_MAX 1024
+#define IOD_XFER_MD_BYTES_MAX (128 * 1024)
+/* Defaults of xfer.deadline and xfer.chunk_size (src/config/schema.c). */
+#define IOD_XFER_DEADLINE_MS 5000
+#define IOD_XFER_CHUNK_BYTES (1ull << 20)
+_Static_assert(IOD_XFER_REGIONS_MAX *(25 + IOD_XFER_RKEY_BYTES_MAX) + IOD_XFER_ADDR_BYTES_MAX +
+                       IOD_NAME_MAX + 32 <=
+                   IOD_XFER_MD_BYTES_MAX,
+               "a full metadata blob fits IOD_XFER_MD_BYTES_MAX");
+_Static_assert(IOD_XFER_REGION_BYTES_MAX <= IOD_XFER_REG_BYTES_MAX, "one region fits the total");
+
 #endif

@@ -48,6 +48,7 @@
 	X(dp, "run or inspect the data plane")                                              \
 	X(mesh, "service-mesh commands (`iod mesh deploy -f FILE`)")                        \
 	X(proxy, "the node's mesh proxy, standalone (--config FILE)")                       \
+	X(xfer, "zero-copy transfers over libiod-xfer (`iod xfer ring`: an all-reduce)")    \
 	X(demo_worker, "the built-in demo training workload")
 
 #define X(name, summary) int cmd_##name(int argc, char **argv);

@@ -1,0 +1,386 @@
+/*
+ * bench_xfer.c: `make bench-xfer`: libiod-xfer's sweep, shaped like
+ * nccl-tests and ucx_perftest, with its ceilings measured in the same run.
+ *
+ * Two processes on this machine (the peer is this program re-executed with
+ * --peer, so UCX starts fresh in it). For each size from 8 B to the top
+ * size by x2, the sender writes ITERS times, each write followed by a
+ * notification; the receiver timestamps the notifications and reports
+ * (ITERS-1) * size / (t_last - t_first): bandwidth at the receiver, after
+ * completion, never from the sender's view (ucx#10184). Latency is a
+ * ping-pong of 8-byte writes with notifications, half the round trip.
+ *
+ * Ceilings, same run: single-core memcpy of the same size (STREAM-style
+ * copy) for shm; iperf3 over loopback with 1 stream (UCX's TCP uses one
+ * connection per endpoint here) for tcp; and ucx_perftest's ucp_put_bw /
+ * ucp_put_lat at every size on the same transports, with the ratio.
+ * gbps= is GB/s (10^9 bytes/s). ucx_perftest's MB/s are MiB/s.
+ *
+ * BENCH_XFER_MAX caps the top size (default 1GiB); BENCH_XFER_PERFTEST=0
+ * skips ucx_perftest; BENCH_XFER_ONLY=shm|tcp runs one transport.
+ */
+#include "bench.h"
+#include "iod/xfer.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SIZE_MIN 8ull
+#define LAT_ITERS 2000
+#define TARGET_NS 100000000ull /* per size and transport */
+
+struct cmd {
+	uint64_t size;  /* bytes per write, 0: stop */
+	uint32_t iters; /* posts (each of `batch` writes and one notification) */
+	uint32_t pong;  /* 1: latency ping-pong */
+};
+
+/* Writes per post: small writes go in bursts of up to IOD_XFER_BATCH_MAX
+ * covering 4 MiB, as ucx_perftest keeps a window of puts in flight. */
+static unsigned batch_for(uint64_t size, uint64_t max)
+{
+	uint64_t b = (4ull << 20) / size;
+	if (b > max / size)
+		b = max / size;
+	if (b > IOD_XFER_BATCH_MAX)
+		b = IOD_XFER_BATCH_MAX;
+	return b ? (unsigned)b : 1;
+}
+
+static int die(const char *what, const struct iod_err *e)
+{
+	fprintf(stderr, "bench_xfer: %s: %s\n", what, e ? e->msg : "");
+	exit(1);
+}
+
+static void full_read(int fd, void *b, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = read(fd, (char *)b + got, n - got);
+		if (r <= 0)
+			die("control pipe closed", NULL);
+		got += (size_t)r;
+	}
+}
+
+static void full_write(int fd, const void *b, size_t n)
+{
+	if (write(fd, b, n) != (ssize_t)n)
+		die("control pipe write", NULL);
+}
+
+static struct iod_xfer *open_ctx(const char *name, enum iod_xfer_transport t, uint8_t **buf,
+                                 uint64_t max, int wfd, int rfd, char *peer)
+{
+	struct iod_xfer_opts o = {.name = name, .transport = t, .deadline_ms = 60000};
+	struct iod_xfer *x = NULL;
+	struct iod_err e = {0};
+	uint32_t id = 0;
+	if (iod_xfer_create(&o, &x, &e) || iod_xfer_mem_alloc(x, max, (void **)buf, &id, &e) ||
+	    iod_xfer_md_exchange_fd(x, wfd, rfd, peer, &e))
+		die(name, &e);
+	IOD_ASSERT(id == 1);
+	return x;
+}
+
+/* One post of `batch` writes of `size` bytes (side by side in the region),
+ * then its notification. */
+static void write_one(struct iod_xfer *x, const char *peer, uint64_t size, unsigned batch)
+{
+	static struct iod_xfer_op op[IOD_XFER_BATCH_MAX];
+	for (unsigned i = 0; i < batch; i++)
+		op[i] =
+		    (struct iod_xfer_op){IOD_XFER_WRITE, {1, i * size, size}, {1, i * size, size}};
+	struct iod_xfer_req *r = NULL;
+	struct iod_err e = {0};
+	if (iod_xfer_post(x, peer, op, batch, "n", 1, &r, &e) || iod_xfer_req_wait(x, r, &e))
+		die("write", &e);
+	iod_xfer_req_free(x, r);
+}
+
+static void wait_one(struct iod_xfer *x, const char *peer)
+{
+	char from[IOD_NAME_MAX], msg[4];
+	size_t len = 0;
+	struct iod_err e = {0};
+	if (iod_xfer_notif_wait(x, peer, from, msg, sizeof(msg), &len, 0, &e))
+		die("notification", &e);
+}
+
+/* The receiver: answers commands until size 0. */
+static int peer_main(enum iod_xfer_transport t, uint64_t max, int wfd, int rfd)
+{
+	uint8_t *buf = NULL;
+	char peer[IOD_NAME_MAX];
+	struct iod_xfer *x = open_ctx("rx", t, &buf, max, wfd, rfd, peer);
+	for (;;) {
+		struct cmd c;
+		full_read(rfd, &c, sizeof(c));
+		if (!c.size)
+			break;
+		uint8_t ready = 1;
+		full_write(wfd, &ready, 1);
+		uint64_t t0 = 0, t1 = 0;
+		for (uint32_t i = 0; i < c.iters; i++) {
+			wait_one(x, peer);
+			if (c.pong)
+				write_one(x, peer, c.size, 1);
+			if (i == 0)
+				t0 = bench_now_ns();
+			t1 = bench_now_ns();
+		}
+		uint64_t ns = t1 - t0;
+		full_write(wfd, &ns, sizeof(ns));
+	}
+	iod_xfer_destroy(x);
+	return 0;
+}
+
+struct peer {
+	pid_t pid;               /* the receiver */
+	int wfd, rfd;            /* control pipe to and from it */
+	struct iod_xfer *x;      /* our side */
+	char name[IOD_NAME_MAX]; /* its agent name */
+};
+
+static void peer_start(struct peer *p, enum iod_xfer_transport t, uint8_t **buf, uint64_t max)
+{
+	int a[2], b[2];
+	if (pipe(a) || pipe(b))
+		die("pipe", NULL);
+	fflush(NULL);
+	p->pid = fork();
+	if (p->pid == 0) {
+		close(a[1]);
+		close(b[0]);
+		char ts[8], ms[32], ws[16], rs[16];
+		snprintf(ts, sizeof(ts), "%d", (int)t);
+		snprintf(ms, sizeof(ms), "%llu", (unsigned long long)max);
+		snprintf(ws, sizeof(ws), "%d", b[1]);
+		snprintf(rs, sizeof(rs), "%d", a[0]);
+		execl("/proc/self/exe", "bench_xfer", "--peer", ts, ms, ws, rs, (char *)NULL);
+		_exit(127);
+	}
+	close(a[0]);
+	close(b[1]);
+	p->wfd = a[1];
+	p->rfd = b[0];
+	p->x = open_ctx("tx", t, buf, max, p->wfd, p->rfd, p->name);
+}
+
+static void peer_stop(struct peer *p)
+{
+	struct cmd c = {0, 0, 0};
+	full_write(p->wfd, &c, sizeof(c));
+	int st = 0;
+	waitpid(p->pid, &st, 0);
+	iod_xfer_destroy(p->x);
+	close(p->wfd);
+	close(p->rfd);
+}
+
+static uint32_t iters_for(uint64_t size, double gbps_guess)
+{
+	double per_ns = (double)size / gbps_guess + 2000.0;
+	double n = (double)TARGET_NS / per_ns;
+	if (n < 4)
+		n = 4;
+	if (n > 1000)
+		n = 1000;
+	return (uint32_t)n;
+}
+
+/* Bandwidth at the receiver, GB/s. */
+static double run_bw(struct peer *p, uint64_t size, uint32_t iters, unsigned batch)
+{
+	struct cmd c = {size, iters, 0};
+	uint8_t ready = 0;
+	full_write(p->wfd, &c, sizeof(c));
+	full_read(p->rfd, &ready, 1);
+	for (uint32_t i = 0; i < iters; i++)
+		write_one(p->x, p->name, size, batch);
+	uint64_t ns = 0;
+	full_read(p->rfd, &ns, sizeof(ns));
+	return ns ? (double)(iters - 1) * (double)size * batch / (double)ns : 0;
+}
+
+/* Half round trips of 8-byte ping-pongs, p50 and p99 in us. */
+static void run_lat(struct peer *p, uint64_t size, double *p50, double *p99)
+{
+	static uint64_t v[LAT_ITERS];
+	struct cmd c = {size, LAT_ITERS, 1};
+	uint8_t ready = 0;
+	full_write(p->wfd, &c, sizeof(c));
+	full_read(p->rfd, &ready, 1);
+	for (uint32_t i = 0; i < LAT_ITERS; i++) {
+		uint64_t t0 = bench_now_ns();
+		write_one(p->x, p->name, size, 1);
+		wait_one(p->x, p->name);
+		v[i] = (bench_now_ns() - t0) / 2;
+	}
+	uint64_t ns = 0;
+	full_read(p->rfd, &ns, sizeof(ns));
+	qsort(v, LAT_ITERS, sizeof(v[0]), bench_cmp_u64);
+	*p50 = (double)bench_pct_u64(v, LAT_ITERS, 0.5) / 1000.0;
+	*p99 = (double)bench_pct_u64(v, LAT_ITERS, 0.99) / 1000.0;
+}
+
+/* Single-core memcpy of `size` bytes, GB/s (STREAM copy: best of repeats). */
+static double memcpy_gbps(uint8_t *dst, const uint8_t *src, uint64_t size)
+{
+	uint32_t n = iters_for(size, 8.0);
+	double best = 0;
+	for (int rep = 0; rep < 3; rep++) {
+		uint64_t t0 = bench_now_ns();
+		for (uint32_t i = 0; i < n; i++) {
+			memcpy(dst, src, size);
+			__asm__ volatile("" : : "r"(dst) : "memory");
+		}
+		double g = (double)size * n / (double)(bench_now_ns() - t0);
+		if (g > best)
+			best = g;
+	}
+	return best;
+}
+
+static int free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t l = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+	if (!bind(fd, (struct sockaddr *)&a, sizeof(a)) &&
+	    !getsockname(fd, (struct sockaddr *)&a, &l))
+		port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+/* Run a shell line, return its first output line's double (or -1). */
+static double sh_double(const char *cmd)
+{
+	FILE *f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	double v = -1;
+	if (fscanf(f, "%lf", &v) != 1)
+		v = -1;
+	pclose(f);
+	return v;
+}
+
+static const char *tls_env(enum iod_xfer_transport t)
+{
+	return t == IOD_XFER_SHM ? "UCX_TLS=posix,sysv,cma,self"
+	                         : "UCX_TLS=tcp,self UCX_NET_DEVICES=lo";
+}
+
+/* ucx_perftest at one size: GB/s for put_bw, or us (p50) for put_lat. */
+static double perftest(enum iod_xfer_transport t, const char *test, uint64_t size, uint32_t iters)
+{
+	if (!getenv("BENCH_XFER_PERFTEST") || strcmp(getenv("BENCH_XFER_PERFTEST"), "0")) {
+		int port = free_port();
+		char cmd[1024];
+		snprintf(
+		    cmd, sizeof(cmd),
+		    "%s timeout 60 ucx_perftest -p %d -t %s -s %llu -n %u >/dev/null 2>&1 & "
+		    "sleep 0.3; %s timeout 60 ucx_perftest 127.0.0.1 -p %d -t %s -s %llu -n %u "
+		    "2>/dev/null | awk '/^Final:/ {print %s}'; wait",
+		    tls_env(t), port, test, (unsigned long long)size, iters, tls_env(t), port, test,
+		    (unsigned long long)size, iters, strstr(test, "lat") ? "$3" : "$6*1048576/1e9");
+		return sh_double(cmd);
+	}
+	return -1;
+}
+
+static double iperf3_gbps(void)
+{
+	int port = free_port();
+	char cmd[512];
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "iperf3 -s -1 -p %d >/dev/null 2>&1 & sleep 0.3; "
+	    "iperf3 -c 127.0.0.1 -p %d -t 3 -P 1 -J 2>/dev/null | "
+	    "python3 -c 'import json,sys; "
+	    "print(json.load(sys.stdin)[\"end\"][\"sum_received\"][\"bits_per_second\"]/8e9)'; "
+	    "wait",
+	    port, port);
+	return sh_double(cmd);
+}
+
+static void sweep(enum iod_xfer_transport t, uint8_t *src, uint64_t max, double iperf)
+{
+	struct peer p;
+	uint8_t *buf = NULL;
+	peer_start(&p, t, &buf, max);
+	char path[256] = "";
+	iod_xfer_peer_path(p.x, p.name, path, sizeof(path), NULL);
+	const char *tn = iod_xfer_transport_name(t);
+	printf("# %s: UCX path %s\n", tn, path);
+	for (uint64_t size = SIZE_MIN; size <= max; size *= 2) {
+		unsigned batch = batch_for(size, max);
+		uint32_t iters = iters_for(size * batch, t == IOD_XFER_SHM ? 6.0 : 1.0);
+		double g = run_bw(&p, size, iters, batch);
+		uint32_t pn = iters * batch < 10 ? 10 : iters * batch;
+		double pt = perftest(t, "ucp_put_bw", size, pn > 100000 ? 100000 : pn);
+		double vs = pt > 0 ? g / pt : 0;
+		if (t == IOD_XFER_SHM) {
+			double mc = memcpy_gbps(src + max, src, size);
+			bench_line(
+			    "BENCH xfer.shm size=%llu gbps=%.3f memcpy_gbps=%.3f frac_memcpy=%.3f "
+			    "ucx_perftest_gbps=%.3f vs_ucx_perftest=%.3f iters=%u batch=%u",
+			    (unsigned long long)size, g, mc, mc > 0 ? g / mc : 0, pt, vs, iters,
+			    batch);
+		} else {
+			bench_line(
+			    "BENCH xfer.tcp size=%llu gbps=%.3f iperf3_gbps=%.3f frac_iperf3=%.3f "
+			    "ucx_perftest_gbps=%.3f vs_ucx_perftest=%.3f iters=%u batch=%u "
+			    "streams=1",
+			    (unsigned long long)size, g, iperf, iperf > 0 ? g / iperf : 0, pt, vs,
+			    iters, batch);
+		}
+	}
+	double p50 = 0, p99 = 0;
+	run_lat(&p, 8, &p50, &p99);
+	double pt = perftest(t, "ucp_put_lat", 8, LAT_ITERS);
+	bench_line("BENCH xfer.lat size=8 transport=%s p50_us=%.2f p99_us=%.2f "
+	           "ucx_perftest_p50_us=%.2f ratio_ucx_perftest=%.3f",
+	           tn, p50, p99, pt, pt > 0 ? p50 / pt : 0);
+	peer_stop(&p);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 6 && strcmp(argv[1], "--peer") == 0)
+		return peer_main((enum iod_xfer_transport)atoi(argv[2]),
+		                 strtoull(argv[3], NULL, 10), atoi(argv[4]), atoi(argv[5]));
+	signal(SIGPIPE, SIG_IGN);
+	uint64_t max = 1ull << 30;
+	struct iod_err e = {0};
+	const char *m = getenv("BENCH_XFER_MAX");
+	if (m && iod_parse_size(m, &max, &e))
+		die("BENCH_XFER_MAX", &e);
+	uint8_t *src = malloc(2 * max);
+	if (!src)
+		die("out of memory", NULL);
+	memset(src, 0x5a, 2 * max);
+	double t0 = bench_now_s();
+	const char *only = getenv("BENCH_XFER_ONLY");
+	if (!only || !strcmp(only, "shm"))
+		sweep(IOD_XFER_SHM, src, max, 0);
+	free(src);
+	if (!only || !strcmp(only, "tcp")) {
+		double ip = iperf3_gbps();
+		printf("# iperf3 1 stream over loopback: %.3f GB/s\n", ip);
+		sweep(IOD_XFER_TCP, NULL, max, ip);
+	}
+	bench_line("BENCH xfer.run max_size=%llu seconds=%.1f", (unsigned long long)max,
+	           bench_now_s() - t0);
+	return 0;
+}
