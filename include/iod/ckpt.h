@@ -123,4 +123,24 @@ int iod_ckpt_list(struct iod_ckpt *c, struct iod_ckpt_info *out, uint32_t max, u
 #define IOD_CKPT_ALL (UINT64_MAX - 1)
 int iod_ckpt_scrub(struct iod_ckpt *c, uint64_t step, uint64_t *bytes_checked, struct iod_err *e);
 
+/* What a repair did. */
+struct iod_ckpt_repair_report {
+	uint32_t chunks;      /* chunks of the checkpoint */
+	uint32_t repaired[2]; /* chunk files rewritten here [0] and at the peer [1] */
+	uint32_t lost;        /* chunks damaged in both copies */
+};
+
+/*
+ * Repair checkpoint `step` (or IOD_CKPT_LATEST) between this store and a
+ * peer's copy of the same rank (another node's store; today a directory the
+ * caller opened, the HTTP transport is not built): every chunk of both copies
+ * is verified against the manifest (which must be the same in both), and the
+ * repair plan (src/storage/replica.c) rewrites each missing or damaged chunk
+ * from the copy that has it verified (temporary name, fdatasync, rename).
+ * -EBADMSG when the manifests differ or a chunk is damaged in both copies
+ * (rep->lost; the rest is repaired); -ENOENT when either lacks the step.
+ */
+int iod_ckpt_repair(struct iod_ckpt *c, struct iod_ckpt *peer, uint64_t step,
+                    struct iod_ckpt_repair_report *rep, struct iod_err *e);
+
 #endif

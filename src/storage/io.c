@@ -525,3 +525,128 @@ int iod_ckpt_scrub(struct iod_ckpt *c, uint64_t step, uint64_t *bytes_checked, s
 		                 step);
 	return rc;
 }
+
+/* ---- repair from a peer ---- */
+
+/* Read and verify one chunk into buf: 0, or -EBADMSG when missing or damaged. */
+static int chunk_check(const struct iod_ckpt *c, const char *dir, const struct iod_ckpt_mchunk *k,
+                       uint8_t *buf)
+{
+	char path[PATH_MAX + 64];
+	struct stat st;
+	int rc = -EBADMSG;
+	ckpt_file(dir, c->rank, k, path, sizeof(path));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -EBADMSG;
+	if (!fstat(fd, &st) && (uint64_t)st.st_size == k->len && !pread_all(fd, buf, k->len, 0) &&
+	    XXH3_64bits(buf, k->len) == k->xxh3)
+		rc = 0;
+	close(fd);
+	return rc;
+}
+
+/* Replace one chunk file whole: a temporary name, fdatasync, rename. */
+static int chunk_put(const struct iod_ckpt *c, const char *dir, const struct iod_ckpt_mchunk *k,
+                     const uint8_t *buf, struct iod_err *e)
+{
+	char path[PATH_MAX + 64], tmp[PATH_MAX + 80];
+	int rc = 0;
+	ckpt_file(dir, c->rank, k, path, sizeof(path));
+	snprintf(tmp, sizeof(tmp), "%s.repair", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return sys_err(e, "cannot create", tmp);
+	if ((rc = pwrite_all(fd, buf, k->len, 0)) || fdatasync(fd))
+		rc = sys_err(e, "cannot write", tmp);
+	close(fd);
+	if (!rc && rename(tmp, path))
+		rc = sys_err(e, "cannot rename", tmp);
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+static bool manifests_agree(const struct iod_ckpt_manifest *a, const struct iod_ckpt_manifest *b)
+{
+	if (a->chunks_n != b->chunks_n || a->chunk_bytes != b->chunk_bytes || a->bytes != b->bytes)
+		return false;
+	for (uint32_t i = 0; i < a->chunks_n; i++)
+		if (a->chunks[i].xxh3 != b->chunks[i].xxh3 || a->chunks[i].len != b->chunks[i].len)
+			return false;
+	return true;
+}
+
+int iod_ckpt_repair(struct iod_ckpt *c, struct iod_ckpt *peer, uint64_t step,
+                    struct iod_ckpt_repair_report *rep, struct iod_err *e)
+{
+	char dir[2][PATH_MAX + 32];
+	struct iod_ckpt *cs[2] = {c, peer};
+	struct iod_ckpt_manifest m[2] = {{0}, {0}};
+	uint8_t *good = NULL, *buf = NULL;
+	struct iod_stor_repair *plan = NULL;
+	uint64_t found[2] = {0, 0};
+	uint32_t plan_n = 0, lost = 0;
+	int rc = 0;
+	memset(rep, 0, sizeof(*rep));
+	if (c == peer || c->rank != peer->rank)
+		return iod_err_set(e, -EINVAL, "repair needs a peer store of the same rank");
+	/* both stores' io locks, in address order */
+	pthread_mutex_lock(&(c < peer ? c : peer)->io);
+	pthread_mutex_lock(&(c < peer ? peer : c)->io);
+	for (int i = 0; i < 2 && !rc; i++)
+		if (!(rc = find_step(cs[i], step, dir[i], sizeof(dir[i]), &found[i], e)))
+			rc = read_manifest(cs[i], dir[i], found[i], &m[i], e);
+	if (!rc && (found[0] != found[1] || !manifests_agree(&m[0], &m[1])))
+		rc = iod_err_set(e, -EBADMSG,
+		                 "checkpoint step %" PRIu64 ": the peer's manifest (step %" PRIu64
+		                 ") does not match this one; it cannot repair it",
+		                 found[0], found[1]);
+	if (!rc && (!(good = calloc(m[0].chunks_n ? m[0].chunks_n : 1, 1)) ||
+	            !(buf = malloc(m[0].chunk_bytes)) ||
+	            !(plan = calloc(m[0].chunks_n ? m[0].chunks_n : 1, sizeof(*plan)))))
+		rc = iod_err_set(e, -ENOMEM, "out of memory for a repair");
+	for (uint32_t k = 0; !rc && k < m[0].chunks_n; k++)
+		for (uint32_t r = 0; r < 2; r++)
+			if (!chunk_check(cs[r], dir[r], &m[0].chunks[k], buf))
+				good[k] |= (uint8_t)(1u << r);
+	if (!rc) {
+		struct iod_stor_rview v = {.size = 2,
+		                           .min_size = 1,
+		                           .copies_n = 2,
+		                           .up = {true, true},
+		                           .good = good,
+		                           .chunks_n = m[0].chunks_n};
+		rc = iod_stor_repair_plan(&v, plan, m[0].chunks_n, &plan_n, &lost, e);
+		rep->chunks = m[0].chunks_n;
+	}
+	for (uint32_t i = 0; !rc && i < plan_n; i++) {
+		const struct iod_ckpt_mchunk *k = &m[0].chunks[plan[i].chunk];
+		uint32_t from = plan[i].from, to = plan[i].to;
+		if (chunk_check(cs[from], dir[from], k, buf))
+			rc = iod_err_set(e, -EIO,
+			                 "checkpoint step %" PRIu64 ": chunk %u.%u changed "
+			                 "during the repair",
+			                 found[0], k->region, k->index);
+		else if (!(rc = chunk_put(cs[to], dir[to], k, buf, e)))
+			rep->repaired[to]++;
+	}
+	for (int i = 0; !rc && plan_n && i < 2; i++)
+		if (rep->repaired[i])
+			rc = fsync_dir(dir[i], e);
+	if (!rc && lost) {
+		rep->lost = lost;
+		rc = iod_err_set(e, -EBADMSG,
+		                 "checkpoint step %" PRIu64 ": %u chunk(s) are damaged in both "
+		                 "copies; restore another step",
+		                 found[0], lost);
+	}
+	pthread_mutex_unlock(&(c < peer ? peer : c)->io);
+	pthread_mutex_unlock(&(c < peer ? c : peer)->io);
+	iod_ckpt_manifest_free(&m[0]);
+	iod_ckpt_manifest_free(&m[1]);
+	free(good);
+	free(buf);
+	free(plan);
+	return rc;
+}
