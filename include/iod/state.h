@@ -24,16 +24,17 @@
 #include "iod/base.h"
 
 /* Object kinds: enum, singular name (in URLs and keys), plural (lists). */
-#define IOD_STATE_KINDS(X)                   \
-	X(NODE, "node", "nodes")             \
-	X(SERVICE, "service", "services")    \
-	X(REPLICA, "replica", "replicas")    \
-	X(ENDPOINT, "endpoint", "endpoints") \
-	X(POLICY, "policy", "policies")      \
-	X(CONFIG, "config", "configs")       \
-	X(TOKEN, "token", "tokens")          \
-	X(SECRET, "secret", "secrets")       \
-	X(REVOCATION, "revocation", "revocations")
+#define IOD_STATE_KINDS(X)                         \
+	X(NODE, "node", "nodes")                   \
+	X(SERVICE, "service", "services")          \
+	X(REPLICA, "replica", "replicas")          \
+	X(ENDPOINT, "endpoint", "endpoints")       \
+	X(POLICY, "policy", "policies")            \
+	X(CONFIG, "config", "configs")             \
+	X(TOKEN, "token", "tokens")                \
+	X(SECRET, "secret", "secrets")             \
+	X(REVOCATION, "revocation", "revocations") \
+	X(CHECKPOINT, "checkpoint", "checkpoints")
 
 enum iod_state_kind {
 #define X(n, s, p) IOD_STATE_##n,

@@ -55,6 +55,8 @@ static const struct field member_fields[] = {IOD_OBJ_MEMBER_FIELDS(MEMBER_ROW)};
 static const struct field replica_fields[] = {IOD_OBJ_REPLICA_FIELDS(REPLICA_ROW)};
 #define ENDPOINT_ROW(f, k, t, m, lo, hi, d) ROW(iod_obj_endpoint, f, k, t, m, lo, hi, d)
 static const struct field endpoint_fields[] = {IOD_OBJ_ENDPOINT_FIELDS(ENDPOINT_ROW)};
+#define CHECKPOINT_ROW(f, k, t, m, lo, hi, d) ROW(iod_obj_checkpoint, f, k, t, m, lo, hi, d)
+static const struct field checkpoint_fields[] = {IOD_OBJ_CHECKPOINT_FIELDS(CHECKPOINT_ROW)};
 
 static const struct kind kinds[IOD_OBJ_KIND_COUNT] = {
     [IOD_OBJ_KIND_NODE] = {"node", sizeof(struct iod_obj_node), node_fields,
@@ -67,12 +69,16 @@ static const struct kind kinds[IOD_OBJ_KIND_COUNT] = {
                               IOD_OBJ_REPLICA_FIELD_COUNT},
     [IOD_OBJ_KIND_ENDPOINT] = {"endpoint", sizeof(struct iod_obj_endpoint), endpoint_fields,
                                IOD_OBJ_ENDPOINT_FIELD_COUNT},
+    [IOD_OBJ_KIND_CHECKPOINT] = {"checkpoint", sizeof(struct iod_obj_checkpoint), checkpoint_fields,
+                                 IOD_OBJ_CHECKPOINT_FIELD_COUNT},
 };
 
 _Static_assert(IOD_OBJ_REPLICA_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX,
                "a Replica's presence bits are one uint64_t");
 _Static_assert(IOD_OBJ_ENDPOINT_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX,
                "an Endpoint's presence bits are one uint64_t");
+_Static_assert(IOD_OBJ_CHECKPOINT_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX,
+               "a Checkpoint's presence bits are one uint64_t");
 _Static_assert(IOD_OBJ_FIELDS_MAX <= 64, "presence bits are one uint64_t");
 _Static_assert(IOD_OBJ_NODE_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX &&
                    IOD_OBJ_SERVICE_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX &&
@@ -508,4 +514,14 @@ void iod_obj_endpoint_address(const struct iod_obj_endpoint *ep, char *buf, size
 		buf[0] = 0;
 	else
 		snprintf(buf, len, "%s:%u", ep->addr, ep->port);
+}
+
+int iod_obj_checkpoint_from_json(const json_t *v, struct iod_obj_checkpoint *c, struct iod_err *e)
+{
+	return iod_obj_from_json(IOD_OBJ_KIND_CHECKPOINT, v, c, e);
+}
+
+json_t *iod_obj_checkpoint_to_json(const struct iod_obj_checkpoint *c)
+{
+	return iod_obj_to_json(IOD_OBJ_KIND_CHECKPOINT, c);
 }
