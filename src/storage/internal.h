@@ -35,6 +35,8 @@ struct iod_ckpt {
 	uint64_t snap_cap;
 	struct ckpt_job job;
 	struct iod_stor_acts commit_acts;
+	iod_ckpt_commit_fn commit; /* the opts' hook */
+	void *commit_ctx;
 };
 
 void ckpt_step_dir(const struct iod_ckpt *c, uint32_t tier, uint64_t step, char *out, size_t cap);

@@ -106,13 +106,15 @@ static int read_manifest(const struct iod_ckpt *c, const char *dir, uint64_t ste
 
 /* The manifest last: temporary name, fsync, rename, fsync the directory. */
 static int write_manifest(const struct iod_ckpt *c, const char *dir,
-                          const struct iod_ckpt_manifest *m, struct iod_err *e)
+                          const struct iod_ckpt_manifest *m, uint64_t *xxh3, struct iod_err *e)
 {
 	char path[PATH_MAX + 64], tmp[PATH_MAX + 80], *text;
 	size_t len;
 	int fd, rc = iod_ckpt_manifest_format(m, &text, &len, e);
 	if (rc)
 		return rc;
+	if (xxh3)
+		*xxh3 = XXH3_64bits(text, len);
 	ckpt_file(dir, c->rank, NULL, path, sizeof(path));
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -227,9 +229,25 @@ static int persist(struct iod_ckpt *c, struct iod_err *e)
 	ckpt_step_dir(c, c->job.tier, c->job.step, dir, sizeof(dir));
 	if (mkdir(dir, 0755) && errno != EEXIST)
 		return sys_err(e, "cannot create", dir);
+	uint64_t mh = 0;
 	rc = write_chunks(c, dir, &c->job.m, c->uring[c->job.tier], e);
 	if (!rc)
-		rc = write_manifest(c, dir, &c->job.m, e);
+		rc = write_manifest(c, dir, &c->job.m, &mh, e);
+	if (!rc && c->commit) {
+		struct iod_ckpt_commit k = {
+		    .step = c->job.step,
+		    .bytes = c->job.m.bytes,
+		    .rank = c->rank,
+		    .chunks = c->job.m.chunks_n,
+		    .chunk_bytes = c->job.m.chunk_bytes,
+		    .manifest_xxh3 = mh,
+		    .medium = iod_stor_medium_name(c->pool.tiers[c->job.tier].medium)};
+		if ((rc = c->commit(c->commit_ctx, &k, e)) > 0)
+			rc = -rc;
+		if (rc && !e->msg[0])
+			iod_err_set(e, rc, "checkpoint step %" PRIu64 ": the commit failed",
+			            k.step);
+	}
 	if (rc)
 		rm_step(c, dir); /* torn: never visible */
 	return rc;
@@ -281,7 +299,7 @@ static int move_step(struct iod_ckpt *c, const struct iod_stor_act *a, struct io
 		rc = copy_file(f1, f2, buf, m.chunk_bytes, e);
 	}
 	if (!rc)
-		rc = write_manifest(c, dst, &m, e);
+		rc = write_manifest(c, dst, &m, NULL, e);
 	free(buf);
 	iod_ckpt_manifest_free(&m);
 	rm_step(c, rc ? dst : src);

@@ -99,6 +99,8 @@ int iod_ckpt_open(const struct iod_ckpt_opts *o, struct iod_ckpt **out, struct i
 	c->rank = o->rank;
 	c->chunk_bytes = o->chunk_bytes ? o->chunk_bytes : IOD_CKPT_CHUNK_BYTES_DEFAULT;
 	c->nonblock = o->nonblock;
+	c->commit = o->commit;
+	c->commit_ctx = o->commit_ctx;
 	c->ring_ok = io_uring_queue_init(CKPT_RING_DEPTH, &c->ring, 0) == 0;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_mutex_init(&c->io, NULL);
@@ -211,6 +213,22 @@ int iod_ckpt_wait(struct iod_ckpt *c, struct iod_err *e)
 	pthread_mutex_lock(&c->mu);
 	while (c->busy)
 		pthread_cond_wait(&c->cv, &c->mu);
+	rc = c->job.rc;
+	if (rc && e)
+		*e = c->job.err;
+	c->job.rc = 0;
+	pthread_mutex_unlock(&c->mu);
+	return rc;
+}
+
+int iod_ckpt_poll(struct iod_ckpt *c, struct iod_err *e)
+{
+	int rc;
+	pthread_mutex_lock(&c->mu);
+	if (c->busy) {
+		pthread_mutex_unlock(&c->mu);
+		return -EBUSY;
+	}
 	rc = c->job.rc;
 	if (rc && e)
 		*e = c->job.err;
