@@ -71,8 +71,11 @@ struct iod_ckpt;
 struct iod_ckpt_commit {
 	uint64_t step, bytes;
 	uint32_t rank, chunks, chunk_bytes;
-	uint64_t manifest_xxh3; /* XXH3-64 of the manifest's text */
-	const char *medium;     /* the tier it was written to */
+	uint64_t manifest_xxh3;                  /* XXH3-64 of the manifest's text */
+	const char *medium;                      /* the tier it was written to */
+	uint32_t peers_n;                        /* peers it was sent to (iod_ckpt_opts.peers) */
+	bool peer_ok[IOD_STOR_REPLICAS_MAX - 1]; /* peer i holds it (its manifest was taken) */
+	const char *const *peers;                /* their addresses */
 };
 
 /*
@@ -88,8 +91,12 @@ struct iod_ckpt_opts {
 	struct iod_stor_cfg tiers;            /* media, quotas, capacity, fast_keep, keep_max */
 	const char *dirs[IOD_STOR_TIERS_MAX]; /* the directory of tiers.tiers[i] */
 	uint32_t rank;
-	uint32_t chunk_bytes;      /* 0: IOD_CKPT_CHUNK_BYTES_DEFAULT */
-	bool nonblock;             /* save: -EBUSY instead of waiting for the save in flight */
+	uint32_t chunk_bytes; /* 0: IOD_CKPT_CHUNK_BYTES_DEFAULT */
+	bool nonblock;        /* save: -EBUSY instead of waiting for the save in flight */
+	const char *peers[IOD_STOR_REPLICAS_MAX -
+	                  1]; /* checkpoint peers (iod_ckpt_peer_start), host:port */
+	uint32_t peers_n;
+	uint32_t min_size;         /* copies (this one included) a save needs to count; 0: 1 */
 	iod_ckpt_commit_fn commit; /* NULL: visible once durable here */
 	void *commit_ctx;
 };
@@ -192,5 +199,29 @@ int iod_ckpt_raft_commit(void *ctx, const struct iod_ckpt_commit *c, struct iod_
 /* The newest committed step of a replica's rank; -ENOENT when none. */
 int iod_ckpt_raft_latest(struct iod_api_client *api, const char *replica, uint32_t rank,
                          uint64_t *step, struct iod_err *e);
+
+/* ---- copies on peers over HTTP (src/storage/peer.c, shell) ---- */
+
+struct iod_ckpt_peer;
+
+/*
+ * Serve a peer's copies from dir (a tier directory) on listen_addr, which
+ * must be a loopback IPv4 address (-EPERM otherwise: the transport has no
+ * authentication or TLS yet). Chunks are checked against their XXH3 before
+ * they are kept; a manifest only when every chunk it names is held.
+ */
+int iod_ckpt_peer_start(const char *listen_addr, const char *dir, struct iod_ckpt_peer **out,
+                        struct iod_err *e);
+void iod_ckpt_peer_stop(struct iod_ckpt_peer *p);
+/* The address it listens on (with the port the kernel chose for port 0). */
+const char *iod_ckpt_peer_addr(const struct iod_ckpt_peer *p);
+/* Send a checkpoint (its manifest with hashes, and the snapshot in the
+ * manifest's layout) to a peer: chunks, then the manifest. 0 once it holds it. */
+int iod_ckpt_peer_put(const char *addr, const struct iod_ckpt_manifest *m, const uint8_t *snap,
+                      struct iod_err *e);
+/* Restore step of rank from a peer into regions (matched by name and size),
+ * verifying every chunk: -ENOENT, -EINVAL, -EBADMSG as iod_ckpt_restore. */
+int iod_ckpt_fetch(const char *addr, uint32_t rank, uint64_t step, const struct iod_ckpt_region *r,
+                   uint32_t n, struct iod_err *e);
 
 #endif

@@ -7,9 +7,9 @@
  * commits it through Raft. A checkpoint without that object is invisible to
  * a restore elsewhere, so no torn checkpoint is ever visible to the cluster.
  *
- * Copies on peers are not built yet: the primary is the only copy, so a
- * spec that asks for replicas > 1 with a quorum of 2 is refused here with
- * that reason, never committed as if replicated.
+ * Copies on peers (src/storage/peer.c) are reported by the store; without
+ * peers the primary is the only copy, so replicas > 1 with a quorum of 2 is
+ * refused here with that reason, never committed as if replicated.
  */
 #include "iod/api.h"
 #include "iod/ckpt.h"
@@ -31,13 +31,21 @@ int iod_ckpt_raft_commit(void *ctx, const struct iod_ckpt_commit *k, struct iod_
 	const struct iod_ckpt_raft *r = ctx;
 	struct iod_obj_checkpoint *o = malloc(sizeof(*o));
 	struct iod_stor_health h;
-	uint8_t good = 1; /* the primary holds every chunk: the worker wrote them */
+	/* the primary holds every chunk (the worker wrote them); peers that took
+	 * the manifest hold every chunk too (the peer checks them first) */
+	uint8_t good = 1;
 	struct iod_stor_rview v = {.size = r->replicas ? r->replicas : 1,
 	                           .min_size = r->min_size ? r->min_size : 1,
-	                           .copies_n = 1,
+	                           .copies_n = 1 + k->peers_n,
 	                           .up = {true},
 	                           .good = &good,
 	                           .chunks_n = 1};
+	for (uint32_t i = 0; i < k->peers_n; i++) {
+		v.up[i + 1] = true;
+		good |= (uint8_t)(k->peer_ok[i] ? 1u << (i + 1) : 0);
+	}
+	if (v.copies_n > v.size)
+		v.size = v.copies_n;
 	char name[IOD_NAME_MAX + 48], hex[24], health[64], path[IOD_NAME_MAX + 80];
 	int rc;
 	if (!o)
@@ -50,15 +58,18 @@ int iod_ckpt_raft_commit(void *ctx, const struct iod_ckpt_commit *k, struct iod_
 		free(o);
 		return iod_err_set(e, -EAGAIN,
 		                   "checkpoint step %" PRIu64 ": %u of %u copies hold its chunks, "
-		                   "the write quorum is %u (copies on peers are not built yet); "
-		                   "not committed",
-		                   k->step, h.up_n, v.size, v.min_size);
+		                   "the write quorum is %u (%s); not committed",
+		                   k->step, h.copies_min, v.size, v.min_size,
+		                   k->peers_n ? "a peer did not take it" : "no peers configured");
 	}
 	iod_ckpt_raft_name(r->replica, k->rank, k->step, name, sizeof(name));
 	snprintf(hex, sizeof(hex), "%016" PRIx64, k->manifest_xxh3);
 	iod_stor_health_name(h.flags, health, sizeof(health));
 	iod_obj_checkpoint_init(o);
 	json_t *copies = json_pack("[{s:s, s:b}]", "node", r->node, "ok", 1);
+	for (uint32_t i = 0; copies && i < k->peers_n; i++)
+		json_array_append_new(
+		    copies, json_pack("{s:s, s:b}", "node", k->peers[i], "ok", k->peer_ok[i]));
 	if (iod_obj_checkpoint_set_str(o, IOD_OBJ_CHECKPOINT_SERVICE, r->service) ||
 	    iod_obj_checkpoint_set_str(o, IOD_OBJ_CHECKPOINT_REPLICA, r->replica) ||
 	    iod_obj_checkpoint_set_str(o, IOD_OBJ_CHECKPOINT_NODE, r->node) ||

@@ -35,6 +35,9 @@ struct iod_ckpt {
 	uint64_t snap_cap;
 	struct ckpt_job job;
 	struct iod_stor_acts commit_acts;
+	char peers[IOD_STOR_REPLICAS_MAX - 1][IOD_ADDR_MAX]; /* the opts' peers */
+	const char *peer_p[IOD_STOR_REPLICAS_MAX - 1];       /* pointers to them */
+	uint32_t peers_n, min_size;
 	iod_ckpt_commit_fn commit; /* the opts' hook */
 	void *commit_ctx;
 };

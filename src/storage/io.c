@@ -222,6 +222,65 @@ static int write_chunks(struct iod_ckpt *c, const char *dir, struct iod_ckpt_man
 	return rc;
 }
 
+/* ---- copies on peers ---- */
+
+struct peer_job {
+	const struct iod_ckpt *c;
+	uint32_t i;
+	int rc;
+	struct iod_err err;
+};
+
+static void *peer_send(void *arg)
+{
+	struct peer_job *j = arg;
+	j->rc = iod_ckpt_peer_put(j->c->peers[j->i], &j->c->job.m, j->c->snap, &j->err);
+	return NULL;
+}
+
+/* Send the snapshot to every peer at once (one thread each), then ask the
+ * replication core whether the copies meet min_size. */
+static int replicate(struct iod_ckpt *c, bool *ok, struct iod_err *e)
+{
+	struct peer_job j[IOD_STOR_REPLICAS_MAX - 1];
+	pthread_t th[IOD_STOR_REPLICAS_MAX - 1];
+	bool started[IOD_STOR_REPLICAS_MAX - 1] = {false};
+	uint8_t good = 1;
+	struct iod_stor_rview v = {.size = c->peers_n + 1,
+	                           .min_size = c->min_size,
+	                           .copies_n = c->peers_n + 1,
+	                           .good = &good,
+	                           .chunks_n = 1};
+	struct iod_stor_health h;
+	for (uint32_t i = 0; i < c->peers_n; i++) {
+		j[i] = (struct peer_job){.c = c, .i = i};
+		started[i] = pthread_create(&th[i], NULL, peer_send, &j[i]) == 0;
+		if (!started[i])
+			peer_send(&j[i]);
+	}
+	v.up[0] = true;
+	for (uint32_t i = 0; i < c->peers_n; i++) {
+		if (started[i])
+			pthread_join(th[i], NULL);
+		ok[i] = j[i].rc == 0;
+		v.up[i + 1] = true;
+		good |= (uint8_t)(ok[i] ? 1u << (i + 1) : 0);
+	}
+	int rc = iod_stor_health_get(&v, &h, e);
+	if (!rc && !h.commit_ok) {
+		const struct peer_job *bad = NULL;
+		for (uint32_t i = 0; i < c->peers_n && !bad; i++)
+			if (!ok[i])
+				bad = &j[i];
+		rc = iod_err_set(e, -EAGAIN,
+		                 "checkpoint step %" PRIu64 ": %u of %u copies hold it, the write "
+		                 "quorum is %u (%s)",
+		                 c->job.step, h.copies_min, v.size, v.min_size,
+		                 bad ? bad->err.msg : "?");
+	}
+	return rc;
+}
+
 static int persist(struct iod_ckpt *c, struct iod_err *e)
 {
 	char dir[PATH_MAX + 32];
@@ -230,11 +289,16 @@ static int persist(struct iod_ckpt *c, struct iod_err *e)
 	if (mkdir(dir, 0755) && errno != EEXIST)
 		return sys_err(e, "cannot create", dir);
 	uint64_t mh = 0;
+	bool peer_ok[IOD_STOR_REPLICAS_MAX - 1] = {false};
 	rc = write_chunks(c, dir, &c->job.m, c->uring[c->job.tier], e);
 	if (!rc)
 		rc = write_manifest(c, dir, &c->job.m, &mh, e);
+	if (!rc && c->peers_n)
+		rc = replicate(c, peer_ok, e);
 	if (!rc && c->commit) {
 		struct iod_ckpt_commit k = {
+		    .peers_n = c->peers_n,
+		    .peers = c->peer_p,
 		    .step = c->job.step,
 		    .bytes = c->job.m.bytes,
 		    .rank = c->rank,
@@ -242,6 +306,7 @@ static int persist(struct iod_ckpt *c, struct iod_err *e)
 		    .chunk_bytes = c->job.m.chunk_bytes,
 		    .manifest_xxh3 = mh,
 		    .medium = iod_stor_medium_name(c->pool.tiers[c->job.tier].medium)};
+		memcpy(k.peer_ok, peer_ok, sizeof(peer_ok));
 		if ((rc = c->commit(c->commit_ctx, &k, e)) > 0)
 			rc = -rc;
 		if (rc && !e->msg[0])

@@ -348,3 +348,67 @@ TEST(corrupt_chunk_repaired_from_a_peer)
 	iod_ckpt_close(cb);
 	iod_ckpt_close(cc);
 }
+
+/* Issue 23: copies on two peers over HTTP, the 2-of-3 quorum, restore from
+ * a peer, and the peer's checks. */
+TEST(replicated_save_to_peers_quorum_and_restore_from_a_peer)
+{
+	static uint8_t a[A_BYTES], b[B_BYTES], ra[A_BYTES], rb[B_BYTES];
+	struct fix f = {0}, fp1 = {0};
+	struct iod_ckpt *c, *pc;
+	struct iod_ckpt_peer *p1, *p2;
+	char d1[600], d2[600];
+	uint64_t got, checked;
+	snprintf(d1, sizeof(d1), "%s/peer1", iod_test_tmpdir());
+	snprintf(d2, sizeof(d2), "%s/peer2", iod_test_tmpdir());
+	CHECK_EQ(iod_ckpt_peer_start("0.0.0.0:0", d1, &p1, &err), -EPERM);
+	CHECK_CONTAINS(err.msg, "not a loopback");
+	CHECK_MSG(iod_ckpt_peer_start("127.0.0.1:0", d1, &p1, &err) == 0, "%s", err.msg);
+	CHECK_MSG(iod_ckpt_peer_start("127.0.0.1:0", d2, &p2, &err) == 0, "%s", err.msg);
+	fix_init(&f, "replicated", 2000000);
+	f.o.peers[0] = iod_ckpt_peer_addr(p1);
+	f.o.peers[1] = iod_ckpt_peer_addr(p2);
+	f.o.peers_n = 2;
+	f.o.min_size = 2;
+	CHECK_MSG(iod_ckpt_open(&f.o, &c, &err) == 0, "%s", err.msg);
+	fill(a, A_BYTES, 21), fill(b, B_BYTES, 22);
+	CHECK_MSG(save_wait(c, 7, a, b) == 0, "%s", err.msg);
+	/* both peers hold it, byte-exact, verified chunk by chunk */
+	struct iod_ckpt_region r[] = {{"params", ra, A_BYTES}, {"optim", rb, B_BYTES}};
+	CHECK_MSG(iod_ckpt_fetch(iod_ckpt_peer_addr(p2), 0, 7, r, 2, &err) == 0, "%s", err.msg);
+	CHECK(!memcmp(ra, a, A_BYTES) && !memcmp(rb, b, B_BYTES));
+	memset(ra, 0, A_BYTES);
+	CHECK_EQ(iod_ckpt_fetch(iod_ckpt_peer_addr(p1), 0, 7, r, 2, &err), 0);
+	CHECK(!memcmp(ra, a, A_BYTES));
+	CHECK_EQ(iod_ckpt_fetch(iod_ckpt_peer_addr(p1), 0, 8, r, 2, &err), -ENOENT);
+	/* a peer's directory opens as a store: scrub it, repair the primary from it */
+	memset(&fp1.o, 0, sizeof(fp1.o));
+	fp1.o.tiers = f.o.tiers;
+	fp1.o.tiers.tiers_n = 1;
+	fp1.o.tiers.tiers[0] = (struct iod_stor_tier_cfg){IOD_STOR_NVME, 10000};
+	fp1.o.dirs[0] = d1;
+	CHECK_MSG(iod_ckpt_open(&fp1.o, &pc, &err) == 0, "%s", err.msg);
+	CHECK_MSG(iod_ckpt_scrub(pc, 7, &checked, &err) == 0, "%s", err.msg);
+	CHECK_U64(checked, A_BYTES + B_BYTES);
+	flip(f.pmem, 7, "r0-0-3.chunk", 100);
+	struct iod_ckpt_repair_report rep;
+	CHECK_MSG(iod_ckpt_repair(c, pc, 7, &rep, &err) == 0, "%s", err.msg);
+	CHECK_EQ(rep.repaired[0], 1);
+	CHECK_EQ(restore(c, 7, ra, rb, &got), 0);
+	CHECK(!memcmp(ra, a, A_BYTES));
+	iod_ckpt_close(pc);
+	/* one peer down: 2 of 3 still meet the quorum */
+	iod_ckpt_peer_stop(p2);
+	CHECK_MSG(save_wait(c, 8, a, b) == 0, "%s", err.msg);
+	/* both down: 1 of 3, the save fails, nothing new is visible */
+	iod_ckpt_peer_stop(p1);
+	CHECK_EQ(save_wait(c, 9, a, b), -EAGAIN);
+	CHECK_CONTAINS(err.msg, "write quorum is 2");
+	CHECK_EQ(restore(c, IOD_CKPT_LATEST, ra, rb, &got), 0);
+	CHECK_EQ(got, 8);
+	iod_ckpt_close(c);
+	/* bad options */
+	f.o.min_size = 4;
+	CHECK_EQ(iod_ckpt_open(&f.o, &c, &err), -EINVAL);
+	CHECK_CONTAINS(err.msg, "min_size");
+}
