@@ -458,6 +458,44 @@ static int get_one(struct iod_http_conn *c, const char *addr, uint64_t step, con
 	return rc;
 }
 
+/* Connections a restore from a peer uses at once. */
+#define FETCH_CONNS 4
+
+struct fetch_job {
+	const char *addr;
+	const struct iod_ckpt_manifest *m;
+	uint8_t *const *dst;
+	uint32_t t;
+	int rc;
+	struct iod_err err;
+};
+
+static void *fetch_part(void *arg)
+{
+	struct fetch_job *j = arg;
+	struct iod_http_conn c;
+	struct iod_http_response r = {0};
+	char file[64];
+	iod_http_conn_init(&c);
+	c.body_max = PEER_BODY_MAX;
+	for (uint32_t i = j->t; !j->rc && i < j->m->chunks_n; i += FETCH_CONNS) {
+		const struct iod_ckpt_mchunk *k = &j->m->chunks[i];
+		snprintf(file, sizeof(file), "r%u-%u-%u.chunk", j->m->rank, k->region, k->index);
+		if ((j->rc = get_one(&c, j->addr, j->m->step, file, &r, &j->err)))
+			break;
+		if (r.len != k->len || XXH3_64bits(r.body, r.len) != k->xxh3)
+			j->rc = iod_err_set(&j->err, -EBADMSG,
+			                    "peer %s: chunk %s of step %" PRIu64 " is damaged",
+			                    j->addr, file, j->m->step);
+		else
+			memcpy(j->dst[k->region] + (uint64_t)k->index * j->m->chunk_bytes, r.body,
+			       r.len);
+		iod_http_response_free(&r);
+	}
+	iod_http_conn_close(&c);
+	return NULL;
+}
+
 int iod_ckpt_fetch(const char *addr, uint32_t rank, uint64_t step, const struct iod_ckpt_region *rg,
                    uint32_t n, struct iod_err *e)
 {
@@ -496,18 +534,23 @@ int iod_ckpt_fetch(const char *addr, uint32_t rank, uint64_t step, const struct 
 		else
 			dst[i] = rg[j].addr;
 	}
-	for (uint32_t i = 0; !rc && i < m.chunks_n; i++) {
-		const struct iod_ckpt_mchunk *k = &m.chunks[i];
-		snprintf(file, sizeof(file), "r%u-%u-%u.chunk", rank, k->region, k->index);
-		if ((rc = get_one(&c, addr, step, file, &r, e)))
-			break;
-		if (r.len != k->len || XXH3_64bits(r.body, r.len) != k->xxh3)
-			rc = iod_err_set(e, -EBADMSG,
-			                 "peer %s: chunk %s of step %" PRIu64 " is damaged", addr,
-			                 file, step);
-		else
-			memcpy(dst[k->region] + (uint64_t)k->index * m.chunk_bytes, r.body, r.len);
-		iod_http_response_free(&r);
+	/* chunks in parallel over FETCH_CONNS connections, chunk i on i % FETCH_CONNS */
+	struct fetch_job j[FETCH_CONNS];
+	pthread_t th[FETCH_CONNS];
+	bool started[FETCH_CONNS] = {false};
+	for (uint32_t t = 0; !rc && t < FETCH_CONNS; t++) {
+		j[t] = (struct fetch_job){.addr = addr, .m = &m, .dst = dst, .t = t};
+		started[t] = pthread_create(&th[t], NULL, fetch_part, &j[t]) == 0;
+		if (!started[t])
+			fetch_part(&j[t]);
+	}
+	for (uint32_t t = 0; t < FETCH_CONNS; t++) {
+		if (started[t])
+			pthread_join(th[t], NULL);
+		if (!rc && j[t].rc) {
+			rc = j[t].rc;
+			*e = j[t].err;
+		}
 	}
 	iod_ckpt_manifest_free(&m);
 	iod_http_conn_close(&c);

@@ -397,6 +397,10 @@ TEST(replicated_save_to_peers_quorum_and_restore_from_a_peer)
 	CHECK_EQ(restore(c, 7, ra, rb, &got), 0);
 	CHECK(!memcmp(ra, a, A_BYTES));
 	iod_ckpt_close(pc);
+	/* a damaged chunk on the peer: the fetch refuses it, naming it */
+	flip(d1, 7, "r0-0-1.chunk", 5);
+	CHECK_EQ(iod_ckpt_fetch(iod_ckpt_peer_addr(p1), 0, 7, r, 2, &err), -EBADMSG);
+	CHECK_CONTAINS(err.msg, "r0-0-1.chunk of step 7 is damaged");
 	/* one peer down: 2 of 3 still meet the quorum */
 	iod_ckpt_peer_stop(p2);
 	CHECK_MSG(save_wait(c, 8, a, b) == 0, "%s", err.msg);
