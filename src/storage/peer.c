@@ -89,18 +89,20 @@ static bool send_all(int fd, const void *p, size_t n)
 	return true;
 }
 
-static bool answer(int fd, int status, const char *why, const void *body, size_t len)
+static bool answer_body(int fd, int status, const void *body, size_t len)
 {
 	char head[512];
-	if (!body) {
-		body = why;
-		len = strlen(why);
-	}
 	int n = snprintf(head, sizeof(head),
 	                 "HTTP/1.1 %d %s\r\ncontent-length: %zu\r\ncontent-type: "
 	                 "application/octet-stream\r\n\r\n",
 	                 status, status < 300 ? "OK" : "Error", len);
 	return send_all(fd, head, (size_t)n) && send_all(fd, body, len);
+}
+
+/* An answer whose body is a short text (a reason, or "held"). */
+static bool answer(int fd, int status, const char *why)
+{
+	return answer_body(fd, status, why, strlen(why));
 }
 
 static int write_file(const char *path, const void *p, size_t n)
@@ -166,7 +168,7 @@ static void handle(struct iod_ckpt_peer *p, int fd, const char *method, const ch
 	int n = 0;
 	if (sscanf(target, "/ckpt/%llu/%63s%n", &step, file, &n) != 2 ||
 	    (size_t)n != strlen(target) || !file_name_ok(file, &manifest)) {
-		answer(fd, 404, "no such path: /ckpt/<step>/<chunk or manifest>", NULL, 0);
+		answer(fd, 404, "no such path: /ckpt/<step>/<chunk or manifest>");
 		return;
 	}
 	snprintf(dir, sizeof(dir), "%s/step-%020llu", p->dir, step);
@@ -176,34 +178,34 @@ static void handle(struct iod_ckpt_peer *p, int fd, const char *method, const ch
 		struct iod_err e = {0};
 		iod_buf_init(&b);
 		if (iod_buf_read_file(&b, path, PEER_BODY_MAX, &e))
-			answer(fd, 404, "not held here", NULL, 0);
+			answer(fd, 404, "not held here");
 		else
-			answer(fd, 200, NULL, b.data ? b.data : "", b.len);
+			answer_body(fd, 200, b.data ? b.data : "", b.len);
 		iod_buf_free(&b);
 		return;
 	}
 	if (strcmp(method, "PUT")) {
-		answer(fd, 405, "PUT or GET", NULL, 0);
+		answer(fd, 405, "PUT or GET");
 		return;
 	}
 	if (mkdir(dir, 0755) && errno != EEXIST) {
-		answer(fd, 500, "cannot create the step directory", NULL, 0);
+		answer(fd, 500, "cannot create the step directory");
 		return;
 	}
 	if (!manifest) {
 		uint64_t want = xxh3 ? strtoull(xxh3, NULL, 16) : 0;
 		if (!xxh3 || XXH3_64bits(body, len) != want) {
-			answer(fd, 409, "chunk checksum (x-iod-xxh3) missing or wrong", NULL, 0);
+			answer(fd, 409, "chunk checksum (x-iod-xxh3) missing or wrong");
 			return;
 		}
 		int rc = write_file(path, body, len);
-		answer(fd, rc ? 500 : 201, rc ? strerror(-rc) : "held", NULL, 0);
+		answer(fd, rc ? 500 : 201, rc ? strerror(-rc) : "held");
 		return;
 	}
 	struct iod_ckpt_manifest m;
 	struct iod_err e = {0};
 	if (iod_ckpt_manifest_parse(body, len, &m, &e)) {
-		answer(fd, 400, e.msg, NULL, 0);
+		answer(fd, 400, e.msg);
 		return;
 	}
 	int rc = m.step != step ? -EINVAL : manifest_complete(dir, &m, why, sizeof(why));
@@ -212,7 +214,7 @@ static void handle(struct iod_ckpt_peer *p, int fd, const char *method, const ch
 		         (unsigned long long)m.step, step);
 	iod_ckpt_manifest_free(&m);
 	if (rc) {
-		answer(fd, 409, why, NULL, 0);
+		answer(fd, 409, why);
 		return;
 	}
 	rc = write_file(path, body, len);
@@ -221,7 +223,7 @@ static void handle(struct iod_ckpt_peer *p, int fd, const char *method, const ch
 		if (dfd >= 0)
 			(void)fsync(dfd), close(dfd);
 	}
-	answer(fd, rc ? 500 : 201, rc ? strerror(-rc) : "held", NULL, 0);
+	answer(fd, rc ? 500 : 201, rc ? strerror(-rc) : "held");
 }
 
 struct conn_arg {
@@ -249,13 +251,12 @@ static void *peer_conn(void *arg)
 			continue;
 		}
 		if (rc || m->chunked || (m->has_length && m->content_length > PEER_BODY_MAX)) {
-			answer(a.fd, 400, "bad request head, chunked body or body too large", NULL,
-			       0);
+			answer(a.fd, 400, "bad request head, chunked body or body too large");
 			break;
 		}
 		char method[8] = "", target[128] = "", xxh3[24] = "";
 		if (m->method_len >= sizeof(method) || m->target_len >= sizeof(target)) {
-			answer(a.fd, 400, "method or path too long", NULL, 0);
+			answer(a.fd, 400, "method or path too long");
 			break;
 		}
 		memcpy(method, buf + m->method_off, m->method_len);
