@@ -180,6 +180,7 @@ const char *iod_sec_verb_name(enum iod_sec_verb v);
 	X(AUDIT, "audit")               \
 	X(CERTIFICATE, "certificate")   \
 	X(SECRET_VALUE, "secret-value") \
+	X(FAULT, "fault")               \
 	X(CHECKPOINT, "checkpoint")
 
 enum iod_sec_resource {
