@@ -74,7 +74,8 @@ static double fio_bw(const char *dir, const char *rw, const char *engine, uint64
 	double bw = 0;
 	snprintf(cmd, sizeof(cmd),
 	         "fio --name=seq --directory='%s' --rw=%s --bs=4M --size=%" PRIu64
-	         " --ioengine=%s --iodepth=32 --end_fsync=1 --output-format=json 2>/dev/null",
+	         " --ioengine=%s --iodepth=32 --end_fsync=1 --fallocate=none"
+	         " --output-format=json 2>/dev/null",
 	         dir, rw, bytes, engine);
 	FILE *p = popen(cmd, "r");
 	if (!p)
