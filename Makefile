@@ -27,7 +27,7 @@ endif
 
 # pkg-config names of the Debian -dev packages every binary links against.
 PKGS     := libuv raft yaml-0.1 jansson hwloc libmicrohttpd libpcap gnutls libseccomp libcap-ng ncursesw \
-            libxxhash liburing
+            libxxhash liburing libnghttp2
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

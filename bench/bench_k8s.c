@@ -232,8 +232,9 @@ int main(void)
 	struct iod_k8s_ext x = {shapes, 3, NULL, 0};
 	char *args = make_args();
 	size_t len = strlen(args);
-	uint64_t ns[RUNS];
+	uint64_t ns[RUNS], cpu[RUNS];
 	for (int r = 0; r < RUNS; r++) {
+		double c0 = bench_cpu_s();
 		uint64_t t0 = bench_now_ns();
 		json_t *f = NULL, *p = NULL;
 		if (iod_k8s_ext_answer(&x, "filter", args, len, &f, &e) ||
@@ -242,6 +243,7 @@ int main(void)
 			return 1;
 		}
 		ns[r] = bench_now_ns() - t0;
+		cpu[r] = (uint64_t)((bench_cpu_s() - c0) * 1e9);
 		if (json_array_size(p) != NODES)
 			return 1;
 		json_decref(f);
@@ -249,9 +251,15 @@ int main(void)
 	}
 	free(args);
 	qsort(ns, RUNS, sizeof(ns[0]), bench_cmp_u64);
-	bench_line("BENCH k8s.extender nodes=%d p50_ms=%.2f p99_ms=%.2f runs=%d", NODES,
-	           (double)bench_pct_u64(ns, RUNS, 0.50) / 1e6,
-	           (double)bench_pct_u64(ns, RUNS, 0.99) / 1e6, RUNS);
+	qsort(cpu, RUNS, sizeof(cpu[0]), bench_cmp_u64);
+	/* cpu_*: the process's CPU time per call pair, which the other tenants of
+	 * a shared machine do not inflate as they do the wall-clock figures */
+	bench_line("BENCH k8s.extender nodes=%d p50_ms=%.2f p99_ms=%.2f runs=%d cpu_p50_ms=%.2f "
+	           "cpu_p99_ms=%.2f",
+	           NODES, (double)bench_pct_u64(ns, RUNS, 0.50) / 1e6,
+	           (double)bench_pct_u64(ns, RUNS, 0.99) / 1e6, RUNS,
+	           (double)bench_pct_u64(cpu, RUNS, 0.50) / 1e6,
+	           (double)bench_pct_u64(cpu, RUNS, 0.99) / 1e6);
 	bench_preferred();
 	if (!getenv("IOD_BENCH_NO_CNI"))
 		bench_cni();

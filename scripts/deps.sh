@@ -11,10 +11,11 @@ set -eu
 BUILD_PKGS="build-essential pkg-config libuv1-dev libraft-dev libyaml-dev \
 libjansson-dev libhwloc-dev hwloc libpcap-dev libmicrohttpd-dev libdpdk-dev \
 libseccomp-dev libcap-ng-dev libncurses-dev \
-clang libclang-rt-14-dev libgnutls28-dev libxxhash-dev liburing-dev"
+clang libclang-rt-14-dev libgnutls28-dev libxxhash-dev liburing-dev libnghttp2-dev"
 # Tools the tests and benchmarks drive (independent dissector, peers, plots).
 TEST_PKGS="tshark python3 graphviz gnuplot-nox iproute2 nftables etcd-server etcd-client \
-haproxy wrk iperf3 nginx-light cppcheck clang-format tmux prometheus chromium chromium-driver python3-selenium fio containernetworking-plugins"
+haproxy wrk iperf3 nginx-light cppcheck clang-format tmux prometheus chromium chromium-driver python3-selenium fio containernetworking-plugins \
+python3-grpcio python3-grpc-tools python3-protobuf"
 
 missing=""
 for p in $BUILD_PKGS $TEST_PKGS; do

@@ -159,6 +159,18 @@ int iod_slurm_topology(const struct iod_k8s_node *nodes, uint32_t n, struct iod_
 /* names as a Slurm hostlist expression ("n[0-3,7],gpu01"). */
 int iod_slurm_hostlist(const char *const *names, uint32_t n, struct iod_buf *out);
 
+/*
+ * DRA (resource.k8s.io/v1): node t's GPUs and DPUs as one ResourceSlice
+ * (YAML) of driver (e.g. "iod.dev") on node, each device with the
+ * attributes type, index, model, uuid, pciBusID, numaNode, pcieSwitch (the
+ * switch right above it), pcieRoot, and for GPUs nvlinkDomain (its NVLink
+ * island, "<node>.nvl<k>", with 2+ GPUs), nvlinkDomainSize and nearestNIC;
+ * capacity memory. -EINVAL for a node or driver that is not a DNS
+ * subdomain, -ENOENT when t has neither GPU nor DPU.
+ */
+int iod_k8s_dra_slice(const struct iod_topo_node *t, const char *node, const char *driver,
+                      struct iod_buf *out, struct iod_err *e);
+
 /* ---- the kube-scheduler extender (extender.c, pure) ----------------------- */
 
 #include "iod/sched.h"
@@ -211,5 +223,139 @@ int iod_k8s_ext_answer(const struct iod_k8s_ext *x, const char *verb, const char
  */
 int iod_k8s_preferred(const struct iod_topo_node *t, uint32_t available, uint32_t must,
                       uint32_t size, uint32_t *out, struct iod_err *e);
+
+/* ---- the device plugin (v1beta1 over gRPC): messages (dp_wire.c, pure) ---- */
+
+/*
+ * kubelet's device plugin API v1beta1 (k8s.io/kubelet/pkg/apis/deviceplugin/
+ * v1beta1/api.proto; src/k8s/deviceplugin.proto is iod's own writing of its
+ * messages). gRPC carries each protobuf message behind a 5-byte prefix:
+ * a compressed flag (iod asks for no compression and refuses 1) and a
+ * big-endian length. Decoding is bounded by the limits below; anything else
+ * is -EINVAL with e saying where, never a crash (tests/fuzz/fuzz_k8s_grpc.c).
+ */
+#define IOD_DP_API_VERSION "v1beta1"
+#define IOD_DP_MSG_MAX (4u << 20) /* gRPC's default max receive message */
+#define IOD_DP_IDS_MAX 64         /* device ids in one list */
+#define IOD_DP_ID_MAX 64          /* bytes of one device id, NUL included */
+#define IOD_DP_CONTAINERS_MAX 16  /* container requests in one call */
+#define IOD_DP_ENVS_MAX 8
+#define IOD_DP_DEVSPECS_MAX (IOD_DP_IDS_MAX + 4)
+
+/* gRPC status codes (grpc/doc/statuscodes.md). */
+enum iod_grpc_status {
+	IOD_GRPC_OK = 0,
+	IOD_GRPC_INVALID_ARGUMENT = 3,
+	IOD_GRPC_NOT_FOUND = 5,
+	IOD_GRPC_RESOURCE_EXHAUSTED = 8,
+	IOD_GRPC_UNIMPLEMENTED = 12,
+	IOD_GRPC_INTERNAL = 13,
+	IOD_GRPC_UNAVAILABLE = 14,
+};
+
+/*
+ * One length-prefixed gRPC message at the start of buf: *msg and *mlen point
+ * into buf. Returns the bytes it takes (5 + length), 0 when buf holds less
+ * than a whole message, or -EINVAL (compressed, over max) with e set.
+ */
+long iod_grpc_frame_parse(const uint8_t *buf, size_t len, size_t max, const uint8_t **msg,
+                          size_t *mlen, struct iod_err *e);
+/* Append the 5-byte prefix and msg to out. */
+int iod_grpc_frame_put(struct iod_buf *out, const void *msg, size_t len);
+
+struct iod_dp_ids {
+	uint32_t n;
+	char id[IOD_DP_IDS_MAX][IOD_DP_ID_MAX];
+};
+
+/* One ContainerPreferredAllocationRequest / ContainerAllocateRequest. */
+struct iod_dp_creq {
+	struct iod_dp_ids available; /* preferred: available_deviceIDs (1) */
+	struct iod_dp_ids must;      /* preferred: must_include_deviceIDs (2) */
+	struct iod_dp_ids ids;       /* allocate: devices_ids (1) */
+	int32_t size;                /* preferred: allocation_size (3) */
+};
+
+/* PreferredAllocationRequest, AllocateRequest (container_requests = 1) or
+ * PreStartContainerRequest (devices_ids = 1, into c[0].ids, n = 1). */
+enum iod_dp_req_kind { IOD_DP_REQ_PREFERRED, IOD_DP_REQ_ALLOCATE, IOD_DP_REQ_PRESTART };
+struct iod_dp_req {
+	uint32_t n;
+	struct iod_dp_creq c[IOD_DP_CONTAINERS_MAX];
+};
+int iod_dp_req_decode(enum iod_dp_req_kind kind, const uint8_t *msg, size_t len,
+                      struct iod_dp_req *out, struct iod_err *e);
+
+/* A device as ListAndWatch reports it. */
+struct iod_dp_device {
+	char id[IOD_DP_ID_MAX];
+	bool healthy;
+	int32_t numa; /* the OS's NUMA node number, -1 unknown (no topology sent) */
+};
+
+/* One ContainerAllocateResponse. */
+struct iod_dp_kv {
+	char key[IOD_NAME_MAX];
+	char value[IOD_DP_IDS_MAX * 4];
+};
+struct iod_dp_path {
+	char container_path[128], host_path[128];
+	char permissions[4]; /* device specs: "rw"/"rwm" */
+	bool read_only;      /* mounts */
+};
+struct iod_dp_alloc {
+	uint32_t nenvs, nmounts, ndevices;
+	struct iod_dp_kv envs[IOD_DP_ENVS_MAX];
+	struct iod_dp_path mounts[4];
+	struct iod_dp_path devices[IOD_DP_DEVSPECS_MAX];
+};
+
+/* Message encoders (the bare protobuf, no gRPC prefix): append to out. */
+int iod_dp_enc_options(struct iod_buf *out, bool pre_start_required, bool preferred_available);
+int iod_dp_enc_register(struct iod_buf *out, const char *endpoint, const char *resource,
+                        bool pre_start_required, bool preferred_available);
+int iod_dp_enc_devices(struct iod_buf *out, const struct iod_dp_device *d, uint32_t n);
+int iod_dp_enc_preferred(struct iod_buf *out, const struct iod_dp_ids *per_container, uint32_t n);
+int iod_dp_enc_allocate(struct iod_buf *out, const struct iod_dp_alloc *per_container, uint32_t n);
+
+/* ---- the device plugin's decisions (devplugin.c, pure) ------------------- */
+
+/* The resources iod offers: iod.dev/gpu (the node's GPUs, ids "gpu0"..) and
+ * iod.dev/dpu (its DPUs, ids "dpu0".. in device order). */
+enum iod_dp_resource { IOD_DP_GPU, IOD_DP_DPU };
+const char *iod_dp_resource_name(enum iod_dp_resource r); /* "iod.dev/gpu" */
+
+/* The devices of r on node t, healthy unless named in unhealthy. */
+uint32_t iod_dp_devices(const struct iod_topo_node *t, enum iod_dp_resource r,
+                        const struct iod_dp_ids *unhealthy, struct iod_dp_device *out,
+                        uint32_t max);
+/* GetPreferredAllocation for one container: GPUs by iod_k8s_preferred; DPUs
+ * the must-include ones, then the available ones nearest (NUMA) to them.
+ * -EINVAL (e says why) for an unknown id, a bad size. */
+int iod_dp_preferred(const struct iod_topo_node *t, enum iod_dp_resource r,
+                     const struct iod_dp_creq *q, struct iod_dp_ids *out, struct iod_err *e);
+/* Allocate for one container: the environment iod's own replicas get
+ * (CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, IOD_NUMA_NODE, IOD_CPUS
+ * for GPUs; IOD_DPUS for DPUs) and the device nodes. -EINVAL for an
+ * unknown id. */
+int iod_dp_allocate(const struct iod_topo_node *t, enum iod_dp_resource r,
+                    const struct iod_dp_ids *ids, struct iod_dp_alloc *out, struct iod_err *e);
+
+/* ---- the device plugin's gRPC server (dp_serve.c, the shell) ------------- */
+
+struct iod_dp_serve_opts {
+	const struct iod_topo_node *topo;
+	bool resource[2];           /* which of enum iod_dp_resource to serve */
+	const char *dir;            /* kubelet's device-plugins dir */
+	const char *kubelet_socket; /* NULL: <dir>/kubelet.sock; "" = do not register */
+	const char *unhealthy_file; /* device ids one a line, polled; NULL none */
+	volatile int *stop;         /* set non-zero to return */
+};
+#define IOD_DP_DIR "/var/lib/kubelet/device-plugins"
+
+/* Serve until *stop: listen on <dir>/iod-gpu.sock (iod-dpu.sock), register
+ * each with kubelet, re-register when kubelet removes the socket (it
+ * restarted). Returns 0 or fills e. */
+int iod_dp_serve(const struct iod_dp_serve_opts *o, struct iod_err *e);
 
 #endif

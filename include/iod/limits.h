@@ -247,6 +247,12 @@
  * still in its handshake after this long, so that silent connections
  * cannot keep a restarted peer out until they time out. */
 #define IOD_RAFT_EVICT_HELLO_AGE_MS 200u
+/* Raft appends in flight that a member times for its disk-latency metric
+ * (src/state/member_io.c); more pass through untimed. */
+#define IOD_RAFT_APPENDS_TIMED 256
+/* Members in one process whose appends are timed: a server runs one, tests
+ * a few (raft's append callback gets no io pointer, so each is searched). */
+#define IOD_RAFT_MEMBERS_TIMED 8
 /* Initial members named with --peers: Raft clusters are 3, 5 or 7. */
 #define IOD_STATE_PEERS_MAX 9
 /* host:port (or [v6]:port) of a server: 64 covers dotted IPv6 + port. */

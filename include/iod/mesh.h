@@ -91,6 +91,32 @@ struct iod_mesh_timeouts {
 	uint64_t head_ns;    /* a client's whole request head (slowloris) */
 };
 
+/*
+ * Fault injection (Istio's HTTPFaultInjection; `iod chaos delay|abort
+ * service/NAME`, docs/chaos.md): a share of a service's HTTP requests held
+ * before they go upstream, or answered at once with a status. Each part
+ * ends at its own deadline (unix ns, the proxy's wall clock: it stops
+ * applying a fault then even if nobody removes it). pct 0 = off.
+ */
+struct iod_mesh_fault {
+	uint32_t delay_pct;      /* requests delayed, 0..100 */
+	uint64_t delay_ns;       /* ... by this long */
+	uint64_t delay_until_ns; /* ... until (unix ns); 0 = no end (static config) */
+	uint32_t abort_pct;      /* requests aborted, 0..100 */
+	uint16_t abort_status;   /* ... with this status */
+	uint64_t abort_until_ns; /* ... until (unix ns); 0 = no end */
+};
+
+/*
+ * The fault for one request at now_unix_ns: *delay_ns (0 = none) and
+ * *abort_status (0 = none); both may be set (Envoy: delayed, then
+ * aborted). Draws from rng only for a part in force. Pure.
+ */
+void iod_mesh_fault_roll(const struct iod_mesh_fault *f, uint64_t now_unix_ns, struct iod_rng *rng,
+                         uint64_t *delay_ns, uint16_t *abort_status);
+/* Is any part of f in force at now_unix_ns? Pure. */
+bool iod_mesh_fault_active(const struct iod_mesh_fault *f, uint64_t now_unix_ns);
+
 struct iod_mesh_service {
 	char name[IOD_NAME_MAX];   /* DNS-label-like service name */
 	char tenant[IOD_NAME_MAX]; /* its tenant (policies; "" = "default") */
@@ -103,6 +129,7 @@ struct iod_mesh_service {
 	struct iod_mesh_breaker_cfg breaker;
 	struct iod_mesh_retry_cfg retry;
 	struct iod_mesh_timeouts timeout;
+	struct iod_mesh_fault fault; /* injected faults (chaos); zero = none */
 	struct iod_mesh_endpoint eps[IOD_MESH_ENDPOINTS_MAX]; /* eps_n endpoints */
 	uint32_t eps_n;
 };
@@ -212,6 +239,9 @@ struct iod_mesh_svc_addr {
  */
 int iod_mesh_api_addrs(const json_t *services, struct iod_mesh_svc_addr *out, uint32_t max,
                        uint32_t *n);
+/* How the proxy carries a stored Service value: HTTP when its first port is
+ * named "http" or "http-*" (Istio's port-naming rule), else TCP. Pure. */
+enum iod_mesh_mode iod_mesh_api_service_mode(const json_t *value);
 
 /* ---- outlier detection (pure) ------------------------------------------ */
 

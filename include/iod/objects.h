@@ -1,6 +1,6 @@
 /*
  * objects.h: the cluster's objects as typed values: Node, Service, Replica,
- * Endpoint, Policy and Config, each read from and written to the JSON the
+ * Endpoint, Policy, Config and Fault, each read from and written to the JSON the
  * control plane stores in one place (src/state/objects.c).
  *
  * Why: the state machine stores free-form JSON documents, and every module
@@ -268,6 +268,48 @@ struct iod_obj_member {
 	char api[IOD_ADDR_MAX];  /* its API address */
 };
 
+/* ---- Fault: an L7 fault in a service's mesh traffic (`iod chaos`) --------- */
+
+/*
+ * Istio-style fault injection, applied by every node's mesh proxy to the
+ * HTTP requests it routes to `service`: "delay" holds a request delay_ms
+ * before it goes upstream, "abort" answers it with `status` at once; each
+ * for `percent` of the requests, until until_ms (unix ms; the proxies stop
+ * applying it then, whoever else died). docs/chaos.md.
+ */
+#define IOD_OBJ_FAULT_FIELDS(X)                                                 \
+	X(SERVICE, "service", STR, service, 0, 0, 0)                            \
+	X(ACTION, "action", STR, action, 0, 0, 0)                               \
+	X(PERCENT, "percent", UINT, percent, 1, 100, 100)                       \
+	X(DELAY_MS, "delay_ms", UINT, delay_ms, 0, IOD_CHAOS_LATENCY_MAX_MS, 0) \
+	X(STATUS, "status", UINT, status, 0, 599, 0)                            \
+	X(START_MS, "start_ms", UINT, start_ms, 0, INT64_MAX, 0)                \
+	X(UNTIL_MS, "until_ms", UINT, until_ms, 0, INT64_MAX, 0)
+
+enum iod_obj_fault_field {
+#define X(f, k, t, m, lo, hi, d) IOD_OBJ_FAULT_##f,
+	IOD_OBJ_FAULT_FIELDS(X)
+#undef X
+	    IOD_OBJ_FAULT_FIELD_COUNT
+};
+
+struct iod_obj_fault {
+	struct iod_obj_head head;
+	char service[IOD_NAME_MAX];    /* the service whose requests it hits */
+	char action[IOD_OBJ_WORD_MAX]; /* "delay" | "abort" */
+	uint32_t percent;              /* share of requests hit, 1..100 */
+	uint32_t delay_ms;             /* delay: how long each is held */
+	uint32_t status;               /* abort: the HTTP status answered */
+	uint64_t start_ms, until_ms;   /* unix ms: applied, healed */
+};
+
+/*
+ * A Fault's fields checked together (after from_json): a valid service
+ * name, action delay (delay_ms 1..IOD_CHAOS_LATENCY_MAX_MS) or abort
+ * (status 200..599), until_ms set. 0, or -EINVAL naming the field.
+ */
+int iod_obj_fault_check(const struct iod_obj_fault *f, struct iod_err *e);
+
 /*
  * Policy objects are service policies: their one home is src/sec/policy.c
  * (iod_sec_policy_parse, iod_sec_policy_to_json, struct iod_sec_policy).
@@ -281,6 +323,7 @@ enum iod_obj_kind {
 	IOD_OBJ_KIND_REPLICA,
 	IOD_OBJ_KIND_ENDPOINT,
 	IOD_OBJ_KIND_MEMBER,
+	IOD_OBJ_KIND_FAULT,
 	IOD_OBJ_KIND_COUNT
 };
 
@@ -340,6 +383,8 @@ int iod_obj_replica_from_json(const json_t *v, struct iod_obj_replica *r, struct
 json_t *iod_obj_replica_to_json(const struct iod_obj_replica *r);
 int iod_obj_endpoint_from_json(const json_t *v, struct iod_obj_endpoint *ep, struct iod_err *e);
 json_t *iod_obj_endpoint_to_json(const struct iod_obj_endpoint *ep);
+int iod_obj_fault_from_json(const json_t *v, struct iod_obj_fault *f, struct iod_err *e);
+json_t *iod_obj_fault_to_json(const struct iod_obj_fault *f);
 
 #define IOD_OBJ_TYPED(T, K)                                                                       \
 	static inline void iod_obj_##T##_init(struct iod_obj_##T *o)                              \
@@ -371,5 +416,6 @@ IOD_OBJ_TYPED(service, IOD_OBJ_KIND_SERVICE)
 IOD_OBJ_TYPED(replica, IOD_OBJ_KIND_REPLICA)
 IOD_OBJ_TYPED(endpoint, IOD_OBJ_KIND_ENDPOINT)
 IOD_OBJ_TYPED(member, IOD_OBJ_KIND_MEMBER)
+IOD_OBJ_TYPED(fault, IOD_OBJ_KIND_FAULT)
 
 #endif

@@ -160,26 +160,27 @@ enum iod_sec_verb {
 const char *iod_sec_verb_name(enum iod_sec_verb v);
 
 /* What it does it to: the state's object kinds, then the API's other paths. */
-#define IOD_SEC_RESOURCES(X)          \
-	X(NODE, "node")               \
-	X(SERVICE, "service")         \
-	X(REPLICA, "replica")         \
-	X(ENDPOINT, "endpoint")       \
-	X(POLICY, "policy")           \
-	X(CONFIG, "config")           \
-	X(TOKEN, "token")             \
-	X(SECRET, "secret")           \
-	X(REVOCATION, "revocation")   \
-	X(DEPLOY, "deploy")           \
-	X(TXN, "txn")                 \
-	X(LEASE, "lease")             \
-	X(MEMBER, "member")           \
-	X(STATUS, "status")           \
-	X(METRICS, "metrics")         \
-	X(WATCH_ALL, "watch")         \
-	X(AUDIT, "audit")             \
-	X(CERTIFICATE, "certificate") \
-	X(SECRET_VALUE, "secret-value")
+#define IOD_SEC_RESOURCES(X)            \
+	X(NODE, "node")                 \
+	X(SERVICE, "service")           \
+	X(REPLICA, "replica")           \
+	X(ENDPOINT, "endpoint")         \
+	X(POLICY, "policy")             \
+	X(CONFIG, "config")             \
+	X(TOKEN, "token")               \
+	X(SECRET, "secret")             \
+	X(REVOCATION, "revocation")     \
+	X(DEPLOY, "deploy")             \
+	X(TXN, "txn")                   \
+	X(LEASE, "lease")               \
+	X(MEMBER, "member")             \
+	X(STATUS, "status")             \
+	X(METRICS, "metrics")           \
+	X(WATCH_ALL, "watch")           \
+	X(AUDIT, "audit")               \
+	X(CERTIFICATE, "certificate")   \
+	X(SECRET_VALUE, "secret-value") \
+	X(FAULT, "fault")
 
 enum iod_sec_resource {
 #define X(n, s) IOD_SEC_RES_##n,

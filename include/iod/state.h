@@ -24,16 +24,17 @@
 #include "iod/base.h"
 
 /* Object kinds: enum, singular name (in URLs and keys), plural (lists). */
-#define IOD_STATE_KINDS(X)                   \
-	X(NODE, "node", "nodes")             \
-	X(SERVICE, "service", "services")    \
-	X(REPLICA, "replica", "replicas")    \
-	X(ENDPOINT, "endpoint", "endpoints") \
-	X(POLICY, "policy", "policies")      \
-	X(CONFIG, "config", "configs")       \
-	X(TOKEN, "token", "tokens")          \
-	X(SECRET, "secret", "secrets")       \
-	X(REVOCATION, "revocation", "revocations")
+#define IOD_STATE_KINDS(X)                         \
+	X(NODE, "node", "nodes")                   \
+	X(SERVICE, "service", "services")          \
+	X(REPLICA, "replica", "replicas")          \
+	X(ENDPOINT, "endpoint", "endpoints")       \
+	X(POLICY, "policy", "policies")            \
+	X(CONFIG, "config", "configs")             \
+	X(TOKEN, "token", "tokens")                \
+	X(SECRET, "secret", "secrets")             \
+	X(REVOCATION, "revocation", "revocations") \
+	X(FAULT, "fault", "faults")
 
 enum iod_state_kind {
 #define X(n, s, p) IOD_STATE_##n,
@@ -286,7 +287,7 @@ struct iod_server_config {
 	uint32_t snapshot_threshold;   /* entries between snapshots */
 	uint32_t snapshot_trailing;    /* entries kept after a snapshot */
 	bool pre_vote;                 /* raft pre-vote (Raft thesis 9.6) */
-	bool fast_votes; /* grant votes past a leader silent for T (node.c; off by default) */
+	bool fast_votes; /* grant votes past a leader silent for T (member_io.c; off by default) */
 	uint32_t lease_check_ms;    /* how often the leader looks for expired leases */
 	char pki_dir[IOD_PATH_MAX]; /* --pki: CA, keys (src/sec); "" = none */
 	bool insecure;              /* --insecure: plaintext, no authentication (loopback only) */
@@ -299,57 +300,60 @@ struct iod_server_config {
 };
 
 /*
- * A replicated node: raft (libuv backend) + the state machine. Shell code:
+ * A control-plane member (src/state/member*.c): canonical raft over iod's
+ * own I/O (rio.c) + the state machine. Shell code:
  * it owns sockets, files and timers on the loop it is given. The HTTP API
  * (src/api) is built on it.
  */
-struct iod_node;
+struct iod_raft_member;
 struct uv_loop_s;
 
 /* status 0: committed and applied (res says whether the command succeeded);
  * -ENOTCONN: this server is not the leader and the command was never
- * proposed: retry at the leader; IOD_NODE_OUTCOME_UNKNOWN: it was proposed
+ * proposed: retry at the leader; IOD_RAFT_MEMBER_OUTCOME_UNKNOWN: it was proposed
  * (in the log) but leadership was lost or the server stopped before it
  * committed, so a later leader may still apply it: only an idempotent
  * command may be retried; another negative errno: not proposed (shutting
  * down, out of memory). */
-#define IOD_NODE_OUTCOME_UNKNOWN (-EINPROGRESS)
-typedef void (*iod_node_apply_cb)(void *data, int status, const struct iod_state_result *res);
-typedef void (*iod_node_done_cb)(void *data, int status);
+#define IOD_RAFT_MEMBER_OUTCOME_UNKNOWN (-EINPROGRESS)
+typedef void (*iod_raft_member_apply_cb)(void *data, int status,
+                                         const struct iod_state_result *res);
+typedef void (*iod_raft_member_done_cb)(void *data, int status);
 
-int iod_node_start(struct iod_node **out, struct uv_loop_s *loop, const struct iod_server_config *c,
-                   struct iod_err *e);
+int iod_raft_member_start(struct iod_raft_member **out, struct uv_loop_s *loop,
+                          const struct iod_server_config *c, struct iod_err *e);
 /* Propose a command (JSON text). -ENOTCONN not leader, -EBUSY too many in flight. */
-int iod_node_propose(struct iod_node *n, const char *cmd, size_t len, iod_node_apply_cb cb,
-                     void *data);
-bool iod_node_is_leader(struct iod_node *n);
+int iod_raft_member_propose(struct iod_raft_member *n, const char *cmd, size_t len,
+                            iod_raft_member_apply_cb cb, void *data);
+bool iod_raft_member_is_leader(struct iod_raft_member *n);
 /* Linearizable read fence (leader only): cb(data, 0) once a barrier entry of
  * the current term is applied, so the state reflects every write committed
  * before the call. -ENOTCONN when not the leader. */
-int iod_node_read_fence(struct iod_node *n, iod_node_done_cb cb, void *data);
+int iod_raft_member_read_fence(struct iod_raft_member *n, iod_raft_member_done_cb cb, void *data);
 /* Leader's id (0 = unknown) and the API address to send writes to ("" = unknown). */
-uint64_t iod_node_leader(struct iod_node *n, const char **api_addr);
-const struct iod_state *iod_node_state(struct iod_node *n);
+uint64_t iod_raft_member_leader(struct iod_raft_member *n, const char **api_addr);
+const struct iod_state *iod_raft_member_state(struct iod_raft_member *n);
 /* id, state, leader, term, members, commit/applied index, revision. */
-json_t *iod_node_status(struct iod_node *n);
+json_t *iod_raft_member_status(struct iod_raft_member *n);
 /* Prometheus text for raft and apply metrics, appended to b. */
-void iod_node_metrics(struct iod_node *n, struct iod_buf *b);
+void iod_raft_member_metrics(struct iod_raft_member *n, struct iod_buf *b);
 /* The leader is this server, or a follower knows it and heard from it within
  * two heartbeats: a redirect to it is worth following. */
-bool iod_node_leader_fresh(struct iod_node *n);
+bool iod_raft_member_leader_fresh(struct iod_raft_member *n);
 /* Called (on the loop) when the leader changes or a follower hears from it
  * again: the server answers the requests it held while there was none. */
-void iod_node_set_on_leader(struct iod_node *n, void (*fn)(void *data), void *data);
+void iod_raft_member_set_on_leader(struct iod_raft_member *n, void (*fn)(void *data), void *data);
 /* Called (on the loop) after commands were applied: wakes watches. */
-void iod_node_set_on_apply(struct iod_node *n, void (*fn)(void *data), void *data);
+void iod_raft_member_set_on_apply(struct iod_raft_member *n, void (*fn)(void *data), void *data);
 /* Membership (leader only): add as voter (raft_add then raft_assign), remove. */
-int iod_node_member_add(struct iod_node *n, uint64_t id, const char *raft_addr,
-                        const char *api_addr, iod_node_done_cb cb, void *data);
-int iod_node_member_remove(struct iod_node *n, uint64_t id, iod_node_done_cb cb, void *data);
+int iod_raft_member_member_add(struct iod_raft_member *n, uint64_t id, const char *raft_addr,
+                               const char *api_addr, iod_raft_member_done_cb cb, void *data);
+int iod_raft_member_member_remove(struct iod_raft_member *n, uint64_t id,
+                                  iod_raft_member_done_cb cb, void *data);
 /* Graceful stop: transfer leadership if leader (raft_transfer), then close.
- * done runs when everything is closed; iod_node_free after it. */
-void iod_node_stop(struct iod_node *n, void (*done)(void *data), void *data);
-void iod_node_free(struct iod_node *n);
+ * done runs when everything is closed; iod_raft_member_free after it. */
+void iod_raft_member_stop(struct iod_raft_member *n, void (*done)(void *data), void *data);
+void iod_raft_member_free(struct iod_raft_member *n);
 
 /* Defaults (see docs/control-plane.md "Timeouts"). */
 void iod_server_config_default(struct iod_server_config *c);

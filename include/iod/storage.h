@@ -28,6 +28,7 @@
 #include "iod/limits.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Media from fastest to slowest; the spec's spelling (DRAM, PMem, ...). */
@@ -151,5 +152,101 @@ const struct iod_stor_ckpt *iod_stor_find(const struct iod_stor_pool *p, uint64_
  * or above the failure domains.
  */
 int iod_stor_replicas_check(uint32_t replicas, uint32_t nodes, uint32_t domains, struct iod_err *e);
+
+/* ---- replication (src/storage/replica.c, pure) ---------------------------
+ *
+ * A checkpoint's chunks (include/iod/ckpt.h's manifest: chunk_bytes each,
+ * XXH3-64 checksummed) are held by `size` nodes, the writer's (the primary)
+ * and size - 1 peers, each in its own failure domain. A write is acknowledged
+ * per chunk and per copy; the manifest may be committed (through Raft) once
+ * every chunk is held by `min_size` copies on live nodes: Ceph's `size 3`,
+ * `min_size 2`. States use Ceph's words:
+ *
+ *   clean       every chunk has `size` verified copies on live nodes;
+ *   degraded    some chunk has fewer (a copy missing, corrupt, or on a dead
+ *               node) but at least one;
+ *   undersized  fewer than `size` of the checkpoint's nodes are alive;
+ *   inactive    fewer than `min_size` are alive: no new checkpoint commits;
+ *   lost        some chunk has no verified copy on a live node (Ceph's
+ *               "unfound"): that checkpoint cannot be restored.
+ */
+
+/* A node that may hold copies, as the scheduler labels it. */
+struct iod_stor_node {
+	const char *name;    /* unique */
+	const char *rack;    /* failure domain; NULL: its own rack */
+	const char *zone;    /* failure domain; NULL: zone "default" */
+	bool up;             /* alive (the control plane's view) */
+	uint64_t free_bytes; /* room for checkpoint copies */
+};
+
+/*
+ * Choose the nodes of a checkpoint: the `keep_n` nodes in keep[] (indices
+ * into nodes[], the primary first) stay, and size - keep_n more are chosen
+ * among live nodes with room for `bytes`, each in a rack no chosen node is
+ * in, a zone no chosen node is in first. Ties: most free bytes, then name.
+ * out[] gets keep[] then the new ones (size entries). -EINVAL for a bad size
+ * or keep; -ENOSPC with the numbers when the live nodes cannot give that
+ * many distinct failure domains with room (the checkpoint would be
+ * undersized).
+ */
+int iod_stor_place(const struct iod_stor_node *nodes, uint32_t n, const uint32_t *keep,
+                   uint32_t keep_n, uint32_t size, uint64_t bytes, uint32_t *out,
+                   struct iod_err *e);
+
+/* The copies of one checkpoint as the primary tracks them. */
+struct iod_stor_rview {
+	uint32_t size, min_size;        /* copies wanted; write quorum */
+	uint32_t copies_n;              /* the checkpoint's nodes (<= size) */
+	bool up[IOD_STOR_REPLICAS_MAX]; /* copy r's node is alive */
+	const uint8_t *good;            /* per chunk: bit r set when copy r is verified */
+	uint32_t chunks_n;
+};
+
+enum {
+	IOD_STOR_H_DEGRADED = 1u << 0,
+	IOD_STOR_H_UNDERSIZED = 1u << 1,
+	IOD_STOR_H_INACTIVE = 1u << 2,
+	IOD_STOR_H_LOST = 1u << 3,
+};
+
+struct iod_stor_health {
+	uint32_t flags;           /* IOD_STOR_H_*; 0 is clean */
+	uint32_t up_n;            /* copies on live nodes */
+	uint32_t chunks_degraded; /* chunks below size live verified copies */
+	uint32_t chunks_lost;     /* chunks with none */
+	uint32_t copies_min;      /* the fewest live verified copies of any chunk */
+	bool commit_ok;           /* every chunk has >= min_size: the manifest may commit */
+};
+
+/* Health of a checkpoint's copies. -EINVAL for a view outside the limits. */
+int iod_stor_health_get(const struct iod_stor_rview *v, struct iod_stor_health *h,
+                        struct iod_err *e);
+/* Ceph's spelling of the flags: "clean", "undersized+degraded", "lost", ... */
+const char *iod_stor_health_name(uint32_t flags, char *buf, size_t cap);
+
+/* One repair: copy chunk `chunk` from copy `from` to copy `to`. */
+struct iod_stor_repair {
+	uint32_t chunk, from, to;
+};
+
+/*
+ * The repair plan: for every chunk, each live copy without a verified copy
+ * gets it from a live copy that has one (the lowest-numbered such copy, the
+ * primary first, so a plan is deterministic). At most `max` repairs (the
+ * scrub's bounded work per pass); *n gets the count, *lost the chunks no
+ * live copy can repair. Returns 0, or -EAGAIN when more repairs remain than
+ * fit in `max` (call again after carrying them out).
+ */
+int iod_stor_repair_plan(const struct iod_stor_rview *v, struct iod_stor_repair *out, uint32_t max,
+                         uint32_t *n, uint32_t *lost, struct iod_err *e);
+
+/*
+ * The scrub's bounded rate: bytes it may verify now, given the rate, the
+ * time since its last pass and the bytes carried over (a token bucket
+ * holding at most one second of rate). Pure: the caller passes the time.
+ */
+uint64_t iod_stor_scrub_budget(uint64_t rate_bytes_per_s, uint64_t elapsed_ns,
+                               uint64_t carried_bytes);
 
 #endif

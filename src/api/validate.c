@@ -102,6 +102,14 @@ int iod_api_validate_put(const struct iod_state *st, enum iod_state_kind k, cons
 		free(set);
 		return rc ? iod_err_set(e, -EINVAL, "policy/%s: %s", name, e->msg) : 0;
 	}
+	case IOD_STATE_FAULT: {
+		struct iod_obj_fault f;
+		int rc = iod_obj_fault_from_json(v, &f, e);
+		if (!rc)
+			rc = iod_obj_fault_check(&f, e);
+		iod_obj_fault_free(&f);
+		return rc ? iod_err_set(e, -EINVAL, "fault/%s: %s", name, e->msg) : 0;
+	}
 	default: return 0;
 	}
 }

@@ -11,6 +11,8 @@
 
 #include "iod/base.h"
 
+#include <signal.h>
+
 /* Exit codes, documented by `iod help exit-codes`. */
 #define IOD_EXIT_CODES(X)                                                                    \
 	X(OK, 0, "success")                                                                  \
@@ -52,5 +54,28 @@ int iod_cli_fail(const char *cmd, int code, const char *fmt, ...)
 int iod_cli_wants_help(int argc, char **argv);
 
 typedef int (*iod_cmd_fn)(int argc, char **argv);
+
+/* ---- iod chaos delay|abort service/NAME (cmd_chaos_mesh.c) ---- */
+struct iod_chaos_mesh_req {
+	const char *apis;                  /* the cluster's API addresses */
+	const char *service;               /* NAME of service/NAME */
+	bool abort;                        /* abort; else delay */
+	uint32_t percent;                  /* of the requests, 1..100 */
+	uint64_t delay_ms;                 /* delay: how long */
+	uint32_t status;                   /* abort: the HTTP status */
+	uint64_t duration_ms;              /* how long the fault lasts */
+	bool detach;                       /* return once applied */
+	enum iod_output out;               /* text or json */
+	const volatile sig_atomic_t *stop; /* Ctrl-C: heal now */
+};
+/* Apply an L7 fault (a Fault object on a lease) and, unless detached, wait
+ * for its end. An exit code. */
+int iod_chaos_mesh_apply(const struct iod_chaos_mesh_req *rq);
+/* The cluster's L7 faults as `iod chaos list` records ({id, action, desc,
+ * start_ms, deadline_ms, left_ms}); NULL (e says why) when unreachable. */
+json_t *iod_chaos_mesh_list(const char *apis, struct iod_err *e);
+/* Delete L7 fault id (NULL: all of them); *healed counts what went. An
+ * exit code (0 also when id was not there: *healed is then 0). */
+int iod_chaos_mesh_heal(const char *apis, const char *id, uint32_t *healed);
 
 #endif

@@ -36,6 +36,9 @@ static void usage(FILE *f)
 	    "       iod chaos pause TARGET --duration D\n"
 	    "       iod chaos loss TARGET --percent P --duration D\n"
 	    "       iod chaos delay TARGET --latency L --duration D  (what it sends, via a relay)\n"
+	    "       iod chaos delay service/NAME --latency L [--percent P] --duration D\n"
+	    "       iod chaos abort service/NAME [--status S] [--percent P] --duration D\n"
+	    "                 (an HTTP service's requests, in every node's mesh proxy)\n"
 	    "       iod chaos member remove server-N|leader --duration D   (re-added then)\n"
 	    "       iod chaos member add server-N          (re-add a removed server now)\n"
 	    "       iod chaos list | heal [ID | --all]\n"
@@ -61,7 +64,9 @@ static void usage(FILE *f)
 	    "                   and heal at once on Ctrl-C\n"
 	    "  --signal SIG     kill's signal (default KILL)\n"
 	    "  --restart-after D  kill: start the process again after D, same command line\n"
-	    "  --percent P      loss: drop P%% of what the target sends (1..100)\n\n"
+	    "  --percent P      loss: drop P%% of what the target sends (1..100);\n"
+	    "                   service/NAME: the share of requests hit (default 100)\n"
+	    "  --status S       abort: the HTTP status answered (200..599, default 503)\n\n"
 	    "run: N clients write and read through the API (a register: one config object;\n"
 	    "a set: one config object per element; bank: 5 accounts of 100, transfers in\n"
 	    "one compare-and-set txn; append: 4 lists, appended to with compare-and-set),\n"
@@ -102,6 +107,7 @@ struct opts {
 	bool have_workload, have_percent, keep;
 	uint64_t latency_ms;
 	uint64_t max_states;
+	uint32_t status; /* abort service/NAME */
 };
 
 enum {
@@ -129,6 +135,7 @@ enum {
 	O_PLAN,
 	O_KEEP,
 	O_LATENCY,
+	O_STATUS,
 };
 
 static int bad(const char *fmt, const char *a, const char *b)
@@ -164,6 +171,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, const char *sub)
 	                                   {"plan", required_argument, 0, O_PLAN},
 	                                   {"keep", no_argument, 0, O_KEEP},
 	                                   {"latency", required_argument, 0, O_LATENCY},
+	                                   {"status", required_argument, 0, O_STATUS},
 	                                   {"output", required_argument, 0, 'o'},
 	                                   {"help", no_argument, 0, 'h'},
 	                                   {0, 0, 0, 0}};
@@ -254,6 +262,14 @@ static int parse_opts(int argc, char **argv, struct opts *o, const char *sub)
 			if (o->latency_ms > IOD_CHAOS_LATENCY_MAX_MS)
 				return bad("--latency %s: at most 60s%s", optarg, "");
 			break;
+		case O_STATUS: {
+			long v = strtol(optarg, &end, 10);
+			if (!optarg[0] || *end || v < 200 || v > 599)
+				return bad("--status %s: want an HTTP status 200..599%s", optarg,
+				           "");
+			o->status = (uint32_t)v;
+			break;
+		}
 		case O_MAX_STATES:
 			o->max_states = strtoull(optarg, &end, 10);
 			if (*end || !o->max_states)
@@ -552,6 +568,59 @@ out:
 	return rc;
 }
 
+/* delay|abort service/NAME: an L7 fault in the mesh (cmd_chaos_mesh.c). */
+static int do_mesh_fault(bool abort, const char *target, struct opts *o)
+{
+	struct iod_chaos_cluster *c;
+	int rc;
+	if (!o->have_duration)
+		return bad("%s needs --duration D (10ms..24h)%s", abort ? "abort" : "delay", "");
+	if (!abort && !o->latency_ms)
+		return bad("delay needs --latency L (10ms..60s)%s%s", "", "");
+	if (abort && o->latency_ms)
+		return bad("abort takes --status, not --latency (delay holds requests)%s%s", "",
+		           "");
+	if (!(c = calloc(1, sizeof(*c))))
+		return iod_cli_fail("chaos", IOD_EXIT_ERROR, "out of memory");
+	if (!(rc = load_cluster(o, c))) {
+		struct iod_chaos_mesh_req rq = {
+		    .apis = c->apis,
+		    .service = target + 8,
+		    .abort = abort,
+		    .percent = o->have_percent ? o->percent : 100,
+		    .delay_ms = o->latency_ms,
+		    .status = o->status ? o->status : 503,
+		    .duration_ms = o->duration_ms,
+		    .detach = o->detach,
+		    .out = o->out,
+		    .stop = &interrupted,
+		};
+		signal(SIGINT, on_signal);
+		signal(SIGTERM, on_signal);
+		rc = iod_chaos_mesh_apply(&rq);
+	}
+	free(c);
+	return rc;
+}
+
+static bool is_service_target(const char *t)
+{
+	return t && !strncmp(t, "service/", 8);
+}
+
+static int do_abort(int argc, char **argv, struct opts *o)
+{
+	const char *target = o->target;
+	if (optind < argc && !target)
+		target = argv[optind++];
+	if (optind < argc)
+		return bad("unexpected argument %s%s", argv[optind], "");
+	if (!is_service_target(target))
+		return bad("abort needs a service/NAME target (an HTTP service of the mesh)%s%s",
+		           "", "");
+	return do_mesh_fault(true, target, o);
+}
+
 static int do_fault(enum iod_chaos_action act, int argc, char **argv, struct opts *o, bool alias)
 {
 	struct iod_chaos_cluster *c = calloc(1, sizeof(*c));
@@ -567,6 +636,14 @@ static int do_fault(enum iod_chaos_action act, int argc, char **argv, struct opt
 		target = argv[optind++];
 	if (optind < argc) {
 		rc = bad("unexpected argument %s%s", argv[optind], "");
+		goto out;
+	}
+	if (is_service_target(target)) {
+		rc = act == IOD_CHAOS_ACT_DELAY
+		         ? do_mesh_fault(false, target, o)
+		         : bad("%s of a service/NAME: the mesh injects delay and abort only; %s "
+		               "its replicas (replica/NAME) or nodes instead",
+		               iod_chaos_action_name(act), iod_chaos_action_name(act));
 		goto out;
 	}
 	/* input first: nothing is looked up or applied for a bad request */
@@ -717,6 +794,7 @@ static int do_list(struct opts *o)
 {
 	struct iod_chaos_cluster *c = calloc(1, sizeof(*c));
 	struct iod_chaos_fault *v = NULL;
+	json_t *mesh = NULL;
 	uint32_t n = 0;
 	struct iod_err e = {0};
 	int rc = 0;
@@ -733,8 +811,12 @@ static int do_list(struct opts *o)
 	bool keeper = iod_chaos_keeper_running(c->chaos_dir);
 	if (n && !keeper && !iod_chaos_keeper_ensure(c->chaos_dir, &e))
 		keeper = true;
+	/* L7 faults live in the control plane (cmd_chaos_mesh.c) */
+	struct iod_err me = {0};
+	mesh = iod_chaos_mesh_list(c->apis, &me);
 	if (o->out == IOD_OUT_JSON) {
-		json_t *items = json_array();
+		json_t *items = mesh ? mesh : json_array();
+		mesh = NULL;
 		for (uint32_t i = 0; i < n; i++) {
 			json_t *j = json_pack(
 			    "{s:s, s:s, s:s, s:I, s:I, s:I}", "id", v[i].id, "action",
@@ -751,11 +833,25 @@ static int do_list(struct opts *o)
 		json_decref(j);
 		goto out;
 	}
-	if (!n) {
-		printf("no active faults in %s\n", c->chaos_dir);
+	if (!n && !json_array_size(mesh)) {
+		printf("no active faults in %s%s\n", c->chaos_dir,
+		       mesh ? " or in the mesh" : " (the mesh's: cluster unreachable)");
 		goto out;
 	}
 	printf("%-14s %-10s %-28s %s\n", "ID", "ACTION", "ENDS", "WHAT");
+	const json_t *mf;
+	size_t mi;
+	json_array_foreach(mesh, mi, mf)
+	{
+		char until[48], left[48];
+		uint64_t dl = (uint64_t)json_integer_value(json_object_get(mf, "deadline_ms"));
+		fmt_clock(dl, until, sizeof(until));
+		snprintf(left, sizeof(left), "%s (%llds)", until,
+		         (long long)((dl > now ? dl - now : 0) / 1000));
+		printf("%-14s %-10s %-28s %s\n", json_string_value(json_object_get(mf, "id")),
+		       json_string_value(json_object_get(mf, "action")), left,
+		       json_string_value(json_object_get(mf, "desc")));
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		char until[48], left[48];
 		fmt_clock(v[i].deadline_ms, until, sizeof(until));
@@ -766,6 +862,7 @@ static int do_list(struct opts *o)
 	}
 	printf("keeper: %s\n", keeper ? "running" : "NOT running");
 out:
+	json_decref(mesh);
 	free(v);
 	free(c);
 	return rc;
@@ -823,9 +920,25 @@ static int do_heal(int argc, char **argv, struct opts *o)
 		if (o->out == IOD_OUT_TEXT)
 			printf("%s  healed: %s\n", v[i].id, v[i].desc);
 	}
-	if (id && !found) {
-		rc = bad("no active fault %s (`iod chaos list`)%s", id, "");
-		goto out;
+	if (id && !found) { /* an L7 fault? */
+		uint32_t mh = 0;
+		int mrc = iod_chaos_mesh_heal(c->apis, id, &mh);
+		if (mrc || !mh) {
+			rc = mrc ? mrc : bad("no active fault %s (`iod chaos list`)%s", id, "");
+			goto out;
+		}
+		healed += mh;
+		if (o->out == IOD_OUT_TEXT)
+			printf("%s  healed (a mesh fault)\n", id);
+	}
+	if (o->all) {
+		uint32_t mh = 0;
+		int mrc = iod_chaos_mesh_heal(c->apis, NULL, &mh);
+		if (mrc)
+			rc = mrc;
+		healed += mh;
+		if (o->out == IOD_OUT_TEXT && mh)
+			printf("%u mesh fault%s healed\n", mh, mh == 1 ? "" : "s");
 	}
 	if (o->all) {
 		char names[IOD_CHAOS_FAULTS_MAX][64];
@@ -1448,6 +1561,8 @@ int cmd_chaos(int argc, char **argv)
 		return do_run(argc, argv, &o);
 	if (!strcmp(sub, "check"))
 		return do_check(argc, argv, &o);
+	if (!strcmp(sub, "abort"))
+		return do_abort(argc, argv, &o);
 	enum iod_chaos_action act;
 	struct iod_err e = {0};
 	if (iod_chaos_action_parse(sub, &act, &e))

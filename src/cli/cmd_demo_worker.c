@@ -25,23 +25,27 @@ static const char *dep_env(const char *service, char *name, size_t len)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-	        "usage: iod demo-worker --role parameter-server|worker [options]\n\n"
-	        "The built-in demo training workload (what examples/service-topology.yaml runs).\n"
-	        "  --role R            parameter-server: hold a shard, serve pulls and pushes;\n"
-	        "                      worker: pull, compute, push, report steps/s\n"
-	        "  --port P            parameter-server: TCP port (default $IOD_PORT)\n"
-	        "  --params N          parameter-server: shard size in floats (default 65536)\n"
-	        "  --servers A,B       worker: parameter servers host:port (default from\n"
-	        "                      $IOD_DEP_<PS_SERVICE>, set by the agent)\n"
-	        "  --via-mesh          worker: dial $IOD_SVC_<PS_SERVICE>_ADDR, the service's\n"
-	        "                      mesh VIP, when set (else the list above)\n"
-	        "  --ps-service NAME   worker: the parameter servers' service\n"
-	        "                      (default parameter-server)\n"
-	        "  --compute-ms MS     worker: synthetic compute per step (default 10)\n"
-	        "  --steps N           worker: stop after N steps (default: run until SIGTERM)\n"
-	        "  --http-port P       serve GET /healthz and /metrics here (worker default\n"
-	        "                      $IOD_PORT; parameter-server default none)\n");
+	fprintf(
+	    f,
+	    "usage: iod demo-worker --role parameter-server|worker [options]\n\n"
+	    "The built-in demo training workload (what examples/service-topology.yaml runs).\n"
+	    "  --role R            parameter-server: hold a shard, serve pulls and pushes;\n"
+	    "                      worker: pull, compute, push, report steps/s\n"
+	    "  --port P            parameter-server: TCP port (default $IOD_PORT)\n"
+	    "  --params N          parameter-server: shard size in floats (default 65536)\n"
+	    "  --servers A,B       worker: parameter servers host:port (default from\n"
+	    "                      $IOD_DEP_<PS_SERVICE>, set by the agent)\n"
+	    "  --via-mesh          worker: dial $IOD_SVC_<PS_SERVICE>_ADDR, the service's\n"
+	    "                      mesh VIP, when set (else the list above)\n"
+	    "  --ps-service NAME   worker: the parameter servers' service\n"
+	    "                      (default parameter-server)\n"
+	    "  --compute-ms MS     worker: synthetic compute per step (default 10)\n"
+	    "  --steps N           worker: stop after N steps (default: run until SIGTERM)\n"
+	    "  --http-port P       serve GET /healthz and /metrics here (worker default\n"
+	    "                      $IOD_PORT; parameter-server default none)\n"
+	    "  --ckpt-dir DIR      parameter-server: checkpoint the shard here (libiod-ckpt,\n"
+	    "                      default $IOD_CKPT_DIR) and restore the newest at start\n"
+	    "  --ckpt-every N      parameter-server: a checkpoint every N updates (default 100)\n");
 }
 
 int cmd_demo_worker(int argc, char **argv)
@@ -55,12 +59,15 @@ int cmd_demo_worker(int argc, char **argv)
 	                                     {"steps", required_argument, 0, 'k'},
 	                                     {"http-port", required_argument, 0, 'H'},
 	                                     {"via-mesh", no_argument, 0, 'V'},
+	                                     {"ckpt-dir", required_argument, 0, 'C'},
+	                                     {"ckpt-every", required_argument, 0, 'E'},
 	                                     {"help", no_argument, 0, 'h'},
 	                                     {0, 0, 0, 0}};
 	const char *role = NULL, *servers = NULL, *ps_service = "parameter-server";
 	const char *env_port = getenv("IOD_PORT");
 	long port = env_port ? atol(env_port) : 0, http_port = -1, params = 65536, cms = 10;
-	unsigned long long steps = 0;
+	unsigned long long steps = 0, ckpt_every = 100;
+	const char *ckpt_dir = getenv("IOD_CKPT_DIR");
 	bool via_mesh = false;
 	int o;
 
@@ -79,6 +86,8 @@ int cmd_demo_worker(int argc, char **argv)
 		case 'k': steps = strtoull(optarg, NULL, 10); break;
 		case 'H': http_port = atol(optarg); break;
 		case 'V': via_mesh = true; break;
+		case 'C': ckpt_dir = optarg; break;
+		case 'E': ckpt_every = strtoull(optarg, NULL, 10); break;
 		default: usage(stderr); return IOD_EXIT_INVALID;
 		}
 	}
@@ -91,7 +100,12 @@ int cmd_demo_worker(int argc, char **argv)
 	if (params < 1 || params > (long)IOD_DEMO_PARAMS_MAX)
 		return iod_cli_fail("demo-worker", IOD_EXIT_INVALID, "--params must be 1..%u",
 		                    IOD_DEMO_PARAMS_MAX);
+	if (ckpt_every < 1 || ckpt_every > 1000000000ull)
+		return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
+		                    "--ckpt-every must be 1..1000000000 updates");
 	struct iod_demo_opts d = {.role = role,
+	                          .ckpt_dir = ckpt_dir && ckpt_dir[0] ? ckpt_dir : NULL,
+	                          .ckpt_every = ckpt_every,
 	                          .port = (uint16_t)port,
 	                          .params = (uint32_t)params,
 	                          .compute_ns = (uint64_t)cms * IOD_NS_PER_MS,

@@ -3,7 +3,7 @@
  *
  * Parses options into an iod_server_config and runs the API server (raft +
  * state machine + HTTP) until SIGTERM or SIGINT. Option parsing only: the
- * work happens in src/api/server.c and src/state/node.c.
+ * work happens in src/api/server*.c and src/state/member*.c.
  */
 #include "cli.h"
 #include "iod/api.h"

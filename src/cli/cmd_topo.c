@@ -8,6 +8,7 @@
  * (missing file, malformed XML, unknown model) exits 2 with the reason.
  */
 #include "cli.h"
+#include "iod/k8s.h"
 #include "iod/topo.h"
 
 #include <getopt.h>
@@ -19,6 +20,8 @@ static void usage(FILE *f)
 	fprintf(
 	    f,
 	    "usage: iod topo [--xml FILE | --model NAME | --host] [-o text|matrix|json|dot|xml]\n"
+	    "       iod topo [--xml FILE | --model NAME | --host] -o dra [--node NAME] [--driver "
+	    "D]\n"
 	    "       iod topo [--xml FILE | --model NAME | --host] --gpus SET [-o text|json]\n"
 	    "       iod topo --list-models [-o json]\n"
 	    "       iod topo --cluster --nodes N --model NAME [-o labels|json|slurm] (--cluster "
@@ -33,7 +36,11 @@ static void usage(FILE *f)
 	    "                  file stands for the machine and NVML, when present, completes it)\n"
 	    "  -o FORMAT       text (default; like lstopo), matrix (`nvidia-smi topo -m`),\n"
 	    "                  json (the whole model), dot (Graphviz: `| dot -Tsvg`),\n"
-	    "                  xml (hwloc XML that --xml reads back)\n"
+	    "                  xml (hwloc XML that --xml reads back), dra (the GPUs and DPUs\n"
+	    "                  as a DRA ResourceSlice, resource.k8s.io/v1: NUMA node, NVLink\n"
+	    "                  domain, PCIe switch and root, nearest NIC; docs/kubernetes.md)\n"
+	    "  --node NAME     -o dra: the Kubernetes node (default the topology's name)\n"
+	    "  --driver D      -o dra: the DRA driver, its attributes' domain (default iod.dev)\n"
 	    "  --gpus SET      what the scheduler sees for a GPU set (GPU indexes, e.g.\n"
 	    "                  0-1,4): its go-gpuallocator score, pair classes, NVLink\n"
 	    "                  islands, the nearest NIC, NUMA node and CPUs (-o text|json)\n"
@@ -181,11 +188,13 @@ int cmd_topo(int argc, char **argv)
 	    {"xml", required_argument, NULL, 'x'},    {"model", required_argument, NULL, 'm'},
 	    {"output", required_argument, NULL, 'o'}, {"list-models", no_argument, NULL, 'l'},
 	    {"help", no_argument, NULL, 'h'},         {"host", no_argument, NULL, 'H'},
-	    {"gpus", required_argument, NULL, 'g'},   {NULL, 0, NULL, 0},
+	    {"gpus", required_argument, NULL, 'g'},   {"node", required_argument, NULL, 'N'},
+	    {"driver", required_argument, NULL, 'D'}, {NULL, 0, NULL, 0},
 	};
 	static const char *const formats[] = {"text", "json", "dot", "matrix", NULL};
 	const char *xml = NULL, *model = NULL, *out_name = "text", *gpus = NULL;
-	bool list = false, as_xml = false, host = false;
+	const char *node = NULL, *driver = "iod.dev";
+	bool list = false, as_xml = false, as_dra = false, host = false;
 	enum iod_output out = IOD_OUT_TEXT;
 	int c;
 
@@ -202,6 +211,8 @@ int cmd_topo(int argc, char **argv)
 		case 'l': list = true; break;
 		case 'H': host = true; break;
 		case 'g': gpus = optarg; break;
+		case 'N': node = optarg; break;
+		case 'D': driver = optarg; break;
 		case ':':
 			return iod_cli_fail("topo", IOD_EXIT_INVALID,
 			                    "%s needs a value; see --help", argv[optind - 1]);
@@ -215,6 +226,8 @@ int cmd_topo(int argc, char **argv)
 		                    "unexpected argument \"%s\"; see --help", argv[optind]);
 	if (!strcmp(out_name, "xml"))
 		as_xml = true;
+	else if (!strcmp(out_name, "dra"))
+		as_dra = true;
 	else if (iod_cli_output("topo", out_name, formats, &out))
 		return IOD_EXIT_INVALID;
 	if (list)
@@ -250,7 +263,14 @@ int cmd_topo(int argc, char **argv)
 	}
 	struct iod_buf b;
 	iod_buf_init(&b);
-	if (as_xml)
+	if (as_dra) {
+		rc = iod_k8s_dra_slice(n, node ? node : n->name, driver, &b, &e);
+		if (rc) {
+			iod_buf_free(&b);
+			free(n);
+			return iod_cli_fail("topo", IOD_EXIT_INVALID, "-o dra: %s", e.msg);
+		}
+	} else if (as_xml)
 		rc = iod_topo_format_xml(n, &b);
 	else if (out == IOD_OUT_MATRIX)
 		rc = iod_topo_format_matrix(n, &b);

@@ -44,6 +44,7 @@
 	X(config, "get and set cluster configuration")                                      \
 	X(extender, "the kube-scheduler extender (filter/prioritize) over iod's scheduler") \
 	X(cni, "the CNI 1.1 plugin (CNI_COMMAND=... iod) and `iod cni install`")            \
+	X(devplugin, "the Kubernetes device plugin for iod.dev/gpu and iod.dev/dpu (gRPC)") \
 	X(dp, "run or inspect the data plane")                                              \
 	X(mesh, "service-mesh commands (`iod mesh deploy -f FILE`)")                        \
 	X(proxy, "the node's mesh proxy, standalone (--config FILE)")                       \

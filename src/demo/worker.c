@@ -21,12 +21,20 @@
  * peer), comm_bytes_total (bytes moved to and from parameter servers),
  * steps_total and gpu_mem_used_bytes (the parameters held).
  *
+ * Checkpoints (docs/storage.md): with --ckpt-dir the parameter server saves
+ * its shard through libiod-ckpt every --ckpt-every updates (two-phase: the
+ * update loop is blocked only for the in-memory copy; a save still being
+ * written when the next is due is skipped, not waited for), and at start it
+ * restores the newest complete checkpoint and continues from its step,
+ * printing it: a replacement replica picks up where the lost one stopped.
+ *
  * Wire format (loopback demo, host byte order for floats): a request is a
  * 4-byte op "PULL" or "PUSH" and a u32 count (network order); PULL answers
  * u32 count + count floats; PUSH carries count floats and answers u32 step.
  * Counts are bounded by IOD_DEMO_PARAMS_MAX. Never trusts the peer: every
  * count is checked before any buffer is touched.
  */
+#include "iod/ckpt.h"
 #include "iod/demo.h"
 
 #include <arpa/inet.h>
@@ -240,8 +248,66 @@ static int ps_serve_one(int fd, float *params, float *grad, uint32_t n, float lr
 	return -EPROTO;
 }
 
-static int run_ps(uint16_t port, uint32_t n)
+/* Open the shard's store: one NVMe tier on dir, room for four shards, the
+ * newest three kept. A save still being written makes the next one -EBUSY. */
+static int ps_ckpt_open(const char *dir, uint32_t n, struct iod_ckpt **ck)
 {
+	struct iod_ckpt_opts o = {.tiers = {.tiers_n = 1,
+	                                    .capacity_bytes = 4ull * n * sizeof(float) + 4096,
+	                                    .fast_keep = 1,
+	                                    .keep_max = 3},
+	                          .dirs = {dir},
+	                          .nonblock = true};
+	struct iod_err e = {0};
+	o.tiers.tiers[0] = (struct iod_stor_tier_cfg){IOD_STOR_NVME, 10000};
+	int rc = iod_ckpt_open(&o, ck, &e);
+	if (rc)
+		fail(IOD_DEMO_EXIT_ERROR, "checkpoints in %s: %s", dir, e.msg);
+	return rc;
+}
+
+/* Restore the newest checkpoint into params; its step, or 0 when none. */
+static uint64_t ps_ckpt_restore(struct iod_ckpt *ck, float *params, uint32_t n)
+{
+	struct iod_ckpt_region r = {"params", params, (uint64_t)n * sizeof(float)};
+	struct iod_err e = {0};
+	uint64_t step = 0;
+	int rc = iod_ckpt_restore(ck, IOD_CKPT_LATEST, &r, 1, &step, &e);
+	if (rc == -ENOENT) {
+		printf("parameter-server: no checkpoint yet, starting at step 0\n");
+		return 0;
+	}
+	if (rc) {
+		/* a damaged or mismatched checkpoint: say so, start afresh */
+		printf("parameter-server: cannot restore: %s; starting at step 0\n", e.msg);
+		for (uint32_t i = 0; i < n; i++)
+			params[i] = 1.0f;
+		return 0;
+	}
+	printf("parameter-server: restored step %llu from checkpoint, param[0]=%.4f\n",
+	       (unsigned long long)step, params[0]);
+	return step;
+}
+
+/* Phase 1 of a save; false when the previous one is still being written
+ * (try again on the next turn: the update loop never waits for the disk). */
+static bool ps_ckpt_save(struct iod_ckpt *ck, float *params, uint32_t n, uint64_t step)
+{
+	struct iod_ckpt_region r = {"params", params, (uint64_t)n * sizeof(float)};
+	struct iod_err e = {0};
+	int rc = iod_ckpt_save(ck, step, &r, 1, &e);
+	if (rc == -EBUSY)
+		return false;
+	if (rc)
+		printf("parameter-server: checkpoint step %llu: %s\n", (unsigned long long)step,
+		       e.msg);
+	return true;
+}
+
+static int run_ps(uint16_t port, uint32_t n, const char *ckpt_dir, uint64_t ckpt_every)
+{
+	struct iod_ckpt *ck = NULL;
+	uint64_t ckpt_last = 0;
 	struct ps_client cl[IOD_DEMO_CLIENTS_MAX];
 	float *params = calloc(n, sizeof(float)), *grad = calloc(n, sizeof(float));
 	int lfd = listen_on(port);
@@ -258,6 +324,16 @@ static int run_ps(uint16_t port, uint32_t n)
 	}
 	for (uint32_t i = 0; i < n; i++)
 		params[i] = 1.0f;
+	if (ckpt_dir && ps_ckpt_open(ckpt_dir, n, &ck)) {
+		free(params);
+		free(grad);
+		close(lfd);
+		return IOD_DEMO_EXIT_ERROR;
+	}
+	if (ck) {
+		ckpt_last = ps_ckpt_restore(ck, params, n);
+		atomic_store(&steps_done, ckpt_last);
+	}
 	for (int i = 0; i < IOD_DEMO_CLIENTS_MAX; i++)
 		cl[i].fd = -1;
 	atomic_store(&mem_bytes, 2ull * n * sizeof(float));
@@ -291,6 +367,9 @@ static int run_ps(uint16_t port, uint32_t n)
 				close(cl[i].fd);
 				cl[i].fd = -1;
 			}
+		uint64_t s_now = atomic_load(&steps_done);
+		if (ck && s_now >= ckpt_last + ckpt_every && ps_ckpt_save(ck, params, n, s_now))
+			ckpt_last = s_now;
 		uint64_t t = iod_clock_now_ns();
 		if (t - last >= IOD_NS_PER_S) {
 			uint64_t s = atomic_load(&steps_done);
@@ -309,6 +388,12 @@ static int run_ps(uint16_t port, uint32_t n)
 		if (cl[i].fd >= 0)
 			close(cl[i].fd);
 	close(lfd);
+	if (ck) {
+		struct iod_err e = {0};
+		if (iod_ckpt_wait(ck, &e))
+			printf("parameter-server: the last checkpoint failed: %s\n", e.msg);
+		iod_ckpt_close(ck);
+	}
 	free(params);
 	free(grad);
 	printf("parameter-server: stopped after %llu updates\n",
@@ -506,7 +591,7 @@ int iod_demo_run(const struct iod_demo_opts *o)
 	if (!strcmp(o->role, "parameter-server")) {
 		if (o->http_port > 0 && start_http((uint16_t)o->http_port))
 			return fail(IOD_DEMO_EXIT_ERROR, "http port %d busy", o->http_port);
-		return run_ps(o->port, o->params);
+		return run_ps(o->port, o->params, o->ckpt_dir, o->ckpt_every ? o->ckpt_every : 100);
 	}
 	if (o->http_port > 0 && start_http((uint16_t)o->http_port))
 		return fail(IOD_DEMO_EXIT_ERROR, "http port %d busy", o->http_port);

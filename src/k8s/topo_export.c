@@ -11,6 +11,8 @@
  */
 #include "iod/k8s.h"
 
+#include <ctype.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -294,4 +296,172 @@ int iod_slurm_topology(const struct iod_k8s_node *nodes, uint32_t n, struct iod_
 	free(zones);
 	free(tmp);
 	return rc ? iod_err_set(e, rc, "topology.yaml: out of memory") : 0;
+}
+
+/* ---- DRA: a node's GPUs and DPUs as a ResourceSlice ------------------------- */
+
+/* s as a double-quoted YAML scalar. */
+static void yq(struct iod_buf *o, const char *s)
+{
+	iod_buf_append(o, "\"", 1);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			iod_buf_printf(o, "\\%c", c);
+		else if (c < 0x20 || c > 0x7e)
+			iod_buf_printf(o, "\\x%02x", c);
+		else
+			iod_buf_append(o, s, 1);
+	}
+	iod_buf_append(o, "\"", 1);
+}
+
+static void attr_str(struct iod_buf *o, const char *k, const char *v)
+{
+	iod_buf_printf(o, "      %s:\n        string: ", k);
+	yq(o, v);
+	iod_buf_append(o, "\n", 1);
+}
+
+static void attr_int(struct iod_buf *o, const char *k, long long v)
+{
+	iod_buf_printf(o, "      %s:\n        int: %lld\n", k, v);
+}
+
+/* The switch directly above bridge b (or b itself), -1 none. */
+static int switch_above(const struct iod_topo_node *t, int b)
+{
+	for (; b >= 0 && b < t->nbridges; b = t->bridges[b].parent)
+		if (t->bridges[b].kind == IOD_TOPO_BRIDGE_SWITCH)
+			return b;
+	return -1;
+}
+
+static int root_of(const struct iod_topo_node *t, int b)
+{
+	while (b >= 0 && b < t->nbridges && t->bridges[b].parent >= 0)
+		b = t->bridges[b].parent;
+	return b >= 0 && b < t->nbridges ? b : -1;
+}
+
+/* A quantity of bytes: Gi / Mi when whole, else bytes. */
+static void quantity(uint64_t v, char *buf, size_t len)
+{
+	if (v && !(v % (1ull << 30)))
+		snprintf(buf, len, "%lluGi", (unsigned long long)(v >> 30));
+	else if (v && !(v % (1ull << 20)))
+		snprintf(buf, len, "%lluMi", (unsigned long long)(v >> 20));
+	else
+		snprintf(buf, len, "%llu", (unsigned long long)v);
+}
+
+static void dra_device(const struct iod_topo_node *t, const char *node, int d, int index,
+                       struct iod_buf *o)
+{
+	const struct iod_topo_device *v = &t->devices[d];
+	bool gpu = v->kind == IOD_TOPO_DEV_GPU;
+	char buf[64];
+	iod_buf_printf(o, "  - name: %s%d\n    attributes:\n", gpu ? "gpu" : "dpu", index);
+	attr_str(o, "type", gpu ? "gpu" : "dpu");
+	attr_int(o, "index", index);
+	if (v->model[0])
+		attr_str(o, "model", v->model);
+	if (v->uuid[0])
+		attr_str(o, "uuid", v->uuid);
+	iod_topo_pci_format(v->pci_addr, buf, sizeof(buf));
+	attr_str(o, "pciBusID", buf);
+	if (v->numa >= 0 && v->numa < t->nnuma)
+		attr_int(o, "numaNode", t->numa[v->numa].os_index);
+	int sw = switch_above(t, v->bridge), root = root_of(t, v->bridge);
+	if (sw >= 0) {
+		iod_topo_pci_format(t->bridges[sw].pci_addr, buf, sizeof(buf));
+		attr_str(o, "pcieSwitch", buf);
+	}
+	if (root >= 0) {
+		snprintf(buf, sizeof(buf), "pci%04x:%02x", t->bridges[root].pci_domain,
+		         t->bridges[root].bus_first);
+		attr_str(o, "pcieRoot", buf);
+	}
+	if (gpu) {
+		/* its NVLink island when it has partners: one domain per island */
+		unsigned isl = t->gpu_island[index], members = 0;
+		for (unsigned g = 0; g < t->ngpus; g++)
+			members += t->gpu_island[g] == isl;
+		if (members > 1) {
+			char dom[IOD_NAME_MAX + 16];
+			snprintf(dom, sizeof(dom), "%s.nvl%u", node, isl);
+			attr_str(o, "nvlinkDomain", dom);
+			attr_int(o, "nvlinkDomainSize", members);
+		}
+		struct iod_bitmap one;
+		iod_bitmap_zero(&one);
+		iod_bitmap_set(&one, (unsigned)index);
+		int nic = iod_topo_nearest_nic(t, &one);
+		if (nic >= 0 && nic < t->ndevices)
+			attr_str(o, "nearestNIC",
+			         t->devices[nic].os_name[0] ? t->devices[nic].os_name
+			                                    : t->devices[nic].name);
+	}
+	if (v->mem_bytes) {
+		quantity(v->mem_bytes, buf, sizeof(buf));
+		iod_buf_printf(o, "    capacity:\n      memory:\n        value: %s\n", buf);
+	}
+}
+
+/* A DNS subdomain as Kubernetes names objects and drivers (lowercase). */
+static bool dns_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (!n || n > 200 || !isalnum((unsigned char)s[0]) || !isalnum((unsigned char)s[n - 1]))
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' ||
+		      *s == '.'))
+			return false;
+	return true;
+}
+
+static unsigned count_dpus(const struct iod_topo_node *t)
+{
+	unsigned n = 0;
+	for (unsigned d = 0; d < t->ndevices; d++)
+		n += t->devices[d].kind == IOD_TOPO_DEV_DPU;
+	return n;
+}
+
+int iod_k8s_dra_slice(const struct iod_topo_node *t, const char *node, const char *driver,
+                      struct iod_buf *out, struct iod_err *e)
+{
+	if (!node || !dns_ok(node))
+		return iod_err_set(e, -EINVAL,
+		                   "node name \"%s\": want a DNS subdomain ([a-z0-9.-], 1..200 "
+		                   "bytes): give --node",
+		                   node ? node : "");
+	if (!driver || !dns_ok(driver))
+		return iod_err_set(e, -EINVAL, "driver \"%s\": want a DNS subdomain",
+		                   driver ? driver : "");
+	if (!t->ngpus && !count_dpus(t))
+		return iod_err_set(e, -ENOENT, "%s has no GPU or DPU to publish", node);
+	iod_buf_printf(out,
+	               "# iod topo -o dra: the node's GPUs and DPUs as a DRA ResourceSlice;\n"
+	               "# attributes are in the driver's domain (%s/numaNode, ...).\n"
+	               "apiVersion: resource.k8s.io/v1\n"
+	               "kind: ResourceSlice\n"
+	               "metadata:\n"
+	               "  name: %s-%s\n"
+	               "spec:\n"
+	               "  driver: %s\n"
+	               "  nodeName: %s\n"
+	               "  pool:\n"
+	               "    name: %s\n"
+	               "    generation: 1\n"
+	               "    resourceSliceCount: 1\n"
+	               "  devices:\n",
+	               driver, node, driver, driver, node, node);
+	for (unsigned g = 0; g < t->ngpus; g++)
+		dra_device(t, node, t->gpu[g], (int)g, out);
+	for (int d = 0, k = 0; d < t->ndevices; d++)
+		if (t->devices[d].kind == IOD_TOPO_DEV_DPU)
+			dra_device(t, node, d, k++, out);
+	return 0;
 }

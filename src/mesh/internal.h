@@ -53,6 +53,8 @@ struct svc_stats {
 	uint64_t denied;                            /* calls refused by a policy */
 	uint64_t limited;       /* connections refused: their client held its limit */
 	uint64_t head_timeouts; /* client connections ended for a slow head (408) */
+	uint64_t fault_delays;  /* requests held by an injected delay */
+	uint64_t fault_aborts;  /* requests answered by an injected abort */
 };
 
 struct conn;
@@ -125,6 +127,7 @@ struct conn {
 	uint64_t req_start_ns;         /* request (or flow) started */
 	uint64_t last_io_ns;           /* last byte either way */
 	uint64_t retry_at_ns;          /* backoff timer (0 = none) */
+	uint16_t fault_abort;          /* client: abort with this once the fault delay ends */
 	char *buf;                     /* IOD_MESH_HTTP_BUF bytes from the worker's pool */
 	uint32_t len;                  /* bytes in buf */
 	uint32_t req_len;              /* client: bytes of the current request in buf */

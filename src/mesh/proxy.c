@@ -813,7 +813,11 @@ void iod_mesh_proxy_stop(struct iod_mesh_proxy *p)
 	X(limited, "iod_mesh_client_limited_total", "counter",                                     \
 	  "Connections closed at accept: their client held its connection limit.")                 \
 	X(head_timeouts, "iod_mesh_head_timeouts_total", "counter",                                \
-	  "Client connections that did not send a request head in time (408, closed).")
+	  "Client connections that did not send a request head in time (408, closed).")            \
+	X(fault_delays, "iod_mesh_fault_delays_total", "counter",                                  \
+	  "Requests held by an injected delay (iod chaos delay service/NAME).")                    \
+	X(fault_aborts, "iod_mesh_fault_aborts_total", "counter",                                  \
+	  "Requests answered by an injected abort (iod chaos abort service/NAME).")
 
 #define EP_COUNTERS(X)                                                                          \
 	X(requests, "iod_mesh_endpoint_requests_total", "counter",                              \

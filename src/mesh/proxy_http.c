@@ -139,6 +139,7 @@ static void request_end(struct worker *w, struct conn *c)
 	brk_release(s, c, &c->holds_pending, IOD_MESH_BRK_PENDING);
 	release_ep(s, c);
 	c->retry_at_ns = 0;
+	c->fault_abort = 0;
 }
 
 static void client_close(struct worker *w, struct conn *c)
@@ -316,6 +317,39 @@ static void deny(struct worker *w, struct conn *c, const struct iod_sec_verdict 
 		n = (int)sizeof(resp) - 1;
 	c->span.bytes_out += (uint64_t)n;
 	span_finish(w, c, 403);
+	request_end(w, c);
+	c->state = c->keep_alive ? H_READ : H_CLOSING;
+	c->out = resp;
+	c->out_len = (uint32_t)n;
+	if (!client_flush(w, c))
+		return;
+	next_request(w, c);
+}
+
+/* A request an injected abort answers (`iod chaos abort`): the status,
+ * marked as a fault so nobody mistakes it for the upstream's answer. */
+static void fault_abort(struct worker *w, struct conn *c, uint16_t code)
+{
+	static __thread char resp[512];
+	static const char body[] = "fault filter abort\n";
+	const char *text = code == 503   ? "Service Unavailable"
+	                   : code == 500 ? "Internal Server Error"
+	                   : code == 502 ? "Bad Gateway"
+	                   : code == 504 ? "Gateway Timeout"
+	                   : code == 429 ? "Too Many Requests"
+	                   : code == 404 ? "Not Found"
+	                   : code < 300  ? "OK"
+	                                 : "Fault Injected";
+	STAT_INC(svc_of(w, c)->st.fault_aborts);
+	if (!c->req_done)
+		c->keep_alive = false; /* unread body bytes would be taken for a request */
+	int n = snprintf(resp, sizeof(resp),
+	                 "HTTP/1.1 %u %s\r\ncontent-type: text/plain\r\nx-iod-mesh: fault\r\n"
+	                 "x-iod-fault: abort\r\ncontent-length: %zu\r\n%s\r\n%s",
+	                 code, text, sizeof(body) - 1, c->keep_alive ? "" : "connection: close\r\n",
+	                 body);
+	c->span.bytes_out += (uint64_t)n;
+	span_finish(w, c, code);
 	request_end(w, c);
 	c->state = c->keep_alive ? H_READ : H_CLOSING;
 	c->out = resp;
@@ -970,7 +1004,22 @@ static void try_request(struct worker *w, struct conn *c)
 			return;
 		}
 	}
-	dispatch(w, c, UINT32_MAX);
+	/* injected faults (Envoy's fault filter sits here, before the router):
+	 * a delay holds the request on the retry timer, an abort answers it */
+	uint64_t fdelay;
+	uint16_t fabort;
+	iod_mesh_fault_roll(&s->svc.fault, sp->start_unix_ns, &w->rng, &fdelay, &fabort);
+	if (fdelay) {
+		STAT_INC(s->st.fault_delays);
+		c->fault_abort = fabort;
+		c->ep = UINT32_MAX;
+		c->retry_at_ns = w->now_ns + fdelay;
+	} else if (fabort) {
+		fault_abort(w, c, fabort);
+		return;
+	} else {
+		dispatch(w, c, UINT32_MAX);
+	}
 	if (!done && c->in_use && c->kind == CK_HTTP_CLIENT && c->state == H_UPSTREAM)
 		client_rearm(w, c);
 }
@@ -1151,6 +1200,12 @@ void iod_mesh_http_timer(struct worker *w, struct conn *c)
 	}
 	if (c->retry_at_ns && w->now_ns >= c->retry_at_ns) {
 		c->retry_at_ns = 0;
+		if (c->fault_abort) { /* an injected delay, then its abort */
+			uint16_t code = c->fault_abort;
+			c->fault_abort = 0;
+			fault_abort(w, c, code);
+			return;
+		}
 		dispatch(w, c, c->ep);
 		return;
 	}

@@ -353,6 +353,44 @@ static int parse_endpoint(const json_t *j, struct iod_mesh_service *s, uint32_t 
 	return 0;
 }
 
+/* "fault": {"delay": {"percent": P, "ms": N}, "abort": {"percent": P,
+ * "status": S}}: injected for as long as the config says so. */
+static int parse_fault(const json_t *o, struct iod_mesh_service *s, struct iod_err *e)
+{
+	struct iod_mesh_fault *f = &s->fault;
+	const json_t *d = json_object_get(o, "delay"), *a = json_object_get(o, "abort");
+	uint32_t ms = 0, status = 0;
+	int rc;
+	if (!o)
+		return 0;
+	if (!json_is_object(o) || (d && !json_is_object(d)) || (a && !json_is_object(a)))
+		return iod_err_set(e, -EINVAL,
+		                   "service %s: fault must be {\"delay\": {\"percent\", \"ms\"}, "
+		                   "\"abort\": {\"percent\", \"status\"}}",
+		                   s->name);
+	if (d) {
+		f->delay_pct = 100;
+		if ((rc = get_u32(d, "percent", &f->delay_pct, 100, s->name, e)) ||
+		    (rc = get_u32(d, "ms", &ms, IOD_CHAOS_LATENCY_MAX_MS, s->name, e)))
+			return rc;
+		if (!ms)
+			return iod_err_set(e, -EINVAL, "service %s: fault.delay needs ms (1..%u)",
+			                   s->name, IOD_CHAOS_LATENCY_MAX_MS);
+		f->delay_ns = (uint64_t)ms * IOD_NS_PER_MS;
+	}
+	if (a) {
+		f->abort_pct = 100;
+		if ((rc = get_u32(a, "percent", &f->abort_pct, 100, s->name, e)) ||
+		    (rc = get_u32(a, "status", &status, 599, s->name, e)))
+			return rc;
+		if (status < 200)
+			return iod_err_set(
+			    e, -EINVAL, "service %s: fault.abort needs status (200..599)", s->name);
+		f->abort_status = (uint16_t)status;
+	}
+	return 0;
+}
+
 static int parse_service(const json_t *j, struct iod_mesh_service *s, uint32_t idx,
                          struct iod_err *e)
 {
@@ -450,6 +488,8 @@ static int parse_service(const json_t *j, struct iod_mesh_service *s, uint32_t i
 		    (rc = get_dur(o, "head", &s->timeout.head_ns, s->name, e)))
 			return rc;
 	}
+	if ((rc = parse_fault(json_object_get(j, "fault"), s, e)))
+		return rc;
 	v = json_object_get(j, "endpoints");
 	if (v && !json_is_array(v))
 		return iod_err_set(e, -EINVAL, "service %s: endpoints must be a list", s->name);

@@ -97,12 +97,16 @@ static void service_from_json(struct iod_mesh_service *svc, const char *name, co
 	const char *tenant = iod_obj_peek_str(IOD_OBJ_KIND_SERVICE, v, IOD_OBJ_SERVICE_TENANT);
 	iod_strlcpy(svc->tenant, tenant && iod_sec_name_valid(tenant) ? tenant : "default",
 	            sizeof(svc->tenant));
-	svc->mode = IOD_MESH_MODE_TCP;
+	svc->mode = iod_mesh_api_service_mode(v);
 	svc->port = spec_port(v);
-	const json_t *p0 = json_array_get(json_object_get(v, "ports"), 0);
+}
+
+enum iod_mesh_mode iod_mesh_api_service_mode(const json_t *value)
+{
+	const json_t *p0 = json_array_get(json_object_get(value, "ports"), 0);
 	const char *pn = json_string_value(json_object_get(p0, "name"));
-	if (pn && (!strcmp(pn, "http") || iod_str_has_prefix(pn, "http-")))
-		svc->mode = IOD_MESH_MODE_HTTP;
+	return pn && (!strcmp(pn, "http") || iod_str_has_prefix(pn, "http-")) ? IOD_MESH_MODE_HTTP
+	                                                                      : IOD_MESH_MODE_TCP;
 }
 
 static int addr_cmp(const void *a, const void *b)
@@ -274,8 +278,46 @@ static void endpoint_mtls(const struct iod_mesh_api_source *s, const char *nn, c
 	}
 }
 
+/*
+ * The Fault objects of service svc (`iod chaos delay|abort service/NAME`)
+ * into svc->fault; one that does not check is skipped with a warning. Of
+ * several delays (or aborts) for one service, the one that ends last wins.
+ * Expired ones are copied too: the proxy compares their end with its clock.
+ */
+static void apply_faults(struct iod_mesh_service *svc, const json_t *faults)
+{
+	const json_t *it;
+	size_t i;
+	memset(&svc->fault, 0, sizeof(svc->fault));
+	json_array_foreach(json_object_get(faults, "items"), i, it)
+	{
+		struct iod_obj_fault fo;
+		struct iod_err fe = {0};
+		int rc = iod_obj_fault_from_json(json_object_get(it, "value"), &fo, &fe);
+		if (!rc)
+			rc = iod_obj_fault_check(&fo, &fe);
+		if (rc && !strcmp(fo.service, svc->name))
+			IOD_WARN("mesh", "fault %s: %s (skipped)",
+			         json_string_value(json_object_get(it, "name")), fe.msg);
+		if (!rc && !strcmp(fo.service, svc->name)) {
+			struct iod_mesh_fault *f = &svc->fault;
+			uint64_t until = fo.until_ms * IOD_NS_PER_MS;
+			if (!strcmp(fo.action, "delay") && until > f->delay_until_ns) {
+				f->delay_pct = fo.percent;
+				f->delay_ns = (uint64_t)fo.delay_ms * IOD_NS_PER_MS;
+				f->delay_until_ns = until;
+			} else if (!strcmp(fo.action, "abort") && until > f->abort_until_ns) {
+				f->abort_pct = fo.percent;
+				f->abort_status = (uint16_t)fo.status;
+				f->abort_until_ns = until;
+			}
+		}
+		iod_obj_fault_free(&fo);
+	}
+}
+
 static int build(struct iod_mesh_api_source *s, json_t *svcs, json_t *eps, json_t *nodes,
-                 struct iod_mesh_registry *out, struct iod_err *e)
+                 json_t *faults, struct iod_mesh_registry *out, struct iod_err *e)
 {
 	static struct iod_mesh_service svc;
 	const json_t *it;
@@ -313,6 +355,7 @@ static int build(struct iod_mesh_api_source *s, json_t *svcs, json_t *eps, json_
 			}
 			svc.eps_n++;
 		}
+		apply_faults(&svc, faults);
 		int rc = iod_mesh_registry_add(out, &svc, e);
 		if (rc)
 			return rc;
@@ -324,7 +367,7 @@ static int build(struct iod_mesh_api_source *s, json_t *svcs, json_t *eps, json_
 static int api_poll(void *ctx, uint64_t have, struct iod_mesh_registry *out, struct iod_err *e)
 {
 	struct iod_mesh_api_source *s = ctx;
-	json_t *svcs = NULL, *eps = NULL, *nodes = NULL, *pols = NULL;
+	json_t *svcs = NULL, *eps = NULL, *nodes = NULL, *pols = NULL, *faults = NULL;
 	uint64_t rev = 0;
 	int rc;
 
@@ -341,7 +384,11 @@ static int api_poll(void *ctx, uint64_t have, struct iod_mesh_registry *out, str
 	    (rc = get_json(s, "/v1/nodes", &nodes, e)) ||
 	    (rc = get_json(s, "/v1/policies", &pols, e)))
 		goto out;
-	if ((rc = build(s, svcs, eps, nodes, out, e)) ||
+	/* faults: a server from before them answers 404 (an unknown kind): none */
+	struct iod_err fe = {0};
+	if (get_json(s, "/v1/faults", &faults, &fe))
+		faults = NULL;
+	if ((rc = build(s, svcs, eps, nodes, faults, out, e)) ||
 	    (rc = build_authz(svcs, eps, pols, out, e)))
 		goto out;
 	uint64_t h = iod_hash_bytes(out->svcs, sizeof(out->svcs[0]) * out->svcs_n, out->svcs_n);
@@ -364,6 +411,7 @@ out:
 	json_decref(eps);
 	json_decref(nodes);
 	json_decref(pols);
+	json_decref(faults);
 	return rc;
 }
 
@@ -371,7 +419,7 @@ out:
 static bool relevant(const char *kind)
 {
 	return kind && (!strcmp(kind, "service") || !strcmp(kind, "endpoint") ||
-	                !strcmp(kind, "node") || !strcmp(kind, "policy"));
+	                !strcmp(kind, "node") || !strcmp(kind, "policy") || !strcmp(kind, "fault"));
 }
 
 /*

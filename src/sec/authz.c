@@ -71,6 +71,8 @@ static const struct {
     [IOD_SEC_RES_AUDIT] = {IOD_SEC_ROLE_ADMIN, IOD_SEC_ROLE_NONE},
     [IOD_SEC_RES_CERTIFICATE] = {IOD_SEC_ROLE_NONE, IOD_SEC_ROLE_ADMIN},
     [IOD_SEC_RES_SECRET_VALUE] = {IOD_SEC_ROLE_NONE, IOD_SEC_ROLE_NONE},
+    /* chaos faults disrupt every caller of a service: admins inject them */
+    [IOD_SEC_RES_FAULT] = {IOD_SEC_ROLE_VIEWER, IOD_SEC_ROLE_ADMIN},
 };
 
 /* Rank of a person's role (0 for roles that are not on the ladder). */
@@ -132,6 +134,7 @@ enum iod_sec_resource iod_sec_resource_of_kind(enum iod_state_kind k)
 	case IOD_STATE_TOKEN: return IOD_SEC_RES_TOKEN;
 	case IOD_STATE_SECRET: return IOD_SEC_RES_SECRET;
 	case IOD_STATE_REVOCATION: return IOD_SEC_RES_REVOCATION;
+	case IOD_STATE_FAULT: return IOD_SEC_RES_FAULT;
 	default: break;
 	}
 	IOD_ASSERT(!"state kind without a resource");

@@ -1369,7 +1369,7 @@ static void put_node(struct sim *s, uint32_t ni)
 	json_decref(v);
 }
 
-/* The leader's lease check (src/state/node.c): a new term refreshes every
+/* The leader's lease check (src/state/member_leader.c): a new term refreshes every
  * lease first; then lease_expire once the earliest deadline has passed. */
 static void lease_check(struct sim *s)
 {

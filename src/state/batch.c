@@ -2,7 +2,7 @@
  * batch.c: group commit framing: several commands in one Raft entry.
  *
  * Under concurrent writes the leader packs every command proposed while the
- * loop was busy into one log entry (node.c), so one disk append and one
+ * loop was busy into one log entry (member_propose.c), so one disk append and one
  * AppendEntries message per follower carry many writes. The entry is
  * "\x01BT1", a little-endian u32 count, then count x (u32 length, bytes):
  * the marker byte 0x01 cannot start a JSON command, so old single-command

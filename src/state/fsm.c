@@ -87,7 +87,7 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
 	size_t len = buf->len;
 
 	/* Commands are padded with NULs to a multiple of 8 bytes (raft's libuv
-	 * backend reloads unaligned entries wrongly; see node.c). A command is
+	 * backend reloads unaligned entries wrongly; see member_propose.c). A command is
 	 * JSON text, which has no NUL bytes: trailing NULs are padding. */
 	if (iod_state_batch_is(p, len)) {
 		/* group commit: the commands in order, one result each */

@@ -123,7 +123,7 @@ int iod_rio_fetch_log(const char *peer_addr, uint64_t self_id, const char *self_
                       size_t *blob_len, struct iod_err *e);
 
 /* recover.c: the whole of --recover-from-peers, before the node starts. */
-int iod_node_recover_from_peers(const struct iod_server_config *c, struct iod_err *e);
+int iod_raft_member_recover_from_peers(const struct iod_server_config *c, struct iod_err *e);
 
 struct uv_loop_s;
 /* iod's raft_io: the log in dir (opened and verified now, so damage is

@@ -55,6 +55,8 @@ static const struct field member_fields[] = {IOD_OBJ_MEMBER_FIELDS(MEMBER_ROW)};
 static const struct field replica_fields[] = {IOD_OBJ_REPLICA_FIELDS(REPLICA_ROW)};
 #define ENDPOINT_ROW(f, k, t, m, lo, hi, d) ROW(iod_obj_endpoint, f, k, t, m, lo, hi, d)
 static const struct field endpoint_fields[] = {IOD_OBJ_ENDPOINT_FIELDS(ENDPOINT_ROW)};
+#define FAULT_ROW(f, k, t, m, lo, hi, d) ROW(iod_obj_fault, f, k, t, m, lo, hi, d)
+static const struct field fault_fields[] = {IOD_OBJ_FAULT_FIELDS(FAULT_ROW)};
 
 static const struct kind kinds[IOD_OBJ_KIND_COUNT] = {
     [IOD_OBJ_KIND_NODE] = {"node", sizeof(struct iod_obj_node), node_fields,
@@ -67,6 +69,8 @@ static const struct kind kinds[IOD_OBJ_KIND_COUNT] = {
                               IOD_OBJ_REPLICA_FIELD_COUNT},
     [IOD_OBJ_KIND_ENDPOINT] = {"endpoint", sizeof(struct iod_obj_endpoint), endpoint_fields,
                                IOD_OBJ_ENDPOINT_FIELD_COUNT},
+    [IOD_OBJ_KIND_FAULT] = {"fault", sizeof(struct iod_obj_fault), fault_fields,
+                            IOD_OBJ_FAULT_FIELD_COUNT},
 };
 
 _Static_assert(IOD_OBJ_REPLICA_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX,
@@ -76,13 +80,15 @@ _Static_assert(IOD_OBJ_ENDPOINT_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX,
 _Static_assert(IOD_OBJ_FIELDS_MAX <= 64, "presence bits are one uint64_t");
 _Static_assert(IOD_OBJ_NODE_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX &&
                    IOD_OBJ_SERVICE_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX &&
-                   IOD_OBJ_MEMBER_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX,
+                   IOD_OBJ_MEMBER_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX &&
+                   IOD_OBJ_FAULT_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX,
                "presence bits are one uint64_t");
 _Static_assert(offsetof(struct iod_obj_replica, head) == 0 &&
                    offsetof(struct iod_obj_endpoint, head) == 0 &&
                    offsetof(struct iod_obj_node, head) == 0 &&
                    offsetof(struct iod_obj_service, head) == 0 &&
-                   offsetof(struct iod_obj_member, head) == 0,
+                   offsetof(struct iod_obj_member, head) == 0 &&
+                   offsetof(struct iod_obj_fault, head) == 0,
                "every object starts with its head");
 
 static const struct kind *kind_of(enum iod_obj_kind k)
@@ -451,6 +457,7 @@ int iod_obj_peek_int(enum iod_obj_kind k, const json_t *v, unsigned f, int64_t *
 TYPED_JSON(node, IOD_OBJ_KIND_NODE)
 TYPED_JSON(service, IOD_OBJ_KIND_SERVICE)
 TYPED_JSON(member, IOD_OBJ_KIND_MEMBER)
+TYPED_JSON(fault, IOD_OBJ_KIND_FAULT)
 
 uint32_t iod_obj_node_gpus(const struct iod_obj_node *n)
 {
@@ -508,4 +515,27 @@ void iod_obj_endpoint_address(const struct iod_obj_endpoint *ep, char *buf, size
 		buf[0] = 0;
 	else
 		snprintf(buf, len, "%s:%u", ep->addr, ep->port);
+}
+
+int iod_obj_fault_check(const struct iod_obj_fault *f, struct iod_err *e)
+{
+	if (!iod_obj_has(f, IOD_OBJ_FAULT_SERVICE) || !f->service[0])
+		return iod_err_set(e, -EINVAL, "fault: \"service\" is required");
+	if (!strcmp(f->action, "delay")) {
+		if (f->delay_ms < 1)
+			return iod_err_set(e, -EINVAL, "fault: a delay needs \"delay_ms\" (1..%u)",
+			                   IOD_CHAOS_LATENCY_MAX_MS);
+	} else if (!strcmp(f->action, "abort")) {
+		if (f->status < 200 || f->status > 599)
+			return iod_err_set(e, -EINVAL,
+			                   "fault: an abort needs \"status\" (an HTTP status, "
+			                   "200..599), not %u",
+			                   f->status);
+	} else {
+		return iod_err_set(e, -EINVAL, "fault: \"action\" is delay or abort, not \"%s\"",
+		                   f->action);
+	}
+	if (!f->until_ms)
+		return iod_err_set(e, -EINVAL, "fault: \"until_ms\" (unix ms) is required");
+	return 0;
 }

@@ -27,7 +27,7 @@
 #define RECOVER_WAIT_MS 30000
 #define RECOVER_RETRY_MS 250
 
-int iod_node_recover_from_peers(const struct iod_server_config *c, struct iod_err *e)
+int iod_raft_member_recover_from_peers(const struct iod_server_config *c, struct iod_err *e)
 {
 	unsigned char *best = NULL;
 	size_t best_len = 0;

@@ -164,7 +164,7 @@ static int uring_batch(struct iod_ckpt *c, const int *fd, const uint8_t *const *
 			if (pass == 0)
 				io_uring_prep_write(sqe, fd[j], buf[j], len[j], 0);
 			else
-				io_uring_prep_fsync(sqe, fd[j], 0);
+				io_uring_prep_fsync(sqe, fd[j], IORING_FSYNC_DATASYNC);
 			io_uring_sqe_set_data64(sqe, j);
 		}
 		io_uring_submit(&c->ring);

@@ -1,7 +1,7 @@
 /*
  * fuzz_mesh_config.c: libFuzzer target for the proxy's JSON config loader
  * (services -> endpoints). Any input is either a registry whose services are
- * sorted with valid VIPs, or an error with a message.
+ * sorted with valid VIPs and faults in bounds, or an error with a message.
  */
 #include "iod/mesh.h"
 
@@ -29,6 +29,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (i && strcmp(r.svcs[i - 1].name, r.svcs[i].name) >= 0)
 			abort();
 		if ((r.svcs[i].vip4 >> 24) != 127 || r.svcs[i].eps_n > IOD_MESH_ENDPOINTS_MAX)
+			abort();
+		const struct iod_mesh_fault *f = &r.svcs[i].fault;
+		if (f->delay_pct > 100 || f->abort_pct > 100 ||
+		    (f->abort_pct && (f->abort_status < 200 || f->abort_status > 599)) ||
+		    (f->delay_pct && !f->delay_ns))
 			abort();
 	}
 	return 0;

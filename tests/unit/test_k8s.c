@@ -344,3 +344,161 @@ TEST(preferred_allocation_takes_the_best_nvlink_set)
 	CHECK_EQ(iod_k8s_preferred(&t, 0xff, 0, 8, &out, &e), 0);
 	CHECK_EQ(out, 0xff);
 }
+
+TEST(grpc_frames_are_length_prefixed_and_refuse_compression)
+{
+	struct iod_err e = {0};
+	const uint8_t *m = NULL;
+	size_t n = 0;
+	const uint8_t ok[] = {0, 0, 0, 0, 2, 0x0a, 0x00, 0xee};
+	CHECK_EQ(iod_grpc_frame_parse(ok, sizeof(ok), 16, &m, &n, &e), 7);
+	CHECK(m == ok + 5 && n == 2);
+	CHECK_EQ(iod_grpc_frame_parse(ok, 6, 16, &m, &n, &e), 0); /* half a message */
+	CHECK_EQ(iod_grpc_frame_parse(ok, 4, 16, &m, &n, &e), 0);
+	const uint8_t zip[] = {1, 0, 0, 0, 0};
+	CHECK_EQ(iod_grpc_frame_parse(zip, sizeof(zip), 16, &m, &n, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "compressed");
+	const uint8_t big[] = {0, 0, 0x01, 0, 0};
+	CHECK_EQ(iod_grpc_frame_parse(big, sizeof(big), 16, &m, &n, &e), -EINVAL);
+	struct iod_buf b;
+	iod_buf_init(&b);
+	CHECK_EQ(iod_grpc_frame_put(&b, "\x08\x01", 2), 0);
+	CHECK_EQ(b.len, 7u);
+	CHECK(!memcmp(b.data, "\x00\x00\x00\x00\x02\x08\x01", 7));
+	iod_buf_free(&b);
+}
+
+TEST(device_plugin_messages_encode_as_protobuf)
+{
+	struct iod_buf b;
+	iod_buf_init(&b);
+	/* RegisterRequest{version, endpoint, resource_name, options{2: true}} */
+	CHECK_EQ(iod_dp_enc_register(&b, "g.sock", "iod.dev/gpu", false, true), 0);
+	static const char want[] =
+	    "\x0a\x07v1beta1\x12\x06g.sock\x1a\x0biod.dev/gpu\x22\x02\x10\x01";
+	CHECK_EQ(b.len, sizeof(want) - 1);
+	CHECK(!memcmp(b.data, want, sizeof(want) - 1));
+	/* Device{ID, health, topology{nodes{ID: 1}}}; NUMA 0 is an empty NUMANode */
+	struct iod_dp_device d[2] = {{"gpu0", true, 0}, {"gpu5", false, 1}};
+	b.len = 0;
+	CHECK_EQ(iod_dp_enc_devices(&b, d, 2), 0);
+	static const char dev[] = "\x0a\x13\x0a\x04gpu0\x12\x07Healthy\x1a\x02\x0a\x00"
+	                          "\x0a\x17\x0a\x04gpu5\x12\x09Unhealthy\x1a\x04\x0a\x02\x08\x01";
+	CHECK_EQ(b.len, sizeof(dev) - 1);
+	CHECK(!memcmp(b.data, dev, sizeof(dev) - 1));
+	iod_buf_free(&b);
+}
+
+TEST(device_plugin_requests_decode_and_refuse_garbage)
+{
+	struct iod_dp_req *q = malloc(sizeof(*q));
+	struct iod_err e = {0};
+	/* PreferredAllocationRequest{container_requests{avail gpu1 gpu2, must gpu2, size 1,
+	 * an unknown field 9 skipped}} */
+	static const char pref[] = "\x0a\x16\x0a\x04gpu1\x0a\x04gpu2\x12\x04gpu2\x18\x01\x48\x07";
+	CHECK_EQ(
+	    iod_dp_req_decode(IOD_DP_REQ_PREFERRED, (const uint8_t *)pref, sizeof(pref) - 1, q, &e),
+	    0);
+	CHECK_EQ(q->n, 1u);
+	CHECK_EQ(q->c[0].available.n, 2u);
+	CHECK_STR(q->c[0].available.id[1], "gpu2");
+	CHECK_EQ(q->c[0].must.n, 1u);
+	CHECK_EQ(q->c[0].size, 1);
+	static const char pre[] = "\x0a\x04gpu3\x0a\x04gpu4";
+	CHECK_EQ(
+	    iod_dp_req_decode(IOD_DP_REQ_PRESTART, (const uint8_t *)pre, sizeof(pre) - 1, q, &e),
+	    0);
+	CHECK_EQ(q->c[0].ids.n, 2u);
+	/* truncated length, a group wire type, an empty id, an id with a newline */
+	static const char *const bad[] = {"\x0a\x05gp", "\x0b", "\x0a\x02\x0a\x00",
+	                                  "\x0a\x04\x0a\x02g\n"};
+	static const size_t blen[] = {4, 1, 4, 6};
+	for (unsigned i = 0; i < 4; i++) {
+		e.msg[0] = '\0';
+		CHECK_EQ(
+		    iod_dp_req_decode(IOD_DP_REQ_ALLOCATE, (const uint8_t *)bad[i], blen[i], q, &e),
+		    -EINVAL);
+		CHECK(e.msg[0]);
+	}
+	free(q);
+}
+
+TEST(device_plugin_allocates_what_iods_replicas_get)
+{
+	static struct iod_topo_node t;
+	struct iod_err e = {0};
+	struct iod_dp_alloc a;
+	struct iod_dp_ids ids = {.n = 2, .id = {"gpu6", "gpu7"}};
+	CHECK_EQ(iod_topo_model_load("dgx-h100", &t, &e), 0);
+	CHECK_EQ(iod_dp_allocate(&t, IOD_DP_GPU, &ids, &a, &e), 0);
+	CHECK_STR(a.envs[0].key, "CUDA_VISIBLE_DEVICES");
+	CHECK_STR(a.envs[0].value, "6,7"); /* a list: CUDA reads no ranges */
+	CHECK_STR(a.envs[2].key, "IOD_NUMA_NODE");
+	CHECK_STR(a.envs[2].value, "1");
+	CHECK_STR(a.devices[0].host_path, "/dev/nvidia6");
+	CHECK_STR(a.devices[2].host_path, "/dev/nvidiactl");
+	struct iod_dp_ids bad = {.n = 1, .id = {"gpu8"}};
+	CHECK_EQ(iod_dp_allocate(&t, IOD_DP_GPU, &bad, &a, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "gpu8");
+	/* the DPU: its verbs device; preferred honours must-include */
+	struct iod_dp_ids dpu = {.n = 1, .id = {"dpu0"}};
+	CHECK_EQ(iod_dp_allocate(&t, IOD_DP_DPU, &dpu, &a, &e), 0);
+	CHECK_STR(a.envs[0].value, "dpu0");
+	CHECK_STR(a.devices[0].host_path, "/dev/infiniband/uverbs0");
+	struct iod_dp_creq c = {.available = dpu, .must = dpu, .size = 1};
+	struct iod_dp_ids out;
+	CHECK_EQ(iod_dp_preferred(&t, IOD_DP_DPU, &c, &out, &e), 0);
+	CHECK_EQ(out.n, 1u);
+	CHECK_STR(out.id[0], "dpu0");
+	c.size = 2;
+	CHECK_EQ(iod_dp_preferred(&t, IOD_DP_DPU, &c, &out, &e), -EINVAL);
+	struct iod_dp_device d[IOD_DP_IDS_MAX];
+	struct iod_dp_ids sick = {.n = 1, .id = {"gpu3"}};
+	CHECK_EQ(iod_dp_devices(&t, IOD_DP_GPU, &sick, d, IOD_DP_IDS_MAX), 8u);
+	CHECK(d[2].healthy && !d[3].healthy);
+	CHECK_EQ(d[4].numa, 1);
+}
+
+static unsigned count_of(const char *hay, const char *needle)
+{
+	unsigned n = 0;
+	for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+TEST(dra_slice_maps_nvlink_numa_switch_and_nic)
+{
+	static struct iod_topo_node t;
+	struct iod_err e = {0};
+	struct iod_buf b;
+	iod_buf_init(&b);
+	CHECK_EQ(iod_topo_model_load("pcie-4gpu-nvlink-pairs", &t, &e), 0);
+	CHECK_EQ(iod_k8s_dra_slice(&t, "node-a", "iod.dev", &b, &e), 0);
+	CHECK_CONTAINS(b.data, "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\n");
+	CHECK_CONTAINS(b.data, "  driver: iod.dev\n  nodeName: node-a\n");
+	/* two NVLink pairs: two domains of two GPUs each, each pair under its switch */
+	CHECK_EQ(count_of(b.data, "string: \"node-a.nvl0\""), 2u);
+	CHECK_EQ(count_of(b.data, "string: \"node-a.nvl1\""), 2u);
+	CHECK_EQ(count_of(b.data, "nvlinkDomainSize:\n        int: 2\n"), 4u);
+	CHECK_EQ(count_of(b.data, "pcieSwitch:"), 4u);
+	CHECK_EQ(count_of(b.data, "  - name: gpu"), 4u);
+	CHECK_EQ(count_of(b.data, "nearestNIC:"), 4u);
+	b.len = 0;
+	/* PCIe-only GPUs have no NVLink domain; DPUs are devices of type dpu */
+	CHECK_EQ(iod_topo_model_load("dgx-h100", &t, &e), 0);
+	CHECK_EQ(iod_k8s_dra_slice(&t, "n0", "iod.dev", &b, &e), 0);
+	CHECK_EQ(count_of(b.data, "string: \"n0.nvl0\""), 8u);
+	CHECK_CONTAINS(b.data,
+	               "  - name: dpu0\n    attributes:\n      type:\n        string: \"dpu\"");
+	CHECK_CONTAINS(b.data, "numaNode:\n        int: 1\n");
+	b.len = 0;
+	CHECK_EQ(iod_topo_model_load("pcie-8gpu", &t, &e), 0);
+	CHECK_EQ(iod_k8s_dra_slice(&t, "n1", "iod.dev", &b, &e), 0);
+	CHECK_EQ(count_of(b.data, "nvlinkDomain:"), 0u);
+	CHECK_EQ(iod_k8s_dra_slice(&t, "N1", "iod.dev", &b, &e), -EINVAL);
+	CHECK_EQ(iod_k8s_dra_slice(&t, "n1", "iod_dev", &b, &e), -EINVAL);
+	CHECK_EQ(iod_topo_model_load("bf3-dpu", &t, &e), 0);
+	CHECK_EQ(iod_k8s_dra_slice(&t, "n1", "iod.dev", &b, &e), -ENOENT);
+	iod_buf_free(&b);
+}

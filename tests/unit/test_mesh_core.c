@@ -672,3 +672,84 @@ TEST(authz_callers_by_uid_and_policies)
 	iod_mesh_authz_decide(&r, true, 2000, &to, "GET", &v);
 	CHECK(!v.allow); /* the destination is allow-listed now */
 }
+
+/* Injected faults (iod chaos delay|abort service/NAME): shares, deadlines. */
+TEST(fault_roll_shares_and_deadlines)
+{
+	struct iod_mesh_fault f = {0};
+	struct iod_rng rng;
+	uint64_t d;
+	uint16_t a;
+	const uint64_t now = 1000 * IOD_NS_PER_S;
+	iod_rng_seed(&rng, 7);
+	iod_mesh_fault_roll(&f, now, &rng, &d, &a); /* none */
+	CHECK(d == 0 && a == 0);
+	CHECK(!iod_mesh_fault_active(&f, now));
+	/* 100% delay until now+1s: every request, then none */
+	f.delay_pct = 100;
+	f.delay_ns = 200 * IOD_NS_PER_MS;
+	f.delay_until_ns = now + IOD_NS_PER_S;
+	for (int i = 0; i < 100; i++) {
+		iod_mesh_fault_roll(&f, now, &rng, &d, &a);
+		CHECK_U64(d, 200 * IOD_NS_PER_MS);
+		CHECK_EQ(a, 0);
+	}
+	CHECK(iod_mesh_fault_active(&f, now + IOD_NS_PER_S - 1));
+	CHECK(!iod_mesh_fault_active(&f, now + IOD_NS_PER_S));
+	iod_mesh_fault_roll(&f, now + IOD_NS_PER_S, &rng, &d, &a);
+	CHECK(d == 0 && a == 0);
+	/* 30% abort with no end (a static config), beside the delay */
+	f.abort_pct = 30;
+	f.abort_status = 503;
+	f.abort_until_ns = 0;
+	uint32_t aborted = 0, both = 0;
+	for (int i = 0; i < 10000; i++) {
+		iod_mesh_fault_roll(&f, now, &rng, &d, &a);
+		aborted += a == 503;
+		both += a && d;
+		CHECK(a == 0 || a == 503);
+	}
+	CHECK_MSG(aborted > 2800 && aborted < 3200, "aborted %u of 10000 at 30%%", aborted);
+	CHECK_EQ(both, aborted); /* the delay hits all of them: aborts come after it */
+	iod_mesh_fault_roll(&f, now + 10 * IOD_NS_PER_S, &rng, &d, &a);
+	CHECK_EQ(d, 0); /* the delay ended; the abort has no end */
+	CHECK(iod_mesh_fault_active(&f, UINT64_MAX));
+	/* a share of 0 is off whatever else is set */
+	f.abort_pct = 0;
+	iod_mesh_fault_roll(&f, now + 10 * IOD_NS_PER_S, &rng, &d, &a);
+	CHECK_EQ(a, 0);
+}
+
+TEST(config_fault_parse_and_errors)
+{
+	struct iod_mesh_registry r;
+	struct iod_err e = {0};
+	const char *ok = "{\"services\":[{\"name\":\"web\",\"port\":80,\"mode\":\"http\","
+	                 "\"fault\":{\"delay\":{\"percent\":25,\"ms\":150},"
+	                 "\"abort\":{\"status\":429}}}]}";
+	CHECK_EQ(iod_mesh_registry_init(&r, 0), 0);
+	CHECK_EQ(iod_mesh_config_parse(ok, strlen(ok), &r, &e), 0);
+	const struct iod_mesh_fault *f = &iod_mesh_registry_find(&r, "web")->fault;
+	CHECK_EQ(f->delay_pct, 25);
+	CHECK_U64(f->delay_ns, 150 * IOD_NS_PER_MS);
+	CHECK_EQ(f->abort_pct, 100); /* the default share */
+	CHECK_EQ(f->abort_status, 429);
+	CHECK_U64(f->delay_until_ns, 0);
+	const char *bad[][2] = {
+	    {"{\"services\":[{\"name\":\"a\",\"port\":1,\"fault\":[]}]}", "fault must be"},
+	    {"{\"services\":[{\"name\":\"a\",\"port\":1,\"fault\":{\"delay\":{}}}]}",
+	     "fault.delay needs ms"},
+	    {"{\"services\":[{\"name\":\"a\",\"port\":1,\"fault\":{\"abort\":{\"status\":99}}}]}",
+	     "fault.abort needs status"},
+	    {"{\"services\":[{\"name\":\"a\",\"port\":1,\"fault\":{\"abort\":{\"status\":503,"
+	     "\"percent\":101}}}]}",
+	     "percent must be an integer 0..100"},
+	};
+	for (size_t i = 0; i < IOD_ARRAY_LEN(bad); i++) {
+		memset(&e, 0, sizeof(e));
+		CHECK_MSG(iod_mesh_config_parse(bad[i][0], strlen(bad[i][0]), &r, &e) < 0,
+		          "accepted %s", bad[i][0]);
+		CHECK_CONTAINS(e.msg, bad[i][1]);
+	}
+	iod_mesh_registry_free(&r);
+}

@@ -20,6 +20,7 @@ struct fake_api {
 	int answers;           /* requests to serve before exiting */
 	const char *endpoints; /* body of /v1/endpoints */
 	const char *nodes;     /* body of /v1/nodes (NULL: nodes_body) */
+	const char *faults;    /* body of /v1/faults (NULL: a 404, as a server before them) */
 	int rev;               /* cluster revision in list answers */
 	const char *watch[4];  /* bodies of successive /v1/watch answers */
 	int watch_status[4];   /* their status codes (0 = 200) */
@@ -61,7 +62,12 @@ static void *fake_main(void *arg)
 			snprintf(body, sizeof(body), f->endpoints, f->rev);
 		else if (strstr(req, "GET /v1/nodes "))
 			snprintf(body, sizeof(body), f->nodes ? f->nodes : nodes_body, f->rev);
-		else
+		else if (strstr(req, "GET /v1/faults ") && f->faults)
+			snprintf(body, sizeof(body), f->faults, f->rev);
+		else if (strstr(req, "GET /v1/faults ")) {
+			snprintf(body, sizeof(body), "{\"error\":\"unknown kind\"}");
+			status = 404;
+		} else
 			snprintf(body, sizeof(body), "{}");
 		int m =
 		    snprintf(resp, sizeof(resp),
@@ -91,7 +97,7 @@ static int fake_start(struct fake_api *f, pthread_t *t)
 
 TEST(api_source_builds_view_from_control_plane)
 {
-	struct fake_api f = {.answers = 9, .rev = 5}; /* 4 + 1 + 4 requests below */
+	struct fake_api f = {.answers = 11, .rev = 5}; /* 5 + 1 + 5 requests below */
 	struct iod_mesh_api_source as;
 	struct iod_mesh_registry r;
 	struct iod_err e = {0};
@@ -106,6 +112,17 @@ TEST(api_source_builds_view_from_control_plane)
 	    "\"param-server\",\"node\":\"n2\",\"address\":\"127.0.0.1:31002\",\"healthy\":false}},"
 	    "{\"kind\":\"endpoint\",\"name\":\"store-0\",\"value\":{\"service\":\"store\","
 	    "\"node\":\"n2\",\"address\":\"127.0.0.1:31003\",\"healthy\":true}}]}";
+	/* two delays for param-server (the one that ends last wins), an abort,
+	 * and one that does not check (skipped) */
+	f.faults = "{\"rev\":%d,\"items\":["
+	           "{\"name\":\"c1\",\"value\":{\"service\":\"param-server\",\"action\":"
+	           "\"delay\",\"delay_ms\":50,\"percent\":20,\"until_ms\":9000}},"
+	           "{\"name\":\"c2\",\"value\":{\"service\":\"param-server\",\"action\":"
+	           "\"delay\",\"delay_ms\":70,\"until_ms\":8000}},"
+	           "{\"name\":\"c3\",\"value\":{\"service\":\"param-server\",\"action\":"
+	           "\"abort\",\"status\":503,\"percent\":5,\"until_ms\":7000}},"
+	           "{\"name\":\"c4\",\"value\":{\"service\":\"store\",\"action\":"
+	           "\"abort\",\"status\":7,\"until_ms\":7000}}]}";
 	if (fake_start(&f, &t))
 		SKIP("cannot listen on loopback");
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", f.port);
@@ -123,8 +140,14 @@ TEST(api_source_builds_view_from_control_plane)
 	CHECK(ps->eps[0].healthy && !ps->eps[1].healthy);
 	CHECK_EQ(ps->eps[1].port, 31002);
 	CHECK_U64(ps->vip4, iod_mesh_vip_for("param-server"));
+	CHECK_EQ(ps->fault.delay_pct, 20);
+	CHECK_U64(ps->fault.delay_ns, 50 * IOD_NS_PER_MS);
+	CHECK_U64(ps->fault.delay_until_ns, 9000 * IOD_NS_PER_MS);
+	CHECK_EQ(ps->fault.abort_pct, 5);
+	CHECK_EQ(ps->fault.abort_status, 503);
 	const struct iod_mesh_service *st = iod_mesh_registry_find(&r, "store");
 	CHECK(st && st->mode == IOD_MESH_MODE_TCP && st->port == IOD_MESH_API_DEFAULT_PORT);
+	CHECK_EQ(st->fault.abort_pct, 0); /* its fault does not check: skipped */
 	/* What agents put in IOD_SVC_<NAME>_ADDR is what this view serves. */
 	json_t *sj = NULL;
 	char sb[1024];
@@ -161,7 +184,7 @@ TEST(api_source_builds_view_from_control_plane)
  * one, directly; and none at all when this proxy has no mTLS. */
 TEST(api_source_routes_other_nodes_through_their_mtls_listener)
 {
-	struct fake_api f = {.answers = 8, .rev = 5};
+	struct fake_api f = {.answers = 10, .rev = 5}; /* 2 x 5; no /v1/faults: 404, none */
 	struct iod_mesh_api_source as;
 	struct iod_mesh_registry r;
 	struct iod_err e = {0};

@@ -320,3 +320,47 @@ TEST(view_helpers_read_stored_values)
 	json_decref(p);
 	json_decref(in);
 }
+
+TEST(fault_objects_check)
+{
+	struct iod_obj_fault f;
+	struct iod_err e = {0};
+	json_t *v = json_loads("{\"service\":\"web\",\"action\":\"abort\",\"status\":503,"
+	                       "\"start_ms\":1,\"until_ms\":2}",
+	                       0, NULL);
+	CHECK_EQ(iod_obj_fault_from_json(v, &f, &e), 0);
+	CHECK_EQ(f.percent, 100); /* the default share */
+	CHECK_EQ(iod_obj_fault_check(&f, &e), 0);
+	json_t *back = iod_obj_fault_to_json(&f);
+	CHECK_STR(json_string_value(json_object_get(back, "action")), "abort");
+	CHECK_EQ(json_integer_value(json_object_get(back, "status")), 503);
+	json_decref(back);
+	iod_obj_fault_free(&f);
+	json_decref(v);
+	const char *bad[][2] = {
+	    {"{\"action\":\"abort\",\"status\":503,\"until_ms\":2}", "\"service\" is required"},
+	    {"{\"service\":\"web\",\"action\":\"slow\",\"until_ms\":2}", "delay or abort"},
+	    {"{\"service\":\"web\",\"action\":\"delay\",\"until_ms\":2}", "needs \"delay_ms\""},
+	    {"{\"service\":\"web\",\"action\":\"abort\",\"status\":42,\"until_ms\":2}", "200..599"},
+	    {"{\"service\":\"web\",\"action\":\"abort\",\"status\":503}", "until_ms"},
+	};
+	for (size_t i = 0; i < IOD_ARRAY_LEN(bad); i++) {
+		memset(&e, 0, sizeof(e));
+		v = json_loads(bad[i][0], 0, NULL);
+		CHECK(v);
+		int rc = iod_obj_fault_from_json(v, &f, &e);
+		if (!rc)
+			rc = iod_obj_fault_check(&f, &e);
+		iod_obj_fault_free(&f);
+		json_decref(v);
+		CHECK_MSG(rc == -EINVAL, "accepted %s", bad[i][0]);
+		CHECK_CONTAINS(e.msg, bad[i][1]);
+	}
+	/* a share out of 1..100 is refused by the field's bounds */
+	v = json_loads("{\"service\":\"web\",\"action\":\"abort\",\"status\":503,\"until_ms\":2,"
+	               "\"percent\":0}",
+	               0, NULL);
+	CHECK(iod_obj_fault_from_json(v, &f, &e) < 0);
+	iod_obj_fault_free(&f);
+	json_decref(v);
+}

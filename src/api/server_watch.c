@@ -1,0 +1,328 @@
+/*
+ * server_watch.c: long-poll watches. A watch is suspended until the state
+ * passes its revision or its timeout; one wake-up serialises each distinct
+ * answer once (shared_text, the watch cache) for every watcher it answers,
+ * and large answers are sent a few at a time (IOD_API_WATCH_LARGE_MAX).
+ */
+#include "server_internal.h"
+
+static void admit_cb(uv_timer_t *t);
+
+/* ---- watches ------------------------------------------------------------ */
+
+void api__shared_unref(void *cls)
+{
+	struct shared_text *t = cls;
+	if (t && --t->refs == 0)
+		free(t);
+}
+
+void api__watch_unlink(struct req *q)
+{
+	struct server *s = q->srv;
+	if (!q->watching)
+		return;
+	if (q->wprev)
+		q->wprev->wnext = q->wnext;
+	else
+		s->watchers = q->wnext;
+	if (q->wnext)
+		q->wnext->wprev = q->wprev;
+	q->wprev = q->wnext = NULL;
+	q->watching = false;
+	s->watchers_n--;
+	if (q->deferred) {
+		q->deferred = false;
+		s->deferred_n--;
+	}
+}
+
+/* A large answer for q (text t): may it be sent now? Otherwise q waits,
+ * still watching, until fewer than IOD_API_WATCH_LARGE_MAX are in flight. */
+static bool large_admit(struct req *q, const struct shared_text *t)
+{
+	struct server *s = q->srv;
+	if (t->len < IOD_API_WATCH_LARGE_BYTES)
+		return true;
+	if (s->large_inflight >= IOD_API_WATCH_LARGE_MAX) {
+		if (!q->deferred) {
+			q->deferred = true;
+			s->deferred_n++;
+			s->watch_deferred++;
+		}
+		return false;
+	}
+	for (unsigned i = 0; i < IOD_API_WATCH_LARGE_MAX; i++)
+		if (!s->large_q[i]) {
+			s->large_q[i] = q;
+			break;
+		}
+	q->large = true;
+	q->large_until_ms = mono_ms() + IOD_API_WATCH_LARGE_SLOT_MS;
+	s->large_inflight++;
+	return true;
+}
+
+/* q's large answer is sent (or it has had its IOD_API_WATCH_LARGE_SLOT_MS):
+ * its place goes to a waiting watcher. */
+void api__large_release(struct req *q)
+{
+	struct server *s = q->srv;
+	if (!q->large)
+		return;
+	q->large = false;
+	for (unsigned i = 0; i < IOD_API_WATCH_LARGE_MAX; i++)
+		if (s->large_q[i] == q)
+			s->large_q[i] = NULL;
+	IOD_ASSERT(s->large_inflight > 0);
+	s->large_inflight--;
+	if (s->deferred_n && !s->stopping)
+		uv_timer_start(&s->admit_timer, admit_cb, 0, 0);
+}
+
+/* Answer q if it has something (or its time is up); returns true if answered. */
+static struct shared_text **wcache_find(struct server *s, struct req *q, bool sens)
+{
+	struct watch_cache *c = s->wcache;
+	uint64_t rev = iod_state_rev(iod_raft_member_state(s->node));
+	if (!c)
+		return NULL;
+	for (unsigned i = 0; i < WATCH_CACHE_SLOTS; i++)
+		if (c->slot[i].text && c->slot[i].kind == (int)q->kind &&
+		    c->slot[i].all == q->watch_all && c->slot[i].sensitive == sens &&
+		    c->slot[i].after_rev == q->after_rev && c->slot[i].state_rev == rev)
+			return &c->slot[i].text;
+	return NULL;
+}
+
+static void wcache_put(struct server *s, struct req *q, bool sens, uint64_t after,
+                       struct shared_text *t)
+{
+	struct watch_cache *c = s->wcache;
+	if (!c)
+		return;
+	unsigned i = c->next++ % WATCH_CACHE_SLOTS;
+	api__shared_unref(c->slot[i].text);
+	c->slot[i].kind = (int)q->kind;
+	c->slot[i].all = q->watch_all;
+	c->slot[i].sensitive = sens;
+	c->slot[i].after_rev = after;
+	c->slot[i].state_rev = iod_state_rev(iod_raft_member_state(s->node));
+	c->slot[i].text = t;
+	t->refs++;
+}
+
+static void finish_shared(struct req *q, struct shared_text *t)
+{
+	t->refs++;
+	q->answer_text = t;
+	api__finish(q, 200, NULL);
+}
+
+static bool watch_try(struct req *q, bool timed_out)
+{
+	const struct iod_state *st = iod_raft_member_state(q->srv->node);
+	struct iod_err e = {0};
+	json_t *ev = NULL;
+	bool sens = api__sees_sensitive(q);
+	uint64_t after0 = q->after_rev;
+	struct shared_text **hit = wcache_find(q->srv, q, sens);
+
+	if (hit) {
+		if (!large_admit(q, *hit))
+			return false;
+		api__watch_unlink(q);
+		q->srv->watch_answers++;
+		q->srv->watch_shared++;
+		finish_shared(q, *hit);
+		return true;
+	}
+	int rc = iod_state_watch(st, q->kind, q->watch_all, q->after_rev, IOD_API_WATCH_EVENTS_MAX,
+	                         &ev, &e);
+
+	if (rc) {
+		json_t *a = json_pack("{s:s, s:I, s:I}", "error", e.msg, "rev",
+		                      (json_int_t)iod_state_rev(st), "compacted_rev",
+		                      (json_int_t)iod_state_history_floor(st));
+		api__watch_unlink(q);
+		api__finish(q, rc == -ESTALE ? 410 : 400, a);
+		return true;
+	}
+	if (q->watch_all && !api__sees_sensitive(q) && json_array_size(ev)) {
+		/* tokens and sealed secrets are not a viewer's business */
+		uint64_t last = (uint64_t)json_integer_value(
+		    json_object_get(json_array_get(ev, json_array_size(ev) - 1), "rev"));
+		for (size_t i = json_array_size(ev); i-- > 0;) {
+			const char *k =
+			    json_string_value(json_object_get(json_array_get(ev, i), "kind"));
+			enum iod_state_kind sk;
+			if (k && !iod_state_kind_parse(k, &sk) &&
+			    iod_sec_resource_sensitive(iod_sec_resource_of_kind(sk)))
+				json_array_remove(ev, i);
+		}
+		if (!json_array_size(ev) && !timed_out) {
+			q->after_rev = last;
+			json_decref(ev);
+			return false;
+		}
+	}
+	if (json_array_size(ev) == 0 && !timed_out) {
+		json_decref(ev);
+		return false;
+	}
+	/* rev: where the next watch starts (last event's, or now when none) */
+	uint64_t next = iod_state_rev(st);
+	if (json_array_size(ev) == IOD_API_WATCH_EVENTS_MAX)
+		next = (uint64_t)json_integer_value(
+		    json_object_get(json_array_get(ev, json_array_size(ev) - 1), "rev"));
+	json_t *a = json_pack("{s:I, s:o}", "rev", (json_int_t)next, "events", ev);
+	char *text = a ? json_dumps(a, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+	json_decref(a);
+	size_t n = text ? strlen(text) : 0;
+	struct shared_text *t = text ? malloc(sizeof(*t) + n + 2) : NULL;
+	if (!t) {
+		free(text);
+		api__finish(q, 500, api__err_json("out of memory"));
+		return true;
+	}
+	t->refs = 0;
+	t->len = n + 1;
+	memcpy(t->data, text, n);
+	t->data[n] = '\n';
+	t->data[n + 1] = 0;
+	free(text);
+	if (!timed_out || t->len >= IOD_API_WATCH_LARGE_BYTES)
+		wcache_put(q->srv, q, sens, after0, t);
+	if (!large_admit(q, t)) {
+		if (!t->refs) /* not cached (no cache): made again next time */
+			free(t);
+		return false;
+	}
+	api__watch_unlink(q);
+	q->srv->watch_answers++;
+	finish_shared(q, t);
+	return true;
+}
+
+/* Queue a shared watch answer on c (takes q's reference). */
+MHD_RESULT api__queue_shared(struct server *s, struct MHD_Connection *c, int status,
+                             struct shared_text *t)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback_cls(
+	    t->len, t->data, api__shared_unref, t);
+	MHD_RESULT rc;
+	(void)s;
+	if (!r) {
+		api__shared_unref(t);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	if (ci && ci->socket_context)
+		((struct conn_ctx *)ci->socket_context)->last_status = status;
+	rc = MHD_queue_response(c, (unsigned)status, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+/* Drop cached answers of older states (they can never be hit again). */
+static void wcache_trim(struct server *s)
+{
+	uint64_t rev = iod_state_rev(iod_raft_member_state(s->node));
+	for (unsigned i = 0; i < WATCH_CACHE_SLOTS; i++)
+		if (s->wcache_store.slot[i].text && s->wcache_store.slot[i].state_rev != rev) {
+			api__shared_unref(s->wcache_store.slot[i].text);
+			s->wcache_store.slot[i].text = NULL;
+		}
+}
+
+void api__watchers_wake(void *data)
+{
+	struct server *s = data;
+	wcache_trim(s);
+	for (struct req *q = s->watchers, *next; q; q = next) {
+		next = q->wnext;
+		watch_try(q, false);
+	}
+	if (!s->deferred_n)
+		wcache_trim(s);
+}
+
+/* A large answer was sent: answer waiting watchers while there is room. */
+static void admit_cb(uv_timer_t *t)
+{
+	struct server *s = t->data;
+	uint64_t now = mono_ms();
+	for (struct req *q = s->watchers, *next;
+	     q && s->deferred_n && s->large_inflight < IOD_API_WATCH_LARGE_MAX; q = next) {
+		next = q->wnext;
+		if (q->deferred)
+			watch_try(q, now >= q->deadline_ms);
+	}
+}
+
+void api__watch_timer_cb(uv_timer_t *t)
+{
+	struct server *s = t->data;
+	uint64_t now = mono_ms();
+	api__conns_sweep(s, now);
+	for (unsigned i = 0; i < IOD_API_WATCH_LARGE_MAX; i++)
+		if (s->large_q[i] && now >= s->large_q[i]->large_until_ms)
+			api__large_release(s->large_q[i]);
+	for (struct req *q = s->watchers, *next; q; q = next) {
+		next = q->wnext;
+		if (now >= q->deadline_ms)
+			watch_try(q, true);
+	}
+	for (struct req *q = s->held, *next; q; q = next) {
+		next = q->hnext;
+		if (now >= q->hold_deadline_ms)
+			api__held_rerun(q);
+	}
+}
+
+MHD_RESULT api__do_watch(struct req *q, enum iod_state_kind k, bool all)
+{
+	struct server *s = q->srv;
+	const struct iod_state *st = iod_raft_member_state(s->node);
+	uint64_t rev = iod_state_rev(st), timeout_ms = IOD_API_WATCH_TIMEOUT_MS_DEFAULT;
+	bool bad = false;
+
+	api__query_u64(q->conn, "rev", &rev, &bad);
+	api__query_u64(q->conn, "timeout_ms", &timeout_ms, &bad);
+	if (bad)
+		return api__queue_err(
+		    s, q->conn, 400,
+		    api__err_json("watch: rev and timeout_ms must be non-negative integers"));
+	if (timeout_ms > IOD_API_WATCH_TIMEOUT_MS_MAX)
+		timeout_ms = IOD_API_WATCH_TIMEOUT_MS_MAX;
+	if (s->watchers_n >= IOD_API_CONNECTIONS_MAX)
+		return api__queue_err(s, q->conn, 503,
+		                      api__err_json("too many watches; retry later"));
+	q->kind = k;
+	q->watch_all = all;
+	q->after_rev = rev;
+	q->deadline_ms = mono_ms() + timeout_ms;
+	q->watching = true;
+	q->wnext = s->watchers;
+	if (s->watchers)
+		s->watchers->wprev = q;
+	s->watchers = q;
+	s->watchers_n++;
+	if (watch_try(q, timeout_ms == 0)) {
+		/* answered at once: queue it without suspending */
+		q->ready = false;
+		if (q->answer_text) {
+			struct shared_text *t = q->answer_text;
+			q->answer_text = NULL;
+			return api__queue_shared(s, q->conn, q->status, t);
+		}
+		json_t *a = q->answer;
+		q->answer = NULL;
+		return api__queue_json(s, q->conn, q->status, a);
+	}
+	q->suspended = true;
+	MHD_suspend_connection(q->conn);
+	return MHD_YES;
+}
