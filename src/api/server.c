@@ -722,6 +722,17 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 /* ---- MHD on the uv loop ------------------------------------------------- */
 
+/*
+ * MHD runs again on the next turn of the loop, after it has polled: from an
+ * idle handle, not a 0 ms timer. libuv (1.44) runs a timer started with 0 ms
+ * from a timer callback in the same pass, before any I/O: MHD_run -> a large
+ * watch answer sent -> the next one admitted -> MHD_run ... wrote all 1,000
+ * answers of bench_control's loop_lag in one 570-860 ms turn in which raft
+ * read nothing (an election every run, while the prober, answered inside
+ * that chain, saw 5-7 ms).
+ */
+static void mhd_idle_cb(uv_idle_t *h);
+
 static void mhd_timer_cb(uv_timer_t *t)
 {
 	struct server *s = t->data;
@@ -729,15 +740,24 @@ static void mhd_timer_cb(uv_timer_t *t)
 	if (!s->mhd)
 		return;
 	MHD_run(s->mhd);
-	if (MHD_get_timeout(s->mhd, &to) == MHD_YES)
-		uv_timer_start(&s->mhd_timer, mhd_timer_cb, to > 100 ? 100 : to, 0);
+	if (MHD_get_timeout(s->mhd, &to) != MHD_YES)
+		to = 100;
+	if (to == 0)
+		api__mhd_kick(s);
 	else
-		uv_timer_start(&s->mhd_timer, mhd_timer_cb, 100, 0);
+		uv_timer_start(&s->mhd_timer, mhd_timer_cb, to > 100 ? 100 : to, 0);
 }
 
 void api__mhd_kick(struct server *s)
 {
-	uv_timer_start(&s->mhd_timer, mhd_timer_cb, 0, 0);
+	uv_idle_start(&s->mhd_idle, mhd_idle_cb);
+}
+
+static void mhd_idle_cb(uv_idle_t *h)
+{
+	struct server *s = h->data;
+	uv_idle_stop(h);
+	mhd_timer_cb(&s->mhd_timer);
 }
 
 static void mhd_poll_cb(uv_poll_t *h, int status, int events)
@@ -925,7 +945,8 @@ static void node_stopped(void *data)
 	s->mhd = NULL;
 	uv_close((uv_handle_t *)&s->mhd_timer, closed_noop);
 	uv_close((uv_handle_t *)&s->watch_timer, closed_noop);
-	uv_close((uv_handle_t *)&s->admit_timer, closed_noop);
+	uv_close((uv_handle_t *)&s->admit_idle, closed_noop);
+	uv_close((uv_handle_t *)&s->mhd_idle, closed_noop);
 	uv_close((uv_handle_t *)&s->sigterm, closed_noop);
 	uv_close((uv_handle_t *)&s->sigint, closed_noop);
 }
@@ -955,8 +976,10 @@ int iod_api_server_run(const struct iod_server_config *c, struct iod_err *e)
 	s->mhd_timer.data = s;
 	uv_timer_init(&s->loop, &s->watch_timer);
 	s->watch_timer.data = s;
-	uv_timer_init(&s->loop, &s->admit_timer);
-	s->admit_timer.data = s;
+	uv_idle_init(&s->loop, &s->admit_idle);
+	s->admit_idle.data = s;
+	uv_idle_init(&s->loop, &s->mhd_idle);
+	s->mhd_idle.data = s;
 	s->wcache = &s->wcache_store;
 	uv_signal_init(&s->loop, &s->sigterm);
 	uv_signal_init(&s->loop, &s->sigint);

@@ -151,7 +151,8 @@ struct server {
 	struct iod_raft_member *node;    /* raft + state */
 	struct MHD_Daemon *mhd;          /* HTTP daemon */
 	uv_poll_t mhd_poll;              /* MHD's epoll fd */
-	uv_timer_t mhd_timer;            /* MHD's timeouts and kicks */
+	uv_timer_t mhd_timer;            /* MHD's timeouts */
+	uv_idle_t mhd_idle;              /* MHD run on the next turn (kicks) */
 	uv_timer_t watch_timer;          /* watch timeouts */
 	uv_signal_t sigterm, sigint;     /* graceful stop */
 	struct req *watchers;            /* suspended watches */
@@ -169,7 +170,7 @@ struct server {
 	struct req *large_q[IOD_API_WATCH_LARGE_MAX]; /* ... they (NULL = free) */
 	uint32_t deferred_n;                          /* watchers whose large answer waits */
 	uint64_t watch_deferred;                      /* watch answers that waited their turn */
-	uv_timer_t admit_timer; /* answers waiting watchers when a large one is sent */
+	uv_idle_t admit_idle;   /* answers waiting watchers when a large one is sent */
 	uint64_t watch_shared;  /* watch answers served from wcache */
 	struct iod_api_sec sec; /* TLS material, authentication, audit (auth.c) */
 	struct tel_entry *tel;  /* node telemetry summaries (memory only, not Raft) */
