@@ -193,6 +193,12 @@
 /* Operations in one transaction: a deploy of IOD_SPEC_REPLICAS_MAX replicas
  * for a few services plus the deletions it implies. */
 #define IOD_STATE_TXN_OPS_MAX 40000
+/* Operations in one POST /v1/txn (more: 413 naming it, before anything is
+ * proposed). The body is parsed and re-encoded on a worker thread, but the
+ * apply still puts every object on each server's loop (~2.5 ms per 1,000
+ * puts here, 3 servers on a 2-core machine, against a 30 ms election
+ * timeout); a 4,000-put transaction used to cost an election. */
+#define IOD_API_TXN_OPS_MAX 5000
 /* Replicas one deploy places, all its services together (more: 413 naming
  * it, before anything is planned or proposed). The plan runs on a worker
  * thread, the command is parsed on the Raft log's worker, but applying it
@@ -209,6 +215,14 @@
  * large entries in flight; more are parsed at apply, on the loop). */
 #define IOD_STATE_PREPARSE_MIN (64u << 10)
 #define IOD_STATE_PREPARSED_MAX 16
+/* PUT and txn bodies at least this long are parsed (a txn's also checked
+ * and encoded) on a worker thread before the loop proposes them: a 512 KiB
+ * PUT held the loop ~15 ms, a 4,000-put txn (380 KB) 30-50 ms. */
+#define IOD_API_PARSE_OFFLOOP_MIN IOD_STATE_PREPARSE_MIN
+/* PUT and txn bodies at least this long are parsed (a txn's also checked
+ * and encoded) on a worker thread before the loop proposes them: a 512 KiB
+ * PUT held the loop ~15 ms, a 4,000-put txn (380 KB) 30-50 ms. */
+#define IOD_API_PARSE_OFFLOOP_MIN IOD_STATE_PREPARSE_MIN
 /* Commands the leader packs into one Raft entry (group commit): at 64
  * concurrent clients a loop iteration collects up to 64 writes; 256 bounds
  * the per-entry result array and one entry's apply time. The bytes are
@@ -262,6 +276,28 @@
 /* HTTP request body: a spec file is at most IOD_SPEC_FILE_MAX (4 MiB); one
  * object value far less. Larger bodies get 413 before they are buffered. */
 #define IOD_API_BODY_MAX (4u << 20)
+/* Request bodies one server holds while they arrive, all clients together,
+ * and one client address (hashed into IOD_API_BODY_CLIENT_BUCKETS: clients
+ * that share a bucket share its budget); the first IOD_API_BODY_ALWAYS bytes
+ * of a body always fit (small writes are never refused). Over them a body is
+ * dropped as it arrives and answered 503 "retry later": 200 half-sent 4 MiB
+ * bodies took a follower from 30 to 830 MB (at most 24 MiB plus 1,024 x
+ * 16 KiB now). 6 max-size specs fit at once. */
+#define IOD_API_BODIES_HELD_MAX (24u << 20)
+#define IOD_API_BODIES_HELD_PER_CLIENT_MAX (12u << 20)
+#define IOD_API_BODY_ALWAYS (16u << 10)
+#define IOD_API_BODY_CLIENT_BUCKETS 64
+/* Request bodies one server holds while they arrive, all clients together,
+ * and one client address (hashed into IOD_API_BODY_CLIENT_BUCKETS: clients
+ * that share a bucket share its budget); the first IOD_API_BODY_ALWAYS bytes
+ * of a body always fit (small writes are never refused). Over them a body is
+ * dropped as it arrives and answered 503 "retry later": 200 half-sent 4 MiB
+ * bodies took a follower from 30 to 830 MB (at most 24 MiB plus 1,024 x
+ * 16 KiB now). 6 max-size specs fit at once. */
+#define IOD_API_BODIES_HELD_MAX (24u << 20)
+#define IOD_API_BODIES_HELD_PER_CLIENT_MAX (12u << 20)
+#define IOD_API_BODY_ALWAYS (16u << 10)
+#define IOD_API_BODY_CLIENT_BUCKETS 64
 /* One object's value in a PUT (etcd allows 1.5 MiB per request). Measured
  * on a loaded 2-core machine with the 30 ms election timeout: three 1 MB
  * PUTs kept the term; a 3.9 MB PUT (under IOD_API_BODY_MAX) got 503 and an

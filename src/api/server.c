@@ -413,13 +413,22 @@ static MHD_RESULT do_metrics(struct req *q)
 	    "# HELP iod_api_deploys_total Deploys planned off the loop.\n"
 	    "# TYPE iod_api_deploys_total counter\niod_api_deploys_total %llu\n"
 	    "# HELP iod_api_deploy_max_seconds Longest deploy plan (worker time).\n"
-	    "# TYPE iod_api_deploy_max_seconds gauge\niod_api_deploy_max_seconds %.6f\n",
+	    "# TYPE iod_api_deploy_max_seconds gauge\niod_api_deploy_max_seconds %.6f\n"
+	    "# HELP iod_api_bodies_parsed_total Large PUT and txn bodies parsed off the loop.\n"
+	    "# TYPE iod_api_bodies_parsed_total counter\niod_api_bodies_parsed_total %llu\n"
+	    "# HELP iod_api_bodies_held_bytes Request bodies held while they arrive.\n"
+	    "# TYPE iod_api_bodies_held_bytes gauge\niod_api_bodies_held_bytes %zu\n"
+	    "# HELP iod_api_bodies_refused_total Bodies dropped and answered 503: over "
+	    "IOD_API_BODIES_HELD_MAX or its per-client share.\n"
+	    "# TYPE iod_api_bodies_refused_total counter\niod_api_bodies_refused_total %llu\n",
 	    s->watchers_n, (unsigned long long)s->watch_answers,
 	    (unsigned long long)s->watch_shared, s->conns_n, (unsigned long long)s->closed_head,
 	    (unsigned long long)s->closed_body, (unsigned long long)s->evicted,
 	    (unsigned long long)s->watch_deferred, s->jobs_running,
 	    (unsigned long long)s->jobs_done, (double)s->job_max_us / 1e6,
-	    (unsigned long long)s->deploys_planned, (double)s->deploy_max_us / 1e6);
+	    (unsigned long long)s->deploys_planned, (double)s->deploy_max_us / 1e6,
+	    (unsigned long long)s->bodies_parsed, s->body_bytes,
+	    (unsigned long long)s->bodies_refused);
 	s->requests[200]--;
 	return queue_text(s, c, 200, "text/plain; version=0.0.4", b.data ? b.data : strdup(""));
 }
@@ -593,6 +602,61 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
 	return (size_t)(w - s);
 }
 
+/*
+ * Request bodies held while they arrive (issue 15: 200 half-sent 4 MiB bodies
+ * took a follower from 30 to 830 MB): all of them together at most
+ * IOD_API_BODIES_HELD_MAX, one client address (by hash bucket: two that share
+ * one share its budget) at most IOD_API_BODIES_HELD_PER_CLIENT_MAX; the first
+ * IOD_API_BODY_ALWAYS bytes of any body always fit. A body over them is read
+ * and dropped and answered 503 once it is complete; a sender that never
+ * completes it is closed at its body deadline.
+ */
+static unsigned body_bucket_of(struct MHD_Connection *c)
+{
+	struct conn_ctx *cc = api__conn_ctx_of(c);
+	char host[IOD_ADDR_MAX];
+	snprintf(host, sizeof(host), "%s", cc ? cc->remote : "");
+	char *colon = strrchr(host, ':');
+	if (colon)
+		*colon = 0; /* the address, not the port */
+	return (unsigned)(iod_hash_str(host) % IOD_API_BODY_CLIENT_BUCKETS);
+}
+
+static bool body_room(struct req *q, size_t more)
+{
+	struct server *s = q->srv;
+	if (!q->body_counted)
+		q->body_bucket = body_bucket_of(q->conn);
+	if (q->body.len + more <= IOD_API_BODY_ALWAYS)
+		return true;
+	return s->body_bytes + more <= IOD_API_BODIES_HELD_MAX &&
+	       s->client_body_bytes[q->body_bucket] + more <= IOD_API_BODIES_HELD_PER_CLIENT_MAX;
+}
+
+static void body_count(struct req *q, size_t n)
+{
+	q->body_counted += n;
+	q->srv->body_bytes += n;
+	q->srv->client_body_bytes[q->body_bucket] += n;
+}
+
+static void body_uncount(struct req *q)
+{
+	struct server *s = q->srv;
+	IOD_ASSERT(s->body_bytes >= q->body_counted);
+	s->body_bytes -= q->body_counted;
+	s->client_body_bytes[q->body_bucket] -= q->body_counted;
+	q->body_counted = 0;
+}
+
+static void body_refuse(struct req *q)
+{
+	body_uncount(q);
+	iod_buf_free(&q->body);
+	q->body_refused = true;
+	q->srv->bodies_refused++;
+}
+
 static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *url,
                           const char *method, const char *version, const char *upload,
                           size_t *upload_size, void **con_cls)
@@ -630,9 +694,15 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *ur
 	if (*upload_size) {
 		if (q->framing_bad) {
 			/* discarded: answered 400 at the end */
+		} else if (q->body_refused) {
+			/* discarded: answered 503 at the end (or closed at its deadline) */
 		} else if (!q->too_big && q->body.len + *upload_size <= IOD_API_BODY_MAX) {
-			if (iod_buf_append(&q->body, upload, *upload_size))
+			if (!body_room(q, *upload_size))
+				body_refuse(q);
+			else if (iod_buf_append(&q->body, upload, *upload_size))
 				q->too_big = true;
+			else
+				body_count(q, *upload_size);
 		} else {
 			q->too_big = true;
 		}
@@ -659,6 +729,13 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *ur
 		    s, conn, 400,
 		    api__err_json("both Content-Length and Transfer-Encoding: ambiguous "
 		                  "framing, refused"));
+	if (q->body_refused)
+		return api__queue_err(
+		    s, conn, 503,
+		    api__err_json("request bodies held by this server are over "
+		                  "IOD_API_BODIES_HELD_MAX (%u bytes; a client address at "
+		                  "most IOD_API_BODIES_HELD_PER_CLIENT_MAX, %u): retry later",
+		                  IOD_API_BODIES_HELD_MAX, IOD_API_BODIES_HELD_PER_CLIENT_MAX));
 	if (q->too_big)
 		return api__queue_err(
 		    s, conn, 413,
@@ -711,7 +788,11 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	api__job_detach(q);
 	api__deploy_turn_release(q);
 	api__large_release(q);
+	body_uncount(q);
 	free(q->plan_cmd);
+	free(q->txn_cmd);
+	json_decref(q->body_value);
+	json_decref(q->body_error);
 	iod_buf_free(&q->body);
 	api__shared_unref(q->answer_text);
 	json_decref(q->answer);
@@ -722,6 +803,17 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 /* ---- MHD on the uv loop ------------------------------------------------- */
 
+/*
+ * MHD runs again on the next turn of the loop, after it has polled: from an
+ * idle handle, not a 0 ms timer. libuv (1.44) runs a timer started with 0 ms
+ * from a timer callback in the same pass, before any I/O: MHD_run -> a large
+ * watch answer sent -> the next one admitted -> MHD_run ... wrote all 1,000
+ * answers of bench_control's loop_lag in one 570-860 ms turn in which raft
+ * read nothing (an election every run, while the prober, answered inside
+ * that chain, saw 5-7 ms).
+ */
+static void mhd_idle_cb(uv_idle_t *h);
+
 static void mhd_timer_cb(uv_timer_t *t)
 {
 	struct server *s = t->data;
@@ -729,15 +821,24 @@ static void mhd_timer_cb(uv_timer_t *t)
 	if (!s->mhd)
 		return;
 	MHD_run(s->mhd);
-	if (MHD_get_timeout(s->mhd, &to) == MHD_YES)
-		uv_timer_start(&s->mhd_timer, mhd_timer_cb, to > 100 ? 100 : to, 0);
+	if (MHD_get_timeout(s->mhd, &to) != MHD_YES)
+		to = 100;
+	if (to == 0)
+		api__mhd_kick(s);
 	else
-		uv_timer_start(&s->mhd_timer, mhd_timer_cb, 100, 0);
+		uv_timer_start(&s->mhd_timer, mhd_timer_cb, to > 100 ? 100 : to, 0);
 }
 
 void api__mhd_kick(struct server *s)
 {
-	uv_timer_start(&s->mhd_timer, mhd_timer_cb, 0, 0);
+	uv_idle_start(&s->mhd_idle, mhd_idle_cb);
+}
+
+static void mhd_idle_cb(uv_idle_t *h)
+{
+	struct server *s = h->data;
+	uv_idle_stop(h);
+	mhd_timer_cb(&s->mhd_timer);
 }
 
 static void mhd_poll_cb(uv_poll_t *h, int status, int events)
@@ -925,7 +1026,8 @@ static void node_stopped(void *data)
 	s->mhd = NULL;
 	uv_close((uv_handle_t *)&s->mhd_timer, closed_noop);
 	uv_close((uv_handle_t *)&s->watch_timer, closed_noop);
-	uv_close((uv_handle_t *)&s->admit_timer, closed_noop);
+	uv_close((uv_handle_t *)&s->admit_idle, closed_noop);
+	uv_close((uv_handle_t *)&s->mhd_idle, closed_noop);
 	uv_close((uv_handle_t *)&s->sigterm, closed_noop);
 	uv_close((uv_handle_t *)&s->sigint, closed_noop);
 }
@@ -955,8 +1057,10 @@ int iod_api_server_run(const struct iod_server_config *c, struct iod_err *e)
 	s->mhd_timer.data = s;
 	uv_timer_init(&s->loop, &s->watch_timer);
 	s->watch_timer.data = s;
-	uv_timer_init(&s->loop, &s->admit_timer);
-	s->admit_timer.data = s;
+	uv_idle_init(&s->loop, &s->admit_idle);
+	s->admit_idle.data = s;
+	uv_idle_init(&s->loop, &s->mhd_idle);
+	s->mhd_idle.data = s;
 	s->wcache = &s->wcache_store;
 	uv_signal_init(&s->loop, &s->sigterm);
 	uv_signal_init(&s->loop, &s->sigint);

@@ -81,6 +81,14 @@ struct req {
 	struct shared_text *answer_text; /* or a watch answer shared with others (a ref) */
 	json_t *extra;                   /* deploy: the plan to merge into the answer */
 	bool planned;                    /* deploy: its plan is back from the worker */
+	bool parsed;                     /* its large body is back from the worker */
+	json_t *body_value;              /* ... parsed (owned), or NULL with body_error */
+	json_t *body_error;              /* ... why it did not parse (owned) */
+	char *txn_cmd;                   /* ... a txn's command, encoded there (owned) */
+	int txn_status;                  /* ... or why not (400, 413; 0 = fine) */
+	size_t body_counted;             /* bytes of body counted in srv->body_bytes */
+	unsigned body_bucket;            /* its client's slot in srv->client_body_bytes */
+	bool body_refused;               /* over the buffered-bodies limits: 503 at the end */
 	bool deploy_turn;                /* deploy: holds the server's one deploy turn */
 	int plan_rc;                     /* deploy: the plan's result */
 	char *plan_cmd;                  /* deploy: the command to propose (owned) */
@@ -146,12 +154,16 @@ struct conn_ctx {
 };
 
 struct server {
-	struct iod_server_config cfg;    /* as started */
-	uv_loop_t loop;                  /* the one loop */
-	struct iod_raft_member *node;    /* raft + state */
-	struct MHD_Daemon *mhd;          /* HTTP daemon */
-	uv_poll_t mhd_poll;              /* MHD's epoll fd */
-	uv_timer_t mhd_timer;            /* MHD's timeouts and kicks */
+	struct iod_server_config cfg;                          /* as started */
+	size_t body_bytes;                                     /* request bodies held */
+	size_t client_body_bytes[IOD_API_BODY_CLIENT_BUCKETS]; /* ... by client address hash */
+	uint64_t bodies_refused;                               /* over those limits */
+	uv_loop_t loop;                                        /* the one loop */
+	struct iod_raft_member *node;                          /* raft + state */
+	struct MHD_Daemon *mhd;                                /* HTTP daemon */
+	uv_poll_t mhd_poll;                                    /* MHD's epoll fd */
+	uv_timer_t mhd_timer;                                  /* MHD's timeouts */
+	uv_idle_t mhd_idle;              /* MHD run on the next turn (kicks) */
 	uv_timer_t watch_timer;          /* watch timeouts */
 	uv_signal_t sigterm, sigint;     /* graceful stop */
 	struct req *watchers;            /* suspended watches */
@@ -169,7 +181,7 @@ struct server {
 	struct req *large_q[IOD_API_WATCH_LARGE_MAX]; /* ... they (NULL = free) */
 	uint32_t deferred_n;                          /* watchers whose large answer waits */
 	uint64_t watch_deferred;                      /* watch answers that waited their turn */
-	uv_timer_t admit_timer; /* answers waiting watchers when a large one is sent */
+	uv_idle_t admit_idle;   /* answers waiting watchers when a large one is sent */
 	uint64_t watch_shared;  /* watch answers served from wcache */
 	struct iod_api_sec sec; /* TLS material, authentication, audit (auth.c) */
 	struct tel_entry *tel;  /* node telemetry summaries (memory only, not Raft) */
@@ -188,6 +200,7 @@ struct server {
 	uint64_t job_max_us;          /* longest job's worker time */
 	bool deploy_busy;             /* a deploy is planning or its write is in flight */
 	uint64_t deploys_planned;     /* deploy plans made off the loop */
+	uint64_t bodies_parsed;       /* large bodies parsed off the loop */
 	uint64_t deploy_max_us;       /* longest deploy plan's worker time */
 };
 
@@ -200,7 +213,12 @@ struct server {
  */
 struct job {
 	uv_work_t w;                  /* libuv work request */
-	bool deploy;                  /* a deploy plan (else a list) */
+	bool deploy;                  /* a deploy plan (else a list or a parse) */
+	bool parse;                   /* a large body parsed (q's body moves here) */
+	bool txn;                     /* ... a txn's: checked and encoded there too */
+	json_t *parsed;               /* worker: the value (parse), or NULL */
+	json_t *parse_err;            /* worker: why not */
+	int txn_status;               /* worker: txn refused with this status (or 0) */
 	struct server *srv;           /* owner */
 	struct req *q;                /* request it answers; NULL once detached */
 	bool running;                 /* handed to the pool */
@@ -279,6 +297,8 @@ void api__deploy_turn_end(struct server *s);
 void api__job_start_next(struct server *s);
 MHD_RESULT api__job_list(struct req *q, enum iod_state_kind k);
 MHD_RESULT api__job_deploy(struct req *q);
+MHD_RESULT api__job_parse(struct req *q, bool txn);
+char *api__txn_encode(json_t *j, int *status, json_t **err);
 void api__job_detach(struct req *q);
 
 /* server_sec.c: security */

@@ -38,6 +38,18 @@ static void job_work(uv_work_t *w)
 		j->worker_us = (iod_clock_now_ns() - t0) / 1000;
 		return;
 	}
+	if (j->parse) {
+		struct iod_err e = {0};
+		json_t *v = NULL;
+		if (iod_json_parse(j->body.data, j->body.len, &v, &e))
+			j->parse_err = api__err_json("%s", e.msg);
+		else if (j->txn)
+			j->cmd = api__txn_encode(v, &j->txn_status, &j->parse_err);
+		else
+			j->parsed = v;
+		j->worker_us = (iod_clock_now_ns() - t0) / 1000;
+		return;
+	}
 	iod_buf_init(&b);
 	int rc = iod_buf_append(&b, hdr, sizeof(hdr)); /* the dump releases the items anyway */
 	rc = iod_state_items_dump(j->kind, j->rev, j->items, (uint32_t)j->n, j->limit, &b) || rc;
@@ -95,12 +107,47 @@ static void job_deploy_end(struct server *s, struct job *j)
 	free(j);
 }
 
+/* A large body is back from its parse: hand the result to its request,
+ * which the handler routes again (do_put, do_txn take it), or drop it. */
+static void job_parse_end(struct server *s, struct job *j)
+{
+	struct req *q = j->q;
+	if (q) {
+		q->job = NULL;
+		iod_buf_free(&q->body);
+		q->body = j->body; /* back: the audit and a rerun see it */
+		iod_buf_init(&j->body);
+		q->parsed = true;
+		q->body_value = j->parsed;
+		q->body_error = j->parse_err ? j->parse_err
+		                             : (j->running ? NULL : api__err_json("out of memory"));
+		q->txn_cmd = j->cmd;
+		q->txn_status = j->txn && !j->cmd ? (j->txn_status ? j->txn_status : 500) : 0;
+		j->parsed = j->parse_err = NULL;
+		j->cmd = NULL;
+		if (q->suspended) {
+			q->suspended = false;
+			MHD_resume_connection(q->conn);
+			api__mhd_kick(s);
+		}
+	}
+	iod_buf_free(&j->body);
+	json_decref(j->parsed);
+	json_decref(j->parse_err);
+	free(j->cmd);
+	free(j);
+}
+
 /* Answer a job's request (if it still has one) and free the job. */
 static void job_end(struct server *s, struct job *j)
 {
 	job_unlink(s, j);
 	if (j->deploy) {
 		job_deploy_end(s, j);
+		return;
+	}
+	if (j->parse) {
+		job_parse_end(s, j);
 		return;
 	}
 	if (j->q) {
@@ -135,6 +182,8 @@ static void job_after(uv_work_t *w, int status)
 		s->deploys_planned++;
 		if (j->worker_us > s->deploy_max_us)
 			s->deploy_max_us = j->worker_us;
+	} else if (j->parse) {
+		s->bodies_parsed++;
 	} else {
 		s->jobs_done++;
 		if (j->worker_us > s->job_max_us)
@@ -164,6 +213,11 @@ void api__job_start_next(struct server *s)
 				continue;
 			}
 			s->deploy_busy = true;
+		} else if (j->parse) {
+			if (uv_queue_work(&s->loop, &j->w, job_work, job_after)) {
+				job_end(s, j); /* not running: 500 */
+				continue;
+			}
 		} else {
 			j->rev = iod_state_rev(st);
 			j->n = iod_state_items(st, j->kind, j->after, &j->items);
@@ -218,6 +272,19 @@ MHD_RESULT api__job_list(struct req *q, enum iod_state_kind k)
 	j->kind = k;
 	j->limit = q->list_limit;
 	memcpy(j->after, q->list_after, sizeof(j->after));
+	return job_queue(q, j);
+}
+
+/* Queue the parse of q's large body (it moves to the job). */
+MHD_RESULT api__job_parse(struct req *q, bool txn)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return job_oom(q);
+	j->parse = true;
+	j->txn = txn;
+	j->body = q->body;
+	iod_buf_init(&q->body);
 	return job_queue(q, j);
 }
 

@@ -6,7 +6,7 @@
  */
 #include "server_internal.h"
 
-static void admit_cb(uv_timer_t *t);
+static void admit_cb(uv_idle_t *h);
 
 /* ---- watches ------------------------------------------------------------ */
 
@@ -77,7 +77,7 @@ void api__large_release(struct req *q)
 	IOD_ASSERT(s->large_inflight > 0);
 	s->large_inflight--;
 	if (s->deferred_n && !s->stopping)
-		uv_timer_start(&s->admit_timer, admit_cb, 0, 0);
+		uv_idle_start(&s->admit_idle, admit_cb);
 }
 
 /* Answer q if it has something (or its time is up); returns true if answered. */
@@ -250,9 +250,10 @@ void api__watchers_wake(void *data)
 }
 
 /* A large answer was sent: answer waiting watchers while there is room. */
-static void admit_cb(uv_timer_t *t)
+static void admit_cb(uv_idle_t *h)
 {
-	struct server *s = t->data;
+	struct server *s = h->data;
+	uv_idle_stop(h);
 	uint64_t now = mono_ms();
 	for (struct req *q = s->watchers, *next;
 	     q && s->deferred_n && s->large_inflight < IOD_API_WATCH_LARGE_MAX; q = next) {

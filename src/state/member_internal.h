@@ -120,21 +120,24 @@ struct iod_raft_member {
 	raft_io_tick_cb raft_tick;                           /* raft's tick callback */
 	raft_io_recv_cb raft_recv;                           /* raft's receive callback */
 	struct timed_append appends[IOD_RAFT_APPENDS_TIMED]; /* appends in flight */
-	bool timed;                 /* registered for append timing (member_io.c) */
-	uint64_t append_count;      /* appends completed */
-	uint64_t append_sum_us;     /* their total latency */
-	uint64_t append_max_us;     /* the slowest */
-	uint64_t append_slow;       /* appends over 10 ms */
-	uint64_t last_tick_ns;      /* previous tick, for loop lag */
-	uint64_t lag_max_us;        /* worst loop lag seen by the tick timer */
-	uint64_t lag_slow;          /* ticks late by more than 10 ms */
-	uint64_t leader_msg_ns;     /* last AppendEntries from the leader */
-	int last_state;             /* raft state at the last check */
-	bool was_fresh;             /* leader known and heard from */
-	bool in_election;           /* vote requests sent, no leader yet */
-	uint64_t handover_id;       /* leader this one handed over to */
-	struct change *change_wait; /* a membership change waiting for the previous one */
-	uint64_t votes_unstuck;     /* vote requests let past a silent leader */
+	bool timed;                     /* registered for append timing (member_io.c) */
+	uint64_t append_count;          /* appends completed */
+	uint64_t append_sum_us;         /* their total latency */
+	uint64_t append_max_us;         /* the slowest */
+	uint64_t append_slow;           /* appends over 10 ms */
+	uint64_t last_tick_ns;          /* previous tick, for loop lag */
+	uint64_t lag_max_us;            /* worst loop lag seen by the tick timer */
+	uint64_t lag_slow;              /* ticks late by more than 10 ms */
+	uint64_t leader_msg_ns;         /* last AppendEntries from the leader */
+	int last_state;                 /* raft state at the last check */
+	bool was_fresh;                 /* leader known and heard from */
+	bool in_election;               /* vote requests sent, no leader yet */
+	uint64_t handover_id;           /* leader this one handed over to */
+	struct change *change_wait;     /* a membership change waiting for the previous one */
+	struct raft_change promote_req; /* a spare's promotion resumed by this leader */
+	bool promote_in_flight;         /* promote_req is raft's */
+	uint64_t spares_promoted;       /* promotions resumed (metric) */
+	uint64_t votes_unstuck;         /* vote requests let past a silent leader */
 	int (*io_set_term)(struct raft_io *, raft_term); /* rio's */
 	int (*io_set_vote)(struct raft_io *, raft_id);   /* rio's */
 	uint64_t meta_writes;                            /* term/vote writes (synchronous) */

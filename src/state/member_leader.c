@@ -86,6 +86,46 @@ void iod_member__leader_barrier(struct iod_raft_member *n)
 	}
 }
 
+static void promote_cb(struct raft_change *req, int status)
+{
+	struct iod_raft_member *n = req->data;
+	n->promote_in_flight = false;
+	if (status == 0)
+		n->spares_promoted++;
+	else if (status != RAFT_LEADERSHIPLOST && status != RAFT_CANCELED)
+		IOD_WARN("raft", "resuming a spare's promotion failed: %s (retried)",
+		         raft_strerror(status));
+}
+
+/*
+ * iod adds a member as a spare only on its way to voter (raft_add, then
+ * raft_assign in change_cb). A leader change between the two left a spare
+ * for good: the new leader never heard of the promotion, and a second POST
+ * got 409, which the joiner takes as "joined". So the leader finishes any
+ * promotion it finds undone, one at a time, when no other change is in
+ * flight (raft refuses one while another is uncommitted or promoting:
+ * RAFT_CANTCHANGE, tried again at the next lease check).
+ */
+static void promote_spares(struct iod_raft_member *n)
+{
+	if (n->promote_in_flight || n->change_wait || n->stopping)
+		return;
+	for (unsigned i = 0; i < n->raft.configuration.n; i++) {
+		const struct raft_server *sv = &n->raft.configuration.servers[i];
+		if (sv->role != RAFT_SPARE)
+			continue;
+		n->promote_req.data = n;
+		if (raft_assign(&n->raft, &n->promote_req, sv->id, RAFT_VOTER, promote_cb) == 0) {
+			n->promote_in_flight = true;
+			IOD_INFO("raft",
+			         "server %llu is a spare: promoting it to voter (its "
+			         "addition's promotion was interrupted by a leader change)",
+			         (unsigned long long)sv->id);
+		}
+		return;
+	}
+}
+
 void iod_member__tick_cb(uv_timer_t *t)
 {
 	struct iod_raft_member *n = t->data;
@@ -106,6 +146,7 @@ void iod_member__tick_cb(uv_timer_t *t)
 		return;
 	iod_member__leader_barrier(n);
 	/* the rest runs every lease_check_ms */
+	promote_spares(n);
 	n->ticks++;
 	if (n->ticks % IOD_MAX(n->cfg.lease_check_ms / n->cfg.heartbeat_timeout_ms, 1u))
 		return;

@@ -177,6 +177,9 @@ static void metrics_io(struct iod_raft_member *n, struct iod_buf *b)
 	        (double)n->lag_max_us / 1e6),
 	    M_U("iod_loop_lag_slow_total", "counter", "Heartbeat timer fired over 10 ms late.",
 	        n->lag_slow),
+	    M_U("iod_raft_spares_promoted_total", "counter",
+	        "Spares this leader promoted to voter (a promotion a leader change interrupted).",
+	        n->spares_promoted),
 	};
 	metrics_write(b, m, sizeof(m) / sizeof(m[0]));
 }
