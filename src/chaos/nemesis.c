@@ -209,8 +209,10 @@ uint32_t iod_chaos_service_replicas(const struct iod_chaos_cluster *c, const cha
 		{
 			const char *nm = NULL;
 			uint64_t pid = 0;
-			const char *svc = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, r, IOD_OBJ_REPLICA_SERVICE);
-			if (n < max && svc && !strcmp(svc, service) && !iod_json_get_str(r, "name", &nm) &&
+			const char *svc =
+			    iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, r, IOD_OBJ_REPLICA_SERVICE);
+			if (n < max && svc && !strcmp(svc, service) &&
+			    !iod_json_get_str(r, "name", &nm) &&
 			    !iod_json_get_u64(r, "pid", &pid) && pid && strlen(nm) < IOD_NAME_MAX)
 				snprintf(names[n++], IOD_NAME_MAX, "%s", nm);
 		}

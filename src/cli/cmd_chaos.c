@@ -329,8 +329,8 @@ static int expand_services(struct iod_chaos_cluster *c, char *buf, size_t len)
 		snprintf(tok, sizeof(tok), "%.*s", (int)l, p);
 		p += l + (p[l] == ',');
 		if (strncmp(tok, "service/", 8)) {
-			o += (size_t)snprintf(out + o, sizeof(out) - IOD_MIN(o, sizeof(out)), "%s%s",
-			                      o ? "," : "", tok);
+			o += (size_t)snprintf(out + o, sizeof(out) - IOD_MIN(o, sizeof(out)),
+			                      "%s%s", o ? "," : "", tok);
 			continue;
 		}
 		uint32_t n = iod_chaos_service_replicas(c, tok + 8, names, IOD_CHAOS_MEMBERS_MAX);
