@@ -106,7 +106,7 @@ struct opts {
 	int signal;
 	uint32_t percent, clients, rate, nemesis;
 	enum iod_chaos_workload workload;
-	bool have_workload, have_percent, keep;
+	bool have_workload, have_percent, have_rate, keep;
 	uint64_t latency_ms;
 	uint64_t max_states;
 	uint32_t status; /* abort service/NAME */
@@ -248,6 +248,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, const char *sub)
 				return bad("--rate %s: want 0..100000 ops/s (0: unpaced)%s", optarg,
 				           "");
 			o->rate = (uint32_t)v;
+			o->have_rate = true; /* 0 is a value: unpaced */
 			break;
 		}
 		case O_NEMESIS:
@@ -1384,8 +1385,10 @@ static int do_run(int argc, char **argv, struct opts *o)
 			o->duration_ms = plan->duration_ms;
 		if (!o->clients)
 			o->clients = plan->clients;
-		if (!o->rate)
-			o->rate = plan->rate;
+		if (!o->have_rate) {
+			o->rate = plan->rate; /* 100 unless the plan says (0: unpaced) */
+			o->have_rate = true;
+		}
 		if (!o->have_seed && plan->has_seed) {
 			o->seed = plan->seed;
 			o->have_seed = true;
@@ -1403,7 +1406,7 @@ static int do_run(int argc, char **argv, struct opts *o)
 	}
 	cfg.workload = o->workload;
 	cfg.clients = o->clients ? o->clients : 4;
-	cfg.rate = o->rate ? o->rate : 100;
+	cfg.rate = o->have_rate ? o->rate : 100; /* --rate 0 was taken for 100 */
 	cfg.duration_ms = o->duration_ms;
 	cfg.nemesis = o->nemesis;
 	cfg.fault_ms = o->fault_ms ? o->fault_ms : 3000;

@@ -20,6 +20,8 @@
 #                           Fault object in the cluster
 #   service_target_kill     `iod chaos kill service/web` kills its replica (the
 #                           agent starts a new one); an unknown service: exit 2
+#   chaos_run_rate_0_unpaced  `iod chaos run --rate 0` runs unpaced (it was
+#                           taken for the default 100 ops/s)
 #   fault_metrics           iod_mesh_fault_aborts_total and _delays_total count
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -232,6 +234,17 @@ if [ -n "$P0" ] && [ "$krc" = 0 ] && grep -q "replica/web-0\|web-0" "$T/ks" && w
 	ok "service_target_kill (web-0 pid $P0 -> $(web_pid); unknown service: exit $nrc)"
 else
 	bad "service_target_kill (pid $P0 -> $(web_pid), kill exit $krc: $(cat "$T/ks"); unknown: $nrc)"
+fi
+
+# 8. `iod chaos run --rate 0` is unpaced, as its help says (it ran at 100/s)
+if "$IOD" chaos run --workload register --clients 2 --rate 0 --nemesis none --duration 3s \
+	-o json >"$T/run.json" 2>"$T/run.err"; then
+	rate=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["rate"])' "$T/run.json" 2>&1)
+	att=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ops"]["attempted"])' "$T/run.json" 2>&1)
+	if [ "$rate" = 0 ] && [ "$att" -gt 300 ]; then ok "chaos_run_rate_0_unpaced ($att ops in 3 s)"; else
+		bad "chaos_run_rate_0_unpaced (rate $rate, attempted $att: paced at 100/s gives <= 300)"; fi
+else
+	bad "chaos_run_rate_0_unpaced ($(tail -3 "$T/run.err"))"
 fi
 
 # 6. the proxy counts what it injected
