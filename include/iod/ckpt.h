@@ -66,12 +66,39 @@ void iod_ckpt_manifest_free(struct iod_ckpt_manifest *m);
 
 struct iod_ckpt;
 
+/* What the commit hook is told about a checkpoint whose chunks and manifest
+ * are durable in this store. */
+struct iod_ckpt_commit {
+	uint64_t step, bytes;
+	uint32_t rank, chunks, chunk_bytes;
+	uint64_t manifest_xxh3;                  /* XXH3-64 of the manifest's text */
+	const char *medium;                      /* the tier it was written to */
+	uint32_t peers_n;                        /* peers it was sent to (iod_ckpt_opts.peers) */
+	bool peer_ok[IOD_STOR_REPLICAS_MAX - 1]; /* peer i holds it (its manifest was taken) */
+	const char *const *peers;                /* their addresses */
+};
+
+/*
+ * Called by the worker after a save is durable here and before it becomes
+ * visible (list, restore, the next save's retention): the place to wait for
+ * the replicas' quorum and commit the manifest through Raft
+ * (iod_ckpt_raft_commit). A failure fails the save: its files are removed
+ * and iod_ckpt_wait returns the hook's error.
+ */
+typedef int (*iod_ckpt_commit_fn)(void *ctx, const struct iod_ckpt_commit *c, struct iod_err *e);
+
 struct iod_ckpt_opts {
 	struct iod_stor_cfg tiers;            /* media, quotas, capacity, fast_keep, keep_max */
 	const char *dirs[IOD_STOR_TIERS_MAX]; /* the directory of tiers.tiers[i] */
 	uint32_t rank;
 	uint32_t chunk_bytes; /* 0: IOD_CKPT_CHUNK_BYTES_DEFAULT */
 	bool nonblock;        /* save: -EBUSY instead of waiting for the save in flight */
+	const char *peers[IOD_STOR_REPLICAS_MAX -
+	                  1]; /* checkpoint peers (iod_ckpt_peer_start), host:port */
+	uint32_t peers_n;
+	uint32_t min_size;         /* copies (this one included) a save needs to count; 0: 1 */
+	iod_ckpt_commit_fn commit; /* NULL: visible once durable here */
+	void *commit_ctx;
 };
 
 /* A region of the caller's memory: saved from, restored into. */
@@ -109,6 +136,9 @@ int iod_ckpt_save(struct iod_ckpt *c, uint64_t step, const struct iod_ckpt_regio
                   struct iod_err *e);
 /* Phase 2's result: wait for the save in flight; 0 once it is visible. */
 int iod_ckpt_wait(struct iod_ckpt *c, struct iod_err *e);
+/* The same without waiting: -EBUSY while a save is in flight, else the last
+ * save's result (once; 0 after). */
+int iod_ckpt_poll(struct iod_ckpt *c, struct iod_err *e);
 /*
  * Restore `step` (or IOD_CKPT_LATEST) into regions of the same names and
  * sizes, verifying every chunk. -ENOENT none, -EINVAL regions differ,
@@ -122,5 +152,76 @@ int iod_ckpt_list(struct iod_ckpt *c, struct iod_ckpt_info *out, uint32_t max, u
 /* Verify every chunk of `step` (or every checkpoint with IOD_CKPT_LATEST... all: UINT64_MAX - 1). */
 #define IOD_CKPT_ALL (UINT64_MAX - 1)
 int iod_ckpt_scrub(struct iod_ckpt *c, uint64_t step, uint64_t *bytes_checked, struct iod_err *e);
+
+/* What a repair did. */
+struct iod_ckpt_repair_report {
+	uint32_t chunks;      /* chunks of the checkpoint */
+	uint32_t repaired[2]; /* chunk files rewritten here [0] and at the peer [1] */
+	uint32_t lost;        /* chunks damaged in both copies */
+};
+
+/*
+ * Repair checkpoint `step` (or IOD_CKPT_LATEST) between this store and a
+ * peer's copy of the same rank (another node's store; today a directory the
+ * caller opened, the HTTP transport is not built): every chunk of both copies
+ * is verified against the manifest (which must be the same in both), and the
+ * repair plan (src/storage/replica.c) rewrites each missing or damaged chunk
+ * from the copy that has it verified (temporary name, fdatasync, rename).
+ * -EBADMSG when the manifests differ or a chunk is damaged in both copies
+ * (rep->lost; the rest is repaired); -ENOENT when either lacks the step.
+ */
+int iod_ckpt_repair(struct iod_ckpt *c, struct iod_ckpt *peer, uint64_t step,
+                    struct iod_ckpt_repair_report *rep, struct iod_err *e);
+
+/* ---- committing through Raft (src/storage/commit.c, shell) ---- */
+
+struct iod_api_client;
+
+/* The commit hook's context: who saves, and the replication it needs. */
+struct iod_ckpt_raft {
+	struct iod_api_client *api; /* the control plane (not owned) */
+	const char *service;        /* the stateful service */
+	const char *replica;        /* the replica saving */
+	const char *node;           /* this node: the primary copy's */
+	uint32_t replicas;          /* copies wanted (storage.replicas; 0: 1) */
+	uint32_t min_size;          /* the write quorum (0: 1) */
+};
+
+/* A Checkpoint object's name: "<replica>.r<rank>.s<step>". */
+void iod_ckpt_raft_name(const char *replica, uint32_t rank, uint64_t step, char *out, size_t cap);
+/*
+ * The commit hook (iod_ckpt_opts.commit, ctx a struct iod_ckpt_raft): when
+ * the copies holding the checkpoint meet min_size (the replication core's
+ * health), PUT its Checkpoint object, committed through Raft; else -EAGAIN
+ * naming the copies and the quorum. An API error or refusal fails the save.
+ */
+int iod_ckpt_raft_commit(void *ctx, const struct iod_ckpt_commit *c, struct iod_err *e);
+/* The newest committed step of a replica's rank; -ENOENT when none. */
+int iod_ckpt_raft_latest(struct iod_api_client *api, const char *replica, uint32_t rank,
+                         uint64_t *step, struct iod_err *e);
+
+/* ---- copies on peers over HTTP (src/storage/peer.c, shell) ---- */
+
+struct iod_ckpt_peer;
+
+/*
+ * Serve a peer's copies from dir (a tier directory) on listen_addr, which
+ * must be a loopback IPv4 address (-EPERM otherwise: the transport has no
+ * authentication or TLS yet). Chunks are checked against their XXH3 before
+ * they are kept; a manifest only when every chunk it names is held.
+ */
+int iod_ckpt_peer_start(const char *listen_addr, const char *dir, struct iod_ckpt_peer **out,
+                        struct iod_err *e);
+void iod_ckpt_peer_stop(struct iod_ckpt_peer *p);
+/* The address it listens on (with the port the kernel chose for port 0). */
+const char *iod_ckpt_peer_addr(const struct iod_ckpt_peer *p);
+/* Send a checkpoint (its manifest with hashes, and the snapshot in the
+ * manifest's layout) to a peer: chunks, then the manifest. 0 once it holds it. */
+int iod_ckpt_peer_put(const char *addr, const struct iod_ckpt_manifest *m, const uint8_t *snap,
+                      struct iod_err *e);
+/* Restore step of rank from a peer into regions (matched by name and size),
+ * verifying every chunk: -ENOENT, -EINVAL, -EBADMSG as iod_ckpt_restore. */
+int iod_ckpt_fetch(const char *addr, uint32_t rank, uint64_t step, const struct iod_ckpt_region *r,
+                   uint32_t n, struct iod_err *e);
 
 #endif

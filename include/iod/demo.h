@@ -19,15 +19,18 @@
 
 /* One demo worker, its options checked by the caller. */
 struct iod_demo_opts {
-	const char *role;     /* "parameter-server" | "worker" */
-	uint16_t port;        /* parameter-server: its TCP port (non-zero) */
-	uint32_t params;      /* parameter-server: shard size, 1..IOD_DEMO_PARAMS_MAX */
-	const char *servers;  /* worker: "host:port,..." of the parameter servers */
-	uint64_t compute_ns;  /* worker: synthetic compute per step */
-	uint64_t steps;       /* worker: stop after this many steps (0 = until SIGTERM) */
-	int http_port;        /* GET /healthz and /metrics here; <= 0 = none */
-	const char *ckpt_dir; /* parameter-server: checkpoint here (libiod-ckpt); NULL = none */
-	uint64_t ckpt_every;  /* parameter-server: a checkpoint every N updates (>= 1) */
+	const char *role;        /* "parameter-server" | "worker" */
+	uint16_t port;           /* parameter-server: its TCP port (non-zero) */
+	uint32_t params;         /* parameter-server: shard size, 1..IOD_DEMO_PARAMS_MAX */
+	const char *servers;     /* worker: "host:port,..." of the parameter servers */
+	uint64_t compute_ns;     /* worker: synthetic compute per step */
+	uint64_t steps;          /* worker: stop after this many steps (0 = until SIGTERM) */
+	int http_port;           /* GET /healthz and /metrics here; <= 0 = none */
+	const char *ckpt_dir;    /* parameter-server: checkpoint here (libiod-ckpt); NULL = none */
+	uint64_t ckpt_every;     /* parameter-server: a checkpoint every N updates (>= 1) */
+	const char *ckpt_server; /* parameter-server: commit manifests through this control
+	                            plane and restore the newest committed; NULL = local only */
+	uint32_t ckpt_replicas;  /* copies the commit needs (storage.replicas; 0: 1) */
 };
 
 /* Run it until SIGTERM/SIGINT (or --steps): an exit status. */

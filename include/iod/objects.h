@@ -1,6 +1,6 @@
 /*
  * objects.h: the cluster's objects as typed values: Node, Service, Replica,
- * Endpoint, Policy, Config and Fault, each read from and written to the JSON the
+ * Endpoint, Checkpoint, Policy, Config and Fault, each read from and written to the JSON the
  * control plane stores in one place (src/state/objects.c).
  *
  * Why: the state machine stores free-form JSON documents, and every module
@@ -310,6 +310,58 @@ struct iod_obj_fault {
  */
 int iod_obj_fault_check(const struct iod_obj_fault *f, struct iod_err *e);
 
+/* ---- Checkpoint: a committed checkpoint manifest (docs/storage.md) -------
+ *
+ * Written through Raft by the node that holds the primary copy, once the
+ * write quorum (min_size copies of every chunk) holds its chunks: a
+ * checkpoint without this object is not visible to a restore elsewhere, so
+ * no torn checkpoint is ever visible. Named "<replica>.r<rank>.s<step>". */
+
+#define IOD_OBJ_CHECKPOINT_FIELDS(X)                                       \
+	X(SERVICE, "service", STR, service, 0, 0, 0)                       \
+	X(REPLICA, "replica", STR, replica, 0, 0, 0)                       \
+	X(NODE, "node", STR, node, 0, 0, 0)                                \
+	X(RANK, "rank", UINT, rank, 0, UINT32_MAX, 0)                      \
+	X(STEP, "step", UINT, step, 0, INT64_MAX, 0)                       \
+	X(BYTES, "bytes", UINT, bytes, 0, INT64_MAX, 0)                    \
+	X(CHUNKS, "chunks", UINT, chunks, 0, UINT32_MAX, 0)                \
+	X(CHUNK_BYTES, "chunk_bytes", UINT, chunk_bytes, 0, UINT32_MAX, 0) \
+	X(MANIFEST_XXH3, "manifest_xxh3", STR, manifest_xxh3, 0, 0, 0)     \
+	X(TIER, "tier", STR, tier, 0, 0, 0)                                \
+	X(REPLICAS, "replicas", UINT, replicas, 1, 7, 1)                   \
+	X(MIN_SIZE, "min_size", UINT, min_size, 1, 7, 1)                   \
+	X(COPIES, "copies", JSON, copies, 0, 0, 0)                         \
+	X(HEALTH, "health", STR, health, 0, 0, 0)                          \
+	X(SCRUB, "scrub", STR, scrub, 0, 0, 0)                             \
+	X(COMMITTED_MS, "committed_ms", UINT, committed_ms, 0, INT64_MAX, 0)
+
+enum iod_obj_checkpoint_field {
+#define X(f, k, t, m, lo, hi, d) IOD_OBJ_CHECKPOINT_##f,
+	IOD_OBJ_CHECKPOINT_FIELDS(X)
+#undef X
+	    IOD_OBJ_CHECKPOINT_FIELD_COUNT
+};
+
+struct iod_obj_checkpoint {
+	struct iod_obj_head head;
+	char service[IOD_NAME_MAX];           /* the stateful service */
+	char replica[IOD_NAME_MAX];           /* the replica that saved it */
+	char node[IOD_NAME_MAX];              /* the node of the primary copy */
+	uint32_t rank;                        /* the rank whose shards these are */
+	uint64_t step;                        /* the training step */
+	uint64_t bytes;                       /* sum of its regions */
+	uint32_t chunks;                      /* chunk files */
+	uint32_t chunk_bytes;                 /* the chunk size */
+	char manifest_xxh3[IOD_OBJ_WORD_MAX]; /* XXH3-64 of the manifest text, 16 hex digits */
+	char tier[IOD_OBJ_WORD_MAX];          /* the medium of the primary copy */
+	uint32_t replicas;                    /* copies wanted (size) */
+	uint32_t min_size;                    /* the write quorum it was committed with */
+	json_t *copies;                       /* owned: [{"node": N, "ok": bool}], primary first */
+	char health[IOD_OBJ_WORD_MAX];  /* "clean", "undersized+degraded", ... (Ceph's words) */
+	char scrub[IOD_OBJ_REASON_MAX]; /* the last scrub's result ("" = never) */
+	uint64_t committed_ms;          /* when the quorum held it (unix ms) */
+};
+
 /*
  * Policy objects are service policies: their one home is src/sec/policy.c
  * (iod_sec_policy_parse, iod_sec_policy_to_json, struct iod_sec_policy).
@@ -324,6 +376,7 @@ enum iod_obj_kind {
 	IOD_OBJ_KIND_ENDPOINT,
 	IOD_OBJ_KIND_MEMBER,
 	IOD_OBJ_KIND_FAULT,
+	IOD_OBJ_KIND_CHECKPOINT,
 	IOD_OBJ_KIND_COUNT
 };
 
@@ -385,6 +438,8 @@ int iod_obj_endpoint_from_json(const json_t *v, struct iod_obj_endpoint *ep, str
 json_t *iod_obj_endpoint_to_json(const struct iod_obj_endpoint *ep);
 int iod_obj_fault_from_json(const json_t *v, struct iod_obj_fault *f, struct iod_err *e);
 json_t *iod_obj_fault_to_json(const struct iod_obj_fault *f);
+int iod_obj_checkpoint_from_json(const json_t *v, struct iod_obj_checkpoint *c, struct iod_err *e);
+json_t *iod_obj_checkpoint_to_json(const struct iod_obj_checkpoint *c);
 
 #define IOD_OBJ_TYPED(T, K)                                                                       \
 	static inline void iod_obj_##T##_init(struct iod_obj_##T *o)                              \
@@ -417,5 +472,6 @@ IOD_OBJ_TYPED(replica, IOD_OBJ_KIND_REPLICA)
 IOD_OBJ_TYPED(endpoint, IOD_OBJ_KIND_ENDPOINT)
 IOD_OBJ_TYPED(member, IOD_OBJ_KIND_MEMBER)
 IOD_OBJ_TYPED(fault, IOD_OBJ_KIND_FAULT)
+IOD_OBJ_TYPED(checkpoint, IOD_OBJ_KIND_CHECKPOINT)
 
 #endif

@@ -34,7 +34,8 @@
 	X(TOKEN, "token", "tokens")                \
 	X(SECRET, "secret", "secrets")             \
 	X(REVOCATION, "revocation", "revocations") \
-	X(FAULT, "fault", "faults")
+	X(FAULT, "fault", "faults")                \
+	X(CHECKPOINT, "checkpoint", "checkpoints")
 
 enum iod_state_kind {
 #define X(n, s, p) IOD_STATE_##n,

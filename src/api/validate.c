@@ -10,6 +10,10 @@
  *   Replica  must name a Service that exists, an ordinal inside it, and a
  *            node that exists (or none);
  *   Policy   must parse as a service policy (src/sec/policy.c).
+ *   Checkpoint  must read as a typed Checkpoint (every field of its type
+ *            and bounds), name a deployed service and a registered node,
+ *            and hold at least min_size copies (a manifest is committed
+ *            only once the write quorum holds its chunks, docs/storage.md).
  *
  * Pure: reads the state and the value; no I/O.
  */
@@ -86,6 +90,46 @@ static int replica(const struct iod_state *st, const char *name, const json_t *v
 	return 0;
 }
 
+/* Copies listed as holding every chunk ({"node": N, "ok": true}). */
+static uint32_t held(const json_t *copies)
+{
+	uint32_t n = 0;
+	size_t i;
+	const json_t *x;
+	json_array_foreach(copies, i, x) n += json_is_true(json_object_get(x, "ok"));
+	return n;
+}
+
+static int checkpoint(const struct iod_state *st, const char *name, const json_t *v,
+                      struct iod_err *e)
+{
+	struct iod_obj_checkpoint c;
+	int rc = iod_obj_checkpoint_from_json(v, &c, e);
+	if (rc) {
+		iod_err_wrap(e, "checkpoint/%s", name);
+		iod_obj_checkpoint_free(&c);
+		return -EINVAL;
+	}
+	if (!c.service[0] || !iod_state_value(st, IOD_STATE_SERVICE, c.service))
+		rc = iod_err_set(e, -EINVAL, "checkpoint/%s must name a deployed service", name);
+	else if (!c.node[0] || !iod_state_value(st, IOD_STATE_NODE, c.node))
+		rc = iod_err_set(e, -EINVAL, "checkpoint/%s: node \"%s\" is not registered", name,
+		                 c.node);
+	else if (!iod_obj_has(&c, IOD_OBJ_CHECKPOINT_STEP))
+		rc = iod_err_set(e, -EINVAL, "checkpoint/%s needs its \"step\"", name);
+	else if (c.min_size > c.replicas)
+		rc = iod_err_set(e, -EINVAL, "checkpoint/%s: min_size %u above replicas %u", name,
+		                 c.min_size, c.replicas);
+	else if (held(c.copies) < c.min_size)
+		rc =
+		    iod_err_set(e, -EINVAL,
+		                "checkpoint/%s: %u copies hold its chunks, the write quorum is %u; "
+		                "commit a checkpoint only once the quorum holds them",
+		                name, held(c.copies), c.min_size);
+	iod_obj_checkpoint_free(&c);
+	return rc;
+}
+
 int iod_api_validate_put(const struct iod_state *st, enum iod_state_kind k, const char *name,
                          const json_t *v, json_t **answer, struct iod_err *e)
 {
@@ -93,6 +137,7 @@ int iod_api_validate_put(const struct iod_state *st, enum iod_state_kind k, cons
 	switch (k) {
 	case IOD_STATE_SERVICE: return service(name, v, answer, e);
 	case IOD_STATE_REPLICA: return replica(st, name, v, e);
+	case IOD_STATE_CHECKPOINT: return checkpoint(st, name, v, e);
 	case IOD_STATE_POLICY: {
 		struct iod_sec_policy_set *set = calloc(1, sizeof(*set));
 		int rc;

@@ -61,13 +61,16 @@ int cmd_demo_worker(int argc, char **argv)
 	                                     {"via-mesh", no_argument, 0, 'V'},
 	                                     {"ckpt-dir", required_argument, 0, 'C'},
 	                                     {"ckpt-every", required_argument, 0, 'E'},
+	                                     {"ckpt-server", required_argument, 0, 'G'},
+	                                     {"ckpt-replicas", required_argument, 0, 'R'},
 	                                     {"help", no_argument, 0, 'h'},
 	                                     {0, 0, 0, 0}};
 	const char *role = NULL, *servers = NULL, *ps_service = "parameter-server";
 	const char *env_port = getenv("IOD_PORT");
 	long port = env_port ? atol(env_port) : 0, http_port = -1, params = 65536, cms = 10;
 	unsigned long long steps = 0, ckpt_every = 100;
-	const char *ckpt_dir = getenv("IOD_CKPT_DIR");
+	const char *ckpt_dir = getenv("IOD_CKPT_DIR"), *ckpt_server = NULL;
+	long ckpt_replicas = 1;
 	bool via_mesh = false;
 	int o;
 
@@ -88,6 +91,8 @@ int cmd_demo_worker(int argc, char **argv)
 		case 'V': via_mesh = true; break;
 		case 'C': ckpt_dir = optarg; break;
 		case 'E': ckpt_every = strtoull(optarg, NULL, 10); break;
+		case 'G': ckpt_server = optarg; break;
+		case 'R': ckpt_replicas = atol(optarg); break;
 		default: usage(stderr); return IOD_EXIT_INVALID;
 		}
 	}
@@ -103,9 +108,14 @@ int cmd_demo_worker(int argc, char **argv)
 	if (ckpt_every < 1 || ckpt_every > 1000000000ull)
 		return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
 		                    "--ckpt-every must be 1..1000000000 updates");
+	if (ckpt_replicas < 1 || ckpt_replicas > 7)
+		return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
+		                    "--ckpt-replicas must be 1..7");
 	struct iod_demo_opts d = {.role = role,
 	                          .ckpt_dir = ckpt_dir && ckpt_dir[0] ? ckpt_dir : NULL,
 	                          .ckpt_every = ckpt_every,
+	                          .ckpt_server = ckpt_server,
+	                          .ckpt_replicas = (uint32_t)ckpt_replicas,
 	                          .port = (uint16_t)port,
 	                          .params = (uint32_t)params,
 	                          .compute_ns = (uint64_t)cms * IOD_NS_PER_MS,

@@ -17,8 +17,11 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: iod get nodes|services|replicas|endpoints|policies|configs [NAME]\n"
+	           "       iod get checkpoints [SERVICE]\n"
 	           "               [-o text|json] [--watch] [--server ADDR]\n\n"
-	           "List cluster objects (or show one by NAME).\n"
+	           "List cluster objects (or show one by NAME). Checkpoints are listed per\n"
+	           "SERVICE: step, size, tier, copies holding it, replica health (Ceph's words:\n"
+	           "clean, degraded, undersized) and the last scrub (docs/storage.md).\n"
 	           "  -o json      the API's JSON (objects with kind, name, rev, value)\n"
 	           "  --watch      after listing, print every change as it happens (Ctrl-C "
 	           "ends)\n" IOD_CTL_SERVER_HELP);
@@ -114,6 +117,26 @@ static void endpoint_row(const char *name, const json_t *v, long long rev)
 	iod_obj_endpoint_free(&ep);
 }
 
+/* One Checkpoint row from its typed value: copies as held/wanted. */
+static void checkpoint_row(const char *name, const json_t *v)
+{
+	struct iod_obj_checkpoint *c = malloc(sizeof(*c));
+	char copies[16];
+	uint32_t ok = 0;
+	size_t i;
+	const json_t *x;
+	if (!c)
+		return;
+	iod_obj_checkpoint_from_json(v, c, NULL);
+	json_array_foreach(c->copies, i, x) ok += json_is_true(json_object_get(x, "ok"));
+	snprintf(copies, sizeof(copies), "%u/%u", ok, c->replicas);
+	printf("%-32s %-16s %-10llu %-12llu %-6s %-7s %-22s %s\n", name, dash(c->service),
+	       (unsigned long long)c->step, (unsigned long long)c->bytes, dash(c->tier), copies,
+	       dash(c->health), c->scrub[0] ? c->scrub : "never");
+	iod_obj_checkpoint_free(c);
+	free(c);
+}
+
 /* A Node or Service field as text ("-" when absent or empty). */
 #define NODE_STR(F) str(v, iod_obj_key(IOD_OBJ_KIND_NODE, IOD_OBJ_NODE_##F))
 #define SERVICE_STR(F) str(v, iod_obj_key(IOD_OBJ_KIND_SERVICE, IOD_OBJ_SERVICE_##F))
@@ -136,6 +159,7 @@ static void print_row(enum iod_state_kind k, const json_t *o)
 		break;
 	case IOD_STATE_REPLICA: replica_row(name, v); break;
 	case IOD_STATE_ENDPOINT: endpoint_row(name, v, rev); break;
+	case IOD_STATE_CHECKPOINT: checkpoint_row(name, v); break;
 	default: {
 		char *t = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
 		printf("%-24s %-8lld %.80s%s\n", name, rev, t ? t : "",
@@ -163,6 +187,10 @@ static void print_header(enum iod_state_kind k)
 	case IOD_STATE_ENDPOINT:
 		printf("%-24s %-16s %-22s %-8s %s\n", "NAME", "SERVICE", "ADDRESS", "HEALTH",
 		       "REV");
+		break;
+	case IOD_STATE_CHECKPOINT:
+		printf("%-32s %-16s %-10s %-12s %-6s %-7s %-22s %s\n", "NAME", "SERVICE", "STEP",
+		       "BYTES", "TIER", "COPIES", "HEALTH", "SCRUB");
 		break;
 	default: printf("%-24s %-8s %s\n", "NAME", "REV", "VALUE"); break;
 	}
@@ -244,9 +272,11 @@ int cmd_get(int argc, char **argv)
 		                    argv[optind], s ? " (did you mean " : "", s ? s : "",
 		                    s ? "?)" : "");
 	}
-	const char *name = optind + 1 < argc ? argv[optind + 1] : NULL;
+	const char *name = optind + 1 < argc ? argv[optind + 1] : NULL, *service = NULL;
 	if (name && !iod_state_name_valid(name))
 		return iod_cli_fail("get", IOD_EXIT_INVALID, "invalid name \"%s\"", name);
+	if (k == IOD_STATE_CHECKPOINT) /* the argument is a service: its checkpoints */
+		service = name, name = NULL;
 	if ((rc = iod_ctl_client("get", server, &c)))
 		return rc;
 	if (name) {
@@ -290,12 +320,14 @@ int cmd_get(int argc, char **argv)
 		size_t i;
 		json_array_foreach(items, i, x)
 		{
+			if (service && strcmp(str(json_object_get(x, "value"), "service"), service))
+				continue;
+			shown++;
 			if (all)
 				json_array_append(all, x);
 			else
 				print_row(k, x);
 		}
-		shown += json_array_size(items);
 		const char *cont = json_string_value(json_object_get(r.json, "continue"));
 		bool more = cont && iod_state_name_valid(cont) && strcmp(cont, after) > 0;
 		if (more)
@@ -310,7 +342,8 @@ int cmd_get(int argc, char **argv)
 		iod_json_print(stdout, doc, false);
 		json_decref(doc);
 	} else if (!shown) {
-		fprintf(stderr, "(no %s)\n", iod_state_kind_plural(k));
+		fprintf(stderr, "(no %s%s%s)\n", iod_state_kind_plural(k), service ? " of " : "",
+		        service ? service : "");
 	}
 	if (watch)
 		rc = watch_loop(&c, k, rev, out == IOD_OUT_JSON);

@@ -27,6 +27,9 @@
  * written when the next is due is skipped, not waited for), and at start it
  * restores the newest complete checkpoint and continues from its step,
  * printing it: a replacement replica picks up where the lost one stopped.
+ * With --ckpt-server each save is committed through the control plane
+ * (a Checkpoint object, src/storage/commit.c) before it counts, and a
+ * restore takes the newest committed step, not the newest on disk.
  *
  * Wire format (loopback demo, host byte order for floats): a request is a
  * 4-byte op "PULL" or "PUSH" and a u32 count (network order); PULL answers
@@ -34,6 +37,7 @@
  * Counts are bounded by IOD_DEMO_PARAMS_MAX. Never trusts the peer: every
  * count is checked before any buffer is touched.
  */
+#include "iod/api.h"
 #include "iod/ckpt.h"
 #include "iod/demo.h"
 
@@ -250,7 +254,17 @@ static int ps_serve_one(int fd, float *params, float *grad, uint32_t n, float lr
 
 /* Open the shard's store: one NVMe tier on dir, room for four shards, the
  * newest three kept. A save still being written makes the next one -EBUSY. */
-static int ps_ckpt_open(const char *dir, uint32_t n, struct iod_ckpt **ck)
+static struct iod_api_client ps_api;
+static struct iod_ckpt_raft ps_raft;
+
+static const char *env_or(const char *name, const char *dflt)
+{
+	const char *v = getenv(name);
+	return v && v[0] ? v : dflt;
+}
+
+static int ps_ckpt_open(const char *dir, uint32_t n, const char *server, uint32_t replicas,
+                        struct iod_ckpt **ck)
 {
 	struct iod_ckpt_opts o = {.tiers = {.tiers_n = 1,
 	                                    .capacity_bytes = 4ull * n * sizeof(float) + 4096,
@@ -260,19 +274,42 @@ static int ps_ckpt_open(const char *dir, uint32_t n, struct iod_ckpt **ck)
 	                          .nonblock = true};
 	struct iod_err e = {0};
 	o.tiers.tiers[0] = (struct iod_stor_tier_cfg){IOD_STOR_NVME, 10000};
+	if (server) {
+		if (iod_api_client_init_config(&ps_api, server, &e)) {
+			fail(IOD_DEMO_EXIT_ERROR, "control plane %s: %s", server, e.msg);
+			return -EINVAL;
+		}
+		ps_raft =
+		    (struct iod_ckpt_raft){.api = &ps_api,
+		                           .service = env_or("IOD_SERVICE", "parameter-server"),
+		                           .replica = env_or("IOD_REPLICA", "parameter-server-0"),
+		                           .node = env_or("IOD_NODE", "local"),
+		                           .replicas = replicas ? replicas : 1,
+		                           .min_size = replicas > 1 ? 2 : 1};
+		o.commit = iod_ckpt_raft_commit;
+		o.commit_ctx = &ps_raft;
+	}
 	int rc = iod_ckpt_open(&o, ck, &e);
 	if (rc)
 		fail(IOD_DEMO_EXIT_ERROR, "checkpoints in %s: %s", dir, e.msg);
 	return rc;
 }
 
-/* Restore the newest checkpoint into params; its step, or 0 when none. */
-static uint64_t ps_ckpt_restore(struct iod_ckpt *ck, float *params, uint32_t n)
+/* Restore the newest checkpoint (the newest committed one with a control
+ * plane) into params; its step, or 0 when none. */
+static uint64_t ps_ckpt_restore(struct iod_ckpt *ck, float *params, uint32_t n, bool raft)
 {
 	struct iod_ckpt_region r = {"params", params, (uint64_t)n * sizeof(float)};
 	struct iod_err e = {0};
-	uint64_t step = 0;
-	int rc = iod_ckpt_restore(ck, IOD_CKPT_LATEST, &r, 1, &step, &e);
+	uint64_t step = 0, want = IOD_CKPT_LATEST;
+	int rc = 0;
+	if (raft && (rc = iod_ckpt_raft_latest(&ps_api, ps_raft.replica, 0, &want, &e))) {
+		if (rc != -ENOENT)
+			printf("parameter-server: cannot list committed checkpoints: %s\n", e.msg);
+		printf("parameter-server: no committed checkpoint, starting at step 0\n");
+		return 0;
+	}
+	rc = iod_ckpt_restore(ck, want, &r, 1, &step, &e);
 	if (rc == -ENOENT) {
 		printf("parameter-server: no checkpoint yet, starting at step 0\n");
 		return 0;
@@ -295,16 +332,23 @@ static bool ps_ckpt_save(struct iod_ckpt *ck, float *params, uint32_t n, uint64_
 {
 	struct iod_ckpt_region r = {"params", params, (uint64_t)n * sizeof(float)};
 	struct iod_err e = {0};
-	int rc = iod_ckpt_save(ck, step, &r, 1, &e);
+	int rc = iod_ckpt_poll(ck, &e);
+	if (rc == -EBUSY)
+		return false;
+	if (rc)
+		printf("parameter-server: a checkpoint failed: %s\n", e.msg);
+	rc = iod_ckpt_save(ck, step, &r, 1, &e);
 	if (rc == -EBUSY)
 		return false;
 	if (rc)
 		printf("parameter-server: checkpoint step %llu: %s\n", (unsigned long long)step,
 		       e.msg);
+	fflush(stdout);
 	return true;
 }
 
-static int run_ps(uint16_t port, uint32_t n, const char *ckpt_dir, uint64_t ckpt_every)
+static int run_ps(uint16_t port, uint32_t n, const char *ckpt_dir, uint64_t ckpt_every,
+                  const char *ckpt_server, uint32_t ckpt_replicas)
 {
 	struct iod_ckpt *ck = NULL;
 	uint64_t ckpt_last = 0;
@@ -324,14 +368,14 @@ static int run_ps(uint16_t port, uint32_t n, const char *ckpt_dir, uint64_t ckpt
 	}
 	for (uint32_t i = 0; i < n; i++)
 		params[i] = 1.0f;
-	if (ckpt_dir && ps_ckpt_open(ckpt_dir, n, &ck)) {
+	if (ckpt_dir && ps_ckpt_open(ckpt_dir, n, ckpt_server, ckpt_replicas, &ck)) {
 		free(params);
 		free(grad);
 		close(lfd);
 		return IOD_DEMO_EXIT_ERROR;
 	}
 	if (ck) {
-		ckpt_last = ps_ckpt_restore(ck, params, n);
+		ckpt_last = ps_ckpt_restore(ck, params, n, ckpt_server != NULL);
 		atomic_store(&steps_done, ckpt_last);
 	}
 	for (int i = 0; i < IOD_DEMO_CLIENTS_MAX; i++)
@@ -393,6 +437,8 @@ static int run_ps(uint16_t port, uint32_t n, const char *ckpt_dir, uint64_t ckpt
 		if (iod_ckpt_wait(ck, &e))
 			printf("parameter-server: the last checkpoint failed: %s\n", e.msg);
 		iod_ckpt_close(ck);
+		if (ckpt_server)
+			iod_api_client_close(&ps_api);
 	}
 	free(params);
 	free(grad);
@@ -591,7 +637,8 @@ int iod_demo_run(const struct iod_demo_opts *o)
 	if (!strcmp(o->role, "parameter-server")) {
 		if (o->http_port > 0 && start_http((uint16_t)o->http_port))
 			return fail(IOD_DEMO_EXIT_ERROR, "http port %d busy", o->http_port);
-		return run_ps(o->port, o->params, o->ckpt_dir, o->ckpt_every ? o->ckpt_every : 100);
+		return run_ps(o->port, o->params, o->ckpt_dir, o->ckpt_every ? o->ckpt_every : 100,
+		              o->ckpt_server, o->ckpt_replicas);
 	}
 	if (o->http_port > 0 && start_http((uint16_t)o->http_port))
 		return fail(IOD_DEMO_EXIT_ERROR, "http port %d busy", o->http_port);

@@ -73,6 +73,7 @@ static const struct {
     [IOD_SEC_RES_SECRET_VALUE] = {IOD_SEC_ROLE_NONE, IOD_SEC_ROLE_NONE},
     /* chaos faults disrupt every caller of a service: admins inject them */
     [IOD_SEC_RES_FAULT] = {IOD_SEC_ROLE_VIEWER, IOD_SEC_ROLE_ADMIN},
+    [IOD_SEC_RES_CHECKPOINT] = {IOD_SEC_ROLE_VIEWER, IOD_SEC_ROLE_DEPLOYER},
 };
 
 /* Rank of a person's role (0 for roles that are not on the ladder). */
@@ -135,6 +136,7 @@ enum iod_sec_resource iod_sec_resource_of_kind(enum iod_state_kind k)
 	case IOD_STATE_SECRET: return IOD_SEC_RES_SECRET;
 	case IOD_STATE_REVOCATION: return IOD_SEC_RES_REVOCATION;
 	case IOD_STATE_FAULT: return IOD_SEC_RES_FAULT;
+	case IOD_STATE_CHECKPOINT: return IOD_SEC_RES_CHECKPOINT;
 	default: break;
 	}
 	IOD_ASSERT(!"state kind without a resource");
@@ -270,6 +272,33 @@ static int node_endpoint(const struct iod_sec_identity *id, const struct iod_sec
 	return allow(d);
 }
 
+/* A node writing a checkpoint manifest: one whose primary copy it holds,
+ * of a replica that runs on it (docs/storage.md). */
+static int node_checkpoint(const struct iod_sec_identity *id, const struct iod_sec_request *rq,
+                           struct iod_sec_decision *d)
+{
+	const json_t *old = value_of(rq, IOD_STATE_CHECKPOINT, rq->name);
+	const char *k_node = iod_obj_key(IOD_OBJ_KIND_CHECKPOINT, IOD_OBJ_CHECKPOINT_NODE);
+	const char *k_rep = iod_obj_key(IOD_OBJ_KIND_CHECKPOINT, IOD_OBJ_CHECKPOINT_REPLICA);
+	const char *old_node = old ? json_string_value(json_object_get(old, k_node)) : NULL;
+	if (old && !str_eq(old_node, id->name))
+		return deny(d, 403, id, rq, "checkpoint belongs to node %s",
+		            old_node ? old_node : "(none)");
+	if (rq->verb == IOD_SEC_VERB_DELETE)
+		return old ? allow(d) : deny(d, 403, id, rq, "no such checkpoint of this node");
+	if (rq->verb != IOD_SEC_VERB_PUT)
+		return deny(d, 403, id, rq, "nodes put or delete checkpoints only");
+	const json_t *v = rq->value;
+	if (!v || !str_eq(json_string_value(json_object_get(v, k_node)), id->name))
+		return deny(d, 403, id, rq, "a checkpoint it writes must name node %s", id->name);
+	const char *rep = json_string_value(json_object_get(v, k_rep));
+	const json_t *rv = value_of(rq, IOD_STATE_REPLICA, rep);
+	if (!rv || !str_eq(rep_str(rv, IOD_OBJ_REPLICA_NODE), id->name))
+		return deny(d, 403, id, rq, "replica %s does not run on this node",
+		            rep ? rep : "(none)");
+	return allow(d);
+}
+
 /* A node touching a lease: its own Node's, or one no node holds. */
 static int node_lease(const struct iod_sec_identity *id, const struct iod_sec_request *rq,
                       struct iod_sec_decision *d)
@@ -393,6 +422,7 @@ static int authorize_node(const struct iod_sec_identity *id, const struct iod_se
 		return deny(d, 403, id, rq, "a node writes only config/ack.%s", id->name);
 	case IOD_SEC_RES_REPLICA: return node_replica(id, rq, d);
 	case IOD_SEC_RES_ENDPOINT: return node_endpoint(id, rq, d);
+	case IOD_SEC_RES_CHECKPOINT: return node_checkpoint(id, rq, d);
 	case IOD_SEC_RES_LEASE: return node_lease(id, rq, d);
 	case IOD_SEC_RES_CERTIFICATE:
 		/* rotation: a new certificate for itself; and the SVIDs of the

@@ -57,6 +57,8 @@ static const struct field replica_fields[] = {IOD_OBJ_REPLICA_FIELDS(REPLICA_ROW
 static const struct field endpoint_fields[] = {IOD_OBJ_ENDPOINT_FIELDS(ENDPOINT_ROW)};
 #define FAULT_ROW(f, k, t, m, lo, hi, d) ROW(iod_obj_fault, f, k, t, m, lo, hi, d)
 static const struct field fault_fields[] = {IOD_OBJ_FAULT_FIELDS(FAULT_ROW)};
+#define CHECKPOINT_ROW(f, k, t, m, lo, hi, d) ROW(iod_obj_checkpoint, f, k, t, m, lo, hi, d)
+static const struct field checkpoint_fields[] = {IOD_OBJ_CHECKPOINT_FIELDS(CHECKPOINT_ROW)};
 
 static const struct kind kinds[IOD_OBJ_KIND_COUNT] = {
     [IOD_OBJ_KIND_NODE] = {"node", sizeof(struct iod_obj_node), node_fields,
@@ -71,12 +73,16 @@ static const struct kind kinds[IOD_OBJ_KIND_COUNT] = {
                                IOD_OBJ_ENDPOINT_FIELD_COUNT},
     [IOD_OBJ_KIND_FAULT] = {"fault", sizeof(struct iod_obj_fault), fault_fields,
                             IOD_OBJ_FAULT_FIELD_COUNT},
+    [IOD_OBJ_KIND_CHECKPOINT] = {"checkpoint", sizeof(struct iod_obj_checkpoint), checkpoint_fields,
+                                 IOD_OBJ_CHECKPOINT_FIELD_COUNT},
 };
 
 _Static_assert(IOD_OBJ_REPLICA_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX,
                "a Replica's presence bits are one uint64_t");
 _Static_assert(IOD_OBJ_ENDPOINT_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX,
                "an Endpoint's presence bits are one uint64_t");
+_Static_assert(IOD_OBJ_CHECKPOINT_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX,
+               "a Checkpoint's presence bits are one uint64_t");
 _Static_assert(IOD_OBJ_FIELDS_MAX <= 64, "presence bits are one uint64_t");
 _Static_assert(IOD_OBJ_NODE_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX &&
                    IOD_OBJ_SERVICE_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX &&
@@ -538,4 +544,14 @@ int iod_obj_fault_check(const struct iod_obj_fault *f, struct iod_err *e)
 	if (!f->until_ms)
 		return iod_err_set(e, -EINVAL, "fault: \"until_ms\" (unix ms) is required");
 	return 0;
+}
+
+int iod_obj_checkpoint_from_json(const json_t *v, struct iod_obj_checkpoint *c, struct iod_err *e)
+{
+	return iod_obj_from_json(IOD_OBJ_KIND_CHECKPOINT, v, c, e);
+}
+
+json_t *iod_obj_checkpoint_to_json(const struct iod_obj_checkpoint *c)
+{
+	return iod_obj_to_json(IOD_OBJ_KIND_CHECKPOINT, c);
 }

@@ -35,6 +35,11 @@ struct iod_ckpt {
 	uint64_t snap_cap;
 	struct ckpt_job job;
 	struct iod_stor_acts commit_acts;
+	char peers[IOD_STOR_REPLICAS_MAX - 1][IOD_ADDR_MAX]; /* the opts' peers */
+	const char *peer_p[IOD_STOR_REPLICAS_MAX - 1];       /* pointers to them */
+	uint32_t peers_n, min_size;
+	iod_ckpt_commit_fn commit; /* the opts' hook */
+	void *commit_ctx;
 };
 
 void ckpt_step_dir(const struct iod_ckpt *c, uint32_t tier, uint64_t step, char *out, size_t cap);

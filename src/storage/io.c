@@ -106,13 +106,15 @@ static int read_manifest(const struct iod_ckpt *c, const char *dir, uint64_t ste
 
 /* The manifest last: temporary name, fsync, rename, fsync the directory. */
 static int write_manifest(const struct iod_ckpt *c, const char *dir,
-                          const struct iod_ckpt_manifest *m, struct iod_err *e)
+                          const struct iod_ckpt_manifest *m, uint64_t *xxh3, struct iod_err *e)
 {
 	char path[PATH_MAX + 64], tmp[PATH_MAX + 80], *text;
 	size_t len;
 	int fd, rc = iod_ckpt_manifest_format(m, &text, &len, e);
 	if (rc)
 		return rc;
+	if (xxh3)
+		*xxh3 = XXH3_64bits(text, len);
 	ckpt_file(dir, c->rank, NULL, path, sizeof(path));
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -220,6 +222,65 @@ static int write_chunks(struct iod_ckpt *c, const char *dir, struct iod_ckpt_man
 	return rc;
 }
 
+/* ---- copies on peers ---- */
+
+struct peer_job {
+	const struct iod_ckpt *c;
+	uint32_t i;
+	int rc;
+	struct iod_err err;
+};
+
+static void *peer_send(void *arg)
+{
+	struct peer_job *j = arg;
+	j->rc = iod_ckpt_peer_put(j->c->peers[j->i], &j->c->job.m, j->c->snap, &j->err);
+	return NULL;
+}
+
+/* Send the snapshot to every peer at once (one thread each), then ask the
+ * replication core whether the copies meet min_size. */
+static int replicate(struct iod_ckpt *c, bool *ok, struct iod_err *e)
+{
+	struct peer_job j[IOD_STOR_REPLICAS_MAX - 1];
+	pthread_t th[IOD_STOR_REPLICAS_MAX - 1];
+	bool started[IOD_STOR_REPLICAS_MAX - 1] = {false};
+	uint8_t good = 1;
+	struct iod_stor_rview v = {.size = c->peers_n + 1,
+	                           .min_size = c->min_size,
+	                           .copies_n = c->peers_n + 1,
+	                           .good = &good,
+	                           .chunks_n = 1};
+	struct iod_stor_health h;
+	for (uint32_t i = 0; i < c->peers_n; i++) {
+		j[i] = (struct peer_job){.c = c, .i = i};
+		started[i] = pthread_create(&th[i], NULL, peer_send, &j[i]) == 0;
+		if (!started[i])
+			peer_send(&j[i]);
+	}
+	v.up[0] = true;
+	for (uint32_t i = 0; i < c->peers_n; i++) {
+		if (started[i])
+			pthread_join(th[i], NULL);
+		ok[i] = j[i].rc == 0;
+		v.up[i + 1] = true;
+		good |= (uint8_t)(ok[i] ? 1u << (i + 1) : 0);
+	}
+	int rc = iod_stor_health_get(&v, &h, e);
+	if (!rc && !h.commit_ok) {
+		const struct peer_job *bad = NULL;
+		for (uint32_t i = 0; i < c->peers_n && !bad; i++)
+			if (!ok[i])
+				bad = &j[i];
+		rc = iod_err_set(e, -EAGAIN,
+		                 "checkpoint step %" PRIu64 ": %u of %u copies hold it, the write "
+		                 "quorum is %u (%s)",
+		                 c->job.step, h.copies_min, v.size, v.min_size,
+		                 bad ? bad->err.msg : "?");
+	}
+	return rc;
+}
+
 static int persist(struct iod_ckpt *c, struct iod_err *e)
 {
 	char dir[PATH_MAX + 32];
@@ -227,9 +288,31 @@ static int persist(struct iod_ckpt *c, struct iod_err *e)
 	ckpt_step_dir(c, c->job.tier, c->job.step, dir, sizeof(dir));
 	if (mkdir(dir, 0755) && errno != EEXIST)
 		return sys_err(e, "cannot create", dir);
+	uint64_t mh = 0;
+	bool peer_ok[IOD_STOR_REPLICAS_MAX - 1] = {false};
 	rc = write_chunks(c, dir, &c->job.m, c->uring[c->job.tier], e);
 	if (!rc)
-		rc = write_manifest(c, dir, &c->job.m, e);
+		rc = write_manifest(c, dir, &c->job.m, &mh, e);
+	if (!rc && c->peers_n)
+		rc = replicate(c, peer_ok, e);
+	if (!rc && c->commit) {
+		struct iod_ckpt_commit k = {
+		    .peers_n = c->peers_n,
+		    .peers = c->peer_p,
+		    .step = c->job.step,
+		    .bytes = c->job.m.bytes,
+		    .rank = c->rank,
+		    .chunks = c->job.m.chunks_n,
+		    .chunk_bytes = c->job.m.chunk_bytes,
+		    .manifest_xxh3 = mh,
+		    .medium = iod_stor_medium_name(c->pool.tiers[c->job.tier].medium)};
+		memcpy(k.peer_ok, peer_ok, sizeof(peer_ok));
+		if ((rc = c->commit(c->commit_ctx, &k, e)) > 0)
+			rc = -rc;
+		if (rc && !e->msg[0])
+			iod_err_set(e, rc, "checkpoint step %" PRIu64 ": the commit failed",
+			            k.step);
+	}
 	if (rc)
 		rm_step(c, dir); /* torn: never visible */
 	return rc;
@@ -281,7 +364,7 @@ static int move_step(struct iod_ckpt *c, const struct iod_stor_act *a, struct io
 		rc = copy_file(f1, f2, buf, m.chunk_bytes, e);
 	}
 	if (!rc)
-		rc = write_manifest(c, dst, &m, e);
+		rc = write_manifest(c, dst, &m, NULL, e);
 	free(buf);
 	iod_ckpt_manifest_free(&m);
 	rm_step(c, rc ? dst : src);
@@ -523,5 +606,130 @@ int iod_ckpt_scrub(struct iod_ckpt *c, uint64_t step, uint64_t *bytes_checked, s
 	if (!rc && step != IOD_CKPT_ALL && seen == 0)
 		rc = iod_err_set(e, -ENOENT, "no complete checkpoint of step %" PRIu64 " to scrub",
 		                 step);
+	return rc;
+}
+
+/* ---- repair from a peer ---- */
+
+/* Read and verify one chunk into buf: 0, or -EBADMSG when missing or damaged. */
+static int chunk_check(const struct iod_ckpt *c, const char *dir, const struct iod_ckpt_mchunk *k,
+                       uint8_t *buf)
+{
+	char path[PATH_MAX + 64];
+	struct stat st;
+	int rc = -EBADMSG;
+	ckpt_file(dir, c->rank, k, path, sizeof(path));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -EBADMSG;
+	if (!fstat(fd, &st) && (uint64_t)st.st_size == k->len && !pread_all(fd, buf, k->len, 0) &&
+	    XXH3_64bits(buf, k->len) == k->xxh3)
+		rc = 0;
+	close(fd);
+	return rc;
+}
+
+/* Replace one chunk file whole: a temporary name, fdatasync, rename. */
+static int chunk_put(const struct iod_ckpt *c, const char *dir, const struct iod_ckpt_mchunk *k,
+                     const uint8_t *buf, struct iod_err *e)
+{
+	char path[PATH_MAX + 64], tmp[PATH_MAX + 80];
+	int rc = 0;
+	ckpt_file(dir, c->rank, k, path, sizeof(path));
+	snprintf(tmp, sizeof(tmp), "%s.repair", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return sys_err(e, "cannot create", tmp);
+	if ((rc = pwrite_all(fd, buf, k->len, 0)) || fdatasync(fd))
+		rc = sys_err(e, "cannot write", tmp);
+	close(fd);
+	if (!rc && rename(tmp, path))
+		rc = sys_err(e, "cannot rename", tmp);
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+static bool manifests_agree(const struct iod_ckpt_manifest *a, const struct iod_ckpt_manifest *b)
+{
+	if (a->chunks_n != b->chunks_n || a->chunk_bytes != b->chunk_bytes || a->bytes != b->bytes)
+		return false;
+	for (uint32_t i = 0; i < a->chunks_n; i++)
+		if (a->chunks[i].xxh3 != b->chunks[i].xxh3 || a->chunks[i].len != b->chunks[i].len)
+			return false;
+	return true;
+}
+
+int iod_ckpt_repair(struct iod_ckpt *c, struct iod_ckpt *peer, uint64_t step,
+                    struct iod_ckpt_repair_report *rep, struct iod_err *e)
+{
+	char dir[2][PATH_MAX + 32];
+	struct iod_ckpt *cs[2] = {c, peer};
+	struct iod_ckpt_manifest m[2] = {{0}, {0}};
+	uint8_t *good = NULL, *buf = NULL;
+	struct iod_stor_repair *plan = NULL;
+	uint64_t found[2] = {0, 0};
+	uint32_t plan_n = 0, lost = 0;
+	int rc = 0;
+	memset(rep, 0, sizeof(*rep));
+	if (c == peer || c->rank != peer->rank)
+		return iod_err_set(e, -EINVAL, "repair needs a peer store of the same rank");
+	/* both stores' io locks, in address order */
+	pthread_mutex_lock(&(c < peer ? c : peer)->io);
+	pthread_mutex_lock(&(c < peer ? peer : c)->io);
+	for (int i = 0; i < 2 && !rc; i++)
+		if (!(rc = find_step(cs[i], step, dir[i], sizeof(dir[i]), &found[i], e)))
+			rc = read_manifest(cs[i], dir[i], found[i], &m[i], e);
+	if (!rc && (found[0] != found[1] || !manifests_agree(&m[0], &m[1])))
+		rc = iod_err_set(e, -EBADMSG,
+		                 "checkpoint step %" PRIu64 ": the peer's manifest (step %" PRIu64
+		                 ") does not match this one; it cannot repair it",
+		                 found[0], found[1]);
+	if (!rc && (!(good = calloc(m[0].chunks_n ? m[0].chunks_n : 1, 1)) ||
+	            !(buf = malloc(m[0].chunk_bytes)) ||
+	            !(plan = calloc(m[0].chunks_n ? m[0].chunks_n : 1, sizeof(*plan)))))
+		rc = iod_err_set(e, -ENOMEM, "out of memory for a repair");
+	for (uint32_t k = 0; !rc && k < m[0].chunks_n; k++)
+		for (uint32_t r = 0; r < 2; r++)
+			if (!chunk_check(cs[r], dir[r], &m[0].chunks[k], buf))
+				good[k] |= (uint8_t)(1u << r);
+	if (!rc) {
+		struct iod_stor_rview v = {.size = 2,
+		                           .min_size = 1,
+		                           .copies_n = 2,
+		                           .up = {true, true},
+		                           .good = good,
+		                           .chunks_n = m[0].chunks_n};
+		rc = iod_stor_repair_plan(&v, plan, m[0].chunks_n, &plan_n, &lost, e);
+		rep->chunks = m[0].chunks_n;
+	}
+	for (uint32_t i = 0; !rc && i < plan_n; i++) {
+		const struct iod_ckpt_mchunk *k = &m[0].chunks[plan[i].chunk];
+		uint32_t from = plan[i].from, to = plan[i].to;
+		if (chunk_check(cs[from], dir[from], k, buf))
+			rc = iod_err_set(e, -EIO,
+			                 "checkpoint step %" PRIu64 ": chunk %u.%u changed "
+			                 "during the repair",
+			                 found[0], k->region, k->index);
+		else if (!(rc = chunk_put(cs[to], dir[to], k, buf, e)))
+			rep->repaired[to]++;
+	}
+	for (int i = 0; !rc && plan_n && i < 2; i++)
+		if (rep->repaired[i])
+			rc = fsync_dir(dir[i], e);
+	if (!rc && lost) {
+		rep->lost = lost;
+		rc = iod_err_set(e, -EBADMSG,
+		                 "checkpoint step %" PRIu64 ": %u chunk(s) are damaged in both "
+		                 "copies; restore another step",
+		                 found[0], lost);
+	}
+	pthread_mutex_unlock(&(c < peer ? peer : c)->io);
+	pthread_mutex_unlock(&(c < peer ? c : peer)->io);
+	iod_ckpt_manifest_free(&m[0]);
+	iod_ckpt_manifest_free(&m[1]);
+	free(good);
+	free(buf);
+	free(plan);
 	return rc;
 }

@@ -99,6 +99,27 @@ int iod_ckpt_open(const struct iod_ckpt_opts *o, struct iod_ckpt **out, struct i
 	c->rank = o->rank;
 	c->chunk_bytes = o->chunk_bytes ? o->chunk_bytes : IOD_CKPT_CHUNK_BYTES_DEFAULT;
 	c->nonblock = o->nonblock;
+	c->commit = o->commit;
+	c->peers_n = o->peers_n;
+	c->min_size = o->min_size ? o->min_size : 1;
+	if (o->peers_n > IOD_STOR_REPLICAS_MAX - 1 || c->min_size > o->peers_n + 1) {
+		iod_err_set(e, -EINVAL,
+		            "checkpoint store: %u peers and min_size %u: at most %d peers, and "
+		            "min_size at most the copies (peers + 1)",
+		            o->peers_n, c->min_size, IOD_STOR_REPLICAS_MAX - 1);
+		free(c);
+		return -EINVAL;
+	}
+	for (uint32_t i = 0; i < o->peers_n; i++) {
+		if (!o->peers[i] || strlen(o->peers[i]) >= sizeof(c->peers[i])) {
+			iod_err_set(e, -EINVAL, "checkpoint store: peer %u has no host:port", i);
+			free(c);
+			return -EINVAL;
+		}
+		snprintf(c->peers[i], sizeof(c->peers[i]), "%s", o->peers[i]);
+		c->peer_p[i] = c->peers[i];
+	}
+	c->commit_ctx = o->commit_ctx;
 	c->ring_ok = io_uring_queue_init(CKPT_RING_DEPTH, &c->ring, 0) == 0;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_mutex_init(&c->io, NULL);
@@ -211,6 +232,22 @@ int iod_ckpt_wait(struct iod_ckpt *c, struct iod_err *e)
 	pthread_mutex_lock(&c->mu);
 	while (c->busy)
 		pthread_cond_wait(&c->cv, &c->mu);
+	rc = c->job.rc;
+	if (rc && e)
+		*e = c->job.err;
+	c->job.rc = 0;
+	pthread_mutex_unlock(&c->mu);
+	return rc;
+}
+
+int iod_ckpt_poll(struct iod_ckpt *c, struct iod_err *e)
+{
+	int rc;
+	pthread_mutex_lock(&c->mu);
+	if (c->busy) {
+		pthread_mutex_unlock(&c->mu);
+		return -EBUSY;
+	}
 	rc = c->job.rc;
 	if (rc && e)
 		*e = c->job.err;

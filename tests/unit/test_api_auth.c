@@ -234,6 +234,36 @@ TEST(raw_puts_pass_the_deploy_validation)
 	/* policies parse as service policies */
 	CHECK_EQ(validate(st, IOD_STATE_POLICY, "p", "{\"from\": \"a\", \"to\": \"b\"}", &e), 0);
 	CHECK_EQ(validate(st, IOD_STATE_POLICY, "p", "{\"v\": 1}", &e), -EINVAL);
+	/* issue 23: a checkpoint manifest names a deployed service and a
+	 * registered node, and is committed only once the quorum holds it */
+	CHECK_EQ(validate(st, IOD_STATE_CHECKPOINT, "web-0.r0.s10",
+	                  "{\"service\": \"web\", \"node\": \"n1\", \"step\": 10, \"replicas\": 3, "
+	                  "\"min_size\": 2, \"copies\": [{\"node\": \"n1\", \"ok\": true}, "
+	                  "{\"node\": \"n2\", \"ok\": true}, {\"node\": \"n3\", \"ok\": false}]}",
+	                  &e),
+	         0);
+	CHECK_EQ(validate(st, IOD_STATE_CHECKPOINT, "web-0.r0.s10",
+	                  "{\"service\": \"web\", \"node\": \"n1\", \"step\": 10, \"replicas\": 3, "
+	                  "\"min_size\": 2, \"copies\": [{\"node\": \"n1\", \"ok\": true}, "
+	                  "{\"node\": \"n2\", \"ok\": false}]}",
+	                  &e),
+	         -EINVAL);
+	CHECK_CONTAINS(e.msg, "1 copies hold its chunks, the write quorum is 2");
+	CHECK_EQ(validate(st, IOD_STATE_CHECKPOINT, "c",
+	                  "{\"service\": \"nope\", \"node\": \"n1\", \"step\": 1}", &e),
+	         -EINVAL);
+	CHECK_CONTAINS(e.msg, "deployed service");
+	CHECK_EQ(validate(st, IOD_STATE_CHECKPOINT, "c",
+	                  "{\"service\": \"web\", \"node\": \"n7\", \"step\": 1}", &e),
+	         -EINVAL);
+	CHECK_EQ(validate(st, IOD_STATE_CHECKPOINT, "c",
+	                  "{\"service\": \"web\", \"node\": \"n1\", \"step\": -4}", &e),
+	         -EINVAL);
+	CHECK_CONTAINS(e.msg, "step");
+	CHECK_EQ(validate(st, IOD_STATE_CHECKPOINT, "c",
+	                  "{\"service\": \"web\", \"node\": \"n1\", \"step\": 1, \"replicas\": 9}",
+	                  &e),
+	         -EINVAL);
 	/* everything else is free-form */
 	CHECK_EQ(validate(st, IOD_STATE_CONFIG, "c", "{\"v\": 1}", &e), 0);
 	iod_state_free(st);

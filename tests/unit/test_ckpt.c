@@ -278,3 +278,141 @@ TEST(full_store_refuses_and_keeps)
 	CHECK_EQ(got, 1);
 	iod_ckpt_close(c);
 }
+
+static void flip(const char *dir, uint64_t step, const char *chunk, off_t at)
+{
+	char path[1200];
+	uint8_t x = 0;
+	snprintf(path, sizeof(path), "%s/step-%020llu/%s", dir, (unsigned long long)step, chunk);
+	int fd = open(path, O_RDWR);
+	CHECK(fd >= 0);
+	CHECK_EQ(pread(fd, &x, 1, at), 1);
+	x ^= 0x01;
+	CHECK_EQ(pwrite(fd, &x, 1, at), 1);
+	close(fd);
+}
+
+TEST(corrupt_chunk_repaired_from_a_peer)
+{
+	static uint8_t a[A_BYTES], b[B_BYTES], ra[A_BYTES], rb[B_BYTES];
+	struct fix fa = {0}, fb = {0}, fc = {0};
+	struct iod_ckpt *ca, *cb, *cc;
+	struct iod_ckpt_repair_report rep;
+	uint64_t got, checked;
+	char path[1200];
+	fix_init(&fa, "repair_node_a", 2000000);
+	fix_init(&fb, "repair_node_b", 2000000);
+	fix_init(&fc, "repair_node_c", 2000000);
+	CHECK_EQ(iod_ckpt_open(&fa.o, &ca, &err), 0);
+	CHECK_EQ(iod_ckpt_open(&fb.o, &cb, &err), 0);
+	CHECK_EQ(iod_ckpt_open(&fc.o, &cc, &err), 0);
+	fill(a, A_BYTES, 11), fill(b, B_BYTES, 12);
+	/* the same checkpoint on two nodes (what replication leaves behind) */
+	CHECK_EQ(save_wait(ca, 3, a, b), 0);
+	CHECK_EQ(save_wait(cb, 3, a, b), 0);
+	/* clean copies: nothing to do */
+	CHECK_MSG(iod_ckpt_repair(ca, cb, 3, &rep, &err) == 0, "%s", err.msg);
+	CHECK(rep.chunks == 7 && rep.repaired[0] == 0 && rep.repaired[1] == 0);
+	/* node A: a flipped bit in chunk 0.2; node B: chunk 1.0 missing */
+	flip(fa.pmem, 3, "r0-0-2.chunk", 4242);
+	snprintf(path, sizeof(path), "%s/step-%020d/r0-1-0.chunk", fb.pmem, 3);
+	CHECK_EQ(unlink(path), 0);
+	CHECK_EQ(iod_ckpt_scrub(ca, 3, &checked, &err), -EBADMSG);
+	CHECK_EQ(iod_ckpt_scrub(cb, 3, &checked, &err), -EBADMSG);
+	CHECK_MSG(iod_ckpt_repair(ca, cb, IOD_CKPT_LATEST, &rep, &err) == 0, "%s", err.msg);
+	CHECK_EQ(rep.repaired[0], 1);
+	CHECK_EQ(rep.repaired[1], 1);
+	CHECK_EQ(rep.lost, 0);
+	CHECK_MSG(iod_ckpt_scrub(ca, 3, &checked, &err) == 0, "%s", err.msg);
+	CHECK_MSG(iod_ckpt_scrub(cb, 3, &checked, &err) == 0, "%s", err.msg);
+	CHECK_EQ(restore(ca, 3, ra, rb, &got), 0);
+	CHECK(!memcmp(ra, a, A_BYTES) && !memcmp(rb, b, B_BYTES));
+	CHECK_EQ(restore(cb, 3, ra, rb, &got), 0);
+	CHECK(!memcmp(ra, a, A_BYTES) && !memcmp(rb, b, B_BYTES));
+	/* the same chunk damaged in both: lost, named, the others still repaired */
+	flip(fa.pmem, 3, "r0-0-1.chunk", 7);
+	flip(fb.pmem, 3, "r0-0-1.chunk", 9);
+	flip(fb.pmem, 3, "r0-0-4.chunk", 9);
+	CHECK_EQ(iod_ckpt_repair(ca, cb, 3, &rep, &err), -EBADMSG);
+	CHECK_EQ(rep.lost, 1);
+	CHECK_EQ(rep.repaired[1], 1);
+	CHECK_CONTAINS(err.msg, "damaged in both copies");
+	/* a peer whose checkpoint of that step holds other data cannot repair */
+	fill(a, A_BYTES, 13);
+	CHECK_EQ(save_wait(cc, 3, a, b), 0);
+	CHECK_EQ(iod_ckpt_repair(ca, cc, 3, &rep, &err), -EBADMSG);
+	CHECK_CONTAINS(err.msg, "does not match");
+	CHECK_EQ(iod_ckpt_repair(ca, cc, 4, &rep, &err), -ENOENT);
+	CHECK_EQ(iod_ckpt_repair(ca, ca, 3, &rep, &err), -EINVAL);
+	iod_ckpt_close(ca);
+	iod_ckpt_close(cb);
+	iod_ckpt_close(cc);
+}
+
+/* Issue 23: copies on two peers over HTTP, the 2-of-3 quorum, restore from
+ * a peer, and the peer's checks. */
+TEST(replicated_save_to_peers_quorum_and_restore_from_a_peer)
+{
+	static uint8_t a[A_BYTES], b[B_BYTES], ra[A_BYTES], rb[B_BYTES];
+	struct fix f = {0}, fp1 = {0};
+	struct iod_ckpt *c, *pc;
+	struct iod_ckpt_peer *p1, *p2;
+	char d1[600], d2[600];
+	uint64_t got, checked;
+	snprintf(d1, sizeof(d1), "%s/peer1", iod_test_tmpdir());
+	snprintf(d2, sizeof(d2), "%s/peer2", iod_test_tmpdir());
+	CHECK_EQ(iod_ckpt_peer_start("0.0.0.0:0", d1, &p1, &err), -EPERM);
+	CHECK_CONTAINS(err.msg, "not a loopback");
+	CHECK_MSG(iod_ckpt_peer_start("127.0.0.1:0", d1, &p1, &err) == 0, "%s", err.msg);
+	CHECK_MSG(iod_ckpt_peer_start("127.0.0.1:0", d2, &p2, &err) == 0, "%s", err.msg);
+	fix_init(&f, "replicated", 2000000);
+	f.o.peers[0] = iod_ckpt_peer_addr(p1);
+	f.o.peers[1] = iod_ckpt_peer_addr(p2);
+	f.o.peers_n = 2;
+	f.o.min_size = 2;
+	CHECK_MSG(iod_ckpt_open(&f.o, &c, &err) == 0, "%s", err.msg);
+	fill(a, A_BYTES, 21), fill(b, B_BYTES, 22);
+	CHECK_MSG(save_wait(c, 7, a, b) == 0, "%s", err.msg);
+	/* both peers hold it, byte-exact, verified chunk by chunk */
+	struct iod_ckpt_region r[] = {{"params", ra, A_BYTES}, {"optim", rb, B_BYTES}};
+	CHECK_MSG(iod_ckpt_fetch(iod_ckpt_peer_addr(p2), 0, 7, r, 2, &err) == 0, "%s", err.msg);
+	CHECK(!memcmp(ra, a, A_BYTES) && !memcmp(rb, b, B_BYTES));
+	memset(ra, 0, A_BYTES);
+	CHECK_EQ(iod_ckpt_fetch(iod_ckpt_peer_addr(p1), 0, 7, r, 2, &err), 0);
+	CHECK(!memcmp(ra, a, A_BYTES));
+	CHECK_EQ(iod_ckpt_fetch(iod_ckpt_peer_addr(p1), 0, 8, r, 2, &err), -ENOENT);
+	/* a peer's directory opens as a store: scrub it, repair the primary from it */
+	memset(&fp1.o, 0, sizeof(fp1.o));
+	fp1.o.tiers = f.o.tiers;
+	fp1.o.tiers.tiers_n = 1;
+	fp1.o.tiers.tiers[0] = (struct iod_stor_tier_cfg){IOD_STOR_NVME, 10000};
+	fp1.o.dirs[0] = d1;
+	CHECK_MSG(iod_ckpt_open(&fp1.o, &pc, &err) == 0, "%s", err.msg);
+	CHECK_MSG(iod_ckpt_scrub(pc, 7, &checked, &err) == 0, "%s", err.msg);
+	CHECK_U64(checked, A_BYTES + B_BYTES);
+	flip(f.pmem, 7, "r0-0-3.chunk", 100);
+	struct iod_ckpt_repair_report rep;
+	CHECK_MSG(iod_ckpt_repair(c, pc, 7, &rep, &err) == 0, "%s", err.msg);
+	CHECK_EQ(rep.repaired[0], 1);
+	CHECK_EQ(restore(c, 7, ra, rb, &got), 0);
+	CHECK(!memcmp(ra, a, A_BYTES));
+	iod_ckpt_close(pc);
+	/* a damaged chunk on the peer: the fetch refuses it, naming it */
+	flip(d1, 7, "r0-0-1.chunk", 5);
+	CHECK_EQ(iod_ckpt_fetch(iod_ckpt_peer_addr(p1), 0, 7, r, 2, &err), -EBADMSG);
+	CHECK_CONTAINS(err.msg, "r0-0-1.chunk of step 7 is damaged");
+	/* one peer down: 2 of 3 still meet the quorum */
+	iod_ckpt_peer_stop(p2);
+	CHECK_MSG(save_wait(c, 8, a, b) == 0, "%s", err.msg);
+	/* both down: 1 of 3, the save fails, nothing new is visible */
+	iod_ckpt_peer_stop(p1);
+	CHECK_EQ(save_wait(c, 9, a, b), -EAGAIN);
+	CHECK_CONTAINS(err.msg, "write quorum is 2");
+	CHECK_EQ(restore(c, IOD_CKPT_LATEST, ra, rb, &got), 0);
+	CHECK_EQ(got, 8);
+	iod_ckpt_close(c);
+	/* bad options */
+	f.o.min_size = 4;
+	CHECK_EQ(iod_ckpt_open(&f.o, &c, &err), -EINVAL);
+	CHECK_CONTAINS(err.msg, "min_size");
+}

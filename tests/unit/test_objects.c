@@ -364,3 +364,39 @@ TEST(fault_objects_check)
 	iod_obj_fault_free(&f);
 	json_decref(v);
 }
+
+/* Issue 23: a Checkpoint manifest round-trips; bounds are checked. */
+TEST(checkpoint_object_round_trip_and_bounds)
+{
+	struct iod_obj_checkpoint *c = malloc(sizeof(*c));
+	struct iod_err e = {0};
+	json_t *in = parse("{\"service\":\"ps\",\"replica\":\"ps-0\",\"node\":\"n1\",\"rank\":0,"
+	                   "\"step\":1200,\"bytes\":4000000000,\"chunks\":954,"
+	                   "\"chunk_bytes\":4194304,\"manifest_xxh3\":\"0123456789abcdef\","
+	                   "\"tier\":\"NVMe\",\"replicas\":3,\"min_size\":2,"
+	                   "\"copies\":[{\"node\":\"n1\",\"ok\":true}],\"health\":\"undersized\"}");
+	CHECK_EQ(iod_obj_checkpoint_from_json(in, c, &e), 0);
+	CHECK_U64(c->step, 1200);
+	CHECK_U64(c->bytes, 4000000000ull);
+	CHECK_EQ(c->replicas, 3);
+	CHECK_STR(c->tier, "NVMe");
+	CHECK(!iod_obj_has(c, IOD_OBJ_CHECKPOINT_SCRUB));
+	json_t *out = iod_obj_checkpoint_to_json(c);
+	json_object_del(out, "version");
+	CHECK(json_equal(out, in));
+	json_decref(out);
+	iod_obj_checkpoint_free(c);
+	json_decref(in);
+	/* replicas outside 1..7 is refused with the key named */
+	in = parse("{\"service\":\"ps\",\"replicas\":8}");
+	CHECK_EQ(iod_obj_checkpoint_from_json(in, c, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "replicas");
+	iod_obj_checkpoint_free(c);
+	json_decref(in);
+	/* absent: defaults */
+	iod_obj_checkpoint_init(c);
+	CHECK_EQ(c->replicas, 1);
+	CHECK_EQ(c->min_size, 1);
+	iod_obj_checkpoint_free(c);
+	free(c);
+}

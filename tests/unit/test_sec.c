@@ -666,3 +666,47 @@ TEST(ca_signs_csr_with_its_own_subject)
 	iod_sec_pem_free(&csr);
 	iod_sec_ca_free(ca);
 }
+
+/* Issue 23: a node commits the manifests of the checkpoints whose primary
+ * copy it holds, of replicas that run on it, and no other node's. */
+TEST(authz_node_checkpoints_only_its_own)
+{
+	struct iod_state *s;
+	struct iod_sec_identity n1, n2, viewer;
+	struct iod_sec_decision d;
+	const char *mine = "{\"service\": \"ps\", \"replica\": \"ps-0\", \"node\": \"node-1\", "
+	                   "\"step\": 40}";
+	CHECK_EQ(iod_state_new(&s), 0);
+	node(&n1, "node-1");
+	node(&n2, "node-2");
+	user(&viewer, "vi", IOD_SEC_ROLE_VIEWER);
+	CHECK_EQ(put_json(s, IOD_STATE_NODE, "node-1", "{}", 0), 0);
+	CHECK_EQ(put_json(s, IOD_STATE_REPLICA, "ps-0",
+	                  "{\"service\": \"ps\", \"node\": \"node-1\", \"phase\": \"running\"}", 0),
+	         0);
+	CHECK_EQ(decide(&n1, IOD_SEC_VERB_PUT, IOD_SEC_RES_CHECKPOINT, "ps-0.r0.s40", mine, s, &d),
+	         0);
+	/* node-2 neither writes node-1's manifest nor names itself for ps-0 */
+	CHECK_EQ(decide(&n2, IOD_SEC_VERB_PUT, IOD_SEC_RES_CHECKPOINT, "ps-0.r0.s40", mine, s, &d),
+	         -EACCES);
+	CHECK_CONTAINS(d.reason, "must name node node-2");
+	CHECK_EQ(decide(&n2, IOD_SEC_VERB_PUT, IOD_SEC_RES_CHECKPOINT, "ps-0.r0.s40",
+	                "{\"service\": \"ps\", \"replica\": \"ps-0\", \"node\": \"node-2\"}", s,
+	                &d),
+	         -EACCES);
+	CHECK_CONTAINS(d.reason, "replica ps-0 does not run on this node");
+	/* once stored, only its node may replace or delete it */
+	CHECK_EQ(put_json(s, IOD_STATE_CHECKPOINT, "ps-0.r0.s40", mine, 0), 0);
+	CHECK_EQ(
+	    decide(&n2, IOD_SEC_VERB_DELETE, IOD_SEC_RES_CHECKPOINT, "ps-0.r0.s40", NULL, s, &d),
+	    -EACCES);
+	CHECK_CONTAINS(d.reason, "belongs to node node-1");
+	CHECK_EQ(
+	    decide(&n1, IOD_SEC_VERB_DELETE, IOD_SEC_RES_CHECKPOINT, "ps-0.r0.s40", NULL, s, &d),
+	    0);
+	/* people: viewers read, do not write */
+	CHECK_EQ(decide(&viewer, IOD_SEC_VERB_GET, IOD_SEC_RES_CHECKPOINT, NULL, NULL, s, &d), 0);
+	CHECK_EQ(decide(&viewer, IOD_SEC_VERB_PUT, IOD_SEC_RES_CHECKPOINT, "x", mine, s, &d),
+	         -EACCES);
+	iod_state_free(s);
+}

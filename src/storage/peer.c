@@ -1,0 +1,559 @@
+/*
+ * peer.c: checkpoint copies on peers over HTTP (docs/storage.md).
+ *
+ * The peer side is a small chunk server over one directory, laid out as a
+ * tier directory (step-N/rR-G-I.chunk, step-N/rR.manifest), so a peer's
+ * copy can be opened as a store and scrubbed, repaired or restored like a
+ * local one. It takes:
+ *
+ *   PUT /ckpt/<step>/<file>   a chunk (x-iod-xxh3: its XXH3-64, checked
+ *                             before it is kept) or the manifest, accepted
+ *                             only when it parses and every chunk it names
+ *                             is there with its hash: a peer "holds" a
+ *                             checkpoint exactly when its manifest exists;
+ *   GET /ckpt/<step>/<file>   the file.
+ *
+ * Requests are framed by the one HTTP codec (src/http/http.c); answers to
+ * GETs are read with the one HTTP client. One thread per connection; the
+ * listener is refused on anything but a loopback address (no listener
+ * beyond loopback without authentication and TLS; the agents' mTLS
+ * transport is not built). The sender (iod_ckpt_peer_put) and the reader
+ * (iod_ckpt_fetch) are the clients.
+ */
+#include "internal.h"
+
+#include "iod/http.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+/* The biggest body a peer takes: a chunk or a manifest. */
+#define PEER_BODY_MAX ((size_t)64 << 20)
+#define PEER_HEAD_MAX 8192
+
+struct iod_ckpt_peer {
+	int lfd;
+	pthread_t th;
+	volatile int stop;
+	char dir[PATH_MAX];
+	char addr[IOD_ADDR_MAX];
+};
+
+/* "r<digits>" then ".manifest", or "-<digits>-<digits>.chunk". */
+static const char *digits(const char *p)
+{
+	const char *q = p;
+	while (*q >= '0' && *q <= '9' && q - p < 10)
+		q++;
+	return q > p ? q : NULL;
+}
+
+static bool file_name_ok(const char *f, bool *manifest)
+{
+	const char *p = f[0] == 'r' ? digits(f + 1) : NULL;
+	*manifest = false;
+	if (!p)
+		return false;
+	if (!strcmp(p, ".manifest"))
+		return (*manifest = true);
+	for (int i = 0; i < 2 && p; i++)
+		p = *p == '-' ? digits(p + 1) : NULL;
+	return p && !strcmp(p, ".chunk");
+}
+
+static bool send_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n) {
+		ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return false;
+		c += w;
+		n -= (size_t)w;
+	}
+	return true;
+}
+
+static bool answer_body(int fd, int status, const void *body, size_t len)
+{
+	char head[512];
+	int n = snprintf(head, sizeof(head),
+	                 "HTTP/1.1 %d %s\r\ncontent-length: %zu\r\ncontent-type: "
+	                 "application/octet-stream\r\n\r\n",
+	                 status, status < 300 ? "OK" : "Error", len);
+	return send_all(fd, head, (size_t)n) && send_all(fd, body, len);
+}
+
+/* An answer whose body is a short text (a reason, or "held"). */
+static bool answer(int fd, int status, const char *why)
+{
+	return answer_body(fd, status, why, strlen(why));
+}
+
+static int write_file(const char *path, const void *p, size_t n)
+{
+	char tmp[PATH_MAX + 16];
+	int rc = 0;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	for (size_t off = 0; off < n && !rc;) {
+		ssize_t w = pwrite(fd, (const char *)p + off, n - off, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			rc = -errno;
+		else
+			off += (size_t)w;
+	}
+	if (!rc && fdatasync(fd))
+		rc = -errno;
+	close(fd);
+	if (!rc && rename(tmp, path))
+		rc = -errno;
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+/* Every chunk a manifest names is in dir with its hash. */
+static int manifest_complete(const char *dir, const struct iod_ckpt_manifest *m, char *why,
+                             size_t cap)
+{
+	char path[PATH_MAX + 64];
+	uint8_t *buf = malloc(m->chunk_bytes ? m->chunk_bytes : 1);
+	int rc = 0;
+	if (!buf)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < m->chunks_n && !rc; i++) {
+		const struct iod_ckpt_mchunk *k = &m->chunks[i];
+		snprintf(path, sizeof(path), "%s/r%u-%u-%u.chunk", dir, m->rank, k->region,
+		         k->index);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t got = fd >= 0 ? pread(fd, buf, k->len, 0) : -1;
+		if (fd >= 0)
+			close(fd);
+		if (got != (ssize_t)k->len || XXH3_64bits(buf, k->len) != k->xxh3) {
+			snprintf(why, cap, "chunk %u.%u is missing or damaged", k->region,
+			         k->index);
+			rc = -EBADMSG;
+		}
+	}
+	free(buf);
+	return rc;
+}
+
+static void handle(struct iod_ckpt_peer *p, int fd, const char *method, const char *target,
+                   const char *xxh3, const char *body, size_t len)
+{
+	char dir[PATH_MAX + 32], path[PATH_MAX + 96], file[64] = "", why[200];
+	unsigned long long step = 0;
+	bool manifest = false;
+	int n = 0;
+	if (sscanf(target, "/ckpt/%llu/%63s%n", &step, file, &n) != 2 ||
+	    (size_t)n != strlen(target) || !file_name_ok(file, &manifest)) {
+		answer(fd, 404, "no such path: /ckpt/<step>/<chunk or manifest>");
+		return;
+	}
+	snprintf(dir, sizeof(dir), "%s/step-%020llu", p->dir, step);
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	if (!strcmp(method, "GET")) {
+		struct iod_buf b;
+		struct iod_err e = {0};
+		iod_buf_init(&b);
+		if (iod_buf_read_file(&b, path, PEER_BODY_MAX, &e))
+			answer(fd, 404, "not held here");
+		else
+			answer_body(fd, 200, b.data ? b.data : "", b.len);
+		iod_buf_free(&b);
+		return;
+	}
+	if (strcmp(method, "PUT")) {
+		answer(fd, 405, "PUT or GET");
+		return;
+	}
+	if (mkdir(dir, 0755) && errno != EEXIST) {
+		answer(fd, 500, "cannot create the step directory");
+		return;
+	}
+	if (!manifest) {
+		uint64_t want = xxh3 ? strtoull(xxh3, NULL, 16) : 0;
+		if (!xxh3 || XXH3_64bits(body, len) != want) {
+			answer(fd, 409, "chunk checksum (x-iod-xxh3) missing or wrong");
+			return;
+		}
+		int rc = write_file(path, body, len);
+		answer(fd, rc ? 500 : 201, rc ? strerror(-rc) : "held");
+		return;
+	}
+	struct iod_ckpt_manifest m;
+	struct iod_err e = {0};
+	if (iod_ckpt_manifest_parse(body, len, &m, &e)) {
+		answer(fd, 400, e.msg);
+		return;
+	}
+	int rc = m.step != step ? -EINVAL : manifest_complete(dir, &m, why, sizeof(why));
+	if (m.step != step)
+		snprintf(why, sizeof(why), "manifest of step %llu under step %llu",
+		         (unsigned long long)m.step, step);
+	iod_ckpt_manifest_free(&m);
+	if (rc) {
+		answer(fd, 409, why);
+		return;
+	}
+	rc = write_file(path, body, len);
+	if (!rc) {
+		int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd >= 0)
+			(void)fsync(dfd), close(dfd);
+	}
+	answer(fd, rc ? 500 : 201, rc ? strerror(-rc) : "held");
+}
+
+struct conn_arg {
+	struct iod_ckpt_peer *p;
+	int fd;
+};
+
+static void *peer_conn(void *arg)
+{
+	struct conn_arg a = *(struct conn_arg *)arg;
+	struct iod_http_msg *m = malloc(sizeof(*m));
+	char *buf = malloc(PEER_HEAD_MAX + 1);
+	char *body = NULL;
+	size_t len = 0;
+	free(arg);
+	while (m && buf && !a.p->stop) {
+		int rc = iod_http_parse(buf, len, false, m);
+		if (rc == -EAGAIN) {
+			if (len >= PEER_HEAD_MAX)
+				break;
+			ssize_t n = recv(a.fd, buf + len, PEER_HEAD_MAX - len, 0);
+			if (n <= 0)
+				break;
+			len += (size_t)n;
+			continue;
+		}
+		if (rc || m->chunked || (m->has_length && m->content_length > PEER_BODY_MAX)) {
+			answer(a.fd, 400, "bad request head, chunked body or body too large");
+			break;
+		}
+		char method[8] = "", target[128] = "", xxh3[24] = "";
+		if (m->method_len >= sizeof(method) || m->target_len >= sizeof(target)) {
+			answer(a.fd, 400, "method or path too long");
+			break;
+		}
+		memcpy(method, buf + m->method_off, m->method_len);
+		memcpy(target, buf + m->target_off, m->target_len);
+		bool have_hash = false;
+		for (uint32_t i = 0; i < m->hdr_n; i++)
+			if (iod_http_header_is(buf, &m->hdr[i], "x-iod-xxh3") &&
+			    m->hdr[i].value_len < sizeof(xxh3)) {
+				memcpy(xxh3, buf + m->hdr[i].value_off, m->hdr[i].value_len);
+				have_hash = true;
+			}
+		size_t blen = m->has_length ? (size_t)m->content_length : 0, got = 0;
+		bool keep = m->keep_alive;
+		free(body);
+		if (!(body = malloc(blen + 1)))
+			break;
+		size_t have = len - m->head_len;
+		if (have > blen)
+			have = blen;
+		memcpy(body, buf + m->head_len, have);
+		got = have;
+		size_t rest = len - m->head_len - have;
+		memmove(buf, buf + m->head_len + have, rest);
+		len = rest;
+		while (got < blen) {
+			ssize_t n = recv(a.fd, body + got, blen - got, 0);
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+		}
+		if (got < blen)
+			break;
+		handle(a.p, a.fd, method, target, have_hash ? xxh3 : NULL, body, blen);
+		if (!keep)
+			break;
+	}
+	free(body);
+	free(buf);
+	free(m);
+	close(a.fd);
+	return NULL;
+}
+
+static void *peer_accept(void *arg)
+{
+	struct iod_ckpt_peer *p = arg;
+	while (!p->stop) {
+		struct pollfd pf = {.fd = p->lfd, .events = POLLIN};
+		if (poll(&pf, 1, 100) <= 0)
+			continue;
+		int c = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (c < 0)
+			continue;
+		int one = 1;
+		setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		struct conn_arg *a = malloc(sizeof(*a));
+		pthread_t t;
+		if (!a) {
+			close(c);
+			continue;
+		}
+		*a = (struct conn_arg){p, c};
+		if (pthread_create(&t, NULL, peer_conn, a)) {
+			free(a);
+			close(c);
+			continue;
+		}
+		pthread_detach(t);
+	}
+	return NULL;
+}
+
+int iod_ckpt_peer_start(const char *listen_addr, const char *dir, struct iod_ckpt_peer **out,
+                        struct iod_err *e)
+{
+	char host[64];
+	const char *colon = strrchr(listen_addr, ':');
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	*out = NULL;
+	if (!colon || (size_t)(colon - listen_addr) >= sizeof(host))
+		return iod_err_set(
+		    e, -EINVAL, "checkpoint peer: listen address %s is not host:port", listen_addr);
+	snprintf(host, sizeof(host), "%.*s", (int)(colon - listen_addr), listen_addr);
+	sa.sin_port = htons((uint16_t)atoi(colon + 1));
+	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1 || (ntohl(sa.sin_addr.s_addr) >> 24) != 127)
+		return iod_err_set(e, -EPERM,
+		                   "checkpoint peer: %s is not a loopback IPv4 address; the peer "
+		                   "transport has no authentication or TLS yet",
+		                   host);
+	if (mkdir(dir, 0755) && errno != EEXIST)
+		return iod_err_set(e, -errno, "checkpoint peer: cannot create %s: %s", dir,
+		                   strerror(errno));
+	struct iod_ckpt_peer *p = calloc(1, sizeof(*p));
+	if (!p)
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	snprintf(p->dir, sizeof(p->dir), "%s", dir);
+	snprintf(p->addr, sizeof(p->addr), "%s", listen_addr);
+	int one = 1;
+	p->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (p->lfd < 0 || setsockopt(p->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(p->lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(p->lfd, 64)) {
+		int rc = -errno;
+		if (p->lfd >= 0)
+			close(p->lfd);
+		free(p);
+		return iod_err_set(e, rc, "checkpoint peer: listen on %s: %s", listen_addr,
+		                   strerror(-rc));
+	}
+	socklen_t sl = sizeof(sa);
+	if (!getsockname(p->lfd, (struct sockaddr *)&sa, &sl))
+		snprintf(p->addr, sizeof(p->addr), "%s:%u", host, ntohs(sa.sin_port));
+	if (pthread_create(&p->th, NULL, peer_accept, p)) {
+		close(p->lfd);
+		free(p);
+		return iod_err_set(e, -EAGAIN, "checkpoint peer: no thread");
+	}
+	*out = p;
+	return 0;
+}
+
+const char *iod_ckpt_peer_addr(const struct iod_ckpt_peer *p)
+{
+	return p->addr;
+}
+
+void iod_ckpt_peer_stop(struct iod_ckpt_peer *p)
+{
+	if (!p)
+		return;
+	p->stop = 1;
+	pthread_join(p->th, NULL);
+	close(p->lfd);
+	free(p);
+}
+
+/* ---- clients ---- */
+
+static int put_one(struct iod_http_conn *c, const char *addr, uint64_t step, const char *file,
+                   const void *p, size_t n, const uint64_t *xxh3, struct iod_err *e)
+{
+	char path[128], hh[48];
+	const char *hdrs[2] = {NULL, NULL};
+	struct iod_http_response r = {0};
+	snprintf(path, sizeof(path), "/ckpt/%" PRIu64 "/%s", step, file);
+	if (xxh3) {
+		snprintf(hh, sizeof(hh), "x-iod-xxh3: %016" PRIx64, *xxh3);
+		hdrs[0] = hh;
+	}
+	int rc = iod_http_request(c, addr, "PUT", path, hdrs, "application/octet-stream", p, n,
+	                          30000, &r, e);
+	if (!rc && r.status / 100 != 2)
+		rc = iod_err_set(e, -EIO, "peer %s: PUT %s: %d %.*s", addr, path, r.status,
+		                 (int)(r.len > 150 ? 150 : r.len), r.body ? r.body : "");
+	iod_http_response_free(&r);
+	return rc;
+}
+
+int iod_ckpt_peer_put(const char *addr, const struct iod_ckpt_manifest *m, const uint8_t *snap,
+                      struct iod_err *e)
+{
+	struct iod_http_conn c;
+	char file[64], *text = NULL;
+	size_t len = 0;
+	int rc = 0;
+	iod_http_conn_init(&c);
+	uint64_t off = 0;
+	for (uint32_t r = 0, i = 0; r < m->regions_n && !rc; r++) {
+		for (uint32_t k = 0; k < m->regions[r].chunks && !rc; k++, i++) {
+			const struct iod_ckpt_mchunk *ch = &m->chunks[i];
+			snprintf(file, sizeof(file), "r%u-%u-%u.chunk", m->rank, ch->region,
+			         ch->index);
+			rc = put_one(&c, addr, m->step, file,
+			             snap + off + (uint64_t)k * m->chunk_bytes, ch->len, &ch->xxh3,
+			             e);
+		}
+		off += m->regions[r].bytes;
+	}
+	if (!rc)
+		rc = iod_ckpt_manifest_format(m, &text, &len, e);
+	if (!rc) {
+		snprintf(file, sizeof(file), "r%u.manifest", m->rank);
+		rc = put_one(&c, addr, m->step, file, text, len, NULL, e);
+	}
+	free(text);
+	iod_http_conn_close(&c);
+	return rc;
+}
+
+static int get_one(struct iod_http_conn *c, const char *addr, uint64_t step, const char *file,
+                   struct iod_http_response *r, struct iod_err *e)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/ckpt/%" PRIu64 "/%s", step, file);
+	int rc = iod_http_request(c, addr, "GET", path, NULL, NULL, NULL, 0, 30000, r, e);
+	if (!rc && r->status != 200) {
+		rc = iod_err_set(e, r->status == 404 ? -ENOENT : -EIO, "peer %s: GET %s: %d", addr,
+		                 path, r->status);
+		iod_http_response_free(r);
+	}
+	return rc;
+}
+
+/* Connections a restore from a peer uses at once. */
+#define FETCH_CONNS 4
+
+struct fetch_job {
+	const char *addr;
+	const struct iod_ckpt_manifest *m;
+	uint8_t *const *dst;
+	uint32_t t;
+	int rc;
+	struct iod_err err;
+};
+
+static void *fetch_part(void *arg)
+{
+	struct fetch_job *j = arg;
+	struct iod_http_conn c;
+	struct iod_http_response r = {0};
+	char file[64];
+	iod_http_conn_init(&c);
+	c.body_max = PEER_BODY_MAX;
+	for (uint32_t i = j->t; !j->rc && i < j->m->chunks_n; i += FETCH_CONNS) {
+		const struct iod_ckpt_mchunk *k = &j->m->chunks[i];
+		snprintf(file, sizeof(file), "r%u-%u-%u.chunk", j->m->rank, k->region, k->index);
+		if ((j->rc = get_one(&c, j->addr, j->m->step, file, &r, &j->err)))
+			break;
+		if (r.len != k->len || XXH3_64bits(r.body, r.len) != k->xxh3)
+			j->rc = iod_err_set(&j->err, -EBADMSG,
+			                    "peer %s: chunk %s of step %" PRIu64 " is damaged",
+			                    j->addr, file, j->m->step);
+		else
+			memcpy(j->dst[k->region] + (uint64_t)k->index * j->m->chunk_bytes, r.body,
+			       r.len);
+		iod_http_response_free(&r);
+	}
+	iod_http_conn_close(&c);
+	return NULL;
+}
+
+int iod_ckpt_fetch(const char *addr, uint32_t rank, uint64_t step, const struct iod_ckpt_region *rg,
+                   uint32_t n, struct iod_err *e)
+{
+	struct iod_http_conn c;
+	struct iod_http_response r = {0};
+	struct iod_ckpt_manifest m;
+	char file[64];
+	int rc;
+	iod_http_conn_init(&c);
+	c.body_max = PEER_BODY_MAX;
+	snprintf(file, sizeof(file), "r%u.manifest", rank);
+	if ((rc = get_one(&c, addr, step, file, &r, e))) {
+		iod_http_conn_close(&c);
+		return rc;
+	}
+	rc = iod_ckpt_manifest_parse(r.body ? r.body : "", r.len, &m, e);
+	iod_http_response_free(&r);
+	if (rc) {
+		iod_http_conn_close(&c);
+		return rc;
+	}
+	uint8_t *dst[IOD_CKPT_REGIONS_MAX];
+	if (m.step != step || m.rank != rank || n != m.regions_n)
+		rc = iod_err_set(e, -EINVAL,
+		                 "peer %s: checkpoint step %" PRIu64 " has %u regions, %u given",
+		                 addr, step, m.regions_n, n);
+	for (uint32_t i = 0; !rc && i < m.regions_n; i++) {
+		uint32_t j = 0;
+		while (j < n && strcmp(rg[j].name ? rg[j].name : "", m.regions[i].name))
+			j++;
+		if (j == n || rg[j].bytes != m.regions[i].bytes)
+			rc = iod_err_set(e, -EINVAL,
+			                 "peer %s: region %s of %" PRIu64 " bytes has no "
+			                 "region of that name and size to restore into",
+			                 addr, m.regions[i].name, m.regions[i].bytes);
+		else
+			dst[i] = rg[j].addr;
+	}
+	/* chunks in parallel over FETCH_CONNS connections, chunk i on i % FETCH_CONNS */
+	struct fetch_job j[FETCH_CONNS];
+	pthread_t th[FETCH_CONNS];
+	bool started[FETCH_CONNS] = {false};
+	for (uint32_t t = 0; !rc && t < FETCH_CONNS; t++) {
+		j[t] = (struct fetch_job){.addr = addr, .m = &m, .dst = dst, .t = t};
+		started[t] = pthread_create(&th[t], NULL, fetch_part, &j[t]) == 0;
+		if (!started[t])
+			fetch_part(&j[t]);
+	}
+	for (uint32_t t = 0; t < FETCH_CONNS; t++) {
+		if (started[t])
+			pthread_join(th[t], NULL);
+		if (!rc && j[t].rc) {
+			rc = j[t].rc;
+			*e = j[t].err;
+		}
+	}
+	iod_ckpt_manifest_free(&m);
+	iod_http_conn_close(&c);
+	return rc;
+}
