@@ -1,6 +1,7 @@
 /*
  * bench_chaos.c: `make bench-chaos`: the long chaos matrix of issue 20
- * (docs/chaos.md). Against a fresh `iod up` cluster (3 servers on loopback),
+ * (docs/chaos.md). Against a fresh `iod up --servers N` cluster on loopback
+ * (N = IOD_BENCH_CHAOS_SERVERS, default 5 as in jepsen.dqlite; 1, 3, 5, 7),
  * every cell workload (register, set, bank, append) x nemesis runs
  * `iod chaos run -o json` for
  * IOD_BENCH_CHAOS_SECONDS (default 120) and prints
@@ -11,7 +12,7 @@
  *
  * ops is operations per second; lost and anomalies must be 0. Then, when
  * Debian's etcd is installed, the same kill and partition cells against a
- * 3-member etcd cluster on loopback, with writers through the same HTTP
+ * N-member etcd cluster on loopback, with writers through the same HTTP
  * client (src/http/client.c, etcd's /v3/kv/put JSON gateway) at the same
  * rate, faults through the same records and nft tables (src/chaos), and
  *
@@ -44,6 +45,7 @@
 #define FAULT_MS 3000
 
 static char iod[512], tmp[256], etcd_bin[256];
+static int nsrv = 5; /* control-plane servers (and etcd members): IOD_BENCH_CHAOS_SERVERS */
 
 static bool want(const char *wl, const char *nem)
 {
@@ -82,7 +84,7 @@ static int iod_cell(const char *wl, const char *nem, unsigned secs, uint64_t *re
 	*out_p99 = (uint64_t)json_integer_value(json_object_get(j, "outage_p99_ms"));
 	bench_line("BENCH chaos.cell workload=%s nemesis=%s ops=%.1f acked=%llu lost=%lld "
 	           "anomalies=%lld recovery_p50_ms=%lld recovery_p99_ms=%llu outage_p50_ms=%lld "
-	           "outage_p99_ms=%llu faults=%zu valid=%s",
+	           "outage_p99_ms=%llu faults=%zu valid=%s servers=%d",
 	           wl, nem, (double)attempted / secs, (unsigned long long)acked,
 	           (long long)json_integer_value(json_object_get(j, "lost")),
 	           (long long)json_integer_value(json_object_get(j, "anomalies")),
@@ -90,7 +92,7 @@ static int iod_cell(const char *wl, const char *nem, unsigned secs, uint64_t *re
 	           (unsigned long long)*rec_p99,
 	           (long long)json_integer_value(json_object_get(j, "outage_p50_ms")),
 	           (unsigned long long)*out_p99, json_array_size(json_object_get(j, "faults")),
-	           json_is_true(json_object_get(j, "valid")) ? "yes" : "no");
+	           json_is_true(json_object_get(j, "valid")) ? "yes" : "no", nsrv);
 	bool ok = json_is_true(json_object_get(j, "valid")) &&
 	          json_array_size(json_object_get(j, "faults")) > 0;
 	json_decref(j);
@@ -101,9 +103,9 @@ static int iod_cell(const char *wl, const char *nem, unsigned secs, uint64_t *re
 
 struct etcd {
 	struct iod_chaos_cluster c; /* members as chaos sees them; chaos_dir for records */
-	char argv[3][IOD_CHAOS_CMDLINE_MAX];
-	uint32_t argv_len[3];
-	pid_t pid[3];
+	char argv[IOD_UP_SERVERS_MAX][IOD_CHAOS_CMDLINE_MAX];
+	uint32_t argv_len[IOD_UP_SERVERS_MAX];
+	pid_t pid[IOD_UP_SERVERS_MAX];
 };
 
 struct writers {
@@ -147,10 +149,11 @@ static void etcd_args(struct etcd *ed, int i)
 	snprintf(a[k++], 256, "--advertise-client-urls=http://127.0.0.1:%d", ETCD_CLIENT + i);
 	snprintf(a[k++], 256, "--listen-peer-urls=http://127.0.0.1:%d", ETCD_PEER + i);
 	snprintf(a[k++], 256, "--initial-advertise-peer-urls=http://127.0.0.1:%d", ETCD_PEER + i);
-	snprintf(a[k++], 256,
-	         "--initial-cluster=e1=http://127.0.0.1:%d,e2=http://127.0.0.1:%d,e3=http://"
-	         "127.0.0.1:%d",
-	         ETCD_PEER, ETCD_PEER + 1, ETCD_PEER + 2);
+	int w = snprintf(a[k], 256, "--initial-cluster=");
+	for (int j = 0; j < nsrv; j++) /* at most 7 x 30 bytes */
+		w += snprintf(a[k] + w, (size_t)(256 - w), "%se%d=http://127.0.0.1:%d",
+		              j ? "," : "", j + 1, ETCD_PEER + j);
+	k++;
 	snprintf(a[k++], 256, "--initial-cluster-state=new");
 	ed->argv_len[i] = 0;
 	for (int j = 0; j < k; j++) {
@@ -181,7 +184,7 @@ static void etcd_member(struct etcd *ed, int i)
 /* The leader's index from /v3/maintenance/status, or -1. */
 static int etcd_leader(void)
 {
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < nsrv; i++) {
 		struct iod_http_conn c;
 		struct iod_http_response r = {0};
 		struct iod_err e = {0};
@@ -212,7 +215,7 @@ static void *etcd_writer(void *arg)
 {
 	struct writers *w = arg;
 	struct iod_http_conn c;
-	uint32_t cur = (uint32_t)(uintptr_t)&c % 3, seq = 0;
+	uint32_t cur = (uint32_t)((uintptr_t)&c % (uintptr_t)nsrv), seq = 0;
 	uint64_t gap = IOD_NS_PER_S * CLIENTS / RATE;
 	iod_http_conn_init(&c);
 	while (!atomic_load(&w->stop)) {
@@ -242,7 +245,8 @@ static void *etcd_writer(void *arg)
 			pthread_mutex_unlock(&w->mu);
 		} else {
 			iod_http_conn_close(&c);
-			cur = (cur + 1) % 3; /* as the iod client does: the next member */
+			cur = (cur + 1) %
+			      (uint32_t)nsrv; /* as the iod client does: the next member */
 		}
 		iod_http_response_free(&r);
 		uint64_t spent = bench_now_ns() - t0;
@@ -278,7 +282,7 @@ static int etcd_cell(struct etcd *ed, const char *nem, unsigned secs, uint64_t *
 		struct iod_chaos_fault *f = calloc(1, sizeof(*f));
 		struct iod_err e = {0};
 		int leader = etcd_leader();
-		for (int i = 0; i < 3; i++)
+		for (int i = 0; i < nsrv; i++)
 			etcd_member(ed, i);
 		iod_chaos_fault_id(f->id, sizeof(f->id), iod_rng_next(&rng));
 		f->start_ms = iod_chaos_now_ms();
@@ -287,7 +291,7 @@ static int etcd_cell(struct etcd *ed, const char *nem, unsigned secs, uint64_t *
 		if (!strcmp(nem, "kill")) {
 			uint32_t k = leader >= 0 && iod_rng_below(&rng, 2)
 			                 ? (uint32_t)leader
-			                 : (uint32_t)iod_rng_below(&rng, 3);
+			                 : (uint32_t)iod_rng_below(&rng, (uint64_t)nsrv);
 			f->action = IOD_CHAOS_ACT_KILL;
 			f->signal = 9;
 			f->restart = true;
@@ -302,11 +306,12 @@ static int etcd_cell(struct etcd *ed, const char *nem, unsigned secs, uint64_t *
 			f->shape = shapes[iod_rng_below(&rng, 3)];
 			if (f->shape == IOD_CHAOS_SHAPE_PRIMARIES && leader < 0)
 				f->shape = IOD_CHAOS_SHAPE_ONE;
-			f->n = 3;
-			memcpy(f->m, ed->c.servers, 3 * sizeof(f->m[0]));
-			rc = iod_chaos_shape_grudge(
-			    f->shape, 3, leader < 0 ? IOD_CHAOS_NONE : (uint32_t)leader,
-			    iod_rng_next(&rng), IOD_CHAOS_DIR_BOTH, &f->g, &e);
+			f->n = (uint32_t)nsrv;
+			memcpy(f->m, ed->c.servers, (size_t)nsrv * sizeof(f->m[0]));
+			rc = iod_chaos_shape_grudge(f->shape, (uint32_t)nsrv,
+			                            leader < 0 ? IOD_CHAOS_NONE : (uint32_t)leader,
+			                            iod_rng_next(&rng), IOD_CHAOS_DIR_BOTH, &f->g,
+			                            &e);
 			if (!rc)
 				rc = iod_chaos_fault_apply(&ed->c, f, &e);
 		}
@@ -393,8 +398,8 @@ static int etcd_up(struct etcd *ed)
 	memset(ed, 0, sizeof(*ed));
 	snprintf(ed->c.dir, sizeof(ed->c.dir), "%s", tmp);
 	snprintf(ed->c.chaos_dir, sizeof(ed->c.chaos_dir), "%s/etcd-chaos", tmp);
-	ed->c.nservers = 3;
-	for (int i = 0; i < 3; i++) {
+	ed->c.nservers = (uint32_t)nsrv;
+	for (int i = 0; i < nsrv; i++) {
 		etcd_args(ed, i);
 		ed->pid[i] = etcd_start(ed, i);
 	}
@@ -409,10 +414,10 @@ static int etcd_up(struct etcd *ed)
 /* Stop the members this bench started (by pid, never by name). */
 static void etcd_down(struct etcd *ed)
 {
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < nsrv; i++)
 		if (ed->pid[i] > 0)
 			kill(ed->pid[i], SIGKILL);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < nsrv; i++)
 		if (ed->pid[i] > 0)
 			waitpid(ed->pid[i], NULL, WNOHANG);
 }
@@ -424,6 +429,13 @@ int main(int argc, char **argv)
 		return iod_chaos_keeper_run(argv[4], 5000);
 	const char *s = getenv("IOD_BENCH_CHAOS_SECONDS");
 	unsigned secs = s && atoi(s) >= 12 ? (unsigned)atoi(s) : 120;
+	const char *ns = getenv("IOD_BENCH_CHAOS_SERVERS");
+	if (ns && (atoi(ns) < 1 || atoi(ns) > IOD_UP_SERVERS_MAX || atoi(ns) % 2 == 0)) {
+		fprintf(stderr, "bench_chaos: IOD_BENCH_CHAOS_SERVERS must be 1, 3, 5 or 7\n");
+		return 2;
+	}
+	if (ns)
+		nsrv = atoi(ns);
 	char self[512];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	if (n <= 0)
@@ -443,10 +455,10 @@ int main(int argc, char **argv)
 	snprintf(tmp, sizeof(tmp), "/tmp/iod-bench-chaos-%d", (int)getpid());
 	char cmd[2048];
 	snprintf(cmd, sizeof(cmd),
-	         "mkdir -p %s && IOD_STATE_DIR=%s/cluster '%s' up --nodes 1 --gpus-per-node 0 "
-	         "--api-port %d --raft-port %d --no-mesh --telemetry-port 0 --no-sandbox "
-	         ">%s/up.log 2>&1",
-	         tmp, tmp, iod, API_PORT, RAFT_PORT, tmp);
+	         "mkdir -p %s && IOD_STATE_DIR=%s/cluster '%s' up --servers %d --nodes 1 "
+	         "--gpus-per-node 0 --api-port %d --raft-port %d --no-mesh --telemetry-port 0 "
+	         "--no-sandbox >%s/up.log 2>&1",
+	         tmp, tmp, iod, nsrv, API_PORT, RAFT_PORT, tmp);
 	if (system(cmd) != 0) {
 		fprintf(stderr, "bench_chaos: iod up failed (see %s/up.log)\n", tmp);
 		return 1;

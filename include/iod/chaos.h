@@ -365,6 +365,10 @@ char iod_chaos_proc_state(int pid);                            /* 'T' when stopp
 int iod_chaos_cluster_load(const char *dir, struct iod_chaos_cluster *c, struct iod_err *e);
 int iod_chaos_replica_find(const struct iod_chaos_cluster *c, const char *name,
                            struct iod_chaos_member *m, struct iod_err *e);
+/* The running replicas of a service (from the agents' status), into names;
+ * their count (at most max). */
+uint32_t iod_chaos_service_replicas(const struct iod_chaos_cluster *c, const char *service,
+                                    char names[][IOD_NAME_MAX], uint32_t max);
 /* Record the fault, make sure a keeper runs, then apply it; on failure
  * nothing stays applied. */
 int iod_chaos_fault_apply(struct iod_chaos_cluster *c, struct iod_chaos_fault *f,

@@ -389,6 +389,10 @@
 
 /* Local agents `iod up` starts: each is a process with its replicas. */
 #define IOD_UP_NODES_MAX 64
+/* `iod up --servers N`: control-plane servers, odd, at most this (their API
+ * and Raft ports are P..P+N-1). */
+#define IOD_UP_SERVERS_MAX 7
+_Static_assert(IOD_UP_SERVERS_MAX <= IOD_STATE_PEERS_MAX, "every server is a peer");
 /* `iod up --netns` underlay (docs/network.md): leaves and spines of the
  * leaf-spine of network namespaces. Each leaf/spine link is a /30 in
  * 10.253.<leaf>.0/24 (64 spines fit), each leaf's hosts a /24. */

@@ -18,6 +18,7 @@
  * does what they say.
  */
 #include "iod/chaos.h"
+#include "iod/objects.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -187,6 +188,39 @@ int iod_chaos_cluster_load(const char *dir_in, struct iod_chaos_cluster *c, stru
 }
 
 /* A replica's pid from the status.json of the node agent that runs it. */
+uint32_t iod_chaos_service_replicas(const struct iod_chaos_cluster *c, const char *service,
+                                    char names[][IOD_NAME_MAX], uint32_t max)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < c->nnodes; i++) {
+		char path[IOD_PATH_MAX + 32];
+		struct iod_buf b;
+		struct iod_err e1 = {0};
+		snprintf(path, sizeof(path), "%s/%s/status.json", c->dir, c->nodes[i].name);
+		iod_buf_init(&b);
+		if (iod_buf_read_file(&b, path, 4u << 20, &e1)) {
+			iod_buf_free(&b);
+			continue;
+		}
+		json_t *j = json_loadb(b.data, b.len, 0, NULL), *r;
+		iod_buf_free(&b);
+		size_t k;
+		json_array_foreach(json_object_get(j, "replicas"), k, r)
+		{
+			const char *nm = NULL;
+			uint64_t pid = 0;
+			const char *svc =
+			    iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, r, IOD_OBJ_REPLICA_SERVICE);
+			if (n < max && svc && !strcmp(svc, service) &&
+			    !iod_json_get_str(r, "name", &nm) &&
+			    !iod_json_get_u64(r, "pid", &pid) && pid && strlen(nm) < IOD_NAME_MAX)
+				snprintf(names[n++], IOD_NAME_MAX, "%s", nm);
+		}
+		json_decref(j);
+	}
+	return n;
+}
+
 int iod_chaos_replica_find(const struct iod_chaos_cluster *c, const char *name,
                            struct iod_chaos_member *m, struct iod_err *e)
 {

@@ -53,7 +53,9 @@ static void usage(FILE *f)
 	    "Every fault is a record in STATE_DIR/chaos/ owned by a detached keeper process\n"
 	    "that heals it on time even if this command, the target or the leader dies.\n"
 	    "Network faults are nftables tables named inet iod_chaos_<id>.\n\n"
-	    "  TARGET           server-N, node-N, replica/NAME, leader, or a comma list\n"
+	    "  TARGET           server-N, node-N, replica/NAME, leader, or a comma list;\n"
+	    "                   service/NAME: kill, pause: all its running replicas;\n"
+	    "                   delay, abort: its HTTP requests, in the mesh\n"
 	    "  --shape S        one | majority | majorities-ring (>= 4 servers) |\n"
 	    "                   minority-third | primaries (the leader alone)\n"
 	    "  --between A,B    one side of an explicit partition (servers or nodes);\n"
@@ -104,7 +106,7 @@ struct opts {
 	int signal;
 	uint32_t percent, clients, rate, nemesis;
 	enum iod_chaos_workload workload;
-	bool have_workload, have_percent, keep;
+	bool have_workload, have_percent, have_rate, keep;
 	uint64_t latency_ms;
 	uint64_t max_states;
 	uint32_t status; /* abort service/NAME */
@@ -246,6 +248,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, const char *sub)
 				return bad("--rate %s: want 0..100000 ops/s (0: unpaced)%s", optarg,
 				           "");
 			o->rate = (uint32_t)v;
+			o->have_rate = true; /* 0 is a value: unpaced */
 			break;
 		}
 		case O_NEMESIS:
@@ -315,6 +318,42 @@ static int resolve(struct iod_chaos_cluster *c, const struct iod_chaos_target *t
 }
 
 /* TARGET list -> members; "leader" is the current leader. */
+/* "service/NAME" in a target list becomes its running replicas
+ * ("replica/A,replica/B"); a service with none is an error (printed). */
+static int expand_services(struct iod_chaos_cluster *c, char *buf, size_t len)
+{
+	char out[1024] = "", tok[1024];
+	char names[IOD_CHAOS_MEMBERS_MAX][IOD_NAME_MAX];
+	size_t o = 0;
+	for (const char *p = buf; *p;) {
+		size_t l = strcspn(p, ",");
+		snprintf(tok, sizeof(tok), "%.*s", (int)l, p);
+		p += l + (p[l] == ',');
+		if (strncmp(tok, "service/", 8)) {
+			o += (size_t)snprintf(out + o, sizeof(out) - IOD_MIN(o, sizeof(out)),
+			                      "%s%s", o ? "," : "", tok);
+			continue;
+		}
+		uint32_t n = iod_chaos_service_replicas(c, tok + 8, names, IOD_CHAOS_MEMBERS_MAX);
+		if (!n) {
+			fprintf(stderr,
+			        "iod chaos: %s has no running replica on this cluster's nodes "
+			        "(`iod get replicas`): unreachable target\n",
+			        tok);
+			return -1;
+		}
+		for (uint32_t i = 0; i < n; i++)
+			o += (size_t)snprintf(out + o, sizeof(out) - IOD_MIN(o, sizeof(out)),
+			                      "%sreplica/%s", o ? "," : "", names[i]);
+	}
+	if (o >= sizeof(out) || o >= len) {
+		fprintf(stderr, "iod chaos: the target list is too long\n");
+		return -1;
+	}
+	snprintf(buf, len, "%s", out);
+	return 0;
+}
+
 static int resolve_list(struct iod_chaos_cluster *c, const char *list, struct iod_chaos_member *m,
                         uint32_t *n)
 {
@@ -336,6 +375,8 @@ static int resolve_list(struct iod_chaos_cluster *c, const char *list, struct io
 		snprintf(out, sizeof(out), "%s%s%s", buf, name, rest);
 		snprintf(buf, sizeof(buf), "%s", out);
 	}
+	if (expand_services(c, buf, sizeof(buf)))
+		return IOD_EXIT_INVALID;
 	int k = iod_chaos_target_list_parse(buf, t, IOD_CHAOS_MEMBERS_MAX, &e);
 	if (k < 0)
 		return bad("%s%s", e.msg, "");
@@ -638,11 +679,12 @@ static int do_fault(enum iod_chaos_action act, int argc, char **argv, struct opt
 		rc = bad("unexpected argument %s%s", argv[optind], "");
 		goto out;
 	}
-	if (is_service_target(target)) {
+	if (is_service_target(target) && act != IOD_CHAOS_ACT_KILL && act != IOD_CHAOS_ACT_PAUSE) {
+		/* kill and pause of a service hit its replicas (resolve_list) */
 		rc = act == IOD_CHAOS_ACT_DELAY
 		         ? do_mesh_fault(false, target, o)
-		         : bad("%s of a service/NAME: the mesh injects delay and abort only; %s "
-		               "its replicas (replica/NAME) or nodes instead",
+		         : bad("%s of a service/NAME: the mesh injects delay and abort, and kill "
+		               "and pause hit its replicas; %s its nodes instead",
 		               iod_chaos_action_name(act), iod_chaos_action_name(act));
 		goto out;
 	}
@@ -1343,8 +1385,10 @@ static int do_run(int argc, char **argv, struct opts *o)
 			o->duration_ms = plan->duration_ms;
 		if (!o->clients)
 			o->clients = plan->clients;
-		if (!o->rate)
-			o->rate = plan->rate;
+		if (!o->have_rate) {
+			o->rate = plan->rate; /* 100 unless the plan says (0: unpaced) */
+			o->have_rate = true;
+		}
 		if (!o->have_seed && plan->has_seed) {
 			o->seed = plan->seed;
 			o->have_seed = true;
@@ -1362,7 +1406,7 @@ static int do_run(int argc, char **argv, struct opts *o)
 	}
 	cfg.workload = o->workload;
 	cfg.clients = o->clients ? o->clients : 4;
-	cfg.rate = o->rate ? o->rate : 100;
+	cfg.rate = o->have_rate ? o->rate : 100; /* --rate 0 was taken for 100 */
 	cfg.duration_ms = o->duration_ms;
 	cfg.nemesis = o->nemesis;
 	cfg.fault_ms = o->fault_ms ? o->fault_ms : 3000;

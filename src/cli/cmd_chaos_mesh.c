@@ -203,7 +203,7 @@ json_t *iod_chaos_mesh_list(const char *apis, struct iod_err *e)
 	if (iod_api_client_init_config(&c, apis, e))
 		return NULL;
 	c.retry_ms = 2000;
-	if (iod_api_request(&c, "GET", "/v1/faults", NULL, NULL, 0, &r, e))
+	if (iod_api_request(&c, "GET", "/v1/faults?consistent=1", NULL, NULL, 0, &r, e))
 		goto out;
 	if (r.status != 200) {
 		iod_err_set(e, -EIO, "GET /v1/faults: %s (HTTP %d)", iod_api_error_text(&r),
@@ -244,7 +244,7 @@ int iod_chaos_mesh_heal(const char *apis, const char *id, uint32_t *healed)
 		*healed = d > 0;
 		goto out;
 	}
-	if ((rc = call(&c, "GET", "/v1/faults", NULL, &r)))
+	if ((rc = call(&c, "GET", "/v1/faults?consistent=1", NULL, &r)))
 		goto out;
 	const json_t *it;
 	size_t i;

@@ -1,6 +1,7 @@
 /*
  * cmd_up.c: `iod up --nodes N`: a local cluster on this machine: 3 control
- * plane servers (Raft on loopback, APIs on 127.0.0.1:7400-7402 so every
+ * plane servers (--servers 1|3|5|7; Raft on loopback, APIs on
+ * 127.0.0.1:7400-7402 so every
  * client's default finds them) and N node agents with simulated hardware,
  * each a detached process with its log and pid file under the state dir.
  * It returns when a leader is elected and every node has registered, ready
@@ -25,8 +26,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define UP_SERVERS 3
-
 static void usage(FILE *f)
 {
 	fprintf(
@@ -34,10 +33,11 @@ static void usage(FILE *f)
 	    "usage: iod up --nodes N [--gpus-per-node G | --model NAME] [--state-dir DIR]\n"
 	    "              [--api-port P] [--raft-port P] [--lease-ttl DUR] [--no-sandbox]\n"
 	    "              [--election-timeout DUR] [--heartbeat DUR] [--mesh-port P | --no-mesh]\n"
-	    "              [--mesh-mtls-port P] [--svid-ttl DUR]\n"
+	    "              [--mesh-mtls-port P] [--svid-ttl DUR] [--servers N]\n"
 	    "              [--insecure] [--netns [--underlay leaves=L,spines=S,rate=R,slow=S:R]]\n"
 	    "              [-o text|json]\n\n"
-	    "Start a local cluster: 3 control-plane servers and N node agents as processes\n"
+	    "Start a local cluster: 3 control-plane servers (--servers N: 1, 3, 5 or 7) and N\n"
+	    "node agents as processes\n"
 	    "on this machine (loopback), each agent with simulated hardware. Returns when\n"
 	    "a leader is elected and every node has registered.\n\n"
 	    "  --netns              (root) every node its own network: each agent runs in a\n"
@@ -54,7 +54,8 @@ static void usage(FILE *f)
 	    "  --model NAME         each node is this built-in model (`iod topo --list-models`)\n"
 	    "  --state-dir DIR      pid files, logs, data (default ~/.local/share/iod/cluster,\n"
 	    "                       or $IOD_STATE_DIR); wiped at each `iod up`\n"
-	    "  --api-port P         first API port (default 7400: servers on P..P+2)\n"
+	    "  --servers N          control-plane servers: 1, 3 (default), 5 or 7\n"
+	    "  --api-port P         first API port (default 7400: servers on P..P+N-1)\n"
 	    "  --raft-port P        first Raft port (default 7300)\n"
 	    "  --lease-ttl DUR      node lease (default 1s): a node is lost this long after\n"
 	    "                       its agent stops renewing\n"
@@ -269,6 +270,7 @@ int cmd_up(int argc, char **argv)
 	                                     {"underlay", required_argument, 0, 'U'},
 	                                     {"mesh-mtls-port", required_argument, 0, 1301},
 	                                     {"svid-ttl", required_argument, 0, 1302},
+	                                     {"servers", required_argument, 0, 1303},
 	                                     {0, 0, 0, 0}};
 	long mtls_port = -1; /* -1: API port + 30 (in a test's block of ports) */
 	char svid_ttl[32] = "";
@@ -276,7 +278,7 @@ int cmd_up(int argc, char **argv)
 	static const char *const outs[] = {"text", "json", NULL};
 	char dir[IOD_AGENT_PATH_MAX], exe[IOD_AGENT_PATH_MAX], path[IOD_AGENT_PATH_MAX + 64];
 	char peers[512] = "", apis[256] = "", model[IOD_NAME_MAX] = "", lease[32] = "1s";
-	long nodes = 4, gpus = 4, api_port = 7400, raft_port = 7300, mesh_port = 15000;
+	long servers = 3, nodes = 4, gpus = 4, api_port = 7400, raft_port = 7300, mesh_port = 15000;
 	long telemetry_port = -1; /* -1: API port + 200 */
 	bool gpus_set = false, sandbox = true, mesh = true, insecure = false, dir_set = false;
 	bool netns = false;
@@ -351,6 +353,18 @@ int cmd_up(int argc, char **argv)
 			snprintf(svid_ttl, sizeof(svid_ttl), "%s", optarg);
 			break;
 		}
+		case 1303: {
+			char *end;
+			servers = strtol(optarg, &end, 10);
+			if (*end || servers < 1 || servers > IOD_UP_SERVERS_MAX || servers % 2 == 0)
+				return iod_cli_fail(
+				    "up", IOD_EXIT_INVALID,
+				    "--servers must be 1, 3, 5 or 7 (odd: an even count tolerates "
+				    "no "
+				    "more failures than the odd one below it), not %s",
+				    optarg);
+			break;
+		}
 		case 'E': snprintf(election, sizeof(election), "%s", optarg); break;
 		case 'H': snprintf(heartbeat, sizeof(heartbeat), "%s", optarg); break;
 		case 'o':
@@ -384,8 +398,10 @@ int cmd_up(int argc, char **argv)
 		    "--gpus-per-node and --model are exclusive: a model has its GPUs");
 	if (telemetry_port < 0)
 		telemetry_port = api_port + 200 <= 65535 - IOD_UP_NODES_MAX ? api_port + 200 : 0;
-	if (api_port < 1 || api_port > 65533 || raft_port < 1 || raft_port > 65533)
-		return iod_cli_fail("up", IOD_EXIT_INVALID, "ports must leave room for 3 servers");
+	if (api_port < 1 || api_port > 65536 - servers || raft_port < 1 ||
+	    raft_port > 65536 - servers)
+		return iod_cli_fail("up", IOD_EXIT_INVALID, "ports must leave room for %ld servers",
+		                    servers);
 	if (model[0]) {
 		struct iod_topo_node *tn = calloc(1, sizeof(*tn));
 		int rc = tn ? iod_topo_model_load(model, tn, &e) : -ENOMEM;
@@ -403,11 +419,11 @@ int cmd_up(int argc, char **argv)
 			return iod_cli_fail("up", IOD_EXIT_INVALID, "--gpus-per-node: %s", e.msg);
 	}
 	/* one cluster per state dir */
-	for (int i = 1; i <= UP_SERVERS + IOD_UP_NODES_MAX; i++) {
-		if (i <= UP_SERVERS)
+	for (int i = 1; i <= IOD_UP_SERVERS_MAX + IOD_UP_NODES_MAX; i++) {
+		if (i <= IOD_UP_SERVERS_MAX)
 			snprintf(path, sizeof(path), "%s/server-%d.pid", dir, i);
 		else
-			snprintf(path, sizeof(path), "%s/node-%d.pid", dir, i - UP_SERVERS);
+			snprintf(path, sizeof(path), "%s/node-%d.pid", dir, i - IOD_UP_SERVERS_MAX);
 		if (alive_pidfile(path, dir))
 			return iod_cli_fail(
 			    "up", IOD_EXIT_INVALID,
@@ -447,7 +463,7 @@ int cmd_up(int argc, char **argv)
 		if (iod_agent_underlay_up(&ul, &e))
 			return iod_cli_fail("up", IOD_EXIT_ERROR, "%s", e.msg);
 	}
-	for (int i = 0; i < UP_SERVERS; i++) {
+	for (int i = 0; i < servers; i++) {
 		size_t la = strlen(apis);
 		snprintf(apis + la, sizeof(apis) - la, "%s%s:%ld", i ? "," : "", api_host,
 		         api_port + i);
@@ -458,7 +474,7 @@ int cmd_up(int argc, char **argv)
 	if (pki_rc)
 		return pki_rc;
 	apis[0] = 0;
-	for (int i = 0; i < UP_SERVERS; i++) {
+	for (int i = 0; i < servers; i++) {
 		size_t l = strlen(peers), la = strlen(apis);
 		snprintf(peers + l, sizeof(peers) - l, "%s%d=127.0.0.1:%ld@%s:%ld", i ? "," : "",
 		         i + 1, raft_port + i, api_host, api_port + i);
@@ -466,8 +482,8 @@ int cmd_up(int argc, char **argv)
 		         api_port + i);
 	}
 	if (out == IOD_OUT_TEXT)
-		printf("starting %d control-plane servers (APIs %s)\n", UP_SERVERS, apis);
-	for (int i = 0; i < UP_SERVERS; i++) {
+		printf("starting %ld control-plane servers (APIs %s)\n", servers, apis);
+	for (int i = 0; i < servers; i++) {
 		char id[8], data[IOD_AGENT_PATH_MAX + 16], raft[32], api[32],
 		    log[IOD_AGENT_PATH_MAX + 16];
 		snprintf(id, sizeof(id), "%d", i + 1);
@@ -650,14 +666,14 @@ int cmd_up(int argc, char **argv)
 		printf("underlay %s-*: node-N in netns %s-hN (10.254.<leaf>.<k>, `ip netns exec "
 		       "%s-h1 ...`), replicas on the overlay 10.200.N.0/24\n",
 		       ul.prefix, ul.prefix, ul.prefix);
-	printf("cluster up in %llu ms: %d servers, %ld nodes x %ld GPUs (%s)\n"
+	printf("cluster up in %llu ms: %ld servers, %ld nodes x %ld GPUs (%s)\n"
 	       "  API      %s (%s)\n"
 	       "  state    %s (server-N.log, node-N.log, node-N/replicas/*/log)\n"
 	       "  mesh     %s%s (node-1's proxy: /registry /metrics /spans)\n"
 	       "  metrics  %s (node-N's agent on the next ports: /metrics /v1/telemetry)\n"
 	       "next: iod deploy -f examples/service-topology.yaml && iod get replicas; "
 	       "iod down\n",
-	       (unsigned long long)(t1 - t0), UP_SERVERS, nodes, gpus, model, apis,
+	       (unsigned long long)(t1 - t0), servers, nodes, gpus, model, apis,
 	       netns ? "TLS on the underlay; the context \"local\" names them"
 	             : "IOD_SERVER; the default 127.0.0.1:7400 is one of them",
 	       dir, mesh && !netns ? "http://" : "off", mesh && !netns ? mesh_admin : "",

@@ -33,7 +33,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		json_t *back = iod_obj_fault_to_json(&f);
 		if (!back || iod_obj_fault_from_json(back, &g, &e) || iod_obj_fault_check(&g, &e) ||
-		    g.percent != f.percent || g.until_ms != f.until_ms || strcmp(g.action, f.action))
+		    g.percent != f.percent || g.until_ms != f.until_ms ||
+		    strcmp(g.action, f.action))
 			abort();
 		iod_obj_fault_free(&g);
 		json_decref(back);

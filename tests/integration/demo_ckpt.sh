@@ -2,7 +2,8 @@
 # demo_ckpt.sh BUILD: the demo parameter server checkpoints through
 # libiod-ckpt and a replacement restores and continues (docs/storage.md):
 #   1. a parameter server with --ckpt-dir --ckpt-every 10 takes 57 updates
-#      from a worker, then is killed with SIGKILL (no clean shutdown);
+#      from a worker, then is killed with SIGKILL (no clean shutdown); at
+#      least one save (a multiple of 10) is complete on disk;
 #   2. a replacement on the same directory prints the step it restored, the
 #      newest complete checkpoint on disk, and its param[0] is exactly what
 #      that many updates give (0.25 + 0.75 * 0.995^step);
@@ -63,7 +64,12 @@ newest() {
 }
 NEWEST=$(newest)
 [ -n "$NEWEST" ] || fail "no checkpoint on disk"
-[ "$NEWEST" -ge 40 ] && [ "$NEWEST" -le 57 ] || fail "newest checkpoint $NEWEST not in 40..57"
+# Saves go every 10 updates, but a save still persisting defers the next
+# one (the update loop never waits for the disk), so on a loaded machine the
+# newest can lag well behind step 57 (the suite saw 20 at load 10): any
+# multiple of 10 from 10 to 50 is right; what must hold exactly is below.
+[ "$NEWEST" -ge 10 ] && [ "$NEWEST" -le 57 ] && [ $((NEWEST % 10)) = 0 ] ||
+	fail "newest checkpoint $NEWEST not a save step in 10..57"
 start_ps ps2
 LINE=$(grep "restored step" "$T/ps2.log")
 STEP=$(echo "$LINE" | sed -n 's/.*restored step \([0-9]*\) .*/\1/p')
