@@ -398,16 +398,20 @@ int iod_xfer_mem_deregister(struct iod_xfer *x, uint32_t id, struct iod_err *e)
 
 int iod_xfer_md_get(struct iod_xfer *x, void *buf, size_t cap, size_t *len, struct iod_err *e)
 {
-	static __thread struct iod_xfer_wire_md m; /* 3 KiB: off the stack */
-	memset(&m, 0, sizeof(m));
-	snprintf(m.name, sizeof(m.name), "%s", x->name);
-	m.addr = (const uint8_t *)x->addr;
-	m.addr_len = (uint16_t)x->addr_len;
+	/* 3 KiB, on the heap: not on the caller's stack, and not in static
+	 * thread-local storage, which every thread of iod pays for (a 256 KiB
+	 * worker stack must hold all of it, or pthread_create fails) */
+	struct iod_xfer_wire_md *m = calloc(1, sizeof(*m));
+	if (!m)
+		return iod_err_set(e, -ENOMEM, "xfer: out of memory");
+	snprintf(m->name, sizeof(m->name), "%s", x->name);
+	m->addr = (const uint8_t *)x->addr;
+	m->addr_len = (uint16_t)x->addr_len;
 	for (unsigned i = 0; i < IOD_XFER_REGIONS_MAX; i++) {
 		const struct iod_xfer_region *r = &x->regions.r[i];
 		if (!r->id)
 			continue;
-		struct iod_xfer_wire_region *w = &m.regions[m.nregions++];
+		struct iod_xfer_wire_region *w = &m->regions[m->nregions++];
 		w->id = r->id;
 		w->addr = r->addr;
 		w->len = r->len;
@@ -415,7 +419,8 @@ int iod_xfer_md_get(struct iod_xfer *x, void *buf, size_t cap, size_t *len, stru
 		w->rkey = x->rkeys[i];
 		w->rkey_len = (uint16_t)x->rkey_lens[i];
 	}
-	int n = iod_xfer_wire_md_encode(&m, buf, cap, e);
+	int n = iod_xfer_wire_md_encode(m, buf, cap, e);
+	free(m);
 	if (n < 0)
 		return n;
 	*len = (size_t)n;
@@ -436,13 +441,12 @@ static struct peer *peer_find(struct iod_xfer *x, const char *name)
 	return NULL;
 }
 
-int iod_xfer_md_load(struct iod_xfer *x, const void *buf, size_t len, char *peer, struct iod_err *e)
+/* Connect to the peer m describes and unpack its regions' keys. */
+static int md_connect(struct iod_xfer *x, const struct iod_xfer_wire_md *m, char *peer,
+                      struct iod_err *e)
 {
-	static __thread struct iod_xfer_wire_md m;
-	int rv = iod_xfer_wire_md_decode(buf, len, &m, e);
-	if (rv)
-		return iod_err_wrap(e, "loading peer metadata");
-	struct peer *p = peer_find(x, m.name);
+	int rv;
+	struct peer *p = peer_find(x, m->name);
 	if (p)
 		peer_close(x, p);
 	for (unsigned i = 0; i < IOD_XFER_PEERS_MAX && !p; i++)
@@ -455,7 +459,7 @@ int iod_xfer_md_load(struct iod_xfer *x, const void *buf, size_t len, char *peer
 	ucp_ep_params_t ep = {0};
 	ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
 	                UCP_EP_PARAM_FIELD_ERR_HANDLER;
-	ep.address = (const ucp_address_t *)m.addr;
+	ep.address = (const ucp_address_t *)m->addr;
 	/* UCX 1.13's shared-memory transports have no peer-failure handler
 	 * and refuse the PEER mode; there a dead peer shows as a failed cma
 	 * write (ESRCH) or as a passed deadline */
@@ -471,31 +475,46 @@ int iod_xfer_md_load(struct iod_xfer *x, const void *buf, size_t len, char *peer
 		    e, ucs_err(s),
 		    "xfer: peer \"%s\" is unreachable over %s: %s (is it on this node "
 		    "for shm, or is the transport the same on both sides?)",
-		    m.name, iod_xfer_transport_name(x->transport), ucs_status_string(s));
+		    m->name, iod_xfer_transport_name(x->transport), ucs_status_string(s));
 	}
-	snprintf(p->name, sizeof(p->name), "%s", m.name);
-	for (unsigned i = 0; i < m.nregions; i++) {
-		s = ucp_ep_rkey_unpack(p->ep, m.regions[i].rkey, &p->rkey[i]);
+	snprintf(p->name, sizeof(p->name), "%s", m->name);
+	for (unsigned i = 0; i < m->nregions; i++) {
+		s = ucp_ep_rkey_unpack(p->ep, m->regions[i].rkey, &p->rkey[i]);
 		if (s != UCS_OK) {
 			p->nregions = (uint16_t)i;
 			rv = iod_err_set(e, ucs_err(s),
-			                 "xfer: peer \"%s\" region %u: key unusable: %s", m.name,
-			                 m.regions[i].id, ucs_status_string(s));
+			                 "xfer: peer \"%s\" region %u: key unusable: %s", m->name,
+			                 m->regions[i].id, ucs_status_string(s));
 			peer_close(x, p);
 			return rv;
 		}
 		/* shared memory the peer allocated: map it, write with memcpy */
 		void *lp = NULL;
-		if (ucp_rkey_ptr(p->rkey[i], m.regions[i].addr, &lp) == UCS_OK)
+		if (ucp_rkey_ptr(p->rkey[i], m->regions[i].addr, &lp) == UCS_OK)
 			p->rptr[i] = lp;
-		p->rid[i] = m.regions[i].id;
-		p->raddr[i] = m.regions[i].addr;
-		p->rlen[i] = m.regions[i].len;
+		p->rid[i] = m->regions[i].id;
+		p->raddr[i] = m->regions[i].addr;
+		p->rlen[i] = m->regions[i].len;
 	}
-	p->nregions = m.nregions;
+	p->nregions = m->nregions;
 	if (peer)
-		snprintf(peer, IOD_NAME_MAX, "%s", m.name);
+		snprintf(peer, IOD_NAME_MAX, "%s", m->name);
 	return 0;
+}
+
+int iod_xfer_md_load(struct iod_xfer *x, const void *buf, size_t len, char *peer, struct iod_err *e)
+{
+	/* on the heap, not in static TLS (iod_xfer_md_get says why) */
+	struct iod_xfer_wire_md *m = calloc(1, sizeof(*m));
+	if (!m)
+		return iod_err_set(e, -ENOMEM, "xfer: out of memory");
+	int rv = iod_xfer_wire_md_decode(buf, len, m, e);
+	if (rv)
+		rv = iod_err_wrap(e, "loading peer metadata");
+	else
+		rv = md_connect(x, m, peer, e);
+	free(m);
+	return rv;
 }
 
 static void on_done(void *request, ucs_status_t status, void *user_data)
@@ -843,11 +862,16 @@ static int read_full(int fd, uint8_t *b, size_t n, uint64_t end_ns, struct iod_e
 
 int iod_xfer_md_send_fd(struct iod_xfer *x, int wfd, struct iod_err *e)
 {
-	static __thread uint8_t blob[IOD_XFER_MD_BYTES_MAX + 4];
+	/* 128 KiB: on the heap, not in static TLS (iod_xfer_md_get says why) */
+	uint8_t *blob = malloc(IOD_XFER_MD_BYTES_MAX + 4);
 	size_t len = 0;
-	int rv = iod_xfer_md_get(x, blob + 4, sizeof(blob) - 4, &len, e);
-	if (rv)
+	if (!blob)
+		return iod_err_set(e, -ENOMEM, "xfer: out of memory");
+	int rv = iod_xfer_md_get(x, blob + 4, IOD_XFER_MD_BYTES_MAX, &len, e);
+	if (rv) {
+		free(blob);
 		return rv;
+	}
 	for (unsigned i = 0; i < 4; i++)
 		blob[i] = (uint8_t)(len >> (8 * i));
 	size_t off = 0;
@@ -855,12 +879,14 @@ int iod_xfer_md_send_fd(struct iod_xfer *x, int wfd, struct iod_err *e)
 		ssize_t w = write(wfd, blob + off, len + 4 - off);
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w < 0)
-			return iod_err_set(e, -errno, "xfer: sending metadata: %s",
-			                   strerror(errno));
+		if (w < 0) {
+			rv = iod_err_set(e, -errno, "xfer: sending metadata: %s", strerror(errno));
+			break;
+		}
 		off += (size_t)w;
 	}
-	return 0;
+	free(blob);
+	return rv;
 }
 
 int iod_xfer_md_recv_fd(int rfd, uint8_t *buf, size_t cap, size_t *len, uint64_t deadline_ms,
@@ -882,12 +908,15 @@ int iod_xfer_md_recv_fd(int rfd, uint8_t *buf, size_t cap, size_t *len, uint64_t
 
 int iod_xfer_md_exchange_fd(struct iod_xfer *x, int wfd, int rfd, char *peer, struct iod_err *e)
 {
-	static __thread uint8_t blob[IOD_XFER_MD_BYTES_MAX];
+	uint8_t *blob = malloc(IOD_XFER_MD_BYTES_MAX); /* not in static TLS */
+	if (!blob)
+		return iod_err_set(e, -ENOMEM, "xfer: out of memory");
 	int rv = iod_xfer_md_send_fd(x, wfd, e);
 	size_t len = 0;
 	if (!rv)
-		rv = iod_xfer_md_recv_fd(rfd, blob, sizeof(blob), &len, x->deadline_ms, e);
+		rv = iod_xfer_md_recv_fd(rfd, blob, IOD_XFER_MD_BYTES_MAX, &len, x->deadline_ms, e);
 	if (!rv)
 		rv = iod_xfer_md_load(x, blob, len, peer, e);
+	free(blob);
 	return rv;
 }

@@ -1309,7 +1309,7 @@ static char *txn_puts(int round, int n, size_t *len)
  * a transaction over IOD_API_TXN_OPS_MAX gets 413 naming the limit before
  * anything is proposed.
  */
-static void big_txn_body(struct cluster *c)
+static void big_txn_body(struct iod_cc *c)
 {
 	struct iod_api_client cl;
 	struct iod_api_response r;
@@ -1410,15 +1410,15 @@ static void role_of(const char *api, int id, char *out, size_t cap)
  * configuration the leader is killed; then server 4 starts and joins. The
  * new leader must finish the promotion: member 4 becomes a voter.
  */
-static void spare_body(struct cluster *c)
+static void spare_body(struct iod_cc *c)
 {
 	char raft[32], api[32], dd[600], log[600], body[160], req[400], role[16] = "";
 	int leader = -1;
 	pid_t p = -1;
 
 	CHECK((leader = find_leader(c)) >= 0);
-	snprintf(raft, sizeof(raft), "127.0.0.1:%d", free_port());
-	snprintf(api, sizeof(api), "127.0.0.1:%d", free_port());
+	snprintf(raft, sizeof(raft), "127.0.0.1:%d", iod_cc_free_port());
+	snprintf(api, sizeof(api), "127.0.0.1:%d", iod_cc_free_port());
 	snprintf(body, sizeof(body), "{\"id\":4,\"raft\":\"%s\",\"api\":\"%s\"}", raft, api);
 	int n = snprintf(req, sizeof(req),
 	                 "POST /v1/members HTTP/1.1\r\nHost: x\r\nContent-Type: "
@@ -1439,8 +1439,8 @@ static void spare_body(struct cluster *c)
 	close(fd);
 	CHECK_MSG(!strcmp(role, "spare"), "member 4 is \"%s\", not a spare being promoted", role);
 	/* the leader goes away mid-promotion; it comes back as a follower */
-	stop(c, leader, SIGKILL);
-	CHECK_EQ(start(c, leader), 0);
+	iod_cc_stop(c, leader, SIGKILL);
+	CHECK_EQ(iod_cc_start(c, leader), 0);
 	snprintf(dd, sizeof(dd), "%s/d4", c->dir);
 	snprintf(log, sizeof(log), "%s/log4", c->dir);
 	p = fork();

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -452,4 +453,29 @@ TEST(fd_limit_raised_to_the_hard_limit)
 	CHECK_EQ(waitpid(pid, &st, 0), pid);
 	CHECK(WIFEXITED(st));
 	CHECK_EQ(WEXITSTATUS(st), 0);
+}
+
+static void *small_stack_thread(void *arg)
+{
+	return arg;
+}
+
+/* Static thread-local storage is paid by every thread's stack: 268 KiB of
+ * __thread buffers (libiod-xfer's metadata blobs) once made every
+ * pthread_create with a 256 KiB stack fail with EINVAL, and `iod proxy
+ * backend` (tests/integration/mesh_proxy.sh) answered nothing. */
+TEST(threads_start_with_256k_stacks)
+{
+	pthread_attr_t a;
+	pthread_t t;
+	static int token;
+	void *out = NULL;
+	pthread_attr_init(&a);
+	pthread_attr_setstacksize(&a, 256 * 1024);
+	int rc = pthread_create(&t, &a, small_stack_thread, &token);
+	pthread_attr_destroy(&a);
+	CHECK_MSG(rc == 0, "pthread_create with a 256 KiB stack: %s (static TLS too large?)",
+	          strerror(rc));
+	pthread_join(t, &out);
+	CHECK(out == &token);
 }
