@@ -10,11 +10,10 @@
 # whose prevResult it must keep). Exit 0 pass, 77 skip, else fail.
 set -u
 BUILD=${1:-build}
-IOD="$BUILD/iod"
-[ -x "$IOD" ] || { echo "skip: $IOD not built"; exit 77; }
-[ "$(id -u)" = 0 ] || { echo "skip: CNI needs root (network namespaces, links)"; exit 77; }
-command -v ip >/dev/null || { echo "skip: ip (iproute2) not installed"; exit 77; }
-command -v python3 >/dev/null || { echo "skip: python3 not installed"; exit 77; }
+. "$(dirname "$0")/lib.sh"
+need_iod "$BUILD"
+need_root "CNI: network namespaces, links"
+need ip python3
 ip netns add "iodcp$$" 2>/dev/null || { echo "skip: cannot create network namespaces here"; exit 77; }
 ip netns del "iodcp$$"
 

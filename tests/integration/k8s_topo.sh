@@ -6,10 +6,9 @@
 # and the labels; a damaged topology is refused with exit 2 and its path.
 # Exit 0 pass, 77 skip, else fail.
 set -u
-BUILD=${1:-build}
-IOD="$BUILD/iod"
-[ -x "$IOD" ] || { echo "skip: $IOD not built"; exit 77; }
-command -v python3 >/dev/null || { echo "skip: python3 not installed"; exit 77; }
+. "$(dirname "$0")/lib.sh"
+need_iod "${1:-build}"
+need python3
 FIX=$(dirname "$0")/../fixtures/k8s
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT

@@ -25,12 +25,8 @@
 #   fault_metrics           iod_mesh_fault_aborts_total and _delays_total count
 set -u
 . "$(dirname "$0")/lib.sh"
-BUILD=${1:-build}
-IOD="$BUILD/iod"
-[ -x "$IOD" ] || { echo "skip: $IOD not built"; exit 77; }
-IOD=$(cd "$(dirname "$IOD")" && pwd)/iod
-command -v python3 >/dev/null || { echo "skip: python3 needed"; exit 77; }
-command -v curl >/dev/null || { echo "skip: curl needed"; exit 77; }
+need_iod "${1:-build}"
+need python3 curl
 
 T=$(mktemp -d)
 export IOD_STATE_DIR="$T/cluster"
@@ -40,25 +36,18 @@ ADMIN="127.0.0.1:$((BASE + 15))"
 cleanup() {
 	stop_bg
 	"$IOD" chaos heal --all >/dev/null 2>&1
-	"$IOD" down --grace 5s >/dev/null 2>&1
+	stop_cluster
 	rm -rf "$T"
 }
 trap cleanup EXIT
 trap "exit 1" INT TERM
 
-pass=0 fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() {
-	echo "FAIL $1"
-	fail=$((fail + 1))
-	tail -5 "$IOD_STATE_DIR"/node-1.log 2>/dev/null
-}
-finish() { echo "RESULT $pass $fail 0"; exit 0; }
+on_bad() { tail -5 "$IOD_STATE_DIR"/node-1.log 2>/dev/null; }
+finish() { exit 0; } # each check printed its RESULT line (lib.sh)
 
-"$IOD" up --nodes 1 --gpus-per-node 0 --api-port $((BASE + 10)) --raft-port $((BASE + 0)) \
-	--mesh-port $((BASE + 15)) --telemetry-port 0 --election-timeout 1s --heartbeat 100ms \
-	>"$T/up.log" 2>&1 ||
-	{ cat "$T/up.log"; bad "iod up"; finish; }
+start_cluster "$T/up.log" --nodes 1 --gpus-per-node 0 --api-port $((BASE + 10)) \
+	--raft-port $((BASE + 0)) --mesh-port $((BASE + 15)) --telemetry-port 0 \
+	--election-timeout 1s --heartbeat 100ms || finish
 cat >"$T/spec.yaml" <<'EOF'
 services:
   - name: web

@@ -2,17 +2,14 @@
 # xfer_ring.sh BUILD: `iod xfer ring`, the ring all-reduce over libiod-xfer
 # between separate processes, is exact over shared memory and over TCP
 # (an odd element count: uneven chunks), reports the UCX path it used,
-# and refuses bad usage with exit 2. Prints one RESULT line.
+# and refuses bad usage with exit 2. One RESULT line per check (lib.sh).
 set -u
-BUILD=${1:-build}
-IOD="$BUILD/iod"
-[ -x "$IOD" ] || { echo "skip: $IOD not built"; exit 77; }
-pass=0
-fail=0
+. "$(dirname "$0")/lib.sh"
+need_iod "${1:-build}"
 check() { # name, then the command
 	name=$1
 	shift
-	if "$@"; then pass=$((pass + 1)); echo "ok   $name"; else fail=$((fail + 1)); echo "FAIL $name"; fi
+	if "$@"; then ok "$name"; else bad "$name"; fi
 }
 ring() { # transport ranks count -> the JSON line
 	timeout 120 "$IOD" xfer ring -n "$2" --count "$3" --transport "$1" -o json
@@ -27,5 +24,4 @@ check "tcp ring over tcp" sh -c "echo '$out' | grep -q '\"path\":\"tcp'"
 check "-n 1 is a usage error" test $? -eq 2
 "$IOD" xfer ring --transport nvlink >/dev/null 2>&1
 check "unknown transport is a usage error" test $? -eq 2
-echo "RESULT $pass $fail 0"
-[ "$fail" -eq 0 ]
+checks_ok
