@@ -73,6 +73,8 @@ static const struct {
     [IOD_SEC_RES_SECRET_VALUE] = {IOD_SEC_ROLE_NONE, IOD_SEC_ROLE_NONE},
     /* chaos faults disrupt every caller of a service: admins inject them */
     [IOD_SEC_RES_FAULT] = {IOD_SEC_ROLE_VIEWER, IOD_SEC_ROLE_ADMIN},
+    /* kube-scheduler's questions (POST /v1/extender/...): answers, no change */
+    [IOD_SEC_RES_EXTENDER] = {IOD_SEC_ROLE_VIEWER, IOD_SEC_ROLE_NONE},
 };
 
 /* Rank of a person's role (0 for roles that are not on the ladder). */
