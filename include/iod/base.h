@@ -276,6 +276,9 @@ int iod_bitmap_next(const struct iod_bitmap *b, unsigned from);
 void iod_bitmap_set_range(struct iod_bitmap *b, unsigned first, unsigned last);
 /* "0-3,8,10-11" (the Linux cpulist format); "" for the empty set. */
 int iod_bitmap_format(const struct iod_bitmap *b, char *buf, size_t len);
+/* "0,1,2,3,8": every index, no ranges (what CUDA_VISIBLE_DEVICES and
+ * NVIDIA_VISIBLE_DEVICES read: "0-3" is not a list of GPUs to CUDA). */
+int iod_bitmap_format_list(const struct iod_bitmap *b, char *buf, size_t len);
 int iod_bitmap_parse(const char *s, struct iod_bitmap *b, struct iod_err *e);
 
 /* ---- strings ----------------------------------------------------------- */

@@ -181,7 +181,8 @@ const char *iod_sec_verb_name(enum iod_sec_verb v);
 	X(CERTIFICATE, "certificate")   \
 	X(SECRET_VALUE, "secret-value") \
 	X(FAULT, "fault")               \
-	X(CHECKPOINT, "checkpoint")
+	X(CHECKPOINT, "checkpoint")     \
+	X(EXTENDER, "extender")
 
 enum iod_sec_resource {
 #define X(n, s) IOD_SEC_RES_##n,

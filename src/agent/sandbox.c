@@ -724,7 +724,7 @@ static void build_vec(const struct iod_agent_exec_config *c, const struct iod_ag
                       struct exec_vec *v)
 {
 	unsigned n = 0;
-	char set[256];
+	char set[512];
 	const char *path = getenv("PATH");
 
 	for (uint32_t i = 0; i < r->argc && i < IOD_AGENT_ARGS_MAX; i++)
@@ -759,8 +759,9 @@ static void build_vec(const struct iod_agent_exec_config *c, const struct iod_ag
 		if (!iod_agent_replica_path(c->run_dir, r->name, "telemetry", tf, sizeof(tf)))
 			env_add(v, &n, "IOD_TELEMETRY_FILE=%s", tf);
 	}
-	iod_bitmap_format(&r->gpus, set, sizeof(set));
-	/* always set: an empty value hides every GPU from CUDA */
+	/* a comma list (CUDA reads no ranges); always set: an empty value hides
+	 * every GPU from CUDA */
+	iod_bitmap_format_list(&r->gpus, set, sizeof(set));
 	env_add(v, &n, "CUDA_VISIBLE_DEVICES=%s", set);
 	env_add(v, &n, "NVIDIA_VISIBLE_DEVICES=%s", set[0] ? set : "void");
 	iod_bitmap_format(&r->cpus, set, sizeof(set));

@@ -355,7 +355,11 @@ int iod_api_classify(const char *method, const char *url, const char *query_watc
 		rq->res = IOD_SEC_RES_AUDIT;
 	else if (nseg == 1 && IS("certificates"))
 		rq->res = IOD_SEC_RES_CERTIFICATE;
-	else if (nseg <= 2 && IS("leases")) {
+	else if (nseg == 2 && IS("extender")) {
+		/* a placement question: it reads nodes, changes nothing */
+		rq->res = IOD_SEC_RES_EXTENDER;
+		rq->verb = IOD_SEC_VERB_GET;
+	} else if (nseg <= 2 && IS("leases")) {
 		rq->res = IOD_SEC_RES_LEASE;
 		if (nseg == 2)
 			snprintf(name, name_len, "%s", seg[1]);

@@ -490,6 +490,8 @@ static MHD_RESULT route_fixed(struct req *q, char **seg, int nseg, const char *m
 		return do_telemetry(q, method, nseg == 2 ? seg[1] : NULL);
 	if (!strcmp(seg[0], "watch") && nseg == 1 && is_get)
 		return api__do_watch(q, IOD_STATE_NODE, true);
+	if (!strcmp(seg[0], "extender") && nseg == 2)
+		return api__do_extender(q, method, seg[1]);
 	*handled = false;
 	return MHD_NO;
 }

@@ -306,6 +306,8 @@ struct conn_ctx *api__conn_ctx_of(struct MHD_Connection *c);
 bool api__access_ok(struct req *q, const char *url, const char *method, MHD_RESULT *rc);
 bool api__sees_sensitive(const struct req *q);
 MHD_RESULT api__do_whoami(struct req *q);
+/* POST /v1/extender/{filter,prioritize} (server_extender.c) */
+MHD_RESULT api__do_extender(struct req *q, const char *method, const char *verb);
 MHD_RESULT api__do_ca(struct req *q);
 MHD_RESULT api__do_audit(struct req *q);
 MHD_RESULT api__do_certificate(struct req *q);

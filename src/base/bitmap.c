@@ -93,6 +93,22 @@ int iod_bitmap_format(const struct iod_bitmap *b, char *buf, size_t len)
 	return 0;
 }
 
+int iod_bitmap_format_list(const struct iod_bitmap *b, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	if (len)
+		buf[0] = 0;
+	for (int i = iod_bitmap_next(b, 0); i >= 0;
+	     i = (i + 1 < IOD_BITMAP_BITS) ? iod_bitmap_next(b, (unsigned)i + 1) : -1) {
+		int w = snprintf(buf + n, len - n, "%s%d", n ? "," : "", i);
+		if (w < 0 || (size_t)w >= len - n)
+			return -ENOSPC;
+		n += (size_t)w;
+	}
+	return 0;
+}
+
 static int parse_index(const char **p, unsigned *out)
 {
 	char *end;

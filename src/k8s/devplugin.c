@@ -280,12 +280,7 @@ int iod_dp_allocate(const struct iod_topo_node *t, enum iod_dp_resource r,
 	}
 	/* what iod's agent gives its own replicas (src/agent/sandbox.c), as a
 	 * comma list: CUDA reads no ranges ("0-3" would be GPU 0 alone) */
-	set[0] = '\0';
-	for (uint32_t i = 0; i < 32; i++)
-		if (mask & (1u << i)) {
-			snprintf(path, sizeof(path), "%s%u", set[0] ? "," : "", i);
-			strncat(set, path, sizeof(set) - strlen(set) - 1);
-		}
+	iod_bitmap_format_list(&b, set, sizeof(set));
 	add_env(out, "CUDA_VISIBLE_DEVICES", set);
 	add_env(out, "NVIDIA_VISIBLE_DEVICES", set);
 	int numa = iod_topo_nearest_numa(t, &b);

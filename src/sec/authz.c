@@ -74,6 +74,8 @@ static const struct {
     /* chaos faults disrupt every caller of a service: admins inject them */
     [IOD_SEC_RES_FAULT] = {IOD_SEC_ROLE_VIEWER, IOD_SEC_ROLE_ADMIN},
     [IOD_SEC_RES_CHECKPOINT] = {IOD_SEC_ROLE_VIEWER, IOD_SEC_ROLE_DEPLOYER},
+    /* kube-scheduler's questions (POST /v1/extender/...): answers, no change */
+    [IOD_SEC_RES_EXTENDER] = {IOD_SEC_ROLE_VIEWER, IOD_SEC_ROLE_NONE},
 };
 
 /* Rank of a person's role (0 for roles that are not on the ladder). */

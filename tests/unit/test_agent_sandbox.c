@@ -93,12 +93,43 @@ TEST(runs_in_namespaces_with_identity)
 	CHECK_CONTAINS(b.data, "pid=2\n");
 	CHECK_CONTAINS(b.data, "host=web-3\n");
 	CHECK_CONTAINS(b.data, "id=svc/web-3/3/node-t\n");
-	CHECK_CONTAINS(b.data, "gpus=1-2/1-2\n");
+	CHECK_CONTAINS(b.data, "gpus=1,2/1,2\n");
 	CHECK_CONTAINS(b.data, "peer=127.0.0.1:9000\n");
 	/* a private /proc shows only the sandbox's processes (init, sh, ls, grep) */
 	const char *pr = strstr(b.data, "procs=");
 	CHECK(pr && atoi(pr + 6) <= 5);
 	iod_buf_free(&b);
+}
+
+/* Regression: the GPU set reached replicas as a cpulist ("0-3"), which CUDA
+ * does not read; it is a comma list, also without namespaces (no root). */
+TEST(gpu_env_is_a_comma_list)
+{
+	static const struct {
+		const char *set, *want;
+	} cases[] = {{"0-3", "gpus=0,1,2,3/0,1,2,3\n"},
+	             {"0,2-3", "gpus=0,2,3/0,2,3\n"},
+	             {"", "gpus=/void\n"}};
+	for (size_t i = 0; i < IOD_ARRAY_LEN(cases); i++) {
+		struct iod_agent_exec_config c;
+		struct iod_agent_proc p;
+		struct iod_err e = {0};
+		struct iod_buf b;
+		char sub[16], name[16];
+		snprintf(sub, sizeof(sub), "gpu%zu", i);
+		snprintf(name, sizeof(name), "gpu-%zu", i);
+		setup(&c, sub);
+		c.use_namespaces = false;
+		struct iod_agent_replica r =
+		    shell(name, "echo gpus=$CUDA_VISIBLE_DEVICES/$NVIDIA_VISIBLE_DEVICES");
+		CHECK_EQ(iod_bitmap_parse(cases[i].set, &r.gpus, NULL), 0);
+		CHECK_MSG(iod_agent_exec_start(&c, &r, &p, &e) == 0, "%s", e.msg);
+		CHECK_EQ(wait_exit(p.pid), 0);
+		iod_agent_exec_cleanup(&p);
+		read_log(&c, name, &b);
+		CHECK_CONTAINS(b.data, cases[i].want);
+		iod_buf_free(&b);
+	}
 }
 
 TEST(exit_status_and_signals_pass_through)

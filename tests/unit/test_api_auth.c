@@ -84,6 +84,15 @@ TEST(classify_paths)
 	CHECK_EQ(classify("POST", "/v1/tokens", "{}", &rq, name), 0);
 	CHECK_EQ(rq.res, IOD_SEC_RES_TOKEN);
 	CHECK_EQ(rq.verb, IOD_SEC_VERB_CREATE);
+	/* kube-scheduler's extender questions are reads (a viewer may ask) */
+	CHECK_EQ(classify("POST", "/v1/extender/filter", "{}", &rq, name), 0);
+	CHECK_EQ(rq.res, IOD_SEC_RES_EXTENDER);
+	CHECK_EQ(rq.verb, IOD_SEC_VERB_GET);
+	struct iod_sec_identity viewer = {.kind = IOD_SEC_KIND_USER, .role = IOD_SEC_ROLE_VIEWER};
+	struct iod_sec_decision d;
+	CHECK_EQ(iod_sec_authorize(&viewer, &rq, &d), 0);
+	rq.verb = IOD_SEC_VERB_PUT; /* nothing to write */
+	CHECK_EQ(iod_sec_authorize(&viewer, &rq, &d), -EACCES);
 	/* the CA certificate is public; unknown paths need only authentication */
 	CHECK_EQ(classify("GET", "/v1/ca", NULL, &rq, name), -ENOENT);
 	CHECK_EQ(classify("GET", "/v1/nosuch", NULL, &rq, name), 1);

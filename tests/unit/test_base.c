@@ -161,6 +161,13 @@ TEST(bitmap_ops_and_text)
 	CHECK(iod_bitmap_parse("1,,2", &b, &e) < 0);
 	CHECK(iod_bitmap_parse("x", &b, &e) < 0);
 	CHECK_EQ(iod_bitmap_format(&a, buf, 4), -ENOSPC);
+	/* every index, no ranges (the GPU env lists) */
+	CHECK_EQ(iod_bitmap_format_list(&a, buf, sizeof(buf)), 0);
+	CHECK_STR(buf, "0,1,2,3,8,10,11");
+	iod_bitmap_zero(&b);
+	CHECK_EQ(iod_bitmap_format_list(&b, buf, sizeof(buf)), 0);
+	CHECK_STR(buf, "");
+	CHECK_EQ(iod_bitmap_format_list(&a, buf, 6), -ENOSPC);
 }
 
 TEST(map_put_get_del_against_model)
