@@ -187,23 +187,28 @@ int iod_chaos_cluster_load(const char *dir_in, struct iod_chaos_cluster *c, stru
 	return 0;
 }
 
-/* A replica's pid from the status.json of the node agent that runs it. */
+/* The status.json node agent i wrote (its replicas, their pids), or NULL. */
+static json_t *node_status(const struct iod_chaos_cluster *c, uint32_t i)
+{
+	char path[IOD_PATH_MAX + 32];
+	struct iod_buf b;
+	struct iod_err e1 = {0};
+	snprintf(path, sizeof(path), "%s/%s/status.json", c->dir, c->nodes[i].name);
+	iod_buf_init(&b);
+	json_t *j =
+	    iod_buf_read_file(&b, path, 4u << 20, &e1) ? NULL : json_loadb(b.data, b.len, 0, NULL);
+	iod_buf_free(&b);
+	return j;
+}
+
 uint32_t iod_chaos_service_replicas(const struct iod_chaos_cluster *c, const char *service,
                                     char names[][IOD_NAME_MAX], uint32_t max)
 {
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < c->nnodes; i++) {
-		char path[IOD_PATH_MAX + 32];
-		struct iod_buf b;
-		struct iod_err e1 = {0};
-		snprintf(path, sizeof(path), "%s/%s/status.json", c->dir, c->nodes[i].name);
-		iod_buf_init(&b);
-		if (iod_buf_read_file(&b, path, 4u << 20, &e1)) {
-			iod_buf_free(&b);
+		json_t *j = node_status(c, i), *r;
+		if (!j)
 			continue;
-		}
-		json_t *j = json_loadb(b.data, b.len, 0, NULL), *r;
-		iod_buf_free(&b);
 		size_t k;
 		json_array_foreach(json_object_get(j, "replicas"), k, r)
 		{
@@ -221,21 +226,14 @@ uint32_t iod_chaos_service_replicas(const struct iod_chaos_cluster *c, const cha
 	return n;
 }
 
+/* A replica's pid from the status.json of the node agent that runs it. */
 int iod_chaos_replica_find(const struct iod_chaos_cluster *c, const char *name,
                            struct iod_chaos_member *m, struct iod_err *e)
 {
 	for (uint32_t i = 0; i < c->nnodes; i++) {
-		char path[IOD_PATH_MAX + 32];
-		struct iod_buf b;
-		struct iod_err e1 = {0};
-		snprintf(path, sizeof(path), "%s/%s/status.json", c->dir, c->nodes[i].name);
-		iod_buf_init(&b);
-		if (iod_buf_read_file(&b, path, 4u << 20, &e1)) {
-			iod_buf_free(&b);
+		json_t *j = node_status(c, i), *r;
+		if (!j)
 			continue;
-		}
-		json_t *j = json_loadb(b.data, b.len, 0, NULL), *r;
-		iod_buf_free(&b);
 		size_t k;
 		json_array_foreach(json_object_get(j, "replicas"), k, r)
 		{
