@@ -108,7 +108,8 @@ EXTENDER = {"urlPrefix": S, "filterVerb": S, "preemptVerb": S, "prioritizeVerb":
             "bindVerb": S, "weight": I, "enableHTTPS": B, "httpTimeout": S,
             "nodeCacheCapable": B, "ignorable": B,
             "managedResources": L({"name": S, "ignoredByScheduler": B, REQ: ["name"]}),
-            "tlsConfig": {"insecure": B, "caFile": S, "certFile": S, "keyFile": S},
+            "tlsConfig": {"insecure": B, "serverName": S, "caFile": S, "certFile": S,
+                          "keyFile": S, "caData": S, "certData": S, "keyData": S},
             REQ: ["urlPrefix"]}
 KSC = {"apiVersion": ["enum", "kubescheduler.config.k8s.io/v1"],
        "kind": ["enum", "KubeSchedulerConfiguration"],
@@ -227,12 +228,23 @@ def validate(iod, docs):
                     ksc = yaml.safe_load(text)
                     check(ksc, KSC, "%s %s" % (where, key), errs)
                     for x in ksc.get("extenders", []) or []:
-                        m = re.match(r"^http://(127\.[0-9.]+):([0-9]+)/", x.get("urlPrefix", ""))
-                        if not m:
-                            errs.append("%s: extender %s is not a loopback http URL (iod "
-                                        "extender has no TLS yet)" % (where, x.get("urlPrefix")))
-                        else:
+                        url = x.get("urlPrefix", "")
+                        m = re.match(r"^http://(127\.[0-9.]+):([0-9]+)/", url)
+                        tls = x.get("tlsConfig") or {}
+                        if m:  # the standalone `iod extender` sidecar (no TLS)
                             LISTENS.append((where, m.group(1) + ":" + m.group(2)))
+                        elif not re.match(r"^https://[^/]+/v1/extender/?$", url):
+                            errs.append("%s: extender %s is neither `iod server`'s "
+                                        "https://HOST:PORT/v1/extender nor a loopback http "
+                                        "sidecar" % (where, url))
+                        elif not x.get("enableHTTPS") or tls.get("insecure"):
+                            errs.append("%s: extender %s needs enableHTTPS and a verified "
+                                        "server (no tlsConfig.insecure)" % (where, url))
+                        elif not ((tls.get("certFile") and tls.get("keyFile")) or
+                                  (tls.get("certData") and tls.get("keyData"))):
+                            errs.append("%s: extender %s: `iod server` needs a client "
+                                        "certificate (tlsConfig certFile and keyFile)" %
+                                        (where, url))
         if k == "ResourceSlice":
             devs = d["spec"].get("devices", [])
             if len(devs) > 128:
@@ -356,8 +368,29 @@ if "--self-test" in sys.argv:
     mutate("DaemonSet", lambda d: ds(d)["containers"][0]["resources"]["requests"].update(
         {"cpu": "lots"}), "a bad quantity")
     mutate("ConfigMap", lambda d: d.update({"data": {"x.conflist": "{nope"}}), "a conflist not JSON")
-    mutate("Deployment", lambda d: ds(d)["containers"][1]["args"].__setitem__(2, "127.0.0.1:9999"),
-           "the extender not where the scheduler config points")
+    def mutate_ksc(fn, what):
+        """Change the first extender of the scheduler config in a ConfigMap."""
+        global bad
+        d2 = copy.deepcopy(docs)
+        for _, d in d2:
+            for key, text in (d.get("data") or {}).items() if d["kind"] == "ConfigMap" else ():
+                if text.lstrip().startswith("apiVersion: kubescheduler"):
+                    ksc = yaml.safe_load(text)
+                    fn(ksc["extenders"][0])
+                    d["data"][key] = yaml.safe_dump(ksc)
+        e = run(d2)
+        print(("ok   caught: " if e else "FAIL missed: ") + what + (" (%s)" % e[0] if e else ""))
+        if not e:
+            bad = 1
+
+    mutate_ksc(lambda x: x.update({"enableHTTPS": False}), "the server's extender without HTTPS")
+    mutate_ksc(lambda x: x["tlsConfig"].update({"insecure": True}),
+               "the server's certificate not verified")
+    mutate_ksc(lambda x: x["tlsConfig"].pop("keyFile"), "no client certificate for the server")
+    mutate_ksc(lambda x: x.update({"urlPrefix": "https://iod-server:7443/v1/extendr"}),
+               "a wrong extender path")
+    mutate_ksc(lambda x: x.update({"urlPrefix": "http://127.0.0.1:9999/iod"}),
+               "a sidecar URL where no `iod extender` listens")
     if any(d["kind"] == "ResourceSlice" for _, d in docs):
         mutate("ResourceSlice", lambda d: d["spec"]["devices"][0]["attributes"].update(
             {"numaNode": {"int": 0, "string": "0"}}), "a DRA attribute with two values")
