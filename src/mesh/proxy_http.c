@@ -299,6 +299,23 @@ static void respond(struct worker *w, struct conn *c, uint16_t code, bool close_
 	next_request(w, c);
 }
 
+/* Send an answer the proxy made itself (resp: n bytes that outlive the
+ * call) for the request in flight: traced with its status, the request's
+ * breaker units given back, then on to the next request or the close. */
+static void answer_own(struct worker *w, struct conn *c, const char *resp, uint32_t n,
+                       uint16_t code)
+{
+	c->span.bytes_out += n;
+	span_finish(w, c, code);
+	request_end(w, c);
+	c->state = c->keep_alive ? H_READ : H_CLOSING;
+	c->out = resp;
+	c->out_len = n;
+	if (!client_flush(w, c))
+		return;
+	next_request(w, c);
+}
+
 /* A call a policy refuses: 403 naming the policy and why, counted, traced. */
 static void deny(struct worker *w, struct conn *c, const struct iod_sec_verdict *v)
 {
@@ -315,15 +332,7 @@ static void deny(struct worker *w, struct conn *c, const struct iod_sec_verdict 
 	                 v->policy, bl, c->keep_alive ? "" : "connection: close\r\n", body);
 	if (n >= (int)sizeof(resp))
 		n = (int)sizeof(resp) - 1;
-	c->span.bytes_out += (uint64_t)n;
-	span_finish(w, c, 403);
-	request_end(w, c);
-	c->state = c->keep_alive ? H_READ : H_CLOSING;
-	c->out = resp;
-	c->out_len = (uint32_t)n;
-	if (!client_flush(w, c))
-		return;
-	next_request(w, c);
+	answer_own(w, c, resp, (uint32_t)n, 403);
 }
 
 /* A request an injected abort answers (`iod chaos abort`): the status,
@@ -348,15 +357,7 @@ static void fault_abort(struct worker *w, struct conn *c, uint16_t code)
 	                 "x-iod-fault: abort\r\ncontent-length: %zu\r\n%s\r\n%s",
 	                 code, text, sizeof(body) - 1, c->keep_alive ? "" : "connection: close\r\n",
 	                 body);
-	c->span.bytes_out += (uint64_t)n;
-	span_finish(w, c, code);
-	request_end(w, c);
-	c->state = c->keep_alive ? H_READ : H_CLOSING;
-	c->out = resp;
-	c->out_len = (uint32_t)n;
-	if (!client_flush(w, c))
-		return;
-	next_request(w, c);
+	answer_own(w, c, resp, (uint32_t)n, code);
 }
 
 static void dispatch(struct worker *w, struct conn *c, uint32_t exclude);

@@ -279,45 +279,72 @@ static void endpoint_mtls(const struct iod_mesh_api_source *s, const char *nn, c
 }
 
 /*
- * The Fault objects of service svc (`iod chaos delay|abort service/NAME`)
- * into svc->fault; one that does not check is skipped with a warning. Of
- * several delays (or aborts) for one service, the one that ends last wins.
- * Expired ones are copied too: the proxy compares their end with its clock.
+ * The Fault objects (`iod chaos delay|abort service/NAME`), each read and
+ * checked once per view; one that does not check is skipped with a
+ * warning. *n of them, NULL when there are none (or out of memory: no
+ * faults is the safe side).
  */
-static void apply_faults(struct iod_mesh_service *svc, const json_t *faults)
+static struct iod_obj_fault *faults_read(const json_t *faults, size_t *n)
 {
+	size_t cap = json_array_size(json_object_get(faults, "items"));
+	struct iod_obj_fault *out = cap ? calloc(cap, sizeof(*out)) : NULL;
 	const json_t *it;
 	size_t i;
-	memset(&svc->fault, 0, sizeof(svc->fault));
+	*n = 0;
+	if (!out)
+		return NULL;
 	json_array_foreach(json_object_get(faults, "items"), i, it)
 	{
-		struct iod_obj_fault fo;
 		struct iod_err fe = {0};
-		int rc = iod_obj_fault_from_json(json_object_get(it, "value"), &fo, &fe);
+		struct iod_obj_fault *f = &out[*n];
+		int rc = iod_obj_fault_from_json(json_object_get(it, "value"), f, &fe);
 		if (!rc)
-			rc = iod_obj_fault_check(&fo, &fe);
-		if (rc && !strcmp(fo.service, svc->name))
+			rc = iod_obj_fault_check(f, &fe);
+		if (rc) {
 			IOD_WARN("mesh", "fault %s: %s (skipped)",
 			         json_string_value(json_object_get(it, "name")), fe.msg);
-		if (!rc && !strcmp(fo.service, svc->name)) {
-			struct iod_mesh_fault *f = &svc->fault;
-			uint64_t until = fo.until_ms * IOD_NS_PER_MS;
-			if (!strcmp(fo.action, "delay") && until > f->delay_until_ns) {
-				f->delay_pct = fo.percent;
-				f->delay_ns = (uint64_t)fo.delay_ms * IOD_NS_PER_MS;
-				f->delay_until_ns = until;
-			} else if (!strcmp(fo.action, "abort") && until > f->abort_until_ns) {
-				f->abort_pct = fo.percent;
-				f->abort_status = (uint16_t)fo.status;
-				f->abort_until_ns = until;
-			}
+			iod_obj_fault_free(f); /* the slot is used again */
+		} else {
+			(*n)++;
 		}
-		iod_obj_fault_free(&fo);
+	}
+	return out;
+}
+
+static void faults_free(struct iod_obj_fault *f, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		iod_obj_fault_free(&f[i]);
+	free(f);
+}
+
+/* Service svc's faults into svc->fault. Of several delays (or aborts) for
+ * one service, the one that ends last wins. Expired ones are copied too:
+ * the proxy compares their end with its clock. */
+static void apply_faults(struct iod_mesh_service *svc, const struct iod_obj_fault *faults, size_t n)
+{
+	struct iod_mesh_fault *f = &svc->fault;
+	memset(f, 0, sizeof(*f));
+	for (size_t i = 0; i < n; i++) {
+		const struct iod_obj_fault *fo = &faults[i];
+		uint64_t until = fo->until_ms * IOD_NS_PER_MS;
+		if (strcmp(fo->service, svc->name))
+			continue;
+		if (!strcmp(fo->action, "delay") && until > f->delay_until_ns) {
+			f->delay_pct = fo->percent;
+			f->delay_ns = (uint64_t)fo->delay_ms * IOD_NS_PER_MS;
+			f->delay_until_ns = until;
+		} else if (!strcmp(fo->action, "abort") && until > f->abort_until_ns) {
+			f->abort_pct = fo->percent;
+			f->abort_status = (uint16_t)fo->status;
+			f->abort_until_ns = until;
+		}
 	}
 }
 
 static int build(struct iod_mesh_api_source *s, json_t *svcs, json_t *eps, json_t *nodes,
-                 json_t *faults, struct iod_mesh_registry *out, struct iod_err *e)
+                 const struct iod_obj_fault *faults, size_t nfaults, struct iod_mesh_registry *out,
+                 struct iod_err *e)
 {
 	static struct iod_mesh_service svc;
 	const json_t *it;
@@ -355,7 +382,7 @@ static int build(struct iod_mesh_api_source *s, json_t *svcs, json_t *eps, json_
 			}
 			svc.eps_n++;
 		}
-		apply_faults(&svc, faults);
+		apply_faults(&svc, faults, nfaults);
 		int rc = iod_mesh_registry_add(out, &svc, e);
 		if (rc)
 			return rc;
@@ -388,8 +415,11 @@ static int api_poll(void *ctx, uint64_t have, struct iod_mesh_registry *out, str
 	struct iod_err fe = {0};
 	if (get_json(s, "/v1/faults", &faults, &fe))
 		faults = NULL;
-	if ((rc = build(s, svcs, eps, nodes, faults, out, e)) ||
-	    (rc = build_authz(svcs, eps, pols, out, e)))
+	size_t nfaults = 0;
+	struct iod_obj_fault *fv = faults_read(faults, &nfaults);
+	rc = build(s, svcs, eps, nodes, fv, nfaults, out, e);
+	faults_free(fv, nfaults);
+	if (rc || (rc = build_authz(svcs, eps, pols, out, e)))
 		goto out;
 	uint64_t h = iod_hash_bytes(out->svcs, sizeof(out->svcs[0]) * out->svcs_n, out->svcs_n);
 	h ^= iod_hash_str(out->rack);
