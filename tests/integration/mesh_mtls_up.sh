@@ -29,6 +29,8 @@
 #                           refuses the caller's SVID (its calls stop getting
 #                           200), the host's calls (node-1's certificate) still get
 #                           200; `iod revoke --undo` gives the caller 200 again
+#   stale_svid_removed      `iod delete service intruder`: node-2's agent
+#                           removes red/intruder.crt/.key; web's pair stays
 set -u
 . "$(dirname "$0")/lib.sh"
 BUILD=${1:-build}
@@ -259,5 +261,13 @@ else
 	"$IOD" revoke --undo service blue/caller >/dev/null 2>&1
 fi
 
+# 8. a service that leaves the node leaves no SVID behind
+"$IOD" delete service intruder >"$T/del.out" 2>&1
+gone() { [ ! -e "$S/red/intruder.crt" ] && [ ! -e "$S/red/intruder.key" ]; }
+if wait_for 15 gone && [ -s "$S/blue/web.crt" ]; then
+	ok stale_svid_removed
+else
+	bad "stale_svid_removed ($(cat "$T/del.out"); $(ls -l "$S/red" "$S/blue" 2>&1 | tr '\n' ' '))"
+fi
 echo "RESULT $pass $fail 0"
 exit 0
