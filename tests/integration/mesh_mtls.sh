@@ -12,6 +12,11 @@
 #                         both proxies count the handshake
 #   large_bodies_over_mtls  3 answers of 4 MB and a 2 MB upload through A and
 #                         B over mTLS arrive whole
+#   no_plaintext_on_the_wire  (a guard, root and tshark) a capture on
+#                         loopback while a request carrying a marker (path,
+#                         header, body) goes A -> B over mTLS: the marker is
+#                         in no packet of the A-B port, and is in the
+#                         plaintext hop B -> backend (the capture works)
 #   right_svid_control    a python TLS client with a valid SVID of tenant
 #                         default, dialling B directly, gets 200 (the
 #                         refusals below are not the client's fault)
@@ -147,6 +152,29 @@ if [ "$big" = " 200:4000000 200:4000000 200:4000000" ] && [ "$up" = 200 ]; then
 	ok "large_bodies_over_mtls (3 x 4 MB answers, a 2 MB upload)"
 else
 	bad large_bodies_over_mtls "answers:$big upload: $up"
+fi
+
+# 1c. a guard: nothing of the request is readable on the wire between the
+# proxies (the hop B -> backend, plaintext on loopback, is the control)
+if command -v tshark >/dev/null && [ "$(id -u)" = 0 ]; then
+	MARK="iodplain$$marker"
+	tshark -i lo -f "tcp port ${MB##*:} or tcp port $UP" -w "$T/cap.pcap" >"$T/tshark.log" 2>&1 &
+	TS=$!
+	wait_for 10 grep -q "Capturing on" "$T/tshark.log"
+	code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -H "X-Mark: $MARK" \
+		--data-binary "body $MARK" "http://$VIPA:8000/$MARK")
+	sleep 1
+	kill -INT $TS; wait $TS
+	inmtls=$(tshark -r "$T/cap.pcap" -Y "tcp.port == ${MB##*:} && frame contains \"$MARK\"" 2>/dev/null | wc -l)
+	mtlsn=$(tshark -r "$T/cap.pcap" -Y "tcp.port == ${MB##*:} && tcp.len > 0" 2>/dev/null | wc -l)
+	inplain=$(tshark -r "$T/cap.pcap" -Y "tcp.port == $UP && frame contains \"$MARK\"" 2>/dev/null | wc -l)
+	if [ "$code" = 200 ] && [ "$inmtls" = 0 ] && [ "$mtlsn" -gt 0 ] && [ "$inplain" -gt 0 ]; then
+		ok "no_plaintext_on_the_wire ($mtlsn mTLS packets with payload, marker in none; in $inplain of the plaintext hop)"
+	else
+		bad no_plaintext_on_the_wire "code $code, marker in $inmtls of $mtlsn mTLS packets, in $inplain plaintext ones; $(tail -3 "$T/tshark.log")"
+	fi
+else
+	echo "skip no_plaintext_on_the_wire: needs root and tshark"; skip=$((skip + 1))
 fi
 
 # A direct TLS client of B: prints what it got back (or the error).
