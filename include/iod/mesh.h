@@ -182,7 +182,8 @@ const struct iod_mesh_caller *iod_mesh_caller_find(const struct iod_mesh_registr
  * matching deny wins, then allow, allow-listed destinations, then allow
  * within a tenant and deny across). A peer that is no replica (a process of
  * the node itself) is held only to policies that name every caller ("*"):
- * the node's own processes are not in a tenant. Pure.
+ * the node's own processes are not in a tenant. A caller whose service is
+ * revoked (r->revoked) is denied by policy "revoked". Pure.
  */
 void iod_mesh_authz_decide(const struct iod_mesh_registry *r, bool peer_known, uint32_t peer_uid,
                            const struct iod_mesh_service *to, const char *method,

@@ -28,6 +28,8 @@ const struct iod_mesh_caller *iod_mesh_caller_find(const struct iod_mesh_registr
 	           : NULL;
 }
 
+static bool revoked_has(const struct iod_mesh_registry *r, const char *key);
+
 void iod_mesh_authz_decide(const struct iod_mesh_registry *r, bool peer_known, uint32_t peer_uid,
                            const struct iod_mesh_service *to, const char *method,
                            struct iod_sec_verdict *v)
@@ -39,8 +41,22 @@ void iod_mesh_authz_decide(const struct iod_mesh_registry *r, bool peer_known, u
 	        : NULL;
 
 	if (c) {
-		iod_sec_policy_decide(r->policies, c->tenant[0] ? c->tenant : "default", c->service,
-		                      to_tenant, to->name, method, to->port, v);
+		const char *ct = c->tenant[0] ? c->tenant : "default";
+		char key[IOD_NAME_MAX];
+		/* `iod revoke service`: its replicas call no one, here or over mTLS */
+		if (!iod_sec_revocation_key(IOD_SEC_KIND_SERVICE, ct, c->service, key,
+		                            sizeof(key)) &&
+		    revoked_has(r, key)) {
+			memset(v, 0, sizeof(*v));
+			v->allow = false;
+			snprintf(v->policy, sizeof(v->policy), "revoked");
+			snprintf(v->reason, sizeof(v->reason),
+			         "denied: the caller's service %s/%s is revoked (`iod revoke`)", ct,
+			         c->service);
+			return;
+		}
+		iod_sec_policy_decide(r->policies, ct, c->service, to_tenant, to->name, method,
+		                      to->port, v);
 		return;
 	}
 	/* a process of the node: only "from: *" policies reach it */

@@ -805,3 +805,33 @@ TEST(mtls_peers_refused_by_revocation)
 	CHECK(!iod_mesh_peer_revoked(&r, &svid, why, sizeof(why)));
 	iod_mesh_registry_free(&r);
 }
+
+/* A revoked service's replicas are refused by their own node's proxy too
+ * (not only at the mTLS hop): the caller's uid names it. */
+TEST(authz_revoked_caller_is_denied)
+{
+	struct iod_mesh_registry r;
+	struct iod_mesh_caller callers[2] = {
+	    {.uid = 1000, .service = "caller", .tenant = ""},
+	    {.uid = 2000, .service = "other", .tenant = "default"}};
+	struct iod_mesh_service to;
+	struct iod_sec_verdict v;
+	memset(&r, 0, sizeof(r));
+	memset(&to, 0, sizeof(to));
+	snprintf(to.name, sizeof(to.name), "backend");
+	r.authz = true;
+	r.callers = callers;
+	r.callers_n = 2;
+	const char *names[] = {"service.default.caller"};
+	CHECK_EQ(iod_mesh_revoked_set(&r, names, 1), 0);
+	iod_mesh_authz_decide(&r, true, 1000, &to, "GET", &v);
+	CHECK(!v.allow);
+	CHECK_STR(v.policy, "revoked");
+	CHECK_CONTAINS(v.reason, "default/caller is revoked");
+	iod_mesh_authz_decide(&r, true, 2000, &to, "GET", &v);
+	CHECK(v.allow);
+	/* the node's own processes are no service: not revoked by it */
+	iod_mesh_authz_decide(&r, true, 4242, &to, "GET", &v);
+	CHECK(v.allow);
+	free(r.revoked);
+}
