@@ -583,6 +583,8 @@ _Static_assert(IOD_UP_NODES_MAX <= 250, "a node's underlay address is 10.254.<le
 /* Callers a standalone proxy config names (uid -> service): one per
  * replica a node runs, at most IOD_SCHED_NODE_REPLICAS_MAX, with room. */
 #define IOD_MESH_CALLERS_MAX 4096
+/* Revocation objects a proxy's view holds (revoked nodes and services). */
+#define IOD_MESH_REVOKED_MAX 4096
 /* SVIDs one proxy presents when it dials other proxies: one per service
  * with replicas on its node (IOD_MESH_SERVICES_MAX services at most). */
 #define IOD_MESH_MTLS_IDS_MAX IOD_MESH_SERVICES_MAX

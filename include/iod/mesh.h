@@ -149,6 +149,10 @@ struct iod_mesh_registry {
 	struct iod_sec_policy_set *policies; /* Policy objects (heap); NULL = none */
 	struct iod_mesh_caller *callers;     /* callers_n of them, sorted by uid (heap) */
 	uint32_t callers_n;
+	/* Revocation object names (iod_sec_revocation_key: "node.N",
+	 * "service.T.N"), sorted (heap): mTLS peers they name are refused */
+	char (*revoked)[IOD_NAME_MAX];
+	uint32_t revoked_n;
 	char node[IOD_NAME_MAX];       /* the node this proxy runs on (locality) */
 	char rack[IOD_NAME_MAX];       /* its rack */
 	struct iod_mesh_service *svcs; /* svcs_n services (heap, svcs_cap slots) */
@@ -156,6 +160,17 @@ struct iod_mesh_registry {
 	uint32_t svcs_cap;
 	uint64_t version; /* raised by the source on every change */
 };
+
+/*
+ * Is a verified mTLS peer revoked (`iod revoke`)? A node's certificate
+ * whose node is, an SVID whose service is, or an SVID issued to a revoked
+ * node (its OU). why (may be NULL) says which. Pure.
+ */
+bool iod_mesh_peer_revoked(const struct iod_mesh_registry *r, const struct iod_sec_cert_info *peer,
+                           char *why, size_t why_len);
+/* Fill r's revocations from names (each a Revocation object's name;
+ * others are ignored), sorted. -ENOMEM, -ENOSPC past IOD_MESH_REVOKED_MAX. */
+int iod_mesh_revoked_set(struct iod_mesh_registry *r, const char *const *names, uint32_t n);
 
 /* The caller whose replicas run as uid (NULL: none). Pure. */
 const struct iod_mesh_caller *iod_mesh_caller_find(const struct iod_mesh_registry *r, uint32_t uid);
@@ -167,7 +182,8 @@ const struct iod_mesh_caller *iod_mesh_caller_find(const struct iod_mesh_registr
  * matching deny wins, then allow, allow-listed destinations, then allow
  * within a tenant and deny across). A peer that is no replica (a process of
  * the node itself) is held only to policies that name every caller ("*"):
- * the node's own processes are not in a tenant. Pure.
+ * the node's own processes are not in a tenant. A caller whose service is
+ * revoked (r->revoked) is denied by policy "revoked". Pure.
  */
 void iod_mesh_authz_decide(const struct iod_mesh_registry *r, bool peer_known, uint32_t peer_uid,
                            const struct iod_mesh_service *to, const char *method,

@@ -103,6 +103,15 @@ int iod_sec_identity_uri(const struct iod_sec_identity *id, char *buf, size_t le
 void iod_sec_identity_format(const struct iod_sec_identity *id, char *buf, size_t len);
 /* A compact subject for audit records: "user:alice", "node:node-1", "anonymous". */
 void iod_sec_identity_subject(const struct iod_sec_identity *id, char *buf, size_t len);
+/*
+ * The name of the Revocation object that revokes an identity (`iod
+ * revoke`): "node.NAME", "user.NAME", "server.ID", "service.TENANT.NAME"
+ * (tenant "" is "default"). -EINVAL for another kind or a bad name (a
+ * service's tenant and name may not hold '.', so the key is unambiguous),
+ * -ENOSPC when it is not an object name (IOD_NAME_MAX). Pure.
+ */
+int iod_sec_revocation_key(enum iod_sec_kind kind, const char *tenant, const char *name, char *buf,
+                           size_t len);
 
 /* ---- bearer tokens ------------------------------------------------------ */
 
@@ -330,8 +339,10 @@ struct iod_sec_cert_req {
 	uint32_t dns_n;
 	char ip[IOD_SEC_SANS_MAX][IOD_ADDR_MAX]; /* IP addresses (server certificates) */
 	uint32_t ip_n;
-	uint64_t not_before_s; /* Unix seconds */
-	uint64_t ttl_s;        /* lifetime */
+	uint64_t not_before_s;   /* Unix seconds */
+	uint64_t ttl_s;          /* lifetime */
+	char node[IOD_NAME_MAX]; /* services: the node it is issued to, as the subject's
+	                            OU ("" = none), so a revoked node's SVIDs are refused */
 };
 
 /* A CA: its certificate and key, loaded or created. */
@@ -368,7 +379,8 @@ struct iod_sec_cert_info {
 	struct iod_sec_identity id; /* from its URI SAN and O= */
 	uint64_t not_before_s;      /* Unix seconds */
 	uint64_t not_after_s;
-	char serial[41]; /* hex */
+	char serial[41];         /* hex */
+	char node[IOD_NAME_MAX]; /* services: the node it was issued to (OU; "" = none) */
 };
 
 /*

@@ -17,14 +17,22 @@
  * another agent of the same host writing the same directory (`iod up`),
  * issues nothing new.
  *
+ * A service that leaves the node leaves no SVID behind: a pair this node
+ * was issued (the certificate's OU names the node) for a service the view
+ * no longer places here is removed (iod_agent_svids_prune), so neither the
+ * proxy nor anyone who reads the directory later can present it. Pairs
+ * another agent of the host was issued are that agent's to remove.
+ *
  * Shell code (files, the API); when is iod_sec_cert_renew_at's.
  */
 #include "internal.h"
 #include "iod/api.h"
 #include "iod/sec.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Does path hold a valid certificate of tenant/service? Its renewal time. */
 static bool have_svid(const char *path, const struct iod_mesh_svc_id *id, uint64_t now_s,
@@ -120,6 +128,79 @@ static int issue(const struct iod_agent_config *c, struct iod_api_client *cl,
 	return rc;
 }
 
+/* Is tenant/service in want[0..n)? */
+static bool wanted(const struct iod_mesh_svc_id *want, uint32_t n, const char *tenant,
+                   const char *service)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (!strcmp(want[i].tenant, tenant) && !strcmp(want[i].service, service))
+			return true;
+	return false;
+}
+
+/* Remove DIR/tenant's pairs issued to this node for services not wanted. */
+static uint32_t prune_tenant(const struct iod_agent_config *c, const char *tenant,
+                             const struct iod_mesh_svc_id *want, uint32_t n)
+{
+	char dir[IOD_AGENT_PATH_MAX + IOD_NAME_MAX + 2];
+	uint32_t removed = 0;
+	snprintf(dir, sizeof(dir), "%s/%s", c->svid_dir, tenant);
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		char svc[IOD_NAME_MAX], path[sizeof(dir) + IOD_NAME_MAX + 8], *pem = NULL;
+		struct iod_sec_cert_info info;
+		struct iod_err e = {0};
+		size_t l = strlen(de->d_name);
+		if (l <= 4 || l - 4 >= sizeof(svc) || strcmp(de->d_name + l - 4, ".crt"))
+			continue;
+		memcpy(svc, de->d_name, l - 4);
+		svc[l - 4] = 0;
+		if (wanted(want, n, tenant, svc))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		bool ours = !iod_sec_read_file(path, false, &pem, &e) &&
+		            !iod_sec_cert_inspect(pem, strlen(pem), &info, &e) &&
+		            info.id.kind == IOD_SEC_KIND_SERVICE && !strcmp(info.node, c->name);
+		free(pem);
+		if (!ours)
+			continue;
+		/* the certificate first: a key without one is never loaded */
+		if (unlink(path) && errno != ENOENT) {
+			IOD_WARN("agent", "node %s: removing %s: %s", c->name, path,
+			         strerror(errno));
+			continue;
+		}
+		snprintf(path, sizeof(path), "%s/%s.key", dir, svc);
+		if (unlink(path) && errno != ENOENT)
+			IOD_WARN("agent", "node %s: removing %s: %s", c->name, path,
+			         strerror(errno));
+		IOD_INFO("agent", "node %s: SVID of %s/%s removed: the service left the node",
+		         c->name, tenant, svc);
+		removed++;
+	}
+	closedir(d);
+	return removed;
+}
+
+uint32_t iod_agent_svids_prune(const struct iod_agent_config *c, const struct iod_mesh_svc_id *want,
+                               uint32_t n)
+{
+	DIR *d = opendir(c->svid_dir);
+	struct dirent *de;
+	uint32_t removed = 0;
+	if (!d)
+		return 0;
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.' && iod_sec_name_valid(de->d_name) &&
+		    strlen(de->d_name) < IOD_NAME_MAX)
+			removed += prune_tenant(c, de->d_name, want, n);
+	closedir(d);
+	return removed;
+}
+
 int iod_agent_svids_sync(const struct iod_agent_config *c, struct iod_api_client *cl,
                          const struct iod_mesh_svc_id *want, uint32_t n, uint64_t now_s,
                          uint64_t *next_s, uint32_t *issued, struct iod_err *e)
@@ -162,5 +243,8 @@ int iod_agent_svids_sync(const struct iod_agent_config *c, struct iod_api_client
 		         iod_sec_ca_cluster(iod_sec_tls_creds_ca(c->creds)), want[i].tenant,
 		         want[i].service, crt);
 	}
+	/* with a view (want given, even empty): the services that left */
+	if (want)
+		iod_agent_svids_prune(c, want, n);
 	return rc;
 }

@@ -559,8 +559,8 @@ int iod_api_sec_cert_subject(const json_t *body, const char *cluster,
 }
 
 int iod_api_sec_cert_sign(struct iod_api_sec *s, const json_t *body,
-                          const struct iod_sec_identity *subject, uint64_t now_s, json_t **answer,
-                          struct iod_err *e)
+                          const struct iod_sec_identity *subject, const struct iod_sec_identity *by,
+                          uint64_t now_s, json_t **answer, struct iod_err *e)
 {
 	struct iod_sec_cert_req rq;
 	struct iod_sec_pem pem;
@@ -576,6 +576,8 @@ int iod_api_sec_cert_sign(struct iod_api_sec *s, const json_t *body,
 	memset(&rq, 0, sizeof(rq));
 	rq.id = *subject;
 	rq.server = subject->kind == IOD_SEC_KIND_SERVICE;
+	if (subject->kind == IOD_SEC_KIND_SERVICE && by && by->kind == IOD_SEC_KIND_NODE)
+		iod_strlcpy(rq.node, by->name, sizeof(rq.node));
 	rq.not_before_s = now_s;
 	rq.ttl_s = subject->kind == IOD_SEC_KIND_NODE      ? IOD_SEC_NODE_TTL_S
 	           : subject->kind == IOD_SEC_KIND_SERVICE ? IOD_SEC_SERVICE_TTL_S

@@ -83,8 +83,10 @@ int iod_api_sec_token_new(const json_t *body, const struct iod_sec_identity *by,
  */
 int iod_api_sec_cert_subject(const json_t *body, const char *cluster,
                              struct iod_sec_identity *subject, struct iod_err *e);
+/* by: who asks; a node asking for a service's SVID is named in it (its
+ * subject's OU), so that proxies refuse it once that node is revoked. */
 int iod_api_sec_cert_sign(struct iod_api_sec *s, const json_t *body,
-                          const struct iod_sec_identity *subject, uint64_t now_s, json_t **answer,
-                          struct iod_err *e);
+                          const struct iod_sec_identity *subject, const struct iod_sec_identity *by,
+                          uint64_t now_s, json_t **answer, struct iod_err *e);
 
 #endif

@@ -204,7 +204,8 @@ MHD_RESULT api__do_certificate(struct req *q)
 		                  "--name)",
 		                  subject.name));
 	}
-	int rc = iod_api_sec_cert_sign(&s->sec, b, &subject, (uint64_t)time(NULL), &answer, &e);
+	int rc =
+	    iod_api_sec_cert_sign(&s->sec, b, &subject, &q->id, (uint64_t)time(NULL), &answer, &e);
 	json_decref(b);
 	if (rc)
 		return api__queue_err(s, q->conn, rc == -EPERM ? 503 : 400,

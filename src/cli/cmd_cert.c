@@ -22,7 +22,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: iod cert create user NAME --role viewer|deployer|admin [options]\n"
 	           "       iod cert create node NAME [options]\n"
 	           "       iod cert create server ID [--addr IP|DNS]... [options]\n"
-	           "       iod cert create service NAME [--tenant T] [options]\n"
+	           "       iod cert create service NAME [--tenant T] [--node N] [options]\n"
 	           "       iod cert show FILE [-o text|json]\n\n"
 	           "Issue a key and certificate signed by the cluster CA in --pki (needs ca.key),\n"
 	           "written as OUT.crt and OUT.key (0600), or show a certificate's identity.\n\n"
@@ -32,6 +32,8 @@ static void usage(FILE *f)
 	           "                 nodes 24h, services 1h; at least 10s, as the API's)\n"
 	           "  --addr A       servers: an IP address or DNS name clients dial (repeat)\n"
 	           "  --tenant T     services: their tenant (default \"default\")\n"
+	           "  --node N       services: the node it is issued to (its OU; proxies refuse\n"
+	           "                 it once that node is revoked; agents' SVIDs carry theirs)\n"
 	           "Identities are spiffe://CLUSTER/user/NAME, /node/NAME, /server/ID and\n"
 	           "/ns/TENANT/svc/NAME (docs/security.md).\n");
 }
@@ -79,6 +81,8 @@ static int show(int argc, char **argv)
 		              "valid_now", now >= info.not_before_s && now < info.not_after_s);
 		if (info.id.kind == IOD_SEC_KIND_SERVICE)
 			json_object_set_new(j, "tenant", json_string(info.id.tenant));
+		if (info.node[0])
+			json_object_set_new(j, "node", json_string(info.node));
 		iod_json_print(stdout, j, false);
 		json_decref(j);
 		return IOD_EXIT_OK;
@@ -93,18 +97,24 @@ static int show(int argc, char **argv)
 		printf("expires in %llu h\n",
 		       (unsigned long long)((info.not_after_s - now) / 3600));
 	printf("serial     %s\n", info.serial);
+	if (info.node[0])
+		printf("issued to  node %s\n", info.node);
 	return IOD_EXIT_OK;
 }
 
 int cmd_cert(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"pki", required_argument, NULL, 'd'},  {"out", required_argument, NULL, 'O'},
-	    {"ttl", required_argument, NULL, 't'},  {"role", required_argument, NULL, 'r'},
-	    {"addr", required_argument, NULL, 'a'}, {"tenant", required_argument, NULL, 'T'},
-	    {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0}};
+	static const struct option opts[] = {{"pki", required_argument, NULL, 'd'},
+	                                     {"out", required_argument, NULL, 'O'},
+	                                     {"ttl", required_argument, NULL, 't'},
+	                                     {"role", required_argument, NULL, 'r'},
+	                                     {"addr", required_argument, NULL, 'a'},
+	                                     {"tenant", required_argument, NULL, 'T'},
+	                                     {"node", required_argument, NULL, 'N'},
+	                                     {"help", no_argument, NULL, 'h'},
+	                                     {NULL, 0, NULL, 0}};
 	char dir[IOD_PATH_MAX], base[IOD_PATH_MAX];
-	const char *out_base = NULL, *tenant = "default";
+	const char *out_base = NULL, *tenant = "default", *for_node = NULL;
 	struct iod_sec_cert_req rq;
 	struct iod_sec_ca *ca = NULL;
 	struct iod_err e = {0};
@@ -182,6 +192,7 @@ int cmd_cert(int argc, char **argv)
 				snprintf(rq.dns[rq.dns_n++], IOD_ADDR_MAX, "%s", optarg);
 			break;
 		case 'T': tenant = optarg; break;
+		case 'N': for_node = optarg; break;
 		case 'h': usage(stdout); return IOD_EXIT_OK;
 		default: usage(stderr); return IOD_EXIT_INVALID;
 		}
@@ -199,6 +210,13 @@ int cmd_cert(int argc, char **argv)
 			return iod_cli_fail("cert", IOD_EXIT_INVALID,
 			                    "--tenant \"%s\" is not a name", tenant);
 		snprintf(rq.id.tenant, sizeof(rq.id.tenant), "%s", tenant);
+		if (for_node && !iod_sec_name_valid(for_node))
+			return iod_cli_fail("cert", IOD_EXIT_INVALID, "--node \"%s\" is not a name",
+			                    for_node);
+		if (for_node)
+			snprintf(rq.node, sizeof(rq.node), "%s", for_node);
+	} else if (for_node) {
+		return iod_cli_fail("cert", IOD_EXIT_INVALID, "--node is for service certificates");
 	}
 	rq.not_before_s = (uint64_t)time(NULL);
 	rq.ttl_s = ttl_ns                               ? ttl_ns / IOD_NS_PER_S

@@ -28,6 +28,8 @@ const struct iod_mesh_caller *iod_mesh_caller_find(const struct iod_mesh_registr
 	           : NULL;
 }
 
+static bool revoked_has(const struct iod_mesh_registry *r, const char *key);
+
 void iod_mesh_authz_decide(const struct iod_mesh_registry *r, bool peer_known, uint32_t peer_uid,
                            const struct iod_mesh_service *to, const char *method,
                            struct iod_sec_verdict *v)
@@ -39,8 +41,22 @@ void iod_mesh_authz_decide(const struct iod_mesh_registry *r, bool peer_known, u
 	        : NULL;
 
 	if (c) {
-		iod_sec_policy_decide(r->policies, c->tenant[0] ? c->tenant : "default", c->service,
-		                      to_tenant, to->name, method, to->port, v);
+		const char *ct = c->tenant[0] ? c->tenant : "default";
+		char key[IOD_NAME_MAX];
+		/* `iod revoke service`: its replicas call no one, here or over mTLS */
+		if (!iod_sec_revocation_key(IOD_SEC_KIND_SERVICE, ct, c->service, key,
+		                            sizeof(key)) &&
+		    revoked_has(r, key)) {
+			memset(v, 0, sizeof(*v));
+			v->allow = false;
+			snprintf(v->policy, sizeof(v->policy), "revoked");
+			snprintf(v->reason, sizeof(v->reason),
+			         "denied: the caller's service %s/%s is revoked (`iod revoke`)", ct,
+			         c->service);
+			return;
+		}
+		iod_sec_policy_decide(r->policies, ct, c->service, to_tenant, to->name, method,
+		                      to->port, v);
 		return;
 	}
 	/* a process of the node: only "from: *" policies reach it */
@@ -51,4 +67,60 @@ void iod_mesh_authz_decide(const struct iod_mesh_registry *r, bool peer_known, u
 		snprintf(v->reason, sizeof(v->reason),
 		         "allowed: the caller is a process of this node, not a replica");
 	}
+}
+
+static int revoked_cmp(const void *a, const void *b)
+{
+	return strcmp((const char *)a, (const char *)b);
+}
+
+static bool revoked_has(const struct iod_mesh_registry *r, const char *key)
+{
+	return r->revoked_n &&
+	       bsearch(key, r->revoked, r->revoked_n, sizeof(*r->revoked), revoked_cmp);
+}
+
+bool iod_mesh_peer_revoked(const struct iod_mesh_registry *r, const struct iod_sec_cert_info *peer,
+                           char *why, size_t why_len)
+{
+	char key[IOD_NAME_MAX];
+	const struct iod_sec_identity *id = &peer->id;
+	if (!r->revoked_n)
+		return false;
+	if (!iod_sec_revocation_key(id->kind, id->tenant, id->name, key, sizeof(key)) &&
+	    revoked_has(r, key)) {
+		if (why)
+			snprintf(why, why_len, "%s is revoked (%s)",
+			         id->kind == IOD_SEC_KIND_SERVICE ? "the service" : "the node",
+			         key);
+		return true;
+	}
+	/* an SVID speaks for its service on the node it was issued to: a
+	 * revoked node's SVIDs go with it */
+	if (id->kind == IOD_SEC_KIND_SERVICE && peer->node[0] &&
+	    !iod_sec_revocation_key(IOD_SEC_KIND_NODE, NULL, peer->node, key, sizeof(key)) &&
+	    revoked_has(r, key)) {
+		if (why)
+			snprintf(why, why_len, "the SVID was issued to node %s, which is revoked",
+			         peer->node);
+		return true;
+	}
+	return false;
+}
+
+int iod_mesh_revoked_set(struct iod_mesh_registry *r, const char *const *names, uint32_t n)
+{
+	free(r->revoked);
+	r->revoked = NULL;
+	r->revoked_n = 0;
+	if (n > IOD_MESH_REVOKED_MAX)
+		return -ENOSPC;
+	if (n && !(r->revoked = calloc(n, sizeof(*r->revoked))))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++)
+		if (names[i] && strlen(names[i]) < IOD_NAME_MAX)
+			iod_strlcpy(r->revoked[r->revoked_n++], names[i], IOD_NAME_MAX);
+	if (r->revoked_n)
+		qsort(r->revoked, r->revoked_n, sizeof(*r->revoked), revoked_cmp);
+	return 0;
 }

@@ -172,6 +172,8 @@ struct conn {
 	char mtls_peer[IOD_NAME_MAX];  /* CK_MTLS_T outbound: the node we must reach */
 	uint16_t mtls_id;              /* upstreams: the SVID their relay presents
 	                                  (mtls ids index + 1; 0 = a direct connection) */
+	bool peer_revoked;             /* CK_HTTP_UP with tls: its node proxy is revoked
+	                                  (closed at the end of its request, never pooled) */
 };
 
 /* Who connected, as the accept saw it. */
@@ -216,6 +218,7 @@ struct worker {
 	uint64_t mtls_in, mtls_out;       /* handshakes completed, by direction */
 	uint64_t mtls_refused;            /* peers refused: handshake, identity, preamble */
 	uint64_t mtls_denied;             /* peers refused by a policy on their SVID */
+	uint64_t mtls_revoked;            /* peers refused or cut off: `iod revoke` names them */
 };
 
 /* One SVID the proxy presents when it dials: a local service's. */
@@ -292,6 +295,9 @@ void iod_mesh_authz_check(struct worker *w, const struct iod_mesh_service *to, b
                           char *caller, size_t caller_len);
 void iod_mesh_http_event(struct worker *w, struct conn *c, uint32_t ev);
 void iod_mesh_http_timer(struct worker *w, struct conn *c);
+/* An upstream over TLS whose node proxy is now revoked: closed if idle in
+ * its pool, else closed when its request ends (never pooled again). */
+void iod_mesh_http_up_revoked(struct worker *w, struct conn *u);
 
 /* proxy_mtls.c */
 /* The upstream identity of the node's own processes (its node certificate). */
@@ -329,6 +335,9 @@ int iod_mesh_upstream_dial_tls(struct worker *w, const struct wsvc *s, uint32_t 
 bool iod_mesh_mtls_peer_ok(struct worker *w, struct iod_sec_tls *t, const char *node);
 /* Close a relay pair (either end). */
 void iod_mesh_mtls_close(struct worker *w, struct conn *c);
+/* Close this worker's mTLS connections whose verified peer the view now
+ * says is revoked (after a view change). */
+void iod_mesh_mtls_sweep(struct worker *w);
 
 /* proxy_admin.c */
 int iod_mesh_admin_start(struct iod_mesh_proxy *p, struct iod_err *e);

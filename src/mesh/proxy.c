@@ -360,6 +360,8 @@ static int worker_apply_view(struct worker *w, struct iod_err *e)
 	for (uint32_t s = 0; s < IOD_MESH_SERVICES_MAX; s++)
 		if (w->svcs[s].active && !present[s])
 			svc_remove(w, &w->svcs[s]);
+	if (p->mtls)
+		iod_mesh_mtls_sweep(w); /* a new revocation cuts the peers it names off */
 	return rc;
 }
 
@@ -918,12 +920,13 @@ int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b)
 	                "descriptors (EMFILE/ENFILE).");
 	rc |= iod_prom_u64(b, "iod_mesh_accept_shed_total", "", shed);
 	if (p->mtls) {
-		uint64_t in = 0, out = 0, refused = 0, denied = 0;
+		uint64_t in = 0, out = 0, refused = 0, denied = 0, revoked = 0;
 		for (uint32_t k = 0; k < p->workers_n; k++) {
 			in += STAT_GET(p->workers[k].mtls_in);
 			out += STAT_GET(p->workers[k].mtls_out);
 			refused += STAT_GET(p->workers[k].mtls_refused);
 			denied += STAT_GET(p->workers[k].mtls_denied);
+			revoked += STAT_GET(p->workers[k].mtls_revoked);
 		}
 		iod_prom_header(b, "iod_mesh_mtls_handshakes_total", "counter",
 		                "Proxy-to-proxy mutual TLS sessions established, by direction.");
@@ -936,6 +939,12 @@ int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b)
 		iod_prom_header(b, "iod_mesh_mtls_denied_total", "counter",
 		                "Proxy-to-proxy calls refused by a policy on the caller's SVID.");
 		rc |= iod_prom_u64(b, "iod_mesh_mtls_denied_total", "", denied);
+		iod_prom_header(
+		    b, "iod_mesh_mtls_revoked_total", "counter",
+		    "Proxy-to-proxy peers refused or cut off because `iod revoke` names "
+		    "them: a node's certificate, an SVID, or an SVID issued to a revoked "
+		    "node (also counted in iod_mesh_mtls_refused_total).");
+		rc |= iod_prom_u64(b, "iod_mesh_mtls_revoked_total", "", revoked);
 		iod_prom_header(b, "iod_mesh_mtls_rotations_total", "counter",
 		                "Times changed certificate files were swapped in.");
 		rc |= iod_prom_u64(b, "iod_mesh_mtls_rotations_total", "",

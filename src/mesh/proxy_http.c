@@ -112,6 +112,15 @@ static void pool_unlink(struct wsvc *s, struct conn *u)
 	}
 }
 
+void iod_mesh_http_up_revoked(struct worker *w, struct conn *u)
+{
+	u->peer_revoked = true;
+	if (u->state == U_IDLE) {
+		pool_unlink(svc_of(w, u), u);
+		up_close(w, u);
+	}
+}
+
 static void span_finish(struct worker *w, struct conn *c, uint16_t status)
 {
 	struct wsvc *s = svc_of(w, c);
@@ -623,7 +632,7 @@ static void complete(struct worker *w, struct conn *c)
 	c->peer = NULL;
 	u->peer = NULL;
 	if (u->resp_keep_alive && u->send_done && u->body.kind != IOD_HTTP_BODY_CLOSE &&
-	    c->svc_gen == s->gen && u->life == s->life && s->active &&
+	    !u->peer_revoked && c->svc_gen == s->gen && u->life == s->life && s->active &&
 	    s->idle_n[u->ep] < IOD_MESH_POOL_IDLE_MAX) {
 		u->state = U_IDLE;
 		u->next_idle = s->idle[u->ep];

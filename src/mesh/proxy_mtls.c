@@ -408,6 +408,49 @@ static void refuse(struct worker *w, struct conn *t, const char *why)
 	iod_mesh_mtls_close(w, t);
 }
 
+/* Does the view say the verified peer of t is revoked? why gets the reason. */
+static bool peer_revoked(struct worker *w, struct iod_sec_tls *t, char *why, size_t len)
+{
+	const struct iod_sec_cert_info *pi = iod_sec_tls_peer(t);
+	if (!pi)
+		return false;
+	pthread_mutex_lock(&w->p->mu);
+	bool r = iod_mesh_peer_revoked(&w->p->view, pi, why, len);
+	pthread_mutex_unlock(&w->p->mu);
+	return r;
+}
+
+/* A revoked peer: counted as refused and as revoked, closed. */
+static void refuse_revoked(struct worker *w, struct conn *t, const char *why)
+{
+	STAT_INC(w->mtls_revoked);
+	refuse(w, t, why);
+}
+
+void iod_mesh_mtls_sweep(struct worker *w)
+{
+	struct conn *c = w->used;
+	while (c) {
+		struct conn *next = c->next_used;
+		char why[160];
+		if (c->kind == CK_MTLS_T && c->tls &&
+		    (c->state == T_PREAMBLE || c->state == T_RELAY) &&
+		    peer_revoked(w, c->tls, why, sizeof(why))) {
+			refuse_revoked(w, c, why);
+		} else if (c->kind == CK_HTTP_UP && c->tls && c->tls_phase == 3 &&
+		           !c->peer_revoked && peer_revoked(w, c->tls, why, sizeof(why))) {
+			/* TLS straight on an HTTP upstream: its node proxy is revoked */
+			STAT_INC(w->mtls_revoked);
+			IOD_DEBUG("mesh", "mTLS upstream %s: %s", c->client_addr, why);
+			iod_mesh_http_up_revoked(w, c);
+		}
+		/* a close may have freed next (a peer): restart from the head */
+		if (next && !next->in_use)
+			next = w->used;
+		c = next;
+	}
+}
+
 /* A policy refused the SVID's call: counted, traced, closed. */
 static void deny(struct worker *w, struct conn *t, struct wsvc *s, const char *caller,
                  const struct iod_sec_verdict *v)
@@ -687,9 +730,17 @@ int iod_mesh_upstream_dial_tls(struct worker *w, const struct wsvc *s, uint32_t 
 bool iod_mesh_mtls_peer_ok(struct worker *w, struct iod_sec_tls *t, const char *node)
 {
 	const struct iod_sec_cert_info *pi = iod_sec_tls_peer(t);
+	char why[160];
 	/* we reach a node's proxy: the one the view says runs the endpoint */
 	if (pi->id.kind != IOD_SEC_KIND_NODE || (node[0] && strcmp(pi->id.name, node))) {
 		STAT_INC(w->mtls_refused);
+		return false;
+	}
+	if (peer_revoked(w, t, why, sizeof(why))) {
+		/* a revoked node's proxy gets no request of ours */
+		STAT_INC(w->mtls_refused);
+		STAT_INC(w->mtls_revoked);
+		IOD_DEBUG("mesh", "mTLS upstream node %s refused: %s", pi->id.name, why);
 		return false;
 	}
 	STAT_INC(w->mtls_out);
@@ -720,6 +771,11 @@ static void handshake(struct worker *w, struct conn *t)
 			refuse(w, t, "the peer is not the endpoint's node proxy");
 			return;
 		}
+		char why[160];
+		if (peer_revoked(w, t->tls, why, sizeof(why))) {
+			refuse_revoked(w, t, why);
+			return;
+		}
 		STAT_INC(w->mtls_out);
 		t->state = T_RELAY;
 		relay(w, t);
@@ -729,6 +785,13 @@ static void handshake(struct worker *w, struct conn *t)
 	 * node's certificate for the node's own processes */
 	if (pi->id.kind != IOD_SEC_KIND_SERVICE && pi->id.kind != IOD_SEC_KIND_NODE) {
 		refuse(w, t, "the peer presents no service or node identity");
+		return;
+	}
+	/* `iod revoke`: a revoked node's certificate, a revoked service's SVID
+	 * and every SVID issued to a revoked node */
+	char why[160];
+	if (peer_revoked(w, t->tls, why, sizeof(why))) {
+		refuse_revoked(w, t, why);
 		return;
 	}
 	STAT_INC(w->mtls_in);

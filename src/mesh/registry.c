@@ -83,6 +83,7 @@ void iod_mesh_registry_free(struct iod_mesh_registry *r)
 	free(r->svcs);
 	free(r->policies);
 	free(r->callers);
+	free(r->revoked);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -515,12 +516,27 @@ static int caller_cmp(const void *a, const void *b)
  * Standalone identities and policies (what the API source reads from
  * Endpoints and Policy objects): "callers": [{"uid", "service", "tenant"?}]
  * names the local processes that call, "policies": [...] as PUT
- * /v1/policies takes them. Either turns authorisation on.
+ * /v1/policies takes them. Either turns authorisation on. "revocations":
+ * ["node.N", "service.T.N"] (Revocation object names) are refused as mTLS
+ * peers.
  */
 static int parse_authz(const json_t *root, struct iod_mesh_registry *r, struct iod_err *e)
 {
 	const json_t *cl = json_object_get(root, "callers"),
-	             *pol = json_object_get(root, "policies");
+	             *pol = json_object_get(root, "policies"),
+	             *rv = json_object_get(root, "revocations");
+	const char *names[64];
+	uint32_t nn = 0;
+	if (rv && (!json_is_array(rv) || json_array_size(rv) > IOD_ARRAY_LEN(names)))
+		return iod_err_set(e, -EINVAL,
+		                   "config: \"revocations\" must be a list of at most %zu names",
+		                   IOD_ARRAY_LEN(names));
+	for (size_t i = 0; rv && i < json_array_size(rv); i++)
+		if (!(names[nn++] = json_string_value(json_array_get(rv, i))))
+			return iod_err_set(e, -EINVAL, "config: revocations[%zu] must be a name",
+			                   i);
+	if (iod_mesh_revoked_set(r, names, nn))
+		return -ENOMEM;
 	free(r->policies);
 	free(r->callers);
 	r->policies = NULL;

@@ -391,10 +391,27 @@ static int build(struct iod_mesh_api_source *s, json_t *svcs, json_t *eps, json_
 	return 0;
 }
 
+/* The Revocation objects by name (`iod revoke`): mTLS peers they name are
+ * refused (proxy_mtls.c). */
+static int build_revoked(json_t *revs, struct iod_mesh_registry *out, struct iod_err *e)
+{
+	const json_t *items = json_object_get(revs, "items"), *it;
+	size_t n = json_array_size(items), i;
+	const char **names = n ? calloc(n, sizeof(*names)) : NULL;
+	if (n && !names)
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	json_array_foreach(items, i, it) names[i] = json_string_value(json_object_get(it, "name"));
+	int rc = iod_mesh_revoked_set(out, names, (uint32_t)IOD_MIN(n, (size_t)UINT32_MAX));
+	free(names);
+	if (rc)
+		return iod_err_set(e, rc, "revocations: %s", strerror(-rc));
+	return 0;
+}
+
 static int api_poll(void *ctx, uint64_t have, struct iod_mesh_registry *out, struct iod_err *e)
 {
 	struct iod_mesh_api_source *s = ctx;
-	json_t *svcs = NULL, *eps = NULL, *nodes = NULL, *pols = NULL, *faults = NULL;
+	json_t *svcs = NULL, *eps = NULL, *nodes = NULL, *pols = NULL, *faults = NULL, *revs = NULL;
 	uint64_t rev = 0;
 	int rc;
 
@@ -409,7 +426,8 @@ static int api_poll(void *ctx, uint64_t have, struct iod_mesh_registry *out, str
 	}
 	if ((rc = get_json(s, "/v1/endpoints", &eps, e)) ||
 	    (rc = get_json(s, "/v1/nodes", &nodes, e)) ||
-	    (rc = get_json(s, "/v1/policies", &pols, e)))
+	    (rc = get_json(s, "/v1/policies", &pols, e)) ||
+	    (rc = get_json(s, "/v1/revocations", &revs, e)))
 		goto out;
 	/* faults: a server from before them answers 404 (an unknown kind): none */
 	struct iod_err fe = {0};
@@ -419,7 +437,7 @@ static int api_poll(void *ctx, uint64_t have, struct iod_mesh_registry *out, str
 	struct iod_obj_fault *fv = faults_read(faults, &nfaults);
 	rc = build(s, svcs, eps, nodes, fv, nfaults, out, e);
 	faults_free(fv, nfaults);
-	if (rc || (rc = build_authz(svcs, eps, pols, out, e)))
+	if (rc || (rc = build_authz(svcs, eps, pols, out, e)) || (rc = build_revoked(revs, out, e)))
 		goto out;
 	uint64_t h = iod_hash_bytes(out->svcs, sizeof(out->svcs[0]) * out->svcs_n, out->svcs_n);
 	h ^= iod_hash_str(out->rack);
@@ -428,6 +446,8 @@ static int api_poll(void *ctx, uint64_t have, struct iod_mesh_registry *out, str
 	if (out->policies)
 		h ^= iod_hash_bytes(out->policies->p,
 		                    sizeof(out->policies->p[0]) * out->policies->n, 11);
+	if (out->revoked_n)
+		h ^= iod_hash_bytes(out->revoked, sizeof(*out->revoked) * out->revoked_n, 13);
 	s->rev = rev;
 	if (h == s->hash && have == s->version && s->version) { /* the first view always counts */
 		rc = -EAGAIN; /* the cluster moved, our view did not */
@@ -442,14 +462,16 @@ out:
 	json_decref(nodes);
 	json_decref(pols);
 	json_decref(faults);
+	json_decref(revs);
 	return rc;
 }
 
 /* Kinds whose changes can move the view. */
 static bool relevant(const char *kind)
 {
-	return kind && (!strcmp(kind, "service") || !strcmp(kind, "endpoint") ||
-	                !strcmp(kind, "node") || !strcmp(kind, "policy") || !strcmp(kind, "fault"));
+	return kind &&
+	       (!strcmp(kind, "service") || !strcmp(kind, "endpoint") || !strcmp(kind, "node") ||
+	        !strcmp(kind, "policy") || !strcmp(kind, "fault") || !strcmp(kind, "revocation"));
 }
 
 /*

@@ -162,15 +162,12 @@ static bool str_eq(const char *a, const char *b)
 	return a && b && !strcmp(a, b);
 }
 
-/* Is this identity's credential revoked (a Revocation object "KIND.NAME")? */
+/* Is this identity's credential revoked (a Revocation object named by
+ * iod_sec_revocation_key: "KIND.NAME", "service.TENANT.NAME")? */
 static bool revoked(const struct iod_sec_identity *id, const struct iod_state *st)
 {
-	char key[IOD_NAME_MAX + 16];
-	if (!st || (id->kind != IOD_SEC_KIND_NODE && id->kind != IOD_SEC_KIND_USER &&
-	            id->kind != IOD_SEC_KIND_SERVER))
-		return false;
-	if (snprintf(key, sizeof(key), "%s.%s", iod_sec_kind_name(id->kind), id->name) >=
-	    IOD_NAME_MAX)
+	char key[IOD_NAME_MAX];
+	if (!st || iod_sec_revocation_key(id->kind, id->tenant, id->name, key, sizeof(key)))
 		return false;
 	return iod_state_value(st, IOD_STATE_REVOCATION, key) != NULL;
 }

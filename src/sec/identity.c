@@ -239,3 +239,27 @@ bool iod_sec_cert_renew_due(uint64_t not_before_s, uint64_t not_after_s, uint64_
 {
 	return now_s >= iod_sec_cert_renew_at(not_before_s, not_after_s);
 }
+
+int iod_sec_revocation_key(enum iod_sec_kind kind, const char *tenant, const char *name, char *buf,
+                           size_t len)
+{
+	int n;
+	if (!iod_sec_name_valid(name))
+		return -EINVAL;
+	switch (kind) {
+	case IOD_SEC_KIND_USER:
+	case IOD_SEC_KIND_NODE:
+	case IOD_SEC_KIND_SERVER:
+		n = snprintf(buf, len, "%s.%s", iod_sec_kind_name(kind), name);
+		break;
+	case IOD_SEC_KIND_SERVICE:
+		if (!tenant || !tenant[0])
+			tenant = "default";
+		if (!iod_sec_name_valid(tenant) || strchr(tenant, '.') || strchr(name, '.'))
+			return -EINVAL;
+		n = snprintf(buf, len, "service.%s.%s", tenant, name);
+		break;
+	default: return -EINVAL;
+	}
+	return n < 0 || (size_t)n >= len || (size_t)n >= IOD_NAME_MAX ? -ENOSPC : 0;
+}

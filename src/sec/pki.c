@@ -166,11 +166,11 @@ static int crt_uri(gnutls_x509_crt_t crt, char *buf, size_t len, struct iod_err 
 	return found ? 0 : iod_err_set(e, -EINVAL, "certificate has no spiffe:// identity URI");
 }
 
-static int crt_org(gnutls_x509_crt_t crt, char *buf, size_t len)
+static int crt_dn(gnutls_x509_crt_t crt, const char *oid, char *buf, size_t len)
 {
 	size_t n = len;
 	buf[0] = 0;
-	if (gnutls_x509_crt_get_dn_by_oid(crt, GNUTLS_OID_X520_ORGANIZATION_NAME, 0, 0, buf, &n))
+	if (gnutls_x509_crt_get_dn_by_oid(crt, oid, 0, 0, buf, &n))
 		buf[0] = 0;
 	buf[len - 1] = 0;
 	return 0;
@@ -187,9 +187,18 @@ static int crt_info(gnutls_x509_crt_t crt, const char *want_cluster, struct iod_
 	memset(info, 0, sizeof(*info));
 	if ((rc = crt_uri(crt, uri, sizeof(uri), e)))
 		return rc;
-	crt_org(crt, org, sizeof(org));
+	crt_dn(crt, GNUTLS_OID_X520_ORGANIZATION_NAME, org, sizeof(org));
 	if ((rc = iod_sec_identity_from_uri(uri, org, want_cluster, &info->id, e)))
 		return rc;
+	if (info->id.kind == IOD_SEC_KIND_SERVICE) {
+		/* the node an SVID was issued to (OU): a revoked node's are refused */
+		crt_dn(crt, GNUTLS_OID_X520_ORGANIZATIONAL_UNIT_NAME, info->node,
+		       sizeof(info->node));
+		if (info->node[0] && !iod_sec_name_valid(info->node))
+			return iod_err_set(e, -EINVAL,
+			                   "service certificate: OU \"%.64s\" is not a node name",
+			                   info->node);
+	}
 	time_t nb = gnutls_x509_crt_get_activation_time(crt),
 	       na = gnutls_x509_crt_get_expiration_time(crt);
 	info->not_before_s = nb > 0 ? (uint64_t)nb : 0;
@@ -409,6 +418,14 @@ static int fill_and_sign(const struct iod_sec_ca *ca, gnutls_x509_crt_t crt,
 		const char *role = iod_sec_role_name(id.role);
 		GT(gnutls_x509_crt_set_dn_by_oid(crt, GNUTLS_OID_X520_ORGANIZATION_NAME, 0, role,
 		                                 strlen(role)));
+	}
+	if (id.kind == IOD_SEC_KIND_SERVICE && rq->node[0]) {
+		if (!iod_sec_name_valid(rq->node)) {
+			rc = iod_err_set(e, -EINVAL, "node \"%.64s\" is not a name", rq->node);
+			goto out;
+		}
+		GT(gnutls_x509_crt_set_dn_by_oid(crt, GNUTLS_OID_X520_ORGANIZATIONAL_UNIT_NAME, 0,
+		                                 rq->node, strlen(rq->node)));
 	}
 	GT(gnutls_x509_crt_set_subject_alt_name(crt, GNUTLS_SAN_URI, uri, strlen(uri),
 	                                        GNUTLS_FSAN_SET));

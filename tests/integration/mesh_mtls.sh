@@ -12,6 +12,11 @@
 #                         both proxies count the handshake
 #   large_bodies_over_mtls  3 answers of 4 MB and a 2 MB upload through A and
 #                         B over mTLS arrive whole
+#   no_plaintext_on_the_wire  (a guard, root and tshark) a capture on
+#                         loopback while a request carrying a marker (path,
+#                         header, body) goes A -> B over mTLS: the marker is
+#                         in no packet of the A-B port, and is in the
+#                         plaintext hop B -> backend (the capture works)
 #   right_svid_control    a python TLS client with a valid SVID of tenant
 #                         default, dialling B directly, gets 200 (the
 #                         refusals below are not the client's fault)
@@ -34,6 +39,19 @@
 #                         A's SVID is re-issued 5 times and B's node
 #                         certificate twice: 0 failures, A counts >= 5
 #                         rotations and new handshakes used the new files
+#   revoked_node_svid_cut_off  `iod revoke node n9` as B's view says it
+#                         ("revocations" in B's config): a kept-alive
+#                         connection of an SVID issued to n9 (its OU) that got
+#                         200 before gets nothing after, and B counts it in
+#                         iod_mesh_mtls_revoked_total
+#   revoked_node_svid_refused  a new connection with that SVID gets no answer;
+#                         the same service's SVID issued to no node still 200
+#   revoked_service_refused  `iod revoke service default/client` (B's view):
+#                         its SVID, whichever node it was issued to, gets no
+#                         answer
+#   revoked_upstream_node_refused  A's view revokes node n2: A does not dial
+#                         B's proxy (its node certificate) and answers 5xx;
+#                         with the revocation lifted, 200 again
 #   clean_exit            both proxies exit cleanly (sanitizers quiet)
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -134,6 +152,29 @@ if [ "$big" = " 200:4000000 200:4000000 200:4000000" ] && [ "$up" = 200 ]; then
 	ok "large_bodies_over_mtls (3 x 4 MB answers, a 2 MB upload)"
 else
 	bad large_bodies_over_mtls "answers:$big upload: $up"
+fi
+
+# 1c. a guard: nothing of the request is readable on the wire between the
+# proxies (the hop B -> backend, plaintext on loopback, is the control)
+if command -v tshark >/dev/null && [ "$(id -u)" = 0 ]; then
+	MARK="iodplain$$marker"
+	tshark -i lo -f "tcp port ${MB##*:} or tcp port $UP" -w "$T/cap.pcap" >"$T/tshark.log" 2>&1 &
+	TS=$!
+	wait_for 10 grep -q "Capturing on" "$T/tshark.log"
+	code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -H "X-Mark: $MARK" \
+		--data-binary "body $MARK" "http://$VIPA:8000/$MARK")
+	sleep 1
+	kill -INT $TS; wait $TS
+	inmtls=$(tshark -r "$T/cap.pcap" -Y "tcp.port == ${MB##*:} && frame contains \"$MARK\"" 2>/dev/null | wc -l)
+	mtlsn=$(tshark -r "$T/cap.pcap" -Y "tcp.port == ${MB##*:} && tcp.len > 0" 2>/dev/null | wc -l)
+	inplain=$(tshark -r "$T/cap.pcap" -Y "tcp.port == $UP && frame contains \"$MARK\"" 2>/dev/null | wc -l)
+	if [ "$code" = 200 ] && [ "$inmtls" = 0 ] && [ "$mtlsn" -gt 0 ] && [ "$inplain" -gt 0 ]; then
+		ok "no_plaintext_on_the_wire ($mtlsn mTLS packets with payload, marker in none; in $inplain of the plaintext hop)"
+	else
+		bad no_plaintext_on_the_wire "code $code, marker in $inmtls of $mtlsn mTLS packets, in $inplain plaintext ones; $(tail -3 "$T/tshark.log")"
+	fi
+else
+	echo "skip no_plaintext_on_the_wire: needs root and tshark"; skip=$((skip + 1))
 fi
 
 # A direct TLS client of B: prints what it got back (or the error).
@@ -263,6 +304,93 @@ else
 	grep -i "mtls\|warn" "$T/pa.log" | tail -5
 fi
 [ -n "$serial" ] || true
+
+# 5. revocation reaches the mesh
+"$IOD" cert create service client --tenant default --node n9 --pki "$T/pki" \
+	--out "$T/c/default/n9client" --ttl 1m >/dev/null || exit 1
+cat >"$T/hold.py" <<'PY'
+import socket, ssl, sys, time
+host, port = sys.argv[1].rsplit(":", 1)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+ctx.load_cert_chain(sys.argv[2] + ".crt", sys.argv[2] + ".key")
+def answer(s):
+    got = b""
+    try:
+        while b"\r\n\r\n" not in got:
+            d = s.recv(4096)
+            if not d:
+                break
+            got += d
+    except (OSError, ssl.SSLError) as e:
+        got += b" error " + type(e).__name__.encode()
+    return got[:12]
+req = b"GET /held HTTP/1.1\r\nHost: x\r\n\r\n"
+s = ctx.wrap_socket(socket.create_connection((host, int(port)), timeout=5))
+s.sendall(b"IOD-MESH/1 web 127.0.0.1:" + sys.argv[3].encode() + b"\n" + req)
+first = answer(s)
+open(sys.argv[4], "w").write("first\n")
+time.sleep(float(sys.argv[5]))
+try:
+    s.sendall(req)
+    second = answer(s)
+except (OSError, ssl.SSLError) as e:
+    second = b"error " + type(e).__name__.encode()
+print("first", first, "second", second)
+PY
+brevoke() { # B's view: these Revocation objects (as its API source would read them)
+	sed "s/^{\"node\": \"n2\",/{\"node\": \"n2\", \"revocations\": [$1],/" "$T/b.json" >"$T/b.new"
+	mv "$T/b.new" "$T/b.json"
+}
+cp "$T/b.json" "$T/b.orig"
+v0=$(metric "$ADMB" iod_mesh_mtls_revoked_total)
+rm -f "$T/held.first"
+python3 "$T/hold.py" "$MB" "$T/c/default/n9client" "$UP" "$T/held.first" 3 >"$T/held.out" 2>&1 &
+HOLD=$!
+wait_for 5 test -s "$T/held.first"
+brevoke '"node.n9", "user.vera"'
+wait $HOLD
+v1=$(metric "$ADMB" iod_mesh_mtls_revoked_total)
+if grep -q "first b'HTTP/1.1 200' second b'\(' error [A-Za-z]*\)\?'" "$T/held.out" && [ "${v1:-0}" -gt "${v0:-0}" ]; then
+	ok "revoked_node_svid_cut_off ($(cat "$T/held.out"); revoked $v0 -> $v1)"
+else
+	bad revoked_node_svid_cut_off "$(cat "$T/held.out"); revoked ${v0:-none} -> ${v1:-none}"
+fi
+python3 "$T/cli.py" "$MB" "$T/c/default/n9client" "$UP" >"$T/n9.out" 2>&1
+python3 "$T/cli.py" "$MB" "$T/c/default/client" "$UP" >"$T/noou.out" 2>&1
+v2=$(metric "$ADMB" iod_mesh_mtls_revoked_total)
+if grep -q "got b''" "$T/n9.out" && grep -q "got b'HTTP/1.1 200" "$T/noou.out" && [ "${v2:-0}" -gt "${v1:-0}" ]; then
+	ok "revoked_node_svid_refused (revoked $v1 -> $v2)"
+else
+	bad revoked_node_svid_refused "n9's SVID: $(cat "$T/n9.out"); no node's: $(cat "$T/noou.out"); revoked ${v1:-none} -> ${v2:-none}"
+fi
+cp "$T/b.orig" "$T/b.json"
+brevoke '"service.default.client"'
+sleep 1
+python3 "$T/cli.py" "$MB" "$T/c/default/client" "$UP" >"$T/svc.out" 2>&1
+python3 "$T/cli.py" "$MB" "$T/c/default/n9client" "$UP" >"$T/svc9.out" 2>&1
+v3=$(metric "$ADMB" iod_mesh_mtls_revoked_total)
+if grep -q "got b''" "$T/svc.out" && grep -q "got b''" "$T/svc9.out" && [ "${v3:-0}" -ge $((${v2:-0} + 2)) ]; then
+	ok "revoked_service_refused (revoked $v2 -> $v3)"
+else
+	bad revoked_service_refused "$(cat "$T/svc.out"); $(cat "$T/svc9.out"); revoked ${v2:-none} -> ${v3:-none}"
+fi
+cp "$T/b.orig" "$T/b.json"
+cp "$T/a.json" "$T/a.orig"
+sed 's/^{"node": "n1",/{"node": "n1", "revocations": ["node.n2"],/' "$T/a.orig" >"$T/a.new" && mv "$T/a.new" "$T/a.json"
+sleep 1
+a0=$(metric "$ADMA" iod_mesh_mtls_revoked_total)
+c1=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -H 'Connection: close' "http://$VIPA:8000/revoked")
+a1=$(metric "$ADMA" iod_mesh_mtls_revoked_total)
+cp "$T/a.orig" "$T/a.json"
+sleep 1
+c2=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://$VIPA:8000/lifted")
+if [ "${c1#5}" != "$c1" ] && [ "${a1:-0}" -gt "${a0:-0}" ] && [ "$c2" = 200 ]; then
+	ok "revoked_upstream_node_refused (revoked: $c1, A's revoked $a0 -> $a1; lifted: $c2)"
+else
+	bad revoked_upstream_node_refused "revoked: $c1 (A's revoked ${a0:-none} -> ${a1:-none}); lifted: $c2"
+fi
 
 rc=0
 for pp in $PA $PB; do

@@ -23,6 +23,14 @@
 #                           call web and raw: 0 failed requests, while the
 #                           caller's SVID serial changes and node-1's proxy
 #                           swaps certificates in (iod_mesh_mtls_rotations_total)
+#   svid_names_its_node     the caller's SVID carries the node it was issued
+#                           to (its OU: node-2, whose agent asked for it)
+#   revoked_service_refused `iod revoke service blue/caller`: node-2's proxy
+#                           refuses the caller's SVID (its calls stop getting
+#                           200), the host's calls (node-1's certificate) still get
+#                           200; `iod revoke --undo` gives the caller 200 again
+#   stale_svid_removed      `iod delete service intruder`: node-2's agent
+#                           removes red/intruder.crt/.key; web's pair stays
 set -u
 . "$(dirname "$0")/lib.sh"
 BUILD=${1:-build}
@@ -228,6 +236,38 @@ if grep -q "^ok [1-9][0-9]* bad 0 " "$T/load.out" && [ "$replica_bad" = 0 ] && [
 	ok "rotation_under_load (host: $(cut -d' ' -f1-4 "$T/load.out"), caller replica: $replica_n calls 0 failed, rotations $r0 -> $r1, caller serial $s0 -> $s1)"
 else
 	bad "rotation_under_load (host: $(cat "$T/load.out"); replica: $replica_n calls, $replica_bad failed: $(grep -v '^[a-z]* 200 ' "$T/replica.calls" | tr '\n' ' '); rotations $r0 -> $r1; serial $s0 -> $s1)"
+fi
+# 6. the SVID names the node it was issued to
+if "$IOD" cert show "$S/blue/caller.crt" -o json 2>/dev/null | grep -q '"node": "node-2"'; then
+	ok svid_names_its_node
+else
+	bad "svid_names_its_node ($("$IOD" cert show "$S/blue/caller.crt" -o json 2>&1 | head -c 400))"
+fi
+
+# 7. a revoked service's SVID is refused by the receiving proxy
+not_last() { l=$(log "$1"); [ -n "$l" ] && [ "$(grep "^$2 " "$l" | tail -1 | cut -d' ' -f2)" != "$3" ]; }
+"$IOD" revoke service blue/caller --reason test >"$T/revoke.out" 2>&1
+if wait_for 10 not_last caller web 200; then
+	refused=$(last caller web)
+	host=$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "http://$1/h")
+	"$IOD" revoke --undo service blue/caller >>"$T/revoke.out" 2>&1
+	if [ "$host" = 200 ] && wait_for 15 is_last caller web 200; then
+		ok "revoked_service_refused (caller: $refused, host 200; undone: 200)"
+	else
+		bad "revoked_service_refused (host $host; after --undo the caller has $(last caller web); $(cat "$T/revoke.out"))"
+	fi
+else
+	bad "revoked_service_refused (the caller still gets $(last caller web); $(cat "$T/revoke.out"))"
+	"$IOD" revoke --undo service blue/caller >/dev/null 2>&1
+fi
+
+# 8. a service that leaves the node leaves no SVID behind
+"$IOD" delete service intruder >"$T/del.out" 2>&1
+gone() { [ ! -e "$S/red/intruder.crt" ] && [ ! -e "$S/red/intruder.key" ]; }
+if wait_for 15 gone && [ -s "$S/blue/web.crt" ]; then
+	ok stale_svid_removed
+else
+	bad "stale_svid_removed ($(cat "$T/del.out"); $(ls -l "$S/red" "$S/blue" 2>&1 | tr '\n' ' '))"
 fi
 echo "RESULT $pass $fail 0"
 exit 0

@@ -12,6 +12,9 @@
 #      with iod.policy.denied_by = no-caller and iod.caller = default/caller,
 #      and iod_mesh_denied_total{service="backend"} counts it;
 #   4. policy_removed_allows_again: deleting the Policy gives caller 200.
+#   5. revoked_service_denied: `iod revoke service default/caller`: its own
+#      node's proxy refuses caller (403, policy "revoked") while other still
+#      gets 200; `iod revoke --undo` gives caller 200 again.
 # The caller is known by the uid that owns its socket (each replica runs
 # under its own uid, reported on its Endpoint). Prints one RESULT line per check.
 set -u
@@ -116,5 +119,19 @@ if wait_for 20 is_last caller 200; then
 	ok "policy_removed_allows_again"
 else
 	bad "policy_removed_allows_again (caller $(last caller))"
+fi
+
+# 5. a revoked service calls no one, even on its own node
+"$IOD" revoke service default/caller >"$T/revoke.out" 2>&1
+if wait_for 20 is_last caller 403 && sleep 1 && is_last caller 403 && is_last other 200; then
+	"$IOD" revoke --undo service default/caller >>"$T/revoke.out" 2>&1
+	if wait_for 20 is_last caller 200; then
+		ok "revoked_service_denied"
+	else
+		bad "revoked_service_denied (after --undo caller $(last caller); $(cat "$T/revoke.out"))"
+	fi
+else
+	bad "revoked_service_denied (caller $(last caller), other $(last other); $(cat "$T/revoke.out"))"
+	"$IOD" revoke --undo service default/caller >/dev/null 2>&1
 fi
 exit 0

@@ -296,13 +296,31 @@ TEST(cert_ttl_minimum_is_refused_not_ignored)
 	    json_pack("{s:s, s:s, s:s, s:s, s:i}", "kind", "service", "name", "web", "tenant",
 	              "blue", "csr", csr.cert, "ttl_s", IOD_SEC_CERT_TTL_MIN_S - 1);
 	CHECK_EQ(iod_api_sec_cert_subject(b, "c1", &subject, &e), 0);
-	CHECK_EQ(iod_api_sec_cert_sign(&s, b, &subject, 1000000, &answer, &e), -EINVAL);
+	CHECK_EQ(iod_api_sec_cert_sign(&s, b, &subject, NULL, 1000000, &answer, &e), -EINVAL);
 	CHECK_CONTAINS(e.msg, "at least 10 s");
 	json_object_set_new(b, "ttl_s", json_integer(IOD_SEC_CERT_TTL_MIN_S));
-	CHECK_MSG(iod_api_sec_cert_sign(&s, b, &subject, 1000000, &answer, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_api_sec_cert_sign(&s, b, &subject, NULL, 1000000, &answer, &e) == 0, "%s",
+	          e.msg);
 	uint64_t na = 0;
 	CHECK_EQ(iod_json_get_u64(answer, "not_after", &na), 0);
 	CHECK_U64(na, 1000000 + IOD_SEC_CERT_TTL_MIN_S);
+	/* signed for no node: no OU */
+	struct iod_sec_cert_info info;
+	const char *pem = json_string_value(json_object_get(answer, "cert"));
+	CHECK_EQ(iod_sec_cert_inspect(pem, strlen(pem), &info, &e), 0);
+	CHECK_STR(info.node, "");
+	json_decref(answer);
+	/* a node asking for its replicas' SVID is named in it (the OU), so a
+	 * proxy can refuse the SVID once that node is revoked */
+	struct iod_sec_identity by = {.kind = IOD_SEC_KIND_NODE, .role = IOD_SEC_ROLE_NODE};
+	snprintf(by.name, sizeof(by.name), "gpu-7");
+	CHECK_MSG(iod_api_sec_cert_sign(&s, b, &subject, &by, 1000000, &answer, &e) == 0, "%s",
+	          e.msg);
+	pem = json_string_value(json_object_get(answer, "cert"));
+	CHECK_EQ(iod_sec_cert_inspect(pem, strlen(pem), &info, &e), 0);
+	CHECK_EQ(info.id.kind, IOD_SEC_KIND_SERVICE);
+	CHECK_STR(info.id.tenant, "blue");
+	CHECK_STR(info.node, "gpu-7");
 	json_decref(answer);
 	json_decref(b);
 	iod_sec_pem_free(&csr);

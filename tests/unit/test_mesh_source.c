@@ -15,17 +15,18 @@
 #include <unistd.h>
 
 struct fake_api {
-	int fd;                /* listening socket */
-	uint16_t port;         /* its port */
-	int answers;           /* requests to serve before exiting */
-	const char *endpoints; /* body of /v1/endpoints */
-	const char *nodes;     /* body of /v1/nodes (NULL: nodes_body) */
-	const char *faults;    /* body of /v1/faults (NULL: a 404, as a server before them) */
-	int rev;               /* cluster revision in list answers */
-	const char *watch[4];  /* bodies of successive /v1/watch answers */
-	int watch_status[4];   /* their status codes (0 = 200) */
-	int watch_n;           /* watch answers given */
-	char watch_req[4][96]; /* the request line of each watch */
+	int fd;                  /* listening socket */
+	uint16_t port;           /* its port */
+	int answers;             /* requests to serve before exiting */
+	const char *endpoints;   /* body of /v1/endpoints */
+	const char *nodes;       /* body of /v1/nodes (NULL: nodes_body) */
+	const char *faults;      /* body of /v1/faults (NULL: a 404, as a server before them) */
+	const char *revocations; /* body of /v1/revocations (NULL: none) */
+	int rev;                 /* cluster revision in list answers */
+	const char *watch[4];    /* bodies of successive /v1/watch answers */
+	int watch_status[4];     /* their status codes (0 = 200) */
+	int watch_n;             /* watch answers given */
+	char watch_req[4][96];   /* the request line of each watch */
 };
 
 static const char *services_body =
@@ -62,6 +63,8 @@ static void *fake_main(void *arg)
 			snprintf(body, sizeof(body), f->endpoints, f->rev);
 		else if (strstr(req, "GET /v1/nodes "))
 			snprintf(body, sizeof(body), f->nodes ? f->nodes : nodes_body, f->rev);
+		else if (strstr(req, "GET /v1/revocations ") && f->revocations)
+			snprintf(body, sizeof(body), f->revocations, f->rev);
 		else if (strstr(req, "GET /v1/faults ") && f->faults)
 			snprintf(body, sizeof(body), f->faults, f->rev);
 		else if (strstr(req, "GET /v1/faults ")) {
@@ -97,7 +100,7 @@ static int fake_start(struct fake_api *f, pthread_t *t)
 
 TEST(api_source_builds_view_from_control_plane)
 {
-	struct fake_api f = {.answers = 11, .rev = 5}; /* 5 + 1 + 5 requests below */
+	struct fake_api f = {.answers = 13, .rev = 5}; /* 6 + 1 + 6 requests below */
 	struct iod_mesh_api_source as;
 	struct iod_mesh_registry r;
 	struct iod_err e = {0};
@@ -123,6 +126,9 @@ TEST(api_source_builds_view_from_control_plane)
 	           "\"abort\",\"status\":503,\"percent\":5,\"until_ms\":7000}},"
 	           "{\"name\":\"c4\",\"value\":{\"service\":\"store\",\"action\":"
 	           "\"abort\",\"status\":7,\"until_ms\":7000}}]}";
+	/* what `iod revoke` wrote: refused as mTLS peers (issue 16) */
+	f.revocations = "{\"rev\":%d,\"items\":[{\"name\":\"service.blue.web\",\"value\":{}},"
+	                "{\"name\":\"node.n9\",\"value\":{}}]}";
 	if (fake_start(&f, &t))
 		SKIP("cannot listen on loopback");
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", f.port);
@@ -130,6 +136,9 @@ TEST(api_source_builds_view_from_control_plane)
 	CHECK_EQ(iod_mesh_registry_init(&r, 0), 0);
 	int rc = as.src.poll(as.src.ctx, 0, &r, &e);
 	CHECK_MSG(rc == 0, "poll: %d %s", rc, e.msg);
+	CHECK_EQ(r.revoked_n, 2);
+	CHECK_STR(r.revoked[0], "node.n9"); /* sorted */
+	CHECK_STR(r.revoked[1], "service.blue.web");
 	CHECK_EQ(r.svcs_n, 2);
 	CHECK_STR(r.node, "n1");
 	CHECK_STR(r.rack, "r7");
@@ -184,7 +193,7 @@ TEST(api_source_builds_view_from_control_plane)
  * one, directly; and none at all when this proxy has no mTLS. */
 TEST(api_source_routes_other_nodes_through_their_mtls_listener)
 {
-	struct fake_api f = {.answers = 10, .rev = 5}; /* 2 x 5; no /v1/faults: 404, none */
+	struct fake_api f = {.answers = 12, .rev = 5}; /* 2 x 6; no /v1/faults: 404, none */
 	struct iod_mesh_api_source as;
 	struct iod_mesh_registry r;
 	struct iod_err e = {0};

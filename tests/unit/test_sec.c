@@ -410,7 +410,41 @@ TEST(authz_node_gets_only_its_services_svids)
 	CHECK_EQ(put_json(s, IOD_STATE_REVOCATION, "node.node-1", "{}", 0), 0);
 	CHECK_EQ(iod_sec_authorize(&n1, &rq, &d), -EACCES);
 	CHECK_EQ(d.status, 401);
+	/* `iod revoke service default/db`: no new SVID for it, for anyone */
+	rq.subject = &db;
+	snprintf(db.name, sizeof(db.name), "db");
+	CHECK_EQ(iod_sec_authorize(&n2, &rq, &d), 0);
+	CHECK_EQ(put_json(s, IOD_STATE_REVOCATION, "service.default.db", "{}", 0), 0);
+	CHECK_EQ(iod_sec_authorize(&n2, &rq, &d), -EACCES);
+	CHECK_EQ(d.status, 403);
+	CHECK_CONTAINS(d.reason, "revoked");
+	CHECK_EQ(iod_sec_authorize(&admin, &rq, &d), -EACCES);
 	iod_state_free(s);
+}
+
+/* One name per revoked identity: what `iod revoke`, the API's check and
+ * the mesh proxies agree on. */
+TEST(revocation_keys)
+{
+	char k[IOD_NAME_MAX];
+	CHECK_EQ(iod_sec_revocation_key(IOD_SEC_KIND_NODE, NULL, "gpu-7", k, sizeof(k)), 0);
+	CHECK_STR(k, "node.gpu-7");
+	CHECK_EQ(iod_sec_revocation_key(IOD_SEC_KIND_SERVER, NULL, "2", k, sizeof(k)), 0);
+	CHECK_STR(k, "server.2");
+	CHECK_EQ(iod_sec_revocation_key(IOD_SEC_KIND_SERVICE, "red", "web", k, sizeof(k)), 0);
+	CHECK_STR(k, "service.red.web");
+	CHECK_EQ(iod_sec_revocation_key(IOD_SEC_KIND_SERVICE, "", "web", k, sizeof(k)), 0);
+	CHECK_STR(k, "service.default.web");
+	/* a dot would make "a.b"/"c" and "a"/"b.c" the same key */
+	CHECK_EQ(iod_sec_revocation_key(IOD_SEC_KIND_SERVICE, "a.b", "c", k, sizeof(k)), -EINVAL);
+	CHECK_EQ(iod_sec_revocation_key(IOD_SEC_KIND_SERVICE, "a", "b.c", k, sizeof(k)), -EINVAL);
+	CHECK_EQ(iod_sec_revocation_key(IOD_SEC_KIND_NODE, NULL, "a/b", k, sizeof(k)), -EINVAL);
+	CHECK_EQ(iod_sec_revocation_key(IOD_SEC_KIND_ANONYMOUS, NULL, "x", k, sizeof(k)), -EINVAL);
+	char longname[60];
+	memset(longname, 'x', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = 0;
+	CHECK_EQ(iod_sec_revocation_key(IOD_SEC_KIND_SERVICE, "blue", longname, k, sizeof(k)),
+	         -ENOSPC);
 }
 
 TEST(cert_renewal_at_two_thirds_of_its_life)
