@@ -198,7 +198,8 @@ int iod_chaos_check_append(const struct iod_chaos_history *h, struct iod_chaos_a
 	X(PAUSE, "pause", "SIGSTOP a process, SIGCONT at the deadline")             \
 	X(LOSS, "loss", "drop a percentage of a process's packets")                 \
 	X(MEMBER, "member", "remove a server from Raft, re-add it at the deadline") \
-	X(DELAY, "delay", "hold what a process sends for --latency (a TCP relay)")
+	X(DELAY, "delay", "hold what a process sends for --latency (a TCP relay)")  \
+	X(ABORT, "abort", "answer a share of a service's HTTP requests (the mesh)")
 
 enum iod_chaos_action {
 #define X(n, s, d) IOD_CHAOS_ACT_##n,
@@ -405,6 +406,35 @@ int iod_chaos_keeper_ensure(const char *chaos_dir, struct iod_err *e);
  * without records. */
 int iod_chaos_keeper_run(const char *chaos_dir, uint32_t idle_exit_ms);
 
+/* ==== L7 faults in the mesh (src/chaos/mesh.c): Fault objects on a lease ==== */
+
+struct iod_api_client;
+
+/* delay or abort of a share of one HTTP service's requests. */
+struct iod_chaos_l7 {
+	char service[IOD_NAME_MAX];  /* the service */
+	bool abort;                  /* abort (answer status); else delay */
+	uint32_t percent;            /* of its requests, 1..100 */
+	uint32_t delay_ms;           /* delay: how long each is held */
+	uint32_t status;             /* abort: the HTTP status answered */
+	uint64_t duration_ms;        /* the fault's (and its lease's) length */
+	char id[IOD_CHAOS_ID_MAX];   /* out: the Fault object's name */
+	uint64_t start_ms, until_ms; /* out: unix ms, applied and healed by the proxies */
+};
+/* "delay 400ms of 50% of service/web's requests" */
+void iod_chaos_l7_describe(const struct iod_chaos_l7 *f, char *buf, size_t len);
+/* Check the service (it exists, the mesh carries it as HTTP), grant a lease
+ * of duration_ms and write the Fault on it. 0; -EINVAL bad input (no such
+ * service, an L4 one, a bad field), -ENOTCONN no server answered, -EPERM
+ * not admin, -EIO other answers; e says which. */
+int iod_chaos_l7_apply(const char *apis, struct iod_chaos_l7 *f, struct iod_err *e);
+/* DELETE /v1/faults/ID: 1 deleted, 0 not there, or a negative errno. */
+int iod_chaos_l7_delete(struct iod_api_client *c, const char *id, struct iod_err *e);
+/* The HTTP services of the mesh (those L7 faults can hit) into names: their
+ * count (at most max), or a negative errno. */
+int iod_chaos_l7_services(const char *apis, char names[][IOD_NAME_MAX], uint32_t max,
+                          struct iod_err *e);
+
 /* ==== `iod chaos run` (src/chaos/run.c): workload, nemesis, history ==== */
 
 enum iod_chaos_workload {
@@ -487,10 +517,14 @@ struct iod_chaos_step {
 	enum iod_chaos_action action; /* partition, kill, pause, loss */
 	enum iod_chaos_mode mode;     /* how many of the selected */
 	uint32_t value;               /* fixed: a count; percent modes: a percentage */
-	char selector[256];           /* servers | nodes | leader | server-1,node-2 */
+	char selector[256];           /* servers | nodes | leader | server-1,node-2 |
+	                       services | service/web,service/api (delay, abort) */
 	enum iod_chaos_direction dir; /* partition: the chosen side is A */
 	uint64_t duration_ms;         /* how long (kill: until the restart) */
-	uint32_t percent;             /* loss */
+	uint32_t percent;             /* loss; delay, abort of services: share of requests */
+	uint32_t latency_ms;          /* delay: how long (servers, nodes: a relay; services:
+	                                 each request, in the mesh) */
+	uint32_t status;              /* abort: the HTTP status answered (default 503) */
 };
 
 struct iod_chaos_plan {
@@ -516,6 +550,14 @@ struct iod_chaos_plan {
  */
 int iod_chaos_plan_parse(const char *text, size_t len, const char *name, struct iod_chaos_plan *p,
                          struct iod_err *e);
+/* The step hits services' HTTP requests in the mesh (selector services or
+ * service/NAME,...). */
+bool iod_chaos_step_l7(const struct iod_chaos_step *s);
+/* The names of a "service/a,service/b" selector into names (NULL: only
+ * check); "services" gives 0 (every HTTP service, the shell lists them).
+ * The count, or -EINVAL / -E2BIG with e. */
+int iod_chaos_services_parse(const char *sel, char names[][IOD_NAME_MAX], uint32_t max,
+                             struct iod_err *e);
 /* How many of n a mode hits (draw: a random number for random-max-percent). */
 uint32_t iod_chaos_mode_count(enum iod_chaos_mode m, uint32_t value, uint32_t n, uint64_t draw);
 /* Which of n candidates step s hits, from seed: pick[i]; returns the count. */

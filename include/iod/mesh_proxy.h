@@ -100,9 +100,12 @@ int iod_mesh_proxy_refresh(struct iod_mesh_proxy *p, struct iod_err *e);
  * until it reports a change or resync_ms pass (the periodic resync); else
  * poll_ms. Returns early once *stop is set. 0, or the source's failure
  * (after a poll_ms pause, so a caller that just refreshes again polls).
+ * *changed (when not NULL): the source reported a change (a push, or a
+ * source without wait): the caller must refresh, whatever the time taken
+ * (the source's watch has moved past that change).
  */
 int iod_mesh_proxy_wait(struct iod_mesh_proxy *p, uint32_t poll_ms, uint32_t resync_ms,
-                        const volatile int *stop, struct iod_err *e);
+                        const volatile int *stop, struct iod_err *e, bool *changed);
 void iod_mesh_proxy_stop(struct iod_mesh_proxy *p);
 /* Re-read the mTLS files that changed since the last call and swap them in
  * for new sessions (open ones keep theirs). 0 (nothing to do, or done), or

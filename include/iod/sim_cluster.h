@@ -210,6 +210,8 @@ struct iod_simc_fault {
 	enum iod_simc_fault_kind kind; /* GPU (process crash) or node (down) */
 	uint32_t node;                 /* node index */
 	uint32_t gpu;                  /* GPU index on the node (GPU faults) */
+	uint64_t repair_ns;            /* server, node: down this long (0: the config's
+	                                  server_repair_ns / node_repair_ns) */
 };
 
 /* ---- a run ------------------------------------------------------------------ */
@@ -253,6 +255,22 @@ struct iod_simc_config {
  * fills iod's from the production defaults (iod_simc_timers_iod).
  */
 void iod_simc_config_default(struct iod_simc_config *c);
+/*
+ * A chaos plan (include/iod/chaos.h, `iod sim --plan FILE`) as scripted
+ * faults, on the schedule `iod chaos run --plan` keeps (the first fault
+ * 2 s in, then each after the last one's end and the plan's interval,
+ * while one fits in the plan's duration; sequence or drawn from seed, with
+ * the same draws). kill and pause of servers (servers, server-N, leader)
+ * are server faults down for the step's duration; kill of nodes (nodes,
+ * node-N) is a node fault for that long. What the simulator cannot model
+ * (partition, loss, delay, member, abort, pause of nodes, replica and
+ * service selectors) is refused naming the step: -EINVAL, nothing added.
+ * The faults are appended to c (nodes and servers must be set).
+ */
+struct iod_chaos_plan;
+int iod_simc_plan_faults(const struct iod_chaos_plan *p, uint64_t seed, struct iod_simc_config *c,
+                         struct iod_err *e);
+
 /*
  * iod's timers from the production values: the agent's lease TTL and its
  * renewal (a third of it), the server's lease check, the reconciler's

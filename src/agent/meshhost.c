@@ -187,16 +187,20 @@ static void *mesh_main(void *arg)
 	for (;;) {
 		memset(&e, 0, sizeof(e));
 		uint32_t t = svid_wait_ms(m);
-		uint64_t t0 = iod_clock_now_ns();
-		if (iod_mesh_proxy_wait(m->proxy, MESH_REFRESH_MS, t, &m->stop_flag, &e))
+		bool changed = false;
+		int wrc =
+		    iod_mesh_proxy_wait(m->proxy, MESH_REFRESH_MS, t, &m->stop_flag, &e, &changed);
+		if (wrc)
 			IOD_DEBUG("agent", "mesh: watch: %s (polling)", e.msg);
 		if (__atomic_load_n(&m->stop_flag, __ATOMIC_RELAXED))
 			break;
 		/* a wait that only ran out for the SVIDs' sake refreshes nothing:
-		 * the view is re-read on a push, a failure, or the resync period */
+		 * the view is re-read on a push, a failure, or the resync period.
+		 * A push is never dropped, however late in the wait it came (the
+		 * watch has moved past it: it was lost until the resync, 5 s, when
+		 * this was judged by the time the wait took) */
 		uint64_t now = iod_clock_now_ns();
-		if (m->mtls && now - t0 + 50 * IOD_NS_PER_MS >= (uint64_t)t * IOD_NS_PER_MS &&
-		    now < resync_ns) {
+		if (m->mtls && !changed && !wrc && now < resync_ns) {
 			svids_step(m, false);
 			continue;
 		}

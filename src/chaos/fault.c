@@ -63,7 +63,7 @@ int iod_chaos_action_parse(const char *s, enum iod_chaos_action *a, struct iod_e
 		}
 	return iod_err_set(e, -EINVAL,
 	                   "unknown action \"%.64s\": want partition (network_partition), kill, "
-	                   "pause or loss",
+	                   "pause, loss, delay, member or abort",
 	                   s ? s : "");
 }
 
@@ -558,6 +558,8 @@ int iod_chaos_fault_from_json(const json_t *j, struct iod_chaos_fault *f, struct
 			return iod_err_set(e, -EINVAL, "record: id %s is not [a-z0-9]+", f->id);
 	if (get_str(j, "action", s, sizeof(s), e) || iod_chaos_action_parse(s, &f->action, e))
 		return -EINVAL;
+	if (f->action == IOD_CHAOS_ACT_ABORT)
+		return iod_err_set(e, -EINVAL, "record: abort is a Fault object of the mesh%s", "");
 	if (get_str(j, "shape", s, sizeof(s), e))
 		return -EINVAL;
 	if (!strcmp(s, "explicit"))

@@ -10,6 +10,7 @@
  * shell (src/chaos/run.c, cmd_chaos.c) hands it the text and the cluster.
  */
 #include "iod/chaos.h"
+#include "iod/state.h"
 #include "iod/yaml.h"
 
 #include <errno.h>
@@ -58,6 +59,46 @@ const char *iod_chaos_mode_name(enum iod_chaos_mode m)
 	return (unsigned)m < IOD_ARRAY_LEN(mode_names) ? mode_names[m] : "?";
 }
 
+bool iod_chaos_step_l7(const struct iod_chaos_step *s)
+{
+	return !strcmp(s->selector, "services") || !strncmp(s->selector, "service/", 8);
+}
+
+int iod_chaos_services_parse(const char *sel, char names[][IOD_NAME_MAX], uint32_t max,
+                             struct iod_err *e)
+{
+	uint32_t n = 0;
+	if (!strcmp(sel, "services"))
+		return 0;
+	for (const char *p = sel; *p;) {
+		const char *c = strchr(p, ',');
+		size_t l = c ? (size_t)(c - p) : strlen(p);
+		char one[IOD_NAME_MAX + 8];
+		if (l < 9 || l >= sizeof(one) || strncmp(p, "service/", 8))
+			return iod_err_set(
+			    e, -EINVAL, "\"%.*s\": want service/NAME (a list of them, or services)",
+			    (int)(l > 64 ? 64 : l), p);
+		memcpy(one, p + 8, l - 8);
+		one[l - 8] = 0;
+		if (!iod_state_name_valid(one))
+			return iod_err_set(e, -EINVAL, "service/%.64s: not a service name", one);
+		if (n >= max)
+			return iod_err_set(e, -E2BIG, "more than %u services in one selector", max);
+		if (names)
+			memcpy(names[n], one, l - 7);
+		n++;
+		p += l;
+		if (*p == ',' && !*++p)
+			return iod_err_set(e, -EINVAL, "a selector ends with a comma%s", "");
+	}
+	return (int)n;
+}
+
+static int services_parse(const char *sel, struct iod_err *e)
+{
+	return iod_chaos_services_parse(sel, NULL, IOD_CHAOS_MEMBERS_MAX, e);
+}
+
 static int parse_step(struct pctx *x, const struct iod_yaml_node *m, struct iod_chaos_step *s)
 {
 	struct iod_err e1 = {0};
@@ -100,14 +141,35 @@ static int parse_step(struct pctx *x, const struct iod_yaml_node *m, struct iod_
 			have_value = true;
 		} else if (!strcmp(key, "selector")) {
 			struct iod_chaos_target t[IOD_CHAOS_MEMBERS_MAX];
-			if (strcmp(val, "servers") && strcmp(val, "nodes") &&
-			    strcmp(val, "leader") &&
-			    iod_chaos_target_list_parse(val, t, IOD_CHAOS_MEMBERS_MAX, &e1) < 0)
-				return fail(x, v, "selector: %s (or servers, nodes, leader)",
-				            e1.msg);
 			if (strlen(val) >= sizeof(s->selector))
 				return fail(x, v, "selector \"%.64s\" is too long", val);
+			if (!strcmp(val, "services") || !strncmp(val, "service/", 8)) {
+				if (services_parse(val, &e1) < 0)
+					return fail(x, v, "selector: %s", e1.msg);
+			} else if (strcmp(val, "servers") && strcmp(val, "nodes") &&
+			           strcmp(val, "leader") &&
+			           iod_chaos_target_list_parse(val, t, IOD_CHAOS_MEMBERS_MAX, &e1) <
+			               0) {
+				return fail(x, v,
+				            "selector: %s (or servers, nodes, leader, services, "
+				            "service/NAME,...)",
+				            e1.msg);
+			}
 			snprintf(s->selector, sizeof(s->selector), "%s", val);
+		} else if (!strcmp(key, "latency")) {
+			uint64_t ms = 0;
+			if (iod_chaos_duration_parse(val, &ms, &e1))
+				return fail(x, v, "latency: %s", e1.msg);
+			if (ms > IOD_CHAOS_LATENCY_MAX_MS)
+				return fail(x, v, "latency \"%.32s\": at most 60s", val);
+			s->latency_ms = (uint32_t)ms;
+		} else if (!strcmp(key, "status")) {
+			char *end = NULL;
+			long n = strtol(val, &end, 10);
+			if (!val[0] || *end || n < 200 || n > 599)
+				return fail(x, v, "status \"%.32s\": want an HTTP status 200..599",
+				            val);
+			s->status = (uint32_t)n;
 		} else if (!strcmp(key, "direction")) {
 			if (iod_chaos_direction_parse(val, &s->dir, &e1))
 				return fail(x, v, "%s", e1.msg);
@@ -121,12 +183,36 @@ static int parse_step(struct pctx *x, const struct iod_yaml_node *m, struct iod_
 		} else {
 			return fail(x, k,
 			            "unknown fault field \"%.64s\": want action, mode, value, "
-			            "selector, direction, duration, percent",
+			            "selector, direction, duration, percent, latency, status",
 			            key);
 		}
 	}
 	if (!have_action)
-		return fail(x, m, "a fault needs an action (partition, kill, pause, loss)%s", "");
+		return fail(x, m,
+		            "a fault needs an action (partition, kill, pause, loss, delay, "
+		            "abort, member)%s",
+		            "");
+	bool l7 = iod_chaos_step_l7(s);
+	if (s->action == IOD_CHAOS_ACT_ABORT && !l7)
+		return fail(x, m, "%s",
+		            "abort answers a service's HTTP requests in the mesh: its selector is "
+		            "services or service/NAME,...");
+	if (l7 && s->action != IOD_CHAOS_ACT_DELAY && s->action != IOD_CHAOS_ACT_ABORT)
+		return fail(x, m,
+		            "a selector of services: the mesh injects only delay and abort into "
+		            "a service's requests, not %s (select servers or nodes for it)",
+		            iod_chaos_action_name(s->action));
+	if (s->action == IOD_CHAOS_ACT_DELAY && !s->latency_ms)
+		return fail(x, m, "a delay fault needs a latency (10ms..60s)%s", "");
+	if (s->action == IOD_CHAOS_ACT_ABORT && s->latency_ms)
+		return fail(x, m, "an abort takes a status, not a latency%s", "");
+	if (s->status && s->action != IOD_CHAOS_ACT_ABORT)
+		return fail(x, m, "status is the answer of an abort, not of %s",
+		            iod_chaos_action_name(s->action));
+	if (s->action == IOD_CHAOS_ACT_ABORT && !s->status)
+		s->status = 503;
+	if (l7 && !s->percent)
+		s->percent = 100; /* of the service's requests */
 	if (!have_duration)
 		return fail(x, m, "a fault needs a duration (10ms..24h)%s", "");
 	if (s->action == IOD_CHAOS_ACT_LOSS && !s->percent)

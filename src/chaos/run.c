@@ -658,9 +658,74 @@ static int plan_fault(struct run *r, const struct iod_chaos_step *s, struct iod_
 		f->signal = 9;
 		f->restart = s->action == IOD_CHAOS_ACT_KILL;
 		f->percent = s->percent;
+		f->latency_ms = s->latency_ms;
 	}
 	free(cand);
 	return rc ? rc : iod_chaos_fault_apply(c, f, e);
+}
+
+/* An L7 step (selector services or service/NAME,...): its mode picks
+ * among the HTTP services, each gets a Fault object; 0 with l7[0..*n), or
+ * an error (nothing stays applied: the ones written are deleted). */
+static int plan_l7(struct run *r, const struct iod_chaos_step *s, struct iod_rng *rng,
+                   struct iod_chaos_l7 *l7, uint32_t *n, char *desc, size_t desc_len,
+                   struct iod_err *e)
+{
+	char(*names)[IOD_NAME_MAX] = calloc(IOD_CHAOS_MEMBERS_MAX, IOD_NAME_MAX);
+	bool pick[IOD_CHAOS_MEMBERS_MAX] = {0};
+	int k = names ? iod_chaos_services_parse(s->selector, names, IOD_CHAOS_MEMBERS_MAX, e)
+	              : -ENOMEM;
+	*n = 0;
+	if (k == 0)
+		k = iod_chaos_l7_services(r->c->apis, names, IOD_CHAOS_MEMBERS_MAX, e);
+	if (k == 0)
+		k = iod_err_set(e, -ESRCH, "selector %s matches no HTTP service of the mesh",
+		                s->selector);
+	if (k < 0) {
+		free(names);
+		return k;
+	}
+	iod_chaos_plan_pick(s, (uint32_t)k, iod_rng_next(rng), pick);
+	size_t off = 0;
+	desc[0] = 0;
+	int rc = 0;
+	for (uint32_t i = 0; i < (uint32_t)k && !rc; i++) {
+		if (!pick[i])
+			continue;
+		struct iod_chaos_l7 *f = &l7[*n];
+		memset(f, 0, sizeof(*f));
+		snprintf(f->service, sizeof(f->service), "%s", names[i]);
+		f->abort = s->action == IOD_CHAOS_ACT_ABORT;
+		f->percent = s->percent;
+		f->delay_ms = s->latency_ms;
+		f->status = s->status;
+		f->duration_ms = s->duration_ms;
+		if ((rc = iod_chaos_l7_apply(r->c->apis, f, e)))
+			break;
+		(*n)++;
+		char one[IOD_CHAOS_DESC_MAX];
+		iod_chaos_l7_describe(f, one, sizeof(one));
+		if (off + 2 < desc_len)
+			off += (size_t)snprintf(desc + off, desc_len - off, "%s%s", off ? "; " : "",
+			                        one);
+		if (off >= desc_len)
+			off = desc_len - 1;
+	}
+	free(names);
+	return rc;
+}
+
+/* Delete the Fault objects of an L7 step (the proxies stopped at until_ms). */
+static void heal_l7(struct run *r, const struct iod_chaos_l7 *l7, uint32_t n)
+{
+	struct iod_api_client c;
+	struct iod_err e = {0};
+	if (!n || iod_api_client_init_config(&c, r->c->apis, &e))
+		return;
+	for (uint32_t i = 0; i < n; i++)
+		if (iod_chaos_l7_delete(&c, l7[i].id, &e) < 0)
+			fprintf(stderr, "iod chaos run: %s\n", e.msg);
+	iod_api_client_close(&c);
 }
 
 static void heal_now(struct run *r, const struct iod_chaos_fault *f)
@@ -928,14 +993,25 @@ int iod_chaos_run(struct iod_chaos_cluster *c, const struct iod_chaos_run_cfg *c
 		if (!f)
 			break;
 		uint64_t t_apply = now_ns();
-		if (step ? plan_fault(&r, step, &rng, f, &fe)
-		         : nemesis_fault(&r, act, &rng, hold_ms, f, &fe)) {
+		bool l7 = step && iod_chaos_step_l7(step);
+		uint32_t nl7 = 0;
+		struct iod_chaos_l7 *l7s = l7 ? calloc(IOD_CHAOS_MEMBERS_MAX, sizeof(*l7s)) : NULL;
+		int frc =
+		    l7 ? (l7s ? plan_l7(&r, step, &rng, l7s, &nl7, f->desc, sizeof(f->desc), &fe)
+		              : -ENOMEM)
+		    : step ? plan_fault(&r, step, &rng, f, &fe)
+		           : nemesis_fault(&r, act, &rng, hold_ms, f, &fe);
+		if (frc) {
 			fprintf(stderr, "iod chaos run: %s fault skipped: %s\n",
 			        iod_chaos_action_name(act), fe.msg);
+			heal_l7(&r, l7s, nl7);
+			free(l7s);
 			free(f);
 			t += hold_ms * IOD_NS_PER_MS;
 			continue;
 		}
+		if (l7)
+			snprintf(f->id, sizeof(f->id), "%s", nl7 ? l7s[0].id : "");
 		struct iod_chaos_run_fault *rf = &rep->faults[rep->nfaults++];
 		snprintf(rf->id, sizeof(rf->id), "%s", f->id);
 		snprintf(rf->desc, sizeof(rf->desc), "%s", f->desc);
@@ -944,7 +1020,11 @@ int iod_chaos_run(struct iod_chaos_cluster *c, const struct iod_chaos_run_cfg *c
 		rf->start_ns = t_apply;
 		sleep_until(&r, t_apply + hold_ms * IOD_NS_PER_MS);
 		rf->heal_ns = now_ns();
-		heal_now(&r, f);
+		if (l7)
+			heal_l7(&r, l7s, nl7);
+		else
+			heal_now(&r, f);
+		free(l7s);
 		rf->heal_ms = (rf->heal_ns - r.t0_ns) / IOD_NS_PER_MS;
 		free(f);
 		t = rf->heal_ns + quiet_ms * IOD_NS_PER_MS;

@@ -81,8 +81,9 @@ static void usage(FILE *f)
 	    "deleted after it unless --keep.\n"
 	    "A plan (docs/chaos.md, examples/chaos/plan.yaml) lists faults in Chaos Mesh's\n"
 	    "fields (action, mode: one|all|fixed|fixed-percent|random-max-percent, value,\n"
-	    "selector, direction, duration, percent), run in sequence or drawn at random\n"
-	    "from the seed (schedule: sequence|random).\n"
+	    "selector, direction, duration, percent, latency, status), run in sequence or\n"
+	    "drawn at random from the seed (schedule: sequence|random). Selector services\n"
+	    "or service/NAME,...: delay and abort of their HTTP requests in the mesh.\n"
 	    "Exit: 0 valid; 1 anomalies found or a runtime error; 2 bad input;\n"
 	    "      4 the checker's search bound was hit (unknown).\n");
 }
@@ -1341,6 +1342,53 @@ static const char *nemesis_name(uint32_t m, char *buf, size_t len)
 	return buf;
 }
 
+/* A plan's L7 steps name HTTP services of the mesh, and there is one for
+ * `services`: checked before the run, so a bad plan applies nothing. */
+static int plan_services_check(const struct iod_chaos_plan *plan, const struct iod_chaos_cluster *c)
+{
+	char(*have)[IOD_NAME_MAX] = NULL, (*want)[IOD_NAME_MAX] = NULL;
+	struct iod_err e = {0};
+	int nh = -1, rc = 0;
+	for (uint32_t i = 0; i < plan->nsteps && !rc; i++) {
+		const struct iod_chaos_step *s = &plan->steps[i];
+		if (!iod_chaos_step_l7(s))
+			continue;
+		if (nh < 0) {
+			have = calloc(IOD_CHAOS_MEMBERS_MAX, IOD_NAME_MAX);
+			want = calloc(IOD_CHAOS_MEMBERS_MAX, IOD_NAME_MAX);
+			nh = have && want
+			         ? iod_chaos_l7_services(c->apis, have, IOD_CHAOS_MEMBERS_MAX, &e)
+			         : -ENOMEM;
+			if (nh < 0) {
+				rc = iod_cli_fail("chaos", IOD_EXIT_UNAVAILABLE,
+				                  "plan: listing the services: %s", e.msg);
+				break;
+			}
+		}
+		int nw = iod_chaos_services_parse(s->selector, want, IOD_CHAOS_MEMBERS_MAX, &e);
+		if (nw == 0 && nh == 0)
+			rc = iod_cli_fail(
+			    "chaos", IOD_EXIT_INVALID,
+			    "plan: fault %u (%s) selects services, and the mesh carries no "
+			    "HTTP service (a first port named http or http-*)",
+			    i + 1, iod_chaos_action_name(s->action));
+		for (int k = 0; k < nw && !rc; k++) {
+			int j = 0;
+			while (j < nh && strcmp(have[j], want[k]))
+				j++;
+			if (j == nh)
+				rc = iod_cli_fail(
+				    "chaos", IOD_EXIT_INVALID,
+				    "plan: fault %u selects service/%s: no HTTP service of that "
+				    "name in the cluster (`iod get services`)",
+				    i + 1, want[k]);
+		}
+	}
+	free(have);
+	free(want);
+	return rc;
+}
+
 static int do_run(int argc, char **argv, struct opts *o)
 {
 	struct iod_chaos_cluster *c = calloc(1, sizeof(*c));
@@ -1430,6 +1478,8 @@ static int do_run(int argc, char **argv, struct opts *o)
 			         c->servers[i].name, "");
 			goto out;
 		}
+	if (plan && (rc = plan_services_check(plan, c)))
+		goto out;
 	if (o->out == IOD_OUT_TEXT) {
 		printf("iod chaos run: workload %s, %u clients, %u ops/s, %.1f s, %s %s "
 		       "(faults of %.1f s), seed %llu\n",

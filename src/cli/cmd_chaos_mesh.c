@@ -17,105 +17,40 @@
 #include "iod/objects.h"
 #include "iod/state.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-static int call(struct iod_api_client *c, const char *method, const char *path, json_t *body,
-                struct iod_api_response *r)
+static int exit_of(int rc)
 {
-	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-	if (body && !text)
-		return iod_cli_fail("chaos", IOD_EXIT_ERROR, "out of memory");
-	int rc = iod_ctl_call("chaos", c, method, path, text ? "application/json" : NULL, text,
-	                      text ? strlen(text) : 0, r);
-	free(text);
-	return rc;
+	return rc == -EINVAL     ? IOD_EXIT_INVALID
+	       : rc == -ENOTCONN ? IOD_EXIT_UNAVAILABLE
+	                         : IOD_EXIT_ERROR;
 }
 
-/* The service must exist and be carried as HTTP by the mesh. */
-static int check_service(struct iod_api_client *c, const char *name)
-{
-	struct iod_api_response r = {0};
-	struct iod_err e = {0};
-	char path[IOD_NAME_MAX + 32];
-	snprintf(path, sizeof(path), "/v1/services/%s", name);
-	int rc = iod_api_request(c, "GET", path, NULL, NULL, 0, &r, &e);
-	if (rc) {
-		iod_api_response_free(&r);
-		return iod_cli_fail("chaos", IOD_EXIT_UNAVAILABLE, "%s", e.msg);
-	}
-	if (r.status == 404)
-		rc = iod_cli_fail("chaos", IOD_EXIT_INVALID,
-		                  "no service %s in the cluster (`iod get services`)", name);
-	else if (r.status != 200)
-		rc = iod_cli_fail("chaos", IOD_EXIT_ERROR, "GET %s: %s (HTTP %d)", path,
-		                  iod_api_error_text(&r), r.status);
-	else if (iod_mesh_api_service_mode(json_object_get(r.json, "value")) != IOD_MESH_MODE_HTTP)
-		rc = iod_cli_fail(
-		    "chaos", IOD_EXIT_INVALID,
-		    "service %s is carried as TCP (L4) by the mesh: delay and abort "
-		    "of requests need an HTTP service (a first port named http or "
-		    "http-*); `iod chaos delay|loss` on its replicas' nodes works at L4",
-		    name);
-	iod_api_response_free(&r);
-	return rc;
-}
-
-/* A lease of ttl_ms: its id, or 0 (an error was printed, *rc says the exit). */
-static uint64_t lease_grant(struct iod_api_client *c, uint64_t ttl_ms, int *rc)
-{
-	struct iod_api_response r = {0};
-	uint64_t id = 0;
-	json_t *b = json_pack("{s:I}", "ttl_ms", (json_int_t)ttl_ms);
-	*rc = b ? call(c, "POST", "/v1/leases", b, &r) : IOD_EXIT_ERROR;
-	json_decref(b);
-	if (!*rc && iod_json_get_u64(r.json, "lease", &id))
-		*rc = iod_cli_fail("chaos", IOD_EXIT_ERROR, "the lease answer has no id");
-	iod_api_response_free(&r);
-	return *rc ? 0 : id;
-}
-
-static void describe(const struct iod_obj_fault *f, char *buf, size_t len)
-{
-	if (!strcmp(f->action, "delay"))
-		snprintf(buf, len, "delay %ums of %u%% of service/%s's requests", f->delay_ms,
-		         f->percent, f->service);
-	else
-		snprintf(buf, len, "abort %u%% of service/%s's requests with %u", f->percent,
-		         f->service, f->status);
-}
-
-static json_t *record_json(const char *id, const struct iod_obj_fault *f, uint64_t now_ms)
+static json_t *record_json(const char *id, const struct iod_obj_fault *o, uint64_t now_ms)
 {
 	char desc[IOD_CHAOS_DESC_MAX];
-	describe(f, desc, sizeof(desc));
-	return json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "id", id, "action", f->action, "desc",
-	                 desc, "start_ms", (json_int_t)f->start_ms, "deadline_ms",
-	                 (json_int_t)f->until_ms, "left_ms",
-	                 (json_int_t)(f->until_ms > now_ms ? f->until_ms - now_ms : 0));
+	struct iod_chaos_l7 f = {.abort = !strcmp(o->action, "abort"),
+	                         .percent = o->percent,
+	                         .delay_ms = o->delay_ms,
+	                         .status = o->status};
+	snprintf(f.service, sizeof(f.service), "%s", o->service);
+	iod_chaos_l7_describe(&f, desc, sizeof(desc));
+	return json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "id", id, "action", o->action, "desc",
+	                 desc, "start_ms", (json_int_t)o->start_ms, "deadline_ms",
+	                 (json_int_t)o->until_ms, "left_ms",
+	                 (json_int_t)(o->until_ms > now_ms ? o->until_ms - now_ms : 0));
 }
 
 /* DELETE /v1/faults/ID: 1 deleted, 0 not there, or an exit code < 0. */
 static int fault_delete(struct iod_api_client *c, const char *id)
 {
-	struct iod_api_response r = {0};
 	struct iod_err e = {0};
-	char path[IOD_NAME_MAX + 32];
-	snprintf(path, sizeof(path), "/v1/faults/%s", id);
-	int rc = iod_api_request(c, "DELETE", path, NULL, NULL, 0, &r, &e);
-	if (rc)
-		rc = -iod_cli_fail("chaos", IOD_EXIT_UNAVAILABLE, "heal %s: %s", id, e.msg);
-	else if (r.status == 404)
-		rc = 0;
-	else if (r.status / 100 == 2)
-		rc = 1;
-	else
-		rc = -iod_cli_fail("chaos", IOD_EXIT_ERROR, "heal %s: %s (HTTP %d)", id,
-		                   iod_api_error_text(&r), r.status);
-	iod_api_response_free(&r);
-	return rc;
+	int rc = iod_chaos_l7_delete(c, id, &e);
+	return rc >= 0 ? rc : -iod_cli_fail("chaos", exit_of(rc), "%s", e.msg);
 }
 
 /* Sleep until deadline_ms (unix) or *stop. */
@@ -130,67 +65,46 @@ static void wait_until(uint64_t deadline_ms, const volatile sig_atomic_t *stop)
 int iod_chaos_mesh_apply(const struct iod_chaos_mesh_req *rq)
 {
 	struct iod_api_client c;
-	struct iod_api_response r = {0};
-	struct iod_obj_fault f;
 	struct iod_err e = {0};
-	char id[IOD_CHAOS_ID_MAX], path[IOD_CHAOS_ID_MAX + 64], desc[IOD_CHAOS_DESC_MAX];
+	char desc[IOD_CHAOS_DESC_MAX];
+	struct iod_chaos_l7 f = {.abort = rq->abort,
+	                         .percent = rq->percent,
+	                         .delay_ms = (uint32_t)rq->delay_ms,
+	                         .status = rq->status,
+	                         .duration_ms = rq->duration_ms};
 	int rc;
 
-	iod_obj_fault_init(&f);
-	if (!iod_state_name_valid(rq->service))
+	if (strlen(rq->service) >= sizeof(f.service) || !iod_state_name_valid(rq->service))
 		return iod_cli_fail("chaos", IOD_EXIT_INVALID, "service/%s: not a service name",
 		                    rq->service);
-	if (iod_api_client_init_config(&c, rq->apis, &e))
-		return iod_cli_fail("chaos", IOD_EXIT_INVALID, "%s", e.msg);
-	if ((rc = check_service(&c, rq->service)))
-		goto out;
-	uint64_t lease = lease_grant(&c, rq->duration_ms, &rc);
-	if (!lease)
-		goto out;
-	uint64_t now = iod_time_unix_ns() / IOD_NS_PER_MS;
-	iod_obj_fault_set_str(&f, IOD_OBJ_FAULT_SERVICE, rq->service);
-	iod_obj_fault_set_str(&f, IOD_OBJ_FAULT_ACTION, rq->abort ? "abort" : "delay");
-	iod_obj_fault_set_int(&f, IOD_OBJ_FAULT_PERCENT, rq->percent);
-	if (rq->abort)
-		iod_obj_fault_set_int(&f, IOD_OBJ_FAULT_STATUS, rq->status);
-	else
-		iod_obj_fault_set_int(&f, IOD_OBJ_FAULT_DELAY_MS, (int64_t)rq->delay_ms);
-	iod_obj_fault_set_int(&f, IOD_OBJ_FAULT_START_MS, (int64_t)now);
-	iod_obj_fault_set_int(&f, IOD_OBJ_FAULT_UNTIL_MS, (int64_t)(now + rq->duration_ms));
-	if (iod_obj_fault_check(&f, &e)) {
-		rc = iod_cli_fail("chaos", IOD_EXIT_INVALID, "%s", e.msg);
-		goto out;
-	}
-	iod_chaos_fault_id(id, sizeof(id), (uint64_t)getpid());
-	snprintf(path, sizeof(path), "/v1/faults/%s?lease=%llu", id, (unsigned long long)lease);
-	json_t *v = iod_obj_fault_to_json(&f);
-	rc = v ? call(&c, "PUT", path, v, &r) : IOD_EXIT_ERROR;
-	json_decref(v);
-	iod_api_response_free(&r);
-	if (rc)
-		goto out;
-	describe(&f, desc, sizeof(desc));
+	snprintf(f.service, sizeof(f.service), "%s", rq->service);
+	if ((rc = iod_chaos_l7_apply(rq->apis, &f, &e)))
+		return iod_cli_fail("chaos", exit_of(rc), "%s", e.msg);
+	iod_chaos_l7_describe(&f, desc, sizeof(desc));
 	if (rq->out == IOD_OUT_JSON) {
-		json_t *j = record_json(id, &f, now);
+		json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "id", f.id, "action",
+		                      f.abort ? "abort" : "delay", "desc", desc, "start_ms",
+		                      (json_int_t)f.start_ms, "deadline_ms", (json_int_t)f.until_ms,
+		                      "left_ms", (json_int_t)f.duration_ms);
 		iod_json_print(stdout, j, false);
 		json_decref(j);
 	} else {
 		printf("%s  %s for %llus (every node's proxy; `iod chaos heal %s` ends it now)\n",
-		       id, desc, (unsigned long long)(rq->duration_ms / 1000), id);
+		       f.id, desc, (unsigned long long)(rq->duration_ms / 1000), f.id);
 	}
 	fflush(stdout);
 	if (rq->detach)
-		goto out;
+		return 0;
 	wait_until(f.until_ms, rq->stop);
 	/* at the deadline the proxies have stopped applying it and its lease
 	 * deletes it; on Ctrl-C it goes now */
-	int d = fault_delete(&c, id);
+	if (iod_api_client_init_config(&c, rq->apis, &e))
+		return iod_cli_fail("chaos", IOD_EXIT_INVALID, "%s", e.msg);
+	int d = fault_delete(&c, f.id);
 	if (d < 0)
 		rc = -d;
 	else if (rq->out == IOD_OUT_TEXT)
-		printf("%s  healed: %s\n", id, desc);
-out:
-	iod_obj_fault_free(&f);
+		printf("%s  healed: %s\n", f.id, desc);
 	iod_api_client_close(&c);
 	return rc;
 }
@@ -244,7 +158,7 @@ int iod_chaos_mesh_heal(const char *apis, const char *id, uint32_t *healed)
 		*healed = d > 0;
 		goto out;
 	}
-	if ((rc = call(&c, "GET", "/v1/faults?consistent=1", NULL, &r)))
+	if ((rc = iod_ctl_call("chaos", &c, "GET", "/v1/faults?consistent=1", NULL, NULL, 0, &r)))
 		goto out;
 	const json_t *it;
 	size_t i;

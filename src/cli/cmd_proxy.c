@@ -202,8 +202,8 @@ static int do_run(const char *path, const char *server, const char *node,
 	         o->dns_addr ? ", dns " : "", o->dns_addr ? o->dns_addr : "");
 	while (!stop_flag) {
 		memset(&e, 0, sizeof(e));
-		if (iod_mesh_proxy_wait(p, 200, RUN_RESYNC_MS, (const volatile int *)&stop_flag,
-		                        &e))
+		if (iod_mesh_proxy_wait(p, 200, RUN_RESYNC_MS, (const volatile int *)&stop_flag, &e,
+		                        NULL))
 			IOD_WARN("mesh", "watch failed, polling: %s", e.msg);
 		if (stop_flag)
 			break;

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "iod/agent.h"
 #include "iod/agent_run.h"
+#include "iod/chaos.h"
 #include "iod/sched.h"
 #include "iod/sim_cluster.h"
 #include "iod/state.h"
@@ -51,6 +52,9 @@ static void usage(FILE *f)
 	        "  --fault-scale X      multiply the Llama 3 fault rate (default 1; 0 = none)\n"
 	        "  --fail KIND:N@T      a scripted fault: gpu:NODE[.GPU]@T, node:NODE@T,\n"
 	        "                       server:INDEX@T, leader:0@T (gpu:1.3@30m); repeatable\n"
+	        "  --plan FILE          the faults of a chaos plan (`iod chaos run --plan`,\n"
+	        "                       docs/chaos.md): kill, pause of servers and leader, kill\n"
+	        "                       of nodes; other actions are refused (exit 2)\n"
 	        "  --servers K          control-plane servers on Raft's fixture (default 3;\n"
 	        "                       0: no Raft, a write commits after one heartbeat)\n"
 	        "  --straggler X        per-GPU speed factor in [1, 1+X] (default 0)\n"
@@ -422,7 +426,7 @@ static int selftest(enum iod_output out)
 	c->job.steps = 300;
 	c->job.epochs = 0;
 	c->job.gpus = 12;
-	c->faults[0] = (struct iod_simc_fault){40 * IOD_NS_PER_S, IOD_SIMC_FAULT_NODE, 1, 0};
+	c->faults[0] = (struct iod_simc_fault){40 * IOD_NS_PER_S, IOD_SIMC_FAULT_NODE, 1, 0, 0};
 	c->faults_n = 1;
 	int r1 = iod_simc_run(c, &r[0], NULL, NULL, &e);
 	int r2 = iod_simc_run(c, &r[1], NULL, NULL, &e);
@@ -683,7 +687,8 @@ int cmd_sim_cluster(int argc, char **argv)
 	struct iod_simc_result *r = calloc(1, sizeof(*r));
 	struct iod_err e = {0};
 	enum iod_output out = IOD_OUT_TEXT;
-	const char *job_file = NULL, *baseline = "iod", *log_file = NULL;
+	const char *job_file = NULL, *baseline = "iod", *log_file = NULL, *plan_file = NULL;
+	bool have_seed = false;
 	uint32_t total_gpus = 0, job_gpus = 0, seeds = 1;
 	bool prog = isatty(2), selftest_req = false, have_nodes = false;
 	double scale = 1;
@@ -748,9 +753,10 @@ int cmd_sim_cluster(int argc, char **argv)
 			unsigned long long n = strtoull(v, &end, 10);
 			if (*end || end == v || v[0] == '-')
 				BAD("%s \"%s\": expected a whole number", a, v);
-			if (!strcmp(a, "--seed"))
+			if (!strcmp(a, "--seed")) {
 				c->seed = n;
-			else {
+				have_seed = true;
+			} else {
 				c->job.steps = n;
 				c->job.epochs = 0;
 			}
@@ -799,6 +805,9 @@ int cmd_sim_cluster(int argc, char **argv)
 		} else if (!strcmp(a, "--log")) {
 			log_file = v;
 			i++;
+		} else if (!strcmp(a, "--plan")) {
+			plan_file = v;
+			i++;
 		} else if (!strcmp(a, "-o")) {
 			if (iod_cli_output("sim", v, outs, &out)) {
 				code = IOD_EXIT_INVALID;
@@ -843,6 +852,20 @@ int cmd_sim_cluster(int argc, char **argv)
 	for (uint32_t k = 0; k < nfails; k++)
 		if (parse_fail(fails[k], c, &e))
 			BAD("%s", e.msg);
+	if (plan_file) {
+		struct iod_buf b;
+		struct iod_chaos_plan *plan = calloc(1, sizeof(*plan));
+		if (!plan)
+			BAD("out of memory");
+		int prc = read_file(plan_file, &b, &e) ||
+		          iod_chaos_plan_parse(b.data ? b.data : "", b.len, plan_file, plan, &e) ||
+		          iod_simc_plan_faults(
+		              plan, have_seed || !plan->has_seed ? c->seed : plan->seed, c, &e);
+		iod_buf_free(&b);
+		free(plan);
+		if (prc)
+			BAD("%s", e.msg);
+	}
 	c->keep_log = log_file != NULL;
 
 	json_t *all = json_array();

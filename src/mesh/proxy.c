@@ -438,13 +438,19 @@ static bool nap(uint32_t ms, const volatile int *stop)
 }
 
 int iod_mesh_proxy_wait(struct iod_mesh_proxy *p, uint32_t poll_ms, uint32_t resync_ms,
-                        const volatile int *stop, struct iod_err *e)
+                        const volatile int *stop, struct iod_err *e, bool *changed)
 {
+	bool dummy;
+	if (!changed)
+		changed = &dummy;
+	*changed = false;
 	if (!p->src->wait) {
 		nap(poll_ms, stop);
+		*changed = true; /* a poll: only a refresh can tell */
 		return 0;
 	}
 	int rc = p->src->wait(p->src->ctx, resync_ms, stop, e);
+	*changed = rc == 0;
 	if (rc == -ETIMEDOUT || rc == -EINTR)
 		return 0; /* resync due, or stopping */
 	if (rc)

@@ -1288,7 +1288,9 @@ static bool job_uses(struct sim *s, uint32_t ni, int gpu)
 	return false;
 }
 
-static void fault(struct sim *s, enum iod_simc_fault_kind kind, uint32_t ni, uint32_t gpu)
+/* repair_ns: how long a server or node stays down (0: the config's) */
+static void fault(struct sim *s, enum iod_simc_fault_kind kind, uint32_t ni, uint32_t gpu,
+                  uint64_t repair_ns)
 {
 	struct node *nd;
 	s->r->faults++;
@@ -1300,7 +1302,8 @@ static void fault(struct sim *s, enum iod_simc_fault_kind kind, uint32_t ni, uin
 			return;
 		raft_fixture_kill(&s->f, (unsigned)i);
 		s->r->server_faults++;
-		push(s, s->now + s->c->server_repair_ns, EV_REVIVE, (uint32_t)i, 0);
+		push(s, s->now + (repair_ns ? repair_ns : s->c->server_repair_ns), EV_REVIVE,
+		     (uint32_t)i, 0);
 		return;
 	}
 	nd = &s->nodes[ni];
@@ -1316,7 +1319,7 @@ static void fault(struct sim *s, enum iod_simc_fault_kind kind, uint32_t ni, uin
 		nd->gen++;
 		for (uint32_t k = 0; k < IOD_SIMC_NODE_REPLICAS_MAX; k++)
 			nd->proc[k].alive = nd->proc[k].starting = false;
-		push(s, s->now + s->c->node_repair_ns, EV_NODE_UP, ni, 0);
+		push(s, s->now + (repair_ns ? repair_ns : s->c->node_repair_ns), EV_NODE_UP, ni, 0);
 	} else {
 		/* an Xid-style GPU error kills the process on that GPU; the agent
 		 * sees it exit at once (SIGCHLD) */
@@ -1564,11 +1567,11 @@ static void handle(struct sim *s, const struct iod_sim_event *ev, struct lists *
 			uint32_t ni = (uint32_t)iod_rng_below(&s->rng_fault, s->c->nodes);
 			uint32_t g = (uint32_t)iod_rng_below(&s->rng_fault, s->gpn ? s->gpn : 1);
 			bool gpu = iod_rng_double(&s->rng_fault) < s->c->fault_gpu_share;
-			fault(s, gpu ? IOD_SIMC_FAULT_GPU : IOD_SIMC_FAULT_NODE, ni, g);
+			fault(s, gpu ? IOD_SIMC_FAULT_GPU : IOD_SIMC_FAULT_NODE, ni, g, 0);
 			next_random_fault(s);
 		} else {
 			const struct iod_simc_fault *f = &s->c->faults[ev->arg];
-			fault(s, f->kind, f->node, f->gpu);
+			fault(s, f->kind, f->node, f->gpu, f->repair_ns);
 		}
 		break;
 	case EV_NODE_UP: {
@@ -1799,8 +1802,10 @@ int iod_simc_run(const struct iod_simc_config *c, struct iod_simc_result *r,
 		push(s, iod_rng_below(&s->rng_start, IOD_NS_PER_S), EV_REGISTER, i, 0);
 	push(s, s->t.check_ns, EV_CHECK, 0, 0);
 	push(s, 2 * IOD_NS_PER_S, EV_DEPLOY, 0, 0);
+	/* a server fault's node is the server's index, not a node's */
 	for (uint32_t i = 0; i < c->faults_n; i++)
-		if (c->faults[i].node < c->nodes)
+		if (c->faults[i].node < c->nodes || c->faults[i].kind == IOD_SIMC_FAULT_SERVER ||
+		    c->faults[i].kind == IOD_SIMC_FAULT_LEADER)
 			push(s, c->faults[i].at_ns, EV_FAULT, i, 0);
 	next_random_fault(s);
 	while (!s->err && s->js != J_DONE) {

@@ -29,6 +29,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			    s->duration_ms > IOD_CHAOS_DURATION_MAX_MS ||
 			    s->action >= IOD_CHAOS_ACT_COUNT)
 				abort();
+			/* L7 steps: delay or abort of services, a share of requests */
+			bool l7 = iod_chaos_step_l7(s);
+			char names[IOD_CHAOS_MEMBERS_MAX][IOD_NAME_MAX];
+			if (l7 && ((s->action != IOD_CHAOS_ACT_DELAY &&
+			            s->action != IOD_CHAOS_ACT_ABORT) ||
+			           s->percent < 1 || s->percent > 100 ||
+			           iod_chaos_services_parse(s->selector, names,
+			                                    IOD_CHAOS_MEMBERS_MAX, NULL) < 0))
+				abort();
+			if (s->action == IOD_CHAOS_ACT_ABORT &&
+			    (!l7 || s->status < 200 || s->status > 599 || s->latency_ms))
+				abort();
+			if (s->action == IOD_CHAOS_ACT_DELAY &&
+			    (!s->latency_ms || s->latency_ms > IOD_CHAOS_LATENCY_MAX_MS))
+				abort();
 			uint32_t k = iod_chaos_plan_pick(s, 5, i, pick);
 			if (k < 1 || k > 5)
 				abort();

@@ -31,6 +31,21 @@
 #   stop_cluster [GRACE]       `$IOD down` (default grace 5s) if one was started
 #
 # Scripts keep their own cleanup trap and call stop_bg/stop_cluster from it.
+#
+# `iod chaos` on a loopback cluster (chaos_faults.sh, chaos_heal.sh,
+# chaos_member_delay.sh):
+#   need_chaos BUILD           need_iod, root, nft (listing tables), cgroup2,
+#                              jq and curl, else skip (77)
+#   chaos_up                   a temp dir T and `iod up` of 3 servers and a
+#                              node (no mesh) there, IOD_STATE_DIR and
+#                              IOD_SERVER exported, API the first API port,
+#                              chaos_cleanup as the EXIT trap; when up fails
+#                              `bad "iod up"` and exit 0
+#   chaos_cleanup              heal everything, stop the cluster and keeper
+#   now_ms                     the wall clock in ms
+#   chaos_tables, chaos_records  iod_chaos_* nft tables, fault records now
+#   chaos_leader               the leader's server index (iod status)
+#   chaos_writes_ok [D]        a register run of D (2s) acknowledged a write
 
 wait_for() {
 	_n=$(($1 * 10)); shift
@@ -122,4 +137,38 @@ start_cluster() {
 stop_cluster() {
 	[ "$LIB_UP" = 1 ] && "$IOD" down --grace "${1:-5s}" >/dev/null 2>&1
 	LIB_UP=0
+}
+
+need_chaos() {
+	need_iod "$1"
+	need_root "nftables, cgroups"
+	need nft jq curl
+	nft list tables >/dev/null 2>&1 || { echo "skip: nft cannot list tables here"; exit 77; }
+	grep -q cgroup2 /proc/self/mounts || { echo "skip: no cgroup2 mounted"; exit 77; }
+}
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+chaos_tables() { nft list tables 2>/dev/null | grep -c "inet iod_chaos_"; }
+chaos_records() { ls "$IOD_STATE_DIR/chaos/"*.json 2>/dev/null | wc -l; }
+chaos_leader() { "$IOD" status -o json 2>/dev/null | jq -r .leader; }
+chaos_writes_ok() {
+	"$IOD" chaos run --workload register --clients 2 --duration "${1:-2s}" --nemesis none \
+		-o json >"$T/w.json" 2>"$T/w.err" &&
+		[ "$(jq .ops.acknowledged_writes "$T/w.json")" -gt 0 ]
+}
+chaos_cleanup() {
+	"$IOD" chaos heal --all >/dev/null 2>&1
+	stop_cluster 2s
+	_kp=$(cat "$IOD_STATE_DIR/chaos/keeper.pid" 2>/dev/null)
+	[ -n "$_kp" ] && kill "$_kp" 2>/dev/null
+	rm -rf "$T"
+}
+chaos_up() {
+	T=$(mktemp -d)
+	export IOD_STATE_DIR="$T/cluster"
+	BASE=$((23000 + ($$ % 300) * 20))
+	API=$((BASE + 10))
+	export IOD_SERVER="127.0.0.1:$API,127.0.0.1:$((API + 1)),127.0.0.1:$((API + 2))"
+	trap chaos_cleanup EXIT
+	start_cluster "$T/up.log" --nodes 1 --gpus-per-node 0 --api-port "$API" --raft-port "$BASE" \
+		--no-mesh --telemetry-port 0 --no-sandbox || exit 0
 }

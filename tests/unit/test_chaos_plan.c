@@ -110,3 +110,83 @@ TEST(modes_pick_counts_and_replay)
 		n += a[i];
 	CHECK_EQ(n, 2u);
 }
+
+/* L7 steps (issue 20): delay and abort of services' HTTP requests through
+ * the mesh, selected by services or service/NAME,...; L4 delay of servers
+ * needs a latency too (it applied none before). */
+TEST(l7_steps_select_services)
+{
+	struct iod_chaos_plan *p = calloc(1, sizeof(*p));
+	const char *t = "duration: 20s\n"
+	                "faults:\n"
+	                "  - {action: abort, selector: services, mode: all, duration: 2s}\n"
+	                "  - action: delay\n"
+	                "    selector: service/web,service/api\n"
+	                "    mode: fixed\n"
+	                "    value: 1\n"
+	                "    latency: 300ms\n"
+	                "    percent: 50\n"
+	                "    duration: 3s\n"
+	                "  - {action: abort, selector: service/web, status: 502, percent: 10,"
+	                " duration: 1s}\n"
+	                "  - {action: delay, selector: servers, latency: 200ms, duration: 2s}\n";
+	CHECK_EQ(parse(t, p), 0);
+	CHECK_EQ(p->nsteps, 4u);
+	CHECK_EQ(p->steps[0].action, IOD_CHAOS_ACT_ABORT);
+	CHECK(iod_chaos_step_l7(&p->steps[0]));
+	CHECK_EQ(p->steps[0].status, 503u);  /* the default */
+	CHECK_EQ(p->steps[0].percent, 100u); /* every request by default */
+	CHECK_EQ(p->steps[1].action, IOD_CHAOS_ACT_DELAY);
+	CHECK(iod_chaos_step_l7(&p->steps[1]));
+	CHECK_EQ(p->steps[1].latency_ms, 300u);
+	CHECK_EQ(p->steps[1].percent, 50u);
+	CHECK_EQ(p->steps[2].status, 502u);
+	CHECK_EQ(p->steps[2].percent, 10u);
+	CHECK(!iod_chaos_step_l7(&p->steps[3]));
+	CHECK_EQ(p->steps[3].latency_ms, 200u);
+	char names[4][IOD_NAME_MAX];
+	CHECK_EQ(iod_chaos_services_parse(p->steps[1].selector, names, 4, &err), 2);
+	CHECK(!strcmp(names[0], "web") && !strcmp(names[1], "api"));
+	CHECK_EQ(iod_chaos_services_parse("services", names, 4, &err), 0);
+	CHECK_EQ(iod_chaos_services_parse("service/a,service/b,service/c", names, 2, &err), -E2BIG);
+	/* the modes pick among the services as among processes */
+	bool pick[2];
+	CHECK_EQ(iod_chaos_plan_pick(&p->steps[1], 2, 5, pick), 1u);
+	CHECK(pick[0] != pick[1]);
+	free(p);
+}
+
+TEST(bad_l7_steps_are_refused)
+{
+	struct iod_chaos_plan *p = calloc(1, sizeof(*p));
+	static const struct {
+		const char *step, *want;
+	} bad[] = {
+	    {"{action: abort, duration: 1s}", "selector is services"},
+	    {"{action: abort, selector: server-1, duration: 1s}", "selector is services"},
+	    {"{action: delay, selector: services, duration: 1s}", "needs a latency"},
+	    {"{action: delay, selector: servers, duration: 1s}", "needs a latency"},
+	    {"{action: kill, selector: services, duration: 1s}", "not kill"},
+	    {"{action: partition, selector: service/web, duration: 1s}", "not partition"},
+	    {"{action: abort, selector: services, latency: 1s, duration: 1s}", "not a latency"},
+	    {"{action: abort, selector: services, status: 99, duration: 1s}", "200..599"},
+	    {"{action: abort, selector: services, status: 600, duration: 1s}", "200..599"},
+	    {"{action: delay, selector: services, latency: 2m, duration: 1s}", "at most 60s"},
+	    {"{action: kill, status: 503, duration: 1s}", "not of kill"},
+	    {"{action: abort, selector: 'service/', duration: 1s}", "want service/NAME"},
+	    {"{action: abort, selector: 'service/web,', duration: 1s}", "comma"},
+	    {"{action: abort, selector: 'service/web,server-1', duration: 1s}",
+	     "want service/NAME"},
+	    {"{action: abort, selector: 'service/a b', duration: 1s}", "not a service name"},
+	    {"{action: abort, selector: services, percent: 0, duration: 1s}", "percent"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char text[512];
+		snprintf(text, sizeof(text), "duration: 10s\nfaults:\n  - %s\n", bad[i].step);
+		err.msg[0] = 0;
+		CHECK_MSG(parse(text, p) == -EINVAL, "case %zu parsed", i);
+		CHECK_MSG(strstr(err.msg, bad[i].want) != NULL, "case %zu: %s", i, err.msg);
+		CHECK_MSG(strstr(err.msg, "p.yaml:3:") != NULL, "case %zu: %s", i, err.msg);
+	}
+	free(p);
+}

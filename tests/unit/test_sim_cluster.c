@@ -109,7 +109,7 @@ TEST(sim_cluster_lost_node_is_detected_rescheduled_and_resumed)
 	CHECK(c && r);
 	cfg_small(c);
 	c->job.ckpt_every_steps = 100;
-	c->faults[0] = (struct iod_simc_fault){40 * IOD_NS_PER_S, IOD_SIMC_FAULT_NODE, 1, 0};
+	c->faults[0] = (struct iod_simc_fault){40 * IOD_NS_PER_S, IOD_SIMC_FAULT_NODE, 1, 0, 0};
 	c->faults_n = 1;
 	c->keep_log = true;
 	CHECK_MSG(iod_simc_run(c, r, NULL, NULL, &e) == 0, "%s", e.msg);
@@ -154,7 +154,7 @@ TEST(sim_cluster_gpu_fault_restarts_in_place)
 	struct iod_err e = {0};
 	CHECK(c && r);
 	cfg_small(c);
-	c->faults[0] = (struct iod_simc_fault){35 * IOD_NS_PER_S, IOD_SIMC_FAULT_GPU, 0, 2};
+	c->faults[0] = (struct iod_simc_fault){35 * IOD_NS_PER_S, IOD_SIMC_FAULT_GPU, 0, 2, 0};
 	c->faults_n = 1;
 	CHECK_EQ(iod_simc_run(c, r, NULL, NULL, &e), 0);
 	CHECK_EQ(r->rec_n, 1);
@@ -240,7 +240,7 @@ TEST(sim_cluster_leader_killed_during_deploy)
 	struct iod_err e = {0};
 	CHECK(c && r);
 	cfg_small(c);
-	c->faults[0] = (struct iod_simc_fault){2 * IOD_NS_PER_S, IOD_SIMC_FAULT_LEADER, 0, 0};
+	c->faults[0] = (struct iod_simc_fault){2 * IOD_NS_PER_S, IOD_SIMC_FAULT_LEADER, 0, 0, 0};
 	c->faults_n = 1;
 	c->keep_log = true;
 	CHECK_MSG(iod_simc_run(c, &r[0], NULL, NULL, &e) == 0, "%s", e.msg);
