@@ -852,9 +852,11 @@ static void loop_lag(struct cluster *c)
 	long hwm = rss_kb(c->cc.pid[leader], "VmHWM:");
 	pr.stop = 1;
 	pthread_join(pr.t, NULL);
-	char extra[96];
-	snprintf(extra, sizeof(extra), " watchers=%d answered=%d value_bytes=%zu", open_n, answered,
-	         vlen);
+	/* the answer's serialisation, off the loop since issue 15 (-1: on it) */
+	double enc = metric_of(c->cc.api[leader], "iod_api_watch_encode_max_seconds");
+	char extra[128];
+	snprintf(extra, sizeof(extra), " watchers=%d answered=%d value_bytes=%zu encode_ms=%.2f",
+	         open_n, answered, vlen, enc < 0 ? -1.0 : enc * 1000);
 	lag_report("watch1000", &pr, extra, seen0, raft_seen(c));
 	printf("BENCH control.watch_flood watchers=%d value_bytes=%zu rss_before_mb=%.1f "
 	       "rss_mb=%.1f\n",

@@ -380,6 +380,13 @@
  * run there too, so they always find a free one. The rest wait their turn
  * (bounded by the connections). */
 #define IOD_API_JOBS_MAX 2
+/* Watch answers serialised on a worker thread at once (server_watch.c): the
+ * 1,000-watcher broadcast of a 512 KiB value spent 4-6 ms of one loop turn
+ * in json_dumps. A wake-up needs one encoding per distinct answer (the
+ * watchers of one revision share it); others wait for the slot (still
+ * watching, retried like a deferred large answer). Counted with
+ * IOD_API_JOBS_MAX against libuv's 4 pool threads. */
+#define IOD_API_WATCH_ENCODES_MAX 1
 /* A page of a list: GET /v1/<kind>?limit=N&continue=NAME. Without limit a
  * list is whole (served off the loop all the same); with it at most this
  * many: 10,000 objects of ~200 B are ~2 MB of JSON. `iod get` pages with
@@ -928,7 +935,8 @@ _Static_assert(IOD_API_HEADER_TIMEOUT_S < IOD_API_CONN_TIMEOUT_S,
 _Static_assert(IOD_API_EVICT_HEAD_AGE_MS < IOD_API_HEADER_TIMEOUT_S * 1000,
                "eviction comes before the header deadline");
 _Static_assert(IOD_API_LIST_PAGE_DEFAULT <= IOD_API_LIST_PAGE_MAX, "the CLI's page is allowed");
-_Static_assert(IOD_API_JOBS_MAX < 4, "libuv's 4 pool threads keep one for the Raft log's disk");
+_Static_assert(IOD_API_JOBS_MAX + IOD_API_WATCH_ENCODES_MAX < 4,
+               "libuv's 4 pool threads keep one for the Raft log's disk");
 /* The client takes any answer the API server may send (a list of objects). */
 _Static_assert(IOD_HTTP_BODY_MAX >= IOD_API_BODY_MAX, "the client reads what the API sends");
 _Static_assert(IOD_CONFIG_DOC_MAX <= IOD_API_VALUE_MAX, "a whole config history fits one PUT");

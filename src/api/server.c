@@ -404,6 +404,14 @@ static MHD_RESULT do_metrics(struct req *q)
 	    "for fewer than IOD_API_WATCH_LARGE_MAX in flight.\n"
 	    "# TYPE iod_api_watch_answers_deferred_total counter\n"
 	    "iod_api_watch_answers_deferred_total %llu\n"
+	    "# HELP iod_api_watch_encodes_total Watch answers serialised off the loop "
+	    "(once for all the watchers it answers).\n"
+	    "# TYPE iod_api_watch_encodes_total counter\n"
+	    "iod_api_watch_encodes_total %llu\n"
+	    "# HELP iod_api_watch_encode_max_seconds Longest watch answer serialisation "
+	    "(worker time).\n"
+	    "# TYPE iod_api_watch_encode_max_seconds gauge\n"
+	    "iod_api_watch_encode_max_seconds %.6f\n"
 	    "# HELP iod_api_jobs Lists being serialised off the loop.\n"
 	    "# TYPE iod_api_jobs gauge\niod_api_jobs{state=\"running\"} %u\n"
 	    "# HELP iod_api_jobs_total Lists serialised off the loop.\n"
@@ -424,10 +432,10 @@ static MHD_RESULT do_metrics(struct req *q)
 	    s->watchers_n, (unsigned long long)s->watch_answers,
 	    (unsigned long long)s->watch_shared, s->conns_n, (unsigned long long)s->closed_head,
 	    (unsigned long long)s->closed_body, (unsigned long long)s->evicted,
-	    (unsigned long long)s->watch_deferred, s->jobs_running,
-	    (unsigned long long)s->jobs_done, (double)s->job_max_us / 1e6,
-	    (unsigned long long)s->deploys_planned, (double)s->deploy_max_us / 1e6,
-	    (unsigned long long)s->bodies_parsed, s->body_bytes,
+	    (unsigned long long)s->watch_deferred, (unsigned long long)s->watch_encoded,
+	    (double)s->wenc_max_us / 1e6, s->jobs_running, (unsigned long long)s->jobs_done,
+	    (double)s->job_max_us / 1e6, (unsigned long long)s->deploys_planned,
+	    (double)s->deploy_max_us / 1e6, (unsigned long long)s->bodies_parsed, s->body_bytes,
 	    (unsigned long long)s->bodies_refused);
 	s->requests[200]--;
 	return queue_text(s, c, 200, "text/plain; version=0.0.4", b.data ? b.data : strdup(""));

@@ -38,6 +38,7 @@ typedef enum MHD_Result MHD_RESULT;
 
 struct server;
 struct job;
+struct wenc;
 
 /*
  * A serialised watch answer, shared by every watcher it answers: 1,000
@@ -103,6 +104,8 @@ struct req {
 	bool deferred;                 /* its answer is large and waits its turn */
 	bool large;                    /* its large answer is being sent (counted) */
 	uint64_t large_until_ms;       /* ... and counts until then at most */
+	struct wenc *wenc;             /* its answer is being serialised off the loop */
+	struct shared_text *pending;   /* its answer, serialised, waiting its turn (a ref) */
 	const char *op;                /* what a write did, for its answer */
 	bool fence_list;               /* consistent read: a list (else one object) */
 	uint32_t list_limit;           /* list: page size (0 = all) */
@@ -183,6 +186,10 @@ struct server {
 	uint64_t watch_deferred;                      /* watch answers that waited their turn */
 	uv_idle_t admit_idle;   /* answers waiting watchers when a large one is sent */
 	uint64_t watch_shared;  /* watch answers served from wcache */
+	struct wenc *wencs;     /* watch answers being serialised off the loop */
+	uint32_t wencs_n;       /* ... how many (<= IOD_API_WATCH_ENCODES_MAX) */
+	uint64_t watch_encoded; /* watch answers serialised off the loop */
+	uint64_t wenc_max_us;   /* ... the longest (worker time) */
 	struct iod_api_sec sec; /* TLS material, authentication, audit (auth.c) */
 	struct tel_entry *tel;  /* node telemetry summaries (memory only, not Raft) */
 	uint32_t tel_n;         /* entries in tel */

@@ -3,10 +3,35 @@
  * passes its revision or its timeout; one wake-up serialises each distinct
  * answer once (shared_text, the watch cache) for every watcher it answers,
  * and large answers are sent a few at a time (IOD_API_WATCH_LARGE_MAX).
+ * An answer with events is serialised on libuv's pool (struct wenc,
+ * IOD_API_WATCH_ENCODES_MAX at once): the watchers it answers wait, still
+ * watching, and then share the text.
  */
 #include "server_internal.h"
 
 static void admit_cb(uv_idle_t *h);
+static bool watch_try(struct req *q, bool timed_out);
+
+/*
+ * A watch answer being serialised off the loop: the loop builds the answer
+ * (events referring to the state's values, which are never changed) and
+ * hands it to a pool thread, which only dumps it; the loop frees it. Every
+ * watcher whose answer it is (the same kind filter, visibility and start
+ * revision) waits on it (req.wenc) and gets the text (req.pending).
+ */
+struct wenc {
+	uv_work_t w;              /* libuv work request */
+	struct server *srv;       /* owner */
+	struct wenc *next;        /* srv->wencs link */
+	int kind;                 /* kind watched */
+	bool all;                 /* all kinds */
+	bool sensitive;           /* sees tokens and secrets */
+	uint64_t after_rev;       /* events after this */
+	uint64_t state_rev;       /* the state's revision when built */
+	json_t *answer;           /* loop: built and freed; worker: only read */
+	struct shared_text *text; /* worker: the text (one ref), NULL = out of memory */
+	uint64_t worker_us;       /* worker time */
+};
 
 /* ---- watches ------------------------------------------------------------ */
 
@@ -35,6 +60,27 @@ void api__watch_unlink(struct req *q)
 		q->deferred = false;
 		s->deferred_n--;
 	}
+	q->wenc = NULL; /* it goes on without q */
+	api__shared_unref(q->pending);
+	q->pending = NULL;
+}
+
+/* q waits its turn (a large answer's, or an encoding slot): admit_cb retries it. */
+static void defer(struct req *q)
+{
+	if (!q->deferred) {
+		q->deferred = true;
+		q->srv->deferred_n++;
+		q->srv->watch_deferred++;
+	}
+}
+
+static void undefer(struct req *q)
+{
+	if (q->deferred) {
+		q->deferred = false;
+		q->srv->deferred_n--;
+	}
 }
 
 /* A large answer for q (text t): may it be sent now? Otherwise q waits,
@@ -45,11 +91,7 @@ static bool large_admit(struct req *q, const struct shared_text *t)
 	if (t->len < IOD_API_WATCH_LARGE_BYTES)
 		return true;
 	if (s->large_inflight >= IOD_API_WATCH_LARGE_MAX) {
-		if (!q->deferred) {
-			q->deferred = true;
-			s->deferred_n++;
-			s->watch_deferred++;
-		}
+		defer(q);
 		return false;
 	}
 	for (unsigned i = 0; i < IOD_API_WATCH_LARGE_MAX; i++)
@@ -95,21 +137,134 @@ static struct shared_text **wcache_find(struct server *s, struct req *q, bool se
 	return NULL;
 }
 
-static void wcache_put(struct server *s, struct req *q, bool sens, uint64_t after,
-                       struct shared_text *t)
+static void wcache_put(struct server *s, int kind, bool all, bool sens, uint64_t after,
+                       uint64_t state_rev, struct shared_text *t)
 {
 	struct watch_cache *c = s->wcache;
 	if (!c)
 		return;
 	unsigned i = c->next++ % WATCH_CACHE_SLOTS;
 	api__shared_unref(c->slot[i].text);
-	c->slot[i].kind = (int)q->kind;
-	c->slot[i].all = q->watch_all;
+	c->slot[i].kind = kind;
+	c->slot[i].all = all;
 	c->slot[i].sensitive = sens;
 	c->slot[i].after_rev = after;
-	c->slot[i].state_rev = iod_state_rev(iod_raft_member_state(s->node));
+	c->slot[i].state_rev = state_rev;
 	c->slot[i].text = t;
 	t->refs++;
+}
+
+/* JSON text (malloc'd, taken) as a shared answer with no holder yet, or
+ * NULL. Either thread. */
+static struct shared_text *text_new(char *text)
+{
+	size_t n = text ? strlen(text) : 0;
+	struct shared_text *t = text ? malloc(sizeof(*t) + n + 2) : NULL;
+	if (t) {
+		t->refs = 0;
+		t->len = n + 1;
+		memcpy(t->data, text, n);
+		t->data[n] = '\n';
+		t->data[n + 1] = 0;
+	}
+	free(text);
+	return t;
+}
+
+/* Pool thread: only the job's answer is read. */
+static void wenc_work(uv_work_t *w)
+{
+	struct wenc *j = w->data;
+	uint64_t t0 = iod_clock_now_ns();
+	j->text = text_new(json_dumps(j->answer, JSON_INDENT(2) | JSON_PRESERVE_ORDER));
+	if (j->text)
+		j->text->refs = 1;
+	j->worker_us = (iod_clock_now_ns() - t0) / 1000;
+}
+
+/* An answer is serialised: every watcher waiting on it takes the text (and
+ * is answered when its turn comes); the cache keeps it for watchers that
+ * come while the state is unchanged. */
+static void wenc_after(uv_work_t *w, int status)
+{
+	struct wenc *j = w->data;
+	struct server *s = j->srv;
+	struct shared_text *t = j->text;
+	bool first = true;
+	(void)status;
+	for (struct wenc **p = &s->wencs; *p; p = &(*p)->next)
+		if (*p == j) {
+			*p = j->next;
+			break;
+		}
+	IOD_ASSERT(s->wencs_n > 0);
+	s->wencs_n--;
+	json_decref(j->answer);
+	s->watch_encoded++;
+	if (j->worker_us > s->wenc_max_us)
+		s->wenc_max_us = j->worker_us;
+	if (t && !s->stopping)
+		wcache_put(s, j->kind, j->all, j->sensitive, j->after_rev, j->state_rev, t);
+	for (struct req *q = s->watchers, *next; q; q = next) {
+		next = q->wnext;
+		if (q->wenc != j)
+			continue;
+		q->wenc = NULL;
+		if (!t) {
+			api__watch_unlink(q);
+			api__finish(q, 500, api__err_json("out of memory"));
+			continue;
+		}
+		q->pending = t;
+		t->refs++;
+		if (!first)
+			s->watch_shared++;
+		first = false;
+		watch_try(q, false);
+	}
+	api__shared_unref(t);
+	free(j);
+	if (s->deferred_n && !s->stopping)
+		uv_idle_start(&s->admit_idle, admit_cb);
+}
+
+/* An encoding of q's answer already under way (it may be of an older
+ * state: still a correct answer, and the watcher asks again from its rev). */
+static struct wenc *wenc_find(struct server *s, const struct req *q, bool sens)
+{
+	for (struct wenc *j = s->wencs; j; j = j->next)
+		if (j->kind == (int)q->kind && j->all == q->watch_all && j->sensitive == sens &&
+		    j->after_rev == q->after_rev)
+			return j;
+	return NULL;
+}
+
+/* Serialise answer a (taken) for q off the loop; false if it cannot be
+ * handed to the pool (the caller serialises it). */
+static bool wenc_start(struct req *q, bool sens, uint64_t after, json_t *a)
+{
+	struct server *s = q->srv;
+	struct wenc *j = calloc(1, sizeof(*j));
+	if (!j)
+		return false;
+	j->w.data = j;
+	j->srv = s;
+	j->kind = (int)q->kind;
+	j->all = q->watch_all;
+	j->sensitive = sens;
+	j->after_rev = after;
+	j->state_rev = iod_state_rev(iod_raft_member_state(s->node));
+	j->answer = a;
+	if (uv_queue_work(&s->loop, &j->w, wenc_work, wenc_after)) {
+		free(j);
+		return false;
+	}
+	j->next = s->wencs;
+	s->wencs = j;
+	s->wencs_n++;
+	q->wenc = j;
+	undefer(q);
+	return true;
 }
 
 static void finish_shared(struct req *q, struct shared_text *t)
@@ -126,8 +281,23 @@ static bool watch_try(struct req *q, bool timed_out)
 	json_t *ev = NULL;
 	bool sens = api__sees_sensitive(q);
 	uint64_t after0 = q->after_rev;
-	struct shared_text **hit = wcache_find(q->srv, q, sens);
+	struct shared_text **hit;
 
+	if (q->wenc)
+		return false; /* being serialised */
+	if (q->pending) {
+		/* serialised off the loop: sent when its turn comes */
+		struct shared_text *t = q->pending;
+		if (!large_admit(q, t))
+			return false;
+		q->pending = NULL;
+		api__watch_unlink(q);
+		q->srv->watch_answers++;
+		q->answer_text = t; /* q's reference */
+		api__finish(q, 200, NULL);
+		return true;
+	}
+	hit = wcache_find(q->srv, q, sens);
 	if (hit) {
 		if (!large_admit(q, *hit))
 			return false;
@@ -136,6 +306,12 @@ static bool watch_try(struct req *q, bool timed_out)
 		q->srv->watch_shared++;
 		finish_shared(q, *hit);
 		return true;
+	}
+	struct wenc *running = wenc_find(q->srv, q, sens);
+	if (running) {
+		q->wenc = running;
+		undefer(q);
+		return false;
 	}
 	int rc = iod_state_watch(st, q->kind, q->watch_all, q->after_rev, IOD_API_WATCH_EVENTS_MAX,
 	                         &ev, &e);
@@ -175,24 +351,29 @@ static bool watch_try(struct req *q, bool timed_out)
 	if (json_array_size(ev) == IOD_API_WATCH_EVENTS_MAX)
 		next = (uint64_t)json_integer_value(
 		    json_object_get(json_array_get(ev, json_array_size(ev) - 1), "rev"));
+	bool some = json_array_size(ev) > 0;
 	json_t *a = json_pack("{s:I, s:o}", "rev", (json_int_t)next, "events", ev);
-	char *text = a ? json_dumps(a, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+	if (a && some) {
+		/* events (up to a 1 MiB value each): serialised off the loop */
+		if (q->srv->wencs_n >= IOD_API_WATCH_ENCODES_MAX) {
+			json_decref(a);
+			defer(q); /* retried when the slot is free */
+			return false;
+		}
+		if (wenc_start(q, sens, after0, a))
+			return false;
+	}
+	struct shared_text *t =
+	    text_new(a ? json_dumps(a, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL);
 	json_decref(a);
-	size_t n = text ? strlen(text) : 0;
-	struct shared_text *t = text ? malloc(sizeof(*t) + n + 2) : NULL;
 	if (!t) {
-		free(text);
+		api__watch_unlink(q);
 		api__finish(q, 500, api__err_json("out of memory"));
 		return true;
 	}
-	t->refs = 0;
-	t->len = n + 1;
-	memcpy(t->data, text, n);
-	t->data[n] = '\n';
-	t->data[n + 1] = 0;
-	free(text);
 	if (!timed_out || t->len >= IOD_API_WATCH_LARGE_BYTES)
-		wcache_put(q->srv, q, sens, after0, t);
+		wcache_put(q->srv, (int)q->kind, q->watch_all, sens, after0,
+		           iod_state_rev(iod_raft_member_state(q->srv->node)), t);
 	if (!large_admit(q, t)) {
 		if (!t->refs) /* not cached (no cache): made again next time */
 			free(t);
