@@ -224,4 +224,30 @@ int iod_ckpt_peer_put(const char *addr, const struct iod_ckpt_manifest *m, const
 int iod_ckpt_fetch(const char *addr, uint32_t rank, uint64_t step, const struct iod_ckpt_region *r,
                    uint32_t n, struct iod_err *e);
 
+/* ---- the store as the agent provisions it (src/storage/env.c, pure) ---- */
+
+/*
+ * A stateful replica of a spec with `storage:` gets its tier directories
+ * (created by the agent, inside its data directory) in its environment:
+ * IOD_CKPT_TIERS=MEDIUM:QUOTA_BP:DIR,... (fastest first), IOD_CKPT_CAPACITY
+ * (bytes), IOD_CKPT_REPLICAS (storage.replicas) and IOD_CKPT_DIR (the
+ * fastest tier's directory, for a workload that takes one).
+ */
+struct iod_ckpt_env {
+	struct iod_stor_cfg cfg; /* media, quotas, capacity; fast_keep 1, keep_max 8 */
+	char dirs[IOD_STOR_TIERS_MAX][IOD_PATH_MAX];
+	uint32_t replicas; /* 1 when not given */
+};
+
+/* IOD_CKPT_TIERS's value for n tiers and their directories into out;
+ * -EINVAL for a directory that is empty or holds ',', -E2BIG past cap. */
+int iod_ckpt_env_format(const struct iod_stor_tier_cfg *t, const char *const *dirs, uint32_t n,
+                        char *out, size_t cap, struct iod_err *e);
+/* Parse the three variables' values (replicas may be NULL); -ENOENT when
+ * tiers is unset, -EINVAL naming the entry at fault. */
+int iod_ckpt_env_parse(const char *tiers, const char *capacity, const char *replicas,
+                       struct iod_ckpt_env *out, struct iod_err *e);
+/* Store options over it (out->dirs point into env). */
+void iod_ckpt_env_opts(const struct iod_ckpt_env *env, struct iod_ckpt_opts *out);
+
 #endif

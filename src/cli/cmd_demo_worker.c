@@ -44,7 +44,9 @@ static void usage(FILE *f)
 	    "  --http-port P       serve GET /healthz and /metrics here (worker default\n"
 	    "                      $IOD_PORT; parameter-server default none)\n"
 	    "  --ckpt-dir DIR      parameter-server: checkpoint the shard here (libiod-ckpt,\n"
-	    "                      default $IOD_CKPT_DIR) and restore the newest at start\n"
+	    "                      default $IOD_CKPT_DIR) and restore the newest at start;\n"
+	    "                      without it, the store the agent provisioned from the\n"
+	    "                      spec's storage: ($IOD_CKPT_TIERS, $IOD_CKPT_CAPACITY)\n"
 	    "  --ckpt-every N      parameter-server: a checkpoint every N updates (default 100)\n");
 }
 
@@ -70,7 +72,8 @@ int cmd_demo_worker(int argc, char **argv)
 	long port = env_port ? atol(env_port) : 0, http_port = -1, params = 65536, cms = 10;
 	unsigned long long steps = 0, ckpt_every = 100;
 	const char *ckpt_dir = getenv("IOD_CKPT_DIR"), *ckpt_server = NULL;
-	long ckpt_replicas = 1;
+	const char *env_reps = getenv("IOD_CKPT_REPLICAS");
+	long ckpt_replicas = env_reps && env_reps[0] ? atol(env_reps) : 1;
 	bool via_mesh = false;
 	int o;
 
@@ -89,7 +92,11 @@ int cmd_demo_worker(int argc, char **argv)
 		case 'k': steps = strtoull(optarg, NULL, 10); break;
 		case 'H': http_port = atol(optarg); break;
 		case 'V': via_mesh = true; break;
-		case 'C': ckpt_dir = optarg; break;
+		case 'C':
+			ckpt_dir = optarg;
+			unsetenv(
+			    "IOD_CKPT_TIERS"); /* the flag's one directory, not the agent's store */
+			break;
 		case 'E': ckpt_every = strtoull(optarg, NULL, 10); break;
 		case 'G': ckpt_server = optarg; break;
 		case 'R': ckpt_replicas = atol(optarg); break;

@@ -274,6 +274,23 @@ static int ps_ckpt_open(const char *dir, uint32_t n, const char *server, uint32_
 	                          .nonblock = true};
 	struct iod_err e = {0};
 	o.tiers.tiers[0] = (struct iod_stor_tier_cfg){IOD_STOR_NVME, 10000};
+	/* the store the agent provisioned from the spec's storage: (its tiers
+	 * and capacity), when dir is its fastest tier */
+	static struct iod_ckpt_env env;
+	const char *tiers = getenv("IOD_CKPT_TIERS");
+	if (tiers && tiers[0]) {
+		if (iod_ckpt_env_parse(tiers, getenv("IOD_CKPT_CAPACITY"), NULL, &env, &e)) {
+			fail(IOD_DEMO_EXIT_ERROR, "the provisioned checkpoint store: %s", e.msg);
+			return -EINVAL;
+		}
+		if (!strcmp(env.dirs[0], dir)) {
+			bool nb = o.nonblock;
+			iod_ckpt_env_opts(&env, &o);
+			o.nonblock = nb;
+			o.tiers.keep_max = 3;
+			printf("parameter-server: checkpoint store from the spec: %s\n", tiers);
+		}
+	}
 	if (server) {
 		if (iod_api_client_init_config(&ps_api, server, &e)) {
 			fail(IOD_DEMO_EXIT_ERROR, "control plane %s: %s", server, e.msg);

@@ -416,3 +416,46 @@ TEST(replicated_save_to_peers_quorum_and_restore_from_a_peer)
 	CHECK_EQ(iod_ckpt_open(&f.o, &c, &err), -EINVAL);
 	CHECK_CONTAINS(err.msg, "min_size");
 }
+
+TEST(provisioned_store_env_round_trip_and_errors)
+{
+	const struct iod_stor_tier_cfg t[2] = {{IOD_STOR_PMEM, 2000}, {IOD_STOR_NVME, 8000}};
+	const char *dirs[2] = {"/d/ckpt/PMem", "/d/a:b/ckpt/NVMe"};
+	struct iod_ckpt_env env;
+	struct iod_ckpt_opts o;
+	char buf[256];
+
+	CHECK_EQ(iod_ckpt_env_format(t, dirs, 2, buf, sizeof(buf), &err), 0);
+	CHECK_STR(buf, "PMem:2000:/d/ckpt/PMem,NVMe:8000:/d/a:b/ckpt/NVMe");
+	CHECK_EQ(iod_ckpt_env_parse(buf, "1000000", "3", &env, &err), 0);
+	CHECK_EQ(env.cfg.tiers_n, 2);
+	CHECK_EQ(env.cfg.tiers[0].medium, IOD_STOR_PMEM);
+	CHECK_EQ(env.cfg.tiers[1].quota_bp, 8000);
+	CHECK_STR(env.dirs[1], "/d/a:b/ckpt/NVMe");
+	CHECK_U64(env.cfg.capacity_bytes, 1000000);
+	CHECK_EQ(env.replicas, 3);
+	iod_ckpt_env_opts(&env, &o);
+	CHECK_STR(o.dirs[0], "/d/ckpt/PMem");
+	CHECK_EQ(o.tiers.tiers_n, 2);
+	/* replicas absent: one copy */
+	CHECK_EQ(iod_ckpt_env_parse("NVMe:10000:/x", "5", NULL, &env, &err), 0);
+	CHECK_EQ(env.replicas, 1);
+	/* a directory with ',' cannot be listed; a short buffer is -E2BIG */
+	dirs[0] = "/d,e";
+	CHECK_EQ(iod_ckpt_env_format(t, dirs, 1, buf, sizeof(buf), &err), -EINVAL);
+	dirs[0] = "/d";
+	CHECK_EQ(iod_ckpt_env_format(t, dirs, 1, buf, 8, &err), -E2BIG);
+	/* each fault named */
+	CHECK_EQ(iod_ckpt_env_parse(NULL, "5", NULL, &env, &err), -ENOENT);
+	CHECK_EQ(iod_ckpt_env_parse("NVMe:10000:/x", "0", NULL, &env, &err), -EINVAL);
+	CHECK_CONTAINS(err.msg, "IOD_CKPT_CAPACITY");
+	CHECK_EQ(iod_ckpt_env_parse("NVMe:10000:/x", "5", "9", &env, &err), -EINVAL);
+	CHECK_CONTAINS(err.msg, "IOD_CKPT_REPLICAS");
+	CHECK_EQ(iod_ckpt_env_parse("NVMe:10000:/x,Tape:1:/y", "5", NULL, &env, &err), -EINVAL);
+	CHECK_CONTAINS(err.msg, "entry 2");
+	CHECK_EQ(iod_ckpt_env_parse("NVMe:100000:/x", "5", NULL, &env, &err), -EINVAL);
+	CHECK_CONTAINS(err.msg, "basis points");
+	CHECK_EQ(iod_ckpt_env_parse("NVMe:100:", "5", NULL, &env, &err), -EINVAL);
+	CHECK_EQ(iod_ckpt_env_parse("NVMe/x", "5", NULL, &env, &err), -EINVAL);
+	CHECK_CONTAINS(err.msg, "MEDIUM:QUOTA_BP:DIR");
+}
