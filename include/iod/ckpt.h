@@ -224,6 +224,68 @@ int iod_ckpt_peer_put(const char *addr, const struct iod_ckpt_manifest *m, const
 int iod_ckpt_fetch(const char *addr, uint32_t rank, uint64_t step, const struct iod_ckpt_region *r,
                    uint32_t n, struct iod_err *e);
 
+/* ---- the background scrub (src/storage/scrub.c, shell) ---- */
+
+/* One checkpoint's scrub pass. */
+struct iod_ckpt_scrub_result {
+	uint64_t step;
+	uint32_t rank;
+	uint32_t chunks;               /* chunks verified */
+	uint32_t damaged;              /* of those, missing or damaged */
+	uint32_t repaired;             /* of those, rewritten from a peer's verified copy */
+	uint64_t bytes;                /* read and hashed */
+	uint64_t at_ms;                /* unix ms when the pass ended */
+	char status[IOD_OBJ_WORD_MAX]; /* "clean", "repaired N", "damaged N" (N not repaired) */
+	char why[IOD_ERR_MSG_MAX];     /* the first damage, or why a repair failed; "" clean */
+};
+typedef void (*iod_ckpt_scrub_fn)(void *ctx, const struct iod_ckpt_scrub_result *r);
+
+struct iod_ckpt_scrub_opts {
+	uint64_t rate_bytes_per_s; /* the bound; 0 = IOD_CKPT_SCRUB_RATE_DEFAULT */
+	uint64_t interval_ns;      /* rest between passes over every checkpoint; 0 = 60 s */
+	struct iod_ckpt *peer;     /* a peer store of the same rank to repair from
+	                              (iod_ckpt_repair); NULL = the store's peers over HTTP */
+	iod_ckpt_scrub_fn report;  /* after each checkpoint's pass (NULL = none) */
+	void *report_ctx;
+};
+
+/*
+ * Start a thread that verifies every chunk of every visible checkpoint, at
+ * most rate_bytes_per_s (iod_stor_scrub_budget's token bucket, one second
+ * banked), a chunk at a time under the store's lock (saves and restores go
+ * on between chunks). A missing or damaged chunk is repaired from the peer
+ * store (iod_ckpt_repair) or the store's peers over HTTP (the first with a
+ * copy that matches the manifest's XXH3), rewritten whole (temporary name,
+ * fdatasync, rename). -EBUSY when one runs already.
+ */
+int iod_ckpt_scrub_start(struct iod_ckpt *c, const struct iod_ckpt_scrub_opts *o,
+                         struct iod_err *e);
+/* Stop and join it (iod_ckpt_close does too). */
+void iod_ckpt_scrub_stop(struct iod_ckpt *c);
+
+struct iod_ckpt_scrub_stats {
+	uint64_t passes;  /* checkpoints scrubbed */
+	uint64_t chunks;  /* chunks verified */
+	uint64_t bytes;   /* bytes read and hashed */
+	uint64_t damaged; /* chunks found missing or damaged */
+	uint64_t repaired;
+	uint64_t paced_ns; /* time spent waiting for the rate bound */
+};
+void iod_ckpt_scrub_stats(struct iod_ckpt *c, struct iod_ckpt_scrub_stats *out);
+
+/*
+ * A scrub report hook (ctx: struct iod_ckpt_raft): writes r->status and
+ * r->at_ms into the Checkpoint object's `scrub` and `scrubbed_ms` through
+ * the API (read, change, PUT). -ENOENT when the checkpoint is not committed.
+ */
+int iod_ckpt_raft_scrub(struct iod_ckpt_raft *raft, const struct iod_ckpt_scrub_result *s,
+                        struct iod_err *e);
+
+/* One chunk of step from a peer (iod_ckpt_peer_start) into buf (k->len
+ * bytes), verified against k->xxh3: -ENOENT, -EBADMSG, -EIO. */
+int iod_ckpt_peer_get_chunk(const char *addr, uint32_t rank, uint64_t step,
+                            const struct iod_ckpt_mchunk *k, uint8_t *buf, struct iod_err *e);
+
 /* ---- the store as the agent provisions it (src/storage/env.c, pure) ---- */
 
 /*

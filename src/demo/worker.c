@@ -364,8 +364,21 @@ static bool ps_ckpt_save(struct iod_ckpt *ck, float *params, uint32_t n, uint64_
 	return true;
 }
 
+/* A scrub pass's result: printed, and into its Checkpoint object when the
+ * saves are committed through a control plane. */
+static void ps_scrub_report(void *ctx, const struct iod_ckpt_scrub_result *r)
+{
+	struct iod_err e = {0};
+	printf("parameter-server: scrub step %llu: %s%s%s\n", (unsigned long long)r->step,
+	       r->status, r->why[0] ? ": " : "", r->why);
+	if (ctx && iod_ckpt_raft_scrub(ctx, r, &e) && e.code != -ENOENT)
+		printf("parameter-server: scrub step %llu not recorded: %s\n",
+		       (unsigned long long)r->step, e.msg);
+	fflush(stdout);
+}
+
 static int run_ps(uint16_t port, uint32_t n, const char *ckpt_dir, uint64_t ckpt_every,
-                  const char *ckpt_server, uint32_t ckpt_replicas)
+                  const char *ckpt_server, uint32_t ckpt_replicas, const struct iod_demo_opts *o)
 {
 	struct iod_ckpt *ck = NULL;
 	uint64_t ckpt_last = 0;
@@ -394,6 +407,15 @@ static int run_ps(uint16_t port, uint32_t n, const char *ckpt_dir, uint64_t ckpt
 	if (ck) {
 		ckpt_last = ps_ckpt_restore(ck, params, n, ckpt_server != NULL);
 		atomic_store(&steps_done, ckpt_last);
+	}
+	if (ck && o->ckpt_scrub_ms) {
+		struct iod_ckpt_scrub_opts so = {.rate_bytes_per_s = o->ckpt_scrub_rate,
+		                                 .interval_ns = o->ckpt_scrub_ms * IOD_NS_PER_MS,
+		                                 .report = ps_scrub_report,
+		                                 .report_ctx = ckpt_server ? &ps_raft : NULL};
+		struct iod_err e = {0};
+		if (iod_ckpt_scrub_start(ck, &so, &e))
+			printf("parameter-server: no background scrub: %s\n", e.msg);
 	}
 	for (int i = 0; i < IOD_DEMO_CLIENTS_MAX; i++)
 		cl[i].fd = -1;
@@ -655,7 +677,7 @@ int iod_demo_run(const struct iod_demo_opts *o)
 		if (o->http_port > 0 && start_http((uint16_t)o->http_port))
 			return fail(IOD_DEMO_EXIT_ERROR, "http port %d busy", o->http_port);
 		return run_ps(o->port, o->params, o->ckpt_dir, o->ckpt_every ? o->ckpt_every : 100,
-		              o->ckpt_server, o->ckpt_replicas);
+		              o->ckpt_server, o->ckpt_replicas, o);
 	}
 	if (o->http_port > 0 && start_http((uint16_t)o->http_port))
 		return fail(IOD_DEMO_EXIT_ERROR, "http port %d busy", o->http_port);

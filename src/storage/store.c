@@ -141,6 +141,7 @@ void iod_ckpt_close(struct iod_ckpt *c)
 {
 	if (!c)
 		return;
+	ckpt_scrub_stop(c);
 	pthread_mutex_lock(&c->mu);
 	c->stop = true;
 	pthread_cond_broadcast(&c->cv);

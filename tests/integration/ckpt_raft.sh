@@ -9,7 +9,9 @@
 #      replacement restores the newest committed step and prints it;
 #   3. replicas 3 with no peer copies: the quorum (2) is not met, nothing is
 #      committed, and the server says why; a PUT naming fewer copies than
-#      the quorum is refused by the API (no torn checkpoint is visible).
+#      the quorum is refused by the API (no torn checkpoint is visible);
+#   4. the background scrub (--ckpt-scrub) finds a damaged chunk and writes
+#      "damaged 1" into that step's Checkpoint object (`iod get checkpoints`).
 # Exit status: 0 pass, 77 skip, 1 fail.
 set -u
 BUILD=${1:-build}
@@ -106,5 +108,24 @@ code=$(put checkpoint/ps-0.r0.s999 '{"service": "ps", "replica": "ps-0", "node":
 	"step": 999, "replicas": 3, "min_size": 2, "copies": [{"node": "n1", "ok": true}]}')
 [ "$code" = 400 ] || fail "a sub-quorum manifest was accepted ($code)"
 grep -q "the write quorum is 2" "$T/put.out" || fail "reason: $(cat "$T/put.out")"
+
+# 4. the background scrub writes its result into the Checkpoint objects: a
+#    flipped byte in a chunk of a committed step shows as "damaged 1" (no
+#    peer to repair it from), the others as "clean"
+start_ps ps4 "" "--ckpt-scrub 200"
+CH="$T/ck/$(printf 'step-%020d' "$PREV")/r0-0-0.chunk"
+[ -f "$CH" ] || fail "no chunk $CH"
+printf 'X' | dd of="$CH" bs=1 seek=100 conv=notrunc 2>/dev/null
+scrubbed() {
+	IOD_SERVER="$API" "$IOD" get checkpoints ps >"$T/get4.txt" 2>&1 &&
+		grep "^ps-0.r0.s$PREV " "$T/get4.txt" | grep -q "damaged 1" &&
+		grep "^ps-0.r0.s" "$T/get4.txt" | grep -v "^ps-0.r0.s$PREV " | grep -q " clean *$"
+}
+wait_for 10 scrubbed || fail "scrub not recorded: $(cat "$T/get4.txt")"
+grep -q "scrub step $PREV: damaged 1" "$T/ps4.log" || fail "scrub not printed"
+stop_ps
+curl -sf "http://$API/v1/checkpoint/ps-0.r0.s$PREV" | grep -q '"scrubbed_ms"' ||
+	fail "no scrubbed_ms"
+echo "scrub: step $PREV damaged, recorded in its Checkpoint object"
 echo "ok: manifests committed through Raft, only committed ones restored"
 exit 0
