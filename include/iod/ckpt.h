@@ -86,6 +86,13 @@ struct iod_ckpt_commit {
  * and iod_ckpt_wait returns the hook's error.
  */
 typedef int (*iod_ckpt_commit_fn)(void *ctx, const struct iod_ckpt_commit *c, struct iod_err *e);
+/*
+ * Called by the worker when the tier core evicts a complete checkpoint
+ * (retention, or room for a new one), before its files are removed: the
+ * place to delete its Checkpoint object (iod_ckpt_raft_evict). The files go
+ * whatever it returns (the room is needed).
+ */
+typedef int (*iod_ckpt_evict_fn)(void *ctx, uint32_t rank, uint64_t step, struct iod_err *e);
 
 struct iod_ckpt_opts {
 	struct iod_stor_cfg tiers;            /* media, quotas, capacity, fast_keep, keep_max */
@@ -99,6 +106,7 @@ struct iod_ckpt_opts {
 	uint32_t min_size;         /* copies (this one included) a save needs to count; 0: 1 */
 	iod_ckpt_commit_fn commit; /* NULL: visible once durable here */
 	void *commit_ctx;
+	iod_ckpt_evict_fn evict; /* NULL: none; ctx: commit_ctx */
 };
 
 /* A region of the caller's memory: saved from, restored into. */
@@ -196,6 +204,10 @@ void iod_ckpt_raft_name(const char *replica, uint32_t rank, uint64_t step, char 
  * naming the copies and the quorum. An API error or refusal fails the save.
  */
 int iod_ckpt_raft_commit(void *ctx, const struct iod_ckpt_commit *c, struct iod_err *e);
+/* The evict hook (iod_ckpt_opts.evict, ctx a struct iod_ckpt_raft): DELETE
+ * the checkpoint's object, so that retention holds in Raft too; 0 when it
+ * is gone (or was never committed). */
+int iod_ckpt_raft_evict(void *ctx, uint32_t rank, uint64_t step, struct iod_err *e);
 /* The newest committed step of a replica's rank; -ENOENT when none. */
 int iod_ckpt_raft_latest(struct iod_api_client *api, const char *replica, uint32_t rank,
                          uint64_t *step, struct iod_err *e);

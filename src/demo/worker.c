@@ -304,6 +304,7 @@ static int ps_ckpt_open(const char *dir, uint32_t n, const char *server, uint32_
 		                           .replicas = replicas ? replicas : 1,
 		                           .min_size = replicas > 1 ? 2 : 1};
 		o.commit = iod_ckpt_raft_commit;
+		o.evict = iod_ckpt_raft_evict;
 		o.commit_ctx = &ps_raft;
 	}
 	int rc = iod_ckpt_open(&o, ck, &e);

@@ -193,3 +193,21 @@ int iod_ckpt_raft_scrub(struct iod_ckpt_raft *raft, const struct iod_ckpt_scrub_
 	iod_api_response_free(&resp);
 	return rc;
 }
+
+int iod_ckpt_raft_evict(void *ctx, uint32_t rank, uint64_t step, struct iod_err *e)
+{
+	const struct iod_ckpt_raft *raft = ctx;
+	char name[IOD_NAME_MAX + 48], path[IOD_NAME_MAX + 80];
+	struct iod_api_response resp;
+	iod_ckpt_raft_name(raft->replica, rank, step, name, sizeof(name));
+	snprintf(path, sizeof(path), "/v1/checkpoint/%s", name);
+	int rc = iod_api_request(raft->api, "DELETE", path, NULL, NULL, 0, &resp, e);
+	if (rc)
+		return rc;
+	if (resp.status / 100 != 2 && resp.status != 404)
+		rc = iod_err_set(e, -EIO,
+		                 "checkpoint %s: deleting it, the control plane answered %d", name,
+		                 resp.status);
+	iod_api_response_free(&resp);
+	return rc;
+}

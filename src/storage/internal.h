@@ -40,6 +40,7 @@ struct iod_ckpt {
 	uint32_t peers_n, min_size;
 	iod_ckpt_commit_fn commit; /* the opts' hook */
 	void *commit_ctx;
+	iod_ckpt_evict_fn evict;     /* the opts' eviction hook */
 	struct ckpt_scrubber *scrub; /* the background scrub (scrub.c); NULL = none */
 };
 

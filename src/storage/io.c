@@ -381,6 +381,11 @@ static int run_acts(struct iod_ckpt *c, const struct iod_stor_acts *acts, struct
 			rc = persist(c, e);
 			continue;
 		}
+		if (a->kind != IOD_STOR_ACT_MOVE && c->evict) {
+			/* its object first: nothing committed names removed files */
+			struct iod_err ee = {0};
+			(void)c->evict(c->commit_ctx, c->rank, a->step, &ee);
+		}
 		pthread_mutex_lock(&c->io);
 		if (a->kind == IOD_STOR_ACT_MOVE) {
 			rc = move_step(c, a, e);

@@ -11,7 +11,8 @@
 #      committed, and the server says why; a PUT naming fewer copies than
 #      the quorum is refused by the API (no torn checkpoint is visible);
 #   4. the background scrub (--ckpt-scrub) finds a damaged chunk and writes
-#      "damaged 1" into that step's Checkpoint object (`iod get checkpoints`).
+#      "damaged 1" into that step's Checkpoint object (`iod get checkpoints`);
+#   5. retention: an evicted checkpoint's object is deleted with it.
 # Exit status: 0 pass, 77 skip, 1 fail.
 set -u
 BUILD=${1:-build}
@@ -127,5 +128,22 @@ stop_ps
 curl -sf "http://$API/v1/checkpoint/ps-0.r0.s$PREV" | grep -q '"scrubbed_ms"' ||
 	fail "no scrubbed_ms"
 echo "scrub: step $PREV damaged, recorded in its Checkpoint object"
+
+# 5. retention holds in Raft: another replica saving past keep_max (3) has
+#    Checkpoint objects for exactly the steps left on its disk
+[ "$(put replica/ps-1 '{"service": "ps", "ordinal": 1, "node": "n1"}')" = 200 ] ||
+	fail "replica ps-1: $(cat "$T/put.out")"
+export IOD_REPLICA=ps-1
+start_ps ps5 5
+work 65
+sleep 0.5
+stop_ps
+DISK=$(ls "$T/ck5" | sed -n 's/^step-0*\([0-9][0-9]*\)$/\1/p' | sort -n | tr '\n' ' ')
+IOD_SERVER="$API" "$IOD" get checkpoints ps >"$T/get5.txt" 2>&1 || fail "get checkpoints"
+RAFT=$(grep -o "^ps-1.r0.s[0-9]*" "$T/get5.txt" | sed 's/.*\.s//' | sort -n | tr '\n' ' ')
+[ "$(echo "$DISK" | wc -w)" -le 3 ] && [ "$(echo "$DISK" | wc -w)" -ge 1 ] ||
+	fail "on disk: $DISK"
+[ "$DISK" = "$RAFT" ] || fail "on disk: $DISK; committed: $RAFT"
+echo "retention: steps $DISK on disk and in Raft"
 echo "ok: manifests committed through Raft, only committed ones restored"
 exit 0

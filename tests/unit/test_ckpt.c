@@ -606,3 +606,55 @@ TEST(background_scrub_repairs_from_an_http_peer)
 	CHECK_EQ(iod_ckpt_scrub_start(c, &so, &err), -EINVAL);
 	iod_ckpt_close(c);
 }
+
+/* Retention reaches the commit side: the evict hook hears of each evicted
+ * checkpoint while its files are still there, then they go. */
+struct evict_log {
+	const char *dir;
+	uint64_t steps[16];
+	bool present[16];
+	uint32_t n;
+};
+
+static int evicted(void *ctx, uint32_t rank, uint64_t step, struct iod_err *e)
+{
+	struct evict_log *l = ctx;
+	char path[1200];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/step-%020llu/r%u.manifest", l->dir,
+	         (unsigned long long)step, rank);
+	if (l->n < 16) {
+		l->present[l->n] = stat(path, &st) == 0;
+		l->steps[l->n++] = step;
+	}
+	return iod_err_set(e, -EIO, "the control plane is away"); /* the files go anyway */
+}
+
+TEST(evicted_checkpoints_reach_the_evict_hook_first)
+{
+	static uint8_t a[A_BYTES], b[B_BYTES];
+	struct fix f = {0};
+	struct iod_ckpt *c;
+	struct evict_log l = {0};
+	struct iod_ckpt_info info[8];
+	uint32_t n = 0;
+	fix_init(&f, "evict_hook", 2000000);
+	f.o.tiers.tiers_n = 1;
+	f.o.tiers.tiers[0] = (struct iod_stor_tier_cfg){IOD_STOR_NVME, 10000};
+	f.o.tiers.keep_max = 2;
+	f.o.evict = evicted;
+	f.o.commit_ctx = &l;
+	l.dir = f.nvme;
+	CHECK_EQ(iod_ckpt_open(&f.o, &c, &err), 0);
+	fill(a, A_BYTES, 51), fill(b, B_BYTES, 52);
+	for (uint64_t s = 1; s <= 4; s++)
+		CHECK_MSG(save_wait(c, s, a, b) == 0, "%s", err.msg);
+	CHECK_EQ(iod_ckpt_list(c, info, 8, &n, &err), 0);
+	CHECK_EQ(n, 2);
+	CHECK_U64(info[0].step, 3);
+	CHECK_EQ(l.n, 2);
+	CHECK_U64(l.steps[0], 1);
+	CHECK_U64(l.steps[1], 2);
+	CHECK(l.present[0] && l.present[1]);
+	iod_ckpt_close(c);
+}
