@@ -257,7 +257,8 @@ struct iod_ckpt_scrub_opts {
 	uint64_t interval_ns;      /* rest between passes over every checkpoint; 0 = 60 s */
 	struct iod_ckpt *peer;     /* a peer store of the same rank to repair from
 	                              (iod_ckpt_repair); NULL = the store's peers over HTTP */
-	iod_ckpt_scrub_fn report;  /* after each checkpoint's pass (NULL = none) */
+	iod_ckpt_scrub_fn report;  /* after each checkpoint's pass, on the scrub's
+	                              thread (NULL = none) */
 	void *report_ctx;
 };
 
@@ -289,6 +290,8 @@ void iod_ckpt_scrub_stats(struct iod_ckpt *c, struct iod_ckpt_scrub_stats *out);
  * A scrub report hook (ctx: struct iod_ckpt_raft): writes r->status and
  * r->at_ms into the Checkpoint object's `scrub` and `scrubbed_ms` through
  * the API (read, change, PUT). -ENOENT when the checkpoint is not committed.
+ * It runs on the scrub's thread: give it an API client of its own, not the
+ * commit hook's (a client is one connection, not shared between threads).
  */
 int iod_ckpt_raft_scrub(struct iod_ckpt_raft *raft, const struct iod_ckpt_scrub_result *s,
                         struct iod_err *e);

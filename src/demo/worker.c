@@ -256,6 +256,9 @@ static int ps_serve_one(int fd, float *params, float *grad, uint32_t n, float lr
  * newest three kept. A save still being written makes the next one -EBUSY. */
 static struct iod_api_client ps_api;
 static struct iod_ckpt_raft ps_raft;
+/* the scrub's own: it reports from its thread, and a client is one connection */
+static struct iod_api_client ps_scrub_api;
+static struct iod_ckpt_raft ps_scrub_raft;
 
 static const char *env_or(const char *name, const char *dflt)
 {
@@ -409,12 +412,20 @@ static int run_ps(uint16_t port, uint32_t n, const char *ckpt_dir, uint64_t ckpt
 		ckpt_last = ps_ckpt_restore(ck, params, n, ckpt_server != NULL);
 		atomic_store(&steps_done, ckpt_last);
 	}
+	bool scrub_api = false;
 	if (ck && o->ckpt_scrub_ms) {
 		struct iod_ckpt_scrub_opts so = {.rate_bytes_per_s = o->ckpt_scrub_rate,
 		                                 .interval_ns = o->ckpt_scrub_ms * IOD_NS_PER_MS,
-		                                 .report = ps_scrub_report,
-		                                 .report_ctx = ckpt_server ? &ps_raft : NULL};
+		                                 .report = ps_scrub_report};
 		struct iod_err e = {0};
+		if (ckpt_server && !iod_api_client_init_config(&ps_scrub_api, ckpt_server, &e)) {
+			scrub_api = true;
+			ps_scrub_raft = ps_raft;
+			ps_scrub_raft.api = &ps_scrub_api;
+			so.report_ctx = &ps_scrub_raft;
+		} else if (ckpt_server) {
+			printf("parameter-server: scrub results not recorded: %s\n", e.msg);
+		}
 		if (iod_ckpt_scrub_start(ck, &so, &e))
 			printf("parameter-server: no background scrub: %s\n", e.msg);
 	}
@@ -476,9 +487,11 @@ static int run_ps(uint16_t port, uint32_t n, const char *ckpt_dir, uint64_t ckpt
 		struct iod_err e = {0};
 		if (iod_ckpt_wait(ck, &e))
 			printf("parameter-server: the last checkpoint failed: %s\n", e.msg);
-		iod_ckpt_close(ck);
+		iod_ckpt_close(ck); /* stops the scrub */
 		if (ckpt_server)
 			iod_api_client_close(&ps_api);
+		if (scrub_api)
+			iod_api_client_close(&ps_scrub_api);
 	}
 	free(params);
 	free(grad);
