@@ -28,6 +28,7 @@
 
 #include "iod/base.h"
 #include "iod/spec.h"
+#include "iod/storage.h"
 
 #include <sys/types.h>
 
@@ -114,7 +115,13 @@ struct iod_agent_replica {
 	uint16_t port;                           /* the replica's port on this node; 0 = none */
 	struct iod_agent_health health;          /* readiness + liveness check */
 	struct iod_agent_sandbox sandbox;        /* how it is confined */
-	char fail[IOD_AGENT_REASON_MAX];         /* why it cannot be built ("" = it can):
+	/* its checkpoint store (stateful, in a spec with storage:): the tiers,
+	 * fastest first; ckpt_tiers_n 0 = none. The agent makes one directory
+	 * per tier in its data dir and passes them as $IOD_CKPT_TIERS. */
+	struct iod_stor_tier_cfg ckpt_tiers[IOD_STOR_TIERS_MAX];
+	uint32_t ckpt_tiers_n;
+	uint32_t ckpt_replicas;          /* storage.replicas; 0 = not written */
+	char fail[IOD_AGENT_REASON_MAX]; /* why it cannot be built ("" = it can):
 	                                            marked failed, never started */
 };
 

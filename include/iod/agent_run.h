@@ -146,6 +146,8 @@ struct iod_agent_exec_config {
 	struct iod_agent_seccomp_store *seccomp; /* filters; NULL = default built per start */
 	uint32_t uid_base;                       /* dynamic uids: base + hash of the name */
 	struct iod_agent_secrets *secrets;       /* values replicas mount; NULL = none */
+	uint64_t ckpt_capacity_bytes;            /* checkpoint capacity per stateful replica
+	                                 with storage: (0 = IOD_CKPT_CAPACITY_DEFAULT) */
 };
 
 /* A running sandbox, as the shell tracks it. */
@@ -369,6 +371,7 @@ struct iod_agent_config {
 	struct iod_agent_rec_config rec;   /* reconciler tuning */
 	uint64_t log_max_bytes;            /* per replica log file */
 	uint32_t log_files;                /* rotated files kept */
+	uint64_t ckpt_capacity_bytes;      /* per checkpoint store (docs/storage.md) */
 	bool use_namespaces;               /* sandbox replicas (default true) */
 	uint64_t run_for_ns;               /* 0 = until SIGTERM/SIGINT; tests bound it */
 	/* control plane (when servers is set, instead of a manifest) */

@@ -86,6 +86,13 @@ struct iod_ckpt_commit {
  * and iod_ckpt_wait returns the hook's error.
  */
 typedef int (*iod_ckpt_commit_fn)(void *ctx, const struct iod_ckpt_commit *c, struct iod_err *e);
+/*
+ * Called by the worker when the tier core evicts a complete checkpoint
+ * (retention, or room for a new one), before its files are removed: the
+ * place to delete its Checkpoint object (iod_ckpt_raft_evict). The files go
+ * whatever it returns (the room is needed).
+ */
+typedef int (*iod_ckpt_evict_fn)(void *ctx, uint32_t rank, uint64_t step, struct iod_err *e);
 
 struct iod_ckpt_opts {
 	struct iod_stor_cfg tiers;            /* media, quotas, capacity, fast_keep, keep_max */
@@ -99,6 +106,7 @@ struct iod_ckpt_opts {
 	uint32_t min_size;         /* copies (this one included) a save needs to count; 0: 1 */
 	iod_ckpt_commit_fn commit; /* NULL: visible once durable here */
 	void *commit_ctx;
+	iod_ckpt_evict_fn evict; /* NULL: none; ctx: commit_ctx */
 };
 
 /* A region of the caller's memory: saved from, restored into. */
@@ -196,6 +204,10 @@ void iod_ckpt_raft_name(const char *replica, uint32_t rank, uint64_t step, char 
  * naming the copies and the quorum. An API error or refusal fails the save.
  */
 int iod_ckpt_raft_commit(void *ctx, const struct iod_ckpt_commit *c, struct iod_err *e);
+/* The evict hook (iod_ckpt_opts.evict, ctx a struct iod_ckpt_raft): DELETE
+ * the checkpoint's object, so that retention holds in Raft too; 0 when it
+ * is gone (or was never committed). */
+int iod_ckpt_raft_evict(void *ctx, uint32_t rank, uint64_t step, struct iod_err *e);
 /* The newest committed step of a replica's rank; -ENOENT when none. */
 int iod_ckpt_raft_latest(struct iod_api_client *api, const char *replica, uint32_t rank,
                          uint64_t *step, struct iod_err *e);
@@ -223,5 +235,96 @@ int iod_ckpt_peer_put(const char *addr, const struct iod_ckpt_manifest *m, const
  * verifying every chunk: -ENOENT, -EINVAL, -EBADMSG as iod_ckpt_restore. */
 int iod_ckpt_fetch(const char *addr, uint32_t rank, uint64_t step, const struct iod_ckpt_region *r,
                    uint32_t n, struct iod_err *e);
+
+/* ---- the background scrub (src/storage/scrub.c, shell) ---- */
+
+/* One checkpoint's scrub pass. */
+struct iod_ckpt_scrub_result {
+	uint64_t step;
+	uint32_t rank;
+	uint32_t chunks;               /* chunks verified */
+	uint32_t damaged;              /* of those, missing or damaged */
+	uint32_t repaired;             /* of those, rewritten from a peer's verified copy */
+	uint64_t bytes;                /* read and hashed */
+	uint64_t at_ms;                /* unix ms when the pass ended */
+	char status[IOD_OBJ_WORD_MAX]; /* "clean", "repaired N", "damaged N" (N not repaired) */
+	char why[IOD_ERR_MSG_MAX];     /* the first damage, or why a repair failed; "" clean */
+};
+typedef void (*iod_ckpt_scrub_fn)(void *ctx, const struct iod_ckpt_scrub_result *r);
+
+struct iod_ckpt_scrub_opts {
+	uint64_t rate_bytes_per_s; /* the bound; 0 = IOD_CKPT_SCRUB_RATE_DEFAULT */
+	uint64_t interval_ns;      /* rest between passes over every checkpoint; 0 = 60 s */
+	struct iod_ckpt *peer;     /* a peer store of the same rank to repair from
+	                              (iod_ckpt_repair); NULL = the store's peers over HTTP */
+	iod_ckpt_scrub_fn report;  /* after each checkpoint's pass, on the scrub's
+	                              thread (NULL = none) */
+	void *report_ctx;
+};
+
+/*
+ * Start a thread that verifies every chunk of every visible checkpoint, at
+ * most rate_bytes_per_s (iod_stor_scrub_budget's token bucket, one second
+ * banked), a chunk at a time under the store's lock (saves and restores go
+ * on between chunks). A missing or damaged chunk is repaired from the peer
+ * store (iod_ckpt_repair) or the store's peers over HTTP (the first with a
+ * copy that matches the manifest's XXH3), rewritten whole (temporary name,
+ * fdatasync, rename). -EBUSY when one runs already.
+ */
+int iod_ckpt_scrub_start(struct iod_ckpt *c, const struct iod_ckpt_scrub_opts *o,
+                         struct iod_err *e);
+/* Stop and join it (iod_ckpt_close does too). */
+void iod_ckpt_scrub_stop(struct iod_ckpt *c);
+
+struct iod_ckpt_scrub_stats {
+	uint64_t passes;  /* checkpoints scrubbed */
+	uint64_t chunks;  /* chunks verified */
+	uint64_t bytes;   /* bytes read and hashed */
+	uint64_t damaged; /* chunks found missing or damaged */
+	uint64_t repaired;
+	uint64_t paced_ns; /* time spent waiting for the rate bound */
+};
+void iod_ckpt_scrub_stats(struct iod_ckpt *c, struct iod_ckpt_scrub_stats *out);
+
+/*
+ * A scrub report hook (ctx: struct iod_ckpt_raft): writes r->status and
+ * r->at_ms into the Checkpoint object's `scrub` and `scrubbed_ms` through
+ * the API (read, change, PUT). -ENOENT when the checkpoint is not committed.
+ * It runs on the scrub's thread: give it an API client of its own, not the
+ * commit hook's (a client is one connection, not shared between threads).
+ */
+int iod_ckpt_raft_scrub(struct iod_ckpt_raft *raft, const struct iod_ckpt_scrub_result *s,
+                        struct iod_err *e);
+
+/* One chunk of step from a peer (iod_ckpt_peer_start) into buf (k->len
+ * bytes), verified against k->xxh3: -ENOENT, -EBADMSG, -EIO. */
+int iod_ckpt_peer_get_chunk(const char *addr, uint32_t rank, uint64_t step,
+                            const struct iod_ckpt_mchunk *k, uint8_t *buf, struct iod_err *e);
+
+/* ---- the store as the agent provisions it (src/storage/env.c, pure) ---- */
+
+/*
+ * A stateful replica of a spec with `storage:` gets its tier directories
+ * (created by the agent, inside its data directory) in its environment:
+ * IOD_CKPT_TIERS=MEDIUM:QUOTA_BP:DIR,... (fastest first), IOD_CKPT_CAPACITY
+ * (bytes), IOD_CKPT_REPLICAS (storage.replicas) and IOD_CKPT_DIR (the
+ * fastest tier's directory, for a workload that takes one).
+ */
+struct iod_ckpt_env {
+	struct iod_stor_cfg cfg; /* media, quotas, capacity; fast_keep 1, keep_max 8 */
+	char dirs[IOD_STOR_TIERS_MAX][IOD_PATH_MAX];
+	uint32_t replicas; /* 1 when not given */
+};
+
+/* IOD_CKPT_TIERS's value for n tiers and their directories into out;
+ * -EINVAL for a directory that is empty or holds ',', -E2BIG past cap. */
+int iod_ckpt_env_format(const struct iod_stor_tier_cfg *t, const char *const *dirs, uint32_t n,
+                        char *out, size_t cap, struct iod_err *e);
+/* Parse the three variables' values (replicas may be NULL); -ENOENT when
+ * tiers is unset, -EINVAL naming the entry at fault. */
+int iod_ckpt_env_parse(const char *tiers, const char *capacity, const char *replicas,
+                       struct iod_ckpt_env *out, struct iod_err *e);
+/* Store options over it (out->dirs point into env). */
+void iod_ckpt_env_opts(const struct iod_ckpt_env *env, struct iod_ckpt_opts *out);
 
 #endif

@@ -19,18 +19,21 @@
 
 /* One demo worker, its options checked by the caller. */
 struct iod_demo_opts {
-	const char *role;        /* "parameter-server" | "worker" */
-	uint16_t port;           /* parameter-server: its TCP port (non-zero) */
-	uint32_t params;         /* parameter-server: shard size, 1..IOD_DEMO_PARAMS_MAX */
-	const char *servers;     /* worker: "host:port,..." of the parameter servers */
-	uint64_t compute_ns;     /* worker: synthetic compute per step */
-	uint64_t steps;          /* worker: stop after this many steps (0 = until SIGTERM) */
-	int http_port;           /* GET /healthz and /metrics here; <= 0 = none */
-	const char *ckpt_dir;    /* parameter-server: checkpoint here (libiod-ckpt); NULL = none */
-	uint64_t ckpt_every;     /* parameter-server: a checkpoint every N updates (>= 1) */
-	const char *ckpt_server; /* parameter-server: commit manifests through this control
+	const char *role;         /* "parameter-server" | "worker" */
+	uint16_t port;            /* parameter-server: its TCP port (non-zero) */
+	uint32_t params;          /* parameter-server: shard size, 1..IOD_DEMO_PARAMS_MAX */
+	const char *servers;      /* worker: "host:port,..." of the parameter servers */
+	uint64_t compute_ns;      /* worker: synthetic compute per step */
+	uint64_t steps;           /* worker: stop after this many steps (0 = until SIGTERM) */
+	int http_port;            /* GET /healthz and /metrics here; <= 0 = none */
+	const char *ckpt_dir;     /* parameter-server: checkpoint here (libiod-ckpt); NULL = none */
+	uint64_t ckpt_every;      /* parameter-server: a checkpoint every N updates (>= 1) */
+	const char *ckpt_server;  /* parameter-server: commit manifests through this control
 	                            plane and restore the newest committed; NULL = local only */
-	uint32_t ckpt_replicas;  /* copies the commit needs (storage.replicas; 0: 1) */
+	uint32_t ckpt_replicas;   /* copies the commit needs (storage.replicas; 0: 1) */
+	uint64_t ckpt_scrub_ms;   /* parameter-server: a background scrub pass this often
+	                            (0 = no scrub), results into the Checkpoint objects */
+	uint64_t ckpt_scrub_rate; /* its bound, bytes/s (0 = IOD_CKPT_SCRUB_RATE_DEFAULT) */
 };
 
 /* Run it until SIGTERM/SIGINT (or --steps): an exit status. */

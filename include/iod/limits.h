@@ -907,6 +907,12 @@ _Static_assert(IOD_SPEC_UNITS_MAX <= IOD_BITMAP_BITS, "a replica's units fit one
 /* Default chunk size: large enough for sequential NVMe writes, small enough
  * to repair one chunk from a peer. */
 #define IOD_CKPT_CHUNK_BYTES_DEFAULT (4u << 20)
+/* A stateful replica's checkpoint capacity when the agent is given none
+ * (iod agent --ckpt-capacity). */
+#define IOD_CKPT_CAPACITY_DEFAULT (1ull << 30)
+/* The background scrub's rate bound when none is given: a 1 GiB store is
+ * verified in about 16 s of reads. */
+#define IOD_CKPT_SCRUB_RATE_DEFAULT (64ull << 20)
 
 _Static_assert((IOD_MESH_CLIENT_SLOTS & (IOD_MESH_CLIENT_SLOTS - 1)) == 0 &&
                    IOD_MESH_CLIENT_SLOTS >= 2 * IOD_MESH_CONNS_MAX,

@@ -317,23 +317,24 @@ int iod_obj_fault_check(const struct iod_obj_fault *f, struct iod_err *e);
  * checkpoint without this object is not visible to a restore elsewhere, so
  * no torn checkpoint is ever visible. Named "<replica>.r<rank>.s<step>". */
 
-#define IOD_OBJ_CHECKPOINT_FIELDS(X)                                       \
-	X(SERVICE, "service", STR, service, 0, 0, 0)                       \
-	X(REPLICA, "replica", STR, replica, 0, 0, 0)                       \
-	X(NODE, "node", STR, node, 0, 0, 0)                                \
-	X(RANK, "rank", UINT, rank, 0, UINT32_MAX, 0)                      \
-	X(STEP, "step", UINT, step, 0, INT64_MAX, 0)                       \
-	X(BYTES, "bytes", UINT, bytes, 0, INT64_MAX, 0)                    \
-	X(CHUNKS, "chunks", UINT, chunks, 0, UINT32_MAX, 0)                \
-	X(CHUNK_BYTES, "chunk_bytes", UINT, chunk_bytes, 0, UINT32_MAX, 0) \
-	X(MANIFEST_XXH3, "manifest_xxh3", STR, manifest_xxh3, 0, 0, 0)     \
-	X(TIER, "tier", STR, tier, 0, 0, 0)                                \
-	X(REPLICAS, "replicas", UINT, replicas, 1, 7, 1)                   \
-	X(MIN_SIZE, "min_size", UINT, min_size, 1, 7, 1)                   \
-	X(COPIES, "copies", JSON, copies, 0, 0, 0)                         \
-	X(HEALTH, "health", STR, health, 0, 0, 0)                          \
-	X(SCRUB, "scrub", STR, scrub, 0, 0, 0)                             \
-	X(COMMITTED_MS, "committed_ms", UINT, committed_ms, 0, INT64_MAX, 0)
+#define IOD_OBJ_CHECKPOINT_FIELDS(X)                                         \
+	X(SERVICE, "service", STR, service, 0, 0, 0)                         \
+	X(REPLICA, "replica", STR, replica, 0, 0, 0)                         \
+	X(NODE, "node", STR, node, 0, 0, 0)                                  \
+	X(RANK, "rank", UINT, rank, 0, UINT32_MAX, 0)                        \
+	X(STEP, "step", UINT, step, 0, INT64_MAX, 0)                         \
+	X(BYTES, "bytes", UINT, bytes, 0, INT64_MAX, 0)                      \
+	X(CHUNKS, "chunks", UINT, chunks, 0, UINT32_MAX, 0)                  \
+	X(CHUNK_BYTES, "chunk_bytes", UINT, chunk_bytes, 0, UINT32_MAX, 0)   \
+	X(MANIFEST_XXH3, "manifest_xxh3", STR, manifest_xxh3, 0, 0, 0)       \
+	X(TIER, "tier", STR, tier, 0, 0, 0)                                  \
+	X(REPLICAS, "replicas", UINT, replicas, 1, 7, 1)                     \
+	X(MIN_SIZE, "min_size", UINT, min_size, 1, 7, 1)                     \
+	X(COPIES, "copies", JSON, copies, 0, 0, 0)                           \
+	X(HEALTH, "health", STR, health, 0, 0, 0)                            \
+	X(SCRUB, "scrub", STR, scrub, 0, 0, 0)                               \
+	X(COMMITTED_MS, "committed_ms", UINT, committed_ms, 0, INT64_MAX, 0) \
+	X(SCRUBBED_MS, "scrubbed_ms", UINT, scrubbed_ms, 0, INT64_MAX, 0)
 
 enum iod_obj_checkpoint_field {
 #define X(f, k, t, m, lo, hi, d) IOD_OBJ_CHECKPOINT_##f,
@@ -360,6 +361,7 @@ struct iod_obj_checkpoint {
 	char health[IOD_OBJ_WORD_MAX];  /* "clean", "undersized+degraded", ... (Ceph's words) */
 	char scrub[IOD_OBJ_REASON_MAX]; /* the last scrub's result ("" = never) */
 	uint64_t committed_ms;          /* when the quorum held it (unix ms) */
+	uint64_t scrubbed_ms;           /* when scrub was written (unix ms; 0 = never) */
 };
 
 /*

@@ -96,6 +96,7 @@ void iod_agent_config_default(struct iod_agent_config *c)
 	snprintf(c->data_dir, sizeof(c->data_dir), "%s/.local/share/iod", home ? home : "/tmp");
 	iod_agent_rec_config_default(&c->rec);
 	c->log_max_bytes = 10u << 20;
+	c->ckpt_capacity_bytes = IOD_CKPT_CAPACITY_DEFAULT;
 	c->log_files = 3;
 	c->use_namespaces = true;
 	c->lease_ttl_ms = 2000;
@@ -503,6 +504,7 @@ static int agent_init(struct agent *a, const struct iod_agent_config *c, struct 
 	ssize_t n = readlink("/proc/self/exe", a->exec.self_exe, sizeof(a->exec.self_exe) - 1);
 	a->exec.self_exe[n > 0 ? n : 0] = 0;
 	a->exec.log_max_bytes = c->log_max_bytes;
+	a->exec.ckpt_capacity_bytes = c->ckpt_capacity_bytes;
 	a->exec.log_files = c->log_files;
 	a->exec.use_namespaces = c->use_namespaces;
 	a->exec.caps = &a->caps;

@@ -317,6 +317,31 @@ struct svc_seen {
 	char why[IOD_AGENT_REASON_MAX]; /* why it does not validate */
 };
 
+/* A stateful replica's checkpoint store from its spec's storage: (the
+ * deploy copies it into each stateful Service): tiers fastest first. */
+static int ckpt_of(const struct iod_spec *sp, struct iod_agent_replica *r, struct iod_err *e)
+{
+	r->ckpt_tiers_n = 0;
+	r->ckpt_replicas = 0;
+	if (!r->stateful || !sp || !sp->tiers_n)
+		return 0;
+	if (sp->tiers_n > IOD_STOR_TIERS_MAX)
+		return iod_err_set(e, -E2BIG, "replica %s: more than %u storage tiers", r->name,
+		                   (unsigned)IOD_STOR_TIERS_MAX);
+	for (uint32_t i = 0; i < sp->tiers_n; i++) {
+		struct iod_stor_tier_cfg t = {.quota_bp = sp->tiers[i].quota_bp};
+		uint32_t k = r->ckpt_tiers_n;
+		if (iod_stor_medium_parse(sp->tiers[i].medium, &t.medium, e))
+			return iod_err_wrap(e, "replica %s: storage.tiers", r->name);
+		for (; k > 0 && r->ckpt_tiers[k - 1].medium > t.medium; k--)
+			r->ckpt_tiers[k] = r->ckpt_tiers[k - 1];
+		r->ckpt_tiers[k] = t;
+		r->ckpt_tiers_n++;
+	}
+	r->ckpt_replicas = sp->storage_replicas;
+	return 0;
+}
+
 static const struct iod_spec_service *service_spec(const json_t *services, size_t idx,
                                                    struct svc_seen *seen)
 {
@@ -408,7 +433,7 @@ int iod_agent_desired_from_state(const char *node, const json_t *nodes, const js
 		if (!sv)
 			snprintf(r->fail, sizeof(r->fail), "%s", seen[j].why);
 		else if (build(node, nodes, replicas, addrs, addrs_n, sv, ob, r, &be) ||
-		         sandbox_of(sv, profiles, r, &be))
+		         sandbox_of(sv, profiles, r, &be) || ckpt_of(seen[j].spec, r, &be))
 			snprintf(r->fail, sizeof(r->fail), "%s", be.msg);
 		if (r->fail[0]) {
 			/* nothing of what could not be built may run */

@@ -32,6 +32,7 @@
  * when to start or stop: the reconciler does.
  */
 #include "iod/agent_run.h"
+#include "iod/ckpt.h"
 #include "iod/state.h"
 
 #include <dirent.h>
@@ -704,6 +705,9 @@ struct exec_vec {
 	char *envp[IOD_AGENT_ENVS_MAX + 32];
 	char extra[24][IOD_AGENT_PATH_MAX + 64];
 	unsigned extra_n;
+	/* its checkpoint store (ckpt_dirs): "" = none */
+	char ckpt_tiers[sizeof("IOD_CKPT_TIERS=") + IOD_STOR_TIERS_MAX * (IOD_AGENT_PATH_MAX + 24)];
+	char ckpt_dir[sizeof("IOD_CKPT_DIR=") + IOD_AGENT_PATH_MAX + 16];
 };
 
 static void env_add(struct exec_vec *v, unsigned *n, const char *fmt, ...)
@@ -750,6 +754,15 @@ static void build_vec(const struct iod_agent_exec_config *c, const struct iod_ag
 		env_add(v, &n, "IOD_ADDR=%s:%u", net->addr, r->port);
 	if (r->stateful)
 		env_add(v, &n, "IOD_DATA_DIR=%s", data);
+	if (v->ckpt_tiers[0]) {
+		/* its checkpoint store (docs/storage.md): before the replica's env */
+		v->envp[n++] = v->ckpt_tiers;
+		v->envp[n++] = v->ckpt_dir;
+		env_add(v, &n, "IOD_CKPT_CAPACITY=%llu",
+		        (unsigned long long)(c->ckpt_capacity_bytes ? c->ckpt_capacity_bytes
+		                                                    : IOD_CKPT_CAPACITY_DEFAULT));
+		env_add(v, &n, "IOD_CKPT_REPLICAS=%u", r->ckpt_replicas ? r->ckpt_replicas : 1);
+	}
 	/* the counters protocol of simulated GPUs (docs/observability.md): in a
 	 * sandbox its private /tmp, which the agent reads through /proc/PID/root */
 	if (c->use_namespaces) {
@@ -775,6 +788,48 @@ static void build_vec(const struct iod_agent_exec_config *c, const struct iod_ag
 		v->envp[n++] =
 		    (char *)iod_agent_strv_at(r->env_buf, sizeof(r->env_buf), r->envc, i);
 	v->envp[n] = NULL;
+}
+
+/*
+ * A stateful replica's checkpoint store (spec storage:): one directory per
+ * tier, <data>/ckpt/<medium>, inside its data directory (so the sandbox's
+ * read-write bind of it covers them, and they are kept across restarts and
+ * given to its uid with it), and $IOD_CKPT_TIERS / $IOD_CKPT_DIR for them.
+ */
+static int ckpt_dirs(const struct iod_agent_replica *r, const char *data, struct exec_vec *v,
+                     struct iod_err *e)
+{
+	char dirs[IOD_STOR_TIERS_MAX][IOD_AGENT_PATH_MAX];
+	const char *dp[IOD_STOR_TIERS_MAX];
+	const size_t pre = strlen("IOD_CKPT_TIERS=");
+	int rc;
+
+	v->ckpt_tiers[0] = v->ckpt_dir[0] = 0;
+	if (!r->stateful || !r->ckpt_tiers_n)
+		return 0;
+	if (r->ckpt_tiers_n > IOD_STOR_TIERS_MAX)
+		return iod_err_set(e, -EINVAL, "replica %s: %u checkpoint tiers", r->name,
+		                   (unsigned)r->ckpt_tiers_n);
+	for (uint32_t i = 0; i < r->ckpt_tiers_n; i++) {
+		int w = snprintf(dirs[i], sizeof(dirs[i]), "%s/ckpt/%s", data,
+		                 iod_stor_medium_name(r->ckpt_tiers[i].medium));
+		if (w < 0 || (size_t)w >= sizeof(dirs[i]))
+			return iod_err_set(e, -ENAMETOOLONG,
+			                   "replica %s: checkpoint directory %s/ckpt "
+			                   "is too long",
+			                   r->name, data);
+		if ((rc = mkdir_p(dirs[i])))
+			return iod_err_set(e, rc, "creating %s: %s", dirs[i], strerror(-rc));
+		dp[i] = dirs[i];
+	}
+	memcpy(v->ckpt_tiers, "IOD_CKPT_TIERS=", pre);
+	if ((rc = iod_ckpt_env_format(r->ckpt_tiers, dp, r->ckpt_tiers_n, v->ckpt_tiers + pre,
+	                              sizeof(v->ckpt_tiers) - pre, e))) {
+		v->ckpt_tiers[0] = 0;
+		return iod_err_wrap(e, "replica %s", r->name);
+	}
+	snprintf(v->ckpt_dir, sizeof(v->ckpt_dir), "IOD_CKPT_DIR=%s", dirs[0]);
+	return 0;
 }
 
 /* The filters of an executor built without a store (tests): one process-wide. */
@@ -925,6 +980,8 @@ int iod_agent_exec_start_net(const struct iod_agent_exec_config *c,
 		rc = iod_err_set(e, rc, "creating %s: %s", a->dir, strerror(-rc));
 		goto out;
 	}
+	if ((rc = ckpt_dirs(r, data, v, e)))
+		goto out;
 	/* who it runs as: its own uid by default; root only when asked */
 	struct iod_agent_jail *j = &a->jail;
 	if (!k->root) {

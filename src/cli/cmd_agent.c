@@ -24,7 +24,7 @@ static void usage(FILE *f)
 	    "usage: iod agent [--name NODE] [--data-dir DIR] [--manifest FILE]\n"
 	    "                 [--no-sandbox] [--backoff DUR] [--backoff-max DUR]\n"
 	    "                 [--stop-grace DUR] [--log-max SIZE] [--log-files N]\n"
-	    "                 [--run-for DUR] [--netns-subnet CIDR]\n"
+	    "                 [--run-for DUR] [--netns-subnet CIDR] [--ckpt-capacity SIZE]\n"
 	    "       iod agent --server HOST:PORT[,...] [--name NODE] [--gpus N] [--cpus N]\n"
 	    "                 [--model NAME] [--addr IP] [--lease-ttl DUR]\n"
 	    "                 [--stateful-grace DUR] [--no-mesh] [--mesh-admin ADDR|off]\n"
@@ -49,6 +49,9 @@ static void usage(FILE *f)
 	    "  --log-max SIZE     rotate a replica's log past SIZE (default 10MiB)\n"
 	    "  --log-files N      rotated logs kept per replica (default 3)\n"
 	    "  --run-for DUR      stop after DUR (tests, demos)\n"
+	    "  --ckpt-capacity SIZE  checkpoint capacity of each stateful replica of a spec\n"
+	    "                     with storage:, split by its tiers' quotas (default 1GiB;\n"
+	    "                     docs/storage.md)\n"
 	    "  --netns-subnet CIDR  give each replica its own network namespace with a\n"
 	    "                     veth pair and an address from CIDR (e.g. 10.213.0.0/24;\n"
 	    "                     the first host address is the node's bridge, the\n"
@@ -230,6 +233,7 @@ int cmd_agent(int argc, char **argv)
 	                                     {"svid-dir", required_argument, 0, 1107},
 	                                     {"svid-ttl", required_argument, 0, 1108},
 	                                     {"mesh-no-vips", no_argument, 0, 1109},
+	                                     {"ckpt-capacity", required_argument, 0, 1110},
 	                                     {"help", no_argument, 0, 'h'},
 	                                     {0, 0, 0, 0}};
 	uint64_t ns;
@@ -283,6 +287,13 @@ int cmd_agent(int argc, char **argv)
 			if (iod_parse_size(optarg, &c.log_max_bytes, &e) || !c.log_max_bytes)
 				return iod_cli_fail("agent", IOD_EXIT_INVALID, "--log-max %s: %s",
 				                    optarg, e.msg[0] ? e.msg : "must be > 0");
+			break;
+		case 1110:
+			if (iod_parse_size(optarg, &c.ckpt_capacity_bytes, &e) ||
+			    !c.ckpt_capacity_bytes)
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--ckpt-capacity %s: %s", optarg,
+				                    e.msg[0] ? e.msg : "must be > 0");
 			break;
 		case 'L': {
 			unsigned long v = strtoul(optarg, &end, 10);

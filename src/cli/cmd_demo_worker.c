@@ -44,8 +44,15 @@ static void usage(FILE *f)
 	    "  --http-port P       serve GET /healthz and /metrics here (worker default\n"
 	    "                      $IOD_PORT; parameter-server default none)\n"
 	    "  --ckpt-dir DIR      parameter-server: checkpoint the shard here (libiod-ckpt,\n"
-	    "                      default $IOD_CKPT_DIR) and restore the newest at start\n"
-	    "  --ckpt-every N      parameter-server: a checkpoint every N updates (default 100)\n");
+	    "                      default $IOD_CKPT_DIR) and restore the newest at start;\n"
+	    "                      without it, the store the agent provisioned from the\n"
+	    "                      spec's storage: ($IOD_CKPT_TIERS, $IOD_CKPT_CAPACITY)\n"
+	    "  --ckpt-every N      parameter-server: a checkpoint every N updates (default 100)\n"
+	    "  --ckpt-scrub MS     parameter-server: verify every checkpoint's chunks in the\n"
+	    "                      background every MS ms (default 60000; 0 = never), each\n"
+	    "                      result into its Checkpoint object with --ckpt-server\n"
+	    "  --ckpt-scrub-rate SIZE  parameter-server: the scrub's bound per second\n"
+	    "                      (default 64MiB)\n");
 }
 
 int cmd_demo_worker(int argc, char **argv)
@@ -63,14 +70,19 @@ int cmd_demo_worker(int argc, char **argv)
 	                                     {"ckpt-every", required_argument, 0, 'E'},
 	                                     {"ckpt-server", required_argument, 0, 'G'},
 	                                     {"ckpt-replicas", required_argument, 0, 'R'},
+	                                     {"ckpt-scrub", required_argument, 0, 1001},
+	                                     {"ckpt-scrub-rate", required_argument, 0, 1002},
 	                                     {"help", no_argument, 0, 'h'},
 	                                     {0, 0, 0, 0}};
 	const char *role = NULL, *servers = NULL, *ps_service = "parameter-server";
 	const char *env_port = getenv("IOD_PORT");
 	long port = env_port ? atol(env_port) : 0, http_port = -1, params = 65536, cms = 10;
 	unsigned long long steps = 0, ckpt_every = 100;
+	uint64_t scrub_ms = 60000, scrub_rate = 0;
+	struct iod_err e = {0};
 	const char *ckpt_dir = getenv("IOD_CKPT_DIR"), *ckpt_server = NULL;
-	long ckpt_replicas = 1;
+	const char *env_reps = getenv("IOD_CKPT_REPLICAS");
+	long ckpt_replicas = env_reps && env_reps[0] ? atol(env_reps) : 1;
 	bool via_mesh = false;
 	int o;
 
@@ -89,7 +101,18 @@ int cmd_demo_worker(int argc, char **argv)
 		case 'k': steps = strtoull(optarg, NULL, 10); break;
 		case 'H': http_port = atol(optarg); break;
 		case 'V': via_mesh = true; break;
-		case 'C': ckpt_dir = optarg; break;
+		case 'C':
+			/* the flag's one directory, not the agent's store */
+			ckpt_dir = optarg;
+			unsetenv("IOD_CKPT_TIERS");
+			break;
+		case 1001: scrub_ms = strtoull(optarg, NULL, 10); break;
+		case 1002:
+			if (iod_parse_size(optarg, &scrub_rate, &e) || !scrub_rate)
+				return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
+				                    "--ckpt-scrub-rate %s: %s", optarg,
+				                    e.msg[0] ? e.msg : "must be > 0");
+			break;
 		case 'E': ckpt_every = strtoull(optarg, NULL, 10); break;
 		case 'G': ckpt_server = optarg; break;
 		case 'R': ckpt_replicas = atol(optarg); break;
@@ -116,6 +139,8 @@ int cmd_demo_worker(int argc, char **argv)
 	                          .ckpt_every = ckpt_every,
 	                          .ckpt_server = ckpt_server,
 	                          .ckpt_replicas = (uint32_t)ckpt_replicas,
+	                          .ckpt_scrub_ms = scrub_ms,
+	                          .ckpt_scrub_rate = scrub_rate,
 	                          .port = (uint16_t)port,
 	                          .params = (uint32_t)params,
 	                          .compute_ns = (uint64_t)cms * IOD_NS_PER_MS,

@@ -350,6 +350,11 @@ int iod_ctrl_deploy_plan_view(struct iod_ctrl_view *st, const char *body, size_t
 		iod_obj_service_set_int(&so, IOD_OBJ_SERVICE_GPU, reqs[i].gpus);
 		json_t *v = iod_obj_service_to_json(&so);
 		iod_obj_service_free(&so);
+		/* the spec's storage: goes with each stateful service, for the
+		 * agents that provision its replicas' checkpoint stores */
+		if (v && spec->services[i].type == IOD_SERVICE_STATEFUL &&
+		    json_object_get(sj, "storage"))
+			json_object_set(v, "storage", json_object_get(sj, "storage"));
 		json_array_append_new(svc_arr, json_pack("{s:s, s:o}", "name", name, "value", v));
 	}
 	for (uint32_t k = 0; k < res.n; k++) {

@@ -74,6 +74,7 @@ static void request_of(const json_t *svc_value, const char *name, uint32_t fallb
 		/* without dependencies (they do not change placement, and would
 		 * need the other services to validate) */
 		json_object_del(v, "depends_on");
+		json_object_del(v, "storage"); /* checkpoints: not placement */
 		json_t *doc = json_pack("{s:[O]}", "services", v);
 		char *text = doc ? iod_json_string(doc, false) : NULL;
 		if (text && !iod_spec_load_buffer(name, text, strlen(text), &spec, d) &&

@@ -256,6 +256,9 @@ static int ps_serve_one(int fd, float *params, float *grad, uint32_t n, float lr
  * newest three kept. A save still being written makes the next one -EBUSY. */
 static struct iod_api_client ps_api;
 static struct iod_ckpt_raft ps_raft;
+/* the scrub's own: it reports from its thread, and a client is one connection */
+static struct iod_api_client ps_scrub_api;
+static struct iod_ckpt_raft ps_scrub_raft;
 
 static const char *env_or(const char *name, const char *dflt)
 {
@@ -274,6 +277,23 @@ static int ps_ckpt_open(const char *dir, uint32_t n, const char *server, uint32_
 	                          .nonblock = true};
 	struct iod_err e = {0};
 	o.tiers.tiers[0] = (struct iod_stor_tier_cfg){IOD_STOR_NVME, 10000};
+	/* the store the agent provisioned from the spec's storage: (its tiers
+	 * and capacity), when dir is its fastest tier */
+	static struct iod_ckpt_env env;
+	const char *tiers = getenv("IOD_CKPT_TIERS");
+	if (tiers && tiers[0]) {
+		if (iod_ckpt_env_parse(tiers, getenv("IOD_CKPT_CAPACITY"), NULL, &env, &e)) {
+			fail(IOD_DEMO_EXIT_ERROR, "the provisioned checkpoint store: %s", e.msg);
+			return -EINVAL;
+		}
+		if (!strcmp(env.dirs[0], dir)) {
+			bool nb = o.nonblock;
+			iod_ckpt_env_opts(&env, &o);
+			o.nonblock = nb;
+			o.tiers.keep_max = 3;
+			printf("parameter-server: checkpoint store from the spec: %s\n", tiers);
+		}
+	}
 	if (server) {
 		if (iod_api_client_init_config(&ps_api, server, &e)) {
 			fail(IOD_DEMO_EXIT_ERROR, "control plane %s: %s", server, e.msg);
@@ -287,6 +307,7 @@ static int ps_ckpt_open(const char *dir, uint32_t n, const char *server, uint32_
 		                           .replicas = replicas ? replicas : 1,
 		                           .min_size = replicas > 1 ? 2 : 1};
 		o.commit = iod_ckpt_raft_commit;
+		o.evict = iod_ckpt_raft_evict;
 		o.commit_ctx = &ps_raft;
 	}
 	int rc = iod_ckpt_open(&o, ck, &e);
@@ -347,8 +368,21 @@ static bool ps_ckpt_save(struct iod_ckpt *ck, float *params, uint32_t n, uint64_
 	return true;
 }
 
+/* A scrub pass's result: printed, and into its Checkpoint object when the
+ * saves are committed through a control plane. */
+static void ps_scrub_report(void *ctx, const struct iod_ckpt_scrub_result *r)
+{
+	struct iod_err e = {0};
+	printf("parameter-server: scrub step %llu: %s%s%s\n", (unsigned long long)r->step,
+	       r->status, r->why[0] ? ": " : "", r->why);
+	if (ctx && iod_ckpt_raft_scrub(ctx, r, &e) && e.code != -ENOENT)
+		printf("parameter-server: scrub step %llu not recorded: %s\n",
+		       (unsigned long long)r->step, e.msg);
+	fflush(stdout);
+}
+
 static int run_ps(uint16_t port, uint32_t n, const char *ckpt_dir, uint64_t ckpt_every,
-                  const char *ckpt_server, uint32_t ckpt_replicas)
+                  const char *ckpt_server, uint32_t ckpt_replicas, const struct iod_demo_opts *o)
 {
 	struct iod_ckpt *ck = NULL;
 	uint64_t ckpt_last = 0;
@@ -377,6 +411,23 @@ static int run_ps(uint16_t port, uint32_t n, const char *ckpt_dir, uint64_t ckpt
 	if (ck) {
 		ckpt_last = ps_ckpt_restore(ck, params, n, ckpt_server != NULL);
 		atomic_store(&steps_done, ckpt_last);
+	}
+	bool scrub_api = false;
+	if (ck && o->ckpt_scrub_ms) {
+		struct iod_ckpt_scrub_opts so = {.rate_bytes_per_s = o->ckpt_scrub_rate,
+		                                 .interval_ns = o->ckpt_scrub_ms * IOD_NS_PER_MS,
+		                                 .report = ps_scrub_report};
+		struct iod_err e = {0};
+		if (ckpt_server && !iod_api_client_init_config(&ps_scrub_api, ckpt_server, &e)) {
+			scrub_api = true;
+			ps_scrub_raft = ps_raft;
+			ps_scrub_raft.api = &ps_scrub_api;
+			so.report_ctx = &ps_scrub_raft;
+		} else if (ckpt_server) {
+			printf("parameter-server: scrub results not recorded: %s\n", e.msg);
+		}
+		if (iod_ckpt_scrub_start(ck, &so, &e))
+			printf("parameter-server: no background scrub: %s\n", e.msg);
 	}
 	for (int i = 0; i < IOD_DEMO_CLIENTS_MAX; i++)
 		cl[i].fd = -1;
@@ -436,9 +487,11 @@ static int run_ps(uint16_t port, uint32_t n, const char *ckpt_dir, uint64_t ckpt
 		struct iod_err e = {0};
 		if (iod_ckpt_wait(ck, &e))
 			printf("parameter-server: the last checkpoint failed: %s\n", e.msg);
-		iod_ckpt_close(ck);
+		iod_ckpt_close(ck); /* stops the scrub */
 		if (ckpt_server)
 			iod_api_client_close(&ps_api);
+		if (scrub_api)
+			iod_api_client_close(&ps_scrub_api);
 	}
 	free(params);
 	free(grad);
@@ -638,7 +691,7 @@ int iod_demo_run(const struct iod_demo_opts *o)
 		if (o->http_port > 0 && start_http((uint16_t)o->http_port))
 			return fail(IOD_DEMO_EXIT_ERROR, "http port %d busy", o->http_port);
 		return run_ps(o->port, o->params, o->ckpt_dir, o->ckpt_every ? o->ckpt_every : 100,
-		              o->ckpt_server, o->ckpt_replicas);
+		              o->ckpt_server, o->ckpt_replicas, o);
 	}
 	if (o->http_port > 0 && start_http((uint16_t)o->http_port))
 		return fail(IOD_DEMO_EXIT_ERROR, "http port %d busy", o->http_port);

@@ -116,7 +116,15 @@ int iod_spec_load_service(const char *name, const json_t *value, struct iod_spec
 	/* the object's name is the service's name, whatever the value says */
 	if (v && name)
 		json_object_set_new(v, "name", json_string(name));
+	/* a stateful service's copy of the spec's storage: (src/ctrl/deploy.c)
+	 * is validated where it was written, at the top level */
+	json_t *st = v ? json_incref(json_object_get(v, "storage")) : NULL;
+	if (st)
+		json_object_del(v, "storage");
 	doc = v ? json_pack("{s:[o]}", "services", v) : NULL;
+	if (doc && st)
+		json_object_set(doc, "storage", st);
+	json_decref(st);
 	text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
 	json_decref(doc);
 	if (!text) {

@@ -148,3 +148,66 @@ int iod_ckpt_raft_latest(struct iod_api_client *api, const char *replica, uint32
 	             : iod_err_set(e, -ENOENT, "no committed checkpoint of replica %s rank %u",
 	                           replica, rank);
 }
+
+int iod_ckpt_raft_scrub(struct iod_ckpt_raft *raft, const struct iod_ckpt_scrub_result *s,
+                        struct iod_err *e)
+{
+	char name[IOD_NAME_MAX + 48], path[IOD_NAME_MAX + 80];
+	struct iod_api_response resp;
+	iod_ckpt_raft_name(raft->replica, s->rank, s->step, name, sizeof(name));
+	snprintf(path, sizeof(path), "/v1/checkpoint/%s", name);
+	int rc = iod_api_request(raft->api, "GET", path, NULL, NULL, 0, &resp, e);
+	if (rc)
+		return rc;
+	if (resp.status != 200) {
+		rc = iod_err_set(e, resp.status == 404 ? -ENOENT : -EIO,
+		                 "checkpoint %s: the control plane answered %d", name, resp.status);
+		iod_api_response_free(&resp);
+		return rc;
+	}
+	/* the stored value, only scrub and scrubbed_ms changed */
+	json_t *v = json_deep_copy(json_object_get(resp.json, "value"));
+	iod_api_response_free(&resp);
+	if (!json_is_object(v)) {
+		json_decref(v);
+		return iod_err_set(e, -EIO, "checkpoint %s: the control plane sent no value", name);
+	}
+	json_object_set_new(v, iod_obj_key(IOD_OBJ_KIND_CHECKPOINT, IOD_OBJ_CHECKPOINT_SCRUB),
+	                    json_string(s->status));
+	json_object_set_new(v, iod_obj_key(IOD_OBJ_KIND_CHECKPOINT, IOD_OBJ_CHECKPOINT_SCRUBBED_MS),
+	                    json_integer((json_int_t)s->at_ms));
+	char *body = json_dumps(v, JSON_COMPACT);
+	json_decref(v);
+	if (!body)
+		return iod_err_set(e, -ENOMEM, "out of memory for a checkpoint object");
+	rc = iod_api_request(raft->api, "PUT", path, "application/json", body, strlen(body), &resp,
+	                     e);
+	free(body);
+	if (rc)
+		return rc;
+	if (resp.status / 100 != 2) {
+		const char *why = json_string_value(json_object_get(resp.json, "error"));
+		rc = iod_err_set(e, -EIO, "checkpoint %s: the control plane answered %d: %s", name,
+		                 resp.status, why ? why : "(no reason)");
+	}
+	iod_api_response_free(&resp);
+	return rc;
+}
+
+int iod_ckpt_raft_evict(void *ctx, uint32_t rank, uint64_t step, struct iod_err *e)
+{
+	const struct iod_ckpt_raft *raft = ctx;
+	char name[IOD_NAME_MAX + 48], path[IOD_NAME_MAX + 80];
+	struct iod_api_response resp;
+	iod_ckpt_raft_name(raft->replica, rank, step, name, sizeof(name));
+	snprintf(path, sizeof(path), "/v1/checkpoint/%s", name);
+	int rc = iod_api_request(raft->api, "DELETE", path, NULL, NULL, 0, &resp, e);
+	if (rc)
+		return rc;
+	if (resp.status / 100 != 2 && resp.status != 404)
+		rc = iod_err_set(e, -EIO,
+		                 "checkpoint %s: deleting it, the control plane answered %d", name,
+		                 resp.status);
+	iod_api_response_free(&resp);
+	return rc;
+}

@@ -40,6 +40,8 @@ struct iod_ckpt {
 	uint32_t peers_n, min_size;
 	iod_ckpt_commit_fn commit; /* the opts' hook */
 	void *commit_ctx;
+	iod_ckpt_evict_fn evict;     /* the opts' eviction hook */
+	struct ckpt_scrubber *scrub; /* the background scrub (scrub.c); NULL = none */
 };
 
 void ckpt_step_dir(const struct iod_ckpt *c, uint32_t tier, uint64_t step, char *out, size_t cap);
@@ -47,6 +49,21 @@ void ckpt_step_dir(const struct iod_ckpt *c, uint32_t tier, uint64_t step, char 
 void ckpt_file(const char *dir, uint32_t rank, const struct iod_ckpt_mchunk *k, char *out,
                size_t cap);
 int ckpt_scan(struct iod_ckpt *c, struct iod_err *e);
+/* io.c's pieces the scrub (scrub.c) shares. Under c->io: the directory of a
+ * visible step (or the latest) and its id in *found; its manifest. */
+int ckpt_find_step(struct iod_ckpt *c, uint64_t step, char *dir, size_t cap, uint64_t *found,
+                   struct iod_err *e);
+int ckpt_read_manifest(const struct iod_ckpt *c, const char *dir, uint64_t step,
+                       struct iod_ckpt_manifest *m, struct iod_err *e);
+/* Read and verify one chunk into buf: 0, or -EBADMSG when missing or damaged. */
+int ckpt_chunk_check(const struct iod_ckpt *c, const char *dir, const struct iod_ckpt_mchunk *k,
+                     uint8_t *buf);
+/* Replace one chunk file whole: a temporary name, fdatasync, rename. */
+int ckpt_chunk_put(const struct iod_ckpt *c, const char *dir, const struct iod_ckpt_mchunk *k,
+                   const uint8_t *buf, struct iod_err *e);
+int ckpt_fsync_dir(const char *dir, struct iod_err *e);
+/* Stop the background scrub (scrub.c) if it runs; iod_ckpt_close calls it. */
+void ckpt_scrub_stop(struct iod_ckpt *c);
 void *ckpt_worker(void *arg);
 
 #endif

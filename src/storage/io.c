@@ -49,7 +49,7 @@ static int pread_all(int fd, uint8_t *p, size_t len, off_t off)
 	return 0;
 }
 
-static int fsync_dir(const char *dir, struct iod_err *e)
+int ckpt_fsync_dir(const char *dir, struct iod_err *e)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
 	if (fd < 0 || fsync(fd))
@@ -82,8 +82,8 @@ static void rm_step(const struct iod_ckpt *c, const char *dir)
 	rmdir(dir); /* fails while other ranks' files remain */
 }
 
-static int read_manifest(const struct iod_ckpt *c, const char *dir, uint64_t step,
-                         struct iod_ckpt_manifest *m, struct iod_err *e)
+int ckpt_read_manifest(const struct iod_ckpt *c, const char *dir, uint64_t step,
+                       struct iod_ckpt_manifest *m, struct iod_err *e)
 {
 	char path[PATH_MAX + 64];
 	struct iod_buf b;
@@ -128,7 +128,7 @@ static int write_manifest(const struct iod_ckpt *c, const char *dir,
 	free(text);
 	if (!rc && rename(tmp, path))
 		rc = sys_err(e, "cannot rename to", path);
-	return rc ? rc : fsync_dir(dir, e);
+	return rc ? rc : ckpt_fsync_dir(dir, e);
 }
 
 static uint64_t region_base(const struct iod_ckpt_manifest *m, uint32_t r)
@@ -350,7 +350,7 @@ static int move_step(struct iod_ckpt *c, const struct iod_stor_act *a, struct io
 	int rc;
 	ckpt_step_dir(c, a->from, a->step, src, sizeof(src));
 	ckpt_step_dir(c, a->to, a->step, dst, sizeof(dst));
-	if ((rc = read_manifest(c, src, a->step, &m, e)))
+	if ((rc = ckpt_read_manifest(c, src, a->step, &m, e)))
 		return rc;
 	if (!(buf = malloc(m.chunk_bytes))) {
 		iod_ckpt_manifest_free(&m);
@@ -380,6 +380,11 @@ static int run_acts(struct iod_ckpt *c, const struct iod_stor_acts *acts, struct
 		if (a->kind == IOD_STOR_ACT_WRITE) {
 			rc = persist(c, e);
 			continue;
+		}
+		if (a->kind != IOD_STOR_ACT_MOVE && c->evict) {
+			/* its object first: nothing committed names removed files */
+			struct iod_err ee = {0};
+			(void)c->evict(c->commit_ctx, c->rank, a->step, &ee);
 		}
 		pthread_mutex_lock(&c->io);
 		if (a->kind == IOD_STOR_ACT_MOVE) {
@@ -450,7 +455,7 @@ static void scan_tier(struct iod_ckpt *c, uint32_t t)
 		if (*end)
 			continue;
 		ckpt_step_dir(c, t, step, dir, sizeof(dir));
-		int rc = read_manifest(c, dir, step, &m, &e);
+		int rc = ckpt_read_manifest(c, dir, step, &m, &e);
 		if (rc == -ENOENT) {
 			rm_step(c, dir); /* torn save: no manifest */
 			continue;
@@ -517,8 +522,8 @@ static int verify(const struct iod_ckpt *c, const char *dir, const struct iod_ck
 }
 
 /* The directory of a visible step (or the latest), under `io`. */
-static int find_step(struct iod_ckpt *c, uint64_t step, char *dir, size_t cap, uint64_t *found,
-                     struct iod_err *e)
+int ckpt_find_step(struct iod_ckpt *c, uint64_t step, char *dir, size_t cap, uint64_t *found,
+                   struct iod_err *e)
 {
 	const struct iod_stor_ckpt *x;
 	pthread_mutex_lock(&c->mu);
@@ -567,8 +572,8 @@ int iod_ckpt_restore(struct iod_ckpt *c, uint64_t step, const struct iod_ckpt_re
 	uint64_t found = 0;
 	int rc;
 	pthread_mutex_lock(&c->io);
-	rc = find_step(c, step, dir, sizeof(dir), &found, e);
-	if (!rc && !(rc = read_manifest(c, dir, found, &m, e))) {
+	rc = ckpt_find_step(c, step, dir, sizeof(dir), &found, e);
+	if (!rc && !(rc = ckpt_read_manifest(c, dir, found, &m, e))) {
 		rc = match_regions(&m, r, n, dst, e);
 		if (!rc)
 			rc = verify(c, dir, &m, dst, NULL, e);
@@ -596,8 +601,8 @@ int iod_ckpt_scrub(struct iod_ckpt *c, uint64_t step, uint64_t *bytes_checked, s
 			continue;
 		}
 		pthread_mutex_lock(&c->io);
-		rc = find_step(c, info[i].step, dir, sizeof(dir), &found, e);
-		if (!rc && !(rc = read_manifest(c, dir, found, &m, e))) {
+		rc = ckpt_find_step(c, info[i].step, dir, sizeof(dir), &found, e);
+		if (!rc && !(rc = ckpt_read_manifest(c, dir, found, &m, e))) {
 			rc = verify(c, dir, &m, NULL, bytes_checked, e);
 			iod_ckpt_manifest_free(&m);
 		}
@@ -612,8 +617,8 @@ int iod_ckpt_scrub(struct iod_ckpt *c, uint64_t step, uint64_t *bytes_checked, s
 /* ---- repair from a peer ---- */
 
 /* Read and verify one chunk into buf: 0, or -EBADMSG when missing or damaged. */
-static int chunk_check(const struct iod_ckpt *c, const char *dir, const struct iod_ckpt_mchunk *k,
-                       uint8_t *buf)
+int ckpt_chunk_check(const struct iod_ckpt *c, const char *dir, const struct iod_ckpt_mchunk *k,
+                     uint8_t *buf)
 {
 	char path[PATH_MAX + 64];
 	struct stat st;
@@ -630,8 +635,8 @@ static int chunk_check(const struct iod_ckpt *c, const char *dir, const struct i
 }
 
 /* Replace one chunk file whole: a temporary name, fdatasync, rename. */
-static int chunk_put(const struct iod_ckpt *c, const char *dir, const struct iod_ckpt_mchunk *k,
-                     const uint8_t *buf, struct iod_err *e)
+int ckpt_chunk_put(const struct iod_ckpt *c, const char *dir, const struct iod_ckpt_mchunk *k,
+                   const uint8_t *buf, struct iod_err *e)
 {
 	char path[PATH_MAX + 64], tmp[PATH_MAX + 80];
 	int rc = 0;
@@ -678,8 +683,8 @@ int iod_ckpt_repair(struct iod_ckpt *c, struct iod_ckpt *peer, uint64_t step,
 	pthread_mutex_lock(&(c < peer ? c : peer)->io);
 	pthread_mutex_lock(&(c < peer ? peer : c)->io);
 	for (int i = 0; i < 2 && !rc; i++)
-		if (!(rc = find_step(cs[i], step, dir[i], sizeof(dir[i]), &found[i], e)))
-			rc = read_manifest(cs[i], dir[i], found[i], &m[i], e);
+		if (!(rc = ckpt_find_step(cs[i], step, dir[i], sizeof(dir[i]), &found[i], e)))
+			rc = ckpt_read_manifest(cs[i], dir[i], found[i], &m[i], e);
 	if (!rc && (found[0] != found[1] || !manifests_agree(&m[0], &m[1])))
 		rc = iod_err_set(e, -EBADMSG,
 		                 "checkpoint step %" PRIu64 ": the peer's manifest (step %" PRIu64
@@ -691,7 +696,7 @@ int iod_ckpt_repair(struct iod_ckpt *c, struct iod_ckpt *peer, uint64_t step,
 		rc = iod_err_set(e, -ENOMEM, "out of memory for a repair");
 	for (uint32_t k = 0; !rc && k < m[0].chunks_n; k++)
 		for (uint32_t r = 0; r < 2; r++)
-			if (!chunk_check(cs[r], dir[r], &m[0].chunks[k], buf))
+			if (!ckpt_chunk_check(cs[r], dir[r], &m[0].chunks[k], buf))
 				good[k] |= (uint8_t)(1u << r);
 	if (!rc) {
 		struct iod_stor_rview v = {.size = 2,
@@ -706,17 +711,17 @@ int iod_ckpt_repair(struct iod_ckpt *c, struct iod_ckpt *peer, uint64_t step,
 	for (uint32_t i = 0; !rc && i < plan_n; i++) {
 		const struct iod_ckpt_mchunk *k = &m[0].chunks[plan[i].chunk];
 		uint32_t from = plan[i].from, to = plan[i].to;
-		if (chunk_check(cs[from], dir[from], k, buf))
+		if (ckpt_chunk_check(cs[from], dir[from], k, buf))
 			rc = iod_err_set(e, -EIO,
 			                 "checkpoint step %" PRIu64 ": chunk %u.%u changed "
 			                 "during the repair",
 			                 found[0], k->region, k->index);
-		else if (!(rc = chunk_put(cs[to], dir[to], k, buf, e)))
+		else if (!(rc = ckpt_chunk_put(cs[to], dir[to], k, buf, e)))
 			rep->repaired[to]++;
 	}
 	for (int i = 0; !rc && plan_n && i < 2; i++)
 		if (rep->repaired[i])
-			rc = fsync_dir(dir[i], e);
+			rc = ckpt_fsync_dir(dir[i], e);
 	if (!rc && lost) {
 		rep->lost = lost;
 		rc = iod_err_set(e, -EBADMSG,

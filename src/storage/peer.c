@@ -557,3 +557,27 @@ int iod_ckpt_fetch(const char *addr, uint32_t rank, uint64_t step, const struct 
 	iod_http_conn_close(&c);
 	return rc;
 }
+
+int iod_ckpt_peer_get_chunk(const char *addr, uint32_t rank, uint64_t step,
+                            const struct iod_ckpt_mchunk *k, uint8_t *buf, struct iod_err *e)
+{
+	struct iod_http_conn c;
+	struct iod_http_response r = {0};
+	char file[64];
+	int rc;
+	iod_http_conn_init(&c);
+	c.body_max = PEER_BODY_MAX;
+	snprintf(file, sizeof(file), "r%u-%u-%u.chunk", rank, k->region, k->index);
+	if (!(rc = get_one(&c, addr, step, file, &r, e))) {
+		if (r.len != k->len || XXH3_64bits(r.body, r.len) != k->xxh3)
+			rc = iod_err_set(e, -EBADMSG,
+			                 "peer %s: chunk %s of step %" PRIu64
+			                 " does not match the manifest",
+			                 addr, file, step);
+		else
+			memcpy(buf, r.body, r.len);
+		iod_http_response_free(&r);
+	}
+	iod_http_conn_close(&c);
+	return rc;
+}

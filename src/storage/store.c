@@ -120,6 +120,7 @@ int iod_ckpt_open(const struct iod_ckpt_opts *o, struct iod_ckpt **out, struct i
 		c->peer_p[i] = c->peers[i];
 	}
 	c->commit_ctx = o->commit_ctx;
+	c->evict = o->evict;
 	c->ring_ok = io_uring_queue_init(CKPT_RING_DEPTH, &c->ring, 0) == 0;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_mutex_init(&c->io, NULL);
@@ -141,6 +142,7 @@ void iod_ckpt_close(struct iod_ckpt *c)
 {
 	if (!c)
 		return;
+	ckpt_scrub_stop(c);
 	pthread_mutex_lock(&c->mu);
 	c->stop = true;
 	pthread_cond_broadcast(&c->cv);

@@ -9,7 +9,10 @@
 #      replacement restores the newest committed step and prints it;
 #   3. replicas 3 with no peer copies: the quorum (2) is not met, nothing is
 #      committed, and the server says why; a PUT naming fewer copies than
-#      the quorum is refused by the API (no torn checkpoint is visible).
+#      the quorum is refused by the API (no torn checkpoint is visible);
+#   4. the background scrub (--ckpt-scrub) finds a damaged chunk and writes
+#      "damaged 1" into that step's Checkpoint object (`iod get checkpoints`);
+#   5. retention: an evicted checkpoint's object is deleted with it.
 # Exit status: 0 pass, 77 skip, 1 fail.
 set -u
 BUILD=${1:-build}
@@ -106,5 +109,41 @@ code=$(put checkpoint/ps-0.r0.s999 '{"service": "ps", "replica": "ps-0", "node":
 	"step": 999, "replicas": 3, "min_size": 2, "copies": [{"node": "n1", "ok": true}]}')
 [ "$code" = 400 ] || fail "a sub-quorum manifest was accepted ($code)"
 grep -q "the write quorum is 2" "$T/put.out" || fail "reason: $(cat "$T/put.out")"
+
+# 4. the background scrub writes its result into the Checkpoint objects: a
+#    flipped byte in a chunk of a committed step shows as "damaged 1" (no
+#    peer to repair it from), the others as "clean"
+start_ps ps4 "" "--ckpt-scrub 200"
+CH="$T/ck/$(printf 'step-%020d' "$PREV")/r0-0-0.chunk"
+[ -f "$CH" ] || fail "no chunk $CH"
+printf 'X' | dd of="$CH" bs=1 seek=100 conv=notrunc 2>/dev/null
+scrubbed() {
+	IOD_SERVER="$API" "$IOD" get checkpoints ps >"$T/get4.txt" 2>&1 &&
+		grep "^ps-0.r0.s$PREV " "$T/get4.txt" | grep -q "damaged 1" &&
+		grep "^ps-0.r0.s" "$T/get4.txt" | grep -v "^ps-0.r0.s$PREV " | grep -q " clean *$"
+}
+wait_for 10 scrubbed || fail "scrub not recorded: $(cat "$T/get4.txt")"
+grep -q "scrub step $PREV: damaged 1" "$T/ps4.log" || fail "scrub not printed"
+stop_ps
+curl -sf "http://$API/v1/checkpoint/ps-0.r0.s$PREV" | grep -q '"scrubbed_ms"' ||
+	fail "no scrubbed_ms"
+echo "scrub: step $PREV damaged, recorded in its Checkpoint object"
+
+# 5. retention holds in Raft: another replica saving past keep_max (3) has
+#    Checkpoint objects for exactly the steps left on its disk
+[ "$(put replica/ps-1 '{"service": "ps", "ordinal": 1, "node": "n1"}')" = 200 ] ||
+	fail "replica ps-1: $(cat "$T/put.out")"
+export IOD_REPLICA=ps-1
+start_ps ps5 5
+work 65
+sleep 0.5
+stop_ps
+DISK=$(ls "$T/ck5" | sed -n 's/^step-0*\([0-9][0-9]*\)$/\1/p' | sort -n | tr '\n' ' ')
+IOD_SERVER="$API" "$IOD" get checkpoints ps >"$T/get5.txt" 2>&1 || fail "get checkpoints"
+RAFT=$(grep -o "^ps-1.r0.s[0-9]*" "$T/get5.txt" | sed 's/.*\.s//' | sort -n | tr '\n' ' ')
+[ "$(echo "$DISK" | wc -w)" -le 3 ] && [ "$(echo "$DISK" | wc -w)" -ge 1 ] ||
+	fail "on disk: $DISK"
+[ "$DISK" = "$RAFT" ] || fail "on disk: $DISK; committed: $RAFT"
+echo "retention: steps $DISK on disk and in Raft"
 echo "ok: manifests committed through Raft, only committed ones restored"
 exit 0

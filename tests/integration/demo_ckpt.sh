@@ -66,9 +66,10 @@ NEWEST=$(newest)
 [ -n "$NEWEST" ] || fail "no checkpoint on disk"
 # Saves go every 10 updates, but a save still persisting defers the next
 # one (the update loop never waits for the disk), so on a loaded machine the
-# newest can lag well behind step 57 (the suite saw 20 at load 10): any
-# multiple of 10 from 10 to 50 is right; what must hold exactly is below.
-[ "$NEWEST" -ge 10 ] && [ "$NEWEST" -le 57 ] && [ $((NEWEST % 10)) = 0 ] ||
+# newest can lag well behind step 57 (the suite saw 20 at load 10), and a
+# deferred save is taken at the step the loop is at then (53 was seen at
+# load 5): any step from 10 to 57 is right; what must hold exactly is below.
+[ "$NEWEST" -ge 10 ] && [ "$NEWEST" -le 57 ] ||
 	fail "newest checkpoint $NEWEST not a save step in 10..57"
 start_ps ps2
 LINE=$(grep "restored step" "$T/ps2.log")

@@ -288,6 +288,56 @@ TEST(stateful_data_survives_restart)
 	iod_buf_free(&b);
 }
 
+TEST(stateful_replica_gets_its_checkpoint_store)
+{
+	struct iod_agent_exec_config c;
+	struct iod_agent_proc p;
+	struct iod_err e = {0};
+	struct iod_buf b;
+	char want[IOD_AGENT_PATH_MAX * 3], data[IOD_AGENT_PATH_MAX];
+	setup(&c, "ckptstore");
+	c.ckpt_capacity_bytes = 123456;
+	/* the workload writes into each tier's directory (read-write in its
+	 * sandbox) and prints what it was given */
+	struct iod_agent_replica r =
+	    shell("ps-0", "echo tiers=$IOD_CKPT_TIERS; echo dir=$IOD_CKPT_DIR; "
+	                  "echo cap=$IOD_CKPT_CAPACITY reps=$IOD_CKPT_REPLICAS; "
+	                  "echo x > $IOD_CKPT_DIR/w && echo y > $IOD_DATA_DIR/ckpt/NVMe/w && "
+	                  "echo wrote=ok");
+	r.stateful = true;
+	r.ckpt_tiers[0] = (struct iod_stor_tier_cfg){IOD_STOR_PMEM, 2000};
+	r.ckpt_tiers[1] = (struct iod_stor_tier_cfg){IOD_STOR_NVME, 8000};
+	r.ckpt_tiers_n = 2;
+	r.ckpt_replicas = 3;
+	CHECK_MSG(iod_agent_exec_start(&c, &r, &p, &e) == 0, "%s", e.msg);
+	CHECK_EQ(wait_exit(p.pid), 0);
+	iod_agent_exec_cleanup(&p);
+	CHECK_EQ(iod_agent_replica_path(c.run_dir, "ps-0", "data", data, sizeof(data)), 0);
+	read_log(&c, "ps-0", &b);
+	snprintf(want, sizeof(want), "tiers=PMem:2000:%s/ckpt/PMem,NVMe:8000:%s/ckpt/NVMe\n", data,
+	         data);
+	CHECK_CONTAINS(b.data, want);
+	snprintf(want, sizeof(want), "dir=%s/ckpt/PMem\n", data);
+	CHECK_CONTAINS(b.data, want);
+	CHECK_CONTAINS(b.data, "cap=123456 reps=3\n");
+	CHECK_CONTAINS(b.data, "wrote=ok\n");
+	iod_buf_free(&b);
+	/* the directories are the agent's, kept across restarts */
+	struct stat st;
+	snprintf(want, sizeof(want), "%s/ckpt/NVMe/w", data);
+	CHECK(stat(want, &st) == 0);
+	/* a stateless replica, or one without storage:, gets none */
+	r = shell("w-0", "echo tiers=${IOD_CKPT_TIERS:-none}");
+	r.ckpt_tiers[0] = (struct iod_stor_tier_cfg){IOD_STOR_NVME, 10000};
+	r.ckpt_tiers_n = 1;
+	CHECK_MSG(iod_agent_exec_start(&c, &r, &p, &e) == 0, "%s", e.msg);
+	CHECK_EQ(wait_exit(p.pid), 0);
+	iod_agent_exec_cleanup(&p);
+	read_log(&c, "w-0", &b);
+	CHECK_CONTAINS(b.data, "tiers=none\n");
+	iod_buf_free(&b);
+}
+
 TEST(log_rotation_bounds_size)
 {
 	struct iod_agent_log l;

@@ -96,6 +96,46 @@ TEST(desired_for_one_node_with_peers_and_dependencies)
 	json_decref(reps);
 }
 
+TEST(desired_stateful_replica_gets_the_specs_storage)
+{
+	json_t *nodes = parse(NODES);
+	/* what the deploy stores: the spec's storage: copied into the stateful
+	 * service (tiers in spec order, slowest first here) */
+	json_t *svcs =
+	    parse("{\"rev\":9,\"items\":[{\"name\":\"ps\",\"value\":{\"type\":\"stateful\","
+	          "\"command\":\"iod\",\"storage\":{\"tiers\":[{\"medium\":\"NVMe\",\"quota_bp\":"
+	          "8000},{\"medium\":\"PMem\",\"quota_bp\":2000}],\"replicas\":3}}},"
+	          "{\"name\":\"bad\",\"value\":{\"type\":\"stateful\",\"command\":\"iod\","
+	          "\"storage\":{\"tiers\":[{\"medium\":\"Tape\",\"quota_bp\":10000}]}}},"
+	          "{\"name\":\"w\",\"value\":{\"type\":\"stateless\",\"command\":\"iod\"}}]}");
+	json_t *reps = parse("{\"rev\":9,\"items\":["
+	                     "{\"name\":\"ps-0\",\"value\":{\"service\":\"ps\",\"node\":\"n1\"}},"
+	                     "{\"name\":\"bad-0\",\"value\":{\"service\":\"bad\",\"node\":\"n1\"}},"
+	                     "{\"name\":\"w-0\",\"value\":{\"service\":\"w\",\"node\":\"n1\"}}]}");
+	struct iod_agent_replica *r = calloc(3, sizeof(*r));
+	uint32_t n = 0;
+	struct iod_err e = {0};
+	CHECK(nodes && svcs && reps && r);
+	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, NULL, r, 3, &n, &e), 0);
+	CHECK_EQ(n, 3);
+	CHECK_STR(r[0].name, "ps-0");
+	CHECK_MSG(!r[0].fail[0], "%s", r[0].fail);
+	CHECK_EQ(r[0].ckpt_tiers_n, 2);
+	CHECK_EQ(r[0].ckpt_tiers[0].medium, IOD_STOR_PMEM); /* fastest first */
+	CHECK_EQ(r[0].ckpt_tiers[0].quota_bp, 2000);
+	CHECK_EQ(r[0].ckpt_tiers[1].medium, IOD_STOR_NVME);
+	CHECK_EQ(r[0].ckpt_replicas, 3);
+	/* a storage: that does not validate fails that replica alone */
+	CHECK_STR(r[1].name, "bad-0");
+	CHECK_CONTAINS(r[1].fail, "Tape");
+	CHECK_EQ(r[2].ckpt_tiers_n, 0);
+	CHECK(!r[2].fail[0]);
+	free(r);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+}
+
 static const json_t *write_for(const json_t *w, const char *name)
 {
 	size_t i;

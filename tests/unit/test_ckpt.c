@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -415,4 +416,245 @@ TEST(replicated_save_to_peers_quorum_and_restore_from_a_peer)
 	f.o.min_size = 4;
 	CHECK_EQ(iod_ckpt_open(&f.o, &c, &err), -EINVAL);
 	CHECK_CONTAINS(err.msg, "min_size");
+}
+
+TEST(provisioned_store_env_round_trip_and_errors)
+{
+	const struct iod_stor_tier_cfg t[2] = {{IOD_STOR_PMEM, 2000}, {IOD_STOR_NVME, 8000}};
+	const char *dirs[2] = {"/d/ckpt/PMem", "/d/a:b/ckpt/NVMe"};
+	struct iod_ckpt_env env;
+	struct iod_ckpt_opts o;
+	char buf[256];
+
+	CHECK_EQ(iod_ckpt_env_format(t, dirs, 2, buf, sizeof(buf), &err), 0);
+	CHECK_STR(buf, "PMem:2000:/d/ckpt/PMem,NVMe:8000:/d/a:b/ckpt/NVMe");
+	CHECK_EQ(iod_ckpt_env_parse(buf, "1000000", "3", &env, &err), 0);
+	CHECK_EQ(env.cfg.tiers_n, 2);
+	CHECK_EQ(env.cfg.tiers[0].medium, IOD_STOR_PMEM);
+	CHECK_EQ(env.cfg.tiers[1].quota_bp, 8000);
+	CHECK_STR(env.dirs[1], "/d/a:b/ckpt/NVMe");
+	CHECK_U64(env.cfg.capacity_bytes, 1000000);
+	CHECK_EQ(env.replicas, 3);
+	iod_ckpt_env_opts(&env, &o);
+	CHECK_STR(o.dirs[0], "/d/ckpt/PMem");
+	CHECK_EQ(o.tiers.tiers_n, 2);
+	/* replicas absent: one copy */
+	CHECK_EQ(iod_ckpt_env_parse("NVMe:10000:/x", "5", NULL, &env, &err), 0);
+	CHECK_EQ(env.replicas, 1);
+	/* a directory with ',' cannot be listed; a short buffer is -E2BIG */
+	dirs[0] = "/d,e";
+	CHECK_EQ(iod_ckpt_env_format(t, dirs, 1, buf, sizeof(buf), &err), -EINVAL);
+	dirs[0] = "/d";
+	CHECK_EQ(iod_ckpt_env_format(t, dirs, 1, buf, 8, &err), -E2BIG);
+	/* each fault named */
+	CHECK_EQ(iod_ckpt_env_parse(NULL, "5", NULL, &env, &err), -ENOENT);
+	CHECK_EQ(iod_ckpt_env_parse("NVMe:10000:/x", "0", NULL, &env, &err), -EINVAL);
+	CHECK_CONTAINS(err.msg, "IOD_CKPT_CAPACITY");
+	CHECK_EQ(iod_ckpt_env_parse("NVMe:10000:/x", "5", "9", &env, &err), -EINVAL);
+	CHECK_CONTAINS(err.msg, "IOD_CKPT_REPLICAS");
+	CHECK_EQ(iod_ckpt_env_parse("NVMe:10000:/x,Tape:1:/y", "5", NULL, &env, &err), -EINVAL);
+	CHECK_CONTAINS(err.msg, "entry 2");
+	CHECK_EQ(iod_ckpt_env_parse("NVMe:100000:/x", "5", NULL, &env, &err), -EINVAL);
+	CHECK_CONTAINS(err.msg, "basis points");
+	CHECK_EQ(iod_ckpt_env_parse("NVMe:100:", "5", NULL, &env, &err), -EINVAL);
+	CHECK_EQ(iod_ckpt_env_parse("NVMe/x", "5", NULL, &env, &err), -EINVAL);
+	CHECK_CONTAINS(err.msg, "MEDIUM:QUOTA_BP:DIR");
+}
+
+/* ---- the background scrub ---- */
+
+struct scrub_log {
+	pthread_mutex_t mu;
+	uint32_t n;
+	struct iod_ckpt_scrub_result last[8]; /* by step % 8 */
+	uint64_t first_ns;                    /* when the first report came */
+};
+
+static void scrub_seen(void *ctx, const struct iod_ckpt_scrub_result *r)
+{
+	struct scrub_log *l = ctx;
+	pthread_mutex_lock(&l->mu);
+	if (!l->n++)
+		l->first_ns = iod_clock_now_ns();
+	l->last[r->step % 8] = *r;
+	pthread_mutex_unlock(&l->mu);
+}
+
+/* Wait (up to 10 s) for a report of step whose status is want. */
+static bool scrub_wait(struct scrub_log *l, uint64_t step, const char *want,
+                       struct iod_ckpt_scrub_result *out)
+{
+	for (int i = 0; i < 1000; i++) {
+		pthread_mutex_lock(&l->mu);
+		*out = l->last[step % 8];
+		pthread_mutex_unlock(&l->mu);
+		if (out->step == step && !strcmp(out->status, want))
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+/* Issue 23: corrupt a chunk, the background scrub finds it, repairs it from
+ * the peer store, and says so; rate-bounded. */
+TEST(background_scrub_repairs_a_corrupt_chunk_from_a_peer)
+{
+	static uint8_t a[A_BYTES], b[B_BYTES], ra[A_BYTES], rb[B_BYTES];
+	static struct scrub_log l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct fix fa = {0}, fb = {0};
+	struct iod_ckpt *ca, *cb;
+	struct iod_ckpt_scrub_result res;
+	struct iod_ckpt_scrub_stats st;
+	uint64_t got, checked;
+	fix_init(&fa, "bgscrub_a", 2000000);
+	fix_init(&fb, "bgscrub_b", 2000000);
+	CHECK_EQ(iod_ckpt_open(&fa.o, &ca, &err), 0);
+	CHECK_EQ(iod_ckpt_open(&fb.o, &cb, &err), 0);
+	fill(a, A_BYTES, 31), fill(b, B_BYTES, 32);
+	CHECK_EQ(save_wait(ca, 3, a, b), 0);
+	CHECK_EQ(save_wait(cb, 3, a, b), 0);
+	/* the bound: 1 MB/s, the bucket starts empty, so the first pass over
+	 * 370001 bytes takes at least 0.37 s */
+	struct iod_ckpt_scrub_opts so = {.rate_bytes_per_s = 1000000,
+	                                 .interval_ns = 20 * IOD_NS_PER_MS,
+	                                 .peer = cb,
+	                                 .report = scrub_seen,
+	                                 .report_ctx = &l};
+	uint64_t t0 = iod_clock_now_ns();
+	CHECK_MSG(iod_ckpt_scrub_start(ca, &so, &err) == 0, "%s", err.msg);
+	CHECK_EQ(iod_ckpt_scrub_start(ca, &so, &err), -EBUSY);
+	CHECK(scrub_wait(&l, 3, "clean", &res));
+	CHECK(l.first_ns - t0 >= 330 * IOD_NS_PER_MS);
+	CHECK_EQ(res.chunks, 7);
+	CHECK_U64(res.bytes, A_BYTES + B_BYTES);
+	CHECK(res.at_ms > 0);
+	iod_ckpt_scrub_stats(ca, &st);
+	CHECK(st.paced_ns > 0);
+	iod_ckpt_scrub_stop(ca);
+	/* faster now; a flipped bit in chunk 0.2 */
+	flip(fa.pmem, 3, "r0-0-2.chunk", 4242);
+	CHECK_EQ(iod_ckpt_scrub(ca, 3, &checked, &err), -EBADMSG);
+	so.rate_bytes_per_s = 100000000;
+	CHECK_MSG(iod_ckpt_scrub_start(ca, &so, &err) == 0, "%s", err.msg);
+	CHECK(scrub_wait(&l, 3, "repaired 1", &res));
+	CHECK_EQ(res.damaged, 1);
+	CHECK_EQ(res.repaired, 1);
+	CHECK_CONTAINS(res.why, "r0-0-2");
+	CHECK_MSG(iod_ckpt_scrub(ca, 3, &checked, &err) == 0, "%s", err.msg);
+	CHECK_EQ(restore(ca, 3, ra, rb, &got), 0);
+	CHECK(!memcmp(ra, a, A_BYTES) && !memcmp(rb, b, B_BYTES));
+	/* the next passes find it clean again */
+	CHECK(scrub_wait(&l, 3, "clean", &res));
+	iod_ckpt_scrub_stats(ca, &st);
+	CHECK(st.damaged >= 1 && st.repaired >= 1);
+	/* damaged in both copies: reported as damaged, not repaired */
+	flip(fa.pmem, 3, "r0-1-0.chunk", 3);
+	flip(fb.pmem, 3, "r0-1-0.chunk", 3);
+	CHECK(scrub_wait(&l, 3, "damaged 1", &res));
+	CHECK_CONTAINS(res.why, "damaged in both copies");
+	iod_ckpt_close(ca); /* stops the scrub */
+	iod_ckpt_close(cb);
+}
+
+/* The same with the store's peers over HTTP: the chunk comes from the first
+ * peer whose copy matches the manifest. */
+TEST(background_scrub_repairs_from_an_http_peer)
+{
+	static uint8_t a[A_BYTES], b[B_BYTES], ra[A_BYTES], rb[B_BYTES];
+	static struct scrub_log l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct fix f = {0};
+	struct iod_ckpt *c;
+	struct iod_ckpt_peer *p1, *p2;
+	struct iod_ckpt_scrub_result res;
+	char d1[600], d2[600];
+	uint64_t got;
+	snprintf(d1, sizeof(d1), "%s/bgpeer1", iod_test_tmpdir());
+	snprintf(d2, sizeof(d2), "%s/bgpeer2", iod_test_tmpdir());
+	CHECK_MSG(iod_ckpt_peer_start("127.0.0.1:0", d1, &p1, &err) == 0, "%s", err.msg);
+	CHECK_MSG(iod_ckpt_peer_start("127.0.0.1:0", d2, &p2, &err) == 0, "%s", err.msg);
+	fix_init(&f, "bgscrub_http", 2000000);
+	f.o.peers[0] = iod_ckpt_peer_addr(p1);
+	f.o.peers[1] = iod_ckpt_peer_addr(p2);
+	f.o.peers_n = 2;
+	f.o.min_size = 2;
+	CHECK_MSG(iod_ckpt_open(&f.o, &c, &err) == 0, "%s", err.msg);
+	fill(a, A_BYTES, 41), fill(b, B_BYTES, 42);
+	CHECK_MSG(save_wait(c, 5, a, b) == 0, "%s", err.msg);
+	/* the first peer's copy of the chunk is damaged too: the second's is used */
+	flip(f.pmem, 5, "r0-0-1.chunk", 77);
+	flip(d1, 5, "r0-0-1.chunk", 78);
+	struct iod_ckpt_scrub_opts so = {.rate_bytes_per_s = 100000000,
+	                                 .interval_ns = 20 * IOD_NS_PER_MS,
+	                                 .report = scrub_seen,
+	                                 .report_ctx = &l};
+	CHECK_MSG(iod_ckpt_scrub_start(c, &so, &err) == 0, "%s", err.msg);
+	CHECK(scrub_wait(&l, 5, "repaired 1", &res));
+	CHECK_EQ(restore(c, 5, ra, rb, &got), 0);
+	CHECK(!memcmp(ra, a, A_BYTES) && !memcmp(rb, b, B_BYTES));
+	/* no peer has it: damaged, and the reason */
+	iod_ckpt_peer_stop(p2);
+	flip(f.pmem, 5, "r0-0-1.chunk", 79);
+	CHECK(scrub_wait(&l, 5, "damaged 1", &res));
+	CHECK_CONTAINS(res.why, "repair of chunk r0-0-1");
+	iod_ckpt_close(c);
+	iod_ckpt_peer_stop(p1);
+	/* bad options */
+	f.o.peers_n = 0;
+	f.o.min_size = 0;
+	CHECK_MSG(iod_ckpt_open(&f.o, &c, &err) == 0, "%s", err.msg);
+	so.peer = c;
+	CHECK_EQ(iod_ckpt_scrub_start(c, &so, &err), -EINVAL);
+	iod_ckpt_close(c);
+}
+
+/* Retention reaches the commit side: the evict hook hears of each evicted
+ * checkpoint while its files are still there, then they go. */
+struct evict_log {
+	const char *dir;
+	uint64_t steps[16];
+	bool present[16];
+	uint32_t n;
+};
+
+static int evicted(void *ctx, uint32_t rank, uint64_t step, struct iod_err *e)
+{
+	struct evict_log *l = ctx;
+	char path[1200];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/step-%020llu/r%u.manifest", l->dir,
+	         (unsigned long long)step, rank);
+	if (l->n < 16) {
+		l->present[l->n] = stat(path, &st) == 0;
+		l->steps[l->n++] = step;
+	}
+	return iod_err_set(e, -EIO, "the control plane is away"); /* the files go anyway */
+}
+
+TEST(evicted_checkpoints_reach_the_evict_hook_first)
+{
+	static uint8_t a[A_BYTES], b[B_BYTES];
+	struct fix f = {0};
+	struct iod_ckpt *c;
+	struct evict_log l = {0};
+	struct iod_ckpt_info info[8];
+	uint32_t n = 0;
+	fix_init(&f, "evict_hook", 2000000);
+	f.o.tiers.tiers_n = 1;
+	f.o.tiers.tiers[0] = (struct iod_stor_tier_cfg){IOD_STOR_NVME, 10000};
+	f.o.tiers.keep_max = 2;
+	f.o.evict = evicted;
+	f.o.commit_ctx = &l;
+	l.dir = f.nvme;
+	CHECK_EQ(iod_ckpt_open(&f.o, &c, &err), 0);
+	fill(a, A_BYTES, 51), fill(b, B_BYTES, 52);
+	for (uint64_t s = 1; s <= 4; s++)
+		CHECK_MSG(save_wait(c, s, a, b) == 0, "%s", err.msg);
+	CHECK_EQ(iod_ckpt_list(c, info, 8, &n, &err), 0);
+	CHECK_EQ(n, 2);
+	CHECK_U64(info[0].step, 3);
+	CHECK_EQ(l.n, 2);
+	CHECK_U64(l.steps[0], 1);
+	CHECK_U64(l.steps[1], 2);
+	CHECK(l.present[0] && l.present[1]);
+	iod_ckpt_close(c);
 }

@@ -376,6 +376,51 @@ TEST(deploy_plan_command_and_answer)
  * over IOD_DEPLOY_REPLICAS_MAX replicas is -E2BIG naming it, before any
  * planning.
  */
+TEST(deploy_copies_storage_into_stateful_services)
+{
+	struct iod_state *s;
+	struct iod_state_result r;
+	struct iod_err e = {0};
+	char *cmd = NULL;
+	json_t *answer = NULL, *c = NULL;
+	CHECK_EQ(iod_state_new(&s), 0);
+	json_t *v = json_pack("{s:i, s:s}", "gpus", 1, "addr", "10.0.0.1");
+	char *put = iod_state_cmd_put(IOD_STATE_NODE, "n1", v, 0, -1);
+	CHECK_EQ(iod_state_apply(s, put, strlen(put), &r), 0);
+	free(put);
+	json_decref(v);
+	const char *spec = "storage:\n  replicas: 1\n  tiers:\n    - {medium: PMem, quota: 20%}\n"
+	                   "    - {medium: NVMe, quota: 80%}\n"
+	                   "services:\n  - {name: ps, type: stateful, command: sleep 100}\n"
+	                   "  - {name: w, type: stateless, command: sleep 100}\n";
+	CHECK_MSG(iod_ctrl_deploy_plan(s, spec, strlen(spec), &cmd, &answer, &e) == 0, "%s", e.msg);
+	CHECK(cmd && !iod_json_parse(cmd, strlen(cmd), &c, NULL));
+	const json_t *svcs = json_object_get(c, "services");
+	CHECK_EQ(json_array_size(svcs), 2);
+	const json_t *ps = json_object_get(json_array_get(svcs, 0), "value");
+	const json_t *w = json_object_get(json_array_get(svcs, 1), "value");
+	const json_t *st = json_object_get(ps, "storage");
+	CHECK(st && json_array_size(json_object_get(st, "tiers")) == 2);
+	CHECK(!json_object_get(w, "storage")); /* stateless: no store */
+	/* the stored value validates, storage: included, as the agents read it */
+	struct iod_spec *sp = NULL;
+	struct iod_spec_diags *d = calloc(1, sizeof(*d));
+	CHECK_MSG(iod_spec_load_service("ps", ps, &sp, d) == 0, "%s", d->n ? d->d[0].msg : "?");
+	CHECK(sp && sp->tiers_n == 2 && sp->tiers[0].quota_bp == 2000);
+	iod_spec_free(sp);
+	/* and a bad one does not */
+	json_t *bad = json_deep_copy(ps);
+	json_object_set_new(json_object_get(bad, "storage"), "replicas", json_integer(0));
+	CHECK_EQ(iod_spec_load_service("ps", bad, &sp, d), -EINVAL);
+	CHECK_CONTAINS(d->d[0].msg, "storage.replicas");
+	json_decref(bad);
+	free(d);
+	json_decref(c);
+	json_decref(answer);
+	free(cmd);
+	iod_state_free(s);
+}
+
 TEST(deploy_plan_from_a_view_and_its_limit)
 {
 	struct iod_topo_node *xml = calloc(1, sizeof(*xml));
