@@ -19,6 +19,7 @@
 #include "iod/objects.h"
 #include "iod/api.h"
 #include "iod/config.h"
+#include "iod/agent_run.h"
 #include "iod/obs.h"
 #include "iod/topo.h"
 
@@ -61,6 +62,8 @@ struct iod_agent_telemetry {
 	bool api_ok;                        /* api initialised */
 	uint64_t pushed_ms;                 /* last summary sent */
 	bool push_warned;                   /* a failed push was logged */
+	struct iod_agent_vswitch *vsw;      /* under lock: the data plane, or NULL */
+	struct iod_tel_port *ports;         /* a reading of its ports */
 	uint32_t slots_n;                   /* counters slots in use */
 	struct tel_counters_slot slots[IOD_TEL_REPLICAS_MAX]; /* per replica */
 };
@@ -312,6 +315,10 @@ static void sample(struct iod_agent_telemetry *t)
 		iod_tel_gpu_push(gp, &s);
 	}
 	iod_tel_replicas_sweep(n);
+	/* the data plane's ports, as the switch's thread last published them */
+	if (t->vsw && t->ports)
+		iod_tel_ports_set(n, t->ports,
+		                  iod_agent_vswitch_ports(t->vsw, t->ports, IOD_TEL_PORTS_MAX));
 	n->samples_total++;
 	n->sample_ns_total += mono_ns() - t0;
 	struct timespec cpu;
@@ -570,6 +577,19 @@ void iod_agent_telemetry_stop(struct iod_agent_telemetry *t)
 		iod_api_client_close(&t->api);
 	pthread_mutex_destroy(&t->lock);
 	pthread_cond_destroy(&t->wake);
+	free(t->ports);
 	free(t->node);
 	free(t);
+}
+
+void iod_agent_telemetry_set_vswitch(struct iod_agent_telemetry *t, struct iod_agent_vswitch *v)
+{
+	if (!t)
+		return;
+	struct iod_tel_port *ports = v ? calloc(IOD_TEL_PORTS_MAX, sizeof(*ports)) : NULL;
+	pthread_mutex_lock(&t->lock);
+	free(t->ports);
+	t->ports = ports;
+	t->vsw = ports ? v : NULL;
+	pthread_mutex_unlock(&t->lock);
 }
