@@ -239,6 +239,7 @@ struct iod_tel_port {
 	uint64_t rx_dropped;     /* received with no buffer free: dropped */
 	uint64_t tx_dropped;     /* could not be sent: dropped */
 	uint64_t at_ms;          /* wall clock of the reading */
+	uint64_t speed_bps;      /* the interface's speed as its driver reports it; 0 unknown */
 	bool rated;              /* rx_bps/tx_bps hold: two readings of the same port */
 	double rx_bps, tx_bps;   /* bits per second between them */
 };

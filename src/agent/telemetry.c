@@ -28,7 +28,11 @@
 #include <netinet/in.h>
 #include <microhttpd.h>
 #include <pthread.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+#include <net/if.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -186,6 +190,26 @@ static int read_counters(struct iod_agent_telemetry *t, const char *replica, lon
 	return rc;
 }
 
+/* An interface's speed as its driver reports it (ethtool); 0 when it
+ * reports none (a veth may report a nominal 10 Gb/s: what the kernel says). */
+static uint64_t iface_speed_bps(const char *iface)
+{
+	struct ethtool_cmd ec = {.cmd = ETHTOOL_GSET};
+	struct ifreq r;
+	memset(&r, 0, sizeof(r));
+	iod_strlcpy(r.ifr_name, iface, sizeof(r.ifr_name));
+	r.ifr_data = (void *)&ec;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	int rc = ioctl(fd, SIOCETHTOOL, &r);
+	close(fd);
+	uint32_t mbps = ethtool_cmd_speed(&ec);
+	if (rc || !mbps || mbps == (uint32_t)SPEED_UNKNOWN)
+		return 0;
+	return (uint64_t)mbps * 1000000ull;
+}
+
 static void sample(struct iod_agent_telemetry *t)
 {
 	static struct proc_row rows[PROC_MAX];
@@ -316,9 +340,13 @@ static void sample(struct iod_agent_telemetry *t)
 	}
 	iod_tel_replicas_sweep(n);
 	/* the data plane's ports, as the switch's thread last published them */
-	if (t->vsw && t->ports)
-		iod_tel_ports_set(n, t->ports,
-		                  iod_agent_vswitch_ports(t->vsw, t->ports, IOD_TEL_PORTS_MAX));
+	if (t->vsw && t->ports) {
+		uint32_t k = iod_agent_vswitch_ports(t->vsw, t->ports, IOD_TEL_PORTS_MAX);
+		for (uint32_t q = 0; q < k; q++)
+			if (!strcmp(t->ports[q].kind, "fabric"))
+				t->ports[q].speed_bps = iface_speed_bps(t->ports[q].iface);
+		iod_tel_ports_set(n, t->ports, k);
+	}
 	n->samples_total++;
 	n->sample_ns_total += mono_ns() - t0;
 	struct timespec cpu;

@@ -500,6 +500,8 @@ static json_t *port_json(const struct iod_tel_port *p)
 	              "rx_bytes", (json_int_t)p->rx_bytes, "tx_packets", (json_int_t)p->tx_packets,
 	              "tx_bytes", (json_int_t)p->tx_bytes, "drops",
 	              (json_int_t)(p->rx_dropped + p->tx_dropped), "at_ms", (json_int_t)p->at_ms);
+	if (o && p->speed_bps)
+		json_object_set_new(o, "speed_bps", json_integer((json_int_t)p->speed_bps));
 	if (o && p->rated) {
 		json_object_set_new(o, "rx_bps", json_real(p->rx_bps));
 		json_object_set_new(o, "tx_bps", json_real(p->tx_bps));

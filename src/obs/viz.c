@@ -86,8 +86,8 @@ static void add_node(struct gb *b, const char *id, const char *kind, const char 
 
 /* An edge; its id is "kind:from>to", unique in the graph (a second one of
  * the same kind between the same ends gets "#2"), so a delta names it. */
-static void add_edge(struct gb *b, const char *from, const char *to, const char *kind,
-                     const char *label, const char *status)
+static json_t *add_edge(struct gb *b, const char *from, const char *to, const char *kind,
+                        const char *label, const char *status)
 {
 	char id[IOD_NAME_MAX * 5 + 48];
 	snprintf(id, sizeof(id), "%s:%s>%s", kind, from, to);
@@ -100,9 +100,56 @@ static void add_edge(struct gb *b, const char *from, const char *to, const char 
 		size_t l = strlen(id);
 		snprintf(id + l, sizeof(id) - l, "#%lld", (long long)seen + 1);
 	}
-	json_array_append_new(b->edges,
-	                      json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "from", from,
-	                                "to", to, "kind", kind, "label", label, "status", status));
+	json_t *e = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "from", from, "to", to,
+	                      "kind", kind, "label", label, "status", status);
+	json_array_append_new(b->edges, e);
+	return e;
+}
+
+/*
+ * Link utilisation on a node's edge to its leaf, from a data-plane port the
+ * node's agent reports (its telemetry summary's "links"): "bps" (the busier
+ * direction, bits/s) when the port has a rate, "util" (0..1 of capacity)
+ * when a capacity is known too (the topology NIC's port_bps, else the speed
+ * the port's driver reports), and "util_source". An edge without a rated
+ * port gets none of these: the page draws it as "no data".
+ */
+static void edge_util(json_t *e, const json_t *link, uint64_t nic_bps)
+{
+	if (!e || !link || !json_is_number(json_object_get(link, "rx_bps")))
+		return;
+	double rx = json_number_value(json_object_get(link, "rx_bps"));
+	double tx = json_number_value(json_object_get(link, "tx_bps"));
+	double bps = rx > tx ? rx : tx;
+	double cap =
+	    nic_bps ? (double)nic_bps : json_number_value(json_object_get(link, "speed_bps"));
+	char label[128], r[32], c[32];
+	iod_format_bandwidth((uint64_t)bps, r, sizeof(r));
+	json_object_set_new(e, "bps", json_real(bps));
+	json_object_set_new(e, "util_source", json_string("data-plane port"));
+	json_object_set_new(e, "drops",
+	                    json_integer(json_integer_value(json_object_get(link, "drops"))));
+	if (cap > 0) {
+		double u = bps / cap;
+		json_object_set_new(e, "util", json_real(u > 1 ? 1 : u));
+		iod_format_bandwidth((uint64_t)cap, c, sizeof(c));
+		json_object_set_new(e, "capacity_bps", json_real(cap));
+		snprintf(label, sizeof(label), "%s %s of %s (%.0f%%)", sval(link, "iface"), r, c,
+		         u * 100);
+	} else {
+		snprintf(label, sizeof(label), "%s %s (capacity unknown)", sval(link, "iface"), r);
+	}
+	json_object_set_new(e, "label", json_string(label));
+}
+
+/* The node's fabric port among its reported links, NULL when none. */
+static const json_t *fabric_link(const json_t *tn)
+{
+	size_t i;
+	const json_t *l;
+	json_array_foreach(json_object_get(tn, "links"), i,
+	                   l) if (!strcmp(sval(l, "kind"), "fabric")) return l;
+	return NULL;
 }
 
 /* {endpoint name: true} for every endpoint that reports unhealthy: one
@@ -153,6 +200,9 @@ static json_t *telemetry_index(const json_t *tel)
 			         (long long)json_number_value(json_object_get(g, "index")));
 			json_object_set(per, k, (json_t *)g);
 		}
+		/* the data plane's ports (not a number: no GPU index collides) */
+		if (json_object_get(v, "links"))
+			json_object_set(per, "links", json_object_get(v, "links"));
 		json_object_set_new(ix, sval(v, "node"), per);
 	}
 	return ix;
@@ -315,6 +365,8 @@ static json_t *node_part(const json_t *n, const json_t *tn, const char *rk, bool
 		json_object_set_new(nd, "rack", json_string(rk));
 	add_node(&b, nid, "node", name, parent, ready ? "ok" : "bad", nd);
 	bool nic_seen = false;
+	const json_t *fl = ready ? fabric_link(tn) : NULL; /* its data plane's fabric port */
+	bool fl_used = false;
 	const json_t *devs = json_object_get(
 	    iod_obj_peek_json(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_TOPOLOGY), "devices");
 	json_array_foreach(devs, j, d)
@@ -339,7 +391,13 @@ static json_t *node_part(const json_t *n, const json_t *tn, const char *rk, bool
 		add_node(&b, id, strcmp(kind, "gpu") ? "nic" : "gpu", dn, nid, st, det);
 		if (strcmp(kind, "gpu")) {
 			nic_seen = true;
-			add_edge(&b, id, leaf, "net", "", ready ? "ok" : "bad");
+			json_t *e = add_edge(&b, id, leaf, "net", "", ready ? "ok" : "bad");
+			if (fl && !strcmp(sval(fl, "iface"), dn)) {
+				uint64_t cap = 0;
+				iod_json_get_u64(d, "port_bps", &cap);
+				edge_util(e, fl, cap);
+				fl_used = true;
+			}
 		}
 		/* NVLink: each pair once */
 		const char *peer;
@@ -353,8 +411,19 @@ static json_t *node_part(const json_t *n, const json_t *tn, const char *rk, bool
 			add_edge(&b, id, id2, "nvlink", sval(l, "class"), "ok");
 		}
 	}
-	if (!nic_seen)
-		add_edge(&b, nid, leaf, "net", ready ? "" : "lost", ready ? "ok" : "bad");
+	if (!nic_seen) {
+		/* no NIC: the fabric port, when there is one, is this link */
+		json_t *e =
+		    add_edge(&b, nid, leaf, "net", ready ? "" : "lost", ready ? "ok" : "bad");
+		edge_util(e, fl, 0);
+	} else if (fl && !fl_used) {
+		/* the data plane's fabric port is on an interface the topology
+		 * does not list (an underlay veth): drawn as the node's NIC it is */
+		snprintf(id, sizeof(id), "%s/%s", nid, sval(fl, "iface"));
+		add_node(&b, id, "nic", sval(fl, "iface"), nid, "ok",
+		         json_pack("{s:s}", "source", "data plane fabric port"));
+		edge_util(add_edge(&b, id, leaf, "net", "", "ok"), fl, 0);
+	}
 	json_object_set_new(p, "gpus", json_integer(gpus));
 	json_object_set_new(p, "bad", json_boolean(!ready));
 	return p;

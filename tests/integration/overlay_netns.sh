@@ -122,6 +122,17 @@ if command -v promtool >/dev/null; then
 	if dpm | promtool check metrics >"$T/promtool" 2>&1; then ok "promtool check metrics: $N0's agent with dp ports"
 	else bad "promtool on $N0's agent: $(head -3 "$T/promtool")"; fi
 fi
+# the live view's model colours N0's link to its leaf from those counters
+# once a summary reached the control plane (every 5 s)
+linked() {
+	"$IOD" viz net-topology -o json 2>/dev/null | python3 -c "
+import json, sys
+g = json.load(sys.stdin)
+e = [e for e in g['edges'] if e['kind'] == 'net' and e['from'].startswith('node:$N0') and 'bps' in e]
+print(e[0]['label'] + (' util %.4f' % e[0]['util'] if 'util' in e[0] else '') if e else '')" | grep .
+}
+if wait_for 12 linked >/dev/null && l=$(linked); then ok "iod viz: $N0's link to its leaf from its data plane ($l)"
+else bad "iod viz: no rated link for $N0"; fi
 wait $CAP 2>/dev/null
 if [ -n "$VNI" ] && grep -q "^$VNI[[:space:]].*,$A0[[:space:]].*,$A1" "$T/cap.txt"; then
 	ok "capture on leaf 1: VXLAN VNI $VNI (tenant default) carrying $A0 -> $A1"

@@ -8,6 +8,7 @@
 #include "harness.h"
 #include "iod/obs.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 static const char *str(const json_t *o, const char *k)
@@ -343,4 +344,85 @@ TEST(viz_duplicate_dependency_gets_its_own_edge_id)
 	CHECK(by_id(ge, "depends:svc:w>svc:a#2"));
 	json_decref(g);
 	json_decref(s);
+}
+
+/* Link utilisation: a node's edge to its leaf carries the rate of the
+ * data-plane fabric port its agent reports, and a share of capacity when
+ * one is known; an edge without a rated port carries nothing (the page
+ * draws it "no data"), and a new rate reaches the page as an edge change. */
+static json_t *tel_links(const char *iface0, double rx0, const char *iface1)
+{
+	char buf[1024];
+	snprintf(buf, sizeof(buf),
+	         "{\"items\": ["
+	         " {\"node\": \"n00\", \"gpus\": [], \"links\": ["
+	         "  {\"name\": \"fabric\", \"kind\": \"fabric\", \"iface\": \"%s\","
+	         "   \"rx_bps\": %.0f, \"tx_bps\": 1000000000, \"speed_bps\": 10000000000, "
+	         "\"drops\": 2},"
+	         "  {\"name\": \"a-0\", \"kind\": \"replica\", \"iface\": \"v1\", \"rx_bps\": 5}]},"
+	         " {\"node\": \"n01\", \"gpus\": [], \"links\": ["
+	         "  {\"name\": \"fabric\", \"kind\": \"fabric\", \"iface\": \"%s\","
+	         "   \"rx_bps\": 8000, \"tx_bps\": 0}]},"
+	         " {\"node\": \"n02\", \"gpus\": [], \"links\": ["
+	         "  {\"name\": \"fabric\", \"kind\": \"fabric\", \"iface\": \"NIC0\"}]}]}",
+	         iface0, rx0, iface1);
+	return json_loads(buf, 0, NULL);
+}
+
+TEST(viz_link_utilisation_from_data_plane_ports)
+{
+	json_t *nodes = cluster_nodes(4), *memo = json_object();
+	json_t *tel = tel_links("NIC0", 2e9, "u0");
+	struct iod_viz_input in = {.nodes = nodes, .telemetry = tel, .memo = memo};
+	json_t *g = iod_viz_graph(&in);
+	CHECK(g);
+	const json_t *edges = json_object_get(g, "edges"), *gn = json_object_get(g, "nodes");
+	/* n00: its topology NIC is the fabric port: 2 Gb/s of 10 */
+	const json_t *e0 = by_id(edges, "net:node:n00/NIC0>switch:leaf-r0");
+	CHECK(e0);
+	CHECK(json_number_value(json_object_get(e0, "bps")) == 2e9);
+	CHECK(fabs(json_number_value(json_object_get(e0, "util")) - 0.2) < 1e-9);
+	CHECK(json_integer_value(json_object_get(e0, "drops")) == 2);
+	CHECK(strstr(str(e0, "label"), "NIC0") && strstr(str(e0, "label"), "20%"));
+	/* n01: the port is on an interface the topology does not list: drawn as
+	 * the node's NIC, with a rate but no capacity, so no utilisation */
+	CHECK(by_id(gn, "node:n01/u0"));
+	const json_t *e1 = by_id(edges, "net:node:n01/u0>switch:leaf-r1");
+	CHECK(e1);
+	CHECK(json_number_value(json_object_get(e1, "bps")) == 8000);
+	CHECK(!json_object_get(e1, "util"));
+	CHECK(strstr(str(e1, "label"), "capacity unknown"));
+	CHECK(!json_object_get(by_id(edges, "net:node:n01/NIC0>switch:leaf-r1"), "bps"));
+	/* n02: a port read once (no rate) and n03: no telemetry: nothing */
+	const json_t *e2 = by_id(edges, "net:node:n02/NIC0>switch:leaf-r2");
+	const json_t *e3 = by_id(edges, "net:node:n03/NIC0>switch:leaf-r0");
+	CHECK(e2 && e3);
+	CHECK(!json_object_get(e2, "bps") && !json_object_get(e2, "util"));
+	CHECK(!json_object_get(e3, "bps") && !json_object_get(e3, "util"));
+	/* switch-to-switch links of the derived fabric have no counters */
+	size_t i;
+	const json_t *x;
+	json_array_foreach(edges, i, x)
+	{
+		if (!strcmp(str(x, "kind"), "fabric"))
+			CHECK(!json_object_get(x, "util") && !json_object_get(x, "bps"));
+	}
+	/* a new rate: the delta changes that edge, and the nodes it touches */
+	json_t *tel2 = tel_links("NIC0", 9e9, "u0");
+	in.telemetry = tel2;
+	json_t *g2 = iod_viz_graph(&in), *d = NULL;
+	CHECK_EQ(iod_viz_graph_delta(g, g2, &d), 1);
+	CHECK(d);
+	const json_t *ch = json_object_get(json_object_get(d, "edges"), "change");
+	const json_t *c0 = by_id(ch, "net:node:n00/NIC0>switch:leaf-r0");
+	CHECK(c0 && fabs(json_number_value(json_object_get(c0, "util")) - 0.9) < 1e-9);
+	CHECK(!by_id(ch, "net:node:n01/u0>switch:leaf-r1"));
+	CHECK_EQ(json_array_size(json_object_get(json_object_get(d, "edges"), "add")), 0);
+	json_decref(d);
+	json_decref(g2);
+	json_decref(tel2);
+	json_decref(g);
+	json_decref(tel);
+	json_decref(memo);
+	json_decref(nodes);
 }
