@@ -358,11 +358,28 @@ struct iod_viz_input {
 	const json_t *telemetry;  /* GET /v1/telemetry, or NULL */
 	const char *mesh_metrics; /* a mesh proxy's /metrics, or NULL */
 	uint32_t group_over;      /* group into racks past this many nodes (0 = never) */
+	const json_t *edge_rates; /* iod_viz_edge_rates(), or NULL: no spans read */
 	json_t *memo;             /* or NULL: an object the caller keeps between graphs;
 	                             a node's or replica's parts are reused from it when
 	                             its item is the same JSON value (viz.c) */
 };
 json_t *iod_viz_graph(const struct iod_viz_input *in);
+
+/*
+ * Per-edge service rates (caller -> callee) from the mesh's spans, over the
+ * last IOD_VIZ_RATE_WINDOW_MS. state is an object the caller keeps ({} to
+ * start). iod_viz_spans_add counts the spans of one `/spans` answer of a
+ * mesh proxy at now_ms: the callee is the span's iod.service, the caller
+ * its iod.caller ("tenant/service"; a node's own process, or a span whose
+ * caller the proxy did not know, counts for no edge); an error is status
+ * code 2. The first answer only primes (the ring's history is not a rate).
+ * iod_viz_edge_rates gives {"CALLER>CALLEE": {"rps", "err_ps", "mean_ms",
+ * "partial"}} over the time since priming, at most the window ("partial":
+ * the proxy's ring overwrote spans in it: the rates are lower bounds), or
+ * NULL before a rate exists. Pure.
+ */
+void iod_viz_spans_add(json_t *state, const json_t *answer, uint64_t now_ms);
+json_t *iod_viz_edge_rates(const json_t *state, uint64_t now_ms);
 
 /*
  * What changed from graph old to graph now, by id: *delta is {"nodes":

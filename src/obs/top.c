@@ -548,7 +548,8 @@ static void build_links(struct iod_top_table *t, const struct iod_top_input *in)
 			row->num[L_TX] = nval(l, "tx_bps");
 			/* no rate yet (one reading): "-", not 0 */
 			for (uint32_t c = L_RX; c <= L_TX; c++) {
-				if (isnan(row->num[c])) {
+				if (!(row->num[c] >= 0 &&
+				      row->num[c] < 1e18)) { /* none, or not a rate */
 					cell(row, c, "-");
 					continue;
 				}

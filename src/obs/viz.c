@@ -121,6 +121,8 @@ static void edge_util(json_t *e, const json_t *link, uint64_t nic_bps)
 	double rx = json_number_value(json_object_get(link, "rx_bps"));
 	double tx = json_number_value(json_object_get(link, "tx_bps"));
 	double bps = rx > tx ? rx : tx;
+	if (!isfinite(bps) || bps < 0 || bps > 1e18) /* not a rate a port has */
+		return;
 	double cap =
 	    nic_bps ? (double)nic_bps : json_number_value(json_object_get(link, "speed_bps"));
 	char label[128], r[32], c[32];
@@ -129,6 +131,8 @@ static void edge_util(json_t *e, const json_t *link, uint64_t nic_bps)
 	json_object_set_new(e, "util_source", json_string("data-plane port"));
 	json_object_set_new(e, "drops",
 	                    json_integer(json_integer_value(json_object_get(link, "drops"))));
+	if (!isfinite(cap) || cap > 1e18)
+		cap = 0;
 	if (cap > 0) {
 		double u = bps / cap;
 		json_object_set_new(e, "util", json_real(u > 1 ? 1 : u));
@@ -577,6 +581,35 @@ json_t *iod_viz_graph(const struct iod_viz_input *in)
 			for (uint32_t q = 0; q < mesh_n; q++)
 				if (!strcmp(mesh[q].name, json_string_value(dep)))
 					dm = &mesh[q];
+			if (in->edge_rates) {
+				/* this edge's own calls, from the spans */
+				char key[IOD_NAME_MAX * 2 + 2];
+				snprintf(key, sizeof(key), "%s>%s", sn, json_string_value(dep));
+				const json_t *er = json_object_get(in->edge_rates, key);
+				double rps = json_number_value(json_object_get(er, "rps"));
+				double eps = json_number_value(json_object_get(er, "err_ps"));
+				bool part = json_is_true(json_object_get(
+				    json_object_get(in->edge_rates, ""), "partial"));
+				if (rps > 0)
+					snprintf(label, sizeof(label),
+					         "mesh: %s%.1f req/s, %.1f err/s, %.1f ms",
+					         part ? ">=" : "", rps, eps,
+					         json_number_value(json_object_get(er, "mean_ms")));
+				else
+					snprintf(label, sizeof(label), "mesh: 0 req/s");
+				json_t *e = add_edge(&b, sid, to, "depends", label,
+				                     eps > 0 ? "warn" : "ok");
+				if (e) {
+					json_object_set_new(e, "rps", json_real(rps));
+					json_object_set_new(e, "err_ps", json_real(eps));
+					json_object_set_new(e, "mean_ms",
+					                    json_real(json_number_value(
+					                        json_object_get(er, "mean_ms"))));
+					json_object_set_new(e, "rate_source", json_string("spans"));
+					json_object_set_new(e, "rate_partial", json_boolean(part));
+				}
+				continue;
+			}
 			if (dm && dm->requests > 0)
 				snprintf(label, sizeof(label), "%.0f req, %.0f err", dm->requests,
 				         dm->errors);
@@ -619,6 +652,136 @@ json_t *iod_viz_graph(const struct iod_viz_input *in)
 	                              (int)replicas, "bad", (int)bad, "grouped", group, "fabric",
 	                              "derived"));
 	return g;
+}
+
+/* ---- per-edge service rates from the mesh's spans ----------------------- */
+
+static const char *span_attr(const json_t *span, const char *key)
+{
+	size_t i;
+	const json_t *a;
+	json_array_foreach(json_object_get(span, "attributes"), i, a)
+	{
+		if (!strcmp(sval(a, "key"), key))
+			return sval(json_object_get(a, "value"), "stringValue");
+	}
+	return "";
+}
+
+static uint64_t span_ns(const json_t *span, const char *key)
+{
+	const char *v = sval(span, key);
+	uint64_t n = 0;
+	for (; *v >= '0' && *v <= '9'; v++)
+		n = n * 10 + (uint64_t)(*v - '0');
+	return n;
+}
+
+void iod_viz_spans_add(json_t *state, const json_t *answer, uint64_t now_ms)
+{
+	if (!state || !answer)
+		return;
+	json_t *buckets = json_object_get(state, "buckets");
+	if (!buckets) {
+		buckets = json_array();
+		json_object_set_new(state, "buckets", buckets);
+	}
+	bool primed = json_object_get(state, "primed_ms") != NULL;
+	if (!primed) {
+		json_object_set_new(state, "primed_ms", json_integer((json_int_t)now_ms));
+		return;
+	}
+	json_t *edges = json_object();
+	size_t i;
+	const json_t *sp;
+	json_array_foreach(json_object_get(answer, "spans"), i, sp)
+	{
+		const char *callee = span_attr(sp, "iod.service");
+		const char *caller = span_attr(sp, "iod.caller");
+		const char *slash = strchr(caller, '/');
+		if (!callee[0] || !slash || !strncmp(caller, "node/", 5) || !slash[1])
+			continue;
+		char key[IOD_NAME_MAX * 2 + 2];
+		snprintf(key, sizeof(key), "%s>%s", slash + 1, callee);
+		json_t *c = json_object_get(edges, key);
+		if (!c) {
+			c = json_pack("[I, I, f]", (json_int_t)0, (json_int_t)0, 0.0);
+			json_object_set_new(edges, key, c);
+		}
+		uint64_t t0 = span_ns(sp, "startTimeUnixNano"), t1 = span_ns(sp, "endTimeUnixNano");
+		bool err =
+		    json_integer_value(json_object_get(json_object_get(sp, "status"), "code")) == 2;
+		json_array_set_new(c, 0,
+		                   json_integer(json_integer_value(json_array_get(c, 0)) + 1));
+		json_array_set_new(c, 1,
+		                   json_integer(json_integer_value(json_array_get(c, 1)) + err));
+		json_array_set_new(c, 2,
+		                   json_real(json_real_value(json_array_get(c, 2)) +
+		                             (t1 > t0 ? (double)(t1 - t0) / 1e6 : 0)));
+	}
+	bool lost = json_integer_value(json_object_get(answer, "overwritten")) > 0;
+	json_array_append_new(buckets, json_pack("{s:I, s:o, s:b}", "at", (json_int_t)now_ms,
+	                                         "edges", edges, "lost", lost));
+	/* what fell out of the window */
+	while (json_array_size(buckets) &&
+	       (uint64_t)json_integer_value(json_object_get(json_array_get(buckets, 0), "at")) +
+	               IOD_VIZ_RATE_WINDOW_MS <
+	           now_ms)
+		json_array_remove(buckets, 0);
+}
+
+json_t *iod_viz_edge_rates(const json_t *state, uint64_t now_ms)
+{
+	const json_t *pj = json_object_get(state, "primed_ms");
+	if (!pj)
+		return NULL;
+	uint64_t primed = (uint64_t)json_integer_value(pj);
+	uint64_t span = now_ms > primed ? now_ms - primed : 0;
+	if (span > IOD_VIZ_RATE_WINDOW_MS)
+		span = IOD_VIZ_RATE_WINDOW_MS;
+	if (span < 1000) /* under a second is no rate */
+		return NULL;
+	json_t *sum = json_object(), *out = json_object();
+	bool lost = false;
+	size_t i;
+	const json_t *b;
+	json_array_foreach(json_object_get(state, "buckets"), i, b)
+	{
+		if ((uint64_t)json_integer_value(json_object_get(b, "at")) + span < now_ms)
+			continue;
+		lost |= json_is_true(json_object_get(b, "lost"));
+		const char *k;
+		const json_t *c;
+		json_object_foreach((json_t *)json_object_get(b, "edges"), k, c)
+		{
+			json_t *t = json_object_get(sum, k);
+			if (!t) {
+				t = json_pack("[f, f, f]", 0.0, 0.0, 0.0);
+				json_object_set_new(sum, k, t);
+			}
+			for (size_t q = 0; q < 3; q++)
+				json_array_set_new(
+				    t, q,
+				    json_real(json_number_value(json_array_get(t, q)) +
+				              json_number_value(json_array_get(c, q))));
+		}
+	}
+	double secs = (double)span / 1e3;
+	const char *k;
+	json_t *t;
+	json_object_foreach(sum, k, t)
+	{
+		double req = json_number_value(json_array_get(t, 0));
+		json_object_set_new(
+		    out, k,
+		    json_pack("{s:f, s:f, s:f, s:b}", "rps", req / secs, "err_ps",
+		              json_number_value(json_array_get(t, 1)) / secs, "mean_ms",
+		              req > 0 ? json_number_value(json_array_get(t, 2)) / req : 0.0,
+		              "partial", lost));
+	}
+	json_object_set_new(out, "", json_pack("{s:f, s:b}", "window_s", secs, "partial", lost));
+	json_decref(sum);
+	return out;
 }
 
 /* ---- deltas: what changed between two graphs ------------------------------ */

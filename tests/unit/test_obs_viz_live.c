@@ -426,3 +426,89 @@ TEST(viz_link_utilisation_from_data_plane_ports)
 	json_decref(memo);
 	json_decref(nodes);
 }
+
+/* Per-edge service rates: caller -> callee from the mesh's spans, over a
+ * sliding window, on the dependency edges (not the mesh's totals). */
+static json_t *span_answer(int n_web_api, int n_web_db, int errors, int overwritten)
+{
+	json_t *spans = json_array();
+	for (int i = 0; i < n_web_api + n_web_db + 2; i++) {
+		const char *callee = i < n_web_api ? "api" : "db";
+		/* the last two: a node's own process and an unknown caller */
+		const char *caller = i == n_web_api + n_web_db  ? "node/node-1"
+		                     : i > n_web_api + n_web_db ? ""
+		                                                : "default/web";
+		json_t *attrs = json_pack("[{s:s, s:{s:s}}]", "key", "iod.service", "value",
+		                          "stringValue", callee);
+		if (caller[0])
+			json_array_append_new(attrs,
+			                      json_pack("{s:s, s:{s:s}}", "key", "iod.caller",
+			                                "value", "stringValue", caller));
+		json_array_append_new(
+		    spans, json_pack("{s:s, s:s, s:o, s:{s:i}}", "startTimeUnixNano", "1000000000",
+		                     "endTimeUnixNano", "1004000000", "attributes", attrs, "status",
+		                     "code", i < errors ? 2 : 1));
+	}
+	return json_pack("{s:s, s:o, s:i}", "cursor", "7", "spans", spans, "overwritten",
+	                 overwritten);
+}
+
+TEST(viz_edge_rates_from_spans)
+{
+	json_t *st = json_object();
+	json_t *a = span_answer(50, 0, 0, 0);
+	iod_viz_spans_add(st, a, 1000); /* primes: the ring's history is no rate */
+	json_decref(a);
+	CHECK(iod_viz_edge_rates(st, 1500) == NULL); /* under a second */
+	a = span_answer(20, 10, 5, 0);
+	iod_viz_spans_add(st, a, 3000);
+	json_decref(a);
+	json_t *r = iod_viz_edge_rates(st, 3000); /* 2 s since priming */
+	CHECK(r);
+	const json_t *wa = json_object_get(r, "web>api"), *wd = json_object_get(r, "web>db");
+	CHECK(wa && wd);
+	CHECK(fabs(json_number_value(json_object_get(wa, "rps")) - 10.0) < 1e-9);
+	CHECK(fabs(json_number_value(json_object_get(wa, "err_ps")) - 2.5) < 1e-9);
+	CHECK(fabs(json_number_value(json_object_get(wa, "mean_ms")) - 4.0) < 1e-6);
+	CHECK(fabs(json_number_value(json_object_get(wd, "rps")) - 5.0) < 1e-9);
+	CHECK_EQ(json_object_size(r), 3); /* the two edges and the window: no node, no unknown */
+	/* on the graph: the declared dependencies carry their own rates */
+	json_t *s = json_loads("{\"items\": [{\"name\": \"api\", \"value\": {}},"
+	                       " {\"name\": \"db\", \"value\": {}}, {\"name\": \"web\", "
+	                       "\"value\": {\"depends_on\": [\"api\", \"db\"]}},"
+	                       " {\"name\": \"api2\", \"value\": {\"depends_on\": [\"db\"]}}]}",
+	                       0, NULL);
+	struct iod_viz_input in = {.services = s, .edge_rates = r};
+	json_t *g = iod_viz_graph(&in);
+	const json_t *ge = json_object_get(g, "edges");
+	const json_t *e = by_id(ge, "depends:svc:web>svc:api");
+	CHECK(e && json_number_value(json_object_get(e, "rps")) == 10.0);
+	CHECK(!strcmp(str(e, "status"), "warn")); /* errors on it */
+	CHECK(strstr(str(e, "label"), "10.0 req/s, 2.5 err/s, 4.0 ms"));
+	e = by_id(ge, "depends:svc:web>svc:db");
+	CHECK(e && json_number_value(json_object_get(e, "rps")) == 5.0);
+	CHECK(!strcmp(str(e, "status"), "ok"));
+	e = by_id(ge, "depends:svc:api2>svc:db"); /* declared, no calls: 0, not db's total */
+	CHECK(e && json_number_value(json_object_get(e, "rps")) == 0);
+	CHECK(!strcmp(str(e, "label"), "mesh: 0 req/s"));
+	json_decref(g);
+	json_decref(r);
+	/* past the window the old answer is gone; an overwritten ring marks the
+	 * rates as lower bounds */
+	a = span_answer(10, 0, 0, 3);
+	iod_viz_spans_add(st, a, 14000);
+	json_decref(a);
+	r = iod_viz_edge_rates(st, 14000);
+	CHECK(fabs(json_number_value(json_object_get(json_object_get(r, "web>api"), "rps")) - 1.0) <
+	      1e-9);
+	CHECK(!json_object_get(r, "web>db"));
+	CHECK(json_is_true(json_object_get(json_object_get(r, "web>api"), "partial")));
+	in.edge_rates = r;
+	g = iod_viz_graph(&in);
+	CHECK(strstr(str(by_id(json_object_get(g, "edges"), "depends:svc:web>svc:api"), "label"),
+	             "mesh: >=1.0 req/s"));
+	json_decref(g);
+	json_decref(r);
+	json_decref(s);
+	json_decref(st);
+}
