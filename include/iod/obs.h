@@ -316,6 +316,12 @@ void iod_tel_sim_gpu(const struct iod_tel_counters *prev, const struct iod_tel_c
  */
 int iod_tel_ports_set(struct iod_tel_node *n, const struct iod_tel_port *in, uint32_t k);
 
+/* The iod_dp_port_* families of ports_n data-plane ports (labels node,
+ * port, kind, iface; drops by direction); nothing when ports_n is 0. The
+ * agent's /metrics and `iod dp run --metrics` both write them here. */
+int iod_tel_ports_prom(const char *node, const struct iod_tel_port *ports, uint32_t ports_n,
+                       struct iod_buf *b);
+
 /* Prometheus text: iod_gpu_*, iod_replica_*, iod_telemetry_*, iod_dp_port_*
  * (when the node has data-plane ports) and DCGM_FI_DEV_*. */
 int iod_tel_prom(const struct iod_tel_node *n, struct iod_buf *b);

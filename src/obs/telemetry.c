@@ -318,9 +318,13 @@ static double v_simulated(const struct iod_tel_gpu *g, const struct iod_tel_gpu_
 	return g->simulated ? 1 : 0;
 }
 
-/* The data plane's ports: one family per counter, labels node, port,
- * kind, iface; drops by direction. Nothing when the node has no ports. */
 static int ports_prom(const struct iod_tel_node *n, struct iod_buf *b)
+{
+	return iod_tel_ports_prom(n->node, n->ports, n->ports_n, b);
+}
+
+int iod_tel_ports_prom(const char *node, const struct iod_tel_port *ports, uint32_t ports_n,
+                       struct iod_buf *b)
 {
 	static const struct {
 		const char *name, *help;
@@ -334,15 +338,15 @@ static int ports_prom(const struct iod_tel_node *n, struct iod_buf *b)
 	     "not be sent."},
 	};
 	int rc = 0;
-	if (!n->ports_n)
+	if (!ports_n)
 		return 0;
 	for (size_t f = 0; !rc && f < IOD_ARRAY_LEN(pf); f++) {
 		rc = iod_prom_header(b, pf[f].name, "counter", pf[f].help);
-		for (uint32_t i = 0; !rc && i < n->ports_n; i++) {
-			const struct iod_tel_port *p = &n->ports[i];
+		for (uint32_t i = 0; !rc && i < ports_n; i++) {
+			const struct iod_tel_port *p = &ports[i];
 			char labels[512];
 			if (f < 4) {
-				if (iod_prom_labels(labels, sizeof(labels), "node", n->node, "port",
+				if (iod_prom_labels(labels, sizeof(labels), "node", node, "port",
 				                    p->name, "kind", p->kind, "iface", p->iface,
 				                    (const char *)NULL))
 					continue;
@@ -354,7 +358,7 @@ static int ports_prom(const struct iod_tel_node *n, struct iod_buf *b)
 				continue;
 			}
 			for (int d = 0; !rc && d < 2; d++) {
-				if (iod_prom_labels(labels, sizeof(labels), "node", n->node, "port",
+				if (iod_prom_labels(labels, sizeof(labels), "node", node, "port",
 				                    p->name, "kind", p->kind, "iface", p->iface,
 				                    "direction", d ? "tx" : "rx",
 				                    (const char *)NULL))
