@@ -330,6 +330,12 @@ void iod_agent_vswitch_port(struct iod_agent_vswitch *v, const char *name, const
                             uint32_t ip, bool up);
 /* The cluster's overlay table, from the watch (copied). */
 void iod_agent_vswitch_table(struct iod_agent_vswitch *v, const struct iod_agent_overlay_table *t);
+/* The switch's ports (fabric, host, then one per replica) with their
+ * counters as its thread last published them (every
+ * IOD_AGENT_VSWITCH_STATS_MS): up to max into out; returns the count. */
+struct iod_tel_port;
+uint32_t iod_agent_vswitch_ports(struct iod_agent_vswitch *v, struct iod_tel_port *out,
+                                 uint32_t max);
 
 /* ---- concurrent health checks (shell, prober in probe.c) ------------------ */
 

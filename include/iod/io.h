@@ -98,6 +98,12 @@ int iod_io_port_open(struct iod_io_port *p, const struct iod_io_port_cfg *cfg, s
 void iod_io_port_close(struct iod_io_port *p);
 /* The port's descriptor to poll for rx; -1 when it has none. */
 int iod_io_port_fd(const struct iod_io_port *p);
+/* A reading of the port's counters for telemetry (include/iod/obs.h):
+ * name, kind (fabric | host | replica) and iface as given, at_ms the
+ * reading's wall clock; drops are rx_nobuf (rx) and tx_errors (tx). */
+struct iod_tel_port;
+void iod_io_port_reading(const struct iod_io_port *p, const char *name, const char *kind,
+                         const char *iface, uint64_t at_ms, struct iod_tel_port *out);
 static inline uint32_t iod_io_rx(struct iod_io_port *p, struct iod_pkt **pkts, uint32_t n,
                                  int timeout_ms)
 {

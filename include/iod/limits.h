@@ -421,6 +421,9 @@ _Static_assert(IOD_UP_NODES_MAX <= 250, "a node's underlay address is 10.254.<le
 /* The virtual switch's wait when no port had a frame: bounds the CPU an
  * idle switch takes; a frame wakes it at once (its block retires in 1 ms). */
 #define IOD_AGENT_VSWITCH_IDLE_MS 5
+/* How often the virtual switch's thread publishes its ports' counters for
+ * telemetry (a copy under its lock; the packet path never takes it). */
+#define IOD_AGENT_VSWITCH_STATS_MS 200
 
 /* ---- state/objects (typed cluster objects) ---------------------------- */
 
@@ -840,12 +843,18 @@ _Static_assert(IOD_CHAOS_DURATION_MAX_MS < 0xffffffffu, "fault durations fit 32 
 #define IOD_TEL_GPUS_MAX 16
 /* Replicas one agent samples (as many as it runs). */
 #define IOD_TEL_REPLICAS_MAX 256
+/* Data-plane ports one agent reports: its virtual switch's fabric and host
+ * ports and one per replica. */
+#define IOD_TEL_PORTS_MAX (IOD_AGENT_REPLICAS_MAX + 2)
 /* Node telemetry summaries a server keeps in memory (one per node; the
  * largest simulated cluster has 1,000 nodes). */
 #define IOD_TEL_NODES_MAX 4096
 /* Cluster nodes per rack when `iod viz` groups a large cluster: a 42U rack
  * of 1U servers, rounded to what a leaf switch serves. */
 #define IOD_VIZ_RACK_NODES 32
+/* The window per-edge service rates (caller -> callee, from the mesh's
+ * spans) are averaged over in the live view. */
+#define IOD_VIZ_RATE_WINDOW_MS 10000
 /* Browsers following one live view's events at once (SSE streams). */
 #define IOD_VIZ_SSE_CLIENTS_MAX 32
 /* Connections the live view's web server takes at once. */

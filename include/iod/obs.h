@@ -223,6 +223,27 @@ struct iod_tel_replica {
 	struct iod_tel_replica_sample ring[IOD_TEL_RING]; /* the newest n */
 };
 
+/*
+ * One port of the node's data plane (the agent's virtual switch,
+ * src/agent/vswitch.c): the port's own counters (struct iod_io_stats) as
+ * read at at_ms, and the rates since the reading before.
+ */
+struct iod_tel_port {
+	char name[IOD_NAME_MAX]; /* "fabric", "host", or the replica behind it */
+	char kind[16];           /* fabric | host | replica */
+	char iface[32];          /* the interface the port opens */
+	uint64_t rx_packets;     /* received */
+	uint64_t rx_bytes;       /* received bytes */
+	uint64_t tx_packets;     /* sent */
+	uint64_t tx_bytes;       /* sent bytes */
+	uint64_t rx_dropped;     /* received with no buffer free: dropped */
+	uint64_t tx_dropped;     /* could not be sent: dropped */
+	uint64_t at_ms;          /* wall clock of the reading */
+	uint64_t speed_bps;      /* the interface's speed as its driver reports it; 0 unknown */
+	bool rated;              /* rx_bps/tx_bps hold: two readings of the same port */
+	double rx_bps, tx_bps;   /* bits per second between them */
+};
+
 /* A node's telemetry state: owned by one agent thread (or behind its lock). */
 struct iod_tel_node {
 	char node[IOD_NAME_MAX];                               /* node name */
@@ -234,6 +255,8 @@ struct iod_tel_node {
 	struct iod_tel_gpu gpus[IOD_TEL_GPUS_MAX];             /* per GPU */
 	uint32_t replicas_n;                                   /* replicas in replicas */
 	struct iod_tel_replica replicas[IOD_TEL_REPLICAS_MAX]; /* per replica */
+	uint32_t ports_n;                                      /* data-plane ports in ports */
+	struct iod_tel_port ports[IOD_TEL_PORTS_MAX];          /* per data-plane port */
 };
 
 /* The newest sample of a GPU or replica, NULL when none. */
@@ -284,10 +307,27 @@ void iod_tel_sim_gpu(const struct iod_tel_counters *prev, const struct iod_tel_c
                      uint64_t dt_ms, uint32_t gpus_n, uint64_t mem_total_bytes, uint64_t at_ms,
                      struct iod_tel_gpu_sample *out);
 
-/* Prometheus text: iod_gpu_*, iod_replica_*, iod_telemetry_* and DCGM_FI_DEV_*. */
+/*
+ * Replace the node's data-plane ports with a new reading of k ports (at
+ * most IOD_TEL_PORTS_MAX; the rest are dropped). A port with the same name
+ * and interface in the previous reading, read earlier and with counters
+ * that did not go backwards (a reopened port starts from zero), gets rates;
+ * any other is not rated (nothing is made up). -ENOMEM leaves the old.
+ */
+int iod_tel_ports_set(struct iod_tel_node *n, const struct iod_tel_port *in, uint32_t k);
+
+/* The iod_dp_port_* families of ports_n data-plane ports (labels node,
+ * port, kind, iface; drops by direction); nothing when ports_n is 0. The
+ * agent's /metrics and `iod dp run --metrics` both write them here. */
+int iod_tel_ports_prom(const char *node, const struct iod_tel_port *ports, uint32_t ports_n,
+                       struct iod_buf *b);
+
+/* Prometheus text: iod_gpu_*, iod_replica_*, iod_telemetry_*, iod_dp_port_*
+ * (when the node has data-plane ports) and DCGM_FI_DEV_*. */
 int iod_tel_prom(const struct iod_tel_node *n, struct iod_buf *b);
 
-/* The summary sent to the control plane (newest values, a short history). */
+/* The summary sent to the control plane (newest values, a short history;
+ * "links": one per data-plane port, with rx_bps/tx_bps when rated). */
 json_t *iod_tel_summary_json(const struct iod_tel_node *n, uint64_t now_ms);
 
 /* Every sample in the rings (GET /v1/telemetry on the agent). */
@@ -324,11 +364,28 @@ struct iod_viz_input {
 	const json_t *telemetry;  /* GET /v1/telemetry, or NULL */
 	const char *mesh_metrics; /* a mesh proxy's /metrics, or NULL */
 	uint32_t group_over;      /* group into racks past this many nodes (0 = never) */
+	const json_t *edge_rates; /* iod_viz_edge_rates(), or NULL: no spans read */
 	json_t *memo;             /* or NULL: an object the caller keeps between graphs;
 	                             a node's or replica's parts are reused from it when
 	                             its item is the same JSON value (viz.c) */
 };
 json_t *iod_viz_graph(const struct iod_viz_input *in);
+
+/*
+ * Per-edge service rates (caller -> callee) from the mesh's spans, over the
+ * last IOD_VIZ_RATE_WINDOW_MS. state is an object the caller keeps ({} to
+ * start). iod_viz_spans_add counts the spans of one `/spans` answer of a
+ * mesh proxy at now_ms: the callee is the span's iod.service, the caller
+ * its iod.caller ("tenant/service"; a node's own process, or a span whose
+ * caller the proxy did not know, counts for no edge); an error is status
+ * code 2. The first answer only primes (the ring's history is not a rate).
+ * iod_viz_edge_rates gives {"CALLER>CALLEE": {"rps", "err_ps", "mean_ms",
+ * "partial"}} over the time since priming, at most the window ("partial":
+ * the proxy's ring overwrote spans in it: the rates are lower bounds), or
+ * NULL before a rate exists. Pure.
+ */
+void iod_viz_spans_add(json_t *state, const json_t *answer, uint64_t now_ms);
+json_t *iod_viz_edge_rates(const json_t *state, uint64_t now_ms);
 
 /*
  * What changed from graph old to graph now, by id: *delta is {"nodes":

@@ -650,6 +650,8 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 	struct iod_err te = {0};
 	if (iod_agent_telemetry_start(&a->telemetry, c, &te))
 		IOD_WARN("agent", "node %s: no telemetry: %s", c->name, te.msg);
+	if (a->netns && a->netns->vsw)
+		iod_agent_telemetry_set_vswitch(a->telemetry, a->netns->vsw);
 
 	uint64_t start = iod_clock_now_ns(), stop_by = 0, next_manifest = start + MANIFEST_POLL_NS;
 	for (;;) {

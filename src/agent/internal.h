@@ -69,5 +69,9 @@ struct iod_agent_telemetry;
 int iod_agent_telemetry_start(struct iod_agent_telemetry **out, const struct iod_agent_config *c,
                               struct iod_err *e);
 void iod_agent_telemetry_stop(struct iod_agent_telemetry *t);
+/* Report the node's virtual switch's ports (data-plane counters) from the
+ * next sample on; v must outlive t (stop t first). NULL t: nothing. */
+struct iod_agent_vswitch;
+void iod_agent_telemetry_set_vswitch(struct iod_agent_telemetry *t, struct iod_agent_vswitch *v);
 
 #endif

@@ -19,6 +19,7 @@
 #include "iod/objects.h"
 #include "iod/api.h"
 #include "iod/config.h"
+#include "iod/agent_run.h"
 #include "iod/obs.h"
 #include "iod/topo.h"
 
@@ -27,7 +28,11 @@
 #include <netinet/in.h>
 #include <microhttpd.h>
 #include <pthread.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+#include <net/if.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,6 +66,8 @@ struct iod_agent_telemetry {
 	bool api_ok;                        /* api initialised */
 	uint64_t pushed_ms;                 /* last summary sent */
 	bool push_warned;                   /* a failed push was logged */
+	struct iod_agent_vswitch *vsw;      /* under lock: the data plane, or NULL */
+	struct iod_tel_port *ports;         /* a reading of its ports */
 	uint32_t slots_n;                   /* counters slots in use */
 	struct tel_counters_slot slots[IOD_TEL_REPLICAS_MAX]; /* per replica */
 };
@@ -181,6 +188,26 @@ static int read_counters(struct iod_agent_telemetry *t, const char *replica, lon
 		rc = iod_tel_counters_parse(b.data ? b.data : "", b.len, c, &e);
 	iod_buf_free(&b);
 	return rc;
+}
+
+/* An interface's speed as its driver reports it (ethtool); 0 when it
+ * reports none (a veth may report a nominal 10 Gb/s: what the kernel says). */
+static uint64_t iface_speed_bps(const char *iface)
+{
+	struct ethtool_cmd ec = {.cmd = ETHTOOL_GSET};
+	struct ifreq r;
+	memset(&r, 0, sizeof(r));
+	iod_strlcpy(r.ifr_name, iface, sizeof(r.ifr_name));
+	r.ifr_data = (void *)&ec;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	int rc = ioctl(fd, SIOCETHTOOL, &r);
+	close(fd);
+	uint32_t mbps = ethtool_cmd_speed(&ec);
+	if (rc || !mbps || mbps == (uint32_t)SPEED_UNKNOWN)
+		return 0;
+	return (uint64_t)mbps * 1000000ull;
 }
 
 static void sample(struct iod_agent_telemetry *t)
@@ -312,6 +339,14 @@ static void sample(struct iod_agent_telemetry *t)
 		iod_tel_gpu_push(gp, &s);
 	}
 	iod_tel_replicas_sweep(n);
+	/* the data plane's ports, as the switch's thread last published them */
+	if (t->vsw && t->ports) {
+		uint32_t k = iod_agent_vswitch_ports(t->vsw, t->ports, IOD_TEL_PORTS_MAX);
+		for (uint32_t q = 0; q < k; q++)
+			if (!strcmp(t->ports[q].kind, "fabric"))
+				t->ports[q].speed_bps = iface_speed_bps(t->ports[q].iface);
+		iod_tel_ports_set(n, t->ports, k);
+	}
 	n->samples_total++;
 	n->sample_ns_total += mono_ns() - t0;
 	struct timespec cpu;
@@ -570,6 +605,19 @@ void iod_agent_telemetry_stop(struct iod_agent_telemetry *t)
 		iod_api_client_close(&t->api);
 	pthread_mutex_destroy(&t->lock);
 	pthread_cond_destroy(&t->wake);
+	free(t->ports);
 	free(t->node);
 	free(t);
+}
+
+void iod_agent_telemetry_set_vswitch(struct iod_agent_telemetry *t, struct iod_agent_vswitch *v)
+{
+	if (!t)
+		return;
+	struct iod_tel_port *ports = v ? calloc(IOD_TEL_PORTS_MAX, sizeof(*ports)) : NULL;
+	pthread_mutex_lock(&t->lock);
+	free(t->ports);
+	t->ports = ports;
+	t->vsw = ports ? v : NULL;
+	pthread_mutex_unlock(&t->lock);
 }

@@ -15,6 +15,7 @@
  */
 #include "iod/agent_run.h"
 #include "iod/io.h"
+#include "iod/obs.h"
 
 #include <arpa/inet.h>
 #include <net/if.h>
@@ -62,6 +63,10 @@ struct iod_agent_vswitch {
 	char (*vbuf)[16];
 	struct iod_dp_loop loop;
 	int udp_fd;
+	/* the ports' counters as last published (under mu) */
+	struct iod_tel_port *pub; /* IOD_AGENT_REPLICAS_MAX + 2 */
+	uint32_t pub_n;
+	uint64_t pub_ns; /* when the thread last published */
 };
 
 static int dev_info(const char *dev, uint32_t *ip, uint8_t mac[6], struct iod_err *e)
@@ -202,6 +207,33 @@ static void rebuild(struct iod_agent_vswitch *v)
 	         v->cfg->networks_n, eps, v->nvp, nets);
 }
 
+/* Copy the ports' counters (written only by this thread) for readers. */
+static void publish_ports(struct iod_agent_vswitch *v)
+{
+	uint64_t at_ms = iod_time_unix_ns() / IOD_NS_PER_MS;
+	pthread_mutex_lock(&v->mu);
+	uint32_t k = 0;
+	iod_io_port_reading(&v->ports[IOD_DP_PORT_FABRIC], "fabric", "fabric", v->dev, at_ms,
+	                    &v->pub[k++]);
+	iod_io_port_reading(&v->ports[IOD_DP_PORT_HOST], "host", "host", v->host_port, at_ms,
+	                    &v->pub[k++]);
+	for (uint32_t i = 0; i < v->nvp; i++)
+		iod_io_port_reading(&v->vp[i].port, v->vp[i].name, "replica", v->vp[i].veth, at_ms,
+		                    &v->pub[k++]);
+	v->pub_n = k;
+	pthread_mutex_unlock(&v->mu);
+}
+
+uint32_t iod_agent_vswitch_ports(struct iod_agent_vswitch *v, struct iod_tel_port *out,
+                                 uint32_t max)
+{
+	pthread_mutex_lock(&v->mu);
+	uint32_t k = v->pub_n < max ? v->pub_n : max;
+	memcpy(out, v->pub, k * sizeof(*out));
+	pthread_mutex_unlock(&v->mu);
+	return k;
+}
+
 static void *vswitch_main(void *arg)
 {
 	struct iod_agent_vswitch *v = arg;
@@ -218,7 +250,12 @@ static void *vswitch_main(void *arg)
 			seen = gen;
 			rebuild(v);
 		}
-		uint32_t got = v->loaded ? iod_dp_loop_step(&v->loop, iod_clock_now_ns()) : 0;
+		uint64_t now = iod_clock_now_ns();
+		if (now - v->pub_ns >= IOD_AGENT_VSWITCH_STATS_MS * IOD_NS_PER_MS) {
+			v->pub_ns = now;
+			publish_ports(v);
+		}
+		uint32_t got = v->loaded ? iod_dp_loop_step(&v->loop, now) : 0;
 		if (got)
 			continue;
 		/* idle: wait (bounded) for any port */
@@ -258,8 +295,9 @@ int iod_agent_vswitch_start(struct iod_agent_vswitch **out, const struct iod_age
 	v->tbuf = calloc(1, sizeof(*v->tbuf));
 	v->cfg = calloc(1, sizeof(*v->cfg));
 	v->last = calloc(1, sizeof(*v->last));
+	v->pub = calloc(IOD_AGENT_REPLICAS_MAX + 2, sizeof(*v->pub));
 	if (!v->locals || !v->veths || !v->lbuf || !v->vbuf || !v->vp || !v->hp || !v->hmac ||
-	    !v->tbuf || !v->cfg || !v->last) {
+	    !v->tbuf || !v->cfg || !v->last || !v->pub) {
 		iod_agent_vswitch_stop(v);
 		return iod_err_set(e, -ENOMEM, "out of memory");
 	}
@@ -331,6 +369,7 @@ void iod_agent_vswitch_stop(struct iod_agent_vswitch *v)
 	free(v->tbuf);
 	free(v->cfg);
 	free(v->last);
+	free(v->pub);
 	free(v);
 }
 

@@ -10,8 +10,14 @@
  */
 #include "cli.h"
 #include "iod/io.h"
+#include "iod/obs.h"
 
+#include <arpa/inet.h>
 #include <getopt.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +45,7 @@ static void usage_dp(FILE *f)
 static void usage_run(FILE *f)
 {
 	fprintf(f, "usage: iod dp run --config FILE [--state FILE] [--duration DUR]\n"
-	           "                  [--count N] [-o text|json]\n\n"
+	           "                  [--count N] [--metrics ADDR] [-o text|json]\n\n"
 	           "  --config FILE    YAML: vtep, ports (host, fabric), networks (with\n"
 	           "                   adaptive_routing), security_groups, services\n"
 	           "                   (docs/dataplane.md, docs/adaptive-routing.md)\n"
@@ -48,6 +54,8 @@ static void usage_run(FILE *f)
 	           "  --duration DUR   stop after DUR (e.g. 30s); default: until SIGINT/SIGTERM\n"
 	           "                   or until every pcap/mem input is exhausted\n"
 	           "  --count N        stop after N packets received\n"
+	           "  --metrics ADDR   serve the ports' counters on http://ADDR/metrics\n"
+	           "                   (IPv4:PORT; Prometheus, iod_dp_port_*)\n"
 	           "  -o json          print the final summary as JSON\n");
 }
 
@@ -87,20 +95,115 @@ static int write_state(const struct iod_flow_dp *dp, const struct iod_flow_dp_ar
 	return 0;
 }
 
+#if MHD_VERSION >= 0x00097002
+#define DP_MHD_RESULT enum MHD_Result
+#else
+#define DP_MHD_RESULT int
+#endif
+
+/* The ports' counters for /metrics: the loop copies them here every
+ * IOD_AGENT_VSWITCH_STATS_MS (the packet path takes no lock). */
+struct dp_metrics {
+	pthread_mutex_t mu;
+	char node[IOD_NAME_MAX];
+	struct iod_tel_port ports[2];
+	uint32_t n;
+};
+
+static void dp_metrics_publish(struct dp_metrics *m, const struct iod_io_port *ports,
+                               const struct iod_flow_dp_config *cfg)
+{
+	uint64_t at_ms = iod_time_unix_ns() / IOD_NS_PER_MS;
+	pthread_mutex_lock(&m->mu);
+	for (int i = 0; i < 2; i++)
+		iod_io_port_reading(&ports[i], i ? "fabric" : "host", i ? "fabric" : "host",
+		                    cfg->ports[i].iface[0] ? cfg->ports[i].iface
+		                                           : cfg->ports[i].backend,
+		                    at_ms, &m->ports[i]);
+	m->n = 2;
+	pthread_mutex_unlock(&m->mu);
+}
+
+static DP_MHD_RESULT dp_metrics_answer(void *cls, struct MHD_Connection *c, const char *url,
+                                       const char *method, const char *version, const char *upload,
+                                       size_t *upload_size, void **con_cls)
+{
+	struct dp_metrics *m = cls;
+	(void)version;
+	(void)upload;
+	(void)upload_size;
+	(void)con_cls;
+	struct iod_buf b;
+	iod_buf_init(&b);
+	unsigned code = 200;
+	const char *ctype = IOD_PROM_CONTENT_TYPE;
+	if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
+		code = 405;
+		iod_buf_printf(&b, "GET /metrics\n");
+	} else if (strcmp(url, "/metrics")) {
+		code = 404;
+		iod_buf_printf(&b, "GET /metrics\n");
+	} else {
+		pthread_mutex_lock(&m->mu);
+		int rc = iod_tel_ports_prom(m->node, m->ports, m->n, &b);
+		pthread_mutex_unlock(&m->mu);
+		if (rc) {
+			code = 500;
+			b.len = 0;
+			iod_buf_printf(&b, "out of memory\n");
+		}
+	}
+	if (code != 200)
+		ctype = "text/plain";
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+	    b.len, b.data ? b.data : (void *)"",
+	    b.data ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	if (!r) {
+		iod_buf_free(&b);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", ctype);
+	DP_MHD_RESULT q = MHD_queue_response(c, code, r);
+	MHD_destroy_response(r);
+	return q;
+}
+
+static struct MHD_Daemon *dp_metrics_serve(struct dp_metrics *m, const char *addr,
+                                           struct iod_err *e)
+{
+	char host[IOD_ADDR_MAX];
+	iod_strlcpy(host, addr, sizeof(host));
+	char *colon = strrchr(host, ':');
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	if (colon) {
+		*colon = 0;
+		sa.sin_port = htons((uint16_t)atoi(colon + 1));
+	}
+	if (!colon || inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+		iod_err_set(e, -EINVAL, "--metrics %s: want IPv4:PORT", addr);
+		return NULL;
+	}
+	struct MHD_Daemon *d = MHD_start_daemon(
+	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, dp_metrics_answer,
+	    m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT,
+	    (unsigned)64, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+	if (!d)
+		iod_err_set(e, -EADDRINUSE, "--metrics %s: cannot listen (in use?)", addr);
+	return d;
+}
+
 static int dp_run(int argc, char **argv)
 {
-	static const struct option opts[] = {{"config", required_argument, 0, 'c'},
-	                                     {"state", required_argument, 0, 's'},
-	                                     {"duration", required_argument, 0, 'd'},
-	                                     {"count", required_argument, 0, 'n'},
-	                                     {"output", required_argument, 0, 'o'},
-	                                     {"help", no_argument, 0, 'h'},
-	                                     {0, 0, 0, 0}};
-	const char *config = NULL, *state = "/tmp/iod-dp.json", *outs = "text";
+	static const struct option opts[] = {
+	    {"config", required_argument, 0, 'c'},   {"state", required_argument, 0, 's'},
+	    {"duration", required_argument, 0, 'd'}, {"count", required_argument, 0, 'n'},
+	    {"metrics", required_argument, 0, 'm'},  {"output", required_argument, 0, 'o'},
+	    {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+	const char *config = NULL, *state = "/tmp/iod-dp.json", *outs = "text", *metrics = NULL;
 	uint64_t duration_ns = 0, count = 0;
 	struct iod_err e = {0};
 	int c;
-	while ((c = getopt_long(argc, argv, "c:s:d:n:o:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:s:d:n:m:o:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c': config = optarg; break;
 		case 's': state = optarg; break;
@@ -110,6 +213,7 @@ static int dp_run(int argc, char **argv)
 				                    e.msg);
 			break;
 		case 'n': count = strtoull(optarg, NULL, 10); break;
+		case 'm': metrics = optarg; break;
 		case 'o': outs = optarg; break;
 		case 'h': usage_run(stdout); return 0;
 		default: usage_run(stderr); return IOD_EXIT_INVALID;
@@ -163,17 +267,33 @@ static int dp_run(int argc, char **argv)
 	}
 	if (rc)
 		goto out;
+	static struct dp_metrics dm = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct MHD_Daemon *http = NULL;
+	if (metrics) {
+		if (gethostname(dm.node, sizeof(dm.node)))
+			iod_strlcpy(dm.node, "local", sizeof(dm.node));
+		dm.node[sizeof(dm.node) - 1] = 0;
+		dp_metrics_publish(&dm, ports, cfg);
+		if (!(http = dp_metrics_serve(&dm, metrics, &e))) {
+			rc = iod_cli_fail("dp run", IOD_EXIT_INVALID, "%s", e.msg);
+			goto out;
+		}
+	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	IOD_INFO("dp", "running %s: host=%s(%s) fabric=%s(%s), %u networks, %u services", config,
 	         ports[0].ops->name, cfg->ports[0].iface, ports[1].ops->name, cfg->ports[1].iface,
 	         cfg->networks_n, cfg->services_n);
-	uint64_t start = iod_clock_now_ns(), last_state = start;
+	uint64_t start = iod_clock_now_ns(), last_state = start, last_pub = start;
 	struct iod_dp_loop loop;
 	iod_dp_loop_init(&loop, &dp, ar, ports);
 	while (!stop_flag) {
 		uint64_t now = iod_clock_now_ns();
 		uint32_t got = iod_dp_loop_step(&loop, now);
+		if (http && now - last_pub >= IOD_AGENT_VSWITCH_STATS_MS * IOD_NS_PER_MS) {
+			dp_metrics_publish(&dm, ports, cfg);
+			last_pub = now;
+		}
 		if (now - last_state >= IOD_NS_PER_S) {
 			write_state(&dp, ar, ports, state);
 			last_state = now;
@@ -185,6 +305,10 @@ static int dp_run(int argc, char **argv)
 			break;
 		if (!got)
 			iod_dp_loop_idle(&loop);
+	}
+	if (http) {
+		MHD_stop_daemon(http);
+		http = NULL;
 	}
 	if (write_state(&dp, ar, ports, state))
 		IOD_WARN("dp", "cannot write state file %s", state);

@@ -626,7 +626,9 @@ int cmd_up(int argc, char **argv)
 		}
 		/* each agent's telemetry (/metrics, /v1/telemetry) on its own port */
 		snprintf(telv, sizeof(telv), "127.0.0.1:%ld", telemetry_port + i - 1);
-		if (telemetry_port && !netns) {
+		if (netns) /* its own network: its underlay address, one port for all */
+			snprintf(telv, sizeof(telv), "%s:%ld", addr, telemetry_port);
+		if (telemetry_port) {
 			av[k++] = "--telemetry-addr";
 			av[k++] = telv;
 		}
@@ -648,7 +650,10 @@ int cmd_up(int argc, char **argv)
 	iod_api_client_close(&cl);
 	uint64_t t1 = (iod_clock_now_ns() / IOD_NS_PER_MS);
 	char tel_first[48] = "off";
-	if (telemetry_port)
+	if (telemetry_port && netns)
+		snprintf(tel_first, sizeof(tel_first), "http://10.254.<leaf>.<k>:%ld",
+		         telemetry_port);
+	else if (telemetry_port)
 		snprintf(tel_first, sizeof(tel_first), "http://127.0.0.1:%ld", telemetry_port);
 	if (out == IOD_OUT_JSON) {
 		json_t *j = json_pack(
@@ -670,13 +675,14 @@ int cmd_up(int argc, char **argv)
 	       "  API      %s (%s)\n"
 	       "  state    %s (server-N.log, node-N.log, node-N/replicas/*/log)\n"
 	       "  mesh     %s%s (node-1's proxy: /registry /metrics /spans)\n"
-	       "  metrics  %s (node-N's agent on the next ports: /metrics /v1/telemetry)\n"
+	       "  metrics  %s (%s: /metrics /v1/telemetry)\n"
 	       "next: iod deploy -f examples/service-topology.yaml && iod get replicas; "
 	       "iod down\n",
 	       (unsigned long long)(t1 - t0), servers, nodes, gpus, model, apis,
 	       netns ? "TLS on the underlay; the context \"local\" names them"
 	             : "IOD_SERVER; the default 127.0.0.1:7400 is one of them",
-	       dir, mesh && !netns ? "http://" : "off", mesh && !netns ? mesh_admin : "",
-	       netns ? "off" : tel_first);
+	       dir, mesh && !netns ? "http://" : "off", mesh && !netns ? mesh_admin : "", tel_first,
+	       netns ? "each node's agent on its underlay address, in its netns"
+	             : "node-N's agent on the next ports");
 	return 0;
 }

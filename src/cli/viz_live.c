@@ -85,6 +85,8 @@ struct live {
 	json_t *memo;                /* the graph's parts of unchanged objects (iod_viz_graph) */
 	json_t *telemetry;           /* the last /v1/telemetry, or NULL */
 	char *mesh_text;             /* the last mesh /metrics, or NULL */
+	json_t *spans;               /* per-edge rates' state (iod_viz_spans_add) */
+	char span_cursor[1400];      /* the mesh's /spans cursor */
 	uint64_t side_at_ms;         /* when telemetry and mesh were read */
 	uint64_t rev;                /* the watch goes on from here */
 	bool synced;                 /* the model holds a full list */
@@ -174,6 +176,40 @@ static int get_json(struct live *l, const char *path, json_t **out, int *status,
 	return *out ? 0 : -EIO;
 }
 
+/* The mesh's spans since the last read, into the per-edge rates (a few
+ * answers when the proxy has more than one holds); 1 when any came. */
+static int read_spans(struct live *l)
+{
+	int got = 0;
+	if (!l->spans && !(l->spans = json_object()))
+		return 0;
+	for (int k = 0; k < 8; k++) {
+		struct iod_http_conn fd = {0};
+		struct iod_api_response r;
+		struct iod_err e = {0};
+		char path[1500];
+		json_t *doc = NULL;
+		snprintf(path, sizeof(path), "/spans?after=%s", l->span_cursor);
+		if (!iod_api_http_once(&fd, l->mesh, "GET", path, NULL, NULL, 0, 1000, &r, &e)) {
+			if (r.status == 200 && r.body)
+				doc = json_loads(r.body, 0, NULL);
+			iod_api_response_free(&r);
+		}
+		iod_http_conn_close(&fd);
+		if (!doc)
+			break;
+		const char *cur = json_string_value(json_object_get(doc, "cursor"));
+		iod_strlcpy(l->span_cursor, cur ? cur : "", sizeof(l->span_cursor));
+		size_t n = json_array_size(json_object_get(doc, "spans"));
+		iod_viz_spans_add(l->spans, doc, mono_ms());
+		json_decref(doc);
+		got |= n > 0;
+		if (!n)
+			break;
+	}
+	return got || json_object_get(l->spans, "buckets") != NULL;
+}
+
 /* Telemetry and the mesh's counters: 1 when they changed. */
 static int read_side(struct live *l)
 {
@@ -202,6 +238,8 @@ static int read_side(struct live *l)
 			changed = 1;
 		free(l->mesh_text);
 		l->mesh_text = m;
+		if (read_spans(l))
+			changed = 1;
 	}
 	return changed;
 }
@@ -329,15 +367,18 @@ static void rebuild(struct live *l)
 	json_t *lists[IOD_ARRAY_LEN(kinds)];
 	for (size_t i = 0; i < IOD_ARRAY_LEN(kinds); i++)
 		lists[i] = iod_viz_model_list(l->model, kinds[i]);
+	json_t *rates = l->spans ? iod_viz_edge_rates(l->spans, mono_ms()) : NULL;
 	struct iod_viz_input in = {.nodes = lists[0],
 	                           .services = lists[1],
 	                           .replicas = lists[2],
 	                           .endpoints = lists[3],
 	                           .telemetry = l->telemetry,
 	                           .mesh_metrics = l->mesh_text,
+	                           .edge_rates = rates,
 	                           .group_over = l->group_over,
 	                           .memo = l->memo};
 	json_t *g = iod_viz_graph(&in);
+	json_decref(rates);
 	for (size_t i = 0; i < IOD_ARRAY_LEN(kinds); i++)
 		json_decref(lists[i]);
 	if (!g)
@@ -793,6 +834,7 @@ int iod_viz_live_run(struct iod_api_client *c, const char *mesh, const char *lis
 	json_decref(l.memo);
 	json_decref(l.telemetry);
 	free(l.mesh_text);
+	json_decref(l.spans);
 	json_decref(l.events);
 	return IOD_EXIT_OK;
 }

@@ -7,6 +7,7 @@
  * allocates on rx/tx: buffers come from the port's pool.
  */
 #include "iod/io.h"
+#include "iod/obs.h"
 
 #include <pcap/pcap.h>
 #include <stdlib.h>
@@ -20,7 +21,10 @@ const struct iod_io_ops *iod_io_dpdk_ops_get(void) __attribute__((weak));
 int iod_io_pool_init(struct iod_io_pool *p, uint32_t count)
 {
 	memset(p, 0, sizeof(*p));
-	p->bufs = aligned_alloc(64, sizeof(struct iod_io_buf) * count);
+	/* aligned_alloc wants a multiple of the alignment (a pool of 4
+	 * buffers of 2,216 bytes is not one) */
+	size_t bytes = (sizeof(struct iod_io_buf) * count + 63) & ~(size_t)63;
+	p->bufs = aligned_alloc(64, bytes);
 	p->free_stack = malloc(sizeof(uint32_t) * count);
 	if (!p->bufs || !p->free_stack) {
 		iod_io_pool_destroy(p);
@@ -382,6 +386,22 @@ int iod_io_port_open(struct iod_io_port *p, const struct iod_io_port_cfg *cfg, s
 		return rc;
 	}
 	return 0;
+}
+
+void iod_io_port_reading(const struct iod_io_port *p, const char *name, const char *kind,
+                         const char *iface, uint64_t at_ms, struct iod_tel_port *o)
+{
+	memset(o, 0, sizeof(*o));
+	iod_strlcpy(o->name, name, sizeof(o->name));
+	iod_strlcpy(o->kind, kind, sizeof(o->kind));
+	iod_strlcpy(o->iface, iface, sizeof(o->iface));
+	o->rx_packets = p->stats.rx_packets;
+	o->rx_bytes = p->stats.rx_bytes;
+	o->tx_packets = p->stats.tx_packets;
+	o->tx_bytes = p->stats.tx_bytes;
+	o->rx_dropped = p->stats.rx_nobuf;
+	o->tx_dropped = p->stats.tx_errors;
+	o->at_ms = at_ms;
 }
 
 void iod_io_port_close(struct iod_io_port *p)

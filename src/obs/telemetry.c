@@ -93,6 +93,44 @@ void iod_tel_replicas_sweep(struct iod_tel_node *n)
 	n->replicas_n = keep;
 }
 
+/* ---- data-plane ports ---------------------------------------------------- */
+
+static void port_rate(const struct iod_tel_port *prev, struct iod_tel_port *p)
+{
+	p->rated = false;
+	p->rx_bps = p->tx_bps = 0;
+	if (!prev || p->at_ms <= prev->at_ms || p->rx_bytes < prev->rx_bytes ||
+	    p->tx_bytes < prev->tx_bytes)
+		return;
+	double dt = (double)(p->at_ms - prev->at_ms) / 1e3;
+	p->rx_bps = (double)(p->rx_bytes - prev->rx_bytes) * 8.0 / dt;
+	p->tx_bps = (double)(p->tx_bytes - prev->tx_bytes) * 8.0 / dt;
+	p->rated = true;
+}
+
+int iod_tel_ports_set(struct iod_tel_node *n, const struct iod_tel_port *in, uint32_t k)
+{
+	if (k > IOD_TEL_PORTS_MAX)
+		k = IOD_TEL_PORTS_MAX;
+	struct iod_tel_port *next = k ? calloc(k, sizeof(*next)) : NULL;
+	if (k && !next)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < k; i++) {
+		const struct iod_tel_port *prev = NULL;
+		for (uint32_t j = 0; j < n->ports_n && !prev; j++)
+			if (!strcmp(n->ports[j].name, in[i].name) &&
+			    !strcmp(n->ports[j].iface, in[i].iface))
+				prev = &n->ports[j];
+		next[i] = in[i];
+		port_rate(prev, &next[i]);
+	}
+	if (k)
+		memcpy(n->ports, next, k * sizeof(*next));
+	n->ports_n = k;
+	free(next);
+	return 0;
+}
+
 /* ---- the counters protocol ----------------------------------------------- */
 
 int iod_tel_counters_parse(const char *text, size_t len, struct iod_tel_counters *c,
@@ -280,6 +318,59 @@ static double v_simulated(const struct iod_tel_gpu *g, const struct iod_tel_gpu_
 	return g->simulated ? 1 : 0;
 }
 
+static int ports_prom(const struct iod_tel_node *n, struct iod_buf *b)
+{
+	return iod_tel_ports_prom(n->node, n->ports, n->ports_n, b);
+}
+
+int iod_tel_ports_prom(const char *node, const struct iod_tel_port *ports, uint32_t ports_n,
+                       struct iod_buf *b)
+{
+	static const struct {
+		const char *name, *help;
+	} pf[] = {
+	    {"iod_dp_port_received_packets_total", "Packets the data-plane port received."},
+	    {"iod_dp_port_received_bytes_total", "Bytes the data-plane port received."},
+	    {"iod_dp_port_sent_packets_total", "Packets the data-plane port sent."},
+	    {"iod_dp_port_sent_bytes_total", "Bytes the data-plane port sent."},
+	    {"iod_dp_port_dropped_packets_total",
+	     "Packets the data-plane port dropped: rx, received with no buffer free; tx, could "
+	     "not be sent."},
+	};
+	int rc = 0;
+	if (!ports_n)
+		return 0;
+	for (size_t f = 0; !rc && f < IOD_ARRAY_LEN(pf); f++) {
+		rc = iod_prom_header(b, pf[f].name, "counter", pf[f].help);
+		for (uint32_t i = 0; !rc && i < ports_n; i++) {
+			const struct iod_tel_port *p = &ports[i];
+			char labels[512];
+			if (f < 4) {
+				if (iod_prom_labels(labels, sizeof(labels), "node", node, "port",
+				                    p->name, "kind", p->kind, "iface", p->iface,
+				                    (const char *)NULL))
+					continue;
+				uint64_t v = f == 0   ? p->rx_packets
+				             : f == 1 ? p->rx_bytes
+				             : f == 2 ? p->tx_packets
+				                      : p->tx_bytes;
+				rc = iod_prom_u64(b, pf[f].name, labels, v);
+				continue;
+			}
+			for (int d = 0; !rc && d < 2; d++) {
+				if (iod_prom_labels(labels, sizeof(labels), "node", node, "port",
+				                    p->name, "kind", p->kind, "iface", p->iface,
+				                    "direction", d ? "tx" : "rx",
+				                    (const char *)NULL))
+					continue;
+				rc = iod_prom_u64(b, pf[f].name, labels,
+				                  d ? p->tx_dropped : p->rx_dropped);
+			}
+		}
+	}
+	return rc;
+}
+
 int iod_tel_prom(const struct iod_tel_node *n, struct iod_buf *b)
 {
 	int rc = 0;
@@ -360,6 +451,7 @@ int iod_tel_prom(const struct iod_tel_node *n, struct iod_buf *b)
 			rc = iod_prom_f64(b, rf[f].name, labels, v);
 		}
 	}
+	rc = rc ? rc : ports_prom(n, b);
 	if (!rc) {
 		char labels[128];
 		iod_prom_labels(labels, sizeof(labels), "node", n->node, (const char *)NULL);
@@ -402,6 +494,25 @@ static json_t *gpu_head_json(const struct iod_tel_gpu *g)
 	                 "service", g->service, "simulated", g->simulated, "stalled", g->stalled);
 }
 
+/* A data-plane port as a link of the summary (iod top's links view, the
+ * live view's link colouring): counters, drops, and rates when rated. */
+static json_t *port_json(const struct iod_tel_port *p)
+{
+	json_t *o =
+	    json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "name", p->name, "kind",
+	              p->kind, "iface", p->iface, "rx_packets", (json_int_t)p->rx_packets,
+	              "rx_bytes", (json_int_t)p->rx_bytes, "tx_packets", (json_int_t)p->tx_packets,
+	              "tx_bytes", (json_int_t)p->tx_bytes, "drops",
+	              (json_int_t)(p->rx_dropped + p->tx_dropped), "at_ms", (json_int_t)p->at_ms);
+	if (o && p->speed_bps)
+		json_object_set_new(o, "speed_bps", json_integer((json_int_t)p->speed_bps));
+	if (o && p->rated) {
+		json_object_set_new(o, "rx_bps", json_real(p->rx_bps));
+		json_object_set_new(o, "tx_bps", json_real(p->tx_bps));
+	}
+	return o;
+}
+
 json_t *iod_tel_summary_json(const struct iod_tel_node *n, uint64_t now_ms)
 {
 	json_t *o = json_pack("{s:s, s:I, s:I}", "node", n->node, "at_ms", (json_int_t)now_ms,
@@ -438,6 +549,12 @@ json_t *iod_tel_summary_json(const struct iod_tel_node *n, uint64_t now_ms)
 	json_object_set_new(o, "cpu_pct", json_real(cpu));
 	json_object_set_new(o, "gpus", gpus);
 	json_object_set_new(o, "replicas", reps);
+	if (n->ports_n) {
+		json_t *links = json_array();
+		for (uint32_t i = 0; i < n->ports_n; i++)
+			json_array_append_new(links, port_json(&n->ports[i]));
+		json_object_set_new(o, "links", links);
+	}
 	return o;
 }
 
@@ -471,5 +588,9 @@ json_t *iod_tel_detail_json(const struct iod_tel_node *n)
 	}
 	json_object_set_new(o, "gpus", gpus);
 	json_object_set_new(o, "replicas", reps);
+	json_t *ports = json_array();
+	for (uint32_t i = 0; i < n->ports_n; i++)
+		json_array_append_new(ports, port_json(&n->ports[i]));
+	json_object_set_new(o, "ports", ports);
 	return o;
 }

@@ -546,12 +546,16 @@ static void build_links(struct iod_top_table *t, const struct iod_top_input *in)
 			char b[32];
 			row->num[L_RX] = nval(l, "rx_bps");
 			row->num[L_TX] = nval(l, "tx_bps");
-			iod_format_bandwidth((uint64_t)(isnan(row->num[L_RX]) ? 0 : row->num[L_RX]),
-			                     b, sizeof(b));
-			cell(row, L_RX, "%s", b);
-			iod_format_bandwidth((uint64_t)(isnan(row->num[L_TX]) ? 0 : row->num[L_TX]),
-			                     b, sizeof(b));
-			cell(row, L_TX, "%s", b);
+			/* no rate yet (one reading): "-", not 0 */
+			for (uint32_t c = L_RX; c <= L_TX; c++) {
+				if (!(row->num[c] >= 0 &&
+				      row->num[c] < 1e18)) { /* none, or not a rate */
+					cell(row, c, "-");
+					continue;
+				}
+				iod_format_bandwidth((uint64_t)row->num[c], b, sizeof(b));
+				cell(row, c, "%s", b);
+			}
 			cell_num(row, L_DROPS, nval(l, "drops"), "%.0f");
 			if (nval(l, "drops") > 0)
 				row->level = IOD_TOP_WARN;

@@ -86,8 +86,8 @@ static void add_node(struct gb *b, const char *id, const char *kind, const char 
 
 /* An edge; its id is "kind:from>to", unique in the graph (a second one of
  * the same kind between the same ends gets "#2"), so a delta names it. */
-static void add_edge(struct gb *b, const char *from, const char *to, const char *kind,
-                     const char *label, const char *status)
+static json_t *add_edge(struct gb *b, const char *from, const char *to, const char *kind,
+                        const char *label, const char *status)
 {
 	char id[IOD_NAME_MAX * 5 + 48];
 	snprintf(id, sizeof(id), "%s:%s>%s", kind, from, to);
@@ -100,9 +100,60 @@ static void add_edge(struct gb *b, const char *from, const char *to, const char 
 		size_t l = strlen(id);
 		snprintf(id + l, sizeof(id) - l, "#%lld", (long long)seen + 1);
 	}
-	json_array_append_new(b->edges,
-	                      json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "from", from,
-	                                "to", to, "kind", kind, "label", label, "status", status));
+	json_t *e = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", id, "from", from, "to", to,
+	                      "kind", kind, "label", label, "status", status);
+	json_array_append_new(b->edges, e);
+	return e;
+}
+
+/*
+ * Link utilisation on a node's edge to its leaf, from a data-plane port the
+ * node's agent reports (its telemetry summary's "links"): "bps" (the busier
+ * direction, bits/s) when the port has a rate, "util" (0..1 of capacity)
+ * when a capacity is known too (the topology NIC's port_bps, else the speed
+ * the port's driver reports), and "util_source". An edge without a rated
+ * port gets none of these: the page draws it as "no data".
+ */
+static void edge_util(json_t *e, const json_t *link, uint64_t nic_bps)
+{
+	if (!e || !link || !json_is_number(json_object_get(link, "rx_bps")))
+		return;
+	double rx = json_number_value(json_object_get(link, "rx_bps"));
+	double tx = json_number_value(json_object_get(link, "tx_bps"));
+	double bps = rx > tx ? rx : tx;
+	if (!isfinite(bps) || bps < 0 || bps > 1e18) /* not a rate a port has */
+		return;
+	double cap =
+	    nic_bps ? (double)nic_bps : json_number_value(json_object_get(link, "speed_bps"));
+	char label[128], r[32], c[32];
+	iod_format_bandwidth((uint64_t)bps, r, sizeof(r));
+	json_object_set_new(e, "bps", json_real(bps));
+	json_object_set_new(e, "util_source", json_string("data-plane port"));
+	json_object_set_new(e, "drops",
+	                    json_integer(json_integer_value(json_object_get(link, "drops"))));
+	if (!isfinite(cap) || cap > 1e18)
+		cap = 0;
+	if (cap > 0) {
+		double u = bps / cap;
+		json_object_set_new(e, "util", json_real(u > 1 ? 1 : u));
+		iod_format_bandwidth((uint64_t)cap, c, sizeof(c));
+		json_object_set_new(e, "capacity_bps", json_real(cap));
+		snprintf(label, sizeof(label), "%s %s of %s (%.0f%%)", sval(link, "iface"), r, c,
+		         u * 100);
+	} else {
+		snprintf(label, sizeof(label), "%s %s (capacity unknown)", sval(link, "iface"), r);
+	}
+	json_object_set_new(e, "label", json_string(label));
+}
+
+/* The node's fabric port among its reported links, NULL when none. */
+static const json_t *fabric_link(const json_t *tn)
+{
+	size_t i;
+	const json_t *l;
+	json_array_foreach(json_object_get(tn, "links"), i,
+	                   l) if (!strcmp(sval(l, "kind"), "fabric")) return l;
+	return NULL;
 }
 
 /* {endpoint name: true} for every endpoint that reports unhealthy: one
@@ -153,6 +204,9 @@ static json_t *telemetry_index(const json_t *tel)
 			         (long long)json_number_value(json_object_get(g, "index")));
 			json_object_set(per, k, (json_t *)g);
 		}
+		/* the data plane's ports (not a number: no GPU index collides) */
+		if (json_object_get(v, "links"))
+			json_object_set(per, "links", json_object_get(v, "links"));
 		json_object_set_new(ix, sval(v, "node"), per);
 	}
 	return ix;
@@ -315,6 +369,8 @@ static json_t *node_part(const json_t *n, const json_t *tn, const char *rk, bool
 		json_object_set_new(nd, "rack", json_string(rk));
 	add_node(&b, nid, "node", name, parent, ready ? "ok" : "bad", nd);
 	bool nic_seen = false;
+	const json_t *fl = ready ? fabric_link(tn) : NULL; /* its data plane's fabric port */
+	bool fl_used = false;
 	const json_t *devs = json_object_get(
 	    iod_obj_peek_json(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_TOPOLOGY), "devices");
 	json_array_foreach(devs, j, d)
@@ -339,7 +395,13 @@ static json_t *node_part(const json_t *n, const json_t *tn, const char *rk, bool
 		add_node(&b, id, strcmp(kind, "gpu") ? "nic" : "gpu", dn, nid, st, det);
 		if (strcmp(kind, "gpu")) {
 			nic_seen = true;
-			add_edge(&b, id, leaf, "net", "", ready ? "ok" : "bad");
+			json_t *e = add_edge(&b, id, leaf, "net", "", ready ? "ok" : "bad");
+			if (fl && !strcmp(sval(fl, "iface"), dn)) {
+				uint64_t cap = 0;
+				iod_json_get_u64(d, "port_bps", &cap);
+				edge_util(e, fl, cap);
+				fl_used = true;
+			}
 		}
 		/* NVLink: each pair once */
 		const char *peer;
@@ -353,8 +415,19 @@ static json_t *node_part(const json_t *n, const json_t *tn, const char *rk, bool
 			add_edge(&b, id, id2, "nvlink", sval(l, "class"), "ok");
 		}
 	}
-	if (!nic_seen)
-		add_edge(&b, nid, leaf, "net", ready ? "" : "lost", ready ? "ok" : "bad");
+	if (!nic_seen) {
+		/* no NIC: the fabric port, when there is one, is this link */
+		json_t *e =
+		    add_edge(&b, nid, leaf, "net", ready ? "" : "lost", ready ? "ok" : "bad");
+		edge_util(e, fl, 0);
+	} else if (fl && !fl_used) {
+		/* the data plane's fabric port is on an interface the topology
+		 * does not list (an underlay veth): drawn as the node's NIC it is */
+		snprintf(id, sizeof(id), "%s/%s", nid, sval(fl, "iface"));
+		add_node(&b, id, "nic", sval(fl, "iface"), nid, "ok",
+		         json_pack("{s:s}", "source", "data plane fabric port"));
+		edge_util(add_edge(&b, id, leaf, "net", "", "ok"), fl, 0);
+	}
 	json_object_set_new(p, "gpus", json_integer(gpus));
 	json_object_set_new(p, "bad", json_boolean(!ready));
 	return p;
@@ -508,6 +581,35 @@ json_t *iod_viz_graph(const struct iod_viz_input *in)
 			for (uint32_t q = 0; q < mesh_n; q++)
 				if (!strcmp(mesh[q].name, json_string_value(dep)))
 					dm = &mesh[q];
+			if (in->edge_rates) {
+				/* this edge's own calls, from the spans */
+				char key[IOD_NAME_MAX * 2 + 2];
+				snprintf(key, sizeof(key), "%s>%s", sn, json_string_value(dep));
+				const json_t *er = json_object_get(in->edge_rates, key);
+				double rps = json_number_value(json_object_get(er, "rps"));
+				double eps = json_number_value(json_object_get(er, "err_ps"));
+				bool part = json_is_true(json_object_get(
+				    json_object_get(in->edge_rates, ""), "partial"));
+				if (rps > 0)
+					snprintf(label, sizeof(label),
+					         "mesh: %s%.1f req/s, %.1f err/s, %.1f ms",
+					         part ? ">=" : "", rps, eps,
+					         json_number_value(json_object_get(er, "mean_ms")));
+				else
+					snprintf(label, sizeof(label), "mesh: 0 req/s");
+				json_t *e = add_edge(&b, sid, to, "depends", label,
+				                     eps > 0 ? "warn" : "ok");
+				if (e) {
+					json_object_set_new(e, "rps", json_real(rps));
+					json_object_set_new(e, "err_ps", json_real(eps));
+					json_object_set_new(e, "mean_ms",
+					                    json_real(json_number_value(
+					                        json_object_get(er, "mean_ms"))));
+					json_object_set_new(e, "rate_source", json_string("spans"));
+					json_object_set_new(e, "rate_partial", json_boolean(part));
+				}
+				continue;
+			}
 			if (dm && dm->requests > 0)
 				snprintf(label, sizeof(label), "%.0f req, %.0f err", dm->requests,
 				         dm->errors);
@@ -550,6 +652,136 @@ json_t *iod_viz_graph(const struct iod_viz_input *in)
 	                              (int)replicas, "bad", (int)bad, "grouped", group, "fabric",
 	                              "derived"));
 	return g;
+}
+
+/* ---- per-edge service rates from the mesh's spans ----------------------- */
+
+static const char *span_attr(const json_t *span, const char *key)
+{
+	size_t i;
+	const json_t *a;
+	json_array_foreach(json_object_get(span, "attributes"), i, a)
+	{
+		if (!strcmp(sval(a, "key"), key))
+			return sval(json_object_get(a, "value"), "stringValue");
+	}
+	return "";
+}
+
+static uint64_t span_ns(const json_t *span, const char *key)
+{
+	const char *v = sval(span, key);
+	uint64_t n = 0;
+	for (; *v >= '0' && *v <= '9'; v++)
+		n = n * 10 + (uint64_t)(*v - '0');
+	return n;
+}
+
+void iod_viz_spans_add(json_t *state, const json_t *answer, uint64_t now_ms)
+{
+	if (!state || !answer)
+		return;
+	json_t *buckets = json_object_get(state, "buckets");
+	if (!buckets) {
+		buckets = json_array();
+		json_object_set_new(state, "buckets", buckets);
+	}
+	bool primed = json_object_get(state, "primed_ms") != NULL;
+	if (!primed) {
+		json_object_set_new(state, "primed_ms", json_integer((json_int_t)now_ms));
+		return;
+	}
+	json_t *edges = json_object();
+	size_t i;
+	const json_t *sp;
+	json_array_foreach(json_object_get(answer, "spans"), i, sp)
+	{
+		const char *callee = span_attr(sp, "iod.service");
+		const char *caller = span_attr(sp, "iod.caller");
+		const char *slash = strchr(caller, '/');
+		if (!callee[0] || !slash || !strncmp(caller, "node/", 5) || !slash[1])
+			continue;
+		char key[IOD_NAME_MAX * 2 + 2];
+		snprintf(key, sizeof(key), "%s>%s", slash + 1, callee);
+		json_t *c = json_object_get(edges, key);
+		if (!c) {
+			c = json_pack("[I, I, f]", (json_int_t)0, (json_int_t)0, 0.0);
+			json_object_set_new(edges, key, c);
+		}
+		uint64_t t0 = span_ns(sp, "startTimeUnixNano"), t1 = span_ns(sp, "endTimeUnixNano");
+		bool err =
+		    json_integer_value(json_object_get(json_object_get(sp, "status"), "code")) == 2;
+		json_array_set_new(c, 0,
+		                   json_integer(json_integer_value(json_array_get(c, 0)) + 1));
+		json_array_set_new(c, 1,
+		                   json_integer(json_integer_value(json_array_get(c, 1)) + err));
+		json_array_set_new(c, 2,
+		                   json_real(json_real_value(json_array_get(c, 2)) +
+		                             (t1 > t0 ? (double)(t1 - t0) / 1e6 : 0)));
+	}
+	bool lost = json_integer_value(json_object_get(answer, "overwritten")) > 0;
+	json_array_append_new(buckets, json_pack("{s:I, s:o, s:b}", "at", (json_int_t)now_ms,
+	                                         "edges", edges, "lost", lost));
+	/* what fell out of the window */
+	while (json_array_size(buckets) &&
+	       (uint64_t)json_integer_value(json_object_get(json_array_get(buckets, 0), "at")) +
+	               IOD_VIZ_RATE_WINDOW_MS <
+	           now_ms)
+		json_array_remove(buckets, 0);
+}
+
+json_t *iod_viz_edge_rates(const json_t *state, uint64_t now_ms)
+{
+	const json_t *pj = json_object_get(state, "primed_ms");
+	if (!pj)
+		return NULL;
+	uint64_t primed = (uint64_t)json_integer_value(pj);
+	uint64_t span = now_ms > primed ? now_ms - primed : 0;
+	if (span > IOD_VIZ_RATE_WINDOW_MS)
+		span = IOD_VIZ_RATE_WINDOW_MS;
+	if (span < 1000) /* under a second is no rate */
+		return NULL;
+	json_t *sum = json_object(), *out = json_object();
+	bool lost = false;
+	size_t i;
+	const json_t *b;
+	json_array_foreach(json_object_get(state, "buckets"), i, b)
+	{
+		if ((uint64_t)json_integer_value(json_object_get(b, "at")) + span < now_ms)
+			continue;
+		lost |= json_is_true(json_object_get(b, "lost"));
+		const char *k;
+		const json_t *c;
+		json_object_foreach((json_t *)json_object_get(b, "edges"), k, c)
+		{
+			json_t *t = json_object_get(sum, k);
+			if (!t) {
+				t = json_pack("[f, f, f]", 0.0, 0.0, 0.0);
+				json_object_set_new(sum, k, t);
+			}
+			for (size_t q = 0; q < 3; q++)
+				json_array_set_new(
+				    t, q,
+				    json_real(json_number_value(json_array_get(t, q)) +
+				              json_number_value(json_array_get(c, q))));
+		}
+	}
+	double secs = (double)span / 1e3;
+	const char *k;
+	json_t *t;
+	json_object_foreach(sum, k, t)
+	{
+		double req = json_number_value(json_array_get(t, 0));
+		json_object_set_new(
+		    out, k,
+		    json_pack("{s:f, s:f, s:f, s:b}", "rps", req / secs, "err_ps",
+		              json_number_value(json_array_get(t, 1)) / secs, "mean_ms",
+		              req > 0 ? json_number_value(json_array_get(t, 2)) / req : 0.0,
+		              "partial", lost));
+	}
+	json_object_set_new(out, "", json_pack("{s:f, s:b}", "window_s", secs, "partial", lost));
+	json_decref(sum);
+	return out;
 }
 
 /* ---- deltas: what changed between two graphs ------------------------------ */

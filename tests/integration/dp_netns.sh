@@ -90,8 +90,9 @@ node_config dp1 10.10.0.1 10.10.0.2 "$A1" "$F1" "$EPA" \
 node_config dp2 10.10.0.2 10.10.0.1 "$B1" "$F2" "$EPB" \
 	"$(echo "$EPA" | sed 's/mac: [0-9a-f:]*, local: true/vtep: 10.10.0.1/')"
 
+MPORT=$(free_port_block $$)
 bg "$IOD" dp run --config "$DIR/dp1.yaml" --state "$DIR/dp1.json" --duration 60s \
-	>"$DIR/dp1.out" 2>&1
+	--metrics "127.0.0.1:$MPORT" >"$DIR/dp1.out" 2>&1
 bg "$IOD" dp run --config "$DIR/dp2.yaml" --state "$DIR/dp2.json" --duration 60s \
 	>"$DIR/dp2.out" 2>&1
 
@@ -137,6 +138,18 @@ b3=$(echo "$r" | sed -n 's/.*192\.168\.0\.3=\([0-9]*\).*/\1/p')
 b4=$(echo "$r" | sed -n 's/.*192\.168\.0\.4=\([0-9]*\).*/\1/p')
 [ "${b3:-0}" -gt 0 ] && [ "${b4:-0}" -gt 0 ] && [ $((b3 + b4)) -eq 24 ] && s=ok || s=no
 check vip_balances_two_backends $s "$r"
+# the ports' counters on dp1's /metrics: the connections above crossed its
+# host port (received) and its fabric port (sent), and promtool is clean
+sleep 0.3
+curl -s -m 2 "http://127.0.0.1:$MPORT/metrics" >"$DIR/metrics.txt"
+hrx=$(awk 'index($0, "iod_dp_port_received_packets_total{") == 1 && /kind="host"/ { print $NF }' "$DIR/metrics.txt")
+ftx=$(awk 'index($0, "iod_dp_port_sent_packets_total{") == 1 && /kind="fabric"/ { print $NF }' "$DIR/metrics.txt")
+[ "${hrx:-0}" -gt 20 ] && [ "${ftx:-0}" -gt 20 ] && s=ok || s=no
+check dp_metrics_port_counters $s "host rx ${hrx:-none}, fabric tx ${ftx:-none}: $(head -c 600 "$DIR/metrics.txt")"
+if command -v promtool >/dev/null; then
+	promtool check metrics <"$DIR/metrics.txt" >"$DIR/promtool.txt" 2>&1 && s=ok || s=no
+	check dp_metrics_promtool $s "$(cat "$DIR/promtool.txt")"
+fi
 "$IOD" dp dump --state "$DIR/dp1.json" >"$DIR/dump.txt" 2>&1
 grep -q "pipe svc" "$DIR/dump.txt" && s=ok || s=no
 check dp_dump_of_running_node $s "$(head -5 "$DIR/dump.txt")"

@@ -5,7 +5,8 @@
 # namespaces talk TCP across nodes (an echo of 64 KiB); a capture on leaf 1
 # shows VXLAN with the tenant's VNI and the inner addresses; a replica of
 # another tenant cannot connect (when the spec has `tenant:`); `iod down`
-# leaves no namespace, link or process; after kill -9 of every agent and
+# leaves no namespace, link or process; node N0's agent serves the data
+# plane's port counters (moved by the echo) and passes promtool; after kill -9 of every agent and
 # server a new `iod up` sweeps and starts, and after kill -9 of the agents
 # `iod down` still leaves nothing. Exit 0 pass, 1 fail, 77 skip.
 set -u
@@ -100,6 +101,38 @@ CAP=$!
 sleep 2
 out=$(timeout 10 ip netns exec "$NS0" python3 "$T/cli.py" "$A1" 2>&1)
 [ "$out" = echoed ] && ok "TCP $A0 -> $A1 across nodes: 64 KiB echoed" || bad "TCP across nodes: $out"
+# the data plane's port counters on the agent's /metrics (docs/observability.md):
+# the echo crossed node N0's fabric port and its replica's port
+NI=${N0#node-}
+NADDR=$("$IOD" get nodes -o json 2>/dev/null | python3 -c "
+import json, sys
+for i in json.load(sys.stdin).get('items', []):
+    if i['name'] == '$N0': print(i['value'].get('addr', ''))")
+dpm() { ip netns exec "$P-h$NI" curl -s -m 2 "http://$NADDR:$((BASE + 200))/metrics"; }
+# the value of family $1 on the port whose labels contain $2
+dpv() { dpm | awk -v f="$1" -v l="$2" 'index($0, f "{") == 1 && index($0, l) { v = $NF } END { print v + 0 }'; }
+moved() { [ "$(dpv iod_dp_port_sent_bytes_total 'kind="fabric"')" -ge 65536 ] &&
+	[ "$(dpv iod_dp_port_received_bytes_total 'port="parameter-server-0"')" -ge 65536 ]; }
+if wait_for 5 moved; then
+	ok "dp port counters on $N0's /metrics: fabric sent $(dpv iod_dp_port_sent_bytes_total 'kind="fabric"') B, parameter-server-0's port received $(dpv iod_dp_port_received_bytes_total 'port="parameter-server-0"') B"
+else
+	bad "dp port counters on $N0's /metrics ($NADDR): $(dpm | grep '^iod_dp_port_s' | head -4)"
+fi
+if command -v promtool >/dev/null; then
+	if dpm | promtool check metrics >"$T/promtool" 2>&1; then ok "promtool check metrics: $N0's agent with dp ports"
+	else bad "promtool on $N0's agent: $(head -3 "$T/promtool")"; fi
+fi
+# the live view's model colours N0's link to its leaf from those counters
+# once a summary reached the control plane (every 5 s)
+linked() {
+	"$IOD" viz net-topology -o json 2>/dev/null | python3 -c "
+import json, sys
+g = json.load(sys.stdin)
+e = [e for e in g['edges'] if e['kind'] == 'net' and e['from'].startswith('node:$N0') and 'bps' in e]
+print(e[0]['label'] + (' util %.4f' % e[0]['util'] if 'util' in e[0] else '') if e else '')" | grep .
+}
+if wait_for 12 linked >/dev/null && l=$(linked); then ok "iod viz: $N0's link to its leaf from its data plane ($l)"
+else bad "iod viz: no rated link for $N0"; fi
 wait $CAP 2>/dev/null
 if [ -n "$VNI" ] && grep -q "^$VNI[[:space:]].*,$A0[[:space:]].*,$A1" "$T/cap.txt"; then
 	ok "capture on leaf 1: VXLAN VNI $VNI (tenant default) carrying $A0 -> $A1"

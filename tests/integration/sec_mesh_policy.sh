@@ -11,7 +11,9 @@
 #   3. deny_in_trace_and_metrics: the proxy's /spans has the refused call
 #      with iod.policy.denied_by = no-caller and iod.caller = default/caller,
 #      and iod_mesh_denied_total{service="backend"} counts it;
-#   4. policy_removed_allows_again: deleting the Policy gives caller 200.
+#   4. policy_removed_allows_again: deleting the Policy gives caller 200;
+#   and viz_edge_rates_from_spans: `iod viz net-topology --live --mesh`
+#   gives the caller->backend and other->backend edges their own req/s.
 #   5. revoked_service_denied: `iod revoke service default/caller`: its own
 #      node's proxy refuses caller (403, policy "revoked") while other still
 #      gets 200; `iod revoke --undo` gives caller 200 again.
@@ -74,6 +76,29 @@ else
 	bad "same_tenant_allowed (caller $(last caller), other $(last other))"
 	"$IOD" get endpoints -o json | head -40
 fi
+
+# 1b. the live view gives each dependency edge its own calls, from the
+# proxy's spans (caller -> callee, docs/observability.md)
+VIEW="127.0.0.1:$((BASE + 90))" # +40.. are the mesh's mTLS ports
+"$IOD" viz net-topology --live --listen "$VIEW" --mesh "$ADMIN" --refresh 200ms >"$T/view.log" 2>&1 &
+VIEWPID=$!
+bg_adopt "$VIEWPID"
+edge_rps() {
+	curl -s --max-time 2 "http://$VIEW/graph.json" | python3 -c "
+import json, sys
+g = json.load(sys.stdin)
+e = {e['id']: e for e in g['edges']}
+a, b = e.get('depends:svc:caller>svc:backend', {}), e.get('depends:svc:other>svc:backend', {})
+print('%.1f %.1f %s' % (a.get('rps', -1), b.get('rps', -1), a.get('label', '')))" 2>/dev/null
+}
+# ~5 calls/s each (a curl every 0.2 s): each edge between 1 and 10
+rated() { edge_rps | awk '$1 >= 1 && $1 <= 10 && $2 >= 1 && $2 <= 10 { ok = 1 } END { exit !ok }'; }
+if wait_for 15 rated; then
+	ok "viz_edge_rates_from_spans (caller>backend, other>backend: $(edge_rps))"
+else
+	bad "viz_edge_rates_from_spans ($(edge_rps))"; tail -5 "$T/view.log"
+fi
+kill "$VIEWPID" 2>/dev/null
 
 # 2. a deny policy
 pol='{"name": "no-caller", "from": "caller", "to": "backend", "action": "deny"}'

@@ -10,7 +10,8 @@
 #      (restart: never) turns it red within 2 s of the kill without a
 #      reload, arriving as a delta (the page got one whole graph, the view
 #      listed the cluster once and followed the watch), and appears in the
-#      events feed; a screenshot goes to the artifacts directory
+#      events feed; every link says "no data" (no data plane: no counters);
+#      a screenshot goes to the artifacts directory
 #      ($IOD_ARTIFACTS, default BUILD/artifacts);
 #   docs/observability.md names every metric family the servers and the
 #   agents serve;
@@ -203,6 +204,10 @@ try:
     print("REPLICA_EVENTS", "trainer-0" in (evs or ""))
     print("SWITCHES", js("return document.querySelectorAll('[data-kind=switch]').length"))
     print("FABRIC_NOTE", "derived" in js("return document.getElementById('fabric-note').textContent"))
+    # links: this cluster runs no data plane, so every link says "no data"
+    print("LINKS", js("return document.querySelectorAll('line[data-kind=net], line[data-kind=fabric]').length"))
+    print("LINKS_NODATA", js("return document.querySelectorAll('line.nodata[data-util=none]').length"))
+    print("LINKS_LEGEND", "no data" in js("return document.querySelector('.legend.links').textContent"))
     js("window.__noReload = 42")
     status = js("return document.querySelector(\"[data-id='replica:batch-0']\").getAttribute('data-status')")
     print("BEFORE", status)
@@ -252,6 +257,12 @@ print(next((i["value"].get("phase") for i in json.load(sys.stdin)["items"] if i[
 		ok "viz_browser_derived_fabric (a leaf and a spine, the legend says derived)"
 	else
 		bad "viz_browser_derived_fabric (switches $(v SWITCHES), note $(v FABRIC_NOTE))"
+	fi
+	if [ -n "$(v LINKS)" ] && [ "$(v LINKS)" -ge 4 ] && [ "$(v LINKS)" = "$(v LINKS_NODATA)" ] &&
+		[ "$(v LINKS_LEGEND)" = True ]; then
+		ok "viz_browser_links_no_data ($(v LINKS) links, none with counters: grey, nothing made up)"
+	else
+		bad "viz_browser_links_no_data (links $(v LINKS), no data $(v LINKS_NODATA), legend $(v LINKS_LEGEND))"
 	fi
 	lists=$(curl -s "http://$VIEW/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("lists"))')
 	if [ "$(v GRAPHS)" = 1 ] && [ -n "$(v DELTAS)" ] && [ "$(v DELTAS)" -ge 1 ] && [ "$lists" = 1 ]; then

@@ -1,9 +1,12 @@
 /*
  * test_obs_telemetry.c: the agent's telemetry model (src/obs/telemetry.c):
  * rings, the busy-but-stalled rule, the counters protocol, simulated GPU
- * samples, Prometheus names (iod_ and DCGM's) and the summary.
+ * samples, Prometheus names (iod_ and DCGM's) and the summary; the data
+ * plane's port counters from a port that moved traffic to /metrics and the
+ * summary's links.
  */
 #include "harness.h"
+#include "iod/io.h"
 #include "iod/obs.h"
 
 #include <math.h>
@@ -207,4 +210,116 @@ TEST(tel_replicas_sweep_and_bound)
 	CHECK_EQ(node.replicas_n, 1);
 	CHECK(!strcmp(node.replicas[0].name, "r-5"));
 	CHECK(!iod_tel_replica_get(&node, ""));
+}
+
+/* Frames through two mem ports (host -> fabric), as the data-plane loop
+ * moves them: the ports' counters, read into telemetry, reach /metrics,
+ * and a second reading a second later gives rates. */
+static uint32_t forward(struct iod_io_port *in, struct iod_io_port *out)
+{
+	struct iod_pkt *pkts[IOD_FLOW_BURST_MAX];
+	uint32_t n = iod_io_rx(in, pkts, 4, 0); /* the host pool's size */
+	if (n)
+		iod_io_tx(out, pkts, n);
+	return n;
+}
+
+TEST(tel_dp_port_counters_move_with_traffic)
+{
+	struct iod_io_port ports[2];
+	struct iod_err e = {0};
+	memset(ports, 0, sizeof(ports));
+	memset(&node, 0, sizeof(node));
+	snprintf(node.node, sizeof(node.node), "node-1");
+	/* a host port with 4 buffers: frames beyond them are rx drops */
+	struct iod_io_port_cfg hc = {.backend = "mem", .name = "host", .pool_bufs = 4};
+	struct iod_io_port_cfg fc = {.backend = "mem", .name = "fabric"};
+	CHECK_EQ(iod_io_port_open(&ports[IOD_DP_PORT_HOST], &hc, &e), 0);
+	CHECK_EQ(iod_io_port_open(&ports[IOD_DP_PORT_FABRIC], &fc, &e), 0);
+	static uint8_t frame[100];
+	const uint8_t *frames[1] = {frame};
+	uint32_t lens[1] = {100};
+	CHECK_EQ(iod_io_mem_load(&ports[IOD_DP_PORT_HOST], frames, lens, 1, true), 0);
+
+	struct iod_tel_port r[2];
+	iod_io_port_reading(&ports[IOD_DP_PORT_HOST], "host", "host", "iodp1", 1000, &r[0]);
+	iod_io_port_reading(&ports[IOD_DP_PORT_FABRIC], "fabric", "fabric", "eth0", 1000, &r[1]);
+	CHECK_EQ(iod_tel_ports_set(&node, r, 2), 0);
+	CHECK_EQ(node.ports_n, 2);
+	CHECK(!node.ports[0].rated); /* one reading: no rate */
+	struct iod_buf b;
+	iod_buf_init(&b);
+	CHECK_EQ(iod_tel_prom(&node, &b), 0);
+	CHECK(strstr(b.data, "# TYPE iod_dp_port_sent_bytes_total counter\n"));
+	CHECK(strstr(b.data, "iod_dp_port_sent_bytes_total{node=\"node-1\",port=\"fabric\","
+	                     "kind=\"fabric\",iface=\"eth0\"} 0\n"));
+	iod_buf_free(&b);
+
+	/* traffic: 10 bursts of 4 (the pool's size), then one with the pool
+	 * held, which the port must count as dropped */
+	uint32_t moved = 0;
+	for (int i = 0; i < 10; i++)
+		moved += forward(&ports[IOD_DP_PORT_HOST], &ports[IOD_DP_PORT_FABRIC]);
+	CHECK_EQ(moved, 40);
+	struct iod_pkt *held[4];
+	CHECK_EQ(iod_io_rx(&ports[IOD_DP_PORT_HOST], held, 4, 0), 4);
+	CHECK_EQ(iod_io_rx(&ports[IOD_DP_PORT_HOST], held, 1, 0), 0);
+	for (int i = 0; i < 4; i++)
+		iod_io_pkt_free(held[i]);
+
+	iod_io_port_reading(&ports[IOD_DP_PORT_HOST], "host", "host", "iodp1", 2000, &r[0]);
+	iod_io_port_reading(&ports[IOD_DP_PORT_FABRIC], "fabric", "fabric", "eth0", 2000, &r[1]);
+	CHECK_EQ(iod_tel_ports_set(&node, r, 2), 0);
+	const struct iod_tel_port *h = &node.ports[0], *f = &node.ports[1];
+	CHECK_EQ(h->rx_packets, 44);
+	CHECK_EQ(h->rx_bytes, 4400);
+	CHECK_EQ(h->rx_dropped, 1);
+	CHECK_EQ(f->tx_packets, 40);
+	CHECK_EQ(f->tx_bytes, 4000);
+	CHECK(f->rated && h->rated);
+	CHECK(fabs(f->tx_bps - 32000.0) < 1e-6); /* 4000 bytes in 1 s */
+	CHECK(fabs(h->rx_bps - 35200.0) < 1e-6);
+	CHECK(f->rx_bps == 0);
+
+	iod_buf_init(&b);
+	CHECK_EQ(iod_tel_prom(&node, &b), 0);
+	CHECK(strstr(b.data, "iod_dp_port_sent_bytes_total{node=\"node-1\",port=\"fabric\","
+	                     "kind=\"fabric\",iface=\"eth0\"} 4000\n"));
+	CHECK(strstr(b.data, "iod_dp_port_sent_packets_total{node=\"node-1\",port=\"fabric\","
+	                     "kind=\"fabric\",iface=\"eth0\"} 40\n"));
+	CHECK(strstr(b.data, "iod_dp_port_received_packets_total{node=\"node-1\",port=\"host\","
+	                     "kind=\"host\",iface=\"iodp1\"} 44\n"));
+	CHECK(strstr(b.data, "iod_dp_port_received_bytes_total{node=\"node-1\",port=\"host\","
+	                     "kind=\"host\",iface=\"iodp1\"} 4400\n"));
+	CHECK(strstr(b.data, "iod_dp_port_dropped_packets_total{node=\"node-1\",port=\"host\","
+	                     "kind=\"host\",iface=\"iodp1\",direction=\"rx\"} 1\n"));
+	iod_buf_free(&b);
+
+	json_t *s = iod_tel_summary_json(&node, 2000);
+	json_t *links = json_object_get(s, "links");
+	CHECK_EQ(json_array_size(links), 2);
+	json_t *l = json_array_get(links, 1);
+	CHECK(!strcmp(json_string_value(json_object_get(l, "name")), "fabric"));
+	CHECK(json_number_value(json_object_get(l, "tx_bps")) == 32000.0);
+	CHECK(json_integer_value(json_object_get(json_array_get(links, 0), "drops")) == 1);
+	json_decref(s);
+
+	/* a reopened port (counters back at zero) is not rated: nothing made up */
+	struct iod_tel_port z;
+	iod_io_port_reading(&ports[IOD_DP_PORT_FABRIC], "fabric", "fabric", "eth0", 3000, &z);
+	z.tx_bytes = 0;
+	CHECK_EQ(iod_tel_ports_set(&node, &z, 1), 0);
+	CHECK_EQ(node.ports_n, 1);
+	CHECK(!node.ports[0].rated);
+	s = iod_tel_summary_json(&node, 3000);
+	CHECK(!json_object_get(json_array_get(json_object_get(s, "links"), 0), "tx_bps"));
+	json_decref(s);
+	/* a node without a data plane serves no iod_dp_port_ family */
+	CHECK_EQ(iod_tel_ports_set(&node, NULL, 0), 0);
+	iod_buf_init(&b);
+	CHECK_EQ(iod_tel_prom(&node, &b), 0);
+	CHECK(!b.data || !strstr(b.data, "iod_dp_port_"));
+	iod_buf_free(&b);
+	iod_io_port_close(&ports[0]);
+	iod_io_port_close(&ports[1]);
 }

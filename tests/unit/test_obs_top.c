@@ -285,7 +285,7 @@ TEST(top_telemetry_fills_gpu_and_replica_columns)
 	    " \"util_hist\": [0, 50, 100], \"stalled\": true}],"
 	    " \"replicas\": [{\"name\": \"ps-0\", \"cpu_pct\": 3.25, \"mem_bytes\": 1000}],"
 	    " \"links\": [{\"name\": \"eth0\", \"kind\": \"nic\", \"rx_bps\": 1000, \"tx_bps\": 8,"
-	    " \"drops\": 1}]}]}",
+	    " \"drops\": 1}, {\"name\": \"fabric\", \"kind\": \"fabric\", \"drops\": 0}]}]}",
 	    0, NULL);
 	CHECK(tel);
 	f.in.telemetry = tel;
@@ -296,8 +296,13 @@ TEST(top_telemetry_fills_gpu_and_replica_columns)
 	CHECK(!strcmp(g->rows[0].cells[4], "-"));
 	const struct iod_top_row *r = row_named(&snap.views[IOD_TOP_REPLICAS], "ps-0");
 	CHECK(r && r->num[7] == 3.25);
-	CHECK_EQ(snap.views[IOD_TOP_LINKS].rows_n, 1);
+	CHECK_EQ(snap.views[IOD_TOP_LINKS].rows_n, 2);
 	CHECK_EQ(snap.views[IOD_TOP_LINKS].rows[0].level, IOD_TOP_WARN);
+	CHECK(!strcmp(snap.views[IOD_TOP_LINKS].rows[0].cells[3], "1.00Kbps") ||
+	      strstr(snap.views[IOD_TOP_LINKS].rows[0].cells[3], "K"));
+	/* a data-plane port read once has no rate: "-", not a made-up 0 */
+	CHECK(!strcmp(snap.views[IOD_TOP_LINKS].rows[1].cells[3], "-"));
+	CHECK(!strcmp(snap.views[IOD_TOP_LINKS].rows[1].cells[4], "-"));
 	iod_top_snapshot_free(&snap);
 	json_decref(tel);
 	fixture_free(&f);

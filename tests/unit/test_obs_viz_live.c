@@ -8,6 +8,7 @@
 #include "harness.h"
 #include "iod/obs.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 static const char *str(const json_t *o, const char *k)
@@ -343,4 +344,171 @@ TEST(viz_duplicate_dependency_gets_its_own_edge_id)
 	CHECK(by_id(ge, "depends:svc:w>svc:a#2"));
 	json_decref(g);
 	json_decref(s);
+}
+
+/* Link utilisation: a node's edge to its leaf carries the rate of the
+ * data-plane fabric port its agent reports, and a share of capacity when
+ * one is known; an edge without a rated port carries nothing (the page
+ * draws it "no data"), and a new rate reaches the page as an edge change. */
+static json_t *tel_links(const char *iface0, double rx0, const char *iface1)
+{
+	char buf[1024];
+	snprintf(buf, sizeof(buf),
+	         "{\"items\": ["
+	         " {\"node\": \"n00\", \"gpus\": [], \"links\": ["
+	         "  {\"name\": \"fabric\", \"kind\": \"fabric\", \"iface\": \"%s\","
+	         "   \"rx_bps\": %.0f, \"tx_bps\": 1000000000, \"speed_bps\": 10000000000, "
+	         "\"drops\": 2},"
+	         "  {\"name\": \"a-0\", \"kind\": \"replica\", \"iface\": \"v1\", \"rx_bps\": 5}]},"
+	         " {\"node\": \"n01\", \"gpus\": [], \"links\": ["
+	         "  {\"name\": \"fabric\", \"kind\": \"fabric\", \"iface\": \"%s\","
+	         "   \"rx_bps\": 8000, \"tx_bps\": 0}]},"
+	         " {\"node\": \"n02\", \"gpus\": [], \"links\": ["
+	         "  {\"name\": \"fabric\", \"kind\": \"fabric\", \"iface\": \"NIC0\"}]}]}",
+	         iface0, rx0, iface1);
+	return json_loads(buf, 0, NULL);
+}
+
+TEST(viz_link_utilisation_from_data_plane_ports)
+{
+	json_t *nodes = cluster_nodes(4), *memo = json_object();
+	json_t *tel = tel_links("NIC0", 2e9, "u0");
+	struct iod_viz_input in = {.nodes = nodes, .telemetry = tel, .memo = memo};
+	json_t *g = iod_viz_graph(&in);
+	CHECK(g);
+	const json_t *edges = json_object_get(g, "edges"), *gn = json_object_get(g, "nodes");
+	/* n00: its topology NIC is the fabric port: 2 Gb/s of 10 */
+	const json_t *e0 = by_id(edges, "net:node:n00/NIC0>switch:leaf-r0");
+	CHECK(e0);
+	CHECK(json_number_value(json_object_get(e0, "bps")) == 2e9);
+	CHECK(fabs(json_number_value(json_object_get(e0, "util")) - 0.2) < 1e-9);
+	CHECK(json_integer_value(json_object_get(e0, "drops")) == 2);
+	CHECK(strstr(str(e0, "label"), "NIC0") && strstr(str(e0, "label"), "20%"));
+	/* n01: the port is on an interface the topology does not list: drawn as
+	 * the node's NIC, with a rate but no capacity, so no utilisation */
+	CHECK(by_id(gn, "node:n01/u0"));
+	const json_t *e1 = by_id(edges, "net:node:n01/u0>switch:leaf-r1");
+	CHECK(e1);
+	CHECK(json_number_value(json_object_get(e1, "bps")) == 8000);
+	CHECK(!json_object_get(e1, "util"));
+	CHECK(strstr(str(e1, "label"), "capacity unknown"));
+	CHECK(!json_object_get(by_id(edges, "net:node:n01/NIC0>switch:leaf-r1"), "bps"));
+	/* n02: a port read once (no rate) and n03: no telemetry: nothing */
+	const json_t *e2 = by_id(edges, "net:node:n02/NIC0>switch:leaf-r2");
+	const json_t *e3 = by_id(edges, "net:node:n03/NIC0>switch:leaf-r0");
+	CHECK(e2 && e3);
+	CHECK(!json_object_get(e2, "bps") && !json_object_get(e2, "util"));
+	CHECK(!json_object_get(e3, "bps") && !json_object_get(e3, "util"));
+	/* switch-to-switch links of the derived fabric have no counters */
+	size_t i;
+	const json_t *x;
+	json_array_foreach(edges, i, x)
+	{
+		if (!strcmp(str(x, "kind"), "fabric"))
+			CHECK(!json_object_get(x, "util") && !json_object_get(x, "bps"));
+	}
+	/* a new rate: the delta changes that edge, and the nodes it touches */
+	json_t *tel2 = tel_links("NIC0", 9e9, "u0");
+	in.telemetry = tel2;
+	json_t *g2 = iod_viz_graph(&in), *d = NULL;
+	CHECK_EQ(iod_viz_graph_delta(g, g2, &d), 1);
+	CHECK(d);
+	const json_t *ch = json_object_get(json_object_get(d, "edges"), "change");
+	const json_t *c0 = by_id(ch, "net:node:n00/NIC0>switch:leaf-r0");
+	CHECK(c0 && fabs(json_number_value(json_object_get(c0, "util")) - 0.9) < 1e-9);
+	CHECK(!by_id(ch, "net:node:n01/u0>switch:leaf-r1"));
+	CHECK_EQ(json_array_size(json_object_get(json_object_get(d, "edges"), "add")), 0);
+	json_decref(d);
+	json_decref(g2);
+	json_decref(tel2);
+	json_decref(g);
+	json_decref(tel);
+	json_decref(memo);
+	json_decref(nodes);
+}
+
+/* Per-edge service rates: caller -> callee from the mesh's spans, over a
+ * sliding window, on the dependency edges (not the mesh's totals). */
+static json_t *span_answer(int n_web_api, int n_web_db, int errors, int overwritten)
+{
+	json_t *spans = json_array();
+	for (int i = 0; i < n_web_api + n_web_db + 2; i++) {
+		const char *callee = i < n_web_api ? "api" : "db";
+		/* the last two: a node's own process and an unknown caller */
+		const char *caller = i == n_web_api + n_web_db  ? "node/node-1"
+		                     : i > n_web_api + n_web_db ? ""
+		                                                : "default/web";
+		json_t *attrs = json_pack("[{s:s, s:{s:s}}]", "key", "iod.service", "value",
+		                          "stringValue", callee);
+		if (caller[0])
+			json_array_append_new(attrs,
+			                      json_pack("{s:s, s:{s:s}}", "key", "iod.caller",
+			                                "value", "stringValue", caller));
+		json_array_append_new(
+		    spans, json_pack("{s:s, s:s, s:o, s:{s:i}}", "startTimeUnixNano", "1000000000",
+		                     "endTimeUnixNano", "1004000000", "attributes", attrs, "status",
+		                     "code", i < errors ? 2 : 1));
+	}
+	return json_pack("{s:s, s:o, s:i}", "cursor", "7", "spans", spans, "overwritten",
+	                 overwritten);
+}
+
+TEST(viz_edge_rates_from_spans)
+{
+	json_t *st = json_object();
+	json_t *a = span_answer(50, 0, 0, 0);
+	iod_viz_spans_add(st, a, 1000); /* primes: the ring's history is no rate */
+	json_decref(a);
+	CHECK(iod_viz_edge_rates(st, 1500) == NULL); /* under a second */
+	a = span_answer(20, 10, 5, 0);
+	iod_viz_spans_add(st, a, 3000);
+	json_decref(a);
+	json_t *r = iod_viz_edge_rates(st, 3000); /* 2 s since priming */
+	CHECK(r);
+	const json_t *wa = json_object_get(r, "web>api"), *wd = json_object_get(r, "web>db");
+	CHECK(wa && wd);
+	CHECK(fabs(json_number_value(json_object_get(wa, "rps")) - 10.0) < 1e-9);
+	CHECK(fabs(json_number_value(json_object_get(wa, "err_ps")) - 2.5) < 1e-9);
+	CHECK(fabs(json_number_value(json_object_get(wa, "mean_ms")) - 4.0) < 1e-6);
+	CHECK(fabs(json_number_value(json_object_get(wd, "rps")) - 5.0) < 1e-9);
+	CHECK_EQ(json_object_size(r), 3); /* the two edges and the window: no node, no unknown */
+	/* on the graph: the declared dependencies carry their own rates */
+	json_t *s = json_loads("{\"items\": [{\"name\": \"api\", \"value\": {}},"
+	                       " {\"name\": \"db\", \"value\": {}}, {\"name\": \"web\", "
+	                       "\"value\": {\"depends_on\": [\"api\", \"db\"]}},"
+	                       " {\"name\": \"api2\", \"value\": {\"depends_on\": [\"db\"]}}]}",
+	                       0, NULL);
+	struct iod_viz_input in = {.services = s, .edge_rates = r};
+	json_t *g = iod_viz_graph(&in);
+	const json_t *ge = json_object_get(g, "edges");
+	const json_t *e = by_id(ge, "depends:svc:web>svc:api");
+	CHECK(e && json_number_value(json_object_get(e, "rps")) == 10.0);
+	CHECK(!strcmp(str(e, "status"), "warn")); /* errors on it */
+	CHECK(strstr(str(e, "label"), "10.0 req/s, 2.5 err/s, 4.0 ms"));
+	e = by_id(ge, "depends:svc:web>svc:db");
+	CHECK(e && json_number_value(json_object_get(e, "rps")) == 5.0);
+	CHECK(!strcmp(str(e, "status"), "ok"));
+	e = by_id(ge, "depends:svc:api2>svc:db"); /* declared, no calls: 0, not db's total */
+	CHECK(e && json_number_value(json_object_get(e, "rps")) == 0);
+	CHECK(!strcmp(str(e, "label"), "mesh: 0 req/s"));
+	json_decref(g);
+	json_decref(r);
+	/* past the window the old answer is gone; an overwritten ring marks the
+	 * rates as lower bounds */
+	a = span_answer(10, 0, 0, 3);
+	iod_viz_spans_add(st, a, 14000);
+	json_decref(a);
+	r = iod_viz_edge_rates(st, 14000);
+	CHECK(fabs(json_number_value(json_object_get(json_object_get(r, "web>api"), "rps")) - 1.0) <
+	      1e-9);
+	CHECK(!json_object_get(r, "web>db"));
+	CHECK(json_is_true(json_object_get(json_object_get(r, "web>api"), "partial")));
+	in.edge_rates = r;
+	g = iod_viz_graph(&in);
+	CHECK(strstr(str(by_id(json_object_get(g, "edges"), "depends:svc:web>svc:api"), "label"),
+	             "mesh: >=1.0 req/s"));
+	json_decref(g);
+	json_decref(r);
+	json_decref(s);
+	json_decref(st);
 }

@@ -153,7 +153,7 @@
       const key = e.kind + "|" + af + "|" + at;
       if (!direct) { if (merged.has(key)) continue; merged.add(key); }
       const a = pos.get(af), b = pos.get(at);
-      lines.push(`<line${direct ? ` data-id="${esc(e.id)}"` : ""} class="${e.kind} ${e.status}" data-kind="${e.kind}" x1="${a.x}" y1="${a.y}" x2="${b.x}" y2="${b.y}"><title>${esc(e.label || e.kind)}</title></line>`);
+      lines.push(`<line${direct ? ` data-id="${esc(e.id)}"` : ""} class="${e.kind} ${e.status}${linkClass(e)}" data-kind="${e.kind}" data-util="${utilAttr(e)}" x1="${a.x}" y1="${a.y}" x2="${b.x}" y2="${b.y}"><title>${esc(e.label || e.kind)}</title></line>`);
     }
     svg.setAttribute("viewBox", `0 0 ${W} ${Math.max(y, 300)}`);
     svg.setAttribute("preserveAspectRatio", "xMinYMin meet");
@@ -173,6 +173,20 @@
     fabricNote.textContent = c.fabric === "derived" ? "fabric derived: a leaf per rack, a spine per zone (the cluster describes no switches)" : "";
   }
 
+  // A node's link to the fabric: coloured by utilisation (u0..u4, fifths of
+  // capacity) when its data plane reports a rate and a capacity; the rest
+  // (no counters, or switch-to-switch links of the derived fabric) "no data"
+  // — never guessed. data-util says which, for tests.
+  function linkClass(e) {
+    if (e.kind !== "net" && e.kind !== "fabric") return "";
+    if (typeof e.util !== "number") return " nodata";
+    return " u" + Math.min(4, Math.floor(e.util * 5));
+  }
+  function utilAttr(e) {
+    if (e.kind !== "net" && e.kind !== "fabric") return "";
+    return typeof e.util === "number" ? e.util.toFixed(3) : "none";
+  }
+
   // One changed node or edge drawn already: its status and text in place.
   function patch(x, isEdge) {
     const el = drawn.get(x.id);
@@ -180,7 +194,13 @@
     // do, unless it is a replica a folded service must now show
     if (!el) return !(x.kind === "replica" && x.status !== "ok");
     el.setAttribute("data-status", x.status);
-    if (isEdge) { el.setAttribute("class", `${x.kind} ${x.status}`); return true; }
+    if (isEdge) {
+      el.setAttribute("class", `${x.kind} ${x.status}${linkClass(x)}`);
+      el.setAttribute("data-util", utilAttr(x));
+      const t = el.querySelector("title");
+      if (t) t.textContent = x.label || x.kind;
+      return true;
+    }
     const title = el.querySelector("title"), rect = el.querySelector("rect"), text = el.querySelector("text");
     switch (x.kind) {
       case "replica": el.setAttribute("class", `replica ${x.status}`); if (title) title.textContent = replicaTitle(x); break;
