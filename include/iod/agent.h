@@ -389,6 +389,7 @@ struct iod_agent_overlay_ep {
 	char tenant[IOD_NAME_MAX]; /* its Service's tenant ("default") */
 	uint32_t ip;               /* its overlay address (Replica "addr"); 0 = none yet */
 	uint32_t vtep;             /* its node's underlay address (Node "addr"); 0 = unknown */
+	uint64_t egress_bps;       /* its egress meter (Replica "nic_bw_bps", bits/s); 0 = none */
 };
 /* Every placed replica of the cluster (list order). */
 struct iod_agent_overlay_table {

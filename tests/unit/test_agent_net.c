@@ -3,11 +3,16 @@
  * namespaces (ipam.c: allocate, keep, release, reuse, exhaustion, bad
  * subnets) and the concurrent health checks (the prober in probe.c): a
  * check that hangs until its timeout does not hold back another replica's
- * verdict. The netns and veth plumbing itself runs as root in
- * tests/integration/agent_netns.sh.
+ * verdict; the node's virtual switch's QoS (overlay.c + src/flow/dp.c): a
+ * replica's resources.network.bandwidth (Replica "nic_bw_bps") is an egress
+ * meter at that rate in its node's pipeline, and holds it there. The netns
+ * and veth plumbing itself runs as root in tests/integration/agent_netns.sh
+ * and overlay_netns.sh.
  */
 #include "harness.h"
 #include "iod/agent_run.h"
+#include "iod/flow.h"
+#include "iod/net_debug.h"
 
 #include <arpa/inet.h>
 #include <poll.h>
@@ -225,4 +230,118 @@ TEST(env_localize_points_at_this_nodes_replica_addresses)
 	CHECK_STR(env_of(r, "OTHER"), v);
 	free(m);
 	free(r);
+}
+
+/* One 1,400-byte UDP frame from src to dst into the switch's host port. */
+struct qbuf {
+	uint8_t mem[128 + 2048]; /* headroom + frame */
+	struct iod_pkt pkt;      /* describes mem */
+};
+static void qos_frame(struct qbuf *b, uint32_t src, uint32_t dst)
+{
+	struct iod_net_pkt_spec s = {0};
+	iod_agent_overlay_mac(dst, false, s.dst_mac);
+	iod_agent_overlay_mac(src, false, s.src_mac);
+	s.t.family = IOD_NET_AF_V4;
+	s.t.proto = IOD_NET_PROTO_UDP;
+	s.t.src.v4 = src;
+	s.t.dst.v4 = dst;
+	s.t.sport = 5001;
+	s.t.dport = 5201;
+	s.payload_bytes = 1400 - 42;
+	memset(&b->pkt, 0, sizeof(b->pkt));
+	b->pkt.data = b->mem + 128;
+	b->pkt.headroom = 128;
+	b->pkt.len = (uint32_t)iod_net_pkt_build(&s, b->pkt.data, 2048);
+	b->pkt.port_in = IOD_DP_PORT_HOST;
+}
+
+/* resources.network.bandwidth, end to end on the agent's side: the Replica's
+ * nic_bw_bps (what the scheduler counted on the NIC, bits/s) becomes one
+ * "egress" entry for the replica's address with an RFC 2698 meter at the
+ * same rate in bytes/s (PIR = CIR, buckets 300 ms of it); a replica without
+ * one is not metered. Offered 200 Mbit/s for 2 s, the metered replica gets
+ * its 100 Mbit/s (plus the bucket, once), the other everything. */
+TEST(overlay_bandwidth_is_the_replicas_egress_meter)
+{
+	json_t *nodes =
+	    json_pack("{s:[{s:s,s:{s:s}},{s:s,s:{s:s}}]}", "items", "name", "node-1", "value",
+	              "addr", "10.254.1.1", "name", "node-2", "value", "addr", "10.254.2.1");
+	json_t *svcs = json_pack("{s:[{s:s,s:{}}]}", "items", "name", "a", "value");
+	json_t *reps =
+	    json_pack("{s:[{s:s,s:{s:s,s:s,s:s,s:I}},{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}}]}",
+	              "items", "name", "a-0", "value", "service", "a", "node", "node-1", "addr",
+	              "10.200.1.2", "nic_bw_bps", (json_int_t)100000000, "name", "a-1", "value",
+	              "service", "a", "node", "node-2", "addr", "10.200.2.2", "name", "a-2",
+	              "value", "service", "a", "node", "node-1", "addr", "10.200.1.3");
+	struct iod_agent_overlay_table *t = calloc(1, sizeof(*t));
+	struct iod_flow_dp_config *c = calloc(1, sizeof(*c));
+	struct iod_flow_dp dp;
+	struct iod_err e = {0};
+	CHECK(nodes && svcs && reps && t && c);
+	CHECK_EQ(iod_agent_overlay_table_from_state(nodes, svcs, reps, t), 0);
+	CHECK_EQ(t->n, 3);
+	CHECK_U64(t->eps[0].egress_bps, 100000000);
+	CHECK_U64(t->eps[1].egress_bps, 0);
+
+	struct iod_agent_overlay_node nd = {.name = "node-1",
+	                                    .vtep_ip = ip("10.254.1.1"),
+	                                    .gateway = ip("10.200.1.1"),
+	                                    .overlay_net = ip("10.200.0.0"),
+	                                    .overlay_prefix = 16};
+	struct iod_agent_overlay_local loc[2] = {{"a-0", ip("10.200.1.2")},
+	                                         {"a-2", ip("10.200.1.3")}};
+	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 2, c, &e) == 0, "%s", e.msg);
+	CHECK_EQ(c->networks_n, 2); /* default, host */
+	CHECK_STR(c->networks[0].name, "default");
+	CHECK_U64(c->networks[0].endpoints[0].egress_bytes_per_s, 12500000);
+	CHECK_U64(c->networks[0].endpoints[1].egress_bytes_per_s, 0);
+	CHECK_U64(c->networks[0].endpoints[2].egress_bytes_per_s, 0); /* remote a-1 */
+
+	CHECK_MSG(iod_flow_dp_build(c, 1, &dp, &e) == 0, "%s", e.msg);
+	int eg = iod_flow_pipe_find(dp.pl, "egress"), q = iod_flow_pipe_find(dp.pl, "qos");
+	CHECK(eg >= 0 && q >= 0);
+	CHECK_EQ(iod_flow_pipe_cfg_get(dp.pl, (uint32_t)q)->fwd.pipe, (uint32_t)eg);
+	uint32_t pos = 0, id, entries = 0;
+	const struct iod_flow_entry_cfg *ec;
+	while (iod_flow_entry_next(dp.pl, (uint32_t)eg, &pos, &id, &ec)) {
+		entries++;
+		CHECK_EQ(ec->match.src.v4, ip("10.200.1.2"));
+		CHECK_EQ(ec->match.in_port, IOD_DP_PORT_HOST);
+		CHECK(ec->monitor.flags & IOD_FLOW_MON_METER);
+		CHECK(ec->monitor.meter.two_rate);
+		CHECK_U64(ec->monitor.meter.cir_bytes_per_s, 12500000);
+		CHECK_U64(ec->monitor.meter.pir_bytes_per_s, 12500000);
+		CHECK_U64(ec->monitor.meter.cbs_bytes, 3750000); /* 300 ms */
+	}
+	CHECK_EQ(entries, 1); /* once, though a-0 is in two networks */
+
+	/* 200 Mbit/s offered by each local replica to the remote one for 2 s */
+	struct qbuf *b = calloc(1, sizeof(*b));
+	CHECK(b);
+	uint64_t sent_bytes[2] = {0, 0}, passed_bytes[2] = {0, 0};
+	const uint64_t gap_ns = 1400ull * 8 * 1000000000 / 200000000; /* 56 us */
+	for (uint64_t now = 1000000; now < 2001000000ull; now += gap_ns)
+		for (int r = 0; r < 2; r++) {
+			qos_frame(b, loc[r].ip, ip("10.200.2.2"));
+			struct iod_pkt *pp = &b->pkt;
+			sent_bytes[r] += b->pkt.len;
+			iod_flow_burst(dp.pl, 0, &pp, 1, now);
+			if (b->pkt.verdict == IOD_FLOW_V_PORT) {
+				CHECK_EQ(b->pkt.port_out, IOD_DP_PORT_FABRIC);
+				passed_bytes[r] += b->pkt.len - IOD_NET_VXLAN_OVERHEAD;
+			}
+		}
+	CHECK(sent_bytes[0] > 49000000); /* 200 Mbit/s for 2 s */
+	/* 2 s at 12.5 MB/s plus the 3.75 MB bucket, within a frame */
+	CHECK_MSG(passed_bytes[0] >= 28750000 - 2800 && passed_bytes[0] <= 28750000 + 1400, "%llu",
+	          (unsigned long long)passed_bytes[0]);
+	CHECK_U64(passed_bytes[1], sent_bytes[1]);
+	free(b);
+	iod_flow_dp_destroy(&dp);
+	free(c);
+	free(t);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
 }
