@@ -414,6 +414,13 @@ _Static_assert(IOD_UP_NODES_MAX <= 250, "a node's underlay address is 10.254.<le
 /* The virtual switch's wait when no port had a frame: bounds the CPU an
  * idle switch takes; a frame wakes it at once (its block retires in 1 ms). */
 #define IOD_AGENT_VSWITCH_IDLE_MS 5
+/* Dropped new flows one virtual switch remembers (the newest; `iod trace
+ * --drops`), and the rules it counts verdicts for (per tenant: two). */
+#define IOD_AGENT_DROPS_MAX 256
+#define IOD_AGENT_DROP_RULES_MAX 64
+/* How often the switch writes its drops and verdict counters for readers
+ * (<data_dir>/drops.json, dp_sg_verdicts.prom) when they changed. */
+#define IOD_AGENT_DROPS_PUBLISH_MS 200
 
 /* ---- state/objects (typed cluster objects) ---------------------------- */
 
