@@ -405,6 +405,13 @@ _Static_assert(IOD_UP_SERVERS_MAX <= IOD_STATE_PEERS_MAX, "every server is a pee
 #define IOD_UNDERLAY_STEPS_MAX \
 	(8 + 3 * (IOD_UNDERLAY_LEAVES_MAX + IOD_UNDERLAY_SPINES_MAX + IOD_UP_NODES_MAX))
 _Static_assert(IOD_UP_NODES_MAX <= 250, "a node's underlay address is 10.254.<leaf>.<1..250>");
+/* Dropped new flows one virtual switch remembers (the newest; `iod trace
+ * --drops`), and the rules it counts verdicts for (per tenant: two). */
+#define IOD_AGENT_DROPS_MAX 256
+#define IOD_AGENT_DROP_RULES_MAX 64
+/* How often the switch writes its drops and verdict counters for readers
+ * (<data_dir>/drops.json, dp_sg_verdicts.prom) when they changed. */
+#define IOD_AGENT_DROPS_PUBLISH_MS 200
 /* Replicas the overlay table of one agent's virtual switch holds (the
  * whole cluster's: it is the VTEP table); beyond it the rest are not
  * reachable over the overlay and the agent says so. */
@@ -414,13 +421,6 @@ _Static_assert(IOD_UP_NODES_MAX <= 250, "a node's underlay address is 10.254.<le
 /* The virtual switch's wait when no port had a frame: bounds the CPU an
  * idle switch takes; a frame wakes it at once (its block retires in 1 ms). */
 #define IOD_AGENT_VSWITCH_IDLE_MS 5
-/* Dropped new flows one virtual switch remembers (the newest; `iod trace
- * --drops`), and the rules it counts verdicts for (per tenant: two). */
-#define IOD_AGENT_DROPS_MAX 256
-#define IOD_AGENT_DROP_RULES_MAX 64
-/* How often the switch writes its drops and verdict counters for readers
- * (<data_dir>/drops.json, dp_sg_verdicts.prom) when they changed. */
-#define IOD_AGENT_DROPS_PUBLISH_MS 200
 
 /* ---- state/objects (typed cluster objects) ---------------------------- */
 

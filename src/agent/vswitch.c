@@ -49,6 +49,11 @@ struct iod_agent_vswitch {
 	char (*veths)[16];
 	uint32_t nloc;
 	/* the thread's own */
+	/* drops with their rule (drops.c) */
+	struct iod_agent_drops *drops;
+	char data_dir[IOD_AGENT_PATH_MAX]; /* where they are written */
+	uint64_t drops_pub_ns;             /* last written */
+	bool new_pipeline;                 /* rebuilt since the last reading */
 	struct iod_agent_overlay_node nd;
 	char dev[32];
 	char host_port[16];
@@ -66,11 +71,6 @@ struct iod_agent_vswitch {
 	char (*vbuf)[16];
 	struct iod_dp_loop loop;
 	int udp_fd;
-	/* drops with their rule (drops.c), the thread's own */
-	struct iod_agent_drops *drops;
-	char data_dir[IOD_AGENT_PATH_MAX]; /* where they are written */
-	uint64_t drops_pub_ns;             /* last written */
-	bool new_pipeline;                 /* rebuilt since the last reading */
 };
 
 static int dev_info(const char *dev, uint32_t *ip, uint8_t mac[6], struct iod_err *e)
@@ -112,6 +112,8 @@ static int open_port(struct iod_io_port *p, const char *name, const char *iface,
 	return iod_io_port_open(p, &pc, e);
 }
 
+static void maybe_publish_drops(struct iod_agent_vswitch *v);
+
 /* A packet the pipeline dropped: its rule, in the thread's records. */
 static void on_drop(void *ctx, const struct iod_pkt *p)
 {
@@ -123,6 +125,7 @@ static void on_drop(void *ctx, const struct iod_pkt *p)
 	iod_flow_key_from_meta(&k, &m, p->port_in);
 	iod_agent_drops_note(v->drops, v->last, v->tbuf, &k, p->port_in == IOD_DP_PORT_FABRIC,
 	                     iod_time_unix_ns() / IOD_NS_PER_MS);
+	maybe_publish_drops(v);
 }
 
 /* Write s to dir/name through a temporary file (readers see whole files). */
@@ -173,6 +176,16 @@ static void publish_drops(struct iod_agent_vswitch *v)
 	if (!iod_agent_drops_prom(v->drops, &b) && b.data)
 		write_file(v->data_dir, "dp_sg_verdicts.prom", b.data, b.len);
 	iod_buf_free(&b);
+}
+
+/* publish_drops at most every IOD_AGENT_DROPS_PUBLISH_MS. */
+static void maybe_publish_drops(struct iod_agent_vswitch *v)
+{
+	uint64_t now = iod_clock_now_ns();
+	if (!v->drops || now - v->drops_pub_ns < IOD_AGENT_DROPS_PUBLISH_MS * IOD_NS_PER_MS)
+		return;
+	v->drops_pub_ns = now;
+	publish_drops(v);
 }
 
 /* Bring the ports and the pipeline in line with the inputs. */
@@ -293,13 +306,7 @@ static void *vswitch_main(void *arg)
 			seen = gen;
 			rebuild(v);
 		}
-		uint64_t now = iod_clock_now_ns();
-		if (v->drops &&
-		    now - v->drops_pub_ns >= IOD_AGENT_DROPS_PUBLISH_MS * IOD_NS_PER_MS) {
-			v->drops_pub_ns = now;
-			publish_drops(v);
-		}
-		uint32_t got = v->loaded ? iod_dp_loop_step(&v->loop, now) : 0;
+		uint32_t got = v->loaded ? iod_dp_loop_step(&v->loop, iod_clock_now_ns()) : 0;
 		if (got)
 			continue;
 		/* idle: wait (bounded) for any port */
@@ -314,6 +321,7 @@ static void *vswitch_main(void *arg)
 				    (struct pollfd){iod_io_port_fd(&v->vp[i].port), POLLIN, 0};
 		}
 		poll(pfd, n, IOD_AGENT_VSWITCH_IDLE_MS);
+		maybe_publish_drops(v); /* and at each drop (on_drop), while busy */
 	}
 	free(pfd);
 	return NULL;
@@ -339,8 +347,6 @@ int iod_agent_vswitch_start(struct iod_agent_vswitch **out, const struct iod_age
 	v->tbuf = calloc(1, sizeof(*v->tbuf));
 	v->cfg = calloc(1, sizeof(*v->cfg));
 	v->last = calloc(1, sizeof(*v->last));
-	v->drops = calloc(1, sizeof(*v->drops)); /* none: the switch runs without records */
-	iod_strlcpy(v->data_dir, c->data_dir, sizeof(v->data_dir));
 	if (!v->locals || !v->veths || !v->lbuf || !v->vbuf || !v->vp || !v->hp || !v->hmac ||
 	    !v->tbuf || !v->cfg || !v->last) {
 		iod_agent_vswitch_stop(v);
@@ -349,6 +355,8 @@ int iod_agent_vswitch_start(struct iod_agent_vswitch **out, const struct iod_age
 	iod_strlcpy(v->nd.name, c->name, sizeof(v->nd.name));
 	iod_strlcpy(v->dev, c->overlay_dev, sizeof(v->dev));
 	iod_strlcpy(v->host_port, n->host_port, sizeof(v->host_port));
+	v->drops = calloc(1, sizeof(*v->drops)); /* none: the switch runs without records */
+	iod_strlcpy(v->data_dir, c->data_dir, sizeof(v->data_dir));
 	memcpy(v->nd.underlay_gw_mac, c->overlay_gw_mac, 6);
 	v->nd.gateway = iod_agent_ipam_gateway(&n->ipam);
 	v->nd.overlay_net = n->overlay_net;
@@ -403,6 +411,7 @@ void iod_agent_vswitch_stop(struct iod_agent_vswitch *v)
 	if (v->udp_fd >= 0)
 		close(v->udp_fd);
 	pthread_mutex_destroy(&v->mu);
+	free(v->drops);
 	free(v->table);
 	free(v->locals);
 	free(v->veths);
@@ -414,7 +423,6 @@ void iod_agent_vswitch_stop(struct iod_agent_vswitch *v)
 	free(v->tbuf);
 	free(v->cfg);
 	free(v->last);
-	free(v->drops);
 	free(v);
 }
 

@@ -4,9 +4,7 @@
 # two parameter servers on different nodes (anti-affinity). Checks: their
 # namespaces talk TCP across nodes (an echo of 64 KiB); a capture on leaf 1
 # shows VXLAN with the tenant's VNI and the inner addresses; a replica of
-# another tenant cannot connect (when the spec has `tenant:`), and the drop
-# is in `iod trace --drops` with its rule and in the verdict counters
-# (<node dir>/dp_sg_verdicts.prom, what the agent's /metrics serves); `iod down`
+# another tenant cannot connect (when the spec has `tenant:`); `iod down`
 # leaves no namespace, link or process; after kill -9 of every agent and
 # server a new `iod up` sweeps and starts, and after kill -9 of the agents
 # `iod down` still leaves nothing. Exit 0 pass, 1 fail, 77 skip.
@@ -128,7 +126,8 @@ if "$IOD" deploy -f "$T/other.yaml" >"$T/other.out" 2>&1; then
 	echoed) bad "a replica of tenant other reached tenant default's $A1" ;;
 	*) ok "tenant other cannot connect to $A1 (${out##*: })" ;;
 	esac
-	# the drop is recorded with its rule (iod trace --drops), and counted
+	# the drop is in `iod trace --drops` with its rule and in the verdict
+	# counters (<node dir>/dp_sg_verdicts.prom, what the agent's /metrics serves)
 	sleep 0.5 # the switch writes its records every 200 ms
 	"$IOD" trace --drops >"$T/drops.txt" 2>&1
 	if grep -q "other/intruder-0 .* -> parameter-server-1 $A1:7777 tcp SYN policy denied DROPPED (rule tenant-other/deny-other-tenants" "$T/drops.txt"; then
@@ -136,15 +135,15 @@ if "$IOD" deploy -f "$T/other.yaml" >"$T/other.out" 2>&1; then
 	else
 		bad "iod trace --drops has no intruder-0 -> $A1 drop with its rule: $(head -3 "$T/drops.txt")"
 	fi
-	NI=$(rep intruder-0 node)
-	"$IOD" trace --drops --node "$NI" -o json | grep -q '"rule":"tenant-other/deny-other-tenants"' &&
-		ok "iod trace --drops --node $NI -o json names the rule" ||
-		bad "iod trace --drops --node $NI -o json: $(head -c 300 "$T/drops.txt")"
+	NX=$(rep intruder-0 node)
+	"$IOD" trace --drops --node "$NX" -o json | grep -q '"rule":"tenant-other/deny-other-tenants"' &&
+		ok "iod trace --drops --node $NX -o json names the rule" ||
+		bad "iod trace --drops --node $NX -o json: $(head -c 300 "$T/drops.txt")"
 	if grep -Eq '^iod_dp_sg_verdicts_total\{rule="tenant-other/deny-other-tenants",verdict="dropped"\} [1-9]' \
-		"$IOD_STATE_DIR/$NI/dp_sg_verdicts.prom" 2>/dev/null &&
+		"$IOD_STATE_DIR/$NX/dp_sg_verdicts.prom" 2>/dev/null &&
 		grep -Eq '^iod_dp_sg_verdicts_total\{rule="tenant-default/allow-same-tenant",verdict="forwarded"\} [1-9]' \
 			"$IOD_STATE_DIR"/node-*/dp_sg_verdicts.prom 2>/dev/null; then
-		ok "verdict counters: $(grep -h 'deny-other-tenants",verdict="dropped"' "$IOD_STATE_DIR/$NI/dp_sg_verdicts.prom")"
+		ok "verdict counters: $(grep -h 'deny-other-tenants",verdict="dropped"' "$IOD_STATE_DIR/$NX/dp_sg_verdicts.prom")"
 	else
 		bad "verdict counters: $(cat "$IOD_STATE_DIR"/node-*/dp_sg_verdicts.prom 2>&1 | grep -v '^#' | head -4)"
 	fi
