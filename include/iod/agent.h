@@ -396,6 +396,7 @@ struct iod_agent_overlay_ep {
 	char tenant[IOD_NAME_MAX]; /* its Service's tenant ("default") */
 	uint32_t ip;               /* its overlay address (Replica "addr"); 0 = none yet */
 	uint32_t vtep;             /* its node's underlay address (Node "addr"); 0 = unknown */
+	uint64_t egress_bps;       /* its egress meter (Replica "nic_bw_bps", bits/s); 0 = none */
 };
 /* Every placed replica of the cluster (list order). */
 struct iod_agent_overlay_table {
@@ -420,6 +421,64 @@ struct iod_agent_overlay_node {
 	uint32_t overlay_net;       /* the cluster's overlay (10.200.0.0) */
 	uint32_t overlay_prefix;    /* its prefix (16) */
 };
+/*
+ * Drops with their rule (drops.c, pure): the switch hands every packet its
+ * pipeline dropped to iod_agent_drops_note, which finds the rule that
+ * dropped it from the config it ran (tenants' default security group: a
+ * tenant's replicas may talk, different tenants may not), keeps dropped new
+ * flows (TCP SYN, any other protocol's packet; a repeat within 1 s of the
+ * same flow counts on its record) in a bounded ring, and counts verdicts per
+ * rule. Rules are named "tenant-<tenant>/<rule>".
+ */
+struct iod_agent_drop {
+	uint64_t seq;                /* 1, 2, ... in the order recorded */
+	uint64_t first_ms;           /* unix ms of the first packet */
+	uint64_t last_ms;            /* of the last repeat */
+	uint32_t count;              /* packets of this flow dropped */
+	uint32_t src, dst;           /* inner IPv4 addresses */
+	uint16_t sport, dport;       /* L4 ports */
+	uint8_t proto;               /* IP protocol */
+	uint8_t tcp_flags;           /* of the first */
+	bool from_fabric;            /* arrived from another node */
+	char src_name[IOD_NAME_MAX]; /* the replica at src ("" = unknown) */
+	char dst_name[IOD_NAME_MAX]; /* the replica at dst ("" = none known) */
+	char tenant[IOD_NAME_MAX];   /* the network it was classified into */
+	char rule[2 * IOD_NAME_MAX]; /* "tenant-<t>/deny-other-tenants", ... */
+	char why[128];               /* one line */
+};
+struct iod_agent_drop_rule {
+	char rule[2 * IOD_NAME_MAX]; /* its name */
+	uint64_t forwarded;          /* new sessions it admitted */
+	uint64_t dropped;            /* packets it dropped */
+	uint64_t fwd_base;           /* admitted by pipelines before the current one */
+	uint64_t fwd_seen;           /* the current pipeline's last reading */
+};
+struct iod_agent_drops {
+	uint64_t seq;                                    /* records ever made */
+	uint64_t dropped;                                /* packets dropped, all causes */
+	uint32_t head;                                   /* next slot of ring */
+	uint32_t n;                                      /* records held */
+	uint32_t rules_n;                                /* rules counted */
+	bool dirty;                                      /* changed since the last publish */
+	struct iod_agent_drop ring[IOD_AGENT_DROPS_MAX]; /* newest last */
+	struct iod_agent_drop_rule rules[IOD_AGENT_DROP_RULES_MAX]; /* first seen first */
+};
+struct iod_flow_key;
+struct iod_flow_dp_config;
+/* One dropped packet (key from the parser) at now_ms, under config c, with
+ * the overlay table t (names); from_fabric: it came in on the VTEP. */
+void iod_agent_drops_note(struct iod_agent_drops *d, const struct iod_flow_dp_config *c,
+                          const struct iod_agent_overlay_table *t, const struct iod_flow_key *k,
+                          bool from_fabric, uint64_t now_ms);
+/* The admitted new sessions of network n's allow rule as the running
+ * pipeline counts them; epoch changes when the pipeline was rebuilt. */
+void iod_agent_drops_admitted(struct iod_agent_drops *d, const char *tenant, uint64_t reading,
+                              bool new_pipeline);
+/* {"node", "dropped", "records": [...oldest first], "rules": [...]} */
+json_t *iod_agent_drops_json(const struct iod_agent_drops *d, const char *node);
+/* iod_dp_sg_verdicts_total{rule=,verdict=forwarded|dropped} (src/obs/prom.c). */
+int iod_agent_drops_prom(const struct iod_agent_drops *d, struct iod_buf *b);
+
 /* A local replica with a port on the switch. */
 struct iod_agent_overlay_local {
 	char name[IOD_NAME_MAX]; /* replica */

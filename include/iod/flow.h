@@ -315,17 +315,21 @@ bool iod_flow_entry_next(const struct iod_flow_pipeline *pl, uint32_t pipe, uint
  *   "sg"   (acl)         established/related -> "qos"; new + SG rule -> "svc"
  *   "svc"  (basic)       VIP:port -> LB (DNAT + commit) -> "qos"; miss -> "commit"
  *   "commit" (control)   commit -> "qos"
- *   "qos"  (basic: meta) meter + DSCP -> "route"
+ *   "qos"  (basic: meta) meter + DSCP -> "route" (or "egress")
+ *   "egress" (basic: in_port + src; only when an endpoint has a rate) per-endpoint
+ *                        meter on what a local endpoint sends -> "route"
  *   "route" (basic: meta + dst) remote -> encap to its VTEP, fabric port; local -> host port
  */
 #define IOD_DP_PORT_HOST 0
 #define IOD_DP_PORT_FABRIC 1
 
 struct iod_flow_dp_endpoint {
-	uint32_t ip;      /* overlay (inner) address */
-	uint8_t mac[6];   /* its MAC (inner destination MAC on delivery) */
-	bool local;       /* behind this node's host port */
-	uint32_t vtep_ip; /* remote: its VTEP */
+	uint32_t ip;                 /* overlay (inner) address */
+	uint8_t mac[6];              /* its MAC (inner destination MAC on delivery) */
+	bool local;                  /* behind this node's host port */
+	uint32_t vtep_ip;            /* remote: its VTEP */
+	uint64_t egress_bytes_per_s; /* local: meter on what it sends (RFC 2698, PIR = CIR,
+	                              * frame bytes); 0 = none */
 };
 
 struct iod_flow_dp_network {

@@ -221,6 +221,10 @@ struct iod_dp_loop {
 	const uint8_t (*host_macs)[6];         /* the MAC behind each */
 	uint32_t host_n;                       /* how many */
 	uint64_t host_unknown;                 /* to the host side, no port with its MAC */
+	/* each packet the pipeline dropped, before it is freed (the agent's
+	 * drop records); NULL = none; set after iod_dp_loop_init */
+	void (*on_drop)(void *ctx, const struct iod_pkt *p);
+	void *on_drop_ctx; /* its argument */
 };
 
 /* Bind dp, ar (may be NULL) and the two open ports; live and idle_port

@@ -412,6 +412,13 @@ _Static_assert(IOD_UP_SERVERS_MAX <= IOD_STATE_PEERS_MAX, "every server is a pee
 #define IOD_UNDERLAY_STEPS_MAX \
 	(8 + 3 * (IOD_UNDERLAY_LEAVES_MAX + IOD_UNDERLAY_SPINES_MAX + IOD_UP_NODES_MAX))
 _Static_assert(IOD_UP_NODES_MAX <= 250, "a node's underlay address is 10.254.<leaf>.<1..250>");
+/* Dropped new flows one virtual switch remembers (the newest; `iod trace
+ * --drops`), and the rules it counts verdicts for (per tenant: two). */
+#define IOD_AGENT_DROPS_MAX 256
+#define IOD_AGENT_DROP_RULES_MAX 64
+/* How often the switch writes its drops and verdict counters for readers
+ * (<data_dir>/drops.json, dp_sg_verdicts.prom) when they changed. */
+#define IOD_AGENT_DROPS_PUBLISH_MS 200
 /* Replicas the overlay table of one agent's virtual switch holds (the
  * whole cluster's: it is the VTEP table); beyond it the rest are not
  * reachable over the overlay and the agent says so. */
@@ -660,6 +667,12 @@ _Static_assert(IOD_UP_NODES_MAX <= 250, "a node's underlay address is 10.254.<le
 #define IOD_DP_SGS_MAX 16
 #define IOD_DP_SERVICES_MAX 16
 #define IOD_DP_ENDPOINTS_MAX 256
+/* A replica's egress meter (a policer: red is dropped) holds 300 ms of its
+ * rate, at least 64 KiB. TCP through a policer loses bursts of segments when
+ * the bucket runs dry; measured at 100 Mbit/s (qos_netns.sh, docs/network.md)
+ * buckets of 5, 20 and 100 ms gave TCP 49, 24 and 68 Mbit/s, 300 ms 99. */
+#define IOD_DP_EGRESS_BURST_MS 300u
+#define IOD_DP_EGRESS_BURST_MIN (64u << 10)
 /* Conntrack memory per data-plane core (iod_net_ct_bytes): the data plane
  * shares the node with its replicas; 512 MiB holds about 6 M sessions (the
  * default 1 M takes 76 MiB). A larger ct_sessions is a config error. */

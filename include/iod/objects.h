@@ -86,7 +86,8 @@ struct iod_obj_head {
 	X(UPDATED_MS, "updated_ms", UINT, updated_ms, 0, INT64_MAX, 0)                    \
 	X(LOST_MS, "lost_ms", UINT, lost_ms, 0, INT64_MAX, 0)                             \
 	X(MOVED_FROM, "moved_from", STR, moved_from, 0, 0, 0)                             \
-	X(TENANT, "tenant", STR, tenant, 0, 0, 0)
+	X(TENANT, "tenant", STR, tenant, 0, 0, 0)                                         \
+	X(NIC_BW_BPS, "nic_bw_bps", UINT, nic_bw_bps, 0, INT64_MAX, 0)
 
 enum iod_obj_replica_field {
 #define X(f, k, t, m, lo, hi, d) IOD_OBJ_REPLICA_##f,
@@ -123,6 +124,8 @@ struct iod_obj_replica {
 	uint64_t lost_ms;                   /* when its node was seen lost (unix ms) */
 	char moved_from[IOD_NAME_MAX];      /* the lost node it was moved from */
 	char tenant[IOD_NAME_MAX];          /* whose it is (identity key) */
+	uint64_t nic_bw_bps;                /* resources.network.bandwidth: the NIC bandwidth
+	                                     * the scheduler counts and its egress meter */
 };
 
 /* ---- Endpoint: where a replica answers, and whether it takes traffic ----- */

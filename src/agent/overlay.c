@@ -95,6 +95,10 @@ int iod_agent_overlay_table_from_state(const json_t *nodes, const json_t *servic
 			}
 		}
 		ep->ip = parse_ip(addr);
+		int64_t bw = 0;
+		if (!iod_obj_peek_int(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_NIC_BW_BPS, &bw) &&
+		    bw > 0)
+			ep->egress_bps = (uint64_t)bw;
 		json_array_foreach(json_object_get(nodes, "items"), j, y)
 		{
 			const char *nn = NULL;
@@ -142,7 +146,8 @@ static int network_of(struct iod_flow_dp_config *c, const struct iod_agent_overl
 	return (int)c->networks_n++;
 }
 
-static int add_ep(struct iod_flow_dp_network *n, uint32_t ip, bool local, uint32_t vtep)
+static int add_ep(struct iod_flow_dp_network *n, uint32_t ip, bool local, uint32_t vtep,
+                  uint64_t egress_bps)
 {
 	if (n->endpoints_n == IOD_DP_ENDPOINTS_MAX)
 		return -ENOSPC;
@@ -151,6 +156,7 @@ static int add_ep(struct iod_flow_dp_network *n, uint32_t ip, bool local, uint32
 	ep->ip = ip;
 	ep->local = local;
 	ep->vtep_ip = vtep;
+	ep->egress_bytes_per_s = egress_bps / 8; /* the scheduler's bits/s, as bytes */
 	iod_agent_overlay_mac(ip, false, ep->mac);
 	return 0;
 }
@@ -197,7 +203,7 @@ int iod_agent_overlay_dp_config(const struct iod_agent_overlay_node *nd,
 	iod_agent_overlay_mac(nd->gateway, true, host->gateway_mac);
 	host->sg = -1;
 	host->local_only = true;
-	int rc = add_ep(host, nd->gateway, true, 0);
+	int rc = add_ep(host, nd->gateway, true, 0, 0);
 	/* local endpoints: in their tenant's network and the host's */
 	for (uint32_t i = 0; i < nloc && !rc; i++) {
 		const struct iod_agent_overlay_ep *ep = iod_agent_overlay_find(t, loc[i].name);
@@ -205,9 +211,11 @@ int iod_agent_overlay_dp_config(const struct iod_agent_overlay_node *nd,
 			continue; /* its tenant not known yet: the next watch round */
 		int n = network_of(c, nd, ep->tenant);
 		IOD_ASSERT(n >= 0 && n < (int)c->networks_n - 1);
-		rc = add_ep(&c->networks[n], loc[i].ip, true, 0);
+		/* its egress meter: one per address (the pipeline's "egress"
+		 * pipe matches the source, whichever network it sends into) */
+		rc = add_ep(&c->networks[n], loc[i].ip, true, 0, ep->egress_bps);
 		if (!rc)
-			rc = add_ep(host, loc[i].ip, true, 0);
+			rc = add_ep(host, loc[i].ip, true, 0, ep->egress_bps);
 	}
 	/* remote endpoints of the tenants this node has: behind their VTEP */
 	for (uint32_t i = 0; i < t->n && !rc; i++) {
@@ -216,7 +224,7 @@ int iod_agent_overlay_dp_config(const struct iod_agent_overlay_node *nd,
 			continue;
 		for (uint32_t n = 0; n + 1 < c->networks_n; n++)
 			if (!strcmp(c->networks[n].name, ep->tenant))
-				rc = add_ep(&c->networks[n], ep->ip, false, ep->vtep);
+				rc = add_ep(&c->networks[n], ep->ip, false, ep->vtep, 0);
 	}
 	if (rc)
 		return iod_err_set(e, rc, "overlay: more than %d endpoints in one network",

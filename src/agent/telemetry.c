@@ -449,6 +449,15 @@ static TEL_MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *u
 		pthread_mutex_unlock(&t->lock);
 		if (!rc)
 			rc = iod_config_node_prom(&b); /* iod config: revisions and drift */
+		if (!rc) { /* the virtual switch's rule verdicts, as it last wrote them */
+			char path[IOD_AGENT_PATH_MAX + 32];
+			struct iod_buf vb;
+			iod_buf_init(&vb);
+			snprintf(path, sizeof(path), "%s/dp_sg_verdicts.prom", t->cfg->data_dir);
+			if (!iod_buf_read_file(&vb, path, 1u << 20, NULL) && vb.data)
+				rc = iod_buf_append(&b, vb.data, vb.len);
+			iod_buf_free(&vb);
+		}
 		if (rc || !b.data) {
 			iod_buf_free(&b);
 			return answer(c, 500, "text/plain", strdup("out of memory\n"));

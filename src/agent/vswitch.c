@@ -11,7 +11,10 @@
  * destination MAC. A change of either input rebuilds the pipeline at the
  * next turn, keeping conntrack. A UDP socket bound to the VTEP's VXLAN
  * port keeps the host kernel from answering the frames the switch takes
- * with ICMP port-unreachable. Nothing here decides about packets.
+ * with ICMP port-unreachable. Each dropped packet goes to drops.c, which
+ * finds its rule; the records and verdict counters are written for readers
+ * (<data_dir>/drops.json, dp_sg_verdicts.prom: `iod trace --drops`, the
+ * agent's /metrics). Nothing here decides about packets.
  */
 #include "iod/agent_run.h"
 #include "iod/io.h"
@@ -22,6 +25,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -46,6 +50,11 @@ struct iod_agent_vswitch {
 	char (*veths)[16];
 	uint32_t nloc;
 	/* the thread's own */
+	/* drops with their rule (drops.c) */
+	struct iod_agent_drops *drops;
+	char data_dir[IOD_AGENT_PATH_MAX]; /* where they are written */
+	uint64_t drops_pub_ns;             /* last written */
+	bool new_pipeline;                 /* rebuilt since the last reading */
 	struct iod_agent_overlay_node nd;
 	char dev[32];
 	char host_port[16];
@@ -106,6 +115,82 @@ static int open_port(struct iod_io_port *p, const char *name, const char *iface,
 	const char *rx = getenv("IOD_VSWITCH_RX");
 	pc.rx_recv = !rx || strcmp(rx, "ring");
 	return iod_io_port_open(p, &pc, e);
+}
+
+static void maybe_publish_drops(struct iod_agent_vswitch *v);
+
+/* A packet the pipeline dropped: its rule, in the thread's records. */
+static void on_drop(void *ctx, const struct iod_pkt *p)
+{
+	struct iod_agent_vswitch *v = ctx;
+	struct iod_net_meta m;
+	struct iod_flow_key k;
+	if (!v->drops || iod_net_parse(p->data, p->len, 0, &m))
+		return;
+	iod_flow_key_from_meta(&k, &m, p->port_in);
+	iod_agent_drops_note(v->drops, v->last, v->tbuf, &k, p->port_in == IOD_DP_PORT_FABRIC,
+	                     iod_time_unix_ns() / IOD_NS_PER_MS);
+	maybe_publish_drops(v);
+}
+
+/* Write s to dir/name through a temporary file (readers see whole files). */
+static void write_file(const char *dir, const char *name, const char *s, size_t len)
+{
+	char path[IOD_AGENT_PATH_MAX + 64], tmp[IOD_AGENT_PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
+	FILE *f = fopen(tmp, "w");
+	if (!f)
+		return;
+	bool ok = fwrite(s, 1, len, f) == len;
+	if (fclose(f) == 0 && ok)
+		rename(tmp, path);
+}
+
+/* The allow rules' admitted sessions from the running pipeline's sg pipe
+ * (an entry per tenant for new sessions); then, when anything changed,
+ * the records and counters for readers. */
+static void publish_drops(struct iod_agent_vswitch *v)
+{
+	const struct iod_flow_entry_cfg *ec;
+	uint32_t pos = 0, id;
+	struct iod_flow_dp *dp = v->cur >= 0 ? &v->dp[v->cur] : NULL;
+	while (dp && v->loaded &&
+	       iod_flow_entry_next(dp->pl, (uint32_t)dp->pipe_sg, &pos, &id, &ec)) {
+		struct iod_flow_stats st;
+		uint32_t n = ec->match.meta - 1;
+		if (ec->match.ct_state != IOD_NET_CT_NEW || !ec->match.meta ||
+		    n >= v->last->networks_n || v->last->networks[n].local_only ||
+		    iod_flow_entry_stats(dp->pl, (uint32_t)dp->pipe_sg, id, &st))
+			continue;
+		iod_agent_drops_admitted(v->drops, v->last->networks[n].name, st.packets,
+		                         v->new_pipeline);
+	}
+	v->new_pipeline = false;
+	if (!v->drops->dirty || !v->data_dir[0])
+		return;
+	v->drops->dirty = false;
+	json_t *j = iod_agent_drops_json(v->drops, v->nd.name);
+	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	if (text)
+		write_file(v->data_dir, "drops.json", text, strlen(text));
+	free(text);
+	json_decref(j);
+	struct iod_buf b;
+	iod_buf_init(&b);
+	if (!iod_agent_drops_prom(v->drops, &b) && b.data)
+		write_file(v->data_dir, "dp_sg_verdicts.prom", b.data, b.len);
+	iod_buf_free(&b);
+}
+
+/* publish_drops at most every IOD_AGENT_DROPS_PUBLISH_MS. */
+static void maybe_publish_drops(struct iod_agent_vswitch *v)
+{
+	uint64_t now = iod_clock_now_ns();
+	if (!v->drops || now - v->drops_pub_ns < IOD_AGENT_DROPS_PUBLISH_MS * IOD_NS_PER_MS)
+		return;
+	v->drops_pub_ns = now;
+	publish_drops(v);
 }
 
 /* Bring the ports and the pipeline in line with the inputs. */
@@ -192,6 +277,9 @@ static void rebuild(struct iod_agent_vswitch *v)
 	iod_dp_loop_init(&v->loop, &v->dp[v->cur], NULL, v->ports);
 	v->loop.rx_packets = rx;
 	iod_dp_loop_set_host_ports(&v->loop, v->hp, (const uint8_t(*)[6])v->hmac, v->nvp + 1);
+	v->loop.on_drop = on_drop;
+	v->loop.on_drop_ctx = v;
+	v->new_pipeline = true;
 	v->loaded = true;
 	uint32_t eps = 0;
 	for (uint32_t n = 0; n < v->cfg->networks_n; n++)
@@ -270,6 +358,7 @@ static void *vswitch_main(void *arg)
 				    (struct pollfd){iod_io_port_fd(&v->vp[i].port), POLLIN, 0};
 		}
 		poll(pfd, n, IOD_AGENT_VSWITCH_IDLE_MS);
+		maybe_publish_drops(v); /* and at each drop (on_drop), while busy */
 	}
 	free(pfd);
 	return NULL;
@@ -304,6 +393,8 @@ int iod_agent_vswitch_start(struct iod_agent_vswitch **out, const struct iod_age
 	iod_strlcpy(v->nd.name, c->name, sizeof(v->nd.name));
 	iod_strlcpy(v->dev, c->overlay_dev, sizeof(v->dev));
 	iod_strlcpy(v->host_port, n->host_port, sizeof(v->host_port));
+	v->drops = calloc(1, sizeof(*v->drops)); /* none: the switch runs without records */
+	iod_strlcpy(v->data_dir, c->data_dir, sizeof(v->data_dir));
 	memcpy(v->nd.underlay_gw_mac, c->overlay_gw_mac, 6);
 	v->nd.gateway = iod_agent_ipam_gateway(&n->ipam);
 	v->nd.overlay_net = n->overlay_net;
@@ -358,6 +449,7 @@ void iod_agent_vswitch_stop(struct iod_agent_vswitch *v)
 	if (v->udp_fd >= 0)
 		close(v->udp_fd);
 	pthread_mutex_destroy(&v->mu);
+	free(v->drops);
 	free(v->table);
 	free(v->locals);
 	free(v->veths);

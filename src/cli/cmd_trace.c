@@ -11,11 +11,19 @@
  * stderr) instead of pretending it saw everything. When the control plane's API serves spans cluster-wide this
  * command will ask it instead; the output stays the same. A shell: HTTP GET
  * and printing, nothing else.
+ *
+ * `iod trace --drops [--node N]`: the flows the nodes' virtual switches
+ * dropped, each with the rule that dropped it, as `hubble observe --verdict
+ * DROPPED` shows them, oldest first. Each agent's switch keeps the newest
+ * IOD_AGENT_DROPS_MAX in a ring and writes them to <its data dir>/drops.json
+ * (src/agent/drops.c, vswitch.c); read from the cluster's state dir.
  */
 #include "cli.h"
+#include "iod/agent.h"
 #include "iod/mesh.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -35,10 +43,13 @@ static void on_signal(int sig)
 	stop_flag = 1;
 }
 
+void iod_up_state_dir(char *buf, size_t len);
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: iod trace [-s SERVICE] [--since DUR] [--status S] [--follow]\n"
-	           "                 [-o text|json] [--admin ADDR]\n\n"
+	           "                 [-o text|json] [--admin ADDR]\n"
+	           "       iod trace --drops [--node NAME] [-o text|json]\n\n"
 	           "Show calls to SERVICE through this node's mesh proxy, like `hubble observe`:\n"
 	           "one line per HTTP request or TCP flow with its trace id, span id, parent\n"
 	           "span, caller, endpoint, status, latency and bytes. Spans of one call chain\n"
@@ -51,7 +62,11 @@ static void usage(FILE *f)
 	           "  -f, --follow        keep streaming new calls until interrupted\n"
 	           "  -o json             one OTLP/JSON span object per line\n"
 	           "  --admin ADDR        the proxy's admin endpoint (default 127.0.0.1:15000)\n"
-	           "  --interval DUR      poll period when following (default 200ms)\n\n"
+	           "  --interval DUR      poll period when following (default 200ms)\n"
+	           "  --drops             the flows the nodes' virtual switches dropped (iod up\n"
+	           "                      --netns), with the rule that dropped each, like\n"
+	           "                      `hubble observe --verdict DROPPED`\n"
+	           "  --node NAME         --drops: only this node's (node-2, or 2)\n\n"
 	           "When the proxy's span ring (4096 per worker) overwrote calls before they\n"
 	           "were read, stderr says \"N of M spans retained\".\n"
 	           "Exit codes: 0 ok, 2 bad usage, 5 no proxy at ADDR.\n");
@@ -153,6 +168,99 @@ static uint64_t span_start_ns(json_t *span)
 	return t ? strtoull(t, NULL, 10) : 0;
 }
 
+/* One node's drops.json records into all (each with its "node"). */
+static void drops_of(const char *dir, const char *node, json_t *all)
+{
+	char path[IOD_AGENT_PATH_MAX + 2 * IOD_NAME_MAX];
+	snprintf(path, sizeof(path), "%s/%s/drops.json", dir, node);
+	json_t *doc = json_load_file(path, 0, NULL);
+	json_t *r;
+	size_t i;
+	json_array_foreach(json_object_get(doc, "records"), i, r)
+	{
+		json_object_set_new(r, "node", json_string(node));
+		json_array_append(all, r);
+	}
+	json_decref(doc);
+}
+
+static int by_first(const void *a, const void *b)
+{
+	json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "first_ms")),
+	           y = json_integer_value(json_object_get(*(json_t *const *)b, "first_ms"));
+	return x < y ? -1 : x > y;
+}
+
+static const char *str_of(json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+	return s ? s : "";
+}
+
+static int trace_drops(const char *node, enum iod_output out)
+{
+	char dir[IOD_AGENT_PATH_MAX], name[IOD_NAME_MAX + 8];
+	json_t *all = json_array();
+	iod_up_state_dir(dir, sizeof(dir));
+	if (node && node[0] >= '0' && node[0] <= '9')
+		snprintf(name, sizeof(name), "node-%s", node);
+	else if (node)
+		snprintf(name, sizeof(name), "%s", node);
+	if (node) {
+		drops_of(dir, name, all);
+	} else {
+		DIR *d = opendir(dir);
+		struct dirent *de;
+		while (d && (de = readdir(d)))
+			if (!strncmp(de->d_name, "node-", 5) && !strchr(de->d_name, '.'))
+				drops_of(dir, de->d_name, all);
+		if (d)
+			closedir(d);
+	}
+	size_t n = json_array_size(all);
+	json_t **v = n ? calloc(n, sizeof(*v)) : NULL;
+	for (size_t i = 0; v && i < n; i++)
+		v[i] = json_array_get(all, i);
+	if (v)
+		qsort(v, n, sizeof(*v), by_first);
+	static const char *const protos[256] = {[1] = "icmp", [6] = "tcp", [17] = "udp"};
+	for (size_t i = 0; v && i < n; i++) {
+		json_t *r = v[i];
+		if (out == IOD_OUT_JSON) {
+			char *s = json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS);
+			if (s)
+				printf("%s\n", s);
+			free(s);
+			continue;
+		}
+		json_int_t ms = json_integer_value(json_object_get(r, "first_ms"));
+		time_t sec = (time_t)(ms / 1000);
+		struct tm tm;
+		char when[32] = "";
+		if (localtime_r(&sec, &tm))
+			strftime(when, sizeof(when), "%b %e %H:%M:%S", &tm);
+		int proto = (int)json_integer_value(json_object_get(r, "proto"));
+		int flags = (int)json_integer_value(json_object_get(r, "tcp_flags"));
+		char pn[8];
+		snprintf(pn, sizeof(pn), "%d", proto);
+		const char *src_name = str_of(r, "src_name"), *dst_name = str_of(r, "dst_name");
+		printf("%s.%03d [%s]: %s/%s %s:%d -> %s%s%s:%d %s%s policy denied DROPPED "
+		       "(rule %s: %s) %lld packet%s\n",
+		       when, (int)(ms % 1000), str_of(r, "node"), str_of(r, "tenant"),
+		       src_name[0] ? src_name : "?", str_of(r, "src"),
+		       (int)json_integer_value(json_object_get(r, "sport")), dst_name,
+		       dst_name[0] ? " " : "", str_of(r, "dst"),
+		       (int)json_integer_value(json_object_get(r, "dport")),
+		       proto >= 0 && proto < 256 && protos[proto] ? protos[proto] : pn,
+		       proto == 6 && (flags & 0x02) ? " SYN" : "", str_of(r, "rule"),
+		       str_of(r, "why"), (long long)json_integer_value(json_object_get(r, "count")),
+		       json_integer_value(json_object_get(r, "count")) == 1 ? "" : "s");
+	}
+	free(v);
+	json_decref(all);
+	return IOD_EXIT_OK;
+}
+
 int cmd_trace(int argc, char **argv)
 {
 	static const struct option opts[] = {{"service", required_argument, NULL, 's'},
@@ -162,12 +270,15 @@ int cmd_trace(int argc, char **argv)
 	                                     {"interval", required_argument, NULL, 'i'},
 	                                     {"since", required_argument, NULL, 'S'},
 	                                     {"status", required_argument, NULL, 'T'},
+	                                     {"drops", no_argument, NULL, 'D'},
+	                                     {"node", required_argument, NULL, 'N'},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	static const char *const outs[] = {"text", "json", NULL};
 	const char *service = "", *admin = "127.0.0.1:15000";
 	enum iod_output out = IOD_OUT_TEXT;
-	bool follow = false;
+	bool follow = false, drops = false;
+	const char *node = NULL;
 	uint64_t interval_ns = 200 * IOD_NS_PER_MS, since_ns = 0;
 	struct status_filter sf = {0};
 	uint64_t read_total = 0, lost_total = 0, shown = 0;
@@ -207,6 +318,8 @@ int cmd_trace(int argc, char **argv)
 				    "503, error or ok",
 				    optarg);
 			break;
+		case 'D': drops = true; break;
+		case 'N': node = optarg; break;
 		case 'h': usage(stdout); return IOD_EXIT_OK;
 		default: usage(stderr); return IOD_EXIT_INVALID;
 		}
@@ -214,6 +327,13 @@ int cmd_trace(int argc, char **argv)
 	if (optind < argc)
 		return iod_cli_fail("trace", IOD_EXIT_INVALID, "unexpected argument \"%s\"",
 		                    argv[optind]);
+	if (node && !drops)
+		return iod_cli_fail("trace", IOD_EXIT_INVALID, "--node goes with --drops");
+	if (node &&
+	    (!node[0] || strlen(node) >= IOD_NAME_MAX || strchr(node, '/') || node[0] == '.'))
+		return iod_cli_fail("trace", IOD_EXIT_INVALID, "--node %s: not a node name", node);
+	if (drops)
+		return trace_drops(node, out);
 	for (const char *p = service; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
 		      (*p >= '0' && *p <= '9') || *p == '-' || *p == '_'))

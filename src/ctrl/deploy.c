@@ -265,6 +265,11 @@ static json_t *new_replica(const struct iod_sched_cluster *cl, const struct iod_
 	    iod_obj_replica_set_json(r, IOD_OBJ_REPLICA_REASONS, json_pack("[s]", why)) |
 	    iod_obj_replica_set_str(r, IOD_OBJ_REPLICA_TENANT,
 	                            tenant && tenant[0] ? tenant : "default");
+	/* the bandwidth the scheduler counted on the NIC is the replica's egress
+	 * meter in its node's virtual switch (docs/network.md): one value */
+	if (rq->nic_bw_bps)
+		rc |=
+		    iod_obj_replica_set_int(r, IOD_OBJ_REPLICA_NIC_BW_BPS, (int64_t)rq->nic_bw_bps);
 	if (!rc)
 		v = iod_obj_replica_to_json(r);
 	iod_obj_replica_free(r);

@@ -115,6 +115,51 @@ static int add_sg(struct iod_flow_dp *dp, const struct iod_flow_dp_config *c, ui
 	return 0;
 }
 
+/*
+ * "egress" entries: what a local endpoint sends (from the host port, its
+ * source address) passes its meter, RFC 2698 trTCM with PIR = CIR = its
+ * rate and both buckets IOD_DP_EGRESS_BURST_MS of it: above the rate is red
+ * and dropped, so the sender is held to its rate. One entry per address, in
+ * config order; pipe < 0: none has a rate.
+ */
+/* Whether a local endpoint before networks[n].endpoints[i] has ip and a rate. */
+static bool metered_before(const struct iod_flow_dp_config *c, uint32_t n, uint32_t i)
+{
+	uint32_t ip = c->networks[n].endpoints[i].ip;
+	for (uint32_t m = 0; m <= n; m++)
+		for (uint32_t k = 0; k < (m < n ? c->networks[m].endpoints_n : i); k++) {
+			const struct iod_flow_dp_endpoint *x = &c->networks[m].endpoints[k];
+			if (x->local && x->egress_bytes_per_s && x->ip == ip)
+				return true;
+		}
+	return false;
+}
+
+static int add_egress(struct iod_flow_dp *dp, const struct iod_flow_dp_config *c, int32_t pipe,
+                      struct iod_err *e)
+{
+	for (uint32_t n = 0; pipe >= 0 && n < c->networks_n; n++)
+		for (uint32_t i = 0; i < c->networks[n].endpoints_n; i++) {
+			const struct iod_flow_dp_endpoint *ep = &c->networks[n].endpoints[i];
+			if (!ep->local || !ep->egress_bytes_per_s || metered_before(c, n, i))
+				continue;
+			struct iod_flow_entry_cfg ec = {0};
+			ec.match.in_port = IOD_DP_PORT_HOST;
+			ec.match.src.v4 = ep->ip;
+			ec.monitor.flags = IOD_FLOW_MON_METER;
+			struct iod_net_meter_cfg *m = &ec.monitor.meter;
+			m->two_rate = true;
+			m->cir_bytes_per_s = m->pir_bytes_per_s = ep->egress_bytes_per_s;
+			uint64_t burst = ep->egress_bytes_per_s / 1000 * IOD_DP_EGRESS_BURST_MS;
+			m->cbs_bytes = m->pbs_bytes =
+			    burst > IOD_DP_EGRESS_BURST_MIN ? burst : IOD_DP_EGRESS_BURST_MIN;
+			int rc = add(dp, pipe, &ec, e);
+			if (rc)
+				return rc;
+		}
+	return 0;
+}
+
 int iod_flow_dp_build(const struct iod_flow_dp_config *c, uint32_t cores, struct iod_flow_dp *dp,
                       struct iod_err *e)
 {
@@ -183,6 +228,18 @@ int iod_flow_dp_rebuild(const struct iod_flow_dp_config *c, uint32_t cores, stru
 	route.mask.meta = 0xffffffff;
 	route.mask.dst.v4 = 0xffffffff;
 	route.monitor.flags = IOD_FLOW_MON_COUNT;
+	/* egress: a meter per local endpoint with a rate (one per address: the
+	 * agent's replicas are endpoints of their tenant's and the host network) */
+	uint32_t metered = 0;
+	for (uint32_t n = 0; n < c->networks_n; n++)
+		for (uint32_t i = 0; i < c->networks[n].endpoints_n; i++)
+			metered += c->networks[n].endpoints[i].local &&
+			           c->networks[n].endpoints[i].egress_bytes_per_s;
+	struct iod_flow_pipe_cfg egress = {
+	    .name = "egress", .kind = IOD_FLOW_PIPE_BASIC, .entries_max = metered + 1};
+	egress.mask.in_port = 0xffffffff;
+	egress.mask.src.v4 = 0xffffffff;
+	egress.monitor.flags = IOD_FLOW_MON_METER;
 	struct iod_flow_pipe_cfg qos = {
 	    .name = "qos", .kind = IOD_FLOW_PIPE_BASIC, .entries_max = c->networks_n + 1};
 	qos.mask.meta = 0xffffffff;
@@ -223,8 +280,15 @@ int iod_flow_dp_rebuild(const struct iod_flow_dp_config *c, uint32_t cores, stru
 
 	if ((dp->pipe_route = pipe(dp, &route, e)) < 0)
 		goto fail;
-	qos.fwd = to_pipe(dp->pipe_route);
-	qos.fwd_miss = to_pipe(dp->pipe_route);
+	int32_t peg = -1;
+	if (metered) {
+		egress.fwd = to_pipe(dp->pipe_route);
+		egress.fwd_miss = to_pipe(dp->pipe_route);
+		if ((peg = pipe(dp, &egress, e)) < 0)
+			goto fail;
+	}
+	qos.fwd = to_pipe(metered ? peg : dp->pipe_route);
+	qos.fwd_miss = qos.fwd;
 	int32_t pq = pipe(dp, &qos, e);
 	if (pq < 0)
 		goto fail;
@@ -396,6 +460,8 @@ int iod_flow_dp_rebuild(const struct iod_flow_dp_config *c, uint32_t cores, stru
 				goto fail_rc;
 		}
 	}
+	if ((rc = add_egress(dp, c, peg, e)))
+		goto fail_rc;
 	for (uint32_t s = 0; s < c->services_n; s++) {
 		const struct iod_flow_dp_service *sv = &c->services[s];
 		memset(&ec, 0, sizeof(ec));

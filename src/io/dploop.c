@@ -89,6 +89,8 @@ static void dispatch(struct iod_dp_loop *l, struct iod_pkt **pkts, uint32_t n)
 		} else {
 			if (p->verdict == IOD_FLOW_V_RSS)
 				l->rss_packets++; /* no local stack queues in a standalone dp */
+			else if (p->verdict == IOD_FLOW_V_DROP && l->on_drop)
+				l->on_drop(l->on_drop_ctx, p);
 			iod_io_pkt_free(p);
 		}
 	}

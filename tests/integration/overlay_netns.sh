@@ -159,6 +159,27 @@ if "$IOD" deploy -f "$T/other.yaml" >"$T/other.out" 2>&1; then
 	echoed) bad "a replica of tenant other reached tenant default's $A1" ;;
 	*) ok "tenant other cannot connect to $A1 (${out##*: })" ;;
 	esac
+	# the drop is in `iod trace --drops` with its rule and in the verdict
+	# counters (<node dir>/dp_sg_verdicts.prom, what the agent's /metrics serves)
+	sleep 0.5 # the switch writes its records every 200 ms
+	"$IOD" trace --drops >"$T/drops.txt" 2>&1
+	if grep -q "other/intruder-0 .* -> parameter-server-1 $A1:7777 tcp SYN policy denied DROPPED (rule tenant-other/deny-other-tenants" "$T/drops.txt"; then
+		ok "iod trace --drops: $(grep -m1 intruder-0 "$T/drops.txt")"
+	else
+		bad "iod trace --drops has no intruder-0 -> $A1 drop with its rule: $(head -3 "$T/drops.txt")"
+	fi
+	NX=$(rep intruder-0 node)
+	"$IOD" trace --drops --node "$NX" -o json | grep -q '"rule":"tenant-other/deny-other-tenants"' &&
+		ok "iod trace --drops --node $NX -o json names the rule" ||
+		bad "iod trace --drops --node $NX -o json: $(head -c 300 "$T/drops.txt")"
+	if grep -Eq '^iod_dp_sg_verdicts_total\{rule="tenant-other/deny-other-tenants",verdict="dropped"\} [1-9]' \
+		"$IOD_STATE_DIR/$NX/dp_sg_verdicts.prom" 2>/dev/null &&
+		grep -Eq '^iod_dp_sg_verdicts_total\{rule="tenant-default/allow-same-tenant",verdict="forwarded"\} [1-9]' \
+			"$IOD_STATE_DIR"/node-*/dp_sg_verdicts.prom 2>/dev/null; then
+		ok "verdict counters: $(grep -h 'deny-other-tenants",verdict="dropped"' "$IOD_STATE_DIR/$NX/dp_sg_verdicts.prom")"
+	else
+		bad "verdict counters: $(cat "$IOD_STATE_DIR"/node-*/dp_sg_verdicts.prom 2>&1 | grep -v '^#' | head -4)"
+	fi
 else
 	echo "skip tenant isolation: this build's spec has no tenant: key ($(head -1 "$T/other.out"))"
 fi

@@ -3,11 +3,16 @@
  * namespaces (ipam.c: allocate, keep, release, reuse, exhaustion, bad
  * subnets) and the concurrent health checks (the prober in probe.c): a
  * check that hangs until its timeout does not hold back another replica's
- * verdict. The netns and veth plumbing itself runs as root in
- * tests/integration/agent_netns.sh.
+ * verdict; the node's virtual switch's QoS (overlay.c + src/flow/dp.c): a
+ * replica's resources.network.bandwidth (Replica "nic_bw_bps") is an egress
+ * meter at that rate in its node's pipeline, and holds it there. The netns
+ * and veth plumbing itself runs as root in tests/integration/agent_netns.sh
+ * and overlay_netns.sh.
  */
 #include "harness.h"
 #include "iod/agent_run.h"
+#include "iod/flow.h"
+#include "iod/net_debug.h"
 
 #include <arpa/inet.h>
 #include <poll.h>
@@ -225,4 +230,237 @@ TEST(env_localize_points_at_this_nodes_replica_addresses)
 	CHECK_STR(env_of(r, "OTHER"), v);
 	free(m);
 	free(r);
+}
+
+/* One 1,400-byte UDP frame from src to dst into the switch's host port. */
+struct qbuf {
+	uint8_t mem[128 + 2048]; /* headroom + frame */
+	struct iod_pkt pkt;      /* describes mem */
+};
+static void qos_frame(struct qbuf *b, uint32_t src, uint32_t dst)
+{
+	struct iod_net_pkt_spec s = {0};
+	iod_agent_overlay_mac(dst, false, s.dst_mac);
+	iod_agent_overlay_mac(src, false, s.src_mac);
+	s.t.family = IOD_NET_AF_V4;
+	s.t.proto = IOD_NET_PROTO_UDP;
+	s.t.src.v4 = src;
+	s.t.dst.v4 = dst;
+	s.t.sport = 5001;
+	s.t.dport = 5201;
+	s.payload_bytes = 1400 - 42;
+	memset(&b->pkt, 0, sizeof(b->pkt));
+	b->pkt.data = b->mem + 128;
+	b->pkt.headroom = 128;
+	b->pkt.len = (uint32_t)iod_net_pkt_build(&s, b->pkt.data, 2048);
+	b->pkt.port_in = IOD_DP_PORT_HOST;
+}
+
+/* resources.network.bandwidth, end to end on the agent's side: the Replica's
+ * nic_bw_bps (what the scheduler counted on the NIC, bits/s) becomes one
+ * "egress" entry for the replica's address with an RFC 2698 meter at the
+ * same rate in bytes/s (PIR = CIR, buckets 300 ms of it); a replica without
+ * one is not metered. Offered 200 Mbit/s for 2 s, the metered replica gets
+ * its 100 Mbit/s (plus the bucket, once), the other everything. */
+TEST(overlay_bandwidth_is_the_replicas_egress_meter)
+{
+	json_t *nodes =
+	    json_pack("{s:[{s:s,s:{s:s}},{s:s,s:{s:s}}]}", "items", "name", "node-1", "value",
+	              "addr", "10.254.1.1", "name", "node-2", "value", "addr", "10.254.2.1");
+	json_t *svcs = json_pack("{s:[{s:s,s:{}}]}", "items", "name", "a", "value");
+	json_t *reps =
+	    json_pack("{s:[{s:s,s:{s:s,s:s,s:s,s:I}},{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}}]}",
+	              "items", "name", "a-0", "value", "service", "a", "node", "node-1", "addr",
+	              "10.200.1.2", "nic_bw_bps", (json_int_t)100000000, "name", "a-1", "value",
+	              "service", "a", "node", "node-2", "addr", "10.200.2.2", "name", "a-2",
+	              "value", "service", "a", "node", "node-1", "addr", "10.200.1.3");
+	struct iod_agent_overlay_table *t = calloc(1, sizeof(*t));
+	struct iod_flow_dp_config *c = calloc(1, sizeof(*c));
+	struct iod_flow_dp dp;
+	struct iod_err e = {0};
+	CHECK(nodes && svcs && reps && t && c);
+	CHECK_EQ(iod_agent_overlay_table_from_state(nodes, svcs, reps, t), 0);
+	CHECK_EQ(t->n, 3);
+	CHECK_U64(t->eps[0].egress_bps, 100000000);
+	CHECK_U64(t->eps[1].egress_bps, 0);
+
+	struct iod_agent_overlay_node nd = {.name = "node-1",
+	                                    .vtep_ip = ip("10.254.1.1"),
+	                                    .gateway = ip("10.200.1.1"),
+	                                    .overlay_net = ip("10.200.0.0"),
+	                                    .overlay_prefix = 16};
+	struct iod_agent_overlay_local loc[2] = {{"a-0", ip("10.200.1.2")},
+	                                         {"a-2", ip("10.200.1.3")}};
+	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 2, c, &e) == 0, "%s", e.msg);
+	CHECK_EQ(c->networks_n, 2); /* default, host */
+	CHECK_STR(c->networks[0].name, "default");
+	CHECK_U64(c->networks[0].endpoints[0].egress_bytes_per_s, 12500000);
+	CHECK_U64(c->networks[0].endpoints[1].egress_bytes_per_s, 0);
+	CHECK_U64(c->networks[0].endpoints[2].egress_bytes_per_s, 0); /* remote a-1 */
+
+	CHECK_MSG(iod_flow_dp_build(c, 1, &dp, &e) == 0, "%s", e.msg);
+	int eg = iod_flow_pipe_find(dp.pl, "egress"), q = iod_flow_pipe_find(dp.pl, "qos");
+	CHECK(eg >= 0 && q >= 0);
+	CHECK_EQ(iod_flow_pipe_cfg_get(dp.pl, (uint32_t)q)->fwd.pipe, (uint32_t)eg);
+	uint32_t pos = 0, id, entries = 0;
+	const struct iod_flow_entry_cfg *ec;
+	while (iod_flow_entry_next(dp.pl, (uint32_t)eg, &pos, &id, &ec)) {
+		entries++;
+		CHECK_EQ(ec->match.src.v4, ip("10.200.1.2"));
+		CHECK_EQ(ec->match.in_port, IOD_DP_PORT_HOST);
+		CHECK(ec->monitor.flags & IOD_FLOW_MON_METER);
+		CHECK(ec->monitor.meter.two_rate);
+		CHECK_U64(ec->monitor.meter.cir_bytes_per_s, 12500000);
+		CHECK_U64(ec->monitor.meter.pir_bytes_per_s, 12500000);
+		CHECK_U64(ec->monitor.meter.cbs_bytes, 3750000); /* 300 ms */
+	}
+	CHECK_EQ(entries, 1); /* once, though a-0 is in two networks */
+
+	/* 200 Mbit/s offered by each local replica to the remote one for 2 s */
+	struct qbuf *b = calloc(1, sizeof(*b));
+	CHECK(b);
+	uint64_t sent_bytes[2] = {0, 0}, passed_bytes[2] = {0, 0};
+	const uint64_t gap_ns = 1400ull * 8 * 1000000000 / 200000000; /* 56 us */
+	for (uint64_t now = 1000000; now < 2001000000ull; now += gap_ns)
+		for (int r = 0; r < 2; r++) {
+			qos_frame(b, loc[r].ip, ip("10.200.2.2"));
+			struct iod_pkt *pp = &b->pkt;
+			sent_bytes[r] += b->pkt.len;
+			iod_flow_burst(dp.pl, 0, &pp, 1, now);
+			if (b->pkt.verdict == IOD_FLOW_V_PORT) {
+				CHECK_EQ(b->pkt.port_out, IOD_DP_PORT_FABRIC);
+				passed_bytes[r] += b->pkt.len - IOD_NET_VXLAN_OVERHEAD;
+			}
+		}
+	CHECK(sent_bytes[0] > 49000000); /* 200 Mbit/s for 2 s */
+	/* 2 s at 12.5 MB/s plus the 3.75 MB bucket, within a frame */
+	CHECK_MSG(passed_bytes[0] >= 28750000 - 2800 && passed_bytes[0] <= 28750000 + 1400, "%llu",
+	          (unsigned long long)passed_bytes[0]);
+	CHECK_U64(passed_bytes[1], sent_bytes[1]);
+	free(b);
+	iod_flow_dp_destroy(&dp);
+	free(c);
+	free(t);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+}
+
+static struct iod_flow_key drop_key(uint32_t src, uint32_t dst, uint8_t proto, uint16_t sport,
+                                    uint8_t flags)
+{
+	struct iod_flow_key k;
+	memset(&k, 0, sizeof(k));
+	k.family = IOD_NET_AF_V4;
+	k.eth_type = IOD_NET_ETH_P_IPV4;
+	k.proto = proto;
+	k.src.v4 = src;
+	k.dst.v4 = dst;
+	k.sport = sport;
+	k.dport = 7777;
+	k.tcp_flags = flags;
+	return k;
+}
+
+/* Drops with their rule (drops.c): a SYN from tenant other's replica to
+ * tenant default's address is recorded with tenant-other/deny-other-tenants
+ * and both names; its repeat within 1 s counts on the record, a later one
+ * is a new record; a non-SYN TCP packet and a drop to a routable address
+ * are counted, not recorded; the host's own underlay frames are no drops;
+ * the ring keeps the newest IOD_AGENT_DROPS_MAX; admitted sessions stay
+ * counted across a rebuilt pipeline; the Prometheus text names rule and
+ * verdict. */
+TEST(drops_are_recorded_with_their_rule)
+{
+	json_t *nodes =
+	    json_pack("{s:[{s:s,s:{s:s}},{s:s,s:{s:s}}]}", "items", "name", "node-1", "value",
+	              "addr", "10.254.1.1", "name", "node-2", "value", "addr", "10.254.2.1");
+	json_t *svcs = json_pack("{s:[{s:s,s:{}},{s:s,s:{s:s}}]}", "items", "name", "a", "value",
+	                         "name", "x", "value", "tenant", "other");
+	json_t *reps = json_pack(
+	    "{s:[{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}}]}", "items",
+	    "name", "a-0", "value", "service", "a", "node", "node-1", "addr", "10.200.1.2", "name",
+	    "a-1", "value", "service", "a", "node", "node-2", "addr", "10.200.2.2", "name", "x-0",
+	    "value", "service", "x", "node", "node-1", "addr", "10.200.1.3");
+	struct iod_agent_overlay_table *t = calloc(1, sizeof(*t));
+	struct iod_flow_dp_config *c = calloc(1, sizeof(*c));
+	struct iod_agent_drops *d = calloc(1, sizeof(*d));
+	struct iod_err e = {0};
+	CHECK(nodes && svcs && reps && t && c && d);
+	CHECK_EQ(iod_agent_overlay_table_from_state(nodes, svcs, reps, t), 0);
+	struct iod_agent_overlay_node nd = {.name = "node-1",
+	                                    .vtep_ip = ip("10.254.1.1"),
+	                                    .gateway = ip("10.200.1.1"),
+	                                    .overlay_net = ip("10.200.0.0"),
+	                                    .overlay_prefix = 16};
+	struct iod_agent_overlay_local loc[2] = {{"a-0", ip("10.200.1.2")},
+	                                         {"x-0", ip("10.200.1.3")}};
+	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 2, c, &e) == 0, "%s", e.msg);
+
+	uint32_t x0 = ip("10.200.1.3"), a0 = ip("10.200.1.2"), a1 = ip("10.200.2.2");
+	struct iod_flow_key syn = drop_key(x0, a1, IOD_NET_PROTO_TCP, 40000, IOD_NET_TCP_SYN);
+	iod_agent_drops_note(d, c, t, &syn, false, 10000);
+	CHECK_EQ(d->n, 1);
+	CHECK_STR(d->ring[0].rule, "tenant-other/deny-other-tenants");
+	CHECK_STR(d->ring[0].src_name, "x-0");
+	CHECK_STR(d->ring[0].dst_name, "a-1");
+	CHECK_STR(d->ring[0].tenant, "other");
+	CHECK_STR(d->ring[0].why, "10.200.2.2 is tenant default's (a-1), not other's");
+	iod_agent_drops_note(d, c, t, &syn, false, 10500); /* a retransmit */
+	CHECK_EQ(d->n, 1);
+	CHECK_EQ(d->ring[0].count, 2);
+	iod_agent_drops_note(d, c, t, &syn, false, 12000); /* past 1 s: a new record */
+	CHECK_EQ(d->n, 2);
+	struct iod_flow_key ack = drop_key(x0, a1, IOD_NET_PROTO_TCP, 40001, IOD_NET_TCP_ACK);
+	iod_agent_drops_note(d, c, t, &ack, false, 12001);
+	struct iod_flow_key routed = drop_key(a0, a1, IOD_NET_PROTO_TCP, 40002, IOD_NET_TCP_SYN);
+	iod_agent_drops_note(d, c, t, &routed, false, 12002);
+	CHECK_EQ(d->n, 2);
+	CHECK_U64(d->dropped, 5);
+	struct iod_flow_key under =
+	    drop_key(ip("10.254.0.1"), ip("10.254.1.1"), IOD_NET_PROTO_TCP, 7400, IOD_NET_TCP_ACK);
+	iod_agent_drops_note(d, c, t, &under, true, 12003);
+	CHECK_U64(d->dropped, 5); /* the host's own traffic: not a drop */
+	CHECK_EQ(d->rules_n, 2);
+	CHECK_STR(d->rules[0].rule, "tenant-other/deny-other-tenants");
+	CHECK_U64(d->rules[0].dropped, 4);
+	CHECK_STR(d->rules[1].rule, "tenant-default/other");
+	CHECK_U64(d->rules[1].dropped, 1);
+
+	iod_agent_drops_admitted(d, "default", 5, true);
+	iod_agent_drops_admitted(d, "default", 7, false);
+	iod_agent_drops_admitted(d, "default", 2, true); /* rebuilt: its count starts again */
+	CHECK_STR(d->rules[2].rule, "tenant-default/allow-same-tenant");
+	CHECK_U64(d->rules[2].forwarded, 9);
+
+	for (uint32_t i = 0; i < 300; i++) {
+		struct iod_flow_key u =
+		    drop_key(x0, a1, IOD_NET_PROTO_UDP, (uint16_t)(1000 + i), 0);
+		iod_agent_drops_note(d, c, t, &u, false, 20000 + i);
+	}
+	CHECK_EQ(d->n, IOD_AGENT_DROPS_MAX);
+	CHECK_U64(d->seq, 302);
+	json_t *j = iod_agent_drops_json(d, "node-1");
+	json_t *recs = json_object_get(j, "records");
+	CHECK_EQ(json_array_size(recs), IOD_AGENT_DROPS_MAX);
+	CHECK_EQ(json_integer_value(json_object_get(json_array_get(recs, 0), "seq")),
+	         302 - IOD_AGENT_DROPS_MAX + 1); /* oldest kept first */
+	CHECK_EQ(json_integer_value(json_object_get(json_array_get(recs, 0), "sport")),
+	         1000 + 302 - IOD_AGENT_DROPS_MAX + 1 - 3);
+	json_decref(j);
+	struct iod_buf b;
+	iod_buf_init(&b);
+	CHECK_EQ(iod_agent_drops_prom(d, &b), 0);
+	CHECK(strstr(b.data, "# TYPE iod_dp_sg_verdicts_total counter\n"));
+	CHECK(strstr(b.data, "iod_dp_sg_verdicts_total{rule=\"tenant-other/deny-other-tenants\","
+	                     "verdict=\"dropped\"} 304\n"));
+	CHECK(strstr(b.data, "iod_dp_sg_verdicts_total{rule=\"tenant-default/allow-same-tenant\","
+	                     "verdict=\"forwarded\"} 9\n"));
+	iod_buf_free(&b);
+	free(d);
+	free(c);
+	free(t);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
 }

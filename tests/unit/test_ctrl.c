@@ -469,3 +469,49 @@ TEST(deploy_plan_from_a_view_and_its_limit)
 	iod_state_free(s);
 	free(xml);
 }
+
+/* resources.network.bandwidth: the value the scheduler counts on the NIC
+ * (bits/s) is written on each Replica as nic_bw_bps, which its node's
+ * virtual switch meters (docs/network.md): one value, one unit. */
+TEST(deploy_plan_replica_carries_the_nic_bandwidth)
+{
+	struct iod_state *s;
+	struct iod_state_result r;
+	struct iod_err e = {0};
+	struct iod_obj_replica *rep = malloc(sizeof(*rep));
+	char *cmd = NULL;
+	json_t *answer = NULL;
+	CHECK(rep);
+	CHECK_EQ(iod_state_new(&s), 0);
+	json_t *v = json_pack("{s:s, s:i}", "model", "dgx-h100", "gpus", 8);
+	char *put = iod_state_cmd_put(IOD_STATE_NODE, "dgx", v, 0, -1);
+	CHECK_EQ(iod_state_apply(s, put, strlen(put), &r), 0);
+	free(put);
+	json_decref(v);
+	const char *spec = "services:\n  - name: a\n    type: stateless\n    replicas: 2\n"
+	                   "    command: sleep 100\n"
+	                   "    resources: {network: {bandwidth: 100Mbps}}\n"
+	                   "  - name: b\n    type: stateless\n    replicas: 1\n"
+	                   "    command: sleep 100\n";
+	CHECK_MSG(iod_ctrl_deploy_plan(s, spec, strlen(spec), &cmd, &answer, &e) == 0, "%s", e.msg);
+	json_t *c = json_loads(cmd, 0, NULL), *reps = json_object_get(c, "replicas");
+	CHECK_EQ(json_array_size(reps), 3);
+	for (size_t i = 0; i < json_array_size(reps); i++) {
+		CHECK_EQ(iod_obj_replica_from_json(
+		             json_object_get(json_array_get(reps, i), "value"), rep, &e),
+		         0);
+		if (!strcmp(rep->service, "a")) {
+			CHECK_U64(rep->nic_bw_bps, 100000000);
+			CHECK(rep->nic >= 0); /* counted on a NIC of the node */
+		} else {
+			CHECK_U64(rep->nic_bw_bps, 0);
+			CHECK(!iod_obj_has(rep, IOD_OBJ_REPLICA_NIC_BW_BPS));
+		}
+		iod_obj_replica_free(rep);
+	}
+	json_decref(c);
+	free(cmd);
+	json_decref(answer);
+	iod_state_free(s);
+	free(rep);
+}
