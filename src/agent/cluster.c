@@ -68,17 +68,24 @@ struct iod_agent_cluster {
  * The node's checkpoint chunk server (docs/storage.md, "Peers run by the
  * agents"): other nodes' stateful replicas keep their copies here, one
  * namespace (directory) per replica under <data dir>/ckpt-peer. Loopback
- * only (the transport has no mTLS yet): on the node's own address when it
- * is a loopback one, else 127.0.0.1. Failing to start it only warns: the
- * node then holds no copies for others.
+ * only (the transport has no mTLS yet): on the node's own address, and only
+ * when that is a loopback one (other nodes could not reach 127.0.0.1 of
+ * this one). Failing to start it only warns: the node then holds no copies
+ * for others.
  */
 static void ckpt_peer_start(struct iod_agent_cluster *c)
 {
 	char dir[IOD_AGENT_PATH_MAX + 16], listen[IOD_ADDR_MAX + 8];
 	struct iod_err e = {0};
+	if (strncmp(c->addr, "127.", 4)) {
+		IOD_INFO("agent",
+		         "no checkpoint chunk server: node address %s is not a loopback one, "
+		         "and the chunk server has no mTLS yet (docs/storage.md)",
+		         c->addr);
+		return;
+	}
 	snprintf(dir, sizeof(dir), "%s/ckpt-peer", c->cfg->data_dir);
-	snprintf(listen, sizeof(listen), "%s:0",
-	         strncmp(c->addr, "127.", 4) ? "127.0.0.1" : c->addr);
+	snprintf(listen, sizeof(listen), "%s:0", c->addr);
 	if (iod_ckpt_peer_start(listen, dir, &c->ckpt_peer, &e))
 		IOD_WARN("agent", "no checkpoint chunk server: %s", e.msg);
 	else
