@@ -14,7 +14,8 @@
  *   GET /ckpt/<step>/<file>   the file.
  *
  * Requests are framed by the one HTTP codec (src/http/http.c); answers to
- * GETs are read with the one HTTP client. One thread per connection; the
+ * GETs are read with the one HTTP client. One thread per connection (at
+ * most PEER_CONNS_MAX; stopping the server ends them and waits); the
  * listener is refused on anything but a loopback address (no listener
  * beyond loopback without authentication and TLS; the agents' mTLS
  * transport is not built). The sender (iod_ckpt_peer_put) and the reader
@@ -44,10 +45,19 @@
 #define PEER_BODY_MAX ((size_t)64 << 20)
 #define PEER_HEAD_MAX 8192
 
+/* Connections a server holds at most; more wait in the listen backlog. */
+#define PEER_CONNS_MAX 64
+
 struct iod_ckpt_peer {
 	int lfd;
 	pthread_t th;
 	volatile int stop;
+	/* open connections: stop shuts them down and waits for their threads,
+	 * which read p, before freeing it */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int conn_fd[PEER_CONNS_MAX]; /* -1: free */
+	uint32_t conns;
 	char dir[PATH_MAX];
 	char addr[IOD_ADDR_MAX];
 };
@@ -364,7 +374,14 @@ static void *peer_conn(void *arg)
 	free(body);
 	free(buf);
 	free(m);
+	pthread_mutex_lock(&a.p->mu);
+	for (int i = 0; i < PEER_CONNS_MAX; i++)
+		if (a.p->conn_fd[i] == a.fd)
+			a.p->conn_fd[i] = -1;
 	close(a.fd);
+	a.p->conns--;
+	pthread_cond_broadcast(&a.p->cv);
+	pthread_mutex_unlock(&a.p->mu);
 	return NULL;
 }
 
@@ -382,13 +399,28 @@ static void *peer_accept(void *arg)
 		setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		struct conn_arg *a = malloc(sizeof(*a));
 		pthread_t t;
-		if (!a) {
+		int slot = -1;
+		pthread_mutex_lock(&p->mu);
+		for (int i = 0; i < PEER_CONNS_MAX && slot < 0; i++)
+			if (p->conn_fd[i] < 0)
+				slot = i;
+		if (a && slot >= 0) {
+			p->conn_fd[slot] = c;
+			p->conns++;
+		}
+		pthread_mutex_unlock(&p->mu);
+		if (!a || slot < 0) {
+			free(a);
 			close(c);
 			continue;
 		}
 		*a = (struct conn_arg){p, c};
 		if (pthread_create(&t, NULL, peer_conn, a)) {
 			free(a);
+			pthread_mutex_lock(&p->mu);
+			p->conn_fd[slot] = -1;
+			p->conns--;
+			pthread_mutex_unlock(&p->mu);
 			close(c);
 			continue;
 		}
@@ -422,6 +454,10 @@ int iod_ckpt_peer_start(const char *listen_addr, const char *dir, struct iod_ckp
 		return iod_err_set(e, -ENOMEM, "out of memory");
 	snprintf(p->dir, sizeof(p->dir), "%s", dir);
 	snprintf(p->addr, sizeof(p->addr), "%s", listen_addr);
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	for (int i = 0; i < PEER_CONNS_MAX; i++)
+		p->conn_fd[i] = -1;
 	int one = 1;
 	p->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (p->lfd < 0 || setsockopt(p->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
@@ -457,6 +493,16 @@ void iod_ckpt_peer_stop(struct iod_ckpt_peer *p)
 	p->stop = 1;
 	pthread_join(p->th, NULL);
 	close(p->lfd);
+	/* no new connections now: end the open ones, wait for their threads */
+	pthread_mutex_lock(&p->mu);
+	for (int i = 0; i < PEER_CONNS_MAX; i++)
+		if (p->conn_fd[i] >= 0)
+			shutdown(p->conn_fd[i], SHUT_RDWR);
+	while (p->conns)
+		pthread_cond_wait(&p->cv, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv);
 	free(p);
 }
 

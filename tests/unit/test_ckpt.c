@@ -15,7 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 static struct iod_err err;
@@ -500,7 +504,29 @@ TEST(namespaced_peer_copies_latest_and_peer_list_codec)
 	CHECK_EQ(iod_ckpt_peer_latest(iod_ckpt_peer_addr(p), 0, &step, &err), -ENOENT);
 	snprintf(ns, sizeof(ns), "%s/../x", iod_ckpt_peer_addr(p));
 	CHECK_EQ(iod_ckpt_peer_latest(ns, 0, &step, &err), -EINVAL);
+	/* stopping with a connection open (an agent stopping while a replica
+	 * is connected): the server ends it and waits for its thread, which
+	 * reads the server, before freeing it */
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	const char *colon = strrchr(iod_ckpt_peer_addr(p), ':');
+	sa.sin_port = htons((uint16_t)atoi(colon + 1));
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	struct timeval tv = {.tv_sec = 3};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	const char *req =
+	    "GET /ckpt/latest?rank=0 HTTP/1.1\r\nhost: x\r\nconnection: keep-alive\r\n\r\n";
+	CHECK_EQ(send(fd, req, strlen(req), 0), (ssize_t)strlen(req));
+	char ans[256];
+	CHECK(recv(fd, ans, sizeof(ans), 0) > 0); /* its thread runs, idle now */
 	iod_ckpt_peer_stop(p);
+	ssize_t got;
+	while ((got = recv(fd, ans, sizeof(ans), 0)) > 0) /* the rest of the answer */
+		;
+	CHECK_EQ(got, 0); /* then ended by the server */
+	close(fd);
+	usleep(20000);
 	/* the peer list's codec */
 	struct iod_ckpt_env_peer pe[3] = {{"n2", "127.0.0.2:4000/ps-0"},
 	                                  {"n3", "127.0.0.3:4000/ps-0"}};
