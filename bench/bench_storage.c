@@ -32,7 +32,8 @@
  *   BENCH storage.restore source=peer ... seconds=S bound_s=B
  *     a restore from a peer over HTTP, every chunk verified.
  *
- * Not printed (not built): storage.nodeloss.
+ * Not printed: storage.nodeloss (node loss needs a cluster: leases, the
+ * rescheduler, agents); tests/integration/ckpt_nodeloss.sh prints its phases.
  *
  * Directories: $IOD_BENCH_STORAGE_PMEM (default /dev/shm/iod-bench-storage.PID,
  * a tmpfs: PMem is emulated, and the line says so) and $IOD_BENCH_STORAGE_NVME
@@ -437,8 +438,8 @@ int main(void)
 	bench_replicated(nvme, buf, bytes, raw);
 	bench_restore(nvme, buf, bytes);
 	bench_restore_peer(nvme, buf, bytes);
-	printf("# storage.nodeloss: not measured (restore on a rescheduled replica is not "
-	       "wired into the agent; docs/storage.md)\n");
+	printf("# storage.nodeloss: not measured here (it needs a cluster); "
+	       "tests/integration/ckpt_nodeloss.sh prints its phases (docs/storage.md)\n");
 	free(buf);
 	if (!ep || !*ep)
 		rm_rf(pmem);

@@ -301,6 +301,11 @@ int iod_ckpt_raft_scrub(struct iod_ckpt_raft *raft, const struct iod_ckpt_scrub_
 int iod_ckpt_peer_get_chunk(const char *addr, uint32_t rank, uint64_t step,
                             const struct iod_ckpt_mchunk *k, uint8_t *buf, struct iod_err *e);
 
+/* The newest step of rank a peer holds whole (its manifest taken): -ENOENT
+ * when none. A peer's address is host:port, or host:port/NS for the
+ * namespace NS (a replica's name) of an agent's chunk server. */
+int iod_ckpt_peer_latest(const char *addr, uint32_t rank, uint64_t *step, struct iod_err *e);
+
 /* ---- the store as the agent provisions it (src/storage/env.c, pure) ---- */
 
 /*
@@ -315,6 +320,26 @@ struct iod_ckpt_env {
 	char dirs[IOD_STOR_TIERS_MAX][IOD_PATH_MAX];
 	uint32_t replicas; /* 1 when not given */
 };
+
+/*
+ * A checkpoint peer as the agent lists it: the node and its chunk server's
+ * address with the replica's namespace, NODE=HOST:PORT/NS. $IOD_CKPT_PEERS
+ * lists the other nodes' (comma-separated, preferred copies first: other
+ * zones, then other racks); $IOD_CKPT_HERE is this node's own, the nearest
+ * place to restore from after a move.
+ */
+struct iod_ckpt_env_peer {
+	char node[IOD_NAME_MAX];
+	char addr[IOD_CKPT_PEER_ADDR_MAX];
+};
+
+/* The list's text for n peers into out: -EINVAL for a node or address that
+ * is empty or holds ',' or '=' (a node also ':' or '/'), -E2BIG past cap. */
+int iod_ckpt_env_peers_format(const struct iod_ckpt_env_peer *p, uint32_t n, char *out, size_t cap,
+                              struct iod_err *e);
+/* Parse a peer list (NULL or "" is none) into at most max peers. */
+int iod_ckpt_env_peers_parse(const char *list, struct iod_ckpt_env_peer *out, uint32_t max,
+                             uint32_t *n, struct iod_err *e);
 
 /* IOD_CKPT_TIERS's value for n tiers and their directories into out;
  * -EINVAL for a directory that is empty or holds ',', -E2BIG past cap. */

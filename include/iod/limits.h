@@ -935,6 +935,11 @@ _Static_assert(IOD_SPEC_UNITS_MAX <= IOD_BITMAP_BITS, "a replica's units fit one
 /* The background scrub's rate bound when none is given: a 1 GiB store is
  * verified in about 16 s of reads. */
 #define IOD_CKPT_SCRUB_RATE_DEFAULT (64ull << 20)
+/* Checkpoint peers an agent lists for a replica ($IOD_CKPT_PEERS): the other
+ * nodes' chunk servers, enough for every copy and a few to restore from. */
+#define IOD_CKPT_PEERS_MAX 16
+/* A peer's address: "host:port/namespace" (the namespace a replica name). */
+#define IOD_CKPT_PEER_ADDR_MAX (IOD_ADDR_MAX + IOD_NAME_MAX)
 
 _Static_assert((IOD_MESH_CLIENT_SLOTS & (IOD_MESH_CLIENT_SLOTS - 1)) == 0 &&
                    IOD_MESH_CLIENT_SLOTS >= 2 * IOD_MESH_CONNS_MAX,

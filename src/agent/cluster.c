@@ -19,6 +19,7 @@
  * replica's new home.
  */
 #include "internal.h"
+#include "iod/ckpt.h"
 #include "iod/config.h"
 #include "iod/ctrl.h"
 #include "iod/objects.h"
@@ -60,7 +61,37 @@ struct iod_agent_cluster {
 	struct iod_agent_seccomp_store *seccomp; /* services' own filters go here */
 	struct iod_agent_secrets *secrets;       /* secret values of our replicas */
 	struct iod_agent_vswitch *vswitch;       /* overlay: gets the table; NULL = none */
+	struct iod_ckpt_peer *ckpt_peer;         /* the node's checkpoint chunk server */
 };
+
+/*
+ * The node's checkpoint chunk server (docs/storage.md, "Peers run by the
+ * agents"): other nodes' stateful replicas keep their copies here, one
+ * namespace (directory) per replica under <data dir>/ckpt-peer. Loopback
+ * only (the transport has no mTLS yet): on the node's own address, and only
+ * when that is a loopback one (other nodes could not reach 127.0.0.1 of
+ * this one). Failing to start it only warns: the node then holds no copies
+ * for others.
+ */
+static void ckpt_peer_start(struct iod_agent_cluster *c)
+{
+	char dir[IOD_AGENT_PATH_MAX + 16], listen[IOD_ADDR_MAX + 8];
+	struct iod_err e = {0};
+	if (strncmp(c->addr, "127.", 4)) {
+		IOD_INFO("agent",
+		         "no checkpoint chunk server: node address %s is not a loopback one, "
+		         "and the chunk server has no mTLS yet (docs/storage.md)",
+		         c->addr);
+		return;
+	}
+	snprintf(dir, sizeof(dir), "%s/ckpt-peer", c->cfg->data_dir);
+	snprintf(listen, sizeof(listen), "%s:0", c->addr);
+	if (iod_ckpt_peer_start(listen, dir, &c->ckpt_peer, &e))
+		IOD_WARN("agent", "no checkpoint chunk server: %s", e.msg);
+	else
+		IOD_INFO("agent", "checkpoint chunk server on %s over %s",
+		         iod_ckpt_peer_addr(c->ckpt_peer), dir);
+}
 
 /* desired.c hands services' own seccomp profiles here (watcher thread). */
 static int add_profile(void *ctx, const char *profile, uint64_t caps, uint32_t *id, char *why,
@@ -119,6 +150,8 @@ static int register_node(struct iod_agent_cluster *c, struct iod_api_client *cl)
 	iod_obj_node_set_str(&o, IOD_OBJ_NODE_ADDR, c->addr);
 	if (cfg->mesh && cfg->mesh_mtls[0] && cfg->creds) /* other proxies reach ours here */
 		iod_obj_node_set_str(&o, IOD_OBJ_NODE_MESH_MTLS, cfg->mesh_mtls);
+	if (c->ckpt_peer) /* other nodes' replicas copy their checkpoints here */
+		iod_obj_node_set_str(&o, IOD_OBJ_NODE_CKPT_PEER, iod_ckpt_peer_addr(c->ckpt_peer));
 	iod_obj_node_set_json(&o, IOD_OBJ_NODE_GPUS, json_integer(cfg->gpus));
 	iod_obj_node_set_int(&o, IOD_OBJ_NODE_CPUS, cfg->cpus);
 	iod_obj_node_set_str(&o, IOD_OBJ_NODE_MODEL, cfg->model[0] ? cfg->model : "host");
@@ -678,6 +711,7 @@ int iod_agent_cluster_start(struct iod_agent_cluster **out, const struct iod_age
 	c->secrets = secrets;
 	c->wake_fd = wake_fd;
 	snprintf(c->addr, sizeof(c->addr), "%s", cfg->addr[0] ? cfg->addr : "127.0.0.1");
+	ckpt_peer_start(c);
 	c->desired = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*c->desired));
 	c->reports = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*c->reports));
 	pthread_mutex_init(&c->mu, NULL);
@@ -770,6 +804,7 @@ void iod_agent_cluster_stop(struct iod_agent_cluster *c)
 		pthread_join(c->writer, NULL);
 	if (c->watcher_started)
 		pthread_join(c->watcher, NULL);
+	iod_ckpt_peer_stop(c->ckpt_peer);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
 	free(c->desired);

@@ -28,6 +28,7 @@
  * node is built as usual.
  */
 #include "iod/agent.h"
+#include "iod/ckpt.h"
 #include "iod/mesh.h"
 #include "iod/objects.h"
 
@@ -342,6 +343,78 @@ static int ckpt_of(const struct iod_spec *sp, struct iod_agent_replica *r, struc
 	return 0;
 }
 
+/*
+ * Where a stateful replica with storage: keeps and finds copies
+ * (docs/storage.md, "Peers run by the agents"): $IOD_CKPT_PEERS lists the
+ * other nodes' chunk servers (each Node's ckpt_peer) with the replica's
+ * namespace, other zones first, then other racks, then the rest, in name
+ * order within each; $IOD_CKPT_HERE is this node's own.
+ */
+static int ckpt_peers_of(const char *node, const json_t *nodes, struct iod_agent_replica *r,
+                         struct iod_err *e)
+{
+	struct iod_ckpt_env_peer *p = calloc(IOD_CKPT_PEERS_MAX, sizeof(*p)), here;
+	char *list = malloc(IOD_CKPT_PEERS_MAX * (IOD_CKPT_PEER_ADDR_MAX + IOD_NAME_MAX + 2));
+	const json_t *me = find_item(nodes, node);
+	const char *my_rack =
+	    me ? iod_obj_peek_str(IOD_OBJ_KIND_NODE, me, IOD_OBJ_NODE_RACK) : NULL;
+	const char *my_zone =
+	    me ? iod_obj_peek_str(IOD_OBJ_KIND_NODE, me, IOD_OBJ_NODE_ZONE) : NULL;
+	uint32_t n = 0;
+	int rc = 0;
+	memset(&here, 0, sizeof(here));
+	if (!p || !list) {
+		free(p);
+		free(list);
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	}
+	for (int pass = 0; pass < 3; pass++) {
+		size_t i;
+		json_t *x;
+		json_array_foreach(json_object_get(nodes, "items"), i, x)
+		{
+			const json_t *v = json_object_get(x, "value");
+			const char *name = NULL,
+			           *a = iod_obj_peek_str(IOD_OBJ_KIND_NODE, v,
+			                                 IOD_OBJ_NODE_CKPT_PEER),
+			           *rk = iod_obj_peek_str(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_RACK),
+			           *zn = iod_obj_peek_str(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_ZONE);
+			if (iod_json_get_str(x, "name", &name) || !a || !a[0] ||
+			    strlen(name) >= IOD_NAME_MAX)
+				continue;
+			bool other_zone =
+			    my_zone && my_zone[0] && zn && zn[0] && strcmp(zn, my_zone);
+			bool other_rack =
+			    my_rack && my_rack[0] && rk && rk[0] && strcmp(rk, my_rack);
+			int want = other_zone ? 0 : other_rack ? 1 : 2;
+			struct iod_ckpt_env_peer *t = !strcmp(name, node) ? &here : &p[n];
+			if (t != &here && (want != pass || n == IOD_CKPT_PEERS_MAX))
+				continue;
+			if (t == &here && pass != 0)
+				continue;
+			snprintf(t->node, sizeof(t->node), "%s", name);
+			snprintf(t->addr, sizeof(t->addr), "%s/%s", a, r->name);
+			if (t != &here)
+				n++;
+		}
+	}
+	size_t cap = IOD_CKPT_PEERS_MAX * (IOD_CKPT_PEER_ADDR_MAX + IOD_NAME_MAX + 2);
+	rc = iod_ckpt_env_peers_format(p, n, list, cap, e);
+	if (!rc && n && iod_agent_replica_add_env(r, "IOD_CKPT_PEERS", list))
+		rc = -E2BIG;
+	if (!rc && here.node[0] && !(rc = iod_ckpt_env_peers_format(&here, 1, list, cap, e)) &&
+	    iod_agent_replica_add_env(r, "IOD_CKPT_HERE", list))
+		rc = -E2BIG;
+	if (rc == -E2BIG)
+		iod_err_set(e, rc,
+		            "replica %s: IOD_CKPT_PEERS does not fit the environment (%d bytes, "
+		            "IOD_AGENT_ENV_BYTES_MAX)",
+		            r->name, IOD_AGENT_ENV_BYTES_MAX);
+	free(p);
+	free(list);
+	return rc;
+}
+
 static const struct iod_spec_service *service_spec(const json_t *services, size_t idx,
                                                    struct svc_seen *seen)
 {
@@ -433,7 +506,8 @@ int iod_agent_desired_from_state(const char *node, const json_t *nodes, const js
 		if (!sv)
 			snprintf(r->fail, sizeof(r->fail), "%s", seen[j].why);
 		else if (build(node, nodes, replicas, addrs, addrs_n, sv, ob, r, &be) ||
-		         sandbox_of(sv, profiles, r, &be) || ckpt_of(seen[j].spec, r, &be))
+		         sandbox_of(sv, profiles, r, &be) || ckpt_of(seen[j].spec, r, &be) ||
+		         (r->ckpt_tiers_n && ckpt_peers_of(node, nodes, r, &be)))
 			snprintf(r->fail, sizeof(r->fail), "%s", be.msg);
 		if (r->fail[0]) {
 			/* nothing of what could not be built may run */

@@ -76,7 +76,14 @@ static int replica(const struct iod_state *st, const char *name, const json_t *v
 	if (iod_obj_peek_int(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_ORDINAL, &ordinal) == -EINVAL)
 		return iod_err_set(e, -EINVAL, "replica/%s: \"ordinal\" must be 0..%d", name,
 		                   IOD_SPEC_REPLICAS_MAX - 1);
-	if (node && node[0] && !iod_state_value(st, IOD_STATE_NODE, node))
+	/* a replica may keep naming the node it is stored on after that node is
+	 * gone: the rescheduler marks a stateful one "lost" there before it
+	 * moves it (placing one on an unregistered node is what is refused) */
+	const json_t *was = iod_state_value(st, IOD_STATE_REPLICA, name);
+	const char *was_on =
+	    was ? iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, was, IOD_OBJ_REPLICA_NODE) : NULL;
+	if (node && node[0] && !iod_state_value(st, IOD_STATE_NODE, node) &&
+	    !(was_on && !strcmp(was_on, node)))
 		return iod_err_set(e, -EINVAL, "replica/%s: node %s is not registered", name, node);
 	/* its tenant is its service's (the identity its SVID and policies use) */
 	const char *t = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_TENANT);

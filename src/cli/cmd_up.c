@@ -32,6 +32,7 @@ static void usage(FILE *f)
 	    f,
 	    "usage: iod up --nodes N [--gpus-per-node G | --model NAME] [--state-dir DIR]\n"
 	    "              [--api-port P] [--raft-port P] [--lease-ttl DUR] [--no-sandbox]\n"
+	    "              [--stateful-grace DUR]\n"
 	    "              [--election-timeout DUR] [--heartbeat DUR] [--mesh-port P | --no-mesh]\n"
 	    "              [--mesh-mtls-port P] [--svid-ttl DUR] [--servers N]\n"
 	    "              [--insecure] [--netns [--underlay leaves=L,spines=S,rate=R,slow=S:R]]\n"
@@ -59,6 +60,8 @@ static void usage(FILE *f)
 	    "  --raft-port P        first Raft port (default 7300)\n"
 	    "  --lease-ttl DUR      node lease (default 1s): a node is lost this long after\n"
 	    "                       its agent stops renewing\n"
+	    "  --stateful-grace DUR after a node is lost, how long the agents wait before\n"
+	    "                       moving its stateful replicas (default: the agent's, 30s)\n"
 	    "  --no-sandbox         run replicas as plain processes\n"
 	    "  --election-timeout DUR, --heartbeat DUR\n"
 	    "                       Raft timing of the servers (`iod server --help`);\n"
@@ -271,9 +274,10 @@ int cmd_up(int argc, char **argv)
 	                                     {"mesh-mtls-port", required_argument, 0, 1301},
 	                                     {"svid-ttl", required_argument, 0, 1302},
 	                                     {"servers", required_argument, 0, 1303},
+	                                     {"stateful-grace", required_argument, 0, 1304},
 	                                     {0, 0, 0, 0}};
 	long mtls_port = -1; /* -1: API port + 30 (in a test's block of ports) */
-	char svid_ttl[32] = "";
+	char svid_ttl[32] = "", grace[32] = "";
 	char election[32] = "", heartbeat[32] = "";
 	static const char *const outs[] = {"text", "json", NULL};
 	char dir[IOD_AGENT_PATH_MAX], exe[IOD_AGENT_PATH_MAX], path[IOD_AGENT_PATH_MAX + 64];
@@ -316,6 +320,14 @@ int cmd_up(int argc, char **argv)
 				return iod_cli_fail("up", IOD_EXIT_INVALID, "--lease-ttl %s: %s",
 				                    optarg, e.msg[0] ? e.msg : "must be >= 10ms");
 			snprintf(lease, sizeof(lease), "%s", optarg);
+			break;
+		}
+		case 1304: {
+			uint64_t ns;
+			if (iod_parse_duration(optarg, &ns, &e))
+				return iod_cli_fail("up", IOD_EXIT_INVALID,
+				                    "--stateful-grace %s: %s", optarg, e.msg);
+			snprintf(grace, sizeof(grace), "%s", optarg);
 			break;
 		}
 		case 'S': sandbox = false; break;
@@ -567,6 +579,10 @@ int cmd_up(int argc, char **argv)
 		av[k++] = data;
 		av[k++] = "--lease-ttl";
 		av[k++] = lease;
+		if (grace[0]) {
+			av[k++] = "--stateful-grace";
+			av[k++] = grace;
+		}
 		av[k++] = "--addr";
 		av[k++] = addr;
 		av[k++] = gpus_set || !strncmp(model, "generic-", 8) ? "--gpus" : "--model";

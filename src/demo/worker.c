@@ -260,6 +260,11 @@ static struct iod_ckpt_raft ps_raft;
 static struct iod_api_client ps_scrub_api;
 static struct iod_ckpt_raft ps_scrub_raft;
 
+/* The agent's checkpoint peers ($IOD_CKPT_PEERS: other nodes, copies go to
+ * the first replicas - 1; $IOD_CKPT_HERE: this node's chunk server). */
+static struct iod_ckpt_env_peer ps_peers[IOD_CKPT_PEERS_MAX], ps_here;
+static uint32_t ps_peers_n, ps_here_n;
+
 static const char *env_or(const char *name, const char *dflt)
 {
 	const char *v = getenv(name);
@@ -294,6 +299,29 @@ static int ps_ckpt_open(const char *dir, uint32_t n, const char *server, uint32_
 			printf("parameter-server: checkpoint store from the spec: %s\n", tiers);
 		}
 	}
+	if (iod_ckpt_env_peers_parse(getenv("IOD_CKPT_PEERS"), ps_peers, IOD_CKPT_PEERS_MAX,
+	                             &ps_peers_n, &e) ||
+	    iod_ckpt_env_peers_parse(getenv("IOD_CKPT_HERE"), &ps_here, 1, &ps_here_n, &e)) {
+		fail(IOD_DEMO_EXIT_ERROR, "the provisioned checkpoint peers: %s", e.msg);
+		return -EINVAL;
+	}
+	for (uint32_t i = 0; replicas > 1 && i < ps_peers_n && i + 1 < replicas; i++)
+		o.peers[o.peers_n++] = ps_peers[i].addr;
+	if (replicas > 1) {
+		/* Ceph's min_size 2 once there is a peer to hold the second copy;
+		 * with none (the only node left after a loss) the store keeps its
+		 * own copy and says it is undersized, and a commit through the
+		 * control plane (quorum 2) is refused */
+		o.min_size = o.peers_n ? 2 : 1;
+		printf("parameter-server: %u copies per checkpoint, quorum %u, peers:", replicas,
+		       o.min_size);
+		for (uint32_t i = 0; i < o.peers_n; i++)
+			printf(" %s=%s", ps_peers[i].node, ps_peers[i].addr);
+		if (o.peers_n + 1 < replicas)
+			printf("%s (undersized: %u of %u copies)", o.peers_n ? "" : " none",
+			       o.peers_n + 1, replicas);
+		printf("\n");
+	}
 	if (server) {
 		if (iod_api_client_init_config(&ps_api, server, &e)) {
 			fail(IOD_DEMO_EXIT_ERROR, "control plane %s: %s", server, e.msg);
@@ -316,6 +344,56 @@ static int ps_ckpt_open(const char *dir, uint32_t n, const char *server, uint32_
 	return rc;
 }
 
+/*
+ * Nothing here (a replica moved to a fresh node): restore from the nearest
+ * surviving copy, this node's chunk server first, then the peers in the
+ * agent's order; want is a committed step or IOD_CKPT_LATEST (the newest
+ * any of them holds whole). Prints the phases it timed: find (asking the
+ * copies), fetch (every chunk read and its XXH3 verified on arrival).
+ */
+static bool ps_ckpt_from_peers(const struct iod_ckpt_region *r, uint64_t want, uint64_t *step)
+{
+	const struct iod_ckpt_env_peer *src[IOD_CKPT_PEERS_MAX + 1];
+	uint64_t held[IOD_CKPT_PEERS_MAX + 1], t0 = iod_clock_now_ns(), best = 0;
+	uint32_t n = 0;
+	bool any = false;
+	struct iod_err e = {0};
+	if (ps_here_n)
+		src[n++] = &ps_here;
+	for (uint32_t i = 0; i < ps_peers_n; i++)
+		src[n++] = &ps_peers[i];
+	for (uint32_t i = 0; i < n; i++) {
+		held[i] = UINT64_MAX;
+		if (iod_ckpt_peer_latest(src[i]->addr, 0, &held[i], &e)) {
+			held[i] = UINT64_MAX;
+			continue;
+		}
+		if (want == IOD_CKPT_LATEST ? !any || held[i] > best : held[i] >= want) {
+			best = want == IOD_CKPT_LATEST ? held[i] : want;
+			any = true;
+		}
+	}
+	uint64_t t1 = iod_clock_now_ns();
+	for (uint32_t i = 0; any && i < n; i++) {
+		if (held[i] == UINT64_MAX || held[i] < best)
+			continue;
+		if (iod_ckpt_fetch(src[i]->addr, 0, best, r, 1, &e)) {
+			printf("parameter-server: copy on %s: %s\n", src[i]->node, e.msg);
+			continue;
+		}
+		uint64_t t2 = iod_clock_now_ns();
+		*step = best;
+		printf("parameter-server: restored step %llu from checkpoint, param[0]=%.4f "
+		       "(copy on node %s, %s; find_ms=%.1f fetch_verify_ms=%.1f)\n",
+		       (unsigned long long)best, ((const float *)r->addr)[0], src[i]->node,
+		       i == 0 && ps_here_n ? "this node" : "a peer", (double)(t1 - t0) / 1e6,
+		       (double)(t2 - t1) / 1e6);
+		fflush(stdout);
+		return true;
+	}
+	return false;
+}
+
 /* Restore the newest checkpoint (the newest committed one with a control
  * plane) into params; its step, or 0 when none. */
 static uint64_t ps_ckpt_restore(struct iod_ckpt *ck, float *params, uint32_t n, bool raft)
@@ -331,6 +409,8 @@ static uint64_t ps_ckpt_restore(struct iod_ckpt *ck, float *params, uint32_t n, 
 		return 0;
 	}
 	rc = iod_ckpt_restore(ck, want, &r, 1, &step, &e);
+	if (rc == -ENOENT && ps_ckpt_from_peers(&r, want, &step))
+		return step;
 	if (rc == -ENOENT) {
 		printf("parameter-server: no checkpoint yet, starting at step 0\n");
 		return 0;

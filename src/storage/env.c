@@ -144,3 +144,83 @@ void iod_ckpt_env_opts(const struct iod_ckpt_env *env, struct iod_ckpt_opts *out
 	for (uint32_t i = 0; i < env->cfg.tiers_n; i++)
 		out->dirs[i] = env->dirs[i];
 }
+
+/* A node name: [A-Za-z0-9._-]; an address: printable, no ',', '=' or space. */
+static bool peer_node_ok(const char *s, size_t n)
+{
+	if (n == 0 || n >= IOD_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+static bool peer_addr_ok(const char *s, size_t n)
+{
+	if (n == 0 || n >= IOD_CKPT_PEER_ADDR_MAX || !memchr(s, ':', n))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (s[i] <= ' ' || s[i] > '~' || s[i] == ',' || s[i] == '=')
+			return false;
+	return true;
+}
+
+int iod_ckpt_env_peers_format(const struct iod_ckpt_env_peer *p, uint32_t n, char *out, size_t cap,
+                              struct iod_err *e)
+{
+	size_t len = 0;
+	if (!cap)
+		return iod_err_set(e, -E2BIG, "no room for a checkpoint peer list");
+	out[0] = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		if (!peer_node_ok(p[i].node, strlen(p[i].node)) ||
+		    !peer_addr_ok(p[i].addr, strlen(p[i].addr)))
+			return iod_err_set(e, -EINVAL,
+			                   "checkpoint peer %u (\"%.64s\" at \"%.100s\") is not "
+			                   "NODE=HOST:PORT/NS",
+			                   (unsigned)i + 1, p[i].node, p[i].addr);
+		int w =
+		    snprintf(out + len, cap - len, "%s%s=%s", i ? "," : "", p[i].node, p[i].addr);
+		if (w < 0 || (size_t)w >= cap - len) {
+			out[0] = 0;
+			return iod_err_set(e, -E2BIG, "the checkpoint peer list is over %zu bytes",
+			                   cap);
+		}
+		len += (size_t)w;
+	}
+	return 0;
+}
+
+int iod_ckpt_env_peers_parse(const char *list, struct iod_ckpt_env_peer *out, uint32_t max,
+                             uint32_t *n, struct iod_err *e)
+{
+	*n = 0;
+	if (!list || !list[0])
+		return 0;
+	for (const char *p = list;;) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		const char *eq = memchr(p, '=', len);
+		if (*n == max)
+			return iod_err_set(e, -E2BIG, "more than %u checkpoint peers",
+			                   (unsigned)max);
+		size_t nl = eq ? (size_t)(eq - p) : 0, al = eq ? len - nl - 1 : 0;
+		if (!eq || !peer_node_ok(p, nl) || !peer_addr_ok(eq + 1, al))
+			return iod_err_set(e, -EINVAL,
+			                   "checkpoint peer %u is not NODE=HOST:PORT/NS (a node of "
+			                   "[A-Za-z0-9._-], an address without ',' or '=')",
+			                   (unsigned)*n + 1);
+		memcpy(out[*n].node, p, nl);
+		out[*n].node[nl] = 0;
+		memcpy(out[*n].addr, eq + 1, al);
+		out[*n].addr[al] = 0;
+		(*n)++;
+		if (!end)
+			return 0;
+		p = end + 1;
+	}
+}

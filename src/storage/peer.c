@@ -14,7 +14,8 @@
  *   GET /ckpt/<step>/<file>   the file.
  *
  * Requests are framed by the one HTTP codec (src/http/http.c); answers to
- * GETs are read with the one HTTP client. One thread per connection; the
+ * GETs are read with the one HTTP client. One thread per connection (at
+ * most PEER_CONNS_MAX; stopping the server ends them and waits); the
  * listener is refused on anything but a loopback address (no listener
  * beyond loopback without authentication and TLS; the agents' mTLS
  * transport is not built). The sender (iod_ckpt_peer_put) and the reader
@@ -44,10 +45,19 @@
 #define PEER_BODY_MAX ((size_t)64 << 20)
 #define PEER_HEAD_MAX 8192
 
+/* Connections a server holds at most; more wait in the listen backlog. */
+#define PEER_CONNS_MAX 64
+
 struct iod_ckpt_peer {
 	int lfd;
 	pthread_t th;
 	volatile int stop;
+	/* open connections: stop shuts them down and waits for their threads,
+	 * which read p, before freeing it */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int conn_fd[PEER_CONNS_MAX]; /* -1: free */
+	uint32_t conns;
 	char dir[PATH_MAX];
 	char addr[IOD_ADDR_MAX];
 };
@@ -159,19 +169,86 @@ static int manifest_complete(const char *dir, const struct iod_ckpt_manifest *m,
 	return rc;
 }
 
+/* A namespace (a replica's name): a letter, then [A-Za-z0-9._-], < 64. */
+static bool ns_ok(const char *s, size_t n)
+{
+	if (n == 0 || n >= IOD_NAME_MAX ||
+	    !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z')))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+/* The newest step under base holding rank's manifest; -ENOENT when none. */
+static int latest_held(const char *base, unsigned rank, unsigned long long *step)
+{
+	char path[PATH_MAX + 96];
+	struct stat st;
+	struct dirent *d;
+	DIR *dp = opendir(base);
+	bool found = false;
+	if (!dp)
+		return -ENOENT;
+	while ((d = readdir(dp))) {
+		unsigned long long s;
+		int n = 0;
+		if (sscanf(d->d_name, "step-%20llu%n", &s, &n) != 1 || d->d_name[n])
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/r%u.manifest", base, d->d_name, rank);
+		if (stat(path, &st) == 0 && (!found || s > *step)) {
+			*step = s;
+			found = true;
+		}
+	}
+	closedir(dp);
+	return found ? 0 : -ENOENT;
+}
+
 static void handle(struct iod_ckpt_peer *p, int fd, const char *method, const char *target,
                    const char *xxh3, const char *body, size_t len)
 {
-	char dir[PATH_MAX + 32], path[PATH_MAX + 96], file[64] = "", why[200];
+	char base[PATH_MAX + 80], dir[PATH_MAX + 112], path[PATH_MAX + 176], file[64] = "",
+	                                                                     why[200];
 	unsigned long long step = 0;
+	unsigned rank = 0;
 	bool manifest = false;
 	int n = 0;
-	if (sscanf(target, "/ckpt/%llu/%63s%n", &step, file, &n) != 2 ||
-	    (size_t)n != strlen(target) || !file_name_ok(file, &manifest)) {
-		answer(fd, 404, "no such path: /ckpt/<step>/<chunk or manifest>");
+	const char *rest = strncmp(target, "/ckpt/", 6) ? NULL : target + 6;
+	snprintf(base, sizeof(base), "%s", p->dir);
+	if (rest && ((*rest >= 'a' && *rest <= 'z') || (*rest >= 'A' && *rest <= 'Z'))) {
+		const char *sl = strchr(rest, '/');
+		if (!sl || !ns_ok(rest, (size_t)(sl - rest))) {
+			answer(fd, 404, "no such namespace: /ckpt/<replica>/...");
+			return;
+		}
+		snprintf(base, sizeof(base), "%s/%.*s", p->dir, (int)(sl - rest), rest);
+		rest = sl + 1;
+	}
+	if (rest && sscanf(rest, "latest?rank=%10u%n", &rank, &n) == 1 &&
+	    (size_t)n == strlen(rest)) {
+		char num[24];
+		if (strcmp(method, "GET"))
+			answer(fd, 405, "GET");
+		else if (latest_held(base, rank, &step))
+			answer(fd, 404, "no checkpoint of that rank held here");
+		else {
+			snprintf(num, sizeof(num), "%llu", step);
+			answer(fd, 200, num);
+		}
 		return;
 	}
-	snprintf(dir, sizeof(dir), "%s/step-%020llu", p->dir, step);
+	n = 0;
+	if (!rest || sscanf(rest, "%20llu/%63s%n", &step, file, &n) != 2 ||
+	    (size_t)n != strlen(rest) || !file_name_ok(file, &manifest)) {
+		answer(fd, 404, "no such path: /ckpt/[<replica>/]<step>/<chunk or manifest>");
+		return;
+	}
+	snprintf(dir, sizeof(dir), "%s/step-%020llu", base, step);
 	snprintf(path, sizeof(path), "%s/%s", dir, file);
 	if (!strcmp(method, "GET")) {
 		struct iod_buf b;
@@ -188,7 +265,8 @@ static void handle(struct iod_ckpt_peer *p, int fd, const char *method, const ch
 		answer(fd, 405, "PUT or GET");
 		return;
 	}
-	if (mkdir(dir, 0755) && errno != EEXIST) {
+	if ((strcmp(base, p->dir) && mkdir(base, 0755) && errno != EEXIST) ||
+	    (mkdir(dir, 0755) && errno != EEXIST)) {
 		answer(fd, 500, "cannot create the step directory");
 		return;
 	}
@@ -254,7 +332,7 @@ static void *peer_conn(void *arg)
 			answer(a.fd, 400, "bad request head, chunked body or body too large");
 			break;
 		}
-		char method[8] = "", target[128] = "", xxh3[24] = "";
+		char method[8] = "", target[224] = "", xxh3[24] = "";
 		if (m->method_len >= sizeof(method) || m->target_len >= sizeof(target)) {
 			answer(a.fd, 400, "method or path too long");
 			break;
@@ -296,7 +374,14 @@ static void *peer_conn(void *arg)
 	free(body);
 	free(buf);
 	free(m);
+	pthread_mutex_lock(&a.p->mu);
+	for (int i = 0; i < PEER_CONNS_MAX; i++)
+		if (a.p->conn_fd[i] == a.fd)
+			a.p->conn_fd[i] = -1;
 	close(a.fd);
+	a.p->conns--;
+	pthread_cond_broadcast(&a.p->cv);
+	pthread_mutex_unlock(&a.p->mu);
 	return NULL;
 }
 
@@ -314,13 +399,28 @@ static void *peer_accept(void *arg)
 		setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		struct conn_arg *a = malloc(sizeof(*a));
 		pthread_t t;
-		if (!a) {
+		int slot = -1;
+		pthread_mutex_lock(&p->mu);
+		for (int i = 0; i < PEER_CONNS_MAX && slot < 0; i++)
+			if (p->conn_fd[i] < 0)
+				slot = i;
+		if (a && slot >= 0) {
+			p->conn_fd[slot] = c;
+			p->conns++;
+		}
+		pthread_mutex_unlock(&p->mu);
+		if (!a || slot < 0) {
+			free(a);
 			close(c);
 			continue;
 		}
 		*a = (struct conn_arg){p, c};
 		if (pthread_create(&t, NULL, peer_conn, a)) {
 			free(a);
+			pthread_mutex_lock(&p->mu);
+			p->conn_fd[slot] = -1;
+			p->conns--;
+			pthread_mutex_unlock(&p->mu);
 			close(c);
 			continue;
 		}
@@ -354,6 +454,10 @@ int iod_ckpt_peer_start(const char *listen_addr, const char *dir, struct iod_ckp
 		return iod_err_set(e, -ENOMEM, "out of memory");
 	snprintf(p->dir, sizeof(p->dir), "%s", dir);
 	snprintf(p->addr, sizeof(p->addr), "%s", listen_addr);
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	for (int i = 0; i < PEER_CONNS_MAX; i++)
+		p->conn_fd[i] = -1;
 	int one = 1;
 	p->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (p->lfd < 0 || setsockopt(p->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
@@ -389,24 +493,53 @@ void iod_ckpt_peer_stop(struct iod_ckpt_peer *p)
 	p->stop = 1;
 	pthread_join(p->th, NULL);
 	close(p->lfd);
+	/* no new connections now: end the open ones, wait for their threads */
+	pthread_mutex_lock(&p->mu);
+	for (int i = 0; i < PEER_CONNS_MAX; i++)
+		if (p->conn_fd[i] >= 0)
+			shutdown(p->conn_fd[i], SHUT_RDWR);
+	while (p->conns)
+		pthread_cond_wait(&p->cv, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv);
 	free(p);
 }
 
 /* ---- clients ---- */
 
+/* "host:port[/ns]" into the host:port to connect to and the path prefix,
+ * "/ckpt" or "/ckpt/<ns>". */
+static int split_addr(const char *addr, char *hp, size_t hcap, char *pre, size_t pcap,
+                      struct iod_err *e)
+{
+	const char *sl = strchr(addr, '/');
+	size_t hl = sl ? (size_t)(sl - addr) : strlen(addr);
+	if (hl == 0 || hl >= hcap || (sl && !ns_ok(sl + 1, strlen(sl + 1))))
+		return iod_err_set(e, -EINVAL,
+		                   "checkpoint peer \"%.100s\" is not host:port[/replica]", addr);
+	memcpy(hp, addr, hl);
+	hp[hl] = 0;
+	snprintf(pre, pcap, "/ckpt%s", sl ? sl : "");
+	return 0;
+}
+
 static int put_one(struct iod_http_conn *c, const char *addr, uint64_t step, const char *file,
                    const void *p, size_t n, const uint64_t *xxh3, struct iod_err *e)
 {
-	char path[128], hh[48];
+	char path[224], hh[48], hp[IOD_ADDR_MAX], pre[IOD_NAME_MAX + 8];
 	const char *hdrs[2] = {NULL, NULL};
 	struct iod_http_response r = {0};
-	snprintf(path, sizeof(path), "/ckpt/%" PRIu64 "/%s", step, file);
+	int rc = split_addr(addr, hp, sizeof(hp), pre, sizeof(pre), e);
+	if (rc)
+		return rc;
+	snprintf(path, sizeof(path), "%s/%" PRIu64 "/%s", pre, step, file);
 	if (xxh3) {
 		snprintf(hh, sizeof(hh), "x-iod-xxh3: %016" PRIx64, *xxh3);
 		hdrs[0] = hh;
 	}
-	int rc = iod_http_request(c, addr, "PUT", path, hdrs, "application/octet-stream", p, n,
-	                          30000, &r, e);
+	rc = iod_http_request(c, hp, "PUT", path, hdrs, "application/octet-stream", p, n, 30000, &r,
+	                      e);
 	if (!rc && r.status / 100 != 2)
 		rc = iod_err_set(e, -EIO, "peer %s: PUT %s: %d %.*s", addr, path, r.status,
 		                 (int)(r.len > 150 ? 150 : r.len), r.body ? r.body : "");
@@ -448,9 +581,12 @@ int iod_ckpt_peer_put(const char *addr, const struct iod_ckpt_manifest *m, const
 static int get_one(struct iod_http_conn *c, const char *addr, uint64_t step, const char *file,
                    struct iod_http_response *r, struct iod_err *e)
 {
-	char path[128];
-	snprintf(path, sizeof(path), "/ckpt/%" PRIu64 "/%s", step, file);
-	int rc = iod_http_request(c, addr, "GET", path, NULL, NULL, NULL, 0, 30000, r, e);
+	char path[224], hp[IOD_ADDR_MAX], pre[IOD_NAME_MAX + 8];
+	int rc = split_addr(addr, hp, sizeof(hp), pre, sizeof(pre), e);
+	if (rc)
+		return rc;
+	snprintf(path, sizeof(path), "%s/%" PRIu64 "/%s", pre, step, file);
+	rc = iod_http_request(c, hp, "GET", path, NULL, NULL, NULL, 0, 30000, r, e);
 	if (!rc && r->status != 200) {
 		rc = iod_err_set(e, r->status == 404 ? -ENOENT : -EIO, "peer %s: GET %s: %d", addr,
 		                 path, r->status);
@@ -578,6 +714,35 @@ int iod_ckpt_peer_get_chunk(const char *addr, uint32_t rank, uint64_t step,
 			memcpy(buf, r.body, r.len);
 		iod_http_response_free(&r);
 	}
+	iod_http_conn_close(&c);
+	return rc;
+}
+
+int iod_ckpt_peer_latest(const char *addr, uint32_t rank, uint64_t *step, struct iod_err *e)
+{
+	struct iod_http_conn c;
+	struct iod_http_response r = {0};
+	char path[224], hp[IOD_ADDR_MAX], pre[IOD_NAME_MAX + 8], num[24];
+	int rc = split_addr(addr, hp, sizeof(hp), pre, sizeof(pre), e);
+	*step = 0;
+	if (rc)
+		return rc;
+	iod_http_conn_init(&c);
+	snprintf(path, sizeof(path), "%s/latest?rank=%u", pre, rank);
+	rc = iod_http_request(&c, hp, "GET", path, NULL, NULL, NULL, 0, 5000, &r, e);
+	if (!rc && r.status != 200)
+		rc = iod_err_set(e, r.status == 404 ? -ENOENT : -EIO, "peer %s: GET %s: %d", addr,
+		                 path, r.status);
+	if (!rc) {
+		snprintf(num, sizeof(num), "%.*s", (int)(r.len < 23 ? r.len : 23),
+		         r.body ? r.body : "");
+		char *end = NULL;
+		*step = strtoull(num, &end, 10);
+		if (!num[0] || !end || *end)
+			rc = iod_err_set(e, -EIO, "peer %s: latest step \"%s\" is not a number",
+			                 addr, num);
+	}
+	iod_http_response_free(&r);
 	iod_http_conn_close(&c);
 	return rc;
 }

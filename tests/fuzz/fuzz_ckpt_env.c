@@ -1,8 +1,10 @@
 /*
  * fuzz_ckpt_env.c: libFuzzer target for the provisioned store's environment
- * parser (src/storage/env.c). Any input either parses into at most
- * IOD_STOR_TIERS_MAX tiers that format back to the same text, or fails with
- * a message; never a crash.
+ * parsers (src/storage/env.c). The input is $IOD_CKPT_TIERS, then after a
+ * first newline (when there is one) a peer list ($IOD_CKPT_PEERS). Each
+ * either parses (at most IOD_STOR_TIERS_MAX tiers, IOD_CKPT_PEERS_MAX peers)
+ * into what formats back to the same values, or fails with a message;
+ * never a crash.
  */
 #include "iod/ckpt.h"
 
@@ -22,6 +24,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(text, data, size);
 	text[size] = 0;
+	char *nl = memchr(text, '\n', size);
+	if (nl) {
+		static struct iod_ckpt_env_peer p[IOD_CKPT_PEERS_MAX], q[IOD_CKPT_PEERS_MAX];
+		static char list[IOD_CKPT_PEERS_MAX * (IOD_CKPT_PEER_ADDR_MAX + IOD_NAME_MAX + 2)];
+		uint32_t n = 0, m = 0;
+		*nl = 0;
+		if (iod_ckpt_env_peers_parse(nl + 1, p, IOD_CKPT_PEERS_MAX, &n, &e) != 0) {
+			if (!e.msg[0])
+				abort();
+		} else {
+			if (n > IOD_CKPT_PEERS_MAX)
+				abort();
+			/* what parses formats, and parses back the same */
+			if (iod_ckpt_env_peers_format(p, n, list, sizeof(list), &e) != 0 ||
+			    iod_ckpt_env_peers_parse(list, q, IOD_CKPT_PEERS_MAX, &m, &e) != 0 ||
+			    m != n)
+				abort();
+			for (uint32_t i = 0; i < n; i++)
+				if (strcmp(p[i].node, q[i].node) || strcmp(p[i].addr, q[i].addr))
+					abort();
+		}
+		e.msg[0] = 0;
+	}
 	if (iod_ckpt_env_parse(text, "1048576", "3", &env, &e) != 0) {
 		if (!e.msg[0])
 			abort(); /* every failure explains itself */

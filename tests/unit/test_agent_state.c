@@ -130,6 +130,29 @@ TEST(desired_stateful_replica_gets_the_specs_storage)
 	CHECK_CONTAINS(r[1].fail, "Tape");
 	CHECK_EQ(r[2].ckpt_tiers_n, 0);
 	CHECK(!r[2].fail[0]);
+	/* no node runs a chunk server here: no peers listed */
+	CHECK(!env_of(&r[0], "IOD_CKPT_PEERS") && !env_of(&r[0], "IOD_CKPT_HERE"));
+	json_decref(nodes);
+	/* every node's chunk server (its Node's ckpt_peer): the others listed for
+	 * copies, other zones first, then other racks, then the rest; its own
+	 * node's apart; the namespace is the replica's name */
+	nodes = parse("{\"rev\":9,\"items\":["
+	              "{\"name\":\"n1\",\"value\":{\"ckpt_peer\":\"127.0.0.1:5001\",\"rack\":"
+	              "\"r1\",\"zone\":\"z1\"}},"
+	              "{\"name\":\"n2\",\"value\":{\"ckpt_peer\":\"127.0.0.1:5002\",\"rack\":"
+	              "\"r1\",\"zone\":\"z1\"}},"
+	              "{\"name\":\"n3\",\"value\":{\"ckpt_peer\":\"127.0.0.1:5003\",\"rack\":"
+	              "\"r2\",\"zone\":\"z1\"}},"
+	              "{\"name\":\"n4\",\"value\":{\"ckpt_peer\":\"127.0.0.1:5004\",\"rack\":"
+	              "\"r3\",\"zone\":\"z2\"}},"
+	              "{\"name\":\"n5\",\"value\":{\"rack\":\"r4\"}}]}");
+	CHECK(nodes);
+	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, NULL, r, 3, &n, &e), 0);
+	CHECK_MSG(!r[0].fail[0], "%s", r[0].fail);
+	CHECK_STR(env_of(&r[0], "IOD_CKPT_PEERS"),
+	          "n4=127.0.0.1:5004/ps-0,n3=127.0.0.1:5003/ps-0,n2=127.0.0.1:5002/ps-0");
+	CHECK_STR(env_of(&r[0], "IOD_CKPT_HERE"), "n1=127.0.0.1:5001/ps-0");
+	CHECK(!env_of(&r[2], "IOD_CKPT_PEERS")); /* stateless: none */
 	free(r);
 	json_decref(nodes);
 	json_decref(svcs);

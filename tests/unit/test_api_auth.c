@@ -232,6 +232,18 @@ TEST(raw_puts_pass_the_deploy_validation)
 	CHECK_EQ(validate(st, IOD_STATE_REPLICA, "web-0",
 	                  "{\"service\": \"web\", \"node\": \"n9\"}", &e),
 	         -EINVAL);
+	/* issue 23: a stored replica whose node is lost may still be written on
+	 * it (the rescheduler's "lost" marker of a stateful one, before its
+	 * move); moving it to another unregistered node is still refused */
+	CHECK_EQ(put_obj(st, IOD_STATE_REPLICA, "db-0", "{\"service\": \"web\", \"node\": \"n7\"}"),
+	         0);
+	CHECK_EQ(validate(st, IOD_STATE_REPLICA, "db-0",
+	                  "{\"service\": \"web\", \"node\": \"n7\", \"phase\": \"lost\"}", &e),
+	         0);
+	CHECK_EQ(
+	    validate(st, IOD_STATE_REPLICA, "db-0", "{\"service\": \"web\", \"node\": \"n8\"}", &e),
+	    -EINVAL);
+	CHECK_CONTAINS(e.msg, "node n8 is not registered");
 	/* its tenant is its service's: "default" here, so "red" is refused */
 	CHECK_EQ(validate(st, IOD_STATE_REPLICA, "web-0",
 	                  "{\"service\": \"web\", \"node\": \"n1\", \"tenant\": \"default\"}", &e),

@@ -15,7 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 static struct iod_err err;
@@ -459,6 +463,91 @@ TEST(provisioned_store_env_round_trip_and_errors)
 	CHECK_EQ(iod_ckpt_env_parse("NVMe:100:", "5", NULL, &env, &err), -EINVAL);
 	CHECK_EQ(iod_ckpt_env_parse("NVMe/x", "5", NULL, &env, &err), -EINVAL);
 	CHECK_CONTAINS(err.msg, "MEDIUM:QUOTA_BP:DIR");
+}
+
+/* The agents' chunk servers: one per node, a namespace (directory) per
+ * replica; $IOD_CKPT_PEERS / $IOD_CKPT_HERE name them (docs/storage.md). */
+TEST(namespaced_peer_copies_latest_and_peer_list_codec)
+{
+	static uint8_t a[A_BYTES], b[B_BYTES], ra[A_BYTES], rb[B_BYTES];
+	struct fix f = {0};
+	struct iod_ckpt *c;
+	struct iod_ckpt_peer *p;
+	char d[600], ns[IOD_CKPT_PEER_ADDR_MAX], path[800], list[512];
+	uint64_t step = 0;
+	struct stat st;
+	snprintf(d, sizeof(d), "%s/agentpeer", iod_test_tmpdir());
+	CHECK_MSG(iod_ckpt_peer_start("127.0.0.1:0", d, &p, &err) == 0, "%s", err.msg);
+	snprintf(ns, sizeof(ns), "%s/ps-0", iod_ckpt_peer_addr(p));
+	CHECK_EQ(iod_ckpt_peer_latest(ns, 0, &step, &err), -ENOENT);
+	fix_init(&f, "nsprimary", 2000000);
+	f.o.peers[0] = ns;
+	f.o.peers_n = 1;
+	f.o.min_size = 2;
+	CHECK_MSG(iod_ckpt_open(&f.o, &c, &err) == 0, "%s", err.msg);
+	fill(a, A_BYTES, 31), fill(b, B_BYTES, 32);
+	CHECK_MSG(save_wait(c, 5, a, b) == 0, "%s", err.msg);
+	CHECK_MSG(save_wait(c, 9, a, b) == 0, "%s", err.msg);
+	iod_ckpt_close(c);
+	/* the copy is in the replica's directory of the server's */
+	snprintf(path, sizeof(path), "%s/ps-0/step-%020d/r0.manifest", d, 9);
+	CHECK_EQ(stat(path, &st), 0);
+	CHECK_MSG(iod_ckpt_peer_latest(ns, 0, &step, &err) == 0, "%s", err.msg);
+	CHECK_U64(step, 9);
+	CHECK_EQ(iod_ckpt_peer_latest(ns, 1, &step, &err), -ENOENT); /* no rank 1 */
+	struct iod_ckpt_region r[] = {{"params", ra, A_BYTES}, {"optim", rb, B_BYTES}};
+	CHECK_MSG(iod_ckpt_fetch(ns, 0, 9, r, 2, &err) == 0, "%s", err.msg);
+	CHECK(!memcmp(ra, a, A_BYTES) && !memcmp(rb, b, B_BYTES));
+	/* another namespace holds nothing; the bare address is the server's root */
+	snprintf(ns, sizeof(ns), "%s/ps-1", iod_ckpt_peer_addr(p));
+	CHECK_EQ(iod_ckpt_fetch(ns, 0, 9, r, 2, &err), -ENOENT);
+	CHECK_EQ(iod_ckpt_peer_latest(iod_ckpt_peer_addr(p), 0, &step, &err), -ENOENT);
+	snprintf(ns, sizeof(ns), "%s/../x", iod_ckpt_peer_addr(p));
+	CHECK_EQ(iod_ckpt_peer_latest(ns, 0, &step, &err), -EINVAL);
+	/* stopping with a connection open (an agent stopping while a replica
+	 * is connected): the server ends it and waits for its thread, which
+	 * reads the server, before freeing it */
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	const char *colon = strrchr(iod_ckpt_peer_addr(p), ':');
+	sa.sin_port = htons((uint16_t)atoi(colon + 1));
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	struct timeval tv = {.tv_sec = 3};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	const char *req =
+	    "GET /ckpt/latest?rank=0 HTTP/1.1\r\nhost: x\r\nconnection: keep-alive\r\n\r\n";
+	CHECK_EQ(send(fd, req, strlen(req), 0), (ssize_t)strlen(req));
+	char ans[256];
+	CHECK(recv(fd, ans, sizeof(ans), 0) > 0); /* its thread runs, idle now */
+	iod_ckpt_peer_stop(p);
+	ssize_t got;
+	while ((got = recv(fd, ans, sizeof(ans), 0)) > 0) /* the rest of the answer */
+		;
+	CHECK_EQ(got, 0); /* then ended by the server */
+	close(fd);
+	usleep(20000);
+	/* the peer list's codec */
+	struct iod_ckpt_env_peer pe[3] = {{"n2", "127.0.0.2:4000/ps-0"},
+	                                  {"n3", "127.0.0.3:4000/ps-0"}};
+	uint32_t n = 9;
+	CHECK_EQ(iod_ckpt_env_peers_format(pe, 2, list, sizeof(list), &err), 0);
+	CHECK_STR(list, "n2=127.0.0.2:4000/ps-0,n3=127.0.0.3:4000/ps-0");
+	CHECK_EQ(iod_ckpt_env_peers_parse(list, pe + 1, 2, &n, &err), 0);
+	CHECK_EQ(n, 2);
+	CHECK_STR(pe[2].node, "n3");
+	CHECK_STR(pe[2].addr, "127.0.0.3:4000/ps-0");
+	CHECK_EQ(iod_ckpt_env_peers_parse(list, pe, 1, &n, &err), -E2BIG);
+	CHECK_EQ(iod_ckpt_env_peers_parse(NULL, pe, 3, &n, &err), 0);
+	CHECK_EQ(n, 0);
+	CHECK_EQ(iod_ckpt_env_peers_parse("n2=127.0.0.2:1,n3", pe, 3, &n, &err), -EINVAL);
+	CHECK_CONTAINS(err.msg, "peer 2 is not NODE=HOST:PORT/NS");
+	CHECK_EQ(iod_ckpt_env_peers_parse("n/2=127.0.0.2:1", pe, 3, &n, &err), -EINVAL);
+	CHECK_EQ(iod_ckpt_env_peers_parse("n2=nocolon", pe, 3, &n, &err), -EINVAL);
+	snprintf(pe[0].addr, sizeof(pe[0].addr), "127.0.0.1:1,x");
+	CHECK_EQ(iod_ckpt_env_peers_format(pe, 1, list, sizeof(list), &err), -EINVAL);
+	snprintf(pe[0].addr, sizeof(pe[0].addr), "127.0.0.1:1");
+	CHECK_EQ(iod_ckpt_env_peers_format(pe, 1, list, 8, &err), -E2BIG);
 }
 
 /* ---- the background scrub ---- */
