@@ -79,7 +79,8 @@ static const char *attr(json_t *span, const char *key)
 	size_t i;
 	json_array_foreach(json_object_get(span, "attributes"), i, a)
 	{
-		if (strcmp(json_string_value(json_object_get(a, "key")) ?: "", key))
+		const char *k = json_string_value(json_object_get(a, "key"));
+		if (!k || strcmp(k, key))
 			continue;
 		json_t *v = json_object_get(a, "value");
 		const char *s = json_string_value(json_object_get(v, "stringValue"));
@@ -368,8 +369,8 @@ int cmd_trace(int argc, char **argv)
 		if (rc)
 			return iod_cli_fail("trace", IOD_EXIT_ERROR, "bad answer from %s: %s",
 			                    admin, e.msg);
-		iod_strlcpy(cursor, json_string_value(json_object_get(doc, "cursor")) ?: "",
-		            sizeof(cursor));
+		const char *next = json_string_value(json_object_get(doc, "cursor"));
+		iod_strlcpy(cursor, next ? next : "", sizeof(cursor));
 		uint64_t rd = 0, lost = 0;
 		iod_json_get_u64(doc, "read", &rd);
 		iod_json_get_u64(doc, "overwritten", &lost);
