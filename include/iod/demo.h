@@ -31,6 +31,12 @@ struct iod_demo_opts {
 	const char *ckpt_server; /* parameter-server: commit manifests through this control
 	                            plane and restore the newest committed; NULL = local only */
 	uint32_t ckpt_replicas;  /* copies the commit needs (storage.replicas; 0: 1) */
+	/* worker, data parallel: all-reduce the gradient across the service's
+	 * replicas over libiod-xfer instead of pushing it to parameter servers */
+	bool allreduce_xfer;        /* --allreduce xfer ($IOD_ALLREDUCE) */
+	uint32_t ranks;             /* replicas in the ring (2..IOD_XFER_PEERS_MAX) */
+	const char *xfer_transport; /* "shm" | "tcp" | "auto" */
+	const char *api_server;     /* where peers publish (NULL: the client config) */
 };
 
 /* Run it until SIGTERM/SIGINT (or --steps): an exit status. */

@@ -45,7 +45,17 @@ static void usage(FILE *f)
 	    "                      $IOD_PORT; parameter-server default none)\n"
 	    "  --ckpt-dir DIR      parameter-server: checkpoint the shard here (libiod-ckpt,\n"
 	    "                      default $IOD_CKPT_DIR) and restore the newest at start\n"
-	    "  --ckpt-every N      parameter-server: a checkpoint every N updates (default 100)\n");
+	    "  --ckpt-every N      parameter-server: a checkpoint every N updates (default 100)\n"
+	    "  --allreduce xfer    worker: data parallel, no parameter servers: all-reduce the\n"
+	    "                      gradient (--params int64) across this service's replicas\n"
+	    "                      over libiod-xfer, peers found through the control plane,\n"
+	    "                      checked exact each step (default $IOD_ALLREDUCE)\n"
+	    "  --ranks N           with --allreduce: the replicas in the ring (default: the\n"
+	    "                      entries of $IOD_PEERS, set by the agent)\n"
+	    "  --xfer-transport T  with --allreduce: shm, tcp or auto (default\n"
+	    "                      $IOD_XFER_TRANSPORT, else shm)\n"
+	    "  --server ADDR       with --allreduce: the control plane (default: the client\n"
+	    "                      config, $IOD_SERVER)\n");
 }
 
 int cmd_demo_worker(int argc, char **argv)
@@ -63,6 +73,10 @@ int cmd_demo_worker(int argc, char **argv)
 	                                     {"ckpt-every", required_argument, 0, 'E'},
 	                                     {"ckpt-server", required_argument, 0, 'G'},
 	                                     {"ckpt-replicas", required_argument, 0, 'R'},
+	                                     {"allreduce", required_argument, 0, 'A'},
+	                                     {"ranks", required_argument, 0, 'N'},
+	                                     {"xfer-transport", required_argument, 0, 'T'},
+	                                     {"server", required_argument, 0, 'P'},
 	                                     {"help", no_argument, 0, 'h'},
 	                                     {0, 0, 0, 0}};
 	const char *role = NULL, *servers = NULL, *ps_service = "parameter-server";
@@ -70,7 +84,9 @@ int cmd_demo_worker(int argc, char **argv)
 	long port = env_port ? atol(env_port) : 0, http_port = -1, params = 65536, cms = 10;
 	unsigned long long steps = 0, ckpt_every = 100;
 	const char *ckpt_dir = getenv("IOD_CKPT_DIR"), *ckpt_server = NULL;
-	long ckpt_replicas = 1;
+	long ckpt_replicas = 1, ranks = 0;
+	const char *allreduce = getenv("IOD_ALLREDUCE"), *xfer_t = getenv("IOD_XFER_TRANSPORT");
+	const char *api_server = NULL;
 	bool via_mesh = false;
 	int o;
 
@@ -93,6 +109,10 @@ int cmd_demo_worker(int argc, char **argv)
 		case 'E': ckpt_every = strtoull(optarg, NULL, 10); break;
 		case 'G': ckpt_server = optarg; break;
 		case 'R': ckpt_replicas = atol(optarg); break;
+		case 'A': allreduce = optarg; break;
+		case 'N': ranks = atol(optarg); break;
+		case 'T': xfer_t = optarg; break;
+		case 'P': api_server = optarg; break;
 		default: usage(stderr); return IOD_EXIT_INVALID;
 		}
 	}
@@ -125,6 +145,27 @@ int cmd_demo_worker(int argc, char **argv)
 		if (!port)
 			return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
 			                    "parameter-server needs --port or $IOD_PORT");
+		return iod_demo_run(&d);
+	}
+	if (allreduce && allreduce[0]) {
+		if (strcmp(allreduce, "xfer"))
+			return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
+			                    "--allreduce %s: the one there is: xfer", allreduce);
+		const char *peers = getenv("IOD_PEERS");
+		if (!ranks && peers && peers[0]) {
+			ranks = 1;
+			for (const char *p = peers; *p; p++)
+				ranks += *p == ',';
+		}
+		if (ranks < 2 || ranks > IOD_XFER_PEERS_MAX)
+			return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
+			                    "--allreduce xfer needs --ranks 2..%d (or $IOD_PEERS)",
+			                    IOD_XFER_PEERS_MAX);
+		d.allreduce_xfer = true;
+		d.ranks = (uint32_t)ranks;
+		d.xfer_transport = xfer_t && xfer_t[0] ? xfer_t : "shm";
+		d.api_server = api_server;
+		d.http_port = (int)(http_port < 0 ? port : http_port);
 		return iod_demo_run(&d);
 	}
 	char name[128];
