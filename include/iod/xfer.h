@@ -173,6 +173,13 @@ int iod_xfer_publish_api(struct iod_xfer *x, struct iod_api_client *c,
 int iod_xfer_peers_from_api(struct iod_xfer *x, struct iod_api_client *c, const char *service,
                             uint32_t n, uint32_t self, uint64_t deadline_ms,
                             char (*names)[IOD_NAME_MAX], struct iod_err *e);
+/* A blob that does not load (its process gone: what a replica that died
+ * left behind) counts as not yet published until its replica publishes a
+ * new one; the -ETIMEDOUT message then says which and why. */
+/* Delete our XferPeer at a clean exit, if it is still ours (not a
+ * successor's). 0 also when it is gone. */
+int iod_xfer_unpublish_api(struct iod_xfer *x, struct iod_api_client *c, const char *service,
+                           uint32_t ordinal, struct iod_err *e);
 /* Pure: the XferPeer object of a blob, and the blob of an object (buf of
  * cap bytes; its length). -EINVAL naming what is wrong. */
 json_t *iod_xfer_peer_obj(const struct iod_xfer_self *me, const char *peer, const void *md,

@@ -740,8 +740,11 @@ static int run_allreduce(const struct iod_demo_opts *o)
 		printf("worker: stopped after %llu steps, every all-reduce exact\n",
 		       (unsigned long long)atomic_load(&steps_done));
 	fflush(stdout);
-	/* stay a moment: our region is the left neighbour's last target */
+	/* stay a moment: our region is the left neighbour's last target; then
+	 * take our blob back (every rank loaded it: the last step needed all) */
 	usleep(200000);
+	if (!rc && !stop_flag)
+		iod_xfer_unpublish_api(x, &ps_api, service, rank, NULL);
 	iod_xfer_destroy(x);
 	iod_api_client_close(&ps_api);
 	return rc ? fail(IOD_DEMO_EXIT_ERROR, "all-reduce: %s", e.msg) : 0;

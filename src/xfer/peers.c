@@ -118,6 +118,13 @@ static void nap_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
+/* A blob that did not load (its process gone: an object a replica that
+ * died left behind) is skipped until its replica publishes a new one. */
+struct stale {
+	char peer[IOD_NAME_MAX];       /* the "peer" of the object that failed, "" none */
+	char why[IOD_ERR_MSG_MAX / 2]; /* its error */
+};
+
 int iod_xfer_peers_from_api(struct iod_xfer *x, struct iod_api_client *c, const char *service,
                             uint32_t n, uint32_t self, uint64_t deadline_ms,
                             char (*names)[IOD_NAME_MAX], struct iod_err *e)
@@ -127,10 +134,12 @@ int iod_xfer_peers_from_api(struct iod_xfer *x, struct iod_api_client *c, const 
 		                   "xfer: a group of %u peers (self %u): 1..%d, self below", n,
 		                   self, IOD_XFER_PEERS_MAX);
 	bool *have = calloc(n, sizeof(*have));
+	struct stale *st = calloc(n, sizeof(*st));
 	uint8_t *md = malloc(IOD_XFER_MD_BYTES_MAX);
 	int rc = 0;
-	if (!have || !md) {
+	if (!have || !md || !st) {
 		free(have);
+		free(st);
 		free(md);
 		return iod_err_set(e, -ENOMEM, "xfer: out of memory for %u peers", n);
 	}
@@ -144,6 +153,7 @@ int iod_xfer_peers_from_api(struct iod_xfer *x, struct iod_api_client *c, const 
 		for (uint32_t i = 0; i < n && !rc; i++) {
 			char path[IOD_NAME_MAX + 48];
 			struct iod_api_response r;
+			struct iod_err le = {0};
 			size_t len = 0;
 			if (have[i])
 				continue;
@@ -162,12 +172,28 @@ int iod_xfer_peers_from_api(struct iod_xfer *x, struct iod_api_client *c, const 
 			}
 			/* GET /v1/KIND/NAME answers {"name", "rev", "value"} */
 			const json_t *v = json_object_get(r.json, "value");
+			const char *pn = iod_obj_peek_str(IOD_OBJ_KIND_XFERPEER, v ? v : r.json,
+			                                  IOD_OBJ_XFERPEER_PEER);
+			if (st[i].peer[0] && pn && !strcmp(pn, st[i].peer)) {
+				iod_api_response_free(&r); /* the same dead blob: not yet */
+				continue;
+			}
 			rc = iod_xfer_peer_md(v ? v : r.json, md, IOD_XFER_MD_BYTES_MAX, &len, e);
-			if (!rc)
-				rc = iod_xfer_md_load(x, md, len, names[i], e);
-			iod_api_response_free(&r);
 			if (rc) {
+				iod_api_response_free(&r);
 				iod_err_wrap(e, "xfer: peer %s.%u", service, i);
+				break;
+			}
+			int lr = iod_xfer_md_load(x, md, len, names[i], &le);
+			if (lr && lr != -ENOMEM && lr != -E2BIG && pn && pn[0]) {
+				snprintf(st[i].peer, sizeof(st[i].peer), "%s", pn);
+				snprintf(st[i].why, sizeof(st[i].why), "%s", le.msg);
+				iod_api_response_free(&r);
+				continue;
+			}
+			iod_api_response_free(&r);
+			if (lr) {
+				rc = iod_err_set(e, lr, "xfer: peer %s.%u: %s", service, i, le.msg);
 				break;
 			}
 			have[i] = true;
@@ -176,22 +202,57 @@ int iod_xfer_peers_from_api(struct iod_xfer *x, struct iod_api_client *c, const 
 		if (rc || !left)
 			break;
 		if (iod_clock_now_ns() >= end) {
-			char missing[256] = "";
-			for (uint32_t i = 0; i < n; i++)
+			char missing[256] = "", why[IOD_ERR_MSG_MAX / 2] = "";
+			for (uint32_t i = 0; i < n; i++) {
 				if (!have[i] && strlen(missing) < sizeof(missing) - 16)
 					snprintf(missing + strlen(missing),
 					         sizeof(missing) - strlen(missing), "%s%u",
 					         missing[0] ? "," : "", i);
+				if (!have[i] && st[i].peer[0] && !why[0])
+					snprintf(
+					    why, sizeof(why),
+					    "; ordinal %u's blob (peer %s) did not load, a replica "
+					    "gone? %s",
+					    i, st[i].peer, st[i].why);
+			}
 			rc = iod_err_set(e, -ETIMEDOUT,
 			                 "xfer: %u of %u peers of %s had not published within %llu "
-			                 "ms (ordinals %s missing: are those replicas running?)",
-			                 left, n, service, (unsigned long long)ms, missing);
+			                 "ms (ordinals %s missing: are those replicas running?)%s",
+			                 left, n, service, (unsigned long long)ms, missing, why);
 			break;
 		}
 		nap_ms(pause);
 		pause = pause < 200 ? pause * 2 : 200;
 	}
 	free(have);
+	free(st);
 	free(md);
 	return rc;
+}
+
+int iod_xfer_unpublish_api(struct iod_xfer *x, struct iod_api_client *c, const char *service,
+                           uint32_t ordinal, struct iod_err *e)
+{
+	char path[IOD_NAME_MAX + 48];
+	struct iod_api_response r;
+	snprintf(path, sizeof(path), "/v1/xferpeer/%s.%u", service, ordinal);
+	int rc = iod_api_request(c, "GET", path, NULL, NULL, 0, &r, e);
+	if (rc)
+		return rc;
+	const json_t *v = json_object_get(r.json, "value");
+	const char *pn = iod_obj_peek_str(IOD_OBJ_KIND_XFERPEER, v, IOD_OBJ_XFERPEER_PEER);
+	bool ours = r.status == 200 && pn && !strcmp(pn, iod_xfer_name(x));
+	iod_api_response_free(&r);
+	if (!ours) /* gone, or already a successor's */
+		return 0;
+	rc = iod_api_request(c, "DELETE", path, NULL, NULL, 0, &r, e);
+	if (rc)
+		return rc;
+	if (r.status / 100 != 2 && r.status != 404) {
+		char nm[IOD_NAME_MAX + 16];
+		snprintf(nm, sizeof(nm), "%s.%u", service, ordinal);
+		return status_error(&r, "deleting", nm, e);
+	}
+	iod_api_response_free(&r);
+	return 0;
 }

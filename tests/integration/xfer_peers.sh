@@ -6,11 +6,14 @@
 #      have, writes 1 MiB into its right neighbour's shared memory and checks
 #      by SHA-256 what its left neighbour wrote: every one says "exact";
 #   2. `iod get xferpeers` lists the 3 objects, each naming its node and
-#      carrying a hex blob;
+#      carrying a hex blob; then replacements: 3 new processes as ordinals
+#      0..2 of the same service, whose old objects (of processes gone) are
+#      still there, find each other all the same (a blob that does not load
+#      is skipped until its replica publishes anew) and move 64 KiB exact;
 #   3. the demo worker's data-parallel mode (`--allreduce xfer`, asked for by
 #      the spec's env IOD_ALLREDUCE): 3 replicas all-reduce their gradients
 #      over libiod-xfer for 20 steps, each checked exact, ring size from
-#      $IOD_PEERS;
+#      $IOD_PEERS; at the end each takes its object back;
 #   4. a group of 2 where ordinal 1 never publishes: the waiter names the
 #      ordinal missing and gives up at its deadline (exit 1, no hang).
 # Replicas run as plain processes (--no-sandbox): shared memory between
@@ -75,6 +78,21 @@ else
 	bad "xferpeer/ring.1: $(head -c 300 "$T/one.json")"
 fi
 
+# 2. replacements over the dead ones' objects
+for k in 0 1 2; do
+	"$IOD" xfer peer -n 3 --service ring --ordinal $k --server "$API" --size 65536 \
+		--deadline 15s >"$T/re$k.log" 2>&1 &
+	eval "RE$k=\$!"
+done
+RC=0
+for p in "$RE0" "$RE1" "$RE2"; do wait "$p" || RC=1; done
+if [ "$RC" = 0 ] && [ "$(cat "$T"/re*.log | grep -c '65536 bytes from .* exact$')" = 3 ]; then
+	ok "3 replacements found each other past the stale objects of the dead ones"
+else
+	bad "replacements: rc=$RC"
+	cat "$T"/re*.log | tail -20
+fi
+
 # 3. the demo worker's all-reduce
 dplogs() { cat "$T"/state/node-*/replicas/dp-*/log 2>/dev/null; }
 dpdone() { [ "$(dplogs | grep -c '^dp-exit=')" -ge 3 ]; }
@@ -84,6 +102,11 @@ if [ "$(dplogs | grep -c '^dp-exit=0$')" = 3 ] &&
 	[ "$(dplogs | grep -c '^worker: stopped after 20 steps, every all-reduce exact$')" = 3 ]; then
 	ok "demo workers all-reduced 20 steps over libiod-xfer, every one exact"
 	dplogs | grep "all-reduce" | sed 's/^/  /'
+	if "$IOD" get xferpeers --server "$API" | grep -q '^dp\.'; then
+		bad "the demo workers' objects are still there"
+	else
+		ok "the demo workers took their objects back"
+	fi
 else
 	bad "demo all-reduce"
 	dplogs | tail -20
