@@ -79,7 +79,10 @@ else
 fi
 
 # 2. replacements over the dead ones' objects
+# (a sanitizer build: UCX 1.13 leaks a few bytes in libuct when a connect
+# to a dead peer's segment fails, which is what these go through)
 for k in 0 1 2; do
+	ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
 	"$IOD" xfer peer -n 3 --service ring --ordinal $k --server "$API" --size 65536 \
 		--deadline 15s >"$T/re$k.log" 2>&1 &
 	eval "RE$k=\$!"
