@@ -287,6 +287,11 @@ int iod_bitmap_parse(const char *s, struct iod_bitmap *b, struct iod_err *e);
 int iod_strlcpy(char *dst, const char *src, size_t len);
 /* The value of one hexadecimal digit (either case), or -1. */
 int iod_hex_digit(char c);
+/* len bytes as 2*len lowercase hex digits and a NUL (out: 2*len+1). */
+void iod_hex_encode(const void *buf, size_t len, char *out);
+/* Hex digits (either case, an even number) to bytes: how many, -EINVAL for
+ * an odd count or a non-digit, -ENOSPC past cap. */
+ssize_t iod_hex_decode(const char *hex, size_t hex_len, void *out, size_t cap);
 /* Levenshtein distance, bounded (stops counting at max). */
 unsigned iod_edit_distance(const char *a, const char *b, unsigned max);
 /* The candidate closest to word within distance 2 (or a prefix match), else NULL. */

@@ -34,6 +34,12 @@ struct iod_demo_opts {
 	uint64_t ckpt_scrub_ms;   /* parameter-server: a background scrub pass this often
 	                            (0 = no scrub), results into the Checkpoint objects */
 	uint64_t ckpt_scrub_rate; /* its bound, bytes/s (0 = IOD_CKPT_SCRUB_RATE_DEFAULT) */
+	/* worker, data parallel: all-reduce the gradient across the service's
+	 * replicas over libiod-xfer instead of pushing it to parameter servers */
+	bool allreduce_xfer;        /* --allreduce xfer ($IOD_ALLREDUCE) */
+	uint32_t ranks;             /* replicas in the ring (2..IOD_XFER_PEERS_MAX) */
+	const char *xfer_transport; /* "shm" | "tcp" | "auto" */
+	const char *api_server;     /* where peers publish (NULL: the client config) */
 };
 
 /* Run it until SIGTERM/SIGINT (or --steps): an exit status. */

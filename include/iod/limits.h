@@ -999,6 +999,9 @@ _Static_assert(IOD_CONFIG_DOC_MAX <= IOD_API_VALUE_MAX, "a whole config history 
 #define IOD_XFER_RKEY_BYTES_MAX 1024
 #define IOD_XFER_MD_BYTES_MAX (128 * 1024)
 /* Defaults of xfer.deadline and xfer.chunk_size (src/config/schema.c). */
+/* An XferPeer object's "md": the blob in hex (docs/transfer.md, Peers). */
+#define IOD_XFER_MD_HEX_MAX (2 * IOD_XFER_MD_BYTES_MAX)
+_Static_assert(IOD_XFER_MD_HEX_MAX + 4096 <= IOD_API_BODY_MAX, "an XferPeer fits one API body");
 #define IOD_XFER_DEADLINE_MS 5000
 #define IOD_XFER_CHUNK_BYTES (1ull << 20)
 _Static_assert(IOD_XFER_REGIONS_MAX *(25 + IOD_XFER_RKEY_BYTES_MAX) + IOD_XFER_ADDR_BYTES_MAX +

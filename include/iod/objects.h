@@ -1,6 +1,6 @@
 /*
  * objects.h: the cluster's objects as typed values: Node, Service, Replica,
- * Endpoint, Checkpoint, Policy, Config and Fault, each read from and written to the JSON the
+ * Endpoint, Checkpoint, Policy, Config, Fault and XferPeer, each read from and written to the JSON the
  * control plane stores in one place (src/state/objects.c).
  *
  * Why: the state machine stores free-form JSON documents, and every module
@@ -370,6 +370,47 @@ struct iod_obj_checkpoint {
 	uint64_t scrubbed_ms;           /* when scrub was written (unix ms; 0 = never) */
 };
 
+/* ---- XferPeer: a replica's libiod-xfer metadata, for its peers ----------- */
+
+/*
+ * A replica of `service` publishes what its peers need to reach it over
+ * libiod-xfer (docs/transfer.md): the metadata blob of iod_xfer_md_get
+ * (UCX worker address, regions, packed remote keys) as lowercase hex in
+ * "md". Named "<service>.<ordinal>", so peers find it by service and
+ * ordinal. Written by the replica (the node it runs on, or a deployer);
+ * a node may write only those of replicas placed on it.
+ */
+#define IOD_OBJ_XFERPEER_FIELDS(X)                                            \
+	X(SERVICE, "service", STR, service, 0, 0, 0)                          \
+	X(ORDINAL, "ordinal", UINT, ordinal, 0, IOD_SPEC_REPLICAS_MAX - 1, 0) \
+	X(REPLICA, "replica", STR, replica, 0, 0, 0)                          \
+	X(NODE, "node", STR, node, 0, 0, 0)                                   \
+	X(TRANSPORT, "transport", STR, transport, 0, 0, 0)                    \
+	X(PEER, "peer", STR, peer, 0, 0, 0)                                   \
+	X(MD, "md", JSON, md, 0, 0, 0)
+
+enum iod_obj_xferpeer_field {
+#define X(f, k, t, m, lo, hi, d) IOD_OBJ_XFERPEER_##f,
+	IOD_OBJ_XFERPEER_FIELDS(X)
+#undef X
+	    IOD_OBJ_XFERPEER_FIELD_COUNT
+};
+
+struct iod_obj_xferpeer {
+	struct iod_obj_head head;
+	char service[IOD_NAME_MAX];       /* the service of the replica */
+	uint32_t ordinal;                 /* its ordinal in the service */
+	char replica[IOD_NAME_MAX];       /* the replica's name */
+	char node[IOD_NAME_MAX];          /* the node it runs on ("" = not said) */
+	char transport[IOD_OBJ_WORD_MAX]; /* "shm" | "tcp" | "rdma" | "auto" */
+	char peer[IOD_NAME_MAX];          /* its libiod-xfer agent name (in the blob) */
+	json_t *md;                       /* owned: the blob, a hex string */
+};
+
+/* The object's checks beyond types: service, replica, md (even-length hex
+ * of at most IOD_XFER_MD_HEX_MAX digits). 0 or -EINVAL naming the field. */
+int iod_obj_xferpeer_check(const struct iod_obj_xferpeer *p, struct iod_err *e);
+
 /*
  * Policy objects are service policies: their one home is src/sec/policy.c
  * (iod_sec_policy_parse, iod_sec_policy_to_json, struct iod_sec_policy).
@@ -385,6 +426,7 @@ enum iod_obj_kind {
 	IOD_OBJ_KIND_MEMBER,
 	IOD_OBJ_KIND_FAULT,
 	IOD_OBJ_KIND_CHECKPOINT,
+	IOD_OBJ_KIND_XFERPEER,
 	IOD_OBJ_KIND_COUNT
 };
 
@@ -448,6 +490,8 @@ int iod_obj_fault_from_json(const json_t *v, struct iod_obj_fault *f, struct iod
 json_t *iod_obj_fault_to_json(const struct iod_obj_fault *f);
 int iod_obj_checkpoint_from_json(const json_t *v, struct iod_obj_checkpoint *c, struct iod_err *e);
 json_t *iod_obj_checkpoint_to_json(const struct iod_obj_checkpoint *c);
+int iod_obj_xferpeer_from_json(const json_t *v, struct iod_obj_xferpeer *p, struct iod_err *e);
+json_t *iod_obj_xferpeer_to_json(const struct iod_obj_xferpeer *p);
 
 #define IOD_OBJ_TYPED(T, K)                                                                       \
 	static inline void iod_obj_##T##_init(struct iod_obj_##T *o)                              \
@@ -481,5 +525,6 @@ IOD_OBJ_TYPED(endpoint, IOD_OBJ_KIND_ENDPOINT)
 IOD_OBJ_TYPED(member, IOD_OBJ_KIND_MEMBER)
 IOD_OBJ_TYPED(fault, IOD_OBJ_KIND_FAULT)
 IOD_OBJ_TYPED(checkpoint, IOD_OBJ_KIND_CHECKPOINT)
+IOD_OBJ_TYPED(xferpeer, IOD_OBJ_KIND_XFERPEER)
 
 #endif

@@ -191,7 +191,8 @@ const char *iod_sec_verb_name(enum iod_sec_verb v);
 	X(SECRET_VALUE, "secret-value") \
 	X(FAULT, "fault")               \
 	X(CHECKPOINT, "checkpoint")     \
-	X(EXTENDER, "extender")
+	X(EXTENDER, "extender")         \
+	X(XFERPEER, "xferpeer")
 
 enum iod_sec_resource {
 #define X(n, s) IOD_SEC_RES_##n,

@@ -35,7 +35,8 @@
 	X(SECRET, "secret", "secrets")             \
 	X(REVOCATION, "revocation", "revocations") \
 	X(FAULT, "fault", "faults")                \
-	X(CHECKPOINT, "checkpoint", "checkpoints")
+	X(CHECKPOINT, "checkpoint", "checkpoints") \
+	X(XFERPEER, "xferpeer", "xferpeers")
 
 enum iod_state_kind {
 #define X(n, s, p) IOD_STATE_##n,

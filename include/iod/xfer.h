@@ -125,6 +125,71 @@ int iod_xfer_md_send_fd(struct iod_xfer *x, int wfd, struct iod_err *e);
 int iod_xfer_md_recv_fd(int rfd, uint8_t *buf, size_t cap, size_t *len, uint64_t deadline_ms,
                         struct iod_err *e);
 
+/* ---- a ring all-reduce over the context (src/xfer/ring.c) -------------- */
+
+/*
+ * Sum count int64 across n ranks in place. Every rank's region holds the
+ * vector, then (n-1) scratch chunks: iod_xfer_ring_bytes(count, n) bytes,
+ * the same layout in each. The right neighbour's region is remote_id of its
+ * blob. Notifications carry tag+step (one byte), so back-to-back calls with
+ * tags 2(n-1) apart are told apart.
+ */
+struct iod_xfer_ring {
+	unsigned n, rank;         /* ranks, this one */
+	const char *left, *right; /* peer names of rank-1 and rank+1 (mod n) */
+	uint32_t id, remote_id;   /* our region, the right neighbour's */
+	uint64_t count;           /* int64 elements */
+	uint8_t tag;              /* first notification tag */
+};
+uint64_t iod_xfer_ring_bytes(uint64_t count, unsigned n);
+int iod_xfer_ring_allreduce(struct iod_xfer *x, const struct iod_xfer_ring *g, int64_t *v,
+                            struct iod_err *e);
+
+/* ---- peers through the control plane (src/xfer/peers.c) ---------------- */
+
+/*
+ * A replica publishes its blob as the XferPeer object "<service>.<ordinal>"
+ * (include/iod/objects.h; hex in "md") with the API client it is given (its
+ * node's credentials, or a deployer's); its peers read it back by service
+ * and ordinal. Publish after registering: the blob carries the regions.
+ */
+struct iod_api_client;
+struct iod_xfer_self {
+	const char *service;   /* the replica's service */
+	uint32_t ordinal;      /* its ordinal (0..n-1 of the group) */
+	const char *replica;   /* its replica name ("<service>-<ordinal>" when NULL) */
+	const char *node;      /* its node (NULL: not said) */
+	const char *transport; /* the transport it was created for (NULL: not said) */
+};
+int iod_xfer_publish_api(struct iod_xfer *x, struct iod_api_client *c,
+                         const struct iod_xfer_self *me, struct iod_err *e);
+/*
+ * Wait until ordinals 0..n-1 of service have all published (polling the
+ * API until deadline_ms from now; 0: the context's deadline), load every
+ * one but self, and put ordinal i's peer name in names[i] (names has n
+ * rows; self's row is this context's name). -ETIMEDOUT naming the
+ * ordinals still missing; -EINVAL for n of 0 or past IOD_XFER_PEERS_MAX.
+ */
+int iod_xfer_peers_from_api(struct iod_xfer *x, struct iod_api_client *c, const char *service,
+                            uint32_t n, uint32_t self, uint64_t deadline_ms,
+                            char (*names)[IOD_NAME_MAX], struct iod_err *e);
+/* A blob that does not load (its process gone: what a replica that died
+ * left behind) counts as not yet published until its replica publishes a
+ * new one; the -ETIMEDOUT message then says which and why. */
+/* Delete our XferPeer at a clean exit, if it is still ours (not a
+ * successor's). 0 also when it is gone. */
+int iod_xfer_unpublish_api(struct iod_xfer *x, struct iod_api_client *c, const char *service,
+                           uint32_t ordinal, struct iod_err *e);
+/* Pure: the XferPeer object of a blob, and the blob of an object (buf of
+ * cap bytes; its length). -EINVAL naming what is wrong. */
+json_t *iod_xfer_peer_obj(const struct iod_xfer_self *me, const char *peer, const void *md,
+                          size_t len);
+int iod_xfer_peer_md(const json_t *v, uint8_t *buf, size_t cap, size_t *len, struct iod_err *e);
+/* This agent's name (opts.name). */
+const char *iod_xfer_name(const struct iod_xfer *x);
+/* Its deadline per request and wait, ms (opts.deadline_ms). */
+uint64_t iod_xfer_deadline(const struct iod_xfer *x);
+
 /* Post n operations to peer, then (if notif != NULL) a notification the
  * peer sees after all of them have landed. The request completes when
  * everything is remotely complete. Errors: -ENOENT unknown peer or

@@ -154,6 +154,26 @@ int iod_api_validate_put(const struct iod_state *st, enum iod_state_kind k, cons
 		free(set);
 		return rc ? iod_err_set(e, -EINVAL, "policy/%s: %s", name, e->msg) : 0;
 	}
+	case IOD_STATE_XFERPEER: {
+		struct iod_obj_xferpeer p;
+		char want[IOD_NAME_MAX + 16];
+		int rc = iod_obj_xferpeer_from_json(v, &p, e);
+		if (!rc)
+			rc = iod_obj_xferpeer_check(&p, e);
+		if (!rc) {
+			snprintf(want, sizeof(want), "%s.%u", p.service, p.ordinal);
+			if (strcmp(name, want))
+				rc = iod_err_set(e, -EINVAL,
+				                 "it must be named %s (service.ordinal)", want);
+			else if (!iod_state_value(st, IOD_STATE_SERVICE, p.service))
+				rc = iod_err_set(e, -EINVAL, "service %s is not deployed",
+				                 p.service);
+		}
+		iod_obj_xferpeer_free(&p);
+		if (rc)
+			iod_err_wrap(e, "xferpeer/%s", name);
+		return rc ? -EINVAL : 0;
+	}
 	case IOD_STATE_FAULT: {
 		struct iod_obj_fault f;
 		int rc = iod_obj_fault_from_json(v, &f, e);

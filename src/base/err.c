@@ -10,14 +10,17 @@
 
 int iod_err_set(struct iod_err *e, int code, const char *fmt, ...)
 {
+	char msg[IOD_ERR_MSG_MAX];
 	va_list ap;
 
 	if (!e)
 		return code;
-	e->code = code;
+	/* formatted aside: callers pass e->msg as an argument ("x/%s: %s") */
 	va_start(ap, fmt);
-	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	e->code = code;
+	memcpy(e->msg, msg, sizeof(e->msg));
 	return code;
 }
 

@@ -173,3 +173,30 @@ int iod_hex_digit(char c)
 		return c - 'A' + 10;
 	return -1;
 }
+
+void iod_hex_encode(const void *buf, size_t len, char *out)
+{
+	static const char d[] = "0123456789abcdef";
+	const uint8_t *p = buf;
+	for (size_t i = 0; i < len; i++) {
+		out[2 * i] = d[p[i] >> 4];
+		out[2 * i + 1] = d[p[i] & 15];
+	}
+	out[2 * len] = 0;
+}
+
+ssize_t iod_hex_decode(const char *hex, size_t hex_len, void *out, size_t cap)
+{
+	uint8_t *p = out;
+	if (hex_len % 2)
+		return -EINVAL;
+	if (hex_len / 2 > cap)
+		return -ENOSPC;
+	for (size_t i = 0; i < hex_len / 2; i++) {
+		int hi = iod_hex_digit(hex[2 * i]), lo = iod_hex_digit(hex[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return -EINVAL;
+		p[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return (ssize_t)(hex_len / 2);
+}

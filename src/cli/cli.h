@@ -55,6 +55,9 @@ int iod_cli_wants_help(int argc, char **argv);
 
 typedef int (*iod_cmd_fn)(int argc, char **argv);
 
+/* `iod xfer peer` (cmd_xfer_peer.c): argv[0] is "peer". */
+int cmd_xfer_peer(int argc, char **argv);
+
 /* ---- iod chaos delay|abort service/NAME (cmd_chaos_mesh.c) ---- */
 struct iod_chaos_mesh_req {
 	const char *apis;                  /* the cluster's API addresses */

@@ -52,7 +52,17 @@ static void usage(FILE *f)
 	    "                      background every MS ms (default 60000; 0 = never), each\n"
 	    "                      result into its Checkpoint object with --ckpt-server\n"
 	    "  --ckpt-scrub-rate SIZE  parameter-server: the scrub's bound per second\n"
-	    "                      (default 64MiB)\n");
+	    "                      (default 64MiB)\n"
+	    "  --allreduce xfer    worker: data parallel, no parameter servers: all-reduce the\n"
+	    "                      gradient (--params int64) across this service's replicas\n"
+	    "                      over libiod-xfer, peers found through the control plane,\n"
+	    "                      checked exact each step (default $IOD_ALLREDUCE)\n"
+	    "  --ranks N           with --allreduce: the replicas in the ring (default: the\n"
+	    "                      entries of $IOD_PEERS, set by the agent)\n"
+	    "  --xfer-transport T  with --allreduce: shm, tcp or auto (default\n"
+	    "                      $IOD_XFER_TRANSPORT, else shm)\n"
+	    "  --server ADDR       with --allreduce: the control plane (default: the client\n"
+	    "                      config, $IOD_SERVER)\n");
 }
 
 int cmd_demo_worker(int argc, char **argv)
@@ -72,6 +82,10 @@ int cmd_demo_worker(int argc, char **argv)
 	                                     {"ckpt-replicas", required_argument, 0, 'R'},
 	                                     {"ckpt-scrub", required_argument, 0, 1001},
 	                                     {"ckpt-scrub-rate", required_argument, 0, 1002},
+	                                     {"allreduce", required_argument, 0, 'A'},
+	                                     {"ranks", required_argument, 0, 'N'},
+	                                     {"xfer-transport", required_argument, 0, 'T'},
+	                                     {"server", required_argument, 0, 'P'},
 	                                     {"help", no_argument, 0, 'h'},
 	                                     {0, 0, 0, 0}};
 	const char *role = NULL, *servers = NULL, *ps_service = "parameter-server";
@@ -83,6 +97,9 @@ int cmd_demo_worker(int argc, char **argv)
 	const char *ckpt_dir = getenv("IOD_CKPT_DIR"), *ckpt_server = NULL;
 	const char *env_reps = getenv("IOD_CKPT_REPLICAS");
 	long ckpt_replicas = env_reps && env_reps[0] ? atol(env_reps) : 1;
+	long ranks = 0;
+	const char *allreduce = getenv("IOD_ALLREDUCE"), *xfer_t = getenv("IOD_XFER_TRANSPORT");
+	const char *api_server = NULL;
 	bool via_mesh = false;
 	int o;
 
@@ -116,6 +133,10 @@ int cmd_demo_worker(int argc, char **argv)
 		case 'E': ckpt_every = strtoull(optarg, NULL, 10); break;
 		case 'G': ckpt_server = optarg; break;
 		case 'R': ckpt_replicas = atol(optarg); break;
+		case 'A': allreduce = optarg; break;
+		case 'N': ranks = atol(optarg); break;
+		case 'T': xfer_t = optarg; break;
+		case 'P': api_server = optarg; break;
 		default: usage(stderr); return IOD_EXIT_INVALID;
 		}
 	}
@@ -150,6 +171,27 @@ int cmd_demo_worker(int argc, char **argv)
 		if (!port)
 			return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
 			                    "parameter-server needs --port or $IOD_PORT");
+		return iod_demo_run(&d);
+	}
+	if (allreduce && allreduce[0]) {
+		if (strcmp(allreduce, "xfer"))
+			return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
+			                    "--allreduce %s: the one there is: xfer", allreduce);
+		const char *peers = getenv("IOD_PEERS");
+		if (!ranks && peers && peers[0]) {
+			ranks = 1;
+			for (const char *p = peers; *p; p++)
+				ranks += *p == ',';
+		}
+		if (ranks < 2 || ranks > IOD_XFER_PEERS_MAX)
+			return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
+			                    "--allreduce xfer needs --ranks 2..%d (or $IOD_PEERS)",
+			                    IOD_XFER_PEERS_MAX);
+		d.allreduce_xfer = true;
+		d.ranks = (uint32_t)ranks;
+		d.xfer_transport = xfer_t && xfer_t[0] ? xfer_t : "shm";
+		d.api_server = api_server;
+		d.http_port = (int)(http_port < 0 ? port : http_port);
 		return iod_demo_run(&d);
 	}
 	char name[128];

@@ -137,6 +137,20 @@ static void checkpoint_row(const char *name, const json_t *v)
 	free(c);
 }
 
+/* One XferPeer row: whose blob, and how big (not the blob). */
+static void xferpeer_row(const char *name, const json_t *v, long long rev)
+{
+	struct iod_obj_xferpeer *p = malloc(sizeof(*p));
+	if (!p)
+		return;
+	iod_obj_xferpeer_from_json(v, p, NULL);
+	const char *md = json_string_value(p->md);
+	printf("%-24s %-16s %-8u %-16s %-9s %-24s %-8zu %lld\n", name, dash(p->service), p->ordinal,
+	       dash(p->node), dash(p->transport), dash(p->peer), md ? strlen(md) / 2 : 0, rev);
+	iod_obj_xferpeer_free(p);
+	free(p);
+}
+
 /* A Node or Service field as text ("-" when absent or empty). */
 #define NODE_STR(F) str(v, iod_obj_key(IOD_OBJ_KIND_NODE, IOD_OBJ_NODE_##F))
 #define SERVICE_STR(F) str(v, iod_obj_key(IOD_OBJ_KIND_SERVICE, IOD_OBJ_SERVICE_##F))
@@ -160,6 +174,7 @@ static void print_row(enum iod_state_kind k, const json_t *o)
 	case IOD_STATE_REPLICA: replica_row(name, v); break;
 	case IOD_STATE_ENDPOINT: endpoint_row(name, v, rev); break;
 	case IOD_STATE_CHECKPOINT: checkpoint_row(name, v); break;
+	case IOD_STATE_XFERPEER: xferpeer_row(name, v, rev); break;
 	default: {
 		char *t = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
 		printf("%-24s %-8lld %.80s%s\n", name, rev, t ? t : "",
@@ -191,6 +206,10 @@ static void print_header(enum iod_state_kind k)
 	case IOD_STATE_CHECKPOINT:
 		printf("%-32s %-16s %-10s %-12s %-6s %-7s %-22s %s\n", "NAME", "SERVICE", "STEP",
 		       "BYTES", "TIER", "COPIES", "HEALTH", "SCRUB");
+		break;
+	case IOD_STATE_XFERPEER:
+		printf("%-24s %-16s %-8s %-16s %-9s %-24s %-8s %s\n", "NAME", "SERVICE", "ORDINAL",
+		       "NODE", "TRANSPORT", "PEER", "MD_BYTES", "REV");
 		break;
 	default: printf("%-24s %-8s %s\n", "NAME", "REV", "VALUE"); break;
 	}

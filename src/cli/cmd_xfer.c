@@ -3,7 +3,8 @@
  * libiod-xfer (include/iod/xfer.h), checked for the exact result. The
  * Python-free example of the API: each rank allocates one region (its
  * vector and a scratch area), loads its right neighbour's metadata (relayed
- * by this coordinating process over pipes), and runs the nccl ring:
+ * by this coordinating process over pipes), and runs the nccl ring
+ * (iod_xfer_ring_allreduce, src/xfer/ring.c):
  * N-1 reduce-scatter steps, each a write of one chunk into the neighbour's
  * scratch plus a notification, then N-1 all-gather steps that write
  * reduced chunks straight into the neighbour's vector.
@@ -26,7 +27,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: iod xfer ring [-n RANKS] [--count N] [--transport shm|tcp|auto]\n"
+	        "usage: iod xfer peer -n N ... (see iod xfer peer --help)\n"
+	        "       iod xfer ring [-n RANKS] [--count N] [--transport shm|tcp|auto]\n"
 	        "                     [--deadline DUR] [-o text|json]\n\n"
 	        "Run a ring all-reduce of N int64 elements (default 1048576) between RANKS\n"
 	        "processes (2..%d, default 4) over libiod-xfer and check the exact result.\n"
@@ -44,11 +46,6 @@ struct ring_result {
 	char msg[IOD_ERR_MSG_MAX]; /* the error, if rc */
 };
 
-static uint64_t chunk_lo(uint64_t count, unsigned n, unsigned k)
-{
-	return count * k / n;
-}
-
 static int send_result(int wfd, struct ring_result *res)
 {
 	return write(wfd, res, sizeof(*res)) == (ssize_t)sizeof(*res) ? 0 : -EIO;
@@ -62,8 +59,7 @@ static int rank_main(unsigned rank, unsigned n, uint64_t count, enum iod_xfer_tr
 	char name[IOD_NAME_MAX], right[IOD_NAME_MAX] = "", left[IOD_NAME_MAX];
 	snprintf(name, sizeof(name), "rank-%u", rank);
 	snprintf(left, sizeof(left), "rank-%u", (rank + n - 1) % n);
-	uint64_t maxchunk = count / n + 1;
-	uint64_t bytes = (count + (n - 1) * maxchunk) * sizeof(int64_t);
+	uint64_t bytes = iod_xfer_ring_bytes(count, n);
 	struct iod_xfer_opts o = {.name = name, .transport = t, .deadline_ms = deadline_ms};
 	struct iod_xfer *x = NULL;
 	int64_t *v = NULL;
@@ -79,7 +75,6 @@ static int rank_main(unsigned rank, unsigned n, uint64_t count, enum iod_xfer_tr
 		rv = iod_xfer_md_recv_fd(rfd, blob, sizeof(blob), &bl, deadline_ms, &e);
 	if (!rv)
 		rv = iod_xfer_md_load(x, blob, bl, right, &e);
-	int64_t *scratch = v + count;
 	for (uint64_t j = 0; !rv && j < count; j++)
 		v[j] = (int64_t)(rank + 1) * (int64_t)(j + 1);
 	/* every rank is connected before anyone writes */
@@ -87,44 +82,15 @@ static int rank_main(unsigned rank, unsigned n, uint64_t count, enum iod_xfer_tr
 	if (!rv && (write(wfd, &go, 1) != 1 || read(rfd, &go, 1) != 1))
 		rv = iod_err_set(&e, -EIO, "lost the coordinator");
 	uint64_t t0 = iod_clock_now_ns();
-	for (unsigned step = 0; !rv && step < 2 * (n - 1); step++) {
-		bool rs = step < n - 1;
-		unsigned s = rs ? step : step - (n - 1);
-		/* reduce-scatter sends chunk r-s, all-gather chunk r+1-s */
-		unsigned send = (rank + n - s + (rs ? 0 : 1)) % n;
-		uint64_t lo = chunk_lo(count, n, send), hi = chunk_lo(count, n, send + 1);
-		struct iod_xfer_op op = {IOD_XFER_WRITE,
-		                         {id, lo * 8, (hi - lo) * 8},
-		                         {1, (rs ? count + s * maxchunk : lo) * 8, (hi - lo) * 8}};
-		struct iod_xfer_req *r = NULL;
-		uint8_t tag = (uint8_t)step;
-		if (hi > lo) {
-			rv = iod_xfer_post(x, right, &op, 1, &tag, 1, &r, &e);
-			if (!rv)
-				rv = iod_xfer_req_wait(x, r, &e);
-			iod_xfer_req_free(x, r);
-		} else {
-			rv = iod_xfer_post(x, right, NULL, 0, &tag, 1, &r, &e);
-			if (!rv)
-				rv = iod_xfer_req_wait(x, r, &e);
-			iod_xfer_req_free(x, r);
-		}
-		char from[IOD_NAME_MAX];
-		uint8_t got = 0;
-		size_t gl = 0;
-		if (!rv)
-			rv = iod_xfer_notif_wait(x, NULL, from, &got, 1, &gl, 0, &e);
-		if (!rv && (strcmp(from, left) || got != tag))
-			rv = iod_err_set(&e, -EPROTO, "step %u: notification %u from %s", step, got,
-			                 from);
-		if (!rv && rs) {
-			/* the left neighbour sent its chunk r-1-s into scratch slot s */
-			unsigned recv = (rank + 2 * n - 1 - s) % n;
-			uint64_t rlo = chunk_lo(count, n, recv), rhi = chunk_lo(count, n, recv + 1);
-			for (uint64_t j = rlo; j < rhi; j++)
-				v[j] += scratch[s * maxchunk + (j - rlo)];
-		}
-	}
+	struct iod_xfer_ring g = {.n = n,
+	                          .rank = rank,
+	                          .left = left,
+	                          .right = right,
+	                          .id = id,
+	                          .remote_id = 1,
+	                          .count = count};
+	if (!rv)
+		rv = iod_xfer_ring_allreduce(x, &g, v, &e);
 	res.ns = iod_clock_now_ns() - t0;
 	if (!rv) {
 		int64_t sum = (int64_t)n * (n + 1) / 2;
@@ -269,9 +235,12 @@ int cmd_xfer(int argc, char **argv)
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? IOD_EXIT_INVALID : IOD_EXIT_OK;
 	}
+	if (!strcmp(argv[1], "peer"))
+		return cmd_xfer_peer(argc - 1, argv + 1);
 	if (strcmp(argv[1], "ring"))
 		return iod_cli_fail("xfer", IOD_EXIT_INVALID,
-		                    "unknown subcommand \"%s\"; the one there is: ring", argv[1]);
+		                    "unknown subcommand \"%s\"; the ones there are: ring, peer",
+		                    argv[1]);
 	static const struct option opts[] = {{"help", no_argument, NULL, 'h'},
 	                                     {"count", required_argument, NULL, 'c'},
 	                                     {"transport", required_argument, NULL, 't'},

@@ -11,7 +11,11 @@
  * for --compute-ms), pushes a gradient and reports steps/s. With --via-mesh
  * it dials the service by name instead: IOD_SVC_<SERVICE>_ADDR, the VIP the
  * node's mesh proxy balances (one connection, one shard; IOD_DEP_ when the
- * variable is absent). Both roles
+ * variable is absent). With --allreduce xfer the worker is data parallel
+ * instead: no parameter servers; the replicas of its service find each
+ * other through the control plane (XferPeer objects) and sum their
+ * gradients per step with a ring all-reduce over libiod-xfer, checked
+ * exact (run_allreduce, docs/transfer.md). Both roles
  * answer GET /healthz (and /metrics) on --http-port for health checks.
  *
  * Telemetry (docs/observability.md): when $IOD_TELEMETRY_FILE is set, a
@@ -40,6 +44,7 @@
 #include "iod/api.h"
 #include "iod/ckpt.h"
 #include "iod/demo.h"
+#include "iod/xfer.h"
 
 #include <arpa/inet.h>
 #include <getopt.h>
@@ -759,6 +764,125 @@ static int run_worker(const char *servers, uint64_t compute_ns, uint64_t steps_m
 	return 0;
 }
 
+/*
+ * Data parallel over libiod-xfer: every replica of the service is a rank;
+ * peers meet through the control plane (XferPeer objects), and per step
+ * each rank's int64 gradient g[j] = (rank+1)*(j+1) + step is summed by a
+ * ring all-reduce (iod_xfer_ring_allreduce) and checked element by element
+ * against the exact sum (j+1)*N(N+1)/2 + N*step. A wrong element stops it.
+ */
+static int run_allreduce(const struct iod_demo_opts *o)
+{
+	const char *service = env_or("IOD_SERVICE", "worker"), *ord_s = getenv("IOD_ORDINAL");
+	unsigned n = o->ranks, rank = ord_s ? (unsigned)atoi(ord_s) : 0;
+	uint64_t count = o->params ? o->params : 65536;
+	enum iod_xfer_transport t = IOD_XFER_SHM;
+	struct iod_err e = {0};
+	static char names[IOD_XFER_PEERS_MAX][IOD_NAME_MAX];
+	char name[IOD_NAME_MAX], path[128] = "";
+	if (n < 2 || n > IOD_XFER_PEERS_MAX || rank >= n)
+		return fail(IOD_DEMO_EXIT_INVALID, "all-reduce: rank %u of %u ranks (2..%d)", rank,
+		            n, IOD_XFER_PEERS_MAX);
+	if (o->xfer_transport && iod_xfer_transport_parse(o->xfer_transport, &t))
+		return fail(IOD_DEMO_EXIT_INVALID, "all-reduce: transport %s: shm, tcp or auto",
+		            o->xfer_transport);
+	snprintf(name, sizeof(name), "%s.%ld", env_or("IOD_REPLICA", service), (long)getpid());
+	struct iod_xfer_opts xo = {.name = name, .transport = t, .deadline_ms = 20000};
+	struct iod_xfer *x = NULL;
+	int64_t *v = NULL;
+	uint32_t id = 0;
+	int rc = iod_api_client_init_config(&ps_api, o->api_server, &e);
+	if (rc)
+		return fail(IOD_DEMO_EXIT_ERROR, "control plane: %s", e.msg);
+	rc = iod_xfer_create(&xo, &x, &e);
+	if (!rc)
+		rc = iod_xfer_mem_alloc(x, iod_xfer_ring_bytes(count, n), (void **)&v, &id, &e);
+	if (!rc && id != 1) /* peers address our one region by the first id */
+		rc = iod_err_set(&e, -EPROTO, "the region got id %u, not 1", id);
+	struct iod_xfer_self me = {.service = service,
+	                           .ordinal = rank,
+	                           .replica = getenv("IOD_REPLICA"),
+	                           .node = getenv("IOD_NODE"),
+	                           .transport = iod_xfer_transport_name(t)};
+	if (!rc)
+		rc = iod_xfer_publish_api(x, &ps_api, &me, &e);
+	if (!rc)
+		rc = iod_xfer_peers_from_api(x, &ps_api, service, n, rank, 60000, names, &e);
+	if (rc) {
+		iod_xfer_destroy(x);
+		iod_api_client_close(&ps_api);
+		return fail(IOD_DEMO_EXIT_ERROR, "all-reduce: %s", e.msg);
+	}
+	const char *left = names[(rank + n - 1) % n], *right = names[(rank + 1) % n];
+	iod_xfer_peer_path(x, right, path, sizeof(path), NULL);
+	printf("worker %s: all-reduce over libiod-xfer, rank %u of %u, %llu int64, transport "
+	       "%s (UCX %s), peers from the control plane\n",
+	       env_or("IOD_REPLICA", ""), rank, n, (unsigned long long)count,
+	       iod_xfer_transport_name(t), path[0] ? path : "?");
+	fflush(stdout);
+	uint64_t last = iod_clock_now_ns(), last_steps = 0, comm_ns = 0, wrong = 0;
+	int64_t sum = (int64_t)n * (n + 1) / 2;
+	start_counters();
+	atomic_store(&mem_bytes, iod_xfer_ring_bytes(count, n));
+	while (!rc && !stop_flag && (!o->steps || atomic_load(&steps_done) < o->steps)) {
+		uint64_t step = atomic_load(&steps_done), t0 = iod_clock_now_ns();
+		atomic_store(&busy_since_ns, t0);
+		/* the synthetic compute produces this step's gradient */
+		do {
+			for (uint64_t j = 0; j < count; j++)
+				v[j] = (int64_t)(rank + 1) * (int64_t)(j + 1) + (int64_t)step;
+		} while (iod_clock_now_ns() < t0 + o->compute_ns);
+		uint64_t t1 = iod_clock_now_ns();
+		struct iod_xfer_ring g = {.n = n,
+		                          .rank = rank,
+		                          .left = left,
+		                          .right = right,
+		                          .id = id,
+		                          .remote_id = 1,
+		                          .count = count,
+		                          .tag = (uint8_t)(step * 2 * (n - 1))};
+		rc = iod_xfer_ring_allreduce(x, &g, v, &e);
+		comm_ns += iod_clock_now_ns() - t1;
+		for (uint64_t j = 0; !rc && j < count; j++)
+			wrong += v[j] != sum * (int64_t)(j + 1) + (int64_t)n * (int64_t)step;
+		atomic_fetch_add(&comm_bytes, 2ull * (n - 1) * count * 8 / n);
+		atomic_fetch_add(&busy_ns_done, iod_clock_now_ns() - t0);
+		atomic_store(&busy_since_ns, 0);
+		if (!rc && wrong)
+			rc = iod_err_set(&e, -EPROTO,
+			                 "step %llu: %llu elements differ from the exact sum",
+			                 (unsigned long long)step, (unsigned long long)wrong);
+		if (rc)
+			break;
+		atomic_fetch_add(&steps_done, 1);
+		uint64_t now = iod_clock_now_ns();
+		if (now - last >= IOD_NS_PER_S) {
+			uint64_t s = atomic_load(&steps_done);
+			printf("worker: step %llu, %.1f steps/s, all-reduce %.2f ms/step, exact\n",
+			       (unsigned long long)s,
+			       (double)(s - last_steps) * 1e9 / (double)(now - last),
+			       (double)comm_ns / 1e6 /
+			           (double)(s - last_steps ? s - last_steps : 1));
+			fflush(stdout);
+			last = now;
+			last_steps = s;
+			comm_ns = 0;
+		}
+	}
+	if (!rc)
+		printf("worker: stopped after %llu steps, every all-reduce exact\n",
+		       (unsigned long long)atomic_load(&steps_done));
+	fflush(stdout);
+	/* stay a moment: our region is the left neighbour's last target; then
+	 * take our blob back (every rank loaded it: the last step needed all) */
+	usleep(200000);
+	if (!rc && !stop_flag)
+		iod_xfer_unpublish_api(x, &ps_api, service, rank, NULL);
+	iod_xfer_destroy(x);
+	iod_api_client_close(&ps_api);
+	return rc ? fail(IOD_DEMO_EXIT_ERROR, "all-reduce: %s", e.msg) : 0;
+}
+
 int iod_demo_run(const struct iod_demo_opts *o)
 {
 	IOD_ASSERT(o && o->role);
@@ -775,5 +899,7 @@ int iod_demo_run(const struct iod_demo_opts *o)
 	}
 	if (o->http_port > 0 && start_http((uint16_t)o->http_port))
 		return fail(IOD_DEMO_EXIT_ERROR, "http port %d busy", o->http_port);
+	if (o->allreduce_xfer)
+		return run_allreduce(o);
 	return run_worker(o->servers, o->compute_ns, o->steps);
 }

@@ -76,6 +76,8 @@ static const struct {
     [IOD_SEC_RES_CHECKPOINT] = {IOD_SEC_ROLE_VIEWER, IOD_SEC_ROLE_DEPLOYER},
     /* kube-scheduler's questions (POST /v1/extender/...): answers, no change */
     [IOD_SEC_RES_EXTENDER] = {IOD_SEC_ROLE_VIEWER, IOD_SEC_ROLE_NONE},
+    /* libiod-xfer peers (docs/transfer.md): what a replica publishes */
+    [IOD_SEC_RES_XFERPEER] = {IOD_SEC_ROLE_VIEWER, IOD_SEC_ROLE_DEPLOYER},
 };
 
 /* Rank of a person's role (0 for roles that are not on the ladder). */
@@ -139,6 +141,7 @@ enum iod_sec_resource iod_sec_resource_of_kind(enum iod_state_kind k)
 	case IOD_STATE_REVOCATION: return IOD_SEC_RES_REVOCATION;
 	case IOD_STATE_FAULT: return IOD_SEC_RES_FAULT;
 	case IOD_STATE_CHECKPOINT: return IOD_SEC_RES_CHECKPOINT;
+	case IOD_STATE_XFERPEER: return IOD_SEC_RES_XFERPEER;
 	default: break;
 	}
 	IOD_ASSERT(!"state kind without a resource");
@@ -298,6 +301,41 @@ static int node_checkpoint(const struct iod_sec_identity *id, const struct iod_s
 	return allow(d);
 }
 
+/* A node writing an XferPeer: one of a replica placed on it, which names
+ * this node and the replica's own service and ordinal. */
+static int node_xferpeer(const struct iod_sec_identity *id, const struct iod_sec_request *rq,
+                         struct iod_sec_decision *d)
+{
+	const enum iod_obj_kind K = IOD_OBJ_KIND_XFERPEER;
+	const json_t *old = value_of(rq, IOD_STATE_XFERPEER, rq->name);
+	const char *old_node = iod_obj_peek_str(K, old, IOD_OBJ_XFERPEER_NODE);
+	if (old && !str_eq(old_node, id->name))
+		return deny(d, 403, id, rq, "xferpeer belongs to node %s",
+		            old_node ? old_node : "(none)");
+	if (rq->verb == IOD_SEC_VERB_DELETE)
+		return old ? allow(d) : deny(d, 403, id, rq, "no such xferpeer of this node");
+	if (rq->verb != IOD_SEC_VERB_PUT)
+		return deny(d, 403, id, rq, "nodes put or delete xferpeers only");
+	const json_t *v = rq->value;
+	if (!str_eq(iod_obj_peek_str(K, v, IOD_OBJ_XFERPEER_NODE), id->name))
+		return deny(d, 403, id, rq, "an xferpeer it writes must name node %s", id->name);
+	const char *rep = iod_obj_peek_str(K, v, IOD_OBJ_XFERPEER_REPLICA);
+	const json_t *rv = value_of(rq, IOD_STATE_REPLICA, rep);
+	if (!rv || !str_eq(rep_str(rv, IOD_OBJ_REPLICA_NODE), id->name))
+		return deny(d, 403, id, rq, "replica %s does not run on this node",
+		            rep ? rep : "(none)");
+	int64_t ord = -1, rord = 0;
+	char want[IOD_NAME_MAX + 16];
+	const char *svc = rep_str(rv, IOD_OBJ_REPLICA_SERVICE);
+	iod_obj_peek_int(K, v, IOD_OBJ_XFERPEER_ORDINAL, &ord);
+	iod_obj_peek_int(IOD_OBJ_KIND_REPLICA, rv, IOD_OBJ_REPLICA_ORDINAL, &rord);
+	snprintf(want, sizeof(want), "%s.%lld", svc ? svc : "", (long long)rord);
+	if (!str_eq(iod_obj_peek_str(K, v, IOD_OBJ_XFERPEER_SERVICE), svc) || ord != rord ||
+	    !str_eq(rq->name, want))
+		return deny(d, 403, id, rq, "replica %s publishes only as xferpeer/%s", rep, want);
+	return allow(d);
+}
+
 /* A node touching a lease: its own Node's, or one no node holds. */
 static int node_lease(const struct iod_sec_identity *id, const struct iod_sec_request *rq,
                       struct iod_sec_decision *d)
@@ -422,6 +460,7 @@ static int authorize_node(const struct iod_sec_identity *id, const struct iod_se
 	case IOD_SEC_RES_REPLICA: return node_replica(id, rq, d);
 	case IOD_SEC_RES_ENDPOINT: return node_endpoint(id, rq, d);
 	case IOD_SEC_RES_CHECKPOINT: return node_checkpoint(id, rq, d);
+	case IOD_SEC_RES_XFERPEER: return node_xferpeer(id, rq, d);
 	case IOD_SEC_RES_LEASE: return node_lease(id, rq, d);
 	case IOD_SEC_RES_CERTIFICATE:
 		/* rotation: a new certificate for itself; and the SVIDs of the

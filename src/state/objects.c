@@ -59,6 +59,8 @@ static const struct field endpoint_fields[] = {IOD_OBJ_ENDPOINT_FIELDS(ENDPOINT_
 static const struct field fault_fields[] = {IOD_OBJ_FAULT_FIELDS(FAULT_ROW)};
 #define CHECKPOINT_ROW(f, k, t, m, lo, hi, d) ROW(iod_obj_checkpoint, f, k, t, m, lo, hi, d)
 static const struct field checkpoint_fields[] = {IOD_OBJ_CHECKPOINT_FIELDS(CHECKPOINT_ROW)};
+#define XFERPEER_ROW(f, k, t, m, lo, hi, d) ROW(iod_obj_xferpeer, f, k, t, m, lo, hi, d)
+static const struct field xferpeer_fields[] = {IOD_OBJ_XFERPEER_FIELDS(XFERPEER_ROW)};
 
 static const struct kind kinds[IOD_OBJ_KIND_COUNT] = {
     [IOD_OBJ_KIND_NODE] = {"node", sizeof(struct iod_obj_node), node_fields,
@@ -75,6 +77,8 @@ static const struct kind kinds[IOD_OBJ_KIND_COUNT] = {
                             IOD_OBJ_FAULT_FIELD_COUNT},
     [IOD_OBJ_KIND_CHECKPOINT] = {"checkpoint", sizeof(struct iod_obj_checkpoint), checkpoint_fields,
                                  IOD_OBJ_CHECKPOINT_FIELD_COUNT},
+    [IOD_OBJ_KIND_XFERPEER] = {"xferpeer", sizeof(struct iod_obj_xferpeer), xferpeer_fields,
+                               IOD_OBJ_XFERPEER_FIELD_COUNT},
 };
 
 _Static_assert(IOD_OBJ_REPLICA_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX,
@@ -87,7 +91,8 @@ _Static_assert(IOD_OBJ_FIELDS_MAX <= 64, "presence bits are one uint64_t");
 _Static_assert(IOD_OBJ_NODE_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX &&
                    IOD_OBJ_SERVICE_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX &&
                    IOD_OBJ_MEMBER_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX &&
-                   IOD_OBJ_FAULT_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX,
+                   IOD_OBJ_FAULT_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX &&
+                   IOD_OBJ_XFERPEER_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX,
                "presence bits are one uint64_t");
 _Static_assert(offsetof(struct iod_obj_replica, head) == 0 &&
                    offsetof(struct iod_obj_endpoint, head) == 0 &&
@@ -554,4 +559,36 @@ int iod_obj_checkpoint_from_json(const json_t *v, struct iod_obj_checkpoint *c, 
 json_t *iod_obj_checkpoint_to_json(const struct iod_obj_checkpoint *c)
 {
 	return iod_obj_to_json(IOD_OBJ_KIND_CHECKPOINT, c);
+}
+
+int iod_obj_xferpeer_from_json(const json_t *v, struct iod_obj_xferpeer *p, struct iod_err *e)
+{
+	return iod_obj_from_json(IOD_OBJ_KIND_XFERPEER, v, p, e);
+}
+
+json_t *iod_obj_xferpeer_to_json(const struct iod_obj_xferpeer *p)
+{
+	return iod_obj_to_json(IOD_OBJ_KIND_XFERPEER, p);
+}
+
+int iod_obj_xferpeer_check(const struct iod_obj_xferpeer *p, struct iod_err *e)
+{
+	if (!p->service[0])
+		return iod_err_set(e, -EINVAL, "xferpeer: \"service\" is required");
+	if (!p->replica[0])
+		return iod_err_set(e, -EINVAL, "xferpeer: \"replica\" is required");
+	const char *md = json_string_value(p->md);
+	if (!md || !md[0])
+		return iod_err_set(e, -EINVAL,
+		                   "xferpeer: \"md\" (the metadata blob in hex) is required");
+	size_t n = strlen(md);
+	if (n % 2 || n > IOD_XFER_MD_HEX_MAX)
+		return iod_err_set(e, -EINVAL,
+		                   "xferpeer: \"md\" has %zu hex digits: an even number up to %d",
+		                   n, IOD_XFER_MD_HEX_MAX);
+	for (size_t i = 0; i < n; i++)
+		if (iod_hex_digit(md[i]) < 0)
+			return iod_err_set(e, -EINVAL,
+			                   "xferpeer: \"md\" byte %zu is not a hex digit", i);
+	return 0;
 }

@@ -296,6 +296,16 @@ const char *iod_xfer_nic(const struct iod_xfer *x)
 	return x->nic;
 }
 
+const char *iod_xfer_name(const struct iod_xfer *x)
+{
+	return x->name;
+}
+
+uint64_t iod_xfer_deadline(const struct iod_xfer *x)
+{
+	return x->deadline_ms;
+}
+
 /* Map (or allocate, when *addr is NULL) and pack the remote key. */
 static int mem_map(struct iod_xfer *x, void **addr, uint64_t len, enum iod_xfer_mem mem,
                    uint32_t *id, struct iod_err *e)

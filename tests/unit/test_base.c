@@ -291,6 +291,11 @@ TEST(errors_and_clock)
 	iod_err_wrap(&e, "file.yaml");
 	CHECK_STR(e.msg, "file.yaml: bad thing");
 	CHECK_EQ(iod_err_set(NULL, -ENOENT, "x"), -ENOENT);
+	/* its own message as an argument (validate.c's "fault/%s: %s", e->msg):
+	 * formatting into the buffer it reads from garbled it */
+	iod_err_set(&e, -EINVAL, "\"action\" is delay or abort");
+	CHECK_EQ(iod_err_set(&e, -EPROTO, "fault/%s: %s", "f1", e.msg), -EPROTO);
+	CHECK_STR(e.msg, "fault/f1: \"action\" is delay or abort");
 	uint64_t t0 = iod_clock_now_ns(), t1 = iod_clock_now_ns();
 	CHECK(t1 >= t0);
 	CHECK(t0 > 0);

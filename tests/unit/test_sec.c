@@ -744,3 +744,54 @@ TEST(authz_node_checkpoints_only_its_own)
 	         -EACCES);
 	iod_state_free(s);
 }
+
+/* Issue 22: a node publishes the libiod-xfer blobs of replicas placed on
+ * it, each under its own service.ordinal, and no other node's. */
+TEST(authz_node_xferpeers_only_its_replicas)
+{
+	struct iod_state *s;
+	struct iod_sec_identity n1, n2, viewer, dep;
+	struct iod_sec_decision d;
+	const char *mine = "{\"service\": \"tr\", \"ordinal\": 1, \"replica\": \"tr-1\", "
+	                   "\"node\": \"node-1\", \"md\": \"00\"}";
+	CHECK_EQ(iod_state_new(&s), 0);
+	node(&n1, "node-1");
+	node(&n2, "node-2");
+	user(&viewer, "vi", IOD_SEC_ROLE_VIEWER);
+	user(&dep, "de", IOD_SEC_ROLE_DEPLOYER);
+	CHECK_EQ(put_json(s, IOD_STATE_NODE, "node-1", "{}", 0), 0);
+	CHECK_EQ(put_json(s, IOD_STATE_NODE, "node-2", "{}", 0), 0);
+	CHECK_EQ(put_json(s, IOD_STATE_REPLICA, "tr-1",
+	                  "{\"service\": \"tr\", \"ordinal\": 1, \"node\": \"node-1\"}", 0),
+	         0);
+	CHECK_EQ(decide(&n1, IOD_SEC_VERB_PUT, IOD_SEC_RES_XFERPEER, "tr.1", mine, s, &d), 0);
+	/* not under another ordinal's name */
+	CHECK_EQ(decide(&n1, IOD_SEC_VERB_PUT, IOD_SEC_RES_XFERPEER, "tr.0", mine, s, &d), -EACCES);
+	CHECK_CONTAINS(d.reason, "publishes only as xferpeer/tr.1");
+	CHECK_EQ(decide(&n1, IOD_SEC_VERB_PUT, IOD_SEC_RES_XFERPEER, "tr.1",
+	                "{\"service\": \"tr\", \"ordinal\": 0, \"replica\": \"tr-1\", "
+	                "\"node\": \"node-1\", \"md\": \"00\"}",
+	                s, &d),
+	         -EACCES);
+	/* node-2 does not run tr-1 */
+	CHECK_EQ(decide(&n2, IOD_SEC_VERB_PUT, IOD_SEC_RES_XFERPEER, "tr.1", mine, s, &d), -EACCES);
+	CHECK_CONTAINS(d.reason, "must name node node-2");
+	CHECK_EQ(decide(&n2, IOD_SEC_VERB_PUT, IOD_SEC_RES_XFERPEER, "tr.1",
+	                "{\"service\": \"tr\", \"ordinal\": 1, \"replica\": \"tr-1\", "
+	                "\"node\": \"node-2\", \"md\": \"00\"}",
+	                s, &d),
+	         -EACCES);
+	CHECK_CONTAINS(d.reason, "replica tr-1 does not run on this node");
+	/* once stored, only its node replaces or deletes it */
+	CHECK_EQ(put_json(s, IOD_STATE_XFERPEER, "tr.1", mine, 0), 0);
+	CHECK_EQ(decide(&n2, IOD_SEC_VERB_DELETE, IOD_SEC_RES_XFERPEER, "tr.1", NULL, s, &d),
+	         -EACCES);
+	CHECK_CONTAINS(d.reason, "belongs to node node-1");
+	CHECK_EQ(decide(&n1, IOD_SEC_VERB_DELETE, IOD_SEC_RES_XFERPEER, "tr.1", NULL, s, &d), 0);
+	/* people: viewers read, deployers write */
+	CHECK_EQ(decide(&viewer, IOD_SEC_VERB_GET, IOD_SEC_RES_XFERPEER, "tr.1", NULL, s, &d), 0);
+	CHECK_EQ(decide(&viewer, IOD_SEC_VERB_PUT, IOD_SEC_RES_XFERPEER, "tr.1", mine, s, &d),
+	         -EACCES);
+	CHECK_EQ(decide(&dep, IOD_SEC_VERB_PUT, IOD_SEC_RES_XFERPEER, "tr.1", mine, s, &d), 0);
+	iod_state_free(s);
+}
