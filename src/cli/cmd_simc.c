@@ -50,7 +50,8 @@ static void usage(FILE *f)
 	        "  --seeds K            run seeds S..S+K-1 and report each and the mean\n"
 	        "  --fault-scale X      multiply the Llama 3 fault rate (default 1; 0 = none)\n"
 	        "  --fail KIND:N@T      a scripted fault: gpu:NODE[.GPU]@T, node:NODE@T,\n"
-	        "                       server:INDEX@T, leader:0@T (gpu:1.3@30m); repeatable\n"
+	        "                       server:INDEX@T, leader:0@T, link:NODE@T, nic:NODE@T\n"
+	        "                       (gpu:1.3@30m); repeatable\n"
 	        "  --servers K          control-plane servers on Raft's fixture (default 3;\n"
 	        "                       0: no Raft, a write commits after one heartbeat)\n"
 	        "  --straggler X        per-GPU speed factor in [1, 1+X] (default 0)\n"
@@ -139,6 +140,14 @@ static void print_timers(const struct iod_simc_config *c)
 		       t.election_ms, t.heartbeat_ms);
 	else
 		printf("no Raft: a write commits in %.0f ms\n", (double)t.commit_ns / 1e6);
+	if (t.reroute_ns)
+		printf("transport (%s): a black-holed path rerouted after %.0f ms (adaptive "
+		       "routing), NCCL IB timeout %.1f s\n",
+		       iod_simc_policy_name(c->policy), (double)t.reroute_ns / 1e6,
+		       (double)t.transport_timeout_ns / 1e9);
+	else
+		printf("transport (%s): ECMP only, no rerouting; NCCL IB timeout %.1f s\n",
+		       iod_simc_policy_name(c->policy), (double)t.transport_timeout_ns / 1e9);
 }
 
 static void print_text(const struct iod_simc_config *c, const struct iod_simc_result *r,
@@ -267,17 +276,10 @@ static int parse_fail(const char *s, struct iod_simc_config *c, struct iod_err *
 		return iod_err_set(e, -EINVAL,
 		                   "--fail \"%s\": expected KIND:NODE@TIME (node:1@30m)", s);
 	*at = *colon = 0;
-	if (!strcmp(buf, "gpu"))
-		f.kind = IOD_SIMC_FAULT_GPU;
-	else if (!strcmp(buf, "node"))
-		f.kind = IOD_SIMC_FAULT_NODE;
-	else if (!strcmp(buf, "server"))
-		f.kind = IOD_SIMC_FAULT_SERVER;
-	else if (!strcmp(buf, "leader"))
-		f.kind = IOD_SIMC_FAULT_LEADER;
-	else
-		return iod_err_set(e, -EINVAL,
-		                   "--fail \"%s\": kind must be gpu, node, server or leader", s);
+	if (iod_simc_fault_parse(buf, &f.kind))
+		return iod_err_set(
+		    e, -EINVAL,
+		    "--fail \"%s\": kind must be gpu, node, server, leader, link or nic", s);
 	if ((dot = strchr(colon + 1, '.')))
 		*dot = 0;
 	char *end;

@@ -37,6 +37,7 @@
  * the same config gives the same hash. Pure: no clock, no I/O, no rand().
  */
 #include "iod/agent.h"
+#include "iod/ar.h"
 #include "iod/ctrl.h"
 #include "iod/mesh.h"
 #include "iod/objects.h"
@@ -56,6 +57,14 @@
 #include <string.h>
 
 /* ---- defaults ------------------------------------------------------------------ */
+
+/* NCCL's IB transport: a work request is retransmitted NCCL_IB_RETRY_CNT
+ * (7) times, each after 4.096 us x 2^NCCL_IB_TIMEOUT (20); then the queue
+ * pair fails and NCCL aborts the communicator. */
+static uint64_t nccl_ib_timeout_ns(void)
+{
+	return (uint64_t)(4096.0 * (double)(1u << 20) * (7 + 1));
+}
 
 void iod_simc_timers_iod(struct iod_simc_timers *t, uint64_t lease_ttl_ms, uint64_t lease_check_ms,
                          uint64_t heartbeat_ms, uint64_t stateful_grace_ms,
@@ -77,6 +86,12 @@ void iod_simc_timers_iod(struct iod_simc_timers *t, uint64_t lease_ttl_ms, uint6
 	t->election_ms = (uint32_t)(10 * heartbeat_ms); /* the server's: heartbeat = T/10 */
 	t->heartbeat_ms = (uint32_t)heartbeat_ms;
 	t->election_ms = (uint32_t)(10 * heartbeat_ms); /* server config: heartbeat = T/10 */
+	/* the data plane's adaptive routing (src/net/ar.c): a path whose probes
+	 * go unanswered for the probe timeout is left at the next probe */
+	struct iod_ar_config ar;
+	iod_ar_config_default(&ar, IOD_AR_MINRTT);
+	t->reroute_ns = ar.probe_timeout_ns + ar.probe_interval_ns;
+	t->transport_timeout_ns = nccl_ib_timeout_ns();
 }
 
 void iod_simc_timers_k8s(struct iod_simc_timers *t)
@@ -97,6 +112,8 @@ void iod_simc_timers_k8s(struct iod_simc_timers *t)
 	t->election_ms = 1000; /* etcd --election-timeout */
 	t->heartbeat_ms = 100; /* etcd --heartbeat-interval */
 	t->election_ms = 1000; /* etcd --election-timeout */
+	t->reroute_ns = 0;     /* ECMP only: a black-holed path stays hashed */
+	t->transport_timeout_ns = nccl_ib_timeout_ns();
 }
 
 void iod_simc_config_default(struct iod_simc_config *c)
@@ -121,6 +138,9 @@ void iod_simc_config_default(struct iod_simc_config *c)
 	 * interruptions in 54 days on 16,384 GPUs; 58.7% of them GPU issues */
 	c->fault_per_gpu_hour = 419.0 / (54.0 * 24.0 * 16384.0);
 	c->fault_gpu_share = 0.587;
+	/* ... its Table 5: network switch and cable 35 of 419, NIC 7 */
+	c->fault_link_share = 35.0 / 419.0;
+	c->fault_nic_share = 7.0 / 419.0;
 	c->node_repair_ns = 3600 * IOD_NS_PER_S;
 	c->server_repair_ns = 60 * IOD_NS_PER_S;
 	c->servers = 3;
@@ -137,33 +157,36 @@ void iod_simc_config_default(struct iod_simc_config *c)
 /* ---- the simulation's state ---------------------------------------------------- */
 
 enum ev_kind {
-	EV_REGISTER, /* arg node: grant a lease, put the Node */
-	EV_RENEW,    /* arg node, data gen: renew the lease */
-	EV_CHECK,    /* the leader's lease check */
-	EV_DEPLOY,   /* the job's deploy request */
-	EV_SYNC,     /* arg node: a watch delivered; rebuild the desired set */
-	EV_REC,      /* arg node, data token: the reconciler's timer */
-	EV_STARTED,  /* arg node, data gen<<16|slot: a process is up */
-	EV_EXITED,   /* arg node, data gen<<16|slot: a process ended (stop/kill) */
-	EV_CTRL,     /* the controller reacts to a node change */
-	EV_EVICT,    /* k8s: toleration over, evict what is on lost nodes */
-	EV_FAULT,    /* arg fault index (scripted) or UINT32_MAX (random) */
-	EV_NODE_UP,  /* arg node: repaired */
-	EV_RESTORED, /* data epoch: checkpoint loaded */
-	EV_CHUNK,    /* data epoch: a run of steps finished */
-	EV_CKPT,     /* data epoch: checkpoint written */
-	EV_COMMIT,   /* arg proposal: (no Raft) the write commits now */
-	EV_APPLIED,  /* arg proposal: Raft applied it at the leader */
-	EV_REVIVE,   /* arg server: a killed server comes back */
-	EV_MESH,     /* the proxies' endpoint list follows the Replica objects */
-	EV_REQ,      /* a request from the client node to the job's service */
+	EV_REGISTER,   /* arg node: grant a lease, put the Node */
+	EV_RENEW,      /* arg node, data gen: renew the lease */
+	EV_CHECK,      /* the leader's lease check */
+	EV_DEPLOY,     /* the job's deploy request */
+	EV_SYNC,       /* arg node: a watch delivered; rebuild the desired set */
+	EV_REC,        /* arg node, data token: the reconciler's timer */
+	EV_STARTED,    /* arg node, data gen<<16|slot: a process is up */
+	EV_EXITED,     /* arg node, data gen<<16|slot: a process ended (stop/kill) */
+	EV_CTRL,       /* the controller reacts to a node change */
+	EV_EVICT,      /* k8s: toleration over, evict what is on lost nodes */
+	EV_FAULT,      /* arg fault index (scripted) or UINT32_MAX (random) */
+	EV_NODE_UP,    /* arg node: repaired */
+	EV_RESTORED,   /* data epoch: checkpoint loaded */
+	EV_CHUNK,      /* data epoch: a run of steps finished */
+	EV_CKPT,       /* data epoch: checkpoint written */
+	EV_COMMIT,     /* arg proposal: (no Raft) the write commits now */
+	EV_APPLIED,    /* arg proposal: Raft applied it at the leader */
+	EV_REVIVE,     /* arg server: a killed server comes back */
+	EV_MESH,       /* the proxies' endpoint list follows the Replica objects */
+	EV_REQ,        /* a request from the client node to the job's service */
+	EV_REROUTED,   /* data epoch: the stalled ring's flows are on a live path again */
+	EV_NCCL_ABORT, /* arg node, data epoch: the transport gave up on a dead path */
+	EV_NIC_UP,     /* arg node: a failed NIC is replaced */
 	EV_KINDS
 };
 
 static const char *const ev_names[EV_KINDS] = {
-    "register", "renew",  "check",   "deploy", "sync", "rec",      "started",
-    "exited",   "ctrl",   "evict",   "fault",  "up",   "restored", "chunk",
-    "ckpt",     "commit", "applied", "revive", "mesh", "req",
+    "register", "renew",  "check", "deploy", "sync",     "rec",        "started", "exited",
+    "ctrl",     "evict",  "fault", "up",     "restored", "chunk",      "ckpt",    "commit",
+    "applied",  "revive", "mesh",  "req",    "rerouted", "nccl_abort", "nic_up",
 };
 
 struct proc {
@@ -182,9 +205,12 @@ struct node {
 	uint64_t rec_token;        /* the pending timer's token */
 	struct proc proc[IOD_SIMC_NODE_REPLICAS_MAX]; /* per reconciler slot */
 	double speed[64];                             /* per GPU compute time factor (>= 1) */
+	uint32_t nics_down;                           /* its failed NICs */
+	bool cut;                                     /* lost its last NIC: cut off */
 };
 
-enum job_state { J_PENDING, J_WAIT, J_RESTORE, J_RUN, J_CKPT, J_DONE };
+/* J_STALL: the ring waits on a black-holed path (a link fault) */
+enum job_state { J_PENDING, J_WAIT, J_RESTORE, J_RUN, J_CKPT, J_STALL, J_DONE };
 
 struct rank {
 	uint32_t node; /* node index */
@@ -232,6 +258,7 @@ struct sim {
 	struct iod_topo_node *topo;                     /* every node's hardware (one model) */
 	struct node *nodes;                             /* c->nodes */
 	uint32_t gpn;                                   /* GPUs per node (the model's) */
+	uint32_t nics;                                  /* NICs per node the collective uses */
 	struct iod_agent_replica *want;                 /* scratch for desired sets */
 	gnutls_hash_hd_t sha;                           /* the event log's hash */
 	struct iod_buf log;                             /* the log text (keep_log) */
@@ -597,6 +624,13 @@ static double node_nic_Bps(const struct iod_topo_node *t)
 	return iod_simc_node_nic_Bps(t);
 }
 
+/* Node ni's NIC rate with its failed NICs left out (the NICs are alike). */
+static double node_nic_up_Bps(const struct sim *s, uint32_t ni)
+{
+	uint32_t down = IOD_MIN(s->nodes[ni].nics_down, s->nics);
+	return s->nics ? node_nic_Bps(s->topo) * (double)(s->nics - down) / s->nics : 0;
+}
+
 /* Node names are "n<index>" (setup names them): parsed, not searched. */
 static uint32_t node_index(const struct sim *s, const char *name)
 {
@@ -658,7 +692,8 @@ static int step_model(struct sim *s, bool describe)
 			iod_simc_edge_gpus(s->topo, a->gpu, b->gpu, &c->alpha, &ed[i]);
 		} else {
 			ed[i].cls = IOD_SIMC_LINK_NIC;
-			ed[i].bw_Bps = c->nic_efficiency * node_nic_Bps(s->topo);
+			ed[i].bw_Bps = c->nic_efficiency * IOD_MIN(node_nic_up_Bps(s, a->node),
+			                                           node_nic_up_Bps(s, b->node));
 			ed[i].alpha_s = c->alpha.s[IOD_SIMC_LINK_NIC];
 			/* ring all-reduce: each edge carries 2(n-1)/n * S */
 			nic_bytes += 2.0 * (n - 1) / n * (double)S;
@@ -785,7 +820,7 @@ static void close_recovery(struct sim *s)
 static void job_update(struct sim *s)
 {
 	bool all = all_ranks_running(s);
-	if ((s->js == J_RUN || s->js == J_CKPT || s->js == J_RESTORE) && !all) {
+	if ((s->js == J_RUN || s->js == J_CKPT || s->js == J_RESTORE || s->js == J_STALL) && !all) {
 		uint64_t lost = s->steps_done - s->ckpt_steps;
 		if (s->js == J_RUN) { /* the chunk's finished steps were computed, then lost */
 			double part = floor((double)(s->now - s->chunk_start) / 1e9 / s->step_s);
@@ -1288,6 +1323,83 @@ static bool job_uses(struct sim *s, uint32_t ni, int gpu)
 	return false;
 }
 
+/* A node (or its NIC) is repaired: a fresh agent registers again. */
+static void node_register(struct sim *s, uint32_t ni);
+static void node_up(struct sim *s, uint32_t ni)
+{
+	struct node *nd = &s->nodes[ni];
+	struct iod_agent_rec_config rc;
+	memset(&rc, 0, sizeof(rc));
+	rc.backoff_base_ns = s->t.restart_base_ns;
+	rc.backoff_max_ns = s->t.restart_max_ns;
+	rc.backoff_reset_ns = 10 * IOD_NS_PER_S;
+	rc.stop_grace_ns = 5 * IOD_NS_PER_S;
+	rc.liveness_failures = 3;
+	rc.startup_grace_ns = 30 * IOD_NS_PER_S;
+	iod_agent_rec_free(nd->rec);
+	nd->rec = NULL;
+	if (iod_agent_rec_new(&rc, IOD_SIMC_NODE_REPLICAS_MAX, &nd->rec)) {
+		fail(s, -ENOMEM, "out of memory");
+		return;
+	}
+	nd->up = true;
+	nd->rec_at = UINT64_MAX;
+	slog(s, "node %s repaired", nd->name);
+	node_register(s, ni);
+	push(s, s->now + s->t.commit_ns + s->t.watch_ns, EV_CTRL, 0, 0);
+	push(s, s->now + s->t.commit_ns + s->t.watch_ns, EV_SYNC, ni, nd->gen);
+}
+
+/* The job's processes on node ni (on GPU gpu, or all of them for -1) fail;
+ * the agent sees them exit at once (SIGCHLD): detection takes 0. */
+static void kill_ranks(struct sim *s, uint32_t ni, int gpu)
+{
+	struct node *nd = &s->nodes[ni];
+	uint32_t killed = 0;
+	for (uint32_t k = 0; k < IOD_SIMC_NODE_REPLICAS_MAX; k++) {
+		struct proc *p = &nd->proc[k];
+		const json_t *v = iod_state_value(cp_state(s), IOD_STATE_REPLICA, p->name);
+		const char *g = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_GPUS);
+		if (!p->alive || !g || (gpu >= 0 && !(iod_sched_mask_parse(g) & (1u << gpu))))
+			continue;
+		p->alive = false;
+		iod_agent_rec_on_exited(nd->rec, p->name, 1, 0, s->now);
+		killed++;
+	}
+	if (killed && s->rec_open && !s->t_detect) {
+		s->t_detect = s->now;
+		s->cur.detect_ns = s->now - s->cur.at_ns;
+	}
+	rec_run(s, ni);
+}
+
+/*
+ * A fabric link on node ni's path black-holes the flows hashed onto it.
+ * The ring stops at once (every rank waits on its neighbour). iod's
+ * adaptive routing leaves the path after reroute_ns and the ring goes on,
+ * no rank restarts; without rerouting (ECMP) the transport retries until
+ * NCCL gives up (transport_timeout_ns), the ranks on the node fail and
+ * restart in place, their new connections hashed anew. A job whose ring
+ * does not leave one node, or that is not computing steps, is not hit.
+ */
+static void link_fault(struct sim *s, uint32_t ni)
+{
+	if (s->js != J_RUN || s->nodes_used < 2 || !job_uses(s, ni, -1))
+		return;
+	open_recovery(s, IOD_SIMC_FAULT_LINK);
+	double part = floor((double)(s->now - s->chunk_start) / 1e9 / s->step_s);
+	part = IOD_MIN(part, (double)s->chunk_steps);
+	account(s, part);
+	s->steps_done += (uint64_t)part;
+	s->epoch++;
+	s->js = J_STALL;
+	slog(s, "job stalled steps_done=%llu", (unsigned long long)s->steps_done);
+	if (s->t.reroute_ns && s->t.reroute_ns < s->t.transport_timeout_ns)
+		push(s, s->now + s->t.reroute_ns, EV_REROUTED, 0, s->epoch);
+	else
+		push(s, s->now + s->t.transport_timeout_ns, EV_NCCL_ABORT, ni, s->epoch);
+}
+
 static void fault(struct sim *s, enum iod_simc_fault_kind kind, uint32_t ni, uint32_t gpu)
 {
 	struct node *nd;
@@ -1307,34 +1419,42 @@ static void fault(struct sim *s, enum iod_simc_fault_kind kind, uint32_t ni, uin
 	slog(s, "fault %s node=%s gpu=%u", iod_simc_fault_name(kind), nd->name, gpu);
 	if (!nd->up)
 		return;
+	if (kind == IOD_SIMC_FAULT_LINK) {
+		link_fault(s, ni);
+		return;
+	}
+	bool cut = false;
+	if (kind == IOD_SIMC_FAULT_NIC) {
+		nd->nics_down++;
+		push(s, s->now + s->c->node_repair_ns, EV_NIC_UP, ni, 0);
+		/* the last NIC: the agent cannot reach the servers any more, the
+		 * ranks lose their peers; the control plane sees a lost node */
+		cut = nd->nics_down >= s->nics;
+		nd->cut = cut;
+	}
+	/* a NIC the ring does not cross (the job on one node) hits nothing */
 	bool hit = s->js != J_PENDING && s->js != J_DONE &&
-	           job_uses(s, ni, kind == IOD_SIMC_FAULT_GPU ? (int)gpu : -1);
+	           job_uses(s, ni, kind == IOD_SIMC_FAULT_GPU ? (int)gpu : -1) &&
+	           (kind != IOD_SIMC_FAULT_NIC || cut || s->nodes_used >= 2);
 	if (hit)
 		open_recovery(s, kind);
-	if (kind == IOD_SIMC_FAULT_NODE) {
+	if (kind == IOD_SIMC_FAULT_NODE || cut) {
 		nd->up = false;
 		nd->gen++;
 		for (uint32_t k = 0; k < IOD_SIMC_NODE_REPLICAS_MAX; k++)
 			nd->proc[k].alive = nd->proc[k].starting = false;
-		push(s, s->now + s->c->node_repair_ns, EV_NODE_UP, ni, 0);
+		if (!cut)
+			push(s, s->now + s->c->node_repair_ns, EV_NODE_UP, ni, 0);
+	} else if (kind == IOD_SIMC_FAULT_NIC) {
+		/* a fatal device error on the NIC: every rank of the job on the
+		 * node has queue pairs on it and fails at once; NCCL picks the
+		 * remaining NICs when the ranks start again */
+		if (hit)
+			kill_ranks(s, ni, -1);
 	} else {
 		/* an Xid-style GPU error kills the process on that GPU; the agent
 		 * sees it exit at once (SIGCHLD) */
-		for (uint32_t k = 0; k < IOD_SIMC_NODE_REPLICAS_MAX; k++) {
-			struct proc *p = &nd->proc[k];
-			const json_t *v = iod_state_value(cp_state(s), IOD_STATE_REPLICA, p->name);
-			const char *g =
-			    iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_GPUS);
-			if (!p->alive || !g || !(iod_sched_mask_parse(g) & (1u << gpu)))
-				continue;
-			p->alive = false;
-			iod_agent_rec_on_exited(nd->rec, p->name, 1, 0, s->now);
-		}
-		if (hit && s->rec_open && !s->t_detect) {
-			s->t_detect = s->now;
-			s->cur.detect_ns = 0;
-		}
-		rec_run(s, ni);
+		kill_ranks(s, ni, (int)gpu);
 	}
 	job_update(s);
 }
@@ -1563,37 +1683,49 @@ static void handle(struct sim *s, const struct iod_sim_event *ev, struct lists *
 		if (ev->arg == UINT32_MAX) {
 			uint32_t ni = (uint32_t)iod_rng_below(&s->rng_fault, s->c->nodes);
 			uint32_t g = (uint32_t)iod_rng_below(&s->rng_fault, s->gpn ? s->gpn : 1);
-			bool gpu = iod_rng_double(&s->rng_fault) < s->c->fault_gpu_share;
-			fault(s, gpu ? IOD_SIMC_FAULT_GPU : IOD_SIMC_FAULT_NODE, ni, g);
+			double u = iod_rng_double(&s->rng_fault), g_sh = s->c->fault_gpu_share;
+			double l_sh = g_sh + s->c->fault_link_share;
+			enum iod_simc_fault_kind k = u < g_sh   ? IOD_SIMC_FAULT_GPU
+			                             : u < l_sh ? IOD_SIMC_FAULT_LINK
+			                             : u < l_sh + s->c->fault_nic_share
+			                                 ? IOD_SIMC_FAULT_NIC
+			                                 : IOD_SIMC_FAULT_NODE;
+			fault(s, k, ni, g);
 			next_random_fault(s);
 		} else {
 			const struct iod_simc_fault *f = &s->c->faults[ev->arg];
 			fault(s, f->kind, f->node, f->gpu);
 		}
 		break;
-	case EV_NODE_UP: {
-		struct iod_agent_rec_config rc;
-		memset(&rc, 0, sizeof(rc));
-		rc.backoff_base_ns = s->t.restart_base_ns;
-		rc.backoff_max_ns = s->t.restart_max_ns;
-		rc.backoff_reset_ns = 10 * IOD_NS_PER_S;
-		rc.stop_grace_ns = 5 * IOD_NS_PER_S;
-		rc.liveness_failures = 3;
-		rc.startup_grace_ns = 30 * IOD_NS_PER_S;
-		iod_agent_rec_free(nd->rec);
-		nd->rec = NULL;
-		if (iod_agent_rec_new(&rc, IOD_SIMC_NODE_REPLICAS_MAX, &nd->rec)) {
-			fail(s, -ENOMEM, "out of memory");
-			break;
+	case EV_NODE_UP: node_up(s, ev->arg); break;
+	case EV_NIC_UP:
+		if (nd->nics_down)
+			nd->nics_down--;
+		slog(s, "node %s nic replaced", nd->name);
+		if (nd->cut) {
+			nd->cut = false;
+			node_up(s, ev->arg);
 		}
-		nd->up = true;
-		nd->rec_at = UINT64_MAX;
-		slog(s, "node %s repaired", nd->name);
-		node_register(s, ev->arg);
-		push(s, s->now + s->t.commit_ns + s->t.watch_ns, EV_CTRL, 0, 0);
-		push(s, s->now + s->t.commit_ns + s->t.watch_ns, EV_SYNC, ev->arg, nd->gen);
 		break;
-	}
+	case EV_REROUTED:
+		if (ev->data != s->epoch || s->js != J_STALL)
+			break;
+		slog(s, "job rerouted");
+		if (s->rec_open && !s->t_detect) {
+			s->t_detect = s->t_start = s->now;
+			s->cur.detect_ns = s->now - s->cur.at_ns;
+			close_recovery(s);
+		}
+		s->js = J_RUN;
+		next_chunk(s);
+		break;
+	case EV_NCCL_ABORT:
+		if (ev->data != s->epoch || s->js != J_STALL)
+			break;
+		slog(s, "nccl abort node=%s", nd->name);
+		kill_ranks(s, ev->arg, -1);
+		job_update(s);
+		break;
 	case EV_RESTORED:
 		if (ev->data != s->epoch || s->js != J_RESTORE)
 			break;
@@ -1672,6 +1804,14 @@ static int setup(struct sim *s, const struct iod_simc_config *c, struct iod_err 
 	if (rc)
 		return rc;
 	s->gpn = s->topo->ngpus;
+	/* the NICs iod_simc_node_nic_Bps counts: the plain ones, else the DPUs */
+	for (unsigned i = 0, dpus = 0; i < s->topo->nnics; i++) {
+		bool plain = s->topo->devices[s->topo->nic[i]].kind == IOD_TOPO_DEV_NIC;
+		s->nics += plain;
+		dpus += !plain;
+		if (i + 1 == s->topo->nnics && !s->nics)
+			s->nics = dpus;
+	}
 	if (s->gpn == 0 || s->gpn > 32)
 		return iod_err_set(e, -EINVAL,
 		                   "node model %s has %u GPUs; the simulator needs 1..32", model,

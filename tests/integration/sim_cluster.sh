@@ -32,6 +32,19 @@ assert 40 <= k['detect_s'] <= 60 and k['decide_s'] >= 300, k
 assert all(x['done'] and x['invariant_violations'] == 0 for x in d)
 " && ok "node failure: recovery by phase, iod and k8s" || bad "node failure: recovery by phase, iod and k8s"
 
+"$IOD" sim --nodes 4 --gpus 16 --job-gpus 12 --steps 1500 --fail link:1@40s --fail nic:2@130s \
+	--baseline all -o json >"$tmp/l.json" &&
+	python3 -c "
+import json; d = json.load(open('$tmp/l.json'))
+i, k = d[0]['recoveries'], d[1]['recoveries']
+assert [x['kind'] for x in i] == ['link', 'nic'] and [x['kind'] for x in k] == ['link', 'nic'], d
+assert 0 < i[0]['detect_s'] < 0.1 and i[0]['start_s'] == 0 and i[0]['steps_lost'] == 0, i
+assert k[0]['detect_s'] > 30 and k[0]['start_s'] > 10, k
+assert i[1]['detect_s'] == 0 and i[1]['decide_s'] == 0, i
+assert all(x['done'] and x['invariant_violations'] == 0 for x in d)
+" && ok "link and NIC faults: rerouted (iod), aborted (k8s), restarted" ||
+	bad "link and NIC faults: rerouted (iod), aborted (k8s), restarted"
+
 printf 'model: resnet50\ngpus: 8\nsteps: 100\nbatch: 64\n' >"$tmp/job.yaml"
 "$IOD" sim --nodes 2 --gpus 8 --job "$tmp/job.yaml" --quiet >"$tmp/j.txt" &&
 	grep -q "steps 100/100" "$tmp/j.txt" && ok "job file" || bad "job file"
