@@ -45,6 +45,16 @@ assert all(x['done'] and x['invariant_violations'] == 0 for x in d)
 " && ok "link and NIC faults: rerouted (iod), aborted (k8s), restarted" ||
 	bad "link and NIC faults: rerouted (iod), aborted (k8s), restarted"
 
+"$IOD" sim --nodes 4 --gpus 16 --job-gpus 12 --steps 400 --fail node:1@40s --baseline all \
+	--seeds 2 -o csv --quiet >"$tmp/r.csv" &&
+	python3 -c "
+import csv; rows = list(csv.DictReader(open('$tmp/r.csv')))
+assert [(r['policy'], r['seed']) for r in rows] == [('iod', '1'), ('iod', '2'), ('k8s', '1'), ('k8s', '2')], rows
+assert all(r['done'] == '1' and r['recoveries'] == '1' and len(r['event_log_sha256']) == 64 for r in rows)
+assert rows[0]['ring'].count(',') >= 1 and 1.3 <= float(rows[0]['detect_s_mean']) <= 2.1, rows[0]
+assert float(rows[2]['decide_s_mean']) >= 300, rows[2]
+" && ok "-o csv: one row per policy and seed" || bad "-o csv: one row per policy and seed"
+
 printf 'model: resnet50\ngpus: 8\nsteps: 100\nbatch: 64\n' >"$tmp/job.yaml"
 "$IOD" sim --nodes 2 --gpus 8 --job "$tmp/job.yaml" --quiet >"$tmp/j.txt" &&
 	grep -q "steps 100/100" "$tmp/j.txt" && ok "job file" || bad "job file"
