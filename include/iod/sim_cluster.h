@@ -259,6 +259,10 @@ struct iod_simc_config {
 	double requests_per_s; /* requests from the last node's mesh proxy to the job's service
 	                          through the real LB and outlier detection (0: none) */
 	bool keep_log;         /* keep the event log text (else only its hash) */
+	uint32_t packet_every; /* 1 iteration in this many runs its ring all-reduce's
+	                          inter-node steps through the packet-level fabric
+	                          simulator (src/sim/fabric.c) instead of the alpha-beta
+	                          model (0: never) */
 };
 
 /*
@@ -349,6 +353,12 @@ struct iod_simc_result {
 	uint64_t mesh_requests;  /* requests picked by the LB */
 	uint64_t mesh_failed;    /* those that hit a dead endpoint */
 	uint32_t mesh_ejections; /* endpoints outlier detection ejected */
+	/* packet-level sampled iterations (packet_every) */
+	uint64_t packet_samples;    /* iterations whose all-reduce ran packet by packet */
+	double packet_comm_s;       /* their all-reduce, packet level (mean) */
+	double flow_comm_s;         /* the same all-reduces under the alpha-beta model (mean) */
+	double packet_diff_pct_max; /* the largest |packet - flow| / flow of one sample, % */
+	uint64_t packet_events;     /* the fabric simulator's events, all samples */
 	/* invariants (V6) */
 	uint32_t invariant_violations; /* count */
 	char invariant_first[256];     /* the first one */

@@ -58,6 +58,8 @@ static void usage(FILE *f)
 	        "                       0: no Raft, a write commits after one heartbeat)\n"
 	        "  --straggler X        per-GPU speed factor in [1, 1+X] (default 0)\n"
 	        "  --horizon D          stop there if the job has not finished (default 7 days)\n"
+	        "  --packet-every N     1 iteration in N runs its all-reduce packet by packet\n"
+	        "                       through the fabric simulator (default 100; 0: never)\n"
 	        "  --log FILE           write the event log to FILE\n"
 	        "  -o text|json|csv     output (default text; csv: one row per policy and seed,\n"
 	        "                       columns in docs/simulation.md)\n"
@@ -119,6 +121,12 @@ static double mean_recovery_s(const struct iod_simc_result *r)
 	for (uint32_t i = 0; i < r->rec_n; i++)
 		sum += recovery_s(&r->rec[i]);
 	return r->rec_n ? sum / r->rec_n : NAN;
+}
+
+/* Packet level against the alpha-beta model over the sampled all-reduces, %. */
+static double packet_diff_pct(const struct iod_simc_result *r)
+{
+	return r->flow_comm_s > 0 ? (r->packet_comm_s - r->flow_comm_s) / r->flow_comm_s * 100 : 0;
 }
 
 static double job_min(const struct iod_simc_result *r)
@@ -204,6 +212,16 @@ static void print_text(const struct iod_simc_config *c, const struct iod_simc_re
 		       "of src/mesh), %llu failed, %u ejection(s)\n",
 		       (unsigned long long)r->mesh_requests, c->job.name,
 		       (unsigned long long)r->mesh_failed, r->mesh_ejections);
+	if (r->packet_samples)
+		printf("packet level: %llu sampled iteration(s) (1 in %u), all-reduce %.3f ms "
+		       "packet by packet vs %.3f ms alpha-beta (%+.2f%%, max |diff| %.2f%% in one "
+		       "sample), %llu fabric events\n",
+		       (unsigned long long)r->packet_samples, c->packet_every,
+		       r->packet_comm_s * 1e3, r->flow_comm_s * 1e3, packet_diff_pct(r),
+		       r->packet_diff_pct_max, (unsigned long long)r->packet_events);
+	else
+		printf("packet level: no sampled iteration (%s)\n",
+		       c->packet_every ? "the ring never left one node" : "--packet-every 0");
 	if (r->invariant_violations)
 		printf("INVARIANT VIOLATIONS: %u, first: %s\n", r->invariant_violations,
 		       r->invariant_first);
@@ -259,6 +277,13 @@ static json_t *result_json(const struct iod_simc_config *c, const struct iod_sim
 	json_object_set_new(j, "mesh_requests", json_integer((json_int_t)r->mesh_requests));
 	json_object_set_new(j, "mesh_failed", json_integer((json_int_t)r->mesh_failed));
 	json_object_set_new(j, "mesh_ejections", json_integer(r->mesh_ejections));
+	json_object_set_new(j, "packet_every", json_integer(c->packet_every));
+	json_object_set_new(j, "packet_samples", json_integer((json_int_t)r->packet_samples));
+	json_object_set_new(j, "packet_comm_ms", json_real(r->packet_comm_s * 1e3));
+	json_object_set_new(j, "flow_comm_ms", json_real(r->flow_comm_s * 1e3));
+	json_object_set_new(j, "packet_diff_pct", json_real(packet_diff_pct(r)));
+	json_object_set_new(j, "packet_diff_pct_max", json_real(r->packet_diff_pct_max));
+	json_object_set_new(j, "packet_events", json_integer((json_int_t)r->packet_events));
 	json_object_set_new(j, "events", json_integer((json_int_t)r->events));
 	json_object_set_new(j, "wall_s", json_real(wall_s));
 	json_object_set_new(j, "events_per_s", json_real(wall_s > 0 ? r->events / wall_s : 0));
@@ -277,7 +302,8 @@ static const char csv_header[] =
     "faults,faults_hit,recoveries,recovery_s_mean,detect_s_mean,decide_s_mean,start_s_mean,"
     "restore_s_mean,steps_lost,unplaced,elections,leaderless_ms_max,server_faults,writes_acked,"
     "mesh_requests,mesh_failed,mesh_ejections,invariant_violations,events,wall_s,sim_s,"
-    "event_log_sha256";
+    "event_log_sha256,packet_every,packet_samples,packet_comm_ms,flow_comm_ms,packet_diff_pct,"
+    "packet_diff_pct_max,packet_events";
 
 /* A CSV field: quoted when it holds a comma, a quote or a line break. */
 static void csv_str(FILE *f, const char *v)
@@ -333,12 +359,15 @@ static void csv_row(FILE *f, const struct iod_simc_config *c, const struct iod_s
 	csv_mean(f, r, offsetof(struct iod_simc_recovery, decide_ns));
 	csv_mean(f, r, offsetof(struct iod_simc_recovery, start_ns));
 	csv_mean(f, r, offsetof(struct iod_simc_recovery, restore_ns));
-	fprintf(f, ",%llu,%u,%u,%.3f,%u,%llu,%llu,%llu,%u,%u,%llu,%.6f,%.6f,%s\n",
+	fprintf(f, ",%llu,%u,%u,%.3f,%u,%llu,%llu,%llu,%u,%u,%llu,%.6f,%.6f,%s,",
 	        (unsigned long long)lost, r->unplaced, r->elections,
 	        (double)r->leaderless_ns_max / 1e6, r->server_faults,
 	        (unsigned long long)r->writes_acked, (unsigned long long)r->mesh_requests,
 	        (unsigned long long)r->mesh_failed, r->mesh_ejections, r->invariant_violations,
 	        (unsigned long long)r->events, wall_s, (double)r->sim_ns / 1e9, r->log_sha256);
+	fprintf(f, "%u,%llu,%.6f,%.6f,%.4f,%.4f,%llu\n", c->packet_every,
+	        (unsigned long long)r->packet_samples, r->packet_comm_s * 1e3, r->flow_comm_s * 1e3,
+	        packet_diff_pct(r), r->packet_diff_pct_max, (unsigned long long)r->packet_events);
 }
 
 /* "gpu:1@30m" / "node:2@1h" (GPU 0 of the node unless gpu:NODE.GPU@T). */
@@ -875,6 +904,12 @@ int cmd_sim_cluster(int argc, char **argv)
 				scale = x;
 			else
 				c->straggler_max = x;
+			i++;
+		} else if (!strcmp(a, "--packet-every")) {
+			unsigned long x = strtoul(v, &end, 10);
+			if (*end || end == v || x > 1000000)
+				BAD("--packet-every \"%s\": expected 0..1000000 (iterations)", v);
+			c->packet_every = (uint32_t)x;
 			i++;
 		} else if (!strcmp(a, "--horizon")) {
 			if (iod_parse_duration(v, &c->horizon_ns, &e) || !c->horizon_ns)

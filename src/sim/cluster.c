@@ -152,6 +152,7 @@ void iod_simc_config_default(struct iod_simc_config *c)
 	c->disk_latency_ms = 1;
 	c->horizon_ns = 7 * 24 * 3600 * IOD_NS_PER_S;
 	c->requests_per_s = 20;
+	c->packet_every = 100;
 }
 
 /* ---- the simulation's state ---------------------------------------------------- */
@@ -267,20 +268,27 @@ struct sim {
 	struct iod_err *e;                              /* its message */
 	/* the job */
 	enum job_state js;
-	uint64_t epoch;                               /* bumped at every interruption */
-	uint32_t replicas;                            /* the job's replicas */
-	uint32_t gpr;                                 /* GPUs per replica */
-	uint64_t steps_total, steps_done, ckpt_steps; /* progress, last checkpoint */
-	uint64_t chunk_steps;                         /* steps in the running chunk */
-	uint64_t chunk_start;                         /* when it started */
-	double step_s, compute_s, exposed_s, comm_s;  /* the current placement's step */
-	double compute_sum_s;                         /* sum over ranks of per-step compute */
-	uint32_t nranks;                              /* ranks of the current placement */
-	double nic_bytes_step;                        /* NIC bytes per step, all nodes */
-	uint32_t nodes_used;                          /* nodes of the current placement */
-	uint64_t ckpt_bytes;                          /* one checkpoint */
-	bool have_ckpt;                               /* a checkpoint exists */
-	bool first_placed;                            /* result's placement filled */
+	uint64_t epoch;                                     /* bumped at every interruption */
+	uint32_t replicas;                                  /* the job's replicas */
+	uint32_t gpr;                                       /* GPUs per replica */
+	uint64_t steps_total, steps_done, ckpt_steps;       /* progress, last checkpoint */
+	uint64_t chunk_steps;                               /* steps in the running chunk */
+	uint64_t chunk_start;                               /* when it started */
+	double chunk_step_s, chunk_exposed_s, chunk_comm_s; /* one step of the chunk */
+	/* the ring's inter-node part, for packet-level samples: the nodes in
+	 * ring order (each sends S/n to the next per step), the ranks, the
+	 * slowest intra-node edge's step */
+	uint32_t *ring_nodes, ring_m, ring_n;
+	double ring_intra_step_s, ring_last_ratio;
+	struct iod_rng rng_pkt;                      /* the fabric simulator's seeds */
+	double step_s, compute_s, exposed_s, comm_s; /* the current placement's step */
+	double compute_sum_s;                        /* sum over ranks of per-step compute */
+	uint32_t nranks;                             /* ranks of the current placement */
+	double nic_bytes_step;                       /* NIC bytes per step, all nodes */
+	uint32_t nodes_used;                         /* nodes of the current placement */
+	uint64_t ckpt_bytes;                         /* one checkpoint */
+	bool have_ckpt;                              /* a checkpoint exists */
+	bool first_placed;                           /* result's placement filled */
 	double gpu_busy_s, gpu_compute_s, nic_bytes, comm_busy_s; /* totals */
 	double nic_bytes_per_node; /* NIC bytes, per node of the placement at the time */
 	/* the recovery being measured */
@@ -706,6 +714,19 @@ static int step_model(struct sim *s, bool describe)
 	}
 	double comm = iod_simc_ring_allreduce_s(ed, n, S);
 	double last = iod_simc_ring_allreduce_s(ed, n, IOD_MIN(c->bucket_bytes, S));
+	/* the ring's inter-node part for packet-level samples: ranks are in
+	 * node order, so each NIC edge leaves a node once */
+	s->ring_m = 0;
+	s->ring_n = n;
+	s->ring_intra_step_s = 0;
+	s->ring_last_ratio = comm > 0 ? last / comm : 0;
+	for (uint32_t i = 0; n >= 2 && i < n; i++) {
+		if (ed[i].cls == IOD_SIMC_LINK_NIC && s->ring_m < c->nodes)
+			s->ring_nodes[s->ring_m++] = rk[i].node;
+		else if (ed[i].cls != IOD_SIMC_LINK_NIC && ed[i].bw_Bps > 0)
+			s->ring_intra_step_s = IOD_MAX(
+			    s->ring_intra_step_s, ed[i].alpha_s + (double)S / n / ed[i].bw_Bps);
+	}
 	double bwd = cmax * 2.0 / 3.0; /* backward is about twice the forward */
 	double exposed = comm - c->overlap * bwd;
 	exposed = exposed > last ? exposed : last;
@@ -775,27 +796,116 @@ static bool all_ranks_running(struct sim *s)
 	return s->replicas > 0;
 }
 
+/*
+ * One iteration's ring all-reduce, its inter-node steps packet by packet:
+ * one host per node of the ring behind one switch, each host's link at its
+ * NIC line rate (the failed NICs left out) with half the NIC alpha as
+ * propagation each way; every host sends S/n to the next at once (one ring
+ * step: the steps are alike and in lockstep on a contention-free fabric,
+ * so one is run and counted 2(n-1) times). A step takes the slower of the
+ * last byte received and the slowest intra-node edge (alpha-beta: NVLink
+ * and PCIe are not in the fabric simulator). Seconds, or -1 when the
+ * fabric simulator failed (the alpha-beta figure is kept then).
+ */
+static double packet_allreduce_s(struct sim *s)
+{
+	const struct iod_simc_config *c = s->c;
+	const struct iod_simc_model *m = iod_simc_model_find(c->job.model);
+	uint64_t S = m->params * m->grad_bytes, chunk = S / s->ring_n;
+	uint32_t hm = s->ring_m, sw = 0, idx = 0;
+	struct iod_sim_topo t;
+	struct iod_sim_config sc;
+	struct iod_sim *fab = NULL;
+	struct iod_err e = {0};
+	char name[IOD_NAME_MAX];
+	double step = -1;
+	int rc;
+	iod_sim_topo_init(&t);
+	rc = iod_sim_topo_add_node(&t, "sw", IOD_SIM_SWITCH, &sw, &e);
+	for (uint32_t j = 0; !rc && j < hm; j++) {
+		snprintf(name, sizeof(name), "h%u", j);
+		uint64_t bps = (uint64_t)(node_nic_up_Bps(s, s->ring_nodes[j]) * 8);
+		rc = iod_sim_topo_add_node(&t, name, IOD_SIM_HOST, &idx, &e);
+		if (!rc)
+			rc = iod_sim_topo_add_link(
+			    &t, idx, sw, bps,
+			    (uint64_t)llround(c->alpha.s[IOD_SIMC_LINK_NIC] * 1e9 / 2), &e);
+	}
+	iod_sim_config_default(&sc);
+	sc.seed = iod_rng_next(&s->rng_pkt);
+	sc.flows_max = hm;
+	sc.packets_max = hm * 512 + 4096;
+	if (!rc)
+		rc = iod_sim_create(&fab, &t, &sc, &e);
+	for (uint32_t j = 0; !rc && j < hm; j++)
+		rc = iod_sim_flow_add(fab, j, (j + 1) % hm, chunk, 0, j + 1, NULL, &e);
+	if (!rc)
+		rc = iod_sim_run(fab, UINT64_MAX, &e);
+	if (!rc && iod_sim_flows_done(fab) == hm) {
+		uint64_t last = 0;
+		for (uint32_t j = 0; j < hm; j++)
+			last = IOD_MAX(last, iod_sim_flow(fab, j)->rcv_done_ns);
+		step = IOD_MAX((double)last / 1e9, s->ring_intra_step_s);
+		s->r->packet_events += iod_sim_events(fab);
+	}
+	if (fab)
+		iod_sim_destroy(fab);
+	iod_sim_topo_free(&t);
+	if (rc)
+		slog(s, "packet sample failed: %s", e.msg);
+	return step < 0 ? -1 : 2.0 * (s->ring_n - 1) * step;
+}
+
 static void next_chunk(struct sim *s)
 {
 	uint64_t left = s->steps_total - s->steps_done, k = left;
+	uint32_t every = s->c->packet_every;
 	if (s->c->job.ckpt_every_steps) {
 		uint64_t to_ckpt =
 		    s->c->job.ckpt_every_steps - s->steps_done % s->c->job.ckpt_every_steps;
 		k = IOD_MIN(k, to_ckpt);
 	}
+	s->chunk_step_s = s->step_s;
+	s->chunk_exposed_s = s->exposed_s;
+	s->chunk_comm_s = s->comm_s;
+	if (every && s->ring_m >= 2 && s->steps_done % every == 0) {
+		/* a sampled iteration: its all-reduce packet by packet */
+		double pc = packet_allreduce_s(s);
+		k = 1;
+		if (pc >= 0) {
+			struct iod_simc_result *r = s->r;
+			double bwd = s->compute_s * 2.0 / 3.0;
+			double ex = IOD_MAX(pc - s->c->overlap * bwd, pc * s->ring_last_ratio);
+			double d = s->comm_s > 0 ? fabs(pc - s->comm_s) / s->comm_s * 100 : 0;
+			r->packet_comm_s +=
+			    (pc - r->packet_comm_s) / (double)(r->packet_samples + 1);
+			r->flow_comm_s +=
+			    (s->comm_s - r->flow_comm_s) / (double)(r->packet_samples + 1);
+			r->packet_samples++;
+			r->packet_diff_pct_max = IOD_MAX(r->packet_diff_pct_max, d);
+			s->chunk_comm_s = pc;
+			s->chunk_exposed_s = ex;
+			s->chunk_step_s = s->compute_s + ex;
+			slog(s, "packet sample step=%llu comm_ns=%.0f flow_comm_ns=%.0f",
+			     (unsigned long long)s->steps_done, pc * 1e9, s->comm_s * 1e9);
+		}
+	} else if (every && s->ring_m >= 2) {
+		k = IOD_MIN(k, every - s->steps_done % every);
+	}
 	s->chunk_steps = k;
 	s->chunk_start = s->now;
-	push(s, s->now + (uint64_t)llround((double)k * s->step_s * 1e9), EV_CHUNK, 0, s->epoch);
+	push(s, s->now + (uint64_t)llround((double)k * s->chunk_step_s * 1e9), EV_CHUNK, 0,
+	     s->epoch);
 }
 
-/* Account k steps of work (done or lost) to the utilisation totals. */
+/* Account k steps of the running chunk (done or lost) to the totals. */
 static void account(struct sim *s, double k)
 {
 	s->gpu_compute_s += k * s->compute_sum_s;
-	s->gpu_busy_s += k * (s->compute_sum_s + s->nranks * s->exposed_s);
+	s->gpu_busy_s += k * (s->compute_sum_s + s->nranks * s->chunk_exposed_s);
 	s->nic_bytes += k * s->nic_bytes_step;
 	s->nic_bytes_per_node += s->nodes_used ? k * s->nic_bytes_step / s->nodes_used : 0;
-	s->comm_busy_s += k * s->comm_s;
+	s->comm_busy_s += k * s->chunk_comm_s;
 }
 
 static void close_recovery(struct sim *s)
@@ -823,7 +933,8 @@ static void job_update(struct sim *s)
 	if ((s->js == J_RUN || s->js == J_CKPT || s->js == J_RESTORE || s->js == J_STALL) && !all) {
 		uint64_t lost = s->steps_done - s->ckpt_steps;
 		if (s->js == J_RUN) { /* the chunk's finished steps were computed, then lost */
-			double part = floor((double)(s->now - s->chunk_start) / 1e9 / s->step_s);
+			double part =
+			    floor((double)(s->now - s->chunk_start) / 1e9 / s->chunk_step_s);
 			account(s, part);
 			lost += (uint64_t)part;
 		}
@@ -1387,7 +1498,7 @@ static void link_fault(struct sim *s, uint32_t ni)
 	if (s->js != J_RUN || s->nodes_used < 2 || !job_uses(s, ni, -1))
 		return;
 	open_recovery(s, IOD_SIMC_FAULT_LINK);
-	double part = floor((double)(s->now - s->chunk_start) / 1e9 / s->step_s);
+	double part = floor((double)(s->now - s->chunk_start) / 1e9 / s->chunk_step_s);
 	part = IOD_MIN(part, (double)s->chunk_steps);
 	account(s, part);
 	s->steps_done += (uint64_t)part;
@@ -1749,6 +1860,10 @@ static void handle(struct sim *s, const struct iod_sim_event *ev, struct lists *
 			slog(s, "job done steps=%llu", (unsigned long long)s->steps_done);
 			break;
 		}
+		if (!s->c->job.ckpt_every_steps || s->steps_done % s->c->job.ckpt_every_steps) {
+			next_chunk(s); /* a packet-level sample ended, not a checkpoint interval */
+			break;
+		}
 		s->js = J_CKPT;
 		push(s, s->now + (uint64_t)llround((double)s->ckpt_bytes / s->c->ckpt_Bps * 1e9),
 		     EV_CKPT, 0, s->epoch);
@@ -1868,6 +1983,10 @@ static int setup(struct sim *s, const struct iod_simc_config *c, struct iod_err 
 	iod_rng_fork(&root, &s->rng_mesh);
 	struct iod_rng rng_speed;
 	iod_rng_fork(&root, &rng_speed);
+	iod_rng_fork(&root, &s->rng_pkt);
+	s->ring_nodes = calloc(c->nodes, sizeof(*s->ring_nodes));
+	if (!s->ring_nodes)
+		return iod_err_set(e, -ENOMEM, "out of memory");
 	struct iod_agent_rec_config rcfg;
 	memset(&rcfg, 0, sizeof(rcfg));
 	rcfg.backoff_base_ns = s->t.restart_base_ns ? s->t.restart_base_ns : 100 * IOD_NS_PER_MS;
@@ -1899,6 +2018,7 @@ static void teardown(struct sim *s)
 	for (uint32_t i = 0; s->nodes && i < s->c->nodes; i++)
 		iod_agent_rec_free(s->nodes[i].rec);
 	free(s->nodes);
+	free(s->ring_nodes);
 	free(s->want);
 	if (s->lb_built)
 		iod_mesh_lb_free(&s->lb);

@@ -55,6 +55,17 @@ assert rows[0]['ring'].count(',') >= 1 and 1.3 <= float(rows[0]['detect_s_mean']
 assert float(rows[2]['decide_s_mean']) >= 300, rows[2]
 " && ok "-o csv: one row per policy and seed" || bad "-o csv: one row per policy and seed"
 
+"$IOD" sim --nodes 2 --node-model hgx-a100-8 --gpus 16 --steps 300 -o json >"$tmp/p.json" &&
+	"$IOD" sim --nodes 2 --node-model hgx-a100-8 --gpus 16 --steps 300 --packet-every 0 \
+		-o json >"$tmp/p0.json" &&
+	python3 -c "
+import json; d = json.load(open('$tmp/p.json'))[0]; z = json.load(open('$tmp/p0.json'))[0]
+assert d['packet_every'] == 100 and d['packet_samples'] == 3 and d['packet_events'] > 0, d
+assert d['flow_comm_ms'] > 0 and abs(d['packet_diff_pct']) < 100, d
+assert z['packet_samples'] == 0 and z['steps_done'] == d['steps_done'] == 300, z
+" && ok "packet-level samples: 1 in 100, reported against alpha-beta" ||
+	bad "packet-level samples: 1 in 100, reported against alpha-beta"
+
 printf 'model: resnet50\ngpus: 8\nsteps: 100\nbatch: 64\n' >"$tmp/job.yaml"
 "$IOD" sim --nodes 2 --gpus 8 --job "$tmp/job.yaml" --quiet >"$tmp/j.txt" &&
 	grep -q "steps 100/100" "$tmp/j.txt" && ok "job file" || bad "job file"
