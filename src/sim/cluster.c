@@ -1498,8 +1498,10 @@ static void link_fault(struct sim *s, uint32_t ni)
 	if (s->js != J_RUN || s->nodes_used < 2 || !job_uses(s, ni, -1))
 		return;
 	open_recovery(s, IOD_SIMC_FAULT_LINK);
+	/* the step in flight is not done (its chunk's end, a checkpoint
+	 * boundary, is still to come even at a tie) */
 	double part = floor((double)(s->now - s->chunk_start) / 1e9 / s->chunk_step_s);
-	part = IOD_MIN(part, (double)s->chunk_steps);
+	part = IOD_MIN(part, s->chunk_steps ? (double)(s->chunk_steps - 1) : 0);
 	account(s, part);
 	s->steps_done += (uint64_t)part;
 	s->epoch++;
