@@ -178,31 +178,44 @@ int iod_simc_policy_parse(const char *s, enum iod_simc_policy_kind *out);
  * documented defaults.
  */
 struct iod_simc_timers {
-	uint64_t lease_ttl_ns;      /* iod: node lease TTL; k8s: node-monitor grace period */
-	uint64_t renew_ns;          /* iod: lease renewal; k8s: kubelet node status update */
-	uint64_t check_ns;          /* iod: leader's lease check; k8s: node monitor period */
-	uint64_t evict_ns;          /* k8s: toleration before eviction (0 for iod: at once) */
-	uint64_t stateful_grace_ns; /* iod: wait before moving a stateful replica */
-	uint64_t restart_base_ns;   /* first restart delay after a crash */
-	uint64_t restart_max_ns;    /* cap of the doubling delay */
-	uint64_t commit_ns;         /* without Raft (servers 0): a write, proposal to applied */
-	uint64_t watch_ns;          /* a watch event reaching an agent or controller */
-	uint32_t election_ms;       /* Raft election timeout T (randomised in [T, 2T]) */
-	uint32_t heartbeat_ms;      /* Raft heartbeat interval */
+	uint64_t lease_ttl_ns;         /* iod: node lease TTL; k8s: node-monitor grace period */
+	uint64_t renew_ns;             /* iod: lease renewal; k8s: kubelet node status update */
+	uint64_t check_ns;             /* iod: leader's lease check; k8s: node monitor period */
+	uint64_t evict_ns;             /* k8s: toleration before eviction (0 for iod: at once) */
+	uint64_t stateful_grace_ns;    /* iod: wait before moving a stateful replica */
+	uint64_t restart_base_ns;      /* first restart delay after a crash */
+	uint64_t restart_max_ns;       /* cap of the doubling delay */
+	uint64_t commit_ns;            /* without Raft (servers 0): a write, proposal to applied */
+	uint64_t watch_ns;             /* a watch event reaching an agent or controller */
+	uint32_t election_ms;          /* Raft election timeout T (randomised in [T, 2T]) */
+	uint32_t heartbeat_ms;         /* Raft heartbeat interval */
+	uint64_t reroute_ns;           /* iod: a black-holed path is left after this (the adaptive
+	                               routing core's probe timeout + interval); 0: no rerouting
+	                               (ECMP only, the baseline) */
+	uint64_t transport_timeout_ns; /* NCCL's IB transport gives up on a dead path after this
+	                                  (NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT): the rank fails */
 };
 
 /* ---- faults ----------------------------------------------------------------- */
 
 /* gpu: the process on that GPU crashes; node: the node goes down until
  * repaired; server: a control-plane server (index in node) is killed;
- * leader: whichever server leads is killed. */
+ * leader: whichever server leads is killed; link: a fabric link on the
+ * node's path black-holes its flows (a gray failure: the port stays up),
+ * the fabric has other paths; nic: one of the node's NICs fails (a fatal
+ * device error: the ranks using it fail at once), and a node that loses
+ * its only NIC is cut off from the cluster. docs/simulation.md, "Faults". */
 enum iod_simc_fault_kind {
 	IOD_SIMC_FAULT_GPU,
 	IOD_SIMC_FAULT_NODE,
 	IOD_SIMC_FAULT_SERVER,
-	IOD_SIMC_FAULT_LEADER
+	IOD_SIMC_FAULT_LEADER,
+	IOD_SIMC_FAULT_LINK,
+	IOD_SIMC_FAULT_NIC
 };
 const char *iod_simc_fault_name(enum iod_simc_fault_kind k);
+/* "gpu", "node", "server", "leader", "link", "nic"; -EINVAL otherwise. */
+int iod_simc_fault_parse(const char *s, enum iod_simc_fault_kind *out);
 
 /* A scripted fault: at at_ns, kind, on node (and GPU for a GPU fault). */
 struct iod_simc_fault {
@@ -234,7 +247,9 @@ struct iod_simc_config {
 	double straggler_max;             /* per-GPU speed factor in [1, 1+this] (seeded) */
 	double fault_per_gpu_hour;        /* random fault rate (0 = none) */
 	double fault_gpu_share;           /* share of random faults that are GPU faults */
-	uint64_t node_repair_ns;          /* a failed node comes back after this */
+	double fault_link_share;          /* ... that are link faults (network switch, cable) */
+	double fault_nic_share;           /* ... that are NIC faults (the rest: node faults) */
+	uint64_t node_repair_ns;          /* a failed node (or NIC) comes back after this */
 	uint64_t server_repair_ns;        /* a killed server is revived after this */
 	uint32_t servers;                 /* control-plane servers on Raft's fixture (0: none,
 	                                     writes commit after timers.commit_ns) */
@@ -246,6 +261,10 @@ struct iod_simc_config {
 	double requests_per_s; /* requests from the last node's mesh proxy to the job's service
 	                          through the real LB and outlier detection (0: none) */
 	bool keep_log;         /* keep the event log text (else only its hash) */
+	uint32_t packet_every; /* 1 iteration in this many runs its ring all-reduce's
+	                          inter-node steps through the packet-level fabric
+	                          simulator (src/sim/fabric.c) instead of the alpha-beta
+	                          model (0: never) */
 };
 
 /*
@@ -352,6 +371,12 @@ struct iod_simc_result {
 	uint64_t mesh_requests;  /* requests picked by the LB */
 	uint64_t mesh_failed;    /* those that hit a dead endpoint */
 	uint32_t mesh_ejections; /* endpoints outlier detection ejected */
+	/* packet-level sampled iterations (packet_every) */
+	uint64_t packet_samples;    /* iterations whose all-reduce ran packet by packet */
+	double packet_comm_s;       /* their all-reduce, packet level (mean) */
+	double flow_comm_s;         /* the same all-reduces under the alpha-beta model (mean) */
+	double packet_diff_pct_max; /* the largest |packet - flow| / flow of one sample, % */
+	uint64_t packet_events;     /* the fabric simulator's events, all samples */
 	/* invariants (V6) */
 	uint32_t invariant_violations; /* count */
 	char invariant_first[256];     /* the first one */

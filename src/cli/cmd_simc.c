@@ -18,6 +18,8 @@
 #include "iod/topo.h"
 
 #include <math.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -29,7 +31,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: iod sim --nodes N --gpus G [options]     whole-cluster simulation\n"
-	        "       iod sim compare --scenario FILE [-o text|json]\n"
+	        "       iod sim compare --scenario FILE [-o text|json|csv]\n"
 	        "       iod sim --selftest [-o text|json]\n\n"
 	        "Runs iod's control plane cores (state machine, deploy and rescheduling plans,\n"
 	        "scheduler, agent reconciler) over N simulated nodes and a data-parallel\n"
@@ -51,7 +53,8 @@ static void usage(FILE *f)
 	        "  --seeds K            run seeds S..S+K-1 and report each and the mean\n"
 	        "  --fault-scale X      multiply the Llama 3 fault rate (default 1; 0 = none)\n"
 	        "  --fail KIND:N@T      a scripted fault: gpu:NODE[.GPU]@T, node:NODE@T,\n"
-	        "                       server:INDEX@T, leader:0@T (gpu:1.3@30m); repeatable\n"
+	        "                       server:INDEX@T, leader:0@T, link:NODE@T, nic:NODE@T\n"
+	        "                       (gpu:1.3@30m); repeatable\n"
 	        "  --plan FILE          the faults of a chaos plan (`iod chaos run --plan`,\n"
 	        "                       docs/chaos.md): kill, pause of servers and leader, kill\n"
 	        "                       of nodes; other actions are refused (exit 2)\n"
@@ -59,8 +62,11 @@ static void usage(FILE *f)
 	        "                       0: no Raft, a write commits after one heartbeat)\n"
 	        "  --straggler X        per-GPU speed factor in [1, 1+X] (default 0)\n"
 	        "  --horizon D          stop there if the job has not finished (default 7 days)\n"
+	        "  --packet-every N     1 iteration in N runs its all-reduce packet by packet\n"
+	        "                       through the fabric simulator (default 100; 0: never)\n"
 	        "  --log FILE           write the event log to FILE\n"
-	        "  -o text|json         output (default text)\n"
+	        "  -o text|json|csv     output (default text; csv: one row per policy and seed,\n"
+	        "                       columns in docs/simulation.md)\n"
 	        "  --progress | --quiet progress line on stderr (default: when a terminal)\n\n"
 	        "examples:\n"
 	        "  iod sim --nodes 4 --gpus 16\n"
@@ -121,6 +127,12 @@ static double mean_recovery_s(const struct iod_simc_result *r)
 	return r->rec_n ? sum / r->rec_n : NAN;
 }
 
+/* Packet level against the alpha-beta model over the sampled all-reduces, %. */
+static double packet_diff_pct(const struct iod_simc_result *r)
+{
+	return r->flow_comm_s > 0 ? (r->packet_comm_s - r->flow_comm_s) / r->flow_comm_s * 100 : 0;
+}
+
 static double job_min(const struct iod_simc_result *r)
 {
 	return (double)(r->job_end_ns - r->job_start_ns) / 60e9;
@@ -143,6 +155,14 @@ static void print_timers(const struct iod_simc_config *c)
 		       t.election_ms, t.heartbeat_ms);
 	else
 		printf("no Raft: a write commits in %.0f ms\n", (double)t.commit_ns / 1e6);
+	if (t.reroute_ns)
+		printf("transport (%s): a black-holed path rerouted after %.0f ms (adaptive "
+		       "routing), NCCL IB timeout %.1f s\n",
+		       iod_simc_policy_name(c->policy), (double)t.reroute_ns / 1e6,
+		       (double)t.transport_timeout_ns / 1e9);
+	else
+		printf("transport (%s): ECMP only, no rerouting; NCCL IB timeout %.1f s\n",
+		       iod_simc_policy_name(c->policy), (double)t.transport_timeout_ns / 1e9);
 }
 
 static void print_text(const struct iod_simc_config *c, const struct iod_simc_result *r,
@@ -196,6 +216,16 @@ static void print_text(const struct iod_simc_config *c, const struct iod_simc_re
 		       "of src/mesh), %llu failed, %u ejection(s)\n",
 		       (unsigned long long)r->mesh_requests, c->job.name,
 		       (unsigned long long)r->mesh_failed, r->mesh_ejections);
+	if (r->packet_samples)
+		printf("packet level: %llu sampled iteration(s) (1 in %u), all-reduce %.3f ms "
+		       "packet by packet vs %.3f ms alpha-beta (%+.2f%%, max |diff| %.2f%% in one "
+		       "sample), %llu fabric events\n",
+		       (unsigned long long)r->packet_samples, c->packet_every,
+		       r->packet_comm_s * 1e3, r->flow_comm_s * 1e3, packet_diff_pct(r),
+		       r->packet_diff_pct_max, (unsigned long long)r->packet_events);
+	else
+		printf("packet level: no sampled iteration (%s)\n",
+		       c->packet_every ? "the ring never left one node" : "--packet-every 0");
 	if (r->invariant_violations)
 		printf("INVARIANT VIOLATIONS: %u, first: %s\n", r->invariant_violations,
 		       r->invariant_first);
@@ -251,12 +281,97 @@ static json_t *result_json(const struct iod_simc_config *c, const struct iod_sim
 	json_object_set_new(j, "mesh_requests", json_integer((json_int_t)r->mesh_requests));
 	json_object_set_new(j, "mesh_failed", json_integer((json_int_t)r->mesh_failed));
 	json_object_set_new(j, "mesh_ejections", json_integer(r->mesh_ejections));
+	json_object_set_new(j, "packet_every", json_integer(c->packet_every));
+	json_object_set_new(j, "packet_samples", json_integer((json_int_t)r->packet_samples));
+	json_object_set_new(j, "packet_comm_ms", json_real(r->packet_comm_s * 1e3));
+	json_object_set_new(j, "flow_comm_ms", json_real(r->flow_comm_s * 1e3));
+	json_object_set_new(j, "packet_diff_pct", json_real(packet_diff_pct(r)));
+	json_object_set_new(j, "packet_diff_pct_max", json_real(r->packet_diff_pct_max));
+	json_object_set_new(j, "packet_events", json_integer((json_int_t)r->packet_events));
 	json_object_set_new(j, "events", json_integer((json_int_t)r->events));
 	json_object_set_new(j, "wall_s", json_real(wall_s));
 	json_object_set_new(j, "events_per_s", json_real(wall_s > 0 ? r->events / wall_s : 0));
 	json_object_set_new(j, "sim_s", json_real((double)r->sim_ns / 1e9));
 	json_object_set_new(j, "event_log_sha256", json_string(r->log_sha256));
 	return j;
+}
+
+/* ---- -o csv (docs/simulation.md, "CSV") ------------------------------------------ */
+
+/* The columns of `iod sim -o csv`, one row per policy and seed. Only add
+ * columns at the end: scripts read them by name or position. */
+static const char csv_header[] =
+    "policy,seed,done,job_min,steps_done,steps_total,step_ms,items_per_s,busbw_gbytes_per_s,"
+    "gpu_util_busy,gpu_util_compute,net_gbps_avg,net_gbps_busy,net_line_gbps,nodes_used,ring,"
+    "faults,faults_hit,recoveries,recovery_s_mean,detect_s_mean,decide_s_mean,start_s_mean,"
+    "restore_s_mean,steps_lost,unplaced,elections,leaderless_ms_max,server_faults,writes_acked,"
+    "mesh_requests,mesh_failed,mesh_ejections,invariant_violations,events,wall_s,sim_s,"
+    "event_log_sha256,packet_every,packet_samples,packet_comm_ms,flow_comm_ms,packet_diff_pct,"
+    "packet_diff_pct_max,packet_events";
+
+/* A CSV field: quoted when it holds a comma, a quote or a line break. */
+static void csv_str(FILE *f, const char *v)
+{
+	if (!strpbrk(v, ",\"\r\n")) {
+		fputs(v, f);
+		return;
+	}
+	fputc('"', f);
+	for (const char *p = v; *p; p++) {
+		if (*p == '"')
+			fputc('"', f);
+		fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+/* A mean over the recoveries, empty when there were none. */
+static void csv_mean(FILE *f, const struct iod_simc_result *r, size_t off)
+{
+	double sum = 0;
+	if (!r->rec_n) {
+		fputc(',', f);
+		return;
+	}
+	for (uint32_t i = 0; i < r->rec_n; i++) {
+		uint64_t v;
+		memcpy(&v, (const char *)&r->rec[i] + off, sizeof(v));
+		sum += (double)v / 1e9;
+	}
+	fprintf(f, ",%.6f", sum / r->rec_n);
+}
+
+static void csv_row(FILE *f, const struct iod_simc_config *c, const struct iod_simc_result *r,
+                    double wall_s)
+{
+	uint64_t lost = 0;
+	for (uint32_t i = 0; i < r->rec_n; i++)
+		lost += r->rec[i].steps_lost;
+	fprintf(f, "%s,%llu,%d,%.6f,%llu,%llu,%.6f,%.3f,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%u,",
+	        iod_simc_policy_name(c->policy), (unsigned long long)c->seed, r->done ? 1 : 0,
+	        job_min(r), (unsigned long long)r->steps_done, (unsigned long long)r->steps_total,
+	        r->step_s * 1e3, r->items_per_s, r->busbw_Bps / 1e9, r->gpu_util_busy,
+	        r->gpu_util_compute, r->net_gbps_avg, r->net_gbps_busy, r->net_line_gbps,
+	        r->nodes_used);
+	csv_str(f, r->ring);
+	fprintf(f, ",%u,%u,%u", r->faults, r->faults_hit, r->rec_n);
+	if (r->rec_n)
+		fprintf(f, ",%.6f", mean_recovery_s(r));
+	else
+		fputc(',', f);
+	csv_mean(f, r, offsetof(struct iod_simc_recovery, detect_ns));
+	csv_mean(f, r, offsetof(struct iod_simc_recovery, decide_ns));
+	csv_mean(f, r, offsetof(struct iod_simc_recovery, start_ns));
+	csv_mean(f, r, offsetof(struct iod_simc_recovery, restore_ns));
+	fprintf(f, ",%llu,%u,%u,%.3f,%u,%llu,%llu,%llu,%u,%u,%llu,%.6f,%.6f,%s,",
+	        (unsigned long long)lost, r->unplaced, r->elections,
+	        (double)r->leaderless_ns_max / 1e6, r->server_faults,
+	        (unsigned long long)r->writes_acked, (unsigned long long)r->mesh_requests,
+	        (unsigned long long)r->mesh_failed, r->mesh_ejections, r->invariant_violations,
+	        (unsigned long long)r->events, wall_s, (double)r->sim_ns / 1e9, r->log_sha256);
+	fprintf(f, "%u,%llu,%.6f,%.6f,%.4f,%.4f,%llu\n", c->packet_every,
+	        (unsigned long long)r->packet_samples, r->packet_comm_s * 1e3, r->flow_comm_s * 1e3,
+	        packet_diff_pct(r), r->packet_diff_pct_max, (unsigned long long)r->packet_events);
 }
 
 /* "gpu:1@30m" / "node:2@1h" (GPU 0 of the node unless gpu:NODE.GPU@T). */
@@ -271,17 +386,10 @@ static int parse_fail(const char *s, struct iod_simc_config *c, struct iod_err *
 		return iod_err_set(e, -EINVAL,
 		                   "--fail \"%s\": expected KIND:NODE@TIME (node:1@30m)", s);
 	*at = *colon = 0;
-	if (!strcmp(buf, "gpu"))
-		f.kind = IOD_SIMC_FAULT_GPU;
-	else if (!strcmp(buf, "node"))
-		f.kind = IOD_SIMC_FAULT_NODE;
-	else if (!strcmp(buf, "server"))
-		f.kind = IOD_SIMC_FAULT_SERVER;
-	else if (!strcmp(buf, "leader"))
-		f.kind = IOD_SIMC_FAULT_LEADER;
-	else
-		return iod_err_set(e, -EINVAL,
-		                   "--fail \"%s\": kind must be gpu, node, server or leader", s);
+	if (iod_simc_fault_parse(buf, &f.kind))
+		return iod_err_set(
+		    e, -EINVAL,
+		    "--fail \"%s\": kind must be gpu, node, server, leader, link or nic", s);
 	if ((dot = strchr(colon + 1, '.')))
 		*dot = 0;
 	char *end;
@@ -565,16 +673,17 @@ static int compare(int argc, char **argv)
 {
 	const char *file = NULL;
 	enum iod_output out = IOD_OUT_TEXT;
-	static const char *const outs[] = {"text", "json", NULL};
+	static const char *const outs[] = {"text", "json", "csv", NULL};
 	bool prog = isatty(2);
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			printf("usage: iod sim compare --scenario FILE [-o text|json] [--quiet]\n"
-			       "Runs the scenario under iod's policy and the Kubernetes baseline, "
-			       "each "
-			       "seed, and prints\nthe table with the scenario's published claim "
-			       "beside "
-			       "each row.\n");
+			printf(
+			    "usage: iod sim compare --scenario FILE [-o text|json|csv] [--quiet]\n"
+			    "Runs the scenario under iod's policy and the Kubernetes baseline, "
+			    "each "
+			    "seed, and prints\nthe table with the scenario's published claim "
+			    "beside "
+			    "each row.\n");
 			return IOD_EXIT_OK;
 		} else if (!strcmp(argv[i], "--scenario") && i + 1 < argc)
 			file = argv[++i];
@@ -614,6 +723,34 @@ static int compare(int argc, char **argv)
 		                    rc == -EINVAL ? IOD_EXIT_INVALID : IOD_EXIT_ERROR, "%s", e.msg);
 	}
 	const struct iod_simc_claims *cl = &sc->claims;
+	if (out == IOD_OUT_CSV) {
+		/* one row per policy: the seeds' means, the claim beside (empty
+		 * when the scenario has none) */
+		printf("scenario,policy,seeds,task_min,gpu_util_pct,net_gbps,recovery_s,detect_s,"
+		       "decide_s,start_s,restore_s,all_done,nodes_used,ring,step_ms,events,wall_s,"
+		       "claim_task_min,claim_gpu_util_pct,claim_net_gbps,claim_recovery_s\n");
+		for (int p = 0; p < 2; p++) {
+			csv_str(stdout, sc->name);
+			printf(",%s,%u,%.6f,%.6f,%.6f,", p ? "k8s" : "iod", sc->seeds,
+			       a[p].task_min, a[p].util, a[p].net);
+			if (a[p].recov_n)
+				printf("%.6f,%.6f,%.6f,%.6f,%.6f", a[p].recovery, a[p].recov_detect,
+				       a[p].recov_decide, a[p].recov_start, a[p].recov_restore);
+			else
+				printf(",,,,");
+			printf(",%d,%u,", a[p].all_done ? 1 : 0, a[p].nodes_used);
+			csv_str(stdout, a[p].ring);
+			printf(",%.6f,%llu,%.6f", a[p].step_ms, (unsigned long long)a[p].events,
+			       a[p].wall_s);
+			if (cl->set)
+				printf(",%g,%g,%g,%g\n", cl->task_min[p], cl->gpu_util_pct[p],
+				       cl->net_gbps[p], cl->recovery_s[p]);
+			else
+				printf(",,,,\n");
+		}
+		free(sc);
+		return IOD_EXIT_OK;
+	}
 	if (out == IOD_OUT_JSON) {
 		json_t *j = json_object();
 		for (int p = 0; p < 2; p++) {
@@ -682,7 +819,7 @@ static int compare(int argc, char **argv)
 
 int cmd_sim_cluster(int argc, char **argv)
 {
-	static const char *const outs[] = {"text", "json", NULL};
+	static const char *const outs[] = {"text", "json", "csv", NULL};
 	struct iod_simc_config *c = calloc(1, sizeof(*c));
 	struct iod_simc_result *r = calloc(1, sizeof(*r));
 	struct iod_err e = {0};
@@ -773,6 +910,12 @@ int cmd_sim_cluster(int argc, char **argv)
 				scale = x;
 			else
 				c->straggler_max = x;
+			i++;
+		} else if (!strcmp(a, "--packet-every")) {
+			unsigned long x = strtoul(v, &end, 10);
+			if (*end || end == v || x > 1000000)
+				BAD("--packet-every \"%s\": expected 0..1000000 (iterations)", v);
+			c->packet_every = (uint32_t)x;
 			i++;
 		} else if (!strcmp(a, "--horizon")) {
 			if (iod_parse_duration(v, &c->horizon_ns, &e) || !c->horizon_ns)
@@ -869,6 +1012,8 @@ int cmd_sim_cluster(int argc, char **argv)
 	c->keep_log = log_file != NULL;
 
 	json_t *all = json_array();
+	if (out == IOD_OUT_CSV)
+		printf("%s\n", csv_header);
 	for (int p = 0; p < 2; p++) {
 		enum iod_simc_policy_kind pol = p ? IOD_SIMC_POLICY_K8S : IOD_SIMC_POLICY_IOD;
 		if (strcmp(baseline, "all") && strcmp(baseline, iod_simc_policy_name(pol)))
@@ -904,7 +1049,10 @@ int cmd_sim_cluster(int argc, char **argv)
 			}
 			if (out == IOD_OUT_JSON)
 				json_array_append_new(all, result_json(&cc, r, w));
-			else {
+			else if (out == IOD_OUT_CSV) {
+				csv_row(stdout, &cc, r, w);
+				fflush(stdout); /* rows stream as the runs finish */
+			} else {
 				if (p || k)
 					printf("\n");
 				if (p == 0 && k == 0 ? 1 : 0)

@@ -37,6 +37,7 @@
  * the same config gives the same hash. Pure: no clock, no I/O, no rand().
  */
 #include "iod/agent.h"
+#include "iod/ar.h"
 #include "iod/ctrl.h"
 #include "iod/mesh.h"
 #include "iod/objects.h"
@@ -56,6 +57,14 @@
 #include <string.h>
 
 /* ---- defaults ------------------------------------------------------------------ */
+
+/* NCCL's IB transport: a work request is retransmitted NCCL_IB_RETRY_CNT
+ * (7) times, each after 4.096 us x 2^NCCL_IB_TIMEOUT (20); then the queue
+ * pair fails and NCCL aborts the communicator. */
+static uint64_t nccl_ib_timeout_ns(void)
+{
+	return (uint64_t)(4096.0 * (double)(1u << 20) * (7 + 1));
+}
 
 void iod_simc_timers_iod(struct iod_simc_timers *t, uint64_t lease_ttl_ms, uint64_t lease_check_ms,
                          uint64_t heartbeat_ms, uint64_t stateful_grace_ms,
@@ -77,6 +86,12 @@ void iod_simc_timers_iod(struct iod_simc_timers *t, uint64_t lease_ttl_ms, uint6
 	t->election_ms = (uint32_t)(10 * heartbeat_ms); /* the server's: heartbeat = T/10 */
 	t->heartbeat_ms = (uint32_t)heartbeat_ms;
 	t->election_ms = (uint32_t)(10 * heartbeat_ms); /* server config: heartbeat = T/10 */
+	/* the data plane's adaptive routing (src/net/ar.c): a path whose probes
+	 * go unanswered for the probe timeout is left at the next probe */
+	struct iod_ar_config ar;
+	iod_ar_config_default(&ar, IOD_AR_MINRTT);
+	t->reroute_ns = ar.probe_timeout_ns + ar.probe_interval_ns;
+	t->transport_timeout_ns = nccl_ib_timeout_ns();
 }
 
 void iod_simc_timers_k8s(struct iod_simc_timers *t)
@@ -97,6 +112,8 @@ void iod_simc_timers_k8s(struct iod_simc_timers *t)
 	t->election_ms = 1000; /* etcd --election-timeout */
 	t->heartbeat_ms = 100; /* etcd --heartbeat-interval */
 	t->election_ms = 1000; /* etcd --election-timeout */
+	t->reroute_ns = 0;     /* ECMP only: a black-holed path stays hashed */
+	t->transport_timeout_ns = nccl_ib_timeout_ns();
 }
 
 void iod_simc_config_default(struct iod_simc_config *c)
@@ -121,6 +138,9 @@ void iod_simc_config_default(struct iod_simc_config *c)
 	 * interruptions in 54 days on 16,384 GPUs; 58.7% of them GPU issues */
 	c->fault_per_gpu_hour = 419.0 / (54.0 * 24.0 * 16384.0);
 	c->fault_gpu_share = 0.587;
+	/* ... its Table 5: network switch and cable 35 of 419, NIC 7 */
+	c->fault_link_share = 35.0 / 419.0;
+	c->fault_nic_share = 7.0 / 419.0;
 	c->node_repair_ns = 3600 * IOD_NS_PER_S;
 	c->server_repair_ns = 60 * IOD_NS_PER_S;
 	c->servers = 3;
@@ -132,38 +152,42 @@ void iod_simc_config_default(struct iod_simc_config *c)
 	c->disk_latency_ms = 1;
 	c->horizon_ns = 7 * 24 * 3600 * IOD_NS_PER_S;
 	c->requests_per_s = 20;
+	c->packet_every = 100;
 }
 
 /* ---- the simulation's state ---------------------------------------------------- */
 
 enum ev_kind {
-	EV_REGISTER, /* arg node: grant a lease, put the Node */
-	EV_RENEW,    /* arg node, data gen: renew the lease */
-	EV_CHECK,    /* the leader's lease check */
-	EV_DEPLOY,   /* the job's deploy request */
-	EV_SYNC,     /* arg node: a watch delivered; rebuild the desired set */
-	EV_REC,      /* arg node, data token: the reconciler's timer */
-	EV_STARTED,  /* arg node, data gen<<16|slot: a process is up */
-	EV_EXITED,   /* arg node, data gen<<16|slot: a process ended (stop/kill) */
-	EV_CTRL,     /* the controller reacts to a node change */
-	EV_EVICT,    /* k8s: toleration over, evict what is on lost nodes */
-	EV_FAULT,    /* arg fault index (scripted) or UINT32_MAX (random) */
-	EV_NODE_UP,  /* arg node: repaired */
-	EV_RESTORED, /* data epoch: checkpoint loaded */
-	EV_CHUNK,    /* data epoch: a run of steps finished */
-	EV_CKPT,     /* data epoch: checkpoint written */
-	EV_COMMIT,   /* arg proposal: (no Raft) the write commits now */
-	EV_APPLIED,  /* arg proposal: Raft applied it at the leader */
-	EV_REVIVE,   /* arg server: a killed server comes back */
-	EV_MESH,     /* the proxies' endpoint list follows the Replica objects */
-	EV_REQ,      /* a request from the client node to the job's service */
+	EV_REGISTER,   /* arg node: grant a lease, put the Node */
+	EV_RENEW,      /* arg node, data gen: renew the lease */
+	EV_CHECK,      /* the leader's lease check */
+	EV_DEPLOY,     /* the job's deploy request */
+	EV_SYNC,       /* arg node: a watch delivered; rebuild the desired set */
+	EV_REC,        /* arg node, data token: the reconciler's timer */
+	EV_STARTED,    /* arg node, data gen<<16|slot: a process is up */
+	EV_EXITED,     /* arg node, data gen<<16|slot: a process ended (stop/kill) */
+	EV_CTRL,       /* the controller reacts to a node change */
+	EV_EVICT,      /* k8s: toleration over, evict what is on lost nodes */
+	EV_FAULT,      /* arg fault index (scripted) or UINT32_MAX (random) */
+	EV_NODE_UP,    /* arg node: repaired */
+	EV_RESTORED,   /* data epoch: checkpoint loaded */
+	EV_CHUNK,      /* data epoch: a run of steps finished */
+	EV_CKPT,       /* data epoch: checkpoint written */
+	EV_COMMIT,     /* arg proposal: (no Raft) the write commits now */
+	EV_APPLIED,    /* arg proposal: Raft applied it at the leader */
+	EV_REVIVE,     /* arg server: a killed server comes back */
+	EV_MESH,       /* the proxies' endpoint list follows the Replica objects */
+	EV_REQ,        /* a request from the client node to the job's service */
+	EV_REROUTED,   /* data epoch: the stalled ring's flows are on a live path again */
+	EV_NCCL_ABORT, /* arg node, data epoch: the transport gave up on a dead path */
+	EV_NIC_UP,     /* arg node: a failed NIC is replaced */
 	EV_KINDS
 };
 
 static const char *const ev_names[EV_KINDS] = {
-    "register", "renew",  "check",   "deploy", "sync", "rec",      "started",
-    "exited",   "ctrl",   "evict",   "fault",  "up",   "restored", "chunk",
-    "ckpt",     "commit", "applied", "revive", "mesh", "req",
+    "register", "renew",  "check", "deploy", "sync",     "rec",        "started", "exited",
+    "ctrl",     "evict",  "fault", "up",     "restored", "chunk",      "ckpt",    "commit",
+    "applied",  "revive", "mesh",  "req",    "rerouted", "nccl_abort", "nic_up",
 };
 
 struct proc {
@@ -182,9 +206,12 @@ struct node {
 	uint64_t rec_token;        /* the pending timer's token */
 	struct proc proc[IOD_SIMC_NODE_REPLICAS_MAX]; /* per reconciler slot */
 	double speed[64];                             /* per GPU compute time factor (>= 1) */
+	uint32_t nics_down;                           /* its failed NICs */
+	bool cut;                                     /* lost its last NIC: cut off */
 };
 
-enum job_state { J_PENDING, J_WAIT, J_RESTORE, J_RUN, J_CKPT, J_DONE };
+/* J_STALL: the ring waits on a black-holed path (a link fault) */
+enum job_state { J_PENDING, J_WAIT, J_RESTORE, J_RUN, J_CKPT, J_STALL, J_DONE };
 
 struct rank {
 	uint32_t node; /* node index */
@@ -232,6 +259,7 @@ struct sim {
 	struct iod_topo_node *topo;                     /* every node's hardware (one model) */
 	struct node *nodes;                             /* c->nodes */
 	uint32_t gpn;                                   /* GPUs per node (the model's) */
+	uint32_t nics;                                  /* NICs per node the collective uses */
 	struct iod_agent_replica *want;                 /* scratch for desired sets */
 	gnutls_hash_hd_t sha;                           /* the event log's hash */
 	struct iod_buf log;                             /* the log text (keep_log) */
@@ -240,20 +268,27 @@ struct sim {
 	struct iod_err *e;                              /* its message */
 	/* the job */
 	enum job_state js;
-	uint64_t epoch;                               /* bumped at every interruption */
-	uint32_t replicas;                            /* the job's replicas */
-	uint32_t gpr;                                 /* GPUs per replica */
-	uint64_t steps_total, steps_done, ckpt_steps; /* progress, last checkpoint */
-	uint64_t chunk_steps;                         /* steps in the running chunk */
-	uint64_t chunk_start;                         /* when it started */
-	double step_s, compute_s, exposed_s, comm_s;  /* the current placement's step */
-	double compute_sum_s;                         /* sum over ranks of per-step compute */
-	uint32_t nranks;                              /* ranks of the current placement */
-	double nic_bytes_step;                        /* NIC bytes per step, all nodes */
-	uint32_t nodes_used;                          /* nodes of the current placement */
-	uint64_t ckpt_bytes;                          /* one checkpoint */
-	bool have_ckpt;                               /* a checkpoint exists */
-	bool first_placed;                            /* result's placement filled */
+	uint64_t epoch;                                     /* bumped at every interruption */
+	uint32_t replicas;                                  /* the job's replicas */
+	uint32_t gpr;                                       /* GPUs per replica */
+	uint64_t steps_total, steps_done, ckpt_steps;       /* progress, last checkpoint */
+	uint64_t chunk_steps;                               /* steps in the running chunk */
+	uint64_t chunk_start;                               /* when it started */
+	double chunk_step_s, chunk_exposed_s, chunk_comm_s; /* one step of the chunk */
+	/* the ring's inter-node part, for packet-level samples: the nodes in
+	 * ring order (each sends S/n to the next per step), the ranks, the
+	 * slowest intra-node edge's step */
+	uint32_t *ring_nodes, ring_m, ring_n;
+	double ring_intra_step_s, ring_last_ratio;
+	struct iod_rng rng_pkt;                      /* the fabric simulator's seeds */
+	double step_s, compute_s, exposed_s, comm_s; /* the current placement's step */
+	double compute_sum_s;                        /* sum over ranks of per-step compute */
+	uint32_t nranks;                             /* ranks of the current placement */
+	double nic_bytes_step;                       /* NIC bytes per step, all nodes */
+	uint32_t nodes_used;                         /* nodes of the current placement */
+	uint64_t ckpt_bytes;                         /* one checkpoint */
+	bool have_ckpt;                              /* a checkpoint exists */
+	bool first_placed;                           /* result's placement filled */
 	double gpu_busy_s, gpu_compute_s, nic_bytes, comm_busy_s; /* totals */
 	double nic_bytes_per_node; /* NIC bytes, per node of the placement at the time */
 	/* the recovery being measured */
@@ -597,6 +632,13 @@ static double node_nic_Bps(const struct iod_topo_node *t)
 	return iod_simc_node_nic_Bps(t);
 }
 
+/* Node ni's NIC rate with its failed NICs left out (the NICs are alike). */
+static double node_nic_up_Bps(const struct sim *s, uint32_t ni)
+{
+	uint32_t down = IOD_MIN(s->nodes[ni].nics_down, s->nics);
+	return s->nics ? node_nic_Bps(s->topo) * (double)(s->nics - down) / s->nics : 0;
+}
+
 /* Node names are "n<index>" (setup names them): parsed, not searched. */
 static uint32_t node_index(const struct sim *s, const char *name)
 {
@@ -658,7 +700,8 @@ static int step_model(struct sim *s, bool describe)
 			iod_simc_edge_gpus(s->topo, a->gpu, b->gpu, &c->alpha, &ed[i]);
 		} else {
 			ed[i].cls = IOD_SIMC_LINK_NIC;
-			ed[i].bw_Bps = c->nic_efficiency * node_nic_Bps(s->topo);
+			ed[i].bw_Bps = c->nic_efficiency * IOD_MIN(node_nic_up_Bps(s, a->node),
+			                                           node_nic_up_Bps(s, b->node));
 			ed[i].alpha_s = c->alpha.s[IOD_SIMC_LINK_NIC];
 			/* ring all-reduce: each edge carries 2(n-1)/n * S */
 			nic_bytes += 2.0 * (n - 1) / n * (double)S;
@@ -671,6 +714,19 @@ static int step_model(struct sim *s, bool describe)
 	}
 	double comm = iod_simc_ring_allreduce_s(ed, n, S);
 	double last = iod_simc_ring_allreduce_s(ed, n, IOD_MIN(c->bucket_bytes, S));
+	/* the ring's inter-node part for packet-level samples: ranks are in
+	 * node order, so each NIC edge leaves a node once */
+	s->ring_m = 0;
+	s->ring_n = n;
+	s->ring_intra_step_s = 0;
+	s->ring_last_ratio = comm > 0 ? last / comm : 0;
+	for (uint32_t i = 0; n >= 2 && i < n; i++) {
+		if (ed[i].cls == IOD_SIMC_LINK_NIC && s->ring_m < c->nodes)
+			s->ring_nodes[s->ring_m++] = rk[i].node;
+		else if (ed[i].cls != IOD_SIMC_LINK_NIC && ed[i].bw_Bps > 0)
+			s->ring_intra_step_s = IOD_MAX(
+			    s->ring_intra_step_s, ed[i].alpha_s + (double)S / n / ed[i].bw_Bps);
+	}
 	double bwd = cmax * 2.0 / 3.0; /* backward is about twice the forward */
 	double exposed = comm - c->overlap * bwd;
 	exposed = exposed > last ? exposed : last;
@@ -740,27 +796,116 @@ static bool all_ranks_running(struct sim *s)
 	return s->replicas > 0;
 }
 
+/*
+ * One iteration's ring all-reduce, its inter-node steps packet by packet:
+ * one host per node of the ring behind one switch, each host's link at its
+ * NIC line rate (the failed NICs left out) with half the NIC alpha as
+ * propagation each way; every host sends S/n to the next at once (one ring
+ * step: the steps are alike and in lockstep on a contention-free fabric,
+ * so one is run and counted 2(n-1) times). A step takes the slower of the
+ * last byte received and the slowest intra-node edge (alpha-beta: NVLink
+ * and PCIe are not in the fabric simulator). Seconds, or -1 when the
+ * fabric simulator failed (the alpha-beta figure is kept then).
+ */
+static double packet_allreduce_s(struct sim *s)
+{
+	const struct iod_simc_config *c = s->c;
+	const struct iod_simc_model *m = iod_simc_model_find(c->job.model);
+	uint64_t S = m->params * m->grad_bytes, chunk = S / s->ring_n;
+	uint32_t hm = s->ring_m, sw = 0, idx = 0;
+	struct iod_sim_topo t;
+	struct iod_sim_config sc;
+	struct iod_sim *fab = NULL;
+	struct iod_err e = {0};
+	char name[IOD_NAME_MAX];
+	double step = -1;
+	int rc;
+	iod_sim_topo_init(&t);
+	rc = iod_sim_topo_add_node(&t, "sw", IOD_SIM_SWITCH, &sw, &e);
+	for (uint32_t j = 0; !rc && j < hm; j++) {
+		snprintf(name, sizeof(name), "h%u", j);
+		uint64_t bps = (uint64_t)(node_nic_up_Bps(s, s->ring_nodes[j]) * 8);
+		rc = iod_sim_topo_add_node(&t, name, IOD_SIM_HOST, &idx, &e);
+		if (!rc)
+			rc = iod_sim_topo_add_link(
+			    &t, idx, sw, bps,
+			    (uint64_t)llround(c->alpha.s[IOD_SIMC_LINK_NIC] * 1e9 / 2), &e);
+	}
+	iod_sim_config_default(&sc);
+	sc.seed = iod_rng_next(&s->rng_pkt);
+	sc.flows_max = hm;
+	sc.packets_max = hm * 512 + 4096;
+	if (!rc)
+		rc = iod_sim_create(&fab, &t, &sc, &e);
+	for (uint32_t j = 0; !rc && j < hm; j++)
+		rc = iod_sim_flow_add(fab, j, (j + 1) % hm, chunk, 0, j + 1, NULL, &e);
+	if (!rc)
+		rc = iod_sim_run(fab, UINT64_MAX, &e);
+	if (!rc && iod_sim_flows_done(fab) == hm) {
+		uint64_t last = 0;
+		for (uint32_t j = 0; j < hm; j++)
+			last = IOD_MAX(last, iod_sim_flow(fab, j)->rcv_done_ns);
+		step = IOD_MAX((double)last / 1e9, s->ring_intra_step_s);
+		s->r->packet_events += iod_sim_events(fab);
+	}
+	if (fab)
+		iod_sim_destroy(fab);
+	iod_sim_topo_free(&t);
+	if (rc)
+		slog(s, "packet sample failed: %s", e.msg);
+	return step < 0 ? -1 : 2.0 * (s->ring_n - 1) * step;
+}
+
 static void next_chunk(struct sim *s)
 {
 	uint64_t left = s->steps_total - s->steps_done, k = left;
+	uint32_t every = s->c->packet_every;
 	if (s->c->job.ckpt_every_steps) {
 		uint64_t to_ckpt =
 		    s->c->job.ckpt_every_steps - s->steps_done % s->c->job.ckpt_every_steps;
 		k = IOD_MIN(k, to_ckpt);
 	}
+	s->chunk_step_s = s->step_s;
+	s->chunk_exposed_s = s->exposed_s;
+	s->chunk_comm_s = s->comm_s;
+	if (every && s->ring_m >= 2 && s->steps_done % every == 0) {
+		/* a sampled iteration: its all-reduce packet by packet */
+		double pc = packet_allreduce_s(s);
+		k = 1;
+		if (pc >= 0) {
+			struct iod_simc_result *r = s->r;
+			double bwd = s->compute_s * 2.0 / 3.0;
+			double ex = IOD_MAX(pc - s->c->overlap * bwd, pc * s->ring_last_ratio);
+			double d = s->comm_s > 0 ? fabs(pc - s->comm_s) / s->comm_s * 100 : 0;
+			r->packet_comm_s +=
+			    (pc - r->packet_comm_s) / (double)(r->packet_samples + 1);
+			r->flow_comm_s +=
+			    (s->comm_s - r->flow_comm_s) / (double)(r->packet_samples + 1);
+			r->packet_samples++;
+			r->packet_diff_pct_max = IOD_MAX(r->packet_diff_pct_max, d);
+			s->chunk_comm_s = pc;
+			s->chunk_exposed_s = ex;
+			s->chunk_step_s = s->compute_s + ex;
+			slog(s, "packet sample step=%llu comm_ns=%.0f flow_comm_ns=%.0f",
+			     (unsigned long long)s->steps_done, pc * 1e9, s->comm_s * 1e9);
+		}
+	} else if (every && s->ring_m >= 2) {
+		k = IOD_MIN(k, every - s->steps_done % every);
+	}
 	s->chunk_steps = k;
 	s->chunk_start = s->now;
-	push(s, s->now + (uint64_t)llround((double)k * s->step_s * 1e9), EV_CHUNK, 0, s->epoch);
+	push(s, s->now + (uint64_t)llround((double)k * s->chunk_step_s * 1e9), EV_CHUNK, 0,
+	     s->epoch);
 }
 
-/* Account k steps of work (done or lost) to the utilisation totals. */
+/* Account k steps of the running chunk (done or lost) to the totals. */
 static void account(struct sim *s, double k)
 {
 	s->gpu_compute_s += k * s->compute_sum_s;
-	s->gpu_busy_s += k * (s->compute_sum_s + s->nranks * s->exposed_s);
+	s->gpu_busy_s += k * (s->compute_sum_s + s->nranks * s->chunk_exposed_s);
 	s->nic_bytes += k * s->nic_bytes_step;
 	s->nic_bytes_per_node += s->nodes_used ? k * s->nic_bytes_step / s->nodes_used : 0;
-	s->comm_busy_s += k * s->comm_s;
+	s->comm_busy_s += k * s->chunk_comm_s;
 }
 
 static void close_recovery(struct sim *s)
@@ -785,10 +930,11 @@ static void close_recovery(struct sim *s)
 static void job_update(struct sim *s)
 {
 	bool all = all_ranks_running(s);
-	if ((s->js == J_RUN || s->js == J_CKPT || s->js == J_RESTORE) && !all) {
+	if ((s->js == J_RUN || s->js == J_CKPT || s->js == J_RESTORE || s->js == J_STALL) && !all) {
 		uint64_t lost = s->steps_done - s->ckpt_steps;
 		if (s->js == J_RUN) { /* the chunk's finished steps were computed, then lost */
-			double part = floor((double)(s->now - s->chunk_start) / 1e9 / s->step_s);
+			double part =
+			    floor((double)(s->now - s->chunk_start) / 1e9 / s->chunk_step_s);
 			account(s, part);
 			lost += (uint64_t)part;
 		}
@@ -1288,6 +1434,85 @@ static bool job_uses(struct sim *s, uint32_t ni, int gpu)
 	return false;
 }
 
+/* A node (or its NIC) is repaired: a fresh agent registers again. */
+static void node_register(struct sim *s, uint32_t ni);
+static void node_up(struct sim *s, uint32_t ni)
+{
+	struct node *nd = &s->nodes[ni];
+	struct iod_agent_rec_config rc;
+	memset(&rc, 0, sizeof(rc));
+	rc.backoff_base_ns = s->t.restart_base_ns;
+	rc.backoff_max_ns = s->t.restart_max_ns;
+	rc.backoff_reset_ns = 10 * IOD_NS_PER_S;
+	rc.stop_grace_ns = 5 * IOD_NS_PER_S;
+	rc.liveness_failures = 3;
+	rc.startup_grace_ns = 30 * IOD_NS_PER_S;
+	iod_agent_rec_free(nd->rec);
+	nd->rec = NULL;
+	if (iod_agent_rec_new(&rc, IOD_SIMC_NODE_REPLICAS_MAX, &nd->rec)) {
+		fail(s, -ENOMEM, "out of memory");
+		return;
+	}
+	nd->up = true;
+	nd->rec_at = UINT64_MAX;
+	slog(s, "node %s repaired", nd->name);
+	node_register(s, ni);
+	push(s, s->now + s->t.commit_ns + s->t.watch_ns, EV_CTRL, 0, 0);
+	push(s, s->now + s->t.commit_ns + s->t.watch_ns, EV_SYNC, ni, nd->gen);
+}
+
+/* The job's processes on node ni (on GPU gpu, or all of them for -1) fail;
+ * the agent sees them exit at once (SIGCHLD): detection takes 0. */
+static void kill_ranks(struct sim *s, uint32_t ni, int gpu)
+{
+	struct node *nd = &s->nodes[ni];
+	uint32_t killed = 0;
+	for (uint32_t k = 0; k < IOD_SIMC_NODE_REPLICAS_MAX; k++) {
+		struct proc *p = &nd->proc[k];
+		const json_t *v = iod_state_value(cp_state(s), IOD_STATE_REPLICA, p->name);
+		const char *g = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_GPUS);
+		if (!p->alive || !g || (gpu >= 0 && !(iod_sched_mask_parse(g) & (1u << gpu))))
+			continue;
+		p->alive = false;
+		iod_agent_rec_on_exited(nd->rec, p->name, 1, 0, s->now);
+		killed++;
+	}
+	if (killed && s->rec_open && !s->t_detect) {
+		s->t_detect = s->now;
+		s->cur.detect_ns = s->now - s->cur.at_ns;
+	}
+	rec_run(s, ni);
+}
+
+/*
+ * A fabric link on node ni's path black-holes the flows hashed onto it.
+ * The ring stops at once (every rank waits on its neighbour). iod's
+ * adaptive routing leaves the path after reroute_ns and the ring goes on,
+ * no rank restarts; without rerouting (ECMP) the transport retries until
+ * NCCL gives up (transport_timeout_ns), the ranks on the node fail and
+ * restart in place, their new connections hashed anew. A job whose ring
+ * does not leave one node, or that is not computing steps, is not hit.
+ */
+static void link_fault(struct sim *s, uint32_t ni)
+{
+	if (s->js != J_RUN || s->nodes_used < 2 || !job_uses(s, ni, -1))
+		return;
+	open_recovery(s, IOD_SIMC_FAULT_LINK);
+	/* the step in flight is not done (its chunk's end, a checkpoint
+	 * boundary, is still to come even at a tie) */
+	double part = floor((double)(s->now - s->chunk_start) / 1e9 / s->chunk_step_s);
+	part = IOD_MIN(part, s->chunk_steps ? (double)(s->chunk_steps - 1) : 0);
+	account(s, part);
+	s->steps_done += (uint64_t)part;
+	s->epoch++;
+	s->js = J_STALL;
+	slog(s, "job stalled steps_done=%llu", (unsigned long long)s->steps_done);
+	if (s->t.reroute_ns && s->t.reroute_ns < s->t.transport_timeout_ns)
+		push(s, s->now + s->t.reroute_ns, EV_REROUTED, 0, s->epoch);
+	else
+		push(s, s->now + s->t.transport_timeout_ns, EV_NCCL_ABORT, ni, s->epoch);
+}
+
 /* repair_ns: how long a server or node stays down (0: the config's) */
 static void fault(struct sim *s, enum iod_simc_fault_kind kind, uint32_t ni, uint32_t gpu,
                   uint64_t repair_ns)
@@ -1310,34 +1535,43 @@ static void fault(struct sim *s, enum iod_simc_fault_kind kind, uint32_t ni, uin
 	slog(s, "fault %s node=%s gpu=%u", iod_simc_fault_name(kind), nd->name, gpu);
 	if (!nd->up)
 		return;
+	if (kind == IOD_SIMC_FAULT_LINK) {
+		link_fault(s, ni);
+		return;
+	}
+	bool cut = false;
+	if (kind == IOD_SIMC_FAULT_NIC) {
+		nd->nics_down++;
+		push(s, s->now + s->c->node_repair_ns, EV_NIC_UP, ni, 0);
+		/* the last NIC: the agent cannot reach the servers any more, the
+		 * ranks lose their peers; the control plane sees a lost node */
+		cut = nd->nics_down >= s->nics;
+		nd->cut = cut;
+	}
+	/* a NIC the ring does not cross (the job on one node) hits nothing */
 	bool hit = s->js != J_PENDING && s->js != J_DONE &&
-	           job_uses(s, ni, kind == IOD_SIMC_FAULT_GPU ? (int)gpu : -1);
+	           job_uses(s, ni, kind == IOD_SIMC_FAULT_GPU ? (int)gpu : -1) &&
+	           (kind != IOD_SIMC_FAULT_NIC || cut || s->nodes_used >= 2);
 	if (hit)
 		open_recovery(s, kind);
-	if (kind == IOD_SIMC_FAULT_NODE) {
+	if (kind == IOD_SIMC_FAULT_NODE || cut) {
 		nd->up = false;
 		nd->gen++;
 		for (uint32_t k = 0; k < IOD_SIMC_NODE_REPLICAS_MAX; k++)
 			nd->proc[k].alive = nd->proc[k].starting = false;
-		push(s, s->now + (repair_ns ? repair_ns : s->c->node_repair_ns), EV_NODE_UP, ni, 0);
+		if (!cut)
+			push(s, s->now + (repair_ns ? repair_ns : s->c->node_repair_ns), EV_NODE_UP,
+			     ni, 0);
+	} else if (kind == IOD_SIMC_FAULT_NIC) {
+		/* a fatal device error on the NIC: every rank of the job on the
+		 * node has queue pairs on it and fails at once; NCCL picks the
+		 * remaining NICs when the ranks start again */
+		if (hit)
+			kill_ranks(s, ni, -1);
 	} else {
 		/* an Xid-style GPU error kills the process on that GPU; the agent
 		 * sees it exit at once (SIGCHLD) */
-		for (uint32_t k = 0; k < IOD_SIMC_NODE_REPLICAS_MAX; k++) {
-			struct proc *p = &nd->proc[k];
-			const json_t *v = iod_state_value(cp_state(s), IOD_STATE_REPLICA, p->name);
-			const char *g =
-			    iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_GPUS);
-			if (!p->alive || !g || !(iod_sched_mask_parse(g) & (1u << gpu)))
-				continue;
-			p->alive = false;
-			iod_agent_rec_on_exited(nd->rec, p->name, 1, 0, s->now);
-		}
-		if (hit && s->rec_open && !s->t_detect) {
-			s->t_detect = s->now;
-			s->cur.detect_ns = 0;
-		}
-		rec_run(s, ni);
+		kill_ranks(s, ni, (int)gpu);
 	}
 	job_update(s);
 }
@@ -1566,37 +1800,49 @@ static void handle(struct sim *s, const struct iod_sim_event *ev, struct lists *
 		if (ev->arg == UINT32_MAX) {
 			uint32_t ni = (uint32_t)iod_rng_below(&s->rng_fault, s->c->nodes);
 			uint32_t g = (uint32_t)iod_rng_below(&s->rng_fault, s->gpn ? s->gpn : 1);
-			bool gpu = iod_rng_double(&s->rng_fault) < s->c->fault_gpu_share;
-			fault(s, gpu ? IOD_SIMC_FAULT_GPU : IOD_SIMC_FAULT_NODE, ni, g, 0);
+			double u = iod_rng_double(&s->rng_fault), g_sh = s->c->fault_gpu_share;
+			double l_sh = g_sh + s->c->fault_link_share;
+			enum iod_simc_fault_kind k = u < g_sh   ? IOD_SIMC_FAULT_GPU
+			                             : u < l_sh ? IOD_SIMC_FAULT_LINK
+			                             : u < l_sh + s->c->fault_nic_share
+			                                 ? IOD_SIMC_FAULT_NIC
+			                                 : IOD_SIMC_FAULT_NODE;
+			fault(s, k, ni, g, 0);
 			next_random_fault(s);
 		} else {
 			const struct iod_simc_fault *f = &s->c->faults[ev->arg];
 			fault(s, f->kind, f->node, f->gpu, f->repair_ns);
 		}
 		break;
-	case EV_NODE_UP: {
-		struct iod_agent_rec_config rc;
-		memset(&rc, 0, sizeof(rc));
-		rc.backoff_base_ns = s->t.restart_base_ns;
-		rc.backoff_max_ns = s->t.restart_max_ns;
-		rc.backoff_reset_ns = 10 * IOD_NS_PER_S;
-		rc.stop_grace_ns = 5 * IOD_NS_PER_S;
-		rc.liveness_failures = 3;
-		rc.startup_grace_ns = 30 * IOD_NS_PER_S;
-		iod_agent_rec_free(nd->rec);
-		nd->rec = NULL;
-		if (iod_agent_rec_new(&rc, IOD_SIMC_NODE_REPLICAS_MAX, &nd->rec)) {
-			fail(s, -ENOMEM, "out of memory");
-			break;
+	case EV_NODE_UP: node_up(s, ev->arg); break;
+	case EV_NIC_UP:
+		if (nd->nics_down)
+			nd->nics_down--;
+		slog(s, "node %s nic replaced", nd->name);
+		if (nd->cut) {
+			nd->cut = false;
+			node_up(s, ev->arg);
 		}
-		nd->up = true;
-		nd->rec_at = UINT64_MAX;
-		slog(s, "node %s repaired", nd->name);
-		node_register(s, ev->arg);
-		push(s, s->now + s->t.commit_ns + s->t.watch_ns, EV_CTRL, 0, 0);
-		push(s, s->now + s->t.commit_ns + s->t.watch_ns, EV_SYNC, ev->arg, nd->gen);
 		break;
-	}
+	case EV_REROUTED:
+		if (ev->data != s->epoch || s->js != J_STALL)
+			break;
+		slog(s, "job rerouted");
+		if (s->rec_open && !s->t_detect) {
+			s->t_detect = s->t_start = s->now;
+			s->cur.detect_ns = s->now - s->cur.at_ns;
+			close_recovery(s);
+		}
+		s->js = J_RUN;
+		next_chunk(s);
+		break;
+	case EV_NCCL_ABORT:
+		if (ev->data != s->epoch || s->js != J_STALL)
+			break;
+		slog(s, "nccl abort node=%s", nd->name);
+		kill_ranks(s, ev->arg, -1);
+		job_update(s);
+		break;
 	case EV_RESTORED:
 		if (ev->data != s->epoch || s->js != J_RESTORE)
 			break;
@@ -1618,6 +1864,10 @@ static void handle(struct sim *s, const struct iod_sim_event *ev, struct lists *
 			s->r->done = true;
 			s->r->job_end_ns = s->now;
 			slog(s, "job done steps=%llu", (unsigned long long)s->steps_done);
+			break;
+		}
+		if (!s->c->job.ckpt_every_steps || s->steps_done % s->c->job.ckpt_every_steps) {
+			next_chunk(s); /* a packet-level sample ended, not a checkpoint interval */
 			break;
 		}
 		s->js = J_CKPT;
@@ -1675,6 +1925,14 @@ static int setup(struct sim *s, const struct iod_simc_config *c, struct iod_err 
 	if (rc)
 		return rc;
 	s->gpn = s->topo->ngpus;
+	/* the NICs iod_simc_node_nic_Bps counts: the plain ones, else the DPUs */
+	for (unsigned i = 0, dpus = 0; i < s->topo->nnics; i++) {
+		bool plain = s->topo->devices[s->topo->nic[i]].kind == IOD_TOPO_DEV_NIC;
+		s->nics += plain;
+		dpus += !plain;
+		if (i + 1 == s->topo->nnics && !s->nics)
+			s->nics = dpus;
+	}
 	if (s->gpn == 0 || s->gpn > 32)
 		return iod_err_set(e, -EINVAL,
 		                   "node model %s has %u GPUs; the simulator needs 1..32", model,
@@ -1731,6 +1989,10 @@ static int setup(struct sim *s, const struct iod_simc_config *c, struct iod_err 
 	iod_rng_fork(&root, &s->rng_mesh);
 	struct iod_rng rng_speed;
 	iod_rng_fork(&root, &rng_speed);
+	iod_rng_fork(&root, &s->rng_pkt);
+	s->ring_nodes = calloc(c->nodes, sizeof(*s->ring_nodes));
+	if (!s->ring_nodes)
+		return iod_err_set(e, -ENOMEM, "out of memory");
 	struct iod_agent_rec_config rcfg;
 	memset(&rcfg, 0, sizeof(rcfg));
 	rcfg.backoff_base_ns = s->t.restart_base_ns ? s->t.restart_base_ns : 100 * IOD_NS_PER_MS;
@@ -1762,6 +2024,7 @@ static void teardown(struct sim *s)
 	for (uint32_t i = 0; s->nodes && i < s->c->nodes; i++)
 		iod_agent_rec_free(s->nodes[i].rec);
 	free(s->nodes);
+	free(s->ring_nodes);
 	free(s->want);
 	if (s->lb_built)
 		iod_mesh_lb_free(&s->lb);

@@ -318,16 +318,11 @@ static int parse_faults(const struct ytree *y, const struct iod_yaml_node *seq,
 			return rc;
 		if (!iod_yaml_map_get(f, "at"))
 			return yerr(y, f, "fault: \"at\" is required (e.g. at: 30m)");
-		if (v && !strcmp(v->str, "node"))
-			x->kind = IOD_SIMC_FAULT_NODE;
-		else if (v && !strcmp(v->str, "server"))
-			x->kind = IOD_SIMC_FAULT_SERVER;
-		else if (v && !strcmp(v->str, "leader"))
-			x->kind = IOD_SIMC_FAULT_LEADER;
-		else if (!v || !strcmp(v->str, "gpu"))
+		if (!v)
 			x->kind = IOD_SIMC_FAULT_GPU;
-		else
-			return yerr(y, v, "kind: \"%s\" is not gpu, node, server or leader",
+		else if (iod_simc_fault_parse(v->str, &x->kind))
+			return yerr(y, v,
+			            "kind: \"%s\" is not gpu, node, server, leader, link or nic",
 			            v->str);
 		c->faults_n++;
 	}

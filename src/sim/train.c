@@ -181,6 +181,16 @@ int iod_simc_policy_parse(const char *s, enum iod_simc_policy_kind *out)
 
 const char *iod_simc_fault_name(enum iod_simc_fault_kind k)
 {
-	static const char *const n[] = {"gpu", "node", "server", "leader"};
+	static const char *const n[] = {"gpu", "node", "server", "leader", "link", "nic"};
 	return (unsigned)k < IOD_ARRAY_LEN(n) ? n[k] : "?";
+}
+
+int iod_simc_fault_parse(const char *s, enum iod_simc_fault_kind *out)
+{
+	for (int k = IOD_SIMC_FAULT_GPU; k <= IOD_SIMC_FAULT_NIC; k++)
+		if (s && !strcmp(s, iod_simc_fault_name((enum iod_simc_fault_kind)k))) {
+			*out = (enum iod_simc_fault_kind)k;
+			return 0;
+		}
+	return -EINVAL;
 }

@@ -32,6 +32,40 @@ assert 40 <= k['detect_s'] <= 60 and k['decide_s'] >= 300, k
 assert all(x['done'] and x['invariant_violations'] == 0 for x in d)
 " && ok "node failure: recovery by phase, iod and k8s" || bad "node failure: recovery by phase, iod and k8s"
 
+"$IOD" sim --nodes 4 --gpus 16 --job-gpus 12 --steps 1500 --fail link:1@40s --fail nic:2@130s \
+	--baseline all -o json >"$tmp/l.json" &&
+	python3 -c "
+import json; d = json.load(open('$tmp/l.json'))
+i, k = d[0]['recoveries'], d[1]['recoveries']
+assert [x['kind'] for x in i] == ['link', 'nic'] and [x['kind'] for x in k] == ['link', 'nic'], d
+assert 0 < i[0]['detect_s'] < 0.1 and i[0]['start_s'] == 0 and i[0]['steps_lost'] == 0, i
+assert k[0]['detect_s'] > 30 and k[0]['start_s'] > 10, k
+assert i[1]['detect_s'] == 0 and i[1]['decide_s'] == 0, i
+assert all(x['done'] and x['invariant_violations'] == 0 for x in d)
+" && ok "link and NIC faults: rerouted (iod), aborted (k8s), restarted" ||
+	bad "link and NIC faults: rerouted (iod), aborted (k8s), restarted"
+
+"$IOD" sim --nodes 4 --gpus 16 --job-gpus 12 --steps 400 --fail node:1@40s --baseline all \
+	--seeds 2 -o csv --quiet >"$tmp/r.csv" &&
+	python3 -c "
+import csv; rows = list(csv.DictReader(open('$tmp/r.csv')))
+assert [(r['policy'], r['seed']) for r in rows] == [('iod', '1'), ('iod', '2'), ('k8s', '1'), ('k8s', '2')], rows
+assert all(r['done'] == '1' and r['recoveries'] == '1' and len(r['event_log_sha256']) == 64 for r in rows)
+assert rows[0]['ring'].count(',') >= 1 and 1.3 <= float(rows[0]['detect_s_mean']) <= 2.1, rows[0]
+assert float(rows[2]['decide_s_mean']) >= 300, rows[2]
+" && ok "-o csv: one row per policy and seed" || bad "-o csv: one row per policy and seed"
+
+"$IOD" sim --nodes 2 --node-model hgx-a100-8 --gpus 16 --steps 300 -o json >"$tmp/p.json" &&
+	"$IOD" sim --nodes 2 --node-model hgx-a100-8 --gpus 16 --steps 300 --packet-every 0 \
+		-o json >"$tmp/p0.json" &&
+	python3 -c "
+import json; d = json.load(open('$tmp/p.json'))[0]; z = json.load(open('$tmp/p0.json'))[0]
+assert d['packet_every'] == 100 and d['packet_samples'] == 3 and d['packet_events'] > 0, d
+assert d['flow_comm_ms'] > 0 and abs(d['packet_diff_pct']) < 100, d
+assert z['packet_samples'] == 0 and z['steps_done'] == d['steps_done'] == 300, z
+" && ok "packet-level samples: 1 in 100, reported against alpha-beta" ||
+	bad "packet-level samples: 1 in 100, reported against alpha-beta"
+
 printf 'model: resnet50\ngpus: 8\nsteps: 100\nbatch: 64\n' >"$tmp/job.yaml"
 "$IOD" sim --nodes 2 --gpus 8 --job "$tmp/job.yaml" --quiet >"$tmp/j.txt" &&
 	grep -q "steps 100/100" "$tmp/j.txt" && ok "job file" || bad "job file"

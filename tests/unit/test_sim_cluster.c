@@ -167,6 +167,134 @@ TEST(sim_cluster_gpu_fault_restarts_in_place)
 	free(r);
 }
 
+/* A black-holed fabric link on a used node's path: iod's adaptive routing
+ * leaves it after its probe timeout and the ring goes on (no restart, no
+ * step lost); the ECMP-only baseline waits for NCCL's transport timeout,
+ * then the node's ranks fail and restart in place. */
+TEST(sim_cluster_link_fault_reroutes_or_aborts)
+{
+	struct iod_simc_config *c = calloc(1, sizeof(*c));
+	struct iod_simc_result *r = calloc(1, sizeof(*r));
+	struct iod_err e = {0};
+	struct iod_simc_timers k8s;
+	CHECK(c && r);
+	cfg_small(c);
+	c->job.steps = 800;
+	c->faults[0] = (struct iod_simc_fault){40 * IOD_NS_PER_S, IOD_SIMC_FAULT_LINK, 1, 0};
+	c->faults_n = 1;
+	c->keep_log = true;
+	CHECK(c->timers.reroute_ns > 0 && c->timers.reroute_ns < IOD_NS_PER_S);
+	CHECK_MSG(iod_simc_run(c, r, NULL, NULL, &e) == 0, "%s", e.msg);
+	CHECK(r->done);
+	CHECK_EQ(r->rec_n, 1);
+	CHECK_EQ(r->rec[0].kind, IOD_SIMC_FAULT_LINK);
+	CHECK_EQ(r->rec[0].detect_ns, c->timers.reroute_ns);
+	CHECK_EQ(r->rec[0].start_ns, 0);
+	CHECK_EQ(r->rec[0].steps_lost, 0);
+	CHECK_EQ(r->steps_done, 800);
+	CHECK_CONTAINS(r->log, "job rerouted");
+	CHECK_EQ(r->invariant_violations, 0);
+	iod_simc_result_free(r);
+
+	c->policy = IOD_SIMC_POLICY_K8S;
+	iod_simc_timers_k8s(&k8s);
+	CHECK_EQ(k8s.reroute_ns, 0);
+	CHECK_MSG(iod_simc_run(c, r, NULL, NULL, &e) == 0, "%s", e.msg);
+	CHECK(r->done);
+	CHECK_EQ(r->rec_n, 1);
+	CHECK_EQ(r->rec[0].detect_ns, k8s.transport_timeout_ns);
+	CHECK(r->rec[0].start_ns >= 15 * IOD_NS_PER_S); /* restarted in place */
+	CHECK_EQ(r->rec[0].decide_ns, 0);
+	CHECK(r->rec[0].steps_lost > 0);
+	CHECK_CONTAINS(r->log, "nccl abort node=n1");
+	CHECK_EQ(r->invariant_violations, 0);
+	iod_simc_result_free(r);
+	free(c);
+	free(r);
+}
+
+/* A NIC fails: the node's ranks fail at once and restart in place over the
+ * remaining NIC; when the node loses its last NIC it is cut off, its lease
+ * expires and the rescheduling plan moves its replica to the spare. */
+TEST(sim_cluster_nic_fault_restarts_then_reschedules_when_cut_off)
+{
+	struct iod_simc_config *c = calloc(1, sizeof(*c));
+	struct iod_simc_result *r = calloc(1, sizeof(*r));
+	struct iod_err e = {0};
+	enum iod_simc_fault_kind k;
+	CHECK(c && r);
+	CHECK(iod_simc_fault_parse("nic", &k) == 0 && k == IOD_SIMC_FAULT_NIC);
+	CHECK(iod_simc_fault_parse("link", &k) == 0 && k == IOD_SIMC_FAULT_LINK);
+	CHECK_EQ(iod_simc_fault_parse("switch", &k), -EINVAL);
+	cfg_small(c); /* generic-4: two NICs per node */
+	c->job.steps = 1500;
+	c->faults[0] = (struct iod_simc_fault){40 * IOD_NS_PER_S, IOD_SIMC_FAULT_NIC, 1, 0};
+	c->faults[1] = (struct iod_simc_fault){100 * IOD_NS_PER_S, IOD_SIMC_FAULT_NIC, 1, 0};
+	c->faults_n = 2;
+	c->keep_log = true;
+	CHECK_MSG(iod_simc_run(c, r, NULL, NULL, &e) == 0, "%s", e.msg);
+	CHECK(r->done);
+	CHECK_EQ(r->rec_n, 2);
+	CHECK_EQ(r->rec[0].kind, IOD_SIMC_FAULT_NIC);
+	CHECK_EQ(r->rec[0].detect_ns, 0);
+	CHECK_EQ(r->rec[0].decide_ns, 0);
+	CHECK(r->rec[0].start_ns >= 15 * IOD_NS_PER_S);
+	/* cut off: found by the lease (2 s TTL), moved by the controller */
+	CHECK_MSG(r->rec[1].detect_ns >= 1300 * IOD_NS_PER_MS &&
+	              r->rec[1].detect_ns <= 2100 * IOD_NS_PER_MS,
+	          "detect %llu", (unsigned long long)r->rec[1].detect_ns);
+	CHECK(r->rec[1].decide_ns > 0);
+	CHECK_CONTAINS(r->log, "ctrl move train-1 to=n3");
+	CHECK_EQ(r->invariant_violations, 0);
+	iod_simc_result_free(r);
+	free(c);
+	free(r);
+}
+
+/* 1 iteration in packet_every runs its all-reduce's inter-node steps
+ * through the packet-level fabric simulator; the two fidelities are
+ * reported side by side, and 0 turns the sampling off. */
+TEST(sim_cluster_packet_level_samples)
+{
+	struct iod_simc_config *c = calloc(1, sizeof(*c));
+	struct iod_simc_result *r = calloc(1, sizeof(*r));
+	struct iod_err e = {0};
+	CHECK(c && r);
+	cfg_small(c);
+	c->nodes = 2;
+	snprintf(c->node_model, sizeof(c->node_model), "hgx-a100-8");
+	c->gpus_per_node = 8;
+	c->job.gpus = 16;
+	c->job.steps = 450;
+	c->job.ckpt_every_steps = 200;
+	CHECK_EQ(c->packet_every, 100); /* the default */
+	CHECK_MSG(iod_simc_run(c, r, NULL, NULL, &e) == 0, "%s", e.msg);
+	CHECK(r->done);
+	CHECK_EQ(r->steps_done, 450);
+	CHECK_EQ(r->packet_samples, 5); /* steps 0, 100, 200, 300, 400 */
+	CHECK(r->packet_events > 0);
+	CHECK(r->flow_comm_s > 0 && fabs(r->flow_comm_s - r->comm_s) < 1e-12);
+	/* the packet level pays headers and transport dynamics the calibrated
+	 * alpha-beta edge (90% of line rate) folds into one factor */
+	CHECK_MSG(r->packet_comm_s > 0.5 * r->flow_comm_s && r->packet_comm_s < 2 * r->flow_comm_s,
+	          "packet %g flow %g", r->packet_comm_s, r->flow_comm_s);
+	CHECK(r->packet_diff_pct_max >= 0);
+	CHECK_EQ(r->invariant_violations, 0);
+	char h1[65];
+	memcpy(h1, r->log_sha256, sizeof(h1));
+	iod_simc_result_free(r);
+	CHECK_EQ(iod_simc_run(c, r, NULL, NULL, &e), 0);
+	CHECK_STR(r->log_sha256, h1); /* still deterministic */
+	iod_simc_result_free(r);
+	c->packet_every = 0;
+	CHECK_EQ(iod_simc_run(c, r, NULL, NULL, &e), 0);
+	CHECK_EQ(r->packet_samples, 0);
+	CHECK_EQ(r->steps_done, 450);
+	iod_simc_result_free(r);
+	free(c);
+	free(r);
+}
+
 TEST(sim_cluster_bad_configs_say_what)
 {
 	struct iod_simc_config *c = calloc(1, sizeof(*c));
