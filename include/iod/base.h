@@ -297,6 +297,9 @@ unsigned iod_edit_distance(const char *a, const char *b, unsigned max);
 /* The candidate closest to word within distance 2 (or a prefix match), else NULL. */
 const char *iod_suggest(const char *word, const char *const *candidates, size_t n);
 bool iod_str_has_prefix(const char *s, const char *prefix);
+/* Every one of s[0..n) is in the names' alphabet [A-Za-z0-9._-] (true for n == 0;
+ * callers bound the length and any first-character rule themselves). */
+bool iod_str_name_chars(const char *s, size_t n);
 
 /* A growable string buffer for building output. */
 struct iod_buf {

@@ -73,13 +73,7 @@ bool iod_sec_name_valid(const char *name)
 	size_t n = name ? strlen(name) : 0;
 	if (!n || n >= IOD_NAME_MAX || name[0] == '.')
 		return false;
-	for (size_t i = 0; i < n; i++) {
-		char ch = name[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-'))
-			return false;
-	}
-	return true;
+	return iod_str_name_chars(name, n);
 }
 
 /* Copy path segment [p, p+n) into dst if it is a valid name. */

@@ -150,13 +150,7 @@ static bool peer_node_ok(const char *s, size_t n)
 {
 	if (n == 0 || n >= IOD_NAME_MAX)
 		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '.' || c == '_' || c == '-'))
-			return false;
-	}
-	return true;
+	return iod_str_name_chars(s, n);
 }
 
 static bool peer_addr_ok(const char *s, size_t n)

@@ -27,13 +27,7 @@ static bool name_ok(const char *s)
 	size_t n = s ? strlen(s) : 0;
 	if (n == 0 || n >= IOD_CKPT_NAME_MAX)
 		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '.' || c == '_' || c == '-'))
-			return false;
-	}
-	return true;
+	return iod_str_name_chars(s, n);
 }
 
 static int alloc_chunks(struct iod_ckpt_manifest *m, struct iod_err *e)

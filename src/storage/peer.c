@@ -175,13 +175,7 @@ static bool ns_ok(const char *s, size_t n)
 	if (n == 0 || n >= IOD_NAME_MAX ||
 	    !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z')))
 		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '.' || c == '_' || c == '-'))
-			return false;
-	}
-	return true;
+	return iod_str_name_chars(s, n);
 }
 
 /* The newest step under base holding rank's manifest; -ENOENT when none. */
