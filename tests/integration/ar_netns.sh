@@ -175,6 +175,7 @@ run_policy() { # policy -> $DIR/$1.flows: "port mbps spine"
 		"{ip: 192.168.0.2, mac: 02:00:00:00:00:02, local: true}" "{ip: 192.168.0.3, vtep: 10.10.2.1}" "$pol"
 	node_config "$DIR/dp2.yaml" 10.10.2.1 02:00:00:00:aa:02 02:00:00:00:aa:f2 "$B1" "$E2" \
 		"{ip: 192.168.0.3, mac: 02:00:00:00:00:03, local: true}" "{ip: 192.168.0.2, vtep: 10.10.1.1}" "$pol"
+	rm -f "$DIR/dp1.json" "$DIR/dp2.json" # written 1 s after each loop starts
 	"$IOD" dp run --config "$DIR/dp1.yaml" --state "$DIR/dp1.json" --duration 20s >"$DIR/dp1.$pol.out" 2>&1 &
 	d1=$!
 	"$IOD" dp run --config "$DIR/dp2.yaml" --state "$DIR/dp2.json" --duration 20s >"$DIR/dp2.$pol.out" 2>&1 &
@@ -184,7 +185,11 @@ run_policy() { # policy -> $DIR/$1.flows: "port mbps spine"
 	ip netns exec "$L1" dumpcap -q -i up2 -s 128 -f "udp dst port 4789" -w "$DIR/$pol.up2.pcap" 2>/dev/null &
 	c2=$!
 	for p in $d1 $d2 $c1 $c2; do bg_adopt "$p"; done
-	sleep 1
+	# both loops running (a fixed sleep lost the race once under load: every
+	# ecmp flow failed to connect), then the captures' start-up
+	wait_for 15 test -s "$DIR/dp1.json" && wait_for 15 test -s "$DIR/dp2.json" ||
+		echo "  (a data plane wrote no state within 15 s: $(tail -2 "$DIR/dp1.$pol.out" "$DIR/dp2.$pol.out"))"
+	sleep 0.3
 	ip netns exec "$HA" "$PY" "$DIR/cli.py" "$FLOWS" 2 >"$DIR/$pol.tput"
 	sleep 1.2 # one more state write
 	"$IOD" dp dump --state "$DIR/dp1.json" -o json >"$DIR/$pol.dump1.json" 2>&1

@@ -109,7 +109,11 @@ for a, p in (("192.168.0.3", 8080), ("192.168.0.4", 8080), ("192.168.0.3", 9090)
 threading.Event().wait()
 EOF
 bg ip netns exec "$NSB" "$PY" "$DIR/srv.py"
-sleep 1
+# both data-plane loops running (each writes its state 1 s after it starts;
+# a fixed sleep lost the race once under load: the first connect timed out)
+wait_for 15 test -s "$DIR/dp1.json" && wait_for 15 test -s "$DIR/dp2.json" ||
+	echo "  (a data plane wrote no state within 15 s: $(tail -2 "$DIR/dp1.out" "$DIR/dp2.out"))"
+sleep 0.3
 
 cat >"$DIR/cli.py" <<'EOF'
 import socket, sys
