@@ -418,7 +418,12 @@ int iod_viz_model_apply(json_t *model, const json_t *ev);
 bool iod_viz_model_unleased(const json_t *model, const char *kind, const char *name);
 json_t *iod_viz_model_list(const json_t *model, const char *kind);
 
-/* The graph as Graphviz DOT (clusters per node and per service). */
+/* The graph as Graphviz DOT (clusters per node and per service); a node's
+ * link to the fabric coloured by its utilisation band, as the page draws it. */
 int iod_viz_dot(const json_t *graph, struct iod_buf *out);
+
+/* The utilisation band of a graph edge: 0..4, the fifth of capacity its
+ * "util" falls in, or -1 when it has none ("no data"). */
+int iod_viz_util_band(const json_t *edge);
 
 #endif

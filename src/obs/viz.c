@@ -1001,6 +1001,57 @@ static int dot_node(struct iod_buf *b, const json_t *n, const char *indent)
 	                           strcmp(sval(n, "status"), "ok") ? "3" : "1.2");
 }
 
+/*
+ * A node's link to the fabric as the page draws it (src/cli/viz/style.css,
+ * classes u0..u4 and nodata, which mirror this table): a fifth of capacity
+ * picks the colour and the width; a link without a rate and a capacity is
+ * grey and dashed, "no data", never guessed. A broken link stays red.
+ */
+static const struct {
+	const char *colour, *pen;
+} util_band[5] = {
+    {"#2ca02c", "2"}, {"#8fd14f", "2.5"}, {"#e6c700", "3"}, {"#ff7f0e", "3.5"}, {"#9e0142", "4"}};
+
+int iod_viz_util_band(const json_t *edge)
+{
+	const json_t *u = json_object_get(edge, "util");
+	if (!json_is_number(u))
+		return -1;
+	double x = json_number_value(u) * 5;
+	return !(x >= 0) ? 0 : x >= 4 ? 4 : (int)x;
+}
+
+static int dot_edge(struct iod_buf *b, const json_t *e)
+{
+	const char *kind = sval(e, "kind"), *st = sval(e, "status");
+	const char *col = !strcmp(kind, "nvlink") ? "#1f77b4" : colour(st);
+	const char *style = !strcmp(kind, "placement") ? "dashed" : "solid";
+	const char *pen = !strcmp(kind, "nvlink") || !strcmp(kind, "depends") ? "2" : "1";
+	const char *tip = sval(e, "label");
+	if ((!strcmp(kind, "net") || !strcmp(kind, "fabric")) && strcmp(st, "bad")) {
+		int band = iod_viz_util_band(e);
+		if (band < 0) {
+			col = "#c4c4c4";
+			style = "dashed";
+			if (!tip[0])
+				tip = "no data";
+		} else {
+			col = util_band[band].colour;
+			pen = util_band[band].pen;
+		}
+	}
+	int rc = iod_buf_printf(b, "  ");
+	rc = rc ? rc : q(b, sval(e, "from"));
+	rc = rc ? rc : iod_buf_printf(b, " -- ");
+	rc = rc ? rc : q(b, sval(e, "to"));
+	rc = rc ? rc : iod_buf_printf(b, " [label=");
+	rc = rc ? rc : q(b, sval(e, "label"));
+	rc = rc ? rc : iod_buf_printf(b, ", tooltip=");
+	rc = rc ? rc : q(b, tip);
+	return rc ? rc
+	          : iod_buf_printf(b, ", color=\"%s\", style=%s, penwidth=%s];\n", col, style, pen);
+}
+
 int iod_viz_dot(const json_t *graph, struct iod_buf *b)
 {
 	const json_t *nodes = json_object_get(graph, "nodes"),
@@ -1063,19 +1114,7 @@ int iod_viz_dot(const json_t *graph, struct iod_buf *b)
 	{
 		if (rc)
 			break;
-		const char *kind = sval(e, "kind");
-		rc = iod_buf_printf(b, "  ");
-		rc = rc ? rc : q(b, sval(e, "from"));
-		rc = rc ? rc : iod_buf_printf(b, " -- ");
-		rc = rc ? rc : q(b, sval(e, "to"));
-		rc = rc ? rc : iod_buf_printf(b, " [label=");
-		rc = rc ? rc : q(b, sval(e, "label"));
-		rc = rc ? rc
-		        : iod_buf_printf(
-		              b, ", color=\"%s\", style=%s, penwidth=%s];\n",
-		              !strcmp(kind, "nvlink") ? "#1f77b4" : colour(sval(e, "status")),
-		              !strcmp(kind, "placement") ? "dashed" : "solid",
-		              !strcmp(kind, "nvlink") || !strcmp(kind, "depends") ? "2" : "1");
+		rc = dot_edge(b, e);
 	}
 	return rc ? rc : iod_buf_printf(b, "}\n");
 }

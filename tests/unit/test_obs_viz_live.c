@@ -427,6 +427,72 @@ TEST(viz_link_utilisation_from_data_plane_ports)
 	json_decref(nodes);
 }
 
+/* The DOT line of the edge FROM -- TO, or "" (a static copy). */
+static const char *dot_line(const char *dot, const char *from, const char *to)
+{
+	static char line[512];
+	char head[256];
+	snprintf(head, sizeof(head), "\"%s\" -- \"%s\" [", from, to);
+	const char *p = strstr(dot, head), *end = p ? strchr(p, '\n') : NULL;
+	size_t n = end ? (size_t)(end - p) : 0;
+	if (n >= sizeof(line))
+		n = sizeof(line) - 1;
+	memcpy(line, p ? p : "", n);
+	line[n] = 0;
+	return line;
+}
+
+/* `iod viz net-topology` without --live: the DOT colours a link to the
+ * fabric by its fifth of capacity, as the page does, and draws one without
+ * counters grey and dashed, "no data". */
+TEST(viz_dot_colours_links_by_utilisation)
+{
+	json_t *nodes = cluster_nodes(4);
+	json_t *tel = tel_links("NIC0", 2e9, "u0");
+	struct iod_viz_input in = {.nodes = nodes, .telemetry = tel};
+	json_t *g = iod_viz_graph(&in);
+	CHECK(g);
+	const json_t *edges = json_object_get(g, "edges");
+	CHECK_EQ(iod_viz_util_band(by_id(edges, "net:node:n00/NIC0>switch:leaf-r0")), 1);
+	CHECK_EQ(iod_viz_util_band(by_id(edges, "net:node:n02/NIC0>switch:leaf-r2")), -1);
+	struct iod_buf b;
+	iod_buf_init(&b);
+	CHECK_EQ(iod_viz_dot(g, &b), 0);
+	/* n00: 2 Gb/s of 10, the second fifth, solid */
+	const char *l0 = dot_line(b.data, "node:n00/NIC0", "switch:leaf-r0");
+	CHECK(strstr(l0, "color=\"#8fd14f\""));
+	CHECK(strstr(l0, "style=solid"));
+	CHECK(strstr(l0, "20%"));
+	/* n01: a rate but no capacity; n02: no rate; n03: no telemetry: no data */
+	const char *nd[][2] = {{"node:n01/u0", "switch:leaf-r1"},
+	                       {"node:n02/NIC0", "switch:leaf-r2"},
+	                       {"node:n03/NIC0", "switch:leaf-r0"}};
+	for (size_t i = 0; i < IOD_ARRAY_LEN(nd); i++) {
+		const char *l = dot_line(b.data, nd[i][0], nd[i][1]);
+		CHECK(strstr(l, "color=\"#c4c4c4\""));
+		CHECK(strstr(l, "style=dashed"));
+	}
+	CHECK(strstr(dot_line(b.data, "node:n02/NIC0", "switch:leaf-r2"), "tooltip=\"no data\""));
+	/* switch-to-switch links of the derived fabric: no data either */
+	CHECK(strstr(dot_line(b.data, "switch:leaf-r0", "switch:spine-a"), "style=dashed"));
+	/* NVLink keeps its own colour */
+	CHECK(strstr(dot_line(b.data, "node:n00/GPU0", "node:n00/GPU1"), "#1f77b4"));
+	iod_buf_free(&b);
+	json_decref(g);
+	json_decref(tel);
+	/* 9 Gb/s of 10: the top fifth */
+	tel = tel_links("NIC0", 9e9, "u0");
+	in.telemetry = tel;
+	g = iod_viz_graph(&in);
+	iod_buf_init(&b);
+	CHECK_EQ(iod_viz_dot(g, &b), 0);
+	CHECK(strstr(dot_line(b.data, "node:n00/NIC0", "switch:leaf-r0"), "color=\"#9e0142\""));
+	iod_buf_free(&b);
+	json_decref(g);
+	json_decref(tel);
+	json_decref(nodes);
+}
+
 /* Per-edge service rates: caller -> callee from the mesh's spans, over a
  * sliding window, on the dependency edges (not the mesh's totals). */
 static json_t *span_answer(int n_web_api, int n_web_db, int errors, int overwritten)
