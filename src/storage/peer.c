@@ -58,10 +58,16 @@
 /* How long a TLS connection may wait for a peer's bytes (an idle kept-alive
  * connection is closed after it). */
 #define PEER_TLS_WAIT_MS 60000
+/* How long a client has to finish its TLS handshake (a silent or slow one
+ * would hold a connection slot otherwise), as Raft's. */
+#define PEER_TLS_HANDSHAKE_MS 2000
+/* Refused connections are logged at most once per this. */
+#define PEER_WARN_EVERY_MS 10000
 
 struct iod_ckpt_peer {
 	int lfd;
 	struct iod_sec_tls_creds *creds; /* NULL: plain HTTP (loopback); not owned */
+	_Atomic uint64_t warned_ms;      /* when a refusal was last logged (monotonic) */
 	pthread_t th;
 	volatile int stop;
 	/* open connections: stop shuts them down and waits for their threads,
@@ -361,20 +367,33 @@ static void *peer_conn(void *arg)
 	if (a.p->creds) { /* mTLS: a client certificate from the cluster CA, or nothing */
 		struct iod_err e = {0};
 		unsigned want = 0;
-		int rc = iod_sec_tls_open(a.p->creds, a.fd, false, &pc.tls, &e);
+		uint64_t t0 = iod_clock_now_ns() / IOD_NS_PER_MS, now = t0;
+		/* non-blocking: every wait below is bounded (poll with a deadline) */
+		int rc = fcntl(a.fd, F_SETFL, fcntl(a.fd, F_GETFL) | O_NONBLOCK) < 0
+		             ? -errno
+		             : iod_sec_tls_open(a.p->creds, a.fd, false, &pc.tls, &e);
 		while (!rc && (rc = iod_sec_tls_handshake(pc.tls, &want, &e)) == -EAGAIN) {
 			struct pollfd pf = {.fd = a.fd, .events = (short)want};
-			if (a.p->stop || poll(&pf, 1, PEER_TLS_WAIT_MS) <= 0)
-				rc = -ETIMEDOUT;
+			now = iod_clock_now_ns() / IOD_NS_PER_MS;
+			if (a.p->stop || now >= t0 + PEER_TLS_HANDSHAKE_MS ||
+			    poll(&pf, 1, (int)(t0 + PEER_TLS_HANDSHAKE_MS - now)) < 0)
+				rc = iod_err_set(&e, -ETIMEDOUT, "no TLS handshake within %d ms",
+				                 PEER_TLS_HANDSHAKE_MS);
+			else
+				rc = 0; /* go on with the handshake */
 		}
-		if (rc && !a.p->stop)
-			IOD_WARN("ckpt", "checkpoint peer %s: refused a connection: %s", a.p->addr,
-			         e.msg[0] ? e.msg : strerror(-rc));
 		const struct iod_sec_cert_info *who = rc ? NULL : iod_sec_tls_peer(pc.tls);
 		ok = who && peer_kind_ok(who->id.kind);
-		if (who && !ok)
-			IOD_WARN("ckpt", "checkpoint peer %s: refused a %s's certificate",
-			         a.p->addr, iod_sec_kind_name(who->id.kind));
+		now = iod_clock_now_ns() / IOD_NS_PER_MS;
+		if (!ok && !a.p->stop && now >= a.p->warned_ms + PEER_WARN_EVERY_MS) {
+			a.p->warned_ms = now;
+			if (who)
+				IOD_WARN("ckpt", "checkpoint peer %s: refused a %s's certificate",
+				         a.p->addr, iod_sec_kind_name(who->id.kind));
+			else
+				IOD_WARN("ckpt", "checkpoint peer %s: refused a connection: %s",
+				         a.p->addr, e.msg[0] ? e.msg : strerror(-rc));
+		}
 	}
 	while (ok && m && buf && !a.p->stop) {
 		int rc = iod_http_parse(buf, len, false, m);

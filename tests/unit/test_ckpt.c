@@ -513,7 +513,7 @@ TEST(peer_copies_over_mtls_with_cluster_certificates)
 /* A client whose certificate is from another CA (it trusts the cluster's,
  * so only the server can refuse it) is refused at the handshake: its
  * chunks are never kept, nothing it asks for is read; nor is a user of the
- * cluster served. */
+ * cluster served, nor a client that never finishes its handshake. */
 TEST(peer_over_mtls_refuses_a_foreign_ca)
 {
 	static uint8_t a[A_BYTES];
@@ -551,6 +551,26 @@ TEST(peer_over_mtls_refuses_a_foreign_ca)
 	CHECK(iod_ckpt_peer_put(ns, &m, a, &err) != 0);
 	CHECK(stat(path, &st) != 0);
 	iod_ckpt_peer_client_creds(NULL);
+	/* a client that never starts its handshake does not hold its slot:
+	 * closed after PEER_TLS_HANDSHAKE_MS (2 s) */
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	const char *colon = strrchr(iod_ckpt_peer_addr(p), ':');
+	sa.sin_port = htons((uint16_t)atoi(colon + 1));
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct timeval tv = {.tv_sec = 6};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	CHECK_EQ(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	char junk[256]; /* at most a TLS alert, then the end */
+	uint64_t t0 = iod_clock_now_ns();
+	ssize_t got_n;
+	while ((got_n = recv(fd, junk, sizeof(junk), 0)) > 0)
+		;
+	CHECK_EQ(got_n, 0);
+	uint64_t waited_ms = (iod_clock_now_ns() - t0) / IOD_NS_PER_MS;
+	CHECK_MSG(waited_ms >= 1500 && waited_ms < 5000, "closed after %llu ms",
+	          (unsigned long long)waited_ms);
+	close(fd);
 	iod_ckpt_manifest_free(&m);
 	iod_ckpt_peer_stop(p);
 	iod_sec_tls_creds_free(user);
