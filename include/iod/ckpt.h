@@ -217,13 +217,32 @@ int iod_ckpt_raft_latest(struct iod_api_client *api, const char *replica, uint32
 struct iod_ckpt_peer;
 
 /*
- * Serve a peer's copies from dir (a tier directory) on listen_addr, which
- * must be a loopback IPv4 address (-EPERM otherwise: the transport has no
- * authentication or TLS yet). Chunks are checked against their XXH3 before
- * they are kept; a manifest only when every chunk it names is held.
+ * Serve a peer's copies from dir (a tier directory) on listen_addr over
+ * plain HTTP, which must be a loopback IPv4 address (-EPERM otherwise: no
+ * listener beyond loopback without authentication and TLS). Chunks are
+ * checked against their XXH3 before they are kept; a manifest only when
+ * every chunk it names is held.
  */
 int iod_ckpt_peer_start(const char *listen_addr, const char *dir, struct iod_ckpt_peer **out,
                         struct iod_err *e);
+/*
+ * The same over mutual TLS on any IPv4 address: the server presents creds'
+ * certificate (an agent's node certificate) and refuses at the handshake a
+ * client without a certificate from creds' CA (or one of a user). creds is
+ * not owned and must outlive the server; NULL is iod_ckpt_peer_start.
+ */
+struct iod_sec_tls_creds;
+int iod_ckpt_peer_start_tls(const char *listen_addr, const char *dir,
+                            struct iod_sec_tls_creds *creds, struct iod_ckpt_peer **out,
+                            struct iod_err *e);
+/*
+ * The credentials every checkpoint peer client of this process uses
+ * (iod_ckpt_peer_put, iod_ckpt_fetch, iod_ckpt_peer_get_chunk,
+ * iod_ckpt_peer_latest, stores with peers): with creds, each connection is
+ * mTLS and the server must prove it is a node of the cluster; NULL (the
+ * default) is plain HTTP. Not owned; set it before opening stores.
+ */
+void iod_ckpt_peer_client_creds(struct iod_sec_tls_creds *creds);
 void iod_ckpt_peer_stop(struct iod_ckpt_peer *p);
 /* The address it listens on (with the port the kernel chose for port 0). */
 const char *iod_ckpt_peer_addr(const struct iod_ckpt_peer *p);

@@ -102,6 +102,8 @@ struct iod_http_conn {
 	int fd;                          /* the socket, when open */
 	char addr[IOD_ADDR_MAX];         /* host:port it talks to */
 	struct iod_sec_tls_creds *creds; /* NULL = plain HTTP; not owned, outlives the conn */
+	int tls_peer_kind;               /* with creds: what the server must be (an enum
+	                                    iod_sec_kind); 0 (anonymous) = a server */
 	const char *token;               /* bearer token sent with each request; NULL/"" = none */
 	struct iod_sec_tls *tls;         /* the TLS session on fd (creds set) */
 	uint64_t tls_gen;                /* creds' rotations when tls opened: a rotated

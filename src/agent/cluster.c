@@ -67,30 +67,35 @@ struct iod_agent_cluster {
 /*
  * The node's checkpoint chunk server (docs/storage.md, "Peers run by the
  * agents"): other nodes' stateful replicas keep their copies here, one
- * namespace (directory) per replica under <data dir>/ckpt-peer. Loopback
- * only (the transport has no mTLS yet): on the node's own address, and only
- * when that is a loopback one (other nodes could not reach 127.0.0.1 of
- * this one). Failing to start it only warns: the node then holds no copies
- * for others.
+ * namespace (directory) per replica under <data dir>/ckpt-peer, on the
+ * node's own address. On a loopback address (`iod up`: every node on one
+ * host) it is plain HTTP; on any other it is mutual TLS with the node's
+ * certificate (a client needs one from the cluster CA), and without node
+ * credentials there is none (no listener beyond loopback without
+ * authentication and TLS). Failing to start it only warns: the node then
+ * holds no copies for others.
  */
 static void ckpt_peer_start(struct iod_agent_cluster *c)
 {
 	char dir[IOD_AGENT_PATH_MAX + 16], listen[IOD_ADDR_MAX + 8];
 	struct iod_err e = {0};
-	if (strncmp(c->addr, "127.", 4)) {
+	bool loopback = !strncmp(c->addr, "127.", 4);
+	if (!loopback && !c->cfg->creds) {
 		IOD_INFO("agent",
 		         "no checkpoint chunk server: node address %s is not a loopback one, "
-		         "and the chunk server has no mTLS yet (docs/storage.md)",
+		         "and the node has no certificate for its mTLS (docs/storage.md)",
 		         c->addr);
 		return;
 	}
 	snprintf(dir, sizeof(dir), "%s/ckpt-peer", c->cfg->data_dir);
 	snprintf(listen, sizeof(listen), "%s:0", c->addr);
-	if (iod_ckpt_peer_start(listen, dir, &c->ckpt_peer, &e))
+	if (iod_ckpt_peer_start_tls(listen, dir, loopback ? NULL : c->cfg->creds, &c->ckpt_peer,
+	                            &e))
 		IOD_WARN("agent", "no checkpoint chunk server: %s", e.msg);
 	else
-		IOD_INFO("agent", "checkpoint chunk server on %s over %s",
-		         iod_ckpt_peer_addr(c->ckpt_peer), dir);
+		IOD_INFO("agent", "checkpoint chunk server on %s (%s) over %s",
+		         iod_ckpt_peer_addr(c->ckpt_peer), loopback ? "HTTP, loopback" : "mTLS",
+		         dir);
 }
 
 /* desired.c hands services' own seccomp profiles here (watcher thread). */

@@ -348,7 +348,9 @@ static int ckpt_of(const struct iod_spec *sp, struct iod_agent_replica *r, struc
  * (docs/storage.md, "Peers run by the agents"): $IOD_CKPT_PEERS lists the
  * other nodes' chunk servers (each Node's ckpt_peer) with the replica's
  * namespace, other zones first, then other racks, then the rest, in name
- * order within each; $IOD_CKPT_HERE is this node's own.
+ * order within each; $IOD_CKPT_HERE is this node's own. Only loopback
+ * chunk servers (plain HTTP) are listed: one on another address is mTLS,
+ * and the replicas hold no certificate to speak it yet.
  */
 static int ckpt_peers_of(const char *node, const json_t *nodes, struct iod_agent_replica *r,
                          struct iod_err *e)
@@ -379,7 +381,9 @@ static int ckpt_peers_of(const char *node, const json_t *nodes, struct iod_agent
 			                                 IOD_OBJ_NODE_CKPT_PEER),
 			           *rk = iod_obj_peek_str(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_RACK),
 			           *zn = iod_obj_peek_str(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_ZONE);
-			if (iod_json_get_str(x, "name", &name) || !a || !a[0] ||
+			/* a chunk server beyond loopback speaks mTLS only, and the
+			 * replicas are given no certificate for it (docs/storage.md) */
+			if (iod_json_get_str(x, "name", &name) || !a || strncmp(a, "127.", 4) ||
 			    strlen(name) >= IOD_NAME_MAX)
 				continue;
 			bool other_zone =

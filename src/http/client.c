@@ -6,7 +6,7 @@
  * thread. The answer is read with the codec of http.c (the same strict
  * framing the proxy applies). With credentials the connection is HTTPS
  * through src/sec/tls.c: the server must prove it is a server of the
- * cluster, and a rotated certificate opens a new connection. One
+ * cluster (or the kind the connection names: an agent's checkpoint peer), and a rotated certificate opens a new connection. One
  * connection is kept alive between requests to the same server; a
  * kept-alive one that the server closed is retried once on a fresh one.
  *
@@ -146,7 +146,10 @@ static int conn_open(struct iod_http_conn *c, const char *addr, uint64_t deadlin
 	if (!c->creds)
 		return 0;
 	struct iod_err e1 = {0};
-	rc = iod_sec_tls_connect(c->creds, fd, IOD_SEC_KIND_SERVER, deadline, &c->tls, &e1);
+	rc = iod_sec_tls_connect(c->creds, fd,
+	                         c->tls_peer_kind ? (enum iod_sec_kind)c->tls_peer_kind
+	                                          : IOD_SEC_KIND_SERVER,
+	                         deadline, &c->tls, &e1);
 	if (rc) {
 		c->tls = NULL;
 		iod_http_conn_close(c);

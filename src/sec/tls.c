@@ -1,7 +1,8 @@
 /*
  * tls.c: mutual TLS sessions on non-blocking sockets (GnuTLS), for the
  * connections iod makes between its own processes: Raft between servers
- * (through the transport's stream seam) and the mesh between proxies.
+ * (through the transport's stream seam), the mesh between proxies, and
+ * the agents' checkpoint chunk servers (src/storage/peer.c).
  *
  * Both sides present a certificate from the cluster CA and both verify
  * the other's, then the peer's identity (its spiffe:// URI) is what callers

@@ -15,15 +15,22 @@
  *
  * Requests are framed by the one HTTP codec (src/http/http.c); answers to
  * GETs are read with the one HTTP client. One thread per connection (at
- * most PEER_CONNS_MAX; stopping the server ends them and waits); the
- * listener is refused on anything but a loopback address (no listener
- * beyond loopback without authentication and TLS; the agents' mTLS
- * transport is not built). The sender (iod_ckpt_peer_put) and the reader
- * (iod_ckpt_fetch) are the clients.
+ * most PEER_CONNS_MAX; stopping the server ends them and waits).
+ *
+ * Two transports. Plain HTTP (iod_ckpt_peer_start) only on a loopback
+ * address: no listener beyond loopback without authentication and TLS.
+ * Mutual TLS (iod_ckpt_peer_start_tls) on any address, through the one TLS
+ * layer (src/sec/tls.c): the server presents its certificate (an agent's
+ * node certificate) and requires one from the cluster CA of every client,
+ * so a peer without one is refused at the handshake. The sender
+ * (iod_ckpt_peer_put) and the readers (iod_ckpt_fetch, _get_chunk,
+ * _latest) are the clients; they speak TLS when the process has set its
+ * client credentials (iod_ckpt_peer_client_creds).
  */
 #include "internal.h"
 
 #include "iod/http.h"
+#include "iod/sec.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -48,8 +55,19 @@
 /* Connections a server holds at most; more wait in the listen backlog. */
 #define PEER_CONNS_MAX 64
 
+/* How long a TLS connection may wait for a peer's bytes (an idle kept-alive
+ * connection is closed after it). */
+#define PEER_TLS_WAIT_MS 60000
+/* How long a client has to finish its TLS handshake (a silent or slow one
+ * would hold a connection slot otherwise), as Raft's. */
+#define PEER_TLS_HANDSHAKE_MS 2000
+/* Refused connections are logged at most once per this. */
+#define PEER_WARN_EVERY_MS 10000
+
 struct iod_ckpt_peer {
 	int lfd;
+	struct iod_sec_tls_creds *creds; /* NULL: plain HTTP (loopback); not owned */
+	_Atomic uint64_t warned_ms;      /* when a refusal was last logged (monotonic) */
 	pthread_t th;
 	volatile int stop;
 	/* open connections: stop shuts them down and waits for their threads,
@@ -84,9 +102,25 @@ static bool file_name_ok(const char *f, bool *manifest)
 	return p && !strcmp(p, ".chunk");
 }
 
-static bool send_all(int fd, const void *p, size_t n)
+/* One accepted connection: the socket and, with mTLS, its session. */
+struct pconn {
+	int fd;
+	struct iod_sec_tls *tls; /* NULL: plain HTTP */
+};
+
+static uint64_t deadline_ms(void)
+{
+	return iod_clock_now_ns() / IOD_NS_PER_MS + PEER_TLS_WAIT_MS;
+}
+
+static bool send_all(struct pconn *pc, const void *p, size_t n)
 {
 	const char *c = p;
+	int fd = pc->fd;
+	if (pc->tls) {
+		struct iod_err e = {0};
+		return iod_sec_tls_write_all(pc->tls, fd, p, n, deadline_ms(), &e) == 0;
+	}
 	while (n) {
 		ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
 		if (w < 0 && errno == EINTR)
@@ -99,7 +133,17 @@ static bool send_all(int fd, const void *p, size_t n)
 	return true;
 }
 
-static bool answer_body(int fd, int status, const void *body, size_t len)
+/* Bytes from the connection: > 0, 0 at its end, < 0 on an error. */
+static long conn_recv(struct pconn *pc, void *buf, size_t n)
+{
+	if (pc->tls) {
+		struct iod_err e = {0};
+		return iod_sec_tls_read_wait(pc->tls, pc->fd, buf, n, deadline_ms(), &e);
+	}
+	return (long)recv(pc->fd, buf, n, 0);
+}
+
+static bool answer_body(struct pconn *fd, int status, const void *body, size_t len)
 {
 	char head[512];
 	int n = snprintf(head, sizeof(head),
@@ -110,7 +154,7 @@ static bool answer_body(int fd, int status, const void *body, size_t len)
 }
 
 /* An answer whose body is a short text (a reason, or "held"). */
-static bool answer(int fd, int status, const char *why)
+static bool answer(struct pconn *fd, int status, const char *why)
 {
 	return answer_body(fd, status, why, strlen(why));
 }
@@ -203,8 +247,8 @@ static int latest_held(const char *base, unsigned rank, unsigned long long *step
 	return found ? 0 : -ENOENT;
 }
 
-static void handle(struct iod_ckpt_peer *p, int fd, const char *method, const char *target,
-                   const char *xxh3, const char *body, size_t len)
+static void handle(struct iod_ckpt_peer *p, struct pconn *fd, const char *method,
+                   const char *target, const char *xxh3, const char *body, size_t len)
 {
 	char base[PATH_MAX + 80], dir[PATH_MAX + 112], path[PATH_MAX + 176], file[64] = "",
 	                                                                     why[200];
@@ -303,6 +347,13 @@ struct conn_arg {
 	int fd;
 };
 
+/* Who may keep or read copies over mTLS: the cluster's own processes (an
+ * agent's node, a replica's service identity, a server), not users. */
+static bool peer_kind_ok(enum iod_sec_kind k)
+{
+	return k == IOD_SEC_KIND_NODE || k == IOD_SEC_KIND_SERVICE || k == IOD_SEC_KIND_SERVER;
+}
+
 static void *peer_conn(void *arg)
 {
 	struct conn_arg a = *(struct conn_arg *)arg;
@@ -310,25 +361,58 @@ static void *peer_conn(void *arg)
 	char *buf = malloc(PEER_HEAD_MAX + 1);
 	char *body = NULL;
 	size_t len = 0;
+	struct pconn pc = {.fd = a.fd, .tls = NULL};
+	bool ok = true;
 	free(arg);
-	while (m && buf && !a.p->stop) {
+	if (a.p->creds) { /* mTLS: a client certificate from the cluster CA, or nothing */
+		struct iod_err e = {0};
+		unsigned want = 0;
+		uint64_t t0 = iod_clock_now_ns() / IOD_NS_PER_MS, now = t0;
+		/* non-blocking: every wait below is bounded (poll with a deadline) */
+		int rc = fcntl(a.fd, F_SETFL, fcntl(a.fd, F_GETFL) | O_NONBLOCK) < 0
+		             ? -errno
+		             : iod_sec_tls_open(a.p->creds, a.fd, false, &pc.tls, &e);
+		while (!rc && (rc = iod_sec_tls_handshake(pc.tls, &want, &e)) == -EAGAIN) {
+			struct pollfd pf = {.fd = a.fd, .events = (short)want};
+			now = iod_clock_now_ns() / IOD_NS_PER_MS;
+			if (a.p->stop || now >= t0 + PEER_TLS_HANDSHAKE_MS ||
+			    poll(&pf, 1, (int)(t0 + PEER_TLS_HANDSHAKE_MS - now)) < 0)
+				rc = iod_err_set(&e, -ETIMEDOUT, "no TLS handshake within %d ms",
+				                 PEER_TLS_HANDSHAKE_MS);
+			else
+				rc = 0; /* go on with the handshake */
+		}
+		const struct iod_sec_cert_info *who = rc ? NULL : iod_sec_tls_peer(pc.tls);
+		ok = who && peer_kind_ok(who->id.kind);
+		now = iod_clock_now_ns() / IOD_NS_PER_MS;
+		if (!ok && !a.p->stop && now >= a.p->warned_ms + PEER_WARN_EVERY_MS) {
+			a.p->warned_ms = now;
+			if (who)
+				IOD_WARN("ckpt", "checkpoint peer %s: refused a %s's certificate",
+				         a.p->addr, iod_sec_kind_name(who->id.kind));
+			else
+				IOD_WARN("ckpt", "checkpoint peer %s: refused a connection: %s",
+				         a.p->addr, e.msg[0] ? e.msg : strerror(-rc));
+		}
+	}
+	while (ok && m && buf && !a.p->stop) {
 		int rc = iod_http_parse(buf, len, false, m);
 		if (rc == -EAGAIN) {
 			if (len >= PEER_HEAD_MAX)
 				break;
-			ssize_t n = recv(a.fd, buf + len, PEER_HEAD_MAX - len, 0);
+			long n = conn_recv(&pc, buf + len, PEER_HEAD_MAX - len);
 			if (n <= 0)
 				break;
 			len += (size_t)n;
 			continue;
 		}
 		if (rc || m->chunked || (m->has_length && m->content_length > PEER_BODY_MAX)) {
-			answer(a.fd, 400, "bad request head, chunked body or body too large");
+			answer(&pc, 400, "bad request head, chunked body or body too large");
 			break;
 		}
 		char method[8] = "", target[224] = "", xxh3[24] = "";
 		if (m->method_len >= sizeof(method) || m->target_len >= sizeof(target)) {
-			answer(a.fd, 400, "method or path too long");
+			answer(&pc, 400, "method or path too long");
 			break;
 		}
 		memcpy(method, buf + m->method_off, m->method_len);
@@ -354,20 +438,21 @@ static void *peer_conn(void *arg)
 		memmove(buf, buf + m->head_len + have, rest);
 		len = rest;
 		while (got < blen) {
-			ssize_t n = recv(a.fd, body + got, blen - got, 0);
+			long n = conn_recv(&pc, body + got, blen - got);
 			if (n <= 0)
 				break;
 			got += (size_t)n;
 		}
 		if (got < blen)
 			break;
-		handle(a.p, a.fd, method, target, have_hash ? xxh3 : NULL, body, blen);
+		handle(a.p, &pc, method, target, have_hash ? xxh3 : NULL, body, blen);
 		if (!keep)
 			break;
 	}
 	free(body);
 	free(buf);
 	free(m);
+	iod_sec_tls_close(pc.tls);
 	pthread_mutex_lock(&a.p->mu);
 	for (int i = 0; i < PEER_CONNS_MAX; i++)
 		if (a.p->conn_fd[i] == a.fd)
@@ -426,6 +511,13 @@ static void *peer_accept(void *arg)
 int iod_ckpt_peer_start(const char *listen_addr, const char *dir, struct iod_ckpt_peer **out,
                         struct iod_err *e)
 {
+	return iod_ckpt_peer_start_tls(listen_addr, dir, NULL, out, e);
+}
+
+int iod_ckpt_peer_start_tls(const char *listen_addr, const char *dir,
+                            struct iod_sec_tls_creds *creds, struct iod_ckpt_peer **out,
+                            struct iod_err *e)
+{
 	char host[64];
 	const char *colon = strrchr(listen_addr, ':');
 	struct sockaddr_in sa = {.sin_family = AF_INET};
@@ -435,17 +527,21 @@ int iod_ckpt_peer_start(const char *listen_addr, const char *dir, struct iod_ckp
 		    e, -EINVAL, "checkpoint peer: listen address %s is not host:port", listen_addr);
 	snprintf(host, sizeof(host), "%.*s", (int)(colon - listen_addr), listen_addr);
 	sa.sin_port = htons((uint16_t)atoi(colon + 1));
-	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1 || (ntohl(sa.sin_addr.s_addr) >> 24) != 127)
-		return iod_err_set(e, -EPERM,
-		                   "checkpoint peer: %s is not a loopback IPv4 address; the peer "
-		                   "transport has no authentication or TLS yet",
-		                   host);
+	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+		return iod_err_set(e, -EINVAL, "checkpoint peer: %s is not an IPv4 address", host);
+	if (!creds && (ntohl(sa.sin_addr.s_addr) >> 24) != 127)
+		return iod_err_set(
+		    e, -EPERM,
+		    "checkpoint peer: %s is not a loopback IPv4 address; plain HTTP "
+		    "is for loopback only, beyond it the peer needs mTLS credentials",
+		    host);
 	if (mkdir(dir, 0755) && errno != EEXIST)
 		return iod_err_set(e, -errno, "checkpoint peer: cannot create %s: %s", dir,
 		                   strerror(errno));
 	struct iod_ckpt_peer *p = calloc(1, sizeof(*p));
 	if (!p)
 		return iod_err_set(e, -ENOMEM, "out of memory");
+	p->creds = creds;
 	snprintf(p->dir, sizeof(p->dir), "%s", dir);
 	snprintf(p->addr, sizeof(p->addr), "%s", listen_addr);
 	pthread_mutex_init(&p->mu, NULL);
@@ -502,6 +598,23 @@ void iod_ckpt_peer_stop(struct iod_ckpt_peer *p)
 
 /* ---- clients ---- */
 
+/* The process' client credentials (iod_ckpt_peer_client_creds); NULL: plain. */
+static struct iod_sec_tls_creds *_Atomic client_creds;
+
+void iod_ckpt_peer_client_creds(struct iod_sec_tls_creds *c)
+{
+	client_creds = c;
+}
+
+/* A client connection: TLS with the process' credentials, the server an
+ * agent (its node certificate). */
+static void conn_init(struct iod_http_conn *c)
+{
+	iod_http_conn_init(c);
+	c->creds = client_creds;
+	c->tls_peer_kind = IOD_SEC_KIND_NODE;
+}
+
 /* "host:port[/ns]" into the host:port to connect to and the path prefix,
  * "/ckpt" or "/ckpt/<ns>". */
 static int split_addr(const char *addr, char *hp, size_t hcap, char *pre, size_t pcap,
@@ -548,7 +661,7 @@ int iod_ckpt_peer_put(const char *addr, const struct iod_ckpt_manifest *m, const
 	char file[64], *text = NULL;
 	size_t len = 0;
 	int rc = 0;
-	iod_http_conn_init(&c);
+	conn_init(&c);
 	uint64_t off = 0;
 	for (uint32_t r = 0, i = 0; r < m->regions_n && !rc; r++) {
 		for (uint32_t k = 0; k < m->regions[r].chunks && !rc; k++, i++) {
@@ -607,7 +720,7 @@ static void *fetch_part(void *arg)
 	struct iod_http_conn c;
 	struct iod_http_response r = {0};
 	char file[64];
-	iod_http_conn_init(&c);
+	conn_init(&c);
 	c.body_max = PEER_BODY_MAX;
 	for (uint32_t i = j->t; !j->rc && i < j->m->chunks_n; i += FETCH_CONNS) {
 		const struct iod_ckpt_mchunk *k = &j->m->chunks[i];
@@ -635,7 +748,7 @@ int iod_ckpt_fetch(const char *addr, uint32_t rank, uint64_t step, const struct 
 	struct iod_ckpt_manifest m;
 	char file[64];
 	int rc;
-	iod_http_conn_init(&c);
+	conn_init(&c);
 	c.body_max = PEER_BODY_MAX;
 	snprintf(file, sizeof(file), "r%u.manifest", rank);
 	if ((rc = get_one(&c, addr, step, file, &r, e))) {
@@ -695,7 +808,7 @@ int iod_ckpt_peer_get_chunk(const char *addr, uint32_t rank, uint64_t step,
 	struct iod_http_response r = {0};
 	char file[64];
 	int rc;
-	iod_http_conn_init(&c);
+	conn_init(&c);
 	c.body_max = PEER_BODY_MAX;
 	snprintf(file, sizeof(file), "r%u-%u-%u.chunk", rank, k->region, k->index);
 	if (!(rc = get_one(&c, addr, step, file, &r, e))) {
@@ -721,7 +834,7 @@ int iod_ckpt_peer_latest(const char *addr, uint32_t rank, uint64_t *step, struct
 	*step = 0;
 	if (rc)
 		return rc;
-	iod_http_conn_init(&c);
+	conn_init(&c);
 	snprintf(path, sizeof(path), "%s/latest?rank=%u", pre, rank);
 	rc = iod_http_request(&c, hp, "GET", path, NULL, NULL, NULL, 0, 5000, &r, e);
 	if (!rc && r.status != 200)

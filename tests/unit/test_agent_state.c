@@ -145,10 +145,14 @@ TEST(desired_stateful_replica_gets_the_specs_storage)
 	              "\"r2\",\"zone\":\"z1\"}},"
 	              "{\"name\":\"n4\",\"value\":{\"ckpt_peer\":\"127.0.0.1:5004\",\"rack\":"
 	              "\"r3\",\"zone\":\"z2\"}},"
-	              "{\"name\":\"n5\",\"value\":{\"rack\":\"r4\"}}]}");
+	              "{\"name\":\"n5\",\"value\":{\"rack\":\"r4\"}},"
+	              "{\"name\":\"n6\",\"value\":{\"ckpt_peer\":\"10.0.0.6:5006\",\"zone\":"
+	              "\"z3\"}}]}");
 	CHECK(nodes);
 	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, NULL, r, 3, &n, &e), 0);
 	CHECK_MSG(!r[0].fail[0], "%s", r[0].fail);
+	/* n6's chunk server is beyond loopback (mTLS), which the replica
+	 * cannot speak: not listed */
 	CHECK_STR(env_of(&r[0], "IOD_CKPT_PEERS"),
 	          "n4=127.0.0.1:5004/ps-0,n3=127.0.0.1:5003/ps-0,n2=127.0.0.1:5002/ps-0");
 	CHECK_STR(env_of(&r[0], "IOD_CKPT_HERE"), "n1=127.0.0.1:5001/ps-0");

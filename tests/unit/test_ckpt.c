@@ -8,6 +8,7 @@
  */
 #include "harness.h"
 #include "iod/ckpt.h"
+#include "iod/sec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +21,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 static struct iod_err err;
 
@@ -420,6 +423,161 @@ TEST(replicated_save_to_peers_quorum_and_restore_from_a_peer)
 	f.o.min_size = 4;
 	CHECK_EQ(iod_ckpt_open(&f.o, &c, &err), -EINVAL);
 	CHECK_CONTAINS(err.msg, "min_size");
+}
+
+/* Credentials of kind/name: a certificate signed by ca, trusting trust's CA. */
+static struct iod_sec_tls_creds *creds_of(struct iod_sec_ca *ca, struct iod_sec_ca *trust,
+                                          enum iod_sec_kind kind, const char *name)
+{
+	struct iod_sec_cert_req rq;
+	struct iod_sec_pem pem;
+	struct iod_sec_tls_creds *c = NULL;
+	memset(&rq, 0, sizeof(rq));
+	rq.id.kind = kind;
+	rq.id.role = kind == IOD_SEC_KIND_USER ? IOD_SEC_ROLE_ADMIN : IOD_SEC_ROLE_NONE;
+	snprintf(rq.id.name, sizeof(rq.id.name), "%s", name);
+	snprintf(rq.id.tenant, sizeof(rq.id.tenant), "default");
+	rq.server = true;
+	rq.not_before_s = (uint64_t)time(NULL);
+	rq.ttl_s = 3600;
+	if (iod_sec_ca_issue(ca, &rq, &pem, &err))
+		return NULL;
+	iod_sec_tls_creds_new(iod_sec_ca_cert_pem(trust), pem.cert, pem.key, &c, &err);
+	iod_sec_pem_free(&pem);
+	return c;
+}
+
+/* The agents' chunk server over mTLS (docs/storage.md): a replica with a
+ * certificate of the cluster saves to it, reads its latest step and
+ * restores byte-exact; the server listens beyond loopback only with
+ * credentials; a plain client, or one without a certificate, gets nothing. */
+TEST(peer_copies_over_mtls_with_cluster_certificates)
+{
+	static uint8_t a[A_BYTES], b[B_BYTES], ra[A_BYTES], rb[B_BYTES];
+	struct iod_sec_ca *ca = NULL;
+	struct fix f = {0};
+	struct iod_ckpt *c;
+	struct iod_ckpt_peer *p, *any;
+	char d[600], ns[IOD_CKPT_PEER_ADDR_MAX];
+	uint64_t step = 0;
+	CHECK_EQ(iod_sec_ca_create("c1", (uint64_t)time(NULL), 86400, &ca, &err), 0);
+	struct iod_sec_tls_creds *node = creds_of(ca, ca, IOD_SEC_KIND_NODE, "node-2");
+	struct iod_sec_tls_creds *svc = creds_of(ca, ca, IOD_SEC_KIND_SERVICE, "ps");
+	struct iod_sec_tls_creds *nocert = NULL;
+	CHECK(node && svc);
+	CHECK_EQ(iod_sec_tls_creds_new(iod_sec_ca_cert_pem(ca), NULL, NULL, &nocert, &err), 0);
+	snprintf(d, sizeof(d), "%s/tlspeer", iod_test_tmpdir());
+	/* beyond loopback: refused plain, taken with mTLS */
+	CHECK_EQ(iod_ckpt_peer_start("0.0.0.0:0", d, &any, &err), -EPERM);
+	CHECK_MSG(iod_ckpt_peer_start_tls("0.0.0.0:0", d, node, &any, &err) == 0, "%s", err.msg);
+	iod_ckpt_peer_stop(any);
+	CHECK_MSG(iod_ckpt_peer_start_tls("127.0.0.1:0", d, node, &p, &err) == 0, "%s", err.msg);
+	snprintf(ns, sizeof(ns), "%s/ps-0", iod_ckpt_peer_addr(p));
+	iod_ckpt_peer_client_creds(svc);
+	CHECK_EQ(iod_ckpt_peer_latest(ns, 0, &step, &err), -ENOENT);
+	fix_init(&f, "tlsprimary", 2000000);
+	f.o.peers[0] = ns;
+	f.o.peers_n = 1;
+	f.o.min_size = 2;
+	CHECK_MSG(iod_ckpt_open(&f.o, &c, &err) == 0, "%s", err.msg);
+	fill(a, A_BYTES, 41), fill(b, B_BYTES, 42);
+	CHECK_MSG(save_wait(c, 4, a, b) == 0, "%s", err.msg);
+	iod_ckpt_close(c);
+	CHECK_MSG(iod_ckpt_peer_latest(ns, 0, &step, &err) == 0, "%s", err.msg);
+	CHECK_U64(step, 4);
+	struct iod_ckpt_region r[] = {{"params", ra, A_BYTES}, {"optim", rb, B_BYTES}};
+	CHECK_MSG(iod_ckpt_fetch(ns, 0, 4, r, 2, &err) == 0, "%s", err.msg);
+	CHECK(!memcmp(ra, a, A_BYTES) && !memcmp(rb, b, B_BYTES));
+	/* a plain HTTP client, and a TLS client without a certificate: nothing */
+	iod_ckpt_peer_client_creds(NULL);
+	CHECK(iod_ckpt_peer_latest(ns, 0, &step, &err) != 0);
+	iod_ckpt_peer_client_creds(nocert);
+	CHECK(iod_ckpt_peer_latest(ns, 0, &step, &err) != 0);
+	/* the client wants a node: a server with a service's certificate is refused */
+	struct iod_ckpt_peer *q;
+	char d2[600];
+	snprintf(d2, sizeof(d2), "%s/tlspeer-svc", iod_test_tmpdir());
+	CHECK_MSG(iod_ckpt_peer_start_tls("127.0.0.1:0", d2, svc, &q, &err) == 0, "%s", err.msg);
+	iod_ckpt_peer_client_creds(node);
+	CHECK_EQ(iod_ckpt_peer_latest(iod_ckpt_peer_addr(q), 0, &step, &err), -EACCES);
+	CHECK_CONTAINS(err.msg, "not a node of the cluster");
+	iod_ckpt_peer_stop(q);
+	iod_ckpt_peer_client_creds(NULL);
+	iod_ckpt_peer_stop(p);
+	iod_sec_tls_creds_free(nocert);
+	iod_sec_tls_creds_free(svc);
+	iod_sec_tls_creds_free(node);
+	iod_sec_ca_free(ca);
+}
+
+/* A client whose certificate is from another CA (it trusts the cluster's,
+ * so only the server can refuse it) is refused at the handshake: its
+ * chunks are never kept, nothing it asks for is read; nor is a user of the
+ * cluster served, nor a client that never finishes its handshake. */
+TEST(peer_over_mtls_refuses_a_foreign_ca)
+{
+	static uint8_t a[A_BYTES];
+	struct iod_sec_ca *ca = NULL, *other = NULL;
+	struct iod_ckpt_peer *p;
+	struct iod_ckpt_manifest m;
+	char d[600], ns[IOD_CKPT_PEER_ADDR_MAX], path[800];
+	uint64_t step = 0;
+	struct stat st;
+	CHECK_EQ(iod_sec_ca_create("c1", (uint64_t)time(NULL), 86400, &ca, &err), 0);
+	CHECK_EQ(iod_sec_ca_create("c1", (uint64_t)time(NULL), 86400, &other, &err), 0);
+	struct iod_sec_tls_creds *node = creds_of(ca, ca, IOD_SEC_KIND_NODE, "node-2");
+	struct iod_sec_tls_creds *foreign = creds_of(other, ca, IOD_SEC_KIND_SERVICE, "ps");
+	struct iod_sec_tls_creds *user = creds_of(ca, ca, IOD_SEC_KIND_USER, "alice");
+	CHECK_MSG(node && foreign && user, "%s", err.msg);
+	snprintf(d, sizeof(d), "%s/tlspeer-foreign", iod_test_tmpdir());
+	CHECK_MSG(iod_ckpt_peer_start_tls("127.0.0.1:0", d, node, &p, &err) == 0, "%s", err.msg);
+	snprintf(ns, sizeof(ns), "%s/ps-0", iod_ckpt_peer_addr(p));
+	const char *names[] = {"params"};
+	uint64_t bytes[] = {A_BYTES};
+	fill(a, A_BYTES, 51);
+	CHECK_EQ(iod_ckpt_manifest_plan(&m, 3, 0, 65536, names, bytes, 1, &err), 0);
+	for (uint32_t i = 0; i < m.chunks_n; i++)
+		m.chunks[i].xxh3 = XXH3_64bits(a + (uint64_t)i * 65536, m.chunks[i].len);
+	/* the same copy from a node of the cluster is kept */
+	iod_ckpt_peer_client_creds(node);
+	CHECK_MSG(iod_ckpt_peer_put(ns, &m, a, &err) == 0, "%s", err.msg);
+	snprintf(ns, sizeof(ns), "%s/ps-1", iod_ckpt_peer_addr(p));
+	iod_ckpt_peer_client_creds(foreign);
+	CHECK(iod_ckpt_peer_put(ns, &m, a, &err) != 0);
+	CHECK(iod_ckpt_peer_latest(ns, 0, &step, &err) != 0);
+	snprintf(path, sizeof(path), "%s/ps-1", d);
+	CHECK(stat(path, &st) != 0); /* not even the namespace was made */
+	iod_ckpt_peer_client_creds(user);
+	CHECK(iod_ckpt_peer_put(ns, &m, a, &err) != 0);
+	CHECK(stat(path, &st) != 0);
+	iod_ckpt_peer_client_creds(NULL);
+	/* a client that never starts its handshake does not hold its slot:
+	 * closed after PEER_TLS_HANDSHAKE_MS (2 s) */
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	const char *colon = strrchr(iod_ckpt_peer_addr(p), ':');
+	sa.sin_port = htons((uint16_t)atoi(colon + 1));
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct timeval tv = {.tv_sec = 6};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	CHECK_EQ(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	char junk[256]; /* at most a TLS alert, then the end */
+	uint64_t t0 = iod_clock_now_ns();
+	ssize_t got_n;
+	while ((got_n = recv(fd, junk, sizeof(junk), 0)) > 0)
+		;
+	CHECK_EQ(got_n, 0);
+	uint64_t waited_ms = (iod_clock_now_ns() - t0) / IOD_NS_PER_MS;
+	CHECK_MSG(waited_ms >= 1500 && waited_ms < 5000, "closed after %llu ms",
+	          (unsigned long long)waited_ms);
+	close(fd);
+	iod_ckpt_manifest_free(&m);
+	iod_ckpt_peer_stop(p);
+	iod_sec_tls_creds_free(user);
+	iod_sec_tls_creds_free(foreign);
+	iod_sec_tls_creds_free(node);
+	iod_sec_ca_free(other);
+	iod_sec_ca_free(ca);
 }
 
 TEST(provisioned_store_env_round_trip_and_errors)
