@@ -40,6 +40,14 @@ bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 P=$(sed -n 's/^underlay \(iodu[0-9a-f]*\)-\*.*/\1/p' "$T/up.out" | head -1)
 [ -n "$P" ] || { cat "$T/up.out"; echo "FAIL no underlay name"; exit 1; }
 ok "iod up --netns: underlay $P"
+# an agent on an underlay (non-loopback) address serves its checkpoint
+# chunk server over mTLS there (docs/storage.md, "Peers run by the agents")
+mtls_peer() { grep -q "checkpoint chunk server on [0-9.]*:[0-9]* (mTLS)" "$IOD_STATE_DIR/node-1.log"; }
+if wait_for 10 mtls_peer; then
+	ok "checkpoint chunk server over mTLS: $(grep -o 'checkpoint chunk server on [0-9.:]* (mTLS)' "$IOD_STATE_DIR/node-1.log" | head -1)"
+else
+	bad "no mTLS checkpoint chunk server on node-1: $(grep 'chunk server' "$IOD_STATE_DIR/node-1.log" | head -2)"
+fi
 
 cat >"$T/spec.yaml" <<YAML
 services:
