@@ -839,6 +839,16 @@ static int delay_script(const struct iod_chaos_fault *f, const char *table, stru
 	return rc | iod_buf_printf(out, "\t}\n}\n");
 }
 
+/* What a loss (or a link's partition) does to a packet: numgen's values
+ * are 0..99, and nft refuses "< 100", so 100 % is a plain drop. */
+static void loss_verdict(const struct iod_chaos_fault *f, char *buf, size_t len)
+{
+	if (f->action == IOD_CHAOS_ACT_LOSS && f->percent < 100)
+		snprintf(buf, len, "numgen random mod 100 < %u drop", f->percent);
+	else
+		snprintf(buf, len, "drop");
+}
+
 /*
  * An underlay link, cut (partition) or lossy (loss) both ways, in its
  * leaf's namespace: whatever the leaf routes out of or in through its
@@ -850,10 +860,7 @@ static int delay_script(const struct iod_chaos_fault *f, const char *table, stru
 static int link_script(const struct iod_chaos_fault *f, const char *table, struct iod_buf *out)
 {
 	char verdict[48];
-	if (f->action == IOD_CHAOS_ACT_LOSS)
-		snprintf(verdict, sizeof(verdict), "numgen random mod 100 < %u drop", f->percent);
-	else
-		snprintf(verdict, sizeof(verdict), "drop");
+	loss_verdict(f, verdict, sizeof(verdict));
 	const char *d = f->link_dev;
 	return iod_buf_printf(out,
 	                      "table inet %s {\n"
@@ -890,7 +897,7 @@ int iod_chaos_nft_script(const struct iod_chaos_fault *f, struct iod_buf *out, s
 	                     "priority -10; policy accept;\n",
 	                     table);
 	if (f->action == IOD_CHAOS_ACT_LOSS) {
-		snprintf(match, sizeof(match), "numgen random mod 100 < %u drop", f->percent);
+		loss_verdict(f, match, sizeof(match));
 		for (uint32_t i = 0; i < f->n; i++) {
 			const struct iod_chaos_member *m = &f->m[i];
 			rc |= iod_buf_printf(out, "\t\t# %s\n", m->name);

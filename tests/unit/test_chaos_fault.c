@@ -366,6 +366,13 @@ TEST(nft_script_one_named_table)
 	CHECK(strstr(b.data, "numgen random mod 100 < 30 drop"));
 	CHECK(strstr(b.data, "tcp sport { 7300, 7400 } numgen"));
 	iod_buf_free(&b);
+	/* loss 100 of a process: a plain drop (nft refused "< 100": a regression) */
+	f->percent = 100;
+	iod_buf_init(&b);
+	CHECK_EQ(iod_chaos_nft_script(f, &b, &err), 0);
+	CHECK(!strstr(b.data, "numgen"));
+	CHECK(strstr(b.data, "tcp sport { 7300, 7400 } drop"));
+	iod_buf_free(&b);
 	f->action = IOD_CHAOS_ACT_PAUSE;
 	iod_buf_init(&b);
 	CHECK_EQ(iod_chaos_nft_script(f, &b, &err), -EINVAL);
@@ -483,6 +490,13 @@ TEST(link_record_and_script)
 	iod_buf_free(&b);
 	iod_chaos_fault_describe(f);
 	CHECK_CONTAINS(f->desc, "loss 40% of link leaf1-spine2");
+	/* 100 %: nft refuses "numgen random mod 100 < 100" (values 0..99) */
+	f->percent = 100;
+	iod_buf_init(&b);
+	CHECK_EQ(iod_chaos_nft_script(f, &b, &err), 0);
+	CHECK(!strstr(b.data, "numgen"));
+	CHECK_CONTAINS(b.data, "iifname \"s2\" drop");
+	iod_buf_free(&b);
 	free(f);
 }
 
