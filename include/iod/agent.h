@@ -381,6 +381,13 @@ void iod_agent_underlay_leaf_mac(uint32_t leaf, uint8_t mac[6]);
 /* Host N's namespace name. */
 void iod_agent_underlay_host_ns(const struct iod_agent_underlay_cfg *c, uint32_t host, char *buf,
                                 size_t len);
+/* The underlay's prefix of an `iod up` state dir (absolute): "iodu<6 hex>". */
+void iod_agent_underlay_prefix(const char *dir, char *buf, size_t len);
+/* The link of leaf L to spine S (1-based) as its leaf sees it: the leaf's
+ * namespace and its interface to the spine ("<prefix>-lL", "sS"). -EINVAL
+ * with e when c has no such leaf or spine. */
+int iod_agent_underlay_link(const struct iod_agent_underlay_cfg *c, uint32_t leaf, uint32_t spine,
+                            char *ns, size_t ns_len, char *dev, size_t dev_len, struct iod_err *e);
 
 /* The overlay's MACs follow from addresses: 02:1d:<ip> for a replica (and
  * the host stack at the gateway address), 02:1e:<ip> for the switch's

@@ -259,6 +259,10 @@ int iod_chaos_target_parse(const char *s, struct iod_chaos_target *t, struct iod
  * (the shell knows how many there are). Returns the count or -EINVAL. */
 int iod_chaos_target_list_parse(const char *s, struct iod_chaos_target *t, uint32_t max,
                                 struct iod_err *e);
+/* An underlay link target "link/leafL-spineS" (1-based, as the namespaces
+ * <prefix>-lL and <prefix>-sS are named); 0 or -EINVAL with e. Whether the
+ * cluster has that link is the shell's question (iod_agent_underlay_link). */
+int iod_chaos_link_parse(const char *s, uint32_t *leaf, uint32_t *spine, struct iod_err *e);
 
 /* Who may not send to whom: cut[i][j]: what member i sends to member j is dropped. */
 struct iod_chaos_grudge {
@@ -330,6 +334,12 @@ struct iod_chaos_fault {
 	uint16_t relay_port;  /* where the table redirects to */
 	int32_t relay_pid;    /* the relay; 0: none */
 	uint64_t relay_ticks; /* its start time (/proc/PID/stat) */
+	/* partition, loss of an underlay link (`link/leafL-spineS` of `iod up
+	 * --netns`): no members; the table is in the leaf's namespace on its
+	 * interface to the spine */
+	char link[IOD_CHAOS_LINK_MAX];    /* "leaf1-spine2"; "" = not a link fault */
+	char link_ns[IOD_CHAOS_LINK_MAX]; /* the leaf's namespace: iodu<hash>-l1 */
+	char link_dev[16];                /* its interface to the spine: s2 */
 };
 
 /* The record as JSON (a new reference) and back; from_json checks every

@@ -764,6 +764,8 @@ _Static_assert(IOD_UP_NODES_MAX <= 250, "a node's underlay address is 10.254.<le
 #define IOD_CHAOS_APIS_MAX 256
 /* the longest latency `iod chaos delay` holds bytes for (1 minute) */
 #define IOD_CHAOS_LATENCY_MAX_MS 60000
+/* an underlay link's name ("leaf16-spine16") and its leaf's namespace */
+#define IOD_CHAOS_LINK_MAX 32
 _Static_assert(IOD_CHAOS_DURATION_MAX_MS < 0xffffffffu, "fault durations fit 32 bits of ms");
 
 /* Nodes of a simulated fabric: a k=16 fat-tree has 1024 hosts + 320

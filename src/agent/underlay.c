@@ -44,6 +44,25 @@ void iod_agent_underlay_host_ns(const struct iod_agent_underlay_cfg *c, uint32_t
 	snprintf(buf, len, "%s-h%u", c->prefix, host);
 }
 
+void iod_agent_underlay_prefix(const char *dir, char *buf, size_t len)
+{
+	snprintf(buf, len, "iodu%06x", (unsigned)(iod_hash_str(dir) & 0xffffff));
+}
+
+int iod_agent_underlay_link(const struct iod_agent_underlay_cfg *c, uint32_t leaf, uint32_t spine,
+                            char *ns, size_t ns_len, char *dev, size_t dev_len, struct iod_err *e)
+{
+	if (leaf < 1 || leaf > c->leaves || spine < 1 || spine > c->spines)
+		return iod_err_set(e, -EINVAL,
+		                   "no link leaf%u-spine%u: the underlay %s has %u leaves and %u "
+		                   "spines (link/leafL-spineS, 1-based)",
+		                   leaf, spine, c->prefix, c->leaves, c->spines);
+	/* as the plan names them: leaf L's veth to spine S is sS in <prefix>-lL */
+	snprintf(ns, ns_len, "%s-l%u", c->prefix, leaf);
+	snprintf(dev, dev_len, "s%u", spine);
+	return 0;
+}
+
 /* A spine link's leaf-side (side 0) or spine-side (1) address. */
 static uint32_t link_ip(uint32_t leaf, uint32_t spine, int side)
 {

@@ -226,6 +226,32 @@ int iod_chaos_target_list_parse(const char *s, struct iod_chaos_target *t, uint3
 	return (int)n;
 }
 
+int iod_chaos_link_parse(const char *s, uint32_t *leaf, uint32_t *spine, struct iod_err *e)
+{
+	uint64_t l = 0, sp = 0;
+	char buf[64];
+	const char *dash = s ? strchr(s, '-') : NULL;
+	bool ok = s && !strncmp(s, "link/leaf", 9) && dash && !strncmp(dash, "-spine", 6);
+	if (ok) {
+		size_t n = (size_t)(dash - (s + 9));
+		ok = n > 0 && n < sizeof(buf);
+		if (ok) {
+			memcpy(buf, s + 9, n);
+			buf[n] = 0;
+			ok = !parse_uint(buf, IOD_UNDERLAY_LEAVES_MAX, &l) && l >= 1 &&
+			     !parse_uint(dash + 6, IOD_UNDERLAY_SPINES_MAX, &sp) && sp >= 1;
+		}
+	}
+	if (!ok)
+		return iod_err_set(e, -EINVAL,
+		                   "unknown link \"%.64s\": want link/leafL-spineS (L 1..%d, S "
+		                   "1..%d), e.g. link/leaf1-spine2",
+		                   s ? s : "", IOD_UNDERLAY_LEAVES_MAX, IOD_UNDERLAY_SPINES_MAX);
+	*leaf = (uint32_t)l;
+	*spine = (uint32_t)sp;
+	return 0;
+}
+
 /* ---- grudges ------------------------------------------------------------ */
 
 static void cut_groups(struct iod_chaos_grudge *g, enum iod_chaos_direction d, const bool *a,
@@ -397,6 +423,10 @@ json_t *iod_chaos_fault_to_json(const struct iod_chaos_fault *f)
 		                              (int)f->latency_ms, "port", (int)f->relay_port, "pid",
 		                              (int)f->relay_pid, "start_ticks",
 		                              (json_int_t)f->relay_ticks));
+	if (j && f->link[0])
+		json_object_set_new(j, "link",
+		                    json_pack("{s:s, s:s, s:s}", "name", f->link, "ns", f->link_ns,
+		                              "dev", f->link_dev));
 	if (j && f->action == IOD_CHAOS_ACT_MEMBER)
 		json_object_set_new(j, "raft_member",
 		                    json_pack("{s:I, s:s, s:s, s:s}", "id",
@@ -538,6 +568,39 @@ static int relay_from_json(const json_t *j, struct iod_chaos_fault *f, struct io
 	return 0;
 }
 
+/* A name handed to `ip netns exec` and written into nft: [a-z0-9-] only. */
+static bool link_word(const char *s)
+{
+	if (!s[0] || s[0] == '-')
+		return false;
+	for (const char *p = s; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-'))
+			return false;
+	return true;
+}
+
+static int link_from_json(const json_t *j, struct iod_chaos_fault *f, struct iod_err *e)
+{
+	const json_t *l = json_object_get(j, "link");
+	uint32_t leaf, spine;
+	char spelled[IOD_CHAOS_LINK_MAX + 8];
+	if (!json_is_object(l) || get_str(l, "name", f->link, sizeof(f->link), e) ||
+	    get_str(l, "ns", f->link_ns, sizeof(f->link_ns), e) ||
+	    get_str(l, "dev", f->link_dev, sizeof(f->link_dev), e))
+		return e->msg[0] ? -EINVAL
+		                 : iod_err_set(e, -EINVAL, "record: link must be an object%s", "");
+	snprintf(spelled, sizeof(spelled), "link/%s", f->link);
+	if (iod_chaos_link_parse(spelled, &leaf, &spine, e))
+		return -EINVAL;
+	if (!link_word(f->link_ns) || !link_word(f->link_dev))
+		return iod_err_set(e, -EINVAL,
+		                   "record: link namespace or device is not [a-z0-9-]+");
+	if (f->n || (f->action != IOD_CHAOS_ACT_PARTITION && f->action != IOD_CHAOS_ACT_LOSS))
+		return iod_err_set(e, -EINVAL,
+		                   "record: a link fault is a partition or loss with no members");
+	return 0;
+}
+
 int iod_chaos_fault_from_json(const json_t *j, struct iod_chaos_fault *f, struct iod_err *e)
 {
 	char s[32];
@@ -616,6 +679,8 @@ int iod_chaos_fault_from_json(const json_t *j, struct iod_chaos_fault *f, struct
 	}
 	if (f->action == IOD_CHAOS_ACT_DELAY && relay_from_json(j, f, e))
 		return -EINVAL;
+	if (json_object_get(j, "link") && link_from_json(j, f, e))
+		return -EINVAL;
 	if (f->action == IOD_CHAOS_ACT_MEMBER && (f->n != 1 || raft_member_from_json(j, f, e)))
 		return e->msg[0] ? -EINVAL
 		                 : iod_err_set(e, -EINVAL, "record: a member fault has one member");
@@ -634,6 +699,18 @@ void iod_chaos_fault_describe(struct iod_chaos_fault *f)
 	char *d = f->desc;
 	size_t len = sizeof(f->desc);
 	d[0] = 0;
+	if (f->link[0]) {
+		char pct[16];
+		snprintf(pct, sizeof(pct), "%u%%", f->percent);
+		if (f->action == IOD_CHAOS_ACT_LOSS)
+			append(d, len, "loss %s", pct);
+		else
+			append(d, len, "%s", "partition");
+		append(d, len, " of link %s", f->link);
+		append(d, len, " (both ways: %s", f->link_dev);
+		append(d, len, " in %s)", f->link_ns);
+		return;
+	}
 	switch (f->action) {
 	case IOD_CHAOS_ACT_PARTITION: {
 		bool any_a = false;
@@ -762,6 +839,41 @@ static int delay_script(const struct iod_chaos_fault *f, const char *table, stru
 	return rc | iod_buf_printf(out, "\t}\n}\n");
 }
 
+/* What a loss (or a link's partition) does to a packet: numgen's values
+ * are 0..99, and nft refuses "< 100", so 100 % is a plain drop. */
+static void loss_verdict(const struct iod_chaos_fault *f, char *buf, size_t len)
+{
+	if (f->action == IOD_CHAOS_ACT_LOSS && f->percent < 100)
+		snprintf(buf, len, "numgen random mod 100 < %u drop", f->percent);
+	else
+		snprintf(buf, len, "drop");
+}
+
+/*
+ * An underlay link, cut (partition) or lossy (loss) both ways, in its
+ * leaf's namespace: whatever the leaf routes out of or in through its
+ * interface to the spine (forward), and what the leaf itself sends or
+ * receives on it. Drop, not reject: a cut cable answers nothing, and the
+ * flows ECMP hashes onto it black-hole until the heal, as on a fabric
+ * without BFD; flows hashed onto the other spines pass.
+ */
+static int link_script(const struct iod_chaos_fault *f, const char *table, struct iod_buf *out)
+{
+	char verdict[48];
+	loss_verdict(f, verdict, sizeof(verdict));
+	const char *d = f->link_dev;
+	return iod_buf_printf(out,
+	                      "table inet %s {\n"
+	                      "\tchain link_forward {\n\t\ttype filter hook forward priority -10; "
+	                      "policy accept;\n"
+	                      "\t\t# link %s\n\t\tiifname \"%s\" %s\n\t\toifname \"%s\" %s\n\t}\n"
+	                      "\tchain link_input {\n\t\ttype filter hook input priority -10; "
+	                      "policy accept;\n\t\tiifname \"%s\" %s\n\t}\n"
+	                      "\tchain link_output {\n\t\ttype filter hook output priority -10; "
+	                      "policy accept;\n\t\toifname \"%s\" %s\n\t}\n}\n",
+	                      table, f->link, d, verdict, d, verdict, d, verdict, d, verdict);
+}
+
 int iod_chaos_nft_script(const struct iod_chaos_fault *f, struct iod_buf *out, struct iod_err *e)
 {
 	char table[IOD_CHAOS_ID_MAX + 16], ports[64], match[64];
@@ -776,6 +888,8 @@ int iod_chaos_nft_script(const struct iod_chaos_fault *f, struct iod_buf *out, s
 		return iod_err_set(e, -EINVAL, "a %s fault has no nftables table",
 		                   iod_chaos_action_name(f->action));
 	iod_chaos_table_name(f, table, sizeof(table));
+	if (f->link[0])
+		return link_script(f, table, out) ? iod_err_set(e, -ENOMEM, "out of memory") : 0;
 	/* one table, made whole or not at all by one `nft -f` transaction; the
 	 * output hook sees each loopback packet once, with its socket */
 	rc |= iod_buf_printf(out,
@@ -783,7 +897,7 @@ int iod_chaos_nft_script(const struct iod_chaos_fault *f, struct iod_buf *out, s
 	                     "priority -10; policy accept;\n",
 	                     table);
 	if (f->action == IOD_CHAOS_ACT_LOSS) {
-		snprintf(match, sizeof(match), "numgen random mod 100 < %u drop", f->percent);
+		loss_verdict(f, match, sizeof(match));
 		for (uint32_t i = 0; i < f->n; i++) {
 			const struct iod_chaos_member *m = &f->m[i];
 			rc |= iod_buf_printf(out, "\t\t# %s\n", m->name);

@@ -460,7 +460,8 @@ int iod_chaos_records_load(const char *chaos_dir, struct iod_chaos_fault **out, 
 
 /* ---- apply and heal ----------------------------------------------------- */
 
-static int run_nft(const char *script, bool quiet, struct iod_err *e)
+/* `nft -f -` of script, in the network namespace ns (NULL: this one). */
+static int run_nft(const char *script, bool quiet, const char *ns, struct iod_err *e)
 {
 	int in[2];
 	if (pipe(in))
@@ -481,7 +482,10 @@ static int run_nft(const char *script, bool quiet, struct iod_err *e)
 			if (nul >= 0)
 				dup2(nul, 2);
 		}
-		execlp("nft", "nft", "-f", "-", (char *)NULL);
+		if (ns)
+			execlp("ip", "ip", "netns", "exec", ns, "nft", "-f", "-", (char *)NULL);
+		else
+			execlp("nft", "nft", "-f", "-", (char *)NULL);
 		_exit(127);
 	}
 	close(in[0]);
@@ -503,6 +507,12 @@ static int run_nft(const char *script, bool quiet, struct iod_err *e)
 		                       ? ": nft not installed (Debian package nftables)"
 		                       : "");
 	return 0;
+}
+
+/* The namespace a fault's table lives in: a link's leaf, else ours (NULL). */
+static const char *fault_ns(const struct iod_chaos_fault *f)
+{
+	return f->link[0] ? f->link_ns : NULL;
 }
 
 bool iod_chaos_table_exists(const struct iod_chaos_fault *f)
@@ -576,7 +586,7 @@ static int apply_net(struct iod_chaos_cluster *c, struct iod_chaos_fault *f, str
 	iod_buf_init(&b);
 	rc = iod_chaos_nft_script(f, &b, e);
 	if (!rc)
-		rc = run_nft(b.data, false, e);
+		rc = run_nft(b.data, false, fault_ns(f), e);
 	iod_buf_free(&b);
 	return rc;
 }
@@ -597,9 +607,18 @@ int iod_chaos_fault_heal(const char *chaos_dir, const struct iod_chaos_fault *f,
 	case IOD_CHAOS_ACT_DELAY:
 	case IOD_CHAOS_ACT_LOSS: {
 		iod_chaos_table_name(f, table, sizeof(table));
-		if (iod_chaos_table_exists(f)) {
+		if (f->link[0]) {
+			/* in the leaf's namespace; gone with it (`iod down`) is healed.
+			 * add-then-delete: whether or not the table is there */
+			char nsp[IOD_CHAOS_LINK_MAX + 16];
+			snprintf(nsp, sizeof(nsp), "/run/netns/%s", f->link_ns);
+			snprintf(script, sizeof(script), "table inet %s\ndelete table inet %s\n",
+			         table, table);
+			if (access(nsp, F_OK) == 0)
+				rc = run_nft(script, true, f->link_ns, e);
+		} else if (iod_chaos_table_exists(f)) {
 			snprintf(script, sizeof(script), "delete table inet %s\n", table);
-			rc = run_nft(script, true, e);
+			rc = run_nft(script, true, NULL, e);
 		}
 		for (uint32_t i = 0; i < f->n; i++) {
 			const struct iod_chaos_member *m = &f->m[i];
@@ -761,8 +780,9 @@ int iod_chaos_fault_apply(struct iod_chaos_cluster *c, struct iod_chaos_fault *f
 		if (!iod_chaos_member_alive(&f->m[i]))
 			return iod_err_set(e, -ESRCH, "%s is not running: nothing to %s",
 			                   f->m[i].name, iod_chaos_action_name(f->action));
-	if (f->action == IOD_CHAOS_ACT_PARTITION || f->action == IOD_CHAOS_ACT_LOSS ||
-	    f->action == IOD_CHAOS_ACT_DELAY)
+	if ((f->action == IOD_CHAOS_ACT_PARTITION || f->action == IOD_CHAOS_ACT_LOSS ||
+	     f->action == IOD_CHAOS_ACT_DELAY) &&
+	    !f->link[0]) /* a link's table matches its interface, not processes */
 		if ((rc = prepare_cgroups(f, e)))
 			return rc;
 	if (f->action == IOD_CHAOS_ACT_DELAY && (rc = relay_start(c->chaos_dir, f, e)))
@@ -935,7 +955,7 @@ static void forget_exited(const char *chaos_dir, struct iod_chaos_fault *f)
 	iod_buf_init(&b);
 	/* add-then-delete makes the delete safe whether or not it exists */
 	iod_buf_printf(&b, "table inet %s\ndelete table inet %s\n", table, table);
-	if (!iod_chaos_nft_script(f, &b, &e) && run_nft(b.data, false, &e))
+	if (!iod_chaos_nft_script(f, &b, &e) && run_nft(b.data, false, fault_ns(f), &e))
 		keeper_log("%s: replacing the table failed: %s", f->id, e.msg);
 	iod_buf_free(&b);
 	if (hl >= 0)

@@ -13,6 +13,7 @@
  * refused (exit 2) before anything is applied.
  */
 #include "cli.h"
+#include "iod/agent.h"
 #include "iod/chaos.h"
 
 #include <getopt.h>
@@ -35,6 +36,8 @@ static void usage(FILE *f)
 	    "       iod chaos kill TARGET [--signal SIG] [--restart-after D]\n"
 	    "       iod chaos pause TARGET --duration D\n"
 	    "       iod chaos loss TARGET --percent P --duration D\n"
+	    "       iod chaos partition|loss link/leafL-spineS [--percent P] --duration D\n"
+	    "                 (an underlay link of `iod up --netns`, both ways)\n"
 	    "       iod chaos delay TARGET --latency L --duration D  (what it sends, via a relay)\n"
 	    "       iod chaos delay service/NAME --latency L [--percent P] --duration D\n"
 	    "       iod chaos abort service/NAME [--status S] [--percent P] --duration D\n"
@@ -663,6 +666,72 @@ static int do_abort(int argc, char **argv, struct opts *o)
 	return do_mesh_fault(true, target, o);
 }
 
+/*
+ * partition|loss link/leafL-spineS: the link's table in its leaf's
+ * namespace. Input first (exit 2, nothing applied), then the cluster's
+ * underlay: its namespaces are named from the state dir's hash, so the
+ * leaves and spines are counted from /run/netns.
+ */
+static int do_link(enum iod_chaos_action act, const char *target, struct opts *o,
+                   struct iod_chaos_cluster *c, struct iod_chaos_fault *f)
+{
+	struct iod_err e = {0};
+	uint32_t leaf = 0, spine = 0;
+	if (act != IOD_CHAOS_ACT_PARTITION && act != IOD_CHAOS_ACT_LOSS)
+		return bad("%s of %s: a link can be cut (partition) or lossy (loss)",
+		           iod_chaos_action_name(act), target);
+	if (iod_chaos_link_parse(target, &leaf, &spine, &e))
+		return bad("%s%s", e.msg, "");
+	if (o->have_shape || o->between || o->and_ || o->dir_ != IOD_CHAOS_DIR_BOTH)
+		return bad("%s: a link is cut both ways, without --shape, --between or "
+		           "--direction%s",
+		           target, "");
+	int rc = load_cluster(o, c);
+	if (rc)
+		return rc;
+	struct iod_agent_underlay_cfg ul = {0};
+	char dir[2 * IOD_PATH_MAX + 2], path[IOD_PATH_MAX + 64];
+	char cwd[IOD_PATH_MAX];
+	/* absolute as `iod up` made it (cwd/dir, not normalised): the hash names it */
+	if (c->dir[0] != '/' && getcwd(cwd, sizeof(cwd)))
+		snprintf(dir, sizeof(dir), "%s/%s", cwd, c->dir);
+	else
+		snprintf(dir, sizeof(dir), "%s", c->dir);
+	iod_agent_underlay_prefix(dir, ul.prefix, sizeof(ul.prefix));
+	for (uint32_t k = 1; k <= IOD_UNDERLAY_LEAVES_MAX; k++) {
+		snprintf(path, sizeof(path), "/run/netns/%s-l%u", ul.prefix, k);
+		if (access(path, F_OK))
+			break;
+		ul.leaves = k;
+	}
+	for (uint32_t k = 1; k <= IOD_UNDERLAY_SPINES_MAX; k++) {
+		snprintf(path, sizeof(path), "/run/netns/%s-s%u", ul.prefix, k);
+		if (access(path, F_OK))
+			break;
+		ul.spines = k;
+	}
+	if (!ul.leaves || !ul.spines) {
+		char why[IOD_PATH_MAX + 64];
+		snprintf(why, sizeof(why), "the cluster in %s has no underlay (no namespace %s-l1)",
+		         c->dir, ul.prefix);
+		return bad("%s: %s: links are those of `iod up --netns`", target, why);
+	}
+	if (iod_agent_underlay_link(&ul, leaf, spine, f->link_ns, sizeof(f->link_ns), f->link_dev,
+	                            sizeof(f->link_dev), &e))
+		return bad("%s: %s", target, e.msg);
+	snprintf(f->link, sizeof(f->link), "%s", target + 5);
+	if (!o->have_seed)
+		o->seed = iod_time_unix_ns();
+	iod_chaos_fault_id(f->id, sizeof(f->id), o->seed);
+	f->action = act;
+	f->shape = IOD_CHAOS_SHAPE_EXPLICIT;
+	f->dir = IOD_CHAOS_DIR_BOTH;
+	f->percent = o->percent;
+	f->start_ms = iod_chaos_now_ms();
+	f->deadline_ms = f->start_ms + o->duration_ms;
+	return apply_and_wait(c, f, o);
+}
+
 static int do_fault(enum iod_chaos_action act, int argc, char **argv, struct opts *o, bool alias)
 {
 	struct iod_chaos_cluster *c = calloc(1, sizeof(*c));
@@ -703,6 +772,10 @@ static int do_fault(enum iod_chaos_action act, int argc, char **argv, struct opt
 	}
 	if (act == IOD_CHAOS_ACT_LOSS && !o->have_percent) {
 		rc = bad("loss needs --percent P (1..100)%s%s", "", "");
+		goto out;
+	}
+	if (target && !strncmp(target, "link/", 5)) {
+		rc = do_link(act, target, o, c, f);
 		goto out;
 	}
 	if (act != IOD_CHAOS_ACT_PARTITION && !target) {

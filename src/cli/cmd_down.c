@@ -117,7 +117,7 @@ uint32_t iod_up_netns_sweep(const char *dir)
 	char prefix[16], path[64];
 	static char extra_buf[IOD_UP_NODES_MAX][24];
 	const char *extra[IOD_UP_NODES_MAX + 1];
-	snprintf(prefix, sizeof(prefix), "iodu%06x", (unsigned)(iod_hash_str(dir) & 0xffffff));
+	iod_agent_underlay_prefix(dir, prefix, sizeof(prefix));
 	snprintf(path, sizeof(path), "/run/netns/%s-l1", prefix);
 	bool ours = access(path, F_OK) == 0;
 	snprintf(path, sizeof(path), "/sys/class/net/%s", prefix);

@@ -465,8 +465,7 @@ int cmd_up(int argc, char **argv)
 	char api_host[20] = "127.0.0.1";
 	if (netns) {
 		ul.hosts = (uint32_t)nodes;
-		snprintf(ul.prefix, sizeof(ul.prefix), "iodu%06x",
-		         (unsigned)(iod_hash_str(dir) & 0xffffff));
+		iod_agent_underlay_prefix(dir, ul.prefix, sizeof(ul.prefix));
 		iod_agent_ipv4_format(iod_agent_underlay_cp_ip(), api_host, sizeof(api_host));
 		if (out == IOD_OUT_TEXT)
 			printf("building the underlay %s-*: %u leaves, %u spines, %ld hosts\n",

@@ -5,6 +5,7 @@
  * a record (one named table, per-cgroup and per-port-pair rules).
  */
 #include "harness.h"
+#include "iod/agent.h"
 #include "iod/chaos.h"
 
 #include <errno.h>
@@ -365,9 +366,136 @@ TEST(nft_script_one_named_table)
 	CHECK(strstr(b.data, "numgen random mod 100 < 30 drop"));
 	CHECK(strstr(b.data, "tcp sport { 7300, 7400 } numgen"));
 	iod_buf_free(&b);
+	/* loss 100 of a process: a plain drop (nft refused "< 100": a regression) */
+	f->percent = 100;
+	iod_buf_init(&b);
+	CHECK_EQ(iod_chaos_nft_script(f, &b, &err), 0);
+	CHECK(!strstr(b.data, "numgen"));
+	CHECK(strstr(b.data, "tcp sport { 7300, 7400 } drop"));
+	iod_buf_free(&b);
 	f->action = IOD_CHAOS_ACT_PAUSE;
 	iod_buf_init(&b);
 	CHECK_EQ(iod_chaos_nft_script(f, &b, &err), -EINVAL);
+	iod_buf_free(&b);
+	free(f);
+}
+
+TEST(link_targets_parse_and_map_to_the_leaf)
+{
+	uint32_t l = 0, s = 0;
+	CHECK_EQ(iod_chaos_link_parse("link/leaf1-spine2", &l, &s, &err), 0);
+	CHECK_EQ(l, 1u);
+	CHECK_EQ(s, 2u);
+	CHECK_EQ(iod_chaos_link_parse("link/leaf16-spine16", &l, &s, &err), 0);
+	CHECK_EQ(l, 16u);
+	static const char *const bad[] = {
+	    "link/leaf0-spine1",
+	    "link/leaf1-spine0",
+	    "link/leaf17-spine1",
+	    "link/leaf1-spine17",
+	    "link/leaf-spine1",
+	    "link/leaf1-spine",
+	    "link/leaf1spine1",
+	    "link/spine1-leaf1",
+	    "link/leaf1-spine1x",
+	    "link/leaf1-spine-1",
+	    "link/",
+	    "leaf1-spine1",
+	    "link/leafa-spine1",
+	    "link/leaf1-spine99999999999999999999",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		CHECK_EQ(iod_chaos_link_parse(bad[i], &l, &s, &err), -EINVAL);
+		CHECK_CONTAINS(err.msg, "link/leafL-spineS");
+	}
+	CHECK_EQ(iod_chaos_link_parse(NULL, &l, &s, &err), -EINVAL);
+	/* the mapping: leaf L's veth to spine S is sS in <prefix>-lL (the plan's names) */
+	struct iod_agent_underlay_cfg c = {.leaves = 2, .spines = 2, .hosts = 2};
+	iod_agent_underlay_prefix("/tmp/x/state", c.prefix, sizeof(c.prefix));
+	CHECK_EQ(strncmp(c.prefix, "iodu", 4), 0);
+	CHECK_EQ(strlen(c.prefix), 10u);
+	char ns[IOD_CHAOS_LINK_MAX], dev[16], want[32];
+	CHECK_EQ(iod_agent_underlay_link(&c, 2, 1, ns, sizeof(ns), dev, sizeof(dev), &err), 0);
+	snprintf(want, sizeof(want), "%s-l2", c.prefix);
+	CHECK_STR(ns, want);
+	CHECK_STR(dev, "s1");
+	CHECK_EQ(iod_agent_underlay_link(&c, 3, 1, ns, sizeof(ns), dev, sizeof(dev), &err),
+	         -EINVAL);
+	CHECK_CONTAINS(err.msg, "no link leaf3-spine1");
+	CHECK_CONTAINS(err.msg, "2 leaves and 2 spines");
+	CHECK_EQ(iod_agent_underlay_link(&c, 1, 3, ns, sizeof(ns), dev, sizeof(dev), &err),
+	         -EINVAL);
+	/* those names are the plan's: the leaf's namespace has an "sS" link */
+	struct iod_agent_underlay_step *st = calloc(IOD_UNDERLAY_STEPS_MAX, sizeof(*st));
+	uint32_t n = 0;
+	CHECK_EQ(iod_agent_underlay_plan(&c, st, IOD_UNDERLAY_STEPS_MAX, &n, &err), 0);
+	bool found = false;
+	for (uint32_t i = 0; i < n; i++)
+		found |= !strcmp(st[i].ns, want) && strstr(st[i].text, "dev s1\n") != NULL;
+	CHECK(found);
+	free(st);
+}
+
+TEST(link_record_and_script)
+{
+	struct iod_chaos_fault *f = calloc(2, sizeof(*f)), *g = f + 1;
+	snprintf(f->id, sizeof(f->id), "c00aa");
+	f->action = IOD_CHAOS_ACT_PARTITION;
+	f->shape = IOD_CHAOS_SHAPE_EXPLICIT;
+	f->start_ms = 1000;
+	f->deadline_ms = 4000;
+	snprintf(f->link, sizeof(f->link), "leaf1-spine2");
+	snprintf(f->link_ns, sizeof(f->link_ns), "iodu00abcd-l1");
+	snprintf(f->link_dev, sizeof(f->link_dev), "s2");
+	struct iod_buf b;
+	iod_buf_init(&b);
+	CHECK_EQ(iod_chaos_nft_script(f, &b, &err), 0);
+	CHECK_CONTAINS(b.data, "table inet iod_chaos_c00aa {");
+	CHECK_CONTAINS(b.data, "chain link_forward {");
+	CHECK_CONTAINS(b.data, "type filter hook forward");
+	CHECK_CONTAINS(b.data, "iifname \"s2\" drop");
+	CHECK_CONTAINS(b.data, "oifname \"s2\" drop");
+	CHECK_CONTAINS(b.data, "type filter hook input");
+	CHECK_CONTAINS(b.data, "type filter hook output");
+	CHECK(!strstr(b.data, "cgroupv2"));
+	iod_buf_free(&b);
+	iod_chaos_fault_describe(f);
+	CHECK_CONTAINS(f->desc, "partition of link leaf1-spine2 (both ways: s2 in iodu00abcd-l1)");
+	json_t *j = iod_chaos_fault_to_json(f);
+	CHECK_EQ(iod_chaos_fault_from_json(j, g, &err), 0);
+	CHECK_STR(g->link, "leaf1-spine2");
+	CHECK_STR(g->link_ns, "iodu00abcd-l1");
+	CHECK_STR(g->link_dev, "s2");
+	CHECK_EQ(g->n, 0u);
+	/* the record's names reach `ip netns exec` and nft: checked */
+	json_object_set_new(json_object_get(j, "link"), "ns", json_string("x; rm -rf /"));
+	CHECK_EQ(iod_chaos_fault_from_json(j, g, &err), -EINVAL);
+	json_object_set_new(json_object_get(j, "link"), "ns", json_string("iodu00abcd-l1"));
+	json_object_set_new(json_object_get(j, "link"), "dev", json_string("s2\"; flush"));
+	CHECK_EQ(iod_chaos_fault_from_json(j, g, &err), -EINVAL);
+	json_object_set_new(json_object_get(j, "link"), "dev", json_string("s2"));
+	json_object_set_new(json_object_get(j, "link"), "name", json_string("leaf0-spine2"));
+	CHECK_EQ(iod_chaos_fault_from_json(j, g, &err), -EINVAL);
+	json_object_set_new(json_object_get(j, "link"), "name", json_string("leaf1-spine2"));
+	json_object_set_new(j, "action", json_string("pause"));
+	CHECK_EQ(iod_chaos_fault_from_json(j, g, &err), -EINVAL);
+	json_decref(j);
+	/* loss: the same matches, a numgen drop */
+	f->action = IOD_CHAOS_ACT_LOSS;
+	f->percent = 40;
+	iod_buf_init(&b);
+	CHECK_EQ(iod_chaos_nft_script(f, &b, &err), 0);
+	CHECK_CONTAINS(b.data, "iifname \"s2\" numgen random mod 100 < 40 drop");
+	CHECK_CONTAINS(b.data, "oifname \"s2\" numgen random mod 100 < 40 drop");
+	iod_buf_free(&b);
+	iod_chaos_fault_describe(f);
+	CHECK_CONTAINS(f->desc, "loss 40% of link leaf1-spine2");
+	/* 100 %: nft refuses "numgen random mod 100 < 100" (values 0..99) */
+	f->percent = 100;
+	iod_buf_init(&b);
+	CHECK_EQ(iod_chaos_nft_script(f, &b, &err), 0);
+	CHECK(!strstr(b.data, "numgen"));
+	CHECK_CONTAINS(b.data, "iifname \"s2\" drop");
 	iod_buf_free(&b);
 	free(f);
 }

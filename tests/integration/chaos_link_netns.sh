@@ -1,0 +1,110 @@
+#!/bin/sh
+# chaos_link_netns.sh BUILD: underlay links as chaos targets (docs/chaos.md).
+# `iod up --netns --nodes 2 --underlay leaves=2,spines=1`: node-1 on leaf 1,
+# node-2 on leaf 2, one spine, so every flow between them crosses
+# link/leaf1-spine1. Checks: bad link names and actions exit 2 with the name
+# and apply nothing; `iod chaos partition link/leaf1-spine1` puts its table
+# in leaf 1's namespace (none in the root one), `iod chaos list` shows it,
+# node-1's host cannot reach node-2's agent while the link is cut; with the
+# chaos command killed -9 the keeper removes the table at the deadline and
+# the flow crosses the link again; a lossy link (loss 100) drops it too and
+# heals. Exit 0 pass, 1 fail, 77 skip.
+set -u
+BUILD=${1:-build}
+. "$(dirname "$0")/lib.sh"
+need_iod "$BUILD"
+need_root "network namespaces, nftables"
+need ip nft curl jq
+ip netns add "iodprobe$$" 2>/dev/null || { echo "skip: cannot create network namespaces"; exit 77; }
+ip netns exec "iodprobe$$" nft list tables >/dev/null 2>&1 ||
+	{ ip netns del "iodprobe$$"; echo "skip: nft does not work in a namespace"; exit 77; }
+ip netns del "iodprobe$$"
+
+T=$(mktemp -d)
+export IOD_STATE_DIR="$T/state"
+export PATH="$(dirname "$IOD"):$PATH"
+BASE=$(free_port_block $$)
+TEL=$((BASE + 200))
+cleanup() {
+	"$IOD" chaos heal --all >/dev/null 2>&1
+	stop_cluster 2s
+	_kp=$(cat "$IOD_STATE_DIR/chaos/keeper.pid" 2>/dev/null)
+	[ -n "$_kp" ] && kill "$_kp" 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT
+trap "exit 1" INT TERM
+T0=$(date +%s)
+
+start_cluster "$T/up.out" --netns --nodes 2 --gpus-per-node 0 --underlay leaves=2,spines=1 \
+	--api-port "$BASE" --raft-port "$((BASE + 10))" --telemetry-port "$TEL" \
+	--lease-ttl 2s --no-mesh || exit 1
+P=$(sed -n 's/^underlay \(iodu[0-9a-f]*\)-\*.*/\1/p' "$T/up.out" | head -1)
+[ -n "$P" ] || { cat "$T/up.out"; bad "no underlay name"; exit 1; }
+
+# node-1's host reaches node-2's agent (leaf 1 -> spine 1 -> leaf 2)
+H2=10.254.2.1
+reach() { ip netns exec "$P-h1" curl -s -o /dev/null -m 0.5 "http://$H2:$TEL/metrics"; }
+unreach() { ! reach; }
+link_tables() { ip netns exec "$P-l1" nft list tables 2>/dev/null | grep -c "inet iod_chaos_"; }
+if wait_for 20 reach; then ok "node-1's host reaches node-2's agent over the underlay"; else
+	bad "baseline" "h1 cannot reach $H2:$TEL"; exit 1; fi
+
+# bad input: exit 2, the name in the message, nothing applied
+nbad=0
+for spec in "partition link/leaf3-spine1" "partition link/leaf1-spine2" \
+	"partition link/leaf0-spine1" "loss link/leaf1-spineX --percent 5" \
+	"pause link/leaf1-spine1" "partition link/leaf1-spine1 --direction to"; do
+	# shellcheck disable=SC2086
+	"$IOD" chaos $spec --duration 2s >"$T/bad.out" 2>&1
+	rc=$?
+	name=$(echo "$spec" | cut -d' ' -f2)
+	if [ $rc != 2 ] || ! grep -q "$name" "$T/bad.out" || [ "$(link_tables)" != 0 ] ||
+		[ "$(chaos_records)" != 0 ]; then
+		bad "bad input: chaos $spec" "rc $rc: $(cat "$T/bad.out")"
+		nbad=$((nbad + 1))
+	fi
+done
+"$IOD" chaos partition link/leaf1-spine2 --duration 2s >"$T/bad.out" 2>&1
+grep -q "2 leaves and 1 spines" "$T/bad.out" || { bad "missing link" "$(cat "$T/bad.out")"; nbad=1; }
+[ $nbad = 0 ] && ok "bad link names and actions: exit 2, named, nothing applied"
+
+# cut the link; kill the command; the keeper heals it at the deadline
+"$IOD" chaos partition link/leaf1-spine1 --duration 3s >"$T/cut.out" 2>&1 &
+CPID=$!
+wait_for 5 sh -c "[ \"\$(ip netns exec $P-l1 nft list tables 2>/dev/null | grep -c iod_chaos_)\" = 1 ]" ||
+	bad "no table in $P-l1" "$(cat "$T/cut.out")"
+[ "$(chaos_tables)" = 0 ] && ok "the link's table is in leaf 1's namespace, not the root's" ||
+	bad "a table in the root namespace"
+"$IOD" chaos list >"$T/list.out" 2>&1
+grep -q "partition of link leaf1-spine1" "$T/list.out" && ok "chaos list shows the link" ||
+	bad "chaos list" "$(cat "$T/list.out")"
+if wait_for 2 unreach; then ok "cut: node-1's host cannot reach node-2 (one spine: dropped)"; else
+	bad "cut" "h1 still reaches $H2 with the link cut"; fi
+DL=$(jq -r .deadline_ms "$IOD_STATE_DIR"/chaos/c*.json 2>/dev/null | head -1)
+kill -9 "$CPID" 2>/dev/null
+wait "$CPID" 2>/dev/null
+no_table() { [ "$(link_tables)" = 0 ] && [ "$(chaos_records)" = 0 ]; }
+early=0
+while [ "$(now_ms)" -lt $((DL - 150)) ]; do
+	[ "$(link_tables)" = 1 ] || early=1
+	sleep 0.1
+done
+wait_for 6 no_table || bad "the table outlived its deadline" "$(ip netns exec "$P-l1" nft list tables)"
+late=$(($(now_ms) - DL))
+if [ $early = 0 ] && [ "$late" -le 500 ]; then
+	ok "command killed -9: the keeper healed the link at the deadline (+${late} ms)"
+else
+	bad "heal time" "early=$early, ${late} ms after the deadline"
+fi
+if wait_for 3 reach; then ok "the link is whole again: h1 reaches node-2"; else
+	bad "after heal" "h1 cannot reach $H2"; fi
+
+# a lossy link: loss 100 drops every packet on it, then heals (detached)
+"$IOD" chaos loss link/leaf1-spine1 --percent 100 --duration 2s --detach >"$T/loss.out" 2>&1 ||
+	bad "loss link" "$(cat "$T/loss.out")"
+if wait_for 2 unreach; then ok "loss 100 on the link drops the flow"; else bad "loss" "still reached"; fi
+wait_for 5 no_table || bad "the loss table outlived its deadline"
+if wait_for 3 reach; then ok "the lossy link healed"; else bad "after loss" "h1 cannot reach $H2"; fi
+
+checks_ok
