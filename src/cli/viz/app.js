@@ -53,7 +53,7 @@
     else {
       const rules = Object.entries(dr.rules || {}).map(([r, c]) => `<li><code>${esc(r)}</code>: ${c} packet${c === 1 ? "" : "s"}</li>`).join("");
       const recs = (dr.records || []).map((r) => `<li data-rule="${esc(r.rule)}">${esc(r.tenant)}/${esc(r.src_name || "?")} ${esc(r.src)} &rarr; ${esc(r.dst_name ? r.dst_name + " " : "")}${esc(r.dst)}:${esc(r.dport)} DROPPED by <code>${esc(r.rule)}</code>: ${esc(r.why)} (${r.count} packet${r.count === 1 ? "" : "s"})</li>`).join("");
-      html += `<p>${dr.packets} packets in ${dr.flows} flows</p><ul id="node-drop-rules">${rules}</ul><ol id="node-drops">${recs}</ol>`;
+      html += `<p>${dr.packets} packet${dr.packets === 1 ? "" : "s"} in ${dr.flows} flow${dr.flows === 1 ? "" : "s"}</p><ul id="node-drop-rules">${rules}</ul><ol id="node-drops">${recs}</ol>`;
     }
     detail.innerHTML = html;
   }
