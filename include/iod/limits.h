@@ -867,6 +867,9 @@ _Static_assert(IOD_CHAOS_DURATION_MAX_MS < 0xffffffffu, "fault durations fit 32 
 /* Cluster nodes per rack when `iod viz` groups a large cluster: a 42U rack
  * of 1U servers, rounded to what a leaf switch serves. */
 #define IOD_VIZ_RACK_NODES 32
+/* Dropped flows a node's detail in the live view lists, newest first (the
+ * node's count covers them all). */
+#define IOD_VIZ_NODE_DROPS_SHOWN 20
 /* The window per-edge service rates (caller -> callee, from the mesh's
  * spans) are averaged over in the live view. */
 #define IOD_VIZ_RATE_WINDOW_MS 10000

@@ -365,6 +365,10 @@ struct iod_viz_input {
 	const char *mesh_metrics; /* a mesh proxy's /metrics, or NULL */
 	uint32_t group_over;      /* group into racks past this many nodes (0 = never) */
 	const json_t *edge_rates; /* iod_viz_edge_rates(), or NULL: no spans read */
+	const json_t *drops;      /* dropped flows, each with its "node" and "rule",
+	                             oldest first (the records `iod trace --drops`
+	                             reads), or NULL: on each node, "drops" (packets)
+	                             and detail.drops {packets, flows, rules, records} */
 	json_t *memo;             /* or NULL: an object the caller keeps between graphs;
 	                             a node's or replica's parts are reused from it when
 	                             its item is the same JSON value (viz.c) */

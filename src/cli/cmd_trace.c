@@ -19,11 +19,11 @@
  * (src/agent/drops.c, vswitch.c); read from the cluster's state dir.
  */
 #include "cli.h"
+#include "ctl.h"
 #include "iod/agent.h"
 #include "iod/mesh.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -42,8 +42,6 @@ static void on_signal(int sig)
 	IOD_UNUSED(sig);
 	stop_flag = 1;
 }
-
-void iod_up_state_dir(char *buf, size_t len);
 
 static void usage(FILE *f)
 {
@@ -169,29 +167,6 @@ static uint64_t span_start_ns(json_t *span)
 	return t ? strtoull(t, NULL, 10) : 0;
 }
 
-/* One node's drops.json records into all (each with its "node"). */
-static void drops_of(const char *dir, const char *node, json_t *all)
-{
-	char path[IOD_AGENT_PATH_MAX + 2 * IOD_NAME_MAX];
-	snprintf(path, sizeof(path), "%s/%s/drops.json", dir, node);
-	json_t *doc = json_load_file(path, 0, NULL);
-	json_t *r;
-	size_t i;
-	json_array_foreach(json_object_get(doc, "records"), i, r)
-	{
-		json_object_set_new(r, "node", json_string(node));
-		json_array_append(all, r);
-	}
-	json_decref(doc);
-}
-
-static int by_first(const void *a, const void *b)
-{
-	json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "first_ms")),
-	           y = json_integer_value(json_object_get(*(json_t *const *)b, "first_ms"));
-	return x < y ? -1 : x > y;
-}
-
 static const char *str_of(json_t *o, const char *k)
 {
 	const char *s = json_string_value(json_object_get(o, k));
@@ -200,33 +175,11 @@ static const char *str_of(json_t *o, const char *k)
 
 static int trace_drops(const char *node, enum iod_output out)
 {
-	char dir[IOD_AGENT_PATH_MAX], name[IOD_NAME_MAX + 8];
-	json_t *all = json_array();
-	iod_up_state_dir(dir, sizeof(dir));
-	if (node && node[0] >= '0' && node[0] <= '9')
-		snprintf(name, sizeof(name), "node-%s", node);
-	else if (node)
-		snprintf(name, sizeof(name), "%s", node);
-	if (node) {
-		drops_of(dir, name, all);
-	} else {
-		DIR *d = opendir(dir);
-		struct dirent *de;
-		while (d && (de = readdir(d)))
-			if (!strncmp(de->d_name, "node-", 5) && !strchr(de->d_name, '.'))
-				drops_of(dir, de->d_name, all);
-		if (d)
-			closedir(d);
-	}
-	size_t n = json_array_size(all);
-	json_t **v = n ? calloc(n, sizeof(*v)) : NULL;
-	for (size_t i = 0; v && i < n; i++)
-		v[i] = json_array_get(all, i);
-	if (v)
-		qsort(v, n, sizeof(*v), by_first);
+	json_t *all = iod_ctl_drops_read(node), *r;
+	size_t i;
 	static const char *const protos[256] = {[1] = "icmp", [6] = "tcp", [17] = "udp"};
-	for (size_t i = 0; v && i < n; i++) {
-		json_t *r = v[i];
+	json_array_foreach(all, i, r)
+	{
 		if (out == IOD_OUT_JSON) {
 			char *s = json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS);
 			if (s)
@@ -257,7 +210,6 @@ static int trace_drops(const char *node, enum iod_output out)
 		       str_of(r, "why"), (long long)json_integer_value(json_object_get(r, "count")),
 		       json_integer_value(json_object_get(r, "count")) == 1 ? "" : "s");
 	}
-	free(v);
 	json_decref(all);
 	return IOD_EXIT_OK;
 }

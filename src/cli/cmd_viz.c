@@ -104,7 +104,10 @@ static int net_once(struct iod_api_client *c, const char *mesh, uint32_t group_o
 	                           .telemetry = f.telemetry,
 	                           .mesh_metrics = f.mesh,
 	                           .group_over = group_over};
+	json_t *drops = iod_ctl_drops_read(NULL); /* as `iod trace --drops` */
+	in.drops = drops;
 	json_t *g = iod_viz_graph(&in);
+	json_decref(drops);
 	iod_ctl_cluster_free(&f);
 	if (!g)
 		return iod_cli_fail("viz", IOD_EXIT_ERROR, "out of memory");

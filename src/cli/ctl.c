@@ -2,7 +2,9 @@
  * ctl.c: helpers shared by the commands that talk to the control plane API.
  */
 #include "ctl.h"
+#include "iod/agent.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -102,4 +104,66 @@ int iod_ctl_cluster_read(struct iod_api_client *c, const char *mesh, struct iod_
 		iod_http_conn_close(&fd);
 	}
 	return 0;
+}
+
+void iod_up_state_dir(char *buf, size_t len);
+
+/* One node's drops.json records into all (each with its "node"). */
+static void drops_of(const char *dir, const char *node, json_t *all)
+{
+	char path[IOD_AGENT_PATH_MAX + 2 * IOD_NAME_MAX];
+	snprintf(path, sizeof(path), "%s/%s/drops.json", dir, node);
+	json_t *doc = json_load_file(path, 0, NULL);
+	json_t *r;
+	size_t i;
+	json_array_foreach(json_object_get(doc, "records"), i, r)
+	{
+		json_object_set_new(r, "node", json_string(node));
+		json_array_append(all, r);
+	}
+	json_decref(doc);
+}
+
+static int by_first(const void *a, const void *b)
+{
+	json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "first_ms")),
+	           y = json_integer_value(json_object_get(*(json_t *const *)b, "first_ms"));
+	return x < y ? -1 : x > y;
+}
+
+json_t *iod_ctl_drops_read(const char *node)
+{
+	char dir[IOD_AGENT_PATH_MAX], name[IOD_NAME_MAX + 8];
+	json_t *all = json_array();
+	if (!all)
+		return NULL;
+	iod_up_state_dir(dir, sizeof(dir));
+	if (node && node[0] >= '0' && node[0] <= '9')
+		snprintf(name, sizeof(name), "node-%s", node);
+	else if (node)
+		snprintf(name, sizeof(name), "%s", node);
+	if (node) {
+		drops_of(dir, name, all);
+	} else {
+		DIR *d = opendir(dir);
+		struct dirent *de;
+		while (d && (de = readdir(d)))
+			if (!strncmp(de->d_name, "node-", 5) && !strchr(de->d_name, '.'))
+				drops_of(dir, de->d_name, all);
+		if (d)
+			closedir(d);
+	}
+	/* oldest first, across the nodes */
+	size_t n = json_array_size(all);
+	json_t **v = n ? calloc(n, sizeof(*v)) : NULL;
+	for (size_t i = 0; v && i < n; i++)
+		v[i] = json_incref(json_array_get(all, i));
+	if (v) {
+		qsort(v, n, sizeof(*v), by_first);
+		json_array_clear(all);
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(all, v[i]);
+	}
+	free(v);
+	return all;
 }

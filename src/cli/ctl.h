@@ -36,6 +36,16 @@ int iod_ctl_cluster_read(struct iod_api_client *c, const char *mesh, struct iod_
                          struct iod_err *e);
 void iod_ctl_cluster_free(struct iod_ctl_cluster *f);
 
+/*
+ * The flows the nodes' virtual switches dropped, with the rule that dropped
+ * each: the records every node's agent writes to drops.json in its
+ * directory of the `iod up` state dir (src/agent/drops.c, vswitch.c), each
+ * with its "node", oldest first. node: one node ("node-2" or "2"), or NULL
+ * for all. An empty array when there are none; NULL only without memory.
+ * `iod trace --drops` prints them; the live view of `iod viz` draws them.
+ */
+json_t *iod_ctl_drops_read(const char *node);
+
 /* The common option text for --server. */
 #define IOD_CTL_SERVER_HELP                                                                \
 	"  --server ADDR[,ADDR...]  API address(es) of the cluster (default $IOD_SERVER, " \

@@ -84,6 +84,7 @@ struct live {
 	json_t *model;               /* the cluster's objects (iod_viz_model_*) */
 	json_t *memo;                /* the graph's parts of unchanged objects (iod_viz_graph) */
 	json_t *telemetry;           /* the last /v1/telemetry, or NULL */
+	json_t *drops;               /* the last dropped flows (iod_ctl_drops_read), or NULL */
 	char *mesh_text;             /* the last mesh /metrics, or NULL */
 	json_t *spans;               /* per-edge rates' state (iod_viz_spans_add) */
 	char span_cursor[1400];      /* the mesh's /spans cursor */
@@ -223,6 +224,12 @@ static int read_side(struct live *l)
 		changed = 1;
 	json_decref(l->telemetry);
 	l->telemetry = t;
+	/* the flows the nodes' virtual switches dropped, as `iod trace --drops` */
+	json_t *dr = iod_ctl_drops_read(NULL);
+	if (!json_equal(dr, l->drops) && (dr || l->drops))
+		changed = 1;
+	json_decref(l->drops);
+	l->drops = dr;
 	if (l->mesh && l->mesh[0]) {
 		struct iod_http_conn fd = {0};
 		struct iod_api_response r;
@@ -375,6 +382,7 @@ static void rebuild(struct live *l)
 	                           .telemetry = l->telemetry,
 	                           .mesh_metrics = l->mesh_text,
 	                           .edge_rates = rates,
+	                           .drops = l->drops,
 	                           .group_over = l->group_over,
 	                           .memo = l->memo};
 	json_t *g = iod_viz_graph(&in);
@@ -833,6 +841,7 @@ int iod_viz_live_run(struct iod_api_client *c, const char *mesh, const char *lis
 	json_decref(l.model);
 	json_decref(l.memo);
 	json_decref(l.telemetry);
+	json_decref(l.drops);
 	free(l.mesh_text);
 	json_decref(l.spans);
 	json_decref(l.events);

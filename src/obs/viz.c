@@ -70,8 +70,8 @@ struct gb {
 	                     ids are unique by construction (a node's parts) */
 };
 
-static void add_node(struct gb *b, const char *id, const char *kind, const char *label,
-                     const char *parent, const char *status, json_t *detail)
+static json_t *add_node(struct gb *b, const char *id, const char *kind, const char *label,
+                        const char *parent, const char *status, json_t *detail)
 {
 	json_t *n = json_pack("{s:s, s:s, s:s, s:s}", "id", id, "kind", kind, "label", label,
 	                      "status", status);
@@ -82,6 +82,7 @@ static void add_node(struct gb *b, const char *id, const char *kind, const char 
 	else
 		json_decref(detail);
 	json_array_append_new(b->nodes, n);
+	return n;
 }
 
 /* An edge; its id is "kind:from>to", unique in the graph (a second one of
@@ -219,6 +220,54 @@ static const json_t *gpu_tel(const json_t *per_node, double idx)
 	return json_object_get(per_node, k);
 }
 
+/*
+ * {node: what the page shows of its drops} from the records `iod trace
+ * --drops` reads (each with its "node", oldest first): "packets" (their
+ * counts' sum), "flows" (records), "rules" ({rule: packets}) and "records",
+ * the newest IOD_VIZ_NODE_DROPS_SHOWN, newest first, with the rule that
+ * dropped each and why.
+ */
+static json_t *drops_index(const json_t *drops)
+{
+	json_t *ix = json_object();
+	size_t i = json_array_size(drops);
+	while (ix && i-- > 0) {
+		const json_t *r = json_array_get(drops, i);
+		const char *node = sval(r, "node");
+		json_t *d = json_object_get(ix, node);
+		if (!d) {
+			d = json_pack("{s:I, s:I, s:{}, s:[]}", "packets", (json_int_t)0, "flows",
+			              (json_int_t)0, "rules", "records");
+			if (!d)
+				continue;
+			json_object_set_new(ix, node, d);
+		}
+		json_int_t cnt = json_integer_value(json_object_get(r, "count"));
+		json_t *rules = json_object_get(d, "rules");
+		const char *rule = sval(r, "rule");
+		json_object_set_new(
+		    d, "packets",
+		    json_integer(json_integer_value(json_object_get(d, "packets")) + cnt));
+		json_object_set_new(
+		    d, "flows", json_integer(json_integer_value(json_object_get(d, "flows")) + 1));
+		json_object_set_new(
+		    rules, rule,
+		    json_integer(json_integer_value(json_object_get(rules, rule)) + cnt));
+		json_t *recs = json_object_get(d, "records");
+		if (json_array_size(recs) < IOD_VIZ_NODE_DROPS_SHOWN)
+			json_array_append_new(
+			    recs,
+			    json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O?, s:O?, s:I, s:O?}",
+			              "rule", rule, "why", sval(r, "why"), "tenant",
+			              sval(r, "tenant"), "src", sval(r, "src"), "src_name",
+			              sval(r, "src_name"), "dst", sval(r, "dst"), "dst_name",
+			              sval(r, "dst_name"), "dport", json_object_get(r, "dport"),
+			              "proto", json_object_get(r, "proto"), "count", cnt, "last_ms",
+			              json_object_get(r, "last_ms")));
+	}
+	return ix;
+}
+
 /* The rack a node is in: its "rack" (objects.h), else labels.rack, else
  * one of IOD_VIZ_RACK_NODES nodes in list order (a leaf switch's worth). */
 static void node_rack(const json_t *v, size_t i, char *out, size_t len)
@@ -346,10 +395,11 @@ static void splice(struct gb *b, const json_t *part)
 }
 
 /* A cluster node, its GPUs (NVLink between them) and NICs (on its leaf). */
-static json_t *node_part(const json_t *n, const json_t *tn, const char *rk, bool group)
+static json_t *node_part(const json_t *n, const json_t *tn, const json_t *dr, const json_t *dep,
+                         const char *rk, bool group)
 {
 	struct gb b;
-	json_t *p = part_new(n, tn, rk, group, &b);
+	json_t *p = part_new(n, dep, rk, group, &b);
 	if (!p)
 		return NULL;
 	const char *name = sval(n, "name");
@@ -367,7 +417,11 @@ static json_t *node_part(const json_t *n, const json_t *tn, const char *rk, bool
 	json_t *nd = detail(IOD_OBJ_KIND_NODE, v, node_detail, IOD_ARRAY_LEN(node_detail));
 	if (nd)
 		json_object_set_new(nd, "rack", json_string(rk));
-	add_node(&b, nid, "node", name, parent, ready ? "ok" : "bad", nd);
+	if (nd && dr)
+		json_object_set(nd, "drops", (json_t *)dr);
+	json_t *gn = add_node(&b, nid, "node", name, parent, ready ? "ok" : "bad", nd);
+	if (gn && dr) /* the count the page puts on the node */
+		json_object_set(gn, "drops", json_object_get(dr, "packets"));
 	bool nic_seen = false;
 	const json_t *fl = ready ? fabric_link(tn) : NULL; /* its data plane's fabric port */
 	bool fl_used = false;
@@ -484,14 +538,16 @@ json_t *iod_viz_graph(const struct iod_viz_input *in)
 	unsigned gpus = 0, bad = 0, replicas = 0;
 	json_t *bad_eps = unhealthy_endpoints(in->endpoints);
 	json_t *tel = telemetry_index(in->telemetry);
+	json_t *drx = drops_index(in->drops);
 
-	if (!g || !b.nodes || !b.edges || !b.edge_ids || !bad_eps || !tel) {
+	if (!g || !b.nodes || !b.edges || !b.edge_ids || !bad_eps || !tel || !drx) {
 		json_decref(g);
 		json_decref(b.nodes);
 		json_decref(b.edges);
 		json_decref(b.edge_ids);
 		json_decref(bad_eps);
 		json_decref(tel);
+		json_decref(drx);
 		return NULL;
 	}
 	/* switches and racks first, so a node's parent always precedes it */
@@ -507,9 +563,15 @@ json_t *iod_viz_graph(const struct iod_viz_input *in)
 		char rk[IOD_NAME_MAX + 8];
 		node_rack(json_object_get(n, "value"), i, rk, sizeof(rk));
 		const json_t *tn = json_object_get(tel, name);
-		json_t *part = reuse(in->memo, "node", name, n, tn, rk, group);
+		const json_t *dr = json_object_get(drx, name);
+		/* what else the part reads: its telemetry, and its drops if any */
+		json_t *dep =
+		    dr ? json_pack("{s:O?, s:O}", "telemetry", (json_t *)tn, "drops", (json_t *)dr)
+		       : json_incref((json_t *)tn);
+		json_t *part = reuse(in->memo, "node", name, n, dep, rk, group);
 		if (!part)
-			part = node_part(n, tn, rk, group);
+			part = node_part(n, tn, dr, dep, rk, group);
+		json_decref(dep);
 		if (!part)
 			continue;
 		splice(&b, part);
@@ -520,6 +582,7 @@ json_t *iod_viz_graph(const struct iod_viz_input *in)
 		json_decref(part);
 	}
 	json_decref(tel);
+	json_decref(drx);
 	/* services, their replicas and dependencies */
 	struct iod_top_mesh_svc *mesh = NULL;
 	uint32_t mesh_n = 0;
@@ -994,7 +1057,12 @@ static int dot_node(struct iod_buf *b, const json_t *n, const char *indent)
 	int rc = iod_buf_printf(b, "%s", indent);
 	rc = rc ? rc : q(b, sval(n, "id"));
 	rc = rc ? rc : iod_buf_printf(b, " [label=");
-	rc = rc ? rc : q(b, sval(n, "label"));
+	/* a node's dropped packets, as the page shows them */
+	json_int_t drops = json_integer_value(json_object_get(n, "drops"));
+	char label[IOD_NAME_MAX * 2 + 48];
+	snprintf(label, sizeof(label), drops > 0 ? "%s (%lld dropped)" : "%s", sval(n, "label"),
+	         (long long)drops);
+	rc = rc ? rc : q(b, label);
 	return rc ? rc
 	          : iod_buf_printf(b, ", shape=%s, color=\"%s\", penwidth=%s];\n", shape,
 	                           colour(sval(n, "status")),

@@ -3,7 +3,8 @@
  * reads besides the API's objects: a mesh proxy's /spans answer, counted
  * into per-edge service rates (iod_viz_spans_add, iod_viz_edge_rates), and
  * the same document as telemetry summaries whose "links" colour a node's
- * link (iod_viz_graph). Any input: rates are finite and non-negative, the
+ * link (iod_viz_graph), and its "records" as the dropped flows the nodes
+ * show (drops.json's, as iod_ctl_drops_read gives them). Any input: rates are finite and non-negative, the
  * graph builds, never a crash.
  */
 #include "iod/obs.h"
@@ -39,11 +40,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	json_t *svcs = json_loads("{\"items\": [{\"name\": \"a\", \"value\": {\"depends_on\": "
 	                          "[\"b\"]}}, {\"name\": \"b\", \"value\": {}}]}",
 	                          0, NULL);
-	struct iod_viz_input in = {
-	    .nodes = nodes, .services = svcs, .telemetry = doc, .edge_rates = r};
+	struct iod_viz_input in = {.nodes = nodes,
+	                           .services = svcs,
+	                           .telemetry = doc,
+	                           .edge_rates = r,
+	                           .drops = json_object_get(doc, "records")};
 	json_t *g = iod_viz_graph(&in);
 	if (!g)
 		abort();
+	struct iod_buf b;
+	iod_buf_init(&b);
+	if (iod_viz_dot(g, &b))
+		abort();
+	iod_buf_free(&b);
 	json_decref(g);
 	json_decref(nodes);
 	json_decref(svcs);

@@ -85,6 +85,13 @@ if [ -z "$miss" ] && command -v dot >/dev/null && "$IOD" viz net-topology -o svg
 else
 	bad "viz_net_topology_dot_svg:$miss"; head -20 "$T/net.dot"; cat "$T/err"
 fi
+# no data plane, no counters: every link to the fabric grey and dashed, as on the page
+nd=$(grep -c -- '-- "switch:leaf-0" .*color="#c4c4c4", style=dashed' "$T/net.dot")
+if [ "$nd" -ge 3 ] && ! grep -E -- '-- "switch:leaf-0" ' "$T/net.dot" | grep -qv '#c4c4c4'; then
+	ok "viz_dot_links_no_data ($nd links to the leaf grey and dashed)"
+else
+	bad "viz_dot_links_no_data: $(grep -m2 -- '"switch:leaf-0" \[' "$T/net.dot")"
+fi
 if "$IOD" viz gpu-topology --node node-2 | grep -q '^graph' &&
 	"$IOD" viz gpu-topology --node node-2 -o svg | grep -q '<svg'; then ok "viz_gpu_topology"; else
 	bad "viz_gpu_topology"; fi
@@ -109,6 +116,17 @@ if [ -n "$fams" ] && [ -z "$undoc" ]; then
 else
 	bad "viz_metrics_documented (not in docs/observability.md:${undoc:- no families scraped})"
 fi
+
+# a flow node-2's virtual switch dropped, as its agent records it in its
+# directory (this cluster runs no data plane, so none writes one): the view
+# reads it as `iod trace --drops` does
+if [ -d "$IOD_STATE_DIR/node-2" ]; then
+	cat >"$IOD_STATE_DIR/node-2/drops.json" <<'EOF'
+{"node": "node-2", "dropped": 2, "recorded": 1, "rules": [{"rule": "tenant-x/deny-other-tenants", "forwarded": 0, "dropped": 2}],
+ "records": [{"seq": 1, "first_ms": 1000, "last_ms": 1500, "count": 2, "src": "10.0.9.2", "sport": 40000, "dst": "10.0.1.5", "dport": 7777, "proto": 6, "tcp_flags": 2, "from_fabric": false, "src_name": "intruder-0", "dst_name": "ps-0", "tenant": "x", "rule": "tenant-x/deny-other-tenants", "why": "10.0.1.5 is tenant default's (ps-0), not x's"}]}
+EOF
+fi
+"$IOD" trace --drops --node 2 | grep -q 'rule tenant-x/deny-other-tenants' || bad "viz_drops_fixture: iod trace --drops does not read it"
 
 # 3 first (no browser needed): the server's bounds
 "$IOD" viz net-topology --live --listen "$VIEW" --refresh 200ms >"$T/view.log" 2>&1 &
@@ -221,6 +239,13 @@ try:
     print("DELTAS", js("return window.iodView.deltas"))
     fed = until(lambda: "batch-0" in js("return document.getElementById('feed').textContent"), 5)
     print("FEED", bool(fed))
+    # drops: a count on the node, and a click lists them with their rule
+    print("DROPS_COUNT", "2 dropped" in (js("var t = document.querySelector(\"[data-id='node:node-2'] > text\"); return t ? t.textContent : ''") or ""))
+    js("var t = document.querySelector(\"[data-id='node:node-2'] > text\");"
+       "if (t) t.dispatchEvent(new MouseEvent('click', {bubbles: true}))")
+    dl = until(lambda: (d.find_elements(By.ID, "node-drops") or [None])[0] and
+               d.find_element(By.ID, "node-drops").text, 5)
+    print("DROPS_LIST", "tenant-x/deny-other-tenants" in (dl or "") and "intruder-0" in (dl or ""))
     d.save_screenshot(shot)
     print("SHOT", os.path.getsize(shot))
 finally:
@@ -274,6 +299,11 @@ print(next((i["value"].get("phase") for i in json.load(sys.stdin)["items"] if i[
 		ok "viz_browser_events_feed (the kill in the feed; a click lists the replica's events)"
 	else
 		bad "viz_browser_events_feed (feed $(v FEED), replica events $(v REPLICA_EVENTS))"
+	fi
+	if [ "$(v DROPS_COUNT)" = True ] && [ "$(v DROPS_LIST)" = True ]; then
+		ok "viz_browser_drops (node-2 counts its dropped flow; a click lists it with its rule)"
+	else
+		bad "viz_browser_drops (count $(v DROPS_COUNT), list $(v DROPS_LIST))"
 	fi
 	if [ -s "$ART/viz_live.png" ]; then ok "viz_browser_screenshot ($ART/viz_live.png)"; else
 		bad "viz_browser_screenshot"; fi

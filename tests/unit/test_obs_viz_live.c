@@ -493,6 +493,91 @@ TEST(viz_dot_colours_links_by_utilisation)
 	json_decref(nodes);
 }
 
+/* A dropped-flow record as a node's agent writes it to drops.json, with
+ * the "node" the reader (iod_ctl_drops_read) adds. */
+static json_t *drop_rec(const char *node, const char *rule, int count, int first_ms)
+{
+	return json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:s, s:i, s:i}", "node",
+	                 node, "rule", rule, "why", "10.0.1.5 is tenant b's (web-0), not a's",
+	                 "count", count, "first_ms", first_ms, "last_ms", first_ms + 10, "tenant",
+	                 "a", "src", "10.0.0.2", "dst", "10.0.1.5", "src_name", "api-0", "dport",
+	                 80, "proto", 6);
+}
+
+/* Drops in the live view: each node counts the packets its virtual switch
+ * dropped, and its detail lists the newest flows with the rule that dropped
+ * each; a node without drops has neither; a new drop changes that node in
+ * the next delta (its memoised part is not reused). */
+TEST(viz_nodes_show_their_drops_with_the_rule)
+{
+	json_t *nodes = cluster_nodes(3), *memo = json_object();
+	json_t *drops = json_array();
+	json_array_append_new(drops, drop_rec("n00", "tenant-a/deny-other-tenants", 3, 1000));
+	json_array_append_new(drops, drop_rec("n00", "tenant-a/no-route", 1, 2000));
+	json_array_append_new(drops, drop_rec("n02", "vtep/unknown-vni", 5, 1500));
+	struct iod_viz_input in = {.nodes = nodes, .drops = drops, .memo = memo};
+	json_t *g = iod_viz_graph(&in);
+	CHECK(g);
+	const json_t *gn = json_object_get(g, "nodes");
+	const json_t *n0 = by_id(gn, "node:n00"), *n1 = by_id(gn, "node:n01");
+	CHECK(n0 && n1);
+	CHECK_EQ(json_integer_value(json_object_get(n0, "drops")), 4);
+	const json_t *d0 = json_object_get(json_object_get(n0, "detail"), "drops");
+	CHECK_EQ(json_integer_value(json_object_get(d0, "flows")), 2);
+	const json_t *rules = json_object_get(d0, "rules");
+	CHECK_EQ(json_integer_value(json_object_get(rules, "tenant-a/deny-other-tenants")), 3);
+	CHECK_EQ(json_integer_value(json_object_get(rules, "tenant-a/no-route")), 1);
+	const json_t *recs = json_object_get(d0, "records");
+	CHECK_EQ(json_array_size(recs), 2);
+	/* newest first, each with its rule and why */
+	CHECK(!strcmp(str(json_array_get(recs, 0), "rule"), "tenant-a/no-route"));
+	CHECK(!strcmp(str(json_array_get(recs, 1), "rule"), "tenant-a/deny-other-tenants"));
+	CHECK(strstr(str(json_array_get(recs, 1), "why"), "tenant b"));
+	CHECK_EQ(json_integer_value(json_object_get(json_array_get(recs, 1), "dport")), 80);
+	CHECK_EQ(json_integer_value(json_object_get(by_id(gn, "node:n02"), "drops")), 5);
+	/* the DOT writes the count in the node's label */
+	struct iod_buf b;
+	iod_buf_init(&b);
+	CHECK_EQ(iod_viz_dot(g, &b), 0);
+	CHECK(strstr(b.data, "\"node:n00\" [label=\"n00 (4 dropped)\""));
+	CHECK(strstr(b.data, "\"node:n01\" [label=\"n01\""));
+	iod_buf_free(&b);
+	/* no drops: no count, no list */
+	CHECK(!json_object_get(n1, "drops"));
+	CHECK(!json_object_get(json_object_get(n1, "detail"), "drops"));
+	/* a new drop on n01: that node changes, n00 is reused as it was */
+	json_array_append_new(drops, drop_rec("n01", "switch/unknown-source", 2, 3000));
+	json_t *g2 = iod_viz_graph(&in), *d = NULL;
+	CHECK_EQ(iod_viz_graph_delta(g, g2, &d), 1);
+	const json_t *ch = json_object_get(json_object_get(d, "nodes"), "change");
+	const json_t *c1 = by_id(ch, "node:n01");
+	CHECK(c1 && json_integer_value(json_object_get(c1, "drops")) == 2);
+	CHECK(!by_id(ch, "node:n00"));
+	json_decref(d);
+	json_decref(g2);
+	/* bounded: the list keeps the newest IOD_VIZ_NODE_DROPS_SHOWN, the
+	 * count covers every record */
+	json_t *many = json_array();
+	for (int i = 0; i < IOD_VIZ_NODE_DROPS_SHOWN + 5; i++)
+		json_array_append_new(many, drop_rec("n00", "tenant-a/no-route", 1, i));
+	in.drops = many;
+	in.memo = NULL;
+	json_t *g3 = iod_viz_graph(&in);
+	const json_t *m0 = by_id(json_object_get(g3, "nodes"), "node:n00");
+	const json_t *md = json_object_get(json_object_get(m0, "detail"), "drops");
+	CHECK_EQ(json_integer_value(json_object_get(m0, "drops")), IOD_VIZ_NODE_DROPS_SHOWN + 5);
+	CHECK_EQ(json_array_size(json_object_get(md, "records")), IOD_VIZ_NODE_DROPS_SHOWN);
+	CHECK_EQ(json_integer_value(
+	             json_object_get(json_array_get(json_object_get(md, "records"), 0), "last_ms")),
+	         IOD_VIZ_NODE_DROPS_SHOWN + 4 + 10);
+	json_decref(g3);
+	json_decref(many);
+	json_decref(g);
+	json_decref(drops);
+	json_decref(memo);
+	json_decref(nodes);
+}
+
 /* Per-edge service rates: caller -> callee from the mesh's spans, over a
  * sliding window, on the dependency edges (not the mesh's totals). */
 static json_t *span_answer(int n_web_api, int n_web_db, int errors, int overwritten)

@@ -40,6 +40,23 @@
     const util = g.detail && g.detail.util_pct != null ? `${Math.round(g.detail.util_pct)}%` : "";
     return `${g.label} ${util}${g.detail && g.detail.stalled ? " busy but stalled" : ""}`;
   }
+  // A node's flows its virtual switch dropped (the records `iod trace
+  // --drops` reads): a count on the node, the list with the rule that
+  // dropped each in its detail panel.
+  function nodeText(n) { return n.drops ? `${n.label} \u2716 ${n.drops} dropped` : n.label; }
+  let detailNode = null;
+  function showNode(n) {
+    detailNode = n.id;
+    const d = n.detail || {}, dr = d.drops;
+    let html = `<h2>${esc(n.label)}</h2><p>${esc(d.model || "")} ${esc(d.addr || "")} rack ${esc(d.rack || "-")}</p><h2>Dropped flows (<code>iod trace --drops</code>)</h2>`;
+    if (!dr) html += `<p id="node-drops" class="hint">none recorded</p>`;
+    else {
+      const rules = Object.entries(dr.rules || {}).map(([r, c]) => `<li><code>${esc(r)}</code>: ${c} packet${c === 1 ? "" : "s"}</li>`).join("");
+      const recs = (dr.records || []).map((r) => `<li data-rule="${esc(r.rule)}">${esc(r.tenant)}/${esc(r.src_name || "?")} ${esc(r.src)} &rarr; ${esc(r.dst_name ? r.dst_name + " " : "")}${esc(r.dst)}:${esc(r.dport)} DROPPED by <code>${esc(r.rule)}</code>: ${esc(r.why)} (${r.count} packet${r.count === 1 ? "" : "s"})</li>`).join("");
+      html += `<p>${dr.packets} packet${dr.packets === 1 ? "" : "s"} in ${dr.flows} flow${dr.flows === 1 ? "" : "s"}</p><ul id="node-drop-rules">${rules}</ul><ol id="node-drops">${recs}</ol>`;
+    }
+    detail.innerHTML = html;
+  }
   function replicaTitle(r) { return `${r.label} ${r.detail ? r.detail.phase : ""}`; }
 
   function render() {
@@ -90,7 +107,7 @@
       const h = n.kind === "rack" ? 44 : 34 + Math.ceil(gpus.length / 6) * 22 + (nics.length ? 18 : 0);
       const x = 10 + col * cw;
       pos.set(n.id, { x: x + 75, y: y });
-      const text = n.kind === "rack" ? rackText(n) : n.label;
+      const text = n.kind === "rack" ? rackText(n) : nodeText(n);
       shapes.push(`<g data-id="${esc(n.id)}" data-kind="${n.kind}" data-status="${n.status}" class="${n.kind}"><rect class="box ${n.status}" x="${x}" y="${y}" width="150" height="${h}" rx="5"/><text x="${x + 6}" y="${y + 15}">${esc(text)}</text>`);
       gpus.forEach((g, i) => {
         const gx = x + 6 + (i % 6) * 23, gy = y + 24 + Math.floor(i / 6) * 22;
@@ -208,7 +225,8 @@
       case "nic": el.setAttribute("class", `box ${x.status}`); break;
       case "service": if (rect) rect.setAttribute("class", `box ${x.status}`); if (text) text.textContent = serviceText(x); break;
       case "rack": if (rect) rect.setAttribute("class", `box ${x.status}`); if (text) text.textContent = rackText(x); break;
-      case "node": case "switch": if (rect) rect.setAttribute("class", `box ${x.status}`); break;
+      case "node": if (rect) rect.setAttribute("class", `box ${x.status}`); if (text) text.textContent = nodeText(x); if (detailNode === x.id) showNode(x); break;
+      case "switch": if (rect) rect.setAttribute("class", `box ${x.status}`); break;
       default: return false;
     }
     return true;
@@ -256,6 +274,7 @@
     v.graphs++;
     v.version = version;
     v.lastGraphAt = performance.now();
+    if (detailNode && nodes.get(detailNode)) showNode(nodes.get(detailNode));
     render();
   }
 
@@ -266,7 +285,10 @@
     if (kind === "rack" || (kind === "service" && el.classList.contains("foldable"))) {
       if (expanded.has(id)) expanded.delete(id); else expanded.add(id);
       render();
+    } else if (kind === "node" && nodes.get(id)) {
+      showNode(nodes.get(id));
     } else if (kind === "replica") {
+      detailNode = null;
       const name = id.slice("replica:".length);
       detail.innerHTML = `<h2>${esc(name)}</h2><p class="hint">loading&hellip;</p>`;
       fetch("/explain?replica=" + encodeURIComponent(name)).then((r) => r.json()).then((x) => {
