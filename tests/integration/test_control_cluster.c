@@ -963,6 +963,7 @@ static void flood_body(struct iod_cc *c)
 	CHECK_MSG(r.status == 200, "a node agent's lease was refused under a lease flood: %d %s",
 	          r.status, r.body ? r.body : "");
 	iod_api_response_free(&r);
+
 	iod_api_client_close(&cl);
 }
 
@@ -1184,6 +1185,21 @@ TEST(big_requests_413_before_proposing_and_keep_the_term)
 	with_cluster("big", big_body);
 }
 
+/* A field of /proc/PID/status in kB ("VmRSS:", "VmHWM:"), or -1. */
+static long vm_kb(pid_t pid, const char *field)
+{
+	char path[64], line[256];
+	long v = -1;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, strlen(field)))
+			v = atol(line + strlen(field) + 1);
+	if (f)
+		fclose(f);
+	return v;
+}
+
 /* A deploy spec of `services` stateless services of `each` replicas. */
 static char *deploy_spec(int services, int each)
 {
@@ -1207,7 +1223,8 @@ static char *deploy_spec(int services, int each)
  * worker thread and large commands are parsed on the log's worker: a deploy
  * of IOD_DEPLOY_REPLICAS_MAX replicas (3 services x 1,000), and the same
  * again (the prune path), keep iod_raft_term; one replica more is 413
- * naming the limit, and nothing is proposed (the revision stays).
+ * naming the limit, and nothing is proposed (the revision stays); 20,000
+ * replicas are 413 too, and the leader's RSS stays bounded.
  */
 static void big_deploy_body(struct iod_cc *c)
 {
@@ -1275,6 +1292,42 @@ static void big_deploy_body(struct iod_cc *c)
 	CHECK_MSG(r.body && strstr(r.body, "IOD_DEPLOY_REPLICAS_MAX"), "%.300s",
 	          r.body ? r.body : "");
 	iod_api_response_free(&r);
+	/* 20,000 replicas (the issue's case: 413 "Argument list too long", and
+	 * the leader's RSS went from 29 to 246 MB and stayed there): as one
+	 * service, 400 naming IOD_SPEC_REPLICAS_MAX; as 20 x 1,000, 413 naming
+	 * IOD_DEPLOY_REPLICAS_MAX, three times; and the leader's RSS stays where
+	 * it was. Both refusals come before any planning, so the growth is the
+	 * request's buffers (kB); 64 MB, under a third of the old growth
+	 * (217 MB), leaves room for a new malloc arena per worker thread (64 MB
+	 * of reserve, a few MB touched) and frees that a loaded 2-core machine
+	 * runs late. The revision check below covers these too: nothing was
+	 * proposed. */
+	free(spec);
+	spec = deploy_spec(1, 20000);
+	char *spec20 = deploy_spec(20, 1000);
+	CHECK(spec != NULL && spec20 != NULL);
+	sleep_ms(200);
+	long rss0 = vm_kb(c->pid[leader], "VmRSS:");
+	CHECK(rss0 > 0);
+	CHECK_EQ(call(&cl, "POST", "/v1/deploy", spec, &r), 0);
+	CHECK_MSG(r.status == 400 && r.body && strstr(r.body, "IOD_SPEC_REPLICAS_MAX"),
+	          "20,000 replicas in one service: %d %.300s", r.status, r.body ? r.body : "");
+	iod_api_response_free(&r);
+	for (int k = 0; k < 3; k++) {
+		CHECK_EQ(call(&cl, "POST", "/v1/deploy", spec20, &r), 0);
+		CHECK_MSG(r.status == 413 && r.body && strstr(r.body, "IOD_DEPLOY_REPLICAS_MAX"),
+		          "20 x 1,000 replicas: %d %.300s", r.status, r.body ? r.body : "");
+		iod_api_response_free(&r);
+	}
+	free(spec20);
+	sleep_ms(200);
+	long rss1 = vm_kb(c->pid[leader], "VmRSS:");
+	if (getenv("IOD_TEST_VERBOSE"))
+		fprintf(stderr, "refused 20,000-replica deploys: leader RSS %ld -> %ld kB\n", rss0,
+		        rss1);
+	CHECK_MSG(rss1 > 0 && rss1 - rss0 < 64 * 1024,
+	          "leader RSS %ld -> %ld kB across four refused 20,000-replica deploys", rss0,
+	          rss1);
 	iod_api_client_close(&cl);
 	CHECK_EQ(metric(c->api[leader], "iod_state_revision"), rev0);
 	free(spec);
@@ -1603,20 +1656,6 @@ static void list_body(struct iod_cc *c)
 TEST(big_lists_page_and_keep_the_term)
 {
 	with_cluster("list", list_body);
-}
-
-static long vm_kb(pid_t pid, const char *field)
-{
-	char path[64], line[256];
-	long v = -1;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, field, strlen(field)))
-			v = atol(line + strlen(field) + 1);
-	if (f)
-		fclose(f);
-	return v;
 }
 
 /*
