@@ -180,6 +180,14 @@ if "$IOD" deploy -f "$T/other.yaml" >"$T/other.out" 2>&1; then
 	"$IOD" trace --drops --node "$NX" -o json | grep -q '"rule":"tenant-other/deny-other-tenants"' &&
 		ok "iod trace --drops --node $NX -o json names the rule" ||
 		bad "iod trace --drops --node $NX -o json: $(head -c 300 "$T/drops.txt")"
+	# the picture shows the same records on that node, with the rule
+	vd=$("$IOD" viz net-topology -o json 2>/dev/null | python3 -c "
+import json, sys
+n = [n for n in json.load(sys.stdin)['nodes'] if n['id'] == 'node:$NX']
+d = n[0].get('detail', {}).get('drops', {}) if n else {}
+r = d.get('rules', {}).get('tenant-other/deny-other-tenants', 0)
+print('%d dropped, %d by tenant-other/deny-other-tenants' % (n[0].get('drops', 0), r) if r else '')")
+	[ -n "$vd" ] && ok "iod viz: $NX $vd" || bad "iod viz: no drops with their rule on $NX"
 	if grep -Eq '^iod_dp_sg_verdicts_total\{rule="tenant-other/deny-other-tenants",verdict="dropped"\} [1-9]' \
 		"$IOD_STATE_DIR/$NX/dp_sg_verdicts.prom" 2>/dev/null &&
 		grep -Eq '^iod_dp_sg_verdicts_total\{rule="tenant-default/allow-same-tenant",verdict="forwarded"\} [1-9]' \
