@@ -686,20 +686,6 @@ static void *probe_thread(void *p)
 	return NULL;
 }
 
-static long rss_kb(pid_t pid, const char *field)
-{
-	char path[64], line[256];
-	long v = -1;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, field, strlen(field)))
-			v = atol(line + strlen(field) + 1);
-	if (f)
-		fclose(f);
-	return v;
-}
-
 /* A counter or gauge from a server's /metrics, or -1. */
 static double metric_of(const char *api, const char *name)
 {
@@ -819,7 +805,7 @@ static void loop_lag(struct cluster *c)
 		open_n++;
 	}
 	sleep_ms(500);
-	long rss0 = rss_kb(c->cc.pid[leader], "VmRSS:");
+	long rss0 = iod_cc_proc_kb(c->cc.pid[leader], "VmRSS:");
 	seen0 = raft_seen(c);
 	memset(&pr, 0, sizeof(pr));
 	pr.api = c->cc.api[leader];
@@ -849,7 +835,7 @@ static void loop_lag(struct cluster *c)
 		setsockopt(wfd[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		answered += recv(wfd[i], buf, sizeof(buf), 0) > 0;
 	}
-	long hwm = rss_kb(c->cc.pid[leader], "VmHWM:");
+	long hwm = iod_cc_proc_kb(c->cc.pid[leader], "VmHWM:");
 	pr.stop = 1;
 	pthread_join(pr.t, NULL);
 	/* the answer's serialisation, off the loop since issue 15 (-1: on it) */

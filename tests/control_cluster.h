@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -41,6 +42,21 @@ struct iod_cc {
 	const char *args[IOD_CC_ARGS_MAX + 1]; /* extra arguments of every start, NULL-ended */
 	const char *extra; /* one more argument after them (e.g. for one restart), or NULL */
 };
+
+/* A field of /proc/PID/status in kB ("VmRSS:", "VmHWM:"), or -1. */
+static inline long iod_cc_proc_kb(pid_t pid, const char *field)
+{
+	char path[64], line[256];
+	long v = -1;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, strlen(field)))
+			v = atol(line + strlen(field) + 1);
+	if (f)
+		fclose(f);
+	return v;
+}
 
 /*
  * A port to give a server: below the kernel's ephemeral range, so that no

@@ -26,6 +26,28 @@ void iod_ckpt_raft_name(const char *replica, uint32_t rank, uint64_t step, char 
 	snprintf(out, cap, "%s.r%u.s%" PRIu64, replica, rank, step);
 }
 
+/* PUT body (malloc'd, freed here; NULL: out of memory) to path; an answer
+ * other than 2xx is -EIO with the control plane's reason. */
+static int put_checkpoint(struct iod_api_client *api, const char *path, const char *name,
+                          char *body, struct iod_err *e)
+{
+	if (!body)
+		return iod_err_set(e, -ENOMEM, "out of memory for a checkpoint object");
+	struct iod_api_response resp;
+	int rc =
+	    iod_api_request(api, "PUT", path, "application/json", body, strlen(body), &resp, e);
+	free(body);
+	if (rc)
+		return rc;
+	if (resp.status / 100 != 2) {
+		const char *why = json_string_value(json_object_get(resp.json, "error"));
+		rc = iod_err_set(e, -EIO, "checkpoint %s: the control plane answered %d: %s", name,
+		                 resp.status, why ? why : "(no reason)");
+	}
+	iod_api_response_free(&resp);
+	return rc;
+}
+
 int iod_ckpt_raft_commit(void *ctx, const struct iod_ckpt_commit *k, struct iod_err *e)
 {
 	const struct iod_ckpt_raft *r = ctx;
@@ -93,21 +115,8 @@ int iod_ckpt_raft_commit(void *ctx, const struct iod_ckpt_commit *k, struct iod_
 	json_decref(j);
 	iod_obj_checkpoint_free(o);
 	free(o);
-	if (!body)
-		return iod_err_set(e, -ENOMEM, "out of memory for a checkpoint object");
-	struct iod_api_response resp;
 	snprintf(path, sizeof(path), "/v1/checkpoint/%s", name);
-	rc = iod_api_request(r->api, "PUT", path, "application/json", body, strlen(body), &resp, e);
-	free(body);
-	if (rc)
-		return rc;
-	if (resp.status / 100 != 2) {
-		const char *why = json_string_value(json_object_get(resp.json, "error"));
-		rc = iod_err_set(e, -EIO, "checkpoint %s: the control plane answered %d: %s", name,
-		                 resp.status, why ? why : "(no reason)");
-	}
-	iod_api_response_free(&resp);
-	return rc;
+	return put_checkpoint(r->api, path, name, body, e);
 }
 
 int iod_ckpt_raft_latest(struct iod_api_client *api, const char *replica, uint32_t rank,
@@ -178,20 +187,7 @@ int iod_ckpt_raft_scrub(struct iod_ckpt_raft *raft, const struct iod_ckpt_scrub_
 	                    json_integer((json_int_t)s->at_ms));
 	char *body = json_dumps(v, JSON_COMPACT);
 	json_decref(v);
-	if (!body)
-		return iod_err_set(e, -ENOMEM, "out of memory for a checkpoint object");
-	rc = iod_api_request(raft->api, "PUT", path, "application/json", body, strlen(body), &resp,
-	                     e);
-	free(body);
-	if (rc)
-		return rc;
-	if (resp.status / 100 != 2) {
-		const char *why = json_string_value(json_object_get(resp.json, "error"));
-		rc = iod_err_set(e, -EIO, "checkpoint %s: the control plane answered %d: %s", name,
-		                 resp.status, why ? why : "(no reason)");
-	}
-	iod_api_response_free(&resp);
-	return rc;
+	return put_checkpoint(raft->api, path, name, body, e);
 }
 
 int iod_ckpt_raft_evict(void *ctx, uint32_t rank, uint64_t step, struct iod_err *e)

@@ -1230,21 +1230,6 @@ TEST(big_requests_413_before_proposing_and_keep_the_term)
 	with_cluster("big", big_body);
 }
 
-/* A field of /proc/PID/status in kB ("VmRSS:", "VmHWM:"), or -1. */
-static long vm_kb(pid_t pid, const char *field)
-{
-	char path[64], line[256];
-	long v = -1;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, field, strlen(field)))
-			v = atol(line + strlen(field) + 1);
-	if (f)
-		fclose(f);
-	return v;
-}
-
 /* A deploy spec of `services` stateless services of `each` replicas. */
 static char *deploy_spec(int services, int each)
 {
@@ -1352,7 +1337,7 @@ static void big_deploy_body(struct iod_cc *c)
 	char *spec20 = deploy_spec(20, 1000);
 	CHECK(spec != NULL && spec20 != NULL);
 	sleep_ms(200);
-	long rss0 = vm_kb(c->pid[leader], "VmRSS:");
+	long rss0 = iod_cc_proc_kb(c->pid[leader], "VmRSS:");
 	CHECK(rss0 > 0);
 	CHECK_EQ(call(&cl, "POST", "/v1/deploy", spec, &r), 0);
 	CHECK_MSG(r.status == 400 && r.body && strstr(r.body, "IOD_SPEC_REPLICAS_MAX"),
@@ -1366,7 +1351,7 @@ static void big_deploy_body(struct iod_cc *c)
 	}
 	free(spec20);
 	sleep_ms(200);
-	long rss1 = vm_kb(c->pid[leader], "VmRSS:");
+	long rss1 = iod_cc_proc_kb(c->pid[leader], "VmRSS:");
 	if (getenv("IOD_TEST_VERBOSE"))
 		fprintf(stderr, "refused 20,000-replica deploys: leader RSS %ld -> %ld kB\n", rss0,
 		        rss1);
@@ -1764,7 +1749,7 @@ static void watch_flood_body(struct iod_cc *c)
 			            strstr(buf, "\"name\": \"flood\"") != NULL;
 		}
 	}
-	long hwm = vm_kb(c->pid[leader], "VmHWM:");
+	long hwm = iod_cc_proc_kb(c->pid[leader], "VmHWM:");
 	for (int i = 0; i < 1000; i++)
 		if (wfd[i] >= 0)
 			close(wfd[i]);
