@@ -945,6 +945,12 @@ _Static_assert(IOD_SPEC_UNITS_MAX <= IOD_BITMAP_BITS, "a replica's units fit one
 #define IOD_CKPT_PEERS_MAX 16
 /* A peer's address: "host:port/namespace" (the namespace a replica name). */
 #define IOD_CKPT_PEER_ADDR_MAX (IOD_ADDR_MAX + IOD_NAME_MAX)
+/* A chunk's PUT or GET to a peer (the value the peer code always used): a
+ * dead peer costs a save or a restore at most this long. */
+#define IOD_CKPT_PEER_TIMEOUT_MS 30000
+/* A peer's "newest step" answer (a directory listing, a few bytes): a peer
+ * that does not answer this soon is skipped for the next. */
+#define IOD_CKPT_PEER_LATEST_TIMEOUT_MS 5000
 
 _Static_assert((IOD_MESH_CLIENT_SLOTS & (IOD_MESH_CLIENT_SLOTS - 1)) == 0 &&
                    IOD_MESH_CLIENT_SLOTS >= 2 * IOD_MESH_CONNS_MAX,

@@ -645,8 +645,8 @@ static int put_one(struct iod_http_conn *c, const char *addr, uint64_t step, con
 		snprintf(hh, sizeof(hh), "x-iod-xxh3: %016" PRIx64, *xxh3);
 		hdrs[0] = hh;
 	}
-	rc = iod_http_request(c, hp, "PUT", path, hdrs, "application/octet-stream", p, n, 30000, &r,
-	                      e);
+	rc = iod_http_request(c, hp, "PUT", path, hdrs, "application/octet-stream", p, n,
+	                      IOD_CKPT_PEER_TIMEOUT_MS, &r, e);
 	if (!rc && r.status / 100 != 2)
 		rc = iod_err_set(e, -EIO, "peer %s: PUT %s: %d %.*s", addr, path, r.status,
 		                 (int)(r.len > 150 ? 150 : r.len), r.body ? r.body : "");
@@ -693,7 +693,8 @@ static int get_one(struct iod_http_conn *c, const char *addr, uint64_t step, con
 	if (rc)
 		return rc;
 	snprintf(path, sizeof(path), "%s/%" PRIu64 "/%s", pre, step, file);
-	rc = iod_http_request(c, hp, "GET", path, NULL, NULL, NULL, 0, 30000, r, e);
+	rc = iod_http_request(c, hp, "GET", path, NULL, NULL, NULL, 0, IOD_CKPT_PEER_TIMEOUT_MS, r,
+	                      e);
 	if (!rc && r->status != 200) {
 		rc = iod_err_set(e, r->status == 404 ? -ENOENT : -EIO, "peer %s: GET %s: %d", addr,
 		                 path, r->status);
@@ -836,7 +837,8 @@ int iod_ckpt_peer_latest(const char *addr, uint32_t rank, uint64_t *step, struct
 		return rc;
 	conn_init(&c);
 	snprintf(path, sizeof(path), "%s/latest?rank=%u", pre, rank);
-	rc = iod_http_request(&c, hp, "GET", path, NULL, NULL, NULL, 0, 5000, &r, e);
+	rc = iod_http_request(&c, hp, "GET", path, NULL, NULL, NULL, 0,
+	                      IOD_CKPT_PEER_LATEST_TIMEOUT_MS, &r, e);
 	if (!rc && r.status != 200)
 		rc = iod_err_set(e, r.status == 404 ? -ENOENT : -EIO, "peer %s: GET %s: %d", addr,
 		                 path, r.status);
