@@ -12,6 +12,8 @@
 # smoke run explores the same inputs on every machine and main stays green
 # reproducibly; IOD_FUZZ_SEED=0 picks a random seed, as `make fuzz` does for long
 # campaigns). IOD_TEST_ONLY=unit|sim|integration|fuzz narrows the run.
+# IOD_TEST_LOCK=FILE runs each integration script under flock FILE, so
+# several checkouts on one machine do not start clusters at the same time.
 set -u
 BUILD=${1:-build}
 ONLY=${IOD_TEST_ONLY:-}
@@ -68,7 +70,11 @@ if [ -z "$ONLY" ] || [ "$ONLY" = integration ]; then
 		[ -f "$t" ] || continue
 		[ "$(basename "$t")" = lib.sh ] && continue # sourced by the scripts
 		echo "== integration $(basename "$t")"
-		timeout "$TIMEOUT" sh "$t" "$BUILD" >"$log" 2>&1
+		if [ -n "${IOD_TEST_LOCK:-}" ]; then
+			flock "$IOD_TEST_LOCK" timeout "$TIMEOUT" sh "$t" "$BUILD" >"$log" 2>&1
+		else
+			timeout "$TIMEOUT" sh "$t" "$BUILD" >"$log" 2>&1
+		fi
 		rc=$?
 		grep -v '^RESULT ' "$log" | sed 's/^/  /'
 		count "$(basename "$t")" "$rc"
