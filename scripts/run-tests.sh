@@ -47,15 +47,23 @@ count() {
 	fi
 }
 
+# took NAME T0: one line with the seconds NAME ran, to find the slow ones
+# (grep '^-- took' LOG | sort -k4 -n).
+took() {
+	echo "-- took $1 $(($(date +%s) - $2)) s"
+}
+
 run_prog() { # section path...
 	section=$1; shift
 	for t in "$@"; do
 		[ -x "$t" ] || continue
 		echo "== $section $(basename "$t")"
+		t0=$(date +%s)
 		timeout "$TIMEOUT" "$t" >"$log" 2>&1
 		rc=$?
 		grep -v '^RESULT ' "$log" | sed 's/^/  /'
 		count "$(basename "$t")" "$rc"
+		took "$(basename "$t")" "$t0"
 	done
 }
 
@@ -70,6 +78,7 @@ if [ -z "$ONLY" ] || [ "$ONLY" = integration ]; then
 		[ -f "$t" ] || continue
 		[ "$(basename "$t")" = lib.sh ] && continue # sourced by the scripts
 		echo "== integration $(basename "$t")"
+		t0=$(date +%s)
 		if [ -n "${IOD_TEST_LOCK:-}" ]; then
 			flock "$IOD_TEST_LOCK" timeout "$TIMEOUT" sh "$t" "$BUILD" >"$log" 2>&1
 		else
@@ -78,6 +87,7 @@ if [ -z "$ONLY" ] || [ "$ONLY" = integration ]; then
 		rc=$?
 		grep -v '^RESULT ' "$log" | sed 's/^/  /'
 		count "$(basename "$t")" "$rc"
+		took "$(basename "$t")" "$t0"
 	done
 	# programs that fork servers (tests/integration/*.c, built like unit tests)
 	run_prog integration "$BUILD"/san/tests/integration/test_*
