@@ -404,11 +404,26 @@ struct iod_agent_overlay_ep {
 	uint32_t ip;               /* its overlay address (Replica "addr"); 0 = none yet */
 	uint32_t vtep;             /* its node's underlay address (Node "addr"); 0 = unknown */
 	uint64_t egress_bps;       /* its egress meter (Replica "nic_bw_bps", bits/s); 0 = none */
+	char svc[IOD_NAME_MAX];    /* its service, from its Endpoint ("" = none yet) */
+	uint16_t port;             /* where it answers (Endpoint "port"); 0 = unknown */
+	bool healthy;              /* its Endpoint says it takes traffic */
 };
-/* Every placed replica of the cluster (list order). */
+/* A service with an overlay VIP (Service "vip", docs/network.md). */
+struct iod_agent_overlay_svc {
+	char name[IOD_NAME_MAX];   /* service */
+	char tenant[IOD_NAME_MAX]; /* whose (its network) */
+	uint32_t vip;              /* its overlay VIP */
+	uint16_t port;             /* the VIP's port: the mesh's (first spec port, else the
+	                            * default), so IOD_SVC_<NAME>_ADDR keeps its port */
+	uint8_t proto;             /* IOD_NET_PROTO_TCP or _UDP (the first port's) */
+};
+/* Every placed replica of the cluster (list order), and the services with
+ * a VIP (name order). */
 struct iod_agent_overlay_table {
 	uint32_t n;                                                 /* entries */
 	struct iod_agent_overlay_ep eps[IOD_AGENT_OVERLAY_EPS_MAX]; /* entries */
+	uint32_t svcs_n;                                            /* services with a VIP */
+	struct iod_agent_overlay_svc svcs[IOD_AGENT_VIPS_MAX];      /* those services */
 };
 /* A tenant's VNI: a hash of its name in 1..0xfffffe. */
 uint32_t iod_agent_overlay_vni(const char *tenant);
@@ -485,6 +500,31 @@ void iod_agent_drops_admitted(struct iod_agent_drops *d, const char *tenant, uin
 json_t *iod_agent_drops_json(const struct iod_agent_drops *d, const char *node);
 /* iod_dp_sg_verdicts_total{rule=,verdict=forwarded|dropped} (src/obs/prom.c). */
 int iod_agent_drops_prom(const struct iod_agent_drops *d, struct iod_buf *b);
+
+/*
+ * Service VIPs on the overlay (overlay_svc.c, pure; docs/network.md):
+ *   iod_agent_overlay_table_services: the services with a VIP from the
+ *     Service list, and each replica's service, port and health from the
+ *     Endpoint list ({"items": [...]}), into t (after
+ *     iod_agent_overlay_table_from_state); -ENOSPC past IOD_AGENT_VIPS_MAX
+ *     services (the first kept);
+ *   iod_agent_overlay_dp_services: the data plane's services of config c
+ *     (built by iod_agent_overlay_dp_config from the same t): one per
+ *     service of a tenant c has, VIP:port balanced by Maglev over the
+ *     replicas of the service that are endpoints of that tenant's network
+ *     here (local with a port, or behind their VTEP), each up when its
+ *     Endpoint is healthy; -ENOSPC with e past IOD_DP_SERVICES_MAX (the
+ *     first kept);
+ *   iod_agent_env_overlay_vips: a replica on the overlay reaches services at
+ *     their overlay VIP, so its IOD_SVC_<NAME>_ADDR values become VIP:port
+ *     for every service t has; -E2BIG when the environment does not fit.
+ */
+int iod_agent_overlay_table_services(const json_t *services, const json_t *endpoints,
+                                     struct iod_agent_overlay_table *t);
+int iod_agent_overlay_dp_services(const struct iod_agent_overlay_table *t,
+                                  struct iod_flow_dp_config *c, struct iod_err *e);
+int iod_agent_env_overlay_vips(struct iod_agent_replica *r,
+                               const struct iod_agent_overlay_table *t);
 
 /* A local replica with a port on the switch. */
 struct iod_agent_overlay_local {
