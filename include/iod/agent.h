@@ -221,6 +221,15 @@ void iod_agent_ipv4_format(uint32_t addr, char *buf, size_t len);
  */
 int iod_agent_env_localize(struct iod_agent_replica *r, const char *node_addr,
                            const struct iod_agent_ipam *m);
+/* One variable of an environment rewrite: fn writes the new value of
+ * var (var_len bytes, not terminated; its value val) into out and returns
+ * 1, or returns 0 to keep it. */
+typedef int (*iod_agent_env_fn)(void *ctx, const char *var, size_t var_len, const char *val,
+                                char *out, size_t out_len);
+/* r's environment with each variable passed through fn, in order; -E2BIG
+ * (r unchanged) when the result would not fit, -EINVAL for a broken
+ * list, -ENOMEM. The one loop env_localize and the overlay's VIPs share. */
+int iod_agent_env_rewrite(struct iod_agent_replica *r, iod_agent_env_fn fn, void *ctx);
 
 /* ---- the reconciler (pure) --------------------------------------------- */
 
@@ -425,6 +434,9 @@ struct iod_agent_overlay_table {
 	uint32_t svcs_n;                                            /* services with a VIP */
 	struct iod_agent_overlay_svc svcs[IOD_AGENT_VIPS_MAX];      /* those services */
 };
+/* A Service value's tenant: "tenant", else "network": {"tenant"};
+ * "default" (borrowed from value, or the literal). */
+const char *iod_agent_overlay_tenant(const json_t *value);
 /* A tenant's VNI: a hash of its name in 1..0xfffffe. */
 uint32_t iod_agent_overlay_vni(const char *tenant);
 /* The table from the watch's lists ({"items": [...]}); -ENOSPC when the

@@ -26,17 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The Service's tenant: "tenant", else "network": {"tenant"}; "default"
- * (as overlay.c reads it for its replicas). */
-static const char *svc_tenant(const json_t *value)
-{
-	const char *t = NULL;
-	if (iod_json_get_str(value, "tenant", &t) &&
-	    iod_json_get_str(json_object_get(value, "network"), "tenant", &t))
-		t = NULL;
-	return t && t[0] && strlen(t) < IOD_NAME_MAX ? t : "default";
-}
-
 /* The protocol of a Service's first port (TCP unless it says udp). */
 static uint8_t svc_proto(const json_t *value)
 {
@@ -68,7 +57,7 @@ int iod_agent_overlay_table_services(const json_t *services, const json_t *endpo
 		struct iod_agent_overlay_svc *s = &t->svcs[t->svcs_n++];
 		memset(s, 0, sizeof(*s));
 		iod_strlcpy(s->name, name, sizeof(s->name));
-		iod_strlcpy(s->tenant, svc_tenant(v), sizeof(s->tenant));
+		iod_strlcpy(s->tenant, iod_agent_overlay_tenant(v), sizeof(s->tenant));
 		s->vip = ip;
 		s->port = iod_mesh_api_service_port(v);
 		s->proto = svc_proto(v);
@@ -154,38 +143,22 @@ int iod_agent_overlay_dp_services(const struct iod_agent_overlay_table *t,
 	return 0;
 }
 
+/* IOD_SVC_<NAME>_ADDR of a service with a VIP: that VIP:port. */
+static int vip_var(void *ctx, const char *var, size_t kl, const char *val, char *out, size_t len)
+{
+	const struct iod_agent_overlay_table *t = ctx;
+	char name[IOD_NAME_MAX + 16];
+	(void)val;
+	for (uint32_t s = 0; s < t->svcs_n; s++)
+		if (!iod_mesh_env_name(t->svcs[s].name, name, sizeof(name)) && strlen(name) == kl &&
+		    !strncmp(var, name, kl)) {
+			iod_mesh_addr_format(t->svcs[s].vip, t->svcs[s].port, out, len);
+			return 1;
+		}
+	return 0;
+}
+
 int iod_agent_env_overlay_vips(struct iod_agent_replica *r, const struct iod_agent_overlay_table *t)
 {
-	char *buf = calloc(1, sizeof(r->env_buf));
-	size_t used = 0;
-	int rc = 0;
-	if (!buf)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < r->envc && !rc; i++) {
-		const char *kv = iod_agent_strv_at(r->env_buf, sizeof(r->env_buf), r->envc, i);
-		const char *eq = kv ? strchr(kv, '=') : NULL;
-		char var[IOD_NAME_MAX + 16], val[IOD_ADDR_MAX];
-		int n = -1;
-		if (!eq) {
-			rc = -EINVAL;
-			break;
-		}
-		for (uint32_t s = 0; s < t->svcs_n && n < 0; s++) {
-			if (iod_mesh_env_name(t->svcs[s].name, var, sizeof(var)) ||
-			    strlen(var) != (size_t)(eq - kv) || strncmp(kv, var, strlen(var)))
-				continue;
-			iod_mesh_addr_format(t->svcs[s].vip, t->svcs[s].port, val, sizeof(val));
-			n = snprintf(buf + used, sizeof(r->env_buf) - used, "%s=%s", var, val);
-		}
-		if (n < 0)
-			n = snprintf(buf + used, sizeof(r->env_buf) - used, "%s", kv);
-		if (n < 0 || (size_t)n >= sizeof(r->env_buf) - used)
-			rc = -E2BIG;
-		else
-			used += (size_t)n + 1;
-	}
-	if (!rc)
-		memcpy(r->env_buf, buf, sizeof(r->env_buf));
-	free(buf);
-	return rc;
+	return iod_agent_env_rewrite(r, vip_var, (void *)t);
 }
