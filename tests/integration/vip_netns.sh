@@ -93,8 +93,8 @@ cat >"$T/conns.py" <<'EOF'
 # conns.py VIP PORT spread N TIMEOUT: N new connections, one request each;
 #   prints {"ok": {backend: count}, "failed": n, "errors": {...}}
 # conns.py VIP PORT failover VICTIM PID...: SIGKILL the PIDs, then new
-#   connections back to back until 30 in a row are answered by another
-#   backend (at most 30 s); prints {"caught_up_ms": when that run began
+#   connections back to back (0.2 s each) until 30 in a row are answered
+#   by another backend (at most 30 s); prints {"caught_up_ms": when that run began
 #   (-1: never), "bad": connections that failed or reached VICTIM before,
 #   "attempts": n}
 import json, os, signal, socket, sys, time
@@ -141,7 +141,7 @@ else:
         t = time.monotonic()
         attempts += 1
         try:
-            good = one(0.5) != victim
+            good = one(0.2) != victim
         except OSError:
             good = False
         if good:
