@@ -8,7 +8,8 @@
  * connection to VIP:port goes to a healthy backend chosen by Maglev, the
  * reply comes back from the VIP, a backend whose Endpoint is unhealthy
  * gets no new connection while an established one stays on its backend
- * (conntrack across the rebuild), and a replica's IOD_SVC_<NAME>_ADDR
+ * (conntrack across the rebuild) until it closes, a new connection that
+ * reuses its closed tuple is balanced anew, and a replica's IOD_SVC_<NAME>_ADDR
  * becomes the VIP. The switch on a real cluster: tests/integration/
  * vip_netns.sh.
  */
@@ -194,7 +195,8 @@ static json_t *endpoint(const char *svc, const char *addr, int port, bool health
  * cli-0 spread over the two healthy backends (DNAT to the backend's address
  * and port), none to echo-2; the reply is from the VIP. echo-2 healthy
  * again and echo-0 unhealthy (a rebuild keeping conntrack): an established
- * connection on echo-0 stays there, new ones never go to it, and echo-2,
+ * connection on echo-0 stays there; once closed, a new connection on its
+ * tuple (port reuse) is a new session; new ones never go to it, and echo-2,
  * behind node-2's VTEP, gets its share over VXLAN.
  */
 TEST(overlay_vip_balances_healthy_endpoints_from_the_objects)
@@ -310,6 +312,20 @@ TEST(overlay_vip_balances_healthy_endpoints_from_the_objects)
 	CHECK(pass(&dp[1], b, now += 1000, &o));
 	CHECK_EQ(o.dst.v4, be_ip);
 	CHECK_EQ(o.dport, be_port);
+	/* it closes (FIN both ways, the last ACK: TIME_WAIT); the client's
+	 * kernel reuses the port for a new connection: a new session with a
+	 * new pick, not the closed one's backend, which is down */
+	tcp_frame(b, ip("10.200.1.2"), 20000, ip("10.200.240.9"), 8080,
+	          IOD_NET_TCP_FIN | IOD_NET_TCP_ACK);
+	CHECK(pass(&dp[1], b, now += 1000, &o));
+	tcp_frame(b, be_ip, be_port, ip("10.200.1.2"), 20000, IOD_NET_TCP_FIN | IOD_NET_TCP_ACK);
+	CHECK(pass(&dp[1], b, now += 1000, &o));
+	tcp_frame(b, ip("10.200.1.2"), 20000, ip("10.200.240.9"), 8080, IOD_NET_TCP_ACK);
+	CHECK(pass(&dp[1], b, now += 1000, &o));
+	tcp_frame(b, ip("10.200.1.2"), 20000, ip("10.200.240.9"), 8080, IOD_NET_TCP_SYN);
+	CHECK(pass(&dp[1], b, now += 1000, &o));
+	CHECK(b->pkt.ct_state & IOD_NET_CT_NEW);
+	CHECK(o.dst.v4 != be_ip);
 	/* new ones: never to it; echo-2's behind node-2's VTEP */
 	uint32_t to_moved = 0, remote = 0, local = 0;
 	for (uint16_t i = 0; i < 300; i++, now += 1000) {
