@@ -9,7 +9,8 @@
 # share (Maglev in the node's virtual switch; endpoints on the other node
 # over VXLAN); kill -9 of an endpoint on the other node: once its Endpoint
 # is unhealthy and the client's switch follows (through the watch), no new
-# connection fails and the 2 left share them (the time that took is
+# connection fails (from fresh source ports, and from ports whose closed
+# connections went to it) and the 2 left share them (the time that took is
 # printed: BENCH net.vip_failover). Environment: IOD_VIP_CONNS (connections
 # per spread check, default 90). Exit 0 pass, 1 fail, 77 skip.
 set -u
@@ -90,19 +91,28 @@ done
 	bad "client-0's IOD_SVC_ECHO_ADDR is '$envv', not $VIP:8080"
 
 cat >"$T/conns.py" <<'EOF'
-# conns.py VIP PORT spread N TIMEOUT: N new connections, one request each;
-#   prints {"ok": {backend: count}, "failed": n, "errors": {...}}
+# conns.py VIP PORT spread TIMEOUT N: N new connections, one request each;
+#   prints {"ok": {backend: count}, "failed": n, "errors": {...},
+#   "ports": {backend: [source ports]}}
+# conns.py VIP PORT reuse TIMEOUT - SPORT...: the same from these source
+#   ports (as a client's kernel reuses them); a port this side still holds
+#   (its own TIME_WAIT) is not tried
 # conns.py VIP PORT failover VICTIM PID...: SIGKILL the PIDs, then new
 #   connections back to back (0.2 s each) until 30 in a row are answered
 #   by another backend (at most 30 s); prints {"caught_up_ms": when that run began
 #   (-1: never), "bad": connections that failed or reached VICTIM before,
 #   "attempts": n}
-import json, os, signal, socket, sys, time
+import errno, json, os, signal, socket, sys, time
 vip, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 
-def one(to):
-    s = socket.create_connection((vip, port), timeout=to)
+def one(to, sport=0):
+    s = socket.socket()
+    s.settimeout(to)
+    if sport:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("", sport))
     try:
+        s.connect((vip, port))
         s.settimeout(to)
         s.sendall(b"GET / HTTP/1.1\r\nhost: echo\r\nconnection: close\r\n\r\n")
         got = b""
@@ -111,38 +121,50 @@ def one(to):
             if not b:
                 break
             got += b
+        me = s.getsockname()[1]
     finally:
         s.close()
     be = [l.split(b":", 1)[1].strip().decode() for l in got.split(b"\r\n")
           if l.lower().startswith(b"x-backend:")]
     if not be:
         raise OSError("no x-backend in %r" % got[:80])
-    return be[0]
+    return be[0], me
 
-if mode == "spread":
-    n, to = int(sys.argv[4]), float(sys.argv[5])
-    ok, failed, errors = {}, 0, {}
-    for i in range(n):
+def tally(res, b):
+    res[b] = res.get(b, 0) + 1
+
+if mode in ("spread", "reuse"):
+    to = float(sys.argv[4])
+    sports = [int(p) for p in sys.argv[6:]] if mode == "reuse" else [0] * int(sys.argv[5])
+    ok, failed, errors, ports = {}, 0, {}, {}
+    for sp in sports:
         try:
-            b = one(to)
-            ok[b] = ok.get(b, 0) + 1
+            b, me = one(to, sp)
+            tally(ok, b)
+            ports.setdefault(b, []).append(me)
         except OSError as e:
+            if sp and e.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
+                tally(errors, "port still held here")  # our own TIME_WAIT: not tried
+                continue
             failed += 1
-            errors[type(e).__name__] = errors.get(type(e).__name__, 0) + 1
-    print(json.dumps({"ok": ok, "failed": failed, "errors": errors}))
+            tally(errors, errno.errorcode.get(e.errno, type(e).__name__))
+    print(json.dumps({"ok": ok, "failed": failed, "errors": errors, "ports": ports}))
 else:
     victim, pids = sys.argv[4], [int(p) for p in sys.argv[5:]]
     t0 = time.monotonic()
     for p in pids:
-        os.kill(p, signal.SIGKILL)
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # gone already (the list was read before)
     bad = attempts = streak = 0
     start = t0
     while streak < 30 and time.monotonic() - t0 < 30:
         t = time.monotonic()
         attempts += 1
         try:
-            good = one(0.2) != victim
-        except OSError:
+            good = one(0.2)[0] != victim
+        except Exception:
             good = False
         if good:
             if streak == 0:
@@ -154,7 +176,7 @@ else:
     print(json.dumps({"caught_up_ms": round((start - t0) * 1000) if streak >= 30 else -1,
                       "bad": bad, "attempts": attempts}))
 EOF
-conns() { ip netns exec "$NSC" python3 "$T/conns.py" "$VIP" 8080 spread "$1" "$2"; }
+conns() { ip netns exec "$NSC" python3 "$T/conns.py" "$VIP" 8080 spread "$2" "$1"; }
 # field JSON EXPR: a python expression over d (the JSON)
 field() { python3 -c "import json, sys; d = json.loads(sys.argv[1]); print($2)" "$1"; }
 
@@ -189,6 +211,20 @@ if [ "$ms" -ge 0 ]; then
 	ok "after kill -9 of $VICTIM ($VICTIM_ADDR, on $(obj replicas $VICTIM node)): health caught up in $ms ms ($early new connections failed or reached it before)"
 else
 	bad "after kill -9 of $VICTIM: new connections still fail or reach it after 30 s: $r"
+fi
+# the victim's closed connections are still in the switch's conntrack
+# (TIME_WAIT): new connections from their source ports are new sessions,
+# balanced anew, not sent to the closed ones' (dead) backend
+OLDP=$(field "$out" "' '.join(str(p) for p in d['ports'].get('$VICTIM_ADDR', [])[:10])")
+if [ -n "$OLDP" ]; then
+	ru=$(ip netns exec "$NSC" python3 "$T/conns.py" "$VIP" 8080 reuse 2 - $OLDP)
+	echo "info from the source ports of connections that went to $VICTIM: $ru"
+	if [ "$(field "$ru" "d['failed'] + d['ok'].get('$VICTIM_ADDR', 0)")" = 0 ] &&
+		[ "$(field "$ru" "sum(d['ok'].values())")" -ge 1 ]; then
+		ok "new connections from reused source ports are balanced anew ($(field "$ru" "sum(d['ok'].values())") answered by the 2 left)"
+	else
+		bad "new connections from reused source ports: $ru"
+	fi
 fi
 unhealthy() { ! healthy "$VICTIM"; }
 wait_for 5 unhealthy && ok "$VICTIM's Endpoint is unhealthy" || bad "$VICTIM's Endpoint still healthy"
