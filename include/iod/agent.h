@@ -221,6 +221,15 @@ void iod_agent_ipv4_format(uint32_t addr, char *buf, size_t len);
  */
 int iod_agent_env_localize(struct iod_agent_replica *r, const char *node_addr,
                            const struct iod_agent_ipam *m);
+/* One variable of an environment rewrite: fn writes the new value of
+ * var (var_len bytes, not terminated; its value val) into out and returns
+ * 1, or returns 0 to keep it. */
+typedef int (*iod_agent_env_fn)(void *ctx, const char *var, size_t var_len, const char *val,
+                                char *out, size_t out_len);
+/* r's environment with each variable passed through fn, in order; -E2BIG
+ * (r unchanged) when the result would not fit, -EINVAL for a broken
+ * list, -ENOMEM. The one loop env_localize and the overlay's VIPs share. */
+int iod_agent_env_rewrite(struct iod_agent_replica *r, iod_agent_env_fn fn, void *ctx);
 
 /* ---- the reconciler (pure) --------------------------------------------- */
 
@@ -404,12 +413,30 @@ struct iod_agent_overlay_ep {
 	uint32_t ip;               /* its overlay address (Replica "addr"); 0 = none yet */
 	uint32_t vtep;             /* its node's underlay address (Node "addr"); 0 = unknown */
 	uint64_t egress_bps;       /* its egress meter (Replica "nic_bw_bps", bits/s); 0 = none */
+	char svc[IOD_NAME_MAX];    /* its service, from its Endpoint ("" = none yet) */
+	uint16_t port;             /* where it answers (Endpoint "port"); 0 = unknown */
+	bool healthy;              /* its Endpoint says it takes traffic */
 };
-/* Every placed replica of the cluster (list order). */
+/* A service with an overlay VIP (Service "vip", docs/network.md). */
+struct iod_agent_overlay_svc {
+	char name[IOD_NAME_MAX];   /* service */
+	char tenant[IOD_NAME_MAX]; /* whose (its network) */
+	uint32_t vip;              /* its overlay VIP */
+	uint16_t port;             /* the VIP's port: the mesh's (first spec port, else the
+	                            * default), so IOD_SVC_<NAME>_ADDR keeps its port */
+	uint8_t proto;             /* IOD_NET_PROTO_TCP or _UDP (the first port's) */
+};
+/* Every placed replica of the cluster (list order), and the services with
+ * a VIP (name order). */
 struct iod_agent_overlay_table {
 	uint32_t n;                                                 /* entries */
 	struct iod_agent_overlay_ep eps[IOD_AGENT_OVERLAY_EPS_MAX]; /* entries */
+	uint32_t svcs_n;                                            /* services with a VIP */
+	struct iod_agent_overlay_svc svcs[IOD_AGENT_VIPS_MAX];      /* those services */
 };
+/* A Service value's tenant: "tenant", else "network": {"tenant"};
+ * "default" (borrowed from value, or the literal). */
+const char *iod_agent_overlay_tenant(const json_t *value);
 /* A tenant's VNI: a hash of its name in 1..0xfffffe. */
 uint32_t iod_agent_overlay_vni(const char *tenant);
 /* The table from the watch's lists ({"items": [...]}); -ENOSPC when the
@@ -485,6 +512,31 @@ void iod_agent_drops_admitted(struct iod_agent_drops *d, const char *tenant, uin
 json_t *iod_agent_drops_json(const struct iod_agent_drops *d, const char *node);
 /* iod_dp_sg_verdicts_total{rule=,verdict=forwarded|dropped} (src/obs/prom.c). */
 int iod_agent_drops_prom(const struct iod_agent_drops *d, struct iod_buf *b);
+
+/*
+ * Service VIPs on the overlay (overlay_svc.c, pure; docs/network.md):
+ *   iod_agent_overlay_table_services: the services with a VIP from the
+ *     Service list, and each replica's service, port and health from the
+ *     Endpoint list ({"items": [...]}), into t (after
+ *     iod_agent_overlay_table_from_state); -ENOSPC past IOD_AGENT_VIPS_MAX
+ *     services (the first kept);
+ *   iod_agent_overlay_dp_services: the data plane's services of config c
+ *     (built by iod_agent_overlay_dp_config from the same t): one per
+ *     service of a tenant c has, VIP:port balanced by Maglev over the
+ *     replicas of the service that are endpoints of that tenant's network
+ *     here (local with a port, or behind their VTEP), each up when its
+ *     Endpoint is healthy; -ENOSPC with e past IOD_DP_SERVICES_MAX (the
+ *     first kept);
+ *   iod_agent_env_overlay_vips: a replica on the overlay reaches services at
+ *     their overlay VIP, so its IOD_SVC_<NAME>_ADDR values become VIP:port
+ *     for every service t has; -E2BIG when the environment does not fit.
+ */
+int iod_agent_overlay_table_services(const json_t *services, const json_t *endpoints,
+                                     struct iod_agent_overlay_table *t);
+int iod_agent_overlay_dp_services(const struct iod_agent_overlay_table *t,
+                                  struct iod_flow_dp_config *c, struct iod_err *e);
+int iod_agent_env_overlay_vips(struct iod_agent_replica *r,
+                               const struct iod_agent_overlay_table *t);
 
 /* A local replica with a port on the switch. */
 struct iod_agent_overlay_local {

@@ -330,6 +330,11 @@ void iod_agent_vswitch_port(struct iod_agent_vswitch *v, const char *name, const
                             uint32_t ip, bool up);
 /* The cluster's overlay table, from the watch (copied). */
 void iod_agent_vswitch_table(struct iod_agent_vswitch *v, const struct iod_agent_overlay_table *t);
+/* Service VIPs (docs/network.md): replica r, about to start on the
+ * overlay, gets each service's overlay VIP:port in its IOD_SVC_<NAME>_ADDR
+ * (from the latest table; unchanged before the first). -E2BIG, -ENOMEM. */
+struct iod_agent_replica;
+int iod_agent_vswitch_svc_env(struct iod_agent_vswitch *v, struct iod_agent_replica *r);
 /* The switch's ports (fabric, host, then one per replica) with their
  * counters as its thread last published them (every
  * IOD_AGENT_VSWITCH_STATS_MS): up to max into out; returns the count. */

@@ -77,6 +77,24 @@ int iod_ctrl_deploy_plan(const struct iod_state *st, const char *body, size_t le
                          json_t **answer, struct iod_err *e);
 
 /*
+ * Service VIPs on the overlay (vip.c, docs/network.md): each Service gets
+ * one address of IOD_SVC_VIP_NET/IOD_SVC_VIP_PREFIX, chosen by the deploy
+ * plan and stored on the Service object ("vip"), because the control plane
+ * sees every service and plans one deploy at a time: an address it gives
+ * is unique in the cluster, and it stays the service's across redeploys.
+ * The choice is deterministic: the slot hash(name) mod IOD_SVC_VIPS_MAX,
+ * else the next free one after it (linear probe).
+ *
+ * iod_ctrl_vip_in_range: whether ip is a VIP address (not the /20's first
+ * or last). iod_ctrl_vip_pick: the VIP of service `name` given the n
+ * addresses taken by other services; `keep` (0 = none) is the address it
+ * had, kept when in range and not taken. -ENOSPC when every VIP is taken.
+ */
+bool iod_ctrl_vip_in_range(uint32_t ip);
+int iod_ctrl_vip_pick(const char *name, uint32_t keep, const uint32_t *taken, uint32_t n,
+                      uint32_t *vip);
+
+/*
  * What a deploy plan reads of the state, copied so that the plan runs off
  * the Raft/API loop (issue 15: planning 2,000 replicas held the loop for
  * 125 ms, past the election timeout). iod_ctrl_view_take copies, on the

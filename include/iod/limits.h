@@ -412,6 +412,19 @@ _Static_assert(IOD_UP_SERVERS_MAX <= IOD_STATE_PEERS_MAX, "every server is a pee
 #define IOD_UNDERLAY_STEPS_MAX \
 	(8 + 3 * (IOD_UNDERLAY_LEAVES_MAX + IOD_UNDERLAY_SPINES_MAX + IOD_UP_NODES_MAX))
 _Static_assert(IOD_UP_NODES_MAX <= 250, "a node's underlay address is 10.254.<leaf>.<1..250>");
+/* Service VIPs on the overlay (docs/network.md, "Service VIPs"): the deploy
+ * gives each Service one address of 10.200.240.0/20, inside the overlay
+ * 10.200.0.0/16 whose 10.200.N.0/24 are node N's replicas (`iod up
+ * --netns`), above every node's subnet: 4,094 VIPs (the /20 minus its first
+ * and last address), one per service of the cluster. */
+#define IOD_SVC_VIP_NET 0x0ac8f000u /* 10.200.240.0 */
+#define IOD_SVC_VIP_PREFIX 20
+#define IOD_SVC_VIPS_MAX ((1u << (32 - IOD_SVC_VIP_PREFIX)) - 2)
+_Static_assert(IOD_UP_NODES_MAX < 240, "node subnets 10.200.N.0/24 stay below the service VIPs");
+/* Services with an overlay VIP one virtual switch's table holds (the
+ * cluster's; only those of the node's tenants are balanced there, at most
+ * IOD_DP_SERVICES_MAX). */
+#define IOD_AGENT_VIPS_MAX 256
 /* Dropped new flows one virtual switch remembers (the newest; `iod trace
  * --drops`), and the rules it counts verdicts for (per tenant: two). */
 #define IOD_AGENT_DROPS_MAX 256

@@ -258,6 +258,9 @@ int iod_mesh_api_addrs(const json_t *services, struct iod_mesh_svc_addr *out, ui
 /* How the proxy carries a stored Service value: HTTP when its first port is
  * named "http" or "http-*" (Istio's port-naming rule), else TCP. Pure. */
 enum iod_mesh_mode iod_mesh_api_service_mode(const json_t *value);
+/* The VIP port of a stored Service value: its first port, else
+ * IOD_MESH_API_DEFAULT_PORT (the overlay's VIP uses the same port). */
+uint16_t iod_mesh_api_service_port(const json_t *value);
 
 /* ---- outlier detection (pure) ------------------------------------------ */
 

@@ -134,6 +134,13 @@ int iod_net_ct_commit(struct iod_net_ct *ct, const struct iod_net_tuple *key, ui
  */
 bool iod_net_ct_session_valid(const struct iod_net_ct *ct, uint32_t entry, uint32_t gen,
                               uint64_t now_ns);
+/* Whether a packet with tcp_flags in direction dir is a new connection on
+ * session entry's closed tuple (TCP in TIME_WAIT or CLOSE, a SYN without
+ * ACK from the original side, a client's reused port): the lookup then
+ * deletes the session and the packet is NEW, decided anew (its security
+ * group, its service backend), as Linux conntrack does. A compiled flow
+ * leaves such a packet to the slow path. */
+bool iod_net_ct_reopens(const struct iod_net_ct *ct, uint32_t entry, int dir, uint8_t tcp_flags);
 void iod_net_ct_touch(struct iod_net_ct *ct, uint32_t entry, int dir, uint8_t tcp_flags,
                       uint64_t now_ns, struct iod_net_ct_result *r);
 void iod_net_ct_prefetch_session(const struct iod_net_ct *ct, uint32_t entry);

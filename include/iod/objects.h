@@ -224,7 +224,8 @@ const char *iod_obj_node_rack(const struct iod_obj_node *n);
 	X(REPLICAS, "replicas", UINT, replicas, 0, IOD_SPEC_REPLICAS_MAX, 0) \
 	X(GENERATION, "generation", UINT, generation, 0, INT64_MAX, 0)       \
 	X(GPU, "gpu", UINT, gpu, 0, UINT32_MAX, 0)                           \
-	X(TENANT, "tenant", STR, tenant, 0, 0, 0)
+	X(TENANT, "tenant", STR, tenant, 0, 0, 0)                            \
+	X(VIP, "vip", STR, vip, 0, 0, 0)
 
 enum iod_obj_service_field {
 #define X(f, k, t, m, lo, hi, d) IOD_OBJ_SERVICE_##f,
@@ -242,6 +243,8 @@ struct iod_obj_service {
 	uint32_t gpu;                /* GPUs per replica the scheduler was asked for */
 	char tenant[IOD_NAME_MAX];   /* whose it is (the spec's tenant:; absent in
 	                                objects stored before it: read as "default") */
+	char vip[IOD_ADDR_MAX];      /* its overlay VIP (the deploy allocates it from
+	                                IOD_SVC_VIP_NET: docs/network.md); "" = none */
 };
 
 /*

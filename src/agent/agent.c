@@ -355,6 +355,12 @@ static void do_action(struct agent *a, const struct iod_agent_action *act)
 		if (!rc && own_net) /* this node's peers at their own addresses */
 			iod_agent_env_localize(r, a->cfg->addr[0] ? a->cfg->addr : "127.0.0.1",
 			                       &a->netns->ipam);
+		/* on the overlay: services at their overlay VIPs (docs/network.md) */
+		if (!rc && own_net && a->netns->vsw && iod_agent_vswitch_svc_env(a->netns->vsw, r))
+			IOD_WARN("agent",
+			         "%s: IOD_SVC_* with the overlay VIPs do not fit its "
+			         "environment: they keep the mesh's",
+			         act->name);
 		if (r->sandbox.user == IOD_SPEC_USER_DYNAMIC && a->caps.root)
 			r->sandbox.uid = r->sandbox.gid = replica_uid(a, act->slot, r->name);
 		if (!rc)

@@ -582,6 +582,42 @@ static void fetch_secrets(struct iod_agent_cluster *c, struct iod_api_client *cl
 	}
 }
 
+/* The overlay table (the VTEP table, and the services' VIPs with their
+ * endpoints' health) from one listing, to the switch. */
+static void overlay_push(struct iod_agent_vswitch *vsw, const json_t *nodes, const json_t *svcs,
+                         const json_t *reps, const json_t *eps)
+{
+	struct iod_agent_overlay_table *ot = calloc(1, sizeof(*ot));
+	if (!ot)
+		return;
+	if (iod_agent_overlay_table_from_state(nodes, svcs, reps, ot))
+		IOD_WARN("agent",
+		         "overlay: more than %d replicas: the rest are not reachable over the "
+		         "overlay",
+		         IOD_AGENT_OVERLAY_EPS_MAX);
+	if (iod_agent_overlay_table_services(svcs, eps, ot))
+		IOD_WARN("agent", "overlay: more than %d services with a VIP: the rest have none",
+		         IOD_AGENT_VIPS_MAX);
+	iod_agent_vswitch_table(vsw, ot);
+	free(ot);
+}
+
+/* The last listing the switch's table came from: an Endpoint change (a
+ * replica's health) lists only the Endpoints again. */
+struct overlay_seen {
+	json_t *nodes, *svcs, *reps; /* owned; NULL until the first listing */
+};
+
+static void overlay_seen_set(struct overlay_seen *o, json_t *nodes, json_t *svcs, json_t *reps)
+{
+	json_decref(o->nodes);
+	json_decref(o->svcs);
+	json_decref(o->reps);
+	o->nodes = json_incref(nodes);
+	o->svcs = json_incref(svcs);
+	o->reps = json_incref(reps);
+}
+
 static void *watcher_main(void *arg)
 {
 	struct iod_agent_cluster *c = arg;
@@ -590,6 +626,7 @@ static void *watcher_main(void *arg)
 	struct iod_agent_replica *buf = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*buf));
 	uint64_t rev = 0;
 	bool relist = true;
+	struct overlay_seen seen = {0};
 
 	if (!buf || iod_api_client_init(&cl, c->cfg->servers, &e)) {
 		IOD_ERROR("agent", "control plane client: %s", e.msg);
@@ -631,17 +668,11 @@ static void *watcher_main(void *arg)
 				pthread_mutex_lock(&c->mu);
 				struct iod_agent_vswitch *vsw = c->vswitch;
 				pthread_mutex_unlock(&c->mu);
-				struct iod_agent_overlay_table *ot =
-				    vsw ? calloc(1, sizeof(*ot)) : NULL;
-				if (ot) { /* the VTEP table: every replica's node and address */
-					if (iod_agent_overlay_table_from_state(nodes, svcs, reps,
-					                                       ot))
-						IOD_WARN("agent",
-						         "overlay: more than %d replicas: the rest "
-						         "are not reachable over the overlay",
-						         IOD_AGENT_OVERLAY_EPS_MAX);
-					iod_agent_vswitch_table(vsw, ot);
-					free(ot);
+				if (vsw) { /* the VTEP table: every replica's node and address */
+					json_t *eps = list(&cl, "endpoints");
+					overlay_push(vsw, nodes, svcs, reps, eps);
+					overlay_seen_set(&seen, nodes, svcs, reps);
+					json_decref(eps);
 				}
 				pthread_mutex_lock(&c->mu);
 				memcpy(c->desired, buf, n * sizeof(*buf));
@@ -676,7 +707,7 @@ static void *watcher_main(void *arg)
 		uint64_t next = 0;
 		if (r.status == 200 && !iod_json_get_u64(r.json, "rev", &next)) {
 			json_t *ev = json_object_get(r.json, "events");
-			bool relevant = false;
+			bool relevant = false, endpoints = false;
 			size_t i;
 			json_t *x;
 			json_array_foreach(ev, i, x)
@@ -688,15 +719,30 @@ static void *watcher_main(void *arg)
 				 * nothing we decide on */
 				relevant |= strcmp(k, "endpoint") != 0 &&
 				            !(!strcmp(k, "config") && iod_config_is_ack_name(nm));
+				endpoints |= !strcmp(k, "endpoint");
 			}
 			relist = relevant || json_array_size(ev) == 0;
 			rev = next;
+			pthread_mutex_lock(&c->mu);
+			struct iod_agent_vswitch *vsw = c->vswitch;
+			pthread_mutex_unlock(&c->mu);
+			/* a replica's health moved: its service's VIP follows
+			 * (docs/network.md, "Service VIPs on the overlay") */
+			if (!relist && endpoints && vsw && seen.reps) {
+				json_t *eps = list(&cl, "endpoints");
+				if (eps)
+					overlay_push(vsw, seen.nodes, seen.svcs, seen.reps, eps);
+				else
+					relist = true;
+				json_decref(eps);
+			}
 		} else {
 			relist = true; /* compacted (410) or an error: list again */
 			rev = 0;
 		}
 		iod_api_response_free(&r);
 	}
+	overlay_seen_set(&seen, NULL, NULL, NULL);
 	iod_api_client_close(&cl);
 	free(buf);
 	return NULL;

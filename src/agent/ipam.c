@@ -154,8 +154,7 @@ static int localize_list(const char *val, const char *node_addr, const struct io
 	return 0;
 }
 
-int iod_agent_env_localize(struct iod_agent_replica *r, const char *node_addr,
-                           const struct iod_agent_ipam *m)
+int iod_agent_env_rewrite(struct iod_agent_replica *r, iod_agent_env_fn fn, void *ctx)
 {
 	char *buf = calloc(1, sizeof(r->env_buf)), val[IOD_AGENT_ENV_BYTES_MAX];
 	size_t used = 0;
@@ -165,33 +164,45 @@ int iod_agent_env_localize(struct iod_agent_replica *r, const char *node_addr,
 	for (uint32_t i = 0; i < r->envc && !rc; i++) {
 		const char *kv = iod_agent_strv_at(r->env_buf, sizeof(r->env_buf), r->envc, i);
 		const char *eq = kv ? strchr(kv, '=') : NULL;
-		size_t kl = eq ? (size_t)(eq - kv) : 0;
-		bool addrs = eq && ((kl == 9 && !strncmp(kv, "IOD_PEERS", 9)) ||
-		                    (kl == 8 && !strncmp(kv, "IOD_ADDR", 8)) ||
-		                    (kl > 8 && !strncmp(kv, "IOD_DEP_", 8)));
 		if (!kv) {
 			rc = -EINVAL;
 			break;
 		}
-		if (addrs && localize_list(eq + 1, node_addr, m, val, sizeof(val)) == 0) {
-			int n = snprintf(buf + used, sizeof(r->env_buf) - used, "%.*s=%s", (int)kl,
-			                 kv, val);
-			if (n < 0 || (size_t)n >= sizeof(r->env_buf) - used)
-				rc = -E2BIG;
-			else
-				used += (size_t)n + 1;
-		} else {
-			size_t l = strlen(kv);
-			if (l + 1 > sizeof(r->env_buf) - used)
-				rc = -E2BIG;
-			else {
-				memcpy(buf + used, kv, l + 1);
-				used += l + 1;
-			}
-		}
+		size_t kl = eq ? (size_t)(eq - kv) : 0;
+		int n = eq && fn(ctx, kv, kl, eq + 1, val, sizeof(val)) == 1
+		            ? snprintf(buf + used, sizeof(r->env_buf) - used, "%.*s=%s", (int)kl,
+		                       kv, val)
+		            : snprintf(buf + used, sizeof(r->env_buf) - used, "%s", kv);
+		if (n < 0 || (size_t)n >= sizeof(r->env_buf) - used)
+			rc = -E2BIG;
+		else
+			used += (size_t)n + 1;
 	}
 	if (!rc)
 		memcpy(r->env_buf, buf, sizeof(r->env_buf));
 	free(buf);
 	return rc;
+}
+
+struct localize {
+	const char *node_addr;          /* this node's address */
+	const struct iod_agent_ipam *m; /* its replicas' addresses */
+};
+
+/* IOD_PEERS, IOD_ADDR, IOD_DEP_*: this node's replicas at their addresses. */
+static int localize_var(void *ctx, const char *var, size_t kl, const char *val, char *out,
+                        size_t len)
+{
+	const struct localize *l = ctx;
+	bool addrs = (kl == 9 && !strncmp(var, "IOD_PEERS", 9)) ||
+	             (kl == 8 && !strncmp(var, "IOD_ADDR", 8)) ||
+	             (kl > 8 && !strncmp(var, "IOD_DEP_", 8));
+	return addrs && localize_list(val, l->node_addr, l->m, out, len) == 0;
+}
+
+int iod_agent_env_localize(struct iod_agent_replica *r, const char *node_addr,
+                           const struct iod_agent_ipam *m)
+{
+	struct localize l = {node_addr, m};
+	return iod_agent_env_rewrite(r, localize_var, &l);
 }

@@ -39,8 +39,7 @@ uint32_t iod_agent_overlay_vni(const char *tenant)
 	return 1 + (uint32_t)(iod_hash_str(tenant) % (IOD_AR_PROBE_VNI - 1));
 }
 
-/* The Service's tenant: "tenant", else "network": {"tenant"}; "default". */
-static const char *service_tenant(const json_t *value)
+const char *iod_agent_overlay_tenant(const json_t *value)
 {
 	const char *t = NULL;
 	if (iod_json_get_str(value, "tenant", &t) &&
@@ -89,7 +88,8 @@ int iod_agent_overlay_table_from_state(const json_t *nodes, const json_t *servic
 		{
 			const char *sn = NULL;
 			if (!iod_json_get_str(y, "name", &sn) && !strcmp(sn, svc)) {
-				iod_strlcpy(ep->tenant, service_tenant(json_object_get(y, "value")),
+				iod_strlcpy(ep->tenant,
+				            iod_agent_overlay_tenant(json_object_get(y, "value")),
 				            sizeof(ep->tenant));
 				break;
 			}

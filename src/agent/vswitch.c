@@ -193,6 +193,36 @@ static void maybe_publish_drops(struct iod_agent_vswitch *v)
 	publish_drops(v);
 }
 
+/* The services of cfg with their VIPs (overlay_svc.c) from the table; a
+ * line when they changed from the running pipeline's. */
+static void add_services(struct iod_agent_vswitch *v)
+{
+	struct iod_err e = {0};
+	if (iod_agent_overlay_dp_services(v->tbuf, v->cfg, &e))
+		IOD_WARN("vswitch", "%s", e.msg);
+	bool same = v->cur >= 0 && v->cfg->services_n == v->last->services_n &&
+	            !memcmp(v->cfg->services, v->last->services,
+	                    v->cfg->services_n * sizeof(v->cfg->services[0]));
+	for (uint32_t s = 0; !same && s < v->cfg->services_n; s++) {
+		const struct iod_net_lb_service *lb = &v->cfg->services[s].lb;
+		uint32_t up = 0;
+		char vip[20];
+		for (uint32_t b = 0; b < lb->backends_n; b++)
+			up += lb->backends[b].up;
+		iod_agent_ipv4_format(lb->vip, vip, sizeof(vip));
+		IOD_INFO("vswitch", "service %s: VIP %s:%u, %u of %u backends up", lb->name, vip,
+		         lb->port, up, lb->backends_n);
+	}
+}
+
+int iod_agent_vswitch_svc_env(struct iod_agent_vswitch *v, struct iod_agent_replica *r)
+{
+	pthread_mutex_lock(&v->mu);
+	int rc = v->table ? iod_agent_env_overlay_vips(r, v->table) : 0;
+	pthread_mutex_unlock(&v->mu);
+	return rc;
+}
+
 /* Bring the ports and the pipeline in line with the inputs. */
 static void rebuild(struct iod_agent_vswitch *v)
 {
@@ -250,6 +280,7 @@ static void rebuild(struct iod_agent_vswitch *v)
 		IOD_WARN("vswitch", "%s", e.msg);
 		return;
 	}
+	add_services(v);
 	if (!ports_changed && v->cur >= 0 && !memcmp(v->cfg, v->last, sizeof(*v->cfg)))
 		return;
 	int next = v->cur < 0 ? 0 : 1 - v->cur;

@@ -20,6 +20,7 @@
  * never reads a clock.
  */
 #include "iod/ctrl.h"
+#include "iod/net.h"
 #include "iod/objects.h"
 #include "iod/sched.h"
 #include "iod/spec.h"
@@ -138,6 +139,56 @@ static uint64_t generation_of(const struct iod_ctrl_view *v, const char *service
 	if (old && iod_obj_peek_int(IOD_OBJ_KIND_SERVICE, old, IOD_OBJ_SERVICE_GENERATION, &gen))
 		gen = 0;
 	return (uint64_t)gen;
+}
+
+/* A stored Service's overlay VIP (0: none or not one of ours). */
+static uint32_t stored_vip(const json_t *v)
+{
+	const char *s = v ? iod_obj_peek_str(IOD_OBJ_KIND_SERVICE, v, IOD_OBJ_SERVICE_VIP) : NULL;
+	uint32_t ip = 0;
+	return s && !iod_net_ipv4_parse(s, &ip) && iod_ctrl_vip_in_range(ip) ? ip : 0;
+}
+
+/*
+ * The overlay VIP of each of the spec's services (vip.c): the stored
+ * services outside this deploy keep theirs; a service deployed before keeps
+ * its own (first pass, so no new service can take it); a new one probes
+ * from its name's slot over everything taken (second pass).
+ */
+static int assign_vips(const struct iod_ctrl_view *st, const struct iod_spec *spec, uint32_t *vips,
+                       struct iod_err *e)
+{
+	uint32_t *taken = calloc(st->n[V_SERVICE] + spec->services_n + 1, sizeof(*taken)), n = 0;
+	int rc = 0;
+	if (!taken)
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < st->n[V_SERVICE]; i++) {
+		uint32_t ip = stored_vip(st->item[V_SERVICE][i].value);
+		if (ip && !iod_spec_find_service(spec, st->item[V_SERVICE][i].name))
+			taken[n++] = ip;
+	}
+	for (uint32_t k = 0; k < spec->services_n; k++) {
+		uint32_t keep = stored_vip(view_value(st, V_SERVICE, spec->services[k].name));
+		vips[k] = 0;
+		if (keep && !iod_ctrl_vip_pick(spec->services[k].name, keep, taken, n, &vips[k]) &&
+		    vips[k] == keep)
+			taken[n++] = keep;
+		else
+			vips[k] = 0;
+	}
+	for (uint32_t k = 0; k < spec->services_n && !rc; k++) {
+		if (vips[k])
+			continue;
+		if (iod_ctrl_vip_pick(spec->services[k].name, 0, taken, n, &vips[k]))
+			rc = iod_err_set(e, -ENOSPC,
+			                 "service \"%s\": every service VIP of 10.200.240.0/%d is "
+			                 "taken (%u services): undeploy some first",
+			                 spec->services[k].name, IOD_SVC_VIP_PREFIX, n);
+		else
+			taken[n++] = vips[k];
+	}
+	free(taken);
+	return rc;
 }
 
 /* Replicas of a service deployed earlier (a dependency outside this spec). */
@@ -298,6 +349,7 @@ int iod_ctrl_deploy_plan_view(struct iod_ctrl_view *st, const char *body, size_t
 	struct iod_sched_request *reqs = NULL;
 	struct iod_sched_result res;
 	struct iod_sched_opts opts;
+	uint32_t *vips = NULL;
 	json_t *sj = NULL, *svc_arr = NULL, *rep_arr = NULL, *placed = NULL, *unplaced = NULL;
 	json_t *skipped = NULL;
 	uint64_t total = 0;
@@ -339,6 +391,13 @@ int iod_ctrl_deploy_plan_view(struct iod_ctrl_view *st, const char *body, size_t
 	if ((rc = iod_sched_place(cl, reqs, spec->services_n, &opts, &res, e)))
 		goto out;
 
+	vips = calloc(spec->services_n, sizeof(*vips));
+	if (!vips) {
+		rc = iod_err_set(e, -ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((rc = assign_vips(st, spec, vips, e)))
+		goto out;
 	sj = iod_spec_to_json(spec);
 	svc_arr = json_array();
 	rep_arr = json_array();
@@ -353,6 +412,10 @@ int iod_ctrl_deploy_plan_view(struct iod_ctrl_view *st, const char *body, size_t
 		iod_obj_service_set_str(&so, IOD_OBJ_SERVICE_NAME, name);
 		iod_obj_service_set_int(&so, IOD_OBJ_SERVICE_GENERATION, (int64_t)gen + 1);
 		iod_obj_service_set_int(&so, IOD_OBJ_SERVICE_GPU, reqs[i].gpus);
+		char vip[20];
+		snprintf(vip, sizeof(vip), "%u.%u.%u.%u", vips[i] >> 24, (vips[i] >> 16) & 255,
+		         (vips[i] >> 8) & 255, vips[i] & 255);
+		iod_obj_service_set_str(&so, IOD_OBJ_SERVICE_VIP, vip);
 		json_t *v = iod_obj_service_to_json(&so);
 		iod_obj_service_free(&so);
 		/* the spec's storage: goes with each stateful service, for the
@@ -427,6 +490,7 @@ out:
 	iod_sched_result_free(&res);
 	iod_sched_cluster_free(cl);
 	free(reqs);
+	free(vips);
 	iod_spec_free(spec);
 	return rc;
 }

@@ -1014,8 +1014,10 @@ void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt 
 	 * step (meters, conntrack state). */
 	for (uint32_t i = 0; i < n; i++) {
 		if (st[i].fp_run && st[i].prog->ct_at < st[i].prog->n &&
-		    !iod_net_ct_session_valid(ct, st[i].fp_ct_entry, st[i].fp_ct_gen, now_ns))
-			st[i].fp_run = 0; /* gone, replaced or timed out: the slow path decides */
+		    (!iod_net_ct_session_valid(ct, st[i].fp_ct_entry, st[i].fp_ct_gen, now_ns) ||
+		     iod_net_ct_reopens(ct, st[i].fp_ct_entry, st[i].fp_ct_dir, meta[i].tcp_flags)))
+			st[i].fp_run = 0; /* gone, replaced, timed out or a new connection on
+			                   * a closed one's tuple: the slow path decides */
 		if (st[i].fp_run) {
 			const struct fp_prog *pr = st[i].prog;
 			cs->fp_hits++;

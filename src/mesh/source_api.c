@@ -90,6 +90,11 @@ static uint16_t spec_port(const json_t *v)
 	return IOD_MESH_API_DEFAULT_PORT;
 }
 
+uint16_t iod_mesh_api_service_port(const json_t *value)
+{
+	return spec_port(value);
+}
+
 static void service_from_json(struct iod_mesh_service *svc, const char *name, const json_t *v)
 {
 	iod_mesh_service_defaults(svc);

@@ -413,6 +413,17 @@ bool iod_net_ct_session_valid(const struct iod_net_ct *ct, uint32_t entry, uint3
 	return (e->flags & F_USED) && e->gen == gen && now_ns <= e->last_ns + timeout_ns(ct, e);
 }
 
+bool iod_net_ct_reopens(const struct iod_net_ct *ct, uint32_t entry, int dir, uint8_t tcp_flags)
+{
+	if (dir != 0 ||
+	    (tcp_flags & (IOD_NET_TCP_SYN | IOD_NET_TCP_ACK | IOD_NET_TCP_RST)) != IOD_NET_TCP_SYN)
+		return false;
+	IOD_ASSERT_HOT(entry < ct->max);
+	const struct ct_entry *e = &ct->entries[entry];
+	return e->proto == IOD_NET_PROTO_TCP &&
+	       (e->tcp_state == IOD_NET_TCP_TIME_WAIT || e->tcp_state == IOD_NET_TCP_CLOSE);
+}
+
 void iod_net_ct_touch(struct iod_net_ct *ct, uint32_t entry, int dir, uint8_t tcp_flags,
                       uint64_t now_ns, struct iod_net_ct_result *r)
 {
@@ -473,6 +484,14 @@ void iod_net_ct_lookup_hashed(struct iod_net_ct *ct, const struct iod_net_tuple 
 		struct ct_entry *e = &ct->entries[idx];
 		if (now_ns > e->last_ns + timeout_ns(ct, e)) {
 			iod_net_ct_delete(ct, idx); /* stale: as if never seen */
+			s = 0;
+		} else if (iod_net_ct_reopens(ct, idx, dir, tcp_flags)) {
+			/* A new connection on a closed session's tuple (the client
+			 * reused its port): a new session, decided anew (its
+			 * security group, its service backend: the old one's may be
+			 * down), as Linux conntrack drops a TIME_WAIT entry on a
+			 * new SYN and sees the packet again. */
+			iod_net_ct_delete(ct, idx);
 			s = 0;
 		} else {
 			advance(e, idx, dir, tcp_flags, now_ns, r);

@@ -93,7 +93,7 @@ int iod_spec_load_buffer(const char *name, const char *text, size_t len, struct 
  * the typed objects): not part of the spec language, ignored when a stored
  * Service is validated (by the API on a raw write, by every node agent
  * before it runs one). A new such key belongs here. */
-static const char *const state_keys[] = {"generation", "gpu", "version"};
+static const char *const state_keys[] = {"generation", "gpu", "version", "vip"};
 
 int iod_spec_load_service(const char *name, const json_t *value, struct iod_spec **out,
                           struct iod_spec_diags *diags)

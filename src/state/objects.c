@@ -496,6 +496,7 @@ json_t *iod_obj_service_spec(const json_t *value)
 	json_object_del(v, "version");
 	json_object_del(v, iod_obj_key(IOD_OBJ_KIND_SERVICE, IOD_OBJ_SERVICE_GENERATION));
 	json_object_del(v, iod_obj_key(IOD_OBJ_KIND_SERVICE, IOD_OBJ_SERVICE_GPU));
+	json_object_del(v, iod_obj_key(IOD_OBJ_KIND_SERVICE, IOD_OBJ_SERVICE_VIP));
 	return v;
 }
 

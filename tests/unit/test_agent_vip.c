@@ -1,0 +1,408 @@
+/*
+ * test_agent_vip.c: service VIPs on the overlay (docs/network.md, "Service
+ * VIPs on the overlay"): the control plane's VIP choice (src/ctrl/vip.c:
+ * deterministic, in 10.200.240.0/20, collision-probed, kept; the deploy
+ * plan stores one per Service and keeps it across redeploys), the data
+ * plane's services built from Service and Endpoint objects
+ * (src/agent/overlay_svc.c) and what the pipeline does with them: a new
+ * connection to VIP:port goes to a healthy backend chosen by Maglev, the
+ * reply comes back from the VIP, a backend whose Endpoint is unhealthy
+ * gets no new connection while an established one stays on its backend
+ * (conntrack across the rebuild) until it closes, a new connection that
+ * reuses its closed tuple is balanced anew, and a replica's IOD_SVC_<NAME>_ADDR
+ * becomes the VIP. The switch on a real cluster: tests/integration/
+ * vip_netns.sh.
+ */
+#include "harness.h"
+#include "iod/agent_run.h"
+#include "iod/ctrl.h"
+#include "iod/flow.h"
+#include "iod/mesh.h"
+#include "iod/mesh_proxy.h"
+#include "iod/spec.h"
+
+#include <arpa/inet.h>
+#include <stdlib.h>
+
+static uint32_t ip(const char *s)
+{
+	struct in_addr a;
+	inet_pton(AF_INET, s, &a);
+	return ntohl(a.s_addr);
+}
+
+TEST(vip_pick_is_deterministic_in_range_probed_and_kept)
+{
+	uint32_t a = 0, b = 0, c = 0;
+	CHECK_EQ(iod_ctrl_vip_pick("echo", 0, NULL, 0, &a), 0);
+	CHECK(iod_ctrl_vip_in_range(a));
+	CHECK_EQ(a & 0xfffff000u, ip("10.200.240.0"));
+	CHECK_EQ(iod_ctrl_vip_pick("echo", 0, NULL, 0, &b), 0);
+	CHECK_EQ(a, b); /* the same name, the same slot */
+	/* taken: the next free one after it */
+	CHECK_EQ(iod_ctrl_vip_pick("echo", 0, &a, 1, &c), 0);
+	CHECK(c != a && iod_ctrl_vip_in_range(c));
+	CHECK_EQ(c, a == ip("10.200.255.254") ? ip("10.200.240.1") : a + 1);
+	/* an address it had is kept, unless another holds it or it is not a VIP */
+	CHECK_EQ(iod_ctrl_vip_pick("echo", ip("10.200.241.7"), &a, 1, &b), 0);
+	CHECK_EQ(b, ip("10.200.241.7"));
+	uint32_t held = ip("10.200.241.7");
+	CHECK_EQ(iod_ctrl_vip_pick("echo", held, &held, 1, &b), 0);
+	CHECK(b != held);
+	CHECK(!iod_ctrl_vip_in_range(ip("10.200.240.0")));
+	CHECK(!iod_ctrl_vip_in_range(ip("10.200.255.255")));
+	CHECK(!iod_ctrl_vip_in_range(ip("10.200.1.2")));
+	CHECK_EQ(iod_ctrl_vip_pick("echo", ip("10.200.1.2"), NULL, 0, &b), 0);
+	CHECK_EQ(b, a);
+	/* every VIP taken: a clear error, not a duplicate */
+	uint32_t *all = calloc(IOD_SVC_VIPS_MAX, sizeof(*all));
+	CHECK(all);
+	for (uint32_t i = 0; i < IOD_SVC_VIPS_MAX; i++)
+		all[i] = ip("10.200.240.1") + i;
+	CHECK_EQ(iod_ctrl_vip_pick("echo", 0, all, IOD_SVC_VIPS_MAX, &b), -ENOSPC);
+	CHECK_EQ(iod_ctrl_vip_pick("echo", 0, all, IOD_SVC_VIPS_MAX - 1, &b), 0);
+	CHECK_EQ(b, ip("10.200.255.254")); /* the one left */
+	free(all);
+}
+
+/* The deploy: one VIP per service, distinct, stored on the Service, kept
+ * by a redeploy; a new service does not take a stored one's; the agents'
+ * spec check ignores the field (a control-plane key). */
+static void plan_services(struct iod_state *s, const char *spec, json_t *out)
+{
+	struct iod_state_result r;
+	struct iod_err e = {0};
+	char *cmd = NULL;
+	json_t *answer = NULL;
+	CHECK_MSG(iod_ctrl_deploy_plan(s, spec, strlen(spec), &cmd, &answer, &e) == 0, "%s", e.msg);
+	CHECK(cmd);
+	json_t *c = json_loads(cmd, 0, NULL);
+	CHECK_EQ(iod_state_apply(s, cmd, strlen(cmd), &r), 0);
+	size_t i;
+	json_t *x;
+	json_array_foreach(json_object_get(c, "services"), i, x)
+	{
+		const char *vip =
+		    json_string_value(json_object_get(json_object_get(x, "value"), "vip"));
+		CHECK(vip);
+		json_object_set_new(out, json_string_value(json_object_get(x, "name")),
+		                    json_string(vip));
+	}
+	json_decref(c);
+	json_decref(answer);
+	free(cmd);
+}
+
+TEST(deploy_stores_a_vip_per_service_and_keeps_it)
+{
+	struct iod_state *s;
+	struct iod_state_result r;
+	CHECK_EQ(iod_state_new(&s), 0);
+	json_t *v = json_pack("{s:s, s:i}", "model", "dgx-h100", "gpus", 8);
+	char *put = iod_state_cmd_put(IOD_STATE_NODE, "dgx", v, 0, -1);
+	CHECK_EQ(iod_state_apply(s, put, strlen(put), &r), 0);
+	free(put);
+	json_decref(v);
+	json_t *first = json_object(), *again = json_object();
+	plan_services(s,
+	              "services:\n"
+	              "  - {name: a, type: stateless, replicas: 1, command: x}\n"
+	              "  - {name: b, type: stateless, replicas: 1, command: x}\n",
+	              first);
+	const char *va = json_string_value(json_object_get(first, "a"));
+	const char *vb = json_string_value(json_object_get(first, "b"));
+	uint32_t ia = 0, ib = 0;
+	CHECK(va && vb && !iod_net_ipv4_parse(va, &ia) && !iod_net_ipv4_parse(vb, &ib));
+	CHECK(iod_ctrl_vip_in_range(ia) && iod_ctrl_vip_in_range(ib) && ia != ib);
+	/* a redeploy of a (b not in it) keeps a's; c gets a third */
+	plan_services(s,
+	              "services:\n  - {name: c, type: stateless, replicas: 1, command: x}\n"
+	              "  - {name: a, type: stateless, replicas: 2, command: x}\n",
+	              again);
+	CHECK_STR(json_string_value(json_object_get(again, "a")), va);
+	const char *vc = json_string_value(json_object_get(again, "c"));
+	CHECK(vc && strcmp(vc, va) && strcmp(vc, vb));
+	/* the stored Service carries it; the spec view of it does not, and the
+	 * agents' validation of a stored Service takes it */
+	const json_t *stored = iod_state_value(s, IOD_STATE_SERVICE, "a");
+	CHECK(stored);
+	CHECK_STR(json_string_value(json_object_get(stored, "vip")), va);
+	json_t *sp = iod_obj_service_spec(stored);
+	CHECK(sp && !json_object_get(sp, "vip"));
+	json_decref(sp);
+	struct iod_spec *spec = NULL;
+	struct iod_spec_diags *d = calloc(1, sizeof(*d));
+	CHECK(d);
+	CHECK_MSG(iod_spec_load_service("a", stored, &spec, d) == 0, "%s", d->n ? d->d[0].msg : "");
+	iod_spec_free(spec);
+	free(d);
+	json_decref(first);
+	json_decref(again);
+	iod_state_free(s);
+}
+
+/* A TCP frame src:sport -> dst:dport into the switch's host port. */
+struct fbuf {
+	uint8_t mem[128 + 512]; /* headroom + frame */
+	struct iod_pkt pkt;     /* describes mem */
+};
+static void tcp_frame(struct fbuf *b, uint32_t src, uint16_t sport, uint32_t dst, uint16_t dport,
+                      uint8_t flags)
+{
+	struct iod_net_pkt_spec s = {0};
+	iod_agent_overlay_mac(ip("10.200.1.1"), true, s.dst_mac);
+	iod_agent_overlay_mac(src, false, s.src_mac);
+	s.t.family = IOD_NET_AF_V4;
+	s.t.proto = IOD_NET_PROTO_TCP;
+	s.t.src.v4 = src;
+	s.t.dst.v4 = dst;
+	s.t.sport = sport;
+	s.t.dport = dport;
+	s.tcp_flags = flags;
+	s.payload_bytes = 10;
+	memset(&b->pkt, 0, sizeof(b->pkt));
+	b->pkt.data = b->mem + 128;
+	b->pkt.headroom = 128;
+	b->pkt.len = (uint32_t)iod_net_pkt_build(&s, b->pkt.data, 512);
+	b->pkt.port_in = IOD_DP_PORT_HOST;
+}
+
+/* One frame through the pipeline at now; its (inner) tuple after, and
+ * whether it was forwarded. */
+static bool pass(struct iod_flow_dp *dp, struct fbuf *b, uint64_t now, struct iod_net_tuple *out)
+{
+	struct iod_pkt *pp = &b->pkt;
+	struct iod_net_meta m;
+	iod_flow_burst(dp->pl, 0, &pp, 1, now);
+	if (b->pkt.verdict != IOD_FLOW_V_PORT || iod_net_parse(b->pkt.data, b->pkt.len, 0, &m))
+		return false;
+	*out = m.key;
+	return true;
+}
+
+static json_t *endpoint(const char *svc, const char *addr, int port, bool healthy)
+{
+	return json_pack("{s:s, s:s, s:i, s:b}", "service", svc, "addr", addr, "port", port,
+	                 "healthy", healthy);
+}
+
+/*
+ * Building the LB from the control plane's objects: service echo (VIP
+ * 10.200.240.9, port 8080, tenant default) with three replicas, echo-0 and
+ * echo-1 on this node, echo-2 on node-2, each Endpoint with its own port;
+ * a service of another tenant gets no entry here; echo-2 unhealthy is a
+ * backend that is down. Through the pipeline: 300 new connections from
+ * cli-0 spread over the two healthy backends (DNAT to the backend's address
+ * and port), none to echo-2; the reply is from the VIP. echo-2 healthy
+ * again and echo-0 unhealthy (a rebuild keeping conntrack): an established
+ * connection on echo-0 stays there; once closed, a new connection on its
+ * tuple (port reuse) is a new session; new ones never go to it, and echo-2,
+ * behind node-2's VTEP, gets its share over VXLAN.
+ */
+TEST(overlay_vip_balances_healthy_endpoints_from_the_objects)
+{
+	json_t *nodes =
+	    json_pack("{s:[{s:s,s:{s:s}},{s:s,s:{s:s}}]}", "items", "name", "node-1", "value",
+	              "addr", "10.254.1.1", "name", "node-2", "value", "addr", "10.254.2.1");
+	json_t *svcs =
+	    json_pack("{s:[{s:s,s:{s:s}},{s:s,s:{s:s,s:[i]}},{s:s,s:{s:s,s:s}},{s:s,s:{}}]}",
+	              "items", "name", "cli", "value", "vip", "10.200.240.5", "name", "echo",
+	              "value", "vip", "10.200.240.9", "ports", 8080, "name", "other", "value",
+	              "vip", "10.200.240.6", "tenant", "blue", "name", "old", "value");
+	json_t *reps =
+	    json_pack("{s:[{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}},"
+	              "{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}}]}",
+	              "items", "name", "cli-0", "value", "service", "cli", "node", "node-1", "addr",
+	              "10.200.1.2", "name", "echo-0", "value", "service", "echo", "node", "node-1",
+	              "addr", "10.200.1.3", "name", "echo-1", "value", "service", "echo", "node",
+	              "node-1", "addr", "10.200.1.4", "name", "echo-2", "value", "service", "echo",
+	              "node", "node-2", "addr", "10.200.2.2", "name", "other-0", "value", "service",
+	              "other", "node", "node-1", "addr", "10.200.1.5");
+	json_t *eps =
+	    json_pack("{s:[{s:s,s:o},{s:s,s:o},{s:s,s:o},{s:s,s:o}]}", "items", "name", "echo-0",
+	              "value", endpoint("echo", "10.200.1.3", 40100, true), "name", "echo-1",
+	              "value", endpoint("echo", "10.200.1.4", 40101, true), "name", "echo-2",
+	              "value", endpoint("echo", "10.200.2.2", 40102, false), "name", "other-0",
+	              "value", endpoint("other", "10.200.1.5", 40103, true));
+	struct iod_agent_overlay_table *t = calloc(1, sizeof(*t));
+	struct iod_flow_dp_config *c = calloc(1, sizeof(*c));
+	struct fbuf *b = calloc(1, sizeof(*b));
+	struct iod_flow_dp dp[2];
+	struct iod_err e = {0};
+	CHECK(nodes && svcs && reps && eps && t && c && b);
+	CHECK_EQ(iod_agent_overlay_table_from_state(nodes, svcs, reps, t), 0);
+	CHECK_EQ(iod_agent_overlay_table_services(svcs, eps, t), 0);
+	CHECK_EQ(t->svcs_n, 3); /* "old" has no VIP */
+	CHECK_STR(t->svcs[1].name, "echo");
+	CHECK_EQ(t->svcs[1].vip, ip("10.200.240.9"));
+	CHECK_EQ(t->svcs[1].port, 8080);
+	CHECK_EQ(t->svcs[0].port, IOD_MESH_API_DEFAULT_PORT); /* no ports: the mesh's default */
+	CHECK_STR(t->svcs[2].tenant, "blue");
+	CHECK_STR(t->eps[3].svc, "echo");
+	CHECK_EQ(t->eps[3].port, 40102);
+	CHECK(!t->eps[3].healthy && t->eps[1].healthy);
+
+	struct iod_agent_overlay_node nd = {.name = "node-1",
+	                                    .vtep_ip = ip("10.254.1.1"),
+	                                    .gateway = ip("10.200.1.1"),
+	                                    .overlay_net = ip("10.200.0.0"),
+	                                    .overlay_prefix = 16};
+	struct iod_agent_overlay_local loc[3] = {{"cli-0", ip("10.200.1.2")},
+	                                         {"echo-0", ip("10.200.1.3")},
+	                                         {"echo-1", ip("10.200.1.4")}};
+	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 3, c, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_agent_overlay_dp_services(t, c, &e) == 0, "%s", e.msg);
+	CHECK_EQ(c->services_n, 2); /* cli and echo: no replica of blue here */
+	const struct iod_net_lb_service *lb = &c->services[1].lb;
+	CHECK_STR(lb->name, "echo");
+	CHECK_EQ(c->services[1].network, 0);
+	CHECK_EQ(lb->vip, ip("10.200.240.9"));
+	CHECK_EQ(lb->port, 8080);
+	CHECK_EQ(lb->proto, IOD_NET_PROTO_TCP);
+	CHECK_EQ(lb->backends_n, 3);
+	CHECK_EQ(lb->backends[0].ip, ip("10.200.1.3"));
+	CHECK_EQ(lb->backends[0].port, 40100);
+	CHECK(lb->backends[0].up && lb->backends[1].up && !lb->backends[2].up);
+	CHECK_EQ(lb->backends[2].ip, ip("10.200.2.2"));
+	CHECK_EQ(c->services[0].lb.backends_n, 0); /* cli: no Endpoint yet */
+
+	CHECK_MSG(iod_flow_dp_build(c, 1, &dp[0], &e) == 0, "%s", e.msg);
+	uint32_t hits[3] = {0, 0, 0}, lost = 0;
+	uint64_t now = 1000000;
+	struct iod_net_tuple o;
+	for (uint16_t i = 0; i < 300; i++, now += 1000) {
+		tcp_frame(b, ip("10.200.1.2"), (uint16_t)(20000 + i), ip("10.200.240.9"), 8080,
+		          IOD_NET_TCP_SYN);
+		if (!pass(&dp[0], b, now, &o)) {
+			lost++;
+			continue;
+		}
+		CHECK_EQ(b->pkt.port_out, IOD_DP_PORT_HOST);
+		for (int k = 0; k < 3; k++)
+			if (o.dst.v4 == lb->backends[k].ip) {
+				CHECK_EQ(o.dport, lb->backends[k].port);
+				hits[k]++;
+			}
+	}
+	CHECK_EQ(lost, 0);
+	CHECK_MSG(hits[0] >= 90 && hits[1] >= 90 && hits[2] == 0, "%u %u %u", hits[0], hits[1],
+	          hits[2]);
+	CHECK_EQ(hits[0] + hits[1], 300);
+	/* the reply of connection 20000 comes back from the VIP */
+	tcp_frame(b, ip("10.200.1.2"), 20000, ip("10.200.240.9"), 8080, IOD_NET_TCP_SYN);
+	CHECK(pass(&dp[0], b, now, &o)); /* its retransmit: the same backend */
+	uint32_t be_ip = o.dst.v4;
+	uint16_t be_port = o.dport;
+	tcp_frame(b, be_ip, be_port, ip("10.200.1.2"), 20000, IOD_NET_TCP_SYN | IOD_NET_TCP_ACK);
+	CHECK(pass(&dp[0], b, now += 1000, &o));
+	CHECK_EQ(o.src.v4, ip("10.200.240.9"));
+	CHECK_EQ(o.sport, 8080);
+	CHECK_EQ(o.dst.v4, ip("10.200.1.2"));
+	/* the Endpoints move: the backend of 20000 unhealthy, echo-2 healthy */
+	struct iod_agent_overlay_ep *moved =
+	    (struct iod_agent_overlay_ep *)(be_ip == ip("10.200.1.3") ? &t->eps[1] : &t->eps[2]);
+	moved->healthy = false;
+	t->eps[3].healthy = true;
+	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 3, c, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_agent_overlay_dp_services(t, c, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_flow_dp_rebuild(c, 1, &dp[1], &dp[0], &e) == 0, "%s", e.msg);
+	iod_flow_dp_destroy(&dp[0]);
+	/* the established connection stays on its backend */
+	tcp_frame(b, ip("10.200.1.2"), 20000, ip("10.200.240.9"), 8080, IOD_NET_TCP_ACK);
+	CHECK(pass(&dp[1], b, now += 1000, &o));
+	CHECK_EQ(o.dst.v4, be_ip);
+	CHECK_EQ(o.dport, be_port);
+	/* it closes (FIN both ways, the last ACK: TIME_WAIT); the client's
+	 * kernel reuses the port for a new connection: a new session with a
+	 * new pick, not the closed one's backend, which is down */
+	tcp_frame(b, ip("10.200.1.2"), 20000, ip("10.200.240.9"), 8080,
+	          IOD_NET_TCP_FIN | IOD_NET_TCP_ACK);
+	CHECK(pass(&dp[1], b, now += 1000, &o));
+	tcp_frame(b, be_ip, be_port, ip("10.200.1.2"), 20000, IOD_NET_TCP_FIN | IOD_NET_TCP_ACK);
+	CHECK(pass(&dp[1], b, now += 1000, &o));
+	tcp_frame(b, ip("10.200.1.2"), 20000, ip("10.200.240.9"), 8080, IOD_NET_TCP_ACK);
+	CHECK(pass(&dp[1], b, now += 1000, &o));
+	tcp_frame(b, ip("10.200.1.2"), 20000, ip("10.200.240.9"), 8080, IOD_NET_TCP_SYN);
+	CHECK(pass(&dp[1], b, now += 1000, &o));
+	CHECK(b->pkt.ct_state & IOD_NET_CT_NEW);
+	CHECK(o.dst.v4 != be_ip);
+	/* new ones: never to it; echo-2's behind node-2's VTEP */
+	uint32_t to_moved = 0, remote = 0, local = 0;
+	for (uint16_t i = 0; i < 300; i++, now += 1000) {
+		tcp_frame(b, ip("10.200.1.2"), (uint16_t)(30000 + i), ip("10.200.240.9"), 8080,
+		          IOD_NET_TCP_SYN);
+		struct iod_pkt *pp = &b->pkt;
+		iod_flow_burst(dp[1].pl, 0, &pp, 1, now);
+		CHECK_EQ(b->pkt.verdict, IOD_FLOW_V_PORT);
+		struct iod_net_meta m;
+		CHECK_EQ(iod_net_parse(b->pkt.data, b->pkt.len, 0, &m), 0);
+		if (b->pkt.port_out == IOD_DP_PORT_FABRIC) {
+			CHECK(m.flags & IOD_NET_F_VXLAN);
+			CHECK_EQ(m.outer.dst.v4, ip("10.254.2.1"));
+			CHECK_EQ(m.key.dst.v4, ip("10.200.2.2"));
+			CHECK_EQ(m.key.dport, 40102);
+			remote++;
+		} else {
+			to_moved += m.key.dst.v4 == be_ip;
+			local++;
+		}
+	}
+	CHECK_EQ(to_moved, 0);
+	CHECK_MSG(remote >= 90 && local >= 90, "remote %u local %u", remote, local);
+	/* a client of another tenant does not reach the VIP */
+	struct iod_agent_overlay_local loc2[4] = {{"cli-0", ip("10.200.1.2")},
+	                                          {"echo-0", ip("10.200.1.3")},
+	                                          {"echo-1", ip("10.200.1.4")},
+	                                          {"other-0", ip("10.200.1.5")}};
+	struct iod_flow_dp dp3;
+	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc2, 4, c, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_agent_overlay_dp_services(t, c, &e) == 0, "%s", e.msg);
+	CHECK_EQ(c->services_n, 3); /* blue's "other" now too, in blue's network */
+	CHECK_STR(c->networks[c->services[2].network].name, "blue");
+	CHECK_MSG(iod_flow_dp_build(c, 1, &dp3, &e) == 0, "%s", e.msg);
+	tcp_frame(b, ip("10.200.1.5"), 40000, ip("10.200.240.9"), 8080, IOD_NET_TCP_SYN);
+	CHECK(!pass(&dp3, b, now, &o));
+	iod_flow_dp_destroy(&dp3);
+	iod_flow_dp_destroy(&dp[1]);
+	free(b);
+	free(c);
+	free(t);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+	json_decref(eps);
+}
+
+static const char *env_of(const struct iod_agent_replica *r, const char *var)
+{
+	for (uint32_t i = 0; i < r->envc; i++) {
+		const char *kv = iod_agent_strv_at(r->env_buf, sizeof(r->env_buf), r->envc, i);
+		if (kv && !strncmp(kv, var, strlen(var)) && kv[strlen(var)] == '=')
+			return kv + strlen(var) + 1;
+	}
+	return NULL;
+}
+
+/* A replica on the overlay dials services at their overlay VIP: its
+ * IOD_SVC_<NAME>_ADDR (the mesh's loopback VIP) becomes VIP:port; other
+ * variables, and services without a VIP, stay as they were. */
+TEST(env_overlay_vips_replace_the_mesh_addresses)
+{
+	struct iod_agent_replica *r = calloc(1, sizeof(*r));
+	struct iod_agent_overlay_table *t = calloc(1, sizeof(*t));
+	CHECK(r && t);
+	CHECK_EQ(iod_agent_replica_add_env(r, "IOD_SVC_ECHO_SERVER_ADDR", "127.1.2.3:8080"), 0);
+	CHECK_EQ(iod_agent_replica_add_env(r, "IOD_SVC_OLD_ADDR", "127.1.2.4:15001"), 0);
+	CHECK_EQ(iod_agent_replica_add_env(r, "IOD_PORT_X", "1"), 0);
+	t->svcs_n = 1;
+	snprintf(t->svcs[0].name, sizeof(t->svcs[0].name), "echo-server");
+	t->svcs[0].vip = ip("10.200.240.9");
+	t->svcs[0].port = 8080;
+	CHECK_EQ(iod_agent_env_overlay_vips(r, t), 0);
+	CHECK_EQ(r->envc, 3);
+	CHECK_STR(env_of(r, "IOD_SVC_ECHO_SERVER_ADDR"), "10.200.240.9:8080");
+	CHECK_STR(env_of(r, "IOD_SVC_OLD_ADDR"), "127.1.2.4:15001");
+	CHECK_STR(env_of(r, "IOD_PORT_X"), "1");
+	free(r);
+	free(t);
+}
