@@ -265,6 +265,42 @@ void iod_state_preparsed_free(struct iod_state_preparsed *p);
 void iod_state_fsm_prepared(struct iod_state_fsm_ctx *c, struct iod_state_preparsed *p);
 void iod_state_fsm_prepared_flush(struct iod_state_fsm_ctx *c);
 
+/* ---- the Raft log's file system (src/state/walfs.c) ----------------------- */
+
+/*
+ * The log (src/state/wal.c) does its file I/O through a struct iod_walfs:
+ * POSIX for the daemon, or a pure in-memory one that tests and the
+ * simulator damage. A memory file system keeps per file what a read sees
+ * and what the last sync made durable; names are durable at once (as with
+ * dirsync). Paths are "DIR/NAME" as the log opens them.
+ */
+struct iod_walfs;
+struct iod_walfs *iod_walfs_posix(void);
+struct iod_walfs *iod_walfs_mem_new(void); /* NULL: out of memory */
+void iod_walfs_mem_free(struct iod_walfs *fs);
+
+/* Damage to one file of a memory file system, durable at once. */
+enum iod_walfs_fault {
+	IOD_WALFS_FLIP,   /* flip one bit of the byte at off */
+	IOD_WALFS_CUT,    /* truncate to off bytes */
+	IOD_WALFS_ZERO,   /* every byte zero, size kept */
+	IOD_WALFS_DELETE, /* the file is gone */
+	IOD_WALFS_APPEND, /* len bytes appended */
+};
+int iod_walfs_mem_fault(struct iod_walfs *fs, const char *path, enum iod_walfs_fault kind,
+                        uint64_t off, const void *bytes, size_t len);
+/* A power loss: every file goes back to the bytes of its last sync. The
+ * log open on it must be closed (closing writes nothing) and reopened. */
+void iod_walfs_mem_crash(struct iod_walfs *fs);
+/* The power goes during the n-th sync from now (n >= 1): it and every
+ * later write, sync and name change fail with -EIO until a crash. */
+void iod_walfs_mem_die_at_sync(struct iod_walfs *fs, uint64_t n);
+/* A file's size (-ENOENT), and the names in dir (malloc'd, in creation
+ * slot order; free with iod_walfs_names_free). */
+int iod_walfs_mem_size(struct iod_walfs *fs, const char *path, uint64_t *size);
+int iod_walfs_mem_names(struct iod_walfs *fs, const char *dir, char ***names, size_t *n);
+void iod_walfs_names_free(char **names, size_t n);
+
 /* ---- the replicated server (shell: libuv + raft + libmicrohttpd) -------- */
 
 /* One initial member: raft id, Raft address, API address (may be empty). */
