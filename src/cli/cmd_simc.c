@@ -60,6 +60,8 @@ static void usage(FILE *f)
 	        "  --plan FILE          the faults of a chaos plan (`iod chaos run --plan`,\n"
 	        "                       docs/chaos.md): kill, pause of servers and leader, kill\n"
 	        "                       of nodes; other actions are refused (exit 2)\n"
+	        "  --server-repair D    a killed server is back after D (default 60s); a disk\n"
+	        "                       fault's restart takes D, and a rebuild D more\n"
 	        "  --servers K          control-plane servers on Raft's fixture (default 3;\n"
 	        "                       0: no Raft, a write commits after one heartbeat)\n"
 	        "  --straggler X        per-GPU speed factor in [1, 1+X] (default 0)\n"
@@ -968,6 +970,10 @@ int cmd_sim_cluster(int argc, char **argv)
 		} else if (!strcmp(a, "--horizon")) {
 			if (iod_parse_duration(v, &c->horizon_ns, &e) || !c->horizon_ns)
 				BAD("--horizon \"%s\": expected a duration (90m, 24h)", v);
+			i++;
+		} else if (!strcmp(a, "--server-repair")) {
+			if (iod_parse_duration(v, &c->server_repair_ns, &e) || !c->server_repair_ns)
+				BAD("--server-repair \"%s\": expected a duration (5s, 1m)", v);
 			i++;
 		} else if (!strcmp(a, "--node-model")) {
 			snprintf(c->node_model, sizeof(c->node_model), "%s", v);

@@ -121,6 +121,8 @@ int iod_wal_open(struct iod_wal **out, const char *dir, struct iod_wal_load *ld,
 int iod_wal_open_fs(struct iod_wal **out, struct iod_walfs *fs, const char *dir,
                     struct iod_wal_load *ld, struct iod_err *e);
 void iod_wal_close(struct iod_wal *w);
+/* Free what a load holds (entries, their buffers, the snapshot); zeroes it. */
+void iod_wal_load_free(struct iod_wal_load *ld);
 /* Tests: roll segments sooner than IOD_RAFT_SEGMENT_BYTES. */
 void iod_wal_set_segment_bytes(struct iod_wal *w, uint64_t bytes);
 bool iod_wal_empty(const struct iod_wal *w);

@@ -135,15 +135,6 @@ void iod_simdisk_free(struct iod_simdisk *d)
 	free(d);
 }
 
-static void free_load(struct iod_wal_load *ld)
-{
-	for (size_t i = 0; i < ld->n; i++)
-		raft_free(ld->entries[i].buf.base);
-	raft_free(ld->entries);
-	iod_wal_snapshot_free(ld->snapshot);
-	memset(ld, 0, sizeof(*ld));
-}
-
 /* Open the log (wal.c's verdict); on success d knows what it holds. */
 static int disk_open(struct iod_simdisk *d, struct iod_simdisk_verdict *v, struct iod_err *e)
 {
@@ -172,7 +163,7 @@ static int disk_open(struct iod_simdisk *d, struct iod_simdisk_verdict *v, struc
 		v->torn_bytes = ld.torn_bytes;
 		v->last_index = ld.n ? last_index(d) : d->snap_index;
 	}
-	free_load(&ld);
+	iod_wal_load_free(&ld);
 	return rv;
 }
 
@@ -438,7 +429,7 @@ int iod_simdisk_holds(struct iod_simdisk *d, const uint64_t *index, size_t n, bo
 	for (size_t i = 0; i < n; i++)
 		held[i] = index[i] <= snap ||
 		          (index[i] >= ld.start_index && index[i] < ld.start_index + ld.n);
-	free_load(&ld);
+	iod_wal_load_free(&ld);
 	iod_wal_close(w);
 	return disk_open(d, NULL, e);
 }

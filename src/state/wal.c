@@ -507,6 +507,15 @@ static const char *snap_parse(const unsigned char *b, size_t len, uint64_t want_
 	return NULL;
 }
 
+void iod_wal_load_free(struct iod_wal_load *ld)
+{
+	for (size_t i = 0; i < ld->n; i++)
+		raft_free(ld->entries[i].buf.base);
+	raft_free(ld->entries);
+	iod_wal_snapshot_free(ld->snapshot);
+	memset(ld, 0, sizeof(*ld));
+}
+
 void iod_wal_snapshot_free(struct raft_snapshot *s)
 {
 	if (!s)

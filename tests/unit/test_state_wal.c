@@ -61,15 +61,6 @@ static void entry_text(char *out, size_t cap, unsigned i)
 	         (int)(i % 23), "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
 }
 
-static void free_load(struct iod_wal_load *ld)
-{
-	for (size_t i = 0; i < ld->n; i++)
-		raft_free(ld->entries[i].buf.base);
-	raft_free(ld->entries);
-	iod_wal_snapshot_free(ld->snapshot);
-	memset(ld, 0, sizeof(*ld));
-}
-
 /* A fresh log in dir with ENTRIES entries (index 1 = configuration). */
 static int build(const char *sub)
 {
@@ -84,7 +75,7 @@ static int build(const char *sub)
 		mkdir(dir, 0700);
 	if (iod_wal_open_fs(&w, fs(), dir, &ld, &e))
 		return -1;
-	free_load(&ld);
+	iod_wal_load_free(&ld);
 	iod_wal_set_segment_bytes(w, SEG_BYTES);
 	raft_configuration_init(&conf);
 	raft_configuration_add(&conf, 1, "127.0.0.1:1", RAFT_VOTER);
@@ -119,7 +110,7 @@ static int reopen(struct iod_err *e, size_t *n, int *prefix_ok)
 		*prefix_ok = ld.entries[i].buf.len == strlen(text) &&
 		             !memcmp(ld.entries[i].buf.base, text, strlen(text));
 	}
-	free_load(&ld);
+	iod_wal_load_free(&ld);
 	iod_wal_close(w);
 	return 0;
 }
@@ -394,7 +385,7 @@ WAL_CASE(truncate_compact_and_install)
 
 	CHECK(build("ops") == 0);
 	CHECK_EQ(iod_wal_open_fs(&w, fs(), dir, &ld, &e), 0);
-	free_load(&ld);
+	iod_wal_load_free(&ld);
 	iod_wal_set_segment_bytes(w, SEG_BYTES);
 	/* raft truncates a conflicting tail, then appends the leader's entries */
 	CHECK_EQ(iod_wal_truncate(w, 30), 0);
@@ -424,7 +415,7 @@ WAL_CASE(truncate_compact_and_install)
 	CHECK_EQ(ld.term, 2);
 	CHECK_EQ(ld.vote, 1);
 	CHECK_EQ(ld.entries[ld.n - 1].term, 2);
-	free_load(&ld);
+	iod_wal_load_free(&ld);
 	/* an installed snapshot (trailing 0) replaces the whole log */
 	s.index = 500;
 	CHECK_EQ(iod_wal_snapshot_put(w, 0, &s), 0);
@@ -437,7 +428,7 @@ WAL_CASE(truncate_compact_and_install)
 	CHECK(ld.snapshot && ld.snapshot->index == 500);
 	CHECK_EQ(ld.start_index, 501);
 	CHECK_EQ(ld.n, 1);
-	free_load(&ld);
+	iod_wal_load_free(&ld);
 	iod_wal_close(w);
 	/* a damaged snapshot is refused, not skipped */
 	char p[600];
@@ -485,7 +476,7 @@ TEST(crash_at_every_sync_keeps_every_acknowledged_entry)
 		CHECK(build(sub) == 0);
 		CHECK_EQ(iod_wal_open_fs(&w, mfs, dir, &ld, &e), 0);
 		CHECK_EQ(ld.n, ENTRIES);
-		free_load(&ld);
+		iod_wal_load_free(&ld);
 		iod_wal_set_segment_bytes(w, SEG_BYTES);
 		iod_walfs_mem_die_at_sync(mfs, k);
 		unsigned acked = ENTRIES;
