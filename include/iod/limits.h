@@ -267,6 +267,12 @@
 /* Members in one process whose appends are timed: a server runs one, tests
  * a few (raft's append callback gets no io pointer, so each is searched). */
 #define IOD_RAFT_MEMBERS_TIMED 8
+/* The in-memory file system under the Raft log (src/state/walfs.c, tests
+ * and the simulator): a log holds meta, a few live segments, a snapshot
+ * and its .tmp; a simulated server's segments stay small. */
+#define IOD_WALFS_MEM_FILES_MAX 256
+#define IOD_WALFS_MEM_HANDLES_MAX 32
+#define IOD_WALFS_MEM_FILE_BYTES_MAX (64u << 20)
 /* Initial members named with --peers: Raft clusters are 3, 5 or 7. */
 #define IOD_STATE_PEERS_MAX 9
 /* host:port (or [v6]:port) of a server: 64 covers dotted IPv6 + port. */

@@ -204,17 +204,22 @@ struct iod_simc_timers {
  * node's path black-holes its flows (a gray failure: the port stays up),
  * the fabric has other paths; nic: one of the node's NICs fails (a fatal
  * device error: the ranks using it fail at once), and a node that loses
- * its only NIC is cut off from the cluster. docs/simulation.md, "Faults". */
+ * its only NIC is cut off from the cluster; disk: a control-plane server's
+ * (index in node) Raft log is damaged (damage) and the server restarts:
+ * iod's log (src/state/wal.c, on a memory file system) repairs a torn tail
+ * and the server rejoins, or refuses and the server stays down until it is
+ * rebuilt from a peer (--recover-from-peers). docs/simulation.md, "Faults". */
 enum iod_simc_fault_kind {
 	IOD_SIMC_FAULT_GPU,
 	IOD_SIMC_FAULT_NODE,
 	IOD_SIMC_FAULT_SERVER,
 	IOD_SIMC_FAULT_LEADER,
 	IOD_SIMC_FAULT_LINK,
-	IOD_SIMC_FAULT_NIC
+	IOD_SIMC_FAULT_NIC,
+	IOD_SIMC_FAULT_DISK
 };
 const char *iod_simc_fault_name(enum iod_simc_fault_kind k);
-/* "gpu", "node", "server", "leader", "link", "nic"; -EINVAL otherwise. */
+/* "gpu", "node", "server", "leader", "link", "nic", "disk"; -EINVAL otherwise. */
 int iod_simc_fault_parse(const char *s, enum iod_simc_fault_kind *out);
 
 /* A scripted fault: at at_ns, kind, on node (and GPU for a GPU fault). */
@@ -224,8 +229,26 @@ struct iod_simc_fault {
 	uint32_t node;                 /* node index */
 	uint32_t gpu;                  /* GPU index on the node (GPU faults) */
 	uint64_t repair_ns;            /* server, node: down this long (0: the config's
-	                                  server_repair_ns / node_repair_ns) */
+	                                  server_repair_ns / node_repair_ns); disk: the
+	                                  restart, and again the rebuild, take this long */
+	uint32_t damage;               /* disk: enum iod_simdisk_damage (iod/state.h) */
 };
+
+/* A disk fault and what came of it. */
+struct iod_simc_disk {
+	uint32_t server;       /* its index */
+	uint64_t at_ns;        /* when the log was damaged */
+	uint32_t damage;       /* enum iod_simdisk_damage */
+	int rc;                /* iod_wal_open at the restart: 0 starts, else refused */
+	char why[256];         /* the refusal: file, offset, reason */
+	uint64_t torn_bytes;   /* a torn tail's bytes repaired away */
+	bool rebuilt;          /* refused, then rebuilt from a peer */
+	uint64_t back_ns;      /* fault -> the server runs again (0: never in the run) */
+	uint64_t caught_up_ns; /* fault -> it applied what was committed when it came back */
+	uint64_t target_index; /* that commit index */
+};
+/* "repaired", "started" (nothing to repair), or "refused". */
+const char *iod_simc_disk_verdict(const struct iod_simc_disk *d);
 
 /* ---- a run ------------------------------------------------------------------ */
 
@@ -377,6 +400,10 @@ struct iod_simc_result {
 	double flow_comm_s;         /* the same all-reduces under the alpha-beta model (mean) */
 	double packet_diff_pct_max; /* the largest |packet - flow| / flow of one sample, % */
 	uint64_t packet_events;     /* the fabric simulator's events, all samples */
+	/* disk faults: wal.c's verdict on each damaged log */
+	struct iod_simc_disk disk[IOD_SIMC_FAULTS_MAX]; /* per disk fault, in order */
+	uint32_t disk_n;                                /* entries */
+	uint32_t disk_writes_checked; /* committed writes checked on the disks at the end */
 	/* invariants (V6) */
 	uint32_t invariant_violations; /* count */
 	char invariant_first[256];     /* the first one */

@@ -265,6 +265,90 @@ void iod_state_preparsed_free(struct iod_state_preparsed *p);
 void iod_state_fsm_prepared(struct iod_state_fsm_ctx *c, struct iod_state_preparsed *p);
 void iod_state_fsm_prepared_flush(struct iod_state_fsm_ctx *c);
 
+/* ---- the Raft log's file system (src/state/walfs.c) ----------------------- */
+
+/*
+ * The log (src/state/wal.c) does its file I/O through a struct iod_walfs:
+ * POSIX for the daemon, or a pure in-memory one that tests and the
+ * simulator damage. A memory file system keeps per file what a read sees
+ * and what the last sync made durable; names are durable at once (as with
+ * dirsync). Paths are "DIR/NAME" as the log opens them.
+ */
+struct iod_walfs;
+struct iod_walfs *iod_walfs_posix(void);
+struct iod_walfs *iod_walfs_mem_new(void); /* NULL: out of memory */
+void iod_walfs_mem_free(struct iod_walfs *fs);
+
+/* Damage to one file of a memory file system, durable at once. */
+enum iod_walfs_fault {
+	IOD_WALFS_FLIP,   /* flip one bit of the byte at off */
+	IOD_WALFS_CUT,    /* truncate to off bytes */
+	IOD_WALFS_ZERO,   /* every byte zero, size kept */
+	IOD_WALFS_DELETE, /* the file is gone */
+	IOD_WALFS_APPEND, /* len bytes appended */
+};
+int iod_walfs_mem_fault(struct iod_walfs *fs, const char *path, enum iod_walfs_fault kind,
+                        uint64_t off, const void *bytes, size_t len);
+/* A power loss: every file goes back to the bytes of its last sync. The
+ * log open on it must be closed (closing writes nothing) and reopened. */
+void iod_walfs_mem_crash(struct iod_walfs *fs);
+/* The power goes during the n-th sync from now (n >= 1): it and every
+ * later write, sync and name change fail with -EIO until a crash. */
+void iod_walfs_mem_die_at_sync(struct iod_walfs *fs, uint64_t n);
+/* A file's size (-ENOENT), and the names in dir (malloc'd, in creation
+ * slot order; free with iod_walfs_names_free). */
+int iod_walfs_mem_size(struct iod_walfs *fs, const char *path, uint64_t *size);
+int iod_walfs_mem_names(struct iod_walfs *fs, const char *dir, char ***names, size_t *n);
+void iod_walfs_names_free(char **names, size_t n);
+
+/* ---- a simulated server's disk (src/state/simdisk.c) ---------------------- */
+
+/*
+ * The whole-cluster simulator's servers run raft on its fixture; each one's
+ * log is also mirrored into iod's real log (wal.c) on a memory file system,
+ * so disk faults meet wal.c's real verdict. Pure.
+ */
+struct raft;
+struct iod_simdisk;
+enum iod_simdisk_damage {
+	IOD_SIMDISK_FLIP,    /* a byte of the oldest live segment's first record */
+	IOD_SIMDISK_TORN,    /* a crash cut the last append: a partial record header */
+	IOD_SIMDISK_ZERO,    /* the oldest live segment zeroed */
+	IOD_SIMDISK_MISSING, /* the oldest live segment deleted */
+	IOD_SIMDISK_GARBAGE, /* 100 bytes of garbage after the open segment's last record */
+};
+const char *iod_simdisk_damage_name(enum iod_simdisk_damage k);
+int iod_simdisk_damage_parse(const char *s, enum iod_simdisk_damage *out);
+/* What wal.c said when the damaged log was opened. */
+struct iod_simdisk_verdict {
+	int rc;                    /* 0: it starts; else (-EUCLEAN) refused */
+	char why[IOD_ERR_MSG_MAX]; /* the refusal: file, offset, reason */
+	uint64_t torn_bytes;       /* a torn tail's bytes repaired away (0: none) */
+	uint64_t entries;          /* entries loaded */
+	uint64_t last_index;       /* the log's last index */
+};
+/* A fresh disk; dir names its log on it. segment_bytes: roll sooner. */
+int iod_simdisk_new(struct iod_simdisk **out, const char *dir, uint64_t segment_bytes);
+void iod_simdisk_free(struct iod_simdisk *d);
+/* Open the (empty) log before the first sync. */
+int iod_simdisk_open(struct iod_simdisk *d, struct iod_err *e);
+/* Write what r holds (term, vote, snapshot position, entries) into the log. */
+int iod_simdisk_sync(struct iod_simdisk *d, const struct raft *r);
+/* The server crashes, the log is damaged, and it restarts: wal.c's verdict
+ * in v; refused leaves the disk down (iod_simdisk_up false). */
+int iod_simdisk_damage(struct iod_simdisk *d, enum iod_simdisk_damage kind,
+                       struct iod_simdisk_verdict *v, struct iod_err *e);
+bool iod_simdisk_up(const struct iod_simdisk *d);
+uint64_t iod_simdisk_last_index(const struct iod_simdisk *d);
+/* --recover-from-peers: the log rebuilt from peer's stored log at a term
+ * above both, voting for self_id. */
+int iod_simdisk_recover(struct iod_simdisk *d, const struct raft *peer, uint64_t self_id,
+                        struct iod_err *e);
+/* Reopen the log as a restart would and say which of index[0..n) it holds
+ * (an entry, or a snapshot covering it). */
+int iod_simdisk_holds(struct iod_simdisk *d, const uint64_t *index, size_t n, bool *held,
+                      struct iod_err *e);
+
 /* ---- the replicated server (shell: libuv + raft + libmicrohttpd) -------- */
 
 /* One initial member: raft id, Raft address, API address (may be empty). */

@@ -53,11 +53,15 @@ static void usage(FILE *f)
 	        "  --seeds K            run seeds S..S+K-1 and report each and the mean\n"
 	        "  --fault-scale X      multiply the Llama 3 fault rate (default 1; 0 = none)\n"
 	        "  --fail KIND:N@T      a scripted fault: gpu:NODE[.GPU]@T, node:NODE@T,\n"
-	        "                       server:INDEX@T, leader:0@T, link:NODE@T, nic:NODE@T\n"
+	        "                       server:INDEX@T, leader:0@T, link:NODE@T, nic:NODE@T,\n"
+	        "                       disk:INDEX@T[:flip|torn|zero|missing|garbage] (server\n"
+	        "                       INDEX's Raft log damaged, default flip; then restarted)\n"
 	        "                       (gpu:1.3@30m); repeatable\n"
 	        "  --plan FILE          the faults of a chaos plan (`iod chaos run --plan`,\n"
 	        "                       docs/chaos.md): kill, pause of servers and leader, kill\n"
 	        "                       of nodes; other actions are refused (exit 2)\n"
+	        "  --server-repair D    a killed server is back after D (default 60s); a disk\n"
+	        "                       fault's restart takes D, and a rebuild D more\n"
 	        "  --servers K          control-plane servers on Raft's fixture (default 3;\n"
 	        "                       0: no Raft, a write commits after one heartbeat)\n"
 	        "  --straggler X        per-GPU speed factor in [1, 1+X] (default 0)\n"
@@ -210,6 +214,23 @@ static void print_text(const struct iod_simc_config *c, const struct iod_simc_re
 	       "fault(s), %llu writes acknowledged\n",
 	       r->elections, (double)r->leaderless_ns_max / 1e6, r->server_faults,
 	       (unsigned long long)r->writes_acked);
+	for (uint32_t i = 0; i < r->disk_n; i++) {
+		const struct iod_simc_disk *d = &r->disk[i];
+		printf("  disk %s on server %u at %.1f s: %s", iod_simdisk_damage_name(d->damage),
+		       d->server, (double)d->at_ns / 1e9, iod_simc_disk_verdict(d));
+		if (d->torn_bytes)
+			printf(" (%llu torn bytes dropped)", (unsigned long long)d->torn_bytes);
+		if (d->rc)
+			printf(" (%s)%s", d->why, d->rebuilt ? ", rebuilt from a peer" : "");
+		if (d->back_ns)
+			printf("; back after %.3f s", (double)d->back_ns / 1e9);
+		else
+			printf("; still down at the end");
+		if (d->caught_up_ns)
+			printf(", caught up (index %llu) after %.3f s",
+			       (unsigned long long)d->target_index, (double)d->caught_up_ns / 1e9);
+		printf("\n");
+	}
 	if (r->mesh_requests)
 		printf("mesh: %llu requests to %s through the last node's proxy (LB and outlier "
 		       "detection "
@@ -277,6 +298,23 @@ static json_t *result_json(const struct iod_simc_config *c, const struct iod_sim
 	json_object_set_new(j, "leaderless_ms_max", json_real((double)r->leaderless_ns_max / 1e6));
 	json_object_set_new(j, "server_faults", json_integer(r->server_faults));
 	json_object_set_new(j, "writes_acked", json_integer((json_int_t)r->writes_acked));
+	json_t *dk = json_array();
+	for (uint32_t i = 0; i < r->disk_n; i++) {
+		const struct iod_simc_disk *d = &r->disk[i];
+		json_t *o = json_pack(
+		    "{s:i, s:f, s:s, s:s, s:s, s:I, s:b, s:f, s:f, s:I}", "server", (int)d->server,
+		    "at_s", (double)d->at_ns / 1e9, "damage", iod_simdisk_damage_name(d->damage),
+		    "verdict", iod_simc_disk_verdict(d), "why", d->why, "torn_bytes",
+		    (json_int_t)d->torn_bytes, "rebuilt", d->rebuilt, "back_s",
+		    (double)d->back_ns / 1e9, "caught_up_s", (double)d->caught_up_ns / 1e9,
+		    "target_index", (json_int_t)d->target_index);
+		if (!d->back_ns) /* never back in the run */
+			json_object_set_new(o, "back_s", json_null());
+		if (!d->caught_up_ns)
+			json_object_set_new(o, "caught_up_s", json_null());
+		json_array_append_new(dk, o);
+	}
+	json_object_set_new(j, "disk_faults", dk);
 	json_object_set_new(j, "raft_steps", json_integer((json_int_t)r->raft_steps));
 	json_object_set_new(j, "mesh_requests", json_integer((json_int_t)r->mesh_requests));
 	json_object_set_new(j, "mesh_failed", json_integer((json_int_t)r->mesh_failed));
@@ -374,10 +412,11 @@ static void csv_row(FILE *f, const struct iod_simc_config *c, const struct iod_s
 	        packet_diff_pct(r), r->packet_diff_pct_max, (unsigned long long)r->packet_events);
 }
 
-/* "gpu:1@30m" / "node:2@1h" (GPU 0 of the node unless gpu:NODE.GPU@T). */
+/* "gpu:1@30m" / "node:2@1h" (GPU 0 of the node unless gpu:NODE.GPU@T) /
+ * "disk:1@30s:torn". */
 static int parse_fail(const char *s, struct iod_simc_config *c, struct iod_err *e)
 {
-	char buf[128], *at, *colon, *dot;
+	char buf[128], *at, *colon, *dot, *dmg;
 	struct iod_simc_fault f = {0};
 	if (c->faults_n >= IOD_SIMC_FAULTS_MAX)
 		return iod_err_set(e, -EINVAL, "--fail: at most %d faults", IOD_SIMC_FAULTS_MAX);
@@ -389,7 +428,18 @@ static int parse_fail(const char *s, struct iod_simc_config *c, struct iod_err *
 	if (iod_simc_fault_parse(buf, &f.kind))
 		return iod_err_set(
 		    e, -EINVAL,
-		    "--fail \"%s\": kind must be gpu, node, server, leader, link or nic", s);
+		    "--fail \"%s\": kind must be gpu, node, server, leader, link, nic or disk", s);
+	if ((dmg = strchr(at + 1, ':'))) {
+		enum iod_simdisk_damage d;
+		*dmg++ = 0;
+		if (f.kind != IOD_SIMC_FAULT_DISK || iod_simdisk_damage_parse(dmg, &d))
+			return iod_err_set(
+			    e, -EINVAL,
+			    "--fail \"%s\": the damage (after the time) must be flip, "
+			    "torn, zero, missing or garbage, and only for disk:",
+			    s);
+		f.damage = (uint32_t)d;
+	}
 	if ((dot = strchr(colon + 1, '.')))
 		*dot = 0;
 	char *end;
@@ -534,7 +584,7 @@ static int selftest(enum iod_output out)
 	c->job.steps = 300;
 	c->job.epochs = 0;
 	c->job.gpus = 12;
-	c->faults[0] = (struct iod_simc_fault){40 * IOD_NS_PER_S, IOD_SIMC_FAULT_NODE, 1, 0, 0};
+	c->faults[0] = (struct iod_simc_fault){40 * IOD_NS_PER_S, IOD_SIMC_FAULT_NODE, 1, 0, 0, 0};
 	c->faults_n = 1;
 	int r1 = iod_simc_run(c, &r[0], NULL, NULL, &e);
 	int r2 = iod_simc_run(c, &r[1], NULL, NULL, &e);
@@ -920,6 +970,10 @@ int cmd_sim_cluster(int argc, char **argv)
 		} else if (!strcmp(a, "--horizon")) {
 			if (iod_parse_duration(v, &c->horizon_ns, &e) || !c->horizon_ns)
 				BAD("--horizon \"%s\": expected a duration (90m, 24h)", v);
+			i++;
+		} else if (!strcmp(a, "--server-repair")) {
+			if (iod_parse_duration(v, &c->server_repair_ns, &e) || !c->server_repair_ns)
+				BAD("--server-repair \"%s\": expected a duration (5s, 1m)", v);
 			i++;
 		} else if (!strcmp(a, "--node-model")) {
 			snprintf(c->node_model, sizeof(c->node_model), "%s", v);

@@ -27,6 +27,11 @@
  * commits when Raft commits it and a server or leader kill costs an
  * election. With servers = 0 a write commits after timers.commit_ns (the
  * large-scale runs). A watch reaches agents timers.watch_ns after the write.
+ * With disk faults in the config each server's log is also mirrored into
+ * iod's real log (src/state/wal.c) on a memory file system after every
+ * fixture step (src/state/simdisk.c); a disk fault damages it and the
+ * restart is wal.c's verdict: a repaired torn tail rejoins, a refused log
+ * keeps the server down until it is rebuilt from the most up-to-date peer.
  *
  * A baseline (the Kubernetes default) swaps the placement (count-only GPU
  * picking, a random node among those that fit, no CPU/NUMA/NIC pinning) and
@@ -181,13 +186,14 @@ enum ev_kind {
 	EV_REROUTED,   /* data epoch: the stalled ring's flows are on a live path again */
 	EV_NCCL_ABORT, /* arg node, data epoch: the transport gave up on a dead path */
 	EV_NIC_UP,     /* arg node: a failed NIC is replaced */
+	EV_RECOVER,    /* arg server, data disk entry: rebuild a refused log from a peer */
 	EV_KINDS
 };
 
 static const char *const ev_names[EV_KINDS] = {
     "register", "renew",  "check", "deploy", "sync",     "rec",        "started", "exited",
     "ctrl",     "evict",  "fault", "up",     "restored", "chunk",      "ckpt",    "commit",
-    "applied",  "revive", "mesh",  "req",    "rerouted", "nccl_abort", "nic_up",
+    "applied",  "revive", "mesh",  "req",    "rerouted", "nccl_abort", "nic_up",  "recover",
 };
 
 struct proc {
@@ -297,23 +303,27 @@ struct sim {
 	uint64_t t_detect, t_decide, t_start; /* absolute phase ends */
 	uint32_t pending_k8s_evict;           /* evictions scheduled */
 	/* the control plane */
-	bool raft;                            /* servers on the fixture (else direct) */
-	struct raft_fixture f;                /* the servers */
-	struct srv srv[IOD_SIMC_SERVERS_MAX]; /* their FSMs */
-	uint32_t nsrv;                        /* servers */
-	int leader;                           /* index of the leader, -1 none */
-	uint64_t leader_term;                 /* its term */
-	uint64_t leaderless_since;            /* when the last leader was lost (0: has one) */
-	struct iod_map term_leader;           /* term -> leader id (V6) */
-	struct prop *props;                   /* IOD_SIMC_PROPS_MAX */
-	uint32_t *props_free;                 /* free slot stack */
-	uint32_t props_free_n;                /* entries on it */
-	uint32_t waiting_n;                   /* proposals waiting for a leader */
-	bool expire_in_flight;                /* a lease_expire is proposed */
-	bool refresh_in_flight;               /* a lease_refresh is proposed */
-	uint64_t refresh_term;                /* term whose lease_refresh applied */
-	bool need_ctrl;                       /* replicas wait for capacity: rerun on joins */
-	uint64_t sync_at;                     /* a sync_all is pending at this time */
+	bool raft;                                      /* servers on the fixture (else direct) */
+	struct raft_fixture f;                          /* the servers */
+	struct srv srv[IOD_SIMC_SERVERS_MAX];           /* their FSMs */
+	struct iod_simdisk *disk[IOD_SIMC_SERVERS_MAX]; /* their logs in wal.c (disk faults) */
+	bool disks;                                     /* disk faults: the mirror runs */
+	uint64_t *committed;        /* disk faults: Raft indexes of writes answered OK (ACKS_MAX) */
+	uint32_t committed_n;       /* entries */
+	uint32_t nsrv;              /* servers */
+	int leader;                 /* index of the leader, -1 none */
+	uint64_t leader_term;       /* its term */
+	uint64_t leaderless_since;  /* when the last leader was lost (0: has one) */
+	struct iod_map term_leader; /* term -> leader id (V6) */
+	struct prop *props;         /* IOD_SIMC_PROPS_MAX */
+	uint32_t *props_free;       /* free slot stack */
+	uint32_t props_free_n;      /* entries on it */
+	uint32_t waiting_n;         /* proposals waiting for a leader */
+	bool expire_in_flight;      /* a lease_expire is proposed */
+	bool refresh_in_flight;     /* a lease_refresh is proposed */
+	uint64_t refresh_term;      /* term whose lease_refresh applied */
+	bool need_ctrl;             /* replicas wait for capacity: rerun on joins */
+	uint64_t sync_at;           /* a sync_all is pending at this time */
 	/* the mesh: the job's service as the node proxies see it */
 	struct iod_mesh_service *svc; /* endpoints = the job's replicas */
 	struct iod_mesh_lb_state lb;  /* the real picker (src/mesh/lb.c) */
@@ -489,10 +499,38 @@ static void ack(struct sim *s, const char *name, uint64_t rev)
 	}
 }
 
+/* After a step: each live server's log into wal.c; a server back from a
+ * disk fault that applied what was committed then has caught up. */
+static void disks_step(struct sim *s)
+{
+	for (unsigned i = 0; i < s->nsrv; i++) {
+		struct raft *r = raft_fixture_get(&s->f, i);
+		if (!raft_fixture_alive(&s->f, i) || !iod_simdisk_up(s->disk[i]))
+			continue;
+		int rc = iod_simdisk_sync(s->disk[i], r);
+		if (rc) {
+			fail(s, rc, "the simulated disk's log (wal.c) failed a write");
+			return;
+		}
+	}
+	for (uint32_t k = 0; k < s->r->disk_n; k++) {
+		struct iod_simc_disk *d = &s->r->disk[k];
+		struct raft *r = raft_fixture_get(&s->f, d->server);
+		if (d->back_ns && !d->caught_up_ns && raft_fixture_alive(&s->f, d->server) &&
+		    raft_last_applied(r) >= d->target_index) {
+			d->caught_up_ns = fixture_ns(s) - d->at_ns;
+			slog(s, "server %u caught up index=%llu", d->server,
+			     (unsigned long long)d->target_index);
+		}
+	}
+}
+
 /* One fixture step, then who leads (V6: one leader per term). */
 static void cp_step(struct sim *s)
 {
 	raft_fixture_step(&s->f);
+	if (s->disks)
+		disks_step(s);
 	int lead = -1;
 	for (unsigned i = 0; i < s->nsrv; i++) {
 		struct raft *r = raft_fixture_get(&s->f, i);
@@ -596,6 +634,26 @@ static int cp_init(struct sim *s, struct iod_err *e)
 	}
 	raft_configuration_close(&conf);
 	s->leaderless_since = 1;
+	for (uint32_t i = 0; i < c->faults_n; i++)
+		if (c->faults[i].kind == IOD_SIMC_FAULT_DISK) {
+			if (c->faults[i].node >= s->nsrv)
+				return iod_err_set(e, -EINVAL,
+				                   "disk fault on server %u: there are %u",
+				                   c->faults[i].node, s->nsrv);
+			s->disks = true;
+		}
+	if (s->disks && !(s->committed = calloc(IOD_SIMC_ACKS_MAX, sizeof(*s->committed))))
+		return iod_err_set(e, -ENOMEM, "out of memory");
+	for (unsigned i = 0; s->disks && i < s->nsrv; i++) {
+		char dir[32];
+		snprintf(dir, sizeof(dir), "d%u", i + 1);
+		/* small segments: a simulated log has closed ones to damage */
+		if (iod_simdisk_new(&s->disk[i], dir, 16384) || iod_simdisk_open(s->disk[i], e))
+			return iod_err_set(e, -ENOMEM, "out of memory (a simulated disk)");
+		if (iod_simdisk_sync(s->disk[i], raft_fixture_get(&s->f, i)))
+			return iod_err_set(e, -EIO,
+			                   "the simulated disk's log failed its bootstrap");
+	}
 	return 0;
 }
 
@@ -605,8 +663,10 @@ static void cp_close(struct sim *s)
 		free(s->props[i].cmd);
 	if (s->raft) {
 		raft_fixture_close(&s->f);
-		for (unsigned i = 0; i < s->nsrv; i++)
+		for (unsigned i = 0; i < s->nsrv; i++) {
 			iod_state_free(s->srv[i].ctx.state);
+			iod_simdisk_free(s->disk[i]);
+		}
 	} else if (s->st) {
 		iod_state_free(s->st);
 	}
@@ -615,6 +675,7 @@ static void cp_close(struct sim *s)
 	free(s->props);
 	free(s->props_free);
 	free(s->acks);
+	free(s->committed);
 }
 
 /* ---- the job's step model -------------------------------------------------------- */
@@ -1513,12 +1574,118 @@ static void link_fault(struct sim *s, uint32_t ni)
 		push(s, s->now + s->t.transport_timeout_ns, EV_NCCL_ABORT, ni, s->epoch);
 }
 
+/*
+ * Server i's log is damaged: the server crashes (unsynced bytes are lost),
+ * the damage is done to its files, and it restarts after restart_ns with
+ * wal.c's verdict. A log that starts (a torn tail repaired) rejoins with
+ * what it holds; a refused one stays down, and after restart_ns more it is
+ * rebuilt from a peer (--recover-from-peers).
+ */
+static void disk_fault(struct sim *s, uint32_t i, uint32_t damage, uint64_t restart_ns)
+{
+	struct iod_simdisk_verdict v;
+	struct iod_err e = {0};
+	slog(s, "fault disk server=%u damage=%s", i,
+	     iod_simdisk_damage_name((enum iod_simdisk_damage)damage));
+	if (!s->disks || i >= s->nsrv || s->r->disk_n >= IOD_SIMC_FAULTS_MAX ||
+	    !iod_simdisk_up(s->disk[i]))
+		return;
+	if (raft_fixture_alive(&s->f, i))
+		raft_fixture_kill(&s->f, i);
+	s->r->server_faults++;
+	uint64_t stored = raft_fixture_get(&s->f, i)->last_stored;
+	struct iod_simc_disk *d = &s->r->disk[s->r->disk_n++];
+	memset(d, 0, sizeof(*d));
+	d->server = i;
+	d->at_ns = s->now;
+	d->damage = damage;
+	if (iod_simdisk_damage(s->disk[i], (enum iod_simdisk_damage)damage, &v, &e)) {
+		fail(s, e.code, e.msg);
+		return;
+	}
+	d->rc = v.rc;
+	d->torn_bytes = v.torn_bytes;
+	iod_strlcpy(d->why, v.why, sizeof(d->why));
+	slog(s, "disk server=%u verdict=%s entries=%llu torn_bytes=%llu%s%s", i,
+	     iod_simc_disk_verdict(d), (unsigned long long)v.entries,
+	     (unsigned long long)v.torn_bytes, v.rc ? " why=" : "", v.rc ? v.why : "");
+	/* a log that starts holds everything raft was told is stored */
+	if (!v.rc && v.last_index < stored)
+		violation(s, "server %u's log starts with index %llu last, but %llu were stored", i,
+		          (unsigned long long)v.last_index, (unsigned long long)stored);
+	if (v.rc)
+		push(s, s->now + 2 * restart_ns, EV_RECOVER, i, s->r->disk_n - 1);
+	else
+		push(s, s->now + restart_ns, EV_REVIVE, i, 0);
+}
+
+/* The server runs again: it has caught up once it applied what any live
+ * server knew committed at this moment. */
+static void disk_back(struct sim *s, struct iod_simc_disk *d)
+{
+	d->back_ns = s->now - d->at_ns;
+	for (unsigned k = 0; k < s->nsrv; k++) {
+		struct raft *r = raft_fixture_get(&s->f, k);
+		if (raft_fixture_alive(&s->f, k))
+			d->target_index = IOD_MAX(d->target_index, r->commit_index);
+	}
+}
+
+/* --recover-from-peers for server i: the most up-to-date live peer's log
+ * (last term, then last index: Raft's comparison), else try again later. */
+static void disk_recover(struct sim *s, uint32_t i, uint32_t k)
+{
+	struct iod_err e = {0};
+	int best = -1;
+	for (unsigned j = 0; j < s->nsrv; j++) {
+		if (j == i || !raft_fixture_alive(&s->f, j) || !iod_simdisk_up(s->disk[j]))
+			continue;
+		struct raft *r = raft_fixture_get(&s->f, j), *b;
+		if (best < 0 || (b = raft_fixture_get(&s->f, (unsigned)best),
+		                 raft_last_index(r) > raft_last_index(b)))
+			best = (int)j;
+	}
+	if (best < 0) {
+		slog(s, "server %u: no peer to recover from; retrying", i);
+		push(s, s->now + s->c->server_repair_ns, EV_RECOVER, i, k);
+		return;
+	}
+	struct raft *self = raft_fixture_get(&s->f, i);
+	if (iod_simdisk_recover(s->disk[i], raft_fixture_get(&s->f, (unsigned)best), self->id,
+	                        &e)) {
+		fail(s, e.code ? e.code : -EIO, e.msg);
+		return;
+	}
+	s->r->disk[k].rebuilt = true;
+	/* the rebuilt log, as wal.c loads it, holds every write committed so far */
+	bool *held = calloc(s->committed_n ? s->committed_n : 1, sizeof(*held));
+	if (!held || iod_simdisk_holds(s->disk[i], s->committed, s->committed_n, held, &e)) {
+		fail(s, -EIO, held ? e.msg : "out of memory");
+		free(held);
+		return;
+	}
+	for (uint32_t j = 0; j < s->committed_n; j++)
+		if (!held[j]) {
+			violation(s, "server %u rebuilt from server %d lacks committed index %llu",
+			          i, best, (unsigned long long)s->committed[j]);
+			break;
+		}
+	free(held);
+	slog(s, "server %u rebuilt from server %d last_index=%llu", i, best,
+	     (unsigned long long)iod_simdisk_last_index(s->disk[i]));
+	push(s, s->now, EV_REVIVE, i, 0);
+}
+
 /* repair_ns: how long a server or node stays down (0: the config's) */
 static void fault(struct sim *s, enum iod_simc_fault_kind kind, uint32_t ni, uint32_t gpu,
-                  uint64_t repair_ns)
+                  uint64_t repair_ns, uint32_t damage)
 {
 	struct node *nd;
 	s->r->faults++;
+	if (kind == IOD_SIMC_FAULT_DISK) {
+		disk_fault(s, ni, damage, repair_ns ? repair_ns : s->c->server_repair_ns);
+		return;
+	}
 	if (kind == IOD_SIMC_FAULT_SERVER || kind == IOD_SIMC_FAULT_LEADER) {
 		int i = kind == IOD_SIMC_FAULT_LEADER ? s->leader : (int)ni;
 		slog(s, "fault %s server=%d", iod_simc_fault_name(kind), i);
@@ -1642,6 +1809,9 @@ static void finish(struct sim *s, struct prop *p)
 	struct node *nd = p->arg < s->c->nodes ? &s->nodes[p->arg] : NULL;
 	bool ok = p->status == 0 && p->res.code == 0;
 	bool mine = nd && nd->up && nd->gen == p->data;
+	/* committed (a CAS that lost is committed too): it must survive */
+	if (s->disks && p->status == 0 && p->req.index && s->committed_n < IOD_SIMC_ACKS_MAX)
+		s->committed[s->committed_n++] = p->req.index;
 	switch (p->kind) {
 	case P_GRANT:
 		if (ok && mine) {
@@ -1807,11 +1977,11 @@ static void handle(struct sim *s, const struct iod_sim_event *ev, struct lists *
 			                             : u < l_sh + s->c->fault_nic_share
 			                                 ? IOD_SIMC_FAULT_NIC
 			                                 : IOD_SIMC_FAULT_NODE;
-			fault(s, k, ni, g, 0);
+			fault(s, k, ni, g, 0, 0);
 			next_random_fault(s);
 		} else {
 			const struct iod_simc_fault *f = &s->c->faults[ev->arg];
-			fault(s, f->kind, f->node, f->gpu, f->repair_ns);
+			fault(s, f->kind, f->node, f->gpu, f->repair_ns, f->damage);
 		}
 		break;
 	case EV_NODE_UP: node_up(s, ev->arg); break;
@@ -1892,11 +2062,17 @@ static void handle(struct sim *s, const struct iod_sim_event *ev, struct lists *
 	}
 	case EV_APPLIED: finish(s, &s->props[ev->arg]); break;
 	case EV_REVIVE:
-		if (s->raft && ev->arg < s->nsrv && !raft_fixture_alive(&s->f, ev->arg)) {
+		/* a server whose log was refused waits for its rebuild */
+		if (s->raft && ev->arg < s->nsrv && !raft_fixture_alive(&s->f, ev->arg) &&
+		    (!s->disks || iod_simdisk_up(s->disk[ev->arg]))) {
 			raft_fixture_revive(&s->f, ev->arg);
 			slog(s, "server %u revived", ev->arg);
+			for (uint32_t k = 0; k < s->r->disk_n; k++)
+				if (s->r->disk[k].server == ev->arg && !s->r->disk[k].back_ns)
+					disk_back(s, &s->r->disk[k]);
 		}
 		break;
+	case EV_RECOVER: disk_recover(s, ev->arg, (uint32_t)ev->data); break;
 	case EV_MESH: mesh_rebuild(s); break;
 	case EV_REQ: mesh_request(s); break;
 	case EV_KINDS: break;
@@ -2068,7 +2244,8 @@ int iod_simc_run(const struct iod_simc_config *c, struct iod_simc_result *r,
 	/* a server fault's node is the server's index, not a node's */
 	for (uint32_t i = 0; i < c->faults_n; i++)
 		if (c->faults[i].node < c->nodes || c->faults[i].kind == IOD_SIMC_FAULT_SERVER ||
-		    c->faults[i].kind == IOD_SIMC_FAULT_LEADER)
+		    c->faults[i].kind == IOD_SIMC_FAULT_LEADER ||
+		    c->faults[i].kind == IOD_SIMC_FAULT_DISK)
 			push(s, c->faults[i].at_ns, EV_FAULT, i, 0);
 	next_random_fault(s);
 	while (!s->err && s->js != J_DONE) {
@@ -2105,6 +2282,38 @@ int iod_simc_run(const struct iod_simc_config *c, struct iod_simc_result *r,
 		r->net_gbps_avg = s->nic_bytes_per_node * 8 / 1e9 / job_s;
 		r->net_gbps_busy =
 		    s->comm_busy_s > 0 ? s->nic_bytes_per_node * 8 / 1e9 / s->comm_busy_s : 0;
+	}
+	/* every committed write is on the disks, as wal.c loads them at a
+	 * restart (a server still refused holds nothing): on at least one, and
+	 * on a majority once every log starts again */
+	if (s->disks && s->committed_n && !s->err) {
+		uint32_t *on = calloc(s->committed_n, sizeof(*on));
+		bool *held = calloc(s->committed_n, sizeof(*held));
+		struct iod_err de = {0};
+		for (unsigned k = 0; on && held && k < s->nsrv; k++) {
+			if (!iod_simdisk_up(s->disk[k]))
+				continue;
+			if (iod_simdisk_holds(s->disk[k], s->committed, s->committed_n, held,
+			                      &de)) {
+				violation(s, "server %u's log does not reopen: %s", k, de.msg);
+				continue;
+			}
+			for (uint32_t i = 0; i < s->committed_n; i++)
+				on[i] += held[i];
+		}
+		/* lost: on no disk; with every server up: on fewer than a majority */
+		unsigned up = 0;
+		for (unsigned k = 0; k < s->nsrv; k++)
+			up += iod_simdisk_up(s->disk[k]);
+		for (uint32_t i = 0; on && held && i < s->committed_n; i++)
+			if (on[i] == 0 || (up == s->nsrv && on[i] <= s->nsrv / 2))
+				violation(
+				    s,
+				    "committed write at index %llu is on %u of %u servers' disks",
+				    (unsigned long long)s->committed[i], on[i], s->nsrv);
+		r->disk_writes_checked = s->committed_n;
+		free(on);
+		free(held);
 	}
 	/* V6: every acknowledged Replica write is still there (or newer) */
 	for (uint32_t i = 0; i < s->acks_n; i++) {

@@ -299,7 +299,7 @@ static int parse_claim_side(const struct ytree *y, const struct iod_yaml_node *m
 static int parse_faults(const struct ytree *y, const struct iod_yaml_node *seq,
                         struct iod_simc_config *c)
 {
-	static const char *const keys[] = {"at", "kind", "node", "gpu", NULL};
+	static const char *const keys[] = {"at", "kind", "node", "gpu", "damage", NULL};
 	if (seq->kind != IOD_YAML_SEQ)
 		return yerr(y, seq, "faults must be a list");
 	c->faults_n = 0;
@@ -321,9 +321,19 @@ static int parse_faults(const struct ytree *y, const struct iod_yaml_node *seq,
 		if (!v)
 			x->kind = IOD_SIMC_FAULT_GPU;
 		else if (iod_simc_fault_parse(v->str, &x->kind))
+			return yerr(
+			    y, v,
+			    "kind: \"%s\" is not gpu, node, server, leader, link, nic or disk",
+			    v->str);
+		if ((rc = yget(y, f, "damage", &v)))
+			return rc;
+		enum iod_simdisk_damage dmg = IOD_SIMDISK_FLIP;
+		if (v && (x->kind != IOD_SIMC_FAULT_DISK || iod_simdisk_damage_parse(v->str, &dmg)))
 			return yerr(y, v,
-			            "kind: \"%s\" is not gpu, node, server, leader, link or nic",
+			            "damage: \"%s\" is not flip, torn, zero, missing or garbage "
+			            "(and only for kind: disk)",
 			            v->str);
+		x->damage = (uint32_t)dmg;
 		c->faults_n++;
 	}
 	return 0;

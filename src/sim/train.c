@@ -181,13 +181,18 @@ int iod_simc_policy_parse(const char *s, enum iod_simc_policy_kind *out)
 
 const char *iod_simc_fault_name(enum iod_simc_fault_kind k)
 {
-	static const char *const n[] = {"gpu", "node", "server", "leader", "link", "nic"};
+	static const char *const n[] = {"gpu", "node", "server", "leader", "link", "nic", "disk"};
 	return (unsigned)k < IOD_ARRAY_LEN(n) ? n[k] : "?";
+}
+
+const char *iod_simc_disk_verdict(const struct iod_simc_disk *d)
+{
+	return d->rc ? "refused" : d->torn_bytes ? "repaired" : "started";
 }
 
 int iod_simc_fault_parse(const char *s, enum iod_simc_fault_kind *out)
 {
-	for (int k = IOD_SIMC_FAULT_GPU; k <= IOD_SIMC_FAULT_NIC; k++)
+	for (int k = IOD_SIMC_FAULT_GPU; k <= IOD_SIMC_FAULT_DISK; k++)
 		if (s && !strcmp(s, iod_simc_fault_name((enum iod_simc_fault_kind)k))) {
 			*out = (enum iod_simc_fault_kind)k;
 			return 0;

@@ -82,13 +82,47 @@ struct iod_wal_load {
 	uint64_t start_index;           /* index of entries[0] */
 	struct raft_entry *entries;     /* raft_malloc'd, each buf raft_malloc'd */
 	size_t n;                       /* entries */
+	uint64_t torn_bytes;            /* an interrupted write's bytes dropped (0: none) */
 };
+
+/* The file system under the log (walfs.c): handles are small ints, errors
+ * negative errnos. Directory handles take sync and close too. */
+enum iod_walfs_mode {
+	IOD_WALFS_READ,   /* O_RDONLY */
+	IOD_WALFS_WRITE,  /* O_RDWR, the file exists */
+	IOD_WALFS_CREATE, /* O_WRONLY | O_CREAT | O_TRUNC */
+};
+struct iod_walfs_ops {
+	int (*dir_open)(struct iod_walfs *fs, const char *path); /* a handle */
+	int (*list)(struct iod_walfs *fs, int dir, int (*cb)(void *arg, const char *name),
+	            void *arg); /* without "." and ".."; cb's error stops it */
+	int (*open)(struct iod_walfs *fs, int dir, const char *name, enum iod_walfs_mode mode);
+	int (*size)(struct iod_walfs *fs, int fd, uint64_t *out);
+	ssize_t (*read)(struct iod_walfs *fs, int fd, void *buf, size_t len, uint64_t off);
+	int (*write)(struct iod_walfs *fs, int fd, const void *buf, size_t len,
+	             uint64_t off);                                /* all of it */
+	int (*sync)(struct iod_walfs *fs, int fd, bool data_only); /* fdatasync / fsync */
+	int (*truncate)(struct iod_walfs *fs, int fd, uint64_t len);
+	int (*rename)(struct iod_walfs *fs, int dir, const char *from, const char *to);
+	int (*unlink)(struct iod_walfs *fs, int dir, const char *name);
+	void (*close)(struct iod_walfs *fs, int fd);
+};
+struct iod_walfs {
+	const struct iod_walfs_ops *ops; /* the implementation */
+};
+/* The names in dir, malloc'd (iod_walfs_names_free). */
+int iod_walfs_list(struct iod_walfs *fs, int dir, char ***names, size_t *n);
 
 struct iod_wal;
 /* Open and verify the log in dir; repair a torn tail of the open segment;
  * any other damage: -EUCLEAN with the file, offset and reason in e. */
 int iod_wal_open(struct iod_wal **out, const char *dir, struct iod_wal_load *ld, struct iod_err *e);
+/* The same on another file system (tests, the simulator: a memory one). */
+int iod_wal_open_fs(struct iod_wal **out, struct iod_walfs *fs, const char *dir,
+                    struct iod_wal_load *ld, struct iod_err *e);
 void iod_wal_close(struct iod_wal *w);
+/* Free what a load holds (entries, their buffers, the snapshot); zeroes it. */
+void iod_wal_load_free(struct iod_wal_load *ld);
 /* Tests: roll segments sooner than IOD_RAFT_SEGMENT_BYTES. */
 void iod_wal_set_segment_bytes(struct iod_wal *w, uint64_t bytes);
 bool iod_wal_empty(const struct iod_wal *w);

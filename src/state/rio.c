@@ -1971,10 +1971,7 @@ int iod_rio_init(struct raft_io *io, uv_loop_t *loop, const char *dir, const cha
 	return 0;
 fail:
 	iod_wal_close(r->wal);
-	for (size_t i = 0; i < r->ld.n; i++)
-		raft_free(r->ld.entries[i].buf.base);
-	raft_free(r->ld.entries);
-	iod_wal_snapshot_free(r->ld.snapshot);
+	iod_wal_load_free(&r->ld);
 	free(r);
 	return e->code ? e->code : -EIO;
 }
@@ -1989,10 +1986,7 @@ void iod_rio_free(struct raft_io *io)
 		r->peers = p->next;
 		free(p);
 	}
-	for (size_t i = 0; i < r->ld.n; i++)
-		raft_free(r->ld.entries[i].buf.base);
-	raft_free(r->ld.entries);
-	iod_wal_snapshot_free(r->ld.snapshot);
+	iod_wal_load_free(&r->ld);
 	iod_wal_close(r->wal);
 	free(r);
 	io->impl = NULL;

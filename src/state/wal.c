@@ -64,6 +64,7 @@ struct wal_seg {
 
 struct iod_wal {
 	char dir[IOD_PATH_MAX];  /* the data directory */
+	struct iod_walfs *fs;    /* its file system (walfs.c: POSIX or memory) */
 	int dir_fd;              /* for fsync after rename/unlink */
 	int meta_fd;             /* meta, -1 until first written */
 	pthread_mutex_t mu;      /* meta record, snapshot file name */
@@ -78,6 +79,7 @@ struct iod_wal {
 	uint64_t next_index;     /* index the next appended entry gets */
 	uint64_t snap_index;     /* newest snapshot on disk, 0 = none */
 	uint64_t segment_bytes;  /* roll over to a new segment past this */
+	uint64_t torn_bytes;     /* iod_wal_open dropped a torn tail of this many bytes */
 };
 
 /* ---- bytes -------------------------------------------------------------- */
@@ -192,58 +194,46 @@ bad:
 
 /* ---- files -------------------------------------------------------------- */
 
-static int write_all(int fd, const void *buf, size_t len, uint64_t off)
+static int write_all(struct iod_wal *w, int fd, const void *buf, size_t len, uint64_t off)
 {
-	const char *p = buf;
-	while (len) {
-		ssize_t k = pwrite(fd, p, len, (off_t)off);
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += k;
-		len -= (size_t)k;
-		off += (uint64_t)k;
-	}
-	return 0;
+	return w->fs->ops->write(w->fs, fd, buf, len, off);
 }
 
 /* Read a whole file (up to max bytes) into a malloc'd buffer. */
-static int read_file(int dir_fd, const char *name, unsigned char **out, size_t *len, size_t max)
+static int read_file(struct iod_wal *w, const char *name, unsigned char **out, size_t *len,
+                     size_t max)
 {
-	struct stat st;
-	int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
+	const struct iod_walfs_ops *o = w->fs->ops;
+	uint64_t size = 0;
+	int fd = o->open(w->fs, w->dir_fd, name, IOD_WALFS_READ);
 	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st)) {
-		int rv = -errno;
-		close(fd);
+		return fd;
+	int rv = o->size(w->fs, fd, &size);
+	if (rv) {
+		o->close(w->fs, fd);
 		return rv;
 	}
-	if ((uint64_t)st.st_size > max) {
-		close(fd);
+	if (size > max) {
+		o->close(w->fs, fd);
 		return -EFBIG;
 	}
-	size_t n = (size_t)st.st_size, got = 0;
+	size_t n = (size_t)size, got = 0;
 	unsigned char *b = malloc(n ? n : 1);
 	if (!b) {
-		close(fd);
+		o->close(w->fs, fd);
 		return -ENOMEM;
 	}
 	while (got < n) {
-		ssize_t k = pread(fd, b + got, n - got, (off_t)got);
-		if (k < 0 && errno == EINTR)
-			continue;
+		ssize_t k = o->read(w->fs, fd, b + got, n - got, got);
 		if (k <= 0) {
-			int rv = k < 0 ? -errno : -EIO;
+			rv = k < 0 ? (int)k : -EIO;
 			free(b);
-			close(fd);
+			o->close(w->fs, fd);
 			return rv;
 		}
 		got += (size_t)k;
 	}
-	close(fd);
+	o->close(w->fs, fd);
 	*out = b;
 	*len = n;
 	return 0;
@@ -253,27 +243,28 @@ static int read_file(int dir_fd, const char *name, unsigned char **out, size_t *
 static int write_atomic(struct iod_wal *w, const char *name, const void *a, size_t alen,
                         const void *b, size_t blen, const void *c, size_t clen)
 {
+	const struct iod_walfs_ops *o = w->fs->ops;
 	char tmp[128];
 	int fd, rv;
 
 	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
-	fd = openat(w->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	fd = o->open(w->fs, w->dir_fd, tmp, IOD_WALFS_CREATE);
 	if (fd < 0)
-		return -errno;
-	rv = write_all(fd, a, alen, 0);
+		return fd;
+	rv = write_all(w, fd, a, alen, 0);
 	if (!rv && blen)
-		rv = write_all(fd, b, blen, alen);
+		rv = write_all(w, fd, b, blen, alen);
 	if (!rv && clen)
-		rv = write_all(fd, c, clen, alen + blen);
-	if (!rv && fsync(fd))
-		rv = -errno;
-	close(fd);
-	if (!rv && renameat(w->dir_fd, tmp, w->dir_fd, name))
-		rv = -errno;
-	if (!rv && fsync(w->dir_fd))
-		rv = -errno;
+		rv = write_all(w, fd, c, clen, alen + blen);
+	if (!rv)
+		rv = o->sync(w->fs, fd, false);
+	o->close(w->fs, fd);
+	if (!rv)
+		rv = o->rename(w->fs, w->dir_fd, tmp, name);
+	if (!rv)
+		rv = o->sync(w->fs, w->dir_fd, false);
 	if (rv)
-		unlinkat(w->dir_fd, tmp, 0);
+		o->unlink(w->fs, w->dir_fd, tmp);
 	return rv;
 }
 
@@ -306,14 +297,17 @@ static int meta_store(struct iod_wal *w, uint64_t term, uint64_t vote, uint64_t 
 		rv = write_atomic(w, "meta", rec, sizeof(rec), NULL, 0, NULL, 0);
 		if (rv)
 			return rv;
-		w->meta_fd = openat(w->dir_fd, "meta", O_RDWR | O_CLOEXEC);
-		if (w->meta_fd < 0)
-			return -errno;
-	} else {
-		if ((rv = write_all(w->meta_fd, rec, sizeof(rec), 0)))
+		w->meta_fd = w->fs->ops->open(w->fs, w->dir_fd, "meta", IOD_WALFS_WRITE);
+		if (w->meta_fd < 0) {
+			rv = w->meta_fd;
+			w->meta_fd = -1;
 			return rv;
-		if (fdatasync(w->meta_fd))
-			return -errno;
+		}
+	} else {
+		if ((rv = write_all(w, w->meta_fd, rec, sizeof(rec), 0)))
+			return rv;
+		if ((rv = w->fs->ops->sync(w->fs, w->meta_fd, true)))
+			return rv;
 	}
 	w->term = term;
 	w->vote = vote;
@@ -513,6 +507,15 @@ static const char *snap_parse(const unsigned char *b, size_t len, uint64_t want_
 	return NULL;
 }
 
+void iod_wal_load_free(struct iod_wal_load *ld)
+{
+	for (size_t i = 0; i < ld->n; i++)
+		raft_free(ld->entries[i].buf.base);
+	raft_free(ld->entries);
+	iod_wal_snapshot_free(ld->snapshot);
+	memset(ld, 0, sizeof(*ld));
+}
+
 void iod_wal_snapshot_free(struct raft_snapshot *s)
 {
 	if (!s)
@@ -533,7 +536,7 @@ static int load_snapshot(struct iod_wal *w, uint64_t index, struct raft_snapshot
 	int rv;
 
 	snprintf(name, sizeof(name), "snap-%020llu", (unsigned long long)index);
-	rv = read_file(w->dir_fd, name, &b, &len, (size_t)IOD_RAFT_SNAPSHOT_MAX + 65536);
+	rv = read_file(w, name, &b, &len, (size_t)IOD_RAFT_SNAPSHOT_MAX + 65536);
 	if (rv)
 		return iod_err_set(e, rv, "%s/%s: cannot read: %s", w->dir, name, strerror(-rv));
 	struct raft_snapshot *s = raft_malloc(sizeof(*s));
@@ -558,7 +561,7 @@ static int load_segment(struct iod_wal *w, struct wal_seg *sg, bool last, uint64
 	int rv;
 
 	snprintf(name, sizeof(name), "seg-%020llu", (unsigned long long)sg->seq);
-	rv = read_file(w->dir_fd, name, &b, &len, (size_t)1 << 34);
+	rv = read_file(w, name, &b, &len, (size_t)1 << 34);
 	if (rv)
 		return iod_err_set(e, rv, "%s/%s: cannot read: %s", w->dir, name, strerror(-rv));
 	if (len < SEG_HDR_BYTES || get64(b) != SEG_MAGIC || get32(b + 8) != WAL_VERSION ||
@@ -597,17 +600,20 @@ static int load_segment(struct iod_wal *w, struct wal_seg *sg, bool last, uint64
 				    "stored entry (%llu); dropping its %zu bytes",
 				    w->dir, name, off, why, (unsigned long long)index - 1,
 				    len - off);
-				int fd = openat(w->dir_fd, name, O_RDWR | O_CLOEXEC);
-				if (fd < 0 || ftruncate(fd, (off_t)off) || fsync(fd)) {
-					rv = -errno;
-					if (fd >= 0)
-						close(fd);
+				const struct iod_walfs_ops *o = w->fs->ops;
+				int fd = o->open(w->fs, w->dir_fd, name, IOD_WALFS_WRITE);
+				rv = fd < 0 ? fd : o->truncate(w->fs, fd, off);
+				if (!rv)
+					rv = o->sync(w->fs, fd, false);
+				if (fd >= 0)
+					o->close(w->fs, fd);
+				if (rv) {
 					free(b);
 					return iod_err_set(e, rv,
 					                   "%s/%s: repairing the torn tail: %s",
 					                   w->dir, name, strerror(-rv));
 				}
-				close(fd);
+				w->torn_bytes = len - off;
 				len = off;
 				break;
 			}
@@ -638,9 +644,10 @@ static int load_segment(struct iod_wal *w, struct wal_seg *sg, bool last, uint64
 		off += rl;
 	}
 	if (last) {
-		w->open_fd = openat(w->dir_fd, name, O_RDWR | O_CLOEXEC);
+		w->open_fd = w->fs->ops->open(w->fs, w->dir_fd, name, IOD_WALFS_WRITE);
 		if (w->open_fd < 0) {
-			rv = -errno;
+			rv = w->open_fd;
+			w->open_fd = -1;
 			free(b);
 			return iod_err_set(e, rv, "%s/%s: %s", w->dir, name, strerror(-rv));
 		}
@@ -676,11 +683,11 @@ void iod_wal_close(struct iod_wal *w)
 	if (!w)
 		return;
 	if (w->open_fd >= 0)
-		close(w->open_fd);
+		w->fs->ops->close(w->fs, w->open_fd);
 	if (w->meta_fd >= 0)
-		close(w->meta_fd);
+		w->fs->ops->close(w->fs, w->meta_fd);
 	if (w->dir_fd >= 0)
-		close(w->dir_fd);
+		w->fs->ops->close(w->fs, w->dir_fd);
 	pthread_mutex_destroy(&w->mu);
 	free(w->segs);
 	free(w);
@@ -688,12 +695,19 @@ void iod_wal_close(struct iod_wal *w)
 
 int iod_wal_open(struct iod_wal **out, const char *dir, struct iod_wal_load *ld, struct iod_err *e)
 {
+	return iod_wal_open_fs(out, iod_walfs_posix(), dir, ld, e);
+}
+
+int iod_wal_open_fs(struct iod_wal **out, struct iod_walfs *fs, const char *dir,
+                    struct iod_wal_load *ld, struct iod_err *e)
+{
 	struct iod_wal *w = calloc(1, sizeof(*w));
 	uint64_t *segs = NULL, *snaps = NULL;
 	size_t segs_n = 0, snaps_n = 0, cap_g = 0, cap_n = 0;
 	struct loaded l = {0};
 	struct raft_snapshot *snap = NULL;
-	DIR *d = NULL;
+	char **names = NULL;
+	size_t names_n = 0;
 	bool have_meta = false;
 	int rv = 0;
 
@@ -701,30 +715,32 @@ int iod_wal_open(struct iod_wal **out, const char *dir, struct iod_wal_load *ld,
 	if (!w)
 		return iod_err_set(e, -ENOMEM, "out of memory");
 	pthread_mutex_init(&w->mu, NULL);
-	w->meta_fd = w->open_fd = -1;
+	w->fs = fs;
+	w->meta_fd = w->open_fd = w->dir_fd = -1;
 	w->segment_bytes = IOD_RAFT_SEGMENT_BYTES;
 	if (iod_strlcpy(w->dir, dir, sizeof(w->dir))) {
 		rv = iod_err_set(e, -ENAMETOOLONG, "data dir path too long");
 		goto fail;
 	}
-	w->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	w->dir_fd = fs->ops->dir_open(fs, dir);
 	if (w->dir_fd < 0) {
-		rv = iod_err_set(e, -errno, "%s: %s", dir, strerror(errno));
+		rv = iod_err_set(e, w->dir_fd, "%s: %s", dir, strerror(-w->dir_fd));
+		w->dir_fd = -1;
 		goto fail;
 	}
-	d = fdopendir(dup(w->dir_fd));
-	if (!d) {
-		rv = iod_err_set(e, -errno, "%s: %s", dir, strerror(errno));
+	if ((rv = iod_walfs_list(fs, w->dir_fd, &names, &names_n))) {
+		rv = iod_err_set(e, rv, "%s: %s", dir, strerror(-rv));
 		goto fail;
 	}
-	for (struct dirent *de; (de = readdir(d));) {
+	for (size_t ni = 0; ni < names_n; ni++) {
+		const char *dn = names[ni];
 		uint64_t v;
-		size_t nl = strlen(de->d_name);
-		if (nl > 4 && !strcmp(de->d_name + nl - 4, ".tmp")) {
-			unlinkat(w->dir_fd, de->d_name, 0); /* never renamed: not durable */
-		} else if (!strcmp(de->d_name, "meta")) {
+		size_t nl = strlen(dn);
+		if (nl > 4 && !strcmp(dn + nl - 4, ".tmp")) {
+			fs->ops->unlink(fs, w->dir_fd, dn); /* never renamed: not durable */
+		} else if (!strcmp(dn, "meta")) {
 			have_meta = true;
-		} else if (parse_num(de->d_name, "seg-", &v)) {
+		} else if (parse_num(dn, "seg-", &v)) {
 			if (segs_n == cap_g) {
 				cap_g = cap_g ? 2 * cap_g : 16;
 				uint64_t *p = realloc(segs, cap_g * sizeof(*p));
@@ -733,7 +749,7 @@ int iod_wal_open(struct iod_wal **out, const char *dir, struct iod_wal_load *ld,
 				segs = p;
 			}
 			segs[segs_n++] = v;
-		} else if (parse_num(de->d_name, "snap-", &v)) {
+		} else if (parse_num(dn, "snap-", &v)) {
 			if (snaps_n == cap_n) {
 				cap_n = cap_n ? 2 * cap_n : 4;
 				uint64_t *p = realloc(snaps, cap_n * sizeof(*p));
@@ -742,19 +758,20 @@ int iod_wal_open(struct iod_wal **out, const char *dir, struct iod_wal_load *ld,
 				snaps = p;
 			}
 			snaps[snaps_n++] = v;
-		} else if (legacy_name(de->d_name)) {
+		} else if (legacy_name(dn)) {
 			rv =
 			    iod_err_set(e, -EPROTO,
 			                "%s/%s: this data directory holds a log in libraft's libuv "
 			                "format, which this iod no longer reads; start the server "
 			                "with --recover-from-peers to rebuild it from the other "
 			                "servers",
-			                dir, de->d_name);
+			                dir, dn);
 			goto fail;
 		}
 	}
-	closedir(d);
-	d = NULL;
+	iod_walfs_names_free(names, names_n);
+	names = NULL;
+	names_n = 0;
 	if (segs_n)
 		qsort(segs, segs_n, sizeof(*segs), cmp_u64);
 	if (snaps_n)
@@ -765,7 +782,7 @@ int iod_wal_open(struct iod_wal **out, const char *dir, struct iod_wal_load *ld,
 	if (have_meta) {
 		unsigned char *b = NULL;
 		size_t len = 0;
-		if ((rv = read_file(w->dir_fd, "meta", &b, &len, 4096))) {
+		if ((rv = read_file(w, "meta", &b, &len, 4096))) {
 			rv = iod_err_set(e, rv, "%s/meta: cannot read: %s", dir, strerror(-rv));
 			goto fail;
 		}
@@ -790,9 +807,10 @@ int iod_wal_open(struct iod_wal **out, const char *dir, struct iod_wal_load *ld,
 			    len);
 			goto fail;
 		}
-		w->meta_fd = openat(w->dir_fd, "meta", O_RDWR | O_CLOEXEC);
+		w->meta_fd = fs->ops->open(fs, w->dir_fd, "meta", IOD_WALFS_WRITE);
 		if (w->meta_fd < 0) {
-			rv = iod_err_set(e, -errno, "%s/meta: %s", dir, strerror(errno));
+			rv = iod_err_set(e, w->meta_fd, "%s/meta: %s", dir, strerror(-w->meta_fd));
+			w->meta_fd = -1;
 			goto fail;
 		}
 	} else if (segs_n || snaps_n) {
@@ -813,7 +831,7 @@ int iod_wal_open(struct iod_wal **out, const char *dir, struct iod_wal_load *ld,
 		snprintf(name, sizeof(name), "seg-%020llu", (unsigned long long)segs[i]);
 		IOD_INFO("raft", "%s/%s: outside the live range %llu..%llu: removing", dir, name,
 		         (unsigned long long)w->seg_first, (unsigned long long)w->seg_next - 1);
-		unlinkat(w->dir_fd, name, 0);
+		fs->ops->unlink(fs, w->dir_fd, name);
 	}
 	for (uint64_t q = w->seg_first; q < w->seg_next; q++) {
 		bool found = false;
@@ -887,14 +905,14 @@ int iod_wal_open(struct iod_wal **out, const char *dir, struct iod_wal_load *ld,
 	ld->snapshot = snap;
 	ld->entries = l.e;
 	ld->n = l.n;
+	ld->torn_bytes = w->torn_bytes;
 	*out = w;
 	return 0;
 
 nomem:
 	rv = iod_err_set(e, -ENOMEM, "out of memory reading %s", dir);
 fail:
-	if (d)
-		closedir(d);
+	iod_walfs_names_free(names, names_n);
 	free(segs);
 	free(snaps);
 	loaded_free(&l);
@@ -936,21 +954,21 @@ static int seg_roll(struct iod_wal *w)
 	snprintf(name, sizeof(name), "seg-%020llu", (unsigned long long)seq);
 	if ((rv = write_atomic(w, name, h, sizeof(h), NULL, 0, NULL, 0)))
 		return rv;
-	fd = openat(w->dir_fd, name, O_RDWR | O_CLOEXEC);
+	fd = w->fs->ops->open(w->fs, w->dir_fd, name, IOD_WALFS_WRITE);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if ((rv = seg_push(w, seq, w->next_index))) {
-		close(fd);
+		w->fs->ops->close(w->fs, fd);
 		return rv;
 	}
 	/* live only once meta says so; a crash before leaves a removable file */
 	if ((rv = meta_ranges(w, w->segs_n == 1 ? seq : w->seg_first, seq + 1))) {
 		w->segs_n--;
-		close(fd);
+		w->fs->ops->close(w->fs, fd);
 		return rv;
 	}
 	if (w->open_fd >= 0)
-		close(w->open_fd);
+		w->fs->ops->close(w->fs, w->open_fd);
 	w->open_fd = fd;
 	w->open_size = SEG_HDR_BYTES;
 	return 0;
@@ -987,10 +1005,10 @@ int iod_wal_append(struct iod_wal *w, const struct raft_entry *es, unsigned n)
 		put32(h + 4, iod_crc32c(0, h + 8, REC_HDR_BYTES - 8));
 		off += REC_HDR_BYTES + pad8(es[i].buf.len);
 	}
-	rv = write_all(w->open_fd, b, total, w->open_size);
+	rv = write_all(w, w->open_fd, b, total, w->open_size);
 	free(b);
-	if (!rv && fdatasync(w->open_fd))
-		rv = -errno;
+	if (!rv)
+		rv = w->fs->ops->sync(w->fs, w->open_fd, true);
 	if (rv)
 		return rv; /* the tail past open_size is overwritten by the next append */
 	w->open_size += total;
@@ -1008,17 +1026,17 @@ static int seg_offset(struct iod_wal *w, const struct wal_seg *sg, uint64_t inde
 	int fd;
 
 	snprintf(name, sizeof(name), "seg-%020llu", (unsigned long long)sg->seq);
-	fd = openat(w->dir_fd, name, O_RDONLY | O_CLOEXEC);
+	fd = w->fs->ops->open(w->fs, w->dir_fd, name, IOD_WALFS_READ);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	for (uint64_t i = sg->first_index; i < index; i++) {
-		if (pread(fd, h, sizeof(h), (off_t)o) != (ssize_t)sizeof(h)) {
-			close(fd);
+		if (w->fs->ops->read(w->fs, fd, h, sizeof(h), o) != (ssize_t)sizeof(h)) {
+			w->fs->ops->close(w->fs, fd);
 			return -EIO;
 		}
 		o += REC_HDR_BYTES + pad8(get32(h + 28));
 	}
-	close(fd);
+	w->fs->ops->close(w->fs, fd);
 	*off = o;
 	return 0;
 }
@@ -1047,19 +1065,23 @@ int iod_wal_truncate(struct iod_wal *w, uint64_t index)
 		for (size_t j = k + 1; j < w->segs_n; j++) {
 			snprintf(name, sizeof(name), "seg-%020llu",
 			         (unsigned long long)w->segs[j].seq);
-			unlinkat(w->dir_fd, name, 0);
+			w->fs->ops->unlink(w->fs, w->dir_fd, name);
 		}
-		fsync(w->dir_fd);
+		w->fs->ops->sync(w->fs, w->dir_fd, false);
 		w->segs_n = k + 1;
 		if (w->open_fd >= 0)
-			close(w->open_fd);
+			w->fs->ops->close(w->fs, w->open_fd);
 		snprintf(name, sizeof(name), "seg-%020llu", (unsigned long long)w->segs[k].seq);
-		w->open_fd = openat(w->dir_fd, name, O_RDWR | O_CLOEXEC);
-		if (w->open_fd < 0)
-			return -errno;
+		w->open_fd = w->fs->ops->open(w->fs, w->dir_fd, name, IOD_WALFS_WRITE);
+		if (w->open_fd < 0) {
+			rv = w->open_fd;
+			w->open_fd = -1;
+			return rv;
+		}
 	}
-	if (ftruncate(w->open_fd, (off_t)off) || fdatasync(w->open_fd))
-		return -errno;
+	if ((rv = w->fs->ops->truncate(w->fs, w->open_fd, off)) ||
+	    (rv = w->fs->ops->sync(w->fs, w->open_fd, true)))
+		return rv;
 	w->open_size = off;
 	w->segs[k].n = index - w->segs[k].first_index;
 	w->next_index = index;
@@ -1108,7 +1130,7 @@ int iod_wal_snapshot_put(struct iod_wal *w, unsigned trailing, const struct raft
 		return rv;
 	if (old && old != s->index) {
 		snprintf(name, sizeof(name), "snap-%020llu", (unsigned long long)old);
-		unlinkat(w->dir_fd, name, 0);
+		w->fs->ops->unlink(w->fs, w->dir_fd, name);
 	}
 	if (trailing == 0) {
 		/* installed from the leader: the whole log is replaced */
@@ -1117,12 +1139,12 @@ int iod_wal_snapshot_put(struct iod_wal *w, unsigned trailing, const struct raft
 		for (size_t j = 0; j < w->segs_n; j++) {
 			snprintf(name, sizeof(name), "seg-%020llu",
 			         (unsigned long long)w->segs[j].seq);
-			unlinkat(w->dir_fd, name, 0);
+			w->fs->ops->unlink(w->fs, w->dir_fd, name);
 		}
-		fsync(w->dir_fd);
+		w->fs->ops->sync(w->fs, w->dir_fd, false);
 		w->segs_n = 0;
 		if (w->open_fd >= 0)
-			close(w->open_fd);
+			w->fs->ops->close(w->fs, w->open_fd);
 		w->open_fd = -1;
 		w->next_index = s->index + 1;
 		return 0;
@@ -1138,7 +1160,7 @@ int iod_wal_snapshot_put(struct iod_wal *w, unsigned trailing, const struct raft
 		return rv;
 	for (size_t j = 0; j < drop; j++) {
 		snprintf(name, sizeof(name), "seg-%020llu", (unsigned long long)w->segs[j].seq);
-		unlinkat(w->dir_fd, name, 0);
+		w->fs->ops->unlink(w->fs, w->dir_fd, name);
 	}
 	memmove(w->segs, w->segs + drop, (w->segs_n - drop) * sizeof(*w->segs));
 	w->segs_n -= drop;

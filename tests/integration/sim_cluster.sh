@@ -80,8 +80,23 @@ printf 'model: resnet50\ngpus: 8\nsteps: 100\nbach: 64\n' >"$tmp/bad.yaml"
 "$IOD" sim --nodes 2 --node-model dgx-h100 2>"$tmp/e.txt"; [ $? -eq 2 ] &&
 	grep -q "no calibration for resnet50 on h100" "$tmp/e.txt" && ok "no H100 calibration: exit 2" ||
 	bad "no H100 calibration: exit 2"
-"$IOD" sim --nodes 2 --gpus 8 --fail disk:0@1s 2>/dev/null; [ $? -eq 2 ] && ok "bad --fail: exit 2" ||
+"$IOD" sim --nodes 2 --gpus 8 --fail melt:0@1s 2>/dev/null; [ $? -eq 2 ] && ok "bad --fail: exit 2" ||
 	bad "bad --fail: exit 2"
+"$IOD" sim --nodes 2 --gpus 8 --fail disk:0@1s:melt 2>"$tmp/e.txt"; [ $? -eq 2 ] &&
+	grep -q "flip, torn, zero, missing or garbage" "$tmp/e.txt" && ok "bad disk damage: exit 2" ||
+	bad "bad disk damage: exit 2"
+# a disk fault meets wal.c's verdict: a torn tail is repaired, a flip refused
+"$IOD" sim --nodes 2 --gpus 8 --steps 300 --fault-scale 0 --fail disk:0@5s:torn \
+	--fail disk:1@6s:flip -o json >"$tmp/disk.json" 2>/dev/null &&
+	python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+r = r[0] if isinstance(r, list) else r
+d = r["disk_faults"]
+assert d[0]["verdict"] == "repaired" and d[0]["torn_bytes"] > 0, d
+assert d[1]["verdict"] == "refused" and "seg-" in d[1]["why"] and "offset" in d[1]["why"], d
+' "$tmp/disk.json" && ok "disk faults: repaired and refused in -o json" ||
+	bad "disk faults: repaired and refused in -o json"
 "$IOD" sim --nodes 1 --help | grep -q "usage: iod sim --nodes N --gpus G" && ok help || bad help
 
 "$IOD" sim compare --scenario examples/sim/resnet50-3node.yaml --quiet -o json >"$tmp/c.json" &&

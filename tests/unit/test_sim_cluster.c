@@ -109,7 +109,7 @@ TEST(sim_cluster_lost_node_is_detected_rescheduled_and_resumed)
 	CHECK(c && r);
 	cfg_small(c);
 	c->job.ckpt_every_steps = 100;
-	c->faults[0] = (struct iod_simc_fault){40 * IOD_NS_PER_S, IOD_SIMC_FAULT_NODE, 1, 0, 0};
+	c->faults[0] = (struct iod_simc_fault){40 * IOD_NS_PER_S, IOD_SIMC_FAULT_NODE, 1, 0, 0, 0};
 	c->faults_n = 1;
 	c->keep_log = true;
 	CHECK_MSG(iod_simc_run(c, r, NULL, NULL, &e) == 0, "%s", e.msg);
@@ -154,7 +154,7 @@ TEST(sim_cluster_gpu_fault_restarts_in_place)
 	struct iod_err e = {0};
 	CHECK(c && r);
 	cfg_small(c);
-	c->faults[0] = (struct iod_simc_fault){35 * IOD_NS_PER_S, IOD_SIMC_FAULT_GPU, 0, 2, 0};
+	c->faults[0] = (struct iod_simc_fault){35 * IOD_NS_PER_S, IOD_SIMC_FAULT_GPU, 0, 2, 0, 0};
 	c->faults_n = 1;
 	CHECK_EQ(iod_simc_run(c, r, NULL, NULL, &e), 0);
 	CHECK_EQ(r->rec_n, 1);
@@ -180,7 +180,7 @@ TEST(sim_cluster_link_fault_reroutes_or_aborts)
 	CHECK(c && r);
 	cfg_small(c);
 	c->job.steps = 800;
-	c->faults[0] = (struct iod_simc_fault){40 * IOD_NS_PER_S, IOD_SIMC_FAULT_LINK, 1, 0, 0};
+	c->faults[0] = (struct iod_simc_fault){40 * IOD_NS_PER_S, IOD_SIMC_FAULT_LINK, 1, 0, 0, 0};
 	c->faults_n = 1;
 	c->keep_log = true;
 	CHECK(c->timers.reroute_ns > 0 && c->timers.reroute_ns < IOD_NS_PER_S);
@@ -228,8 +228,8 @@ TEST(sim_cluster_nic_fault_restarts_then_reschedules_when_cut_off)
 	CHECK_EQ(iod_simc_fault_parse("switch", &k), -EINVAL);
 	cfg_small(c); /* generic-4: two NICs per node */
 	c->job.steps = 1500;
-	c->faults[0] = (struct iod_simc_fault){40 * IOD_NS_PER_S, IOD_SIMC_FAULT_NIC, 1, 0, 0};
-	c->faults[1] = (struct iod_simc_fault){100 * IOD_NS_PER_S, IOD_SIMC_FAULT_NIC, 1, 0, 0};
+	c->faults[0] = (struct iod_simc_fault){40 * IOD_NS_PER_S, IOD_SIMC_FAULT_NIC, 1, 0, 0, 0};
+	c->faults[1] = (struct iod_simc_fault){100 * IOD_NS_PER_S, IOD_SIMC_FAULT_NIC, 1, 0, 0, 0};
 	c->faults_n = 2;
 	c->keep_log = true;
 	CHECK_MSG(iod_simc_run(c, r, NULL, NULL, &e) == 0, "%s", e.msg);
@@ -368,7 +368,7 @@ TEST(sim_cluster_leader_killed_during_deploy)
 	struct iod_err e = {0};
 	CHECK(c && r);
 	cfg_small(c);
-	c->faults[0] = (struct iod_simc_fault){2 * IOD_NS_PER_S, IOD_SIMC_FAULT_LEADER, 0, 0, 0};
+	c->faults[0] = (struct iod_simc_fault){2 * IOD_NS_PER_S, IOD_SIMC_FAULT_LEADER, 0, 0, 0, 0};
 	c->faults_n = 1;
 	c->keep_log = true;
 	CHECK_MSG(iod_simc_run(c, &r[0], NULL, NULL, &e) == 0, "%s", e.msg);

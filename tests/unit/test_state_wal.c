@@ -9,6 +9,12 @@
  * an exact prefix of what was written. It must never come back empty, and
  * never crash. These are the cases libraft 0.15's backend crashed on
  * (SIGSEGV on a truncated open segment) or set aside and started empty.
+ *
+ * Every damage case runs twice: on the real disk (POSIX, the daemon's
+ * file system) and on the memory file system (src/state/walfs.c) that the
+ * simulator damages, so both reach the same verdicts. The crash cases run
+ * on the memory file system only: the power goes at each sync in turn,
+ * unsynced bytes are lost, and every append that returned 0 must be there.
  */
 #include "harness.h"
 #include "state/internal.h"
@@ -23,20 +29,36 @@
 #define SEG_BYTES 2048 /* several segments of ~20 entries each */
 
 static char dir[512];
+static struct iod_walfs *mfs; /* the memory file system, NULL: the real disk */
+
+static struct iod_walfs *fs(void)
+{
+	return mfs ? mfs : iod_walfs_posix();
+}
+
+/* A test case run on both file systems: NAME on disk, NAME_memfs in memory. */
+#define WAL_CASE(name)                           \
+	static void case_##name(void);           \
+	TEST(name)                               \
+	{                                        \
+		case_##name();                   \
+	}                                        \
+	TEST(name##_memfs)                       \
+	{                                        \
+		mfs = iod_walfs_mem_new();       \
+		if (mfs)                         \
+			case_##name();           \
+		else                             \
+			CHECK(!"out of memory"); \
+		iod_walfs_mem_free(mfs);         \
+		mfs = NULL;                      \
+	}                                        \
+	static void case_##name(void)
 
 static void entry_text(char *out, size_t cap, unsigned i)
 {
 	snprintf(out, cap, "{\"op\":\"put\",\"name\":\"key-%u\",\"pad\":\"%.*s\"}", i,
 	         (int)(i % 23), "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
-}
-
-static void free_load(struct iod_wal_load *ld)
-{
-	for (size_t i = 0; i < ld->n; i++)
-		raft_free(ld->entries[i].buf.base);
-	raft_free(ld->entries);
-	iod_wal_snapshot_free(ld->snapshot);
-	memset(ld, 0, sizeof(*ld));
 }
 
 /* A fresh log in dir with ENTRIES entries (index 1 = configuration). */
@@ -49,10 +71,11 @@ static int build(const char *sub)
 	char text[128];
 
 	snprintf(dir, sizeof(dir), "%s/%s", iod_test_tmpdir(), sub);
-	mkdir(dir, 0700);
-	if (iod_wal_open(&w, dir, &ld, &e))
+	if (!mfs)
+		mkdir(dir, 0700);
+	if (iod_wal_open_fs(&w, fs(), dir, &ld, &e))
 		return -1;
-	free_load(&ld);
+	iod_wal_load_free(&ld);
 	iod_wal_set_segment_bytes(w, SEG_BYTES);
 	raft_configuration_init(&conf);
 	raft_configuration_add(&conf, 1, "127.0.0.1:1", RAFT_VOTER);
@@ -77,7 +100,7 @@ static int reopen(struct iod_err *e, size_t *n, int *prefix_ok)
 	char text[128];
 
 	memset(e, 0, sizeof(*e));
-	int rv = iod_wal_open(&w, dir, &ld, e);
+	int rv = iod_wal_open_fs(&w, fs(), dir, &ld, e);
 	if (rv)
 		return rv;
 	*n = ld.n;
@@ -87,7 +110,7 @@ static int reopen(struct iod_err *e, size_t *n, int *prefix_ok)
 		*prefix_ok = ld.entries[i].buf.len == strlen(text) &&
 		             !memcmp(ld.entries[i].buf.base, text, strlen(text));
 	}
-	free_load(&ld);
+	iod_wal_load_free(&ld);
 	iod_wal_close(w);
 	return 0;
 }
@@ -97,13 +120,19 @@ static void seg_path(char *out, size_t cap, unsigned seq)
 	snprintf(out, cap, "%s/seg-%020u", dir, seq);
 }
 
+static bool exists(const char *p)
+{
+	uint64_t size;
+	return mfs ? iod_walfs_mem_size(mfs, p, &size) == 0 : access(p, F_OK) == 0;
+}
+
 static unsigned last_seq(void)
 {
 	char p[600];
 	unsigned q = 1;
 	for (;;) {
 		seg_path(p, sizeof(p), q + 1);
-		if (access(p, F_OK))
+		if (!exists(p))
 			return q;
 		q++;
 	}
@@ -112,11 +141,19 @@ static unsigned last_seq(void)
 static long file_size(const char *p)
 {
 	struct stat st;
+	uint64_t size;
+	if (mfs)
+		return iod_walfs_mem_size(mfs, p, &size) ? -1 : (long)size;
 	return stat(p, &st) ? -1 : (long)st.st_size;
 }
 
 static void flip(const char *p, long off)
 {
+	if (mfs) {
+		if (iod_walfs_mem_fault(mfs, p, IOD_WALFS_FLIP, (uint64_t)off, NULL, 0))
+			abort();
+		return;
+	}
 	int fd = open(p, O_RDWR);
 	unsigned char b;
 	if (pread(fd, &b, 1, off) == 1) {
@@ -129,10 +166,26 @@ static void flip(const char *p, long off)
 
 static void append_bytes(const char *p, const void *b, size_t n)
 {
+	if (mfs) {
+		if (iod_walfs_mem_fault(mfs, p, IOD_WALFS_APPEND, 0, b, n))
+			abort();
+		return;
+	}
 	int fd = open(p, O_WRONLY | O_APPEND);
 	if (write(fd, b, n) != (ssize_t)n)
 		abort();
 	close(fd);
+}
+
+static int cut(const char *p, long len)
+{
+	return mfs ? iod_walfs_mem_fault(mfs, p, IOD_WALFS_CUT, (uint64_t)len, NULL, 0)
+	           : truncate(p, len);
+}
+
+static int remove_file(const char *p)
+{
+	return mfs ? iod_walfs_mem_fault(mfs, p, IOD_WALFS_DELETE, 0, NULL, 0) : unlink(p);
 }
 
 /* The refusal must name the file and an offset. */
@@ -143,7 +196,7 @@ static void append_bytes(const char *p, const void *b, size_t n)
 		          (e).msg);                                                                \
 	} while (0)
 
-TEST(round_trip_across_segments)
+WAL_CASE(round_trip_across_segments)
 {
 	struct iod_err e;
 	size_t n = 0;
@@ -155,7 +208,7 @@ TEST(round_trip_across_segments)
 	CHECK(ok);
 }
 
-TEST(closed_segment_flip_refused_at_every_region)
+WAL_CASE(closed_segment_flip_refused_at_every_region)
 {
 	/* segment header, record header, record data, padding */
 	const long offs[] = {3, 20, 45, 60, 100, 300};
@@ -175,7 +228,7 @@ TEST(closed_segment_flip_refused_at_every_region)
 	}
 }
 
-TEST(closed_segment_truncated_refused)
+WAL_CASE(closed_segment_truncated_refused)
 {
 	const long cuts[] = {0, 10, 39, 41, 80, -1 /* one byte short */};
 	for (unsigned k = 0; k < sizeof(cuts) / sizeof(cuts[0]); k++) {
@@ -187,13 +240,13 @@ TEST(closed_segment_truncated_refused)
 		CHECK(build(sub) == 0);
 		seg_path(p, sizeof(p), 2);
 		long len = cuts[k] >= 0 ? cuts[k] : file_size(p) - 1;
-		CHECK(truncate(p, len) == 0);
+		CHECK(cut(p, len) == 0);
 		int rv = reopen(&e, &n, &ok);
 		CHECK_REFUSED(rv, e, "seg-00000000000000000002");
 	}
 }
 
-TEST(closed_segment_trailing_garbage_and_zeros_refused)
+WAL_CASE(closed_segment_trailing_garbage_and_zeros_refused)
 {
 	char p[600], junk[64];
 	struct iod_err e;
@@ -213,7 +266,7 @@ TEST(closed_segment_trailing_garbage_and_zeros_refused)
 	CHECK_REFUSED(reopen(&e, &n, &ok), e, "seg-00000000000000000002");
 }
 
-TEST(missing_or_empty_segment_refused)
+WAL_CASE(missing_or_empty_segment_refused)
 {
 	char p[600];
 	struct iod_err e;
@@ -221,7 +274,7 @@ TEST(missing_or_empty_segment_refused)
 	int ok = 0;
 	CHECK(build("del") == 0);
 	seg_path(p, sizeof(p), 2);
-	CHECK(unlink(p) == 0);
+	CHECK(remove_file(p) == 0);
 	CHECK_REFUSED(reopen(&e, &n, &ok), e, "seg-00000000000000000002");
 	CHECK(strstr(e.msg, "missing") != NULL);
 
@@ -229,22 +282,22 @@ TEST(missing_or_empty_segment_refused)
 	seg_path(p, sizeof(p), last_seq());
 	char name[64];
 	snprintf(name, sizeof(name), "seg-%020u", last_seq());
-	CHECK(unlink(p) == 0);
+	CHECK(remove_file(p) == 0);
 	CHECK_REFUSED(reopen(&e, &n, &ok), e, name);
 
 	CHECK(build("empty") == 0);
 	seg_path(p, sizeof(p), 3);
-	CHECK(truncate(p, 0) == 0);
+	CHECK(cut(p, 0) == 0);
 	CHECK_REFUSED(reopen(&e, &n, &ok), e, "seg-00000000000000000003");
 	CHECK(strstr(e.msg, "empty") != NULL);
 
 	CHECK(build("emptylast") == 0);
 	seg_path(p, sizeof(p), last_seq());
-	CHECK(truncate(p, 0) == 0);
+	CHECK(cut(p, 0) == 0);
 	CHECK_EQ(reopen(&e, &n, &ok), -EUCLEAN);
 }
 
-TEST(meta_damage_refused)
+WAL_CASE(meta_damage_refused)
 {
 	char p[600];
 	struct iod_err e;
@@ -256,11 +309,11 @@ TEST(meta_damage_refused)
 	CHECK_REFUSED(reopen(&e, &n, &ok), e, "meta");
 	CHECK(build("nometa") == 0);
 	snprintf(p, sizeof(p), "%s/meta", dir);
-	CHECK(unlink(p) == 0);
+	CHECK(remove_file(p) == 0);
 	CHECK_REFUSED(reopen(&e, &n, &ok), e, "meta");
 }
 
-TEST(open_segment_torn_tail_repaired_to_a_prefix)
+WAL_CASE(open_segment_torn_tail_repaired_to_a_prefix)
 {
 	/* cuts inside the last records of the open segment: an interrupted
 	 * write. Repaired, the log is an exact prefix, and it stays good. */
@@ -276,7 +329,7 @@ TEST(open_segment_torn_tail_repaired_to_a_prefix)
 		long len = file_size(p);
 		if (len - back[k] <= 40)
 			continue;
-		CHECK(truncate(p, len - back[k]) == 0);
+		CHECK(cut(p, len - back[k]) == 0);
 		int rv = reopen(&e, &n, &ok);
 		CHECK_MSG(rv == 0, "cut %ld: %s", back[k], e.msg);
 		CHECK(n < ENTRIES && n >= ENTRIES - 10);
@@ -286,7 +339,7 @@ TEST(open_segment_torn_tail_repaired_to_a_prefix)
 	}
 }
 
-TEST(open_segment_zero_tail_repaired_but_flip_and_garbage_refused)
+WAL_CASE(open_segment_zero_tail_repaired_but_flip_and_garbage_refused)
 {
 	char p[600], junk[600];
 	struct iod_err e;
@@ -320,7 +373,7 @@ TEST(open_segment_zero_tail_repaired_but_flip_and_garbage_refused)
 	CHECK_REFUSED(reopen(&e, &n, &ok), e, name);
 }
 
-TEST(truncate_compact_and_install)
+WAL_CASE(truncate_compact_and_install)
 {
 	struct iod_wal *w;
 	struct iod_wal_load ld;
@@ -331,8 +384,8 @@ TEST(truncate_compact_and_install)
 	struct raft_buffer buf = {.base = data, .len = sizeof(data)};
 
 	CHECK(build("ops") == 0);
-	CHECK_EQ(iod_wal_open(&w, dir, &ld, &e), 0);
-	free_load(&ld);
+	CHECK_EQ(iod_wal_open_fs(&w, fs(), dir, &ld, &e), 0);
+	iod_wal_load_free(&ld);
 	iod_wal_set_segment_bytes(w, SEG_BYTES);
 	/* raft truncates a conflicting tail, then appends the leader's entries */
 	CHECK_EQ(iod_wal_truncate(w, 30), 0);
@@ -354,7 +407,7 @@ TEST(truncate_compact_and_install)
 	s.n_bufs = 1;
 	CHECK_EQ(iod_wal_snapshot_put(w, 10, &s), 0);
 	iod_wal_close(w);
-	CHECK_EQ(iod_wal_open(&w, dir, &ld, &e), 0);
+	CHECK_EQ(iod_wal_open_fs(&w, fs(), dir, &ld, &e), 0);
 	CHECK(ld.snapshot && ld.snapshot->index == 55);
 	CHECK_MSG(ld.start_index > 1 && ld.start_index <= 46, "start %llu",
 	          (unsigned long long)ld.start_index);
@@ -362,7 +415,7 @@ TEST(truncate_compact_and_install)
 	CHECK_EQ(ld.term, 2);
 	CHECK_EQ(ld.vote, 1);
 	CHECK_EQ(ld.entries[ld.n - 1].term, 2);
-	free_load(&ld);
+	iod_wal_load_free(&ld);
 	/* an installed snapshot (trailing 0) replaces the whole log */
 	s.index = 500;
 	CHECK_EQ(iod_wal_snapshot_put(w, 0, &s), 0);
@@ -371,17 +424,17 @@ TEST(truncate_compact_and_install)
 	    .term = 2, .type = RAFT_COMMAND, .buf = {.base = text, .len = strlen(text)}};
 	CHECK_EQ(iod_wal_append(w, &en, 1), 0);
 	iod_wal_close(w);
-	CHECK_EQ(iod_wal_open(&w, dir, &ld, &e), 0);
+	CHECK_EQ(iod_wal_open_fs(&w, fs(), dir, &ld, &e), 0);
 	CHECK(ld.snapshot && ld.snapshot->index == 500);
 	CHECK_EQ(ld.start_index, 501);
 	CHECK_EQ(ld.n, 1);
-	free_load(&ld);
+	iod_wal_load_free(&ld);
 	iod_wal_close(w);
 	/* a damaged snapshot is refused, not skipped */
 	char p[600];
 	snprintf(p, sizeof(p), "%s/snap-%020u", dir, 500u);
 	flip(p, 70);
-	CHECK_EQ(iod_wal_open(&w, dir, &ld, &e), -EUCLEAN);
+	CHECK_EQ(iod_wal_open_fs(&w, fs(), dir, &ld, &e), -EUCLEAN);
 	CHECK(strstr(e.msg, "snap-00000000000000000500") != NULL);
 	raft_configuration_close(&s.configuration);
 }
@@ -398,4 +451,78 @@ TEST(libraft_format_refused_with_what_to_do)
 	close(open(p, O_CREAT | O_WRONLY, 0600));
 	CHECK(iod_wal_open(&w, dir, &ld, &e) < 0);
 	CHECK(strstr(e.msg, "--recover-from-peers") != NULL);
+}
+
+/*
+ * The power goes during the k-th sync of a run of appends (for every k up
+ * to past a segment roll and its meta update): what was not synced is lost.
+ * Reopened, the log starts (a torn tail is repaired, nothing is refused)
+ * and holds every entry whose append returned 0, as an exact prefix.
+ */
+TEST(crash_at_every_sync_keeps_every_acknowledged_entry)
+{
+	char text[128];
+	for (uint64_t k = 1; k <= 40; k++) {
+		struct iod_wal *w;
+		struct iod_wal_load ld;
+		struct iod_err e = {0};
+		char sub[32];
+		size_t n = 0;
+		int ok = 0;
+
+		mfs = iod_walfs_mem_new();
+		CHECK(mfs != NULL);
+		snprintf(sub, sizeof(sub), "crash%llu", (unsigned long long)k);
+		CHECK(build(sub) == 0);
+		CHECK_EQ(iod_wal_open_fs(&w, mfs, dir, &ld, &e), 0);
+		CHECK_EQ(ld.n, ENTRIES);
+		iod_wal_load_free(&ld);
+		iod_wal_set_segment_bytes(w, SEG_BYTES);
+		iod_walfs_mem_die_at_sync(mfs, k);
+		unsigned acked = ENTRIES;
+		for (unsigned i = ENTRIES + 1; i <= ENTRIES + 60; i++) {
+			entry_text(text, sizeof(text), i);
+			struct raft_entry en = {.term = 1,
+			                        .type = RAFT_COMMAND,
+			                        .buf = {.base = text, .len = strlen(text)}};
+			if (iod_wal_append(w, &en, 1))
+				break;
+			acked = i;
+		}
+		CHECK_MSG(acked < ENTRIES + 60, "k=%llu: the disk never died",
+		          (unsigned long long)k);
+		iod_walfs_mem_crash(mfs);
+		iod_wal_close(w);
+		int rv = reopen(&e, &n, &ok);
+		CHECK_MSG(rv == 0, "k=%llu: %s", (unsigned long long)k, e.msg);
+		CHECK_MSG(n >= acked, "k=%llu: %zu entries after the crash, %u acknowledged",
+		          (unsigned long long)k, n, acked);
+		CHECK(n <= acked + 1);
+		CHECK(ok);
+		iod_walfs_mem_free(mfs);
+		mfs = NULL;
+	}
+}
+
+/* Unsynced bytes of the open segment that did reach the disk in part (the
+ * crash kept a prefix of the last write): a torn tail, repaired. */
+TEST(crash_with_a_partial_last_write_is_repaired)
+{
+	char p[600], rec[64] = {0};
+	struct iod_err e;
+	size_t n = 0;
+	int ok = 0;
+	mfs = iod_walfs_mem_new();
+	CHECK(mfs != NULL);
+	CHECK(build("partial") == 0);
+	seg_path(p, sizeof(p), last_seq());
+	/* the first 24 bytes of the next record's header: magic, CRC, index */
+	rec[0] = 0x52, rec[1] = 0x45, rec[2] = 0x43, rec[3] = 0x31;
+	append_bytes(p, rec, 24);
+	int rv = reopen(&e, &n, &ok);
+	CHECK_MSG(rv == 0, "%s", e.msg);
+	CHECK_EQ(n, ENTRIES);
+	CHECK(ok);
+	iod_walfs_mem_free(mfs);
+	mfs = NULL;
 }
