@@ -4,8 +4,10 @@
  * Two threads, each with its own blocking API client, so that neither a
  * long-poll nor a slow write ever stalls the agent loop:
  *   - the watcher long-polls /v1/watch; after every change it lists nodes,
- *     services and replicas, computes this node's desired replicas
- *     (desired.c) and hands them to the agent loop (mailbox + eventfd). If
+ *     services, replicas and netpolicies, computes this node's desired
+ *     replicas (desired.c) and hands them to the agent loop (mailbox +
+ *     eventfd), and the overlay table and security groups to the virtual
+ *     switch (a round that changed only netpolicies lists those alone). If
  *     this node is the first live node by name it is also the rescheduler:
  *     it applies src/ctrl/reschedule.c's plan with compare-and-swap puts.
  *   - the writer registers the node (a lease of lease_ttl_ms and a Node
@@ -582,6 +584,43 @@ static void fetch_secrets(struct iod_agent_cluster *c, struct iod_api_client *cl
 	}
 }
 
+/* The VTEP table (every replica's node and address) and the security
+ * groups, to the node's virtual switch. */
+static void push_overlay(struct iod_agent_cluster *c, const json_t *nodes, const json_t *svcs,
+                         const json_t *reps, const json_t *nps)
+{
+	pthread_mutex_lock(&c->mu);
+	struct iod_agent_vswitch *vsw = c->vswitch;
+	pthread_mutex_unlock(&c->mu);
+	struct iod_agent_overlay_table *ot = vsw ? calloc(1, sizeof(*ot)) : NULL;
+	if (!ot)
+		return;
+	if (iod_agent_overlay_table_from_state(nodes, svcs, reps, nps, ot))
+		IOD_WARN("agent",
+		         "overlay: more than %d replicas or %d security groups: the rest are not "
+		         "reachable over the overlay or not enforced",
+		         IOD_AGENT_OVERLAY_EPS_MAX, IOD_AGENT_SGS_MAX);
+	iod_agent_vswitch_table(vsw, ot);
+	free(ot);
+}
+
+/* A watch round that changed only NetPolicy objects: list those alone and
+ * recompile with the last full lists (the rest did not change), so a
+ * policy reaches the switch in one request, not a full re-list. */
+static bool only_netpolicies(const json_t *events)
+{
+	size_t i;
+	json_t *x;
+	json_array_foreach(events, i, x)
+	{
+		const char *k = "";
+		iod_json_get_str(x, "kind", &k);
+		if (strcmp(k, "netpolicy"))
+			return false;
+	}
+	return json_array_size(events) > 0;
+}
+
 static void *watcher_main(void *arg)
 {
 	struct iod_agent_cluster *c = arg;
@@ -590,6 +629,7 @@ static void *watcher_main(void *arg)
 	struct iod_agent_replica *buf = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*buf));
 	uint64_t rev = 0;
 	bool relist = true;
+	json_t *last_nodes = NULL, *last_svcs = NULL, *last_reps = NULL; /* the last full list */
 
 	if (!buf || iod_api_client_init(&cl, c->cfg->servers, &e)) {
 		IOD_ERROR("agent", "control plane client: %s", e.msg);
@@ -615,9 +655,9 @@ static void *watcher_main(void *arg)
 			/* replicas first, nodes last: a node list at least as new as the
 			 * replica list never shows a live node as gone */
 			json_t *reps = list(&cl, "replicas"), *svcs = list(&cl, "services"),
-			       *nodes = list(&cl, "nodes");
+			       *nps = list(&cl, "netpolicies"), *nodes = list(&cl, "nodes");
 			uint32_t n = 0;
-			if (nodes && svcs && reps) {
+			if (nodes && svcs && reps && nps) { /* never enforce a part */
 				uint64_t r1 = 0, rn = 0;
 				iod_json_get_u64(reps, "rev", &r1);
 				iod_json_get_u64(nodes, "rev", &rn);
@@ -628,21 +668,7 @@ static void *watcher_main(void *arg)
 				                                 &n, &e))
 					IOD_WARN("agent", "desired state: %s", e.msg);
 				fetch_secrets(c, &cl, buf, n);
-				pthread_mutex_lock(&c->mu);
-				struct iod_agent_vswitch *vsw = c->vswitch;
-				pthread_mutex_unlock(&c->mu);
-				struct iod_agent_overlay_table *ot =
-				    vsw ? calloc(1, sizeof(*ot)) : NULL;
-				if (ot) { /* the VTEP table: every replica's node and address */
-					if (iod_agent_overlay_table_from_state(nodes, svcs, reps,
-					                                       ot))
-						IOD_WARN("agent",
-						         "overlay: more than %d replicas: the rest "
-						         "are not reachable over the overlay",
-						         IOD_AGENT_OVERLAY_EPS_MAX);
-					iod_agent_vswitch_table(vsw, ot);
-					free(ot);
-				}
+				push_overlay(c, nodes, svcs, reps, nps);
 				pthread_mutex_lock(&c->mu);
 				memcpy(c->desired, buf, n * sizeof(*buf));
 				c->desired_n = n;
@@ -656,8 +682,15 @@ static void *watcher_main(void *arg)
 			} else {
 				usleep(100000);
 			}
+			json_decref(last_nodes);
+			json_decref(last_svcs);
+			json_decref(last_reps);
+			last_nodes = relist ? NULL : json_incref(nodes);
+			last_svcs = relist ? NULL : json_incref(svcs);
+			last_reps = relist ? NULL : json_incref(reps);
 			json_decref(nodes);
 			json_decref(svcs);
+			json_decref(nps);
 			json_decref(reps);
 			if (relist)
 				continue;
@@ -691,12 +724,23 @@ static void *watcher_main(void *arg)
 			}
 			relist = relevant || json_array_size(ev) == 0;
 			rev = next;
+			json_t *nps = relist && last_nodes && only_netpolicies(ev)
+			                  ? list(&cl, "netpolicies")
+			                  : NULL;
+			if (nps) {
+				push_overlay(c, last_nodes, last_svcs, last_reps, nps);
+				relist = false;
+				json_decref(nps);
+			}
 		} else {
 			relist = true; /* compacted (410) or an error: list again */
 			rev = 0;
 		}
 		iod_api_response_free(&r);
 	}
+	json_decref(last_nodes);
+	json_decref(last_svcs);
+	json_decref(last_reps);
 	iod_api_client_close(&cl);
 	free(buf);
 	return NULL;
