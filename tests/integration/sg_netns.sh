@@ -1,17 +1,19 @@
 #!/bin/sh
 # sg_netns.sh BUILD: security groups on iod's own network (docs/network.md,
-# "Security groups"). `iod up --netns --nodes 2`; a spec with a server, a
-# client and `security_groups:` that lets the client reach the server's
-# port 7777 only. Checks: deploy wrote the NetPolicy (`iod policy get`);
-# the client reaches 7777 and not 7778, whose drop `iod trace --drops`
-# names "server-in/default-deny", and the verdict counters count both;
+# "Security groups"). `iod up --netns --nodes 2`; a spec with a server,
+# two clients (anti-affinity: one on each node) and `security_groups:`
+# that lets the clients reach the server's port 7777 only. Checks: deploy
+# wrote the NetPolicy (`iod policy get`); the client on the other node
+# (through VXLAN) reaches 7777 and not 7778, and so does the one beside the
+# server; the drop of 7778 in `iod trace --drops` names
+# "server-in/default-deny", and the verdict counters count both;
 # `iod policy apply` of a group that denies 7777 by rule "no-app" and
 # allows 7778 flips both verdicts (the drop names server-in/no-app); the
 # API refuses a group of another tenant for the server (400) and a bad
 # file names FILE:line:col; after `iod policy delete` the tenant default
 # is back. Then the time from `iod policy apply` to the first connect that
 # the new group admits, over 10 flips: BENCH net.policy_apply (a connect
-# every ~2 ms from the client's namespace). Exit 0 pass, 1 fail, 77 skip.
+# every ~2 ms from the far client's namespace). Exit 0 pass, 1 fail, 77 skip.
 set -u
 BUILD=${1:-build}
 IOD="$(cd "$(dirname "$BUILD/iod")" && pwd)/iod"
@@ -51,7 +53,8 @@ services:
     command: iod demo-worker --role parameter-server --params 16
   - name: client
     type: stateless
-    replicas: 1
+    replicas: 2
+    placement: {anti_affinity: node}
     command: iod demo-worker --role parameter-server --params 16
 security_groups:
   - name: server-in
@@ -74,12 +77,21 @@ import json, sys
 for i in json.load(sys.stdin).get('items', []):
     if i['name'] == '$1': print(i['value'].get('$2', ''))"
 }
-both() { rep server-0 addr | grep -q '^10\.200\.' && rep client-0 addr | grep -q '^10\.200\.'; }
-wait_for 30 both || { bad "replicas never got overlay addresses"; exit 1; }
-AS=$(rep server-0 addr) AC=$(rep client-0 addr) NS_NODE=$(rep server-0 node) NC_NODE=$(rep client-0 node)
+all3() {
+	for r in server-0 client-0 client-1; do rep $r addr | grep -q '^10\.200\.' || return 1; done
+}
+wait_for 30 all3 || { bad "replicas never got overlay addresses"; exit 1; }
+AS=$(rep server-0 addr) NS_NODE=$(rep server-0 node)
+# the client on the other node (its sessions reach the server from the
+# fabric, through VXLAN), and the one on the server's node (host port)
+RC=client-0 RL=client-1
+[ "$(rep client-0 node)" = "$NS_NODE" ] && RC=client-1 RL=client-0
+AC=$(rep $RC addr) NC_NODE=$(rep $RC node) AL=$(rep $RL addr)
 NSS=$(ip netns | awk '/^iod-[0-9a-f]*-server-0/{print $1}')
-NSC=$(ip netns | awk '/^iod-[0-9a-f]*-client-0/{print $1}')
-ok "server-0 $AS on $NS_NODE, client-0 $AC on $NC_NODE"
+NSC=$(ip netns | awk "/^iod-[0-9a-f]*-$RC/{print \$1}")
+NSL=$(ip netns | awk "/^iod-[0-9a-f]*-$RL/{print \$1}")
+if [ "$NC_NODE" != "$NS_NODE" ]; then ok "server-0 $AS on $NS_NODE, $RC $AC on $NC_NODE (across nodes), $RL $AL beside the server"
+else bad "no client on another node than server-0 ($NS_NODE)"; fi
 
 if "$IOD" policy get server-in -o json 2>/dev/null | grep -q '"service": *"server"'; then
 	ok "deploy wrote netpolicy/server-in: $("$IOD" policy get server-in | sed -n 2p)"
@@ -113,11 +125,14 @@ conn() { ip netns exec "$NSC" python3 "$T/conn.py" "$AS" "$1" "${2:-1}"; }
 up7777() { [ "$(conn 7777 0.5)" = open ]; }
 wait_for 15 up7777 || true
 r1=$(conn 7777) r2=$(conn 7778)
-[ "$r1" = open ] && ok "group server-in admits client -> $AS:7777 (rule app)" || bad "7777 under server-in: $r1"
-[ "$r2" != open ] && ok "group server-in rejects client -> $AS:7778 ($r2)" || bad "7778 was admitted under server-in"
+[ "$r1" = open ] && ok "group server-in admits $RC -> $AS:7777 across nodes (rule app)" || bad "7777 under server-in: $r1"
+[ "$r2" != open ] && ok "group server-in rejects $RC -> $AS:7778 across nodes ($r2)" || bad "7778 was admitted under server-in"
+l1=$(ip netns exec "$NSL" python3 "$T/conn.py" "$AS" 7777 1) l2=$(ip netns exec "$NSL" python3 "$T/conn.py" "$AS" 7778 1)
+[ "$l1" = open ] && [ "$l2" != open ] && ok "the same on one node: $RL -> $AS:7777 admitted, :7778 rejected ($l2)" ||
+	bad "on one node: $RL -> 7777 $l1, 7778 $l2"
 sleep 0.5 # the switch writes its records every 200 ms
 "$IOD" trace --drops >"$T/drops.txt" 2>&1
-if grep -q "client-0 .* -> server-0 $AS:7778 tcp SYN .*(rule server-in/default-deny" "$T/drops.txt"; then
+if grep -q "$RC .* -> server-0 $AS:7778 tcp SYN .*(rule server-in/default-deny" "$T/drops.txt"; then
 	ok "iod trace --drops: $(grep -m1 ':7778 tcp SYN' "$T/drops.txt")"
 else
 	bad "no drop of $AS:7778 with rule server-in/default-deny: $(grep -m2 -e server -e rule "$T/drops.txt")"
@@ -136,10 +151,10 @@ fi
 # iod policy apply flips the verdicts
 "$IOD" policy apply -f "$T/flip.yaml" >"$T/apply.out" 2>&1 || bad "iod policy apply: $(cat "$T/apply.out")"
 up7778() { [ "$(conn 7778 0.5)" = open ]; }
-if wait_for 5 up7778; then ok "after iod policy apply: client -> $AS:7778 admitted (rule alt)"
+if wait_for 5 up7778; then ok "after iod policy apply: $RC -> $AS:7778 admitted (rule alt)"
 else bad "7778 still rejected after the apply"; fi
 r1=$(conn 7777)
-[ "$r1" != open ] && ok "after iod policy apply: client -> $AS:7777 rejected ($r1)" || bad "7777 still admitted after the apply"
+[ "$r1" != open ] && ok "after iod policy apply: $RC -> $AS:7777 rejected ($r1)" || bad "7777 still admitted after the apply"
 sleep 0.5
 "$IOD" trace --drops -o json >"$T/drops.json" 2>&1
 if python3 -c "
@@ -228,7 +243,7 @@ sed -e 's/- {name: no-app.*/- {name: app, service: client, protocol: tcp, ports:
 	-e '/name: alt/d' "$T/flip.yaml" >"$T/first.yaml"
 if python3 "$T/bench.py" "$IOD" "$NSC" "$AS" "$T" >"$T/bench.out" 2>&1; then
 	cat "$T/bench.out"
-	ok "policy flips enforced: $(grep -o 'p99_ms=[0-9.]*' "$T/bench.out") from iod policy apply to a connect"
+	ok "policy flips enforced: $(grep -o ' p99_ms=[0-9.]*' "$T/bench.out") from the API's answer to a connect"
 else
 	bad "policy apply bench: $(tail -3 "$T/bench.out")"
 fi
