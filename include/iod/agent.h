@@ -27,6 +27,7 @@
 #define IOD_AGENT_H
 
 #include "iod/base.h"
+#include "iod/objects.h"
 #include "iod/spec.h"
 #include "iod/storage.h"
 
@@ -407,15 +408,16 @@ void iod_agent_overlay_mac(uint32_t ip, bool gateway, uint8_t mac[6]);
 
 /* One replica as the overlay sees it: where it is and whose. */
 struct iod_agent_overlay_ep {
-	char name[IOD_NAME_MAX];   /* replica */
-	char node[IOD_NAME_MAX];   /* its node */
-	char tenant[IOD_NAME_MAX]; /* its Service's tenant ("default") */
-	uint32_t ip;               /* its overlay address (Replica "addr"); 0 = none yet */
-	uint32_t vtep;             /* its node's underlay address (Node "addr"); 0 = unknown */
-	uint64_t egress_bps;       /* its egress meter (Replica "nic_bw_bps", bits/s); 0 = none */
-	char svc[IOD_NAME_MAX];    /* its service, from its Endpoint ("" = none yet) */
-	uint16_t port;             /* where it answers (Endpoint "port"); 0 = unknown */
-	bool healthy;              /* its Endpoint says it takes traffic */
+	char name[IOD_NAME_MAX];    /* replica */
+	char node[IOD_NAME_MAX];    /* its node */
+	char tenant[IOD_NAME_MAX];  /* its Service's tenant ("default") */
+	char service[IOD_NAME_MAX]; /* its Service */
+	uint32_t ip;                /* its overlay address (Replica "addr"); 0 = none yet */
+	uint32_t vtep;              /* its node's underlay address (Node "addr"); 0 = unknown */
+	uint64_t egress_bps;        /* its egress meter (Replica "nic_bw_bps", bits/s); 0 = none */
+	uint16_t port;              /* where it answers (its Endpoint's "port", the Endpoint
+	                             * naming its service at its address); 0 = unknown */
+	bool healthy;               /* its Endpoint says it takes traffic */
 };
 /* A service with an overlay VIP (Service "vip", docs/network.md). */
 struct iod_agent_overlay_svc {
@@ -426,11 +428,31 @@ struct iod_agent_overlay_svc {
 	                            * default), so IOD_SVC_<NAME>_ADDR keeps its port */
 	uint8_t proto;             /* IOD_NET_PROTO_TCP or _UDP (the first port's) */
 };
-/* Every placed replica of the cluster (list order), and the services with
- * a VIP (name order). */
+/* One rule of a security group (a NetPolicy object's), with its name. */
+struct iod_agent_sg_rule {
+	char name[2 * IOD_NAME_MAX];     /* "<policy>/<rule>": drops' and counters' rule */
+	bool egress;                     /* an egress rule (else ingress) */
+	struct iod_obj_netpolicy_rule r; /* what it matches and does */
+};
+/* A security group: a NetPolicy object (sg.c). */
+struct iod_agent_sg {
+	char name[IOD_NAME_MAX];    /* the object's name */
+	char tenant[IOD_NAME_MAX];  /* whose ("default") */
+	char service[IOD_NAME_MAX]; /* the service it guards */
+	bool ingress, egress;       /* has rules in that direction: the rest is denied */
+	uint16_t rules_first;       /* its rules in the table's sg_rules, ingress first */
+	uint16_t rules_n;
+	uint16_t deny_rule; /* its "<name>/default-deny" in sg_rules */
+};
+/* Every placed replica of the cluster (list order), the security groups
+ * (NetPolicy objects, name order) and the services with a VIP (name order). */
 struct iod_agent_overlay_table {
 	uint32_t n;                                                 /* entries */
 	struct iod_agent_overlay_ep eps[IOD_AGENT_OVERLAY_EPS_MAX]; /* entries */
+	uint32_t sgs_n;                                             /* groups */
+	struct iod_agent_sg sgs[IOD_AGENT_SGS_MAX];                 /* groups */
+	uint32_t sg_rules_n;                                        /* rules of all groups */
+	struct iod_agent_sg_rule sg_rules[IOD_AGENT_SG_RULES_MAX];  /* rules of all groups */
 	uint32_t svcs_n;                                            /* services with a VIP */
 	struct iod_agent_overlay_svc svcs[IOD_AGENT_VIPS_MAX];      /* those services */
 };
@@ -440,9 +462,33 @@ const char *iod_agent_overlay_tenant(const json_t *value);
 /* A tenant's VNI: a hash of its name in 1..0xfffffe. */
 uint32_t iod_agent_overlay_vni(const char *tenant);
 /* The table from the watch's lists ({"items": [...]}); -ENOSPC when the
- * cluster has more replicas than the table holds (the first ones kept). */
+ * cluster has more replicas than the table holds (the first ones kept).
+ * netpolicies may be NULL (no security groups). */
 int iod_agent_overlay_table_from_state(const json_t *nodes, const json_t *services,
-                                       const json_t *replicas, struct iod_agent_overlay_table *t);
+                                       const json_t *replicas, const json_t *netpolicies,
+                                       struct iod_agent_overlay_table *t);
+/*
+ * Security groups (sg.c, pure). from_state: the NetPolicy objects of the
+ * watch's list into t's groups (an object that does not pass
+ * iod_obj_netpolicy_check is skipped, named in e; -ENOSPC past the table's
+ * bounds, the first ones kept). compile: the groups of the local replicas
+ * (their service's) into c's endpoint-bound entries (struct
+ * iod_flow_dp_acl): per member and direction with rules, an allow of the
+ * node's host stack (health checks, the mesh proxy), the rules in order
+ * (a peer service: one entry per replica of it in the group's tenant with
+ * an address), then the group's default deny. -ENOSPC past IOD_DP_ACLS_MAX.
+ */
+struct iod_agent_overlay_node;
+struct iod_agent_overlay_local;
+struct iod_flow_dp_config;
+int iod_agent_sg_from_state(const json_t *netpolicies, struct iod_agent_overlay_table *t,
+                            struct iod_err *e);
+int iod_agent_sg_compile(const struct iod_agent_overlay_node *nd,
+                         const struct iod_agent_overlay_table *t,
+                         const struct iod_agent_overlay_local *loc, uint32_t nloc,
+                         struct iod_flow_dp_config *c, struct iod_err *e);
+/* The rule index of acl entries that are no rule's (the host exemption). */
+#define IOD_AGENT_SG_RULE_NONE UINT16_MAX
 const struct iod_agent_overlay_ep *iod_agent_overlay_find(const struct iod_agent_overlay_table *t,
                                                           const char *name);
 /* This node, as its switch needs it. */
@@ -462,7 +508,8 @@ struct iod_agent_overlay_node {
  * tenant's replicas may talk, different tenants may not), keeps dropped new
  * flows (TCP SYN, any other protocol's packet; a repeat within 1 s of the
  * same flow counts on its record) in a bounded ring, and counts verdicts per
- * rule. Rules are named "tenant-<tenant>/<rule>".
+ * rule. Rules are named "tenant-<tenant>/<rule>", and a security group's
+ * (NetPolicy objects, sg.c) "<policy>/<rule>" or "<policy>/default-deny".
  */
 struct iod_agent_drop {
 	uint64_t seq;                /* 1, 2, ... in the order recorded */
@@ -508,6 +555,9 @@ void iod_agent_drops_note(struct iod_agent_drops *d, const struct iod_flow_dp_co
  * pipeline counts them; epoch changes when the pipeline was rebuilt. */
 void iod_agent_drops_admitted(struct iod_agent_drops *d, const char *tenant, uint64_t reading,
                               bool new_pipeline);
+/* The same for any rule by its name (a security group's "<policy>/<rule>"). */
+void iod_agent_drops_admitted_rule(struct iod_agent_drops *d, const char *rule, uint64_t reading,
+                                   bool new_pipeline);
 /* {"node", "dropped", "records": [...oldest first], "rules": [...]} */
 json_t *iod_agent_drops_json(const struct iod_agent_drops *d, const char *node);
 /* iod_dp_sg_verdicts_total{rule=,verdict=forwarded|dropped} (src/obs/prom.c). */

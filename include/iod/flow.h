@@ -313,6 +313,9 @@ bool iod_flow_entry_next(const struct iod_flow_pipeline *pl, uint32_t pipe, uint
  *   host root   "host"   (control: ARP for gateways; src subnet -> meta, zone)
  *   "ct"   (ct)          -> "sg"
  *   "sg"   (acl)         established/related -> "qos"; new + SG rule -> "svc"
+ *                        (or "sgin"); endpoint-bound egress entries first
+ *   "sgin" (acl; only with endpoint-bound ingress entries) new sessions to
+ *                        a guarded endpoint: its rules -> "svc", else drop
  *   "svc"  (basic)       VIP:port -> LB (DNAT + commit) -> "qos"; miss -> "commit"
  *   "commit" (control)   commit -> "qos"
  *   "qos"  (basic: meta) meter + DSCP -> "route" (or "egress")
@@ -354,6 +357,35 @@ struct iod_flow_dp_network {
 	struct iod_flow_dp_endpoint endpoints[IOD_DP_ENDPOINTS_MAX]; /* endpoints */
 };
 
+/*
+ * A security-group entry bound to one local endpoint (the agent's NetPolicy
+ * objects, compiled by src/agent/sg.c): egress entries check the new
+ * sessions member opens (from the host port, in "sg"), ingress entries the
+ * new sessions to member (either port, in "sgin"). Within a member and
+ * direction the first entry that matches decides; a member with entries
+ * ends each with a deny of everything (peer 0/0). Checked before the
+ * network's own group; conntrack lets replies of admitted sessions pass.
+ */
+struct iod_flow_dp_acl {
+	uint32_t member_ip;      /* the local endpoint it guards */
+	uint32_t peer_ip;        /* remote network (dst for egress, src for ingress) */
+	uint8_t peer_prefix_len; /* 0..32; 0 = any */
+	uint8_t proto;           /* 0 = any */
+	bool egress;             /* sessions member opens (else: sessions to member) */
+	bool deny;               /* a match drops (else admits) */
+	uint16_t port_min;       /* destination ports (tcp/udp), inclusive */
+	uint16_t port_max;       /* 65535 = any */
+	uint16_t rule;           /* the caller's rule index (counters, drop records) */
+};
+/* The acl entry that decides a new session (k: its first packet; from_host:
+ * it came in on the host port): the index of a deny that drops it, or -1
+ * when it is admitted. The reference the pipeline's entries are tested
+ * against, and how drop records find their rule. */
+struct iod_flow_key;
+struct iod_flow_dp_config;
+int iod_flow_dp_acl_verdict(const struct iod_flow_dp_config *c, const struct iod_flow_key *k,
+                            bool from_host);
+
 struct iod_flow_dp_service {
 	int32_t network;              /* network index */
 	struct iod_net_lb_service lb; /* VIP, port, backends */
@@ -377,6 +409,8 @@ struct iod_flow_dp_config {
 	struct iod_flow_dp_network networks[IOD_DP_NETWORKS_MAX]; /* networks */
 	uint32_t sgs_n;                                           /* security groups */
 	struct iod_net_sg sgs[IOD_DP_SGS_MAX];                    /* security groups */
+	uint32_t acls_n;                                          /* endpoint-bound entries */
+	struct iod_flow_dp_acl acls[IOD_DP_ACLS_MAX];             /* in priority order */
 	uint32_t services_n;                                      /* services */
 	struct iod_flow_dp_service services[IOD_DP_SERVICES_MAX]; /* services */
 	uint32_t ct_sessions;                                     /* conntrack capacity per core */
@@ -398,6 +432,7 @@ struct iod_flow_dp {
 	struct iod_net_lb_service *services;            /* the config's services, by index */
 	uint32_t cores;                                 /* worker cores */
 	int32_t pipe_ct, pipe_sg, pipe_svc, pipe_route; /* pipe ids */
+	int32_t pipe_sgin;                              /* "sgin", -1 = none */
 };
 
 int iod_flow_dp_build(const struct iod_flow_dp_config *c, uint32_t cores, struct iod_flow_dp *dp,

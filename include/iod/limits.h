@@ -442,6 +442,11 @@ _Static_assert(IOD_UP_NODES_MAX < 240, "node subnets 10.200.N.0/24 stay below th
  * whole cluster's: it is the VTEP table); beyond it the rest are not
  * reachable over the overlay and the agent says so. */
 #define IOD_AGENT_OVERLAY_EPS_MAX 1024
+/* NetPolicy objects (security groups) one agent compiles, and their rules
+ * in all (each named "<policy>/<rule>", plus a default deny per policy);
+ * beyond them the rest are not enforced and the agent says so. */
+#define IOD_AGENT_SGS_MAX 64
+#define IOD_AGENT_SG_RULES_MAX 512
 /* Conntrack sessions of one node's virtual switch (about 100 bytes each). */
 #define IOD_AGENT_OVERLAY_CT_SESSIONS (1u << 16)
 /* The virtual switch's wait when no port had a frame: bounds the CPU an
@@ -686,6 +691,15 @@ _Static_assert(IOD_UP_NODES_MAX < 240, "node subnets 10.200.N.0/24 stay below th
 #define IOD_DP_SGS_MAX 16
 #define IOD_DP_SERVICES_MAX 16
 #define IOD_DP_ENDPOINTS_MAX 256
+/* Security-group entries bound to local endpoints (the agent's NetPolicy
+ * objects compiled: a rule x its local members x its peer's replicas, plus
+ * a default deny and a host exemption per member and direction); 16 B each.
+ * Beyond it the agent keeps the tenant default and says so. */
+#define IOD_DP_ACLS_MAX 4096
+/* The first priority of the endpoint-bound entries in the "sg" and "sgin"
+ * pipes (0 and 1 are established and related): entry i has
+ * IOD_DP_ACL_PRIO + i, which is how counters find their rule. */
+#define IOD_DP_ACL_PRIO 16u
 /* A replica's egress meter (a policer: red is dropped) holds 300 ms of its
  * rate, at least 64 KiB. TCP through a policer loses bursts of segments when
  * the bucket runs dry; measured at 100 Mbit/s (qos_netns.sh, docs/network.md)

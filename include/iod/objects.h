@@ -1,6 +1,6 @@
 /*
  * objects.h: the cluster's objects as typed values: Node, Service, Replica,
- * Endpoint, Checkpoint, Policy, Config, Fault and XferPeer, each read from and written to the JSON the
+ * Endpoint, Checkpoint, Policy, Config, Fault, XferPeer and NetPolicy, each read from and written to the JSON the
  * control plane stores in one place (src/state/objects.c).
  *
  * Why: the state machine stores free-form JSON documents, and every module
@@ -419,6 +419,61 @@ int iod_obj_xferpeer_check(const struct iod_obj_xferpeer *p, struct iod_err *e);
  * (iod_sec_policy_parse, iod_sec_policy_to_json, struct iod_sec_policy).
  */
 
+/* ---- NetPolicy: a security group of the overlay (docs/network.md) -------- */
+
+/*
+ * A security group attached to one service: ingress rules check the new
+ * sessions its replicas are asked to accept, egress rules the new sessions
+ * they open. A direction with rules is allow-listed in rule order (the
+ * first rule that matches decides; "action": "deny" rules drop), and what
+ * no rule allows is dropped by "<name>/default-deny"; a direction without
+ * rules keeps the tenant default. Replies of an admitted session always
+ * pass (conntrack). Written by deploy from the spec's security_groups: and
+ * by `iod policy apply` (PUT /v1/netpolicies/NAME). A rule:
+ *   {"name": "http", "action": "allow"|"deny", "service": PEER | "cidr": NET,
+ *    "protocol": "tcp"|"udp"|"icmp"|"any", "ports": "80" | "8000-8100" | 80}
+ * name is required (it names drops and counters as "<policy>/<rule>");
+ * no service or cidr = any peer; the peer service is of the same tenant.
+ */
+#define IOD_OBJ_NETPOLICY_FIELDS(X)                   \
+	X(SERVICE, "service", STR, service, 0, 0, 0)  \
+	X(TENANT, "tenant", STR, tenant, 0, 0, 0)     \
+	X(INGRESS, "ingress", JSON, ingress, 0, 0, 0) \
+	X(EGRESS, "egress", JSON, egress, 0, 0, 0)
+
+enum iod_obj_netpolicy_field {
+#define X(f, k, t, m, lo, hi, d) IOD_OBJ_NETPOLICY_##f,
+	IOD_OBJ_NETPOLICY_FIELDS(X)
+#undef X
+	    IOD_OBJ_NETPOLICY_FIELD_COUNT
+};
+
+struct iod_obj_netpolicy {
+	struct iod_obj_head head;
+	char service[IOD_NAME_MAX]; /* the service whose replicas it guards */
+	char tenant[IOD_NAME_MAX];  /* whose ("" = "default"); the service's */
+	json_t *ingress;            /* owned: rules for sessions to its replicas */
+	json_t *egress;             /* owned: rules for sessions they open */
+};
+
+/* One rule, parsed. */
+struct iod_obj_netpolicy_rule {
+	char name[IOD_NAME_MAX];     /* its name in its policy */
+	bool deny;                   /* a match drops (else admits) */
+	char peer[IOD_NAME_MAX];     /* the peer service ("" = by cidr) */
+	uint32_t cidr_ip;            /* the peer network (host order), when no peer service */
+	uint8_t prefix_len;          /* 0..32; 0 = any */
+	uint8_t proto;               /* 0 = any, 1 icmp, 6 tcp, 17 udp */
+	uint16_t port_min, port_max; /* destination ports (tcp/udp), inclusive */
+};
+
+/* Rule i of a direction's array (j: one element): -EINVAL naming the field. */
+int iod_obj_netpolicy_rule_parse(const json_t *j, struct iod_obj_netpolicy_rule *r,
+                                 struct iod_err *e);
+/* The object's checks beyond types: service, tenant, every rule (names
+ * unique, at most IOD_NET_SG_RULES_MAX). 0 or -EINVAL naming the rule. */
+int iod_obj_netpolicy_check(const struct iod_obj_netpolicy *p, struct iod_err *e);
+
 /* ---- one API for every kind ----------------------------------------------- */
 
 enum iod_obj_kind {
@@ -430,6 +485,7 @@ enum iod_obj_kind {
 	IOD_OBJ_KIND_FAULT,
 	IOD_OBJ_KIND_CHECKPOINT,
 	IOD_OBJ_KIND_XFERPEER,
+	IOD_OBJ_KIND_NETPOLICY,
 	IOD_OBJ_KIND_COUNT
 };
 
@@ -495,6 +551,8 @@ int iod_obj_checkpoint_from_json(const json_t *v, struct iod_obj_checkpoint *c, 
 json_t *iod_obj_checkpoint_to_json(const struct iod_obj_checkpoint *c);
 int iod_obj_xferpeer_from_json(const json_t *v, struct iod_obj_xferpeer *p, struct iod_err *e);
 json_t *iod_obj_xferpeer_to_json(const struct iod_obj_xferpeer *p);
+int iod_obj_netpolicy_from_json(const json_t *v, struct iod_obj_netpolicy *p, struct iod_err *e);
+json_t *iod_obj_netpolicy_to_json(const struct iod_obj_netpolicy *p);
 
 #define IOD_OBJ_TYPED(T, K)                                                                       \
 	static inline void iod_obj_##T##_init(struct iod_obj_##T *o)                              \
@@ -529,5 +587,6 @@ IOD_OBJ_TYPED(member, IOD_OBJ_KIND_MEMBER)
 IOD_OBJ_TYPED(fault, IOD_OBJ_KIND_FAULT)
 IOD_OBJ_TYPED(checkpoint, IOD_OBJ_KIND_CHECKPOINT)
 IOD_OBJ_TYPED(xferpeer, IOD_OBJ_KIND_XFERPEER)
+IOD_OBJ_TYPED(netpolicy, IOD_OBJ_KIND_NETPOLICY)
 
 #endif

@@ -192,7 +192,8 @@ const char *iod_sec_verb_name(enum iod_sec_verb v);
 	X(FAULT, "fault")               \
 	X(CHECKPOINT, "checkpoint")     \
 	X(EXTENDER, "extender")         \
-	X(XFERPEER, "xferpeer")
+	X(XFERPEER, "xferpeer")         \
+	X(NETPOLICY, "netpolicy")
 
 enum iod_sec_resource {
 #define X(n, s) IOD_SEC_RES_##n,

@@ -3,7 +3,7 @@
  *
  * One YAML file may hold any of: `services:` (the service topology),
  * `resources:` (a resource request, the seed's unified form), `storage:`
- * (tiers) and `service_mesh:`. The loader (libyaml) validates everything and
+ * (tiers), `service_mesh:` and `security_groups:`. The loader (libyaml) validates everything and
  * reports every error as "file:line:col: message", up to a bound; a spec is
  * either fully valid or rejected, never accepted in part. All quantities are
  * normalized to base units: bytes, bits/s, nanoseconds, basis points.
@@ -284,6 +284,24 @@ struct iod_spec_tier {
 	uint32_t quota_bp;  /* share in basis points; tiers sum to 10000 */
 };
 
+/*
+ * security_groups: one security group of the overlay per entry, guarding
+ * the replicas of one service (docs/network.md). Deploy writes each as a
+ * NetPolicy object of its name (include/iod/objects.h has the rule
+ * semantics, iod_obj_netpolicy_rule_parse checks every rule here too).
+ */
+struct iod_spec_sg {
+	const char *name;    /* the NetPolicy object's name */
+	const char *service; /* the service it guards */
+	const char
+	    *tenant;     /* the service's tenant (from this spec, else written, else "default") */
+	json_t *ingress; /* rules as NetPolicy JSON (owned; iod_spec_free releases) */
+	json_t *egress;  /* rules as NetPolicy JSON (owned) */
+	uint32_t line, col; /* where it was declared */
+};
+/* The NetPolicy object's value of group g (service, tenant, ingress, egress). */
+json_t *iod_spec_sg_to_json(const struct iod_spec_sg *g);
+
 struct iod_spec {
 	const char *path;                  /* file it was loaded from */
 	struct iod_spec_service *services; /* services_n of them, file order */
@@ -296,7 +314,9 @@ struct iod_spec {
 	    storage_replicas; /* storage.replicas: copies of each checkpoint, 0 if not written */
 	bool has_mesh;        /* a service_mesh: block */
 	enum iod_transport transport; /* service_mesh.transport */
-	struct iod_arena arena;       /* owns everything above */
+	struct iod_spec_sg *sgs;      /* security_groups, file order */
+	uint32_t sgs_n;
+	struct iod_arena arena; /* owns everything above (but the groups' rules) */
 };
 
 /* One diagnostic: "file:line:col: message". */

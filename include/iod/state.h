@@ -36,7 +36,8 @@
 	X(REVOCATION, "revocation", "revocations") \
 	X(FAULT, "fault", "faults")                \
 	X(CHECKPOINT, "checkpoint", "checkpoints") \
-	X(XFERPEER, "xferpeer", "xferpeers")
+	X(XFERPEER, "xferpeer", "xferpeers")       \
+	X(NETPOLICY, "netpolicy", "netpolicies")
 
 enum iod_state_kind {
 #define X(n, s, p) IOD_STATE_##n,

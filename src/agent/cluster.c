@@ -4,8 +4,11 @@
  * Two threads, each with its own blocking API client, so that neither a
  * long-poll nor a slow write ever stalls the agent loop:
  *   - the watcher long-polls /v1/watch; after every change it lists nodes,
- *     services and replicas, computes this node's desired replicas
- *     (desired.c) and hands them to the agent loop (mailbox + eventfd). If
+ *     services, replicas and netpolicies, computes this node's desired
+ *     replicas (desired.c) and hands them to the agent loop (mailbox +
+ *     eventfd), and the overlay table and security groups to the virtual
+ *     switch (a round that changed only netpolicies or endpoints lists those
+ *     alone). If
  *     this node is the first live node by name it is also the rescheduler:
  *     it applies src/ctrl/reschedule.c's plan with compare-and-swap puts.
  *   - the writer registers the node (a lease of lease_ttl_ms and a Node
@@ -582,41 +585,64 @@ static void fetch_secrets(struct iod_agent_cluster *c, struct iod_api_client *cl
 	}
 }
 
-/* The overlay table (the VTEP table, and the services' VIPs with their
- * endpoints' health) from one listing, to the switch. */
-static void overlay_push(struct iod_agent_vswitch *vsw, const json_t *nodes, const json_t *svcs,
-                         const json_t *reps, const json_t *eps)
+/* The last listing the switch's table came from. A watch round that changed
+ * only Endpoints (a replica's health) or only NetPolicies lists those alone
+ * and recompiles with the rest, so health and policy reach the switch in one
+ * request, not a full re-list. */
+struct overlay_seen {
+	json_t *nodes, *svcs, *reps, *nps, *eps; /* owned; NULL until the first listing */
+};
+
+static void seen_put(json_t **slot, json_t *v)
+{
+	json_decref(*slot);
+	*slot = json_incref(v);
+}
+
+static void overlay_seen_clear(struct overlay_seen *o)
+{
+	seen_put(&o->nodes, NULL);
+	seen_put(&o->svcs, NULL);
+	seen_put(&o->reps, NULL);
+	seen_put(&o->nps, NULL);
+	seen_put(&o->eps, NULL);
+}
+
+/* The overlay table (the VTEP table, the security groups, and the
+ * services' VIPs with their endpoints' health) from the last listing, to
+ * the switch. */
+static void overlay_push(struct iod_agent_vswitch *vsw, const struct overlay_seen *o)
 {
 	struct iod_agent_overlay_table *ot = calloc(1, sizeof(*ot));
 	if (!ot)
 		return;
-	if (iod_agent_overlay_table_from_state(nodes, svcs, reps, ot))
+	if (iod_agent_overlay_table_from_state(o->nodes, o->svcs, o->reps, o->nps, ot))
 		IOD_WARN("agent",
-		         "overlay: more than %d replicas: the rest are not reachable over the "
-		         "overlay",
-		         IOD_AGENT_OVERLAY_EPS_MAX);
-	if (iod_agent_overlay_table_services(svcs, eps, ot))
+		         "overlay: more than %d replicas or %d security groups: the rest are not "
+		         "reachable over the overlay or not enforced",
+		         IOD_AGENT_OVERLAY_EPS_MAX, IOD_AGENT_SGS_MAX);
+	if (iod_agent_overlay_table_services(o->svcs, o->eps, ot))
 		IOD_WARN("agent", "overlay: more than %d services with a VIP: the rest have none",
 		         IOD_AGENT_VIPS_MAX);
 	iod_agent_vswitch_table(vsw, ot);
 	free(ot);
 }
 
-/* The last listing the switch's table came from: an Endpoint change (a
- * replica's health) lists only the Endpoints again. */
-struct overlay_seen {
-	json_t *nodes, *svcs, *reps; /* owned; NULL until the first listing */
-};
-
-static void overlay_seen_set(struct overlay_seen *o, json_t *nodes, json_t *svcs, json_t *reps)
+/* Every event of the round is of kind k (and there is one). */
+static bool only_kind(const json_t *events, const char *k)
 {
-	json_decref(o->nodes);
-	json_decref(o->svcs);
-	json_decref(o->reps);
-	o->nodes = json_incref(nodes);
-	o->svcs = json_incref(svcs);
-	o->reps = json_incref(reps);
+	size_t i;
+	json_t *x;
+	json_array_foreach(events, i, x)
+	{
+		const char *xk = "";
+		iod_json_get_str(x, "kind", &xk);
+		if (strcmp(xk, k))
+			return false;
+	}
+	return json_array_size(events) > 0;
 }
+
 
 static void *watcher_main(void *arg)
 {
@@ -652,9 +678,9 @@ static void *watcher_main(void *arg)
 			/* replicas first, nodes last: a node list at least as new as the
 			 * replica list never shows a live node as gone */
 			json_t *reps = list(&cl, "replicas"), *svcs = list(&cl, "services"),
-			       *nodes = list(&cl, "nodes");
+			       *nps = list(&cl, "netpolicies"), *nodes = list(&cl, "nodes");
 			uint32_t n = 0;
-			if (nodes && svcs && reps) {
+			if (nodes && svcs && reps && nps) { /* never enforce a part */
 				uint64_t r1 = 0, rn = 0;
 				iod_json_get_u64(reps, "rev", &r1);
 				iod_json_get_u64(nodes, "rev", &rn);
@@ -670,8 +696,12 @@ static void *watcher_main(void *arg)
 				pthread_mutex_unlock(&c->mu);
 				if (vsw) { /* the VTEP table: every replica's node and address */
 					json_t *eps = list(&cl, "endpoints");
-					overlay_push(vsw, nodes, svcs, reps, eps);
-					overlay_seen_set(&seen, nodes, svcs, reps);
+					seen_put(&seen.nodes, nodes);
+					seen_put(&seen.svcs, svcs);
+					seen_put(&seen.reps, reps);
+					seen_put(&seen.nps, nps);
+					seen_put(&seen.eps, eps);
+					overlay_push(vsw, &seen);
 					json_decref(eps);
 				}
 				pthread_mutex_lock(&c->mu);
@@ -690,6 +720,7 @@ static void *watcher_main(void *arg)
 			json_decref(nodes);
 			json_decref(svcs);
 			json_decref(reps);
+			json_decref(nps);
 			if (relist)
 				continue;
 		}
@@ -730,11 +761,23 @@ static void *watcher_main(void *arg)
 			 * (docs/network.md, "Service VIPs on the overlay") */
 			if (!relist && endpoints && vsw && seen.reps) {
 				json_t *eps = list(&cl, "endpoints");
-				if (eps)
-					overlay_push(vsw, seen.nodes, seen.svcs, seen.reps, eps);
-				else
+				if (eps) {
+					seen_put(&seen.eps, eps);
+					overlay_push(vsw, &seen);
+				} else {
 					relist = true;
+				}
 				json_decref(eps);
+			}
+			/* only security groups changed: the rest is as last listed */
+			json_t *nps = relist && vsw && seen.reps && only_kind(ev, "netpolicy")
+			                  ? list(&cl, "netpolicies")
+			                  : NULL;
+			if (nps) {
+				seen_put(&seen.nps, nps);
+				overlay_push(vsw, &seen);
+				relist = false;
+				json_decref(nps);
 			}
 		} else {
 			relist = true; /* compacted (410) or an error: list again */
@@ -742,7 +785,7 @@ static void *watcher_main(void *arg)
 		}
 		iod_api_response_free(&r);
 	}
-	overlay_seen_set(&seen, NULL, NULL, NULL);
+	overlay_seen_clear(&seen);
 	iod_api_client_close(&cl);
 	free(buf);
 	return NULL;

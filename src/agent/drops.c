@@ -7,7 +7,9 @@
  * The pipeline (src/flow/dp.c) says only that a packet was dropped; which
  * rule did it follows from the config it ran, walked here the way dp.c
  * composes it: the packet's network (by VNI from the fabric, by source
- * endpoint on the host side), then the tenant's default security group:
+ * endpoint on the host side), then the security groups bound to its
+ * endpoints (NetPolicy objects, sg.c: iod_flow_dp_acl_verdict names the
+ * deny or default deny, "<policy>/<rule>"), then the tenant's default:
  * its own replicas' addresses are routed ("allow-same-tenant"), any other
  * overlay address is not ("deny-other-tenants"), nor is anything outside
  * the overlay ("no-route"). A drop of a routable destination (a meter's
@@ -121,7 +123,17 @@ void iod_agent_drops_note(struct iod_agent_drops *d, const struct iod_flow_dp_co
 	} else {
 		const struct iod_flow_dp_network *net = &c->networks[n];
 		tenant = net->name;
-		if (has_endpoint(net, k->dst.v4)) {
+		int a = iod_flow_dp_acl_verdict(c, k, !from_fabric);
+		uint16_t ri = a >= 0 ? c->acls[a].rule : IOD_AGENT_SG_RULE_NONE;
+		if (t && ri < t->sg_rules_n) {
+			/* a security group's rule (sg.c): a deny, or its default */
+			const struct iod_agent_sg_rule *x = &t->sg_rules[ri];
+			snprintf(rule, sizeof(rule), "%s", x->name);
+			snprintf(why, sizeof(why), "%s %s:%u: %s", c->acls[a].egress ? "to" : "at",
+			         dst, k->dport,
+			         x->r.name[0] ? "a deny rule of its security group"
+			                      : "no rule of its security group allows it");
+		} else if (has_endpoint(net, k->dst.v4)) {
 			/* routed: no policy dropped it (a meter, an invalid state) */
 			snprintf(rule, sizeof(rule), "tenant-%s/other", tenant);
 			snprintf(why, sizeof(why), "not a policy drop");
@@ -183,12 +195,17 @@ void iod_agent_drops_note(struct iod_agent_drops *d, const struct iod_flow_dp_co
 		d->n++;
 }
 
-void iod_agent_drops_admitted(struct iod_agent_drops *d, const char *tenant, uint64_t reading,
-                              bool new_pipeline)
+/* Rule's admitted new sessions as the running pipeline counts them;
+ * create: count a rule not seen yet even when it admitted nothing. */
+static void admitted(struct iod_agent_drops *d, const char *rule, uint64_t reading,
+                     bool new_pipeline, bool create)
 {
-	char rule[sizeof(d->rules[0].rule)];
-	snprintf(rule, sizeof(rule), "tenant-%s/allow-same-tenant", tenant);
-	struct iod_agent_drop_rule *r = rule_of(d, rule);
+	struct iod_agent_drop_rule *r = NULL;
+	for (uint32_t i = 0; i < d->rules_n && !r; i++)
+		if (!strcmp(d->rules[i].rule, rule))
+			r = &d->rules[i];
+	if (!r && create)
+		r = rule_of(d, rule);
 	if (!r)
 		return;
 	if (new_pipeline) { /* the old pipeline's count stays counted */
@@ -201,6 +218,21 @@ void iod_agent_drops_admitted(struct iod_agent_drops *d, const char *tenant, uin
 	if (f != r->forwarded)
 		d->dirty = true;
 	r->forwarded = f;
+}
+
+void iod_agent_drops_admitted(struct iod_agent_drops *d, const char *tenant, uint64_t reading,
+                              bool new_pipeline)
+{
+	char rule[sizeof(d->rules[0].rule)];
+	snprintf(rule, sizeof(rule), "tenant-%s/allow-same-tenant", tenant);
+	admitted(d, rule, reading, new_pipeline, true);
+}
+
+void iod_agent_drops_admitted_rule(struct iod_agent_drops *d, const char *rule, uint64_t reading,
+                                   bool new_pipeline)
+{
+	/* a group's rule that admitted nothing yet is not counted yet */
+	admitted(d, rule, reading, new_pipeline, reading > 0);
 }
 
 json_t *iod_agent_drops_json(const struct iod_agent_drops *d, const char *node)

@@ -55,7 +55,8 @@ static uint32_t parse_ip(const char *s)
 }
 
 int iod_agent_overlay_table_from_state(const json_t *nodes, const json_t *services,
-                                       const json_t *replicas, struct iod_agent_overlay_table *t)
+                                       const json_t *replicas, const json_t *netpolicies,
+                                       struct iod_agent_overlay_table *t)
 {
 	size_t i, j;
 	json_t *x, *y;
@@ -84,6 +85,7 @@ int iod_agent_overlay_table_from_state(const json_t *nodes, const json_t *servic
 		iod_strlcpy(ep->name, name, sizeof(ep->name));
 		iod_strlcpy(ep->node, node, sizeof(ep->node));
 		iod_strlcpy(ep->tenant, "default", sizeof(ep->tenant));
+		iod_strlcpy(ep->service, svc, sizeof(ep->service));
 		json_array_foreach(json_object_get(services, "items"), j, y)
 		{
 			const char *sn = NULL;
@@ -111,6 +113,11 @@ int iod_agent_overlay_table_from_state(const json_t *nodes, const json_t *servic
 		}
 		t->n++;
 	}
+	/* the security groups (sg.c); a bad object is skipped there (the API
+	 * refuses them: only a raw write can store one) */
+	struct iod_err e = {0};
+	if (iod_agent_sg_from_state(netpolicies, t, &e) == -ENOSPC && !rc)
+		rc = -ENOSPC;
 	return rc;
 }
 
@@ -229,5 +236,5 @@ int iod_agent_overlay_dp_config(const struct iod_agent_overlay_node *nd,
 	if (rc)
 		return iod_err_set(e, rc, "overlay: more than %d endpoints in one network",
 		                   IOD_DP_ENDPOINTS_MAX);
-	return 0;
+	return iod_agent_sg_compile(nd, t, loc, nloc, c, e);
 }

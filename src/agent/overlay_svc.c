@@ -63,7 +63,6 @@ int iod_agent_overlay_table_services(const json_t *services, const json_t *endpo
 		s->proto = svc_proto(v);
 	}
 	for (uint32_t k = 0; k < t->n; k++) {
-		t->eps[k].svc[0] = 0;
 		t->eps[k].port = 0;
 		t->eps[k].healthy = false;
 	}
@@ -80,13 +79,12 @@ int iod_agent_overlay_table_services(const json_t *services, const json_t *endpo
 		iod_obj_endpoint_free(&o);
 		/* through from_json: older writers' shapes ("address", "health") too */
 		if (!ep || iod_obj_endpoint_from_json(json_object_get(x, "value"), &o, NULL) ||
-		    !o.service[0] || !o.port)
+		    strcmp(o.service, ep->service) || !o.port)
 			continue;
 		/* an Endpoint written before the replica moved or got its own
 		 * address is not where the replica answers now */
 		if (iod_net_ipv4_parse(o.addr, &ip) || ip != ep->ip)
 			continue;
-		iod_strlcpy(ep->svc, o.service, sizeof(ep->svc));
 		ep->port = o.port;
 		ep->healthy = o.healthy;
 	}
@@ -130,7 +128,7 @@ int iod_agent_overlay_dp_services(const struct iod_agent_overlay_table *t,
 		d->lb.proto = sv->proto;
 		for (uint32_t i = 0; i < t->n && d->lb.backends_n < IOD_NET_LB_BACKENDS_MAX; i++) {
 			const struct iod_agent_overlay_ep *ep = &t->eps[i];
-			if (strcmp(ep->svc, sv->name) || !ep->ip || !ep->port ||
+			if (strcmp(ep->service, sv->name) || !ep->ip || !ep->port ||
 			    !routed(&c->networks[net], ep->ip))
 				continue;
 			struct iod_net_lb_backend *b = &d->lb.backends[d->lb.backends_n++];

@@ -55,6 +55,7 @@ struct iod_agent_vswitch {
 	char data_dir[IOD_AGENT_PATH_MAX]; /* where they are written */
 	uint64_t drops_pub_ns;             /* last written */
 	bool new_pipeline;                 /* rebuilt since the last reading */
+	uint64_t *sg_sum;                  /* IOD_AGENT_SG_RULES_MAX: admitted per rule */
 	struct iod_agent_overlay_node nd;
 	char dev[32];
 	char host_port[16];
@@ -147,6 +148,34 @@ static void write_file(const char *dir, const char *name, const char *s, size_t 
 		rename(tmp, path);
 }
 
+/* The security groups' allow rules' admitted sessions (sg.c's entries in
+ * the "sg" and "sgin" pipes, acl i at priority IOD_DP_ACL_PRIO + i), summed
+ * per rule. */
+static void publish_sg_admitted(struct iod_agent_vswitch *v, struct iod_flow_dp *dp)
+{
+	uint64_t *sum = v->sg_sum;
+	const struct iod_flow_entry_cfg *ec;
+	uint32_t n = v->tbuf->sg_rules_n, id;
+	memset(sum, 0, n * sizeof(sum[0]));
+	for (int k = 0; k < 2; k++) {
+		int32_t pipe = k ? dp->pipe_sgin : dp->pipe_sg;
+		for (uint32_t pos = 0;
+		     pipe >= 0 && iod_flow_entry_next(dp->pl, (uint32_t)pipe, &pos, &id, &ec);) {
+			uint32_t a = ec->priority - IOD_DP_ACL_PRIO;
+			struct iod_flow_stats st;
+			if (ec->priority < IOD_DP_ACL_PRIO || a >= v->last->acls_n ||
+			    v->last->acls[a].deny || v->last->acls[a].rule >= n ||
+			    iod_flow_entry_stats(dp->pl, (uint32_t)pipe, id, &st))
+				continue;
+			sum[v->last->acls[a].rule] += st.packets;
+		}
+	}
+	for (uint32_t r = 0; r < n; r++)
+		if (sum[r] || v->new_pipeline)
+			iod_agent_drops_admitted_rule(v->drops, v->tbuf->sg_rules[r].name, sum[r],
+			                              v->new_pipeline);
+}
+
 /* The allow rules' admitted sessions from the running pipeline's sg pipe
  * (an entry per tenant for new sessions); then, when anything changed,
  * the records and counters for readers. */
@@ -166,6 +195,8 @@ static void publish_drops(struct iod_agent_vswitch *v)
 		iod_agent_drops_admitted(v->drops, v->last->networks[n].name, st.packets,
 		                         v->new_pipeline);
 	}
+	if (dp && v->loaded && v->last->acls_n)
+		publish_sg_admitted(v, dp);
 	v->new_pipeline = false;
 	if (!v->drops->dirty || !v->data_dir[0])
 		return;
@@ -416,8 +447,9 @@ int iod_agent_vswitch_start(struct iod_agent_vswitch **out, const struct iod_age
 	v->cfg = calloc(1, sizeof(*v->cfg));
 	v->last = calloc(1, sizeof(*v->last));
 	v->pub = calloc(IOD_AGENT_REPLICAS_MAX + 2, sizeof(*v->pub));
+	v->sg_sum = calloc(IOD_AGENT_SG_RULES_MAX, sizeof(*v->sg_sum));
 	if (!v->locals || !v->veths || !v->lbuf || !v->vbuf || !v->vp || !v->hp || !v->hmac ||
-	    !v->tbuf || !v->cfg || !v->last || !v->pub) {
+	    !v->tbuf || !v->cfg || !v->last || !v->pub || !v->sg_sum) {
 		iod_agent_vswitch_stop(v);
 		return iod_err_set(e, -ENOMEM, "out of memory");
 	}
@@ -493,6 +525,7 @@ void iod_agent_vswitch_stop(struct iod_agent_vswitch *v)
 	free(v->cfg);
 	free(v->last);
 	free(v->pub);
+	free(v->sg_sum);
 	free(v);
 }
 

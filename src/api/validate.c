@@ -10,6 +10,10 @@
  *   Replica  must name a Service that exists, an ordinal inside it, and a
  *            node that exists (or none);
  *   Policy   must parse as a service policy (src/sec/policy.c).
+ *   NetPolicy  must pass iod_obj_netpolicy_check (every rule parses); when
+ *            its service is deployed, its tenant must be the service's (a
+ *            tenant guards only its own services), and so must every peer
+ *            service a rule names that is deployed.
  *   Checkpoint  must read as a typed Checkpoint (every field of its type
  *            and bounds), name a deployed service and a registered node,
  *            and hold at least min_size copies (a manifest is committed
@@ -137,6 +141,52 @@ static int checkpoint(const struct iod_state *st, const char *name, const json_t
 	return rc;
 }
 
+/* The tenant of a deployed service ("default" when it names none); NULL
+ * when it is not deployed. */
+static const char *service_tenant(const struct iod_state *st, const char *svc)
+{
+	const json_t *sv = iod_state_value(st, IOD_STATE_SERVICE, svc);
+	if (!sv)
+		return NULL;
+	const char *t = iod_obj_peek_str(IOD_OBJ_KIND_SERVICE, sv, IOD_OBJ_SERVICE_TENANT);
+	return t && t[0] ? t : "default";
+}
+
+static int netpolicy(const struct iod_state *st, const char *name, const json_t *v,
+                     struct iod_err *e)
+{
+	struct iod_obj_netpolicy p;
+	int rc = iod_obj_netpolicy_from_json(v, &p, e);
+	if (!rc)
+		rc = iod_obj_netpolicy_check(&p, e);
+	const char *tenant = p.tenant[0] ? p.tenant : "default";
+	const char *st_t = rc ? NULL : service_tenant(st, p.service);
+	if (st_t && strcmp(st_t, tenant))
+		rc = iod_err_set(e, -EINVAL,
+		                 "service %s is tenant %s's; a policy of tenant %s cannot guard it",
+		                 p.service, st_t, tenant);
+	const json_t *dirs[2] = {p.ingress, p.egress};
+	for (int d = 0; d < 2 && !rc; d++)
+		for (size_t i = 0; i < json_array_size(dirs[d]) && !rc; i++) {
+			struct iod_obj_netpolicy_rule r;
+			if (iod_obj_netpolicy_rule_parse(json_array_get(dirs[d], i), &r, NULL) ||
+			    !r.peer[0])
+				continue;
+			const char *pt = service_tenant(st, r.peer);
+			if (pt && strcmp(pt, tenant))
+				rc = iod_err_set(
+				    e, -EINVAL,
+				    "rule %s: peer service %s is tenant %s's, not %s's "
+				    "(peers are services of the same tenant; use a cidr "
+				    "for anything else)",
+				    r.name, r.peer, pt, tenant);
+		}
+	iod_obj_netpolicy_free(&p);
+	if (rc)
+		iod_err_wrap(e, "netpolicy/%s", name);
+	return rc ? -EINVAL : 0;
+}
+
 int iod_api_validate_put(const struct iod_state *st, enum iod_state_kind k, const char *name,
                          const json_t *v, json_t **answer, struct iod_err *e)
 {
@@ -174,6 +224,7 @@ int iod_api_validate_put(const struct iod_state *st, enum iod_state_kind k, cons
 			iod_err_wrap(e, "xferpeer/%s", name);
 		return rc ? -EINVAL : 0;
 	}
+	case IOD_STATE_NETPOLICY: return netpolicy(st, name, v, e);
 	case IOD_STATE_FAULT: {
 		struct iod_obj_fault f;
 		int rc = iod_obj_fault_from_json(v, &f, e);

@@ -20,6 +20,7 @@
 	X(token, "create, list and revoke bearer tokens (and node join tokens)")            \
 	X(revoke, "refuse every credential of a node, user or server")                      \
 	X(secret, "store a secret sealed in the cluster (services mount it)")               \
+	X(policy, "apply, get and delete security groups of the overlay")                   \
 	X(audit, "show the audit trail of API writes and refusals")                         \
 	X(validate, "check a spec file and print it normalized")                            \
 	X(topo, "show a node's hardware topology (GPUs, NVLink, PCIe, NUMA, NICs)")         \

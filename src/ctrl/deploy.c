@@ -471,6 +471,14 @@ int iod_ctrl_deploy_plan_view(struct iod_ctrl_view *st, const char *body, size_t
 	                    "placements", placed, "unplaced", unplaced, "skipped_nodes", skipped);
 	json_t *c =
 	    json_pack("{s:s, s:O, s:O}", "op", "deploy", "services", svc_arr, "replicas", rep_arr);
+	if (c && spec->sgs_n) { /* the spec's security groups, as NetPolicy objects */
+		json_t *nps = json_array();
+		for (uint32_t i = 0; i < spec->sgs_n; i++)
+			json_array_append_new(nps, json_pack("{s:s, s:o}", "name",
+			                                     spec->sgs[i].name, "value",
+			                                     iod_spec_sg_to_json(&spec->sgs[i])));
+		json_object_set_new(c, "netpolicies", nps);
+	}
 	*cmd = c ? json_dumps(c, JSON_COMPACT) : NULL;
 	json_decref(c);
 	if (!*cmd || !*answer) {

@@ -115,6 +115,87 @@ static int add_sg(struct iod_flow_dp *dp, const struct iod_flow_dp_config *c, ui
 	return 0;
 }
 
+/* Whether acl a matches session k (its member and direction aside). */
+static bool acl_matches(const struct iod_flow_dp_acl *a, const struct iod_flow_key *k)
+{
+	uint32_t mask = a->peer_prefix_len ? ~0u << (32 - a->peer_prefix_len) : 0;
+	uint32_t peer = a->egress ? k->dst.v4 : k->src.v4;
+	if ((peer & mask) != (a->peer_ip & mask) || (a->proto && a->proto != k->proto))
+		return false;
+	if (a->proto == IOD_NET_PROTO_TCP || a->proto == IOD_NET_PROTO_UDP)
+		return k->dport >= a->port_min && k->dport <= a->port_max;
+	return true;
+}
+
+int iod_flow_dp_acl_verdict(const struct iod_flow_dp_config *c, const struct iod_flow_key *k,
+                            bool from_host)
+{
+	if (k->family != IOD_NET_AF_V4)
+		return -1;
+	/* egress ("sg"), then ingress ("sgin"): each first match decides */
+	for (int in = 0; in < 2; in++)
+		for (uint32_t i = 0; i < c->acls_n; i++) {
+			const struct iod_flow_dp_acl *a = &c->acls[i];
+			if (a->egress == (bool)in || (a->egress && !from_host) ||
+			    a->member_ip != (a->egress ? k->src.v4 : k->dst.v4) ||
+			    !acl_matches(a, k))
+				continue;
+			if (a->deny)
+				return (int)i;
+			break;
+		}
+	return -1;
+}
+
+/*
+ * Endpoint-bound entries (the agent's NetPolicy objects): egress ones in
+ * "sg" (after established/related, before the networks' groups), ingress
+ * ones in "sgin"; acl i at priority IOD_DP_ACL_PRIO + i in its pipe.
+ */
+static int add_acls(struct iod_flow_dp *dp, const struct iod_flow_dp_config *c, bool egress,
+                    int32_t pipe, int32_t next, struct iod_err *e)
+{
+	for (uint32_t i = 0; i < c->acls_n; i++) {
+		const struct iod_flow_dp_acl *a = &c->acls[i];
+		if (a->egress != egress)
+			continue;
+		uint32_t mask = a->peer_prefix_len ? ~0u << (32 - a->peer_prefix_len) : 0;
+		struct iod_flow_entry_cfg ec = {0};
+		ec.match.ct_state = IOD_NET_CT_NEW;
+		ec.mask.ct_state = IOD_NET_CT_NEW | IOD_NET_CT_INV;
+		ec.match.family = IOD_NET_AF_V4;
+		ec.mask.family = 0xff;
+		if (egress) {
+			ec.match.in_port = IOD_DP_PORT_HOST;
+			ec.mask.in_port = 0xffffffff;
+			ec.match.src.v4 = a->member_ip;
+			ec.mask.src.v4 = 0xffffffff;
+			ec.match.dst.v4 = a->peer_ip & mask;
+			ec.mask.dst.v4 = mask;
+		} else {
+			ec.match.dst.v4 = a->member_ip;
+			ec.mask.dst.v4 = 0xffffffff;
+			ec.match.src.v4 = a->peer_ip & mask;
+			ec.mask.src.v4 = mask;
+		}
+		if (a->proto) {
+			ec.match.proto = a->proto;
+			ec.mask.proto = 0xff;
+		}
+		if (a->proto == IOD_NET_PROTO_TCP || a->proto == IOD_NET_PROTO_UDP) {
+			ec.dport_min = a->port_min;
+			ec.dport_max = a->port_max;
+		}
+		ec.priority = IOD_DP_ACL_PRIO + i;
+		ec.monitor.flags = IOD_FLOW_MON_COUNT;
+		ec.fwd = a->deny ? drop() : to_pipe(next);
+		int rc = add(dp, pipe, &ec, e);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 /*
  * "egress" entries: what a local endpoint sends (from the host port, its
  * source address) passes its meter, RFC 2698 trTCM with PIR = CIR = its
@@ -253,11 +334,18 @@ int iod_flow_dp_rebuild(const struct iod_flow_dp_config *c, uint32_t cores, stru
 	svc.mask.dport = 0xffff;
 	svc.mask.proto = 0xff;
 	svc.actions.flags = IOD_FLOW_ACT_LB;
+	uint32_t acls_in = 0;
+	for (uint32_t i = 0; i < c->acls_n; i++)
+		acls_in += !c->acls[i].egress;
 	struct iod_flow_pipe_cfg sg = {.name = "sg",
 	                               .kind = IOD_FLOW_PIPE_ACL,
-	                               .entries_max =
-	                                   2 + c->networks_n * (IOD_NET_SG_RULES_MAX + 2),
+	                               .entries_max = 2 + c->acls_n - acls_in +
+	                                              c->networks_n * (IOD_NET_SG_RULES_MAX + 2),
 	                               .fwd_miss = drop()};
+	struct iod_flow_pipe_cfg sgin = {.name = "sgin",
+	                                 .kind = IOD_FLOW_PIPE_ACL,
+	                                 .entries_max = acls_in + 1,
+	                                 .fwd_miss = drop()};
 	struct iod_flow_pipe_cfg ctp = {.name = "ct", .kind = IOD_FLOW_PIPE_CT};
 	struct iod_flow_pipe_cfg decap = {.name = "decap",
 	                                  .kind = IOD_FLOW_PIPE_BASIC,
@@ -302,6 +390,13 @@ int iod_flow_dp_rebuild(const struct iod_flow_dp_config *c, uint32_t cores, stru
 		svc.actions.flags = 0;
 	if ((dp->pipe_svc = pipe(dp, &svc, e)) < 0)
 		goto fail;
+	dp->pipe_sgin = -1;
+	if (acls_in) { /* what no ingress entry of a guarded endpoint names passes */
+		sgin.fwd_miss = to_pipe(dp->pipe_svc);
+		if ((dp->pipe_sgin = pipe(dp, &sgin, e)) < 0)
+			goto fail;
+	}
+	int32_t pnew = dp->pipe_sgin >= 0 ? dp->pipe_sgin : dp->pipe_svc;
 	if ((dp->pipe_sg = pipe(dp, &sg, e)) < 0)
 		goto fail;
 	ctp.fwd = to_pipe(dp->pipe_sg);
@@ -333,9 +428,14 @@ int iod_flow_dp_rebuild(const struct iod_flow_dp_config *c, uint32_t cores, stru
 	ec.priority = prio++;
 	if ((rc = add(dp, dp->pipe_sg, &ec, e)))
 		goto fail_rc;
+	IOD_ASSERT(prio <= IOD_DP_ACL_PRIO);
+	if ((rc = add_acls(dp, c, true, dp->pipe_sg, pnew, e)) ||
+	    (dp->pipe_sgin >= 0 && (rc = add_acls(dp, c, false, dp->pipe_sgin, dp->pipe_svc, e))))
+		goto fail_rc;
+	prio = IOD_DP_ACL_PRIO + c->acls_n;
 	for (uint32_t n = 0; n < c->networks_n; n++) {
 		const struct iod_flow_dp_network *net = &c->networks[n];
-		if ((rc = add_sg(dp, c, n, dp->pipe_svc, &prio, e)))
+		if ((rc = add_sg(dp, c, n, pnew, &prio, e)))
 			goto fail_rc;
 		/* decap: VNI at our VTEP -> network n */
 		memset(&ec, 0, sizeof(ec));

@@ -78,6 +78,8 @@ static const struct {
     [IOD_SEC_RES_EXTENDER] = {IOD_SEC_ROLE_VIEWER, IOD_SEC_ROLE_NONE},
     /* libiod-xfer peers (docs/transfer.md): what a replica publishes */
     [IOD_SEC_RES_XFERPEER] = {IOD_SEC_ROLE_VIEWER, IOD_SEC_ROLE_DEPLOYER},
+    /* security groups of the overlay (docs/network.md): as services */
+    [IOD_SEC_RES_NETPOLICY] = {IOD_SEC_ROLE_VIEWER, IOD_SEC_ROLE_DEPLOYER},
 };
 
 /* Rank of a person's role (0 for roles that are not on the ladder). */
@@ -142,6 +144,7 @@ enum iod_sec_resource iod_sec_resource_of_kind(enum iod_state_kind k)
 	case IOD_STATE_FAULT: return IOD_SEC_RES_FAULT;
 	case IOD_STATE_CHECKPOINT: return IOD_SEC_RES_CHECKPOINT;
 	case IOD_STATE_XFERPEER: return IOD_SEC_RES_XFERPEER;
+	case IOD_STATE_NETPOLICY: return IOD_SEC_RES_NETPOLICY;
 	default: break;
 	}
 	IOD_ASSERT(!"state kind without a resource");

@@ -11,6 +11,8 @@
  */
 #include "internal.h"
 
+#include "iod/objects.h"
+
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1849,10 +1851,196 @@ static void load_mesh(struct spec_ld *ld, const struct iod_yaml_node *m)
 		ld->spec->transport = (enum iod_transport)x;
 }
 
+/* ---- security groups ------------------------------------------------------ */
+
+/*
+ * A rule's YAML mapping as NetPolicy JSON, checked by the objects' own rule
+ * parser (one home for what a rule means); errors at the rule's keys.
+ */
+static const char *const sg_rule_keys[] = {"name", "action",   "service",
+                                           "cidr", "protocol", "ports"};
+
+static json_t *load_sg_rule(struct spec_ld *ld, const struct iod_yaml_node *m, const char *what)
+{
+	const struct iod_yaml_node *v[IOD_ARRAY_LEN(sg_rule_keys)];
+	if (!get_map(ld, m, what, sg_rule_keys, IOD_ARRAY_LEN(sg_rule_keys), v, NULL))
+		return NULL;
+	json_t *r = json_object();
+	bool ok = true;
+	for (size_t i = 0; i < IOD_ARRAY_LEN(sg_rule_keys) && r; i++) {
+		const char *str;
+		if (!v[i])
+			continue;
+		if (!get_str(ld, v[i], sg_rule_keys[i], &str)) {
+			ok = false;
+			continue;
+		}
+		/* ports: 80 stays a number, "8000-8100" a string */
+		if (i == 5 && v[i]->plain && is_digits(str) && strlen(str) <= 5)
+			json_object_set_new(r, "ports", json_integer(strtol(str, NULL, 10)));
+		else
+			json_object_set_new(r, sg_rule_keys[i], json_string(str));
+	}
+	if (!v[0]) {
+		spec_err(ld, m, "%s needs a name (it names the rule's drops and counters)", what);
+		ok = false;
+	}
+	struct iod_obj_netpolicy_rule pr;
+	struct iod_err e = {0};
+	if (r && ok && iod_obj_netpolicy_rule_parse(r, &pr, &e)) {
+		const struct iod_yaml_node *at = m;
+		/* point at the key the message is about */
+		for (size_t i = 1; i < IOD_ARRAY_LEN(sg_rule_keys); i++)
+			if (v[i] && strstr(e.msg, sg_rule_keys[i]))
+				at = v[i];
+		spec_err(ld, at, "%s: %s", what, e.msg);
+		ok = false;
+	}
+	if (!ok) {
+		json_decref(r);
+		return NULL;
+	}
+	return r;
+}
+
+/* The spec's service of that name; services with errors (no name) are skipped. */
+static const struct iod_spec_service *sg_service(const struct spec_ld *ld, const char *name)
+{
+	for (uint32_t i = 0; name && i < ld->spec->services_n; i++)
+		if (ld->spec->services[i].name && !strcmp(ld->spec->services[i].name, name))
+			return &ld->spec->services[i];
+	return NULL;
+}
+
+enum { SG_NAME, SG_SERVICE, SG_TENANT, SG_INGRESS, SG_EGRESS };
+static const char *const sg_keys[] = {"name", "service", "tenant", "ingress", "egress"};
+
+static void load_sg(struct spec_ld *ld, const struct iod_yaml_node *m, struct iod_spec_sg *g)
+{
+	const struct iod_yaml_node *v[IOD_ARRAY_LEN(sg_keys)];
+	g->line = m->line;
+	g->col = m->col;
+	if (!get_map(ld, m, "security_groups entry", sg_keys, IOD_ARRAY_LEN(sg_keys), v, NULL))
+		return;
+	if (!v[SG_NAME])
+		spec_err(ld, m, "a security group needs a name (its NetPolicy object's)");
+	else
+		get_name(ld, v[SG_NAME], "security group name", &g->name);
+	if (!v[SG_SERVICE])
+		spec_err(ld, m, "security group %s needs the service it guards (service: NAME)",
+		         g->name ? g->name : "?");
+	else
+		get_name(ld, v[SG_SERVICE], "security group service", &g->service);
+	if (v[SG_TENANT])
+		get_name(ld, v[SG_TENANT], "security group tenant", &g->tenant);
+	const struct iod_spec_service *sv = sg_service(ld, g->service);
+	if (g->service && ld->spec->services_n && !sv)
+		spec_err(ld, v[SG_SERVICE],
+		         "security group %s guards service \"%s\", which this spec does not "
+		         "declare (`iod policy apply` attaches one to a deployed service)",
+		         g->name ? g->name : "?", g->service);
+	if (sv && g->tenant && strcmp(sv->tenant, g->tenant))
+		spec_err(ld, v[SG_TENANT],
+		         "security group %s: service %s is tenant %s's, not %s's (a group "
+		         "guards its own tenant's services)",
+		         g->name ? g->name : "?", g->service, sv->tenant, g->tenant);
+	if (sv)
+		g->tenant = sv->tenant;
+	if (!g->tenant)
+		g->tenant = "default";
+	if (!v[SG_INGRESS] && !v[SG_EGRESS])
+		spec_err(ld, m, "security group %s has no ingress: or egress: rules",
+		         g->name ? g->name : "?");
+	uint32_t total = 0;
+	for (int d = 0; d < 2; d++) {
+		const struct iod_yaml_node *seq = v[d ? SG_EGRESS : SG_INGRESS];
+		const char *dn = d ? "egress" : "ingress";
+		char what[48];
+		if (!seq || !want_seq(ld, seq, dn, "[{name: http, service: web, ports: 80}]",
+		                      IOD_NET_SG_RULES_MAX, "IOD_NET_SG_RULES_MAX"))
+			continue;
+		json_t *a = json_array();
+		uint32_t i = 0;
+		for (const struct iod_yaml_node *it = seq->first; it; it = it->next, i++) {
+			snprintf(what, sizeof(what), "%s[%u]", dn, (unsigned)i);
+			json_t *r = load_sg_rule(ld, it, what);
+			if (!r)
+				continue;
+			const char *nm = json_string_value(json_object_get(r, "name"));
+			/* unique names across both directions: each names its counter */
+			for (int d2 = 0; d2 <= d; d2++) {
+				const json_t *prev = d2 == d ? a : g->ingress;
+				size_t k;
+				json_t *x;
+				json_array_foreach(prev, k, x)
+				{
+					if (!strcmp(json_string_value(json_object_get(x, "name")),
+					            nm))
+						spec_err(ld, it,
+						         "%s: rule name \"%s\" is used twice in "
+						         "security "
+						         "group %s",
+						         what, nm, g->name ? g->name : "?");
+				}
+			}
+			if (!strcmp(nm, "default-deny"))
+				spec_err(ld, it,
+				         "%s: \"default-deny\" names what no rule allows; choose "
+				         "another "
+				         "name",
+				         what);
+			const char *peer = json_string_value(json_object_get(r, "service"));
+			const struct iod_spec_service *ps = sg_service(ld, peer);
+			if (ps && strcmp(ps->tenant, g->tenant))
+				spec_err(
+				    ld, it,
+				    "%s: peer service %s is tenant %s's, not %s's (peers are "
+				    "services of the same tenant; use a cidr for anything else)",
+				    what, peer, ps->tenant, g->tenant);
+			json_array_append_new(a, r);
+		}
+		total += i;
+		if (d)
+			g->egress = a;
+		else
+			g->ingress = a;
+	}
+	if (total > IOD_NET_SG_RULES_MAX)
+		spec_err(ld, m,
+		         "security group %s has %u rules; the most is %d (IOD_NET_SG_RULES_MAX)",
+		         g->name ? g->name : "?", (unsigned)total, IOD_NET_SG_RULES_MAX);
+}
+
+static void load_sgs(struct spec_ld *ld, const struct iod_yaml_node *seq)
+{
+	struct iod_spec *sp = ld->spec;
+	if (!want_seq(ld, seq, "security_groups",
+	              "[{name: web-in, service: web, ingress: [{name: http, ports: 80}]}]",
+	              IOD_SPEC_SERVICES_MAX, "IOD_SPEC_SERVICES_MAX"))
+		return;
+	sp->sgs = iod_arena_alloc(&sp->arena, sizeof(*sp->sgs) * (seq->n + 1));
+	if (!sp->sgs) {
+		spec_err(ld, seq, "out of memory");
+		return;
+	}
+	memset(sp->sgs, 0, sizeof(*sp->sgs) * (seq->n + 1));
+	for (const struct iod_yaml_node *it = seq->first; it; it = it->next) {
+		struct iod_spec_sg *g = &sp->sgs[sp->sgs_n++]; /* counted first: freed on errors */
+		load_sg(ld, it, g);
+		for (uint32_t j = 0; g->name && j + 1 < sp->sgs_n; j++)
+			if (sp->sgs[j].name && !strcmp(sp->sgs[j].name, g->name))
+				spec_err(
+				    ld, it,
+				    "security group name \"%s\" is used twice (first at line %u)",
+				    g->name, (unsigned)sp->sgs[j].line);
+	}
+}
+
 /* ---- the top level ------------------------------------------------------- */
 
-enum { TOP_SERVICES, TOP_RESOURCES, TOP_STORAGE, TOP_MESH };
-static const char *const top_keys[] = {"services", "resources", "storage", "service_mesh"};
+enum { TOP_SERVICES, TOP_RESOURCES, TOP_STORAGE, TOP_MESH, TOP_SGS };
+static const char *const top_keys[] = {"services", "resources", "storage", "service_mesh",
+                                       "security_groups"};
 
 int spec_build(struct spec_ld *ld, const struct iod_yaml_node *root)
 {
@@ -1868,9 +2056,10 @@ int spec_build(struct spec_ld *ld, const struct iod_yaml_node *root)
 	}
 	if (!get_map(ld, root, "the spec", top_keys, IOD_ARRAY_LEN(top_keys), v, NULL))
 		return -EINVAL;
-	if (!v[0] && !v[1] && !v[2] && !v[3] && ld->diags->total == before)
+	if (!v[0] && !v[1] && !v[2] && !v[3] && !v[4] && ld->diags->total == before)
 		spec_err(ld, root,
-		         "the spec has none of services:, resources:, storage: or service_mesh:");
+		         "the spec has none of services:, resources:, storage:, service_mesh: or "
+		         "security_groups:");
 	if (v[TOP_SERVICES])
 		load_services(ld, v[TOP_SERVICES]);
 	if (v[TOP_RESOURCES]) {
@@ -1882,5 +2071,7 @@ int spec_build(struct spec_ld *ld, const struct iod_yaml_node *root)
 		load_storage(ld, v[TOP_STORAGE]);
 	if (v[TOP_MESH])
 		load_mesh(ld, v[TOP_MESH]);
+	if (v[TOP_SGS]) /* after the services: a group names them */
+		load_sgs(ld, v[TOP_SGS]);
 	return ld->diags->total == before ? 0 : -EINVAL;
 }

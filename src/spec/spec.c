@@ -224,6 +224,10 @@ void iod_spec_free(struct iod_spec *s)
 {
 	if (!s)
 		return;
+	for (uint32_t i = 0; i < s->sgs_n; i++) {
+		json_decref(s->sgs[i].ingress);
+		json_decref(s->sgs[i].egress);
+	}
 	iod_arena_free(&s->arena);
 	free(s);
 }
@@ -440,6 +444,18 @@ static json_t *service_json(const struct iod_spec_service *s)
 	return o;
 }
 
+json_t *iod_spec_sg_to_json(const struct iod_spec_sg *g)
+{
+	json_t *o = json_object();
+	set(o, "service", json_string(g->service));
+	set(o, "tenant", json_string(g->tenant ? g->tenant : "default"));
+	if (g->ingress)
+		set(o, "ingress", json_deep_copy(g->ingress));
+	if (g->egress)
+		set(o, "egress", json_deep_copy(g->egress));
+	return o;
+}
+
 json_t *iod_spec_to_json(const struct iod_spec *s)
 {
 	json_t *o = json_object();
@@ -458,6 +474,15 @@ json_t *iod_spec_to_json(const struct iod_spec *s)
 			set(r, "compute", compute_json(&s->resources.compute));
 		set(r, "network", network_json(&s->resources.network));
 		set(o, "resources", r);
+	}
+	if (s->sgs_n) {
+		json_t *a = json_array();
+		for (uint32_t i = 0; i < s->sgs_n; i++) {
+			json_t *g = iod_spec_sg_to_json(&s->sgs[i]);
+			json_object_set_new(g, "name", json_string(s->sgs[i].name));
+			json_array_append_new(a, g);
+		}
+		set(o, "security_groups", a);
 	}
 	if (s->tiers_n) {
 		json_t *st = json_object(), *tiers = json_array();

@@ -11,6 +11,8 @@
  * Pure: JSON in, values out; no I/O, no clock.
  */
 #include "iod/objects.h"
+#include "iod/net.h"
+#include "iod/state.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -61,6 +63,8 @@ static const struct field fault_fields[] = {IOD_OBJ_FAULT_FIELDS(FAULT_ROW)};
 static const struct field checkpoint_fields[] = {IOD_OBJ_CHECKPOINT_FIELDS(CHECKPOINT_ROW)};
 #define XFERPEER_ROW(f, k, t, m, lo, hi, d) ROW(iod_obj_xferpeer, f, k, t, m, lo, hi, d)
 static const struct field xferpeer_fields[] = {IOD_OBJ_XFERPEER_FIELDS(XFERPEER_ROW)};
+#define NETPOLICY_ROW(f, k, t, m, lo, hi, d) ROW(iod_obj_netpolicy, f, k, t, m, lo, hi, d)
+static const struct field netpolicy_fields[] = {IOD_OBJ_NETPOLICY_FIELDS(NETPOLICY_ROW)};
 
 static const struct kind kinds[IOD_OBJ_KIND_COUNT] = {
     [IOD_OBJ_KIND_NODE] = {"node", sizeof(struct iod_obj_node), node_fields,
@@ -79,6 +83,8 @@ static const struct kind kinds[IOD_OBJ_KIND_COUNT] = {
                                  IOD_OBJ_CHECKPOINT_FIELD_COUNT},
     [IOD_OBJ_KIND_XFERPEER] = {"xferpeer", sizeof(struct iod_obj_xferpeer), xferpeer_fields,
                                IOD_OBJ_XFERPEER_FIELD_COUNT},
+    [IOD_OBJ_KIND_NETPOLICY] = {"netpolicy", sizeof(struct iod_obj_netpolicy), netpolicy_fields,
+                                IOD_OBJ_NETPOLICY_FIELD_COUNT},
 };
 
 _Static_assert(IOD_OBJ_REPLICA_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX,
@@ -92,7 +98,8 @@ _Static_assert(IOD_OBJ_NODE_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX &&
                    IOD_OBJ_SERVICE_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX &&
                    IOD_OBJ_MEMBER_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX &&
                    IOD_OBJ_FAULT_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX &&
-                   IOD_OBJ_XFERPEER_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX,
+                   IOD_OBJ_XFERPEER_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX &&
+                   IOD_OBJ_NETPOLICY_FIELD_COUNT <= IOD_OBJ_FIELDS_MAX,
                "presence bits are one uint64_t");
 _Static_assert(offsetof(struct iod_obj_replica, head) == 0 &&
                    offsetof(struct iod_obj_endpoint, head) == 0 &&
@@ -591,5 +598,180 @@ int iod_obj_xferpeer_check(const struct iod_obj_xferpeer *p, struct iod_err *e)
 		if (iod_hex_digit(md[i]) < 0)
 			return iod_err_set(e, -EINVAL,
 			                   "xferpeer: \"md\" byte %zu is not a hex digit", i);
+	return 0;
+}
+
+int iod_obj_netpolicy_from_json(const json_t *v, struct iod_obj_netpolicy *p, struct iod_err *e)
+{
+	return iod_obj_from_json(IOD_OBJ_KIND_NETPOLICY, v, p, e);
+}
+
+json_t *iod_obj_netpolicy_to_json(const struct iod_obj_netpolicy *p)
+{
+	return iod_obj_to_json(IOD_OBJ_KIND_NETPOLICY, p);
+}
+
+/* "80", "8000-8100" or 80 -> [lo, hi]. */
+static int ports_parse(const json_t *j, uint16_t *lo, uint16_t *hi)
+{
+	if (json_is_integer(j)) {
+		json_int_t v = json_integer_value(j);
+		if (v < 0 || v > 65535)
+			return -EINVAL;
+		*lo = *hi = (uint16_t)v;
+		return 0;
+	}
+	const char *s = json_string_value(j);
+	if (!s)
+		return -EINVAL;
+	if (!strcmp(s, "any")) {
+		*lo = 0;
+		*hi = 65535;
+		return 0;
+	}
+	char *end;
+	unsigned long a = strtoul(s, &end, 10), b = a;
+	if (end == s || (*end && *end != '-'))
+		return -EINVAL;
+	if (*end == '-') {
+		const char *s2 = end + 1;
+		b = strtoul(s2, &end, 10);
+		if (end == s2 || *end)
+			return -EINVAL;
+	}
+	if (a > 65535 || b > 65535 || a > b)
+		return -EINVAL;
+	*lo = (uint16_t)a;
+	*hi = (uint16_t)b;
+	return 0;
+}
+
+int iod_obj_netpolicy_rule_parse(const json_t *j, struct iod_obj_netpolicy_rule *r,
+                                 struct iod_err *e)
+{
+	static const char *const keys[] = {"name", "action",   "service",
+	                                   "cidr", "protocol", "ports"};
+	const char *k, *s = NULL;
+	json_t *v;
+	memset(r, 0, sizeof(*r));
+	r->port_max = 65535;
+	if (!json_is_object(j))
+		return iod_err_set(e, -EINVAL, "a rule is an object with \"name\"");
+	json_object_foreach((json_t *)j, k, v)
+	{
+		bool known = false;
+		for (size_t i = 0; i < IOD_ARRAY_LEN(keys) && !known; i++)
+			known = !strcmp(k, keys[i]);
+		if (!known)
+			return iod_err_set(e, -EINVAL,
+			                   "unknown key \"%.64s\" (name, action, service, cidr, "
+			                   "protocol, ports)",
+			                   k);
+	}
+	if (iod_json_get_str(j, "name", &s) || !s[0] || strlen(s) >= IOD_NAME_MAX ||
+	    !iod_state_name_valid(s))
+		return iod_err_set(e, -EINVAL, "\"name\" must be a name ([A-Za-z0-9._-], 1..%d)",
+		                   IOD_NAME_MAX - 1);
+	iod_strlcpy(r->name, s, sizeof(r->name));
+	const char *nm = r->name;
+	if ((v = json_object_get(j, "action"))) {
+		s = json_string_value(v);
+		if (!s || (strcmp(s, "allow") && strcmp(s, "deny")))
+			return iod_err_set(e, -EINVAL, "rule %s: \"action\" is allow or deny", nm);
+		r->deny = !strcmp(s, "deny");
+	}
+	if (json_object_get(j, "service") && json_object_get(j, "cidr"))
+		return iod_err_set(e, -EINVAL,
+		                   "rule %s: a peer is a \"service\" or a \"cidr\", not both", nm);
+	if ((v = json_object_get(j, "service"))) {
+		s = json_string_value(v);
+		if (!s || !s[0] || strlen(s) >= IOD_NAME_MAX || !iod_state_name_valid(s))
+			return iod_err_set(e, -EINVAL,
+			                   "rule %s: \"service\" must be a service name", nm);
+		iod_strlcpy(r->peer, s, sizeof(r->peer));
+	}
+	if ((v = json_object_get(j, "cidr"))) {
+		s = json_string_value(v);
+		if (!s || (strcmp(s, "any") && iod_net_cidr_parse(s, &r->cidr_ip, &r->prefix_len)))
+			return iod_err_set(e, -EINVAL,
+			                   "rule %s: \"cidr\" must be an IPv4 CIDR like 10.0.0.0/8",
+			                   nm);
+		if (r->prefix_len < 32 && r->prefix_len)
+			r->cidr_ip &= ~0u << (32 - r->prefix_len);
+		if (!r->prefix_len)
+			r->cidr_ip = 0;
+	}
+	if ((v = json_object_get(j, "protocol"))) {
+		s = json_string_value(v);
+		if (s && !strcmp(s, "tcp"))
+			r->proto = IOD_NET_PROTO_TCP;
+		else if (s && !strcmp(s, "udp"))
+			r->proto = IOD_NET_PROTO_UDP;
+		else if (s && !strcmp(s, "icmp"))
+			r->proto = IOD_NET_PROTO_ICMP;
+		else if (!s || strcmp(s, "any"))
+			return iod_err_set(e, -EINVAL,
+			                   "rule %s: \"protocol\" is tcp, udp, icmp or any", nm);
+	}
+	if ((v = json_object_get(j, "ports"))) {
+		if (ports_parse(v, &r->port_min, &r->port_max))
+			return iod_err_set(
+			    e, -EINVAL, "rule %s: \"ports\" is N or \"LOW-HIGH\" in 0..65535", nm);
+		if (r->proto != IOD_NET_PROTO_TCP && r->proto != IOD_NET_PROTO_UDP &&
+		    (r->port_min != 0 || r->port_max != 65535))
+			return iod_err_set(e, -EINVAL,
+			                   "rule %s: \"ports\" need \"protocol\": tcp or udp", nm);
+	}
+	return 0;
+}
+
+int iod_obj_netpolicy_check(const struct iod_obj_netpolicy *p, struct iod_err *e)
+{
+	if (!p->service[0] || !iod_state_name_valid(p->service))
+		return iod_err_set(e, -EINVAL,
+		                   "netpolicy: \"service\" (the service it guards) is "
+		                   "required");
+	if (p->tenant[0] && !iod_state_name_valid(p->tenant))
+		return iod_err_set(e, -EINVAL, "netpolicy: \"tenant\" must be a name");
+	const json_t *dirs[2] = {p->ingress, p->egress};
+	const char *dn[2] = {"ingress", "egress"};
+	size_t total = 0;
+	for (int d = 0; d < 2; d++) {
+		if (!dirs[d])
+			continue;
+		if (!json_is_array(dirs[d]))
+			return iod_err_set(e, -EINVAL, "netpolicy: \"%s\" is a list of rules",
+			                   dn[d]);
+		total += json_array_size(dirs[d]);
+	}
+	if (total > IOD_NET_SG_RULES_MAX)
+		return iod_err_set(e, -E2BIG,
+		                   "netpolicy: %zu rules; at most %d (IOD_NET_SG_RULES_MAX)", total,
+		                   IOD_NET_SG_RULES_MAX);
+	struct iod_obj_netpolicy_rule r, o;
+	for (int d = 0; d < 2; d++)
+		for (size_t i = 0; i < json_array_size(dirs[d]); i++) {
+			if (iod_obj_netpolicy_rule_parse(json_array_get(dirs[d], i), &r, e)) {
+				iod_err_wrap(e, "netpolicy: %s[%zu]", dn[d], i);
+				return -EINVAL;
+			}
+			if (!strcmp(r.name, "default-deny"))
+				return iod_err_set(
+				    e, -EINVAL,
+				    "netpolicy: %s[%zu]: \"default-deny\" names what no "
+				    "rule allows; choose another name",
+				    dn[d], i);
+			for (int d2 = 0; d2 <= d; d2++)
+				for (size_t k = 0; k < (d2 < d ? json_array_size(dirs[d2]) : i);
+				     k++)
+					if (!iod_obj_netpolicy_rule_parse(
+					        json_array_get(dirs[d2], k), &o, NULL) &&
+					    !strcmp(o.name, r.name))
+						return iod_err_set(
+						    e, -EINVAL,
+						    "netpolicy: %s[%zu]: rule name \"%s\" "
+						    "is used twice",
+						    dn[d], i, r.name);
+		}
 	return 0;
 }

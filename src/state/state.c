@@ -555,9 +555,12 @@ static int deploy_prune(const struct iod_state *s, json_t *svcs, json_t *reps,
 }
 
 /*
- * {"op":"deploy","services":[{"name","value"}...],"replicas":[{"name","value"}...]}
- * Puts every service and replica; deletes the replicas (and their endpoints)
- * of those services that the new set no longer names. One revision.
+ * {"op":"deploy","services":[{"name","value"}...],"replicas":[{"name","value"}...],
+ *  "netpolicies":[{"name","value"}...]}
+ * Puts every service and replica, and the spec's security groups (optional;
+ * a group the spec no longer has stays until `iod policy delete`); deletes
+ * the replicas (and their endpoints) of those services that the new set no
+ * longer names. One revision.
  */
 /* The deploy command's shape: every object named, valid, a value, a service. */
 static int deploy_check(json_t *svcs, json_t *reps, struct iod_state_result *r)
@@ -601,7 +604,26 @@ static int cmd_deploy(struct iod_state *s, json_t *j, const size_t *known, size_
 	size_t prune_n = 0;
 	if ((rc = deploy_prune(s, svcs, reps, &prune, &prune_n, r)))
 		return rc;
-	if (s->total + ns + nr > IOD_STATE_OBJECTS_MAX) {
+	json_t *nps = json_object_get(j, "netpolicies");
+	size_t nn = json_array_size(nps);
+	if (nps && (!json_is_array(nps) || ns + nr + nn > IOD_STATE_TXN_OPS_MAX)) {
+		free(prune);
+		return fail(r, -EINVAL, "deploy \"netpolicies\" is an array of at most %zu",
+		            IOD_STATE_TXN_OPS_MAX - ns - nr);
+	}
+	for (i = 0; i < nn; i++) {
+		const char *name = NULL;
+		json_t *o = json_array_get(nps, i);
+		if (iod_json_get_str(o, "name", &name) || !iod_state_name_valid(name) ||
+		    !json_is_object(json_object_get(o, "value"))) {
+			free(prune);
+			return fail(r, -EINVAL,
+			            "deploy netpolicy %zu needs a valid \"name\" and an object "
+			            "\"value\"",
+			            i);
+		}
+	}
+	if (s->total + ns + nr + nn > IOD_STATE_OBJECTS_MAX) {
 		free(prune);
 		return fail(r, -ENOSPC, "deploy would exceed %d objects", IOD_STATE_OBJECTS_MAX);
 	}
@@ -619,6 +641,14 @@ static int cmd_deploy(struct iod_state *s, json_t *j, const size_t *known, size_
 		               ? known[i]
 		               : iod_state_value_bytes(json_object_get(o, "value"));
 		grow += (int64_t)bytes[i] - (old ? (int64_t)old->bytes : 0);
+	}
+	for (i = 0; i < nn; i++) {
+		const char *name = NULL;
+		json_t *o = json_array_get(nps, i);
+		iod_json_get_str(o, "name", &name);
+		const struct iod_state_obj *old = iod_state_find(s, IOD_STATE_NETPOLICY, name);
+		grow += (int64_t)iod_state_value_bytes(json_object_get(o, "value")) -
+		        (old ? (int64_t)old->bytes : 0);
 	}
 	if (!bytes || (rc = bytes_check(s, grow, r))) {
 		free(bytes);
@@ -639,6 +669,15 @@ static int cmd_deploy(struct iod_state *s, json_t *j, const size_t *known, size_
 		iod_json_get_str(o, "name", &name);
 		rc = do_put_sized(s, i < ns ? IOD_STATE_SERVICE : IOD_STATE_REPLICA, name,
 		                  json_object_get(o, "value"), bytes[i], 0);
+		if (rc)
+			rc = fail(r, rc, "deploy: out of memory");
+		r->changed += 1;
+	}
+	for (i = 0; i < nn && !rc; i++) {
+		json_t *o = json_array_get(nps, i), *v = json_object_get(o, "value");
+		const char *name = NULL;
+		iod_json_get_str(o, "name", &name);
+		rc = do_put_sized(s, IOD_STATE_NETPOLICY, name, v, iod_state_value_bytes(v), 0);
 		if (rc)
 			rc = fail(r, rc, "deploy: out of memory");
 		r->changed += 1;

@@ -279,7 +279,7 @@ TEST(overlay_bandwidth_is_the_replicas_egress_meter)
 	struct iod_flow_dp dp;
 	struct iod_err e = {0};
 	CHECK(nodes && svcs && reps && t && c);
-	CHECK_EQ(iod_agent_overlay_table_from_state(nodes, svcs, reps, t), 0);
+	CHECK_EQ(iod_agent_overlay_table_from_state(nodes, svcs, reps, NULL, t), 0);
 	CHECK_EQ(t->n, 3);
 	CHECK_U64(t->eps[0].egress_bps, 100000000);
 	CHECK_U64(t->eps[1].egress_bps, 0);
@@ -387,7 +387,7 @@ TEST(drops_are_recorded_with_their_rule)
 	struct iod_agent_drops *d = calloc(1, sizeof(*d));
 	struct iod_err e = {0};
 	CHECK(nodes && svcs && reps && t && c && d);
-	CHECK_EQ(iod_agent_overlay_table_from_state(nodes, svcs, reps, t), 0);
+	CHECK_EQ(iod_agent_overlay_table_from_state(nodes, svcs, reps, NULL, t), 0);
 	struct iod_agent_overlay_node nd = {.name = "node-1",
 	                                    .vtep_ip = ip("10.254.1.1"),
 	                                    .gateway = ip("10.200.1.1"),
@@ -460,6 +460,227 @@ TEST(drops_are_recorded_with_their_rule)
 	free(d);
 	free(c);
 	free(t);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+}
+
+/* One TCP frame src:sport -> dst:dport with flags into the switch's host port. */
+static void tcp_frame(struct qbuf *b, uint32_t src, uint32_t dst, uint16_t sport, uint16_t dport,
+                      uint8_t flags)
+{
+	struct iod_net_pkt_spec s = {0};
+	iod_agent_overlay_mac(dst, false, s.dst_mac);
+	iod_agent_overlay_mac(src, false, s.src_mac);
+	s.t.family = IOD_NET_AF_V4;
+	s.t.proto = IOD_NET_PROTO_TCP;
+	s.t.src.v4 = src;
+	s.t.dst.v4 = dst;
+	s.t.sport = sport;
+	s.t.dport = dport;
+	s.tcp_flags = flags;
+	memset(&b->pkt, 0, sizeof(b->pkt));
+	b->pkt.data = b->mem + 128;
+	b->pkt.headroom = 128;
+	b->pkt.len = (uint32_t)iod_net_pkt_build(&s, b->pkt.data, 2048);
+	b->pkt.port_in = IOD_DP_PORT_HOST;
+}
+
+/* The verdict of one frame through dp, checked against the reference
+ * (iod_flow_dp_acl_verdict) for a new session; *acl: the acl index the
+ * reference names (-1 admitted). */
+static int sg_acl;
+static void sg_send(struct iod_flow_dp *dp, const struct iod_flow_dp_config *c, struct qbuf *b,
+                    uint32_t src, uint32_t dst, uint16_t sport, uint16_t dport, uint8_t flags,
+                    bool want_pass, uint64_t now)
+{
+	tcp_frame(b, src, dst, sport, dport, flags);
+	struct iod_pkt *pp = &b->pkt;
+	iod_flow_burst(dp->pl, 0, &pp, 1, now);
+	CHECK_MSG((b->pkt.verdict == IOD_FLOW_V_PORT) == want_pass, "%u -> %u:%u: verdict %d",
+	          src & 255, dst & 255, dport, b->pkt.verdict);
+	struct iod_flow_key k = drop_key(src, dst, IOD_NET_PROTO_TCP, sport, flags);
+	k.dport = dport;
+	int a = iod_flow_dp_acl_verdict(c, &k, true);
+	sg_acl = a;
+	if (flags == IOD_NET_TCP_SYN)
+		CHECK_MSG((a < 0) == want_pass, "reference disagrees for %u -> %u:%u (acl %d)",
+		          src & 255, dst & 255, dport, a);
+}
+
+/* Security groups (sg.c + src/flow/dp.c): NetPolicy objects from the watch
+ * become endpoint-bound entries of the local replicas' groups: per member
+ * and direction an allow of the node's host stack, the rules in order (a
+ * peer service: one entry per replica of it in the group's tenant; another
+ * tenant's service of that name gives none), then the group's default
+ * deny; an object that does not check is skipped. Through the pipeline: a
+ * session the client's egress rule and the server's ingress rule admit
+ * passes; a port no ingress rule names is dropped (server-in/default-deny),
+ * one a deny rule names is dropped by it (server-in/no-ssh), one the
+ * client's egress does not allow is dropped at the client
+ * (client-out/default-deny); the node's host stack reaches a guarded
+ * replica; replies of admitted sessions pass (conntrack) though no rule
+ * would admit them as new; the drops carry the rule's name. */
+TEST(security_groups_compile_into_sg_pipes)
+{
+	json_t *nodes =
+	    json_pack("{s:[{s:s,s:{s:s}},{s:s,s:{s:s}}]}", "items", "name", "node-1", "value",
+	              "addr", "10.254.1.1", "name", "node-2", "value", "addr", "10.254.2.1");
+	json_t *svcs = json_pack("{s:[{s:s,s:{}},{s:s,s:{}},{s:s,s:{}},{s:s,s:{s:s}}]}", "items",
+	                         "name", "server", "value", "name", "client", "value", "name",
+	                         "web", "value", "name", "intruder", "value", "tenant", "other");
+	json_t *reps = json_pack(
+	    "{s:[{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}},"
+	    "{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}}]}",
+	    "items", "name", "server-0", "value", "service", "server", "node", "node-1", "addr",
+	    "10.200.1.2", "name", "client-0", "value", "service", "client", "node", "node-2",
+	    "addr", "10.200.2.2", "name", "client-1", "value", "service", "client", "node",
+	    "node-1", "addr", "10.200.1.3", "name", "web-0", "value", "service", "web", "node",
+	    "node-1", "addr", "10.200.1.4", "name", "intruder-0", "value", "service", "intruder",
+	    "node", "node-2", "addr", "10.200.2.3");
+	json_error_t je;
+	json_t *nps = json_loads(
+	    "{\"items\": ["
+	    "{\"name\": \"server-in\", \"value\": {\"service\": \"server\", \"ingress\": ["
+	    " {\"name\": \"app\", \"service\": \"client\", \"protocol\": \"tcp\", \"ports\": 7777},"
+	    " {\"name\": \"x\", \"service\": \"intruder\"},"
+	    " {\"name\": \"no-ssh\", \"action\": \"deny\", \"protocol\": \"tcp\", \"ports\": "
+	    "\"22\"},"
+	    " {\"name\": \"ops\", \"cidr\": \"10.9.3.0/16\", \"protocol\": \"udp\","
+	    "  \"ports\": \"5000-5010\"}]}},"
+	    "{\"name\": \"client-out\", \"value\": {\"service\": \"client\", \"egress\": ["
+	    " {\"name\": \"to-server\", \"service\": \"server\", \"protocol\": \"tcp\","
+	    "  \"ports\": \"7777-7778\"}]}},"
+	    "{\"name\": \"bad\", \"value\": {\"service\": \"server\", \"ingress\": ["
+	    " {\"name\": \"p\", \"protocol\": \"icmp\", \"ports\": 80}]}}]}",
+	    0, &je);
+	struct iod_agent_overlay_table *t = calloc(1, sizeof(*t));
+	struct iod_flow_dp_config *c = calloc(1, sizeof(*c));
+	struct iod_agent_drops *d = calloc(1, sizeof(*d));
+	struct qbuf *b = calloc(1, sizeof(*b));
+	struct iod_flow_dp dp;
+	struct iod_err e = {0};
+	CHECK_MSG(nps != NULL, "%s", je.text);
+	CHECK(nodes && svcs && reps && t && c && d && b);
+	CHECK_EQ(iod_agent_overlay_table_from_state(nodes, svcs, reps, nps, t), 0);
+	CHECK_EQ(iod_agent_sg_from_state(nps, t, &e), -EINVAL); /* "bad": skipped, named */
+	CHECK(strstr(e.msg, "netpolicy/bad"));
+	CHECK_EQ(t->sgs_n, 2);
+	CHECK_STR(t->sgs[0].name, "client-out"); /* name order */
+	CHECK_STR(t->sgs[1].name, "server-in");
+	CHECK(t->sgs[1].ingress && !t->sgs[1].egress);
+	CHECK_STR(t->sg_rules[t->sgs[1].deny_rule].name, "server-in/default-deny");
+
+	uint32_t gw = ip("10.200.1.1"), srv = ip("10.200.1.2"), c0 = ip("10.200.2.2"),
+	         c1 = ip("10.200.1.3"), web = ip("10.200.1.4");
+	struct iod_agent_overlay_node nd = {.name = "node-1",
+	                                    .vtep_ip = ip("10.254.1.1"),
+	                                    .gateway = gw,
+	                                    .overlay_net = ip("10.200.0.0"),
+	                                    .overlay_prefix = 16};
+	struct iod_agent_overlay_local loc[3] = {
+	    {"server-0", srv}, {"client-1", c1}, {"web-0", web}};
+	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 3, c, &e) == 0, "%s", e.msg);
+	/* client-out for client-1: host, to-server (server-0), default deny;
+	 * server-in for server-0: host, app (client-0, client-1), no-ssh, ops,
+	 * default deny; intruder is tenant other's: no entry */
+	CHECK_EQ(c->acls_n, 9);
+	const struct iod_flow_dp_acl *a = c->acls;
+	CHECK(a[0].egress && a[0].member_ip == c1 && !a[0].deny && a[0].peer_ip == gw &&
+	      a[0].peer_prefix_len == 32 && a[0].rule == IOD_AGENT_SG_RULE_NONE);
+	CHECK(a[1].egress && a[1].peer_ip == srv && a[1].proto == IOD_NET_PROTO_TCP &&
+	      a[1].port_min == 7777 && a[1].port_max == 7778);
+	CHECK_STR(t->sg_rules[a[1].rule].name, "client-out/to-server");
+	CHECK(a[2].egress && a[2].deny && a[2].peer_prefix_len == 0);
+	CHECK_STR(t->sg_rules[a[2].rule].name, "client-out/default-deny");
+	CHECK(!a[3].egress && a[3].member_ip == srv && a[3].peer_ip == gw && !a[3].deny);
+	CHECK(a[4].peer_ip == c0 && a[5].peer_ip == c1 && a[4].port_min == 7777 &&
+	      a[4].port_max == 7777);
+	CHECK_STR(t->sg_rules[a[4].rule].name, "server-in/app");
+	CHECK(a[6].deny && a[6].port_min == 22 && a[6].port_max == 22);
+	CHECK_STR(t->sg_rules[a[6].rule].name, "server-in/no-ssh");
+	CHECK(a[7].peer_ip == ip("10.9.0.0") && a[7].peer_prefix_len == 16 &&
+	      a[7].proto == IOD_NET_PROTO_UDP && a[7].port_min == 5000 && a[7].port_max == 5010);
+	CHECK(a[8].deny && !a[8].egress && a[8].member_ip == srv);
+
+	CHECK_MSG(iod_flow_dp_build(c, 1, &dp, &e) == 0, "%s", e.msg);
+	CHECK(dp.pipe_sgin >= 0);
+	/* the pipes' entries: acl i at IOD_DP_ACL_PRIO + i, egress in sg, ingress in sgin */
+	const struct iod_flow_entry_cfg *ec;
+	uint32_t pos = 0, id, in_n = 0;
+	while (iod_flow_entry_next(dp.pl, (uint32_t)dp.pipe_sgin, &pos, &id, &ec)) {
+		uint32_t i = ec->priority - IOD_DP_ACL_PRIO;
+		CHECK(i < c->acls_n && !c->acls[i].egress);
+		CHECK_EQ(ec->match.dst.v4, c->acls[i].member_ip);
+		CHECK_EQ(ec->fwd.type, c->acls[i].deny ? IOD_FLOW_FWD_DROP : IOD_FLOW_FWD_PIPE);
+		in_n++;
+	}
+	CHECK_EQ(in_n, 6);
+
+	uint64_t now = 1000000;
+	/* client-1 -> server-0:7777: egress to-server, ingress app */
+	sg_send(&dp, c, b, c1, srv, 40000, 7777, IOD_NET_TCP_SYN, true, now++);
+	CHECK_EQ(sg_acl, -1);
+	/* its reply passes (established), though server-0 -> client-1:40000
+	 * is no rule's */
+	sg_send(&dp, c, b, srv, c1, 7777, 40000, IOD_NET_TCP_SYN | IOD_NET_TCP_ACK, true, now++);
+	/* client-1 -> server-0:7778: egress admits, no ingress rule does */
+	sg_send(&dp, c, b, c1, srv, 40001, 7778, IOD_NET_TCP_SYN, false, now++);
+	int r = sg_acl;
+	CHECK(r >= 0 && !strcmp(t->sg_rules[c->acls[r].rule].name, "server-in/default-deny"));
+	/* client-1 -> server-0:22: its own egress group stops it first */
+	sg_send(&dp, c, b, c1, srv, 40002, 22, IOD_NET_TCP_SYN, false, now++);
+	r = sg_acl;
+	CHECK(r >= 0 && !strcmp(t->sg_rules[c->acls[r].rule].name, "client-out/default-deny"));
+	/* client-1 -> web-0 (no group): only client-1's egress group stops it */
+	sg_send(&dp, c, b, c1, web, 40008, 80, IOD_NET_TCP_SYN, false, now++);
+	r = sg_acl;
+	CHECK(r >= 0 && !strcmp(t->sg_rules[c->acls[r].rule].name, "client-out/default-deny"));
+	/* web-0 (no group) -> server-0:22: the deny rule; :7777: not a client */
+	sg_send(&dp, c, b, web, srv, 40003, 22, IOD_NET_TCP_SYN, false, now++);
+	r = sg_acl;
+	CHECK(r >= 0 && !strcmp(t->sg_rules[c->acls[r].rule].name, "server-in/no-ssh"));
+	sg_send(&dp, c, b, web, srv, 40004, 7777, IOD_NET_TCP_SYN, false, now++);
+	r = sg_acl;
+	CHECK(r >= 0 && !strcmp(t->sg_rules[c->acls[r].rule].name, "server-in/default-deny"));
+	/* the node's host stack (health checks) reaches the guarded server */
+	sg_send(&dp, c, b, gw, srv, 40005, 9999, IOD_NET_TCP_SYN, true, now++);
+	/* server-0 (no egress group) opens to client-1 (no ingress group) */
+	sg_send(&dp, c, b, srv, c1, 40006, 1234, IOD_NET_TCP_SYN, true, now++);
+	CHECK_EQ(sg_acl, -1);
+
+	/* the drop records name the rules */
+	struct iod_flow_key k = drop_key(web, srv, IOD_NET_PROTO_TCP, 40003, IOD_NET_TCP_SYN);
+	k.dport = 22;
+	iod_agent_drops_note(d, c, t, &k, false, 10000);
+	k = drop_key(c1, srv, IOD_NET_PROTO_TCP, 40001, IOD_NET_TCP_SYN);
+	k.dport = 7778;
+	iod_agent_drops_note(d, c, t, &k, false, 10001);
+	CHECK_EQ(d->n, 2);
+	CHECK_STR(d->ring[0].rule, "server-in/no-ssh");
+	CHECK_STR(d->ring[0].why, "at 10.200.1.2:22: a deny rule of its security group");
+	CHECK_STR(d->ring[1].rule, "server-in/default-deny");
+	CHECK_STR(d->ring[1].dst_name, "server-0");
+	iod_agent_drops_admitted_rule(d, "server-in/app", 0, true);
+	CHECK_EQ(d->rules_n, 2); /* a rule that admitted nothing is not counted yet */
+	iod_agent_drops_admitted_rule(d, "server-in/app", 1, false);
+	CHECK_STR(d->rules[2].rule, "server-in/app");
+	CHECK_U64(d->rules[2].forwarded, 1);
+
+	/* without the objects: no entries, no sgin pipe (the pipeline as before) */
+	CHECK_EQ(iod_agent_overlay_table_from_state(nodes, svcs, reps, NULL, t), 0);
+	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 3, c, &e) == 0, "%s", e.msg);
+	CHECK_EQ(c->acls_n, 0);
+	iod_flow_dp_destroy(&dp);
+	CHECK_MSG(iod_flow_dp_build(c, 1, &dp, &e) == 0, "%s", e.msg);
+	CHECK_EQ(dp.pipe_sgin, -1);
+	sg_send(&dp, c, b, web, srv, 40007, 22, IOD_NET_TCP_SYN, true, now++);
+	iod_flow_dp_destroy(&dp);
+	free(b);
+	free(d);
+	free(c);
+	free(t);
+	json_decref(nps);
 	json_decref(nodes);
 	json_decref(svcs);
 	json_decref(reps);

@@ -230,7 +230,7 @@ TEST(overlay_vip_balances_healthy_endpoints_from_the_objects)
 	struct iod_flow_dp dp[2];
 	struct iod_err e = {0};
 	CHECK(nodes && svcs && reps && eps && t && c && b);
-	CHECK_EQ(iod_agent_overlay_table_from_state(nodes, svcs, reps, t), 0);
+	CHECK_EQ(iod_agent_overlay_table_from_state(nodes, svcs, reps, NULL, t), 0);
 	CHECK_EQ(iod_agent_overlay_table_services(svcs, eps, t), 0);
 	CHECK_EQ(t->svcs_n, 3); /* "old" has no VIP */
 	CHECK_STR(t->svcs[1].name, "echo");
@@ -238,7 +238,7 @@ TEST(overlay_vip_balances_healthy_endpoints_from_the_objects)
 	CHECK_EQ(t->svcs[1].port, 8080);
 	CHECK_EQ(t->svcs[0].port, IOD_MESH_API_DEFAULT_PORT); /* no ports: the mesh's default */
 	CHECK_STR(t->svcs[2].tenant, "blue");
-	CHECK_STR(t->eps[3].svc, "echo");
+	CHECK_STR(t->eps[3].service, "echo");
 	CHECK_EQ(t->eps[3].port, 40102);
 	CHECK(!t->eps[3].healthy && t->eps[1].healthy);
 

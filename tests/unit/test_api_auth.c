@@ -255,6 +255,34 @@ TEST(raw_puts_pass_the_deploy_validation)
 	/* policies parse as service policies */
 	CHECK_EQ(validate(st, IOD_STATE_POLICY, "p", "{\"from\": \"a\", \"to\": \"b\"}", &e), 0);
 	CHECK_EQ(validate(st, IOD_STATE_POLICY, "p", "{\"v\": 1}", &e), -EINVAL);
+	/* netpolicies: every rule parses; a group guards its own tenant's
+	 * services, and names peers of that tenant only */
+	CHECK_EQ(validate(st, IOD_STATE_NETPOLICY, "g",
+	                  "{\"service\": \"web\", \"ingress\": [{\"name\": \"a\", "
+	                  "\"service\": \"web\", \"protocol\": \"tcp\", \"ports\": 80}]}",
+	                  &e),
+	         0);
+	CHECK_EQ(validate(st, IOD_STATE_NETPOLICY, "g",
+	                  "{\"service\": \"web\", \"ingress\": [{\"name\": \"a\", "
+	                  "\"protocol\": \"icmp\", \"ports\": 80}]}",
+	                  &e),
+	         -EINVAL);
+	CHECK_CONTAINS(e.msg, "netpolicy/g: netpolicy: ingress[0]: rule a: \"ports\" need");
+	CHECK_EQ(validate(st, IOD_STATE_NETPOLICY, "g",
+	                  "{\"service\": \"web\", \"tenant\": \"red\", \"egress\": []}", &e),
+	         -EINVAL);
+	CHECK_CONTAINS(e.msg, "service web is tenant default's; a policy of tenant red cannot");
+	CHECK_EQ(
+	    put_obj(st, IOD_STATE_SERVICE, "vault", "{\"name\": \"vault\", \"tenant\": \"red\"}"),
+	    0);
+	CHECK_EQ(validate(st, IOD_STATE_NETPOLICY, "g",
+	                  "{\"service\": \"web\", \"egress\": [{\"name\": \"v\", "
+	                  "\"service\": \"vault\"}]}",
+	                  &e),
+	         -EINVAL);
+	CHECK_CONTAINS(e.msg, "peer service vault is tenant red's");
+	CHECK_EQ(validate(st, IOD_STATE_NETPOLICY, "g", "{\"ingress\": []}", &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "\"service\"");
 	/* issue 23: a checkpoint manifest names a deployed service and a
 	 * registered node, and is committed only once the quorum holds it */
 	CHECK_EQ(validate(st, IOD_STATE_CHECKPOINT, "web-0.r0.s10",

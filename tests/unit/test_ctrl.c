@@ -515,3 +515,61 @@ TEST(deploy_plan_replica_carries_the_nic_bandwidth)
 	iod_state_free(s);
 	free(rep);
 }
+
+/* The spec's security_groups: go into the deploy command as NetPolicy
+ * objects (each the spec group's value: service, tenant, rules), which the
+ * state puts with the services; a redeploy without them leaves them (a
+ * group goes with `iod policy delete`), and a malformed one rejects the
+ * whole deploy. */
+TEST(deploy_writes_security_groups)
+{
+	struct iod_state *s;
+	struct iod_state_result r;
+	struct iod_err e = {0};
+	char *cmd = NULL;
+	json_t *answer = NULL;
+	CHECK_EQ(iod_state_new(&s), 0);
+	json_t *v =
+	    json_pack("{s:s, s:i, s:s}", "model", "dgx-h100", "gpus", 8, "addr", "10.0.0.1");
+	char *put = iod_state_cmd_put(IOD_STATE_NODE, "dgx", v, 0, -1);
+	CHECK_EQ(iod_state_apply(s, put, strlen(put), &r), 0);
+	free(put);
+	json_decref(v);
+	const char *spec =
+	    "services:\n  - {name: a, type: stateless, command: sleep 1, tenant: blue}\n"
+	    "  - {name: b, type: stateless, command: sleep 1, tenant: blue}\n"
+	    "security_groups:\n"
+	    "  - name: a-in\n    service: a\n    ingress:\n"
+	    "      - {name: from-b, service: b, protocol: tcp, ports: 80}\n";
+	CHECK_MSG(iod_ctrl_deploy_plan(s, spec, strlen(spec), &cmd, &answer, &e) == 0, "%s", e.msg);
+	json_t *c = json_loads(cmd, 0, NULL);
+	json_t *nps = json_object_get(c, "netpolicies");
+	CHECK_EQ(json_array_size(nps), 1);
+	CHECK_STR(json_string_value(json_object_get(json_array_get(nps, 0), "name")), "a-in");
+	CHECK_EQ(iod_state_apply(s, cmd, strlen(cmd), &r), 0);
+	const json_t *np = iod_state_value(s, IOD_STATE_NETPOLICY, "a-in");
+	CHECK(np != NULL);
+	CHECK_STR(iod_obj_peek_str(IOD_OBJ_KIND_NETPOLICY, np, IOD_OBJ_NETPOLICY_SERVICE), "a");
+	CHECK_STR(iod_obj_peek_str(IOD_OBJ_KIND_NETPOLICY, np, IOD_OBJ_NETPOLICY_TENANT), "blue");
+	struct iod_obj_netpolicy p;
+	CHECK_EQ(iod_obj_netpolicy_from_json(np, &p, &e), 0);
+	CHECK_MSG(iod_obj_netpolicy_check(&p, &e) == 0, "%s", e.msg);
+	iod_obj_netpolicy_free(&p);
+	json_decref(c);
+	free(cmd);
+	json_decref(answer);
+	/* redeploy without the group: it stays */
+	const char *respec =
+	    "services:\n  - {name: a, type: stateless, command: sleep 1, tenant: blue}\n";
+	CHECK_EQ(iod_ctrl_deploy_plan(s, respec, strlen(respec), &cmd, &answer, &e), 0);
+	CHECK(!strstr(cmd, "netpolicies"));
+	CHECK_EQ(iod_state_apply(s, cmd, strlen(cmd), &r), 0);
+	CHECK(iod_state_value(s, IOD_STATE_NETPOLICY, "a-in") != NULL);
+	free(cmd);
+	json_decref(answer);
+	const char *bad = "{\"op\":\"deploy\",\"services\":[{\"name\":\"x\",\"value\":{}}],"
+	                  "\"replicas\":[],\"netpolicies\":[{\"name\":\"g\"}]}";
+	CHECK_EQ(iod_state_apply(s, bad, strlen(bad), &r), -EINVAL);
+	CHECK(iod_state_value(s, IOD_STATE_SERVICE, "x") == NULL);
+	iod_state_free(s);
+}

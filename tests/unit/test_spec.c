@@ -3,6 +3,7 @@
  * examples, and the normalized JSON. Error cases live in test_spec_errors.c.
  */
 #include "harness.h"
+#include "iod/objects.h"
 #include "iod/spec.h"
 
 #include <stdlib.h>
@@ -747,4 +748,74 @@ TEST(tenant_key)
 		CHECK_MSG(d.n && strstr(d.d[0].msg, "tenant"), "case %u: %s", i,
 		          d.n ? d.d[0].msg : "?");
 	}
+}
+
+/* security_groups: each group guards a service of the spec and takes its
+ * tenant; rules become NetPolicy JSON (ports 80 a number, "8000-8100" a
+ * string); iod_spec_sg_to_json is the NetPolicy object's value; the
+ * normalized JSON loads again to the same groups; a file of groups alone
+ * (what `iod policy apply` reads) loads, its tenant "default" unless written. */
+TEST(security_groups)
+{
+	struct iod_spec *s = NULL;
+	struct iod_spec_diags d;
+	const char *y = "services:\n"
+	                "  - {name: web, type: stateless, tenant: blue}\n"
+	                "  - {name: cli, type: stateless, tenant: blue}\n"
+	                "security_groups:\n"
+	                "  - name: web-in\n"
+	                "    service: web\n"
+	                "    ingress:\n"
+	                "      - {name: http, service: cli, protocol: tcp, ports: 80}\n"
+	                "      - {name: ops, cidr: 10.9.0.0/16, protocol: udp, ports: 5000-5010}\n"
+	                "      - {name: no-ssh, action: deny, protocol: tcp, ports: 22}\n"
+	                "    egress:\n"
+	                "      - {name: dns, protocol: udp, ports: 53}\n";
+	CHECK_MSG(iod_spec_load_buffer("t.yaml", y, strlen(y), &s, &d) == 0, "%s",
+	          d.n ? d.d[0].msg : "?");
+	CHECK_EQ(s->sgs_n, 1);
+	CHECK_STR(s->sgs[0].name, "web-in");
+	CHECK_STR(s->sgs[0].service, "web");
+	CHECK_STR(s->sgs[0].tenant, "blue");
+	CHECK_EQ(s->sgs[0].line, 5);
+	CHECK_EQ(json_array_size(s->sgs[0].ingress), 3);
+	CHECK_EQ(json_array_size(s->sgs[0].egress), 1);
+	json_t *v = iod_spec_sg_to_json(&s->sgs[0]);
+	const json_t *r0 = json_array_get(json_object_get(v, "ingress"), 0),
+	             *r1 = json_array_get(json_object_get(v, "ingress"), 1);
+	CHECK_STR(json_string_value(json_object_get(v, "tenant")), "blue");
+	CHECK_EQ(json_integer_value(json_object_get(r0, "ports")), 80);
+	CHECK_STR(json_string_value(json_object_get(r0, "service")), "cli");
+	CHECK_STR(json_string_value(json_object_get(r1, "ports")), "5000-5010");
+	/* the object it becomes passes the objects' own checks */
+	struct iod_obj_netpolicy p;
+	struct iod_err e = {0};
+	CHECK_EQ(iod_obj_netpolicy_from_json(v, &p, &e), 0);
+	CHECK_MSG(iod_obj_netpolicy_check(&p, &e) == 0, "%s", e.msg);
+	struct iod_obj_netpolicy_rule r;
+	CHECK_EQ(iod_obj_netpolicy_rule_parse(json_array_get(p.ingress, 1), &r, &e), 0);
+	CHECK(r.cidr_ip == 0x0a090000 && r.prefix_len == 16 && r.proto == 17 &&
+	      r.port_min == 5000 && r.port_max == 5010 && !r.deny);
+	CHECK_EQ(iod_obj_netpolicy_rule_parse(json_array_get(p.ingress, 2), &r, &e), 0);
+	CHECK(r.deny && r.port_min == 22 && r.port_max == 22);
+	iod_obj_netpolicy_free(&p);
+	json_decref(v);
+	json_t *j = iod_spec_to_json(s);
+	char *text = json_dumps(j, JSON_COMPACT);
+	struct iod_spec *s2 = NULL;
+	CHECK_MSG(iod_spec_load_buffer("t.json", text, strlen(text), &s2, &d) == 0, "%s",
+	          d.n ? d.d[0].msg : "?");
+	CHECK_EQ(s2->sgs_n, 1);
+	CHECK(json_equal(s2->sgs[0].ingress, s->sgs[0].ingress));
+	CHECK(json_equal(s2->sgs[0].egress, s->sgs[0].egress));
+	iod_spec_free(s2);
+	free(text);
+	json_decref(j);
+	iod_spec_free(s);
+	const char *alone = "security_groups:\n"
+	                    "  - {name: g, service: db, ingress: [{name: a, service: web}]}\n";
+	CHECK_EQ(iod_spec_load_buffer("t.yaml", alone, strlen(alone), &s, &d), 0);
+	CHECK_EQ(s->services_n, 0);
+	CHECK_STR(s->sgs[0].tenant, "default");
+	iod_spec_free(s);
 }

@@ -568,3 +568,40 @@ TEST(agent_limits_are_spec_errors)
 	CHECK_EQ(load(SVC "    replicas: 3000\n"), 0);
 	CHECK_EQ(load(SVC "    replicas: 1000\n    command: true\n"), 0);
 }
+
+/* security_groups: every rule error at its place, with what to write. */
+TEST(security_group_errors)
+{
+#define SG SVC "security_groups:\n  - name: g\n    service: a\n    ingress:\n"
+	CHECK_ERR(SG "      - {name: r, prot: tcp}\n", 8, 19, "did you mean \"protocol\"");
+	CHECK_ERR(SG "      - {name: r, protocol: icmp, ports: 80}\n", 8, 42,
+	          "\"ports\" need \"protocol\": tcp or udp");
+	CHECK_ERR(SG "      - {name: r, protocol: tcp, ports: 90-80}\n", 8, 41, "LOW-HIGH");
+	CHECK_ERR(SG "      - {name: r, protocol: sctp}\n", 8, 29, "tcp, udp, icmp or any");
+	CHECK_ERR(SG "      - {name: r, cidr: 10.0.0.0/33}\n", 8, 25, "IPv4 CIDR");
+	CHECK_ERR(SG "      - {name: r, cidr: 10.0.0.0/8, service: a}\n", 8, 25, "not both");
+	CHECK_ERR(SG "      - {name: r, action: drop}\n", 8, 27, "allow or deny");
+	CHECK_ERR(SG "      - {protocol: tcp}\n", 8, 9, "needs a name");
+	CHECK_ERR(SG "      - {name: r}\n      - {name: r}\n", 9, 9, "used twice");
+	CHECK_ERR(SG "      - {name: default-deny}\n", 8, 9, "choose another name");
+	CHECK_ERR(SVC "security_groups:\n  - name: g\n    service: b\n    ingress: []\n", 6, 14,
+	          "does not declare");
+	CHECK_ERR(SVC "security_groups:\n  - name: g\n    service: a\n", 5, 5,
+	          "no ingress: or egress:");
+	CHECK_ERR(SVC "security_groups:\n  - name: g\n    service: a\n    tenant: red\n"
+	              "    ingress: []\n",
+	          7, 13, "tenant default's, not red's");
+	CHECK_ERR(SVC "  - {name: b, type: stateless, tenant: red}\n"
+	              "security_groups:\n  - name: g\n    service: a\n    ingress:\n"
+	              "      - {name: r, service: b}\n",
+	          9, 9, "peer service b is tenant red's");
+	CHECK_ERR(SVC "security_groups:\n  - {name: g, service: a, egress: [{name: x}]}\n"
+	              "  - {name: g, service: a, egress: [{name: y}]}\n",
+	          6, 5, "security group name \"g\" is used twice");
+	CHECK_ERR("security_groups: {name: g}\n", 1, 18, "must be a list");
+	/* a service with errors (no name) is no group's (the fuzzer's find) */
+	CHECK_ERR("services:\n  - {jame: a, type: stateless}\nsecurity_groups:\n"
+	          "  - {name: g, service: a, ingress: [{name: r, service: a}]}\n",
+	          2, 6, "unknown key");
+#undef SG
+}
