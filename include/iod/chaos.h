@@ -293,6 +293,9 @@ struct iod_chaos_member {
 	uint64_t start_ticks;           /* /proc/PID/stat starttime: pid reuse is not it */
 	uint16_t ports[2];              /* ports others reach it on (server: raft, API) */
 	uint32_t nports;                /* entries in ports */
+	/* ports[i] as its command line names it, "HOST:PORT": 127.0.0.1 on
+	 * loopback, the API on 10.254.0.1 on `iod up --netns` */
+	char addrs[2][IOD_ADDR_MAX];
 	char cgroup[IOD_PATH_MAX];      /* its chaos cgroup as nft names it ("" none) */
 	uint32_t cgroup_level;          /* that cgroup's depth under the cgroup2 root */
 	char cgroup_dir[IOD_PATH_MAX];  /* the same cgroup's directory */
@@ -366,7 +369,7 @@ struct iod_chaos_cluster {
 	uint32_t nservers, nnodes;    /* server-N / node-N pid files found */
 	struct iod_chaos_member servers[IOD_CHAOS_MEMBERS_MAX]; /* pid 0: not running */
 	struct iod_chaos_member nodes[IOD_CHAOS_MEMBERS_MAX];   /* pid 0: not running */
-	char apis[IOD_CHAOS_APIS_MAX]; /* the servers' API addresses, "127.0.0.1:P,..." */
+	char apis[IOD_CHAOS_APIS_MAX]; /* the servers' API addresses as they listen, "H:P,..." */
 };
 
 uint64_t iod_chaos_now_ms(void); /* wall clock: records outlive processes */

@@ -127,8 +127,10 @@ static int member_from_pid(struct iod_chaos_member *m, int pid, const char *dir)
 		if (next && (!strcmp(a, "--raft") || !strcmp(a, "--api"))) {
 			const char *c = strrchr(next, ':');
 			int port = c ? atoi(c + 1) : 0;
-			if (port > 0 && port < 65536 && m->nports < IOD_ARRAY_LEN(m->ports))
+			if (port > 0 && port < 65536 && m->nports < IOD_ARRAY_LEN(m->ports)) {
+				snprintf(m->addrs[m->nports], sizeof(m->addrs[0]), "%s", next);
 				m->ports[m->nports++] = (uint16_t)port;
+			}
 		}
 		o += (uint32_t)l + 1;
 	}
@@ -180,9 +182,10 @@ int iod_chaos_cluster_load(const char *dir_in, struct iod_chaos_cluster *c, stru
 	for (uint32_t i = 0; i < c->nservers; i++) {
 		size_t l = strlen(c->apis);
 		const struct iod_chaos_member *m = &c->servers[i];
+		/* where it listens (10.254.0.1 on `iod up --netns`), not 127.0.0.1 */
 		if (m->nports == 2)
-			snprintf(c->apis + l, sizeof(c->apis) - l, "%s127.0.0.1:%u", l ? "," : "",
-			         m->ports[1]);
+			snprintf(c->apis + l, sizeof(c->apis) - l, "%s%s", l ? "," : "",
+			         m->addrs[1]);
 	}
 	return 0;
 }

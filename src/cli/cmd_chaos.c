@@ -535,10 +535,9 @@ static int member_add(struct iod_chaos_cluster *c, struct iod_chaos_fault *f, co
 		const struct iod_chaos_member *m = &f->m[0];
 		if (!known) {
 			f->member_id = strtoull(m->name + strlen("server-"), NULL, 10);
-			snprintf(f->member_raft, sizeof(f->member_raft), "127.0.0.1:%u",
-			         m->ports[0]);
-			snprintf(f->member_api, sizeof(f->member_api), "127.0.0.1:%u",
-			         m->nports > 1 ? (unsigned)m->ports[1] : 0u);
+			snprintf(f->member_raft, sizeof(f->member_raft), "%s", m->addrs[0]);
+			snprintf(f->member_api, sizeof(f->member_api), "%s",
+			         m->nports > 1 ? m->addrs[1] : "");
 			snprintf(f->apis, sizeof(f->apis), "%s", c->apis);
 		}
 		/* a spare left by an interrupted add takes two rounds */

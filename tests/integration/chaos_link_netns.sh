@@ -50,6 +50,43 @@ link_tables() { ip netns exec "$P-l1" nft list tables 2>/dev/null | grep -c "ine
 if wait_for 20 reach; then ok "node-1's host reaches node-2's agent over the underlay"; else
 	bad "baseline" "h1 cannot reach $H2:$TEL"; exit 1; fi
 
+# the commands that talk to the API find it where `iod up --netns` serves it
+# (10.254.0.1), not at 127.0.0.1: list fast and with the mesh's faults, kill
+# of the leader, an L7 abort, member remove and a workload each work
+ms_of() {
+	_t0=$(now_ms)
+	"$@" >"$T/cmd.out" 2>&1
+	_rc=$?
+	MS=$(($(now_ms) - _t0))
+	return $_rc
+}
+if ms_of "$IOD" chaos list && [ "$MS" -lt 1000 ] && ! grep -q unreachable "$T/cmd.out"; then
+	ok "chaos list reaches the netns cluster's API (${MS} ms)"
+else bad "chaos list on --netns" "${MS} ms: $(cat "$T/cmd.out")"; fi
+if ms_of "$IOD" chaos kill leader --restart-after 1s && [ "$MS" -lt 4000 ] &&
+	grep -q "healed at" "$T/cmd.out"; then
+	ok "chaos kill leader on --netns: killed and restarted (${MS} ms)"
+else bad "chaos kill leader on --netns" "${MS} ms: $(cat "$T/cmd.out")"; fi
+cat >"$T/web.yaml" <<'EOF'
+services:
+  - name: web
+    type: stateless
+    ports: [{name: http, port: 8080}]
+    command: [sleep, "600"]
+EOF
+"$IOD" deploy -f "$T/web.yaml" >"$T/deploy.out" 2>&1 || bad "deploy web" "$(cat "$T/deploy.out")"
+if ms_of "$IOD" chaos abort service/web --status 503 --percent 100 --duration 3s --detach &&
+	[ "$MS" -lt 3000 ] && "$IOD" chaos list >"$T/list.out" 2>&1 &&
+	grep -q "abort" "$T/list.out" && "$IOD" chaos heal --all >/dev/null 2>&1 &&
+	[ "$("$IOD" get faults -o json | jq '.items | length')" = 0 ]; then
+	ok "chaos abort service/web on --netns: written, listed, healed (${MS} ms)"
+else bad "chaos abort on --netns" "${MS} ms: $(cat "$T/cmd.out" "$T/list.out" 2>/dev/null)"; fi
+if ms_of "$IOD" chaos member remove server-3 --duration 1s && [ "$MS" -lt 4000 ]; then
+	ok "chaos member remove on --netns: removed and re-added (${MS} ms)"
+else bad "chaos member remove on --netns" "${MS} ms: $(cat "$T/cmd.out")"; fi
+if chaos_writes_ok 2s; then ok "chaos run on --netns: writes acknowledged"; else
+	bad "chaos run on --netns" "$(cat "$T/w.err" "$T/w.json" 2>/dev/null | tail -5)"; fi
+
 # bad input: exit 2, the name in the message, nothing applied
 nbad=0
 for spec in "partition link/leaf3-spine1" "partition link/leaf1-spine2" \
