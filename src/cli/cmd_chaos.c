@@ -36,8 +36,8 @@ static void usage(FILE *f)
 	    "       iod chaos kill TARGET [--signal SIG] [--restart-after D]\n"
 	    "       iod chaos pause TARGET --duration D\n"
 	    "       iod chaos loss TARGET --percent P --duration D\n"
-	    "       iod chaos partition|loss link/leafL-spineS [--percent P] --duration D\n"
-	    "                 (an underlay link of `iod up --netns`, both ways)\n"
+	    "       iod chaos partition|loss link/leafL-spineS [--percent P] [--direction D]\n"
+	    "                 --duration D  (an underlay link of `iod up --netns`)\n"
 	    "       iod chaos delay TARGET --latency L --duration D  (what it sends, via a relay)\n"
 	    "       iod chaos delay service/NAME --latency L [--percent P] --duration D\n"
 	    "       iod chaos abort service/NAME [--status S] [--percent P] --duration D\n"
@@ -63,7 +63,8 @@ static void usage(FILE *f)
 	    "                   minority-third | primaries (the leader alone)\n"
 	    "  --between A,B    one side of an explicit partition (servers or nodes);\n"
 	    "  --and C          the other side (default: every other server)\n"
-	    "  --direction D    both (default) | to (A hears nothing) | from (A is not heard)\n"
+	    "  --direction D    both (default) | to (A hears nothing) | from (A is not heard);\n"
+	    "                   of a link: to = toward the spine, from = from the spine\n"
 	    "  --duration D     how long the fault lasts (10ms..24h)\n"
 	    "  --detach         return once applied (the keeper heals it); by default wait,\n"
 	    "                   and heal at once on Ctrl-C\n"
@@ -681,9 +682,9 @@ static int do_link(enum iod_chaos_action act, const char *target, struct opts *o
 		           iod_chaos_action_name(act), target);
 	if (iod_chaos_link_parse(target, &leaf, &spine, &e))
 		return bad("%s%s", e.msg, "");
-	if (o->have_shape || o->between || o->and_ || o->dir_ != IOD_CHAOS_DIR_BOTH)
-		return bad("%s: a link is cut both ways, without --shape, --between or "
-		           "--direction%s",
+	if (o->have_shape || o->between || o->and_)
+		return bad("%s: a link is one cable: no --shape, --between or --and (--direction "
+		           "to|from cuts it one way)%s",
 		           target, "");
 	int rc = load_cluster(o, c);
 	if (rc)
@@ -724,7 +725,7 @@ static int do_link(enum iod_chaos_action act, const char *target, struct opts *o
 	iod_chaos_fault_id(f->id, sizeof(f->id), o->seed);
 	f->action = act;
 	f->shape = IOD_CHAOS_SHAPE_EXPLICIT;
-	f->dir = IOD_CHAOS_DIR_BOTH;
+	f->dir = o->dir_; /* to: toward the spine, from: from it */
 	f->percent = o->percent;
 	f->start_ms = iod_chaos_now_ms();
 	f->deadline_ms = f->start_ms + o->duration_ms;

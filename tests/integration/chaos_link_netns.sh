@@ -2,19 +2,22 @@
 # chaos_link_netns.sh BUILD: underlay links as chaos targets (docs/chaos.md).
 # `iod up --netns --nodes 2 --underlay leaves=2,spines=1`: node-1 on leaf 1,
 # node-2 on leaf 2, one spine, so every flow between them crosses
-# link/leaf1-spine1. Checks: bad link names and actions exit 2 with the name
-# and apply nothing; `iod chaos partition link/leaf1-spine1` puts its table
-# in leaf 1's namespace (none in the root one), `iod chaos list` shows it,
-# node-1's host cannot reach node-2's agent while the link is cut; with the
-# chaos command killed -9 the keeper removes the table at the deadline and
-# the flow crosses the link again; a lossy link (loss 100) drops it too and
-# heals. Exit 0 pass, 1 fail, 77 skip.
+# link/leaf1-spine1. Checks: the commands that use the API reach it at the
+# netns address (list fast, kill leader, an L7 abort, member remove, a
+# workload; they used 127.0.0.1); bad link names and actions exit 2 with the
+# name and apply nothing; `iod chaos partition link/leaf1-spine1` puts its
+# table in leaf 1's namespace (none in the root one), `iod chaos list` shows
+# it, node-1's host cannot reach node-2's agent while the link is cut; with
+# the chaos command killed -9 the keeper removes the table at the deadline
+# and the flow crosses the link again; a lossy link (loss 100) drops it too
+# and heals; --direction to|from cuts one way only (UDP probes counted where
+# they arrive). Exit 0 pass, 1 fail, 77 skip.
 set -u
 BUILD=${1:-build}
 . "$(dirname "$0")/lib.sh"
 need_iod "$BUILD"
 need_root "network namespaces, nftables"
-need ip nft curl jq
+need ip nft curl jq python3
 ip netns add "iodprobe$$" 2>/dev/null || { echo "skip: cannot create network namespaces"; exit 77; }
 ip netns exec "iodprobe$$" nft list tables >/dev/null 2>&1 ||
 	{ ip netns del "iodprobe$$"; echo "skip: nft does not work in a namespace"; exit 77; }
@@ -91,7 +94,7 @@ if chaos_writes_ok 2s; then ok "chaos run on --netns: writes acknowledged"; else
 nbad=0
 for spec in "partition link/leaf3-spine1" "partition link/leaf1-spine2" \
 	"partition link/leaf0-spine1" "loss link/leaf1-spineX --percent 5" \
-	"pause link/leaf1-spine1" "partition link/leaf1-spine1 --direction to"; do
+	"pause link/leaf1-spine1" "partition link/leaf1-spine1 --shape one"; do
 	# shellcheck disable=SC2086
 	"$IOD" chaos $spec --duration 2s >"$T/bad.out" 2>&1
 	rc=$?
@@ -143,5 +146,44 @@ if wait_for 3 reach; then ok "the link is whole again: h1 reaches node-2"; else
 if wait_for 2 unreach; then ok "loss 100 on the link drops the flow"; else bad "loss" "still reached"; fi
 wait_for 5 no_table || bad "the loss table outlived its deadline"
 if wait_for 3 reach; then ok "the lossy link healed"; else bad "after loss" "h1 cannot reach $H2"; fi
+
+# one way: --direction to cuts what leaf 1 sends toward the spine, from what
+# it receives from it; UDP probes both ways, counted where they arrive (an
+# nft counter in each host's namespace)
+probe_table() {
+	ip netns exec "$1" nft -f - <<EOF
+table inet iodtest_probe {
+	chain in { type filter hook input priority -50; policy accept; udp dport 9 counter; }
+}
+EOF
+}
+got() { ip netns exec "$1" nft list table inet iodtest_probe | sed -n 's/.*packets \([0-9]*\).*/\1/p'; }
+send5() { # send5 FROM-NS TO-ADDR
+	ip netns exec "$1" python3 -c 'import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _ in range(5):
+    s.sendto(b"probe", (sys.argv[1], 9))' "$2"
+}
+H1=10.254.1.1
+probe_table "$P-h1" && probe_table "$P-h2" || bad "probe tables"
+oneway() { # oneway DIR: prints "h1->h2 h2->h1" packets that arrived while cut
+	"$IOD" chaos partition link/leaf1-spine1 --direction "$1" --duration 5s --detach \
+		>"$T/ow.out" 2>&1 || { bad "partition --direction $1" "$(cat "$T/ow.out")"; return 1; }
+	"$IOD" chaos list >"$T/owl.out" 2>&1
+	a2=$(got "$P-h2")
+	a1=$(got "$P-h1")
+	send5 "$P-h1" "$H2"
+	send5 "$P-h2" "$H1"
+	sleep 0.3
+	OW="$(($(got "$P-h2") - a2)) $(($(got "$P-h1") - a1))"
+	"$IOD" chaos heal --all >/dev/null 2>&1
+	no_table
+}
+if oneway to && [ "$OW" = "0 5" ] && grep -q "toward the spine" "$T/owl.out"; then
+	ok "--direction to: leaf 1 -> spine cut (h1->h2 0 of 5), spine -> leaf 1 passes (5 of 5)"
+else bad "--direction to" "arrived h1->h2, h2->h1: $OW; $(cat "$T/owl.out")"; fi
+if oneway from && [ "$OW" = "5 0" ] && grep -q "from the spine" "$T/owl.out"; then
+	ok "--direction from: spine -> leaf 1 cut (h2->h1 0 of 5), leaf 1 -> spine passes (5 of 5)"
+else bad "--direction from" "arrived h1->h2, h2->h1: $OW; $(cat "$T/owl.out")"; fi
 
 checks_ok
