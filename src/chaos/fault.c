@@ -252,6 +252,42 @@ int iod_chaos_link_parse(const char *s, uint32_t *leaf, uint32_t *spine, struct 
 	return 0;
 }
 
+int iod_chaos_links_parse(const char *sel, uint32_t *leaf, uint32_t *spine, uint32_t max,
+                          struct iod_err *e)
+{
+	uint32_t n = 0;
+	if (!sel)
+		return iod_err_set(e, -EINVAL, "no link in the selector%s", "");
+	for (const char *p = sel; *p;) {
+		const char *c = strchr(p, ',');
+		size_t l = c ? (size_t)(c - p) : strlen(p);
+		char one[64];
+		uint32_t lf, sp;
+		if (l >= sizeof(one))
+			return iod_err_set(e, -EINVAL, "unknown link \"%.40s...\": too long", p);
+		memcpy(one, p, l);
+		one[l] = 0;
+		if (iod_chaos_link_parse(one, &lf, &sp, e))
+			return -EINVAL;
+		for (uint32_t i = 0; leaf && spine && i < n; i++)
+			if (leaf[i] == lf && spine[i] == sp)
+				return iod_err_set(e, -EINVAL, "%s twice in one selector", one);
+		if (n >= max)
+			return iod_err_set(e, -E2BIG, "more than %u links in one selector", max);
+		if (leaf && spine) {
+			leaf[n] = lf;
+			spine[n] = sp;
+		}
+		n++;
+		p += l;
+		if (*p == ',' && !*++p)
+			return iod_err_set(e, -EINVAL, "a selector ends with a comma%s", "");
+	}
+	if (!n)
+		return iod_err_set(e, -EINVAL, "no link in the selector%s", "");
+	return (int)n;
+}
+
 /* ---- grudges ------------------------------------------------------------ */
 
 static void cut_groups(struct iod_chaos_grudge *g, enum iod_chaos_direction d, const bool *a,
@@ -881,10 +917,11 @@ static int link_script(const struct iod_chaos_fault *f, const char *table, struc
 		rc |= iod_buf_printf(out, "\t\toifname \"%s\" %s\n", d, verdict);
 	rc |= iod_buf_printf(out, "\t}\n");
 	if (from)
-		rc |= iod_buf_printf(out,
-		                     "\tchain link_input {\n\t\ttype filter hook input priority -10; "
-		                     "policy accept;\n\t\tiifname \"%s\" %s\n\t}\n",
-		                     d, verdict);
+		rc |=
+		    iod_buf_printf(out,
+		                   "\tchain link_input {\n\t\ttype filter hook input priority -10; "
+		                   "policy accept;\n\t\tiifname \"%s\" %s\n\t}\n",
+		                   d, verdict);
 	if (to)
 		rc |= iod_buf_printf(out,
 		                     "\tchain link_output {\n\t\ttype filter hook output priority "

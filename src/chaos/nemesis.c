@@ -17,6 +17,7 @@
  * Decisions (shapes, records, nft scripts) are fault.c's; this file only
  * does what they say.
  */
+#include "iod/agent.h"
 #include "iod/chaos.h"
 #include "iod/objects.h"
 
@@ -187,6 +188,42 @@ int iod_chaos_cluster_load(const char *dir_in, struct iod_chaos_cluster *c, stru
 			snprintf(c->apis + l, sizeof(c->apis) - l, "%s%s", l ? "," : "",
 			         m->addrs[1]);
 	}
+	return 0;
+}
+
+int iod_chaos_link_resolve(const struct iod_chaos_cluster *c, uint32_t leaf, uint32_t spine,
+                           struct iod_chaos_fault *f, struct iod_err *e)
+{
+	struct iod_agent_underlay_cfg ul = {0};
+	char dir[2 * IOD_PATH_MAX + 2], path[IOD_PATH_MAX + 64];
+	char cwd[IOD_PATH_MAX];
+	/* absolute as `iod up` made it (cwd/dir, not normalised): the hash names it */
+	if (c->dir[0] != '/' && getcwd(cwd, sizeof(cwd)))
+		snprintf(dir, sizeof(dir), "%s/%s", cwd, c->dir);
+	else
+		snprintf(dir, sizeof(dir), "%s", c->dir);
+	iod_agent_underlay_prefix(dir, ul.prefix, sizeof(ul.prefix));
+	for (uint32_t k = 1; k <= IOD_UNDERLAY_LEAVES_MAX; k++) {
+		snprintf(path, sizeof(path), "/run/netns/%s-l%u", ul.prefix, k);
+		if (access(path, F_OK))
+			break;
+		ul.leaves = k;
+	}
+	for (uint32_t k = 1; k <= IOD_UNDERLAY_SPINES_MAX; k++) {
+		snprintf(path, sizeof(path), "/run/netns/%s-s%u", ul.prefix, k);
+		if (access(path, F_OK))
+			break;
+		ul.spines = k;
+	}
+	if (!ul.leaves || !ul.spines)
+		return iod_err_set(e, -ENOENT,
+		                   "the cluster in %s has no underlay (no namespace %s-l1): links "
+		                   "are those of `iod up --netns`",
+		                   c->dir, ul.prefix);
+	if (iod_agent_underlay_link(&ul, leaf, spine, f->link_ns, sizeof(f->link_ns), f->link_dev,
+	                            sizeof(f->link_dev), e))
+		return -EINVAL;
+	snprintf(f->link, sizeof(f->link), "leaf%u-spine%u", leaf, spine);
 	return 0;
 }
 

@@ -689,37 +689,8 @@ static int do_link(enum iod_chaos_action act, const char *target, struct opts *o
 	int rc = load_cluster(o, c);
 	if (rc)
 		return rc;
-	struct iod_agent_underlay_cfg ul = {0};
-	char dir[2 * IOD_PATH_MAX + 2], path[IOD_PATH_MAX + 64];
-	char cwd[IOD_PATH_MAX];
-	/* absolute as `iod up` made it (cwd/dir, not normalised): the hash names it */
-	if (c->dir[0] != '/' && getcwd(cwd, sizeof(cwd)))
-		snprintf(dir, sizeof(dir), "%s/%s", cwd, c->dir);
-	else
-		snprintf(dir, sizeof(dir), "%s", c->dir);
-	iod_agent_underlay_prefix(dir, ul.prefix, sizeof(ul.prefix));
-	for (uint32_t k = 1; k <= IOD_UNDERLAY_LEAVES_MAX; k++) {
-		snprintf(path, sizeof(path), "/run/netns/%s-l%u", ul.prefix, k);
-		if (access(path, F_OK))
-			break;
-		ul.leaves = k;
-	}
-	for (uint32_t k = 1; k <= IOD_UNDERLAY_SPINES_MAX; k++) {
-		snprintf(path, sizeof(path), "/run/netns/%s-s%u", ul.prefix, k);
-		if (access(path, F_OK))
-			break;
-		ul.spines = k;
-	}
-	if (!ul.leaves || !ul.spines) {
-		char why[IOD_PATH_MAX + 64];
-		snprintf(why, sizeof(why), "the cluster in %s has no underlay (no namespace %s-l1)",
-		         c->dir, ul.prefix);
-		return bad("%s: %s: links are those of `iod up --netns`", target, why);
-	}
-	if (iod_agent_underlay_link(&ul, leaf, spine, f->link_ns, sizeof(f->link_ns), f->link_dev,
-	                            sizeof(f->link_dev), &e))
+	if (iod_chaos_link_resolve(c, leaf, spine, f, &e))
 		return bad("%s: %s", target, e.msg);
-	snprintf(f->link, sizeof(f->link), "%s", target + 5);
 	if (!o->have_seed)
 		o->seed = iod_time_unix_ns();
 	iod_chaos_fault_id(f->id, sizeof(f->id), o->seed);
@@ -1462,6 +1433,35 @@ static int plan_services_check(const struct iod_chaos_plan *plan, const struct i
 	return rc;
 }
 
+/* A plan's link steps name links the cluster's underlay has: checked before
+ * the run (file:line:col of the selector, exit 2), so a bad plan applies
+ * nothing. */
+static int plan_links_check(const struct iod_chaos_plan *plan, const struct iod_chaos_cluster *c,
+                            const char *name)
+{
+	uint32_t leaf[IOD_CHAOS_MEMBERS_MAX], spine[IOD_CHAOS_MEMBERS_MAX];
+	struct iod_chaos_fault *f = NULL;
+	struct iod_err e = {0};
+	int rc = 0;
+	for (uint32_t i = 0; i < plan->nsteps && !rc; i++) {
+		const struct iod_chaos_step *s = &plan->steps[i];
+		if (!iod_chaos_step_link(s))
+			continue;
+		if (!f && !(f = calloc(1, sizeof(*f))))
+			return iod_cli_fail("chaos", IOD_EXIT_ERROR, "out of memory");
+		int k = iod_chaos_links_parse(s->selector, leaf, spine, IOD_CHAOS_MEMBERS_MAX, &e);
+		for (int j = 0; j < k && !rc; j++)
+			if (iod_chaos_link_resolve(c, leaf[j], spine[j], f, &e)) {
+				fprintf(stderr,
+				        "iod chaos: %s:%u:%u: selector link/leaf%u-spine%u: %s\n",
+				        name, s->sel_line, s->sel_col, leaf[j], spine[j], e.msg);
+				rc = IOD_EXIT_INVALID;
+			}
+	}
+	free(f);
+	return rc;
+}
+
 static int do_run(int argc, char **argv, struct opts *o)
 {
 	struct iod_chaos_cluster *c = calloc(1, sizeof(*c));
@@ -1551,7 +1551,8 @@ static int do_run(int argc, char **argv, struct opts *o)
 			         c->servers[i].name, "");
 			goto out;
 		}
-	if (plan && (rc = plan_services_check(plan, c)))
+	if (plan &&
+	    ((rc = plan_links_check(plan, c, o->plan)) || (rc = plan_services_check(plan, c))))
 		goto out;
 	if (o->out == IOD_OUT_TEXT) {
 		printf("iod chaos run: workload %s, %u clients, %u ops/s, %.1f s, %s %s "
