@@ -812,6 +812,18 @@ static int relay_start(const char *chaos_dir, struct iod_chaos_fault *f, struct 
 	return 0;
 }
 
+/* pid's network namespace is ours: the root one, where partition, loss and
+ * delay tables hook (an agent of `iod up --netns` is in its host's). */
+static bool same_netns(int pid)
+{
+	char path[64];
+	struct stat a, b;
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", pid);
+	if (stat(path, &a) || stat("/proc/self/ns/net", &b))
+		return true; /* gone or unreadable: the liveness check reports it */
+	return a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+}
+
 int iod_chaos_fault_apply(struct iod_chaos_cluster *c, struct iod_chaos_fault *f, struct iod_err *e)
 {
 	int rc = 0;
@@ -820,9 +832,18 @@ int iod_chaos_fault_apply(struct iod_chaos_cluster *c, struct iod_chaos_fault *f
 		if (!iod_chaos_member_alive(&f->m[i]))
 			return iod_err_set(e, -ESRCH, "%s is not running: nothing to %s",
 			                   f->m[i].name, iod_chaos_action_name(f->action));
-	if ((f->action == IOD_CHAOS_ACT_PARTITION || f->action == IOD_CHAOS_ACT_LOSS ||
-	     f->action == IOD_CHAOS_ACT_DELAY) &&
-	    !f->link[0]) /* a link's table matches its interface, not processes */
+	bool net = f->action == IOD_CHAOS_ACT_PARTITION || f->action == IOD_CHAOS_ACT_LOSS ||
+	           f->action == IOD_CHAOS_ACT_DELAY;
+	for (uint32_t i = 0; net && i < f->n; i++)
+		if (!same_netns(f->m[i].pid))
+			return iod_err_set(
+			    e, -EXDEV,
+			    "%s runs in a network namespace of its own (`iod up --netns`): a %s "
+			    "table in this namespace's hooks would not see what it sends; cut or "
+			    "make lossy its leaf's link instead (link/leafL-spineS), or kill or "
+			    "pause it",
+			    f->m[i].name, iod_chaos_action_name(f->action));
+	if (net && !f->link[0]) /* a link's table matches its interface, not processes */
 		if ((rc = prepare_cgroups(f, e)))
 			return rc;
 	if (f->action == IOD_CHAOS_ACT_DELAY && (rc = relay_start(c->chaos_dir, f, e)))

@@ -427,7 +427,9 @@ static int apply_and_wait(struct iod_chaos_cluster *c, struct iod_chaos_fault *f
 	struct iod_err e = {0};
 	char until[48];
 	if (iod_chaos_fault_apply(c, f, &e))
-		return iod_cli_fail("chaos", e.code == -ESRCH ? IOD_EXIT_INVALID : IOD_EXIT_ERROR,
+		return iod_cli_fail("chaos",
+		                    e.code == -ESRCH || e.code == -EXDEV ? IOD_EXIT_INVALID
+		                                                         : IOD_EXIT_ERROR,
 		                    "%s: %s", iod_chaos_action_name(f->action), e.msg);
 	fmt_clock(f->deadline_ms, until, sizeof(until));
 	if (o->out == IOD_OUT_TEXT) {

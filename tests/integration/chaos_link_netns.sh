@@ -218,4 +218,21 @@ if [ $rc = 0 ] && [ "$(jq -r .valid "$T/plan.json")" = true ] &&
 	ok "plan: link/leaf1-spine1 cut in leaf 1's namespace during the run, healed after, valid"
 else bad "plan with a link step" "rc $rc seen $(cat "$T/seen" 2>/dev/null): $(cat "$T/plan.err"; jq -c .faults "$T/plan.json" 2>/dev/null)"; fi
 
+# a node agent runs in its host's namespace: partition, loss and delay of
+# node-N (tables in the root namespace's hooks) cannot see its traffic, so
+# they are refused (they used to apply and do nothing); its link is the way
+nbad=0
+for spec in "loss node-1 --percent 100" "delay node-1 --latency 200ms" \
+	"partition --between node-1"; do
+	# shellcheck disable=SC2086
+	"$IOD" chaos $spec --duration 2s >"$T/bad.out" 2>&1
+	rc=$?
+	if [ $rc != 2 ] || ! grep -q "node-1 runs in a network namespace of its own" "$T/bad.out" ||
+		[ "$(chaos_tables)" != 0 ] || [ "$(chaos_records)" != 0 ]; then
+		bad "chaos $spec on --netns" "rc $rc: $(cat "$T/bad.out")"
+		nbad=$((nbad + 1))
+	fi
+done
+[ $nbad = 0 ] && ok "loss, delay, partition of a netns node: exit 2, the link named, nothing applied"
+
 checks_ok
