@@ -219,7 +219,7 @@ static int parse_step(struct pctx *x, const struct iod_yaml_node *m, struct iod_
 	    s->action != IOD_CHAOS_ACT_LOSS)
 		return fail(x, m,
 		            "a link selector: a link can be cut (partition) or made lossy (loss), "
-		            "not %s",
+		            "not %s (a delay cannot hold a link's packets here: docs/chaos.md)",
 		            iod_chaos_action_name(s->action));
 	if (s->action == IOD_CHAOS_ACT_DELAY && !s->latency_ms)
 		return fail(x, m, "a delay fault needs a latency (10ms..60s)%s", "");

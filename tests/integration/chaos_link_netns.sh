@@ -13,7 +13,9 @@
 # and heals; --direction to|from cuts one way only (UDP probes counted where
 # they arrive); a plan's link steps: a link the underlay lacks refused with
 # file:line:col, examples/chaos/plan-link.yaml cuts leaf 1's link during a
-# run. Exit 0 pass, 1 fail, 77 skip.
+# run; partition, loss, delay of a node refused (its own namespace); delay of
+# a server measured through 10.254.0.1, of a link refused. Exit 0 pass, 1
+# fail, 77 skip.
 set -u
 BUILD=${1:-build}
 . "$(dirname "$0")/lib.sh"
@@ -234,5 +236,28 @@ for spec in "loss node-1 --percent 100" "delay node-1 --latency 200ms" \
 	fi
 done
 [ $nbad = 0 ] && ok "loss, delay, partition of a netns node: exit 2, the link named, nothing applied"
+
+# delay on a netns cluster: the servers live in the root namespace, so a
+# server's delay (its relay, NAT in the root namespace's output hook) holds
+# what it sends to the others' API on 10.254.0.1, measured by a probe in its
+# chaos cgroup; a link's delay is refused (no way to hold its packets here)
+probe_ms() { # probe_ms [CGROUP_DIR]: ms of one HTTPS GET to server-1's API
+	sh -c "[ -z '${1:-}' ] || echo \$\$ > '${1:-}/cgroup.procs' || exit 1; exec curl -sk \
+		-o /dev/null -w '%{time_total}' --max-time 5 https://10.254.0.1:$BASE/v1/status" |
+		awk '{printf "%d", $1 * 1000}'
+}
+"$IOD" chaos delay server-2 --latency 300ms --duration 4s --detach -o json >"$T/sd.json" 2>&1
+did=$(jq -r .id "$T/sd.json" 2>/dev/null)
+cg=$(jq -r '.members[0].cgroup_dir' "$IOD_STATE_DIR/chaos/$did.json" 2>/dev/null)
+d1=$(probe_ms "$cg")
+b1=$(probe_ms)
+"$IOD" chaos heal --all >/dev/null 2>&1
+"$IOD" chaos delay link/leaf1-spine1 --latency 100ms --duration 2s >"$T/ld.out" 2>&1
+lrc=$?
+if [ "${d1:-0}" -ge 300 ] && [ "${b1:-9999}" -lt 300 ] && [ $lrc = 2 ] &&
+	grep -q "cannot hold a link's packets" "$T/ld.out" && [ "$(link_tables)" = 0 ] &&
+	[ "$(chaos_records)" = 0 ]; then
+	ok "delay server-2 300ms on --netns: its probe ${d1} ms, outside ${b1} ms; delay of a link exit 2"
+else bad "delay on --netns" "probe '$d1' outside '$b1' ms, link rc $lrc: $(cat "$T/sd.json" "$T/ld.out")"; fi
 
 checks_ok
