@@ -680,11 +680,12 @@ static int do_link(enum iod_chaos_action act, const char *target, struct opts *o
 	struct iod_err e = {0};
 	uint32_t leaf = 0, spine = 0;
 	if (act == IOD_CHAOS_ACT_DELAY)
-		return bad("delay of %s: this kernel cannot hold a link's packets (no tc netem, no "
-		           "nft queue; tbf and htb only limit the rate) and a relay would delay only "
-		           "the TCP it terminates; a link can be cut (partition) or lossy (loss), "
-		           "and delay works on servers (a relay) and services (the mesh)%s",
-		           target, "");
+		return bad(
+		    "delay of %s: this kernel cannot hold a link's packets (no tc netem, no "
+		    "nft queue; tbf and htb only limit the rate) and a relay would delay only "
+		    "the TCP it terminates; a link can be cut (partition) or lossy (loss), "
+		    "and delay works on servers (a relay) and services (the mesh)%s",
+		    target, "");
 	if (act != IOD_CHAOS_ACT_PARTITION && act != IOD_CHAOS_ACT_LOSS)
 		return bad("%s of %s: a link can be cut (partition) or lossy (loss)",
 		           iod_chaos_action_name(act), target);
