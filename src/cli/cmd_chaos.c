@@ -87,7 +87,8 @@ static void usage(FILE *f)
 	    "fields (action, mode: one|all|fixed|fixed-percent|random-max-percent, value,\n"
 	    "selector, direction, duration, percent, latency, status), run in sequence or\n"
 	    "drawn at random from the seed (schedule: sequence|random). Selector services\n"
-	    "or service/NAME,...: delay and abort of their HTTP requests in the mesh.\n"
+	    "or service/NAME,...: delay and abort of their HTTP requests in the mesh;\n"
+	    "link/leafL-spineS,...: partition and loss of underlay links (iod up --netns).\n"
 	    "Exit: 0 valid; 1 anomalies found or a runtime error; 2 bad input;\n"
 	    "      4 the checker's search bound was hit (unknown).\n");
 }
