@@ -263,6 +263,11 @@ int iod_chaos_target_list_parse(const char *s, struct iod_chaos_target *t, uint3
  * <prefix>-lL and <prefix>-sS are named); 0 or -EINVAL with e. Whether the
  * cluster has that link is the shell's question (iod_agent_underlay_link). */
 int iod_chaos_link_parse(const char *s, uint32_t *leaf, uint32_t *spine, struct iod_err *e);
+/* A list of them, "link/leaf1-spine1,link/leaf2-spine1" (a plan's selector):
+ * the count (1..max) with each one's leaf and spine (both NULL: only
+ * check), or -EINVAL / -E2BIG with e; a link named twice is refused. */
+int iod_chaos_links_parse(const char *sel, uint32_t *leaf, uint32_t *spine, uint32_t max,
+                          struct iod_err *e);
 
 /* Who may not send to whom: cut[i][j]: what member i sends to member j is dropped. */
 struct iod_chaos_grudge {
@@ -287,12 +292,15 @@ int iod_chaos_groups_grudge(uint32_t n, const bool *a, const bool *b, enum iod_c
 
 /* One process a fault touches, with its identity at the time of the fault. */
 struct iod_chaos_member {
-	char name[IOD_NAME_MAX];        /* server-1, node-2, or a replica's name */
-	enum iod_chaos_kind kind;       /* what it is */
-	int32_t pid;                    /* the process; 0: none (not running) */
-	uint64_t start_ticks;           /* /proc/PID/stat starttime: pid reuse is not it */
-	uint16_t ports[2];              /* ports others reach it on (server: raft, API) */
-	uint32_t nports;                /* entries in ports */
+	char name[IOD_NAME_MAX];  /* server-1, node-2, or a replica's name */
+	enum iod_chaos_kind kind; /* what it is */
+	int32_t pid;              /* the process; 0: none (not running) */
+	uint64_t start_ticks;     /* /proc/PID/stat starttime: pid reuse is not it */
+	uint16_t ports[2];        /* ports others reach it on (server: raft, API) */
+	uint32_t nports;          /* entries in ports */
+	/* ports[i] as its command line names it, "HOST:PORT": 127.0.0.1 on
+	 * loopback, the API on 10.254.0.1 on `iod up --netns` */
+	char addrs[2][IOD_ADDR_MAX];
 	char cgroup[IOD_PATH_MAX];      /* its chaos cgroup as nft names it ("" none) */
 	uint32_t cgroup_level;          /* that cgroup's depth under the cgroup2 root */
 	char cgroup_dir[IOD_PATH_MAX];  /* the same cgroup's directory */
@@ -366,7 +374,7 @@ struct iod_chaos_cluster {
 	uint32_t nservers, nnodes;    /* server-N / node-N pid files found */
 	struct iod_chaos_member servers[IOD_CHAOS_MEMBERS_MAX]; /* pid 0: not running */
 	struct iod_chaos_member nodes[IOD_CHAOS_MEMBERS_MAX];   /* pid 0: not running */
-	char apis[IOD_CHAOS_APIS_MAX]; /* the servers' API addresses, "127.0.0.1:P,..." */
+	char apis[IOD_CHAOS_APIS_MAX]; /* the servers' API addresses as they listen, "H:P,..." */
 };
 
 uint64_t iod_chaos_now_ms(void); /* wall clock: records outlive processes */
@@ -380,6 +388,12 @@ int iod_chaos_replica_find(const struct iod_chaos_cluster *c, const char *name,
  * their count (at most max). */
 uint32_t iod_chaos_service_replicas(const struct iod_chaos_cluster *c, const char *service,
                                     char names[][IOD_NAME_MAX], uint32_t max);
+/* Underlay link leaf-spine of c's `iod up --netns` fabric (its namespaces
+ * counted from /run/netns) into f's link, link_ns, link_dev; -ENOENT when
+ * the cluster has no underlay, -EINVAL when the fabric lacks the link, with
+ * e. */
+int iod_chaos_link_resolve(const struct iod_chaos_cluster *c, uint32_t leaf, uint32_t spine,
+                           struct iod_chaos_fault *f, struct iod_err *e);
 /* Record the fault, make sure a keeper runs, then apply it; on failure
  * nothing stays applied. */
 int iod_chaos_fault_apply(struct iod_chaos_cluster *c, struct iod_chaos_fault *f,
@@ -528,13 +542,16 @@ struct iod_chaos_step {
 	enum iod_chaos_mode mode;     /* how many of the selected */
 	uint32_t value;               /* fixed: a count; percent modes: a percentage */
 	char selector[256];           /* servers | nodes | leader | server-1,node-2 |
-	                       services | service/web,service/api (delay, abort) */
+	                       services | service/web,service/api (delay, abort) |
+	                       link/leaf1-spine1,... (partition, loss) */
 	enum iod_chaos_direction dir; /* partition: the chosen side is A */
 	uint64_t duration_ms;         /* how long (kill: until the restart) */
 	uint32_t percent;             /* loss; delay, abort of services: share of requests */
 	uint32_t latency_ms;          /* delay: how long (servers, nodes: a relay; services:
 	                                 each request, in the mesh) */
 	uint32_t status;              /* abort: the HTTP status answered (default 503) */
+	uint32_t line, col;           /* where the step is in its file (shell's errors) */
+	uint32_t sel_line, sel_col;   /* ... and its selector (0: the default, servers) */
 };
 
 struct iod_chaos_plan {
@@ -563,6 +580,8 @@ int iod_chaos_plan_parse(const char *text, size_t len, const char *name, struct 
 /* The step hits services' HTTP requests in the mesh (selector services or
  * service/NAME,...). */
 bool iod_chaos_step_l7(const struct iod_chaos_step *s);
+/* The step cuts or makes lossy underlay links (selector link/leafL-spineS,...). */
+bool iod_chaos_step_link(const struct iod_chaos_step *s);
 /* The names of a "service/a,service/b" selector into names (NULL: only
  * check); "services" gives 0 (every HTTP service, the shell lists them).
  * The count, or -EINVAL / -E2BIG with e. */

@@ -252,6 +252,42 @@ int iod_chaos_link_parse(const char *s, uint32_t *leaf, uint32_t *spine, struct 
 	return 0;
 }
 
+int iod_chaos_links_parse(const char *sel, uint32_t *leaf, uint32_t *spine, uint32_t max,
+                          struct iod_err *e)
+{
+	uint32_t n = 0;
+	if (!sel)
+		return iod_err_set(e, -EINVAL, "no link in the selector%s", "");
+	for (const char *p = sel; *p;) {
+		const char *c = strchr(p, ',');
+		size_t l = c ? (size_t)(c - p) : strlen(p);
+		char one[64];
+		uint32_t lf, sp;
+		if (l >= sizeof(one))
+			return iod_err_set(e, -EINVAL, "unknown link \"%.40s...\": too long", p);
+		memcpy(one, p, l);
+		one[l] = 0;
+		if (iod_chaos_link_parse(one, &lf, &sp, e))
+			return -EINVAL;
+		for (uint32_t i = 0; leaf && spine && i < n; i++)
+			if (leaf[i] == lf && spine[i] == sp)
+				return iod_err_set(e, -EINVAL, "%s twice in one selector", one);
+		if (n >= max)
+			return iod_err_set(e, -E2BIG, "more than %u links in one selector", max);
+		if (leaf && spine) {
+			leaf[n] = lf;
+			spine[n] = sp;
+		}
+		n++;
+		p += l;
+		if (*p == ',' && !*++p)
+			return iod_err_set(e, -EINVAL, "a selector ends with a comma%s", "");
+	}
+	if (!n)
+		return iod_err_set(e, -EINVAL, "no link in the selector%s", "");
+	return (int)n;
+}
+
 /* ---- grudges ------------------------------------------------------------ */
 
 static void cut_groups(struct iod_chaos_grudge *g, enum iod_chaos_direction d, const bool *a,
@@ -707,7 +743,11 @@ void iod_chaos_fault_describe(struct iod_chaos_fault *f)
 		else
 			append(d, len, "%s", "partition");
 		append(d, len, " of link %s", f->link);
-		append(d, len, " (both ways: %s", f->link_dev);
+		append(d, len, " (%s",
+		       f->dir == IOD_CHAOS_DIR_TO     ? "toward the spine"
+		       : f->dir == IOD_CHAOS_DIR_FROM ? "from the spine"
+		                                      : "both ways");
+		append(d, len, ": %s", f->link_dev);
 		append(d, len, " in %s)", f->link_ns);
 		return;
 	}
@@ -850,28 +890,44 @@ static void loss_verdict(const struct iod_chaos_fault *f, char *buf, size_t len)
 }
 
 /*
- * An underlay link, cut (partition) or lossy (loss) both ways, in its
- * leaf's namespace: whatever the leaf routes out of or in through its
- * interface to the spine (forward), and what the leaf itself sends or
- * receives on it. Drop, not reject: a cut cable answers nothing, and the
- * flows ECMP hashes onto it black-hole until the heal, as on a fabric
- * without BFD; flows hashed onto the other spines pass.
+ * An underlay link, cut (partition) or lossy (loss), in its leaf's
+ * namespace: whatever the leaf routes out of or in through its interface to
+ * the spine (forward), and what the leaf itself sends or receives on it.
+ * Direction (a link's own): to = toward the spine (out of the leaf on that
+ * interface: forward and output by oifname), from = from the spine (into the
+ * leaf: forward and input by iifname), both = both. Drop, not reject: a cut
+ * cable answers nothing, and the flows ECMP hashes onto it black-hole until
+ * the heal, as on a fabric without BFD; flows hashed onto the other spines
+ * pass.
  */
 static int link_script(const struct iod_chaos_fault *f, const char *table, struct iod_buf *out)
 {
 	char verdict[48];
 	loss_verdict(f, verdict, sizeof(verdict));
 	const char *d = f->link_dev;
-	return iod_buf_printf(out,
-	                      "table inet %s {\n"
-	                      "\tchain link_forward {\n\t\ttype filter hook forward priority -10; "
-	                      "policy accept;\n"
-	                      "\t\t# link %s\n\t\tiifname \"%s\" %s\n\t\toifname \"%s\" %s\n\t}\n"
-	                      "\tchain link_input {\n\t\ttype filter hook input priority -10; "
-	                      "policy accept;\n\t\tiifname \"%s\" %s\n\t}\n"
-	                      "\tchain link_output {\n\t\ttype filter hook output priority -10; "
-	                      "policy accept;\n\t\toifname \"%s\" %s\n\t}\n}\n",
-	                      table, f->link, d, verdict, d, verdict, d, verdict, d, verdict);
+	bool to = f->dir != IOD_CHAOS_DIR_FROM, from = f->dir != IOD_CHAOS_DIR_TO;
+	int rc = iod_buf_printf(out,
+	                        "table inet %s {\n"
+	                        "\tchain link_forward {\n\t\ttype filter hook forward priority "
+	                        "-10; policy accept;\n\t\t# link %s, %s\n",
+	                        table, f->link, iod_chaos_direction_name(f->dir));
+	if (from)
+		rc |= iod_buf_printf(out, "\t\tiifname \"%s\" %s\n", d, verdict);
+	if (to)
+		rc |= iod_buf_printf(out, "\t\toifname \"%s\" %s\n", d, verdict);
+	rc |= iod_buf_printf(out, "\t}\n");
+	if (from)
+		rc |=
+		    iod_buf_printf(out,
+		                   "\tchain link_input {\n\t\ttype filter hook input priority -10; "
+		                   "policy accept;\n\t\tiifname \"%s\" %s\n\t}\n",
+		                   d, verdict);
+	if (to)
+		rc |= iod_buf_printf(out,
+		                     "\tchain link_output {\n\t\ttype filter hook output priority "
+		                     "-10; policy accept;\n\t\toifname \"%s\" %s\n\t}\n",
+		                     d, verdict);
+	return rc | iod_buf_printf(out, "}\n");
 }
 
 int iod_chaos_nft_script(const struct iod_chaos_fault *f, struct iod_buf *out, struct iod_err *e)

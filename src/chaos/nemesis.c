@@ -17,6 +17,7 @@
  * Decisions (shapes, records, nft scripts) are fault.c's; this file only
  * does what they say.
  */
+#include "iod/agent.h"
 #include "iod/chaos.h"
 #include "iod/objects.h"
 
@@ -127,8 +128,10 @@ static int member_from_pid(struct iod_chaos_member *m, int pid, const char *dir)
 		if (next && (!strcmp(a, "--raft") || !strcmp(a, "--api"))) {
 			const char *c = strrchr(next, ':');
 			int port = c ? atoi(c + 1) : 0;
-			if (port > 0 && port < 65536 && m->nports < IOD_ARRAY_LEN(m->ports))
+			if (port > 0 && port < 65536 && m->nports < IOD_ARRAY_LEN(m->ports)) {
+				snprintf(m->addrs[m->nports], sizeof(m->addrs[0]), "%s", next);
 				m->ports[m->nports++] = (uint16_t)port;
+			}
 		}
 		o += (uint32_t)l + 1;
 	}
@@ -180,10 +183,47 @@ int iod_chaos_cluster_load(const char *dir_in, struct iod_chaos_cluster *c, stru
 	for (uint32_t i = 0; i < c->nservers; i++) {
 		size_t l = strlen(c->apis);
 		const struct iod_chaos_member *m = &c->servers[i];
+		/* where it listens (10.254.0.1 on `iod up --netns`), not 127.0.0.1 */
 		if (m->nports == 2)
-			snprintf(c->apis + l, sizeof(c->apis) - l, "%s127.0.0.1:%u", l ? "," : "",
-			         m->ports[1]);
+			snprintf(c->apis + l, sizeof(c->apis) - l, "%s%s", l ? "," : "",
+			         m->addrs[1]);
 	}
+	return 0;
+}
+
+int iod_chaos_link_resolve(const struct iod_chaos_cluster *c, uint32_t leaf, uint32_t spine,
+                           struct iod_chaos_fault *f, struct iod_err *e)
+{
+	struct iod_agent_underlay_cfg ul = {0};
+	char dir[2 * IOD_PATH_MAX + 2], path[IOD_PATH_MAX + 64];
+	char cwd[IOD_PATH_MAX];
+	/* absolute as `iod up` made it (cwd/dir, not normalised): the hash names it */
+	if (c->dir[0] != '/' && getcwd(cwd, sizeof(cwd)))
+		snprintf(dir, sizeof(dir), "%s/%s", cwd, c->dir);
+	else
+		snprintf(dir, sizeof(dir), "%s", c->dir);
+	iod_agent_underlay_prefix(dir, ul.prefix, sizeof(ul.prefix));
+	for (uint32_t k = 1; k <= IOD_UNDERLAY_LEAVES_MAX; k++) {
+		snprintf(path, sizeof(path), "/run/netns/%s-l%u", ul.prefix, k);
+		if (access(path, F_OK))
+			break;
+		ul.leaves = k;
+	}
+	for (uint32_t k = 1; k <= IOD_UNDERLAY_SPINES_MAX; k++) {
+		snprintf(path, sizeof(path), "/run/netns/%s-s%u", ul.prefix, k);
+		if (access(path, F_OK))
+			break;
+		ul.spines = k;
+	}
+	if (!ul.leaves || !ul.spines)
+		return iod_err_set(e, -ENOENT,
+		                   "the cluster in %s has no underlay (no namespace %s-l1): links "
+		                   "are those of `iod up --netns`",
+		                   c->dir, ul.prefix);
+	if (iod_agent_underlay_link(&ul, leaf, spine, f->link_ns, sizeof(f->link_ns), f->link_dev,
+	                            sizeof(f->link_dev), e))
+		return -EINVAL;
+	snprintf(f->link, sizeof(f->link), "leaf%u-spine%u", leaf, spine);
 	return 0;
 }
 
@@ -772,6 +812,18 @@ static int relay_start(const char *chaos_dir, struct iod_chaos_fault *f, struct 
 	return 0;
 }
 
+/* pid's network namespace is ours: the root one, where partition, loss and
+ * delay tables hook (an agent of `iod up --netns` is in its host's). */
+static bool same_netns(int pid)
+{
+	char path[64];
+	struct stat a, b;
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", pid);
+	if (stat(path, &a) || stat("/proc/self/ns/net", &b))
+		return true; /* gone or unreadable: the liveness check reports it */
+	return a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+}
+
 int iod_chaos_fault_apply(struct iod_chaos_cluster *c, struct iod_chaos_fault *f, struct iod_err *e)
 {
 	int rc = 0;
@@ -780,9 +832,18 @@ int iod_chaos_fault_apply(struct iod_chaos_cluster *c, struct iod_chaos_fault *f
 		if (!iod_chaos_member_alive(&f->m[i]))
 			return iod_err_set(e, -ESRCH, "%s is not running: nothing to %s",
 			                   f->m[i].name, iod_chaos_action_name(f->action));
-	if ((f->action == IOD_CHAOS_ACT_PARTITION || f->action == IOD_CHAOS_ACT_LOSS ||
-	     f->action == IOD_CHAOS_ACT_DELAY) &&
-	    !f->link[0]) /* a link's table matches its interface, not processes */
+	bool net = f->action == IOD_CHAOS_ACT_PARTITION || f->action == IOD_CHAOS_ACT_LOSS ||
+	           f->action == IOD_CHAOS_ACT_DELAY;
+	for (uint32_t i = 0; net && i < f->n; i++)
+		if (!same_netns(f->m[i].pid))
+			return iod_err_set(
+			    e, -EXDEV,
+			    "%s runs in a network namespace of its own (`iod up --netns`): a %s "
+			    "table in this namespace's hooks would not see what it sends; cut or "
+			    "make lossy its leaf's link instead (link/leafL-spineS), or kill or "
+			    "pause it",
+			    f->m[i].name, iod_chaos_action_name(f->action));
+	if (net && !f->link[0]) /* a link's table matches its interface, not processes */
 		if ((rc = prepare_cgroups(f, e)))
 			return rc;
 	if (f->action == IOD_CHAOS_ACT_DELAY && (rc = relay_start(c->chaos_dir, f, e)))

@@ -59,6 +59,11 @@ const char *iod_chaos_mode_name(enum iod_chaos_mode m)
 	return (unsigned)m < IOD_ARRAY_LEN(mode_names) ? mode_names[m] : "?";
 }
 
+bool iod_chaos_step_link(const struct iod_chaos_step *s)
+{
+	return !strncmp(s->selector, "link/", 5);
+}
+
 bool iod_chaos_step_l7(const struct iod_chaos_step *s)
 {
 	return !strcmp(s->selector, "services") || !strncmp(s->selector, "service/", 8);
@@ -105,6 +110,8 @@ static int parse_step(struct pctx *x, const struct iod_yaml_node *m, struct iod_
 	bool have_action = false, have_duration = false, have_value = false;
 	memset(s, 0, sizeof(*s));
 	snprintf(s->selector, sizeof(s->selector), "servers");
+	s->line = m->line;
+	s->col = m->col;
 	if (m->kind != IOD_YAML_MAP)
 		return fail(x, m, "a fault is a mapping (action, mode, selector, duration...)%s",
 		            "");
@@ -146,16 +153,22 @@ static int parse_step(struct pctx *x, const struct iod_yaml_node *m, struct iod_
 			if (!strcmp(val, "services") || !strncmp(val, "service/", 8)) {
 				if (services_parse(val, &e1) < 0)
 					return fail(x, v, "selector: %s", e1.msg);
+			} else if (!strncmp(val, "link/", 5)) {
+				if (iod_chaos_links_parse(val, NULL, NULL, IOD_CHAOS_MEMBERS_MAX,
+				                          &e1) < 0)
+					return fail(x, v, "selector: %s", e1.msg);
 			} else if (strcmp(val, "servers") && strcmp(val, "nodes") &&
 			           strcmp(val, "leader") &&
 			           iod_chaos_target_list_parse(val, t, IOD_CHAOS_MEMBERS_MAX, &e1) <
 			               0) {
 				return fail(x, v,
 				            "selector: %s (or servers, nodes, leader, services, "
-				            "service/NAME,...)",
+				            "service/NAME,..., link/leafL-spineS,...)",
 				            e1.msg);
 			}
 			snprintf(s->selector, sizeof(s->selector), "%s", val);
+			s->sel_line = v->line;
+			s->sel_col = v->col;
 		} else if (!strcmp(key, "latency")) {
 			uint64_t ms = 0;
 			if (iod_chaos_duration_parse(val, &ms, &e1))
@@ -201,6 +214,12 @@ static int parse_step(struct pctx *x, const struct iod_yaml_node *m, struct iod_
 		return fail(x, m,
 		            "a selector of services: the mesh injects only delay and abort into "
 		            "a service's requests, not %s (select servers or nodes for it)",
+		            iod_chaos_action_name(s->action));
+	if (iod_chaos_step_link(s) && s->action != IOD_CHAOS_ACT_PARTITION &&
+	    s->action != IOD_CHAOS_ACT_LOSS)
+		return fail(x, m,
+		            "a link selector: a link can be cut (partition) or made lossy (loss), "
+		            "not %s (a delay cannot hold a link's packets here: docs/chaos.md)",
 		            iod_chaos_action_name(s->action));
 	if (s->action == IOD_CHAOS_ACT_DELAY && !s->latency_ms)
 		return fail(x, m, "a delay fault needs a latency (10ms..60s)%s", "");

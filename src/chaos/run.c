@@ -664,6 +664,51 @@ static int plan_fault(struct run *r, const struct iod_chaos_step *s, struct iod_
 	return rc ? rc : iod_chaos_fault_apply(c, f, e);
 }
 
+/* A link step (selector link/leafL-spineS,...): its mode picks among the
+ * listed links, each gets a fault of its own (its table in its leaf's
+ * namespace); 0 with fs[0..*n), or an error with the applied ones healed.
+ * Two draws, as every step: the id, then the pick (src/sim/plan.c follows). */
+static int plan_links(struct run *r, const struct iod_chaos_step *s, struct iod_rng *rng,
+                      struct iod_chaos_fault *fs, uint32_t *n, char *desc, size_t desc_len,
+                      struct iod_err *e)
+{
+	uint32_t leaf[IOD_CHAOS_MEMBERS_MAX], spine[IOD_CHAOS_MEMBERS_MAX];
+	bool pick[IOD_CHAOS_MEMBERS_MAX] = {0};
+	int k = iod_chaos_links_parse(s->selector, leaf, spine, IOD_CHAOS_MEMBERS_MAX, e);
+	uint64_t id = iod_rng_next(rng);
+	*n = 0;
+	if (k < 0)
+		return k;
+	iod_chaos_plan_pick(s, (uint32_t)k, iod_rng_next(rng), pick);
+	size_t off = 0;
+	desc[0] = 0;
+	int rc = 0;
+	uint64_t now = iod_chaos_now_ms();
+	for (uint32_t i = 0; i < (uint32_t)k && !rc; i++) {
+		if (!pick[i])
+			continue;
+		struct iod_chaos_fault *f = &fs[*n];
+		memset(f, 0, sizeof(*f));
+		iod_chaos_fault_id(f->id, sizeof(f->id), id + i);
+		f->action = s->action;
+		f->shape = IOD_CHAOS_SHAPE_EXPLICIT;
+		f->dir = s->dir;
+		f->percent = s->percent;
+		f->start_ms = now;
+		f->deadline_ms = now + s->duration_ms;
+		if ((rc = iod_chaos_link_resolve(r->c, leaf[i], spine[i], f, e)) ||
+		    (rc = iod_chaos_fault_apply(r->c, f, e)))
+			break;
+		(*n)++;
+		if (off + 2 < desc_len)
+			off += (size_t)snprintf(desc + off, desc_len - off, "%s%s", off ? "; " : "",
+			                        f->desc);
+		if (off >= desc_len)
+			off = desc_len - 1;
+	}
+	return rc;
+}
+
 /* An L7 step (selector services or service/NAME,...): its mode picks
  * among the HTTP services, each gets a Fault object; 0 with l7[0..*n), or
  * an error (nothing stays applied: the ones written are deleted). */
@@ -993,25 +1038,35 @@ int iod_chaos_run(struct iod_chaos_cluster *c, const struct iod_chaos_run_cfg *c
 		if (!f)
 			break;
 		uint64_t t_apply = now_ns();
-		bool l7 = step && iod_chaos_step_l7(step);
-		uint32_t nl7 = 0;
+		bool l7 = step && iod_chaos_step_l7(step), lk = step && iod_chaos_step_link(step);
+		uint32_t nl7 = 0, nlk = 0;
 		struct iod_chaos_l7 *l7s = l7 ? calloc(IOD_CHAOS_MEMBERS_MAX, sizeof(*l7s)) : NULL;
+		struct iod_chaos_fault *lks =
+		    lk ? calloc(IOD_CHAOS_MEMBERS_MAX, sizeof(*lks)) : NULL;
 		int frc =
-		    l7 ? (l7s ? plan_l7(&r, step, &rng, l7s, &nl7, f->desc, sizeof(f->desc), &fe)
-		              : -ENOMEM)
+		    l7   ? (l7s ? plan_l7(&r, step, &rng, l7s, &nl7, f->desc, sizeof(f->desc), &fe)
+		                : -ENOMEM)
+		    : lk ? (lks ? plan_links(&r, step, &rng, lks, &nlk, f->desc, sizeof(f->desc),
+		                             &fe)
+		                : -ENOMEM)
 		    : step ? plan_fault(&r, step, &rng, f, &fe)
 		           : nemesis_fault(&r, act, &rng, hold_ms, f, &fe);
 		if (frc) {
 			fprintf(stderr, "iod chaos run: %s fault skipped: %s\n",
 			        iod_chaos_action_name(act), fe.msg);
 			heal_l7(&r, l7s, nl7);
+			for (uint32_t i = 0; i < nlk; i++)
+				heal_now(&r, &lks[i]);
 			free(l7s);
+			free(lks);
 			free(f);
 			t += hold_ms * IOD_NS_PER_MS;
 			continue;
 		}
 		if (l7)
 			snprintf(f->id, sizeof(f->id), "%s", nl7 ? l7s[0].id : "");
+		if (lk)
+			snprintf(f->id, sizeof(f->id), "%s", nlk ? lks[0].id : "");
 		struct iod_chaos_run_fault *rf = &rep->faults[rep->nfaults++];
 		snprintf(rf->id, sizeof(rf->id), "%s", f->id);
 		snprintf(rf->desc, sizeof(rf->desc), "%s", f->desc);
@@ -1022,9 +1077,13 @@ int iod_chaos_run(struct iod_chaos_cluster *c, const struct iod_chaos_run_cfg *c
 		rf->heal_ns = now_ns();
 		if (l7)
 			heal_l7(&r, l7s, nl7);
+		else if (lk)
+			for (uint32_t i = 0; i < nlk; i++)
+				heal_now(&r, &lks[i]);
 		else
 			heal_now(&r, f);
 		free(l7s);
+		free(lks);
 		rf->heal_ms = (rf->heal_ns - r.t0_ns) / IOD_NS_PER_MS;
 		free(f);
 		t = rf->heal_ns + quiet_ms * IOD_NS_PER_MS;

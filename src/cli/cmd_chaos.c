@@ -36,8 +36,8 @@ static void usage(FILE *f)
 	    "       iod chaos kill TARGET [--signal SIG] [--restart-after D]\n"
 	    "       iod chaos pause TARGET --duration D\n"
 	    "       iod chaos loss TARGET --percent P --duration D\n"
-	    "       iod chaos partition|loss link/leafL-spineS [--percent P] --duration D\n"
-	    "                 (an underlay link of `iod up --netns`, both ways)\n"
+	    "       iod chaos partition|loss link/leafL-spineS [--percent P] [--direction D]\n"
+	    "                 --duration D  (an underlay link of `iod up --netns`)\n"
 	    "       iod chaos delay TARGET --latency L --duration D  (what it sends, via a relay)\n"
 	    "       iod chaos delay service/NAME --latency L [--percent P] --duration D\n"
 	    "       iod chaos abort service/NAME [--status S] [--percent P] --duration D\n"
@@ -63,7 +63,8 @@ static void usage(FILE *f)
 	    "                   minority-third | primaries (the leader alone)\n"
 	    "  --between A,B    one side of an explicit partition (servers or nodes);\n"
 	    "  --and C          the other side (default: every other server)\n"
-	    "  --direction D    both (default) | to (A hears nothing) | from (A is not heard)\n"
+	    "  --direction D    both (default) | to (A hears nothing) | from (A is not heard);\n"
+	    "                   of a link: to = toward the spine, from = from the spine\n"
 	    "  --duration D     how long the fault lasts (10ms..24h)\n"
 	    "  --detach         return once applied (the keeper heals it); by default wait,\n"
 	    "                   and heal at once on Ctrl-C\n"
@@ -86,7 +87,8 @@ static void usage(FILE *f)
 	    "fields (action, mode: one|all|fixed|fixed-percent|random-max-percent, value,\n"
 	    "selector, direction, duration, percent, latency, status), run in sequence or\n"
 	    "drawn at random from the seed (schedule: sequence|random). Selector services\n"
-	    "or service/NAME,...: delay and abort of their HTTP requests in the mesh.\n"
+	    "or service/NAME,...: delay and abort of their HTTP requests in the mesh;\n"
+	    "link/leafL-spineS,...: partition and loss of underlay links (iod up --netns).\n"
 	    "Exit: 0 valid; 1 anomalies found or a runtime error; 2 bad input;\n"
 	    "      4 the checker's search bound was hit (unknown).\n");
 }
@@ -426,7 +428,9 @@ static int apply_and_wait(struct iod_chaos_cluster *c, struct iod_chaos_fault *f
 	struct iod_err e = {0};
 	char until[48];
 	if (iod_chaos_fault_apply(c, f, &e))
-		return iod_cli_fail("chaos", e.code == -ESRCH ? IOD_EXIT_INVALID : IOD_EXIT_ERROR,
+		return iod_cli_fail("chaos",
+		                    e.code == -ESRCH || e.code == -EXDEV ? IOD_EXIT_INVALID
+		                                                         : IOD_EXIT_ERROR,
 		                    "%s: %s", iod_chaos_action_name(f->action), e.msg);
 	fmt_clock(f->deadline_ms, until, sizeof(until));
 	if (o->out == IOD_OUT_TEXT) {
@@ -535,10 +539,9 @@ static int member_add(struct iod_chaos_cluster *c, struct iod_chaos_fault *f, co
 		const struct iod_chaos_member *m = &f->m[0];
 		if (!known) {
 			f->member_id = strtoull(m->name + strlen("server-"), NULL, 10);
-			snprintf(f->member_raft, sizeof(f->member_raft), "127.0.0.1:%u",
-			         m->ports[0]);
-			snprintf(f->member_api, sizeof(f->member_api), "127.0.0.1:%u",
-			         m->nports > 1 ? (unsigned)m->ports[1] : 0u);
+			snprintf(f->member_raft, sizeof(f->member_raft), "%s", m->addrs[0]);
+			snprintf(f->member_api, sizeof(f->member_api), "%s",
+			         m->nports > 1 ? m->addrs[1] : "");
 			snprintf(f->apis, sizeof(f->apis), "%s", c->apis);
 		}
 		/* a spare left by an interrupted add takes two rounds */
@@ -677,55 +680,33 @@ static int do_link(enum iod_chaos_action act, const char *target, struct opts *o
 {
 	struct iod_err e = {0};
 	uint32_t leaf = 0, spine = 0;
+	if (act == IOD_CHAOS_ACT_DELAY)
+		return bad(
+		    "delay of %s: this kernel cannot hold a link's packets (no tc netem, no "
+		    "nft queue; tbf and htb only limit the rate) and a relay would delay only "
+		    "the TCP it terminates; a link can be cut (partition) or lossy (loss), "
+		    "and delay works on servers (a relay) and services (the mesh)%s",
+		    target, "");
 	if (act != IOD_CHAOS_ACT_PARTITION && act != IOD_CHAOS_ACT_LOSS)
 		return bad("%s of %s: a link can be cut (partition) or lossy (loss)",
 		           iod_chaos_action_name(act), target);
 	if (iod_chaos_link_parse(target, &leaf, &spine, &e))
 		return bad("%s%s", e.msg, "");
-	if (o->have_shape || o->between || o->and_ || o->dir_ != IOD_CHAOS_DIR_BOTH)
-		return bad("%s: a link is cut both ways, without --shape, --between or "
-		           "--direction%s",
+	if (o->have_shape || o->between || o->and_)
+		return bad("%s: a link is one cable: no --shape, --between or --and (--direction "
+		           "to|from cuts it one way)%s",
 		           target, "");
 	int rc = load_cluster(o, c);
 	if (rc)
 		return rc;
-	struct iod_agent_underlay_cfg ul = {0};
-	char dir[2 * IOD_PATH_MAX + 2], path[IOD_PATH_MAX + 64];
-	char cwd[IOD_PATH_MAX];
-	/* absolute as `iod up` made it (cwd/dir, not normalised): the hash names it */
-	if (c->dir[0] != '/' && getcwd(cwd, sizeof(cwd)))
-		snprintf(dir, sizeof(dir), "%s/%s", cwd, c->dir);
-	else
-		snprintf(dir, sizeof(dir), "%s", c->dir);
-	iod_agent_underlay_prefix(dir, ul.prefix, sizeof(ul.prefix));
-	for (uint32_t k = 1; k <= IOD_UNDERLAY_LEAVES_MAX; k++) {
-		snprintf(path, sizeof(path), "/run/netns/%s-l%u", ul.prefix, k);
-		if (access(path, F_OK))
-			break;
-		ul.leaves = k;
-	}
-	for (uint32_t k = 1; k <= IOD_UNDERLAY_SPINES_MAX; k++) {
-		snprintf(path, sizeof(path), "/run/netns/%s-s%u", ul.prefix, k);
-		if (access(path, F_OK))
-			break;
-		ul.spines = k;
-	}
-	if (!ul.leaves || !ul.spines) {
-		char why[IOD_PATH_MAX + 64];
-		snprintf(why, sizeof(why), "the cluster in %s has no underlay (no namespace %s-l1)",
-		         c->dir, ul.prefix);
-		return bad("%s: %s: links are those of `iod up --netns`", target, why);
-	}
-	if (iod_agent_underlay_link(&ul, leaf, spine, f->link_ns, sizeof(f->link_ns), f->link_dev,
-	                            sizeof(f->link_dev), &e))
+	if (iod_chaos_link_resolve(c, leaf, spine, f, &e))
 		return bad("%s: %s", target, e.msg);
-	snprintf(f->link, sizeof(f->link), "%s", target + 5);
 	if (!o->have_seed)
 		o->seed = iod_time_unix_ns();
 	iod_chaos_fault_id(f->id, sizeof(f->id), o->seed);
 	f->action = act;
 	f->shape = IOD_CHAOS_SHAPE_EXPLICIT;
-	f->dir = IOD_CHAOS_DIR_BOTH;
+	f->dir = o->dir_; /* to: toward the spine, from: from it */
 	f->percent = o->percent;
 	f->start_ms = iod_chaos_now_ms();
 	f->deadline_ms = f->start_ms + o->duration_ms;
@@ -1462,6 +1443,35 @@ static int plan_services_check(const struct iod_chaos_plan *plan, const struct i
 	return rc;
 }
 
+/* A plan's link steps name links the cluster's underlay has: checked before
+ * the run (file:line:col of the selector, exit 2), so a bad plan applies
+ * nothing. */
+static int plan_links_check(const struct iod_chaos_plan *plan, const struct iod_chaos_cluster *c,
+                            const char *name)
+{
+	uint32_t leaf[IOD_CHAOS_MEMBERS_MAX], spine[IOD_CHAOS_MEMBERS_MAX];
+	struct iod_chaos_fault *f = NULL;
+	struct iod_err e = {0};
+	int rc = 0;
+	for (uint32_t i = 0; i < plan->nsteps && !rc; i++) {
+		const struct iod_chaos_step *s = &plan->steps[i];
+		if (!iod_chaos_step_link(s))
+			continue;
+		if (!f && !(f = calloc(1, sizeof(*f))))
+			return iod_cli_fail("chaos", IOD_EXIT_ERROR, "out of memory");
+		int k = iod_chaos_links_parse(s->selector, leaf, spine, IOD_CHAOS_MEMBERS_MAX, &e);
+		for (int j = 0; j < k && !rc; j++)
+			if (iod_chaos_link_resolve(c, leaf[j], spine[j], f, &e)) {
+				fprintf(stderr,
+				        "iod chaos: %s:%u:%u: selector link/leaf%u-spine%u: %s\n",
+				        name, s->sel_line, s->sel_col, leaf[j], spine[j], e.msg);
+				rc = IOD_EXIT_INVALID;
+			}
+	}
+	free(f);
+	return rc;
+}
+
 static int do_run(int argc, char **argv, struct opts *o)
 {
 	struct iod_chaos_cluster *c = calloc(1, sizeof(*c));
@@ -1551,7 +1561,8 @@ static int do_run(int argc, char **argv, struct opts *o)
 			         c->servers[i].name, "");
 			goto out;
 		}
-	if (plan && (rc = plan_services_check(plan, c)))
+	if (plan &&
+	    ((rc = plan_links_check(plan, c, o->plan)) || (rc = plan_services_check(plan, c))))
 		goto out;
 	if (o->out == IOD_OUT_TEXT) {
 		printf("iod chaos run: workload %s, %u clients, %u ops/s, %.1f s, %s %s "

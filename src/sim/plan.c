@@ -19,7 +19,7 @@
 
 /* The simulator's fault vocabulary a step maps onto. */
 struct cand {
-	enum iod_simc_fault_kind kind; /* server, leader or node */
+	enum iod_simc_fault_kind kind; /* server, leader, node or link */
 	uint32_t index;                /* server or node index */
 };
 
@@ -27,8 +27,9 @@ static int refuse(uint32_t k, const struct iod_chaos_step *s, const char *why, s
 {
 	return iod_err_set(e, -EINVAL,
 	                   "plan fault %u (%s, selector %.64s): the simulator cannot model %s; "
-	                   "it models kill and pause of servers (servers, server-N, leader) "
-	                   "and kill of nodes (nodes, node-N)",
+	                   "it models kill and pause of servers (servers, server-N, leader), "
+	                   "kill of nodes (nodes, node-N) and partition of links "
+	                   "(link/leafL-spineS)",
 	                   k + 1, iod_chaos_action_name(s->action), s->selector, why);
 }
 
@@ -37,6 +38,32 @@ static int candidates(uint32_t k, const struct iod_chaos_step *s, const struct i
                       struct cand *out, struct iod_err *e)
 {
 	uint32_t n = 0;
+	if (iod_chaos_step_link(s)) {
+		/* link/leafL-spineS: the simulator has no leaves and spines; its
+		 * link fault is one black-holed path of a node's (the fabric has
+		 * others). Leaf L stands for node-L, the first host `iod up --netns`
+		 * puts on leaf L (host h is on leaf (h-1) % leaves + 1) */
+		uint32_t leaf[IOD_CHAOS_MEMBERS_MAX], spine[IOD_CHAOS_MEMBERS_MAX];
+		if (s->action != IOD_CHAOS_ACT_PARTITION)
+			return refuse(k, s,
+			              "a lossy link (its link fault is a cut: every flow on "
+			              "the path black-holed)",
+			              e);
+		int nl = iod_chaos_links_parse(s->selector, leaf, spine, IOD_CHAOS_MEMBERS_MAX, e);
+		if (nl < 0)
+			return nl;
+		for (int i = 0; i < nl; i++) {
+			if (leaf[i] > c->nodes)
+				return iod_err_set(
+				    e, -EINVAL,
+				    "plan fault %u: link/leaf%u-spine%u: leaf L stands "
+				    "for node-L, and the simulated cluster has %u nodes "
+				    "(--nodes N)",
+				    k + 1, leaf[i], spine[i], c->nodes);
+			out[n++] = (struct cand){IOD_SIMC_FAULT_LINK, leaf[i] - 1};
+		}
+		return (int)n;
+	}
 	if (s->action != IOD_CHAOS_ACT_KILL && s->action != IOD_CHAOS_ACT_PAUSE) {
 		char what[64];
 		const char *a = iod_chaos_action_name(s->action);

@@ -3,7 +3,8 @@
 # stops and resumes; loss is a named numgen table, listed with its time
 # left and healed by heal --all; a fault whose keeper died is healed by the
 # next command's keeper once overdue. Needs root and nft. One RESULT line a
-# check (lib.sh).
+# check (lib.sh). A plan with a link step on this loopback cluster (no
+# underlay) is exit 2 with its file:line:col.
 set -u
 . "$(dirname "$0")/lib.sh"
 need_chaos "${1:-build}"
@@ -51,3 +52,14 @@ why=""
 [ "$(chaos_records)" = 0 ] || why="$why; records left: $(cd "$IOD_STATE_DIR/chaos" && ls ./*.json | tr '\n' ' ')"
 [ -z "$why" ] && ok "overdue_fault_healed_by_a_new_keeper" ||
 	bad "overdue_fault_healed_by_a_new_keeper (${why#; })"
+
+# ---- a plan's link step on a cluster without an underlay: exit 2 ---------
+printf 'duration: 8s\nfaults:\n  - {action: partition, selector: link/leaf1-spine1, duration: 2s}\n' >"$T/link.yaml"
+"$IOD" chaos run --plan "$T/link.yaml" >"$T/link.out" 2>&1
+rc=$?
+if [ $rc = 2 ] && grep -q "link.yaml:3:.*selector link/leaf1-spine1: .*has no underlay" "$T/link.out" &&
+	[ "$(chaos_records)" = 0 ] && [ "$(chaos_tables)" = "$t0" ]; then
+	ok "plan_link_step_without_an_underlay_exits_2"
+else
+	bad "plan_link_step_without_an_underlay_exits_2 (rc $rc: $(cat "$T/link.out"))"
+fi

@@ -4,7 +4,9 @@
 # examples/chaos/ gives its server and node faults at the plan's times, the
 # same seed the same event log (its hash); a plan with what the simulator cannot
 # model (examples/chaos/plan.yaml: a partition) and a bad plan file exit 2
-# naming the step or the place.
+# naming the step or the place; examples/chaos/plan-link.yaml's link steps
+# are the simulator's link faults (a lossy link or a leaf beyond --nodes:
+# exit 2).
 set -u
 . "$(dirname "$0")/lib.sh"
 need_iod "${1:-build}"
@@ -41,4 +43,29 @@ if [ "$rc" = 2 ] && [ "$rc2" = 2 ] && grep -q "bad.yaml:3:.*unknown fault field"
 	ok "sim_plan_bad_file_exits_2"
 else
 	bad "sim_plan_bad_file_exits_2 (exit $rc, $rc2: $(cat "$tmp/e.txt"))"
+fi
+
+# underlay links: the plan of examples/chaos/plan-link.yaml (the one
+# chaos_link_netns.sh runs on `iod up --netns`) as the simulator's link
+# faults, leaf L on node L-1: 2 s leaf 1; 9 s leaves 1 and 2; 16 s leaf 1;
+# 23 s both (the job runs from about 20 s: stalled, rerouted after 51 ms)
+"$IOD" sim --nodes 2 --gpus 8 --steps 400 --plan "$EX/plan-link.yaml" --quiet --log "$tmp/l.log" \
+	>"$tmp/l.txt" 2>&1; rc=$?
+links=$(grep " fault link " "$tmp/l.log" | awk '{printf "%s%d@%s", (n++ ? "," : ""), $1 / 1e9, $4}')
+if [ "$rc" = 0 ] &&
+	[ "$links" = "2@node=n0,9@node=n0,9@node=n1,16@node=n0,23@node=n0,23@node=n1" ] &&
+	grep -q "job rerouted" "$tmp/l.log" && grep -q "(1 hit the job)" "$tmp/l.txt"; then
+	ok "sim_plan_link_steps_are_link_faults ($links)"
+else
+	bad "sim_plan_link_steps_are_link_faults (exit $rc, '$links': $(tail -3 "$tmp/l.txt"))"
+fi
+printf 'duration: 10s\nfaults:\n  - {action: loss, selector: link/leaf1-spine1, percent: 20, duration: 1s}\n' >"$tmp/loss.yaml"
+"$IOD" sim --nodes 2 --gpus 8 --plan "$tmp/loss.yaml" --quiet >"$tmp/ll.txt" 2>&1; rc=$?
+printf 'duration: 10s\nfaults:\n  - {action: partition, selector: link/leaf3-spine1, duration: 1s}\n' >"$tmp/l3.yaml"
+"$IOD" sim --nodes 2 --gpus 8 --plan "$tmp/l3.yaml" --quiet >"$tmp/l3.txt" 2>&1; rc3=$?
+if [ "$rc" = 2 ] && grep -q "plan fault 1 (loss.*a lossy link" "$tmp/ll.txt" &&
+	[ "$rc3" = 2 ] && grep -q "link/leaf3-spine1: leaf L stands for node-L.*2 nodes" "$tmp/l3.txt"; then
+	ok "sim_plan_lossy_or_missing_link_exits_2"
+else
+	bad "sim_plan_lossy_or_missing_link_exits_2 (exit $rc, $rc3: $(cat "$tmp/ll.txt" "$tmp/l3.txt"))"
 fi

@@ -497,6 +497,32 @@ TEST(link_record_and_script)
 	CHECK(!strstr(b.data, "numgen"));
 	CHECK_CONTAINS(b.data, "iifname \"s2\" drop");
 	iod_buf_free(&b);
+	/* one way: to = toward the spine (out of the leaf on s2), from = from it */
+	f->action = IOD_CHAOS_ACT_PARTITION;
+	f->dir = IOD_CHAOS_DIR_TO;
+	iod_buf_init(&b);
+	CHECK_EQ(iod_chaos_nft_script(f, &b, &err), 0);
+	CHECK_CONTAINS(b.data, "oifname \"s2\" drop");
+	CHECK(!strstr(b.data, "iifname"));
+	CHECK(!strstr(b.data, "hook input"));
+	CHECK_CONTAINS(b.data, "type filter hook output");
+	iod_buf_free(&b);
+	iod_chaos_fault_describe(f);
+	CHECK_CONTAINS(f->desc, "partition of link leaf1-spine2 (toward the spine: s2 in");
+	f->dir = IOD_CHAOS_DIR_FROM;
+	iod_buf_init(&b);
+	CHECK_EQ(iod_chaos_nft_script(f, &b, &err), 0);
+	CHECK_CONTAINS(b.data, "iifname \"s2\" drop");
+	CHECK(!strstr(b.data, "oifname"));
+	CHECK(!strstr(b.data, "hook output"));
+	CHECK_CONTAINS(b.data, "type filter hook input");
+	iod_buf_free(&b);
+	iod_chaos_fault_describe(f);
+	CHECK_CONTAINS(f->desc, "(from the spine: s2 in");
+	j = iod_chaos_fault_to_json(f);
+	CHECK_EQ(iod_chaos_fault_from_json(j, g, &err), 0);
+	CHECK_EQ(g->dir, IOD_CHAOS_DIR_FROM);
+	json_decref(j);
 	free(f);
 }
 

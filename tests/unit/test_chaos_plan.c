@@ -156,12 +156,75 @@ TEST(l7_steps_select_services)
 	free(p);
 }
 
+/* Each one-step plan is refused, naming its step's place and what is wrong. */
+struct bad_step {
+	const char *step, *want;
+};
+
+static void refuses(const struct bad_step *bad, size_t n, struct iod_chaos_plan *p)
+{
+	for (size_t i = 0; i < n; i++) {
+		char text[512];
+		snprintf(text, sizeof(text), "duration: 10s\nfaults:\n  - %s\n", bad[i].step);
+		err.msg[0] = 0;
+		CHECK_MSG(parse(text, p) == -EINVAL, "case %zu parsed", i);
+		CHECK_MSG(strstr(err.msg, bad[i].want) != NULL, "case %zu: %s", i, err.msg);
+		CHECK_MSG(strstr(err.msg, "p.yaml:3:") != NULL, "case %zu: %s", i, err.msg);
+	}
+}
+
+/* Underlay links as plan steps: partition and loss of a link or a list,
+ * with a direction; the selector's place kept for the shell's errors (a
+ * link the cluster lacks is refused there, with file:line:col). */
+TEST(link_steps_select_links)
+{
+	struct iod_chaos_plan *p = calloc(1, sizeof(*p));
+	const char *t = "duration: 20s\n"
+	                "faults:\n"
+	                "  - {action: partition, selector: link/leaf1-spine2, direction: to,"
+	                " duration: 2s}\n"
+	                "  - action: loss\n"
+	                "    mode: all\n"
+	                "    selector: link/leaf1-spine1,link/leaf2-spine1\n"
+	                "    percent: 30\n"
+	                "    duration: 3s\n";
+	CHECK_EQ(parse(t, p), 0);
+	CHECK_EQ(p->nsteps, 2u);
+	CHECK(iod_chaos_step_link(&p->steps[0]));
+	CHECK(!iod_chaos_step_l7(&p->steps[0]));
+	CHECK_EQ(p->steps[0].dir, IOD_CHAOS_DIR_TO);
+	CHECK_EQ(p->steps[0].sel_line, 3u);
+	CHECK_EQ(p->steps[1].sel_line, 6u);
+	CHECK_EQ(p->steps[1].sel_col, 15u);
+	CHECK_EQ(p->steps[1].line, 4u);
+	uint32_t lf[4], sp[4];
+	CHECK_EQ(iod_chaos_links_parse(p->steps[1].selector, lf, sp, 4, &err), 2);
+	CHECK(lf[0] == 1 && sp[0] == 1 && lf[1] == 2 && sp[1] == 1);
+	CHECK_EQ(iod_chaos_links_parse("link/leaf1-spine1,link/leaf1-spine1", lf, sp, 4, &err),
+	         -EINVAL);
+	CHECK_CONTAINS(err.msg, "twice");
+	CHECK_EQ(iod_chaos_links_parse("link/leaf1-spine1,link/leaf2-spine1", lf, sp, 1, &err),
+	         -E2BIG);
+	CHECK(!iod_chaos_step_link(&(struct iod_chaos_step){.selector = "servers"}));
+	static const struct bad_step bad[] = {
+	    {"{action: kill, selector: link/leaf1-spine1, duration: 1s}", "not kill"},
+	    {"{action: pause, selector: link/leaf1-spine1, duration: 1s}", "not pause"},
+	    {"{action: delay, selector: link/leaf1-spine1, latency: 1s, duration: 1s}",
+	     "not delay"},
+	    {"{action: partition, selector: link/leaf0-spine1, duration: 1s}", "leafL-spineS"},
+	    {"{action: partition, selector: 'link/leaf1-spine1,', duration: 1s}", "comma"},
+	    {"{action: partition, selector: 'link/leaf1-spine1,server-1', duration: 1s}",
+	     "leafL-spineS"},
+	    {"{action: partition, selector: link/leaf17-spine1, duration: 1s}", "leafL-spineS"},
+	};
+	refuses(bad, sizeof(bad) / sizeof(bad[0]), p);
+	free(p);
+}
+
 TEST(bad_l7_steps_are_refused)
 {
 	struct iod_chaos_plan *p = calloc(1, sizeof(*p));
-	static const struct {
-		const char *step, *want;
-	} bad[] = {
+	static const struct bad_step bad[] = {
 	    {"{action: abort, duration: 1s}", "selector is services"},
 	    {"{action: abort, selector: server-1, duration: 1s}", "selector is services"},
 	    {"{action: delay, selector: services, duration: 1s}", "needs a latency"},
@@ -180,13 +243,6 @@ TEST(bad_l7_steps_are_refused)
 	    {"{action: abort, selector: 'service/a b', duration: 1s}", "not a service name"},
 	    {"{action: abort, selector: services, percent: 0, duration: 1s}", "percent"},
 	};
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		char text[512];
-		snprintf(text, sizeof(text), "duration: 10s\nfaults:\n  - %s\n", bad[i].step);
-		err.msg[0] = 0;
-		CHECK_MSG(parse(text, p) == -EINVAL, "case %zu parsed", i);
-		CHECK_MSG(strstr(err.msg, bad[i].want) != NULL, "case %zu: %s", i, err.msg);
-		CHECK_MSG(strstr(err.msg, "p.yaml:3:") != NULL, "case %zu: %s", i, err.msg);
-	}
+	refuses(bad, sizeof(bad) / sizeof(bad[0]), p);
 	free(p);
 }

@@ -141,6 +141,69 @@ TEST(sim_plan_refuses_what_it_cannot_model)
 	free(c);
 }
 
+/* Underlay links: link/leafL-spineS is the simulator's link fault on node
+ * L-1 (leaf L's first host under `iod up --netns`), either direction; the
+ * mode picks among the listed links with the real run's draws; in a run the
+ * ring stalls and iod's rerouting carries it on. */
+TEST(sim_plan_links_are_link_faults)
+{
+	struct iod_chaos_plan *p = calloc(1, sizeof(*p));
+	struct iod_simc_config *c = calloc(1, sizeof(*c));
+	struct iod_simc_result *r = calloc(1, sizeof(*r));
+	CHECK(p && c && r);
+	cfg_small(c);
+	c->keep_log = true;
+	CHECK_MSG(plan_of("duration: 14s\ninterval: 3s\nfaults:\n"
+	                  "  - {action: partition, selector: link/leaf2-spine1, direction: to,"
+	                  " duration: 2s}\n"
+	                  "  - {action: partition, mode: all,"
+	                  " selector: 'link/leaf1-spine1,link/leaf3-spine2', duration: 1s}\n",
+	                  p) == 0,
+	          "%s", err.msg);
+	CHECK_MSG(iod_simc_plan_faults(p, 1, c, &err) == 0, "%s", err.msg);
+	/* 2 s leaf 2 for 2 s; 7 s leaves 1 and 3 for 1 s; 11 s leaf 2 (11+2+1
+	 * fits in 14); 16 s: no more */
+	CHECK_EQ(c->faults_n, 4u);
+	CHECK_EQ(c->faults[3].node, 1u);
+	CHECK_EQ(c->faults[3].at_ns, 11 * IOD_NS_PER_S);
+	CHECK_EQ(c->faults[0].kind, IOD_SIMC_FAULT_LINK);
+	CHECK_EQ(c->faults[0].node, 1u);
+	CHECK_EQ(c->faults[0].at_ns, 2 * IOD_NS_PER_S);
+	CHECK_EQ(c->faults[1].kind, IOD_SIMC_FAULT_LINK);
+	CHECK_EQ(c->faults[1].node, 0u);
+	CHECK_EQ(c->faults[2].node, 2u);
+	CHECK_EQ(c->faults[2].at_ns, 7 * IOD_NS_PER_S);
+	/* mode one among two links: the seed picks one, and replays it */
+	CHECK_EQ(plan_of("duration: 5s\nfaults:\n"
+	                 "  - {action: partition, selector: 'link/leaf1-spine1,link/leaf2-spine1',"
+	                 " duration: 1s}\n",
+	                 p),
+	         0);
+	c->faults_n = 0;
+	CHECK_EQ(iod_simc_plan_faults(p, 5, c, &err), 0);
+	CHECK_EQ(c->faults_n, 1u);
+	uint32_t first = c->faults[0].node;
+	c->faults_n = 0;
+	CHECK_EQ(iod_simc_plan_faults(p, 5, c, &err), 0);
+	CHECK_EQ(c->faults[0].node, first);
+	/* a run: the link fault stalls the ring, the job still finishes */
+	CHECK_EQ(plan_of("duration: 8s\nfaults:\n"
+	                 "  - {action: partition, selector: link/leaf1-spine1, duration: 2s}\n",
+	                 p),
+	         0);
+	c->faults_n = 0;
+	CHECK_EQ(iod_simc_plan_faults(p, 1, c, &err), 0);
+	CHECK_MSG(iod_simc_run(c, r, NULL, NULL, &err) == 0, "%s", err.msg);
+	CHECK(r->done);
+	CHECK_EQ(r->faults, 1u);
+	CHECK_EQ(r->invariant_violations, 0u);
+	CHECK_CONTAINS(r->log, "fault link node=n0");
+	iod_simc_result_free(r);
+	free(p);
+	free(c);
+	free(r);
+}
+
 /* The plan's faults happen: a leader killed at 2 s and a node lost at 10 s,
  * both for the step's duration; the job still finishes. */
 TEST(sim_plan_faults_happen_in_a_run)
