@@ -23,6 +23,7 @@
 
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -810,6 +811,8 @@ TEST(bad_numbers_names_and_framing_are_400)
 	with_cluster("answers", answers_body);
 }
 
+static long long metric(const char *api, const char *name);
+
 static int64_t grant(struct iod_api_client *cl, int *status)
 {
 	struct iod_api_response r;
@@ -890,6 +893,221 @@ static void unknown_body(struct iod_cc *c)
 TEST(lost_leadership_after_propose_is_outcome_unknown)
 {
 	with_cluster("unknown", unknown_body);
+}
+
+/*
+ * Outcome unknown with the leader killed (issue 15): "a test that kills the
+ * leader between propose and reply checks the client never applies a
+ * non-idempotent write twice". Writers send transactions (POST /v1/txn,
+ * which the client never retries once sent), each putting one fresh key,
+ * while the leader is SIGKILLed and restarted KILL_ROUNDS times. A txn that
+ * was applied twice leaves its key with rev != create_rev (the second apply
+ * overwrites it), so the final state shows it. Every write answered 200 is
+ * present; a write the client answered "no leader" or "unreachable" (never
+ * proposed) is absent; the writes caught by a kill come back as outcome
+ * unknown (-EINPROGRESS from the client, or 504 "outcome_unknown" from a
+ * leader that stepped down). With the client's idempotent() answering true
+ * for POST (the retry guard removed), this test fails: keys applied twice
+ * and no unknown outcome.
+ */
+#define KILL_ROUNDS 15
+#define TXN_WRITERS 4
+#define TXN_PER_WRITER 20000
+
+enum txn_outcome { TXN_NONE, TXN_OK, TXN_UNKNOWN, TXN_NOT_SENT, TXN_OTHER };
+
+struct txn_writer {
+	struct iod_cc *c;                  /* the cluster */
+	int id;                            /* writer index: keys u<id>-<i> */
+	volatile int *stop;                /* set by the killer */
+	int n;                             /* writes issued */
+	volatile int ok;                   /* answered 200 */
+	int unknown, not_sent, other;      /* the other outcomes */
+	char other_msg[256];               /* the first unexpected answer */
+	unsigned char out[TXN_PER_WRITER]; /* enum txn_outcome per write */
+	pthread_t t;                       /* its thread */
+};
+
+static void *txn_writer_thread(void *p)
+{
+	struct txn_writer *w = p;
+	struct iod_api_client cl;
+	struct iod_err e;
+
+	if (iod_api_client_init(&cl, w->c->servers, &e))
+		return NULL;
+	cl.retry_ms = 15000;
+	cl.timeout_ms = 3000;
+	while (!*w->stop && w->n < TXN_PER_WRITER) {
+		char body[192];
+		struct iod_api_response r;
+		int i = w->n++;
+		snprintf(body, sizeof(body),
+		         "{\"ops\":[{\"op\":\"put\",\"kind\":\"config\",\"name\":\"u%d-%d\","
+		         "\"value\":{\"w\":%d,\"i\":%d}}]}",
+		         w->id, i, w->id, i);
+		int rc = iod_api_request(&cl, "POST", "/v1/txn", "application/json", body,
+		                         strlen(body), &r, &e);
+		enum txn_outcome o = TXN_OTHER;
+		if (rc == -EINPROGRESS) {
+			o = TXN_UNKNOWN;
+		} else if (rc == -ENOTCONN || rc == -EHOSTUNREACH) {
+			o = TXN_NOT_SENT;
+		} else if (rc == 0) {
+			if (r.status == 200)
+				o = TXN_OK;
+			else if (r.status == 504 && r.json &&
+			         json_is_true(json_object_get(r.json, "outcome_unknown")) &&
+			         json_object_get(r.json, "code") &&
+			         !strcmp(json_string_value(json_object_get(r.json, "code")),
+			                 "outcome_unknown"))
+				o = TXN_UNKNOWN;
+			if (o == TXN_OTHER && !w->other)
+				snprintf(w->other_msg, sizeof(w->other_msg), "u%d-%d: %d %.200s",
+				         w->id, i, r.status, r.body ? r.body : "");
+			iod_api_response_free(&r);
+		} else if (!w->other) {
+			snprintf(w->other_msg, sizeof(w->other_msg), "u%d-%d: %s", w->id, i, e.msg);
+		}
+		w->out[i] = (unsigned char)o;
+		w->ok += o == TXN_OK;
+		w->unknown += o == TXN_UNKNOWN;
+		w->not_sent += o == TXN_NOT_SENT;
+		w->other += o == TXN_OTHER;
+	}
+	iod_api_client_close(&cl);
+	return NULL;
+}
+
+static int txn_ok_total(struct txn_writer *w)
+{
+	int n = 0;
+	for (int i = 0; i < TXN_WRITERS; i++)
+		n += w[i].ok;
+	return n;
+}
+
+/* Wait until the writers got `more` acknowledgements past `from` (at most
+ * 30 s: a cluster that stays unavailable fails the test). */
+static bool txn_progress(struct txn_writer *w, int from, int more)
+{
+	for (int t = 0; t < 3000; t++) {
+		if (txn_ok_total(w) >= from + more)
+			return true;
+		sleep_ms(10);
+	}
+	return false;
+}
+
+static void unknown_kill_body(struct iod_cc *c)
+{
+	static struct txn_writer w[TXN_WRITERS];
+	volatile int stop = 0;
+	int kills = 0;
+
+	CHECK((find_leader(c)) >= 0);
+	memset(w, 0, sizeof(w));
+	for (int i = 0; i < TXN_WRITERS; i++) {
+		w[i].c = c;
+		w[i].id = i;
+		w[i].stop = &stop;
+		CHECK_EQ(pthread_create(&w[i].t, NULL, txn_writer_thread, &w[i]), 0);
+	}
+	for (int k = 0; k < KILL_ROUNDS; k++) {
+		/* writes are flowing (committed through the current leader) */
+		if (!txn_progress(w, txn_ok_total(w), 20)) {
+			CHECK_MSG(0, "round %d: no write committed for 30 s (logs in %s)", k,
+			          c->dir);
+			break;
+		}
+		int leader = find_leader(c);
+		if (leader < 0)
+			continue;
+		iod_cc_stop(c, leader, SIGKILL); /* between propose and reply of some */
+		kills++;
+		bool moved = txn_progress(w, txn_ok_total(w), 10);
+		CHECK_EQ(iod_cc_start(c, leader), 0);
+		if (!moved) {
+			CHECK_MSG(0, "round %d: no write committed after the kill", k);
+			break;
+		}
+	}
+	stop = 1;
+	for (int i = 0; i < TXN_WRITERS; i++)
+		pthread_join(w[i].t, NULL);
+	CHECK_EQ(kills, KILL_ROUNDS);
+
+	/* every server up; the leader's list once all agree on the revision */
+	CHECK((find_leader(c)) >= 0);
+	long long rev[N] = {0};
+	for (int t = 0; t < 500; t++) {
+		for (int i = 0; i < N; i++)
+			rev[i] = metric(c->api[i], "iod_state_revision");
+		if (rev[0] > 0 && rev[0] == rev[1] && rev[1] == rev[2])
+			break;
+		sleep_ms(20);
+	}
+	CHECK_MSG(rev[0] > 0 && rev[0] == rev[1] && rev[1] == rev[2],
+	          "servers did not converge: revisions %lld %lld %lld", rev[0], rev[1], rev[2]);
+	struct iod_api_client cl;
+	struct iod_api_response r;
+	struct iod_err e;
+	CHECK_EQ(iod_api_client_init(&cl, c->servers, &e), 0);
+	CHECK_EQ(call(&cl, "GET", "/v1/configs", NULL, &r), 0);
+	CHECK_EQ(r.status, 200);
+	static unsigned char seen[TXN_WRITERS][TXN_PER_WRITER];
+	memset(seen, 0, sizeof(seen));
+	int twice = 0, listed = 0;
+	char twice_msg[160] = "";
+	json_t *x;
+	size_t xi;
+	json_array_foreach(json_object_get(r.json, "items"), xi, x)
+	{
+		int wi, ii;
+		const char *name = json_string_value(json_object_get(x, "name"));
+		if (!name || sscanf(name, "u%d-%d", &wi, &ii) != 2 || wi < 0 || wi >= TXN_WRITERS ||
+		    ii < 0 || ii >= TXN_PER_WRITER)
+			continue;
+		listed++;
+		seen[wi][ii] = 1;
+		json_int_t rv = json_integer_value(json_object_get(x, "rev")),
+		           cr = json_integer_value(json_object_get(x, "create_rev"));
+		if (rv != cr && !twice++)
+			snprintf(twice_msg, sizeof(twice_msg), "%s: create_rev %lld, rev %lld",
+			         name, (long long)cr, (long long)rv);
+	}
+	iod_api_response_free(&r);
+	iod_api_client_close(&cl);
+	int ok = 0, unknown = 0, not_sent = 0, lost = 0, phantom = 0, unknown_applied = 0;
+	for (int i = 0; i < TXN_WRITERS; i++) {
+		CHECK_MSG(w[i].other == 0, "writer %d: %d unexpected answers, first %s", i,
+		          w[i].other, w[i].other_msg);
+		ok += w[i].ok;
+		unknown += w[i].unknown;
+		not_sent += w[i].not_sent;
+		for (int k = 0; k < w[i].n; k++) {
+			lost += w[i].out[k] == TXN_OK && !seen[i][k];
+			phantom += w[i].out[k] == TXN_NOT_SENT && seen[i][k];
+			unknown_applied += w[i].out[k] == TXN_UNKNOWN && seen[i][k];
+		}
+	}
+	if (getenv("IOD_TEST_VERBOSE"))
+		fprintf(stderr,
+		        "outcome unknown under kills: %d kills, %d ok, %d unknown (%d applied), "
+		        "%d not sent, %d listed, %d applied twice\n",
+		        kills, ok, unknown, unknown_applied, not_sent, listed, twice);
+	CHECK_MSG(twice == 0, "%d non-idempotent writes applied twice (first %s)", twice,
+	          twice_msg);
+	CHECK_MSG(lost == 0, "%d acknowledged writes missing", lost);
+	CHECK_MSG(phantom == 0, "%d writes answered \"no leader\"/unreachable were applied",
+	          phantom);
+	CHECK_MSG(unknown > 0, "%d kills and no write answered outcome unknown", kills);
+	CHECK_MSG(ok > 20 * KILL_ROUNDS, "only %d writes acknowledged", ok);
+}
+
+TEST(leader_killed_after_propose_never_applies_twice)
+{
+	with_cluster("unknownkill", unknown_kill_body);
 }
 
 /*
