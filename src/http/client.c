@@ -129,10 +129,12 @@ static int conn_open(struct iod_http_conn *c, const char *addr, uint64_t deadlin
 		                      .ai_socktype = SOCK_STREAM,
 		                      .ai_flags = AI_NUMERICHOST | AI_PASSIVE},
 		                *sa = NULL;
-		rc = getaddrinfo(c->src_ip, NULL, &sh, &sa);
-		rc = rc ? -EINVAL : bind(fd, sa->ai_addr, sa->ai_addrlen) ? -errno : 0;
-		if (sa)
+		if (getaddrinfo(c->src_ip, NULL, &sh, &sa) || !sa) {
+			rc = -EINVAL;
+		} else {
+			rc = bind(fd, sa->ai_addr, sa->ai_addrlen) ? -errno : 0;
 			freeaddrinfo(sa);
+		}
 		if (rc) {
 			close(fd);
 			freeaddrinfo(ai);
