@@ -1003,7 +1003,7 @@ static bool txn_progress(struct txn_writer *w, int from, int more)
 static bool all_caught_up(struct iod_cc *c)
 {
 	for (int t = 0; t < 1500; t++) {
-		long long rev[N], hi = 0;
+		long long rev[N] = {0}, hi = 0;
 		bool up = true;
 		for (int i = 0; i < N; i++) {
 			rev[i] = metric(c->api[i], "iod_state_revision");
