@@ -1134,7 +1134,7 @@ static void unknown_kill_body(struct iod_cc *c)
 	CHECK_MSG(ok > 20 * KILL_ROUNDS, "only %d writes acknowledged", ok);
 }
 
-/* Off unless IOD_TEST_KILL_TXN=1: 1 run in ~13 found a key applied twice
+/* Off unless IOD_TEST_KILL_TXN=1: 1 run in 20 found a key applied twice
  * (docs/control-plane.md, "A double application seen"), not yet explained
  * or fixed; a test that fails now and then must not gate every run
  * meanwhile. */
@@ -1142,7 +1142,7 @@ TEST(leader_killed_after_propose_never_applies_twice)
 {
 	if (!getenv("IOD_TEST_KILL_TXN")) {
 		iod_test_skip("IOD_TEST_KILL_TXN=1 runs it: a double application seen in 1 "
-		              "run of ~13 is not yet fixed");
+		              "run of 20 is not yet fixed");
 		return;
 	}
 	with_cluster("unknownkill", unknown_kill_body);
