@@ -2056,8 +2056,6 @@ TEST(watch_flood_serialises_once)
  * naming the reserve, and a real `iod agent` still registers (its lease
  * comes from the node reserve).
  */
-/* last in the file: run after watch_flood_serialises_once, which failed
- * now and then when it ran after this test (not understood) */
 #define FLOOD_ADDRS 8
 
 struct lease_flooder {
