@@ -710,19 +710,26 @@ static double metric_of(const char *api, const char *name)
  * broadcast once ran 570-860 ms in one turn while the prober saw 5-7 ms),
  * but raft's heartbeat timer fires late, and the followers elect. */
 struct raft_seen {
-	double term, slow; /* iod_raft_term, iod_loop_lag_slow_total */
+	double term, slow;      /* iod_raft_term, iod_loop_lag_slow_total */
+	double mhd_s, mhd_slow; /* iod_api_mhd_run_seconds_total, _slow_total (all servers) */
 };
 
 static struct raft_seen raft_seen(struct cluster *c)
 {
-	struct raft_seen r = {0, 0};
+	struct raft_seen r = {0, 0, 0, 0};
 	for (int i = 0; i < N; i++) {
 		double t = metric_of(c->cc.api[i], "iod_raft_term"),
-		       sl = metric_of(c->cc.api[i], "iod_loop_lag_slow_total");
+		       sl = metric_of(c->cc.api[i], "iod_loop_lag_slow_total"),
+		       ms = metric_of(c->cc.api[i], "iod_api_mhd_run_seconds_total"),
+		       mw = metric_of(c->cc.api[i], "iod_api_mhd_run_slow_total");
 		if (t > r.term)
 			r.term = t;
 		if (sl > 0)
 			r.slow += sl;
+		if (ms > 0)
+			r.mhd_s += ms;
+		if (mw > 0)
+			r.mhd_slow += mw;
 	}
 	return r;
 }
@@ -731,11 +738,16 @@ static void lag_report(const char *what, struct prober *pr, const char *extra,
                        struct raft_seen before, struct raft_seen after)
 {
 	qsort(pr->lat, pr->n, sizeof(pr->lat[0]), bench_cmp_u64);
+	/* mhd_ms: time in MHD_run on the servers' loops (reading requests,
+	 * handlers, sending answers); mhd_slow: calls over 5 ms (-1: a build
+	 * without those metrics) */
 	printf("BENCH control.loop_lag case=%s probes=%zu p50_ms=%.2f p99_ms=%.2f max_ms=%.2f%s "
-	       "elections=%.0f slow_ticks=%.0f\n",
+	       "elections=%.0f slow_ticks=%.0f mhd_ms=%.1f mhd_slow=%.0f\n",
 	       what, pr->n, pct_ms(pr->lat, pr->n, 0.50), pct_ms(pr->lat, pr->n, 0.99),
 	       pr->n ? (double)pr->lat[pr->n - 1] / 1000 : 0.0, extra, after.term - before.term,
-	       after.slow - before.slow);
+	       after.slow - before.slow,
+	       after.mhd_s > 0 ? (after.mhd_s - before.mhd_s) * 1000 : -1.0,
+	       after.mhd_s > 0 ? after.mhd_slow - before.mhd_slow : -1.0);
 	fflush(stdout);
 }
 

@@ -110,11 +110,14 @@ struct iod_http_conn {
 	                                    certificate reconnects */
 	const volatile int *stop;        /* if non-NULL, a request aborts (-EINTR) within
 	                                 IOD_HTTP_STOP_SLICE_MS of it becoming non-zero */
-	size_t body_max;  /* answers larger than this fail -E2BIG; 0 = IOD_HTTP_BODY_MAX */
-	bool status_only; /* read the status line and stop there (a health
+	size_t body_max;    /* answers larger than this fail -E2BIG; 0 = IOD_HTTP_BODY_MAX */
+	bool status_only;   /* read the status line and stop there (a health
 	                                check): no headers, no body, no reuse */
-	bool sent;        /* out: the last request reached the wire (its head was
+	bool sent;          /* out: the last request reached the wire (its head was
 	                     written): a failure after it may have been applied */
+	const char *src_ip; /* connect from this local address (numeric, the
+	                       server's family; e.g. 127.0.0.5 to test per-address
+	                       limits); NULL = the kernel's choice */
 };
 
 /* One answer. */

@@ -90,11 +90,13 @@ int iod_state_apply(struct iod_state *s, const void *cmd, size_t len, struct iod
  */
 json_t *iod_state_cmd_parse(const void *cmd, size_t len, struct iod_state_result *res);
 int iod_state_apply_parsed(struct iod_state *s, json_t *cmd, struct iod_state_result *res);
-/* ... with the sizes of a deploy's objects (services, then replicas) known
- * (NULL, or a count that does not match: measured here). */
+/* ... with the sizes of its values known: a put's value (1), a txn's ops'
+ * (one per op), a deploy's objects (services, then replicas); NULL, or a
+ * count that does not match: measured here. Each value is measured once
+ * either way (the bytes quota and the put share it). */
 int iod_state_apply_sized(struct iod_state *s, json_t *cmd, const size_t *bytes, size_t bytes_n,
                           struct iod_state_result *res);
-/* Those sizes: *bytes malloc'd (NULL when cmd is not a deploy). */
+/* Those sizes: *bytes malloc'd (NULL for other commands). */
 int iod_state_cmd_sizes(const json_t *cmd, size_t **bytes, size_t *n);
 
 /*
@@ -237,7 +239,7 @@ struct iod_state_preparsed {
 	size_t len;       /* its length */
 	uint64_t index;   /* its Raft index */
 	json_t *cmd;      /* parsed (owned) */
-	size_t *bytes;    /* deploy: iod_state_value_bytes of its objects (owned) */
+	size_t *bytes;    /* put, txn, deploy: iod_state_value_bytes of its values (owned) */
 	size_t bytes_n;   /* how many */
 };
 

@@ -85,7 +85,8 @@ struct req {
 	bool parsed;                     /* its large body is back from the worker */
 	json_t *body_value;              /* ... parsed (owned), or NULL with body_error */
 	json_t *body_error;              /* ... why it did not parse (owned) */
-	char *txn_cmd;                   /* ... a txn's command, encoded there (owned) */
+	char *body_cmd;                  /* ... a txn's or a put's command, encoded there
+	                                    (owned) */
 	int txn_status;                  /* ... or why not (400, 413; 0 = fine) */
 	size_t body_counted;             /* bytes of body counted in srv->body_bytes */
 	unsigned body_bucket;            /* its client's slot in srv->client_body_bytes */
@@ -184,15 +185,19 @@ struct server {
 	struct req *large_q[IOD_API_WATCH_LARGE_MAX]; /* ... they (NULL = free) */
 	uint32_t deferred_n;                          /* watchers whose large answer waits */
 	uint64_t watch_deferred;                      /* watch answers that waited their turn */
-	uv_idle_t admit_idle;   /* answers waiting watchers when a large one is sent */
-	uint64_t watch_shared;  /* watch answers served from wcache */
-	struct wenc *wencs;     /* watch answers being serialised off the loop */
-	uint32_t wencs_n;       /* ... how many (<= IOD_API_WATCH_ENCODES_MAX) */
-	uint64_t watch_encoded; /* watch answers serialised off the loop */
-	uint64_t wenc_max_us;   /* ... the longest (worker time) */
-	struct iod_api_sec sec; /* TLS material, authentication, audit (auth.c) */
-	struct tel_entry *tel;  /* node telemetry summaries (memory only, not Raft) */
-	uint32_t tel_n;         /* entries in tel */
+	uv_idle_t admit_idle;    /* answers waiting watchers when a large one is sent */
+	uint64_t watch_shared;   /* watch answers served from wcache */
+	struct wenc *wencs;      /* watch answers being serialised off the loop */
+	uint32_t wencs_n;        /* ... how many (<= IOD_API_WATCH_ENCODES_MAX) */
+	uint64_t watch_encoded;  /* watch answers serialised off the loop */
+	uint64_t wenc_max_us;    /* ... the longest (worker time) */
+	uint64_t mhd_runs;       /* MHD_run calls on the loop (reads, handlers, sends) */
+	uint64_t mhd_run_us;     /* ... their total time */
+	uint64_t mhd_run_max_us; /* ... the longest */
+	uint64_t mhd_run_slow;   /* ... over 5 ms */
+	struct iod_api_sec sec;  /* TLS material, authentication, audit (auth.c) */
+	struct tel_entry *tel;   /* node telemetry summaries (memory only, not Raft) */
+	uint32_t tel_n;          /* entries in tel */
 	/* connections, for the slowloris deadlines (PHASE_HEAD oldest first) */
 	struct conn_ctx *conns, *conns_tail; /* list ends */
 	uint32_t conns_n;                    /* on the list */
@@ -226,6 +231,11 @@ struct job {
 	json_t *parsed;               /* worker: the value (parse), or NULL */
 	json_t *parse_err;            /* worker: why not */
 	int txn_status;               /* worker: txn refused with this status (or 0) */
+	bool put;                     /* a put's: its command encoded there too */
+	enum iod_state_kind put_kind; /* ... its kind */
+	char put_name[IOD_NAME_MAX];  /* ... name */
+	uint64_t put_lease;           /* ... lease (0 = none) */
+	int64_t put_prev;             /* ... prev_rev (-1 = none) */
 	struct server *srv;           /* owner */
 	struct req *q;                /* request it answers; NULL once detached */
 	bool running;                 /* handed to the pool */
@@ -305,6 +315,8 @@ void api__job_start_next(struct server *s);
 MHD_RESULT api__job_list(struct req *q, enum iod_state_kind k);
 MHD_RESULT api__job_deploy(struct req *q);
 MHD_RESULT api__job_parse(struct req *q, bool txn);
+MHD_RESULT api__job_parse_put(struct req *q, enum iod_state_kind k, const char *name,
+                              uint64_t lease, int64_t prev);
 char *api__txn_encode(json_t *j, int *status, json_t **err);
 void api__job_detach(struct req *q);
 

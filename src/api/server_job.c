@@ -47,6 +47,11 @@ static void job_work(uv_work_t *w)
 			j->cmd = api__txn_encode(v, &j->txn_status, &j->parse_err);
 		else
 			j->parsed = v;
+		/* a put's command too (a 512 KiB value's dump is ~1 ms): the loop
+		 * validates the value and proposes this text */
+		if (j->put && j->parsed && json_is_object(j->parsed))
+			j->cmd = iod_state_cmd_put(j->put_kind, j->put_name, j->parsed,
+			                           j->put_lease, j->put_prev);
 		j->worker_us = (iod_clock_now_ns() - t0) / 1000;
 		return;
 	}
@@ -121,7 +126,8 @@ static void job_parse_end(struct server *s, struct job *j)
 		q->body_value = j->parsed;
 		q->body_error = j->parse_err ? j->parse_err
 		                             : (j->running ? NULL : api__err_json("out of memory"));
-		q->txn_cmd = j->cmd;
+		free(q->body_cmd); /* a rerun's */
+		q->body_cmd = j->cmd;
 		q->txn_status = j->txn && !j->cmd ? (j->txn_status ? j->txn_status : 500) : 0;
 		j->parsed = j->parse_err = NULL;
 		j->cmd = NULL;
@@ -276,15 +282,36 @@ MHD_RESULT api__job_list(struct req *q, enum iod_state_kind k)
 }
 
 /* Queue the parse of q's large body (it moves to the job). */
-MHD_RESULT api__job_parse(struct req *q, bool txn)
+static struct job *job_parse_new(struct req *q, bool txn)
 {
 	struct job *j = calloc(1, sizeof(*j));
 	if (!j)
-		return job_oom(q);
+		return NULL;
 	j->parse = true;
 	j->txn = txn;
 	j->body = q->body;
 	iod_buf_init(&q->body);
+	return j;
+}
+
+MHD_RESULT api__job_parse(struct req *q, bool txn)
+{
+	struct job *j = job_parse_new(q, txn);
+	return j ? job_queue(q, j) : job_oom(q);
+}
+
+/* ... a put's body, with its command encoded there too (q->body_cmd) */
+MHD_RESULT api__job_parse_put(struct req *q, enum iod_state_kind k, const char *name,
+                              uint64_t lease, int64_t prev)
+{
+	struct job *j = job_parse_new(q, false);
+	if (!j)
+		return job_oom(q);
+	j->put = true;
+	j->put_kind = k;
+	iod_strlcpy(j->put_name, name, sizeof(j->put_name));
+	j->put_lease = lease;
+	j->put_prev = prev;
 	return job_queue(q, j);
 }
 

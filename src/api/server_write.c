@@ -242,10 +242,11 @@ MHD_RESULT api__do_put(struct req *q, enum iod_state_kind k, const char *name)
 		                  "bytes); store large data elsewhere and reference it",
 		                  iod_state_kind_name(k), name, q->body.len, IOD_API_VALUE_MAX));
 	if (!q->parsed && q->body.len >= IOD_API_PARSE_OFFLOOP_MIN) {
-		/* parsed on a worker (a 512 KiB value: ~15 ms on the loop) */
+		/* parsed, and its command encoded, on a worker (a 512 KiB value:
+		 * ~15 ms on the loop) */
 		if (!iod_raft_member_is_leader(s->node))
 			return api__not_leader(q);
-		return api__job_parse(q, false);
+		return api__job_parse_put(q, k, name, lease, has_prev ? (int64_t)prev : -1);
 	}
 	if (!(v = api__body_json(q, &err)))
 		return api__queue_err(s, q->conn, 400, err);
@@ -268,7 +269,10 @@ MHD_RESULT api__do_put(struct req *q, enum iod_state_kind k, const char *name)
 		json_object_set_new(a, "error", json_string(ve.msg));
 		return api__queue_json(s, q->conn, ve.code == -ENOMEM ? 500 : 400, a);
 	}
-	char *cmd = iod_state_cmd_put(k, name, v, lease, has_prev ? (int64_t)prev : -1);
+	char *cmd = q->body_cmd; /* encoded with its parse on a worker */
+	q->body_cmd = NULL;
+	if (!cmd)
+		cmd = iod_state_cmd_put(k, name, v, lease, has_prev ? (int64_t)prev : -1);
 	json_decref(v);
 	return api__propose(q, cmd);
 }
@@ -331,9 +335,9 @@ MHD_RESULT api__do_txn(struct req *q)
 	int status = 0;
 	char *cmd;
 
-	if (q->parsed && (q->txn_cmd || q->txn_status)) {
-		cmd = q->txn_cmd;
-		q->txn_cmd = NULL;
+	if (q->parsed && (q->body_cmd || q->txn_status)) {
+		cmd = q->body_cmd;
+		q->body_cmd = NULL;
 		q->parsed = false; /* taken: a rerun parses again */
 		if (!cmd) {
 			json_t *why =

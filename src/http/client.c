@@ -124,6 +124,25 @@ static int conn_open(struct iod_http_conn *c, const char *addr, uint64_t deadlin
 		return iod_err_set(e, -errno, "socket: %s", strerror(errno));
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (c->src_ip && c->src_ip[0]) {
+		struct addrinfo sh = {.ai_family = ai->ai_family,
+		                      .ai_socktype = SOCK_STREAM,
+		                      .ai_flags = AI_NUMERICHOST | AI_PASSIVE},
+		                *sa = NULL;
+		if (getaddrinfo(c->src_ip, NULL, &sh, &sa) || !sa) {
+			rc = -EINVAL;
+		} else {
+			rc = bind(fd, sa->ai_addr, sa->ai_addrlen) ? -errno : 0;
+			freeaddrinfo(sa);
+		}
+		if (rc) {
+			close(fd);
+			freeaddrinfo(ai);
+			return iod_err_set(e, rc, "binding %s to connect to %s: %s", c->src_ip,
+			                   addr,
+			                   rc == -EINVAL ? "not a numeric address" : strerror(-rc));
+		}
+	}
 	rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
 	freeaddrinfo(ai);
 	c->fd = fd;

@@ -307,12 +307,6 @@ static int do_put_sized(struct iod_state *s, enum iod_state_kind k, const char *
 	return 0;
 }
 
-static int do_put(struct iod_state *s, enum iod_state_kind k, const char *name, json_t *value,
-                  uint64_t lease)
-{
-	return do_put_sized(s, k, name, value, iod_state_value_bytes(value), lease);
-}
-
 static void do_delete(struct iod_state *s, struct iod_state_obj *o)
 {
 	s->bytes -= o->bytes;
@@ -345,6 +339,7 @@ struct op {
 	bool has_prev;         /* a compare-and-swap condition is present */
 	uint64_t prev_rev;     /* 0 = must not exist; else must be at this rev */
 	bool if_exists;        /* delete: absence is not an error (deploy pruning) */
+	size_t bytes;          /* put: iod_state_value_bytes(value), measured once */
 };
 
 static int parse_op(const struct iod_state *s, json_t *j, bool is_put, struct op *op,
@@ -408,7 +403,7 @@ static int check_op(const struct iod_state *s, const struct op *op, struct iod_s
 static int exec_op(struct iod_state *s, const struct op *op)
 {
 	if (op->is_put)
-		return do_put(s, op->k, op->name, op->value, op->lease);
+		return do_put_sized(s, op->k, op->name, op->value, op->bytes, op->lease);
 	struct iod_state_obj *o = iod_state_find(s, op->k, op->name);
 	if (o) {
 		do_delete(s, o);
@@ -417,13 +412,15 @@ static int exec_op(struct iod_state *s, const struct op *op)
 	return 0;
 }
 
-/* How much a put of value under kind/name would grow the state's bytes
- * (negative: shrink). */
-static int64_t put_delta(const struct iod_state *s, enum iod_state_kind k, const char *name,
-                         const json_t *value)
+/* How much a put op would grow the state's bytes (negative: shrink). Its
+ * value's size is measured here once (a dump without output; a 512 KiB
+ * value is ~1 ms on the loop), or taken from known (measured on the log's
+ * worker, iod_state_cmd_sizes), and kept in op for the put. */
+static int64_t put_delta(const struct iod_state *s, struct op *op, const size_t *known)
 {
-	const struct iod_state_obj *o = iod_state_find(s, k, name);
-	return (int64_t)iod_state_value_bytes(value) - (o ? (int64_t)o->bytes : 0);
+	const struct iod_state_obj *o = iod_state_find(s, op->k, op->name);
+	op->bytes = known ? *known : iod_state_value_bytes(op->value);
+	return (int64_t)op->bytes - (o ? (int64_t)o->bytes : 0);
 }
 
 static int bytes_check(const struct iod_state *s, int64_t grow, struct iod_state_result *r)
@@ -439,7 +436,9 @@ static int bytes_check(const struct iod_state *s, int64_t grow, struct iod_state
 
 /* ---- commands ----------------------------------------------------------- */
 
-static int cmd_single(struct iod_state *s, json_t *j, bool is_put, struct iod_state_result *r)
+/* known: the value's size, or NULL (measured here). */
+static int cmd_single(struct iod_state *s, json_t *j, bool is_put, const size_t *known,
+                      struct iod_state_result *r)
 {
 	struct op op;
 	int rc = parse_op(s, j, is_put, &op, r);
@@ -450,7 +449,7 @@ static int cmd_single(struct iod_state *s, json_t *j, bool is_put, struct iod_st
 	if (is_put && !iod_state_find(s, op.k, op.name) && s->total >= IOD_STATE_OBJECTS_MAX)
 		return fail(r, -ENOSPC, "the state holds %d objects, its limit",
 		            IOD_STATE_OBJECTS_MAX);
-	if (is_put && (rc = bytes_check(s, put_delta(s, op.k, op.name, op.value), r)))
+	if (is_put && (rc = bytes_check(s, put_delta(s, &op, known), r)))
 		return rc;
 	rc = exec_op(s, &op);
 	if (rc < 0)
@@ -459,8 +458,9 @@ static int cmd_single(struct iod_state *s, json_t *j, bool is_put, struct iod_st
 	return 0;
 }
 
-/* {"op":"txn","ops":[{"op":"put"|"delete",...}...]}: all conditions, then all changes. */
-static int cmd_txn(struct iod_state *s, json_t *j, struct iod_state_result *r)
+/* {"op":"txn","ops":[{"op":"put"|"delete",...}...]}: all conditions, then all
+ * changes. known: the sizes of its ops' values (one per op), or NULL. */
+static int cmd_txn(struct iod_state *s, json_t *j, const size_t *known, struct iod_state_result *r)
 {
 	json_t *ops = json_object_get(j, "ops");
 	size_t n = json_array_size(ops), puts = 0;
@@ -490,7 +490,7 @@ static int cmd_txn(struct iod_state *s, json_t *j, struct iod_state_result *r)
 	int64_t grow = 0;
 	for (size_t i = 0; i < n && !rc; i++)
 		if (v[i].is_put)
-			grow += put_delta(s, v[i].k, v[i].name, v[i].value);
+			grow += put_delta(s, &v[i], known ? &known[i] : NULL);
 	if (!rc)
 		rc = bytes_check(s, grow, r);
 	for (size_t i = 0; i < n && !rc; i++) {
@@ -880,17 +880,34 @@ int iod_state_cmd_sizes(const json_t *j, size_t **bytes, size_t *n)
 {
 	const char *op = NULL;
 	const json_t *svcs = json_object_get(j, "services"), *reps = json_object_get(j, "replicas");
+	const json_t *ops = json_object_get(j, "ops");
 	size_t ns = json_array_size(svcs), nr = json_array_size(reps);
 
 	*bytes = NULL;
 	*n = 0;
-	if (iod_json_get_str(j, "op", &op) || strcmp(op, "deploy") || ns + nr == 0)
+	if (iod_json_get_str(j, "op", &op))
+		return 0;
+	if (!strcmp(op, "put")) {
+		ns = 1; /* the value itself */
+		nr = 0;
+	} else if (!strcmp(op, "txn")) {
+		ns = json_array_size(ops); /* one per op (0 for a delete) */
+		nr = 0;
+	} else if (strcmp(op, "deploy")) {
+		return 0;
+	}
+	if (ns + nr == 0)
 		return 0;
 	if (!(*bytes = malloc((ns + nr) * sizeof(**bytes))))
 		return -ENOMEM;
-	for (size_t i = 0; i < ns + nr; i++)
-		(*bytes)[i] = iod_state_value_bytes(json_object_get(
-		    i < ns ? json_array_get(svcs, i) : json_array_get(reps, i - ns), "value"));
+	for (size_t i = 0; i < ns + nr; i++) {
+		const json_t *o = j; /* a put: its value */
+		if (!strcmp(op, "txn"))
+			o = json_array_get(ops, i);
+		else if (!strcmp(op, "deploy"))
+			o = i < ns ? json_array_get(svcs, i) : json_array_get(reps, i - ns);
+		(*bytes)[i] = iod_state_value_bytes(json_object_get(o, "value"));
+	}
 	*n = ns + nr;
 	return 0;
 }
@@ -911,9 +928,12 @@ int iod_state_apply_sized(struct iod_state *s, json_t *j, const size_t *bytes, s
 	if (iod_json_get_str(j, "op", &op)) {
 		rc = fail(r, -EINVAL, "command needs \"op\"");
 	} else if (!strcmp(op, "put") || !strcmp(op, "delete")) {
-		rc = cmd_single(s, j, !strcmp(op, "put"), r);
+		rc = cmd_single(s, j, !strcmp(op, "put"), bytes && bytes_n == 1 ? bytes : NULL, r);
 	} else if (!strcmp(op, "txn")) {
-		rc = cmd_txn(s, j, r);
+		rc = cmd_txn(s, j,
+		             bytes && bytes_n == json_array_size(json_object_get(j, "ops")) ? bytes
+		                                                                            : NULL,
+		             r);
 	} else if (!strcmp(op, "deploy")) {
 		rc = cmd_deploy(s, j, bytes, bytes_n, r);
 	} else if (!strcmp(op, "undeploy")) {

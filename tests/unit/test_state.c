@@ -637,6 +637,41 @@ TEST(preparsed_apply_matches_plain_apply)
 		iod_state_preparsed_free(p);
 		free(cmd);
 	}
+	/* a big put and a big txn: their values sized there too (one size per
+	 * put; one per txn op, 0 for a delete), the same state as a plain apply */
+	static char big[IOD_STATE_PREPARSE_MIN + 4096];
+	memset(big, 'v', sizeof(big) - 1);
+	big[sizeof(big) - 1] = 0;
+	json_t *pv = json_pack("{s:s}", "blob", big);
+	json_t *tx = json_pack("{s:s, s:[{s:s, s:s, s:s, s:O}, {s:s, s:s, s:s}, {s:s, s:s, s:s, "
+	                       "s:{s:i}}]}",
+	                       "op", "txn", "ops", "op", "put", "kind", "config", "name", "t1",
+	                       "value", pv, "op", "delete", "kind", "config", "name", "p1", "op",
+	                       "put", "kind", "config", "name", "t2", "value", "i", 2);
+	char *cmds[2] = {iod_state_cmd_put(IOD_STATE_CONFIG, "p1", pv, 0, -1),
+	                 json_dumps(tx, JSON_COMPACT)};
+	const size_t want_n[2] = {1, 3};
+	for (unsigned k = 0; k < 2; k++) {
+		size_t len = strlen(cmds[k]);
+		struct iod_state_preparsed *p = iod_state_preparse(cmds[k], len, 8 + k);
+		CHECK(p != NULL);
+		CHECK_EQ(p->bytes_n, want_n[k]);
+		CHECK_EQ(p->bytes[0], json_dumpb(pv, NULL, 0, JSON_COMPACT));
+		if (k == 1)
+			CHECK_EQ(p->bytes[1], (size_t)0);
+		CHECK_EQ(iod_state_apply(a, cmds[k], len, &ra), 0);
+		CHECK_EQ(iod_state_apply_sized(b, p->cmd, p->bytes, p->bytes_n, &rb), 0);
+		CHECK_EQ(ra.changed, rb.changed);
+		CHECK_U64(ra.rev, rb.rev);
+		CHECK_U64(iod_state_bytes(a), iod_state_bytes(b));
+		CHECK_U64(iod_state_digest(a), iod_state_digest(b));
+		iod_state_preparsed_free(p);
+		free(cmds[k]);
+	}
+	CHECK(iod_state_value(b, IOD_STATE_CONFIG, "p1") == NULL); /* the txn deleted it */
+	CHECK(iod_state_value(b, IOD_STATE_CONFIG, "t1") != NULL);
+	json_decref(pv);
+	json_decref(tx);
 	/* small commands, batch frames and non-JSON are left to the apply */
 	CHECK(iod_state_preparse("{\"op\":\"put\"}", 12, 1) == NULL);
 	char *junk = calloc(1, IOD_STATE_PREPARSE_MIN + 8);
