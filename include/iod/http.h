@@ -115,6 +115,11 @@ struct iod_http_conn {
 	                                check): no headers, no body, no reuse */
 	bool sent;          /* out: the last request reached the wire (its head was
 	                     written): a failure after it may have been applied */
+	bool once;          /* in: the request must not reach a server twice (not
+	                     idempotent; POST and PATCH always are): a kept-alive
+	                     connection that fails after the request was written is
+	                     not retried on a fresh one, the failure is returned
+	                     with sent set */
 	const char *src_ip; /* connect from this local address (numeric, the
 	                       server's family; e.g. 127.0.0.5 to test per-address
 	                       limits); NULL = the kernel's choice */

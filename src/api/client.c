@@ -210,6 +210,7 @@ int iod_api_request(struct iod_api_client *c, const char *method, const char *pa
 		c->attempts++;
 		c->conn.creds = c->creds;
 		c->conn.token = c->token;
+		c->conn.once = !idem;
 		rc = iod_api_http_once(&c->conn, c->servers[c->cur], method, path, content_type,
 		                       body, len, t, r, &e1);
 		if (rc && !idem && c->conn.sent)

@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,12 @@ struct server {
 	const char *answer; /* what every request gets */
 	size_t answer_len;  /* its bytes */
 	int accepted;       /* connections accepted */
+	int requests;       /* request heads received, on every connection */
+	int drop_nth;       /* the n-th request of a connection is read and the
+	                       connection closed unanswered (a server killed after
+	                       reading it); 0 = never */
+	int close_after;    /* close a connection after this many answers (an
+	                       idle keep-alive timeout); 0 = never */
 	char head[2048];    /* the last request head received */
 	volatile int stop;  /* the thread ends */
 	pthread_t thread;
@@ -38,6 +45,7 @@ static void *serve(void *arg)
 		__atomic_add_fetch(&s->accepted, 1, __ATOMIC_RELAXED);
 		char buf[4096];
 		size_t have = 0;
+		int nth = 0;
 		for (;;) {
 			ssize_t r = recv(fd, buf + have, sizeof(buf) - 1 - have, 0);
 			if (r <= 0)
@@ -49,6 +57,9 @@ static void *serve(void *arg)
 				continue;
 			iod_strlcpy(s->head, buf, sizeof(s->head));
 			have = 0; /* one request (no bodies in these tests) */
+			__atomic_add_fetch(&s->requests, 1, __ATOMIC_RELAXED);
+			if (++nth == s->drop_nth)
+				break;
 			if (!s->answer) {
 				while (!s->stop)
 					usleep(10000);
@@ -56,17 +67,22 @@ static void *serve(void *arg)
 			}
 			if (send(fd, s->answer, s->answer_len, MSG_NOSIGNAL) < 0)
 				break;
+			if (nth == s->close_after)
+				break;
 		}
 		close(fd);
 	}
 	return NULL;
 }
 
-static void server_start(struct server *s, const char *answer, size_t len)
+static void server_start_with(struct server *s, const char *answer, size_t len, int drop_nth,
+                              int close_after)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t l = sizeof(a);
 	memset(s, 0, sizeof(*s));
+	s->drop_nth = drop_nth;
+	s->close_after = close_after;
 	s->answer = answer;
 	s->answer_len = len;
 	s->lfd = socket(AF_INET, SOCK_STREAM, 0);
@@ -74,6 +90,11 @@ static void server_start(struct server *s, const char *answer, size_t len)
 	           !listen(s->lfd, 8) && !getsockname(s->lfd, (struct sockaddr *)&a, &l));
 	s->port = ntohs(a.sin_port);
 	pthread_create(&s->thread, NULL, serve, s);
+}
+
+static void server_start(struct server *s, const char *answer, size_t len)
+{
+	server_start_with(s, answer, len, 0, 0);
 }
 
 static void server_stop(struct server *s)
@@ -217,6 +238,79 @@ TEST(caller_host_replaces_default_and_no_header_injection)
 	CHECK_EQ(iod_http_request(&c, addr, "GET", "/c", bad, NULL, NULL, 0, 2000, &r, &e),
 	         -EINVAL);
 	CHECK(strstr(s.head, "X-Injected") == NULL);
+	iod_http_conn_close(&c);
+	server_stop(&s);
+}
+
+static const char ok_answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+
+/*
+ * A kept-alive connection whose server reads a request and dies before it
+ * answers. A GET is tried again on a fresh connection; a POST is not: the
+ * server may have applied it, and a second copy would apply it twice (issue
+ * 15: a one-put txn applied twice when the leader was killed -9 after it was
+ * proposed: the "one fresh try" reached the restarted server, which sent it
+ * to the new leader). Before the fix the POST arrived twice.
+ */
+TEST(a_post_is_never_sent_twice_after_a_dead_kept_alive_connection)
+{
+	struct server s;
+	struct iod_http_conn c;
+	struct iod_http_response r;
+	struct iod_err e = {0};
+	char addr[32];
+	server_start_with(&s, ok_answer, strlen(ok_answer), 2, 0);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", s.port);
+	iod_http_conn_init(&c);
+	CHECK(iod_http_request(&c, addr, "GET", "/a", NULL, NULL, NULL, 0, 2000, &r, &e) == 0);
+	iod_http_response_free(&r);
+	CHECK(iod_http_request(&c, addr, "POST", "/txn", NULL, "application/json", "{}", 2, 2000,
+	                       &r, &e) != 0);
+	CHECK(c.sent); /* the caller knows the outcome is unknown */
+	CHECK_EQ(__atomic_load_n(&s.requests, __ATOMIC_RELAXED), 2); /* GET + one POST */
+	/* the same for a request the caller marks as once (a CAS PUT) */
+	CHECK(iod_http_request(&c, addr, "GET", "/a", NULL, NULL, NULL, 0, 2000, &r, &e) == 0);
+	iod_http_response_free(&r);
+	c.once = true;
+	CHECK(iod_http_request(&c, addr, "PUT", "/cas", NULL, NULL, NULL, 0, 2000, &r, &e) != 0);
+	CHECK_EQ(__atomic_load_n(&s.requests, __ATOMIC_RELAXED), 4);
+	c.once = false;
+	/* an idempotent GET gets its fresh try, and its answer */
+	CHECK(iod_http_request(&c, addr, "GET", "/a", NULL, NULL, NULL, 0, 2000, &r, &e) == 0);
+	iod_http_response_free(&r);
+	CHECK_MSG(iod_http_request(&c, addr, "GET", "/b", NULL, NULL, NULL, 0, 2000, &r, &e) == 0,
+	          "%s", e.msg);
+	CHECK_EQ(r.status, 200);
+	iod_http_response_free(&r);
+	CHECK_EQ(__atomic_load_n(&s.requests, __ATOMIC_RELAXED), 7); /* /b twice */
+	iod_http_conn_close(&c);
+	server_stop(&s);
+}
+
+/* A server that closed the idle kept-alive connection: the POST goes out on
+ * a fresh one, once, and is answered (the closed connection is seen before
+ * anything is written, so refusing the retry above costs no error here). */
+TEST(a_post_after_an_idle_close_goes_out_once_on_a_fresh_connection)
+{
+	struct server s;
+	struct iod_http_conn c;
+	struct iod_http_response r;
+	struct iod_err e = {0};
+	char addr[32];
+	server_start_with(&s, ok_answer, strlen(ok_answer), 0, 1);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", s.port);
+	iod_http_conn_init(&c);
+	CHECK(iod_http_request(&c, addr, "GET", "/a", NULL, NULL, NULL, 0, 2000, &r, &e) == 0);
+	iod_http_response_free(&r);
+	struct pollfd p = {.fd = c.fd, .events = POLLIN | POLLRDHUP};
+	CHECK(poll(&p, 1, 2000) > 0); /* the server's close reached us */
+	CHECK_MSG(iod_http_request(&c, addr, "POST", "/txn", NULL, "application/json", "{}", 2,
+	                           2000, &r, &e) == 0,
+	          "%s", e.msg);
+	CHECK_EQ(r.status, 200);
+	iod_http_response_free(&r);
+	CHECK_EQ(__atomic_load_n(&s.requests, __ATOMIC_RELAXED), 2);
+	CHECK_EQ(__atomic_load_n(&s.accepted, __ATOMIC_RELAXED), 2);
 	iod_http_conn_close(&c);
 	server_stop(&s);
 }
