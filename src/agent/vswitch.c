@@ -437,7 +437,8 @@ static char *build_dump(struct iod_agent_vswitch *v)
 		json_array_foreach(json_object_get(p, "entries"), k, en)
 		{
 			rules++;
-			tr += !strcmp(json_string_value(json_object_get(en, "offload")), "translates");
+			tr += !strcmp(json_string_value(json_object_get(en, "offload")),
+			              "translates");
 		}
 	}
 	json_object_set_new(j, "offload",

@@ -502,8 +502,8 @@ static int node_dump(const char *server, const char *node, json_t **out)
 		if (n && !strcmp(n, node))
 			value = json_object_get(x, "value");
 		if (n && used < sizeof(names)) {
-			int k = snprintf(names + used, sizeof(names) - used, "%s%s", used ? ", " : "",
-			                 n);
+			int k = snprintf(names + used, sizeof(names) - used, "%s%s",
+			                 used ? ", " : "", n);
 			used += k > 0 ? (size_t)k : 0;
 		}
 	}
@@ -569,11 +569,12 @@ static int dp_dump(int argc, char **argv)
 			    "usage: iod dp dump [--state FILE | --config FILE [--offload PORT] |\n"
 			    "                    --node NAME [--server ADDR]] [-o text|json]\n\n"
 			    "  --node NAME     show the live virtual switch of cluster node NAME\n"
-			    "                  (`iod up --netns`): its pipes, entries, counters and\n"
+			    "                  (`iod up --netns`): its pipes, entries, counters "
+			    "and\n"
 			    "                  each entry's offload verdict (does it translate to\n"
-			    "                  rte_flow), read from its agent's telemetry listener\n"
-			    "                  named in its Node object\n"
-			    IOD_CTL_SERVER_HELP
+			    "                  rte_flow), read from its agent's telemetry "
+			    "listener\n"
+			    "                  named in its Node object\n" IOD_CTL_SERVER_HELP
 			    "  --state FILE    read what a running `iod dp run` wrote (default\n"
 			    "                  /tmp/iod-dp.json; it is rewritten every second)\n"
 			    "  --config FILE   build the pipeline of FILE and show it, without "
@@ -597,8 +598,9 @@ static int dp_dump(int argc, char **argv)
 	json_t *j = NULL;
 	struct iod_err e = {0};
 	if (node && (config || offload))
-		return iod_cli_fail("dp dump", IOD_EXIT_INVALID,
-		                    "--node reads a live switch; it takes no --config or --offload");
+		return iod_cli_fail(
+		    "dp dump", IOD_EXIT_INVALID,
+		    "--node reads a live switch; it takes no --config or --offload");
 	if (node) {
 		int rc = node_dump(server, node, &j);
 		if (rc)

@@ -806,7 +806,8 @@ TEST(offload_translation_marks_what_stays_in_software)
 	/* ... and as the dump writes it: "offload" per entry, "offloaded" only
 	 * for a rule a port accepted */
 	json_t *j = iod_flow_dump_json(pl, iod_flow_offload_verdict, pl);
-	const json_t *ents = json_object_get(json_array_get(json_object_get(j, "pipes"), 1), "entries");
+	const json_t *ents =
+	    json_object_get(json_array_get(json_object_get(j, "pipes"), 1), "entries");
 	CHECK_EQ(json_array_size(ents), 2);
 	size_t i;
 	json_t *en;

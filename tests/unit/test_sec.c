@@ -302,8 +302,8 @@ TEST(authz_node_writes_only_its_own)
 	         -EACCES);
 	CHECK_CONTAINS(d.reason, "\"nic_bw_bps\"");
 	CHECK_EQ(decide(&n1, IOD_SEC_VERB_PUT, IOD_SEC_RES_REPLICA, "web-0",
-	                "{\"service\": \"web\", \"node\": \"node-1\", \"phase\": \"running\"}",
-	                s, &d),
+	                "{\"service\": \"web\", \"node\": \"node-1\", \"phase\": \"running\"}", s,
+	                &d),
 	         -EACCES);
 	CHECK_CONTAINS(d.reason, "\"nic_bw_bps\"");
 	/* another live node's replica: the regression of issue 16 */
