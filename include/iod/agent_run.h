@@ -341,6 +341,11 @@ int iod_agent_vswitch_svc_env(struct iod_agent_vswitch *v, struct iod_agent_repl
 struct iod_tel_port;
 uint32_t iod_agent_vswitch_ports(struct iod_agent_vswitch *v, struct iod_tel_port *out,
                                  uint32_t max);
+/* Its running pipeline as JSON text (iod_flow_dump_json with each entry's
+ * offload verdict, its ports, conntrack sessions), written by the switch's
+ * thread on request: *out (free it), or -ETIMEDOUT when the thread did not
+ * answer within IOD_AGENT_VSWITCH_DUMP_WAIT_S. `iod dp dump --node`. */
+int iod_agent_vswitch_dump(struct iod_agent_vswitch *v, char **out, struct iod_err *e);
 
 /* ---- concurrent health checks (shell, prober in probe.c) ------------------ */
 

@@ -285,8 +285,10 @@ struct iod_flow_engine_stats {
 void iod_flow_engine_stats(const struct iod_flow_pipeline *pl, struct iod_flow_engine_stats *st);
 
 /* The pipeline with per-entry counters as JSON (iod dp dump). Offload state
- * per entry comes from offload (may be NULL): 1 offloaded, 0 software, with
- * a reason string. */
+ * per entry comes from offload (may be NULL): 1 offloaded (validated on a
+ * port), 2 translates to rte_flow (no port to validate it on), 0 software,
+ * with a reason string; written as "offload": "hardware" | "translates" |
+ * "software" (and "offloaded": true for 1 only). */
 typedef int (*iod_flow_offload_state_fn)(void *ctx, uint32_t pipe, uint32_t entry,
                                          const char **reason);
 json_t *iod_flow_dump_json(const struct iod_flow_pipeline *pl, iod_flow_offload_state_fn offload,
@@ -533,5 +535,9 @@ struct iod_flow_hw_rule {
 /* Translate one live entry; -ENOENT if it is not live. */
 int iod_flow_offload_translate(const struct iod_flow_pipeline *pl, uint32_t pipe, uint32_t entry,
                                struct iod_flow_hw_rule *r);
+/* iod_flow_offload_state_fn without hardware (ctx = the pipeline): 2 when
+ * the entry translates to an rte_flow rule, else 0 with the reason. What a
+ * live node's switch reports (`iod dp dump --node`). */
+int iod_flow_offload_verdict(void *ctx, uint32_t pipe, uint32_t entry, const char **reason);
 
 #endif

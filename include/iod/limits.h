@@ -452,6 +452,10 @@ _Static_assert(IOD_UP_NODES_MAX < 240, "node subnets 10.200.N.0/24 stay below th
 /* The virtual switch's wait when no port had a frame: bounds the CPU an
  * idle switch takes; a frame wakes it at once (its block retires in 1 ms). */
 #define IOD_AGENT_VSWITCH_IDLE_MS 5
+/* How long `iod dp dump --node` waits for the switch's thread to write its
+ * dump (it answers between bursts, within IOD_AGENT_VSWITCH_IDLE_MS when idle;
+ * a switch stuck longer is reported, not waited on) */
+#define IOD_AGENT_VSWITCH_DUMP_WAIT_S 2
 /* How often the virtual switch's thread publishes its ports' counters for
  * telemetry (a copy under its lock; the packet path never takes it). */
 #define IOD_AGENT_VSWITCH_STATS_MS 200

@@ -178,7 +178,8 @@ void iod_obj_endpoint_address(const struct iod_obj_endpoint *ep, char *buf, size
 	X(ZONE, "zone", STR, zone, 0, 0, 0)                                     \
 	X(CORDONED, "cordoned", BOOL, cordoned, 0, 0, 0)                        \
 	X(MESH_MTLS, "mesh_mtls", STR, mesh_mtls, 0, 0, 0)                      \
-	X(CKPT_PEER, "ckpt_peer", STR, ckpt_peer, 0, 0, 0)
+	X(CKPT_PEER, "ckpt_peer", STR, ckpt_peer, 0, 0, 0)                      \
+	X(TELEMETRY, "telemetry", STR, telemetry, 0, 0, 0)
 
 enum iod_obj_node_field {
 #define X(f, k, t, m, lo, hi, d) IOD_OBJ_NODE_##f,
@@ -205,6 +206,9 @@ struct iod_obj_node {
 	                                 replicas through it (docs/security.md) */
 	char ckpt_peer[IOD_ADDR_MAX]; /* its agent's checkpoint chunk server
 	                                 ("IP:port"; "" = none; docs/storage.md) */
+	char telemetry[IOD_ADDR_MAX]; /* its agent's telemetry listener ("IP:port";
+	                                 "" = none): /metrics, /v1/telemetry,
+	                                 /v1/dp/dump (`iod dp dump --node`) */
 };
 
 /* The node's GPU count ("gpus" as a count or a list), at most IOD_BITMAP_BITS. */

@@ -160,6 +160,8 @@ static int register_node(struct iod_agent_cluster *c, struct iod_api_client *cl)
 		iod_obj_node_set_str(&o, IOD_OBJ_NODE_MESH_MTLS, cfg->mesh_mtls);
 	if (c->ckpt_peer) /* other nodes' replicas copy their checkpoints here */
 		iod_obj_node_set_str(&o, IOD_OBJ_NODE_CKPT_PEER, iod_ckpt_peer_addr(c->ckpt_peer));
+	if (cfg->telemetry_addr[0] && cfg->telemetry_interval_ns) /* `iod dp dump --node` */
+		iod_obj_node_set_str(&o, IOD_OBJ_NODE_TELEMETRY, cfg->telemetry_addr);
 	iod_obj_node_set_json(&o, IOD_OBJ_NODE_GPUS, json_integer(cfg->gpus));
 	iod_obj_node_set_int(&o, IOD_OBJ_NODE_CPUS, cfg->cpus);
 	iod_obj_node_set_str(&o, IOD_OBJ_NODE_MODEL, cfg->model[0] ? cfg->model : "host");

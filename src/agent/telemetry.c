@@ -11,6 +11,9 @@
  * /v1/telemetry (every sample in the rings) on --telemetry-addr, and every
  * push interval sends the node's summary to the control plane
  * (PUT /v1/telemetry/NODE, kept in the servers' memory, not in Raft).
+ * With a virtual switch (`iod up --netns`) it also serves /v1/dp/dump, the
+ * switch's pipeline with counters and offload verdicts (`iod dp dump
+ * --node`), on the same listener and terms as /metrics.
  *
  * It never decides anything about replicas and never blocks the agent's
  * loop: a failure to read, serve or send is logged once and retried.
@@ -473,8 +476,29 @@ static TEL_MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *u
 		return s ? answer(c, 200, "application/json", s)
 		         : answer(c, 500, "text/plain", strdup("out of memory\n"));
 	}
+	if (!strcmp(url, "/v1/dp/dump")) {
+		/* the switch outlives this listener (telemetry stops first) */
+		pthread_mutex_lock(&t->lock);
+		struct iod_agent_vswitch *v = t->vsw;
+		pthread_mutex_unlock(&t->lock);
+		if (!v)
+			return answer(c, 404, "application/json",
+			              strdup("{\"error\": \"this node runs no virtual switch (it "
+			                     "is not in its own network namespace: `iod up "
+			                     "--netns`)\"}"));
+		char *s = NULL;
+		struct iod_err e = {0};
+		if (iod_agent_vswitch_dump(v, &s, &e)) {
+			json_t *ej = json_pack("{s:s}", "error", e.msg);
+			char *es = ej ? json_dumps(ej, JSON_COMPACT) : NULL;
+			json_decref(ej);
+			return es ? answer(c, 503, "application/json", es)
+			          : answer(c, 500, "text/plain", strdup("out of memory\n"));
+		}
+		return answer(c, 200, "application/json", s);
+	}
 	return answer(c, 404, "application/json",
-	              strdup("{\"error\": \"GET /metrics or /v1/telemetry\"}"));
+	              strdup("{\"error\": \"GET /metrics, /v1/telemetry or /v1/dp/dump\"}"));
 }
 
 /* ---- start/stop ------------------------------------------------------------------ */

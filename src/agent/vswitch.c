@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 struct vport {
@@ -77,6 +78,11 @@ struct iod_agent_vswitch {
 	struct iod_tel_port *pub; /* IOD_AGENT_REPLICAS_MAX + 2 */
 	uint32_t pub_n;
 	uint64_t pub_ns; /* when the thread last published */
+	/* `iod dp dump --node`: a reader asks (dump_req), the thread answers */
+	pthread_cond_t dump_cv; /* with mu: signalled when dump_seq moves */
+	uint64_t dump_req;      /* under mu: dumps asked for */
+	uint64_t dump_seq;      /* under mu: the request dump answers */
+	char *dump;             /* under mu: the latest dump (JSON text), or NULL */
 };
 
 static int dev_info(const char *dev, uint32_t *ip, uint8_t mac[6], struct iod_err *e)
@@ -384,6 +390,103 @@ uint32_t iod_agent_vswitch_ports(struct iod_agent_vswitch *v, struct iod_tel_por
 	return k;
 }
 
+static json_t *port_json(const char *name, const char *kind, const struct iod_io_port *p)
+{
+	json_t *o = json_object();
+	json_object_set_new(o, "name", json_string(name));
+	json_object_set_new(o, "kind", json_string(kind));
+	json_object_set_new(o, "backend", json_string(p->ops ? p->ops->name : "closed"));
+	json_object_set_new(o, "rx_packets", json_integer((json_int_t)p->stats.rx_packets));
+	json_object_set_new(o, "tx_packets", json_integer((json_int_t)p->stats.tx_packets));
+	json_object_set_new(o, "tx_errors", json_integer((json_int_t)p->stats.tx_errors));
+	json_object_set_new(o, "rx_nobuf", json_integer((json_int_t)p->stats.rx_nobuf));
+	return o;
+}
+
+/* The running pipeline as `iod dp dump` shows it (src/flow/dump.c), with
+ * each entry's offload verdict (does it translate to rte_flow), the ports
+ * and the conntrack sessions. Only this thread touches the pipeline. */
+static char *build_dump(struct iod_agent_vswitch *v)
+{
+	json_t *j;
+	if (v->cur >= 0) {
+		const struct iod_flow_dp *dp = &v->dp[v->cur];
+		j = iod_flow_dump_json(dp->pl, iod_flow_offload_verdict, dp->pl);
+		uint32_t sessions = 0;
+		for (uint32_t c = 0; c < dp->cores; c++)
+			sessions += iod_net_ct_count(dp->ct[c]);
+		json_object_set_new(j, "conntrack_sessions", json_integer(sessions));
+	} else {
+		j = json_pack("{s:[], s:s}", "pipes", "error",
+		              "no pipeline (not built yet, or the last build failed: see the "
+		              "agent's log)");
+	}
+	json_object_set_new(j, "node", json_string(v->nd.name));
+	json_t *ports = json_array();
+	json_array_append_new(ports, port_json("fabric", "fabric", &v->ports[IOD_DP_PORT_FABRIC]));
+	json_array_append_new(ports, port_json("host", "host", &v->ports[IOD_DP_PORT_HOST]));
+	for (uint32_t i = 0; i < v->nvp; i++)
+		json_array_append_new(ports, port_json(v->vp[i].name, "replica", &v->vp[i].port));
+	json_object_set_new(j, "ports", ports);
+	/* the verdicts summed, as `iod dp dump --offload` sums a port's */
+	json_int_t rules = 0, tr = 0;
+	size_t i, k;
+	json_t *p, *en;
+	json_array_foreach(json_object_get(j, "pipes"), i, p)
+	{
+		json_array_foreach(json_object_get(p, "entries"), k, en)
+		{
+			rules++;
+			tr += !strcmp(json_string_value(json_object_get(en, "offload")),
+			              "translates");
+		}
+	}
+	json_object_set_new(j, "offload",
+	                    json_pack("{s:s, s:I, s:I, s:I, s:I, s:s}", "port",
+	                              "none (translation only)", "rules", rules, "offloaded",
+	                              (json_int_t)0, "software", rules - tr, "translates", tr,
+	                              "template_api", "n/a"));
+	char *s = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	return s;
+}
+
+static void maybe_dump(struct iod_agent_vswitch *v)
+{
+	pthread_mutex_lock(&v->mu);
+	uint64_t req = v->dump_req;
+	pthread_mutex_unlock(&v->mu);
+	if (req == v->dump_seq) /* only this thread writes dump_seq */
+		return;
+	char *s = build_dump(v);
+	pthread_mutex_lock(&v->mu);
+	free(v->dump);
+	v->dump = s;
+	v->dump_seq = req;
+	pthread_cond_broadcast(&v->dump_cv);
+	pthread_mutex_unlock(&v->mu);
+}
+
+int iod_agent_vswitch_dump(struct iod_agent_vswitch *v, char **out, struct iod_err *e)
+{
+	*out = NULL;
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += IOD_AGENT_VSWITCH_DUMP_WAIT_S;
+	pthread_mutex_lock(&v->mu);
+	uint64_t want = ++v->dump_req;
+	int rc = 0;
+	while (v->dump_seq < want && !v->stop && rc == 0)
+		rc = pthread_cond_timedwait(&v->dump_cv, &v->mu, &until);
+	if (v->dump_seq >= want && v->dump)
+		*out = strdup(v->dump);
+	pthread_mutex_unlock(&v->mu);
+	if (*out)
+		return 0;
+	return iod_err_set(e, -ETIMEDOUT, "the virtual switch did not answer in %d s",
+	                   IOD_AGENT_VSWITCH_DUMP_WAIT_S);
+}
+
 static void *vswitch_main(void *arg)
 {
 	struct iod_agent_vswitch *v = arg;
@@ -405,6 +508,7 @@ static void *vswitch_main(void *arg)
 			v->pub_ns = now;
 			publish_ports(v);
 		}
+		maybe_dump(v);
 		uint32_t got = v->loaded ? iod_dp_loop_step(&v->loop, now) : 0;
 		if (got)
 			continue;
@@ -436,6 +540,11 @@ int iod_agent_vswitch_start(struct iod_agent_vswitch **out, const struct iod_age
 	v->cur = -1;
 	v->udp_fd = -1;
 	pthread_mutex_init(&v->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&v->dump_cv, &ca);
+	pthread_condattr_destroy(&ca);
 	v->locals = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*v->locals));
 	v->veths = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*v->veths));
 	v->lbuf = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*v->lbuf));
@@ -499,6 +608,7 @@ void iod_agent_vswitch_stop(struct iod_agent_vswitch *v)
 		return;
 	pthread_mutex_lock(&v->mu);
 	v->stop = true;
+	pthread_cond_broadcast(&v->dump_cv);
 	pthread_mutex_unlock(&v->mu);
 	if (v->started)
 		pthread_join(v->th, NULL);
@@ -512,6 +622,8 @@ void iod_agent_vswitch_stop(struct iod_agent_vswitch *v)
 	if (v->udp_fd >= 0)
 		close(v->udp_fd);
 	pthread_mutex_destroy(&v->mu);
+	pthread_cond_destroy(&v->dump_cv);
+	free(v->dump);
 	free(v->drops);
 	free(v->table);
 	free(v->locals);

@@ -1,7 +1,9 @@
 /*
  * cmd_dp.c: `iod dp`: run a standalone overlay data plane from a YAML file
  * (`iod dp run --config FILE`), show its pipeline with per-entry counters
- * (`iod dp dump`), and benchmark it (`iod dp bench`).
+ * (`iod dp dump`), show a live node's virtual switch the same way (`iod dp
+ * dump --node NAME`: its agent's /v1/dp/dump, found through the Node
+ * object), and benchmark it (`iod dp bench`).
  *
  * A thin shell: it opens ports, moves bursts between them and the flow
  * engine, runs the engine's control work (entry queue, aging, conntrack
@@ -9,7 +11,9 @@
  * It decides nothing about packets itself.
  */
 #include "cli.h"
+#include "ctl.h"
 #include "iod/io.h"
+#include "iod/objects.h"
 #include "iod/obs.h"
 
 #include <arpa/inet.h>
@@ -348,6 +352,11 @@ out:
 static void print_dump_text(const json_t *j)
 {
 	const json_t *eng = json_object_get(j, "engine");
+	if (json_object_get(j, "node"))
+		printf("node %s: its virtual switch\n",
+		       json_string_value(json_object_get(j, "node")));
+	if (json_object_get(j, "error"))
+		printf("%s\n", json_string_value(json_object_get(j, "error")));
 	printf("engine: %lld packets, %lld dropped, fast-path hits %lld, exact-match hits %lld, "
 	       "megaflow hits %lld, pipe walks %lld\n",
 	       json_integer_value(json_object_get(eng, "packets")),
@@ -383,11 +392,14 @@ static void print_dump_text(const json_t *j)
 			char *m = json_dumps(json_object_get(en, "match"), JSON_COMPACT);
 			char *a = json_dumps(json_object_get(en, "actions"), JSON_COMPACT);
 			const json_t *off = json_object_get(en, "offloaded");
-			printf("  #%-4lld %-48s %-28s pkts %-10lld bytes %-12lld%s\n",
+			const char *verdict = json_string_value(json_object_get(en, "offload"));
+			if (!verdict || !strcmp(verdict, "hardware"))
+				verdict = json_is_true(off) ? "OFFLOADED" : "software";
+			printf("  #%-4lld %-48s %-28s pkts %-10lld bytes %-12lld%s%s\n",
 			       json_integer_value(json_object_get(en, "id")), m ? m : "",
 			       a ? a : "", json_integer_value(json_object_get(en, "packets")),
-			       json_integer_value(json_object_get(en, "bytes")),
-			       off ? (json_is_true(off) ? " OFFLOADED" : " software") : "");
+			       json_integer_value(json_object_get(en, "bytes")), off ? " " : "",
+			       off ? verdict : "");
 			if (off)
 				printf("        %s\n",
 				       json_string_value(json_object_get(en, "offload_note")));
@@ -406,7 +418,13 @@ static void print_dump_text(const json_t *j)
 		       json_integer_value(json_object_get(p, "tx_errors")));
 	}
 	const json_t *of = json_object_get(j, "offload");
-	if (of)
+	if (of && json_object_get(of, "translates")) /* a live node's switch: no port */
+		printf("\noffload verdicts: %lld rules, %lld translate to rte_flow, %lld stay in "
+		       "software (no DPDK port here to validate them on)\n",
+		       json_integer_value(json_object_get(of, "rules")),
+		       json_integer_value(json_object_get(of, "translates")),
+		       json_integer_value(json_object_get(of, "software")));
+	else if (of)
 		printf("\noffload to %s: %lld rules, %lld offloaded, %lld in software "
 		       "(%lld rejected by rte_flow_validate); template API: %s\n",
 		       json_string_value(json_object_get(of, "port")),
@@ -458,24 +476,105 @@ static void print_dump_text(const json_t *j)
 		       json_integer_value(json_object_get(j, "conntrack_sessions")));
 }
 
+/*
+ * A live node's switch: its Node object (through the control plane) names
+ * its agent's telemetry listener, which answers GET /v1/dp/dump. 0 with
+ * *out, or the exit code with the error printed.
+ */
+static int node_dump(const char *server, const char *node, json_t **out)
+{
+	struct iod_api_client cl;
+	struct iod_api_response r = {0};
+	int rc = iod_ctl_client("dp dump", server, &cl);
+	if (rc)
+		return rc;
+	rc = iod_ctl_call("dp dump", &cl, "GET", "/v1/nodes", NULL, NULL, 0, &r);
+	iod_api_client_close(&cl);
+	if (rc)
+		return rc;
+	const json_t *value = NULL;
+	char names[256] = "";
+	size_t i, used = 0;
+	json_t *x;
+	json_array_foreach(json_object_get(r.json, "items"), i, x)
+	{
+		const char *n = json_string_value(json_object_get(x, "name"));
+		if (n && !strcmp(n, node))
+			value = json_object_get(x, "value");
+		if (n && used < sizeof(names)) {
+			int k = snprintf(names + used, sizeof(names) - used, "%s%s",
+			                 used ? ", " : "", n);
+			used += k > 0 ? (size_t)k : 0;
+		}
+	}
+	if (!value) {
+		rc = iod_cli_fail("dp dump", IOD_EXIT_INVALID,
+		                  "no node %s in the cluster (its nodes: %s)", node,
+		                  names[0] ? names : "none");
+		iod_api_response_free(&r);
+		return rc;
+	}
+	char addr[IOD_ADDR_MAX] = "";
+	const char *t = iod_obj_peek_str(IOD_OBJ_KIND_NODE, value, IOD_OBJ_NODE_TELEMETRY);
+	if (t)
+		iod_strlcpy(addr, t, sizeof(addr));
+	iod_api_response_free(&r);
+	if (!addr[0])
+		return iod_cli_fail("dp dump", IOD_EXIT_INVALID,
+		                    "node %s publishes no telemetry listener (its agent runs "
+		                    "without --telemetry-addr), so its switch cannot be read",
+		                    node);
+	struct iod_http_conn conn = {0};
+	struct iod_err e = {0};
+	struct iod_api_response ar = {0};
+	rc = iod_api_http_once(&conn, addr, "GET", "/v1/dp/dump", NULL, NULL, 0,
+	                       IOD_AGENT_VSWITCH_DUMP_WAIT_S * 1000 + 1000, &ar, &e);
+	iod_http_conn_close(&conn);
+	if (rc)
+		return iod_cli_fail("dp dump", IOD_EXIT_UNAVAILABLE,
+		                    "node %s's agent at %s does not answer: %s", node, addr, e.msg);
+	if (ar.status == 404 && ar.json && json_object_get(ar.json, "error") &&
+	    strstr(iod_api_error_text(&ar), "virtual switch"))
+		rc = iod_cli_fail("dp dump", IOD_EXIT_INVALID, "node %s: %s", node,
+		                  iod_api_error_text(&ar));
+	else if (ar.status != 200 || !json_is_object(ar.json))
+		rc = iod_cli_fail("dp dump", IOD_EXIT_ERROR, "node %s's agent at %s: %s (HTTP %d)",
+		                  node, addr, iod_api_error_text(&ar), ar.status);
+	else
+		*out = json_incref(ar.json);
+	iod_api_response_free(&ar);
+	return rc;
+}
+
 static int dp_dump(int argc, char **argv)
 {
 	static const struct option opts[] = {
 	    {"state", required_argument, 0, 's'},   {"config", required_argument, 0, 'c'},
 	    {"offload", required_argument, 0, 'f'}, {"output", required_argument, 0, 'o'},
+	    {"node", required_argument, 0, 'n'},    {"server", required_argument, 0, 'S'},
 	    {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
 	const char *state = "/tmp/iod-dp.json", *config = NULL, *outs = "text", *offload = NULL;
+	const char *node = NULL, *server = NULL;
 	int c;
 	while ((c = getopt_long(argc, argv, "s:c:f:o:h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'n': node = optarg; break;
+		case 'S': server = optarg; break;
 		case 'f': offload = optarg; break;
 		case 's': state = optarg; break;
 		case 'c': config = optarg; break;
 		case 'o': outs = optarg; break;
 		case 'h':
 			printf(
-			    "usage: iod dp dump [--state FILE | --config FILE [--offload PORT]]\n"
-			    "                   [-o text|json]\n\n"
+			    "usage: iod dp dump [--state FILE | --config FILE [--offload PORT] |\n"
+			    "                    --node NAME [--server ADDR]] [-o text|json]\n\n"
+			    "  --node NAME     show the live virtual switch of cluster node NAME\n"
+			    "                  (`iod up --netns`): its pipes, entries, counters "
+			    "and\n"
+			    "                  each entry's offload verdict (does it translate to\n"
+			    "                  rte_flow), read from its agent's telemetry "
+			    "listener\n"
+			    "                  named in its Node object\n" IOD_CTL_SERVER_HELP
 			    "  --state FILE    read what a running `iod dp run` wrote (default\n"
 			    "                  /tmp/iod-dp.json; it is rewritten every second)\n"
 			    "  --config FILE   build the pipeline of FILE and show it, without "
@@ -498,7 +597,15 @@ static int dp_dump(int argc, char **argv)
 		return IOD_EXIT_INVALID;
 	json_t *j = NULL;
 	struct iod_err e = {0};
-	if (config) {
+	if (node && (config || offload))
+		return iod_cli_fail(
+		    "dp dump", IOD_EXIT_INVALID,
+		    "--node reads a live switch; it takes no --config or --offload");
+	if (node) {
+		int rc = node_dump(server, node, &j);
+		if (rc)
+			return rc;
+	} else if (config) {
 		struct iod_flow_dp_config *cfg = calloc(1, sizeof(*cfg));
 		struct iod_flow_dp dp;
 		if (!cfg)

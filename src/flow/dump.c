@@ -153,6 +153,10 @@ json_t *iod_flow_dump_json(const struct iod_flow_pipeline *pl, iod_flow_offload_
 				const char *why = NULL;
 				int off = offload(ctx, i, id, &why);
 				json_object_set_new(ej, "offloaded", json_boolean(off == 1));
+				json_object_set_new(ej, "offload",
+				                    json_string(off == 1   ? "hardware"
+				                                : off == 2 ? "translates"
+				                                           : "software"));
 				if (why)
 					json_object_set_new(ej, "offload_note", json_string(why));
 			}

@@ -158,3 +158,19 @@ int iod_flow_offload_translate(const struct iod_flow_pipeline *pl, uint32_t pipe
 	}
 	return 0;
 }
+
+int iod_flow_offload_verdict(void *ctx, uint32_t pipe, uint32_t entry, const char **reason)
+{
+	const struct iod_flow_pipeline *pl = ctx;
+	struct iod_flow_hw_rule r;
+	if (iod_flow_offload_translate(pl, pipe, entry, &r)) {
+		*reason = "not a live entry";
+		return 0;
+	}
+	if (r.unsupported) {
+		*reason = r.unsupported;
+		return 0;
+	}
+	*reason = "translates to an rte_flow rule (not validated: no DPDK port)";
+	return 2;
+}

@@ -179,14 +179,17 @@ static bool revoked(const struct iod_sec_identity *id, const struct iod_state *s
 }
 
 /*
- * Replica keys that say whose replica it is: a node may report anything
- * about a replica it runs (phase, health, its address, its placement on
- * the node: the node runs it either way), but not make it another
- * service's (and so be handed that service's spec and secrets).
+ * Replica keys a node may not change: those that say whose replica it is
+ * (a node may report anything about a replica it runs: phase, health, its
+ * address, its placement on the node, which it runs either way; but not
+ * make it another service's, and so be handed that service's spec and
+ * secrets), and the limits the deploy plan set on it: nic_bw_bps is its
+ * egress meter's rate, which a node raising would lift the bandwidth its
+ * service was placed with.
  */
 static const enum iod_obj_replica_field identity_keys[] = {
     IOD_OBJ_REPLICA_SERVICE, IOD_OBJ_REPLICA_ORDINAL, IOD_OBJ_REPLICA_GENERATION,
-    IOD_OBJ_REPLICA_TENANT};
+    IOD_OBJ_REPLICA_TENANT, IOD_OBJ_REPLICA_NIC_BW_BPS};
 
 /* A Replica's (or Endpoint's) string field, NULL when absent. */
 static const char *rep_str(const json_t *v, enum iod_obj_replica_field f)

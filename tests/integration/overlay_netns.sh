@@ -6,7 +6,9 @@
 # shows VXLAN with the tenant's VNI and the inner addresses; a replica of
 # another tenant cannot connect (when the spec has `tenant:`); `iod down`
 # leaves no namespace, link or process; node N0's agent serves the data
-# plane's port counters (moved by the echo) and passes promtool; after kill -9 of every agent and
+# plane's port counters (moved by the echo) and passes promtool, and `iod dp
+# dump --node N0` shows its switch's pipes with moved counters and each
+# entry's offload verdict; after kill -9 of every agent and
 # server a new `iod up` sweeps and starts, and after kill -9 of the agents
 # `iod down` still leaves nothing. Exit 0 pass, 1 fail, 77 skip.
 set -u
@@ -126,6 +128,45 @@ if wait_for 5 moved; then
 else
 	bad "dp port counters on $N0's /metrics ($NADDR): $(dpm | grep '^iod_dp_port_s' | head -4)"
 fi
+# the live switch's pipeline through the control plane: `iod dp dump --node`
+# finds N0's agent in its Node object; the echo moved its pipes' counters,
+# and each entry carries its offload verdict
+dumped() {
+	"$IOD" dp dump --node "$N0" -o json >"$T/dump.json" 2>"$T/dump.err" &&
+		python3 - "$T/dump.json" >"$T/dump.chk" 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+pipes = d["pipes"]
+ents = [e for p in pipes for e in p["entries"]]
+hit = [p["name"] for p in pipes if p["hits"] > 0]
+assert d["node"] and pipes and ents, "no pipes or entries"
+assert hit and sum(e["packets"] for e in ents) > 0, "no counter moved"
+assert all(e["offload"] in ("translates", "software") and e["offload_note"] for e in ents)
+tr = sum(e["offload"] == "translates" for e in ents)
+assert d["offload"]["rules"] == len(ents) and d["offload"]["translates"] == tr
+assert 0 < tr < len(ents), "want both verdicts (%d of %d translate)" % (tr, len(ents))
+print("%d pipes, %d entries, pipes hit: %s; %d translate to rte_flow, %d software"
+      % (len(pipes), len(ents), ",".join(hit), tr, len(ents) - tr))
+PY
+}
+if wait_for 5 dumped; then
+	ok "iod dp dump --node $N0 -o json: $(cat "$T/dump.chk")"
+else
+	bad "iod dp dump --node $N0: $(cat "$T/dump.err" "$T/dump.chk" 2>/dev/null | head -5)"
+fi
+"$IOD" dp dump --node "$N0" >"$T/dump.txt" 2>&1
+if grep -q "^pipe " "$T/dump.txt" && grep -q " translates$" "$T/dump.txt" &&
+	grep -q " software$" "$T/dump.txt" && grep -q "^offload verdicts:" "$T/dump.txt"; then
+	ok "iod dp dump --node $N0 (text): $(grep -c '^pipe ' "$T/dump.txt") pipes; $(grep '^offload verdicts:' "$T/dump.txt")"
+else
+	bad "iod dp dump --node $N0 (text): $(head -5 "$T/dump.txt")"
+fi
+# an unknown node is named as such; so is a node without a switch's listener
+if "$IOD" dp dump --node node-99 >"$T/nd.out" 2>&1; then
+	bad "dp dump --node node-99 succeeded"
+elif grep -q "no node node-99 in the cluster (its nodes: node-1, node-2)" "$T/nd.out"; then
+	ok "dp dump --node node-99: $(cat "$T/nd.out")"
+else bad "dp dump --node node-99: $(cat "$T/nd.out")"; fi
 if command -v promtool >/dev/null; then
 	if dpm | promtool check metrics >"$T/promtool" 2>&1; then ok "promtool check metrics: $N0's agent with dp ports"
 	else bad "promtool on $N0's agent: $(head -3 "$T/promtool")"; fi
@@ -225,6 +266,12 @@ fi
 "$IOD" deploy -f "$T/spec.yaml" >/dev/null 2>&1
 wait_for 30 both || bad "replicas after the third up"
 for f in "$IOD_STATE_DIR"/node-*.pid; do kill -9 "$(cat "$f")"; done
+# its Node object outlives the agent for a lease: the dump says who is silent
+"$IOD" dp dump --node node-1 >"$T/gone.out" 2>&1
+rc=$?
+if [ $rc = 5 ] && grep -q "node node-1's agent at 10\.254\.[0-9.]*:[0-9]* does not answer" "$T/gone.out"; then
+	ok "dp dump --node of a killed agent: $(cat "$T/gone.out")"
+else bad "dp dump --node of a killed agent: rc $rc $(cat "$T/gone.out")"; fi
 "$IOD" down --grace 5s >/dev/null 2>&1
 l=$(left)
 [ -z "$l" ] && ok "kill -9 of every agent, iod down: nothing left" || bad "left after kill -9 + down: $l"

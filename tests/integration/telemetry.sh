@@ -11,7 +11,8 @@
 #   4. an agent on discovered hardware reads NVML (the fake libnvidia-ml of
 #      tests/fixtures) through dlopen: utilisation, memory, power,
 #      temperature per GPU, and GPU 0 stalled under FAKE_NVML_STALL=1;
-#   5. bad flags are refused with a clear message.
+#   5. bad flags are refused with a clear message;
+#   6. `iod dp dump --node` of a loopback node says it runs no switch.
 # Prints one RESULT line per check.
 set -u
 BUILD=${1:-build}
@@ -146,6 +147,13 @@ top_gpu() { "$IOD" top --once --view gpus 2>/dev/null | grep -Eq "^$node +[0-9]+
 top_cpu() { "$IOD" top --once --view replicas 2>/dev/null | grep -Eq '^trainer-0 .* [0-9]+\.[0-9] +[0-9.]+ [KMG]?B'; }
 if wait_for 10 top_gpu && top_cpu; then ok "telemetry_in_iod_top"; else
 	bad "telemetry_in_iod_top"; "$IOD" top --once --view gpus; "$IOD" top --once --view replicas; fi
+# a loopback node runs no virtual switch: `iod dp dump --node` reaches its
+# agent's listener (named in its Node object) and says so (exit 2)
+"$IOD" dp dump --node "$node" >"$T/dpd.out" 2>&1
+rc=$?
+if [ $rc = 2 ] && grep -q "node $node: this node runs no virtual switch" "$T/dpd.out"; then
+	ok "telemetry_dp_dump_without_switch"
+else bad "telemetry_dp_dump_without_switch: rc $rc $(cat "$T/dpd.out")"; fi
 
 # 3. busy but stalled: the parameter server hangs, the worker waits "on the GPU"
 pspid=$(python3 -c "

@@ -796,6 +796,29 @@ TEST(offload_translation_marks_what_stays_in_software)
 	CHECK_EQ(iod_flow_offload_translate(pl, 1, r_id, &r), 0);
 	CHECK_CONTAINS(r.unsupported, "port range");
 	CHECK_EQ(iod_flow_offload_translate(pl, 1, 3, &r), -ENOENT);
+	/* the verdict a live node's switch reports (no port to validate on) */
+	const char *why = NULL;
+	CHECK_EQ(iod_flow_offload_verdict(pl, 0, d_id, &why), 2);
+	CHECK_CONTAINS(why, "translates to an rte_flow rule");
+	CHECK_EQ(iod_flow_offload_verdict(pl, 1, r_id, &why), 0);
+	CHECK_CONTAINS(why, "port range");
+	CHECK_EQ(iod_flow_offload_verdict(pl, 1, 3, &why), 0);
+	/* ... and as the dump writes it: "offload" per entry, "offloaded" only
+	 * for a rule a port accepted */
+	json_t *j = iod_flow_dump_json(pl, iod_flow_offload_verdict, pl);
+	const json_t *ents =
+	    json_object_get(json_array_get(json_object_get(j, "pipes"), 1), "entries");
+	CHECK_EQ(json_array_size(ents), 2);
+	size_t i;
+	json_t *en;
+	json_array_foreach(ents, i, en)
+	{
+		bool range = json_integer_value(json_object_get(en, "id")) == (json_int_t)r_id;
+		CHECK_STR(json_string_value(json_object_get(en, "offload")),
+		          range ? "software" : "translates");
+		CHECK(json_is_false(json_object_get(en, "offloaded")));
+	}
+	json_decref(j);
 	iod_flow_pipeline_destroy(pl);
 }
 

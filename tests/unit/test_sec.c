@@ -282,6 +282,30 @@ TEST(authz_node_writes_only_its_own)
 	                &d),
 	         -EACCES);
 	CHECK_CONTAINS(d.reason, "\"service\"");
+	/* nor the egress meter's rate the deploy plan wrote (nic_bw_bps): a
+	 * node raising its own replica's rate would lift the bandwidth limit
+	 * its service was placed with */
+	CHECK_EQ(put_json(s, IOD_STATE_REPLICA, "web-0",
+	                  "{\"service\": \"web\", \"node\": \"node-1\", \"phase\": "
+	                  "\"pending\", \"nic_bw_bps\": 100000000}",
+	                  0),
+	         0);
+	CHECK_EQ(decide(&n1, IOD_SEC_VERB_PUT, IOD_SEC_RES_REPLICA, "web-0",
+	                "{\"service\": \"web\", \"node\": \"node-1\", \"phase\": \"running\", "
+	                "\"nic_bw_bps\": 100000000}",
+	                s, &d),
+	         0);
+	CHECK_EQ(decide(&n1, IOD_SEC_VERB_PUT, IOD_SEC_RES_REPLICA, "web-0",
+	                "{\"service\": \"web\", \"node\": \"node-1\", \"phase\": \"running\", "
+	                "\"nic_bw_bps\": 100000000000}",
+	                s, &d),
+	         -EACCES);
+	CHECK_CONTAINS(d.reason, "\"nic_bw_bps\"");
+	CHECK_EQ(decide(&n1, IOD_SEC_VERB_PUT, IOD_SEC_RES_REPLICA, "web-0",
+	                "{\"service\": \"web\", \"node\": \"node-1\", \"phase\": \"running\"}", s,
+	                &d),
+	         -EACCES);
+	CHECK_CONTAINS(d.reason, "\"nic_bw_bps\"");
 	/* another live node's replica: the regression of issue 16 */
 	CHECK_EQ(decide(&n1, IOD_SEC_VERB_PUT, IOD_SEC_RES_REPLICA, "web-1",
 	                "{\"service\": \"web\", \"node\": \"node-1\", \"phase\": \"running\"}", s,
