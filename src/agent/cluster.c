@@ -643,7 +643,6 @@ static bool only_kind(const json_t *events, const char *k)
 	return json_array_size(events) > 0;
 }
 
-
 static void *watcher_main(void *arg)
 {
 	struct iod_agent_cluster *c = arg;
