@@ -90,7 +90,8 @@ static void usage(FILE *f)
 	    "or service/NAME,...: delay and abort of their HTTP requests in the mesh;\n"
 	    "link/leafL-spineS,...: partition and loss of underlay links (iod up --netns).\n"
 	    "Exit: 0 valid; 1 anomalies found or a runtime error; 2 bad input;\n"
-	    "      4 the checker's search bound was hit (unknown).\n");
+	    "      4 unknown: the checker's search bound was hit, or no operation was\n"
+	    "        acknowledged (nothing was checked).\n");
 }
 
 static volatile sig_atomic_t interrupted;
