@@ -75,7 +75,8 @@ int iod_chaos_history_parse(const char *text, size_t len, struct iod_chaos_histo
 enum iod_chaos_verdict {
 	IOD_CHAOS_LINEARIZABLE,
 	IOD_CHAOS_NOT_LINEARIZABLE,
-	IOD_CHAOS_UNKNOWN, /* the bound on explored states was hit */
+	IOD_CHAOS_UNKNOWN, /* the bound on explored states was hit, or no op was
+	                    * acknowledged (nothing to check) */
 };
 
 const char *iod_chaos_verdict_name(enum iod_chaos_verdict v);
@@ -89,12 +90,18 @@ struct iod_chaos_lin_result {
 	uint32_t fail_op;
 };
 
+/* The ops of h that completed ok. None: a run checked nothing, and no
+ * checker may call it valid (iod_chaos_check_register says unknown; `iod
+ * chaos run|check` report unknown, exit 4, whatever the workload). */
+uint32_t iod_chaos_history_acknowledged(const struct iod_chaos_history *h);
+
 /*
  * Register linearizability of the read/write ops of h (initial value null).
  * Failed ops never took effect; indeterminate writes take effect at any point
  * after their invocation or never; indeterminate reads constrain nothing.
- * max_states bounds the search (0: IOD_CHAOS_DEFAULT_STATES). Returns 0 with
- * r filled, or -ENOMEM / -E2BIG (more than IOD_CHAOS_MAX_OPS ops).
+ * max_states bounds the search (0: IOD_CHAOS_DEFAULT_STATES); a history
+ * with no acknowledged op is unknown (0 states). Returns 0 with r filled,
+ * or -ENOMEM / -E2BIG (more than IOD_CHAOS_MAX_OPS ops).
  */
 int iod_chaos_check_register(const struct iod_chaos_history *h, uint64_t max_states,
                              struct iod_chaos_lin_result *r, struct iod_err *e);

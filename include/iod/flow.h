@@ -314,12 +314,15 @@ bool iod_flow_entry_next(const struct iod_flow_pipeline *pl, uint32_t pipe, uint
  *   fabric root "decap"  (basic: vni + outer dst) -> decap, meta=net, zone=net
  *   host root   "host"   (control: ARP for gateways; src subnet -> meta, zone)
  *   "ct"   (ct)          -> "sg"
- *   "sg"   (acl)         established/related -> "qos"; new + SG rule -> "svc"
- *                        (or "sgin"); endpoint-bound egress entries first
+ *   "sg"   (acl)         established/related -> "qos"; new + SG rule -> "svc";
+ *                        endpoint-bound egress entries first
+ *   "svc"  (basic)       VIP:port -> LB (DNAT + commit) -> "sgin" (or "qos");
+ *                        miss -> "commit"
+ *   "commit" (control)   commit -> "sgin" (or "qos")
  *   "sgin" (acl; only with endpoint-bound ingress entries) new sessions to
- *                        a guarded endpoint: its rules -> "svc", else drop
- *   "svc"  (basic)       VIP:port -> LB (DNAT + commit) -> "qos"; miss -> "commit"
- *   "commit" (control)   commit -> "qos"
+ *                        a guarded endpoint, after the VIP's translation (its
+ *                        chosen backend): its rules -> "qos", else drop; a
+ *                        dropped packet commits no session (engine.c)
  *   "qos"  (basic: meta) meter + DSCP -> "route" (or "egress")
  *   "egress" (basic: in_port + src; only when an endpoint has a rate) per-endpoint
  *                        meter on what a local endpoint sends -> "route"

@@ -90,7 +90,8 @@ static void usage(FILE *f)
 	    "or service/NAME,...: delay and abort of their HTTP requests in the mesh;\n"
 	    "link/leafL-spineS,...: partition and loss of underlay links (iod up --netns).\n"
 	    "Exit: 0 valid; 1 anomalies found or a runtime error; 2 bad input;\n"
-	    "      4 the checker's search bound was hit (unknown).\n");
+	    "      4 unknown: the checker's search bound was hit, or no operation was\n"
+	    "        acknowledged (nothing was checked).\n");
 }
 
 static volatile sig_atomic_t interrupted;
@@ -1341,6 +1342,18 @@ static int check_history(const char *text, size_t len, enum iod_chaos_workload w
 	case IOD_CHAOS_WL_SET: rc = report_set(&h, print, out); break;
 	case IOD_CHAOS_WL_BANK: rc = report_bank(&h, print, out); break;
 	default: rc = report_append(&h, print, out); break;
+	}
+	if (!rc && out->valid && iod_chaos_history_acknowledged(&h) == 0) {
+		/* nothing acknowledged: nothing was checked, though the checker
+		 * found nothing wrong (an append history without a read); one
+		 * that found something (no read at all) keeps its verdict */
+		out->valid = false;
+		out->unknown = true;
+		json_object_set_new(out->json, "nothing_acknowledged", json_true());
+		if (print)
+			printf("  checker     no operation was acknowledged (%u in the "
+			       "history): nothing was checked\n",
+			       h.n);
 	}
 	iod_chaos_history_free(&h);
 	return rc;

@@ -380,23 +380,27 @@ int iod_flow_dp_rebuild(const struct iod_flow_dp_config *c, uint32_t cores, stru
 	int32_t pq = pipe(dp, &qos, e);
 	if (pq < 0)
 		goto fail;
-	commit.fwd = to_pipe(pq);
+	/* sgin after svc: it sees the destination a VIP's session was
+	 * translated to, so the chosen backend's ingress rules check it on
+	 * the sender's node too; what it drops commits nothing (engine.c) */
+	dp->pipe_sgin = -1;
+	if (acls_in) { /* what no ingress entry of a guarded endpoint names passes */
+		sgin.fwd_miss = to_pipe(pq);
+		if ((dp->pipe_sgin = pipe(dp, &sgin, e)) < 0)
+			goto fail;
+	}
+	int32_t pin = dp->pipe_sgin >= 0 ? dp->pipe_sgin : pq;
+	commit.fwd = to_pipe(pin);
 	int32_t pcm = pipe(dp, &commit, e);
 	if (pcm < 0)
 		goto fail;
-	svc.fwd = to_pipe(pq);
+	svc.fwd = to_pipe(pin);
 	svc.fwd_miss = to_pipe(pcm);
 	if (c->services_n == 0)
 		svc.actions.flags = 0;
 	if ((dp->pipe_svc = pipe(dp, &svc, e)) < 0)
 		goto fail;
-	dp->pipe_sgin = -1;
-	if (acls_in) { /* what no ingress entry of a guarded endpoint names passes */
-		sgin.fwd_miss = to_pipe(dp->pipe_svc);
-		if ((dp->pipe_sgin = pipe(dp, &sgin, e)) < 0)
-			goto fail;
-	}
-	int32_t pnew = dp->pipe_sgin >= 0 ? dp->pipe_sgin : dp->pipe_svc;
+	int32_t pnew = dp->pipe_svc;
 	if ((dp->pipe_sg = pipe(dp, &sg, e)) < 0)
 		goto fail;
 	ctp.fwd = to_pipe(dp->pipe_sg);
@@ -430,7 +434,7 @@ int iod_flow_dp_rebuild(const struct iod_flow_dp_config *c, uint32_t cores, stru
 		goto fail_rc;
 	IOD_ASSERT(prio <= IOD_DP_ACL_PRIO);
 	if ((rc = add_acls(dp, c, true, dp->pipe_sg, pnew, e)) ||
-	    (dp->pipe_sgin >= 0 && (rc = add_acls(dp, c, false, dp->pipe_sgin, dp->pipe_svc, e))))
+	    (dp->pipe_sgin >= 0 && (rc = add_acls(dp, c, false, dp->pipe_sgin, pq, e))))
 		goto fail_rc;
 	prio = IOD_DP_ACL_PRIO + c->acls_n;
 	for (uint32_t n = 0; n < c->networks_n; n++) {

@@ -297,10 +297,16 @@ static void set_dscp(uint8_t *f, const struct iod_net_meta *m, uint8_t dscp)
 	iod_net_put16(ip + 10, iod_net_csum_update16(iod_net_be16(ip + 10), old, iod_net_be16(ip)));
 }
 
-/* Apply one entry's monitors and actions. false = the packet is dropped. */
+/* Apply one entry's monitors and actions. false = the packet is dropped.
+ * commit false: the walk's verdict is a drop, so a commit (CT_COMMIT, LB)
+ * records no session; the LB still translates the packet (a drop record
+ * names the backend whose rule dropped it). As Linux conntrack confirms a
+ * new entry only when its packet passes the last hook: a check after the
+ * commit (the "sgin" pipe after "svc", src/flow/dp.c) that drops the first
+ * packet leaves no session for the next one to pass as established. */
 static bool apply_entry(struct iod_flow_pipeline *pl, uint32_t core, struct pipe *p, uint32_t id,
                         struct iod_pkt *pkt, struct iod_net_meta *m, struct iod_flow_key *k,
-                        uint64_t now_ns)
+                        bool commit, uint64_t now_ns)
 {
 	struct entry *en = &p->entries[id];
 	struct estats *st = &p->stats[(size_t)core * p->cfg.entries_max + id];
@@ -358,8 +364,9 @@ static bool apply_entry(struct iod_flow_pipeline *pl, uint32_t core, struct pipe
 			nat.port = s->backends[b].port;
 			mark = b + 1;
 		}
-		int rc = iod_net_ct_commit(core_ct(pl, core), &t, k->tcp_flags, &nat, mark, now_ns,
-		                           NULL);
+		int rc = commit ? iod_net_ct_commit(core_ct(pl, core), &t, k->tcp_flags, &nat, mark,
+		                                    now_ns, NULL)
+		                : 0;
 		if (rc && rc != -EEXIST)
 			return false; /* table full or not trackable: fail closed */
 		if (nat.kind && iod_net_nat_dst(pkt->data, m, nat.ip, nat.port))
@@ -890,9 +897,12 @@ static int pkt_run(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *
 				for (uint8_t i = 0; i < n; i++)
 					st->tr[st->tr_n++] = hit[i];
 		}
+		/* a segment that ends in a drop commits no session (apply_entry) */
+		bool commit =
+		    end != END_FWD || fwd.type == IOD_FLOW_FWD_PORT || fwd.type == IOD_FLOW_FWD_RSS;
 		for (uint8_t i = 0; i < n; i++) {
 			struct pipe *p = &pl->pipes[hit[i] >> 24];
-			if (!apply_entry(pl, core, p, hit[i] & 0xffffff, pkt, m, k, now_ns))
+			if (!apply_entry(pl, core, p, hit[i] & 0xffffff, pkt, m, k, commit, now_ns))
 				return RUN_DONE;
 		}
 		if (end == END_FWD) {
@@ -1018,6 +1028,14 @@ void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt 
 		     iod_net_ct_reopens(ct, st[i].fp_ct_entry, st[i].fp_ct_dir, meta[i].tcp_flags)))
 			st[i].fp_run = 0; /* gone, replaced, timed out or a new connection on
 			                   * a closed one's tuple: the slow path decides */
+		/* a slow packet of the same flow before it in this burst may end the
+		 * session (a new connection on a closed one's tuple, dropped before
+		 * its commit: apply_entry) or replace it: the slow path decides */
+		for (uint32_t j = 0; st[i].fp_run && j < i; j++)
+			if (st[j].fp && !st[j].fp_run && st[j].ck[0] == st[i].ck[0] &&
+			    st[j].ck[1] == st[i].ck[1] && st[j].ck[2] == st[i].ck[2] &&
+			    !((st[j].ck[3] ^ st[i].ck[3]) & ~0xffull)) /* its TCP flags aside */
+				st[i].fp_run = 0;
 		if (st[i].fp_run) {
 			const struct fp_prog *pr = st[i].prog;
 			cs->fp_hits++;

@@ -11,7 +11,10 @@
 # is unhealthy and the client's switch follows (through the watch), no new
 # connection fails (from fresh source ports, and from ports whose closed
 # connections went to it) and the 2 left share them (the time that took is
-# printed: BENCH net.vip_failover). Environment: IOD_VIP_CONNS (connections
+# printed: BENCH net.vip_failover); a group on echo that denies client
+# drops its connections to the VIP, those to an endpoint on the client's own
+# node too, with the rule in `iod trace --drops`, and after its delete the
+# VIP answers again. Environment: IOD_VIP_CONNS (connections
 # per spread check, default 90). Exit 0 pass, 1 fail, 77 skip.
 set -u
 BUILD=${1:-build}
@@ -240,6 +243,51 @@ else
 	bad "after health caught up: $out (victim $VICTIM_ADDR)"
 fi
 echo "BENCH net.vip_failover caught_up_ms=$ms failed_before=$early conns=$CONNS load=$(cut -d' ' -f1 /proc/loadavg)"
+
+# the backends' ingress group applies to sessions to the VIP, also for a
+# backend on the client's own node (sgin after svc in the client's switch)
+LOCAL=""
+for r in echo-0 echo-1 echo-2; do
+	[ "$r" != "$VICTIM" ] && [ "$(obj replicas $r node)" = "$CN" ] &&
+		LOCAL="$LOCAL $(obj endpoints $r addr):$(obj endpoints $r port)"
+done
+cat >"$T/deny.yaml" <<'YAML'
+security_groups:
+  - name: echo-in
+    service: echo
+    ingress:
+      - {name: no-client, action: deny, service: client}
+YAML
+"$IOD" policy apply -f "$T/deny.yaml" >"$T/apply.out" 2>&1 || bad "iod policy apply: $(cat "$T/apply.out")"
+denied() { [ "$(field "$(conns 6 0.5)" "len(d['ok'])")" = 0 ]; }
+if [ -z "$LOCAL" ]; then
+	bad "no echo endpoint left on client-0's node $CN"
+elif wait_for 5 denied; then
+	out=$(conns 12 0.5)
+	if [ "$(field "$out" "len(d['ok'])")" = 0 ]; then
+		ok "echo-in denies client: none of 12 connections to the VIP answered (endpoints on $CN:$LOCAL)"
+	else
+		bad "echo-in denies client, yet: $out"
+	fi
+else
+	bad "connections to the VIP still answered after echo-in: $(conns 6 0.5)"
+fi
+sleep 0.5
+"$IOD" trace --drops -o json >"$T/drops.json" 2>&1
+if python3 -c "
+import json, sys
+local = '$LOCAL'.split()
+rs = [json.loads(l) for l in open('$T/drops.json') if l.strip()]
+hit = [r for r in rs if r.get('rule') == 'echo-in/no-client' and '%s:%s' % (r.get('dst'), r.get('dport')) in local]
+sys.exit(0 if hit else 1)"; then
+	ok "iod trace --drops: a session to the VIP dropped by echo-in/no-client at a backend on $CN"
+else
+	bad "no drop by echo-in/no-client at$LOCAL: $(head -c 400 "$T/drops.json")"
+fi
+"$IOD" policy delete echo-in >"$T/del.out" 2>&1 || bad "iod policy delete: $(cat "$T/del.out")"
+answered() { [ "$(field "$(conns 6 1)" "d['failed']")" = 0 ]; }
+wait_for 5 answered && ok "after iod policy delete: the VIP answers again" ||
+	bad "after delete: $(conns 6 1)"
 
 stop_cluster 5s
 checks_ok

@@ -373,6 +373,133 @@ TEST(overlay_vip_balances_healthy_endpoints_from_the_objects)
 	json_decref(eps);
 }
 
+/* A dropped frame as the switch records it (vswitch.c's on_drop). */
+static void note_drop(struct iod_agent_drops *d, const struct iod_flow_dp_config *c,
+                      const struct iod_agent_overlay_table *t, struct fbuf *b, uint64_t now_ms)
+{
+	struct iod_net_meta m;
+	struct iod_flow_key k;
+	CHECK_EQ(iod_net_parse(b->pkt.data, b->pkt.len, 0, &m), 0);
+	iod_flow_key_from_meta(&k, &m, b->pkt.port_in);
+	iod_agent_drops_note(d, c, t, &k, false, now_ms);
+}
+
+/*
+ * A VIP whose backend is on the sender's own node is checked against that
+ * backend's ingress security group (src/flow/dp.c: "sgin" after "svc", on
+ * the translated destination). echo (VIP 10.200.240.9:8080) has one
+ * backend, echo-0 on this node at port 40100, guarded by echo-in: deny
+ * service bad, allow service cli on tcp 40100. bad-0 dialing the VIP is
+ * dropped, recorded with echo-in/no-bad, and its retransmitted SYN is
+ * dropped too (the dropped packet committed no session it could pass as
+ * established); cli-0 passes, DNATed, and the reply passes (conntrack),
+ * from the VIP. With the rule's port moved to 40101 the same connection is
+ * echo-in/default-deny's. The backend's own node checks a remote backend's
+ * sessions as they arrive from the fabric (the same pipes there).
+ */
+TEST(overlay_vip_checks_the_local_backends_ingress_group)
+{
+	json_t *nodes =
+	    json_pack("{s:[{s:s,s:{s:s}},{s:s,s:{s:s}}]}", "items", "name", "node-1", "value",
+	              "addr", "10.254.1.1", "name", "node-2", "value", "addr", "10.254.2.1");
+	json_t *svcs = json_pack("{s:[{s:s,s:{}},{s:s,s:{}},{s:s,s:{s:s,s:[i]}}]}", "items", "name",
+	                         "bad", "value", "name", "cli", "value", "name", "echo", "value",
+	                         "vip", "10.200.240.9", "ports", 8080);
+	json_t *reps = json_pack(
+	    "{s:[{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}}]}", "items",
+	    "name", "cli-0", "value", "service", "cli", "node", "node-1", "addr", "10.200.1.2",
+	    "name", "echo-0", "value", "service", "echo", "node", "node-1", "addr", "10.200.1.3",
+	    "name", "bad-0", "value", "service", "bad", "node", "node-1", "addr", "10.200.1.4");
+	json_t *eps = json_pack("{s:[{s:s,s:o}]}", "items", "name", "echo-0", "value",
+	                        endpoint("echo", "10.200.1.3", 40100, true));
+	const char *policy = "{\"items\": [{\"name\": \"echo-in\", \"value\": {\"service\": "
+	                     "\"echo\", \"ingress\": ["
+	                     " {\"name\": \"no-bad\", \"action\": \"deny\", \"service\": \"bad\"},"
+	                     " {\"name\": \"app\", \"service\": \"cli\", \"protocol\": \"tcp\","
+	                     "  \"ports\": %d}]}}]}";
+	char text[512];
+	snprintf(text, sizeof(text), policy, 40100);
+	json_t *nps = json_loads(text, 0, NULL);
+	struct iod_agent_overlay_table *t = calloc(1, sizeof(*t));
+	struct iod_flow_dp_config *c = calloc(1, sizeof(*c));
+	struct iod_agent_drops *d = calloc(1, sizeof(*d));
+	struct fbuf *b = calloc(1, sizeof(*b));
+	struct iod_flow_dp dp;
+	struct iod_err e = {0};
+	CHECK(nodes && svcs && reps && eps && nps && t && c && d && b);
+	CHECK_EQ(iod_agent_overlay_table_from_state(nodes, svcs, reps, nps, t), 0);
+	CHECK_EQ(iod_agent_overlay_table_services(svcs, eps, t), 0);
+	CHECK_MSG(iod_agent_sg_from_state(nps, t, &e) == 0, "%s", e.msg);
+	struct iod_agent_overlay_node nd = {.name = "node-1",
+	                                    .vtep_ip = ip("10.254.1.1"),
+	                                    .gateway = ip("10.200.1.1"),
+	                                    .overlay_net = ip("10.200.0.0"),
+	                                    .overlay_prefix = 16};
+	struct iod_agent_overlay_local loc[3] = {
+	    {"cli-0", ip("10.200.1.2")}, {"echo-0", ip("10.200.1.3")}, {"bad-0", ip("10.200.1.4")}};
+	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 3, c, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_agent_overlay_dp_services(t, c, &e) == 0, "%s", e.msg);
+	CHECK(c->acls_n > 0);
+	CHECK_EQ(c->services_n, 1);
+	CHECK_EQ(c->services[0].lb.backends_n, 1);
+	CHECK_MSG(iod_flow_dp_build(c, 1, &dp, &e) == 0, "%s", e.msg);
+	CHECK(dp.pipe_sgin >= 0);
+	uint64_t now = 1000000;
+	struct iod_net_tuple o;
+	/* bad-0 -> VIP: echo-0's ingress denies it, by name; again: still */
+	for (int i = 0; i < 2; i++) {
+		tcp_frame(b, ip("10.200.1.4"), 41000, ip("10.200.240.9"), 8080, IOD_NET_TCP_SYN);
+		CHECK_MSG(!pass(&dp, b, now += 1000, &o), "bad-0's SYN %d reached echo-0", i);
+		note_drop(d, c, t, b, now / 1000000);
+	}
+	CHECK_EQ(d->n, 1); /* the retransmit counts on its record */
+	CHECK_STR(d->ring[0].rule, "echo-in/no-bad");
+	CHECK_EQ(d->ring[0].count, 2);
+	CHECK_EQ(d->ring[0].dst, ip("10.200.1.3"));
+	/* cli-0 -> VIP: admitted by echo-in/app, DNATed; the reply passes */
+	tcp_frame(b, ip("10.200.1.2"), 42000, ip("10.200.240.9"), 8080, IOD_NET_TCP_SYN);
+	CHECK(pass(&dp, b, now += 1000, &o));
+	CHECK_EQ(o.dst.v4, ip("10.200.1.3"));
+	CHECK_EQ(o.dport, 40100);
+	tcp_frame(b, ip("10.200.1.3"), 40100, ip("10.200.1.2"), 42000,
+	          IOD_NET_TCP_SYN | IOD_NET_TCP_ACK);
+	CHECK(pass(&dp, b, now += 1000, &o));
+	CHECK_EQ(o.src.v4, ip("10.200.240.9"));
+	CHECK_EQ(o.sport, 8080);
+	tcp_frame(b, ip("10.200.1.2"), 42000, ip("10.200.240.9"), 8080, IOD_NET_TCP_ACK);
+	CHECK(pass(&dp, b, now += 1000, &o));
+	CHECK_EQ(o.dst.v4, ip("10.200.1.3"));
+	/* the rule on another port: cli-0's new connection is the default deny's */
+	json_decref(nps);
+	snprintf(text, sizeof(text), policy, 40101);
+	nps = json_loads(text, 0, NULL);
+	CHECK(nps);
+	CHECK_EQ(iod_agent_sg_from_state(nps, t, &e), 0);
+	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 3, c, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_agent_overlay_dp_services(t, c, &e) == 0, "%s", e.msg);
+	struct iod_flow_dp dp2;
+	CHECK_MSG(iod_flow_dp_rebuild(c, 1, &dp2, &dp, &e) == 0, "%s", e.msg);
+	iod_flow_dp_destroy(&dp);
+	tcp_frame(b, ip("10.200.1.2"), 42001, ip("10.200.240.9"), 8080, IOD_NET_TCP_SYN);
+	CHECK(!pass(&dp2, b, now += 1000, &o));
+	note_drop(d, c, t, b, now / 1000000 + 5000);
+	CHECK_EQ(d->n, 2);
+	CHECK_STR(d->ring[1].rule, "echo-in/default-deny");
+	/* the admitted connection keeps going (conntrack across the rebuild) */
+	tcp_frame(b, ip("10.200.1.2"), 42000, ip("10.200.240.9"), 8080, IOD_NET_TCP_ACK);
+	CHECK(pass(&dp2, b, now += 1000, &o));
+	iod_flow_dp_destroy(&dp2);
+	free(b);
+	free(d);
+	free(c);
+	free(t);
+	json_decref(nps);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+	json_decref(eps);
+}
+
 static const char *env_of(const struct iod_agent_replica *r, const char *var)
 {
 	for (uint32_t i = 0; i < r->envc; i++) {

@@ -144,6 +144,29 @@ TEST(bound_gives_unknown)
 	iod_chaos_history_free(&h);
 }
 
+/* A history with no acknowledged op (a run whose every op failed or timed
+ * out) checked nothing: unknown, never linearizable. */
+TEST(nothing_acknowledged_is_unknown)
+{
+	struct iod_chaos_lin_result r;
+	const char *failed = INV(1, "write", "1") FAIL(1, "write") INV(2, "read", "null")
+	    FAIL(2, "read") INV(3, "write", "2") INFO(3, "write");
+	CHECK_EQ(reg(failed, 0, &r), IOD_CHAOS_UNKNOWN);
+	CHECK_EQ(r.states, 0);
+	CHECK_EQ(reg("", 0, &r), IOD_CHAOS_UNKNOWN);
+	struct iod_chaos_history h;
+	CHECK_EQ(iod_chaos_history_parse(failed, strlen(failed), &h, &err), 0);
+	CHECK_EQ(iod_chaos_history_acknowledged(&h), 0);
+	iod_chaos_history_free(&h);
+	/* one ok read is something checked */
+	const char *one =
+	    INV(1, "write", "1") FAIL(1, "write") INV(2, "read", "null") OK(2, "read", "null");
+	CHECK_EQ(reg(one, 0, &r), IOD_CHAOS_LINEARIZABLE);
+	CHECK_EQ(iod_chaos_history_parse(one, strlen(one), &h, &err), 0);
+	CHECK_EQ(iod_chaos_history_acknowledged(&h), 1);
+	iod_chaos_history_free(&h);
+}
+
 TEST(set_lost_and_unexpected)
 {
 	const char *text = INV(1, "add", "1") OK(1, "add", "1") INV(2, "add", "2") OK(2, "add", "2")

@@ -288,14 +288,19 @@ static void compare_run(uint32_t cores, uint64_t seed, uint64_t min_fp_share_div
 	cfg_free(cb);
 }
 
+/* The shares: after burst 800 a route is gone, and the flows to it (about
+ * 30% of the traffic) are dropped at "route", after "commit": a dropped
+ * packet commits no session (engine.c), so they never become established
+ * and take the (cached) walk, not the fast path (29% and 19% of all
+ * packets take it here, 40% and 24% when dropped packets committed). */
 TEST(fast_path_matches_slow_walk_packet_for_packet_and_counter_for_counter)
 {
-	compare_run(1, 11, 3);
+	compare_run(1, 11, 4);
 }
 
 TEST(fast_path_matches_slow_walk_on_two_cores)
 {
-	compare_run(2, 12, 5); /* a flow's packets alternate cores: two sessions */
+	compare_run(2, 12, 6); /* a flow's packets alternate cores: two sessions */
 }
 
 /* A hand-made stateful pipeline: root (count) -> ct -> acl (established
