@@ -973,6 +973,7 @@ void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt 
 	}
 	struct pstate st[IOD_FLOW_BURST_MAX];
 	uint32_t wait[IOD_FLOW_BURST_MAX], nw = 0;
+	uint32_t slow[IOD_FLOW_BURST_MAX], nslow = 0; /* slow packets with a fast-path slot */
 	struct iod_net_ct *ct = core_ct(pl, core);
 	bool fp_on = !pl->cfg.emc_off;
 	/* Keys, and their flow slots (prefetched). */
@@ -1030,12 +1031,18 @@ void iod_flow_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt 
 			                   * a closed one's tuple: the slow path decides */
 		/* a slow packet of the same flow before it in this burst may end the
 		 * session (a new connection on a closed one's tuple, dropped before
-		 * its commit: apply_entry) or replace it: the slow path decides */
-		for (uint32_t j = 0; st[i].fp_run && j < i; j++)
-			if (st[j].fp && !st[j].fp_run && st[j].ck[0] == st[i].ck[0] &&
-			    st[j].ck[1] == st[i].ck[1] && st[j].ck[2] == st[i].ck[2] &&
-			    !((st[j].ck[3] ^ st[i].ck[3]) & ~0xffull)) /* its TCP flags aside */
+		 * its commit: apply_entry) or replace it: the slow path decides.
+		 * Only the burst's slow packets with a slot are compared (usually
+		 * none), not every earlier packet. */
+		for (uint32_t s = 0; st[i].fp_run && s < nslow; s++) {
+			const struct pstate *sj = &st[slow[s]];
+			if (sj->ck[0] == st[i].ck[0] && sj->ck[1] == st[i].ck[1] &&
+			    sj->ck[2] == st[i].ck[2] &&
+			    !((sj->ck[3] ^ st[i].ck[3]) & ~0xffull)) /* its TCP flags aside */
 				st[i].fp_run = 0;
+		}
+		if (st[i].fp && !st[i].fp_run)
+			slow[nslow++] = i;
 		if (st[i].fp_run) {
 			const struct fp_prog *pr = st[i].prog;
 			cs->fp_hits++;
