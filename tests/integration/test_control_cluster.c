@@ -21,12 +21,15 @@
 #include "harness.h"
 #include "iod/api.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -638,11 +641,58 @@ static int run_fg(struct iod_cc *c, int i, const char *raft, unsigned secs, char
 }
 
 /* A byte of server i's first segment, flipped. */
-static void flip_segment(struct iod_cc *c, int i, long off)
+/*
+ * flip_segment: complement the first data byte of a record a third of the
+ * way into the first segment server i+1 has (the WAL's layout: a 40-byte
+ * segment header, then records of a 40-byte header, whose data length is the
+ * little-endian u32 at +28, and data padded to 8), and put that segment's
+ * name in name. Not a fixed file and offset: a follower that installed a
+ * snapshot has no seg-1 any more (dd created a stray file the server rightly
+ * ignored, so it started), a fixed offset can land on a record's magic or
+ * padding (another message) or past the end, and writing 0xff over a byte
+ * that is 0xff changes nothing. Valid records follow the damaged one, so it
+ * cannot pass for a torn tail. Returns the offset, or -1.
+ */
+static long flip_segment(struct iod_cc *c, int i, char *name, size_t cap)
 {
-	iod_test_sh("printf '\\377' | dd of=%s/d%d/seg-00000000000000000001 bs=1 seek=%ld "
-	            "conv=notrunc 2>/dev/null",
-	            c->dir, i + 1, off);
+	char dir[512], path[800];
+	struct dirent *d;
+	long offs[4096], off = -1;
+	size_t n = 0;
+
+	snprintf(dir, sizeof(dir), "%s/d%d", c->dir, i + 1);
+	DIR *dh = opendir(dir);
+	if (!dh)
+		return -1;
+	name[0] = 0;
+	while ((d = readdir(dh)))
+		if (!strncmp(d->d_name, "seg-", 4) && (!name[0] || strcmp(d->d_name, name) < 0))
+			snprintf(name, cap, "%s", d->d_name);
+	closedir(dh);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	int fd = name[0] ? open(path, O_RDWR) : -1;
+	unsigned char h[40];
+	for (long at = 40; fd >= 0 && n < sizeof(offs) / sizeof(offs[0]) &&
+	                   pread(fd, h, sizeof(h), at) == (ssize_t)sizeof(h);) {
+		uint32_t dlen = h[28] | h[29] << 8 | h[30] << 16 | (uint32_t)h[31] << 24;
+		if (dlen)
+			offs[n++] = at + 40;
+		at += 40 + (long)((dlen + 7) & ~7u);
+	}
+	if (n >= 3) {
+		unsigned char b;
+		off = offs[n / 3];
+		if (pread(fd, &b, 1, off) == 1) {
+			b = (unsigned char)~b;
+			if (pwrite(fd, &b, 1, off) != 1)
+				off = -1;
+		} else {
+			off = -1;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	return off;
 }
 
 /*
@@ -707,13 +757,15 @@ static void damage_body(struct iod_cc *c)
 		                 path);
 		CHECK_MSG(rc == 1 || rc == 137, "cut %ld bytes: exit %d (a crash?)", cuts[k], rc);
 	}
-	flip_segment(c, 1, 3000);
-	flip_segment(c, 2, 5000);
 	for (int i = 1; i < N; i++) {
+		char seg[64], want[96];
+		CHECK_MSG(flip_segment(c, i, seg, sizeof(seg)) > 0, "no segment to damage in d%d",
+		          i + 1);
+		snprintf(want, sizeof(want), "%s offset ", seg);
 		snprintf(raft, sizeof(raft), "127.0.0.1:%d", c->raft_port[i]);
 		rc = run_fg(c, i, raft, 10, err, sizeof(err));
 		CHECK_MSG(rc == 1, "exit %d: %s", rc, err);
-		CHECK_MSG(strstr(err, "seg-00000000000000000001 offset "), "%s", err);
+		CHECK_MSG(strstr(err, want), "%s", err);
 		CHECK_MSG(strstr(err, "checksum mismatch"), "%s", err);
 	}
 	CHECK_EQ(iod_cc_start(c, 0), 0);
