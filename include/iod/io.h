@@ -154,6 +154,27 @@ struct iod_io_bench_result {
 int iod_io_bench_run(const char *scenario, uint32_t flows, uint32_t frame_bytes, double seconds,
                      struct iod_io_bench_result *r, struct iod_err *e);
 
+/* The scenario on `cores` cores, RSS-style: each flow's frames go to one
+ * core (a hash of the flow), each core runs its own engine state (the
+ * pipeline's per-core caches, flow slots and conntrack, each sized for its
+ * share) on its own thread and mem ports. total.mpps is the sum of the
+ * cores' per-CPU-second rates; mpps_wall all packets over the wall time
+ * the windows spanned (on a shared machine, what the cores really got).
+ * Only "full" (and "macswap") run sharded. */
+struct iod_io_bench_rss_result {
+	uint32_t cores;
+	struct iod_io_bench_result total;                        /* summed */
+	struct iod_io_bench_result core[IOD_IO_BENCH_CORES_MAX]; /* per core */
+	double mpps_wall;
+};
+int iod_io_bench_run_rss(const char *scenario, uint32_t flows, uint32_t frame_bytes, double seconds,
+                         uint32_t cores, struct iod_io_bench_rss_result *r, struct iod_err *e);
+
+/* IOD_BENCH_PACKETS: when set (> 0), iod_io_bench_run measures that many
+ * packets (whole bursts) instead of `seconds`: a fixed count for callgrind
+ * and cachegrind, whose counts are then per measured packet. */
+uint64_t iod_io_bench_packets(void);
+
 /* Warm-up passes of iod_io_bench_run: IOD_BENCH_WARM_PASSES (1..16),
  * default 2 (1 was the figure before; it left the compiling pass in). */
 uint32_t iod_io_bench_warm_passes(void);

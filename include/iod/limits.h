@@ -689,6 +689,9 @@ _Static_assert(IOD_UP_NODES_MAX < 240, "node subnets 10.200.N.0/24 stay below th
 #define IOD_NET_CT_SESSIONS_MAX (32u << 20)
 /* Ports of one data plane (dp run): physical + virtual. */
 #define IOD_IO_PORTS_MAX 16
+/* Cores of a sharded benchmark run (iod_io_bench_run_rss): one thread and
+ * one engine core each; more than the machines we measure on have. */
+#define IOD_IO_BENCH_CORES_MAX 8
 /* dp config: tenant networks, security groups, services, endpoints per
  * network: a node's share of an overlay, not a whole cloud's. */
 #define IOD_DP_NETWORKS_MAX 16

@@ -195,10 +195,13 @@ int iod_flow_pipe_create(struct iod_flow_pipeline *pl, const struct iod_flow_pip
 		p->umask.family = 0xff;
 	}
 	uint32_t cores = pl->cfg.cores;
-	p->hits = calloc(cores, sizeof(uint64_t));
-	p->misses = calloc(cores, sizeof(uint64_t));
+	size_t ctr_bytes = (size_t)cores * PIPE_CTR_STRIDE * sizeof(uint64_t);
+	p->hits = aligned_alloc(64, ctr_bytes);
+	p->misses = aligned_alloc(64, ctr_bytes);
 	if (!p->hits || !p->misses)
 		goto nomem;
+	memset(p->hits, 0, ctr_bytes);
+	memset(p->misses, 0, ctr_bytes);
 	if (max) {
 		p->entries = calloc(max, sizeof(*p->entries));
 		p->free_stack = malloc(sizeof(uint32_t) * max);
@@ -704,8 +707,8 @@ int iod_flow_pipe_stats(const struct iod_flow_pipeline *pl, uint32_t pipe, uint6
 		return -ENOENT;
 	*hits = *misses = 0;
 	for (uint32_t c = 0; c < pl->cfg.cores; c++) {
-		*hits += pl->pipes[pipe].hits[c];
-		*misses += pl->pipes[pipe].misses[c];
+		*hits += *pipe_ctr(pl->pipes[pipe].hits, c);
+		*misses += *pipe_ctr(pl->pipes[pipe].misses, c);
 	}
 	return 0;
 }

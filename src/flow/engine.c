@@ -198,14 +198,14 @@ static void walk(struct iod_flow_pipeline *pl, uint32_t core, uint32_t start, st
 		const struct iod_flow_fwd *f;
 		key_or(used, &p->umask);
 		if (id == UINT32_MAX) {
-			p->misses[core]++;
+			(*pipe_ctr(p->misses, core))++;
 			f = &p->cfg.fwd_miss;
 			if (f->type == IOD_FLOW_FWD_NONE) {
 				out->fwd.type = IOD_FLOW_FWD_DROP;
 				return;
 			}
 		} else {
-			p->hits[core]++;
+			(*pipe_ctr(p->hits, core))++;
 			const struct entry *en = &p->entries[id];
 			if (out->hits_n == IOD_FLOW_EMC_HITS_MAX) {
 				out->hits_n = 0xff; /* too long to cache or replay: drop */
@@ -516,7 +516,7 @@ static void fp_fill(struct iod_flow_pipeline *pl, uint32_t core, const struct ps
 			 * NAT the destination, bit 1 IPv4 TCP, bit 2 IPv4 UDP (lean
 			 * rewrite), bit 3 a NAT at all. */
 			struct fp_op o = {.code = FP_CT,
-			                  .u.hits = &pl->pipes[st->ct_pipe_tr].hits[core]};
+			                  .u.hits = pipe_ctr(pl->pipes[st->ct_pipe_tr].hits, core)};
 			if (iod_net_ct_nat_target(core_ct(pl, core), &st->ctr, &dst, &ip, &port)) {
 				o.arg = (uint8_t)(8 | (dst ? 1 : 0));
 				if (st->k.family == IOD_NET_AF_V4 &&
@@ -932,7 +932,7 @@ static void pkt_ct(struct iod_flow_pipeline *pl, uint32_t core, struct iod_pkt *
 	struct iod_net_ct_result r;
 	iod_net_ct_lookup_hashed(ct, &st->t, st->ct_hash, st->k.tcp_flags, pkt->data, m, now_ns,
 	                         &r);
-	pl->pipes[st->ct_pipe].hits[core]++;
+	(*pipe_ctr(pl->pipes[st->ct_pipe].hits, core))++;
 	if (r.nat_kind && iod_net_ct_nat_apply(ct, &r, pkt->data, m) == 0) {
 		st->k.src = m->key.src;
 		st->k.dst = m->key.dst;

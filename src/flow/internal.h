@@ -50,13 +50,22 @@ struct pipe {
 	uint32_t order_n;             /* ids in order */
 	struct estats *stats;         /* cores * entries_max */
 	struct iod_net_meter *meters; /* cores * entries_max when the pipe meters */
-	uint64_t *hits;               /* per core */
-	uint64_t *misses;             /* per core */
+	uint64_t *hits;               /* per core, PIPE_CTR_STRIDE apart (pipe_ctr) */
+	uint64_t *misses;             /* per core, PIPE_CTR_STRIDE apart (pipe_ctr) */
 	uint32_t aging_cursor;        /* next entry aging examines */
 	struct iod_flow_key umask;    /* fields a lookup in this pipe consults */
 };
 
 /* A queued entry operation. */
+/* A pipe's per-core hit and miss counters lie one cache line apart: the
+ * cores of an RSS-sharded pipeline count every packet's conntrack step in
+ * them, and adjacent counters bounced one line between the cores. */
+#define PIPE_CTR_STRIDE 8u
+static inline uint64_t *pipe_ctr(uint64_t *a, uint32_t core)
+{
+	return &a[(size_t)core * PIPE_CTR_STRIDE];
+}
+
 struct op {
 	uint8_t op;                     /* enum iod_flow_op */
 	uint32_t pipe;                  /* pipe id */

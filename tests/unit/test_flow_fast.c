@@ -11,6 +11,7 @@
 #include "iod/net_debug.h"
 #include "iod/flow.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #define HEADROOM 128
@@ -301,6 +302,98 @@ TEST(fast_path_matches_slow_walk_packet_for_packet_and_counter_for_counter)
 TEST(fast_path_matches_slow_walk_on_two_cores)
 {
 	compare_run(2, 12, 6); /* a flow's packets alternate cores: two sessions */
+}
+
+/* RSS sharding (bench_dataplane's full_rss2 figures): two threads run
+ * cores 0 and 1 of one pipeline at the same time, each its own traffic;
+ * then the same traffic runs on a second pipeline core by core on one
+ * thread. Every packet and every counter must agree: the cores share no
+ * state the packet path writes (their caches, flow slots, programs,
+ * conntrack tables, entry and pipe counters are per core). */
+#define SHARD_BURSTS 600
+struct shard {
+	struct iod_flow_pipeline *pl;
+	uint32_t core;
+	uint64_t digest[SHARD_BURSTS]; /* of each burst's packets */
+};
+
+static void shard_burst(struct iod_flow_pipeline *pl, uint32_t core, struct iod_rng *rng,
+                        struct buf *bufs, uint64_t *now, int burst, uint64_t *digest)
+{
+	uint32_t n = 1 + (uint32_t)iod_rng_below(rng, IOD_FLOW_BURST_MAX);
+	struct iod_pkt *pk[IOD_FLOW_BURST_MAX];
+	for (uint32_t i = 0; i < n; i++) {
+		traffic(rng, &bufs[i], (uint32_t)burst);
+		pk[i] = &bufs[i].pkt;
+	}
+	iod_flow_burst(pl, core, pk, n, *now);
+	uint64_t h = n;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t f[2] = {(uint64_t)pk[i]->verdict | (uint64_t)pk[i]->port_out << 8 |
+		                     (uint64_t)pk[i]->ct_state << 24 | (uint64_t)pk[i]->color << 40,
+		                 pk[i]->len};
+		h = iod_hash_bytes(f, sizeof(f), h);
+		h = iod_hash_bytes(pk[i]->data, pk[i]->len, h);
+	}
+	*digest = h;
+	*now +=
+	    iod_rng_below(rng, 50) == 0 ? 31 * IOD_NS_PER_S : iod_rng_below(rng, 3) * IOD_NS_PER_MS;
+}
+
+static void shard_run(struct iod_flow_pipeline *pl, uint32_t core, uint64_t *digest)
+{
+	static _Thread_local struct buf bufs[IOD_FLOW_BURST_MAX];
+	struct iod_rng rng;
+	iod_rng_seed(&rng, 100 + core);
+	uint64_t now = IOD_NS_PER_S;
+	for (int burst = 0; burst < SHARD_BURSTS; burst++)
+		shard_burst(pl, core, &rng, bufs, &now, burst, &digest[burst]);
+}
+
+static void *shard_thread(void *arg)
+{
+	struct shard *s = arg;
+	shard_run(s->pl, s->core, s->digest);
+	return NULL;
+}
+
+TEST(two_threads_on_two_cores_match_the_cores_run_one_after_the_other)
+{
+	struct iod_flow_dp_config *ca = overlay_cfg(false), *cb = overlay_cfg(false);
+	struct iod_flow_dp a, b;
+	struct iod_err e;
+	CHECK_EQ(iod_flow_dp_build(ca, 2, &a, &e), 0);
+	CHECK_EQ(iod_flow_dp_build(cb, 2, &b, &e), 0);
+	static struct shard sh[2], ref[2];
+	pthread_t th[2];
+	for (uint32_t c = 0; c < 2; c++) {
+		sh[c].pl = a.pl;
+		sh[c].core = c;
+		CHECK_EQ(pthread_create(&th[c], NULL, shard_thread, &sh[c]), 0);
+	}
+	for (uint32_t c = 0; c < 2; c++)
+		pthread_join(th[c], NULL);
+	for (uint32_t c = 0; c < 2; c++)
+		shard_run(b.pl, c, ref[c].digest);
+	int differ = 0;
+	for (uint32_t c = 0; c < 2; c++)
+		for (int i = 0; i < SHARD_BURSTS; i++)
+			if (sh[c].digest[i] != ref[c].digest[i] && differ++ < 3)
+				fprintf(stderr, "  core %u burst %d differs\n", c, i);
+	CHECK_EQ(differ, 0);
+	CHECK_EQ(stats_agree(a.pl, b.pl, a.pipe_ct), 0);
+	for (uint32_t c = 0; c < 2; c++)
+		CHECK_EQ(iod_net_ct_count(a.ct[c]), iod_net_ct_count(b.ct[c]));
+	struct iod_flow_engine_stats sa, sb;
+	iod_flow_engine_stats(a.pl, &sa);
+	iod_flow_engine_stats(b.pl, &sb);
+	CHECK_U64(sa.fp_hits, sb.fp_hits);
+	CHECK_U64(sa.drops, sb.drops);
+	CHECK(sa.fp_hits > sa.packets / 6); /* the fast path ran on both threads */
+	iod_flow_dp_destroy(&a);
+	iod_flow_dp_destroy(&b);
+	cfg_free(ca);
+	cfg_free(cb);
 }
 
 /* A hand-made stateful pipeline: root (count) -> ct -> acl (established
