@@ -147,6 +147,16 @@ top_gpu() { "$IOD" top --once --view gpus 2>/dev/null | grep -Eq "^$node +[0-9]+
 top_cpu() { "$IOD" top --once --view replicas 2>/dev/null | grep -Eq '^trainer-0 .* [0-9]+\.[0-9] +[0-9.]+ [KMG]?B'; }
 if wait_for 10 top_gpu && top_cpu; then ok "telemetry_in_iod_top"; else
 	bad "telemetry_in_iod_top"; "$IOD" top --once --view gpus; "$IOD" top --once --view replicas; fi
+# `iod metrics --node` finds the loopback agent's listener in its Node
+# object (plain http://, loopback) and prints its /metrics; -o json its rings
+"$IOD" metrics --node "$node" >"$T/im.prom" 2>"$T/im.err"; rc=$?
+"$IOD" metrics --node "$node" -o json 2>>"$T/im.err" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["node"] == sys.argv[1] and d["gpus"], d.keys()' "$node" >>"$T/im.err" 2>&1; rcj=$?
+if [ $rc = 0 ] && [ $rcj = 0 ] && grep -q '^iod_telemetry_samples_total' "$T/im.prom"; then
+	ok "telemetry_iod_metrics_node ($(grep -c '^# TYPE' "$T/im.prom") families)"
+else bad "telemetry_iod_metrics_node: rc $rc/$rcj $(head -3 "$T/im.err")"; fi
 # a loopback node runs no virtual switch: `iod dp dump --node` reaches its
 # agent's listener (named in its Node object) and says so (exit 2)
 "$IOD" dp dump --node "$node" >"$T/dpd.out" 2>&1
