@@ -431,6 +431,17 @@ struct iod_agent_config {
 void iod_agent_config_default(struct iod_agent_config *c);
 
 /*
+ * The telemetry listener's transport on addr ("IP:port"): HTTPS with the
+ * node's certificate, client certificates of the cluster CA required, on
+ * any address but loopback (127.x); plain HTTP on loopback (no listener
+ * beyond loopback without authentication and TLS; docs/security.md).
+ */
+bool iod_agent_telemetry_tls(const char *addr);
+/* "https://IP:port" or "http://IP:port": what the Node object advertises
+ * (`iod dp dump --node`, `iod metrics --node`). 0 or -ENOSPC. */
+int iod_agent_telemetry_url(const char *addr, char *buf, size_t len);
+
+/*
  * TLS bootstrapping (certs.c): make sure c has a node certificate (its
  * cert_path/key_path, default DATA_DIR/node.crt and node.key): the one
  * there if it is this node's and valid, else a new one signed by the

@@ -104,6 +104,9 @@ struct iod_http_conn {
 	struct iod_sec_tls_creds *creds; /* NULL = plain HTTP; not owned, outlives the conn */
 	int tls_peer_kind;               /* with creds: what the server must be (an enum
 	                                    iod_sec_kind); 0 (anonymous) = a server */
+	const char *tls_peer_name;       /* with creds: the name the server's certificate
+	                                    must carry (a node's agent: that node);
+	                                    NULL/"" = any of tls_peer_kind */
 	const char *token;               /* bearer token sent with each request; NULL/"" = none */
 	struct iod_sec_tls *tls;         /* the TLS session on fd (creds set) */
 	uint64_t tls_gen;                /* creds' rotations when tls opened: a rotated

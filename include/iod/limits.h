@@ -901,6 +901,13 @@ _Static_assert(IOD_CHAOS_DURATION_MAX_MS < 0xffffffffu, "fault durations fit 32 
 /* Data-plane ports one agent reports: its virtual switch's fabric and host
  * ports and one per replica. */
 #define IOD_TEL_PORTS_MAX (IOD_AGENT_REPLICAS_MAX + 2)
+/* Connections an agent's telemetry listener holds at once: a few scrapers,
+ * `iod top`, `iod dp dump --node` and the other nodes; more wait in the
+ * backlog. */
+#define IOD_TEL_CONNS_MAX 64
+/* An idle (or handshaking) telemetry connection is closed after this: a
+ * scraper reads once a second or so, and a silent client holds no slot. */
+#define IOD_TEL_CONN_TIMEOUT_S 10
 /* Node telemetry summaries a server keeps in memory (one per node; the
  * largest simulated cluster has 1,000 nodes). */
 #define IOD_TEL_NODES_MAX 4096

@@ -206,9 +206,12 @@ struct iod_obj_node {
 	                                 replicas through it (docs/security.md) */
 	char ckpt_peer[IOD_ADDR_MAX]; /* its agent's checkpoint chunk server
 	                                 ("IP:port"; "" = none; docs/storage.md) */
-	char telemetry[IOD_ADDR_MAX]; /* its agent's telemetry listener ("IP:port";
-	                                 "" = none): /metrics, /v1/telemetry,
-	                                 /v1/dp/dump (`iod dp dump --node`) */
+	char telemetry[IOD_ADDR_MAX]; /* its agent's telemetry listener
+	                                 ("https://IP:port": mutual TLS, the
+	                                 agent's node certificate; "http://IP:port"
+	                                 or a bare "IP:port" of an older agent:
+	                                 plain, loopback; "" = none): /metrics,
+	                                 /v1/telemetry, /v1/dp/dump */
 };
 
 /* The node's GPU count ("gpus" as a count or a list), at most IOD_BITMAP_BITS. */

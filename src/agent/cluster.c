@@ -160,8 +160,14 @@ static int register_node(struct iod_agent_cluster *c, struct iod_api_client *cl)
 		iod_obj_node_set_str(&o, IOD_OBJ_NODE_MESH_MTLS, cfg->mesh_mtls);
 	if (c->ckpt_peer) /* other nodes' replicas copy their checkpoints here */
 		iod_obj_node_set_str(&o, IOD_OBJ_NODE_CKPT_PEER, iod_ckpt_peer_addr(c->ckpt_peer));
-	if (cfg->telemetry_addr[0] && cfg->telemetry_interval_ns) /* `iod dp dump --node` */
-		iod_obj_node_set_str(&o, IOD_OBJ_NODE_TELEMETRY, cfg->telemetry_addr);
+	/* its telemetry listener, with the scheme its readers must speak
+	 * (`iod dp dump --node`, `iod metrics --node`): none beyond loopback
+	 * without the node's credentials (telemetry.c serves none there) */
+	char tel_url[IOD_ADDR_MAX];
+	if (cfg->telemetry_addr[0] && cfg->telemetry_interval_ns &&
+	    (cfg->creds || !iod_agent_telemetry_tls(cfg->telemetry_addr)) &&
+	    !iod_agent_telemetry_url(cfg->telemetry_addr, tel_url, sizeof(tel_url)))
+		iod_obj_node_set_str(&o, IOD_OBJ_NODE_TELEMETRY, tel_url);
 	iod_obj_node_set_json(&o, IOD_OBJ_NODE_GPUS, json_integer(cfg->gpus));
 	iod_obj_node_set_int(&o, IOD_OBJ_NODE_CPUS, cfg->cpus);
 	iod_obj_node_set_str(&o, IOD_OBJ_NODE_MODEL, cfg->model[0] ? cfg->model : "host");

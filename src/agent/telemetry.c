@@ -15,6 +15,19 @@
  * switch's pipeline with counters and offload verdicts (`iod dp dump
  * --node`), on the same listener and terms as /metrics.
  *
+ * No listener beyond loopback without authentication and TLS
+ * (docs/security.md): on any address but 127.x the listener is HTTPS with
+ * the node's certificate, asks every client for a certificate of the
+ * cluster CA and answers only those the authorisation core lets read
+ * metrics (iod_sec_authorize, GET metrics: users of any role, nodes and
+ * servers; not service identities, not anonymous: 401/403 before any
+ * byte of telemetry). Without node credentials it does not serve there at
+ * all. A rotated node certificate restarts the listener on the same port
+ * (SO_REUSEPORT: the new one listens before the old one closes). On
+ * loopback it stays plain HTTP, like the checkpoint chunk server and the
+ * mesh's admin endpoint: local scrapers and the loopback `iod up` read it
+ * as before.
+ *
  * It never decides anything about replicas and never blocks the agent's
  * loop: a failure to read, serve or send is logged once and retried.
  */
@@ -25,9 +38,11 @@
 #include "iod/agent_run.h"
 #include "iod/obs.h"
 #include "iod/topo.h"
+#include "iod/sec.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <gnutls/gnutls.h>
 #include <netinet/in.h>
 #include <microhttpd.h>
 #include <pthread.h>
@@ -65,6 +80,11 @@ struct iod_agent_telemetry {
 	struct iod_tel_node *node;          /* rings */
 	struct iod_topo_nvml *nvml;         /* NVML, or NULL: simulated GPUs */
 	struct MHD_Daemon *http;            /* /metrics, /v1/telemetry, or NULL */
+	bool tls;                           /* http is HTTPS, clients need a certificate */
+	struct sockaddr_in sa;              /* where http listens */
+	char *cert_pem, *key_pem;           /* what http presents (tls; MHD keeps pointers) */
+	uint64_t tls_gen;                   /* creds' rotations when http started */
+	bool rotate_warned;                 /* a failed restart on rotation was logged */
 	struct iod_api_client api;          /* the control plane, when servers are set */
 	bool api_ok;                        /* api initialised */
 	uint64_t pushed_ms;                 /* last summary sent */
@@ -392,6 +412,8 @@ static void push(struct iod_agent_telemetry *t)
 		iod_api_response_free(&r);
 }
 
+static void serve_rotated(struct iod_agent_telemetry *t);
+
 static void *run(void *arg)
 {
 	struct iod_agent_telemetry *t = arg;
@@ -403,6 +425,7 @@ static void *run(void *arg)
 		    iod_config_live_u64("telemetry.interval", t->cfg->telemetry_interval_ns);
 		sample(t);
 		push(t);
+		serve_rotated(t);
 		pthread_mutex_lock(&t->lock);
 		struct timespec until;
 		clock_gettime(CLOCK_MONOTONIC, &until);
@@ -432,6 +455,58 @@ static TEL_MHD_RESULT answer(struct MHD_Connection *c, unsigned code, const char
 	return rc;
 }
 
+/* An error as {"error": why} with code. */
+static TEL_MHD_RESULT refuse(struct MHD_Connection *c, unsigned code, const char *why)
+{
+	json_t *j = json_pack("{s:s}", "error", why);
+	char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	return s ? answer(c, code, "application/json", s)
+	         : answer(c, 500, "text/plain", strdup("out of memory\n"));
+}
+
+/*
+ * Over TLS: may this connection's client read the node's telemetry? Its
+ * certificate must chain to the cluster CA and carry an identity of the
+ * cluster, which the authorisation core then judges as a GET of metrics
+ * (the API's /metrics rule): a user of any role, a node, a server. 0, or
+ * the HTTP status (401, 403) with why.
+ */
+static unsigned client_check(const struct iod_agent_telemetry *t, struct MHD_Connection *c,
+                             char *why, size_t len)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+	unsigned n = 0;
+	const gnutls_datum_t *chain =
+	    ci && ci->tls_session
+	        ? gnutls_certificate_get_peers((gnutls_session_t)ci->tls_session, &n)
+	        : NULL;
+	const struct iod_sec_ca *ca = iod_sec_tls_creds_ca(t->cfg->creds);
+	if (!chain || !n) {
+		snprintf(why, len,
+		         "node %s's telemetry needs a client certificate of the cluster CA "
+		         "(a user's, a node's or a server's: the client config's, which `iod "
+		         "init` and `iod up` write)",
+		         t->cfg->name);
+		return 401;
+	}
+	struct iod_sec_cert_info info;
+	struct iod_err e = {0};
+	if (iod_sec_ca_verify_der(ca, chain[0].data, chain[0].size, (uint64_t)time(NULL), &info,
+	                          &e)) {
+		snprintf(why, len, "client certificate: %s", e.msg);
+		return 401;
+	}
+	struct iod_sec_request rq = {.verb = IOD_SEC_VERB_GET, .res = IOD_SEC_RES_METRICS};
+	struct iod_sec_decision d;
+	if (iod_sec_authorize(&info.id, &rq, &d)) {
+		snprintf(why, len, "%s", d.reason);
+		return d.status ? (unsigned)d.status : 403;
+	}
+	return 0;
+}
+
 static TEL_MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **con_cls)
@@ -441,6 +516,12 @@ static TEL_MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *u
 	(void)upload;
 	(void)upload_size;
 	(void)con_cls;
+	if (t->tls) {
+		char why[IOD_ERR_MSG_MAX + 64];
+		unsigned code = client_check(t, c, why, sizeof(why));
+		if (code)
+			return refuse(c, code, why);
+	}
 	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
 		return answer(c, 405, "application/json",
 		              strdup("{\"error\": \"telemetry is read-only: GET\"}"));
@@ -488,17 +569,140 @@ static TEL_MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *u
 			                     "--netns`)\"}"));
 		char *s = NULL;
 		struct iod_err e = {0};
-		if (iod_agent_vswitch_dump(v, &s, &e)) {
-			json_t *ej = json_pack("{s:s}", "error", e.msg);
-			char *es = ej ? json_dumps(ej, JSON_COMPACT) : NULL;
-			json_decref(ej);
-			return es ? answer(c, 503, "application/json", es)
-			          : answer(c, 500, "text/plain", strdup("out of memory\n"));
-		}
+		if (iod_agent_vswitch_dump(v, &s, &e))
+			return refuse(c, 503, e.msg);
 		return answer(c, 200, "application/json", s);
 	}
 	return answer(c, 404, "application/json",
 	              strdup("{\"error\": \"GET /metrics, /v1/telemetry or /v1/dp/dump\"}"));
+}
+
+/* ---- the listener ---------------------------------------------------------------- */
+
+bool iod_agent_telemetry_tls(const char *addr)
+{
+	return strncmp(addr, "127.", 4) != 0;
+}
+
+int iod_agent_telemetry_url(const char *addr, char *buf, size_t len)
+{
+	int n =
+	    snprintf(buf, len, "%s://%s", iod_agent_telemetry_tls(addr) ? "https" : "http", addr);
+	return n < 0 || (size_t)n >= len ? -ENOSPC : 0;
+}
+
+static int listen_addr(const char *addr, struct sockaddr_in *sa, struct iod_err *e)
+{
+	char host[IOD_ADDR_MAX];
+	iod_strlcpy(host, addr, sizeof(host));
+	char *colon = strrchr(host, ':');
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	if (colon) {
+		*colon = 0;
+		sa->sin_port = htons((uint16_t)atoi(colon + 1));
+	}
+	if (!colon || inet_pton(AF_INET, host, &sa->sin_addr) != 1)
+		return iod_err_set(e, -EINVAL, "--telemetry-addr %s: want IPv4:PORT", addr);
+	return 0;
+}
+
+/* Stop a listener and free what it presented. */
+static void unserve(struct iod_agent_telemetry *t, struct MHD_Daemon *d, char *cert, char *key)
+{
+	(void)t;
+	if (d)
+		MHD_stop_daemon(d);
+	free(cert);
+	if (key) /* the node's private key: do not leave it in freed memory */
+		memset(key, 0, strlen(key));
+	free(key);
+}
+
+/*
+ * Start the listener on t->sa: HTTPS with the node's certificate as it is
+ * now (t->tls), else plain HTTP. Sets t->http (and the PEMs it presents);
+ * the previous listener, if any, is the caller's to stop. Every daemon
+ * reuses the port (SO_REUSEPORT) so that a rotation can start the next one
+ * before the old one closes.
+ */
+static int serve(struct iod_agent_telemetry *t, struct iod_err *e)
+{
+	const struct iod_agent_config *c = t->cfg;
+	const unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+	char *cert = NULL, *key = NULL;
+	struct MHD_Daemon *d;
+	if (!t->tls) {
+		d = MHD_start_daemon(flags, 0, NULL, NULL, handler, t, MHD_OPTION_SOCK_ADDR,
+		                     (struct sockaddr *)&t->sa, MHD_OPTION_CONNECTION_LIMIT,
+		                     (unsigned)IOD_TEL_CONNS_MAX, MHD_OPTION_CONNECTION_TIMEOUT,
+		                     (unsigned)IOD_TEL_CONN_TIMEOUT_S,
+		                     MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+	} else {
+		if (!c->creds || !c->cert_path[0] || !c->key_path[0])
+			return iod_err_set(
+			    e, -EPERM,
+			    "--telemetry-addr %s is not a loopback address, and the node has no "
+			    "certificate to serve it over TLS with (no listener beyond loopback "
+			    "without authentication and TLS: give --ca/--cert/--key or "
+			    "--join-token)",
+			    c->telemetry_addr);
+		/* the files hold what c->creds was last rotated to (certs.c writes
+		 * them first) */
+		uint64_t gen = iod_sec_tls_creds_rotations(c->creds);
+		int rc = iod_sec_read_file(c->cert_path, false, &cert, e);
+		if (!rc)
+			rc = iod_sec_read_file(c->key_path, true, &key, e);
+		if (rc) {
+			unserve(t, NULL, cert, key);
+			return rc;
+		}
+		const char *ca = iod_sec_ca_cert_pem(iod_sec_tls_creds_ca(c->creds));
+		/* client certificates are asked for; client_check refuses a
+		 * request without one of the cluster's */
+		d = MHD_start_daemon(
+		    flags | MHD_USE_TLS, 0, NULL, NULL, handler, t, MHD_OPTION_SOCK_ADDR,
+		    (struct sockaddr *)&t->sa, MHD_OPTION_CONNECTION_LIMIT,
+		    (unsigned)IOD_TEL_CONNS_MAX, MHD_OPTION_CONNECTION_TIMEOUT,
+		    (unsigned)IOD_TEL_CONN_TIMEOUT_S, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
+		    MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_HTTPS_MEM_CERT, cert,
+		    MHD_OPTION_HTTPS_MEM_TRUST, ca, MHD_OPTION_HTTPS_PRIORITIES,
+		    "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", MHD_OPTION_END);
+		if (d)
+			t->tls_gen = gen;
+	}
+	if (!d) {
+		unserve(t, NULL, cert, key);
+		return iod_err_set(e, -EADDRINUSE, "cannot serve on %s (port in use?)",
+		                   c->telemetry_addr);
+	}
+	t->http = d;
+	t->cert_pem = cert;
+	t->key_pem = key;
+	return 0;
+}
+
+/* Sampler thread: a rotated node certificate (certs.c) starts a listener
+ * that presents it, then stops the old one; a failure keeps the old one
+ * and is retried next sample. */
+static void serve_rotated(struct iod_agent_telemetry *t)
+{
+	if (!t->http || !t->tls || iod_sec_tls_creds_rotations(t->cfg->creds) == t->tls_gen)
+		return;
+	struct MHD_Daemon *old = t->http;
+	char *cert = t->cert_pem, *key = t->key_pem;
+	struct iod_err e = {0};
+	if (serve(t, &e)) {
+		if (!t->rotate_warned)
+			IOD_WARN("telemetry", "node %s: rotated certificate not served yet: %s",
+			         t->cfg->name, e.msg);
+		t->rotate_warned = true;
+		return;
+	}
+	t->rotate_warned = false;
+	unserve(t, old, cert, key);
+	IOD_INFO("telemetry", "node %s: listener on %s presents the rotated certificate",
+	         t->cfg->name, t->cfg->telemetry_addr);
 }
 
 /* ---- start/stop ------------------------------------------------------------------ */
@@ -580,33 +784,13 @@ int iod_agent_telemetry_start(struct iod_agent_telemetry **out, const struct iod
 		}
 	}
 	if (c->telemetry_addr[0]) {
-		char host[IOD_ADDR_MAX];
-		iod_strlcpy(host, c->telemetry_addr, sizeof(host));
-		char *colon = strrchr(host, ':');
-		struct sockaddr_in sa = {.sin_family = AF_INET};
-		if (colon) {
-			*colon = 0;
-			sa.sin_port = htons((uint16_t)atoi(colon + 1));
-		}
-		if (!colon || inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-			IOD_WARN("telemetry", "--telemetry-addr %s: want IPv4:PORT; not serving",
-			         c->telemetry_addr);
-		} else {
-			t->http = MHD_start_daemon(
-			    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-			    handler, t, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-			    MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
-			    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
-			if (!t->http)
-				IOD_WARN("telemetry",
-				         "cannot serve on %s (port in use?); sampling "
-				         "goes on",
-				         c->telemetry_addr);
-		}
+		struct iod_err le = {0};
+		if (listen_addr(c->telemetry_addr, &t->sa, &le) ||
+		    (t->tls = iod_agent_telemetry_tls(c->telemetry_addr), serve(t, &le)))
+			IOD_WARN("telemetry", "not serving: %s; sampling goes on", le.msg);
 	}
 	if (pthread_create(&t->thread, NULL, run, t)) {
-		if (t->http)
-			MHD_stop_daemon(t->http);
+		unserve(t, t->http, t->cert_pem, t->key_pem);
 		iod_topo_nvml_close(t->nvml);
 		if (t->api_ok)
 			iod_api_client_close(&t->api);
@@ -617,7 +801,10 @@ int iod_agent_telemetry_start(struct iod_agent_telemetry **out, const struct iod
 	IOD_INFO("telemetry", "node %s: %u GPUs (%s), every %llu ms%s%s", c->name, t->node->gpus_n,
 	         t->nvml ? "NVML" : "simulated from replica counters",
 	         (unsigned long long)(c->telemetry_interval_ns / IOD_NS_PER_MS),
-	         t->http ? ", serving on " : "", t->http ? c->telemetry_addr : "");
+	         t->http ? (t->tls ? ", serving HTTPS (client certificates of the cluster CA) on "
+	                           : ", serving HTTP (loopback) on ")
+	                 : "",
+	         t->http ? c->telemetry_addr : "");
 	*out = t;
 	return 0;
 }
@@ -631,8 +818,7 @@ void iod_agent_telemetry_stop(struct iod_agent_telemetry *t)
 	pthread_cond_signal(&t->wake);
 	pthread_mutex_unlock(&t->lock);
 	pthread_join(t->thread, NULL);
-	if (t->http)
-		MHD_stop_daemon(t->http);
+	unserve(t, t->http, t->cert_pem, t->key_pem);
 	iod_topo_nvml_close(t->nvml);
 	if (t->api_ok)
 		iod_api_client_close(&t->api);

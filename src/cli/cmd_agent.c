@@ -78,10 +78,12 @@ static void usage(FILE *f)
 	    "                     --server): every service on its loopback VIP, which\n"
 	    "                     replicas find in IOD_SVC_<NAME>_ADDR (docs/mesh.md)\n"
 	    "  --mesh-admin ADDR  the proxy's /metrics /spans /registry endpoint\n"
-	    "                     (default 127.0.0.1:15000; off = none)\n"
+	    "                     (default 127.0.0.1:15000, loopback only; off = none)\n"
 	    "  --mesh-workers N   the proxy's threads (default 1)\n"
 	    "  --telemetry-addr ADDR  serve GPU and replica telemetry on IP:PORT: /metrics\n"
-	    "                     (iod_ and DCGM names) and /v1/telemetry (the rings)\n"
+	    "                     (iod_ and DCGM names) and /v1/telemetry (the rings);\n"
+	    "                     beyond 127.x over HTTPS with the node's certificate,\n"
+	    "                     to clients with a certificate of the cluster CA\n"
 	    "  --telemetry-interval DUR  sampling period (default 1s, at least 100ms;\n"
 	    "                     0 = no telemetry)\n"
 	    "  --telemetry-push DUR  send the node's summary to the control plane this\n"
@@ -479,6 +481,14 @@ int cmd_agent(int argc, char **argv)
 		return iod_cli_fail("agent", IOD_EXIT_INVALID,
 		                    "--mesh-mtls needs --server, the node's credentials (--ca with "
 		                    "--cert/--key or --join-token) and the mesh");
+	if (c.telemetry_addr[0] && c.telemetry_interval_ns &&
+	    iod_agent_telemetry_tls(c.telemetry_addr) && !c.creds)
+		return iod_cli_fail("agent", IOD_EXIT_INVALID,
+		                    "--telemetry-addr %s is not a loopback address: serving "
+		                    "telemetry there without TLS and authentication would let "
+		                    "anyone on that network read it; give the node's credentials "
+		                    "(--ca with --cert/--key, or --join-token), or a 127.x address",
+		                    c.telemetry_addr);
 	if (!c.svid_dir[0] && snprintf(c.svid_dir, sizeof(c.svid_dir), "%s/svid", c.data_dir) >=
 	                          (int)sizeof(c.svid_dir))
 		return iod_cli_fail("agent", IOD_EXIT_INVALID, "--data-dir too long");

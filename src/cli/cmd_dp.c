@@ -59,7 +59,8 @@ static void usage_run(FILE *f)
 	           "                   or until every pcap/mem input is exhausted\n"
 	           "  --count N        stop after N packets received\n"
 	           "  --metrics ADDR   serve the ports' counters on http://ADDR/metrics\n"
-	           "                   (IPv4:PORT; Prometheus, iod_dp_port_*)\n"
+	           "                   (127.x IPv4:PORT, loopback only; Prometheus,\n"
+	           "                   iod_dp_port_*)\n"
 	           "  -o json          print the final summary as JSON\n");
 }
 
@@ -185,6 +186,13 @@ static struct MHD_Daemon *dp_metrics_serve(struct dp_metrics *m, const char *add
 	}
 	if (!colon || inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
 		iod_err_set(e, -EINVAL, "--metrics %s: want IPv4:PORT", addr);
+		return NULL;
+	}
+	if ((ntohl(sa.sin_addr.s_addr) >> 24) != 127) { /* plain HTTP, no authentication */
+		iod_err_set(e, -EPERM,
+		            "--metrics %s: loopback only (127.x.y.z): the counters are served "
+		            "without TLS or authentication",
+		            addr);
 		return NULL;
 	}
 	struct MHD_Daemon *d = MHD_start_daemon(
@@ -478,68 +486,24 @@ static void print_dump_text(const json_t *j)
 
 /*
  * A live node's switch: its Node object (through the control plane) names
- * its agent's telemetry listener, which answers GET /v1/dp/dump. 0 with
- * *out, or the exit code with the error printed.
+ * its agent's telemetry listener, which answers GET /v1/dp/dump (over
+ * mutual TLS beyond loopback, with the client config's certificate). 0
+ * with *out, or the exit code with the error printed.
  */
 static int node_dump(const char *server, const char *node, json_t **out)
 {
-	struct iod_api_client cl;
-	struct iod_api_response r = {0};
-	int rc = iod_ctl_client("dp dump", server, &cl);
-	if (rc)
-		return rc;
-	rc = iod_ctl_call("dp dump", &cl, "GET", "/v1/nodes", NULL, NULL, 0, &r);
-	iod_api_client_close(&cl);
-	if (rc)
-		return rc;
-	const json_t *value = NULL;
-	char names[256] = "";
-	size_t i, used = 0;
-	json_t *x;
-	json_array_foreach(json_object_get(r.json, "items"), i, x)
-	{
-		const char *n = json_string_value(json_object_get(x, "name"));
-		if (n && !strcmp(n, node))
-			value = json_object_get(x, "value");
-		if (n && used < sizeof(names)) {
-			int k = snprintf(names + used, sizeof(names) - used, "%s%s",
-			                 used ? ", " : "", n);
-			used += k > 0 ? (size_t)k : 0;
-		}
-	}
-	if (!value) {
-		rc = iod_cli_fail("dp dump", IOD_EXIT_INVALID,
-		                  "no node %s in the cluster (its nodes: %s)", node,
-		                  names[0] ? names : "none");
-		iod_api_response_free(&r);
-		return rc;
-	}
-	char addr[IOD_ADDR_MAX] = "";
-	const char *t = iod_obj_peek_str(IOD_OBJ_KIND_NODE, value, IOD_OBJ_NODE_TELEMETRY);
-	if (t)
-		iod_strlcpy(addr, t, sizeof(addr));
-	iod_api_response_free(&r);
-	if (!addr[0])
-		return iod_cli_fail("dp dump", IOD_EXIT_INVALID,
-		                    "node %s publishes no telemetry listener (its agent runs "
-		                    "without --telemetry-addr), so its switch cannot be read",
-		                    node);
-	struct iod_http_conn conn = {0};
-	struct iod_err e = {0};
 	struct iod_api_response ar = {0};
-	rc = iod_api_http_once(&conn, addr, "GET", "/v1/dp/dump", NULL, NULL, 0,
-	                       IOD_AGENT_VSWITCH_DUMP_WAIT_S * 1000 + 1000, &ar, &e);
-	iod_http_conn_close(&conn);
+	int rc = iod_ctl_node_get("dp dump", server, node, "/v1/dp/dump",
+	                          IOD_AGENT_VSWITCH_DUMP_WAIT_S * 1000 + 1000, &ar);
 	if (rc)
-		return iod_cli_fail("dp dump", IOD_EXIT_UNAVAILABLE,
-		                    "node %s's agent at %s does not answer: %s", node, addr, e.msg);
+		return rc;
 	if (ar.status == 404 && ar.json && json_object_get(ar.json, "error") &&
 	    strstr(iod_api_error_text(&ar), "virtual switch"))
 		rc = iod_cli_fail("dp dump", IOD_EXIT_INVALID, "node %s: %s", node,
 		                  iod_api_error_text(&ar));
 	else if (ar.status != 200 || !json_is_object(ar.json))
 		rc = iod_cli_fail("dp dump", IOD_EXIT_ERROR, "node %s's agent at %s: %s (HTTP %d)",
-		                  node, addr, iod_api_error_text(&ar), ar.status);
+		                  node, ar.server, iod_api_error_text(&ar), ar.status);
 	else
 		*out = json_incref(ar.json);
 	iod_api_response_free(&ar);

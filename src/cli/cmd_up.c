@@ -77,7 +77,9 @@ static void usage(FILE *f)
 	    "                       rotating its services' SVIDs (docs/security.md)\n"
 	    "  --svid-ttl DUR       the SVIDs' life (default 1h; renewed at 2/3)\n"
 	    "  --telemetry-port P   node-N's agent serves /metrics and /v1/telemetry on\n"
-	    "                       127.0.0.1:P+N-1 (default API port + 200; 0 = off)\n"
+	    "                       127.0.0.1:P+N-1 (default API port + 200; 0 = off);\n"
+	    "                       with --netns on UNDERLAY_ADDR:P over mutual TLS\n"
+	    "                       (read it with `iod metrics --node node-N`)\n"
 	    "  --insecure           plaintext API, no authentication (anyone on this machine\n"
 	    "                       is admin); by default the cluster gets a CA in\n"
 	    "                       STATE_DIR/pki, HTTPS with client certificates, one\n"
@@ -666,7 +668,7 @@ int cmd_up(int argc, char **argv)
 	uint64_t t1 = (iod_clock_now_ns() / IOD_NS_PER_MS);
 	char tel_first[48] = "off";
 	if (telemetry_port && netns)
-		snprintf(tel_first, sizeof(tel_first), "http://10.254.<leaf>.<k>:%ld",
+		snprintf(tel_first, sizeof(tel_first), "https://10.254.<leaf>.<k>:%ld",
 		         telemetry_port);
 	else if (telemetry_port)
 		snprintf(tel_first, sizeof(tel_first), "http://127.0.0.1:%ld", telemetry_port);
@@ -697,7 +699,8 @@ int cmd_up(int argc, char **argv)
 	       netns ? "TLS on the underlay; the context \"local\" names them"
 	             : "IOD_SERVER; the default 127.0.0.1:7400 is one of them",
 	       dir, mesh && !netns ? "http://" : "off", mesh && !netns ? mesh_admin : "", tel_first,
-	       netns ? "each node's agent on its underlay address, in its netns"
+	       netns ? "each node's agent on its underlay address, in its netns; mTLS: "
+	               "`iod metrics --node node-N`"
 	             : "node-N's agent on the next ports");
 	return 0;
 }

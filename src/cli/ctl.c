@@ -3,6 +3,8 @@
  */
 #include "ctl.h"
 #include "iod/agent.h"
+#include "iod/objects.h"
+#include "iod/sec.h"
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -166,4 +168,88 @@ json_t *iod_ctl_drops_read(const char *node)
 	}
 	free(v);
 	return all;
+}
+
+/* The Node object of node (its "value"), looked up in GET /v1/nodes, into
+ * *url (its telemetry listener, "" when it publishes none). */
+static int node_telemetry(const char *cmd, struct iod_api_client *cl, const char *node, char *url,
+                          size_t len)
+{
+	struct iod_api_response r = {0};
+	int rc = iod_ctl_call(cmd, cl, "GET", "/v1/nodes", NULL, NULL, 0, &r);
+	if (rc)
+		return rc;
+	const json_t *value = NULL;
+	char names[256] = "";
+	size_t i, used = 0;
+	json_t *x;
+	json_array_foreach(json_object_get(r.json, "items"), i, x)
+	{
+		const char *n = json_string_value(json_object_get(x, "name"));
+		if (n && !strcmp(n, node))
+			value = json_object_get(x, "value");
+		if (n && used < sizeof(names)) {
+			int k = snprintf(names + used, sizeof(names) - used, "%s%s",
+			                 used ? ", " : "", n);
+			used += k > 0 ? (size_t)k : 0;
+		}
+	}
+	if (!value) {
+		rc =
+		    iod_cli_fail(cmd, IOD_EXIT_INVALID, "no node %s in the cluster (its nodes: %s)",
+		                 node, names[0] ? names : "none");
+		iod_api_response_free(&r);
+		return rc;
+	}
+	const char *t = iod_obj_peek_str(IOD_OBJ_KIND_NODE, value, IOD_OBJ_NODE_TELEMETRY);
+	iod_strlcpy(url, t ? t : "", len);
+	iod_api_response_free(&r);
+	if (!url[0])
+		return iod_cli_fail(cmd, IOD_EXIT_INVALID,
+		                    "node %s publishes no telemetry listener (its agent runs "
+		                    "without --telemetry-addr), so it cannot be read",
+		                    node);
+	return IOD_EXIT_OK;
+}
+
+int iod_ctl_node_get(const char *cmd, const char *server, const char *node, const char *path,
+                     uint32_t timeout_ms, struct iod_api_response *r)
+{
+	struct iod_api_client cl;
+	char url[IOD_ADDR_MAX];
+	memset(r, 0, sizeof(*r));
+	int rc = iod_ctl_client(cmd, server, &cl);
+	if (rc)
+		return rc;
+	if ((rc = node_telemetry(cmd, &cl, node, url, sizeof(url)))) {
+		iod_api_client_close(&cl);
+		return rc;
+	}
+	bool tls = !strncmp(url, "https://", 8);
+	const char *addr = tls ? url + 8 : !strncmp(url, "http://", 7) ? url + 7 : url;
+	struct iod_http_conn conn;
+	iod_http_conn_init(&conn);
+	if (tls) {
+		if (!cl.creds) {
+			iod_api_client_close(&cl);
+			return iod_cli_fail(
+			    cmd, IOD_EXIT_INVALID,
+			    "node %s serves its telemetry over mutual TLS (%s), and "
+			    "the client config names no CA and certificate "
+			    "(`iod init`, or the context `iod up` writes)",
+			    node, url);
+		}
+		/* the context's CA and certificate; the agent must be that node */
+		conn.creds = cl.creds;
+		conn.tls_peer_kind = IOD_SEC_KIND_NODE;
+		conn.tls_peer_name = node;
+	}
+	struct iod_err e = {0};
+	rc = iod_api_http_once(&conn, addr, "GET", path, NULL, NULL, 0, timeout_ms, r, &e);
+	iod_http_conn_close(&conn);
+	iod_api_client_close(&cl);
+	if (rc)
+		return iod_cli_fail(cmd, IOD_EXIT_UNAVAILABLE,
+		                    "node %s's agent at %s does not answer: %s", node, url, e.msg);
+	return IOD_EXIT_OK;
 }

@@ -46,6 +46,19 @@ void iod_ctl_cluster_free(struct iod_ctl_cluster *f);
  */
 json_t *iod_ctl_drops_read(const char *node);
 
+/*
+ * GET path from node's agent telemetry listener, the one its Node object
+ * names (through the control plane at server): "https://IP:port" over
+ * mutual TLS with the client config's credentials, the agent required to
+ * present node's own certificate; "http://IP:port" (or a bare "IP:port",
+ * an older agent) plain, loopback only. IOD_EXIT_OK with *r filled for any
+ * HTTP answer (the caller judges the status); else the error printed as
+ * "iod CMD: ..." and the exit code (2 no such node or no listener, 5 the
+ * agent does not answer or is not that node).
+ */
+int iod_ctl_node_get(const char *cmd, const char *server, const char *node, const char *path,
+                     uint32_t timeout_ms, struct iod_api_response *r);
+
 /* The common option text for --server. */
 #define IOD_CTL_SERVER_HELP                                                                \
 	"  --server ADDR[,ADDR...]  API address(es) of the cluster (default $IOD_SERVER, " \

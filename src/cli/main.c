@@ -38,6 +38,7 @@
 	X(events, "show the cluster's event stream")                                        \
 	X(logs, "show a replica's output")                                                  \
 	X(top, "live resource state of the cluster")                                        \
+	X(metrics, "read a node agent's telemetry (/metrics) over its mTLS listener")       \
 	X(trace, "live call chains through the service mesh")                               \
 	X(viz, "network and topology views")                                                \
 	X(chaos, "inject faults and watch recovery")                                        \

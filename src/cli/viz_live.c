@@ -782,6 +782,14 @@ int iod_viz_live_run(struct iod_api_client *c, const char *mesh, const char *lis
 	long port = strtol(colon + 1, NULL, 10);
 	if (port < 1 || port > 65535 || inet_pton(AF_INET, host, &sa.sin_addr) != 1)
 		return iod_cli_fail("viz", IOD_EXIT_INVALID, "--listen %s: want IPv4:PORT", listen);
+	/* the view shows what the caller's credential reads, to whoever connects:
+	 * no listener beyond loopback without authentication and TLS */
+	if ((ntohl(sa.sin_addr.s_addr) >> 24) != 127)
+		return iod_cli_fail("viz", IOD_EXIT_INVALID,
+		                    "--listen %s: loopback only (127.x.y.z): the live view has no "
+		                    "TLS or authentication, and shows the cluster as your "
+		                    "credential reads it (tunnel to it: ssh -L)",
+		                    listen);
 	sa.sin_port = htons((uint16_t)port);
 	iod_viz_asset_find("/"); /* build the table before any thread reads it */
 

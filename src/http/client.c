@@ -180,6 +180,18 @@ static int conn_open(struct iod_http_conn *c, const char *addr, uint64_t deadlin
 		return iod_err_set(e, rc, "HTTPS to %s: %s%s", addr, e1.msg,
 		                   rc == -EACCES ? "" : " (is it an iod server with --pki?)");
 	}
+	const struct iod_sec_cert_info *peer = iod_sec_tls_peer(c->tls);
+	if (c->tls_peer_name && c->tls_peer_name[0] &&
+	    (!peer || strcmp(peer->id.name, c->tls_peer_name))) {
+		/* the right kind of peer, but not the one dialled: nothing is sent */
+		rc = iod_err_set(e, -EACCES,
+		                 "HTTPS to %s: it presented the certificate of %s \"%s\", not of "
+		                 "%s",
+		                 addr, peer ? iod_sec_kind_name(peer->id.kind) : "nobody",
+		                 peer ? peer->id.name : "", c->tls_peer_name);
+		iod_http_conn_close(c);
+		return rc;
+	}
 	c->tls_gen = iod_sec_tls_creds_rotations(c->creds);
 	return 0;
 }

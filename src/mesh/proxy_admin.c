@@ -37,6 +37,13 @@ static int bind_addr(const char *addr, int type, struct iod_err *e)
 
 	if (iod_mesh_addr_parse(addr, &ip, &port, true))
 		return iod_err_set(e, -EINVAL, "%s: expected IPv4:port", addr);
+	/* plain HTTP and DNS, no authentication: no listener beyond loopback
+	 * without authentication and TLS (docs/security.md) */
+	if ((ip >> 24) != 127)
+		return iod_err_set(e, -EPERM,
+		                   "%s is not a loopback address: it is served without TLS or "
+		                   "authentication, so 127.x.y.z only",
+		                   addr);
 	struct sockaddr_in sa = {
 	    .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(ip)};
 	int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);

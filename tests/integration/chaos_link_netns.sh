@@ -49,9 +49,11 @@ start_cluster "$T/up.out" --netns --nodes 2 --gpus-per-node 0 --underlay leaves=
 P=$(sed -n 's/^underlay \(iodu[0-9a-f]*\)-\*.*/\1/p' "$T/up.out" | head -1)
 [ -n "$P" ] || { cat "$T/up.out"; bad "no underlay name"; exit 1; }
 
-# node-1's host reaches node-2's agent (leaf 1 -> spine 1 -> leaf 2)
+# node-1's host reaches node-2's agent (leaf 1 -> spine 1 -> leaf 2): its
+# telemetry listener, mutual TLS on the underlay, answers a TLS handshake
+# (and a 401 without a client certificate: reaching it is all this probes)
 H2=10.254.2.1
-reach() { ip netns exec "$P-h1" curl -s -o /dev/null -m 0.5 "http://$H2:$TEL/metrics"; }
+reach() { ip netns exec "$P-h1" curl -sk -o /dev/null -m 0.5 "https://$H2:$TEL/metrics"; }
 unreach() { ! reach; }
 link_tables() { ip netns exec "$P-l1" nft list tables 2>/dev/null | grep -c "inet iod_chaos_"; }
 if wait_for 20 reach; then ok "node-1's host reaches node-2's agent over the underlay"; else

@@ -6,7 +6,11 @@
 # shows VXLAN with the tenant's VNI and the inner addresses; a replica of
 # another tenant cannot connect (when the spec has `tenant:`); `iod down`
 # leaves no namespace, link or process; node N0's agent serves the data
-# plane's port counters (moved by the echo) and passes promtool, and `iod dp
+# plane's port counters (moved by the echo; read with `iod metrics --node`)
+# and passes promtool; that telemetry listener on the underlay is mutual
+# TLS: plain HTTP, TLS without a client certificate, another CA's
+# certificate and a service identity are refused, a node's certificate
+# reads it, and the Node object advertises https; `iod dp
 # dump --node N0` shows its switch's pipes with moved counters and each
 # entry's offload verdict; after kill -9 of every agent and
 # server a new `iod up` sweeps and starts, and after kill -9 of the agents
@@ -118,7 +122,10 @@ NADDR=$("$IOD" get nodes -o json 2>/dev/null | python3 -c "
 import json, sys
 for i in json.load(sys.stdin).get('items', []):
     if i['name'] == '$N0': print(i['value'].get('addr', ''))")
-dpm() { ip netns exec "$P-h$NI" curl -s -m 2 "http://$NADDR:$((BASE + 200))/metrics"; }
+TP=$((BASE + 200))
+# through the one HTTP client, with the client config's admin certificate:
+# the listener is mutual TLS on the underlay (docs/security.md)
+dpm() { "$IOD" metrics --node "$N0" 2>"$T/dpm.err"; }
 # the value of family $1 on the port whose labels contain $2
 dpv() { dpm | awk -v f="$1" -v l="$2" 'index($0, f "{") == 1 && index($0, l) { v = $NF } END { print v + 0 }'; }
 moved() { [ "$(dpv iod_dp_port_sent_bytes_total 'kind="fabric"')" -ge 65536 ] &&
@@ -126,8 +133,72 @@ moved() { [ "$(dpv iod_dp_port_sent_bytes_total 'kind="fabric"')" -ge 65536 ] &&
 if wait_for 5 moved; then
 	ok "dp port counters on $N0's /metrics: fabric sent $(dpv iod_dp_port_sent_bytes_total 'kind="fabric"') B, parameter-server-0's port received $(dpv iod_dp_port_received_bytes_total 'port="parameter-server-0"') B"
 else
-	bad "dp port counters on $N0's /metrics ($NADDR): $(dpm | grep '^iod_dp_port_s' | head -4)"
+	bad "dp port counters on $N0's /metrics ($NADDR): $(dpm | grep '^iod_dp_port_s' | head -4) $(cat "$T/dpm.err")"
 fi
+# no listener beyond loopback without authentication and TLS: from the other
+# node's host (on the underlay), N0's telemetry refuses plain HTTP, TLS
+# without a client certificate and a certificate of another CA (even one
+# of the same trust domain name), and a service identity; the Node object
+# advertises https; a node's certificate and the admin's read it
+OI=$((3 - NI))
+tel_probe() { # tel_probe CERT|- KEY|- PATH: the status line, or "refused: why"
+	ip netns exec "$P-h$OI" python3 - "$NADDR" "$TP" "$1" "$2" "$3" <<'PY'
+import socket, ssl, sys
+host, port, cert, key, path = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE  # a probe of the server's refusals, not a reader
+if cert != "-":
+    ctx.load_cert_chain(cert, key)
+try:
+    with socket.create_connection((host, port), timeout=3) as raw:
+        with ctx.wrap_socket(raw) as s:
+            s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path).encode())
+            data = b""
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                data += b
+    text = data.decode("utf-8", "replace")
+    head, _, body = text.partition("\r\n\r\n")
+    fams = sum(l.startswith("# TYPE iod_") for l in body.split("\n"))
+    print(head.split("\r\n")[0], "|", "%d iod_ families |" % fams, body.replace("\n", " ")[:300])
+except Exception as e:
+    print("refused:", type(e).__name__, e)
+PY
+}
+plain=$(ip netns exec "$P-h$OI" curl -s -m 3 "http://$NADDR:$TP/metrics")
+if [ -n "$NADDR" ] && ! echo "$plain" | grep -q '^iod_'; then
+	ok "telemetry on $NADDR:$TP refuses plain HTTP ($(echo "$plain" | wc -c) bytes back, no metrics)"
+else bad "telemetry on $NADDR:$TP answers plain HTTP: $(echo "$plain" | head -3)"; fi
+nocert=$(tel_probe - - /metrics)
+if echo "$nocert" | grep -q '^HTTP/1.1 401 Unauthorized | 0 iod_ families | .*needs a client certificate of the cluster CA'; then ok "telemetry refuses TLS without a client certificate: $nocert"
+else bad "telemetry without a client certificate: $nocert"; fi
+nodump=$(tel_probe - - /v1/dp/dump)
+if echo "$nodump" | grep -q '^HTTP/1.1 401 Unauthorized | 0 iod_ families |' && ! echo "$nodump" | grep -q '"pipes"'; then
+	ok "telemetry refuses /v1/dp/dump without a client certificate"
+else bad "telemetry /v1/dp/dump without a client certificate: $nodump"; fi
+"$IOD" init --cluster local --pki "$T/otherpki" --no-config >/dev/null 2>&1
+foreign=$(tel_probe "$T/otherpki/admin.crt" "$T/otherpki/admin.key" /metrics)
+if [ -f "$T/otherpki/admin.crt" ] && echo "$foreign" | grep -q '^HTTP/1.1 401 Unauthorized | 0 iod_ families | .*not signed by'; then ok "telemetry refuses another CA's certificate: $foreign"
+else bad "telemetry with another CA's certificate: $foreign"; fi
+PKI="$IOD_STATE_DIR/pki"
+"$IOD" cert create service intruder --tenant default --pki "$PKI" --out "$T/svc" >"$T/svc.out" 2>&1
+svc=$(tel_probe "$T/svc.crt" "$T/svc.key" /metrics)
+if [ -f "$T/svc.crt" ] && echo "$svc" | grep -q '^HTTP/1.1 403 Forbidden | 0 iod_ families |'; then
+	ok "telemetry refuses a service identity: $svc"
+else bad "telemetry with a service's certificate: $svc ($(head -2 "$T/svc.out"))"; fi
+peer=$(tel_probe "$PKI/node-$OI.crt" "$PKI/node-$OI.key" /metrics)
+if echo "$peer" | grep -q '^HTTP/1.1 200 OK | [1-9][0-9]* iod_ families'; then
+	ok "node-$OI's certificate reads $N0's /metrics ($(echo "$peer" | cut -d'|' -f2))"
+else bad "node-$OI's certificate on $N0's telemetry: $peer"; fi
+adv=$("$IOD" get nodes -o json 2>/dev/null | python3 -c "
+import json, sys
+for i in json.load(sys.stdin).get('items', []):
+    if i['name'] == '$N0': print(i['value'].get('telemetry', ''))")
+[ "$adv" = "https://$NADDR:$TP" ] && ok "Node $N0 advertises its telemetry as $adv" ||
+	bad "Node $N0 advertises telemetry \"$adv\", not https://$NADDR:$TP"
 # the live switch's pipeline through the control plane: `iod dp dump --node`
 # finds N0's agent in its Node object; the echo moved its pipes' counters,
 # and each entry carries its offload verdict
@@ -168,8 +239,10 @@ elif grep -q "no node node-99 in the cluster (its nodes: node-1, node-2)" "$T/nd
 	ok "dp dump --node node-99: $(cat "$T/nd.out")"
 else bad "dp dump --node node-99: $(cat "$T/nd.out")"; fi
 if command -v promtool >/dev/null; then
-	if dpm | promtool check metrics >"$T/promtool" 2>&1; then ok "promtool check metrics: $N0's agent with dp ports"
-	else bad "promtool on $N0's agent: $(head -3 "$T/promtool")"; fi
+	dpm >"$T/dpm.prom"
+	if grep -q '^iod_dp_port_' "$T/dpm.prom" && promtool check metrics <"$T/dpm.prom" >"$T/promtool" 2>&1; then
+		ok "promtool check metrics: $N0's agent with dp ports ($(wc -l <"$T/dpm.prom") lines)"
+	else bad "promtool on $N0's agent: $(head -3 "$T/promtool" "$T/dpm.err")"; fi
 fi
 # the live view's model colours N0's link to its leaf from those counters
 # once a summary reached the control plane (every 5 s)
@@ -269,7 +342,7 @@ for f in "$IOD_STATE_DIR"/node-*.pid; do kill -9 "$(cat "$f")"; done
 # its Node object outlives the agent for a lease: the dump says who is silent
 "$IOD" dp dump --node node-1 >"$T/gone.out" 2>&1
 rc=$?
-if [ $rc = 5 ] && grep -q "node node-1's agent at 10\.254\.[0-9.]*:[0-9]* does not answer" "$T/gone.out"; then
+if [ $rc = 5 ] && grep -q "node node-1's agent at https://10\.254\.[0-9.]*:[0-9]* does not answer" "$T/gone.out"; then
 	ok "dp dump --node of a killed agent: $(cat "$T/gone.out")"
 else bad "dp dump --node of a killed agent: rc $rc $(cat "$T/gone.out")"; fi
 "$IOD" down --grace 5s >/dev/null 2>&1

@@ -147,6 +147,16 @@ top_gpu() { "$IOD" top --once --view gpus 2>/dev/null | grep -Eq "^$node +[0-9]+
 top_cpu() { "$IOD" top --once --view replicas 2>/dev/null | grep -Eq '^trainer-0 .* [0-9]+\.[0-9] +[0-9.]+ [KMG]?B'; }
 if wait_for 10 top_gpu && top_cpu; then ok "telemetry_in_iod_top"; else
 	bad "telemetry_in_iod_top"; "$IOD" top --once --view gpus; "$IOD" top --once --view replicas; fi
+# `iod metrics --node` finds the loopback agent's listener in its Node
+# object (plain http://, loopback) and prints its /metrics; -o json its rings
+"$IOD" metrics --node "$node" >"$T/im.prom" 2>"$T/im.err"; rc=$?
+"$IOD" metrics --node "$node" -o json 2>>"$T/im.err" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["node"] == sys.argv[1] and d["gpus"], d.keys()' "$node" >>"$T/im.err" 2>&1; rcj=$?
+if [ $rc = 0 ] && [ $rcj = 0 ] && grep -q '^iod_telemetry_samples_total' "$T/im.prom"; then
+	ok "telemetry_iod_metrics_node ($(grep -c '^# TYPE' "$T/im.prom") families)"
+else bad "telemetry_iod_metrics_node: rc $rc/$rcj $(head -3 "$T/im.err")"; fi
 # a loopback node runs no virtual switch: `iod dp dump --node` reaches its
 # agent's listener (named in its Node object) and says so (exit 2)
 "$IOD" dp dump --node "$node" >"$T/dpd.out" 2>&1
@@ -212,3 +222,17 @@ out2=$("$IOD" agent --telemetry-addr nowhere 2>&1); rc2=$?
 if [ "$rc" = 2 ] && echo "$out" | grep -q 'below 100ms' && [ "$rc2" = 2 ] &&
 	echo "$out2" | grep -q 'want IP:PORT'; then ok "telemetry_bad_flags"; else
 	bad "telemetry_bad_flags ($rc: $out / $rc2: $out2)"; fi
+# no listener beyond loopback without authentication and TLS: an agent
+# without node credentials refuses a non-loopback --telemetry-addr, and the
+# plain-HTTP listeners (the live view, the proxy's admin endpoint) refuse
+# any address but 127.x (docs/security.md)
+out3=$("$IOD" agent --name n --data-dir "$T/nocreds" --manifest "$T/nocreds.json" \
+	--telemetry-addr 10.9.9.9:7600 --run-for 1s 2>&1); rc3=$?
+out4=$("$IOD" viz net-topology --live --listen 0.0.0.0:7700 --server 127.0.0.1:1 2>&1); rc4=$?
+echo '{"services": []}' >"$T/nomesh.json"
+out5=$(timeout 10 "$IOD" proxy run --config "$T/nomesh.json" --admin 0.0.0.0:15999 2>&1); rc5=$?
+if [ "$rc3" = 2 ] && echo "$out3" | grep -q 'is not a loopback address: serving telemetry there without TLS' &&
+	[ "$rc4" = 2 ] && echo "$out4" | grep -q 'loopback only' &&
+	[ "$rc5" != 0 ] && [ "$rc5" != 124 ] && echo "$out5" | grep -q 'is not a loopback address'; then
+	ok "telemetry_plain_listeners_loopback_only"
+else bad "telemetry_plain_listeners_loopback_only ($rc3: $out3 / $rc4: $out4 / $rc5: $out5)"; fi
