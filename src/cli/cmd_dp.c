@@ -472,8 +472,10 @@ static void print_dump_text(const json_t *j)
 			printf("\n");
 		}
 	}
-	if (ar && json_object_get(ar, "policy") && !json_array_size(json_object_get(ar, "networks")))
-		printf("\nadaptive routing: %s\n", json_string_value(json_object_get(ar, "policy")));
+	if (ar && json_object_get(ar, "policy") &&
+	    !json_array_size(json_object_get(ar, "networks")))
+		printf("\nadaptive routing: %s\n",
+		       json_string_value(json_object_get(ar, "policy")));
 	if (ar)
 		printf("probes reflected for remote edges: %lld\n",
 		       json_integer_value(json_object_get(ar, "probes_reflected")));

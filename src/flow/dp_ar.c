@@ -63,7 +63,8 @@ bool iod_flow_dp_ar_matches(const struct iod_flow_dp_ar *a, const struct iod_flo
 	if (!a || !any)
 		return !a && !any;
 	if (a->nets_n != c->networks_n || a->wire.src_ip != c->vtep_ip ||
-	    memcmp(a->wire.src_mac, c->vtep_mac, 6) || memcmp(a->wire.dst_mac, c->underlay_gw_mac, 6))
+	    memcmp(a->wire.src_mac, c->vtep_mac, 6) ||
+	    memcmp(a->wire.dst_mac, c->underlay_gw_mac, 6))
 		return false;
 	uint32_t vteps[IOD_DP_ENDPOINTS_MAX];
 	for (uint32_t n = 0; n < c->networks_n; n++) {
@@ -283,8 +284,8 @@ json_t *iod_flow_dp_ar_json(const struct iod_flow_dp_ar *a, uint64_t now_ns)
 				json_object_set_new(pj, "alive", json_boolean(pi[q].alive));
 				json_object_set_new(pj, "misses", json_integer(pi[q].misses));
 				json_object_set_new(pj, "congested", json_boolean(pi[q].congested));
-				json_object_set_new(pj, "rtt_us",
-				                    json_integer((json_int_t)(pi[q].rtt_ns / 1000)));
+				json_object_set_new(
+				    pj, "rtt_us", json_integer((json_int_t)(pi[q].rtt_ns / 1000)));
 				json_object_set_new(pj, "flows", json_integer(pi[q].flows));
 				json_array_append_new(pa, pj);
 			}

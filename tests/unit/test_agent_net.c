@@ -380,15 +380,15 @@ static struct iod_flow_key drop_key(uint32_t src, uint32_t dst, uint8_t proto, u
  * core, as before. */
 TEST(overlay_adaptive_routing_follows_policy_and_peer_vteps)
 {
-	json_t *nodes = json_pack(
-	    "{s:[{s:s,s:{s:s}},{s:s,s:{s:s}},{s:s,s:{s:s}}]}", "items", "name", "node-1", "value",
-	    "addr", "10.254.1.1", "name", "node-2", "value", "addr", "10.254.2.1", "name", "node-3",
-	    "value", "addr", "10.254.1.2");
+	json_t *nodes =
+	    json_pack("{s:[{s:s,s:{s:s}},{s:s,s:{s:s}},{s:s,s:{s:s}}]}", "items", "name", "node-1",
+	              "value", "addr", "10.254.1.1", "name", "node-2", "value", "addr",
+	              "10.254.2.1", "name", "node-3", "value", "addr", "10.254.1.2");
 	json_t *svcs = json_pack("{s:[{s:s,s:{}}]}", "items", "name", "a", "value");
-	json_t *reps = json_pack("{s:[{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}}]}", "items",
-	                         "name", "a-0", "value", "service", "a", "node", "node-1", "addr",
-	                         "10.200.1.2", "name", "a-1", "value", "service", "a", "node",
-	                         "node-2", "addr", "10.200.2.2");
+	json_t *reps =
+	    json_pack("{s:[{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}}]}", "items", "name", "a-0",
+	              "value", "service", "a", "node", "node-1", "addr", "10.200.1.2", "name",
+	              "a-1", "value", "service", "a", "node", "node-2", "addr", "10.200.2.2");
 	struct iod_agent_overlay_table *t = calloc(1, sizeof(*t));
 	struct iod_flow_dp_config *c = calloc(1, sizeof(*c));
 	struct iod_err e = {0};

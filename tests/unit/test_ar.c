@@ -452,7 +452,7 @@ static bool has_port(struct iod_ar *ar, uint16_t port, uint32_t *n)
 TEST(minrtt_full_path_set_gives_up_the_least_recently_pinned)
 {
 	struct iod_ar *ar = make(IOD_AR_MINRTT, NULL);
-	uint16_t ports[IOD_AR_PATHS_MAX + 1];
+	uint16_t ports[IOD_AR_PATHS_MAX + 1] = {0};
 	uint32_t np = 0, n;
 	uint64_t now = 1000;
 	for (uint64_t h = 1; np < IOD_AR_PATHS_MAX + 1 && h < 1000; h++) {
