@@ -15,10 +15,13 @@
 # before the change and none in the last 1.5 s; the move time is the last
 # data packet on spine 2 after the change, minus the change. One round of
 # `iod config set network.adaptive_routing ecmp`: spine 2 still carries
-# data at the end (ecmp does not move). `iod dp dump --node node-1` shows
-# the policy, the paths and their flows.
-# Prints BENCH net.ar_move p50_ms= p99_ms= max_ms= rounds= flows= load=.
-# Environment: AR_ROUNDS (minrtt rounds, default 5), AR_FLOWS (8),
+# data at the end (ecmp does not move). Rounds of a *cut* (spine 2
+# forwards nothing: an nft drop-all in its namespace, which the leaves do
+# not see, so their ECMP keeps using it): measured and checked the same.
+# `iod dp dump --node node-1` shows the policy, the paths and their flows.
+# Prints BENCH net.ar_move p50_ms= p99_ms= max_ms= rounds= flows= load=
+# and BENCH net.ar_cut (the same keys).
+# Environment: AR_ROUNDS (minrtt rounds, default 5), AR_CUTS (2), AR_FLOWS (8),
 # AR_RATE (datagrams per second per flow, 200).
 # Exit 0 pass, 1 fail, 77 skip.
 set -u
@@ -26,7 +29,7 @@ BUILD=${1:-build}
 . "$(dirname "$0")/lib.sh"
 need_iod "$BUILD"
 need_root "network namespaces, AF_PACKET, tc"
-need ip tc python3 dumpcap tshark
+need ip tc nft python3 dumpcap tshark
 ip netns add "iodprobe$$" 2>/dev/null || { echo "skip: cannot create network namespaces"; exit 77; }
 ip netns del "iodprobe$$"
 
@@ -34,6 +37,7 @@ T=$(mktemp -d)
 export IOD_STATE_DIR="$T/state"
 export PATH="$(dirname "$IOD"):$PATH"
 ROUNDS=${AR_ROUNDS:-5}
+CUTS=${AR_CUTS:-2}
 FLOWS=${AR_FLOWS:-8}
 RATE=${AR_RATE:-200}
 PRE=2.5
@@ -97,7 +101,15 @@ while True:
 bg_adopt $!
 sleep 1 # every replica's address in both switches' tables
 
-slow() { # on|off: spine 2's two links
+slow() { # on|cut|off: spine 2's two links slow, or spine 2 forwarding nothing
+	if [ "$1" = cut ]; then
+		ip netns exec "$S2" nft add table ip iodarcut &&
+			ip netns exec "$S2" nft add chain ip iodarcut blackhole \
+				'{ type filter hook forward priority 0; policy drop; }' ||
+			echo "info cannot cut spine 2 with nft" >&2
+		return 0
+	fi
+	[ "$1" = off ] && ip netns exec "$S2" nft delete table ip iodarcut 2>/dev/null
 	for l in l1 l2; do
 		if [ "$1" = on ]; then
 			ip netns exec "$S2" tc qdisc replace dev $l root tbf rate 1mbit burst 8kb latency 200ms
@@ -108,9 +120,9 @@ slow() { # on|off: spine 2's two links
 	return 0
 }
 
-# round NAME FIRST_SPORT: prints "pre post tail move_ms" for spine 2
+# round NAME FIRST_SPORT [on|cut]: prints "pre post tail move_ms" for spine 2
 round() {
-	_n=$1 _sp=$2
+	_n=$1 _sp=$2 _how=${3:-on}
 	slow off
 	sleep 1 # spine 2's queue drains
 	rm -f "$T/$_n.s2.pcap"
@@ -146,7 +158,7 @@ while True:
 print('%.6f %.6f' % (start, time.time()))" >"$T/$_n.send" &
 	_snd=$!
 	sleep $PRE
-	slow on
+	slow "$_how"
 	date +%s.%N >"$T/$_n.change"
 	wait $_snd
 	kill $_cap 2>/dev/null
@@ -181,6 +193,20 @@ while [ $r -le "$ROUNDS" ]; do
 	fi
 	r=$((r + 1))
 done
+CUTMOVES=""
+c=1
+while [ $c -le "$CUTS" ]; do
+	set -- $(round cut$c $((BASE + 60 + (ROUNDS + c) * 20)) cut)
+	echo "info minrtt cut $c: spine 2 data packets: 1 s before the cut $1, after $2, last 1.5 s $3; moved in $4 ms"
+	[ "$1" -gt 0 ] && [ "$3" -eq 0 ] && CUTMOVES="$CUTMOVES $4"
+	c=$((c + 1))
+done
+slow off
+if [ "$CUTS" -gt 0 ] && [ "$(echo $CUTMOVES | wc -w)" -ge $((CUTS - 1)) ]; then
+	ok "minrtt: flows left the cut spine (forwarding nothing) in $(echo $CUTMOVES | wc -w) of $CUTS rounds"
+elif [ "$CUTS" -gt 0 ]; then
+	bad "minrtt: flows left the cut spine in $(echo $CUTMOVES | wc -w) of $CUTS rounds"
+fi
 "$IOD" dp dump --node node-1 >"$T/dump.txt" 2>&1
 "$IOD" dp dump --node node-1 -o json >"$T/dump.json" 2>&1
 grep -A3 "^adaptive routing" "$T/dump.txt" | head -6
@@ -216,10 +242,15 @@ else
 fi
 
 LOAD=$(cut -d' ' -f1 /proc/loadavg)
-echo "BENCH net.ar_move $(echo $MOVES | python3 -c "
-import sys
-v = sorted(float(x) for x in sys.stdin.read().split())
-q = lambda p: v[min(len(v) - 1, int(p * len(v)))] if v else 0
-print('p50_ms=%.0f p99_ms=%.0f max_ms=%.0f' % (q(0.5), q(0.99), v[-1] if v else 0))") rounds=$NMOVES flows=$FLOWS load=$LOAD"
+quantiles() {
+	python3 -c "
+import math, sys
+v = sorted(float(x) for x in sys.argv[1:])
+q = lambda p: v[max(0, math.ceil(p * len(v)) - 1)] if v else 0  # nearest rank
+print('p50_ms=%.0f p99_ms=%.0f max_ms=%.0f' % (q(0.5), q(0.99), v[-1] if v else 0))" "$@"
+}
+echo "BENCH net.ar_move $(quantiles $MOVES) rounds=$NMOVES flows=$FLOWS load=$LOAD"
+[ "$CUTS" -gt 0 ] &&
+	echo "BENCH net.ar_cut $(quantiles $CUTMOVES) rounds=$(echo $CUTMOVES | wc -w) flows=$FLOWS load=$LOAD"
 stop_cluster 5s
 checks_ok
