@@ -711,11 +711,26 @@ static void minrtt_probe(struct iod_ar *ar, struct ar_dest *d, struct ar_flow *f
 		     IOD_AR_PROBE_FLOW, f->hash, now_ns);
 }
 
+/* minrtt: the watched path of d with the least round trip whose last
+ * probe was answered (none missed); NULL when there is none. */
+static struct ar_path *best_live_path(struct ar_dest *d)
+{
+	struct ar_path *best = NULL;
+	for (uint32_t i = 0; i < d->paths_n; i++) {
+		struct ar_path *p = &d->paths[i];
+		if (!p->misses && p->rtt_ns && p->last_reply_ns >= p->last_probe_ns &&
+		    (!best || p->rtt_ns < best->rtt_ns))
+			best = p;
+	}
+	return best;
+}
+
 uint16_t iod_ar_select(struct iod_ar *ar, uint32_t dst, uint64_t flow_hash, uint64_t now_ns,
                        struct iod_ar_out *out)
 {
 	struct ar_dest *d;
 	struct ar_flow *f;
+	struct ar_path *best;
 
 	if (!flow_hash)
 		flow_hash = 1;
@@ -743,7 +758,16 @@ uint16_t iod_ar_select(struct iod_ar *ar, uint32_t dst, uint64_t flow_hash, uint
 	bool moved = d && port_dead(d, f->sport, f->since_ns);
 	switch (ar->cfg.policy) {
 	case IOD_AR_MINRTT:
-		if (moved) {
+		if (moved && (best = best_live_path(d))) {
+			/* to the fastest path known to answer: no race, no
+			 * packets on the hash port (which may be the failed one) */
+			ar->stats.flows_moved++;
+			ar->stats.flows_pinned++;
+			f->sport = best->sport;
+			f->since_ns = now_ns;
+			f->state = FLOW_PINNED;
+			best->pinned_ns = now_ns;
+		} else if (moved) {
 			ar->stats.flows_moved++;
 			f->races++;
 			minrtt_probe(ar, d, f, now_ns, out);
