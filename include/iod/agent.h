@@ -500,6 +500,9 @@ struct iod_agent_overlay_node {
 	uint32_t gateway;           /* its replicas' gateway = its host stack's address */
 	uint32_t overlay_net;       /* the cluster's overlay (10.200.0.0) */
 	uint32_t overlay_prefix;    /* its prefix (16) */
+	int ar_policy;              /* enum iod_ar_policy of its tenants' VXLAN to other
+	                               nodes (cluster config network.adaptive_routing);
+	                               0 = IOD_AR_ECMP: no adaptive routing */
 };
 /*
  * Drops with their rule (drops.c, pure): the switch hands every packet its

@@ -186,9 +186,12 @@ struct iod_ar_path_info {
 	uint32_t misses;   /* consecutive liveness probes unanswered (drop at
 	                      IOD_AR_MISSES_MAX) */
 	bool congested;    /* ECN seen within congestion_hold_ns */
+	uint64_t rtt_ns;   /* round trip of its last answered probe (0 = none yet) */
+	uint32_t flows;    /* flow entries on its port now (minrtt: pinned to it) */
 };
 #define IOD_AR_WEIGHT_TOTAL 1000000u
-/* Fill up to max paths known for dst; returns the count. */
+/* Fill up to max paths known for dst; returns the count. Walks the flow
+ * table to count each path's flows: for dumps and tests, not per packet. */
 uint32_t iod_ar_paths(const struct iod_ar *ar, uint32_t dst, struct iod_ar_path_info *paths,
                       uint32_t max, uint64_t now_ns);
 /* The port a flow is pinned to (minrtt) or currently on; 0 if unknown. */

@@ -132,6 +132,10 @@ bool iod_config_is_ack_name(const char *name);
 json_t *iod_config_status(uint64_t rev, const json_t *nodes, const json_t *configs,
                           uint32_t *behind);
 
+/* network.adaptive_routing when unset: the node's switch pins its tenants'
+ * VXLAN flows by minrtt (docs/network.md, "Adaptive routing across nodes") */
+#define IOD_CONFIG_AR_DEFAULT "minrtt"
+
 /* ---- the node's side (shell, src/config/node.c) ----------------------------- */
 
 struct iod_api_client;

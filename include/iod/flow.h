@@ -465,6 +465,16 @@ void iod_flow_dp_destroy(struct iod_flow_dp *dp);
  * Allocates only in create; nothing here reads a clock or does I/O.
  */
 struct iod_flow_dp_ar;
+/* net/ar's defaults for a data plane: iod_ar_config_default with a 20 ms
+ * probe interval (the loop's idle waits are 1-5 ms). */
+void iod_flow_dp_ar_config_default(struct iod_ar_config *a, enum iod_ar_policy policy);
+/* Whether a was created from a config like c as far as adaptive routing
+ * goes (networks, VNIs, policies and parameters, remote VTEPs, wire
+ * addresses): a rebuilt pipeline keeps a, and its pins, when it is. a NULL
+ * matches a config without adaptive routing. */
+bool iod_flow_dp_ar_matches(const struct iod_flow_dp_ar *a, const struct iod_flow_dp_config *c);
+/* The distinct remote VTEPs a's cores probe (0 for NULL). */
+uint32_t iod_flow_dp_ar_peers(const struct iod_flow_dp_ar *a);
 /* *out = NULL (and 0) when no network asks for adaptive routing. */
 int iod_flow_dp_ar_create(const struct iod_flow_dp_config *c, struct iod_flow_dp_ar **out,
                           struct iod_err *e);

@@ -150,6 +150,12 @@ static int network_of(struct iod_flow_dp_config *c, const struct iod_agent_overl
 	iod_agent_overlay_mac(nd->gateway, true, n->gateway_mac);
 	n->sg = -1; /* security groups: a later slice (docs/network.md) */
 	n->by_endpoint = true;
+	/* adaptive routing of its VXLAN to other nodes (ecmp: the hash port,
+	 * no core, as before) */
+	if (nd->ar_policy != IOD_AR_ECMP) {
+		n->ar_enabled = true;
+		iod_flow_dp_ar_config_default(&n->ar, (enum iod_ar_policy)nd->ar_policy);
+	}
 	return (int)c->networks_n++;
 }
 

@@ -17,6 +17,8 @@
  * agent's /metrics). Nothing here decides about packets.
  */
 #include "iod/agent_run.h"
+#include "iod/ar.h"
+#include "iod/config.h"
 #include "iod/io.h"
 #include "iod/obs.h"
 
@@ -73,6 +75,11 @@ struct iod_agent_vswitch {
 	struct iod_agent_overlay_local *lbuf;
 	char (*vbuf)[16];
 	struct iod_dp_loop loop;
+	/* adaptive routing of the tenants' VXLAN to other nodes (dp_ar.c):
+	 * kept across rebuilds that leave its networks, policy and peer VTEPs
+	 * as they were (its pins with it); NULL = ecmp */
+	struct iod_flow_dp_ar *ar;
+	uint64_t ar_check_ns; /* when the cluster config's policy was last read */
 	int udp_fd;
 	/* the ports' counters as last published (under mu) */
 	struct iod_tel_port *pub; /* IOD_AGENT_REPLICAS_MAX + 2 */
@@ -260,6 +267,44 @@ int iod_agent_vswitch_svc_env(struct iod_agent_vswitch *v, struct iod_agent_repl
 	return rc;
 }
 
+/* Adaptive routing for the new config: the running core when it matches
+ * (same networks, policy, peer VTEPs), else a new one (flows re-race). */
+static void update_ar(struct iod_agent_vswitch *v)
+{
+	struct iod_err e = {0};
+	if (iod_flow_dp_ar_matches(v->ar, v->cfg))
+		return;
+	struct iod_flow_dp_ar *ar = NULL;
+	if (iod_flow_dp_ar_create(v->cfg, &ar, &e))
+		IOD_WARN("vswitch", "adaptive routing: %s (running ecmp)", e.msg);
+	iod_flow_dp_ar_destroy(v->ar);
+	v->ar = ar;
+	IOD_INFO("vswitch", "adaptive routing: %s to %u peer VTEPs",
+	         iod_ar_policy_name(ar ? (enum iod_ar_policy)v->nd.ar_policy : IOD_AR_ECMP),
+	         iod_flow_dp_ar_peers(ar));
+}
+
+/* The cluster config's network.adaptive_routing, at most once a second;
+ * true when it changed (the next rebuild applies it). */
+static bool ar_policy_changed(struct iod_agent_vswitch *v, uint64_t now)
+{
+	if (v->ar_check_ns && now - v->ar_check_ns < IOD_NS_PER_S)
+		return false;
+	v->ar_check_ns = now;
+	char buf[32];
+	enum iod_ar_policy p = IOD_AR_MINRTT;
+	if (iod_ar_policy_parse(iod_config_live_str("network.adaptive_routing",
+	                                            IOD_CONFIG_AR_DEFAULT, buf, sizeof(buf)),
+	                        &p))
+		iod_ar_policy_parse(IOD_CONFIG_AR_DEFAULT, &p);
+	if ((int)p == v->nd.ar_policy)
+		return false;
+	IOD_INFO("vswitch", "adaptive routing policy %s (cluster config network.adaptive_routing)",
+	         iod_ar_policy_name(p));
+	v->nd.ar_policy = (int)p;
+	return true;
+}
+
 /* Bring the ports and the pipeline in line with the inputs. */
 static void rebuild(struct iod_agent_vswitch *v)
 {
@@ -341,8 +386,9 @@ static void rebuild(struct iod_agent_vswitch *v)
 		v->hp[i + 1] = &v->vp[i].port;
 		iod_agent_overlay_mac(v->vp[i].ip, false, v->hmac[i + 1]);
 	}
+	update_ar(v);
 	uint64_t rx = v->loop.rx_packets;
-	iod_dp_loop_init(&v->loop, &v->dp[v->cur], NULL, v->ports);
+	iod_dp_loop_init(&v->loop, &v->dp[v->cur], v->ar, v->ports);
 	v->loop.rx_packets = rx;
 	iod_dp_loop_set_host_ports(&v->loop, v->hp, (const uint8_t(*)[6])v->hmac, v->nvp + 1);
 	v->loop.on_drop = on_drop;
@@ -422,6 +468,12 @@ static char *build_dump(struct iod_agent_vswitch *v)
 		              "agent's log)");
 	}
 	json_object_set_new(j, "node", json_string(v->nd.name));
+	/* adaptive routing: per tenant network its policy, counters and paths
+	 * per peer VTEP (port, last RTT, flows on it); ecmp has no state */
+	json_t *ar = v->ar ? iod_flow_dp_ar_json(v->ar, iod_clock_now_ns()) : json_object();
+	json_object_set_new(ar, "policy",
+	                    json_string(iod_ar_policy_name((enum iod_ar_policy)v->nd.ar_policy)));
+	json_object_set_new(j, "adaptive_routing", ar);
 	json_t *ports = json_array();
 	json_array_append_new(ports, port_json("fabric", "fabric", &v->ports[IOD_DP_PORT_FABRIC]));
 	json_array_append_new(ports, port_json("host", "host", &v->ports[IOD_DP_PORT_HOST]));
@@ -499,11 +551,11 @@ static void *vswitch_main(void *arg)
 		pthread_mutex_unlock(&v->mu);
 		if (stop)
 			break;
-		if (gen != seen) {
+		uint64_t now = iod_clock_now_ns();
+		if (ar_policy_changed(v, now) || gen != seen) {
 			seen = gen;
 			rebuild(v);
 		}
-		uint64_t now = iod_clock_now_ns();
 		if (now - v->pub_ns >= IOD_AGENT_VSWITCH_STATS_MS * IOD_NS_PER_MS) {
 			v->pub_ns = now;
 			publish_ports(v);
@@ -614,6 +666,7 @@ void iod_agent_vswitch_stop(struct iod_agent_vswitch *v)
 		pthread_join(v->th, NULL);
 	if (v->cur >= 0)
 		iod_flow_dp_destroy(&v->dp[v->cur]);
+	iod_flow_dp_ar_destroy(v->ar);
 	for (uint32_t i = 0; v->vp && i < v->nvp; i++)
 		iod_io_port_close(&v->vp[i].port);
 	for (int i = 0; i < 2; i++)

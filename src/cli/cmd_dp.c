@@ -472,10 +472,18 @@ static void print_dump_text(const json_t *j)
 			{
 				printf(" %lld%s", json_integer_value(json_object_get(pa, "sport")),
 				       json_is_true(json_object_get(pa, "alive")) ? "" : "(dead)");
+				if (json_object_get(pa, "flows"))
+					printf(" (rtt %lld us, %lld flows)",
+					       json_integer_value(json_object_get(pa, "rtt_us")),
+					       json_integer_value(json_object_get(pa, "flows")));
 			}
 			printf("\n");
 		}
 	}
+	if (ar && json_object_get(ar, "policy") &&
+	    !json_array_size(json_object_get(ar, "networks")))
+		printf("\nadaptive routing: %s\n",
+		       json_string_value(json_object_get(ar, "policy")));
 	if (ar)
 		printf("probes reflected for remote edges: %lld\n",
 		       json_integer_value(json_object_get(ar, "probes_reflected")));

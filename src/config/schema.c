@@ -24,8 +24,9 @@ static const struct iod_config_key keys[] = {
     {"service_mesh.transport", IOD_CONFIG_ENUM, transports, 0, 0, "tcp",
      "agents (per node, rdma falls back to tcp without a device); libiod-xfer",
      "how mesh and transfer traffic moves: tcp, shm (same node), rdma, or auto"},
-    {"network.adaptive_routing", IOD_CONFIG_ENUM, ar_policies, 0, 0, "ecmp",
-     "agents record it (the data plane takes it from its own config today)",
+    {"network.adaptive_routing", IOD_CONFIG_ENUM, ar_policies, 0, 0, IOD_CONFIG_AR_DEFAULT,
+     "each node's virtual switch, live (its tenants' VXLAN to other nodes; ecmp = the "
+     "hash port); `iod dp run` takes its own from its config",
      "the outer-source-port policy of the overlay (docs/adaptive-routing.md)"},
     {"log.level", IOD_CONFIG_ENUM, log_levels, 0, 0, "the agent's --log-level", "agents, live",
      "the agents' log level"},

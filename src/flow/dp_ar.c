@@ -34,6 +34,54 @@ struct iod_flow_dp_ar {
 	uint64_t probe_frames;                      /* probe frames handed to the shell */
 };
 
+void iod_flow_dp_ar_config_default(struct iod_ar_config *a, enum iod_ar_policy policy)
+{
+	iod_ar_config_default(a, policy);
+	a->probe_interval_ns = 20 * IOD_NS_PER_MS; /* a software loop idles in 1-5 ms waits */
+}
+
+/* The remote VTEPs of a network's endpoints, first-seen order; their count. */
+static uint32_t remote_vteps(const struct iod_flow_dp_network *net, uint32_t *vteps)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < net->endpoints_n; i++) {
+		const struct iod_flow_dp_endpoint *ep = &net->endpoints[i];
+		bool seen = ep->local;
+		for (uint32_t k = 0; k < n && !seen; k++)
+			seen = vteps[k] == ep->vtep_ip;
+		if (!seen)
+			vteps[n++] = ep->vtep_ip;
+	}
+	return n;
+}
+
+bool iod_flow_dp_ar_matches(const struct iod_flow_dp_ar *a, const struct iod_flow_dp_config *c)
+{
+	bool any = false;
+	for (uint32_t n = 0; n < c->networks_n; n++)
+		any |= c->networks[n].ar_enabled;
+	if (!a || !any)
+		return !a && !any;
+	if (a->nets_n != c->networks_n || a->wire.src_ip != c->vtep_ip ||
+	    memcmp(a->wire.src_mac, c->vtep_mac, 6) ||
+	    memcmp(a->wire.dst_mac, c->underlay_gw_mac, 6))
+		return false;
+	uint32_t vteps[IOD_DP_ENDPOINTS_MAX];
+	for (uint32_t n = 0; n < c->networks_n; n++) {
+		const struct iod_flow_dp_network *net = &c->networks[n];
+		const struct dp_ar_net *d = &a->nets[n];
+		if (d->vni != net->vni || !d->ar != !net->ar_enabled)
+			return false;
+		if (!d->ar)
+			continue;
+		if (memcmp(iod_ar_config(d->ar), &net->ar, sizeof(net->ar)) ||
+		    remote_vteps(net, vteps) != d->vteps_n ||
+		    memcmp(vteps, d->vteps, d->vteps_n * sizeof(vteps[0])))
+			return false;
+	}
+	return true;
+}
+
 int iod_flow_dp_ar_create(const struct iod_flow_dp_config *c, struct iod_flow_dp_ar **out,
                           struct iod_err *e)
 {
@@ -61,14 +109,7 @@ int iod_flow_dp_ar_create(const struct iod_flow_dp_config *c, struct iod_flow_dp
 			iod_flow_dp_ar_destroy(a);
 			return iod_err_set(e, rc, "network %s: %s", net->name, e ? e->msg : "");
 		}
-		for (uint32_t i = 0; i < net->endpoints_n; i++) {
-			const struct iod_flow_dp_endpoint *ep = &net->endpoints[i];
-			bool seen = ep->local;
-			for (uint32_t k = 0; k < d->vteps_n && !seen; k++)
-				seen = d->vteps[k] == ep->vtep_ip;
-			if (!seen)
-				d->vteps[d->vteps_n++] = ep->vtep_ip;
-		}
+		d->vteps_n = remote_vteps(net, d->vteps);
 	}
 	*out = a;
 	return 0;
@@ -81,6 +122,20 @@ void iod_flow_dp_ar_destroy(struct iod_flow_dp_ar *a)
 	for (uint32_t n = 0; n < a->nets_n; n++)
 		iod_ar_destroy(a->nets[n].ar);
 	free(a);
+}
+
+uint32_t iod_flow_dp_ar_peers(const struct iod_flow_dp_ar *a)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; a && i < a->nets_n; i++)
+		for (uint32_t k = 0; a->nets[i].ar && k < a->nets[i].vteps_n; k++) {
+			bool seen = false;
+			for (uint32_t j = 0; j < i && !seen; j++)
+				for (uint32_t q = 0; a->nets[j].ar && q < a->nets[j].vteps_n; q++)
+					seen |= a->nets[j].vteps[q] == a->nets[i].vteps[k];
+			n += !seen;
+		}
+	return n;
 }
 
 struct iod_ar *iod_flow_dp_ar_core(struct iod_flow_dp_ar *a, uint32_t n)
@@ -229,6 +284,9 @@ json_t *iod_flow_dp_ar_json(const struct iod_flow_dp_ar *a, uint64_t now_ns)
 				json_object_set_new(pj, "alive", json_boolean(pi[q].alive));
 				json_object_set_new(pj, "misses", json_integer(pi[q].misses));
 				json_object_set_new(pj, "congested", json_boolean(pi[q].congested));
+				json_object_set_new(
+				    pj, "rtt_us", json_integer((json_int_t)(pi[q].rtt_ns / 1000)));
+				json_object_set_new(pj, "flows", json_integer(pi[q].flows));
 				json_array_append_new(pa, pj);
 			}
 			json_object_set_new(dj, "paths", pa);

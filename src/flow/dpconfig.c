@@ -339,8 +339,7 @@ static int parse_ar(struct ctx *x, const struct iod_yaml_node *n, struct iod_flo
 		            "\"%s\"",
 		            ps ? ps : "(not a string)");
 	struct iod_ar_config *a = &net->ar;
-	iod_ar_config_default(a, pol);
-	a->probe_interval_ns = 20 * IOD_NS_PER_MS; /* a software loop idles in 5 ms waits */
+	iod_flow_dp_ar_config_default(a, pol);
 	MAP_EACH(x, n, k, v)
 	{
 		uint64_t u = 0;

@@ -26,6 +26,7 @@ struct ar_flow {
 	uint64_t last_ns;       /* last packet: flowlet gaps and aging */
 	uint64_t since_ns;      /* when it took sport: a path failing later moves it */
 	uint64_t probe_sent_ns; /* minrtt: when this flow's probes left */
+	uint32_t races;         /* minrtt: races after the first (each on fresh ports) */
 	/* minrtt with a tie window: the best reply so far, pinned when the
 	 * window after the first reply closes (or all k replied) */
 	uint64_t first_reply_ns; /* first reply's arrival; 0 = none yet */
@@ -47,6 +48,8 @@ struct ar_path {
 	uint64_t last_probe_ns;      /* last probe sent */
 	uint32_t misses;             /* consecutive probes unanswered within an interval */
 	uint64_t congested_until_ns; /* ECN seen: congested until then */
+	uint64_t rtt_ns;             /* round trip of its last answered probe (0 = none) */
+	uint64_t pinned_ns;          /* minrtt: the last flow pinned to it */
 };
 
 struct ar_cand {
@@ -634,6 +637,31 @@ static uint32_t recent_add(struct ar_dest *d, uint64_t key, uint64_t now_ns)
 	return slot;
 }
 
+/* Track a port a flow is on as a path of d so its liveness is probed (a
+ * flow on an unwatched port never moves). A full set gives up the path
+ * pinned to least recently (its flows, if any are left, are no longer
+ * watched): the newest flow's path matters more. */
+static struct ar_path *track(struct ar_dest *d, uint16_t sport, uint64_t now_ns)
+{
+	struct ar_path *p = path_find(d, sport);
+	if (!p) {
+		if (d->paths_n < IOD_AR_PATHS_MAX) {
+			p = &d->paths[d->paths_n++];
+		} else {
+			p = &d->paths[0];
+			for (uint32_t i = 1; i < d->paths_n; i++)
+				if (d->paths[i].pinned_ns < p->pinned_ns)
+					p = &d->paths[i];
+		}
+		memset(p, 0, sizeof(*p));
+		p->sport = sport;
+		p->last_probe_ns = now_ns;
+		p->last_reply_ns = now_ns;
+	}
+	p->pinned_ns = now_ns;
+	return p;
+}
+
 static void pin(struct iod_ar *ar, struct ar_dest *d, struct ar_flow *f, uint16_t sport,
                 uint64_t path_id, uint64_t now_ns)
 {
@@ -643,19 +671,10 @@ static void pin(struct iod_ar *ar, struct ar_dest *d, struct ar_flow *f, uint16_
 	ar->stats.flows_pinned++;
 	if (!ar->cfg.minrtt_tie_ns)
 		recent_add(d, pin_key(path_id, sport), now_ns); /* a tie candidate is in already */
-	/* Track the winning port so its liveness is probed. */
-	struct ar_path *p = path_find(d, sport);
-	if (!p && d->paths_n < IOD_AR_PATHS_MAX) {
-		p = &d->paths[d->paths_n++];
-		memset(p, 0, sizeof(*p));
-		p->sport = sport;
-		p->last_probe_ns = now_ns;
-	}
-	if (p) {
-		p->path_id = path_id;
-		p->last_reply_ns = now_ns;
-		p->misses = 0;
-	}
+	struct ar_path *p = track(d, sport, now_ns);
+	p->path_id = path_id;
+	p->last_reply_ns = now_ns;
+	p->misses = 0;
 }
 
 /* The tie window after the first reply has closed: pin the candidate. */
@@ -668,8 +687,12 @@ static bool tie_due(const struct iod_ar *ar, const struct ar_flow *f, uint64_t n
 static void minrtt_probe(struct iod_ar *ar, struct ar_dest *d, struct ar_flow *f, uint64_t now_ns,
                          struct iod_ar_out *out)
 {
-	uint16_t base = hash_port(ar, f->hash);
-	f->sport = base; /* packets keep flowing on the hash port meanwhile */
+	/* the first race from the hash port; a race after a failure from
+	 * other ports, so a flow whose k ports all took the failed path (all
+	 * on one spine) does not race the same ones again */
+	uint16_t base =
+	    hash_port(ar, f->races ? f->hash ^ (f->races * 0x9e3779b97f4a7c15ull) : f->hash);
+	f->sport = base; /* packets keep flowing on that port meanwhile */
 	f->since_ns = now_ns;
 	f->probe_sent_ns = now_ns;
 	f->first_reply_ns = 0;
@@ -688,11 +711,26 @@ static void minrtt_probe(struct iod_ar *ar, struct ar_dest *d, struct ar_flow *f
 		     IOD_AR_PROBE_FLOW, f->hash, now_ns);
 }
 
+/* minrtt: the watched path of d with the least round trip whose last
+ * probe was answered (none missed); NULL when there is none. */
+static struct ar_path *best_live_path(struct ar_dest *d)
+{
+	struct ar_path *best = NULL;
+	for (uint32_t i = 0; i < d->paths_n; i++) {
+		struct ar_path *p = &d->paths[i];
+		if (!p->misses && p->rtt_ns && p->last_reply_ns >= p->last_probe_ns &&
+		    (!best || p->rtt_ns < best->rtt_ns))
+			best = p;
+	}
+	return best;
+}
+
 uint16_t iod_ar_select(struct iod_ar *ar, uint32_t dst, uint64_t flow_hash, uint64_t now_ns,
                        struct iod_ar_out *out)
 {
 	struct ar_dest *d;
 	struct ar_flow *f;
+	struct ar_path *best;
 
 	if (!flow_hash)
 		flow_hash = 1;
@@ -720,14 +758,28 @@ uint16_t iod_ar_select(struct iod_ar *ar, uint32_t dst, uint64_t flow_hash, uint
 	bool moved = d && port_dead(d, f->sport, f->since_ns);
 	switch (ar->cfg.policy) {
 	case IOD_AR_MINRTT:
-		if (moved) {
+		if (moved && (best = best_live_path(d))) {
+			/* to the fastest path known to answer: no race, no
+			 * packets on the hash port (which may be the failed one) */
 			ar->stats.flows_moved++;
+			ar->stats.flows_pinned++;
+			f->sport = best->sport;
+			f->since_ns = now_ns;
+			f->state = FLOW_PINNED;
+			best->pinned_ns = now_ns;
+		} else if (moved) {
+			ar->stats.flows_moved++;
+			f->races++;
 			minrtt_probe(ar, d, f, now_ns, out);
 		} else if (d && tie_due(ar, f, now_ns)) {
 			pin(ar, d, f, f->tie_sport, f->tie_path_id, now_ns);
 		} else if (f->state == FLOW_PROBING &&
 		           now_ns - f->probe_sent_ns > ar->cfg.probe_timeout_ns) {
-			f->state = FLOW_PINNED; /* no reply in time: stay on the hash port */
+			/* no reply in time: stay on the port it is on, watched,
+			 * so a failure there moves it (and it races again) */
+			f->state = FLOW_PINNED;
+			if (d)
+				track(d, f->sport, now_ns);
 		}
 		break;
 	case IOD_AR_CLOVE_ECN:
@@ -784,6 +836,8 @@ void iod_ar_on_probe_reply(struct iod_ar *ar, const struct iod_ar_probe_reply *r
 		if (!ar->cfg.minrtt_tie_ns) {
 			/* The first reply wins (DOCA-AR). */
 			pin(ar, d, f, r->sport, r->path_id, now_ns);
+			if ((p = path_find(d, r->sport)))
+				p->rtt_ns = now_ns - r->sent_ns;
 			return;
 		}
 		/*
@@ -842,6 +896,7 @@ void iod_ar_on_probe_reply(struct iod_ar *ar, const struct iod_ar_probe_reply *r
 		}
 		p->last_reply_ns = now_ns;
 		p->misses = 0;
+		p->rtt_ns = now_ns - r->sent_ns;
 		p->load_ppm = r->load_ppm;
 		if (r->path_id)
 			p->path_id = r->path_id;
@@ -969,7 +1024,16 @@ uint32_t iod_ar_paths(const struct iod_ar *ar, uint32_t dst, struct iod_ar_path_
 		                                     .load_ppm = p->load_ppm,
 		                                     .alive = p->misses == 0,
 		                                     .misses = p->misses,
-		                                     .congested = congested(ar, p, now_ns)};
+		                                     .congested = congested(ar, p, now_ns),
+		                                     .rtt_ns = p->rtt_ns,
+		                                     .flows = 0};
+	}
+	/* the flows on each path now (a walk of the table: for dumps, not
+	 * the packet path) */
+	for (uint32_t s = 0; d && n && s < ar->flows_cap; s++) {
+		const struct ar_flow *f = &ar->flows[s];
+		for (uint32_t i = 0; f->hash && f->dst == dst && i < n; i++)
+			paths[i].flows += paths[i].sport == f->sport;
 	}
 	return n;
 }

@@ -11,6 +11,7 @@
  */
 #include "harness.h"
 #include "iod/agent_run.h"
+#include "iod/ar.h"
 #include "iod/flow.h"
 #include "iod/net_debug.h"
 
@@ -370,6 +371,85 @@ static struct iod_flow_key drop_key(uint32_t src, uint32_t dst, uint8_t proto, u
  * the ring keeps the newest IOD_AGENT_DROPS_MAX; admitted sessions stay
  * counted across a rebuilt pipeline; the Prometheus text names rule and
  * verdict. */
+/* network.adaptive_routing on the overlay: the node's policy (the cluster
+ * config's, minrtt by default) turns on net/ar for each tenant network (not
+ * the host's, which never leaves the node) with the data plane's defaults;
+ * the cores probe the VTEPs of the Node objects behind the remote replicas,
+ * so a node that joins is a new probe target (a new core) while a rebuild
+ * that changes nothing else keeps the running one (its pins); ecmp runs no
+ * core, as before. */
+TEST(overlay_adaptive_routing_follows_policy_and_peer_vteps)
+{
+	json_t *nodes =
+	    json_pack("{s:[{s:s,s:{s:s}},{s:s,s:{s:s}},{s:s,s:{s:s}}]}", "items", "name", "node-1",
+	              "value", "addr", "10.254.1.1", "name", "node-2", "value", "addr",
+	              "10.254.2.1", "name", "node-3", "value", "addr", "10.254.1.2");
+	json_t *svcs = json_pack("{s:[{s:s,s:{}}]}", "items", "name", "a", "value");
+	json_t *reps =
+	    json_pack("{s:[{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}}]}", "items", "name", "a-0",
+	              "value", "service", "a", "node", "node-1", "addr", "10.200.1.2", "name",
+	              "a-1", "value", "service", "a", "node", "node-2", "addr", "10.200.2.2");
+	struct iod_agent_overlay_table *t = calloc(1, sizeof(*t));
+	struct iod_flow_dp_config *c = calloc(1, sizeof(*c));
+	struct iod_err e = {0};
+	CHECK(nodes && svcs && reps && t && c);
+	CHECK_EQ(iod_agent_overlay_table_from_state(nodes, svcs, reps, NULL, t), 0);
+	struct iod_agent_overlay_node nd = {.name = "node-1",
+	                                    .vtep_ip = ip("10.254.1.1"),
+	                                    .gateway = ip("10.200.1.1"),
+	                                    .overlay_net = ip("10.200.0.0"),
+	                                    .overlay_prefix = 16,
+	                                    .ar_policy = IOD_AR_MINRTT};
+	struct iod_agent_overlay_local loc[1] = {{"a-0", ip("10.200.1.2")}};
+	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 1, c, &e) == 0, "%s", e.msg);
+	CHECK_EQ(c->networks_n, 2);
+	CHECK(c->networks[0].ar_enabled);
+	CHECK_EQ(c->networks[0].ar.policy, IOD_AR_MINRTT);
+	CHECK_EQ(c->networks[0].ar.paths, 4);
+	CHECK_U64(c->networks[0].ar.probe_interval_ns, 20 * IOD_NS_PER_MS);
+	CHECK(!c->networks[1].ar_enabled); /* host */
+	struct iod_flow_dp_ar *ar = NULL;
+	CHECK_MSG(iod_flow_dp_ar_create(c, &ar, &e) == 0, "%s", e.msg);
+	CHECK(ar != NULL);
+	CHECK_EQ(iod_flow_dp_ar_peers(ar), 1); /* node-2 */
+	CHECK(iod_flow_dp_ar_matches(ar, c));
+	/* the same table again (an Endpoint's health, say): the core stays */
+	CHECK_EQ(iod_agent_overlay_dp_config(&nd, t, loc, 1, c, &e), 0);
+	CHECK(iod_flow_dp_ar_matches(ar, c));
+	/* node-3 joins with a replica of the tenant: a new probe target */
+	json_decref(reps);
+	reps = json_pack("{s:[{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}}]}",
+	                 "items", "name", "a-0", "value", "service", "a", "node", "node-1", "addr",
+	                 "10.200.1.2", "name", "a-1", "value", "service", "a", "node", "node-2",
+	                 "addr", "10.200.2.2", "name", "a-2", "value", "service", "a", "node",
+	                 "node-3", "addr", "10.200.3.2");
+	CHECK_EQ(iod_agent_overlay_table_from_state(nodes, svcs, reps, NULL, t), 0);
+	CHECK_EQ(iod_agent_overlay_dp_config(&nd, t, loc, 1, c, &e), 0);
+	CHECK(!iod_flow_dp_ar_matches(ar, c));
+	iod_flow_dp_ar_destroy(ar);
+	CHECK_EQ(iod_flow_dp_ar_create(c, &ar, &e), 0);
+	CHECK_EQ(iod_flow_dp_ar_peers(ar), 2);
+	/* another policy: another core */
+	nd.ar_policy = IOD_AR_FLOWLET;
+	CHECK_EQ(iod_agent_overlay_dp_config(&nd, t, loc, 1, c, &e), 0);
+	CHECK_EQ(c->networks[0].ar.policy, IOD_AR_FLOWLET);
+	CHECK(!iod_flow_dp_ar_matches(ar, c));
+	iod_flow_dp_ar_destroy(ar);
+	/* ecmp: no core, the hash port as before */
+	nd.ar_policy = IOD_AR_ECMP;
+	CHECK_EQ(iod_agent_overlay_dp_config(&nd, t, loc, 1, c, &e), 0);
+	CHECK(!c->networks[0].ar_enabled);
+	CHECK_EQ(iod_flow_dp_ar_create(c, &ar, &e), 0);
+	CHECK(ar == NULL);
+	CHECK(iod_flow_dp_ar_matches(NULL, c));
+	CHECK_EQ(iod_flow_dp_ar_peers(NULL), 0);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+	free(t);
+	free(c);
+}
+
 TEST(drops_are_recorded_with_their_rule)
 {
 	json_t *nodes =

@@ -252,6 +252,14 @@ TEST(dp_ar_minrtt_probes_reflect_and_pin)
 	CHECK_CONTAINS(txt, "\"policy\":\"minrtt\"");
 	CHECK_CONTAINS(txt, "\"flows_pinned\":1");
 	CHECK_CONTAINS(txt, "\"vtep\":\"10.10.0.2\"");
+	/* the pinned path: its port, the race's round trip, its flow */
+	char want[96];
+	snprintf(want, sizeof(want), "\"sport\":%u,", ports[2]);
+	CHECK_CONTAINS(txt, want);
+	CHECK_CONTAINS(txt, "\"rtt_us\":300,\"flows\":1");
+	CHECK(iod_flow_dp_ar_matches(a.ar, a.c));
+	CHECK(!iod_flow_dp_ar_matches(a.ar, b.c)); /* another VTEP */
+	CHECK(!iod_flow_dp_ar_matches(NULL, a.c));
 	free(txt);
 	json_decref(j);
 	j = iod_flow_dp_ar_json(b.ar, t0);
