@@ -30,7 +30,14 @@
  * IOD_BENCH_ETCD=0 (skip etcd), IOD_BENCH_ONLY=failover|writes|loop_lag|recover,
  * IOD_BENCH_FAST_VOTES=1 (iod servers run with --fast-votes),
  * IOD_BENCH_VERBOSE=1 (per-round times and breakdowns, the leader's metrics
- * after each write run), IOD_BENCH_KEEP=1 (keep data dirs and logs).
+ * after each write run), IOD_BENCH_KEEP=1 (keep data dirs and logs),
+ * IOD_BENCH_TRACE=1 (iod writes ask for the per-write trace, ?trace=1: one
+ * control.write_trace_iod line per client count with each phase's p50, p99
+ * and its mean over the slowest 1 %: to_server = client send -> the server
+ * parsed the head, read -> proposed, batch -> handed to raft, commit ->
+ * committed and applied, answer -> answer queued, to_client -> the client
+ * has it), IOD_BENCH_SNAPSHOT_THRESHOLD=N (iod servers snapshot every N
+ * entries instead of the default 8192: shows what a snapshot costs writes).
  * After each iod failover and transfer round the survivors' /v1/status
  * timelines are read and the time from the kill to the next write is split
  * into phases (control.failover_breakdown_iod: detection, vote rounds,
@@ -53,6 +60,15 @@
 
 #define N IOD_CC_N
 #define LAT_MAX 400000
+
+/* The per-write trace's server stamps, in the answer's "trace" (?trace=1). */
+#define TR_STAMPS 5
+static const char *const tr_stamp[TR_STAMPS] = {"head_ns", "propose_ns", "flush_ns", "apply_ns",
+                                                "answer_ns"};
+/* ... and the phases between them, with the client's send and receive. */
+#define TR_PHASES 6
+static const char *const tr_phase[TR_PHASES] = {"to_server", "read",   "batch",
+                                                "commit",    "answer", "to_client"};
 
 enum kind { IOD, ETCD };
 
@@ -99,6 +115,10 @@ static void iod_args(struct cluster *c)
 	}
 	if (env_int("IOD_BENCH_FAST_VOTES", 0))
 		c->cc.args[n++] = "--fast-votes";
+	if (getenv("IOD_BENCH_SNAPSHOT_THRESHOLD")) {
+		c->cc.args[n++] = "--snapshot-threshold";
+		c->cc.args[n++] = getenv("IOD_BENCH_SNAPSHOT_THRESHOLD");
+	}
 	c->cc.args[n] = NULL;
 }
 
@@ -277,12 +297,14 @@ static void wait_healthy(struct cluster *c, int i, int leader)
 
 /* A writer: one put of key k, trying members from *cur on until success. */
 struct writer {
-	struct cluster *c;          /* target */
-	struct iod_api_client cl;   /* iod: follows the leader */
-	struct iod_http_conn fd[N]; /* etcd: one connection per member */
-	int cur;                    /* etcd: member to try first */
-	char last[IOD_ADDR_MAX];    /* iod: server that acknowledged the last put */
-	uint32_t attempt_ms;        /* etcd: per-attempt timeout */
+	struct cluster *c;            /* target */
+	struct iod_api_client cl;     /* iod: follows the leader */
+	struct iod_http_conn fd[N];   /* etcd: one connection per member */
+	int cur;                      /* etcd: member to try first */
+	char last[IOD_ADDR_MAX];      /* iod: server that acknowledged the last put */
+	uint32_t attempt_ms;          /* etcd: per-attempt timeout */
+	bool trace;                   /* iod: ask for the per-write trace (?trace=1) */
+	uint64_t stamp_ns[TR_STAMPS]; /* iod, trace: the last put's server stamps (0 = none) */
 };
 
 static void writer_init(struct writer *w, struct cluster *c)
@@ -333,13 +355,17 @@ static bool writer_put(struct writer *w, const char *key, uint32_t deadline_ms)
 		struct iod_api_response r;
 		struct iod_err e;
 		char path[96];
-		snprintf(path, sizeof(path), "/v1/config/%s", key);
+		snprintf(path, sizeof(path), "/v1/config/%s%s", key, w->trace ? "?trace=1" : "");
 		snprintf(body, sizeof(body), "{\"v\":\"%s\"}", key);
 		w->cl.retry_ms = deadline_ms;
 		if (iod_api_request(&w->cl, "PUT", path, "application/json", body, strlen(body), &r,
 		                    &e))
 			return false;
 		bool ok = r.status == 200;
+		json_t *t = w->trace && r.json ? json_object_get(r.json, "trace") : NULL;
+		for (int k = 0; k < TR_STAMPS; k++)
+			w->stamp_ns[k] =
+			    (uint64_t)json_integer_value(json_object_get(t, tr_stamp[k]));
 		snprintf(w->last, sizeof(w->last), "%s", r.server);
 		iod_api_response_free(&r);
 		return ok;
@@ -547,6 +573,8 @@ struct tp_arg {
 	uint64_t *lat;     /* latencies, us */
 	size_t n, cap;     /* recorded, capacity */
 	uint64_t errors;   /* failed puts */
+	bool trace;        /* IOD_BENCH_TRACE: per-write phases */
+	uint64_t *ph;      /* ... cap x TR_PHASES, us (lat[i]'s are ph[i*TR_PHASES..]) */
 };
 
 static void *tp_thread(void *p)
@@ -558,6 +586,7 @@ static void *tp_thread(void *p)
 
 	writer_init(&w, a->c);
 	w.cur = a->leader;
+	w.trace = a->trace;
 	while (now_us() < a->end_us) {
 		snprintf(key, sizeof(key), "t%d-%llu", a->id, (unsigned long long)(seq++ % 1000));
 		uint64_t t0 = now_us();
@@ -567,11 +596,82 @@ static void *tp_thread(void *p)
 			a->errors++;
 			continue;
 		}
-		if (a->n < a->cap)
+		if (a->n < a->cap) {
+			if (a->trace) {
+				/* client send, the server's five stamps, client receive:
+				 * CLOCK_MONOTONIC on one machine (us) */
+				uint64_t st[TR_STAMPS + 2] = {t0 * 1000u};
+				for (int k = 0; k < TR_STAMPS; k++)
+					st[k + 1] = w.stamp_ns[k];
+				st[TR_STAMPS + 1] = t1 * 1000u;
+				bool whole = true;
+				for (int k = 1; k <= TR_STAMPS; k++)
+					whole = whole && st[k] >= st[k - 1];
+				for (int k = 0; k < TR_PHASES; k++) /* UINT64_MAX: not traced */
+					a->ph[a->n * TR_PHASES + k] =
+					    whole ? (st[k + 1] - st[k]) / 1000u : UINT64_MAX;
+			}
 			a->lat[a->n++] = t1 - t0;
+		}
 	}
 	writer_close(&w);
 	return NULL;
+}
+
+/*
+ * IOD_BENCH_TRACE=1: where each write's time went (the per-write trace):
+ * p50/p99 of each phase over all writes, and the mean of each phase over the
+ * slowest 1 % (the writes at or over the p99 latency): the phase that holds
+ * the tail is the one whose tail mean is large.
+ */
+static void trace_report(struct cluster *c, int clients, const struct tp_arg *args)
+{
+	size_t total = 0;
+	for (int i = 0; i < clients; i++)
+		total += args[i].n;
+	if (!total)
+		return;
+	uint64_t *lat = calloc(total, sizeof(uint64_t)), *v = calloc(total, sizeof(uint64_t));
+	size_t at = 0, traced = 0;
+	for (int i = 0; i < clients; i++)
+		for (size_t j = 0; j < args[i].n; j++)
+			lat[at++] = args[i].lat[j];
+	qsort(lat, total, sizeof(*lat), bench_cmp_u64);
+	uint64_t p99 = bench_pct_u64(lat, total, 0.99);
+	size_t over50 = 0;
+	for (size_t i = 0; i < total; i++)
+		over50 += lat[i] > 50000;
+	for (int i = 0; i < clients; i++)
+		for (size_t j = 0; j < args[i].n; j++)
+			traced += args[i].ph[j * TR_PHASES] != UINT64_MAX;
+	printf("BENCH control.write_trace_%s clients=%d writes=%zu traced=%zu p99_ms=%.2f "
+	       "max_ms=%.2f over_50ms=%zu",
+	       c->name, clients, total, traced, (double)p99 / 1000.0,
+	       (double)lat[total - 1] / 1000.0, over50);
+	for (int k = 0; k < TR_PHASES; k++) {
+		double tail_sum = 0;
+		size_t tail_n = 0;
+		at = 0;
+		for (int i = 0; i < clients; i++)
+			for (size_t j = 0; j < args[i].n; j++) {
+				uint64_t x = args[i].ph[j * TR_PHASES + k];
+				if (x == UINT64_MAX)
+					continue;
+				v[at++] = x;
+				if (args[i].lat[j] >= p99) {
+					tail_sum += (double)x;
+					tail_n++;
+				}
+			}
+		qsort(v, at, sizeof(*v), bench_cmp_u64);
+		printf(" %s_p50_ms=%.2f %s_p99_ms=%.2f %s_tail_ms=%.2f", tr_phase[k],
+		       pct_ms(v, at, 0.5), tr_phase[k], pct_ms(v, at, 0.99), tr_phase[k],
+		       tail_n ? tail_sum / (double)tail_n / 1000.0 : 0.0);
+	}
+	printf("\n");
+	fflush(stdout);
+	free(lat);
+	free(v);
 }
 
 static void throughput(struct cluster *c, int clients, int seconds)
@@ -591,6 +691,9 @@ static void throughput(struct cluster *c, int clients, int seconds)
 		                          .end_us = now_us() + (uint64_t)seconds * 1000000u,
 		                          .cap = LAT_MAX / (size_t)clients};
 		args[i].lat = calloc(args[i].cap, sizeof(uint64_t));
+		args[i].trace = c->kind == IOD && env_int("IOD_BENCH_TRACE", 0);
+		if (args[i].trace)
+			args[i].ph = calloc(args[i].cap * TR_PHASES, sizeof(uint64_t));
 		pthread_create(&th[i], NULL, tp_thread, &args[i]);
 	}
 	for (int i = 0; i < clients; i++) {
@@ -598,6 +701,10 @@ static void throughput(struct cluster *c, int clients, int seconds)
 		total += args[i].n;
 		errors += args[i].errors;
 	}
+	if (args[0].trace)
+		trace_report(c, clients, args);
+	for (int i = 0; i < clients; i++)
+		free(args[i].ph);
 	uint64_t *all = calloc(total + 1, sizeof(uint64_t));
 	for (int i = 0; i < clients; i++) {
 		memcpy(all + at, args[i].lat, args[i].n * sizeof(uint64_t));
@@ -621,6 +728,7 @@ static void throughput(struct cluster *c, int clients, int seconds)
 					     strstr(t, "disk_append") || strstr(t, "loop_lag") ||
 					     strstr(t, "meta_write") || strstr(t, "snapshot") ||
 					     strstr(t, "raft_term") || strstr(t, "unstuck") ||
+					     strstr(t, "write_phase_max") ||
 					     strstr(t, "apply_latency_seconds_sum") ||
 					     strstr(t, "apply_latency_seconds_count")))
 						fprintf(stderr, "  %s %d: %s\n",

@@ -150,6 +150,9 @@ struct iod_state_item {
 /* *out (malloc'd, NULL when none) gets the copies; returns how many, or -ENOMEM. */
 int iod_state_items(const struct iod_state *s, enum iod_state_kind k, const char *after,
                     struct iod_state_item **out);
+/* Any thread: sort copies by name; one as iod_state_obj_json writes it. */
+void iod_state_items_sort(struct iod_state_item *v, uint32_t n);
+json_t *iod_state_item_json(enum iod_state_kind k, const struct iod_state_item *it);
 /*
  * Sort v by name and append to out the first `limit` of them (0 = all) as
  * the text of iod_state_list's answer at revision rev (indented, a newline
@@ -186,6 +189,17 @@ uint32_t iod_state_lease_count(const struct iod_state *s);
  * magic, version, length or checksum) the state is left unchanged.
  */
 int iod_state_snapshot(const struct iod_state *s, void **buf, size_t *len);
+/* The same in two steps, so that the costly one can leave the loop: take
+ * copies the state where it lives (O(n): the objects' names and revisions,
+ * references to their values; NULL when out of memory); encode (sorting,
+ * serialising, framing, checksumming: any thread, stored values are never
+ * changed) gives the bytes iod_state_snapshot gave at the take, whatever was
+ * applied since. free releases the take (the loop's thread: it drops
+ * references). iod_state_snapshot is take + encode + free. */
+struct iod_state_snap;
+struct iod_state_snap *iod_state_snapshot_take(const struct iod_state *s);
+int iod_state_snapshot_encode(struct iod_state_snap *t, void **buf, size_t *len);
+void iod_state_snapshot_free(struct iod_state_snap *t);
 int iod_state_restore(struct iod_state *s, const void *buf, size_t len, struct iod_err *e);
 /* Bytes of object values held (the IOD_STATE_BYTES_MAX quota); tests may
  * lower the quota. */
@@ -258,8 +272,15 @@ struct iod_state_fsm_ctx {
 	struct iod_state_preparsed *pre[IOD_STATE_PREPARSED_MAX]; /* waiting for their apply */
 	uint32_t pre_n;                                           /* in pre[] */
 	uint64_t pre_hits;                                        /* applies that used one */
+	struct iod_state_snap *snap; /* async snapshot: taken on the loop, encoded off it */
 };
 void iod_state_fsm_init(struct raft_fsm *fsm, struct iod_state_fsm_ctx *ctx);
+/* Snapshots in two steps (raft FSM version 3; the raft_io must have
+ * async_work, as rio.c does): raft's snapshot call on the loop only takes the
+ * body, its snapshot_async on a worker encodes it. A synchronous snapshot of
+ * 16,000-80,000 objects held the loop 80-680 ms, long enough for the
+ * followers to elect (docs/control-plane.md, "The write tail"). */
+void iod_state_fsm_set_async_snapshots(struct raft_fsm *fsm);
 /* Any thread: parse a command entry of at least IOD_STATE_PREPARSE_MIN
  * bytes (NULL for smaller ones, batch frames and text that is not JSON). */
 struct iod_state_preparsed *iod_state_preparse(const void *base, size_t len, uint64_t index);
@@ -415,6 +436,17 @@ int iod_raft_member_start(struct iod_raft_member **out, struct uv_loop_s *loop,
 int iod_raft_member_propose(struct iod_raft_member *n, const char *cmd, size_t len,
                             iod_raft_member_apply_cb cb, void *data);
 bool iod_raft_member_is_leader(struct iod_raft_member *n);
+/* Where a committed command's time went on the leader (CLOCK_MONOTONIC ns):
+ * proposed, handed to raft as (part of) an entry (the group-commit flush),
+ * committed and applied. The per-write trace (docs/control-plane.md). */
+struct iod_raft_member_trace {
+	uint64_t propose_ns; /* iod_raft_member_propose called */
+	uint64_t flush_ns;   /* its entry handed to raft_apply */
+	uint64_t apply_ns;   /* committed and applied: its callback runs */
+};
+/* The trace of the command whose apply callback is running (valid only
+ * inside that callback, status 0). */
+const struct iod_raft_member_trace *iod_raft_member_trace(const struct iod_raft_member *n);
 /* Linearizable read fence (leader only): cb(data, 0) once a barrier entry of
  * the current term is applied, so the state reflects every write committed
  * before the call. -ENOTCONN when not the leader. */

@@ -21,6 +21,8 @@
  */
 #include "server_internal.h"
 
+#include "iod/obs.h"
+
 #include <netdb.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -366,6 +368,80 @@ static MHD_RESULT do_list(struct req *q, enum iod_state_kind k)
 	return api__job_list(q, k);
 }
 
+/* ---- the per-write trace ------------------------------------------------ */
+
+/* Phase histogram bucket bounds, microseconds. */
+static const uint64_t wp_bounds_us[API_WP_BUCKETS] = {
+    50, 100, 250, 500, 1000, 2000, 5000, 10000, 20000, 50000, 80000, 100000, 250000, 1000000};
+static const char *const wp_names[API_WP_COUNT] = {"read",   "batch", "commit",
+                                                   "answer", "send",  "total"};
+
+static void wp_add(struct server *s, enum api_write_phase ph, uint64_t from_ns, uint64_t to_ns)
+{
+	uint64_t us = to_ns > from_ns ? (to_ns - from_ns) / 1000 : 0;
+	unsigned b = 0;
+	while (b < API_WP_BUCKETS && us > wp_bounds_us[b])
+		b++;
+	s->wp_bucket[ph][b]++;
+	s->wp_sum_us[ph] += us;
+	if (us > s->wp_max_us[ph])
+		s->wp_max_us[ph] = us;
+}
+
+/* A committed write's answer was sent (MHD's completion, at done_ns): count
+ * where its time went. Writes that were not applied here are not counted. */
+static void wp_record(struct req *q, uint64_t done_ns)
+{
+	struct server *s = q->srv;
+	if (!q->t_apply_ns || !q->t_answer_ns || !q->t_head_ns)
+		return;
+	wp_add(s, API_WP_READ, q->t_head_ns, q->t_propose_ns);
+	wp_add(s, API_WP_BATCH, q->t_propose_ns, q->t_flush_ns);
+	wp_add(s, API_WP_COMMIT, q->t_flush_ns, q->t_apply_ns);
+	wp_add(s, API_WP_ANSWER, q->t_apply_ns, q->t_answer_ns);
+	wp_add(s, API_WP_SEND, q->t_answer_ns, done_ns);
+	wp_add(s, API_WP_TOTAL, q->t_head_ns, done_ns);
+}
+
+/* ?trace=1: the answer carries the write's stamps (CLOCK_MONOTONIC ns, the
+ * server's; a client on the same machine can place its own beside them). */
+static void wp_answer(const struct req *q, json_t *a)
+{
+	if (!q->trace || !q->t_apply_ns || !json_is_object(a))
+		return;
+	json_object_set_new(
+	    a, "trace",
+	    json_pack("{s:I, s:I, s:I, s:I, s:I}", "head_ns", (json_int_t)q->t_head_ns,
+	              "propose_ns", (json_int_t)q->t_propose_ns, "flush_ns",
+	              (json_int_t)q->t_flush_ns, "apply_ns", (json_int_t)q->t_apply_ns, "answer_ns",
+	              (json_int_t)q->t_answer_ns));
+}
+
+static void metrics_write_phases(struct server *s, struct iod_buf *b)
+{
+	double le[API_WP_BUCKETS];
+	char labels[64];
+	for (unsigned i = 0; i < API_WP_BUCKETS; i++)
+		le[i] = (double)wp_bounds_us[i] / 1e6;
+	iod_prom_header(b, "iod_api_write_phase_seconds", "histogram",
+	                "Where committed writes' time went on this server (the leader): read "
+	                "(head parsed to proposed), batch (to raft, group commit), commit (to "
+	                "committed and applied), answer (to the answer queued), send (to sent), "
+	                "total.");
+	for (unsigned p = 0; p < API_WP_COUNT; p++) {
+		iod_prom_labels(labels, sizeof(labels), "phase", wp_names[p], (const char *)NULL);
+		iod_prom_histogram(b, "iod_api_write_phase_seconds", labels, le, s->wp_bucket[p],
+		                   API_WP_BUCKETS, (double)s->wp_sum_us[p] / 1e6);
+	}
+	iod_prom_header(b, "iod_api_write_phase_max_seconds", "gauge",
+	                "The slowest committed write's time in each phase.");
+	for (unsigned p = 0; p < API_WP_COUNT; p++) {
+		iod_prom_labels(labels, sizeof(labels), "phase", wp_names[p], (const char *)NULL);
+		iod_prom_f64(b, "iod_api_write_phase_max_seconds", labels,
+		             (double)s->wp_max_us[p] / 1e6);
+	}
+}
+
 /* GET /metrics: the member's raft and state metrics, then the API's own. */
 static MHD_RESULT do_metrics(struct req *q)
 {
@@ -449,6 +525,7 @@ static MHD_RESULT do_metrics(struct req *q)
 	    (double)s->job_max_us / 1e6, (unsigned long long)s->deploys_planned,
 	    (double)s->deploy_max_us / 1e6, (unsigned long long)s->bodies_parsed, s->body_bytes,
 	    (unsigned long long)s->bodies_refused);
+	metrics_write_phases(s, &b);
 	s->requests[200]--;
 	return queue_text(s, c, 200, "text/plain; version=0.0.4", b.data ? b.data : strdup(""));
 }
@@ -693,6 +770,9 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *ur
 			return MHD_NO;
 		q->srv = s;
 		q->conn = conn;
+		q->t_head_ns = iod_clock_now_ns();
+		q->trace =
+		    MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "trace") != NULL;
 		iod_buf_init(&q->body);
 		*con_cls = q;
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
@@ -736,6 +816,8 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *conn, const char *ur
 		json_t *a = q->answer;
 		q->answer = NULL;
 		q->ready = false;
+		q->t_answer_ns = iod_clock_now_ns();
+		wp_answer(q, a);
 		if (q->answer_text) {
 			struct shared_text *t = q->answer_text;
 			q->answer_text = NULL;
@@ -795,6 +877,8 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	conn_phase_set(api__conn_ctx_of(conn), PHASE_HEAD, 0);
 	if (!q)
 		return;
+	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		wp_record(q, iod_clock_now_ns());
 	if (q->audit && q->method[0]) {
 		struct conn_ctx *cc = api__conn_ctx_of(conn);
 		int status = cc ? cc->last_status : 0;

@@ -124,7 +124,27 @@ struct req {
 	char method[8];             /* for the audit record */
 	char url[IOD_SEC_AUDIT_PATH_MAX];
 	char detail[IOD_ERR_MSG_MAX]; /* why it was refused (audit) */
+	/* the per-write trace (CLOCK_MONOTONIC ns, 0 = not reached): the phase
+	 * histograms on /metrics, and the answer's "trace" with ?trace=1 */
+	bool trace;            /* ?trace=1: the answer carries the stamps */
+	uint64_t t_head_ns;    /* request head parsed (the handler's first call) */
+	uint64_t t_propose_ns; /* proposed (iod_raft_member_trace) */
+	uint64_t t_flush_ns;   /* its entry handed to raft (group commit) */
+	uint64_t t_apply_ns;   /* committed and applied */
+	uint64_t t_answer_ns;  /* answer queued to MHD */
 };
+
+/* Phases of a write on the leader (the per-write trace), see api__wp_record. */
+enum api_write_phase {
+	API_WP_READ,   /* head parsed -> proposed (body, routing, encoding) */
+	API_WP_BATCH,  /* proposed -> handed to raft (group-commit wait) */
+	API_WP_COMMIT, /* handed to raft -> committed and applied (disk, quorum) */
+	API_WP_ANSWER, /* applied -> answer queued (resume, the next MHD_run) */
+	API_WP_SEND,   /* answer queued -> MHD done sending it */
+	API_WP_TOTAL,  /* head parsed -> sent */
+	API_WP_COUNT
+};
+#define API_WP_BUCKETS 14
 
 /*
  * Where a connection is in its current request, for the slowloris deadlines
@@ -214,6 +234,10 @@ struct server {
 	uint64_t deploys_planned;     /* deploy plans made off the loop */
 	uint64_t bodies_parsed;       /* large bodies parsed off the loop */
 	uint64_t deploy_max_us;       /* longest deploy plan's worker time */
+	/* committed writes' phases (histograms, microseconds; +Inf last) */
+	uint64_t wp_bucket[API_WP_COUNT][API_WP_BUCKETS + 1];
+	uint64_t wp_sum_us[API_WP_COUNT]; /* ... their sums */
+	uint64_t wp_max_us[API_WP_COUNT]; /* ... the slowest */
 };
 
 /*

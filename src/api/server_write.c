@@ -104,6 +104,12 @@ static void write_done(void *data, int status, const struct iod_state_result *re
 	json_t *a;
 
 	api__deploy_turn_release(q); /* a deploy's write is applied (or lost) */
+	if (status == 0) {
+		const struct iod_raft_member_trace *t = iod_raft_member_trace(s->node);
+		q->t_propose_ns = t->propose_ns;
+		q->t_flush_ns = t->flush_ns;
+		q->t_apply_ns = t->apply_ns;
+	}
 
 	if (status == -ENOTCONN) {
 		api__finish(q, 503, api__not_leader_json(s));

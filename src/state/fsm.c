@@ -149,6 +149,62 @@ static int fsm_snapshot_finalize(struct raft_fsm *fsm, struct raft_buffer *bufs[
 	return 0;
 }
 
+/* Async snapshots, loop: copy the state (O(n), references to the values);
+ * the buffer is filled by fsm_snapshot_encode. raft takes one snapshot at a
+ * time. */
+static int fsm_snapshot_take(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
+{
+	struct iod_state_fsm_ctx *c = fsm->data;
+	struct raft_buffer *b = calloc(1, sizeof(*b));
+
+	IOD_ASSERT(!c->snap);
+	if (!b)
+		return RAFT_NOMEM;
+	if (!(c->snap = iod_state_snapshot_take(c->state))) {
+		free(b);
+		return RAFT_NOMEM;
+	}
+	*bufs = b;
+	*n = 1;
+	c->snapshots++;
+	return 0;
+}
+
+/* Async snapshots, a worker: sort and serialise what was taken on the loop
+ * (the take is only read here; the loop frees it in finalize). */
+static int fsm_snapshot_encode(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
+{
+	struct iod_state_fsm_ctx *c = fsm->data;
+	void *data = NULL;
+	size_t len = 0;
+
+	IOD_ASSERT(*n == 1 && c->snap);
+	if (iod_state_snapshot_encode(c->snap, &data, &len))
+		return RAFT_NOMEM;
+	(*bufs)[0].base = data;
+	(*bufs)[0].len = len;
+	return 0;
+}
+
+/* Async snapshots, loop, always after the worker (or a failed take): the
+ * take goes with the buffer. */
+static int fsm_snapshot_finalize_async(struct raft_fsm *fsm, struct raft_buffer *bufs[],
+                                       unsigned *n)
+{
+	struct iod_state_fsm_ctx *c = fsm->data;
+	iod_state_snapshot_free(c->snap);
+	c->snap = NULL;
+	return fsm_snapshot_finalize(fsm, bufs, n);
+}
+
+void iod_state_fsm_set_async_snapshots(struct raft_fsm *fsm)
+{
+	fsm->version = 3;
+	fsm->snapshot = fsm_snapshot_take;
+	fsm->snapshot_async = fsm_snapshot_encode;
+	fsm->snapshot_finalize = fsm_snapshot_finalize_async;
+}
+
 static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 {
 	struct iod_state_fsm_ctx *c = fsm->data;

@@ -140,6 +140,8 @@ static struct iod_raft_member *member_new(uv_loop_t *loop, const struct iod_serv
 	n->ctx.on_apply = fsm_applied;
 	n->ctx.on_apply_data = n;
 	iod_state_fsm_init(&n->fsm, &n->ctx);
+	/* rio.c has async_work: snapshots are serialised off the loop */
+	iod_state_fsm_set_async_snapshots(&n->fsm);
 	return n;
 }
 

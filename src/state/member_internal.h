@@ -29,6 +29,7 @@ struct proposal {
 	iod_raft_member_apply_cb cb; /* caller's completion */
 	void *data;                  /* caller's argument */
 	uint64_t t0_ns;              /* when proposed, for the latency histogram */
+	uint64_t flush_ns;           /* when its entry went to raft (group commit flush) */
 	size_t len;                  /* command bytes */
 	char cmd[];                  /* the command (JSON text) */
 };
@@ -111,6 +112,7 @@ struct iod_raft_member {
 	uv_check_t flush_check;                      /* flush after I/O callbacks */
 	uint64_t batches;                            /* entries proposed */
 	uint64_t batched_cmds;                       /* commands in them */
+	struct iod_raft_member_trace trace;          /* the completing command's (in its cb) */
 	/* instrumentation of raft's I/O (wrapped vtable) */
 	int (*io_start)(struct raft_io *, unsigned, raft_io_tick_cb, raft_io_recv_cb); /* rio's */
 	int (*io_send)(struct raft_io *, struct raft_io_send *, const struct raft_message *,

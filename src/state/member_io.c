@@ -235,7 +235,8 @@ static int io_set_vote(struct raft_io *io, raft_id id)
 	return rv;
 }
 
-/* raft 0.15 takes FSM snapshots synchronously on the loop: timed. */
+/* The loop's part of an FSM snapshot (taking the body; its encoding runs
+ * on a worker, fsm.c), timed. */
 static int fsm_snapshot_timed(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *k)
 {
 	struct iod_state_fsm_ctx *ctx = fsm->data;

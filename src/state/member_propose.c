@@ -30,7 +30,10 @@ static void complete(struct iod_raft_member *n, struct proposal *p, int status,
 	if (status == 0 && result) {
 		res = *result;
 		n->commits++;
-		record_latency(n, (iod_clock_now_ns() - p->t0_ns) / 1000);
+		n->trace.propose_ns = p->t0_ns;
+		n->trace.flush_ns = p->flush_ns;
+		n->trace.apply_ns = iod_clock_now_ns();
+		record_latency(n, (n->trace.apply_ns - p->t0_ns) / 1000);
 	} else if (status > 0 || (status == 0 && !result)) {
 		/* raft took it (raft_apply returned 0), then failed it: the entry
 		 * is in this server's log and maybe in others', so a later leader
@@ -136,6 +139,9 @@ void iod_member__queue_flush(struct iod_raft_member *n)
 		rv = iod_state_batch_encode(buf.base, buf.len, cmds, lens, k, &len);
 		IOD_ASSERT(rv == 0);
 	}
+	uint64_t now_ns = iod_clock_now_ns();
+	for (uint32_t i = 0; i < k; i++)
+		n->queue[i]->flush_ns = now_ns;
 	b->req.data = b;
 	b->node = n;
 	b->n = k;
@@ -184,11 +190,17 @@ int iod_raft_member_propose(struct iod_raft_member *n, const char *cmd, size_t l
 	p->cb = cb;
 	p->data = data;
 	p->t0_ns = iod_clock_now_ns();
+	p->flush_ns = 0;
 	n->queue[n->queue_n++] = p;
 	n->queue_bytes += len;
 	n->pending++;
 	n->proposals++;
 	return 0;
+}
+
+const struct iod_raft_member_trace *iod_raft_member_trace(const struct iod_raft_member *n)
+{
+	return &n->trace;
 }
 
 struct fence {

@@ -173,6 +173,7 @@ struct rio {
 	struct rio_op *in_worker;      /* the batch being run */
 	uv_work_t work;                /* its work request */
 	unsigned gets;                 /* snapshot_get in flight */
+	unsigned works;                /* async_work in flight (FSM snapshots) */
 	bool started;                  /* io->start ran */
 	bool closing;                  /* io->close ran */
 	raft_io_close_cb close_cb;     /* raft's */
@@ -502,6 +503,56 @@ static int io_snapshot_get(struct raft_io *io, struct raft_io_snapshot_get *req,
 		return RAFT_IOERR;
 	}
 	r->gets++;
+	return 0;
+}
+
+/* raft's async work (io version 2): the FSM's snapshot serialised on
+ * libuv's thread pool while the loop goes on; its callback runs on the loop,
+ * also when the I/O is closing (raft then only releases the snapshot). */
+struct rio_work {
+	uv_work_t work;                 /* on the thread pool */
+	struct rio *r;                  /* owner */
+	struct raft_io_async_work *req; /* raft's request */
+	raft_io_async_work_cb cb;       /* raft's callback */
+	int status;                     /* req->work's result */
+};
+
+static void work_run(uv_work_t *w)
+{
+	struct rio_work *k = w->data;
+	k->status = k->req->work(k->req);
+}
+
+static void work_after(uv_work_t *w, int status)
+{
+	struct rio_work *k = w->data;
+	struct rio *r = k->r;
+
+	r->works--;
+	k->cb(k->req, status || r->closing ? RAFT_CANCELED : k->status);
+	free(k);
+	maybe_closed(r);
+}
+
+static int io_async_work(struct raft_io *io, struct raft_io_async_work *req,
+                         raft_io_async_work_cb cb)
+{
+	struct rio *r = rio_of(io);
+	struct rio_work *k;
+
+	if (r->closing)
+		return RAFT_CANCELED;
+	if (!(k = calloc(1, sizeof(*k))))
+		return RAFT_NOMEM;
+	k->r = r;
+	k->req = req;
+	k->cb = cb;
+	k->work.data = k;
+	if (uv_queue_work(r->loop, &k->work, work_run, work_after)) {
+		free(k);
+		return RAFT_IOERR;
+	}
+	r->works++;
 	return 0;
 }
 
@@ -1848,7 +1899,7 @@ static void maybe_closed(struct rio *r)
 	if (!r->closing)
 		return;
 	disk_pump(r); /* fails what is still queued */
-	if (r->in_worker || r->gets || r->handles)
+	if (r->in_worker || r->gets || r->works || r->handles)
 		return;
 	if (r->close_cb) {
 		raft_io_close_cb cb = r->close_cb;
@@ -1951,7 +2002,7 @@ int iod_rio_init(struct raft_io *io, uv_loop_t *loop, const char *dir, const cha
 	uv_idle_init(loop, &r->failer);
 	r->failer.data = r;
 	r->handles++;
-	io->version = 1;
+	io->version = 2; /* async_work: FSM snapshots off the loop */
 	io->impl = r;
 	io->init = io_init;
 	io->close = io_close;
@@ -1966,6 +2017,7 @@ int iod_rio_init(struct raft_io *io, uv_loop_t *loop, const char *dir, const cha
 	io->truncate = io_truncate;
 	io->snapshot_put = io_snapshot_put;
 	io->snapshot_get = io_snapshot_get;
+	io->async_work = io_async_work;
 	io->time = io_time;
 	io->random = io_random;
 	return 0;

@@ -19,30 +19,76 @@
 #define SNAP_HEADER_BYTES 32u
 #define SNAP_SEED 0x696f64736e6170ull /* "iodsnap" */
 
-static json_t *body_json(const struct iod_state *s)
-{
-	struct iod_state_obj **v = NULL;
-	uint32_t n = iod_state_sorted(s, -1, &v);
-	json_t *objs = json_array(), *leases = json_array();
+/* The state at one moment: O(n) copies of the objects (references to their
+ * values, iod_state_items) and the leases; sorting and serialising wait for
+ * iod_state_snapshot_encode, on any thread. */
+struct iod_state_snap {
+	uint64_t rev;                                       /* state revision */
+	uint64_t next_lease;                                /* next lease id */
+	json_t *leases;                                     /* [[id, ttl, deadline, owner, node]] */
+	struct iod_state_item *items[IOD_STATE_KIND_COUNT]; /* objects by kind, unsorted */
+	uint32_t n[IOD_STATE_KIND_COUNT];                   /* ... how many */
+};
 
-	if ((n && !v) || !objs || !leases)
+struct iod_state_snap *iod_state_snapshot_take(const struct iod_state *s)
+{
+	struct iod_state_snap *t = calloc(1, sizeof(*t));
+
+	if (!t || !(t->leases = json_array()))
 		goto oom;
-	for (uint32_t i = 0; i < n; i++)
-		json_array_append_new(objs, iod_state_obj_json(v[i]));
+	t->rev = s->rev;
+	t->next_lease = s->next_lease;
+	for (int k = 0; k < IOD_STATE_KIND_COUNT; k++) {
+		int n = iod_state_items(s, (enum iod_state_kind)k, NULL, &t->items[k]);
+		if (n < 0)
+			goto oom;
+		t->n[k] = (uint32_t)n;
+	}
 	for (uint32_t i = 0; i < s->leases_n; i++)
-		json_array_append_new(leases, json_pack("[I,I,I,I,b]", (json_int_t)s->leases[i].id,
-		                                        (json_int_t)s->leases[i].ttl_ms,
-		                                        (json_int_t)s->leases[i].deadline_ms,
-		                                        (json_int_t)(s->leases[i].owner >> 1),
-		                                        s->leases[i].node));
-	free(v);
-	return json_pack("{s:I, s:I, s:o, s:o}", "rev", (json_int_t)s->rev, "next_lease",
-	                 (json_int_t)s->next_lease, "leases", leases, "objects", objs);
+		if (json_array_append_new(t->leases,
+		                          json_pack("[I,I,I,I,b]", (json_int_t)s->leases[i].id,
+		                                    (json_int_t)s->leases[i].ttl_ms,
+		                                    (json_int_t)s->leases[i].deadline_ms,
+		                                    (json_int_t)(s->leases[i].owner >> 1),
+		                                    s->leases[i].node)))
+			goto oom;
+	return t;
 oom:
-	free(v);
-	json_decref(objs);
-	json_decref(leases);
+	iod_state_snapshot_free(t);
 	return NULL;
+}
+
+void iod_state_snapshot_free(struct iod_state_snap *t)
+{
+	if (!t)
+		return;
+	for (int k = 0; k < IOD_STATE_KIND_COUNT; k++) {
+		for (uint32_t i = 0; i < t->n[k]; i++)
+			json_decref(t->items[k][i].value);
+		free(t->items[k]);
+	}
+	json_decref(t->leases);
+	free(t);
+}
+
+/* The body: revision, leases, then the objects sorted by kind and name. */
+static json_t *body_json(struct iod_state_snap *t)
+{
+	json_t *objs = json_array();
+
+	if (!objs)
+		return NULL;
+	for (int k = 0; k < IOD_STATE_KIND_COUNT; k++) {
+		iod_state_items_sort(t->items[k], t->n[k]);
+		for (uint32_t i = 0; i < t->n[k]; i++)
+			if (json_array_append_new(objs, iod_state_item_json((enum iod_state_kind)k,
+			                                                    &t->items[k][i]))) {
+				json_decref(objs);
+				return NULL;
+			}
+	}
+	return json_pack("{s:I, s:I, s:O, s:o}", "rev", (json_int_t)t->rev, "next_lease",
+	                 (json_int_t)t->next_lease, "leases", t->leases, "objects", objs);
 }
 
 static void put_u64(unsigned char *p, uint64_t x)
@@ -59,14 +105,14 @@ static uint64_t get_u64(const unsigned char *p)
 	return x;
 }
 
-int iod_state_snapshot(const struct iod_state *s, void **buf, size_t *len)
+int iod_state_snapshot_encode(struct iod_state_snap *t, void **buf, size_t *len)
 {
-	json_t *b = body_json(s);
-	char *text = b ? json_dumps(b, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	json_t *body = body_json(t);
+	char *text = body ? json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 	unsigned char *out;
 	size_t n;
 
-	json_decref(b);
+	json_decref(body);
 	if (!text)
 		return -ENOMEM;
 	n = strlen(text);
@@ -85,6 +131,14 @@ int iod_state_snapshot(const struct iod_state *s, void **buf, size_t *len)
 	*buf = out;
 	*len = SNAP_HEADER_BYTES + n;
 	return 0;
+}
+
+int iod_state_snapshot(const struct iod_state *s, void **buf, size_t *len)
+{
+	struct iod_state_snap *t = iod_state_snapshot_take(s);
+	int rc = t ? iod_state_snapshot_encode(t, buf, len) : -ENOMEM;
+	iod_state_snapshot_free(t);
+	return rc;
 }
 
 uint64_t iod_state_digest(const struct iod_state *s)

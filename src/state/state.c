@@ -1072,14 +1072,26 @@ static int dump_indented(const char *buf, size_t size, void *data)
 	return 0;
 }
 
+void iod_state_items_sort(struct iod_state_item *v, uint32_t n)
+{
+	if (n)
+		qsort(v, n, sizeof(*v), item_cmp);
+}
+
+json_t *iod_state_item_json(enum iod_state_kind k, const struct iod_state_item *it)
+{
+	return json_pack("{s:s, s:s, s:I, s:I, s:I, s:O}", "kind", kind_names[k], "name", it->name,
+	                 "rev", (json_int_t)it->rev, "create_rev", (json_int_t)it->create_rev,
+	                 "lease", (json_int_t)it->lease, "value", it->value);
+}
+
 int iod_state_items_dump(enum iod_state_kind k, uint64_t rev, struct iod_state_item *v, uint32_t n,
                          uint32_t limit, struct iod_buf *out)
 {
 	uint32_t take = limit && limit < n ? limit : n;
 	int rc = 0;
 
-	if (n)
-		qsort(v, n, sizeof(*v), item_cmp);
+	iod_state_items_sort(v, n);
 	/* the text json_dumps(JSON_INDENT(2) | JSON_PRESERVE_ORDER) gives for
 	 * iod_state_list's answer, written without building that tree (32k
 	 * objects of it cost ~30 MB); names need no escaping (name rules) */
