@@ -143,6 +143,7 @@ static struct iod_sim_cbucket *cal_locate(struct iod_sim_queue *q)
 		}
 	}
 	IOD_ASSERT(best);
+	q->cal_far++;
 	q->cal_cur = b;
 	q->cal_slot = best->ev[best->head].t_ns >> shift;
 	return best;
@@ -251,7 +252,22 @@ static void cal_resize(struct iod_sim_queue *q, uint32_t nb)
 				s[n++] = k->ev[i];
 		}
 	}
-	(void)cal_build(q, nb, cal_width_shift(s, n, q->cal_shift), NULL, 0);
+	uint32_t shift = cal_width_shift(s, n, q->cal_shift);
+	if (q->n >= CAL_SAMPLE && n < CAL_SAMPLE / 2) {
+		/* sparse front (far timers): the width from the whole span instead */
+		uint64_t lo = UINT64_MAX, hi = 0;
+		for (uint32_t b = 0; b < q->cal_nb; b++)
+			if (q->cal[b].head < q->cal[b].len) {
+				lo = IOD_MIN(lo, q->cal[b].ev[q->cal[b].head].t_ns);
+				hi = IOD_MAX(hi, q->cal[b].ev[q->cal[b].len - 1].t_ns);
+			}
+		uint64_t w = (hi - lo) / q->n * 3;
+		shift = 0;
+		while (shift < 62 && ((uint64_t)1 << shift) < w)
+			shift++;
+	}
+	q->cal_far = 0;
+	(void)cal_build(q, nb, shift, NULL, 0);
 }
 
 int iod_sim_queue_init_kind(struct iod_sim_queue *q, uint32_t cap, enum iod_sim_queue_kind kind)
@@ -539,5 +555,7 @@ bool iod_sim_queue_pop(struct iod_sim_queue *q, struct iod_sim_event *out)
 		auto_to_heap(q);
 	else if (q->n < q->cal_nb / 2 && q->cal_nb > CAL_NB_MIN)
 		cal_resize(q, q->cal_nb / 2);
+	else if (IOD_UNLIKELY(q->cal_far >= 4))
+		cal_resize(q, q->cal_nb); /* the width is too small for what is left */
 	return true;
 }

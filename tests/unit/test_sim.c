@@ -72,7 +72,7 @@ TEST(queue_orders_by_time_then_insertion)
 /*
  * The calendar queue and AUTO (heap below AUTO_UP, calendar above) pop the
  * heap's exact sequence, ties included: one seeded schedule of pushes and
- * pops drives all three. Pending grows to 100 K (AUTO switches to the
+ * pops drives all three. Pending grows to 180 K (AUTO switches to the
  * calendar; the calendar doubles many times and re-samples its width) and
  * falls to zero (the calendar halves; AUTO goes back to the heap).
  * Times mix many equal timestamps, small steps, far timers and pushes into
@@ -86,15 +86,15 @@ TEST(queue_calendar_and_auto_pop_as_heap)
 	struct iod_sim_queue q[K];
 	struct iod_rng r;
 	for (int k = 0; k < K; k++)
-		CHECK_EQ(iod_sim_queue_init_kind(&q[k], 150000, kinds[k]), 0);
+		CHECK_EQ(iod_sim_queue_init_kind(&q[k], 200000, kinds[k]), 0);
 	iod_rng_seed(&r, 2026);
 	uint64_t now = 1000000, pops = 0, mism = 0, ties = 0, last_t = UINT64_MAX;
 	bool auto_went_calendar = false, auto_came_back = false;
 	for (int phase = 0; phase < 2; phase++) {
 		bool grow = !(phase & 1);
-		for (int i = 0; i < 250000; i++) {
+		for (int i = 0; i < 450000; i++) {
 			bool push = grow ? iod_rng_below(&r, 10) < 7 : iod_rng_below(&r, 10) < 3;
-			if (push && q[0].n < 100000) {
+			if (push && q[0].n < 180000) {
 				uint64_t t, c = iod_rng_below(&r, 100);
 				if (c < 30)
 					t = now; /* a tie with everything at now */
@@ -145,7 +145,7 @@ TEST(queue_calendar_and_auto_pop_as_heap)
 			}
 	}
 	CHECK_U64(mism, 0);
-	CHECK(pops > 200000);
+	CHECK(pops > 400000);
 	CHECK(ties > 10000);
 	CHECK(auto_went_calendar && auto_came_back);
 	CHECK(q[1].cal_resizes > 10);
