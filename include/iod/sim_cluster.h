@@ -284,7 +284,7 @@ struct iod_simc_config {
 	double requests_per_s; /* requests from the last node's mesh proxy to the job's service
 	                          through the real LB and outlier detection (0: none) */
 	bool keep_log;         /* keep the event log text (else only its hash) */
-	bool calibrate; /* the flow model's NIC steps scaled by the packet samples' ratio
+	bool calibrate;        /* the flow model's NIC steps scaled by the packet samples' ratio
 	                 * (default true; docs/simulation.md, "Packet samples") */
 	uint32_t packet_every; /* 1 iteration in this many runs its ring all-reduce's
 	                          inter-node steps through the packet-level fabric

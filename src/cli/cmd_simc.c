@@ -256,7 +256,8 @@ static void print_text(const struct iod_simc_config *c, const struct iod_simc_re
 		       r->packet_diff_pct_max, (unsigned long long)r->packet_events);
 	if (r->packet_samples && c->calibrate)
 		printf("calibrated flow model: NIC steps x %.4f; it predicted %llu later sample(s) "
-		       "at %.3f ms vs %.3f ms packet by packet (%+.2f%%, mean |diff| %.2f%%, max %.2f%%)\n",
+		       "at %.3f ms vs %.3f ms packet by packet (%+.2f%%, mean |diff| %.2f%%, max "
+		       "%.2f%%)\n",
 		       r->nic_cal > 0 ? r->nic_cal : 1.0, (unsigned long long)r->calib_samples,
 		       r->calib_comm_s * 1e3, r->calib_packet_s * 1e3, calib_diff_pct(r),
 		       r->calib_abs_pct, r->calib_diff_pct_max);
@@ -676,7 +677,8 @@ static int selftest(enum iod_output out)
 		                                        r[0].flow_comm_s * 100
 		                                  : 0;
 		ck[n].id = "VC";
-		ck[n].pass = !r5 && r[0].calib_samples >= 10 && r[0].calib_abs_pct <= 2.0 && raw > 5;
+		ck[n].pass =
+		    !r5 && r[0].calib_samples >= 10 && r[0].calib_abs_pct <= 2.0 && raw > 5;
 		snprintf(ck[n].what, sizeof(ck[n].what),
 		         "flow model calibrated from the packet samples, 3x hgx-a100-8, a NIC lost "
 		         "at 30 s: %llu samples predicted, mean |diff| %.2f%% (<= 2%%), max %.2f%% "

@@ -293,7 +293,7 @@ struct sim {
 	double link_cal[IOD_SIMC_LINK_CLASSES];
 	double ring_nic_step_ab_s; /* the slowest NIC edge's step, alpha-beta, uncalibrated */
 	double comm_ab_s;          /* the placement's all-reduce, alpha-beta, uncalibrated */
-	struct iod_rng rng_pkt;                      /* the fabric simulator's seeds */
+	struct iod_rng rng_pkt;    /* the fabric simulator's seeds */
 	double step_s, compute_s, exposed_s, comm_s; /* the current placement's step */
 	double compute_sum_s;                        /* sum over ranks of per-step compute */
 	uint32_t nranks;                             /* ranks of the current placement */
@@ -784,8 +784,8 @@ static int step_model(struct sim *s, bool describe)
 	s->ring_nic_step_ab_s = 0;
 	for (uint32_t i = 0; n >= 2 && i < n; i++)
 		if (ed[i].cls == IOD_SIMC_LINK_NIC && ed[i].bw_Bps > 0) {
-			s->ring_nic_step_ab_s = IOD_MAX(s->ring_nic_step_ab_s,
-			                                ed[i].alpha_s + (double)S / n / ed[i].bw_Bps);
+			s->ring_nic_step_ab_s = IOD_MAX(
+			    s->ring_nic_step_ab_s, ed[i].alpha_s + (double)S / n / ed[i].bw_Bps);
 			/* the packet samples' correction: the edge's step times f */
 			double f = s->link_cal[IOD_SIMC_LINK_NIC];
 			if (c->calibrate && f > 0) {
@@ -967,7 +967,8 @@ static void next_chunk(struct sim *s)
 			r->packet_diff_pct_max = IOD_MAX(r->packet_diff_pct_max, d);
 			if (s->c->calibrate && s->link_cal[IOD_SIMC_LINK_NIC] > 0) {
 				/* what the calibrated model predicted for this sample */
-				double dc = s->comm_s > 0 ? fabs(pc - s->comm_s) / s->comm_s * 100 : 0;
+				double dc =
+				    s->comm_s > 0 ? fabs(pc - s->comm_s) / s->comm_s * 100 : 0;
 				double w = (double)(r->calib_samples + 1);
 				r->calib_comm_s += (s->comm_s - r->calib_comm_s) / w;
 				r->calib_packet_s += (pc - r->calib_packet_s) / w;
@@ -984,8 +985,8 @@ static void next_chunk(struct sim *s)
 				/* learn: the NIC class's packet / alpha-beta step ratio,
 				 * an average with weight 1/2 on the newest sample (a
 				 * placement or NIC change moves it within two samples) */
-				double ratio = nic_step / s->ring_nic_step_ab_s, *f =
-				                                                    &s->link_cal[IOD_SIMC_LINK_NIC];
+				double ratio = nic_step / s->ring_nic_step_ab_s,
+				       *f = &s->link_cal[IOD_SIMC_LINK_NIC];
 				*f = *f > 0 ? (*f + ratio) / 2 : ratio;
 				r->nic_cal = *f;
 				if (step_model(s, false))
