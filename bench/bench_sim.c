@@ -1,9 +1,10 @@
 /*
  * bench_sim.c: the fabric simulator's speed.
  *
- *   1. the event queues alone (4-ary heap and radix heap; hold model: pop the
- *      earliest event, push one 1..4096 ns later) with 1 K, 1 M and 4 M
- *      pending events;
+ *   1. the event queues alone (4-ary heap, radix heap, calendar queue and
+ *      AUTO, the heap or the calendar by size; hold model: pop the earliest
+ *      event, push one 1..4096 ns later) with 1 K, 100 K, 1 M and 4 M pending
+ *      events;
  *   2. the whole simulator's events per second on the benchmark fabric;
  *   3. the wall time of a web-search sweep, loads 10-90 %, on a 2-leaf x
  *      2-spine, 32-host, 10/40 Gbps leaf-spine for 0.1 s of simulated time.
@@ -20,6 +21,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+static const char *kind_name(enum iod_sim_queue_kind kind)
+{
+	switch (kind) {
+	case IOD_SIM_QUEUE_HEAP: return "heap4";
+	case IOD_SIM_QUEUE_RADIX: return "radix";
+	case IOD_SIM_QUEUE_CALENDAR: return "calendar";
+	case IOD_SIM_QUEUE_AUTO: return "auto";
+	}
+	return "?";
+}
 
 /* CPU time of this process: on a shared machine, events per CPU second is
  * the per-core figure; wall time is printed too. */
@@ -47,8 +59,8 @@ static void bench_queue(enum iod_sim_queue_kind kind, uint32_t pending, uint64_t
 	double dt = bench_now_s() - t0, dc = bench_cpu_s() - c0;
 	printf("BENCH sim.queue kind=%s pending=%u ops=%" PRIu64
 	       " events_per_s=%.0f events_per_cpu_s=%.0f ns_per_event=%.1f check=%" PRIu64 "\n",
-	       kind == IOD_SIM_QUEUE_HEAP ? "heap4" : "radix", pending, ops, (double)ops / dt,
-	       (double)ops / dc, dt * 1e9 / (double)ops, sum % 7);
+	       kind_name(kind), pending, ops, (double)ops / dt, (double)ops / dc,
+	       dt * 1e9 / (double)ops, sum % 7);
 	iod_sim_queue_destroy(&q);
 }
 
@@ -113,9 +125,10 @@ int main(int argc, char **argv)
 	       "1 us links, DCTCP, ECMP; web-search; %.3f s simulated per load\n",
 	       quick ? "quick" : "full", (double)dur / 1e9);
 	printf("note: one core of a shared, noisy 2-core machine\n");
-	for (int k = 0; k < 2; k++) {
-		enum iod_sim_queue_kind kind = k ? IOD_SIM_QUEUE_RADIX : IOD_SIM_QUEUE_HEAP;
+	for (int k = 0; k < 4; k++) {
+		enum iod_sim_queue_kind kind = (enum iod_sim_queue_kind)k;
 		bench_queue(kind, 1000, quick ? 5000000 : 20000000);
+		bench_queue(kind, 100000, quick ? 3000000 : 10000000);
 		bench_queue(kind, 1000000, quick ? 3000000 : 10000000);
 		bench_queue(kind, 4000000, quick ? 3000000 : 10000000);
 	}

@@ -12,8 +12,9 @@
  * Everything here is a pure core: no wall clock, no I/O except the explicit
  * *_write_* helpers that take a FILE, no rand(). The same topology, config,
  * workload and seed give byte-identical results. It must never allocate on
- * the per-event path: packets come from a fixed pool and events from a heap
- * sized at creation; exhausting either is an explicit error, not a crash.
+ * the per-event path: packets come from a fixed pool and events from a queue
+ * bounded at creation (a heap, or past AUTO_UP a calendar whose arrays grow
+ * amortised); exhausting either is an explicit error, not a crash.
  * See docs/simulator.md.
  */
 #ifndef IOD_SIM_H
@@ -33,20 +34,37 @@ struct iod_sim_event {
 };
 
 /*
- * Two interchangeable bounded queues, both deterministic (same pops for the
- * same pushes) and allocated once:
- *  - HEAP: a 4-ary min-heap; any push order.
+ * Interchangeable bounded queues, all deterministic: every kind pops in
+ * (t_ns, seq) order, so the same pushes give the same pops whichever kind
+ * holds them (tested), and a run's event log does not depend on the kind.
+ *  - HEAP: a 4-ary min-heap; any push order; allocated once.
  *  - RADIX: a radix heap over the time (monotone: a push must not be earlier
  *    than the last pop, which a discrete-event simulation guarantees);
- *    O(1) amortised push and pop whatever the number pending. Events of the
- *    same nanosecond pop in push order in both.
- * bench/bench_sim.c measures both; the simulator uses HEAP, which measured
- * faster at every size here (the radix heap's bucket lists are pointer
- * chasing through a large pool).
+ *    O(1) amortised push and pop whatever the number pending.
+ *  - CALENDAR: Brown's calendar queue (1988) with array buckets: bucket
+ *    (t >> shift) mod nb holds its events sorted by (t, seq); nb doubles when
+ *    more than 2 nb are pending and halves below nb / 2, and the bucket width
+ *    (a power of two) is re-sampled from the earliest events at each resize.
+ *    Any push order. O(1) expected per operation; it allocates when a bucket
+ *    array fills or the calendar resizes (amortised, never per event).
+ *  - AUTO: a HEAP while at most IOD_SIM_QUEUE_AUTO_UP are pending, a
+ *    CALENDAR above (back to the heap below IOD_SIM_QUEUE_AUTO_DOWN): the
+ *    faster of the two at each size on bench/bench_sim.c.
  */
-enum iod_sim_queue_kind { IOD_SIM_QUEUE_HEAP, IOD_SIM_QUEUE_RADIX };
+enum iod_sim_queue_kind {
+	IOD_SIM_QUEUE_HEAP,
+	IOD_SIM_QUEUE_RADIX,
+	IOD_SIM_QUEUE_CALENDAR,
+	IOD_SIM_QUEUE_AUTO
+};
 
 #define IOD_SIM_RADIX_BUCKETS 65 /* bucket 0: t == last; i: highest differing bit i-1 */
+
+/* AUTO's switch points (pending events). bench_sim: the 4-ary heap won or tied
+ * at 100 K pending (it stays mostly in cache), the calendar won 2-5x at 1 M
+ * and 4 M; the crossover between them was not measured finer. */
+#define IOD_SIM_QUEUE_AUTO_UP 131072u
+#define IOD_SIM_QUEUE_AUTO_DOWN 32768u
 
 /* A radix-heap entry: the event and the next entry of its bucket. */
 struct iod_sim_qnode {
@@ -54,18 +72,35 @@ struct iod_sim_qnode {
 	uint32_t next;           /* next in the bucket (UINT32_MAX = tail) */
 };
 
+/* A calendar bucket: events [head, len) of ev[], sorted by (t_ns, seq). */
+struct iod_sim_cbucket {
+	struct iod_sim_event *ev; /* in the resize slab, or its own array when owned */
+	uint32_t head, len, cap;  /* first pending, end, room */
+	uint32_t owned;           /* 1: ev was grown out of the slab (free it) */
+};
+
 struct iod_sim_queue {
-	enum iod_sim_queue_kind kind; /* which structure */
-	struct iod_sim_event *heap;   /* HEAP: cap entries */
+	enum iod_sim_queue_kind kind; /* which structure holds the events now */
+	bool adaptive;                /* AUTO: switches between HEAP and CALENDAR */
+	struct iod_sim_event *heap;   /* HEAP: heap_cap entries */
+	uint32_t heap_cap;            /* HEAP: cap, or AUTO_UP for AUTO */
 	struct iod_sim_qnode *nodes;  /* RADIX: cap entries */
 	uint32_t *free_list;          /* RADIX: free node indexes */
 	uint32_t free_n;              /* RADIX: entries on free_list */
 	uint32_t head[IOD_SIM_RADIX_BUCKETS], tail[IOD_SIM_RADIX_BUCKETS]; /* RADIX FIFOs */
-	uint64_t last_ns;  /* RADIX: time of the last pop */
-	uint64_t peek_ns;  /* RADIX: cached minimum (UINT64_MAX = unknown) */
-	uint32_t n;        /* pending events */
-	uint32_t cap;      /* fixed at init: -ENOSPC past it */
-	uint64_t next_seq; /* stamped on the next push */
+	uint64_t last_ns;               /* RADIX: time of the last pop */
+	uint64_t peek_ns;               /* RADIX: cached minimum (UINT64_MAX = unknown) */
+	struct iod_sim_cbucket *cal;    /* CALENDAR: cal_nb buckets (a power of two) */
+	struct iod_sim_event *cal_slab; /* CALENDAR: bucket arrays laid out at the last resize */
+	uint32_t cal_nb;                /* CALENDAR: buckets */
+	uint32_t cal_cur;               /* CALENDAR: bucket of cal_slot */
+	uint32_t cal_shift;             /* CALENDAR: bucket width is 1 << cal_shift ns */
+	uint32_t cal_resizes;           /* CALENDAR: rebuilds so far (statistics) */
+	uint32_t cal_far;               /* CALENDAR: pops that found a whole year empty */
+	uint64_t cal_slot;              /* CALENDAR: no pending event has t >> shift below it */
+	uint32_t n;                     /* pending events */
+	uint32_t cap;                   /* fixed at init: -ENOSPC past it */
+	uint64_t next_seq;              /* stamped on the next push */
 };
 
 /* HEAP kind (any push order). */
@@ -73,7 +108,7 @@ int iod_sim_queue_init(struct iod_sim_queue *q, uint32_t cap);
 int iod_sim_queue_init_kind(struct iod_sim_queue *q, uint32_t cap, enum iod_sim_queue_kind kind);
 void iod_sim_queue_destroy(struct iod_sim_queue *q);
 /* 0; -ENOSPC when cap events are pending; -EINVAL (RADIX) when t_ns is
- * before the last pop. */
+ * before the last pop; -ENOMEM (CALENDAR, AUTO) when a bucket cannot grow. */
 int iod_sim_queue_push(struct iod_sim_queue *q, uint64_t t_ns, uint32_t kind, uint32_t arg,
                        uint64_t data);
 /* false when empty; else the earliest event in *ev. */

@@ -284,6 +284,8 @@ struct iod_simc_config {
 	double requests_per_s; /* requests from the last node's mesh proxy to the job's service
 	                          through the real LB and outlier detection (0: none) */
 	bool keep_log;         /* keep the event log text (else only its hash) */
+	bool calibrate;        /* the flow model's NIC steps scaled by the packet samples' ratio
+	                 * (default true; docs/simulation.md, "Packet samples") */
 	uint32_t packet_every; /* 1 iteration in this many runs its ring all-reduce's
 	                          inter-node steps through the packet-level fabric
 	                          simulator (src/sim/fabric.c) instead of the alpha-beta
@@ -400,6 +402,14 @@ struct iod_simc_result {
 	double flow_comm_s;         /* the same all-reduces under the alpha-beta model (mean) */
 	double packet_diff_pct_max; /* the largest |packet - flow| / flow of one sample, % */
 	uint64_t packet_events;     /* the fabric simulator's events, all samples */
+	/* the calibrated flow model against the samples it had not yet learned
+	 * from (every sample after the first): its prediction vs the packets */
+	uint64_t calib_samples;    /* samples predicted by a calibrated model */
+	double calib_comm_s;       /* the calibrated model's all-reduce at them (mean) */
+	double calib_packet_s;     /* the packet-level all-reduce at them (mean) */
+	double calib_diff_pct_max; /* the largest |packet - calibrated| / calibrated, % */
+	double calib_abs_pct;      /* the mean of |packet - calibrated| / calibrated, % */
+	double nic_cal;            /* the NIC class's factor at the end (1: none) */
 	/* disk faults: wal.c's verdict on each damaged log */
 	struct iod_simc_disk disk[IOD_SIMC_FAULTS_MAX]; /* per disk fault, in order */
 	uint32_t disk_n;                                /* entries */

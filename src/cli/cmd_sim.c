@@ -21,11 +21,12 @@ int cmd_sim_cluster(int argc, char **argv); /* cmd_simc.c */
 
 static void usage_sim(FILE *f)
 {
-	fprintf(f, "usage: iod sim fabric [options]       packet-level fabric simulator\n"
-	           "       iod sim --nodes N --gpus G     whole-cluster simulation\n"
-	           "       iod sim compare --scenario F   iod against the Kubernetes baseline\n"
-	           "       iod sim --selftest             the validation checks (V1-V3, V5-V7)\n"
-	           "run `iod sim fabric --help` or `iod sim --nodes 1 --help` for the options\n");
+	fprintf(f,
+	        "usage: iod sim fabric [options]       packet-level fabric simulator\n"
+	        "       iod sim --nodes N --gpus G     whole-cluster simulation\n"
+	        "       iod sim compare --scenario F   iod against the Kubernetes baseline\n"
+	        "       iod sim --selftest             the validation checks (V1-V3, V5-V7, VC)\n"
+	        "run `iod sim fabric --help` or `iod sim --nodes 1 --help` for the options\n");
 }
 
 static void usage_fabric(FILE *f)

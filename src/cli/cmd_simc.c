@@ -69,6 +69,8 @@ static void usage(FILE *f)
 	        "  --horizon D          stop there if the job has not finished (default 7 days)\n"
 	        "  --packet-every N     1 iteration in N runs its all-reduce packet by packet\n"
 	        "                       through the fabric simulator (default 100; 0: never)\n"
+	        "  --calibrate on|off   the flow model's NIC steps learn the packet samples'\n"
+	        "                       ratio (default on; off: pure alpha-beta between samples)\n"
 	        "  --log FILE           write the event log to FILE\n"
 	        "  -o text|json|csv     output (default text; csv: one row per policy and seed,\n"
 	        "                       columns in docs/simulation.md)\n"
@@ -136,6 +138,13 @@ static double mean_recovery_s(const struct iod_simc_result *r)
 static double packet_diff_pct(const struct iod_simc_result *r)
 {
 	return r->flow_comm_s > 0 ? (r->packet_comm_s - r->flow_comm_s) / r->flow_comm_s * 100 : 0;
+}
+
+/* Packet level against the calibrated flow model's prediction, %. */
+static double calib_diff_pct(const struct iod_simc_result *r)
+{
+	return r->calib_comm_s > 0 ? (r->calib_packet_s - r->calib_comm_s) / r->calib_comm_s * 100
+	                           : 0;
 }
 
 static double job_min(const struct iod_simc_result *r)
@@ -245,7 +254,14 @@ static void print_text(const struct iod_simc_config *c, const struct iod_simc_re
 		       (unsigned long long)r->packet_samples, c->packet_every,
 		       r->packet_comm_s * 1e3, r->flow_comm_s * 1e3, packet_diff_pct(r),
 		       r->packet_diff_pct_max, (unsigned long long)r->packet_events);
-	else
+	if (r->packet_samples && c->calibrate)
+		printf("calibrated flow model: NIC steps x %.4f; it predicted %llu later sample(s) "
+		       "at %.3f ms vs %.3f ms packet by packet (%+.2f%%, mean |diff| %.2f%%, max "
+		       "%.2f%%)\n",
+		       r->nic_cal > 0 ? r->nic_cal : 1.0, (unsigned long long)r->calib_samples,
+		       r->calib_comm_s * 1e3, r->calib_packet_s * 1e3, calib_diff_pct(r),
+		       r->calib_abs_pct, r->calib_diff_pct_max);
+	if (!r->packet_samples)
 		printf("packet level: no sampled iteration (%s)\n",
 		       c->packet_every ? "the ring never left one node" : "--packet-every 0");
 	if (r->invariant_violations)
@@ -327,6 +343,14 @@ static json_t *result_json(const struct iod_simc_config *c, const struct iod_sim
 	json_object_set_new(j, "packet_diff_pct", json_real(packet_diff_pct(r)));
 	json_object_set_new(j, "packet_diff_pct_max", json_real(r->packet_diff_pct_max));
 	json_object_set_new(j, "packet_events", json_integer((json_int_t)r->packet_events));
+	json_object_set_new(j, "calibrate", json_boolean(c->calibrate));
+	json_object_set_new(j, "nic_cal", json_real(r->nic_cal > 0 ? r->nic_cal : 1.0));
+	json_object_set_new(j, "calib_samples", json_integer((json_int_t)r->calib_samples));
+	json_object_set_new(j, "calib_comm_ms", json_real(r->calib_comm_s * 1e3));
+	json_object_set_new(j, "calib_packet_ms", json_real(r->calib_packet_s * 1e3));
+	json_object_set_new(j, "calib_diff_pct", json_real(calib_diff_pct(r)));
+	json_object_set_new(j, "calib_diff_pct_max", json_real(r->calib_diff_pct_max));
+	json_object_set_new(j, "calib_abs_pct", json_real(r->calib_abs_pct));
 	json_object_set_new(j, "events", json_integer((json_int_t)r->events));
 	json_object_set_new(j, "wall_s", json_real(wall_s));
 	json_object_set_new(j, "events_per_s", json_real(wall_s > 0 ? r->events / wall_s : 0));
@@ -346,7 +370,7 @@ static const char csv_header[] =
     "restore_s_mean,steps_lost,unplaced,elections,leaderless_ms_max,server_faults,writes_acked,"
     "mesh_requests,mesh_failed,mesh_ejections,invariant_violations,events,wall_s,sim_s,"
     "event_log_sha256,packet_every,packet_samples,packet_comm_ms,flow_comm_ms,packet_diff_pct,"
-    "packet_diff_pct_max,packet_events";
+    "packet_diff_pct_max,packet_events,nic_cal,calib_samples,calib_diff_pct,calib_diff_pct_max";
 
 /* A CSV field: quoted when it holds a comma, a quote or a line break. */
 static void csv_str(FILE *f, const char *v)
@@ -408,9 +432,11 @@ static void csv_row(FILE *f, const struct iod_simc_config *c, const struct iod_s
 	        (unsigned long long)r->writes_acked, (unsigned long long)r->mesh_requests,
 	        (unsigned long long)r->mesh_failed, r->mesh_ejections, r->invariant_violations,
 	        (unsigned long long)r->events, wall_s, (double)r->sim_ns / 1e9, r->log_sha256);
-	fprintf(f, "%u,%llu,%.6f,%.6f,%.4f,%.4f,%llu\n", c->packet_every,
+	fprintf(f, "%u,%llu,%.6f,%.6f,%.4f,%.4f,%llu,", c->packet_every,
 	        (unsigned long long)r->packet_samples, r->packet_comm_s * 1e3, r->flow_comm_s * 1e3,
 	        packet_diff_pct(r), r->packet_diff_pct_max, (unsigned long long)r->packet_events);
+	fprintf(f, "%.6f,%llu,%.4f,%.4f\n", r->nic_cal > 0 ? r->nic_cal : 1.0,
+	        (unsigned long long)r->calib_samples, calib_diff_pct(r), r->calib_diff_pct_max);
 }
 
 /* "gpu:1@30m" / "node:2@1h" (GPU 0 of the node unless gpu:NODE.GPU@T) /
@@ -478,7 +504,7 @@ struct check {
 static int selftest(enum iod_output out)
 {
 	struct check ck[8];
-	IOD_ASSERT(IOD_ARRAY_LEN(ck) >= 6);
+	IOD_ASSERT(IOD_ARRAY_LEN(ck) >= 7);
 	int n = 0, fails = 0;
 	struct iod_err e = {0};
 	struct iod_simc_config *c = calloc(1, sizeof(*c));
@@ -629,6 +655,39 @@ static int selftest(enum iod_output out)
 	         viol, viol ? ", first: " : "", viol ? r[0].invariant_first : "",
 	         r[0].done ? "yes" : "NO", r[0].rec_n);
 	n++;
+
+	/* VC: the flow model calibrated from the packet samples predicts them:
+	 * 3 x hgx-a100-8, 24 GPUs, a NIC of node 0 lost at 30 s (the ratio
+	 * moves once); mean |packet - calibrated| / calibrated over the samples
+	 * it predicted <= 2%, where the alpha-beta model alone is off > 5%. */
+	iod_simc_config_default(c);
+	iod_simc_timers_production(&c->timers);
+	c->nodes = 3;
+	snprintf(c->node_model, sizeof(c->node_model), "hgx-a100-8");
+	c->gpus_per_node = 8;
+	c->job.gpus = 24;
+	c->job.steps = 2000;
+	c->job.epochs = 0;
+	c->fault_per_gpu_hour = 0;
+	c->faults[0] = (struct iod_simc_fault){30 * IOD_NS_PER_S, IOD_SIMC_FAULT_NIC, 0, 0, 0, 0};
+	c->faults_n = 1;
+	int r5 = iod_simc_run(c, &r[0], NULL, NULL, &e);
+	{
+		double raw = r[0].flow_comm_s > 0 ? fabs(r[0].packet_comm_s - r[0].flow_comm_s) /
+		                                        r[0].flow_comm_s * 100
+		                                  : 0;
+		ck[n].id = "VC";
+		ck[n].pass =
+		    !r5 && r[0].calib_samples >= 10 && r[0].calib_abs_pct <= 2.0 && raw > 5;
+		snprintf(ck[n].what, sizeof(ck[n].what),
+		         "flow model calibrated from the packet samples, 3x hgx-a100-8, a NIC lost "
+		         "at 30 s: %llu samples predicted, mean |diff| %.2f%% (<= 2%%), max %.2f%% "
+		         "(the sample after the NIC loss); alpha-beta alone %.2f%% (> 5%%), NIC "
+		         "factor %.4f",
+		         (unsigned long long)r[0].calib_samples, r[0].calib_abs_pct,
+		         r[0].calib_diff_pct_max, raw, r[0].nic_cal);
+		n++;
+	}
 
 	json_t *arr = json_array();
 	for (int i = 0; i < n; i++) {
@@ -961,6 +1020,11 @@ int cmd_sim_cluster(int argc, char **argv)
 				scale = x;
 			else
 				c->straggler_max = x;
+			i++;
+		} else if (!strcmp(a, "--calibrate")) {
+			if (strcmp(v, "on") && strcmp(v, "off"))
+				BAD("--calibrate \"%s\": expected on or off", v);
+			c->calibrate = !strcmp(v, "on");
 			i++;
 		} else if (!strcmp(a, "--packet-every")) {
 			unsigned long x = strtoul(v, &end, 10);

@@ -158,6 +158,7 @@ void iod_simc_config_default(struct iod_simc_config *c)
 	c->horizon_ns = 7 * 24 * 3600 * IOD_NS_PER_S;
 	c->requests_per_s = 20;
 	c->packet_every = 100;
+	c->calibrate = true;
 }
 
 /* ---- the simulation's state ---------------------------------------------------- */
@@ -286,7 +287,13 @@ struct sim {
 	 * slowest intra-node edge's step */
 	uint32_t *ring_nodes, ring_m, ring_n;
 	double ring_intra_step_s, ring_last_ratio;
-	struct iod_rng rng_pkt;                      /* the fabric simulator's seeds */
+	/* calibration: per link class, packet-level step / alpha-beta step (1:
+	 * none yet); the NIC steps of the flow model are scaled by it. Only NIC
+	 * edges are packet-simulated, so only that class learns. */
+	double link_cal[IOD_SIMC_LINK_CLASSES];
+	double ring_nic_step_ab_s; /* the slowest NIC edge's step, alpha-beta, uncalibrated */
+	double comm_ab_s;          /* the placement's all-reduce, alpha-beta, uncalibrated */
+	struct iod_rng rng_pkt;    /* the fabric simulator's seeds */
 	double step_s, compute_s, exposed_s, comm_s; /* the current placement's step */
 	double compute_sum_s;                        /* sum over ranks of per-step compute */
 	uint32_t nranks;                             /* ranks of the current placement */
@@ -773,6 +780,19 @@ static int step_model(struct sim *s, bool describe)
 		for (uint32_t i = 0; i < n; i++)
 			cls_n[ed[i].cls] = 0;
 	}
+	s->comm_ab_s = n >= 2 ? iod_simc_ring_allreduce_s(ed, n, S) : 0;
+	s->ring_nic_step_ab_s = 0;
+	for (uint32_t i = 0; n >= 2 && i < n; i++)
+		if (ed[i].cls == IOD_SIMC_LINK_NIC && ed[i].bw_Bps > 0) {
+			s->ring_nic_step_ab_s = IOD_MAX(
+			    s->ring_nic_step_ab_s, ed[i].alpha_s + (double)S / n / ed[i].bw_Bps);
+			/* the packet samples' correction: the edge's step times f */
+			double f = s->link_cal[IOD_SIMC_LINK_NIC];
+			if (c->calibrate && f > 0) {
+				ed[i].alpha_s *= f;
+				ed[i].bw_Bps /= f;
+			}
+		}
 	double comm = iod_simc_ring_allreduce_s(ed, n, S);
 	double last = iod_simc_ring_allreduce_s(ed, n, IOD_MIN(c->bucket_bytes, S));
 	/* the ring's inter-node part for packet-level samples: ranks are in
@@ -868,7 +888,7 @@ static bool all_ranks_running(struct sim *s)
  * and PCIe are not in the fabric simulator). Seconds, or -1 when the
  * fabric simulator failed (the alpha-beta figure is kept then).
  */
-static double packet_allreduce_s(struct sim *s)
+static double packet_allreduce_s(struct sim *s, double *nic_step_s)
 {
 	const struct iod_simc_config *c = s->c;
 	const struct iod_simc_model *m = iod_simc_model_find(c->job.model);
@@ -906,7 +926,8 @@ static double packet_allreduce_s(struct sim *s)
 		uint64_t last = 0;
 		for (uint32_t j = 0; j < hm; j++)
 			last = IOD_MAX(last, iod_sim_flow(fab, j)->rcv_done_ns);
-		step = IOD_MAX((double)last / 1e9, s->ring_intra_step_s);
+		*nic_step_s = (double)last / 1e9;
+		step = IOD_MAX(*nic_step_s, s->ring_intra_step_s);
 		s->r->packet_events += iod_sim_events(fab);
 	}
 	if (fab)
@@ -931,24 +952,46 @@ static void next_chunk(struct sim *s)
 	s->chunk_comm_s = s->comm_s;
 	if (every && s->ring_m >= 2 && s->steps_done % every == 0) {
 		/* a sampled iteration: its all-reduce packet by packet */
-		double pc = packet_allreduce_s(s);
+		double nic_step = 0, pc = packet_allreduce_s(s, &nic_step);
 		k = 1;
 		if (pc >= 0) {
 			struct iod_simc_result *r = s->r;
 			double bwd = s->compute_s * 2.0 / 3.0;
 			double ex = IOD_MAX(pc - s->c->overlap * bwd, pc * s->ring_last_ratio);
-			double d = s->comm_s > 0 ? fabs(pc - s->comm_s) / s->comm_s * 100 : 0;
+			double ab = s->comm_ab_s;
+			double d = ab > 0 ? fabs(pc - ab) / ab * 100 : 0;
 			r->packet_comm_s +=
 			    (pc - r->packet_comm_s) / (double)(r->packet_samples + 1);
-			r->flow_comm_s +=
-			    (s->comm_s - r->flow_comm_s) / (double)(r->packet_samples + 1);
+			r->flow_comm_s += (ab - r->flow_comm_s) / (double)(r->packet_samples + 1);
 			r->packet_samples++;
 			r->packet_diff_pct_max = IOD_MAX(r->packet_diff_pct_max, d);
+			if (s->c->calibrate && s->link_cal[IOD_SIMC_LINK_NIC] > 0) {
+				/* what the calibrated model predicted for this sample */
+				double dc =
+				    s->comm_s > 0 ? fabs(pc - s->comm_s) / s->comm_s * 100 : 0;
+				double w = (double)(r->calib_samples + 1);
+				r->calib_comm_s += (s->comm_s - r->calib_comm_s) / w;
+				r->calib_packet_s += (pc - r->calib_packet_s) / w;
+				r->calib_abs_pct += (dc - r->calib_abs_pct) / w;
+				r->calib_samples++;
+				r->calib_diff_pct_max = IOD_MAX(r->calib_diff_pct_max, dc);
+			}
 			s->chunk_comm_s = pc;
 			s->chunk_exposed_s = ex;
 			s->chunk_step_s = s->compute_s + ex;
 			slog(s, "packet sample step=%llu comm_ns=%.0f flow_comm_ns=%.0f",
 			     (unsigned long long)s->steps_done, pc * 1e9, s->comm_s * 1e9);
+			if (s->c->calibrate && s->ring_nic_step_ab_s > 0 && nic_step > 0) {
+				/* learn: the NIC class's packet / alpha-beta step ratio,
+				 * an average with weight 1/2 on the newest sample (a
+				 * placement or NIC change moves it within two samples) */
+				double ratio = nic_step / s->ring_nic_step_ab_s,
+				       *f = &s->link_cal[IOD_SIMC_LINK_NIC];
+				*f = *f > 0 ? (*f + ratio) / 2 : ratio;
+				r->nic_cal = *f;
+				if (step_model(s, false))
+					fail(s, -ENOMEM, "out of memory");
+			}
 		}
 	} else if (every && s->ring_m >= 2) {
 		k = IOD_MIN(k, every - s->steps_done % every);

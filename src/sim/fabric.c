@@ -305,7 +305,8 @@ int iod_sim_create(struct iod_sim **out, const struct iod_sim_topo *t,
 	                                   IOD_SIM_RAW_MAX + t->n_events + 1024;
 	if (evs > UINT32_MAX - 1)
 		evs = UINT32_MAX - 1;
-	rc = iod_sim_queue_init_kind(&s->q, (uint32_t)evs, IOD_SIM_QUEUE_HEAP);
+	/* the heap while small, the calendar past AUTO_UP pending (bench_sim) */
+	rc = iod_sim_queue_init_kind(&s->q, (uint32_t)evs, IOD_SIM_QUEUE_AUTO);
 	if (rc) {
 		iod_sim_destroy(s);
 		return iod_err_set(e, rc, "cannot allocate %" PRIu64 " events", evs);
@@ -356,8 +357,9 @@ void sim_push(struct iod_sim *s, uint64_t t_ns, uint32_t kind, uint32_t arg, uin
 	int rc = iod_sim_queue_push(&s->q, t_ns, kind, arg, data);
 	if (IOD_UNLIKELY(rc))
 		sim_fail(s, rc,
-		         rc == -ENOSPC ? "event queue full; raise events_max"
-		                       : "event scheduled in the past (a bug)");
+		         rc == -ENOSPC   ? "event queue full; raise events_max"
+		         : rc == -ENOMEM ? "out of memory for the event queue"
+		                         : "event scheduled in the past (a bug)");
 }
 
 struct sim_pkt *sim_pkt_alloc(struct iod_sim *s)

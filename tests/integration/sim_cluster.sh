@@ -111,7 +111,7 @@ assert d['iod']['recovery_s'] < d['k8s']['recovery_s']
 
 "$IOD" sim --selftest >"$tmp/st.txt"
 grep -q "^PASS V1 " "$tmp/st.txt" && grep -q "^PASS V5 " "$tmp/st.txt" && grep -q "^PASS V6 " "$tmp/st.txt" &&
-	grep -q "^PASS V7 " "$tmp/st.txt" && grep -q " V3 " "$tmp/st.txt" && ok "selftest V1 V5 V6 V7 (V3 reported)" ||
-	bad "selftest V1 V5 V6 V7 (V3 reported)"
+	grep -q "^PASS V7 " "$tmp/st.txt" && grep -q "^PASS VC " "$tmp/st.txt" && grep -q " V3 " "$tmp/st.txt" &&
+	ok "selftest V1 V5 V6 V7 VC (V3 reported)" || bad "selftest V1 V5 V6 V7 VC (V3 reported)"
 
 checks_ok

@@ -63,6 +63,97 @@ TEST(queue_orders_by_time_then_insertion)
 	CHECK(!failed);
 	queue_order(IOD_SIM_QUEUE_RADIX, &failed);
 	CHECK(!failed);
+	queue_order(IOD_SIM_QUEUE_CALENDAR, &failed);
+	CHECK(!failed);
+	queue_order(IOD_SIM_QUEUE_AUTO, &failed);
+	CHECK(!failed);
+}
+
+/*
+ * The calendar queue and AUTO (heap below AUTO_UP, calendar above) pop the
+ * heap's exact sequence, ties included: one seeded schedule of pushes and
+ * pops drives all three. Pending grows to 180 K (AUTO switches to the
+ * calendar; the calendar doubles many times and re-samples its width) and
+ * falls to zero (the calendar halves; AUTO goes back to the heap).
+ * Times mix many equal timestamps, small steps, far timers and pushes into
+ * the past (all three kinds take any order).
+ */
+TEST(queue_calendar_and_auto_pop_as_heap)
+{
+	enum { K = 3 };
+	enum iod_sim_queue_kind kinds[K] = {IOD_SIM_QUEUE_HEAP, IOD_SIM_QUEUE_CALENDAR,
+	                                    IOD_SIM_QUEUE_AUTO};
+	struct iod_sim_queue q[K];
+	struct iod_rng r;
+	for (int k = 0; k < K; k++)
+		CHECK_EQ(iod_sim_queue_init_kind(&q[k], 200000, kinds[k]), 0);
+	iod_rng_seed(&r, 2026);
+	uint64_t now = 1000000, pops = 0, mism = 0, ties = 0, last_t = UINT64_MAX;
+	bool auto_went_calendar = false, auto_came_back = false;
+	for (int phase = 0; phase < 2; phase++) {
+		bool grow = !(phase & 1);
+		for (int i = 0; i < 450000; i++) {
+			bool push = grow ? iod_rng_below(&r, 10) < 7 : iod_rng_below(&r, 10) < 3;
+			if (push && q[0].n < 180000) {
+				uint64_t t, c = iod_rng_below(&r, 100);
+				if (c < 30)
+					t = now; /* a tie with everything at now */
+				else if (c < 80)
+					t = now + iod_rng_below(&r, 4096);
+				else if (c < 95)
+					t = now + iod_rng_below(&r, 1u << 30); /* far timers */
+				else
+					t = now - iod_rng_below(&r, now); /* the past */
+				uint32_t kind = (uint32_t)iod_rng_below(&r, 7);
+				for (int k = 0; k < K; k++)
+					CHECK_EQ(
+					    iod_sim_queue_push(&q[k], t, kind, (uint32_t)i, t ^ 5),
+					    0);
+			} else if (q[0].n) {
+				struct iod_sim_event e[K];
+				uint64_t pk = iod_sim_queue_peek(&q[0]);
+				for (int k = 0; k < K; k++) {
+					if (iod_sim_queue_peek(&q[k]) != pk)
+						mism++;
+					CHECK(iod_sim_queue_pop(&q[k], &e[k]));
+				}
+				for (int k = 1; k < K; k++)
+					if (e[k].t_ns != e[0].t_ns || e[k].seq != e[0].seq ||
+					    e[k].arg != e[0].arg || e[k].kind != e[0].kind ||
+					    e[k].data != e[0].data)
+						mism++;
+				ties += e[0].t_ns == last_t;
+				last_t = e[0].t_ns;
+				now = e[0].t_ns;
+				pops++;
+			}
+			if (q[2].kind == IOD_SIM_QUEUE_CALENDAR)
+				auto_went_calendar = true;
+			else if (auto_went_calendar)
+				auto_came_back = true;
+		}
+		if (!grow)
+			while (q[0].n) {
+				struct iod_sim_event e[K];
+				for (int k = 0; k < K; k++)
+					CHECK(iod_sim_queue_pop(&q[k], &e[k]));
+				for (int k = 1; k < K; k++)
+					if (e[k].seq != e[0].seq || e[k].t_ns != e[0].t_ns)
+						mism++;
+				now = e[0].t_ns;
+				pops++;
+			}
+	}
+	CHECK_U64(mism, 0);
+	CHECK(pops > 400000);
+	CHECK(ties > 10000);
+	CHECK(auto_went_calendar && auto_came_back);
+	CHECK(q[1].cal_resizes > 10);
+	for (int k = 0; k < K; k++) {
+		CHECK_EQ(q[k].n, 0);
+		CHECK_U64(iod_sim_queue_peek(&q[k]), UINT64_MAX);
+		iod_sim_queue_destroy(&q[k]);
+	}
 }
 
 TEST(queue_kinds_pop_identically)
@@ -96,10 +187,8 @@ TEST(queue_kinds_pop_identically)
 TEST(queue_full_is_enospc)
 {
 	struct iod_sim_queue q;
-	for (int k = 0; k < 2; k++) {
-		CHECK_EQ(
-		    iod_sim_queue_init_kind(&q, 3, k ? IOD_SIM_QUEUE_RADIX : IOD_SIM_QUEUE_HEAP),
-		    0);
+	for (int k = 0; k < 4; k++) {
+		CHECK_EQ(iod_sim_queue_init_kind(&q, 3, (enum iod_sim_queue_kind)k), 0);
 		for (int i = 0; i < 3; i++)
 			CHECK_EQ(iod_sim_queue_push(&q, 10, 0, 0, 0), 0);
 		CHECK_EQ(iod_sim_queue_push(&q, 11, 0, 0, 0), -ENOSPC);

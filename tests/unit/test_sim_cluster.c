@@ -417,3 +417,56 @@ TEST(sim_cluster_ring_edges_come_from_the_topology)
 	CHECK(ed.cls == IOD_SIMC_LINK_PCIE && ed.bw_Bps < 32e9);
 	free(t);
 }
+
+/*
+ * The flow model calibrated from the packet samples (issue 18): between
+ * samples the job runs at the packet model's pace. 3 x hgx-a100-8, 24 GPUs,
+ * 100 steps: with a sample every 50 steps, the calibrated job time is much
+ * closer to the job with every step packet by packet than the pure
+ * alpha-beta job (calibrate off) is; the samples it predicted match within
+ * 0.5 %, and the NIC factor is the packet / alpha-beta step ratio (> 1).
+ */
+static void calib_run(bool calibrate, uint32_t every, struct iod_simc_result *r)
+{
+	struct iod_simc_config *c = calloc(1, sizeof(*c));
+	struct iod_err e = {0};
+	IOD_ASSERT(c);
+	iod_simc_config_default(c);
+	iod_simc_timers_production(&c->timers);
+	c->nodes = 3;
+	snprintf(c->node_model, sizeof(c->node_model), "hgx-a100-8");
+	c->gpus_per_node = 8;
+	c->job.gpus = 24;
+	c->job.steps = 100;
+	c->job.epochs = 0;
+	c->fault_per_gpu_hour = 0;
+	c->calibrate = calibrate;
+	c->packet_every = every;
+	if (iod_simc_run(c, r, NULL, NULL, &e))
+		fprintf(stderr, "calib_run: %s\n", e.msg);
+	free(c);
+}
+
+TEST(sim_cluster_flow_model_calibrated_from_packet_samples)
+{
+	struct iod_simc_result *r = calloc(3, sizeof(*r));
+	CHECK(r);
+	calib_run(true, 1, &r[0]);   /* every step packet by packet: the reference */
+	calib_run(true, 50, &r[1]);  /* calibrated between samples */
+	calib_run(false, 50, &r[2]); /* alpha-beta between samples */
+	double t_pkt = (double)(r[0].job_end_ns - r[0].job_start_ns);
+	double t_cal = (double)(r[1].job_end_ns - r[1].job_start_ns);
+	double t_ab = (double)(r[2].job_end_ns - r[2].job_start_ns);
+	CHECK(r[0].done && r[1].done && r[2].done);
+	CHECK(fabs(t_ab - t_pkt) > 0); /* the two models differ on this fabric */
+	CHECK_MSG(fabs(t_cal - t_pkt) < 0.1 * fabs(t_ab - t_pkt),
+	          "job: packet %.0f ns, calibrated %.0f, alpha-beta %.0f", t_pkt, t_cal, t_ab);
+	CHECK_EQ(r[1].packet_samples, 2);
+	CHECK_EQ(r[1].calib_samples, 1);
+	CHECK(r[1].calib_abs_pct <= 0.5);
+	CHECK(r[1].nic_cal > 1.05 && r[1].nic_cal < 1.5);
+	CHECK(r[2].calib_samples == 0 && r[2].nic_cal == 0);
+	/* the uncalibrated samples' difference is still reported as before */
+	CHECK(fabs(r[1].packet_comm_s - r[1].flow_comm_s) / r[1].flow_comm_s > 0.05);
+	free(r);
+}
