@@ -6,6 +6,16 @@
 # every tests/fuzz/fuzz_*.c one libFuzzer target, every bench/bench_*.c one
 # benchmark. A module that needs another system library adds it to PKGS.
 
+# Parallel by default: one job per core (`make test` builds three copies of
+# the library: release, sanitizers, fuzz). A -j on the command line wins over
+# this line; a -j in MAKEFLAGS from the environment is kept; sub-makes share
+# the top make's jobserver (MAKELEVEL 0 only). `make -j1` builds serially.
+ifeq ($(MAKELEVEL),0)
+ifeq ($(filter -j% --jobs%,$(shell printenv MAKEFLAGS)),)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 1)
+endif
+endif
+
 CC       ?= gcc
 ifeq ($(origin CC),default)
 CC       := gcc
@@ -16,12 +26,14 @@ BUILD    := build
 
 # Install missing Debian packages before anything reads pkg-config: on a fresh
 # machine the flags below would otherwise be empty. Skipped for targets that
-# compile nothing.
+# compile nothing, and in sub-makes (the top make checked).
 NODEPS_GOALS := clean format
+ifeq ($(MAKELEVEL),0)
 ifneq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
 DEPS_OK := $(shell sh scripts/deps.sh >&2 && echo ok)
 ifneq ($(DEPS_OK),ok)
 $(error scripts/deps.sh failed: install the packages it names, then run make again)
+endif
 endif
 endif
 
@@ -61,7 +73,7 @@ TEST_BIN := $(UNIT_SRC:%.c=$(BUILD)/san/%)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 BENCH_BIN:= $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test unit fuzz bench bench-security bench-sim-cluster lint format run install clean
+.PHONY: all deps test unit fuzz fuzz-build bench bench-security bench-sim-cluster lint format run install clean
 all: $(BUILD)/iod
 
 deps:
@@ -103,16 +115,22 @@ $(BUILD)/fuzz/%.o: %.c
 	@echo "  CC fuzz $<"
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
 $(FUZZ_BIN): $(BUILD)/fuzz/%: $(BUILD)/fuzz/tests/fuzz/%.o $(FUZZ_OBJ)
-	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
+	@echo "  LD fuzz $@"
+	$(Q)$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
 
 $(BENCH_BIN): $(BUILD)/bench/%: bench/%.c $(REL_OBJ) $(DPDK_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_REL) -o $@ $< $(REL_OBJ) $(DPDK_OBJ) $(LDLIBS) $(DPDK_LIBS)
+	@echo "  CC+LD   $@"
+	$(Q)$(CC) $(CFLAGS_REL) -o $@ $< $(REL_OBJ) $(DPDK_OBJ) $(LDLIBS) $(DPDK_LIBS)
 
 # The whole test run: unit + sim programs, integration scripts, fuzz smoke runs.
+# The fuzz targets (when FUZZ_CC exists) are built by run-tests.sh in the
+# background, niced and on one core, while the unit and integration tests
+# run: their third copy of the library costs the run no wall time.
+HAVE_FUZZ_CC := $(shell command -v $(FUZZ_CC) 2>/dev/null)
 test: deps $(BUILD)/iod $(BUILD)/san/iod $(TEST_BIN)
-	@if command -v $(FUZZ_CC) >/dev/null 2>&1; then $(MAKE) --no-print-directory fuzz-build; fi
-	@sh scripts/run-tests.sh $(BUILD)
+	@IOD_FUZZ_BUILD='$(if $(HAVE_FUZZ_CC),$(MAKE) -j1 --no-print-directory fuzz-build)' \
+		sh scripts/run-tests.sh $(BUILD)
 
 unit: deps $(TEST_BIN)
 	@IOD_TEST_ONLY=unit sh scripts/run-tests.sh $(BUILD)

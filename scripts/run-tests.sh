@@ -14,12 +14,17 @@
 # campaigns). IOD_TEST_ONLY=unit|sim|integration|fuzz narrows the run.
 # IOD_TEST_LOCK=FILE runs each integration script under flock FILE, so
 # several checkouts on one machine do not start clusters at the same time.
+# Unit and sim programs and fuzz targets run IOD_TEST_JOBS (default: the
+# number of cores) at a time, each with its own log, their blocks printed
+# whole and in order; integration scripts and programs run one at a time
+# (they share netns names, ports and the lock).
 set -u
 BUILD=${1:-build}
 ONLY=${IOD_TEST_ONLY:-}
 FUZZ_SECONDS=${IOD_FUZZ_SECONDS:-5}
 FUZZ_SEED=${IOD_FUZZ_SEED:-1}
 TIMEOUT=${IOD_TEST_TIMEOUT:-300}
+JOBS=${IOD_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
 pass=0 fail=0 skip=0
 failed_names=""
 log=$(mktemp)
@@ -53,19 +58,110 @@ took() {
 	echo "-- took $1 $(($(date +%s) - $2)) s"
 }
 
-run_prog() { # section path...
-	section=$1; shift
-	for t in "$@"; do
-		[ -x "$t" ] || continue
-		echo "== $section $(basename "$t")"
-		t0=$(date +%s)
-		timeout "$TIMEOUT" "$t" >"$log" 2>&1
-		rc=$?
-		grep -v '^RESULT ' "$log" | sed 's/^/  /'
-		count "$(basename "$t")" "$rc"
-		took "$(basename "$t")" "$t0"
+# A pool of $JOBS jobs for the unit/sim programs and the fuzz targets: each
+# job writes its output to its own $d/N.log and, when done, its exit status
+# to $d/N.rc and its seconds to $d/N.t. Blocks are printed and counted in the
+# order of the list, each whole, as soon as it and those before it are done.
+# pool KIND ITEM...: run "job_KIND I ITEM" for each item, "show_KIND I ITEM"
+# after each, in order.
+pool() {
+	kind=$1; shift
+	d=$(mktemp -d)
+	n=$#
+	i=0 shown=0 pids=""
+	while [ "$shown" -lt "$n" ]; do
+		# start jobs while fewer than $JOBS run
+		running=0 j=$shown
+		while [ "$j" -lt "$i" ]; do
+			[ -f "$d/$j.rc" ] || running=$((running + 1))
+			j=$((j + 1))
+		done
+		while [ "$i" -lt "$n" ] && [ "$running" -lt "$JOBS" ]; do
+			eval "item=\${$((i + 1))}"
+			("job_$kind" "$d/$i" "$item") &
+			pids="$pids $!"
+			i=$((i + 1)) running=$((running + 1))
+		done
+		# print every finished block whose predecessors are printed
+		progress=0
+		while [ "$shown" -lt "$i" ] && [ -f "$d/$shown.rc" ]; do
+			eval "item=\${$((shown + 1))}"
+			"show_$kind" "$d/$shown" "$item"
+			shown=$((shown + 1)) progress=1
+		done
+		[ "$progress" = 1 ] || sleep 0.1
 	done
+	wait $pids # (not a bare wait: the fuzz build runs in the background)
+	rm -rf "$d"
 }
+
+# done_job BASE RC T0: record a job's status and seconds (the .rc file last:
+# its presence says the job is over).
+done_job() {
+	echo $(($(date +%s) - $3)) >"$1.t"
+	echo "$2" >"$1.rc.tmp" && mv "$1.rc.tmp" "$1.rc"
+}
+
+job_prog() { # BASE PROGRAM
+	t0=$(date +%s)
+	timeout "$TIMEOUT" "$2" >"$1.log" 2>&1
+	done_job "$1" $? "$t0"
+}
+show_prog() { # BASE PROGRAM
+	name=$(basename "$2")
+	echo "== $section $name"
+	main_log=$log log="$1.log"
+	grep -v '^RESULT ' "$log" | sed 's/^/  /'
+	count "$name" "$(cat "$1.rc")"
+	log=$main_log
+	echo "-- took $name $(cat "$1.t") s"
+}
+
+run_prog() { # section path...: the programs, $JOBS at a time
+	section=$1; shift
+	set -- $(for t in "$@"; do [ -x "$t" ] && echo "$t"; done)
+	[ $# -gt 0 ] && pool prog "$@"
+}
+
+# Fuzz targets (each over its own copy of its seed corpus in $BASE.work).
+job_fuzz() { # BASE TARGET
+	t0=$(date +%s)
+	name=$(basename "$2")
+	work=$(mktemp -d)
+	echo "$work" >"$1.work"
+	seed="tests/fuzz/corpus/${name#fuzz_}"
+	[ -d "$seed" ] && cp -r "$seed"/. "$work"/ 2>/dev/null
+	timeout $((FUZZ_SECONDS + 60)) "$2" -max_total_time="$FUZZ_SECONDS" -seed="$FUZZ_SEED" \
+		-rss_limit_mb=2048 -artifact_prefix="$work/" "$work" >"$1.log" 2>&1
+	done_job "$1" $? "$t0"
+}
+show_fuzz() { # BASE TARGET
+	name=$(basename "$2")
+	work=$(cat "$1.work")
+	echo "== fuzz $name (${FUZZ_SECONDS}s, seed $FUZZ_SEED)"
+	if [ "$(cat "$1.rc")" -eq 0 ]; then
+		tail -1 "$1.log" | sed 's/^/  /'
+		echo "ok   $name"
+		pass=$((pass + 1))
+		rm -rf "$work"
+	else
+		tail -40 "$1.log" | sed 's/^/  /'
+		echo "FAIL $name: crash input kept in $work"
+		fail=$((fail + 1)); failed_names="$failed_names $name"
+	fi
+}
+
+# IOD_FUZZ_BUILD=CMD builds the fuzz targets (make test passes `make -j1
+# fuzz-build`): it runs from the start, in the background under nice 19 (one
+# job, so a core stays free for the integration scripts' timing), and the
+# fuzz section waits for it; a failed build is one failure and no target runs.
+fuzz_build_pid=""
+if [ -n "${IOD_FUZZ_BUILD:-}" ] && { [ -z "$ONLY" ] || [ "$ONLY" = fuzz ]; }; then
+	fuzz_build_log=$(mktemp)
+	fuzz_build_t0=$(date +%s)
+	nice -n 19 sh -c "$IOD_FUZZ_BUILD" >"$fuzz_build_log" 2>&1 &
+	fuzz_build_pid=$!
+fi
 
 if [ -z "$ONLY" ] || [ "$ONLY" = unit ]; then
 	run_prog unit "$BUILD"/san/tests/unit/test_*
@@ -90,31 +186,26 @@ if [ -z "$ONLY" ] || [ "$ONLY" = integration ]; then
 		took "$(basename "$t")" "$t0"
 	done
 	# programs that fork servers (tests/integration/*.c, built like unit tests)
+	jobs_all=$JOBS JOBS=1
 	run_prog integration "$BUILD"/san/tests/integration/test_*
+	JOBS=$jobs_all
 fi
 if [ -z "$ONLY" ] || [ "$ONLY" = fuzz ]; then
-	for f in "$BUILD"/fuzz/fuzz_*; do
-		[ -x "$f" ] || continue
-		name=$(basename "$f")
-		echo "== fuzz $name (${FUZZ_SECONDS}s, seed $FUZZ_SEED)"
-		work=$(mktemp -d)
-		seed="tests/fuzz/corpus/${name#fuzz_}"
-		[ -d "$seed" ] && cp -r "$seed"/. "$work"/ 2>/dev/null
-		timeout $((FUZZ_SECONDS + 60)) "$f" -max_total_time="$FUZZ_SECONDS" -seed="$FUZZ_SEED" \
-			-rss_limit_mb=2048 -artifact_prefix="$work/" "$work" >"$log" 2>&1
+	fuzz_ok=1
+	if [ -n "$fuzz_build_pid" ]; then
+		wait "$fuzz_build_pid"
 		rc=$?
-		if [ "$rc" -eq 0 ]; then
-			tail -1 "$log" | sed 's/^/  /'
-			echo "ok   $name"
-			pass=$((pass + 1))
-		else
-			tail -40 "$log" | sed 's/^/  /'
-			echo "FAIL $name: crash input kept in $work"
-			fail=$((fail + 1)); failed_names="$failed_names $name"
-			continue
+		echo "== fuzz build (in the background since the start: $(($(date +%s) - fuzz_build_t0)) s)"
+		if [ "$rc" -ne 0 ]; then
+			tail -40 "$fuzz_build_log" | sed 's/^/  /'
+			echo "FAIL fuzz-build: exit $rc"
+			fail=$((fail + 1)); failed_names="$failed_names fuzz-build"
+			fuzz_ok=0
 		fi
-		rm -rf "$work"
-	done
+		rm -f "$fuzz_build_log"
+	fi
+	set -- $(for f in "$BUILD"/fuzz/fuzz_*; do [ -x "$f" ] && echo "$f"; done)
+	[ "$fuzz_ok" = 1 ] && [ $# -gt 0 ] && pool fuzz "$@"
 fi
 rm -f "$log"
 [ -n "$failed_names" ] && echo "failed:$failed_names"
