@@ -301,10 +301,13 @@ TEST(post_errors_unknown_peer_unregistered_region_too_large)
 
 /* A receiver child: allocates `size` shared bytes (iod_xfer_mem_alloc), exchanges metadata over the
  * pipes, waits for `count` notifications and answers each with the SHA-256
- * of its buffer. Exits 0 when done. */
+ * of its buffer. Exits 0 when done. The 60 s deadline bounds a hang; the
+ * byte-exact SHA-256 is the check. 20 s was missed by the 256 MiB transfers
+ * under sanitizers at load 9, with make test running two unit programs at
+ * once. */
 static int receiver(enum iod_xfer_transport t, size_t size, int wfd, int rfd, unsigned count)
 {
-	struct iod_xfer_opts o = {.name = "rx", .transport = t, .deadline_ms = 20000};
+	struct iod_xfer_opts o = {.name = "rx", .transport = t, .deadline_ms = 60000};
 	struct iod_xfer *x = NULL;
 	struct iod_err e = {0};
 	uint8_t *buf = NULL;
@@ -401,7 +404,7 @@ static void transfer_exact(enum iod_xfer_transport t, size_t size)
 {
 	struct pair p;
 	CHECK_EQ(spawn_receiver(&p, t, size, 1), 0);
-	struct iod_xfer_opts o = {.name = "tx", .transport = t, .deadline_ms = 20000};
+	struct iod_xfer_opts o = {.name = "tx", .transport = t, .deadline_ms = 60000};
 	struct iod_xfer *x = NULL;
 	struct iod_err e = {0};
 	uint8_t *buf = malloc(size);
