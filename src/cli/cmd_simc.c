@@ -501,6 +501,21 @@ struct check {
 	char what[512]; /* what was measured */
 };
 
+/* The selftest's ResNet-50 runs on hgx-a100-8 nodes: production timers,
+ * every GPU of `nodes` nodes, `steps` steps, no random faults. */
+static void hgx_a100_config(struct iod_simc_config *c, uint32_t nodes, uint64_t steps)
+{
+	iod_simc_config_default(c);
+	iod_simc_timers_production(&c->timers);
+	c->nodes = nodes;
+	snprintf(c->node_model, sizeof(c->node_model), "hgx-a100-8");
+	c->gpus_per_node = 8;
+	c->job.gpus = 8 * nodes;
+	c->job.steps = steps;
+	c->job.epochs = 0;
+	c->fault_per_gpu_hour = 0;
+}
+
 static int selftest(enum iod_output out)
 {
 	struct check ck[8];
@@ -581,15 +596,7 @@ static int selftest(enum iod_output out)
 		n++;
 	}
 	/* V3: ResNet-50, 8x A100 AMP, one HGX A100 node, calibrated from 1 GPU */
-	iod_simc_config_default(c);
-	iod_simc_timers_production(&c->timers);
-	c->nodes = 1;
-	snprintf(c->node_model, sizeof(c->node_model), "hgx-a100-8");
-	c->gpus_per_node = 8;
-	c->job.gpus = 8;
-	c->job.steps = 200;
-	c->job.epochs = 0;
-	c->fault_per_gpu_hour = 0;
+	hgx_a100_config(c, 1, 200);
 	int rc = iod_simc_run(c, &r[0], NULL, NULL, &e);
 	{
 		const struct iod_simc_calib *cal =
@@ -660,15 +667,7 @@ static int selftest(enum iod_output out)
 	 * 3 x hgx-a100-8, 24 GPUs, a NIC of node 0 lost at 30 s (the ratio
 	 * moves once); mean |packet - calibrated| / calibrated over the samples
 	 * it predicted <= 2%, where the alpha-beta model alone is off > 5%. */
-	iod_simc_config_default(c);
-	iod_simc_timers_production(&c->timers);
-	c->nodes = 3;
-	snprintf(c->node_model, sizeof(c->node_model), "hgx-a100-8");
-	c->gpus_per_node = 8;
-	c->job.gpus = 24;
-	c->job.steps = 2000;
-	c->job.epochs = 0;
-	c->fault_per_gpu_hour = 0;
+	hgx_a100_config(c, 3, 2000);
 	c->faults[0] = (struct iod_simc_fault){30 * IOD_NS_PER_S, IOD_SIMC_FAULT_NIC, 0, 0, 0, 0};
 	c->faults_n = 1;
 	int r5 = iod_simc_run(c, &r[0], NULL, NULL, &e);
