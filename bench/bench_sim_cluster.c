@@ -128,11 +128,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	iod_simc_config_default(c);
-	iod_simc_timers_production(&c->timers);
-	c->nodes = 16;
-	snprintf(c->node_model, sizeof(c->node_model), "hgx-a100-8");
-	c->gpus_per_node = 0;
+	iod_simc_config_model(c, "hgx-a100-8", 16, 0);
 	c->job.gpus = 128;
 	c->job.epochs = 1000; /* longer than the hour: the run ends at the horizon */
 	c->horizon_ns = 3600 * IOD_NS_PER_S;
@@ -141,11 +137,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	iod_simc_config_default(c);
-	iod_simc_timers_production(&c->timers);
-	c->nodes = 1024;
-	snprintf(c->node_model, sizeof(c->node_model), "hgx-a100-8");
-	c->gpus_per_node = 0;
+	iod_simc_config_model(c, "hgx-a100-8", 1024, 0);
 	c->servers = 0;
 	c->job.gpus = 8184;  /* one node spare for rescheduling */
 	c->job.epochs = 1e7; /* longer than the day: the run ends at the horizon */

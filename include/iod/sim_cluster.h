@@ -327,6 +327,15 @@ void iod_simc_timers_iod(struct iod_simc_timers *t, uint64_t lease_ttl_ms, uint6
 /* iod_simc_timers_iod from the production configuration defaults (the
  * shell: src/sim/defaults.c). */
 void iod_simc_timers_production(struct iod_simc_timers *t);
+/*
+ * A run on `nodes` nodes of the built-in topology `model` (hgx-a100-8, ...):
+ * iod_simc_config_default, iod's production timers, gpus_per_node GPUs per
+ * node (0: the model's) and the job on nodes x gpus_per_node of them. The
+ * job's length and the fault rates are the caller's to set (the shell:
+ * src/sim/defaults.c). One setup for the selftest, the tests and the bench.
+ */
+void iod_simc_config_model(struct iod_simc_config *c, const char *model, uint32_t nodes,
+                           uint32_t gpus_per_node);
 /* Kubernetes' documented defaults (docs/simulation.md cites each). */
 void iod_simc_timers_k8s(struct iod_simc_timers *t);
 

@@ -505,12 +505,7 @@ struct check {
  * every GPU of `nodes` nodes, `steps` steps, no random faults. */
 static void hgx_a100_config(struct iod_simc_config *c, uint32_t nodes, uint64_t steps)
 {
-	iod_simc_config_default(c);
-	iod_simc_timers_production(&c->timers);
-	c->nodes = nodes;
-	snprintf(c->node_model, sizeof(c->node_model), "hgx-a100-8");
-	c->gpus_per_node = 8;
-	c->job.gpus = 8 * nodes;
+	iod_simc_config_model(c, "hgx-a100-8", nodes, 8);
 	c->job.steps = steps;
 	c->job.epochs = 0;
 	c->fault_per_gpu_hour = 0;

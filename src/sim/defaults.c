@@ -10,6 +10,7 @@
 #include "iod/sim_cluster.h"
 #include "iod/state.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 void iod_simc_timers_production(struct iod_simc_timers *t)
@@ -25,4 +26,15 @@ void iod_simc_timers_production(struct iod_simc_timers *t)
 	                    ac->stateful_grace_ms, rc.backoff_base_ns, rc.backoff_max_ns);
 	free(ac);
 	free(sc);
+}
+
+void iod_simc_config_model(struct iod_simc_config *c, const char *model, uint32_t nodes,
+                           uint32_t gpus_per_node)
+{
+	iod_simc_config_default(c);
+	iod_simc_timers_production(&c->timers);
+	c->nodes = nodes;
+	snprintf(c->node_model, sizeof(c->node_model), "%s", model);
+	c->gpus_per_node = gpus_per_node;
+	c->job.gpus = nodes * gpus_per_node;
 }

@@ -431,12 +431,7 @@ static void calib_run(bool calibrate, uint32_t every, struct iod_simc_result *r)
 	struct iod_simc_config *c = calloc(1, sizeof(*c));
 	struct iod_err e = {0};
 	IOD_ASSERT(c);
-	iod_simc_config_default(c);
-	iod_simc_timers_production(&c->timers);
-	c->nodes = 3;
-	snprintf(c->node_model, sizeof(c->node_model), "hgx-a100-8");
-	c->gpus_per_node = 8;
-	c->job.gpus = 24;
+	iod_simc_config_model(c, "hgx-a100-8", 3, 8);
 	c->job.steps = 100;
 	c->job.epochs = 0;
 	c->fault_per_gpu_hour = 0;
