@@ -73,5 +73,10 @@ void iod_agent_telemetry_stop(struct iod_agent_telemetry *t);
  * next sample on; v must outlive t (stop t first). NULL t: nothing. */
 struct iod_agent_vswitch;
 void iod_agent_telemetry_set_vswitch(struct iod_agent_telemetry *t, struct iod_agent_vswitch *v);
+/* The Revocation names (iod_sec_revocation_key: "user.alice", ...) whose
+ * certificates the HTTPS listener refuses (401), replacing the last list.
+ * The thread sets it from GET /v1/revocations every second. NULL t: nothing. */
+void iod_agent_telemetry_set_revoked(struct iod_agent_telemetry *t, const char *const *names,
+                                     uint32_t n);
 
 #endif

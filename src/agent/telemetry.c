@@ -26,7 +26,11 @@
  * (SO_REUSEPORT: the new one listens before the old one closes). On
  * loopback it stays plain HTTP, like the checkpoint chunk server and the
  * mesh's admin endpoint: local scrapers and the loopback `iod up` read it
- * as before.
+ * as before. A certificate whose identity `iod revoke` named is refused
+ * (401) like the API refuses it: the thread reads the Revocation objects
+ * (GET /v1/revocations) every second while it serves HTTPS, so a revoked
+ * user stops reading telemetry within about a second, not when the
+ * certificate expires. A failed read keeps the last list.
  *
  * It never decides anything about replicas and never blocks the agent's
  * loop: a failure to read, serve or send is logged once and retried.
@@ -91,6 +95,10 @@ struct iod_agent_telemetry {
 	bool push_warned;                   /* a failed push was logged */
 	struct iod_agent_vswitch *vsw;      /* under lock: the data plane, or NULL */
 	struct iod_tel_port *ports;         /* a reading of its ports */
+	char (*revoked)[IOD_NAME_MAX];      /* under lock: Revocation names (iod revoke) */
+	uint32_t revoked_n;                 /* under lock: how many */
+	uint64_t revoked_ms;                /* last read of /v1/revocations */
+	bool revoked_warned;                /* a failed read was logged */
 	uint32_t slots_n;                   /* counters slots in use */
 	struct tel_counters_slot slots[IOD_TEL_REPLICAS_MAX]; /* per replica */
 };
@@ -412,6 +420,40 @@ static void push(struct iod_agent_telemetry *t)
 		iod_api_response_free(&r);
 }
 
+/* Read the Revocation objects into t->revoked, at most once a second, while
+ * the listener is HTTPS and the control plane is known. */
+static void revocations_refresh(struct iod_agent_telemetry *t)
+{
+	uint64_t now = wall_ms();
+	if (!t->tls || !t->api_ok || now - t->revoked_ms < 1000)
+		return;
+	t->revoked_ms = now;
+	struct iod_api_response r;
+	struct iod_err e = {0};
+	int rc = iod_api_request(&t->api, "GET", "/v1/revocations", NULL, NULL, 0, &r, &e);
+	if (rc || r.status != 200 || !json_is_array(json_object_get(r.json, "items"))) {
+		if (!t->revoked_warned)
+			IOD_WARN("telemetry", "node %s: revocations not read (keeping the last %u): %s",
+			         t->cfg->name, t->revoked_n, rc ? e.msg : iod_api_error_text(&r));
+		t->revoked_warned = true;
+		if (!rc)
+			iod_api_response_free(&r);
+		return;
+	}
+	t->revoked_warned = false;
+	const json_t *items = json_object_get(r.json, "items"), *it;
+	size_t n = json_array_size(items), i;
+	const char **names = n ? calloc(n, sizeof(*names)) : NULL;
+	if (n && !names) {
+		iod_api_response_free(&r);
+		return;
+	}
+	json_array_foreach(items, i, it) names[i] = json_string_value(json_object_get(it, "name"));
+	iod_agent_telemetry_set_revoked(t, names, (uint32_t)IOD_MIN(n, (size_t)UINT32_MAX));
+	free(names);
+	iod_api_response_free(&r);
+}
+
 static void serve_rotated(struct iod_agent_telemetry *t);
 
 static void *run(void *arg)
@@ -425,6 +467,7 @@ static void *run(void *arg)
 		    iod_config_live_u64("telemetry.interval", t->cfg->telemetry_interval_ns);
 		sample(t);
 		push(t);
+		revocations_refresh(t);
 		serve_rotated(t);
 		pthread_mutex_lock(&t->lock);
 		struct timespec until;
@@ -472,7 +515,7 @@ static TEL_MHD_RESULT refuse(struct MHD_Connection *c, unsigned code, const char
  * (the API's /metrics rule): a user of any role, a node, a server. 0, or
  * the HTTP status (401, 403) with why.
  */
-static unsigned client_check(const struct iod_agent_telemetry *t, struct MHD_Connection *c,
+static unsigned client_check(struct iod_agent_telemetry *t, struct MHD_Connection *c,
                              char *why, size_t len)
 {
 	const union MHD_ConnectionInfo *ci =
@@ -496,6 +539,18 @@ static unsigned client_check(const struct iod_agent_telemetry *t, struct MHD_Con
 	if (iod_sec_ca_verify_der(ca, chain[0].data, chain[0].size, (uint64_t)time(NULL), &info,
 	                          &e)) {
 		snprintf(why, len, "client certificate: %s", e.msg);
+		return 401;
+	}
+	char key[IOD_NAME_MAX];
+	bool is_revoked = false;
+	if (!iod_sec_revocation_key(info.id.kind, info.id.tenant, info.id.name, key, sizeof(key))) {
+		pthread_mutex_lock(&t->lock);
+		for (uint32_t i = 0; i < t->revoked_n && !is_revoked; i++)
+			is_revoked = !strcmp(t->revoked[i], key);
+		pthread_mutex_unlock(&t->lock);
+	}
+	if (is_revoked) {
+		snprintf(why, len, "%s: its credential is revoked (`iod revoke`)", key);
 		return 401;
 	}
 	struct iod_sec_request rq = {.verb = IOD_SEC_VERB_GET, .res = IOD_SEC_RES_METRICS};
@@ -825,6 +880,7 @@ void iod_agent_telemetry_stop(struct iod_agent_telemetry *t)
 	pthread_mutex_destroy(&t->lock);
 	pthread_cond_destroy(&t->wake);
 	free(t->ports);
+	free(t->revoked);
 	free(t->node);
 	free(t);
 }
@@ -838,5 +894,22 @@ void iod_agent_telemetry_set_vswitch(struct iod_agent_telemetry *t, struct iod_a
 	free(t->ports);
 	t->ports = ports;
 	t->vsw = ports ? v : NULL;
+	pthread_mutex_unlock(&t->lock);
+}
+
+void iod_agent_telemetry_set_revoked(struct iod_agent_telemetry *t, const char *const *names,
+                                     uint32_t n)
+{
+	if (!t)
+		return;
+	char(*v)[IOD_NAME_MAX] = n ? calloc(n, sizeof(*v)) : NULL;
+	uint32_t k = 0;
+	for (uint32_t i = 0; v && i < n; i++)
+		if (names[i] && *names[i])
+			snprintf(v[k++], IOD_NAME_MAX, "%s", names[i]);
+	pthread_mutex_lock(&t->lock);
+	free(t->revoked);
+	t->revoked = v;
+	t->revoked_n = v ? k : 0;
 	pthread_mutex_unlock(&t->lock);
 }

@@ -193,6 +193,17 @@ peer=$(tel_probe "$PKI/node-$OI.crt" "$PKI/node-$OI.key" /metrics)
 if echo "$peer" | grep -q '^HTTP/1.1 200 OK | [1-9][0-9]* iod_ families'; then
 	ok "node-$OI's certificate reads $N0's /metrics ($(echo "$peer" | cut -d'|' -f2))"
 else bad "node-$OI's certificate on $N0's telemetry: $peer"; fi
+# `iod revoke user` reaches the agents' telemetry listeners within about a
+# second (they read the Revocation objects), not at the certificate's expiry
+"$IOD" cert create user snoop --role viewer --pki "$PKI" --out "$T/snoop" >"$T/snoop.out" 2>&1
+snoop_st() { tel_probe "$T/snoop.crt" "$T/snoop.key" /metrics | cut -d' ' -f2; }
+revoked_out() { tel_probe "$T/snoop.crt" "$T/snoop.key" /metrics | grep -q '^HTTP/1.1 401 .*user.snoop: its credential is revoked'; }
+s0=$(snoop_st)
+"$IOD" revoke user snoop >"$T/revoke.out" 2>&1
+if [ "$s0" = 200 ] && wait_for 5 revoked_out; then
+	ok "a revoked user's certificate is refused by $N0's telemetry (200 before \`iod revoke\`, 401 after)"
+else bad "revoked user on $N0's telemetry: before $s0, after $(tel_probe "$T/snoop.crt" "$T/snoop.key" /metrics) ($(cat "$T/revoke.out" "$T/snoop.out" | head -3))"; fi
+"$IOD" revoke --undo user snoop >/dev/null 2>&1
 adv=$("$IOD" get nodes -o json 2>/dev/null | python3 -c "
 import json, sys
 for i in json.load(sys.stdin).get('items', []):

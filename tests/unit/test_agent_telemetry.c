@@ -5,7 +5,8 @@
  * refuses plain HTTP, TLS without a client certificate, a certificate of
  * another CA and a service identity; a user, another node and a server
  * read /metrics; the one HTTP client refuses an agent that is not the node
- * it dialled; a rotated node certificate is what new connections see. On
+ * it dialled; a revoked identity is refused (401); a rotated node
+ * certificate is what new connections see. On
  * loopback it stays plain HTTP, and without node credentials it serves
  * nothing beyond loopback.
  */
@@ -189,6 +190,20 @@ TEST(telemetry_beyond_loopback_is_mutual_tls)
 	 * anything is sent */
 	CHECK_EQ(get(port, viewer, "node-2", "/metrics", NULL), -EACCES);
 	CHECK_CONTAINS(err.msg, "node \"node-1\", not of node-2");
+
+	/* a revoked identity (`iod revoke user alice`, `iod revoke node node-2`)
+	 * is refused on its next request, on the connection it already has too;
+	 * the others still read; lifting it lets it back in */
+	const char *revoked[] = {"user.alice", "node.node-2"};
+	iod_agent_telemetry_set_revoked(t, revoked, 2);
+	CHECK_EQ(get(port, viewer, "node-1", "/metrics", &body), 401);
+	CHECK_CONTAINS(body, "user.alice: its credential is revoked");
+	CHECK(!strstr(body, "iod_telemetry"));
+	free(body), body = NULL;
+	CHECK_EQ(get(port, node2, "node-1", "/v1/telemetry", NULL), 401);
+	CHECK_EQ(get(port, server, "node-1", "/metrics", NULL), 200);
+	iod_agent_telemetry_set_revoked(t, NULL, 0);
+	CHECK_EQ(get(port, viewer, "node-1", "/metrics", NULL), 200);
 
 	/* rotation: the listener presents the new certificate within a few
 	 * samples, and still serves */
