@@ -23,8 +23,8 @@ static void usage(FILE *f)
 	           "Revoke an identity (admin only): its certificates stop working at once on\n"
 	           "every server (the check is against the replicated state, not a CRL file)\n"
 	           "and on every mesh proxy and agent telemetry listener (within a second): a\n"
-	           "revoked node's certificate and the SVIDs issued\n"
-	           "to it, a revoked service's SVIDs (TENANT defaults to \"default\").\n"
+	           "revoked node's certificate and the SVIDs issued to it, a revoked service's\n"
+	           "SVIDs (TENANT defaults to \"default\").\n"
 	           "--undo lifts it. `iod get revocations` lists them.\n" IOD_CTL_SERVER_HELP);
 }
 
