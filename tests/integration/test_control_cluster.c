@@ -1572,6 +1572,8 @@ static char *deploy_spec(int services, int each)
  * naming the limit, and nothing is proposed (the revision stays); 20,000
  * replicas are 413 too, and the leader's RSS stays bounded.
  */
+static char *big_specs[4]; /* big_deploy_body's, freed by its test */
+
 static void big_deploy_body(struct iod_cc *c)
 {
 	struct iod_api_client cl;
@@ -1580,7 +1582,9 @@ static void big_deploy_body(struct iod_cc *c)
 	int leader = -1;
 	long long term0 = -1, term1 = -2;
 	char path[64];
-	char *spec = deploy_spec(3, IOD_DEPLOY_REPLICAS_MAX / 3);
+	/* the specs live in big_specs, freed by the test after the body: a
+	 * failed CHECK returns at once and would leak them */
+	char *spec = big_specs[0] = deploy_spec(3, IOD_DEPLOY_REPLICAS_MAX / 3);
 
 	CHECK(spec != NULL);
 	CHECK((leader = find_leader(c)) >= 0);
@@ -1628,8 +1632,7 @@ static void big_deploy_body(struct iod_cc *c)
 		pre += metric(c->api[i], "iod_state_preparsed_total");
 	CHECK_MSG(pre >= 2, "iod_state_preparsed_total %lld on all servers", pre);
 	/* over the limit: 413 naming it, before anything is proposed */
-	free(spec);
-	spec = deploy_spec(3, IOD_DEPLOY_REPLICAS_MAX / 3 + 1);
+	spec = big_specs[1] = deploy_spec(3, IOD_DEPLOY_REPLICAS_MAX / 3 + 1);
 	CHECK((leader = find_leader(c)) >= 0);
 	long long rev0 = metric(c->api[leader], "iod_state_revision");
 	CHECK_EQ(iod_api_client_init(&cl, c->api[leader], &e), 0);
@@ -1648,9 +1651,8 @@ static void big_deploy_body(struct iod_cc *c)
 	 * of reserve, a few MB touched) and frees that a loaded 2-core machine
 	 * runs late. The revision check below covers these too: nothing was
 	 * proposed. */
-	free(spec);
-	spec = deploy_spec(1, 20000);
-	char *spec20 = deploy_spec(20, 1000);
+	spec = big_specs[2] = deploy_spec(1, 20000);
+	char *spec20 = big_specs[3] = deploy_spec(20, 1000);
 	CHECK(spec != NULL && spec20 != NULL);
 	sleep_ms(200);
 	long rss0 = iod_cc_proc_kb(c->pid[leader], "VmRSS:");
@@ -1665,7 +1667,6 @@ static void big_deploy_body(struct iod_cc *c)
 		          "20 x 1,000 replicas: %d %.300s", r.status, r.body ? r.body : "");
 		iod_api_response_free(&r);
 	}
-	free(spec20);
 	sleep_ms(200);
 	long rss1 = iod_cc_proc_kb(c->pid[leader], "VmRSS:");
 	if (getenv("IOD_TEST_VERBOSE"))
@@ -1676,12 +1677,13 @@ static void big_deploy_body(struct iod_cc *c)
 	          rss1);
 	iod_api_client_close(&cl);
 	CHECK_EQ(metric(c->api[leader], "iod_state_revision"), rev0);
-	free(spec);
 }
 
 TEST(big_deploys_plan_off_the_loop_and_keep_the_term)
 {
 	with_cluster("bigdeploy", big_deploy_body);
+	for (size_t i = 0; i < IOD_ARRAY_LEN(big_specs); i++)
+		free(big_specs[i]), big_specs[i] = NULL;
 }
 
 /* A transaction of n puts of config t<round>-<i> (malloc'd, its length in *len). */
