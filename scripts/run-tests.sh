@@ -147,6 +147,7 @@ lane_parallel() {
 
 job_integ() { # BASE PATH: a script (sh PATH BUILD) or a program
 	t0=$(date +%s)
+	date +%s%N >"$1.t0"
 	# the lock as before (every script, not the programs) when one job runs
 	# at a time, else for the serial lane's scripts
 	_lock=""
@@ -158,7 +159,9 @@ job_integ() { # BASE PATH: a script (sh PATH BUILD) or a program
 	esac
 	_base=$1; shift
 	if [ -n "$_lock" ]; then
-		flock "$_lock" timeout "$TIMEOUT" "$@" >"$_base.log" 2>&1
+		# (BASE.locked: when the lock was got, to tell waiting from running)
+		flock "$_lock" sh -c 'date +%s%N >"$0.locked"; exec timeout "$@"' "$_base" \
+			"$TIMEOUT" "$@" >"$_base.log" 2>&1
 	else
 		timeout "$TIMEOUT" "$@" >"$_base.log" 2>&1
 	fi
@@ -173,7 +176,10 @@ show_integ() { # BASE PATH
 	grep -v '^RESULT ' "$log" | sed 's/^/  /'
 	count "$name" "$(cat "$1.rc")"
 	log=$main_log
-	echo "-- took $name $(cat "$1.t") s, cpu $(cpu_s "$1.times") s"
+	_wait=""
+	[ -f "$1.locked" ] && _wait=$((($(cat "$1.locked") - $(cat "$1.t0")) / 1000000000))
+	[ "${_wait:-0}" -gt 0 ] || _wait=""
+	echo "-- took $name $(cat "$1.t") s, cpu $(cpu_s "$1.times") s${_wait:+, lock wait $_wait s}"
 }
 
 # lanes ITEM...: each item "s:PATH" (serial lane) or "p:PATH" (parallel
