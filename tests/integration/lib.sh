@@ -76,15 +76,22 @@ free_port_block() {
 	# choice is made under a lock, so scripts run side by side (run-tests.sh's
 	# parallel lane, other checkouts) never get the same block.
 	_pb=${TMPDIR:-/tmp}/iod-port-blocks
-	mkdir -p "$_pb" 2>/dev/null
-	if command -v flock >/dev/null && exec 9>>"$_pb/.lock"; then flock 9; fi
+	# (world-writable and sticky like /tmp, for every user's scripts; the
+	# lock is taken on a read-only fd, so a .lock made by another user works)
+	[ -d "$_pb" ] || { mkdir -p "$_pb" && chmod 1777 "$_pb"; } 2>/dev/null
+	{ [ -e "$_pb/.lock" ] || : >"$_pb/.lock"; } 2>/dev/null
+	if command -v flock >/dev/null && [ -r "$_pb/.lock" ]; then
+		exec 9<"$_pb/.lock"
+		flock 9
+	fi
 	for _try in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
 		_cand=$((10000 + ($1 * 7 + _try * 131) % 220 * 100))
 		_owner=$(cat "$_pb/$_cand" 2>/dev/null)
-		[ -n "$_owner" ] && [ "$_owner" != $$ ] && kill -0 "$_owner" 2>/dev/null && continue
+		# (a live owner: /proc, so another user's script counts too)
+		[ -n "$_owner" ] && [ "$_owner" != $$ ] && [ -d "/proc/$_owner" ] && continue
 		if ! command -v ss >/dev/null ||
 			[ -z "$(ss -Hltun "( sport >= :$_cand and sport <= :$((_cand + 99)) )" 2>/dev/null)" ]; then
-			echo $$ >"$_pb/$_cand" 2>/dev/null
+			{ echo $$ >"$_pb/$_cand"; } 2>/dev/null
 			exec 9>&-
 			echo "$_cand"
 			return 0
