@@ -12,12 +12,15 @@
 # smoke run explores the same inputs on every machine and main stays green
 # reproducibly; IOD_FUZZ_SEED=0 picks a random seed, as `make fuzz` does for long
 # campaigns). IOD_TEST_ONLY=unit|sim|integration|fuzz narrows the run.
-# IOD_TEST_LOCK=FILE runs each integration script under flock FILE, so
-# several checkouts on one machine do not start clusters at the same time.
-# Unit and sim programs and fuzz targets run IOD_TEST_JOBS (default: the
-# number of cores) at a time, each with its own log, their blocks printed
-# whole and in order; integration scripts and programs run one at a time
-# (they share netns names, ports and the lock).
+# IOD_TEST_LOCK=FILE runs each serial-lane integration script under flock
+# FILE, so several checkouts on one machine do not start clusters at the
+# same time. Unit and sim programs and fuzz targets run IOD_TEST_JOBS
+# (default: the number of cores) at a time, each with its own log, their
+# blocks printed whole and in order; integration scripts run in a serial lane
+# (one at a time: they share netns names, cgroups and the lock) and, beside
+# it, a parallel lane for the scripts tagged `# iod-test: parallel` (see
+# lanes() below). Each block ends with "-- took NAME N s" (integration ones
+# add ", cpu N s": wall against CPU tells sleep-bound from CPU-bound).
 set -u
 BUILD=${1:-build}
 ONLY=${IOD_TEST_ONLY:-}
@@ -52,10 +55,11 @@ count() {
 	fi
 }
 
-# took NAME T0: one line with the seconds NAME ran, to find the slow ones
-# (grep '^-- took' LOG | sort -k4 -n).
-took() {
-	echo "-- took $1 $(($(date +%s) - $2)) s"
+# cpu_s FILE: the user+sys seconds of the children in FILE (the output of
+# `times`, second line), to tell sleep-bound tests from CPU-bound ones.
+# Daemons that outlive their parent (iod up's servers) are not counted.
+cpu_s() {
+	sed -n 2p "$1" | awk '{t = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); t += a[1] * 60 + a[2] } printf "%d", t + 0.5}'
 }
 
 # A pool of $JOBS jobs for the unit/sim programs and the fuzz targets: each
@@ -123,6 +127,121 @@ run_prog() { # section path...: the programs, $JOBS at a time
 	[ $# -gt 0 ] && pool prog "$@"
 }
 
+# Integration scripts and programs run in two lanes. The serial lane: one
+# at a time, each under `flock $IOD_TEST_LOCK` when set, for what starts
+# network namespaces, nft tables, cgroups (a sandboxed `iod up`), `iod up`
+# clusters or anything else with a machine-wide name. The parallel lane:
+# scripts whose header says `# iod-test: parallel` (no namespace, nft table,
+# cgroup or fixed port; ports from lib.sh's free_port_block, which reserves
+# its block; files in mktemp dirs), run beside the serial lane without the
+# lock, IOD_TEST_INTEGRATION_JOBS (default: the number of cores) integration
+# jobs at a time in all, one slot kept for the serial lane while serial items
+# remain. IOD_TEST_INTEGRATION_JOBS=1 runs everything one at a time, in list
+# order, as before. Blocks are printed whole and in list order either way.
+IJOBS=${IOD_TEST_INTEGRATION_JOBS:-$JOBS}
+# lane_parallel SCRIPT: status 0 when its header (the comment lines after
+# the #! line) has the line `# iod-test: parallel`.
+lane_parallel() {
+	sed -n '2,/^[^#]/p' "$1" | grep -q '^# iod-test: parallel$'
+}
+
+job_integ() { # BASE PATH: a script (sh PATH BUILD) or a program
+	t0=$(date +%s)
+	date +%s%N >"$1.t0"
+	# the lock as before (every script, not the programs) when one job runs
+	# at a time, else for the serial lane's scripts
+	_lock=""
+	case $2 in
+	*.sh)
+		set -- "$1" sh "$2" "$BUILD"
+		if [ "${lane:-s}" = s ] || [ "$IJOBS" -eq 1 ]; then _lock=${IOD_TEST_LOCK:-}; fi
+		;;
+	esac
+	_base=$1; shift
+	if [ -n "$_lock" ]; then
+		# (BASE.locked: when the lock was got, to tell waiting from running)
+		flock "$_lock" sh -c 'date +%s%N >"$0.locked"; exec timeout "$@"' "$_base" \
+			"$TIMEOUT" "$@" >"$_base.log" 2>&1
+	else
+		timeout "$TIMEOUT" "$@" >"$_base.log" 2>&1
+	fi
+	_rc=$?
+	times >"$_base.times"
+	done_job "$_base" "$_rc" "$t0"
+}
+show_integ() { # BASE PATH
+	name=$(basename "$2")
+	echo "== integration $name"
+	main_log=$log log="$1.log"
+	grep -v '^RESULT ' "$log" | sed 's/^/  /'
+	count "$name" "$(cat "$1.rc")"
+	log=$main_log
+	_wait=""
+	[ -f "$1.locked" ] && _wait=$((($(cat "$1.locked") - $(cat "$1.t0")) / 1000000000))
+	[ "${_wait:-0}" -gt 0 ] || _wait=""
+	echo "-- took $name $(cat "$1.t") s, cpu $(cpu_s "$1.times") s${_wait:+, lock wait $_wait s}"
+}
+
+# lanes ITEM...: each item "s:PATH" (serial lane) or "p:PATH" (parallel
+# lane); jobs as in pool (BASE.log, .rc, .t), started out of list order
+# where a lane has room, shown in list order.
+lanes() {
+	d=$(mktemp -d)
+	n=$# shown=0 pids=""
+	while [ "$shown" -lt "$n" ]; do
+		# what runs now, and whether serial items wait to start
+		run_s=0 run_all=0 left_s=0 j=$shown
+		while [ "$j" -lt "$n" ]; do
+			eval "item=\${$((j + 1))}"
+			if [ -f "$d/$j.started" ]; then
+				if [ ! -f "$d/$j.rc" ]; then
+					run_all=$((run_all + 1))
+					[ "${item%%:*}" = s ] && run_s=$((run_s + 1))
+				fi
+			elif [ "${item%%:*}" = s ]; then
+				left_s=$((left_s + 1))
+			fi
+			j=$((j + 1))
+		done
+		# start the earliest items that fit: a serial one when none runs;
+		# a parallel one while a slot is free (one kept for the serial lane
+		# while serial items wait, unless there is only one slot)
+		j=$shown
+		while [ "$j" -lt "$n" ] && [ "$run_all" -lt "$IJOBS" ]; do
+			eval "item=\${$((j + 1))}"
+			if [ ! -f "$d/$j.started" ]; then
+				lane=${item%%:*}
+				if [ "$IJOBS" -eq 1 ]; then
+					fits=1
+				elif [ "$lane" = s ]; then
+					fits=$((run_s == 0))
+				else
+					fits=$((run_all < IJOBS - (left_s > 0 && run_s == 0)))
+				fi
+				if [ "$fits" = 1 ]; then
+					: >"$d/$j.started"
+					(job_integ "$d/$j" "${item#*:}") &
+					pids="$pids $!"
+					run_all=$((run_all + 1))
+					if [ "$lane" = s ]; then run_s=1 left_s=$((left_s - 1)); fi
+				fi
+				[ "$IJOBS" -eq 1 ] && break # strictly in order
+			fi
+			j=$((j + 1))
+		done
+		# print every finished block whose predecessors are printed
+		progress=0
+		while [ "$shown" -lt "$n" ] && [ -f "$d/$shown.rc" ]; do
+			eval "item=\${$((shown + 1))}"
+			show_integ "$d/$shown" "${item#*:}"
+			shown=$((shown + 1)) progress=1
+		done
+		[ "$progress" = 1 ] || sleep 0.1
+	done
+	wait $pids
+	rm -rf "$d"
+}
+
 # Fuzz targets (each over its own copy of its seed corpus in $BASE.work).
 job_fuzz() { # BASE TARGET
 	t0=$(date +%s)
@@ -170,25 +289,18 @@ if [ -z "$ONLY" ] || [ "$ONLY" = sim ]; then
 	run_prog sim "$BUILD"/san/tests/sim/test_*
 fi
 if [ -z "$ONLY" ] || [ "$ONLY" = integration ]; then
+	set --
 	for t in tests/integration/*.sh; do
 		[ -f "$t" ] || continue
 		[ "$(basename "$t")" = lib.sh ] && continue # sourced by the scripts
-		echo "== integration $(basename "$t")"
-		t0=$(date +%s)
-		if [ -n "${IOD_TEST_LOCK:-}" ]; then
-			flock "$IOD_TEST_LOCK" timeout "$TIMEOUT" sh "$t" "$BUILD" >"$log" 2>&1
-		else
-			timeout "$TIMEOUT" sh "$t" "$BUILD" >"$log" 2>&1
-		fi
-		rc=$?
-		grep -v '^RESULT ' "$log" | sed 's/^/  /'
-		count "$(basename "$t")" "$rc"
-		took "$(basename "$t")" "$t0"
+		if lane_parallel "$t"; then set -- "$@" "p:$t"; else set -- "$@" "s:$t"; fi
 	done
-	# programs that fork servers (tests/integration/*.c, built like unit tests)
-	jobs_all=$JOBS JOBS=1
-	run_prog integration "$BUILD"/san/tests/integration/test_*
-	JOBS=$jobs_all
+	# programs that fork servers (tests/integration/*.c, built like unit
+	# tests): in the serial lane, after the scripts
+	for t in "$BUILD"/san/tests/integration/test_*; do
+		[ -x "$t" ] && set -- "$@" "s:$t"
+	done
+	[ $# -gt 0 ] && lanes "$@"
 fi
 if [ -z "$ONLY" ] || [ "$ONLY" = fuzz ]; then
 	fuzz_ok=1

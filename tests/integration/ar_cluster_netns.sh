@@ -27,28 +27,14 @@
 set -u
 BUILD=${1:-build}
 . "$(dirname "$0")/lib.sh"
-need_iod "$BUILD"
-need_root "network namespaces, AF_PACKET, tc"
-need ip tc nft python3 dumpcap tshark
-ip netns add "iodprobe$$" 2>/dev/null || { echo "skip: cannot create network namespaces"; exit 77; }
-ip netns del "iodprobe$$"
-
-T=$(mktemp -d)
-export IOD_STATE_DIR="$T/state"
-export PATH="$(dirname "$IOD"):$PATH"
+netns_setup "$BUILD" "network namespaces, AF_PACKET, tc" tc nft python3 dumpcap tshark
 ROUNDS=${AR_ROUNDS:-5}
 CUTS=${AR_CUTS:-2}
 FLOWS=${AR_FLOWS:-8}
 RATE=${AR_RATE:-200}
 PRE=2.5
 POST=3.5
-BASE=$(free_port_block $$)
-cleanup() {
-	stop_bg
-	stop_cluster 2s
-	rm -rf "$T"
-}
-trap cleanup EXIT
+trap netns_cleanup EXIT
 trap "exit 1" INT TERM
 on_bad() { grep -h "adaptive routing" "$IOD_STATE_DIR"/node-*.log 2>/dev/null | tail -5; }
 

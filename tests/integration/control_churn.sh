@@ -25,6 +25,7 @@
 #      the reasons below).
 # CHURN_KILL=1 kills one server after the first round: a self-test that
 # servers_alive fails when a server dies.
+# iod-test: parallel
 set -u
 BUILD=${1:-build}
 IOD="$BUILD/san/iod"

@@ -12,6 +12,7 @@
 #   4. a torn save (a step directory without its manifest) is not restored;
 #   5. --ckpt-every 0 is a usage error (exit 2).
 # Exit status: 0 pass, 77 skip, 1 fail.
+# iod-test: parallel
 set -u
 BUILD=${1:-build}
 . "$(dirname "$0")/lib.sh"

@@ -5,6 +5,7 @@
 # (net_null implements no flow API, so it rejects them: -ENOSYS) and stay in
 # software with the port's message; the others say why they are not
 # expressible. Skips (77) when iod was built without DPDK.
+# iod-test: parallel
 set -u
 . "$(dirname "$0")/lib.sh"
 need_iod "${1:-build}"

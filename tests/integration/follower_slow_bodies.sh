@@ -9,6 +9,7 @@
 #   2. follower_still_serves: a new client gets /v1/status from it within 1 s
 #      while they are held, and a write through the cluster still commits.
 # Prints one RESULT line per check.
+# iod-test: parallel
 set -u
 BUILD=${1:-build}
 IOD="$BUILD/iod"

@@ -3,6 +3,7 @@
 # Debian's python3-grpcio (tests/integration/k8s_fake_kubelet.py), from
 # iod's own src/k8s/deviceplugin.proto. Needs no root.
 # usage: sh tests/integration/k8s_devplugin.sh BUILD_DIR
+# iod-test: parallel
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)

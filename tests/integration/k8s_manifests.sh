@@ -4,6 +4,7 @@
 # says why not kubectl), with a self-test that each kind of mistake is caught.
 # No live API server is involved (docs/kubernetes.md). Needs no root.
 # usage: sh tests/integration/k8s_manifests.sh BUILD_DIR
+# iod-test: parallel
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)

@@ -5,6 +5,7 @@
 # expected Slurm topology.yaml (tests/fixtures/k8s/from-nodes.topology.yaml)
 # and the labels; a damaged topology is refused with exit 2 and its path.
 # Exit 0 pass, 77 skip, else fail.
+# iod-test: parallel
 set -u
 . "$(dirname "$0")/lib.sh"
 need_iod "${1:-build}"

@@ -5,7 +5,8 @@
 #   wait_http SECONDS URL      wait_for an HTTP answer (any status) from URL
 #   free_port_block SEED       a block of 100 free TCP/UDP ports below the
 #                              ephemeral range, printed as its first port
-#                              (nothing when none is free)
+#                              (nothing when none is free), reserved for
+#                              this script ($$) until it exits
 #   bg CMD...                  start CMD in the background, remember its pid
 #                              (also in BG_PID)
 #   bg_adopt PID               remember a pid started with a plain & (a
@@ -31,6 +32,15 @@
 #   stop_cluster [GRACE]       `$IOD down` (default grace 5s) if one was started
 #
 # Scripts keep their own cleanup trap and call stop_bg/stop_cluster from it.
+#
+# The `iod up --netns` scripts (ar_cluster_netns.sh, overlay_netns.sh,
+# qos_netns.sh, sg_netns.sh, vip_netns.sh):
+#   netns_setup BUILD WHY TOOL...  need_iod BUILD, need_root WHY, need ip
+#                              TOOL..., a network namespace can be made (else
+#                              skip, 77); then a temp dir T, IOD_STATE_DIR
+#                              ($T/state) and PATH (IOD's directory first)
+#                              exported, BASE a free_port_block
+#   netns_cleanup              stop_bg, stop_cluster 2s, rm -rf $T (a trap)
 #
 # `iod chaos` on a loopback cluster (chaos_faults.sh, chaos_heal.sh,
 # chaos_member_delay.sh):
@@ -61,14 +71,33 @@ _http_up() { curl -s -o /dev/null --max-time 1 "$1"; }
 wait_http() { wait_for "$1" _http_up "$2"; }
 
 free_port_block() {
+	# A block is reserved for the calling script ($$, also inside $(...)) by
+	# a file in $_pb naming it; one whose script is gone is free again. The
+	# choice is made under a lock, so scripts run side by side (run-tests.sh's
+	# parallel lane, other checkouts) never get the same block.
+	_pb=${TMPDIR:-/tmp}/iod-port-blocks
+	# (world-writable and sticky like /tmp, for every user's scripts; the
+	# lock is taken on a read-only fd, so a .lock made by another user works)
+	[ -d "$_pb" ] || { mkdir -p "$_pb" && chmod 1777 "$_pb"; } 2>/dev/null
+	{ [ -e "$_pb/.lock" ] || : >"$_pb/.lock"; } 2>/dev/null
+	if command -v flock >/dev/null && [ -r "$_pb/.lock" ]; then
+		exec 9<"$_pb/.lock"
+		flock 9
+	fi
 	for _try in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
 		_cand=$((10000 + ($1 * 7 + _try * 131) % 220 * 100))
+		_owner=$(cat "$_pb/$_cand" 2>/dev/null)
+		# (a live owner: /proc, so another user's script counts too)
+		[ -n "$_owner" ] && [ "$_owner" != $$ ] && [ -d "/proc/$_owner" ] && continue
 		if ! command -v ss >/dev/null ||
 			[ -z "$(ss -Hltun "( sport >= :$_cand and sport <= :$((_cand + 99)) )" 2>/dev/null)" ]; then
+			{ echo $$ >"$_pb/$_cand"; } 2>/dev/null
+			exec 9>&-
 			echo "$_cand"
 			return 0
 		fi
 	done
+	exec 9>&-
 	return 1
 }
 
@@ -137,6 +166,24 @@ start_cluster() {
 stop_cluster() {
 	[ "$LIB_UP" = 1 ] && "$IOD" down --grace "${1:-5s}" >/dev/null 2>&1
 	LIB_UP=0
+}
+
+netns_setup() {
+	need_iod "$1"
+	need_root "$2"
+	shift 2
+	need ip "$@"
+	ip netns add "iodprobe$$" 2>/dev/null || { echo "skip: cannot create network namespaces"; exit 77; }
+	ip netns del "iodprobe$$"
+	T=$(mktemp -d)
+	export IOD_STATE_DIR="$T/state"
+	export PATH="$(dirname "$IOD"):$PATH"
+	BASE=$(free_port_block $$) || { echo "skip: no free block of ports"; exit 77; }
+}
+netns_cleanup() {
+	stop_bg
+	stop_cluster 2s
+	rm -rf "$T"
 }
 
 need_chaos() {

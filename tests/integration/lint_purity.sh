@@ -3,6 +3,7 @@
 # passes on the tree and fails on a pure core that reads the clock, opens a
 # socket, prints, or includes a shell header; comments and strings that name
 # such calls do not count.
+# iod-test: parallel
 set -u
 . "$(dirname "$0")/lib.sh"
 need python3

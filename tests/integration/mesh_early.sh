@@ -17,6 +17,7 @@
 #                    within the linger time (IOD_MESH_LINGER_MS, 2 s), and
 #                    the proxy's connection gauge returns to 0
 #   clean_exit       the proxy exits cleanly (sanitizers quiet)
+# iod-test: parallel
 set -u
 . "$(dirname "$0")/lib.sh"
 B=${1:-build}
@@ -35,7 +36,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 base=$(free_port_block $$) || { echo "no free block of ports"; exit 77; }
-oct=$(( 1 + ($$ / 7) % 250 ))
+oct=$(( 1 + (base / 100) % 250 )) # one per port block: no two scripts share it
 VIP="127.81.$oct.1"
 ADMIN="127.0.0.1:$((base + 40))"
 UP=$((base + 1))

@@ -13,6 +13,7 @@
 #                       the descriptors it has), the proxy uses < 0.3 s of
 #                       CPU in 2 s, and sheds (iod_mesh_accept_shed_total > 0)
 #   clean_exit          the proxy exits cleanly (sanitizers quiet)
+# iod-test: parallel
 set -u
 . "$(dirname "$0")/lib.sh"
 B=${1:-build}
@@ -31,7 +32,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 base=$(free_port_block $$) || { echo "no free block of ports"; exit 77; }
-oct=$(( 1 + ($$ / 7) % 250 ))
+oct=$(( 1 + (base / 100) % 250 )) # one per port block: no two scripts share it
 VIP="127.83.$oct.1"
 ADMIN="127.0.0.1:$((base + 40))"
 UP=$((base + 1))

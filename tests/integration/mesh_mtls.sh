@@ -53,6 +53,7 @@
 #                         B's proxy (its node certificate) and answers 5xx;
 #                         with the revocation lifted, 200 again
 #   clean_exit            both proxies exit cleanly (sanitizers quiet)
+# iod-test: parallel
 set -u
 . "$(dirname "$0")/lib.sh"
 B=${1:-build}
@@ -71,7 +72,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 base=$(free_port_block $$) || { echo "no free block of ports"; exit 77; }
-oct=$(( 1 + ($$ / 7) % 250 ))
+oct=$(( 1 + (base / 100) % 250 )) # one per port block: no two scripts share it
 VIPA="127.83.$oct.1"
 VIPB="127.83.$oct.2"
 ADMA="127.0.0.1:$((base + 40))"

@@ -17,6 +17,7 @@
 #                retained" instead of pretending it saw every call
 #   metrics      /metrics is Prometheus text with the expected families
 #   dns          <service>.iod resolves to the VIP (skipped without python3)
+# iod-test: parallel
 set -u
 B=${1:-build}
 IOD="$B/iod"
@@ -39,7 +40,7 @@ trap cleanup EXIT INT TERM
 seed=$$
 . "$(dirname "$0")/lib.sh"
 base=$(free_port_block "$seed") || { echo "no free block of ports"; exit 77; }
-oct=$(( 1 + $$ % 250 ))
+oct=$(( 1 + (base / 100) % 250 )) # one per port block: no two scripts share it
 VIP_FE="127.78.$oct.1"; VIP_PS="127.78.$oct.2"; VIP_KV="127.78.$oct.3"
 ADMIN="127.0.0.1:$((base + 90))"; DNS="127.0.0.1:$((base + 91))"
 PS1P=$((base + 1)); PS2P=$((base + 2)); PS3P=$((base + 3)); FE1P=$((base + 11)); FE2P=$((base + 12))

@@ -23,6 +23,7 @@
 #   keepalive_not_cut        a keep-alive client that waits 1.5 s between two
 #                            requests (idle, not a slow head) gets both answered
 #   clean_exit               the proxy exits cleanly (sanitizers quiet)
+# iod-test: parallel
 set -u
 . "$(dirname "$0")/lib.sh"
 B=${1:-build}
@@ -46,7 +47,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 base=$(free_port_block $$) || { echo "no free block of ports"; exit 77; }
-oct=$(( 1 + ($$ / 7) % 250 ))
+oct=$(( 1 + (base / 100) % 250 )) # one per port block: no two scripts share it
 VIP="127.82.$oct.1"
 VIP2="127.82.$oct.2"
 ADMIN="127.0.0.1:$((base + 40))"

@@ -22,6 +22,7 @@
 #   early_answer           a server that answers 413 before reading the body:
 #                          the client gets that answer (needs python3)
 #   clean_exit             the proxy exits cleanly (sanitizers quiet)
+# iod-test: parallel
 set -u
 . "$(dirname "$0")/lib.sh"
 B=${1:-build}
@@ -39,7 +40,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 base=$(free_port_block $$) || { echo "no free block of ports"; exit 77; }
-oct=$(( 1 + ($$ / 7) % 250 ))
+oct=$(( 1 + (base / 100) % 250 )) # one per port block: no two scripts share it
 VIP="127.79.$oct"
 ADMIN="127.0.0.1:$((base + 40))"
 

@@ -14,6 +14,7 @@
 #   rejoin_*     marked healthy again, it gets requests again
 # and a BENCH line per mode (median and max over the rounds; the machine is
 # shared, so only the order of magnitude is asserted: both modes under 3 s).
+# iod-test: parallel
 set -u
 . "$(dirname "$0")/lib.sh"
 B=${1:-build}

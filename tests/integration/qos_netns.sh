@@ -16,23 +16,9 @@
 set -u
 BUILD=${1:-build}
 . "$(dirname "$0")/lib.sh"
-need_iod "$BUILD"
-need_root "network namespaces, AF_PACKET"
-need ip python3 iperf3
-ip netns add "iodprobe$$" 2>/dev/null || { echo "skip: cannot create network namespaces"; exit 77; }
-ip netns del "iodprobe$$"
-
-T=$(mktemp -d)
-export IOD_STATE_DIR="$T/state"
-export PATH="$(dirname "$IOD"):$PATH"
+netns_setup "$BUILD" "network namespaces, AF_PACKET" python3 iperf3
 SECS=${IOD_QOS_SECONDS:-5}
-BASE=$(free_port_block $$)
-cleanup() {
-	stop_bg
-	stop_cluster 2s
-	rm -rf "$T"
-}
-trap cleanup EXIT
+trap netns_cleanup EXIT
 trap "exit 1" INT TERM
 on_bad() { tail -5 "$IOD_STATE_DIR"/node-*.log 2>/dev/null; }
 

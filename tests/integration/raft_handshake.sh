@@ -17,6 +17,7 @@
 #      certificate at every reconnect, logging why; a write still commits
 #      on the other two and never reaches it; `--undo` lets it catch up.
 # Prints one RESULT line per check.
+# iod-test: parallel
 set -u
 BUILD=${1:-build}
 IOD="$BUILD/iod"
@@ -28,7 +29,7 @@ command -v curl >/dev/null || { echo "skip: curl needed"; exit 77; }
 T=$(mktemp -d)
 T0=$(date +%s)
 . "$(dirname "$0")/lib.sh"
-BASE=$((27000 + ($$ % 300) * 20))
+BASE=$(free_port_block $$) || { echo "skip: no free block of ports"; exit 77; }
 PIDS=""
 PROBE=""
 cleanup() {

@@ -3,6 +3,7 @@
 # of what fits, the exact reasons for the rest, exit code 4 for a partial
 # placement, 0 when everything fits, 2 for bad usage, byte-identical JSON on
 # reruns. $1 is the build directory; uses the sanitizer binary.
+# iod-test: parallel
 set -u
 . "$(dirname "$0")/lib.sh"
 IOD="$1/san/iod"

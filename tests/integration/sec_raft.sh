@@ -17,6 +17,7 @@
 #      a non-loopback --raft refuse to start, naming the flag.
 # Each refusal is a log line "refused a connection from ...: <why>".
 # Prints one RESULT line per check.
+# iod-test: parallel
 set -u
 BUILD=${1:-build}
 IOD="$BUILD/iod"
@@ -28,7 +29,7 @@ command -v curl >/dev/null || { echo "skip: curl needed"; exit 77; }
 T=$(mktemp -d)
 T0=$(date +%s)
 . "$(dirname "$0")/lib.sh"
-BASE=$((24000 + ($$ % 300) * 20))
+BASE=$(free_port_block $$) || { echo "skip: no free block of ports"; exit 77; }
 PIDS=""
 cleanup() {
 	for p in $PIDS; do kill "$p" 2>/dev/null; done

@@ -16,20 +16,8 @@
 # every ~2 ms from the far client's namespace). Exit 0 pass, 1 fail, 77 skip.
 set -u
 BUILD=${1:-build}
-IOD="$(cd "$(dirname "$BUILD/iod")" && pwd)/iod"
-[ -x "$IOD" ] || { echo "skip: $IOD not built"; exit 77; }
-[ "$(id -u)" = 0 ] || { echo "skip: needs root (network namespaces, AF_PACKET)"; exit 77; }
-for t in ip python3; do
-	command -v $t >/dev/null || { echo "skip: $t missing"; exit 77; }
-done
-ip netns add "iodprobe$$" 2>/dev/null || { echo "skip: cannot create network namespaces"; exit 77; }
-ip netns del "iodprobe$$"
 . "$(dirname "$0")/lib.sh"
-
-T=$(mktemp -d)
-export IOD_STATE_DIR="$T/state"
-export PATH="$(dirname "$IOD"):$PATH"
-BASE=$(free_port_block $$)
+netns_setup "$BUILD" "network namespaces, AF_PACKET" python3
 UP="--netns --nodes 2 --api-port $BASE --raft-port $((BASE + 10)) --lease-ttl 2s"
 LST=
 cleanup() {

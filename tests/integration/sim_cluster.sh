@@ -3,6 +3,7 @@
 # `iod sim --selftest` end to end: text and JSON, the same seed printing the
 # same bytes and another seed another event-log hash, a scripted failure's
 # recovery by phase, job files with positioned errors, exit 2 for bad input.
+# iod-test: parallel
 set -u
 . "$(dirname "$0")/lib.sh"
 IOD="$1/iod"

@@ -3,6 +3,7 @@
 # and JSON, byte-identical output for a seed, a sweep table, a YAML topology,
 # errors with positions and exit codes, and that the whole-cluster mode runs
 # (tests/integration/sim_cluster.sh and tests/unit/test_sim_cluster.c cover it).
+# iod-test: parallel
 set -u
 . "$(dirname "$0")/lib.sh"
 IOD="$1/iod"

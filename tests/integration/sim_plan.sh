@@ -7,6 +7,7 @@
 # naming the step or the place; examples/chaos/plan-link.yaml's link steps
 # are the simulator's link faults (a lossy link or a leaf beyond --nodes:
 # exit 2).
+# iod-test: parallel
 set -u
 . "$(dirname "$0")/lib.sh"
 need_iod "${1:-build}"

@@ -3,6 +3,7 @@
 # DOT renders with graphviz, JSON parses, XML written by -o xml reads back
 # (by iod and by lstopo), HWLOC_XMLFILE is honoured, bad input exits 2 with
 # a reason, and discovery on this machine works. Prints a RESULT line per check.
+# iod-test: parallel
 . "$(dirname "$0")/lib.sh"
 BUILD=${1:-build}
 IOD="$BUILD/san/iod"

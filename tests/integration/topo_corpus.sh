@@ -9,6 +9,7 @@
 #     affinity);
 #   - "refused": exit 2 and exactly one line on stderr.
 # One RESULT line for the whole corpus; each failure is named.
+# iod-test: parallel
 set -u
 . "$(dirname "$0")/lib.sh"
 need_iod "${1:-build}"

@@ -3,6 +3,7 @@
 # peer's PCI address, NVSwitch all-to-all, same board, UUID, memory) against
 # a stand-in libnvidia-ml.so.1 (tests/fixtures/fake_nvml.c) over the
 # pcie-8gpu model's hwloc XML. Prints a RESULT line per check.
+# iod-test: parallel
 . "$(dirname "$0")/lib.sh"
 BUILD=${1:-build}
 IOD="$BUILD/san/iod"

@@ -2,6 +2,7 @@
 # topo_nvml.sh BUILD: on a machine with NVIDIA GPUs, `iod topo -o matrix`
 # must agree with `nvidia-smi topo -m` on every GPU-to-GPU cell and on each
 # GPU's CPU and NUMA affinity. Skips (exit 77) where there is no NVML.
+# iod-test: parallel
 . "$(dirname "$0")/lib.sh"
 BUILD=${1:-build}
 IOD="$BUILD/iod"

@@ -9,6 +9,7 @@
 # checked on those. The cases are written here after the harness's list
 # (its 40 test methods, each with all of its sub-cases); one RESULT line
 # counts them. Needs python3.
+# iod-test: parallel
 set -u
 . "$(dirname "$0")/lib.sh"
 B=${1:-build}
@@ -26,7 +27,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 base=$(free_port_block $$) || { echo "no free block of ports"; exit 77; }
-VIP="127.77.$(( 1 + ($$ / 3) % 250 )).1"
+VIP="127.84.$(( 1 + (base / 100) % 250 )).1" # one per port block; not in the registry's 127.77/16
 ADMIN="127.0.0.1:$((base + 9))"
 BACK=$((base + 1))
 

@@ -2,6 +2,7 @@
 # validate.sh BUILD: `iod validate` end to end: the examples validate, the
 # JSON output is itself a valid spec that normalizes to the same JSON, and
 # broken specs exit 2 with file:line:col diagnostics on stderr only.
+# iod-test: parallel
 set -u
 . "$(dirname "$0")/lib.sh"
 IOD="${1:-build}/iod"

@@ -16,6 +16,7 @@
 #   - a screenshot goes to the artifacts ($IOD_ARTIFACTS, default
 #     BUILD/artifacts/viz_large.png).
 # Prints one RESULT line per check; skips without Chromium.
+# iod-test: parallel
 set -u
 . "$(dirname "$0")/lib.sh"
 BUILD=${1:-build}

@@ -12,6 +12,7 @@
 #   2. watch_encodes_shared: iod_api_watch_encodes_total > 0 and smaller than
 #      iod_api_watch_answers_total (answers shared an encoding)
 #   3. clean_exit: the server exits 0 on SIGTERM, no sanitizer report
+# iod-test: parallel
 set -u
 BUILD=${1:-build}
 IOD="$BUILD/san/iod"

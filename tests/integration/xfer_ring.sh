@@ -3,6 +3,7 @@
 # between separate processes, is exact over shared memory and over TCP
 # (an odd element count: uneven chunks), reports the UCX path it used,
 # and refuses bad usage with exit 2. One RESULT line per check (lib.sh).
+# iod-test: parallel
 set -u
 . "$(dirname "$0")/lib.sh"
 need_iod "${1:-build}"
