@@ -433,7 +433,8 @@ static void revocations_refresh(struct iod_agent_telemetry *t)
 	int rc = iod_api_request(&t->api, "GET", "/v1/revocations", NULL, NULL, 0, &r, &e);
 	if (rc || r.status != 200 || !json_is_array(json_object_get(r.json, "items"))) {
 		if (!t->revoked_warned)
-			IOD_WARN("telemetry", "node %s: revocations not read (keeping the last %u): %s",
+			IOD_WARN("telemetry",
+			         "node %s: revocations not read (keeping the last %u): %s",
 			         t->cfg->name, t->revoked_n, rc ? e.msg : iod_api_error_text(&r));
 		t->revoked_warned = true;
 		if (!rc)
@@ -515,8 +516,8 @@ static TEL_MHD_RESULT refuse(struct MHD_Connection *c, unsigned code, const char
  * (the API's /metrics rule): a user of any role, a node, a server. 0, or
  * the HTTP status (401, 403) with why.
  */
-static unsigned client_check(struct iod_agent_telemetry *t, struct MHD_Connection *c,
-                             char *why, size_t len)
+static unsigned client_check(struct iod_agent_telemetry *t, struct MHD_Connection *c, char *why,
+                             size_t len)
 {
 	const union MHD_ConnectionInfo *ci =
 	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
