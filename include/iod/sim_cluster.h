@@ -161,9 +161,9 @@ struct iod_simc_job {
 	 * > 0 it is every rank's compute per step (times its speed factor)
 	 * instead of batch / the calibrated 1-GPU rate, and grad_bytes the
 	 * all-reduce per step instead of the model's parameters x 4 bytes */
-	double step_compute_s;           /* 0: from the calibration table */
-	uint64_t grad_bytes;             /* 0: from the model */
-	char workload[IOD_NAME_MAX];     /* where it came from ("" none) */
+	double step_compute_s;       /* 0: from the calibration table */
+	uint64_t grad_bytes;         /* 0: from the model */
+	char workload[IOD_NAME_MAX]; /* where it came from ("" none) */
 };
 void iod_simc_job_default(struct iod_simc_job *j);
 /* A job file (YAML through src/base/yaml.c): errors carry file:line:col. */
@@ -180,17 +180,17 @@ int iod_simc_job_parse_yaml(struct iod_simc_job *j, const char *text, size_t len
  * field (file:line: field N (what): ...). Pure: text in, sums out.
  */
 struct iod_simc_astra {
-	char parallel[32];        /* "DATA" */
-	uint32_t layers;          /* layer lines read */
-	uint64_t fwd_cycles;      /* sums over the layers */
-	uint64_t ig_cycles;       /* input-gradient compute */
-	uint64_t wg_cycles;       /* weight-gradient compute */
-	uint64_t update_cycles;   /* the per-layer update delays */
-	uint64_t allreduce_bytes; /* the weight-gradient ALLREDUCE sizes */
+	char parallel[32];         /* "DATA" */
+	uint32_t layers;           /* layer lines read */
+	uint64_t fwd_cycles;       /* sums over the layers */
+	uint64_t ig_cycles;        /* input-gradient compute */
+	uint64_t wg_cycles;        /* weight-gradient compute */
+	uint64_t update_cycles;    /* the per-layer update delays */
+	uint64_t allreduce_bytes;  /* the weight-gradient ALLREDUCE sizes */
 	uint32_t allreduce_layers; /* layers with one */
 };
-int iod_simc_astra_parse(const char *text, size_t len, const char *file,
-                         struct iod_simc_astra *out, struct iod_err *e);
+int iod_simc_astra_parse(const char *text, size_t len, const char *file, struct iod_simc_astra *out,
+                         struct iod_err *e);
 /* The job's step from a parsed workload at cycle_ns nanoseconds per cycle:
  * compute = (fwd + ig + wg + update) cycles x cycle_ns, all-reduce = the
  * ALLREDUCE bytes. -EINVAL when it has no compute or cycle_ns <= 0. */

@@ -667,7 +667,8 @@ static int selftest(enum iod_output out)
 				if (!vrc)
 					vrc = iod_simc_run(c, &r[0], NULL, NULL, &e);
 				if (!vrc) {
-					double t64 = ep[a] * items / (64.0 * bs[b]) * r[0].step_s / 60;
+					double t64 =
+					    ep[a] * items / (64.0 * bs[b]) * r[0].step_s / 60;
 					lo = fmin(lo, t64);
 					hi = fmax(hi, t64);
 				}
@@ -975,8 +976,8 @@ static int compare(int argc, char **argv)
 	       a[1].util, a[2].util, cl->gpu_util_pct[0], cl->gpu_util_pct[1]);
 	printf("%-22s %12.2f %12.2f %15.2f %14.1f %14.1f\n", "network (Gbps/node)", a[0].net,
 	       a[1].net, a[2].net, cl->net_gbps[0], cl->net_gbps[1]);
-	printf("%-22s %12.3f %12.3f %15.3f %14.2f %14.2f\n", "failure recovery (s)",
-	       a[0].recovery, a[1].recovery, a[2].recovery, cl->recovery_s[0], cl->recovery_s[1]);
+	printf("%-22s %12.3f %12.3f %15.3f %14.2f %14.2f\n", "failure recovery (s)", a[0].recovery,
+	       a[1].recovery, a[2].recovery, cl->recovery_s[0], cl->recovery_s[1]);
 	if (cl->source[0])
 		printf("claim: %s (no claim for k8s-topo)\n", cl->source);
 	printf("\ncauses (from the runs, not the claim):\n");
@@ -1018,7 +1019,7 @@ int cmd_sim_cluster(int argc, char **argv)
 	struct iod_err e = {0};
 	enum iod_output out = IOD_OUT_TEXT;
 	const char *job_file = NULL, *baseline = "iod", *log_file = NULL, *plan_file = NULL,
-		   *workload_file = NULL;
+	           *workload_file = NULL;
 	double cycle_ns = 1;
 	bool have_seed = false;
 	uint32_t total_gpus = 0, job_gpus = 0, seeds = 1;
@@ -1216,9 +1217,10 @@ int cmd_sim_cluster(int argc, char **argv)
 			       (unsigned long long)(wa.fwd_cycles + wa.ig_cycles + wa.wg_cycles +
 			                            wa.update_cycles),
 			       (unsigned long long)wa.fwd_cycles, (unsigned long long)wa.ig_cycles,
-			       (unsigned long long)wa.wg_cycles, (unsigned long long)wa.update_cycles,
-			       cycle_ns, c->job.step_compute_s * 1e3,
-			       (unsigned long long)wa.allreduce_bytes, wa.allreduce_layers);
+			       (unsigned long long)wa.wg_cycles,
+			       (unsigned long long)wa.update_cycles, cycle_ns,
+			       c->job.step_compute_s * 1e3, (unsigned long long)wa.allreduce_bytes,
+			       wa.allreduce_layers);
 	}
 	if (c->node_model[0]) {
 		c->gpus_per_node = total_gpus ? total_gpus / c->nodes : 0;

@@ -1488,8 +1488,9 @@ static bool on_live_node(const struct lists *l, const json_t *v)
 	const char *n = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_NODE);
 	size_t k;
 	json_t *y;
-	json_array_foreach(json_object_get(l->nodes, "items"), k, y) if (
-	    n && !strcmp(n, json_string_value(json_object_get(y, "name")))) return true;
+	json_array_foreach(
+	    json_object_get(l->nodes, "items"), k,
+	    y) if (n && !strcmp(n, json_string_value(json_object_get(y, "name")))) return true;
 	return false;
 }
 
@@ -1509,8 +1510,8 @@ static bool tas_lost(struct sim *s, const struct lists *l, uint32_t **at)
 			lost++;
 			continue;
 		}
-		uint32_t ni = node_index(
-		    s, iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_NODE));
+		uint32_t ni =
+		    node_index(s, iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_NODE));
 		if (prefer && ni < s->c->nodes)
 			prefer[ni / rn] = any = true;
 	}

@@ -411,13 +411,18 @@ int iod_simc_scenario_parse_yaml(struct iod_simc_scenario *sc, const char *text,
 /* ---- ASTRA-sim text workloads ----------------------------------------------- */
 
 /* The 12 fields of a layer line, for messages. */
-static const char *const astra_fields[12] = {
-    "layer name",           "reserved",
-    "forward compute",      "forward comm type",
-    "forward comm size",    "input-gradient compute",
-    "input-gradient comm type", "input-gradient comm size",
-    "weight-gradient compute", "weight-gradient comm type",
-    "weight-gradient comm size", "update delay"};
+static const char *const astra_fields[12] = {"layer name",
+                                             "reserved",
+                                             "forward compute",
+                                             "forward comm type",
+                                             "forward comm size",
+                                             "input-gradient compute",
+                                             "input-gradient comm type",
+                                             "input-gradient comm size",
+                                             "weight-gradient compute",
+                                             "weight-gradient comm type",
+                                             "weight-gradient comm size",
+                                             "update delay"};
 
 /* One line of text: [p, eol), *next past its newline. */
 static void astra_line(const char *p, const char *end, const char **eol, const char **next)
@@ -477,8 +482,8 @@ static bool astra_blank(const char *p, const char *eol)
 	return true;
 }
 
-int iod_simc_astra_parse(const char *text, size_t len, const char *file,
-                         struct iod_simc_astra *out, struct iod_err *e)
+int iod_simc_astra_parse(const char *text, size_t len, const char *file, struct iod_simc_astra *out,
+                         struct iod_err *e)
 {
 	static const char *const known[] = {"DATA",
 	                                    "MICRO",
@@ -505,8 +510,10 @@ int iod_simc_astra_parse(const char *text, size_t len, const char *file,
 	/* line 1: the parallelism */
 	for (;;) {
 		if (p >= end)
-			return iod_err_set(e, -EINVAL, "%s: empty workload (line 1 names the "
-			                               "parallelism, e.g. DATA)", f);
+			return iod_err_set(e, -EINVAL,
+			                   "%s: empty workload (line 1 names the "
+			                   "parallelism, e.g. DATA)",
+			                   f);
 		astra_line(p, end, &eol, &next);
 		line++;
 		if (!astra_blank(p, eol))
@@ -517,18 +524,22 @@ int iod_simc_astra_parse(const char *text, size_t len, const char *file,
 	if (n != 1 || tl)
 		return iod_err_set(e, -EINVAL,
 		                   "%s:%u: field 1 (parallelism): one word expected (DATA, "
-		                   "HYBRID_..., MODEL)", f, line);
+		                   "HYBRID_..., MODEL)",
+		                   f, line);
 	size_t k = 0;
 	while (known[k] && strcmp(known[k], tok[0]))
 		k++;
 	if (!known[k])
 		return iod_err_set(e, -EINVAL,
 		                   "%s:%u: field 1 (parallelism): \"%s\" is not an ASTRA-sim "
-		                   "parallelism (DATA, MODEL, HYBRID_DATA_MODEL, ...)", f, line, tok[0]);
+		                   "parallelism (DATA, MODEL, HYBRID_DATA_MODEL, ...)",
+		                   f, line, tok[0]);
 	if (strcmp(tok[0], "DATA"))
-		return iod_err_set(e, -EINVAL,
-		                   "%s:%u: field 1 (parallelism): \"%s\" is not modelled; only DATA "
-		                   "(tensor, pipeline and hybrid parallelism are not)", f, line, tok[0]);
+		return iod_err_set(
+		    e, -EINVAL,
+		    "%s:%u: field 1 (parallelism): \"%s\" is not modelled; only DATA "
+		    "(tensor, pipeline and hybrid parallelism are not)",
+		    f, line, tok[0]);
 	snprintf(a.parallel, sizeof(a.parallel), "%s", tok[0]);
 	p = next;
 	/* line 2: the number of layers */
@@ -541,7 +552,8 @@ int iod_simc_astra_parse(const char *text, size_t len, const char *file,
 	if (n != 1 || tl || !astra_u64(tok[0], &want) || want == 0 || want > 100000)
 		return iod_err_set(e, -EINVAL,
 		                   "%s:%u: field 1 (number of layers): a whole number in 1..100000 "
-		                   "expected", f, line);
+		                   "expected",
+		                   f, line);
 	p = next;
 	/* the layers */
 	while (p < end) {
@@ -557,11 +569,12 @@ int iod_simc_astra_parse(const char *text, size_t len, const char *file,
 			                   line, (unsigned long long)want);
 		n = astra_split(p, eol, tok, 12, &tl);
 		if (n != 12)
-			return iod_err_set(e, -EINVAL,
-			                   "%s:%u: %s%u fields; a layer line has 12 (name, reserved, "
-			                   "then compute, comm type, comm size for forward, input "
-			                   "gradient and weight gradient, then the update delay)",
-			                   f, line, n > 12 ? "more than " : "", n > 12 ? 12 : n);
+			return iod_err_set(
+			    e, -EINVAL,
+			    "%s:%u: %s%u fields; a layer line has 12 (name, reserved, "
+			    "then compute, comm type, comm size for forward, input "
+			    "gradient and weight gradient, then the update delay)",
+			    f, line, n > 12 ? "more than " : "", n > 12 ? 12 : n);
 		if (tl)
 			return iod_err_set(e, -EINVAL, "%s:%u: a field of 64 characters or more", f,
 			                   line);
@@ -569,7 +582,8 @@ int iod_simc_astra_parse(const char *text, size_t len, const char *file,
 		for (uint32_t i = 2; i < 12; i++) {
 			bool type = i == 3 || i == 6 || i == 9;
 			if (type) {
-				bool none = !strcmp(tok[i], "NONE"), ar = !strcmp(tok[i], "ALLREDUCE");
+				bool none = !strcmp(tok[i], "NONE"),
+				     ar = !strcmp(tok[i], "ALLREDUCE");
 				bool other = !strcmp(tok[i], "ALLGATHER") ||
 				             !strcmp(tok[i], "ALLTOALL") ||
 				             !strcmp(tok[i], "ALLTOALLV") ||
@@ -590,9 +604,10 @@ int iod_simc_astra_parse(const char *text, size_t len, const char *file,
 				    f, line, i + 1, astra_fields[i], tok[i]);
 			}
 			if (!astra_u64(tok[i], &v[i]))
-				return iod_err_set(e, -EINVAL,
-				                   "%s:%u: field %u (%s): \"%s\" is not a whole number",
-				                   f, line, i + 1, astra_fields[i], tok[i]);
+				return iod_err_set(
+				    e, -EINVAL,
+				    "%s:%u: field %u (%s): \"%s\" is not a whole number", f, line,
+				    i + 1, astra_fields[i], tok[i]);
 		}
 		/* the reserved field is an integer (ASTRA-sim's files hold -1) */
 		char *rend;
@@ -604,14 +619,15 @@ int iod_simc_astra_parse(const char *text, size_t len, const char *file,
 			                   line, tok[1]);
 		if (v[4] || v[7])
 			return iod_err_set(e, -EINVAL,
-			                   "%s:%u: field %u (%s): %llu bytes with comm type NONE", f,
-			                   line, v[4] ? 5 : 8, astra_fields[v[4] ? 4 : 7],
+			                   "%s:%u: field %u (%s): %llu bytes with comm type NONE",
+			                   f, line, v[4] ? 5 : 8, astra_fields[v[4] ? 4 : 7],
 			                   (unsigned long long)(v[4] ? v[4] : v[7]));
 		if (!strcmp(tok[9], "NONE") && v[10])
-			return iod_err_set(e, -EINVAL,
-			                   "%s:%u: field 11 (weight-gradient comm size): %llu bytes "
-			                   "with comm type NONE",
-			                   f, line, (unsigned long long)v[10]);
+			return iod_err_set(
+			    e, -EINVAL,
+			    "%s:%u: field 11 (weight-gradient comm size): %llu bytes "
+			    "with comm type NONE",
+			    f, line, (unsigned long long)v[10]);
 		a.fwd_cycles += v[2];
 		a.ig_cycles += v[5];
 		a.wg_cycles += v[8];
