@@ -51,10 +51,11 @@ static int compare(void)
 	}
 	iod_buf_free(&b);
 	double w0 = bench_now_s(), c0 = bench_cpu_s();
-	for (int p = 0; p < 2; p++)
+	/* every policy: iod and the baselines (k8s, k8s-topo) */
+	for (int p = 0; p < IOD_SIMC_POLICIES; p++)
 		for (uint32_t k = 0; k < sc->seeds; k++) {
 			struct iod_simc_config c = sc->cfg;
-			c.policy = p ? IOD_SIMC_POLICY_K8S : IOD_SIMC_POLICY_IOD;
+			c.policy = (enum iod_simc_policy_kind)p;
 			c.seed = sc->cfg.seed + k;
 			if (iod_simc_run(&c, r, NULL, NULL, &e)) {
 				fprintf(stderr, "bench_sim_cluster: %s\n", e.msg);
@@ -65,9 +66,10 @@ static int compare(void)
 			events += r->events + r->raft_steps;
 		}
 	double wall = bench_now_s() - w0, cpu = bench_cpu_s() - c0;
-	bench_line("BENCH simc.compare wall_s=%.2f cpu_s=%.2f seeds=%u baselines=1 policies=2 "
+	bench_line("BENCH simc.compare wall_s=%.2f cpu_s=%.2f seeds=%u baselines=%d policies=%d "
 	           "events=%" PRIu64 " events_per_cpu_s=%.0f",
-	           wall, cpu, sc->seeds, events, cpu > 0 ? (double)events / cpu : 0);
+	           wall, cpu, sc->seeds, IOD_SIMC_POLICIES - 1, IOD_SIMC_POLICIES, events,
+	           cpu > 0 ? (double)events / cpu : 0);
 	free(sc);
 	free(r);
 	return 0;

@@ -157,19 +157,74 @@ struct iod_simc_job {
 	uint32_t dp;                  /* data-parallel degree (0 = gpus); must equal gpus */
 	uint32_t tp, pp;              /* tensor/pipeline degrees: only 1 is modelled */
 	uint64_t ckpt_every_steps;    /* checkpoint interval in steps (0: none) */
+	/* an imported workload (iod_simc_job_apply_astra): when step_compute_s
+	 * > 0 it is every rank's compute per step (times its speed factor)
+	 * instead of batch / the calibrated 1-GPU rate, and grad_bytes the
+	 * all-reduce per step instead of the model's parameters x 4 bytes */
+	double step_compute_s;       /* 0: from the calibration table */
+	uint64_t grad_bytes;         /* 0: from the model */
+	char workload[IOD_NAME_MAX]; /* where it came from ("" none) */
 };
 void iod_simc_job_default(struct iod_simc_job *j);
 /* A job file (YAML through src/base/yaml.c): errors carry file:line:col. */
 int iod_simc_job_parse_yaml(struct iod_simc_job *j, const char *text, size_t len, const char *file,
                             struct iod_err *e);
+/*
+ * An ASTRA-sim (1.0) text workload: line 1 the parallelism, line 2 the
+ * number of layers, then one line per layer of 12 fields: name, reserved,
+ * forward compute, forward comm type and size, input-gradient compute, comm
+ * type and size, weight-gradient compute, comm type and size, update delay.
+ * Compute times are in cycles, sizes in bytes. Only DATA parallelism is
+ * modelled: forward and input-gradient comm must be NONE, weight-gradient
+ * comm ALLREDUCE or NONE; anything else is refused naming the line and the
+ * field (file:line: field N (what): ...). Pure: text in, sums out.
+ */
+struct iod_simc_astra {
+	char parallel[32];         /* "DATA" */
+	uint32_t layers;           /* layer lines read */
+	uint64_t fwd_cycles;       /* sums over the layers */
+	uint64_t ig_cycles;        /* input-gradient compute */
+	uint64_t wg_cycles;        /* weight-gradient compute */
+	uint64_t update_cycles;    /* the per-layer update delays */
+	uint64_t allreduce_bytes;  /* the weight-gradient ALLREDUCE sizes */
+	uint32_t allreduce_layers; /* layers with one */
+};
+int iod_simc_astra_parse(const char *text, size_t len, const char *file, struct iod_simc_astra *out,
+                         struct iod_err *e);
+/* The job's step from a parsed workload at cycle_ns nanoseconds per cycle:
+ * compute = (fwd + ig + wg + update) cycles x cycle_ns, all-reduce = the
+ * ALLREDUCE bytes. -EINVAL when it has no compute or cycle_ns <= 0. */
+int iod_simc_job_apply_astra(struct iod_simc_job *j, const struct iod_simc_astra *a,
+                             double cycle_ns, const char *name, struct iod_err *e);
 /* Checks a job against the tables: model known, degrees supported. */
 int iod_simc_job_check(const struct iod_simc_job *j, struct iod_err *e);
 
 /* ---- policies (iod's own and the baselines) --------------------------------- */
 
-enum iod_simc_policy_kind { IOD_SIMC_POLICY_IOD, IOD_SIMC_POLICY_K8S };
+/*
+ * iod: iod's scheduler, controller and timers. k8s: the Kubernetes default
+ * (count-only GPU placement, one pod at a time on a random fitting node).
+ * k8s-topo: Kueue's topology-aware scheduling on Kubernetes: the job's pods
+ * as one gang, packed by BestFit into the fewest topology domains (one node
+ * if one fits, else one rack, else the fewest racks; rack = node /
+ * rack_nodes), GPUs within a node still count-only, Kubernetes' timers,
+ * ECMP only. docs/simulation.md, "Baselines".
+ */
+enum iod_simc_policy_kind { IOD_SIMC_POLICY_IOD, IOD_SIMC_POLICY_K8S, IOD_SIMC_POLICY_K8S_TOPO };
+#define IOD_SIMC_POLICIES 3
 const char *iod_simc_policy_name(enum iod_simc_policy_kind k);
+/* "iod", "k8s", "k8s-topo"; -EINVAL otherwise. */
 int iod_simc_policy_parse(const char *s, enum iod_simc_policy_kind *out);
+/* k8s and k8s-topo: Kubernetes' timers and eviction path. */
+bool iod_simc_policy_is_k8s(enum iod_simc_policy_kind k);
+/*
+ * Kueue TAS's BestFit over n domains of free capacity cap[] (in pods): take
+ * the domain with the least capacity that holds all want pods; when none
+ * does, take the one with the most and go on with the rest. take[i] gets
+ * the pods put in domain i (ties: the lower index). 0, or -ENOSPC (take[]
+ * then undefined) when the domains together hold fewer than want.
+ */
+int iod_simc_tas_bestfit(const uint32_t *cap, uint32_t n, uint32_t want, uint32_t *take);
 
 /*
  * The timers in force. iod's come from the production defaults (the agent's
@@ -290,6 +345,9 @@ struct iod_simc_config {
 	                          inter-node steps through the packet-level fabric
 	                          simulator (src/sim/fabric.c) instead of the alpha-beta
 	                          model (0: never) */
+	uint32_t rack_nodes;   /* the topology-rack label: node i is in rack i / rack_nodes
+	                          (default 4, DGX SuperPOD's 4 systems per rack); only
+	                          k8s-topo reads it (the fabric has no rack distance) */
 };
 
 /*

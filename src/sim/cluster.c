@@ -158,6 +158,7 @@ void iod_simc_config_default(struct iod_simc_config *c)
 	c->horizon_ns = 7 * 24 * 3600 * IOD_NS_PER_S;
 	c->requests_per_s = 20;
 	c->packet_every = 100;
+	c->rack_nodes = 4;
 	c->calibrate = true;
 }
 
@@ -732,7 +733,11 @@ static int step_model(struct sim *s, bool describe)
 	const struct iod_simc_model *m = iod_simc_model_find(c->job.model);
 	const char *gk = iod_simc_gpu_key(s->topo->devices[s->topo->gpu[0]].model);
 	const struct iod_simc_calib *cal = iod_simc_calib_find(c->job.model, gk, c->job.prec);
-	uint32_t batch = c->job.batch_per_gpu ? c->job.batch_per_gpu : cal->batch_per_gpu;
+	/* an imported workload needs no calibration row; its batch is the job's,
+	 * else 256 per GPU */
+	uint32_t batch = c->job.batch_per_gpu ? c->job.batch_per_gpu
+	                 : cal                ? cal->batch_per_gpu
+	                                      : 256;
 	struct rank *rk = calloc(c->job.gpus, sizeof(*rk));
 	struct iod_simc_edge *ed = calloc(c->job.gpus, sizeof(*ed));
 	uint32_t n = 0, cls_n[IOD_SIMC_LINK_CLASSES] = {0};
@@ -757,10 +762,12 @@ static int step_model(struct sim *s, bool describe)
 	}
 	qsort(rk, n, sizeof(*rk), rank_cmp);
 	double cmax = 0, csum = 0, nic_bytes = 0;
-	uint64_t S = m->params * m->grad_bytes;
+	bool imported = c->job.step_compute_s > 0; /* an ASTRA-sim workload */
+	uint64_t S = imported ? c->job.grad_bytes : m->params * m->grad_bytes;
+	double c1 = imported ? c->job.step_compute_s : (double)batch / cal->items_per_s_1gpu;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct rank *a = &rk[i], *b = &rk[(i + 1) % n];
-		double ci = (double)batch / cal->items_per_s_1gpu * s->nodes[a->node].speed[a->gpu];
+		double ci = c1 * s->nodes[a->node].speed[a->gpu];
 		cmax = ci > cmax ? ci : cmax;
 		csum += ci;
 		used[a->node] = true;
@@ -892,7 +899,8 @@ static double packet_allreduce_s(struct sim *s, double *nic_step_s)
 {
 	const struct iod_simc_config *c = s->c;
 	const struct iod_simc_model *m = iod_simc_model_find(c->job.model);
-	uint64_t S = m->params * m->grad_bytes, chunk = S / s->ring_n;
+	uint64_t S = c->job.step_compute_s > 0 ? c->job.grad_bytes : m->params * m->grad_bytes;
+	uint64_t chunk = S / s->ring_n;
 	uint32_t hm = s->ring_m, sw = 0, idx = 0;
 	struct iod_sim_topo t;
 	struct iod_sim_config sc;
@@ -1218,35 +1226,22 @@ static uint32_t gpus_held(const json_t *replicas, const char *node, const char *
 /* A Replica object's key for field F (objects.h): the names live there. */
 #define REPLICA_KEY(F) iod_obj_key(IOD_OBJ_KIND_REPLICA, IOD_OBJ_REPLICA_##F)
 
-/*
- * The Kubernetes default for one replica: every live node with enough free
- * GPUs fits (the device plugin counts GPUs); the scores tie (the default
- * plugins score CPU and memory, not extended resources), so the scheduler
- * picks one of them at random; the kubelet hands out free GPUs in no
- * topology order (Topology Manager "none", no preferred allocation): a
- * random choice among the free ones. No CPU, NUMA or NIC pinning.
- */
-static int k8s_place(struct sim *s, json_t *value, const json_t *nodes, const json_t *replicas,
-                     const char *name)
+/* The GPUs of node ni that replicas other than skip leave free (a bitmask). */
+static uint32_t node_free(const struct sim *s, const json_t *replicas, uint32_t ni,
+                          const char *skip)
 {
-	uint32_t fit[IOD_SIMC_NODES_MAX], nfit = 0, frees[IOD_SIMC_NODES_MAX];
-	size_t i;
-	json_t *x;
-	json_array_foreach(json_object_get(nodes, "items"), i, x)
-	{
-		uint32_t ni = node_index(s, json_string_value(json_object_get(x, "name")));
-		if (ni == UINT32_MAX)
-			continue;
-		uint32_t held = gpus_held(replicas, s->nodes[ni].name, name);
-		uint32_t freem = (s->gpn >= 32 ? UINT32_MAX : ((1u << s->gpn) - 1)) & ~held;
-		if ((uint32_t)__builtin_popcount(freem) >= s->gpr && nfit < IOD_SIMC_NODES_MAX) {
-			frees[nfit] = freem;
-			fit[nfit++] = ni;
-		}
-	}
-	if (!nfit)
-		return -ENOSPC;
-	uint32_t pick = (uint32_t)iod_rng_below(&s->rng_place, nfit), freem = frees[pick], got = 0;
+	uint32_t held = gpus_held(replicas, s->nodes[ni].name, skip);
+	return (s->gpn >= 32 ? UINT32_MAX : ((1u << s->gpn) - 1)) & ~held;
+}
+
+/*
+ * The kubelet's GPUs for one replica bound to node ni: a random choice of
+ * s->gpr among the free ones (the device plugin counts GPUs; Topology
+ * Manager "none", no preferred allocation). No CPU, NUMA or NIC pinning.
+ */
+static void k8s_bind(struct sim *s, json_t *value, uint32_t ni, uint32_t freem)
+{
+	uint32_t got = 0;
 	for (uint32_t k = 0; k < s->gpr; k++) {
 		uint32_t left = (uint32_t)__builtin_popcount(freem);
 		uint32_t which = (uint32_t)iod_rng_below(&s->rng_place, left);
@@ -1259,7 +1254,7 @@ static int k8s_place(struct sim *s, json_t *value, const json_t *nodes, const js
 	}
 	char gl[128];
 	iod_sched_mask_format(got, gl, sizeof(gl));
-	json_object_set_new(value, REPLICA_KEY(NODE), json_string(s->nodes[fit[pick]].name));
+	json_object_set_new(value, REPLICA_KEY(NODE), json_string(s->nodes[ni].name));
 	json_object_set_new(value, REPLICA_KEY(GPUS), json_string(gl));
 	json_object_set_new(value, REPLICA_KEY(PHASE), json_string("pending"));
 	/* no CPU, NUMA, NIC or accelerator pinning, no explanation */
@@ -1272,7 +1267,138 @@ static int k8s_place(struct sim *s, json_t *value, const json_t *nodes, const js
 	    IOD_OBJ_REPLICA_REASONS};
 	for (size_t k = 0; k < IOD_ARRAY_LEN(pinned); k++)
 		json_object_del(value, iod_obj_key(IOD_OBJ_KIND_REPLICA, pinned[k]));
+}
+
+/*
+ * The Kubernetes default for one replica: every live node with enough free
+ * GPUs fits (the device plugin counts GPUs); the scores tie (the default
+ * plugins score CPU and memory, not extended resources), so the scheduler
+ * picks one of them at random; the kubelet hands out free GPUs in no
+ * topology order (k8s_bind).
+ */
+static int k8s_place(struct sim *s, json_t *value, const json_t *nodes, const json_t *replicas,
+                     const char *name)
+{
+	uint32_t fit[IOD_SIMC_NODES_MAX], nfit = 0, frees[IOD_SIMC_NODES_MAX];
+	size_t i;
+	json_t *x;
+	json_array_foreach(json_object_get(nodes, "items"), i, x)
+	{
+		uint32_t ni = node_index(s, json_string_value(json_object_get(x, "name")));
+		if (ni == UINT32_MAX)
+			continue;
+		uint32_t freem = node_free(s, replicas, ni, name);
+		if ((uint32_t)__builtin_popcount(freem) >= s->gpr && nfit < IOD_SIMC_NODES_MAX) {
+			frees[nfit] = freem;
+			fit[nfit++] = ni;
+		}
+	}
+	if (!nfit)
+		return -ENOSPC;
+	uint32_t pick = (uint32_t)iod_rng_below(&s->rng_place, nfit);
+	k8s_bind(s, value, fit[pick], frees[pick]);
 	return 0;
+}
+
+int iod_simc_tas_bestfit(const uint32_t *cap, uint32_t n, uint32_t want, uint32_t *take)
+{
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		take[i] = 0;
+		total += cap[i];
+	}
+	if (total < want)
+		return -ENOSPC;
+	while (want) {
+		uint32_t fit = UINT32_MAX, big = UINT32_MAX;
+		for (uint32_t i = 0; i < n; i++) {
+			if (take[i] || !cap[i])
+				continue;
+			if (cap[i] >= want && (fit == UINT32_MAX || cap[i] < cap[fit]))
+				fit = i;
+			if (big == UINT32_MAX || cap[i] > cap[big])
+				big = i;
+		}
+		if (fit != UINT32_MAX) {
+			take[fit] = want;
+			return 0;
+		}
+		take[big] = cap[big];
+		want -= cap[big];
+	}
+	return 0;
+}
+
+/*
+ * Kueue's topology-aware scheduling (TAS) for want pods of the job, as one
+ * gang: the live nodes' capacity in pods (free GPUs / GPUs per pod), the
+ * racks' (node / rack_nodes) the sum of their nodes'. One node that holds
+ * them all if any (BestFit: the fullest that fits), else BestFit over the
+ * racks, then within each chosen rack over its nodes. prefer, when set,
+ * marks racks to try first on their own (a replacement stays in the
+ * domain the job's other pods run in, as Kueue's failed-node replacement
+ * does); when they cannot hold want, the whole cluster is searched.
+ * out[k] gets pod k's node. 0, or -ENOSPC: nothing placed (a gang is
+ * admitted whole or not at all).
+ */
+static int tas_place(struct sim *s, const json_t *nodes, const json_t *replicas, uint32_t want,
+                     const bool *prefer, uint32_t *out)
+{
+	uint32_t n = s->c->nodes, rn = s->c->rack_nodes ? s->c->rack_nodes : 1;
+	uint32_t racks = (n + rn - 1) / rn;
+	int rc = -ENOSPC;
+	uint32_t *cap = calloc(n, sizeof(*cap)), *take = calloc(n, sizeof(*take));
+	uint32_t *rcap = calloc(racks, sizeof(*rcap)), *rtake = calloc(racks, sizeof(*rtake));
+	if (!cap || !take || !rcap || !rtake)
+		goto out;
+	size_t i;
+	json_t *x;
+	json_array_foreach(json_object_get(nodes, "items"), i, x)
+	{
+		uint32_t ni = node_index(s, json_string_value(json_object_get(x, "name")));
+		if (ni < n)
+			cap[ni] = (uint32_t)__builtin_popcount(node_free(s, replicas, ni, NULL)) /
+			          (s->gpr ? s->gpr : 1);
+	}
+	for (int pass = prefer ? 0 : 1; pass < 2 && rc; pass++) {
+		for (uint32_t r = 0; r < racks; r++) {
+			rcap[r] = 0;
+			for (uint32_t ni = r * rn; ni < n && ni < (r + 1) * rn; ni++)
+				rcap[r] += pass == 0 && !prefer[r] ? 0 : cap[ni];
+		}
+		if (iod_simc_tas_bestfit(rcap, racks, want, rtake))
+			continue;
+		/* one node anywhere in the allowed racks first (hostname level) */
+		uint32_t one = UINT32_MAX;
+		for (uint32_t ni = 0; ni < n; ni++)
+			if ((pass == 1 || prefer[ni / rn]) && cap[ni] >= want &&
+			    (one == UINT32_MAX || cap[ni] < cap[one]))
+				one = ni;
+		uint32_t k = 0;
+		if (one != UINT32_MAX) {
+			while (k < want)
+				out[k++] = one;
+			rc = 0;
+			break;
+		}
+		for (uint32_t r = 0; r < racks; r++) {
+			if (!rtake[r])
+				continue;
+			uint32_t base = r * rn, m = IOD_MIN(n, base + rn) - base;
+			if (iod_simc_tas_bestfit(cap + base, m, rtake[r], take + base))
+				goto out; /* cannot happen: the rack's sum holds it */
+			for (uint32_t j = 0; j < m; j++)
+				for (uint32_t t = 0; t < take[base + j]; t++)
+					out[k++] = base + j;
+		}
+		rc = 0;
+	}
+out:
+	free(cap);
+	free(take);
+	free(rcap);
+	free(rtake);
+	return rc;
 }
 
 static void record_placement(struct sim *s)
@@ -1313,7 +1439,7 @@ static void deploy(struct sim *s, struct lists *l)
 		    json_string_value(json_object_get(json_array_get(unpl, 0), "why"));
 		snprintf(s->r->unplaced_why, sizeof(s->r->unplaced_why), "%s", why ? why : "?");
 	}
-	if (cmd && s->c->policy == IOD_SIMC_POLICY_K8S) {
+	if (cmd && iod_simc_policy_is_k8s(s->c->policy)) {
 		/* the same deploy command with the baseline's placement */
 		json_t *j = json_loads(cmd, 0, NULL), *reps = json_object_get(j, "replicas");
 		json_t *taken = json_pack("{s:[]}", "items");
@@ -1321,16 +1447,28 @@ static void deploy(struct sim *s, struct lists *l)
 		json_t *x;
 		lists_get(s, l);
 		s->r->unplaced = 0;
+		/* k8s-topo: Kueue TAS admits the job's pods as one gang */
+		uint32_t want = (uint32_t)json_array_size(reps);
+		uint32_t *at = s->c->policy == IOD_SIMC_POLICY_K8S_TOPO
+		                   ? calloc(want ? want : 1, sizeof(*at))
+		                   : NULL;
+		bool gang = at && !tas_place(s, l->nodes, taken, want, NULL, at);
+		if (at && !gang)
+			snprintf(s->r->unplaced_why, sizeof(s->r->unplaced_why),
+			         "TAS: no set of topology domains holds the %u pods", want);
 		json_array_foreach(reps, i, x)
 		{
 			json_t *v = json_object_get(x, "value");
 			const char *name = json_string_value(json_object_get(x, "name"));
-			if (k8s_place(s, v, l->nodes, taken, name)) {
+			if (gang) {
+				k8s_bind(s, v, at[i], node_free(s, taken, at[i], name));
+			} else if (at || k8s_place(s, v, l->nodes, taken, name)) {
 				s->r->unplaced++;
 				json_object_set_new(v, REPLICA_KEY(NODE), json_string(""));
 			}
 			json_array_append(json_object_get(taken, "items"), x);
 		}
+		free(at);
 		json_decref(taken);
 		free(cmd);
 		cmd = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
@@ -1344,6 +1482,46 @@ static void deploy(struct sim *s, struct lists *l)
 	propose(s, cmd, P_DEPLOY, 0, 0, NULL);
 }
 
+/* Is replica value v bound to a live node (one of l's Node objects)? */
+static bool on_live_node(const struct lists *l, const json_t *v)
+{
+	const char *n = iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_NODE);
+	size_t k;
+	json_t *y;
+	json_array_foreach(
+	    json_object_get(l->nodes, "items"), k,
+	    y) if (n && !strcmp(n, json_string_value(json_object_get(y, "name")))) return true;
+	return false;
+}
+
+/* k8s-topo after an eviction: nodes for the pods not on a live node (in
+ * list order, *at malloc'd), by TAS, trying first the racks of the job's
+ * pods that still run. false: none placed (the gang waits). */
+static bool tas_lost(struct sim *s, const struct lists *l, uint32_t **at)
+{
+	uint32_t rn = s->c->rack_nodes ? s->c->rack_nodes : 1, lost = 0;
+	bool *prefer = calloc(s->c->nodes / rn + 1, sizeof(*prefer)), any = false;
+	size_t i;
+	json_t *x;
+	json_array_foreach(json_object_get(l->replicas, "items"), i, x)
+	{
+		const json_t *v = json_object_get(x, "value");
+		if (!on_live_node(l, v)) {
+			lost++;
+			continue;
+		}
+		uint32_t ni =
+		    node_index(s, iod_obj_peek_str(IOD_OBJ_KIND_REPLICA, v, IOD_OBJ_REPLICA_NODE));
+		if (prefer && ni < s->c->nodes)
+			prefer[ni / rn] = any = true;
+	}
+	*at = calloc(lost ? lost : 1, sizeof(**at));
+	bool ok = *at && prefer && lost &&
+	          !tas_place(s, l->nodes, l->replicas, lost, any ? prefer : NULL, *at);
+	free(prefer);
+	return ok;
+}
+
 /* The controller after a node change: iod's rescheduling plan, or (k8s) an
  * eviction once the toleration is over. */
 static void controller(struct sim *s, struct lists *l, bool evict_now)
@@ -1353,7 +1531,7 @@ static void controller(struct sim *s, struct lists *l, bool evict_now)
 	json_t *x;
 	uint32_t moved = 0;
 	lists_get(s, l);
-	if (s->c->policy == IOD_SIMC_POLICY_K8S && !evict_now) {
+	if (iod_simc_policy_is_k8s(s->c->policy) && !evict_now) {
 		/* the node is NotReady; pods stay bound until the toleration ends */
 		bool lost = false;
 		json_array_foreach(json_object_get(l->replicas, "items"), i, x)
@@ -1374,9 +1552,15 @@ static void controller(struct sim *s, struct lists *l, bool evict_now)
 			push(s, s->now + s->t.evict_ns, EV_EVICT, 0, 0);
 		return;
 	}
-	if (s->c->policy == IOD_SIMC_POLICY_K8S) {
+	if (iod_simc_policy_is_k8s(s->c->policy)) {
 		w = json_array();
 		json_t *taken = json_deep_copy(l->replicas);
+		/* k8s-topo: the lost pods as one gang, in the racks the job's other
+		 * pods run in when those hold them */
+		uint32_t *at = NULL, lost_k = 0;
+		bool gang = false;
+		if (s->c->policy == IOD_SIMC_POLICY_K8S_TOPO)
+			gang = tas_lost(s, l, &at);
 		json_array_foreach(json_object_get(l->replicas, "items"), i, x)
 		{
 			json_t *v = json_object_get(x, "value");
@@ -1391,7 +1575,11 @@ static void controller(struct sim *s, struct lists *l, bool evict_now)
 			if (live)
 				continue;
 			json_t *nv = json_deep_copy(v);
-			if (k8s_place(s, nv, l->nodes, taken, name)) {
+			if (gang) {
+				uint32_t ni = at[lost_k++];
+				k8s_bind(s, nv, ni, node_free(s, taken, ni, name));
+			} else if (s->c->policy == IOD_SIMC_POLICY_K8S_TOPO ||
+			           k8s_place(s, nv, l->nodes, taken, name)) {
 				json_decref(nv);
 				continue;
 			}
@@ -1404,6 +1592,7 @@ static void controller(struct sim *s, struct lists *l, bool evict_now)
 			                      json_pack("{s:s, s:O}", "name", name, "value", nv));
 		}
 		json_decref(taken);
+		free(at);
 	} else {
 		w = iod_ctrl_resched_plan(l->nodes, l->replicas, l->services, now_ms(s),
 		                          s->t.stateful_grace_ns / IOD_NS_PER_MS, &unplaced);
@@ -2160,7 +2349,7 @@ static int setup(struct sim *s, const struct iod_simc_config *c, struct iod_err 
 		return iod_err_set(e, -EINVAL, "node model %s has %u GPUs, not %u", model, s->gpn,
 		                   c->gpus_per_node);
 	const char *gk = iod_simc_gpu_key(s->topo->devices[s->topo->gpu[0]].model);
-	if (!iod_simc_calib_find(c->job.model, gk, c->job.prec))
+	if (!(c->job.step_compute_s > 0) && !iod_simc_calib_find(c->job.model, gk, c->job.prec))
 		return iod_err_set(e, -EINVAL,
 		                   "no calibration for %s on %s GPUs at %s (node model %s); "
 		                   "docs/simulation.md lists the published figures shipped",
@@ -2180,7 +2369,7 @@ static int setup(struct sim *s, const struct iod_simc_config *c, struct iod_err 
 		return iod_err_set(e, -EINVAL,
 		                   "the job asks for %u GPUs; the cluster has %u x %u = %u",
 		                   c->job.gpus, c->nodes, s->gpn, c->nodes * s->gpn);
-	if (c->policy == IOD_SIMC_POLICY_K8S)
+	if (iod_simc_policy_is_k8s(c->policy))
 		iod_simc_timers_k8s(&s->t);
 	else
 		s->t = c->timers;
@@ -2279,6 +2468,11 @@ int iod_simc_run(const struct iod_simc_config *c, struct iod_simc_result *r,
 	slog(s, "sim nodes=%u model=%s gpus_per_node=%u policy=%s seed=%llu job=%s gpus=%u",
 	     c->nodes, s->topo->model, s->gpn, iod_simc_policy_name(c->policy),
 	     (unsigned long long)c->seed, c->job.model, c->job.gpus);
+	if (c->policy == IOD_SIMC_POLICY_K8S_TOPO)
+		slog(s, "tas levels=rack,hostname rack_nodes=%u", c->rack_nodes);
+	if (c->job.step_compute_s > 0)
+		slog(s, "workload %s compute_ns=%.0f grad_bytes=%llu", c->job.workload,
+		     c->job.step_compute_s * 1e9, (unsigned long long)c->job.grad_bytes);
 	/* nodes join over the first second, in a seeded order of latencies */
 	for (uint32_t i = 0; i < c->nodes; i++)
 		push(s, iod_rng_below(&s->rng_start, IOD_NS_PER_S), EV_REGISTER, i, 0);

@@ -344,7 +344,8 @@ int iod_simc_scenario_parse_yaml(struct iod_simc_scenario *sc, const char *text,
 {
 	static const char *const keys[] = {"name",  "cluster", "job", "faults",
 	                                   "seeds", "claim",   NULL};
-	static const char *const ckeys[] = {"nodes", "gpus_per_node", "node_model", NULL};
+	static const char *const ckeys[] = {"nodes", "gpus_per_node", "node_model", "rack_nodes",
+	                                    NULL};
 	static const char *const claimkeys[] = {"source", "iod", "k8s", NULL};
 	struct ytree y = {0};
 	struct iod_yaml_node *root = NULL;
@@ -368,6 +369,10 @@ int iod_simc_scenario_parse_yaml(struct iod_simc_scenario *sc, const char *text,
 		if (!rc)
 			rc =
 			    ystr(&y, m, "node_model", t->cfg.node_model, sizeof(t->cfg.node_model));
+		if (!rc)
+			rc = yu32(&y, m, "rack_nodes", IOD_SIMC_NODES_MAX, &t->cfg.rack_nodes);
+		if (!rc && t->cfg.rack_nodes == 0)
+			rc = yerr(&y, m, "cluster: rack_nodes must be at least 1");
 		if (!rc && iod_yaml_map_get(m, "node_model") &&
 		    !iod_yaml_map_get(m, "gpus_per_node"))
 			t->cfg.gpus_per_node = 0; /* the model's */
@@ -401,4 +406,262 @@ int iod_simc_scenario_parse_yaml(struct iod_simc_scenario *sc, const char *text,
 	iod_arena_free(&y.arena);
 	free(t);
 	return rc;
+}
+
+/* ---- ASTRA-sim text workloads ----------------------------------------------- */
+
+/* The 12 fields of a layer line, for messages. */
+static const char *const astra_fields[12] = {"layer name",
+                                             "reserved",
+                                             "forward compute",
+                                             "forward comm type",
+                                             "forward comm size",
+                                             "input-gradient compute",
+                                             "input-gradient comm type",
+                                             "input-gradient comm size",
+                                             "weight-gradient compute",
+                                             "weight-gradient comm type",
+                                             "weight-gradient comm size",
+                                             "update delay"};
+
+/* One line of text: [p, eol), *next past its newline. */
+static void astra_line(const char *p, const char *end, const char **eol, const char **next)
+{
+	const char *q = memchr(p, '\n', (size_t)(end - p));
+	*eol = q ? q : end;
+	*next = q ? q + 1 : end;
+}
+
+/* Splits [p, eol) at blanks into at most max tokens (NUL-terminated copies
+ * in buf); returns the count, or max + 1 when there are more. */
+static uint32_t astra_split(const char *p, const char *eol, char (*tok)[64], uint32_t max,
+                            bool *too_long)
+{
+	uint32_t n = 0;
+	*too_long = false;
+	while (p < eol) {
+		while (p < eol && (*p == ' ' || *p == '\t' || *p == '\r'))
+			p++;
+		if (p >= eol)
+			break;
+		const char *b = p;
+		while (p < eol && *p != ' ' && *p != '\t' && *p != '\r')
+			p++;
+		if (n >= max)
+			return max + 1;
+		size_t l = (size_t)(p - b);
+		if (l >= 64) {
+			*too_long = true;
+			l = 63;
+		}
+		memcpy(tok[n], b, l);
+		tok[n][l] = 0;
+		n++;
+	}
+	return n;
+}
+
+static bool astra_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	if (!s[0] || s[0] == '-' || s[0] == '+')
+		return false;
+	errno = 0;
+	unsigned long long x = strtoull(s, &end, 10);
+	if (errno || *end || x > (1ull << 53))
+		return false;
+	*out = x;
+	return true;
+}
+
+static bool astra_blank(const char *p, const char *eol)
+{
+	for (; p < eol; p++)
+		if (*p != ' ' && *p != '\t' && *p != '\r')
+			return false;
+	return true;
+}
+
+int iod_simc_astra_parse(const char *text, size_t len, const char *file, struct iod_simc_astra *out,
+                         struct iod_err *e)
+{
+	static const char *const known[] = {"DATA",
+	                                    "MICRO",
+	                                    "MODEL",
+	                                    "HYBRID_DATA_MODEL",
+	                                    "HYBRID_MODEL_DATA",
+	                                    "HYBRID_CUSTOMIZED",
+	                                    "HYBRID_TRANSFORMER",
+	                                    "HYBRID_TRANSFORMER_FWD_IN_BCKWD",
+	                                    "HYBRID_DLRM",
+	                                    "HYBRID_DLRM_ENHANCED",
+	                                    "DISTRIBUTED_INFERENCE",
+	                                    NULL};
+	const char *p = text, *end = text + len, *eol, *next;
+	char tok[13][64];
+	bool tl;
+	uint32_t line = 0, n;
+	uint64_t want = 0;
+	struct iod_simc_astra a;
+	const char *f = file ? file : "workload";
+	memset(&a, 0, sizeof(a));
+	if (memchr(text, 0, len))
+		return iod_err_set(e, -EINVAL, "%s: a NUL byte: not a text workload", f);
+	/* line 1: the parallelism */
+	for (;;) {
+		if (p >= end)
+			return iod_err_set(e, -EINVAL,
+			                   "%s: empty workload (line 1 names the "
+			                   "parallelism, e.g. DATA)",
+			                   f);
+		astra_line(p, end, &eol, &next);
+		line++;
+		if (!astra_blank(p, eol))
+			break;
+		p = next;
+	}
+	n = astra_split(p, eol, tok, 1, &tl);
+	if (n != 1 || tl)
+		return iod_err_set(e, -EINVAL,
+		                   "%s:%u: field 1 (parallelism): one word expected (DATA, "
+		                   "HYBRID_..., MODEL)",
+		                   f, line);
+	size_t k = 0;
+	while (known[k] && strcmp(known[k], tok[0]))
+		k++;
+	if (!known[k])
+		return iod_err_set(e, -EINVAL,
+		                   "%s:%u: field 1 (parallelism): \"%s\" is not an ASTRA-sim "
+		                   "parallelism (DATA, MODEL, HYBRID_DATA_MODEL, ...)",
+		                   f, line, tok[0]);
+	if (strcmp(tok[0], "DATA"))
+		return iod_err_set(
+		    e, -EINVAL,
+		    "%s:%u: field 1 (parallelism): \"%s\" is not modelled; only DATA "
+		    "(tensor, pipeline and hybrid parallelism are not)",
+		    f, line, tok[0]);
+	snprintf(a.parallel, sizeof(a.parallel), "%s", tok[0]);
+	p = next;
+	/* line 2: the number of layers */
+	if (p >= end)
+		return iod_err_set(e, -EINVAL, "%s:%u: missing line 2 (the number of layers)", f,
+		                   line + 1);
+	astra_line(p, end, &eol, &next);
+	line++;
+	n = astra_split(p, eol, tok, 1, &tl);
+	if (n != 1 || tl || !astra_u64(tok[0], &want) || want == 0 || want > 100000)
+		return iod_err_set(e, -EINVAL,
+		                   "%s:%u: field 1 (number of layers): a whole number in 1..100000 "
+		                   "expected",
+		                   f, line);
+	p = next;
+	/* the layers */
+	while (p < end) {
+		astra_line(p, end, &eol, &next);
+		line++;
+		if (astra_blank(p, eol)) {
+			p = next;
+			continue;
+		}
+		if (a.layers == want)
+			return iod_err_set(e, -EINVAL,
+			                   "%s:%u: more layer lines than the %llu line 2 gives", f,
+			                   line, (unsigned long long)want);
+		n = astra_split(p, eol, tok, 12, &tl);
+		if (n != 12)
+			return iod_err_set(
+			    e, -EINVAL,
+			    "%s:%u: %s%u fields; a layer line has 12 (name, reserved, "
+			    "then compute, comm type, comm size for forward, input "
+			    "gradient and weight gradient, then the update delay)",
+			    f, line, n > 12 ? "more than " : "", n > 12 ? 12 : n);
+		if (tl)
+			return iod_err_set(e, -EINVAL, "%s:%u: a field of 64 characters or more", f,
+			                   line);
+		uint64_t v[12] = {0};
+		for (uint32_t i = 2; i < 12; i++) {
+			bool type = i == 3 || i == 6 || i == 9;
+			if (type) {
+				bool none = !strcmp(tok[i], "NONE"),
+				     ar = !strcmp(tok[i], "ALLREDUCE");
+				bool other = !strcmp(tok[i], "ALLGATHER") ||
+				             !strcmp(tok[i], "ALLTOALL") ||
+				             !strcmp(tok[i], "ALLTOALLV") ||
+				             !strcmp(tok[i], "REDUCESCATTER");
+				if (!none && !ar && !other)
+					return iod_err_set(
+					    e, -EINVAL,
+					    "%s:%u: field %u (%s): \"%s\" is not a collective "
+					    "(ALLREDUCE, ALLGATHER, ALLTOALL, REDUCESCATTER, NONE)",
+					    f, line, i + 1, astra_fields[i], tok[i]);
+				if (none || (ar && i == 9))
+					continue;
+				return iod_err_set(
+				    e, -EINVAL,
+				    "%s:%u: field %u (%s): %s is not modelled under DATA "
+				    "parallelism (forward and input-gradient comm must be NONE, "
+				    "weight-gradient comm ALLREDUCE or NONE)",
+				    f, line, i + 1, astra_fields[i], tok[i]);
+			}
+			if (!astra_u64(tok[i], &v[i]))
+				return iod_err_set(
+				    e, -EINVAL,
+				    "%s:%u: field %u (%s): \"%s\" is not a whole number", f, line,
+				    i + 1, astra_fields[i], tok[i]);
+		}
+		/* the reserved field is an integer (ASTRA-sim's files hold -1) */
+		char *rend;
+		errno = 0;
+		(void)strtoll(tok[1], &rend, 10);
+		if (errno || *rend || rend == tok[1])
+			return iod_err_set(e, -EINVAL,
+			                   "%s:%u: field 2 (reserved): \"%s\" is not an integer", f,
+			                   line, tok[1]);
+		if (v[4] || v[7])
+			return iod_err_set(e, -EINVAL,
+			                   "%s:%u: field %u (%s): %llu bytes with comm type NONE",
+			                   f, line, v[4] ? 5 : 8, astra_fields[v[4] ? 4 : 7],
+			                   (unsigned long long)(v[4] ? v[4] : v[7]));
+		if (!strcmp(tok[9], "NONE") && v[10])
+			return iod_err_set(
+			    e, -EINVAL,
+			    "%s:%u: field 11 (weight-gradient comm size): %llu bytes "
+			    "with comm type NONE",
+			    f, line, (unsigned long long)v[10]);
+		a.fwd_cycles += v[2];
+		a.ig_cycles += v[5];
+		a.wg_cycles += v[8];
+		a.update_cycles += v[11];
+		if (!strcmp(tok[9], "ALLREDUCE")) {
+			a.allreduce_bytes += v[10];
+			a.allreduce_layers++;
+		}
+		a.layers++;
+		p = next;
+	}
+	if (a.layers != want)
+		return iod_err_set(e, -EINVAL, "%s:%u: %u layer lines; line 2 gives %llu", f, line,
+		                   a.layers, (unsigned long long)want);
+	*out = a;
+	return 0;
+}
+
+int iod_simc_job_apply_astra(struct iod_simc_job *j, const struct iod_simc_astra *a,
+                             double cycle_ns, const char *name, struct iod_err *e)
+{
+	uint64_t cyc = a->fwd_cycles + a->ig_cycles + a->wg_cycles + a->update_cycles;
+	if (!(cycle_ns > 0) || !isfinite(cycle_ns))
+		return iod_err_set(e, -EINVAL, "cycle length must be > 0 ns");
+	if (!cyc)
+		return iod_err_set(e, -EINVAL, "%s: the workload has no compute (every time is 0)",
+		                   name ? name : "workload");
+	if (!a->allreduce_bytes)
+		return iod_err_set(e, -EINVAL,
+		                   "%s: no weight-gradient ALLREDUCE bytes: nothing for the "
+		                   "data-parallel ring to reduce",
+		                   name ? name : "workload");
+	j->step_compute_s = (double)cyc * cycle_ns * 1e-9;
+	j->grad_bytes = a->allreduce_bytes;
+	snprintf(j->workload, sizeof(j->workload), "%s", name ? name : "astra");
+	return 0;
 }

@@ -163,20 +163,26 @@ double iod_simc_busbw(uint64_t bytes, double t_s, uint32_t n)
 
 /* ---- policies, faults: names ------------------------------------------------ */
 
+static const char *const policy_names[IOD_SIMC_POLICIES] = {"iod", "k8s", "k8s-topo"};
+
 const char *iod_simc_policy_name(enum iod_simc_policy_kind k)
 {
-	return k == IOD_SIMC_POLICY_K8S ? "k8s" : "iod";
+	return (unsigned)k < IOD_SIMC_POLICIES ? policy_names[k] : "?";
 }
 
 int iod_simc_policy_parse(const char *s, enum iod_simc_policy_kind *out)
 {
-	if (s && !strcmp(s, "iod"))
-		*out = IOD_SIMC_POLICY_IOD;
-	else if (s && !strcmp(s, "k8s"))
-		*out = IOD_SIMC_POLICY_K8S;
-	else
-		return -EINVAL;
-	return 0;
+	for (unsigned k = 0; s && k < IOD_SIMC_POLICIES; k++)
+		if (!strcmp(s, policy_names[k])) {
+			*out = (enum iod_simc_policy_kind)k;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+bool iod_simc_policy_is_k8s(enum iod_simc_policy_kind k)
+{
+	return k == IOD_SIMC_POLICY_K8S || k == IOD_SIMC_POLICY_K8S_TOPO;
 }
 
 const char *iod_simc_fault_name(enum iod_simc_fault_kind k)

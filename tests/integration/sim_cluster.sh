@@ -26,10 +26,11 @@ trap 'rm -rf "$tmp"' EXIT
 	-o json >"$tmp/f.json" &&
 	python3 -c "
 import json; d = json.load(open('$tmp/f.json'))
-assert [x['policy'] for x in d] == ['iod', 'k8s'], d
-i, k = d[0]['recoveries'][0], d[1]['recoveries'][0]
+assert [x['policy'] for x in d] == ['iod', 'k8s', 'k8s-topo'], d
+i, k, t = d[0]['recoveries'][0], d[1]['recoveries'][0], d[2]['recoveries'][0]
 assert 1.3 <= i['detect_s'] <= 2.1 and i['decide_s'] < 0.05, i
 assert 40 <= k['detect_s'] <= 60 and k['decide_s'] >= 300, k
+assert 40 <= t['detect_s'] <= 60 and t['decide_s'] >= 300, t
 assert all(x['done'] and x['invariant_violations'] == 0 for x in d)
 " && ok "node failure: recovery by phase, iod and k8s" || bad "node failure: recovery by phase, iod and k8s"
 
@@ -50,7 +51,7 @@ assert all(x['done'] and x['invariant_violations'] == 0 for x in d)
 	--seeds 2 -o csv --quiet >"$tmp/r.csv" &&
 	python3 -c "
 import csv; rows = list(csv.DictReader(open('$tmp/r.csv')))
-assert [(r['policy'], r['seed']) for r in rows] == [('iod', '1'), ('iod', '2'), ('k8s', '1'), ('k8s', '2')], rows
+assert [(r['policy'], r['seed']) for r in rows] == [('iod', '1'), ('iod', '2'), ('k8s', '1'), ('k8s', '2'), ('k8s-topo', '1'), ('k8s-topo', '2')], rows
 assert all(r['done'] == '1' and r['recoveries'] == '1' and len(r['event_log_sha256']) == 64 for r in rows)
 assert rows[0]['ring'].count(',') >= 1 and 1.3 <= float(rows[0]['detect_s_mean']) <= 2.1, rows[0]
 assert float(rows[2]['decide_s_mean']) >= 300, rows[2]
@@ -106,13 +107,36 @@ import json; d = json.load(open('$tmp/c.json'))
 assert d['seeds'] == 5 and d['iod']['claim']['task_min'] == 89 and d['k8s']['claim']['task_min'] == 142
 assert d['iod']['all_done'] and d['k8s']['all_done']
 assert d['iod']['recovery_s'] < d['k8s']['recovery_s']
+assert d['k8s-topo']['all_done'] and 'claim' not in d['k8s-topo'], d['k8s-topo']
+assert d['k8s-topo']['recovery_s'] > 300 and d['k8s-topo']['nodes_used'] == 2, d['k8s-topo']
 " && ok "compare: table with the claim beside" || bad "compare: table with the claim beside"
+cat >"$tmp/small.yaml" <<'EOF'
+name: small
+cluster: {nodes: 3, node_model: hgx-a100-8, rack_nodes: 2}
+job: {gpus: 16, gpus_per_replica: 4, steps: 200}
+seeds: 1
+EOF
+"$IOD" sim compare --scenario "$tmp/small.yaml" --quiet >"$tmp/small.txt" &&
+	grep -q "k8s-topo (sim)" "$tmp/small.txt" && grep -q "^placement (k8s-topo): Kueue TAS" "$tmp/small.txt" &&
+	grep -q "^timers (k8s-topo)" "$tmp/small.txt" &&
+	ok "compare: a k8s-topo column, its placement rule and timers printed" ||
+	bad "compare: a k8s-topo column, its placement rule and timers printed"
+
+"$IOD" sim --nodes 2 --node-model dgx-h100 --steps 50 --workload examples/sim/resnet50-dp.astra.txt \
+	--quiet >"$tmp/w.txt" && grep -q "ASTRA-sim DATA, 54 layers" "$tmp/w.txt" &&
+	grep -q "all-reduce 102228128 bytes" "$tmp/w.txt" && grep -q "^job: done" "$tmp/w.txt" &&
+	ok "--workload: an ASTRA-sim DATA workload on dgx-h100" || bad "--workload: an ASTRA-sim DATA workload on dgx-h100"
+printf 'DATA\n1\nfc -1 5 NONE 0 5 ALLGATHER 64 5 ALLREDUCE 8 0\n' >"$tmp/bad.txt"
+"$IOD" sim --nodes 2 --node-model dgx-h100 --workload "$tmp/bad.txt" 2>"$tmp/bad.err"
+[ $? -eq 2 ] && grep -q "bad.txt:3: field 7 (input-gradient comm type): ALLGATHER is not modelled" "$tmp/bad.err" &&
+	ok "--workload: a not-modelled comm type refused with line and field, exit 2" ||
+	bad "--workload: a not-modelled comm type refused with line and field, exit 2"
 "$IOD" sim compare --scenario "$tmp/none.yaml" 2>/dev/null; [ $? -eq 2 ] && ok "compare: missing file exit 2" ||
 	bad "compare: missing file exit 2"
 
 "$IOD" sim --selftest >"$tmp/st.txt"
 grep -q "^PASS V1 " "$tmp/st.txt" && grep -q "^PASS V5 " "$tmp/st.txt" && grep -q "^PASS V6 " "$tmp/st.txt" &&
-	grep -q "^PASS V7 " "$tmp/st.txt" && grep -q "^PASS VC " "$tmp/st.txt" && grep -q " V3 " "$tmp/st.txt" &&
-	ok "selftest V1 V5 V6 V7 VC (V3 reported)" || bad "selftest V1 V5 V6 V7 VC (V3 reported)"
+	grep -q "^PASS V7 " "$tmp/st.txt" && grep -q "^PASS VC " "$tmp/st.txt" && grep -q " V3 " "$tmp/st.txt" && grep -q " V4  MLPerf v3.0" "$tmp/st.txt" &&
+	ok "selftest V1 V5 V6 V7 VC (V3, V4 reported)" || bad "selftest V1 V5 V6 V7 VC (V3, V4 reported)"
 
 checks_ok

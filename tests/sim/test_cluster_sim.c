@@ -3,7 +3,7 @@
  * faults, the way test_control_sim.c drives raft's fixture.
  *
  * Each seed draws a cluster (2-5 nodes of 4 or 8 GPUs), a job that leaves
- * room to move, a policy (iod or the Kubernetes baseline), a fault rate
+ * room to move, a policy (iod or a Kubernetes baseline), a fault rate
  * up to 600,000 times Llama 3's and one or two scripted kills of a
  * Raft server or the leader, then runs to the end. It checks the run's own
  * invariants (V6: one leader per term, no acknowledged write lost, GPU busy
@@ -35,6 +35,11 @@ static void draw(uint64_t seed, struct iod_simc_config *c)
 	c->job.epochs = 0;
 	c->job.ckpt_every_steps = 50 + iod_rng_below(&rng, 200);
 	c->policy = iod_rng_below(&rng, 4) ? IOD_SIMC_POLICY_IOD : IOD_SIMC_POLICY_K8S;
+	/* every other Kubernetes seed under the topology-aware variant (from
+	 * the seed, not the stream, so the other draws stay as they were) */
+	if (c->policy == IOD_SIMC_POLICY_K8S && (seed & 1))
+		c->policy = IOD_SIMC_POLICY_K8S_TOPO;
+	c->rack_nodes = 2;
 	c->fault_per_gpu_hour *= 6e5 * iod_rng_double(&rng);
 	c->node_repair_ns = (30 + iod_rng_below(&rng, 270)) * IOD_NS_PER_S;
 	c->server_repair_ns = (1 + iod_rng_below(&rng, 30)) * IOD_NS_PER_S;

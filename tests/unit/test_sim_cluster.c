@@ -465,3 +465,235 @@ TEST(sim_cluster_flow_model_calibrated_from_packet_samples)
 	CHECK(fabs(r[1].packet_comm_s - r[1].flow_comm_s) / r[1].flow_comm_s > 0.05);
 	free(r);
 }
+
+/* Kueue TAS's BestFit: the least capacity that holds everything, else the
+ * most and on with the rest. */
+TEST(sim_cluster_tas_bestfit_packs_into_fewest_domains)
+{
+	uint32_t cap[] = {3, 1, 2, 4}, take[4];
+	CHECK_EQ(iod_simc_tas_bestfit(cap, 4, 2, take), 0);
+	CHECK(take[0] == 0 && take[1] == 0 && take[2] == 2 && take[3] == 0); /* best fit: 2 */
+	CHECK_EQ(iod_simc_tas_bestfit(cap, 4, 5, take), 0);
+	CHECK(take[3] == 4 && take[1] == 1 && take[0] == 0 && take[2] == 0); /* 4, then 1 */
+	CHECK_EQ(iod_simc_tas_bestfit(cap, 4, 10, take), 0);
+	CHECK(take[0] == 3 && take[1] == 1 && take[2] == 2 && take[3] == 4);
+	CHECK_EQ(iod_simc_tas_bestfit(cap, 4, 11, take), -ENOSPC);
+}
+
+/* 8 x hgx-a100-8 in two racks of 4; a fault-free job; the nodes and racks
+ * of its first placement. */
+static void topo_run(enum iod_simc_policy_kind pol, uint64_t seed, uint32_t gpus, uint32_t gpr,
+                     uint32_t *nodes_used, uint32_t *racks_used, struct iod_simc_result *r)
+{
+	struct iod_simc_config *c = calloc(1, sizeof(*c));
+	struct iod_err e = {0};
+	IOD_ASSERT(c);
+	iod_simc_config_model(c, "hgx-a100-8", 8, 8);
+	c->job.gpus = gpus;
+	c->job.gpus_per_replica = gpr;
+	c->job.steps = 50;
+	c->job.epochs = 0;
+	c->fault_per_gpu_hour = 0;
+	c->packet_every = 0;
+	c->rack_nodes = 4;
+	c->policy = pol;
+	c->seed = seed;
+	if (iod_simc_run(c, r, NULL, NULL, &e))
+		fprintf(stderr, "topo_run: %s\n", e.msg);
+	uint32_t rk = 0;
+	for (uint32_t i = 0; i < r->place_n; i++)
+		if (r->place[i].node < 8)
+			rk |= 1u << (r->place[i].node / 4);
+	*nodes_used = r->nodes_used;
+	*racks_used = (uint32_t)__builtin_popcount(rk);
+	free(c);
+}
+
+TEST(sim_cluster_k8s_topo_packs_where_k8s_spreads)
+{
+	struct iod_simc_result *r = calloc(1, sizeof(*r));
+	uint32_t nu, ru, k8s_spread_nodes = 0, k8s_spread_racks = 0;
+	CHECK(r);
+	CHECK(iod_simc_policy_is_k8s(IOD_SIMC_POLICY_K8S_TOPO));
+	enum iod_simc_policy_kind pk;
+	CHECK(iod_simc_policy_parse("k8s-topo", &pk) == 0 && pk == IOD_SIMC_POLICY_K8S_TOPO);
+	CHECK_STR(iod_simc_policy_name(IOD_SIMC_POLICY_K8S_TOPO), "k8s-topo");
+	for (uint64_t seed = 1; seed <= 4; seed++) {
+		/* 16 GPUs in 4-GPU pods: TAS puts them on 2 nodes of one rack */
+		topo_run(IOD_SIMC_POLICY_K8S_TOPO, seed, 16, 4, &nu, &ru, r);
+		CHECK_MSG(r->done && nu == 2 && ru == 1, "seed %llu: k8s-topo %u nodes %u racks",
+		          (unsigned long long)seed, nu, ru);
+		CHECK_STR(r->ring, "nvlink x14, nic x2");
+		iod_simc_result_free(r);
+		/* the default scheduler picks a random fitting node per pod */
+		topo_run(IOD_SIMC_POLICY_K8S, seed, 16, 4, &nu, &ru, r);
+		CHECK(r->done);
+		k8s_spread_nodes += nu > 2;
+		iod_simc_result_free(r);
+		/* 3 whole nodes: TAS keeps them in one rack */
+		topo_run(IOD_SIMC_POLICY_K8S_TOPO, seed, 24, 8, &nu, &ru, r);
+		CHECK_MSG(nu == 3 && ru == 1, "k8s-topo 24 GPUs: %u nodes %u racks", nu, ru);
+		iod_simc_result_free(r);
+		topo_run(IOD_SIMC_POLICY_K8S, seed, 24, 8, &nu, &ru, r);
+		k8s_spread_racks += ru > 1;
+		iod_simc_result_free(r);
+	}
+	CHECK_MSG(k8s_spread_nodes >= 3, "k8s spread over > 2 nodes in %u of 4 seeds",
+	          k8s_spread_nodes);
+	CHECK_MSG(k8s_spread_racks >= 2, "k8s crossed racks in %u of 4 seeds", k8s_spread_racks);
+	free(r);
+}
+
+/* A lost node under k8s-topo: the Kubernetes timers, and the replacement in
+ * the rack the job's other pods run in (n3, the rack's free node), where the
+ * default scheduler may pick any free node. */
+TEST(sim_cluster_k8s_topo_replacement_stays_in_the_rack)
+{
+	struct iod_simc_config *c = calloc(1, sizeof(*c));
+	struct iod_simc_result *r = calloc(1, sizeof(*r));
+	struct iod_err e = {0};
+	CHECK(c && r);
+	iod_simc_config_model(c, "hgx-a100-8", 8, 8);
+	c->job.gpus = 24;
+	c->job.steps = 6000;
+	c->job.epochs = 0;
+	c->fault_per_gpu_hour = 0;
+	c->packet_every = 0;
+	c->servers = 0;
+	c->policy = IOD_SIMC_POLICY_K8S_TOPO;
+	c->faults[0] = (struct iod_simc_fault){40 * IOD_NS_PER_S, IOD_SIMC_FAULT_NODE, 1, 0, 0, 0};
+	c->faults_n = 1;
+	c->keep_log = true;
+	CHECK_MSG(iod_simc_run(c, r, NULL, NULL, &e) == 0, "%s", e.msg);
+	CHECK_CONTAINS(r->log, "placed train-0 node=n0");
+	CHECK_CONTAINS(r->log, "placed train-1 node=n1");
+	CHECK_CONTAINS(r->log, "placed train-2 node=n2");
+	CHECK_CONTAINS(r->log, "ctrl move train-1 to=n3");
+	CHECK_EQ(r->rec_n, 1);
+	CHECK(r->rec[0].detect_ns >= 40 * IOD_NS_PER_S && r->rec[0].detect_ns <= 60 * IOD_NS_PER_S);
+	CHECK(r->rec[0].decide_ns >= 300 * IOD_NS_PER_S);
+	CHECK_EQ(r->invariant_violations, 0);
+	iod_simc_result_free(r);
+	free(c);
+	free(r);
+}
+
+/* The ASTRA-sim text workload: DATA parallelism maps onto the step; what
+ * is not modelled is refused naming the line and the field. */
+TEST(sim_cluster_astra_workload_good_and_bad)
+{
+	struct iod_simc_astra a;
+	struct iod_err e = {0};
+	const char *good = "DATA\n3\n"
+	                   "conv1 -1 100 NONE 0 200 NONE 0 300 ALLREDUCE 4096 10\n"
+	                   "\n"
+	                   "conv2\t-1 1000 NONE 0 2000 NONE 0 3000 ALLREDUCE 8192 0\r\n"
+	                   "fc -1 5 NONE 0 5 NONE 0 5 NONE 0 5\n";
+	CHECK_MSG(iod_simc_astra_parse(good, strlen(good), "w.txt", &a, &e) == 0, "%s", e.msg);
+	CHECK_STR(a.parallel, "DATA");
+	CHECK_EQ(a.layers, 3);
+	CHECK_EQ(a.fwd_cycles, 1105);
+	CHECK_EQ(a.ig_cycles, 2205);
+	CHECK_EQ(a.wg_cycles, 3305);
+	CHECK_EQ(a.update_cycles, 15);
+	CHECK_EQ(a.allreduce_bytes, 12288);
+	CHECK_EQ(a.allreduce_layers, 2);
+	struct iod_simc_job j;
+	iod_simc_job_default(&j);
+	CHECK_EQ(iod_simc_job_apply_astra(&j, &a, 2.0, "w.txt", &e), 0);
+	CHECK(fabs(j.step_compute_s - 6630 * 2e-9) < 1e-15);
+	CHECK_EQ(j.grad_bytes, 12288);
+	CHECK(iod_simc_job_apply_astra(&j, &a, 0, "w.txt", &e) == -EINVAL);
+
+	static const struct {
+		const char *text, *want;
+	} bad[] = {
+	    {"", "empty workload"},
+	    {"HYBRID_TRANSFORMER\n1\nl -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 1 1\n",
+	     "w.txt:1: field 1 (parallelism): \"HYBRID_TRANSFORMER\" is not modelled"},
+	    {"MODEL\n1\n", "w.txt:1: field 1 (parallelism): \"MODEL\" is not modelled"},
+	    {"DATAX\n1\n", "\"DATAX\" is not an ASTRA-sim parallelism"},
+	    {"DATA\nx\n", "w.txt:2: field 1 (number of layers)"},
+	    {"DATA\n2\nl -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n", "1 layer lines; line 2 gives 2"},
+	    {"DATA\n1\nl -1 1 ALLGATHER 64 1 NONE 0 1 ALLREDUCE 8 1\n",
+	     "w.txt:3: field 4 (forward comm type): ALLGATHER is not modelled"},
+	    {"DATA\n1\nl -1 1 NONE 0 1 ALLTOALL 9 1 ALLREDUCE 8 1\n",
+	     "w.txt:3: field 7 (input-gradient comm type): ALLTOALL is not modelled"},
+	    {"DATA\n1\nl -1 1 NONE 0 1 NONE 0 1 REDUCESCATTER 8 1\n",
+	     "w.txt:3: field 10 (weight-gradient comm type): REDUCESCATTER is not modelled"},
+	    {"DATA\n1\nl -1 1 NONE 0 1 NONE 0 1 BROADCAST 8 1\n",
+	     "field 10 (weight-gradient comm type): \"BROADCAST\" is not a collective"},
+	    {"DATA\n1\nl -1 1 NONE 0 1 NONE 0 -3 ALLREDUCE 8 1\n",
+	     "w.txt:3: field 9 (weight-gradient compute): \"-3\" is not a whole number"},
+	    {"DATA\n1\nl -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8\n", "w.txt:3: 11 fields"},
+	    {"DATA\n1\nl -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1 7\n", "w.txt:3: more than 12 fields"},
+	    {"DATA\n1\nl x 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n", "field 2 (reserved)"},
+	    {"DATA\n1\nl -1 1 NONE 5 1 NONE 0 1 ALLREDUCE 8 1\n",
+	     "field 5 (forward comm size): 5 bytes with comm type NONE"},
+	    {"DATA\n1\nl -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\nm -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n",
+	     "w.txt:4: more layer lines than the 1"},
+	};
+	for (size_t i = 0; i < IOD_ARRAY_LEN(bad); i++) {
+		memset(&e, 0, sizeof(e));
+		CHECK_MSG(iod_simc_astra_parse(bad[i].text, strlen(bad[i].text), "w.txt", &a, &e) ==
+		              -EINVAL,
+		          "bad[%zu] accepted", i);
+		CHECK_MSG(strstr(e.msg, bad[i].want), "bad[%zu]: \"%s\" lacks \"%s\"", i, e.msg,
+		          bad[i].want);
+	}
+	/* no all-reduce at all: nothing for the ring */
+	const char *none = "DATA\n1\nl -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n";
+	CHECK_EQ(iod_simc_astra_parse(none, strlen(none), "w.txt", &a, &e), 0);
+	CHECK(iod_simc_job_apply_astra(&j, &a, 1, "w.txt", &e) == -EINVAL);
+}
+
+/* An imported workload with ResNet-50's layers, compute and gradients
+ * (examples/sim/resnet50-dp.astra.txt's sums) gives the native job's step,
+ * and runs on a GPU with no calibration row (H100). */
+TEST(sim_cluster_astra_workload_drives_the_step)
+{
+	struct iod_simc_config *c = calloc(1, sizeof(*c));
+	struct iod_simc_result *r = calloc(2, sizeof(*r));
+	struct iod_err e = {0};
+	CHECK(c && r);
+	iod_simc_config_model(c, "hgx-a100-8", 2, 8);
+	c->job.steps = 100;
+	c->job.epochs = 0;
+	c->fault_per_gpu_hour = 0;
+	c->packet_every = 0;
+	CHECK_EQ(iod_simc_run(c, &r[0], NULL, NULL, &e), 0);
+	struct iod_simc_astra a = {.layers = 1,
+	                           .fwd_cycles = 34547896,
+	                           .ig_cycles = 34547896,
+	                           .wg_cycles = 34547896,
+	                           .allreduce_bytes = 25557032ull * 4,
+	                           .allreduce_layers = 54};
+	CHECK_EQ(iod_simc_job_apply_astra(&c->job, &a, 1.0, "rn50.txt", &e), 0);
+	CHECK_EQ(iod_simc_run(c, &r[1], NULL, NULL, &e), 0);
+	CHECK_MSG(fabs(r[1].step_s - r[0].step_s) < 1e-6 * r[0].step_s, "%g vs %g", r[1].step_s,
+	          r[0].step_s);
+	CHECK(fabs(r[1].comm_s - r[0].comm_s) < 1e-12);
+	iod_simc_result_free(&r[0]);
+	iod_simc_result_free(&r[1]);
+	/* half the gradient bytes: a shorter all-reduce */
+	c->job.grad_bytes /= 2;
+	CHECK_EQ(iod_simc_run(c, &r[1], NULL, NULL, &e), 0);
+	CHECK(r[1].comm_s < 0.6 * r[0].comm_s);
+	iod_simc_result_free(&r[1]);
+	/* dgx-h100 has no calibration row; the workload brings its compute */
+	struct iod_simc_job job = c->job;
+	iod_simc_config_model(c, "dgx-h100", 1, 8);
+	c->job.steps = 20;
+	c->job.epochs = 0;
+	c->fault_per_gpu_hour = 0;
+	c->packet_every = 0;
+	CHECK(iod_simc_run(c, &r[1], NULL, NULL, &e) == -EINVAL);
+	CHECK_CONTAINS(e.msg, "no calibration");
+	c->job.step_compute_s = job.step_compute_s;
+	c->job.grad_bytes = job.grad_bytes;
+	CHECK_MSG(iod_simc_run(c, &r[1], NULL, NULL, &e) == 0, "%s", e.msg);
+	CHECK(r[1].done);
+	iod_simc_result_free(&r[1]);
+	free(c);
+	free(r);
+}
