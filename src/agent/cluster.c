@@ -593,6 +593,52 @@ static void fetch_secrets(struct iod_agent_cluster *c, struct iod_api_client *cl
 	}
 }
 
+/*
+ * Each desired replica's own credentials (docs/storage.md "Replica
+ * credentials"): the SVID of its service, issued to this node (svid.c,
+ * the same pairs the mesh proxy presents) before the replica starts;
+ * sandbox.c copies it into the replica. A replica whose SVID cannot be had
+ * starts without credentials of its own, and the reason is logged.
+ */
+static void fetch_creds(struct iod_agent_cluster *c, struct iod_api_client *cl,
+                        const json_t *svcs, struct iod_agent_replica *buf, uint32_t n)
+{
+	uint64_t now_s = (uint64_t)time(NULL);
+	if (!c->cfg->creds || !c->cfg->svid_dir[0])
+		return;
+	for (uint32_t i = 0; i < n; i++) {
+		struct iod_agent_replica *r = &buf[i];
+		struct iod_mesh_svc_id id;
+		struct iod_err e = {0};
+		uint64_t at = 0;
+		bool issued = false;
+		if (r->fail[0])
+			continue;
+		const json_t *sv = NULL;
+		size_t k;
+		json_t *x;
+		json_array_foreach(json_object_get(svcs, "items"), k, x)
+		{
+			const char *name = NULL;
+			if (!iod_json_get_str(x, "name", &name) && !strcmp(name, r->service)) {
+				sv = json_object_get(x, "value");
+				break;
+			}
+		}
+		const char *tenant = sv ? iod_agent_overlay_tenant(sv) : NULL;
+		memset(&id, 0, sizeof(id));
+		if (iod_strlcpy(id.tenant, tenant && tenant[0] ? tenant : "default",
+		                sizeof(id.tenant)) ||
+		    iod_strlcpy(id.service, r->service, sizeof(id.service)))
+			continue;
+		if (iod_agent_svid_ensure(c->cfg, cl, &id, now_s, &at, &issued, &e)) {
+			IOD_WARN("agent", "replica %s: no credentials of its own: %s", r->name, e.msg);
+			continue;
+		}
+		snprintf(r->svid_tenant, sizeof(r->svid_tenant), "%s", id.tenant);
+	}
+}
+
 /* The last listing the switch's table came from. A watch round that changed
  * only Endpoints (a replica's health) or only NetPolicies lists those alone
  * and recompiles with the rest, so health and policy reach the switch in one
@@ -698,6 +744,7 @@ static void *watcher_main(void *arg)
 				                                 &n, &e))
 					IOD_WARN("agent", "desired state: %s", e.msg);
 				fetch_secrets(c, &cl, buf, n);
+				fetch_creds(c, &cl, svcs, buf, n);
 				pthread_mutex_lock(&c->mu);
 				struct iod_agent_vswitch *vsw = c->vswitch;
 				pthread_mutex_unlock(&c->mu);
