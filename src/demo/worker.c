@@ -44,6 +44,7 @@
 #include "iod/api.h"
 #include "iod/ckpt.h"
 #include "iod/demo.h"
+#include "iod/sec.h"
 #include "iod/xfer.h"
 
 #include <arpa/inet.h>
@@ -309,6 +310,29 @@ static int ps_ckpt_open(const char *dir, uint32_t n, const char *server, uint32_
 	    iod_ckpt_env_peers_parse(getenv("IOD_CKPT_HERE"), &ps_here, 1, &ps_here_n, &e)) {
 		fail(IOD_DEMO_EXIT_ERROR, "the provisioned checkpoint peers: %s", e.msg);
 		return -EINVAL;
+	}
+	/* chunk servers beyond loopback speak mutual TLS: with the replica's
+	 * own credentials (its service's SVID, $IOD_CERT: docs/storage.md
+	 * "Replica credentials"); loopback ones plain HTTP */
+	bool tls = ps_here_n && strncmp(ps_here.addr, "127.", 4);
+	for (uint32_t i = 0; i < ps_peers_n; i++)
+		tls |= strncmp(ps_peers[i].addr, "127.", 4) != 0;
+	if (tls) {
+		static struct iod_sec_tls_creds *creds;
+		struct iod_sec_context ctx;
+		struct iod_err e1 = {0};
+		int r1 = iod_sec_context_load(NULL, NULL, &ctx, &e1);
+		if ((r1 && r1 != -ENOENT) || !ctx.cert[0] ||
+		    iod_sec_context_creds(&ctx, &creds, &e1) || !creds) {
+			printf("parameter-server: the checkpoint peers speak mTLS and this replica "
+			       "has no credentials of its own (%s): no peers\n",
+			       e1.msg[0] ? e1.msg : "no IOD_CERT");
+			ps_peers_n = ps_here_n = 0;
+		} else {
+			iod_ckpt_peer_client_creds(creds);
+			printf("parameter-server: checkpoint peers over mTLS as %s\n", ctx.cert);
+		}
+		memset(&ctx, 0, sizeof(ctx));
 	}
 	for (uint32_t i = 0; replicas > 1 && i < ps_peers_n && i + 1 < replicas; i++)
 		o.peers[o.peers_n++] = ps_peers[i].addr;

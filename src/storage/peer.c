@@ -354,6 +354,19 @@ static bool peer_kind_ok(enum iod_sec_kind k)
 	return k == IOD_SEC_KIND_NODE || k == IOD_SEC_KIND_SERVICE || k == IOD_SEC_KIND_SERVER;
 }
 
+bool iod_ckpt_peer_service_may(const char *service, const char *target)
+{
+	/* a replica's namespace is its name, <service>-<ordinal> */
+	size_t n = strlen(service);
+	const char *t = strncmp(target, "/ckpt/", 6) ? NULL : target + 6;
+	if (!t || !n || strncmp(t, service, n) || t[n] != '-' || t[n + 1] < '0' || t[n + 1] > '9')
+		return false;
+	t += n + 1;
+	while (*t >= '0' && *t <= '9')
+		t++;
+	return *t == '/';
+}
+
 static void *peer_conn(void *arg)
 {
 	struct conn_arg a = *(struct conn_arg *)arg;
@@ -362,6 +375,7 @@ static void *peer_conn(void *arg)
 	char *body = NULL;
 	size_t len = 0;
 	struct pconn pc = {.fd = a.fd, .tls = NULL};
+	char svc[IOD_NAME_MAX] = ""; /* a service identity's name: its replicas only */
 	bool ok = true;
 	free(arg);
 	if (a.p->creds) { /* mTLS: a client certificate from the cluster CA, or nothing */
@@ -384,6 +398,8 @@ static void *peer_conn(void *arg)
 		}
 		const struct iod_sec_cert_info *who = rc ? NULL : iod_sec_tls_peer(pc.tls);
 		ok = who && peer_kind_ok(who->id.kind);
+		if (ok && who->id.kind == IOD_SEC_KIND_SERVICE)
+			snprintf(svc, sizeof(svc), "%s", who->id.name);
 		now = iod_clock_now_ns() / IOD_NS_PER_MS;
 		if (!ok && !a.p->stop && now >= a.p->warned_ms + PEER_WARN_EVERY_MS) {
 			a.p->warned_ms = now;
@@ -445,7 +461,12 @@ static void *peer_conn(void *arg)
 		}
 		if (got < blen)
 			break;
-		handle(a.p, &pc, method, target, have_hash ? xxh3 : NULL, body, blen);
+		if (svc[0] && !iod_ckpt_peer_service_may(svc, target))
+			answer(&pc, 403,
+			       "a service identity keeps and reads only the copies of its own "
+			       "replicas (/ckpt/<service>-<ordinal>/...)");
+		else
+			handle(a.p, &pc, method, target, have_hash ? xxh3 : NULL, body, blen);
 		if (!keep)
 			break;
 	}
