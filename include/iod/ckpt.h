@@ -269,6 +269,11 @@ const char *iod_ckpt_peer_addr(const struct iod_ckpt_peer *p);
  * manifest's layout) to a peer: chunks, then the manifest. 0 once it holds it. */
 int iod_ckpt_peer_put(const char *addr, const struct iod_ckpt_manifest *m, const uint8_t *snap,
                       struct iod_err *e);
+/* Re-replication (docs/storage.md): a new copy of step of rank on the peer
+ * at addr from the verified bytes the caller holds in r[0..n) (what a
+ * restore fetched), chunked as a store does, hashed, then iod_ckpt_peer_put. */
+int iod_ckpt_peer_copy_regions(const char *addr, uint32_t rank, uint64_t step,
+                               const struct iod_ckpt_region *r, uint32_t n, struct iod_err *e);
 /* Restore step of rank from a peer into regions (matched by name and size),
  * verifying every chunk: -ENOENT, -EINVAL, -EBADMSG as iod_ckpt_restore. */
 int iod_ckpt_fetch(const char *addr, uint32_t rank, uint64_t step, const struct iod_ckpt_region *r,

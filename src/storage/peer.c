@@ -706,6 +706,50 @@ int iod_ckpt_peer_put(const char *addr, const struct iod_ckpt_manifest *m, const
 	return rc;
 }
 
+int iod_ckpt_peer_copy_regions(const char *addr, uint32_t rank, uint64_t step,
+                               const struct iod_ckpt_region *r, uint32_t n, struct iod_err *e)
+{
+	const char *names[IOD_CKPT_REGIONS_MAX];
+	uint64_t bytes[IOD_CKPT_REGIONS_MAX], total = 0;
+	struct iod_ckpt_manifest m;
+	if (n == 0 || n > IOD_CKPT_REGIONS_MAX)
+		return iod_err_set(e, -EINVAL, "copy to %s: %u regions (1..%d)", addr, n,
+		                   IOD_CKPT_REGIONS_MAX);
+	for (uint32_t i = 0; i < n; i++) {
+		names[i] = r[i].name;
+		bytes[i] = r[i].bytes;
+		total += r[i].bytes;
+	}
+	memset(&m, 0, sizeof(m));
+	int rc = iod_ckpt_manifest_plan(&m, step, rank, IOD_CKPT_CHUNK_BYTES_DEFAULT, names, bytes,
+	                                n, e);
+	if (rc)
+		return rc;
+	/* one region is its own snapshot; more are laid end to end */
+	uint8_t *snap = n == 1 ? (uint8_t *)r[0].addr : malloc(total ? total : 1);
+	if (!snap) {
+		iod_ckpt_manifest_free(&m);
+		return iod_err_set(e, -ENOMEM, "out of memory for %" PRIu64 " bytes", total);
+	}
+	uint64_t off = 0;
+	for (uint32_t i = 0; n > 1 && i < n; i++) {
+		memcpy(snap + off, r[i].addr, r[i].bytes);
+		off += r[i].bytes;
+	}
+	off = 0;
+	for (uint32_t g = 0, i = 0; g < m.regions_n; g++) {
+		for (uint32_t k = 0; k < m.regions[g].chunks; k++, i++)
+			m.chunks[i].xxh3 =
+			    XXH3_64bits(snap + off + (uint64_t)k * m.chunk_bytes, m.chunks[i].len);
+		off += m.regions[g].bytes;
+	}
+	rc = iod_ckpt_peer_put(addr, &m, snap, e);
+	if (n > 1)
+		free(snap);
+	iod_ckpt_manifest_free(&m);
+	return rc;
+}
+
 static int get_one(struct iod_http_conn *c, const char *addr, uint64_t step, const char *file,
                    struct iod_http_response *r, struct iod_err *e)
 {

@@ -1,17 +1,21 @@
 #!/bin/sh
 # ckpt_netns.sh BUILD: replicated checkpoints across machines over mutual
 # TLS (docs/storage.md, "Replica credentials", "Peers run by the agents").
-# `iod up --netns --nodes 3`: each agent on its own underlay address runs
+# `iod up --netns --nodes 4`: each agent on its own underlay address runs
 # its checkpoint chunk server over mTLS; a stateful parameter server with
 # storage.replicas: 3 is handed its own credentials (its service's SVID)
-# and the other nodes' mTLS chunk servers:
+# and the other nodes' mTLS chunk servers, each through a relay on its
+# gateway (its namespace reaches only that; relay.c carries the mTLS
+# session end to end):
 #   1. it saves with 3 copies, quorum 2, not undersized, and the copies land
-#      in both other nodes' ckpt-peer/ps-0/ (over mTLS, as ps's identity);
+#      in two other nodes' ckpt-peer/ps-0/ (over mTLS, as ps's identity);
 #   2. that identity reaches nothing but its own replicas' namespaces on a
 #      chunk server (403 for another's), and plain HTTP gets no answer;
 #   3. the node holding ps-0 is lost (its agent and the replica SIGKILLed):
 #      the replacement restores from a surviving copy, continues from the
-#      checkpoint's step, and the time from the kill to the restore is
+#      checkpoint's step, makes the lost copy again on the fourth node
+#      (re-replication: 3 of 3 copies, clean), and the time from the kill to
+#      the restore is
 #      printed as `BENCH storage.nodeloss p99_ms=... size_bytes=... load=...`
 #      (one run: p99 of one sample is that sample).
 # CKPT_NETNS_PARAMS (floats, default 262144 = 1 MiB) sizes the state; `make
@@ -54,10 +58,10 @@ die() {
 	exit 1
 }
 
-"$IOD" up --netns --nodes 3 --api-port "$BASE" --raft-port $((BASE + 10)) --lease-ttl 1s \
+"$IOD" up --netns --nodes 4 --api-port "$BASE" --raft-port $((BASE + 10)) --lease-ttl 1s \
 	--stateful-grace 0s >"$T/up.out" 2>&1 || { cat "$T/up.out"; echo "FAIL iod up --netns"; exit 1; }
 P=$(sed -n 's/^underlay \(iodu[0-9a-f]*\)-\*.*/\1/p' "$T/up.out" | head -1)
-ok "iod up --netns --nodes 3: underlay $P"
+ok "iod up --netns --nodes 4: underlay $P"
 
 cat >"$T/spec.yaml" <<YAML
 storage:
@@ -100,23 +104,26 @@ esac
 "$IOD" logs ps-0 2>/dev/null | grep -q "checkpoint peers over mTLS as .*/creds/svid.crt" &&
 	ok "ps-0 speaks mTLS with its own credential" ||
 	bad "ps-0 did not say it speaks mTLS: $("$IOD" logs ps-0 2>&1 | head -5)"
-OTHERS=$(for n in node-1 node-2 node-3; do [ "$n" = "$ON" ] || echo "$n"; done)
+OTHERS=$(for n in node-1 node-2 node-3 node-4; do [ "$n" = "$ON" ] || echo "$n"; done)
 held_on() {
 	s=$(ls "$IOD_STATE_DIR/$1/ckpt-peer/ps-0" 2>/dev/null | grep '^step-' | tail -1)
 	[ -n "$s" ] && [ -f "$IOD_STATE_DIR/$1/ckpt-peer/ps-0/$s/r0.manifest" ]
 }
-both_held() { for n in $OTHERS; do held_on "$n" || return 1; done; }
-if wait_for 40 both_held; then
-	ok "checkpoint copies on both other nodes ($ON -> $(echo $OTHERS))"
+holders() { for n in $OTHERS; do held_on "$n" && echo "$n"; done; }
+two_held() { [ "$(holders | wc -l)" -ge 2 ]; }
+if wait_for 40 two_held; then
+	ok "checkpoint copies on two other nodes ($ON -> $(holders | tr '\n' ' '))"
 else
-	die "copies of ps-0 not on both of $(echo $OTHERS): $(ls -R "$IOD_STATE_DIR"/node-*/ckpt-peer 2>&1 | head)"
+	die "copies of ps-0 not on two of $(echo $OTHERS): $(ls -R "$IOD_STATE_DIR"/node-*/ckpt-peer 2>&1 | head)"
 fi
+HOLDERS=$(holders | head -2)
+SPARE=$(for n in $OTHERS; do echo "$HOLDERS" | grep -qx "$n" || echo "$n"; done | head -1)
 "$IOD" logs ps-0 2>/dev/null | grep -q "checkpoint failed\|undersized" &&
 	bad "a save failed or was undersized: $("$IOD" logs ps-0 | grep 'failed\|undersized' | head -2)"
 
 # 2. ps's identity reaches only its own namespaces; plain HTTP nothing
 C=$(ls -d "$IOD_STATE_DIR/$ON/replicas/ps-0/creds" 2>/dev/null)
-O1=$(echo $OTHERS | cut -d' ' -f1)
+O1=$(echo $HOLDERS | cut -d' ' -f1)
 CP=$("$IOD" get nodes -o json | python3 -c "
 import json, sys
 for i in json.load(sys.stdin)['items']:
@@ -165,9 +172,23 @@ if [ "$GOT" -ge "${STEP:-0}" ] 2>/dev/null && [ "$GOT" -gt 0 ]; then
 else
 	bad "restored step '$GOT', the surviving copies held $STEP"
 fi
+# re-replication: the copy lost with the node is made again elsewhere
+rerep() { "$IOD" logs ps-0 2>/dev/null | grep -q "re-replicated step $GOT to node .*3 of 3 copies, clean"; }
+if wait_for 20 rerep; then
+	RL=$("$IOD" logs ps-0 | grep "re-replicated step $GOT" | tail -1)
+	TO=$(echo "$RL" | sed 's/.* to node \([^ ]*\) .*/\1/')
+	SD=$(printf 'step-%020d' "$GOT")
+	if [ -f "$IOD_STATE_DIR/$TO/ckpt-peer/ps-0/$SD/r0.manifest" ]; then
+		ok "step $GOT re-replicated to $TO, which holds it whole: 3 of 3 copies again ($RL)"
+	else
+		bad "re-replicated to $TO but $IOD_STATE_DIR/$TO/ckpt-peer/ps-0/$SD/r0.manifest is missing"
+	fi
+else
+	bad "no re-replication of step $GOT: $("$IOD" logs ps-0 | grep -i 'replicat\|copies' | tail -3)"
+fi
 after=$("$IOD" logs ps-0 2>/dev/null | grep "copies per checkpoint" | tail -1)
 echo "after the loss: $after"
 echo "nodeloss phases (ms from the kill): detect=$((T_DETECT - T_KILL)) reschedule=$((T_RESCHED - T_KILL)) restored=$((T_RESTORED - T_KILL)) resume=$((T_RESUMED - T_KILL))"
-echo "BENCH storage.nodeloss p99_ms=$((T_RESTORED - T_KILL)) size_bytes=$SIZE load=$LOAD transport=mtls nodes=3 samples=1"
+echo "BENCH storage.nodeloss p99_ms=$((T_RESTORED - T_KILL)) size_bytes=$SIZE load=$LOAD transport=mtls nodes=4 samples=1"
 echo "ckpt_netns: $pass passed, $fail failed"
 [ "$fail" = 0 ]
