@@ -124,7 +124,7 @@ struct iod_agent_replica {
 	uint32_t ckpt_replicas;          /* storage.replicas; 0 = not written */
 	char fail[IOD_AGENT_REASON_MAX]; /* why it cannot be built ("" = it can):
 	                                            marked failed, never started */
-	char svid_tenant[IOD_NAME_MAX]; /* its service's tenant once the agent holds
+	char svid_tenant[IOD_NAME_MAX];  /* its service's tenant once the agent holds
 	                                   the service's SVID for it ("" = no
 	                                   credentials of its own) */
 };

@@ -257,8 +257,8 @@ bool iod_ckpt_peer_service_may(const char *service, const char *target);
  * gateway). It sees ciphertext only and connects only to target.
  */
 struct iod_ckpt_relay;
-int iod_ckpt_relay_start(const char *listen_addr, const char *target,
-                         struct iod_ckpt_relay **out, struct iod_err *e);
+int iod_ckpt_relay_start(const char *listen_addr, const char *target, struct iod_ckpt_relay **out,
+                         struct iod_err *e);
 const char *iod_ckpt_relay_addr(const struct iod_ckpt_relay *r);   /* host:port it listens on */
 const char *iod_ckpt_relay_target(const struct iod_ckpt_relay *r); /* as given */
 void iod_ckpt_relay_stop(struct iod_ckpt_relay *r);

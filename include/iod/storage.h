@@ -258,7 +258,7 @@ struct iod_stor_rereplica {
 	uint32_t kept_n;                       /* of them, survivors (copy numbers 0..kept_n) */
 	uint32_t added_n;                      /* new copies: nodes[kept_n..nodes_n) */
 	uint32_t dead_n;                       /* copies lost with their nodes */
-	uint8_t good[IOD_CKPT_CHUNKS_MAX]; /* per chunk: verified copies, new numbering
+	uint8_t good[IOD_CKPT_CHUNKS_MAX];     /* per chunk: verified copies, new numbering
 	                                      (64 KiB: allocate it, do not stack it) */
 };
 

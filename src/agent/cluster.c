@@ -68,7 +68,7 @@ struct iod_agent_cluster {
 	/* relays to chunk servers from the replicas' gateway (watcher only) */
 	struct iod_ckpt_relay *relays[IOD_CKPT_PEERS_MAX + 1];
 	uint32_t relays_n;
-	char relay_gw[20]; /* the gateway address; "" = replicas reach the servers */
+	char relay_gw[20];  /* the gateway address; "" = replicas reach the servers */
 	bool relay_gw_done; /* relay_gw worked out */
 };
 
@@ -605,8 +605,8 @@ static void fetch_secrets(struct iod_agent_cluster *c, struct iod_api_client *cl
  * sandbox.c copies it into the replica. A replica whose SVID cannot be had
  * starts without credentials of its own, and the reason is logged.
  */
-static void fetch_creds(struct iod_agent_cluster *c, struct iod_api_client *cl,
-                        const json_t *svcs, struct iod_agent_replica *buf, uint32_t n)
+static void fetch_creds(struct iod_agent_cluster *c, struct iod_api_client *cl, const json_t *svcs,
+                        struct iod_agent_replica *buf, uint32_t n)
 {
 	uint64_t now_s = (uint64_t)time(NULL);
 	if (!c->cfg->creds || !c->cfg->svid_dir[0])
@@ -637,7 +637,8 @@ static void fetch_creds(struct iod_agent_cluster *c, struct iod_api_client *cl,
 		    iod_strlcpy(id.service, r->service, sizeof(id.service)))
 			continue;
 		if (iod_agent_svid_ensure(c->cfg, cl, &id, now_s, &at, &issued, &e)) {
-			IOD_WARN("agent", "replica %s: no credentials of its own: %s", r->name, e.msg);
+			IOD_WARN("agent", "replica %s: no credentials of its own: %s", r->name,
+			         e.msg);
 			continue;
 		}
 		snprintf(r->svid_tenant, sizeof(r->svid_tenant), "%s", id.tenant);
@@ -682,8 +683,7 @@ static const char *relay_to(struct iod_agent_cluster *c, const char *target)
  * relay on the gateway to it (relay.c: the replica's mTLS session end to
  * end). A peer whose relay cannot be had stays as it was.
  */
-static void relay_ckpt_peers(struct iod_agent_cluster *c, struct iod_agent_replica *buf,
-                             uint32_t n)
+static void relay_ckpt_peers(struct iod_agent_cluster *c, struct iod_agent_replica *buf, uint32_t n)
 {
 	if (!c->relay_gw_done) {
 		c->relay_gw_done = true;
@@ -710,7 +710,8 @@ static void relay_ckpt_peers(struct iod_agent_cluster *c, struct iod_agent_repli
 			for (uint32_t j = 0; j < m; j++) {
 				char target[IOD_CKPT_PEER_ADDR_MAX], *ns = strchr(p[j].addr, '/');
 				snprintf(target, sizeof(target), "%.*s",
-				         ns ? (int)(ns - p[j].addr) : (int)strlen(p[j].addr), p[j].addr);
+				         ns ? (int)(ns - p[j].addr) : (int)strlen(p[j].addr),
+				         p[j].addr);
 				const char *via = relay_to(c, target);
 				if (!via)
 					continue;
@@ -719,7 +720,8 @@ static void relay_ckpt_peers(struct iod_agent_cluster *c, struct iod_agent_repli
 				snprintf(p[j].addr, sizeof(p[j].addr), "%s", addr);
 			}
 			if (!iod_ckpt_env_peers_format(
-			        p, m, list, IOD_CKPT_PEERS_MAX * (IOD_CKPT_PEER_ADDR_MAX + IOD_NAME_MAX + 2),
+			        p, m, list,
+			        IOD_CKPT_PEERS_MAX * (IOD_CKPT_PEER_ADDR_MAX + IOD_NAME_MAX + 2),
 			        &e))
 				iod_agent_replica_set_env(&buf[i], names[k], list);
 		}

@@ -226,14 +226,12 @@ int iod_agent_svid_ensure(const struct iod_agent_config *c, struct iod_api_clien
 	if (!have_svid(crt, id, now_s, renew_at_s))
 		return iod_err_set(e, -EIO, "the SVID written to %s does not read back", crt);
 	IOD_INFO("agent", "node %s: SVID spiffe://%s/ns/%s/svc/%s issued (%s)", c->name,
-	         iod_sec_ca_cluster(iod_sec_tls_creds_ca(c->creds)), id->tenant, id->service,
-	         crt);
+	         iod_sec_ca_cluster(iod_sec_tls_creds_ca(c->creds)), id->tenant, id->service, crt);
 	return 0;
 }
 
 /* Copy one file to dst (0400, uid:gid): temporary name, then rename. */
-static int copy_one(const char *src, const char *dst, uint32_t uid, uint32_t gid,
-                    struct iod_err *e)
+static int copy_one(const char *src, const char *dst, uint32_t uid, uint32_t gid, struct iod_err *e)
 {
 	char *text = NULL, tmp[IOD_AGENT_PATH_MAX + 32];
 	int rc = iod_sec_read_file(src, false, &text, e);
@@ -241,8 +239,8 @@ static int copy_one(const char *src, const char *dst, uint32_t uid, uint32_t gid
 		return rc;
 	snprintf(tmp, sizeof(tmp), "%s.tmp", dst);
 	unlink(tmp);
-	if (!(rc = iod_sec_write_file(tmp, text, strlen(text), 0400, e)) &&
-	    chown(tmp, uid, gid) && geteuid() == 0)
+	if (!(rc = iod_sec_write_file(tmp, text, strlen(text), 0400, e)) && chown(tmp, uid, gid) &&
+	    geteuid() == 0)
 		rc = iod_err_set(e, -errno, "chown %s: %s", tmp, strerror(errno));
 	if (!rc && rename(tmp, dst))
 		rc = iod_err_set(e, -errno, "rename %s: %s", dst, strerror(errno));

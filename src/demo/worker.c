@@ -403,12 +403,14 @@ static void ps_rereplicate(const struct iod_ckpt_region *r, uint64_t step,
 	}
 	struct iod_stor_rereplica *p = calloc(1, sizeof(*p));
 	uint8_t *good = calloc(chunks ? chunks : 1, 1);
-	struct iod_stor_repair *rep = calloc((size_t)chunks * IOD_STOR_REPLICAS_MAX + 1, sizeof(*rep));
+	struct iod_stor_repair *rep =
+	    calloc((size_t)chunks * IOD_STOR_REPLICAS_MAX + 1, sizeof(*rep));
 	if (!p || !good || !rep || !cn || chunks > IOD_CKPT_CHUNKS_MAX)
 		goto out;
 	memset(good, (1 << cn) - 1, chunks);
-	int rc = iod_stor_rereplicate_plan(nodes, n, copies, cn, good, chunks, ps_replicas, r->bytes,
-	                                   p, rep, chunks * IOD_STOR_REPLICAS_MAX, &rn, &e);
+	int rc =
+	    iod_stor_rereplicate_plan(nodes, n, copies, cn, good, chunks, ps_replicas, r->bytes, p,
+	                              rep, chunks * IOD_STOR_REPLICAS_MAX, &rn, &e);
 	if (rc) {
 		printf("parameter-server: step %llu stays at %u of %u copies: %s\n",
 		       (unsigned long long)step, cn, ps_replicas, e.msg);

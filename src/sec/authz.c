@@ -467,7 +467,8 @@ static int service_checkpoint(const struct iod_sec_identity *id, const struct io
 		return deny(d, 403, id, rq, "replica %s is not a replica of service %s/%s",
 		            rep ? rep : "(none)", id->tenant, id->name);
 	if (!str_eq(iod_obj_peek_str(K, v, IOD_OBJ_CHECKPOINT_SERVICE), id->name))
-		return deny(d, 403, id, rq, "a checkpoint it writes must name service %s", id->name);
+		return deny(d, 403, id, rq, "a checkpoint it writes must name service %s",
+		            id->name);
 	const char *on = rep_str(rv, IOD_OBJ_REPLICA_NODE);
 	if (!str_eq(iod_obj_peek_str(K, v, IOD_OBJ_CHECKPOINT_NODE), on))
 		return deny(d, 403, id, rq, "a checkpoint of %s must name its node %s", rep,

@@ -32,21 +32,21 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define RELAY_CONNS_MAX 32       /* a replica's store uses one per peer at a time, plus restores */
+#define RELAY_CONNS_MAX 32 /* a replica's store uses one per peer at a time, plus restores */
 #define RELAY_BUF_BYTES (256 << 10) /* per direction: a 4 MiB chunk in 16 turns */
-#define RELAY_CONNECT_MS 2000    /* the target's chunk server is on the underlay: fast or gone */
-#define RELAY_IDLE_MS 60000      /* an idle relayed connection is closed (clients reconnect) */
+#define RELAY_CONNECT_MS 2000       /* the target's chunk server is on the underlay: fast or gone */
+#define RELAY_IDLE_MS 60000         /* an idle relayed connection is closed (clients reconnect) */
 
 struct iod_ckpt_relay {
-	int lfd;                         /* listening socket */
-	struct sockaddr_in target;       /* the chunk server */
-	char addr[IOD_CKPT_PEER_ADDR_MAX];   /* where it listens (kernel's port) */
-	char to[IOD_CKPT_PEER_ADDR_MAX];     /* the target, as given */
-	pthread_t acceptor;              /* accept loop */
-	pthread_mutex_t mu;              /* guards conns, stop */
-	pthread_cond_t cv;               /* conns went down */
-	int conns;                       /* relayed connections open */
-	_Atomic bool stop;               /* set by stop: threads end */
+	int lfd;                           /* listening socket */
+	struct sockaddr_in target;         /* the chunk server */
+	char addr[IOD_CKPT_PEER_ADDR_MAX]; /* where it listens (kernel's port) */
+	char to[IOD_CKPT_PEER_ADDR_MAX];   /* the target, as given */
+	pthread_t acceptor;                /* accept loop */
+	pthread_mutex_t mu;                /* guards conns, stop */
+	pthread_cond_t cv;                 /* conns went down */
+	int conns;                         /* relayed connections open */
+	_Atomic bool stop;                 /* set by stop: threads end */
 };
 
 static int parse_v4(const char *s, struct sockaddr_in *sa)
@@ -122,7 +122,8 @@ static void *relay_conn(void *arg)
 				                       (s[1 - i].len > s[1 - i].off ? POLLOUT : 0));
 				pf[i].revents = 0;
 				if (!pf[i].events)
-					pf[i].fd = -1; /* nothing to do on it now: no POLLHUP spin */
+					pf[i].fd =
+					    -1; /* nothing to do on it now: no POLLHUP spin */
 			}
 			if ((s[0].eof && !s[0].len) && (s[1].eof && !s[1].len))
 				break;
@@ -211,8 +212,8 @@ static void *relay_accept(void *arg)
 	return NULL;
 }
 
-int iod_ckpt_relay_start(const char *listen_addr, const char *target,
-                         struct iod_ckpt_relay **out, struct iod_err *e)
+int iod_ckpt_relay_start(const char *listen_addr, const char *target, struct iod_ckpt_relay **out,
+                         struct iod_err *e)
 {
 	struct sockaddr_in sa;
 	socklen_t sl = sizeof(sa);
@@ -226,8 +227,8 @@ int iod_ckpt_relay_start(const char *listen_addr, const char *target,
 		                   listen_addr, target);
 	}
 	r->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (r->lfd < 0 || bind(r->lfd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    listen(r->lfd, 64) || getsockname(r->lfd, (struct sockaddr *)&sa, &sl)) {
+	if (r->lfd < 0 || bind(r->lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(r->lfd, 64) ||
+	    getsockname(r->lfd, (struct sockaddr *)&sa, &sl)) {
 		int rc = -errno;
 		if (r->lfd >= 0)
 			close(r->lfd);

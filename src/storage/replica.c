@@ -235,15 +235,16 @@ int iod_stor_rereplicate_plan(const struct iod_stor_node *nodes, uint32_t n, con
 	*rep_n = 0;
 	if (!size || size > IOD_STOR_REPLICAS_MAX || !copies_n || copies_n > size ||
 	    chunks_n > IOD_CKPT_CHUNKS_MAX || (chunks_n && !good))
-		return iod_err_set(e, -EINVAL,
-		                   "re-replication: %u of %u copies, %u chunks: outside 1..%d copies "
-		                   "and %d chunks",
-		                   copies_n, size, chunks_n, IOD_STOR_REPLICAS_MAX,
-		                   IOD_CKPT_CHUNKS_MAX);
+		return iod_err_set(
+		    e, -EINVAL,
+		    "re-replication: %u of %u copies, %u chunks: outside 1..%d copies "
+		    "and %d chunks",
+		    copies_n, size, chunks_n, IOD_STOR_REPLICAS_MAX, IOD_CKPT_CHUNKS_MAX);
 	for (uint32_t r = 0; r < copies_n; r++) {
 		if (copies[r] >= n)
-			return iod_err_set(e, -EINVAL, "re-replication: copy %u names node %u of %u",
-			                   r, copies[r], n);
+			return iod_err_set(e, -EINVAL,
+			                   "re-replication: copy %u names node %u of %u", r,
+			                   copies[r], n);
 		if (nodes[copies[r]].up) {
 			old_of[keep_n] = r;
 			keep[keep_n++] = copies[r];
@@ -257,10 +258,11 @@ int iod_stor_rereplicate_plan(const struct iod_stor_node *nodes, uint32_t n, con
 		for (uint32_t k = 0; k < keep_n; k++)
 			g |= (uint8_t)((good[c] >> old_of[k] & 1u) << k);
 		if (!g)
-			return iod_err_set(e, -ENOENT,
-			                   "re-replication: chunk %u has no verified copy on a live "
-			                   "node (lost); nothing to copy from",
-			                   c);
+			return iod_err_set(
+			    e, -ENOENT,
+			    "re-replication: chunk %u has no verified copy on a live "
+			    "node (lost); nothing to copy from",
+			    c);
 		out->good[c] = g;
 	}
 	/* replacements: as many as the live failure domains give, up to size */
@@ -285,11 +287,8 @@ int iod_stor_rereplicate_plan(const struct iod_stor_node *nodes, uint32_t n, con
 	out->kept_n = keep_n;
 	out->added_n = got - keep_n;
 	/* the repairs: fill the new copies from the survivors */
-	struct iod_stor_rview v = {.size = size,
-	                           .min_size = 1,
-	                           .copies_n = got,
-	                           .good = out->good,
-	                           .chunks_n = chunks_n};
+	struct iod_stor_rview v = {
+	    .size = size, .min_size = 1, .copies_n = got, .good = out->good, .chunks_n = chunks_n};
 	for (uint32_t r = 0; r < got; r++)
 		v.up[r] = true;
 	uint32_t lost = 0;

@@ -899,8 +899,9 @@ TEST(authz_service_writes_only_its_own_services_objects)
 	                "\"node\": \"node-1\", \"md\": \"00\"}",
 	                s, &d),
 	         -EACCES);
-	CHECK_EQ(decide(&ps, IOD_SEC_VERB_DELETE, IOD_SEC_RES_CHECKPOINT, "ps-0.r0.s40", NULL, s, &d),
-	         0);
+	CHECK_EQ(
+	    decide(&ps, IOD_SEC_VERB_DELETE, IOD_SEC_RES_CHECKPOINT, "ps-0.r0.s40", NULL, s, &d),
+	    0);
 	CHECK_EQ(decide(&ps, IOD_SEC_VERB_DELETE, IOD_SEC_RES_XFERPEER, "ps.0", NULL, s, &d), 0);
 	/* nothing else: not services, replicas, nodes, secrets, metrics, watches */
 	CHECK_EQ(decide(&ps, IOD_SEC_VERB_GET, IOD_SEC_RES_SERVICE, "ps", NULL, s, &d), -EACCES);

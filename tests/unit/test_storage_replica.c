@@ -187,8 +187,7 @@ TEST(rereplicate_plan_brings_a_degraded_checkpoint_back_to_clean)
 {
 	struct iod_stor_node n[] = {
 	    {"n1", "r1", "z1", true, 10 * GiB}, /* primary */
-	    {"n2", "r2", "z2", true, 10 * GiB},
-	    {"n3", "r3", "z3", true, 10 * GiB},
+	    {"n2", "r2", "z2", true, 10 * GiB}, {"n3", "r3", "z3", true, 10 * GiB},
 	    {"n4", "r4", "z4", true, 20 * GiB}, /* the spare */
 	    {"n5", "r1", "z1", true, 90 * GiB}, /* n1's rack: never with n1 */
 	};
@@ -199,9 +198,9 @@ TEST(rereplicate_plan_brings_a_degraded_checkpoint_back_to_clean)
 	uint32_t rn = 0;
 	CHECK(p != NULL);
 	/* nothing lost: nothing added, only the damaged chunk is repaired */
-	CHECK_MSG(iod_stor_rereplicate_plan(n, 5, copies, 3, good, 4, 3, GiB, p, rep, 16, &rn,
-	                                    &err) == 0,
-	          "%s", err.msg);
+	CHECK_MSG(
+	    iod_stor_rereplicate_plan(n, 5, copies, 3, good, 4, 3, GiB, p, rep, 16, &rn, &err) == 0,
+	    "%s", err.msg);
 	CHECK_EQ(p->added_n, 0);
 	CHECK_EQ(p->dead_n, 0);
 	CHECK_EQ(rn, 1);
@@ -209,14 +208,18 @@ TEST(rereplicate_plan_brings_a_degraded_checkpoint_back_to_clean)
 	CHECK_EQ(rep[0].to, 1);
 	/* n1 (the primary) is lost: n2, n3 stay (copies 0, 1), n4 is added */
 	n[0].up = false;
-	struct iod_stor_rview before = {.size = 3, .min_size = 2, .copies_n = 3,
-	                                .up = {false, true, true}, .good = good, .chunks_n = 4};
+	struct iod_stor_rview before = {.size = 3,
+	                                .min_size = 2,
+	                                .copies_n = 3,
+	                                .up = {false, true, true},
+	                                .good = good,
+	                                .chunks_n = 4};
 	struct iod_stor_health h;
 	CHECK_EQ(iod_stor_health_get(&before, &h, &err), 0);
 	CHECK(h.flags & IOD_STOR_H_DEGRADED);
-	CHECK_MSG(iod_stor_rereplicate_plan(n, 5, copies, 3, good, 4, 3, GiB, p, rep, 16, &rn,
-	                                    &err) == 0,
-	          "%s", err.msg);
+	CHECK_MSG(
+	    iod_stor_rereplicate_plan(n, 5, copies, 3, good, 4, 3, GiB, p, rep, 16, &rn, &err) == 0,
+	    "%s", err.msg);
 	CHECK_EQ(p->dead_n, 1);
 	CHECK_EQ(p->kept_n, 2);
 	CHECK_EQ(p->added_n, 1);
@@ -238,8 +241,12 @@ TEST(rereplicate_plan_brings_a_degraded_checkpoint_back_to_clean)
 	/* carry the repairs out: the new placement is clean */
 	for (uint32_t i = 0; i < rn; i++)
 		p->good[rep[i].chunk] |= (uint8_t)(1u << rep[i].to);
-	struct iod_stor_rview after = {.size = 3, .min_size = 2, .copies_n = p->nodes_n,
-	                               .up = {true, true, true}, .good = p->good, .chunks_n = 4};
+	struct iod_stor_rview after = {.size = 3,
+	                               .min_size = 2,
+	                               .copies_n = p->nodes_n,
+	                               .up = {true, true, true},
+	                               .good = p->good,
+	                               .chunks_n = 4};
 	CHECK_EQ(iod_stor_health_get(&after, &h, &err), 0);
 	CHECK_EQ(h.flags, 0);
 	/* bounded: 2 repairs per call, -EAGAIN while more remain */
@@ -256,8 +263,9 @@ TEST(rereplicate_plan_brings_a_degraded_checkpoint_back_to_clean)
 	/* a chunk whose only verified copy died: lost, nothing to copy from */
 	n[3].up = true;
 	uint8_t good2[2] = {7, 1};
-	CHECK_EQ(iod_stor_rereplicate_plan(n, 5, copies, 3, good2, 2, 3, GiB, p, rep, 16, &rn, &err),
-	         -ENOENT);
+	CHECK_EQ(
+	    iod_stor_rereplicate_plan(n, 5, copies, 3, good2, 2, 3, GiB, p, rep, 16, &rn, &err),
+	    -ENOENT);
 	CHECK_CONTAINS(err.msg, "chunk 1 has no verified copy on a live node");
 	free(p);
 }
