@@ -73,7 +73,7 @@ TEST_BIN := $(UNIT_SRC:%.c=$(BUILD)/san/%)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 BENCH_BIN:= $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test unit fuzz fuzz-build bench bench-security bench-sim-cluster lint format run install clean
+.PHONY: all deps test unit fuzz fuzz-build bench bench-security bench-storage-nodeloss bench-sim-cluster lint format run install clean
 all: $(BUILD)/iod
 
 deps:
@@ -144,6 +144,12 @@ fuzz: deps fuzz-build
 
 bench: deps $(BENCH_BIN) $(BUILD)/iod
 	@for b in $(BENCH_BIN); do echo "== $$b"; $$b || exit 1; done
+
+# Node loss on `iod up --netns` (root): BENCH storage.nodeloss, the state
+# sized by CKPT_NETNS_PARAMS (floats; default 1 MiB), docs/storage.md.
+CKPT_NETNS_PARAMS ?= 262144
+bench-storage-nodeloss: deps $(BUILD)/iod
+	@CKPT_NETNS_PARAMS=$(CKPT_NETNS_PARAMS) flock /tmp/iod-cluster.lock sh tests/integration/ckpt_netns.sh $(BUILD)
 
 bench-%: deps $(BUILD)/bench/bench_% $(BUILD)/iod
 	@$(BUILD)/bench/bench_$*

@@ -124,11 +124,17 @@ struct iod_agent_replica {
 	uint32_t ckpt_replicas;          /* storage.replicas; 0 = not written */
 	char fail[IOD_AGENT_REASON_MAX]; /* why it cannot be built ("" = it can):
 	                                            marked failed, never started */
+	char svid_tenant[IOD_NAME_MAX];  /* its service's tenant once the agent holds
+	                                   the service's SVID for it ("" = no
+	                                   credentials of its own) */
 };
 
 /* Append one argument / one NAME=value; -E2BIG when the buffer is full. */
 int iod_agent_replica_add_arg(struct iod_agent_replica *r, const char *arg);
 int iod_agent_replica_add_env(struct iod_agent_replica *r, const char *name, const char *value);
+/* Replace (or add) one environment entry NAME=value: what the agent rewrites
+ * after the desired state (a checkpoint peer behind a relay). -E2BIG: full. */
+int iod_agent_replica_set_env(struct iod_agent_replica *r, const char *name, const char *value);
 /* The i-th string of a buffer of NUL-terminated strings (NULL past the end). */
 const char *iod_agent_strv_at(const char *buf, size_t buf_len, uint32_t n, uint32_t i);
 

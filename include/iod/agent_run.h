@@ -99,6 +99,7 @@ struct iod_agent_rootfs {
 	uint32_t uid, gid;             /* its ids, for /etc/passwd and /etc/group */
 	uint64_t shm_bytes;            /* /dev/shm size; 0 = half of RAM */
 	const struct iod_agent_secret_set *secrets; /* at /run/secrets; NULL = none */
+	const char *creds; /* its own credentials' directory, read-only at the same path */
 };
 int iod_agent_rootfs_enter(const struct iod_agent_rootfs *rf, char *err, size_t len);
 
@@ -148,7 +149,18 @@ struct iod_agent_exec_config {
 	struct iod_agent_secrets *secrets;       /* values replicas mount; NULL = none */
 	uint64_t ckpt_capacity_bytes;            /* checkpoint capacity per stateful replica
 	                                 with storage: (0 = IOD_CKPT_CAPACITY_DEFAULT) */
+	/* replicas' own credentials (docs/storage.md "Replica credentials"):
+	 * the SVIDs the agent holds, copied into a replica whose record names
+	 * its tenant (svid_tenant), with the API's addresses; "" = none */
+	char svid_dir[IOD_AGENT_PATH_MAX];
+	char api_servers[IOD_AGENT_PATH_MAX];
 };
+
+/* Copy the SVID of tenant/service from svid_dir (ca.crt,
+ * <tenant>/<service>.crt/.key) into dst as ca.crt, svid.crt, svid.key
+ * (0400, uid:gid; dst 0500), each through a temporary name (svid.c). */
+int iod_agent_svid_copy(const char *svid_dir, const char *tenant, const char *service,
+                        const char *dst, uint32_t uid, uint32_t gid, struct iod_err *e);
 
 /* A running sandbox, as the shell tracks it. */
 struct iod_agent_proc {

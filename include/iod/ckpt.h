@@ -243,6 +243,25 @@ int iod_ckpt_peer_start_tls(const char *listen_addr, const char *dir,
  * default) is plain HTTP. Not owned; set it before opening stores.
  */
 void iod_ckpt_peer_client_creds(struct iod_sec_tls_creds *creds);
+/* May a service identity (a replica's own credential) ask the chunk
+ * server for target? Only in the namespace of one of its own replicas,
+ * /ckpt/<service>-<ordinal>/... (pure; every mTLS request of a service is
+ * checked with it and refused with 403 otherwise). */
+bool iod_ckpt_peer_service_may(const char *service, const char *target);
+
+/*
+ * A relay (relay.c) from listen_addr (port 0: the kernel's) to one chunk
+ * server, target: a TCP splice that carries a replica's mTLS session end
+ * to end, for replicas that cannot reach the chunk servers' addresses
+ * (their own network namespace on the overlay reaches only its node's
+ * gateway). It sees ciphertext only and connects only to target.
+ */
+struct iod_ckpt_relay;
+int iod_ckpt_relay_start(const char *listen_addr, const char *target, struct iod_ckpt_relay **out,
+                         struct iod_err *e);
+const char *iod_ckpt_relay_addr(const struct iod_ckpt_relay *r);   /* host:port it listens on */
+const char *iod_ckpt_relay_target(const struct iod_ckpt_relay *r); /* as given */
+void iod_ckpt_relay_stop(struct iod_ckpt_relay *r);
 void iod_ckpt_peer_stop(struct iod_ckpt_peer *p);
 /* The address it listens on (with the port the kernel chose for port 0). */
 const char *iod_ckpt_peer_addr(const struct iod_ckpt_peer *p);
@@ -250,6 +269,11 @@ const char *iod_ckpt_peer_addr(const struct iod_ckpt_peer *p);
  * manifest's layout) to a peer: chunks, then the manifest. 0 once it holds it. */
 int iod_ckpt_peer_put(const char *addr, const struct iod_ckpt_manifest *m, const uint8_t *snap,
                       struct iod_err *e);
+/* Re-replication (docs/storage.md): a new copy of step of rank on the peer
+ * at addr from the verified bytes the caller holds in r[0..n) (what a
+ * restore fetched), chunked as a store does, hashed, then iod_ckpt_peer_put. */
+int iod_ckpt_peer_copy_regions(const char *addr, uint32_t rank, uint64_t step,
+                               const struct iod_ckpt_region *r, uint32_t n, struct iod_err *e);
 /* Restore step of rank from a peer into regions (matched by name and size),
  * verifying every chunk: -ENOENT, -EINVAL, -EBADMSG as iod_ckpt_restore. */
 int iod_ckpt_fetch(const char *addr, uint32_t rank, uint64_t step, const struct iod_ckpt_region *r,

@@ -242,6 +242,42 @@ int iod_stor_repair_plan(const struct iod_stor_rview *v, struct iod_stor_repair 
                          uint32_t *n, uint32_t *lost, struct iod_err *e);
 
 /*
+ * Re-replication after a loss (Ceph's backfill): a checkpoint whose copies
+ * sit on nodes[copies[0..copies_n)] (the primary first) and some of those
+ * nodes are dead. The plan keeps the live copies (in their order), asks
+ * iod_stor_place for replacements on live nodes in new failure domains
+ * (as many as can be had, up to size), and lists the repairs that fill
+ * each new copy from a surviving verified one (iod_stor_repair_plan over
+ * the new copies). good[c] bit r: copy r (old numbering) holds chunk c
+ * verified. Once the repairs are carried out the checkpoint is clean
+ * (added_n == the dead copies) or still undersized (fewer nodes to be had).
+ */
+struct iod_stor_rereplica {
+	uint32_t nodes[IOD_STOR_REPLICAS_MAX]; /* after: survivors, then the new (into nodes[]) */
+	uint32_t nodes_n;                      /* entries in nodes */
+	uint32_t kept_n;                       /* of them, survivors (copy numbers 0..kept_n) */
+	uint32_t added_n;                      /* new copies: nodes[kept_n..nodes_n) */
+	uint32_t dead_n;                       /* copies lost with their nodes */
+	uint8_t good[IOD_CKPT_CHUNKS_MAX];     /* per chunk: verified copies, new numbering
+	                                      (64 KiB: allocate it, do not stack it) */
+};
+
+/*
+ * 0 with the plan in *out and its repairs in rep[0..*rep_n) (copy numbers
+ * of the new placement; at most max); -EAGAIN when more repairs remain than
+ * max (carry these out, mark them verified, plan again); -ENOSPC (nothing
+ * changed) when no replacement node can be had, with the numbers; -ENOENT
+ * when some chunk has no surviving verified copy (lost: nothing to copy
+ * from); -EINVAL for arguments outside the limits (chunks_n above
+ * IOD_CKPT_CHUNKS_MAX included).
+ */
+int iod_stor_rereplicate_plan(const struct iod_stor_node *nodes, uint32_t n, const uint32_t *copies,
+                              uint32_t copies_n, const uint8_t *good, uint32_t chunks_n,
+                              uint32_t size, uint64_t bytes, struct iod_stor_rereplica *out,
+                              struct iod_stor_repair *rep, uint32_t max, uint32_t *rep_n,
+                              struct iod_err *e);
+
+/*
  * The scrub's bounded rate: bytes it may verify now, given the rate, the
  * time since its last pass and the bytes carried over (a token bucket
  * holding at most one second of rate). Pure: the caller passes the time.

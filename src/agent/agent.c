@@ -511,6 +511,11 @@ static int agent_init(struct agent *a, const struct iod_agent_config *c, struct 
 	a->exec.self_exe[n > 0 ? n : 0] = 0;
 	a->exec.log_max_bytes = c->log_max_bytes;
 	a->exec.ckpt_capacity_bytes = c->ckpt_capacity_bytes;
+	if (c->creds && c->servers[0]) {
+		/* replicas' own credentials: their services' SVIDs (cluster.c) */
+		snprintf(a->exec.svid_dir, sizeof(a->exec.svid_dir), "%s", c->svid_dir);
+		snprintf(a->exec.api_servers, sizeof(a->exec.api_servers), "%s", c->servers);
+	}
 	a->exec.log_files = c->log_files;
 	a->exec.use_namespaces = c->use_namespaces;
 	a->exec.caps = &a->caps;

@@ -65,6 +65,11 @@ struct iod_agent_cluster {
 	struct iod_agent_secrets *secrets;       /* secret values of our replicas */
 	struct iod_agent_vswitch *vswitch;       /* overlay: gets the table; NULL = none */
 	struct iod_ckpt_peer *ckpt_peer;         /* the node's checkpoint chunk server */
+	/* relays to chunk servers from the replicas' gateway (watcher only) */
+	struct iod_ckpt_relay *relays[IOD_CKPT_PEERS_MAX + 1];
+	uint32_t relays_n;
+	char relay_gw[20];  /* the gateway address; "" = replicas reach the servers */
+	bool relay_gw_done; /* relay_gw worked out */
 };
 
 /*
@@ -593,6 +598,138 @@ static void fetch_secrets(struct iod_agent_cluster *c, struct iod_api_client *cl
 	}
 }
 
+/*
+ * Each desired replica's own credentials (docs/storage.md "Replica
+ * credentials"): the SVID of its service, issued to this node (svid.c,
+ * the same pairs the mesh proxy presents) before the replica starts;
+ * sandbox.c copies it into the replica. A replica whose SVID cannot be had
+ * starts without credentials of its own, and the reason is logged.
+ */
+static void fetch_creds(struct iod_agent_cluster *c, struct iod_api_client *cl, const json_t *svcs,
+                        struct iod_agent_replica *buf, uint32_t n)
+{
+	uint64_t now_s = (uint64_t)time(NULL);
+	if (!c->cfg->creds || !c->cfg->svid_dir[0])
+		return;
+	for (uint32_t i = 0; i < n; i++) {
+		struct iod_agent_replica *r = &buf[i];
+		struct iod_mesh_svc_id id;
+		struct iod_err e = {0};
+		uint64_t at = 0;
+		bool issued = false;
+		if (r->fail[0])
+			continue;
+		const json_t *sv = NULL;
+		size_t k;
+		json_t *x;
+		json_array_foreach(json_object_get(svcs, "items"), k, x)
+		{
+			const char *name = NULL;
+			if (!iod_json_get_str(x, "name", &name) && !strcmp(name, r->service)) {
+				sv = json_object_get(x, "value");
+				break;
+			}
+		}
+		const char *tenant = sv ? iod_agent_overlay_tenant(sv) : NULL;
+		memset(&id, 0, sizeof(id));
+		if (iod_strlcpy(id.tenant, tenant && tenant[0] ? tenant : "default",
+		                sizeof(id.tenant)) ||
+		    iod_strlcpy(id.service, r->service, sizeof(id.service)))
+			continue;
+		if (iod_agent_svid_ensure(c->cfg, cl, &id, now_s, &at, &issued, &e)) {
+			IOD_WARN("agent", "replica %s: no credentials of its own: %s", r->name,
+			         e.msg);
+			continue;
+		}
+		snprintf(r->svid_tenant, sizeof(r->svid_tenant), "%s", id.tenant);
+	}
+}
+
+static const char *env_get(const struct iod_agent_replica *r, const char *name)
+{
+	size_t nl = strlen(name);
+	for (uint32_t i = 0; i < r->envc; i++) {
+		const char *v = iod_agent_strv_at(r->env_buf, sizeof(r->env_buf), r->envc, i);
+		if (v && !strncmp(v, name, nl) && v[nl] == '=')
+			return v + nl + 1;
+	}
+	return NULL;
+}
+
+/* The relay to target (host:port), started on the gateway if need be. */
+static const char *relay_to(struct iod_agent_cluster *c, const char *target)
+{
+	for (uint32_t i = 0; i < c->relays_n; i++)
+		if (!strcmp(iod_ckpt_relay_target(c->relays[i]), target))
+			return iod_ckpt_relay_addr(c->relays[i]);
+	char at[32];
+	struct iod_err e = {0};
+	if (c->relays_n == IOD_ARRAY_LEN(c->relays))
+		return NULL;
+	snprintf(at, sizeof(at), "%s:0", c->relay_gw);
+	if (iod_ckpt_relay_start(at, target, &c->relays[c->relays_n], &e)) {
+		IOD_WARN("agent", "checkpoint relay to %s: %s (retrying)", target, e.msg);
+		return NULL;
+	}
+	IOD_INFO("agent", "checkpoint relay %s -> %s (for replicas on the overlay)",
+	         iod_ckpt_relay_addr(c->relays[c->relays_n]), target);
+	return iod_ckpt_relay_addr(c->relays[c->relays_n++]);
+}
+
+/*
+ * Replicas in network namespaces of their own reach the node only at
+ * their gateway (docs/network.md), not the chunk servers' underlay
+ * addresses: each address in $IOD_CKPT_PEERS / $IOD_CKPT_HERE becomes a
+ * relay on the gateway to it (relay.c: the replica's mTLS session end to
+ * end). A peer whose relay cannot be had stays as it was.
+ */
+static void relay_ckpt_peers(struct iod_agent_cluster *c, struct iod_agent_replica *buf, uint32_t n)
+{
+	if (!c->relay_gw_done) {
+		c->relay_gw_done = true;
+		struct iod_agent_ipam *m = calloc(1, sizeof(*m));
+		struct iod_err e = {0};
+		if (m && c->cfg->netns_subnet[0] && c->cfg->creds &&
+		    !iod_agent_ipam_init(m, c->cfg->netns_subnet, &e))
+			iod_agent_ipv4_format(iod_agent_ipam_gateway(m), c->relay_gw,
+			                      sizeof(c->relay_gw));
+		free(m);
+	}
+	if (!c->relay_gw[0])
+		return;
+	static const char *const names[] = {"IOD_CKPT_PEERS", "IOD_CKPT_HERE"};
+	struct iod_ckpt_env_peer *p = calloc(IOD_CKPT_PEERS_MAX, sizeof(*p));
+	char *list = malloc(IOD_CKPT_PEERS_MAX * (IOD_CKPT_PEER_ADDR_MAX + IOD_NAME_MAX + 2));
+	for (uint32_t i = 0; p && list && i < n; i++) {
+		for (int k = 0; k < 2; k++) {
+			struct iod_err e = {0};
+			uint32_t m = 0;
+			const char *v = env_get(&buf[i], names[k]);
+			if (!v || iod_ckpt_env_peers_parse(v, p, IOD_CKPT_PEERS_MAX, &m, &e))
+				continue;
+			for (uint32_t j = 0; j < m; j++) {
+				char target[IOD_CKPT_PEER_ADDR_MAX], *ns = strchr(p[j].addr, '/');
+				snprintf(target, sizeof(target), "%.*s",
+				         ns ? (int)(ns - p[j].addr) : (int)strlen(p[j].addr),
+				         p[j].addr);
+				const char *via = relay_to(c, target);
+				if (!via)
+					continue;
+				char addr[IOD_CKPT_PEER_ADDR_MAX];
+				snprintf(addr, sizeof(addr), "%s%s", via, ns ? ns : "");
+				snprintf(p[j].addr, sizeof(p[j].addr), "%s", addr);
+			}
+			if (!iod_ckpt_env_peers_format(
+			        p, m, list,
+			        IOD_CKPT_PEERS_MAX * (IOD_CKPT_PEER_ADDR_MAX + IOD_NAME_MAX + 2),
+			        &e))
+				iod_agent_replica_set_env(&buf[i], names[k], list);
+		}
+	}
+	free(p);
+	free(list);
+}
+
 /* The last listing the switch's table came from. A watch round that changed
  * only Endpoints (a replica's health) or only NetPolicies lists those alone
  * and recompiles with the rest, so health and policy reach the switch in one
@@ -698,6 +835,8 @@ static void *watcher_main(void *arg)
 				                                 &n, &e))
 					IOD_WARN("agent", "desired state: %s", e.msg);
 				fetch_secrets(c, &cl, buf, n);
+				fetch_creds(c, &cl, svcs, buf, n);
+				relay_ckpt_peers(c, buf, n);
 				pthread_mutex_lock(&c->mu);
 				struct iod_agent_vswitch *vsw = c->vswitch;
 				pthread_mutex_unlock(&c->mu);
@@ -906,6 +1045,8 @@ void iod_agent_cluster_stop(struct iod_agent_cluster *c)
 	if (c->watcher_started)
 		pthread_join(c->watcher, NULL);
 	iod_ckpt_peer_stop(c->ckpt_peer);
+	for (uint32_t i = 0; i < c->relays_n; i++)
+		iod_ckpt_relay_stop(c->relays[i]);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
 	free(c->desired);

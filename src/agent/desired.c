@@ -348,9 +348,10 @@ static int ckpt_of(const struct iod_spec *sp, struct iod_agent_replica *r, struc
  * (docs/storage.md, "Peers run by the agents"): $IOD_CKPT_PEERS lists the
  * other nodes' chunk servers (each Node's ckpt_peer) with the replica's
  * namespace, other zones first, then other racks, then the rest, in name
- * order within each; $IOD_CKPT_HERE is this node's own. Only loopback
- * chunk servers (plain HTTP) are listed: one on another address is mTLS,
- * and the replicas hold no certificate to speak it yet.
+ * order within each; $IOD_CKPT_HERE is this node's own. A chunk server
+ * on loopback speaks plain HTTP, one on another address mutual TLS, which
+ * the replica speaks with its own credentials (its service's SVID, handed
+ * to it by the agent: IOD_CERT, docs/storage.md "Replica credentials").
  */
 static int ckpt_peers_of(const char *node, const json_t *nodes, struct iod_agent_replica *r,
                          struct iod_err *e)
@@ -381,9 +382,7 @@ static int ckpt_peers_of(const char *node, const json_t *nodes, struct iod_agent
 			                                 IOD_OBJ_NODE_CKPT_PEER),
 			           *rk = iod_obj_peek_str(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_RACK),
 			           *zn = iod_obj_peek_str(IOD_OBJ_KIND_NODE, v, IOD_OBJ_NODE_ZONE);
-			/* a chunk server beyond loopback speaks mTLS only, and the
-			 * replicas are given no certificate for it (docs/storage.md) */
-			if (iod_json_get_str(x, "name", &name) || !a || strncmp(a, "127.", 4) ||
+			if (iod_json_get_str(x, "name", &name) || !a || !a[0] ||
 			    strlen(name) >= IOD_NAME_MAX)
 				continue;
 			bool other_zone =

@@ -58,6 +58,11 @@ int iod_agent_cert_renew(const struct iod_agent_config *c, struct iod_api_client
 int iod_agent_svids_sync(const struct iod_agent_config *c, struct iod_api_client *cl,
                          const struct iod_mesh_svc_id *want, uint32_t n, uint64_t now_s,
                          uint64_t *next_s, uint32_t *issued, struct iod_err *e);
+/* One SVID (svid.c): a valid pair for id in cfg->svid_dir, issued through
+ * cl when missing or due. *renew_at_s: when it is due; *issued: written now. */
+int iod_agent_svid_ensure(const struct iod_agent_config *c, struct iod_api_client *cl,
+                          const struct iod_mesh_svc_id *id, uint64_t now_s, uint64_t *renew_at_s,
+                          bool *issued, struct iod_err *e);
 /* Remove the pairs in cfg->svid_dir this node was issued (their OU names
  * cfg->name) for services not in want[0..n): what sync does with a view
  * (want not NULL). How many were removed. */

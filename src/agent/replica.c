@@ -41,6 +41,23 @@ int iod_agent_replica_add_env(struct iod_agent_replica *r, const char *name, con
 	return strv_add(r->env_buf, sizeof(r->env_buf), &r->envc, IOD_AGENT_ENVS_MAX, name, value);
 }
 
+int iod_agent_replica_set_env(struct iod_agent_replica *r, const char *name, const char *value)
+{
+	char old[IOD_AGENT_ENV_BYTES_MAX];
+	uint32_t n = r->envc;
+	size_t nl = strlen(name);
+	memcpy(old, r->env_buf, sizeof(old));
+	r->envc = 0;
+	memset(r->env_buf, 0, sizeof(r->env_buf));
+	for (uint32_t i = 0; i < n; i++) {
+		const char *v = iod_agent_strv_at(old, sizeof(old), n, i);
+		if (v && !(strncmp(v, name, nl) == 0 && v[nl] == '=') &&
+		    strv_add(r->env_buf, sizeof(r->env_buf), &r->envc, IOD_AGENT_ENVS_MAX, v, NULL))
+			return -E2BIG;
+	}
+	return iod_agent_replica_add_env(r, name, value);
+}
+
 const char *iod_agent_strv_at(const char *buf, size_t buf_len, uint32_t n, uint32_t i)
 {
 	size_t off = 0;

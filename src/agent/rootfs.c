@@ -374,6 +374,8 @@ int iod_agent_rootfs_enter(const struct iod_agent_rootfs *in, char *err, size_t 
 		return -EIO;
 	if (in->data && (rc = bind(&f, in->data, in->data, true, false, false)))
 		return rc;
+	if (in->creds && (rc = bind(&f, in->creds, in->creds, false, false, false)))
+		return rc;
 	if (in->self_exe && in->self_exe[0] &&
 	    (rc = bind(&f, in->self_exe, in->self_exe, false, false, true)))
 		return rc;

@@ -438,6 +438,7 @@ struct init_args {
 	char data[IOD_AGENT_PATH_MAX];         /* data dir (stateful) or "" */
 	char cwd[IOD_AGENT_PATH_MAX];          /* data dir (stateful) or /tmp */
 	struct iod_agent_secret_set secrets;   /* its secrets' values (a private copy) */
+	char creds[IOD_AGENT_PATH_MAX];        /* its credentials' directory or "" */
 };
 
 static void log_line(struct iod_agent_log *l, const char *fmt, ...)
@@ -548,6 +549,7 @@ static void sandbox_init(struct init_args *a)
 		    .gid = a->jail.gid,
 		    .shm_bytes = a->r->mem_bytes,
 		    .secrets = a->secrets.n ? &a->secrets : NULL,
+		    .creds = a->creds[0] ? a->creds : NULL,
 		};
 		if (iod_agent_rootfs_enter(&rf, why, sizeof(why))) {
 			log_line(&log, "error: %s", why);
@@ -708,6 +710,7 @@ struct exec_vec {
 	/* its checkpoint store (ckpt_dirs): "" = none */
 	char ckpt_tiers[sizeof("IOD_CKPT_TIERS=") + IOD_STOR_TIERS_MAX * (IOD_AGENT_PATH_MAX + 24)];
 	char ckpt_dir[sizeof("IOD_CKPT_DIR=") + IOD_AGENT_PATH_MAX + 16];
+	char creds[IOD_AGENT_PATH_MAX]; /* its own credentials' directory; "" = none */
 };
 
 static void env_add(struct exec_vec *v, unsigned *n, const char *fmt, ...)
@@ -754,6 +757,14 @@ static void build_vec(const struct iod_agent_exec_config *c, const struct iod_ag
 		env_add(v, &n, "IOD_ADDR=%s:%u", net->addr, r->port);
 	if (r->stateful)
 		env_add(v, &n, "IOD_DATA_DIR=%s", data);
+	if (v->creds[0]) {
+		/* its own credentials (its service's SVID) and the API: what
+		 * iod_api_client_init_config and the checkpoint peers read */
+		env_add(v, &n, "IOD_SERVER=%s", c->api_servers);
+		env_add(v, &n, "IOD_CA=%s/ca.crt", v->creds);
+		env_add(v, &n, "IOD_CERT=%s/svid.crt", v->creds);
+		env_add(v, &n, "IOD_KEY=%s/svid.key", v->creds);
+	}
 	if (v->ckpt_tiers[0]) {
 		/* its checkpoint store (docs/storage.md): before the replica's env */
 		v->envp[n++] = v->ckpt_tiers;
@@ -1020,6 +1031,17 @@ int iod_agent_exec_start_net(const struct iod_agent_exec_config *c,
 	}
 	if (r->stateful && jailed && k->root && (rc = own_data(data, j->uid, j->gid, e)))
 		goto out;
+	if (r->svid_tenant[0] && c->svid_dir[0] && c->api_servers[0]) {
+		/* its service's SVID, its own copy (docs/storage.md "Replica
+		 * credentials"): a replica that cannot have it does not start */
+		snprintf(v->creds, sizeof(v->creds), "%s/creds", a->dir);
+		if ((rc = iod_agent_svid_copy(c->svid_dir, r->svid_tenant, r->service, v->creds,
+		                              j->uid, j->gid, e))) {
+			iod_err_wrap(e, "replica %s: its credentials", r->name);
+			goto out;
+		}
+		snprintf(a->creds, sizeof(a->creds), "%s", v->creds);
+	}
 	snprintf(a->data, sizeof(a->data), "%s", r->stateful ? data : "");
 	a->rootfs = jailed && k->rootfs;
 	a->cgroupns = jailed && k->ns_cgroup && k->root;

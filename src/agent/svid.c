@@ -30,6 +30,8 @@
 #include "iod/sec.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -199,6 +201,84 @@ uint32_t iod_agent_svids_prune(const struct iod_agent_config *c, const struct io
 			removed += prune_tenant(c, de->d_name, want, n);
 	closedir(d);
 	return removed;
+}
+
+int iod_agent_svid_ensure(const struct iod_agent_config *c, struct iod_api_client *cl,
+                          const struct iod_mesh_svc_id *id, uint64_t now_s, uint64_t *renew_at_s,
+                          bool *issued, struct iod_err *e)
+{
+	char base[IOD_AGENT_PATH_MAX + 2 * IOD_NAME_MAX + 4], crt[sizeof(base) + 8];
+	int rc;
+	*issued = false;
+	*renew_at_s = now_s + 2;
+	if (!c->creds)
+		return iod_err_set(e, -EACCES, "node %s has no node certificate to ask with",
+		                   c->name);
+	if ((rc = iod_sec_mkdirs(c->svid_dir, 0700, e)) || (rc = write_ca(c, e)))
+		return rc;
+	snprintf(base, sizeof(base), "%s/%s/%s", c->svid_dir, id->tenant, id->service);
+	snprintf(crt, sizeof(crt), "%s.crt", base);
+	if (have_svid(crt, id, now_s, renew_at_s))
+		return 0;
+	if ((rc = issue(c, cl, id, base, e)))
+		return rc;
+	*issued = true;
+	if (!have_svid(crt, id, now_s, renew_at_s))
+		return iod_err_set(e, -EIO, "the SVID written to %s does not read back", crt);
+	IOD_INFO("agent", "node %s: SVID spiffe://%s/ns/%s/svc/%s issued (%s)", c->name,
+	         iod_sec_ca_cluster(iod_sec_tls_creds_ca(c->creds)), id->tenant, id->service, crt);
+	return 0;
+}
+
+/* Copy one file to dst (0400, uid:gid): temporary name, then rename. */
+static int copy_one(const char *src, const char *dst, uint32_t uid, uint32_t gid, struct iod_err *e)
+{
+	char *text = NULL, tmp[IOD_AGENT_PATH_MAX + 32];
+	int rc = iod_sec_read_file(src, false, &text, e);
+	if (rc)
+		return rc;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", dst);
+	unlink(tmp);
+	if (!(rc = iod_sec_write_file(tmp, text, strlen(text), 0400, e)) && chown(tmp, uid, gid) &&
+	    geteuid() == 0)
+		rc = iod_err_set(e, -errno, "chown %s: %s", tmp, strerror(errno));
+	if (!rc && rename(tmp, dst))
+		rc = iod_err_set(e, -errno, "rename %s: %s", dst, strerror(errno));
+	memset(text, 0, strlen(text));
+	free(text);
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+int iod_agent_svid_copy(const char *svid_dir, const char *tenant, const char *service,
+                        const char *dst, uint32_t uid, uint32_t gid, struct iod_err *e)
+{
+	char src[IOD_AGENT_PATH_MAX + 2 * IOD_NAME_MAX + 8], to[IOD_AGENT_PATH_MAX + 16];
+	static const char *const names[3][2] = {
+	    {"ca.crt", "ca.crt"}, {".crt", "svid.crt"}, {".key", "svid.key"}};
+	/* the directory: the replica's only, read and search */
+	if (mkdir(dst, 0700) && errno != EEXIST)
+		return iod_err_set(e, -errno, "creating %s: %s", dst, strerror(errno));
+	if (chown(dst, uid, gid) && geteuid() == 0)
+		return iod_err_set(e, -errno, "chown %s: %s", dst, strerror(errno));
+	if (chmod(dst, 0500))
+		return iod_err_set(e, -errno, "chmod %s: %s", dst, strerror(errno));
+	for (int i = 0; i < 3; i++) {
+		if (i == 0)
+			snprintf(src, sizeof(src), "%s/ca.crt", svid_dir);
+		else
+			snprintf(src, sizeof(src), "%s/%s/%s%s", svid_dir, tenant, service,
+			         names[i][0]);
+		snprintf(to, sizeof(to), "%s/%s", dst, names[i][1]);
+		/* the directory is 0500: the agent (root, or its owner) writes */
+		chmod(dst, 0700);
+		int rc = copy_one(src, to, uid, gid, e);
+		chmod(dst, 0500);
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 int iod_agent_svids_sync(const struct iod_agent_config *c, struct iod_api_client *cl,

@@ -98,8 +98,9 @@ bool api__access_ok(struct req *q, const char *url, const char *method, MHD_RESU
 		return false;
 	}
 	rq.state = st;
-	/* only a node's writes are judged by what they write */
-	if (q->id.kind == IOD_SEC_KIND_NODE && rq.verb == IOD_SEC_VERB_PUT && q->body.len)
+	/* only the writes of nodes and services are judged by what they write */
+	if ((q->id.kind == IOD_SEC_KIND_NODE || q->id.kind == IOD_SEC_KIND_SERVICE) &&
+	    rq.verb == IOD_SEC_VERB_PUT && q->body.len)
 		value = json_loadb(q->body.data, q->body.len, 0, NULL);
 	rq.value = value;
 	struct iod_sec_identity subject;

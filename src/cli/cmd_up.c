@@ -32,7 +32,7 @@ static void usage(FILE *f)
 	    f,
 	    "usage: iod up --nodes N [--gpus-per-node G | --model NAME] [--state-dir DIR]\n"
 	    "              [--api-port P] [--raft-port P] [--lease-ttl DUR] [--no-sandbox]\n"
-	    "              [--stateful-grace DUR]\n"
+	    "              [--stateful-grace DUR] [--ckpt-capacity SIZE]\n"
 	    "              [--election-timeout DUR] [--heartbeat DUR] [--mesh-port P | --no-mesh]\n"
 	    "              [--mesh-mtls-port P] [--svid-ttl DUR] [--servers N]\n"
 	    "              [--insecure] [--netns [--underlay leaves=L,spines=S,rate=R,slow=S:R]]\n"
@@ -62,6 +62,8 @@ static void usage(FILE *f)
 	    "                       its agent stops renewing\n"
 	    "  --stateful-grace DUR after a node is lost, how long the agents wait before\n"
 	    "                       moving its stateful replicas (default: the agent's, 30s)\n"
+	    "  --ckpt-capacity SIZE each agent's checkpoint capacity per stateful replica\n"
+	    "                       (the agent's --ckpt-capacity, default 1GiB)\n"
 	    "  --no-sandbox         run replicas as plain processes\n"
 	    "  --election-timeout DUR, --heartbeat DUR\n"
 	    "                       Raft timing of the servers (`iod server --help`);\n"
@@ -277,9 +279,10 @@ int cmd_up(int argc, char **argv)
 	                                     {"svid-ttl", required_argument, 0, 1302},
 	                                     {"servers", required_argument, 0, 1303},
 	                                     {"stateful-grace", required_argument, 0, 1304},
+	                                     {"ckpt-capacity", required_argument, 0, 1305},
 	                                     {0, 0, 0, 0}};
 	long mtls_port = -1; /* -1: API port + 30 (in a test's block of ports) */
-	char svid_ttl[32] = "", grace[32] = "";
+	char svid_ttl[32] = "", grace[32] = "", ckptcap[32] = "";
 	char election[32] = "", heartbeat[32] = "";
 	static const char *const outs[] = {"text", "json", NULL};
 	char dir[IOD_AGENT_PATH_MAX], exe[IOD_AGENT_PATH_MAX], path[IOD_AGENT_PATH_MAX + 64];
@@ -332,6 +335,10 @@ int cmd_up(int argc, char **argv)
 			snprintf(grace, sizeof(grace), "%s", optarg);
 			break;
 		}
+		case 1305:
+			/* checked by the agent (iod agent --ckpt-capacity), which says why */
+			snprintf(ckptcap, sizeof(ckptcap), "%s", optarg);
+			break;
 		case 'S': sandbox = false; break;
 		case 'N': mesh = false; break;
 		case 'P':
@@ -583,6 +590,10 @@ int cmd_up(int argc, char **argv)
 		if (grace[0]) {
 			av[k++] = "--stateful-grace";
 			av[k++] = grace;
+		}
+		if (ckptcap[0]) {
+			av[k++] = "--ckpt-capacity";
+			av[k++] = ckptcap;
 		}
 		av[k++] = "--addr";
 		av[k++] = addr;

@@ -44,6 +44,8 @@
 #include "iod/api.h"
 #include "iod/ckpt.h"
 #include "iod/demo.h"
+#include "iod/sec.h"
+#include "iod/storage.h"
 #include "iod/xfer.h"
 
 #include <arpa/inet.h>
@@ -269,6 +271,7 @@ static struct iod_ckpt_raft ps_scrub_raft;
  * the first replicas - 1; $IOD_CKPT_HERE: this node's chunk server). */
 static struct iod_ckpt_env_peer ps_peers[IOD_CKPT_PEERS_MAX], ps_here;
 static uint32_t ps_peers_n, ps_here_n;
+static uint32_t ps_replicas; /* storage.replicas: copies wanted */
 
 static const char *env_or(const char *name, const char *dflt)
 {
@@ -310,8 +313,32 @@ static int ps_ckpt_open(const char *dir, uint32_t n, const char *server, uint32_
 		fail(IOD_DEMO_EXIT_ERROR, "the provisioned checkpoint peers: %s", e.msg);
 		return -EINVAL;
 	}
+	/* chunk servers beyond loopback speak mutual TLS: with the replica's
+	 * own credentials (its service's SVID, $IOD_CERT: docs/storage.md
+	 * "Replica credentials"); loopback ones plain HTTP */
+	bool tls = ps_here_n && strncmp(ps_here.addr, "127.", 4);
+	for (uint32_t i = 0; i < ps_peers_n; i++)
+		tls |= strncmp(ps_peers[i].addr, "127.", 4) != 0;
+	if (tls) {
+		static struct iod_sec_tls_creds *creds;
+		struct iod_sec_context ctx;
+		struct iod_err e1 = {0};
+		int r1 = iod_sec_context_load(NULL, NULL, &ctx, &e1);
+		if ((r1 && r1 != -ENOENT) || !ctx.cert[0] ||
+		    iod_sec_context_creds(&ctx, &creds, &e1) || !creds) {
+			printf("parameter-server: the checkpoint peers speak mTLS and this replica "
+			       "has no credentials of its own (%s): no peers\n",
+			       e1.msg[0] ? e1.msg : "no IOD_CERT");
+			ps_peers_n = ps_here_n = 0;
+		} else {
+			iod_ckpt_peer_client_creds(creds);
+			printf("parameter-server: checkpoint peers over mTLS as %s\n", ctx.cert);
+		}
+		memset(&ctx, 0, sizeof(ctx));
+	}
 	for (uint32_t i = 0; replicas > 1 && i < ps_peers_n && i + 1 < replicas; i++)
 		o.peers[o.peers_n++] = ps_peers[i].addr;
+	ps_replicas = replicas;
 	if (replicas > 1) {
 		/* Ceph's min_size 2 once there is a peer to hold the second copy;
 		 * with none (the only node left after a loss) the store keeps its
@@ -347,6 +374,71 @@ static int ps_ckpt_open(const char *dir, uint32_t n, const char *server, uint32_
 	if (rc)
 		fail(IOD_DEMO_EXIT_ERROR, "checkpoints in %s: %s", dir, e.msg);
 	return rc;
+}
+
+/*
+ * After a restore from the surviving copies (a node was lost): make the
+ * lost copies again (docs/storage.md "Re-replication"). The replication
+ * core's plan (iod_stor_rereplicate_plan) keeps the nodes that hold step,
+ * picks replacements among the other listed nodes (all alive: the agent
+ * lists registered nodes) and fills each new copy, chunk by chunk, from a
+ * surviving verified copy; those bytes are what the restore just fetched
+ * and verified, so each new copy is sent from them.
+ */
+static void ps_rereplicate(const struct iod_ckpt_region *r, uint64_t step,
+                           const struct iod_ckpt_env_peer *const *src, const uint64_t *held,
+                           uint32_t n)
+{
+	struct iod_stor_node nodes[IOD_CKPT_PEERS_MAX + 1];
+	uint32_t copies[IOD_STOR_REPLICAS_MAX], cn = 0, rn = 0;
+	uint32_t chunks = (uint32_t)((r->bytes + IOD_CKPT_CHUNK_BYTES_DEFAULT - 1) /
+	                             IOD_CKPT_CHUNK_BYTES_DEFAULT);
+	struct iod_err e = {0};
+	if (ps_replicas < 2 || !n)
+		return;
+	for (uint32_t i = 0; i < n; i++) {
+		nodes[i] = (struct iod_stor_node){src[i]->node, NULL, NULL, true, UINT64_MAX};
+		if (held[i] == step && cn < ps_replicas)
+			copies[cn++] = i;
+	}
+	struct iod_stor_rereplica *p = calloc(1, sizeof(*p));
+	uint8_t *good = calloc(chunks ? chunks : 1, 1);
+	struct iod_stor_repair *rep =
+	    calloc((size_t)chunks * IOD_STOR_REPLICAS_MAX + 1, sizeof(*rep));
+	if (!p || !good || !rep || !cn || chunks > IOD_CKPT_CHUNKS_MAX)
+		goto out;
+	memset(good, (1 << cn) - 1, chunks);
+	int rc =
+	    iod_stor_rereplicate_plan(nodes, n, copies, cn, good, chunks, ps_replicas, r->bytes, p,
+	                              rep, chunks * IOD_STOR_REPLICAS_MAX, &rn, &e);
+	if (rc) {
+		printf("parameter-server: step %llu stays at %u of %u copies: %s\n",
+		       (unsigned long long)step, cn, ps_replicas, e.msg);
+		goto out;
+	}
+	for (uint32_t k = p->kept_n; k < p->nodes_n; k++) {
+		const struct iod_ckpt_env_peer *to = src[p->nodes[k]];
+		uint32_t mine = 0;
+		for (uint32_t i = 0; i < rn; i++)
+			mine += rep[i].to == k;
+		uint64_t t0 = iod_clock_now_ns();
+		if (iod_ckpt_peer_copy_regions(to->addr, 0, step, r, 1, &e)) {
+			printf("parameter-server: re-replicating step %llu to node %s: %s\n",
+			       (unsigned long long)step, to->node, e.msg);
+			continue;
+		}
+		cn++;
+		printf("parameter-server: re-replicated step %llu to node %s (%u chunks, %.1f ms): "
+		       "%u of %u copies%s\n",
+		       (unsigned long long)step, to->node, mine,
+		       (double)(iod_clock_now_ns() - t0) / 1e6, cn, ps_replicas,
+		       cn >= ps_replicas ? ", clean" : "");
+	}
+out:
+	fflush(stdout);
+	free(p);
+	free(good);
+	free(rep);
 }
 
 /*
@@ -394,6 +486,7 @@ static bool ps_ckpt_from_peers(const struct iod_ckpt_region *r, uint64_t want, u
 		       i == 0 && ps_here_n ? "this node" : "a peer", (double)(t1 - t0) / 1e6,
 		       (double)(t2 - t1) / 1e6);
 		fflush(stdout);
+		ps_rereplicate(r, best, src, held, n);
 		return true;
 	}
 	return false;

@@ -429,6 +429,111 @@ static bool node_runs_service(const struct iod_sec_request *rq, const char *me,
 	return ok;
 }
 
+/*
+ * A replica's own credentials (its service's SVID, handed to it by its
+ * agent, docs/storage.md "Replica credentials"): the replica of rep, if
+ * it is a replica of the identity's service in the identity's tenant.
+ */
+static const json_t *service_replica(const struct iod_sec_identity *id,
+                                     const struct iod_sec_request *rq, const char *rep)
+{
+	const json_t *rv = rep ? value_of(rq, IOD_STATE_REPLICA, rep) : NULL;
+	if (!rv || !str_eq(rep_str(rv, IOD_OBJ_REPLICA_SERVICE), id->name))
+		return NULL;
+	const json_t *sv = value_of(rq, IOD_STATE_SERVICE, id->name);
+	const char *tenant = iod_obj_peek_str(IOD_OBJ_KIND_SERVICE, sv, IOD_OBJ_SERVICE_TENANT);
+	return sv && str_eq(tenant && tenant[0] ? tenant : "default", id->tenant) ? rv : NULL;
+}
+
+/* A service writing a checkpoint manifest: one of a replica of its own
+ * service, naming that service and the node the replica runs on. */
+static int service_checkpoint(const struct iod_sec_identity *id, const struct iod_sec_request *rq,
+                              struct iod_sec_decision *d)
+{
+	const enum iod_obj_kind K = IOD_OBJ_KIND_CHECKPOINT;
+	const json_t *old = value_of(rq, IOD_STATE_CHECKPOINT, rq->name);
+	const char *old_rep = iod_obj_peek_str(K, old, IOD_OBJ_CHECKPOINT_REPLICA);
+	if (old && !service_replica(id, rq, old_rep))
+		return deny(d, 403, id, rq, "checkpoint belongs to replica %s of another service",
+		            old_rep ? old_rep : "(none)");
+	if (rq->verb == IOD_SEC_VERB_DELETE)
+		return old ? allow(d) : deny(d, 403, id, rq, "no such checkpoint of this service");
+	if (rq->verb != IOD_SEC_VERB_PUT)
+		return deny(d, 403, id, rq, "services put or delete checkpoints only");
+	const json_t *v = rq->value;
+	const char *rep = iod_obj_peek_str(K, v, IOD_OBJ_CHECKPOINT_REPLICA);
+	const json_t *rv = service_replica(id, rq, rep);
+	if (!rv)
+		return deny(d, 403, id, rq, "replica %s is not a replica of service %s/%s",
+		            rep ? rep : "(none)", id->tenant, id->name);
+	if (!str_eq(iod_obj_peek_str(K, v, IOD_OBJ_CHECKPOINT_SERVICE), id->name))
+		return deny(d, 403, id, rq, "a checkpoint it writes must name service %s",
+		            id->name);
+	const char *on = rep_str(rv, IOD_OBJ_REPLICA_NODE);
+	if (!str_eq(iod_obj_peek_str(K, v, IOD_OBJ_CHECKPOINT_NODE), on))
+		return deny(d, 403, id, rq, "a checkpoint of %s must name its node %s", rep,
+		            on ? on : "(none)");
+	return allow(d);
+}
+
+/* A service writing an XferPeer: the one of a replica of its own service,
+ * under that replica's service.ordinal, naming the node it runs on. */
+static int service_xferpeer(const struct iod_sec_identity *id, const struct iod_sec_request *rq,
+                            struct iod_sec_decision *d)
+{
+	const enum iod_obj_kind K = IOD_OBJ_KIND_XFERPEER;
+	const json_t *old = value_of(rq, IOD_STATE_XFERPEER, rq->name);
+	const char *old_rep = iod_obj_peek_str(K, old, IOD_OBJ_XFERPEER_REPLICA);
+	if (old && !service_replica(id, rq, old_rep))
+		return deny(d, 403, id, rq, "xferpeer belongs to replica %s of another service",
+		            old_rep ? old_rep : "(none)");
+	if (rq->verb == IOD_SEC_VERB_DELETE)
+		return old ? allow(d) : deny(d, 403, id, rq, "no such xferpeer of this service");
+	if (rq->verb != IOD_SEC_VERB_PUT)
+		return deny(d, 403, id, rq, "services put or delete xferpeers only");
+	const json_t *v = rq->value;
+	const char *rep = iod_obj_peek_str(K, v, IOD_OBJ_XFERPEER_REPLICA);
+	const json_t *rv = service_replica(id, rq, rep);
+	if (!rv)
+		return deny(d, 403, id, rq, "replica %s is not a replica of service %s/%s",
+		            rep ? rep : "(none)", id->tenant, id->name);
+	const char *on = rep_str(rv, IOD_OBJ_REPLICA_NODE);
+	if (!str_eq(iod_obj_peek_str(K, v, IOD_OBJ_XFERPEER_NODE), on))
+		return deny(d, 403, id, rq, "an xferpeer of %s must name its node %s", rep,
+		            on ? on : "(none)");
+	int64_t ord = -1, rord = 0;
+	char want[IOD_NAME_MAX + 16];
+	iod_obj_peek_int(K, v, IOD_OBJ_XFERPEER_ORDINAL, &ord);
+	iod_obj_peek_int(IOD_OBJ_KIND_REPLICA, rv, IOD_OBJ_REPLICA_ORDINAL, &rord);
+	snprintf(want, sizeof(want), "%s.%lld", id->name, (long long)rord);
+	if (!str_eq(iod_obj_peek_str(K, v, IOD_OBJ_XFERPEER_SERVICE), id->name) || ord != rord ||
+	    !str_eq(rq->name, want))
+		return deny(d, 403, id, rq, "replica %s publishes only as xferpeer/%s", rep, want);
+	return allow(d);
+}
+
+/*
+ * A service identity at the API: what its replicas need for checkpoints
+ * and transfer peers, nothing more. It reads Checkpoint and XferPeer
+ * objects (the metadata a viewer reads too) and writes only those of its
+ * own service's replicas; every other resource is the mesh's business.
+ */
+static int authorize_service(const struct iod_sec_identity *id, const struct iod_sec_request *rq,
+                             struct iod_sec_decision *d)
+{
+	enum iod_sec_resource r = rq->res;
+	if (r != IOD_SEC_RES_CHECKPOINT && r != IOD_SEC_RES_XFERPEER)
+		return deny(d, 403, id, rq,
+		            "service identities are for the mesh, not the API (a replica "
+		            "may touch only its service's checkpoints and xferpeers)");
+	if (is_read(rq->verb))
+		return rq->verb == IOD_SEC_VERB_WATCH
+		           ? deny(d, 403, id, rq, "services read, they do not watch")
+		           : allow(d);
+	return r == IOD_SEC_RES_CHECKPOINT ? service_checkpoint(id, rq, d)
+	                                   : service_xferpeer(id, rq, d);
+}
+
 static int authorize_node(const struct iod_sec_identity *id, const struct iod_sec_request *rq,
                           struct iod_sec_decision *d)
 {
@@ -530,8 +635,7 @@ int iod_sec_authorize(const struct iod_sec_identity *id, const struct iod_sec_re
 		    str_eq(rq->name, id->name))
 			return allow(d);
 		return deny(d, 403, id, rq, "servers only read status and join as themselves");
-	case IOD_SEC_KIND_SERVICE:
-		return deny(d, 403, id, rq, "service identities are for the mesh, not the API");
+	case IOD_SEC_KIND_SERVICE: return authorize_service(id, rq, d);
 	case IOD_SEC_KIND_USER: break;
 	default: return deny(d, 401, id, rq, "unknown identity kind");
 	}

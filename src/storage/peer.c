@@ -354,6 +354,19 @@ static bool peer_kind_ok(enum iod_sec_kind k)
 	return k == IOD_SEC_KIND_NODE || k == IOD_SEC_KIND_SERVICE || k == IOD_SEC_KIND_SERVER;
 }
 
+bool iod_ckpt_peer_service_may(const char *service, const char *target)
+{
+	/* a replica's namespace is its name, <service>-<ordinal> */
+	size_t n = strlen(service);
+	const char *t = strncmp(target, "/ckpt/", 6) ? NULL : target + 6;
+	if (!t || !n || strncmp(t, service, n) || t[n] != '-' || t[n + 1] < '0' || t[n + 1] > '9')
+		return false;
+	t += n + 1;
+	while (*t >= '0' && *t <= '9')
+		t++;
+	return *t == '/';
+}
+
 static void *peer_conn(void *arg)
 {
 	struct conn_arg a = *(struct conn_arg *)arg;
@@ -362,6 +375,7 @@ static void *peer_conn(void *arg)
 	char *body = NULL;
 	size_t len = 0;
 	struct pconn pc = {.fd = a.fd, .tls = NULL};
+	char svc[IOD_NAME_MAX] = ""; /* a service identity's name: its replicas only */
 	bool ok = true;
 	free(arg);
 	if (a.p->creds) { /* mTLS: a client certificate from the cluster CA, or nothing */
@@ -384,6 +398,8 @@ static void *peer_conn(void *arg)
 		}
 		const struct iod_sec_cert_info *who = rc ? NULL : iod_sec_tls_peer(pc.tls);
 		ok = who && peer_kind_ok(who->id.kind);
+		if (ok && who->id.kind == IOD_SEC_KIND_SERVICE)
+			snprintf(svc, sizeof(svc), "%s", who->id.name);
 		now = iod_clock_now_ns() / IOD_NS_PER_MS;
 		if (!ok && !a.p->stop && now >= a.p->warned_ms + PEER_WARN_EVERY_MS) {
 			a.p->warned_ms = now;
@@ -445,7 +461,12 @@ static void *peer_conn(void *arg)
 		}
 		if (got < blen)
 			break;
-		handle(a.p, &pc, method, target, have_hash ? xxh3 : NULL, body, blen);
+		if (svc[0] && !iod_ckpt_peer_service_may(svc, target))
+			answer(&pc, 403,
+			       "a service identity keeps and reads only the copies of its own "
+			       "replicas (/ckpt/<service>-<ordinal>/...)");
+		else
+			handle(a.p, &pc, method, target, have_hash ? xxh3 : NULL, body, blen);
 		if (!keep)
 			break;
 	}
@@ -682,6 +703,50 @@ int iod_ckpt_peer_put(const char *addr, const struct iod_ckpt_manifest *m, const
 	}
 	free(text);
 	iod_http_conn_close(&c);
+	return rc;
+}
+
+int iod_ckpt_peer_copy_regions(const char *addr, uint32_t rank, uint64_t step,
+                               const struct iod_ckpt_region *r, uint32_t n, struct iod_err *e)
+{
+	const char *names[IOD_CKPT_REGIONS_MAX];
+	uint64_t bytes[IOD_CKPT_REGIONS_MAX], total = 0;
+	struct iod_ckpt_manifest m;
+	if (n == 0 || n > IOD_CKPT_REGIONS_MAX)
+		return iod_err_set(e, -EINVAL, "copy to %s: %u regions (1..%d)", addr, n,
+		                   IOD_CKPT_REGIONS_MAX);
+	for (uint32_t i = 0; i < n; i++) {
+		names[i] = r[i].name;
+		bytes[i] = r[i].bytes;
+		total += r[i].bytes;
+	}
+	memset(&m, 0, sizeof(m));
+	int rc = iod_ckpt_manifest_plan(&m, step, rank, IOD_CKPT_CHUNK_BYTES_DEFAULT, names, bytes,
+	                                n, e);
+	if (rc)
+		return rc;
+	/* one region is its own snapshot; more are laid end to end */
+	uint8_t *snap = n == 1 ? (uint8_t *)r[0].addr : malloc(total ? total : 1);
+	if (!snap) {
+		iod_ckpt_manifest_free(&m);
+		return iod_err_set(e, -ENOMEM, "out of memory for %" PRIu64 " bytes", total);
+	}
+	uint64_t off = 0;
+	for (uint32_t i = 0; n > 1 && i < n; i++) {
+		memcpy(snap + off, r[i].addr, r[i].bytes);
+		off += r[i].bytes;
+	}
+	off = 0;
+	for (uint32_t g = 0, i = 0; g < m.regions_n; g++) {
+		for (uint32_t k = 0; k < m.regions[g].chunks; k++, i++)
+			m.chunks[i].xxh3 =
+			    XXH3_64bits(snap + off + (uint64_t)k * m.chunk_bytes, m.chunks[i].len);
+		off += m.regions[g].bytes;
+	}
+	rc = iod_ckpt_peer_put(addr, &m, snap, e);
+	if (n > 1)
+		free(snap);
+	iod_ckpt_manifest_free(&m);
 	return rc;
 }
 

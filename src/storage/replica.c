@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -221,4 +222,75 @@ uint64_t iod_stor_scrub_budget(uint64_t rate_bytes_per_s, uint64_t elapsed_ns,
 	if (b < carried_bytes || b > rate_bytes_per_s)
 		b = rate_bytes_per_s; /* at most one second of rate */
 	return b;
+}
+
+int iod_stor_rereplicate_plan(const struct iod_stor_node *nodes, uint32_t n, const uint32_t *copies,
+                              uint32_t copies_n, const uint8_t *good, uint32_t chunks_n,
+                              uint32_t size, uint64_t bytes, struct iod_stor_rereplica *out,
+                              struct iod_stor_repair *rep, uint32_t max, uint32_t *rep_n,
+                              struct iod_err *e)
+{
+	uint32_t keep[IOD_STOR_REPLICAS_MAX], old_of[IOD_STOR_REPLICAS_MAX], keep_n = 0;
+	uint32_t placed[IOD_STOR_REPLICAS_MAX];
+	*rep_n = 0;
+	if (!size || size > IOD_STOR_REPLICAS_MAX || !copies_n || copies_n > size ||
+	    chunks_n > IOD_CKPT_CHUNKS_MAX || (chunks_n && !good))
+		return iod_err_set(
+		    e, -EINVAL,
+		    "re-replication: %u of %u copies, %u chunks: outside 1..%d copies "
+		    "and %d chunks",
+		    copies_n, size, chunks_n, IOD_STOR_REPLICAS_MAX, IOD_CKPT_CHUNKS_MAX);
+	for (uint32_t r = 0; r < copies_n; r++) {
+		if (copies[r] >= n)
+			return iod_err_set(e, -EINVAL,
+			                   "re-replication: copy %u names node %u of %u", r,
+			                   copies[r], n);
+		if (nodes[copies[r]].up) {
+			old_of[keep_n] = r;
+			keep[keep_n++] = copies[r];
+		}
+	}
+	memset(out, 0, offsetof(struct iod_stor_rereplica, good));
+	out->dead_n = copies_n - keep_n;
+	/* every chunk needs a surviving verified copy to copy from */
+	for (uint32_t c = 0; c < chunks_n; c++) {
+		uint8_t g = 0;
+		for (uint32_t k = 0; k < keep_n; k++)
+			g |= (uint8_t)((good[c] >> old_of[k] & 1u) << k);
+		if (!g)
+			return iod_err_set(
+			    e, -ENOENT,
+			    "re-replication: chunk %u has no verified copy on a live "
+			    "node (lost); nothing to copy from",
+			    c);
+		out->good[c] = g;
+	}
+	/* replacements: as many as the live failure domains give, up to size */
+	uint32_t want = size, got = keep_n;
+	struct iod_err pe = {0};
+	for (; want > keep_n; want--)
+		if (!iod_stor_place(nodes, n, keep, keep_n, want, bytes, placed, &pe)) {
+			got = want;
+			break;
+		}
+	if (got == keep_n) {
+		if (keep_n < size)
+			return iod_err_set(e, -ENOSPC,
+			                   "re-replication: %u of %u copies live and no other live "
+			                   "node in a new failure domain has room for %llu bytes "
+			                   "(stays undersized): %s",
+			                   keep_n, size, (unsigned long long)bytes, pe.msg);
+		memcpy(placed, keep, keep_n * sizeof(*keep));
+	}
+	memcpy(out->nodes, placed, got * sizeof(*placed));
+	out->nodes_n = got;
+	out->kept_n = keep_n;
+	out->added_n = got - keep_n;
+	/* the repairs: fill the new copies from the survivors */
+	struct iod_stor_rview v = {
+	    .size = size, .min_size = 1, .copies_n = got, .good = out->good, .chunks_n = chunks_n};
+	for (uint32_t r = 0; r < got; r++)
+		v.up[r] = true;
+	uint32_t lost = 0;
+	return iod_stor_repair_plan(&v, rep, max, rep_n, &lost, e);
 }

@@ -4,7 +4,8 @@
  * first newline (when there is one) a peer list ($IOD_CKPT_PEERS). Each
  * either parses (at most IOD_STOR_TIERS_MAX tiers, IOD_CKPT_PEERS_MAX peers)
  * into what formats back to the same values, or fails with a message;
- * never a crash.
+ * never a crash. The whole input is also a chunk server's request target
+ * for iod_ckpt_peer_service_may: allowed only under /ckpt/ps-<N>/.
  */
 #include "iod/ckpt.h"
 
@@ -24,6 +25,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(text, data, size);
 	text[size] = 0;
+	/* a chunk server's path check for a service identity: a request
+	 * target it allows is one of ps's replicas' namespaces, nothing else */
+	if (iod_ckpt_peer_service_may("ps", text) &&
+	    (strncmp(text, "/ckpt/ps-", 9) || text[9] < '0' || text[9] > '9' ||
+	     !strchr(text + 9, '/')))
+		abort();
 	char *nl = memchr(text, '\n', size);
 	if (nl) {
 		static struct iod_ckpt_env_peer p[IOD_CKPT_PEERS_MAX], q[IOD_CKPT_PEERS_MAX];

@@ -11,7 +11,9 @@
 #      the same requests, 200 for a read;
 #   5. replica_curl_gets_401: a replica's own curl to the API gets 401 (HTTPS
 #      without credentials) and nothing in plaintext, and it sees no key of
-#      the cluster;
+#      the cluster, no token and no client config; the one credential it
+#      holds is its own service identity ($IOD_CERT, docs/storage.md
+#      "Replica credentials"), with which a deploy gets 403;
 #   6. refusals_audited: `iod audit --denied` shows the refusals with who.
 # Before this test (iod up without a PKI), 3 and 5 got 200 and ran the
 # deploy. Prints one RESULT line per check.
@@ -58,7 +60,7 @@ cat >"$T/probe.yaml" <<EOF
 services:
   - name: probe
     type: stateless
-    command: [sh, -c, 'echo "deploy=\$(curl -sk -o /dev/null -w "%{http_code}" -X POST -d x https://$API/v1/deploy)"; echo "plain=\$(curl -s -o /dev/null -w "%{http_code}" http://$API/v1/nodes)"; for f in $PKI/ca.key $PKI/admin.key $IOD_STATE_DIR/config; do cat \$f >/dev/null 2>&1 && echo "read=\$f"; done; echo "env=\$(env | grep -c -e IOD_TOKEN -e IOD_CERT -e IOD_KEY -e IOD_CONFIG)"; echo probe-done; sleep 600']
+    command: [sh, -c, 'echo "deploy=\$(curl -sk -o /dev/null -w "%{http_code}" -X POST -d x https://$API/v1/deploy)"; echo "plain=\$(curl -s -o /dev/null -w "%{http_code}" http://$API/v1/nodes)"; for f in $PKI/ca.key $PKI/admin.key $IOD_STATE_DIR/config; do cat \$f >/dev/null 2>&1 && echo "read=\$f"; done; echo "env=\$(env | grep -c -e IOD_TOKEN -e IOD_CONFIG)"; echo "own=\$(curl -sk -o /dev/null -w "%{http_code}" --cert \$IOD_CERT --key \$IOD_KEY -X POST -d x https://$API/v1/deploy)"; echo probe-done; sleep 600']
 EOF
 if "$IOD" deploy -f "$T/probe.yaml" >"$T/tour.log" 2>&1 && "$IOD" get replicas >>"$T/tour.log" 2>&1 &&
 	"$IOD" get nodes -o json >>"$T/tour.log" 2>&1 && "$IOD" status >>"$T/tour.log" 2>&1 &&
@@ -114,8 +116,8 @@ fi
 LOG=$(ls "$IOD_STATE_DIR"/node-1/replicas/probe-0*/log 2>/dev/null | head -1)
 probe_done() { [ -n "$LOG" ] && grep -q probe-done "$LOG" 2>/dev/null || { LOG=$(ls "$IOD_STATE_DIR"/node-1/replicas/probe-0*/log 2>/dev/null | head -1); false; }; }
 wait_for 20 probe_done
-got=$(grep -e '^deploy=' -e '^plain=' -e '^read=' -e '^env=' "$LOG" 2>/dev/null | tr '\n' ' ')
-if [ "$got" = "deploy=401 plain=000 env=0 " ]; then
+got=$(grep -e '^deploy=' -e '^plain=' -e '^read=' -e '^env=' -e '^own=' "$LOG" 2>/dev/null | tr '\n' ' ')
+if [ "$got" = "deploy=401 plain=000 env=0 own=403 " ]; then
 	ok "replica_curl_gets_401 ($got)"
 else
 	bad "replica_curl_gets_401 ($got)"; cat "$LOG" 2>/dev/null | tail -5

@@ -16,6 +16,10 @@
 #      $IOD_PEERS; at the end each takes its object back;
 #   4. a group of 2 where ordinal 1 never publishes: the waiter names the
 #      ordinal missing and gives up at its deadline (exit 1, no hang).
+# The replicas have no client config: they write with their own
+# credentials, their service's SVID the agent hands them (IOD_CA, IOD_CERT,
+# IOD_KEY, IOD_SERVER), and that identity may not read services or publish
+# as another service.
 # Replicas run as plain processes (--no-sandbox): shared memory between
 # sandboxed replicas (IPC namespaces) is not what this checks.
 # Exit status: 0 pass, 77 skip, 1 fail.
@@ -42,10 +46,9 @@ start_cluster "$T/up.log" --nodes 2 --servers 1 --no-mesh --no-sandbox \
 
 cat >"$T/spec.json" <<JSON
 {"services": [{"name": "ring", "type": "stateless", "replicas": 3,
-  "env": {"IOD_STATE_DIR": "$T/state"},
   "command": ["sh", "-c", "\"\$IOD_BIN\" xfer peer -n 3 --server $API --deadline 20s; echo \"peer-exit=\$?\"; sleep 600"]},
  {"name": "dp", "type": "stateless", "replicas": 3,
-  "env": {"IOD_STATE_DIR": "$T/state", "IOD_ALLREDUCE": "xfer", "IOD_XFER_TRANSPORT": "shm"},
+  "env": {"IOD_ALLREDUCE": "xfer", "IOD_XFER_TRANSPORT": "shm"},
   "command": ["sh", "-c", "\"\$IOD_BIN\" demo-worker --role worker --steps 20 --compute-ms 1 --params 65536 --server $API; echo \"dp-exit=\$?\"; sleep 600"]},
  {"name": "solo", "type": "stateless", "replicas": 1, "command": ["sleep", "600"]}]}
 JSON
@@ -76,6 +79,41 @@ if grep -q '"md": *"494f4458' "$T/one.json" && grep -q '"node": *"node-' "$T/one
 	ok "xferpeer/ring.1 carries its node and an IODX blob in hex"
 else
 	bad "xferpeer/ring.1: $(head -c 300 "$T/one.json")"
+fi
+
+# 1b. the replicas wrote with credentials of their own (no client config
+# in their env): their service's SVID, which may write only its own
+# service's objects
+C=$(ls -d "$T"/state/node-*/replicas/ring-0/creds 2>/dev/null | head -1)
+if [ -n "$C" ] && [ -f "$C/svid.crt" ] && [ -f "$C/svid.key" ] && [ -f "$C/ca.crt" ] &&
+	[ "$(stat -c %a "$C/svid.key")" = 400 ]; then
+	ok "ring-0 holds its own credentials ($C: ca.crt svid.crt svid.key, key 0400)"
+else
+	bad "ring-0 has no credentials of its own: $(ls -l "$C" 2>&1)"
+fi
+asring() { env -u IOD_STATE_DIR IOD_CONFIG=/nonexistent IOD_CA="$C/ca.crt" IOD_CERT="$C/svid.crt" \
+	IOD_KEY="$C/svid.key" "$@"; }
+ascurl() { curl -s --cacert "$C/ca.crt" --cert "$C/svid.crt" --key "$C/svid.key" "$@"; }
+W=$(ascurl "https://$API/v1/whoami" 2>&1)
+case "$W" in
+*svc/ring*) ok "the credential is ring's service identity ($(echo "$W" | grep -o 'spiffe://[^"]*'))" ;;
+*) bad "whoami with ring-0's credential: $W" ;;
+esac
+if asring "$IOD" get services --server "$API" >"$T/svc.txt" 2>&1; then
+	bad "ring's identity read the services: $(head -3 "$T/svc.txt")"
+else
+	grep -q "service identities are for the mesh" "$T/svc.txt" &&
+		ok "ring's identity may not read services (403)" ||
+		bad "get services as ring: $(cat "$T/svc.txt")"
+fi
+N1=$(ls -d "$T"/state/node-*/replicas/ring-0 | head -1 | sed 's,.*/\(node-[0-9]*\)/replicas/.*,\1,')
+code=$(ascurl -o "$T/steal.txt" -w '%{http_code}' -X PUT -H 'Content-Type: application/json' \
+	-d "{\"service\": \"solo\", \"ordinal\": 0, \"replica\": \"solo-0\", \"node\": \"$N1\", \"md\": \"00\"}" \
+	"https://$API/v1/xferpeer/solo.0")
+if [ "$code" = 403 ] && ! "$IOD" get xferpeers --server "$API" | grep -q '^solo\.'; then
+	ok "ring's identity may not publish as another service (xferpeer/solo.0: 403 $(head -c 160 "$T/steal.txt"))"
+else
+	bad "publishing solo.0 as ring: HTTP $code $(head -c 300 "$T/steal.txt")"
 fi
 
 # 2. replacements over the dead ones' objects

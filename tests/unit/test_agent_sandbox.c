@@ -7,6 +7,7 @@
  */
 #include "harness.h"
 #include "iod/agent_run.h"
+#include "iod/sec.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -336,6 +337,66 @@ TEST(stateful_replica_gets_its_checkpoint_store)
 	read_log(&c, "w-0", &b);
 	CHECK_CONTAINS(b.data, "tiers=none\n");
 	iod_buf_free(&b);
+}
+
+/* Issues 22/23: a replica whose record names its service's tenant gets
+ * its own copy of the service's SVID (ca.crt, svid.crt, svid.key: 0400 in
+ * a 0500 directory) and the variables that point at it; one without gets
+ * none, and a missing SVID is a failed start, not a silent one. */
+TEST(replica_gets_its_own_credentials)
+{
+	struct iod_agent_exec_config c;
+	struct iod_agent_proc p;
+	struct iod_err e = {0};
+	struct iod_buf b;
+	char svid[IOD_AGENT_PATH_MAX], path[IOD_AGENT_PATH_MAX + 64], want[IOD_AGENT_PATH_MAX * 2];
+	struct stat st;
+	setup(&c, "creds");
+	snprintf(svid, sizeof(svid), "%s/svid", c.run_dir);
+	snprintf(path, sizeof(path), "%s/blue", svid);
+	CHECK_EQ(iod_sec_mkdirs(path, 0700, &e), 0);
+	snprintf(path, sizeof(path), "%s/ca.crt", svid);
+	CHECK_EQ(iod_sec_write_file(path, "CA\n", 3, 0600, &e), 0);
+	snprintf(path, sizeof(path), "%s/blue/ps.crt", svid);
+	CHECK_EQ(iod_sec_write_file(path, "CERT\n", 5, 0600, &e), 0);
+	snprintf(path, sizeof(path), "%s/blue/ps.key", svid);
+	CHECK_EQ(iod_sec_write_file(path, "KEY\n", 4, 0600, &e), 0);
+	snprintf(c.svid_dir, sizeof(c.svid_dir), "%s", svid);
+	snprintf(c.api_servers, sizeof(c.api_servers), "127.0.0.1:7100");
+	struct iod_agent_replica r =
+	    shell("ps-0", "echo srv=$IOD_SERVER; echo ca=$IOD_CA; cat $IOD_CERT $IOD_KEY $IOD_CA");
+	snprintf(r.service, sizeof(r.service), "ps");
+	snprintf(r.svid_tenant, sizeof(r.svid_tenant), "blue");
+	CHECK_MSG(iod_agent_exec_start(&c, &r, &p, &e) == 0, "%s", e.msg);
+	CHECK_EQ(wait_exit(p.pid), 0);
+	iod_agent_exec_cleanup(&p);
+	read_log(&c, "ps-0", &b);
+	CHECK_CONTAINS(b.data, "srv=127.0.0.1:7100\n");
+	CHECK_CONTAINS(b.data, "CERT\nKEY\nCA\n");
+	CHECK_EQ(iod_agent_replica_path(c.run_dir, "ps-0", "dir", path, sizeof(path)), 0);
+	snprintf(want, sizeof(want), "ca=%s/creds/ca.crt\n", path);
+	CHECK_CONTAINS(b.data, want);
+	iod_buf_free(&b);
+	snprintf(want, sizeof(want), "%s/creds/svid.key", path);
+	CHECK(stat(want, &st) == 0);
+	CHECK_EQ(st.st_mode & 0777, 0400);
+	snprintf(want, sizeof(want), "%s/creds", path);
+	CHECK(stat(want, &st) == 0);
+	CHECK_EQ(st.st_mode & 0777, 0500);
+	/* no tenant in its record: no credentials, no variables */
+	r = shell("w-0", "echo cert=${IOD_CERT:-none}");
+	CHECK_MSG(iod_agent_exec_start(&c, &r, &p, &e) == 0, "%s", e.msg);
+	CHECK_EQ(wait_exit(p.pid), 0);
+	iod_agent_exec_cleanup(&p);
+	read_log(&c, "w-0", &b);
+	CHECK_CONTAINS(b.data, "cert=none\n");
+	iod_buf_free(&b);
+	/* its service's SVID is not there: it does not start */
+	r = shell("x-0", "true");
+	snprintf(r.service, sizeof(r.service), "x");
+	snprintf(r.svid_tenant, sizeof(r.svid_tenant), "blue");
+	CHECK(iod_agent_exec_start(&c, &r, &p, &e) < 0);
+	CHECK_CONTAINS(e.msg, "replica x-0: its credentials");
 }
 
 TEST(log_rotation_bounds_size)

@@ -152,9 +152,11 @@ TEST(desired_stateful_replica_gets_the_specs_storage)
 	CHECK_EQ(iod_agent_desired_from_state("n1", nodes, svcs, reps, NULL, r, 3, &n, &e), 0);
 	CHECK_MSG(!r[0].fail[0], "%s", r[0].fail);
 	/* n6's chunk server is beyond loopback (mTLS), which the replica
-	 * cannot speak: not listed */
+	 * speaks with its own credentials: listed (another zone, so first
+	 * with n4) */
 	CHECK_STR(env_of(&r[0], "IOD_CKPT_PEERS"),
-	          "n4=127.0.0.1:5004/ps-0,n3=127.0.0.1:5003/ps-0,n2=127.0.0.1:5002/ps-0");
+	          "n4=127.0.0.1:5004/ps-0,n6=10.0.0.6:5006/ps-0,n3=127.0.0.1:5003/ps-0,"
+	          "n2=127.0.0.1:5002/ps-0");
 	CHECK_STR(env_of(&r[0], "IOD_CKPT_HERE"), "n1=127.0.0.1:5001/ps-0");
 	CHECK(!env_of(&r[2], "IOD_CKPT_PEERS")); /* stateless: none */
 	free(r);

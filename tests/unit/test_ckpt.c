@@ -623,6 +623,25 @@ TEST(provisioned_store_env_round_trip_and_errors)
 	CHECK_CONTAINS(err.msg, "MEDIUM:QUOTA_BP:DIR");
 }
 
+/* A replica's own credential (its service's SVID) reaches only its
+ * service's replicas' namespaces on a chunk server, never another's or
+ * the namespace-less paths (docs/storage.md "Replica credentials"). */
+TEST(service_identity_reaches_only_its_replicas_namespaces)
+{
+	CHECK(iod_ckpt_peer_service_may("ps", "/ckpt/ps-0/42/r0.manifest"));
+	CHECK(iod_ckpt_peer_service_may("ps", "/ckpt/ps-12/latest?rank=0"));
+	CHECK(!iod_ckpt_peer_service_may("ps", "/ckpt/psx-0/42/r0.manifest"));
+	CHECK(!iod_ckpt_peer_service_may("ps", "/ckpt/web-0/42/r0.manifest"));
+	CHECK(!iod_ckpt_peer_service_may("ps", "/ckpt/ps-/42/r0.manifest"));
+	CHECK(!iod_ckpt_peer_service_may("ps", "/ckpt/ps-0x/42/r0.manifest"));
+	CHECK(!iod_ckpt_peer_service_may("ps", "/ckpt/42/r0.manifest"));
+	CHECK(!iod_ckpt_peer_service_may("ps", "/ckpt/ps-0"));
+	CHECK(iod_ckpt_peer_service_may("ps-0", "/ckpt/ps-0-1/1/r0.manifest"));
+	CHECK(!iod_ckpt_peer_service_may("ps", "/ckpt/ps-0-1/1/r0.manifest"));
+	CHECK(!iod_ckpt_peer_service_may("", "/ckpt/-0/1/r0.manifest"));
+	CHECK(!iod_ckpt_peer_service_may("ps", "/other/ps-0/1/r0.manifest"));
+}
+
 /* The agents' chunk servers: one per node, a namespace (directory) per
  * replica; $IOD_CKPT_PEERS / $IOD_CKPT_HERE name them (docs/storage.md). */
 TEST(namespaced_peer_copies_latest_and_peer_list_codec)

@@ -819,3 +819,100 @@ TEST(authz_node_xferpeers_only_its_replicas)
 	CHECK_EQ(decide(&dep, IOD_SEC_VERB_PUT, IOD_SEC_RES_XFERPEER, "tr.1", mine, s, &d), 0);
 	iod_state_free(s);
 }
+
+static void service(struct iod_sec_identity *id, const char *tenant, const char *name)
+{
+	memset(id, 0, sizeof(*id));
+	id->kind = IOD_SEC_KIND_SERVICE;
+	snprintf(id->name, sizeof(id->name), "%s", name);
+	snprintf(id->tenant, sizeof(id->tenant), "%s", tenant);
+	snprintf(id->via, sizeof(id->via), "certificate");
+}
+
+/* Issues 22/23: a replica's own credential (its service's SVID) writes the
+ * checkpoints and xferpeers of its own service's replicas and nothing of
+ * another service's, another tenant's or any other resource. */
+TEST(authz_service_writes_only_its_own_services_objects)
+{
+	struct iod_state *s;
+	struct iod_sec_identity ps, other, red;
+	struct iod_sec_decision d;
+	const char *ck = "{\"service\": \"ps\", \"replica\": \"ps-0\", \"node\": \"node-1\", "
+	                 "\"step\": 40}";
+	const char *xp = "{\"service\": \"ps\", \"ordinal\": 0, \"replica\": \"ps-0\", "
+	                 "\"node\": \"node-1\", \"md\": \"00\"}";
+	CHECK_EQ(iod_state_new(&s), 0);
+	service(&ps, "default", "ps");
+	service(&other, "default", "web");
+	service(&red, "red", "ps"); /* the same name in another tenant */
+	CHECK_EQ(put_json(s, IOD_STATE_NODE, "node-1", "{}", 0), 0);
+	CHECK_EQ(put_json(s, IOD_STATE_SERVICE, "ps", "{}", 0), 0);
+	CHECK_EQ(put_json(s, IOD_STATE_SERVICE, "web", "{}", 0), 0);
+	CHECK_EQ(put_json(s, IOD_STATE_REPLICA, "ps-0",
+	                  "{\"service\": \"ps\", \"ordinal\": 0, \"node\": \"node-1\"}", 0),
+	         0);
+	CHECK_EQ(put_json(s, IOD_STATE_REPLICA, "web-0",
+	                  "{\"service\": \"web\", \"ordinal\": 0, \"node\": \"node-1\"}", 0),
+	         0);
+	/* its own */
+	CHECK_EQ(decide(&ps, IOD_SEC_VERB_PUT, IOD_SEC_RES_CHECKPOINT, "ps-0.r0.s40", ck, s, &d),
+	         0);
+	CHECK_EQ(decide(&ps, IOD_SEC_VERB_PUT, IOD_SEC_RES_XFERPEER, "ps.0", xp, s, &d), 0);
+	CHECK_EQ(decide(&ps, IOD_SEC_VERB_GET, IOD_SEC_RES_XFERPEER, "ps.1", NULL, s, &d), 0);
+	CHECK_EQ(decide(&ps, IOD_SEC_VERB_LIST, IOD_SEC_RES_CHECKPOINT, NULL, NULL, s, &d), 0);
+	/* another service's replica, or its own under another node's name */
+	CHECK_EQ(decide(&other, IOD_SEC_VERB_PUT, IOD_SEC_RES_CHECKPOINT, "ps-0.r0.s40", ck, s, &d),
+	         -EACCES);
+	CHECK_CONTAINS(d.reason, "replica ps-0 is not a replica of service default/web");
+	CHECK_EQ(decide(&other, IOD_SEC_VERB_PUT, IOD_SEC_RES_XFERPEER, "ps.0", xp, s, &d),
+	         -EACCES);
+	CHECK_EQ(decide(&ps, IOD_SEC_VERB_PUT, IOD_SEC_RES_CHECKPOINT, "ps-0.r0.s40",
+	                "{\"service\": \"ps\", \"replica\": \"ps-0\", \"node\": \"node-2\"}", s,
+	                &d),
+	         -EACCES);
+	CHECK_CONTAINS(d.reason, "must name its node node-1");
+	CHECK_EQ(decide(&ps, IOD_SEC_VERB_PUT, IOD_SEC_RES_CHECKPOINT, "web-0.r0.s40",
+	                "{\"service\": \"ps\", \"replica\": \"web-0\", \"node\": \"node-1\"}", s,
+	                &d),
+	         -EACCES);
+	CHECK_EQ(decide(&ps, IOD_SEC_VERB_PUT, IOD_SEC_RES_CHECKPOINT, "ps-0.r0.s40",
+	                "{\"service\": \"web\", \"replica\": \"ps-0\", \"node\": \"node-1\"}", s,
+	                &d),
+	         -EACCES);
+	CHECK_CONTAINS(d.reason, "must name service ps");
+	CHECK_EQ(decide(&ps, IOD_SEC_VERB_PUT, IOD_SEC_RES_XFERPEER, "ps.1", xp, s, &d), -EACCES);
+	CHECK_CONTAINS(d.reason, "publishes only as xferpeer/ps.0");
+	/* a service of the same name in another tenant is not this one */
+	CHECK_EQ(decide(&red, IOD_SEC_VERB_PUT, IOD_SEC_RES_CHECKPOINT, "ps-0.r0.s40", ck, s, &d),
+	         -EACCES);
+	/* stored objects: only its own service deletes them */
+	CHECK_EQ(put_json(s, IOD_STATE_CHECKPOINT, "ps-0.r0.s40", ck, 0), 0);
+	CHECK_EQ(put_json(s, IOD_STATE_XFERPEER, "ps.0", xp, 0), 0);
+	CHECK_EQ(
+	    decide(&other, IOD_SEC_VERB_DELETE, IOD_SEC_RES_CHECKPOINT, "ps-0.r0.s40", NULL, s, &d),
+	    -EACCES);
+	CHECK_CONTAINS(d.reason, "another service");
+	CHECK_EQ(decide(&other, IOD_SEC_VERB_DELETE, IOD_SEC_RES_XFERPEER, "ps.0", NULL, s, &d),
+	         -EACCES);
+	CHECK_EQ(decide(&other, IOD_SEC_VERB_PUT, IOD_SEC_RES_XFERPEER, "ps.0",
+	                "{\"service\": \"web\", \"ordinal\": 0, \"replica\": \"web-0\", "
+	                "\"node\": \"node-1\", \"md\": \"00\"}",
+	                s, &d),
+	         -EACCES);
+	CHECK_EQ(
+	    decide(&ps, IOD_SEC_VERB_DELETE, IOD_SEC_RES_CHECKPOINT, "ps-0.r0.s40", NULL, s, &d),
+	    0);
+	CHECK_EQ(decide(&ps, IOD_SEC_VERB_DELETE, IOD_SEC_RES_XFERPEER, "ps.0", NULL, s, &d), 0);
+	/* nothing else: not services, replicas, nodes, secrets, metrics, watches */
+	CHECK_EQ(decide(&ps, IOD_SEC_VERB_GET, IOD_SEC_RES_SERVICE, "ps", NULL, s, &d), -EACCES);
+	CHECK_CONTAINS(d.reason, "service identities are for the mesh, not the API");
+	CHECK_EQ(decide(&ps, IOD_SEC_VERB_PUT, IOD_SEC_RES_REPLICA, "ps-0", "{}", s, &d), -EACCES);
+	CHECK_EQ(decide(&ps, IOD_SEC_VERB_GET, IOD_SEC_RES_SECRET_VALUE, "k", NULL, s, &d),
+	         -EACCES);
+	CHECK_EQ(decide(&ps, IOD_SEC_VERB_GET, IOD_SEC_RES_METRICS, NULL, NULL, s, &d), -EACCES);
+	CHECK_EQ(decide(&ps, IOD_SEC_VERB_WATCH, IOD_SEC_RES_CHECKPOINT, NULL, NULL, s, &d),
+	         -EACCES);
+	CHECK_EQ(decide(&ps, IOD_SEC_VERB_CREATE, IOD_SEC_RES_CERTIFICATE, NULL, NULL, s, &d),
+	         -EACCES);
+	iod_state_free(s);
+}

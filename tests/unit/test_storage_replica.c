@@ -10,6 +10,7 @@
 #include "iod/storage.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 static struct iod_err err;
@@ -176,4 +177,95 @@ TEST(scrub_budget_is_a_bounded_token_bucket)
 	CHECK_U64(iod_stor_scrub_budget(100u << 20, 900000000ull, 99u << 20), 100u << 20);
 	/* large rates do not overflow */
 	CHECK_U64(iod_stor_scrub_budget(UINT64_MAX / 2, 999999999ull, 0) > UINT64_MAX / 4, 1);
+}
+
+/* Issue 23: after a node holding a copy is lost, the plan keeps the live
+ * copies, picks a replacement in a new failure domain and fills it from a
+ * surviving verified copy, chunk by chunk; applying the repairs makes the
+ * checkpoint clean again. */
+TEST(rereplicate_plan_brings_a_degraded_checkpoint_back_to_clean)
+{
+	struct iod_stor_node n[] = {
+	    {"n1", "r1", "z1", true, 10 * GiB}, /* primary */
+	    {"n2", "r2", "z2", true, 10 * GiB}, {"n3", "r3", "z3", true, 10 * GiB},
+	    {"n4", "r4", "z4", true, 20 * GiB}, /* the spare */
+	    {"n5", "r1", "z1", true, 90 * GiB}, /* n1's rack: never with n1 */
+	};
+	uint32_t copies[3] = {0, 1, 2};
+	uint8_t good[4] = {7, 7, 7, 5}; /* chunk 3: copy 1 (n2) is damaged */
+	struct iod_stor_rereplica *p = calloc(1, sizeof(*p));
+	struct iod_stor_repair rep[16];
+	uint32_t rn = 0;
+	CHECK(p != NULL);
+	/* nothing lost: nothing added, only the damaged chunk is repaired */
+	CHECK_MSG(
+	    iod_stor_rereplicate_plan(n, 5, copies, 3, good, 4, 3, GiB, p, rep, 16, &rn, &err) == 0,
+	    "%s", err.msg);
+	CHECK_EQ(p->added_n, 0);
+	CHECK_EQ(p->dead_n, 0);
+	CHECK_EQ(rn, 1);
+	CHECK_EQ(rep[0].chunk, 3);
+	CHECK_EQ(rep[0].to, 1);
+	/* n1 (the primary) is lost: n2, n3 stay (copies 0, 1), n4 is added */
+	n[0].up = false;
+	struct iod_stor_rview before = {.size = 3,
+	                                .min_size = 2,
+	                                .copies_n = 3,
+	                                .up = {false, true, true},
+	                                .good = good,
+	                                .chunks_n = 4};
+	struct iod_stor_health h;
+	CHECK_EQ(iod_stor_health_get(&before, &h, &err), 0);
+	CHECK(h.flags & IOD_STOR_H_DEGRADED);
+	CHECK_MSG(
+	    iod_stor_rereplicate_plan(n, 5, copies, 3, good, 4, 3, GiB, p, rep, 16, &rn, &err) == 0,
+	    "%s", err.msg);
+	CHECK_EQ(p->dead_n, 1);
+	CHECK_EQ(p->kept_n, 2);
+	CHECK_EQ(p->added_n, 1);
+	CHECK_EQ(p->nodes_n, 3);
+	CHECK_EQ(p->nodes[0], 1);
+	CHECK_EQ(p->nodes[1], 2);
+	/* n5: the dead n1's rack and zone are free again; both n4 (z4) and n5
+	 * (z1) are new zones, and n5 has the most room */
+	CHECK_EQ(p->nodes[2], 4);
+	/* every chunk goes to the new copy; chunk 3 also to n2 (damaged), from n3 */
+	uint32_t to_new = 0;
+	for (uint32_t i = 0; i < rn; i++) {
+		CHECK(rep[i].from != rep[i].to);
+		CHECK(p->good[rep[i].chunk] >> rep[i].from & 1u);
+		to_new += rep[i].to == 2;
+	}
+	CHECK_EQ(to_new, 4);
+	CHECK_EQ(rn, 5);
+	/* carry the repairs out: the new placement is clean */
+	for (uint32_t i = 0; i < rn; i++)
+		p->good[rep[i].chunk] |= (uint8_t)(1u << rep[i].to);
+	struct iod_stor_rview after = {.size = 3,
+	                               .min_size = 2,
+	                               .copies_n = p->nodes_n,
+	                               .up = {true, true, true},
+	                               .good = p->good,
+	                               .chunks_n = 4};
+	CHECK_EQ(iod_stor_health_get(&after, &h, &err), 0);
+	CHECK_EQ(h.flags, 0);
+	/* bounded: 2 repairs per call, -EAGAIN while more remain */
+	CHECK_EQ(iod_stor_rereplicate_plan(n, 5, copies, 3, good, 4, 3, GiB, p, rep, 2, &rn, &err),
+	         -EAGAIN);
+	CHECK_EQ(rn, 2);
+	/* no live node left in a new domain: -ENOSPC, stays undersized */
+	n[3].up = false;
+	n[4].up = false;
+	CHECK_EQ(iod_stor_rereplicate_plan(n, 5, copies, 3, good, 4, 3, GiB, p, rep, 16, &rn, &err),
+	         -ENOSPC);
+	CHECK_CONTAINS(err.msg, "2 of 3 copies live");
+	CHECK_CONTAINS(err.msg, "undersized");
+	/* a chunk whose only verified copy died: lost, nothing to copy from */
+	n[3].up = true;
+	uint8_t good2[2] = {7, 1};
+	CHECK_EQ(
+	    iod_stor_rereplicate_plan(n, 5, copies, 3, good2, 2, 3, GiB, p, rep, 16, &rn, &err),
+	    -ENOENT);
+	CHECK_CONTAINS(err.msg, "chunk 1 has no verified copy on a live node");
+	free(p);
 }
