@@ -455,6 +455,9 @@ static json_t *port_json(const char *name, const char *kind, const struct iod_io
 	json_object_set_new(o, "tx_packets", json_integer((json_int_t)p->stats.tx_packets));
 	json_object_set_new(o, "tx_errors", json_integer((json_int_t)p->stats.tx_errors));
 	json_object_set_new(o, "rx_nobuf", json_integer((json_int_t)p->stats.rx_nobuf));
+	/* GSO super-frames split on receipt, coalesced ones sent (replica ports) */
+	json_object_set_new(o, "rx_gso", json_integer((json_int_t)p->stats.rx_gso));
+	json_object_set_new(o, "tx_gro", json_integer((json_int_t)p->stats.tx_gro));
 	return o;
 }
 
