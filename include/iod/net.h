@@ -478,8 +478,7 @@ uint32_t iod_net_gso_segment(const uint8_t *frame, const struct iod_net_gso *g, 
  * segment but the last exactly the first's payload length; flags ACK (PSH
  * allowed on the last); a TCP checksum that verifies. frames[0] itself
  * when it cannot start a run: 1. */
-uint32_t iod_net_gro_run(uint8_t *const *frames, const uint32_t *lens, uint32_t n,
-                         uint32_t max_l3);
+uint32_t iod_net_gro_run(uint8_t *const *frames, const uint32_t *lens, uint32_t n, uint32_t max_l3);
 /* Turn first (len0 bytes) into the header of a run of segs segments whose
  * frames total total bytes (as iod_net_gro_run found): its IP total length
  * and checksum, PSH as on last, a TCP checksum field holding the pseudo

@@ -53,12 +53,12 @@ struct afp_port {
 	bool by_recv;              /* no ring: recvmmsg */
 	bool vnet;                 /* PACKET_VNET_HDR */
 	/* vnet: the super-frames of the last recvmmsg, handed out in segments */
-	uint8_t *slots;                                       /* IOD_IO_AFP_GSO_SLOTS */
-	struct iod_net_vnet_hdr hdr[IOD_IO_AFP_GSO_SLOTS];    /* each slot's header */
-	uint32_t slot_len[IOD_IO_AFP_GSO_SLOTS];              /* its frame's bytes */
-	uint32_t slots_n, slot_at; /* received, the one being handed out */
-	struct iod_net_gso plan;   /* slot_at's segments (when planned) */
-	uint32_t seg_next;         /* the next of them */
+	uint8_t *slots;                                    /* IOD_IO_AFP_GSO_SLOTS */
+	struct iod_net_vnet_hdr hdr[IOD_IO_AFP_GSO_SLOTS]; /* each slot's header */
+	uint32_t slot_len[IOD_IO_AFP_GSO_SLOTS];           /* its frame's bytes */
+	uint32_t slots_n, slot_at;                         /* received, the one being handed out */
+	struct iod_net_gso plan;                           /* slot_at's segments (when planned) */
+	uint32_t seg_next;                                 /* the next of them */
 	bool planned;
 };
 
@@ -251,7 +251,8 @@ static bool vnet_next(struct iod_io_port *p, struct afp_port *a, struct iod_pkt 
 			a->seg_next = 0;
 			p->stats.rx_gso++;
 		}
-		uint32_t l = iod_net_gso_segment(f, &a->plan, a->seg_next, k->data, IOD_IO_FRAME_MAX);
+		uint32_t l =
+		    iod_net_gso_segment(f, &a->plan, a->seg_next, k->data, IOD_IO_FRAME_MAX);
 		if (!l || ++a->seg_next == a->plan.segs) {
 			a->planned = false;
 			a->slot_at++;

@@ -72,7 +72,7 @@ uint32_t iod_net_gso_segment(const uint8_t *frame, const struct iod_net_gso *g, 
 	iod_net_put16(&ip->csum_be, iod_net_ipv4_csum(ip));
 	iod_net_put32(th + 4, iod_net_be32(th + 4) + ofs);
 	if (k + 1 < g->segs)
-		th[13] &= (uint8_t)~(IOD_NET_TCP_FIN | IOD_NET_TCP_PSH);
+		th[13] &= (uint8_t) ~(IOD_NET_TCP_FIN | IOD_NET_TCP_PSH);
 	if (k > 0)
 		th[13] &= (uint8_t)~0x80u; /* CWR */
 	th[TCP_CSUM_OFS] = th[TCP_CSUM_OFS + 1] = 0;
@@ -81,18 +81,20 @@ uint32_t iod_net_gso_segment(const uint8_t *frame, const struct iod_net_gso *g, 
 }
 
 /* May b follow a (whose next sequence number is seq) in one run? */
-static bool gro_follows(const uint8_t *a, uint16_t l4, uint16_t hl, const uint8_t *b,
-                        uint32_t blen, uint32_t seq)
+static bool gro_follows(const uint8_t *a, uint16_t l4, uint16_t hl, const uint8_t *b, uint32_t blen,
+                        uint32_t seq)
 {
 	uint16_t bl4, bhl;
 	if (!tcp4_hdrs(b, blen, &bl4, &bhl) || bl4 != l4 || bhl != hl)
 		return false;
-	const struct iod_net_ipv4 *ia = (const void *)(a + ETH_LEN), *ib = (const void *)(b + ETH_LEN);
+	const struct iod_net_ipv4 *ia = (const void *)(a + ETH_LEN),
+	                          *ib = (const void *)(b + ETH_LEN);
 	if (ia->ver_ihl != ib->ver_ihl || ia->tos != ib->tos || ia->frag_be != ib->frag_be ||
 	    ia->ttl != ib->ttl || ia->src_be != ib->src_be || ia->dst_be != ib->dst_be)
 		return false;
 	/* Ethernet header, IP options, ports, ack, offset, window, TCP options */
-	if (memcmp(a, b, ETH_LEN) || memcmp(a + ETH_LEN + 20, b + ETH_LEN + 20, l4 - ETH_LEN - 20) ||
+	if (memcmp(a, b, ETH_LEN) ||
+	    memcmp(a + ETH_LEN + 20, b + ETH_LEN + 20, l4 - ETH_LEN - 20) ||
 	    memcmp(a + l4, b + l4, 4) || memcmp(a + l4 + 8, b + l4 + 8, 2) ||
 	    memcmp(a + l4 + 14, b + l4 + 14, 2) || memcmp(a + l4 + 20, b + l4 + 20, hl - l4 - 20u))
 		return false;
@@ -104,8 +106,7 @@ static bool gro_follows(const uint8_t *a, uint16_t l4, uint16_t hl, const uint8_
 	return iod_net_l4_csum_v4(ib, b + l4, (uint16_t)(tot + ETH_LEN - l4)) == 0;
 }
 
-uint32_t iod_net_gro_run(uint8_t *const *frames, const uint32_t *lens, uint32_t n,
-                         uint32_t max_l3)
+uint32_t iod_net_gro_run(uint8_t *const *frames, const uint32_t *lens, uint32_t n, uint32_t max_l3)
 {
 	uint16_t l4, hl;
 	if (n < 2 || !tcp4_hdrs(frames[0], lens[0], &l4, &hl))

@@ -24,7 +24,7 @@ static uint32_t super_frame(uint8_t *f, uint32_t payload, uint8_t flags)
 	ip[0] = 0x45;
 	iod_net_put16(ip + 2, (uint16_t)(20 + 32 + payload));
 	iod_net_put16(ip + 4, 0xfffe); /* the id wraps too */
-	iod_net_put16(ip + 6, 0x4000);  /* DF */
+	iod_net_put16(ip + 6, 0x4000); /* DF */
 	ip[8] = 64;
 	ip[9] = IOD_NET_PROTO_TCP;
 	iod_net_put32(ip + 12, 0x0ac80102);
@@ -47,8 +47,8 @@ TEST(gso_segments_boundaries_seq_flags_checksums)
 {
 	static uint8_t f[70000], seg[2048], back[70000];
 	const uint32_t payload = 65000, mss = 1348;
-	uint32_t len = super_frame(f, payload, IOD_NET_TCP_ACK | IOD_NET_TCP_PSH | IOD_NET_TCP_FIN |
-	                                           0x80 /* CWR */);
+	uint32_t len = super_frame(
+	    f, payload, IOD_NET_TCP_ACK | IOD_NET_TCP_PSH | IOD_NET_TCP_FIN | 0x80 /* CWR */);
 	struct iod_net_gso g;
 	CHECK_EQ(iod_net_gso_plan(f, len, (uint16_t)mss, &g), 0);
 	CHECK_EQ(g.hdr_len, HDRS);
@@ -60,8 +60,8 @@ TEST(gso_segments_boundaries_seq_flags_checksums)
 		uint32_t want = k + 1 < g.segs ? mss : payload - k * mss;
 		CHECK_EQ(n, HDRS + want);
 		CHECK(iod_net_csums_ok(seg, n));
-		CHECK_EQ(iod_net_be16(seg + 16), 20 + 32 + want);                /* IP length */
-		CHECK_EQ(iod_net_be16(seg + 18), (uint16_t)(0xfffe + k));        /* IP id */
+		CHECK_EQ(iod_net_be16(seg + 16), 20 + 32 + want);         /* IP length */
+		CHECK_EQ(iod_net_be16(seg + 18), (uint16_t)(0xfffe + k)); /* IP id */
 		CHECK_EQ(iod_net_be32(seg + 14 + 20 + 4), (uint32_t)(SEQ0 + k * mss)); /* seq */
 		uint8_t fl = seg[14 + 20 + 13];
 		CHECK_EQ(fl & IOD_NET_TCP_ACK, IOD_NET_TCP_ACK);
@@ -130,7 +130,8 @@ static uint32_t merged(uint8_t *const *s, const uint32_t *lens, uint32_t n,
 		len += lens[k] - h->hdr_len;
 	}
 	uint8_t *c = out + h->csum_start + h->csum_offset;
-	uint16_t v = iod_net_csum_fold(iod_net_csum_add(0, out + h->csum_start, len - h->csum_start));
+	uint16_t v =
+	    iod_net_csum_fold(iod_net_csum_add(0, out + h->csum_start, len - h->csum_start));
 	iod_net_put16(c, v);
 	return len;
 }
@@ -141,8 +142,8 @@ TEST(gro_merges_a_run_and_the_result_checks)
 	uint8_t *s[64];
 	uint32_t lens[64];
 	const uint32_t payload = 40000, mss = 1348;
-	uint32_t n = segments(f, super_frame(f, payload, IOD_NET_TCP_ACK | IOD_NET_TCP_PSH), mss, s,
-	                      lens);
+	uint32_t n =
+	    segments(f, super_frame(f, payload, IOD_NET_TCP_ACK | IOD_NET_TCP_PSH), mss, s, lens);
 	CHECK_EQ(n, 30u);
 	CHECK_EQ(iod_net_gro_run(s, lens, n, 65535), n);
 	/* the size limit cuts a run on a segment boundary */
@@ -190,8 +191,8 @@ TEST(gro_stops_at_what_must_not_merge)
 	/* another port on segment 6 (its checksum right) */
 	iod_net_put16(s[6] + 34, 40001);
 	s[6][34 + 16] = s[6][34 + 17] = 0;
-	iod_net_put16(s[6] + 34 + 16,
-	              iod_net_l4_csum_v4((const void *)(s[6] + 14), s[6] + 34, (uint16_t)(lens[6] - 34)));
+	iod_net_put16(s[6] + 34 + 16, iod_net_l4_csum_v4((const void *)(s[6] + 14), s[6] + 34,
+	                                                 (uint16_t)(lens[6] - 34)));
 	CHECK(iod_net_csums_ok(s[6], lens[6]));
 	CHECK_EQ(iod_net_gro_run(s, lens, n, 65535), 6u);
 	/* a segment that starts with another flag cannot start a run */
