@@ -2,7 +2,9 @@
 # overlay_netns.sh BUILD: every replica on iod's own network (docs/network.md).
 # `iod up --netns --nodes 2`: agents in host namespaces on a 2x2 leaf-spine;
 # two parameter servers on different nodes (anti-affinity). Checks: their
-# namespaces talk TCP across nodes (an echo of 64 KiB); a capture on leaf 1
+# namespaces talk TCP across nodes (an echo of 64 KiB; 16 MiB each way
+# byte-exact with GSO on, frames on the underlay within the MTU, the GSO
+# counters of both switches moved); a capture on leaf 1
 # shows VXLAN with the tenant's VNI and the inner addresses; a replica of
 # another tenant cannot connect (when the spec has `tenant:`); `iod down`
 # leaves no namespace, link or process; node N0's agent serves the data
