@@ -194,3 +194,17 @@ echo "net.sh: underlay $P, iod $NS0 -> $A1, kernel $K-1 -> 10.199.0.2, ${SECS}s 
 run iod "$NS0" "$NS1" "$A1"
 run kernel "$K-1" "$K-2" 10.199.0.2
 echo "RAW all load $(cut -d' ' -f1-3 /proc/loadavg | tr ' ' ,)"
+# IOD_BENCH_PROFILE=1: one more iperf3 TCP run on iod's path with perf stat
+# on both agents (the switch threads): CPU and syscalls per GB, on stderr
+if [ "${IOD_BENCH_PROFILE:-0}" = 1 ] && command -v perf >/dev/null; then
+	pids=$(echo $AG | tr ' ' ,)
+	ev=task-clock,syscalls:sys_enter_recvmmsg,syscalls:sys_enter_sendmmsg,syscalls:sys_enter_sendto,syscalls:sys_enter_poll
+	perf stat -x, -e "$ev" -p "$pids" -o "$T/perf.txt" -- sleep $((SECS + 1)) &
+	pf=$!
+	ip netns exec "$NS1" iperf3 -s -B "$A1" -p "$PORT" -1 >/dev/null 2>&1 &
+	sleep 0.3
+	ip netns exec "$NS0" iperf3 -c "$A1" -p "$PORT" -t "$SECS" -J >"$T/prof.json" 2>&1
+	wait $pf
+	gb=$(python3 -c "import json; print(json.load(open('$T/prof.json'))['end']['sum_received']['bytes'] / 1e9)")
+	awk -F, -v gb="$gb" '$1 ~ /^[0-9.]+$/ { printf "net.sh profile: agents %s %.0f per GB (%.3f GB moved)\n", $3, $1 / gb, gb }' "$T/perf.txt" >&2
+fi

@@ -337,6 +337,11 @@ struct iod_agent_config;
 int iod_agent_vswitch_start(struct iod_agent_vswitch **out, const struct iod_agent_config *c,
                             const struct iod_agent_netns *n, struct iod_err *e);
 void iod_agent_vswitch_stop(struct iod_agent_vswitch *v);
+/* Do replica ports take GSO super-frames (PACKET_VNET_HDR, src/io/afpacket.c)?
+ * Yes unless IOD_VSWITCH_GSO=off or IOD_VSWITCH_RX=ring in the agent's
+ * environment; when not, a replica's eth0 sends one segment a frame
+ * (gso_max_segs 1, netns.c). */
+bool iod_agent_vswitch_gso(void);
 /* A local replica's port (its veth host end, its address) came up / goes. */
 void iod_agent_vswitch_port(struct iod_agent_vswitch *v, const char *name, const char *veth,
                             uint32_t ip, bool up);

@@ -53,6 +53,8 @@ struct iod_io_stats {
 	uint64_t tx_bytes;   /* sent bytes */
 	uint64_t tx_errors;  /* could not be sent (dropped) */
 	uint64_t rx_nobuf;   /* received but no buffer: dropped */
+	uint64_t rx_gso;     /* afpacket vnet_hdr: super-frames received and segmented */
+	uint64_t tx_gro;     /* afpacket vnet_hdr: coalesced super-frames sent */
 };
 
 /* What opening a port needs. Backends use the fields they know. */
@@ -66,6 +68,11 @@ struct iod_io_port_cfg {
 	uint32_t ring_blocks; /* afpacket: rx ring blocks (0 = IOD_IO_AFP_BLOCKS) */
 	uint32_t retire_ms; /* afpacket: a partly filled block's wait (0 = IOD_IO_AFP_RETIRE_MS) */
 	bool rx_recv;       /* afpacket: no ring, recvmmsg (no block retire wait: latency) */
+	/* afpacket with rx_recv: PACKET_VNET_HDR, so the interface may keep
+	 * GSO/TSO on: a TCP/IPv4 super-frame received is split into segments
+	 * (src/net/gso.c), in-order segments of a flow sent are coalesced into
+	 * one with a virtio-net header (GRO's job for the receiving stack) */
+	bool vnet_hdr;
 	uint32_t mem_capture; /* mem: transmitted frames kept for inspection (0 = none) */
 };
 

@@ -744,6 +744,12 @@ _Static_assert(IOD_UP_NODES_MAX < 240, "node subnets 10.200.N.0/24 stay below th
 /* afpacket without a ring (cfg.rx_recv): frames per recvmmsg, socket buffer */
 #define IOD_IO_AFP_RECV_BURST 64u
 #define IOD_IO_AFP_RECV_RCVBUF (4 << 20)
+/* afpacket with vnet_hdr: super-frames per recvmmsg, the bytes of each
+ * (a veth's GSO frames are at most 64 KiB of IP and the Ethernet header),
+ * and the messages per sendmmsg */
+#define IOD_IO_AFP_GSO_SLOTS 8u
+#define IOD_IO_AFP_GSO_SLOT_BYTES (65536u + 256u)
+#define IOD_IO_AFP_TX_BURST 64u
 
 /* ---- net/ar (adaptive routing) ---------------------------------------- */
 

@@ -430,6 +430,65 @@ void iod_net_mac_swap(uint8_t *frame);
  * CHECKSUM_PARTIAL seen through AF_PACKET). -EINVAL when not IP TCP/UDP. */
 int iod_net_csum_fill(uint8_t *frame, uint32_t len);
 
+/* ---- TCP segmentation and coalescing in software (gso.c) ---------------- */
+
+/* The virtio-net header AF_PACKET's PACKET_VNET_HDR puts before each frame
+ * (include/uapi/linux/virtio_net.h, in the host's byte order as the kernel
+ * writes it for packet sockets on a little-endian host). */
+struct iod_net_vnet_hdr {
+	uint8_t flags;        /* IOD_NET_VNET_F_* */
+	uint8_t gso_type;     /* IOD_NET_VNET_GSO_* (| IOD_NET_VNET_GSO_ECN) */
+	uint16_t hdr_len;     /* Ethernet + IP + TCP header bytes */
+	uint16_t gso_size;    /* payload bytes per segment */
+	uint16_t csum_start;  /* where the partial checksum starts (frame offset) */
+	uint16_t csum_offset; /* the checksum field, from csum_start */
+} __attribute__((packed));
+#define IOD_NET_VNET_F_NEEDS_CSUM 1
+#define IOD_NET_VNET_GSO_NONE 0
+#define IOD_NET_VNET_GSO_TCPV4 1
+#define IOD_NET_VNET_GSO_ECN 0x80
+
+/* A TCP/IPv4 super-frame (a GSO frame a replica's TCP handed its veth) as
+ * its segments will be: where the headers end, the payload and the count. */
+struct iod_net_gso {
+	uint16_t l3;       /* IPv4 header offset (14) */
+	uint16_t l4;       /* TCP header offset */
+	uint16_t hdr_len;  /* all headers (the payload starts here) */
+	uint16_t gso_size; /* payload per segment */
+	uint32_t payload;  /* payload bytes in the super-frame */
+	uint32_t segs;     /* segments (>= 1) */
+};
+/* Plan the segmentation of frame (len bytes) at gso_size payload bytes a
+ * segment: Ethernet (no VLAN), IPv4, TCP. -EINVAL for anything else, a
+ * gso_size of 0, or headers that do not fit len. */
+int iod_net_gso_plan(const uint8_t *frame, uint32_t len, uint16_t gso_size, struct iod_net_gso *g);
+/* Write segment k (0-based) of the planned frame into out: the headers
+ * with the IP total length, id (+k) and checksum, the TCP sequence number
+ * (+k * gso_size) and flags (FIN and PSH on the last segment only, CWR on
+ * the first only) and the TCP checksum computed from scratch. Returns its
+ * length; 0 when k >= g->segs or it does not fit cap. */
+uint32_t iod_net_gso_segment(const uint8_t *frame, const struct iod_net_gso *g, uint32_t k,
+                             uint8_t *out, uint32_t cap);
+
+/* Coalescing (the receive side, as GRO does): how many of frames[0..n)
+ * (from 1 up) continue frames[0]'s TCP/IPv4 flow in order and may be
+ * handed over as one super-frame of at most max_l3 IP bytes: the same
+ * addresses, ports, IP header (but length, id and checksum), TCP header
+ * length, options, ack and window; consecutive sequence numbers; every
+ * segment but the last exactly the first's payload length; flags ACK (PSH
+ * allowed on the last); a TCP checksum that verifies. frames[0] itself
+ * when it cannot start a run: 1. */
+uint32_t iod_net_gro_run(uint8_t *const *frames, const uint32_t *lens, uint32_t n, uint32_t max_l3);
+/* Turn first (len0 bytes) into the header of a run of segs segments whose
+ * frames total total bytes (as iod_net_gro_run found): its IP total length
+ * and checksum, PSH as on last, a TCP checksum field holding the pseudo
+ * header sum (a partial checksum, as CHECKSUM_PARTIAL has it), and the
+ * virtio-net header h that describes it (gso TCPV4 at the first's payload
+ * length, NEEDS_CSUM). The payload of each following frame comes after
+ * first's. segs 1 leaves first as it is and h with no GSO. */
+void iod_net_gro_finish(uint8_t *first, uint32_t len0, const uint8_t *last, uint32_t last_len,
+                        uint32_t segs, uint32_t payload, struct iod_net_vnet_hdr *h);
+
 /* Verification for tests: net_debug.h. */
 
 /* ---- tables ------------------------------------------------------------ */

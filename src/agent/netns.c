@@ -296,14 +296,15 @@ int iod_agent_netns_get(struct iod_agent_netns *n, const char *name, struct iod_
 		goto fail;
 	}
 	/* overlay: a /32 behind the gateway, so every packet (to a neighbour
-	 * too) goes to the switch, which routes it; one segment per frame, so
-	 * that a frame fits the underlay after VXLAN's 50 bytes */
+	 * too) goes to the switch, which routes it. The switch splits GSO
+	 * super-frames into segments that fit the underlay after VXLAN's 50
+	 * bytes (iod_agent_vswitch_gso); without that, one segment a frame */
 	if (n->overlay)
 		snprintf(batch, sizeof(batch),
 		         "link set lo up\naddr add %s/32 dev eth0\n"
-		         "link set eth0 gso_max_segs 1 up\nroute add %s dev eth0\n"
+		         "link set eth0 %s up\nroute add %s dev eth0\n"
 		         "route add default via %s dev eth0\n",
-		         net->addr, gw, gw);
+		         net->addr, iod_agent_vswitch_gso() ? "" : "gso_max_segs 1", gw, gw);
 	else
 		snprintf(batch, sizeof(batch),
 		         "link set lo up\naddr add %s/%u dev eth0\nlink set eth0 up\n"

@@ -114,14 +114,23 @@ static int dev_info(const char *dev, uint32_t *ip, uint8_t mac[6], struct iod_er
 	return rc;
 }
 
+bool iod_agent_vswitch_gso(void)
+{
+	const char *rx = getenv("IOD_VSWITCH_RX"), *gso = getenv("IOD_VSWITCH_GSO");
+	return !(rx && !strcmp(rx, "ring")) && !(gso && !strcmp(gso, "off"));
+}
+
+/* small: a replica's or the host stack's port; replica: a replica's (GSO
+ * super-frames in and out through a virtio-net header, iod_agent_vswitch_gso) */
 static int open_port(struct iod_io_port *p, const char *name, const char *iface, bool small,
-                     struct iod_err *e)
+                     bool replica, struct iod_err *e)
 {
 	struct iod_io_port_cfg pc = {.backend = "afpacket", .name = name, .iface = iface};
 	if (small) { /* a replica's port: a few hundred frames in flight */
 		pc.pool_bufs = 512;
 		pc.ring_blocks = 4;
 	}
+	pc.vnet_hdr = replica && iod_agent_vswitch_gso();
 	pc.retire_ms = 1; /* a partly filled block waits 1 ms, not 10 */
 	/* no ring: a ring's partly filled block waits for its retire timer (a
 	 * jiffy or more per switch a packet crosses); IOD_VSWITCH_RX=ring keeps
@@ -346,7 +355,7 @@ static void rebuild(struct iod_agent_vswitch *v)
 		iod_strlcpy(p->name, v->lbuf[k].name, sizeof(p->name));
 		iod_strlcpy(p->veth, v->vbuf[k], sizeof(p->veth));
 		p->ip = v->lbuf[k].ip;
-		if (open_port(&p->port, p->name, p->veth, true, &e)) {
+		if (open_port(&p->port, p->name, p->veth, true, true, &e)) {
 			IOD_WARN("vswitch", "%s: port %s: %s", p->name, p->veth, e.msg);
 			continue;
 		}
@@ -446,6 +455,9 @@ static json_t *port_json(const char *name, const char *kind, const struct iod_io
 	json_object_set_new(o, "tx_packets", json_integer((json_int_t)p->stats.tx_packets));
 	json_object_set_new(o, "tx_errors", json_integer((json_int_t)p->stats.tx_errors));
 	json_object_set_new(o, "rx_nobuf", json_integer((json_int_t)p->stats.rx_nobuf));
+	/* GSO super-frames split on receipt, coalesced ones sent (replica ports) */
+	json_object_set_new(o, "rx_gso", json_integer((json_int_t)p->stats.rx_gso));
+	json_object_set_new(o, "tx_gro", json_integer((json_int_t)p->stats.tx_gro));
 	return o;
 }
 
@@ -624,8 +636,8 @@ int iod_agent_vswitch_start(struct iod_agent_vswitch **out, const struct iod_age
 	v->nd.overlay_net = n->overlay_net;
 	v->nd.overlay_prefix = n->overlay_prefix;
 	if ((rc = dev_info(v->dev, &v->nd.vtep_ip, v->nd.vtep_mac, e)) ||
-	    (rc = open_port(&v->ports[IOD_DP_PORT_FABRIC], "fabric", v->dev, false, e)) ||
-	    (rc = open_port(&v->ports[IOD_DP_PORT_HOST], "host", v->host_port, true, e))) {
+	    (rc = open_port(&v->ports[IOD_DP_PORT_FABRIC], "fabric", v->dev, false, false, e)) ||
+	    (rc = open_port(&v->ports[IOD_DP_PORT_HOST], "host", v->host_port, true, false, e))) {
 		iod_agent_vswitch_stop(v);
 		return rc;
 	}

@@ -15,6 +15,14 @@
  * its retire timer fires (1 ms at best, a jiffy or more in practice), so a
  * lone packet waits that long; recvmmsg sees it as it arrives. The node's
  * virtual switch (src/agent/vswitch.c) uses it for latency.
+ *
+ * With cfg->vnet_hdr as well (PACKET_VNET_HDR) each frame comes and goes
+ * with a virtio-net header, so the interface keeps GSO/TSO on: a TCP/IPv4
+ * super-frame (up to 64 KiB) is received whole into a slot and handed out
+ * as MTU-sized segments (src/net/gso.c), the rest kept for the next call;
+ * on transmission, in-order segments of one flow are sent as one
+ * super-frame (an iovec over their buffers, no copy) that the receiving
+ * stack takes whole, as from GRO. Transmission is one sendmmsg(2) a burst.
  */
 #include "iod/io.h"
 
@@ -43,6 +51,15 @@ struct afp_port {
 	int ifindex;               /* bound interface */
 	uint32_t blocks;           /* ring blocks */
 	bool by_recv;              /* no ring: recvmmsg */
+	bool vnet;                 /* PACKET_VNET_HDR */
+	/* vnet: the super-frames of the last recvmmsg, handed out in segments */
+	uint8_t *slots;                                    /* IOD_IO_AFP_GSO_SLOTS */
+	struct iod_net_vnet_hdr hdr[IOD_IO_AFP_GSO_SLOTS]; /* each slot's header */
+	uint32_t slot_len[IOD_IO_AFP_GSO_SLOTS];           /* its frame's bytes */
+	uint32_t slots_n, slot_at;                         /* received, the one being handed out */
+	struct iod_net_gso plan;                           /* slot_at's segments (when planned) */
+	uint32_t seg_next;                                 /* the next of them */
+	bool planned;
 };
 
 static int afp_open_recv(struct iod_io_port *p, struct afp_port *a, struct iod_err *e)
@@ -54,6 +71,19 @@ static int afp_open_recv(struct iod_io_port *p, struct afp_port *a, struct iod_e
 		                   strerror(errno));
 	if (setsockopt(a->fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)))
 		(void)setsockopt(a->fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+	return 0;
+}
+
+static int afp_open_vnet(struct iod_io_port *p, struct afp_port *a, struct iod_err *e)
+{
+	int one = 1;
+	if (setsockopt(a->fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof(one)))
+		return iod_err_set(e, -errno, "port %s: PACKET_VNET_HDR: %s", p->name,
+		                   strerror(errno));
+	a->slots = malloc((size_t)IOD_IO_AFP_GSO_SLOTS * IOD_IO_AFP_GSO_SLOT_BYTES);
+	if (!a->slots)
+		return iod_err_set(e, -ENOMEM, "port %s: out of memory", p->name);
+	a->vnet = true;
 	return 0;
 }
 
@@ -82,6 +112,8 @@ static int afp_open(struct iod_io_port *p, const struct iod_io_port_cfg *cfg, st
 	(void)setsockopt(a->fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one));
 	if (cfg->rx_recv) {
 		int rc = afp_open_recv(p, a, e);
+		if (!rc && cfg->vnet_hdr)
+			rc = afp_open_vnet(p, a, e);
 		return rc ? rc : afp_bind(p, a, cfg, e);
 	}
 	struct tpacket_req3 req = {0};
@@ -188,10 +220,119 @@ static uint32_t afp_rx_recv(struct iod_io_port *p, struct afp_port *a, struct io
 	return recv_take(p, mh, r, k, m, pkts);
 }
 
+/* The next packet of the received slots into k (false: none left, or k
+ * stays unused); segments of a super-frame one at a time. */
+static bool vnet_next(struct iod_io_port *p, struct afp_port *a, struct iod_pkt *k)
+{
+	while (a->slot_at < a->slots_n) {
+		uint8_t *f = a->slots + (size_t)a->slot_at * IOD_IO_AFP_GSO_SLOT_BYTES;
+		const struct iod_net_vnet_hdr *h = &a->hdr[a->slot_at];
+		uint32_t len = a->slot_len[a->slot_at];
+		if (!a->planned && h->gso_type == IOD_NET_VNET_GSO_NONE) {
+			a->slot_at++;
+			if (!len || len > IOD_IO_FRAME_MAX) {
+				p->stats.rx_nobuf += len > 0;
+				continue;
+			}
+			memcpy(k->data, f, len);
+			k->len = len;
+			if (h->flags & IOD_NET_VNET_F_NEEDS_CSUM)
+				(void)iod_net_csum_fill(k->data, len);
+			return true;
+		}
+		if (!a->planned) {
+			if ((h->gso_type & ~IOD_NET_VNET_GSO_ECN) != IOD_NET_VNET_GSO_TCPV4 ||
+			    iod_net_gso_plan(f, len, h->gso_size, &a->plan)) {
+				p->stats.rx_nobuf++; /* a GSO kind it cannot split: dropped */
+				a->slot_at++;
+				continue;
+			}
+			a->planned = true;
+			a->seg_next = 0;
+			p->stats.rx_gso++;
+		}
+		uint32_t l =
+		    iod_net_gso_segment(f, &a->plan, a->seg_next, k->data, IOD_IO_FRAME_MAX);
+		if (!l || ++a->seg_next == a->plan.segs) {
+			a->planned = false;
+			a->slot_at++;
+		}
+		if (!l) {
+			p->stats.rx_nobuf++;
+			continue;
+		}
+		k->len = l;
+		return true;
+	}
+	return false;
+}
+
+/* Receive up to IOD_IO_AFP_GSO_SLOTS frames (with their headers) into the
+ * slots; false when none came. */
+static bool vnet_recv(struct iod_io_port *p, struct afp_port *a, int timeout_ms)
+{
+	struct mmsghdr mh[IOD_IO_AFP_GSO_SLOTS];
+	struct iovec iov[IOD_IO_AFP_GSO_SLOTS][2];
+	memset(mh, 0, sizeof(mh));
+	for (uint32_t i = 0; i < IOD_IO_AFP_GSO_SLOTS; i++) {
+		iov[i][0] = (struct iovec){&a->hdr[i], sizeof(a->hdr[i])};
+		iov[i][1] = (struct iovec){a->slots + (size_t)i * IOD_IO_AFP_GSO_SLOT_BYTES,
+		                           IOD_IO_AFP_GSO_SLOT_BYTES};
+		mh[i].msg_hdr.msg_iov = iov[i];
+		mh[i].msg_hdr.msg_iovlen = 2;
+	}
+	int r = recvmmsg(a->fd, mh, IOD_IO_AFP_GSO_SLOTS, MSG_DONTWAIT, NULL);
+	if (r <= 0 && timeout_ms) {
+		struct pollfd pfd = {a->fd, POLLIN | POLLERR, 0};
+		if (poll(&pfd, 1, timeout_ms) > 0)
+			r = recvmmsg(a->fd, mh, IOD_IO_AFP_GSO_SLOTS, MSG_DONTWAIT, NULL);
+	}
+	if (r <= 0)
+		return false;
+	for (int i = 0; i < r; i++) {
+		uint32_t len = mh[i].msg_len;
+		bool bad = (mh[i].msg_hdr.msg_flags & MSG_TRUNC) || len < sizeof(a->hdr[i]);
+		p->stats.rx_nobuf += bad;
+		a->slot_len[i] = bad ? 0 : len - (uint32_t)sizeof(a->hdr[i]);
+		if (bad)
+			a->hdr[i].gso_type = IOD_NET_VNET_GSO_NONE;
+	}
+	a->slots_n = (uint32_t)r;
+	a->slot_at = 0;
+	a->planned = false;
+	return true;
+}
+
+static uint32_t afp_rx_vnet(struct iod_io_port *p, struct afp_port *a, struct iod_pkt **pkts,
+                            uint32_t n, int timeout_ms)
+{
+	uint32_t got = 0;
+	struct iod_pkt *k = NULL;
+	for (int recvs = 0; got < n;) {
+		if (!k && !(k = iod_io_pool_get(&p->pool)))
+			break; /* no buffer: the rest waits */
+		if (vnet_next(p, a, k)) {
+			p->stats.rx_packets++;
+			p->stats.rx_bytes += k->len;
+			pkts[got++] = k;
+			k = NULL;
+			continue;
+		}
+		/* the slots are spent: at most two receives a call */
+		if (recvs++ == 2 || !vnet_recv(p, a, got ? 0 : timeout_ms))
+			break;
+	}
+	if (k)
+		iod_io_pkt_free(k);
+	return got;
+}
+
 static uint32_t afp_rx(struct iod_io_port *p, struct iod_pkt **pkts, uint32_t n, int timeout_ms)
 {
 	struct afp_port *a = p->priv;
 	uint32_t got = 0;
+	if (a->vnet)
+		return afp_rx_vnet(p, a, pkts, n, timeout_ms);
 	if (a->by_recv)
 		return afp_rx_recv(p, a, pkts, n, timeout_ms);
 	while (got < n) {
@@ -244,19 +385,86 @@ static uint32_t afp_rx(struct iod_io_port *p, struct iod_pkt **pkts, uint32_t n,
 	return got;
 }
 
+/* The next message of a burst from pkts[0..n): a run of segments a vnet
+ * port coalesces (h describes it) or one frame; its iovecs into iov (the
+ * header first on a vnet port). Returns the frames it takes. */
+static uint32_t tx_msg(const struct afp_port *a, struct iod_pkt **pkts, uint32_t n,
+                       struct iod_net_vnet_hdr *h, struct iovec *iov, size_t *iovlen,
+                       uint32_t *bytes)
+{
+	uint8_t *fr[IOD_IO_AFP_TX_BURST];
+	uint32_t len[IOD_IO_AFP_TX_BURST], run = 1, k = 0;
+	memset(h, 0, sizeof(*h));
+	if (a->vnet) {
+		iov[k++] = (struct iovec){h, sizeof(*h)};
+		for (uint32_t i = 0; i < n; i++) {
+			fr[i] = pkts[i]->data;
+			len[i] = pkts[i]->len;
+		}
+		run = iod_net_gro_run(fr, len, n, 0xffffu);
+	}
+	if (run < 2) {
+		iov[k++] = (struct iovec){pkts[0]->data, pkts[0]->len};
+		*iovlen = k;
+		*bytes = pkts[0]->len;
+		return 1;
+	}
+	/* every frame's IP total length and the first's headers (gro_run checked them) */
+	uint32_t hl = (uint32_t)((fr[0][14] & 0x0fu) * 4u) + 14u;
+	hl += (uint32_t)(fr[0][hl + 12] >> 4) * 4u;
+	uint32_t first = iod_net_be16(fr[0] + 16) + 14u, pay = first - hl;
+	iov[k++] = (struct iovec){fr[0], first};
+	for (uint32_t i = 1; i < run; i++) {
+		uint32_t p = iod_net_be16(fr[i] + 16) + 14u - hl;
+		iov[k++] = (struct iovec){fr[i] + hl, p};
+		pay += p;
+	}
+	iod_net_gro_finish(fr[0], first, fr[run - 1], len[run - 1], run, pay, h);
+	*iovlen = k;
+	*bytes = hl + pay;
+	return run;
+}
+
+static uint32_t afp_tx_burst(struct iod_io_port *p, struct afp_port *a, struct iod_pkt **pkts,
+                             uint32_t n)
+{
+	struct mmsghdr mh[IOD_IO_AFP_TX_BURST];
+	struct iovec iov[IOD_IO_AFP_TX_BURST * 2 + 1];
+	struct iod_net_vnet_hdr h[IOD_IO_AFP_TX_BURST];
+	uint32_t frames[IOD_IO_AFP_TX_BURST], bytes[IOD_IO_AFP_TX_BURST], m = 0, used = 0;
+	memset(mh, 0, sizeof(mh[0]) * n);
+	for (uint32_t i = 0; i < n; m++) {
+		size_t il;
+		frames[m] = tx_msg(a, pkts + i, n - i, &h[m], iov + used, &il, &bytes[m]);
+		mh[m].msg_hdr.msg_iov = iov + used;
+		mh[m].msg_hdr.msg_iovlen = il;
+		used += (uint32_t)il;
+		i += frames[m];
+	}
+	for (uint32_t at = 0; at < m;) {
+		int r = sendmmsg(a->fd, mh + at, m - at, MSG_DONTWAIT);
+		uint32_t ok = r > 0 ? (uint32_t)r : 0;
+		for (uint32_t j = at; j < at + ok; j++) {
+			p->stats.tx_packets += frames[j];
+			p->stats.tx_bytes += bytes[j];
+			p->stats.tx_gro += frames[j] > 1;
+		}
+		at += ok;
+		if (!ok) { /* this message failed: dropped, go on with the next */
+			p->stats.tx_errors += frames[at];
+			at++;
+		}
+	}
+	for (uint32_t i = 0; i < n; i++)
+		iod_io_pkt_free(pkts[i]);
+	return n;
+}
+
 static uint32_t afp_tx(struct iod_io_port *p, struct iod_pkt **pkts, uint32_t n)
 {
 	struct afp_port *a = p->priv;
-	for (uint32_t i = 0; i < n; i++) {
-		if (send(a->fd, pkts[i]->data, pkts[i]->len, MSG_DONTWAIT) ==
-		    (ssize_t)pkts[i]->len) {
-			p->stats.tx_packets++;
-			p->stats.tx_bytes += pkts[i]->len;
-		} else {
-			p->stats.tx_errors++;
-		}
-		iod_io_pkt_free(pkts[i]);
-	}
+	for (uint32_t i = 0; i < n; i += IOD_IO_AFP_TX_BURST)
+		afp_tx_burst(p, a, pkts + i, IOD_MIN(n - i, IOD_IO_AFP_TX_BURST));
 	return n;
 }
 
@@ -269,6 +477,7 @@ static void afp_close(struct iod_io_port *p)
 		munmap(a->ring, a->ring_bytes);
 	if (a->fd >= 0)
 		close(a->fd);
+	free(a->slots);
 	free(a);
 	p->priv = NULL;
 }

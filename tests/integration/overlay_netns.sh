@@ -2,7 +2,9 @@
 # overlay_netns.sh BUILD: every replica on iod's own network (docs/network.md).
 # `iod up --netns --nodes 2`: agents in host namespaces on a 2x2 leaf-spine;
 # two parameter servers on different nodes (anti-affinity). Checks: their
-# namespaces talk TCP across nodes (an echo of 64 KiB); a capture on leaf 1
+# namespaces talk TCP across nodes (an echo of 64 KiB; 16 MiB each way
+# byte-exact with GSO on, frames on the underlay within the MTU, the GSO
+# counters of both switches moved); a capture on leaf 1
 # shows VXLAN with the tenant's VNI and the inner addresses; a replica of
 # another tenant cannot connect (when the spec has `tenant:`); `iod down`
 # leaves no namespace, link or process; node N0's agent serves the data
@@ -103,6 +105,73 @@ CAP=$!
 sleep 2
 out=$(timeout 10 ip netns exec "$NS0" python3 "$T/cli.py" "$A1" 2>&1)
 [ "$out" = echoed ] && ok "TCP $A0 -> $A1 across nodes: 64 KiB echoed" || bad "TCP across nodes: $out"
+# GSO on the replica ports (docs/network.md, "GSO and GRO on the replica
+# ports"): 16 MiB of random bytes each way arrive byte-exact (SHA-256), no
+# frame on the underlay is over the MTU plus VXLAN's 50 bytes, and the
+# switches split super-frames (rx_gso) and coalesced segments (tx_gro)
+cat >"$T/sink.py" <<'EOF'
+import hashlib, socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], 7778)); s.listen(1)
+c, _ = s.accept()
+h = hashlib.sha256(); n = 0
+while n < 16 << 20:
+    b = c.recv(1 << 20)
+    if not b: break
+    h.update(b); n += len(b)
+c.sendall(h.hexdigest().encode())
+blob = open(sys.argv[2], "rb").read()
+c.sendall(blob); c.close()
+EOF
+cat >"$T/src.py" <<'EOF'
+import hashlib, socket, sys
+blob = open(sys.argv[2], "rb").read()
+s = socket.create_connection((sys.argv[1], 7778), timeout=10)
+s.sendall(blob)
+got = b""
+while len(got) < 64:
+    b = s.recv(64 - len(got))
+    if not b: break
+    got += b
+h = hashlib.sha256(); n = 0
+while n < len(blob):
+    b = s.recv(1 << 20)
+    if not b: break
+    h.update(b); n += len(b)
+want = hashlib.sha256(blob).hexdigest()
+print("exact" if got.decode() == want and h.hexdigest() == want else "differ %s %s %d" % (got[:12], h.hexdigest()[:12], n))
+EOF
+head -c $((16 << 20)) /dev/urandom >"$T/blob"
+ip netns exec "$NS1" python3 "$T/sink.py" "$A1" "$T/blob" &
+SINK=$!
+sleep 0.5
+ip netns exec "$P-l1" tshark -q -i br0 -f "udp dst port 4789" -a duration:5 -T fields \
+	-e frame.len >"$T/caplen.txt" 2>/dev/null &
+CAPL=$!
+sleep 2
+out=$(timeout 30 ip netns exec "$NS0" python3 "$T/src.py" "$A1" "$T/blob" 2>&1)
+[ "$out" = exact ] && ok "TCP $A0 <-> $A1 across nodes: 16 MiB each way, SHA-256 equal" ||
+	bad "TCP bulk across nodes: $out"
+kill $SINK 2>/dev/null
+wait $CAPL 2>/dev/null
+maxlen=$(sort -n "$T/caplen.txt" | tail -1)
+if [ -n "$maxlen" ] && [ "$maxlen" -le $((1400 + 50 + 14)) ]; then
+	ok "underlay frames at most $maxlen bytes ($(wc -l <"$T/caplen.txt") captured; MTU 1400 + VXLAN 50 + Ethernet 14)"
+else
+	bad "underlay frame of ${maxlen:-none} bytes (over 1464, or none captured)"
+fi
+gso() {
+	"$IOD" dp dump --node "$1" -o json 2>/dev/null | python3 -c "
+import json, sys
+p = [x for x in json.load(sys.stdin)['ports'] if x['name'] == '$2'][0]
+print(p['$3'])"
+}
+g0=$(gso "$N0" parameter-server-0 rx_gso) g1=$(gso "$N1" parameter-server-1 tx_gro)
+if [ "${g0:-0}" -gt 0 ] && [ "${g1:-0}" -gt 0 ]; then
+	ok "GSO: $N0 split $g0 super-frames from parameter-server-0, $N1 sent $g1 coalesced to parameter-server-1"
+else
+	bad "GSO counters: rx_gso ${g0:-none} on $N0, tx_gro ${g1:-none} on $N1"
+fi
 # the data plane's port counters on the agent's /metrics (docs/observability.md):
 # the echo crossed node N0's fabric port and its replica's port
 NI=${N0#node-}
