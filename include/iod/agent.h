@@ -114,8 +114,7 @@ struct iod_agent_replica {
 	uint32_t cpu_millis;                     /* CPU limit in 1/1000 core; 0 = none */
 	uint64_t mem_bytes;                      /* memory limit; 0 = none */
 	uint16_t port;                           /* the replica's port on this node; 0 = none */
-	char addr[IOD_ADDR_MAX]; /* its overlay address, the control plane's choice (the
-	                          * Replica's "addr", src/ctrl/ipam.c); "" = the agent's */
+	char addr[IOD_ADDR_MAX];                 /* overlay address the control plane chose */
 	struct iod_agent_health health;          /* readiness + liveness check */
 	struct iod_agent_sandbox sandbox;        /* how it is confined */
 	/* its checkpoint store (stateful, in a spec with storage:): the tiers,
@@ -216,8 +215,8 @@ int iod_agent_ipam_alloc(struct iod_agent_ipam *m, const char *name, uint32_t *a
  * has. -EADDRINUSE (e names who) when another replica holds addr, -ENOSPC
  * when no slot is free; m unchanged then.
  */
-int iod_agent_ipam_claim(struct iod_agent_ipam *m, const char *name, uint32_t addr,
-                         uint32_t *index, struct iod_err *e);
+int iod_agent_ipam_claim(struct iod_agent_ipam *m, const char *name, uint32_t addr, uint32_t *index,
+                         struct iod_err *e);
 /* The address of slot i (held or not). */
 uint32_t iod_agent_ipam_slot_addr(const struct iod_agent_ipam *m, uint32_t i);
 /* Give name's address back; -ENOENT when it has none. */

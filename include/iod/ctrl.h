@@ -171,8 +171,7 @@ int iod_ctrl_ipam_subnet(const json_t *node_value, uint32_t *net, uint32_t *pref
  * Recorded as name's (its earlier entry replaced). 0 with *ip; -ENOSPC
  * (e says which subnet) when none is free.
  */
-int iod_ctrl_ipam_assign(struct iod_ctrl_ipam *m, const char *name, uint32_t net,
-                         uint32_t prefix, uint32_t cur, bool keep_any, uint32_t *ip,
-                         struct iod_err *e);
+int iod_ctrl_ipam_assign(struct iod_ctrl_ipam *m, const char *name, uint32_t net, uint32_t prefix,
+                         uint32_t cur, bool keep_any, uint32_t *ip, struct iod_err *e);
 
 #endif

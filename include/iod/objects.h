@@ -213,9 +213,9 @@ struct iod_obj_node {
 	                                 or a bare "IP:port" of an older agent:
 	                                 plain, loopback; "" = none): /metrics,
 	                                 /v1/telemetry, /v1/dp/dump */
-	char subnet[IOD_ADDR_MAX]; /* its replicas' overlay subnet ("10.200.2.0/24",
-	                              `iod up --netns`); "" = none: the control
-	                              plane's IPAM gives its replicas no address */
+	char subnet[IOD_ADDR_MAX];    /* its replicas' overlay subnet (`iod up --netns`,
+	                                 "10.200.2.0/24"); "" = none: the control
+	                                 plane's IPAM gives its replicas no address */
 };
 
 /* The node's GPU count ("gpus" as a count or a list), at most IOD_BITMAP_BITS. */

@@ -81,8 +81,8 @@ static int holder(const struct iod_agent_ipam *m, uint32_t a)
 	return -1;
 }
 
-int iod_agent_ipam_claim(struct iod_agent_ipam *m, const char *name, uint32_t addr,
-                         uint32_t *index, struct iod_err *e)
+int iod_agent_ipam_claim(struct iod_agent_ipam *m, const char *name, uint32_t addr, uint32_t *index,
+                         struct iod_err *e)
 {
 	char ip[20];
 	uint32_t i;
@@ -91,12 +91,12 @@ int iod_agent_ipam_claim(struct iod_agent_ipam *m, const char *name, uint32_t ad
 		return iod_err_set(e, -EINVAL, "replica name empty or longer than %d bytes",
 		                   IOD_NAME_MAX - 1);
 	if (!addr || addr == m->net + 1)
-		return iod_err_set(e, -EINVAL, "replica %s: %s is not a replica address", name,
-		                   ip);
+		return iod_err_set(e, -EINVAL, "replica %s: %s is not a replica address", name, ip);
 	int h = holder(m, addr);
 	if (h >= 0 && strcmp(m->owner[h], name))
-		return iod_err_set(e, -EADDRINUSE, "replica %s: its address %s is %s's on this node",
-		                   name, ip, m->owner[h]);
+		return iod_err_set(e, -EADDRINUSE,
+		                   "replica %s: its address %s is %s's on this node", name, ip,
+		                   m->owner[h]);
 	if (iod_agent_ipam_find(m, name, NULL, &i)) { /* a slot of its own */
 		for (i = 0; i < m->hosts && m->owner[i][0]; i++)
 			;
@@ -193,8 +193,8 @@ static int localize_list(const char *val, const char *node_addr, const struct io
 			unsigned long port = strtoul(colon + 1, NULL, 10);
 			for (uint32_t i = 0; i < m->hosts; i++)
 				if (m->owner[i][0] && iod_agent_replica_port(m->owner[i]) == port) {
-					iod_agent_ipv4_format(iod_agent_ipam_slot_addr(m, i),
-					                      host, sizeof(host));
+					iod_agent_ipv4_format(iod_agent_ipam_slot_addr(m, i), host,
+					                      sizeof(host));
 					break;
 				}
 		}

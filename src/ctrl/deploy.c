@@ -347,14 +347,16 @@ static int overlay_addr(const struct iod_ctrl_view *st, struct iod_ctrl_ipam *m,
 	for (uint32_t i = 0; i < m->n; i++)
 		if (!strcmp(m->e[i].name, name))
 			cur = m->e[i].ip;
-	int rc = iod_ctrl_ipam_assign(m, name, net, prefix, cur,
-	                              sv->type == IOD_SERVICE_STATEFUL, &ip, e);
+	int rc = iod_ctrl_ipam_assign(m, name, net, prefix, cur, sv->type == IOD_SERVICE_STATEFUL,
+	                              &ip, e);
 	if (rc)
 		return rc;
 	char a[20];
 	snprintf(a, sizeof(a), "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255,
 	         ip & 255);
-	return json_object_set_new(v, "addr", json_string(a)) ? iod_err_set(e, -ENOMEM, "out of memory") : 0;
+	return json_object_set_new(v, "addr", json_string(a))
+	           ? iod_err_set(e, -ENOMEM, "out of memory")
+	           : 0;
 }
 
 int iod_ctrl_deploy_plan(const struct iod_state *st, const char *body, size_t len, char **cmd,

@@ -96,9 +96,8 @@ int iod_ctrl_ipam_subnet(const json_t *node_value, uint32_t *net, uint32_t *pref
 	return 0;
 }
 
-int iod_ctrl_ipam_assign(struct iod_ctrl_ipam *m, const char *name, uint32_t net,
-                         uint32_t prefix, uint32_t cur, bool keep_any, uint32_t *ip,
-                         struct iod_err *e)
+int iod_ctrl_ipam_assign(struct iod_ctrl_ipam *m, const char *name, uint32_t net, uint32_t prefix,
+                         uint32_t cur, bool keep_any, uint32_t *ip, struct iod_err *e)
 {
 	IOD_ASSERT(prefix >= 16 && prefix <= 29);
 	uint32_t hosts = (uint32_t)IOD_MIN((1ull << (32 - prefix)) - 3, IOD_AGENT_IPAM_MAX);

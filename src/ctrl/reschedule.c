@@ -338,8 +338,7 @@ json_t *iod_ctrl_resched_plan(const json_t *nodes, const json_t *replicas, const
 			iod_net_ipv4_parse(r->addr, &cur);
 		iod_obj_replica_clear(r, IOD_OBJ_REPLICA_ADDR);
 		if (cur && !iod_ctrl_ipam_subnet(tn, &net, &prefix) &&
-		    !iod_ctrl_ipam_assign(&ipam, o->name, net, prefix, cur, o->stateful, &ip,
-		                          &e)) {
+		    !iod_ctrl_ipam_assign(&ipam, o->name, net, prefix, cur, o->stateful, &ip, &e)) {
 			char a[20];
 			snprintf(a, sizeof(a), "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255,
 			         (ip >> 8) & 255, ip & 255);

@@ -175,10 +175,10 @@ TEST(deploy_plan_addresses_replicas_and_peers_use_them)
 	CHECK(strcmp(addr_of(reps, "ps-0"), addr_of(reps, "worker-0")) ||
 	      strcmp(addr_of(reps, "ps-0"), "") == 0);
 	/* a worker's view before any agent reported: the plan's addresses */
-	json_t *nodes = json_pack("{s:[{s:s,s:{s:s,s:s}},{s:s,s:{s:s,s:s}}]}", "items", "name",
-	                          "node-1", "value", "addr", "10.254.1.1", "subnet",
-	                          "10.200.1.0/24", "name", "node-2", "value", "addr",
-	                          "10.254.2.1", "subnet", "10.200.2.0/24");
+	json_t *nodes =
+	    json_pack("{s:[{s:s,s:{s:s,s:s}},{s:s,s:{s:s,s:s}}]}", "items", "name", "node-1",
+	              "value", "addr", "10.254.1.1", "subnet", "10.200.1.0/24", "name", "node-2",
+	              "value", "addr", "10.254.2.1", "subnet", "10.200.2.0/24");
 	json_t *rl = json_pack("{s:O}", "items", reps);
 	json_t *sl = json_pack("{s:O}", "items", json_object_get(c, "services"));
 	struct iod_agent_replica *out = calloc(8, sizeof(*out));
@@ -267,8 +267,9 @@ TEST(reschedule_keeps_stateful_address_and_readdresses_stateless)
 		const char *node = "";
 		iod_json_get_str(json_object_get(x, "value"), "node", &node);
 		CHECK_STR(node, "node-2");
-		json_array_append_new(vals, json_pack("{s:O, s:O}", "name", json_object_get(x, "name"),
-		                                      "value", json_object_get(x, "value")));
+		json_array_append_new(vals,
+		                      json_pack("{s:O, s:O}", "name", json_object_get(x, "name"),
+		                                "value", json_object_get(x, "value")));
 	}
 	CHECK_STR(addr_of(vals, "db-0"), "10.200.1.2");
 	CHECK_STR(addr_of(vals, "web-0"), "10.200.2.3");
@@ -276,12 +277,12 @@ TEST(reschedule_keeps_stateful_address_and_readdresses_stateless)
 	json_decref(unplaced);
 	json_decref(vals);
 	/* a node without a subnet: the agent chooses (nothing kept) */
-	json_object_del(json_object_get(json_array_get(json_object_get(nodes, "items"), 0), "value"),
-	                "subnet");
+	json_object_del(
+	    json_object_get(json_array_get(json_object_get(nodes, "items"), 0), "value"), "subnet");
 	w = iod_ctrl_resched_plan(nodes, reps, svcs, 100000, 1000, &unplaced);
 	CHECK_EQ(json_array_size(w), 2);
-	json_array_foreach(w, i, x)
-	CHECK(!json_object_get(json_object_get(x, "value"), "addr"));
+	for (i = 0; i < json_array_size(w); i++)
+		CHECK(!json_object_get(json_object_get(json_array_get(w, i), "value"), "addr"));
 	json_decref(w);
 	json_decref(unplaced);
 	json_decref(nodes);
