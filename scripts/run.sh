@@ -16,7 +16,17 @@ IOD=${1:-build/iod}
 export IOD_STATE_DIR="${IOD_STATE_DIR:-${TMPDIR:-/tmp}/iod-run-$$}"
 VIEW_PID=""
 cleanup() {
-	[ -n "$VIEW_PID" ] && kill "$VIEW_PID" 2>/dev/null && wait "$VIEW_PID" 2>/dev/null
+	# the live view: 2 s to leave, then SIGKILL (its poller thread can sit
+	# in a request to the API longer than that)
+	if [ -n "$VIEW_PID" ] && kill "$VIEW_PID" 2>/dev/null; then
+		i=0
+		while kill -0 "$VIEW_PID" 2>/dev/null && [ $i -lt 20 ]; do
+			sleep 0.1
+			i=$((i + 1))
+		done
+		kill -9 "$VIEW_PID" 2>/dev/null || true
+		wait "$VIEW_PID" 2>/dev/null || true
+	fi
 	echo
 	echo "\$ iod down"
 	"$IOD" down || true

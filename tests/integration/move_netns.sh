@@ -212,15 +212,16 @@ while [ $round -le "$ROUNDS" ]; do
 	# where the time went: the new node's agent's lines on store-0 after the move
 	grep -h " agent: store-0: " "$IOD_STATE_DIR/$N.log" 2>/dev/null | python3 -c "
 import sys, datetime
-t = $TM
+t, n = $TM, 0
 for l in sys.stdin:
     p = l.split(None, 3)
     try:
         ts = datetime.datetime.strptime(p[0], '%Y-%m-%dT%H:%M:%S.%fZ').replace(tzinfo=datetime.timezone.utc).timestamp()
     except (ValueError, IndexError):
         continue
-    if ts >= t - 0.001:
-        print('info   +%4.0f ms %s: %s' % ((ts - t) * 1000, '$N', p[3].strip()[:110]))" | head -4
+    if ts >= t - 0.001 and n < 4:
+        n += 1
+        print('info   +%4.0f ms %s: %s' % ((ts - t) * 1000, '$N', p[3].strip()[:110]))"
 	kill_samples="$kill_samples $kms"
 	stop_bg
 	kill -CONT "$FP"
