@@ -114,6 +114,7 @@ struct iod_agent_replica {
 	uint32_t cpu_millis;                     /* CPU limit in 1/1000 core; 0 = none */
 	uint64_t mem_bytes;                      /* memory limit; 0 = none */
 	uint16_t port;                           /* the replica's port on this node; 0 = none */
+	char addr[IOD_ADDR_MAX];                 /* overlay address the control plane chose */
 	struct iod_agent_health health;          /* readiness + liveness check */
 	struct iod_agent_sandbox sandbox;        /* how it is confined */
 	/* its checkpoint store (stateful, in a spec with storage:): the tiers,
@@ -199,7 +200,10 @@ struct iod_agent_ipam {
 	uint32_t net;                                 /* network address, host order */
 	uint32_t prefix;                              /* prefix length */
 	uint32_t hosts;                               /* replica addresses (<= IPAM_MAX) */
-	char owner[IOD_AGENT_IPAM_MAX][IOD_NAME_MAX]; /* host index -> replica; "" = free */
+	char owner[IOD_AGENT_IPAM_MAX][IOD_NAME_MAX]; /* slot -> replica; "" = free */
+	/* slot -> its address when the control plane chose it (host order);
+	 * 0 = the slot's own, net + 2 + slot (what alloc hands out) */
+	uint32_t addr[IOD_AGENT_IPAM_MAX];
 };
 /* -EINVAL (with what is wrong) for a malformed CIDR or a prefix outside /16../29. */
 int iod_agent_ipam_init(struct iod_agent_ipam *m, const char *cidr, struct iod_err *e);
@@ -209,6 +213,18 @@ uint32_t iod_agent_ipam_gateway(const struct iod_agent_ipam *m);
  * its host index; -ENOSPC when the subnet is exhausted (e says which). */
 int iod_agent_ipam_alloc(struct iod_agent_ipam *m, const char *name, uint32_t *addr,
                          uint32_t *index, struct iod_err *e);
+/*
+ * name takes addr, the address the control plane's IPAM gave it (the
+ * Replica's "addr", src/ctrl/ipam.c): inside the subnet or not (a stateful
+ * replica keeps the address of the node it came from, and the overlay
+ * routes it by replica). A slot (its veth index) of its own, or the one it
+ * has. -EADDRINUSE (e names who) when another replica holds addr, -ENOSPC
+ * when no slot is free; m unchanged then.
+ */
+int iod_agent_ipam_claim(struct iod_agent_ipam *m, const char *name, uint32_t addr, uint32_t *index,
+                         struct iod_err *e);
+/* The address of slot i (held or not). */
+uint32_t iod_agent_ipam_slot_addr(const struct iod_agent_ipam *m, uint32_t i);
 /* Give name's address back; -ENOENT when it has none. */
 int iod_agent_ipam_release(struct iod_agent_ipam *m, const char *name);
 /* name's address without allocating; -ENOENT when it has none. */

@@ -132,4 +132,46 @@ int iod_ctrl_deploy_plan_view(struct iod_ctrl_view *v, const char *body, size_t 
 json_t *iod_ctrl_resched_plan(const json_t *nodes, const json_t *replicas, const json_t *services,
                               uint64_t now_ms, uint64_t stateful_grace_ms, json_t **unplaced);
 
+/*
+ * The control plane's IPAM (pure, src/ctrl/ipam.c): the overlay address of
+ * each replica of an `iod up --netns` cluster, chosen where the replica is
+ * placed (the deploy plan, the lost-node rescheduling plan) and stored on
+ * its Replica ("addr"), so that its agent, its peers' IOD_PEERS/IOD_DEP_*
+ * and every node's VTEP table know it before the replica runs. A node takes
+ * part when its Node object names its replicas' subnet ("subnet"). The
+ * rules: a replica keeps its address when it stays on its node (a
+ * redeploy, a restart); a stateful replica keeps it on any node (the
+ * overlay routes an address by replica, not by subnet: its peers and
+ * clients find it where it was); a stateless one that moves takes its new
+ * node's lowest free address (an address of the node it left would be its
+ * old node's). Free: no Replica (of any node) holds it, and no assignment
+ * made earlier in the same plan. The host addresses of a subnet are
+ * net + 2 .. net + 1 + min(hosts, IOD_AGENT_IPAM_MAX), as the agent's
+ * allocator (src/agent/ipam.c) hands out its own; net + 1 is the gateway.
+ */
+struct iod_ctrl_ipam_entry {
+	char name[IOD_NAME_MAX]; /* the replica */
+	uint32_t ip;             /* its address, host order */
+};
+struct iod_ctrl_ipam {
+	struct iod_ctrl_ipam_entry *e; /* owned */
+	uint32_t n, cap;
+};
+/* Every address the Replica objects of list (a {"items":[...]} listing)
+ * hold. -ENOMEM. */
+int iod_ctrl_ipam_init(struct iod_ctrl_ipam *m, const json_t *replicas);
+void iod_ctrl_ipam_free(struct iod_ctrl_ipam *m);
+/* A Node value's subnet: 0 with net and prefix (host order), -ENOENT when
+ * it names none, -EINVAL when it is not an IPv4 CIDR of /16../29. */
+int iod_ctrl_ipam_subnet(const json_t *node_value, uint32_t *net, uint32_t *prefix);
+/*
+ * The address of replica name on a node of subnet net/prefix: cur (its
+ * address now, 0 = none) when cur is in the subnet or keep_any (stateful)
+ * and no other replica holds it; else the lowest free of the subnet.
+ * Recorded as name's (its earlier entry replaced). 0 with *ip; -ENOSPC
+ * (e says which subnet) when none is free.
+ */
+int iod_ctrl_ipam_assign(struct iod_ctrl_ipam *m, const char *name, uint32_t net, uint32_t prefix,
+                         uint32_t cur, bool keep_any, uint32_t *ip, struct iod_err *e);
+
 #endif

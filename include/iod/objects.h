@@ -179,7 +179,8 @@ void iod_obj_endpoint_address(const struct iod_obj_endpoint *ep, char *buf, size
 	X(CORDONED, "cordoned", BOOL, cordoned, 0, 0, 0)                        \
 	X(MESH_MTLS, "mesh_mtls", STR, mesh_mtls, 0, 0, 0)                      \
 	X(CKPT_PEER, "ckpt_peer", STR, ckpt_peer, 0, 0, 0)                      \
-	X(TELEMETRY, "telemetry", STR, telemetry, 0, 0, 0)
+	X(TELEMETRY, "telemetry", STR, telemetry, 0, 0, 0)                      \
+	X(SUBNET, "subnet", STR, subnet, 0, 0, 0)
 
 enum iod_obj_node_field {
 #define X(f, k, t, m, lo, hi, d) IOD_OBJ_NODE_##f,
@@ -212,6 +213,9 @@ struct iod_obj_node {
 	                                 or a bare "IP:port" of an older agent:
 	                                 plain, loopback; "" = none): /metrics,
 	                                 /v1/telemetry, /v1/dp/dump */
+	char subnet[IOD_ADDR_MAX];    /* its replicas' overlay subnet (`iod up --netns`,
+	                                 "10.200.2.0/24"); "" = none: the control
+	                                 plane's IPAM gives its replicas no address */
 };
 
 /* The node's GPU count ("gpus" as a count or a list), at most IOD_BITMAP_BITS. */

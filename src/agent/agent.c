@@ -17,6 +17,7 @@
  * on their own threads.
  */
 #include "internal.h"
+#include "iod/net.h"
 #include "iod/objects.h"
 
 #include <fcntl.h>
@@ -252,10 +253,20 @@ static void assign_addresses(struct agent *a)
 		uint32_t addr;
 		if (!s || !s->desired || a->nets[i].addr[0] || !wants_netns(a, &s->want))
 			continue;
-		if (iod_agent_ipam_alloc(&a->netns->ipam, s->want.name, &addr, NULL, &e)) {
+		/* the control plane's choice (src/ctrl/ipam.c: kept across moves
+		 * of a stateful replica), else the lowest free of this node's */
+		uint32_t want = 0;
+		if (s->want.addr[0] && !iod_net_ipv4_parse(s->want.addr, &want) &&
+		    iod_agent_ipam_claim(&a->netns->ipam, s->want.name, want, NULL, &e)) {
+			IOD_WARN("agent", "%s (taking one of this node's instead)", e.msg);
+			want = 0;
+		}
+		if (!want && iod_agent_ipam_alloc(&a->netns->ipam, s->want.name, &addr, NULL, &e)) {
 			IOD_WARN("agent", "%s", e.msg); /* its start fails with this, too */
 			continue;
 		}
+		if (want)
+			addr = want;
 		iod_agent_ipv4_format(addr, a->nets[i].addr, sizeof(a->nets[i].addr));
 	}
 }

@@ -173,6 +173,10 @@ static int register_node(struct iod_agent_cluster *c, struct iod_api_client *cl)
 	    (cfg->creds || !iod_agent_telemetry_tls(cfg->telemetry_addr)) &&
 	    !iod_agent_telemetry_url(cfg->telemetry_addr, tel_url, sizeof(tel_url)))
 		iod_obj_node_set_str(&o, IOD_OBJ_NODE_TELEMETRY, tel_url);
+	/* on the overlay: the subnet the control plane's IPAM addresses this
+	 * node's replicas from (src/ctrl/ipam.c) */
+	if (cfg->overlay_dev[0] && cfg->netns_subnet[0])
+		iod_obj_node_set_str(&o, IOD_OBJ_NODE_SUBNET, cfg->netns_subnet);
 	iod_obj_node_set_json(&o, IOD_OBJ_NODE_GPUS, json_integer(cfg->gpus));
 	iod_obj_node_set_int(&o, IOD_OBJ_NODE_CPUS, cfg->cpus);
 	iod_obj_node_set_str(&o, IOD_OBJ_NODE_MODEL, cfg->model[0] ? cfg->model : "host");

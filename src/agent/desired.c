@@ -484,6 +484,8 @@ int iod_agent_desired_from_state(const char *node, const json_t *nodes, const js
 		iod_obj_replica_from_json(v, ob, NULL);
 		r->ordinal = ob->ordinal;
 		r->generation = ob->generation;
+		if (iod_obj_has(ob, IOD_OBJ_REPLICA_ADDR)) /* the control plane's IPAM's */
+			iod_strlcpy(r->addr, ob->addr, sizeof(r->addr));
 		svc = ob->service;
 		if (!svc[0] || iod_strlcpy(r->service, svc, sizeof(r->service))) {
 			snprintf(r->fail, sizeof(r->fail), "replica %s names no service it can run",

@@ -7,6 +7,11 @@
  * replica name until released, so a restarted replica keeps its address and
  * the same sequence of allocations always gives the same addresses. A full
  * subnet is an explicit -ENOSPC. It must never do I/O or read the clock.
+ *
+ * A slot is a replica's index on the node (its veth's name); its address is
+ * the slot's own (net + 2 + slot) unless the control plane chose another
+ * (iod_agent_ipam_claim: src/ctrl/ipam.c's choice, carried by the Replica),
+ * so an allocation skips every address a claim holds, whichever slot.
  */
 #include "iod/agent.h"
 
@@ -62,13 +67,57 @@ uint32_t iod_agent_ipam_gateway(const struct iod_agent_ipam *m)
 	return m->net + 1;
 }
 
+uint32_t iod_agent_ipam_slot_addr(const struct iod_agent_ipam *m, uint32_t i)
+{
+	return m->addr[i] ? m->addr[i] : m->net + 2 + i;
+}
+
+/* The slot holding address a (another owner's), or -1. */
+static int holder(const struct iod_agent_ipam *m, uint32_t a)
+{
+	for (uint32_t i = 0; i < m->hosts; i++)
+		if (m->owner[i][0] && iod_agent_ipam_slot_addr(m, i) == a)
+			return (int)i;
+	return -1;
+}
+
+int iod_agent_ipam_claim(struct iod_agent_ipam *m, const char *name, uint32_t addr, uint32_t *index,
+                         struct iod_err *e)
+{
+	char ip[20];
+	uint32_t i;
+	iod_agent_ipv4_format(addr, ip, sizeof(ip));
+	if (!name[0] || strlen(name) >= IOD_NAME_MAX)
+		return iod_err_set(e, -EINVAL, "replica name empty or longer than %d bytes",
+		                   IOD_NAME_MAX - 1);
+	if (!addr || addr == m->net + 1)
+		return iod_err_set(e, -EINVAL, "replica %s: %s is not a replica address", name, ip);
+	int h = holder(m, addr);
+	if (h >= 0 && strcmp(m->owner[h], name))
+		return iod_err_set(e, -EADDRINUSE,
+		                   "replica %s: its address %s is %s's on this node", name, ip,
+		                   m->owner[h]);
+	if (iod_agent_ipam_find(m, name, NULL, &i)) { /* a slot of its own */
+		for (i = 0; i < m->hosts && m->owner[i][0]; i++)
+			;
+		if (i == m->hosts)
+			return iod_err_set(e, -ENOSPC, "replica %s: no free slot (%u in use)", name,
+			                   m->hosts);
+		memcpy(m->owner[i], name, strlen(name) + 1);
+	}
+	m->addr[i] = addr == m->net + 2 + i ? 0 : addr;
+	if (index)
+		*index = i;
+	return 0;
+}
+
 int iod_agent_ipam_find(const struct iod_agent_ipam *m, const char *name, uint32_t *addr,
                         uint32_t *index)
 {
 	for (uint32_t i = 0; i < m->hosts; i++)
 		if (m->owner[i][0] && !strcmp(m->owner[i], name)) {
 			if (addr)
-				*addr = m->net + 2 + i;
+				*addr = iod_agent_ipam_slot_addr(m, i);
 			if (index)
 				*index = i;
 			return 0;
@@ -84,14 +133,19 @@ int iod_agent_ipam_alloc(struct iod_agent_ipam *m, const char *name, uint32_t *a
 		                   IOD_NAME_MAX - 1);
 	if (!iod_agent_ipam_find(m, name, addr, index))
 		return 0;
-	for (uint32_t i = 0; i < m->hosts; i++) {
-		if (m->owner[i][0])
+	/* the lowest address no slot holds, in the lowest free slot */
+	uint32_t slot = 0;
+	while (slot < m->hosts && m->owner[slot][0])
+		slot++;
+	for (uint32_t k = 0; slot < m->hosts && k < m->hosts; k++) {
+		if (holder(m, m->net + 2 + k) >= 0)
 			continue;
-		memcpy(m->owner[i], name, strlen(name) + 1);
+		memcpy(m->owner[slot], name, strlen(name) + 1);
+		m->addr[slot] = k == slot ? 0 : m->net + 2 + k;
 		if (addr)
-			*addr = m->net + 2 + i;
+			*addr = m->net + 2 + k;
 		if (index)
-			*index = i;
+			*index = slot;
 		return 0;
 	}
 	char net[20];
@@ -108,6 +162,7 @@ int iod_agent_ipam_release(struct iod_agent_ipam *m, const char *name)
 	if (iod_agent_ipam_find(m, name, NULL, &i))
 		return -ENOENT;
 	m->owner[i][0] = 0;
+	m->addr[i] = 0;
 	return 0;
 }
 
@@ -138,7 +193,8 @@ static int localize_list(const char *val, const char *node_addr, const struct io
 			unsigned long port = strtoul(colon + 1, NULL, 10);
 			for (uint32_t i = 0; i < m->hosts; i++)
 				if (m->owner[i][0] && iod_agent_replica_port(m->owner[i]) == port) {
-					iod_agent_ipv4_format(m->net + 2 + i, host, sizeof(host));
+					iod_agent_ipv4_format(iod_agent_ipam_slot_addr(m, i), host,
+					                      sizeof(host));
 					break;
 				}
 		}

@@ -328,6 +328,37 @@ static json_t *new_replica(const struct iod_sched_cluster *cl, const struct iod_
 	return v;
 }
 
+/*
+ * The overlay address of replica name placed on node (the control plane's
+ * IPAM, ipam.c), written into its Replica value v: only on a node that
+ * names its subnet (`iod up --netns`) and for a replica in a network
+ * namespace of its own (not sandbox.network node or none). It keeps the
+ * address it had on that node, or, stateful, anywhere.
+ */
+static int overlay_addr(const struct iod_ctrl_view *st, struct iod_ctrl_ipam *m,
+                        const struct iod_spec_service *sv, const char *name, const char *node,
+                        json_t *v, struct iod_err *e)
+{
+	uint32_t net, prefix, ip, cur = 0;
+	const json_t *nv = view_value(st, V_NODE, node);
+	if (!nv || iod_ctrl_ipam_subnet(nv, &net, &prefix) ||
+	    sv->sandbox.network == IOD_SPEC_NET_NODE || sv->sandbox.network == IOD_SPEC_NET_NONE)
+		return 0;
+	for (uint32_t i = 0; i < m->n; i++)
+		if (!strcmp(m->e[i].name, name))
+			cur = m->e[i].ip;
+	int rc = iod_ctrl_ipam_assign(m, name, net, prefix, cur, sv->type == IOD_SERVICE_STATEFUL,
+	                              &ip, e);
+	if (rc)
+		return rc;
+	char a[20];
+	snprintf(a, sizeof(a), "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255,
+	         ip & 255);
+	return json_object_set_new(v, "addr", json_string(a))
+	           ? iod_err_set(e, -ENOMEM, "out of memory")
+	           : 0;
+}
+
 int iod_ctrl_deploy_plan(const struct iod_state *st, const char *body, size_t len, char **cmd,
                          json_t **answer, struct iod_err *e)
 {
@@ -350,6 +381,7 @@ int iod_ctrl_deploy_plan_view(struct iod_ctrl_view *st, const char *body, size_t
 	struct iod_sched_result res;
 	struct iod_sched_opts opts;
 	uint32_t *vips = NULL;
+	struct iod_ctrl_ipam ipam = {0};
 	json_t *sj = NULL, *svc_arr = NULL, *rep_arr = NULL, *placed = NULL, *unplaced = NULL;
 	json_t *skipped = NULL;
 	uint64_t total = 0;
@@ -398,6 +430,13 @@ int iod_ctrl_deploy_plan_view(struct iod_ctrl_view *st, const char *body, size_t
 	}
 	if ((rc = assign_vips(st, spec, vips, e)))
 		goto out;
+	json_t *stored = view_list(st, V_REPLICA);
+	rc = stored ? iod_ctrl_ipam_init(&ipam, stored) : -ENOMEM;
+	json_decref(stored);
+	if (rc) {
+		rc = iod_err_set(e, -ENOMEM, "out of memory");
+		goto out;
+	}
 	sj = iod_spec_to_json(spec);
 	svc_arr = json_array();
 	rep_arr = json_array();
@@ -462,6 +501,11 @@ int iod_ctrl_deploy_plan_view(struct iod_ctrl_view *st, const char *body, size_t
 			         p->explain.feasible, p->explain.evaluated);
 		json_t *v = new_replica(cl, p, svc, spec->services[p->request].tenant,
 		                        &reqs[p->request], gen + 1, why);
+		if (v && (rc = overlay_addr(st, &ipam, &spec->services[p->request], p->name, node,
+		                            v, e))) {
+			json_decref(v);
+			goto out;
+		}
 		json_array_append_new(rep_arr,
 		                      json_pack("{s:s, s:o}", "name", p->name, "value", v));
 		json_array_append_new(placed, json_pack("{s:s, s:s, s:s, s:s}", "replica", p->name,
@@ -497,6 +541,7 @@ out:
 	json_decref(skipped);
 	iod_sched_result_free(&res);
 	iod_sched_cluster_free(cl);
+	iod_ctrl_ipam_free(&ipam);
 	free(reqs);
 	free(vips);
 	iod_spec_free(spec);

@@ -24,6 +24,7 @@
  * Pure: JSON in, JSON out; deterministic; no I/O or clock.
  */
 #include "iod/ctrl.h"
+#include "iod/net.h"
 #include "iod/objects.h"
 #include "iod/sched.h"
 #include "iod/spec.h"
@@ -164,6 +165,7 @@ json_t *iod_ctrl_resched_plan(const json_t *nodes, const json_t *replicas, const
 	json_t *writes = json_array(), *x;
 	struct iod_sched_cluster *cl = NULL;
 	struct iod_sched_result res;
+	struct iod_ctrl_ipam ipam = {0};
 	struct iod_obj_replica *r = malloc(sizeof(*r));
 	uint32_t on = 0, rn = 0;
 	size_t i;
@@ -290,6 +292,13 @@ json_t *iod_ctrl_resched_plan(const json_t *nodes, const json_t *replicas, const
 			cannot_place(&orph[k], "invalid", e.msg, writes, *unplaced);
 		goto out;
 	}
+	/* the addresses the Replicas hold (a move's new one is free of them) */
+	if (iod_ctrl_ipam_init(&ipam, replicas)) {
+		for (uint32_t k = 0; k < on; k++)
+			cannot_place(&orph[k], "internal", "out of memory planning the move",
+			             writes, *unplaced);
+		goto out;
+	}
 	/* the k-th placement of a request goes to its service's k-th orphan
 	 * (both in name order) */
 	uint32_t *next = calloc(rn + 1, sizeof(*next));
@@ -320,7 +329,21 @@ json_t *iod_ctrl_resched_plan(const json_t *nodes, const json_t *replicas, const
 		iod_ctrl_replica_place(cl, p, r);
 		iod_obj_replica_clear(r, IOD_OBJ_REPLICA_NUMA);
 		iod_obj_replica_clear(r, IOD_OBJ_REPLICA_LOST_MS);
-		iod_obj_replica_clear(r, IOD_OBJ_REPLICA_ADDR); /* the old node's netns address */
+		/* its overlay address (ipam.c): a stateful replica keeps its own,
+		 * a stateless one takes one of its new node's; on a node without
+		 * a subnet the agent chooses (none kept from the old node) */
+		uint32_t net, prefix, ip, cur = 0;
+		const json_t *tn = json_object_get(find_item(nodes, to), "value");
+		if (iod_obj_has(r, IOD_OBJ_REPLICA_ADDR))
+			iod_net_ipv4_parse(r->addr, &cur);
+		iod_obj_replica_clear(r, IOD_OBJ_REPLICA_ADDR);
+		if (cur && !iod_ctrl_ipam_subnet(tn, &net, &prefix) &&
+		    !iod_ctrl_ipam_assign(&ipam, o->name, net, prefix, cur, o->stateful, &ip, &e)) {
+			char a[20];
+			snprintf(a, sizeof(a), "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255,
+			         (ip >> 8) & 255, ip & 255);
+			iod_obj_replica_set_str(r, IOD_OBJ_REPLICA_ADDR, a);
+		}
 		iod_obj_replica_set_str(r, IOD_OBJ_REPLICA_PHASE, "pending");
 		iod_obj_replica_set_int(r, IOD_OBJ_REPLICA_READY, false);
 		iod_obj_replica_set_str(r, IOD_OBJ_REPLICA_REASON, why);
@@ -335,6 +358,7 @@ out:
 	free(r);
 	iod_sched_result_free(&res);
 	iod_sched_cluster_free(cl);
+	iod_ctrl_ipam_free(&ipam);
 	free(orph);
 	free(reqs);
 	free(node_ids);
