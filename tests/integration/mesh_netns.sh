@@ -8,8 +8,8 @@
 # VIP:port; from the client's namespace `web.iod` and `echo.iod` resolve at
 # its gateway to the two VIPs, and another name is NXDOMAIN; HTTP requests
 # to web's VIP are answered by both replicas (the one on the other node
-# through the proxies' mutual TLS) and counted by the client's node's proxy
-# (the L7 path); echo's VIP is answered without that proxy seeing it (the
+# once the client's node's own replica is killed: the proxy prefers its
+# node's endpoint) and counted by the client's node's proxy (the L7 path); echo's VIP is answered without that proxy seeing it (the
 # switch's Maglev, L4); the proxy's VIP listener and the DNS responder do
 # not answer from the underlay (a leaf routing the VIP and the gateway to
 # the node: they are bound to the switch's host-stack port); a spec with
@@ -205,13 +205,30 @@ out=$(ip netns exec "$NSC" python3 "$T/get.py" "$VIP" 8080 40)
 after=$(metric "$N" iod_mesh_requests_total web)
 echo "info 40 requests to web's VIP $VIP:8080: $out; $CN's proxy counted $before -> $after"
 set -- $out
-W0=$(obj endpoints web-0 addr)
-W1=$(obj endpoints web-1 addr)
-if [ "$1" = 0 ] && echo "$out" | grep -q "$W0=" && echo "$out" | grep -q "$W1=" &&
-	[ "$((after - before))" -ge 40 ]; then
-	ok "l7: 40 requests to web's VIP through $CN's mesh proxy ($((after - before)) counted), answered by both replicas (one across nodes over mTLS)"
+if [ "$1" = 0 ] && [ "$((after - before))" -ge 40 ]; then
+	ok "l7: 40 requests to web's VIP answered through $CN's mesh proxy ($((after - before)) counted: $out)"
 else
-	bad "l7: $out; web-0 at $W0, web-1 at $W1; proxy counted $before -> $after"
+	bad "l7: $out; the proxy counted $before -> $after"
+fi
+# the proxy prefers its node's endpoint (locality); with that one killed,
+# the one on the other node answers, through the two proxies' mutual TLS
+LOCAL="" REMOTE=""
+for r in web-0 web-1; do
+	if [ "$(obj replicas $r node)" = "$CN" ]; then LOCAL=$r; else REMOTE=$r; fi
+done
+RA=$(obj endpoints "$REMOTE" addr)
+NSL=$(ns "$LOCAL")
+[ -n "$LOCAL" ] && [ -n "$REMOTE" ] && [ -n "$NSL" ] || { bad "web's replicas: local '$LOCAL' remote '$REMOTE'"; exit 1; }
+kill -9 $(ip netns pids "$NSL") 2>/dev/null
+remote_only() { o=$(ip netns exec "$NSC" python3 "$T/get.py" "$VIP" 8080 5); [ "$o" = "0 $RA=5" ]; }
+wait_for 15 remote_only || true
+before=$(metric "$N" iod_mesh_requests_total web)
+out=$(ip netns exec "$NSC" python3 "$T/get.py" "$VIP" 8080 20)
+after=$(metric "$N" iod_mesh_requests_total web)
+if [ "$out" = "0 $RA=20" ] && [ "$((after - before))" -ge 20 ]; then
+	ok "l7 across nodes: $LOCAL killed, 20 requests answered by $REMOTE ($RA on the other node) through the proxies' mTLS"
+else
+	bad "l7 across nodes: $out (want 0 $RA=20); proxy counted $before -> $after"
 fi
 eb=$(metric "$N" iod_mesh_downstream_connections_total echo)
 out=$(ip netns exec "$NSC" python3 "$T/get.py" "$EVIP" 9090 10)
