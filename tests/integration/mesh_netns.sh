@@ -216,7 +216,7 @@ LOCAL="" REMOTE=""
 for r in web-0 web-1; do
 	if [ "$(obj replicas $r node)" = "$CN" ]; then LOCAL=$r; else REMOTE=$r; fi
 done
-RA=$(obj endpoints "$REMOTE" addr)
+RA=$(obj endpoints "$REMOTE" addr):$(obj endpoints "$REMOTE" port)
 NSL=$(ns "$LOCAL")
 [ -n "$LOCAL" ] && [ -n "$REMOTE" ] && [ -n "$NSL" ] || { bad "web's replicas: local '$LOCAL' remote '$REMOTE'"; exit 1; }
 kill -9 $(ip netns pids "$NSL") 2>/dev/null
@@ -227,6 +227,11 @@ out=$(ip netns exec "$NSC" python3 "$T/get.py" "$VIP" 8080 20)
 after=$(metric "$N" iod_mesh_requests_total web)
 if [ "$out" = "0 $RA=20" ] && [ "$((after - before))" -ge 20 ]; then
 	ok "l7 across nodes: $LOCAL killed, 20 requests answered by $REMOTE ($RA on the other node) through the proxies' mTLS"
+	# the mesh's tracing on this path: the backend saw the proxy's traceparent
+	tp=$(ip netns exec "$NSC" curl -s -m 3 -D - -o /dev/null "http://$VIP:8080/" | tr -d '\r' |
+		sed -n 's/^x-traceparent-seen: //p')
+	[ -n "$tp" ] && ok "l7: the backend saw the proxy's traceparent $tp" ||
+		bad "l7: no traceparent reached the backend"
 else
 	bad "l7 across nodes: $out (want 0 $RA=20); proxy counted $before -> $after"
 fi
