@@ -449,6 +449,8 @@ struct iod_agent_overlay_svc {
 	uint16_t port;             /* the VIP's port: the mesh's (first spec port, else the
 	                            * default), so IOD_SVC_<NAME>_ADDR keeps its port */
 	uint8_t proto;             /* IOD_NET_PROTO_TCP or _UDP (the first port's) */
+	bool l7;                   /* service_mesh.mode l7: its VIP leads to the node's
+	                            * mesh proxy (when the node hosts one), not Maglev */
 };
 /* One rule of a security group (a NetPolicy object's), with its name. */
 struct iod_agent_sg_rule {
@@ -477,6 +479,7 @@ struct iod_agent_overlay_table {
 	struct iod_agent_sg_rule sg_rules[IOD_AGENT_SG_RULES_MAX];  /* rules of all groups */
 	uint32_t svcs_n;                                            /* services with a VIP */
 	struct iod_agent_overlay_svc svcs[IOD_AGENT_VIPS_MAX];      /* those services */
+	bool proxy; /* this node's agent hosts a mesh proxy that serves l7 VIPs */
 };
 /* A Service value's tenant: "tenant", else "network": {"tenant"};
  * "default" (borrowed from value, or the literal). */
@@ -498,7 +501,11 @@ int iod_agent_overlay_table_from_state(const json_t *nodes, const json_t *servic
  * iod_flow_dp_acl): per member and direction with rules, an allow of the
  * node's host stack (health checks, the mesh proxy), the rules in order
  * (a peer service: one entry per replica of it in the group's tenant with
- * an address), then the group's default deny. -ENOSPC past IOD_DP_ACLS_MAX.
+ * an address and, for egress, one for its VIP when the rule covers it),
+ * then the group's default deny. -ENOSPC past IOD_DP_ACLS_MAX.
+ * rule_covers_vip: whether a rule by peer service sv decides a connection
+ * to sv's VIP: its protocol is any or the VIP's, and its ports hold the
+ * VIP's port or the port of one of sv's endpoints (where the LB sends it).
  */
 struct iod_agent_overlay_node;
 struct iod_agent_overlay_local;
@@ -509,6 +516,11 @@ int iod_agent_sg_compile(const struct iod_agent_overlay_node *nd,
                          const struct iod_agent_overlay_table *t,
                          const struct iod_agent_overlay_local *loc, uint32_t nloc,
                          struct iod_flow_dp_config *c, struct iod_err *e);
+struct iod_obj_netpolicy_rule;
+struct iod_agent_overlay_svc;
+bool iod_agent_sg_rule_covers_vip(const struct iod_agent_overlay_table *t,
+                                  const struct iod_obj_netpolicy_rule *r,
+                                  const struct iod_agent_overlay_svc *sv);
 /* The rule index of acl entries that are no rule's (the host exemption). */
 #define IOD_AGENT_SG_RULE_NONE UINT16_MAX
 const struct iod_agent_overlay_ep *iod_agent_overlay_find(const struct iod_agent_overlay_table *t,
@@ -601,7 +613,13 @@ int iod_agent_drops_prom(const struct iod_agent_drops *d, struct iod_buf *b);
  *     replicas of the service that are endpoints of that tenant's network
  *     here (local with a port, or behind their VTEP), each up when its
  *     Endpoint is healthy; -ENOSPC with e past IOD_DP_SERVICES_MAX (the
- *     first kept);
+ *     first kept). A service with service_mesh.mode l7 on a node whose
+ *     agent hosts the mesh proxy (t->proxy) gets no LB entry: its VIP
+ *     becomes a local endpoint of its tenant's network at the host stack's
+ *     port (the proxy listens on it there), so only that tenant's replicas
+ *     of this node reach the proxy through it;
+ *   iod_agent_overlay_svc_l7: whether a Service value says
+ *     service_mesh: {mode: l7};
  *   iod_agent_env_overlay_vips: a replica on the overlay reaches services at
  *     their overlay VIP, so its IOD_SVC_<NAME>_ADDR values become VIP:port
  *     for every service t has; -E2BIG when the environment does not fit.

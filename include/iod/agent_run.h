@@ -99,7 +99,8 @@ struct iod_agent_rootfs {
 	uint32_t uid, gid;             /* its ids, for /etc/passwd and /etc/group */
 	uint64_t shm_bytes;            /* /dev/shm size; 0 = half of RAM */
 	const struct iod_agent_secret_set *secrets; /* at /run/secrets; NULL = none */
-	const char *creds; /* its own credentials' directory, read-only at the same path */
+	const char *creds;      /* its own credentials' directory, read-only at the same path */
+	const char *nameserver; /* /etc/resolv.conf names it; NULL = the host's file */
 };
 int iod_agent_rootfs_enter(const struct iod_agent_rootfs *rf, char *err, size_t len);
 
@@ -185,6 +186,9 @@ int iod_agent_exec_start(const struct iod_agent_exec_config *c, const struct iod
 struct iod_agent_net {
 	int netns_fd;            /* open /run/netns/<name>; -1 = the node's network */
 	char addr[IOD_ADDR_MAX]; /* its veth address ("10.213.0.2"), IOD_ADDR's host */
+	/* its resolver (overlay: the gateway, where the node's mesh proxy
+	 * answers <service>.iod); "" = the host's /etc/resolv.conf */
+	char nameserver[IOD_ADDR_MAX];
 };
 /* iod_agent_exec_start in the network net (NULL: the node's network). */
 int iod_agent_exec_start_net(const struct iod_agent_exec_config *c,
@@ -285,6 +289,9 @@ struct iod_agent_netns {
 /* Replicas' and the overlay host port's MTU: an underlay of 1500 less
  * VXLAN's 50 bytes, with room to spare (as tests/integration/ar_netns.sh). */
 #define IOD_AGENT_OVERLAY_MTU 1400u
+/* The port of the DNS responder ("<service>.iod") on the gateway address
+ * of a node on iod's overlay (the node's mesh proxy's; meshhost.c). */
+#define IOD_AGENT_OVERLAY_DNS_PORT 53u
 /* The overlay mode of iod_agent_netns_open (docs/network.md): no bridge;
  * each replica's veth host end and the host port "iodp<tag>" are ports of
  * the node's virtual switch (vswitch.c); replicas get /32 addresses behind
@@ -294,6 +301,10 @@ int iod_agent_netns_open_overlay(struct iod_agent_netns *n, const char *node, co
 /* The host end of replica name's veth ("iv<tag>-<index>"); -ENOENT without
  * an address. */
 int iod_agent_netns_veth(const struct iod_agent_netns *n, const char *name, char *buf, size_t len);
+/* Node node's overlay host-stack device ("iodk<tag>": holds the gateway
+ * address, its peer is the switch's host port): what the mesh proxy binds
+ * its overlay listeners to (meshhost.c). */
+void iod_agent_netns_host_kernel(const char *node, char *buf, size_t len);
 /* Run PROG ARGS... (no shell) with input on its stdin, wait; the first line
  * of its stderr into err on failure (-EIO). */
 int iod_agent_run_cmd(const char *prog, const char *const *args, const char *input, char *err,

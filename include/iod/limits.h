@@ -696,7 +696,11 @@ _Static_assert(IOD_UP_NODES_MAX < 240, "node subnets 10.200.N.0/24 stay below th
  * network: a node's share of an overlay, not a whole cloud's. */
 #define IOD_DP_NETWORKS_MAX 16
 #define IOD_DP_SGS_MAX 16
-#define IOD_DP_SERVICES_MAX 16
+/* services: as many as the agent's table of the cluster's VIPs holds
+ * (IOD_AGENT_VIPS_MAX), so a node's tenants never have more VIPs than its
+ * switch balances; each costs its Maglev table (IOD_MAGLEV_DEFAULT_SIZE
+ * slots of 4 B, 256 KiB) once it has a backend, and ~5 KiB of config. */
+#define IOD_DP_SERVICES_MAX 256
 #define IOD_DP_ENDPOINTS_MAX 256
 /* Security-group entries bound to local endpoints (the agent's NetPolicy
  * objects compiled: a rule x its local members x its peer's replicas, plus

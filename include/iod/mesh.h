@@ -130,6 +130,7 @@ struct iod_mesh_service {
 	struct iod_mesh_retry_cfg retry;
 	struct iod_mesh_timeouts timeout;
 	struct iod_mesh_fault fault; /* injected faults (chaos); zero = none */
+	bool no_listen;              /* in the view (DNS, mTLS hops in) but no VIP listener */
 	struct iod_mesh_endpoint eps[IOD_MESH_ENDPOINTS_MAX]; /* eps_n endpoints */
 	uint32_t eps_n;
 };
@@ -261,6 +262,10 @@ enum iod_mesh_mode iod_mesh_api_service_mode(const json_t *value);
 /* The VIP port of a stored Service value: its first port, else
  * IOD_MESH_API_DEFAULT_PORT (the overlay's VIP uses the same port). */
 uint16_t iod_mesh_api_service_port(const json_t *value);
+/* Whether a Service value says service_mesh: {mode: l7} (docs/network.md:
+ * on iod's overlay its VIP leads to the node's mesh proxy; else, l4, the
+ * node's virtual switch balances it). */
+bool iod_mesh_api_service_l7(const json_t *value);
 
 /* ---- outlier detection (pure) ------------------------------------------ */
 

@@ -42,6 +42,11 @@ struct iod_mesh_api_source {
 	 * node whose Node object names its proxy's listener ("mesh_mtls") is
 	 * reached through that listener (docs/security.md) */
 	bool mtls;
+	/* iod's overlay (an agent with a virtual switch): each service's VIP is
+	 * its Service's overlay VIP ("vip"; a service without one is left
+	 * out), and only services with service_mesh.mode l7 are listened on
+	 * (the switch balances the rest itself); DNS answers every VIP */
+	bool overlay;
 };
 void iod_mesh_api_source_init(struct iod_mesh_api_source *s, const char *server, const char *node);
 /* ---- the proxy (shell) ------------------------------------------------- */
@@ -74,6 +79,12 @@ struct iod_mesh_proxy_opts {
 	 * (nodes that share one host's loopback with the node whose proxy
 	 * serves the VIPs: `iod up`). */
 	bool no_vips;
+	/* The device VIP listeners and the DNS responder are bound to
+	 * (SO_BINDTODEVICE); NULL = none. Set by an agent on iod's overlay to
+	 * its host stack's port of the virtual switch ("iodk<tag>"): then the
+	 * VIPs are the overlay's, the DNS responder may listen on the gateway
+	 * address, and only packets the switch delivers reach them. */
+	const char *listen_dev;
 	/* HTTP upstreams behind another node's proxy go through a socketpair
 	 * and a relay (the first design) instead of TLS on the upstream socket
 	 * itself: only to compare the two (bench_security). */

@@ -252,6 +252,11 @@ int iod_seccomp_profile_from_json(const json_t *root, struct iod_seccomp_profile
                                   struct iod_err *e);
 void iod_seccomp_profile_free(struct iod_seccomp_profile *p);
 
+/* service_mesh.mode of a service: l4 = its VIP balanced by Maglev in the
+ * node's virtual switch; l7 = its VIP leads to the node's mesh proxy
+ * (retries, breakers, tracing). */
+enum iod_spec_mesh_path { IOD_SPEC_MESH_L4, IOD_SPEC_MESH_L7 };
+
 struct iod_spec_service {
 	const char *name;              /* unique, DNS-label-like */
 	enum iod_service_type type;    /* stateful | stateless */
@@ -276,6 +281,10 @@ struct iod_spec_service {
 	const char *tenant; /* whose it is: policy default, mesh identity, overlay
 	                       network; a name, "default" when not written */
 	uint32_t line, col; /* where the service was declared */
+	/* service_mesh.mode: how replicas on iod's overlay reach it
+	 * (docs/network.md, "Which path a connection takes") */
+	enum iod_spec_mesh_path mesh_mode;
+	bool mesh_mode_set; /* the spec named it (else l4, not written out) */
 };
 
 /* Storage media, as the seed names them. */

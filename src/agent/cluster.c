@@ -760,7 +760,8 @@ static void overlay_seen_clear(struct overlay_seen *o)
 /* The overlay table (the VTEP table, the security groups, and the
  * services' VIPs with their endpoints' health) from the last listing, to
  * the switch. */
-static void overlay_push(struct iod_agent_vswitch *vsw, const struct overlay_seen *o)
+static void overlay_push(struct iod_agent_vswitch *vsw, const struct overlay_seen *o,
+                         const struct iod_agent_config *cfg)
 {
 	struct iod_agent_overlay_table *ot = calloc(1, sizeof(*ot));
 	if (!ot)
@@ -773,6 +774,8 @@ static void overlay_push(struct iod_agent_vswitch *vsw, const struct overlay_see
 	if (iod_agent_overlay_table_services(o->svcs, o->eps, ot))
 		IOD_WARN("agent", "overlay: more than %d services with a VIP: the rest have none",
 		         IOD_AGENT_VIPS_MAX);
+	/* l7 VIPs lead to this node's proxy when it hosts one serving VIPs */
+	ot->proxy = cfg->mesh && !cfg->mesh_no_vips;
 	iod_agent_vswitch_table(vsw, ot);
 	free(ot);
 }
@@ -851,7 +854,7 @@ static void *watcher_main(void *arg)
 					seen_put(&seen.reps, reps);
 					seen_put(&seen.nps, nps);
 					seen_put(&seen.eps, eps);
-					overlay_push(vsw, &seen);
+					overlay_push(vsw, &seen, c->cfg);
 					json_decref(eps);
 				}
 				pthread_mutex_lock(&c->mu);
@@ -913,7 +916,7 @@ static void *watcher_main(void *arg)
 				json_t *eps = list(&cl, "endpoints");
 				if (eps) {
 					seen_put(&seen.eps, eps);
-					overlay_push(vsw, &seen);
+					overlay_push(vsw, &seen, c->cfg);
 				} else {
 					relist = true;
 				}
@@ -925,7 +928,7 @@ static void *watcher_main(void *arg)
 			                  : NULL;
 			if (nps) {
 				seen_put(&seen.nps, nps);
-				overlay_push(vsw, &seen);
+				overlay_push(vsw, &seen, c->cfg);
 				relist = false;
 				json_decref(nps);
 			}

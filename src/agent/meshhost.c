@@ -135,6 +135,28 @@ static void *mesh_main(void *arg)
 	                                .admin_addr = cfg->mesh_admin[0] ? cfg->mesh_admin : NULL,
 	                                .seed = iod_hash_str(cfg->name),
 	                                .no_vips = cfg->mesh_no_vips};
+	/* iod's overlay (`iod up --netns`): the replicas are in their own
+	 * namespaces behind the node's virtual switch, so the proxy serves
+	 * the l7 services' overlay VIPs (the switch sends their packets to
+	 * the host stack, and netns.c makes the VIP range local here) and
+	 * the DNS responder listens on the gateway address, both bound to
+	 * the host stack's port of the switch: only what the switch delivers
+	 * from this node's replicas reaches them (docs/network.md, "The mesh
+	 * proxy on the overlay") */
+	char dev[16] = "", dns[32] = "";
+	if (cfg->overlay_dev[0] && cfg->netns_subnet[0]) {
+		struct iod_agent_ipam *ip = calloc(1, sizeof(*ip));
+		struct iod_err ie = {0};
+		if (ip && !iod_agent_ipam_init(ip, cfg->netns_subnet, &ie)) {
+			char gw[20];
+			iod_agent_ipv4_format(iod_agent_ipam_gateway(ip), gw, sizeof(gw));
+			snprintf(dns, sizeof(dns), "%s:%u", gw, IOD_AGENT_OVERLAY_DNS_PORT);
+			iod_agent_netns_host_kernel(cfg->name, dev, sizeof(dev));
+			o.listen_dev = dev;
+			o.dns_addr = dns;
+		}
+		free(ip);
+	}
 	if (m->mtls) {
 		o.mtls_dir = cfg->svid_dir;
 		o.mtls_listen = cfg->mesh_mtls;
@@ -178,10 +200,11 @@ static void *mesh_main(void *arg)
 		if (wait_stop(m, MESH_RETRY_MS))
 			return NULL;
 	}
-	IOD_INFO("agent", "node %s: mesh proxy up (view from %s%s%s%s%s%s)", cfg->name,
+	IOD_INFO("agent", "node %s: mesh proxy up (view from %s%s%s%s%s%s%s%s%s%s)", cfg->name,
 	         m->src.server, o.admin_addr ? ", admin http://" : "",
 	         o.admin_addr ? o.admin_addr : "", m->mtls ? ", mTLS on " : "",
-	         m->mtls ? cfg->mesh_mtls : "", o.no_vips ? ", no VIPs" : "");
+	         m->mtls ? cfg->mesh_mtls : "", o.no_vips ? ", no VIPs" : "",
+	         dev[0] ? ", l7 overlay VIPs on " : "", dev, dns[0] ? ", DNS on " : "", dns);
 	svids_step(m, true);
 	uint64_t resync_ns = iod_clock_now_ns() + (uint64_t)MESH_RESYNC_MS * IOD_NS_PER_MS;
 	for (;;) {
@@ -231,6 +254,7 @@ int iod_agent_mesh_start(struct iod_agent_mesh **out, const struct iod_agent_con
 	m->src.creds = cfg->creds;
 	m->mtls = cfg->mesh_mtls[0] && cfg->creds;
 	m->src.mtls = m->mtls;
+	m->src.overlay = cfg->overlay_dev[0] && cfg->netns_subnet[0];
 	pthread_mutex_init(&m->mu, NULL);
 	if (m->mtls) {
 		int rc = iod_api_client_init(&m->svid_cl, cfg->servers, e);

@@ -152,6 +152,11 @@ static int open_host_port(struct iod_agent_netns *n, const char *gw, struct iod_
 	uint32_t g = iod_agent_ipam_gateway(&n->ipam);
 	uint8_t km[6], gm[6];
 	iod_agent_ipv4_format(n->overlay_net, ov, sizeof(ov));
+	/* the service VIPs are the host stack's own: the mesh proxy listens on
+	 * those of l7 services (bound to this device, docs/network.md); the
+	 * switch sends a VIP's packets here only for l7 services */
+	char vips[20];
+	iod_agent_ipv4_format(IOD_SVC_VIP_NET, vips, sizeof(vips));
 	/* the overlay's last address but one: never a node's subnet's */
 	iod_agent_ipv4_format(n->overlay_net | (~(~0u << (32 - n->overlay_prefix)) - 1), hop,
 	                      sizeof(hop));
@@ -163,11 +168,12 @@ static int open_host_port(struct iod_agent_netns *n, const char *gw, struct iod_
 	         "link set %s arp off up\nlink set %s gso_max_segs 1 up\n"
 	         "addr add %s/32 dev %s\n"
 	         "neigh replace %s lladdr %02x:%02x:%02x:%02x:%02x:%02x dev %s nud permanent\n"
-	         "route replace %s/%u via %s dev %s onlink\n",
+	         "route replace %s/%u via %s dev %s onlink\n"
+	         "route replace local %s/%u dev lo\n",
 	         n->host_kernel, km[1], km[2], km[3], km[4], km[5], IOD_AGENT_OVERLAY_MTU,
 	         n->host_port, IOD_AGENT_OVERLAY_MTU, n->host_port, n->host_kernel, gw,
 	         n->host_kernel, hop, gm[0], gm[1], gm[2], gm[3], gm[4], gm[5], n->host_kernel, ov,
-	         n->overlay_prefix, hop, n->host_kernel);
+	         n->overlay_prefix, hop, n->host_kernel, vips, (unsigned)IOD_SVC_VIP_PREFIX);
 	const char *args[] = {"-batch", "-", NULL};
 	int rc = run_ip(args, batch, err, sizeof(err));
 	if (rc) {
@@ -177,6 +183,11 @@ static int open_host_port(struct iod_agent_netns *n, const char *gw, struct iod_
 		                   n->host_port, gw, err);
 	}
 	return 0;
+}
+
+void iod_agent_netns_host_kernel(const char *node, char *buf, size_t len)
+{
+	snprintf(buf, len, "iodk%08x", (uint32_t)iod_hash_str(node));
 }
 
 int iod_agent_netns_veth(const struct iod_agent_netns *n, const char *name, char *buf, size_t len)
@@ -218,7 +229,7 @@ int iod_agent_netns_open_mode(struct iod_agent_netns *n, const char *node, const
 	iod_strlcpy(n->node, node, sizeof(n->node));
 	n->tag = (uint32_t)iod_hash_str(node);
 	snprintf(n->bridge, sizeof(n->bridge), "iodb%08x", n->tag);
-	snprintf(n->host_kernel, sizeof(n->host_kernel), "iodk%08x", n->tag);
+	iod_agent_netns_host_kernel(node, n->host_kernel, sizeof(n->host_kernel));
 	snprintf(n->host_port, sizeof(n->host_port), "iodp%08x", n->tag);
 	n->overlay = overlay;
 	/* the overlay: the /16 around the node's subnet (docs/network.md) */
@@ -267,6 +278,10 @@ int iod_agent_netns_get(struct iod_agent_netns *n, const char *name, struct iod_
 		return rc;
 	veth_name(n, index, veth, sizeof(veth));
 	iod_agent_ipv4_format(addr, net->addr, sizeof(net->addr));
+	net->nameserver[0] = 0;
+	if (n->overlay) /* the node's DNS responder: on the gateway (meshhost.c) */
+		iod_agent_ipv4_format(iod_agent_ipam_gateway(&n->ipam), net->nameserver,
+		                      sizeof(net->nameserver));
 	iod_agent_ipv4_format(iod_agent_ipam_gateway(&n->ipam), gw, sizeof(gw));
 	snprintf(path, sizeof(path), "%s/%s", NETNS_DIR, ns);
 	if (access(path, F_OK) == 0) { /* the last run's, not cleaned up */
@@ -373,5 +388,13 @@ void iod_agent_netns_close(struct iod_agent_netns *n)
 	sweep(n);
 	const char *del[] = {"link", "del", n->overlay ? n->host_kernel : n->bridge, NULL};
 	run_ip(del, NULL, err, sizeof(err));
+	if (n->overlay) { /* the VIPs' local route stays with lo: take it back */
+		char vips[24];
+		iod_agent_ipv4_format(IOD_SVC_VIP_NET, vips, sizeof(vips));
+		snprintf(vips + strlen(vips), sizeof(vips) - strlen(vips), "/%d",
+		         IOD_SVC_VIP_PREFIX);
+		const char *dl[] = {"route", "del", "local", vips, "dev", "lo", NULL};
+		run_ip(dl, NULL, err, sizeof(err));
+	}
 	n->up = false;
 }

@@ -61,6 +61,7 @@ int iod_agent_overlay_table_services(const json_t *services, const json_t *endpo
 		s->vip = ip;
 		s->port = iod_mesh_api_service_port(v);
 		s->proto = svc_proto(v);
+		s->l7 = iod_mesh_api_service_l7(v);
 	}
 	for (uint32_t k = 0; k < t->n; k++) {
 		t->eps[k].port = 0;
@@ -119,6 +120,24 @@ int iod_agent_overlay_dp_services(const struct iod_agent_overlay_table *t,
 			    "overlay: more than %d services with a VIP in this node's "
 			    "tenants: %s and the rest have no VIP here",
 			    IOD_DP_SERVICES_MAX, sv->name);
+		if (sv->l7 && t->proxy) {
+			/* l7: the VIP is the node's host stack's, where the mesh
+			 * proxy listens on it (src/agent/meshhost.c); the route
+			 * sends it to the host port, and the proxy's replies, from
+			 * the VIP, are this network's (the source endpoint) */
+			struct iod_flow_dp_network *n = &c->networks[net];
+			if (n->endpoints_n == IOD_DP_ENDPOINTS_MAX)
+				return iod_err_set(e, -ENOSPC,
+				                   "overlay: no room for l7 service %s's VIP in "
+				                   "network %s",
+				                   sv->name, n->name);
+			struct iod_flow_dp_endpoint *ep = &n->endpoints[n->endpoints_n++];
+			memset(ep, 0, sizeof(*ep));
+			ep->ip = sv->vip;
+			ep->local = true;
+			iod_agent_overlay_mac(n->gateway, false, ep->mac); /* the host stack's */
+			continue;
+		}
 		struct iod_flow_dp_service *d = &c->services[c->services_n++];
 		memset(d, 0, sizeof(*d));
 		d->network = net;

@@ -204,8 +204,19 @@ static int etc(struct rf *f)
 	if ((rc = mkdirs(at(f, "/etc"), 0755)))
 		return fail(f, -rc, "creating /etc");
 	for (unsigned i = 0; i < IOD_ARRAY_LEN(files); i++)
-		if ((rc = bind(f, files[i], files[i], false, false, true)))
+		if ((i || !in->nameserver) &&
+		    (rc = bind(f, files[i], files[i], false, false, true)))
 			return rc;
+	/* on iod's overlay: the node's resolver at the gateway answers
+	 * <service>.iod (docs/network.md); nothing else is reachable there */
+	if (in->nameserver) {
+		snprintf(text, sizeof(text),
+		         "# iod: the node's resolver (<service>.iod)\n"
+		         "nameserver %.40s\noptions ndots:1 timeout:1\n",
+		         in->nameserver);
+		if ((rc = write_text(at(f, "/etc/resolv.conf"), text)))
+			return fail(f, -rc, "writing /etc/resolv.conf");
+	}
 	/* the replica's uid has a name; no host account is listed */
 	snprintf(text, sizeof(text),
 	         "root:x:0:0:root:/root:/usr/sbin/nologin\n"

@@ -437,6 +437,7 @@ struct init_args {
 	char root[IOD_AGENT_PATH_MAX + 8];     /* its root's mount point */
 	char data[IOD_AGENT_PATH_MAX];         /* data dir (stateful) or "" */
 	char cwd[IOD_AGENT_PATH_MAX];          /* data dir (stateful) or /tmp */
+	char nameserver[IOD_ADDR_MAX];         /* its /etc/resolv.conf's; "" = the host's */
 	struct iod_agent_secret_set secrets;   /* its secrets' values (a private copy) */
 	char creds[IOD_AGENT_PATH_MAX];        /* its credentials' directory or "" */
 };
@@ -550,6 +551,7 @@ static void sandbox_init(struct init_args *a)
 		    .shm_bytes = a->r->mem_bytes,
 		    .secrets = a->secrets.n ? &a->secrets : NULL,
 		    .creds = a->creds[0] ? a->creds : NULL,
+		    .nameserver = a->nameserver[0] ? a->nameserver : NULL,
 		};
 		if (iod_agent_rootfs_enter(&rf, why, sizeof(why))) {
 			log_line(&log, "error: %s", why);
@@ -1079,6 +1081,8 @@ int iod_agent_exec_start_net(const struct iod_agent_exec_config *c,
 	}
 	build_vec(c, r, net, a->cwd, data, v);
 	a->netns_fd = net ? net->netns_fd : -1;
+	if (net)
+		iod_strlcpy(a->nameserver, net->nameserver, sizeof(a->nameserver));
 	a->c = c;
 	a->r = r;
 	a->argv = v->argv;

@@ -10,8 +10,11 @@
  * with rules: first an allow of the node's host stack (its gateway
  * address: the agent's health checks and the mesh proxy must reach every
  * replica), then the rules in order (a peer service becomes one entry per
- * replica of it, of the group's tenant, that has an address), then the
- * group's "<name>/default-deny". A direction without rules keeps the
+ * replica of it, of the group's tenant, that has an address, and for an
+ * egress rule one more for the peer's VIP: the "sg" pipe runs before the
+ * VIP's DNAT, so without it a client dialling the VIP would be checked
+ * against the VIP, which no rule by service names), then the group's
+ * "<name>/default-deny". A direction without rules keeps the
  * tenant default (docs/network.md). The tenant default itself is the
  * route table's (overlay.c): a group can narrow what a tenant may reach,
  * never widen it. Deterministic: groups in name order, members in the
@@ -161,7 +164,34 @@ static int rule_acls(const struct iod_agent_overlay_table *t, const struct iod_a
 		if (ep->ip && !strcmp(ep->service, x->r.peer) && !strcmp(ep->tenant, g->tenant))
 			rc = acl_add(c, member, x->egress, x->r.deny, ep->ip, 32, &x->r, ri);
 	}
+	for (uint32_t s = 0; x->egress && s < t->svcs_n && !rc; s++) {
+		const struct iod_agent_overlay_svc *sv = &t->svcs[s];
+		if (strcmp(sv->name, x->r.peer) || strcmp(sv->tenant, g->tenant) ||
+		    !iod_agent_sg_rule_covers_vip(t, &x->r, sv))
+			continue;
+		struct iod_obj_netpolicy_rule at = x->r; /* the VIP at its own port */
+		at.proto = sv->proto;
+		at.port_min = at.port_max = sv->port;
+		rc = acl_add(c, member, true, x->r.deny, sv->vip, 32, &at, ri);
+	}
 	return rc;
+}
+
+bool iod_agent_sg_rule_covers_vip(const struct iod_agent_overlay_table *t,
+                                  const struct iod_obj_netpolicy_rule *r,
+                                  const struct iod_agent_overlay_svc *sv)
+{
+	if (r->proto && r->proto != sv->proto)
+		return false;
+	if (r->port_min <= sv->port && sv->port <= r->port_max)
+		return true;
+	for (uint32_t i = 0; i < t->n; i++) {
+		const struct iod_agent_overlay_ep *ep = &t->eps[i];
+		if (ep->port && !strcmp(ep->service, sv->name) && !strcmp(ep->tenant, sv->tenant) &&
+		    r->port_min <= ep->port && ep->port <= r->port_max)
+			return true;
+	}
+	return false;
 }
 
 int iod_agent_sg_compile(const struct iod_agent_overlay_node *nd,

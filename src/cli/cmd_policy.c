@@ -114,7 +114,7 @@ static int apply(struct iod_api_client *c, const char *file, enum iod_output out
 		json_t *v = iod_spec_sg_to_json(g);
 		char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
 		char path[IOD_NAME_MAX + 32];
-		struct iod_api_response r;
+		struct iod_api_response r = {0};
 		json_decref(v);
 		if (!text) {
 			rc = iod_cli_fail("policy", IOD_EXIT_ERROR, "out of memory");
@@ -124,8 +124,10 @@ static int apply(struct iod_api_client *c, const char *file, enum iod_output out
 		rc = iod_ctl_call("policy", c, "PUT", path, "application/json", text, strlen(text),
 		                  &r);
 		free(text);
-		if (rc)
+		if (rc) { /* the refusal's body (under ASan its leak made the exit 1, not 2) */
+			iod_api_response_free(&r);
 			break;
+		}
 		json_int_t rev = json_integer_value(json_object_get(r.json, "rev"));
 		json_array_append_new(done, json_pack("{s:s, s:s, s:I}", "name", g->name, "service",
 		                                      g->service, "rev", rev));

@@ -625,8 +625,11 @@ int cmd_up(int argc, char **argv)
 		snprintf(mesh_admin, sizeof(mesh_admin), "127.0.0.1:%ld", mesh_port);
 		long mtls_base = mtls_port < 0 ? api_port + 30 : mtls_port;
 		bool mtls =
-		    mesh && !netns && !insecure && mtls_port != 0 && mtls_base + nodes <= 65535;
-		if (mesh && i == 1 && !netns) {
+		    mesh && !insecure && mtls_port != 0 && mtls_base + (netns ? 1 : nodes) <= 65535;
+		if (mesh && (i == 1 || netns)) {
+			/* --netns: every node its own host namespace (its own
+			 * loopback), so every agent hosts its proxy: the l7 VIPs
+			 * and DNS of its replicas (docs/network.md) */
 			av[k++] = "--mesh-admin";
 			av[k++] = mesh_admin;
 		} else if (mtls) {
@@ -642,6 +645,8 @@ int cmd_up(int argc, char **argv)
 			/* one SVID directory: node-1's proxy presents the SVIDs of
 			 * callers on every local node, each issued by its own node */
 			snprintf(mtlsv, sizeof(mtlsv), "127.0.0.1:%ld", mtls_base + i - 1);
+			if (netns) /* on its underlay address: other nodes' proxies */
+				snprintf(mtlsv, sizeof(mtlsv), "%s:%ld", addr, mtls_base);
 			snprintf(svidd, sizeof(svidd), "%s/svid", dir);
 			av[k++] = "--mesh-mtls";
 			av[k++] = mtlsv;
@@ -684,11 +689,11 @@ int cmd_up(int argc, char **argv)
 	else if (telemetry_port)
 		snprintf(tel_first, sizeof(tel_first), "http://127.0.0.1:%ld", telemetry_port);
 	if (out == IOD_OUT_JSON) {
-		json_t *j = json_pack(
-		    "{s:s, s:i, s:i, s:s, s:s, s:I, s:I, s:s?}", "servers", apis, "nodes",
-		    (int)nodes, "gpus_per_node", (int)gpus, "model", model, "state_dir", dir,
-		    "leader_ms", (json_int_t)(t_leader - t0), "ready_ms", (json_int_t)(t1 - t0),
-		    "mesh_admin", mesh && !netns ? mesh_admin : NULL);
+		json_t *j =
+		    json_pack("{s:s, s:i, s:i, s:s, s:s, s:I, s:I, s:s?}", "servers", apis, "nodes",
+		              (int)nodes, "gpus_per_node", (int)gpus, "model", model, "state_dir",
+		              dir, "leader_ms", (json_int_t)(t_leader - t0), "ready_ms",
+		              (json_int_t)(t1 - t0), "mesh_admin", mesh ? mesh_admin : NULL);
 		if (netns)
 			json_object_set_new(j, "underlay", json_string(ul.prefix));
 		iod_json_print(stdout, j, false);
@@ -702,14 +707,15 @@ int cmd_up(int argc, char **argv)
 	printf("cluster up in %llu ms: %ld servers, %ld nodes x %ld GPUs (%s)\n"
 	       "  API      %s (%s)\n"
 	       "  state    %s (server-N.log, node-N.log, node-N/replicas/*/log)\n"
-	       "  mesh     %s%s (node-1's proxy: /registry /metrics /spans)\n"
+	       "  mesh     %s%s (%s: /registry /metrics /spans)\n"
 	       "  metrics  %s (%s: /metrics /v1/telemetry)\n"
 	       "next: iod deploy -f examples/service-topology.yaml && iod get replicas; "
 	       "iod down\n",
 	       (unsigned long long)(t1 - t0), servers, nodes, gpus, model, apis,
 	       netns ? "TLS on the underlay; the context \"local\" names them"
 	             : "IOD_SERVER; the default 127.0.0.1:7400 is one of them",
-	       dir, mesh && !netns ? "http://" : "off", mesh && !netns ? mesh_admin : "", tel_first,
+	       dir, mesh ? "http://" : "off", mesh ? mesh_admin : "",
+	       netns ? "each node's proxy, in its host namespace" : "node-1's proxy", tel_first,
 	       netns ? "each node's agent on its underlay address, in its netns; mTLS: "
 	               "`iod metrics --node node-N`"
 	             : "node-N's agent on the next ports");

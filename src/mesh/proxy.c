@@ -192,6 +192,11 @@ static int listener_open(struct worker *w, struct wsvc *s, uint32_t slot, struct
 		goto fail;
 	setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	setsockopt(l->fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	/* on the overlay: only what the node's switch delivers to its host
+	 * stack (the local replicas of the VIP's tenant), never the underlay */
+	const char *dev = w->p->opts.listen_dev;
+	if (dev && setsockopt(l->fd, SOL_SOCKET, SO_BINDTODEVICE, dev, (socklen_t)strlen(dev)))
+		goto fail;
 	if (bind(l->fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(l->fd, 4096))
 		goto fail;
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
@@ -297,7 +302,8 @@ static int svc_apply(struct worker *w, uint32_t slot, const struct iod_mesh_serv
 
 	if (!fresh && !memcmp(&s->svc, nv, sizeof(*nv)))
 		return 0;
-	bool relisten = fresh || s->svc.vip4 != nv->vip4 || s->svc.port != nv->port;
+	bool relisten = fresh || s->svc.vip4 != nv->vip4 || s->svc.port != nv->port ||
+	                s->svc.no_listen != nv->no_listen;
 	bool eps_changed = fresh || s->svc.eps_n != nv->eps_n ||
 	                   memcmp(s->svc.eps, nv->eps, sizeof(nv->eps[0]) * nv->eps_n);
 	if (fresh) {
@@ -325,7 +331,7 @@ static int svc_apply(struct worker *w, uint32_t slot, const struct iod_mesh_serv
 		return iod_err_set(e, rc, "service %s: building the %s balancer: %s", nv->name,
 		                   iod_mesh_lb_name(nv->lb), strerror(-rc));
 	s->active = true;
-	if (relisten && !w->p->opts.no_vips)
+	if (relisten && !w->p->opts.no_vips && !nv->no_listen)
 		return listener_open(w, s, slot, e);
 	return 0;
 }

@@ -29,7 +29,7 @@
 /* Spans one /spans answer carries at most (per worker ring read). */
 #define SPANS_PER_REPLY 512
 
-static int bind_addr(const char *addr, int type, struct iod_err *e)
+static int bind_addr(const char *addr, int type, const char *dev, struct iod_err *e)
 {
 	uint32_t ip;
 	uint16_t port;
@@ -38,8 +38,10 @@ static int bind_addr(const char *addr, int type, struct iod_err *e)
 	if (iod_mesh_addr_parse(addr, &ip, &port, true))
 		return iod_err_set(e, -EINVAL, "%s: expected IPv4:port", addr);
 	/* plain HTTP and DNS, no authentication: no listener beyond loopback
-	 * without authentication and TLS (docs/security.md) */
-	if ((ip >> 24) != 127)
+	 * without authentication and TLS (docs/security.md), except one bound
+	 * to the device of the node's switch path (dev: the host stack's port
+	 * of the virtual switch), which only the node's own replicas reach */
+	if ((ip >> 24) != 127 && !dev)
 		return iod_err_set(e, -EPERM,
 		                   "%s is not a loopback address: it is served without TLS or "
 		                   "authentication, so 127.x.y.z only",
@@ -50,6 +52,11 @@ static int bind_addr(const char *addr, int type, struct iod_err *e)
 	if (fd < 0)
 		return iod_err_set(e, -errno, "%s: %s", addr, strerror(errno));
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (dev && setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, dev, (socklen_t)strlen(dev))) {
+		int rc = -errno;
+		close(fd);
+		return iod_err_set(e, rc, "%s: bind to device %s: %s", addr, dev, strerror(-rc));
+	}
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
 	    (type == SOCK_STREAM && listen(fd, 64))) {
 		int rc = -errno;
@@ -331,7 +338,7 @@ int iod_mesh_admin_start(struct iod_mesh_proxy *p, struct iod_err *e)
 {
 	int rc;
 	if (p->opts.admin_addr) {
-		if ((rc = bind_addr(p->opts.admin_addr, SOCK_STREAM, e)) < 0)
+		if ((rc = bind_addr(p->opts.admin_addr, SOCK_STREAM, NULL, e)) < 0)
 			return iod_err_wrap(e, "admin endpoint");
 		p->admin_fd = rc;
 		p->admin_reserve = iod_fd_reserve_open();
@@ -342,7 +349,7 @@ int iod_mesh_admin_start(struct iod_mesh_proxy *p, struct iod_err *e)
 		}
 	}
 	if (p->opts.dns_addr) {
-		if ((rc = bind_addr(p->opts.dns_addr, SOCK_DGRAM, e)) < 0) {
+		if ((rc = bind_addr(p->opts.dns_addr, SOCK_DGRAM, p->opts.listen_dev, e)) < 0) {
 			iod_err_wrap(e, "DNS responder");
 			iod_mesh_admin_stop(p);
 			return rc;

@@ -18,6 +18,7 @@
  * push; callers still poll now and then as a fallback.
  */
 #include "iod/mesh_proxy.h"
+#include "iod/net.h"
 #include "iod/objects.h"
 
 #include <arpa/inet.h>
@@ -93,6 +94,21 @@ static uint16_t spec_port(const json_t *v)
 uint16_t iod_mesh_api_service_port(const json_t *value)
 {
 	return spec_port(value);
+}
+
+bool iod_mesh_api_service_l7(const json_t *value)
+{
+	const char *m =
+	    json_string_value(json_object_get(json_object_get(value, "service_mesh"), "mode"));
+	return m && !strcmp(m, "l7");
+}
+
+/* The overlay VIP of a Service value ("vip"); 0 when it has none. */
+static uint32_t overlay_vip(const json_t *v)
+{
+	const char *a = iod_obj_peek_str(IOD_OBJ_KIND_SERVICE, v, IOD_OBJ_SERVICE_VIP);
+	uint32_t ip = 0;
+	return a && !iod_net_ipv4_parse(a, &ip) ? ip : 0;
 }
 
 static void service_from_json(struct iod_mesh_service *svc, const char *name, const json_t *v)
@@ -364,6 +380,12 @@ static int build(struct iod_mesh_api_source *s, json_t *svcs, json_t *eps, json_
 		if (!name)
 			continue;
 		service_from_json(&svc, name, json_object_get(it, "value"));
+		if (s->overlay) { /* iod's overlay: its VIP; a listener when l7 */
+			svc.vip4 = overlay_vip(json_object_get(it, "value"));
+			if (!svc.vip4)
+				continue;
+			svc.no_listen = !iod_mesh_api_service_l7(json_object_get(it, "value"));
+		}
 		const json_t *ep;
 		size_t k;
 		json_array_foreach(json_object_get(eps, "items"), k, ep)

@@ -1385,12 +1385,13 @@ enum {
 	SV_SANDBOX,
 	SV_SECRETS,
 	SV_TENANT,
+	SV_MESH,
 	SV_NKEYS
 };
 static const char *const service_keys[SV_NKEYS] = {
-    "name",      "type",    "replicas", "resources", "cpu",     "network",
-    "command",   "args",    "env",      "ports",     "health",  "depends_on",
-    "placement", "restart", "gang",     "sandbox",   "secrets", "tenant"};
+    "name", "type",    "replicas", "resources", "cpu",         "network",   "command",
+    "args", "env",     "ports",    "health",    "depends_on",  "placement", "restart",
+    "gang", "sandbox", "secrets",  "tenant",    "service_mesh"};
 static const char *const service_type_names[] = {"stateless", "stateful"};
 static const char *const restart_names[] = {"always", "on-failure", "never"};
 
@@ -1428,6 +1429,33 @@ static void load_secrets(struct spec_ld *ld, const struct iod_yaml_node *v,
 	}
 	s->secrets = names;
 	s->secrets_n = n;
+}
+
+/*
+ * A service's service_mesh: {mode: l4 | l7}: which path a replica's
+ * connection to its VIP takes on iod's overlay (docs/network.md).
+ */
+static const char *const mesh_mode_names[] = {"l4", "l7"};
+
+static void load_service_mesh(struct spec_ld *ld, const struct iod_yaml_node *m,
+                              struct iod_spec_service *s)
+{
+	static const char *const keys[] = {"mode"};
+	const struct iod_yaml_node *v[1];
+	int x;
+	if (!get_map(ld, m, "service_mesh", keys, 1, v, NULL))
+		return;
+	if (!v[0]) {
+		spec_err(ld, m,
+		         "service_mesh needs a mode: l4 (the VIP balanced in the node's virtual "
+		         "switch) or l7 (through the node's mesh proxy)");
+		return;
+	}
+	if (get_enum(ld, v[0], "service_mesh.mode", mesh_mode_names, IOD_ARRAY_LEN(mesh_mode_names),
+	             &x)) {
+		s->mesh_mode = (enum iod_spec_mesh_path)x;
+		s->mesh_mode_set = true;
+	}
 }
 
 static void load_service(struct spec_ld *ld, const struct iod_yaml_node *m, uint32_t index,
@@ -1569,6 +1597,8 @@ static void load_service(struct spec_ld *ld, const struct iod_yaml_node *m, uint
 		load_secrets(ld, v[SV_SECRETS], s);
 	if (v[SV_TENANT])
 		get_name(ld, v[SV_TENANT], "tenant", &s->tenant);
+	if (v[SV_MESH])
+		load_service_mesh(ld, v[SV_MESH], s);
 }
 
 /* ---- cross-service checks ------------------------------------------------ */

@@ -441,6 +441,11 @@ static json_t *service_json(const struct iod_spec_service *s)
 		set(o, "sandbox", sandbox_json(&s->sandbox));
 	if (s->secrets_n)
 		set(o, "secrets", strings_json(s->secrets, s->secrets_n));
+	if (s->mesh_mode_set) {
+		json_t *m = json_object();
+		set(m, "mode", json_string(s->mesh_mode == IOD_SPEC_MESH_L7 ? "l7" : "l4"));
+		set(o, "service_mesh", m);
+	}
 	return o;
 }
 

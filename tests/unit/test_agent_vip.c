@@ -500,6 +500,317 @@ TEST(overlay_vip_checks_the_local_backends_ingress_group)
 	json_decref(eps);
 }
 
+/*
+ * Egress rules by peer service see the VIP too (sg.c: the "sg" pipe runs
+ * before the VIP's DNAT). cli-out lets cli-0 open tcp to service echo at
+ * port 40100 (its endpoint's port; the VIP is 10.200.240.9:8080): dialling
+ * the VIP is admitted and DNATed to echo-0, dialling echo-0 itself too,
+ * another port of echo-0 is the group's default deny. A deny of echo
+ * before an allow of anything drops the dial to the VIP with the deny's
+ * name (before: the VIP matched no rule by service, so the first dial was
+ * dropped by default-deny and the second admitted by the allow).
+ */
+TEST(overlay_egress_rule_by_service_admits_and_denies_its_vip)
+{
+	json_t *nodes = json_pack("{s:[{s:s,s:{s:s}}]}", "items", "name", "node-1", "value", "addr",
+	                          "10.254.1.1");
+	json_t *svcs =
+	    json_pack("{s:[{s:s,s:{}},{s:s,s:{s:s,s:[i]}}]}", "items", "name", "cli", "value",
+	              "name", "echo", "value", "vip", "10.200.240.9", "ports", 8080);
+	json_t *reps =
+	    json_pack("{s:[{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}}]}", "items", "name", "cli-0",
+	              "value", "service", "cli", "node", "node-1", "addr", "10.200.1.2", "name",
+	              "echo-0", "value", "service", "echo", "node", "node-1", "addr", "10.200.1.3");
+	json_t *eps = json_pack("{s:[{s:s,s:o}]}", "items", "name", "echo-0", "value",
+	                        endpoint("echo", "10.200.1.3", 40100, true));
+	json_t *allow = json_loads(
+	    "{\"items\": [{\"name\": \"cli-out\", \"value\": {\"service\": \"cli\", \"egress\": ["
+	    " {\"name\": \"app\", \"service\": \"echo\", \"protocol\": \"tcp\", \"ports\": 40100}"
+	    "]}}]}",
+	    0, NULL);
+	json_t *deny = json_loads(
+	    "{\"items\": [{\"name\": \"cli-out\", \"value\": {\"service\": \"cli\", \"egress\": ["
+	    " {\"name\": \"no-echo\", \"action\": \"deny\", \"service\": \"echo\"},"
+	    " {\"name\": \"any\"}]}}]}",
+	    0, NULL);
+	struct iod_agent_overlay_table *t = calloc(1, sizeof(*t));
+	struct iod_flow_dp_config *c = calloc(1, sizeof(*c));
+	struct iod_agent_drops *d = calloc(1, sizeof(*d));
+	struct fbuf *b = calloc(1, sizeof(*b));
+	struct iod_flow_dp dp;
+	struct iod_err e = {0};
+	CHECK(nodes && svcs && reps && eps && allow && deny && t && c && d && b);
+	CHECK_EQ(iod_agent_overlay_table_from_state(nodes, svcs, reps, allow, t), 0);
+	CHECK_EQ(iod_agent_overlay_table_services(svcs, eps, t), 0);
+	CHECK_MSG(iod_agent_sg_from_state(allow, t, &e) == 0, "%s", e.msg);
+	/* which rules decide a dial to the VIP */
+	struct iod_obj_netpolicy_rule r = {
+	    .proto = IOD_NET_PROTO_TCP, .port_min = 8080, .port_max = 8080};
+	snprintf(r.peer, sizeof(r.peer), "echo");
+	CHECK_EQ(t->svcs_n, 1); /* cli has no VIP */
+	CHECK_STR(t->svcs[0].name, "echo");
+	CHECK(iod_agent_sg_rule_covers_vip(t, &r, &t->svcs[0])); /* the VIP's port */
+	r.port_min = r.port_max = 40100;
+	CHECK(iod_agent_sg_rule_covers_vip(t, &r, &t->svcs[0])); /* its endpoint's */
+	r.port_min = r.port_max = 9000;
+	CHECK(!iod_agent_sg_rule_covers_vip(t, &r, &t->svcs[0]));
+	r.proto = IOD_NET_PROTO_UDP;
+	r.port_min = 0;
+	r.port_max = 65535;
+	CHECK(!iod_agent_sg_rule_covers_vip(t, &r, &t->svcs[0]));
+
+	struct iod_agent_overlay_node nd = {.name = "node-1",
+	                                    .vtep_ip = ip("10.254.1.1"),
+	                                    .gateway = ip("10.200.1.1"),
+	                                    .overlay_net = ip("10.200.0.0"),
+	                                    .overlay_prefix = 16};
+	struct iod_agent_overlay_local loc[2] = {{"cli-0", ip("10.200.1.2")},
+	                                         {"echo-0", ip("10.200.1.3")}};
+	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 2, c, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_agent_overlay_dp_services(t, c, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_flow_dp_build(c, 1, &dp, &e) == 0, "%s", e.msg);
+	uint64_t now = 1000000;
+	struct iod_net_tuple o;
+	tcp_frame(b, ip("10.200.1.2"), 43000, ip("10.200.240.9"), 8080, IOD_NET_TCP_SYN);
+	CHECK_MSG(pass(&dp, b, now += 1000, &o), "cli-0's SYN to echo's VIP was dropped");
+	CHECK_EQ(o.dst.v4, ip("10.200.1.3"));
+	CHECK_EQ(o.dport, 40100);
+	tcp_frame(b, ip("10.200.1.2"), 43001, ip("10.200.1.3"), 40100, IOD_NET_TCP_SYN);
+	CHECK(pass(&dp, b, now += 1000, &o));
+	tcp_frame(b, ip("10.200.1.2"), 43002, ip("10.200.1.3"), 40101, IOD_NET_TCP_SYN);
+	CHECK(!pass(&dp, b, now += 1000, &o));
+	note_drop(d, c, t, b, now / 1000000);
+	CHECK_EQ(d->n, 1);
+	CHECK_STR(d->ring[0].rule, "cli-out/default-deny");
+	/* deny echo, allow the rest: the VIP is echo's */
+	CHECK_MSG(iod_agent_sg_from_state(deny, t, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 2, c, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_agent_overlay_dp_services(t, c, &e) == 0, "%s", e.msg);
+	struct iod_flow_dp dp2;
+	CHECK_MSG(iod_flow_dp_rebuild(c, 1, &dp2, &dp, &e) == 0, "%s", e.msg);
+	iod_flow_dp_destroy(&dp);
+	tcp_frame(b, ip("10.200.1.2"), 43003, ip("10.200.240.9"), 8080, IOD_NET_TCP_SYN);
+	CHECK_MSG(!pass(&dp2, b, now += 1000, &o), "cli-0 reached echo's VIP past no-echo");
+	note_drop(d, c, t, b, now / 1000000 + 5000);
+	CHECK_EQ(d->n, 2);
+	CHECK_STR(d->ring[1].rule, "cli-out/no-echo");
+	tcp_frame(b, ip("10.200.1.2"), 43004, ip("10.200.1.3"), 40100, IOD_NET_TCP_SYN);
+	CHECK(!pass(&dp2, b, now += 1000, &o));
+	iod_flow_dp_destroy(&dp2);
+	free(b);
+	free(d);
+	free(c);
+	free(t);
+	json_decref(allow);
+	json_decref(deny);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+	json_decref(eps);
+}
+
+/*
+ * More than 16 services with a VIP on one node (the switch held 16, and
+ * the 17th and later had no VIP there): 40 services svc-00..svc-39, each
+ * with one replica on this node; every VIP is balanced to its own
+ * replica. Past the table's bound (IOD_AGENT_VIPS_MAX) the listing says
+ * -ENOSPC and keeps the first ones.
+ */
+TEST(overlay_vips_past_sixteen_services_on_a_node)
+{
+	enum { N = 40 };
+	json_t *nodes = json_pack("{s:[{s:s,s:{s:s}}]}", "items", "name", "node-1", "value", "addr",
+	                          "10.254.1.1");
+	json_t *svcs = json_pack("{s:[]}", "items"), *reps = json_pack("{s:[]}", "items"),
+	       *eps = json_pack("{s:[]}", "items");
+	struct iod_agent_overlay_local loc[N + 1];
+	memset(loc, 0, sizeof(loc));
+	snprintf(loc[N].name, sizeof(loc[N].name), "cli-0");
+	loc[N].ip = ip("10.200.1.200");
+	json_array_append_new(json_object_get(reps, "items"),
+	                      json_pack("{s:s,s:{s:s,s:s,s:s}}", "name", "cli-0", "value",
+	                                "service", "cli", "node", "node-1", "addr",
+	                                "10.200.1.200"));
+	for (int i = 0; i < N; i++) {
+		char name[32], rep[32], vip[32], addr[32];
+		snprintf(name, sizeof(name), "svc-%02d", i);
+		snprintf(rep, sizeof(rep), "svc-%02d-0", i);
+		snprintf(vip, sizeof(vip), "10.200.241.%d", i + 1);
+		snprintf(addr, sizeof(addr), "10.200.1.%d", i + 2);
+		json_array_append_new(json_object_get(svcs, "items"),
+		                      json_pack("{s:s,s:{s:s,s:[i]}}", "name", name, "value", "vip",
+		                                vip, "ports", 8000 + i));
+		json_array_append_new(json_object_get(reps, "items"),
+		                      json_pack("{s:s,s:{s:s,s:s,s:s}}", "name", rep, "value",
+		                                "service", name, "node", "node-1", "addr", addr));
+		json_array_append_new(json_object_get(eps, "items"),
+		                      json_pack("{s:s,s:o}", "name", rep, "value",
+		                                endpoint(name, addr, 9000 + i, true)));
+		snprintf(loc[i].name, sizeof(loc[i].name), "%s", rep);
+		loc[i].ip = ip(addr);
+	}
+	struct iod_agent_overlay_table *t = calloc(1, sizeof(*t));
+	struct iod_flow_dp_config *c = calloc(1, sizeof(*c));
+	struct fbuf *b = calloc(1, sizeof(*b));
+	struct iod_flow_dp dp;
+	struct iod_err e = {0};
+	CHECK(nodes && svcs && reps && eps && t && c && b);
+	CHECK_EQ(iod_agent_overlay_table_from_state(nodes, svcs, reps, NULL, t), 0);
+	CHECK_EQ(iod_agent_overlay_table_services(svcs, eps, t), 0);
+	CHECK_EQ(t->svcs_n, N);
+	struct iod_agent_overlay_node nd = {.name = "node-1",
+	                                    .vtep_ip = ip("10.254.1.1"),
+	                                    .gateway = ip("10.200.1.1"),
+	                                    .overlay_net = ip("10.200.0.0"),
+	                                    .overlay_prefix = 16};
+	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, N + 1, c, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_agent_overlay_dp_services(t, c, &e) == 0, "%s", e.msg);
+	CHECK_EQ(c->services_n, N);
+	uint64_t t0 = iod_clock_now_ns();
+	CHECK_MSG(iod_flow_dp_build(c, 1, &dp, &e) == 0, "%s", e.msg);
+	printf("  (built a pipeline with %d services in %.1f ms)\n", N,
+	       (double)(iod_clock_now_ns() - t0) / 1e6);
+	uint64_t now = 1000000;
+	struct iod_net_tuple o;
+	for (int i = 0; i < N; i++) {
+		char vip[32], addr[32];
+		snprintf(vip, sizeof(vip), "10.200.241.%d", i + 1);
+		snprintf(addr, sizeof(addr), "10.200.1.%d", i + 2);
+		tcp_frame(b, ip("10.200.1.200"), (uint16_t)(44000 + i), ip(vip),
+		          (uint16_t)(8000 + i), IOD_NET_TCP_SYN);
+		CHECK_MSG(pass(&dp, b, now += 1000, &o), "svc-%02d's VIP %s dropped", i, vip);
+		CHECK_EQ(o.dst.v4, ip(addr));
+		CHECK_EQ(o.dport, 9000 + i);
+	}
+	iod_flow_dp_destroy(&dp);
+	/* the table's bound: a clear -ENOSPC, the first ones kept */
+	json_t *many = json_pack("{s:[]}", "items");
+	for (int i = 0; i <= IOD_AGENT_VIPS_MAX; i++) {
+		char name[32], vip[32];
+		snprintf(name, sizeof(name), "m-%03d", i);
+		snprintf(vip, sizeof(vip), "10.200.%d.%d", 242 + i / 250, i % 250 + 1);
+		json_array_append_new(
+		    json_object_get(many, "items"),
+		    json_pack("{s:s,s:{s:s}}", "name", name, "value", "vip", vip));
+	}
+	CHECK_EQ(iod_agent_overlay_table_services(many, eps, t), -ENOSPC);
+	CHECK_EQ(t->svcs_n, IOD_AGENT_VIPS_MAX);
+	json_decref(many);
+	free(b);
+	free(c);
+	free(t);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+	json_decref(eps);
+}
+
+/*
+ * service_mesh.mode l7 (docs/network.md, "The mesh proxy on the overlay"):
+ * on a node whose agent hosts the proxy, web's VIP gets no LB entry; it is
+ * a local endpoint of web's tenant network at the host stack's port, so
+ * cli-0's SYN to VIP:8080 leaves for the host port unchanged (no DNAT, the
+ * host stack's MAC), the proxy's reply from the VIP is cli-0's tenant's
+ * and reaches it, and a replica of another tenant is dropped (its network
+ * has no route to the VIP). On a node without a proxy the same service is
+ * balanced in the switch (l4). An l4 service beside it keeps its LB.
+ */
+TEST(overlay_l7_vip_leads_to_the_nodes_proxy)
+{
+	json_t *nodes = json_pack("{s:[{s:s,s:{s:s}}]}", "items", "name", "node-1", "value", "addr",
+	                          "10.254.1.1");
+	json_t *svcs = json_pack(
+	    "{s:[{s:s,s:{}},{s:s,s:{s:s}},{s:s,s:{s:s,s:[i],s:{s:s}}},{s:s,s:{s:s,s:[i]}}]}",
+	    "items", "name", "cli", "value", "name", "blue", "value", "tenant", "blue", "name",
+	    "web", "value", "vip", "10.200.240.7", "ports", 8080, "service_mesh", "mode", "l7",
+	    "name", "echo", "value", "vip", "10.200.240.9", "ports", 9090);
+	json_t *reps =
+	    json_pack("{s:[{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}},"
+	              "{s:s,s:{s:s,s:s,s:s}}]}",
+	              "items", "name", "cli-0", "value", "service", "cli", "node", "node-1", "addr",
+	              "10.200.1.2", "name", "web-0", "value", "service", "web", "node", "node-1",
+	              "addr", "10.200.1.3", "name", "blue-0", "value", "service", "blue", "node",
+	              "node-1", "addr", "10.200.1.4", "name", "echo-0", "value", "service", "echo",
+	              "node", "node-1", "addr", "10.200.1.5");
+	json_t *eps = json_pack("{s:[{s:s,s:o},{s:s,s:o}]}", "items", "name", "web-0", "value",
+	                        endpoint("web", "10.200.1.3", 40100, true), "name", "echo-0",
+	                        "value", endpoint("echo", "10.200.1.5", 40200, true));
+	struct iod_agent_overlay_table *t = calloc(1, sizeof(*t));
+	struct iod_flow_dp_config *c = calloc(1, sizeof(*c));
+	struct fbuf *b = calloc(1, sizeof(*b));
+	struct iod_flow_dp dp;
+	struct iod_err e = {0};
+	CHECK(nodes && svcs && reps && eps && t && c && b);
+	CHECK_EQ(iod_agent_overlay_table_from_state(nodes, svcs, reps, NULL, t), 0);
+	CHECK_EQ(iod_agent_overlay_table_services(svcs, eps, t), 0);
+	CHECK_EQ(t->svcs_n, 2); /* cli and blue have no VIP */
+	CHECK_STR(t->svcs[0].name, "web");
+	CHECK_STR(t->svcs[1].name, "echo");
+	CHECK(t->svcs[0].l7 && !t->svcs[1].l7);
+	t->proxy = true;
+	struct iod_agent_overlay_node nd = {.name = "node-1",
+	                                    .vtep_ip = ip("10.254.1.1"),
+	                                    .gateway = ip("10.200.1.1"),
+	                                    .overlay_net = ip("10.200.0.0"),
+	                                    .overlay_prefix = 16};
+	struct iod_agent_overlay_local loc[4] = {{"cli-0", ip("10.200.1.2")},
+	                                         {"web-0", ip("10.200.1.3")},
+	                                         {"blue-0", ip("10.200.1.4")},
+	                                         {"echo-0", ip("10.200.1.5")}};
+	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 4, c, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_agent_overlay_dp_services(t, c, &e) == 0, "%s", e.msg);
+	CHECK_EQ(c->services_n, 1); /* echo only: web is the proxy's */
+	CHECK_STR(c->services[0].lb.name, "echo");
+	CHECK_MSG(iod_flow_dp_build(c, 1, &dp, &e) == 0, "%s", e.msg);
+	uint64_t now = 1000000;
+	struct iod_net_tuple o;
+	uint8_t host_mac[6];
+	iod_agent_overlay_mac(ip("10.200.1.1"), false, host_mac);
+	tcp_frame(b, ip("10.200.1.2"), 45000, ip("10.200.240.7"), 8080, IOD_NET_TCP_SYN);
+	CHECK_MSG(pass(&dp, b, now += 1000, &o), "cli-0's SYN to the l7 VIP was dropped");
+	CHECK_EQ(b->pkt.port_out, IOD_DP_PORT_HOST);
+	CHECK_EQ(o.dst.v4, ip("10.200.240.7")); /* not DNATed: the proxy listens on it */
+	CHECK_EQ(o.dport, 8080);
+	CHECK(!memcmp(b->pkt.data, host_mac, 6)); /* to the host stack's port */
+	/* the proxy's reply, from the VIP, on the host port */
+	tcp_frame(b, ip("10.200.240.7"), 8080, ip("10.200.1.2"), 45000,
+	          IOD_NET_TCP_SYN | IOD_NET_TCP_ACK);
+	iod_agent_overlay_mac(ip("10.200.1.1"), false, b->pkt.data + 6); /* from the host */
+	CHECK_MSG(pass(&dp, b, now += 1000, &o), "the proxy's reply did not reach cli-0");
+	CHECK_EQ(o.dst.v4, ip("10.200.1.2"));
+	CHECK_EQ(o.src.v4, ip("10.200.240.7"));
+	tcp_frame(b, ip("10.200.1.2"), 45000, ip("10.200.240.7"), 8080, IOD_NET_TCP_ACK);
+	CHECK(pass(&dp, b, now += 1000, &o));
+	CHECK(b->pkt.ct_state & IOD_NET_CT_EST);
+	/* another tenant's replica: no route to web's VIP */
+	tcp_frame(b, ip("10.200.1.4"), 45001, ip("10.200.240.7"), 8080, IOD_NET_TCP_SYN);
+	CHECK(!pass(&dp, b, now += 1000, &o));
+	/* the l4 service beside it: balanced in the switch */
+	tcp_frame(b, ip("10.200.1.2"), 45002, ip("10.200.240.9"), 9090, IOD_NET_TCP_SYN);
+	CHECK(pass(&dp, b, now += 1000, &o));
+	CHECK_EQ(o.dst.v4, ip("10.200.1.5"));
+	CHECK_EQ(o.dport, 40200);
+	iod_flow_dp_destroy(&dp);
+	/* a node without a proxy: the l7 service is balanced here (l4) */
+	t->proxy = false;
+	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 4, c, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_agent_overlay_dp_services(t, c, &e) == 0, "%s", e.msg);
+	CHECK_EQ(c->services_n, 2);
+	CHECK_MSG(iod_flow_dp_build(c, 1, &dp, &e) == 0, "%s", e.msg);
+	tcp_frame(b, ip("10.200.1.2"), 45003, ip("10.200.240.7"), 8080, IOD_NET_TCP_SYN);
+	CHECK(pass(&dp, b, now += 1000, &o));
+	CHECK_EQ(o.dst.v4, ip("10.200.1.3"));
+	CHECK_EQ(o.dport, 40100);
+	iod_flow_dp_destroy(&dp);
+	free(b);
+	free(c);
+	free(t);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+	json_decref(eps);
+}
+
 static const char *env_of(const struct iod_agent_replica *r, const char *var)
 {
 	for (uint32_t i = 0; i < r->envc; i++) {

@@ -750,6 +750,39 @@ TEST(tenant_key)
 	}
 }
 
+/* service_mesh: {mode: l4 | l7} per service: kept, written out only when
+ * named (older specs' JSON is unchanged), and loaded back from the JSON. */
+TEST(service_mesh_mode_key)
+{
+	struct iod_spec *s = NULL;
+	struct iod_spec_diags d;
+	const char *y =
+	    "services:\n  - name: a\n    type: stateless\n    service_mesh: {mode: l7}\n"
+	    "  - name: b\n    type: stateless\n    service_mesh: {mode: l4}\n"
+	    "  - name: c\n    type: stateless\n";
+	CHECK_EQ(iod_spec_load_buffer("t.yaml", y, strlen(y), &s, &d), 0);
+	CHECK(s->services[0].mesh_mode_set && s->services[0].mesh_mode == IOD_SPEC_MESH_L7);
+	CHECK(s->services[1].mesh_mode_set && s->services[1].mesh_mode == IOD_SPEC_MESH_L4);
+	CHECK(!s->services[2].mesh_mode_set && s->services[2].mesh_mode == IOD_SPEC_MESH_L4);
+	json_t *j = iod_spec_to_json(s);
+	json_t *sv = json_object_get(j, "services");
+	CHECK_STR(json_string_value(json_object_get(
+	              json_object_get(json_array_get(sv, 0), "service_mesh"), "mode")),
+	          "l7");
+	CHECK_STR(json_string_value(json_object_get(
+	              json_object_get(json_array_get(sv, 1), "service_mesh"), "mode")),
+	          "l4");
+	CHECK(!json_object_get(json_array_get(sv, 2), "service_mesh"));
+	char *text = json_dumps(j, JSON_COMPACT);
+	struct iod_spec *s2 = NULL;
+	CHECK_EQ(iod_spec_load_buffer("t.json", text, strlen(text), &s2, &d), 0);
+	CHECK(s2->services[0].mesh_mode == IOD_SPEC_MESH_L7);
+	iod_spec_free(s2);
+	free(text);
+	json_decref(j);
+	iod_spec_free(s);
+}
+
 /* security_groups: each group guards a service of the spec and takes its
  * tenant; rules become NetPolicy JSON (ports 80 a number, "8000-8100" a
  * string); iod_spec_sg_to_json is the NetPolicy object's value; the

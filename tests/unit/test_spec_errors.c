@@ -164,6 +164,15 @@ TEST(missing_required_fields)
 
 TEST(enums_suggest)
 {
+	CHECK_ERR(SVC "    service_mesh: {mode: l8}\n", 4, 26,
+	          "service \"a\": service_mesh.mode \"l8\" is not valid; did you mean");
+	CHECK_ERR(SVC "    service_mesh: {mode: http}\n", 4, 26, "use l4 or l7");
+	CHECK_ERR(SVC "    service_mesh: {}\n", 4, 19,
+	          "service_mesh needs a mode: l4 (the VIP balanced in the node's virtual switch) "
+	          "or l7 (through the node's mesh proxy)");
+	CHECK_ERR(SVC "    service_mesh: {mode: l7, transport: tcp}\n", 4, 30,
+	          "unknown key \"transport\" in service_mesh (valid keys: mode)");
+	CHECK_ERR(SVC "    service_mesh: l7\n", 4, 19, "service_mesh must be a mapping");
 	CHECK_ERR(SVC "    restart: on_failure\n", 4, 14, "did you mean \"on-failure\"?");
 	CHECK_ERR("services:\n  - {name: a, type: statefull}\n", 2, 21,
 	          "did you mean \"stateful\"?");
