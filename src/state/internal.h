@@ -103,6 +103,9 @@ struct iod_walfs_ops {
 	             uint64_t off);                                /* all of it */
 	int (*sync)(struct iod_walfs *fs, int fd, bool data_only); /* fdatasync / fsync */
 	int (*truncate)(struct iod_walfs *fs, int fd, uint64_t len);
+	/* make the file at least len bytes, the new ones zero (fallocate):
+	 * durable at the next sync; 0 without doing it where unsupported */
+	int (*allocate)(struct iod_walfs *fs, int fd, uint64_t len);
 	int (*rename)(struct iod_walfs *fs, int dir, const char *from, const char *to);
 	int (*unlink)(struct iod_walfs *fs, int dir, const char *name);
 	void (*close)(struct iod_walfs *fs, int fd);
@@ -125,6 +128,11 @@ void iod_wal_close(struct iod_wal *w);
 void iod_wal_load_free(struct iod_wal_load *ld);
 /* Tests: roll segments sooner than IOD_RAFT_SEGMENT_BYTES. */
 void iod_wal_set_segment_bytes(struct iod_wal *w, uint64_t bytes);
+/* Preallocate the open segment to the segment size (fallocate, then write
+ * in place): an append's fdatasync then does not change the file's size.
+ * Off by default (the simulator's disks); rio.c turns it on. Loading does
+ * not depend on it: a zero tail after the last record is always the end. */
+void iod_wal_set_prealloc(struct iod_wal *w, bool on);
 bool iod_wal_empty(const struct iod_wal *w);
 uint64_t iod_wal_next_index(const struct iod_wal *w);
 void iod_wal_meta(const struct iod_wal *w, uint64_t *term, uint64_t *vote);
