@@ -148,6 +148,22 @@ size_t iod_raft_conf_size(const struct raft_configuration *c);
 void iod_raft_conf_encode(const struct raft_configuration *c, unsigned char *p);
 int iod_raft_conf_decode(const unsigned char *p, size_t len, struct raft_configuration *c);
 
+/* vote.c: does this server leave a pre-vote request unanswered (the
+ * tie-break between two pre-candidates; member_io.c)? */
+struct iod_prevote_view {
+	bool self_pre_candidate;  /* this server is a candidate in its pre-vote phase */
+	uint64_t self_id;         /* its id */
+	uint64_t self_last_index; /* its last stored entry (what its requests name) */
+	uint64_t self_last_term;  /* that entry's term */
+	bool pre_vote;            /* the request is a pre-vote */
+	bool disrupt_leader;      /* ... allowed to disrupt a leader (a transfer) */
+	uint64_t from_id;         /* the requester */
+	uint64_t from_last_index; /* its last stored entry, as the request says */
+	uint64_t from_last_term;  /* that entry's term */
+	bool refused_self;        /* the requester refused this server's latest pre-vote */
+};
+bool iod_raft_prevote_yield(const struct iod_prevote_view *v);
+
 /* --recover-from-peers: a peer's log copy (rio.c) summarised, this
  * server's own files moved to DIR/damaged-<unix time>/ (where: that path,
  * "" if there were none), and the log rebuilt from the copy at a term above
