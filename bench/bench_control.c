@@ -42,7 +42,10 @@
  * After each iod failover and transfer round the survivors' /v1/status
  * timelines are read and the time from the kill to the next write is split
  * into phases (control.failover_breakdown_iod: detection, vote rounds,
- * barrier, first commit, client).
+ * barrier, first commit, client), and the leader's term before each kill
+ * is compared with the new leader's: extra_election_rounds counts the
+ * rounds that needed more than one election (a split vote), and
+ * extra_elections_max the most extra terms in one round.
  */
 #include "iod/api.h"
 #include "bench.h"
