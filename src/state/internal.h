@@ -152,12 +152,15 @@ int iod_raft_conf_decode(const unsigned char *p, size_t len, struct raft_configu
  * tie-break between two pre-candidates; member_io.c)? */
 struct iod_prevote_view {
 	bool self_pre_candidate;  /* this server is a candidate in its pre-vote phase */
+	bool self_candidate;      /* ... a candidate past it (it voted for itself) */
+	uint64_t self_term;       /* its current term */
 	uint64_t self_id;         /* its id */
 	uint64_t self_last_index; /* its last stored entry (what its requests name) */
 	uint64_t self_last_term;  /* that entry's term */
 	bool pre_vote;            /* the request is a pre-vote */
 	bool disrupt_leader;      /* ... allowed to disrupt a leader (a transfer) */
 	uint64_t from_id;         /* the requester */
+	uint64_t from_term;       /* the term the request names */
 	uint64_t from_last_index; /* its last stored entry, as the request says */
 	uint64_t from_last_term;  /* that entry's term */
 	bool refused_self;        /* the requester refused this server's latest pre-vote */

@@ -124,12 +124,16 @@ static bool prevote_yield(struct iod_raft_member *n, const struct raft_message *
 	struct iod_prevote_view v = {
 	    .self_pre_candidate =
 	        raft_state(&n->raft) == RAFT_CANDIDATE && n->raft.candidate_state.in_pre_vote,
+	    .self_candidate =
+	        raft_state(&n->raft) == RAFT_CANDIDATE && !n->raft.candidate_state.in_pre_vote,
+	    .self_term = n->raft.current_term,
 	    .self_id = n->raft.id,
 	    .self_last_index = last,
 	    .self_last_term = log_term_of(&n->raft, last),
 	    .pre_vote = rv->pre_vote,
 	    .disrupt_leader = rv->disrupt_leader,
 	    .from_id = m->server_id,
+	    .from_term = rv->term,
 	    .from_last_index = rv->last_log_index,
 	    .from_last_term = rv->last_log_term,
 	    .refused_self = !p || p->refused,

@@ -48,6 +48,30 @@ TEST(only_a_pre_candidate_and_only_pre_votes)
 	CHECK(!iod_raft_prevote_yield(&v));
 }
 
+TEST(a_candidate_does_not_answer_a_pre_vote_for_its_own_term)
+{
+	/* server 1 voted for itself in term 4; server 2's pre-vote names 4 */
+	struct iod_prevote_view v = tie();
+	v.self_pre_candidate = false;
+	v.self_candidate = true;
+	v.self_term = 4;
+	v.from_term = 4;
+	CHECK(iod_raft_prevote_yield(&v));
+	v.self_id = 3; /* whatever the ids */
+	CHECK(iod_raft_prevote_yield(&v));
+	v.from_term = 5; /* a later term: answered (raft judges it) */
+	CHECK(!iod_raft_prevote_yield(&v));
+	v.from_term = 4;
+	v.pre_vote = false; /* a real vote request: answered (raft refuses it) */
+	CHECK(!iod_raft_prevote_yield(&v));
+	v.pre_vote = true;
+	v.disrupt_leader = true;
+	CHECK(!iod_raft_prevote_yield(&v));
+	v.disrupt_leader = false;
+	v.self_candidate = false; /* a follower in term 4 answers */
+	CHECK(!iod_raft_prevote_yield(&v));
+}
+
 TEST(a_refusal_from_the_other_ends_the_silence)
 {
 	/* the other refused our own pre-vote (it still had a leader then):
