@@ -29,6 +29,7 @@
  * IOD_BENCH_HEARTBEAT_MS (iod's timeouts; unset = iod's defaults),
  * IOD_BENCH_ETCD=0 (skip etcd), IOD_BENCH_ONLY=failover|writes|loop_lag|recover,
  * IOD_BENCH_FAST_VOTES=1 (iod servers run with --fast-votes),
+ * IOD_BENCH_NO_TIEBREAK=1 (iod servers run with --no-vote-tiebreak),
  * IOD_BENCH_VERBOSE=1 (per-round times and breakdowns, the leader's metrics
  * after each write run), IOD_BENCH_KEEP=1 (keep data dirs and logs),
  * IOD_BENCH_TRACE=1 (iod writes ask for the per-write trace, ?trace=1: one
@@ -41,7 +42,10 @@
  * After each iod failover and transfer round the survivors' /v1/status
  * timelines are read and the time from the kill to the next write is split
  * into phases (control.failover_breakdown_iod: detection, vote rounds,
- * barrier, first commit, client).
+ * barrier, first commit, client), and the leader's term before each kill
+ * is compared with the new leader's: extra_election_rounds counts the
+ * rounds that needed more than one election (a split vote), and
+ * extra_elections_max the most extra terms in one round.
  */
 #include "iod/api.h"
 #include "bench.h"
@@ -115,6 +119,8 @@ static void iod_args(struct cluster *c)
 	}
 	if (env_int("IOD_BENCH_FAST_VOTES", 0))
 		c->cc.args[n++] = "--fast-votes";
+	if (env_int("IOD_BENCH_NO_TIEBREAK", 0))
+		c->cc.args[n++] = "--no-vote-tiebreak";
 	if (getenv("IOD_BENCH_SNAPSHOT_THRESHOLD")) {
 		c->cc.args[n++] = "--snapshot-threshold";
 		c->cc.args[n++] = getenv("IOD_BENCH_SNAPSHOT_THRESHOLD");
@@ -419,6 +425,23 @@ static const char *phase_name[PH_COUNT] = {"detect",  "second_timer", "prevote",
                                            "barrier", "first_commit", "client",  "lease_refresh"};
 static uint64_t phase_us[PH_COUNT][1000];
 static size_t phase_n;
+/* Elections beyond the one a failover needs (the term rose by more than
+ * one: a split vote, or a candidate that lost): rounds with any, and the
+ * most in one round. */
+static size_t extra_rounds;
+static uint64_t extra_max;
+
+/* The term a member reports (0: no answer). */
+static uint64_t member_term(struct cluster *c, int i)
+{
+	json_t *j = NULL;
+	struct iod_http_conn fd = {0};
+	int st = http(&fd, c->cc.api[i], "GET", "/v1/status", NULL, 1000, &j);
+	iod_http_conn_close(&fd);
+	uint64_t t = st == 200 ? (uint64_t)json_integer_value(json_object_get(j, "term")) : 0;
+	json_decref(j);
+	return t;
+}
 
 static uint64_t tl_get(json_t *st, const char *k)
 {
@@ -432,7 +455,7 @@ static int64_t since(uint64_t a, uint64_t b)
 
 /* After a failover round: read the survivors' timelines and file the phases. */
 static void breakdown(struct cluster *c, int victim, const char *leader_api, uint64_t kill_unix,
-                      uint64_t done_unix, int round)
+                      uint64_t done_unix, int round, uint64_t term0)
 {
 	json_t *lead = NULL;
 	uint64_t first_prevote = 0;
@@ -473,12 +496,18 @@ static void breakdown(struct cluster *c, int victim, const char *leader_api, uin
 	for (int k = 0; k < PH_COUNT; k++)
 		phase_us[k][phase_n] = ph[k] < 0 ? 0 : (uint64_t)ph[k];
 	phase_n++;
+	uint64_t term = (uint64_t)json_integer_value(json_object_get(lead, "term"));
+	uint64_t extra = term0 && term > term0 + 1 ? term - term0 - 1 : 0;
+	extra_rounds += extra > 0;
+	extra_max = IOD_MAX(extra_max, extra);
 	if (getenv("IOD_BENCH_VERBOSE")) {
 		fprintf(stderr, "  round %d breakdown ms:", round);
 		for (int k = 0; k < PH_COUNT; k++)
 			fprintf(stderr, " %s=%.1f", phase_name[k], (double)ph[k] / 1000.0);
-		fprintf(stderr, " (leader's last heartbeat %.1f ms before the kill)\n",
-		        (double)since(tl_get(lead, "last_leader_msg_us"), kill_unix) / 1000.0);
+		fprintf(stderr,
+		        " (leader's last heartbeat %.1f ms before the kill; term %llu -> %llu)\n",
+		        (double)since(tl_get(lead, "last_leader_msg_us"), kill_unix) / 1000.0,
+		        (unsigned long long)term0, (unsigned long long)term);
 	}
 	json_decref(lead);
 }
@@ -494,9 +523,12 @@ static void report_breakdown(const char *fig, struct cluster *c)
 		       pct_ms(phase_us[k], phase_n, 0.5), phase_name[k],
 		       pct_ms(phase_us[k], phase_n, 0.99));
 	}
-	printf("\n");
+	printf(" extra_election_rounds=%zu extra_elections_max=%llu\n", extra_rounds,
+	       (unsigned long long)extra_max);
 	fflush(stdout);
 	phase_n = 0;
+	extra_rounds = 0;
+	extra_max = 0;
 }
 
 /* Kill (or SIGTERM) the leader `rounds` times; fill us[] with kill -> next write. */
@@ -522,6 +554,8 @@ static size_t failover(struct cluster *c, int rounds, int sig, uint64_t *us)
 		} else if ((leader = find_leader(c, 20000)) < 0) {
 			break;
 		}
+		/* (not before a SIGTERM: the transfer rounds stay as they were) */
+		uint64_t term0 = c->kind == IOD && sig == SIGKILL ? member_term(c, leader) : 0;
 		uint64_t t0 = now_us(), kill_unix = unix_us();
 		w.attempt_ms = 100;
 		kill(c->cc.pid[leader], sig);
@@ -549,7 +583,7 @@ static size_t failover(struct cluster *c, int rounds, int sig, uint64_t *us)
 			fprintf(stderr, "round %d: %.1f ms, %u client attempts, new leader %s\n", r,
 			        (double)(t1 - t0) / 1000.0, w.cl.attempts, w.last);
 		if (c->kind == IOD)
-			breakdown(c, victim, w.last, kill_unix, done_unix, r);
+			breakdown(c, victim, w.last, kill_unix, done_unix, r, term0);
 		start(c, victim);
 		leader = find_leader(c, 20000);
 		if (leader < 0)

@@ -398,7 +398,8 @@ struct iod_server_config {
 	uint32_t snapshot_trailing;    /* entries kept after a snapshot */
 	bool pre_vote;                 /* raft pre-vote (Raft thesis 9.6) */
 	bool fast_votes; /* grant votes past a leader silent for T (member_io.c; off by default) */
-	uint32_t lease_check_ms;    /* how often the leader looks for expired leases */
+	bool no_vote_tiebreak;   /* --no-vote-tiebreak: answer every pre-vote (vote.c's rule off) */
+	uint32_t lease_check_ms; /* how often the leader looks for expired leases */
 	char pki_dir[IOD_PATH_MAX]; /* --pki: CA, keys (src/sec); "" = none */
 	bool insecure;              /* --insecure: plaintext, no authentication (loopback only) */
 	bool recover_from_peers;    /* rebuild the log from a peer's copy before starting */

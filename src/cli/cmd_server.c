@@ -18,7 +18,7 @@ static void usage(FILE *f)
 	        "usage: iod server --id N --data-dir DIR --raft HOST:PORT --api HOST:PORT\n"
 	        "                  [--peers ID=RAFT[@API],...] [--join API_HOST:PORT]\n"
 	        "                  [--election-timeout 30ms] [--heartbeat 3ms] [--no-pre-vote]\n"
-	        "                  [--fast-votes] [--recover-from-peers]\n"
+	        "                  [--fast-votes] [--no-vote-tiebreak] [--recover-from-peers]\n"
 	        "                  [--snapshot-threshold N] [--snapshot-trailing N]\n"
 	        "                  --pki DIR [--raft-plaintext] | --insecure\n\n"
 	        "Run one control-plane member: Raft (canonical raft, iod's I/O) + the cluster\n"
@@ -40,6 +40,9 @@ static void usage(FILE *f)
 	        "  (not only when this server's own timer fires): the election no longer waits\n"
 	        "  for the later of two timers, but a leader stall just over the timeout may\n"
 	        "  then cost an election (off by default).\n"
+	        "--no-vote-tiebreak: answer every pre-vote request; by default a server whose\n"
+	        "  election started with another's leaves the higher id's pre-vote unanswered,\n"
+	        "  so the two do not split the vote (src/state/vote.c).\n"
 	        "SIGTERM/SIGINT: a leader transfers leadership first, then the server exits.\n"
 	        "--recover-from-peers: a server that refused to start because its log is damaged\n"
 	        "  (the message names the file and offset) is rebuilt from the most up-to-date\n"
@@ -95,6 +98,7 @@ int cmd_server(int argc, char **argv)
 	    {"heartbeat", required_argument, NULL, 'H'},
 	    {"no-pre-vote", no_argument, NULL, 'V'},
 	    {"fast-votes", no_argument, NULL, 'F'},
+	    {"no-vote-tiebreak", no_argument, NULL, 'B'},
 	    {"recover-from-peers", no_argument, NULL, 'R'},
 	    {"snapshot-threshold", required_argument, NULL, 'S'},
 	    {"snapshot-trailing", required_argument, NULL, 'T'},
@@ -149,6 +153,7 @@ int cmd_server(int argc, char **argv)
 			break;
 		case 'V': c.pre_vote = false; break;
 		case 'F': c.fast_votes = true; break;
+		case 'B': c.no_vote_tiebreak = true; break;
 		case 'R': c.recover_from_peers = true; break;
 		case 'S':
 		case 'T': {

@@ -103,6 +103,9 @@ struct iod_walfs_ops {
 	             uint64_t off);                                /* all of it */
 	int (*sync)(struct iod_walfs *fs, int fd, bool data_only); /* fdatasync / fsync */
 	int (*truncate)(struct iod_walfs *fs, int fd, uint64_t len);
+	/* make the file at least len bytes, the new ones zero (fallocate):
+	 * durable at the next sync; 0 without doing it where unsupported */
+	int (*allocate)(struct iod_walfs *fs, int fd, uint64_t len);
 	int (*rename)(struct iod_walfs *fs, int dir, const char *from, const char *to);
 	int (*unlink)(struct iod_walfs *fs, int dir, const char *name);
 	void (*close)(struct iod_walfs *fs, int fd);
@@ -125,6 +128,11 @@ void iod_wal_close(struct iod_wal *w);
 void iod_wal_load_free(struct iod_wal_load *ld);
 /* Tests: roll segments sooner than IOD_RAFT_SEGMENT_BYTES. */
 void iod_wal_set_segment_bytes(struct iod_wal *w, uint64_t bytes);
+/* Preallocate the open segment to the segment size (fallocate, then write
+ * in place): an append's fdatasync then does not change the file's size.
+ * Off by default (the simulator's disks); rio.c turns it on. Loading does
+ * not depend on it: a zero tail after the last record is always the end. */
+void iod_wal_set_prealloc(struct iod_wal *w, bool on);
 bool iod_wal_empty(const struct iod_wal *w);
 uint64_t iod_wal_next_index(const struct iod_wal *w);
 void iod_wal_meta(const struct iod_wal *w, uint64_t *term, uint64_t *vote);
@@ -139,6 +147,25 @@ int iod_wal_bootstrap(struct iod_wal *w, const struct raft_configuration *conf);
 size_t iod_raft_conf_size(const struct raft_configuration *c);
 void iod_raft_conf_encode(const struct raft_configuration *c, unsigned char *p);
 int iod_raft_conf_decode(const unsigned char *p, size_t len, struct raft_configuration *c);
+
+/* vote.c: does this server leave a pre-vote request unanswered (the
+ * tie-break between two pre-candidates; member_io.c)? */
+struct iod_prevote_view {
+	bool self_pre_candidate;  /* this server is a candidate in its pre-vote phase */
+	bool self_candidate;      /* ... a candidate past it (it voted for itself) */
+	uint64_t self_term;       /* its current term */
+	uint64_t self_id;         /* its id */
+	uint64_t self_last_index; /* its last stored entry (what its requests name) */
+	uint64_t self_last_term;  /* that entry's term */
+	bool pre_vote;            /* the request is a pre-vote */
+	bool disrupt_leader;      /* ... allowed to disrupt a leader (a transfer) */
+	uint64_t from_id;         /* the requester */
+	uint64_t from_term;       /* the term the request names */
+	uint64_t from_last_index; /* its last stored entry, as the request says */
+	uint64_t from_last_term;  /* that entry's term */
+	bool refused_self;        /* the requester refused this server's latest pre-vote */
+};
+bool iod_raft_prevote_yield(const struct iod_prevote_view *v);
 
 /* --recover-from-peers: a peer's log copy (rio.c) summarised, this
  * server's own files moved to DIR/damaged-<unix time>/ (where: that path,

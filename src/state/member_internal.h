@@ -64,6 +64,12 @@ struct change {
 };
 
 /* One control-plane member (include/iod/state.h). */
+/* A peer, for the pre-vote tie-break (vote.c). */
+struct iod_member_pv_peer {
+	uint64_t id;  /* server id, 0 = free */
+	bool refused; /* it refused this server's latest pre-vote request */
+};
+
 struct iod_raft_member {
 	struct iod_server_config cfg;  /* as started */
 	uv_loop_t *loop;               /* not owned */
@@ -140,6 +146,8 @@ struct iod_raft_member {
 	bool promote_in_flight;         /* promote_req is raft's */
 	uint64_t spares_promoted;       /* promotions resumed (metric) */
 	uint64_t votes_unstuck;         /* vote requests let past a silent leader */
+	struct iod_member_pv_peer pv_peers[IOD_STATE_PEERS_MAX]; /* the tie-break's peers */
+	uint64_t prevotes_yielded; /* pre-vote requests left unanswered (vote.c) */
 	int (*io_set_term)(struct raft_io *, raft_term); /* rio's */
 	int (*io_set_vote)(struct raft_io *, raft_id);   /* rio's */
 	uint64_t meta_writes;                            /* term/vote writes (synchronous) */

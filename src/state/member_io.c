@@ -86,6 +86,61 @@ static uint64_t unstick_ns(const struct iod_raft_member *n)
 	return (uint64_t)(h < t ? t - h : t) * IOD_NS_PER_MS;
 }
 
+/* The term of entry index in raft's log (0 when it holds no such entry). */
+static uint64_t log_term_of(const struct raft *r, uint64_t index)
+{
+	const struct raft_log *l = &r->log;
+	size_t have = l->back >= l->front ? l->back - l->front : l->size - l->front + l->back;
+	if (index && index == l->snapshot.last_index && index <= l->offset)
+		return l->snapshot.last_term;
+	if (index <= l->offset || index > l->offset + have)
+		return 0;
+	return l->entries[(l->front + (index - l->offset - 1)) % l->size].term;
+}
+
+/* The peer slot of server id for the pre-vote tie-break (NULL: no room). */
+static struct iod_member_pv_peer *pv_peer(struct iod_raft_member *n, uint64_t id)
+{
+	struct iod_member_pv_peer *free_slot = NULL;
+	for (size_t i = 0; i < IOD_STATE_PEERS_MAX; i++) {
+		if (n->pv_peers[i].id == id)
+			return &n->pv_peers[i];
+		if (!n->pv_peers[i].id && !free_slot)
+			free_slot = &n->pv_peers[i];
+	}
+	if (free_slot)
+		*free_slot = (struct iod_member_pv_peer){.id = id};
+	return free_slot;
+}
+
+/* Leave a simultaneous pre-candidate's request unanswered (vote.c)? */
+static bool prevote_yield(struct iod_raft_member *n, const struct raft_message *m)
+{
+	if (m->type != RAFT_IO_REQUEST_VOTE || n->cfg.no_vote_tiebreak)
+		return false;
+	const struct raft_request_vote *rv = &m->request_vote;
+	struct iod_member_pv_peer *p = pv_peer(n, m->server_id);
+	uint64_t last = n->raft.last_stored;
+	struct iod_prevote_view v = {
+	    .self_pre_candidate =
+	        raft_state(&n->raft) == RAFT_CANDIDATE && n->raft.candidate_state.in_pre_vote,
+	    .self_candidate =
+	        raft_state(&n->raft) == RAFT_CANDIDATE && !n->raft.candidate_state.in_pre_vote,
+	    .self_term = n->raft.current_term,
+	    .self_id = n->raft.id,
+	    .self_last_index = last,
+	    .self_last_term = log_term_of(&n->raft, last),
+	    .pre_vote = rv->pre_vote,
+	    .disrupt_leader = rv->disrupt_leader,
+	    .from_id = m->server_id,
+	    .from_term = rv->term,
+	    .from_last_index = rv->last_log_index,
+	    .from_last_term = rv->last_log_term,
+	    .refused_self = !p || p->refused,
+	};
+	return iod_raft_prevote_yield(&v);
+}
+
 static void io_tick_cb(struct raft_io *io)
 {
 	struct iod_raft_member *n = node_of(io);
@@ -101,6 +156,18 @@ static void io_recv_cb(struct raft_io *io, struct raft_message *m)
 	const char *addr0 = NULL;
 
 	raft_leader(&n->raft, &id0, &addr0);
+	if (m->type == RAFT_IO_REQUEST_VOTE_RESULT &&
+	    m->request_vote_result.pre_vote == raft_tribool_true &&
+	    !m->request_vote_result.vote_granted) {
+		struct iod_member_pv_peer *p = pv_peer(n, m->server_id);
+		if (p)
+			p->refused = true;
+	}
+	if (prevote_yield(n, m)) {
+		n->prevotes_yielded++;
+		iod_member__after_raft(n);
+		return;
+	}
 	/*
 	 * raft 0.15 refuses (pre-)votes while this follower still has a leader,
 	 * until its own randomised timer (T..2T) fires, so after a leader dies
@@ -151,6 +218,12 @@ static int io_send(struct raft_io *io, struct raft_io_send *req, const struct ra
 			n->in_election = true;
 			n->tl_prevote_us = n->tl_vote_us = 0;
 			n->tl_leader_msg_us = n->tl_leader_msg_cur_us;
+		}
+		if (m->request_vote.pre_vote) {
+			/* a new request: whether this peer refuses it is not known */
+			struct iod_member_pv_peer *p = pv_peer(n, m->server_id);
+			if (p)
+				p->refused = false;
 		}
 		if (m->request_vote.pre_vote && !n->tl_prevote_us)
 			n->tl_prevote_us = iod_member__unix_us();

@@ -1956,6 +1956,8 @@ int iod_rio_init(struct raft_io *io, uv_loop_t *loop, const char *dir, const cha
 		free(r);
 		return rv;
 	}
+	/* as etcd's WAL: an append's fdatasync then changes no file size */
+	iod_wal_set_prealloc(r->wal, true);
 	if (resolve(addr, &ss, why, sizeof(why))) {
 		iod_err_set(e, -EINVAL, "--raft: %s", why);
 		goto fail;

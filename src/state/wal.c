@@ -16,17 +16,27 @@
  *                 type, length, data CRC-32C, header CRC-32C) and the data
  *                 padded with zeros to 8 bytes. The last live segment is
  *                 the open one; appends are written and fdatasync'd before
- *                 raft is told they are stored.
+ *                 raft is told they are stored. With preallocation (rio.c
+ *                 turns it on) the open segment is fallocate'd to the
+ *                 segment size when it is created and appends overwrite its
+ *                 zeros, so an fdatasync does not change the file's size
+ *                 (etcd preallocates its WAL files for the same reason);
+ *                 its end is the first invalid record followed only by
+ *                 zeros. A segment is cut to its last record before the
+ *                 next one is created: closed segments have no tail.
  *   snap-N        the snapshot at index N: header with CRC, configuration,
  *                 state, body CRC. Written as a .tmp, fsync'd, renamed.
  *
  * What is repaired: only the tail of the open segment after the last valid
  * record, when it looks like an interrupted write (a partial header, a
- * record longer than the file, a zero-filled 512-byte block in the record,
- * or only zeros) and no valid record follows it. Everything else (a bad
- * checksum elsewhere, trailing bytes in a closed segment, a missing,
- * empty or misnumbered segment, a gap between segments or with the
- * snapshot, a damaged meta or snapshot) is refused.
+ * record longer than the file, a zero-filled 512-byte block in the record)
+ * and no valid record follows it. Only zeros after the last valid record
+ * are no damage: that is the end (a preallocated segment). Bytes in such a
+ * zero tail are judged as if the file ended after the last non-zero one.
+ * Everything else (a bad checksum elsewhere, trailing bytes or zeros in a
+ * closed segment, a missing, empty or misnumbered segment, a segment
+ * starting at index 0, a gap between segments or with the snapshot, a
+ * damaged meta or snapshot) is refused.
  *
  * Threads: iod_wal_open runs before the loop; append, truncate and
  * snapshot_put run one at a time on a worker thread (rio.c serialises
@@ -75,7 +85,9 @@ struct iod_wal {
 	struct wal_seg *segs;    /* live segments, in order */
 	size_t segs_n, segs_cap; /* used, allocated */
 	int open_fd;             /* the last live segment, -1 = none open */
-	uint64_t open_size;      /* its bytes */
+	uint64_t open_size;      /* its bytes: the end of its last record */
+	uint64_t open_alloc;     /* the file's size (past open_size: zeros) */
+	bool prealloc;           /* preallocate the open segment */
 	uint64_t next_index;     /* index the next appended entry gets */
 	uint64_t snap_index;     /* newest snapshot on disk, 0 = none */
 	uint64_t segment_bytes;  /* roll over to a new segment past this */
@@ -239,9 +251,10 @@ static int read_file(struct iod_wal *w, const char *name, unsigned char **out, s
 	return 0;
 }
 
-/* Write name atomically: name.tmp, fsync, rename, fsync the directory. */
+/* Write name atomically: name.tmp, fsync, rename, fsync the directory.
+ * alloc > 0: the file is first allocated to alloc bytes (zeros after). */
 static int write_atomic(struct iod_wal *w, const char *name, const void *a, size_t alen,
-                        const void *b, size_t blen, const void *c, size_t clen)
+                        const void *b, size_t blen, const void *c, size_t clen, uint64_t alloc)
 {
 	const struct iod_walfs_ops *o = w->fs->ops;
 	char tmp[128];
@@ -256,6 +269,8 @@ static int write_atomic(struct iod_wal *w, const char *name, const void *a, size
 		rv = write_all(w, fd, b, blen, alen);
 	if (!rv && clen)
 		rv = write_all(w, fd, c, clen, alen + blen);
+	if (!rv && alloc)
+		rv = o->allocate(w->fs, fd, alloc);
 	if (!rv)
 		rv = o->sync(w->fs, fd, false);
 	o->close(w->fs, fd);
@@ -294,7 +309,7 @@ static int meta_store(struct iod_wal *w, uint64_t term, uint64_t vote, uint64_t 
 
 	meta_encode(rec, term, vote, first, next);
 	if (w->meta_fd < 0) {
-		rv = write_atomic(w, "meta", rec, sizeof(rec), NULL, 0, NULL, 0);
+		rv = write_atomic(w, "meta", rec, sizeof(rec), NULL, 0, NULL, 0, 0);
 		if (rv)
 			return rv;
 		w->meta_fd = w->fs->ops->open(w->fs, w->dir_fd, "meta", IOD_WALFS_WRITE);
@@ -377,6 +392,14 @@ static bool all_zero(const unsigned char *p, size_t n)
 		if (p[i])
 			return false;
 	return true;
+}
+
+/* One past the last non-zero byte of b[off, len), or off when all are zero. */
+static size_t nonzero_end(const unsigned char *b, size_t off, size_t len)
+{
+	while (len > off && !b[len - 1])
+		len--;
+	return len;
 }
 
 /*
@@ -577,6 +600,12 @@ static int load_segment(struct iod_wal *w, struct wal_seg *sg, bool last, uint64
 		return iod_err_set(e, -EUCLEAN, "%s/%s offset 0: %s", w->dir, name, why);
 	}
 	sg->first_index = get64(b + 24);
+	if (sg->first_index == 0) {
+		free(b);
+		return iod_err_set(e, -EUCLEAN,
+		                   "%s/%s offset 24: segment starts at index 0 (Raft's first is 1)",
+		                   w->dir, name);
+	}
 	if (expect_first && sg->first_index != expect_first) {
 		free(b);
 		return iod_err_set(
@@ -592,14 +621,25 @@ static int load_segment(struct iod_wal *w, struct wal_seg *sg, bool last, uint64
 		size_t rl = 0;
 		uint64_t index = sg->first_index + sg->n;
 		const char *why = rec_check(b, len, off, index, &rl);
+		/* The open segment ends at its first invalid record. Only zeros
+		 * after it: the end (the preallocated rest of the segment, or a
+		 * file extended whose data never came). Bytes in that tail are
+		 * judged as if the file ended after the last of them (rounded
+		 * to a record's alignment), so a preallocated segment gets the
+		 * verdict the same bytes in a file without the zeros get: a torn
+		 * last append is repaired, anything else refused. */
+		size_t tail_end = last && why ? nonzero_end(b, off, len) : len;
+		if (why && last && tail_end == off)
+			break;
 		if (why) {
-			if (last && torn_tail(b, len, off)) {
+			size_t judged = IOD_MIN(len, pad8(tail_end));
+			if (last && torn_tail(b, judged, off)) {
 				IOD_WARN(
 				    "raft",
 				    "%s/%s offset %zu: %s: an interrupted write after the last "
 				    "stored entry (%llu); dropping its %zu bytes",
 				    w->dir, name, off, why, (unsigned long long)index - 1,
-				    len - off);
+				    judged - off);
 				const struct iod_walfs_ops *o = w->fs->ops;
 				int fd = o->open(w->fs, w->dir_fd, name, IOD_WALFS_WRITE);
 				rv = fd < 0 ? fd : o->truncate(w->fs, fd, off);
@@ -613,7 +653,7 @@ static int load_segment(struct iod_wal *w, struct wal_seg *sg, bool last, uint64
 					                   "%s/%s: repairing the torn tail: %s",
 					                   w->dir, name, strerror(-rv));
 				}
-				w->torn_bytes = len - off;
+				w->torn_bytes = judged - off; /* not the zeros after them */
 				len = off;
 				break;
 			}
@@ -651,7 +691,8 @@ static int load_segment(struct iod_wal *w, struct wal_seg *sg, bool last, uint64
 			free(b);
 			return iod_err_set(e, rv, "%s/%s: %s", w->dir, name, strerror(-rv));
 		}
-		w->open_size = len;
+		w->open_size = off;
+		w->open_alloc = len;
 	}
 	free(b);
 	return 0;
@@ -926,6 +967,11 @@ void iod_wal_set_segment_bytes(struct iod_wal *w, uint64_t bytes)
 	w->segment_bytes = bytes;
 }
 
+void iod_wal_set_prealloc(struct iod_wal *w, bool on)
+{
+	w->prealloc = on;
+}
+
 bool iod_wal_empty(const struct iod_wal *w)
 {
 	return w->term == 0 && w->segs_n == 0 && w->snap_index == 0;
@@ -944,7 +990,19 @@ static int seg_roll(struct iod_wal *w)
 	unsigned char h[SEG_HDR_BYTES] = {0};
 	char name[64];
 	uint64_t seq = w->seg_next;
+	uint64_t alloc = w->prealloc ? IOD_MAX(w->segment_bytes, (uint64_t)SEG_HDR_BYTES) : 0;
 	int rv, fd;
+
+	/* A closed segment ends at its last record (trailing bytes there are
+	 * refused): the preallocated rest goes first, so a crash at any point
+	 * of the roll leaves an open segment that may have a zero tail and
+	 * closed ones that have none. */
+	if (w->open_fd >= 0 && w->open_alloc > w->open_size) {
+		if ((rv = w->fs->ops->truncate(w->fs, w->open_fd, w->open_size)) ||
+		    (rv = w->fs->ops->sync(w->fs, w->open_fd, false)))
+			return rv;
+		w->open_alloc = w->open_size;
+	}
 
 	put64(h, SEG_MAGIC);
 	put32(h + 8, WAL_VERSION);
@@ -952,7 +1010,7 @@ static int seg_roll(struct iod_wal *w)
 	put64(h + 24, w->next_index);
 	put32(h + 12, hdr_crc(h, SEG_HDR_BYTES));
 	snprintf(name, sizeof(name), "seg-%020llu", (unsigned long long)seq);
-	if ((rv = write_atomic(w, name, h, sizeof(h), NULL, 0, NULL, 0)))
+	if ((rv = write_atomic(w, name, h, sizeof(h), NULL, 0, NULL, 0, alloc)))
 		return rv;
 	fd = w->fs->ops->open(w->fs, w->dir_fd, name, IOD_WALFS_WRITE);
 	if (fd < 0)
@@ -971,6 +1029,21 @@ static int seg_roll(struct iod_wal *w)
 		w->fs->ops->close(w->fs, w->open_fd);
 	w->open_fd = fd;
 	w->open_size = SEG_HDR_BYTES;
+	w->open_alloc = IOD_MAX(alloc, (uint64_t)SEG_HDR_BYTES);
+	return 0;
+}
+
+/* Preallocate the open segment (opened from disk, or truncated) to the
+ * segment size: one fallocate and one fsync, then appends overwrite. */
+static int seg_alloc(struct iod_wal *w)
+{
+	int rv;
+	if (!w->prealloc || w->open_alloc >= w->segment_bytes || w->open_size >= w->segment_bytes)
+		return 0;
+	if ((rv = w->fs->ops->allocate(w->fs, w->open_fd, w->segment_bytes)) ||
+	    (rv = w->fs->ops->sync(w->fs, w->open_fd, false)))
+		return rv;
+	w->open_alloc = w->segment_bytes;
 	return 0;
 }
 
@@ -989,6 +1062,8 @@ int iod_wal_append(struct iod_wal *w, const struct raft_entry *es, unsigned n)
 	if (w->open_fd < 0 || w->open_size >= w->segment_bytes)
 		if ((rv = seg_roll(w)))
 			return rv;
+	if ((rv = seg_alloc(w)))
+		return rv;
 	unsigned char *b = calloc(1, total);
 	if (!b)
 		return -ENOMEM;
@@ -1009,6 +1084,8 @@ int iod_wal_append(struct iod_wal *w, const struct raft_entry *es, unsigned n)
 	free(b);
 	if (!rv)
 		rv = w->fs->ops->sync(w->fs, w->open_fd, true);
+	if (w->open_size + total > w->open_alloc)
+		w->open_alloc = w->open_size + total; /* the file grew (or may have) */
 	if (rv)
 		return rv; /* the tail past open_size is overwritten by the next append */
 	w->open_size += total;
@@ -1083,6 +1160,7 @@ int iod_wal_truncate(struct iod_wal *w, uint64_t index)
 	    (rv = w->fs->ops->sync(w->fs, w->open_fd, true)))
 		return rv;
 	w->open_size = off;
+	w->open_alloc = off; /* the next append preallocates it again */
 	w->segs[k].n = index - w->segs[k].first_index;
 	w->next_index = index;
 	return 0;
@@ -1120,7 +1198,7 @@ int iod_wal_snapshot_put(struct iod_wal *w, unsigned trailing, const struct raft
 	put32(h + 12, hdr_crc(h, SNAP_HDR_BYTES));
 	snprintf(name, sizeof(name), "snap-%020llu", (unsigned long long)s->index);
 	pthread_mutex_lock(&w->mu);
-	rv = write_atomic(w, name, h, sizeof(h), body, conf_len + data_len, NULL, 0);
+	rv = write_atomic(w, name, h, sizeof(h), body, conf_len + data_len, NULL, 0, 0);
 	uint64_t old = w->snap_index;
 	if (!rv)
 		w->snap_index = s->index;

@@ -8,7 +8,7 @@
  * the same code the daemon runs. SQLite's OS layer is the model: the log
  * calls a small vtable (struct iod_walfs_ops, src/state/internal.h), the
  * POSIX one does exactly the system calls wal.c made before (pwrite,
- * fdatasync or fsync, renameat, unlinkat, ftruncate), so the daemon's
+ * fdatasync or fsync, renameat, unlinkat, ftruncate, fallocate), so the daemon's
  * durability and on-disk format do not change.
  *
  * Must never buffer or reorder: every call is the system call it names.
@@ -159,6 +159,20 @@ static int px_truncate(struct iod_walfs *fs, int fd, uint64_t len)
 	return ftruncate(fd, (off_t)len) ? -errno : 0;
 }
 
+static int px_allocate(struct iod_walfs *fs, int fd, uint64_t len)
+{
+	(void)fs;
+	for (;;) {
+		if (fallocate(fd, 0, 0, (off_t)len) == 0)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		/* a file system without it (tmpfs has it; some FUSE ones do not):
+		 * appends then grow the file as before */
+		return errno == EOPNOTSUPP || errno == ENOSYS ? 0 : -errno;
+	}
+}
+
 static int px_rename(struct iod_walfs *fs, int dir, const char *from, const char *to)
 {
 	(void)fs;
@@ -186,6 +200,7 @@ static const struct iod_walfs_ops px_ops = {
     .write = px_write,
     .sync = px_sync,
     .truncate = px_truncate,
+    .allocate = px_allocate,
     .rename = px_rename,
     .unlink = px_unlink,
     .close = px_close,

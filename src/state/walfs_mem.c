@@ -242,6 +242,22 @@ static int mem_truncate(struct iod_walfs *fs, int fd, uint64_t len)
 	return 0;
 }
 
+/* fallocate: the file grows with zeros (never shrinks); durable at the
+ * next sync, like the size change it is. */
+static int mem_allocate(struct iod_walfs *fs, int fd, uint64_t len)
+{
+	struct mem_inode *i = fd_ino(mem(fs), fd);
+	if (!i)
+		return -EBADF;
+	if (mem(fs)->dead)
+		return -EIO;
+	if (len <= i->len)
+		return 0;
+	if (len > IOD_WALFS_MEM_FILE_BYTES_MAX)
+		return -EFBIG;
+	return mem_truncate(fs, fd, len);
+}
+
 static int mem_rename(struct iod_walfs *fs, int dir, const char *from, const char *to)
 {
 	struct mem_fs *m = mem(fs);
@@ -307,6 +323,7 @@ static const struct iod_walfs_ops mem_ops = {
     .write = mem_write,
     .sync = mem_sync,
     .truncate = mem_truncate,
+    .allocate = mem_allocate,
     .rename = mem_rename,
     .unlink = mem_unlink,
     .close = mem_close,

@@ -30,6 +30,7 @@
 
 static char dir[512];
 static struct iod_walfs *mfs; /* the memory file system, NULL: the real disk */
+static bool prealloc;         /* build() preallocates segments (as the daemon does) */
 
 static struct iod_walfs *fs(void)
 {
@@ -77,6 +78,7 @@ static int build(const char *sub)
 		return -1;
 	iod_wal_load_free(&ld);
 	iod_wal_set_segment_bytes(w, SEG_BYTES);
+	iod_wal_set_prealloc(w, prealloc);
 	raft_configuration_init(&conf);
 	raft_configuration_add(&conf, 1, "127.0.0.1:1", RAFT_VOTER);
 	int rv = iod_wal_bootstrap(w, &conf);
@@ -383,10 +385,11 @@ WAL_CASE(truncate_compact_and_install)
 	char data[] = "state";
 	struct raft_buffer buf = {.base = data, .len = sizeof(data)};
 
-	CHECK(build("ops") == 0);
+	CHECK(build(prealloc ? "ops_pre" : "ops") == 0);
 	CHECK_EQ(iod_wal_open_fs(&w, fs(), dir, &ld, &e), 0);
 	iod_wal_load_free(&ld);
 	iod_wal_set_segment_bytes(w, SEG_BYTES);
+	iod_wal_set_prealloc(w, prealloc);
 	/* raft truncates a conflicting tail, then appends the leader's entries */
 	CHECK_EQ(iod_wal_truncate(w, 30), 0);
 	CHECK_EQ(iod_wal_next_index(w), 30);
@@ -459,7 +462,7 @@ TEST(libraft_format_refused_with_what_to_do)
  * Reopened, the log starts (a torn tail is repaired, nothing is refused)
  * and holds every entry whose append returned 0, as an exact prefix.
  */
-TEST(crash_at_every_sync_keeps_every_acknowledged_entry)
+static void crash_at_every_sync(void)
 {
 	char text[128];
 	for (uint64_t k = 1; k <= 40; k++) {
@@ -478,6 +481,7 @@ TEST(crash_at_every_sync_keeps_every_acknowledged_entry)
 		CHECK_EQ(ld.n, ENTRIES);
 		iod_wal_load_free(&ld);
 		iod_wal_set_segment_bytes(w, SEG_BYTES);
+		iod_wal_set_prealloc(w, prealloc);
 		iod_walfs_mem_die_at_sync(mfs, k);
 		unsigned acked = ENTRIES;
 		for (unsigned i = ENTRIES + 1; i <= ENTRIES + 60; i++) {
@@ -504,6 +508,11 @@ TEST(crash_at_every_sync_keeps_every_acknowledged_entry)
 	}
 }
 
+TEST(crash_at_every_sync_keeps_every_acknowledged_entry)
+{
+	crash_at_every_sync();
+}
+
 /* Unsynced bytes of the open segment that did reach the disk in part (the
  * crash kept a prefix of the last write): a torn tail, repaired. */
 TEST(crash_with_a_partial_last_write_is_repaired)
@@ -525,4 +534,273 @@ TEST(crash_with_a_partial_last_write_is_repaired)
 	CHECK(ok);
 	iod_walfs_mem_free(mfs);
 	mfs = NULL;
+}
+
+/* ---- preallocated segments (what the daemon writes) ------------------------ */
+
+#define PRE_ENTRIES (ENTRIES + 5)
+#define PRE_BYTES 65536 /* the open segment's preallocation in these cases */
+
+/* Read or write bytes of a file through the file system under test. */
+static int file_io(const char *name, void *buf, size_t len, uint64_t off, bool wr)
+{
+	struct iod_walfs *f = fs();
+	int d = f->ops->dir_open(f, dir);
+	if (d < 0)
+		return d;
+	int fd = f->ops->open(f, d, name, wr ? IOD_WALFS_WRITE : IOD_WALFS_READ);
+	int rv = fd;
+	if (fd >= 0) {
+		if (wr) {
+			rv = f->ops->write(f, fd, buf, len, off);
+			if (!rv)
+				rv = f->ops->sync(f, fd, false);
+		} else {
+			rv = f->ops->read(f, fd, buf, len, off) == (ssize_t)len ? 0 : -EIO;
+		}
+		f->ops->close(f, fd);
+	}
+	f->ops->close(f, d);
+	return rv;
+}
+
+/* Where the records of segment name end, and where its last record starts. */
+static int records_end(const char *name, long *end, long *last_start)
+{
+	unsigned char h[40];
+	long off = 40;
+	*last_start = -1;
+	while (file_io(name, h, sizeof(h), (uint64_t)off, false) == 0 && h[0] == 'R' &&
+	       h[1] == 'E' && h[2] == 'C' && h[3] == '1') {
+		uint32_t dlen = (uint32_t)h[28] | (uint32_t)h[29] << 8 | (uint32_t)h[30] << 16 |
+		                (uint32_t)h[31] << 24;
+		*last_start = off;
+		off += 40 + (long)((dlen + 7) & ~7u);
+	}
+	*end = off;
+	return *last_start < 0 ? -1 : 0;
+}
+
+/* Append entries from..to (entry_text) to the log in dir, preallocating
+ * the open segment to PRE_BYTES. */
+static int append_more(unsigned from, unsigned to)
+{
+	struct iod_wal *w;
+	struct iod_wal_load ld;
+	struct iod_err e = {0};
+	char text[128];
+	if (iod_wal_open_fs(&w, fs(), dir, &ld, &e))
+		return -1;
+	iod_wal_load_free(&ld);
+	iod_wal_set_segment_bytes(w, PRE_BYTES);
+	iod_wal_set_prealloc(w, true);
+	int rv = 0;
+	for (unsigned i = from; i <= to && !rv; i++) {
+		entry_text(text, sizeof(text), i);
+		struct raft_entry en = {
+		    .term = 1, .type = RAFT_COMMAND, .buf = {.base = text, .len = strlen(text)}};
+		rv = iod_wal_append(w, &en, 1);
+	}
+	iod_wal_close(w);
+	return rv;
+}
+
+/* A log written as the daemon writes it: closed segments cut to their
+ * records, the open one preallocated to PRE_BYTES with a zero tail. */
+static int build_pre(const char *sub)
+{
+	prealloc = true;
+	int rv = build(sub);
+	prealloc = false;
+	return rv ? rv : append_more(ENTRIES + 1, PRE_ENTRIES);
+}
+
+/* As the daemon reopens: entries loaded, torn bytes dropped. */
+static int reopen_pre(struct iod_err *e, size_t *n, int *ok, uint64_t *torn)
+{
+	struct iod_wal *w;
+	struct iod_wal_load ld;
+	memset(e, 0, sizeof(*e));
+	int rv = iod_wal_open_fs(&w, fs(), dir, &ld, e);
+	if (rv)
+		return rv;
+	*torn = ld.torn_bytes;
+	iod_wal_load_free(&ld);
+	iod_wal_close(w);
+	return reopen(e, n, ok);
+}
+
+WAL_CASE(prealloc_zero_tail_is_the_end_and_closed_segments_have_none)
+{
+	char p[600], name[64];
+	struct iod_err e;
+	size_t n = 0;
+	int ok = 0;
+	uint64_t torn = 1;
+	long end, last;
+
+	CHECK(build_pre("pz") == 0);
+	unsigned q = last_seq();
+	CHECK(q >= 4);
+	/* every closed segment ends at its last record */
+	for (unsigned i = 1; i < q; i++) {
+		snprintf(name, sizeof(name), "seg-%020u", i);
+		seg_path(p, sizeof(p), i);
+		CHECK_EQ(records_end(name, &end, &last), 0);
+		CHECK_MSG(file_size(p) == end, "%s: %ld bytes, records end at %ld", name,
+		          file_size(p), end);
+	}
+	/* the open one is preallocated: zeros after its records */
+	snprintf(name, sizeof(name), "seg-%020u", q);
+	seg_path(p, sizeof(p), q);
+	CHECK_EQ(records_end(name, &end, &last), 0);
+	CHECK_EQ(file_size(p), PRE_BYTES);
+	CHECK(end < PRE_BYTES / 2);
+	/* reopened: all of it, nothing dropped, the preallocation kept */
+	CHECK_EQ(reopen_pre(&e, &n, &ok, &torn), 0);
+	CHECK_EQ(n, PRE_ENTRIES);
+	CHECK(ok);
+	CHECK_EQ(torn, 0);
+	CHECK_EQ(file_size(p), PRE_BYTES);
+	/* appends go on over the zeros, and survive the next reopen */
+	CHECK_EQ(append_more(PRE_ENTRIES + 1, PRE_ENTRIES + 10), 0);
+	CHECK_EQ(file_size(p), PRE_BYTES);
+	CHECK_EQ(last_seq(), q);
+	CHECK_EQ(reopen_pre(&e, &n, &ok, &torn), 0);
+	CHECK_EQ(n, PRE_ENTRIES + 10);
+	CHECK(ok);
+	CHECK_EQ(torn, 0);
+	/* a log written before preallocation (no tail) is preallocated at the
+	 * next append */
+	CHECK(build("pold") == 0);
+	seg_path(p, sizeof(p), last_seq());
+	long before = file_size(p);
+	CHECK(before < PRE_BYTES);
+	CHECK_EQ(append_more(ENTRIES + 1, PRE_ENTRIES), 0);
+	CHECK_EQ(file_size(p), PRE_BYTES);
+	CHECK_EQ(reopen_pre(&e, &n, &ok, &torn), 0);
+	CHECK_EQ(n, PRE_ENTRIES);
+	CHECK(ok);
+}
+
+WAL_CASE(prealloc_torn_last_record_repaired_to_a_prefix)
+{
+	/* The last append was interrupted inside a preallocated segment: its
+	 * record's header (in part) or its data (in part) reached the disk,
+	 * the rest is still the preallocation's zeros. Repaired to the
+	 * entries before it; appends go on; nothing else is lost. */
+	const long keep[] = {24, 40, 50}; /* bytes of the last record that landed */
+	for (unsigned k = 0; k < sizeof(keep) / sizeof(keep[0]); k++) {
+		char sub[32], p[600], name[64], zeros[256] = {0};
+		struct iod_err e;
+		size_t n = 0;
+		int ok = 0;
+		uint64_t torn = 0;
+		long end, last;
+
+		snprintf(sub, sizeof(sub), "ptorn%u", k);
+		CHECK(build_pre(sub) == 0);
+		snprintf(name, sizeof(name), "seg-%020u", last_seq());
+		seg_path(p, sizeof(p), last_seq());
+		CHECK_EQ(records_end(name, &end, &last), 0);
+		CHECK((size_t)(end - last - keep[k]) <= sizeof(zeros));
+		CHECK_EQ(file_io(name, zeros, (size_t)(end - last - keep[k]),
+		                 (uint64_t)(last + keep[k]), true),
+		         0);
+		int rv = reopen_pre(&e, &n, &ok, &torn);
+		CHECK_MSG(rv == 0, "keep %ld: %s", keep[k], e.msg);
+		CHECK_EQ(n, PRE_ENTRIES - 1);
+		CHECK(ok);
+		CHECK(torn > 0);
+		CHECK_EQ(reopen_pre(&e, &n, &ok, &torn), 0);
+		CHECK_EQ(n, PRE_ENTRIES - 1);
+		CHECK_EQ(torn, 0);
+		CHECK_EQ(append_more(PRE_ENTRIES, PRE_ENTRIES + 3), 0);
+		CHECK_EQ(file_size(p), PRE_BYTES);
+		CHECK_EQ(reopen_pre(&e, &n, &ok, &torn), 0);
+		CHECK_EQ(n, PRE_ENTRIES + 3);
+		CHECK(ok);
+	}
+}
+
+WAL_CASE(prealloc_garbage_in_the_tail_refused_as_without_it)
+{
+	char p[600], name[64], junk[100], rec[200];
+	struct iod_err e;
+	size_t n = 0;
+	int ok = 0;
+	uint64_t torn = 0;
+	long end, last;
+
+	for (unsigned i = 0; i < sizeof(junk); i++)
+		junk[i] = (char)(i * 37 + 11);
+	/* garbage right after the last record, zeros after it: refused, as
+	 * the same garbage at the end of a file without the zeros is */
+	CHECK(build_pre("pg") == 0);
+	snprintf(name, sizeof(name), "seg-%020u", last_seq());
+	seg_path(p, sizeof(p), last_seq());
+	CHECK_EQ(records_end(name, &end, &last), 0);
+	CHECK_EQ(file_io(name, junk, sizeof(junk), (uint64_t)end, true), 0);
+	CHECK_REFUSED(reopen_pre(&e, &n, &ok, &torn), e, name);
+	CHECK_MSG(strstr(e.msg, "offset") != NULL, "%s", e.msg);
+
+	/* a valid record (a copy of the last one) further into the zeros:
+	 * valid data after the end is not an interrupted write: refused */
+	CHECK(build_pre("pv") == 0);
+	CHECK_EQ(records_end(name, &end, &last), 0);
+	CHECK((size_t)(end - last) <= sizeof(rec));
+	CHECK_EQ(file_io(name, rec, (size_t)(end - last), (uint64_t)last, false), 0);
+	CHECK_EQ(file_io(name, rec, (size_t)(end - last), (uint64_t)PRE_BYTES / 2, true), 0);
+	CHECK_REFUSED(reopen_pre(&e, &n, &ok, &torn), e, name);
+
+	/* a flipped byte in an earlier record of the open segment: refused */
+	CHECK(build_pre("pf") == 0);
+	seg_path(p, sizeof(p), last_seq());
+	flip(p, 60);
+	CHECK_REFUSED(reopen_pre(&e, &n, &ok, &torn), e, name);
+
+	/* a closed segment with a zero tail (never written so): refused */
+	CHECK(build_pre("pc") == 0);
+	seg_path(p, sizeof(p), 2);
+	memset(junk, 0, sizeof(junk));
+	append_bytes(p, junk, sizeof(junk));
+	CHECK_REFUSED(reopen_pre(&e, &n, &ok, &torn), e, "seg-00000000000000000002");
+
+	/* bytes far into the zeros with no valid record among them: judged as
+	 * they would be at the end of a file (a torn write that lost a block:
+	 * repaired, every entry kept) */
+	CHECK(build_pre("pj") == 0);
+	for (unsigned i = 0; i < sizeof(junk); i++)
+		junk[i] = (char)(i * 37 + 11);
+	CHECK_EQ(file_io(name, junk, sizeof(junk), (uint64_t)PRE_BYTES / 2, true), 0);
+	CHECK_EQ(reopen_pre(&e, &n, &ok, &torn), 0);
+	CHECK_EQ(n, PRE_ENTRIES);
+	CHECK(ok);
+	CHECK(torn > 0);
+}
+
+/* A follower's truncation and a compaction on a preallocated log. */
+TEST(prealloc_truncate_compact_and_install)
+{
+	prealloc = true;
+	case_truncate_compact_and_install();
+	prealloc = false;
+}
+
+TEST(prealloc_truncate_compact_and_install_memfs)
+{
+	prealloc = true;
+	mfs = iod_walfs_mem_new();
+	CHECK(mfs != NULL);
+	case_truncate_compact_and_install();
+	iod_walfs_mem_free(mfs);
+	mfs = NULL;
+	prealloc = false;
+}
+
+TEST(prealloc_crash_at_every_sync_keeps_every_acknowledged_entry)
+{
+	prealloc = true;
+	crash_at_every_sync();
+	prealloc = false;
 }
