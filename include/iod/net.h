@@ -446,26 +446,31 @@ struct iod_net_vnet_hdr {
 #define IOD_NET_VNET_F_NEEDS_CSUM 1
 #define IOD_NET_VNET_GSO_NONE 0
 #define IOD_NET_VNET_GSO_TCPV4 1
+#define IOD_NET_VNET_GSO_UDP_L4 5 /* UDP_SEGMENT: datagrams of gso_size payload */
 #define IOD_NET_VNET_GSO_ECN 0x80
 
-/* A TCP/IPv4 super-frame (a GSO frame a replica's TCP handed its veth) as
- * its segments will be: where the headers end, the payload and the count. */
+/* A TCP/IPv4 or UDP/IPv4 super-frame (a GSO frame a replica's TCP, or a
+ * UDP socket with UDP_SEGMENT, handed its veth) as its segments will be:
+ * where the headers end, the payload and the count. */
 struct iod_net_gso {
+	uint8_t proto;     /* IOD_NET_PROTO_TCP or IOD_NET_PROTO_UDP */
 	uint16_t l3;       /* IPv4 header offset (14) */
-	uint16_t l4;       /* TCP header offset */
+	uint16_t l4;       /* TCP or UDP header offset */
 	uint16_t hdr_len;  /* all headers (the payload starts here) */
 	uint16_t gso_size; /* payload per segment */
 	uint32_t payload;  /* payload bytes in the super-frame */
 	uint32_t segs;     /* segments (>= 1) */
 };
 /* Plan the segmentation of frame (len bytes) at gso_size payload bytes a
- * segment: Ethernet (no VLAN), IPv4, TCP. -EINVAL for anything else, a
- * gso_size of 0, or headers that do not fit len. */
+ * segment: Ethernet (no VLAN), IPv4 (no fragment), TCP or UDP (g->proto
+ * says which). -EINVAL for anything else, a gso_size of 0, or headers that
+ * do not fit len. */
 int iod_net_gso_plan(const uint8_t *frame, uint32_t len, uint16_t gso_size, struct iod_net_gso *g);
 /* Write segment k (0-based) of the planned frame into out: the headers
- * with the IP total length, id (+k) and checksum, the TCP sequence number
- * (+k * gso_size) and flags (FIN and PSH on the last segment only, CWR on
- * the first only) and the TCP checksum computed from scratch. Returns its
+ * with the IP total length, id (+k) and checksum; for TCP the sequence
+ * number (+k * gso_size) and flags (FIN and PSH on the last segment only,
+ * CWR on the first only), for UDP the datagram's length; and the L4
+ * checksum computed from scratch (UDP: 0xffff for a sum of 0). Returns its
  * length; 0 when k >= g->segs or it does not fit cap. */
 uint32_t iod_net_gso_segment(const uint8_t *frame, const struct iod_net_gso *g, uint32_t k,
                              uint8_t *out, uint32_t cap);

@@ -241,8 +241,12 @@ static bool vnet_next(struct iod_io_port *p, struct afp_port *a, struct iod_pkt 
 			return true;
 		}
 		if (!a->planned) {
-			if ((h->gso_type & ~IOD_NET_VNET_GSO_ECN) != IOD_NET_VNET_GSO_TCPV4 ||
-			    iod_net_gso_plan(f, len, h->gso_size, &a->plan)) {
+			uint8_t gt = h->gso_type & (uint8_t)~IOD_NET_VNET_GSO_ECN;
+			uint8_t want = gt == IOD_NET_VNET_GSO_TCPV4    ? IOD_NET_PROTO_TCP
+			               : gt == IOD_NET_VNET_GSO_UDP_L4 ? IOD_NET_PROTO_UDP
+			                                               : 0;
+			if (!want || iod_net_gso_plan(f, len, h->gso_size, &a->plan) ||
+			    a->plan.proto != want) {
 				p->stats.rx_nobuf++; /* a GSO kind it cannot split: dropped */
 				a->slot_at++;
 				continue;

@@ -8,6 +8,8 @@
  * kernel's tcp_gso_segment would: the headers copied, the IP total length,
  * id and checksum, the TCP sequence number and flags fixed per segment, the
  * TCP checksum computed from scratch (the super-frame's is a partial one).
+ * A UDP socket's UDP_SEGMENT super-frame (gso UDP_L4) splits the same way
+ * into datagrams of gso_size payload, each with its length and checksum.
  *
  * Coalescing: in-order segments of one flow bound for a replica are handed
  * to its veth as one super-frame with a virtio-net header (GRO's job), so
@@ -21,29 +23,48 @@
 
 #define ETH_LEN 14u
 #define TCP_CSUM_OFS 16u
+#define UDP_CSUM_OFS 6u
 
-/* Ethernet / IPv4 (no fragment) / TCP: the offsets; false otherwise. */
-static bool tcp4_hdrs(const uint8_t *f, uint32_t len, uint16_t *l4, uint16_t *hdr_len)
+/* Ethernet / IPv4 (no fragment) / TCP or UDP: the protocol and offsets;
+ * false otherwise. */
+static bool l4_hdrs(const uint8_t *f, uint32_t len, uint8_t *proto, uint16_t *l4, uint16_t *hdr_len)
 {
 	if (len < ETH_LEN + 20 || iod_net_be16(f + 12) != 0x0800)
 		return false;
 	const struct iod_net_ipv4 *ip = (const void *)(f + ETH_LEN);
 	uint32_t ihl = (ip->ver_ihl & 0x0fu) * 4u;
-	if ((ip->ver_ihl >> 4) != 4 || ihl < 20 || ip->proto != IOD_NET_PROTO_TCP ||
-	    (iod_net_be16(&ip->frag_be) & 0x3fff) || ETH_LEN + ihl + 20 > len)
+	if ((ip->ver_ihl >> 4) != 4 || ihl < 20 ||
+	    (ip->proto != IOD_NET_PROTO_TCP && ip->proto != IOD_NET_PROTO_UDP) ||
+	    (iod_net_be16(&ip->frag_be) & 0x3fff))
 		return false;
-	uint32_t thl = (uint32_t)(f[ETH_LEN + ihl + 12] >> 4) * 4u;
-	if (thl < 20 || ETH_LEN + ihl + thl > len)
+	uint32_t thl = 8; /* UDP */
+	if (ip->proto == IOD_NET_PROTO_TCP) {
+		if (ETH_LEN + ihl + 20 > len)
+			return false;
+		thl = (uint32_t)(f[ETH_LEN + ihl + 12] >> 4) * 4u;
+		if (thl < 20)
+			return false;
+	}
+	if (ETH_LEN + ihl + thl > len)
 		return false;
+	*proto = ip->proto;
 	*l4 = (uint16_t)(ETH_LEN + ihl);
 	*hdr_len = (uint16_t)(ETH_LEN + ihl + thl);
 	return true;
 }
 
+/* Ethernet / IPv4 (no fragment) / TCP: the offsets; false otherwise. */
+static bool tcp4_hdrs(const uint8_t *f, uint32_t len, uint16_t *l4, uint16_t *hdr_len)
+{
+	uint8_t proto = 0;
+	return l4_hdrs(f, len, &proto, l4, hdr_len) && proto == IOD_NET_PROTO_TCP;
+}
+
 int iod_net_gso_plan(const uint8_t *frame, uint32_t len, uint16_t gso_size, struct iod_net_gso *g)
 {
 	memset(g, 0, sizeof(*g));
-	if (!gso_size || len > 0xffffu + ETH_LEN || !tcp4_hdrs(frame, len, &g->l4, &g->hdr_len))
+	if (!gso_size || len > 0xffffu + ETH_LEN ||
+	    !l4_hdrs(frame, len, &g->proto, &g->l4, &g->hdr_len))
 		return -EINVAL;
 	g->l3 = ETH_LEN;
 	g->gso_size = gso_size;
@@ -70,6 +91,13 @@ uint32_t iod_net_gso_segment(const uint8_t *frame, const struct iod_net_gso *g, 
 	iod_net_put16(&ip->id_be, (uint16_t)(iod_net_be16(&ip->id_be) + k));
 	ip->csum_be = 0;
 	iod_net_put16(&ip->csum_be, iod_net_ipv4_csum(ip));
+	if (g->proto == IOD_NET_PROTO_UDP) {
+		iod_net_put16(th + 4, (uint16_t)(len - g->l4));
+		th[UDP_CSUM_OFS] = th[UDP_CSUM_OFS + 1] = 0;
+		uint16_t c = iod_net_l4_csum_v4(ip, th, (uint16_t)(len - g->l4));
+		iod_net_put16(th + UDP_CSUM_OFS, c ? c : 0xffffu); /* 0 means none */
+		return len;
+	}
 	iod_net_put32(th + 4, iod_net_be32(th + 4) + ofs);
 	if (k + 1 < g->segs)
 		th[13] &= (uint8_t) ~(IOD_NET_TCP_FIN | IOD_NET_TCP_PSH);

@@ -84,7 +84,7 @@ TEST(gso_plan_refuses_what_it_cannot_segment)
 	uint32_t len = super_frame(f, 3000, IOD_NET_TCP_ACK);
 	CHECK_EQ(iod_net_gso_plan(f, len, 0, &g), -EINVAL);
 	CHECK_EQ(iod_net_gso_plan(f, HDRS - 1, 1000, &g), -EINVAL); /* options cut */
-	f[14 + 9] = IOD_NET_PROTO_UDP;
+	f[14 + 9] = 47;                                             /* GRE */
 	CHECK_EQ(iod_net_gso_plan(f, len, 1000, &g), -EINVAL);
 	f[14 + 9] = IOD_NET_PROTO_TCP;
 	f[12] = 0x86; /* IPv6 EtherType */
@@ -102,6 +102,55 @@ TEST(gso_plan_refuses_what_it_cannot_segment)
 	uint8_t seg[256];
 	CHECK_EQ(iod_net_gso_segment(f, &g, 0, seg, sizeof(seg)), (uint32_t)HDRS);
 	CHECK(iod_net_csums_ok(seg, HDRS));
+}
+
+/* A UDP socket's UDP_SEGMENT super-frame (gso UDP_L4) splits into
+ * datagrams of gso_size payload, each with its own UDP length and a valid
+ * checksum, the IP id counting up, the payload in order; the last one
+ * shorter. Before, the switch dropped such frames (rx_nobuf). */
+TEST(gso_splits_udp_segment_super_frames)
+{
+	static uint8_t f[70000], seg[2048], back[70000];
+	const uint32_t payload = 20000, size = 1400, hdrs = 14 + 20 + 8;
+	memset(f, 0, hdrs);
+	memcpy(f, "\x02\x1d\x0a\xc8\x02\x02\x02\x1d\x0a\xc8\x01\x02\x08\x00", 14);
+	uint8_t *ip = f + 14, *uh = ip + 20;
+	ip[0] = 0x45;
+	iod_net_put16(ip + 2, (uint16_t)(20 + 8 + payload));
+	iod_net_put16(ip + 4, 100);
+	ip[8] = 64;
+	ip[9] = IOD_NET_PROTO_UDP;
+	iod_net_put32(ip + 12, 0x0ac80102);
+	iod_net_put32(ip + 16, 0x0ac80202);
+	iod_net_put16(uh, 40000);
+	iod_net_put16(uh + 2, 4433);
+	iod_net_put16(uh + 4, (uint16_t)(8 + payload));
+	iod_net_put16(uh + 6, 0x1234); /* a partial sum: not trusted */
+	for (uint32_t i = 0; i < payload; i++)
+		f[hdrs + i] = (uint8_t)(i * 13 + i / 253);
+	struct iod_net_gso g;
+	CHECK_EQ(iod_net_gso_plan(f, hdrs + payload, (uint16_t)size, &g), 0);
+	CHECK_EQ(g.proto, IOD_NET_PROTO_UDP);
+	CHECK_EQ(g.hdr_len, hdrs);
+	CHECK_EQ(g.segs, (payload + size - 1) / size);
+	uint32_t got = 0;
+	for (uint32_t k = 0; k < g.segs; k++) {
+		uint32_t n = iod_net_gso_segment(f, &g, k, seg, sizeof(seg));
+		uint32_t want = k + 1 < g.segs ? size : payload - k * size;
+		CHECK_EQ(n, hdrs + want);
+		CHECK(iod_net_csums_ok(seg, n));
+		CHECK(iod_net_be16(seg + 14 + 20 + 6) != 0);           /* a checksum, not "none" */
+		CHECK_EQ(iod_net_be16(seg + 16), 20 + 8 + want);       /* IP length */
+		CHECK_EQ(iod_net_be16(seg + 18), (uint16_t)(100 + k)); /* IP id */
+		CHECK_EQ(iod_net_be16(seg + 14 + 20 + 4), 8 + want);   /* UDP length */
+		CHECK_EQ(iod_net_be16(seg + 14 + 20 + 2), 4433);       /* ports kept */
+		memcpy(back + got, seg + hdrs, want);
+		got += want;
+	}
+	CHECK_EQ(got, payload);
+	CHECK(memcmp(back, f + hdrs, payload) == 0);
+	/* a UDP frame cut inside its header is refused */
+	CHECK_EQ(iod_net_gso_plan(f, 14 + 20 + 7, (uint16_t)size, &g), -EINVAL);
 }
 
 /* Segments of a super-frame, each in its own buffer (as pool buffers). */
