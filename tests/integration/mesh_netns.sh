@@ -94,7 +94,7 @@ all_up() {
 	for r in web-0 web-1 echo-0; do healthy $r || return 1; done
 	obj replicas client-0 addr | grep -q '^10\.200\.'
 }
-wait_for 40 all_up || { bad "web's 2 and echo's endpoints healthy, the client addressed"; exit 1; }
+wait_for 90 all_up || { bad "web's 2 and echo's endpoints healthy, the client addressed (90 s)"; on_bad; exit 1; }
 case "$(obj services web service_mesh)" in
 *"'mode': 'l7'"*) ok "the Service object web carries service_mesh.mode l7" ;;
 *) bad "web's service_mesh: '$(obj services web service_mesh)'" ;;
