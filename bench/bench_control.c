@@ -29,6 +29,7 @@
  * IOD_BENCH_HEARTBEAT_MS (iod's timeouts; unset = iod's defaults),
  * IOD_BENCH_ETCD=0 (skip etcd), IOD_BENCH_ONLY=failover|writes|loop_lag|recover,
  * IOD_BENCH_FAST_VOTES=1 (iod servers run with --fast-votes),
+ * IOD_BENCH_TIEBREAK=1 (iod servers run with --vote-tiebreak, off by default),
  * IOD_BENCH_NO_TIEBREAK=1 (iod servers run with --no-vote-tiebreak),
  * IOD_BENCH_VERBOSE=1 (per-round times and breakdowns, the leader's metrics
  * after each write run), IOD_BENCH_KEEP=1 (keep data dirs and logs),
@@ -121,6 +122,8 @@ static void iod_args(struct cluster *c)
 		c->cc.args[n++] = "--fast-votes";
 	if (env_int("IOD_BENCH_NO_TIEBREAK", 0))
 		c->cc.args[n++] = "--no-vote-tiebreak";
+	else if (env_int("IOD_BENCH_TIEBREAK", 0))
+		c->cc.args[n++] = "--vote-tiebreak";
 	if (getenv("IOD_BENCH_SNAPSHOT_THRESHOLD")) {
 		c->cc.args[n++] = "--snapshot-threshold";
 		c->cc.args[n++] = getenv("IOD_BENCH_SNAPSHOT_THRESHOLD");

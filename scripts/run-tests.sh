@@ -134,11 +134,15 @@ run_prog() { # section path...: the programs, $JOBS at a time
 # scripts whose header says `# iod-test: parallel` (no namespace, nft table,
 # cgroup or fixed port; ports from lib.sh's free_port_block, which reserves
 # its block; files in mktemp dirs), run beside the serial lane without the
-# lock, IOD_TEST_INTEGRATION_JOBS (default: the number of cores) integration
-# jobs at a time in all, one slot kept for the serial lane while serial items
-# remain. IOD_TEST_INTEGRATION_JOBS=1 runs everything one at a time, in list
-# order, as before. Blocks are printed whole and in list order either way.
-IJOBS=${IOD_TEST_INTEGRATION_JOBS:-$JOBS}
+# lock, IOD_TEST_INTEGRATION_JOBS integration jobs at a time in all, one
+# slot kept for the serial lane while serial items remain. The default is 1:
+# everything one at a time, in list order, as before. On 2 cores the
+# parallel lane's CPU made four timing-bound cluster scripts fail in one
+# make test (mesh_netns, move_netns, ar_cluster_netns, test_control_cluster;
+# each passes alone), so it is opt-in (IOD_TEST_INTEGRATION_JOBS=2) until
+# those scripts hold up beside it. Blocks are printed whole and in list
+# order either way.
+IJOBS=${IOD_TEST_INTEGRATION_JOBS:-1}
 # lane_parallel SCRIPT: status 0 when its header (the comment lines after
 # the #! line) has the line `# iod-test: parallel`.
 lane_parallel() {

@@ -18,7 +18,7 @@ static void usage(FILE *f)
 	        "usage: iod server --id N --data-dir DIR --raft HOST:PORT --api HOST:PORT\n"
 	        "                  [--peers ID=RAFT[@API],...] [--join API_HOST:PORT]\n"
 	        "                  [--election-timeout 30ms] [--heartbeat 3ms] [--no-pre-vote]\n"
-	        "                  [--fast-votes] [--no-vote-tiebreak] [--recover-from-peers]\n"
+	        "                  [--fast-votes] [--vote-tiebreak|--no-vote-tiebreak] [--recover-from-peers]\n"
 	        "                  [--snapshot-threshold N] [--snapshot-trailing N]\n"
 	        "                  --pki DIR [--raft-plaintext] | --insecure\n\n"
 	        "Run one control-plane member: Raft (canonical raft, iod's I/O) + the cluster\n"
@@ -40,9 +40,10 @@ static void usage(FILE *f)
 	        "  (not only when this server's own timer fires): the election no longer waits\n"
 	        "  for the later of two timers, but a leader stall just over the timeout may\n"
 	        "  then cost an election (off by default).\n"
-	        "--no-vote-tiebreak: answer every pre-vote request; by default a server whose\n"
-	        "  election started with another's leaves the higher id's pre-vote unanswered,\n"
-	        "  so the two do not split the vote (src/state/vote.c).\n"
+	        "--vote-tiebreak: a server whose election started with another's leaves the\n"
+	        "  higher id's pre-vote unanswered, so the two do not split the vote\n"
+	        "  (src/state/vote.c; off by default until its liveness under load is\n"
+	        "  understood). --no-vote-tiebreak: answer every pre-vote request (the default).\n"
 	        "SIGTERM/SIGINT: a leader transfers leadership first, then the server exits.\n"
 	        "--recover-from-peers: a server that refused to start because its log is damaged\n"
 	        "  (the message names the file and offset) is rebuilt from the most up-to-date\n"
@@ -99,6 +100,7 @@ int cmd_server(int argc, char **argv)
 	    {"no-pre-vote", no_argument, NULL, 'V'},
 	    {"fast-votes", no_argument, NULL, 'F'},
 	    {"no-vote-tiebreak", no_argument, NULL, 'B'},
+	    {"vote-tiebreak", no_argument, NULL, 'b'},
 	    {"recover-from-peers", no_argument, NULL, 'R'},
 	    {"snapshot-threshold", required_argument, NULL, 'S'},
 	    {"snapshot-trailing", required_argument, NULL, 'T'},
@@ -154,6 +156,7 @@ int cmd_server(int argc, char **argv)
 		case 'V': c.pre_vote = false; break;
 		case 'F': c.fast_votes = true; break;
 		case 'B': c.no_vote_tiebreak = true; break;
+		case 'b': c.no_vote_tiebreak = false; break;
 		case 'R': c.recover_from_peers = true; break;
 		case 'S':
 		case 'T': {

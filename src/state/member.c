@@ -384,6 +384,11 @@ void iod_server_config_default(struct iod_server_config *c)
 	c->snapshot_trailing = 2048;
 	c->pre_vote = true;
 	c->lease_check_ms = 50;
+	/* the pre-vote tie-break (vote.c) is off until its liveness under load
+	 * is understood: with it on, test_control_cluster's leader-kill test saw
+	 * no commit for 10 s after a kill once in make test (load ~10);
+	 * `--vote-tiebreak` turns it on (docs/control-plane.md) */
+	c->no_vote_tiebreak = true;
 }
 
 /* "ID=RAFT_ADDR[@API_ADDR]" entries, comma-separated. */
