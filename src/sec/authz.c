@@ -445,30 +445,50 @@ static const json_t *service_replica(const struct iod_sec_identity *id,
 	return sv && str_eq(tenant && tenant[0] ? tenant : "default", id->tenant) ? rv : NULL;
 }
 
+/*
+ * What a service identity may write for one of its replicas (a Checkpoint
+ * or an XferPeer, `noun`): an existing object must be one of its own
+ * service's replicas', which it may delete; otherwise only PUT, of a value
+ * whose `rep_f` names a replica of its own service. 1 with *rv the replica
+ * when a PUT passed these (the caller checks the rest); else the
+ * decision's 0 or -EACCES.
+ */
+static int service_owned(const struct iod_sec_identity *id, const struct iod_sec_request *rq,
+                         struct iod_sec_decision *d, enum iod_state_kind sk, enum iod_obj_kind k,
+                         unsigned rep_f, const char *noun, const json_t **rv)
+{
+	const json_t *old = value_of(rq, sk, rq->name);
+	const char *old_rep = iod_obj_peek_str(k, old, rep_f);
+	if (old && !service_replica(id, rq, old_rep))
+		return deny(d, 403, id, rq, "%s belongs to replica %s of another service", noun,
+		            old_rep ? old_rep : "(none)");
+	if (rq->verb == IOD_SEC_VERB_DELETE)
+		return old ? allow(d) : deny(d, 403, id, rq, "no such %s of this service", noun);
+	if (rq->verb != IOD_SEC_VERB_PUT)
+		return deny(d, 403, id, rq, "services put or delete %ss only", noun);
+	const char *rep = iod_obj_peek_str(k, rq->value, rep_f);
+	if (!(*rv = service_replica(id, rq, rep)))
+		return deny(d, 403, id, rq, "replica %s is not a replica of service %s/%s",
+		            rep ? rep : "(none)", id->tenant, id->name);
+	return 1;
+}
+
 /* A service writing a checkpoint manifest: one of a replica of its own
  * service, naming that service and the node the replica runs on. */
 static int service_checkpoint(const struct iod_sec_identity *id, const struct iod_sec_request *rq,
                               struct iod_sec_decision *d)
 {
+	const json_t *rv = NULL;
 	const enum iod_obj_kind K = IOD_OBJ_KIND_CHECKPOINT;
-	const json_t *old = value_of(rq, IOD_STATE_CHECKPOINT, rq->name);
-	const char *old_rep = iod_obj_peek_str(K, old, IOD_OBJ_CHECKPOINT_REPLICA);
-	if (old && !service_replica(id, rq, old_rep))
-		return deny(d, 403, id, rq, "checkpoint belongs to replica %s of another service",
-		            old_rep ? old_rep : "(none)");
-	if (rq->verb == IOD_SEC_VERB_DELETE)
-		return old ? allow(d) : deny(d, 403, id, rq, "no such checkpoint of this service");
-	if (rq->verb != IOD_SEC_VERB_PUT)
-		return deny(d, 403, id, rq, "services put or delete checkpoints only");
 	const json_t *v = rq->value;
-	const char *rep = iod_obj_peek_str(K, v, IOD_OBJ_CHECKPOINT_REPLICA);
-	const json_t *rv = service_replica(id, rq, rep);
-	if (!rv)
-		return deny(d, 403, id, rq, "replica %s is not a replica of service %s/%s",
-		            rep ? rep : "(none)", id->tenant, id->name);
+	int rc = service_owned(id, rq, d, IOD_STATE_CHECKPOINT, K, IOD_OBJ_CHECKPOINT_REPLICA,
+	                       "checkpoint", &rv);
+	if (rc != 1)
+		return rc;
 	if (!str_eq(iod_obj_peek_str(K, v, IOD_OBJ_CHECKPOINT_SERVICE), id->name))
 		return deny(d, 403, id, rq, "a checkpoint it writes must name service %s",
 		            id->name);
+	const char *rep = iod_obj_peek_str(K, v, IOD_OBJ_CHECKPOINT_REPLICA);
 	const char *on = rep_str(rv, IOD_OBJ_REPLICA_NODE);
 	if (!str_eq(iod_obj_peek_str(K, v, IOD_OBJ_CHECKPOINT_NODE), on))
 		return deny(d, 403, id, rq, "a checkpoint of %s must name its node %s", rep,
@@ -482,21 +502,12 @@ static int service_xferpeer(const struct iod_sec_identity *id, const struct iod_
                             struct iod_sec_decision *d)
 {
 	const enum iod_obj_kind K = IOD_OBJ_KIND_XFERPEER;
-	const json_t *old = value_of(rq, IOD_STATE_XFERPEER, rq->name);
-	const char *old_rep = iod_obj_peek_str(K, old, IOD_OBJ_XFERPEER_REPLICA);
-	if (old && !service_replica(id, rq, old_rep))
-		return deny(d, 403, id, rq, "xferpeer belongs to replica %s of another service",
-		            old_rep ? old_rep : "(none)");
-	if (rq->verb == IOD_SEC_VERB_DELETE)
-		return old ? allow(d) : deny(d, 403, id, rq, "no such xferpeer of this service");
-	if (rq->verb != IOD_SEC_VERB_PUT)
-		return deny(d, 403, id, rq, "services put or delete xferpeers only");
-	const json_t *v = rq->value;
+	const json_t *rv = NULL, *v = rq->value;
+	int rc = service_owned(id, rq, d, IOD_STATE_XFERPEER, K, IOD_OBJ_XFERPEER_REPLICA,
+	                       "xferpeer", &rv);
+	if (rc != 1)
+		return rc;
 	const char *rep = iod_obj_peek_str(K, v, IOD_OBJ_XFERPEER_REPLICA);
-	const json_t *rv = service_replica(id, rq, rep);
-	if (!rv)
-		return deny(d, 403, id, rq, "replica %s is not a replica of service %s/%s",
-		            rep ? rep : "(none)", id->tenant, id->name);
 	const char *on = rep_str(rv, IOD_OBJ_REPLICA_NODE);
 	if (!str_eq(iod_obj_peek_str(K, v, IOD_OBJ_XFERPEER_NODE), on))
 		return deny(d, 403, id, rq, "an xferpeer of %s must name its node %s", rep,
