@@ -203,30 +203,46 @@ uint32_t iod_agent_svids_prune(const struct iod_agent_config *c, const struct io
 	return removed;
 }
 
+/* One service's SVID in c->svid_dir (the directory and CA written): kept
+ * when it is valid and not due for renewal, else issued. *readable: it
+ * reads back valid, *at then its renewal time. The issue's error, or 0. */
+static int svid_one(const struct iod_agent_config *c, struct iod_api_client *cl,
+                    const struct iod_mesh_svc_id *id, uint64_t now_s, uint64_t *at, bool *issued,
+                    bool *readable, struct iod_err *e)
+{
+	char base[IOD_AGENT_PATH_MAX + 2 * IOD_NAME_MAX + 4], crt[sizeof(base) + 8];
+	*issued = false;
+	snprintf(base, sizeof(base), "%s/%s/%s", c->svid_dir, id->tenant, id->service);
+	snprintf(crt, sizeof(crt), "%s.crt", base);
+	if ((*readable = have_svid(crt, id, now_s, at)))
+		return 0;
+	int rc = issue(c, cl, id, base, e);
+	if (rc)
+		return rc;
+	*issued = true;
+	*readable = have_svid(crt, id, now_s, at);
+	IOD_INFO("agent", "node %s: SVID spiffe://%s/ns/%s/svc/%s issued (%s)", c->name,
+	         iod_sec_ca_cluster(iod_sec_tls_creds_ca(c->creds)), id->tenant, id->service, crt);
+	return 0;
+}
+
 int iod_agent_svid_ensure(const struct iod_agent_config *c, struct iod_api_client *cl,
                           const struct iod_mesh_svc_id *id, uint64_t now_s, uint64_t *renew_at_s,
                           bool *issued, struct iod_err *e)
 {
-	char base[IOD_AGENT_PATH_MAX + 2 * IOD_NAME_MAX + 4], crt[sizeof(base) + 8];
+	bool readable = false;
 	int rc;
 	*issued = false;
 	*renew_at_s = now_s + 2;
 	if (!c->creds)
 		return iod_err_set(e, -EACCES, "node %s has no node certificate to ask with",
 		                   c->name);
-	if ((rc = iod_sec_mkdirs(c->svid_dir, 0700, e)) || (rc = write_ca(c, e)))
+	if ((rc = iod_sec_mkdirs(c->svid_dir, 0700, e)) || (rc = write_ca(c, e)) ||
+	    (rc = svid_one(c, cl, id, now_s, renew_at_s, issued, &readable, e)))
 		return rc;
-	snprintf(base, sizeof(base), "%s/%s/%s", c->svid_dir, id->tenant, id->service);
-	snprintf(crt, sizeof(crt), "%s.crt", base);
-	if (have_svid(crt, id, now_s, renew_at_s))
-		return 0;
-	if ((rc = issue(c, cl, id, base, e)))
-		return rc;
-	*issued = true;
-	if (!have_svid(crt, id, now_s, renew_at_s))
-		return iod_err_set(e, -EIO, "the SVID written to %s does not read back", crt);
-	IOD_INFO("agent", "node %s: SVID spiffe://%s/ns/%s/svc/%s issued (%s)", c->name,
-	         iod_sec_ca_cluster(iod_sec_tls_creds_ca(c->creds)), id->tenant, id->service, crt);
+	if (!readable)
+		return iod_err_set(e, -EIO, "the SVID of %s/%s in %s does not read back",
+		                   id->tenant, id->service, c->svid_dir);
 	return 0;
 }
 
@@ -295,17 +311,10 @@ int iod_agent_svids_sync(const struct iod_agent_config *c, struct iod_api_client
 		return rc;
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		char base[IOD_AGENT_PATH_MAX + 2 * IOD_NAME_MAX + 4], crt[sizeof(base) + 8];
 		uint64_t at = 0;
+		bool got = false, readable = false;
 		struct iod_err e2 = {0};
-		snprintf(base, sizeof(base), "%s/%s/%s", c->svid_dir, want[i].tenant,
-		         want[i].service);
-		snprintf(crt, sizeof(crt), "%s.crt", base);
-		if (have_svid(crt, &want[i], now_s, &at)) {
-			*next_s = IOD_MIN(*next_s, at);
-			continue;
-		}
-		int r = issue(c, cl, &want[i], base, &e2);
+		int r = svid_one(c, cl, &want[i], now_s, &at, &got, &readable, &e2);
 		if (r) {
 			IOD_WARN("agent", "node %s: SVID of %s/%s: %s (retrying in 2 s)", c->name,
 			         want[i].tenant, want[i].service, e2.msg);
@@ -316,12 +325,9 @@ int iod_agent_svids_sync(const struct iod_agent_config *c, struct iod_api_client
 			}
 			continue;
 		}
-		(*issued)++;
-		if (have_svid(crt, &want[i], now_s, &at))
+		*issued += got;
+		if (readable)
 			*next_s = IOD_MIN(*next_s, at);
-		IOD_INFO("agent", "node %s: SVID spiffe://%s/ns/%s/svc/%s issued (%s)", c->name,
-		         iod_sec_ca_cluster(iod_sec_tls_creds_ca(c->creds)), want[i].tenant,
-		         want[i].service, crt);
 	}
 	/* with a view (want given, even empty): the services that left */
 	if (want)
