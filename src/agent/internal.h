@@ -65,9 +65,12 @@ int iod_agent_svid_ensure(const struct iod_agent_config *c, struct iod_api_clien
                           bool *issued, struct iod_err *e);
 /* Remove the pairs in cfg->svid_dir this node was issued (their OU names
  * cfg->name) for services not in want[0..n): what sync does with a view
- * (want not NULL). How many were removed. */
+ * (want not NULL). A pair written or used (its .crt's mtime, touched by
+ * every ensure that keeps it) in the IOD_AGENT_SVID_INUSE_S before now_s
+ * (unix s) stays. How many were removed. */
+#define IOD_AGENT_SVID_INUSE_S 60
 uint32_t iod_agent_svids_prune(const struct iod_agent_config *c, const struct iod_mesh_svc_id *want,
-                               uint32_t n);
+                               uint32_t n, uint64_t now_s);
 
 /* The telemetry thread (telemetry.c); NULL out when cfg->telemetry_interval_ns is 0. */
 struct iod_agent_telemetry;

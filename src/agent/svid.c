@@ -31,6 +31,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,7 +143,7 @@ static bool wanted(const struct iod_mesh_svc_id *want, uint32_t n, const char *t
 
 /* Remove DIR/tenant's pairs issued to this node for services not wanted. */
 static uint32_t prune_tenant(const struct iod_agent_config *c, const char *tenant,
-                             const struct iod_mesh_svc_id *want, uint32_t n)
+                             const struct iod_mesh_svc_id *want, uint32_t n, uint64_t now_s)
 {
 	char dir[IOD_AGENT_PATH_MAX + IOD_NAME_MAX + 2];
 	uint32_t removed = 0;
@@ -169,6 +170,13 @@ static uint32_t prune_tenant(const struct iod_agent_config *c, const char *tenan
 		free(pem);
 		if (!ours)
 			continue;
+		/* written or used (iod_agent_svid_ensure, a replica's start) in
+		 * the last minute: kept. The proxy's view and the agent's
+		 * replicas are two threads' views; one a moment behind the other
+		 * removed a pair between a replica's ensure and its copy */
+		struct stat st;
+		if (!stat(path, &st) && (uint64_t)st.st_mtime + IOD_AGENT_SVID_INUSE_S > now_s)
+			continue;
 		/* the certificate first: a key without one is never loaded */
 		if (unlink(path) && errno != ENOENT) {
 			IOD_WARN("agent", "node %s: removing %s: %s", c->name, path,
@@ -188,7 +196,7 @@ static uint32_t prune_tenant(const struct iod_agent_config *c, const char *tenan
 }
 
 uint32_t iod_agent_svids_prune(const struct iod_agent_config *c, const struct iod_mesh_svc_id *want,
-                               uint32_t n)
+                               uint32_t n, uint64_t now_s)
 {
 	DIR *d = opendir(c->svid_dir);
 	struct dirent *de;
@@ -198,7 +206,7 @@ uint32_t iod_agent_svids_prune(const struct iod_agent_config *c, const struct io
 	while ((de = readdir(d)))
 		if (de->d_name[0] != '.' && iod_sec_name_valid(de->d_name) &&
 		    strlen(de->d_name) < IOD_NAME_MAX)
-			removed += prune_tenant(c, de->d_name, want, n);
+			removed += prune_tenant(c, de->d_name, want, n, now_s);
 	closedir(d);
 	return removed;
 }
@@ -214,8 +222,10 @@ static int svid_one(const struct iod_agent_config *c, struct iod_api_client *cl,
 	*issued = false;
 	snprintf(base, sizeof(base), "%s/%s/%s", c->svid_dir, id->tenant, id->service);
 	snprintf(crt, sizeof(crt), "%s.crt", base);
-	if ((*readable = have_svid(crt, id, now_s, at)))
+	if ((*readable = have_svid(crt, id, now_s, at))) {
+		(void)utimensat(AT_FDCWD, crt, NULL, 0); /* in use: prune keeps it */
 		return 0;
+	}
 	int rc = issue(c, cl, id, base, e);
 	if (rc)
 		return rc;
@@ -331,6 +341,6 @@ int iod_agent_svids_sync(const struct iod_agent_config *c, struct iod_api_client
 	}
 	/* with a view (want given, even empty): the services that left */
 	if (want)
-		iod_agent_svids_prune(c, want, n);
+		iod_agent_svids_prune(c, want, n, now_s);
 	return rc;
 }

@@ -573,7 +573,7 @@ int cmd_up(int argc, char **argv)
 		snprintf(log, sizeof(log), "%s/node-%ld.log", dir, i);
 		snprintf(path, sizeof(path), "%s/node-%ld.pid", dir, i);
 		snprintf(gs, sizeof(gs), "%ld", gpus);
-		char *av[56], telv[32], mtlsv[32], svidd[IOD_AGENT_PATH_MAX + 8],
+		char *av[56], telv[32], mtlsv[32], svidd[IOD_AGENT_PATH_MAX + 24],
 		    crt[IOD_AGENT_PATH_MAX + 48], key[IOD_AGENT_PATH_MAX + 48],
 		    cacrt[IOD_AGENT_PATH_MAX + 16];
 		int k = 0;
@@ -643,11 +643,14 @@ int cmd_up(int argc, char **argv)
 		}
 		if (mtls) {
 			/* one SVID directory: node-1's proxy presents the SVIDs of
-			 * callers on every local node, each issued by its own node */
+			 * callers on every local node, each issued by its own node.
+			 * --netns: every node's own, as on separate machines (each
+			 * proxy presents its own node's; a shared one let a node's
+			 * prune or reissue race another's replica start) */
 			snprintf(mtlsv, sizeof(mtlsv), "127.0.0.1:%ld", mtls_base + i - 1);
 			if (netns) /* on its underlay address: other nodes' proxies */
 				snprintf(mtlsv, sizeof(mtlsv), "%s:%ld", addr, mtls_base);
-			snprintf(svidd, sizeof(svidd), "%s/svid", dir);
+			snprintf(svidd, sizeof(svidd), "%s/svid", netns ? data : dir);
 			av[k++] = "--mesh-mtls";
 			av[k++] = mtlsv;
 			av[k++] = "--svid-dir";

@@ -58,13 +58,15 @@
 #   chaos_writes_ok [D]        a register run of D (2s) acknowledged a write
 
 wait_for() {
-	_n=$(($1 * 10)); shift
-	while [ $_n -gt 0 ]; do
+	# SECONDS of the wall clock, however long each CMD takes (counting
+	# tries of 0.1 s let a slow CMD, 4 `iod get`s on a loaded machine, stretch
+	# a 90 s wait past the test's 300 s timeout)
+	_end=$(($(date +%s) + $1)); shift
+	while :; do
 		"$@" && return 0
+		[ "$(date +%s)" -lt "$_end" ] || return 1
 		sleep 0.1
-		_n=$((_n - 1))
 	done
-	return 1
 }
 
 _http_up() { curl -s -o /dev/null --max-time 1 "$1"; }
