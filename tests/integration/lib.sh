@@ -1,7 +1,7 @@
 # lib.sh: what the integration scripts share (sourced: `. "$(dirname "$0")/lib.sh"`).
 #
 #   wait_for SECONDS CMD...    run CMD every 0.1 s until it succeeds (0) or
-#                              SECONDS pass (1)
+#                              SECONDS of the wall clock and 10 tries pass (1)
 #   wait_http SECONDS URL      wait_for an HTTP answer (any status) from URL
 #   free_port_block SEED       a block of 100 free TCP/UDP ports below the
 #                              ephemeral range, printed as its first port
@@ -58,13 +58,16 @@
 #   chaos_writes_ok [D]        a register run of D (2s) acknowledged a write
 
 wait_for() {
-	# SECONDS of the wall clock, however long each CMD takes (counting
-	# tries of 0.1 s let a slow CMD, 4 `iod get`s on a loaded machine, stretch
-	# a 90 s wait past the test's 300 s timeout)
-	_end=$(($(date +%s) + $1)); shift
+	# SECONDS of the wall clock however long each CMD takes, and at least
+	# 10 tries (counting 0.1 s tries alone let a slow CMD, 4 `iod get`s on a
+	# loaded machine, stretch mesh_netns's 90 s wait past the 300 s test
+	# timeout; the 10 keep a short wait on a slow CMD, a ping, as patient as
+	# it was)
+	_end=$(($(date +%s) + $1)) _n=0; shift
 	while :; do
 		"$@" && return 0
-		[ "$(date +%s)" -lt "$_end" ] || return 1
+		_n=$((_n + 1))
+		[ "$_n" -lt 10 ] || [ "$(date +%s)" -lt "$_end" ] || return 1
 		sleep 0.1
 	done
 }
