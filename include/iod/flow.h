@@ -435,6 +435,7 @@ struct iod_flow_dp {
 	struct iod_flow_pipeline *pl;                   /* the pipeline */
 	struct iod_net_ct *ct[IOD_FLOW_CORES_MAX];      /* conntrack per core */
 	struct iod_net_lb_service *services;            /* the config's services, by index */
+	uint32_t services_n;                            /* how many */
 	uint32_t cores;                                 /* worker cores */
 	int32_t pipe_ct, pipe_sg, pipe_svc, pipe_route; /* pipe ids */
 	int32_t pipe_sgin;                              /* "sgin", -1 = none */
@@ -442,8 +443,10 @@ struct iod_flow_dp {
 
 int iod_flow_dp_build(const struct iod_flow_dp_config *c, uint32_t cores, struct iod_flow_dp *dp,
                       struct iod_err *e);
-/* The same, taking prev's conntrack tables (prev keeps none, and is only
- * fit for iod_flow_dp_destroy): a rebuilt pipeline keeps its sessions.
+/* The same, taking prev's conntrack tables and the Maglev tables of its
+ * unchanged services (prev keeps none, and is only fit for
+ * iod_flow_dp_destroy): a rebuilt pipeline keeps its sessions, and a
+ * change rebuilds only the tables of the services it changed.
  * prev NULL = iod_flow_dp_build. */
 int iod_flow_dp_rebuild(const struct iod_flow_dp_config *c, uint32_t cores, struct iod_flow_dp *dp,
                         struct iod_flow_dp *prev, struct iod_err *e);

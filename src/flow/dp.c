@@ -241,6 +241,41 @@ static int add_egress(struct iod_flow_dp *dp, const struct iod_flow_dp_config *c
 	return 0;
 }
 
+/* Same VIP, port, protocol and backends (address, port, weight, health, in
+ * order): the same Maglev table. */
+static bool lb_same(const struct iod_net_lb_service *a, const struct iod_net_lb_service *b)
+{
+	if (a->vip != b->vip || a->port != b->port || a->proto != b->proto ||
+	    a->backends_n != b->backends_n)
+		return false;
+	for (uint32_t i = 0; i < a->backends_n; i++) {
+		const struct iod_net_lb_backend *x = &a->backends[i], *y = &b->backends[i];
+		if (x->ip != y->ip || x->port != y->port || x->weight != y->weight ||
+		    x->up != y->up)
+			return false;
+	}
+	return true;
+}
+
+/* d's Maglev table from prev's same service, moved (prev keeps none): a
+ * rebuild for a policy or one service's change does not rebuild every
+ * service's 65,537 slots (40 services took 86-149 ms). True when taken. */
+static bool take_maglev(struct iod_net_lb_service *d, struct iod_flow_dp *prev)
+{
+	if (!prev || !prev->services)
+		return false;
+	for (uint32_t j = 0; j < prev->services_n; j++) {
+		struct iod_net_lb_service *p = &prev->services[j];
+		if (!p->maglev.table || !lb_same(d, p))
+			continue;
+		d->maglev = p->maglev;
+		memcpy(d->up_index, p->up_index, sizeof(d->up_index));
+		memset(&p->maglev, 0, sizeof(p->maglev));
+		return true;
+	}
+	return false;
+}
+
 int iod_flow_dp_build(const struct iod_flow_dp_config *c, uint32_t cores, struct iod_flow_dp *dp,
                       struct iod_err *e)
 {
@@ -271,6 +306,7 @@ int iod_flow_dp_rebuild(const struct iod_flow_dp_config *c, uint32_t cores, stru
 			                   c->ct_sessions, strerror(-rc));
 		}
 	}
+	dp->services_n = c->services_n;
 	for (uint32_t i = 0; i < c->services_n; i++) {
 		const struct iod_net_lb_service *s = &c->services[i].lb;
 		struct iod_net_lb_service *d = &dp->services[i];
@@ -280,6 +316,8 @@ int iod_flow_dp_rebuild(const struct iod_flow_dp_config *c, uint32_t cores, stru
 			                       s->backends[b].weight);
 			d->backends[b].up = s->backends[b].up;
 		}
+		if (take_maglev(d, prev))
+			continue;
 		if ((rc = iod_net_lb_service_build(d))) {
 			iod_flow_dp_destroy(dp);
 			return iod_err_set(e, rc, "service %s: cannot build its Maglev table",

@@ -305,7 +305,12 @@ TEST(overlay_vip_balances_healthy_endpoints_from_the_objects)
 	t->eps[3].healthy = true;
 	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 3, c, &e) == 0, "%s", e.msg);
 	CHECK_MSG(iod_agent_overlay_dp_services(t, c, &e) == 0, "%s", e.msg);
+	const uint32_t *tab0 = dp[0].services[0].maglev.table,
+	               *tab1 = dp[0].services[1].maglev.table;
 	CHECK_MSG(iod_flow_dp_rebuild(c, 1, &dp[1], &dp[0], &e) == 0, "%s", e.msg);
+	/* echo's backends changed: a table of its own; cli's did not: taken */
+	CHECK(dp[1].services[1].maglev.table && dp[1].services[1].maglev.table != tab1);
+	CHECK(tab0 && dp[1].services[0].maglev.table == tab0);
 	iod_flow_dp_destroy(&dp[0]);
 	/* the established connection stays on its backend */
 	tcp_frame(b, ip("10.200.1.2"), 20000, ip("10.200.240.9"), 8080, IOD_NET_TCP_ACK);
@@ -478,7 +483,11 @@ TEST(overlay_vip_checks_the_local_backends_ingress_group)
 	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 3, c, &e) == 0, "%s", e.msg);
 	CHECK_MSG(iod_agent_overlay_dp_services(t, c, &e) == 0, "%s", e.msg);
 	struct iod_flow_dp dp2;
+	const uint32_t *tab = dp.services[0].maglev.table;
 	CHECK_MSG(iod_flow_dp_rebuild(c, 1, &dp2, &dp, &e) == 0, "%s", e.msg);
+	/* a policy change leaves the service as it was: its Maglev table is
+	 * taken over, not rebuilt (40 services' rebuilds took 86-149 ms) */
+	CHECK(tab && dp2.services[0].maglev.table == tab && !dp.services[0].maglev.table);
 	iod_flow_dp_destroy(&dp);
 	tcp_frame(b, ip("10.200.1.2"), 42001, ip("10.200.240.9"), 8080, IOD_NET_TCP_SYN);
 	CHECK(!pass(&dp2, b, now += 1000, &o));
@@ -587,7 +596,11 @@ TEST(overlay_egress_rule_by_service_admits_and_denies_its_vip)
 	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 2, c, &e) == 0, "%s", e.msg);
 	CHECK_MSG(iod_agent_overlay_dp_services(t, c, &e) == 0, "%s", e.msg);
 	struct iod_flow_dp dp2;
+	const uint32_t *tab = dp.services[0].maglev.table;
 	CHECK_MSG(iod_flow_dp_rebuild(c, 1, &dp2, &dp, &e) == 0, "%s", e.msg);
+	/* a policy change leaves the service as it was: its Maglev table is
+	 * taken over, not rebuilt (40 services' rebuilds took 86-149 ms) */
+	CHECK(tab && dp2.services[0].maglev.table == tab && !dp.services[0].maglev.table);
 	iod_flow_dp_destroy(&dp);
 	tcp_frame(b, ip("10.200.1.2"), 43003, ip("10.200.240.9"), 8080, IOD_NET_TCP_SYN);
 	CHECK_MSG(!pass(&dp2, b, now += 1000, &o), "cli-0 reached echo's VIP past no-echo");
@@ -682,7 +695,21 @@ TEST(overlay_vips_past_sixteen_services_on_a_node)
 		CHECK_EQ(o.dst.v4, ip(addr));
 		CHECK_EQ(o.dport, 9000 + i);
 	}
+	/* a rebuild with every service as it was takes their tables over */
+	struct iod_flow_dp dp2;
+	t0 = iod_clock_now_ns();
+	CHECK_MSG(iod_flow_dp_rebuild(c, 1, &dp2, &dp, &e) == 0, "%s", e.msg);
+	printf("  (rebuilt it with the %d services unchanged in %.1f ms)\n", N,
+	       (double)(iod_clock_now_ns() - t0) / 1e6);
+	uint32_t taken = 0;
+	for (int i = 0; i < N; i++)
+		taken += dp2.services[i].maglev.table && !dp.services[i].maglev.table;
+	CHECK_EQ(taken, N);
 	iod_flow_dp_destroy(&dp);
+	tcp_frame(b, ip("10.200.1.200"), 45000, ip("10.200.241.7"), 8006, IOD_NET_TCP_SYN);
+	CHECK(pass(&dp2, b, now += 1000, &o));
+	CHECK_EQ(o.dst.v4, ip("10.200.1.8"));
+	iod_flow_dp_destroy(&dp2);
 	/* the table's bound: a clear -ENOSPC, the first ones kept */
 	json_t *many = json_pack("{s:[]}", "items");
 	for (int i = 0; i <= IOD_AGENT_VIPS_MAX; i++) {
