@@ -95,6 +95,15 @@ all_up() {
 	obj replicas client-0 addr | grep -q '^10\.200\.'
 }
 wait_for 90 all_up || { bad "web's 2 and echo's endpoints healthy, the client addressed (90 s)"; on_bad; exit 1; }
+# every node's SVIDs in its own directory, as on separate machines (one
+# shared state/svid let one node's prune or reissue race another's replica
+# start: "web.key: No such file or directory", the replica down for good)
+if [ -s "$IOD_STATE_DIR/node-1/svid/default/web.crt" ] && [ -s "$IOD_STATE_DIR/node-2/svid/default/web.crt" ] &&
+	[ ! -e "$IOD_STATE_DIR/svid" ]; then
+	ok "each node's SVIDs in its own directory (node-N/svid)"
+else
+	bad "SVID directories: $(cd "$IOD_STATE_DIR" && ls -d svid node-*/svid 2>&1 | tr '\n' ' ')"
+fi
 case "$(obj services web service_mesh)" in
 *"'mode': 'l7'"*) ok "the Service object web carries service_mesh.mode l7" ;;
 *) bad "web's service_mesh: '$(obj services web service_mesh)'" ;;
