@@ -73,7 +73,7 @@ TEST_BIN := $(UNIT_SRC:%.c=$(BUILD)/san/%)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 BENCH_BIN:= $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test unit fuzz fuzz-build bench bench-security bench-storage-nodeloss bench-sim-cluster lint format run install clean
+.PHONY: all deps test unit fuzz fuzz-build bench bench-security bench-storage-nodeloss bench-sim-cluster bench-ar-cluster bench-net-move lint format run install clean
 all: $(BUILD)/iod
 
 deps:
@@ -150,6 +150,17 @@ bench: deps $(BENCH_BIN) $(BUILD)/iod
 CKPT_NETNS_PARAMS ?= 262144
 bench-storage-nodeloss: deps $(BUILD)/iod
 	@CKPT_NETNS_PARAMS=$(CKPT_NETNS_PARAMS) flock /tmp/iod-cluster.lock sh tests/integration/ckpt_netns.sh $(BUILD)
+
+# The round-repeated figures of two `iod up --netns` scripts (root): make
+# test runs fewer rounds of each (the same checks), these the full count for
+# the BENCH quantiles: net.ar_move and net.ar_cut (AR_ROUNDS, default 3 in
+# make test), net.move_reachable (IOD_MOVE_ROUNDS, default 2), docs/network.md.
+AR_ROUNDS ?= 5
+IOD_MOVE_ROUNDS ?= 5
+bench-ar-cluster: deps $(BUILD)/iod
+	@AR_ROUNDS=$(AR_ROUNDS) flock /tmp/iod-cluster.lock sh tests/integration/ar_cluster_netns.sh $(BUILD)
+bench-net-move: deps $(BUILD)/iod
+	@IOD_MOVE_ROUNDS=$(IOD_MOVE_ROUNDS) flock /tmp/iod-cluster.lock sh tests/integration/move_netns.sh $(BUILD)
 
 bench-%: deps $(BUILD)/bench/bench_% $(BUILD)/iod
 	@$(BUILD)/bench/bench_$*
