@@ -119,7 +119,7 @@ round() {
 	# dumpcap writes the file's header once it captures (the first second
 	# of the flows is not counted either: "pre" is the second before the
 	# change, PRE - 1 s after they start)
-	# (a loop of its own: wait_for's counter is _n, this round's name)
+	# (a loop of its own, 3 s at most)
 	_w=30
 	while [ $_w -gt 0 ] && [ ! -s "$T/$_n.s2.pcap" ]; do sleep 0.1; _w=$((_w - 1)); done
 	sleep 0.2

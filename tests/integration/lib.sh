@@ -75,12 +75,12 @@ wait_for() {
 	# 10 tries (counting 0.1 s tries alone let a slow CMD, 4 `iod get`s on a
 	# loaded machine, stretch mesh_netns's 90 s wait past the 300 s test
 	# timeout; the 10 keep a short wait on a slow CMD, a ping, as patient as
-	# it was)
-	_end=$(($(date +%s) + $1)) _n=0; shift
+	# it was; its own variable names: callers keep _n and _end)
+	_wf_end=$(($(date +%s) + $1)) _wf_n=0; shift
 	while :; do
 		"$@" && return 0
-		_n=$((_n + 1))
-		[ "$_n" -lt 10 ] || [ "$(date +%s)" -lt "$_end" ] || return 1
+		_wf_n=$((_wf_n + 1))
+		[ "$_wf_n" -lt 10 ] || [ "$(date +%s)" -lt "$_wf_end" ] || return 1
 		sleep 0.1
 	done
 }
