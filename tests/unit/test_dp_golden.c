@@ -511,7 +511,7 @@ TEST(dp_loop_guard_drops_spoofed_sources)
 	struct iod_flow_dp_config *c = calloc(1, sizeof(*c));
 	struct iod_flow_dp dp;
 	struct iod_dp_loop loop;
-	struct iod_dp_port_guard g;
+	struct iod_dp_port_guard g = {.bind = {0}};
 	struct iod_err e = {0};
 	CHECK(c);
 	CHECK_EQ(iod_flow_dp_config_parse(y, strlen(y), "t.yaml", c, &e), 0);
