@@ -28,6 +28,7 @@
 
 #include "iod/base.h"
 #include "iod/objects.h"
+#include "iod/net.h"
 #include "iod/spec.h"
 #include "iod/storage.h"
 
@@ -588,6 +589,13 @@ struct iod_flow_dp_config;
 void iod_agent_drops_note(struct iod_agent_drops *d, const struct iod_flow_dp_config *c,
                           const struct iod_agent_overlay_table *t, const struct iod_flow_key *k,
                           bool from_fabric, uint64_t now_ms);
+/* A frame anti-spoofing refused (src/net/spoof.c) at now_ms: sent from
+ * replica's port, bound to bound_ip, for reason v; k its parse (NULL: it
+ * did not parse). Counted on rule "switch/anti-spoofing" and recorded
+ * (deduplicated as the others) with the reason and the forged source. */
+void iod_agent_drops_spoof(struct iod_agent_drops *d, const char *replica, uint32_t bound_ip,
+                           enum iod_net_spoof_verdict v, const struct iod_flow_key *k,
+                           uint64_t now_ms);
 /* The admitted new sessions of network n's allow rule as the running
  * pipeline counts them; epoch changes when the pipeline was rebuilt. */
 void iod_agent_drops_admitted(struct iod_agent_drops *d, const char *tenant, uint64_t reading,

@@ -233,6 +233,13 @@ int iod_io_dpdk_bench_macswap(double seconds, double *mpps, struct iod_err *e)
  * turn at a time: the loop never reads the clock (now_ns comes in) and
  * never sleeps except in iod_dp_loop_idle.
  */
+/* A replica port's binding and what it refused, per verdict (kept by the
+ * switch across pipeline rebuilds). */
+struct iod_dp_port_guard {
+	struct iod_net_spoof_bind bind;    /* its replica's address and MAC */
+	uint64_t dropped[IOD_NET_SPOOF_N]; /* [verdict]: frames dropped ([OK] stays 0) */
+};
+
 struct iod_dp_loop {
 	struct iod_flow_dp *dp;    /* the pipeline and conntrack (borrowed) */
 	struct iod_flow_dp_ar *ar; /* adaptive routing; NULL = none (borrowed) */
@@ -249,6 +256,14 @@ struct iod_dp_loop {
 	const uint8_t (*host_macs)[6];         /* the MAC behind each */
 	uint32_t host_n;                       /* how many */
 	uint64_t host_unknown;                 /* to the host side, no port with its MAC */
+	/* anti-spoofing (src/net/spoof.c): [i] binds host_ports[i] to its
+	 * replica's address and MAC; NULL (or a NULL entry: the host stack's
+	 * port, which sends from the gateway and the VIPs) = not checked */
+	struct iod_dp_port_guard *const *host_guards;
+	uint64_t spoofed; /* frames anti-spoofing dropped, all ports */
+	/* each of them, before it is freed: host port i, its verdict; NULL = none */
+	void (*on_spoof)(void *ctx, uint32_t host_port, const struct iod_pkt *p,
+	                 enum iod_net_spoof_verdict v);
 	/* each packet the pipeline dropped, before it is freed (the agent's
 	 * drop records); NULL = none; set after iod_dp_loop_init */
 	void (*on_drop)(void *ctx, const struct iod_pkt *p);
@@ -271,6 +286,9 @@ uint32_t iod_dp_loop_step(struct iod_dp_loop *l, uint64_t now_ns);
  * alone again. Takes effect at the next turn. */
 void iod_dp_loop_set_host_ports(struct iod_dp_loop *l, struct iod_io_port *const *ports,
                                 const uint8_t (*macs)[6], uint32_t n);
+/* Bind host port i to guards[i] (NULL entries unchecked), for the ports of
+ * the last iod_dp_loop_set_host_ports; NULL = none checked. */
+void iod_dp_loop_set_host_guards(struct iod_dp_loop *l, struct iod_dp_port_guard *const *guards);
 /* Nothing came in: wait for one frame on the live port (at most 1 ms with
  * adaptive routing, else 5 ms) and run it at the time after the wait (the
  * shell's clock, iod_clock_now_ns). Returns 0 or 1. */

@@ -496,6 +496,44 @@ void iod_net_gro_finish(uint8_t *first, uint32_t len0, const uint8_t *last, uint
 
 /* Verification for tests: net_debug.h. */
 
+/* ---- anti-spoofing of a switch's access ports (spoof.c) ---------------- */
+
+/*
+ * A replica's port on the node's virtual switch is bound to the overlay
+ * address and MAC its replica was given (src/agent/vswitch.c): a frame it
+ * sends must carry that source MAC, an IPv4 packet that source address, an
+ * ARP packet that sender MAC and address (0.0.0.0 only in a request: an
+ * RFC 5227 probe claims nothing). Access ports are untagged: a VLAN tag is
+ * refused (the parser looks through tags, so a tagged frame would
+ * otherwise be classified by the address inside it). Other EtherTypes
+ * (IPv6) are checked by MAC only; the pipeline drops them anyway.
+ */
+#define IOD_NET_SPOOF_VERDICTS(X)                                                  \
+	X(OK, "ok")                                                                \
+	X(SRC_MAC, "source-mac") /* Ethernet source is not the port's MAC */       \
+	X(SRC_IP, "source-ip")   /* IPv4 source is not the port's address */       \
+	X(ARP, "arp-sender")     /* ARP sender MAC or address is not the port's */ \
+	X(TAGGED, "vlan-tagged") /* a VLAN tag on an access port */                \
+	X(SHORT, "truncated")    /* too short to read the header it claims */
+/* clang-format off */
+enum iod_net_spoof_verdict {
+#define IOD_NET_SPOOF_ENUM(n, s) IOD_NET_SPOOF_##n,
+	IOD_NET_SPOOF_VERDICTS(IOD_NET_SPOOF_ENUM)
+#undef IOD_NET_SPOOF_ENUM
+	IOD_NET_SPOOF_N
+};
+/* clang-format on */
+struct iod_net_spoof_bind {
+	uint32_t ip;    /* the port's IPv4 address (host order) */
+	uint8_t mac[6]; /* its MAC */
+};
+/* The verdict on frame[0..len) sent from a port bound to b: OK or why it
+ * must be dropped. Reads only within len; no state. */
+enum iod_net_spoof_verdict iod_net_spoof_check(const struct iod_net_spoof_bind *b,
+                                               const uint8_t *frame, uint32_t len);
+/* "ok", "source-ip", ... ("?" when out of range). */
+const char *iod_net_spoof_name(enum iod_net_spoof_verdict v);
+
 /* ---- tables ------------------------------------------------------------ */
 
 /* A zeroed table for the packet path, allocated and touched at start-up

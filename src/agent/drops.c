@@ -195,6 +195,57 @@ void iod_agent_drops_note(struct iod_agent_drops *d, const struct iod_flow_dp_co
 		d->n++;
 }
 
+void iod_agent_drops_spoof(struct iod_agent_drops *d, const char *replica, uint32_t bound_ip,
+                           enum iod_net_spoof_verdict v, const struct iod_flow_key *k,
+                           uint64_t now_ms)
+{
+	static const char rule[] = "switch/anti-spoofing";
+	char b[20], src[20] = "?";
+	IOD_ASSERT(v != IOD_NET_SPOOF_OK);
+	d->dropped++;
+	d->dirty = true;
+	struct iod_agent_drop_rule *r = rule_of(d, rule);
+	if (r)
+		r->dropped++;
+	struct iod_flow_key none = {0};
+	if (!k || k->family != IOD_NET_AF_V4)
+		k = &none;
+	/* a repeat of a recent record: its count (a flood stays one record) */
+	for (uint32_t i = 0; i < d->n && i < DEDUP_SCAN; i++) {
+		struct iod_agent_drop *x =
+		    &d->ring[(d->head + IOD_AGENT_DROPS_MAX - 1 - i) % IOD_AGENT_DROPS_MAX];
+		if (!strcmp(x->rule, rule) && !strcmp(x->src_name, replica) &&
+		    x->src == k->src.v4 && x->dst == k->dst.v4 && x->sport == k->sport &&
+		    x->dport == k->dport && x->proto == k->proto &&
+		    now_ms - x->last_ms < DEDUP_MS) {
+			x->count++;
+			x->last_ms = now_ms;
+			return;
+		}
+	}
+	struct iod_agent_drop *x = &d->ring[d->head];
+	memset(x, 0, sizeof(*x));
+	x->seq = ++d->seq;
+	x->first_ms = x->last_ms = now_ms;
+	x->count = 1;
+	x->src = k->src.v4;
+	x->dst = k->dst.v4;
+	x->sport = k->sport;
+	x->dport = k->dport;
+	x->proto = k->proto;
+	x->tcp_flags = k->tcp_flags;
+	iod_strlcpy(x->src_name, replica, sizeof(x->src_name));
+	iod_strlcpy(x->rule, rule, sizeof(x->rule));
+	iod_agent_ipv4_format(bound_ip, b, sizeof(b));
+	if (k->src.v4)
+		iod_agent_ipv4_format(k->src.v4, src, sizeof(src));
+	snprintf(x->why, sizeof(x->why), "%s: its port is bound to %s; sent from %s",
+	         iod_net_spoof_name(v), b, src);
+	d->head = (d->head + 1) % IOD_AGENT_DROPS_MAX;
+	if (d->n < IOD_AGENT_DROPS_MAX)
+		d->n++;
+}
+
 /* Rule's admitted new sessions as the running pipeline counts them;
  * create: count a rule not seen yet even when it admitted nothing. */
 static void admitted(struct iod_agent_drops *d, const char *rule, uint64_t reading,

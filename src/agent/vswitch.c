@@ -40,6 +40,9 @@ struct vport {
 	char veth[16];           /* its host end */
 	uint32_t ip;             /* its address */
 	struct iod_io_port port; /* open AF_PACKET port (port.ops NULL = closed) */
+	/* anti-spoofing: bound to ip and its MAC (src/net/spoof.c), with what
+	 * it refused; kept across pipeline rebuilds */
+	struct iod_dp_port_guard guard;
 };
 
 struct iod_agent_vswitch {
@@ -67,6 +70,8 @@ struct iod_agent_vswitch {
 	uint32_t nvp;
 	struct iod_io_port **hp; /* host side: the host stack's port, then the replicas' */
 	uint8_t (*hmac)[6];
+	struct iod_dp_port_guard *
+	    *gp; /* each host port's binding: NULL (the host stack's), then the replicas' */
 	struct iod_flow_dp dp[2];
 	int cur;     /* dp[cur] runs; -1 = none */
 	bool loaded; /* loop bound */
@@ -153,6 +158,25 @@ static void on_drop(void *ctx, const struct iod_pkt *p)
 	iod_flow_key_from_meta(&k, &m, p->port_in);
 	iod_agent_drops_note(v->drops, v->last, v->tbuf, &k, p->port_in == IOD_DP_PORT_FABRIC,
 	                     iod_time_unix_ns() / IOD_NS_PER_MS);
+	maybe_publish_drops(v);
+}
+
+/* A frame a replica's port sent that its binding refused: recorded with
+ * its reason (drops.c). */
+static void on_spoof(void *ctx, uint32_t host_port, const struct iod_pkt *p,
+                     enum iod_net_spoof_verdict why)
+{
+	struct iod_agent_vswitch *v = ctx;
+	struct iod_net_meta m;
+	struct iod_flow_key k;
+	if (!v->drops || host_port == 0 || host_port > v->nvp)
+		return;
+	const struct vport *vp = &v->vp[host_port - 1];
+	bool parsed = !iod_net_parse(p->data, p->len, 0, &m);
+	if (parsed)
+		iod_flow_key_from_meta(&k, &m, IOD_DP_PORT_HOST);
+	iod_agent_drops_spoof(v->drops, vp->name, vp->guard.bind.ip, why, parsed ? &k : NULL,
+	                      iod_time_unix_ns() / IOD_NS_PER_MS);
 	maybe_publish_drops(v);
 }
 
@@ -355,6 +379,8 @@ static void rebuild(struct iod_agent_vswitch *v)
 		iod_strlcpy(p->name, v->lbuf[k].name, sizeof(p->name));
 		iod_strlcpy(p->veth, v->vbuf[k], sizeof(p->veth));
 		p->ip = v->lbuf[k].ip;
+		p->guard.bind.ip = p->ip;
+		iod_agent_overlay_mac(p->ip, false, p->guard.bind.mac); /* netns.c gives eth0 it */
 		if (open_port(&p->port, p->name, p->veth, true, true, &e)) {
 			IOD_WARN("vswitch", "%s: port %s: %s", p->name, p->veth, e.msg);
 			continue;
@@ -390,16 +416,21 @@ static void rebuild(struct iod_agent_vswitch *v)
 	memcpy(v->last, v->cfg, sizeof(*v->cfg));
 	/* host side: the host stack behind its MAC, each replica behind its own */
 	v->hp[0] = &v->ports[IOD_DP_PORT_HOST];
+	v->gp[0] = NULL; /* the node's own stack: the gateway and the l7 VIPs */
 	iod_agent_overlay_mac(v->nd.gateway, false, v->hmac[0]);
 	for (uint32_t i = 0; i < v->nvp; i++) {
 		v->hp[i + 1] = &v->vp[i].port;
+		v->gp[i + 1] = &v->vp[i].guard;
 		iod_agent_overlay_mac(v->vp[i].ip, false, v->hmac[i + 1]);
 	}
 	update_ar(v);
-	uint64_t rx = v->loop.rx_packets;
+	uint64_t rx = v->loop.rx_packets, spoofed = v->loop.spoofed;
 	iod_dp_loop_init(&v->loop, &v->dp[v->cur], v->ar, v->ports);
 	v->loop.rx_packets = rx;
+	v->loop.spoofed = spoofed;
 	iod_dp_loop_set_host_ports(&v->loop, v->hp, (const uint8_t(*)[6])v->hmac, v->nvp + 1);
+	iod_dp_loop_set_host_guards(&v->loop, v->gp);
+	v->loop.on_spoof = on_spoof;
 	v->loop.on_drop = on_drop;
 	v->loop.on_drop_ctx = v;
 	v->new_pipeline = true;
@@ -445,7 +476,8 @@ uint32_t iod_agent_vswitch_ports(struct iod_agent_vswitch *v, struct iod_tel_por
 	return k;
 }
 
-static json_t *port_json(const char *name, const char *kind, const struct iod_io_port *p)
+static json_t *port_json(const char *name, const char *kind, const struct iod_io_port *p,
+                         const struct iod_dp_port_guard *g)
 {
 	json_t *o = json_object();
 	json_object_set_new(o, "name", json_string(name));
@@ -458,6 +490,20 @@ static json_t *port_json(const char *name, const char *kind, const struct iod_io
 	/* GSO super-frames split on receipt, coalesced ones sent (replica ports) */
 	json_object_set_new(o, "rx_gso", json_integer((json_int_t)p->stats.rx_gso));
 	json_object_set_new(o, "tx_gro", json_integer((json_int_t)p->stats.tx_gro));
+	if (g) { /* a replica's: its binding, what anti-spoofing refused by reason */
+		char ip[20];
+		json_t *why = json_object();
+		uint64_t sum = 0;
+		for (int r = IOD_NET_SPOOF_OK + 1; r < IOD_NET_SPOOF_N; r++) {
+			sum += g->dropped[r];
+			json_object_set_new(why, iod_net_spoof_name((enum iod_net_spoof_verdict)r),
+			                    json_integer((json_int_t)g->dropped[r]));
+		}
+		iod_agent_ipv4_format(g->bind.ip, ip, sizeof(ip));
+		json_object_set_new(o, "bound_ip", json_string(ip));
+		json_object_set_new(o, "rx_spoofed", json_integer((json_int_t)sum));
+		json_object_set_new(o, "rx_spoofed_by_reason", why);
+	}
 	return o;
 }
 
@@ -487,10 +533,13 @@ static char *build_dump(struct iod_agent_vswitch *v)
 	                    json_string(iod_ar_policy_name((enum iod_ar_policy)v->nd.ar_policy)));
 	json_object_set_new(j, "adaptive_routing", ar);
 	json_t *ports = json_array();
-	json_array_append_new(ports, port_json("fabric", "fabric", &v->ports[IOD_DP_PORT_FABRIC]));
-	json_array_append_new(ports, port_json("host", "host", &v->ports[IOD_DP_PORT_HOST]));
+	json_array_append_new(ports,
+	                      port_json("fabric", "fabric", &v->ports[IOD_DP_PORT_FABRIC], NULL));
+	json_array_append_new(ports, port_json("host", "host", &v->ports[IOD_DP_PORT_HOST], NULL));
 	for (uint32_t i = 0; i < v->nvp; i++)
-		json_array_append_new(ports, port_json(v->vp[i].name, "replica", &v->vp[i].port));
+		json_array_append_new(
+		    ports, port_json(v->vp[i].name, "replica", &v->vp[i].port, &v->vp[i].guard));
+	json_object_set_new(j, "spoofed", json_integer((json_int_t)v->loop.spoofed));
 	json_object_set_new(j, "ports", ports);
 	/* the verdicts summed, as `iod dp dump --offload` sums a port's */
 	json_int_t rules = 0, tr = 0;
@@ -616,13 +665,14 @@ int iod_agent_vswitch_start(struct iod_agent_vswitch **out, const struct iod_age
 	v->vp = calloc(IOD_AGENT_REPLICAS_MAX, sizeof(*v->vp));
 	v->hp = calloc(IOD_AGENT_REPLICAS_MAX + 1, sizeof(*v->hp));
 	v->hmac = calloc(IOD_AGENT_REPLICAS_MAX + 1, sizeof(*v->hmac));
+	v->gp = calloc(IOD_AGENT_REPLICAS_MAX + 1, sizeof(*v->gp));
 	v->tbuf = calloc(1, sizeof(*v->tbuf));
 	v->cfg = calloc(1, sizeof(*v->cfg));
 	v->last = calloc(1, sizeof(*v->last));
 	v->pub = calloc(IOD_AGENT_REPLICAS_MAX + 2, sizeof(*v->pub));
 	v->sg_sum = calloc(IOD_AGENT_SG_RULES_MAX, sizeof(*v->sg_sum));
 	if (!v->locals || !v->veths || !v->lbuf || !v->vbuf || !v->vp || !v->hp || !v->hmac ||
-	    !v->tbuf || !v->cfg || !v->last || !v->pub || !v->sg_sum) {
+	    !v->gp || !v->tbuf || !v->cfg || !v->last || !v->pub || !v->sg_sum) {
 		iod_agent_vswitch_stop(v);
 		return iod_err_set(e, -ENOMEM, "out of memory");
 	}
@@ -698,6 +748,7 @@ void iod_agent_vswitch_stop(struct iod_agent_vswitch *v)
 	free(v->vp);
 	free(v->hp);
 	free(v->hmac);
+	free(v->gp);
 	free(v->tbuf);
 	free(v->cfg);
 	free(v->last);

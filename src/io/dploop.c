@@ -38,6 +38,36 @@ void iod_dp_loop_set_host_ports(struct iod_dp_loop *l, struct iod_io_port *const
 	l->host_n = n;
 }
 
+void iod_dp_loop_set_host_guards(struct iod_dp_loop *l, struct iod_dp_port_guard *const *guards)
+{
+	l->host_guards = guards;
+}
+
+/* Anti-spoofing of host port i's burst (src/net/spoof.c): what its
+ * binding refuses is counted, handed to on_spoof and freed before the
+ * pipeline sees it. Returns the packets kept, in order. */
+static uint32_t guard_burst(struct iod_dp_loop *l, uint32_t i, struct iod_pkt **pkts, uint32_t n)
+{
+	struct iod_dp_port_guard *g = l->host_guards ? l->host_guards[i] : NULL;
+	if (!g)
+		return n;
+	uint32_t keep = 0;
+	for (uint32_t k = 0; k < n; k++) {
+		enum iod_net_spoof_verdict v =
+		    iod_net_spoof_check(&g->bind, pkts[k]->data, pkts[k]->len);
+		if (IOD_LIKELY(v == IOD_NET_SPOOF_OK)) {
+			pkts[keep++] = pkts[k];
+			continue;
+		}
+		g->dropped[v]++;
+		l->spoofed++;
+		if (l->on_spoof)
+			l->on_spoof(l->on_drop_ctx, i, pkts[k], v);
+		iod_io_pkt_free(pkts[k]);
+	}
+	return keep;
+}
+
 /* The host-side port behind a frame's destination MAC; NULL = none. */
 static struct iod_io_port *host_port_of(struct iod_dp_loop *l, const uint8_t *frame)
 {
@@ -169,10 +199,12 @@ uint32_t iod_dp_loop_step(struct iod_dp_loop *l, uint64_t now)
 		                           : l->host_n ? l->host_ports[i]
 		                                       : &l->ports[IOD_DP_PORT_HOST];
 		uint32_t n = iod_io_rx(port, pkts, IOD_FLOW_BURST_MAX, 0);
+		got += n; /* received, the refused included */
+		if (!fabric && l->host_n)
+			n = guard_burst(l, i, pkts, n);
 		for (uint32_t k = 0; k < n; k++)
 			pkts[k]->port_in = fabric ? IOD_DP_PORT_FABRIC : IOD_DP_PORT_HOST;
 		run_burst(l, pkts, n, now);
-		got += n;
 	}
 	if (l->ar) {
 		if (now - l->last_tick_ns >= IOD_NS_PER_MS) {

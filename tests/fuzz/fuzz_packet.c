@@ -32,6 +32,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (rf != rg || (rf == 0 && !iod_net_meta_equal(&m, &g)))
 			abort(); /* the lean parse disagrees with the general one */
 	}
+	/* anti-spoofing reads the same untrusted frames (a replica's) */
+	struct iod_net_spoof_bind sb = {.ip = 0x0ac80102, .mac = {2, 0x1d, 10, 200, 1, 2}};
+	if (iod_net_spoof_check(&sb, f, (uint32_t)size) >= IOD_NET_SPOOF_N)
+		abort();
 	if (iod_net_parse(f, (uint32_t)size, 0, &m) == 0) {
 		if (m.flags & IOD_NET_F_L3)
 			(void)iod_net_csums_ok(f, (uint32_t)size);

@@ -765,3 +765,41 @@ TEST(security_groups_compile_into_sg_pipes)
 	json_decref(svcs);
 	json_decref(reps);
 }
+
+/* A frame anti-spoofing refused (vswitch.c's on_spoof): counted on
+ * switch/anti-spoofing, recorded with the replica, its bound address, the
+ * reason and the forged source; a flood is one record with a count, and it
+ * shows in drops.json and the verdict counters as other drops do. */
+TEST(drops_record_spoofed_frames)
+{
+	struct iod_agent_drops *d = calloc(1, sizeof(*d));
+	CHECK(d);
+	uint32_t a0 = ip("10.200.1.2"), a1 = ip("10.200.1.3"), b0 = ip("10.200.2.2");
+	struct iod_flow_key k = drop_key(a1, b0, IOD_NET_PROTO_TCP, 40000, IOD_NET_TCP_SYN);
+	iod_agent_drops_spoof(d, "a-0", a0, IOD_NET_SPOOF_SRC_IP, &k, 10000);
+	iod_agent_drops_spoof(d, "a-0", a0, IOD_NET_SPOOF_SRC_IP, &k, 10100);
+	iod_agent_drops_spoof(d, "a-0", a0, IOD_NET_SPOOF_ARP, NULL, 10200);
+	CHECK_U64(d->dropped, 3);
+	CHECK_EQ(d->n, 2);
+	CHECK_STR(d->ring[0].rule, "switch/anti-spoofing");
+	CHECK_STR(d->ring[0].src_name, "a-0");
+	CHECK_EQ(d->ring[0].count, 2);
+	CHECK_EQ(d->ring[0].src, a1);
+	CHECK_STR(d->ring[0].why,
+	          "source-ip: its port is bound to 10.200.1.2; sent from 10.200.1.3");
+	CHECK_STR(d->ring[1].why, "arp-sender: its port is bound to 10.200.1.2; sent from ?");
+	CHECK_EQ(d->rules_n, 1);
+	CHECK_U64(d->rules[0].dropped, 3);
+	json_t *j = iod_agent_drops_json(d, "node-1");
+	CHECK_STR(json_string_value(
+	              json_object_get(json_array_get(json_object_get(j, "records"), 0), "rule")),
+	          "switch/anti-spoofing");
+	json_decref(j);
+	struct iod_buf b;
+	iod_buf_init(&b);
+	CHECK_EQ(iod_agent_drops_prom(d, &b), 0);
+	CHECK(strstr(b.data, "iod_dp_sg_verdicts_total{rule=\"switch/anti-spoofing\","
+	                     "verdict=\"dropped\"} 3\n"));
+	iod_buf_free(&b);
+	free(d);
+}

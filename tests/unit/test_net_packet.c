@@ -417,3 +417,65 @@ TEST(nd_responder)
 	CHECK_EQ(iod_net_parse(rep, 86, 0, &m), 0);
 	CHECK_EQ(m.key.proto, IOD_NET_PROTO_ICMPV6);
 }
+
+/* Anti-spoofing of a replica port (spoof.c): a frame passes only with the
+ * port's MAC and, for IPv4 and ARP, its address; a neighbour's address,
+ * an ARP reply that claims one, a VLAN tag, a truncated header are refused
+ * with their reason. */
+TEST(spoof_check_binds_port_to_its_address_and_mac)
+{
+	struct iod_net_spoof_bind b = {.ip = 0x0ac80105};
+	memcpy(b.mac, MAC_A, 6);
+	uint8_t f[128];
+	int n = build_v4(f, sizeof(f), IOD_NET_PROTO_TCP, 0x0ac80105, 0x0ac80209, 1000, 80, 4);
+	CHECK(n > 0);
+	CHECK_EQ(iod_net_spoof_check(&b, f, (uint32_t)n), IOD_NET_SPOOF_OK);
+	/* a neighbour's source address from this port */
+	n = build_v4(f, sizeof(f), IOD_NET_PROTO_TCP, 0x0ac80106, 0x0ac80209, 1000, 80, 4);
+	CHECK_EQ(iod_net_spoof_check(&b, f, (uint32_t)n), IOD_NET_SPOOF_SRC_IP);
+	CHECK(strcmp(iod_net_spoof_name(IOD_NET_SPOOF_SRC_IP), "source-ip") == 0);
+	/* its own address behind another MAC */
+	n = build_v4(f, sizeof(f), IOD_NET_PROTO_UDP, 0x0ac80105, 0x0ac80209, 1000, 53, 4);
+	f[11] ^= 1;
+	CHECK_EQ(iod_net_spoof_check(&b, f, (uint32_t)n), IOD_NET_SPOOF_SRC_MAC);
+	f[11] ^= 1;
+	CHECK_EQ(iod_net_spoof_check(&b, f, (uint32_t)n), IOD_NET_SPOOF_OK);
+	/* truncated: too short for Ethernet, or for the IPv4 header */
+	CHECK_EQ(iod_net_spoof_check(&b, f, 13), IOD_NET_SPOOF_SHORT);
+	CHECK_EQ(iod_net_spoof_check(&b, f, 14 + 19), IOD_NET_SPOOF_SHORT);
+	CHECK_EQ(iod_net_spoof_check(&b, NULL, 0), IOD_NET_SPOOF_SHORT);
+	/* a VLAN tag in front of a neighbour's address: refused as tagged */
+	uint8_t t[132];
+	memcpy(t, f, 12);
+	iod_net_put16(t + 12, IOD_NET_ETH_P_VLAN);
+	iod_net_put16(t + 14, 7);
+	memcpy(t + 16, f + 12, (size_t)n - 12);
+	CHECK_EQ(iod_net_spoof_check(&b, t, (uint32_t)n + 4), IOD_NET_SPOOF_TAGGED);
+	iod_net_put16(t + 12, IOD_NET_ETH_P_QINQ);
+	CHECK_EQ(iod_net_spoof_check(&b, t, (uint32_t)n + 4), IOD_NET_SPOOF_TAGGED);
+	/* ARP: its own request passes, a probe (sender 0.0.0.0) too; a reply
+	 * that claims a neighbour's address, or another sender MAC, does not */
+	uint8_t a[64];
+	static const uint8_t zero[6] = {0};
+	n = iod_net_build_arp(a, sizeof(a), 1, MAC_A, 0x0ac80105, zero, 0x0ac80101);
+	CHECK(n > 0);
+	CHECK_EQ(iod_net_spoof_check(&b, a, (uint32_t)n), IOD_NET_SPOOF_OK);
+	n = iod_net_build_arp(a, sizeof(a), 1, MAC_A, 0, zero, 0x0ac80105);
+	CHECK_EQ(iod_net_spoof_check(&b, a, (uint32_t)n), IOD_NET_SPOOF_OK);
+	n = iod_net_build_arp(a, sizeof(a), 2, MAC_A, 0, MAC_B, 0x0ac80106);
+	CHECK_EQ(iod_net_spoof_check(&b, a, (uint32_t)n), IOD_NET_SPOOF_ARP);
+	n = iod_net_build_arp(a, sizeof(a), 2, MAC_A, 0x0ac80106, MAC_B, 0x0ac80101);
+	CHECK_EQ(iod_net_spoof_check(&b, a, (uint32_t)n), IOD_NET_SPOOF_ARP);
+	CHECK(strcmp(iod_net_spoof_name(IOD_NET_SPOOF_ARP), "arp-sender") == 0);
+	n = iod_net_build_arp(a, sizeof(a), 2, MAC_A, 0x0ac80105, MAC_B, 0x0ac80101);
+	CHECK_EQ(iod_net_spoof_check(&b, a, (uint32_t)n), IOD_NET_SPOOF_OK);
+	memcpy(a + 14 + 8, MAC_B, 6); /* the sender MAC inside: another's */
+	CHECK_EQ(iod_net_spoof_check(&b, a, (uint32_t)n), IOD_NET_SPOOF_ARP);
+	CHECK_EQ(iod_net_spoof_check(&b, a, 14 + 27), IOD_NET_SPOOF_SHORT);
+	/* IPv6: by MAC only (the pipeline has no entry for it) */
+	uint8_t v6[64] = {0};
+	memcpy(v6 + 6, MAC_A, 6);
+	iod_net_put16(v6 + 12, IOD_NET_ETH_P_IPV6);
+	CHECK_EQ(iod_net_spoof_check(&b, v6, sizeof(v6)), IOD_NET_SPOOF_OK);
+	CHECK(strcmp(iod_net_spoof_name(IOD_NET_SPOOF_N), "?") == 0);
+}
