@@ -343,7 +343,9 @@
  * oldest one still sending its request head, so that attackers who keep
  * re-opening slow connections from many addresses cannot keep a new client
  * out until the header deadline: a client whose head arrives at once is
- * never the oldest. */
+ * never the oldest. A kept-alive connection between requests (answered
+ * once) is closed for room only to keep the last slot free (server.c
+ * conns_keep_room): 1,000 watchers must not lose 40 of them to this mark. */
 #define IOD_API_CONNECTIONS_SPARE 64
 /* ... but only one that has been sending its head this long: a burst of new
  * connections is accepted before their heads are read, and must not close

@@ -95,32 +95,57 @@ static void conn_shut(struct conn_ctx *cc)
  * their heads (other than cc, a new one), those that have been for
  * IOD_API_EVICT_HEAD_AGE_MS. One per new connection, and the excess at each
  * sweep, so that the table never stays full of connections that trickle
- * their heads. */
-static void conns_make_room(struct server *s, struct conn_ctx *cc, uint32_t n)
+ * their heads. kept: kept-alive connections between requests (answered,
+ * idle until the client asks again) count too, else only first heads. */
+static void conns_make_room(struct server *s, struct conn_ctx *cc, uint32_t n, bool kept)
 {
 	const uint64_t head_ms = IOD_API_HEADER_TIMEOUT_S * 1000ull;
 	uint64_t now = mono_ms();
-	for (struct conn_ctx *o = s->conns; o && o != cc && n; o = o->next) {
-		if (o->phase != PHASE_HEAD || o->closing)
+	uint32_t shut = 0;
+	for (struct conn_ctx *o = s->conns; o && o != cc && shut < n; o = o->next) {
+		if (o->phase != PHASE_HEAD || o->closing || (o->kept_alive && !kept))
 			continue;
 		/* the list is in order of entering PHASE_HEAD: the rest are younger */
 		if (o->deadline_ms - head_ms + IOD_API_EVICT_HEAD_AGE_MS > now)
-			return;
+			break;
 		conn_shut(o);
 		s->evicted++;
-		n--;
+		shut++;
 	}
 }
 
-/* Connections over the eviction mark, not counting those already closing. */
-static uint32_t conns_excess(const struct server *s)
+/* Connections over mark, not counting those already closing. */
+static uint32_t conns_excess(const struct server *s, uint32_t mark)
 {
 	uint32_t live = 0;
 	for (const struct conn_ctx *o = s->conns; o; o = o->next)
 		live += !o->closing;
-	return live > IOD_API_CONNECTIONS_MAX - IOD_API_CONNECTIONS_SPARE
-	           ? live - (IOD_API_CONNECTIONS_MAX - IOD_API_CONNECTIONS_SPARE)
-	           : 0;
+	return live > mark ? live - mark : 0;
+}
+
+/*
+ * Room for new clients. First heads (a connection not yet answered: a
+ * slowloris trickles these) are closed, oldest first, to keep
+ * IOD_API_CONNECTIONS_SPARE slots free. A kept-alive connection between
+ * requests has been answered and is idle until its client asks again (a
+ * watcher reading another answer first, a CLI between commands): it is
+ * closed only to keep the last slot free, which MHD needs to accept a new
+ * connection at all (it refuses at IOD_API_CONNECTIONS_MAX, before
+ * conn_notify could make room). Closing those by the spare mark cost the
+ * 1,000-watcher flood exactly 40 watchers (1,000 - 960) that asked again
+ * more than IOD_API_EVICT_HEAD_AGE_MS after a first answer, with 24 slots
+ * free and no one waiting for them. cc: a new connection (not closed), or
+ * NULL at a sweep.
+ */
+static void conns_keep_room(struct server *s, struct conn_ctx *cc)
+{
+	const uint32_t mark = IOD_API_CONNECTIONS_MAX - IOD_API_CONNECTIONS_SPARE;
+	if (s->conns_n <= mark)
+		return;
+	conns_make_room(s, cc, cc ? 1 : conns_excess(s, mark), false);
+	uint32_t full = conns_excess(s, IOD_API_CONNECTIONS_MAX - 1);
+	if (full)
+		conns_make_room(s, cc, full, true);
 }
 
 /* Close every connection past its head or body deadline. At most
@@ -141,8 +166,7 @@ void api__conns_sweep(struct server *s, uint64_t now)
 	}
 	/* a burst that filled the table (its heads too young to close when
 	 * it arrived): keep IOD_API_CONNECTIONS_SPARE slots for new clients */
-	if (s->conns_n > IOD_API_CONNECTIONS_MAX - IOD_API_CONNECTIONS_SPARE)
-		conns_make_room(s, NULL, conns_excess(s));
+	conns_keep_room(s, NULL);
 }
 
 /* ---- answers ------------------------------------------------------------ */
@@ -873,8 +897,11 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                       enum MHD_RequestTerminationCode toe)
 {
 	struct req *q = *con_cls;
+	struct conn_ctx *kc = api__conn_ctx_of(conn);
 	(void)cls;
-	conn_phase_set(api__conn_ctx_of(conn), PHASE_HEAD, 0);
+	if (kc)
+		kc->kept_alive = true; /* answered: between requests from now on */
+	conn_phase_set(kc, PHASE_HEAD, 0);
 	if (!q)
 		return;
 	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
@@ -978,8 +1005,7 @@ static void conn_notify(void *cls, struct MHD_Connection *c, void **socket_conte
 			cc->conn = c;
 			cc->phase = PHASE_ANSWER; /* not on the list yet */
 			conn_phase_set(cc, PHASE_HEAD, 0);
-			if (s->conns_n > IOD_API_CONNECTIONS_MAX - IOD_API_CONNECTIONS_SPARE)
-				conns_make_room(s, cc, 1);
+			conns_keep_room(s, cc);
 		}
 		if (cc && ci && ci->client_addr) {
 			char host[INET6_ADDRSTRLEN] = "", port[8] = "";

@@ -169,6 +169,7 @@ struct conn_ctx {
 	enum conn_phase phase;           /* see above */
 	uint64_t deadline_ms;            /* PHASE_HEAD/BODY must end by then (mono) */
 	bool closing;                    /* shut down here; MHD closes it next run */
+	bool kept_alive;                 /* a request answered on it: PHASE_HEAD is idle */
 	struct conn_ctx *prev, *next;    /* server's list links */
 	int last_status;                 /* status of the last answer queued */
 	bool have_cert_id;               /* cert_id is valid */

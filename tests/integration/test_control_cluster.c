@@ -2141,8 +2141,10 @@ static void watch_flood_body(struct iod_cc *c)
 			close(wfd[i]);
 	CHECK_MSG(answered == 1000,
 	          "%d of 1000 watchers answered (%d closed, %d timed out after 10 s, %d other "
-	          "answers; %d asked again; %s)",
-	          answered, closed, timed_out, others, rewatched, other[0] ? other : "-");
+	          "answers; %d asked again; %lld connections evicted; %s)",
+	          answered, closed, timed_out, others, rewatched,
+	          metric(c->api[leader], "iod_api_connections_closed_total{reason=\"evicted\"}"),
+	          other[0] ? other : "-");
 	if (getenv("IOD_TEST_VERBOSE"))
 		fprintf(stderr, "watch flood: leader peak RSS %ld kB\n", hwm);
 	CHECK_MSG(hwm > 0 && hwm < 250 * 1024, "leader peak RSS %ld kB under the watch flood", hwm);
@@ -2163,6 +2165,89 @@ static void watch_flood_body(struct iod_cc *c)
 TEST(watch_flood_serialises_once)
 {
 	with_cluster("watchflood", watch_flood_body);
+}
+
+/* An answer on fd read to its end (Content-Length): its status, or -1. */
+static int read_answer(int fd, char *buf, size_t cap)
+{
+	size_t k = 0;
+	for (;;) {
+		buf[k] = 0;
+		const char *cl = strstr(buf, "Content-Length: "), *body = strstr(buf, "\r\n\r\n");
+		if (cl && body) {
+			size_t want = (size_t)(body + 4 - buf) + strtoull(cl + 16, NULL, 10);
+			if (want >= cap)
+				return -1;
+			if (k >= want)
+				return !strncmp(buf, "HTTP/1.1 ", 9) ? atoi(buf + 9) : -1;
+		}
+		if (k + 1 >= cap)
+			return -1;
+		ssize_t r = recv(fd, buf + k, cap - 1 - k, 0);
+		if (r <= 0)
+			return -1;
+		k += (size_t)r;
+	}
+}
+
+/*
+ * Kept-alive connections between requests keep their slots: 1,000 watchers
+ * answered once (a late member.N record, at load) and asking again more
+ * than IOD_API_EVICT_HEAD_AGE_MS later lost exactly 40 of them (1,000 -
+ * (IOD_API_CONNECTIONS_MAX - IOD_API_CONNECTIONS_SPARE)): the deadline
+ * sweep closed the excess over 960 as if they were slow heads, with 24
+ * slots still free and no new client asking for one. Here 1,000
+ * connections are each answered once, sit idle past the eviction age and
+ * the sweep, and every one is answered again; none is evicted.
+ */
+static void idle_kept_alive_body(struct iod_cc *c)
+{
+	enum { CONNS = 1000 };
+	static int fd[CONNS];
+	static char buf[8192];
+	const char req[] = "GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n";
+	int leader, opened = 0, first = 0, again = 0;
+
+	CHECK((leader = find_leader(c)) >= 0);
+	int port = atoi(strrchr(c->api[leader], ':') + 1);
+	for (int i = 0; i < CONNS; i++) {
+		fd[i] = connect_from(0x7f000020u + (uint32_t)(i % 8), port);
+		if (fd[i] >= 0 && send(fd[i], req, sizeof(req) - 1, MSG_NOSIGNAL) < 0) {
+			close(fd[i]);
+			fd[i] = -1;
+		}
+		opened += fd[i] >= 0;
+	}
+	CHECK_MSG(opened == CONNS, "only %d connections opened", opened);
+	for (int i = 0; i < CONNS; i++) {
+		struct timeval tv = {10, 0};
+		if (fd[i] < 0)
+			continue;
+		setsockopt(fd[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		first += read_answer(fd[i], buf, sizeof(buf)) == 200;
+	}
+	/* idle past the eviction age and a few sweeps, well within the
+	 * header deadline */
+	sleep_ms(IOD_API_EVICT_HEAD_AGE_MS + 4 * IOD_API_DEADLINE_SWEEP_MS);
+	long long evicted =
+	    metric(c->api[leader], "iod_api_connections_closed_total{reason=\"evicted\"}");
+	for (int i = 0; i < CONNS; i++) {
+		if (fd[i] < 0)
+			continue;
+		if (send(fd[i], req, sizeof(req) - 1, MSG_NOSIGNAL) > 0)
+			again += read_answer(fd[i], buf, sizeof(buf)) == 200;
+		close(fd[i]);
+	}
+	CHECK_MSG(first == CONNS, "%d of %d first requests answered", first, CONNS);
+	CHECK_MSG(again == CONNS && evicted == 0,
+	          "%d of %d kept-alive connections answered again after %d ms idle (%lld "
+	          "evicted)",
+	          again, CONNS, IOD_API_EVICT_HEAD_AGE_MS + 4 * IOD_API_DEADLINE_SWEEP_MS, evicted);
+}
+
+TEST(idle_kept_alive_connections_keep_their_slots)
+{
+	with_cluster("keepalive", idle_kept_alive_body);
 }
 
 /*
