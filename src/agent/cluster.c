@@ -333,6 +333,7 @@ struct cert_clock {
 	uint64_t not_before_s, not_after_s; /* the current certificate's validity */
 	uint64_t retry_ms;                  /* monotonic: no attempt before this */
 	bool known;                         /* validity read */
+	bool server_auth;                   /* it carries serverAuth (renew at once if not) */
 };
 
 /* Renew the node's certificate at two thirds of its life, in place. */
@@ -344,15 +345,22 @@ static void cert_check(struct iod_agent_cluster *c, struct iod_api_client *cl, s
 	    (iod_clock_now_ns() / IOD_NS_PER_MS) < k->retry_ms)
 		return;
 	if (!k->known) {
-		if (iod_agent_cert_validity(c->cfg, &k->not_before_s, &k->not_after_s, &e)) {
+		if (iod_agent_cert_validity(c->cfg, &k->not_before_s, &k->not_after_s,
+		                            &k->server_auth, &e)) {
 			IOD_WARN("agent", "node certificate: %s", e.msg);
 			k->retry_ms = (iod_clock_now_ns() / IOD_NS_PER_MS) + 5000;
 			return;
 		}
 		k->known = true;
 	}
-	if (!iod_sec_cert_renew_due(k->not_before_s, k->not_after_s, now_s))
+	/* a node certificate from before serverAuth cannot serve TLS to new peers */
+	if (k->server_auth && !iod_sec_cert_renew_due(k->not_before_s, k->not_after_s, now_s))
 		return;
+	if (!k->server_auth)
+		IOD_INFO("agent",
+		         "node %s: its certificate has no serverAuth usage (issued by an older "
+		         "iod); renewing it now",
+		         c->cfg->name);
 	if (iod_agent_cert_renew(c->cfg, cl, &e)) {
 		IOD_WARN("agent", "node %s: renewing its certificate (expires in %llds): %s",
 		         c->cfg->name, (long long)k->not_after_s - (long long)now_s, e.msg);
@@ -360,7 +368,8 @@ static void cert_check(struct iod_agent_cluster *c, struct iod_api_client *cl, s
 		return;
 	}
 	k->known = false;
-	if (!iod_agent_cert_validity(c->cfg, &k->not_before_s, &k->not_after_s, &e))
+	if (!iod_agent_cert_validity(c->cfg, &k->not_before_s, &k->not_after_s,
+		                            &k->server_auth, &e))
 		k->known = true;
 	IOD_INFO("agent", "node %s: certificate renewed (valid until %llu, %llu rotations)",
 	         c->cfg->name, (unsigned long long)k->not_after_s,

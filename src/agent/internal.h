@@ -46,7 +46,7 @@ void iod_agent_mesh_stop(struct iod_agent_mesh *m);
  * renewal through cl (authenticated by the current certificate), swapped
  * into cfg->creds and the files. */
 int iod_agent_cert_validity(const struct iod_agent_config *c, uint64_t *not_before_s,
-                            uint64_t *not_after_s, struct iod_err *e);
+                            uint64_t *not_after_s, bool *server_auth, struct iod_err *e);
 int iod_agent_cert_renew(const struct iod_agent_config *c, struct iod_api_client *cl,
                          struct iod_err *e);
 
