@@ -368,8 +368,8 @@ static void cert_check(struct iod_agent_cluster *c, struct iod_api_client *cl, s
 		return;
 	}
 	k->known = false;
-	if (!iod_agent_cert_validity(c->cfg, &k->not_before_s, &k->not_after_s,
-		                            &k->server_auth, &e))
+	if (!iod_agent_cert_validity(c->cfg, &k->not_before_s, &k->not_after_s, &k->server_auth,
+	                             &e))
 		k->known = true;
 	IOD_INFO("agent", "node %s: certificate renewed (valid until %llu, %llu rotations)",
 	         c->cfg->name, (unsigned long long)k->not_after_s,
@@ -655,6 +655,20 @@ static void fetch_creds(struct iod_agent_cluster *c, struct iod_api_client *cl, 
 			continue;
 		}
 		snprintf(r->svid_tenant, sizeof(r->svid_tenant), "%s", id.tenant);
+		/* a running replica's copy, before it expires (the SVID above
+		 * is renewed at two thirds of its life; the copy follows) */
+		char dir[IOD_AGENT_PATH_MAX], creds[IOD_AGENT_PATH_MAX + 8];
+		bool copied = false;
+		if (iod_agent_replica_path(c->cfg->data_dir, r->name, "dir", dir, sizeof(dir)))
+			continue;
+		snprintf(creds, sizeof(creds), "%s/creds", dir);
+		if (iod_agent_svid_refresh_copy(c->cfg->svid_dir, id.tenant, id.service, creds,
+		                                now_s, &copied, &e))
+			IOD_WARN("agent", "replica %s: refreshing its credentials: %s", r->name,
+			         e.msg);
+		else if (copied)
+			IOD_INFO("agent", "replica %s: its credentials refreshed (%s)", r->name,
+			         creds);
 	}
 }
 
