@@ -302,7 +302,7 @@ int iod_agent_svid_copy(const char *svid_dir, const char *tenant, const char *se
 /* Validity of the certificate in path. */
 static int cert_times(const char *path, uint64_t *nb, uint64_t *na, struct iod_err *e)
 {
-	struct iod_sec_cert_info info;
+	struct iod_sec_cert_info info = {0};
 	char *pem = NULL;
 	int rc = iod_sec_read_file(path, false, &pem, e);
 	if (!rc)
