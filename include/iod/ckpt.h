@@ -209,6 +209,16 @@ int iod_ckpt_raft_commit(void *ctx, const struct iod_ckpt_commit *c, struct iod_
  * is gone (or was never committed). */
 int iod_ckpt_raft_evict(void *ctx, uint32_t rank, uint64_t step, struct iod_err *e);
 /* The newest committed step of a replica's rank; -ENOENT when none. */
+/*
+ * After a re-replication (docs/storage.md "Re-replication"): rewrite the
+ * Checkpoint object of rank/step through the API (Raft) with its copies
+ * now on nodes[0..n) (all holding it) and health (iod_stor_health_name),
+ * naming r->node, the replica's node now. The other fields stay as the
+ * object has them. -ENOENT when there is no such object.
+ */
+int iod_ckpt_raft_recopied(const struct iod_ckpt_raft *r, uint32_t rank, uint64_t step,
+                           const char *const *nodes, uint32_t n, const char *health,
+                           struct iod_err *e);
 int iod_ckpt_raft_latest(struct iod_api_client *api, const char *replica, uint32_t rank,
                          uint64_t *step, struct iod_err *e);
 

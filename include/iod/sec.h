@@ -48,6 +48,15 @@ enum iod_sec_kind {
 #undef X
 };
 const char *iod_sec_kind_name(enum iod_sec_kind k);
+/*
+ * Does a certificate of this kind also serve TLS (extendedKeyUsage
+ * serverAuth besides clientAuth)? Servers (the API, Raft) and nodes (the
+ * agent's telemetry endpoint, its chunk server, the mesh proxy's inbound
+ * listener) do; users, bootstrap tokens and service SVIDs (a replica's
+ * own credential, the mesh proxy's outbound calls) are clients only, so a
+ * stolen SVID cannot impersonate a listener. Pure.
+ */
+bool iod_sec_kind_serves(enum iod_sec_kind k);
 
 /*
  * Roles, in increasing power for people: viewer < deployer < admin. node is
@@ -336,7 +345,8 @@ void iod_sec_pem_free(struct iod_sec_pem *p);
 /* What to put in a certificate. */
 struct iod_sec_cert_req {
 	struct iod_sec_identity id; /* subject: URI SAN (and O= role for users) */
-	bool server;                /* also a TLS server: add serverAuth and the SANs below */
+	bool server; /* also a TLS server: add serverAuth (iod_sec_kind_serves says who
+	                should); the SANs below go in whenever given */
 	char dns[IOD_SEC_SANS_MAX][IOD_ADDR_MAX]; /* DNS names (server certificates) */
 	uint32_t dns_n;
 	char ip[IOD_SEC_SANS_MAX][IOD_ADDR_MAX]; /* IP addresses (server certificates) */
@@ -383,6 +393,8 @@ struct iod_sec_cert_info {
 	uint64_t not_after_s;
 	char serial[41];         /* hex */
 	char node[IOD_NAME_MAX]; /* services: the node it was issued to (OU; "" = none) */
+	bool server_auth;        /* extendedKeyUsage has serverAuth: it may serve TLS */
+	bool client_auth;        /* extendedKeyUsage has clientAuth: it may be a TLS client */
 };
 
 /*

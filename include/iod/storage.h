@@ -278,6 +278,18 @@ int iod_stor_rereplicate_plan(const struct iod_stor_node *nodes, uint32_t n, con
                               struct iod_err *e);
 
 /*
+ * What a re-replication leaves, for the Checkpoint object (its "copies" and
+ * "health", rewritten through Raft): the survivors p->nodes[0..kept_n) and
+ * each new copy k (p->nodes[kept_n + k]) for which made[k] (its chunks were
+ * all sent and taken), as node indices in nodes_out[0..*nodes_n), and the
+ * health of that placement against size copies with quorum min_size (every
+ * listed copy live and whole). -EINVAL for a plan outside the limits. Pure.
+ */
+int iod_stor_rereplicate_result(const struct iod_stor_rereplica *p, const bool *made, uint32_t size,
+                                uint32_t min_size, uint32_t *nodes_out, uint32_t *nodes_n,
+                                struct iod_stor_health *h, struct iod_err *e);
+
+/*
  * The scrub's bounded rate: bytes it may verify now, given the rate, the
  * time since its last pass and the bytes carried over (a token bucket
  * holding at most one second of rate). Pure: the caller passes the time.

@@ -15,7 +15,9 @@
  * (iod_sec_cert_renew_due) the agent asks for a new one the same way, now
  * authenticated by its current certificate, and swaps it into the live
  * credentials: new connections present it, open ones finish with the old
- * one, nothing restarts. A revoked node is refused (401 on every request,
+ * one, nothing restarts. A certificate without serverAuth (issued before
+ * node certificates carried it: peers now refuse it as a listener) is
+ * renewed at once, the same way. A revoked node is refused (401 on every request,
  * 403 for a new certificate).
  *
  * Shell code (files, the API); the decision of when is the pure
@@ -159,7 +161,7 @@ int iod_agent_bootstrap(struct iod_agent_config *c, const char *ca_path, const c
 }
 
 int iod_agent_cert_validity(const struct iod_agent_config *c, uint64_t *not_before_s,
-                            uint64_t *not_after_s, struct iod_err *e)
+                            uint64_t *not_after_s, bool *server_auth, struct iod_err *e)
 {
 	struct iod_sec_cert_info info;
 	char *pem = NULL;
@@ -171,6 +173,7 @@ int iod_agent_cert_validity(const struct iod_agent_config *c, uint64_t *not_befo
 		return rc;
 	*not_before_s = info.not_before_s;
 	*not_after_s = info.not_after_s;
+	*server_auth = info.server_auth;
 	return 0;
 }
 

@@ -333,6 +333,7 @@ struct cert_clock {
 	uint64_t not_before_s, not_after_s; /* the current certificate's validity */
 	uint64_t retry_ms;                  /* monotonic: no attempt before this */
 	bool known;                         /* validity read */
+	bool server_auth;                   /* it carries serverAuth (renew at once if not) */
 };
 
 /* Renew the node's certificate at two thirds of its life, in place. */
@@ -344,15 +345,22 @@ static void cert_check(struct iod_agent_cluster *c, struct iod_api_client *cl, s
 	    (iod_clock_now_ns() / IOD_NS_PER_MS) < k->retry_ms)
 		return;
 	if (!k->known) {
-		if (iod_agent_cert_validity(c->cfg, &k->not_before_s, &k->not_after_s, &e)) {
+		if (iod_agent_cert_validity(c->cfg, &k->not_before_s, &k->not_after_s,
+		                            &k->server_auth, &e)) {
 			IOD_WARN("agent", "node certificate: %s", e.msg);
 			k->retry_ms = (iod_clock_now_ns() / IOD_NS_PER_MS) + 5000;
 			return;
 		}
 		k->known = true;
 	}
-	if (!iod_sec_cert_renew_due(k->not_before_s, k->not_after_s, now_s))
+	/* a node certificate from before serverAuth cannot serve TLS to new peers */
+	if (k->server_auth && !iod_sec_cert_renew_due(k->not_before_s, k->not_after_s, now_s))
 		return;
+	if (!k->server_auth)
+		IOD_INFO("agent",
+		         "node %s: its certificate has no serverAuth usage (issued by an older "
+		         "iod); renewing it now",
+		         c->cfg->name);
 	if (iod_agent_cert_renew(c->cfg, cl, &e)) {
 		IOD_WARN("agent", "node %s: renewing its certificate (expires in %llds): %s",
 		         c->cfg->name, (long long)k->not_after_s - (long long)now_s, e.msg);
@@ -360,7 +368,8 @@ static void cert_check(struct iod_agent_cluster *c, struct iod_api_client *cl, s
 		return;
 	}
 	k->known = false;
-	if (!iod_agent_cert_validity(c->cfg, &k->not_before_s, &k->not_after_s, &e))
+	if (!iod_agent_cert_validity(c->cfg, &k->not_before_s, &k->not_after_s, &k->server_auth,
+	                             &e))
 		k->known = true;
 	IOD_INFO("agent", "node %s: certificate renewed (valid until %llu, %llu rotations)",
 	         c->cfg->name, (unsigned long long)k->not_after_s,
@@ -646,6 +655,20 @@ static void fetch_creds(struct iod_agent_cluster *c, struct iod_api_client *cl, 
 			continue;
 		}
 		snprintf(r->svid_tenant, sizeof(r->svid_tenant), "%s", id.tenant);
+		/* a running replica's copy, before it expires (the SVID above
+		 * is renewed at two thirds of its life; the copy follows) */
+		char dir[IOD_AGENT_PATH_MAX], creds[IOD_AGENT_PATH_MAX + 8];
+		bool copied = false;
+		if (iod_agent_replica_path(c->cfg->data_dir, r->name, "dir", dir, sizeof(dir)))
+			continue;
+		snprintf(creds, sizeof(creds), "%s/creds", dir);
+		if (iod_agent_svid_refresh_copy(c->cfg->svid_dir, id.tenant, id.service, creds,
+		                                now_s, &copied, &e))
+			IOD_WARN("agent", "replica %s: refreshing its credentials: %s", r->name,
+			         e.msg);
+		else if (copied)
+			IOD_INFO("agent", "replica %s: its credentials refreshed (%s)", r->name,
+			         creds);
 	}
 }
 

@@ -46,7 +46,7 @@ void iod_agent_mesh_stop(struct iod_agent_mesh *m);
  * renewal through cl (authenticated by the current certificate), swapped
  * into cfg->creds and the files. */
 int iod_agent_cert_validity(const struct iod_agent_config *c, uint64_t *not_before_s,
-                            uint64_t *not_after_s, struct iod_err *e);
+                            uint64_t *not_after_s, bool *server_auth, struct iod_err *e);
 int iod_agent_cert_renew(const struct iod_agent_config *c, struct iod_api_client *cl,
                          struct iod_err *e);
 
@@ -63,6 +63,18 @@ int iod_agent_svids_sync(const struct iod_agent_config *c, struct iod_api_client
 int iod_agent_svid_ensure(const struct iod_agent_config *c, struct iod_api_client *cl,
                           const struct iod_mesh_svc_id *id, uint64_t now_s, uint64_t *renew_at_s,
                           bool *issued, struct iod_err *e);
+/* Is a running replica's copy of its SVID (validity copy_*) to be replaced
+ * by the agent's (src_*) at now_s? When the copy is at two thirds of its
+ * life or past it and the agent's is newer and valid. Pure (credsplan.c). */
+bool iod_agent_creds_refresh_due(uint64_t copy_not_before_s, uint64_t copy_not_after_s,
+                                 uint64_t src_not_before_s, uint64_t src_not_after_s,
+                                 uint64_t now_s);
+/* Refresh the copy in dst (a running replica's creds directory) from
+ * svid_dir when iod_agent_creds_refresh_due says so, keeping its owner;
+ * each file through a temporary name and rename, the key before the
+ * certificate. *copied: it was rewritten. No copy in dst: nothing. */
+int iod_agent_svid_refresh_copy(const char *svid_dir, const char *tenant, const char *service,
+                                const char *dst, uint64_t now_s, bool *copied, struct iod_err *e);
 /* Remove the pairs in cfg->svid_dir this node was issued (their OU names
  * cfg->name) for services not in want[0..n): what sync does with a view
  * (want not NULL). A pair written or used (its .crt's mtime, touched by

@@ -281,8 +281,10 @@ int iod_agent_svid_copy(const char *svid_dir, const char *tenant, const char *se
                         const char *dst, uint32_t uid, uint32_t gid, struct iod_err *e)
 {
 	char src[IOD_AGENT_PATH_MAX + 2 * IOD_NAME_MAX + 8], to[IOD_AGENT_PATH_MAX + 16];
+	/* the key before the certificate: a reader that sees the new
+	 * certificate finds its key already there */
 	static const char *const names[3][2] = {
-	    {"ca.crt", "ca.crt"}, {".crt", "svid.crt"}, {".key", "svid.key"}};
+	    {"ca.crt", "ca.crt"}, {".key", "svid.key"}, {".crt", "svid.crt"}};
 	/* the directory: the replica's only, read and search */
 	if (mkdir(dst, 0700) && errno != EEXIST)
 		return iod_err_set(e, -errno, "creating %s: %s", dst, strerror(errno));
@@ -304,6 +306,48 @@ int iod_agent_svid_copy(const char *svid_dir, const char *tenant, const char *se
 		if (rc)
 			return rc;
 	}
+	return 0;
+}
+
+/* Validity of the certificate in path. */
+static int cert_times(const char *path, uint64_t *nb, uint64_t *na, struct iod_err *e)
+{
+	struct iod_sec_cert_info info = {0};
+	char *pem = NULL;
+	int rc = iod_sec_read_file(path, false, &pem, e);
+	if (!rc)
+		rc = iod_sec_cert_inspect(pem, strlen(pem), &info, e);
+	free(pem);
+	if (!rc) {
+		*nb = info.not_before_s;
+		*na = info.not_after_s;
+	}
+	return rc;
+}
+
+int iod_agent_svid_refresh_copy(const char *svid_dir, const char *tenant, const char *service,
+                                const char *dst, uint64_t now_s, bool *copied, struct iod_err *e)
+{
+	char src[IOD_AGENT_PATH_MAX + 2 * IOD_NAME_MAX + 8], cp[IOD_AGENT_PATH_MAX + 16];
+	uint64_t cnb = 0, cna = 0, snb = 0, sna = 0;
+	struct stat st;
+	int rc;
+	*copied = false;
+	snprintf(cp, sizeof(cp), "%s/svid.crt", dst);
+	if (stat(cp, &st))
+		return 0; /* no copy: a replica without credentials, or not started */
+	snprintf(src, sizeof(src), "%s/%s/%s.crt", svid_dir, tenant, service);
+	if ((rc = cert_times(src, &snb, &sna, e)))
+		return rc;
+	/* an unreadable copy is replaced: give it no life */
+	if (cert_times(cp, &cnb, &cna, &(struct iod_err){0}))
+		cnb = cna = 0;
+	if (!iod_agent_creds_refresh_due(cnb, cna, snb, sna, now_s))
+		return 0;
+	/* its owner stays: the replica's uid, as the start gave it */
+	if ((rc = iod_agent_svid_copy(svid_dir, tenant, service, dst, st.st_uid, st.st_gid, e)))
+		return rc;
+	*copied = true;
 	return 0;
 }
 

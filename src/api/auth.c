@@ -180,7 +180,7 @@ int iod_api_sec_init(struct iod_api_sec *s, const struct iod_server_config *c, s
 		rq.id.kind = IOD_SEC_KIND_SERVER;
 		rq.id.role = IOD_SEC_ROLE_SERVER;
 		snprintf(rq.id.name, sizeof(rq.id.name), "%llu", (unsigned long long)c->id);
-		rq.server = true;
+		rq.server = iod_sec_kind_serves(rq.id.kind);
 		rq.not_before_s = (uint64_t)time(NULL);
 		rq.ttl_s = IOD_SEC_SERVER_TTL_S;
 		server_sans(&rq, c);
@@ -575,7 +575,7 @@ int iod_api_sec_cert_sign(struct iod_api_sec *s, const json_t *body,
 		return iod_err_set(e, -EINVAL, "\"csr\": a PEM certificate request is required");
 	memset(&rq, 0, sizeof(rq));
 	rq.id = *subject;
-	rq.server = subject->kind == IOD_SEC_KIND_SERVICE;
+	rq.server = iod_sec_kind_serves(subject->kind); /* nodes; SVIDs are clients only */
 	if (subject->kind == IOD_SEC_KIND_SERVICE && by && by->kind == IOD_SEC_KIND_NODE)
 		iod_strlcpy(rq.node, by->name, sizeof(rq.node));
 	rq.not_before_s = now_s;

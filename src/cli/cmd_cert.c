@@ -83,6 +83,8 @@ static int show(int argc, char **argv)
 			json_object_set_new(j, "tenant", json_string(info.id.tenant));
 		if (info.node[0])
 			json_object_set_new(j, "node", json_string(info.node));
+		json_object_set_new(j, "server_auth", json_boolean(info.server_auth));
+		json_object_set_new(j, "client_auth", json_boolean(info.client_auth));
 		iod_json_print(stdout, j, false);
 		json_decref(j);
 		return IOD_EXIT_OK;
@@ -99,6 +101,9 @@ static int show(int argc, char **argv)
 	printf("serial     %s\n", info.serial);
 	if (info.node[0])
 		printf("issued to  node %s\n", info.node);
+	printf("usage      %s%s%s\n", info.client_auth ? "clientAuth" : "",
+	       info.client_auth && info.server_auth ? " " : "",
+	       info.server_auth ? "serverAuth" : "");
 	return IOD_EXIT_OK;
 }
 
@@ -146,15 +151,14 @@ int cmd_cert(int argc, char **argv)
 	} else if (!strcmp(kind, "server")) {
 		rq.id.kind = IOD_SEC_KIND_SERVER;
 		rq.id.role = IOD_SEC_ROLE_SERVER;
-		rq.server = true;
 	} else if (!strcmp(kind, "service")) {
 		rq.id.kind = IOD_SEC_KIND_SERVICE;
-		rq.server = true;
 	} else {
 		return iod_cli_fail("cert", IOD_EXIT_INVALID,
 		                    "unknown kind \"%s\": want user, node, server or service",
 		                    kind);
 	}
+	rq.server = iod_sec_kind_serves(rq.id.kind); /* servers and nodes listen */
 	if (!iod_sec_name_valid(name))
 		return iod_cli_fail("cert", IOD_EXIT_INVALID, "\"%s\" is not a name", name);
 	snprintf(rq.id.name, sizeof(rq.id.name), "%s", name);

@@ -237,6 +237,7 @@ static int make_pki(const char *dir, const char *pki, const char *apis, long nod
 		memset(&rq, 0, sizeof(rq));
 		rq.id.kind = IOD_SEC_KIND_NODE;
 		rq.id.role = IOD_SEC_ROLE_NODE;
+		rq.server = iod_sec_kind_serves(rq.id.kind);
 		snprintf(rq.id.name, sizeof(rq.id.name), "node-%ld", i);
 		snprintf(base, sizeof(base), "node-%ld", i);
 		rq.not_before_s = now;

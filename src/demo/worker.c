@@ -385,6 +385,34 @@ static int ps_ckpt_open(const char *dir, uint32_t n, const char *server, uint32_
  * surviving verified copy; those bytes are what the restore just fetched
  * and verified, so each new copy is sent from them.
  */
+/* The Checkpoint object follows the copies a re-replication left (the
+ * core's iod_stor_rereplicate_result), through the API, so `iod get
+ * checkpoints` shows its health again. */
+static void ps_recopied(const struct iod_stor_rereplica *p, const bool *made, uint64_t step,
+                        const struct iod_ckpt_env_peer *const *src)
+{
+	uint32_t idx[IOD_STOR_REPLICAS_MAX], n = 0;
+	const char *names[IOD_STOR_REPLICAS_MAX];
+	struct iod_stor_health h;
+	char health[64];
+	struct iod_err e = {0};
+	if (!ps_raft.api || !p->added_n)
+		return;
+	if (iod_stor_rereplicate_result(p, made, ps_replicas, ps_raft.min_size, idx, &n, &h, &e)) {
+		printf("parameter-server: step %llu: %s\n", (unsigned long long)step, e.msg);
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		names[i] = src[idx[i]]->node;
+	iod_stor_health_name(h.flags, health, sizeof(health));
+	if (iod_ckpt_raft_recopied(&ps_raft, 0, step, names, n, health, &e))
+		printf("parameter-server: checkpoint step %llu not updated: %s\n",
+		       (unsigned long long)step, e.msg);
+	else
+		printf("parameter-server: checkpoint step %llu committed as %u copies, %s\n",
+		       (unsigned long long)step, n, health);
+}
+
 static void ps_rereplicate(const struct iod_ckpt_region *r, uint64_t step,
                            const struct iod_ckpt_env_peer *const *src, const uint64_t *held,
                            uint32_t n)
@@ -416,6 +444,7 @@ static void ps_rereplicate(const struct iod_ckpt_region *r, uint64_t step,
 		       (unsigned long long)step, cn, ps_replicas, e.msg);
 		goto out;
 	}
+	bool made[IOD_STOR_REPLICAS_MAX] = {false};
 	for (uint32_t k = p->kept_n; k < p->nodes_n; k++) {
 		const struct iod_ckpt_env_peer *to = src[p->nodes[k]];
 		uint32_t mine = 0;
@@ -428,12 +457,14 @@ static void ps_rereplicate(const struct iod_ckpt_region *r, uint64_t step,
 			continue;
 		}
 		cn++;
+		made[k - p->kept_n] = true;
 		printf("parameter-server: re-replicated step %llu to node %s (%u chunks, %.1f ms): "
 		       "%u of %u copies%s\n",
 		       (unsigned long long)step, to->node, mine,
 		       (double)(iod_clock_now_ns() - t0) / 1e6, cn, ps_replicas,
 		       cn >= ps_replicas ? ", clean" : "");
 	}
+	ps_recopied(p, made, step, src);
 out:
 	fflush(stdout);
 	free(p);

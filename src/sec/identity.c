@@ -30,6 +30,11 @@ const char *iod_sec_kind_name(enum iod_sec_kind k)
 	return (unsigned)k < IOD_ARRAY_LEN(kind_names) ? kind_names[k] : "?";
 }
 
+bool iod_sec_kind_serves(enum iod_sec_kind k)
+{
+	return k == IOD_SEC_KIND_SERVER || k == IOD_SEC_KIND_NODE;
+}
+
 const char *iod_sec_role_name(enum iod_sec_role r)
 {
 	return (unsigned)r < IOD_ARRAY_LEN(role_names) ? role_names[r] : "?";

@@ -33,6 +33,10 @@ struct iod_sec_ca {
 	char cluster[IOD_SEC_CLUSTER_MAX]; /* trust domain */
 };
 
+/* extendedKeyUsage entries read from a certificate: ours carry at most two
+ * (clientAuth, serverAuth); more is someone else's and is not looked at. */
+#define CERT_PURPOSES_MAX 16
+
 #define GT(call)                                                                             \
 	do {                                                                                 \
 		int gt_rc_ = (call);                                                         \
@@ -198,6 +202,17 @@ static int crt_info(gnutls_x509_crt_t crt, const char *want_cluster, struct iod_
 			return iod_err_set(e, -EINVAL,
 			                   "service certificate: OU \"%.64s\" is not a node name",
 			                   info->node);
+	}
+	/* extendedKeyUsage: what TLS side it may take (RFC 5280 4.2.1.12) */
+	for (unsigned i = 0; i < CERT_PURPOSES_MAX; i++) {
+		char oid[128];
+		size_t on = sizeof(oid);
+		if (gnutls_x509_crt_get_key_purpose_oid(crt, i, oid, &on, NULL) < 0)
+			break;
+		if (!strcmp(oid, GNUTLS_KP_TLS_WWW_SERVER))
+			info->server_auth = true;
+		else if (!strcmp(oid, GNUTLS_KP_TLS_WWW_CLIENT))
+			info->client_auth = true;
 	}
 	time_t nb = gnutls_x509_crt_get_activation_time(crt),
 	       na = gnutls_x509_crt_get_expiration_time(crt);

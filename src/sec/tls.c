@@ -48,6 +48,7 @@ struct iod_sec_tls {
 	struct iod_sec_tls_creds *owner; /* where the credentials came from */
 	struct creds *cr;                /* the credentials this session holds */
 	bool handshaken;                 /* handshake done and peer verified */
+	bool client;                     /* we dialled: the peer must be a TLS server */
 	struct iod_sec_cert_info peer;   /* the peer's verified identity */
 	/* buffered sessions (iod_sec_tls_open_buffered): no fd, the caller's
 	 * event loop moves the ciphertext */
@@ -180,6 +181,7 @@ int iod_sec_tls_open(struct iod_sec_tls_creds *o, int fd, bool client, struct io
 	t->cr->refs++;
 	pthread_mutex_unlock(&o->mu);
 	t->owner = o;
+	t->client = client;
 	gnutls_priority_set(t->s, o->prio);
 	gnutls_credentials_set(t->s, GNUTLS_CRD_CERTIFICATE, t->cr->x509);
 	if (!client)
@@ -258,15 +260,36 @@ static unsigned want_of(gnutls_session_t s)
 	return gnutls_record_get_direction(s) ? POLLOUT : POLLIN;
 }
 
-/* Verify the peer's chain against the cluster CA and map its identity. */
+/*
+ * Verify the peer's chain against the cluster CA and map its identity,
+ * then its leaf's extendedKeyUsage against the side it took: a server we
+ * dialled must carry serverAuth, so a client-only certificate of the same
+ * CA (a replica's SVID, a user's) cannot stand in for a listener; a client
+ * must carry clientAuth.
+ */
 static int verify_peer(struct iod_sec_tls *t, struct iod_err *e)
 {
 	unsigned n = 0;
 	const gnutls_datum_t *chain = gnutls_certificate_get_peers(t->s, &n);
 	if (!chain || !n)
 		return iod_err_set(e, -EACCES, "the peer presented no certificate");
-	return iod_sec_ca_verify_der(t->owner->ca, chain[0].data, chain[0].size,
-	                             (uint64_t)time(NULL), &t->peer, e);
+	int rc = iod_sec_ca_verify_der(t->owner->ca, chain[0].data, chain[0].size,
+	                               (uint64_t)time(NULL), &t->peer, e);
+	if (rc)
+		return rc;
+	if (t->client && !t->peer.server_auth)
+		return iod_err_set(e, -EACCES,
+		                   "the peer %s/%s is not a TLS server: its certificate has no "
+		                   "serverAuth extended key usage (a client-only certificate, or "
+		                   "a node certificate from before serverAuth: the agent renews "
+		                   "its own at start, or reissue it with `iod cert create`)",
+		                   iod_sec_kind_name(t->peer.id.kind), t->peer.id.name);
+	if (!t->client && !t->peer.client_auth)
+		return iod_err_set(e, -EACCES,
+		                   "the peer %s/%s is not a TLS client: its certificate has no "
+		                   "clientAuth extended key usage",
+		                   iod_sec_kind_name(t->peer.id.kind), t->peer.id.name);
+	return 0;
 }
 
 int iod_sec_tls_handshake(struct iod_sec_tls *t, unsigned *want, struct iod_err *e)

@@ -119,6 +119,45 @@ int iod_ckpt_raft_commit(void *ctx, const struct iod_ckpt_commit *k, struct iod_
 	return put_checkpoint(r->api, path, name, body, e);
 }
 
+int iod_ckpt_raft_recopied(const struct iod_ckpt_raft *r, uint32_t rank, uint64_t step,
+                           const char *const *nodes, uint32_t n, const char *health,
+                           struct iod_err *e)
+{
+	char name[IOD_NAME_MAX + 48], path[IOD_NAME_MAX + 80];
+	struct iod_api_response resp;
+	iod_ckpt_raft_name(r->replica, rank, step, name, sizeof(name));
+	snprintf(path, sizeof(path), "/v1/checkpoint/%s", name);
+	int rc = iod_api_request(r->api, "GET", path, NULL, NULL, 0, &resp, e);
+	if (rc)
+		return rc;
+	if (resp.status != 200) {
+		rc = iod_err_set(e, resp.status == 404 ? -ENOENT : -EIO,
+		                 "checkpoint %s: the control plane answered %d", name, resp.status);
+		iod_api_response_free(&resp);
+		return rc;
+	}
+	/* the stored value, only copies, health and node changed */
+	json_t *v = json_deep_copy(json_object_get(resp.json, "value"));
+	iod_api_response_free(&resp);
+	json_t *copies = json_array();
+	for (uint32_t i = 0; copies && i < n; i++)
+		json_array_append_new(copies, json_pack("{s:s, s:b}", "node", nodes[i], "ok", 1));
+	if (!json_is_object(v) || !copies) {
+		json_decref(v);
+		json_decref(copies);
+		return iod_err_set(e, -EIO, "checkpoint %s: the control plane sent no value", name);
+	}
+	json_object_set_new(v, iod_obj_key(IOD_OBJ_KIND_CHECKPOINT, IOD_OBJ_CHECKPOINT_COPIES),
+	                    copies);
+	json_object_set_new(v, iod_obj_key(IOD_OBJ_KIND_CHECKPOINT, IOD_OBJ_CHECKPOINT_HEALTH),
+	                    json_string(health));
+	json_object_set_new(v, iod_obj_key(IOD_OBJ_KIND_CHECKPOINT, IOD_OBJ_CHECKPOINT_NODE),
+	                    json_string(r->node));
+	char *body = json_dumps(v, JSON_COMPACT);
+	json_decref(v);
+	return put_checkpoint(r->api, path, name, body, e);
+}
+
 int iod_ckpt_raft_latest(struct iod_api_client *api, const char *replica, uint32_t rank,
                          uint64_t *step, struct iod_err *e)
 {

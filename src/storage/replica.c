@@ -294,3 +294,29 @@ int iod_stor_rereplicate_plan(const struct iod_stor_node *nodes, uint32_t n, con
 	uint32_t lost = 0;
 	return iod_stor_repair_plan(&v, rep, max, rep_n, &lost, e);
 }
+
+int iod_stor_rereplicate_result(const struct iod_stor_rereplica *p, const bool *made, uint32_t size,
+                                uint32_t min_size, uint32_t *nodes_out, uint32_t *nodes_n,
+                                struct iod_stor_health *h, struct iod_err *e)
+{
+	*nodes_n = 0;
+	if (p->nodes_n > IOD_STOR_REPLICAS_MAX || p->kept_n > p->nodes_n || !size ||
+	    size > IOD_STOR_REPLICAS_MAX || !min_size || min_size > size)
+		return iod_err_set(e, -EINVAL,
+		                   "re-replication result: %u copies (%u kept), size %u, "
+		                   "min_size %u outside the limits",
+		                   p->nodes_n, p->kept_n, size, min_size);
+	for (uint32_t k = 0; k < p->nodes_n; k++)
+		if (k < p->kept_n || made[k - p->kept_n])
+			nodes_out[(*nodes_n)++] = p->nodes[k];
+	/* each listed copy holds every chunk: one chunk stands for all */
+	uint8_t good = (uint8_t)((1u << *nodes_n) - 1);
+	struct iod_stor_rview v = {.size = IOD_MAX(size, *nodes_n),
+	                           .min_size = min_size,
+	                           .copies_n = *nodes_n,
+	                           .good = &good,
+	                           .chunks_n = 1};
+	for (uint32_t k = 0; k < *nodes_n; k++)
+		v.up[k] = true;
+	return iod_stor_health_get(&v, h, e);
+}

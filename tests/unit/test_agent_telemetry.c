@@ -54,6 +54,7 @@ static int issue(const struct iod_sec_ca *ca, enum iod_sec_kind kind, const char
 	                                           : IOD_SEC_ROLE_NONE;
 	snprintf(rq.id.name, sizeof(rq.id.name), "%s", name);
 	snprintf(rq.id.tenant, sizeof(rq.id.tenant), "default");
+	rq.server = iod_sec_kind_serves(kind); /* the node's endpoint serves */
 	rq.not_before_s = (uint64_t)time(NULL);
 	rq.ttl_s = 3600;
 	return iod_sec_ca_issue(ca, &rq, pem, &err);

@@ -366,3 +366,38 @@ TEST(cert_ttl_minimum_is_refused_not_ignored)
 	iod_sec_pem_free(&csr);
 	iod_sec_ca_free(s.ca);
 }
+
+/* What /v1/certificates signs may take the TLS side its kind takes: a node
+ * serves (telemetry, chunk server, mesh inbound) and dials, so it carries
+ * serverAuth and clientAuth; a service SVID only dials, so it carries
+ * clientAuth alone (the old code gave SVIDs serverAuth and nodes none). */
+TEST(signed_certificates_carry_the_usage_of_their_kind)
+{
+	struct iod_api_sec s;
+	struct iod_sec_identity subject;
+	struct iod_sec_pem csr;
+	struct iod_sec_cert_info info;
+	struct iod_err e = {0};
+	json_t *answer = NULL;
+	memset(&s, 0, sizeof(s));
+	CHECK_EQ(iod_sec_ca_create("c1", 1000000, 3600 * 24, &s.ca, &e), 0);
+	s.ca_pem = (char *)iod_sec_ca_cert_pem(s.ca);
+	CHECK_EQ(iod_sec_csr_create("x", &csr, &e), 0);
+	static const char *const kinds[] = {"node", "service"};
+	for (unsigned i = 0; i < 2; i++) {
+		json_t *b = json_pack("{s:s, s:s, s:s, s:s}", "kind", kinds[i], "name", "gpu-7",
+		                      "tenant", "blue", "csr", csr.cert);
+		CHECK_MSG(iod_api_sec_cert_subject(b, "c1", &subject, &e) == 0, "%s", e.msg);
+		CHECK_MSG(iod_api_sec_cert_sign(&s, b, &subject, NULL, 1000000, &answer, &e) == 0,
+		          "%s", e.msg);
+		const char *pem = json_string_value(json_object_get(answer, "cert"));
+		CHECK_EQ(iod_sec_cert_inspect(pem, strlen(pem), &info, &e), 0);
+		CHECK_MSG(info.client_auth, "%s: no clientAuth", kinds[i]);
+		CHECK_MSG(info.server_auth == (i == 0), "%s: serverAuth %d", kinds[i],
+		          info.server_auth);
+		json_decref(answer);
+		json_decref(b);
+	}
+	iod_sec_pem_free(&csr);
+	iod_sec_ca_free(s.ca);
+}

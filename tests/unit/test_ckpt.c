@@ -437,7 +437,7 @@ static struct iod_sec_tls_creds *creds_of(struct iod_sec_ca *ca, struct iod_sec_
 	rq.id.role = kind == IOD_SEC_KIND_USER ? IOD_SEC_ROLE_ADMIN : IOD_SEC_ROLE_NONE;
 	snprintf(rq.id.name, sizeof(rq.id.name), "%s", name);
 	snprintf(rq.id.tenant, sizeof(rq.id.tenant), "default");
-	rq.server = true;
+	rq.server = iod_sec_kind_serves(kind);
 	rq.not_before_s = (uint64_t)time(NULL);
 	rq.ttl_s = 3600;
 	if (iod_sec_ca_issue(ca, &rq, &pem, &err))
@@ -493,15 +493,24 @@ TEST(peer_copies_over_mtls_with_cluster_certificates)
 	CHECK(iod_ckpt_peer_latest(ns, 0, &step, &err) != 0);
 	iod_ckpt_peer_client_creds(nocert);
 	CHECK(iod_ckpt_peer_latest(ns, 0, &step, &err) != 0);
-	/* the client wants a node: a server with a service's certificate is refused */
+	/* a server with a service's (client-only) certificate is refused for
+	 * its usage; one with a server's certificate because the client wants
+	 * a node */
 	struct iod_ckpt_peer *q;
 	char d2[600];
 	snprintf(d2, sizeof(d2), "%s/tlspeer-svc", iod_test_tmpdir());
 	CHECK_MSG(iod_ckpt_peer_start_tls("127.0.0.1:0", d2, svc, &q, &err) == 0, "%s", err.msg);
 	iod_ckpt_peer_client_creds(node);
 	CHECK_EQ(iod_ckpt_peer_latest(iod_ckpt_peer_addr(q), 0, &step, &err), -EACCES);
+	CHECK_CONTAINS(err.msg, "serverAuth");
+	iod_ckpt_peer_stop(q);
+	struct iod_sec_tls_creds *srv = creds_of(ca, ca, IOD_SEC_KIND_SERVER, "1");
+	CHECK(srv != NULL);
+	CHECK_MSG(iod_ckpt_peer_start_tls("127.0.0.1:0", d2, srv, &q, &err) == 0, "%s", err.msg);
+	CHECK_EQ(iod_ckpt_peer_latest(iod_ckpt_peer_addr(q), 0, &step, &err), -EACCES);
 	CHECK_CONTAINS(err.msg, "not a node of the cluster");
 	iod_ckpt_peer_stop(q);
+	iod_sec_tls_creds_free(srv);
 	iod_ckpt_peer_client_creds(NULL);
 	iod_ckpt_peer_stop(p);
 	iod_sec_tls_creds_free(nocert);

@@ -30,7 +30,7 @@ static int issue(struct iod_sec_ca *ca, enum iod_sec_kind kind, const char *name
 	rq.id.role = kind == IOD_SEC_KIND_SERVER ? IOD_SEC_ROLE_SERVER : IOD_SEC_ROLE_NONE;
 	snprintf(rq.id.name, sizeof(rq.id.name), "%s", name);
 	snprintf(rq.id.tenant, sizeof(rq.id.tenant), "default");
-	rq.server = true;
+	rq.server = iod_sec_kind_serves(kind); /* what every issuing path does */
 	rq.not_before_s = (uint64_t)time(NULL);
 	rq.ttl_s = 3600;
 	return iod_sec_ca_issue(ca, &rq, pem, &e);
@@ -144,6 +144,47 @@ TEST(mtls_both_sides_see_identities)
 	close(fds[1]);
 	iod_sec_tls_creds_free(ca_srv);
 	iod_sec_tls_creds_free(cb_srv);
+	iod_sec_ca_free(ca);
+}
+
+/* A client refuses a server whose certificate, from the same CA, is for
+ * clients only (no serverAuth): a replica's SVID cannot pose as a chunk
+ * server or an agent. The old code checked only the chain and identity. */
+TEST(mtls_client_refuses_a_client_only_server_certificate)
+{
+	struct iod_sec_ca *ca = NULL;
+	struct iod_err e = {0}, ea = {0}, eb = {0};
+	int fds[2], ra, rb;
+	struct iod_sec_tls *a = NULL, *b = NULL;
+
+	CHECK_EQ(iod_sec_ca_create("c1", (uint64_t)time(NULL), 86400, &ca, &e), 0);
+	struct iod_sec_tls_creds *node = creds_for(ca, IOD_SEC_KIND_NODE, "node-1");
+	struct iod_sec_tls_creds *svc = creds_for(ca, IOD_SEC_KIND_SERVICE, "ps");
+	CHECK(node && svc);
+	/* the right way round: the SVID dials the node */
+	CHECK_EQ(pair(fds), 0);
+	CHECK_EQ(iod_sec_tls_open(svc, fds[0], true, &a, &e), 0);
+	CHECK_EQ(iod_sec_tls_open(node, fds[1], false, &b, &e), 0);
+	handshake_both(a, b, fds[0], fds[1], &ra, &rb, &ea, &eb);
+	CHECK_MSG(ra == 0 && rb == 0, "client %d %s / server %d %s", ra, ea.msg, rb, eb.msg);
+	iod_sec_tls_close(a);
+	iod_sec_tls_close(b);
+	close(fds[0]);
+	close(fds[1]);
+	/* the SVID listening: the node, as client, refuses it */
+	CHECK_EQ(pair(fds), 0);
+	CHECK_EQ(iod_sec_tls_open(node, fds[0], true, &a, &e), 0);
+	CHECK_EQ(iod_sec_tls_open(svc, fds[1], false, &b, &e), 0);
+	handshake_both(a, b, fds[0], fds[1], &ra, &rb, &ea, &eb);
+	CHECK_EQ(ra, -EACCES);
+	CHECK_CONTAINS(ea.msg, "serverAuth");
+	CHECK_CONTAINS(ea.msg, "service/ps");
+	iod_sec_tls_close(a);
+	iod_sec_tls_close(b);
+	close(fds[0]);
+	close(fds[1]);
+	iod_sec_tls_creds_free(node);
+	iod_sec_tls_creds_free(svc);
 	iod_sec_ca_free(ca);
 }
 

@@ -269,3 +269,44 @@ TEST(rereplicate_plan_brings_a_degraded_checkpoint_back_to_clean)
 	CHECK_CONTAINS(err.msg, "chunk 1 has no verified copy on a live node");
 	free(p);
 }
+
+/* What the Checkpoint object says after a re-replication: n1 lost, n2 and
+ * n3 kept, one new copy. Made: 3 copies, clean; the copy failed: the two
+ * survivors, undersized+degraded but committed (quorum 2). The old code
+ * left the object at its commit-time copies (n1 listed, not n5). */
+TEST(rereplicate_result_is_what_the_checkpoint_object_says)
+{
+	struct iod_stor_node n[] = {{"n1", "r1", "z1", false, 10 * GiB},
+	                            {"n2", "r2", "z2", true, 10 * GiB},
+	                            {"n3", "r3", "z3", true, 10 * GiB},
+	                            {"n5", "r5", "z5", true, 90 * GiB}};
+	uint32_t copies[3] = {0, 1, 2}, out[IOD_STOR_REPLICAS_MAX], on = 0;
+	uint8_t good[2] = {7, 7};
+	struct iod_stor_rereplica *p = calloc(1, sizeof(*p));
+	struct iod_stor_repair rep[16];
+	struct iod_stor_health h;
+	char name[64];
+	uint32_t rn = 0;
+	CHECK(p != NULL);
+	CHECK_MSG(
+	    iod_stor_rereplicate_plan(n, 4, copies, 3, good, 2, 3, GiB, p, rep, 16, &rn, &err) == 0,
+	    "%s", err.msg);
+	CHECK_EQ(p->kept_n, 2);
+	CHECK_EQ(p->added_n, 1);
+	bool made[IOD_STOR_REPLICAS_MAX] = {true};
+	CHECK_EQ(iod_stor_rereplicate_result(p, made, 3, 2, out, &on, &h, &err), 0);
+	CHECK_EQ(on, 3);
+	CHECK_EQ(out[0], 1);
+	CHECK_EQ(out[1], 2);
+	CHECK_EQ(out[2], 3);
+	CHECK_EQ(h.flags, 0);
+	CHECK_STR(iod_stor_health_name(h.flags, name, sizeof(name)), "clean");
+	made[0] = false;
+	CHECK_EQ(iod_stor_rereplicate_result(p, made, 3, 2, out, &on, &h, &err), 0);
+	CHECK_EQ(on, 2);
+	CHECK(h.flags & IOD_STOR_H_UNDERSIZED);
+	CHECK(h.commit_ok);
+	/* outside the limits: a quorum above the size */
+	CHECK_EQ(iod_stor_rereplicate_result(p, made, 2, 3, out, &on, &h, &err), -EINVAL);
+	free(p);
+}
