@@ -111,6 +111,8 @@ TEST(svid_in_use_is_not_pruned)
 	CHECK_EQ(iod_agent_svids_prune(&c, NULL, 0, now + IOD_AGENT_SVID_INUSE_S - 2), 0);
 	CHECK_EQ(iod_agent_svids_prune(&c, NULL, 0, now + IOD_AGENT_SVID_INUSE_S + 2), 1);
 	CHECK(!exists(c.svid_dir, "blue/web.crt") && !exists(c.svid_dir, "blue/web.key"));
+	iod_sec_ca_free(ca);
+}
 
 /* The refresh decision for a running replica's copy, on an injected clock:
  * an SVID of an hour (backdated by the CA's margin) from t0. */
