@@ -12,8 +12,6 @@
 #   bg_adopt PID               remember a pid started with a plain & (a
 #                              here-document's command) for stop_bg too
 #   stop_bg                    SIGTERM, then wait for, every process bg started
-#   python3                    the interpreter python3 on PATH runs, without
-#                              a version manager's shim in between
 #
 # Checks (each prints its line and its own RESULT line, which
 # scripts/run-tests.sh sums, so a script that stops early still counts):
@@ -59,16 +57,6 @@
 #   chaos_leader               the leader's server index (iod status)
 #   chaos_writes_ok [D]        a register run of D (2s) acknowledged a write
 
-# python3: the scripts' own python3 runs (many short ones: JSON fields,
-# checks) go to the interpreter that python3 on PATH starts, asked once here,
-# not through PATH each time: where that is a version manager's shim
-# (pyenv's is a bash script), a start cost 0.16 s of CPU against 0.05 s on
-# the 2-core box. The same interpreter either way; commands that run their
-# own python3 (`ip netns exec NS python3`) still find it on PATH.
-LIB_PY=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null)
-if [ -n "$LIB_PY" ] && [ -x "$LIB_PY" ]; then
-	python3() { "$LIB_PY" "$@"; }
-fi
 
 wait_for() {
 	# SECONDS of the wall clock however long each CMD takes, and at least
