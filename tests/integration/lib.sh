@@ -1,7 +1,8 @@
 # lib.sh: what the integration scripts share (sourced: `. "$(dirname "$0")/lib.sh"`).
 #
-#   wait_for SECONDS CMD...    run CMD every 0.1 s until it succeeds (0) or
-#                              SECONDS of the wall clock and 10 tries pass (1)
+#   wait_for SECONDS CMD...    run CMD every 0.1 s until it succeeds (0), or
+#                              SECONDS x 10 tries or (after 10) 2 x SECONDS
+#                              + 10 s of the wall clock pass (1)
 #   wait_http SECONDS URL      wait_for an HTTP answer (any status) from URL
 #   free_port_block SEED       a block of 100 free TCP/UDP ports below the
 #                              ephemeral range, printed as its first port
@@ -59,15 +60,19 @@
 
 
 wait_for() {
-	# SECONDS of the wall clock however long each CMD takes, and at least
-	# 10 tries (counting 0.1 s tries alone let a slow CMD, 4 `iod get`s on a
-	# loaded machine, stretch mesh_netns's 90 s wait past the 300 s test
-	# timeout; the 10 keep a short wait on a slow CMD, a ping, as patient as
-	# it was; its own variable names: callers keep _n and _end)
-	_wf_end=$(($(date +%s) + $1)) _wf_n=0; shift
+	# SECONDS x 10 tries of CMD 0.1 s apart, as always, but no longer than
+	# 2 x SECONDS + 10 s of the wall clock once 10 tries are done: counting
+	# tries alone let a slow CMD (4 `iod get`s on a loaded machine) stretch
+	# mesh_netns's 90 s wait past the 300 s test timeout, and a plain
+	# SECONDS of wall clock was less patient than before with quick checks
+	# under load (chaos_member_delay.sh's relay exit). Its own variable
+	# names: callers keep _n and _end.
+	_wf_max=$(($1 * 10)) _wf_end=$(($(date +%s) + 2 * $1 + 10)) _wf_n=0
+	shift
 	while :; do
 		"$@" && return 0
 		_wf_n=$((_wf_n + 1))
+		[ "$_wf_n" -lt "$_wf_max" ] || return 1
 		[ "$_wf_n" -lt 10 ] || [ "$(date +%s)" -lt "$_wf_end" ] || return 1
 		sleep 0.1
 	done
