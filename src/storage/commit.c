@@ -119,15 +119,17 @@ int iod_ckpt_raft_commit(void *ctx, const struct iod_ckpt_commit *k, struct iod_
 	return put_checkpoint(r->api, path, name, body, e);
 }
 
-int iod_ckpt_raft_recopied(const struct iod_ckpt_raft *r, uint32_t rank, uint64_t step,
-                           const char *const *nodes, uint32_t n, const char *health,
-                           struct iod_err *e)
+/* A copy of the stored value of replica's checkpoint (rank, step), to change
+ * a few fields of and put back; name and path for the put. */
+static int get_value(struct iod_api_client *api, const char *replica, uint32_t rank, uint64_t step,
+                     char *name, size_t name_len, char *path, size_t path_len, json_t **out,
+                     struct iod_err *e)
 {
-	char name[IOD_NAME_MAX + 48], path[IOD_NAME_MAX + 80];
 	struct iod_api_response resp;
-	iod_ckpt_raft_name(r->replica, rank, step, name, sizeof(name));
-	snprintf(path, sizeof(path), "/v1/checkpoint/%s", name);
-	int rc = iod_api_request(r->api, "GET", path, NULL, NULL, 0, &resp, e);
+	*out = NULL;
+	iod_ckpt_raft_name(replica, rank, step, name, name_len);
+	snprintf(path, path_len, "/v1/checkpoint/%s", name);
+	int rc = iod_api_request(api, "GET", path, NULL, NULL, 0, &resp, e);
 	if (rc)
 		return rc;
 	if (resp.status != 200) {
@@ -136,16 +138,33 @@ int iod_ckpt_raft_recopied(const struct iod_ckpt_raft *r, uint32_t rank, uint64_
 		iod_api_response_free(&resp);
 		return rc;
 	}
-	/* the stored value, only copies, health and node changed */
 	json_t *v = json_deep_copy(json_object_get(resp.json, "value"));
 	iod_api_response_free(&resp);
+	if (!json_is_object(v)) {
+		json_decref(v);
+		return iod_err_set(e, -EIO, "checkpoint %s: the control plane sent no value", name);
+	}
+	*out = v;
+	return 0;
+}
+
+int iod_ckpt_raft_recopied(const struct iod_ckpt_raft *r, uint32_t rank, uint64_t step,
+                           const char *const *nodes, uint32_t n, const char *health,
+                           struct iod_err *e)
+{
+	char name[IOD_NAME_MAX + 48], path[IOD_NAME_MAX + 80];
+	json_t *v;
+	/* the stored value, only copies, health and node changed */
+	int rc = get_value(r->api, r->replica, rank, step, name, sizeof(name), path, sizeof(path),
+	                   &v, e);
+	if (rc)
+		return rc;
 	json_t *copies = json_array();
 	for (uint32_t i = 0; copies && i < n; i++)
 		json_array_append_new(copies, json_pack("{s:s, s:b}", "node", nodes[i], "ok", 1));
-	if (!json_is_object(v) || !copies) {
+	if (!copies) {
 		json_decref(v);
-		json_decref(copies);
-		return iod_err_set(e, -EIO, "checkpoint %s: the control plane sent no value", name);
+		return iod_err_set(e, -ENOMEM, "out of memory");
 	}
 	json_object_set_new(v, iod_obj_key(IOD_OBJ_KIND_CHECKPOINT, IOD_OBJ_CHECKPOINT_COPIES),
 	                    copies);
@@ -201,25 +220,12 @@ int iod_ckpt_raft_scrub(struct iod_ckpt_raft *raft, const struct iod_ckpt_scrub_
                         struct iod_err *e)
 {
 	char name[IOD_NAME_MAX + 48], path[IOD_NAME_MAX + 80];
-	struct iod_api_response resp;
-	iod_ckpt_raft_name(raft->replica, s->rank, s->step, name, sizeof(name));
-	snprintf(path, sizeof(path), "/v1/checkpoint/%s", name);
-	int rc = iod_api_request(raft->api, "GET", path, NULL, NULL, 0, &resp, e);
+	json_t *v;
+	/* the stored value, only scrub and scrubbed_ms changed */
+	int rc = get_value(raft->api, raft->replica, s->rank, s->step, name, sizeof(name), path,
+	                   sizeof(path), &v, e);
 	if (rc)
 		return rc;
-	if (resp.status != 200) {
-		rc = iod_err_set(e, resp.status == 404 ? -ENOENT : -EIO,
-		                 "checkpoint %s: the control plane answered %d", name, resp.status);
-		iod_api_response_free(&resp);
-		return rc;
-	}
-	/* the stored value, only scrub and scrubbed_ms changed */
-	json_t *v = json_deep_copy(json_object_get(resp.json, "value"));
-	iod_api_response_free(&resp);
-	if (!json_is_object(v)) {
-		json_decref(v);
-		return iod_err_set(e, -EIO, "checkpoint %s: the control plane sent no value", name);
-	}
 	json_object_set_new(v, iod_obj_key(IOD_OBJ_KIND_CHECKPOINT, IOD_OBJ_CHECKPOINT_SCRUB),
 	                    json_string(s->status));
 	json_object_set_new(v, iod_obj_key(IOD_OBJ_KIND_CHECKPOINT, IOD_OBJ_CHECKPOINT_SCRUBBED_MS),
