@@ -27,6 +27,7 @@
 
 /* A repeat of a recorded flow within this long counts on its record. */
 #define DEDUP_MS 1000
+#define SPOOF_RULE "switch/anti-spoofing" /* the rule anti-spoofing drops are recorded on */
 /* How many of the newest records a repeat is looked for in. */
 #define DEDUP_SCAN 16
 
@@ -99,6 +100,43 @@ static bool overlay_addr(const struct iod_flow_dp_config *c, uint32_t ip)
 	return false;
 }
 
+/* The record of drop k at now_ms: NULL when it repeats a recent one (same
+ * 5-tuple within DEDUP_MS; with spoofer, also the anti-spoofing rule and that
+ * replica), whose count it adds to; else a new record, the ring's next slot,
+ * with the tuple, times and count filled in. */
+static struct iod_agent_drop *record(struct iod_agent_drops *d, const struct iod_flow_key *k,
+                                     const char *spoofer, uint64_t now_ms)
+{
+	for (uint32_t i = 0; i < d->n && i < DEDUP_SCAN; i++) {
+		struct iod_agent_drop *x =
+		    &d->ring[(d->head + IOD_AGENT_DROPS_MAX - 1 - i) % IOD_AGENT_DROPS_MAX];
+		if (spoofer && (strcmp(x->rule, SPOOF_RULE) || strcmp(x->src_name, spoofer)))
+			continue;
+		if (x->src == k->src.v4 && x->dst == k->dst.v4 && x->sport == k->sport &&
+		    x->dport == k->dport && x->proto == k->proto &&
+		    now_ms - x->last_ms < DEDUP_MS) {
+			x->count++;
+			x->last_ms = now_ms;
+			return NULL;
+		}
+	}
+	struct iod_agent_drop *x = &d->ring[d->head];
+	memset(x, 0, sizeof(*x));
+	x->seq = ++d->seq;
+	x->first_ms = x->last_ms = now_ms;
+	x->count = 1;
+	x->src = k->src.v4;
+	x->dst = k->dst.v4;
+	x->sport = k->sport;
+	x->dport = k->dport;
+	x->proto = k->proto;
+	x->tcp_flags = k->tcp_flags;
+	d->head = (d->head + 1) % IOD_AGENT_DROPS_MAX;
+	if (d->n < IOD_AGENT_DROPS_MAX)
+		d->n++;
+	return x;
+}
+
 void iod_agent_drops_note(struct iod_agent_drops *d, const struct iod_flow_dp_config *c,
                           const struct iod_agent_overlay_table *t, const struct iod_flow_key *k,
                           bool from_fabric, uint64_t now_ms)
@@ -159,28 +197,9 @@ void iod_agent_drops_note(struct iod_agent_drops *d, const struct iod_flow_dp_co
 	if (!policy || !is_new)
 		return;
 	/* a repeat of a recent record: its count */
-	for (uint32_t i = 0; i < d->n && i < DEDUP_SCAN; i++) {
-		struct iod_agent_drop *x =
-		    &d->ring[(d->head + IOD_AGENT_DROPS_MAX - 1 - i) % IOD_AGENT_DROPS_MAX];
-		if (x->src == k->src.v4 && x->dst == k->dst.v4 && x->sport == k->sport &&
-		    x->dport == k->dport && x->proto == k->proto &&
-		    now_ms - x->last_ms < DEDUP_MS) {
-			x->count++;
-			x->last_ms = now_ms;
-			return;
-		}
-	}
-	struct iod_agent_drop *x = &d->ring[d->head];
-	memset(x, 0, sizeof(*x));
-	x->seq = ++d->seq;
-	x->first_ms = x->last_ms = now_ms;
-	x->count = 1;
-	x->src = k->src.v4;
-	x->dst = k->dst.v4;
-	x->sport = k->sport;
-	x->dport = k->dport;
-	x->proto = k->proto;
-	x->tcp_flags = k->tcp_flags;
+	struct iod_agent_drop *x = record(d, k, NULL, now_ms);
+	if (!x)
+		return;
 	x->from_fabric = from_fabric;
 	const struct iod_agent_overlay_ep *se = by_ip(t, k->src.v4);
 	if (se)
@@ -190,16 +209,13 @@ void iod_agent_drops_note(struct iod_agent_drops *d, const struct iod_flow_dp_co
 	iod_strlcpy(x->tenant, tenant, sizeof(x->tenant));
 	iod_strlcpy(x->rule, rule, sizeof(x->rule));
 	iod_strlcpy(x->why, why, sizeof(x->why));
-	d->head = (d->head + 1) % IOD_AGENT_DROPS_MAX;
-	if (d->n < IOD_AGENT_DROPS_MAX)
-		d->n++;
 }
 
 void iod_agent_drops_spoof(struct iod_agent_drops *d, const char *replica, uint32_t bound_ip,
                            enum iod_net_spoof_verdict v, const struct iod_flow_key *k,
                            uint64_t now_ms)
 {
-	static const char rule[] = "switch/anti-spoofing";
+	static const char rule[] = SPOOF_RULE;
 	char b[20], src[20] = "?";
 	IOD_ASSERT(v != IOD_NET_SPOOF_OK);
 	d->dropped++;
@@ -211,29 +227,9 @@ void iod_agent_drops_spoof(struct iod_agent_drops *d, const char *replica, uint3
 	if (!k || k->family != IOD_NET_AF_V4)
 		k = &none;
 	/* a repeat of a recent record: its count (a flood stays one record) */
-	for (uint32_t i = 0; i < d->n && i < DEDUP_SCAN; i++) {
-		struct iod_agent_drop *x =
-		    &d->ring[(d->head + IOD_AGENT_DROPS_MAX - 1 - i) % IOD_AGENT_DROPS_MAX];
-		if (!strcmp(x->rule, rule) && !strcmp(x->src_name, replica) &&
-		    x->src == k->src.v4 && x->dst == k->dst.v4 && x->sport == k->sport &&
-		    x->dport == k->dport && x->proto == k->proto &&
-		    now_ms - x->last_ms < DEDUP_MS) {
-			x->count++;
-			x->last_ms = now_ms;
-			return;
-		}
-	}
-	struct iod_agent_drop *x = &d->ring[d->head];
-	memset(x, 0, sizeof(*x));
-	x->seq = ++d->seq;
-	x->first_ms = x->last_ms = now_ms;
-	x->count = 1;
-	x->src = k->src.v4;
-	x->dst = k->dst.v4;
-	x->sport = k->sport;
-	x->dport = k->dport;
-	x->proto = k->proto;
-	x->tcp_flags = k->tcp_flags;
+	struct iod_agent_drop *x = record(d, k, replica, now_ms);
+	if (!x)
+		return;
 	iod_strlcpy(x->src_name, replica, sizeof(x->src_name));
 	iod_strlcpy(x->rule, rule, sizeof(x->rule));
 	iod_agent_ipv4_format(bound_ip, b, sizeof(b));
@@ -241,9 +237,6 @@ void iod_agent_drops_spoof(struct iod_agent_drops *d, const char *replica, uint3
 		iod_agent_ipv4_format(k->src.v4, src, sizeof(src));
 	snprintf(x->why, sizeof(x->why), "%s: its port is bound to %s; sent from %s",
 	         iod_net_spoof_name(v), b, src);
-	d->head = (d->head + 1) % IOD_AGENT_DROPS_MAX;
-	if (d->n < IOD_AGENT_DROPS_MAX)
-		d->n++;
 }
 
 /* Rule's admitted new sessions as the running pipeline counts them;
