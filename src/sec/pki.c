@@ -203,17 +203,23 @@ static int crt_info(gnutls_x509_crt_t crt, const char *want_cluster, struct iod_
 			                   "service certificate: OU \"%.64s\" is not a node name",
 			                   info->node);
 	}
-	/* extendedKeyUsage: what TLS side it may take (RFC 5280 4.2.1.12) */
-	for (unsigned i = 0; i < CERT_PURPOSES_MAX; i++) {
+	/* extendedKeyUsage: what TLS side it may take (RFC 5280 4.2.1.12);
+	 * without the extension a certificate is not restricted to a purpose:
+	 * either side (a user's certificate from before iod wrote one) */
+	unsigned purposes = 0;
+	int kp = 0;
+	for (; purposes < CERT_PURPOSES_MAX; purposes++) {
 		char oid[128];
 		size_t on = sizeof(oid);
-		if (gnutls_x509_crt_get_key_purpose_oid(crt, i, oid, &on, NULL) < 0)
+		if ((kp = gnutls_x509_crt_get_key_purpose_oid(crt, purposes, oid, &on, NULL)) < 0)
 			break;
 		if (!strcmp(oid, GNUTLS_KP_TLS_WWW_SERVER))
 			info->server_auth = true;
 		else if (!strcmp(oid, GNUTLS_KP_TLS_WWW_CLIENT))
 			info->client_auth = true;
 	}
+	if (!purposes && kp == GNUTLS_E_REQUESTED_DATA_NOT_AVAILABLE)
+		info->server_auth = info->client_auth = true;
 	time_t nb = gnutls_x509_crt_get_activation_time(crt),
 	       na = gnutls_x509_crt_get_expiration_time(crt);
 	info->not_before_s = nb > 0 ? (uint64_t)nb : 0;

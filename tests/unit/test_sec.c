@@ -916,3 +916,22 @@ TEST(authz_service_writes_only_its_own_services_objects)
 	         -EACCES);
 	iod_state_free(s);
 }
+
+/* A certificate without extendedKeyUsage may take either TLS side (RFC 5280
+ * 4.2.1.12): a user's from before iod wrote the extension still logs in.
+ * tests/fixtures/cert-no-eku.pem: self-signed by
+ * `openssl req -x509 -newkey ec ... -subj /O=viewer/CN=alice -addext
+ * subjectAltName=URI:spiffe://local/user/alice` (no extendedKeyUsage). */
+TEST(cert_without_eku_may_take_either_side)
+{
+	struct iod_sec_cert_info info;
+	struct iod_err e = {0};
+	char *pem = NULL;
+	CHECK_MSG(iod_sec_read_file("tests/fixtures/cert-no-eku.pem", false, &pem, &e) == 0, "%s",
+	          e.msg);
+	CHECK_MSG(iod_sec_cert_inspect(pem, strlen(pem), &info, &e) == 0, "%s", e.msg);
+	CHECK_EQ(info.id.kind, IOD_SEC_KIND_USER);
+	CHECK_STR(info.id.name, "alice");
+	CHECK(info.server_auth && info.client_auth);
+	free(pem);
+}
