@@ -79,10 +79,13 @@ int iod_agent_svid_refresh_copy(const char *svid_dir, const char *tenant, const 
  * cfg->name) for services not in want[0..n): what sync does with a view
  * (want not NULL). A pair written or used (its .crt's mtime, touched by
  * every ensure that keeps it) in the IOD_AGENT_SVID_INUSE_S before now_s
- * (unix s) stays. How many were removed. */
-#define IOD_AGENT_SVID_INUSE_S 60
+ * (unix s) stays, and *retry_s (when not NULL) is lowered to when it may
+ * go. How many were removed. The grace covers the moment the proxy
+ * thread's view lags the agent's replicas (a pair between a replica's
+ * ensure and its copy); a service that left goes one grace later. */
+#define IOD_AGENT_SVID_INUSE_S 10
 uint32_t iod_agent_svids_prune(const struct iod_agent_config *c, const struct iod_mesh_svc_id *want,
-                               uint32_t n, uint64_t now_s);
+                               uint32_t n, uint64_t now_s, uint64_t *retry_s);
 
 /* The telemetry thread (telemetry.c); NULL out when cfg->telemetry_interval_ns is 0. */
 struct iod_agent_telemetry;

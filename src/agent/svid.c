@@ -143,7 +143,8 @@ static bool wanted(const struct iod_mesh_svc_id *want, uint32_t n, const char *t
 
 /* Remove DIR/tenant's pairs issued to this node for services not wanted. */
 static uint32_t prune_tenant(const struct iod_agent_config *c, const char *tenant,
-                             const struct iod_mesh_svc_id *want, uint32_t n, uint64_t now_s)
+                             const struct iod_mesh_svc_id *want, uint32_t n, uint64_t now_s,
+                             uint64_t *retry_s)
 {
 	char dir[IOD_AGENT_PATH_MAX + IOD_NAME_MAX + 2];
 	uint32_t removed = 0;
@@ -171,12 +172,17 @@ static uint32_t prune_tenant(const struct iod_agent_config *c, const char *tenan
 		if (!ours)
 			continue;
 		/* written or used (iod_agent_svid_ensure, a replica's start) in
-		 * the last minute: kept. The proxy's view and the agent's
-		 * replicas are two threads' views; one a moment behind the other
-		 * removed a pair between a replica's ensure and its copy */
+		 * the last IOD_AGENT_SVID_INUSE_S: kept, and looked at again
+		 * then. The proxy's view and the agent's replicas are two
+		 * threads' views; one a moment behind the other removed a pair
+		 * between a replica's ensure and its copy */
 		struct stat st;
-		if (!stat(path, &st) && (uint64_t)st.st_mtime + IOD_AGENT_SVID_INUSE_S > now_s)
+		if (!stat(path, &st) && (uint64_t)st.st_mtime + IOD_AGENT_SVID_INUSE_S > now_s) {
+			if (retry_s)
+				*retry_s = IOD_MIN(*retry_s,
+				                   (uint64_t)st.st_mtime + IOD_AGENT_SVID_INUSE_S);
 			continue;
+		}
 		/* the certificate first: a key without one is never loaded */
 		if (unlink(path) && errno != ENOENT) {
 			IOD_WARN("agent", "node %s: removing %s: %s", c->name, path,
@@ -196,7 +202,7 @@ static uint32_t prune_tenant(const struct iod_agent_config *c, const char *tenan
 }
 
 uint32_t iod_agent_svids_prune(const struct iod_agent_config *c, const struct iod_mesh_svc_id *want,
-                               uint32_t n, uint64_t now_s)
+                               uint32_t n, uint64_t now_s, uint64_t *retry_s)
 {
 	DIR *d = opendir(c->svid_dir);
 	struct dirent *de;
@@ -206,7 +212,7 @@ uint32_t iod_agent_svids_prune(const struct iod_agent_config *c, const struct io
 	while ((de = readdir(d)))
 		if (de->d_name[0] != '.' && iod_sec_name_valid(de->d_name) &&
 		    strlen(de->d_name) < IOD_NAME_MAX)
-			removed += prune_tenant(c, de->d_name, want, n, now_s);
+			removed += prune_tenant(c, de->d_name, want, n, now_s, retry_s);
 	closedir(d);
 	return removed;
 }
@@ -385,6 +391,6 @@ int iod_agent_svids_sync(const struct iod_agent_config *c, struct iod_api_client
 	}
 	/* with a view (want given, even empty): the services that left */
 	if (want)
-		iod_agent_svids_prune(c, want, n, now_s);
+		iod_agent_svids_prune(c, want, n, now_s, next_s); /* a kept one: look again */
 	return rc;
 }

@@ -4,7 +4,7 @@
  * issued (its OU names the node) for a service the view no longer places
  * there is removed; the pairs of services still here, and those another
  * agent of the host was issued (`iod up` shares one directory), stay; so
- * does a pair written or used in the last minute.
+ * does a pair written or used in the last IOD_AGENT_SVID_INUSE_S.
  */
 #include "harness.h"
 #include "agent/internal.h"
@@ -77,21 +77,21 @@ TEST(svids_of_services_that_left_are_removed)
 	memset(want, 0, sizeof(want));
 	snprintf(want[0].tenant, sizeof(want[0].tenant), "blue");
 	snprintf(want[0].service, sizeof(want[0].service), "web");
-	CHECK_EQ(iod_agent_svids_prune(&c, want, 1, later), 2);
+	CHECK_EQ(iod_agent_svids_prune(&c, want, 1, later, NULL), 2);
 	CHECK(exists(c.svid_dir, "blue/web.crt") && exists(c.svid_dir, "blue/web.key"));
 	CHECK(!exists(c.svid_dir, "blue/gone.crt") && !exists(c.svid_dir, "blue/gone.key"));
 	CHECK(!exists(c.svid_dir, "red/left.crt") && !exists(c.svid_dir, "red/left.key"));
 	/* node-2's, in the same directory: node-2's to remove */
 	CHECK(exists(c.svid_dir, "blue/theirs.crt") && exists(c.svid_dir, "blue/theirs.key"));
 	/* the node runs nothing now: its last SVID goes too; nothing twice */
-	CHECK_EQ(iod_agent_svids_prune(&c, want, 0, later), 1);
+	CHECK_EQ(iod_agent_svids_prune(&c, want, 0, later, NULL), 1);
 	CHECK(!exists(c.svid_dir, "blue/web.crt"));
-	CHECK_EQ(iod_agent_svids_prune(&c, want, 0, later), 0);
+	CHECK_EQ(iod_agent_svids_prune(&c, want, 0, later, NULL), 0);
 	CHECK(exists(c.svid_dir, "blue/theirs.crt"));
 	iod_sec_ca_free(ca);
 }
 
-/* A pair written or used in the last minute stays though the view lacks its
+/* A pair written or used in the last IOD_AGENT_SVID_INUSE_S stays though the view lacks its
  * service: the mesh thread's view a moment behind the agent's replicas
  * removed blue/web between a replica's ensure and its copy (mesh_netns.sh,
  * "web.key: No such file or directory", restart: never kept it down). */
@@ -105,11 +105,13 @@ TEST(svid_in_use_is_not_pruned)
 	snprintf(c.svid_dir, sizeof(c.svid_dir), "%s/svid-inuse", iod_test_tmpdir());
 	CHECK_EQ(iod_sec_ca_create("local", 1000000, 3600 * 24, &ca, &e), 0);
 	CHECK_EQ(svid(ca, c.svid_dir, "blue", "web", "node-1"), 0);
-	uint64_t now = (uint64_t)time(NULL);
-	CHECK_EQ(iod_agent_svids_prune(&c, NULL, 0, now), 0);
+	uint64_t now = (uint64_t)time(NULL), retry = UINT64_MAX;
+	CHECK_EQ(iod_agent_svids_prune(&c, NULL, 0, now, &retry), 0);
+	/* when to look again: once its grace is over */
+	CHECK(retry >= now + IOD_AGENT_SVID_INUSE_S - 2 && retry <= now + IOD_AGENT_SVID_INUSE_S);
 	CHECK(exists(c.svid_dir, "blue/web.crt") && exists(c.svid_dir, "blue/web.key"));
-	CHECK_EQ(iod_agent_svids_prune(&c, NULL, 0, now + IOD_AGENT_SVID_INUSE_S - 2), 0);
-	CHECK_EQ(iod_agent_svids_prune(&c, NULL, 0, now + IOD_AGENT_SVID_INUSE_S + 2), 1);
+	CHECK_EQ(iod_agent_svids_prune(&c, NULL, 0, now + IOD_AGENT_SVID_INUSE_S - 2, NULL), 0);
+	CHECK_EQ(iod_agent_svids_prune(&c, NULL, 0, now + IOD_AGENT_SVID_INUSE_S + 2, NULL), 1);
 	CHECK(!exists(c.svid_dir, "blue/web.crt") && !exists(c.svid_dir, "blue/web.key"));
 	iod_sec_ca_free(ca);
 }
