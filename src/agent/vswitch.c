@@ -38,6 +38,7 @@
 struct vport {
 	char name[IOD_NAME_MAX]; /* replica */
 	char veth[16];           /* its host end */
+	unsigned ifindex;        /* veth's when opened: a veth made anew is a new port */
 	uint32_t ip;             /* its address */
 	struct iod_io_port port; /* open AF_PACKET port (port.ops NULL = closed) */
 	/* anti-spoofing: bound to ip and its MAC (src/net/spoof.c), with what
@@ -357,9 +358,15 @@ static void rebuild(struct iod_agent_vswitch *v)
 	bool ports_changed = false;
 	for (uint32_t i = 0; i < v->nvp;) {
 		bool keep = false;
+		/* the same replica on the same veth (the same interface, not
+		 * one made anew under its name: the old socket hears nothing)
+		 * at the same address: its port, binding included (a new
+		 * address is a new port: anti-spoofing would refuse its frames
+		 * by the old binding) */
 		for (uint32_t k = 0; k < nloc && !keep; k++)
 			keep = !strcmp(v->vp[i].name, v->lbuf[k].name) &&
-			       !strcmp(v->vp[i].veth, v->vbuf[k]);
+			       !strcmp(v->vp[i].veth, v->vbuf[k]) && v->vp[i].ip == v->lbuf[k].ip &&
+			       v->vp[i].ifindex == if_nametoindex(v->vbuf[k]);
 		if (keep) {
 			i++;
 			continue;
@@ -381,6 +388,7 @@ static void rebuild(struct iod_agent_vswitch *v)
 		p->ip = v->lbuf[k].ip;
 		p->guard.bind.ip = p->ip;
 		iod_agent_overlay_mac(p->ip, false, p->guard.bind.mac); /* netns.c gives eth0 it */
+		p->ifindex = if_nametoindex(p->veth);
 		if (open_port(&p->port, p->name, p->veth, true, true, &e)) {
 			IOD_WARN("vswitch", "%s: port %s: %s", p->name, p->veth, e.msg);
 			continue;
