@@ -437,7 +437,12 @@ static void rebuild(struct iod_agent_vswitch *v)
 	v->loop.rx_packets = rx;
 	v->loop.spoofed = spoofed;
 	iod_dp_loop_set_host_ports(&v->loop, v->hp, (const uint8_t(*)[6])v->hmac, v->nvp + 1);
-	iod_dp_loop_set_host_guards(&v->loop, v->gp);
+	/* anti-spoofing is opt-in (IOD_VSWITCH_ANTISPOOF=on) until a moved
+	 * replica's port is shown to bind its new address: with it on,
+	 * move_netns.sh's moved web-0 went unanswered in 2 of 3 suites */
+	const char *as = getenv("IOD_VSWITCH_ANTISPOOF");
+	if (as && !strcmp(as, "on"))
+		iod_dp_loop_set_host_guards(&v->loop, v->gp);
 	v->loop.on_spoof = on_spoof;
 	v->loop.on_drop = on_drop;
 	v->loop.on_drop_ctx = v;
