@@ -74,8 +74,9 @@ struct iod_agent_vswitch {
 	struct iod_dp_port_guard *
 	    *gp; /* each host port's binding: NULL (the host stack's), then the replicas' */
 	struct iod_flow_dp dp[2];
-	int cur;     /* dp[cur] runs; -1 = none */
-	bool loaded; /* loop bound */
+	int cur;        /* dp[cur] runs; -1 = none */
+	bool loaded;    /* loop bound */
+	bool antispoof; /* IOD_VSWITCH_ANTISPOOF=on at start: ports' bindings checked */
 	struct iod_flow_dp_config *cfg, *last;
 	struct iod_agent_overlay_table *tbuf;
 	struct iod_agent_overlay_local *lbuf;
@@ -437,11 +438,7 @@ static void rebuild(struct iod_agent_vswitch *v)
 	v->loop.rx_packets = rx;
 	v->loop.spoofed = spoofed;
 	iod_dp_loop_set_host_ports(&v->loop, v->hp, (const uint8_t(*)[6])v->hmac, v->nvp + 1);
-	/* anti-spoofing is opt-in (IOD_VSWITCH_ANTISPOOF=on) until a moved
-	 * replica's port is shown to bind its new address: with it on,
-	 * move_netns.sh's moved web-0 went unanswered in 2 of 3 suites */
-	const char *as = getenv("IOD_VSWITCH_ANTISPOOF");
-	if (as && !strcmp(as, "on"))
+	if (v->antispoof)
 		iod_dp_loop_set_host_guards(&v->loop, v->gp);
 	v->loop.on_spoof = on_spoof;
 	v->loop.on_drop = on_drop;
@@ -665,6 +662,11 @@ int iod_agent_vswitch_start(struct iod_agent_vswitch **out, const struct iod_age
 		return iod_err_set(e, -ENOMEM, "out of memory");
 	v->cur = -1;
 	v->udp_fd = -1;
+	/* anti-spoofing is opt-in (IOD_VSWITCH_ANTISPOOF=on) until a moved
+	 * replica's port is shown to bind its new address: with it on,
+	 * move_netns.sh's moved web-0 went unanswered in 2 of 3 suites */
+	const char *as = getenv("IOD_VSWITCH_ANTISPOOF");
+	v->antispoof = as && !strcmp(as, "on");
 	pthread_mutex_init(&v->mu, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
