@@ -73,6 +73,11 @@ struct iod_io_port_cfg {
 	 * (src/net/gso.c), in-order segments of a flow sent are coalesced into
 	 * one with a virtio-net header (GRO's job for the receiving stack) */
 	bool vnet_hdr;
+	/* afpacket with vnet_hdr: runs of UDP datagrams of one flow sent as one
+	 * UDP_SEGMENT super-frame (gso UDP_L4; the switch's fabric port, so the
+	 * underlay forwards one buffer per run). Off where the kernel cannot
+	 * take UDP_L4 from a packet socket (before 6.2). */
+	bool tx_udp_gso;
 	uint32_t mem_capture; /* mem: transmitted frames kept for inspection (0 = none) */
 };
 

@@ -756,6 +756,9 @@ _Static_assert(IOD_UP_NODES_MAX < 240, "node subnets 10.200.N.0/24 stay below th
 #define IOD_IO_AFP_GSO_SLOTS 8u
 #define IOD_IO_AFP_GSO_SLOT_BYTES (65536u + 256u)
 #define IOD_IO_AFP_TX_BURST 64u
+/* datagrams in one UDP_SEGMENT super-frame at most (the kernel's
+ * UDP_MAX_SEGMENTS is 128) */
+#define IOD_IO_AFP_UDP_GSO_SEGS 64u
 
 /* ---- net/ar (adaptive routing) ---------------------------------------- */
 

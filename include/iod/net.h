@@ -494,6 +494,23 @@ uint32_t iod_net_gro_run(uint8_t *const *frames, const uint32_t *lens, uint32_t 
 void iod_net_gro_finish(uint8_t *first, uint32_t len0, const uint8_t *last, uint32_t last_len,
                         uint32_t segs, uint32_t payload, struct iod_net_vnet_hdr *h);
 
+/* UDP coalescing (a switch's fabric port): how many of frames[0..n) (from
+ * 1 up, at most max_segs) continue frames[0] as datagrams of one UDP/IPv4
+ * flow that may go out as one UDP_SEGMENT super-frame of at most max_l3 IP
+ * bytes: the same Ethernet header, addresses, IP header (but length, id
+ * and checksum) and ports, and every datagram's payload as long as the
+ * first's but the last's (which may be shorter). 1 when frames[0] cannot
+ * start a run. */
+uint32_t iod_net_udp_gro_run(uint8_t *const *frames, const uint32_t *lens, uint32_t n,
+                             uint32_t max_l3, uint32_t max_segs);
+/* Turn first (len0 bytes) into the header of such a run of segs datagrams
+ * carrying payload bytes in all: IP total length and checksum, UDP length,
+ * a UDP checksum field holding the pseudo-header sum (partial), and the
+ * virtio-net header h (gso UDP_L4 at the first's payload length,
+ * NEEDS_CSUM). segs 1 leaves first as it is and h with no GSO. */
+void iod_net_udp_gro_finish(uint8_t *first, uint32_t len0, uint32_t segs, uint32_t payload,
+                            struct iod_net_vnet_hdr *h);
+
 /* Verification for tests: net_debug.h. */
 
 /* ---- anti-spoofing of a switch's access ports (spoof.c) ---------------- */

@@ -35,6 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#define IOD_UDP_GRO 104 /* linux/udp.h UDP_GRO (Linux 5.0) */
+
 struct vport {
 	char name[IOD_NAME_MAX]; /* replica */
 	char veth[16];           /* its host end */
@@ -128,16 +130,20 @@ bool iod_agent_vswitch_gso(void)
 }
 
 /* small: a replica's or the host stack's port; replica: a replica's (GSO
- * super-frames in and out through a virtio-net header, iod_agent_vswitch_gso) */
+ * super-frames in and out through a virtio-net header, iod_agent_vswitch_gso);
+ * fabric: the VTEP's (a virtio-net header too: VXLAN datagrams of one inner
+ * flow go out as one UDP_SEGMENT super-frame, and such super-frames from
+ * peer switches come in whole) */
 static int open_port(struct iod_io_port *p, const char *name, const char *iface, bool small,
-                     bool replica, struct iod_err *e)
+                     bool replica, bool fabric, struct iod_err *e)
 {
 	struct iod_io_port_cfg pc = {.backend = "afpacket", .name = name, .iface = iface};
 	if (small) { /* a replica's port: a few hundred frames in flight */
 		pc.pool_bufs = 512;
 		pc.ring_blocks = 4;
 	}
-	pc.vnet_hdr = replica && iod_agent_vswitch_gso();
+	pc.vnet_hdr = (replica || fabric) && iod_agent_vswitch_gso();
+	pc.tx_udp_gso = fabric;
 	pc.retire_ms = 1; /* a partly filled block waits 1 ms, not 10 */
 	/* no ring: a ring's partly filled block waits for its retire timer (a
 	 * jiffy or more per switch a packet crosses); IOD_VSWITCH_RX=ring keeps
@@ -390,7 +396,7 @@ static void rebuild(struct iod_agent_vswitch *v)
 		p->guard.bind.ip = p->ip;
 		iod_agent_overlay_mac(p->ip, false, p->guard.bind.mac); /* netns.c gives eth0 it */
 		p->ifindex = if_nametoindex(p->veth);
-		if (open_port(&p->port, p->name, p->veth, true, true, &e)) {
+		if (open_port(&p->port, p->name, p->veth, true, true, false, &e)) {
 			IOD_WARN("vswitch", "%s: port %s: %s", p->name, p->veth, e.msg);
 			continue;
 		}
@@ -701,8 +707,8 @@ int iod_agent_vswitch_start(struct iod_agent_vswitch **out, const struct iod_age
 	v->nd.overlay_net = n->overlay_net;
 	v->nd.overlay_prefix = n->overlay_prefix;
 	if ((rc = dev_info(v->dev, &v->nd.vtep_ip, v->nd.vtep_mac, e)) ||
-	    (rc = open_port(&v->ports[IOD_DP_PORT_FABRIC], "fabric", v->dev, false, false, e)) ||
-	    (rc = open_port(&v->ports[IOD_DP_PORT_HOST], "host", v->host_port, true, false, e))) {
+	    (rc = open_port(&v->ports[IOD_DP_PORT_FABRIC], "fabric", v->dev, false, false, true, e)) ||
+	    (rc = open_port(&v->ports[IOD_DP_PORT_HOST], "host", v->host_port, true, false, false, e))) {
 		iod_agent_vswitch_stop(v);
 		return rc;
 	}
@@ -714,6 +720,10 @@ int iod_agent_vswitch_start(struct iod_agent_vswitch **out, const struct iod_age
 	int small = 4096;
 	if (v->udp_fd >= 0) {
 		setsockopt(v->udp_fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+		/* a peer's UDP_SEGMENT super-frame is queued (and dropped) whole,
+		 * not split into its datagrams first */
+		int one = 1;
+		(void)setsockopt(v->udp_fd, IPPROTO_UDP, IOD_UDP_GRO, &one, sizeof(one));
 		if (bind(v->udp_fd, (struct sockaddr *)&sa, sizeof(sa)))
 			IOD_WARN("vswitch", "UDP %d on the VTEP: %s", IOD_NET_VXLAN_PORT,
 			         strerror(errno));

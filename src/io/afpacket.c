@@ -23,6 +23,9 @@
  * on transmission, in-order segments of one flow are sent as one
  * super-frame (an iovec over their buffers, no copy) that the receiving
  * stack takes whole, as from GRO. Transmission is one sendmmsg(2) a burst.
+ * With cfg->tx_udp_gso too, a run of UDP datagrams of one flow goes out as
+ * one UDP_SEGMENT super-frame (gso UDP_L4): the switch's fabric port, whose
+ * VXLAN frames of one inner flow to one VTEP form such runs.
  */
 #include "iod/io.h"
 
@@ -34,7 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <stdio.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #ifndef PACKET_IGNORE_OUTGOING
@@ -52,6 +57,7 @@ struct afp_port {
 	uint32_t blocks;           /* ring blocks */
 	bool by_recv;              /* no ring: recvmmsg */
 	bool vnet;                 /* PACKET_VNET_HDR */
+	bool udp_gso;              /* vnet: UDP runs sent as gso UDP_L4 */
 	/* vnet: the super-frames of the last recvmmsg, handed out in segments */
 	uint8_t *slots;                                    /* IOD_IO_AFP_GSO_SLOTS */
 	struct iod_net_vnet_hdr hdr[IOD_IO_AFP_GSO_SLOTS]; /* each slot's header */
@@ -87,6 +93,17 @@ static int afp_open_vnet(struct iod_io_port *p, struct afp_port *a, struct iod_e
 	return 0;
 }
 
+/* Does this kernel take gso UDP_L4 in a packet socket's virtio-net header
+ * (virtio_net_hdr_to_skb, Linux 6.2)? */
+static bool kernel_takes_udp_l4(void)
+{
+	struct utsname u;
+	unsigned maj = 0, min = 0;
+	if (uname(&u) || sscanf(u.release, "%u.%u", &maj, &min) != 2)
+		return false;
+	return maj > 6 || (maj == 6 && min >= 2);
+}
+
 static int afp_bind(struct iod_io_port *p, struct afp_port *a, const struct iod_io_port_cfg *cfg,
                     struct iod_err *e);
 
@@ -114,6 +131,7 @@ static int afp_open(struct iod_io_port *p, const struct iod_io_port_cfg *cfg, st
 		int rc = afp_open_recv(p, a, e);
 		if (!rc && cfg->vnet_hdr)
 			rc = afp_open_vnet(p, a, e);
+		a->udp_gso = !rc && cfg->vnet_hdr && cfg->tx_udp_gso && kernel_takes_udp_l4();
 		return rc ? rc : afp_bind(p, a, cfg, e);
 	}
 	struct tpacket_req3 req = {0};
@@ -389,6 +407,29 @@ static uint32_t afp_rx(struct iod_io_port *p, struct iod_pkt **pkts, uint32_t n,
 	return got;
 }
 
+/* A vnet port's message of a UDP run from frames fr[0..n) (at most
+ * IOD_IO_AFP_TX_BURST), behind the header iov[-1] points at: the first
+ * frame whole, then each next one's payload. Returns the frames it takes. */
+static uint32_t tx_udp_msg(uint8_t **fr, const uint32_t *len, uint32_t n,
+                           struct iod_net_vnet_hdr *h, struct iovec *iov, size_t *iovlen,
+                           uint32_t *bytes)
+{
+	uint32_t run = iod_net_udp_gro_run(fr, len, n, 0xffffu, IOD_IO_AFP_UDP_GSO_SEGS), k = 0;
+	uint32_t l4 = (uint32_t)((fr[0][14] & 0x0fu) * 4u) + 14u, hl = l4 + 8u;
+	uint32_t first = run > 1 ? iod_net_be16(fr[0] + 16) + 14u : len[0], pay = first - hl;
+	iov[k++] = (struct iovec){fr[0], first};
+	for (uint32_t i = 1; i < run; i++) {
+		uint32_t p = iod_net_be16(fr[i] + l4 + 4) - 8u;
+		iov[k++] = (struct iovec){fr[i] + hl, p};
+		pay += p;
+	}
+	if (run > 1)
+		iod_net_udp_gro_finish(fr[0], first, run, pay, h);
+	*iovlen = k + 1; /* and the header */
+	*bytes = run > 1 ? hl + pay : len[0];
+	return run;
+}
+
 /* The next message of a burst from pkts[0..n): a run of segments a vnet
  * port coalesces (h describes it) or one frame; its iovecs into iov (the
  * header first on a vnet port). Returns the frames it takes. */
@@ -406,6 +447,8 @@ static uint32_t tx_msg(const struct afp_port *a, struct iod_pkt **pkts, uint32_t
 			len[i] = pkts[i]->len;
 		}
 		run = iod_net_gro_run(fr, len, n, 0xffffu);
+		if (run < 2 && a->udp_gso)
+			return tx_udp_msg(fr, len, n, h, iov + k, iovlen, bytes);
 	}
 	if (run < 2) {
 		iov[k++] = (struct iovec){pkts[0]->data, pkts[0]->len};
@@ -455,6 +498,8 @@ static uint32_t afp_tx_burst(struct iod_io_port *p, struct afp_port *a, struct i
 		}
 		at += ok;
 		if (!ok) { /* this message failed: dropped, go on with the next */
+			if (r < 0 && errno == EINVAL && h[at].gso_type == IOD_NET_VNET_GSO_UDP_L4)
+				a->udp_gso = false; /* the kernel refuses UDP_L4: single frames */
 			p->stats.tx_errors += frames[at];
 			at++;
 		}

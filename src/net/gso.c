@@ -16,6 +16,14 @@
  * the receiver's TCP gets big buffers. Only segments whose TCP checksum
  * verifies are merged (the merged frame carries a partial checksum, which
  * the receiving stack trusts). Never does I/O or reads the clock.
+ *
+ * UDP coalescing (the switch's fabric port): a run of UDP datagrams of one
+ * flow with the same headers and payload length (VXLAN frames of one inner
+ * flow to one VTEP) goes out as one UDP_SEGMENT super-frame (gso UDP_L4),
+ * so the underlay's hops forward one buffer where they forwarded each
+ * datagram; the receiving switch splits it (iod_net_gso_segment), and a
+ * hop that cannot carry it segments it on the way, as the kernel's own
+ * VXLAN device's tunnel GSO does.
  */
 #include "iod/net.h"
 
@@ -195,4 +203,84 @@ void iod_net_gro_finish(uint8_t *first, uint32_t len0, const uint8_t *last, uint
 	h->gso_size = mss;
 	h->csum_start = l4;
 	h->csum_offset = TCP_CSUM_OFS;
+}
+
+/* May b follow a in one UDP run of payload pay each (b's may be shorter)? */
+static bool udp_follows(const uint8_t *a, uint16_t l4, const uint8_t *b, uint32_t blen,
+                        uint32_t pay, uint32_t *bpay)
+{
+	uint8_t proto;
+	uint16_t bl4, bhl;
+	if (!l4_hdrs(b, blen, &proto, &bl4, &bhl) || proto != IOD_NET_PROTO_UDP || bl4 != l4)
+		return false;
+	const struct iod_net_ipv4 *ia = (const void *)(a + ETH_LEN),
+	                          *ib = (const void *)(b + ETH_LEN);
+	if (ia->ver_ihl != ib->ver_ihl || ia->tos != ib->tos || ia->frag_be != ib->frag_be ||
+	    ia->ttl != ib->ttl || ia->src_be != ib->src_be || ia->dst_be != ib->dst_be ||
+	    memcmp(a, b, ETH_LEN) || memcmp(a + ETH_LEN + 20, b + ETH_LEN + 20, l4 - ETH_LEN - 20) ||
+	    memcmp(a + l4, b + l4, 4))
+		return false;
+	uint32_t tot = iod_net_be16(&ib->len_be), ul = iod_net_be16(b + l4 + 4);
+	if (tot + ETH_LEN > blen || ul != tot + ETH_LEN - l4 || ul <= 8 || ul - 8 > pay)
+		return false;
+	*bpay = ul - 8;
+	return true;
+}
+
+uint32_t iod_net_udp_gro_run(uint8_t *const *frames, const uint32_t *lens, uint32_t n,
+                             uint32_t max_l3, uint32_t max_segs)
+{
+	uint8_t proto;
+	uint16_t l4, hl;
+	if (n < 2 || max_segs < 2 || !l4_hdrs(frames[0], lens[0], &proto, &l4, &hl) ||
+	    proto != IOD_NET_PROTO_UDP)
+		return 1;
+	const uint8_t *a = frames[0];
+	const struct iod_net_ipv4 *ip = (const void *)(a + ETH_LEN);
+	uint32_t tot = iod_net_be16(&ip->len_be), ul = iod_net_be16(a + l4 + 4);
+	if (tot + ETH_LEN > lens[0] || ul != tot + ETH_LEN - l4 || ul <= 8)
+		return 1;
+	uint32_t pay = ul - 8, l3 = tot, k = 1;
+	for (; k < n && k < max_segs; k++) {
+		uint32_t bp;
+		if (!udp_follows(a, l4, frames[k], lens[k], pay, &bp) || l3 + bp > max_l3)
+			break;
+		l3 += bp;
+		if (bp < pay) {
+			k++; /* a short datagram ends the run */
+			break;
+		}
+	}
+	return k;
+}
+
+void iod_net_udp_gro_finish(uint8_t *first, uint32_t len0, uint32_t segs, uint32_t payload,
+                            struct iod_net_vnet_hdr *h)
+{
+	memset(h, 0, sizeof(*h));
+	uint8_t proto;
+	uint16_t l4, hl;
+	if (segs < 2 || !l4_hdrs(first, len0, &proto, &l4, &hl) || proto != IOD_NET_PROTO_UDP)
+		return;
+	struct iod_net_ipv4 *ip = (void *)(first + ETH_LEN);
+	uint16_t each = (uint16_t)(iod_net_be16(first + l4 + 4) - 8u);
+	uint32_t l4_len = 8u + payload;
+	iod_net_put16(&ip->len_be, (uint16_t)(l4 - ETH_LEN + l4_len));
+	ip->csum_be = 0;
+	iod_net_put16(&ip->csum_be, iod_net_ipv4_csum(ip));
+	iod_net_put16(first + l4 + 4, (uint16_t)l4_len);
+	uint8_t ph[12];
+	memcpy(ph, &ip->src_be, 4);
+	memcpy(ph + 4, &ip->dst_be, 4);
+	ph[8] = 0;
+	ph[9] = IOD_NET_PROTO_UDP;
+	iod_net_put16(ph + 10, (uint16_t)l4_len);
+	iod_net_put16(first + l4 + UDP_CSUM_OFS,
+	              (uint16_t)~iod_net_csum_fold(iod_net_csum_add(0, ph, sizeof(ph))));
+	h->flags = IOD_NET_VNET_F_NEEDS_CSUM;
+	h->gso_type = IOD_NET_VNET_GSO_UDP_L4;
+	h->hdr_len = hl;
+	h->gso_size = each;
+	h->csum_start = l4;
+	h->csum_offset = UDP_CSUM_OFS;
 }

@@ -1,7 +1,8 @@
 /*
  * fuzz_gso.c: libFuzzer target for net/gso.c, which reads the headers of
  * frames a replica (untrusted) hands its veth: the segmenter's plan and
- * segments, and the coalescer over them and over the raw input. Never a
+ * segments, and both coalescers (TCP, and the fabric port's UDP) over them
+ * and over the raw input. Never a
  * read past the given length, every segment within its buffer, and the
  * segments of a plan carry the whole payload.
  */
@@ -49,6 +50,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		k += r;
 	}
+	for (uint32_t k = 0; k < n;) {
+		uint32_t r = iod_net_udp_gro_run(s + k, lens + k, n - k, 0xffffu, 64);
+		if (r < 1 || k + r > n)
+			abort();
+		k += r;
+	}
 	uint8_t *one[2] = {f, f};
 	uint32_t ol[2] = {len, len};
 	uint32_t r = iod_net_gro_run(one, ol, 2, 0xffffu);
@@ -56,6 +63,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	struct iod_net_vnet_hdr h;
 	iod_net_gro_finish(f, len, f, len, r, 0, &h);
+	r = iod_net_udp_gro_run(one, ol, 2, 0xffffu, 64);
+	if (r < 1 || r > 2)
+		abort();
+	iod_net_udp_gro_finish(f, len, r, 0, &h);
 	free(f);
 	return 0;
 }

@@ -303,3 +303,110 @@ TEST(gso_then_gro_fuzzed_lengths)
 			free(s[j]);
 	}
 }
+
+/* A UDP/IPv4 super-frame of payload bytes (the UDP checksum garbage). */
+static uint32_t udp_super(uint8_t *f, uint32_t payload)
+{
+	const uint32_t hdrs = 14 + 20 + 8;
+	memset(f, 0, hdrs);
+	memcpy(f, "\x02\x1d\x0a\xc8\x02\x02\x02\x1d\x0a\xc8\x01\x02\x08\x00", 14);
+	uint8_t *ip = f + 14, *uh = ip + 20;
+	ip[0] = 0x45;
+	iod_net_put16(ip + 2, (uint16_t)(20 + 8 + payload));
+	iod_net_put16(ip + 4, 7);
+	ip[8] = 64;
+	ip[9] = IOD_NET_PROTO_UDP;
+	iod_net_put32(ip + 12, 0x0a000101);
+	iod_net_put32(ip + 16, 0x0a000201);
+	iod_net_put16(uh, 50123);
+	iod_net_put16(uh + 2, 4789);
+	iod_net_put16(uh + 4, (uint16_t)(8 + payload));
+	iod_net_put16(uh + 6, 0x5555);
+	for (uint32_t i = 0; i < payload; i++)
+		f[hdrs + i] = (uint8_t)(i * 11 + i / 241);
+	return hdrs + payload;
+}
+
+/* The fabric port's UDP coalescing: VXLAN-sized datagrams of one flow merge
+ * into one UDP_SEGMENT super-frame whose segmentation gives back every
+ * datagram byte for byte (checksums computed), and what must not merge
+ * stops the run. */
+TEST(udp_gro_merges_datagrams_into_one_udp_segment_frame)
+{
+	static uint8_t f[70000], m[70000], seg[2048];
+	const uint32_t size = 1414, payload = 10 * size + 300, hdrs = 14 + 20 + 8;
+	uint32_t len = udp_super(f, payload);
+	uint8_t *s[16];
+	uint32_t lens[16];
+	uint32_t n = segments(f, len, size, s, lens);
+	CHECK_EQ(n, 11);
+	/* keep a copy of each datagram as sent: the first is rewritten */
+	uint8_t *orig[16];
+	for (uint32_t k = 0; k < n; k++) {
+		orig[k] = malloc(2048);
+		memcpy(orig[k], s[k], lens[k]);
+	}
+	CHECK_EQ(iod_net_udp_gro_run(s, lens, n, 0xffff, 64), n);
+	CHECK_EQ(iod_net_udp_gro_run(s, lens, n, 0xffff, 4), 4); /* at most max_segs */
+	CHECK_EQ(iod_net_udp_gro_run(s, lens, n, 20 + 8 + 3 * size, 64), 3); /* max_l3 */
+	struct iod_net_vnet_hdr h;
+	iod_net_udp_gro_finish(s[0], lens[0], n, payload, &h);
+	CHECK_EQ(h.gso_type, IOD_NET_VNET_GSO_UDP_L4);
+	CHECK_EQ(h.gso_size, size);
+	CHECK_EQ(h.hdr_len, hdrs);
+	CHECK_EQ(h.csum_start, 14 + 20);
+	CHECK_EQ(h.csum_offset, 6);
+	CHECK(h.flags & IOD_NET_VNET_F_NEEDS_CSUM);
+	uint32_t ml = merged(s, lens, n, &h, m);
+	CHECK_EQ(ml, hdrs + payload);
+	CHECK_EQ(iod_net_be16(m + 16), 20 + 8 + payload); /* IP length */
+	CHECK_EQ(iod_net_be16(m + 14 + 20 + 4), 8 + payload); /* UDP length */
+	CHECK(iod_net_csums_ok(m, ml));
+	CHECK(memcmp(m + hdrs, f + hdrs, payload) == 0);
+	/* what the receiving switch does with it: the datagrams back */
+	struct iod_net_gso g;
+	CHECK_EQ(iod_net_gso_plan(m, ml, h.gso_size, &g), 0);
+	CHECK_EQ(g.segs, n);
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t l = iod_net_gso_segment(m, &g, k, seg, sizeof(seg));
+		CHECK_EQ(l, lens[k]);
+		CHECK(memcmp(seg, orig[k], l) == 0);
+	}
+	for (uint32_t k = 0; k < n; k++) {
+		free(s[k]);
+		free(orig[k]);
+	}
+}
+
+TEST(udp_gro_stops_at_what_must_not_merge)
+{
+	static uint8_t f[70000];
+	const uint32_t size = 1000;
+	uint32_t len = udp_super(f, 6 * size);
+	uint8_t *s[8];
+	uint32_t lens[8];
+	uint32_t n = segments(f, len, size, s, lens);
+	CHECK_EQ(n, 6);
+	/* another source port (another inner flow's hash) starts a new run */
+	iod_net_put16(s[3] + 34, 50124);
+	CHECK_EQ(iod_net_udp_gro_run(s, lens, n, 0xffff, 64), 3);
+	iod_net_put16(s[3] + 34, 50123);
+	/* another destination MAC */
+	s[2][0] ^= 1;
+	CHECK_EQ(iod_net_udp_gro_run(s, lens, n, 0xffff, 64), 2);
+	s[2][0] ^= 1;
+	/* a shorter datagram ends the run, and is its last */
+	uint32_t short_len = lens[1] - 100;
+	iod_net_put16(s[1] + 16, (uint16_t)(short_len - 14));
+	iod_net_put16(s[1] + 34 + 4, (uint16_t)(short_len - 34));
+	lens[1] = short_len;
+	CHECK_EQ(iod_net_udp_gro_run(s, lens, n, 0xffff, 64), 2);
+	/* a longer one after the first does not join */
+	CHECK_EQ(iod_net_udp_gro_run(s + 1, lens + 1, n - 1, 0xffff, 64), 1);
+	/* TCP does not start a UDP run; nor does one frame */
+	CHECK_EQ(iod_net_udp_gro_run(s, lens, 1, 0xffff, 64), 1);
+	s[0][14 + 9] = IOD_NET_PROTO_TCP;
+	CHECK_EQ(iod_net_udp_gro_run(s, lens, n, 0xffff, 64), 1);
+	for (uint32_t k = 0; k < n; k++)
+		free(s[k]);
+}
