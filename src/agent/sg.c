@@ -15,7 +15,17 @@
  * VIP's DNAT, so without it a client dialling the VIP would be checked
  * against the VIP, which no rule by service names), then the group's
  * "<name>/default-deny". A direction without rules keeps the
- * tenant default (docs/network.md). The tenant default itself is the
+ * tenant default (docs/network.md).
+ *
+ * The l7 path: a service whose VIP leads to the node's mesh proxy is
+ * reached by a connection the proxy opens from the host stack, which the
+ * callee's ingress group admits (its gateway allow). So its ingress group
+ * is checked at the caller's switch instead: for each local replica the
+ * group refuses (its rules in order, the first that names the caller by
+ * service or address and covers the VIP decides; none: default-deny), an
+ * egress deny of the VIP's port, ahead of every other entry, under the
+ * deciding rule's name. A caller the group admits gets no entry, so its
+ * own egress group still decides. The tenant default itself is the
  * route table's (overlay.c): a group can narrow what a tenant may reach,
  * never widen it. Deterministic: groups in name order, members in the
  * order of the local ports, rules in the object's order. It must never do
@@ -194,13 +204,66 @@ bool iod_agent_sg_rule_covers_vip(const struct iod_agent_overlay_table *t,
 	return false;
 }
 
+/* Does group g's ingress admit caller at l7 service sv's VIP? *rule: the
+ * rule that decides (g's default-deny when none matches). */
+static bool ingress_admits(const struct iod_agent_overlay_table *t, const struct iod_agent_sg *g,
+                           const struct iod_agent_overlay_ep *caller,
+                           const struct iod_agent_overlay_svc *sv, uint16_t *rule)
+{
+	for (uint16_t i = 0; i < g->rules_n; i++) {
+		uint16_t ri = (uint16_t)(g->rules_first + i);
+		const struct iod_obj_netpolicy_rule *r = &t->sg_rules[ri].r;
+		if (t->sg_rules[ri].egress)
+			continue;
+		bool peer = r->peer[0] ? !strcmp(r->peer, caller->service) &&
+		                             !strcmp(caller->tenant, g->tenant)
+		                       : !r->prefix_len || !((caller->ip ^ r->cidr_ip) &
+		                                             (~0u << (32 - r->prefix_len)));
+		if (!peer || !iod_agent_sg_rule_covers_vip(t, r, sv))
+			continue;
+		*rule = ri;
+		return !r->deny;
+	}
+	*rule = g->deny_rule;
+	return false;
+}
+
+/* The l7 services' ingress groups, checked for the local callers (above). */
+static int l7_ingress_acls(const struct iod_agent_overlay_table *t,
+                           const struct iod_agent_overlay_local *loc, uint32_t nloc,
+                           struct iod_flow_dp_config *c)
+{
+	int rc = 0;
+	for (uint32_t m = 0; m < nloc && !rc && t->proxy; m++) {
+		const struct iod_agent_overlay_ep *ep = iod_agent_overlay_find(t, loc[m].name);
+		if (!ep || !loc[m].ip)
+			continue;
+		for (uint32_t s = 0; s < t->svcs_n && !rc; s++) {
+			const struct iod_agent_overlay_svc *sv = &t->svcs[s];
+			if (!sv->l7 || strcmp(sv->tenant, ep->tenant))
+				continue; /* l4: the callee's switch checks; another tenant: no route */
+			for (uint32_t gi = 0; gi < t->sgs_n && !rc; gi++) {
+				const struct iod_agent_sg *g = &t->sgs[gi];
+				uint16_t ri;
+				if (!g->ingress || strcmp(g->service, sv->name) ||
+				    strcmp(g->tenant, sv->tenant) || ingress_admits(t, g, ep, sv, &ri))
+					continue;
+				struct iod_obj_netpolicy_rule at = {
+				    .proto = sv->proto, .port_min = sv->port, .port_max = sv->port};
+				rc = acl_add(c, loc[m].ip, true, true, sv->vip, 32, &at, ri);
+			}
+		}
+	}
+	return rc;
+}
+
 int iod_agent_sg_compile(const struct iod_agent_overlay_node *nd,
                          const struct iod_agent_overlay_table *t,
                          const struct iod_agent_overlay_local *loc, uint32_t nloc,
                          struct iod_flow_dp_config *c, struct iod_err *e)
 {
-	int rc = 0;
 	c->acls_n = 0;
+	int rc = l7_ingress_acls(t, loc, nloc, c);
 	for (uint32_t s = 0; s < t->sgs_n && !rc; s++) {
 		const struct iod_agent_sg *g = &t->sgs[s];
 		for (uint32_t m = 0; m < nloc && !rc; m++) {

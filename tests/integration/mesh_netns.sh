@@ -254,6 +254,35 @@ else
 	bad "l4: $out; the proxy's echo connections $eb -> $ea"
 fi
 
+# the callee's ingress group on the l7 path (docs/network.md, "Security
+# groups"): the proxy dials web's replicas from the host stack, so web-in
+# is checked at the caller's switch. A group that admits only echo drops
+# client-0's connections to web's VIP under web-in/default-deny; after
+# `iod policy delete` the tenant default admits them again
+cat >"$T/webin.yaml" <<'YAML'
+security_groups:
+  - name: web-in
+    service: web
+    ingress:
+      - {name: from-echo, service: echo, protocol: tcp, ports: 8080}
+YAML
+"$IOD" policy apply -f "$T/webin.yaml" >"$T/webin.out" 2>&1 || bad "iod policy apply web-in: $(cat "$T/webin.out")"
+refused() { o=$(ip netns exec "$NSC" python3 "$T/get.py" "$VIP" 8080 2); [ "${o%% *}" = 2 ]; }
+if wait_for 10 refused; then
+	sleep 0.5
+	if "$IOD" trace --drops 2>&1 | grep -q "client-0 .*-> .*$VIP:8080 tcp SYN .*(rule web-in/default-deny"; then
+		ok "l7: web-in (only echo) refuses client-0 at its switch, dropped under web-in/default-deny"
+	else
+		bad "l7: client-0 refused, but no drop by web-in/default-deny: $("$IOD" trace --drops 2>&1 | tail -3)"
+	fi
+else
+	bad "l7: client-0 still reaches web's VIP past web-in: $(ip netns exec "$NSC" python3 "$T/get.py" "$VIP" 8080 2)"
+fi
+"$IOD" policy delete web-in >"$T/webdel.out" 2>&1 || bad "iod policy delete web-in: $(cat "$T/webdel.out")"
+answered() { o=$(ip netns exec "$NSC" python3 "$T/get.py" "$VIP" 8080 2); [ "${o%% *}" = 0 ]; }
+wait_for 10 answered && ok "l7: after iod policy delete web-in, client-0 reaches web's VIP again" ||
+	bad "l7: client-0 refused after web-in was deleted"
+
 # from the underlay: leaf 1 routes web's VIP and node N's gateway to the
 # node's underlay address; neither the proxy's listener nor DNS answers
 LEAF=$P-l$(((N - 1) % 2 + 1))

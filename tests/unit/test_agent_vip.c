@@ -838,6 +838,102 @@ TEST(overlay_l7_vip_leads_to_the_nodes_proxy)
 	json_decref(eps);
 }
 
+/*
+ * The callee's ingress group on the l7 path: web (l7, VIP 10.200.240.7:8080,
+ * endpoint port 40100) admits only cli on 40100. The proxy dials web-0 from
+ * the host stack, which the group always admits, so the group is checked at
+ * the caller's switch: cli-0's SYN to the VIP reaches the host port, other-0
+ * (same tenant, no rule names it) is dropped under web-in/default-deny, and
+ * a deny by address ahead of the allow drops cli-0 under its own name.
+ * Before, other-0 reached the proxy and through it web-0.
+ */
+TEST(overlay_l7_vip_checks_the_callees_ingress_group_at_the_caller)
+{
+	json_t *nodes = json_pack("{s:[{s:s,s:{s:s}}]}", "items", "name", "node-1", "value", "addr",
+	                          "10.254.1.1");
+	json_t *svcs = json_pack("{s:[{s:s,s:{}},{s:s,s:{}},{s:s,s:{s:s,s:[i],s:{s:s}}}]}",
+	                         "items", "name", "cli", "value", "name", "other", "value",
+	                         "name", "web", "value", "vip", "10.200.240.7", "ports", 8080,
+	                         "service_mesh", "mode", "l7");
+	json_t *reps = json_pack(
+	    "{s:[{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}}]}", "items",
+	    "name", "cli-0", "value", "service", "cli", "node", "node-1", "addr", "10.200.1.2",
+	    "name", "other-0", "value", "service", "other", "node", "node-1", "addr", "10.200.1.3",
+	    "name", "web-0", "value", "service", "web", "node", "node-1", "addr", "10.200.1.4");
+	json_t *eps = json_pack("{s:[{s:s,s:o}]}", "items", "name", "web-0", "value",
+	                        endpoint("web", "10.200.1.4", 40100, true));
+	json_t *allow = json_loads(
+	    "{\"items\": [{\"name\": \"web-in\", \"value\": {\"service\": \"web\", \"ingress\": ["
+	    " {\"name\": \"from-cli\", \"service\": \"cli\", \"protocol\": \"tcp\", \"ports\": 40100}"
+	    "]}}]}",
+	    0, NULL);
+	json_t *deny = json_loads(
+	    "{\"items\": [{\"name\": \"web-in\", \"value\": {\"service\": \"web\", \"ingress\": ["
+	    " {\"name\": \"not-cli-0\", \"action\": \"deny\", \"cidr\": \"10.200.1.2/32\"},"
+	    " {\"name\": \"from-cli\", \"service\": \"cli\", \"protocol\": \"tcp\", \"ports\": 40100}"
+	    "]}}]}",
+	    0, NULL);
+	struct iod_agent_overlay_table *t = calloc(1, sizeof(*t));
+	struct iod_flow_dp_config *c = calloc(1, sizeof(*c));
+	struct iod_agent_drops *d = calloc(1, sizeof(*d));
+	struct fbuf *b = calloc(1, sizeof(*b));
+	struct iod_flow_dp dp;
+	struct iod_err e = {0};
+	CHECK(nodes && svcs && reps && eps && allow && deny && t && c && d && b);
+	CHECK_EQ(iod_agent_overlay_table_from_state(nodes, svcs, reps, allow, t), 0);
+	CHECK_EQ(iod_agent_overlay_table_services(svcs, eps, t), 0);
+	CHECK_MSG(iod_agent_sg_from_state(allow, t, &e) == 0, "%s", e.msg);
+	CHECK(t->svcs_n == 1 && t->svcs[0].l7);
+	t->proxy = true;
+	struct iod_agent_overlay_node nd = {.name = "node-1",
+	                                    .vtep_ip = ip("10.254.1.1"),
+	                                    .gateway = ip("10.200.1.1"),
+	                                    .overlay_net = ip("10.200.0.0"),
+	                                    .overlay_prefix = 16};
+	struct iod_agent_overlay_local loc[3] = {{"cli-0", ip("10.200.1.2")},
+	                                         {"other-0", ip("10.200.1.3")},
+	                                         {"web-0", ip("10.200.1.4")}};
+	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 3, c, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_agent_overlay_dp_services(t, c, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_flow_dp_build(c, 1, &dp, &e) == 0, "%s", e.msg);
+	uint64_t now = 1000000;
+	struct iod_net_tuple o;
+	tcp_frame(b, ip("10.200.1.2"), 46000, ip("10.200.240.7"), 8080, IOD_NET_TCP_SYN);
+	CHECK_MSG(pass(&dp, b, now += 1000, &o), "cli-0's SYN to web's l7 VIP was dropped");
+	CHECK_EQ(b->pkt.port_out, IOD_DP_PORT_HOST);
+	tcp_frame(b, ip("10.200.1.3"), 46001, ip("10.200.240.7"), 8080, IOD_NET_TCP_SYN);
+	CHECK_MSG(!pass(&dp, b, now += 1000, &o),
+	          "other-0 reached web's l7 VIP past web-in, which admits only cli");
+	note_drop(d, c, t, b, now / 1000000);
+	CHECK_EQ(d->n, 1);
+	CHECK_STR(d->ring[0].rule, "web-in/default-deny");
+	/* other-0's traffic that is not to web's VIP keeps the tenant default */
+	tcp_frame(b, ip("10.200.1.3"), 46002, ip("10.200.1.2"), 5000, IOD_NET_TCP_SYN);
+	CHECK(pass(&dp, b, now += 1000, &o));
+	iod_flow_dp_destroy(&dp);
+	/* a deny by address ahead of the allow */
+	CHECK_MSG(iod_agent_sg_from_state(deny, t, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 3, c, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_agent_overlay_dp_services(t, c, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_flow_dp_build(c, 1, &dp, &e) == 0, "%s", e.msg);
+	tcp_frame(b, ip("10.200.1.2"), 46003, ip("10.200.240.7"), 8080, IOD_NET_TCP_SYN);
+	CHECK(!pass(&dp, b, now += 1000, &o));
+	note_drop(d, c, t, b, now / 1000000 + 5000);
+	CHECK_EQ(d->n, 2);
+	CHECK_STR(d->ring[1].rule, "web-in/not-cli-0");
+	iod_flow_dp_destroy(&dp);
+	free(b);
+	free(d);
+	free(c);
+	free(t);
+	json_decref(allow);
+	json_decref(deny);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+	json_decref(eps);
+}
+
 static const char *env_of(const struct iod_agent_replica *r, const char *var)
 {
 	for (uint32_t i = 0; i < r->envc; i++) {
