@@ -82,6 +82,26 @@ static inline uint32_t iod_net_lb_pick(const struct iod_net_lb_service *s, uint3
 	uint32_t i = iod_maglev_lookup(&s->maglev, iod_hash_u64(flow_hash));
 	return i == UINT32_MAX ? i : s->up_index[i];
 }
+/* The same for a flow from src_ip: a pick of the sender itself (a replica
+ * dialling its own service's VIP) is tried again with up to
+ * IOD_NET_LB_HAIRPIN_TRIES other hashes, since a reply from itself to itself
+ * would never come back through the switch (the kernel drops a packet from
+ * its own address: a martian); the sender itself only when nothing else
+ * came up. */
+#define IOD_NET_LB_HAIRPIN_TRIES 8u
+static inline uint32_t iod_net_lb_pick_for(const struct iod_net_lb_service *s, uint32_t flow_hash,
+                                           uint32_t src_ip)
+{
+	uint32_t b = iod_net_lb_pick(s, flow_hash);
+	for (uint32_t k = 1; b != UINT32_MAX && s->backends[b].ip == src_ip &&
+	                     k <= IOD_NET_LB_HAIRPIN_TRIES;
+	     k++) {
+		uint32_t i = iod_maglev_lookup(&s->maglev, iod_hash_u64(flow_hash + k * 0x9e3779b9u));
+		if (i != UINT32_MAX && s->backends[s->up_index[i]].ip != src_ip)
+			return s->up_index[i];
+	}
+	return b;
+}
 
 /* ---- QoS: token-bucket meters (RFC 2697 srTCM, RFC 2698 trTCM) ---------- */
 

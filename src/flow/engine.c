@@ -140,7 +140,7 @@ static bool key_effects(const struct iod_flow_pipeline *pl, struct iod_flow_key 
 		}
 		struct iod_net_tuple t;
 		key_tuple(k, &t);
-		uint32_t b = iod_net_lb_pick(s, iod_net_tuple_hash(&t));
+		uint32_t b = iod_net_lb_pick_for(s, iod_net_tuple_hash(&t), k->src.v4);
 		if (b == UINT32_MAX)
 			return false;
 		k->dst.v4 = s->backends[b].ip;
@@ -356,7 +356,7 @@ static bool apply_entry(struct iod_flow_pipeline *pl, uint32_t core, struct pipe
 		key_tuple(k, &t);
 		if (f & IOD_FLOW_ACT_LB) {
 			const struct iod_net_lb_service *s = &pl->cfg.services[a->lb_service];
-			uint32_t b = iod_net_lb_pick(s, iod_net_tuple_hash(&t));
+			uint32_t b = iod_net_lb_pick_for(s, iod_net_tuple_hash(&t), t.src.v4);
 			if (b == UINT32_MAX)
 				return false;
 			nat.kind = IOD_NET_CT_NAT_DST;

@@ -934,6 +934,89 @@ TEST(overlay_l7_vip_checks_the_callees_ingress_group_at_the_caller)
 	json_decref(eps);
 }
 
+/*
+ * Hairpin: a replica that dials its own service's VIP is never balanced to
+ * itself while another backend is up (its kernel would drop the packet
+ * from its own address as a martian and the connection would hang).
+ * echo-0 and echo-1 back echo's VIP; 64 dials from echo-0 all reach
+ * echo-1, while cli-0's 64 dials reach both; with echo-1 down, echo-0's
+ * dial goes to itself (nothing else is up). Before, about half of echo-0's
+ * dials picked echo-0.
+ */
+TEST(overlay_vip_never_balances_a_replica_to_itself)
+{
+	json_t *nodes = json_pack("{s:[{s:s,s:{s:s}}]}", "items", "name", "node-1", "value", "addr",
+	                          "10.254.1.1");
+	json_t *svcs = json_pack("{s:[{s:s,s:{}},{s:s,s:{s:s,s:[i]}}]}", "items", "name", "cli",
+	                         "value", "name", "echo", "value", "vip", "10.200.240.9", "ports",
+	                         8080);
+	json_t *reps = json_pack(
+	    "{s:[{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}}]}", "items",
+	    "name", "cli-0", "value", "service", "cli", "node", "node-1", "addr", "10.200.1.2",
+	    "name", "echo-0", "value", "service", "echo", "node", "node-1", "addr", "10.200.1.3",
+	    "name", "echo-1", "value", "service", "echo", "node", "node-1", "addr", "10.200.1.4");
+	json_t *eps = json_pack("{s:[{s:s,s:o},{s:s,s:o}]}", "items", "name", "echo-0", "value",
+	                        endpoint("echo", "10.200.1.3", 40100, true), "name", "echo-1",
+	                        "value", endpoint("echo", "10.200.1.4", 40100, true));
+	json_t *eps1 = json_pack("{s:[{s:s,s:o},{s:s,s:o}]}", "items", "name", "echo-0", "value",
+	                         endpoint("echo", "10.200.1.3", 40100, true), "name", "echo-1",
+	                         "value", endpoint("echo", "10.200.1.4", 40100, false));
+	struct iod_agent_overlay_table *t = calloc(1, sizeof(*t));
+	struct iod_flow_dp_config *c = calloc(1, sizeof(*c));
+	struct fbuf *b = calloc(1, sizeof(*b));
+	struct iod_flow_dp dp;
+	struct iod_err e = {0};
+	CHECK(nodes && svcs && reps && eps && eps1 && t && c && b);
+	CHECK_EQ(iod_agent_overlay_table_from_state(nodes, svcs, reps, NULL, t), 0);
+	CHECK_EQ(iod_agent_overlay_table_services(svcs, eps, t), 0);
+	struct iod_agent_overlay_node nd = {.name = "node-1",
+	                                    .vtep_ip = ip("10.254.1.1"),
+	                                    .gateway = ip("10.200.1.1"),
+	                                    .overlay_net = ip("10.200.0.0"),
+	                                    .overlay_prefix = 16};
+	struct iod_agent_overlay_local loc[3] = {{"cli-0", ip("10.200.1.2")},
+	                                         {"echo-0", ip("10.200.1.3")},
+	                                         {"echo-1", ip("10.200.1.4")}};
+	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 3, c, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_agent_overlay_dp_services(t, c, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_flow_dp_build(c, 1, &dp, &e) == 0, "%s", e.msg);
+	uint64_t now = 1000000;
+	struct iod_net_tuple o;
+	uint32_t self = 0, other = 0, cli_to[2] = {0, 0};
+	for (uint16_t p = 0; p < 64; p++) {
+		tcp_frame(b, ip("10.200.1.3"), (uint16_t)(41000 + p), ip("10.200.240.9"), 8080,
+		          IOD_NET_TCP_SYN);
+		CHECK(pass(&dp, b, now += 1000, &o));
+		self += o.dst.v4 == ip("10.200.1.3");
+		other += o.dst.v4 == ip("10.200.1.4");
+		tcp_frame(b, ip("10.200.1.2"), (uint16_t)(41000 + p), ip("10.200.240.9"), 8080,
+		          IOD_NET_TCP_SYN);
+		CHECK(pass(&dp, b, now += 1000, &o));
+		cli_to[o.dst.v4 == ip("10.200.1.4")]++;
+	}
+	CHECK_MSG(self == 0 && other == 64, "echo-0 balanced to itself %u of 64 times", self);
+	CHECK_MSG(cli_to[0] > 8 && cli_to[1] > 8, "cli-0: echo-0 %u, echo-1 %u", cli_to[0],
+	          cli_to[1]);
+	iod_flow_dp_destroy(&dp);
+	/* echo-1 down: echo-0 has only itself */
+	CHECK_EQ(iod_agent_overlay_table_services(svcs, eps1, t), 0);
+	CHECK_MSG(iod_agent_overlay_dp_config(&nd, t, loc, 3, c, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_agent_overlay_dp_services(t, c, &e) == 0, "%s", e.msg);
+	CHECK_MSG(iod_flow_dp_build(c, 1, &dp, &e) == 0, "%s", e.msg);
+	tcp_frame(b, ip("10.200.1.3"), 42000, ip("10.200.240.9"), 8080, IOD_NET_TCP_SYN);
+	CHECK(pass(&dp, b, now += 1000, &o));
+	CHECK_EQ(o.dst.v4, ip("10.200.1.3"));
+	iod_flow_dp_destroy(&dp);
+	free(b);
+	free(c);
+	free(t);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+	json_decref(eps);
+	json_decref(eps1);
+}
+
 static const char *env_of(const struct iod_agent_replica *r, const char *var)
 {
 	for (uint32_t i = 0; i < r->envc; i++) {
