@@ -93,10 +93,10 @@ static inline uint32_t iod_net_lb_pick_for(const struct iod_net_lb_service *s, u
                                            uint32_t src_ip)
 {
 	uint32_t b = iod_net_lb_pick(s, flow_hash);
-	for (uint32_t k = 1; b != UINT32_MAX && s->backends[b].ip == src_ip &&
-	                     k <= IOD_NET_LB_HAIRPIN_TRIES;
-	     k++) {
-		uint32_t i = iod_maglev_lookup(&s->maglev, iod_hash_u64(flow_hash + k * 0x9e3779b9u));
+	for (uint32_t k = 1;
+	     b != UINT32_MAX && s->backends[b].ip == src_ip && k <= IOD_NET_LB_HAIRPIN_TRIES; k++) {
+		uint32_t i =
+		    iod_maglev_lookup(&s->maglev, iod_hash_u64(flow_hash + k * 0x9e3779b9u));
 		if (i != UINT32_MAX && s->backends[s->up_index[i]].ip != src_ip)
 			return s->up_index[i];
 	}

@@ -215,10 +215,11 @@ static bool ingress_admits(const struct iod_agent_overlay_table *t, const struct
 		const struct iod_obj_netpolicy_rule *r = &t->sg_rules[ri].r;
 		if (t->sg_rules[ri].egress)
 			continue;
-		bool peer = r->peer[0] ? !strcmp(r->peer, caller->service) &&
-		                             !strcmp(caller->tenant, g->tenant)
-		                       : !r->prefix_len || !((caller->ip ^ r->cidr_ip) &
-		                                             (~0u << (32 - r->prefix_len)));
+		bool peer =
+		    r->peer[0]
+		        ? !strcmp(r->peer, caller->service) && !strcmp(caller->tenant, g->tenant)
+		        : !r->prefix_len ||
+		              !((caller->ip ^ r->cidr_ip) & (~0u << (32 - r->prefix_len)));
 		if (!peer || !iod_agent_sg_rule_covers_vip(t, r, sv))
 			continue;
 		*rule = ri;
@@ -246,7 +247,8 @@ static int l7_ingress_acls(const struct iod_agent_overlay_table *t,
 				const struct iod_agent_sg *g = &t->sgs[gi];
 				uint16_t ri;
 				if (!g->ingress || strcmp(g->service, sv->name) ||
-				    strcmp(g->tenant, sv->tenant) || ingress_admits(t, g, ep, sv, &ri))
+				    strcmp(g->tenant, sv->tenant) ||
+				    ingress_admits(t, g, ep, sv, &ri))
 					continue;
 				struct iod_obj_netpolicy_rule at = {
 				    .proto = sv->proto, .port_min = sv->port, .port_max = sv->port};

@@ -707,8 +707,10 @@ int iod_agent_vswitch_start(struct iod_agent_vswitch **out, const struct iod_age
 	v->nd.overlay_net = n->overlay_net;
 	v->nd.overlay_prefix = n->overlay_prefix;
 	if ((rc = dev_info(v->dev, &v->nd.vtep_ip, v->nd.vtep_mac, e)) ||
-	    (rc = open_port(&v->ports[IOD_DP_PORT_FABRIC], "fabric", v->dev, false, false, true, e)) ||
-	    (rc = open_port(&v->ports[IOD_DP_PORT_HOST], "host", v->host_port, true, false, false, e))) {
+	    (rc = open_port(&v->ports[IOD_DP_PORT_FABRIC], "fabric", v->dev, false, false, true,
+	                    e)) ||
+	    (rc = open_port(&v->ports[IOD_DP_PORT_HOST], "host", v->host_port, true, false, false,
+	                    e))) {
 		iod_agent_vswitch_stop(v);
 		return rc;
 	}

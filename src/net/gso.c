@@ -217,7 +217,8 @@ static bool udp_follows(const uint8_t *a, uint16_t l4, const uint8_t *b, uint32_
 	                          *ib = (const void *)(b + ETH_LEN);
 	if (ia->ver_ihl != ib->ver_ihl || ia->tos != ib->tos || ia->frag_be != ib->frag_be ||
 	    ia->ttl != ib->ttl || ia->src_be != ib->src_be || ia->dst_be != ib->dst_be ||
-	    memcmp(a, b, ETH_LEN) || memcmp(a + ETH_LEN + 20, b + ETH_LEN + 20, l4 - ETH_LEN - 20) ||
+	    memcmp(a, b, ETH_LEN) ||
+	    memcmp(a + ETH_LEN + 20, b + ETH_LEN + 20, l4 - ETH_LEN - 20) ||
 	    memcmp(a + l4, b + l4, 4))
 		return false;
 	uint32_t tot = iod_net_be16(&ib->len_be), ul = iod_net_be16(b + l4 + 4);

@@ -851,10 +851,10 @@ TEST(overlay_l7_vip_checks_the_callees_ingress_group_at_the_caller)
 {
 	json_t *nodes = json_pack("{s:[{s:s,s:{s:s}}]}", "items", "name", "node-1", "value", "addr",
 	                          "10.254.1.1");
-	json_t *svcs = json_pack("{s:[{s:s,s:{}},{s:s,s:{}},{s:s,s:{s:s,s:[i],s:{s:s}}}]}",
-	                         "items", "name", "cli", "value", "name", "other", "value",
-	                         "name", "web", "value", "vip", "10.200.240.7", "ports", 8080,
-	                         "service_mesh", "mode", "l7");
+	json_t *svcs =
+	    json_pack("{s:[{s:s,s:{}},{s:s,s:{}},{s:s,s:{s:s,s:[i],s:{s:s}}}]}", "items", "name",
+	              "cli", "value", "name", "other", "value", "name", "web", "value", "vip",
+	              "10.200.240.7", "ports", 8080, "service_mesh", "mode", "l7");
 	json_t *reps = json_pack(
 	    "{s:[{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}}]}", "items",
 	    "name", "cli-0", "value", "service", "cli", "node", "node-1", "addr", "10.200.1.2",
@@ -864,13 +864,15 @@ TEST(overlay_l7_vip_checks_the_callees_ingress_group_at_the_caller)
 	                        endpoint("web", "10.200.1.4", 40100, true));
 	json_t *allow = json_loads(
 	    "{\"items\": [{\"name\": \"web-in\", \"value\": {\"service\": \"web\", \"ingress\": ["
-	    " {\"name\": \"from-cli\", \"service\": \"cli\", \"protocol\": \"tcp\", \"ports\": 40100}"
+	    " {\"name\": \"from-cli\", \"service\": \"cli\", \"protocol\": \"tcp\", \"ports\": "
+	    "40100}"
 	    "]}}]}",
 	    0, NULL);
 	json_t *deny = json_loads(
 	    "{\"items\": [{\"name\": \"web-in\", \"value\": {\"service\": \"web\", \"ingress\": ["
 	    " {\"name\": \"not-cli-0\", \"action\": \"deny\", \"cidr\": \"10.200.1.2/32\"},"
-	    " {\"name\": \"from-cli\", \"service\": \"cli\", \"protocol\": \"tcp\", \"ports\": 40100}"
+	    " {\"name\": \"from-cli\", \"service\": \"cli\", \"protocol\": \"tcp\", \"ports\": "
+	    "40100}"
 	    "]}}]}",
 	    0, NULL);
 	struct iod_agent_overlay_table *t = calloc(1, sizeof(*t));
@@ -947,9 +949,9 @@ TEST(overlay_vip_never_balances_a_replica_to_itself)
 {
 	json_t *nodes = json_pack("{s:[{s:s,s:{s:s}}]}", "items", "name", "node-1", "value", "addr",
 	                          "10.254.1.1");
-	json_t *svcs = json_pack("{s:[{s:s,s:{}},{s:s,s:{s:s,s:[i]}}]}", "items", "name", "cli",
-	                         "value", "name", "echo", "value", "vip", "10.200.240.9", "ports",
-	                         8080);
+	json_t *svcs =
+	    json_pack("{s:[{s:s,s:{}},{s:s,s:{s:s,s:[i]}}]}", "items", "name", "cli", "value",
+	              "name", "echo", "value", "vip", "10.200.240.9", "ports", 8080);
 	json_t *reps = json_pack(
 	    "{s:[{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}},{s:s,s:{s:s,s:s,s:s}}]}", "items",
 	    "name", "cli-0", "value", "service", "cli", "node", "node-1", "addr", "10.200.1.2",

@@ -341,13 +341,13 @@ TEST(udp_gro_merges_datagrams_into_one_udp_segment_frame)
 	uint32_t n = segments(f, len, size, s, lens);
 	CHECK_EQ(n, 11);
 	/* keep a copy of each datagram as sent: the first is rewritten */
-	uint8_t *orig[16];
+	uint8_t *orig[16] = {0};
 	for (uint32_t k = 0; k < n; k++) {
 		orig[k] = malloc(2048);
 		memcpy(orig[k], s[k], lens[k]);
 	}
 	CHECK_EQ(iod_net_udp_gro_run(s, lens, n, 0xffff, 64), n);
-	CHECK_EQ(iod_net_udp_gro_run(s, lens, n, 0xffff, 4), 4); /* at most max_segs */
+	CHECK_EQ(iod_net_udp_gro_run(s, lens, n, 0xffff, 4), 4);             /* at most max_segs */
 	CHECK_EQ(iod_net_udp_gro_run(s, lens, n, 20 + 8 + 3 * size, 64), 3); /* max_l3 */
 	struct iod_net_vnet_hdr h;
 	iod_net_udp_gro_finish(s[0], lens[0], n, payload, &h);
@@ -359,7 +359,7 @@ TEST(udp_gro_merges_datagrams_into_one_udp_segment_frame)
 	CHECK(h.flags & IOD_NET_VNET_F_NEEDS_CSUM);
 	uint32_t ml = merged(s, lens, n, &h, m);
 	CHECK_EQ(ml, hdrs + payload);
-	CHECK_EQ(iod_net_be16(m + 16), 20 + 8 + payload); /* IP length */
+	CHECK_EQ(iod_net_be16(m + 16), 20 + 8 + payload);     /* IP length */
 	CHECK_EQ(iod_net_be16(m + 14 + 20 + 4), 8 + payload); /* UDP length */
 	CHECK(iod_net_csums_ok(m, ml));
 	CHECK(memcmp(m + hdrs, f + hdrs, payload) == 0);
