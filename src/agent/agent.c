@@ -623,24 +623,28 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 
 	if (!a)
 		return iod_err_set(e, -ENOMEM, "out of memory");
-	if ((rc = agent_init(a, c, e))) {
-		agent_free(a);
-		free(a);
-		return rc;
-	}
+	/* blocked before any thread starts (agent_init starts the virtual
+	 * switch's): every thread inherits the mask, so SIGCHLD and SIGTERM
+	 * reach only the signalfd. A thread started before took a replica's
+	 * SIGCHLD now and then, and SIGCHLD's default discarded it: that exit
+	 * was never reaped and the replica stayed "stopping" */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, &old);
+	if ((rc = agent_init(a, c, e))) {
+		agent_free(a);
+		free(a);
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		return rc;
+	}
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0) {
 		rc = iod_err_set(e, -errno, "signalfd: %s", strerror(errno));
 		goto out;
 	}
-	/* after blocking the signals: its threads inherit the mask, so SIGCHLD
-	 * and SIGTERM still reach only the signalfd */
 	if ((rc = iod_agent_prober_new(IOD_AGENT_PROBE_WORKERS, &a->prober, e)))
 		goto out;
 	json_t *ev = json_object();

@@ -27,6 +27,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -718,7 +719,16 @@ int iod_agent_vswitch_start(struct iod_agent_vswitch **out, const struct iod_age
 			IOD_WARN("vswitch", "UDP %d on the VTEP: %s", IOD_NET_VXLAN_PORT,
 			         strerror(errno));
 	}
-	if (pthread_create(&v->th, NULL, vswitch_main, v)) {
+	/* the thread takes no signals: the agent reads SIGCHLD (its replicas'
+	 * exits) and SIGTERM from a signalfd, and a thread that left them
+	 * unblocked would take them instead, SIGCHLD's default discarding it:
+	 * a replica whose exit was lost stayed "stopping" for good */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	int trc = pthread_create(&v->th, NULL, vswitch_main, v);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (trc) {
 		iod_agent_vswitch_stop(v);
 		return iod_err_set(e, -EAGAIN, "cannot start the virtual switch's thread");
 	}

@@ -16,9 +16,16 @@
 #include "iod/net_debug.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <net/if.h>
 #include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static uint32_t ip(const char *s)
@@ -802,4 +809,86 @@ TEST(drops_record_spoofed_frames)
 	                     "verdict=\"dropped\"} 3\n"));
 	iod_buf_free(&b);
 	free(d);
+}
+
+/* Whether every thread of this process but the calling one blocks sig
+ * (/proc/self/task/TID/status, SigBlk); -1 when there is none. */
+static int others_block(int sig)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int seen = 0, all = 1;
+	while (d && (de = readdir(d))) {
+		char path[300], line[256];
+		if (de->d_name[0] == '.' || atoi(de->d_name) == (int)gettid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status", de->d_name);
+		FILE *f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f))
+			if (!strncmp(line, "SigBlk:", 7)) {
+				unsigned long long m = strtoull(line + 7, NULL, 16);
+				seen = 1;
+				all &= (int)((m >> (sig - 1)) & 1);
+			}
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return seen ? all : -1;
+}
+
+/* The node's virtual switch's thread takes none of the agent's signals:
+ * the agent reads SIGCHLD (its replicas' exits) from a signalfd, and a
+ * thread that left it unblocked took it now and then (SIGCHLD's default
+ * discarding it), so an exit was never reaped and the replica stayed
+ * "stopping" (move_netns.sh: a moved replica placed back on a node never
+ * started there). Root, in a network namespace of its own (lo for both
+ * the VTEP and the host port); 0 = blocked, 1 = not, 2 = no switch. */
+TEST(vswitch_thread_takes_no_signals)
+{
+	if (geteuid())
+		SKIP("root: a network namespace of its own");
+	pid_t pid = fork();
+	if (pid == 0) {
+		static struct iod_agent_config c;
+		static struct iod_agent_netns n;
+		struct iod_agent_vswitch *v = NULL;
+		struct iod_err e = {0};
+		struct ifreq r = {0};
+		if (unshare(CLONE_NEWNET))
+			_exit(2);
+		int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		snprintf(r.ifr_name, sizeof(r.ifr_name), "lo");
+		r.ifr_flags = IFF_UP | IFF_LOOPBACK | IFF_RUNNING;
+		if (fd < 0 || ioctl(fd, SIOCSIFFLAGS, &r))
+			_exit(2);
+		close(fd);
+		snprintf(c.name, sizeof(c.name), "node-1");
+		snprintf(c.overlay_dev, sizeof(c.overlay_dev), "lo");
+		snprintf(n.host_port, sizeof(n.host_port), "lo");
+		if (iod_agent_ipam_init(&n.ipam, "10.200.1.0/24", &e))
+			_exit(2);
+		n.overlay_net = ip("10.200.0.0");
+		n.overlay_prefix = 16;
+		/* the agent's thread: nothing blocked (as before the agent blocks
+		 * its signals) */
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (iod_agent_vswitch_start(&v, &c, &n, &e)) {
+			fprintf(stderr, "vswitch: %s\n", e.msg);
+			_exit(2);
+		}
+		int b = others_block(SIGCHLD) == 1 && others_block(SIGTERM) == 1;
+		iod_agent_vswitch_stop(v);
+		_exit(b ? 0 : 1);
+	}
+	int st = 0;
+	CHECK(pid > 0);
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 2)
+		SKIP("no virtual switch on lo in a network namespace of its own");
+	CHECK_EQ(WEXITSTATUS(st), 0);
 }
