@@ -5,9 +5,11 @@
  * check that hangs until its timeout does not hold back another replica's
  * verdict; the node's virtual switch's QoS (overlay.c + src/flow/dp.c): a
  * replica's resources.network.bandwidth (Replica "nic_bw_bps") is an egress
- * meter at that rate in its node's pipeline, and holds it there. The netns
- * and veth plumbing itself runs as root in tests/integration/agent_netns.sh
- * and overlay_netns.sh.
+ * meter at that rate in its node's pipeline, and holds it there. As root,
+ * in a network namespace of their own: the virtual switch's thread blocks
+ * the agent's signals, and an afpacket port hears only its interface. The
+ * netns and veth plumbing itself runs as root in
+ * tests/integration/agent_netns.sh and overlay_netns.sh.
  */
 #include "harness.h"
 #include "iod/agent_run.h"
