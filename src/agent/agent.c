@@ -238,37 +238,52 @@ static int load_manifest(struct agent *a, bool force)
 }
 
 /*
- * With per-replica networks: an address for every replica placed here as
- * soon as it is desired, so that the node's replicas starting together
- * already find each other there (iod_agent_env_localize) and the first
- * report carries it.
+ * Replica slot i's address, with per-replica networks: the control plane's
+ * choice (src/ctrl/ipam.c: kept across moves of a stateful replica), else
+ * the lowest free of this node's. A replica that has one keeps it, unless
+ * it is not running and the control plane now chose another: a replica
+ * placed on this node again while its old process was stopping keeps its
+ * slot here, and without this it would start at its old address, not the
+ * one its Replica (and every peer's overlay table) names.
  */
-static void assign_addresses(struct agent *a)
+static void claim_address(struct agent *a, uint32_t i)
 {
 	struct iod_err e = {0};
+	const struct iod_agent_slot *s = iod_agent_rec_slot(a->rec, i);
+	uint32_t addr, want = 0, have = 0;
+	if (!s || !s->desired || !wants_netns(a, &s->want))
+		return;
+	if (s->want.addr[0] && iod_net_ipv4_parse(s->want.addr, &want))
+		want = 0;
+	if (a->nets[i].addr[0] &&
+	    (s->alive || !want || (!iod_net_ipv4_parse(a->nets[i].addr, &have) && have == want)))
+		return;
+	if (want && iod_agent_ipam_claim(&a->netns->ipam, s->want.name, want, NULL, &e)) {
+		IOD_WARN("agent", "%s (%s)", e.msg,
+		         a->nets[i].addr[0] ? "keeping its address"
+		                            : "taking one of this node's instead");
+		if (a->nets[i].addr[0])
+			return;
+		want = 0;
+	}
+	if (!want && iod_agent_ipam_alloc(&a->netns->ipam, s->want.name, &addr, NULL, &e)) {
+		IOD_WARN("agent", "%s", e.msg); /* its start fails with this, too */
+		return;
+	}
+	if (want)
+		addr = want;
+	iod_agent_ipv4_format(addr, a->nets[i].addr, sizeof(a->nets[i].addr));
+}
+
+/* An address for every replica placed here as soon as it is desired, so
+ * that the node's replicas starting together already find each other
+ * there (iod_agent_env_localize) and the first report carries it. */
+static void assign_addresses(struct agent *a)
+{
 	if (!a->netns)
 		return;
-	for (uint32_t i = 0; i < iod_agent_rec_capacity(a->rec); i++) {
-		const struct iod_agent_slot *s = iod_agent_rec_slot(a->rec, i);
-		uint32_t addr;
-		if (!s || !s->desired || a->nets[i].addr[0] || !wants_netns(a, &s->want))
-			continue;
-		/* the control plane's choice (src/ctrl/ipam.c: kept across moves
-		 * of a stateful replica), else the lowest free of this node's */
-		uint32_t want = 0;
-		if (s->want.addr[0] && !iod_net_ipv4_parse(s->want.addr, &want) &&
-		    iod_agent_ipam_claim(&a->netns->ipam, s->want.name, want, NULL, &e)) {
-			IOD_WARN("agent", "%s (taking one of this node's instead)", e.msg);
-			want = 0;
-		}
-		if (!want && iod_agent_ipam_alloc(&a->netns->ipam, s->want.name, &addr, NULL, &e)) {
-			IOD_WARN("agent", "%s", e.msg); /* its start fails with this, too */
-			continue;
-		}
-		if (want)
-			addr = want;
-		iod_agent_ipv4_format(addr, a->nets[i].addr, sizeof(a->nets[i].addr));
-	}
+	for (uint32_t i = 0; i < iod_agent_rec_capacity(a->rec); i++)
+		claim_address(a, i);
 }
 
 /* New desired state from the control plane; on re-registration report all. */
@@ -360,6 +375,8 @@ static void do_action(struct agent *a, const struct iod_agent_action *act)
 	case IOD_AGENT_ACT_START: {
 		struct iod_agent_net *net = &a->nets[act->slot];
 		const bool own_net = wants_netns(a, &s->want);
+		if (own_net) /* the Replica's address as of now (a move may have changed it) */
+			claim_address(a, act->slot);
 		int rc = own_net ? iod_agent_netns_get(a->netns, act->name, net, &e) : 0;
 		struct iod_agent_replica *r = &a->start_buf;
 		*r = s->want;
@@ -623,24 +640,28 @@ int iod_agent_run(const struct iod_agent_config *c, struct iod_err *e)
 
 	if (!a)
 		return iod_err_set(e, -ENOMEM, "out of memory");
-	if ((rc = agent_init(a, c, e))) {
-		agent_free(a);
-		free(a);
-		return rc;
-	}
+	/* blocked before any thread starts (agent_init starts the virtual
+	 * switch's): every thread inherits the mask, so SIGCHLD and SIGTERM
+	 * reach only the signalfd. A thread started before took a replica's
+	 * SIGCHLD now and then, and SIGCHLD's default discarded it: that exit
+	 * was never reaped and the replica stayed "stopping" */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, &old);
+	if ((rc = agent_init(a, c, e))) {
+		agent_free(a);
+		free(a);
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		return rc;
+	}
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0) {
 		rc = iod_err_set(e, -errno, "signalfd: %s", strerror(errno));
 		goto out;
 	}
-	/* after blocking the signals: its threads inherit the mask, so SIGCHLD
-	 * and SIGTERM still reach only the signalfd */
 	if ((rc = iod_agent_prober_new(IOD_AGENT_PROBE_WORKERS, &a->prober, e)))
 		goto out;
 	json_t *ev = json_object();

@@ -211,10 +211,23 @@ int iod_agent_rec_set_desired(struct iod_agent_rec *r, const struct iod_agent_re
 		struct iod_agent_slot *s = &r->slots[i];
 		if (!s->used)
 			continue;
-		bool found = false;
+		bool found = false, was = s->desired;
 		for (uint32_t j = 0; j < n && !found; j++)
 			found = !strcmp(s->want.name, want[j].name);
 		s->desired = found;
+		if (found && !was && !s->want.fail[0]) {
+			/* placed here again while the stop of its removal runs
+			 * (or after it, before the slot was forgotten): that
+			 * stop's "stay down" no longer holds */
+			if (s->alive) {
+				s->restart_after_stop = true;
+			} else if (s->start_at_ns == UINT64_MAX) {
+				s->start_at_ns = now_ns;
+				s->backoff_ns = r->cfg.backoff_base_ns;
+				set_phase(s, IOD_AGENT_PENDING, now_ns,
+				          "placed on this node again");
+			}
+		}
 		if (found)
 			continue;
 		s->restart_after_stop = false;

@@ -27,6 +27,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,7 @@ struct iod_agent_vswitch {
 	struct iod_agent_drops *drops;
 	char data_dir[IOD_AGENT_PATH_MAX]; /* where they are written */
 	uint64_t drops_pub_ns;             /* last written */
+	uint64_t spoof_log_ns;             /* a refused frame last logged */
 	bool new_pipeline;                 /* rebuilt since the last reading */
 	uint64_t *sg_sum;                  /* IOD_AGENT_SG_RULES_MAX: admitted per rule */
 	struct iod_agent_overlay_node nd;
@@ -78,7 +80,7 @@ struct iod_agent_vswitch {
 	struct iod_flow_dp dp[2];
 	int cur;        /* dp[cur] runs; -1 = none */
 	bool loaded;    /* loop bound */
-	bool antispoof; /* IOD_VSWITCH_ANTISPOOF=on at start: ports' bindings checked */
+	bool antispoof; /* not IOD_VSWITCH_ANTISPOOF=off at start: ports' bindings checked */
 	struct iod_flow_dp_config *cfg, *last;
 	struct iod_agent_overlay_table *tbuf;
 	struct iod_agent_overlay_local *lbuf;
@@ -180,6 +182,15 @@ static void on_spoof(void *ctx, uint32_t host_port, const struct iod_pkt *p,
 	if (!v->drops || host_port == 0 || host_port > v->nvp)
 		return;
 	const struct vport *vp = &v->vp[host_port - 1];
+	uint64_t now = iod_clock_now_ns();
+	if (now - v->spoof_log_ns >= IOD_NS_PER_S) { /* what it was: at most a line a second */
+		char hex[3 * 42 + 1] = "";
+		for (uint32_t i = 0; i < p->len && i < 42; i++)
+			snprintf(hex + 3 * i, sizeof(hex) - 3 * i, "%02x ", p->data[i]);
+		v->spoof_log_ns = now;
+		IOD_WARN("vswitch", "%s: port %s refused a frame (%s, %u bytes): %s", vp->name,
+		         vp->veth, iod_net_spoof_name(why), p->len, hex);
+	}
 	bool parsed = !iod_net_parse(p->data, p->len, 0, &m);
 	if (parsed)
 		iod_flow_key_from_meta(&k, &m, IOD_DP_PORT_HOST);
@@ -400,6 +411,13 @@ static void rebuild(struct iod_agent_vswitch *v)
 			IOD_WARN("vswitch", "%s: port %s: %s", p->name, p->veth, e.msg);
 			continue;
 		}
+		char ip[20];
+		iod_agent_ipv4_format(p->ip, ip, sizeof(ip));
+		const uint8_t *m = p->guard.bind.mac;
+		IOD_INFO("vswitch",
+		         "%s: port %s (ifindex %u) bound to %s, %02x:%02x:%02x:%02x:%02x:%02x%s",
+		         p->name, p->veth, p->ifindex, ip, m[0], m[1], m[2], m[3], m[4], m[5],
+		         v->antispoof ? "" : " (anti-spoofing off)");
 		v->nvp++;
 		ports_changed = true;
 	}
@@ -668,11 +686,10 @@ int iod_agent_vswitch_start(struct iod_agent_vswitch **out, const struct iod_age
 		return iod_err_set(e, -ENOMEM, "out of memory");
 	v->cur = -1;
 	v->udp_fd = -1;
-	/* anti-spoofing is opt-in (IOD_VSWITCH_ANTISPOOF=on) until a moved
-	 * replica's port is shown to bind its new address: with it on,
-	 * move_netns.sh's moved web-0 went unanswered in 2 of 3 suites */
+	/* anti-spoofing: on unless IOD_VSWITCH_ANTISPOOF=off (the escape
+	 * hatch; docs/network.md) */
 	const char *as = getenv("IOD_VSWITCH_ANTISPOOF");
-	v->antispoof = as && !strcmp(as, "on");
+	v->antispoof = !(as && !strcmp(as, "off"));
 	pthread_mutex_init(&v->mu, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -730,7 +747,16 @@ int iod_agent_vswitch_start(struct iod_agent_vswitch **out, const struct iod_age
 			IOD_WARN("vswitch", "UDP %d on the VTEP: %s", IOD_NET_VXLAN_PORT,
 			         strerror(errno));
 	}
-	if (pthread_create(&v->th, NULL, vswitch_main, v)) {
+	/* the thread takes no signals: the agent reads SIGCHLD (its replicas'
+	 * exits) and SIGTERM from a signalfd, and a thread that left them
+	 * unblocked would take them instead, SIGCHLD's default discarding it:
+	 * a replica whose exit was lost stayed "stopping" for good */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	int trc = pthread_create(&v->th, NULL, vswitch_main, v);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (trc) {
 		iod_agent_vswitch_stop(v);
 		return iod_err_set(e, -EAGAIN, "cannot start the virtual switch's thread");
 	}

@@ -119,7 +119,13 @@ static int afp_open(struct iod_io_port *p, const struct iod_io_port_cfg *cfg, st
 	a->ifindex = (int)if_nametoindex(cfg->iface);
 	if (!a->ifindex)
 		return iod_err_set(e, -ENODEV, "port %s: no interface \"%s\"", p->name, cfg->iface);
-	a->fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
+	/* protocol 0: a socket made with ETH_P_ALL hears every interface from
+	 * its creation to its bind, and what it queued in between would be
+	 * read as this port's (a neighbour's frames as a replica's: the switch
+	 * forwarded them as that replica's, or anti-spoofing refused them on
+	 * it). It hears nothing until afp_bind names the protocol and the
+	 * interface. */
+	a->fd = socket(AF_PACKET, SOCK_RAW, 0);
 	if (a->fd < 0)
 		return iod_err_set(e, -errno, "port %s: AF_PACKET socket: %s (needs CAP_NET_RAW)",
 		                   p->name, strerror(errno));

@@ -18,7 +18,10 @@
 # (the backend names $IOD_NODE). The frozen agent is then resumed (it re-registers and
 # stops what is no longer its own). Last, web's node is frozen: web moves
 # with an address of its new node's subnet and answers there from a client
-# on another node. Exit 0 pass, 1 fail, 77 skip.
+# on another node, and every replica port of its new node's switch is bound
+# to the address its Replica names and refused no frame (anti-spoofing,
+# docs/network.md). IOD_MOVE_DIAG=DIR keeps the agents' logs there.
+# Exit 0 pass, 1 fail, 77 skip.
 set -u
 BUILD=${1:-build}
 . "$(dirname "$0")/lib.sh"
@@ -243,6 +246,35 @@ if [ "$n" -gt 0 ]; then
 	[ "$p99" -lt 1000 ] && ok "move to reachable p99 $p99 ms < 1 s" || bad "move to reachable p99 $p99 ms >= 1 s"
 fi
 
+# a round that failed left its node's agent frozen: resume it (the web
+# check's client must not be on a stopped node)
+if [ -n "$FROZEN" ]; then
+	kill -CONT "$FROZEN"
+	FROZEN=""
+	sleep 3
+fi
+
+# bindings_ok NODE: each replica port of NODE's switch is bound to the
+# address its Replica names there and refused nothing (docs/network.md,
+# "Anti-spoofing"): a moved replica's binding follows it
+bindings_ok() {
+	"$IOD" get replicas -o json >"$T/replicas.json" 2>/dev/null
+	"$IOD" dp dump --node "$1" -o json 2>/dev/null | python3 -c "
+import json, sys
+reps = {i['name']: i['value'] for i in json.load(open('$T/replicas.json')).get('items', [])}
+bad = 0
+for p in json.load(sys.stdin).get('ports', []):
+    if p.get('kind') != 'replica':
+        continue
+    r = reps.get(p['name'], {})
+    if r.get('node') != '$1':
+        continue  # an old instance still stopping
+    ok = p.get('bound_ip') == r.get('addr') and p.get('rx_spoofed') == 0
+    bad += not ok
+    print('info   $1 %s: bound_ip %s, Replica addr %s, refused %s %s' % (p['name'], p.get('bound_ip'), r.get('addr'), p.get('rx_spoofed'), json.dumps(p.get('rx_spoofed_by_reason'))))
+sys.exit(1 if bad else 0)"
+}
+
 # the stateless web: a new address of its new node's subnet, reachable there
 F=$(obj replicas web-0 node)
 WA=$(obj replicas web-0 addr)
@@ -272,6 +304,10 @@ sys.exit(0 if b'x-backend' in s.recv(4096).lower() else 1)" 2>/dev/null
 	}
 	wait_for 20 wans && ok "web-0 answers at $NA on $N from $C on another node" ||
 		bad "web-0 does not answer at $NA on $N from $C"
+	bindings_ok "$N" && ok "$N's replica ports are bound to their Replicas' addresses and refused nothing" ||
+		bad "a replica port of $N is bound to another address than its Replica's, or refused frames"
+	# IOD_MOVE_DIAG=DIR: the agents' logs kept there
+	[ -n "${IOD_MOVE_DIAG:-}" ] && mkdir -p "$IOD_MOVE_DIAG" && cp "$IOD_STATE_DIR"/node-*.log "$IOD_MOVE_DIAG"/ 2>/dev/null
 else
 	bad "web-0 never rescheduled from $F"
 fi

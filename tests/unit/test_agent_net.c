@@ -5,20 +5,33 @@
  * check that hangs until its timeout does not hold back another replica's
  * verdict; the node's virtual switch's QoS (overlay.c + src/flow/dp.c): a
  * replica's resources.network.bandwidth (Replica "nic_bw_bps") is an egress
- * meter at that rate in its node's pipeline, and holds it there. The netns
- * and veth plumbing itself runs as root in tests/integration/agent_netns.sh
- * and overlay_netns.sh.
+ * meter at that rate in its node's pipeline, and holds it there. As root,
+ * in a network namespace of their own: the virtual switch's thread blocks
+ * the agent's signals, and an afpacket port hears only its interface. The
+ * netns and veth plumbing itself runs as root in
+ * tests/integration/agent_netns.sh and overlay_netns.sh.
  */
 #include "harness.h"
 #include "iod/agent_run.h"
 #include "iod/ar.h"
 #include "iod/flow.h"
+#include "iod/io.h"
 #include "iod/net_debug.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/if_tun.h>
+#include <pthread.h>
+#include <net/if.h>
 #include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static uint32_t ip(const char *s)
@@ -802,4 +815,188 @@ TEST(drops_record_spoofed_frames)
 	                     "verdict=\"dropped\"} 3\n"));
 	iod_buf_free(&b);
 	free(d);
+}
+
+/* Whether every thread of this process but the calling one blocks sig
+ * (/proc/self/task/TID/status, SigBlk); -1 when there is none. */
+static int others_block(int sig)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int seen = 0, all = 1;
+	while (d && (de = readdir(d))) {
+		char path[300], line[256];
+		if (de->d_name[0] == '.' || atoi(de->d_name) == (int)gettid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status", de->d_name);
+		FILE *f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f))
+			if (!strncmp(line, "SigBlk:", 7)) {
+				unsigned long long m = strtoull(line + 7, NULL, 16);
+				seen = 1;
+				all &= (int)((m >> (sig - 1)) & 1);
+			}
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return seen ? all : -1;
+}
+
+/* The node's virtual switch's thread takes none of the agent's signals:
+ * the agent reads SIGCHLD (its replicas' exits) from a signalfd, and a
+ * thread that left it unblocked took it now and then (SIGCHLD's default
+ * discarding it), so an exit was never reaped and the replica stayed
+ * "stopping" (move_netns.sh: a moved replica placed back on a node never
+ * started there). Root, in a network namespace of its own (lo for both
+ * the VTEP and the host port); 0 = blocked, 1 = not, 2 = no switch. */
+TEST(vswitch_thread_takes_no_signals)
+{
+	if (geteuid())
+		SKIP("root: a network namespace of its own");
+	pid_t pid = fork();
+	if (pid == 0) {
+		static struct iod_agent_config c;
+		static struct iod_agent_netns n;
+		struct iod_agent_vswitch *v = NULL;
+		struct iod_err e = {0};
+		struct ifreq r = {0};
+		if (unshare(CLONE_NEWNET))
+			_exit(2);
+		int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		snprintf(r.ifr_name, sizeof(r.ifr_name), "lo");
+		r.ifr_flags = IFF_UP | IFF_LOOPBACK | IFF_RUNNING;
+		if (fd < 0 || ioctl(fd, SIOCSIFFLAGS, &r))
+			_exit(2);
+		close(fd);
+		snprintf(c.name, sizeof(c.name), "node-1");
+		snprintf(c.overlay_dev, sizeof(c.overlay_dev), "lo");
+		snprintf(n.host_port, sizeof(n.host_port), "lo");
+		if (iod_agent_ipam_init(&n.ipam, "10.200.1.0/24", &e))
+			_exit(2);
+		n.overlay_net = ip("10.200.0.0");
+		n.overlay_prefix = 16;
+		/* the agent's thread: nothing blocked (as before the agent blocks
+		 * its signals) */
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (iod_agent_vswitch_start(&v, &c, &n, &e)) {
+			fprintf(stderr, "vswitch: %s\n", e.msg);
+			_exit(2);
+		}
+		int b = others_block(SIGCHLD) == 1 && others_block(SIGTERM) == 1;
+		iod_agent_vswitch_stop(v);
+		_exit(b ? 0 : 1);
+	}
+	int st = 0;
+	CHECK(pid > 0);
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 2)
+		SKIP("no virtual switch on lo in a network namespace of its own");
+	CHECK_EQ(WEXITSTATUS(st), 0);
+}
+
+static volatile int blast_stop;
+
+/* UDP to 127.0.0.1:9 as fast as it goes, until blast_stop. */
+static void *blast(void *arg)
+{
+	(void)arg;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(9)};
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	while (fd >= 0 && !blast_stop)
+		(void)!sendto(fd, "x", 1, 0, (struct sockaddr *)&sa, sizeof(sa));
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+static int if_up(const char *name)
+{
+	struct ifreq r = {0};
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), rc = -1;
+	snprintf(r.ifr_name, sizeof(r.ifr_name), "%s", name);
+	if (fd >= 0 && !ioctl(fd, SIOCGIFFLAGS, &r)) {
+		r.ifr_flags |= IFF_UP;
+		rc = ioctl(fd, SIOCSIFFLAGS, &r);
+	}
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* An afpacket port hears only its interface, from its first frame on
+ * (src/io/afpacket.c). Its socket was made for every protocol and bound to
+ * its interface a few calls later: what other interfaces carried in
+ * between was read as the port's. On the switch that was a neighbour's
+ * frame as a replica's: forwarded as that replica's, or, with
+ * anti-spoofing, refused on it (move_netns.sh: an idle client's port
+ * refused 9 frames, "source-mac"). Root, in a network namespace of its
+ * own: a quiet tap device and UDP flooding lo while ports open on the tap
+ * in each receive mode; 0 = nothing heard, 1 = some, 2 = no tap here. */
+TEST(afpacket_port_hears_only_its_interface)
+{
+	if (geteuid())
+		SKIP("root: a network namespace of its own");
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct ifreq r = {0};
+		int tun = -1;
+		if (unshare(CLONE_NEWNET) || if_up("lo"))
+			_exit(2);
+		tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+		snprintf(r.ifr_name, sizeof(r.ifr_name), "t0");
+		r.ifr_flags = IFF_TAP | IFF_NO_PI;
+		if (tun < 0 || ioctl(tun, TUNSETIFF, &r))
+			_exit(2);
+		int d = open("/proc/sys/net/ipv6/conf/t0/disable_ipv6", O_WRONLY | O_CLOEXEC);
+		if (d >= 0) { /* no router solicitations of its own */
+			(void)!write(d, "1", 1);
+			close(d);
+		}
+		if (if_up("t0"))
+			_exit(2);
+		pthread_t th;
+		if (pthread_create(&th, NULL, blast, NULL))
+			_exit(2);
+		uint32_t heard = 0;
+		for (int i = 0; i < 300; i++) {
+			struct iod_io_port p = {0};
+			struct iod_err e = {0};
+			struct iod_io_port_cfg pc = {
+			    .backend = "afpacket", .name = "t0", .iface = "t0"};
+			pc.pool_bufs = 64;
+			pc.ring_blocks = 2;
+			pc.rx_recv = i % 3 != 0;
+			pc.vnet_hdr = i % 3 == 2;
+			if (iod_io_port_open(&p, &pc, &e)) {
+				fprintf(stderr, "port: %s\n", e.msg);
+				_exit(2);
+			}
+			struct iod_pkt *pk[64];
+			for (int k = 0; k < 3; k++) {
+				uint32_t n = iod_io_rx(&p, pk, 64, k == 2 ? 1 : 0);
+				heard += n;
+				for (uint32_t j = 0; j < n; j++)
+					iod_io_pkt_free(pk[j]);
+			}
+			iod_io_port_close(&p);
+		}
+		blast_stop = 1;
+		pthread_join(th, NULL);
+		if (heard)
+			fprintf(stderr, "ports on t0 heard %u frames of lo\n", heard);
+		_exit(heard ? 1 : 0);
+	}
+	int st = 0;
+	CHECK(pid > 0);
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 2)
+		SKIP("no tap device in a network namespace of its own");
+	CHECK_EQ(WEXITSTATUS(st), 0);
 }

@@ -290,6 +290,60 @@ TEST(removal_stops_then_kills_then_forgets)
 	iod_agent_rec_free(r);
 }
 
+/* A replica removed from this node and placed on it again while its old
+ * process is still stopping (move_netns.sh: a frozen node resumes and
+ * stops the replicas that moved away; the next move brings one back
+ * within the stop): when the old process exits, it starts again at once.
+ * Before, the stop's "no restart" stood and the replica stayed exited on
+ * the node it was placed on, never answering. */
+TEST(placed_again_while_stopping_starts_again)
+{
+	struct iod_agent_rec *r = rec_new();
+	struct iod_agent_replica w = mk("a-0", IOD_HEALTH_NONE);
+	struct stepped s;
+	CHECK(r);
+	iod_agent_rec_set_desired(r, &w, 1, 0, NULL);
+	step(r, 0, &s);
+	iod_agent_rec_on_started(r, "a-0", 0);
+	step(r, 0, &s);
+	CHECK_EQ(iod_agent_rec_set_desired(r, NULL, 0, 10 * MS, NULL), 0);
+	step(r, 10 * MS, &s);
+	CHECK_EQ(count(&s, IOD_AGENT_ACT_STOP), 1);
+	/* back before it exited: the same generation */
+	CHECK_EQ(iod_agent_rec_set_desired(r, &w, 1, 20 * MS, NULL), 0);
+	step(r, 20 * MS, &s);
+	CHECK_EQ(count(&s, IOD_AGENT_ACT_START), 0); /* the old one still runs */
+	iod_agent_rec_on_exited(r, "a-0", 0, 15, 30 * MS);
+	step(r, 30 * MS, &s);
+	CHECK_EQ(count(&s, IOD_AGENT_ACT_START), 1);
+	CHECK(!report(&s) || !report(&s)->removed);
+	const struct iod_agent_slot *sl =
+	    iod_agent_rec_slot(r, (uint32_t)iod_agent_rec_find(r, "a-0"));
+	CHECK(sl && sl->desired);
+	iod_agent_rec_free(r);
+}
+
+/* The same when the old process exited before the step forgot its slot. */
+TEST(placed_again_after_its_stop_starts_again)
+{
+	struct iod_agent_rec *r = rec_new();
+	struct iod_agent_replica w = mk("a-0", IOD_HEALTH_NONE);
+	struct stepped s;
+	CHECK(r);
+	iod_agent_rec_set_desired(r, &w, 1, 0, NULL);
+	step(r, 0, &s);
+	iod_agent_rec_on_started(r, "a-0", 0);
+	step(r, 0, &s);
+	iod_agent_rec_set_desired(r, NULL, 0, 10 * MS, NULL);
+	step(r, 10 * MS, &s);
+	iod_agent_rec_on_exited(r, "a-0", 0, 15, 20 * MS);
+	CHECK_EQ(iod_agent_rec_set_desired(r, &w, 1, 25 * MS, NULL), 0);
+	step(r, 30 * MS, &s);
+	CHECK_EQ(count(&s, IOD_AGENT_ACT_START), 1);
+	CHECK(!report(&s) || !report(&s)->removed);
+	iod_agent_rec_free(r);
+}
+
 TEST(new_generation_recreates)
 {
 	struct iod_agent_rec *r = rec_new();
