@@ -144,6 +144,11 @@ for w, wv in up:
 	echo "  underlay     $path"
 }
 if [ $NETNS = 1 ]; then show_flow || true; fi
+# The zero-copy transfer service (docs/transfer.md): a ring all-reduce of
+# 4 ranks over libiod-xfer, every element checked against the exact sum
+echo
+echo "\$ iod xfer ring -n 4 --transport shm"
+"$IOD" xfer ring -n 4 --transport shm --deadline 20s || true
 echo
 echo "\$ iod top --once --view gpus"
 "$IOD" top --once --view gpus || true
