@@ -585,6 +585,36 @@ int iod_ckpt_restore(struct iod_ckpt *c, uint64_t step, const struct iod_ckpt_re
 	return rc;
 }
 
+/* The size of one region of a manifest: 0, or -ENOENT naming it. */
+int ckpt_manifest_region_bytes(const struct iod_ckpt_manifest *m, const char *name, uint64_t *bytes,
+                               struct iod_err *e)
+{
+	for (uint32_t i = 0; i < m->regions_n; i++)
+		if (!strcmp(m->regions[i].name, name)) {
+			*bytes = m->regions[i].bytes;
+			return 0;
+		}
+	return iod_err_set(e, -ENOENT, "checkpoint step %" PRIu64 " has no region %s", m->step,
+	                   name);
+}
+
+int iod_ckpt_region_bytes(struct iod_ckpt *c, uint64_t step, const char *name, uint64_t *bytes,
+                          struct iod_err *e)
+{
+	char dir[PATH_MAX + 32];
+	struct iod_ckpt_manifest m;
+	uint64_t found = 0;
+	int rc;
+	pthread_mutex_lock(&c->io);
+	rc = ckpt_find_step(c, step, dir, sizeof(dir), &found, e);
+	if (!rc && !(rc = ckpt_read_manifest(c, dir, found, &m, e))) {
+		rc = ckpt_manifest_region_bytes(&m, name, bytes, e);
+		iod_ckpt_manifest_free(&m);
+	}
+	pthread_mutex_unlock(&c->io);
+	return rc;
+}
+
 int iod_ckpt_scrub(struct iod_ckpt *c, uint64_t step, uint64_t *bytes_checked, struct iod_err *e)
 {
 	struct iod_ckpt_info info[IOD_STOR_CKPTS_MAX];
