@@ -271,7 +271,8 @@ static struct iod_ckpt_raft ps_scrub_raft;
  * the first replicas - 1; $IOD_CKPT_HERE: this node's chunk server). */
 static struct iod_ckpt_env_peer ps_peers[IOD_CKPT_PEERS_MAX], ps_here;
 static uint32_t ps_peers_n, ps_here_n;
-static uint32_t ps_replicas; /* storage.replicas: copies wanted */
+static uint32_t ps_replicas;  /* storage.replicas: copies wanted */
+static const char *ps_server; /* --ckpt-server, or NULL */
 /* --state-bytes: optimizer state checkpointed beside the shard (the region
  * "state") and never shipped to the workers, so the state a node loss must
  * restore can be sized apart from the shard (docs/storage.md, 1 GiB). Its
@@ -409,6 +410,7 @@ static int ps_ckpt_open(const char *dir, uint32_t n, const char *server, uint32_
 		printf("\n");
 	}
 	if (server) {
+		ps_server = server;
 		if (iod_api_client_init_config(&ps_api, server, &e)) {
 			fail(IOD_DEMO_EXIT_ERROR, "control plane %s: %s", server, e.msg);
 			return -EINVAL;
@@ -450,6 +452,8 @@ static void ps_recopied(const struct iod_stor_rereplica *p, const bool *made, ui
 	struct iod_stor_health h;
 	char health[64];
 	struct iod_err e = {0};
+	struct iod_api_client cl;
+	struct iod_ckpt_raft raft = ps_raft;
 	if (!ps_raft.api || !p->added_n)
 		return;
 	if (iod_stor_rereplicate_result(p, made, ps_replicas, ps_raft.min_size, idx, &n, &h, &e)) {
@@ -459,7 +463,17 @@ static void ps_recopied(const struct iod_stor_rereplica *p, const bool *made, ui
 	for (uint32_t i = 0; i < n; i++)
 		names[i] = src[idx[i]]->node;
 	iod_stor_health_name(h.flags, health, sizeof(health));
-	if (iod_ckpt_raft_recopied(&ps_raft, 0, step, names, n, health, &e))
+	/* its own client: this runs beside the serving loop (ps_rereplicate_bg),
+	 * and the store's commits use ps_api, one connection */
+	if (iod_api_client_init_config(&cl, ps_server, &e)) {
+		printf("parameter-server: checkpoint step %llu not updated: %s\n",
+		       (unsigned long long)step, e.msg);
+		return;
+	}
+	raft.api = &cl;
+	int rc = iod_ckpt_raft_recopied(&raft, 0, step, names, n, health, &e);
+	iod_api_client_close(&cl);
+	if (rc)
 		printf("parameter-server: checkpoint step %llu not updated: %s\n",
 		       (unsigned long long)step, e.msg);
 	else
@@ -536,6 +550,67 @@ out:
  * any of them holds whole). Prints the phases it timed: find (asking the
  * copies), fetch (every chunk read and its XXH3 verified on arrival).
  */
+/*
+ * Re-replication beside the serving loop: after a restore the replica
+ * serves at once, and the lost copies are made again from a copy of the
+ * restored bytes taken here (they are the step's; the live regions change
+ * once it serves). Without memory for that copy, or a thread, it runs
+ * here, before serving, as it did before.
+ */
+struct ps_rerep_job {
+	struct iod_ckpt_region r[3];
+	uint32_t rn, n;
+	uint64_t step;
+	const struct iod_ckpt_env_peer *src[IOD_CKPT_PEERS_MAX + 1];
+	uint64_t held[IOD_CKPT_PEERS_MAX + 1];
+};
+
+static void ps_rerep_free(struct ps_rerep_job *j)
+{
+	for (uint32_t i = 0; i < j->rn; i++)
+		free(j->r[i].addr);
+	free(j);
+}
+
+static void *ps_rerep_main(void *arg)
+{
+	struct ps_rerep_job *j = arg;
+	ps_rereplicate(j->r, j->rn, j->step, j->src, j->held, j->n);
+	ps_rerep_free(j);
+	return NULL;
+}
+
+static void ps_rereplicate_bg(const struct iod_ckpt_region *r, uint32_t rn, uint64_t step,
+                              const struct iod_ckpt_env_peer *const *src, const uint64_t *held,
+                              uint32_t n)
+{
+	struct ps_rerep_job *j = ps_replicas < 2 || !n ? NULL : calloc(1, sizeof(*j));
+	bool ok = j != NULL;
+	pthread_t th;
+	for (uint32_t i = 0; ok && i < rn && i < 3; i++) {
+		j->r[i] = (struct iod_ckpt_region){r[i].name, malloc(r[i].bytes ? r[i].bytes : 1),
+		                                   r[i].bytes};
+		j->rn = i + 1;
+		ok = j->r[i].addr != NULL;
+		if (ok)
+			memcpy(j->r[i].addr, r[i].addr, r[i].bytes);
+	}
+	if (ok) {
+		j->step = step;
+		j->n = n;
+		memcpy(j->src, src, n * sizeof(*src));
+		memcpy(j->held, held, n * sizeof(*held));
+		ok = pthread_create(&th, NULL, ps_rerep_main, j) == 0;
+		if (ok)
+			pthread_detach(th);
+	}
+	if (!ok) {
+		if (j)
+			ps_rerep_free(j);
+		ps_rereplicate(r, rn, step, src, held, n);
+	}
+}
+
 /* A moved replica's volume into its new data directory. */
 static void ps_volume_unpack(const uint8_t *vol, uint64_t vbytes, uint64_t step)
 {
@@ -591,7 +666,7 @@ static void ps_after_move(const struct iod_ckpt_region *r, uint32_t rn, uint64_t
 		ps_volume_unpack(vol, vbytes, step);
 	fflush(stdout);
 	uint32_t n = ps_copies(src, held);
-	ps_rereplicate(r, rn, step, src, held, n);
+	ps_rereplicate_bg(r, rn, step, src, held, n);
 }
 
 static bool ps_ckpt_from_peers(const struct iod_ckpt_region *r, uint32_t rn, uint64_t want,
@@ -651,7 +726,7 @@ static bool ps_ckpt_from_peers(const struct iod_ckpt_region *r, uint32_t rn, uin
 		if (vol)
 			ps_volume_unpack(vol, vbytes, best);
 		fflush(stdout);
-		ps_rereplicate(rv, rvn, best, src, held, n);
+		ps_rereplicate_bg(rv, rvn, best, src, held, n);
 		free(vol);
 		return true;
 	}
@@ -784,9 +859,7 @@ static int run_ps(uint16_t port, uint32_t n, const char *ckpt_dir, uint64_t ckpt
 			return fail(IOD_DEMO_EXIT_ERROR, "out of memory for %llu bytes of state",
 			            (unsigned long long)o->state_bytes);
 		}
-		ps_state_bytes = o->state_bytes;
-		for (uint64_t i = 0; i < ps_state_bytes; i++)
-			ps_state[i] = (uint8_t)(i * 31);
+		ps_state_bytes = o->state_bytes; /* its pattern below, unless restored */
 	}
 	ps_volume = getenv("IOD_CKPT_VOLUME");
 	if (ps_volume && !ps_volume[0])
@@ -803,6 +876,9 @@ static int run_ps(uint16_t port, uint32_t n, const char *ckpt_dir, uint64_t ckpt
 		ckpt_last = ps_ckpt_restore(ck, params, n, ckpt_server != NULL);
 		atomic_store(&steps_done, ckpt_last);
 	}
+	/* a fresh start's state (a restore wrote every byte of it) */
+	for (uint64_t i = 0; !ckpt_last && i < ps_state_bytes; i++)
+		ps_state[i] = (uint8_t)(i * 31);
 	bool scrub_api = false;
 	if (ck && o->ckpt_scrub_ms) {
 		struct iod_ckpt_scrub_opts so = {.rate_bytes_per_s = o->ckpt_scrub_rate,
