@@ -61,6 +61,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -851,7 +852,13 @@ static int run_ps(uint16_t port, uint32_t n, const char *ckpt_dir, uint64_t ckpt
 	for (uint32_t i = 0; i < n; i++)
 		params[i] = 1.0f;
 	if (o->state_bytes) {
-		ps_state = malloc(o->state_bytes);
+		/* its own mapping, in huge pages where the kernel has them: a restore
+		 * after a move writes all of it, and 4 KiB faults were much of that */
+		void *m = mmap(NULL, o->state_bytes, PROT_READ | PROT_WRITE,
+		               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		ps_state = m == MAP_FAILED ? NULL : m;
+		if (ps_state)
+			madvise(ps_state, o->state_bytes, MADV_HUGEPAGE);
 		if (!ps_state) {
 			free(params);
 			free(grad);
@@ -962,7 +969,8 @@ static int run_ps(uint16_t port, uint32_t n, const char *ckpt_dir, uint64_t ckpt
 	}
 	free(params);
 	free(grad);
-	free(ps_state);
+	if (ps_state)
+		munmap(ps_state, ps_state_bytes);
 	ps_state = NULL;
 	ps_state_bytes = 0;
 	printf("parameter-server: stopped after %llu updates\n",
