@@ -7,6 +7,8 @@
 # holding ps-0 is SIGKILLed, the replacement restores, makes the lost copy
 # again on the fourth node and rewrites the restored step's Checkpoint
 # object: `iod get checkpoints` lists 3 copies on live nodes, clean.
+# The worker's 100 ms steps space the saves (one every 2 s) so that the
+# restored step is still kept (keep_max 3) when its object is read.
 # Exit status: 0 pass, 77 skip, 1 fail.
 set -u
 BUILD=${1:-build}
@@ -43,7 +45,7 @@ services:
   - name: w
     type: stateless
     command: iod
-    args: [demo-worker, --role, worker, --ps-service, ps, --compute-ms, "2", --http-port, "0"]
+    args: [demo-worker, --role, worker, --ps-service, ps, --compute-ms, "100", --http-port, "0"]
     depends_on: [ps]
 YAML
 "$IOD" deploy -f "$T/spec.yaml" >"$T/deploy.log" 2>&1 || { cat "$T/deploy.log"; bad "deploy"; exit 1; }
