@@ -73,7 +73,7 @@ TEST_BIN := $(UNIT_SRC:%.c=$(BUILD)/san/%)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 BENCH_BIN:= $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test unit fuzz fuzz-build bench bench-security bench-storage-nodeloss bench-sim-cluster bench-ar-cluster bench-net-move lint format run install clean
+.PHONY: all deps test unit fuzz fuzz-build bench bench-security bench-storage-nodeloss bench-storage-nodeloss-1g bench-sim-cluster bench-ar-cluster bench-net-move lint format run install clean
 all: $(BUILD)/iod
 
 deps:
@@ -148,8 +148,13 @@ bench: deps $(BENCH_BIN) $(BUILD)/iod
 # Node loss on `iod up --netns` (root): BENCH storage.nodeloss, the state
 # sized by CKPT_NETNS_PARAMS (floats; default 1 MiB), docs/storage.md.
 CKPT_NETNS_PARAMS ?= 262144
+CKPT_NETNS_STATE ?= 0
 bench-storage-nodeloss: deps $(BUILD)/iod
-	@CKPT_NETNS_PARAMS=$(CKPT_NETNS_PARAMS) flock /tmp/iod-cluster.lock sh tests/integration/ckpt_netns.sh $(BUILD)
+	@CKPT_NETNS_PARAMS=$(CKPT_NETNS_PARAMS) CKPT_NETNS_STATE=$(CKPT_NETNS_STATE) flock /tmp/iod-cluster.lock sh tests/integration/ckpt_netns.sh $(BUILD)
+# The target's 1 GiB of state: the default shard plus 1 GiB - 1 MiB of
+# optimizer state (demo-worker --state-bytes), never shipped to the worker.
+bench-storage-nodeloss-1g: deps $(BUILD)/iod
+	@CKPT_NETNS_PARAMS=262144 CKPT_NETNS_STATE=1072693248 flock /tmp/iod-cluster.lock sh tests/integration/ckpt_netns.sh $(BUILD)
 
 # The round-repeated figures of two `iod up --netns` scripts (root): make
 # test runs fewer rounds of each (the same checks), these the full count for

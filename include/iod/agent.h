@@ -124,6 +124,8 @@ struct iod_agent_replica {
 	struct iod_stor_tier_cfg ckpt_tiers[IOD_STOR_TIERS_MAX];
 	uint32_t ckpt_tiers_n;
 	uint32_t ckpt_replicas;          /* storage.replicas; 0 = not written */
+	bool ckpt_volume;                /* storage.volume: its data directory rides in each
+	                                    checkpoint ($IOD_CKPT_VOLUME, docs/storage.md) */
 	char fail[IOD_AGENT_REASON_MAX]; /* why it cannot be built ("" = it can):
 	                                            marked failed, never started */
 	char svid_tenant[IOD_NAME_MAX];  /* its service's tenant once the agent holds

@@ -405,4 +405,66 @@ int iod_ckpt_env_parse(const char *tiers, const char *capacity, const char *repl
 /* Store options over it (out->dirs point into env). */
 void iod_ckpt_env_opts(const struct iod_ckpt_env *env, struct iod_ckpt_opts *out);
 
+/* ---- volumes: a data directory synced inside each checkpoint ----
+ *
+ * storage: {volume: {replicas: N}} (docs/storage.md "Volumes"): at each save
+ * the workload packs its data directory (the checkpoint tiers in <data>/ckpt
+ * left out) into one region, IOD_CKPT_VOLUME_REGION, of the same checkpoint,
+ * so it is replicated, committed and never torn exactly as the checkpoint
+ * is; after a move the replacement unpacks it into its new data directory.
+ * The archive (pure codec, src/storage/volume.c): the line "iod-vol 1",
+ * then per entry "d MODE PATH" or "f MODE SIZE PATH" followed by SIZE bytes
+ * and a newline, then "end COUNT". PATH is relative, '/'-separated, without
+ * empty, "." or ".." parts, < IOD_CKPT_VOL_PATH_MAX bytes; MODE is octal
+ * <= 0777; a directory comes before what it holds.
+ */
+#define IOD_CKPT_VOLUME_REGION "volume"
+#define IOD_CKPT_VOL_PATH_MAX 1024
+#define IOD_CKPT_VOL_ENTRIES_MAX 65536
+#define IOD_CKPT_VOL_BYTES_MAX (4ull << 30)
+
+struct iod_ckpt_vol_entry {
+	bool dir;
+	uint32_t mode;       /* permission bits, <= 0777 */
+	const char *path;    /* NUL-terminated (the parser's own copy, valid in the callback) */
+	const uint8_t *data; /* a file's bytes (inside the archive) */
+	uint64_t size;
+};
+
+/* An archive being built (malloc'd buf, grown as needed). */
+struct iod_ckpt_vol_buf {
+	uint8_t *buf;
+	size_t len, cap;
+	uint32_t entries;
+};
+/* Append one entry (-EINVAL for a bad path or mode, -E2BIG past the limits). */
+int iod_ckpt_vol_add(struct iod_ckpt_vol_buf *b, const struct iod_ckpt_vol_entry *x,
+                     struct iod_err *e);
+/* Close it with its "end" line (once; then b->buf, b->len is the archive). */
+int iod_ckpt_vol_finish(struct iod_ckpt_vol_buf *b, struct iod_err *e);
+void iod_ckpt_vol_buf_free(struct iod_ckpt_vol_buf *b);
+/* Parse an archive whole before calling fn for any entry (-EBADMSG naming
+ * the entry and the fault); fn's non-zero return stops it and is returned. */
+typedef int (*iod_ckpt_vol_fn)(void *ctx, const struct iod_ckpt_vol_entry *x, struct iod_err *e);
+int iod_ckpt_vol_parse(const uint8_t *buf, size_t len, iod_ckpt_vol_fn fn, void *ctx,
+                       struct iod_err *e);
+/* Pack directory dir (regular files and directories; symbolic links and
+ * other kinds are left out and counted in *skipped; the top-level entry
+ * named skip, e.g. "ckpt", too) into an archive. */
+int iod_ckpt_vol_pack(const char *dir, const char *skip, struct iod_ckpt_vol_buf *out,
+                      uint32_t *skipped, struct iod_err *e);
+/* Unpack an archive into dir: directories made, each file written to a
+ * temporary name, fsync'd and renamed over; files dir holds that the archive
+ * does not name are left. *files, *bytes: what was written (may be NULL). */
+int iod_ckpt_vol_unpack(const char *dir, const uint8_t *buf, size_t len, uint32_t *files,
+                        uint64_t *bytes, struct iod_err *e);
+/* The size of region name in step's manifest (IOD_CKPT_LATEST: the newest)
+ * in a store, or on the peer at addr: to size the buffer a restore of a
+ * region whose size varies by step (the volume) reads into; -ENOENT when
+ * the step or the region is not there. */
+int iod_ckpt_region_bytes(struct iod_ckpt *c, uint64_t step, const char *name, uint64_t *bytes,
+                          struct iod_err *e);
+int iod_ckpt_peer_region_bytes(const char *addr, uint32_t rank, uint64_t step, const char *name,
+                               uint64_t *bytes, struct iod_err *e);
+
 #endif

@@ -34,6 +34,8 @@ struct iod_demo_opts {
 	uint64_t ckpt_scrub_ms;   /* parameter-server: a background scrub pass this often
 	                            (0 = no scrub), results into the Checkpoint objects */
 	uint64_t ckpt_scrub_rate; /* its bound, bytes/s (0 = IOD_CKPT_SCRUB_RATE_DEFAULT) */
+	uint64_t state_bytes;     /* parameter-server: optimizer state checkpointed with the
+	                            shard, not sent to workers (0 = none) */
 	/* worker, data parallel: all-reduce the gradient across the service's
 	 * replicas over libiod-xfer instead of pushing it to parameter servers */
 	bool allreduce_xfer;        /* --allreduce xfer ($IOD_ALLREDUCE) */

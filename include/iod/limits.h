@@ -540,6 +540,8 @@ _Static_assert(IOD_UP_NODES_MAX < 240, "node subnets 10.200.N.0/24 stay below th
 #define IOD_AGENT_MANIFEST_MAX (4u << 20)
 /* The demo parameter server's vector: 1 Mi floats = 4 MiB per shard max. */
 #define IOD_DEMO_PARAMS_MAX (1u << 20)
+/* The demo parameter server's --state-bytes at most (16 GiB). */
+#define IOD_DEMO_STATE_BYTES_MAX (16ull << 30)
 /* Replica ports are derived from replica names in [BASE, BASE + RANGE):
  * above the ports common services use, below the Linux ephemeral range
  * (32768+) that outgoing connections draw from. */

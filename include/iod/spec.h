@@ -321,9 +321,12 @@ struct iod_spec {
 	uint32_t tiers_n;
 	uint32_t
 	    storage_replicas; /* storage.replicas: copies of each checkpoint, 0 if not written */
-	bool has_mesh;        /* a service_mesh: block */
-	enum iod_transport transport; /* service_mesh.transport */
-	struct iod_spec_sg *sgs;      /* security_groups, file order */
+	uint32_t storage_volume_replicas; /* storage.volume.replicas: the stateful replicas'
+	                                     data directories replicated inside each
+	                                     checkpoint (docs/storage.md "Volumes"); 0 = none */
+	bool has_mesh;                    /* a service_mesh: block */
+	enum iod_transport transport;     /* service_mesh.transport */
+	struct iod_spec_sg *sgs;          /* security_groups, file order */
 	uint32_t sgs_n;
 	struct iod_arena arena; /* owns everything above (but the groups' rules) */
 };

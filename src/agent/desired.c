@@ -324,6 +324,7 @@ static int ckpt_of(const struct iod_spec *sp, struct iod_agent_replica *r, struc
 {
 	r->ckpt_tiers_n = 0;
 	r->ckpt_replicas = 0;
+	r->ckpt_volume = false;
 	if (!r->stateful || !sp || !sp->tiers_n)
 		return 0;
 	if (sp->tiers_n > IOD_STOR_TIERS_MAX)
@@ -340,6 +341,7 @@ static int ckpt_of(const struct iod_spec *sp, struct iod_agent_replica *r, struc
 		r->ckpt_tiers_n++;
 	}
 	r->ckpt_replicas = sp->storage_replicas;
+	r->ckpt_volume = sp->storage_volume_replicas > 0;
 	return 0;
 }
 

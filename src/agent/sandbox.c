@@ -713,6 +713,7 @@ struct exec_vec {
 	char ckpt_tiers[sizeof("IOD_CKPT_TIERS=") + IOD_STOR_TIERS_MAX * (IOD_AGENT_PATH_MAX + 24)];
 	char ckpt_dir[sizeof("IOD_CKPT_DIR=") + IOD_AGENT_PATH_MAX + 16];
 	char creds[IOD_AGENT_PATH_MAX]; /* its own credentials' directory; "" = none */
+	char ckpt_seeded[64];           /* ckpt_seed's step directory; "" = none */
 };
 
 static void env_add(struct exec_vec *v, unsigned *n, const char *fmt, ...)
@@ -775,6 +776,13 @@ static void build_vec(const struct iod_agent_exec_config *c, const struct iod_ag
 		        (unsigned long long)(c->ckpt_capacity_bytes ? c->ckpt_capacity_bytes
 		                                                    : IOD_CKPT_CAPACITY_DEFAULT));
 		env_add(v, &n, "IOD_CKPT_REPLICAS=%u", r->ckpt_replicas ? r->ckpt_replicas : 1);
+		/* storage.volume: the data directory to pack into each checkpoint
+		 * (the store's own ckpt/ left out) and unpack after a move */
+		if (r->ckpt_volume)
+			env_add(v, &n, "IOD_CKPT_VOLUME=%s", data);
+		/* it moved here and its store holds this node's copy (ckpt_seed) */
+		if (v->ckpt_seeded[0])
+			env_add(v, &n, "IOD_CKPT_MOVED=%s", v->ckpt_seeded);
 	}
 	/* the counters protocol of simulated GPUs (docs/observability.md): in a
 	 * sandbox its private /tmp, which the agent reads through /proc/PID/root */
@@ -809,8 +817,10 @@ static void build_vec(const struct iod_agent_exec_config *c, const struct iod_ag
  * read-write bind of it covers them, and they are kept across restarts and
  * given to its uid with it), and $IOD_CKPT_TIERS / $IOD_CKPT_DIR for them.
  */
-static int ckpt_dirs(const struct iod_agent_replica *r, const char *data, struct exec_vec *v,
-                     struct iod_err *e)
+static void ckpt_seed(const struct iod_agent_exec_config *c, const struct iod_agent_replica *r,
+                      char dirs[][IOD_AGENT_PATH_MAX], char *seeded, size_t cap);
+static int ckpt_dirs(const struct iod_agent_exec_config *c, const struct iod_agent_replica *r,
+                     const char *data, struct exec_vec *v, struct iod_err *e)
 {
 	char dirs[IOD_STOR_TIERS_MAX][IOD_AGENT_PATH_MAX];
 	const char *dp[IOD_STOR_TIERS_MAX];
@@ -842,7 +852,98 @@ static int ckpt_dirs(const struct iod_agent_replica *r, const char *data, struct
 		return iod_err_wrap(e, "replica %s", r->name);
 	}
 	snprintf(v->ckpt_dir, sizeof(v->ckpt_dir), "IOD_CKPT_DIR=%s", dirs[0]);
+	ckpt_seed(c, r, dirs, v->ckpt_seeded, sizeof(v->ckpt_seeded));
 	return 0;
+}
+
+/* Whether a tier directory holds a step directory with a manifest. */
+static bool has_steps(const char *dir)
+{
+	DIR *d = opendir(dir);
+	bool any = false;
+	if (!d)
+		return false;
+	for (struct dirent *de; !any && (de = readdir(d));) {
+		char m[IOD_AGENT_PATH_MAX + 320];
+		struct stat st;
+		snprintf(m, sizeof(m), "%s/%s/r0.manifest", dir, de->d_name);
+		any = !strncmp(de->d_name, "step-", 5) && !stat(m, &st);
+	}
+	closedir(d);
+	return any;
+}
+
+/*
+ * A replica that moved here (docs/storage.md "Recovery on node loss"): its
+ * store is empty, and this node's chunk server holds copies of it (the lost
+ * node sent them here). The newest step whose manifest the server holds (it
+ * holds a step exactly when its manifest exists) is hard-linked into the
+ * tier with the largest quota, its chunks first and its manifests last, so
+ * a crash in between leaves a step without a manifest, which the store
+ * removes at open as torn; the replica then restores it from its own disk,
+ * checking every chunk's XXH3 as a fetch would, instead of reading it
+ * through the network. The links stay root's (own_data skips files with
+ * more than one link), so the replica can read them and not change the
+ * server's copy. *seeded: the step's directory name, "" when none.
+ */
+static void ckpt_seed(const struct iod_agent_exec_config *c, const struct iod_agent_replica *r,
+                      char dirs[][IOD_AGENT_PATH_MAX], char *seeded, size_t cap)
+{
+	char src[IOD_AGENT_PATH_MAX + 64], best[64] = "", from[IOD_AGENT_PATH_MAX + 128];
+	char to[IOD_AGENT_PATH_MAX + 128], a[IOD_AGENT_PATH_MAX + 400], b[IOD_AGENT_PATH_MAX + 400];
+	uint32_t t = 0;
+	seeded[0] = 0;
+	for (uint32_t i = 0; i < r->ckpt_tiers_n; i++) {
+		if (has_steps(dirs[i]))
+			return; /* its own checkpoints: nothing to seed */
+		if (r->ckpt_tiers[i].quota_bp > r->ckpt_tiers[t].quota_bp)
+			t = i;
+	}
+	snprintf(src, sizeof(src), "%s/ckpt-peer/%s", c->run_dir, r->name);
+	DIR *d = opendir(src);
+	if (!d)
+		return;
+	for (struct dirent *de; (de = readdir(d));) {
+		struct stat st;
+		if (strncmp(de->d_name, "step-", 5) || strlen(de->d_name) >= sizeof(best) ||
+		    strcmp(de->d_name, best) <= 0) /* zero-padded: later names are newer */
+			continue;
+		snprintf(a, sizeof(a), "%s/%s/r0.manifest", src, de->d_name);
+		if (!stat(a, &st))
+			snprintf(best, sizeof(best), "%s", de->d_name);
+	}
+	closedir(d);
+	if (!best[0])
+		return;
+	snprintf(from, sizeof(from), "%s/%s", src, best);
+	snprintf(to, sizeof(to), "%s/%s", dirs[t], best);
+	if (mkdir(to, 0755) && errno != EEXIST)
+		return;
+	int rc = 0;
+	for (int pass = 0; pass < 2 && !rc; pass++) { /* chunks, then manifests */
+		if (!(d = opendir(from)))
+			return;
+		for (struct dirent *de; !rc && (de = readdir(d));) {
+			size_t n = strlen(de->d_name);
+			bool manifest = n > 9 && !strcmp(de->d_name + n - 9, ".manifest");
+			bool chunk = n > 6 && !strcmp(de->d_name + n - 6, ".chunk");
+			if (pass ? !manifest : !chunk)
+				continue;
+			snprintf(a, sizeof(a), "%s/%s", from, de->d_name);
+			snprintf(b, sizeof(b), "%s/%s", to, de->d_name);
+			if (link(a, b) && errno != EEXIST)
+				rc = -errno;
+		}
+		closedir(d);
+	}
+	if (rc) {
+		IOD_WARN("agent", "%s: linking checkpoint %s of this node's copy: %s", r->name,
+		         best, strerror(-rc));
+		return;
+	}
+	snprintf(seeded, cap, "%s", best);
+	IOD_INFO("agent", "%s: moved here: checkpoint %s linked from this node's copy (%s)",
+	         r->name, best, from);
 }
 
 /* The filters of an executor built without a store (tests): one process-wide. */
@@ -889,6 +990,10 @@ static int chown_one(const char *path, const struct stat *st, int type, struct F
 {
 	IOD_UNUSED(type);
 	IOD_UNUSED(f);
+	/* a file with other links is the chunk server's copy, linked by
+	 * ckpt_seed: the replica reads it, and does not own it */
+	if (S_ISREG(st->st_mode) && st->st_nlink > 1)
+		return 0;
 	if (st->st_uid != chown_uid || st->st_gid != chown_gid)
 		lchown(path, chown_uid, chown_gid);
 	return 0;
@@ -993,7 +1098,7 @@ int iod_agent_exec_start_net(const struct iod_agent_exec_config *c,
 		rc = iod_err_set(e, rc, "creating %s: %s", a->dir, strerror(-rc));
 		goto out;
 	}
-	if ((rc = ckpt_dirs(r, data, v, e)))
+	if ((rc = ckpt_dirs(c, r, data, v, e)))
 		goto out;
 	/* who it runs as: its own uid by default; root only when asked */
 	struct iod_agent_jail *j = &a->jail;

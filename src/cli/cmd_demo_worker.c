@@ -53,6 +53,9 @@ static void usage(FILE *f)
 	    "                      result into its Checkpoint object with --ckpt-server\n"
 	    "  --ckpt-scrub-rate SIZE  parameter-server: the scrub's bound per second\n"
 	    "                      (default 64MiB)\n"
+	    "  --state-bytes SIZE  parameter-server: this much optimizer state checkpointed\n"
+	    "                      and restored with the shard, never sent to workers\n"
+	    "                      (default 0; e.g. 1GiB)\n"
 	    "  --allreduce xfer    worker: data parallel, no parameter servers: all-reduce the\n"
 	    "                      gradient (--params int64) across this service's replicas\n"
 	    "                      over libiod-xfer, peers found through the control plane,\n"
@@ -82,6 +85,7 @@ int cmd_demo_worker(int argc, char **argv)
 	                                     {"ckpt-replicas", required_argument, 0, 'R'},
 	                                     {"ckpt-scrub", required_argument, 0, 1001},
 	                                     {"ckpt-scrub-rate", required_argument, 0, 1002},
+	                                     {"state-bytes", required_argument, 0, 1003},
 	                                     {"allreduce", required_argument, 0, 'A'},
 	                                     {"ranks", required_argument, 0, 'N'},
 	                                     {"xfer-transport", required_argument, 0, 'T'},
@@ -92,7 +96,7 @@ int cmd_demo_worker(int argc, char **argv)
 	const char *env_port = getenv("IOD_PORT");
 	long port = env_port ? atol(env_port) : 0, http_port = -1, params = 65536, cms = 10;
 	unsigned long long steps = 0, ckpt_every = 100;
-	uint64_t scrub_ms = 60000, scrub_rate = 0;
+	uint64_t scrub_ms = 60000, scrub_rate = 0, state_bytes = 0;
 	struct iod_err e = {0};
 	const char *ckpt_dir = getenv("IOD_CKPT_DIR"), *ckpt_server = NULL;
 	const char *env_reps = getenv("IOD_CKPT_REPLICAS");
@@ -130,6 +134,13 @@ int cmd_demo_worker(int argc, char **argv)
 				                    "--ckpt-scrub-rate %s: %s", optarg,
 				                    e.msg[0] ? e.msg : "must be > 0");
 			break;
+		case 1003:
+			if (iod_parse_size(optarg, &state_bytes, &e) ||
+			    state_bytes > IOD_DEMO_STATE_BYTES_MAX)
+				return iod_cli_fail("demo-worker", IOD_EXIT_INVALID,
+				                    "--state-bytes %s: %s", optarg,
+				                    e.msg[0] ? e.msg : "at most 16GiB");
+			break;
 		case 'E': ckpt_every = strtoull(optarg, NULL, 10); break;
 		case 'G': ckpt_server = optarg; break;
 		case 'R': ckpt_replicas = atol(optarg); break;
@@ -162,6 +173,7 @@ int cmd_demo_worker(int argc, char **argv)
 	                          .ckpt_replicas = (uint32_t)ckpt_replicas,
 	                          .ckpt_scrub_ms = scrub_ms,
 	                          .ckpt_scrub_rate = scrub_rate,
+	                          .state_bytes = state_bytes,
 	                          .port = (uint16_t)port,
 	                          .params = (uint32_t)params,
 	                          .compute_ns = (uint64_t)cms * IOD_NS_PER_MS,

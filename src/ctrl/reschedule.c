@@ -193,8 +193,11 @@ json_t *iod_ctrl_resched_plan(const json_t *nodes, const json_t *replicas, const
 		const json_t *sv = json_object_get(find_item(services, r->service), "value");
 		type = iod_obj_peek_str(IOD_OBJ_KIND_SERVICE, sv, IOD_OBJ_SERVICE_TYPE);
 		bool stateful = type && !strcmp(type, "stateful");
-		if (stateful && !iod_obj_has(r, IOD_OBJ_REPLICA_LOST_MS)) {
-			/* first sighting: record when it was lost, move it later */
+		if (stateful && stateful_grace_ms && !iod_obj_has(r, IOD_OBJ_REPLICA_LOST_MS)) {
+			/* first sighting: record when it was lost, move it later (with
+			 * no grace it moves in this plan: a `lost` write first would
+			 * only cost a watch round, docs/storage.md "Recovery on node
+			 * loss") */
 			iod_obj_replica_set_int(r, IOD_OBJ_REPLICA_LOST_MS, (int64_t)now_ms);
 			iod_obj_replica_set_str(r, IOD_OBJ_REPLICA_PHASE, "lost");
 			iod_obj_replica_set_int(r, IOD_OBJ_REPLICA_READY, false);

@@ -61,6 +61,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -271,7 +272,61 @@ static struct iod_ckpt_raft ps_scrub_raft;
  * the first replicas - 1; $IOD_CKPT_HERE: this node's chunk server). */
 static struct iod_ckpt_env_peer ps_peers[IOD_CKPT_PEERS_MAX], ps_here;
 static uint32_t ps_peers_n, ps_here_n;
-static uint32_t ps_replicas; /* storage.replicas: copies wanted */
+static uint32_t ps_replicas;  /* storage.replicas: copies wanted */
+static const char *ps_server; /* --ckpt-server, or NULL */
+/* --state-bytes: optimizer state checkpointed beside the shard (the region
+ * "state") and never shipped to the workers, so the state a node loss must
+ * restore can be sized apart from the shard (docs/storage.md, 1 GiB). Its
+ * first 8 bytes hold the step it was saved at; the rest is a fixed pattern. */
+static uint8_t *ps_state;
+static uint64_t ps_state_bytes;
+
+/* The checkpoint's regions: the shard, then the state when there is one
+ * (a third, the volume, is added by the save and the restore). */
+static uint32_t ps_regions(struct iod_ckpt_region r[3], float *params, uint32_t n)
+{
+	r[0] = (struct iod_ckpt_region){"params", params, (uint64_t)n * sizeof(float)};
+	if (!ps_state_bytes)
+		return 1;
+	r[1] = (struct iod_ckpt_region){"state", ps_state, ps_state_bytes};
+	return 2;
+}
+
+/* $IOD_CKPT_VOLUME (storage.volume): the data directory packed into each
+ * checkpoint as its region "volume", the store's own ckpt/ left out, and
+ * unpacked there after a move (docs/storage.md "Volumes"). */
+static const char *ps_volume;
+
+/* Pack the volume into r[*n] (its buffer in *b, freed by the caller). */
+static int ps_volume_pack(struct iod_ckpt_region *r, uint32_t *n, struct iod_ckpt_vol_buf *b)
+{
+	struct iod_err e = {0};
+	uint32_t skipped = 0;
+	if (!ps_volume)
+		return 0;
+	if (iod_ckpt_vol_pack(ps_volume, "ckpt", b, &skipped, &e)) {
+		printf("parameter-server: volume %s not packed: %s\n", ps_volume, e.msg);
+		return -1;
+	}
+	r[(*n)++] = (struct iod_ckpt_region){IOD_CKPT_VOLUME_REGION, b->buf, b->len};
+	return 0;
+}
+
+/* After a restore: the state says the step it was saved at, and its pattern
+ * is whole (a restore that did not fill it would show here). */
+static void ps_state_check(uint64_t step)
+{
+	uint64_t at = 0;
+	uint64_t bad = 0;
+	if (!ps_state_bytes)
+		return;
+	memcpy(&at, ps_state, ps_state_bytes < 8 ? ps_state_bytes : 8);
+	for (uint64_t i = 8; i < ps_state_bytes; i += 4093)
+		bad += ps_state[i] != (uint8_t)(i * 31);
+	printf("parameter-server: state of %llu bytes restored: saved at step %llu, %s\n",
+	       (unsigned long long)ps_state_bytes, (unsigned long long)at,
+	       at == step && !bad ? "intact" : "DAMAGED");
+}
 
 static const char *env_or(const char *name, const char *dflt)
 {
@@ -282,12 +337,13 @@ static const char *env_or(const char *name, const char *dflt)
 static int ps_ckpt_open(const char *dir, uint32_t n, const char *server, uint32_t replicas,
                         struct iod_ckpt **ck)
 {
-	struct iod_ckpt_opts o = {.tiers = {.tiers_n = 1,
-	                                    .capacity_bytes = 4ull * n * sizeof(float) + 4096,
-	                                    .fast_keep = 1,
-	                                    .keep_max = 3},
-	                          .dirs = {dir},
-	                          .nonblock = true};
+	struct iod_ckpt_opts o = {
+	    .tiers = {.tiers_n = 1,
+	              .capacity_bytes = 4ull * (n * sizeof(float) + ps_state_bytes) + 4096,
+	              .fast_keep = 1,
+	              .keep_max = 3},
+	    .dirs = {dir},
+	    .nonblock = true};
 	struct iod_err e = {0};
 	o.tiers.tiers[0] = (struct iod_stor_tier_cfg){IOD_STOR_NVME, 10000};
 	/* the store the agent provisioned from the spec's storage: (its tiers
@@ -355,6 +411,7 @@ static int ps_ckpt_open(const char *dir, uint32_t n, const char *server, uint32_
 		printf("\n");
 	}
 	if (server) {
+		ps_server = server;
 		if (iod_api_client_init_config(&ps_api, server, &e)) {
 			fail(IOD_DEMO_EXIT_ERROR, "control plane %s: %s", server, e.msg);
 			return -EINVAL;
@@ -396,6 +453,8 @@ static void ps_recopied(const struct iod_stor_rereplica *p, const bool *made, ui
 	struct iod_stor_health h;
 	char health[64];
 	struct iod_err e = {0};
+	struct iod_api_client cl;
+	struct iod_ckpt_raft raft = ps_raft;
 	if (!ps_raft.api || !p->added_n)
 		return;
 	if (iod_stor_rereplicate_result(p, made, ps_replicas, ps_raft.min_size, idx, &n, &h, &e)) {
@@ -405,7 +464,17 @@ static void ps_recopied(const struct iod_stor_rereplica *p, const bool *made, ui
 	for (uint32_t i = 0; i < n; i++)
 		names[i] = src[idx[i]]->node;
 	iod_stor_health_name(h.flags, health, sizeof(health));
-	if (iod_ckpt_raft_recopied(&ps_raft, 0, step, names, n, health, &e))
+	/* its own client: this runs beside the serving loop (ps_rereplicate_bg),
+	 * and the store's commits use ps_api, one connection */
+	if (iod_api_client_init_config(&cl, ps_server, &e)) {
+		printf("parameter-server: checkpoint step %llu not updated: %s\n",
+		       (unsigned long long)step, e.msg);
+		return;
+	}
+	raft.api = &cl;
+	int rc = iod_ckpt_raft_recopied(&raft, 0, step, names, n, health, &e);
+	iod_api_client_close(&cl);
+	if (rc)
 		printf("parameter-server: checkpoint step %llu not updated: %s\n",
 		       (unsigned long long)step, e.msg);
 	else
@@ -413,14 +482,18 @@ static void ps_recopied(const struct iod_stor_rereplica *p, const bool *made, ui
 		       (unsigned long long)step, n, health);
 }
 
-static void ps_rereplicate(const struct iod_ckpt_region *r, uint64_t step,
+static void ps_rereplicate(const struct iod_ckpt_region *r, uint32_t rn_regions, uint64_t step,
                            const struct iod_ckpt_env_peer *const *src, const uint64_t *held,
                            uint32_t n)
 {
 	struct iod_stor_node nodes[IOD_CKPT_PEERS_MAX + 1];
-	uint32_t copies[IOD_STOR_REPLICAS_MAX], cn = 0, rn = 0;
-	uint32_t chunks = (uint32_t)((r->bytes + IOD_CKPT_CHUNK_BYTES_DEFAULT - 1) /
-	                             IOD_CKPT_CHUNK_BYTES_DEFAULT);
+	uint32_t copies[IOD_STOR_REPLICAS_MAX], cn = 0, rn = 0, chunks = 0;
+	uint64_t bytes = 0;
+	for (uint32_t i = 0; i < rn_regions; i++) {
+		chunks += (uint32_t)((r[i].bytes + IOD_CKPT_CHUNK_BYTES_DEFAULT - 1) /
+		                     IOD_CKPT_CHUNK_BYTES_DEFAULT);
+		bytes += r[i].bytes;
+	}
 	struct iod_err e = {0};
 	if (ps_replicas < 2 || !n)
 		return;
@@ -436,9 +509,8 @@ static void ps_rereplicate(const struct iod_ckpt_region *r, uint64_t step,
 	if (!p || !good || !rep || !cn || chunks > IOD_CKPT_CHUNKS_MAX)
 		goto out;
 	memset(good, (1 << cn) - 1, chunks);
-	int rc =
-	    iod_stor_rereplicate_plan(nodes, n, copies, cn, good, chunks, ps_replicas, r->bytes, p,
-	                              rep, chunks * IOD_STOR_REPLICAS_MAX, &rn, &e);
+	int rc = iod_stor_rereplicate_plan(nodes, n, copies, cn, good, chunks, ps_replicas, bytes,
+	                                   p, rep, chunks * IOD_STOR_REPLICAS_MAX, &rn, &e);
 	if (rc) {
 		printf("parameter-server: step %llu stays at %u of %u copies: %s\n",
 		       (unsigned long long)step, cn, ps_replicas, e.msg);
@@ -451,7 +523,7 @@ static void ps_rereplicate(const struct iod_ckpt_region *r, uint64_t step,
 		for (uint32_t i = 0; i < rn; i++)
 			mine += rep[i].to == k;
 		uint64_t t0 = iod_clock_now_ns();
-		if (iod_ckpt_peer_copy_regions(to->addr, 0, step, r, 1, &e)) {
+		if (iod_ckpt_peer_copy_regions(to->addr, 0, step, r, rn_regions, &e)) {
 			printf("parameter-server: re-replicating step %llu to node %s: %s\n",
 			       (unsigned long long)step, to->node, e.msg);
 			continue;
@@ -479,7 +551,127 @@ out:
  * any of them holds whole). Prints the phases it timed: find (asking the
  * copies), fetch (every chunk read and its XXH3 verified on arrival).
  */
-static bool ps_ckpt_from_peers(const struct iod_ckpt_region *r, uint64_t want, uint64_t *step)
+/*
+ * Re-replication beside the serving loop: after a restore the replica
+ * serves at once, and the lost copies are made again from a copy of the
+ * restored bytes taken here (they are the step's; the live regions change
+ * once it serves). Without memory for that copy, or a thread, it runs
+ * here, before serving, as it did before.
+ */
+struct ps_rerep_job {
+	struct iod_ckpt_region r[3];
+	uint32_t rn, n;
+	uint64_t step;
+	const struct iod_ckpt_env_peer *src[IOD_CKPT_PEERS_MAX + 1];
+	uint64_t held[IOD_CKPT_PEERS_MAX + 1];
+};
+
+static void ps_rerep_free(struct ps_rerep_job *j)
+{
+	for (uint32_t i = 0; i < j->rn; i++)
+		free(j->r[i].addr);
+	free(j);
+}
+
+static void *ps_rerep_main(void *arg)
+{
+	struct ps_rerep_job *j = arg;
+	ps_rereplicate(j->r, j->rn, j->step, j->src, j->held, j->n);
+	ps_rerep_free(j);
+	return NULL;
+}
+
+static void ps_rereplicate_bg(const struct iod_ckpt_region *r, uint32_t rn, uint64_t step,
+                              const struct iod_ckpt_env_peer *const *src, const uint64_t *held,
+                              uint32_t n)
+{
+	struct ps_rerep_job *j = ps_replicas < 2 || !n ? NULL : calloc(1, sizeof(*j));
+	bool ok = j != NULL;
+	pthread_t th;
+	for (uint32_t i = 0; ok && i < rn && i < 3; i++) {
+		j->r[i] = (struct iod_ckpt_region){r[i].name, malloc(r[i].bytes ? r[i].bytes : 1),
+		                                   r[i].bytes};
+		j->rn = i + 1;
+		ok = j->r[i].addr != NULL;
+		if (ok)
+			memcpy(j->r[i].addr, r[i].addr, r[i].bytes);
+	}
+	if (ok) {
+		j->step = step;
+		j->n = n;
+		memcpy(j->src, src, n * sizeof(*src));
+		memcpy(j->held, held, n * sizeof(*held));
+		ok = pthread_create(&th, NULL, ps_rerep_main, j) == 0;
+		if (ok)
+			pthread_detach(th);
+	}
+	if (!ok) {
+		if (j)
+			ps_rerep_free(j);
+		ps_rereplicate(r, rn, step, src, held, n);
+	}
+}
+
+/* A moved replica's volume into its new data directory. */
+static void ps_volume_unpack(const uint8_t *vol, uint64_t vbytes, uint64_t step)
+{
+	struct iod_err e = {0};
+	uint32_t files = 0;
+	uint64_t bytes = 0;
+	if (iod_ckpt_vol_unpack(ps_volume, vol, vbytes, &files, &bytes, &e))
+		printf("parameter-server: volume of step %llu not unpacked: %s\n",
+		       (unsigned long long)step, e.msg);
+	else
+		printf("parameter-server: volume restored from step %llu: %u files, %llu bytes "
+		       "into %s\n",
+		       (unsigned long long)step, files, (unsigned long long)bytes, ps_volume);
+}
+
+/* The copies to restore from or re-replicate to, nearest first (this
+ * node's chunk server, then the agent's peers), and the newest step each
+ * holds (UINT64_MAX: none, or it did not answer). */
+static uint32_t ps_copies(const struct iod_ckpt_env_peer **src, uint64_t *held)
+{
+	struct iod_err e = {0};
+	uint32_t n = 0;
+	if (ps_here_n)
+		src[n++] = &ps_here;
+	for (uint32_t i = 0; i < ps_peers_n; i++)
+		src[n++] = &ps_peers[i];
+	for (uint32_t i = 0; i < n; i++)
+		if (iod_ckpt_peer_latest(src[i]->addr, 0, &held[i], &e))
+			held[i] = UINT64_MAX;
+	return n;
+}
+
+/*
+ * Restored from this node's own copy, which the agent linked into the
+ * store because the replica moved here ($IOD_CKPT_MOVED, docs/storage.md
+ * "Recovery on node loss"): the restore read it from disk and checked every
+ * chunk's XXH3. The volume is unpacked and the lost copies made again, as
+ * after a fetch.
+ */
+static void ps_after_move(const struct iod_ckpt_region *r, uint32_t rn, uint64_t step,
+                          const uint8_t *vol, uint64_t vbytes, uint64_t restore_ns)
+{
+	const struct iod_ckpt_env_peer *src[IOD_CKPT_PEERS_MAX + 1];
+	uint64_t held[IOD_CKPT_PEERS_MAX + 1];
+	printf("parameter-server: restored step %llu from checkpoint, param[0]=%.4f "
+	       "(copy on node %s, this node, linked by the agent; find_ms=0.0 "
+	       "fetch_verify_ms=%.1f at_ms=%llu)\n",
+	       (unsigned long long)step, ((const float *)r[0].addr)[0],
+	       ps_here_n ? ps_here.node : env_or("IOD_NODE", "?"), (double)restore_ns / 1e6,
+	       (unsigned long long)(iod_time_unix_ns() / IOD_NS_PER_MS));
+	ps_state_check(step);
+	if (vol)
+		ps_volume_unpack(vol, vbytes, step);
+	fflush(stdout);
+	uint32_t n = ps_copies(src, held);
+	ps_rereplicate_bg(r, rn, step, src, held, n);
+}
+
+static bool ps_ckpt_from_peers(const struct iod_ckpt_region *r, uint32_t rn, uint64_t want,
+                               uint64_t *step)
 {
 	const struct iod_ckpt_env_peer *src[IOD_CKPT_PEERS_MAX + 1];
 	uint64_t held[IOD_CKPT_PEERS_MAX + 1], t0 = iod_clock_now_ns(), best = 0;
@@ -503,21 +695,40 @@ static bool ps_ckpt_from_peers(const struct iod_ckpt_region *r, uint64_t want, u
 	}
 	uint64_t t1 = iod_clock_now_ns();
 	for (uint32_t i = 0; any && i < n; i++) {
+		struct iod_ckpt_region rv[3];
+		uint32_t rvn = rn;
+		uint64_t vbytes = 0;
+		uint8_t *vol = NULL;
 		if (held[i] == UINT64_MAX || held[i] < best)
 			continue;
-		if (iod_ckpt_fetch(src[i]->addr, 0, best, r, 1, &e)) {
-			printf("parameter-server: copy on %s: %s\n", src[i]->node, e.msg);
+		memcpy(rv, r, rn * sizeof(*r));
+		if (ps_volume && !iod_ckpt_peer_region_bytes(src[i]->addr, 0, best,
+		                                             IOD_CKPT_VOLUME_REGION, &vbytes, &e)) {
+			vol = malloc(vbytes ? vbytes : 1);
+			rv[rvn++] = (struct iod_ckpt_region){IOD_CKPT_VOLUME_REGION, vol, vbytes};
+		}
+		if ((ps_volume && !vol) || iod_ckpt_fetch(src[i]->addr, 0, best, rv, rvn, &e)) {
+			printf("parameter-server: copy on %s: %s\n", src[i]->node,
+			       ps_volume && !vol ? "no volume in it" : e.msg);
+			free(vol);
 			continue;
 		}
 		uint64_t t2 = iod_clock_now_ns();
 		*step = best;
+		/* at_ms: the wall clock, so a test on the same machine can time the
+		 * phases from a node's loss to here (docs/storage.md) */
 		printf("parameter-server: restored step %llu from checkpoint, param[0]=%.4f "
-		       "(copy on node %s, %s; find_ms=%.1f fetch_verify_ms=%.1f)\n",
+		       "(copy on node %s, %s; find_ms=%.1f fetch_verify_ms=%.1f at_ms=%llu)\n",
 		       (unsigned long long)best, ((const float *)r->addr)[0], src[i]->node,
 		       i == 0 && ps_here_n ? "this node" : "a peer", (double)(t1 - t0) / 1e6,
-		       (double)(t2 - t1) / 1e6);
+		       (double)(t2 - t1) / 1e6,
+		       (unsigned long long)(iod_time_unix_ns() / IOD_NS_PER_MS));
+		ps_state_check(best);
+		if (vol)
+			ps_volume_unpack(vol, vbytes, best);
 		fflush(stdout);
-		ps_rereplicate(r, best, src, held, n);
+		ps_rereplicate_bg(rv, rvn, best, src, held, n);
+		free(vol);
 		return true;
 	}
 	return false;
@@ -527,9 +738,11 @@ static bool ps_ckpt_from_peers(const struct iod_ckpt_region *r, uint64_t want, u
  * plane) into params; its step, or 0 when none. */
 static uint64_t ps_ckpt_restore(struct iod_ckpt *ck, float *params, uint32_t n, bool raft)
 {
-	struct iod_ckpt_region r = {"params", params, (uint64_t)n * sizeof(float)};
+	struct iod_ckpt_region r[3];
+	uint32_t rn = ps_regions(r, params, n);
 	struct iod_err e = {0};
-	uint64_t step = 0, want = IOD_CKPT_LATEST;
+	uint64_t step = 0, want = IOD_CKPT_LATEST, vbytes = 0;
+	uint8_t *vol = NULL;
 	int rc = 0;
 	if (raft && (rc = iod_ckpt_raft_latest(&ps_api, ps_raft.replica, 0, &want, &e))) {
 		if (rc != -ENOENT)
@@ -537,8 +750,24 @@ static uint64_t ps_ckpt_restore(struct iod_ckpt *ck, float *params, uint32_t n, 
 		printf("parameter-server: no committed checkpoint, starting at step 0\n");
 		return 0;
 	}
-	rc = iod_ckpt_restore(ck, want, &r, 1, &step, &e);
-	if (rc == -ENOENT && ps_ckpt_from_peers(&r, want, &step))
+	/* here the data directory is the newest there is: the checkpoint's
+	 * volume is read (the restore takes every region) and not unpacked */
+	if (ps_volume && !iod_ckpt_region_bytes(ck, want, IOD_CKPT_VOLUME_REGION, &vbytes, &e)) {
+		vol = malloc(vbytes ? vbytes : 1);
+		r[rn++] = (struct iod_ckpt_region){IOD_CKPT_VOLUME_REGION, vol, vbytes};
+	}
+	uint64_t t0 = iod_clock_now_ns();
+	rc = iod_ckpt_restore(ck, want, r, rn, &step, &e);
+	const char *moved = getenv("IOD_CKPT_MOVED");
+	if (!rc && moved && moved[0]) {
+		ps_after_move(r, rn, step, vol, vbytes, iod_clock_now_ns() - t0);
+		free(vol);
+		return step;
+	}
+	free(vol);
+	if (vol)
+		rn--;
+	if (rc == -ENOENT && ps_ckpt_from_peers(r, rn, want, &step))
 		return step;
 	if (rc == -ENOENT) {
 		printf("parameter-server: no checkpoint yet, starting at step 0\n");
@@ -553,6 +782,7 @@ static uint64_t ps_ckpt_restore(struct iod_ckpt *ck, float *params, uint32_t n, 
 	}
 	printf("parameter-server: restored step %llu from checkpoint, param[0]=%.4f\n",
 	       (unsigned long long)step, params[0]);
+	ps_state_check(step);
 	return step;
 }
 
@@ -560,14 +790,24 @@ static uint64_t ps_ckpt_restore(struct iod_ckpt *ck, float *params, uint32_t n, 
  * (try again on the next turn: the update loop never waits for the disk). */
 static bool ps_ckpt_save(struct iod_ckpt *ck, float *params, uint32_t n, uint64_t step)
 {
-	struct iod_ckpt_region r = {"params", params, (uint64_t)n * sizeof(float)};
+	struct iod_ckpt_region r[3];
+	struct iod_ckpt_vol_buf vb = {0};
+	uint32_t rn = ps_regions(r, params, n);
 	struct iod_err e = {0};
 	int rc = iod_ckpt_poll(ck, &e);
 	if (rc == -EBUSY)
 		return false;
 	if (rc)
 		printf("parameter-server: a checkpoint failed: %s\n", e.msg);
-	rc = iod_ckpt_save(ck, step, &r, 1, &e);
+	if (ps_state_bytes)
+		memcpy(ps_state, &step, ps_state_bytes < 8 ? ps_state_bytes : 8);
+	/* the volume as it is now: the recovery point is this save's snapshot */
+	if (ps_volume_pack(r, &rn, &vb)) {
+		fflush(stdout);
+		return true; /* no checkpoint without its volume; the next turn tries again */
+	}
+	rc = iod_ckpt_save(ck, step, r, rn, &e);
+	iod_ckpt_vol_buf_free(&vb); /* phase 1 copied it */
 	if (rc == -EBUSY)
 		return false;
 	if (rc)
@@ -611,6 +851,28 @@ static int run_ps(uint16_t port, uint32_t n, const char *ckpt_dir, uint64_t ckpt
 	}
 	for (uint32_t i = 0; i < n; i++)
 		params[i] = 1.0f;
+	if (o->state_bytes) {
+		/* its own mapping, in huge pages where the kernel has them: a restore
+		 * after a move writes all of it, and 4 KiB faults were much of that */
+		void *m = mmap(NULL, o->state_bytes, PROT_READ | PROT_WRITE,
+		               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		ps_state = m == MAP_FAILED ? NULL : m;
+		if (ps_state)
+			madvise(ps_state, o->state_bytes, MADV_HUGEPAGE);
+		if (!ps_state) {
+			free(params);
+			free(grad);
+			close(lfd);
+			return fail(IOD_DEMO_EXIT_ERROR, "out of memory for %llu bytes of state",
+			            (unsigned long long)o->state_bytes);
+		}
+		ps_state_bytes = o->state_bytes; /* its pattern below, unless restored */
+	}
+	ps_volume = getenv("IOD_CKPT_VOLUME");
+	if (ps_volume && !ps_volume[0])
+		ps_volume = NULL;
+	if (ps_volume && ckpt_dir)
+		printf("parameter-server: volume %s rides in each checkpoint\n", ps_volume);
 	if (ckpt_dir && ps_ckpt_open(ckpt_dir, n, ckpt_server, ckpt_replicas, &ck)) {
 		free(params);
 		free(grad);
@@ -621,6 +883,9 @@ static int run_ps(uint16_t port, uint32_t n, const char *ckpt_dir, uint64_t ckpt
 		ckpt_last = ps_ckpt_restore(ck, params, n, ckpt_server != NULL);
 		atomic_store(&steps_done, ckpt_last);
 	}
+	/* a fresh start's state (a restore wrote every byte of it) */
+	for (uint64_t i = 0; !ckpt_last && i < ps_state_bytes; i++)
+		ps_state[i] = (uint8_t)(i * 31);
 	bool scrub_api = false;
 	if (ck && o->ckpt_scrub_ms) {
 		struct iod_ckpt_scrub_opts so = {.rate_bytes_per_s = o->ckpt_scrub_rate,
@@ -704,6 +969,10 @@ static int run_ps(uint16_t port, uint32_t n, const char *ckpt_dir, uint64_t ckpt
 	}
 	free(params);
 	free(grad);
+	if (ps_state)
+		munmap(ps_state, ps_state_bytes);
+	ps_state = NULL;
+	ps_state_bytes = 0;
 	printf("parameter-server: stopped after %llu updates\n",
 	       (unsigned long long)atomic_load(&steps_done));
 	return 0;

@@ -1782,14 +1782,15 @@ static const char *get_medium(struct spec_ld *ld, const struct iod_yaml_node *n)
 
 static void load_storage(struct spec_ld *ld, const struct iod_yaml_node *m)
 {
-	static const char *const storage_keys[] = {"tiers", "replicas"};
+	static const char *const storage_keys[] = {"tiers", "replicas", "volume"};
 	static const char *const tier_keys[] = {"medium", "quota", "quota_bp"};
-	const struct iod_yaml_node *v[2];
+	static const char *const volume_keys[] = {"replicas"};
+	const struct iod_yaml_node *v[3];
 	struct iod_spec *sp = ld->spec;
 	uint32_t sum = 0, i = 0;
 	bool all = true;
 
-	if (!get_map(ld, m, "storage", storage_keys, 2, v, NULL))
+	if (!get_map(ld, m, "storage", storage_keys, 3, v, NULL))
 		return;
 	if (v[1] &&
 	    get_u32(ld, v[1], "storage.replicas", IOD_STOR_REPLICAS_MAX, "IOD_STOR_REPLICAS_MAX",
@@ -1797,8 +1798,45 @@ static void load_storage(struct spec_ld *ld, const struct iod_yaml_node *m)
 	    sp->storage_replicas == 0)
 		spec_err(ld, v[1],
 		         "storage.replicas must be at least 1 (one copy, no replication)");
+	/* a volume: the stateful replicas' data directories, synced inside each
+	 * checkpoint, so with the checkpoint's copies (docs/storage.md "Volumes") */
+	if (v[2]) {
+		const struct iod_yaml_node *vr[1];
+		uint32_t n = 0;
+		if (get_map(ld, v[2], "storage.volume", volume_keys, 1, vr, NULL)) {
+			if (!vr[0])
+				spec_err(ld, v[2],
+				         "storage.volume needs replicas (e.g. {replicas: 3})");
+			else if (get_u32(ld, vr[0], "storage.volume.replicas",
+			                 IOD_STOR_REPLICAS_MAX, "IOD_STOR_REPLICAS_MAX", &n) &&
+			         n == 0)
+				spec_err(ld, vr[0], "storage.volume.replicas must be at least 1");
+			else if (n && v[1] && sp->storage_replicas && n != sp->storage_replicas)
+				spec_err(
+				    ld, vr[0],
+				    "storage.volume.replicas is %u and storage.replicas is %u: a "
+				    "volume is synced inside each checkpoint and has its copies; "
+				    "make them equal or write one of them",
+				    n, sp->storage_replicas);
+			else if (n) {
+				sp->storage_volume_replicas = n;
+				if (!v[1])
+					sp->storage_replicas = n;
+			}
+		}
+		if (!v[0] && sp->storage_volume_replicas) {
+			/* a volume alone: one NVMe tier holds the checkpoints it rides in */
+			sp->tiers = iod_arena_alloc(&sp->arena, sizeof(*sp->tiers));
+			if (!sp->tiers)
+				return;
+			sp->tiers[0] = (struct iod_spec_tier){.medium = "NVMe", .quota_bp = 10000};
+			sp->tiers_n = 1;
+			return;
+		}
+	}
 	if (!v[0]) {
-		spec_err(ld, m, "storage needs tiers: [{medium: NVMe, quota: 100%%}]");
+		if (!v[2])
+			spec_err(ld, m, "storage needs tiers: [{medium: NVMe, quota: 100%%}]");
 		return;
 	}
 	if (!want_seq(ld, v[0], "storage.tiers", "[{medium: PMem, quota: 20%}]", IOD_SPEC_TIERS_MAX,

@@ -500,6 +500,9 @@ json_t *iod_spec_to_json(const struct iod_spec *s)
 		set(st, "tiers", tiers);
 		if (s->storage_replicas)
 			set(st, "replicas", u64(s->storage_replicas));
+		if (s->storage_volume_replicas)
+			set(st, "volume",
+			    json_pack("{s:I}", "replicas", (json_int_t)s->storage_volume_replicas));
 		set(o, "storage", st);
 	}
 	if (s->has_mesh) {

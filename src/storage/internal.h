@@ -66,4 +66,8 @@ int ckpt_fsync_dir(const char *dir, struct iod_err *e);
 void ckpt_scrub_stop(struct iod_ckpt *c);
 void *ckpt_worker(void *arg);
 
+/* The size of region name in m (io.c); -ENOENT when m has none. */
+int ckpt_manifest_region_bytes(const struct iod_ckpt_manifest *m, const char *name, uint64_t *bytes,
+                               struct iod_err *e);
+
 #endif

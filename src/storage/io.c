@@ -480,15 +480,19 @@ int ckpt_scan(struct iod_ckpt *c, struct iod_err *e)
 /* ---- restore and scrub ---- */
 
 /* Read and verify every chunk into dst (the snapshot's layout) or a scratch buffer. */
-static int verify(const struct iod_ckpt *c, const char *dir, const struct iod_ckpt_manifest *m,
-                  uint8_t *const *dst, uint64_t *checked, struct iod_err *e)
+/* Chunks first, first + stride, ... of m: read (into dst, or a scratch
+ * buffer) and checked against the manifest; the first fault in that order. */
+static int verify_part(const struct iod_ckpt *c, const char *dir, const struct iod_ckpt_manifest *m,
+                       uint8_t *const *dst, uint32_t first, uint32_t stride, uint64_t *checked,
+                       uint32_t *bad, struct iod_err *e)
 {
 	char path[PATH_MAX + 64];
 	uint8_t *scratch = dst ? NULL : malloc(m->chunk_bytes);
 	int rc = 0;
 	if (!dst && !scratch)
 		return iod_err_set(e, -ENOMEM, "out of memory for a chunk");
-	for (uint32_t i = 0; i < m->chunks_n && !rc; i++) {
+	for (uint32_t i = first; i < m->chunks_n && !rc; i += stride) {
+		*bad = i;
 		const struct iod_ckpt_mchunk *k = &m->chunks[i];
 		uint8_t *p = dst ? dst[k->region] + (uint64_t)k->index * m->chunk_bytes : scratch;
 		struct stat st;
@@ -518,6 +522,62 @@ static int verify(const struct iod_ckpt *c, const char *dir, const struct iod_ck
 			*checked += k->len;
 	}
 	free(scratch);
+	return rc;
+}
+
+/* A restore's chunks, read on VERIFY_THREADS threads at once (a restore
+ * after a node loss reads the whole checkpoint while nothing else runs). */
+#define VERIFY_THREADS 2
+
+struct verify_job {
+	const struct iod_ckpt *c;
+	const char *dir;
+	const struct iod_ckpt_manifest *m;
+	uint8_t *const *dst;
+	uint32_t first, bad;
+	int rc;
+	struct iod_err err;
+};
+
+static void *verify_main(void *arg)
+{
+	struct verify_job *j = arg;
+	j->rc = verify_part(j->c, j->dir, j->m, j->dst, j->first, VERIFY_THREADS, NULL, &j->bad,
+	                    &j->err);
+	return NULL;
+}
+
+static int verify(const struct iod_ckpt *c, const char *dir, const struct iod_ckpt_manifest *m,
+                  uint8_t *const *dst, uint64_t *checked, struct iod_err *e)
+{
+	uint32_t bad = 0;
+	if (!dst ||
+	    m->chunks_n < 2 * VERIFY_THREADS) /* the scrub paces itself: one chunk at a time */
+		return verify_part(c, dir, m, dst, 0, 1, checked, &bad, e);
+	struct verify_job j[VERIFY_THREADS];
+	pthread_t th[VERIFY_THREADS];
+	bool started[VERIFY_THREADS] = {false};
+	int rc = 0;
+	for (uint32_t t = 0; t < VERIFY_THREADS; t++) {
+		j[t] = (struct verify_job){.c = c, .dir = dir, .m = m, .dst = dst, .first = t};
+		started[t] = t > 0 && pthread_create(&th[t], NULL, verify_main, &j[t]) == 0;
+		if (!started[t] && t > 0)
+			verify_main(&j[t]);
+	}
+	verify_main(&j[0]);
+	/* the fault of the lowest chunk, as one thread would have found first */
+	uint32_t at = UINT32_MAX;
+	for (uint32_t t = 0; t < VERIFY_THREADS; t++) {
+		if (started[t])
+			pthread_join(th[t], NULL);
+		if (j[t].rc && j[t].bad < at) {
+			at = j[t].bad;
+			rc = j[t].rc;
+			*e = j[t].err;
+		}
+	}
+	if (!rc && checked)
+		*checked += m->bytes;
 	return rc;
 }
 
@@ -582,6 +642,36 @@ int iod_ckpt_restore(struct iod_ckpt *c, uint64_t step, const struct iod_ckpt_re
 	pthread_mutex_unlock(&c->io);
 	if (!rc && restored)
 		*restored = found;
+	return rc;
+}
+
+/* The size of one region of a manifest: 0, or -ENOENT naming it. */
+int ckpt_manifest_region_bytes(const struct iod_ckpt_manifest *m, const char *name, uint64_t *bytes,
+                               struct iod_err *e)
+{
+	for (uint32_t i = 0; i < m->regions_n; i++)
+		if (!strcmp(m->regions[i].name, name)) {
+			*bytes = m->regions[i].bytes;
+			return 0;
+		}
+	return iod_err_set(e, -ENOENT, "checkpoint step %" PRIu64 " has no region %s", m->step,
+	                   name);
+}
+
+int iod_ckpt_region_bytes(struct iod_ckpt *c, uint64_t step, const char *name, uint64_t *bytes,
+                          struct iod_err *e)
+{
+	char dir[PATH_MAX + 32];
+	struct iod_ckpt_manifest m;
+	uint64_t found = 0;
+	int rc;
+	pthread_mutex_lock(&c->io);
+	rc = ckpt_find_step(c, step, dir, sizeof(dir), &found, e);
+	if (!rc && !(rc = ckpt_read_manifest(c, dir, found, &m, e))) {
+		rc = ckpt_manifest_region_bytes(&m, name, bytes, e);
+		iod_ckpt_manifest_free(&m);
+	}
+	pthread_mutex_unlock(&c->io);
 	return rc;
 }
 

@@ -867,6 +867,30 @@ int iod_ckpt_fetch(const char *addr, uint32_t rank, uint64_t step, const struct 
 	return rc;
 }
 
+int iod_ckpt_peer_region_bytes(const char *addr, uint32_t rank, uint64_t step, const char *name,
+                               uint64_t *bytes, struct iod_err *e)
+{
+	struct iod_http_conn c;
+	struct iod_http_response r = {0};
+	struct iod_ckpt_manifest m;
+	char file[64];
+	int rc;
+	conn_init(&c);
+	c.body_max = PEER_BODY_MAX;
+	snprintf(file, sizeof(file), "r%u.manifest", rank);
+	rc = get_one(&c, addr, step, file, &r, e);
+	if (!rc) {
+		rc = iod_ckpt_manifest_parse(r.body ? r.body : "", r.len, &m, e);
+		iod_http_response_free(&r);
+		if (!rc) {
+			rc = ckpt_manifest_region_bytes(&m, name, bytes, e);
+			iod_ckpt_manifest_free(&m);
+		}
+	}
+	iod_http_conn_close(&c);
+	return rc;
+}
+
 int iod_ckpt_peer_get_chunk(const char *addr, uint32_t rank, uint64_t step,
                             const struct iod_ckpt_mchunk *k, uint8_t *buf, struct iod_err *e)
 {

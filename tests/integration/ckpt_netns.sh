@@ -36,7 +36,13 @@ ip netns add "iodprobe$$" 2>/dev/null || { echo "skip: cannot create network nam
 ip netns del "iodprobe$$"
 . "$(dirname "$0")/lib.sh"
 PARAMS=${CKPT_NETNS_PARAMS:-262144}
-SIZE=$((PARAMS * 4))
+# CKPT_NETNS_STATE (bytes, default 0): optimizer state checkpointed with the
+# shard and never shipped to the worker (demo-worker --state-bytes), so the
+# state a node loss restores can be 1 GiB (make bench-storage-nodeloss-1g)
+STATE=${CKPT_NETNS_STATE:-0}
+SIZE=$((PARAMS * 4 + STATE))
+# seconds a save of SIZE may take here (one disk under four nodes, 3 copies)
+SLOW=$((40 + SIZE / 20000000))
 # room for the kept checkpoints and the one in flight (the agent's default
 # capacity, 1 GiB, holds the default size many times over)
 CAP=""
@@ -79,7 +85,7 @@ services:
     type: stateful
     command: iod
     args: [demo-worker, --role, parameter-server, --params, "$PARAMS", --ckpt-every, "20",
-           --ckpt-scrub, "0"]
+           --ckpt-scrub, "0", --state-bytes, "$STATE"]
   - name: w
     type: stateless
     command: iod
@@ -117,7 +123,7 @@ held_on() {
 }
 holders() { for n in $OTHERS; do held_on "$n" && echo "$n"; done; }
 two_held() { [ "$(holders | wc -l)" -ge 2 ]; }
-if wait_for 40 two_held; then
+if wait_for $SLOW two_held; then
 	ok "checkpoint copies on two other nodes ($ON -> $(holders | tr '\n' ' '))"
 else
 	die "copies of ps-0 not on two of $(echo $OTHERS): $(ls -R "$IOD_STATE_DIR"/node-*/ckpt-peer 2>&1 | head)"
@@ -166,12 +172,12 @@ moved() { n=$(field ps-0 node); [ -n "$n" ] && [ "$n" != "$ON" ]; }
 wait_for 15 moved || die "ps-0 not rescheduled"
 T_RESCHED=$(ms)
 restored() { "$IOD" logs ps-0 2>/dev/null | grep -q "restored step .* (copy on node"; }
-wait_for 60 restored || die "the replacement did not restore from a copy"
+wait_for $SLOW restored || die "the replacement did not restore from a copy"
 T_RESTORED=$(ms)
 LINE=$("$IOD" logs ps-0 2>/dev/null | grep "restored step .* (copy on node" | tail -1)
 GOT=$(echo "$LINE" | sed 's/.*restored step \([0-9]*\) .*/\1/')
 resumed() { "$IOD" logs ps-0 2>/dev/null | sed -n '/(copy on node/,$p' | grep -q "updates,"; }
-wait_for 20 resumed || die "the replacement did not continue"
+wait_for $SLOW resumed || die "the replacement did not continue"
 T_RESUMED=$(ms)
 if [ "$GOT" -ge "${STEP:-0}" ] 2>/dev/null && [ "$GOT" -gt 0 ]; then
 	ok "replacement on $(field ps-0 node) restored step $GOT (>= $STEP held before the loss) over mTLS and continues ($LINE)"
@@ -180,7 +186,7 @@ else
 fi
 # re-replication: the copy lost with the node is made again elsewhere
 rerep() { "$IOD" logs ps-0 2>/dev/null | grep -q "re-replicated step $GOT to node .*3 of 3 copies, clean"; }
-if wait_for 20 rerep; then
+if wait_for $SLOW rerep; then
 	RL=$("$IOD" logs ps-0 | grep "re-replicated step $GOT" | tail -1)
 	TO=$(echo "$RL" | sed 's/.* to node \([^ ]*\) .*/\1/')
 	SD=$(printf 'step-%020d' "$GOT")
@@ -194,7 +200,29 @@ else
 fi
 after=$("$IOD" logs ps-0 2>/dev/null | grep "copies per checkpoint" | tail -1)
 echo "after the loss: $after"
-echo "nodeloss phases (ms from the kill): detect=$((T_DETECT - T_KILL)) reschedule=$((T_RESCHED - T_KILL)) restored=$((T_RESTORED - T_KILL)) resume=$((T_RESUMED - T_KILL))"
-echo "BENCH storage.nodeloss p99_ms=$((T_RESTORED - T_KILL)) size_bytes=$SIZE load=$LOAD transport=mtls nodes=4 samples=1"
+if [ "$STATE" -gt 0 ]; then
+	SL=$("$IOD" logs ps-0 2>/dev/null | grep "state of .* bytes restored" | tail -1)
+	case "$SL" in
+	*"saved at step $GOT, intact") ok "the $STATE bytes of state came back whole, saved at step $GOT ($SL)" ;;
+	*) bad "the state after the restore: '$SL' (want saved at step $GOT, intact)" ;;
+	esac
+fi
+# the phases, each from the clock of the one who saw it (same machine):
+# detect = kill -> the Node gone (the test's poll: an upper bound), moved =
+# kill -> the rescheduler's write of the Replica (its agent's log), start =
+# -> the new node starting the replacement (its agent's log), find and
+# fetch_verify = the replica's own (asking the copies; every chunk read and
+# its XXH3 checked as it arrives), restored = kill -> its restore done (its
+# wall clock, at_ms): p99_ms. resume = -> its first updates seen (the demo
+# prints once a second: up to 1 s coarse; it re-replicates first).
+FIND=$(echo "$LINE" | sed -n 's/.*find_ms=\([0-9.]*\).*/\1/p')
+FV=$(echo "$LINE" | sed -n 's/.*fetch_verify_ms=\([0-9.]*\).*/\1/p')
+AT=$(echo "$LINE" | sed -n 's/.* at_ms=\([0-9]*\).*/\1/p')
+MOVED_AT=$(log_at_ms "ps-0: rescheduled from lost node" "$IOD_STATE_DIR"/node-*.log)
+START_AT=$(log_at_ms "ps-0: starting" "$IOD_STATE_DIR"/node-*.log)
+: "${AT:=$T_RESTORED}" "${MOVED_AT:=$T_RESCHED}" "${START_AT:=$MOVED_AT}"
+P99=$((AT - T_KILL))
+echo "nodeloss phases (ms from the kill): detect<=$((T_DETECT - T_KILL)) moved=$((MOVED_AT - T_KILL)) started=$((START_AT - T_KILL)) restored=$P99 (in the replica: find ${FIND:-?} ms, fetch+verify ${FV:-?} ms) resume=$((T_RESUMED - T_KILL)); as polled by the test: reschedule=$((T_RESCHED - T_KILL)) restored=$((T_RESTORED - T_KILL))"
+echo "BENCH storage.nodeloss p99_ms=$P99 size_bytes=$SIZE load=$LOAD transport=mtls nodes=4 samples=1 detect_ms=$((T_DETECT - T_KILL)) moved_ms=$((MOVED_AT - T_KILL)) start_ms=$((START_AT - MOVED_AT)) find_ms=${FIND:-0} fetch_verify_ms=${FV:-0} restore_ms=$((AT - START_AT)) resume_ms=$((T_RESUMED - AT)) state_bytes=$STATE"
 echo "ckpt_netns: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -9,7 +9,10 @@
 #   2. the node holding the replica is lost (its agent and the replica
 #      SIGKILLed): the replacement on the other node restores from the
 #      surviving copy and continues from the checkpoint's step; the phases
-#      (detect, reschedule, fetch+verify, resume) are printed.
+#      (detect, reschedule, fetch+verify, resume) are printed;
+#   3. its data directory is a replicated volume (storage.volume): a file
+#      written there before the last checkpoint comes back on the new node,
+#      byte for byte (docs/storage.md "Volumes").
 # Exit status: 0 pass, 77 skip, 1 fail.
 set -u
 BUILD=${1:-build}
@@ -36,6 +39,7 @@ start_cluster "$T/up.log" --nodes 2 --servers 1 --gpus-per-node 1 --lease-ttl 1s
 cat >"$T/spec.yaml" <<'YAML'
 storage:
   replicas: 2
+  volume: {replicas: 2}
   tiers:
     - {medium: NVMe, quota: 100%}
 services:
@@ -85,6 +89,22 @@ fi
 "$IOD" get nodes -o json 2>/dev/null | grep -q '"ckpt_peer"' ||
 	fail "the Node objects carry no ckpt_peer"
 
+# 3 (before the loss). a file in ps-0's data directory, then a checkpoint
+# taken after it held on the other node: the volume's recovery point
+DATA="$IOD_STATE_DIR/$ON/replicas/ps-0/data"
+[ -d "$DATA" ] || fail "no data directory $DATA"
+"$IOD" logs ps-0 2>/dev/null | grep -q "volume $DATA rides in each checkpoint" ||
+	fail "ps-0 did not take its data directory as a volume: $("$IOD" logs ps-0 2>&1 | head -5)"
+mkdir -p "$DATA/db"
+echo "row $$ written before the sync" >"$DATA/db/notes.txt"
+WROTE=$(copy_steps | tail -1)
+newer() {
+	s=$(copy_steps | tail -1)
+	[ -n "$s" ] && [ "$s" != "$WROTE" ] &&
+		[ -f "$IOD_STATE_DIR/$OTHER/ckpt-peer/ps-0/$s/r0.manifest" ]
+}
+wait_for 25 newer || fail "no checkpoint after the write reached $OTHER"
+
 # 2. lose the node holding ps-0: its agent and the replica, SIGKILLed
 apid=$(cat "$IOD_STATE_DIR/$ON.pid" 2>/dev/null)
 init=$(python3 -c "
@@ -115,6 +135,14 @@ if [ "$GOT" -ge "${STEP:-0}" ] 2>/dev/null && [ "$GOT" -gt 0 ]; then
 	ok "replacement_resumes_from_the_checkpoint_step (step $GOT >= $STEP held before the loss; $LINE)"
 else
 	fail "restored step '$GOT', the surviving copy held $STEP"
+fi
+# 3. the volume on the new node
+vol() { "$IOD" logs ps-0 2>/dev/null | grep -q "volume restored from step"; }
+NEWDATA="$IOD_STATE_DIR/$OTHER/replicas/ps-0/data"
+if wait_for 15 vol && [ "$(cat "$NEWDATA/db/notes.txt" 2>/dev/null)" = "row $$ written before the sync" ]; then
+	ok "volume_file_written_before_the_last_sync_is_on_the_new_node ($("$IOD" logs ps-0 | grep 'volume restored' | tail -1))"
+else
+	fail "the volume on $OTHER: $(ls -R "$NEWDATA" 2>&1 | head -8); $("$IOD" logs ps-0 2>&1 | grep -i volume | tail -2)"
 fi
 echo "nodeloss phases (ms from the kill): detect=$((T_DETECT - T_KILL)) reschedule=$((T_RESCHED - T_KILL)) restored=$((T_RESTORED - T_KILL)) (fetch+verify $FV ms in the replica) resume=$((T_RESUMED - T_KILL))"
 checks_ok

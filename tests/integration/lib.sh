@@ -81,6 +81,16 @@ wait_for() {
 _http_up() { curl -s -o /dev/null --max-time 1 "$1"; }
 wait_http() { wait_for "$1" _http_up "$2"; }
 
+# log_at_ms PATTERN FILE...: the wall clock (unix ms) of the last line that
+# matches PATTERN in iod's logs (each line starts with its ISO UTC time);
+# nothing when none does. For phases timed from the logs, not from polls.
+log_at_ms() {
+	_la_p=$1
+	shift
+	_la_t=$(grep -h -- "$_la_p" "$@" 2>/dev/null | sort | tail -1 | cut -d' ' -f1)
+	[ -n "$_la_t" ] && date -u -d "$_la_t" +%s%3N
+}
+
 free_port_block() {
 	# A block is reserved for the calling script ($$, also inside $(...)) by
 	# a file in $_pb naming it; one whose script is gone is free again. The

@@ -339,6 +339,78 @@ TEST(stateful_replica_gets_its_checkpoint_store)
 	iod_buf_free(&b);
 }
 
+/* A small file for the seeding test. */
+static void put(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	if (f) {
+		fputs(text, f);
+		fclose(f);
+	}
+}
+
+/*
+ * Issue 23, node loss: a stateful replica that starts with an empty store
+ * on a node whose chunk server holds copies of it gets the newest step the
+ * server holds whole (its manifest there) hard-linked into its tier with
+ * the largest quota, and $IOD_CKPT_MOVED naming it; a newer step without a
+ * manifest (a copy being received) is not linked. The links are the
+ * server's files (same inode), not the replica's to change. Started again
+ * with its own step there, nothing is linked and the variable is unset.
+ */
+TEST(moved_replica_gets_this_nodes_copy_linked)
+{
+	struct iod_agent_exec_config c;
+	struct iod_agent_proc p;
+	struct iod_err e = {0};
+	struct iod_buf b;
+	char dir[IOD_AGENT_PATH_MAX + 64], f[IOD_AGENT_PATH_MAX + 128], data[IOD_AGENT_PATH_MAX];
+	struct stat a, l;
+	setup(&c, "ckptseed");
+	const char *s5 = "step-00000000000000000005", *s7 = "step-00000000000000000007";
+	snprintf(dir, sizeof(dir), "%s/ckpt-peer/ps-0/%s", c.run_dir, s5);
+	CHECK_EQ(iod_sec_mkdirs(dir, 0755, &e), 0);
+	snprintf(f, sizeof(f), "%s/r0-0-0.chunk", dir);
+	put(f, "chunk bytes");
+	snprintf(f, sizeof(f), "%s/r0.manifest", dir);
+	put(f, "a manifest");
+	snprintf(dir, sizeof(dir), "%s/ckpt-peer/ps-0/%s", c.run_dir, s7);
+	CHECK_EQ(iod_sec_mkdirs(dir, 0755, &e), 0);
+	snprintf(f, sizeof(f), "%s/r0-0-0.chunk", dir);
+	put(f, "half of a copy");
+	struct iod_agent_replica r = shell("ps-0", "echo moved=${IOD_CKPT_MOVED:-none}");
+	r.stateful = true;
+	r.ckpt_tiers[0] = (struct iod_stor_tier_cfg){IOD_STOR_PMEM, 2000};
+	r.ckpt_tiers[1] = (struct iod_stor_tier_cfg){IOD_STOR_NVME, 8000};
+	r.ckpt_tiers_n = 2;
+	CHECK_MSG(iod_agent_exec_start(&c, &r, &p, &e) == 0, "%s", e.msg);
+	CHECK_EQ(wait_exit(p.pid), 0);
+	iod_agent_exec_cleanup(&p);
+	read_log(&c, "ps-0", &b);
+	snprintf(f, sizeof(f), "moved=%s\n", s5);
+	CHECK_CONTAINS(b.data, f);
+	iod_buf_free(&b);
+	CHECK_EQ(iod_agent_replica_path(c.run_dir, "ps-0", "data", data, sizeof(data)), 0);
+	snprintf(f, sizeof(f), "%s/ckpt/NVMe/%s/r0-0-0.chunk", data, s5);
+	CHECK_EQ(stat(f, &l), 0);
+	snprintf(f, sizeof(f), "%s/ckpt-peer/ps-0/%s/r0-0-0.chunk", c.run_dir, s5);
+	CHECK_EQ(stat(f, &a), 0);
+	CHECK(a.st_ino == l.st_ino && l.st_nlink == 2); /* the server's file itself */
+	snprintf(f, sizeof(f), "%s/ckpt/NVMe/%s/r0.manifest", data, s5);
+	CHECK_EQ(stat(f, &l), 0);
+	snprintf(f, sizeof(f), "%s/ckpt/NVMe/%s", data, s7);
+	CHECK(stat(f, &l) != 0); /* no manifest on the server: not linked */
+	snprintf(f, sizeof(f), "%s/ckpt/PMem/%s", data, s5);
+	CHECK(stat(f, &l) != 0); /* the tier with the largest quota only */
+	/* started again with that step in its store: nothing more */
+	CHECK_MSG(iod_agent_exec_start(&c, &r, &p, &e) == 0, "%s", e.msg);
+	CHECK_EQ(wait_exit(p.pid), 0);
+	iod_agent_exec_cleanup(&p);
+	read_log(&c, "ps-0", &b);
+	CHECK_CONTAINS(b.data, "moved=none\n");
+	iod_buf_free(&b);
+}
+
 /* Issues 22/23: a replica whose record names its service's tenant gets
  * its own copy of the service's SVID (ca.crt, svid.crt, svid.key: 0400 in
  * a 0500 directory) and the variables that point at it; one without gets

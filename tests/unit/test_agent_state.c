@@ -243,6 +243,38 @@ TEST(lost_node_stateless_moves_now_stateful_after_grace)
 	json_decref(reps);
 }
 
+/* With no stateful grace (`--stateful-grace 0s`) a lost stateful replica
+ * moves in the plan that first sees it: one write, not a `lost` mark whose
+ * watch round would delay the move (storage.nodeloss's reschedule phase). */
+TEST(lost_stateful_replica_with_no_grace_moves_in_one_plan)
+{
+	json_t *nodes = parse(NODES), *svcs = parse(SERVICES), *unplaced = NULL;
+	json_t *reps = parse("{\"rev\":9,\"items\":["
+	                     "{\"name\":\"ps-2\",\"rev\":6,\"value\":{\"service\":\"ps\","
+	                     "\"node\":\"n3\",\"gpus\":\"0\"}}]}");
+	CHECK(nodes && svcs && reps);
+	json_t *w = iod_ctrl_resched_plan(nodes, reps, svcs, 1000, 0, &unplaced);
+	CHECK_EQ(json_array_size(w), 1);
+	const json_t *ms = write_for(w, "ps-2"), *v = json_object_get(ms, "value");
+	const char *s = "";
+	uint64_t prev = 0;
+	CHECK(ms);
+	iod_json_get_u64(ms, "prev_rev", &prev);
+	CHECK_U64(prev, 6);
+	iod_json_get_str(v, "node", &s);
+	CHECK(strcmp(s, "n3") != 0);
+	iod_json_get_str(v, "phase", &s);
+	CHECK_STR(s, "pending");
+	iod_json_get_str(v, "moved_from", &s);
+	CHECK_STR(s, "n3");
+	CHECK(!json_object_get(v, "lost_ms"));
+	json_decref(w);
+	json_decref(unplaced);
+	json_decref(nodes);
+	json_decref(svcs);
+	json_decref(reps);
+}
+
 TEST(lost_replica_that_fits_nowhere_is_reported)
 {
 	json_t *nodes = parse("{\"rev\":1,\"items\":[{\"name\":\"n1\",\"value\":{\"gpus\":1}}]}");

@@ -320,6 +320,26 @@ TEST(storage_tiers_and_mesh)
 	CHECK(s->has_mesh);
 	CHECK_EQ(s->transport, IOD_TRANSPORT_TCP); /* the default */
 	iod_spec_free(s);
+
+	/* a volume alone: its copies are the checkpoints', in one NVMe tier */
+	LOAD_OK("storage: {volume: {replicas: 3}}\n", &s);
+	CHECK_EQ(s->storage_volume_replicas, 3);
+	CHECK_EQ(s->storage_replicas, 3);
+	CHECK_EQ(s->tiers_n, 1);
+	CHECK_STR(s->tiers[0].medium, "NVMe");
+	CHECK_EQ(s->tiers[0].quota_bp, 10000);
+	json_t *j = iod_spec_to_json(s);
+	CHECK_EQ(json_integer_value(json_object_get(
+	             json_object_get(json_object_get(j, "storage"), "volume"), "replicas")),
+	         3);
+	json_decref(j);
+	iod_spec_free(s);
+	LOAD_OK(
+	    "storage: {replicas: 2, volume: {replicas: 2}, tiers: [{medium: PMem, quota: 100%}]}\n",
+	    &s);
+	CHECK_EQ(s->storage_volume_replicas, 2);
+	CHECK_STR(s->tiers[0].medium, "PMem");
+	iod_spec_free(s);
 }
 
 TEST(document_markers_and_comments)

@@ -365,6 +365,16 @@ TEST(storage_errors)
 	          "HDD, quota: 1%}, {medium: HDD, quota: 1%}, {medium: HDD, quota: 1%}, {medium: "
 	          "HDD, quota: 1%}]}\n",
 	          1, 18, "the most is 8 (IOD_SPEC_TIERS_MAX)");
+	/* volumes: replicas 1..7, the checkpoint's own copies, nothing else */
+	CHECK_ERR("storage: {volume: {replicas: 0}}\n", 1, 30,
+	          "storage.volume.replicas must be at least 1");
+	CHECK_ERR("storage: {volume: {replicas: 9}}\n", 1, 30,
+	          "the most is 7 (IOD_STOR_REPLICAS_MAX)");
+	CHECK_ERR("storage: {volume: {}}\n", 1, 19, "storage.volume needs replicas");
+	CHECK_ERR("storage: {volume: {replicas: 3, size: 1GiB}}\n", 1, 33, "size");
+	CHECK_ERR("storage: {replicas: 2, volume: {replicas: 3}}\n", 1, 43,
+	          "storage.volume.replicas is 3 and storage.replicas is 2");
+	CHECK_ERR("storage: {volume: 3}\n", 1, 19, "storage.volume");
 }
 
 TEST(services_list_limits)
