@@ -438,6 +438,10 @@ struct iod_agent_config {
 	char svid_dir[IOD_AGENT_PATH_MAX]; /* default DATA_DIR/svid */
 	uint64_t svid_ttl_s;               /* life to ask for (0: the server's, 1 h) */
 	bool mesh_no_vips;                 /* the proxy serves no VIPs (mTLS only) */
+	/* service_mesh.transport shm: the proxy's AF_UNIX sockets (DIR/SERVICE.sock,
+	 * DIR/ep/REPLICA.sock for replicas that listen there); replicas get it in
+	 * IOD_MESH_UNIX_DIR. "" = none (every hop TCP) */
+	char mesh_unix_dir[IOD_AGENT_PATH_MAX];
 	/* per-replica network namespaces (root only; docs/runtime.md) */
 	char netns_subnet
 	    [IOD_ADDR_MAX]; /* node subnet CIDR; "" = replicas share the node's network */

@@ -372,6 +372,14 @@ static void do_action(struct agent *a, const struct iod_agent_action *act)
 			         "%s: IOD_SVC_* with the overlay VIPs do not fit its "
 			         "environment: they keep the mesh's",
 			         act->name);
+		/* service_mesh.transport shm: where the proxy's AF_UNIX sockets are
+		 * (a client tries DIR/SERVICE.sock, then the VIP; a server may
+		 * listen on DIR/ep/REPLICA.sock too). Set whatever the transport,
+		 * so a live switch needs no restart; not in a namespace of its own */
+		if (!rc && !own_net && a->cfg->mesh_unix_dir[0] &&
+		    iod_agent_replica_add_env(r, "IOD_MESH_UNIX_DIR", a->cfg->mesh_unix_dir))
+			IOD_WARN("agent", "%s: IOD_MESH_UNIX_DIR does not fit its environment",
+			         act->name);
 		if (r->sandbox.user == IOD_SPEC_USER_DYNAMIC && a->caps.root)
 			r->sandbox.uid = r->sandbox.gid = replica_uid(a, act->slot, r->name);
 		if (!rc)
