@@ -57,6 +57,7 @@ struct iod_demo_backend {
 	char sink[512];          /* --sink: write each request's decoded body here */
 	bool chunked;            /* --chunked: answer with chunked transfer encoding */
 	uint64_t read_bps;       /* --read-rate: read request bodies this slowly (0 = no limit) */
+	char unix_path[108];     /* --unix: also serve on this AF_UNIX socket ("" = none) */
 };
 
 /* Serve on listen_addr (IPv4:port) forever; call ("http://IPv4:port/path",
