@@ -143,6 +143,8 @@ int iod_mesh_proxy_mtls_reload(struct iod_mesh_proxy *p, struct iod_err *e);
  */
 void iod_mesh_proxy_transport_set(struct iod_mesh_proxy *p, enum iod_mesh_tp_want want,
                                   bool rdma_device);
+/* Make DIR (0755) and DIR/ep (01777: replicas create their sockets there). */
+void iod_mesh_unix_dirs(const char *dir);
 /* DIR/SERVICE.sock (or DIR/ep/ENDPOINT.sock with ep): -ENAMETOOLONG when
  * it does not fit a sockaddr_un. */
 int iod_mesh_unix_path(const char *dir, const char *name, bool ep, char *buf, size_t len);

@@ -525,6 +525,11 @@ static int agent_init(struct agent *a, const struct iod_agent_config *c, struct 
 		IOD_WARN("agent", "sandbox: %s", a->caps.warning);
 	snprintf(a->exec.node, sizeof(a->exec.node), "%s", c->name);
 	snprintf(a->exec.run_dir, sizeof(a->exec.run_dir), "%s", c->data_dir);
+	if (c->mesh_unix_dir[0]) { /* its replicas bind it: it must exist first */
+		snprintf(a->exec.mesh_unix_dir, sizeof(a->exec.mesh_unix_dir), "%s",
+		         c->mesh_unix_dir);
+		iod_mesh_unix_dirs(c->mesh_unix_dir);
+	}
 	snprintf(a->exec.cgroup_prefix, sizeof(a->exec.cgroup_prefix), "iod/%s", c->name);
 	ssize_t n = readlink("/proc/self/exe", a->exec.self_exe, sizeof(a->exec.self_exe) - 1);
 	a->exec.self_exe[n > 0 ? n : 0] = 0;

@@ -343,10 +343,12 @@ int iod_demo_backend_run(const struct iod_demo_backend *cfg, const char *listen_
 		iod_strlcpy(su.sun_path, be.unix_path, sizeof(su.sun_path));
 		char dir[sizeof(su.sun_path)];
 		iod_strlcpy(dir, be.unix_path, sizeof(dir));
-		char *sl = strrchr(dir, '/');
-		if (sl) { /* DIR/ep may not exist yet: the proxy makes DIR only */
+		/* DIR/ep may not exist yet (the agent's proxy makes them when it
+		 * starts): make each directory of the path, EEXIST is fine */
+		for (char *sl = strchr(dir + 1, '/'); sl; sl = strchr(sl + 1, '/')) {
 			*sl = 0;
 			mkdir(dir, 0755);
+			*sl = '/';
 		}
 		unlink(su.sun_path);
 		static int ufd;

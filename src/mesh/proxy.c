@@ -252,6 +252,18 @@ static void listener_close(struct wsvc *s)
 	s->lst = NULL;
 }
 
+void iod_mesh_unix_dirs(const char *dir)
+{
+	char ep[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
+	mkdir(dir, 0755); /* EEXIST is fine; a bind or connect says the rest */
+	snprintf(ep, sizeof(ep), "%s/ep", dir);
+	/* replicas under uids of their own create their sockets here: sticky,
+	 * like /tmp, so none can remove another's (docs/mesh.md: a replica
+	 * could still take a name no replica holds yet) */
+	if (!mkdir(ep, 01777))
+		chmod(ep, 01777); /* past the umask */
+}
+
 int iod_mesh_unix_path(const char *dir, const char *name, bool ep, char *buf, size_t len)
 {
 	size_t cap = IOD_MIN(len, sizeof(((struct sockaddr_un *)0)->sun_path));
@@ -895,6 +907,8 @@ int iod_mesh_proxy_start(struct iod_mesh_proxy **out, const struct iod_mesh_prox
 	p->admin_fd = p->dns_fd = -1;
 	p->admin_reserve = -1;
 	p->tp_cluster = (uint8_t)o->transport;
+	if (o->unix_dir)
+		iod_mesh_unix_dirs(o->unix_dir);
 	p->workers_n = o->workers ? o->workers : 1;
 	if (p->workers_n > IOD_MESH_WORKERS_MAX) {
 		free(p);
