@@ -323,7 +323,8 @@ int main(void)
 	}
 	struct iod_mesh_file_source fs;
 	iod_mesh_file_source_init(&fs, cfg);
-	struct iod_mesh_proxy_opts o = {.workers = 1, .unix_dir = dir, .transport = IOD_MESH_TP_TCP};
+	struct iod_mesh_proxy_opts o = {
+	    .workers = 1, .unix_dir = dir, .transport = IOD_MESH_TP_TCP};
 	struct iod_mesh_proxy *p = NULL;
 	struct iod_err e = {0};
 	if (iod_mesh_proxy_start(&p, &o, &fs.src, &e)) {
@@ -338,7 +339,8 @@ int main(void)
 	for (uint32_t r = 0; r < rounds && !rc; r++) {
 		for (int shm = 0; shm < 2 && !rc; shm++) {
 			/* the live switch, as the agent applies iod config */
-			iod_mesh_proxy_transport_set(p, shm ? IOD_MESH_TP_SHM : IOD_MESH_TP_TCP, false);
+			iod_mesh_proxy_transport_set(p, shm ? IOD_MESH_TP_SHM : IOD_MESH_TP_TCP,
+			                             false);
 			struct stat st;
 			for (int k = 0; k < 200 && (stat(svc_path, &st) == 0) != (bool)shm; k++)
 				usleep(5000);
@@ -361,8 +363,9 @@ int main(void)
 			/* both connections of the round took the path asked for */
 			if (tp_count(p, "upstream", shm ? "shm" : "tcp") - up0 != 2 ||
 			    tp_count(p, "client", shm ? "shm" : "tcp") - dn0 != 2) {
-				fprintf(stderr, "bench_mesh_transport: the %s round's connections did "
-				                "not all take that path\n",
+				fprintf(stderr,
+				        "bench_mesh_transport: the %s round's connections did "
+				        "not all take that path\n",
 				        shm ? "shm" : "tcp");
 				rc = 1;
 				break;
@@ -383,12 +386,13 @@ int main(void)
 			bench_line("BENCH mesh.transport transport=%s hops=client,upstream msg=%u "
 			           "rounds=%u pings=%u p50_us=%.1f p99_us=%.1f rps=%.0f "
 			           "bulk_mib=%llu gbps=%.2f",
-			           t ? "shm" : "tcp", MSG_BYTES, rounds, n, m[t][0], m[t][1], m[t][2],
-			           (unsigned long long)(bulk >> 20), m[t][3]);
+			           t ? "shm" : "tcp", MSG_BYTES, rounds, n, m[t][0], m[t][1],
+			           m[t][2], (unsigned long long)(bulk >> 20), m[t][3]);
 		}
 		bench_line("BENCH mesh.transport_gain p50_ratio=%.2f p99_ratio=%.2f rps_ratio=%.2f "
 		           "gbps_ratio=%.2f",
-		           m[0][0] / m[1][0], m[0][1] / m[1][1], m[1][2] / m[0][2], m[1][3] / m[0][3]);
+		           m[0][0] / m[1][0], m[0][1] / m[1][1], m[1][2] / m[0][2],
+		           m[1][3] / m[0][3]);
 	}
 	iod_mesh_proxy_stop(p);
 	free(lat);

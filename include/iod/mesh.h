@@ -146,8 +146,8 @@ struct iod_mesh_service {
 	struct iod_mesh_breaker_cfg breaker;
 	struct iod_mesh_retry_cfg retry;
 	struct iod_mesh_timeouts timeout;
-	struct iod_mesh_fault fault; /* injected faults (chaos); zero = none */
-	bool no_listen;              /* in the view (DNS, mTLS hops in) but no VIP listener */
+	struct iod_mesh_fault fault;     /* injected faults (chaos); zero = none */
+	bool no_listen;                  /* in the view (DNS, mTLS hops in) but no VIP listener */
 	enum iod_mesh_tp_want transport; /* its spec's service_mesh.transport (UNSET: the
 	                                    cluster's, iod config) */
 	struct iod_mesh_endpoint eps[IOD_MESH_ENDPOINTS_MAX]; /* eps_n endpoints */

@@ -57,9 +57,8 @@ static enum iod_mesh_tp_want live_transport(void)
 {
 	char buf[16];
 	enum iod_mesh_tp_want w;
-	if (iod_mesh_tp_want_parse(iod_config_live_str("service_mesh.transport", "tcp", buf,
-	                                               sizeof(buf)),
-	                           &w))
+	if (iod_mesh_tp_want_parse(
+	        iod_config_live_str("service_mesh.transport", "tcp", buf, sizeof(buf)), &w))
 		w = IOD_MESH_TP_TCP;
 	return w;
 }

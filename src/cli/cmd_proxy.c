@@ -305,9 +305,9 @@ int cmd_proxy(int argc, char **argv)
 		case 1402: o.unix_dir = optarg; break;
 		case 1403:
 			if (iod_mesh_tp_want_parse(optarg, &o.transport) || !*optarg)
-				return iod_cli_fail("proxy", IOD_EXIT_INVALID,
-				                    "--transport %s: expected tcp, shm, rdma or auto",
-				                    optarg);
+				return iod_cli_fail(
+				    "proxy", IOD_EXIT_INVALID,
+				    "--transport %s: expected tcp, shm, rdma or auto", optarg);
 			break;
 		case 1404: {
 			const char *d = getenv("IOD_MESH_UNIX_DIR"), *r = getenv("IOD_REPLICA");
@@ -315,8 +315,9 @@ int cmd_proxy(int argc, char **argv)
 				if (iod_strlcpy(be.unix_path, optarg, sizeof(be.unix_path)))
 					return iod_cli_fail("proxy", IOD_EXIT_INVALID,
 					                    "--unix %s: too long", optarg);
-			} else if (d && r && iod_mesh_unix_path(d, r, true, be.unix_path,
-			                                        sizeof(be.unix_path))) {
+			} else if (d && r &&
+			           iod_mesh_unix_path(d, r, true, be.unix_path,
+			                              sizeof(be.unix_path))) {
 				return iod_cli_fail("proxy", IOD_EXIT_INVALID,
 				                    "--unix auto: %s/ep/%s.sock is too long", d, r);
 			} /* auto without the variables: TCP only */

@@ -575,9 +575,8 @@ int cmd_up(int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/node-%ld.pid", dir, i);
 		snprintf(gs, sizeof(gs), "%ld", gpus);
 		char *av[60], telv[32], mtlsv[32], svidd[IOD_AGENT_PATH_MAX + 24],
-		    unixd[IOD_AGENT_PATH_MAX + 24],
-		    crt[IOD_AGENT_PATH_MAX + 48], key[IOD_AGENT_PATH_MAX + 48],
-		    cacrt[IOD_AGENT_PATH_MAX + 16];
+		    unixd[IOD_AGENT_PATH_MAX + 24], crt[IOD_AGENT_PATH_MAX + 48],
+		    key[IOD_AGENT_PATH_MAX + 48], cacrt[IOD_AGENT_PATH_MAX + 16];
 		int k = 0;
 		av[k++] = exe;
 		av[k++] = "agent";

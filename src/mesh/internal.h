@@ -77,8 +77,8 @@ struct wsvc {
 	struct ep_stats eps[IOD_MESH_ENDPOINTS_MAX]; /* per-endpoint counters */
 	struct svc_stats st;                         /* per-service counters */
 	struct listener *lst;                        /* this worker's listening socket */
-	struct listener *ulst;          /* worker 0: the AF_UNIX listener while shm (or NULL) */
-	enum iod_mesh_tp_want tp_want;  /* effective service_mesh.transport (never UNSET once
+	struct listener *ulst;         /* worker 0: the AF_UNIX listener while shm (or NULL) */
+	enum iod_mesh_tp_want tp_want; /* effective service_mesh.transport (never UNSET once
 	                                   applied) */
 };
 

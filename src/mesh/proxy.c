@@ -303,8 +303,8 @@ static int unix_listener_open(struct worker *w, struct wsvc *s, uint32_t slot)
 	unlink(sa.sun_path);              /* a socket left by a proxy that died */
 	/* callers are replicas under their own uids: the socket is open to
 	 * all, as the VIP is; policies still name callers (SO_PEERCRED) */
-	if (!rc && (bind(l->fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	            chmod(sa.sun_path, 0777) || listen(l->fd, 4096)))
+	if (!rc && (bind(l->fd, (struct sockaddr *)&sa, sizeof(sa)) || chmod(sa.sun_path, 0777) ||
+	            listen(l->fd, 4096)))
 		rc = -errno;
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
 	if (!rc && epoll_ctl(w->epfd, EPOLL_CTL_ADD, l->fd, &ev))
@@ -424,7 +424,8 @@ static void svc_transport(struct worker *w, struct wsvc *s, uint32_t slot)
 	enum iod_mesh_tp_want want = iod_mesh_tp_effective(s->svc.transport, cl);
 	struct iod_mesh_hop hop = {.same_node = true,
 	                           .unix_ok = p->opts.unix_dir != NULL,
-	                           .rdma_device = __atomic_load_n(&p->rdma_device, __ATOMIC_RELAXED)};
+	                           .rdma_device =
+	                               __atomic_load_n(&p->rdma_device, __ATOMIC_RELAXED)};
 	bool listen_unix = w->id == 0 && !p->opts.no_vips && !s->svc.no_listen &&
 	                   iod_mesh_tp_pick(want, &hop, NULL) == IOD_MESH_PATH_SHM;
 	if (want != s->tp_want) {
@@ -635,8 +636,8 @@ static void on_accept_unix(struct worker *w, struct listener *l)
 {
 	struct wsvc *s = &w->svcs[l->slot];
 	for (int k = 0; k < ACCEPT_BURST; k++) {
-		int fd = iod_fd_accept(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC,
-		                       &w->reserve_fd);
+		int fd =
+		    iod_fd_accept(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC, &w->reserve_fd);
 		if (fd == -ECONNABORTED) {
 			STAT_INC(w->cx_shed);
 			continue;
@@ -1101,9 +1102,10 @@ int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b)
 	                "1 for the service_mesh.transport each service runs (its spec's, else "
 	                "the node's iod config value).");
 	for (uint32_t i = 0; i < v->svcs_n; i++) {
-		iod_prom_labels(l, sizeof(l), "service", v->svcs[i].name, "transport",
-		                iod_mesh_tp_want_name(iod_mesh_tp_effective(v->svcs[i].transport, cl)),
-		                "from", v->svcs[i].transport ? "spec" : "config", (const char *)NULL);
+		iod_prom_labels(
+		    l, sizeof(l), "service", v->svcs[i].name, "transport",
+		    iod_mesh_tp_want_name(iod_mesh_tp_effective(v->svcs[i].transport, cl)), "from",
+		    v->svcs[i].transport ? "spec" : "config", (const char *)NULL);
 		rc |= iod_prom_u64(b, "iod_mesh_transport_info", l, 1);
 	}
 	iod_prom_header(b, "iod_mesh_transport_connections_total", "counter",
@@ -1116,13 +1118,15 @@ int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b)
 				for (uint32_t k = 0; k < p->workers_n; k++) {
 					const struct svc_stats *st =
 					    &p->workers[k].svcs[p->view_slot[i]].st;
-					sum += hop ? STAT_GET(st->tp_up[t]) : STAT_GET(st->tp_down[t]);
+					sum +=
+					    hop ? STAT_GET(st->tp_up[t]) : STAT_GET(st->tp_down[t]);
 				}
 				iod_prom_labels(l, sizeof(l), "service", v->svcs[i].name, "hop",
 				                hop ? "upstream" : "client", "transport",
 				                iod_mesh_tp_path_name((enum iod_mesh_tp_path)t),
 				                (const char *)NULL);
-				rc |= iod_prom_u64(b, "iod_mesh_transport_connections_total", l, sum);
+				rc |=
+				    iod_prom_u64(b, "iod_mesh_transport_connections_total", l, sum);
 			}
 #define X(fld, mname, mtype, mhelp)                                                                \
 	iod_prom_header(b, mname, mtype, mhelp);                                                   \

@@ -458,7 +458,7 @@ static const struct iod_top_mesh_svc *mesh_of(const struct iod_top_snapshot *s, 
 static void build_services(struct iod_top_table *t, const struct iod_top_input *in,
                            const struct iod_top_snapshot *s)
 {
-	static const char *const cols[] = {"NAME", "TYPE",  "READY",  "ENDPOINTS", "RPS",
+	static const char *const cols[] = {"NAME",  "TYPE",   "READY",  "ENDPOINTS", "RPS",
 	                                   "ERR/S", "ERRORS", "P99_MS", "TRANSPORT"};
 	static const bool num[] = {0, 0, 1, 1, 1, 1, 1, 1, 0};
 	size_t i, j;

@@ -850,8 +850,8 @@ TEST(transport_choice_default_override_capability)
 	CHECK_EQ(iod_mesh_tp_want_parse(NULL, &w), 0);
 	CHECK_EQ(iod_mesh_tp_want_parse("udp", &w), -EINVAL);
 	for (int i = IOD_MESH_TP_TCP; i <= IOD_MESH_TP_AUTO; i++) {
-		CHECK_EQ(iod_mesh_tp_want_parse(iod_mesh_tp_want_name((enum iod_mesh_tp_want)i), &w),
-		         0);
+		CHECK_EQ(
+		    iod_mesh_tp_want_parse(iod_mesh_tp_want_name((enum iod_mesh_tp_want)i), &w), 0);
 		CHECK_EQ((int)w, i);
 	}
 
@@ -866,7 +866,8 @@ TEST(transport_choice_default_override_capability)
 	struct iod_mesh_hop local = {.same_node = true, .unix_ok = true};
 	struct iod_mesh_hop local_no_unix = {.same_node = true, .unix_ok = false};
 	struct iod_mesh_hop remote = {.same_node = false, .unix_ok = true};
-	struct iod_mesh_hop remote_rdma = {.same_node = false, .unix_ok = true, .rdma_device = true};
+	struct iod_mesh_hop remote_rdma = {
+	    .same_node = false, .unix_ok = true, .rdma_device = true};
 	CHECK_EQ(iod_mesh_tp_pick(IOD_MESH_TP_TCP, &local, &why), IOD_MESH_PATH_TCP);
 	CHECK_EQ(iod_mesh_tp_pick(IOD_MESH_TP_UNSET, &local, NULL), IOD_MESH_PATH_TCP);
 	CHECK_EQ(iod_mesh_tp_pick(IOD_MESH_TP_SHM, &local, &why), IOD_MESH_PATH_SHM);
