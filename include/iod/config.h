@@ -159,7 +159,9 @@ const char *iod_config_live_str(const char *path, const char *dflt, char *buf, s
  * Call fn(ctx) on the syncing thread each time a new revision has been
  * applied, before it is acknowledged (so an ack means the hook ran): the
  * agent's mesh host moves its proxy to the new service_mesh.transport
- * there. One hook per process; fn NULL removes it. fn must not block.
+ * there. One hook per process; fn NULL removes it, after a call in flight
+ * has returned (its ctx may be freed then). fn must not block, nor set
+ * the hook.
  */
 void iod_config_node_on_apply(void (*fn)(void *ctx), void *ctx);
 
