@@ -668,6 +668,28 @@ static int upstream_unix(struct worker *w, const struct wsvc *s, const struct io
 		close(fd);
 		return -1;
 	}
+	/* ep/ is shared (sticky): a socket under a uid the view gives to a
+	 * replica of another service squats this endpoint's name; refuse it
+	 * (TCP then). A uid the view does not name (no identities, replicas
+	 * under the agent's uid) is taken as the replica's. */
+	struct ucred cr = {0};
+	socklen_t cl = sizeof(cr);
+	if (w->authz && !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl)) {
+		bool other = false;
+		pthread_mutex_lock(&w->p->mu);
+		for (uint32_t i = 0; i < w->p->view.callers_n; i++)
+			if (w->p->view.callers[i].uid == cr.uid)
+				other = strcmp(w->p->view.callers[i].service, s->svc.name) != 0;
+		pthread_mutex_unlock(&w->p->mu);
+		if (other) {
+			IOD_WARN("mesh",
+			         "service %s: %s is held by uid %u, a replica of another "
+			         "service: dialling TCP",
+			         s->svc.name, sa.sun_path, (unsigned)cr.uid);
+			close(fd);
+			return -1;
+		}
+	}
 	return fd;
 }
 
