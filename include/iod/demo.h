@@ -23,6 +23,10 @@ struct iod_demo_opts {
 	uint16_t port;            /* parameter-server: its TCP port (non-zero) */
 	uint32_t params;          /* parameter-server: shard size, 1..IOD_DEMO_PARAMS_MAX */
 	const char *servers;      /* worker: "host:port,..." of the parameter servers */
+	/* worker --via-mesh: the service's AF_UNIX socket on the node's proxy
+	 * ($IOD_MESH_UNIX_DIR/SERVICE.sock), tried before servers at every
+	 * (re)connect: there only while service_mesh.transport is not tcp */
+	const char *mesh_unix;
 	uint64_t compute_ns;      /* worker: synthetic compute per step */
 	uint64_t steps;           /* worker: stop after this many steps (0 = until SIGTERM) */
 	int http_port;            /* GET /healthz and /metrics here; <= 0 = none */
