@@ -19,10 +19,10 @@
 
 /* One demo worker, its options checked by the caller. */
 struct iod_demo_opts {
-	const char *role;         /* "parameter-server" | "worker" */
-	uint16_t port;            /* parameter-server: its TCP port (non-zero) */
-	uint32_t params;          /* parameter-server: shard size, 1..IOD_DEMO_PARAMS_MAX */
-	const char *servers;      /* worker: "host:port,..." of the parameter servers */
+	const char *role;    /* "parameter-server" | "worker" */
+	uint16_t port;       /* parameter-server: its TCP port (non-zero) */
+	uint32_t params;     /* parameter-server: shard size, 1..IOD_DEMO_PARAMS_MAX */
+	const char *servers; /* worker: "host:port,..." of the parameter servers */
 	/* worker --via-mesh: the service's AF_UNIX socket on the node's proxy
 	 * ($IOD_MESH_UNIX_DIR/SERVICE.sock), tried before servers at every
 	 * (re)connect: there only while service_mesh.transport is not tcp */
