@@ -101,6 +101,8 @@ struct iod_agent_rootfs {
 	const struct iod_agent_secret_set *secrets; /* at /run/secrets; NULL = none */
 	const char *creds;      /* its own credentials' directory, read-only at the same path */
 	const char *nameserver; /* /etc/resolv.conf names it; NULL = the host's file */
+	const char *mesh;       /* the mesh's AF_UNIX socket directory, read-write at the
+	                           same path (skipped when absent); NULL = none */
 };
 int iod_agent_rootfs_enter(const struct iod_agent_rootfs *rf, char *err, size_t len);
 
@@ -155,6 +157,9 @@ struct iod_agent_exec_config {
 	 * its tenant (svid_tenant), with the API's addresses; "" = none */
 	char svid_dir[IOD_AGENT_PATH_MAX];
 	char api_servers[IOD_AGENT_PATH_MAX];
+	/* the mesh's AF_UNIX sockets (service_mesh.transport shm), bound
+	 * read-write into a replica's own root at the same path; "" = none */
+	char mesh_unix_dir[IOD_AGENT_PATH_MAX];
 };
 
 /* Copy the SVID of tenant/service from svid_dir (ca.crt,
@@ -438,6 +443,10 @@ struct iod_agent_config {
 	char svid_dir[IOD_AGENT_PATH_MAX]; /* default DATA_DIR/svid */
 	uint64_t svid_ttl_s;               /* life to ask for (0: the server's, 1 h) */
 	bool mesh_no_vips;                 /* the proxy serves no VIPs (mTLS only) */
+	/* service_mesh.transport shm: the proxy's AF_UNIX sockets (DIR/SERVICE.sock,
+	 * DIR/ep/REPLICA.sock for replicas that listen there); replicas get it in
+	 * IOD_MESH_UNIX_DIR. "" = none (every hop TCP) */
+	char mesh_unix_dir[IOD_AGENT_PATH_MAX];
 	/* per-replica network namespaces (root only; docs/runtime.md) */
 	char netns_subnet
 	    [IOD_ADDR_MAX]; /* node subnet CIDR; "" = replicas share the node's network */

@@ -155,6 +155,16 @@ uint64_t iod_config_live_u64(const char *path, uint64_t dflt);
 /* The applied value of an ENUM key; dflt when unset (the string is copied into buf). */
 const char *iod_config_live_str(const char *path, const char *dflt, char *buf, size_t len);
 
+/*
+ * Call fn(ctx) on the syncing thread each time a new revision has been
+ * applied, before it is acknowledged (so an ack means the hook ran): the
+ * agent's mesh host moves its proxy to the new service_mesh.transport
+ * there. One hook per process; fn NULL removes it, after a call in flight
+ * has returned (its ctx may be freed then). fn must not block, nor set
+ * the hook.
+ */
+void iod_config_node_on_apply(void (*fn)(void *ctx), void *ctx);
+
 /* Prometheus lines: the revisions seen and applied, the drift gauge. */
 int iod_config_node_prom(struct iod_buf *b);
 

@@ -19,10 +19,14 @@
 
 /* One demo worker, its options checked by the caller. */
 struct iod_demo_opts {
-	const char *role;         /* "parameter-server" | "worker" */
-	uint16_t port;            /* parameter-server: its TCP port (non-zero) */
-	uint32_t params;          /* parameter-server: shard size, 1..IOD_DEMO_PARAMS_MAX */
-	const char *servers;      /* worker: "host:port,..." of the parameter servers */
+	const char *role;    /* "parameter-server" | "worker" */
+	uint16_t port;       /* parameter-server: its TCP port (non-zero) */
+	uint32_t params;     /* parameter-server: shard size, 1..IOD_DEMO_PARAMS_MAX */
+	const char *servers; /* worker: "host:port,..." of the parameter servers */
+	/* worker --via-mesh: the service's AF_UNIX socket on the node's proxy
+	 * ($IOD_MESH_UNIX_DIR/SERVICE.sock), tried before servers at every
+	 * (re)connect: there only while service_mesh.transport is not tcp */
+	const char *mesh_unix;
 	uint64_t compute_ns;      /* worker: synthetic compute per step */
 	uint64_t steps;           /* worker: stop after this many steps (0 = until SIGTERM) */
 	int http_port;            /* GET /healthz and /metrics here; <= 0 = none */
@@ -59,6 +63,7 @@ struct iod_demo_backend {
 	char sink[512];          /* --sink: write each request's decoded body here */
 	bool chunked;            /* --chunked: answer with chunked transfer encoding */
 	uint64_t read_bps;       /* --read-rate: read request bodies this slowly (0 = no limit) */
+	char unix_path[108];     /* --unix: also serve on this AF_UNIX socket ("" = none) */
 };
 
 /* Serve on listen_addr (IPv4:port) forever; call ("http://IPv4:port/path",

@@ -36,6 +36,23 @@ enum iod_mesh_lb {
 const char *iod_mesh_lb_name(enum iod_mesh_lb lb);
 int iod_mesh_lb_parse(const char *s, enum iod_mesh_lb *out);
 
+/*
+ * service_mesh.transport as asked for: by a service's spec (per service,
+ * or the spec's top level) or by the cluster configuration (iod config).
+ * UNSET (0) means "the spec says nothing": the cluster's value holds.
+ */
+enum iod_mesh_tp_want {
+	IOD_MESH_TP_UNSET = 0, /* the spec names none */
+	IOD_MESH_TP_TCP,       /* the kernel's TCP/IP stack on every hop */
+	IOD_MESH_TP_SHM,       /* same-node hops over AF_UNIX stream sockets */
+	IOD_MESH_TP_RDMA,      /* across nodes over RDMA (not built: tcp there) */
+	IOD_MESH_TP_AUTO,      /* the cheapest path each hop has */
+};
+/* What one hop runs on. */
+enum iod_mesh_tp_path {
+	IOD_MESH_PATH_TCP = 0, /* AF_INET stream socket */
+	IOD_MESH_PATH_SHM,     /* AF_UNIX stream socket: no TCP/IP stack */
+};
 /* How the proxy handles a service's traffic. */
 enum iod_mesh_mode {
 	IOD_MESH_MODE_TCP, /* L4: bytes spliced both ways, per-connection balancing */
@@ -129,8 +146,10 @@ struct iod_mesh_service {
 	struct iod_mesh_breaker_cfg breaker;
 	struct iod_mesh_retry_cfg retry;
 	struct iod_mesh_timeouts timeout;
-	struct iod_mesh_fault fault; /* injected faults (chaos); zero = none */
-	bool no_listen;              /* in the view (DNS, mTLS hops in) but no VIP listener */
+	struct iod_mesh_fault fault;     /* injected faults (chaos); zero = none */
+	bool no_listen;                  /* in the view (DNS, mTLS hops in) but no VIP listener */
+	enum iod_mesh_tp_want transport; /* its spec's service_mesh.transport (UNSET: the
+	                                    cluster's, iod config) */
 	struct iod_mesh_endpoint eps[IOD_MESH_ENDPOINTS_MAX]; /* eps_n endpoints */
 	uint32_t eps_n;
 };
@@ -440,6 +459,8 @@ struct iod_mesh_span {
 	uint8_t attempts;             /* upstream attempts (1 + retries) */
 	char denied_by[IOD_NAME_MAX]; /* the policy that refused it ("" = not refused) */
 	char caller[IOD_NAME_MAX];    /* the calling service, when known */
+	uint8_t tp_down;              /* enum iod_mesh_tp_path: client -> proxy hop */
+	uint8_t tp_up;                /* ... proxy -> endpoint hop */
 };
 
 /*
@@ -467,5 +488,29 @@ json_t *iod_mesh_spans_otlp(const struct iod_mesh_span *s, uint32_t n, const cha
 /* Codecs (trace context, DNS): mesh_proto.h. The proxy, the sources that
  * read files or the control plane, and peer lookup (shells): mesh_proxy.h.
  * HTTP/1.1 framing: http.h. */
+
+/* ---- the mesh transport (pure: transport.c) ---------------------------- */
+
+/* What is known about one hop when the path is chosen. */
+struct iod_mesh_hop {
+	bool same_node;   /* both ends on this node */
+	bool unix_ok;     /* the far end accepts AF_UNIX (it listens, or we do) */
+	bool rdma_device; /* this node has an RDMA device */
+};
+/* "tcp", "shm", "rdma", "auto" -> want; "" or NULL -> UNSET; -EINVAL else. */
+int iod_mesh_tp_want_parse(const char *s, enum iod_mesh_tp_want *out);
+const char *iod_mesh_tp_want_name(enum iod_mesh_tp_want w);
+const char *iod_mesh_tp_path_name(enum iod_mesh_tp_path p);
+/* The service's value when set, else the cluster's, else tcp (never UNSET). */
+enum iod_mesh_tp_want iod_mesh_tp_effective(enum iod_mesh_tp_want service,
+                                            enum iod_mesh_tp_want cluster);
+/*
+ * The path one hop takes under want: shm (AF_UNIX) when want is not tcp,
+ * the hop stays on this node and the far end takes AF_UNIX; tcp otherwise
+ * (rdma across nodes, with or without a device, runs tcp: no RDMA path is
+ * built into the proxy). why (when not NULL) gets a short reason.
+ */
+enum iod_mesh_tp_path iod_mesh_tp_pick(enum iod_mesh_tp_want want, const struct iod_mesh_hop *hop,
+                                       const char **why);
 
 #endif

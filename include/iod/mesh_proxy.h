@@ -89,6 +89,18 @@ struct iod_mesh_proxy_opts {
 	 * and a relay (the first design) instead of TLS on the upstream socket
 	 * itself: only to compare the two (bench_security). */
 	bool mtls_relay;
+	/*
+	 * service_mesh.transport shm (docs/mesh.md, "Transport"): the directory
+	 * of the AF_UNIX sockets. While a service's transport is not tcp, worker
+	 * 0 listens on DIR/SERVICE.sock (callers on this node connect there
+	 * instead of the VIP), and an endpoint on this node is dialled at
+	 * DIR/ep/ENDPOINT.sock when that socket accepts (else its TCP address).
+	 * NULL = no AF_UNIX path: every hop runs TCP whatever the setting.
+	 */
+	const char *unix_dir;
+	/* service_mesh.transport of services whose spec names none, at start
+	 * (iod_mesh_proxy_transport_set changes it live); UNSET = tcp */
+	enum iod_mesh_tp_want transport;
 };
 
 /* One service identity (the SVID spiffe://C/ns/TENANT/svc/SERVICE). */
@@ -122,6 +134,20 @@ void iod_mesh_proxy_stop(struct iod_mesh_proxy *p);
  * for new sessions (open ones keep theirs). 0 (nothing to do, or done), or
  * why the new files are refused (the old ones stay in use). */
 int iod_mesh_proxy_mtls_reload(struct iod_mesh_proxy *p, struct iod_err *e);
+/*
+ * Apply the node's service_mesh.transport (iod config) live: services
+ * whose spec names none take it. New connections use the new path once
+ * the workers have applied it (milliseconds); open ones finish on theirs,
+ * and idle pooled upstream connections are closed so that the next
+ * request dials again. rdma_device: the node has one (for the reasons).
+ */
+void iod_mesh_proxy_transport_set(struct iod_mesh_proxy *p, enum iod_mesh_tp_want want,
+                                  bool rdma_device);
+/* Make DIR (0755) and DIR/ep (01777: replicas create their sockets there). */
+void iod_mesh_unix_dirs(const char *dir);
+/* DIR/SERVICE.sock (or DIR/ep/ENDPOINT.sock with ep): -ENAMETOOLONG when
+ * it does not fit a sockaddr_un. */
+int iod_mesh_unix_path(const char *dir, const char *name, bool ep, char *buf, size_t len);
 /* Prometheus text of every service and endpoint (appends to b). */
 int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b);
 

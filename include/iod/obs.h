@@ -99,6 +99,9 @@ struct iod_top_mesh_svc {
 	double p99_s;            /* from iod_mesh_request_duration_seconds buckets; <0 unknown */
 	double rps;              /* requests per second since the previous snapshot; <0 unknown */
 	double eps;              /* errors per second since the previous snapshot; <0 unknown */
+	char transport[8];       /* iod_mesh_transport_info's transport ("" = not reported) */
+	double conns_tcp;        /* iod_mesh_transport_connections_total, both hops: tcp */
+	double conns_shm;        /* ... shm (AF_UNIX on the node) */
 };
 
 /* What a snapshot is built from: borrowed API answers (NULL = not fetched). */

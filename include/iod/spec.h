@@ -285,6 +285,10 @@ struct iod_spec_service {
 	 * (docs/network.md, "Which path a connection takes") */
 	enum iod_spec_mesh_path mesh_mode;
 	bool mesh_mode_set; /* the spec named it (else l4, not written out) */
+	/* service_mesh.transport of this service: its own, else the spec's top
+	 * level; neither = the cluster's (iod config), not written out */
+	enum iod_transport transport;
+	bool transport_set;
 };
 
 /* Storage media, as the seed names them. */
@@ -326,6 +330,7 @@ struct iod_spec {
 	                                     checkpoint (docs/storage.md "Volumes"); 0 = none */
 	bool has_mesh;                    /* a service_mesh: block */
 	enum iod_transport transport;     /* service_mesh.transport */
+	bool transport_set;               /* ... named (every service without its own takes it) */
 	struct iod_spec_sg *sgs;          /* security_groups, file order */
 	uint32_t sgs_n;
 	struct iod_arena arena; /* owns everything above (but the groups' rules) */

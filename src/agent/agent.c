@@ -389,6 +389,14 @@ static void do_action(struct agent *a, const struct iod_agent_action *act)
 			         "%s: IOD_SVC_* with the overlay VIPs do not fit its "
 			         "environment: they keep the mesh's",
 			         act->name);
+		/* service_mesh.transport shm: where the proxy's AF_UNIX sockets are
+		 * (a client tries DIR/SERVICE.sock, then the VIP; a server may
+		 * listen on DIR/ep/REPLICA.sock too). Set whatever the transport,
+		 * so a live switch needs no restart; not in a namespace of its own */
+		if (!rc && !own_net && a->cfg->mesh_unix_dir[0] &&
+		    iod_agent_replica_add_env(r, "IOD_MESH_UNIX_DIR", a->cfg->mesh_unix_dir))
+			IOD_WARN("agent", "%s: IOD_MESH_UNIX_DIR does not fit its environment",
+			         act->name);
 		if (r->sandbox.user == IOD_SPEC_USER_DYNAMIC && a->caps.root)
 			r->sandbox.uid = r->sandbox.gid = replica_uid(a, act->slot, r->name);
 		if (!rc)
@@ -534,6 +542,11 @@ static int agent_init(struct agent *a, const struct iod_agent_config *c, struct 
 		IOD_WARN("agent", "sandbox: %s", a->caps.warning);
 	snprintf(a->exec.node, sizeof(a->exec.node), "%s", c->name);
 	snprintf(a->exec.run_dir, sizeof(a->exec.run_dir), "%s", c->data_dir);
+	if (c->mesh_unix_dir[0]) { /* its replicas bind it: it must exist first */
+		snprintf(a->exec.mesh_unix_dir, sizeof(a->exec.mesh_unix_dir), "%s",
+		         c->mesh_unix_dir);
+		iod_mesh_unix_dirs(c->mesh_unix_dir);
+	}
 	snprintf(a->exec.cgroup_prefix, sizeof(a->exec.cgroup_prefix), "iod/%s", c->name);
 	ssize_t n = readlink("/proc/self/exe", a->exec.self_exe, sizeof(a->exec.self_exe) - 1);
 	a->exec.self_exe[n > 0 ? n : 0] = 0;

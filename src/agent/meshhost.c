@@ -17,6 +17,7 @@
  * blocks the agent loop: the blocking GETs run on this thread only.
  */
 #include "internal.h"
+#include "iod/config.h"
 #include "iod/mesh_proxy.h"
 
 #include <pthread.h>
@@ -48,7 +49,30 @@ struct iod_agent_mesh {
 	bool svid_cl_open;               /* svid_cl to close */
 	uint64_t svid_next_s;            /* unix s: look at them again */
 	struct iod_mesh_svc_id *svc_ids; /* IOD_MESH_MTLS_IDS_MAX scratch */
+	bool rdma_device;                /* this node has one (transport reasons) */
 };
+
+/* The node's applied service_mesh.transport (iod config; tcp when unset). */
+static enum iod_mesh_tp_want live_transport(void)
+{
+	char buf[16];
+	enum iod_mesh_tp_want w;
+	if (iod_mesh_tp_want_parse(
+	        iod_config_live_str("service_mesh.transport", "tcp", buf, sizeof(buf)), &w))
+		w = IOD_MESH_TP_TCP;
+	return w;
+}
+
+/* iod config applied a revision (the watcher thread, before it acks): the
+ * proxy takes the node's transport for new connections at once. */
+static void config_applied(void *ctx)
+{
+	struct iod_agent_mesh *m = ctx;
+	pthread_mutex_lock(&m->mu);
+	if (m->proxy)
+		iod_mesh_proxy_transport_set(m->proxy, live_transport(), m->rdma_device);
+	pthread_mutex_unlock(&m->mu);
+}
 
 /* The i-th address of "a,b,c" (wrapping) into buf. */
 static void nth_server(const char *list, uint32_t i, char *buf, size_t len)
@@ -157,6 +181,11 @@ static void *mesh_main(void *arg)
 		}
 		free(ip);
 	}
+	/* service_mesh.transport shm: the AF_UNIX sockets (not on the overlay:
+	 * replicas there are in their own namespaces, behind the switch) */
+	if (cfg->mesh_unix_dir[0] && !o.listen_dev)
+		o.unix_dir = cfg->mesh_unix_dir;
+	o.transport = live_transport();
 	if (m->mtls) {
 		o.mtls_dir = cfg->svid_dir;
 		o.mtls_listen = cfg->mesh_mtls;
@@ -188,6 +217,8 @@ static void *mesh_main(void *arg)
 		if (!iod_mesh_proxy_start(&px, &o, &m->src.src, &e)) {
 			pthread_mutex_lock(&m->mu);
 			m->proxy = px;
+			/* a revision applied while it started */
+			iod_mesh_proxy_transport_set(px, live_transport(), m->rdma_device);
 			pthread_mutex_unlock(&m->mu);
 			break;
 		}
@@ -256,6 +287,9 @@ int iod_agent_mesh_start(struct iod_agent_mesh **out, const struct iod_agent_con
 	m->src.mtls = m->mtls;
 	m->src.overlay = cfg->overlay_dev[0] && cfg->netns_subnet[0];
 	pthread_mutex_init(&m->mu, NULL);
+	struct iod_config_caps caps;
+	iod_config_caps_probe(&caps);
+	m->rdma_device = caps.rdma;
 	if (m->mtls) {
 		int rc = iod_api_client_init(&m->svid_cl, cfg->servers, e);
 		m->svc_ids = calloc(IOD_MESH_MTLS_IDS_MAX, sizeof(*m->svc_ids));
@@ -282,6 +316,7 @@ int iod_agent_mesh_start(struct iod_agent_mesh **out, const struct iod_agent_con
 		return iod_err_set(e, -EAGAIN, "cannot start the mesh thread");
 	}
 	m->thread_started = true;
+	iod_config_node_on_apply(config_applied, m);
 	*out = m;
 	return 0;
 }
@@ -295,10 +330,15 @@ void iod_agent_mesh_stop(struct iod_agent_mesh *m)
 	m->stop = true;
 	pthread_cond_signal(&m->cv);
 	pthread_mutex_unlock(&m->mu);
+	iod_config_node_on_apply(NULL, NULL);
 	if (m->thread_started)
 		pthread_join(m->thread, NULL);
-	if (m->proxy) {
-		iod_mesh_proxy_stop(m->proxy);
+	pthread_mutex_lock(&m->mu); /* a hook running now sees no proxy */
+	struct iod_mesh_proxy *px = m->proxy;
+	m->proxy = NULL;
+	pthread_mutex_unlock(&m->mu);
+	if (px) {
+		iod_mesh_proxy_stop(px);
 		IOD_INFO("agent", "node %s: mesh proxy stopped", m->cfg->name);
 	}
 	if (m->svid_cl_open)

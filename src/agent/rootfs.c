@@ -25,6 +25,7 @@
  *   /tmp                  a private tmpfs (IOD_AGENT_TMP_BYTES);
  *   the data directory    read-write, at its host path ($IOD_DATA_DIR);
  *   the iod binary        read-only at its host path ($IOD_BIN);
+ *   the mesh socket dir   read-write at its host path ($IOD_MESH_UNIX_DIR);
  *   /run/secrets          its secrets (a spec's `secrets:`), one 0400 file
  *                         each in a read-only tmpfs of its own (secrets.c).
  * Everything is nosuid and, outside /dev, nodev. Nothing else of the host
@@ -386,6 +387,10 @@ int iod_agent_rootfs_enter(const struct iod_agent_rootfs *in, char *err, size_t 
 	if (in->data && (rc = bind(&f, in->data, in->data, true, false, false)))
 		return rc;
 	if (in->creds && (rc = bind(&f, in->creds, in->creds, false, false, false)))
+		return rc;
+	/* service_mesh.transport shm: the proxy's sockets, and ep/ where the
+	 * replica may listen (read-write: a connect and a bind both write) */
+	if (in->mesh && (rc = bind(&f, in->mesh, in->mesh, true, false, true)))
 		return rc;
 	if (in->self_exe && in->self_exe[0] &&
 	    (rc = bind(&f, in->self_exe, in->self_exe, false, false, true)))

@@ -552,6 +552,7 @@ static void sandbox_init(struct init_args *a)
 		    .secrets = a->secrets.n ? &a->secrets : NULL,
 		    .creds = a->creds[0] ? a->creds : NULL,
 		    .nameserver = a->nameserver[0] ? a->nameserver : NULL,
+		    .mesh = a->c->mesh_unix_dir[0] ? a->c->mesh_unix_dir : NULL,
 		};
 		if (iod_agent_rootfs_enter(&rf, why, sizeof(why))) {
 			log_line(&log, "error: %s", why);

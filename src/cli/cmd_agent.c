@@ -106,7 +106,9 @@ static void usage(FILE *f)
 	    "  --svid-dir DIR     where those SVIDs go (default DATA_DIR/svid; 0700, keys 0600)\n"
 	    "  --svid-ttl DUR     their life (default 1h, at least 10s); renewed at 2/3\n"
 	    "  --mesh-no-vips     the proxy serves no VIPs, only --mesh-mtls (nodes sharing a\n"
-	    "                     host's loopback with the one that serves them: iod up)\n\n"
+	    "                     host's loopback with the one that serves them: iod up)\n"
+	    "  --mesh-unix DIR    AF_UNIX sockets of service_mesh.transport shm (default\n"
+	    "                     DATA_DIR/mesh; replicas get IOD_MESH_UNIX_DIR; docs/mesh.md)\n\n"
 	    "Stops every replica on SIGTERM/SIGINT. See `iod logs`, `iod events`.\n");
 }
 
@@ -236,6 +238,7 @@ int cmd_agent(int argc, char **argv)
 	                                     {"svid-ttl", required_argument, 0, 1108},
 	                                     {"mesh-no-vips", no_argument, 0, 1109},
 	                                     {"ckpt-capacity", required_argument, 0, 1110},
+	                                     {"mesh-unix", required_argument, 0, 1111},
 	                                     {"help", no_argument, 0, 'h'},
 	                                     {0, 0, 0, 0}};
 	uint64_t ns;
@@ -416,6 +419,11 @@ int cmd_agent(int argc, char **argv)
 				                    IOD_SEC_CERT_TTL_MIN_S);
 			break;
 		case 1109: c.mesh_no_vips = true; break;
+		case 1111:
+			if (iod_strlcpy(c.mesh_unix_dir, optarg, sizeof(c.mesh_unix_dir)))
+				return iod_cli_fail("agent", IOD_EXIT_INVALID,
+				                    "--mesh-unix too long");
+			break;
 		case 1102:
 		case 1103:
 			if (iod_strlcpy(o == 1102 ? c.cert_path : c.key_path, optarg,
@@ -491,6 +499,9 @@ int cmd_agent(int argc, char **argv)
 		                    c.telemetry_addr);
 	if (!c.svid_dir[0] && snprintf(c.svid_dir, sizeof(c.svid_dir), "%s/svid", c.data_dir) >=
 	                          (int)sizeof(c.svid_dir))
+		return iod_cli_fail("agent", IOD_EXIT_INVALID, "--data-dir too long");
+	if (!c.mesh_unix_dir[0] && snprintf(c.mesh_unix_dir, sizeof(c.mesh_unix_dir), "%s/mesh",
+	                                    c.data_dir) >= (int)sizeof(c.mesh_unix_dir))
 		return iod_cli_fail("agent", IOD_EXIT_INVALID, "--data-dir too long");
 	iod_fd_limit_raise(NULL); /* a daemon: the hard limit of descriptors, not 1024 */
 	rc = iod_agent_run(&c, &e) ? iod_cli_fail("agent", IOD_EXIT_ERROR, "%s", e.msg) : 0;

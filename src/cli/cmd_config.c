@@ -109,7 +109,8 @@ static void print_status(const json_t *st, uint64_t rev, uint32_t behind)
 	size_t i, j;
 	printf("revision %llu: %zu node(s), %u not applied\n", (unsigned long long)rev,
 	       json_array_size(st), behind);
-	printf("%-20s %-10s %-8s %s\n", "NODE", "ACKED_REV", "APPLIED", "FALLBACKS");
+	printf("%-20s %-10s %-8s %-10s %s\n", "NODE", "ACKED_REV", "APPLIED", "TRANSPORT",
+	       "FALLBACKS");
 	json_array_foreach(st, i, x)
 	{
 		uint64_t a = 0;
@@ -120,8 +121,12 @@ static void print_status(const json_t *st, uint64_t rev, uint32_t behind)
 		char ar[24] = "-";
 		if (acked)
 			snprintf(ar, sizeof(ar), "%llu", (unsigned long long)a);
-		printf("%-20s %-10s %-8s", json_string_value(json_object_get(x, "node")), ar,
-		       ok ? "yes" : "NO");
+		/* service_mesh.transport as the node runs it (its mesh proxy took it
+		 * before the ack; after a fallback: the fallback) */
+		const char *tp = json_string_value(
+		    json_object_get(json_object_get(x, "values"), "service_mesh.transport"));
+		printf("%-20s %-10s %-8s %-10s", json_string_value(json_object_get(x, "node")), ar,
+		       ok ? "yes" : "NO", tp ? tp : "-");
 		json_array_foreach(json_object_get(x, "fallbacks"), j, f)
 		{
 			printf(" %s=%s (wanted %s: %s)",

@@ -6,6 +6,7 @@
  */
 #include "cli.h"
 #include "iod/demo.h"
+#include "iod/mesh_proxy.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -36,7 +37,9 @@ static void usage(FILE *f)
 	    "  --servers A,B       worker: parameter servers host:port (default from\n"
 	    "                      $IOD_DEP_<PS_SERVICE>, set by the agent)\n"
 	    "  --via-mesh          worker: dial $IOD_SVC_<PS_SERVICE>_ADDR, the service's\n"
-	    "                      mesh VIP, when set (else the list above)\n"
+	    "                      mesh VIP, when set (else the list above); first\n"
+	    "                      $IOD_MESH_UNIX_DIR/<PS_SERVICE>.sock, the proxy's\n"
+	    "                      AF_UNIX socket under service_mesh.transport shm\n"
 	    "  --ps-service NAME   worker: the parameter servers' service\n"
 	    "                      (default parameter-server)\n"
 	    "  --compute-ms MS     worker: synthetic compute per step (default 10)\n"
@@ -207,9 +210,15 @@ int cmd_demo_worker(int argc, char **argv)
 		return iod_demo_run(&d);
 	}
 	char name[128];
+	char upath[108];
 	if (!servers && via_mesh && !iod_mesh_env_name(ps_service, name, sizeof(name)) &&
-	    getenv(name) && getenv(name)[0])
+	    getenv(name) && getenv(name)[0]) {
 		servers = getenv(name);
+		/* and the proxy's AF_UNIX socket first, while the transport is shm */
+		const char *ud = getenv("IOD_MESH_UNIX_DIR");
+		if (ud && ud[0] && !iod_mesh_unix_path(ud, ps_service, false, upath, sizeof(upath)))
+			d.mesh_unix = upath;
+	}
 	if (!servers)
 		servers = dep_env(ps_service, name, sizeof(name));
 	if (!servers || !servers[0])

@@ -45,12 +45,14 @@ static void usage(FILE *f)
 	    "usage: iod proxy run (--config FILE | --server ADDR [--node NAME]) [--workers N]\n"
 	    "                     [--admin ADDR] [--dns ADDR] [--seed N] [--no-splice]\n"
 	    "                     [--no-watch] [--client-conns N]\n"
+	    "                     [--unix-dir DIR [--transport tcp|shm|rdma|auto]]\n"
 	    "                     [--mtls-dir DIR [--mtls-listen ADDR] [--mtls-identity T/S]]\n"
 	    "       iod proxy check --config FILE [-o text|json]\n"
 	    "       iod proxy env --config FILE\n"
 	    "       iod proxy backend --listen ADDR [--name NAME] [--size BYTES]\n"
 	    "                     [--call http://HOST:PORT/PATH] [--status CODE]\n"
-	    "                     [--file PATH] [--chunked] [--sink PATH] [--read-rate BYTES]\n\n"
+	    "                     [--file PATH] [--chunked] [--sink PATH] [--read-rate BYTES]\n"
+	    "                     [--unix PATH|auto]\n\n"
 	    "The node's service-mesh proxy in standalone mode (docs/mesh.md).\n"
 	    "  run      serve every service of FILE on its loopback VIP (127.x.y.z:port),\n"
 	    "           balancing over its endpoints; FILE is re-read when it changes.\n"
@@ -58,6 +60,11 @@ static void usage(FILE *f)
 	    "           the endpoints agents report); --node NAME is this node (locality).\n"
 	    "           Changes arrive by the API's watch (pushes) with a full re-read\n"
 	    "           every 5 s; --no-watch polls every 200 ms instead\n"
+	    "           --unix-dir DIR    AF_UNIX sockets for service_mesh.transport shm:\n"
+	    "                             DIR/SERVICE.sock for callers, DIR/ep/ENDPOINT.sock\n"
+	    "                             of endpoints on --node (docs/mesh.md, Transport)\n"
+	    "           --transport T     the default of services whose config names none\n"
+	    "                             (default tcp)\n"
 	    "           --workers N   epoll threads (default: 2)\n"
 	    "           --admin ADDR  admin endpoint: /metrics /spans /v1/traces /registry\n"
 	    "                         (default 127.0.0.1:15000; \"off\" to disable;\n"
@@ -88,7 +95,10 @@ static void usage(FILE *f)
 	    "           --file PATH       answer with PATH's contents instead\n"
 	    "           --chunked         answer with Transfer-Encoding: chunked\n"
 	    "           --sink PATH       write each request's decoded body to PATH\n"
-	    "           --read-rate BYTES read request bodies at most BYTES per second\n",
+	    "           --read-rate BYTES read request bodies at most BYTES per second\n"
+	    "           --unix PATH       also listen on the AF_UNIX socket PATH (auto:\n"
+	    "                             $IOD_MESH_UNIX_DIR/ep/$IOD_REPLICA.sock, where the\n"
+	    "                             node's proxy dials it under transport shm)\n",
 	    IOD_MESH_CLIENT_CONNS_MAX);
 }
 
@@ -252,6 +262,9 @@ int cmd_proxy(int argc, char **argv)
 	                                     {"mtls-listen", required_argument, NULL, 'I'},
 	                                     {"mtls-identity", required_argument, NULL, 'Y'},
 	                                     {"mtls-relay", no_argument, NULL, 1401},
+	                                     {"unix-dir", required_argument, NULL, 1402},
+	                                     {"transport", required_argument, NULL, 1403},
+	                                     {"unix", required_argument, NULL, 1404},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	struct iod_mesh_proxy_opts o = {.workers = 2, .admin_addr = "127.0.0.1:15000"};
@@ -289,6 +302,27 @@ int cmd_proxy(int argc, char **argv)
 		case 'M': o.mtls_dir = optarg; break;
 		case 'I': o.mtls_listen = optarg; break;
 		case 1401: o.mtls_relay = true; break;
+		case 1402: o.unix_dir = optarg; break;
+		case 1403:
+			if (iod_mesh_tp_want_parse(optarg, &o.transport) || !*optarg)
+				return iod_cli_fail(
+				    "proxy", IOD_EXIT_INVALID,
+				    "--transport %s: expected tcp, shm, rdma or auto", optarg);
+			break;
+		case 1404: {
+			const char *d = getenv("IOD_MESH_UNIX_DIR"), *r = getenv("IOD_REPLICA");
+			if (strcmp(optarg, "auto")) {
+				if (iod_strlcpy(be.unix_path, optarg, sizeof(be.unix_path)))
+					return iod_cli_fail("proxy", IOD_EXIT_INVALID,
+					                    "--unix %s: too long", optarg);
+			} else if (d && r &&
+			           iod_mesh_unix_path(d, r, true, be.unix_path,
+			                              sizeof(be.unix_path))) {
+				return iod_cli_fail("proxy", IOD_EXIT_INVALID,
+				                    "--unix auto: %s/ep/%s.sock is too long", d, r);
+			} /* auto without the variables: TCP only */
+			break;
+		}
 		case 'Y': o.mtls_identity = optarg; break;
 		case 'L':
 			o.client_conns_max = (uint32_t)strtoul(optarg, &end, 10);

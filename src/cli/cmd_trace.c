@@ -113,13 +113,15 @@ static void print_text(json_t *span)
 	else
 		snprintf(what, sizeof(what), "tcp flow errno=%s", attr(span, "iod.errno"));
 	printf("%s.%03u  trace=%s span=%s parent=%s  %s -> %s (%s)  %s  %s  in=%sB out=%sB "
-	       "attempts=%s\n",
+	       "attempts=%s transport=%s/%s\n",
 	       ts, (unsigned)((s_ns / IOD_NS_PER_MS) % 1000),
 	       json_string_value(json_object_get(span, "traceId")),
 	       json_string_value(json_object_get(span, "spanId")), parent && *parent ? parent : "-",
 	       attr(span, "client.address"), attr(span, "iod.service"),
 	       *attr(span, "server.address") ? attr(span, "server.address") : "none", what, dur,
-	       attr(span, "iod.bytes_in"), attr(span, "iod.bytes_out"), attr(span, "iod.attempts"));
+	       attr(span, "iod.bytes_in"), attr(span, "iod.bytes_out"), attr(span, "iod.attempts"),
+	       *attr(span, "iod.transport.client") ? attr(span, "iod.transport.client") : "tcp",
+	       *attr(span, "iod.transport.upstream") ? attr(span, "iod.transport.upstream") : "-");
 }
 
 /* --status: a class (N = 2..5), an exact code, or error/ok. */

@@ -574,9 +574,9 @@ int cmd_up(int argc, char **argv)
 		snprintf(log, sizeof(log), "%s/node-%ld.log", dir, i);
 		snprintf(path, sizeof(path), "%s/node-%ld.pid", dir, i);
 		snprintf(gs, sizeof(gs), "%ld", gpus);
-		char *av[56], telv[32], mtlsv[32], svidd[IOD_AGENT_PATH_MAX + 24],
-		    crt[IOD_AGENT_PATH_MAX + 48], key[IOD_AGENT_PATH_MAX + 48],
-		    cacrt[IOD_AGENT_PATH_MAX + 16];
+		char *av[60], telv[32], mtlsv[32], svidd[IOD_AGENT_PATH_MAX + 24],
+		    unixd[IOD_AGENT_PATH_MAX + 24], crt[IOD_AGENT_PATH_MAX + 48],
+		    key[IOD_AGENT_PATH_MAX + 48], cacrt[IOD_AGENT_PATH_MAX + 16];
 		int k = 0;
 		av[k++] = exe;
 		av[k++] = "agent";
@@ -669,6 +669,14 @@ int cmd_up(int argc, char **argv)
 			av[k++] = "--telemetry-addr";
 			av[k++] = telv;
 		}
+		/* service_mesh.transport shm: one socket directory for every
+		 * local node (they share node-1's proxy, as they share loopback) */
+		if (mesh && !netns) {
+			snprintf(unixd, sizeof(unixd), "%s/mesh", dir);
+			av[k++] = "--mesh-unix";
+			av[k++] = unixd;
+		}
+		IOD_ASSERT(k < (int)IOD_ARRAY_LEN(av));
 		av[k] = NULL;
 		if (spawn(exe, av, log, path, netns ? hostns : NULL) < 0)
 			return iod_cli_fail("up", IOD_EXIT_ERROR, "fork: %s", strerror(errno));

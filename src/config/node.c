@@ -33,7 +33,13 @@ static struct {
 	enum iod_log_level base; /* it, restored when log.level is unset */
 	bool caps_known;
 	struct iod_config_caps caps;
-} node = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	/* iod_config_node_on_apply's hook, under hook_mu (not mu: the hook
+	 * reads live values), held while it runs so that removing it waits
+	 * for a call in flight (its context may be freed right after) */
+	pthread_mutex_t hook_mu;
+	void (*on_apply)(void *ctx); /* the hook, or NULL */
+	void *on_apply_ctx;          /* ... its argument */
+} node = {.mu = PTHREAD_MUTEX_INITIALIZER, .hook_mu = PTHREAD_MUTEX_INITIALIZER};
 
 void iod_config_caps_probe(struct iod_config_caps *caps)
 {
@@ -161,6 +167,10 @@ int iod_config_node_sync(struct iod_api_client *c, const char *name, uint64_t le
 	apply_now(applied);
 	pthread_mutex_unlock(&node.mu);
 	if (fresh) {
+		pthread_mutex_lock(&node.hook_mu);
+		if (node.on_apply)
+			node.on_apply(node.on_apply_ctx);
+		pthread_mutex_unlock(&node.hook_mu);
 		IOD_INFO("config", "node %s: applied configuration revision %llu", name,
 		         (unsigned long long)rev);
 		log_fallbacks(name, rev, fb, fb_n);
@@ -180,6 +190,14 @@ int iod_config_node_sync(struct iod_api_client *c, const char *name, uint64_t le
 	}
 	json_decref(applied);
 	return rc;
+}
+
+void iod_config_node_on_apply(void (*fn)(void *ctx), void *ctx)
+{
+	pthread_mutex_lock(&node.hook_mu);
+	node.on_apply = fn;
+	node.on_apply_ctx = ctx;
+	pthread_mutex_unlock(&node.hook_mu);
 }
 
 uint64_t iod_config_live_u64(const char *path, uint64_t dflt)

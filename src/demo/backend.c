@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -284,6 +285,26 @@ out:
 	return NULL;
 }
 
+/* Connections on the --unix socket: served as those on the TCP port. */
+static void *unix_accept(void *arg)
+{
+	int lfd = *(int *)arg;
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		pthread_t t;
+		pthread_attr_t a;
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		pthread_attr_setstacksize(&a, 256 * 1024);
+		if (pthread_create(&t, &a, backend_conn, (void *)(intptr_t)fd))
+			close(fd);
+		pthread_attr_destroy(&a);
+	}
+	return NULL;
+}
+
 int iod_demo_backend_run(const struct iod_demo_backend *cfg, const char *listen_addr,
                          const char *call)
 {
@@ -317,8 +338,30 @@ int iod_demo_backend_run(const struct iod_demo_backend *cfg, const char *listen_
 		return fail(IOD_DEMO_EXIT_ERROR, "cannot listen on %s: %s", listen_addr,
 		            strerror(errno));
 	signal(SIGPIPE, SIG_IGN);
-	IOD_INFO("mesh", "backend %s listening on %s (%zu-byte answers)", be.name, listen_addr,
-	         be.size);
+	if (be.unix_path[0]) { /* service_mesh.transport shm: the proxy dials here */
+		struct sockaddr_un su = {.sun_family = AF_UNIX};
+		iod_strlcpy(su.sun_path, be.unix_path, sizeof(su.sun_path));
+		char dir[sizeof(su.sun_path)];
+		iod_strlcpy(dir, be.unix_path, sizeof(dir));
+		/* DIR/ep may not exist yet (the agent's proxy makes them when it
+		 * starts): make each directory of the path, EEXIST is fine */
+		for (char *sl = strchr(dir + 1, '/'); sl; sl = strchr(sl + 1, '/')) {
+			*sl = 0;
+			mkdir(dir, 0755);
+			*sl = '/';
+		}
+		unlink(su.sun_path);
+		static int ufd;
+		ufd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		pthread_t ut;
+		if (ufd < 0 || bind(ufd, (struct sockaddr *)&su, sizeof(su)) || listen(ufd, 1024) ||
+		    pthread_create(&ut, NULL, unix_accept, &ufd))
+			return fail(IOD_DEMO_EXIT_ERROR, "cannot listen on %s: %s", be.unix_path,
+			            strerror(errno));
+		pthread_detach(ut);
+	}
+	IOD_INFO("mesh", "backend %s listening on %s%s%s (%zu-byte answers)", be.name, listen_addr,
+	         be.unix_path[0] ? " and " : "", be.unix_path, be.size);
 	for (;;) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)

@@ -63,6 +63,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 /* A one-line error on stderr; returns the exit status code. */
@@ -987,8 +988,22 @@ struct ps_conn {
 	float *shard;  /* pulled parameters */
 };
 
+/* worker --via-mesh: tried first at every connect (NULL = none) */
+static const char *mesh_unix;
+
 static int connect_to(const char *addr)
 {
+	if (mesh_unix) { /* service_mesh.transport shm: the proxy's socket */
+		struct sockaddr_un su = {.sun_family = AF_UNIX};
+		int ufd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (ufd >= 0 && strlen(mesh_unix) < sizeof(su.sun_path)) {
+			memcpy(su.sun_path, mesh_unix, strlen(mesh_unix) + 1);
+			if (!connect(ufd, (struct sockaddr *)&su, sizeof(su)))
+				return ufd;
+		}
+		if (ufd >= 0)
+			close(ufd); /* absent or refused: the VIP over TCP */
+	}
 	char host[64];
 	const char *colon = strrchr(addr, ':');
 	if (!colon || (size_t)(colon - addr) >= sizeof(host))
@@ -1294,5 +1309,6 @@ int iod_demo_run(const struct iod_demo_opts *o)
 		return fail(IOD_DEMO_EXIT_ERROR, "http port %d busy", o->http_port);
 	if (o->allreduce_xfer)
 		return run_allreduce(o);
+	mesh_unix = o->mesh_unix;
 	return run_worker(o->servers, o->compute_ns, o->steps);
 }

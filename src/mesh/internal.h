@@ -55,6 +55,9 @@ struct svc_stats {
 	uint64_t head_timeouts; /* client connections ended for a slow head (408) */
 	uint64_t fault_delays;  /* requests held by an injected delay */
 	uint64_t fault_aborts;  /* requests answered by an injected abort */
+	/* connections by path (service_mesh.transport; enum iod_mesh_tp_path) */
+	uint64_t tp_down[2]; /* client connections accepted, tcp / shm */
+	uint64_t tp_up[2];   /* upstream connections opened, tcp / shm */
 };
 
 struct conn;
@@ -74,12 +77,16 @@ struct wsvc {
 	struct ep_stats eps[IOD_MESH_ENDPOINTS_MAX]; /* per-endpoint counters */
 	struct svc_stats st;                         /* per-service counters */
 	struct listener *lst;                        /* this worker's listening socket */
+	struct listener *ulst;         /* worker 0: the AF_UNIX listener while shm (or NULL) */
+	enum iod_mesh_tp_want tp_want; /* effective service_mesh.transport (never UNSET once
+	                                   applied) */
 };
 
 struct listener {
 	uint8_t tag;   /* TAG_LISTENER */
 	int fd;        /* bound to vip:port with SO_REUSEPORT */
 	uint32_t slot; /* service slot */
+	bool unix_;    /* AF_UNIX (service_mesh.transport shm), else TCP on the VIP */
 };
 
 /* CK_MTLS_T: a proxy-to-proxy TLS connection (either direction);
@@ -174,6 +181,8 @@ struct conn {
 	                                  (mtls ids index + 1; 0 = a direct connection) */
 	bool peer_revoked;             /* CK_HTTP_UP with tls: its node proxy is revoked
 	                                  (closed at the end of its request, never pooled) */
+	uint8_t tp;                    /* enum iod_mesh_tp_path of this socket (clients and
+	                                  upstreams) */
 };
 
 /* Who connected, as the accept saw it. */
@@ -183,6 +192,7 @@ struct accepted {
 	bool peer_known;    /* the uid owning its socket is known */
 	uint32_t peer_uid;  /* ... and it is this */
 	uint32_t key_uid;   /* its uid in the clients table (UINT32_MAX: unknown) */
+	uint8_t tp;         /* enum iod_mesh_tp_path it came in on */
 };
 
 struct worker {
@@ -219,6 +229,7 @@ struct worker {
 	uint64_t mtls_refused;            /* peers refused: handshake, identity, preamble */
 	uint64_t mtls_denied;             /* peers refused by a policy on their SVID */
 	uint64_t mtls_revoked;            /* peers refused or cut off: `iod revoke` names them */
+	uint8_t up_tp;                    /* path of the last iod_mesh_upstream_connect */
 };
 
 /* One SVID the proxy presents when it dials: a local service's. */
@@ -263,6 +274,10 @@ struct iod_mesh_proxy {
 	int dns_fd; /* DNS socket or -1 */
 	pthread_t dns_thread;
 	struct mtls *mtls; /* proxy-to-proxy mTLS; NULL = off */
+	/* service_mesh.transport as this node applied it (iod config; enum
+	 * iod_mesh_tp_want, atomic): the default of services whose spec names none */
+	uint8_t tp_cluster;
+	bool rdma_device; /* atomic: this node has an RDMA device (the pick's reasons) */
 };
 
 /* proxy.c */

@@ -23,6 +23,8 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -83,6 +85,8 @@ void iod_mesh_conn_client(struct worker *w, struct conn *c, const struct accepte
 	c->cl_ip4 = a->ip4;
 	c->cl_uid = a->key_uid;
 	c->cl_counted = true;
+	c->tp = a->tp;
+	c->span.tp_down = a->tp;
 	c->peer_known = a->peer_known;
 	c->peer_uid = a->peer_uid;
 	iod_strlcpy(c->client_addr, a->client, sizeof(c->client_addr));
@@ -248,6 +252,75 @@ static void listener_close(struct wsvc *s)
 	s->lst = NULL;
 }
 
+void iod_mesh_unix_dirs(const char *dir)
+{
+	char ep[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
+	mkdir(dir, 0755); /* EEXIST is fine; a bind or connect says the rest */
+	snprintf(ep, sizeof(ep), "%s/ep", dir);
+	/* replicas under uids of their own create their sockets here: sticky,
+	 * like /tmp, so none can remove another's (docs/mesh.md: a replica
+	 * could still take a name no replica holds yet) */
+	if (!mkdir(ep, 01777))
+		chmod(ep, 01777); /* past the umask */
+}
+
+int iod_mesh_unix_path(const char *dir, const char *name, bool ep, char *buf, size_t len)
+{
+	size_t cap = IOD_MIN(len, sizeof(((struct sockaddr_un *)0)->sun_path));
+	int n = snprintf(buf, cap, "%s/%s%s.sock", dir, ep ? "ep/" : "", name);
+	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+/* The AF_UNIX listener of a service whose transport is not tcp (worker 0
+ * only: SO_REUSEPORT does not spread AF_UNIX accepts over workers). */
+static void unix_listener_close(struct iod_mesh_proxy *p, struct wsvc *s)
+{
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	if (!s->ulst)
+		return;
+	close(s->ulst->fd);
+	free(s->ulst);
+	s->ulst = NULL;
+	if (!iod_mesh_unix_path(p->opts.unix_dir, s->svc.name, false, path, sizeof(path)))
+		unlink(path); /* callers that try it now fall back to the VIP */
+}
+
+static int unix_listener_open(struct worker *w, struct wsvc *s, uint32_t slot)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (iod_mesh_unix_path(w->p->opts.unix_dir, s->svc.name, false, sa.sun_path,
+	                       sizeof(sa.sun_path)))
+		return -ENAMETOOLONG;
+	struct listener *l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->tag = TAG_LISTENER;
+	l->slot = slot;
+	l->unix_ = true;
+	l->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int rc = l->fd < 0 ? -errno : 0;
+	mkdir(w->p->opts.unix_dir, 0755); /* EEXIST is fine; bind says the rest */
+	unlink(sa.sun_path);              /* a socket left by a proxy that died */
+	/* callers are replicas under their own uids: the socket is open to
+	 * all, as the VIP is; policies still name callers (SO_PEERCRED) */
+	if (!rc && (bind(l->fd, (struct sockaddr *)&sa, sizeof(sa)) || chmod(sa.sun_path, 0777) ||
+	            listen(l->fd, 4096)))
+		rc = -errno;
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
+	if (!rc && epoll_ctl(w->epfd, EPOLL_CTL_ADD, l->fd, &ev))
+		rc = -errno;
+	if (rc) {
+		IOD_WARN("mesh", "service %s: cannot listen on %s: %s (its callers use the VIP)",
+		         s->svc.name, sa.sun_path, strerror(-rc));
+		if (l->fd >= 0)
+			close(l->fd);
+		free(l);
+		return rc;
+	}
+	s->ulst = l;
+	return 0;
+}
+
 static void pool_drain(struct worker *w, struct wsvc *s)
 {
 	for (uint32_t i = 0; i < IOD_MESH_ENDPOINTS_MAX; i++) {
@@ -336,8 +409,43 @@ static int svc_apply(struct worker *w, uint32_t slot, const struct iod_mesh_serv
 	return 0;
 }
 
+/*
+ * Bring a service's path in line with its effective service_mesh.transport
+ * (its spec's, else the node's): the AF_UNIX listener (worker 0) while the
+ * callers' hop may be shm, and on a change the idle pooled upstreams are
+ * closed, so the next request dials on the new path. Open connections
+ * finish on theirs.
+ */
+static void svc_transport(struct worker *w, struct wsvc *s, uint32_t slot)
+{
+	struct iod_mesh_proxy *p = w->p;
+	enum iod_mesh_tp_want cl =
+	    (enum iod_mesh_tp_want)__atomic_load_n(&p->tp_cluster, __ATOMIC_ACQUIRE);
+	enum iod_mesh_tp_want want = iod_mesh_tp_effective(s->svc.transport, cl);
+	struct iod_mesh_hop hop = {.same_node = true,
+	                           .unix_ok = p->opts.unix_dir != NULL,
+	                           .rdma_device =
+	                               __atomic_load_n(&p->rdma_device, __ATOMIC_RELAXED)};
+	bool listen_unix = w->id == 0 && !p->opts.no_vips && !s->svc.no_listen &&
+	                   iod_mesh_tp_pick(want, &hop, NULL) == IOD_MESH_PATH_SHM;
+	if (want != s->tp_want) {
+		if (s->tp_want != IOD_MESH_TP_UNSET)
+			IOD_INFO("mesh", "service %s: transport %s -> %s (new connections)",
+			         s->svc.name, iod_mesh_tp_want_name(s->tp_want),
+			         iod_mesh_tp_want_name(want));
+		pool_drain(w, s);
+		s->tp_want = want;
+	}
+	if (listen_unix && !s->ulst)
+		unix_listener_open(w, s, slot); /* on failure: warned, callers use the VIP */
+	else if (!listen_unix && s->ulst)
+		unix_listener_close(p, s);
+}
+
 static void svc_remove(struct worker *w, struct wsvc *s)
 {
+	unix_listener_close(w->p, s);
+	s->tp_want = IOD_MESH_TP_UNSET;
 	listener_close(s);
 	pool_drain(w, s);
 	iod_mesh_lb_free(&s->lb);
@@ -357,6 +465,8 @@ static int worker_apply_view(struct worker *w, struct iod_err *e)
 		uint32_t slot = (uint32_t)p->view_slot[i];
 		present[slot] = true;
 		rc = svc_apply(w, slot, &p->view.svcs[i], e);
+		if (!rc)
+			svc_transport(w, &w->svcs[slot], slot);
 	}
 	w->view_version = __atomic_load_n(&p->version, __ATOMIC_ACQUIRE);
 	memcpy(w->node, p->view.node, sizeof(w->node));
@@ -427,6 +537,23 @@ int iod_mesh_proxy_refresh(struct iod_mesh_proxy *p, struct iod_err *e)
 			IOD_WARN("mesh", "waking worker %u: %s", i, strerror(errno));
 	}
 	return rc;
+}
+
+void iod_mesh_proxy_transport_set(struct iod_mesh_proxy *p, enum iod_mesh_tp_want want,
+                                  bool rdma_device)
+{
+	__atomic_store_n(&p->rdma_device, rdma_device, __ATOMIC_RELAXED);
+	if (__atomic_exchange_n(&p->tp_cluster, (uint8_t)want, __ATOMIC_ACQ_REL) == (uint8_t)want)
+		return;
+	/* the workers re-apply the view (their listeners and pools) at once */
+	pthread_mutex_lock(&p->mu);
+	__atomic_add_fetch(&p->version, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&p->mu);
+	for (uint32_t i = 0; i < p->workers_n; i++) {
+		uint64_t one = 1;
+		if (write(p->workers[i].wakefd, &one, sizeof(one)) < 0)
+			IOD_WARN("mesh", "waking worker %u: %s", i, strerror(errno));
+	}
 }
 
 /* Sleep ms in short slices; true when *stop became set. */
@@ -503,9 +630,63 @@ static void l4_deny(struct worker *w, struct wsvc *s, int fd, const char *client
 	close(fd);
 }
 
+/* A caller on this node over the service's AF_UNIX socket: who it is comes
+ * from SO_PEERCRED (always known), the rest as for the VIP. */
+static void on_accept_unix(struct worker *w, struct listener *l)
+{
+	struct wsvc *s = &w->svcs[l->slot];
+	for (int k = 0; k < ACCEPT_BURST; k++) {
+		int fd =
+		    iod_fd_accept(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC, &w->reserve_fd);
+		if (fd == -ECONNABORTED) {
+			STAT_INC(w->cx_shed);
+			continue;
+		}
+		if (fd < 0)
+			return;
+		struct ucred cr = {0};
+		socklen_t cl = sizeof(cr);
+		bool known = !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl);
+		char client[32];
+		snprintf(client, sizeof(client), "unix/pid=%d", known ? (int)cr.pid : 0);
+		STAT_INC(s->st.cx_total);
+		STAT_INC(s->st.tp_down[IOD_MESH_PATH_SHM]);
+		if (s->svc.mode == IOD_MESH_MODE_TCP && w->authz) {
+			struct iod_sec_verdict v;
+			char caller[2 * IOD_NAME_MAX + 2];
+			iod_mesh_authz_check(w, &s->svc, known, cr.uid, NULL, &v, caller,
+			                     sizeof(caller));
+			if (!v.allow) {
+				l4_deny(w, s, fd, client, &v, caller);
+				continue;
+			}
+		}
+		/* keyed by uid only (no address): 127.0.0.1 stands for "this node" */
+		struct accepted a = {.client = client,
+		                     .ip4 = 0x7f000001u,
+		                     .peer_known = known && w->authz,
+		                     .peer_uid = cr.uid,
+		                     .key_uid = known ? cr.uid : UINT32_MAX,
+		                     .tp = IOD_MESH_PATH_SHM};
+		if (iod_mesh_clients_take(w->clients, a.ip4, a.key_uid, w->client_max)) {
+			STAT_INC(s->st.limited);
+			close(fd);
+			continue;
+		}
+		if (s->svc.mode == IOD_MESH_MODE_TCP)
+			iod_mesh_l4_accept(w, s, fd, &a);
+		else
+			iod_mesh_http_accept(w, s, fd, &a);
+	}
+}
+
 static void on_accept(struct worker *w, struct listener *l)
 {
 	struct wsvc *s = &w->svcs[l->slot];
+	if (l->unix_) {
+		on_accept_unix(w, l);
+		return;
+	}
 	for (int k = 0; k < ACCEPT_BURST; k++) {
 		struct sockaddr_in sa;
 		socklen_t sl = sizeof(sa);
@@ -523,6 +704,7 @@ static void on_accept(struct worker *w, struct listener *l)
 		                     sizeof(client));
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		STAT_INC(s->st.cx_total);
+		STAT_INC(s->st.tp_down[IOD_MESH_PATH_TCP]);
 		/* who calls: the uid that owns the peer socket (peer.c) */
 		struct iod_mesh_peer peer = {0};
 		struct iod_err pe = {0};
@@ -725,6 +907,9 @@ int iod_mesh_proxy_start(struct iod_mesh_proxy **out, const struct iod_mesh_prox
 	p->src = src;
 	p->admin_fd = p->dns_fd = -1;
 	p->admin_reserve = -1;
+	p->tp_cluster = (uint8_t)o->transport;
+	if (o->unix_dir)
+		iod_mesh_unix_dirs(o->unix_dir);
 	p->workers_n = o->workers ? o->workers : 1;
 	if (p->workers_n > IOD_MESH_WORKERS_MAX) {
 		free(p);
@@ -909,6 +1094,40 @@ int iod_mesh_proxy_metrics(struct iod_mesh_proxy *p, struct iod_buf *b)
 			                (const char *)NULL);
 			rc |= iod_prom_u64(b, "iod_mesh_breaker_trips_total", l, sum);
 		}
+	/* service_mesh.transport: what each service runs, and its connections
+	 * by hop and path (iod top's TRANSPORT column) */
+	enum iod_mesh_tp_want cl =
+	    (enum iod_mesh_tp_want)__atomic_load_n(&p->tp_cluster, __ATOMIC_ACQUIRE);
+	iod_prom_header(b, "iod_mesh_transport_info", "gauge",
+	                "1 for the service_mesh.transport each service runs (its spec's, else "
+	                "the node's iod config value).");
+	for (uint32_t i = 0; i < v->svcs_n; i++) {
+		iod_prom_labels(
+		    l, sizeof(l), "service", v->svcs[i].name, "transport",
+		    iod_mesh_tp_want_name(iod_mesh_tp_effective(v->svcs[i].transport, cl)), "from",
+		    v->svcs[i].transport ? "spec" : "config", (const char *)NULL);
+		rc |= iod_prom_u64(b, "iod_mesh_transport_info", l, 1);
+	}
+	iod_prom_header(b, "iod_mesh_transport_connections_total", "counter",
+	                "Connections by hop (client: caller -> proxy, upstream: proxy -> "
+	                "endpoint) and path (tcp, or shm: AF_UNIX on this node).");
+	for (uint32_t i = 0; i < v->svcs_n; i++)
+		for (int hop = 0; hop < 2; hop++)
+			for (int t = 0; t < 2; t++) {
+				uint64_t sum = 0;
+				for (uint32_t k = 0; k < p->workers_n; k++) {
+					const struct svc_stats *st =
+					    &p->workers[k].svcs[p->view_slot[i]].st;
+					sum +=
+					    hop ? STAT_GET(st->tp_up[t]) : STAT_GET(st->tp_down[t]);
+				}
+				iod_prom_labels(l, sizeof(l), "service", v->svcs[i].name, "hop",
+				                hop ? "upstream" : "client", "transport",
+				                iod_mesh_tp_path_name((enum iod_mesh_tp_path)t),
+				                (const char *)NULL);
+				rc |=
+				    iod_prom_u64(b, "iod_mesh_transport_connections_total", l, sum);
+			}
 #define X(fld, mname, mtype, mhelp)                                                                \
 	iod_prom_header(b, mname, mtype, mhelp);                                                   \
 	for (uint32_t i = 0; i < v->svcs_n; i++)                                                   \

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 /* Spans one /spans answer carries at most (per worker ring read). */
@@ -168,11 +169,22 @@ static json_t *registry_json(struct iod_mesh_proxy *p)
 		char vip[32], env[IOD_NAME_MAX + 16];
 		iod_mesh_addr_format(s->vip4, s->port, vip, sizeof(vip));
 		iod_mesh_env_name(s->name, env, sizeof(env));
-		json_array_append_new(svcs,
-		                      json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "name", s->name,
-		                                "address", vip, "env", env, "mode",
-		                                s->mode == IOD_MESH_MODE_TCP ? "tcp" : "http", "lb",
-		                                iod_mesh_lb_name(s->lb), "endpoints", eps));
+		enum iod_mesh_tp_want tp = iod_mesh_tp_effective(
+		    s->transport,
+		    (enum iod_mesh_tp_want)__atomic_load_n(&p->tp_cluster, __ATOMIC_ACQUIRE));
+		char upath[sizeof(((struct sockaddr_un *)0)->sun_path)] = "";
+		if (p->opts.unix_dir && tp != IOD_MESH_TP_TCP && !s->no_listen &&
+		    !p->opts.no_vips &&
+		    iod_mesh_unix_path(p->opts.unix_dir, s->name, false, upath, sizeof(upath)))
+			upath[0] = 0;
+		json_t *so = json_pack(
+		    "{s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:s}", "name", s->name, "address", vip,
+		    "env", env, "mode", s->mode == IOD_MESH_MODE_TCP ? "tcp" : "http", "lb",
+		    iod_mesh_lb_name(s->lb), "endpoints", eps, "transport",
+		    iod_mesh_tp_want_name(tp), "transport_from", s->transport ? "spec" : "config");
+		if (upath[0]) /* callers on this node may connect here instead */
+			json_object_set_new(so, "unix", json_string(upath));
+		json_array_append_new(svcs, so);
 	}
 	json_t *r = json_pack("{s:s, s:s, s:i, s:o}", "node", p->view.node, "rack", p->view.rack,
 	                      "workers", (json_int_t)p->workers_n, "services", svcs);

@@ -470,6 +470,7 @@ static void dispatch(struct worker *w, struct conn *c, uint32_t exclude)
 		u->reused = true;
 		u->peer = c;
 		c->peer = u;
+		c->span.tp_up = u->tp;
 		start_send(w, u);
 		return;
 	}
@@ -514,6 +515,9 @@ static void dispatch(struct worker *w, struct conn *c, uint32_t exclude)
 		return;
 	}
 	u->holds_cx = true;
+	u->tp = tls ? IOD_MESH_PATH_TCP : w->up_tp;
+	c->span.tp_up = u->tp;
+	STAT_INC(s->st.tp_up[u->tp]);
 	u->mtls_id = (uint16_t)id;
 	u->life = s->life;
 	u->slot = c->slot;
@@ -882,6 +886,7 @@ static void try_request(struct worker *w, struct conn *c)
 	struct iod_mesh_span *sp = &c->span;
 	memset(sp, 0, sizeof(*sp));
 	sp->kind = IOD_MESH_SPAN_HTTP;
+	sp->tp_down = c->tp;
 	uint8_t flags = 1;
 	bool continued = false;
 	if (m.traceparent >= 0 && m.traceparent_n == 1) {

@@ -174,6 +174,9 @@ static void l4_connect(struct worker *w, struct conn *c, uint32_t exclude)
 	u->slot = c->slot;
 	u->peer = c;
 	c->peer = u;
+	u->tp = w->up_tp;
+	c->span.tp_up = u->tp;
+	STAT_INC(s->st.tp_up[u->tp]);
 	u->connect_start_ns = w->now_ns;
 	if (iod_mesh_conn_watch(w, u, EPOLLOUT))
 		connect_failed(w, c, -EIO);

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -642,12 +643,69 @@ int iod_mesh_upstream_identity(struct worker *w, const struct wsvc *s, uint32_t 
 	return idx < 0 ? -EACCES : idx + 1;
 }
 
+/*
+ * service_mesh.transport not tcp and the endpoint on this node: its
+ * replica's AF_UNIX socket (DIR/ep/ENDPOINT.sock) when it listens there.
+ * A connect to a path nobody listens on fails at once (ENOENT,
+ * ECONNREFUSED), and so does a full backlog (EAGAIN): the caller then
+ * dials TCP. -1 = not this path.
+ */
+static int upstream_unix(struct worker *w, const struct wsvc *s, const struct iod_mesh_endpoint *e)
+{
+	const struct iod_mesh_proxy_opts *o = &w->p->opts;
+	struct iod_mesh_hop hop = {.same_node = e->node[0] && !strcmp(e->node, w->node),
+	                           .unix_ok = o->unix_dir != NULL};
+	if (iod_mesh_tp_pick(s->tp_want, &hop, NULL) != IOD_MESH_PATH_SHM)
+		return -1;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (iod_mesh_unix_path(o->unix_dir, e->id, true, sa.sun_path, sizeof(sa.sun_path)) ||
+	    strchr(e->id, '/'))
+		return -1;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		close(fd);
+		return -1;
+	}
+	/* ep/ is shared (sticky): a socket under a uid the view gives to a
+	 * replica of another service squats this endpoint's name; refuse it
+	 * (TCP then). A uid the view does not name (no identities, replicas
+	 * under the agent's uid) is taken as the replica's. */
+	struct ucred cr = {0};
+	socklen_t cl = sizeof(cr);
+	if (w->authz && !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl)) {
+		bool other = false;
+		pthread_mutex_lock(&w->p->mu);
+		for (uint32_t i = 0; i < w->p->view.callers_n; i++)
+			if (w->p->view.callers[i].uid == cr.uid)
+				other = strcmp(w->p->view.callers[i].service, s->svc.name) != 0;
+		pthread_mutex_unlock(&w->p->mu);
+		if (other) {
+			IOD_WARN("mesh",
+			         "service %s: %s is held by uid %u, a replica of another "
+			         "service: dialling TCP",
+			         s->svc.name, sa.sun_path, (unsigned)cr.uid);
+			close(fd);
+			return -1;
+		}
+	}
+	return fd;
+}
+
 int iod_mesh_upstream_connect(struct worker *w, const struct wsvc *s, uint32_t ep, int id)
 {
 	const struct iod_mesh_endpoint *e = &s->svc.eps[ep];
 	struct mtls *m = w->p->mtls;
-	if (!e->mtls_ip4)
+	w->up_tp = IOD_MESH_PATH_TCP;
+	if (!e->mtls_ip4) {
+		int fd = upstream_unix(w, s, e);
+		if (fd >= 0) {
+			w->up_tp = IOD_MESH_PATH_SHM;
+			return fd;
+		}
 		return iod_mesh_connect(e->ip4, e->port);
+	}
 	if (!m || id < 1 || ((uint32_t)id > m->ids_n && id != IOD_MESH_MTLS_NODE_ID) ||
 	    (id == IOD_MESH_MTLS_NODE_ID && !m->in))
 		return -EACCES; /* behind a proxy we cannot prove ourselves to */

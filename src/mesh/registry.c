@@ -433,6 +433,11 @@ static int parse_service(const json_t *j, struct iod_mesh_service *s, uint32_t i
 			return iod_err_set(e, -EINVAL,
 			                   "service %s: mode must be \"tcp\" or \"http\"", s->name);
 	}
+	v = json_object_get(j, "transport"); /* service_mesh.transport (docs/mesh.md) */
+	if (v && (!json_is_string(v) || !*json_string_value(v) ||
+	          iod_mesh_tp_want_parse(json_string_value(v), &s->transport)))
+		return iod_err_set(e, -EINVAL,
+		                   "service %s: transport must be tcp, shm, rdma or auto", s->name);
 	v = json_object_get(j, "lb");
 	if (v && (!json_is_string(v) || iod_mesh_lb_parse(json_string_value(v), &s->lb)))
 		return iod_err_set(e, -EINVAL,

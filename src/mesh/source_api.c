@@ -120,6 +120,12 @@ static void service_from_json(struct iod_mesh_service *svc, const char *name, co
 	            sizeof(svc->tenant));
 	svc->mode = iod_mesh_api_service_mode(v);
 	svc->port = spec_port(v);
+	/* the spec's service_mesh.transport (per service, or its top level);
+	 * absent or unknown: the node's iod config value */
+	const char *tp =
+	    json_string_value(json_object_get(json_object_get(v, "service_mesh"), "transport"));
+	if (iod_mesh_tp_want_parse(tp, &svc->transport))
+		svc->transport = IOD_MESH_TP_UNSET;
 }
 
 enum iod_mesh_mode iod_mesh_api_service_mode(const json_t *value)

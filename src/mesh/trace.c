@@ -107,6 +107,11 @@ json_t *iod_mesh_span_otlp(const struct iod_mesh_span *s)
 	attr_int(attrs, "iod.bytes_in", s->bytes_in);
 	attr_int(attrs, "iod.bytes_out", s->bytes_out);
 	attr_int(attrs, "iod.attempts", s->attempts);
+	/* the path of each hop (service_mesh.transport): client -> proxy, and
+	 * proxy -> endpoint (only once one was reached) */
+	attr_str(attrs, "iod.transport.client", iod_mesh_tp_path_name(s->tp_down));
+	if (s->peer[0])
+		attr_str(attrs, "iod.transport.upstream", iod_mesh_tp_path_name(s->tp_up));
 	if (s->caller[0])
 		attr_str(attrs, "iod.caller", s->caller);
 	if (s->denied_by[0]) /* refused by the receiving proxy: which policy */

@@ -445,7 +445,7 @@ static void build_replicas(struct iod_top_table *t, const struct iod_top_input *
 	}
 }
 
-enum { S_NAME, S_TYPE, S_REPL, S_EPS, S_RPS, S_ERRS, S_ERRORS, S_P99, S_COLS };
+enum { S_NAME, S_TYPE, S_REPL, S_EPS, S_RPS, S_ERRS, S_ERRORS, S_P99, S_TP, S_COLS };
 
 static const struct iod_top_mesh_svc *mesh_of(const struct iod_top_snapshot *s, const char *name)
 {
@@ -458,9 +458,9 @@ static const struct iod_top_mesh_svc *mesh_of(const struct iod_top_snapshot *s, 
 static void build_services(struct iod_top_table *t, const struct iod_top_input *in,
                            const struct iod_top_snapshot *s)
 {
-	static const char *const cols[] = {"NAME", "TYPE",  "READY",  "ENDPOINTS",
-	                                   "RPS",  "ERR/S", "ERRORS", "P99_MS"};
-	static const bool num[] = {0, 0, 1, 1, 1, 1, 1, 1};
+	static const char *const cols[] = {"NAME",  "TYPE",   "READY",  "ENDPOINTS", "RPS",
+	                                   "ERR/S", "ERRORS", "P99_MS", "TRANSPORT"};
+	static const bool num[] = {0, 0, 1, 1, 1, 1, 1, 1, 0};
 	size_t i, j;
 	const json_t *sv, *x;
 
@@ -509,6 +509,13 @@ static void build_services(struct iod_top_table *t, const struct iod_top_input *
 		cell_num(row, S_ERRS, m ? m->eps : NAN, "%.1f");
 		cell_num(row, S_ERRORS, m ? m->errors : NAN, "%.0f");
 		cell_num(row, S_P99, m && m->p99_s >= 0 ? m->p99_s * 1000 : NAN, "%.2f");
+		/* service_mesh.transport, and the proxy's connections (both hops)
+		 * by the path they took: "shm shm=12 tcp=2" */
+		if (m && m->transport[0])
+			cell(row, S_TP, "%s shm=%.0f tcp=%.0f", m->transport, m->conns_shm,
+			     m->conns_tcp);
+		else
+			cell(row, S_TP, "-");
 		if (!isnan(want) && want > 0 && eps && !eps_ok)
 			row->level = IOD_TOP_BAD;
 		else if (!isnan(want) && ready < want)
@@ -718,6 +725,12 @@ uint32_t iod_top_mesh_parse(const char *text, size_t len, struct iod_top_mesh_sv
 		else if (name_len == strlen("iod_mesh_request_duration_seconds_bucket") &&
 		         !strncmp(line, "iod_mesh_request_duration_seconds_bucket", name_len))
 			kind = 3;
+		else if (name_len == strlen("iod_mesh_transport_info") &&
+		         !strncmp(line, "iod_mesh_transport_info", name_len))
+			kind = 4;
+		else if (name_len == strlen("iod_mesh_transport_connections_total") &&
+		         !strncmp(line, "iod_mesh_transport_connections_total", name_len))
+			kind = 5;
 		if (!kind)
 			continue;
 		char svc[IOD_NAME_MAX], le[32], num[64];
@@ -736,11 +749,21 @@ uint32_t iod_top_mesh_parse(const char *text, size_t len, struct iod_top_mesh_sv
 		struct iod_top_mesh_svc *m = mesh_slot(out, &n, max, svc);
 		if (!m)
 			continue;
+		char tp[16];
 		if (kind == 1)
 			m->requests = v;
 		else if (kind == 2)
 			m->errors = v;
-		else {
+		else if (kind == 4 || kind == 5) {
+			if (!label(brace, lablen, "transport", tp, sizeof(tp)))
+				continue;
+			if (kind == 4 && v > 0)
+				iod_strlcpy(m->transport, tp, sizeof(m->transport));
+			else if (kind == 5 && !strcmp(tp, "shm"))
+				m->conns_shm += v;
+			else if (kind == 5 && !strcmp(tp, "tcp"))
+				m->conns_tcp += v;
+		} else {
 			struct mesh_hist *h = &hist[m - out];
 			if (!label(brace, lablen, "le", le, sizeof(le)) || h->n >= MESH_BUCKETS_MAX)
 				continue;

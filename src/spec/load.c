@@ -1432,29 +1432,38 @@ static void load_secrets(struct spec_ld *ld, const struct iod_yaml_node *v,
 }
 
 /*
- * A service's service_mesh: {mode: l4 | l7}: which path a replica's
- * connection to its VIP takes on iod's overlay (docs/network.md).
+ * A service's service_mesh: {mode: l4 | l7, transport: tcp | shm | rdma}:
+ * which path a replica's connection to its VIP takes on iod's overlay
+ * (docs/network.md), and the mesh transport of calls to it (docs/mesh.md,
+ * "Transport"; unset: the spec's top level, else the cluster's iod config).
  */
 static const char *const mesh_mode_names[] = {"l4", "l7"};
+static const char *const transport_names[] = {"tcp", "shm", "rdma"};
 
 static void load_service_mesh(struct spec_ld *ld, const struct iod_yaml_node *m,
                               struct iod_spec_service *s)
 {
-	static const char *const keys[] = {"mode"};
-	const struct iod_yaml_node *v[1];
+	static const char *const keys[] = {"mode", "transport"};
+	const struct iod_yaml_node *v[2];
 	int x;
-	if (!get_map(ld, m, "service_mesh", keys, 1, v, NULL))
+	if (!get_map(ld, m, "service_mesh", keys, 2, v, NULL))
 		return;
-	if (!v[0]) {
+	if (!v[0] && !v[1]) {
 		spec_err(ld, m,
 		         "service_mesh needs a mode: l4 (the VIP balanced in the node's virtual "
-		         "switch) or l7 (through the node's mesh proxy)");
+		         "switch) or l7 (through the node's mesh proxy), or a transport: tcp, shm "
+		         "or rdma");
 		return;
 	}
-	if (get_enum(ld, v[0], "service_mesh.mode", mesh_mode_names, IOD_ARRAY_LEN(mesh_mode_names),
-	             &x)) {
+	if (v[0] && get_enum(ld, v[0], "service_mesh.mode", mesh_mode_names,
+	                     IOD_ARRAY_LEN(mesh_mode_names), &x)) {
 		s->mesh_mode = (enum iod_spec_mesh_path)x;
 		s->mesh_mode_set = true;
+	}
+	if (v[1] && get_enum(ld, v[1], "service_mesh.transport", transport_names,
+	                     IOD_ARRAY_LEN(transport_names), &x)) {
+		s->transport = (enum iod_transport)x;
+		s->transport_set = true;
 	}
 }
 
@@ -1902,8 +1911,6 @@ static void load_storage(struct spec_ld *ld, const struct iod_yaml_node *m)
 		         (unsigned)(sum / 100), (unsigned)(sum % 100));
 }
 
-static const char *const transport_names[] = {"tcp", "shm", "rdma"};
-
 static void load_mesh(struct spec_ld *ld, const struct iod_yaml_node *m)
 {
 	static const char *const mesh_keys[] = {"transport"};
@@ -1915,8 +1922,18 @@ static void load_mesh(struct spec_ld *ld, const struct iod_yaml_node *m)
 	if (!get_map(ld, m, "service_mesh", mesh_keys, 1, v, NULL))
 		return;
 	if (v[0] && get_enum(ld, v[0], "service_mesh.transport", transport_names,
-	                     IOD_ARRAY_LEN(transport_names), &x))
+	                     IOD_ARRAY_LEN(transport_names), &x)) {
 		ld->spec->transport = (enum iod_transport)x;
+		ld->spec->transport_set = true;
+		/* the default of the spec's services: one naming its own keeps it */
+		for (uint32_t i = 0; i < ld->spec->services_n; i++) {
+			struct iod_spec_service *s = &ld->spec->services[i];
+			if (!s->transport_set) {
+				s->transport = ld->spec->transport;
+				s->transport_set = true;
+			}
+		}
+	}
 }
 
 /* ---- security groups ------------------------------------------------------ */

@@ -441,9 +441,12 @@ static json_t *service_json(const struct iod_spec_service *s)
 		set(o, "sandbox", sandbox_json(&s->sandbox));
 	if (s->secrets_n)
 		set(o, "secrets", strings_json(s->secrets, s->secrets_n));
-	if (s->mesh_mode_set) {
+	if (s->mesh_mode_set || s->transport_set) {
 		json_t *m = json_object();
-		set(m, "mode", json_string(s->mesh_mode == IOD_SPEC_MESH_L7 ? "l7" : "l4"));
+		if (s->mesh_mode_set)
+			set(m, "mode", json_string(s->mesh_mode == IOD_SPEC_MESH_L7 ? "l7" : "l4"));
+		if (s->transport_set) /* the Service object carries it to every proxy */
+			set(m, "transport", json_string(NAME_OF(transport_names, s->transport)));
 		set(o, "service_mesh", m);
 	}
 	return o;
@@ -507,7 +510,8 @@ json_t *iod_spec_to_json(const struct iod_spec *s)
 	}
 	if (s->has_mesh) {
 		json_t *m = json_object();
-		set(m, "transport", json_string(NAME_OF(transport_names, s->transport)));
+		if (s->transport_set) /* unset: the cluster's (iod config) */
+			set(m, "transport", json_string(NAME_OF(transport_names, s->transport)));
 		set(o, "service_mesh", m);
 	}
 	return o;

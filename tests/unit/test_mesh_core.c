@@ -835,3 +835,65 @@ TEST(authz_revoked_caller_is_denied)
 	CHECK(v.allow);
 	free(r.revoked);
 }
+
+/* service_mesh.transport (issue 22 steps 4-5): the spec's value wins over
+ * the cluster's, which wins over tcp; a hop runs shm (AF_UNIX) only when it
+ * stays on this node and its far end takes AF_UNIX; rdma, device or not,
+ * runs tcp across nodes (the proxy has no RDMA path) and shm on one. */
+TEST(transport_choice_default_override_capability)
+{
+	enum iod_mesh_tp_want w;
+	CHECK_EQ(iod_mesh_tp_want_parse("shm", &w), 0);
+	CHECK_EQ(w, IOD_MESH_TP_SHM);
+	CHECK_EQ(iod_mesh_tp_want_parse("", &w), 0);
+	CHECK_EQ(w, IOD_MESH_TP_UNSET);
+	CHECK_EQ(iod_mesh_tp_want_parse(NULL, &w), 0);
+	CHECK_EQ(iod_mesh_tp_want_parse("udp", &w), -EINVAL);
+	for (int i = IOD_MESH_TP_TCP; i <= IOD_MESH_TP_AUTO; i++) {
+		CHECK_EQ(
+		    iod_mesh_tp_want_parse(iod_mesh_tp_want_name((enum iod_mesh_tp_want)i), &w), 0);
+		CHECK_EQ((int)w, i);
+	}
+
+	/* the cluster's value is the default; a service's own wins */
+	CHECK_EQ(iod_mesh_tp_effective(IOD_MESH_TP_UNSET, IOD_MESH_TP_UNSET), IOD_MESH_TP_TCP);
+	CHECK_EQ(iod_mesh_tp_effective(IOD_MESH_TP_UNSET, IOD_MESH_TP_SHM), IOD_MESH_TP_SHM);
+	CHECK_EQ(iod_mesh_tp_effective(IOD_MESH_TP_TCP, IOD_MESH_TP_SHM), IOD_MESH_TP_TCP);
+	CHECK_EQ(iod_mesh_tp_effective(IOD_MESH_TP_SHM, IOD_MESH_TP_TCP), IOD_MESH_TP_SHM);
+	CHECK_EQ(iod_mesh_tp_effective(IOD_MESH_TP_AUTO, IOD_MESH_TP_UNSET), IOD_MESH_TP_AUTO);
+
+	const char *why;
+	struct iod_mesh_hop local = {.same_node = true, .unix_ok = true};
+	struct iod_mesh_hop local_no_unix = {.same_node = true, .unix_ok = false};
+	struct iod_mesh_hop remote = {.same_node = false, .unix_ok = true};
+	struct iod_mesh_hop remote_rdma = {
+	    .same_node = false, .unix_ok = true, .rdma_device = true};
+	CHECK_EQ(iod_mesh_tp_pick(IOD_MESH_TP_TCP, &local, &why), IOD_MESH_PATH_TCP);
+	CHECK_EQ(iod_mesh_tp_pick(IOD_MESH_TP_UNSET, &local, NULL), IOD_MESH_PATH_TCP);
+	CHECK_EQ(iod_mesh_tp_pick(IOD_MESH_TP_SHM, &local, &why), IOD_MESH_PATH_SHM);
+	CHECK(strstr(why, "AF_UNIX"));
+	CHECK_EQ(iod_mesh_tp_pick(IOD_MESH_TP_AUTO, &local, NULL), IOD_MESH_PATH_SHM);
+	CHECK_EQ(iod_mesh_tp_pick(IOD_MESH_TP_RDMA, &local, NULL), IOD_MESH_PATH_SHM);
+	CHECK_EQ(iod_mesh_tp_pick(IOD_MESH_TP_SHM, &local_no_unix, &why), IOD_MESH_PATH_TCP);
+	CHECK(strstr(why, "no AF_UNIX"));
+	CHECK_EQ(iod_mesh_tp_pick(IOD_MESH_TP_SHM, &remote, &why), IOD_MESH_PATH_TCP);
+	CHECK_EQ(iod_mesh_tp_pick(IOD_MESH_TP_RDMA, &remote, &why), IOD_MESH_PATH_TCP);
+	CHECK_EQ(iod_mesh_tp_pick(IOD_MESH_TP_RDMA, &remote_rdma, &why), IOD_MESH_PATH_TCP);
+	CHECK(strstr(why, "no RDMA path"));
+	CHECK_STR(iod_mesh_tp_path_name(IOD_MESH_PATH_SHM), "shm");
+	CHECK_STR(iod_mesh_tp_path_name(IOD_MESH_PATH_TCP), "tcp");
+
+	/* a standalone config names it per service; a bad value is refused */
+	struct iod_mesh_registry r;
+	struct iod_err e = {0};
+	const char *ok = "{\"services\":[{\"name\":\"web\",\"port\":80,\"transport\":\"shm\"},"
+	                 "{\"name\":\"db\",\"port\":81}]}";
+	CHECK_EQ(iod_mesh_registry_init(&r, 0), 0);
+	CHECK_EQ(iod_mesh_config_parse(ok, strlen(ok), &r, &e), 0);
+	CHECK_EQ(iod_mesh_registry_find(&r, "web")->transport, IOD_MESH_TP_SHM);
+	CHECK_EQ(iod_mesh_registry_find(&r, "db")->transport, IOD_MESH_TP_UNSET);
+	const char *bad = "{\"services\":[{\"name\":\"web\",\"port\":80,\"transport\":\"udp\"}]}";
+	CHECK(iod_mesh_config_parse(bad, strlen(bad), &r, &e) < 0);
+	CHECK(strstr(e.msg, "transport must be"));
+	iod_mesh_registry_free(&r);
+}

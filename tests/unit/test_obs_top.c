@@ -329,3 +329,30 @@ TEST(top_view_names_and_sparkline)
 	CHECK(!memcmp(buf + 12, "\xe2\x96\x88\xe2\x96\x81", 6)); /* clamped both ways */
 	CHECK_EQ(iod_top_sparkline(vals, 6, buf, 10), -ENOSPC);
 }
+
+/* The TRANSPORT column's inputs (issue 22 step 4): the service's
+ * service_mesh.transport and its connections by path, both hops summed. */
+TEST(top_mesh_transport_per_connection)
+{
+	static const char *t =
+	    "iod_mesh_requests_total{service=\"web\"} 7\n"
+	    "iod_mesh_transport_info{service=\"web\",transport=\"shm\",from=\"config\"} 1\n"
+	    "iod_mesh_transport_connections_total{service=\"web\",hop=\"client\",transport=\"tcp\"}"
+	    " 2\n"
+	    "iod_mesh_transport_connections_total{service=\"web\",hop=\"client\",transport=\"shm\"}"
+	    " 5\n"
+	    "iod_mesh_transport_connections_total{service=\"web\",hop=\"upstream\",transport="
+	    "\"tcp\"} "
+	    "1\n"
+	    "iod_mesh_transport_connections_total{service=\"web\",hop=\"upstream\",transport="
+	    "\"shm\"} "
+	    "6\n"
+	    "iod_mesh_transport_info{service=\"db\",transport=\"tcp\",from=\"spec\"} 1\n"
+	    "iod_mesh_transport_connections_total{service=\"db\",hop=\"client\"} 3\n";
+	struct iod_top_mesh_svc m[4];
+	CHECK_EQ(iod_top_mesh_parse(t, strlen(t), m, 4), 2);
+	CHECK(!strcmp(m[0].name, "web") && !strcmp(m[0].transport, "shm"));
+	CHECK(m[0].conns_shm == 11 && m[0].conns_tcp == 3);
+	CHECK(!strcmp(m[1].name, "db") && !strcmp(m[1].transport, "tcp"));
+	CHECK(m[1].conns_shm == 0 && m[1].conns_tcp == 0); /* no transport label: skipped */
+}

@@ -803,6 +803,66 @@ TEST(service_mesh_mode_key)
 	iod_spec_free(s);
 }
 
+/* service_mesh.transport per service (issue 22 step 5): a service's own
+ * wins, else the spec's top level, else nothing is written (the cluster's
+ * iod config holds); the Service value carries it, and loads back the same. */
+static const char *svc_transport(json_t *sv, size_t i)
+{
+	return json_string_value(
+	    json_object_get(json_object_get(json_array_get(sv, i), "service_mesh"), "transport"));
+}
+
+TEST(service_mesh_transport_per_service)
+{
+	struct iod_spec *s = NULL;
+	struct iod_spec_diags d;
+	const char *y = "services:\n  - name: a\n    type: stateless\n"
+	                "    service_mesh: {transport: tcp}\n"
+	                "  - name: b\n    type: stateless\n    service_mesh: {mode: l7}\n";
+	CHECK_EQ(iod_spec_load_buffer("t.yaml", y, strlen(y), &s, &d), 0);
+	CHECK(s->services[0].transport_set && s->services[0].transport == IOD_TRANSPORT_TCP);
+	CHECK(!s->services[1].transport_set);
+	json_t *j = iod_spec_to_json(s);
+	json_t *sv = json_object_get(j, "services");
+	CHECK_STR(svc_transport(sv, 0), "tcp");
+	CHECK(!svc_transport(sv, 1)); /* unset: the cluster's value */
+	CHECK(!json_object_get(j, "service_mesh"));
+	json_decref(j);
+	iod_spec_free(s);
+
+	/* the top level is the default of services that name none */
+	y = "services:\n  - name: a\n    type: stateless\n    service_mesh: {transport: tcp}\n"
+	    "  - name: b\n    type: stateless\n"
+	    "service_mesh: {transport: shm}\n";
+	CHECK_EQ(iod_spec_load_buffer("t.yaml", y, strlen(y), &s, &d), 0);
+	CHECK_EQ(s->services[0].transport, IOD_TRANSPORT_TCP);
+	CHECK(s->services[1].transport_set && s->services[1].transport == IOD_TRANSPORT_SHM);
+	j = iod_spec_to_json(s);
+	sv = json_object_get(j, "services");
+	CHECK_STR(svc_transport(sv, 0), "tcp");
+	CHECK_STR(svc_transport(sv, 1), "shm");
+	char *text = json_dumps(j, JSON_COMPACT);
+	struct iod_spec *s2 = NULL;
+	CHECK_EQ(iod_spec_load_buffer("t.json", text, strlen(text), &s2, &d), 0);
+	CHECK_EQ(s2->services[0].transport, IOD_TRANSPORT_TCP);
+	CHECK_EQ(s2->services[1].transport, IOD_TRANSPORT_SHM);
+	iod_spec_free(s2);
+	free(text);
+	json_decref(j);
+	iod_spec_free(s);
+
+	/* an empty top-level block sets nothing: no service takes tcp from it */
+	y = "services:\n  - name: a\n    type: stateless\nservice_mesh: {}\n";
+	CHECK_EQ(iod_spec_load_buffer("t.yaml", y, strlen(y), &s, &d), 0);
+	CHECK(!s->services[0].transport_set && !s->transport_set);
+	iod_spec_free(s);
+
+	/* a bad value is an error at the key */
+	y = "services:\n  - name: a\n    type: stateless\n    service_mesh: {transport: udp}\n";
+	CHECK(iod_spec_load_buffer("t.yaml", y, strlen(y), &s, &d) != 0);
+	CHECK(d.n >= 1 && strstr(d.d[0].msg, "transport"));
+}
+
 /* security_groups: each group guards a service of the spec and takes its
  * tenant; rules become NetPolicy JSON (ports 80 a number, "8000-8100" a
  * string); iod_spec_sg_to_json is the NetPolicy object's value; the
