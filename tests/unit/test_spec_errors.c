@@ -170,8 +170,11 @@ TEST(enums_suggest)
 	CHECK_ERR(SVC "    service_mesh: {}\n", 4, 19,
 	          "service_mesh needs a mode: l4 (the VIP balanced in the node's virtual switch) "
 	          "or l7 (through the node's mesh proxy)");
-	CHECK_ERR(SVC "    service_mesh: {mode: l7, transport: tcp}\n", 4, 30,
-	          "unknown key \"transport\" in service_mesh (valid keys: mode)");
+	/* a service's own transport (issue 22): known, and checked */
+	CHECK_ERR(SVC "    service_mesh: {mode: l7, transprt: tcp}\n", 4, 30,
+	          "unknown key \"transprt\" in service_mesh; did you mean \"transport\"?");
+	CHECK_ERR(SVC "    service_mesh: {mode: l7, transport: tcpp}\n", 4, 41,
+	          "service_mesh.transport \"tcpp\" is not valid; did you mean \"tcp\"?");
 	CHECK_ERR(SVC "    service_mesh: l7\n", 4, 19, "service_mesh must be a mapping");
 	CHECK_ERR(SVC "    restart: on_failure\n", 4, 14, "did you mean \"on-failure\"?");
 	CHECK_ERR("services:\n  - {name: a, type: statefull}\n", 2, 21,
