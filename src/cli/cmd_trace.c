@@ -72,7 +72,9 @@ static void usage(FILE *f)
 
 static const char *attr(json_t *span, const char *key)
 {
-	static char num[32];
+	/* several numbers go into one printf: a buffer each, in turn */
+	static char num[8][24];
+	static unsigned turn;
 	json_t *a;
 	size_t i;
 	json_array_foreach(json_object_get(span, "attributes"), i, a)
@@ -84,10 +86,13 @@ static const char *attr(json_t *span, const char *key)
 		const char *s = json_string_value(json_object_get(v, "stringValue"));
 		if (s)
 			return s;
-		s = json_string_value(json_object_get(v, "intValue"));
-		if (s) {
-			snprintf(num, sizeof(num), "%s", s);
-			return num;
+		json_t *iv = json_object_get(v, "intValue");
+		if ((s = json_string_value(iv)))
+			return s; /* OTLP/JSON writes 64-bit integers as strings */
+		if (json_is_integer(iv)) {
+			char *b = num[turn++ % 8];
+			snprintf(b, sizeof(num[0]), "%" JSON_INTEGER_FORMAT, json_integer_value(iv));
+			return b;
 		}
 	}
 	return "";
