@@ -16,7 +16,8 @@
  * ucp_put_lat at every size on the same transports, with the ratio.
  * gbps= is GB/s (10^9 bytes/s). ucx_perftest's MB/s are MiB/s.
  *
- * BENCH_XFER_MAX caps the top size (default 1GiB); BENCH_XFER_PERFTEST=0
+ * BENCH_XFER_MAX caps the top size (default 1GiB), BENCH_XFER_MIN raises the
+ * first (default 8 B, for quick runs of the large sizes); BENCH_XFER_PERFTEST=0
  * skips ucx_perftest; BENCH_XFER_ONLY=shm|tcp runs one transport.
  */
 #include "bench.h"
@@ -314,6 +315,8 @@ static double iperf3_gbps(void)
 	return sh_double(cmd);
 }
 
+static uint64_t size_min = SIZE_MIN;
+
 static void sweep(enum iod_xfer_transport t, uint8_t *src, uint64_t max, double iperf)
 {
 	struct peer p;
@@ -323,7 +326,7 @@ static void sweep(enum iod_xfer_transport t, uint8_t *src, uint64_t max, double 
 	iod_xfer_peer_path(p.x, p.name, path, sizeof(path), NULL);
 	const char *tn = iod_xfer_transport_name(t);
 	printf("# %s: UCX path %s\n", tn, path);
-	for (uint64_t size = SIZE_MIN; size <= max; size *= 2) {
+	for (uint64_t size = size_min; size <= max; size *= 2) {
 		unsigned batch = batch_for(size, max);
 		uint32_t iters = iters_for(size * batch, t == IOD_XFER_SHM ? 6.0 : 1.0);
 		double g = run_bw(&p, size, iters, batch);
@@ -366,6 +369,9 @@ int main(int argc, char **argv)
 	const char *m = getenv("BENCH_XFER_MAX");
 	if (m && iod_parse_size(m, &max, &e))
 		die("BENCH_XFER_MAX", &e);
+	m = getenv("BENCH_XFER_MIN");
+	if (m && (iod_parse_size(m, &size_min, &e) || size_min < SIZE_MIN || size_min > max))
+		die("BENCH_XFER_MIN (8 B .. BENCH_XFER_MAX)", &e);
 	uint8_t *src = malloc(2 * max);
 	if (!src)
 		die("out of memory", NULL);
