@@ -50,16 +50,18 @@ struct iod_xfer_req {
 	ucs_status_t status;                /* the first failure, UCS_OK */
 	uint64_t deadline_ns;               /* monotonic */
 	unsigned nlocal;                    /* regions it holds busy */
-	uint32_t local[IOD_XFER_BATCH_MAX]; /* their ids */
 	bool signal;                        /* IOD_XFER_POST_SIGNAL: the last word signals */
 	bool ucx_data;                      /* bytes went through UCX: flush before the signal */
 	uint64_t sig_val;                   /* the signal word's value (the put's source) */
 	uint64_t *sig_mapped;               /* the word mapped here, or NULL: a UCX put */
 	uint64_t sig_raddr;                 /* its address in the peer */
 	ucp_rkey_h sig_rkey;                /* and key */
+	size_t notif_len;                   /* bytes of notif, 0 none */
+	bool orphan;                        /* freed by the caller while UCX held it */
+	/* everything above is cleared per post; the buffers below are filled
+	 * up to nlocal and notif_len */
+	uint32_t local[IOD_XFER_BATCH_MAX];                          /* their ids */
 	uint8_t notif[IOD_XFER_NOTIF_BYTES_MAX + IOD_NAME_MAX + 32]; /* encoded notification */
-	size_t notif_len;                                            /* bytes of notif, 0 none */
-	bool orphan; /* freed by the caller while UCX held it */
 };
 
 struct notif {
@@ -688,7 +690,9 @@ int iod_xfer_post_flags(struct iod_xfer *x, const char *peer, const struct iod_x
 	if (!r)
 		return iod_err_set(e, -EAGAIN, "xfer: %d requests in flight; wait for one",
 		                   IOD_XFER_REQS_MAX);
-	memset(r, 0, offsetof(struct iod_xfer_req, notif));
+	/* up to the buffers: notif_len and orphan too (a reused slot kept
+	 * its last post's notification and sent it again) */
+	memset(r, 0, offsetof(struct iod_xfer_req, local));
 	r->peer = p;
 	r->deadline_ns = iod_clock_now_ns() + x->deadline_ms * 1000000ull;
 	if (notif) {
@@ -760,7 +764,11 @@ int iod_xfer_post_flags(struct iod_xfer *x, const char *peer, const struct iod_x
 int iod_xfer_req_poll(struct iod_xfer *x, struct iod_xfer_req *r, struct iod_err *e)
 {
 	IOD_ASSERT(r && r->phase != PH_FREE);
-	ucp_worker_progress(x->worker);
+	/* a signalled store into mapped memory is done without UCX (the
+	 * latency path; iod_xfer_signal_wait drives the worker); anything else
+	 * drives it here, wire-up included */
+	if (r->outstanding || !r->signal)
+		ucp_worker_progress(x->worker);
 	for (;;) {
 		if (r->phase == PH_DONE)
 			return 0;
@@ -881,7 +889,7 @@ int iod_xfer_notif_wait(struct iod_xfer *x, const char *from, char *peer, void *
 		int rv = iod_xfer_notif_get(x, peer, msg, cap, len);
 		if (rv != -EAGAIN)
 			return rv;
-		if ((rv = peer_failed(x, from, e)))
+		if ((turn & 63) == 0 && (rv = peer_failed(x, from, e)))
 			return rv;
 		relax(&turn);
 		if ((turn & 63) == 0 && iod_clock_now_ns() > end)
@@ -905,17 +913,25 @@ int iod_xfer_signal_wait(struct iod_xfer *x, const char *from, uint32_t region, 
 		return rv;
 	const uint64_t *w = (const uint64_t *)(uintptr_t)(r->addr + offset);
 	uint64_t ms = timeout_ms ? timeout_ms : x->deadline_ms;
-	uint64_t end = iod_clock_now_ns() + ms * 1000000ull;
-	unsigned turn = 0;
+	uint64_t end = 0; /* read at the first slow look: not on the latency path */
+	unsigned turn = 0, look = 0;
 	for (;;) {
 		if (__atomic_load_n(w, __ATOMIC_ACQUIRE) == value)
 			return 0;
-		/* puts over TCP land when this worker reads them */
+		/* puts over TCP land when this worker reads them; a store into
+		 * mapped memory needs nothing, so UCX every 8th look only, and
+		 * the spin before yielding counts those turns: as long as the
+		 * notification wait's (a waiter that yields after a few us is
+		 * packed onto its peer's core by the scheduler, 7 us a round trip) */
+		if ((++look & 7) != 0)
+			continue;
 		ucp_worker_progress(x->worker);
-		if ((rv = peer_failed(x, from, e)))
+		if ((turn & 63) == 0 && (rv = peer_failed(x, from, e)))
 			return rv;
 		relax(&turn);
-		if ((turn & 63) == 0 && iod_clock_now_ns() > end)
+		if ((turn & 63) == 0 && !end)
+			end = iod_clock_now_ns() + ms * 1000000ull;
+		else if ((turn & 63) == 0 && iod_clock_now_ns() > end)
 			return iod_err_set(e, -ETIMEDOUT,
 			                   "xfer: signal word %llu of region %u did not reach %llu "
 			                   "within %llu ms (peer gone or stalled?)",

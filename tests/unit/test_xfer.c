@@ -519,6 +519,42 @@ TEST(tcp_1k_1m_256m_byte_exact)
 	transfer_exact(IOD_XFER_TCP, 256u << 20);
 }
 
+/* A request slot is reused: a post without a notification after one with
+ * must send none (the slot kept notif_len, and sent "hi" again). */
+TEST(a_post_without_notification_after_one_with_sends_none)
+{
+	struct iod_xfer_opts o = {.name = "self", .transport = IOD_XFER_SHM};
+	struct iod_xfer *x = NULL;
+	struct iod_err e = {0};
+	CHECK_EQ(iod_xfer_create(&o, &x, &e), 0);
+	static uint8_t a[4096], b[4096];
+	uint32_t ia = 0, ib = 0;
+	CHECK_EQ(iod_xfer_mem_register(x, a, sizeof(a), IOD_XFER_MEM_HOST, &ia, &e), 0);
+	CHECK_EQ(iod_xfer_mem_register(x, b, sizeof(b), IOD_XFER_MEM_HOST, &ib, &e), 0);
+	static uint8_t md[IOD_XFER_MD_BYTES_MAX];
+	size_t ml = 0;
+	char peer[IOD_NAME_MAX], msg[8];
+	CHECK_EQ(iod_xfer_md_get(x, md, sizeof(md), &ml, &e), 0);
+	CHECK_EQ(iod_xfer_md_load(x, md, ml, peer, &e), 0);
+	struct iod_xfer_op op = {IOD_XFER_WRITE, {ia, 0, 4096}, {ib, 0, 4096}};
+	size_t len = 0;
+	for (int round = 0; round < 2; round++) {
+		struct iod_xfer_req *r = NULL;
+		CHECK_EQ(iod_xfer_post(x, "self", &op, 1, round ? NULL : "hi", round ? 0 : 2, &r,
+		                       &e),
+		         0);
+		int rv = iod_xfer_req_wait(x, r, &e);
+		iod_xfer_req_free(x, r);
+		CHECK_MSG(rv == 0, "%s", e.msg);
+		rv = iod_xfer_notif_wait(x, "self", peer, msg, sizeof(msg), &len, 200, &e);
+		if (round == 0)
+			CHECK_EQ(rv, 0);
+		else
+			CHECK_MSG(rv == -ETIMEDOUT, "a second notification (rv %d)", rv);
+	}
+	iod_xfer_destroy(x);
+}
+
 /* Signalled posts to ourselves: the argument errors, then a write whose
  * last word is polled, and the waiter's own errors. */
 TEST(signal_post_errors_and_a_write_to_self)
