@@ -12,11 +12,13 @@
  * round trip, two ways: signalled posts (IOD_XFER_POST_SIGNAL: the peer
  * polls the written word, as ucp_put_lat polls the last byte; the p50_us
  * of BENCH xfer.lat, mode=signal) and writes with a notification (an
- * endpoint flush, then a UCP active message: notif_p50_us).
+ * endpoint flush, then a UCP active message: notif_p50_us); each the best
+ * p50 of 3 runs, against the best of 3 ucp_put_lat runs.
  *
  * Ceilings, same run: single-core memcpy of the same size (STREAM-style
  * copy) for shm; iperf3 over loopback with 1 stream (UCX's TCP uses one
- * connection per endpoint here; best of 2 runs) for tcp; and ucx_perftest's
+ * connection per endpoint here; best of a run with iperf3's 128 KiB writes
+ * and one with 1 MiB) for tcp; and ucx_perftest's
  * ucp_put_bw / ucp_put_lat at every size on the same transports with the
  * same UCX TCP segment sizes libiod-xfer sets (512 KiB), with the ratio.
  * gbps= is GB/s (10^9 bytes/s). ucx_perftest's MB/s are MiB/s.
@@ -39,6 +41,7 @@
 
 #define SIZE_MIN 8ull
 #define LAT_ITERS 2000
+#define LAT_REPS 3             /* latency runs per mode, best p50 */
 #define TARGET_NS 100000000ull /* per size and transport */
 
 struct cmd {
@@ -361,18 +364,19 @@ static double perftest(enum iod_xfer_transport t, const char *test, uint64_t siz
 	return -1;
 }
 
-static double iperf3_gbps(void)
+/* iperf3 -P 1 for 3 s with writes of len bytes (NULL: its default). */
+static double iperf3_gbps(const char *len)
 {
 	int port = free_port();
 	char cmd[512];
 	snprintf(
 	    cmd, sizeof(cmd),
 	    "iperf3 -s -1 -p %d >/dev/null 2>&1 & sleep 0.3; "
-	    "iperf3 -c 127.0.0.1 -p %d -t 3 -P 1 -J 2>/dev/null | "
+	    "iperf3 -c 127.0.0.1 -p %d -t 3 -P 1 %s%s -J 2>/dev/null | "
 	    "python3 -c 'import json,sys; "
 	    "print(json.load(sys.stdin)[\"end\"][\"sum_received\"][\"bits_per_second\"]/8e9)'; "
 	    "wait",
-	    port, port);
+	    port, port, len ? "-l " : "", len ? len : "");
 	return sh_double(cmd);
 }
 
@@ -410,14 +414,30 @@ static void sweep(enum iod_xfer_transport t, uint8_t *src, uint64_t max, double 
 			    iters, batch, BW_REPS);
 		}
 	}
-	double p50 = 0, p99 = 0, n50 = 0, n99 = 0;
-	run_lat(&p, 8, true, &p50, &p99);
-	run_lat(&p, 8, false, &n50, &n99);
-	double pt = perftest(t, "ucp_put_lat", 8, LAT_ITERS);
+	/* best p50 of LAT_REPS runs each, ucx_perftest's too: one run of 2000
+	 * round trips on a shared 2-core machine measures the scheduler */
+	double p50 = 0, p99 = 0, n50 = 0, n99 = 0, pt = -1;
+	for (int rep = 0; rep < LAT_REPS; rep++) {
+		double a50, a99, b50, b99;
+		run_lat(&p, 8, true, &a50, &a99);
+		run_lat(&p, 8, false, &b50, &b99);
+		double q = perftest(t, "ucp_put_lat", 8, LAT_ITERS);
+		if (!rep || a50 < p50) {
+			p50 = a50;
+			p99 = a99;
+		}
+		if (!rep || b50 < n50) {
+			n50 = b50;
+			n99 = b99;
+		}
+		if (q > 0 && (pt < 0 || q < pt))
+			pt = q;
+	}
 	bench_line("BENCH xfer.lat size=8 transport=%s p50_us=%.2f p99_us=%.2f "
 	           "ucx_perftest_p50_us=%.2f ratio_ucx_perftest=%.3f mode=signal "
-	           "notif_p50_us=%.2f notif_p99_us=%.2f notif_ratio_ucx_perftest=%.3f",
-	           tn, p50, p99, pt, pt > 0 ? p50 / pt : 0, n50, n99, pt > 0 ? n50 / pt : 0);
+	           "notif_p50_us=%.2f notif_p99_us=%.2f notif_ratio_ucx_perftest=%.3f reps=%d",
+	           tn, p50, p99, pt, pt > 0 ? p50 / pt : 0, n50, n99, pt > 0 ? n50 / pt : 0,
+	           LAT_REPS);
 	peer_stop(&p);
 }
 
@@ -445,11 +465,13 @@ int main(int argc, char **argv)
 		sweep(IOD_XFER_SHM, src, max, 0);
 	free(src);
 	if (!only || !strcmp(only, "tcp")) {
-		/* best of 2, as our side is best of 3 */
-		double ip1 = iperf3_gbps(), ip2 = iperf3_gbps();
+		/* best of 2, as our side is best of 3: iperf3's default 128 KiB
+		 * writes and 1 MiB ones (our chunk; 2.4 vs 3.7 GB/s here) */
+		double ip1 = iperf3_gbps(NULL), ip2 = iperf3_gbps("1M");
 		double ip = ip1 > ip2 ? ip1 : ip2;
-		printf("# iperf3 1 stream over loopback: %.3f GB/s (best of %.3f, %.3f)\n", ip, ip1,
-		       ip2);
+		printf("# iperf3 1 stream over loopback: %.3f GB/s (best of %.3f with 128 KiB "
+		       "writes, %.3f with 1 MiB)\n",
+		       ip, ip1, ip2);
 		sweep(IOD_XFER_TCP, NULL, max, ip);
 	}
 	bench_line("BENCH xfer.run max_size=%llu seconds=%.1f", (unsigned long long)max,

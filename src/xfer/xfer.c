@@ -44,20 +44,20 @@ struct peer {
 enum phase { PH_FREE, PH_OPS, PH_FLUSH, PH_NOTIF, PH_DONE };
 
 struct iod_xfer_req {
-	enum phase phase;                   /* where it stands */
-	struct peer *peer;                  /* where it goes */
-	unsigned outstanding;               /* UCX requests not yet completed */
-	ucs_status_t status;                /* the first failure, UCS_OK */
-	uint64_t deadline_ns;               /* monotonic */
-	unsigned nlocal;                    /* regions it holds busy */
-	bool signal;                        /* IOD_XFER_POST_SIGNAL: the last word signals */
-	bool ucx_data;                      /* bytes went through UCX: flush before the signal */
-	uint64_t sig_val;                   /* the signal word's value (the put's source) */
-	uint64_t *sig_mapped;               /* the word mapped here, or NULL: a UCX put */
-	uint64_t sig_raddr;                 /* its address in the peer */
-	ucp_rkey_h sig_rkey;                /* and key */
-	size_t notif_len;                   /* bytes of notif, 0 none */
-	bool orphan;                        /* freed by the caller while UCX held it */
+	enum phase phase;     /* where it stands */
+	struct peer *peer;    /* where it goes */
+	unsigned outstanding; /* UCX requests not yet completed */
+	ucs_status_t status;  /* the first failure, UCS_OK */
+	uint64_t deadline_ns; /* monotonic */
+	unsigned nlocal;      /* regions it holds busy */
+	bool signal;          /* IOD_XFER_POST_SIGNAL: the last word signals */
+	bool ucx_data;        /* bytes went through UCX: flush before the signal */
+	uint64_t sig_val;     /* the signal word's value (the put's source) */
+	uint64_t *sig_mapped; /* the word mapped here, or NULL: a UCX put */
+	uint64_t sig_raddr;   /* its address in the peer */
+	ucp_rkey_h sig_rkey;  /* and key */
+	size_t notif_len;     /* bytes of notif, 0 none */
+	bool orphan;          /* freed by the caller while UCX held it */
 	/* everything above is cleared per post; the buffers below are filled
 	 * up to nlocal and notif_len */
 	uint32_t local[IOD_XFER_BATCH_MAX];                          /* their ids */
@@ -677,9 +677,8 @@ int iod_xfer_post_flags(struct iod_xfer *x, const char *peer, const struct iod_x
 			                 (unsigned long long)ops[i].local.len,
 			                 (unsigned long long)ops[i].remote.len);
 		if (!rv && signal && i == n - 1)
-			rv = iod_xfer_signal_check(&ops[i], p->raddr[j] + ops[i].remote.offset +
-			                                        ops[i].remote.len,
-			                           e);
+			rv = iod_xfer_signal_check(
+			    &ops[i], p->raddr[j] + ops[i].remote.offset + ops[i].remote.len, e);
 		if (rv)
 			return iod_err_wrap(e, "operation %u to \"%s\"", i, peer);
 	}
@@ -721,10 +720,10 @@ int iod_xfer_post_flags(struct iod_xfer *x, const char *peer, const struct iod_x
 			memcpy(&r->sig_val, la + total, 8);
 			r->sig_raddr = ra + total;
 			r->sig_rkey = p->rkey[ri[i]];
-			r->sig_mapped = p->rptr[ri[i]] ? (uint64_t *)(void *)(p->rptr[ri[i]] +
-			                                                       ops[i].remote.offset +
-			                                                       total)
-			                               : NULL;
+			r->sig_mapped = p->rptr[ri[i]]
+			                    ? (uint64_t *)(void *)(p->rptr[ri[i]] +
+			                                           ops[i].remote.offset + total)
+			                    : NULL;
 		}
 		for (uint64_t off = 0; off < total && r->status == UCS_OK; off += x->chunk_bytes) {
 			uint64_t len = total - off;

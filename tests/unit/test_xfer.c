@@ -383,8 +383,8 @@ static int spawn_receiver_mode(struct pair *p, enum iod_xfer_transport t, size_t
 		close(a[1]);
 		close(b[0]);
 		char env[128];
-		snprintf(env, sizeof(env), "%u:%zu:%u:%d:%d:%u", (unsigned)t, size, count, b[1], a[0],
-		         (unsigned)signal);
+		snprintf(env, sizeof(env), "%u:%zu:%u:%d:%d:%u", (unsigned)t, size, count, b[1],
+		         a[0], (unsigned)signal);
 		setenv("IOD_XFER_TEST_CHILD", env, 1);
 		execl("/proc/self/exe", "test_xfer", (char *)NULL);
 		_exit(127);
@@ -439,9 +439,10 @@ static void transfer_exact_mode(enum iod_xfer_transport t, size_t size, bool sig
 	unsigned nops = size >= 64 ? 4 : 1;
 	size_t q = size / nops;
 	for (unsigned i = 0; i < nops; i++)
-		ops[i] = (struct iod_xfer_op){IOD_XFER_WRITE,
-		                              {id, i * q, i == nops - 1 ? size - (nops - 1) * q : q},
-		                              {1, i * q, i == nops - 1 ? size - (nops - 1) * q : q}};
+		ops[i] =
+		    (struct iod_xfer_op){IOD_XFER_WRITE,
+		                         {id, i * q, i == nops - 1 ? size - (nops - 1) * q : q},
+		                         {1, i * q, i == nops - 1 ? size - (nops - 1) * q : q}};
 	struct iod_xfer_req *r = NULL;
 	if (!rv)
 		rv = iod_xfer_post_flags(x, peer, ops, nops, signal ? NULL : "done", signal ? 0 : 4,
@@ -540,9 +541,9 @@ TEST(a_post_without_notification_after_one_with_sends_none)
 	size_t len = 0;
 	for (int round = 0; round < 2; round++) {
 		struct iod_xfer_req *r = NULL;
-		CHECK_EQ(iod_xfer_post(x, "self", &op, 1, round ? NULL : "hi", round ? 0 : 2, &r,
-		                       &e),
-		         0);
+		CHECK_EQ(
+		    iod_xfer_post(x, "self", &op, 1, round ? NULL : "hi", round ? 0 : 2, &r, &e),
+		    0);
 		int rv = iod_xfer_req_wait(x, r, &e);
 		iod_xfer_req_free(x, r);
 		CHECK_MSG(rv == 0, "%s", e.msg);
