@@ -92,7 +92,8 @@ static struct iod_xfer *open_ctx(const char *name, enum iod_xfer_transport t, ui
 	struct iod_xfer *x = NULL;
 	struct iod_err e = {0};
 	uint32_t id = 0;
-	if (iod_xfer_create(&o, &x, &e) || iod_xfer_mem_alloc(x, max, (void **)buf, &id, &e) ||
+	if (iod_xfer_create(&o, &x, &e) ||
+	    iod_xfer_mem_alloc(x, max < 4096 ? 4096 : max, (void **)buf, &id, &e) ||
 	    iod_xfer_md_exchange_fd(x, wfd, rfd, peer, &e))
 		die(name, &e);
 	IOD_ASSERT(id == 1);

@@ -693,7 +693,6 @@ int iod_xfer_post_flags(struct iod_xfer *x, const char *peer, const struct iod_x
 	 * its last post's notification and sent it again) */
 	memset(r, 0, offsetof(struct iod_xfer_req, local));
 	r->peer = p;
-	r->deadline_ns = iod_clock_now_ns() + x->deadline_ms * 1000000ull;
 	if (notif) {
 		struct iod_xfer_wire_notif wn = {0};
 		snprintf(wn.name, sizeof(wn.name), "%s", x->name);
@@ -756,6 +755,9 @@ int iod_xfer_post_flags(struct iod_xfer *x, const char *peer, const struct iod_x
 		r->phase = PH_NOTIF;
 		signal_send(r);
 	}
+	/* a store into mapped memory is done: no clock read on that path */
+	if (r->outstanding || r->phase != PH_NOTIF || r->sig_mapped == NULL)
+		r->deadline_ns = iod_clock_now_ns() + x->deadline_ms * 1000000ull;
 	*out = r;
 	return 0;
 }
