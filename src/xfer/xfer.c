@@ -920,11 +920,12 @@ int iod_xfer_signal_wait(struct iod_xfer *x, const char *from, uint32_t region, 
 		if (__atomic_load_n(w, __ATOMIC_ACQUIRE) == value)
 			return 0;
 		/* puts over TCP land when this worker reads them; a store into
-		 * mapped memory needs nothing, so UCX every 8th look only, and
+		 * mapped memory needs nothing, so UCX only after 256 looks (a
+		 * store usually lands within them) and then every 8th look, and
 		 * the spin before yielding counts those turns: as long as the
 		 * notification wait's (a waiter that yields after a few us is
 		 * packed onto its peer's core by the scheduler, 7 us a round trip) */
-		if ((++look & 7) != 0)
+		if (++look < 256 || (look & 7) != 0)
 			continue;
 		ucp_worker_progress(x->worker);
 		if ((turn & 63) == 0 && (rv = peer_failed(x, from, e)))
