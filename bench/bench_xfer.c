@@ -120,16 +120,23 @@ static void write_one(struct iod_xfer *x, const char *peer, uint64_t size, unsig
  * 2i+2 back). */
 #define SIG_BASE 0x1d0c000000000000ull
 
-static void signal_one(struct iod_xfer *x, const char *peer, uint8_t *buf, uint64_t value)
+/* Finish the previous signalled write (*pending), then post the next and
+ * leave it pending: as ucp_put_lat does not wait for its put before polling
+ * for the answer (over TCP a put completes at the peer's acknowledgement). */
+static void signal_one(struct iod_xfer *x, const char *peer, uint8_t *buf, uint64_t value,
+                       struct iod_xfer_req **pending)
 {
+	struct iod_err e = {0};
+	if (*pending && iod_xfer_req_wait(x, *pending, &e))
+		die("signalled write", &e);
+	iod_xfer_req_free(x, *pending);
+	*pending = NULL;
+	if (!value)
+		return;
 	memcpy(buf + 8, &value, 8);
 	struct iod_xfer_op op = {IOD_XFER_WRITE, {1, 8, 8}, {1, 0, 8}};
-	struct iod_xfer_req *r = NULL;
-	struct iod_err e = {0};
-	if (iod_xfer_post_flags(x, peer, &op, 1, NULL, 0, IOD_XFER_POST_SIGNAL, &r, &e) ||
-	    iod_xfer_req_wait(x, r, &e))
+	if (iod_xfer_post_flags(x, peer, &op, 1, NULL, 0, IOD_XFER_POST_SIGNAL, pending, &e))
 		die("signalled write", &e);
-	iod_xfer_req_free(x, r);
 }
 
 static void signal_wait_one(struct iod_xfer *x, const char *peer, uint64_t value)
@@ -162,10 +169,11 @@ static int peer_main(enum iod_xfer_transport t, uint64_t max, int wfd, int rfd)
 		uint8_t ready = 1;
 		full_write(wfd, &ready, 1);
 		uint64_t t0 = 0, t1 = 0;
+		struct iod_xfer_req *pending = NULL;
 		for (uint32_t i = 0; i < c.iters; i++) {
 			if (c.pong == 2) {
 				signal_wait_one(x, peer, SIG_BASE + 2 * i + 1);
-				signal_one(x, peer, buf, SIG_BASE + 2 * i + 2);
+				signal_one(x, peer, buf, SIG_BASE + 2 * i + 2, &pending);
 			} else {
 				wait_one(x, peer);
 				if (c.pong)
@@ -175,6 +183,7 @@ static int peer_main(enum iod_xfer_transport t, uint64_t max, int wfd, int rfd)
 				t0 = bench_now_ns();
 			t1 = bench_now_ns();
 		}
+		signal_one(x, peer, buf, 0, &pending); /* the last one's end */
 		uint64_t ns = t1 - t0;
 		full_write(wfd, &ns, sizeof(ns));
 	}
@@ -277,9 +286,10 @@ static void run_lat(struct peer *p, uint64_t size, bool signal, double *p50, dou
 	full_read(p->rfd, &ready, 1);
 	/* one clock read per round trip, as ucx_perftest times its loop */
 	uint64_t t0 = bench_now_ns();
+	struct iod_xfer_req *pending = NULL;
 	for (uint32_t i = 0; i < LAT_ITERS; i++) {
 		if (signal) {
-			signal_one(p->x, p->name, p->buf, SIG_BASE + 2 * i + 1);
+			signal_one(p->x, p->name, p->buf, SIG_BASE + 2 * i + 1, &pending);
 			signal_wait_one(p->x, p->name, SIG_BASE + 2 * i + 2);
 		} else {
 			write_one(p->x, p->name, size, 1);
@@ -289,6 +299,7 @@ static void run_lat(struct peer *p, uint64_t size, bool signal, double *p50, dou
 		v[i] = (t1 - t0) / 2;
 		t0 = t1;
 	}
+	signal_one(p->x, p->name, p->buf, 0, &pending);
 	uint64_t ns = 0;
 	full_read(p->rfd, &ns, sizeof(ns));
 	qsort(v, LAT_ITERS, sizeof(v[0]), bench_cmp_u64);
