@@ -198,6 +198,34 @@ uint64_t iod_xfer_deadline(const struct iod_xfer *x);
 int iod_xfer_post(struct iod_xfer *x, const char *peer, const struct iod_xfer_op *ops, unsigned n,
                   const void *notif, size_t notif_len, struct iod_xfer_req **req,
                   struct iod_err *e);
+/*
+ * Signalled posts: the poll-on-the-last-word notification, for small
+ * writes (what ucx_perftest's ucp_put_lat measures), instead of an active
+ * message. With IOD_XFER_POST_SIGNAL the last 8 bytes of the last operation
+ * (a write, its remote end 8-byte aligned) are the signal word: it lands
+ * after every other byte of the batch is visible at the peer (mapped
+ * shared memory: a release store after the copies; UCX puts: an endpoint
+ * flush first, so an 8-byte post is one store or one put). The peer waits
+ * for the value it expects with iod_xfer_signal_wait on that word of its
+ * own region; the writer picks values the word did not hold (a sequence
+ * number). No notification is queued (notif must be NULL). Drive the
+ * request (req_poll / req_wait) as for a notification: when bytes went
+ * through UCX the word goes from there, after their flush. The request
+ * completes when the signal is locally complete: the peer's wait is the
+ * remote completion. -EINVAL for a notification, a read last or a last
+ * operation under 8 bytes or misaligned. flags 0 is iod_xfer_post.
+ */
+#define IOD_XFER_POST_SIGNAL 0x1u
+int iod_xfer_post_flags(struct iod_xfer *x, const char *peer, const struct iod_xfer_op *ops,
+                        unsigned n, const void *notif, size_t notif_len, unsigned flags,
+                        struct iod_xfer_req **req, struct iod_err *e);
+/* Wait until the 8-byte word at offset of our region holds value (an
+ * acquire load, so the bytes written before it are visible), driving UCX
+ * meanwhile. timeout_ms 0: the context's deadline. -ETIMEDOUT, -ECONNRESET
+ * if the peer named (NULL: any) failed, -ENOENT unknown region, -ERANGE /
+ * -EINVAL a word past the region or misaligned. */
+int iod_xfer_signal_wait(struct iod_xfer *x, const char *from, uint32_t region, uint64_t offset,
+                         uint64_t value, uint64_t timeout_ms, struct iod_err *e);
 /* Drive it: 0 done, -EAGAIN still going, -ETIMEDOUT past its deadline,
  * another negative errno when it failed. */
 int iod_xfer_req_poll(struct iod_xfer *x, struct iod_xfer_req *r, struct iod_err *e);
@@ -304,6 +332,15 @@ int iod_xfer_regions_remove(struct iod_xfer_regions *t, uint32_t id, struct iod_
 /* A slice is inside a region of [addr, addr+len): 0, -ERANGE, -EINVAL (len 0). */
 int iod_xfer_desc_check(const struct iod_xfer_desc *d, uint64_t region_len, const char *side,
                         struct iod_err *e);
+
+/* A signalled post's last operation (IOD_XFER_POST_SIGNAL): a write of at
+ * least 8 bytes whose remote end (remote_end: the peer's address of its
+ * last byte + 1) is 8-byte aligned. 0, or -EINVAL naming what is wrong. */
+int iod_xfer_signal_check(const struct iod_xfer_op *last, uint64_t remote_end, struct iod_err *e);
+/* The signal word a waiter polls: 8 bytes at offset inside a region of
+ * region_len bytes at addr, aligned. 0, -ERANGE, -EINVAL. */
+int iod_xfer_signal_word_check(uint64_t addr, uint64_t region_len, uint64_t offset,
+                               struct iod_err *e);
 
 /* The NIC for a buffer: for GPU memory the NIC with the closest PCIe path
  * to that GPU, for host memory a NIC on the buffer's NUMA node; ties go to

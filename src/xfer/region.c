@@ -124,6 +124,37 @@ int iod_xfer_desc_check(const struct iod_xfer_desc *d, uint64_t region_len, cons
 	return 0;
 }
 
+int iod_xfer_signal_check(const struct iod_xfer_op *last, uint64_t remote_end, struct iod_err *e)
+{
+	if (last->op != IOD_XFER_WRITE)
+		return iod_err_set(e, -EINVAL,
+		                   "xfer: a signalled post must end with a write (the signal)");
+	if (last->remote.len < 8)
+		return iod_err_set(e, -EINVAL,
+		                   "xfer: a signalled post's last write of %llu bytes is shorter "
+		                   "than its 8-byte signal word",
+		                   (unsigned long long)last->remote.len);
+	if (remote_end % 8)
+		return iod_err_set(e, -EINVAL,
+		                   "xfer: a signalled post's last write must end 8-byte aligned "
+		                   "in region %u (its end is %llu bytes past a multiple of 8)",
+		                   last->remote.region, (unsigned long long)(remote_end % 8));
+	return 0;
+}
+
+int iod_xfer_signal_word_check(uint64_t addr, uint64_t region_len, uint64_t offset,
+                               struct iod_err *e)
+{
+	if (region_len < 8 || offset > region_len - 8)
+		return iod_err_set(e, -ERANGE,
+		                   "xfer: signal word at %llu is past the region of %llu bytes",
+		                   (unsigned long long)offset, (unsigned long long)region_len);
+	if ((addr + offset) % 8)
+		return iod_err_set(e, -EINVAL, "xfer: signal word at %llu is not 8-byte aligned",
+		                   (unsigned long long)offset);
+	return 0;
+}
+
 /* Lower is closer: the PCIe link class (SELF < PIX < ... < SYS). */
 static bool better(const struct iod_topo_node *n, int cand, int best, unsigned cand_dist,
                    unsigned best_dist)

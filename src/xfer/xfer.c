@@ -4,9 +4,12 @@
  * One UCP context and worker per struct iod_xfer. Regions are ucp_mem_map'd
  * and their remote keys packed into the metadata blob (src/xfer/wire.c);
  * a peer is a UCP endpoint made from the peer's worker address. A write is
- * ucp_put_nbx per chunk, then an endpoint flush (remote completion), then
- * the notification as a UCP active message, so a peer that sees the
- * notification sees the data. Peer failure comes from UCX's error handler
+ * ucp_put_nbx per chunk (or a memcpy into the peer's mapped shared memory),
+ * then an endpoint flush (remote completion), then the notification as a
+ * UCP active message, so a peer that sees the notification sees the data.
+ * A signalled post (IOD_XFER_POST_SIGNAL) ends instead with its last 8
+ * bytes as a release store or a put after the flush; the peer polls that
+ * word. Peer failure comes from UCX's error handler
  * (UCP_ERR_HANDLING_MODE_PEER) or, where a transport cannot tell, from the
  * deadline every request and wait carries: nothing here blocks unbounded.
  *
@@ -41,16 +44,24 @@ struct peer {
 enum phase { PH_FREE, PH_OPS, PH_FLUSH, PH_NOTIF, PH_DONE };
 
 struct iod_xfer_req {
-	enum phase phase;                   /* where it stands */
-	struct peer *peer;                  /* where it goes */
-	unsigned outstanding;               /* UCX requests not yet completed */
-	ucs_status_t status;                /* the first failure, UCS_OK */
-	uint64_t deadline_ns;               /* monotonic */
-	unsigned nlocal;                    /* regions it holds busy */
-	uint32_t local[IOD_XFER_BATCH_MAX]; /* their ids */
+	enum phase phase;     /* where it stands */
+	struct peer *peer;    /* where it goes */
+	unsigned outstanding; /* UCX requests not yet completed */
+	ucs_status_t status;  /* the first failure, UCS_OK */
+	uint64_t deadline_ns; /* monotonic */
+	unsigned nlocal;      /* regions it holds busy */
+	bool signal;          /* IOD_XFER_POST_SIGNAL: the last word signals */
+	bool ucx_data;        /* bytes went through UCX: flush before the signal */
+	uint64_t sig_val;     /* the signal word's value (the put's source) */
+	uint64_t *sig_mapped; /* the word mapped here, or NULL: a UCX put */
+	uint64_t sig_raddr;   /* its address in the peer */
+	ucp_rkey_h sig_rkey;  /* and key */
+	size_t notif_len;     /* bytes of notif, 0 none */
+	bool orphan;          /* freed by the caller while UCX held it */
+	/* everything above is cleared per post; the buffers below are filled
+	 * up to nlocal and notif_len */
+	uint32_t local[IOD_XFER_BATCH_MAX];                          /* their ids */
 	uint8_t notif[IOD_XFER_NOTIF_BYTES_MAX + IOD_NAME_MAX + 32]; /* encoded notification */
-	size_t notif_len;                                            /* bytes of notif, 0 none */
-	bool orphan; /* freed by the caller while UCX held it */
 };
 
 struct notif {
@@ -105,6 +116,26 @@ static const char *tls_of(enum iod_xfer_transport t)
 	case IOD_XFER_RDMA: return "rc,ud,self";
 	default: return NULL; /* UCX's own choice: every transport it has */
 	}
+}
+
+/*
+ * UCX's TCP segments: 8 KiB sends and 64 KiB receives by default, which
+ * held a 1 MiB put over loopback to 0.1-0.5 GB/s against iperf3's 2-3 on
+ * this machine (docs/transfer.md). 512 KiB each (a receive segment must
+ * hold a sent one: 64 KiB receives with 512 KiB sends stalled) gave 4-5
+ * GB/s. The environment (UCX_TCP_TX_SEG_SIZE, UCX_TCP_RX_SEG_SIZE) wins.
+ * ucp_config_modify names a transport's key without its prefix ("TX_SEG_SIZE";
+ * "TCP_TX_SEG_SIZE" is refused at worker creation as an invalid
+ * configuration); only the tcp context sets it, where tcp is the only
+ * transport with the key.
+ */
+#define TCP_SEG_SIZE "512K"
+static void tcp_tune(ucp_config_t *cfg)
+{
+	if (!getenv("UCX_TCP_TX_SEG_SIZE"))
+		ucp_config_modify(cfg, "TX_SEG_SIZE", TCP_SEG_SIZE);
+	if (!getenv("UCX_TCP_RX_SEG_SIZE"))
+		ucp_config_modify(cfg, "RX_SEG_SIZE", TCP_SEG_SIZE);
 }
 
 /* An RDMA device exists when the kernel lists one. */
@@ -198,6 +229,8 @@ int iod_xfer_create(const struct iod_xfer_opts *o, struct iod_xfer **out, struct
 	const char *tls = tls_of(x->transport);
 	if (tls)
 		ucp_config_modify(cfg, "TLS", tls);
+	if (x->transport == IOD_XFER_TCP)
+		tcp_tune(cfg);
 	if (x->nic[0] && x->transport == IOD_XFER_RDMA)
 		ucp_config_modify(cfg, "NET_DEVICES", x->nic);
 	ucp_params_t p = {0};
@@ -568,9 +601,32 @@ static void req_release(struct iod_xfer *x, struct iod_xfer_req *r)
 	r->nlocal = 0;
 }
 
+/* The signal word goes: a release store into mapped memory (every copy
+ * before it is visible first), or a put of r->sig_val. */
+static void signal_send(struct iod_xfer_req *r)
+{
+	if (r->sig_mapped) {
+		__atomic_store_n(r->sig_mapped, r->sig_val, __ATOMIC_RELEASE);
+		return;
+	}
+	__atomic_thread_fence(__ATOMIC_RELEASE); /* memcpy'd bytes before the put */
+	ucp_request_param_t rp;
+	req_param(r, &rp);
+	track(r, ucp_put_nbx(r->peer->ep, &r->sig_val, sizeof(r->sig_val), r->sig_raddr,
+	                     r->sig_rkey, &rp));
+}
+
 int iod_xfer_post(struct iod_xfer *x, const char *peer, const struct iod_xfer_op *ops, unsigned n,
                   const void *notif, size_t notif_len, struct iod_xfer_req **out, struct iod_err *e)
 {
+	return iod_xfer_post_flags(x, peer, ops, n, notif, notif_len, 0, out, e);
+}
+
+int iod_xfer_post_flags(struct iod_xfer *x, const char *peer, const struct iod_xfer_op *ops,
+                        unsigned n, const void *notif, size_t notif_len, unsigned flags,
+                        struct iod_xfer_req **out, struct iod_err *e)
+{
+	bool signal = flags & IOD_XFER_POST_SIGNAL;
 	IOD_ASSERT(x && out && (ops || n == 0));
 	*out = NULL;
 	struct peer *p = peer_find(x, peer);
@@ -587,6 +643,13 @@ int iod_xfer_post(struct iod_xfer *x, const char *peer, const struct iod_xfer_op
 	if (notif_len > IOD_XFER_NOTIF_BYTES_MAX)
 		return iod_err_set(e, -E2BIG, "xfer: notification of %zu bytes, at most %d",
 		                   notif_len, IOD_XFER_NOTIF_BYTES_MAX);
+	if (flags & ~IOD_XFER_POST_SIGNAL)
+		return iod_err_set(e, -EINVAL, "xfer: unknown post flags 0x%x",
+		                   flags & ~IOD_XFER_POST_SIGNAL);
+	if (signal && (notif || n == 0))
+		return iod_err_set(e, -EINVAL,
+		                   "xfer: a signalled post has no notification (its last 8 "
+		                   "bytes signal) and needs at least one write");
 	/* check everything before posting anything: no half-posted batch */
 	struct iod_xfer_region *lr[IOD_XFER_BATCH_MAX];
 	unsigned ri[IOD_XFER_BATCH_MAX];
@@ -613,6 +676,9 @@ int iod_xfer_post(struct iod_xfer *x, const char *peer, const struct iod_xfer_op
 			                 "xfer: operation %u: local %llu bytes, remote %llu", i,
 			                 (unsigned long long)ops[i].local.len,
 			                 (unsigned long long)ops[i].remote.len);
+		if (!rv && signal && i == n - 1)
+			rv = iod_xfer_signal_check(
+			    &ops[i], p->raddr[j] + ops[i].remote.offset + ops[i].remote.len, e);
 		if (rv)
 			return iod_err_wrap(e, "operation %u to \"%s\"", i, peer);
 	}
@@ -623,9 +689,10 @@ int iod_xfer_post(struct iod_xfer *x, const char *peer, const struct iod_xfer_op
 	if (!r)
 		return iod_err_set(e, -EAGAIN, "xfer: %d requests in flight; wait for one",
 		                   IOD_XFER_REQS_MAX);
-	memset(r, 0, offsetof(struct iod_xfer_req, notif));
+	/* up to the buffers: notif_len and orphan too (a reused slot kept
+	 * its last post's notification and sent it again) */
+	memset(r, 0, offsetof(struct iod_xfer_req, local));
 	r->peer = p;
-	r->deadline_ns = iod_clock_now_ns() + x->deadline_ms * 1000000ull;
 	if (notif) {
 		struct iod_xfer_wire_notif wn = {0};
 		snprintf(wn.name, sizeof(wn.name), "%s", x->name);
@@ -638,15 +705,27 @@ int iod_xfer_post(struct iod_xfer *x, const char *peer, const struct iod_xfer_op
 		r->notif_len = (size_t)nb;
 	}
 	r->phase = PH_OPS;
+	r->signal = signal;
 	ucp_request_param_t rp;
 	for (unsigned i = 0; i < n && r->status == UCS_OK; i++) {
 		lr[i]->busy++;
 		r->local[r->nlocal++] = lr[i]->id;
 		uint8_t *la = (uint8_t *)(uintptr_t)(lr[i]->addr + ops[i].local.offset);
 		uint64_t ra = p->raddr[ri[i]] + ops[i].remote.offset;
-		for (uint64_t off = 0; off < ops[i].local.len && r->status == UCS_OK;
-		     off += x->chunk_bytes) {
-			uint64_t len = ops[i].local.len - off;
+		uint64_t total = ops[i].local.len;
+		if (signal && i == n - 1) {
+			/* the last word waits for the rest (signal_send) */
+			total -= 8;
+			memcpy(&r->sig_val, la + total, 8);
+			r->sig_raddr = ra + total;
+			r->sig_rkey = p->rkey[ri[i]];
+			r->sig_mapped = p->rptr[ri[i]]
+			                    ? (uint64_t *)(void *)(p->rptr[ri[i]] +
+			                                           ops[i].remote.offset + total)
+			                    : NULL;
+		}
+		for (uint64_t off = 0; off < total && r->status == UCS_OK; off += x->chunk_bytes) {
+			uint64_t len = total - off;
 			if (len > x->chunk_bytes)
 				len = x->chunk_bytes;
 			uint8_t *mapped = p->rptr[ri[i]];
@@ -662,6 +741,7 @@ int iod_xfer_post(struct iod_xfer *x, const char *peer, const struct iod_xfer_op
 			req_param(r, &rp);
 			rp.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
 			rp.memh = lr[i]->shell;
+			r->ucx_data = true;
 			if (ops[i].op == IOD_XFER_WRITE)
 				track(r, ucp_put_nbx(p->ep, la + off, (size_t)len, ra + off,
 				                     p->rkey[ri[i]], &rp));
@@ -670,6 +750,14 @@ int iod_xfer_post(struct iod_xfer *x, const char *peer, const struct iod_xfer_op
 				                     p->rkey[ri[i]], &rp));
 		}
 	}
+	if (signal && !r->ucx_data && r->status == UCS_OK) {
+		/* every byte before the signal was copied here: no flush needed */
+		r->phase = PH_NOTIF;
+		signal_send(r);
+	}
+	/* a store into mapped memory is done: no clock read on that path */
+	if (r->outstanding || r->phase != PH_NOTIF || r->sig_mapped == NULL)
+		r->deadline_ns = iod_clock_now_ns() + x->deadline_ms * 1000000ull;
 	*out = r;
 	return 0;
 }
@@ -677,7 +765,11 @@ int iod_xfer_post(struct iod_xfer *x, const char *peer, const struct iod_xfer_op
 int iod_xfer_req_poll(struct iod_xfer *x, struct iod_xfer_req *r, struct iod_err *e)
 {
 	IOD_ASSERT(r && r->phase != PH_FREE);
-	ucp_worker_progress(x->worker);
+	/* a signalled store into mapped memory is done without UCX (the
+	 * latency path; iod_xfer_signal_wait drives the worker); anything else
+	 * drives it here, wire-up included */
+	if (r->outstanding || !r->signal)
+		ucp_worker_progress(x->worker);
 	for (;;) {
 		if (r->phase == PH_DONE)
 			return 0;
@@ -705,7 +797,9 @@ int iod_xfer_req_poll(struct iod_xfer *x, struct iod_xfer_req *r, struct iod_err
 			r->phase = PH_NOTIF;
 			/* memcpy'd data is visible before the notification */
 			__atomic_thread_fence(__ATOMIC_RELEASE);
-			if (r->notif_len) {
+			if (r->signal) {
+				signal_send(r);
+			} else if (r->notif_len) {
 				rp.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
 				rp.flags = UCP_AM_SEND_FLAG_EAGER;
 				track(r, ucp_am_send_nbx(r->peer->ep, AM_NOTIF_ID, NULL, 0,
@@ -774,6 +868,18 @@ int iod_xfer_notif_get(struct iod_xfer *x, char *peer, void *msg, size_t cap, si
 	return 0;
 }
 
+/* A peer named by from (NULL: any) that failed: -ECONNRESET with e set. */
+static int peer_failed(struct iod_xfer *x, const char *from, struct iod_err *e)
+{
+	for (unsigned i = 0; i < IOD_XFER_PEERS_MAX; i++) {
+		struct peer *p = &x->peers[i];
+		if (p->name[0] && p->failed != UCS_OK && (!from || !strcmp(from, p->name)))
+			return iod_err_set(e, -ECONNRESET, "xfer: peer \"%s\" failed: %s", p->name,
+			                   ucs_status_string(p->failed));
+	}
+	return 0;
+}
+
 int iod_xfer_notif_wait(struct iod_xfer *x, const char *from, char *peer, void *msg, size_t cap,
                         size_t *len, uint64_t timeout_ms, struct iod_err *e)
 {
@@ -784,12 +890,8 @@ int iod_xfer_notif_wait(struct iod_xfer *x, const char *from, char *peer, void *
 		int rv = iod_xfer_notif_get(x, peer, msg, cap, len);
 		if (rv != -EAGAIN)
 			return rv;
-		for (unsigned i = 0; i < IOD_XFER_PEERS_MAX; i++) {
-			struct peer *p = &x->peers[i];
-			if (p->name[0] && p->failed != UCS_OK && (!from || !strcmp(from, p->name)))
-				return iod_err_set(e, -ECONNRESET, "xfer: peer \"%s\" failed: %s",
-				                   p->name, ucs_status_string(p->failed));
-		}
+		if ((turn & 63) == 0 && (rv = peer_failed(x, from, e)))
+			return rv;
 		relax(&turn);
 		if ((turn & 63) == 0 && iod_clock_now_ns() > end)
 			return iod_err_set(
@@ -798,6 +900,45 @@ int iod_xfer_notif_wait(struct iod_xfer *x, const char *from, char *peer, void *
 			    "or stalled?)",
 			    from ? "\"" : "any peer", from ? from : "", from ? "\"" : "",
 			    (unsigned long long)ms);
+	}
+}
+
+int iod_xfer_signal_wait(struct iod_xfer *x, const char *from, uint32_t region, uint64_t offset,
+                         uint64_t value, uint64_t timeout_ms, struct iod_err *e)
+{
+	struct iod_xfer_region *r = iod_xfer_regions_find(&x->regions, region);
+	if (!r)
+		return iod_err_set(e, -ENOENT, "xfer: region %u is not registered", region);
+	int rv = iod_xfer_signal_word_check(r->addr, r->len, offset, e);
+	if (rv)
+		return rv;
+	const uint64_t *w = (const uint64_t *)(uintptr_t)(r->addr + offset);
+	uint64_t ms = timeout_ms ? timeout_ms : x->deadline_ms;
+	uint64_t end = 0; /* read at the first slow look: not on the latency path */
+	unsigned turn = 0, look = 0;
+	for (;;) {
+		if (__atomic_load_n(w, __ATOMIC_ACQUIRE) == value)
+			return 0;
+		/* puts over TCP land when this worker reads them; a store into
+		 * mapped memory needs nothing, so UCX only after 256 looks (a
+		 * store usually lands within them) and then every 8th look, and
+		 * the spin before yielding counts those turns: as long as the
+		 * notification wait's (a waiter that yields after a few us is
+		 * packed onto its peer's core by the scheduler, 7 us a round trip) */
+		if (++look < 256 || (look & 7) != 0)
+			continue;
+		ucp_worker_progress(x->worker);
+		if ((turn & 63) == 0 && (rv = peer_failed(x, from, e)))
+			return rv;
+		relax(&turn);
+		if ((turn & 63) == 0 && !end)
+			end = iod_clock_now_ns() + ms * 1000000ull;
+		else if ((turn & 63) == 0 && iod_clock_now_ns() > end)
+			return iod_err_set(e, -ETIMEDOUT,
+			                   "xfer: signal word %llu of region %u did not reach %llu "
+			                   "within %llu ms (peer gone or stalled?)",
+			                   (unsigned long long)offset, region,
+			                   (unsigned long long)value, (unsigned long long)ms);
 	}
 }
 

@@ -305,7 +305,11 @@ TEST(post_errors_unknown_peer_unregistered_region_too_large)
  * byte-exact SHA-256 is the check. 20 s was missed by the 256 MiB transfers
  * under sanitizers at load 9, with make test running two unit programs at
  * once. */
-static int receiver(enum iod_xfer_transport t, size_t size, int wfd, int rfd, unsigned count)
+/* The signal word a signalled test transfer ends with ("SIGNAL!!"). */
+#define SIGNAL_WORD 0x2121414c414e4749ull
+
+static int receiver(enum iod_xfer_transport t, size_t size, int wfd, int rfd, unsigned count,
+                    bool signal)
 {
 	struct iod_xfer_opts o = {.name = "rx", .transport = t, .deadline_ms = 60000};
 	struct iod_xfer *x = NULL;
@@ -328,7 +332,9 @@ static int receiver(enum iod_xfer_transport t, size_t size, int wfd, int rfd, un
 	for (unsigned i = 0; i < count; i++) {
 		char msg[8];
 		size_t len = 0;
-		if (iod_xfer_notif_wait(x, peer, peer, msg, sizeof(msg), &len, 0, &e)) {
+		/* signalled: wait for the last word, which lands after the rest */
+		if (signal ? iod_xfer_signal_wait(x, peer, id, size - 8, SIGNAL_WORD, 0, &e)
+		           : iod_xfer_notif_wait(x, peer, peer, msg, sizeof(msg), &len, 0, &e)) {
 			fprintf(stderr, "receiver: %s\n", e.msg);
 			return 1;
 		}
@@ -357,15 +363,16 @@ __attribute__((constructor(200))) static void receiver_main(void)
 	const char *c = getenv("IOD_XFER_TEST_CHILD");
 	if (!c)
 		return;
-	unsigned t = 0, count = 0;
+	unsigned t = 0, count = 0, signal = 0;
 	size_t size = 0;
 	int wfd = -1, rfd = -1;
-	if (sscanf(c, "%u:%zu:%u:%d:%d", &t, &size, &count, &wfd, &rfd) != 5)
+	if (sscanf(c, "%u:%zu:%u:%d:%d:%u", &t, &size, &count, &wfd, &rfd, &signal) != 6)
 		_exit(2);
-	_exit(receiver((enum iod_xfer_transport)t, size, wfd, rfd, count));
+	_exit(receiver((enum iod_xfer_transport)t, size, wfd, rfd, count, signal));
 }
 
-static int spawn_receiver(struct pair *p, enum iod_xfer_transport t, size_t size, unsigned count)
+static int spawn_receiver_mode(struct pair *p, enum iod_xfer_transport t, size_t size,
+                               unsigned count, bool signal)
 {
 	int a[2], b[2];
 	if (pipe(a) || pipe(b))
@@ -376,7 +383,8 @@ static int spawn_receiver(struct pair *p, enum iod_xfer_transport t, size_t size
 		close(a[1]);
 		close(b[0]);
 		char env[128];
-		snprintf(env, sizeof(env), "%u:%zu:%u:%d:%d", (unsigned)t, size, count, b[1], a[0]);
+		snprintf(env, sizeof(env), "%u:%zu:%u:%d:%d:%u", (unsigned)t, size, count, b[1],
+		         a[0], (unsigned)signal);
 		setenv("IOD_XFER_TEST_CHILD", env, 1);
 		execl("/proc/self/exe", "test_xfer", (char *)NULL);
 		_exit(127);
@@ -386,6 +394,11 @@ static int spawn_receiver(struct pair *p, enum iod_xfer_transport t, size_t size
 	p->wfd = a[1];
 	p->rfd = b[0];
 	return p->pid > 0 ? 0 : -errno;
+}
+
+static int spawn_receiver(struct pair *p, enum iod_xfer_transport t, size_t size, unsigned count)
+{
+	return spawn_receiver_mode(p, t, size, count, false);
 }
 
 static int reap(struct pair *p)
@@ -398,18 +411,23 @@ static int reap(struct pair *p)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* Write `size` bytes to a receiver process in batches of 4 ops and check
- * its SHA-256 matches ours. */
-static void transfer_exact(enum iod_xfer_transport t, size_t size)
+/* Write `size` bytes to a receiver process in batches of 4 ops (1 op when
+ * small) and check its SHA-256 matches ours. signal: a signalled post (no
+ * notification; the receiver polls the last word, SIGNAL_WORD). */
+static void transfer_exact_mode(enum iod_xfer_transport t, size_t size, bool signal)
 {
 	struct pair p;
-	CHECK_EQ(spawn_receiver(&p, t, size, 1), 0);
+	CHECK_EQ(spawn_receiver_mode(&p, t, size, 1, signal), 0);
 	struct iod_xfer_opts o = {.name = "tx", .transport = t, .deadline_ms = 60000};
 	struct iod_xfer *x = NULL;
 	struct iod_err e = {0};
 	uint8_t *buf = malloc(size);
 	CHECK(buf);
 	fill(buf, size, (uint32_t)size);
+	if (signal) {
+		uint64_t w = SIGNAL_WORD;
+		memcpy(buf + size - 8, &w, 8);
+	}
 	uint32_t id = 0;
 	char peer[IOD_NAME_MAX] = "";
 	int rv = iod_xfer_create(&o, &x, &e);
@@ -418,14 +436,17 @@ static void transfer_exact(enum iod_xfer_transport t, size_t size)
 	if (!rv)
 		rv = iod_xfer_md_exchange_fd(x, p.wfd, p.rfd, peer, &e);
 	struct iod_xfer_op ops[4];
-	size_t q = size / 4;
-	for (unsigned i = 0; i < 4; i++)
-		ops[i] = (struct iod_xfer_op){IOD_XFER_WRITE,
-		                              {id, i * q, i == 3 ? size - 3 * q : q},
-		                              {1, i * q, i == 3 ? size - 3 * q : q}};
+	unsigned nops = size >= 64 ? 4 : 1;
+	size_t q = size / nops;
+	for (unsigned i = 0; i < nops; i++)
+		ops[i] =
+		    (struct iod_xfer_op){IOD_XFER_WRITE,
+		                         {id, i * q, i == nops - 1 ? size - (nops - 1) * q : q},
+		                         {1, i * q, i == nops - 1 ? size - (nops - 1) * q : q}};
 	struct iod_xfer_req *r = NULL;
 	if (!rv)
-		rv = iod_xfer_post(x, peer, ops, 4, "done", 4, &r, &e);
+		rv = iod_xfer_post_flags(x, peer, ops, nops, signal ? NULL : "done", signal ? 0 : 4,
+		                         signal ? IOD_XFER_POST_SIGNAL : 0, &r, &e);
 	if (!rv) {
 		rv = iod_xfer_req_wait(x, r, &e);
 		iod_xfer_req_free(x, r);
@@ -452,6 +473,31 @@ static void transfer_exact(enum iod_xfer_transport t, size_t size)
 		CHECK_CONTAINS(path, "tcp");
 }
 
+static void transfer_exact(enum iod_xfer_transport t, size_t size)
+{
+	transfer_exact_mode(t, size, false);
+}
+
+/* Signalled posts: one 8-byte put or store (the latency path), 1 MiB into
+ * registered heap memory (UCX's cma on shm: flushed before the signal) and
+ * 4 MiB into allocated shared memory (memcpy, then the release store). */
+static void signal_exact(enum iod_xfer_transport t)
+{
+	static const size_t sizes[] = {8, 1u << 20, 4u << 20};
+	for (unsigned i = 0; i < 3 && !iod_test_failed(); i++)
+		transfer_exact_mode(t, sizes[i], true);
+}
+
+TEST(shm_signalled_8b_1m_4m_byte_exact)
+{
+	signal_exact(IOD_XFER_SHM);
+}
+
+TEST(tcp_signalled_8b_1m_4m_byte_exact)
+{
+	signal_exact(IOD_XFER_TCP);
+}
+
 TEST(shm_1k_1m_256m_byte_exact)
 {
 	transfer_exact(IOD_XFER_SHM, 1024);
@@ -472,6 +518,117 @@ TEST(tcp_1k_1m_256m_byte_exact)
 	if (iod_test_failed())
 		return;
 	transfer_exact(IOD_XFER_TCP, 256u << 20);
+}
+
+/* A request slot is reused: a post without a notification after one with
+ * must send none (the slot kept notif_len, and sent "hi" again). */
+TEST(a_post_without_notification_after_one_with_sends_none)
+{
+	struct iod_xfer_opts o = {.name = "self", .transport = IOD_XFER_SHM};
+	struct iod_xfer *x = NULL;
+	struct iod_err e = {0};
+	CHECK_EQ(iod_xfer_create(&o, &x, &e), 0);
+	static uint8_t a[4096], b[4096];
+	uint32_t ia = 0, ib = 0;
+	CHECK_EQ(iod_xfer_mem_register(x, a, sizeof(a), IOD_XFER_MEM_HOST, &ia, &e), 0);
+	CHECK_EQ(iod_xfer_mem_register(x, b, sizeof(b), IOD_XFER_MEM_HOST, &ib, &e), 0);
+	static uint8_t md[IOD_XFER_MD_BYTES_MAX];
+	size_t ml = 0;
+	char peer[IOD_NAME_MAX], msg[8];
+	CHECK_EQ(iod_xfer_md_get(x, md, sizeof(md), &ml, &e), 0);
+	CHECK_EQ(iod_xfer_md_load(x, md, ml, peer, &e), 0);
+	struct iod_xfer_op op = {IOD_XFER_WRITE, {ia, 0, 4096}, {ib, 0, 4096}};
+	size_t len = 0;
+	for (int round = 0; round < 2; round++) {
+		struct iod_xfer_req *r = NULL;
+		CHECK_EQ(
+		    iod_xfer_post(x, "self", &op, 1, round ? NULL : "hi", round ? 0 : 2, &r, &e),
+		    0);
+		int rv = iod_xfer_req_wait(x, r, &e);
+		iod_xfer_req_free(x, r);
+		CHECK_MSG(rv == 0, "%s", e.msg);
+		rv = iod_xfer_notif_wait(x, "self", peer, msg, sizeof(msg), &len, 200, &e);
+		if (round == 0)
+			CHECK_EQ(rv, 0);
+		else
+			CHECK_MSG(rv == -ETIMEDOUT, "a second notification (rv %d)", rv);
+	}
+	iod_xfer_destroy(x);
+}
+
+/* Signalled posts to ourselves: the argument errors, then a write whose
+ * last word is polled, and the waiter's own errors. */
+TEST(signal_post_errors_and_a_write_to_self)
+{
+	struct iod_err e = {0};
+	struct iod_xfer_op op = {IOD_XFER_READ, {1, 0, 16}, {2, 0, 16}};
+	CHECK_EQ(iod_xfer_signal_check(&op, 16, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "end with a write");
+	op.op = IOD_XFER_WRITE;
+	op.remote.len = 4;
+	CHECK_EQ(iod_xfer_signal_check(&op, 16, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "shorter than its 8-byte signal word");
+	op.remote.len = 16;
+	CHECK_EQ(iod_xfer_signal_check(&op, 20, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "8-byte aligned");
+	CHECK_EQ(iod_xfer_signal_check(&op, 24, &e), 0);
+	CHECK_EQ(iod_xfer_signal_word_check(4096, 64, 56, &e), 0);
+	CHECK_EQ(iod_xfer_signal_word_check(4096, 64, 60, &e), -ERANGE);
+	CHECK_EQ(iod_xfer_signal_word_check(4096, 4, 0, &e), -ERANGE);
+	CHECK_EQ(iod_xfer_signal_word_check(4100, 64, 0, &e), -EINVAL);
+
+	struct iod_xfer_opts o = {.name = "self", .transport = IOD_XFER_SHM};
+	struct iod_xfer *x = NULL;
+	CHECK_EQ(iod_xfer_create(&o, &x, &e), 0);
+	static _Alignas(64) uint8_t a[8192], b[4096];
+	uint32_t ia = 0, ib = 0;
+	CHECK_EQ(iod_xfer_mem_register(x, a, sizeof(a), IOD_XFER_MEM_HOST, &ia, &e), 0);
+	CHECK_EQ(iod_xfer_mem_register(x, b, sizeof(b), IOD_XFER_MEM_HOST, &ib, &e), 0);
+	static uint8_t md[IOD_XFER_MD_BYTES_MAX];
+	size_t ml = 0;
+	char peer[IOD_NAME_MAX];
+	CHECK_EQ(iod_xfer_md_get(x, md, sizeof(md), &ml, &e), 0);
+	CHECK_EQ(iod_xfer_md_load(x, md, ml, peer, &e), 0);
+	struct iod_xfer_req *r = NULL;
+	struct iod_xfer_op w = {IOD_XFER_WRITE, {ia, 0, 4096}, {ib, 0, 4096}};
+	CHECK_EQ(iod_xfer_post_flags(x, "self", &w, 1, "n", 1, IOD_XFER_POST_SIGNAL, &r, &e),
+	         -EINVAL);
+	CHECK_CONTAINS(e.msg, "no notification");
+	CHECK_EQ(iod_xfer_post_flags(x, "self", &w, 0, NULL, 0, IOD_XFER_POST_SIGNAL, &r, &e),
+	         -EINVAL);
+	CHECK_EQ(iod_xfer_post_flags(x, "self", &w, 1, NULL, 0, 0x80, &r, &e), -EINVAL);
+	CHECK_CONTAINS(e.msg, "unknown post flags");
+	w.remote.offset = 4;
+	w.local.len = w.remote.len = 4088;
+	CHECK_EQ(iod_xfer_post_flags(x, "self", &w, 1, NULL, 0, IOD_XFER_POST_SIGNAL, &r, &e),
+	         -EINVAL);
+	CHECK_CONTAINS(e.msg, "8-byte aligned");
+	/* a real one: 4088 bytes, then the word */
+	fill(a, sizeof(a), 9);
+	uint64_t word = 0x0123456789abcdefull;
+	memcpy(a + 4088, &word, 8);
+	w.remote.offset = 0;
+	w.local.len = w.remote.len = 4096;
+	CHECK_EQ(iod_xfer_post_flags(x, "self", &w, 1, NULL, 0, IOD_XFER_POST_SIGNAL, &r, &e), 0);
+	/* the writer drives its request: through UCX the word goes after the
+	 * flush, from req_poll */
+	int rv = iod_xfer_req_wait(x, r, &e);
+	iod_xfer_req_free(x, r);
+	CHECK_MSG(rv == 0, "%s", e.msg);
+	rv = iod_xfer_signal_wait(x, "self", ib, 4088, word, 1000, &e);
+	CHECK_MSG(rv == 0, "%s", e.msg);
+	CHECK(memcmp(a, b, 4096) == 0);
+	/* no notification was queued */
+	char msg[4];
+	size_t len = 0;
+	CHECK_EQ(iod_xfer_notif_get(x, peer, msg, sizeof(msg), &len), -EAGAIN);
+	/* the waiter's errors */
+	CHECK_EQ(iod_xfer_signal_wait(x, NULL, 77, 0, 1, 50, &e), -ENOENT);
+	CHECK_EQ(iod_xfer_signal_wait(x, NULL, ib, 4092, 1, 50, &e), -ERANGE);
+	CHECK_EQ(iod_xfer_signal_wait(x, NULL, ib, 4, 1, 50, &e), -EINVAL);
+	CHECK_EQ(iod_xfer_signal_wait(x, NULL, ib, 4088, word + 1, 50, &e), -ETIMEDOUT);
+	CHECK_CONTAINS(e.msg, "did not reach");
+	iod_xfer_destroy(x);
 }
 
 /* Kill the receiver while we keep writing: the sender's post or wait fails
