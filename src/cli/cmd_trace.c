@@ -91,7 +91,8 @@ static const char *attr(json_t *span, const char *key)
 			return s; /* OTLP/JSON writes 64-bit integers as strings */
 		if (json_is_integer(iv)) {
 			char *b = num[turn++ % 8];
-			snprintf(b, sizeof(num[0]), "%" JSON_INTEGER_FORMAT, json_integer_value(iv));
+			snprintf(b, sizeof(num[0]), "%" JSON_INTEGER_FORMAT,
+			         json_integer_value(iv));
 			return b;
 		}
 	}
