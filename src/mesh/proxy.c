@@ -630,6 +630,35 @@ static void l4_deny(struct worker *w, struct wsvc *s, int fd, const char *client
 	close(fd);
 }
 
+/* An accepted connection (a; its caller's uid when known): an l4
+ * service's policy first, then the per-client limit, then the service's
+ * handler. */
+static void admit(struct worker *w, struct wsvc *s, int fd, struct accepted *a, bool known,
+                  uint32_t uid)
+{
+	if (s->svc.mode == IOD_MESH_MODE_TCP && w->authz) {
+		struct iod_sec_verdict v;
+		char caller[2 * IOD_NAME_MAX + 2];
+		iod_mesh_authz_check(w, &s->svc, known, uid, NULL, &v, caller, sizeof(caller));
+		if (!v.allow) {
+			l4_deny(w, s, fd, a->client, &v, caller);
+			return;
+		}
+	}
+	/* per-client limit: a client at its share is refused here, before it
+	 * takes a connection slot (issue 15: a flood of slow heads from one
+	 * client made the proxy reset everyone else) */
+	if (iod_mesh_clients_take(w->clients, a->ip4, a->key_uid, w->client_max)) {
+		STAT_INC(s->st.limited);
+		close(fd);
+		return;
+	}
+	if (s->svc.mode == IOD_MESH_MODE_TCP)
+		iod_mesh_l4_accept(w, s, fd, a);
+	else
+		iod_mesh_http_accept(w, s, fd, a);
+}
+
 /* A caller on this node over the service's AF_UNIX socket: who it is comes
  * from SO_PEERCRED (always known), the rest as for the VIP. */
 static void on_accept_unix(struct worker *w, struct listener *l)
@@ -651,16 +680,6 @@ static void on_accept_unix(struct worker *w, struct listener *l)
 		snprintf(client, sizeof(client), "unix/pid=%d", known ? (int)cr.pid : 0);
 		STAT_INC(s->st.cx_total);
 		STAT_INC(s->st.tp_down[IOD_MESH_PATH_SHM]);
-		if (s->svc.mode == IOD_MESH_MODE_TCP && w->authz) {
-			struct iod_sec_verdict v;
-			char caller[2 * IOD_NAME_MAX + 2];
-			iod_mesh_authz_check(w, &s->svc, known, cr.uid, NULL, &v, caller,
-			                     sizeof(caller));
-			if (!v.allow) {
-				l4_deny(w, s, fd, client, &v, caller);
-				continue;
-			}
-		}
 		/* keyed by uid only (no address): 127.0.0.1 stands for "this node" */
 		struct accepted a = {.client = client,
 		                     .ip4 = 0x7f000001u,
@@ -668,15 +687,7 @@ static void on_accept_unix(struct worker *w, struct listener *l)
 		                     .peer_uid = cr.uid,
 		                     .key_uid = known ? cr.uid : UINT32_MAX,
 		                     .tp = IOD_MESH_PATH_SHM};
-		if (iod_mesh_clients_take(w->clients, a.ip4, a.key_uid, w->client_max)) {
-			STAT_INC(s->st.limited);
-			close(fd);
-			continue;
-		}
-		if (s->svc.mode == IOD_MESH_MODE_TCP)
-			iod_mesh_l4_accept(w, s, fd, &a);
-		else
-			iod_mesh_http_accept(w, s, fd, &a);
+		admit(w, s, fd, &a, known, cr.uid);
 	}
 }
 
@@ -709,33 +720,12 @@ static void on_accept(struct worker *w, struct listener *l)
 		struct iod_mesh_peer peer = {0};
 		struct iod_err pe = {0};
 		bool known = w->authz && !iod_mesh_peer_owner(fd, &peer, &pe);
-		if (s->svc.mode == IOD_MESH_MODE_TCP && w->authz) {
-			struct iod_sec_verdict v;
-			char caller[2 * IOD_NAME_MAX + 2];
-			iod_mesh_authz_check(w, &s->svc, known, peer.uid, NULL, &v, caller,
-			                     sizeof(caller));
-			if (!v.allow) {
-				l4_deny(w, s, fd, client, &v, caller);
-				continue;
-			}
-		}
 		struct accepted a = {.client = client,
 		                     .ip4 = ntohl(sa.sin_addr.s_addr),
 		                     .peer_known = known,
 		                     .peer_uid = peer.uid,
 		                     .key_uid = known ? peer.uid : UINT32_MAX};
-		/* per-client limit: a client at its share is refused here, before
-		 * it takes a connection slot (issue 15: a flood of slow heads from
-		 * one client made the proxy reset everyone else) */
-		if (iod_mesh_clients_take(w->clients, a.ip4, a.key_uid, w->client_max)) {
-			STAT_INC(s->st.limited);
-			close(fd);
-			continue;
-		}
-		if (s->svc.mode == IOD_MESH_MODE_TCP)
-			iod_mesh_l4_accept(w, s, fd, &a);
-		else
-			iod_mesh_http_accept(w, s, fd, &a);
+		admit(w, s, fd, &a, known, peer.uid);
 	}
 }
 
