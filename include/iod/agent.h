@@ -489,6 +489,14 @@ struct iod_agent_overlay_table {
 const char *iod_agent_overlay_tenant(const json_t *value);
 /* A tenant's VNI: a hash of its name in 1..0xfffffe. */
 uint32_t iod_agent_overlay_vni(const char *tenant);
+/* A listing ({"items": [{"name", "value"}...]}) brought up to date, in
+ * place, by the watch's events of kind (each {"type": "put"|"delete",
+ * "kind", "name", "value"}): a put replaces its item's value or appends
+ * it, a delete removes it; other kinds are skipped. false (the listing
+ * half changed: list again) when a put has no value or the listing is not
+ * one. The agent applies a security-group change this way instead of
+ * listing every NetPolicy again. */
+bool iod_agent_list_apply_events(json_t *list, const json_t *events, const char *kind);
 /* The table from the watch's lists ({"items": [...]}); -ENOSPC when the
  * cluster has more replicas than the table holds (the first ones kept).
  * netpolicies may be NULL (no security groups). */

@@ -945,10 +945,17 @@ static void *watcher_main(void *arg)
 				}
 				json_decref(eps);
 			}
-			/* only security groups changed: the rest is as last listed */
-			json_t *nps = relist && vsw && seen.reps && only_kind(ev, "netpolicy")
-			                  ? list(&cl, "netpolicies")
-			                  : NULL;
+			/* only security groups changed: the rest is as last listed, and
+			 * the events carry the groups (no listing: the round trip was
+			 * part of net.policy_apply) */
+			json_t *nps = NULL;
+			if (relist && vsw && seen.reps && only_kind(ev, "netpolicy")) {
+				nps = seen.nps ? json_deep_copy(seen.nps) : NULL;
+				if (!nps || !iod_agent_list_apply_events(nps, ev, "netpolicy")) {
+					json_decref(nps);
+					nps = list(&cl, "netpolicies");
+				}
+			}
 			if (nps) {
 				seen_put(&seen.nps, nps);
 				overlay_push(vsw, &seen, c->cfg);

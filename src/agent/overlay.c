@@ -244,3 +244,49 @@ int iod_agent_overlay_dp_config(const struct iod_agent_overlay_node *nd,
 		                   IOD_DP_ENDPOINTS_MAX);
 	return iod_agent_sg_compile(nd, t, loc, nloc, c, e);
 }
+
+bool iod_agent_list_apply_events(json_t *list, const json_t *events, const char *kind)
+{
+	json_t *items = json_object_get(list, "items");
+	if (!json_is_array(items))
+		return false;
+	size_t i;
+	json_t *ev;
+	json_array_foreach(events, i, ev)
+	{
+		const char *k = "", *type = "", *name = NULL;
+		iod_json_get_str(ev, "kind", &k);
+		if (strcmp(k, kind))
+			continue;
+		iod_json_get_str(ev, "type", &type);
+		if (iod_json_get_str(ev, "name", &name))
+			return false;
+		json_t *value = json_object_get(ev, "value");
+		bool put = !strcmp(type, "put");
+		if ((put && !json_is_object(value)) || (!put && strcmp(type, "delete")))
+			return false;
+		size_t j, at = SIZE_MAX;
+		json_t *x;
+		json_array_foreach(items, j, x)
+		{
+			const char *xn = NULL;
+			if (!iod_json_get_str(x, "name", &xn) && !strcmp(xn, name)) {
+				at = j;
+				break;
+			}
+		}
+		if (!put) {
+			if (at != SIZE_MAX)
+				json_array_remove(items, at);
+			continue;
+		}
+		if (at != SIZE_MAX) {
+			if (json_object_set(json_array_get(items, at), "value", value))
+				return false;
+		} else if (json_array_append_new(
+		               items, json_pack("{s:s, s:O}", "name", name, "value", value))) {
+			return false;
+		}
+	}
+	return true;
+}

@@ -1019,6 +1019,60 @@ TEST(overlay_vip_never_balances_a_replica_to_itself)
 	json_decref(eps1);
 }
 
+/* A security-group change applied from the watch's events to the last
+ * listing, as the agent now does instead of listing every NetPolicy again:
+ * a put replaces a group or adds one, a delete removes one, other kinds
+ * are left alone; a put without a value says "list again". The groups
+ * then load as from a fresh listing. */
+TEST(netpolicy_events_update_the_last_listing)
+{
+	json_t *l = json_loads(
+	    "{\"items\": [{\"name\": \"a-in\", \"value\": {\"service\": \"a\","
+	    " \"ingress\": [{\"name\": \"x\", \"protocol\": \"tcp\", \"ports\": 80}]}},"
+	    " {\"name\": \"b-in\", \"value\": {\"service\": \"b\","
+	    " \"ingress\": [{\"name\": \"y\", \"protocol\": \"tcp\", \"ports\": 81}]}}]}",
+	    0, NULL);
+	json_t *ev = json_loads(
+	    "[{\"type\": \"put\", \"kind\": \"netpolicy\", \"name\": \"a-in\", \"value\":"
+	    " {\"service\": \"a\", \"ingress\": [{\"name\": \"z\", \"protocol\": \"tcp\", "
+	    "\"ports\": 90}]}},"
+	    " {\"type\": \"delete\", \"kind\": \"netpolicy\", \"name\": \"b-in\"},"
+	    " {\"type\": \"put\", \"kind\": \"service\", \"name\": \"c\", \"value\": {}},"
+	    " {\"type\": \"put\", \"kind\": \"netpolicy\", \"name\": \"c-in\", \"value\":"
+	    " {\"service\": \"c\", \"egress\": [{\"name\": \"w\", \"protocol\": \"udp\", "
+	    "\"ports\": 91}]}}]",
+	    0, NULL);
+	json_t *bad =
+	    json_loads("[{\"type\": \"put\", \"kind\": \"netpolicy\", \"name\": \"d\"}]", 0, NULL);
+	struct iod_agent_overlay_table *t = calloc(1, sizeof(*t));
+	struct iod_err e = {0};
+	CHECK(l && ev && bad && t);
+	CHECK(iod_agent_list_apply_events(l, ev, "netpolicy"));
+	json_t *items = json_object_get(l, "items");
+	CHECK_EQ(json_array_size(items), 2);
+	CHECK_MSG(iod_agent_sg_from_state(l, t, &e) == 0, "%s", e.msg);
+	CHECK_EQ(t->sgs_n, 2);
+	CHECK_STR(t->sgs[0].name, "a-in");
+	CHECK_STR(t->sgs[1].name, "c-in");
+	CHECK_STR(t->sg_rules[t->sgs[0].rules_first].name, "a-in/z");
+	CHECK_EQ(t->sg_rules[t->sgs[0].rules_first].r.port_min, 90);
+	CHECK(t->sgs[1].egress && !t->sgs[1].ingress);
+	/* deleting what is not there changes nothing; a put without a value fails */
+	json_t *del = json_loads(
+	    "[{\"type\": \"delete\", \"kind\": \"netpolicy\", \"name\": \"q\"}]", 0, NULL);
+	CHECK(iod_agent_list_apply_events(l, del, "netpolicy"));
+	CHECK_EQ(json_array_size(items), 2);
+	CHECK(!iod_agent_list_apply_events(l, bad, "netpolicy"));
+	json_t *notlist = json_object();
+	CHECK(!iod_agent_list_apply_events(notlist, ev, "netpolicy"));
+	free(t);
+	json_decref(notlist);
+	json_decref(del);
+	json_decref(bad);
+	json_decref(ev);
+	json_decref(l);
+}
+
 static const char *env_of(const struct iod_agent_replica *r, const char *var)
 {
 	for (uint32_t i = 0; i < r->envc; i++) {
