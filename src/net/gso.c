@@ -174,6 +174,36 @@ uint32_t iod_net_gro_run(uint8_t *const *frames, const uint32_t *lens, uint32_t 
 	return k;
 }
 
+/* A coalesced super-frame's headers: first (the IPv4 header at ETH_LEN,
+ * the TCP or UDP one at l4, hl bytes of headers in all) carrying l4_len
+ * bytes from l4 on gets its IP total length and checksum, an L4 checksum
+ * field holding the pseudo-header sum (partial, as CHECKSUM_PARTIAL has
+ * it), and the virtio-net header h (gso_type at gso_size, NEEDS_CSUM). */
+static void super_header(uint8_t *first, uint16_t l4, uint16_t hl, uint32_t l4_len,
+                         uint8_t gso_type, uint16_t gso_size, struct iod_net_vnet_hdr *h)
+{
+	struct iod_net_ipv4 *ip = (void *)(first + ETH_LEN);
+	bool tcp = gso_type == IOD_NET_VNET_GSO_TCPV4;
+	uint16_t csum_ofs = tcp ? TCP_CSUM_OFS : UDP_CSUM_OFS;
+	iod_net_put16(&ip->len_be, (uint16_t)(l4 - ETH_LEN + l4_len));
+	ip->csum_be = 0;
+	iod_net_put16(&ip->csum_be, iod_net_ipv4_csum(ip));
+	uint8_t ph[12];
+	memcpy(ph, &ip->src_be, 4);
+	memcpy(ph + 4, &ip->dst_be, 4);
+	ph[8] = 0;
+	ph[9] = tcp ? IOD_NET_PROTO_TCP : IOD_NET_PROTO_UDP;
+	iod_net_put16(ph + 10, (uint16_t)l4_len);
+	iod_net_put16(first + l4 + csum_ofs,
+	              (uint16_t)~iod_net_csum_fold(iod_net_csum_add(0, ph, sizeof(ph))));
+	h->flags = IOD_NET_VNET_F_NEEDS_CSUM;
+	h->gso_type = gso_type;
+	h->hdr_len = hl;
+	h->gso_size = gso_size;
+	h->csum_start = l4;
+	h->csum_offset = csum_ofs;
+}
+
 void iod_net_gro_finish(uint8_t *first, uint32_t len0, const uint8_t *last, uint32_t last_len,
                         uint32_t segs, uint32_t payload, struct iod_net_vnet_hdr *h)
 {
@@ -184,25 +214,8 @@ void iod_net_gro_finish(uint8_t *first, uint32_t len0, const uint8_t *last, uint
 	(void)last_len;
 	struct iod_net_ipv4 *ip = (void *)(first + ETH_LEN);
 	uint16_t mss = (uint16_t)(iod_net_be16(&ip->len_be) + ETH_LEN - hl);
-	uint32_t l4_len = hl - l4 + payload;
-	iod_net_put16(&ip->len_be, (uint16_t)(l4 - ETH_LEN + l4_len));
-	ip->csum_be = 0;
-	iod_net_put16(&ip->csum_be, iod_net_ipv4_csum(ip));
 	first[l4 + 13] |= last[l4 + 13] & IOD_NET_TCP_PSH;
-	uint8_t ph[12];
-	memcpy(ph, &ip->src_be, 4);
-	memcpy(ph + 4, &ip->dst_be, 4);
-	ph[8] = 0;
-	ph[9] = IOD_NET_PROTO_TCP;
-	iod_net_put16(ph + 10, (uint16_t)l4_len);
-	iod_net_put16(first + l4 + TCP_CSUM_OFS,
-	              (uint16_t)~iod_net_csum_fold(iod_net_csum_add(0, ph, sizeof(ph))));
-	h->flags = IOD_NET_VNET_F_NEEDS_CSUM;
-	h->gso_type = IOD_NET_VNET_GSO_TCPV4;
-	h->hdr_len = hl;
-	h->gso_size = mss;
-	h->csum_start = l4;
-	h->csum_offset = TCP_CSUM_OFS;
+	super_header(first, l4, hl, hl - l4 + payload, IOD_NET_VNET_GSO_TCPV4, mss, h);
 }
 
 /* May b follow a in one UDP run of payload pay each (b's may be shorter)? */
@@ -263,25 +276,7 @@ void iod_net_udp_gro_finish(uint8_t *first, uint32_t len0, uint32_t segs, uint32
 	uint16_t l4, hl;
 	if (segs < 2 || !l4_hdrs(first, len0, &proto, &l4, &hl) || proto != IOD_NET_PROTO_UDP)
 		return;
-	struct iod_net_ipv4 *ip = (void *)(first + ETH_LEN);
 	uint16_t each = (uint16_t)(iod_net_be16(first + l4 + 4) - 8u);
-	uint32_t l4_len = 8u + payload;
-	iod_net_put16(&ip->len_be, (uint16_t)(l4 - ETH_LEN + l4_len));
-	ip->csum_be = 0;
-	iod_net_put16(&ip->csum_be, iod_net_ipv4_csum(ip));
-	iod_net_put16(first + l4 + 4, (uint16_t)l4_len);
-	uint8_t ph[12];
-	memcpy(ph, &ip->src_be, 4);
-	memcpy(ph + 4, &ip->dst_be, 4);
-	ph[8] = 0;
-	ph[9] = IOD_NET_PROTO_UDP;
-	iod_net_put16(ph + 10, (uint16_t)l4_len);
-	iod_net_put16(first + l4 + UDP_CSUM_OFS,
-	              (uint16_t)~iod_net_csum_fold(iod_net_csum_add(0, ph, sizeof(ph))));
-	h->flags = IOD_NET_VNET_F_NEEDS_CSUM;
-	h->gso_type = IOD_NET_VNET_GSO_UDP_L4;
-	h->hdr_len = hl;
-	h->gso_size = each;
-	h->csum_start = l4;
-	h->csum_offset = UDP_CSUM_OFS;
+	iod_net_put16(first + l4 + 4, (uint16_t)(8u + payload));
+	super_header(first, l4, hl, 8u + payload, IOD_NET_VNET_GSO_UDP_L4, each, h);
 }
