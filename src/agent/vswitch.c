@@ -131,21 +131,26 @@ bool iod_agent_vswitch_gso(void)
 	return !(rx && !strcmp(rx, "ring")) && !(gso && !strcmp(gso, "off"));
 }
 
-/* small: a replica's or the host stack's port; replica: a replica's (GSO
- * super-frames in and out through a virtio-net header, iod_agent_vswitch_gso);
- * fabric: the VTEP's (a virtio-net header too: VXLAN datagrams of one inner
- * flow go out as one UDP_SEGMENT super-frame, and such super-frames from
- * peer switches come in whole) */
-static int open_port(struct iod_io_port *p, const char *name, const char *iface, bool small,
-                     bool replica, bool fabric, struct iod_err *e)
+/* A port of the switch, by what it faces. */
+enum port_kind {
+	PORT_REPLICA, /* a replica's veth: GSO super-frames in and out through a
+	               * virtio-net header (iod_agent_vswitch_gso) */
+	PORT_HOST,    /* the host stack's */
+	PORT_FABRIC,  /* the VTEP's: a virtio-net header too, VXLAN datagrams of one
+	               * inner flow out as one UDP_SEGMENT super-frame and such
+	               * super-frames from peer switches in whole */
+};
+
+static int open_port(struct iod_io_port *p, const char *name, const char *iface,
+                     enum port_kind kind, struct iod_err *e)
 {
 	struct iod_io_port_cfg pc = {.backend = "afpacket", .name = name, .iface = iface};
-	if (small) { /* a replica's port: a few hundred frames in flight */
+	if (kind != PORT_FABRIC) { /* one endpoint's: a few hundred frames in flight */
 		pc.pool_bufs = 512;
 		pc.ring_blocks = 4;
 	}
-	pc.vnet_hdr = (replica || fabric) && iod_agent_vswitch_gso();
-	pc.tx_udp_gso = fabric;
+	pc.vnet_hdr = kind != PORT_HOST && iod_agent_vswitch_gso();
+	pc.tx_udp_gso = kind == PORT_FABRIC;
 	pc.retire_ms = 1; /* a partly filled block waits 1 ms, not 10 */
 	/* no ring: a ring's partly filled block waits for its retire timer (a
 	 * jiffy or more per switch a packet crosses); IOD_VSWITCH_RX=ring keeps
@@ -407,7 +412,7 @@ static void rebuild(struct iod_agent_vswitch *v)
 		p->guard.bind.ip = p->ip;
 		iod_agent_overlay_mac(p->ip, false, p->guard.bind.mac); /* netns.c gives eth0 it */
 		p->ifindex = if_nametoindex(p->veth);
-		if (open_port(&p->port, p->name, p->veth, true, true, false, &e)) {
+		if (open_port(&p->port, p->name, p->veth, PORT_REPLICA, &e)) {
 			IOD_WARN("vswitch", "%s: port %s: %s", p->name, p->veth, e.msg);
 			continue;
 		}
@@ -724,10 +729,8 @@ int iod_agent_vswitch_start(struct iod_agent_vswitch **out, const struct iod_age
 	v->nd.overlay_net = n->overlay_net;
 	v->nd.overlay_prefix = n->overlay_prefix;
 	if ((rc = dev_info(v->dev, &v->nd.vtep_ip, v->nd.vtep_mac, e)) ||
-	    (rc = open_port(&v->ports[IOD_DP_PORT_FABRIC], "fabric", v->dev, false, false, true,
-	                    e)) ||
-	    (rc = open_port(&v->ports[IOD_DP_PORT_HOST], "host", v->host_port, true, false, false,
-	                    e))) {
+	    (rc = open_port(&v->ports[IOD_DP_PORT_FABRIC], "fabric", v->dev, PORT_FABRIC, e)) ||
+	    (rc = open_port(&v->ports[IOD_DP_PORT_HOST], "host", v->host_port, PORT_HOST, e))) {
 		iod_agent_vswitch_stop(v);
 		return rc;
 	}
